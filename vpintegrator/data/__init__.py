@@ -1,0 +1,40 @@
+"""Data: generation specs, generation with SciPy or a classical integrator, and HDF5 trajectory files.
+
+Names are imported lazily (PEP 562): ``import vpintegrator.data`` is cheap, and nothing here imports
+torch (``vpintegrator.data.windows``, which does, is never imported from this file).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# public name -> submodule that defines it
+_LAZY: dict[str, str] = {
+    "SCHEMA_VERSION": ".hdf5",
+    "TrajectoryWriter": ".hdf5",
+    "read_metadata": ".hdf5",
+    "read_trajectories": ".hdf5",
+    "write_trajectories": ".hdf5",
+    "GenerationSpec": ".spec",
+    "list_specs": ".spec",
+    "load_spec": ".spec",
+    "generate": ".generate",
+    "solve_flow": ".generate",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'vpintegrator.data' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(__all__) | set(globals()))

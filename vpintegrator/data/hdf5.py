@@ -1,0 +1,516 @@
+"""Trajectories in HDF5 files (schema v1, documented in ``datasets/README.md``).
+
+Layout: ``/t`` (n_steps,) float64, ``/y`` (n_traj, n_steps, dim) float64, metadata as root attributes
+(``schema_version``, ``system``, ``dim``, ``dt``, ``method``, ``rtol``, ``atol``, ``seed``, ``n_traj``,
+``n_steps``, ``t_end``, ``invariant_names``, ``param_<name>`` for each system parameter,
+``vpintegrator_version``, and whatever else the producer recorded). ``/y`` is chunked along
+trajectories and gzip-compressed. Every write is atomic: a temporary file beside the target, renamed onto
+it only when complete, so an interrupted write leaves no partial file and an earlier file intact.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import h5py
+import numpy as np
+
+from .._io import atomic_path
+from .._version import __version__
+from ..errors import VPIntegratorError
+from ..trajectory import Trajectories
+
+__all__ = ["SCHEMA_VERSION", "TrajectoryWriter", "read_metadata", "read_trajectories", "write_trajectories"]
+
+SCHEMA_VERSION = 1
+
+# Metadata keys that describe the arrays; the writer computes them and they win over ``meta``.
+_SHAPE_KEYS = ("schema_version", "dim", "n_traj", "n_steps", "vpintegrator_version")
+# ``meta["params"]`` (a dict of system parameters) is stored flat as ``param_<name>`` attributes.
+_PARAM_PREFIX = "param_"
+# Attribute listing the keys whose values were stored as JSON strings (dicts, None, nested lists).
+_JSON_KEYS_ATTR = "json_keys"
+# Target size of one compressed HDF5 chunk of ``/y``.
+_CHUNK_BYTES = 512 * 1024
+_HINT = "was it written by vp-gen (vpintegrator.write_trajectories)?"
+
+
+def _chunk_shape(n_traj: int, n_steps: int, dim: int) -> tuple[int, int, int]:
+    """Chunks of whole trajectories (at most 64) of about ``_CHUNK_BYTES``; long ones split in time."""
+    row_bytes = 8 * dim
+    c_steps = max(1, min(n_steps, _CHUNK_BYTES // row_bytes))
+    c_traj = max(1, min(n_traj, 64, _CHUNK_BYTES // (row_bytes * c_steps)))
+    return c_traj, c_steps, dim
+
+
+# ---------------------------------------------------------------------------------------------------
+# metadata <-> attributes
+
+
+def _is_native(value: Any) -> bool:
+    """Whether an attribute value round-trips through HDF5 natively (scalar or flat list)."""
+    if isinstance(value, (bool, int, float, str, np.bool_, np.integer, np.floating)):
+        return True
+    if isinstance(value, (list, tuple, np.ndarray)):
+        arr = np.asarray(value)
+        if arr.ndim != 1 or arr.dtype == object:
+            return False
+        return arr.dtype.kind in "biufU" and (arr.size > 0 or isinstance(value, np.ndarray))
+    return False
+
+
+def _to_attr(value: Any) -> Any:
+    if isinstance(value, (list, tuple, np.ndarray)):
+        arr = np.asarray(value)
+        if arr.dtype.kind == "U":
+            return np.array([str(v) for v in arr], dtype=h5py.string_dtype())
+        return arr
+    return value
+
+
+def _from_attr(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, np.ndarray):
+        return [_from_attr(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _meta_to_attrs(meta: dict[str, Any]) -> dict[str, Any]:
+    """Flatten ``meta`` into HDF5 attributes: ``params`` -> ``param_<name>``; odd values -> JSON."""
+    attrs: dict[str, Any] = {}
+    json_keys: list[str] = []
+    for key, value in meta.items():
+        if key == "params" and isinstance(value, dict):
+            for name, param in value.items():
+                attrs[_PARAM_PREFIX + name] = param
+            continue
+        if key == _JSON_KEYS_ATTR:
+            continue
+        attrs[key] = value
+    out: dict[str, Any] = {}
+    for key, value in attrs.items():
+        if key == "invariant_names":  # always a list of str, even when empty
+            out[key] = np.array([str(v) for v in value], dtype=h5py.string_dtype())
+        elif _is_native(value):
+            out[key] = _to_attr(value)
+        else:
+            try:
+                out[key] = json.dumps(value if not isinstance(value, np.ndarray) else value.tolist())
+            except TypeError:
+                raise VPIntegratorError(
+                    f"metadata key {key!r} has a value of type {type(value).__name__} that cannot be stored "
+                    "in HDF5 attributes; use str, bool, int, float, lists of these, or dicts of them"
+                ) from None
+            json_keys.append(key)
+    out[_JSON_KEYS_ATTR] = np.array(json_keys, dtype=h5py.string_dtype())
+    return out
+
+
+def _attrs_to_meta(attrs: h5py.AttributeManager) -> dict[str, Any]:
+    """Inverse of :func:`_meta_to_attrs`."""
+    raw = {key: _from_attr(attrs[key]) for key in attrs.keys()}
+    json_keys = set(raw.pop(_JSON_KEYS_ATTR, []) or [])
+    meta: dict[str, Any] = {}
+    params: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in json_keys:
+            value = json.loads(value)
+        if key.startswith(_PARAM_PREFIX):
+            params[key[len(_PARAM_PREFIX):]] = value
+        else:
+            meta[key] = value
+    if params:
+        meta["params"] = params
+    return meta
+
+
+def _standard_attrs(n_traj: int, n_steps: int, dim: int, t: np.ndarray, meta: dict[str, Any]) -> dict:
+    meta = dict(meta)
+    meta.update(
+        schema_version=SCHEMA_VERSION,
+        dim=int(dim),
+        n_traj=int(n_traj),
+        n_steps=int(n_steps),
+        vpintegrator_version=__version__,
+    )
+    if n_steps >= 1:
+        meta.setdefault("t_end", float(t[-1]))
+    if n_steps >= 2:
+        meta.setdefault("dt", float(t[1] - t[0]))
+    meta.setdefault("invariant_names", [])
+    return meta
+
+
+# ---------------------------------------------------------------------------------------------------
+# writing
+
+
+class TrajectoryWriter:
+    """Write a trajectory data set to HDF5 chunk by chunk, atomically.
+
+    Use as a context manager. The file appears at ``path`` only when the block exits normally and every
+    trajectory has been written; on an exception (``KeyboardInterrupt`` included) the temporary file is
+    removed and an earlier file at ``path`` stays intact.
+
+    Parameters
+    ----------
+    path : str or PathLike
+        Target file.
+    n_traj, n_steps, dim : int
+        Shape of ``/y``: (n_traj, n_steps, dim).
+    t : ndarray, shape (n_steps,)
+        Sample times.
+    meta : dict
+        Metadata for the root attributes (see the module docstring); ``meta["params"]`` is stored as
+        ``param_<name>`` attributes.
+    compression : str, default "gzip"
+        HDF5 filter for ``/y`` (``"gzip"`` is readable everywhere; ``"lzf"`` is faster but h5py-only).
+
+    Examples
+    --------
+    >>> with TrajectoryWriter("out.h5", n_traj, n_steps, dim, t, meta) as writer:  # doctest: +SKIP
+    ...     for start, y_chunk in chunks:        # y_chunk: (k, n_steps, dim)
+    ...         writer.write(start, y_chunk)
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        n_traj: int,
+        n_steps: int,
+        dim: int,
+        t: np.ndarray,
+        meta: dict[str, Any] | None = None,
+        *,
+        compression: str = "gzip",
+    ) -> None:
+        for name, value in (("n_traj", n_traj), ("n_steps", n_steps), ("dim", dim)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise VPIntegratorError(f"TrajectoryWriter: {name} must be a positive int; got {value!r}")
+        t = np.asarray(t, dtype=np.float64)
+        if t.shape != (n_steps,):
+            raise VPIntegratorError(f"TrajectoryWriter: t must have shape (n_steps,) = ({n_steps},); got {t.shape}")
+        self.path = Path(path)
+        self.shape = (int(n_traj), int(n_steps), int(dim))
+        self._t = t
+        self._meta = _standard_attrs(n_traj, n_steps, dim, t, meta or {})
+        self._compression = compression
+        self._written = np.zeros(int(n_traj), dtype=bool)
+        self._ctx = None
+        self._file: h5py.File | None = None
+        self._y: h5py.Dataset | None = None
+
+    def __enter__(self) -> "TrajectoryWriter":
+        self._ctx = atomic_path(self.path, suffix=".h5")
+        tmp = self._ctx.__enter__()
+        try:
+            self._file = h5py.File(tmp, "w")
+            self._file.create_dataset("t", data=self._t)
+            compression_opts = 4 if self._compression == "gzip" else None
+            self._y = self._file.create_dataset(
+                "y",
+                shape=self.shape,
+                dtype=np.float64,
+                chunks=_chunk_shape(*self.shape),
+                compression=self._compression,
+                compression_opts=compression_opts,
+                shuffle=True,
+            )
+            self.update_meta({})
+        except BaseException as err:
+            self._close()
+            self._ctx.__exit__(type(err), err, err.__traceback__)
+            raise
+        return self
+
+    def update_meta(self, meta: dict[str, Any]) -> None:
+        """Add or overwrite metadata (e.g. statistics known only at the end); the shape keys are fixed."""
+        if self._file is None:
+            raise VPIntegratorError("TrajectoryWriter.update_meta called outside its `with` block")
+        merged = {**self._meta, **{k: v for k, v in meta.items() if k not in _SHAPE_KEYS}}
+        if "params" in meta and "params" in self._meta:
+            merged["params"] = {**self._meta["params"], **meta["params"]}
+        self._meta = merged
+        attrs = _meta_to_attrs(merged)
+        for key in list(self._file.attrs.keys()):
+            if key not in attrs:
+                del self._file.attrs[key]
+        for key, value in attrs.items():
+            self._file.attrs[key] = value
+
+    def write(self, start_traj: int, y_chunk: np.ndarray) -> None:
+        """Write trajectories ``start_traj : start_traj + len(y_chunk)``.
+
+        Parameters
+        ----------
+        start_traj : int
+            Index of the first trajectory in the chunk.
+        y_chunk : ndarray, shape (k, n_steps, dim)
+            The states; cast to float64.
+        """
+        if self._y is None:
+            raise VPIntegratorError("TrajectoryWriter.write called outside its `with` block")
+        y_chunk = np.asarray(y_chunk, dtype=np.float64)
+        n_traj, n_steps, dim = self.shape
+        k = y_chunk.shape[0] if y_chunk.ndim == 3 else -1
+        if y_chunk.ndim != 3 or y_chunk.shape[1:] != (n_steps, dim) or not 0 <= start_traj <= n_traj - k:
+            raise VPIntegratorError(
+                f"TrajectoryWriter.write: expected a chunk of shape (k, {n_steps}, {dim}) fitting into "
+                f"trajectories [0, {n_traj}) from start_traj={start_traj}; got shape {y_chunk.shape}"
+            )
+        self._y[start_traj : start_traj + k] = y_chunk
+        self._written[start_traj : start_traj + k] = True
+
+    def _close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+        self._file = None
+        self._y = None
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        try:
+            if exc_type is None and not self._written.all():
+                missing = int((~self._written).sum())
+                first = int(np.argmin(self._written))
+                exc = VPIntegratorError(
+                    f"{self.path}: {missing} of {self.shape[0]} trajectories were never written (first: "
+                    f"{first}); the file was not created"
+                )
+                exc_type, tb = VPIntegratorError, None
+        finally:
+            self._close()
+        if exc_type is None:
+            self._ctx.__exit__(None, None, None)
+            return False
+        self._ctx.__exit__(exc_type, exc, tb)  # removes the temporary file and re-raises
+        raise exc  # pragma: no cover - atomic_path always re-raises
+
+
+def write_trajectories(path: str | os.PathLike, traj: Trajectories, *, compression: str = "gzip") -> Path:
+    """Write a :class:`Trajectories` to an HDF5 file (schema v1), atomically.
+
+    Parameters
+    ----------
+    path : str or PathLike
+        Target file; parent directories are created.
+    traj : Trajectories
+        ``y`` (n_traj, n_steps, dim) and ``t`` (n_steps,) are stored as float64; ``meta`` becomes root
+        attributes (``meta["params"]`` as ``param_<name>``).
+    compression : str, default "gzip"
+
+    Returns
+    -------
+    Path
+        The path written.
+    """
+    if not isinstance(traj, Trajectories):
+        raise VPIntegratorError(f"write_trajectories: expected a Trajectories; got {type(traj).__name__}")
+    with TrajectoryWriter(path, *traj.y.shape, traj.t, traj.meta, compression=compression) as writer:
+        writer.write(0, traj.y)
+    return Path(path)
+
+
+# ---------------------------------------------------------------------------------------------------
+# reading
+
+
+def _open(path: Path) -> h5py.File:
+    if not path.exists():
+        raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
+    if path.is_dir():
+        raise VPIntegratorError(f"{path}: is a directory; expected an HDF5 file written by vp-gen")
+    try:
+        return h5py.File(path, "r")
+    except OSError as err:
+        reason = " ".join(str(err).split())
+        raise VPIntegratorError(f"{path}: not a readable HDF5 file ({reason}); {_HINT}") from None
+
+
+def _validate(path: Path, f: h5py.File) -> tuple[int, int, int]:
+    """Check schema version, ``/t``, ``/y`` and ``dim``; return (n_traj, n_steps, dim)."""
+    version = f.attrs.get("schema_version")
+    if version is None:
+        raise VPIntegratorError(f"{path}: missing root attribute 'schema_version' (expected {SCHEMA_VERSION}); {_HINT}")
+    version = _from_attr(version)
+    if version != SCHEMA_VERSION:
+        raise VPIntegratorError(
+            f"{path}: attribute 'schema_version' is {version!r}, this vpintegrator reads schema "
+            f"{SCHEMA_VERSION}; regenerate the file with this version's vp-gen"
+        )
+    for key, expected in (("t", "(n_steps,) float64"), ("y", "(n_traj, n_steps, dim) float64")):
+        if key not in f or not isinstance(f[key], h5py.Dataset):
+            raise VPIntegratorError(f"{path}: missing dataset '/{key}' (expected {expected}); {_HINT}")
+    t, y = f["t"], f["y"]
+    if y.ndim != 3:
+        raise VPIntegratorError(f"{path}: dataset '/y' has shape {y.shape}; expected (n_traj, n_steps, dim)")
+    if t.shape != (y.shape[1],):
+        raise VPIntegratorError(
+            f"{path}: dataset '/t' has shape {t.shape}; expected (n_steps,) = ({y.shape[1]},) to match '/y' {y.shape}"
+        )
+    for key, ds in (("t", t), ("y", y)):
+        if ds.dtype.kind != "f":
+            raise VPIntegratorError(f"{path}: dataset '/{key}' has dtype {ds.dtype}; expected float64")
+    dim = f.attrs.get("dim")
+    if dim is None:
+        raise VPIntegratorError(f"{path}: missing root attribute 'dim' (expected {y.shape[2]}); {_HINT}")
+    if _from_attr(dim) != y.shape[2]:
+        raise VPIntegratorError(
+            f"{path}: attribute 'dim' is {_from_attr(dim)!r} but dataset '/y' has shape {y.shape} (dim {y.shape[2]})"
+        )
+    return y.shape
+
+
+def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
+    """The metadata of a trajectory file (root attributes; ``param_<name>`` gathered into ``params``).
+
+    Validates the schema like :func:`read_trajectories` but reads no arrays.
+    """
+    path = Path(path)
+    with _open(path) as f:
+        _validate(path, f)
+        return _attrs_to_meta(f.attrs)
+
+
+def _index(index: Any, n: int, what: str, path: Path) -> np.ndarray | slice:
+    """Normalise a ``traj``/``steps`` selection to a slice or a sorted-or-not int array."""
+    if index is None:
+        return slice(None)
+    if isinstance(index, slice):
+        return index
+    arr = np.asarray(index)
+    if arr.dtype == bool:
+        if arr.shape != (n,):
+            raise VPIntegratorError(f"{path}: boolean {what} selection must have shape ({n},); got {arr.shape}")
+        return np.flatnonzero(arr)
+    if arr.dtype.kind not in "iu" or arr.ndim > 1:
+        raise VPIntegratorError(f"{path}: {what} must be None, an int, a slice or a 1-d int array; got {index!r}")
+    if arr.size and (arr.min() < -n or arr.max() >= n):
+        raise VPIntegratorError(f"{path}: {what} index out of range for {n} {what} entries; got {index!r}")
+    return np.where(arr < 0, arr + n, arr)
+
+
+def _read_rows(ds: h5py.Dataset, rows: np.ndarray | slice) -> np.ndarray:
+    """``ds[rows]`` along axis 0 for any int array (h5py wants increasing unique indices)."""
+    if isinstance(rows, slice):
+        return ds[rows]
+    flat = np.atleast_1d(rows)
+    if flat.size == 0:
+        return np.empty((0, *ds.shape[1:]), dtype=ds.dtype)
+    uniq, inverse = np.unique(flat, return_inverse=True)
+    out = ds[uniq][inverse]
+    return out[0] if np.ndim(rows) == 0 else out
+
+
+def _read_one(path: Path, traj: Any, steps: Any) -> Trajectories:
+    with _open(path) as f:
+        n_traj, n_steps, dim = _validate(path, f)
+        meta = _attrs_to_meta(f.attrs)
+        steps_idx = _index(steps, n_steps, "steps", path)
+        traj_idx = _index(traj, n_traj, "traj", path)
+        t = np.atleast_1d(f["t"][steps_idx] if isinstance(steps_idx, slice) else f["t"][:][steps_idx])
+        y = _read_rows(f["y"], traj_idx)
+        if y.ndim == 2:  # a single trajectory index: keep (n_traj, n_steps, dim)
+            y = y[None]
+        y = y[:, steps_idx]
+        if y.ndim == 2:  # a single step index
+            y = y[:, None]
+    meta["n_traj"], meta["n_steps"] = int(y.shape[0]), int(y.shape[1])
+    return Trajectories(y=np.asarray(y, dtype=np.float64), t=np.asarray(t, dtype=np.float64), meta=meta)
+
+
+def read_trajectories(
+    path: str | os.PathLike | Sequence[str | os.PathLike], traj: Any = None, steps: Any = None
+) -> Trajectories:
+    """Read trajectories from one HDF5 file, or from several shards into one :class:`Trajectories`.
+
+    Parameters
+    ----------
+    path : str, PathLike, or a list of them
+        One file, or shards sharing ``t``, ``dim``, ``system`` and system parameters; their trajectories
+        are concatenated in the order given.
+    traj, steps : None, int, slice, or 1-d int/bool array, optional
+        Which trajectories (over all shards) and which time steps to read (default: all). Only the
+        selected trajectories are read from disk.
+
+    Returns
+    -------
+    Trajectories
+        ``y`` (n_traj, n_steps, dim) float64, ``t`` (n_steps,), ``meta`` from the root attributes
+        (``param_<name>`` gathered into ``meta["params"]``). For shards, ``meta["source_files"]`` lists
+        them and ``meta["seed"]`` is the list of their seeds when these differ.
+
+    Raises
+    ------
+    VPIntegratorError
+        Naming the file and key when the schema version, ``/t``, ``/y`` or ``dim`` is wrong or missing,
+        the file is not HDF5, or shards disagree.
+    """
+    if isinstance(path, (str, os.PathLike)):
+        return _read_one(Path(path), traj, steps)
+    paths = [Path(p) for p in path]
+    if not paths:
+        raise VPIntegratorError("read_trajectories: got an empty list of files; give at least one path")
+    if len(paths) == 1:
+        return _read_one(paths[0], traj, steps)
+    return _read_shards(paths, traj, steps)
+
+
+def _read_shards(paths: list[Path], traj: Any, steps: Any) -> Trajectories:
+    heads = []
+    for p in paths:
+        with _open(p) as f:
+            shape = _validate(p, f)
+            heads.append((shape, _attrs_to_meta(f.attrs), f["t"][:]))
+    (_, n_steps0, dim0), meta0, t0 = heads[0]
+    for p, ((_, n_steps, dim), meta, t) in zip(paths[1:], heads[1:]):
+        for key, a, b in (
+            ("dim", dim0, dim),
+            ("system", meta0.get("system"), meta.get("system")),
+            ("params", meta0.get("params"), meta.get("params")),
+        ):
+            if a != b:
+                raise VPIntegratorError(
+                    f"{p}: attribute '{key}' is {b!r} but {paths[0]} has {a!r}; shards read together must agree"
+                )
+        if n_steps != n_steps0 or not np.array_equal(t, t0):
+            raise VPIntegratorError(
+                f"{p}: dataset '/t' differs from {paths[0]}'s ({n_steps} vs {n_steps0} steps); shards read "
+                "together must share their time grid"
+            )
+    counts = np.array([h[0][0] for h in heads])
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    total = int(offsets[-1])
+    label = Path(f"{paths[0]} (+{len(paths) - 1} shards)")
+    idx = _index(traj, total, "traj", label)
+    wanted = np.atleast_1d(np.arange(total)[idx])
+    shard_of = np.searchsorted(offsets, wanted, side="right") - 1
+    pieces, positions = [], []
+    for i, p in enumerate(paths):
+        mask = shard_of == i
+        if mask.any():
+            part = _read_one(p, wanted[mask] - offsets[i], steps)
+            pieces.append(part.y)
+            positions.append(np.flatnonzero(mask))
+            t_sel = part.t
+    if not pieces:  # empty selection
+        t_sel = _read_one(paths[0], [], steps).t
+        y = np.empty((0, t_sel.shape[0], dim0))
+    else:
+        y = np.empty((wanted.size, pieces[0].shape[1], dim0))
+        for pos, piece in zip(positions, pieces):
+            y[pos] = piece
+    meta = dict(meta0)
+    meta["n_traj"], meta["n_steps"] = int(y.shape[0]), int(y.shape[1])
+    meta["source_files"] = [str(p) for p in paths]
+    seeds = [h[1].get("seed") for h in heads]
+    if len(set(map(repr, seeds))) > 1:
+        meta["seed"] = seeds
+    return Trajectories(y=y, t=t_sel, meta=meta)
+
