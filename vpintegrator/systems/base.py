@@ -1,0 +1,153 @@
+"""The :class:`System` contract every physical system follows.
+
+A system is a small frozen dataclass: its parameters (with defaults) are the dataclass fields, written
+beside its equations in its own module. Every array method is batched over leading axes: a state
+argument ``y`` has shape ``(..., dim)``; arrays are float64.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..errors import VPIntegratorError
+
+
+class System:
+    """Base class of an autonomous ODE ``dy/dt = f(y)`` on ``R^dim``.
+
+    Subclasses are frozen dataclasses whose fields are the parameters, and define ``name``, ``dim``,
+    ``invariant_names``, :meth:`vector_field`, :meth:`jacobian` and one ``_invariant_<name>`` method per
+    invariant.
+
+    Structure flags used by the integrators:
+
+    - ``shear_splittable``: component ``f_i`` never depends on ``y_i``, so each shear flow
+      ``y_i += t f_i(y)`` is exact and volume preserving (the ``splitting`` integrator needs this).
+    - ``separable``: canonical Hamiltonian ``H(q, p) = T(p) + V(q)`` with state ``(q, p)``; the system
+      then also defines :meth:`kinetic_gradient`, :meth:`potential_gradient` and their Hessians
+      (``stormer_verlet`` needs this).
+
+    Paper defaults (``default_dt``, ``default_t_end``, ``default_y0``, ``default_sampler``) are class
+    attributes; ``None`` where the system has none.
+    """
+
+    name: ClassVar[str] = ""
+    dim: ClassVar[int] = 0
+    invariant_names: ClassVar[tuple[str, ...]] = ()
+    shear_splittable: ClassVar[bool] = False
+    separable: ClassVar[bool] = False
+    default_dt: ClassVar[float | None] = None
+    default_t_end: ClassVar[float | None] = None
+    default_y0: ClassVar[tuple[float, ...] | None] = None
+    default_sampler: ClassVar[str | None] = None
+
+    # --- parameters -------------------------------------------------------------------------------
+    def params(self) -> dict[str, float | list]:
+        """Every parameter as plain floats / lists of floats (fit for HDF5 attributes)."""
+        out: dict[str, float | list] = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            out[f.name] = _plain(getattr(self, f.name))
+        out.update({k: _plain(v) for k, v in self._derived_params().items()})
+        return out
+
+    def _derived_params(self) -> dict[str, Any]:
+        """Quantities derived from the parameters that should also be recorded (e.g. coefficients)."""
+        return {}
+
+    # --- dynamics ---------------------------------------------------------------------------------
+    def vector_field(self, y: np.ndarray) -> np.ndarray:
+        """``f(y)``; y (..., dim) -> (..., dim)."""
+        raise NotImplementedError
+
+    def jacobian(self, y: np.ndarray) -> np.ndarray:
+        """``df/dy``; y (..., dim) -> (..., dim, dim), entry ``[..., i, j] = d f_i / d y_j``."""
+        raise NotImplementedError
+
+    def divergence(self, y: np.ndarray) -> np.ndarray:
+        """Trace of the Jacobian; y (..., dim) -> (...). Zero for every shipped system."""
+        return np.trace(self.jacobian(y), axis1=-2, axis2=-1)
+
+    def __call__(self, t: float, y: np.ndarray) -> np.ndarray:
+        """``f(y)`` with a time argument, in the ``fun(t, y)`` form SciPy's ``solve_ivp`` expects."""
+        return self.vector_field(y)
+
+    # --- invariants -------------------------------------------------------------------------------
+    def invariants(self, y: np.ndarray) -> dict[str, np.ndarray]:
+        """All invariants; y (..., dim) -> {name: (...)}."""
+        return {name: self.invariant(name, y) for name in self.invariant_names}
+
+    def invariant(self, name: str, y: np.ndarray) -> np.ndarray:
+        """One invariant by name; y (..., dim) -> (...)."""
+        if name not in self.invariant_names:
+            valid = ", ".join(self.invariant_names) or "(none)"
+            raise VPIntegratorError(
+                f"system {self.name!r} has no invariant {name!r}; valid invariant names: {valid}"
+            )
+        return getattr(self, f"_invariant_{name}")(self._check_state(y))
+
+    # --- separable Hamiltonian split (only when ``separable``) ------------------------------------
+    def kinetic_gradient(self, p: np.ndarray) -> np.ndarray:
+        """``dH/dp = T'(p)``; p (..., dim/2) -> (..., dim/2)."""
+        raise self._not_separable()
+
+    def potential_gradient(self, q: np.ndarray) -> np.ndarray:
+        """``dH/dq = V'(q)``; q (..., dim/2) -> (..., dim/2)."""
+        raise self._not_separable()
+
+    def kinetic_hessian(self, p: np.ndarray) -> np.ndarray:
+        """``d2T/dp2``; p (..., dim/2) -> (..., dim/2, dim/2)."""
+        raise self._not_separable()
+
+    def potential_hessian(self, q: np.ndarray) -> np.ndarray:
+        """``d2V/dq2``; q (..., dim/2) -> (..., dim/2, dim/2)."""
+        raise self._not_separable()
+
+    def _not_separable(self) -> VPIntegratorError:
+        return VPIntegratorError(
+            f"system {self.name!r} is not a separable Hamiltonian H(q, p) = T(p) + V(q); "
+            "use a method that does not need the split (e.g. implicit_midpoint)"
+        )
+
+    # --- helpers ----------------------------------------------------------------------------------
+    def _check_state(self, y: np.ndarray) -> np.ndarray:
+        y = np.asarray(y, dtype=np.float64)
+        if y.ndim == 0 or y.shape[-1] != self.dim:
+            raise VPIntegratorError(
+                f"state for system {self.name!r} must have shape (..., {self.dim}); got shape {y.shape}"
+            )
+        return y
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
+        return f"{type(self).__name__}({args})"
+
+
+def _plain(value: Any) -> float | list:
+    """A parameter as a float, or a (nested) list of floats."""
+    if isinstance(value, (tuple, list, np.ndarray)):
+        return [_plain(v) for v in value]
+    return float(value)
+
+
+def _check_positive_finite(owner: str, name: str, value: float) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise VPIntegratorError(f"{owner} parameter {name!r} must be a number; got {value!r}") from None
+    if not math.isfinite(v) or v <= 0:
+        raise VPIntegratorError(f"{owner} parameter {name!r} must be finite and > 0; got {value!r}")
+    return v
+
+
+def _check_finite(owner: str, name: str, value: float) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise VPIntegratorError(f"{owner} parameter {name!r} must be a number; got {value!r}") from None
+    if not math.isfinite(v):
+        raise VPIntegratorError(f"{owner} parameter {name!r} must be finite; got {value!r}")
+    return v

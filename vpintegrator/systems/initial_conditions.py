@@ -1,0 +1,237 @@
+"""Initial-condition samplers: the paper's sphere set, random on a sphere, random in a box, a list.
+
+Every sampler returns float64 points of shape ``(n, dim)``. Use
+:func:`sample_initial_conditions` with a sampler name; :func:`list_samplers` names them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import VPIntegratorError
+from .base import System
+
+#: Number of points per family in the paper set: v = 0.10, 0.11, ..., 6.28 (< 2 pi).
+PAPER_SPHERE_FAMILY_SIZE = 619
+#: Number of points in the paper set (two families).
+PAPER_SPHERE_SIZE = 2 * PAPER_SPHERE_FAMILY_SIZE  # 1238
+#: Indices into :func:`paper_sphere_points` of the paper's validation trajectories:
+#: trajectory 1 = (sin 1.1, 0, cos 1.1), trajectory 4 = (0, sin 1.1, cos 1.1).
+PAPER_TRAJECTORY_INDEX: dict[int, int] = {1: 100, 4: PAPER_SPHERE_FAMILY_SIZE + 100}
+
+
+def paper_sphere_points() -> np.ndarray:
+    """The paper's 1238 rigid-body initial conditions on the unit sphere.
+
+    ``{(sin v, 0, cos v)} + {(0, sin v, cos v)}`` for ``v = (10 + k) / 100 < 2 pi`` (k = 0..618), all of
+    the first family first, then all of the second. ``PAPER_TRAJECTORY_INDEX`` maps the paper's
+    trajectory numbers 1 and 4 (v = 1.1) to row indices 100 and 719.
+
+    Returns
+    -------
+    ndarray, shape (1238, 3)
+    """
+    k = np.arange(1000)
+    v = (10 + k) / 100  # integer arithmetic first: v = 1.1 is exactly 110 / 100
+    v = v[v < 2 * math.pi]
+    zero = np.zeros_like(v)
+    first = np.stack([np.sin(v), zero, np.cos(v)], axis=-1)
+    second = np.stack([zero, np.sin(v), np.cos(v)], axis=-1)
+    return np.concatenate([first, second], axis=0)
+
+
+def paper_trajectory_index(number: int) -> int:
+    """Row of :func:`paper_sphere_points` holding the paper's "trajectory <number>" (1 or 4)."""
+    if number not in PAPER_TRAJECTORY_INDEX:
+        valid = ", ".join(map(str, PAPER_TRAJECTORY_INDEX))
+        raise VPIntegratorError(f"paper trajectory number must be one of {valid}; got {number!r}")
+    return PAPER_TRAJECTORY_INDEX[number]
+
+
+# --- samplers: (dim, n, rng, system, **kw) -> (n, dim) ------------------------------------------------
+def _paper_sphere(dim: int, n: int | None, rng, system: System | None) -> np.ndarray:
+    if dim != 3:
+        raise VPIntegratorError(
+            f"sampler 'paper_sphere' is the rigid body's 3-D set; system has dim={dim}. "
+            "Use sampler 'sphere' or 'box' instead"
+        )
+    points = paper_sphere_points()
+    if n is None or n == PAPER_SPHERE_SIZE:
+        return points
+    if not 1 <= n <= PAPER_SPHERE_SIZE:
+        raise VPIntegratorError(
+            f"sampler 'paper_sphere' has {PAPER_SPHERE_SIZE} points; n must be in 1..{PAPER_SPHERE_SIZE} "
+            f"or None; got n={n}"
+        )
+    # a smaller, evenly spread subset of both families (quick runs); deterministic
+    idx = np.round(np.linspace(0, PAPER_SPHERE_SIZE - 1, n)).astype(int)
+    return points[idx]
+
+
+def _sphere(dim: int, n: int | None, rng, system: System | None, radius: float = 1.0, center=None) -> np.ndarray:
+    n = _require_n("sphere", n)
+    rng = _require_rng("sphere", rng)
+    radius = _finite_float("sphere", "radius", radius)
+    if radius <= 0:
+        raise VPIntegratorError(f"sampler 'sphere' argument 'radius' must be > 0; got {radius}")
+    g = rng.standard_normal((n, dim))
+    points = radius * g / np.linalg.norm(g, axis=-1, keepdims=True)  # uniform on the sphere
+    if center is not None:
+        points = points + _per_dim("sphere", "center", center, dim)
+    return points
+
+
+def _box(dim: int, n: int | None, rng, system: System | None, low=-1.0, high=1.0) -> np.ndarray:
+    n = _require_n("box", n)
+    rng = _require_rng("box", rng)
+    lo = _per_dim("box", "low", low, dim)
+    hi = _per_dim("box", "high", high, dim)
+    if np.any(hi <= lo):
+        raise VPIntegratorError(f"sampler 'box' needs low < high in every coordinate; got low={low}, high={high}")
+    return rng.uniform(lo, hi, size=(n, dim))
+
+
+def _list(dim: int, n: int | None, rng, system: System | None, points=None) -> np.ndarray:
+    if points is None:
+        default = getattr(system, "default_y0", None)
+        if default is None:
+            raise VPIntegratorError(
+                "sampler 'list' needs 'points' (a list of initial conditions, shape (n, dim)); none given "
+                "and the system has no default_y0"
+            )
+        points = [default]
+    try:
+        arr = np.array(points, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise VPIntegratorError(
+            f"sampler 'list' argument 'points' must be numbers of shape (n, {dim}); got {points!r}"
+        ) from None
+    if arr.ndim == 1 and arr.shape[0] == dim:
+        arr = arr[None]
+    if arr.ndim != 2 or arr.shape[1] != dim or arr.shape[0] == 0:
+        raise VPIntegratorError(
+            f"sampler 'list' argument 'points' must have shape (n, {dim}) with n >= 1; got shape {arr.shape}"
+        )
+    bad = ~np.all(np.isfinite(arr), axis=1)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise VPIntegratorError(
+            f"sampler 'list' point {i} is not finite: {arr[i].tolist()}; give finite numbers"
+        )
+    if n is not None and n != arr.shape[0]:
+        raise VPIntegratorError(
+            f"sampler 'list' got {arr.shape[0]} points but n={n}; drop n or make it match"
+        )
+    return arr
+
+
+_SAMPLERS: dict[str, Callable[..., np.ndarray]] = {
+    "paper_sphere": _paper_sphere,
+    "sphere": _sphere,
+    "box": _box,
+    "list": _list,
+}
+
+
+def list_samplers() -> list[str]:
+    """Names accepted by :func:`sample_initial_conditions`."""
+    return sorted(_SAMPLERS)
+
+
+def sample_initial_conditions(
+    system: System | str,
+    sampler: str,
+    n: int | None = None,
+    rng: np.random.Generator | int | None = None,
+    **kw: Any,
+) -> np.ndarray:
+    """Initial conditions for ``system``.
+
+    Parameters
+    ----------
+    system : System or str
+        The system (or its registry name); gives ``dim``.
+    sampler : str
+        ``"paper_sphere"``: the paper's 1238 unit-sphere points (rigid body; n None or 1238 gives all,
+        a smaller n an evenly spread deterministic subset). ``"sphere"``: uniform on the sphere of
+        ``radius`` (default 1) around ``center`` (default 0), any dim. ``"box"``: uniform in
+        ``[low, high]`` per coordinate (scalars or length-dim lists; default [-1, 1]). ``"list"``:
+        explicit ``points`` of shape (n, dim) (default: the system's ``default_y0``).
+    n : int, optional
+        Number of points (required for "sphere" and "box").
+    rng : numpy.random.Generator or int, optional
+        Randomness for "sphere" and "box" (an int is used as a seed).
+    **kw
+        Sampler arguments as above.
+
+    Returns
+    -------
+    ndarray, shape (n, dim), float64
+    """
+    from . import get_system
+
+    if isinstance(system, str):
+        system = get_system(system)
+    if sampler not in _SAMPLERS:
+        raise VPIntegratorError(
+            f"unknown initial-condition sampler {sampler!r}; valid samplers: {', '.join(list_samplers())}"
+        )
+    if n is not None:
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise VPIntegratorError(f"n (number of initial conditions) must be an int >= 1; got {n!r}")
+        n = int(n)
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+        rng = np.random.default_rng(int(rng))
+    try:
+        return _SAMPLERS[sampler](system.dim, n, rng, system, **kw)
+    except TypeError as exc:
+        if "unexpected keyword argument" not in str(exc):
+            raise
+        import inspect
+
+        accepted = [p for p in inspect.signature(_SAMPLERS[sampler]).parameters][4:]
+        given = ", ".join(sorted(kw))
+        raise VPIntegratorError(
+            f"sampler {sampler!r} got unknown arguments ({given}); it accepts: {', '.join(accepted) or '(none)'}"
+        ) from None
+
+
+# --- helpers -------------------------------------------------------------------------------------------
+def _require_n(sampler: str, n: int | None) -> int:
+    if n is None:
+        raise VPIntegratorError(f"sampler {sampler!r} needs n (the number of initial conditions); got None")
+    return n
+
+
+def _require_rng(sampler: str, rng) -> np.random.Generator:
+    if not isinstance(rng, np.random.Generator):
+        raise VPIntegratorError(
+            f"sampler {sampler!r} is random and needs rng (a numpy.random.Generator or an int seed); "
+            f"got {rng!r}"
+        )
+    return rng
+
+
+def _finite_float(sampler: str, name: str, value) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise VPIntegratorError(f"sampler {sampler!r} argument {name!r} must be a number; got {value!r}") from None
+    if not math.isfinite(v):
+        raise VPIntegratorError(f"sampler {sampler!r} argument {name!r} must be finite; got {value!r}")
+    return v
+
+
+def _per_dim(sampler: str, name: str, value, dim: int) -> np.ndarray:
+    try:
+        arr = np.broadcast_to(np.asarray(value, dtype=np.float64), (dim,)).copy()
+    except (TypeError, ValueError):
+        raise VPIntegratorError(
+            f"sampler {sampler!r} argument {name!r} must be a number or {dim} numbers; got {value!r}"
+        ) from None
+    if not np.all(np.isfinite(arr)):
+        raise VPIntegratorError(f"sampler {sampler!r} argument {name!r} must be finite; got {value!r}")
+    return arr
