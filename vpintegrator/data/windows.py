@@ -1,0 +1,433 @@
+"""Training windows cut from trajectories by index arithmetic, never materialised.
+
+A window is the pair ``(y[i, s : s+seq_len], y[i, s+seq_len : s+seq_len+pred_window])`` for a
+trajectory ``i`` and a start ``s`` in ``0, stride, 2*stride, ...`` (DESIGN §6: every (start, trajectory)
+pair once per epoch). The trajectories stay one tensor ``(n_traj, n_steps, dim)``; a batch of windows is
+one ``index_select`` on it, so memory stays at the data itself (train and validation share it) and a
+whole batch costs one gather instead of ``batch`` Python calls.
+
+The split into training and validation is by trajectory: a validation window never shares a state with
+a training window.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import torch
+
+from ..errors import VPIntegratorError
+from ..trajectory import Trajectories
+
+__all__ = [
+    "TrajectoryData",
+    "WindowDataset",
+    "WindowBatchSampler",
+    "load_trajectory_tensor",
+    "split_trajectories",
+    "make_window_datasets",
+]
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+Source = str | os.PathLike | Trajectories | np.ndarray | torch.Tensor
+
+
+def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    """``"float32"``/``"float64"`` (or the torch dtype itself) -> torch dtype; anything else is an error."""
+    if isinstance(dtype, torch.dtype):
+        if dtype in _DTYPES.values():
+            return dtype
+        raise VPIntegratorError(f"dtype must be float32 or float64; got {dtype}")
+    try:
+        return _DTYPES[str(dtype)]
+    except KeyError:
+        raise VPIntegratorError(
+            f"dtype must be one of {', '.join(_DTYPES)}; got {dtype!r}"
+        ) from None
+
+
+@dataclass(frozen=True, eq=False)
+class TrajectoryData:
+    """Trajectories from one or more sources stacked into one tensor.
+
+    Attributes
+    ----------
+    y : Tensor, shape (n_traj, n_steps, dim)
+        All trajectories, sources concatenated along ``n_traj`` in the order given.
+    t : ndarray, shape (n_steps,)
+        The common time grid (from the first source).
+    meta : dict
+        Metadata of the first source, plus ``sources`` (list of str) and ``n_traj`` (total).
+    """
+
+    y: torch.Tensor
+    t: np.ndarray
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_traj(self) -> int:
+        return int(self.y.shape[0])
+
+    @property
+    def n_steps(self) -> int:
+        return int(self.y.shape[1])
+
+    @property
+    def dim(self) -> int:
+        return int(self.y.shape[2])
+
+
+def _shape_of(source: Source) -> tuple[tuple[int, int, int], str]:
+    """(n_traj, n_steps, dim) of a source without reading its states, and a name for messages."""
+    if isinstance(source, Trajectories):
+        return tuple(source.y.shape), "<Trajectories>"
+    if isinstance(source, (np.ndarray, torch.Tensor)):
+        if source.ndim != 3:
+            raise VPIntegratorError(
+                f"trajectory array must have shape (n_traj, n_steps, dim); got shape {tuple(source.shape)}"
+            )
+        return tuple(source.shape), "<array>"
+    if isinstance(source, (str, os.PathLike)):
+        from .hdf5 import read_metadata  # lazy: h5py only when files are read
+
+        path = Path(source)
+        if not path.exists():
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        meta = read_metadata(path)
+        return (int(meta["n_traj"]), int(meta["n_steps"]), int(meta["dim"])), str(path)
+    raise VPIntegratorError(
+        f"data source must be an HDF5 path, a Trajectories or an array (n_traj, n_steps, dim); "
+        f"got {type(source).__name__}"
+    )
+
+
+def _read(source: Source) -> Trajectories:
+    if isinstance(source, Trajectories):
+        return source
+    if isinstance(source, torch.Tensor):
+        source = source.detach().cpu().numpy()
+    if isinstance(source, np.ndarray):
+        return Trajectories(y=source, t=np.arange(source.shape[1], dtype=np.float64))
+    from .hdf5 import read_trajectories
+
+    return read_trajectories(Path(source))
+
+
+def load_trajectory_tensor(
+    sources: Source | Sequence[Source],
+    dtype: str | torch.dtype = "float32",
+) -> TrajectoryData:
+    """Read one or more trajectory sources into a single tensor ``(n_traj, n_steps, dim)``.
+
+    Parameters
+    ----------
+    sources : path, Trajectories, array (n_traj, n_steps, dim), or a sequence of these
+        Several HDF5 shards are concatenated along ``n_traj`` in the order given; they must share
+        ``n_steps``, ``dim`` and the time grid.
+    dtype : "float32" or "float64"
+
+    Returns
+    -------
+    TrajectoryData
+        The tensor is allocated once and filled shard by shard: peak memory is the result plus one
+        shard as read (float64).
+    """
+    torch_dtype = resolve_dtype(dtype)
+    if isinstance(sources, (str, os.PathLike, Trajectories, np.ndarray, torch.Tensor)):
+        sources = [sources]
+    sources = list(sources)
+    if not sources:
+        raise VPIntegratorError("data: no data source given; pass at least one HDF5 file (--data PATH)")
+    shapes, names = zip(*(_shape_of(s) for s in sources))
+    (_, n_steps, dim), name0 = shapes[0], names[0]
+    for (_, n, d), name in zip(shapes[1:], names[1:]):
+        if (n, d) != (n_steps, dim):
+            raise VPIntegratorError(
+                f"data: {name} has (n_steps, dim) = ({n}, {d}) but {name0} has ({n_steps}, {dim}); "
+                "all shards must share n_steps and dim"
+            )
+    y = torch.empty((sum(s[0] for s in shapes), n_steps, dim), dtype=torch_dtype)
+    t0 = meta0 = None
+    filled = 0
+    for source, name in zip(sources, names):
+        traj = _read(source)
+        if traj.y.shape[1:] != (n_steps, dim):  # the file changed under us, or metadata lies
+            raise VPIntegratorError(
+                f"data: {name} holds y of shape {traj.y.shape}; expected (n_traj, {n_steps}, {dim})"
+            )
+        if t0 is None:
+            t0, meta0 = traj.t, traj.meta
+        elif traj.meta.get("system") != meta0.get("system"):
+            raise VPIntegratorError(
+                f"data: {name} holds system {traj.meta.get('system')!r} but {name0} holds "
+                f"{meta0.get('system')!r}; shards trained on together must come from one system"
+            )
+        elif not np.allclose(traj.t, t0, rtol=1e-12, atol=1e-12):
+            raise VPIntegratorError(
+                f"data: {name} has a different time grid t than {name0}; all shards must share t"
+            )
+        y[filled : filled + traj.n_traj] = torch.from_numpy(np.asarray(traj.y))
+        filled += traj.n_traj
+        del traj
+    if filled != y.shape[0]:
+        raise VPIntegratorError(
+            f"data: the files hold {filled} trajectories but their metadata says {y.shape[0]}"
+        )
+    meta = dict(meta0 or {})
+    meta["sources"] = list(names)
+    meta["n_traj"] = int(y.shape[0])
+    return TrajectoryData(y=y, t=np.asarray(t0), meta=meta)
+
+
+def split_trajectories(
+    n_traj: int, val_fraction: float = 0.1, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded split of trajectory indices into training and validation.
+
+    Parameters
+    ----------
+    n_traj : int
+    val_fraction : float in [0, 1)
+        Share of trajectories held out; ``round(val_fraction * n_traj)``, at least 1 when the fraction
+        is positive, and at least one trajectory is always left for training.
+    seed : int
+        Seeds a ``numpy.random.Generator`` of its own (the global RNGs are untouched).
+
+    Returns
+    -------
+    train, val : ndarray of int64, sorted
+    """
+    if not 0.0 <= float(val_fraction) < 1.0:
+        raise VPIntegratorError(f"val_fraction must be in [0, 1); got {val_fraction}")
+    n_val = int(round(float(val_fraction) * n_traj))
+    if val_fraction > 0:
+        n_val = max(n_val, 1)
+    if n_val >= n_traj:
+        raise VPIntegratorError(
+            f"val_fraction={val_fraction} leaves no training trajectory out of n_traj={n_traj}; "
+            "lower val_fraction or use more trajectories"
+        )
+    perm = np.random.default_rng(seed).permutation(n_traj)
+    return np.sort(perm[n_val:]).astype(np.int64), np.sort(perm[:n_val]).astype(np.int64)
+
+
+class WindowDataset(torch.utils.data.Dataset):
+    """(input, target) windows over a trajectory tensor, computed on the fly.
+
+    Window ``k`` belongs to trajectory ``traj_indices[k // n_starts]`` and starts at
+    ``starts[k % n_starts]`` with ``starts = 0, stride, 2*stride, ... <= n_steps - seq_len - pred_window``.
+
+    Parameters
+    ----------
+    y : Tensor, shape (n_traj, n_steps, dim)
+        Shared, not copied (several datasets can view one tensor).
+    seq_len, pred_window : int
+        Input and target window lengths.
+    stride : int
+        Distance between consecutive starts.
+    traj_indices : array of int, shape (n_sel,), optional
+        Trajectories this dataset uses (default all).
+    """
+
+    def __init__(
+        self,
+        y: torch.Tensor,
+        seq_len: int,
+        pred_window: int,
+        stride: int = 1,
+        traj_indices: Sequence[int] | np.ndarray | torch.Tensor | None = None,
+    ) -> None:
+        if not isinstance(y, torch.Tensor) or y.ndim != 3:
+            shape = tuple(y.shape) if hasattr(y, "shape") else type(y).__name__
+            raise VPIntegratorError(f"y must be a tensor (n_traj, n_steps, dim); got {shape}")
+        for name, value in (("seq_len", seq_len), ("pred_window", pred_window), ("stride", stride)):
+            if int(value) != value or int(value) < 1:
+                raise VPIntegratorError(f"{name} must be a positive integer; got {value!r}")
+        n_traj, n_steps, dim = y.shape
+        span = int(seq_len) + int(pred_window)
+        if span > n_steps:
+            raise VPIntegratorError(
+                f"seq_len + pred_window = {seq_len} + {pred_window} = {span} exceeds n_steps = {n_steps} "
+                "of the data; use shorter windows or longer trajectories"
+            )
+        self.y = y
+        self.seq_len = int(seq_len)
+        self.pred_window = int(pred_window)
+        self.stride = int(stride)
+        if traj_indices is None:
+            traj = torch.arange(n_traj, device=y.device)
+        else:
+            traj = torch.as_tensor(np.asarray(traj_indices, dtype=np.int64), device=y.device)
+            if traj.numel() and (int(traj.min()) < 0 or int(traj.max()) >= n_traj):
+                raise VPIntegratorError(f"traj_indices must lie in [0, {n_traj}); got out-of-range indices")
+        self.traj_indices = traj
+        self.starts = torch.arange(0, n_steps - span + 1, self.stride, device=y.device)
+        self._flat = y.reshape(n_traj * n_steps, dim)  # (n_traj * n_steps, dim), a view
+        self._offsets = torch.arange(span, device=y.device)  # (span,)
+
+    @property
+    def dim(self) -> int:
+        return int(self.y.shape[2])
+
+    @property
+    def n_starts(self) -> int:
+        return int(self.starts.numel())
+
+    @property
+    def n_traj(self) -> int:
+        """Number of trajectories in this dataset."""
+        return int(self.traj_indices.numel())
+
+    def __len__(self) -> int:
+        return self.n_traj * self.n_starts
+
+    def first_rows(self, index: torch.Tensor) -> torch.Tensor:
+        """Row of ``y.reshape(-1, dim)`` where each window starts; ``index`` (batch,) -> (batch,)."""
+        index = index.to(self.starts.device)
+        traj = self.traj_indices[torch.div(index, self.n_starts, rounding_mode="floor")]
+        return traj * self.y.shape[1] + self.starts[index % self.n_starts]
+
+    def batch(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A batch of windows by one gather.
+
+        Parameters
+        ----------
+        index : LongTensor, shape (batch,)
+            Window numbers in ``[0, len(self))``.
+
+        Returns
+        -------
+        x : Tensor, shape (batch, seq_len, dim)
+        target : Tensor, shape (batch, pred_window, dim)
+        """
+        rows = self.first_rows(index)[:, None] + self._offsets  # (batch, span)
+        w = self._flat.index_select(0, rows.reshape(-1)).view(rows.shape[0], -1, self.dim)  # (batch, span, dim)
+        return w[:, : self.seq_len], w[:, self.seq_len :]
+
+    def __getitem__(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """One window: ``x`` (seq_len, dim), ``target`` (pred_window, dim)."""
+        k = int(k)
+        if not -len(self) <= k < len(self):
+            raise IndexError(f"window {k} out of range for {len(self)} windows")
+        x, target = self.batch(torch.tensor([k % len(self)]))
+        return x[0], target[0]
+
+    def __getitems__(self, indices: Sequence[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Batched fetch used by ``torch.utils.data.DataLoader`` (one gather for the whole list)."""
+        x, target = self.batch(torch.as_tensor(list(indices), dtype=torch.long))
+        return list(zip(x.unbind(0), target.unbind(0)))
+
+    def windows(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every window materialised: ``x`` (len, seq_len, dim), ``target`` (len, pred_window, dim)."""
+        return self.batch(torch.arange(len(self), device=self.y.device))
+
+    def __repr__(self) -> str:
+        return (
+            f"WindowDataset(n_traj={self.n_traj}, n_starts={self.n_starts}, windows={len(self)}, "
+            f"seq_len={self.seq_len}, pred_window={self.pred_window}, stride={self.stride}, "
+            f"dtype={self.y.dtype}, device={self.y.device})"
+        )
+
+
+class WindowBatchSampler:
+    """Batches of window numbers; with ``world_size > 1`` each rank gets its slice of every global batch.
+
+    One epoch is a permutation of ``range(n_windows)`` (or the identity without shuffling) cut into
+    global batches of ``batch_size``; the last batch may be smaller. Rank ``r`` receives the ``r``-th
+    of ``world_size`` contiguous, near-equal chunks of each global batch, so the union over ranks is
+    exactly the single-process batch.
+
+    Parameters
+    ----------
+    n_windows, batch_size : int
+    shuffle : bool
+    generator : torch.Generator, optional
+        Draws the permutations; its state is the data order (checkpoint it to resume exactly).
+    rank, world_size : int
+    """
+
+    def __init__(
+        self,
+        n_windows: int,
+        batch_size: int,
+        shuffle: bool = True,
+        generator: torch.Generator | None = None,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
+        if int(batch_size) < 1:
+            raise VPIntegratorError(f"batch_size must be a positive integer; got {batch_size!r}")
+        if not 0 <= rank < world_size:
+            raise VPIntegratorError(f"rank must lie in [0, world_size={world_size}); got {rank}")
+        self.n_windows = int(n_windows)
+        self.batch_size = int(batch_size)
+        self.shuffle = bool(shuffle)
+        self.generator = generator
+        self.rank = int(rank)
+        self.world_size = int(world_size)
+
+    def __len__(self) -> int:
+        return -(-self.n_windows // self.batch_size)
+
+    def epoch_order(self) -> torch.Tensor:
+        """The window order of one epoch, shape (n_windows,); draws from ``generator`` when shuffling."""
+        if self.shuffle:
+            return torch.randperm(self.n_windows, generator=self.generator)
+        return torch.arange(self.n_windows)
+
+    def shard(self, order: torch.Tensor, b: int) -> torch.Tensor:
+        """This rank's part of global batch ``b`` of ``order``, shape (<= ceil(batch_size / world_size),)."""
+        batch = order[b * self.batch_size : (b + 1) * self.batch_size]
+        if self.world_size == 1:
+            return batch
+        return torch.tensor_split(batch, self.world_size)[self.rank]
+
+    def __iter__(self) -> Iterator[torch.Tensor]:
+        order = self.epoch_order()
+        for b in range(len(self)):
+            yield self.shard(order, b)
+
+
+def make_window_datasets(
+    sources: Source | Sequence[Source],
+    seq_len: int,
+    pred_window: int,
+    stride: int = 1,
+    val_fraction: float = 0.1,
+    seed: int = 0,
+    dtype: str | torch.dtype = "float32",
+    device: str | torch.device = "cpu",
+) -> tuple[WindowDataset, WindowDataset | None, TrajectoryData]:
+    """Training and validation windows over the given trajectories, split by trajectory.
+
+    Parameters
+    ----------
+    sources : HDF5 path(s), Trajectories or array (n_traj, n_steps, dim)
+    seq_len, pred_window, stride : int
+    val_fraction : float in [0, 1)
+        Share of trajectories for validation (0: no validation set, ``None`` is returned for it).
+    seed : int
+        Seeds the split.
+    dtype : "float32" or "float64"
+    device : torch device the data tensor is moved to (batches are then gathered there).
+
+    Returns
+    -------
+    train : WindowDataset
+    val : WindowDataset or None
+    data : TrajectoryData
+        The shared tensor (on ``device``) and metadata.
+    """
+    data = load_trajectory_tensor(sources, dtype=dtype)
+    data = TrajectoryData(y=data.y.to(device), t=data.t, meta=data.meta)
+    # Check the window length before splitting, so the error names the real cause.
+    WindowDataset(data.y[:1], seq_len, pred_window, stride)
+    train_idx, val_idx = split_trajectories(data.n_traj, val_fraction, seed)
+    train = WindowDataset(data.y, seq_len, pred_window, stride, train_idx)
+    val = WindowDataset(data.y, seq_len, pred_window, stride, val_idx) if len(val_idx) else None
+    return train, val, data
