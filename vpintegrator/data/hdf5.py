@@ -114,21 +114,10 @@ def _meta_to_attrs(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def _attrs_to_meta(attrs: h5py.AttributeManager) -> dict[str, Any]:
-    """Inverse of :func:`_meta_to_attrs`."""
+    """Attributes -> meta (flat, like ``integrate``'s: system parameters stay ``param_<name>``)."""
     raw = {key: _from_attr(attrs[key]) for key in attrs.keys()}
     json_keys = set(raw.pop(_JSON_KEYS_ATTR, []) or [])
-    meta: dict[str, Any] = {}
-    params: dict[str, Any] = {}
-    for key, value in raw.items():
-        if key in json_keys:
-            value = json.loads(value)
-        if key.startswith(_PARAM_PREFIX):
-            params[key[len(_PARAM_PREFIX):]] = value
-        else:
-            meta[key] = value
-    if params:
-        meta["params"] = params
-    return meta
+    return {key: json.loads(value) if key in json_keys else value for key, value in raw.items()}
 
 
 def _standard_attrs(n_traj: int, n_steps: int, dim: int, t: np.ndarray, meta: dict[str, Any]) -> dict:
@@ -368,7 +357,7 @@ def _validate(path: Path, f: h5py.File) -> tuple[int, int, int]:
 
 
 def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
-    """The metadata of a trajectory file (root attributes; ``param_<name>`` gathered into ``params``).
+    """The metadata of a trajectory file: its root attributes as a dict (``param_<name>`` kept flat).
 
     Validates the schema like :func:`read_trajectories` but reads no arrays.
     """
@@ -443,7 +432,7 @@ def read_trajectories(
     -------
     Trajectories
         ``y`` (n_traj, n_steps, dim) float64, ``t`` (n_steps,), ``meta`` from the root attributes
-        (``param_<name>`` gathered into ``meta["params"]``). For shards, ``meta["source_files"]`` lists
+        (system parameters as ``param_<name>`` keys). For shards, ``meta["source_files"]`` lists
         them and ``meta["seed"]`` is the list of their seeds when these differ.
 
     Raises
@@ -470,11 +459,8 @@ def _read_shards(paths: list[Path], traj: Any, steps: Any) -> Trajectories:
             heads.append((shape, _attrs_to_meta(f.attrs), f["t"][:]))
     (_, n_steps0, dim0), meta0, t0 = heads[0]
     for p, ((_, n_steps, dim), meta, t) in zip(paths[1:], heads[1:]):
-        for key, a, b in (
-            ("dim", dim0, dim),
-            ("system", meta0.get("system"), meta.get("system")),
-            ("params", meta0.get("params"), meta.get("params")),
-        ):
+        keys = ["system", *sorted(k for k in {**meta0, **meta} if k.startswith(_PARAM_PREFIX))]
+        for key, a, b in [("dim", dim0, dim), *((k, meta0.get(k), meta.get(k)) for k in keys)]:
             if a != b:
                 raise VPIntegratorError(
                     f"{p}: attribute '{key}' is {b!r} but {paths[0]} has {a!r}; shards read together must agree"

@@ -1,0 +1,362 @@
+"""Generation specs: one declarative TOML file per system and protocol (``systems/*.toml``).
+
+A spec names the system and its parameters, the initial-condition sampler, the time grid and the
+generator::
+
+    description = "one line shown by `vp-gen --list`"
+
+    [system]
+    name = "rigid_body"              # vpintegrator.systems.list_systems()
+    inertia = [2.0, 1.0, 0.6666666666666666]   # every other key is a system parameter
+
+    [initial_conditions]
+    sampler = "paper_sphere"         # vpintegrator.systems.list_samplers()
+    n_traj = 1238                    # optional for "paper_sphere" and "list"
+    # every other key is a sampler argument (radius, low, high, points, ...)
+
+    [integration]
+    dt = 0.2                         # sample times t = k * dt, k = 0 .. floor(t_end / dt); t0 = 0
+    t_end = 20.0
+    method = "dop853"                # SciPy DOP853, or any name in vpintegrator.list_integrators()
+    rtol = 1e-12                     # DOP853 tolerances (per trajectory)
+    atol = 1e-12
+    seed = 0                         # numpy.random.default_rng(seed) draws the initial conditions
+    chunk_size = 2048                # optional: trajectories integrated and written at a time
+
+    [output]
+    path = "datasets/rigid_body_paper.h5"   # optional; default datasets/<spec name>.h5
+
+Specs are found by name in the repository's top-level ``systems/`` directory and in the copy shipped
+inside the wheel (``vpintegrator/_specs``), or given as a path to a ``.toml`` file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import vpintegrator
+
+from ..errors import VPIntegratorError
+
+__all__ = ["DOP853", "GenerationSpec", "list_specs", "load_spec"]
+
+#: Method name of SciPy's DOP853 (the reference "exact flow"); every other name is a classical integrator.
+DOP853 = "dop853"
+DEFAULT_CHUNK_SIZE = 2048
+
+# TOML layout: section -> {key: GenerationSpec field}. [system] and [initial_conditions] also take free
+# keys (system parameters, sampler arguments).
+_SECTIONS: dict[str, dict[str, str]] = {
+    "system": {"name": "system"},
+    "initial_conditions": {"sampler": "sampler", "n_traj": "n_traj"},
+    "integration": {
+        "dt": "dt",
+        "t_end": "t_end",
+        "method": "method",
+        "rtol": "rtol",
+        "atol": "atol",
+        "seed": "seed",
+        "chunk_size": "chunk_size",
+    },
+    "output": {"path": "out"},
+}
+_TOP_KEYS = ("description", *_SECTIONS)
+_REQUIRED = {"system": "name", "initial_conditions": "sampler"}
+_REQUIRED_INTEGRATION = ("dt", "t_end")
+#: Keys accepted as overrides by :func:`load_spec` (and as ``vp-gen`` flags).
+OVERRIDES = ("n_traj", "dt", "t_end", "method", "rtol", "atol", "seed", "chunk_size", "out")
+_TOML_KEY = {fld: f"{sec}.{key}" for sec, keys in _SECTIONS.items() for key, fld in keys.items()}
+
+
+def _spec_dirs() -> list[Path]:
+    """Where spec names are looked up: the repository's ``systems/``, then the wheel's ``_specs``."""
+    package = Path(vpintegrator.__file__).resolve().parent
+    dirs = [package.parent / "systems", package / "_specs"]
+    return [d for d in dirs if d.is_dir()]
+
+
+def _spec_files() -> dict[str, Path]:
+    files: dict[str, Path] = {}
+    for d in reversed(_spec_dirs()):  # the repository's copy wins over the packaged one
+        files.update({p.stem: p for p in sorted(d.glob("*.toml"))})
+    return dict(sorted(files.items()))
+
+
+def list_specs() -> list[str]:
+    """Names of the shipped specs (``systems/*.toml``), usable with :func:`load_spec` and ``vp-gen``."""
+    return list(_spec_files())
+
+
+# ---------------------------------------------------------------------------------------------------
+# field checks, shared by TOML values, overrides and direct construction
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_number(value: Any) -> bool:
+    return _is_int(value) or isinstance(value, (float, np.floating))
+
+
+def _check_field(name: str, value: Any, where: str) -> Any:
+    """Validate one GenerationSpec field; ``where`` names the file/key or override in the message."""
+    if name in ("dt", "t_end", "rtol", "atol"):
+        if not _is_number(value) or not math.isfinite(value) or value <= 0:
+            raise VPIntegratorError(f"{where} must be a finite number > 0; got {value!r}")
+        return float(value)
+    if name in ("n_traj", "chunk_size"):
+        if value is None and name == "n_traj":
+            return None
+        if not _is_int(value) or value < 1:
+            raise VPIntegratorError(f"{where} must be an integer >= 1; got {value!r}")
+        return int(value)
+    if name == "seed":
+        if not _is_int(value) or value < 0:
+            raise VPIntegratorError(f"{where} must be an integer >= 0; got {value!r}")
+        return int(value)
+    if name in ("system", "sampler", "method", "description", "name"):
+        if not isinstance(value, str) or (name != "description" and not value):
+            raise VPIntegratorError(f"{where} must be a non-empty string; got {value!r}")
+        return value
+    if name == "out":
+        if not isinstance(value, (str, os.PathLike)) or (not os.fspath(value) and not where.startswith("Gen")):
+            raise VPIntegratorError(f"{where} must be a file path; got {value!r}")
+        return os.fspath(value)
+    if name in ("params", "sampler_args"):
+        if not isinstance(value, dict):
+            raise VPIntegratorError(f"{where} must be a table of key = value; got {value!r}")
+        return dict(value)
+    return value
+
+
+def _check_method(method: str, where: str) -> None:
+    from ..integrators import list_integrators
+
+    valid = [DOP853, *list_integrators()]
+    if method not in valid:
+        raise VPIntegratorError(f"{where}: unknown method {method!r}; valid methods: {', '.join(valid)}")
+
+
+@dataclass(frozen=True)
+class GenerationSpec:
+    """What to generate: system, initial conditions, time grid, generator, output.
+
+    Build one with :func:`load_spec` (from TOML) or directly; ``dataclasses.replace`` re-validates.
+
+    Parameters
+    ----------
+    name : str
+        Spec name (the TOML file's stem).
+    system : str
+        System registry name; ``params`` its parameters (``get_system(system, **params)``).
+    sampler : str
+        Initial-condition sampler name; ``sampler_args`` its arguments.
+    n_traj : int or None
+        Number of trajectories (None: the sampler decides, e.g. 1238 for "paper_sphere").
+    dt, t_end : float
+        Sample times ``t = k * dt`` for ``k = 0 .. n_steps - 1``, ``n_steps = floor(t_end / dt) + 1``.
+    method : str
+        ``"dop853"`` (SciPy, tolerances ``rtol``/``atol`` per trajectory) or a classical integrator name
+        (fixed step ``dt``).
+    seed : int
+        Seed of ``numpy.random.default_rng`` for the initial conditions.
+    chunk_size : int
+        At most this many trajectories are integrated and written at a time.
+    out : str
+        Default output path.
+    description, source : str
+        One-line description; the TOML file it came from ("" if built in Python).
+    """
+
+    name: str
+    system: str
+    sampler: str
+    dt: float
+    t_end: float
+    params: dict[str, Any] = field(default_factory=dict)
+    sampler_args: dict[str, Any] = field(default_factory=dict)
+    n_traj: int | None = None
+    method: str = DOP853
+    rtol: float = 1e-12
+    atol: float = 1e-12
+    seed: int = 0
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    out: str = ""
+    description: str = ""
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            if f.name == "source":
+                continue
+            value = _check_field(f.name, getattr(self, f.name), f"GenerationSpec.{f.name}")
+            object.__setattr__(self, f.name, value)
+        if not self.out:
+            object.__setattr__(self, "out", f"datasets/{self.name}.h5")
+        if self.t_end < self.dt:
+            where = f"{self.source}: " if self.source else ""
+            raise VPIntegratorError(
+                f"{where}t_end ({self.t_end:g}) must be >= dt ({self.dt:g}); give a longer t_end or a smaller dt"
+            )
+
+    @property
+    def n_steps(self) -> int:
+        """Number of sample times, ``floor(t_end / dt) + 1`` (t_end a multiple of dt up to rounding)."""
+        return int(math.floor(self.t_end / self.dt * (1 + 1e-12))) + 1
+
+    @property
+    def t(self) -> np.ndarray:
+        """Sample times ``k * dt``, shape (n_steps,)."""
+        return np.arange(self.n_steps) * self.dt
+
+    def replace(self, **overrides: Any) -> "GenerationSpec":
+        """A copy with some fields changed (None values are ignored); validated like :func:`load_spec`."""
+        return _apply_overrides(self, overrides)
+
+
+# ---------------------------------------------------------------------------------------------------
+# loading
+
+
+def _resolve(name_or_path: str | os.PathLike) -> Path:
+    text = os.fspath(name_or_path)
+    path = Path(text)
+    if path.suffix == ".toml" or os.sep in text or "/" in text or path.is_file():
+        if not path.is_file():
+            raise VPIntegratorError(
+                f"spec file {text!r} not found; give an existing .toml file or a spec name "
+                f"({', '.join(list_specs()) or 'none found'})"
+            )
+        return path
+    files = _spec_files()
+    if text not in files:
+        where = ", ".join(str(d) for d in _spec_dirs()) or "no spec directory found"
+        raise VPIntegratorError(
+            f"unknown spec {text!r}; valid specs: {', '.join(files) or '(none)'} (in {where}), "
+            "or give a path to a .toml file"
+        )
+    return files[text]
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as err:
+        raise VPIntegratorError(f"{path}: malformed TOML: {' '.join(str(err).split())}") from None
+
+
+def _parse(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """TOML tables -> GenerationSpec keyword arguments, checking keys and types, naming file and key."""
+    for key in data:
+        if key not in _TOP_KEYS:
+            raise VPIntegratorError(
+                f"{path}: unknown key {key!r}; valid top-level keys: {', '.join(_TOP_KEYS)}"
+            )
+    kwargs: dict[str, Any] = {"name": path.stem, "source": str(path)}
+    if "description" in data:
+        kwargs["description"] = _check_field("description", data["description"], f"{path}: key 'description'")
+    for section, keys in _SECTIONS.items():
+        table = data.get(section)
+        if table is None:
+            if section in _REQUIRED or section == "integration":
+                raise VPIntegratorError(f"{path}: missing table [{section}]; see systems/rigid_body.toml")
+            continue
+        if not isinstance(table, dict):
+            raise VPIntegratorError(f"{path}: key {section!r} must be a table [{section}]; got {table!r}")
+        free: dict[str, Any] = {}
+        for key, value in table.items():
+            if key in keys:
+                kwargs[keys[key]] = _check_field(keys[key], value, f"{path}: key '{section}.{key}'")
+            elif section in ("system", "initial_conditions"):
+                free[key] = value
+            else:
+                raise VPIntegratorError(
+                    f"{path}: unknown key '{section}.{key}'; valid keys in [{section}]: {', '.join(keys)}"
+                )
+        if section in _REQUIRED and _REQUIRED[section] not in table:
+            raise VPIntegratorError(f"{path}: missing key '{section}.{_REQUIRED[section]}'")
+        if section == "integration":
+            for key in _REQUIRED_INTEGRATION:
+                if key not in table:
+                    raise VPIntegratorError(f"{path}: missing key 'integration.{key}'")
+        if section == "system":
+            kwargs["params"] = free
+        elif section == "initial_conditions":
+            kwargs["sampler_args"] = free
+    return kwargs
+
+
+def _check_names(spec: GenerationSpec) -> None:
+    """Check the system (and its parameters), the sampler name and the method against the registries."""
+    from ..systems import get_system, list_samplers
+
+    where = spec.source or f"spec {spec.name!r}"
+    try:
+        get_system(spec.system, **spec.params)
+    except VPIntegratorError as err:
+        raise VPIntegratorError(f"{where}: [system] {err}") from None
+    except TypeError as err:  # a parameter of the wrong type
+        raise VPIntegratorError(f"{where}: [system] bad parameter: {err}") from None
+    if spec.sampler not in list_samplers():
+        raise VPIntegratorError(
+            f"{where}: key 'initial_conditions.sampler': unknown sampler {spec.sampler!r}; valid samplers: "
+            f"{', '.join(list_samplers())}"
+        )
+    _check_method(spec.method, f"{where}: key 'integration.method'")
+
+
+def _apply_overrides(spec: GenerationSpec, overrides: dict[str, Any]) -> GenerationSpec:
+    changes: dict[str, Any] = {}
+    for key, value in overrides.items():
+        if key not in OVERRIDES:
+            raise VPIntegratorError(f"unknown override {key!r}; valid overrides: {', '.join(OVERRIDES)}")
+        if value is None:
+            continue
+        flag = "--" + key.replace("_", "-")
+        changes[key] = _check_field(key, value, f"override {key} ({flag})")
+    if not changes:
+        return spec
+    if "method" in changes:
+        _check_method(changes["method"], "override method (--method)")
+    try:
+        return dataclasses.replace(spec, **changes)
+    except VPIntegratorError as err:
+        raise VPIntegratorError(f"{err} (after overrides {', '.join(f'{k}={v}' for k, v in changes.items())})") from None
+
+
+def load_spec(name_or_path: str | os.PathLike, **overrides: Any) -> GenerationSpec:
+    """Load a generation spec by name (``list_specs()``) or from a TOML file, then apply overrides.
+
+    Parameters
+    ----------
+    name_or_path : str or PathLike
+        A spec name such as ``"rigid_body_paper"``, or a path to a ``.toml`` file.
+    **overrides
+        Any of ``n_traj, dt, t_end, method, rtol, atol, seed, chunk_size, out``; None values are ignored
+        (so CLI flags can be passed straight through).
+
+    Returns
+    -------
+    GenerationSpec
+
+    Raises
+    ------
+    VPIntegratorError
+        Unknown spec name (listing the valid ones), malformed TOML, unknown keys, wrong types, dt <= 0,
+        unknown system, parameter, sampler or method; the message names the file and key.
+    """
+    path = _resolve(name_or_path)
+    kwargs = _parse(path, _read_toml(path))
+    spec = GenerationSpec(**kwargs)
+    _check_names(spec)
+    return _apply_overrides(spec, overrides)
