@@ -190,7 +190,7 @@ class ImplicitMidpoint(_Newton):
             mid = 0.5 * (ya + y1a)
             residual = y1a - ya - h * system.vector_field(mid)
             matrix = eye - 0.5 * h * system.jacobian(mid)
-            delta = np.linalg.solve(matrix, residual[..., None])[..., 0]
+            delta = _newton_solve(matrix, residual[..., None])[..., 0]
             y1[idx] = y1a - delta
             e = np.max(np.abs(delta), axis=1)
             e = np.where(np.isfinite(e), e, np.inf)
@@ -209,7 +209,7 @@ class ImplicitMidpoint(_Newton):
         y1 = self._solve(system, y, h)
         a = system.jacobian(0.5 * (y + y1))
         eye = _eye_like(y)
-        return np.linalg.solve(eye - 0.5 * h * a, eye + 0.5 * h * a)
+        return _newton_solve(eye - 0.5 * h * a, eye + 0.5 * h * a)
 
 
 _SQ3 = math.sqrt(3.0)
@@ -253,7 +253,7 @@ class GaussLegendre4(_Newton):
             fs = system.vector_field(stages)  # (n, 2, dim)
             residual = za - h * np.einsum("ij,njd->nid", _GL4_A, fs)
             matrix = self._newton_matrix(system, stages, h)
-            delta = np.linalg.solve(matrix, residual.reshape(len(idx), 2 * d, 1)).reshape(len(idx), 2, d)
+            delta = _newton_solve(matrix, residual.reshape(len(idx), 2 * d, 1)).reshape(len(idx), 2, d)
             z[idx] = za - delta
             e = np.max(np.abs(delta), axis=(1, 2))
             e = np.where(np.isfinite(e), e, np.inf)
@@ -274,7 +274,7 @@ class GaussLegendre4(_Newton):
         stages = self._solve(system, y, h)
         matrix = self._newton_matrix(system, stages, h)
         rhs = np.tile(np.eye(d), (2, 1))  # (2d, d)
-        dstages = np.linalg.solve(matrix, np.broadcast_to(rhs, (batch, 2 * d, d))).reshape(batch, 2, d, d)
+        dstages = _newton_solve(matrix, np.broadcast_to(rhs, (batch, 2 * d, d))).reshape(batch, 2, d, d)
         jac = system.jacobian(stages)  # (batch, 2, d, d)
         return np.eye(d) + h * np.einsum("j,njab,njbc->nac", _GL4_B, jac, dstages)
 
@@ -447,7 +447,8 @@ def integrate(
     out[:, 0] = y
     for k in range(1, n_steps + 1):
         try:
-            y = method._step(system, y, h)
+            with np.errstate(over="ignore", invalid="ignore"):  # a blow-up is reported just below
+                y = method._step(system, y, h)
         except _NotConverged as exc:
             raise VPIntegratorError(
                 f"{method.name}: step {k} (t = {t0 + (k - 1) * h:g} -> {t0 + k * h:g}): {exc.detail}"
@@ -511,6 +512,17 @@ def _check_initial_conditions(system: System, y0: Any) -> np.ndarray:
             f"initial condition {i} is not finite: {y[i].tolist()}; give finite numbers"
         )
     return y
+
+
+def _newton_solve(matrix: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """Batched solve (batch, n, n) x (batch, n, k); a singular Newton matrix becomes _NotConverged."""
+    try:
+        return np.linalg.solve(matrix, rhs)
+    except np.linalg.LinAlgError:
+        bad = int(np.argmin(np.abs(np.linalg.det(matrix))))
+        raise _NotConverged(
+            f"the Newton matrix I - h df/dy is singular for batch item {bad}; reduce dt"
+        ) from None
 
 
 def _eye_like(y: np.ndarray) -> np.ndarray:

@@ -121,10 +121,6 @@ class System:
             )
         return y
 
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
-        return f"{type(self).__name__}({args})"
-
 
 def _plain(value: Any) -> float | list:
     """A parameter as a float, or a (nested) list of floats."""

@@ -1,0 +1,303 @@
+"""Classical integrators: convergence order, structure (invariants, det J), step Jacobians, errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+from vpintegrator.errors import VPIntegratorError
+from vpintegrator.integrators import get_integrator, integrate, list_integrators
+from vpintegrator.systems import System, get_system, paper_sphere_points, sample_initial_conditions
+from vpintegrator.trajectory import Trajectories
+
+METHODS = ["euler", "rk4", "implicit_midpoint", "gauss_legendre4", "stormer_verlet", "splitting"]
+SYSTEMS = ["rigid_body", "coupled_oscillator", "volterra", "abc_flow"]
+DET64 = 1e-10  # team tolerance table, det float64
+
+# initial conditions per system for accuracy tests (Volterra on the positive orthant: periodic orbits)
+Y0 = {
+    "rigid_body": paper_sphere_points()[[100, 719, 300]],
+    "coupled_oscillator": np.array([[1.0, 0.0, 2.0, 0.0], [0.5, -0.3, 0.1, 0.4]]),
+    "volterra": np.array([[1.0, 2.0, 1.5], [0.5, 1.0, 2.0]]),
+    "abc_flow": np.array([[0.1, 0.2, 0.3], [1.0, 2.0, 3.0]]),
+}
+
+
+def _supports(method: str, system_name: str) -> bool:
+    try:
+        get_integrator(method).supports(get_system(system_name))
+    except VPIntegratorError:
+        return False
+    return True
+
+
+PAIRS = [(m, s) for m in METHODS for s in SYSTEMS if _supports(m, s)]
+
+
+def _reference(system, y0: np.ndarray, t_end: float) -> np.ndarray:
+    """DOP853 at tight tolerance, one state at a time: y0 (n, dim) -> y(t_end) (n, dim)."""
+    ends = [
+        solve_ivp(system, (0.0, t_end), state, method="DOP853", rtol=1e-13, atol=1e-13).y[:, -1]
+        for state in y0
+    ]
+    return np.array(ends)
+
+
+def test_registry():
+    assert list_integrators() == METHODS
+    orders = {name: get_integrator(name).order for name in METHODS}
+    assert orders == {
+        "euler": 1,
+        "rk4": 4,
+        "implicit_midpoint": 2,
+        "gauss_legendre4": 4,
+        "stormer_verlet": 2,
+        "splitting": 2,
+    }
+    assert get_integrator("implicit_midpoint").implicit and not get_integrator("rk4").implicit
+    # every method runs on at least one system
+    assert {m for m, _ in PAIRS} == set(METHODS)
+
+
+@pytest.mark.parametrize("method, system_name", PAIRS)
+def test_convergence_order(method, system_name):
+    """Halve h three times against DOP853; the log-log slope is the order within 0.3."""
+    system = get_system(system_name)
+    y0, t_end = Y0[system_name], 1.0
+    reference = _reference(system, y0, t_end)
+    n_steps = np.array([8, 16, 32, 64])
+    errors = [
+        np.max(np.abs(integrate(system, y0, t_end / n, int(n), method).y[:, -1] - reference))
+        for n in n_steps
+    ]
+    slope = np.polyfit(np.log(t_end / n_steps), np.log(errors), 1)[0]
+    assert abs(slope - get_integrator(method).order) <= 0.3, (errors, slope)
+
+
+@pytest.mark.parametrize("method", ["implicit_midpoint", "gauss_legendre4"])
+def test_implicit_methods_conserve_rigid_body_invariants(method):
+    system = get_system("rigid_body")
+    traj = integrate(system, paper_sphere_points()[::50], 0.2, 1000, method)
+    for name in ("energy", "casimir"):
+        values = system.invariant(name, traj.y)  # (n_traj, n_steps)
+        drift = np.max(np.abs(values / values[:, :1] - 1.0))
+        assert drift <= 1e-12, (name, drift)
+
+
+def test_stormer_verlet_energy_bounded_on_oscillator():
+    system = get_system("coupled_oscillator")
+    traj = integrate(system, system.default_y0, system.default_dt, 10_000, "stormer_verlet")
+    energy = system.invariant("energy", traj.y[0])
+    error = np.abs(energy - energy[0]) / abs(energy[0])
+    quarter = len(error) // 4
+    first, last = error[:quarter].max(), error[-quarter:].max()
+    assert last <= 1.1 * first  # bounded oscillation, no secular drift
+    assert last < 0.05
+    slope = np.polyfit(traj.t, error, 1)[0]
+    assert abs(slope) * traj.t[-1] < 0.01 * first  # the fitted drift over the whole run is negligible
+
+
+@pytest.mark.parametrize("system_name", ["rigid_body", "abc_flow"])
+def test_splitting_is_exactly_volume_preserving(system_name):
+    system = get_system(system_name)
+    y = sample_initial_conditions(system, "box", 500, 0, low=-3.0, high=3.0)
+    det = np.linalg.det(get_integrator("splitting").step_jacobian(system, y, 0.2))
+    assert np.max(np.abs(det - 1.0)) <= 1e-12
+
+
+def test_implicit_midpoint_is_not_volume_preserving_on_rigid_body():
+    """det J = det(I + hA/2) / det(I - hA/2) = 1 + 2 det(hA/2) + O(h^5), A = f'(midpoint).
+
+    For the rigid body det A = 2abc z1 z2 z3, so at h = 0.2 with (a, b, c) = (1/2, -1, 1/2)
+    det J ~ 1 - 1e-3 z1 z2 z3: up to 3^(-3/2) * 1e-3 = 1.9e-4 away from 1 on the unit sphere.
+    """
+    system = get_system("rigid_body")
+    h = 0.2
+    z = sample_initial_conditions(system, "sphere", 2000, np.random.default_rng(0))
+    integrator = get_integrator("implicit_midpoint")
+    det = np.linalg.det(integrator.step_jacobian(system, z, h))
+    deviation = np.abs(det - 1.0)
+    assert deviation.max() <= 2e-4
+    assert deviation.max() >= 1e-4  # clearly not 1: ten orders above the splitting's rounding
+    a, b, c = system.coefficients
+    mid = 0.5 * (z + integrator.step(system, z, h))
+    leading = 1.0 + 2.0 * (h / 2) ** 3 * 2.0 * a * b * c * np.prod(mid, axis=1)
+    assert np.max(np.abs(det - leading)) <= 1e-6
+
+
+@pytest.mark.parametrize("method, system_name", PAIRS)
+def test_step_jacobian_matches_finite_differences(method, system_name):
+    system = get_system(system_name)
+    integrator = get_integrator(method)
+    low = 0.3 if system_name == "volterra" else -2.0
+    y = sample_initial_conditions(system, "box", 8, 1, low=low, high=2.0)
+    h, eps = 0.2, 1e-5
+    jac = integrator.step_jacobian(system, y, h)
+    assert jac.shape == (8, system.dim, system.dim)
+    cols = [
+        (integrator.step(system, y + eps * e, h) - integrator.step(system, y - eps * e, h)) / (2 * eps)
+        for e in np.eye(system.dim)
+    ]
+    np.testing.assert_allclose(jac, np.stack(cols, axis=-1), rtol=0, atol=1e-7)
+
+
+@pytest.mark.parametrize("system_name", ["rigid_body", "coupled_oscillator", "volterra", "abc_flow"])
+def test_implicit_midpoint_solves_its_equation_to_rounding(system_name):
+    system = get_system(system_name)
+    y = Y0[system_name]
+    h = 0.2
+    y1 = get_integrator("implicit_midpoint").step(system, y, h)
+    residual = y1 - y - h * system.vector_field(0.5 * (y + y1))
+    assert np.max(np.abs(residual)) <= 1e-14
+
+
+def test_gauss_legendre_matches_per_state_fsolve():
+    """The batched Newton solve against SciPy's fsolve on the stage equations, one state at a time."""
+    from scipy.optimize import fsolve
+
+    system = get_system("abc_flow")
+    y = Y0["abc_flow"]
+    h, r = 0.3, np.sqrt(3.0) / 6.0
+    a = np.array([[0.25, 0.25 - r], [0.25 + r, 0.25]])
+    fast = get_integrator("gauss_legendre4").step(system, y, h)
+    for state, expected in zip(y, fast):
+
+        def stage_equations(z, state=state):
+            z = z.reshape(2, 3)  # stage increments Z_i = Y_i - y
+            return (z - h * a @ system.vector_field(state + z)).ravel()
+
+        z = fsolve(stage_equations, np.zeros(6), xtol=1e-14).reshape(2, 3)
+        slow = state + h * 0.5 * system.vector_field(state + z).sum(axis=0)
+        np.testing.assert_allclose(expected, slow, rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_batch_equals_one_trajectory_at_a_time(method):
+    system_name = "coupled_oscillator" if method == "stormer_verlet" else "rigid_body"
+    y0 = Y0[system_name]
+    batched = integrate(system_name, y0, 0.1, 20, method).y
+    single = np.concatenate([integrate(system_name, state[None], 0.1, 20, method).y for state in y0])
+    np.testing.assert_allclose(batched, single, rtol=0, atol=1e-15)
+
+
+def test_gauss_legendre_agrees_with_reference_at_small_step():
+    system = get_system("rigid_body")
+    y0 = Y0["rigid_body"]
+    traj = integrate(system, y0, 0.01, 100, "gauss_legendre4")
+    np.testing.assert_allclose(traj.y[:, -1], _reference(system, y0, 1.0), rtol=0, atol=1e-12)
+
+
+def test_integrate_returns_trajectories_with_meta():
+    system = get_system("rigid_body")
+    y0 = paper_sphere_points()[:5]
+    calls = []
+    traj = integrate(system, y0, 0.2, 10, "implicit_midpoint", t0=1.0, callback=lambda k, y: calls.append(k))
+    assert isinstance(traj, Trajectories)
+    assert traj.y.shape == (5, 11, 3) and traj.y.dtype == np.float64
+    np.testing.assert_array_equal(traj.y[:, 0], y0)
+    np.testing.assert_allclose(traj.t, 1.0 + 0.2 * np.arange(11))
+    assert calls == list(range(1, 11))
+    meta = traj.meta
+    assert meta["system"] == "rigid_body" and meta["method"] == "implicit_midpoint"
+    assert meta["dt"] == 0.2 and meta["n_traj"] == 5 and meta["n_steps"] == traj.n_steps == 11
+    assert meta["param_inertia"] == [2.0, 1.0, 2.0 / 3.0] and meta["param_b"] == pytest.approx(-1.0)
+    assert meta["invariant_names"] == ["energy", "casimir"]
+    for value in meta.values():
+        assert isinstance(value, (str, int, float, bool, list))
+    # integrate is the repeated step
+    stepper = get_integrator("implicit_midpoint")
+    y = y0
+    for _ in range(10):
+        y = stepper.step(system, y, 0.2)
+    np.testing.assert_allclose(traj.y[:, -1], y, rtol=0, atol=1e-15)
+
+
+def test_integrate_accepts_names_a_single_state_and_zero_steps():
+    traj = integrate("coupled_oscillator", [1.0, 0.0, 2.0, 0.0], 0.4, 0, "stormer_verlet")
+    assert traj.y.shape == (1, 1, 4)
+    assert integrate("volterra", [[1.0, 2.0, 1.5]], 0.1, np.int64(3)).y.shape == (1, 4, 3)
+
+
+def test_newton_options_and_failure_name_the_step():
+    system = get_system("rigid_body")
+    y0 = paper_sphere_points()[:3]
+    loose = get_integrator("implicit_midpoint", tol=1e-10, max_iter=20)
+    assert loose.tol == 1e-10
+    with pytest.raises(VPIntegratorError, match=r"step 1 .*did not converge in 1 iterations.*max_iter"):
+        integrate(system, y0, 0.2, 5, get_integrator("implicit_midpoint", max_iter=1))
+    with pytest.raises(VPIntegratorError, match=r"no option\(s\) tolerance; valid options: tol, max_iter"):
+        get_integrator("implicit_midpoint", tolerance=1e-3)
+
+
+def test_blow_up_names_the_step_and_trajectory():
+    with pytest.raises(VPIntegratorError, match=r"trajectory 1 became non-finite at step \d+"):
+        integrate("volterra", [[1.0, 1.0, 1.0], [1.0, 50.0, -50.0]], 1.0, 50, "euler")
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"method": "leapfrog"}, r"unknown method 'leapfrog'; valid methods: euler, rk4, implicit_midpoint"),
+        ({"system": "pendulum"}, r"unknown system 'pendulum'"),
+        ({"dt": 0.0}, "dt must be a finite number > 0; got 0.0"),
+        ({"dt": -0.1}, "dt must be a finite number > 0"),
+        ({"dt": float("nan")}, "dt must be a finite number > 0; got nan"),
+        ({"dt": float("inf")}, "dt must be a finite number > 0"),
+        ({"dt": "big"}, "dt must be"),
+        ({"n_steps": -1}, "n_steps must be an int >= 0"),
+        ({"n_steps": 2.5}, "n_steps must be an int >= 0"),
+        ({"y0": [[1.0, 0.0, 0.0], [0.0, float("nan"), 1.0]]}, r"initial condition 1 is not finite"),
+        ({"y0": [[1.0, 0.0]]}, r"y0 must have shape \(n_traj, 3\)"),
+        ({"method": "stormer_verlet"}, "needs a separable Hamiltonian.*'rigid_body'"),
+        (
+            {"system": "coupled_oscillator", "y0": [[1.0, 0.0, 2.0, 0.0]], "method": "splitting"},
+            "'coupled_oscillator' is not",
+        ),
+        ({"system": "volterra", "method": "splitting"}, "'volterra' is not"),
+        ({"t0": float("nan")}, "t0 must be a finite number"),
+    ],
+)
+def test_bad_inputs_raise_one_line_errors(kwargs, match):
+    args = {"system": "rigid_body", "y0": [[1.0, 0.0, 0.0]], "dt": 0.2, "n_steps": 2, "method": "rk4"}
+    args.update(kwargs)
+    with pytest.raises(VPIntegratorError, match=match) as info:
+        integrate(**args)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("method", ["rk4", "implicit_midpoint", "splitting"])
+def test_step_validates_its_inputs(method):
+    integrator = get_integrator(method)
+    system = get_system("rigid_body")
+    with pytest.raises(VPIntegratorError, match=r"shape \(batch, 3\)"):
+        integrator.step(system, np.ones(3), 0.1)
+    with pytest.raises(VPIntegratorError, match="dt must be"):
+        integrator.step_jacobian(system, np.ones((2, 3)), -1.0)
+
+
+@dataclass(frozen=True)
+class _Saddle(System):
+    """dy/dt = (y2, y1): divergence free, eigenvalues +-1, so I - (h/2) f' is singular at h = 2."""
+
+    name: ClassVar[str] = "saddle"
+    dim: ClassVar[int] = 2
+
+    def vector_field(self, y):
+        return np.asarray(y, dtype=np.float64)[..., ::-1].copy()
+
+    def jacobian(self, y):
+        y = np.asarray(y, dtype=np.float64)
+        return np.broadcast_to(np.array([[0.0, 1.0], [1.0, 0.0]]), y.shape[:-1] + (2, 2)).copy()
+
+
+def test_user_defined_system_and_singular_newton_matrix():
+    saddle = _Saddle()
+    traj = integrate(saddle, [[1.0, 0.0]], 0.1, 10, "implicit_midpoint")
+    exact = np.array([np.cosh(1.0), np.sinh(1.0)])
+    np.testing.assert_allclose(traj.y[0, -1], exact, atol=1e-2)
+    with pytest.raises(VPIntegratorError, match=r"step 1 .*singular for batch item 0; reduce dt"):
+        integrate(saddle, [[1.0, 0.0]], 2.0, 1, "implicit_midpoint")
