@@ -1,0 +1,63 @@
+"""Small shared helpers for the layers: activations and input-shape checks."""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+
+from ..errors import VPIntegratorError
+
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "silu": torch.nn.functional.silu,
+    "identity": lambda x: x,
+}
+
+
+def get_activation(name: str, argument: str = "activation") -> Callable[[torch.Tensor], torch.Tensor]:
+    """Look up an activation function by name; unknown names list the valid ones."""
+    if not isinstance(name, str) or name not in ACTIVATIONS:
+        raise VPIntegratorError(
+            f"{argument}: expected one of {', '.join(sorted(ACTIVATIONS))}, got {name!r}"
+        )
+    return ACTIVATIONS[name]
+
+
+def check_positive_int(value, argument: str, minimum: int = 1) -> int:
+    """Validate an integer hyper-parameter (``bool`` is rejected) and return it."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise VPIntegratorError(f"{argument}: expected an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def check_input(
+    x: torch.Tensor, owner: str, dim: int, seq_len: int | None = None, like: torch.Tensor | None = None
+) -> None:
+    """Check that ``x`` is a floating (batch, seq, dim) tensor, optionally with a fixed ``seq``.
+
+    With ``like`` (a parameter of the module) the dtype and device must match it too. Raises
+    :class:`VPIntegratorError` naming ``owner`` with the expected and the received shape.
+    """
+    expected = f"(batch, {'seq' if seq_len is None else f'seq_len={seq_len}'}, dim={dim})"
+    if not isinstance(x, torch.Tensor):
+        raise VPIntegratorError(f"{owner}: expected a torch.Tensor of shape {expected}, got {type(x).__name__}")
+    if x.ndim != 3 or x.shape[-1] != dim or (seq_len is not None and x.shape[1] != seq_len):
+        hint = "; add a batch axis with x.unsqueeze(0)" if x.ndim == 2 else ""
+        raise VPIntegratorError(f"{owner}: expected input of shape {expected}, got {tuple(x.shape)}{hint}")
+    if not x.is_floating_point():
+        raise VPIntegratorError(f"{owner}: expected a floating-point input, got dtype {x.dtype}")
+    if like is not None and (x.dtype != like.dtype or x.device != like.device):
+        raise VPIntegratorError(
+            f"{owner}: input is {x.dtype} on {x.device} but the parameters are {like.dtype} on {like.device}; "
+            f"convert one with .to(dtype=..., device=...)"
+        )
+
+
+def glorot_uniform_(tensor: torch.Tensor, fan: int) -> torch.Tensor:
+    """Fill ``tensor`` in place with U(−√(6/fan), √(6/fan)) (Glorot uniform with fan_in + fan_out = fan)."""
+    bound = math.sqrt(6.0 / fan)
+    with torch.no_grad():
+        return tensor.uniform_(-bound, bound)

@@ -1,0 +1,237 @@
+"""Attention layers on (batch, seq, dim) tensors.
+
+The seeds (000, 004) write a sequence as the columns of Z ∈ ℝ^{dim×T}. We store X = Zᵀ ∈ ℝ^{T×dim} per
+sample, so
+
+    ZᵀAZ  ↦  X A Xᵀ   (T×T)        Z Λ  ↦  Λᵀ X        V softmax_col(M)  ↦  softmax_row(Mᵀ) Vᵀ
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ..errors import VPIntegratorError
+from ._common import check_input, check_positive_int, glorot_uniform_
+from .cayley import cayley
+
+__all__ = ["VolumePreservingAttention", "MultiHeadAttention", "MHA_FORMS"]
+
+MHA_FORMS = ("gml", "standard")
+
+
+class VolumePreservingAttention(nn.Module):
+    """Volume-preserving attention: X ↦ Λ(X)ᵀ X with Λ = Cayley(C(X)) (seed 004: Z ↦ Z Λ).
+
+    Cayley(C) = (I − C)(I + C)⁻¹ (no ½). No residual connection, no scaling in the skew variant.
+
+    ``skew_sym=True``:  C = X A Xᵀ  (seed: C = ZᵀAZ), A = −Aᵀ ∈ ℝ^{dim×dim} learnable
+    (``weight``: its dim(dim−1)/2 strictly-lower entries). C is skew, Λ orthogonal, and the map
+    ℝ^{T·dim} → ℝ^{T·dim} preserves volume (det J = 1).
+
+    ``skew_sym=False`` (GML's default, "arbitrary weighting"): A ∈ ℝ^{dim×dim} arbitrary (``weight``),
+    L = tril(X A Xᵀ, −1) / √dim (strictly lower triangle), C = L − Lᵀ. Λ is still orthogonal, but the
+    map is NOT volume preserving (see :mod:`vpintegrator.testing`).
+
+    Parameters
+    ----------
+    dim : int
+        State dimension.
+    skew_sym : bool
+        Skew-symmetric weighting (volume preserving) or arbitrary weighting.
+    cayley_method : str, optional
+        Fixed Cayley implementation for this layer (``"closed"``, ``"solve"``, ``"inv"``, ``"auto"``);
+        ``None`` follows :func:`vpintegrator.nn.cayley_method`.
+
+    Notes
+    -----
+    Permuting the rows of X (P X) gives C(P X) = P C Pᵀ in the skew variant, hence Λ(PX) = P Λ Pᵀ and
+    output P Λᵀ X: the skew layer is permutation-equivariant along seq. The arbitrary variant is not
+    (its strictly-lower triangle depends on the order).
+    """
+
+    def __init__(self, dim: int, skew_sym: bool = True, cayley_method: str | None = None) -> None:
+        super().__init__()
+        self.dim = check_positive_int(dim, "dim")
+        if not isinstance(skew_sym, bool):
+            raise VPIntegratorError(f"skew_sym: expected True or False, got {skew_sym!r}")
+        self.skew_sym = skew_sym
+        self.cayley_method = cayley_method
+        if skew_sym:
+            rows, cols = torch.tril_indices(dim, dim, offset=-1)
+            self.register_buffer("_rows", rows, persistent=False)
+            self.register_buffer("_cols", cols, persistent=False)
+            self.weight = nn.Parameter(torch.empty(dim * (dim - 1) // 2))
+        else:
+            self.weight = nn.Parameter(torch.empty(dim, dim))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Glorot uniform: U(±√(6/n)) over the n free skew entries, U(±√(6/(2 dim))) for arbitrary A."""
+        if self.weight.numel():
+            fan = self.weight.numel() if self.skew_sym else 2 * self.dim
+            glorot_uniform_(self.weight, fan)
+
+    def weight_matrix(self) -> torch.Tensor:
+        """A, shape (dim, dim) (skew-symmetric when ``skew_sym``)."""
+        if not self.skew_sym:
+            return self.weight
+        lower = self.weight.new_zeros(self.dim, self.dim).index_put((self._rows, self._cols), self.weight)
+        return lower - lower.mT
+
+    def correlation(self, x: torch.Tensor) -> torch.Tensor:
+        """The skew matrix C(X), shape (batch, seq, seq), for x of shape (batch, seq, dim)."""
+        A = self.weight_matrix()
+        xax = x @ A @ x.mT  # (batch, seq, dim)(dim, dim)(batch, dim, seq) -> (batch, seq, seq): X A Xᵀ
+        if self.skew_sym:
+            return xax
+        lower = torch.tril(xax, diagonal=-1) / math.sqrt(self.dim)  # (batch, seq, seq)
+        return lower - lower.mT
+
+    def orthogonal_matrix(self, x: torch.Tensor) -> torch.Tensor:
+        """Λ(X) = Cayley(C(X)), shape (batch, seq, seq), for x of shape (batch, seq, dim)."""
+        check_input(x, type(self).__name__, self.dim)
+        return cayley(self.correlation(x), self.cayley_method)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Apply X ↦ Λ(X)ᵀ X.
+
+        Parameters
+        ----------
+        x : Tensor, shape (batch, seq, dim)
+
+        Returns
+        -------
+        Tensor, shape (batch, seq, dim)
+        """
+        lam = self.orthogonal_matrix(x)  # (batch, seq, seq)
+        return lam.mT @ x  # (batch, seq, seq)(batch, seq, dim) -> (batch, seq, dim): row form of Z Λ
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, skew_sym={self.skew_sym}"
+
+
+class _Projection(nn.Module):
+    """One head's projection P ∈ ℝ^{dim×d_head} (``weight``), so that Q = X P (row form of Pᵀ Z)."""
+
+    def __init__(self, dim: int, d_head: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(glorot_uniform_(torch.empty(dim, d_head), dim + d_head))
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head self-attention in the GeometricMachineLearning form or the standard (Vaswani) form.
+
+    ``form="gml"`` (seeds 000/002), per head i with P^Q_i, P^K_i, P^V_i ∈ ℝ^{dim×d_head}
+    (d_head = dim / n_heads), seed in columns ``V_i softmax_col(K_iᵀ Q_i / √dim)``. In rows
+    (Q_i = X P^Q_i etc., shape (seq, d_head))::
+
+        S_i = Q_i K_iᵀ / √dim            (seq_query, seq_key); [S_i]_{nm} = q⁽ⁿ⁾·k⁽ᵐ⁾ = [K_iᵀQ_i]_{mn}
+        head_i = softmax(S_i, over the key index m, i.e. the last axis) V_i       (seq, d_head)
+        out = concat_i(head_i)  (+ X if add_connection)                          (seq, dim)
+
+    The seed's column softmax (normalising each column n of K_iᵀQ_i over m) is this softmax over the key
+    axis. The scale is √dim, the full dimension, as in GML. No output projection, no biases.
+    ``stiefel=True`` keeps every P on the Stiefel manifold (orthonormal columns, Pᵀ P = I) with
+    ``torch.nn.utils.parametrizations.orthogonal``: the parameter is unconstrained and P is computed
+    from it, so the constraint holds after any optimiser step.
+
+    ``form="standard"`` (seeds 001/003; what ``torch.nn.MultiheadAttention`` computes): Q = X W_qᵀ + b_q,
+    K, V likewise (``in_proj_weight`` (3 dim, dim), ``in_proj_bias`` (3 dim,)), per head softmax(Q_i K_iᵀ /
+    √d_head) V_i, concatenated and projected: out = H W_oᵀ + b_o (``out_proj``), + X if add_connection.
+
+    Parameters
+    ----------
+    dim : int
+    n_heads : int
+        Must divide ``dim``.
+    form : {"gml", "standard"}
+    add_connection : bool
+        Add the input to the output (GML's layer defaults to True; the paper's ST uses False).
+    stiefel : bool
+        Orthonormal projections (``form="gml"`` only).
+
+    Parameter counts: gml 3 dim² ; standard 4 dim² + 4 dim.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        n_heads: int = 1,
+        form: str = "gml",
+        add_connection: bool = False,
+        stiefel: bool = False,
+    ) -> None:
+        super().__init__()
+        self.dim = check_positive_int(dim, "dim")
+        self.n_heads = check_positive_int(n_heads, "n_heads")
+        if dim % n_heads:
+            raise VPIntegratorError(
+                f"n_heads: must divide dim = {dim}, got n_heads = {n_heads}; "
+                f"use one of {[h for h in range(1, dim + 1) if dim % h == 0]}"
+            )
+        if form not in MHA_FORMS:
+            raise VPIntegratorError(f"form: expected one of {', '.join(MHA_FORMS)}, got {form!r}")
+        if stiefel and form != "gml":
+            raise VPIntegratorError("stiefel: orthonormal projections exist only for form='gml'; set stiefel=False")
+        self.form = form
+        self.add_connection = bool(add_connection)
+        self.stiefel = bool(stiefel)
+        self.d_head = dim // n_heads
+        if form == "gml":
+            self.query = nn.ModuleList(_Projection(dim, self.d_head) for _ in range(n_heads))
+            self.key = nn.ModuleList(_Projection(dim, self.d_head) for _ in range(n_heads))
+            self.value = nn.ModuleList(_Projection(dim, self.d_head) for _ in range(n_heads))
+            if stiefel:
+                for proj in (*self.query, *self.key, *self.value):
+                    nn.utils.parametrizations.orthogonal(proj, "weight")
+        else:
+            self.in_proj_weight = nn.Parameter(glorot_uniform_(torch.empty(3 * dim, dim), 4 * dim))
+            self.in_proj_bias = nn.Parameter(torch.zeros(3 * dim))
+            self.out_proj = nn.Linear(dim, dim)
+            with torch.no_grad():
+                self.out_proj.bias.zero_()
+
+    def projections(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """GML form: stacked (P^Q, P^K, P^V), each of shape (n_heads, dim, d_head)."""
+        if self.form != "gml":
+            raise VPIntegratorError("projections(): only defined for form='gml'")
+        return tuple(torch.stack([p.weight for p in group]) for group in (self.query, self.key, self.value))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Apply the attention.
+
+        Parameters
+        ----------
+        x : Tensor, shape (batch, seq, dim)
+
+        Returns
+        -------
+        Tensor, shape (batch, seq, dim)
+        """
+        check_input(x, type(self).__name__, self.dim)
+        batch, seq, _ = x.shape
+        if self.form == "gml":
+            PQ, PK, PV = self.projections()  # (heads, dim, d_head) each
+            xh = x.unsqueeze(1)  # (batch, 1, seq, dim): broadcast over heads
+            q, k, v = xh @ PQ, xh @ PK, xh @ PV  # (batch, heads, seq, d_head)
+            scale = 1.0 / math.sqrt(self.dim)
+        else:
+            qkv = x @ self.in_proj_weight.mT + self.in_proj_bias  # (batch, seq, 3 dim)
+            qkv = qkv.reshape(batch, seq, 3, self.n_heads, self.d_head)  # (batch, seq, 3, heads, d_head)
+            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 × (batch, heads, seq, d_head)
+            scale = 1.0 / math.sqrt(self.d_head)
+        scores = (q @ k.mT) * scale  # (batch, heads, seq_query, seq_key)
+        heads = torch.softmax(scores, dim=-1) @ v  # normalise over keys; (batch, heads, seq, d_head)
+        out = heads.transpose(1, 2).reshape(batch, seq, self.dim)  # (batch, seq, heads·d_head): concat
+        if self.form == "standard":
+            out = self.out_proj(out)  # (batch, seq, dim)
+        return x + out if self.add_connection else out
+
+    def extra_repr(self) -> str:
+        return (
+            f"dim={self.dim}, n_heads={self.n_heads}, form={self.form!r}, "
+            f"add_connection={self.add_connection}, stiefel={self.stiefel}"
+        )

@@ -1,0 +1,131 @@
+"""Feed-forward layers that act on each state of a sequence independently (position-wise).
+
+Seed/GML formulas act on a column z ∈ ℝ^dim; our rows are x = zᵀ, so z ↦ z + σ(L z + b) becomes
+x ↦ x + σ(x Lᵀ + b) on (batch, seq, dim) tensors.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ._common import check_input, check_positive_int, get_activation, glorot_uniform_
+
+__all__ = ["VolumePreservingLowerLayer", "VolumePreservingUpperLayer", "ResNetLayer"]
+
+
+class _TriangularLayer(nn.Module):
+    """x ↦ x + σ(x Lᵀ + b) with L strictly triangular: the Jacobian is unit triangular, det J = 1."""
+
+    _lower: bool
+
+    def __init__(self, dim: int, activation: str = "identity", bias: bool = True) -> None:
+        super().__init__()
+        self.dim = check_positive_int(dim, "dim")
+        self.activation = activation
+        self._sigma = get_activation(activation)
+        n_free = dim * (dim - 1) // 2
+        # only the dim(dim−1)/2 free entries are parameters; the index pair scatters them into L
+        rows, cols = torch.tril_indices(dim, dim, offset=-1)
+        if not self._lower:
+            rows, cols = cols, rows
+        self.register_buffer("_rows", rows, persistent=False)
+        self.register_buffer("_cols", cols, persistent=False)
+        self.weight = nn.Parameter(torch.empty(n_free))
+        self.bias = nn.Parameter(torch.zeros(dim)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Glorot uniform U(±√(6/n)) over the n free entries; bias 0."""
+        if self.weight.numel():
+            glorot_uniform_(self.weight, self.weight.numel())
+        if self.bias is not None:
+            with torch.no_grad():
+                self.bias.zero_()
+
+    def matrix(self) -> torch.Tensor:
+        """The strictly triangular matrix L, shape (dim, dim)."""
+        L = self.weight.new_zeros(self.dim, self.dim)
+        return L.index_put((self._rows, self._cols), self.weight)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Apply the layer.
+
+        Parameters
+        ----------
+        x : Tensor, shape (batch, seq, dim)
+
+        Returns
+        -------
+        Tensor, shape (batch, seq, dim)
+        """
+        check_input(x, type(self).__name__, self.dim)
+        y = x @ self.matrix().mT  # (batch, seq, dim): row form of L z
+        if self.bias is not None:
+            y = y + self.bias
+        return x + self._sigma(y)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, activation={self.activation!r}, bias={self.bias is not None}"
+
+
+class VolumePreservingLowerLayer(_TriangularLayer):
+    """x ↦ x + σ(x Lᵀ + b), L strictly lower triangular (GML ``VolumePreservingLowerLayer``).
+
+    Component i of the update depends only on components j < i, so det J = 1 exactly.
+
+    Parameters
+    ----------
+    dim : int
+        State dimension.
+    activation : str
+        ``"identity"`` (linear layer) or a nonlinearity such as ``"tanh"``.
+    bias : bool
+        Learn b (dim,); without it b = 0.
+
+    Parameters held: ``weight`` (dim(dim−1)/2,) free entries of L in ``torch.tril_indices`` order, ``bias``.
+    """
+
+    _lower = True
+
+
+class VolumePreservingUpperLayer(_TriangularLayer):
+    """x ↦ x + σ(x Uᵀ + b), U strictly upper triangular (GML ``VolumePreservingUpperLayer``).
+
+    Same arguments as :class:`VolumePreservingLowerLayer`; det J = 1 exactly.
+    """
+
+    _lower = False
+
+
+class ResNetLayer(nn.Module):
+    """x ↦ x + σ(x Wᵀ + b), W ∈ ℝ^{dim×dim} dense (GML ``ResNetLayer``); not volume preserving.
+
+    Parameters
+    ----------
+    dim : int
+    activation : str
+        ``"tanh"`` or ``"identity"`` (the last layer of GML's ResNet).
+    bias : bool
+
+    Init: W Glorot U(±√(6/(2 dim))), b = 0.
+    """
+
+    def __init__(self, dim: int, activation: str = "tanh", bias: bool = True) -> None:
+        super().__init__()
+        self.dim = check_positive_int(dim, "dim")
+        self.activation = activation
+        self._sigma = get_activation(activation)
+        self.weight = nn.Parameter(glorot_uniform_(torch.empty(dim, dim), 2 * dim))
+        self.bias = nn.Parameter(torch.zeros(dim)) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x : (batch, seq, dim) -> (batch, seq, dim)."""
+        check_input(x, type(self).__name__, self.dim)
+        y = x @ self.weight.mT  # (batch, seq, dim): row form of W z
+        if self.bias is not None:
+            y = y + self.bias
+        return x + self._sigma(y)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, activation={self.activation!r}, bias={self.bias is not None}"
