@@ -101,12 +101,32 @@ def test_stormer_verlet_energy_bounded_on_oscillator():
     assert abs(slope) * traj.t[-1] < 0.01 * first  # the fitted drift over the whole run is negligible
 
 
-@pytest.mark.parametrize("system_name", ["rigid_body", "abc_flow"])
-def test_splitting_is_exactly_volume_preserving(system_name):
+@pytest.mark.parametrize(
+    "method, system_name",
+    [
+        ("splitting", "rigid_body"),
+        ("splitting", "abc_flow"),
+        # symplectic maps of a canonical Hamiltonian system preserve volume too
+        ("stormer_verlet", "coupled_oscillator"),
+        ("implicit_midpoint", "coupled_oscillator"),
+        ("gauss_legendre4", "coupled_oscillator"),
+    ],
+)
+def test_volume_preserving_step_maps(method, system_name):
     system = get_system(system_name)
     y = sample_initial_conditions(system, "box", 500, 0, low=-3.0, high=3.0)
-    det = np.linalg.det(get_integrator("splitting").step_jacobian(system, y, 0.2))
+    det = np.linalg.det(get_integrator(method).step_jacobian(system, y, 0.2))
     assert np.max(np.abs(det - 1.0)) <= 1e-12
+
+
+@pytest.mark.parametrize("method", ["stormer_verlet", "implicit_midpoint", "gauss_legendre4"])
+def test_symplectic_on_canonical_hamiltonian(method):
+    """J^T Omega J = Omega for the coupled oscillator, Omega = [[0, I], [-I, 0]]."""
+    system = get_system("coupled_oscillator")
+    y = sample_initial_conditions(system, "box", 100, 1, low=-2.0, high=2.0)
+    jac = get_integrator(method).step_jacobian(system, y, 0.4)
+    omega = np.block([[np.zeros((2, 2)), np.eye(2)], [-np.eye(2), np.zeros((2, 2))]])
+    np.testing.assert_allclose(jac.transpose(0, 2, 1) @ omega @ jac, np.broadcast_to(omega, jac.shape), atol=1e-12)
 
 
 def test_implicit_midpoint_is_not_volume_preserving_on_rigid_body():

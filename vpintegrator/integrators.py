@@ -19,6 +19,11 @@ The contract (every :class:`Integrator`):
 | stormer_verlet    | 2     | symplectic, volume (separable H only)                            |
 | splitting         | 2     | volume exactly (det J = 1): Strang composition of shear flows     |
 
+Symplectic maps preserve phase-space volume of canonical Hamiltonian systems (the coupled
+oscillator: det J = 1 to rounding), but the rigid body is Lie-Poisson, not canonical: there implicit
+midpoint has det J = 1 - (h^3/2)|abc| z1 z2 z3 + O(h^5), up to 1.9e-4 away from 1 at h = 0.2 on the
+unit sphere (Gauss-Legendre: ~1e-11).
+
 :func:`integrate` runs one of them on a batch for ``n_steps`` steps into a
 :class:`~vpintegrator.trajectory.Trajectories`.
 """
