@@ -21,8 +21,8 @@ The contract (every :class:`Integrator`):
 
 Symplectic maps preserve phase-space volume of canonical Hamiltonian systems (the coupled
 oscillator: det J = 1 to rounding), but the rigid body is Lie-Poisson, not canonical: there implicit
-midpoint has det J = 1 - (h^3/2)|abc| z1 z2 z3 + O(h^5), up to 1.9e-4 away from 1 at h = 0.2 on the
-unit sphere (Gauss-Legendre: ~1e-11).
+midpoint has det J = 1 + (h^3/2) abc z1 z2 z3 + O(h^5) (abc = -1/4 by default), up to 1.9e-4 from 1
+at h = 0.2 on the unit sphere (Gauss-Legendre: ~1e-11).
 
 :func:`integrate` runs one of them on a batch for ``n_steps`` steps into a
 :class:`~vpintegrator.trajectory.Trajectories`.
