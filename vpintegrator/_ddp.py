@@ -1,0 +1,74 @@
+"""DistributedDataParallel plumbing for runs launched by ``torchrun`` (no process groups of our own).
+
+``torchrun`` sets ``WORLD_SIZE``, ``RANK`` and ``LOCAL_RANK``; with ``WORLD_SIZE > 1`` we join the
+default process group (NCCL on CUDA, Gloo on CPU). Without these variables everything here is a no-op
+and training is a plain single process.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from .errors import VPIntegratorError
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    """Where this process sits: ``rank`` of ``world_size`` (``local_rank`` on its machine)."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    initialized_here: bool = False
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise VPIntegratorError(f"environment variable {name} must be an integer; got {value!r}") from None
+
+
+def setup(device_type: str) -> DistInfo:
+    """Join the torchrun process group if ``WORLD_SIZE > 1`` (backend ``nccl`` on cuda, else ``gloo``)."""
+    world_size = _env_int("WORLD_SIZE", 1)
+    if world_size <= 1:
+        return DistInfo()
+    rank, local_rank = _env_int("RANK", 0), _env_int("LOCAL_RANK", 0)
+    if not dist.is_available():
+        raise VPIntegratorError("WORLD_SIZE > 1 but this torch build has no torch.distributed support")
+    if dist.is_initialized():
+        return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank, initialized_here=False)
+    backend = "nccl" if device_type == "cuda" else "gloo"
+    if device_type == "cuda":
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group(backend=backend)
+    return DistInfo(rank, world_size, local_rank, initialized_here=True)
+
+
+def teardown(info: DistInfo) -> None:
+    """Leave the process group if :func:`setup` joined it."""
+    if info.initialized_here and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def all_reduce(tensor: torch.Tensor, info: DistInfo, op: str = "sum") -> torch.Tensor:
+    """In-place all-reduce (``sum`` or ``max``) across ranks; identity in a single process."""
+    if info.enabled:
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
+    return tensor

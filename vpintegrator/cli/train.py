@@ -1,0 +1,122 @@
+"""``vp-train [CONFIG.toml]``: train a neural integrator on HDF5 trajectories, write a run directory.
+
+Reads the TOML (keys of :class:`vpintegrator.training.TrainConfig`, model hyper-parameters in a
+``[model]`` table), applies the flags (flags win), calls :func:`vpintegrator.training.fit`, and prints
+where the run went. ``--resume RUN_DIR`` continues a run exactly (``--epochs`` is then the total).
+Under ``torchrun`` it trains with DistributedDataParallel (``torchrun --nproc_per_node=N -m
+vpintegrator.cli.train ...``). Ctrl-C or SIGTERM save ``last.pt`` and exit with status 130.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from ._common import cli_errors
+
+
+def _model_override(config: Path | None, model: str | None, seq_len: int) -> dict:
+    """The [model] table with seq_len set (and the name replaced by --model when given)."""
+    import tomllib
+
+    table = {}
+    if config is not None:
+        with open(config, "rb") as f:
+            table = dict(tomllib.load(f).get("model") or {})
+    if model is not None and table.get("name") != model:
+        table = {"name": model}
+    return {**table, "seq_len": seq_len}
+
+
+def _split_data(values: tuple[str, ...]) -> list[str] | None:
+    paths = [p.strip() for v in values for p in v.split(",") if p.strip()]
+    return paths or None
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("config", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--data", multiple=True, metavar="PATH",
+    help="HDF5 trajectory file; repeat the flag or give a comma list for several shards.",
+)
+@click.option("--model", metavar="NAME", help="Model name (vpt, vpff, st); replaces the [model] name.")
+@click.option("--seq-len", type=int, help="Model window length (sets [model] seq_len).")
+@click.option("--epochs", type=int, help="Total epochs (with --resume: the total, not the extra).")
+@click.option("--time-limit", type=float, metavar="SECONDS", help="Wall-time budget for this invocation.")
+@click.option("--batch-size", type=int, help="Global batch size (windows per optimiser step).")
+@click.option("--lr", type=float, help="Initial learning rate.")
+@click.option("--lr-min", type=float, help="Final learning rate of the schedule.")
+@click.option("--optimizer", metavar="NAME", help="adam, adamw, sgd, rmsprop or lbfgs.")
+@click.option("--scheduler", metavar="NAME", help="exponential, cosine or constant.")
+@click.option("--schedule-per", type=click.Choice(["step", "epoch"]), help="Advance the schedule per step or epoch.")
+@click.option("--val-fraction", type=float, help="Share of trajectories held out for validation.")
+@click.option("--patience", type=int, help="Early stopping patience in epochs (0: off).")
+@click.option("--device", metavar="DEVICE", help="auto, cpu, cuda or cuda:N.")
+@click.option("--dtype", type=click.Choice(["float32", "float64"]), help="Floating-point precision.")
+@click.option("--seed", type=int, help="Seed for initialisation, split and data order.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Run directory to create.")
+@click.option(
+    "--resume", type=click.Path(file_okay=False, path_type=Path), metavar="RUN_DIR",
+    help="Continue the run in RUN_DIR from its last.pt.",
+)
+@click.option("--progress/--no-progress", default=True, help="Progress bar with the loss on stderr.")
+@cli_errors
+def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_min, optimizer, scheduler,
+         schedule_per, val_fraction, patience, device, dtype, seed, out, resume, progress):
+    """Train a neural integrator from CONFIG.toml and/or flags; write a run directory.
+
+    The run directory holds config.toml (resolved), best.pt and last.pt (load with
+    vpintegrator.load_model or torch.load(weights_only=True)), log.csv
+    (epoch,train_loss,val_loss,lr,seconds) and summary.json.
+    """
+    from ..training import TrainConfig, TrainingInterrupted, fit
+    from ..errors import VPIntegratorError
+
+    overrides = dict(
+        data=_split_data(data), model=model, epochs=epochs, time_limit=time_limit, batch_size=batch_size,
+        lr=lr, lr_min=lr_min, optimizer=optimizer, scheduler=scheduler, schedule_per=schedule_per,
+        val_fraction=val_fraction, patience=patience, device=device, dtype=dtype, seed=seed,
+        out=str(out) if out is not None else None,
+    )
+    if seq_len is not None:
+        if resume is not None:
+            raise VPIntegratorError(f"--seq-len with --resume {resume}: a resumed run keeps its model")
+        overrides["model"] = _model_override(config, model, seq_len)
+    if resume is not None:
+        if config is not None:
+            raise VPIntegratorError(
+                f"give either CONFIG ({config}) or --resume {resume}, not both: a resumed run keeps its own "
+                "config.toml"
+            )
+        if out is not None and Path(out).resolve() != Path(resume).resolve():
+            raise VPIntegratorError(f"--out {out} with --resume {resume}: a resumed run stays in its directory")
+        run = dict(resume=resume, progress=progress, **{k: v for k, v in overrides.items() if v is not None})
+        run.pop("out", None)
+        call = lambda: fit(**run)  # noqa: E731
+    elif config is not None:
+        call = lambda: fit(TrainConfig.from_toml(config, **overrides), progress=progress)  # noqa: E731
+    else:
+        if overrides["data"] is None or overrides["model"] is None:
+            raise VPIntegratorError("without CONFIG.toml give at least --data PATH and --model NAME")
+        call = lambda: fit(TrainConfig.from_dict(  # noqa: E731
+            {k: v for k, v in overrides.items() if v is not None}, source="flags"), progress=progress)
+    try:
+        result = call()
+    except TrainingInterrupted as err:
+        click.echo(f"Interrupted: {err}", err=True)
+        sys.exit(130)
+    if os.environ.get("RANK", "0") != "0":  # torchrun: rank 0 reports
+        return
+    best = "" if result.best_epoch == 0 else f", best {result.best_loss:.3e} at epoch {result.best_epoch}"
+    click.echo(
+        f"Trained {result.epochs} epochs ({result.steps} steps, {result.wall_time:.1f} s, stopped: "
+        f"{result.stopped}) on {result.device}, {result.dtype}: loss {result.train_loss:.3e}{best}"
+    )
+    click.echo(f"Run written to {result.run_dir}")
+
+
+if __name__ == "__main__":
+    main()

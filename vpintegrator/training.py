@@ -1,0 +1,1226 @@
+"""Training a neural integrator on trajectory windows: :func:`fit` and its :class:`TrainConfig`.
+
+The reference protocol (DESIGN §6, GeometricMachineLearning.jl / the paper): every (trajectory, start)
+window once per epoch, shuffled; loss ``‖prediction − target‖_F / ‖target‖_F`` over the whole batch; Adam
+with betas (0.9, 0.99) and eps 1e-8; learning rate decaying exponentially from ``lr`` to ``lr_min``
+applied per optimiser step; batch 16384; float32; seed 1234.
+
+A run writes one directory:
+
+``config.toml``
+    the resolved configuration (absolute data paths, the model's full config, every default);
+``last.pt``, ``best.pt``
+    :func:`vpintegrator.models.save_model` checkpoints (loadable by ``load_model`` and by
+    ``torch.load(weights_only=True)``). ``last.pt`` also holds the training state (optimiser,
+    scheduler, RNG states as tensors/lists, data order, epoch, early-stopping counters), so
+    ``fit(config, resume=run_dir)`` continues exactly as if never interrupted; ``best.pt`` holds the
+    weights with the lowest validation loss (training loss without a validation set);
+``log.csv``
+    ``epoch,train_loss,val_loss,lr,seconds`` per epoch; ``train_loss`` is the mean batch loss of the
+    epoch, ``val_loss`` the loss over the whole validation set after it, ``lr`` the learning rate at
+    its end, ``seconds`` the wall time since the run started (summed over resumes);
+``summary.json``
+    final and best losses, epochs, steps, wall time, parameter count, device, dtype, why it stopped.
+
+Ctrl-C or SIGTERM finish the current optimiser step, save ``last.pt`` (mid-epoch, resumable exactly)
+and raise :class:`TrainingInterrupted` (a ``KeyboardInterrupt``); a second signal aborts at once.
+
+Under ``torchrun`` (``WORLD_SIZE > 1``) the model is wrapped in DistributedDataParallel and every rank
+takes a contiguous slice of each global batch (``batch_size`` is the global batch). The loss is a ratio
+of norms over the whole batch, so the ranks all-reduce its numerator and denominator before the
+backward pass: each rank back-propagates ``W · N_r / (2 √(N D))`` (``N = Σ N_r``, ``D = Σ D_r``), whose
+DDP average is exactly the gradient of ``√(N / D)``. Results equal single-process training with the
+same global batch up to floating-point summation order. Only rank 0 writes files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import csv
+import dataclasses
+import datetime
+import json
+import math
+import os
+import random
+import signal
+import sys
+import threading
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import torch
+
+from . import _ddp
+from ._io import atomic_path
+from ._version import __version__
+from .errors import VPIntegratorError
+
+__all__ = [
+    "TrainConfig",
+    "FitResult",
+    "EpochInfo",
+    "TrainingInterrupted",
+    "fit",
+    "relative_loss",
+    "make_optimizer",
+    "make_scheduler",
+    "list_optimizers",
+    "list_schedulers",
+    "resolve_device",
+]
+
+LOG_COLUMNS = ("epoch", "train_loss", "val_loss", "lr", "seconds")
+DTYPES = ("float32", "float64")
+SCHEDULE_PER = ("step", "epoch")
+
+# Keys that may change when a run is resumed; anything else would make it a different run.
+RESUMABLE_KEYS = ("epochs", "time_limit", "device", "patience", "min_delta", "checkpoint_every", "out")
+
+
+# ---------------------------------------------------------------------------------------------------
+# configuration
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines a training run (the ``vp-train`` TOML, flat, plus a ``[model]`` table).
+
+    Parameters
+    ----------
+    data : list of str
+        HDF5 trajectory files (several shards are concatenated along n_traj). Relative paths are
+        resolved against the working directory.
+    model : dict
+        ``{"name": ..., **kwargs}`` for :func:`vpintegrator.models.build_model`. ``dim`` defaults to the
+        data's. The windows use the model's ``seq_len`` and ``pred_window``.
+    out : str, optional
+        Run directory (default ``runs/<model>-<YYYYmmdd-HHMMSS>``). Must not hold a run already.
+    epochs : int, optional
+        Total epochs (an epoch visits every training window once). At least one of ``epochs`` and
+        ``time_limit`` is needed.
+    time_limit : float, optional
+        Wall-time budget in seconds for this invocation. Checked after each epoch: training stops before
+        an epoch that would, judging by the last one, end past the budget (at least one epoch runs).
+    batch_size : int
+        Global batch (windows per optimiser step, summed over DDP ranks).
+    lr, lr_min : float
+        Initial and final learning rate of the schedule.
+    optimizer : str
+        One of :func:`list_optimizers`. ``optimizer_kwargs`` go to the torch optimiser on top of our
+        defaults (adam/adamw: betas (0.9, 0.99), eps 1e-8).
+    scheduler : str
+        ``exponential`` (lr → lr_min geometrically, then held), ``cosine`` (to lr_min, then held) or
+        ``constant``.
+    schedule_per : "step" or "epoch"
+        When the schedule advances: after every optimiser step (the reference) or every epoch.
+    decay_epochs : float, optional
+        Epochs over which lr reaches lr_min (default ``epochs``). GML's scripts computed the decay from
+        the epoch count but applied it per step; ``decay_epochs = epochs / steps_per_epoch``
+        reproduces that.
+    stride : int
+        Distance between window starts.
+    val_fraction : float
+        Share of trajectories held out for validation (split by trajectory, seeded); 0 for none.
+    patience : int
+        Early stopping: stop after this many epochs without the validation loss improving by more
+        than ``min_delta``; 0 disables it.
+    seed : int
+        Seeds the model initialisation, the split and the data order.
+    device : str
+        ``auto`` (cuda if available), ``cpu``, ``cuda`` or ``cuda:N``.
+    dtype : "float32" or "float64"
+    checkpoint_every : int
+        Write ``last.pt``/``best.pt``/``summary.json`` every this many epochs (and always at the end).
+    """
+
+    data: list[str] = field(default_factory=list)
+    model: dict[str, Any] = field(default_factory=dict)
+    out: str | None = None
+    epochs: int | None = 100
+    time_limit: float | None = None
+    batch_size: int = 16384
+    lr: float = 1e-2
+    lr_min: float = 1e-6
+    optimizer: str = "adam"
+    optimizer_kwargs: dict[str, Any] = field(default_factory=dict)
+    scheduler: str = "exponential"
+    schedule_per: str = "step"
+    decay_epochs: float | None = None
+    stride: int = 1
+    val_fraction: float = 0.1
+    patience: int = 0
+    min_delta: float = 0.0
+    seed: int = 1234
+    device: str = "auto"
+    dtype: str = "float32"
+    checkpoint_every: int = 1
+
+    # -- construction ------------------------------------------------------------------------------
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any], source: str = "config") -> "TrainConfig":
+        """Build from a (TOML) mapping; unknown keys are an error that lists the valid ones."""
+        unknown = sorted(set(values) - set(cls.keys()))
+        if unknown:
+            raise VPIntegratorError(
+                f"{source}: unknown key(s) {', '.join(map(repr, unknown))}; valid keys: {', '.join(cls.keys())}"
+            )
+        values = dict(values)
+        if isinstance(values.get("data"), (str, os.PathLike)):
+            values["data"] = [values["data"]]
+        if isinstance(values.get("model"), str):
+            values["model"] = {"name": values["model"]}
+        config = cls(**values)
+        config.validate(source)
+        return config
+
+    @classmethod
+    def from_toml(cls, path: str | os.PathLike, **overrides: Any) -> "TrainConfig":
+        """Read a TOML file; ``overrides`` that are not ``None`` win over the file's values.
+
+        An override ``model="vpt"`` (a string) replaces only the model name of the file's ``[model]``.
+        """
+        path = Path(path)
+        with open(path, "rb") as f:
+            values = tomllib.load(f)
+        return cls.from_dict(_merge(values, overrides), source=str(path))
+
+    def replace(self, **overrides: Any) -> "TrainConfig":
+        """A validated copy with ``overrides`` that are not ``None`` applied."""
+        config = TrainConfig(**_merge(self.to_dict(), overrides))
+        config.validate()
+        return config
+
+    # -- validation --------------------------------------------------------------------------------
+
+    def validate(self, source: str = "config") -> None:
+        """Check types and ranges (names of optimisers etc. included); raise a one-line error."""
+
+        def bad(key: str, expected: str, got: Any) -> VPIntegratorError:
+            return VPIntegratorError(f"{source}: '{key}' must be {expected}; got {got!r}")
+
+        def is_int(v: Any) -> bool:
+            return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+        def is_num(v: Any) -> bool:
+            return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+
+        if isinstance(self.data, (str, os.PathLike)):
+            self.data = [self.data]
+        if not isinstance(self.data, (list, tuple)) or not self.data:
+            raise VPIntegratorError(
+                f"{source}: 'data' must list at least one HDF5 file; got {self.data!r} (set data = [...] "
+                "in the TOML or pass --data PATH)"
+            )
+        if not all(isinstance(p, (str, os.PathLike)) for p in self.data):
+            raise bad("data", "a list of file paths", self.data)
+        self.data = [str(p) for p in self.data]
+        if not isinstance(self.model, dict) or not isinstance(self.model.get("name"), str):
+            raise VPIntegratorError(
+                f"{source}: the [model] table needs a 'name' (one of the registered models, e.g. vpt, "
+                f"vpff, st); got {self.model!r} (pass --model NAME or add [model] name = ...)"
+            )
+        if self.out is not None and not isinstance(self.out, (str, os.PathLike)):
+            raise bad("out", "a directory path", self.out)
+        if self.epochs is not None and (not is_int(self.epochs) or self.epochs < 1):
+            raise bad("epochs", "a positive integer", self.epochs)
+        if self.time_limit is not None and (not is_num(self.time_limit) or self.time_limit <= 0):
+            raise bad("time_limit", "a positive number of seconds", self.time_limit)
+        if self.epochs is None and self.time_limit is None:
+            raise VPIntegratorError(f"{source}: give 'epochs' or 'time_limit' (or both); neither was set")
+        if not is_int(self.batch_size) or self.batch_size < 1:
+            raise bad("batch_size", "a positive integer", self.batch_size)
+        if not is_num(self.lr) or not self.lr > 0:
+            raise bad("lr", "a positive number", self.lr)
+        if not is_num(self.lr_min) or not 0 <= self.lr_min <= self.lr:
+            raise bad("lr_min", f"a number in [0, lr={self.lr}]", self.lr_min)
+        if self.optimizer not in _OPTIMIZERS:
+            raise VPIntegratorError(
+                f"{source}: unknown optimizer {self.optimizer!r}; valid: {', '.join(list_optimizers())}"
+            )
+        if not isinstance(self.optimizer_kwargs, dict):
+            raise bad("optimizer_kwargs", "a table", self.optimizer_kwargs)
+        if self.scheduler not in _SCHEDULERS:
+            raise VPIntegratorError(
+                f"{source}: unknown scheduler {self.scheduler!r}; valid: {', '.join(list_schedulers())}"
+            )
+        if self.schedule_per not in SCHEDULE_PER:
+            raise bad("schedule_per", " or ".join(map(repr, SCHEDULE_PER)), self.schedule_per)
+        if self.decay_epochs is not None and (not is_num(self.decay_epochs) or self.decay_epochs <= 0):
+            raise bad("decay_epochs", "a positive number", self.decay_epochs)
+        if self.scheduler != "constant" and self.decay_epochs is None and self.epochs is None:
+            raise VPIntegratorError(
+                f"{source}: scheduler {self.scheduler!r} with only a time_limit needs 'decay_epochs' "
+                "(the epochs over which lr reaches lr_min)"
+            )
+        if self.scheduler == "exponential" and self.lr_min <= 0:
+            raise bad("lr_min", "positive for the exponential scheduler", self.lr_min)
+        if not is_int(self.stride) or self.stride < 1:
+            raise bad("stride", "a positive integer", self.stride)
+        if not is_num(self.val_fraction) or not 0 <= self.val_fraction < 1:
+            raise bad("val_fraction", "a number in [0, 1)", self.val_fraction)
+        if not is_int(self.patience) or self.patience < 0:
+            raise bad("patience", "a non-negative integer (0 disables early stopping)", self.patience)
+        if not is_num(self.min_delta) or self.min_delta < 0:
+            raise bad("min_delta", "a non-negative number", self.min_delta)
+        if not is_int(self.seed):
+            raise bad("seed", "an integer", self.seed)
+        if not isinstance(self.device, str):
+            raise bad("device", "auto, cpu, cuda or cuda:N", self.device)
+        _check_device_name(self.device, source)
+        if self.dtype not in DTYPES:
+            raise bad("dtype", " or ".join(DTYPES), self.dtype)
+        if not is_int(self.checkpoint_every) or self.checkpoint_every < 1:
+            raise bad("checkpoint_every", "a positive integer", self.checkpoint_every)
+
+    # -- output ------------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return copy.deepcopy(dataclasses.asdict(self))
+
+    def to_toml(self) -> str:
+        """The config as TOML (``None`` values are left out: they mean "default")."""
+        return _dump_toml(self.to_dict())
+
+
+def _merge(values: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(values)
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        if key == "model" and isinstance(value, str):
+            model = dict(merged.get("model") or {})
+            if model.get("name") not in (None, value):
+                # Another architecture: the file's hyper-parameters belonged to the old one.
+                model = {}
+            model["name"] = value
+            merged["model"] = model
+        elif key == "data" and isinstance(value, (list, tuple)) and not value:
+            continue
+        else:
+            merged[key] = value
+    return merged
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    if isinstance(value, (str, os.PathLike)):
+        return json.dumps(str(value), ensure_ascii=False)  # JSON string escapes are valid TOML
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        items = ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items() if v is not None)
+        return "{" + items + "}"
+    raise VPIntegratorError(f"cannot write {type(value).__name__} value {value!r} to TOML")
+
+
+def _toml_key(key: str) -> str:
+    return key if key.replace("_", "").replace("-", "").isalnum() and key.isascii() else json.dumps(key)
+
+
+def _dump_toml(values: dict[str, Any]) -> str:
+    """Minimal TOML writer: scalars and lists at the top, one level of tables (no new dependency)."""
+    lines, tables = [], []
+    for key, value in values.items():
+        if value is None:
+            continue
+        if isinstance(value, dict):
+            tables.append((key, value))
+        else:
+            lines.append(f"{_toml_key(key)} = {_toml_value(value)}")
+    for key, table in tables:
+        lines.append("")
+        lines.append(f"[{_toml_key(key)}]")
+        lines.extend(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in table.items() if v is not None)
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------------
+# devices
+
+
+def _check_device_name(device: str, source: str = "device") -> None:
+    name = device.split(":")[0]
+    ok = device in ("auto", "cpu", "cuda") or (name == "cuda" and device[5:].isdigit())
+    if not ok:
+        raise VPIntegratorError(
+            f"{source}: unknown device {device!r}; valid: auto, cpu, cuda, cuda:N"
+        )
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    """``auto`` -> cuda if available else cpu; ``cuda`` without CUDA is an error that says so."""
+    _check_device_name(device)
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise VPIntegratorError(
+                f"device {device!r} requested but CUDA is not available (torch {torch.__version__}); "
+                "use --device cpu or auto"
+            )
+        index = int(device[5:]) if ":" in device else None
+        if index is not None and index >= torch.cuda.device_count():
+            raise VPIntegratorError(
+                f"device {device!r}: only {torch.cuda.device_count()} CUDA device(s) visible"
+            )
+    return torch.device(device)
+
+
+# ---------------------------------------------------------------------------------------------------
+# loss, optimisers, schedulers
+
+
+def relative_loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """The reference loss ``‖pred − target‖_F / ‖target‖_F`` over the whole batch.
+
+    Parameters
+    ----------
+    pred, target : Tensor, shape (batch, pred_window, dim)
+    """
+    return torch.sqrt((pred - target).square().sum() / target.square().sum())
+
+
+_ADAM_DEFAULTS = {"betas": (0.9, 0.99), "eps": 1e-8}
+_OPTIMIZERS: dict[str, tuple[str, dict[str, Any]]] = {
+    "adam": ("Adam", _ADAM_DEFAULTS),
+    "adamw": ("AdamW", _ADAM_DEFAULTS),
+    "sgd": ("SGD", {}),
+    "rmsprop": ("RMSprop", {}),
+    "lbfgs": ("LBFGS", {}),
+}
+
+
+def list_optimizers() -> list[str]:
+    """Names accepted by :func:`make_optimizer`."""
+    return sorted(_OPTIMIZERS)
+
+
+def make_optimizer(name: str, params, lr: float, **kwargs: Any) -> torch.optim.Optimizer:
+    """A torch optimiser by name; ``kwargs`` go over our defaults (Adam: betas (0.9, 0.99), eps 1e-8)."""
+    if name not in _OPTIMIZERS:
+        raise VPIntegratorError(f"unknown optimizer {name!r}; valid: {', '.join(list_optimizers())}")
+    cls_name, defaults = _OPTIMIZERS[name]
+    options = {**defaults, **kwargs}
+    if "betas" in options:
+        options["betas"] = tuple(options["betas"])
+    cls = getattr(torch.optim, cls_name)
+    try:
+        return cls(params, lr=lr, **options)
+    except (TypeError, ValueError) as err:
+        raise VPIntegratorError(
+            f"optimizer_kwargs for {name!r} (torch.optim.{cls_name}): {' '.join(str(err).split())}"
+        ) from None
+
+
+def _exponential(ratio: float, horizon: float) -> Callable[[int], float]:
+    log_ratio = math.log(ratio)
+
+    def factor(k: int) -> float:  # closed form: no drift from repeated multiplication
+        return math.exp(log_ratio * min(k / horizon, 1.0))
+
+    return factor
+
+
+def _cosine(ratio: float, horizon: float) -> Callable[[int], float]:
+    def factor(k: int) -> float:
+        return ratio + (1.0 - ratio) * 0.5 * (1.0 + math.cos(math.pi * min(k / horizon, 1.0)))
+
+    return factor
+
+
+def _constant(ratio: float, horizon: float) -> Callable[[int], float]:
+    def factor(k: int) -> float:
+        return 1.0
+
+    return factor
+
+
+_SCHEDULERS = {"exponential": _exponential, "cosine": _cosine, "constant": _constant}
+
+
+def list_schedulers() -> list[str]:
+    """Names accepted by :func:`make_scheduler`."""
+    return sorted(_SCHEDULERS)
+
+
+def make_scheduler(
+    name: str, optimizer: torch.optim.Optimizer, lr_min_ratio: float, horizon: float
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """A ``LambdaLR`` taking lr to ``lr_min_ratio · lr`` over ``horizon`` scheduler steps, then holding.
+
+    ``exponential``: lr · ratio^(k/horizon); ``cosine``: lr_min + (lr − lr_min)(1 + cos(π k/horizon))/2;
+    ``constant``: lr. Closed forms of step ``k``, so a resumed run reproduces them bit for bit.
+    """
+    if name not in _SCHEDULERS:
+        raise VPIntegratorError(f"unknown scheduler {name!r}; valid: {', '.join(list_schedulers())}")
+    factor = _SCHEDULERS[name](lr_min_ratio, max(float(horizon), 1.0))
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+# ---------------------------------------------------------------------------------------------------
+# results
+
+
+@dataclass(frozen=True)
+class EpochInfo:
+    """What a ``callback`` sees after each epoch."""
+
+    epoch: int
+    step: int
+    train_loss: float
+    val_loss: float
+    lr: float
+    seconds: float
+
+
+@dataclass
+class FitResult:
+    """The outcome of :func:`fit`.
+
+    ``model`` holds the last weights (``best.pt`` in ``run_dir`` the best); ``stopped`` is one of
+    ``epochs``, ``time_limit``, ``early_stopping``, ``callback``, ``interrupted``.
+    """
+
+    run_dir: Path | None
+    model: torch.nn.Module
+    epochs: int
+    steps: int
+    train_loss: float
+    val_loss: float
+    best_loss: float
+    best_epoch: int
+    wall_time: float
+    n_params: int
+    device: str
+    dtype: str
+    stopped: str
+    history: list[dict[str, float]] = field(default_factory=list)
+
+    @property
+    def best_path(self) -> Path | None:
+        return None if self.run_dir is None else self.run_dir / "best.pt"
+
+    @property
+    def last_path(self) -> Path | None:
+        return None if self.run_dir is None else self.run_dir / "last.pt"
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C / SIGTERM during :func:`fit`: ``last.pt`` was saved; ``.result`` holds the state so far."""
+
+    def __init__(self, message: str, result: FitResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+# ---------------------------------------------------------------------------------------------------
+# RNG state in weights_only-loadable form (tensors, ints, lists)
+
+
+def _rng_state(device: torch.device) -> dict[str, Any]:
+    np_state = np.random.get_state()
+    py_state = random.getstate()
+    state = {
+        "torch": torch.get_rng_state(),
+        "numpy": {
+            "keys": torch.from_numpy(np_state[1].astype(np.int64)),
+            "pos": int(np_state[2]),
+            "has_gauss": int(np_state[3]),
+            "cached_gaussian": float(np_state[4]),
+        },
+        "python": [int(py_state[0]), [int(v) for v in py_state[1]], py_state[2]],
+    }
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def _set_rng_state(state: dict[str, Any], device: torch.device) -> None:
+    torch.set_rng_state(state["torch"])
+    np_state = state["numpy"]
+    np.random.set_state(
+        (
+            "MT19937",
+            np_state["keys"].numpy().astype(np.uint32),
+            int(np_state["pos"]),
+            int(np_state["has_gauss"]),
+            float(np_state["cached_gaussian"]),
+        )
+    )
+    version, internal, gauss = state["python"]
+    random.setstate((int(version), tuple(int(v) for v in internal), gauss))
+    if device.type == "cuda" and "cuda" in state:
+        torch.cuda.set_rng_state(state["cuda"], device)
+
+
+def _seed_everything(seed: int) -> None:
+    """Seed torch (CPU and CUDA), NumPy's and Python's global RNGs (the model init draws from torch's)."""
+    torch.manual_seed(seed)
+    np.random.seed(seed % 2**32)
+    random.seed(seed)
+
+
+# ---------------------------------------------------------------------------------------------------
+# signals
+
+
+class _StopRequest:
+    """SIGINT/SIGTERM set a flag checked between optimiser steps; a second signal aborts at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum, frame) -> None:
+        if self.requested:
+            raise KeyboardInterrupt(f"signal {signum} received twice")
+        self.requested = True
+
+    def __enter__(self) -> "_StopRequest":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.getsignal(sig)
+                signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+# ---------------------------------------------------------------------------------------------------
+# run directory
+
+
+def _default_out(model_name: str) -> Path:
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{model_name}-{stamp}"
+
+
+def _write_text(path: Path, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def _read_log(path: Path, max_epoch: int) -> list[dict[str, float]]:
+    """Rows of ``log.csv`` up to ``max_epoch`` (rows written after the last checkpoint are dropped)."""
+    if not path.exists():
+        return []
+    rows = []
+    with open(path, newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            try:
+                parsed = {k: float(row[k]) for k in LOG_COLUMNS}
+            except (TypeError, ValueError, KeyError):
+                break  # a torn last line
+            if parsed["epoch"] > max_epoch:
+                break
+            parsed["epoch"] = int(parsed["epoch"])
+            rows.append(parsed)
+    return rows
+
+
+def _format_row(row: dict[str, float]) -> str:
+    return ",".join(
+        [str(int(row["epoch"]))] + [repr(float(row[k])) for k in ("train_loss", "val_loss", "lr", "seconds")]
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# the trainer
+
+
+def _model_api():
+    from . import models
+
+    return models
+
+
+class _Trainer:
+    """One training run (one process of it under DDP). Built by :func:`fit`."""
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        dist: _ddp.DistInfo,
+        device: torch.device,
+        resume: Path | None,
+        callback: Callable[[EpochInfo], bool | None] | None,
+        progress: bool,
+    ) -> None:
+        from .data.windows import WindowBatchSampler, WindowDataset, load_trajectory_tensor, split_trajectories
+
+        models = _model_api()
+        self.config = config
+        self.callback = callback
+        self.progress = progress
+        self.resume_dir = resume
+
+        self.dist = dist
+        self.device = device
+        self.dtype = torch.float64 if config.dtype == "float64" else torch.float32
+
+        # data (CPU first: the model's dim may come from it)
+        data_paths = [str(Path(p).expanduser().resolve()) for p in config.data]
+        data = load_trajectory_tensor(data_paths, dtype=config.dtype)
+        model_cfg = dict(config.model)
+        name = model_cfg.pop("name")
+        model_cfg.setdefault("dim", data.dim)
+
+        _seed_everything(config.seed)
+        if name not in models.list_models():
+            raise VPIntegratorError(
+                f"[model] name: unknown model {name!r}; valid: {', '.join(models.list_models())}"
+            )
+        model = models.build_model(name, **model_cfg)
+        if int(model.dim) != data.dim:
+            raise VPIntegratorError(
+                f"[model] dim = {model.dim} but the data ({data_paths[0]}) has dim = {data.dim}; set the "
+                f"model's dim to {data.dim} or use matching data"
+            )
+        self.model = model.to(device=device, dtype=self.dtype)
+        self.n_params = sum(p.numel() for p in self.model.parameters())
+        seq_len, pred_window = int(model.seq_len), int(model.pred_window)
+        span = seq_len + pred_window
+        if span > data.n_steps:
+            raise VPIntegratorError(
+                f"model {name!r}: seq_len + pred_window = {seq_len} + {pred_window} = {span} exceeds the "
+                f"n_steps = {data.n_steps} of the data ({data_paths[0]}); use longer trajectories or "
+                "shorter windows"
+            )
+
+        # resolved config: what config.toml records
+        resolved_model = {"name": name, **dict(getattr(model, "config", {}) or {})}
+        resolved_model["name"] = name
+        self.resolved = config.replace(data=data_paths, model=resolved_model)
+        if self.resolved.decay_epochs is None and self.resolved.epochs is not None:
+            self.resolved.decay_epochs = float(self.resolved.epochs)
+        self.resolved.model = resolved_model
+
+        y = data.y.to(device)
+        train_idx, val_idx = split_trajectories(data.n_traj, config.val_fraction, config.seed)
+        self.train_set = WindowDataset(y, seq_len, pred_window, config.stride, train_idx)
+        self.val_set = WindowDataset(y, seq_len, pred_window, config.stride, val_idx) if len(val_idx) else None
+        self.data_info = {
+            "sources": data_paths,
+            "system": data.meta.get("system"),
+            "n_traj": data.n_traj,
+            "n_train_traj": int(len(train_idx)),
+            "n_val_traj": int(len(val_idx)),
+            "n_steps": data.n_steps,
+            "dim": data.dim,
+            "train_windows": len(self.train_set),
+            "val_windows": 0 if self.val_set is None else len(self.val_set),
+        }
+
+        # data order: a generator of its own (same seed on every rank: same global permutation)
+        self.generator = torch.Generator().manual_seed(config.seed)
+        self.sampler = WindowBatchSampler(
+            len(self.train_set), config.batch_size, True, self.generator, self.dist.rank, self.dist.world_size
+        )
+        self.steps_per_epoch = len(self.sampler)
+
+        self.optimizer = make_optimizer(
+            config.optimizer, self.model.parameters(), config.lr, **config.optimizer_kwargs
+        )
+        decay_epochs = self.resolved.decay_epochs if self.resolved.decay_epochs is not None else 1.0
+        horizon = decay_epochs * (self.steps_per_epoch if config.schedule_per == "step" else 1)
+        ratio = config.lr_min / config.lr
+        self.scheduler = make_scheduler(config.scheduler, self.optimizer, ratio, horizon)
+
+        self.net = self.model
+        if self.dist.enabled:
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [device.index] if device.type == "cuda" else None
+            self.net = DistributedDataParallel(self.model, device_ids=ids)
+
+        # training state
+        self.epoch = 0
+        self.step = 0
+        self.batch_in_epoch = 0
+        self.epoch_start_state = self.generator.get_state()
+        self.loss_sum = 0.0
+        self.loss_count = 0
+        self.best_loss = math.inf
+        self.best_epoch = 0
+        self.bad_epochs = 0
+        self.wall_before = 0.0  # seconds spent by earlier invocations of this run
+        self.history: list[dict[str, float]] = []
+        self.best_state: dict[str, torch.Tensor] | None = None
+        self.best_dirty = False
+        self.last_train = math.nan
+        self.last_val = math.nan
+        if resume is not None:
+            self._load(resume / "last.pt")
+
+    # -- checkpoints -------------------------------------------------------------------------------
+
+    @property
+    def run_dir(self) -> Path | None:
+        return Path(self.resolved.out) if self.resolved.out is not None else None
+
+    def _training_state(self) -> dict[str, Any]:
+        return {
+            "epoch": self.epoch,
+            "step": self.step,
+            "batch_in_epoch": self.batch_in_epoch,
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "rng": {**_rng_state(self.device), "data_epoch_start": self.epoch_start_state.clone()},
+            "train_state": {
+                "loss_sum": float(self.loss_sum),
+                "loss_count": int(self.loss_count),
+                "best_loss": float(self.best_loss),
+                "best_epoch": int(self.best_epoch),
+                "bad_epochs": int(self.bad_epochs),
+                "wall_time": float(self._wall()),
+                "train_loss": float(self.last_train),
+                "val_loss": float(self.last_val),
+            },
+        }
+
+    def _load(self, path: Path) -> None:
+        if not path.exists():
+            raise VPIntegratorError(
+                f"--resume {path.parent}: no last.pt there; expected a run directory written by vp-train"
+            )
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        missing = [k for k in ("state_dict", "optimizer", "scheduler", "rng", "epoch", "train_state") if k not in ckpt]
+        if missing:
+            raise VPIntegratorError(
+                f"{path}: missing checkpoint key(s) {', '.join(missing)}; not a vp-train last.pt"
+            )
+        self.model.load_state_dict(ckpt["state_dict"])
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.scheduler.load_state_dict(ckpt["scheduler"])
+        _set_rng_state(ckpt["rng"], self.device)
+        self.epoch_start_state = ckpt["rng"]["data_epoch_start"]
+        self.generator.set_state(self.epoch_start_state)
+        self.epoch, self.step = int(ckpt["epoch"]), int(ckpt["step"])
+        self.batch_in_epoch = int(ckpt["batch_in_epoch"])
+        st = ckpt["train_state"]
+        self.loss_sum, self.loss_count = float(st["loss_sum"]), int(st["loss_count"])
+        self.best_loss, self.best_epoch = float(st["best_loss"]), int(st["best_epoch"])
+        self.bad_epochs, self.wall_before = int(st["bad_epochs"]), float(st["wall_time"])
+        self.last_train, self.last_val = float(st["train_loss"]), float(st["val_loss"])
+        if self.run_dir is not None:
+            self.history = _read_log(self.run_dir / "log.csv", self.epoch)
+
+    def _save(self, final: bool = False) -> None:
+        if not self.dist.is_main or self.run_dir is None:
+            return
+        models = _model_api()
+        run = self.run_dir
+        if self.best_dirty and self.best_state is not None:
+            best_model = copy.deepcopy(self.model)
+            best_model.load_state_dict(self.best_state)
+            models.save_model(
+                best_model, run / "best.pt",
+                extra={"epoch": self.best_epoch, "best_loss": float(self.best_loss), "kind": "best"},
+            )
+            self.best_dirty = False
+        models.save_model(self.model, run / "last.pt", extra={**self._training_state(), "kind": "last"})
+        self._write_summary()
+
+    def _write_summary(self, stopped: str = "running") -> None:
+        if not self.dist.is_main or self.run_dir is None:
+            return
+        summary = {
+            "model": self.resolved.model.get("name"),
+            "n_params": int(self.n_params),
+            "epochs": int(self.epoch),
+            "steps": int(self.step),
+            "steps_per_epoch": int(self.steps_per_epoch),
+            "train_loss": _json_float(self.last_train),
+            "val_loss": _json_float(self.last_val),
+            "best_loss": _json_float(self.best_loss),
+            "best_epoch": int(self.best_epoch),
+            "monitor": "val_loss" if self.val_set is not None else "train_loss",
+            "lr": float(self.optimizer.param_groups[0]["lr"]),
+            "wall_time": round(self._wall(), 3),
+            "stopped": stopped,
+            "device": str(self.device),
+            "dtype": self.resolved.dtype,
+            "world_size": self.dist.world_size,
+            "data": self.data_info,
+            "vpintegrator_version": __version__,
+            "torch_version": torch.__version__,
+        }
+        _write_text(self.run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+
+    def _wall(self) -> float:
+        return self.wall_before + (time.perf_counter() - self.t_start)
+
+    # -- one optimiser step -----------------------------------------------------------------------
+
+    def _batch_loss(self, idx: torch.Tensor, stop_flag: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Forward pass: (loss to back-propagate, the batch's reference loss, ranks asking to stop)."""
+        empty = idx.numel() == 0
+        if empty:  # a rank with nothing in a small last batch still joins DDP's gradient all-reduce
+            idx = self._last_global_batch[:1]
+        x, target = self.train_set.batch(idx)
+        pred = self.net(x)
+        num = (pred - target).square().sum()
+        den = target.square().sum()
+        if empty:
+            num, den = num * 0.0, den * 0.0
+        if not self.dist.enabled:
+            loss = torch.sqrt(num / den)
+            return loss, loss.detach(), torch.zeros(())
+        stats = torch.stack([num.detach(), den.detach(), torch.tensor(stop_flag, dtype=num.dtype, device=num.device)])
+        _ddp.all_reduce(stats, self.dist)
+        n, d = stats[0], stats[1]
+        local = num * (self.dist.world_size / (2.0 * torch.sqrt(n * d)))
+        return local, torch.sqrt(n / d), stats[2]
+
+    def _step(self, idx: torch.Tensor) -> tuple[torch.Tensor, bool]:
+        flag = 1.0 if self.stop.requested else 0.0
+        if isinstance(self.optimizer, torch.optim.LBFGS):
+            holder: dict[str, torch.Tensor] = {}
+
+            def closure() -> torch.Tensor:
+                self.optimizer.zero_grad(set_to_none=True)
+                loss, reported, stop = self._batch_loss(idx, flag)
+                loss.backward()
+                holder.setdefault("reported", reported)
+                holder.setdefault("stop", stop)
+                return reported
+
+            self.optimizer.step(closure)
+            reported, stop = holder["reported"], holder["stop"]
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
+            loss, reported, stop = self._batch_loss(idx, flag)
+            loss.backward()
+            self.optimizer.step()
+        if self.config.schedule_per == "step":
+            self.scheduler.step()
+        self.step += 1
+        stop_now = self.stop.requested if not self.dist.enabled else bool(stop.item() > 0)
+        return reported, stop_now
+
+    @torch.no_grad()
+    def _validate(self) -> float:
+        if self.val_set is None:
+            return math.nan
+        self.model.eval()
+        n = torch.zeros((), dtype=torch.float64, device=self.device)
+        d = torch.zeros((), dtype=torch.float64, device=self.device)
+        order = torch.arange(len(self.val_set), device=self.device)
+        bs = self.config.batch_size
+        for b in range(-(-len(self.val_set) // bs)):
+            idx = order[b * bs : (b + 1) * bs]
+            if self.dist.enabled:
+                idx = torch.tensor_split(idx, self.dist.world_size)[self.dist.rank]
+                if idx.numel() == 0:
+                    continue
+            x, target = self.val_set.batch(idx)
+            pred = self.model(x)
+            n += (pred - target).square().sum().double()
+            d += target.square().sum().double()
+        self.model.train()
+        stats = _ddp.all_reduce(torch.stack([n, d]), self.dist)
+        return float(torch.sqrt(stats[0] / stats[1]))
+
+    # -- the loop ----------------------------------------------------------------------------------
+
+    def _epochs_left(self) -> int | None:
+        return None if self.config.epochs is None else max(self.config.epochs - self.epoch, 0)
+
+    def run(self) -> FitResult:
+        self.t_start = time.perf_counter()
+        run = self.run_dir
+        if self.dist.is_main and run is not None:
+            run.mkdir(parents=True, exist_ok=True)
+            _write_text(run / "config.toml", self.resolved.to_toml())
+            # the log: keep rows up to the checkpoint (a crash may have left later ones), then append
+            text = "epoch,train_loss,val_loss,lr,seconds\n" + "".join(_format_row(r) + "\n" for r in self.history)
+            _write_text(run / "log.csv", text)
+        self.log_file = open(run / "log.csv", "a", encoding="utf-8") if (self.dist.is_main and run) else None
+        stopped = "epochs"
+        try:
+            with _StopRequest() as self.stop, self._progress_bar() as bar:
+                stopped = self._loop(bar)
+        finally:
+            if self.log_file is not None:
+                self.log_file.close()
+        self._write_summary(stopped)
+        result = self._result(stopped)
+        if stopped == "interrupted":
+            where = f"; saved {run / 'last.pt'}, continue with: vp-train --resume {run}" if run else ""
+            raise TrainingInterrupted(
+                f"training interrupted at epoch {self.epoch} (+{self.batch_in_epoch} batches){where}", result
+            )
+        return result
+
+    def _loop(self, bar) -> str:
+        cfg = self.config
+        time_limit = cfg.time_limit
+        last_epoch_seconds = 0.0
+        invocation_start = time.perf_counter()
+        self.model.train()
+        while self._epochs_left() is None or self._epochs_left() > 0:
+            t_epoch = time.perf_counter()
+            if self.batch_in_epoch == 0:
+                self.epoch_start_state = self.generator.get_state()
+                self.loss_sum, self.loss_count = 0.0, 0
+            else:  # resuming mid-epoch: replay this epoch's permutation from its starting state
+                self.generator.set_state(self.epoch_start_state)
+            order = self.sampler.epoch_order().to(self.device)
+            loss_acc = torch.zeros((), dtype=torch.float64, device=self.device)
+            done_here = 0
+            for b in range(self.batch_in_epoch, self.steps_per_epoch):
+                bs = self.sampler.batch_size
+                self._last_global_batch = order[b * bs : (b + 1) * bs]
+                idx = self.sampler.shard(order, b)
+                reported, stop_now = self._step(idx)
+                loss_acc += reported.double()
+                done_here += 1
+                self.batch_in_epoch = b + 1
+                if stop_now and self.batch_in_epoch < self.steps_per_epoch:
+                    self.loss_sum += float(loss_acc)
+                    self.loss_count += done_here
+                    self._save()
+                    return "interrupted"
+            self.loss_sum += float(loss_acc)
+            self.loss_count += done_here
+            # end of epoch
+            if cfg.schedule_per == "epoch":
+                self.scheduler.step()
+            self.epoch += 1
+            self.batch_in_epoch = 0
+            train_loss = self.loss_sum / max(self.loss_count, 1)
+            val_loss = self._validate()
+            self.last_train, self.last_val = train_loss, val_loss
+            monitor = val_loss if self.val_set is not None else train_loss
+            improved = math.isfinite(monitor) and (
+                not math.isfinite(self.best_loss) or monitor < self.best_loss - cfg.min_delta
+            )
+            if improved or self.best_epoch == 0:
+                self.best_loss, self.best_epoch, self.bad_epochs = monitor, self.epoch, 0
+                self.best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+                self.best_dirty = True
+            else:
+                self.bad_epochs += 1
+            lr = float(self.optimizer.param_groups[0]["lr"])
+            row = {"epoch": self.epoch, "train_loss": train_loss, "val_loss": val_loss, "lr": lr,
+                   "seconds": self._wall()}
+            self.history.append(row)
+            if self.log_file is not None:
+                self.log_file.write(_format_row(row) + "\n")
+                self.log_file.flush()
+            self.epoch_start_state = self.generator.get_state()
+            info = EpochInfo(self.epoch, self.step, train_loss, val_loss, lr, row["seconds"])
+            if bar is not None:
+                bar(info, time.perf_counter() - invocation_start)
+            # stop conditions, agreed on by every rank
+            last_epoch_seconds = time.perf_counter() - t_epoch
+            elapsed = time.perf_counter() - invocation_start
+            flags = torch.tensor(
+                [
+                    float(self.stop.requested),
+                    float(time_limit is not None and elapsed + last_epoch_seconds > time_limit),
+                    float(bool(self.callback(info)) if self.callback is not None else False),
+                ],
+                dtype=torch.float64,
+                device=self.device,
+            )
+            _ddp.all_reduce(flags, self.dist, op="max")
+            early = cfg.patience > 0 and self.bad_epochs >= cfg.patience
+            finished = self._epochs_left() == 0
+            reason = None
+            if flags[0] > 0:
+                reason = "interrupted" if not finished else "epochs"
+            elif finished:
+                reason = "epochs"
+            elif early:
+                reason = "early_stopping"
+            elif flags[2] > 0:
+                reason = "callback"
+            elif flags[1] > 0:
+                reason = "time_limit"
+            if reason is not None or self.epoch % cfg.checkpoint_every == 0:
+                self._save()
+            if reason is not None:
+                return reason
+        self._save()
+        return "epochs"
+
+    @contextlib.contextmanager
+    def _progress_bar(self) -> Iterator[Any]:
+        if not (self.progress and self.dist.is_main):
+            yield None
+            return
+        import click
+
+        left = self._epochs_left()
+        limit = self.config.time_limit
+        # over epochs when their number is known, else over the seconds of the time budget
+        by_time = left is None
+
+        def show(info: EpochInfo | None) -> str | None:
+            if info is None:
+                return None
+            val = "" if math.isnan(info.val_loss) else f" val {info.val_loss:.3e}"
+            return f"epoch {info.epoch} loss {info.train_loss:.3e}{val} lr {info.lr:.1e}"
+
+        with click.progressbar(
+            length=max(int(math.ceil(limit)), 1) if by_time else max(left, 1),
+            label="training", item_show_func=show, file=sys.stderr, show_pos=not by_time,
+        ) as bar:
+
+            def update(info: EpochInfo, elapsed: float) -> None:
+                n = min(int(elapsed), bar.length) - bar.pos if by_time else 1
+                bar.update(max(n, 0), info)
+
+            yield update
+
+    def _result(self, stopped: str) -> FitResult:
+        return FitResult(
+            run_dir=self.run_dir,
+            model=self.model,
+            epochs=self.epoch,
+            steps=self.step,
+            train_loss=float(self.last_train),
+            val_loss=float(self.last_val),
+            best_loss=float(self.best_loss),
+            best_epoch=int(self.best_epoch),
+            wall_time=self._wall(),
+            n_params=int(self.n_params),
+            device=str(self.device),
+            dtype=self.resolved.dtype,
+            stopped=stopped,
+            history=list(self.history),
+        )
+
+
+def _json_float(x: float) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _check_new_run_dir(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise VPIntegratorError(f"--out {out}: exists and is not a directory; choose another --out")
+    if (out / "last.pt").exists() or (out / "config.toml").exists():
+        raise VPIntegratorError(
+            f"--out {out}: already holds a run; continue it with --resume {out} or choose another --out"
+        )
+
+
+def _resume_config(run_dir: Path, config: TrainConfig | None, overrides: dict[str, Any]) -> TrainConfig:
+    path = run_dir / "config.toml"
+    if not run_dir.is_dir() or not path.exists():
+        raise VPIntegratorError(
+            f"--resume {run_dir}: not a run directory (no config.toml); give a directory written by vp-train"
+        )
+    saved = TrainConfig.from_toml(path)
+    if config is not None:
+        theirs, ours = saved.to_dict(), config.to_dict()
+        for key in TrainConfig.keys():
+            if key in RESUMABLE_KEYS or key == "decay_epochs":
+                continue
+            if key == "data":
+                same = [str(Path(p).resolve()) for p in ours[key]] == theirs[key]
+            elif key == "model":
+                same = all(theirs["model"].get(k) == v for k, v in ours["model"].items())
+            else:
+                same = ours[key] == theirs[key]
+            if not same:
+                raise VPIntegratorError(
+                    f"--resume {run_dir}: '{key}' differs from the run's ({theirs[key]!r} there, "
+                    f"{ours[key]!r} here); only {', '.join(RESUMABLE_KEYS)} may change, or start a new run"
+                )
+        overrides = {k: getattr(config, k) for k in RESUMABLE_KEYS if k != "out"} | overrides
+    bad = sorted(k for k, v in overrides.items() if v is not None and k not in RESUMABLE_KEYS)
+    if bad:
+        raise VPIntegratorError(
+            f"--resume {run_dir}: cannot change {', '.join(bad)} of a run; only "
+            f"{', '.join(RESUMABLE_KEYS)} may change (start a new run with --out for the others)"
+        )
+    return saved.replace(**{**overrides, "out": str(run_dir)})
+
+
+def fit(
+    config: TrainConfig | dict[str, Any] | str | os.PathLike | None = None,
+    *,
+    resume: str | os.PathLike | None = None,
+    callback: Callable[[EpochInfo], bool | None] | None = None,
+    progress: bool = False,
+    **overrides: Any,
+) -> FitResult:
+    """Train a model on trajectory windows and write its run directory.
+
+    Parameters
+    ----------
+    config : TrainConfig, dict, or path of a TOML file; optional with ``resume``
+    resume : path, optional
+        A run directory to continue from its ``last.pt`` (its ``config.toml`` is the config; only
+        ``epochs`` (the total), ``time_limit``, ``device``, ``patience``, ``min_delta`` and
+        ``checkpoint_every`` may change). The continuation is exactly the uninterrupted run.
+    callback : callable, optional
+        ``callback(EpochInfo)`` after every epoch (on every rank); returning True stops training.
+    progress : bool
+        Show a click progress bar with the losses on stderr (rank 0).
+    **overrides
+        Config keys that win over ``config`` (``None`` values are ignored).
+
+    Returns
+    -------
+    FitResult
+
+    Raises
+    ------
+    VPIntegratorError
+        A bad config, data or run directory (one line naming the key or file).
+    TrainingInterrupted
+        On Ctrl-C / SIGTERM, after ``last.pt`` was saved.
+    """
+    if config is not None and not isinstance(config, TrainConfig):
+        if isinstance(config, dict):
+            config = TrainConfig.from_dict(_merge(config, overrides))
+        else:
+            config = TrainConfig.from_toml(config, **overrides)
+        overrides = {}
+    run_dir = None
+    if resume is not None:
+        run_dir = Path(resume)
+        config = _resume_config(run_dir, config, overrides)
+    else:
+        if config is None:
+            raise VPIntegratorError("fit: give a config (TrainConfig, dict or TOML path) or resume=RUN_DIR")
+        config = config.replace(**overrides) if overrides else config
+        config.validate()
+        out = Path(config.out) if config.out is not None else _default_out(config.model["name"])
+        config = config.replace(out=str(out.resolve()))
+    device = resolve_device(config.device)
+    dist = _ddp.setup(device.type)
+    if dist.enabled and device.type == "cuda":
+        device = torch.device("cuda", dist.local_rank)
+    try:
+        if run_dir is None and dist.is_main:
+            _check_new_run_dir(Path(config.out))
+        return _Trainer(config, dist, device, run_dir, callback, progress).run()
+    finally:
+        _ddp.teardown(dist)
