@@ -14,7 +14,31 @@ from .errors import VPIntegratorError
 from .trajectory import Trajectories
 
 # public name -> module that defines it (relative to this package)
-_LAZY: dict[str, str] = {}
+_LAZY: dict[str, str] = {
+    "System": ".systems",
+    "RigidBody": ".systems",
+    "CoupledOscillator": ".systems",
+    "Volterra": ".systems",
+    "ABCFlow": ".systems",
+    "get_system": ".systems",
+    "list_systems": ".systems",
+    "sample_initial_conditions": ".systems",
+    "list_samplers": ".systems",
+    "paper_sphere_points": ".systems",
+    "paper_trajectory_index": ".systems",
+    "PAPER_TRAJECTORY_INDEX": ".systems",
+    "PAPER_SPHERE_SIZE": ".systems",
+    "Integrator": ".integrators",
+    "ExplicitEuler": ".integrators",
+    "RK4": ".integrators",
+    "ImplicitMidpoint": ".integrators",
+    "GaussLegendre4": ".integrators",
+    "StormerVerlet": ".integrators",
+    "ShearSplitting": ".integrators",
+    "get_integrator": ".integrators",
+    "list_integrators": ".integrators",
+    "integrate": ".integrators",
+}
 
 __all__ = ["__version__", "VPIntegratorError", "Trajectories", *_LAZY]
 
