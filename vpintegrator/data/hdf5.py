@@ -368,12 +368,14 @@ def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def _index(index: Any, n: int, what: str, path: Path) -> np.ndarray | slice:
-    """Normalise a ``traj``/``steps`` selection to a slice or a sorted-or-not int array."""
+    """Normalise a ``traj``/``steps`` selection to a slice or a (0-d or 1-d) array of indices >= 0."""
     if index is None:
         return slice(None)
     if isinstance(index, slice):
         return index
     arr = np.asarray(index)
+    if arr.size == 0 and arr.ndim == 1:
+        arr = arr.astype(np.intp)
     if arr.dtype == bool:
         if arr.shape != (n,):
             raise VPIntegratorError(f"{path}: boolean {what} selection must have shape ({n},); got {arr.shape}")

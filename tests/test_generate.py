@@ -1,0 +1,328 @@
+"""Generation specs and data generation: vectorised DOP853 against per-trajectory references,
+invariants, classical methods, chunking, files."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+from vpintegrator.data import GenerationSpec, generate, list_specs, load_spec, read_trajectories, solve_flow
+from vpintegrator.errors import VPIntegratorError
+from vpintegrator.integrators import integrate
+from vpintegrator.systems import get_system, paper_sphere_points
+
+SHIPPED = ["rigid_body_paper", "rigid_body", "coupled_oscillator", "coupled_oscillator_box", "volterra", "abc_flow"]
+
+
+def _reference(system, y0, t, rtol=2.3e-14, atol=1e-16):
+    """Independent reference: one scalar-state solve_ivp(DOP853) per trajectory, tighter tolerances."""
+    out = []
+    for y in y0:
+        sol = solve_ivp(lambda s, z: system.vector_field(z), (t[0], t[-1]), y, method="DOP853", t_eval=t, rtol=rtol, atol=atol)
+        assert sol.success
+        out.append(sol.y.T)
+    return np.array(out)
+
+
+# --- solve_flow -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def paper_flow():
+    """The paper data set, generated once for this module (1238, 101, 3)."""
+    return generate(load_spec("rigid_body_paper"))
+
+
+def test_paper_set_shape_and_grid(paper_flow):
+    assert paper_flow.y.shape == (1238, 101, 3)
+    np.testing.assert_array_equal(paper_flow.t, np.arange(101) * 0.2)  # t = k dt exactly
+    np.testing.assert_array_equal(paper_flow.y[:, 0], paper_sphere_points())
+
+
+def test_paper_set_stays_on_unit_sphere(paper_flow):
+    assert np.max(np.abs(np.linalg.norm(paper_flow.y, axis=-1) - 1)) <= 1e-10
+
+
+def test_paper_set_conserves_energy(paper_flow):
+    system = get_system("rigid_body")
+    energy = system.invariant("energy", paper_flow.y)
+    assert np.max(np.abs(energy - energy[:, :1]) / energy[:, :1]) <= 1e-10
+    assert paper_flow.meta["max_rel_drift_energy"] <= 1e-10
+
+
+def test_paper_set_against_independent_reference_subset(paper_flow):
+    system = get_system("rigid_body")
+    idx = np.r_[0:1238:97, 100, 719, 619 + 147]  # spread over both families, the paper's 1 and 4, near (0, 1, 0)
+    ref = _reference(system, paper_flow.y[idx, 0], paper_flow.t)
+    assert np.max(np.abs(paper_flow.y[idx] - ref)) <= 1e-9
+
+
+@pytest.mark.slow
+def test_paper_set_against_independent_reference_all(paper_flow):
+    system = get_system("rigid_body")
+    ref = _reference(system, paper_flow.y[:, 0], paper_flow.t)
+    assert np.max(np.abs(paper_flow.y - ref)) <= 1e-9
+    loop = _reference(system, paper_flow.y[:, 0], paper_flow.t, rtol=1e-12, atol=1e-12)
+    assert np.max(np.abs(paper_flow.y - loop)) <= 1e-10  # what the benchmark reports
+
+
+@pytest.mark.parametrize("name", ["rigid_body", "coupled_oscillator", "volterra", "abc_flow"])
+def test_solve_flow_matches_per_trajectory_solves(name):
+    """Vectorised over a batch == each trajectory solved alone (to the reference's accuracy)."""
+    system = get_system(name)
+    rng = np.random.default_rng(1)
+    y0 = rng.uniform(0.5, 1.5, size=(40, system.dim))
+    t = np.arange(26) * 0.2
+    y = solve_flow(system, y0, t)
+    ref = _reference(system, y0[::8], t)
+    assert np.max(np.abs(y[::8] - ref)) <= 1e-9 * max(1.0, np.max(np.abs(ref)))
+
+
+def test_solve_flow_single_trajectory_equals_plain_solve_ivp():
+    system = get_system("rigid_body")
+    y0 = paper_sphere_points()[100:101]
+    t = np.arange(51) * 0.2
+    y = solve_flow(system, y0, t)
+    sol = solve_ivp(lambda s, z: system.vector_field(z), (0, 10), y0[0], method="DOP853", t_eval=t, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(y[0, 1:], sol.y.T[1:], rtol=0, atol=1e-15)
+
+
+def test_solve_flow_splits_batches_below_scipy_rtol_floor(recwarn):
+    system = get_system("rigid_body")
+    y0 = np.random.default_rng(0).standard_normal((30, 3))
+    t = np.arange(6) * 0.2
+    y = solve_flow(system, y0, t, rtol=1e-13, atol=1e-13)  # 20 trajectories per solve_ivp call
+    assert not [w for w in recwarn if "rtol" in str(w.message)]
+    np.testing.assert_allclose(y, _reference(system, y0, t), rtol=0, atol=1e-11)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"y0": np.zeros((2, 4))}, "shape"),
+        ({"y0": np.array([[0.0, np.nan, 1.0]])}, "not finite"),
+        ({"t": np.array([0.0, 0.2, 0.1])}, "increasing"),
+        ({"rtol": 0.0}, "rtol"),
+        ({"atol": float("nan")}, "atol"),
+    ],
+)
+def test_solve_flow_bad_input(kwargs, match):
+    args = {"system": "rigid_body", "y0": np.ones((2, 3)), "t": np.arange(3) * 0.1, **kwargs}
+    with pytest.raises(VPIntegratorError, match=match):
+        solve_flow(**args)
+
+
+# --- generate ---------------------------------------------------------------------------------------
+
+
+def test_coupled_oscillator_conserves_energy():
+    traj = generate(load_spec("coupled_oscillator"))
+    assert traj.y.shape == (1, 251, 4)
+    np.testing.assert_array_equal(traj.y[0, 0], [1.0, 0.0, 2.0, 0.0])
+    energy = get_system("coupled_oscillator").invariant("energy", traj.y)
+    assert np.max(np.abs(energy - energy[:, :1]) / np.abs(energy[:, :1])) <= 1e-9
+
+
+def test_implicit_midpoint_reproduces_integrate():
+    spec = load_spec("rigid_body_paper", method="implicit_midpoint", n_traj=64, t_end=4.0)
+    traj = generate(spec)
+    system = get_system("rigid_body")
+    y0 = traj.y[:, 0]
+    want = integrate(system, y0, 0.2, 20, method="implicit_midpoint")
+    np.testing.assert_array_equal(traj.y, want.y)
+    np.testing.assert_array_equal(traj.t, want.t)
+    assert traj.meta["method"] == "implicit_midpoint"
+
+
+@pytest.mark.parametrize("method", ["rk4", "splitting", "gauss_legendre4"])
+def test_other_classical_methods_match_integrate(method):
+    spec = load_spec("rigid_body", method=method, n_traj=5, t_end=1.0)
+    traj = generate(spec)
+    np.testing.assert_array_equal(traj.y, integrate(get_system("rigid_body"), traj.y[:, 0], 0.1, 10, method=method).y)
+
+
+def test_chunking_does_not_change_the_data_beyond_tolerance():
+    spec = load_spec("rigid_body", n_traj=50, t_end=5.0)
+    whole = generate(spec)
+    chunked = generate(dataclasses.replace(spec, chunk_size=7))
+    np.testing.assert_array_equal(whole.y[:, 0], chunked.y[:, 0])
+    assert np.max(np.abs(whole.y - chunked.y)) <= 1e-10
+    assert chunked.meta["chunk_size"] == 7
+
+
+def test_seed_controls_initial_conditions():
+    spec = load_spec("rigid_body", n_traj=3, t_end=0.2)
+    a, b, c = generate(spec), generate(spec), generate(spec.replace(seed=1))
+    np.testing.assert_array_equal(a.y, b.y)
+    assert not np.allclose(a.y[:, 0], c.y[:, 0])
+    np.testing.assert_allclose(np.linalg.norm(a.y[:, 0], axis=-1), 1.0, rtol=0, atol=1e-15)
+
+
+def test_generate_to_file_equals_in_memory_and_reports_progress(tmp_path):
+    spec = load_spec("volterra", n_traj=23, t_end=1.0, chunk_size=10)
+    calls = []
+    path = generate(spec, out=tmp_path / "v.h5", progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(0, 23), (10, 23), (20, 23), (23, 23)]
+    on_disk = read_trajectories(path)
+    in_memory = generate(spec)
+    np.testing.assert_array_equal(on_disk.y, in_memory.y)
+    meta = on_disk.meta
+    for key in ("schema_version", "system", "dim", "dt", "method", "rtol", "atol", "seed", "n_traj", "n_steps",
+                "t_end", "invariant_names", "vpintegrator_version", "sampler", "sampler_args", "generator"):
+        assert key in meta, key
+    assert meta["system"] == "volterra" and meta["invariant_names"] == ["sum", "product"]
+    assert meta["max_rel_drift_sum"] <= 1e-10 and meta["max_rel_drift_product"] <= 1e-9
+    assert (meta["n_traj"], meta["n_steps"], meta["dim"]) == (23, 11, 3)
+    assert meta["sampler_args"] == '{"low": 0.5, "high": 2.0}'
+
+
+def test_generate_records_system_parameters(tmp_path):
+    meta = read_trajectories(generate(load_spec("rigid_body", n_traj=2, t_end=0.2), out=tmp_path / "r.h5")).meta
+    assert meta["param_inertia"] == [2.0, 1.0, 2.0 / 3.0]
+    assert (meta["param_a"], meta["param_b"], meta["param_c"]) == pytest.approx((0.5, -1.0, 0.5))
+
+
+def test_generate_accepts_a_spec_name():
+    traj = generate("coupled_oscillator")
+    assert traj.meta["spec"] == "coupled_oscillator"
+
+
+def test_nan_initial_condition_names_the_file(tmp_path):
+    spec_file = tmp_path / "nan.toml"
+    spec_file.write_text(_toml(ic='sampler = "list"\npoints = [[0.0, nan, 1.0]]'))
+    spec = load_spec(spec_file)
+    with pytest.raises(VPIntegratorError, match=r"nan\.toml: \[initial_conditions\].*not finite"):
+        generate(spec, out=tmp_path / "x.h5")
+    assert not (tmp_path / "x.h5").exists()
+
+
+# --- specs ------------------------------------------------------------------------------------------
+
+
+def _toml(system='name = "rigid_body"', ic='sampler = "sphere"\nn_traj = 2', integration="dt = 0.1\nt_end = 0.5", extra=""):
+    return f'description = "test"\n{extra}\n[system]\n{system}\n[initial_conditions]\n{ic}\n[integration]\n{integration}\n'
+
+
+def test_list_specs_has_the_shipped_ones():
+    assert set(SHIPPED) <= set(list_specs())
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_shipped_spec_loads_and_generates(name):
+    spec = load_spec(name)
+    assert spec.name == name and spec.description and spec.out == f"datasets/{name}.h5"
+    assert spec.method == "dop853" and spec.rtol == spec.atol == 1e-12
+    small = spec.replace(n_traj=None if spec.sampler in ("paper_sphere", "list") else 2, t_end=2 * spec.dt)
+    traj = generate(small)
+    assert traj.n_steps == 3 and np.all(np.isfinite(traj.y))
+
+
+def test_paper_spec_values():
+    spec = load_spec("rigid_body_paper")
+    assert (spec.system, spec.sampler, spec.dt, spec.t_end, spec.n_steps) == ("rigid_body", "paper_sphere", 0.2, 20.0, 101)
+    assert spec.params == {"inertia": [2.0, 1.0, 2.0 / 3.0]}
+
+
+def test_coupled_oscillator_spec_is_the_geometric_problems_default():
+    spec = load_spec("coupled_oscillator")
+    assert spec.sampler_args == {"points": [[1.0, 0.0, 2.0, 0.0]]}
+    assert (spec.dt, spec.t_end) == (0.4, 100.0)
+    assert spec.params == {"m": [2.0, 1.0], "k1": 1.5, "k2": 0.3, "k": 1.0}
+
+
+def test_overrides_win_and_none_is_ignored(tmp_path):
+    spec = load_spec("rigid_body", n_traj=4, dt=0.05, t_end=1.0, method="rk4", rtol=1e-10, atol=1e-11,
+                     seed=3, chunk_size=2, out=tmp_path / "x.h5", )
+    assert (spec.n_traj, spec.dt, spec.t_end, spec.method, spec.rtol, spec.atol, spec.seed, spec.chunk_size) == (
+        4, 0.05, 1.0, "rk4", 1e-10, 1e-11, 3, 2)
+    assert spec.out == str(tmp_path / "x.h5") and spec.n_steps == 21
+    assert load_spec("rigid_body", dt=None) == load_spec("rigid_body")
+
+
+def test_spec_from_path_and_default_out(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text(_toml())
+    spec = load_spec(path)
+    assert spec.name == "mine" and spec.source == str(path) and spec.out == "datasets/mine.h5"
+    assert load_spec(str(path)) == spec
+
+
+def test_t_end_not_a_multiple_of_dt_stops_at_the_last_multiple():
+    spec = load_spec("rigid_body", dt=0.3, t_end=1.0)
+    assert spec.n_steps == 4 and spec.t[-1] == pytest.approx(0.9)
+    assert load_spec("rigid_body_paper").n_steps == 101  # 20 / 0.2 rounds to 100, not 99
+
+
+@pytest.mark.parametrize(
+    "content, match",
+    [
+        (_toml(extra="colour = 1"), r"unknown key 'colour'; valid top-level keys"),
+        (_toml(integration="dt = 0.1\nt_end = 0.5\nstep = 2"), r"unknown key 'integration.step'"),
+        (_toml(integration="dt = 0\nt_end = 0.5"), r"key 'integration.dt' must be a finite number > 0; got 0"),
+        (_toml(integration="dt = -1.0\nt_end = 0.5"), r"'integration.dt'.*got -1.0"),
+        (_toml(integration="dt = nan\nt_end = 0.5"), r"'integration.dt'.*got nan"),
+        (_toml(integration='dt = "0.1"\nt_end = 0.5'), r"'integration.dt' must be a finite number"),
+        (_toml(integration="dt = 0.1\nt_end = 0.5\nseed = 1.5"), r"'integration.seed' must be an integer"),
+        (_toml(integration="dt = 0.1\nt_end = 0.5\nmethod = 'rk5'"), r"'integration.method': unknown method 'rk5'; valid methods: dop853, "),
+        (_toml(integration="t_end = 0.5"), r"missing key 'integration.dt'"),
+        (_toml(integration="dt = 1.0\nt_end = 0.5"), r"t_end \(0.5\) must be >= dt"),
+        (_toml(ic='sampler = "sphere"\nn_traj = true'), r"'initial_conditions.n_traj' must be an integer"),
+        (_toml(ic='sampler = "cube"'), r"unknown sampler 'cube'; valid samplers"),
+        (_toml(system='name = "pendulum"'), r"\[system\] unknown system 'pendulum'; valid systems"),
+        (_toml(system='name = "rigid_body"\nmass = 1'), r"\[system\] .*mass"),
+        (_toml(system='name = "rigid_body"\ninertia = [1, 2]'), r"\[system\] .*inertia"),
+        ('description = "x"\n[system]\nname = "rigid_body"\n[integration]\ndt = 0.1\nt_end = 1', r"missing table \[initial_conditions\]"),
+        ('description = "x"\nsystem = "rigid_body"', r"key 'system' must be a table"),
+        ("[system\nname = 1", r"malformed TOML"),
+    ],
+)
+def test_bad_spec_files(tmp_path, content, match):
+    path = tmp_path / "bad.toml"
+    path.write_text(content)
+    with pytest.raises(VPIntegratorError, match=match) as info:
+        load_spec(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_unknown_spec_name_lists_valid_ones():
+    with pytest.raises(VPIntegratorError, match=r"unknown spec 'nope'; valid specs: .*rigid_body_paper"):
+        load_spec("nope")
+    with pytest.raises(VPIntegratorError, match=r"spec file 'nope.toml' not found"):
+        load_spec("nope.toml")
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        ({"dt": 0}, r"override dt \(--dt\) must be a finite number > 0; got 0"),
+        ({"dt": -1.0}, r"override dt"),
+        ({"t_end": float("inf")}, r"override t_end"),
+        ({"n_traj": 0}, r"override n_traj"),
+        ({"method": "leapfrog"}, r"unknown method 'leapfrog'"),
+        ({"colour": 1}, r"unknown override 'colour'; valid overrides"),
+        ({"dt": 5.0, "t_end": 1.0}, r"t_end \(1\) must be >= dt \(5\)"),
+    ],
+)
+def test_bad_overrides(overrides, match):
+    with pytest.raises(VPIntegratorError, match=match):
+        load_spec("rigid_body", **overrides)
+
+
+def test_generation_spec_validates_on_construction():
+    with pytest.raises(VPIntegratorError, match="GenerationSpec.dt"):
+        GenerationSpec(name="x", system="rigid_body", sampler="sphere", dt=0.0, t_end=1.0)
+    spec = GenerationSpec(name="x", system="rigid_body", sampler="sphere", dt=0.5, t_end=1.0, n_traj=2)
+    assert spec.out == "datasets/x.h5" and generate(spec).y.shape == (2, 3, 3)
+
+
+def test_data_package_does_not_import_torch():
+    code = (
+        "import sys, vpintegrator.data as d; d.generate; d.read_trajectories; d.load_spec; "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

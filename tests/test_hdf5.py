@@ -1,0 +1,266 @@
+"""HDF5 trajectory files: round trip, subsets, shards, schema validation, atomic writes."""
+
+from __future__ import annotations
+
+import h5py
+import numpy as np
+import pytest
+
+from vpintegrator.data import SCHEMA_VERSION, TrajectoryWriter, read_metadata, read_trajectories, write_trajectories
+from vpintegrator.errors import VPIntegratorError
+from vpintegrator.trajectory import Trajectories
+
+
+def _traj(n_traj=5, n_steps=7, dim=3, seed=0, **meta) -> Trajectories:
+    rng = np.random.default_rng(seed)
+    base = {
+        "system": "rigid_body",
+        "method": "dop853",
+        "dt": 0.2,
+        "rtol": 1e-12,
+        "atol": 1e-12,
+        "seed": seed,
+        "invariant_names": ["energy", "casimir"],
+        "param_inertia": [2.0, 1.0, 2.0 / 3.0],
+        "param_a": 0.5,
+    }
+    return Trajectories(y=rng.standard_normal((n_traj, n_steps, dim)), t=np.arange(n_steps) * 0.2, meta={**base, **meta})
+
+
+def _tmp_files(directory):
+    return sorted(p.name for p in directory.iterdir() if p.name.endswith(".tmp"))
+
+
+def test_round_trip_values_and_meta(tmp_path):
+    traj = _traj(flag=True, note="x", counts=[1, 2, 3], nested={"a": [1, 2]}, nothing=None)
+    path = write_trajectories(tmp_path / "a.h5", traj)
+    back = read_trajectories(path)
+    np.testing.assert_array_equal(back.y, traj.y)
+    np.testing.assert_array_equal(back.t, traj.t)
+    assert back.y.dtype == np.float64 and back.t.dtype == np.float64
+    for key, value in traj.meta.items():
+        assert back.meta[key] == value, key
+    assert back.meta["schema_version"] == SCHEMA_VERSION
+    assert (back.meta["n_traj"], back.meta["n_steps"], back.meta["dim"]) == (5, 7, 3)
+    assert back.meta["t_end"] == traj.t[-1]
+    assert isinstance(back.meta["vpintegrator_version"], str)
+    assert read_metadata(path) == back.meta
+
+
+def test_schema_attributes_are_native_hdf5(tmp_path):
+    path = write_trajectories(tmp_path / "a.h5", _traj())
+    with h5py.File(path) as f:
+        assert f["y"].shape == (5, 7, 3) and f["y"].dtype == np.float64
+        assert f["t"].shape == (7,) and f["t"].dtype == np.float64
+        assert f["y"].chunks is not None and f["y"].compression == "gzip"
+        assert f.attrs["schema_version"] == 1
+        assert f.attrs["system"] == "rigid_body"
+        assert list(f.attrs["invariant_names"]) == ["energy", "casimir"]
+        np.testing.assert_array_equal(f.attrs["param_inertia"], [2.0, 1.0, 2.0 / 3.0])
+
+
+def test_params_dict_is_stored_flat(tmp_path):
+    traj = Trajectories(y=np.zeros((1, 2, 3)), t=[0.0, 1.0], meta={"system": "s", "params": {"k": 1.5, "m": [2.0, 1.0]}})
+    back = read_trajectories(write_trajectories(tmp_path / "a.h5", traj))
+    assert back.meta["param_k"] == 1.5 and back.meta["param_m"] == [2.0, 1.0]
+    assert "params" not in back.meta
+
+
+def test_empty_invariant_names_round_trip(tmp_path):
+    back = read_trajectories(write_trajectories(tmp_path / "a.h5", _traj(invariant_names=[])))
+    assert back.meta["invariant_names"] == []
+
+
+@pytest.mark.parametrize(
+    "traj_sel, steps_sel",
+    [
+        (None, None),
+        (2, None),
+        (slice(1, 4), slice(0, 7, 2)),
+        ([4, 0, 0, 2], None),
+        (np.array([True, False, True, False, True]), [6, 1]),
+        (-1, 3),
+        ([], None),
+    ],
+)
+def test_read_subset_matches_select(tmp_path, traj_sel, steps_sel):
+    traj = _traj()
+    path = write_trajectories(tmp_path / "a.h5", traj)
+    got = read_trajectories(path, traj=traj_sel, steps=steps_sel)
+    rows = np.atleast_1d(np.arange(5)[slice(None) if traj_sel is None else traj_sel])
+    cols = np.atleast_1d(np.arange(7)[slice(None) if steps_sel is None else steps_sel])
+    np.testing.assert_array_equal(got.y, traj.y[rows][:, cols])
+    np.testing.assert_array_equal(got.t, traj.t[cols])
+    assert got.meta["n_traj"] == got.n_traj and got.meta["n_steps"] == got.n_steps
+
+
+def test_read_shards_as_one_data_set(tmp_path):
+    a, b = _traj(n_traj=3, seed=1), _traj(n_traj=4, seed=2)
+    paths = [write_trajectories(tmp_path / "a.h5", a), write_trajectories(tmp_path / "b.h5", b)]
+    both = read_trajectories(paths)
+    np.testing.assert_array_equal(both.y, np.concatenate([a.y, b.y]))
+    assert both.meta["source_files"] == [str(p) for p in paths]
+    assert both.meta["seed"] == [1, 2] and both.meta["n_traj"] == 7
+    picked = read_trajectories(paths, traj=[6, 0, 3], steps=slice(0, 2))
+    np.testing.assert_array_equal(picked.y, np.stack([b.y[3], a.y[0], b.y[0]])[:, :2])
+
+
+@pytest.mark.parametrize(
+    "change, key",
+    [({"dim": 4}, "dim"), ({"system": "volterra"}, "system"), ({"param_a": 0.7}, "param_a"), ({"n_steps": 8}, "/t")],
+)
+def test_shards_that_disagree_are_refused(tmp_path, change, key):
+    a = _traj()
+    if "dim" in change:
+        b = _traj(dim=4)
+    elif "n_steps" in change:
+        b = _traj(n_steps=8)
+    else:
+        b = _traj(**change)
+    paths = [write_trajectories(tmp_path / "a.h5", a), write_trajectories(tmp_path / "b.h5", b)]
+    with pytest.raises(VPIntegratorError, match=key) as info:
+        read_trajectories(paths)
+    assert "b.h5" in str(info.value)
+
+
+def _break(path, how):
+    with h5py.File(path, "a") as f:
+        if how == "schema_version":
+            f.attrs["schema_version"] = 99
+        elif how == "no_schema_version":
+            del f.attrs["schema_version"]
+        elif how == "no_y":
+            del f["y"]
+        elif how == "no_t":
+            del f["t"]
+        elif how == "y_2d":
+            del f["y"]
+            f["y"] = np.zeros((5, 7))
+        elif how == "t_shape":
+            del f["t"]
+            f["t"] = np.zeros(6)
+        elif how == "dim":
+            f.attrs["dim"] = 4
+        elif how == "no_dim":
+            del f.attrs["dim"]
+        elif how == "y_int":
+            del f["y"]
+            f["y"] = np.zeros((5, 7, 3), dtype=np.int64)
+
+
+@pytest.mark.parametrize(
+    "how, key",
+    [
+        ("schema_version", "schema_version"),
+        ("no_schema_version", "schema_version"),
+        ("no_y", "'/y'"),
+        ("no_t", "'/t'"),
+        ("y_2d", "'/y'"),
+        ("t_shape", "'/t'"),
+        ("dim", "'dim'"),
+        ("no_dim", "'dim'"),
+        ("y_int", "'/y'"),
+    ],
+)
+@pytest.mark.parametrize("reader", [read_trajectories, read_metadata])
+def test_bad_schema_gives_one_line_error_naming_file_and_key(tmp_path, how, key, reader):
+    path = write_trajectories(tmp_path / "data.h5", _traj())
+    _break(path, how)
+    with pytest.raises(VPIntegratorError) as info:
+        reader(path)
+    msg = str(info.value)
+    assert "\n" not in msg and str(path) in msg and key in msg
+
+
+def test_missing_dataset_message_says_what_was_expected(tmp_path):
+    path = write_trajectories(tmp_path / "data.h5", _traj())
+    _break(path, "no_y")
+    with pytest.raises(VPIntegratorError, match=r"missing dataset '/y' \(expected \(n_traj, n_steps, dim\) float64\)"):
+        read_trajectories(path)
+
+
+@pytest.mark.parametrize("content", [b"not hdf5 at all\n", b""])
+def test_not_hdf5_file(tmp_path, content):
+    path = tmp_path / "data.h5"
+    path.write_bytes(content)
+    with pytest.raises(VPIntegratorError, match="not a readable HDF5 file") as info:
+        read_trajectories(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_missing_file_and_directory(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        read_trajectories(tmp_path / "nope.h5")
+    with pytest.raises(VPIntegratorError, match="directory"):
+        read_trajectories(tmp_path)
+    with pytest.raises(VPIntegratorError, match="empty list"):
+        read_trajectories([])
+
+
+@pytest.mark.parametrize("sel", [{"traj": 5}, {"traj": [0, 9]}, {"steps": -8}, {"traj": "a"}, {"traj": np.ones(4, bool)}])
+def test_bad_selection(tmp_path, sel):
+    path = write_trajectories(tmp_path / "a.h5", _traj())
+    with pytest.raises(VPIntegratorError):
+        read_trajectories(path, **sel)
+
+
+def test_writer_in_chunks_equals_write_trajectories(tmp_path):
+    traj = _traj(n_traj=10)
+    with TrajectoryWriter(tmp_path / "chunks.h5", 10, 7, 3, traj.t, traj.meta) as writer:
+        for start in (6, 0, 3):  # any order
+            writer.write(start, traj.y[start : start + (4 if start == 6 else 3)])
+        writer.update_meta({"max_rel_drift_energy": 1e-13, "n_traj": 99})  # shape keys stay fixed
+    back = read_trajectories(tmp_path / "chunks.h5")
+    np.testing.assert_array_equal(back.y, traj.y)
+    assert back.meta["max_rel_drift_energy"] == 1e-13 and back.meta["n_traj"] == 10
+
+
+@pytest.mark.parametrize("start, shape", [(0, (2, 6, 3)), (0, (2, 7, 4)), (9, (2, 7, 3)), (-1, (1, 7, 3)), (0, (7, 3))])
+def test_writer_rejects_bad_chunks(tmp_path, start, shape):
+    with TrajectoryWriter(tmp_path / "a.h5", 10, 7, 3, np.arange(7.0)) as writer:
+        with pytest.raises(VPIntegratorError, match="TrajectoryWriter.write"):
+            writer.write(start, np.zeros(shape))
+        writer.write(0, np.zeros((10, 7, 3)))
+
+
+@pytest.mark.parametrize("exc", [RuntimeError("boom"), KeyboardInterrupt()])
+@pytest.mark.parametrize("earlier", [False, True])
+def test_failed_write_leaves_no_partial_file_and_keeps_earlier(tmp_path, exc, earlier):
+    out = tmp_path / "out.h5"
+    if earlier:
+        old = write_trajectories(out, _traj(seed=7))
+        before = old.read_bytes()
+    with pytest.raises(type(exc)):
+        with TrajectoryWriter(out, 10, 7, 3, np.arange(7.0), {"system": "x"}) as writer:
+            writer.write(0, np.ones((5, 7, 3)))
+            assert _tmp_files(tmp_path)  # the data goes to a temporary file first
+            raise exc
+    assert _tmp_files(tmp_path) == []
+    if earlier:
+        assert out.read_bytes() == before
+    else:
+        assert not out.exists()
+
+
+def test_incomplete_write_is_an_error_and_leaves_nothing(tmp_path):
+    out = tmp_path / "out.h5"
+    with pytest.raises(VPIntegratorError, match="3 of 10 trajectories were never written"):
+        with TrajectoryWriter(out, 10, 7, 3, np.arange(7.0)) as writer:
+            writer.write(0, np.ones((7, 7, 3)))
+    assert not out.exists() and _tmp_files(tmp_path) == []
+
+
+@pytest.mark.parametrize("args", [(0, 7, 3), (10, 7, 3.0), (10, 0, 3)])
+def test_writer_rejects_bad_shapes(tmp_path, args):
+    with pytest.raises(VPIntegratorError, match="TrajectoryWriter"):
+        TrajectoryWriter(tmp_path / "a.h5", *args, t=np.arange(max(int(args[1]), 1), dtype=float))
+
+
+def test_writer_rejects_bad_t(tmp_path):
+    with pytest.raises(VPIntegratorError, match=r"t must have shape \(n_steps,\)"):
+        TrajectoryWriter(tmp_path / "a.h5", 2, 7, 3, t=np.arange(6.0))
+
+
+def test_write_requires_trajectories(tmp_path):
+    with pytest.raises(VPIntegratorError, match="expected a Trajectories"):
+        write_trajectories(tmp_path / "a.h5", np.zeros((1, 2, 3)))
