@@ -1,0 +1,195 @@
+"""`vp-gen` through click's CliRunner, plus subprocess tests: no torch import, clean interrupts."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from vpintegrator.cli.gen import main
+from vpintegrator.data import list_specs, load_spec, read_trajectories, write_trajectories
+from vpintegrator.integrators import integrate
+from vpintegrator.trajectory import Trajectories
+
+
+def _run(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def _assert_one_line_error(result) -> str:
+    assert result.exit_code != 0
+    assert "Traceback" not in result.output
+    assert isinstance(result.exception, SystemExit)  # a clean exit, not an escaped exception
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, result.output
+    return errors[0]
+
+
+def test_help():
+    result = _run("--help")
+    assert result.exit_code == 0
+    for flag in ("--n-traj", "--dt", "--t-end", "--method", "--rtol", "--atol", "--seed", "--out", "--list"):
+        assert flag in result.output
+
+
+def test_list_shows_every_spec_with_its_description():
+    result = _run("--list")
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    assert len(lines) == len(list_specs())
+    for name, line in zip(list_specs(), lines):
+        assert line.split()[0] == name
+        assert load_spec(name).description in line
+
+
+def test_tiny_run_writes_file_and_prints_summary(tmp_path):
+    out = tmp_path / "tiny.h5"
+    result = _run("rigid_body", "--n-traj", "4", "--t-end", "1", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    traj = read_trajectories(out)
+    assert traj.y.shape == (4, 11, 3)
+    assert f"wrote {out}" in result.output
+    assert "y (4, 11, 3) float64" in result.output
+    assert "max relative invariant drift: energy" in result.output and "casimir" in result.output
+
+
+def test_flags_override_the_spec(tmp_path):
+    out = tmp_path / "o.h5"
+    result = _run(
+        "volterra", "--n-traj", "3", "--dt", "0.05", "--t-end", "0.5", "--rtol", "1e-10", "--atol", "1e-11",
+        "--seed", "5", "--chunk-size", "2", "--out", str(out),
+    )
+    assert result.exit_code == 0, result.output
+    meta = read_trajectories(out).meta
+    assert (meta["n_traj"], meta["n_steps"], meta["dt"], meta["rtol"], meta["atol"], meta["seed"], meta["chunk_size"]) == (
+        3, 11, 0.05, 1e-10, 1e-11, 5, 2)
+
+
+def test_spec_given_as_toml_path(tmp_path):
+    spec = tmp_path / "mine.toml"
+    spec.write_text(
+        'description = "mine"\n[system]\nname = "abc_flow"\n[initial_conditions]\nsampler = "box"\nn_traj = 2\n'
+        "[integration]\ndt = 0.1\nt_end = 0.3\n"
+    )
+    result = _run(str(spec), "--out", str(tmp_path / "m.h5"))
+    assert result.exit_code == 0, result.output
+    assert "max relative invariant drift: none" in result.output
+    assert read_trajectories(tmp_path / "m.h5").y.shape == (2, 4, 3)
+
+
+def test_method_implicit_midpoint_reproduces_integrate(tmp_path):
+    out = tmp_path / "imr.h5"
+    result = _run("rigid_body_paper", "--method", "implicit_midpoint", "--n-traj", "20", "--t-end", "2", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    traj = read_trajectories(out)
+    want = integrate("rigid_body", traj.y[:, 0], 0.2, 10, method="implicit_midpoint")
+    np.testing.assert_array_equal(traj.y, want.y)
+    assert traj.meta["method"] == "implicit_midpoint"
+
+
+def _toml(tmp_path, name, content):
+    path = tmp_path / name
+    path.write_text(content)
+    return str(path)
+
+
+GOOD = '[system]\nname = "rigid_body"\n[initial_conditions]\n{ic}\n[integration]\ndt = 0.1\nt_end = 0.5\n{extra}'
+
+
+@pytest.mark.parametrize(
+    "case, match",
+    [
+        ("unknown_spec", r"unknown spec 'no_such_spec'; valid specs: .*rigid_body_paper"),
+        ("dt_zero", r"override dt \(--dt\) must be a finite number > 0; got 0.0"),
+        ("dt_negative", r"override dt \(--dt\) must be a finite number > 0; got -1.0"),
+        ("nan_initial_condition", r"nan\.toml: \[initial_conditions\] .*not finite"),
+        ("malformed_toml", r"malformed\.toml: malformed TOML"),
+        ("unknown_key", r"unknown_key\.toml: unknown key 'integration.colour'"),
+        ("unknown_method", r"unknown method 'rk5'; valid methods: dop853"),
+        ("unknown_system", r"unknown system 'pendulum'; valid systems"),
+        ("missing_file", r"spec file .*missing\.toml' not found"),
+        ("bad_n_traj", r"override n_traj \(--n-traj\) must be an integer >= 1; got 0"),
+    ],
+)
+def test_bad_inputs_give_one_line_error(tmp_path, case, match):
+    out = str(tmp_path / "out.h5")
+    args = {
+        "unknown_spec": ["no_such_spec"],
+        "dt_zero": ["rigid_body", "--dt", "0"],
+        "dt_negative": ["rigid_body", "--dt", "-1"],
+        "nan_initial_condition": [_toml(tmp_path, "nan.toml", GOOD.format(ic='sampler = "list"\npoints = [[0.0, nan, 1.0]]', extra=""))],
+        "malformed_toml": [_toml(tmp_path, "malformed.toml", "[system\nname = 'rigid_body'\n")],
+        "unknown_key": [_toml(tmp_path, "unknown_key.toml", GOOD.format(ic='sampler = "sphere"\nn_traj = 2', extra="colour = 1"))],
+        "unknown_method": ["rigid_body", "--method", "rk5"],
+        "unknown_system": [_toml(tmp_path, "sys.toml", GOOD.replace("rigid_body", "pendulum").format(ic='sampler = "box"\nn_traj = 2', extra=""))],
+        "missing_file": [str(tmp_path / "missing.toml")],
+        "bad_n_traj": ["rigid_body", "--n-traj", "0"],
+    }[case]
+    result = _run(*args, "--out", out)
+    assert result.exit_code == 1
+    line = _assert_one_line_error(result)
+    assert re.search(match, line), line
+    assert not os.path.exists(out)
+
+
+def test_missing_spec_is_a_usage_error():
+    result = _run()
+    assert result.exit_code == 2 and "vp-gen --list" in result.output
+
+
+def test_cli_gen_does_not_import_torch():
+    code = "import vpintegrator.cli.gen, sys; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- interrupts: a real process, killed mid-write -------------------------------------------------------
+
+
+def _tmp_files(directory):
+    return sorted(p.name for p in directory.iterdir() if p.name.endswith(".tmp"))
+
+
+@pytest.mark.parametrize("earlier", [False, True], ids=["no-earlier-file", "earlier-file"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_interrupt_leaves_no_partial_file(tmp_path, sig, earlier):
+    out = tmp_path / "big.h5"
+    if earlier:
+        write_trajectories(out, Trajectories(y=np.zeros((1, 2, 3)), t=[0.0, 1.0], meta={"system": "old"}))
+        before = out.read_bytes()
+    # ~10^6 trajectories x 1001 steps: minutes of work, so the signal lands mid-run
+    cmd = [sys.executable, "-m", "vpintegrator.cli.gen", "rigid_body", "--n-traj", "1000000", "--out", str(out)]
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # a background shell ignores SIGINT and children inherit that; give the child Python's default
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not _tmp_files(tmp_path):  # the writer has opened its temporary file: generation is under way
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "vp-gen never started writing"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "Interrupted" in stderr
+    assert _tmp_files(tmp_path) == []
+    if earlier:
+        assert out.read_bytes() == before
+    else:
+        assert not out.exists()
