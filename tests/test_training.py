@@ -1,0 +1,336 @@
+"""fit(): loss goes down, exact resume (epoch boundary and mid-epoch), determinism, run directory,
+optimisers and schedulers, early stopping, time limit, and one-line errors for bad configs."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import signal
+import tomllib
+
+import numpy as np
+import pytest
+import torch
+
+from vpintegrator import VPIntegratorError
+from vpintegrator.data import windows
+from vpintegrator.data.hdf5 import write_trajectories
+from vpintegrator.integrators import integrate
+from vpintegrator.models import load_model
+from vpintegrator.systems import get_system
+from vpintegrator.training import (
+    TrainConfig,
+    TrainingInterrupted,
+    fit,
+    list_optimizers,
+    list_schedulers,
+    make_optimizer,
+    make_scheduler,
+    relative_loss,
+    resolve_device,
+)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny tensors: one intra-op thread is faster and keeps the shared CPU calm."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory) -> str:
+    """12 rigid-body trajectories of 16 states (RK4, h = 0.2) on the unit sphere."""
+    rng = np.random.default_rng(0)
+    y0 = rng.normal(size=(12, 3))
+    y0 /= np.linalg.norm(y0, axis=1, keepdims=True)
+    traj = integrate(get_system("rigid_body"), y0, 0.2, 15, method="rk4")
+    return str(write_trajectories(tmp_path_factory.mktemp("data") / "tiny.h5", traj))
+
+
+def _config(tiny_data, tmp_path, name="run", **kw) -> dict:
+    base = dict(
+        data=[tiny_data], model={"name": "vpt", "seq_len": 2, "L": 2}, epochs=3, batch_size=32,
+        dtype="float64", out=str(tmp_path / name),
+    )
+    return base | kw
+
+
+def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+@pytest.mark.parametrize("model", [{"name": "vpff", "n_blocks": 2}, {"name": "vpt", "seq_len": 2}, {"name": "st", "seq_len": 2}])
+def test_short_run_lowers_the_loss(tiny_data, tmp_path, model):
+    result = fit(_config(tiny_data, tmp_path, model=model, epochs=8, scheduler="constant", dtype="float32"))
+    losses = [row["train_loss"] for row in result.history]
+    assert len(losses) == 8 and all(math.isfinite(v) for v in losses)
+    assert losses[-1] < 0.5 * losses[0]
+    assert result.val_loss < result.history[0]["val_loss"]
+
+
+def test_relative_loss_is_the_reference_formula():
+    pred, target = torch.randn(5, 3, 2, dtype=torch.float64), torch.randn(5, 3, 2, dtype=torch.float64)
+    expected = np.linalg.norm((pred - target).numpy()) / np.linalg.norm(target.numpy())
+    assert relative_loss(pred, target).item() == pytest.approx(expected, rel=1e-14)
+
+
+def test_resume_equals_uninterrupted(tiny_data, tmp_path):
+    """4 epochs in one go == 2 epochs, then resume to a total of 4: bitwise in float64."""
+    straight = fit(_config(tiny_data, tmp_path, "straight", epochs=4, decay_epochs=4))
+    first = fit(_config(tiny_data, tmp_path, "split", epochs=2, decay_epochs=4))
+    assert first.epochs == 2
+    resumed = fit(resume=tmp_path / "split", epochs=4)
+    assert resumed.epochs == 4 and resumed.steps == straight.steps
+    assert _same_weights(straight.model, resumed.model)
+    a = torch.load(tmp_path / "straight" / "last.pt", weights_only=True)
+    b = torch.load(tmp_path / "split" / "last.pt", weights_only=True)
+    assert torch.equal(a["rng"]["data_epoch_start"], b["rng"]["data_epoch_start"])
+    for sa, sb in zip(a["optimizer"]["state"].values(), b["optimizer"]["state"].values()):
+        assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    with open(tmp_path / "split" / "log.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["epoch"]) for r in rows] == [1, 2, 3, 4]
+    assert [float(r["val_loss"]) for r in rows] == [h["val_loss"] for h in straight.history]
+
+
+def test_interrupt_mid_epoch_saves_and_resumes_exactly(tiny_data, tmp_path, monkeypatch):
+    """SIGINT during a step: the step finishes, last.pt is saved mid-epoch, resuming is exact."""
+    straight = fit(_config(tiny_data, tmp_path, "straight", epochs=3))
+    calls = {"n": 0}
+    original = windows.WindowDataset.batch
+
+    def batch_then_signal(self, index):
+        calls["n"] += 1
+        if calls["n"] == 8:  # epoch 1: 5 steps + 1 validation batch; then epoch 2, second step
+            signal.raise_signal(signal.SIGINT)
+        return original(self, index)
+
+    monkeypatch.setattr(windows.WindowDataset, "batch", batch_then_signal)
+    with pytest.raises(TrainingInterrupted) as info:
+        fit(_config(tiny_data, tmp_path, "cut", epochs=3))
+    monkeypatch.setattr(windows.WindowDataset, "batch", original)
+    assert isinstance(info.value, KeyboardInterrupt) and info.value.result.stopped == "interrupted"
+    ckpt = torch.load(tmp_path / "cut" / "last.pt", weights_only=True)
+    assert ckpt["epoch"] == 1 and ckpt["batch_in_epoch"] == 2
+    resumed = fit(resume=tmp_path / "cut")
+    assert _same_weights(straight.model, resumed.model)
+    assert resumed.history[-1]["val_loss"] == straight.history[-1]["val_loss"]
+
+
+def test_deterministic_for_a_seed(tiny_data, tmp_path):
+    a = fit(_config(tiny_data, tmp_path, "a", epochs=2))
+    b = fit(_config(tiny_data, tmp_path, "b", epochs=2))
+    c = fit(_config(tiny_data, tmp_path, "c", epochs=2, seed=99))
+    assert _same_weights(a.model, b.model)
+    assert not _same_weights(a.model, c.model)
+
+
+def test_run_directory(tiny_data, tmp_path):
+    result = fit(_config(tiny_data, tmp_path, epochs=3))
+    run = tmp_path / "run"
+    assert result.run_dir == run
+    assert sorted(p.name for p in run.iterdir()) == ["best.pt", "config.toml", "last.pt", "log.csv", "summary.json"]
+    with open(run / "log.csv") as f:
+        reader = csv.DictReader(f)
+        rows = list(reader)
+    assert reader.fieldnames == ["epoch", "train_loss", "val_loss", "lr", "seconds"] and len(rows) == 3
+    summary = json.loads((run / "summary.json").read_text())
+    for key in ("train_loss", "val_loss", "best_loss", "best_epoch", "epochs", "wall_time", "n_params", "device", "dtype"):
+        assert key in summary
+    assert summary["epochs"] == 3 and summary["stopped"] == "epochs" and summary["dtype"] == "float64"
+    assert summary["n_params"] == sum(p.numel() for p in result.model.parameters())
+    # checkpoints: load_model (file or run directory) and plain torch.load(weights_only=True)
+    for path in (run, run / "best.pt", run / "last.pt"):
+        model = load_model(path)
+        assert model.seq_len == 2 and next(model.parameters()).dtype == torch.float64
+    last = torch.load(run / "last.pt", weights_only=True)
+    for key in ("optimizer", "scheduler", "rng", "epoch", "step", "state_dict", "config"):
+        assert key in last
+    assert _same_weights(load_model(run / "last.pt"), result.model.cpu())
+    best = torch.load(run / "best.pt", weights_only=True)
+    assert best["epoch"] == summary["best_epoch"]
+    # the resolved config reads back into the same TrainConfig
+    config = TrainConfig.from_toml(run / "config.toml")
+    assert config.model["name"] == "vpt" and config.model["dim"] == 3 and config.data == [tiny_data]
+    assert config.decay_epochs == 3.0 and config.out == str(run)
+    assert tomllib.loads(config.to_toml()) == tomllib.loads((run / "config.toml").read_text())
+
+
+def test_best_checkpoint_holds_the_best_weights(tiny_data, tmp_path):
+    result = fit(_config(tiny_data, tmp_path, epochs=4, lr=0.5, scheduler="constant"))
+    val = [h["val_loss"] for h in result.history]
+    assert result.best_epoch == 1 + int(np.argmin(val)) and result.best_loss == min(val)
+
+
+@pytest.mark.parametrize("name", list_optimizers())
+def test_every_optimizer_trains(tiny_data, tmp_path, name):
+    result = fit(_config(tiny_data, tmp_path, epochs=2, optimizer=name, lr=1e-3, lr_min=1e-4))
+    assert math.isfinite(result.train_loss) and result.steps == 10
+
+
+@pytest.mark.parametrize("name", list_schedulers())
+@pytest.mark.parametrize("per", ["step", "epoch"])
+def test_schedule_reaches_lr_min(tiny_data, tmp_path, name, per):
+    result = fit(_config(tiny_data, tmp_path, epochs=3, scheduler=name, schedule_per=per, lr=1e-2, lr_min=1e-5))
+    lrs = [h["lr"] for h in result.history]
+    final = 1e-2 if name == "constant" else 1e-5
+    assert lrs[-1] == pytest.approx(final, rel=1e-12)
+    assert all(a >= b for a, b in zip(lrs, lrs[1:]))
+
+
+def test_gml_decay_horizon(tiny_data, tmp_path):
+    """GML: gamma from the epoch count, applied per step -> lr_min after epochs / steps_per_epoch."""
+    result = fit(_config(tiny_data, tmp_path, epochs=5, decay_epochs=1, lr=1e-2, lr_min=1e-6))
+    assert [h["lr"] for h in result.history] == pytest.approx([1e-6] * 5, rel=1e-12)
+
+
+def test_exponential_factor_is_geometric():
+    opt = make_optimizer("sgd", [torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    sched = make_scheduler("exponential", opt, 1e-4, horizon=4)
+    lrs = []
+    for _ in range(6):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert lrs == pytest.approx([1.0, 0.1, 0.01, 1e-3, 1e-4, 1e-4], rel=1e-12)
+
+
+def test_adam_reference_settings():
+    opt = make_optimizer("adam", [torch.nn.Parameter(torch.zeros(1))], lr=1e-2)
+    group = opt.param_groups[0]
+    assert group["betas"] == (0.9, 0.99) and group["eps"] == 1e-8
+
+
+def test_early_stopping(tiny_data, tmp_path):
+    result = fit(_config(tiny_data, tmp_path, epochs=20, patience=2, min_delta=1e9))
+    assert result.stopped == "early_stopping" and result.epochs == 3 and result.best_epoch == 1
+
+
+def test_time_limit(tiny_data, tmp_path):
+    result = fit(_config(tiny_data, tmp_path, epochs=None, time_limit=1e-6, decay_epochs=10))
+    assert result.stopped == "time_limit" and result.epochs == 1
+
+
+def test_callback_can_stop(tiny_data, tmp_path):
+    seen = []
+    result = fit(_config(tiny_data, tmp_path, epochs=10), callback=lambda info: seen.append(info) or info.epoch == 2)
+    assert result.stopped == "callback" and result.epochs == 2 and [i.epoch for i in seen] == [1, 2]
+
+
+def test_no_validation_set(tiny_data, tmp_path):
+    result = fit(_config(tiny_data, tmp_path, val_fraction=0.0))
+    assert math.isnan(result.val_loss) and result.best_loss == min(h["train_loss"] for h in result.history)
+
+
+def test_resolve_device():
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message without CUDA")
+def test_cuda_without_cuda_is_a_clear_error(tiny_data, tmp_path):
+    with pytest.raises(VPIntegratorError, match="CUDA is not available"):
+        fit(_config(tiny_data, tmp_path, device="cuda"))
+
+
+@pytest.mark.gpu
+def test_trains_on_cuda(tiny_data, tmp_path):
+    result = fit(_config(tiny_data, tmp_path, device="cuda", epochs=2))
+    assert result.device.startswith("cuda") and math.isfinite(result.train_loss)
+    assert load_model(tmp_path / "run").state_dict()  # saved tensors load on the CPU
+
+
+def _hdf5_without_schema(tmp_path) -> str:
+    import h5py
+
+    path = tmp_path / "noschema.h5"
+    with h5py.File(path, "w") as f:
+        f["y"] = np.zeros((2, 10, 3))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "change,match",
+    [
+        (dict(optimizer="adamm"), r"unknown optimizer 'adamm'; valid: adam, adamw, lbfgs, rmsprop, sgd"),
+        (dict(scheduler="linear"), r"unknown scheduler 'linear'; valid: constant, cosine, exponential"),
+        (dict(model={"name": "mlp"}), r"unknown model 'mlp'; valid: st, vpff, vpt"),
+        (dict(model={"name": "vpt", "seq_len": 9}), r"seq_len \+ pred_window = 9 \+ 9 = 18 exceeds the n_steps = 16"),
+        (dict(model={"name": "vpt", "seq_len": 2, "dim": 4}), r"dim = 4 but the data .* has dim = 3"),
+        (dict(model={"name": "vpt", "seq_len": 2, "width": 4}), r"unknown key 'width'"),
+        (dict(device="tpu"), r"unknown device 'tpu'; valid: auto, cpu, cuda, cuda:N"),
+        (dict(dtype="float16"), r"'dtype' must be float32 or float64"),
+        (dict(epochs=None), r"give 'epochs' or 'time_limit'"),
+        (dict(epochs=0), r"'epochs' must be a positive integer"),
+        (dict(lr_min=1.0), r"'lr_min' must be a number in \[0, lr=0.01\]"),
+        (dict(optimizer_kwargs={"momentun": 0.9}), r"optimizer_kwargs for 'adam'"),
+        (dict(batch_size=0), r"'batch_size' must be a positive integer"),
+    ],
+)
+def test_bad_config_is_a_one_line_error(tiny_data, tmp_path, change, match):
+    with pytest.raises(VPIntegratorError, match=match) as info:
+        fit(_config(tiny_data, tmp_path, **change))
+    assert "\n" not in str(info.value)
+    assert not (tmp_path / "run" / "last.pt").exists()
+
+
+def test_unknown_config_key_lists_the_valid_ones(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('data = ["x.h5"]\nepoch = 3\n[model]\nname = "vpt"\n')
+    with pytest.raises(VPIntegratorError, match=r"unknown key\(s\) 'epoch'; valid keys: data, model, out, epochs"):
+        TrainConfig.from_toml(path)
+
+
+def test_missing_data_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.h5"):
+        fit(dict(data=[str(tmp_path / "nope.h5")], model={"name": "vpff"}, epochs=1, out=str(tmp_path / "r")))
+
+
+def test_wrong_schema_data_file(tmp_path):
+    with pytest.raises(VPIntegratorError, match="noschema.h5.*schema_version"):
+        fit(dict(data=[_hdf5_without_schema(tmp_path)], model={"name": "vpff"}, epochs=1, out=str(tmp_path / "r")))
+
+
+def test_out_holding_a_run_is_refused(tiny_data, tmp_path):
+    fit(_config(tiny_data, tmp_path, epochs=1))
+    with pytest.raises(VPIntegratorError, match="already holds a run; continue it with --resume"):
+        fit(_config(tiny_data, tmp_path, epochs=1))
+
+
+def test_resume_refuses_other_settings(tiny_data, tmp_path):
+    fit(_config(tiny_data, tmp_path, epochs=1))
+    with pytest.raises(VPIntegratorError, match="cannot change lr"):
+        fit(resume=tmp_path / "run", epochs=2, lr=0.5)
+    with pytest.raises(VPIntegratorError, match="not a run directory"):
+        fit(resume=tmp_path, epochs=2)
+
+
+def test_resume_at_the_total_does_nothing_more(tiny_data, tmp_path):
+    first = fit(_config(tiny_data, tmp_path, epochs=2))
+    again = fit(resume=tmp_path / "run")
+    assert again.epochs == 2 and again.steps == first.steps and _same_weights(first.model, again.model)
+
+
+def test_toml_round_trip(tiny_data):
+    config = TrainConfig(data=[tiny_data], model={"name": "vpt", "seq_len": 3, "skew_sym": False},
+                         optimizer_kwargs={"betas": [0.9, 0.999]}, time_limit=12.5, lr_min=1e-7)
+    again = TrainConfig.from_dict(tomllib.loads(config.to_toml()))
+    assert again == config
+
+
+def test_ddp_helpers_are_noops_in_one_process(monkeypatch):
+    from vpintegrator import _ddp
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    info = _ddp.setup("cpu")
+    assert not info.enabled and info.is_main
+    t = torch.ones(2)
+    assert torch.equal(_ddp.all_reduce(t, info), torch.ones(2))
+    _ddp.teardown(info)
+    assert os.environ.get("WORLD_SIZE") is None
