@@ -135,8 +135,9 @@ class MultiHeadAttention(nn.Module):
     The seed's column softmax (normalising each column n of K_iᵀQ_i over m) is this softmax over the key
     axis. The scale is √dim, the full dimension, as in GML. No output projection, no biases.
     ``stiefel=True`` keeps every P on the Stiefel manifold (orthonormal columns, Pᵀ P = I) with
-    ``torch.nn.utils.parametrizations.orthogonal``: the parameter is unconstrained and P is computed
-    from it, so the constraint holds after any optimiser step.
+    ``torch.nn.utils.parametrizations.orthogonal(..., use_trivialization=False)`` (Householder map): the
+    parameter is unconstrained and P is computed from it at every use, so Pᵀ P = I holds after any optimiser
+    step, with no retraction to call.
 
     ``form="standard"`` (seeds 001/003; what ``torch.nn.MultiheadAttention`` computes): Q = X W_qᵀ + b_q,
     K, V likewise (``in_proj_weight`` (3 dim, dim), ``in_proj_bias`` (3 dim,)), per head softmax(Q_i K_iᵀ /
@@ -186,7 +187,9 @@ class MultiHeadAttention(nn.Module):
             self.value = nn.ModuleList(_Projection(dim, self.d_head) for _ in range(n_heads))
             if stiefel:
                 for proj in (*self.query, *self.key, *self.value):
-                    nn.utils.parametrizations.orthogonal(proj, "weight")
+                    # without trivialization P is recomputed from the free parameter in the current dtype,
+                    # so it is orthonormal to that dtype's rounding (also after .double())
+                    nn.utils.parametrizations.orthogonal(proj, "weight", use_trivialization=False)
         else:
             self.in_proj_weight = nn.Parameter(glorot_uniform_(torch.empty(3 * dim, dim), 4 * dim))
             self.in_proj_bias = nn.Parameter(torch.zeros(3 * dim))
