@@ -651,6 +651,11 @@ def _format_row(row: dict[str, float]) -> str:
 # the trainer
 
 
+def _label(name: str):
+    """A ``torch.profiler`` region (near-free when no profiler runs): names the phases in profiles."""
+    return torch.profiler.record_function(name)
+
+
 def _model_api():
     from . import models
 
@@ -880,8 +885,10 @@ class _Trainer:
         empty = idx.numel() == 0
         if empty:  # a rank with nothing in a small last batch still joins DDP's gradient all-reduce
             idx = self._last_global_batch[:1]
-        x, target = self.train_set.batch(idx)
-        pred = self.net(x)
+        with _label("vp/gather"):
+            x, target = self.train_set.batch(idx)
+        with _label("vp/forward"):
+            pred = self.net(x)
         num = (pred - target).square().sum()
         den = target.square().sum()
         if empty:
@@ -903,7 +910,8 @@ class _Trainer:
             def closure() -> torch.Tensor:
                 self.optimizer.zero_grad(set_to_none=True)
                 loss, reported, stop = self._batch_loss(idx, flag)
-                loss.backward()
+                with _label("vp/backward"):
+                    loss.backward()
                 holder.setdefault("reported", reported)
                 holder.setdefault("stop", stop)
                 return reported
@@ -913,8 +921,10 @@ class _Trainer:
         else:
             self.optimizer.zero_grad(set_to_none=True)
             loss, reported, stop = self._batch_loss(idx, flag)
-            loss.backward()
-            self.optimizer.step()
+            with _label("vp/backward"):
+                loss.backward()
+            with _label("vp/optimizer"):
+                self.optimizer.step()
         if self.config.schedule_per == "step":
             self.scheduler.step()
         self.step += 1
@@ -1012,7 +1022,8 @@ class _Trainer:
             self.epoch += 1
             self.batch_in_epoch = 0
             train_loss = self.loss_sum / max(self.loss_count, 1)
-            val_loss = self._validate()
+            with _label("vp/validate"):
+                val_loss = self._validate()
             self.last_train, self.last_val = train_loss, val_loss
             monitor = val_loss if self.val_set is not None else train_loss
             improved = math.isfinite(monitor) and (
@@ -1062,7 +1073,8 @@ class _Trainer:
             elif flags[1] > 0:
                 reason = "time_limit"
             if reason is not None or self.epoch % cfg.checkpoint_every == 0:
-                self._save()
+                with _label("vp/checkpoint"):
+                    self._save()
             if reason is not None:
                 return reason
         self._save()
