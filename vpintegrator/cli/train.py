@@ -70,7 +70,9 @@ def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_mi
 
     The run directory holds config.toml (resolved), best.pt and last.pt (load with
     vpintegrator.load_model or torch.load(weights_only=True)), log.csv
-    (epoch,train_loss,val_loss,lr,seconds) and summary.json.
+    (epoch,train_loss,val_loss,lr,seconds) and summary.json. Ctrl-C or SIGTERM save last.pt
+    and exit with status 130; --resume RUN_DIR then continues exactly. Several processes or GPUs:
+    torchrun --nproc_per_node=N -m vpintegrator.cli.train CONFIG.toml (--batch-size is global).
     """
     from ..training import TrainConfig, TrainingInterrupted, fit
     from ..errors import VPIntegratorError
