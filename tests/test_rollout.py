@@ -1,0 +1,350 @@
+"""The rollout engine: classical integrators, the exact flow, models, failures, streaming, volume."""
+
+from __future__ import annotations
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from vpintegrator.data import generate, load_spec
+from vpintegrator.errors import VPIntegratorError
+from vpintegrator.integrators import integrate, list_integrators
+from vpintegrator.models import build_model
+from vpintegrator.rollout import (
+    ExactFlowStep,
+    IntegratorStep,
+    ModelStep,
+    RolloutConfig,
+    StepMap,
+    initial_window,
+    read_rollout,
+    rollout,
+    run_rollouts,
+)
+
+# tolerance table (tests/conftest.py TOL): allclose float64 1e-12, det float64 1e-10
+DET64 = 1e-10
+DT = 0.2
+Y0 = np.array([[np.sin(1.1), 0.0, np.cos(1.1)], [0.0, np.sin(1.1), np.cos(1.1)], [0.6, 0.0, 0.8]])
+RIGID_METHODS = [m for m in list_integrators() if m != "stormer_verlet"]  # needs a separable H
+
+
+def small_vpt(dtype=torch.float64, seed=0, scale=1.0, **kw):
+    torch.manual_seed(seed)
+    cfg = dict(dim=3, seq_len=3, n_blocks=1, n_linear=1, L=2) | kw
+    model = build_model("vpt", **cfg).to(dtype)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(scale)
+    return model
+
+
+def paper_vpt(dtype=torch.float64):
+    """The paper's VPT configuration, randomly initialised; weights scaled by 0.1 so that rollouts on the
+    unit sphere stay bounded (an unscaled random VPT blows up within a few windows, where the Jacobian is
+    too ill-conditioned for a 1e-10 determinant check)."""
+    return small_vpt(dtype, n_blocks=2, L=3, scale=0.1)
+
+
+@pytest.fixture(scope="module")
+def data_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("data") / "rb.h5"
+    generate(load_spec("rigid_body", n_traj=3, t_end=2.0, dt=DT), out=path)
+    return path
+
+
+# --- classical integrators and the exact flow -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", RIGID_METHODS)
+@pytest.mark.parametrize("chunk_steps", [1, 7, 1024])
+def test_classical_rollout_equals_integrate_exactly(method, chunk_steps):
+    got = rollout(IntegratorStep("rigid_body", method, DT), Y0, 40, DT, chunk_steps=chunk_steps)
+    want = integrate("rigid_body", Y0, DT, 40, method=method)
+    assert np.array_equal(got.y, want.y)
+    assert np.array_equal(got.t, want.t)
+    assert (got.failed_step == -1).all()
+
+
+def test_coupled_oscillator_stormer_verlet_equals_integrate():
+    y0 = np.array([[1.0, 0.0, 2.0, 0.0]])
+    got = rollout(IntegratorStep("coupled_oscillator", "stormer_verlet", 0.4), y0, 30, 0.4)
+    want = integrate("coupled_oscillator", y0, 0.4, 30, method="stormer_verlet")
+    assert np.array_equal(got.y, want.y)
+
+
+def test_exact_flow_reproduces_reference(data_file):
+    from vpintegrator.data import read_trajectories
+
+    ref = read_trajectories(data_file)
+    got = rollout(ExactFlowStep("rigid_body", DT), ref.y[:, 0], ref.n_steps - 1, DT, chunk_steps=4)
+    # the flow is restarted every chunk; both solves are accurate to ~1e-12
+    np.testing.assert_allclose(got.y, ref.y, rtol=0, atol=1e-9)
+
+
+def test_initial_window_by_implicit_midpoint_is_integrate():
+    w = initial_window("rigid_body", Y0, DT, 3, method="implicit_midpoint")
+    assert np.array_equal(w, integrate("rigid_body", Y0, DT, 2, method="implicit_midpoint").y)
+    assert initial_window("rigid_body", Y0, DT, 1).shape == (3, 1, 3)
+
+
+# --- models ---------------------------------------------------------------------------------------------
+
+
+class ShiftModel(torch.nn.Module):
+    """A toy multi-step model with seq_len != pred_window: next states = last state + k * (0.01, 0, 0)."""
+
+    def __init__(self, seq_len=2, pred_window=3):
+        super().__init__()
+        self.dim, self.seq_len, self.pred_window = 3, seq_len, pred_window
+        self.scale = torch.nn.Parameter(torch.tensor(0.01, dtype=torch.float64))
+
+    def forward(self, x):  # (batch, seq_len, dim) -> (batch, pred_window, dim)
+        k = torch.arange(1, self.pred_window + 1, dtype=x.dtype)[None, :, None]
+        step = torch.zeros(3, dtype=x.dtype)
+        step[0] = 1.0
+        return x[:, -1:, :] + self.scale * k * step + 0.1 * x[:, :1, :].sin()
+
+
+def slow_rollout(model, window, n_steps, overlap):
+    """Obviously correct window iteration, one list element per state."""
+    states = [torch.as_tensor(window[:, i]) for i in range(window.shape[1])]
+    T, P = model.seq_len, model.pred_window
+    with torch.no_grad():
+        while len(states) < n_steps + 1:
+            x = torch.stack(states[-T:], dim=1).to(next(model.parameters()).dtype)
+            pred = model(x).double()
+            states += [pred[:, 0]] if overlap else [pred[:, i] for i in range(P)]
+    return torch.stack(states[: n_steps + 1], dim=1).numpy()
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("make", [lambda: small_vpt(), lambda: ShiftModel(2, 3), lambda: ShiftModel(3, 1)])
+def test_model_rollout_equals_slow_window_loop(make, overlap, jit):
+    model = make()
+    window = initial_window("rigid_body", Y0, DT, model.seq_len)
+    got = rollout(ModelStep(model, "cpu", overlap=overlap, jit=jit), window, 23, DT, chunk_steps=5, blowup=1e12)
+    want = slow_rollout(model, window, 23, overlap)
+    np.testing.assert_allclose(got.y, want, rtol=0, atol=1e-12)
+    assert got.y.dtype == np.float64
+
+
+def test_float32_model_runs_in_float32_and_stores_float64():
+    model = small_vpt(torch.float32)
+    window = initial_window("rigid_body", Y0, DT, 3)
+    step = ModelStep(model, "cpu")
+    got = rollout(step, window, 30, DT)
+    assert step.dtype == torch.float32 and got.y.dtype == np.float64
+    predicted = got.y[:, 3:]  # the first window is given in float64
+    assert np.array_equal(predicted, predicted.astype(np.float32).astype(np.float64), equal_nan=True)
+    assert got.meta["dtype"] == "float32"
+
+
+def test_jit_trace_equals_eager():
+    model = small_vpt(torch.float32)
+    window = initial_window("rigid_body", Y0, DT, 3)
+    eager = rollout(ModelStep(model, "cpu", jit=False), window, 60, DT)
+    traced = ModelStep(model, "cpu", jit=True)
+    jit = rollout(traced, window, 60, DT)
+    assert jit.meta["runner"] != "eager"
+    np.testing.assert_array_equal(jit.y, eager.y)
+
+
+# --- failures -------------------------------------------------------------------------------------------
+
+
+class NaNAt(StepMap):
+    """A step map that copies its state and yields NaN for row ``row`` from step ``k`` on."""
+
+    kind = "integrator"
+
+    def __init__(self, row, k, dim=3):
+        self.row, self.k, self.dim = row, k, dim
+
+    def start(self, window0, limit):
+        self.y0 = window0[:, -1].copy()
+        self.step = 0
+
+    def generate(self, n):
+        out = np.repeat(self.y0[:, None], n, axis=1)
+        steps = self.step + 1 + np.arange(n)
+        out[self.row, steps >= self.k] = np.nan
+        self.step += n
+        return out
+
+    def reset(self, rows):
+        pass
+
+    def log_abs_det_jacobian(self, windows):
+        return np.zeros(len(windows))
+
+
+@pytest.mark.parametrize("chunk_steps", [1, 4, 100])
+def test_nan_detection_records_failure_step(chunk_steps):
+    res = rollout(NaNAt(row=1, k=13), Y0, 30, DT, chunk_steps=chunk_steps)
+    assert res.failed_step.tolist() == [-1, 13, -1]
+    assert np.isnan(res.y[1, 13:]).all() and np.isfinite(res.y[1, :13]).all()
+    assert np.isfinite(res.y[[0, 2]]).all()
+    assert res.n_failed == 1
+
+
+def test_blowup_is_a_failure_and_the_trajectory_stays_frozen():
+    y0 = Y0 * 3.0
+    res = rollout(IntegratorStep("rigid_body", "euler", 1.0), y0, 400, 1.0, blowup=10.0, chunk_steps=16)
+    assert (res.failed_step > 0).all()
+    for i, k in enumerate(res.failed_step):
+        assert np.isnan(res.y[i, k:]).all()
+        assert (np.linalg.norm(res.y[i, :k], axis=-1) <= 10.0 * np.linalg.norm(y0[i])).all()
+
+
+def test_model_nan_is_detected():
+    model = ShiftModel(2, 2)
+    with torch.no_grad():
+        model.scale.fill_(float("nan"))
+    window = initial_window("rigid_body", Y0, DT, 2)
+    res = rollout(ModelStep(model, "cpu", jit=False), window, 10, DT)
+    assert res.failed_step.tolist() == [2, 2, 2]
+
+
+# --- streaming ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make", [lambda: IntegratorStep("rigid_body", "rk4", DT), lambda: ModelStep(small_vpt(torch.float32), "cpu")])
+def test_streaming_to_hdf5_equals_in_memory(tmp_path, make):
+    n_steps = 3000
+    window = initial_window("rigid_body", Y0, DT, make().seq_len)
+    mem = rollout(make(), window, n_steps, DT)
+    with h5py.File(tmp_path / "s.h5", "w") as f:
+        ds = f.create_dataset("y", shape=(3, n_steps + 1, 3), dtype="f8", chunks=(3, 128, 3))
+        chunks = []
+        res = rollout(make(), window, n_steps, DT, sink=ds, chunk_steps=128, callback=lambda k0, c: chunks.append(c.shape[1]))
+        assert res.y is None
+        assert max(chunks) <= 128 and sum(chunks) == n_steps + 1  # never more than one chunk at a time
+        np.testing.assert_array_equal(ds[:], mem.y, strict=False)
+
+
+def test_engine_input_errors():
+    step = ModelStep(small_vpt(), "cpu")
+    window = initial_window("rigid_body", Y0, DT, 3)
+    with pytest.raises(VPIntegratorError, match="n_steps"):
+        rollout(step, window, 2, DT)
+    with pytest.raises(VPIntegratorError, match="window0 must have shape"):
+        rollout(step, Y0, 10, DT)
+    with pytest.raises(VPIntegratorError, match="valid methods"):
+        IntegratorStep("rigid_body", "leapfrog", DT)
+
+
+# --- volume ---------------------------------------------------------------------------------------------
+
+
+def _cum_log_det(step, window, n_steps):
+    from vpintegrator.metrics import VolumeStream
+
+    vol = VolumeStream(step.log_abs_det_jacobian, window.shape[0], step.seq_len, step.advance, n_steps)
+    rollout(step, window, n_steps, DT, callback=lambda k0, c: vol.update(c), chunk_steps=17)
+    return vol
+
+
+@pytest.mark.parametrize(
+    "make, preserves",
+    [
+        (lambda: IntegratorStep("rigid_body", "splitting", DT), True),
+        (lambda: ModelStep(paper_vpt(), "cpu"), True),
+        (lambda: IntegratorStep("rigid_body", "rk4", DT), False),
+        (lambda: IntegratorStep("rigid_body", "implicit_midpoint", DT), False),
+        # overlapping windows X -> [X[1:], f(X)[0]] are not volume preserving even when f is
+        (lambda: ModelStep(paper_vpt(), "cpu", overlap=True), False),
+    ],
+)
+def test_volume_metric(make, preserves):
+    step = make()
+    window = initial_window("rigid_body", Y0, DT, step.seq_len)
+    vol = _cum_log_det(step, window, 60)
+    assert vol._next_map == vol.n_maps  # every map was measured
+    assert np.isfinite(vol.max_abs_cum).all()
+    if preserves:
+        assert vol.max_abs_cum.max() <= DET64
+    else:
+        assert vol.max_abs_cum.min() > 1e-6
+
+
+def test_volume_of_float32_model_is_measured_in_float64():
+    step = ModelStep(paper_vpt(torch.float32), "cpu")
+    window = initial_window("rigid_body", Y0, DT, 3)
+    vol = _cum_log_det(step, window, 30)
+    assert vol.max_abs_cum.max() <= DET64
+
+
+# --- run_rollouts / read_rollout ------------------------------------------------------------------------
+
+
+def test_run_rollouts_writes_everything_and_reads_back(tmp_path, data_file):
+    from vpintegrator.models import save_model
+
+    save_model(small_vpt(torch.float32), tmp_path / "run" / "best.pt")
+    cfg = RolloutConfig(
+        data=data_file, out=tmp_path / "ro.h5", models=[str(tmp_path / "run")],
+        integrators=["implicit_midpoint,rk4", "splitting"], t_end=6.0, chunk_steps=8,
+    )
+    report = run_rollouts(cfg)
+    assert [r["method"] for r in report.rows] == ["implicit_midpoint", "rk4", "splitting", "run"]
+    assert report.csv.exists() and report.markdown.exists()
+    res = read_rollout(report.out)
+    assert res.t.shape == (31,) and res.reference.y.shape == (3, 31, 3)
+    # inside the data the reference is the file; beyond it, the DOP853 flow continued
+    from vpintegrator.data import read_trajectories, solve_flow
+
+    ref = read_trajectories(data_file)
+    np.testing.assert_array_equal(res.reference.y[:, :11], ref.y)
+    exact = solve_flow("rigid_body", ref.y[:, 0], res.t)
+    np.testing.assert_allclose(res.reference.y, exact, atol=1e-9)
+    # every method equals the same rollout done in memory
+    im = res.methods["implicit_midpoint"]
+    np.testing.assert_array_equal(im.y, integrate("rigid_body", ref.y[:, 0], DT, 30, method="implicit_midpoint").y)
+    np.testing.assert_allclose(im.rel_error, np.linalg.norm(im.y - res.reference.y, axis=-1) / np.linalg.norm(res.reference.y, axis=-1))
+    assert im.attrs["kind"] == "integrator" and res.methods["run"].kind == "model"
+    assert res.methods["run"].attrs["init"] == "reference"
+    np.testing.assert_array_equal(res.methods["run"].y[:, :3], ref.y[:, :3])
+    assert res.methods["splitting"].cum_log_det_J.shape == (3, 30)
+    assert np.abs(res.methods["splitting"].cum_log_det_J).max() <= DET64
+    assert res.methods["run"].map_t.tolist() == pytest.approx(DT * np.array([5, 8, 11, 14, 17, 20, 23, 26, 29, 30]))
+    row = {r["method"]: r for r in report.rows}
+    assert set(row["rk4"]) >= {"final_rel_error", "valid_time", "max_rel_drift_energy", "max_rel_drift_casimir",
+                               "max_abs_cum_log_det_J", "seconds_per_step", "failed"}
+    assert row["implicit_midpoint"]["max_rel_drift_casimir"] < 1e-12
+
+
+def test_run_rollouts_init_by_implicit_midpoint(tmp_path, data_file):
+    cfg = RolloutConfig(
+        data=data_file, out=tmp_path / "ro.h5", models=[("vpt", small_vpt(torch.float32))], init="implicit_midpoint",
+        traj=[2, 0], volume=False,
+    )
+    run_rollouts(cfg)
+    res = read_rollout(tmp_path / "ro.h5")
+    assert res.traj_index.tolist() == [2, 0]
+    w = initial_window("rigid_body", res.reference.y[:, 0], DT, 3)
+    np.testing.assert_array_equal(res.methods["vpt"].y[:, :3], w)
+    assert res.methods["vpt"].log_det_J is None
+
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(integrators=["rk4,leapfrog"]), "valid: euler, rk4"),
+        (dict(models=[("m", build_model("vpt", dim=4, seq_len=3))]), "model dim 4 does not match"),
+        (dict(models=[("m", small_vpt())], t_end=0.4), "shorter than seq_len = 3"),
+        (dict(models=["/no/such/run"]), "no such checkpoint"),
+        (dict(integrators=["rk4"], traj=[0, 3]), "--traj index 3 is out of range"),
+        (dict(integrators=["rk4"], n_traj=9), "--n-traj"),
+        (dict(integrators=["rk4"], init="magic"), "--init 'magic' is unknown"),
+        (dict(integrators=["rk4,rk4"]), "used twice"),
+        (dict(), "nothing to roll out"),
+    ],
+)
+def test_run_rollouts_bad_inputs(tmp_path, data_file, kw, match):
+    with pytest.raises(VPIntegratorError, match=match) as info:
+        run_rollouts(RolloutConfig(data=data_file, out=tmp_path / "x.h5", **kw))
+    assert "\n" not in str(info.value)
+    assert not (tmp_path / "x.h5").exists()
