@@ -106,7 +106,10 @@ def window_jacobian(model: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
         return y.reshape(seq * dim)  # (1, seq, dim) -> (seq·dim,)
 
     flat = inputs.reshape(batch, seq * dim)  # (batch, seq, dim) -> (batch, seq·dim)
-    return torch.func.vmap(torch.func.jacrev(window_map))(flat)
+    # enable_grad: under an outer no_grad, vmap(jacrev(.)) through torch.linalg.solve returns wrong
+    # Jacobians in torch 2.13 (observed: off by 1e8), so never let an outer no_grad leak in
+    with torch.enable_grad():
+        return torch.func.vmap(torch.func.jacrev(window_map))(flat)
 
 
 def window_chain(model: nn.Module) -> list[nn.Module]:
@@ -146,11 +149,12 @@ def jacobian_slogdet(
     sign = torch.ones(inputs.shape[0], dtype=inputs.dtype, device=inputs.device)
     logabsdet = torch.zeros_like(sign)
     x = inputs
-    with torch.no_grad():
-        for layer in window_chain(model):
-            s, ld = torch.linalg.slogdet(window_jacobian(layer, x))
-            sign, logabsdet = sign * s, logabsdet + ld
+    for layer in window_chain(model):
+        s, ld = torch.linalg.slogdet(window_jacobian(layer, x))
+        sign, logabsdet = sign * s, logabsdet + ld
+        with torch.no_grad():
             x = layer(x)  # (batch, seq, dim): input of the next layer
+    with torch.no_grad():
         reference = model(inputs)
     if not torch.allclose(x, reference, rtol=1e-5, atol=1e-6 * (1 + float(reference.abs().max()))):
         raise VPIntegratorError(
@@ -202,6 +206,7 @@ def audit_volume(
     scale: float = 1.0,
     seed: int = 0,
     method: str = "full",
+    seq: int | None = None,
 ) -> VolumeAudit:
     """det J of the window map over a batch of inputs.
 
@@ -210,7 +215,7 @@ def audit_volume(
     model : nn.Module
         Left unchanged; a copy is cast to ``dtype``/``device`` (``None`` keeps the model's).
     inputs : Tensor, shape (batch, seq, dim), optional
-        Default :func:`random_inputs` (``n``, ``scale``, ``seed``).
+        Default :func:`random_inputs` (``n``, ``seq``, ``scale``, ``seed``).
     method : {"full", "chain"}
         Whole-map Jacobian or product over the layer chain (module docstring).
 
@@ -222,7 +227,7 @@ def audit_volume(
     if inputs is None:
         p = next(work.parameters(), None)
         inputs = random_inputs(
-            work, n, dtype=p.dtype if p is not None else torch.float64,
+            work, n, seq=seq, dtype=p.dtype if p is not None else torch.float64,
             device=p.device if p is not None else None, scale=scale, seed=seed,
         )
     else:
@@ -243,13 +248,16 @@ def assert_volume_preserving(
     scale: float = 1.0,
     seed: int = 0,
     method: str = "full",
+    seq: int | None = None,
 ) -> VolumeAudit:
     """Assert |det J − 1| ≤ atol for the window map of ``model`` at every input.
 
     Parameters as :func:`audit_volume`. Raises ``AssertionError`` naming the worst |det J − 1| and the input
     that produced it; returns the :class:`VolumeAudit` otherwise.
     """
-    audit = audit_volume(model, inputs, n=n, dtype=dtype, device=device, scale=scale, seed=seed, method=method)
+    audit = audit_volume(
+        model, inputs, n=n, dtype=dtype, device=device, scale=scale, seed=seed, method=method, seq=seq
+    )
     if not audit.max_error <= atol:  # also catches NaN
         worst = int(audit.error.argmax())
         raise AssertionError(

@@ -1,0 +1,319 @@
+"""Models: parameter counts, registry, volume preservation, permutation behaviour, dtypes, model files."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import vpintegrator.models as models_module
+from vpintegrator.errors import VPIntegratorError
+from vpintegrator.models import (
+    StandardTransformerIntegrator,
+    VolumePreservingFeedForward,
+    VolumePreservingTransformer,
+    build_model,
+    count_parameters,
+    list_models,
+    list_pretrained,
+    load_checkpoint,
+    load_model,
+    save_model,
+)
+from vpintegrator.nn import VolumePreservingLowerLayer, VolumePreservingUpperLayer
+from vpintegrator.testing import assert_volume_preserving, audit_volume
+
+DET64 = 1e-10
+PAPER = {
+    "vpff": dict(dim=3, n_blocks=6),
+    "vpt": dict(dim=3, seq_len=3, n_blocks=2, n_linear=1, L=3),
+    "vpt_arbitrary": dict(dim=3, seq_len=3, n_blocks=2, n_linear=1, L=3, skew_sym=False),
+    "st": dict(dim=3, seq_len=3, n_heads=1, n_blocks=2, L=3, add_connection=False),
+}
+PAPER_COUNTS = {"vpff": 135, "vpt": 162, "vpt_arbitrary": 180, "st": 189}
+
+
+def paper_model(key: str, dtype=torch.float64, seed: int = 0):
+    torch.manual_seed(seed)
+    return build_model(key.split("_")[0], **PAPER[key]).to(dtype)
+
+
+def windows(n, seq, dim, dtype=torch.float64, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(n, seq, dim, generator=gen, dtype=torch.float64).to(dtype)
+
+
+@pytest.mark.parametrize("key", PAPER_COUNTS)
+def test_paper_parameter_counts(key):
+    assert count_parameters(paper_model(key)) == PAPER_COUNTS[key]
+
+
+@pytest.mark.parametrize("dim, n_blocks, n_linear", [(2, 1, 1), (3, 6, 1), (4, 2, 3), (5, 1, 2)])
+def test_vpff_parameter_formula(dim, n_blocks, n_linear):
+    m = dim * (dim - 1) // 2
+    expected = n_blocks * ((2 * n_linear + 2) * m + 3 * dim) + dim * dim
+    assert count_parameters(VolumePreservingFeedForward(dim, n_blocks, n_linear)) == expected
+
+
+def test_vpff_layer_order_is_gml():
+    net = VolumePreservingFeedForward(3, n_blocks=2, n_linear=2)
+    kinds = [
+        ("L" if isinstance(layer, VolumePreservingLowerLayer) else "U", layer.activation, layer.bias is not None)
+        for layer in net.layers
+    ]
+    block = [
+        ("L", "identity", False), ("U", "identity", False),  # the extra (n_linear − 1) linear pair
+        ("L", "identity", False), ("U", "identity", True),
+        ("L", "tanh", True), ("U", "tanh", True),
+    ]
+    assert kinds == block * 2 + [("L", "identity", False), ("U", "identity", True)]
+    upper_first = VolumePreservingFeedForward(3, init_upper=True)
+    assert isinstance(upper_first.layers[0], VolumePreservingUpperLayer)
+
+
+def test_vpt_units_are_attention_then_full_vpff():
+    vpt = paper_model("vpt")
+    assert len(vpt.blocks) == 3
+    for unit in vpt.blocks:
+        assert unit.attention.skew_sym
+        assert count_parameters(unit.feedforward) == 51  # 2 blocks · 21 + final linear pair 9
+
+
+def test_registry_and_config_round_trip():
+    assert list_models() == ["st", "vpff", "vpt"]
+    for key in PAPER:
+        model = paper_model(key)
+        assert model.config["name"] == key.split("_")[0]
+        rebuilt = build_model(**model.config)
+        assert type(rebuilt) is type(model) and rebuilt.config == model.config
+        assert (model.dim, model.seq_len, model.pred_window) == (
+            3, PAPER[key].get("seq_len", 1), PAPER[key].get("seq_len", 1)
+        )
+
+
+@pytest.mark.parametrize("key", PAPER)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_forward_shape_and_dtype(key, dtype):
+    model = paper_model(key, dtype)
+    x = windows(5, model.seq_len, 3, dtype)
+    y = model(x)
+    assert y.shape == (5, model.pred_window, 3) and y.dtype == dtype
+
+
+@pytest.mark.parametrize("key", PAPER)
+def test_float32_agrees_with_float64(key):
+    m64 = paper_model(key)
+    m32 = build_model(**m64.config)
+    m32.load_state_dict({k: v.float() for k, v in m64.state_dict().items()})
+    x = windows(64, m64.seq_len, 3)
+    y64 = m64(x).detach()
+    torch.testing.assert_close(m32(x.float()).double(), y64, rtol=1e-4, atol=1e-4 * (1 + float(y64.abs().max())))
+
+
+def test_vpff_acts_on_each_state_independently():
+    model = paper_model("vpff")
+    x = windows(4, 5, 3)
+    torch.testing.assert_close(model(x), torch.cat([model(x[:, i : i + 1]) for i in range(5)], dim=1), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dim, seq", [(2, 2), (3, 1), (3, 3), (3, 5), (4, 3), (5, 4)])
+def test_vpff_is_volume_preserving(dim, seq):
+    torch.manual_seed(dim + seq)
+    model = VolumePreservingFeedForward(dim, n_blocks=3, n_linear=2).double()
+    assert_volume_preserving(model, windows(32, seq, dim), atol=DET64)
+
+
+@pytest.mark.parametrize("dim, seq", [(2, 2), (3, 3), (3, 5), (4, 3), (5, 4), (3, 7)])
+def test_vpt_is_volume_preserving(dim, seq):
+    # det J as the product of the layers' determinants, each at its actual input: the whole-map
+    # determinant of a deep random VPT carries eps·cond(J) rounding (cond up to ~1e7, see
+    # vpintegrator.testing), the per-layer ones do not
+    torch.manual_seed(dim * seq)
+    model = VolumePreservingTransformer(dim, seq, n_blocks=1, L=2).double()
+    assert_volume_preserving(model, windows(32, seq, dim), atol=DET64, method="chain")
+
+
+@pytest.mark.parametrize("dim, seq", [(3, 3), (4, 2), (3, 5)])
+def test_one_unit_vpt_whole_map_determinant(dim, seq):
+    torch.manual_seed(0)
+    model = VolumePreservingTransformer(dim, seq).double()
+    assert_volume_preserving(model, windows(32, seq, dim), atol=DET64, method="full")
+
+
+def test_paper_vpt_is_volume_preserving():
+    assert_volume_preserving(paper_model("vpt"), n=64, atol=DET64, method="chain")
+
+
+def test_arbitrary_vpt_and_st_are_not_volume_preserving():
+    for key in ("vpt_arbitrary", "st"):
+        assert audit_volume(paper_model(key), n=32).median_error > 1e-3
+
+
+@pytest.mark.parametrize("key, equivariant", [("vpt", True), ("st", True), ("vpff", True), ("vpt_arbitrary", False)])
+def test_permutation_along_seq(key, equivariant):
+    model = paper_model(key)
+    x = windows(16, 3, 3)
+    perm = torch.tensor([2, 0, 1])
+    diff = (model(x[:, perm]) - model(x)[:, perm]).abs().max()
+    assert (diff < 1e-12) == equivariant
+
+
+# ---------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: build_model("transformer", dim=3), "unknown model 'transformer'; valid names: st, vpff, vpt"),
+        (lambda: build_model("vpt", dim=3), "missing required key 'seq_len'"),
+        (lambda: build_model("vpt", dim=3, seq_len=3, n_layers=2), "unknown key 'n_layers'; valid keys: dim, seq_len"),
+        (lambda: build_model("vpff", dim=3, activation="relu"), "activation: expected one of"),
+        (lambda: build_model("vpt", dim=3, seq_len=0), "seq_len: expected an integer >= 1, got 0"),
+        (lambda: build_model("st", dim=3, n_heads=2), "n_heads: must divide dim = 3"),
+        (lambda: build_model("st", dim=3, form="x"), "form: expected one of gml, standard"),
+        (lambda: build_model("vpt", dim=2.5, seq_len=3), "dim: expected an integer >= 1, got 2.5"),
+    ],
+)
+def test_bad_config_is_a_clear_error(call, match):
+    with pytest.raises(VPIntegratorError, match=match):
+        call()
+
+
+@pytest.mark.parametrize("key", ["vpt", "st"])
+@pytest.mark.parametrize(
+    "shape, match",
+    [
+        ((3, 3), r"expected input of shape \(batch, seq_len=3, dim=3\), got \(3, 3\); add a batch axis"),
+        ((2, 4, 3), r"got \(2, 4, 3\)"),
+        ((2, 3, 4), r"got \(2, 3, 4\)"),
+    ],
+)
+def test_wrong_input_shape_names_expected_and_got(key, shape, match):
+    with pytest.raises(VPIntegratorError, match=match):
+        paper_model(key, torch.float32)(torch.zeros(shape))
+
+
+def test_wrong_input_dtype_is_a_clear_error():
+    with pytest.raises(VPIntegratorError, match="input is torch.float64 .* parameters are torch.float32"):
+        paper_model("vpt", torch.float32)(windows(2, 3, 3))
+
+
+# ---------------------------------------------------------------- model files
+
+
+@pytest.mark.parametrize("key", PAPER)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_save_load_round_trip(tmp_path, key, dtype):
+    model = paper_model(key, dtype)
+    path = save_model(model, tmp_path / "model.pt", extra={"epoch": 7})
+    loaded = load_model(path)
+    assert loaded.config == model.config
+    assert next(loaded.parameters()).dtype == dtype
+    assert (loaded.dim, loaded.seq_len, loaded.pred_window) == (model.dim, model.seq_len, model.pred_window)
+    x = windows(8, model.seq_len, 3, dtype)
+    assert torch.equal(loaded(x), model(x))
+    payload = load_checkpoint(path)
+    assert payload["format"] == "vpintegrator-model" and payload["version"] == 1 and payload["epoch"] == 7
+    assert "vpintegrator_version" in payload
+
+
+def test_round_trip_stiefel_and_standard_forms(tmp_path):
+    for config in (dict(stiefel=True, n_heads=3), dict(form="standard", n_heads=3, add_connection=True)):
+        torch.manual_seed(0)
+        model = build_model("st", dim=3, **config)
+        loaded = load_model(save_model(model, tmp_path / "st.pt"))
+        x = windows(4, 3, 3, torch.float32)
+        assert torch.equal(loaded(x), model(x))
+
+
+def test_file_is_plain_weights(tmp_path):
+    path = save_model(paper_model("vpt"), tmp_path / "m.pt")
+    payload = torch.load(path, weights_only=True)
+    assert set(payload) == {"format", "version", "config", "state_dict", "vpintegrator_version"}
+
+
+def test_run_directory_prefers_best_then_last(tmp_path):
+    a, b = paper_model("vpt", seed=1), paper_model("vpt", seed=2)
+    save_model(a, tmp_path / "last.pt")
+    x = windows(2, 3, 3)
+    assert torch.equal(load_model(tmp_path)(x), a(x))
+    save_model(b, tmp_path / "best.pt")
+    assert torch.equal(load_model(tmp_path)(x), b(x))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(VPIntegratorError, match="without best.pt or last.pt"):
+        load_model(tmp_path / "empty")
+
+
+def test_save_is_atomic_and_keeps_the_old_file_on_failure(tmp_path, monkeypatch):
+    path = save_model(paper_model("vpt", seed=1), tmp_path / "m.pt")
+    before = path.read_bytes()
+
+    def failing_save(obj, f):
+        with open(f, "wb") as fh:
+            fh.write(b"partial")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", failing_save)
+    with pytest.raises(KeyboardInterrupt):
+        save_model(paper_model("vpt", seed=2), path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["m.pt"]
+
+
+def test_save_rejects_reserved_extra_keys_and_foreign_modules(tmp_path):
+    with pytest.raises(VPIntegratorError, match="extra key 'config' is reserved"):
+        save_model(paper_model("vpt"), tmp_path / "m.pt", extra={"config": {}})
+    with pytest.raises(VPIntegratorError, match="has no registry config"):
+        save_model(torch.nn.Linear(3, 3), tmp_path / "m.pt")
+
+
+def test_load_errors_name_the_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="missing.pt"):
+        load_model(tmp_path / "missing.pt")
+    junk = tmp_path / "junk.pt"
+    junk.write_text("not a checkpoint")
+    with pytest.raises(VPIntegratorError, match="junk.pt: cannot be read"):
+        load_model(junk)
+    other = tmp_path / "other.pt"
+    torch.save({"state_dict": {}}, other)
+    with pytest.raises(VPIntegratorError, match="other.pt: not a vpintegrator model"):
+        load_model(other)
+    pickled = tmp_path / "pickled.pt"
+    torch.save({"format": "vpintegrator-model", "obj": torch.nn.Linear(2, 2)}, pickled)
+    with pytest.raises(VPIntegratorError, match="weights_only=True"):
+        load_model(pickled)
+    bad_config = tmp_path / "bad_config.pt"
+    save_model(paper_model("vpt"), bad_config)
+    payload = torch.load(bad_config, weights_only=True)
+    payload["config"]["L"] = 2
+    torch.save(payload, bad_config)
+    with pytest.raises(VPIntegratorError, match="bad_config.pt: key 'state_dict' does not match"):
+        load_model(bad_config)
+
+
+def test_pretrained_hook(tmp_path, monkeypatch):
+    with pytest.raises(VPIntegratorError, match="no pretrained model 'rigid_body_vpt'; available:"):
+        load_model("pretrained:rigid_body_vpt")
+    monkeypatch.setattr(models_module, "PRETRAINED_DIR", tmp_path)
+    model = paper_model("vpt")
+    save_model(model, tmp_path / "rigid_body_vpt.pt")
+    assert list_pretrained() == ["rigid_body_vpt"]
+    x = windows(2, 3, 3)
+    assert torch.equal(load_model("pretrained:rigid_body_vpt")(x), model(x))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("key", PAPER)
+def test_models_on_cuda_match_cpu_and_load_onto_cuda(tmp_path, key):
+    model = paper_model(key)
+    x = windows(16, model.seq_len, 3)
+    y = model(x)
+    torch.testing.assert_close(model.cuda()(x.cuda()).cpu(), y, rtol=0, atol=1e-10)
+    path = save_model(model, tmp_path / "m.pt")
+    loaded = load_model(path, map_location="cuda")
+    assert next(loaded.parameters()).is_cuda
+    torch.testing.assert_close(loaded(x.cuda()).cpu(), y, rtol=0, atol=1e-10)
+
+
+@pytest.mark.gpu
+def test_vpt_volume_preserving_on_cuda():
+    assert_volume_preserving(paper_model("vpt"), n=64, device="cuda", atol=DET64, method="chain")
