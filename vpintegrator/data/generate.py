@@ -8,6 +8,7 @@ produced, so data sets larger than memory are fine.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -188,8 +189,12 @@ def generate(
             for name, value in _relative_drift(system, y).items():
                 drift[name] = max(drift[name], value)
             sink(start, y)
+            # solve_ivp's solver is a reference cycle (solver <-> its wrapped fun) holding the stage
+            # arrays of the whole chunk; free it now, not whenever the cyclic GC next runs
+            del y
+            gc.collect()
             if progress is not None:
-                progress(start + y.shape[0], n_traj)
+                progress(min(start + chunk, n_traj), n_traj)
 
     def drift_meta() -> dict[str, float]:
         return {f"max_rel_drift_{name}": value for name, value in drift.items()}
