@@ -30,7 +30,7 @@ from torch import nn
 from ._io import atomic_path
 from ._version import __version__
 from .errors import VPIntegratorError
-from .nn._common import check_input, check_positive_int, get_activation
+from .nn._common import check_input, check_positive_int, from_planes, get_activation, to_planes
 from .nn.attention import MHA_FORMS, MultiHeadAttention, VolumePreservingAttention
 from .nn.feedforward import ResNetLayer, VolumePreservingLowerLayer, VolumePreservingUpperLayer
 
@@ -138,7 +138,13 @@ class VolumePreservingFeedForward(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x : (batch, seq, dim) -> (batch, seq, dim), each state mapped independently."""
         check_input(x, type(self).__name__, self.dim, like=_first_parameter(self))
-        return self.layers(x)
+        return from_planes(self._forward_planes(to_planes(x)))
+
+    def _forward_planes(self, xp: torch.Tensor) -> torch.Tensor:
+        """On contiguous xp (dim, seq, batch), layer after layer without changing layout."""
+        for layer in self.layers:
+            xp = layer._forward_planes(xp)
+        return xp
 
     def window_chain(self) -> list[nn.Module]:
         """The layers whose composition is ``forward`` (for :mod:`vpintegrator.testing`)."""
@@ -153,6 +159,9 @@ class _VPTBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.feedforward(self.attention(x))
+
+    def _forward_planes(self, xp: torch.Tensor) -> torch.Tensor:
+        return self.feedforward._forward_planes(self.attention._forward_planes(xp))
 
     def window_chain(self) -> list[nn.Module]:
         return [self.attention, self.feedforward]
@@ -214,7 +223,10 @@ class VolumePreservingTransformer(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x : (batch, seq_len, dim) -> (batch, seq_len, dim)."""
         check_input(x, type(self).__name__, self.dim, self.seq_len, like=_first_parameter(self))
-        return self.blocks(x)
+        xp = to_planes(x)  # (dim, seq_len, batch) between the layers
+        for block in self.blocks:
+            xp = block._forward_planes(xp)
+        return from_planes(xp)
 
     def window_chain(self) -> list[nn.Module]:
         """The units whose composition is ``forward`` (for :mod:`vpintegrator.testing`)."""

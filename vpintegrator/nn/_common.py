@@ -56,6 +56,21 @@ def check_input(
         )
 
 
+def to_planes(x: torch.Tensor) -> torch.Tensor:
+    """(batch, seq, dim) -> contiguous (dim, seq, batch): the internal "component planes" layout.
+
+    With the batch axis contiguous, the small (dim×dim) products become one wide matrix product
+    (dim, dim) @ (dim, seq·batch) and the per-component arithmetic runs on long contiguous vectors; on CPU
+    this is 2–10× faster than the (batch, seq, dim) layout for dim ≈ 3.
+    """
+    return x.permute(2, 1, 0).contiguous()  # (batch, seq, dim) -> (dim, seq, batch)
+
+
+def from_planes(xp: torch.Tensor) -> torch.Tensor:
+    """Contiguous (dim, seq, batch) -> contiguous (batch, seq, dim); inverse of :func:`to_planes`."""
+    return xp.permute(2, 1, 0).contiguous()  # (dim, seq, batch) -> (batch, seq, dim)
+
+
 def glorot_uniform_(tensor: torch.Tensor, fan: int) -> torch.Tensor:
     """Fill ``tensor`` in place with U(−√(6/fan), √(6/fan)) (Glorot uniform with fan_in + fan_out = fan)."""
     bound = math.sqrt(6.0 / fan)

@@ -14,8 +14,8 @@ import torch
 from torch import nn
 
 from ..errors import VPIntegratorError
-from ._common import check_input, check_positive_int, glorot_uniform_
-from .cayley import cayley
+from ._common import check_input, check_positive_int, from_planes, glorot_uniform_, to_planes
+from .cayley import cayley, cayley3_transpose_apply, resolve_cayley_method
 
 __all__ = ["VolumePreservingAttention", "MultiHeadAttention", "MHA_FORMS"]
 
@@ -43,7 +43,9 @@ class VolumePreservingAttention(nn.Module):
         Skew-symmetric weighting (volume preserving) or arbitrary weighting.
     cayley_method : str, optional
         Fixed Cayley implementation for this layer (``"closed"``, ``"solve"``, ``"inv"``, ``"auto"``);
-        ``None`` follows :func:`vpintegrator.nn.cayley_method`.
+        ``None`` follows :func:`vpintegrator.nn.cayley_method`. With the closed form and seq = 3 the
+        forward pass never forms Λ: it computes the three lower entries w of C and
+        Λᵀ X = 2 (X + w × X + w (wᵀ X)) / (1 + |w|²) − X  (:func:`~vpintegrator.nn.cayley.cayley3_transpose_apply`).
 
     Notes
     -----
@@ -106,8 +108,34 @@ class VolumePreservingAttention(nn.Module):
         -------
         Tensor, shape (batch, seq, dim)
         """
-        lam = self.orthogonal_matrix(x)  # (batch, seq, seq)
+        check_input(x, type(self).__name__, self.dim)
+        if self._seq3_fast_path(x.shape[1]):
+            return from_planes(self._forward_seq3_planes(to_planes(x)))
+        lam = cayley(self.correlation(x), self.cayley_method)  # (batch, seq, seq)
         return lam.mT @ x  # (batch, seq, seq)(batch, seq, dim) -> (batch, seq, dim): row form of Z Λ
+
+    def _seq3_fast_path(self, seq: int) -> bool:
+        return seq == 3 and resolve_cayley_method(self.cayley_method, 3) == "closed"
+
+    def _forward_planes(self, xp: torch.Tensor) -> torch.Tensor:
+        """The layer on contiguous xp of shape (dim, seq, batch) (the models' internal layout)."""
+        if self._seq3_fast_path(xp.shape[1]):
+            return self._forward_seq3_planes(xp)
+        x = from_planes(xp)  # (batch, seq, dim)
+        return to_planes(cayley(self.correlation(x), self.cayley_method).mT @ x)
+
+    def _forward_seq3_planes(self, xp: torch.Tensor) -> torch.Tensor:
+        """Fast path for seq = 3: the three lower entries of C only, and Λᵀ X without forming Λ."""
+        d, _, batch = xp.shape
+        v = (self.weight_matrix() @ xp.reshape(d, -1)).view(d, 3, batch)  # columns v_j = A z_j
+        # C_ij = z_i · (A z_j); lower entries (C₂₁, C₂₀, C₁₀), w = (C₂₁, C₀₂, C₁₀) = (C₂₁, −C₂₀, C₁₀)
+        c21 = (xp[:, 2] * v[:, 1]).sum(dim=0)  # (batch,)
+        c20 = (xp[:, 2] * v[:, 0]).sum(dim=0)
+        c10 = (xp[:, 1] * v[:, 0]).sum(dim=0)
+        w = torch.stack((c21, -c20, c10))  # (3, batch)
+        if not self.skew_sym:
+            w = w / math.sqrt(self.dim)
+        return cayley3_transpose_apply(w, xp)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, skew_sym={self.skew_sym}"

@@ -39,7 +39,7 @@ import torch
 
 from ..errors import VPIntegratorError
 
-__all__ = ["CAYLEY_METHODS", "cayley", "cayley_method", "get_cayley_method"]
+__all__ = ["CAYLEY_METHODS", "cayley", "cayley_method", "get_cayley_method", "resolve_cayley_method", "cayley3_transpose_apply"]
 
 CAYLEY_METHODS = ("auto", "closed", "solve", "inv")
 MAX_CLOSED_T = 5
@@ -78,6 +78,40 @@ def cayley_method(method: str) -> Iterator[None]:
         _default_method = previous
 
 
+def resolve_cayley_method(method: str | None, T: int) -> str:
+    """The concrete method (``"closed"``, ``"solve"`` or ``"inv"``) that :func:`cayley` uses for size T."""
+    method = _check_method(_default_method if method is None else method)
+    if method == "auto":
+        return "closed" if T <= MAX_CLOSED_T else "solve"
+    return method
+
+
+def cayley3_transpose_apply(w: torch.Tensor, xp: torch.Tensor) -> torch.Tensor:
+    """Λᵀ X for Λ = Cayley(S), S the 3×3 skew matrix with S v = w × v, without forming Λ.
+
+    Λᵀ = 2 (I + S)⁻ᵀ − I and (I + S)⁻ᵀ = (I + S + w wᵀ) / (1 + |w|²). In the seeds' columns (Z = Xᵀ,
+    output Z Λ) each row of Z — one component over the 3 time steps — maps as
+    z ↦ 2 (z + w × z + w (w·z)) / (1 + |w|²) − z.
+
+    Parameters
+    ----------
+    w : Tensor, shape (3, batch)
+        (S₂₁, S₀₂, S₁₀) per sample.
+    xp : Tensor, shape (dim, 3, batch)
+        The windows in the planes layout (``to_planes``).
+
+    Returns
+    -------
+    Tensor, shape (dim, 3, batch)
+        Λᵀ X in the planes layout.
+    """
+    wc = w.unsqueeze(0)  # (1, 3, batch): broadcast over dim
+    w_dot_z = (wc * xp).sum(dim=1, keepdim=True)  # (dim, 1, batch)
+    cross = torch.linalg.cross(wc.expand_as(xp), xp, dim=1)  # (dim, 3, batch): w × z along the time axis
+    denom = 1 + w.square().sum(dim=0)  # (batch,)
+    return 2 * (xp + cross + wc * w_dot_z) / denom - xp
+
+
 def cayley(C: torch.Tensor, method: str | None = None) -> torch.Tensor:
     """Cayley(C) = (I − C)(I + C)⁻¹ for a batch of square matrices.
 
@@ -95,10 +129,8 @@ def cayley(C: torch.Tensor, method: str | None = None) -> torch.Tensor:
     """
     if C.ndim < 2 or C.shape[-1] != C.shape[-2]:
         raise VPIntegratorError(f"cayley: C must have shape (..., T, T), got {tuple(C.shape)}")
-    method = _check_method(_default_method if method is None else method)
     T = C.shape[-1]
-    if method == "auto":
-        method = "closed" if T <= MAX_CLOSED_T else "solve"
+    method = resolve_cayley_method(method, T)
     if method == "closed":
         if T > MAX_CLOSED_T:
             raise VPIntegratorError(

@@ -1,7 +1,9 @@
 """Feed-forward layers that act on each state of a sequence independently (position-wise).
 
 Seed/GML formulas act on a column z ∈ ℝ^dim; our rows are x = zᵀ, so z ↦ z + σ(L z + b) becomes
-x ↦ x + σ(x Lᵀ + b) on (batch, seq, dim) tensors.
+x ↦ x + σ(x Lᵀ + b) on (batch, seq, dim) tensors. Internally the triangular layers compute in the
+(dim, seq, batch) "planes" layout, where it is literally z ↦ z + σ(L z + b) on all columns at once
+(``_forward_planes``; the models keep that layout between layers).
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._common import check_input, check_positive_int, get_activation, glorot_uniform_
+from ._common import check_input, check_positive_int, from_planes, get_activation, glorot_uniform_, to_planes
 
 __all__ = ["VolumePreservingLowerLayer", "VolumePreservingUpperLayer", "ResNetLayer"]
 
@@ -60,10 +62,16 @@ class _TriangularLayer(nn.Module):
         Tensor, shape (batch, seq, dim)
         """
         check_input(x, type(self).__name__, self.dim)
-        y = x @ self.matrix().mT  # (batch, seq, dim): row form of L z
-        if self.bias is not None:
-            y = y + self.bias
-        return x + self._sigma(y)
+        return from_planes(self._forward_planes(to_planes(x)))
+
+    def _forward_planes(self, xp: torch.Tensor) -> torch.Tensor:
+        """The layer on contiguous xp of shape (dim, seq, batch) (columns z): z ↦ z + σ(L z + b)."""
+        flat = xp.reshape(self.dim, -1)  # (dim, seq, batch) -> (dim, seq·batch), a view
+        if self.bias is None:
+            y = self.matrix() @ flat  # (dim, seq·batch)
+        else:
+            y = torch.addmm(self.bias[:, None], self.matrix(), flat)  # (dim, seq·batch): L z + b
+        return xp + self._sigma(y).view_as(xp)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, activation={self.activation!r}, bias={self.bias is not None}"
