@@ -60,6 +60,16 @@ def test_tiny_run_writes_file_and_prints_summary(tmp_path):
     assert "max relative invariant drift: energy" in result.output and "casimir" in result.output
 
 
+def test_paper_data_set(tmp_path):
+    out = tmp_path / "X.h5"
+    result = _run("rigid_body_paper", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    traj = read_trajectories(out)
+    assert traj.y.shape == (1238, 101, 3) and traj.meta["method"] == "dop853"
+    assert np.max(np.abs(np.linalg.norm(traj.y, axis=-1) - 1)) <= 1e-10
+    assert "y (1238, 101, 3) float64" in result.output
+
+
 def test_flags_override_the_spec(tmp_path):
     out = tmp_path / "o.h5"
     result = _run(
