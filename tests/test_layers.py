@@ -318,3 +318,17 @@ def test_layers_run_on_cuda(name):
 def test_skew_attention_volume_preserving_on_cuda():
     layer = made(VolumePreservingAttention, 3)
     assert_volume_preserving(layer, windows(64, 3, 3), device="cuda", atol=DET[torch.float64])
+
+
+@pytest.mark.parametrize("skew_sym", [True, False])
+@pytest.mark.parametrize("seq", [3, 4])  # 3: the seq-3 fast path; 4: the general closed form
+def test_gradcheck_vp_attention(skew_sym, seq):
+    layer = made(VolumePreservingAttention, 3, skew_sym=skew_sym)
+    x = windows(2, seq, 3, scale=0.7).requires_grad_()
+    assert torch.autograd.gradcheck(layer, (x,), eps=1e-6, atol=1e-8)
+    weight = layer.weight
+
+    def of_weight(w):
+        return torch.func.functional_call(layer, {"weight": w}, (x.detach(),))
+
+    assert torch.autograd.gradcheck(of_weight, (weight.detach().clone().requires_grad_(),), eps=1e-6, atol=1e-8)

@@ -317,3 +317,34 @@ def test_models_on_cuda_match_cpu_and_load_onto_cuda(tmp_path, key):
 @pytest.mark.gpu
 def test_vpt_volume_preserving_on_cuda():
     assert_volume_preserving(paper_model("vpt"), n=64, device="cuda", atol=DET64, method="chain")
+
+
+@pytest.mark.parametrize("key", ["vpff", "vpt", "vpt_arbitrary", "st"])
+def test_forward_equals_composition_of_public_layers(key):
+    # the models run VPFF/VPT in the internal (dim, seq, batch) layout; the layers' public forward
+    # uses (batch, seq, dim): both must be the same map
+    from vpintegrator.testing import window_chain
+
+    model = paper_model(key)
+    x = windows(32, model.seq_len, 3)
+    y = x
+    for layer in window_chain(model):
+        y = layer(y)
+    torch.testing.assert_close(model(x), y, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("key", ["vpt", "vpt_arbitrary"])
+def test_fast_cayley_path_equals_inv_baseline_in_the_model(key):
+    from vpintegrator.nn import cayley_method
+
+    model = paper_model(key)
+    x = windows(64, 3, 3)
+    with cayley_method("inv"):
+        slow = model(x)
+    torch.testing.assert_close(model(x), slow, rtol=1e-10, atol=1e-10)
+    slow.sum().backward()
+    grads_slow = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    model(x).sum().backward()
+    for g_fast, g_slow in zip((p.grad for p in model.parameters()), grads_slow):
+        torch.testing.assert_close(g_fast, g_slow, rtol=1e-8, atol=1e-8)
