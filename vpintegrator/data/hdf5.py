@@ -264,22 +264,26 @@ class TrajectoryWriter:
         self._y = None
 
     def __exit__(self, exc_type, exc, tb) -> bool:
+        incomplete = None
         try:
             if exc_type is None and not self._written.all():
                 missing = int((~self._written).sum())
                 first = int(np.argmin(self._written))
-                exc = VPIntegratorError(
+                incomplete = VPIntegratorError(
                     f"{self.path}: {missing} of {self.shape[0]} trajectories were never written (first: "
                     f"{first}); the file was not created"
                 )
-                exc_type, tb = VPIntegratorError, None
         finally:
             self._close()
-        if exc_type is None:
-            self._ctx.__exit__(None, None, None)
-            return False
-        self._ctx.__exit__(exc_type, exc, tb)  # removes the temporary file and re-raises
-        raise exc  # pragma: no cover - atomic_path always re-raises
+        if incomplete is not None:
+            try:
+                self._ctx.__exit__(VPIntegratorError, incomplete, None)  # removes the temporary file
+            except VPIntegratorError:
+                pass
+            raise incomplete
+        # on success renames the temporary file onto path; on an exception removes it (and we re-raise)
+        self._ctx.__exit__(exc_type, exc, tb)
+        return False
 
 
 def write_trajectories(path: str | os.PathLike, traj: Trajectories, *, compression: str = "gzip") -> Path:

@@ -331,7 +331,8 @@ def _apply_overrides(spec: GenerationSpec, overrides: dict[str, Any]) -> Generat
     try:
         return dataclasses.replace(spec, **changes)
     except VPIntegratorError as err:
-        raise VPIntegratorError(f"{err} (after overrides {', '.join(f'{k}={v}' for k, v in changes.items())})") from None
+        given = ", ".join(f"{k}={v}" for k, v in changes.items())
+        raise VPIntegratorError(f"{err} (after overrides {given})") from None
 
 
 def load_spec(name_or_path: str | os.PathLike, **overrides: Any) -> GenerationSpec:
