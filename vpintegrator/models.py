@@ -242,6 +242,12 @@ class _STBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.resnet(self.attention(x))
 
+    def _forward_planes(self, xp: torch.Tensor) -> torch.Tensor:
+        xp = to_planes(self.attention(from_planes(xp)))  # attention in (batch, seq, dim)
+        for layer in self.resnet:
+            xp = layer._forward_planes(xp)
+        return xp
+
     def window_chain(self) -> list[nn.Module]:
         return [self.attention, self.resnet]
 
@@ -312,7 +318,10 @@ class StandardTransformerIntegrator(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x : (batch, seq_len, dim) -> (batch, seq_len, dim)."""
         check_input(x, type(self).__name__, self.dim, self.seq_len, like=_first_parameter(self))
-        return self.blocks(x)
+        xp = to_planes(x)  # (dim, seq_len, batch) between the layers
+        for block in self.blocks:
+            xp = block._forward_planes(xp)
+        return from_planes(xp)
 
     def window_chain(self) -> list[nn.Module]:
         """The units whose composition is ``forward`` (for :mod:`vpintegrator.testing`)."""

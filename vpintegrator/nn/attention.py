@@ -245,15 +245,15 @@ class MultiHeadAttention(nn.Module):
         check_input(x, type(self).__name__, self.dim)
         batch, seq, _ = x.shape
         if self.form == "gml":
-            PQ, PK, PV = self.projections()  # (heads, dim, d_head) each
-            xh = x.unsqueeze(1)  # (batch, 1, seq, dim): broadcast over heads
-            q, k, v = xh @ PQ, xh @ PK, xh @ PV  # (batch, heads, seq, d_head)
+            # all projections in one product: columns [P^Q_1 … P^Q_h | P^K_1 … | P^V_1 …]
+            P = torch.cat([p.weight for group in (self.query, self.key, self.value) for p in group], dim=1)
+            qkv = x @ P  # (batch, seq, dim) @ (dim, 3 dim) -> (batch, seq, 3 dim)
             scale = 1.0 / math.sqrt(self.dim)
         else:
             qkv = x @ self.in_proj_weight.mT + self.in_proj_bias  # (batch, seq, 3 dim)
-            qkv = qkv.reshape(batch, seq, 3, self.n_heads, self.d_head)  # (batch, seq, 3, heads, d_head)
-            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 × (batch, heads, seq, d_head)
             scale = 1.0 / math.sqrt(self.d_head)
+        qkv = qkv.reshape(batch, seq, 3, self.n_heads, self.d_head)  # (batch, seq, 3, heads, d_head)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 × (batch, heads, seq, d_head)
         scores = (q @ k.mT) * scale  # (batch, heads, seq_query, seq_key)
         heads = torch.softmax(scores, dim=-1) @ v  # normalise over keys; (batch, heads, seq, d_head)
         out = heads.transpose(1, 2).reshape(batch, seq, self.dim)  # (batch, seq, heads·d_head): concat

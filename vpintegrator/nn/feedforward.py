@@ -130,10 +130,16 @@ class ResNetLayer(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x : (batch, seq, dim) -> (batch, seq, dim)."""
         check_input(x, type(self).__name__, self.dim)
-        y = x @ self.weight.mT  # (batch, seq, dim): row form of W z
-        if self.bias is not None:
-            y = y + self.bias
-        return x + self._sigma(y)
+        return from_planes(self._forward_planes(to_planes(x)))
+
+    def _forward_planes(self, xp: torch.Tensor) -> torch.Tensor:
+        """The layer on contiguous xp of shape (dim, seq, batch) (columns z): z ↦ z + σ(W z + b)."""
+        flat = xp.reshape(self.dim, -1)  # (dim, seq, batch) -> (dim, seq·batch), a view
+        if self.bias is None:
+            y = self.weight @ flat  # (dim, seq·batch)
+        else:
+            y = torch.addmm(self.bias[:, None], self.weight, flat)  # (dim, seq·batch): W z + b
+        return xp + self._sigma(y).view_as(xp)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, activation={self.activation!r}, bias={self.bias is not None}"
