@@ -12,6 +12,7 @@ table reports the fastest and the median epoch (the fastest is the least disturb
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -68,7 +69,8 @@ def main() -> None:
     y = torch.randn(args.windows, 3, 3, dtype=dtype)
 
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}"
-          f"{' (default)' if args.threads is None else ''}, {args.dtype}, device cpu")
+          f"{' (default)' if args.threads is None else ''}, {args.dtype}, device cpu, "
+          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
     print(f"model vpt {config}, {count_parameters(model)} parameters")
     print(f"epoch: {args.windows} windows, batch size {args.batch_size}, forward + backward, "
           f"{args.repeats} interleaved repeats per method")
