@@ -49,12 +49,12 @@ def test_rollout_then_plot(files):
     assert f"Rollout written to {out}" in res.output and str(out.with_suffix(".csv")) in res.output
     assert out.exists() and out.with_suffix(".md").exists()
     figs = root / "figs"
-    res = run(plot_main, [out, "--kind", "all", "--out", figs])
+    res = run(plot_main, [out, "--kind", "all", "--out", figs, "--dpi", 50])
     assert res.exit_code == 0, res.output
     assert sorted(p.name for p in figs.iterdir()) == sorted(
         f"{k}.{e}" for k in ("trajectories3d", "invariants", "error", "volume", "phase") for e in ("pdf", "png")
     )
-    res = run(plot_main, [out, "--kind", "error", "--kind", "volume", "--traj", "all", "--out", root / "f2"])
+    res = run(plot_main, [out, "--kind", "error", "--kind", "volume", "--traj", "all", "--out", root / "f2", "--dpi", 50])
     assert res.exit_code == 0 and sorted(p.name for p in (root / "f2").iterdir()) == ["error.pdf", "error.png", "volume.pdf", "volume.png"]
 
 
