@@ -171,6 +171,9 @@ def test_permutation_along_seq(key, equivariant):
         (lambda: build_model("st", dim=3, n_heads=2), "n_heads: must divide dim = 3"),
         (lambda: build_model("st", dim=3, form="x"), "form: expected one of gml, standard"),
         (lambda: build_model("vpt", dim=2.5, seq_len=3), "dim: expected an integer >= 1, got 2.5"),
+        (lambda: build_model("vpt", dim=3, seq_len=3, skew_sym="false"), "skew_sym: expected true or false"),
+        (lambda: build_model("st", dim=3, add_connection=1), "add_connection: expected true or false, got 1"),
+        (lambda: build_model("vpff", dim=3, init_upper=None), "init_upper: expected true or false"),
     ],
 )
 def test_bad_config_is_a_clear_error(call, match):

@@ -30,7 +30,7 @@ from torch import nn
 from ._io import atomic_path
 from ._version import __version__
 from .errors import VPIntegratorError
-from .nn._common import check_input, check_positive_int, from_planes, get_activation, to_planes
+from .nn._common import check_bool, check_input, check_positive_int, from_planes, get_activation, to_planes
 from .nn.attention import MHA_FORMS, MultiHeadAttention, VolumePreservingAttention
 from .nn.feedforward import ResNetLayer, VolumePreservingLowerLayer, VolumePreservingUpperLayer
 
@@ -119,6 +119,7 @@ class VolumePreservingFeedForward(nn.Module):
         check_positive_int(n_blocks, "n_blocks", minimum=0)
         check_positive_int(n_linear, "n_linear")
         get_activation(activation)
+        check_bool(init_upper, "init_upper")
         self.seq_len = self.pred_window = check_positive_int(seq_len, "seq_len")
         self.config = _record_config(self, self.model_name, locals())
         first, second = (
@@ -190,6 +191,8 @@ class VolumePreservingTransformer(nn.Module):
         Skew-symmetric attention weighting (volume preserving) or GML's arbitrary weighting (not).
     init_upper : bool
         Passed to the feed-forward parts.
+
+    Defaults: L = 1 and ``skew_sym=True`` (GML's constructor defaults are L = 2 and ``skew_sym=false``).
     """
 
     model_name = "vpt"

@@ -33,6 +33,13 @@ def check_positive_int(value, argument: str, minimum: int = 1) -> int:
     return value
 
 
+def check_bool(value, argument: str) -> bool:
+    """Validate a flag (only ``True``/``False``; 0/1 or strings are rejected) and return it."""
+    if not isinstance(value, bool):
+        raise VPIntegratorError(f"{argument}: expected true or false, got {value!r}")
+    return value
+
+
 def check_input(
     x: torch.Tensor, owner: str, dim: int, seq_len: int | None = None, like: torch.Tensor | None = None
 ) -> None:

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from ..errors import VPIntegratorError
-from ._common import check_input, check_positive_int, from_planes, glorot_uniform_, to_planes
+from ._common import check_bool, check_input, check_positive_int, from_planes, glorot_uniform_, to_planes
 from .cayley import cayley, cayley3_transpose_apply, resolve_cayley_method
 
 __all__ = ["VolumePreservingAttention", "MultiHeadAttention", "MHA_FORMS"]
@@ -57,9 +57,7 @@ class VolumePreservingAttention(nn.Module):
     def __init__(self, dim: int, skew_sym: bool = True, cayley_method: str | None = None) -> None:
         super().__init__()
         self.dim = check_positive_int(dim, "dim")
-        if not isinstance(skew_sym, bool):
-            raise VPIntegratorError(f"skew_sym: expected True or False, got {skew_sym!r}")
-        self.skew_sym = skew_sym
+        self.skew_sym = check_bool(skew_sym, "skew_sym")
         self.cayley_method = cayley_method
         if skew_sym:
             rows, cols = torch.tril_indices(dim, dim, offset=-1)
@@ -203,11 +201,11 @@ class MultiHeadAttention(nn.Module):
             )
         if form not in MHA_FORMS:
             raise VPIntegratorError(f"form: expected one of {', '.join(MHA_FORMS)}, got {form!r}")
-        if stiefel and form != "gml":
+        if check_bool(stiefel, "stiefel") and form != "gml":
             raise VPIntegratorError("stiefel: orthonormal projections exist only for form='gml'; set stiefel=False")
         self.form = form
-        self.add_connection = bool(add_connection)
-        self.stiefel = bool(stiefel)
+        self.add_connection = check_bool(add_connection, "add_connection")
+        self.stiefel = check_bool(stiefel, "stiefel")
         self.d_head = dim // n_heads
         if form == "gml":
             self.query = nn.ModuleList(_Projection(dim, self.d_head) for _ in range(n_heads))
