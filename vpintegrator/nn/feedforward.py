@@ -71,7 +71,7 @@ class _TriangularLayer(nn.Module):
             y = self.matrix() @ flat  # (dim, seq·batch)
         else:
             y = torch.addmm(self.bias[:, None], self.matrix(), flat)  # (dim, seq·batch): L z + b
-        return xp + self._sigma(y).view_as(xp)
+        return xp + self._sigma(y).view_as(xp)  # (dim, seq·batch) -> (dim, seq, batch)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, activation={self.activation!r}, bias={self.bias is not None}"
@@ -139,7 +139,7 @@ class ResNetLayer(nn.Module):
             y = self.weight @ flat  # (dim, seq·batch)
         else:
             y = torch.addmm(self.bias[:, None], self.weight, flat)  # (dim, seq·batch): W z + b
-        return xp + self._sigma(y).view_as(xp)
+        return xp + self._sigma(y).view_as(xp)  # (dim, seq·batch) -> (dim, seq, batch)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, activation={self.activation!r}, bias={self.bias is not None}"
