@@ -38,6 +38,16 @@ _LAZY: dict[str, str] = {
     "get_integrator": ".integrators",
     "list_integrators": ".integrators",
     "integrate": ".integrators",
+    "read_trajectories": ".data.hdf5",
+    "write_trajectories": ".data.hdf5",
+    "read_metadata": ".data.hdf5",
+    "TrajectoryWriter": ".data.hdf5",
+    "SCHEMA_VERSION": ".data.hdf5",
+    "GenerationSpec": ".data.spec",
+    "load_spec": ".data.spec",
+    "list_specs": ".data.spec",
+    "generate": ".data.generate",
+    "solve_flow": ".data.generate",
 }
 
 __all__ = ["__version__", "VPIntegratorError", "Trajectories", *_LAZY]

@@ -74,10 +74,11 @@ class Trajectories:
         """A view on a subset: ``traj`` indexes trajectories, ``steps`` indexes time (ints, slices or arrays)."""
         traj = slice(None) if traj is None else traj
         steps = slice(None) if steps is None else steps
+        # integer indices keep their axis, so the result is always (n_traj, n_steps, dim)
+        traj = [traj] if np.ndim(traj) == 0 and not isinstance(traj, slice) else traj
+        steps = [steps] if np.ndim(steps) == 0 and not isinstance(steps, slice) else steps
         y = self.y[traj][:, steps]
         t = self.t[steps]
-        if y.ndim == 2:  # a single trajectory index was given: keep the (n_traj, n_steps, dim) layout
-            y = y[None]
         return Trajectories(y=y, t=np.atleast_1d(t), meta=self.meta)
 
     def __repr__(self) -> str:
