@@ -48,6 +48,23 @@ _LAZY: dict[str, str] = {
     "list_specs": ".data.spec",
     "generate": ".data.generate",
     "solve_flow": ".data.generate",
+    "VolumePreservingAttention": ".nn",
+    "MultiHeadAttention": ".nn",
+    "VolumePreservingLowerLayer": ".nn",
+    "VolumePreservingUpperLayer": ".nn",
+    "ResNetLayer": ".nn",
+    "cayley": ".nn",
+    "cayley_method": ".nn",
+    "VolumePreservingFeedForward": ".models",
+    "VolumePreservingTransformer": ".models",
+    "StandardTransformerIntegrator": ".models",
+    "build_model": ".models",
+    "list_models": ".models",
+    "save_model": ".models",
+    "load_model": ".models",
+    "load_checkpoint": ".models",
+    "list_pretrained": ".models",
+    "count_parameters": ".models",
 }
 
 __all__ = ["__version__", "VPIntegratorError", "Trajectories", *_LAZY]
