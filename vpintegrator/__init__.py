@@ -65,6 +65,23 @@ _LAZY: dict[str, str] = {
     "load_checkpoint": ".models",
     "list_pretrained": ".models",
     "count_parameters": ".models",
+    "fit": ".training",
+    "TrainConfig": ".training",
+    "FitResult": ".training",
+    "EpochInfo": ".training",
+    "TrainingInterrupted": ".training",
+    "relative_loss": ".training",
+    "make_optimizer": ".training",
+    "make_scheduler": ".training",
+    "list_optimizers": ".training",
+    "list_schedulers": ".training",
+    "resolve_device": ".training",
+    "WindowDataset": ".data.windows",
+    "WindowBatchSampler": ".data.windows",
+    "make_window_datasets": ".data.windows",
+    "load_trajectory_tensor": ".data.windows",
+    "split_trajectories": ".data.windows",
+    "TrajectoryData": ".data.windows",
 }
 
 __all__ = ["__version__", "VPIntegratorError", "Trajectories", *_LAZY]
