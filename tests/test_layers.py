@@ -332,3 +332,15 @@ def test_gradcheck_vp_attention(skew_sym, seq):
         return torch.func.functional_call(layer, {"weight": w}, (x.detach(),))
 
     assert torch.autograd.gradcheck(of_weight, (weight.detach().clone().requires_grad_(),), eps=1e-6, atol=1e-8)
+
+
+def test_planes_layout_gradients_are_contiguous_and_twice_differentiable():
+    from vpintegrator.nn._common import from_planes, to_planes
+
+    x = windows(4, 3, 2).requires_grad_()  # (batch, seq, dim)
+    xp = to_planes(x)
+    assert xp.shape == (2, 3, 4) and torch.equal(from_planes(xp), x)
+    (grad,) = torch.autograd.grad(from_planes(xp), xp, torch.randn(4, 3, 2, dtype=torch.float64))
+    assert grad.is_contiguous()  # the backward pass stays in the contiguous planes layout
+    assert torch.autograd.gradcheck(lambda t: from_planes(to_planes(t).square()), (x,))
+    assert torch.autograd.gradgradcheck(lambda t: from_planes(to_planes(t).square()), (x,))

@@ -70,12 +70,36 @@ def to_planes(x: torch.Tensor) -> torch.Tensor:
     (dim, dim) @ (dim, seq·batch) and the per-component arithmetic runs on long contiguous vectors; on CPU
     this is 2–10× faster than the (batch, seq, dim) layout for dim ≈ 3.
     """
-    return x.permute(2, 1, 0).contiguous()  # (batch, seq, dim) -> (dim, seq, batch)
+    return _SwapOuterAxes.apply(x)  # (batch, seq, dim) -> (dim, seq, batch)
 
 
 def from_planes(xp: torch.Tensor) -> torch.Tensor:
     """Contiguous (dim, seq, batch) -> contiguous (batch, seq, dim); inverse of :func:`to_planes`."""
-    return xp.permute(2, 1, 0).contiguous()  # (dim, seq, batch) -> (batch, seq, dim)
+    return _SwapOuterAxes.apply(xp)  # (dim, seq, batch) -> (batch, seq, dim)
+
+
+class _SwapOuterAxes(torch.autograd.Function):
+    """x.permute(2, 1, 0).contiguous() whose gradient is contiguous too.
+
+    Autograd's own ``PermuteBackward`` returns a permuted *view* of the incoming gradient: the gradient of
+    the (batch, seq, dim) model output would reach every layer as a (dim, seq, batch) tensor with strides
+    (1, dim, seq·dim), and the whole backward pass would run on strided memory (measured 2–3× slower on
+    CPU for the paper VPT). Here the backward makes one contiguous copy instead.
+    """
+
+    generate_vmap_rule = True  # torch.func (vmap/jacrev in vpintegrator.testing) works through it
+
+    @staticmethod
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return x.permute(2, 1, 0).contiguous()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        pass
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        return _SwapOuterAxes.apply(grad)  # differentiable again (double backward)
 
 
 def glorot_uniform_(tensor: torch.Tensor, fan: int) -> torch.Tensor:
