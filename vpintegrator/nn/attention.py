@@ -44,7 +44,7 @@ class VolumePreservingAttention(nn.Module):
     cayley_method : str, optional
         Fixed Cayley implementation for this layer (``"closed"``, ``"solve"``, ``"inv"``, ``"auto"``);
         ``None`` follows :func:`vpintegrator.nn.cayley_method`. With the closed form and seq = 3 the
-        forward pass never forms Λ: it computes the three lower entries w of C and
+        forward pass never inverts: it computes the three lower entries w of C and
         Λᵀ X = 2 (X + w × X + w (wᵀ X)) / (1 + |w|²) − X  (:func:`~vpintegrator.nn.cayley.cayley3_transpose_apply`).
 
     Notes
@@ -123,14 +123,15 @@ class VolumePreservingAttention(nn.Module):
         return to_planes(cayley(self.correlation(x), self.cayley_method).mT @ x)
 
     def _forward_seq3_planes(self, xp: torch.Tensor) -> torch.Tensor:
-        """Fast path for seq = 3: the three lower entries of C only, and Λᵀ X without forming Λ."""
+        """Fast path for seq = 3: the three lower entries of C only, and Λᵀ X from them without an inverse."""
         d, _, batch = xp.shape
-        v = (self.weight_matrix() @ xp.reshape(d, -1)).view(d, 3, batch)  # columns v_j = A z_j
+        # columns v_j = A z_j for j = 0, 1 only (z_2 is never on the right of a lower entry); the slice
+        # xp[:, :2] is a strided (dim, 2·batch) view, no copy
+        v = (self.weight_matrix() @ xp[:, :2].reshape(d, -1)).view(d, 2, batch)
         # C_ij = z_i · (A z_j); lower entries (C₂₁, C₂₀, C₁₀), w = (C₂₁, C₀₂, C₁₀) = (C₂₁, −C₂₀, C₁₀)
-        c21 = (xp[:, 2] * v[:, 1]).sum(dim=0)  # (batch,)
-        c20 = (xp[:, 2] * v[:, 0]).sum(dim=0)
-        c10 = (xp[:, 1] * v[:, 0]).sum(dim=0)
-        w = torch.stack((c21, -c20, c10))  # (3, batch)
+        c20_c21 = (xp[:, 2:3] * v).sum(dim=0)  # (2, batch)
+        c10 = (xp[:, 1] * v[:, 0]).sum(dim=0)  # (batch,)
+        w = torch.stack((c20_c21[1], -c20_c21[0], c10))  # (3, batch)
         if not self.skew_sym:
             w = w / math.sqrt(self.dim)
         return cayley3_transpose_apply(w, xp)

@@ -87,7 +87,7 @@ def resolve_cayley_method(method: str | None, T: int) -> str:
 
 
 def cayley3_transpose_apply(w: torch.Tensor, xp: torch.Tensor) -> torch.Tensor:
-    """Λᵀ X for Λ = Cayley(S), S the 3×3 skew matrix with S v = w × v, without forming Λ.
+    """Λᵀ X for Λ = Cayley(S), S the 3×3 skew matrix with S v = w × v, without an inverse.
 
     Λᵀ = 2 (I + S)⁻ᵀ − I and (I + S)⁻ᵀ = (I + S + w wᵀ) / (1 + |w|²). In the seeds' columns (Z = Xᵀ,
     output Z Λ) each row of Z — one component over the 3 time steps — maps as
@@ -105,11 +105,23 @@ def cayley3_transpose_apply(w: torch.Tensor, xp: torch.Tensor) -> torch.Tensor:
     Tensor, shape (dim, 3, batch)
         Λᵀ X in the planes layout.
     """
-    wc = w.unsqueeze(0)  # (1, 3, batch): broadcast over dim
-    w_dot_z = (wc * xp).sum(dim=1, keepdim=True)  # (dim, 1, batch)
-    cross = torch.linalg.cross(wc.expand_as(xp), xp, dim=1)  # (dim, 3, batch): w × z along the time axis
-    denom = 1 + w.square().sum(dim=0)  # (batch,)
-    return 2 * (xp + cross + wc * w_dot_z) / denom - xp
+    K = _cayley3_transpose_planes(w)  # (3, 3, batch): K z is the image of one row z
+    # out[:, i] = Σ_j K_ij z_j, three broadcast passes over (dim, 3, batch); no (dim, 3, 3, batch) temporary
+    return K[:, 0] * xp[:, 0:1] + K[:, 1] * xp[:, 1:2] + K[:, 2] * xp[:, 2:3]
+
+
+def _cayley3_transpose_planes(w: torch.Tensor) -> torch.Tensor:
+    """Λᵀ = 2 (I + [w]× + w wᵀ) / (1 + |w|²) − I for w of shape (3, batch), as (3, 3, batch).
+
+    Built from 3-vectors per sample ([w]× v = w × v), so every entry is one length-batch vector: a few
+    short kernels instead of the cross product and its backward on (dim, 3, batch) tensors.
+    """
+    w0, w1, w2 = w
+    one = torch.ones_like(w0)
+    cross = torch.stack((one, -w2, w1, w2, one, -w0, -w1, w0, one)).view(3, 3, -1)  # I + [w]×
+    scale = 2 / (1 + w.square().sum(dim=0))  # (batch,)
+    eye = torch.eye(3, dtype=w.dtype, device=w.device)[:, :, None]  # (3, 3, 1)
+    return (cross + w[:, None] * w[None, :]) * scale - eye
 
 
 def cayley(C: torch.Tensor, method: str | None = None) -> torch.Tensor:
