@@ -218,10 +218,12 @@ def test_streaming_to_hdf5_equals_in_memory(tmp_path, make):
     mem = rollout(make(), window, n_steps, DT)
     with h5py.File(tmp_path / "s.h5", "w") as f:
         ds = f.create_dataset("y", shape=(3, n_steps + 1, 3), dtype="f8", chunks=(3, 128, 3))
-        chunks = []
-        res = rollout(make(), window, n_steps, DT, sink=ds, chunk_steps=128, callback=lambda k0, c: chunks.append(c.shape[1]))
+        blocks = []
+        res = rollout(make(), window, n_steps, DT, sink=ds, chunk_steps=128, callback=lambda k0, c: blocks.append((k0, c.shape[1])))
         assert res.y is None
-        assert max(chunks) <= 128 and sum(chunks) == n_steps + 1  # never more than one chunk at a time
+        # one block of at most chunk_steps at a time, aligned with the dataset's chunks
+        assert [k0 for k0, _ in blocks] == list(range(0, n_steps + 1, 128))
+        assert sum(n for _, n in blocks) == n_steps + 1
         np.testing.assert_array_equal(ds[:], mem.y, strict=False)
 
 
@@ -348,3 +350,15 @@ def test_run_rollouts_bad_inputs(tmp_path, data_file, kw, match):
         run_rollouts(RolloutConfig(data=data_file, out=tmp_path / "x.h5", **kw))
     assert "\n" not in str(info.value)
     assert not (tmp_path / "x.h5").exists()
+
+
+@pytest.mark.gpu
+def test_cuda_rollout_matches_cpu():
+    model = paper_vpt(torch.float32)
+    window = initial_window("rigid_body", Y0, DT, 3)
+    cpu = rollout(ModelStep(model, "cpu"), window, 60, DT)
+    step = ModelStep(paper_vpt(torch.float32), "cuda")
+    gpu = rollout(step, window, 60, DT)
+    assert step.device.type == "cuda" and gpu.y.dtype == np.float64
+    np.testing.assert_allclose(gpu.y, cpu.y, rtol=1e-4, atol=1e-5)
+    assert np.abs(_cum_log_det(step, window, 30).max_abs_cum).max() <= DET64
