@@ -244,7 +244,9 @@ class ModelStep(StepMap):
     device : str
         ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
     overlap : bool
-        Overlapping windows: advance by one state, keep the first predicted state.
+        Overlapping windows: advance by one state, keep the first predicted state. The induced window map
+        ``X ↦ [X[1:], f(X)[0]]`` is then not volume preserving even when ``f`` is (measured: cumulative
+        log|det J| of 2-50 after 60 steps of a random VPT), so volume claims hold for non-overlapping windows.
     volume_dtype : torch.dtype or None
         dtype of the copy of the model whose Jacobian measures the volume (default float64, so that the
         measured log det reflects the map and not float32 rounding).
@@ -651,7 +653,8 @@ class RolloutConfig:
         Where a model's first window (``seq_len`` states) comes from: ``"reference"`` (the reference
         trajectory), a classical integrator name (the paper: ``"implicit_midpoint"``) or ``"exact_flow"``.
     overlap : bool
-        Overlapping windows for models (advance by one state) instead of non-overlapping ones.
+        Overlapping windows for models (advance by one state) instead of non-overlapping ones (not volume
+        preserving even for a VPT; see :class:`ModelStep`).
     device : str
         ``auto``, ``cpu``, ``cuda``, ``cuda:N`` (models only; classical integrators run in NumPy).
     chunk_steps : int
