@@ -151,6 +151,23 @@ def evaluate_rollout(model, ref: dict[str, np.ndarray]) -> dict[str, float]:
 # ------------------------------------------------------------------------------------------------
 # training phases
 
+class Unrolled(torch.nn.Module):
+    """The model iterated K times with non-overlapping windows: (batch, T, dim) -> (batch, K*P, dim).
+
+    Training on it fits K consecutive windows of a rollout (a multi-step loss) instead of one."""
+
+    def __init__(self, inner: torch.nn.Module, k: int) -> None:
+        super().__init__()
+        self.inner, self.k = inner, k
+
+    def forward(self, x):
+        T, outs = self.inner.seq_len, []
+        for _ in range(self.k):
+            x = self.inner(x[:, -T:])  # the model's last T states (P = T for the multi-step models)
+            outs.append(x)
+        return torch.cat(outs, 1)
+
+
 class Clock:
     """CPU-time or wall-time stopwatch that can be paused for monitoring."""
 
@@ -373,6 +390,7 @@ def main(argv=None):
     p.add_argument("--lm-down", type=float, default=3.0)
     p.add_argument("--lm-damping", choices=["marquardt", "identity"], default="marquardt")
     p.add_argument("--lm-chunk", type=int, default=2048)
+    p.add_argument("--unroll", type=int, default=1, help="fit K consecutive rollout windows (multi-step loss)")
     p.add_argument("--monitor", type=float, default=20.0, help="seconds (of --clock) between full-loss prints")
     p.add_argument("--init", type=Path, default=None, help="start from this model file (save_model format)")
     p.add_argument("--save", type=Path, default=None)
@@ -407,9 +425,14 @@ def main(argv=None):
     counts = []
     with cayley_method(args.cayley):
         clock.resume()
+        if args.unroll > 1:
+            fit_model = Unrolled(model, args.unroll)
+            fx, fy = windows(trajectories(args.data, "train"), T, args.unroll * P, dtype)
+        else:
+            fit_model, fx, fy = model, x, y
         for spec in args.phases:
             method, _, budget = spec.partition(":")
-            counts.append(PHASES[method](model, x, y, clock, mon, parse_budget(budget), args, rng))
+            counts.append(PHASES[method](fit_model, fx, fy, clock, mon, parse_budget(budget), args, rng))
         clock.pause()
         train_seconds = clock.used
         wall = time.perf_counter() - wall0
@@ -418,7 +441,8 @@ def main(argv=None):
         val_loss = relative_loss(model, xv, yv)
     result = {
         "tag": args.tag, "model": args.model, "n_params": count_parameters(model), "data": args.data,
-        "dtype": args.dtype, "phases": args.phases, "steps": counts, "clock": args.clock,
+        "dtype": args.dtype, "phases": args.phases + ([f"unroll={args.unroll}"] if args.unroll > 1 else [])
+        + ([f"init={args.init.name}"] if args.init else []), "steps": counts, "clock": args.clock,
         "train_seconds": round(train_seconds, 1), "wall_total": round(wall, 1), "cpu_total": round(cpu, 1),
         "threads": args.threads, "train_loss": train_loss, "val_loss": val_loss,
         **evaluate_rollout(model, ref),
