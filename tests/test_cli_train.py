@@ -133,7 +133,7 @@ def test_interrupt_saves_last_and_exits_130(config_file, tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--optimizer", "adamm"], "unknown optimizer 'adamm'; valid: adam, adamw, lbfgs, rmsprop, sgd"),
+        (["--optimizer", "adamm"], "unknown optimizer 'adamm'; valid: adam, adamw, lbfgs, lm, rmsprop, sgd"),
         (["--scheduler", "step"], "unknown scheduler 'step'; valid: constant, cosine, exponential"),
         (["--model", "mlp"], "unknown model 'mlp'; valid: st, vpff, vpt"),
         (["--seq-len", 9], "seq_len + pred_window = 9 + 9 = 18 exceeds the n_steps = 16"),
@@ -186,3 +186,26 @@ def test_usage_errors(config_file, tmp_path, args, message):
     args = [str(config_file) if a == "CFG" else str(tmp_path) if a == "RUN" else str(a) for a in args]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 1 and message in result.output
+
+
+def test_optimizer_lm(config_file, tmp_path):
+    run = tmp_path / "lm"
+    result = _invoke(config_file, "--optimizer", "lm", "--lm-windows", 32, "--lm-iters-per-epoch", 2,
+                     "--lm-resample-every", 1, "--lm-lambda", 0.01, "--epochs", 2, "--out", run, "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert "Trained 2 epochs (4 steps" in result.output
+    saved = tomllib.loads((run / "config.toml").read_text())
+    assert saved["optimizer"] == "lm" and saved["lm_windows"] == 32 and saved["lm_lambda"] == 0.01
+    assert torch.load(run / "last.pt", weights_only=True)["optimizer"]["iteration"] == 4
+    again = _invoke("--resume", run, "--epochs", 3, "--no-progress")
+    assert again.exit_code == 0, again.output
+    assert "Trained 3 epochs (6 steps" in again.output
+    assert "--lm-windows" in _invoke("--help").output
+
+
+def test_bad_lm_option(config_file, tmp_path):
+    result = CliRunner().invoke(main, [str(config_file), "--optimizer", "lm", "--lm-windows", "0", "--out",
+                                       str(tmp_path / "r")])
+    assert result.exit_code == 1
+    assert "'lm_windows' must be a positive integer; got 0" in result.output
+    assert len(result.output.strip().splitlines()) == 1
