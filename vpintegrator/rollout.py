@@ -309,6 +309,9 @@ class ModelStep(StepMap):
                     want, got = self.model(x), traced(x)
                     if got.shape != want.shape or not torch.allclose(got, want, rtol=1e-6, atol=1e-7, equal_nan=True):
                         return None
+            with torch.inference_mode():  # TorchScript profiles the first calls (tens of ms): not per-step time
+                for _ in range(3):
+                    traced(example)
         except Exception:  # anything the tracer cannot handle: run eagerly
             return None
         return traced
