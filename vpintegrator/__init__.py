@@ -13,7 +13,8 @@ from ._version import __version__
 from .errors import VPIntegratorError
 from .trajectory import Trajectories
 
-# public name -> module that defines it (relative to this package)
+# public name -> module that defines it (relative to this package). The function
+# `vpintegrator.rollout.rollout` is not re-exported: its name is taken by the module.
 _LAZY: dict[str, str] = {
     "System": ".systems",
     "RigidBody": ".systems",
@@ -82,6 +83,40 @@ _LAZY: dict[str, str] = {
     "load_trajectory_tensor": ".data.windows",
     "split_trajectories": ".data.windows",
     "TrajectoryData": ".data.windows",
+    "Rollout": ".rollout",
+    "StepMap": ".rollout",
+    "IntegratorStep": ".rollout",
+    "ModelStep": ".rollout",
+    "ExactFlowStep": ".rollout",
+    "initial_window": ".rollout",
+    "RolloutConfig": ".rollout",
+    "RolloutReport": ".rollout",
+    "run_rollouts": ".rollout",
+    "load_rollout_config": ".rollout",
+    "read_rollout": ".rollout",
+    "RolloutResult": ".rollout",
+    "MethodRollout": ".rollout",
+    "relative_error": ".metrics",
+    "valid_prediction_time": ".metrics",
+    "relative_drift": ".metrics",
+    "invariant_drift": ".metrics",
+    "drift_slope": ".metrics",
+    "step_log_det_jacobian": ".metrics",
+    "window_log_det_jacobian": ".metrics",
+    "TrajectoryMetricsStream": ".metrics",
+    "VolumeStream": ".metrics",
+    "summary_row": ".metrics",
+    "write_table": ".metrics",
+    "read_table": ".metrics",
+    "plot_trajectories3d": ".plotting",
+    "plot_invariants": ".plotting",
+    "plot_error": ".plotting",
+    "plot_volume": ".plotting",
+    "plot_phase": ".plotting",
+    "plot_rollout": ".plotting",
+    "plot_all": ".plotting",
+    "save_figure": ".plotting",
+    "method_colors": ".plotting",
 }
 
 __all__ = ["__version__", "VPIntegratorError", "Trajectories", *_LAZY]
