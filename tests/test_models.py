@@ -294,14 +294,26 @@ def test_load_errors_name_the_file(tmp_path):
 
 
 def test_pretrained_hook(tmp_path, monkeypatch):
-    with pytest.raises(VPIntegratorError, match="no pretrained model 'rigid_body_vpt'; available:"):
-        load_model("pretrained:rigid_body_vpt")
+    with pytest.raises(VPIntegratorError, match="no pretrained model 'no_such_model'; available:"):
+        load_model("pretrained:no_such_model")
     monkeypatch.setattr(models_module, "PRETRAINED_DIR", tmp_path)
     model = paper_model("vpt")
     save_model(model, tmp_path / "rigid_body_vpt.pt")
     assert list_pretrained() == ["rigid_body_vpt"]
     x = windows(2, 3, 3)
     assert torch.equal(load_model("pretrained:rigid_body_vpt")(x), model(x))
+
+
+@pytest.mark.parametrize(
+    "name, model_name, n_params",
+    [("rigid_body_vpt", "vpt", 162), ("rigid_body_vpff", "vpff", 135), ("rigid_body_st", "st", 189)],
+)
+def test_shipped_pretrained_models_load_by_name(name, model_name, n_params):
+    model = load_model(f"pretrained:{name}")
+    assert model.config["name"] == model_name
+    assert sum(p.numel() for p in model.parameters()) == n_params
+    x = windows(4, model.seq_len, 3).to(next(model.parameters()).dtype)
+    assert model(x).shape == (4, model.pred_window, 3)
 
 
 @pytest.mark.gpu
@@ -351,3 +363,10 @@ def test_fast_cayley_path_equals_inv_baseline_in_the_model(key):
     model(x).sum().backward()
     for g_fast, g_slow in zip((p.grad for p in model.parameters()), grads_slow):
         torch.testing.assert_close(g_fast, g_slow, rtol=1e-8, atol=1e-8)
+
+
+@pytest.mark.parametrize("name", ["rigid_body_vpt", "rigid_body_vpff"])
+def test_shipped_volume_preserving_models_preserve_volume(name):
+    from vpintegrator.testing import assert_volume_preserving
+
+    assert_volume_preserving(load_model(f"pretrained:{name}").double(), method="chain")
