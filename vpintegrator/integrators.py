@@ -37,7 +37,7 @@ from typing import Any, Callable, ClassVar
 
 import numpy as np
 
-from .errors import VPIntegratorError
+from .errors import VPIntegratorError, finite_float
 from .systems import System, get_system
 from .trajectory import Trajectories
 
@@ -440,12 +440,7 @@ def integrate(
     if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 0:
         raise VPIntegratorError(f"n_steps must be an int >= 0; got {n_steps!r}")
     n_steps = int(n_steps)
-    try:
-        t0 = float(t0)
-    except (TypeError, ValueError):
-        raise VPIntegratorError(f"t0 must be a finite number; got {t0!r}") from None
-    if not math.isfinite(t0):
-        raise VPIntegratorError(f"t0 must be a finite number; got {t0!r}")
+    t0 = finite_float(t0, "t0")
     y = _check_initial_conditions(system, y0)
 
     out = np.empty((y.shape[0], n_steps + 1, system.dim))
@@ -488,13 +483,7 @@ def integrate(
 
 # --- helpers -----------------------------------------------------------------------------------------
 def _check_dt(dt: Any) -> float:
-    try:
-        h = float(dt)
-    except (TypeError, ValueError):
-        raise VPIntegratorError(f"dt must be a finite number > 0; got {dt!r}") from None
-    if isinstance(dt, bool) or not math.isfinite(h) or h <= 0:
-        raise VPIntegratorError(f"dt must be a finite number > 0; got {dt!r}")
-    return h
+    return finite_float(dt, "dt", positive=True)
 
 
 def _check_initial_conditions(system: System, y0: Any) -> np.ndarray:

@@ -8,12 +8,11 @@ argument ``y`` has shape ``(..., dim)``; arrays are float64.
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, ClassVar
 
 import numpy as np
 
-from ..errors import VPIntegratorError
+from ..errors import VPIntegratorError, finite_float
 
 
 class System:
@@ -130,20 +129,8 @@ def _plain(value: Any) -> float | list:
 
 
 def _check_positive_finite(owner: str, name: str, value: float) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise VPIntegratorError(f"{owner} parameter {name!r} must be a number; got {value!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise VPIntegratorError(f"{owner} parameter {name!r} must be finite and > 0; got {value!r}")
-    return v
+    return finite_float(value, f"{owner} parameter {name!r}", positive=True)
 
 
 def _check_finite(owner: str, name: str, value: float) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise VPIntegratorError(f"{owner} parameter {name!r} must be a number; got {value!r}") from None
-    if not math.isfinite(v):
-        raise VPIntegratorError(f"{owner} parameter {name!r} must be finite; got {value!r}")
-    return v
+    return finite_float(value, f"{owner} parameter {name!r}")

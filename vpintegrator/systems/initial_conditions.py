@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import VPIntegratorError
+from ..errors import VPIntegratorError, finite_float
 from .base import System
 
 #: Number of points per family in the paper set: v = 0.10, 0.11, ..., 6.28 (< 2 pi).
@@ -216,13 +216,7 @@ def _require_rng(sampler: str, rng) -> np.random.Generator:
 
 
 def _finite_float(sampler: str, name: str, value) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise VPIntegratorError(f"sampler {sampler!r} argument {name!r} must be a number; got {value!r}") from None
-    if not math.isfinite(v):
-        raise VPIntegratorError(f"sampler {sampler!r} argument {name!r} must be finite; got {value!r}")
-    return v
+    return finite_float(value, f"sampler {sampler!r} argument {name!r}")
 
 
 def _per_dim(sampler: str, name: str, value, dim: int) -> np.ndarray:
