@@ -25,3 +25,14 @@ def pytest_collection_modifyitems(config, items):
         skip = pytest.mark.skip(reason="needs CUDA (torch.cuda.is_available() is False)")
         for item in gpu_items:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def one_thread():
+    """Tiny tensors: one intra-op thread is faster and keeps the shared 2-core CPU calm."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
