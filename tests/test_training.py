@@ -441,3 +441,105 @@ def test_lm_under_torchrun_is_a_clear_error(tiny_data, tmp_path, monkeypatch):
     monkeypatch.setattr(_ddp, "teardown", lambda info: None)
     with pytest.raises(VPIntegratorError, match="'lm'.*one process only; got WORLD_SIZE = 2"):
         fit(_lm(tiny_data, tmp_path))
+
+
+# -- monitor = "val_rollout" ------------------------------------------------------------------------
+
+
+def _rollout_error_by_hand(model, y_val: np.ndarray, n_steps: int) -> float:
+    """Mean relative error of the model's non-overlapping rollout of y_val (n, >= n_steps + 1, dim)."""
+    T = model.seq_len
+    with torch.no_grad():
+        x = torch.as_tensor(y_val[:, :T])
+        states = [x]
+        while sum(s.shape[1] for s in states) < n_steps + 1:
+            x = model(x)
+            states.append(x)
+        pred = torch.cat(states, 1)[:, T : n_steps + 1].numpy()
+    ref = y_val[:, T : n_steps + 1]
+    with np.errstate(all="ignore"):
+        err = np.linalg.norm(pred - ref, axis=-1) / np.linalg.norm(ref, axis=-1)
+    return float(np.mean(np.minimum(np.nan_to_num(err, nan=10.0, posinf=10.0), 10.0)))  # capped at 10
+
+
+def test_val_rollout_monitor_picks_the_best_rollout(tiny_data, tmp_path):
+    """best.pt is the epoch with the lowest logged val_rollout, which is the mean relative rollout error
+    of the held-out trajectories (recomputed by hand from best.pt)."""
+    from vpintegrator.data.windows import load_trajectory_tensor, split_trajectories
+
+    result = fit(_lm(tiny_data, tmp_path, epochs=4, monitor="val_rollout", val_rollout_steps=12, val_fraction=0.25))
+    with open(tmp_path / "lm" / "log.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == ["epoch", "train_loss", "val_loss", "lr", "seconds", "val_rollout"]
+    scores = [float(r["val_rollout"]) for r in rows]
+    assert all(math.isfinite(s) and s > 0 for s in scores)
+    best_epoch = 1 + int(np.argmin(scores))
+    summary = json.loads((tmp_path / "lm" / "summary.json").read_text())
+    assert summary["monitor"] == "val_rollout" and summary["best_epoch"] == best_epoch == result.best_epoch
+    assert summary["best_loss"] == pytest.approx(min(scores), rel=1e-12)
+    data = load_trajectory_tensor([tiny_data], dtype="float64")
+    _, val_idx = split_trajectories(data.n_traj, 0.25, 1234)
+    best = load_model(tmp_path / "lm" / "best.pt")
+    by_hand = _rollout_error_by_hand(best, data.y[val_idx].numpy(), 12)
+    assert by_hand == pytest.approx(min(scores), rel=1e-10)
+
+
+def test_val_rollout_continues_the_reference_beyond_the_data(tiny_data, tmp_path):
+    """A validation rollout longer than the stored trajectories (16 states) compares with the data's own
+    generator (RK4 here) continued past them."""
+    from vpintegrator.data.windows import load_trajectory_tensor, split_trajectories
+    from vpintegrator.training import _RolloutValidator
+
+    data = load_trajectory_tensor([tiny_data], dtype="float64")
+    _, val_idx = split_trajectories(data.n_traj, 0.25, 1234)
+    y_val = data.y[val_idx]
+    check = _RolloutValidator(y_val, data.meta, 40, 2, 2)
+    longer = integrate(get_system("rigid_body"), y_val[:, 0].numpy(), 0.2, 40, method="rk4").y
+    np.testing.assert_allclose(check.ref.numpy(), longer, rtol=0, atol=1e-12)
+    model = load_model(fit(_lm(tiny_data, tmp_path, epochs=4)).run_dir / "last.pt")
+    assert check(model) < 10.0  # not blown up: the cap does not decide the comparison
+    assert check(model) == pytest.approx(_rollout_error_by_hand(model, longer, 40), rel=1e-10)
+
+
+def test_val_rollout_needs_a_validation_set(tiny_data, tmp_path):
+    with pytest.raises(VPIntegratorError, match=r"monitor = 'val_rollout'.*set val_fraction > 0"):
+        fit(_lm(tiny_data, tmp_path, monitor="val_rollout", val_fraction=0.0))
+    with pytest.raises(VPIntegratorError, match=r"'monitor' must be 'val_loss' or 'val_rollout'; got 'loss'"):
+        fit(_lm(tiny_data, tmp_path, monitor="loss"))
+
+
+def test_lm_check_windows_changes_the_accepted_steps(tiny_data, tmp_path):
+    """With a check set a step must also not raise the loss of the check windows: other steps are
+    accepted than without one, and training still lowers the loss."""
+    plain = fit(_lm(tiny_data, tmp_path, "plain", epochs=3, lm_check_windows=0))
+    checked = fit(_lm(tiny_data, tmp_path, "checked", epochs=3, lm_check_windows=64))
+    assert checked.history[-1]["train_loss"] < checked.history[0]["train_loss"]
+    assert [h["train_loss"] for h in plain.history] != [h["train_loss"] for h in checked.history]
+    with pytest.raises(VPIntegratorError, match=r"'lm_check_windows' must be a non-negative integer"):
+        fit(_lm(tiny_data, tmp_path, "bad", lm_check_windows=-1))
+
+
+def test_init_scale_shrinks_the_initial_weights(tiny_data, tmp_path):
+    """init_scale multiplies every freshly initialised weight (same seed, so the same draw)."""
+    from vpintegrator import training
+
+    captured = {}
+    original = training._Trainer.run
+
+    def grab(self):
+        captured.setdefault("models", []).append({k: v.detach().clone() for k, v in self.model.named_parameters()})
+        raise KeyboardInterrupt  # stop before any step
+
+    training._Trainer.run = grab
+    try:
+        for scale in (1.0, 0.1):
+            with pytest.raises(KeyboardInterrupt):
+                fit(_lm(tiny_data, tmp_path, f"s{scale}", init_scale=scale))
+    finally:
+        training._Trainer.run = original
+    full, small = captured["models"]
+    assert full.keys() == small.keys()
+    for k in full:
+        torch.testing.assert_close(small[k], 0.1 * full[k], rtol=1e-15, atol=0)
+    with pytest.raises(VPIntegratorError, match=r"'init_scale' must be a positive number"):
+        fit(_lm(tiny_data, tmp_path, "bad", init_scale=0))

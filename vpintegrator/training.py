@@ -88,6 +88,8 @@ __all__ = [
 ]
 
 LOG_COLUMNS = ("epoch", "train_loss", "val_loss", "lr", "seconds")
+ROLLOUT_COLUMN = "val_rollout"  # log.csv's extra column when monitor = "val_rollout"
+MONITORS = ("val_loss", "val_rollout")
 DTYPES = ("float32", "float64")
 SCHEDULE_PER = ("step", "epoch")
 
@@ -155,6 +157,21 @@ class TrainConfig:
         damping λ (1e-3). With ``lm`` an epoch is ``lm_iters_per_epoch`` iterations, not a pass over
         the data; ``batch_size`` then only sets the chunk size of the loss evaluations, and ``lr``,
         ``lr_min``, the scheduler and ``optimizer_kwargs`` are not used.
+    lm_check_windows : int
+        ``lm`` only: with each subsample, draw this many other windows; a step is accepted only if it
+        lowers the subsample's loss *and* does not raise the loss of these (guards against steps that
+        fit the subsample and wreck the rest; 0 turns the check off).
+    init_scale : float
+        Factor applied to the freshly initialised weights (orthogonality-constrained ones excepted);
+        values below 1 start the network closer to a map without nonlinear effects.
+    monitor : "val_loss" or "val_rollout"
+        What ``best.pt`` tracks. ``val_rollout``: the mean relative error of a free rollout of the
+        validation trajectories (non-overlapping windows from their first ``seq_len`` states) over
+        ``val_rollout_steps`` steps, the reference continued beyond the data with the data's own
+        generator; errors are capped at 10 (a blown-up rollout scores 10). Logged in log.csv's extra
+        ``val_rollout`` column. The training loss alone does not rank rollouts (docs/results.md).
+    val_rollout_steps : int
+        Length of that rollout in steps (500: t = 100 at the paper's h = 0.2).
     """
 
     data: list[str] = field(default_factory=list)
@@ -182,6 +199,10 @@ class TrainConfig:
     lm_resample_every: int = 10
     lm_iters_per_epoch: int = 10
     lm_lambda: float = 1e-3
+    lm_check_windows: int = 0
+    init_scale: float = 1.0
+    monitor: str = "val_loss"
+    val_rollout_steps: int = 500
 
     # -- construction ------------------------------------------------------------------------------
 
@@ -307,6 +328,19 @@ class TrainConfig:
         for key in ("lm_windows", "lm_resample_every", "lm_iters_per_epoch"):
             if not is_int(getattr(self, key)) or getattr(self, key) < 1:
                 raise bad(key, "a positive integer", getattr(self, key))
+        if not is_num(self.init_scale) or not 0 < self.init_scale < math.inf:
+            raise bad("init_scale", "a positive number (factor on the initial weights)", self.init_scale)
+        if self.monitor not in MONITORS:
+            raise bad("monitor", " or ".join(map(repr, MONITORS)), self.monitor)
+        if self.monitor == "val_rollout" and not (is_num(self.val_fraction) and self.val_fraction > 0):
+            raise VPIntegratorError(
+                f"{source}: monitor = 'val_rollout' rolls out the validation trajectories; set val_fraction > 0 "
+                f"(got {self.val_fraction!r}) or monitor = 'val_loss'"
+            )
+        if not is_int(self.val_rollout_steps) or self.val_rollout_steps < 1:
+            raise bad("val_rollout_steps", "a positive integer (steps of the validation rollout)", self.val_rollout_steps)
+        if not is_int(self.lm_check_windows) or self.lm_check_windows < 0:
+            raise bad("lm_check_windows", "a non-negative integer (0: no check set)", self.lm_check_windows)
         if not is_num(self.lm_lambda) or not 0 < self.lm_lambda < math.inf:
             raise bad("lm_lambda", "a positive number (the initial Levenberg–Marquardt damping)", self.lm_lambda)
 
@@ -530,14 +564,16 @@ class _LevenbergMarquardt:
     UP, DOWN, LAM_MIN, LAM_MAX = 2.0, 3.0, 1e-12, 1e12
 
     def __init__(self, model, dataset, generator: torch.Generator, n_windows: int, resample_every: int,
-                 lam: float, max_tries: int = 10, chunk: int = 2048) -> None:
+                 lam: float, check_windows: int = 0, max_tries: int = 10, chunk: int = 2048) -> None:
         from torch.func import functional_call, jacrev, vmap
 
         self.model, self.dataset, self.generator = model, dataset, generator
         self.n_windows, self.resample_every, self.max_tries, self.chunk = n_windows, resample_every, max_tries, chunk
+        self.check_windows = int(check_windows)
         self.lam = float(lam)
         self.iteration = 0
         self.index: torch.Tensor | None = None  # (n_windows,) the current subsample
+        self.check: torch.Tensor | None = None  # (check_windows,) windows a step must not make worse
         self.params = [p for p in model.parameters()]
         names = [k for k, _ in model.named_parameters()]
         shapes = [p.shape for p in self.params]
@@ -570,9 +606,14 @@ class _LevenbergMarquardt:
         """One LM iteration; returns (subsample loss before it, whether the step was accepted)."""
         if self.index is None or self.iteration % self.resample_every == 0:
             n = len(self.dataset)
-            self.index = torch.randperm(n, generator=self.generator)[: min(self.n_windows, n)]
+            perm = torch.randperm(n, generator=self.generator)
+            self.index = perm[: min(self.n_windows, n)]
+            if self.check_windows > 0:  # disjoint from the subsample where the data allow it
+                rest = perm[self.index.numel():]
+                self.check = (rest if rest.numel() else perm)[: self.check_windows]
         x, target = self.dataset.batch(self.index)
         scale = 1.0 / torch.sqrt(target.square().sum())
+        check_cost = self._check_cost(theta=None)
         theta = torch.nn.utils.parameters_to_vector(self.params).detach()
         with _label("vp/lm_jacobian"):
             J = (self._jacobian(theta, x, target) * scale).double()
@@ -591,7 +632,7 @@ class _LevenbergMarquardt:
                     continue
                 new = theta + delta.to(theta.dtype)
                 new_cost = float((self._residual(new, x, target) * scale).double().square().sum())
-                if math.isfinite(new_cost) and new_cost < cost:
+                if math.isfinite(new_cost) and new_cost < cost and self._check_cost(new) <= check_cost:
                     torch.nn.utils.vector_to_parameters(new, self.params)
                     self.lam = max(self.lam / self.DOWN, self.LAM_MIN)
                     accepted = True
@@ -600,14 +641,30 @@ class _LevenbergMarquardt:
         self.iteration += 1
         return math.sqrt(cost), accepted
 
+    def _check_cost(self, theta: torch.Tensor | None) -> float:
+        """Squared relative loss of the check windows at ``theta`` (None: the current weights); 0 if none."""
+        if self.check is None:
+            return 0.0
+        if theta is None:
+            theta = torch.nn.utils.parameters_to_vector(self.params).detach()
+        with torch.no_grad():
+            x, target = self.dataset.batch(self.check)
+            r = self._residual(theta, x, target).double()
+            value = float(r.square().sum() / target.double().square().sum())
+        return value if math.isfinite(value) else math.inf
+
     def state_dict(self) -> dict[str, Any]:
-        index = self.index if self.index is not None else torch.zeros(0, dtype=torch.long)
+        empty = torch.zeros(0, dtype=torch.long)
+        index = self.index if self.index is not None else empty
+        check = self.check if self.check is not None else empty
         return {"lambda": self.lam, "iteration": self.iteration, "index": index.cpu().clone(),
-                "generator": self.generator.get_state()}
+                "check": check.cpu().clone(), "generator": self.generator.get_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.lam, self.iteration = float(state["lambda"]), int(state["iteration"])
         self.index = state["index"] if state["index"].numel() else None
+        check = state.get("check")
+        self.check = check if check is not None and check.numel() else None
         self.generator.set_state(state["generator"])
 
 
@@ -765,6 +822,8 @@ def _read_log(path: Path, max_epoch: int) -> list[dict[str, float]]:
         for row in csv.DictReader(f):
             try:
                 parsed = {k: float(row[k]) for k in LOG_COLUMNS}
+                if ROLLOUT_COLUMN in row:
+                    parsed[ROLLOUT_COLUMN] = float(row[ROLLOUT_COLUMN])
             except (TypeError, ValueError, KeyError):
                 break  # a torn last line
             if parsed["epoch"] > max_epoch:
@@ -774,10 +833,64 @@ def _read_log(path: Path, max_epoch: int) -> list[dict[str, float]]:
     return rows
 
 
-def _format_row(row: dict[str, float]) -> str:
-    return ",".join(
-        [str(int(row["epoch"]))] + [repr(float(row[k])) for k in ("train_loss", "val_loss", "lr", "seconds")]
-    )
+def _log_columns(config: "TrainConfig") -> tuple[str, ...]:
+    return LOG_COLUMNS + ((ROLLOUT_COLUMN,) if config.monitor == "val_rollout" else ())
+
+
+def _format_row(row: dict[str, float], columns: tuple[str, ...] = LOG_COLUMNS) -> str:
+    return ",".join([str(int(row["epoch"]))] + [repr(float(row.get(k, math.nan))) for k in columns[1:]])
+
+
+class _RolloutValidator:
+    """``monitor = "val_rollout"``: how well a model rolls out the validation trajectories.
+
+    From each trajectory's first ``seq_len`` states the model is iterated on non-overlapping windows
+    over ``n_steps`` steps; the reference is the data, continued beyond its horizon with the data's own
+    generator (as ``vp-rollout`` does). The score is the relative error ‖ŷ − y‖/‖y‖ averaged over the
+    trajectories and the predicted steps, each error capped at ``CAP`` (a blown-up rollout scores CAP).
+
+    Parameters
+    ----------
+    y : Tensor, shape (n_traj, n_file_steps, dim)
+        The validation trajectories as stored.
+    meta : dict
+        The data file's metadata (system, parameters, dt, method, tolerances).
+    """
+
+    CAP = 10.0
+
+    def __init__(self, y: torch.Tensor, meta: dict[str, Any], n_steps: int, seq_len: int, pred_window: int) -> None:
+        ref = y.detach().to("cpu", torch.float64).numpy()
+        n_file = ref.shape[1]
+        if n_steps + 1 > n_file:
+            from .rollout import _reference_generator, _system_from_meta, rollout
+
+            system = _system_from_meta(meta, "training data")
+            dt = float(meta["dt"])
+            cont = rollout(_reference_generator(meta, system, dt), ref[:, -1], n_steps - (n_file - 1), dt)
+            ref = np.concatenate([ref, cont.y[:, 1:]], axis=1)
+        self.ref = torch.as_tensor(ref[:, : n_steps + 1])
+        self.seq_len, self.pred_window = int(seq_len), int(pred_window)
+
+    def __call__(self, model: torch.nn.Module) -> float:
+        param = next(iter(model.parameters()))
+        ref = self.ref.to(device=param.device, dtype=param.dtype)
+        T, P, total = self.seq_len, self.pred_window, ref.shape[1]
+        was_training = model.training
+        model.eval()
+        with torch.no_grad():
+            x, parts, have = ref[:, :T], [], T
+            while have < total:
+                out = model(x)
+                parts.append(out)
+                x = out if P >= T else torch.cat([x[:, P:], out], 1)
+                have += P
+            pred = torch.cat(parts, 1)[:, : total - T].double()
+        model.train(was_training)
+        target = ref[:, T:].double()
+        err = torch.linalg.vector_norm(pred - target, dim=-1) / torch.linalg.vector_norm(target, dim=-1)
+        err = torch.nan_to_num(err, nan=self.CAP, posinf=self.CAP).clamp(max=self.CAP)
+        return float(err.mean())
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -838,6 +951,11 @@ class _Trainer:
                 f"model's dim to {data.dim} or use matching data"
             )
         self.model = model.to(device=device, dtype=self.dtype)
+        if config.init_scale != 1.0:  # shrink the initial weights (not orthogonality-constrained ones)
+            with torch.no_grad():
+                for pname, p in self.model.named_parameters():
+                    if "parametrizations." not in pname:
+                        p.mul_(config.init_scale)
         self.n_params = sum(p.numel() for p in self.model.parameters())
         seq_len, pred_window = int(model.seq_len), int(model.pred_window)
         span = seq_len + pred_window
@@ -860,6 +978,12 @@ class _Trainer:
         train_idx, val_idx = split_trajectories(data.n_traj, config.val_fraction, config.seed)
         self.train_set = WindowDataset(y, seq_len, pred_window, config.stride, train_idx)
         self.val_set = WindowDataset(y, seq_len, pred_window, config.stride, val_idx) if len(val_idx) else None
+        self.rollout_validator: _RolloutValidator | None = None
+        if config.monitor == "val_rollout":
+            self.rollout_validator = _RolloutValidator(
+                data.y[val_idx], data.meta, config.val_rollout_steps, seq_len, pred_window
+            )
+        self.log_columns = _log_columns(config)
         self.data_info = {
             "sources": data_paths,
             "system": data.meta.get("system"),
@@ -883,7 +1007,7 @@ class _Trainer:
         if config.optimizer == "lm":
             # an "epoch" of LM is lm_iters_per_epoch iterations; no torch optimiser, no lr schedule
             self.lm = _LevenbergMarquardt(self.model, self.train_set, self.generator, config.lm_windows,
-                                          config.lm_resample_every, config.lm_lambda)
+                                          config.lm_resample_every, config.lm_lambda, config.lm_check_windows)
             self.steps_per_epoch = int(config.lm_iters_per_epoch)
             self.optimizer = self.scheduler = None
         else:
@@ -1008,7 +1132,7 @@ class _Trainer:
             "val_loss": _json_float(self.last_val),
             "best_loss": _json_float(self.best_loss),
             "best_epoch": int(self.best_epoch),
-            "monitor": "val_loss" if self.val_set is not None else "train_loss",
+            "monitor": self.config.monitor if self.val_set is not None else "train_loss",
             "lr": self._lr(),
             "wall_time": round(self._wall(), 3),
             "stopped": stopped,
@@ -1118,7 +1242,7 @@ class _Trainer:
             run.mkdir(parents=True, exist_ok=True)
             _write_text(run / "config.toml", self.resolved.to_toml())
             # the log: keep rows up to the checkpoint (a crash may have left later ones), then append
-            text = "epoch,train_loss,val_loss,lr,seconds\n" + "".join(_format_row(r) + "\n" for r in self.history)
+            text = ",".join(self.log_columns) + "\n" + "".join(_format_row(r, self.log_columns) + "\n" for r in self.history)
             _write_text(run / "log.csv", text)
         self.log_file = open(run / "log.csv", "a", encoding="utf-8") if (self.dist.is_main and run) else None
         stopped = "epochs"
@@ -1199,6 +1323,10 @@ class _Trainer:
                 val_loss = self._validate()
             self.last_train, self.last_val = train_loss, val_loss
             monitor = val_loss if self.val_set is not None else train_loss
+            val_rollout = math.nan
+            if self.rollout_validator is not None:
+                with _label("vp/validate_rollout"):
+                    val_rollout = monitor = self.rollout_validator(self.model)
             improved = math.isfinite(monitor) and (
                 not math.isfinite(self.best_loss) or monitor < self.best_loss - cfg.min_delta
             )
@@ -1211,9 +1339,11 @@ class _Trainer:
             lr = self._lr()
             row = {"epoch": self.epoch, "train_loss": train_loss, "val_loss": val_loss, "lr": lr,
                    "seconds": self._wall()}
+            if self.rollout_validator is not None:
+                row[ROLLOUT_COLUMN] = val_rollout
             self.history.append(row)
             if self.log_file is not None:
-                self.log_file.write(_format_row(row) + "\n")
+                self.log_file.write(_format_row(row, self.log_columns) + "\n")
                 self.log_file.flush()
             self.epoch_start_state = self.generator.get_state()
             info = EpochInfo(self.epoch, self.step, train_loss, val_loss, lr, row["seconds"])

@@ -58,6 +58,16 @@ def _split_data(values: tuple[str, ...]) -> list[str] | None:
 @click.option("--lm-resample-every", type=int, help="lm: redraw the subsample every N iterations (default 10).")
 @click.option("--lm-iters-per-epoch", type=int, help="lm: iterations per epoch (default 10).")
 @click.option("--lm-lambda", type=float, help="lm: initial damping lambda (default 1e-3).")
+@click.option(
+    "--monitor", type=click.Choice(["val_loss", "val_rollout"]),
+    help="What best.pt tracks: the validation loss (default) or the mean relative error of a free rollout "
+    "of the validation trajectories over --val-rollout-steps steps.",
+)
+@click.option("--val-rollout-steps", type=int, help="monitor val_rollout: rollout length in steps (default 500).")
+@click.option(
+    "--set", "settings", multiple=True, metavar="KEY=VALUE",
+    help="Any config key (TrainConfig field), VALUE in TOML syntax, e.g. --set lm_check_windows=4096; repeatable.",
+)
 @click.option("--scheduler", metavar="NAME", help="exponential, cosine or constant.")
 @click.option("--schedule-per", type=click.Choice(["step", "epoch"]), help="Advance the schedule per step or epoch.")
 @click.option("--val-fraction", type=float, help="Share of trajectories held out for validation.")
@@ -73,7 +83,7 @@ def _split_data(values: tuple[str, ...]) -> list[str] | None:
 @click.option("--progress/--no-progress", default=True, help="Progress bar with the loss on stderr.")
 @cli_errors
 def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_min, optimizer, lm_windows,
-         lm_resample_every, lm_iters_per_epoch, lm_lambda, scheduler, schedule_per, val_fraction, patience,
+         lm_resample_every, lm_iters_per_epoch, lm_lambda, monitor, val_rollout_steps, settings, scheduler, schedule_per, val_fraction, patience,
          device, dtype, seed, out, resume, progress):
     """Train a neural integrator from CONFIG.toml and/or flags; write a run directory.
 
@@ -94,8 +104,12 @@ def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_mi
         lr=lr, lr_min=lr_min, optimizer=optimizer, lm_windows=lm_windows, lm_resample_every=lm_resample_every,
         lm_iters_per_epoch=lm_iters_per_epoch, lm_lambda=lm_lambda, scheduler=scheduler, schedule_per=schedule_per,
         val_fraction=val_fraction, patience=patience, device=device, dtype=dtype, seed=seed,
-        out=str(out) if out is not None else None,
+        out=str(out) if out is not None else None, monitor=monitor, val_rollout_steps=val_rollout_steps,
     )
+    for key, value in _parse_settings(settings).items():
+        if overrides.get(key) is not None:
+            raise VPIntegratorError(f"--set {key}=...: {key} is also given by its own flag; give it once")
+        overrides[key] = value
     if seq_len is not None:
         if resume is not None:
             raise VPIntegratorError(f"--seq-len with --resume {resume}: a resumed run keeps its model")
@@ -131,6 +145,29 @@ def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_mi
         f"{result.stopped}) on {result.device}, {result.dtype}: loss {result.train_loss:.3e}{best}"
     )
     click.echo(f"Run written to {result.run_dir}")
+
+
+def _parse_settings(settings) -> dict:
+    """``("key=value", ...)`` -> dict; a value is TOML (numbers, booleans, lists) or else a bare string."""
+    import tomllib
+
+    from ..errors import VPIntegratorError
+    from ..training import TrainConfig
+
+    out = {}
+    for item in settings:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise VPIntegratorError(f"--set {item!r}: expected KEY=VALUE, e.g. --set lm_check_windows=4096")
+        if key not in TrainConfig.keys() or key in ("data", "model", "out"):
+            valid = [k for k in TrainConfig.keys() if k not in ("data", "model", "out")]
+            raise VPIntegratorError(f"--set {key}: unknown config key; valid: {', '.join(valid)}")
+        try:
+            out[key] = tomllib.loads(f"v = {value.strip()}")["v"]
+        except tomllib.TOMLDecodeError:  # a bare word: a string (the config's validation checks it)
+            out[key] = value.strip()
+    return out
 
 
 if __name__ == "__main__":
