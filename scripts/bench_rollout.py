@@ -2,18 +2,20 @@
 """Rollout benchmark (issue 5, item 7).
 
 (a) one trajectory (the paper's trajectory 1) to t = 50 000 at h = 0.2 (250 000 steps) for VPT, VPFF, ST and
-    implicit midpoint in the same run; times and ratios to implicit midpoint, beside the paper's Julia
-    numbers (implicit midpoint 2.51 s, VPFF 6.44 s, VPT 0.71 s, ST 0.20 s); plus the model runners
-    (eager vs TorchScript trace) on a shorter horizon, to show which one the engine keeps;
+    implicit midpoint in the same run: measured seconds, µs per call and per step, seconds to t = 50 000
+    (extrapolated, and labelled so, when --steps is smaller), ratios to implicit midpoint, beside the paper's
+    Julia numbers (implicit midpoint 2.51 s, VPFF 6.44 s, VPT 0.71 s, ST 0.20 s); (a') the model runners
+    (generated Python scalar code, TorchScript trace, eager) per call on a shorter horizon;
 (b) batched throughput in state-steps/s for the paper's 1238 trajectories;
 (c) peak memory (RSS and tracemalloc) of a full ``run_rollouts`` streaming to HDF5 at 10^4 and 10^5 steps,
     each in a fresh process, against the in-memory size of what it wrote (flat is the target).
 
-Models are the paper configurations, randomly initialised unless trained runs are given (--vpt, --vpff,
---st): timing does not depend on the weights, but a random model's states blow up and the engine then
-restarts those rows (``failed`` column), which costs the same per step.
+Models are the shipped pretrained ones (``pretrained:rigid_body_*``, float64, trained weights) unless runs are
+given (--vpt, --vpff, --st) or --random (random init: its states blow up and the engine restarts those rows,
+``failed`` column, which costs the same per step).
 
-    python scripts/bench_rollout.py [--steps 250000] [--batch-steps 500] [--skip a,b,c] [--vpt RUN ...]
+    python scripts/bench_rollout.py [--steps 250000] [--batch-steps 500] [--skip a,b,c] [--vpt RUN ...] [--random]
+    python scripts/bench_rollout.py --steps 20000 --skip b,c      # quick: batch 1 only, t = 50 000 extrapolated
 """
 
 from __future__ import annotations
@@ -33,11 +35,20 @@ import numpy as np
 import torch
 
 from vpintegrator.data import generate, load_spec
-from vpintegrator.models import build_model, load_model
-from vpintegrator.rollout import IntegratorStep, ModelStep, RolloutConfig, initial_window, rollout, run_rollouts
+from vpintegrator.models import build_model, list_pretrained, load_model
+from vpintegrator.rollout import (
+    SCALAR_MAX_BATCH,
+    IntegratorStep,
+    ModelStep,
+    RolloutConfig,
+    initial_window,
+    rollout,
+    run_rollouts,
+)
 from vpintegrator.systems import paper_sphere_points, paper_trajectory_index
 
 DT = 0.2
+PAPER_STEPS = 250_000  # t = 50 000
 JULIA = {"implicit_midpoint": 2.51, "vpff": 6.44, "vpt": 0.71, "st": 0.20}  # s for 250 000 steps (paper, CPU)
 PAPER_CONFIGS = {
     "vpt": dict(dim=3, seq_len=3, n_blocks=2, n_linear=1, L=3),
@@ -47,21 +58,32 @@ PAPER_CONFIGS = {
 
 
 def models(args) -> dict[str, tuple[torch.nn.Module, str]]:
+    """The shipped pretrained models (trained weights) unless runs are given, or random init with --random."""
     out = {}
+    shipped = set(list_pretrained())
     for name, cfg in PAPER_CONFIGS.items():
         path = getattr(args, name)
+        if path is None and not args.random and f"rigid_body_{name}" in shipped:
+            path = f"pretrained:rigid_body_{name}"
         if path:
             out[name] = (load_model(path), f"trained ({path})")
         else:
             torch.manual_seed(1234)
-            out[name] = (build_model(name, **cfg), "random init, paper config")
+            out[name] = (build_model(name, **cfg).double(), "random init, paper config, float64")
     return out
 
 
-def step_map(name, model=None, jit=True, device="cpu"):
+RUNNERS = {  # ModelStep options per runner
+    "python scalar": dict(jit=True),
+    "jit.trace+freeze": dict(jit=True, scalar_max_batch=0),
+    "eager": dict(jit=False, scalar_max_batch=0),
+}
+
+
+def step_map(name, model=None, runner="python scalar", device="cpu"):
     if model is None:
         return IntegratorStep("rigid_body", name, DT)
-    return ModelStep(model, device=device, jit=jit)
+    return ModelStep(model, device=device, **RUNNERS[runner])
 
 
 def timed_rollout(sm, y0, n_steps):
@@ -70,41 +92,61 @@ def timed_rollout(sm, y0, n_steps):
     return res.seconds, res.n_failed, res.meta
 
 
+def n_calls(sm, n_steps: int) -> int:
+    """Calls of the step map in a rollout of n_steps (the first seq_len states are given)."""
+    return -(-(n_steps + 1 - sm.seq_len) // sm.advance)
+
+
 def part_a(args, mods):
     y0 = paper_sphere_points()[[paper_trajectory_index(1)]]  # (1, 3)
     n = args.steps
+    extrapolated = n != PAPER_STEPS
+    label = "s to t=50000" + (" (extrap.)" if extrapolated else "")
     print(f"\n(a) one trajectory (paper trajectory 1), {n} steps of h = {DT} (t = {n * DT:g}), batch 1, CPU, "
-          f"{torch.get_num_threads()} torch threads")
+          f"{torch.get_num_threads()} torch threads; each model with the engine's default runner")
+    if extrapolated:
+        print(f"    seconds to t = 50 000 ({PAPER_STEPS} steps) are EXTRAPOLATED linearly from the {n} measured steps")
     rows = []
     for name in ("implicit_midpoint", "vpff", "vpt", "st"):
         model, origin = mods.get(name, (None, "numpy, vpintegrator.integrators"))
-        sec, failed, meta = timed_rollout(step_map(name, model), y0, n)
-        rows.append((name, sec, failed, meta.get("runner", "numpy"), origin))
+        sm = step_map(name, model)
+        sec, failed, meta = timed_rollout(sm, y0, n)
+        rows.append((name, sec, n_calls(sm, n), failed, meta.get("runner", "numpy"), origin))
     ref = rows[0][1]
-    print(f"{'method':<18}{'seconds':>10}{'us/step':>10}{'ratio to IM':>13}{'Julia s':>9}{'Julia ratio':>12}  runner; model")
-    for name, sec, failed, runner, origin in rows:
+    print(f"{'method':<18}{'measured s':>11}{'us/call':>9}{'us/step':>9}{label:>{max(14, len(label) + 2)}}"
+          f"{'ratio to IM':>13}{'Julia s':>9}{'Julia ratio':>12}  runner; model")
+    for name, sec, calls, failed, runner, origin in rows:
         jr = JULIA[name] / JULIA["implicit_midpoint"]
         fail = f", {failed} failed/restarted" if failed else ""
-        print(f"{name:<18}{sec:>10.2f}{1e6 * sec / n:>10.1f}{sec / ref:>13.3f}{JULIA[name]:>9.2f}{jr:>12.3f}  {runner}; {origin}{fail}")
+        print(f"{name:<18}{sec:>11.2f}{1e6 * sec / calls:>9.1f}{1e6 * sec / n:>9.1f}"
+              f"{sec * PAPER_STEPS / n:>{max(14, len(label) + 2)}.2f}{sec / ref:>13.3f}{JULIA[name]:>9.2f}{jr:>12.3f}"
+              f"  {runner}; {origin}{fail}")
 
     n_short = min(n, args.runner_steps)
     rounds = args.rounds
-    print(f"\n(a') per-step cost on a shared machine: the minimum over {rounds} alternating rounds of {n_short} steps, "
-          "batch 1; models eager and traced (the engine keeps the faster: jit.trace+freeze)")
-    cases = [("implicit_midpoint", None, True)] + [(m, mods[m][0], jit) for m in ("vpff", "vpt", "st") for jit in (False, True)]
+    print(f"\n(a') the model runners at batch 1: minimum over {rounds} alternating rounds of {n_short} steps "
+          "(shared machine); the engine's default is the first that applies (python scalar: float64 models, "
+          f"<= {SCALAR_MAX_BATCH} trajectories, CPU)")
+    cases = [("implicit_midpoint", None, "python scalar")] + [(m, mods[m][0], r) for m in ("vpff", "vpt", "st") for r in RUNNERS]
     best = {}
     for _ in range(rounds):
-        for name, model, jit in cases:
-            sec = timed_rollout(step_map(name, model, jit=jit), y0, n_short)[0]
-            key = (name, jit)
-            best[key] = min(best.get(key, float("inf")), sec / n_short)
-    im = best[("implicit_midpoint", True)]
-    print(f"{'method':<18}{'eager us/step':>15}{'traced us/step':>16}{'speed-up':>10}{'250k steps s':>14}{'ratio to IM':>13}{'Julia ratio':>13}")
-    print(f"{'implicit_midpoint':<18}{'':>15}{1e6 * im:>16.1f}{'':>10}{250_000 * im:>14.1f}{1.0:>13.3f}{1.0:>13.3f}")
+        for name, model, runner in cases:
+            sm = step_map(name, model, runner)
+            sec, _, meta = timed_rollout(sm, y0, n_short)
+            key = (name, runner)
+            if meta.get("runner", runner) != runner and model is not None:
+                raise SystemExit(f"{name}: asked for runner {runner!r}, got {meta.get('runner')!r}")
+            best[key] = min(best.get(key, float("inf")), sec / n_calls(sm, n_short))
+    im = best[("implicit_midpoint", "python scalar")]
+    head = "".join(f"{r + ' us/call':>26}" for r in RUNNERS)
+    print(f"{'method':<18}{head}{'scalar speed-up vs trace':>26}{'s to t=50000 (extrap.)':>24}{'ratio to IM':>13}")
+    print(f"{'implicit_midpoint':<18}{'':>26}{'':>26}{'':>26}{'':>26}{PAPER_STEPS * im:>24.2f}{1.0:>13.3f}")
     for name in ("vpff", "vpt", "st"):
-        e, t = best[(name, False)], best[(name, True)]
-        print(f"{name:<18}{1e6 * e:>15.1f}{1e6 * t:>16.1f}{e / t:>10.2f}{250_000 * t:>14.1f}{t / im:>13.3f}"
-              f"{JULIA[name] / JULIA['implicit_midpoint']:>13.3f}")
+        per = [best[(name, r)] for r in RUNNERS]
+        calls_per_step = 1.0 / (3 if name != "vpff" else 1)
+        s50k = PAPER_STEPS * calls_per_step * per[0]
+        print(f"{name:<18}" + "".join(f"{1e6 * v:>26.1f}" for v in per) + f"{per[1] / per[0]:>26.1f}"
+              f"{s50k:>24.2f}{s50k / (PAPER_STEPS * im):>13.3f}")
 
 
 def part_b(args, mods):
@@ -170,8 +212,9 @@ def part_c(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=250_000, help="(a) steps of the single trajectory")
-    parser.add_argument("--runner-steps", type=int, default=12_000, help="(a') steps per round")
+    parser.add_argument("--steps", type=int, default=PAPER_STEPS,
+                        help="(a) steps of the single trajectory (fewer: t = 50 000 extrapolated, labelled)")
+    parser.add_argument("--runner-steps", type=int, default=6_000, help="(a') steps per round")
     parser.add_argument("--rounds", type=int, default=3, help="(a') alternating rounds (the minimum is kept)")
     parser.add_argument("--batch-steps", type=int, default=500, help="(b) steps of the 1238-trajectory batch")
     parser.add_argument("--memory-steps", type=lambda s: [int(v) for v in s.split(",")], default=[10_000, 100_000])
@@ -179,7 +222,9 @@ def main():
     parser.add_argument("--skip", default="", help="comma list of parts to skip: a,b,c")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (batch-1 rollouts are serial)")
     for name in PAPER_CONFIGS:
-        parser.add_argument(f"--{name}", metavar="RUN", help=f"trained {name} run directory or checkpoint")
+        parser.add_argument(f"--{name}", metavar="RUN",
+                            help=f"trained {name} run directory or checkpoint (default: pretrained:rigid_body_{name})")
+    parser.add_argument("--random", action="store_true", help="randomly initialised float64 paper models instead")
     parser.add_argument("--memory-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
