@@ -978,7 +978,12 @@ def main(argv=None) -> int:
     return 0
 
 
+def _sigterm(signum, frame):
+    raise KeyboardInterrupt  # stop the children the same way as Ctrl-C does (vp-train saves last.pt)
+
+
 def _entry() -> None:
+    signal.signal(signal.SIGTERM, _sigterm)
     try:
         sys.exit(main())
     except StudyError as err:

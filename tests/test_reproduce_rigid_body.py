@@ -1,0 +1,244 @@
+"""scripts/reproduce_rigid_body.py: the results table from a small real run directory, the plan, bad input."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPT = REPO / "scripts" / "reproduce_rigid_body.py"
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("reproduce_rigid_body", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look the module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+rr = _load_script()
+
+
+def _write_training(run_dir: Path, losses, seconds, best_epoch: int, wall: float) -> None:
+    run_dir.mkdir(parents=True)
+    rows = "".join(f"{i + 1},{loss!r},{loss * 1.2!r},0.001,{s!r}\n" for i, (loss, s) in enumerate(zip(losses, seconds)))
+    (run_dir / "log.csv").write_text("epoch,train_loss,val_loss,lr,seconds\n" + rows)
+    (run_dir / "summary.json").write_text(json.dumps({
+        "model": "vpt", "n_params": 162, "epochs": len(losses), "train_loss": losses[-1], "val_loss": losses[-1] * 1.2,
+        "best_loss": losses[best_epoch - 1] * 1.2, "best_epoch": best_epoch, "monitor": "val_loss", "wall_time": wall,
+        "stopped": "time_limit",
+    }))
+
+
+@pytest.fixture(scope="module")
+def fake_run(tmp_path_factory):
+    """A RUN with real rollout files (integrators + an untrained VPT) and hand-written training logs."""
+    import torch
+
+    from vpintegrator.data import generate, load_spec
+    from vpintegrator.models import build_model, save_model
+    from vpintegrator.rollout import RolloutConfig, run_rollouts
+
+    torch.manual_seed(0)
+    run = tmp_path_factory.mktemp("run")
+    data = run / "data"
+    data.mkdir()
+    generate(load_spec("rigid_body_paper", method="implicit_midpoint", t_end=1.0), out=data / "im.h5")
+    model = build_model("vpt", dim=3, seq_len=3, n_blocks=2, n_linear=1, L=3, activation="tanh", skew_sym=True)
+    save_model(model.double(), run / "vpt_random.pt")
+    (run / "rollout").mkdir()
+    common = dict(data=str(data / "im.h5"), integrators=["rk4", "splitting"], traj=[100, 719], device="cpu",
+                  init="implicit_midpoint", jit=False)
+    run_rollouts(RolloutConfig(**common, models=[f"vpt={run / 'vpt_random.pt'}"], t_end=100.0,
+                               out=str(run / "rollout" / "paper_s0.h5")))
+    run_rollouts(RolloutConfig(**common, t_end=104.0, volume=False, out=str(run / "rollout" / "long_s0.h5")))
+    for kind in ("paper", "long"):  # seed 1: the same rollouts (the training logs differ)
+        for ext in (".h5", ".csv", ".md"):
+            shutil.copy(run / "rollout" / f"{kind}_s0{ext}", run / "rollout" / f"{kind}_s1{ext}")
+    # two seeds, different training logs: seed 0 reaches 5e-4 at 12.5 s, seed 1 never
+    _write_training(run / "train" / "vpt_s0", [1e-2, 4e-4, 3e-4], [5.0, 12.5, 20.0], best_epoch=2, wall=21.0)
+    _write_training(run / "train" / "vpt_s1", [1e-2, 8e-4, 6e-4], [5.0, 12.0, 19.0], best_epoch=3, wall=23.0)
+    return run
+
+
+def test_z_band_and_error_match_the_rollout_file(fake_run):
+    from vpintegrator.rollout import read_rollout
+
+    res = rr.build_results(fake_run)
+    r = read_rollout(fake_run / "rollout" / "paper_s0.h5")
+    for name, idx in (("traj1", 100), ("traj4", 719)):
+        i = int(np.flatnonzero(r.traj_index == idx)[0])
+        for label in ("rk4", "splitting"):
+            y = r.methods[label].y[i]
+            band = np.max(np.abs(np.sqrt(np.sum(y**2, axis=-1)) - 1.0))
+            got = res["rows"][label][f"band_{name}"]
+            assert got["values"] == pytest.approx([band, band], rel=1e-12)
+            assert got["std"] == 0.0 and got["n"] == 2
+            err = r.methods[label].rel_error[i, -1]
+            assert r.t[-1] == pytest.approx(100.0)
+            assert res["rows"][label][f"err100_{name}"]["mean"] == pytest.approx(err, rel=1e-12)
+    assert 0 < res["rows"]["rk4"]["band_traj1"]["mean"] < 1e-4  # RK4 drifts slightly off the sphere
+    assert res["rows"]["rk4"]["vpt_traj1"]["mean"] == pytest.approx(100.0)
+
+
+def test_training_columns_mean_std_over_seeds(fake_run):
+    res = rr.build_results(fake_run)
+    row = res["rows"]["vpt"]
+    assert row["train_loss_best"]["values"] == [4e-4, 6e-4]  # the loss at best.pt's epoch
+    assert row["train_loss_best"]["std"] == pytest.approx(np.std([4e-4, 6e-4], ddof=1))
+    assert row["train_time"]["mean"] == pytest.approx(22.0)
+    assert row["time_to_target"]["values"] == [12.5]
+    assert (row["time_to_target"]["reached"], row["time_to_target"]["runs"]) == (1, 2)
+    assert row["n_params"] == 162 and row["monitor"] == "val_loss"
+
+
+def test_long_run_columns_come_from_the_long_rollout_table(fake_run):
+    from vpintegrator.metrics import read_table
+
+    res = rr.build_results(fake_run)
+    table = {r["method"]: r for r in read_table(fake_run / "rollout" / "long_s0.csv")}
+    assert res["rows"]["splitting"]["long_energy"]["mean"] == pytest.approx(table["splitting"]["max_rel_drift_energy"])
+    assert res["rows"]["rk4"]["long_t_end"] == [104.0, 104.0]
+
+
+def test_targets_are_computed_and_formatted(fake_run):
+    res = rr.build_results(fake_run)
+    targets = [t for t in res["targets"] if t["model"] == "vpt"]
+    assert {(t["traj"], t["key"].split("_")[0]) for t in targets} == {
+        ("traj1", "band"), ("traj4", "band"), ("traj1", "err100"), ("traj4", "err100")}
+    for t in targets:
+        values = res["rows"]["vpt"][t["key"]]["values"]
+        assert t["met"] == (np.mean(values) <= t["limit"])
+        assert t["seeds_met"] == sum(v <= t["limit"] for v in values)
+    text = rr.format_results(res)
+    assert "## Targets" in text and "*paper vpt*" in text and "≈ 0.2–0.3" in text
+    for t in targets:
+        assert ("met" if t["met"] else "NOT met") in text
+    assert "| rk4 |" in text and "(n=2)" in text
+
+
+def test_table_only_rewrites_results(fake_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(fake_run, run)
+    proc = subprocess.run([sys.executable, SCRIPT, "--out", run, "--table-only"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "## Targets" in proc.stdout
+    res = json.loads((run / "results.json").read_text())
+    assert res["meta"]["seeds"] == [0, 1]
+    assert (run / "results.md").read_text().startswith("# Rigid-body study")
+
+
+def test_write_timing_takes_the_start_up_out(tmp_path):
+    from vpintegrator.metrics import write_table
+
+    td = tmp_path / "timing"
+    td.mkdir()
+    for label, spp in (("vpt", 1e-4), ("vpt_short", 1.2e-4)):
+        write_table([{"method": label.split("_")[0], "final_rel_error": 0.1, "seconds_per_step": spp, "failed": 0}],
+                    td / label)
+    rr._write_json(tmp_path / ".tasks" / "timing_vpt.json", {"cpu_s": 12.0, "wall_s": 13.0})
+    rr._write_json(tmp_path / ".tasks" / "timing_vpt_short.json", {"cpu_s": 3.0, "wall_s": 4.0})
+    out = rr.write_timing(tmp_path, 1000.0)  # 5000 steps; the short run 500
+    e = out["methods"]["vpt"]
+    assert e["cpu_s"] == 12.0
+    assert e["cpu_marginal_s"] == pytest.approx((12.0 - 3.0) / 4500 * 5000)
+    assert e["engine_s"] == pytest.approx(1e-4 * 5000)
+    assert e["paper_julia_s"] == 0.71
+    assert (td / "timing.json").exists() and "| vpt |" in (td / "timing.md").read_text()
+
+
+def test_plan_runs_the_paper_setup(tmp_path):
+    args = rr.parse_args(["--out", str(tmp_path / "run"), "--seeds", "0,1", "--models", "vpt,vpt_exact,st"])
+    study = rr.Study(args)
+    study.plan()
+    t = study.tasks
+    assert [k for k in t if k.startswith("train_")] == [
+        "train_vpt_s0", "train_st_s0", "train_vpt_exact_s0", "train_vpt_s1", "train_st_s1", "train_vpt_exact_s1"]
+    exact_cmd = [str(c) for c in t["train_vpt_exact_s1"].cmd]
+    assert exact_cmd[exact_cmd.index("--data") + 1].endswith("data/exact.h5")
+    assert any(c.endswith("configs/study/rigid_body_vpt.toml") for c in exact_cmd)
+    paper = [str(c) for c in t["rollout_paper_s1"].cmd]
+    assert paper[paper.index("--traj") + 1] == "100,719"
+    assert paper[paper.index("--init") + 1] == "implicit_midpoint"
+    assert paper[paper.index("--integrators") + 1] == "implicit_midpoint,gauss_legendre4,rk4,splitting"
+    assert "vpt_exact" not in " ".join(paper)
+    assert set(t["rollout_paper_s1"].deps) == {"gen_im", "train_vpt_s1", "train_st_s1"}
+    ex = [str(c) for c in t["rollout_paper_exact_s0"].cmd]
+    assert ex[ex.index("--init") + 1] == "exact_flow"
+    timing = [str(c) for c in t["timing_vpt"].cmd]
+    assert "--no-volume" in timing and timing[timing.index("--t-end") + 1] == "50000"
+    assert t["timing_vpt"].exclusive and "timing_st_s1" not in t
+
+
+def test_quick_defaults():
+    a = rr.parse_args(["--quick"])
+    assert (a.seeds, a.train_seconds, a.long_t_end, a.timing_t_end, a.n_heldout) == ([0, 1], 45.0, 1000.0, 5000.0, 20)
+    a = rr.parse_args([])
+    assert (a.seeds, a.train_seconds, a.long_t_end, a.timing_t_end) == ([0, 1, 2], 300.0, 5000.0, 50000.0)
+    assert a.models == ["vpff", "vpt", "vpt_arb", "st", "vpt_exact"]
+
+
+@pytest.mark.parametrize(
+    "extra, expect",
+    [
+        (["--models", "vpt,bogus"], "unknown model 'bogus'; valid: vpff, vpt, vpt_arb, st, vpt_exact"),
+        (["--seeds", "0,x"], "--seeds must be a comma list of integers"),
+        (["--jobs", "0"], "--jobs must be >= 1"),
+        (["--train-seconds", "nan"], "--train-seconds must be a number"),
+        (["--no-such-flag"], "unrecognized arguments"),
+        (["__existing__"], "exists and is not empty"),
+        (["--table-only"], "holds no study"),
+    ],
+)
+def test_bad_input_is_one_line(tmp_path, extra, expect):
+    run = tmp_path / "run"
+    if extra == ["__existing__"]:
+        run.mkdir()
+        (run / "x").write_text("x")
+        extra = []
+    elif extra == ["--table-only"]:
+        run.mkdir()
+    proc = subprocess.run([sys.executable, SCRIPT, "--out", run, *extra], capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("reproduce_rigid_body: error:") and expect in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_missing_config_is_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, SCRIPT, "--out", tmp_path / "run", "--config-dir", tmp_path / "nope"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1
+    assert "rigid_body_vpff.toml not found" in proc.stderr
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_tiny_study_end_to_end(tmp_path):
+    cfg = tmp_path / "configs"
+    cfg.mkdir()
+    shutil.copy(REPO / "configs" / "rigid_body_vpt_lm.toml", cfg / "rigid_body_vpt.toml")
+    run = tmp_path / "run"
+    cmd = [sys.executable, SCRIPT, "--out", run, "--seeds", "0", "--models", "vpt", "--train-seconds", "3",
+           "--long-t-end", "30", "--timing-t-end", "30", "--n-heldout", "3", "--config-dir", cfg]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    for p in ("data/im.h5", "data/heldout_im.h5", "train/vpt_s0/summary.json", "rollout/paper_s0.h5",
+              "rollout/heldout_s0.csv", "rollout/long_s0.md", "timing/timing.json", "results.md", "results.json",
+              "study.log", "figures/paper_s0_traj1"):
+        assert (run / p).exists(), p
+    res = json.loads((run / "results.json").read_text())
+    assert res["rows"]["vpt"]["band_traj1"]["n"] == 1 and len(res["targets"]) == 4
+    assert len((run / "study.log").read_text().splitlines()) == len(list((run / ".tasks").glob("*.json")))
+    again = subprocess.run([*cmd, "--skip-existing"], capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "train_vpt_s0: done before, skipped" in again.stdout
