@@ -1,0 +1,180 @@
+"""scripts/reproduce_coupled_oscillator.py: the results table from a run directory, bad input, and (slow)
+the whole pipeline at tiny settings."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "reproduce_coupled_oscillator.py"
+
+
+@pytest.fixture(scope="module")
+def study():
+    spec = importlib.util.spec_from_file_location("reproduce_coupled_oscillator", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop(spec.name, None)
+
+
+def _row(method, drift, slope, err, valid, logdet, failed=0):
+    return {
+        "method": method, "final_rel_error": err, "valid_time": valid, "max_rel_drift_energy": drift,
+        "drift_slope_energy": slope, "max_abs_cum_log_det_J": logdet, "seconds_per_step": 1e-4,
+        "n_traj": 1, "failed": failed,
+    }
+
+
+def _train_run(run: Path, name: str, best_epoch: int, train_losses: list[float], best_loss: float, wall: float):
+    d = run / "train" / name
+    d.mkdir(parents=True)
+    lines = ["epoch,train_loss,val_loss,lr,seconds"]
+    lines += [f"{i + 1},{v!r},{v * 1.1!r},0.001,{10.0 * (i + 1)}" for i, v in enumerate(train_losses)]
+    (d / "log.csv").write_text("\n".join(lines) + "\n")
+    summary = {"model": name.split("_")[0], "n_params": 282 if name.startswith("vpt") else 324,
+               "epochs": len(train_losses), "train_loss": train_losses[-1], "best_loss": best_loss,
+               "best_epoch": best_epoch, "wall_time": wall, "stopped": "time_limit"}
+    (d / "summary.json").write_text(json.dumps(summary))
+
+
+@pytest.fixture
+def fake_run(tmp_path):
+    """A run directory as the study leaves it (rollout tables written by the package's writer)."""
+    from vpintegrator.metrics import write_table
+
+    run = tmp_path / "run"
+    (run / "rollout").mkdir(parents=True)
+    rows = [
+        _row("stormer_verlet", 0.02, 1e-6, 0.5, 40.0, 1e-15),
+        _row("rk4", 0.3, -7e-5, 0.9, 60.0, 0.8),
+        _row("vpt_s0", 0.01, 2e-6, 0.2, 100.0, 1e-12),
+        _row("st_s0", 0.5, 1e-4, 1.0, 10.0, 3.0),
+        _row("vpt_s1", 0.03, 4e-6, 0.4, 200.0, 3e-12),
+        _row("st_s1", 0.7, 3e-4, math.nan, 20.0, 5.0, failed=1),
+    ]
+    write_table(rows, run / "rollout" / "default")
+    _train_run(run, "vpt_s0", 2, [0.1, 0.01, 0.02], 0.011, 90.0)
+    _train_run(run, "vpt_s1", 3, [0.1, 0.05, 0.03], 0.033, 92.0)
+    _train_run(run, "st_s0", 1, [0.3], 0.31, 91.0)
+    _train_run(run, "st_s1", 1, [0.5], 0.52, 93.0)
+    (run / "settings.json").write_text(json.dumps({"seeds": [0, 1], "n_steps": 10000, "t_end": 4000.0,
+                                                    "commands": ["vp-gen coupled_oscillator"]}))
+    return run
+
+
+def test_rows_aggregate_seeds_with_ddof_1(study, fake_run):
+    rows = {r["method"]: r for r in study.build_rows(fake_run, "default")}
+    assert list(rows) == ["stormer_verlet", "rk4", "vpt", "st"]
+    sv, vpt, st = rows["stormer_verlet"], rows["vpt"], rows["st"]
+    assert sv["kind"] == "integrator" and sv["max_rel_energy_drift"] == pytest.approx(0.02, rel=1e-12)
+    assert math.isnan(sv["max_rel_energy_drift_std"])
+    assert vpt["seeds"] == [0, 1]
+    assert vpt["max_rel_energy_drift"] == pytest.approx(0.02, rel=1e-12)
+    assert vpt["max_rel_energy_drift_std"] == pytest.approx(math.sqrt(2) * 0.01, rel=1e-12)  # ddof = 1
+    assert vpt["valid_time"] == pytest.approx(150.0, rel=1e-12)
+    # training numbers: the train loss at the best epoch (the rolled-out best.pt), the best val loss, wall time
+    assert vpt["train_loss"] == pytest.approx((0.01 + 0.03) / 2, rel=1e-12)
+    assert vpt["val_loss"] == pytest.approx(0.022, rel=1e-12)
+    assert vpt["train_seconds"] == pytest.approx(91.0, rel=1e-12)
+    assert vpt["n_params"] == 282
+    assert st["failed"] == 1
+
+
+@pytest.mark.parametrize(
+    ("values", "mean", "std"),
+    [([1.0], 1.0, math.nan), ([1.0, 3.0], 2.0, math.sqrt(2.0)), ([1.0, math.inf], math.inf, math.nan), ([], math.nan, math.nan)],
+)
+def test_mean_std(study, values, mean, std):
+    m, s = study._mean_std(values)
+    assert (math.isnan(m) and math.isnan(mean)) or m == pytest.approx(mean, rel=1e-12)
+    assert (math.isnan(s) and math.isnan(std)) or s == pytest.approx(std, rel=1e-12)
+
+
+def test_table_only_rebuilds_results(study, fake_run, capsys):
+    assert study.main(["--out", str(fake_run), "--table-only"]) == 0
+    md = (fake_run / "results.md").read_text()
+    assert "| VPT (volume-preserving transformer) | 2 | 0.02 ± 0.0141 |" in md
+    assert "| Störmer–Verlet | – | 0.02 |" in md
+    assert "vp-gen coupled_oscillator" in md
+    data = json.loads((fake_run / "results.json").read_text())
+    assert [r["method"] for r in data["tables"]["default"]] == ["stormer_verlet", "rk4", "vpt", "st"]
+    assert data["tables"]["heldout"] == []
+    assert "| method |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--seeds", "a,b"], "--seeds"),
+        (["--seeds", "1,1"], "--seeds"),
+        (["--seeds", ""], "--seeds"),
+        (["--train-seconds", "-1"], "--train-seconds"),
+        (["--train-seconds", "nan"], "--train-seconds"),
+        (["--jobs", "0"], "--jobs"),
+        (["--n-steps", "2"], "--n-steps"),
+        (["--heldout", "-1"], "--heldout"),
+        (["--init-scale", "0"], "--init-scale"),
+        (["--vpt-config", "no/such.toml"], "--vpt-config"),
+        (["--jobs", "two"], "--jobs"),
+        (["--bogus"], "--bogus"),
+    ],
+)
+def test_bad_input_is_one_line(study, tmp_path, capsys, args, needle):
+    assert study.main(["--out", str(tmp_path / "run"), *args]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and needle in lines[0], lines
+    assert not (tmp_path / "run").exists()
+
+
+def test_bad_run_directories(study, tmp_path, capsys):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("")
+    assert study.main(["--out", str(tmp_path / "full")]) == 2  # not empty, no --skip-existing
+    assert study.main(["--out", str(tmp_path / "missing"), "--table-only"]) == 2
+    (tmp_path / "empty").mkdir()
+    assert study.main(["--out", str(tmp_path / "empty"), "--table-only"]) == 2  # no rollout tables
+    (tmp_path / "file").write_text("")
+    assert study.main(["--out", str(tmp_path / "file")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 4 and all(line.startswith("Error: ") for line in err)
+
+
+@pytest.mark.parametrize("args", [[], ["--out", "x", "--seeds", "-1"]])
+def test_command_line_errors_have_no_traceback(args):
+    proc = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.startswith("Error: ") and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_tiny_study_end_to_end(tmp_path):
+    run = tmp_path / "run"
+    args = ["--out", str(run), "--seeds", "0,1", "--train-seconds", "2", "--n-steps", "30", "--heldout", "2",
+            "--train-n-traj", "12", "--jobs", "2"]
+    proc = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads((run / "results.json").read_text())
+    for name in ("default", "heldout"):
+        methods = [r["method"] for r in data["tables"][name]]
+        assert methods == ["stormer_verlet", "rk4", "vpt", "st"]
+        vpt = data["tables"][name][2]
+        assert vpt["seeds"] == [0, 1] and vpt["n_params"] == 282
+        assert vpt["max_abs_cum_log_det_J"] < 1e-8  # exactly volume preserving (non-overlapping windows)
+    assert (run / "figures" / "default" / "invariants.png").exists()
+    assert (run / "train" / "vpt_s1" / "best.pt").exists()
+    # --skip-existing redoes nothing and gives the same table
+    before = (run / "results.md").read_text()
+    proc = subprocess.run([sys.executable, str(SCRIPT), *args, "--skip-existing"], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "vp-train" not in proc.stdout.split("# Coupled")[0]
+    assert (run / "results.md").read_text().split("## Commands")[0] == before.split("## Commands")[0]
