@@ -4,12 +4,13 @@ At batch 1 the cost of a forward pass of the paper models is torch's per-operati
 op, hundreds of ops per call), not arithmetic: a (seq 3, dim 3) window holds 9 numbers. :func:`compile_scalar`
 writes the model out as one Python function of those numbers, with the trained weights as literal
 constants (``repr`` of a float64 round-trips exactly), zero entries of the triangular and skew matrices
-dropped, and the matrices (skew A, triangular L, Stiefel projections) materialised once. Per call this is
-10-20× cheaper than the traced torch model at batch 1 (``scripts/bench_rollout.py``).
+dropped, and the matrices (skew A, triangular L, Stiefel projections) materialised once. Per call at
+batch 1 this is 30-65× cheaper than the traced torch model (paper VPFF 6 µs, VPT 21 µs, ST 41 µs per call,
+``scripts/bench_rollout.py``).
 
-The arithmetic is float64 (Python floats) and follows the layers' formulas; only the order of the
-roundings differs from torch, so outputs agree with ``model.forward`` of a float64 model to ~1e-15
-(tests: ≤ 1e-12). The compiled function is a snapshot: it does not see later changes of the weights.
+The arithmetic is float64 (Python floats) and follows the layers' formulas; only the roundings differ from
+torch (``math.tanh`` is not ``torch.tanh`` to the last bit), so outputs agree with ``model.forward`` of a
+float64 model to ~1e-15 relative (tests: ≤ 1e-12); a float32 model is computed in float64 from its weights. The compiled function is a snapshot: it does not see later changes of the weights.
 
 Supported: :class:`~vpintegrator.models.VolumePreservingFeedForward` (any dim, any seq),
 :class:`~vpintegrator.models.VolumePreservingTransformer` (seq_len 1 or 3, skew or arbitrary weighting),
