@@ -894,7 +894,7 @@ def format_results(res: dict) -> str:
     if long_:
         lt = next((rows[m]["long_t_end"][0] for m in long_ if rows[m].get("long_t_end")), None)
         tt = meta.get("timing_t_end")
-        out.append(f"Long run: trajectories 1 and 4 to t = {_num(lt)} (worst of the two); cum. log det J: the volume change of all step/window maps, 0 for a volume-preserving map. CPU: t = {_num(tt)}, "
+        out.append(f"Long run: trajectories 1 and 4 to t = {lt or math.nan:g} (worst of the two); cum. log det J: the volume change of all step/window maps, 0 for a volume-preserving map. CPU: t = {tt or math.nan:g}, "
                    f"trajectory 1, batch 1, one process per method, OMP_NUM_THREADS=1, seed {seeds[0] if seeds else '?'}'s "
                    "models (timing/timing.md); 'steps only' takes the process start-up out. Paper: Julia, t = 50 000.")
         out.append("")
@@ -906,7 +906,8 @@ def format_results(res: dict) -> str:
     for t in res["targets"]:
         verdict = "met" if t["met"] else "NOT met"
         num = _num(t["mean"]) + (f" ± {_num(t['std'], 2)}" if t["std"] is not None else "")
-        how = "" if t["met"] else f", {t['ratio']:.2g}× the limit"
+        how = "" if t["met"] else (", the rollout blew up" if not math.isfinite(t["ratio"] or math.nan)
+                                   else f", {t['ratio']:.2g}× the limit")
         lead = "**" if t["model"] == "vpt" else ""
         out.append(f"- {lead}{t['model']} {t['traj']}: {t['metric']} = {num} (n={t['n']}, {t['seeds_met']}/{t['n']} "
                    f"seeds within) vs ≤ {t['limit']:g}: {verdict}{how}{lead}")
