@@ -56,6 +56,7 @@ _LAZY: dict[str, str] = {
     "ResNetLayer": ".nn",
     "cayley": ".nn",
     "cayley_method": ".nn",
+    "compile_scalar": ".nn",
     "VolumePreservingFeedForward": ".models",
     "VolumePreservingTransformer": ".models",
     "StandardTransformerIntegrator": ".models",
