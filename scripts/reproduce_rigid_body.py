@@ -111,6 +111,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--skip-existing", action="store_true",
                    help="Resume: keep finished steps of an existing RUN (unfinished trainings are resumed).")
     p.add_argument("--table-only", action="store_true", help="Only rebuild results.md/json from an existing RUN.")
+    p.add_argument("--export-pretrained", metavar="DIR", default=None,
+                   help="After the study (or with --table-only), copy the best seed's best.pt of vpt, vpff and st "
+                        "(lowest validation score in summary.json: validation data only, never trajectories 1/4 or "
+                        "the held-out set) to DIR/rigid_body_<model>.pt, with DIR/provenance.json.")
     a = p.parse_args(argv)
 
     q = a.quick
@@ -930,6 +934,50 @@ def write_results(run_dir) -> tuple[dict, str]:
 # --------------------------------------------------------------------------- main
 
 
+PRETRAINED = ("vpt", "vpff", "st")
+
+
+def export_pretrained(run: Path, out_dir) -> dict:
+    """Copy, for each of vpt, vpff and st, the best.pt of the seed with the lowest validation score
+    (summary.json's best_loss, whatever its monitor) to ``out_dir/rigid_body_<model>.pt``; write
+    ``out_dir/provenance.json`` (seed, scores of every seed, monitor, training summary)."""
+    out_dir = Path(out_dir)
+    chosen = {}
+    for model in PRETRAINED:
+        scores = {}
+        for d in sorted((run / "train").glob(f"{model}_s*")):
+            summary = _read_json(d / "summary.json")
+            seed = d.name[len(model) + 2:]
+            if summary is None or not (d / "best.pt").exists() or not seed.isdigit():
+                continue
+            score = summary.get("best_loss")
+            if score is not None and math.isfinite(float(score)):
+                scores[int(seed)] = (float(score), summary)
+        if not scores:
+            raise StudyError(f"--export-pretrained: no finished {model} training in {run / 'train'}")
+        seed = min(scores, key=lambda k: scores[k][0])
+        summary = scores[seed][1]
+        chosen[model] = {
+            "file": f"rigid_body_{model}.pt", "source": str(run / "train" / f"{model}_s{seed}" / "best.pt"),
+            "seed": seed, "monitor": summary.get("monitor"), "best_val": scores[seed][0],
+            "val_by_seed": {str(k): v[0] for k, v in sorted(scores.items())},
+            "best_epoch": summary.get("best_epoch"), "train_loss_last": summary.get("train_loss"),
+            "wall_time": summary.get("wall_time"), "n_params": summary.get("n_params"),
+        }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for model, info in chosen.items():
+        tmp = out_dir / f".{info['file']}.tmp"
+        shutil.copyfile(info["source"], tmp)
+        os.replace(tmp, out_dir / info["file"])
+        info["source"] = os.path.relpath(info["source"], run)
+    _write_json(out_dir / "provenance.json", {"study": str(run), "rule": "lowest validation score over seeds",
+                                              "models": chosen})
+    for model, info in chosen.items():
+        print(f"pretrained: {out_dir / info['file']} <- {info['source']} (seed {info['seed']}, "
+              f"{info['monitor']} {info['best_val']:.4g})")
+    return chosen
+
+
 def main(argv=None) -> int:
     a = parse_args(argv)
     run = a.out
@@ -942,6 +990,8 @@ def main(argv=None) -> int:
         _, text = write_results(run)
         print(text)
         print(f"results: {run / 'results.md'} and {run / 'results.json'}")
+        if a.export_pretrained:
+            export_pretrained(run, a.export_pretrained)
         return 0
     if run.exists() and not run.is_dir():
         raise StudyError(f"--out {run} is a file; give a directory")
@@ -974,6 +1024,8 @@ def main(argv=None) -> int:
     print(f"results: {run / 'results.md'} and {run / 'results.json'}; figures: {run / 'figures'}; "
           f"log: {run / 'study.log'}")
     print(f"study finished in {time.perf_counter() - t_start:.0f} s wall", flush=True)
+    if a.export_pretrained and total_ok:
+        export_pretrained(run, a.export_pretrained)
     if not total_ok:
         failed = [t.name for t in study.tasks.values() if t.status == "failed"]
         raise StudyError(f"{len(failed)} step(s) failed or were not run: {', '.join(failed[:6])}; see {run / 'logs'}; "

@@ -181,7 +181,8 @@ def test_plan_runs_the_paper_setup(tmp_path):
 
 def test_quick_defaults():
     a = rr.parse_args(["--quick"])
-    assert (a.seeds, a.train_seconds, a.long_t_end, a.timing_t_end, a.n_heldout) == ([0, 1], 45.0, 1000.0, 5000.0, 20)
+    assert (a.seeds, a.train_seconds, a.long_t_end, a.timing_t_end, a.n_heldout) == ([0, 1], 60.0, 1000.0, 5000.0, 20)
+    assert a.models == ["vpff", "vpt", "st"]
     a = rr.parse_args([])
     assert (a.seeds, a.train_seconds, a.long_t_end, a.timing_t_end) == ([0, 1, 2], 300.0, 5000.0, 50000.0)
     assert a.models == ["vpff", "vpt", "vpt_arb", "st", "vpt_exact"]
@@ -242,3 +243,25 @@ def test_tiny_study_end_to_end(tmp_path):
     assert len((run / "study.log").read_text().splitlines()) == len(list((run / ".tasks").glob("*.json")))
     again = subprocess.run([*cmd, "--skip-existing"], capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "train_vpt_s0: done before, skipped" in again.stdout
+
+
+def test_export_pretrained_takes_the_seed_with_the_best_validation_score(tmp_path):
+    """Per model, the best.pt of the seed with the lowest summary best_loss is copied, bit for bit."""
+    run = tmp_path / "run"
+    scores = {"vpt": [0.3, 0.1, 0.2], "vpff": [0.05, 0.07, 0.06], "st": [0.9, 0.8, float("nan")]}
+    for model, vals in scores.items():
+        for seed, v in enumerate(vals):
+            d = run / "train" / f"{model}_s{seed}"
+            d.mkdir(parents=True)
+            (d / "best.pt").write_bytes(f"{model}{seed}".encode())
+            (d / "summary.json").write_text(json.dumps({"best_loss": v, "monitor": "val_rollout", "best_epoch": 3}))
+    chosen = rr.export_pretrained(run, tmp_path / "out")
+    assert {m: c["seed"] for m, c in chosen.items()} == {"vpt": 1, "vpff": 0, "st": 1}
+    for model, c in chosen.items():
+        assert (tmp_path / "out" / f"rigid_body_{model}.pt").read_bytes() == f"{model}{c['seed']}".encode()
+    prov = json.loads((tmp_path / "out" / "provenance.json").read_text())
+    assert prov["models"]["vpt"]["val_by_seed"] == {"0": 0.3, "1": 0.1, "2": 0.2}
+    shutil.rmtree(run / "train" / "st_s1")
+    shutil.rmtree(run / "train" / "st_s0")
+    with pytest.raises(rr.StudyError, match="no finished st training"):
+        rr.export_pretrained(run, tmp_path / "out2")
