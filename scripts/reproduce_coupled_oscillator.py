@@ -33,6 +33,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -326,8 +327,6 @@ def train_models(s: Settings, runner: Runner) -> None:
                 print(f"skip: {out} finished")
                 continue
             if out.exists():  # an unfinished run from an interrupted study: start it again
-                import shutil
-
                 shutil.rmtree(out)
             queue.append(["vp-train", str(_resolve(configs[model])), "--data", str(_paths(run)["train"]),
                           "--out", str(out), "--seed", str(seed), "--time-limit", f"{s.train_seconds:g}",
@@ -450,12 +449,28 @@ def _mean_std(values: list[float]) -> tuple[float, float]:
     return mean, math.sqrt(var)
 
 
+def blowup_times(h5: Path) -> dict[str, list[float]]:
+    """Per method label of a vp-rollout file: the time of each trajectory's blow-up (NaN: never)."""
+    if not h5.exists():
+        return {}
+    import h5py
+
+    out = {}
+    with h5py.File(h5, "r") as f:
+        t = f["t"][:]
+        for label, g in f["methods"].items():
+            out[label] = [float(t[k]) if k >= 0 else math.nan for k in g["failed_step"][:]]
+    return out
+
+
 def build_rows(run: Path, eval_set: str) -> list[dict]:
     """One row per method of ``RUN/rollout/<eval_set>.csv``: integrators as they are, models aggregated
-    over seeds (``<key>`` mean and ``<key>_std``, ddof = 1) with their training numbers."""
+    over seeds (``<key>`` mean and ``<key>_std``, ddof = 1) with their training numbers; ``blowup_t``:
+    the earliest blow-up time of each (seed's) rollout over its trajectories (NaN: none blew up)."""
     path = run / "rollout" / f"{eval_set}.csv"
     if not path.exists():
         return []
+    blowups = blowup_times(path.with_suffix(".h5"))
     groups: dict[str, list[tuple[int | None, dict]]] = {}
     order: list[str] = []
     for r in _read_csv(path):
@@ -471,7 +486,8 @@ def build_rows(run: Path, eval_set: str) -> list[dict]:
         is_model = members[0][0] is not None
         row: dict = {"method": method, "kind": "model" if is_model else "integrator",
                      "seeds": [s for s, _ in members] if is_model else [], "n_traj": int(members[0][1].get("n_traj", 0)),
-                     "failed": int(sum(r.get("failed", 0) or 0 for _, r in members))}
+                     "failed": int(sum(r.get("failed", 0) or 0 for _, r in members)),
+                     "blowup_t": [min(blowups.get(r["method"], [math.nan]), default=math.nan) for _, r in members]}
         for key, col, _ in ROLLOUT_COLUMNS:
             mean, std = _mean_std([r.get(col, math.nan) for _, r in members])
             row[key], row[f"{key}_std"] = mean, std
@@ -492,18 +508,18 @@ def build_rows(run: Path, eval_set: str) -> list[dict]:
     return rows
 
 
-def _fmt(v: float) -> str:
+def _fmt(v: float, blowup: bool = False) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
     if math.isinf(v):
-        return "inf (blew up)" if v > 0 else "-inf"
+        return ("inf (blew up)" if blowup else "inf") if v > 0 else "-inf"
     a = abs(v)
     return f"{v:.3g}" if 1e-2 <= a < 1e4 or v == 0 else f"{v:.2e}"
 
 
 def _cell(row: dict, key: str) -> str:
     mean, std = row.get(key, math.nan), row.get(f"{key}_std", math.nan)
-    text = _fmt(mean)
+    text = _fmt(mean, blowup=key in ("max_rel_energy_drift", "final_rel_error"))
     if std is not None and isinstance(std, float) and math.isfinite(std):
         text += f" ± {_fmt(std)}"
     return text
@@ -521,7 +537,9 @@ def format_table(rows: list[dict]) -> str:
         else:
             cells += ["–"] * (len(TRAIN_COLUMNS) + 1)
         if r.get("failed"):
-            cells[0] += f" ({r['failed']} rollouts blew up)"
+            times = ", ".join(_fmt(t) for t in r.get("blowup_t", []) if not math.isnan(t))
+            cells[0] += f" ({r['failed']} of {r['n_traj'] * max(1, len(r['seeds']))} rollouts blew up" + (
+                f"; first at t = {times})" if times else ")")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -552,7 +570,8 @@ def write_results(run: Path, commands: list[str] | None = None) -> str:
         "first window (3 states) from the reference; non-overlapping windows. Models: mean ± std over seeds "
         "(ddof = 1). Energy drift: max_t |H(t) − H(0)| / |H(0)|; slope: linear fit of the relative drift against t. "
         "Valid prediction time: first t with relative error > 0.1. log det J: per step (integrators) or per "
-        "window map (models), cumulated.",
+        "window map (models), cumulated (inf: a singular map, log|det J| = −inf somewhere). A blown-up rollout "
+        "(|z| > 1000 |z0| or not finite) makes its drift and error inf; its slope is then meaningless.",
         "",
     ]
     for name in EVAL_SETS:
@@ -562,9 +581,19 @@ def write_results(run: Path, commands: list[str] | None = None) -> str:
     md += ["## Commands", "", "```sh", *commands, "```", ""]
     text = "\n".join(md)
     (run / "results.md").write_text(text)
-    (run / "results.json").write_text(json.dumps({"settings": settings, "tables": tables}, indent=2,
-                                                 default=str, allow_nan=True) + "\n")
+    (run / "results.json").write_text(json.dumps(_plain({"settings": settings, "tables": tables}), indent=2) + "\n")
     return text
+
+
+def _plain(obj):
+    """Strict JSON: NaN (not defined, e.g. the std of one seed) -> null, ±inf (a blow-up) -> "inf"/"-inf"."""
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    return obj
 
 
 # --------------------------------------------------------------------------- main

@@ -168,7 +168,7 @@ def test_tiny_study_end_to_end(tmp_path):
         assert methods == ["stormer_verlet", "rk4", "vpt", "st"]
         vpt = data["tables"][name][2]
         assert vpt["seeds"] == [0, 1] and vpt["n_params"] == 282
-        assert vpt["max_abs_cum_log_det_J"] < 1e-8  # exactly volume preserving (non-overlapping windows)
+        assert vpt["max_abs_cum_log_det_J"] < 1e-6  # volume preserving up to rounding (non-overlapping windows)
     assert (run / "figures" / "default" / "invariants.png").exists()
     assert (run / "train" / "vpt_s1" / "best.pt").exists()
     # --skip-existing redoes nothing and gives the same table
