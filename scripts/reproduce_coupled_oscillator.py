@@ -45,7 +45,9 @@ MODELS = ("vpt", "st")
 INTEGRATORS = ("stormer_verlet", "rk4")
 DT = 0.4  # the specs' step (coupled_oscillator, coupled_oscillator_box)
 EVAL_SETS = ("default", "heldout")
-#: the models' initial weights are multiplied by this (see ``_train_with_init_scale``)
+#: vp-train --set init_scale=...: the initial weights times this. From the default Glorot init the
+#: paper-sized dim-4 VPT starts at a relative loss of 9-97 (seeds 0-7) and Levenberg-Marquardt stalls near
+#: 1.2; from 0.3x it reaches about 1e-3 in a CPU minute.
 INIT_SCALE = 0.3
 _CLI = {"vp-gen": "gen", "vp-train": "train", "vp-rollout": "rollout", "vp-plot": "plot"}
 _LABEL = re.compile(r"^(?P<model>[a-z0-9]+)_s(?P<seed>\d+)$")
@@ -179,44 +181,9 @@ def _env() -> dict:
     return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 
 
-def _argv(cmd: list[str], init_scale: float = 1.0) -> list[str]:
-    """``["vp-gen", ...]`` -> the same CLI through this interpreter (no PATH needed); vp-train with an
-    ``init_scale`` other than 1 runs through :func:`_train_with_init_scale`."""
-    if cmd[0] == "vp-train" and init_scale != 1.0:
-        return [sys.executable, str(Path(__file__).resolve()), _TRAIN_MODE, repr(float(init_scale)), *cmd[1:]]
+def _argv(cmd: list[str]) -> list[str]:
+    """``["vp-gen", ...]`` -> the same CLI through this interpreter (no PATH needed)."""
     return [sys.executable, "-m", f"vpintegrator.cli.{_CLI[cmd[0]]}", *cmd[1:]]
-
-
-_TRAIN_MODE = "--vp-train-with-init-scale"
-
-
-def _train_with_init_scale(scale: float, args: list[str]) -> None:
-    """Run the ``vp-train`` CLI with every freshly built model's parameters multiplied by ``scale``.
-
-    Why: the package's Glorot-uniform init of the VP feed-forward layers (U(±1) for dim 4) stacks 18
-    triangular shears in the paper-sized VPT, whose initial output is then 9-100 times the target
-    (relative loss 9-97 over seeds 0-7 on this data); Levenberg–Marquardt stalls at a loss of about 1.2 from
-    there, while from the same init times 0.3 it reaches about 1e-3 in a CPU minute. vp-train has no
-    init option yet, so this wraps ``vpintegrator.models.build_model`` for the one call that builds the
-    model to train (after the seed is set); everything else is vp-train as it is, and the saved
-    checkpoints load with ``load_model`` as usual.
-    """
-    import torch
-
-    from vpintegrator import models
-    from vpintegrator.cli import train
-
-    build = models.build_model
-
-    def scaled_build(name, **config):
-        model = build(name, **config)
-        with torch.no_grad():
-            for p in model.parameters():
-                p.mul_(scale)
-        return model
-
-    models.build_model = scaled_build
-    train.main(args, prog_name="vp-train")
 
 
 def _shown(cmd: list[str]) -> str:
@@ -231,13 +198,13 @@ class Runner:
         self.commands: list[str] = []
         self.children: list[subprocess.Popen] = []
 
-    def start(self, cmd: list[str], log: Path, init_scale: float = 1.0) -> subprocess.Popen:
+    def start(self, cmd: list[str], log: Path) -> subprocess.Popen:
         log.parent.mkdir(parents=True, exist_ok=True)
-        shown = _shown(cmd) + (f"   # initial weights x {init_scale:g}" if cmd[0] == "vp-train" and init_scale != 1 else "")
+        shown = _shown(cmd)
         self.commands.append(shown)
         print(f"$ {shown}", flush=True)
         with open(log, "w") as fh:
-            proc = subprocess.Popen(_argv(cmd, init_scale), stdout=fh, stderr=subprocess.STDOUT, env=_env(), cwd=ROOT)
+            proc = subprocess.Popen(_argv(cmd), stdout=fh, stderr=subprocess.STDOUT, env=_env(), cwd=ROOT)
         proc.log = log  # type: ignore[attr-defined]
         proc.cmd = cmd  # type: ignore[attr-defined]
         self.children.append(proc)
@@ -330,13 +297,13 @@ def train_models(s: Settings, runner: Runner) -> None:
                 shutil.rmtree(out)
             queue.append(["vp-train", str(_resolve(configs[model])), "--data", str(_paths(run)["train"]),
                           "--out", str(out), "--seed", str(seed), "--time-limit", f"{s.train_seconds:g}",
-                          "--no-progress"])
+                          "--set", f"init_scale={s.init_scale!r}", "--no-progress"])
     running: list[subprocess.Popen] = []
     while queue or running:
         while queue and len(running) < s.jobs:
             cmd = queue.pop(0)
             log = run / "logs" / f"train_{Path(cmd[cmd.index('--out') + 1]).name}.log"
-            running.append(runner.start(cmd, log, init_scale=s.init_scale))
+            running.append(runner.start(cmd, log))
         time.sleep(0.5)
         for proc in [r for r in running if r.poll() is not None]:
             running.remove(proc)
@@ -625,9 +592,6 @@ def run_study(s: Settings) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == [_TRAIN_MODE]:  # internal: one vp-train run with scaled initial weights
-        _train_with_init_scale(float(argv[1]), argv[2:])
-        return 0
     try:
         s, table_only = parse_args(argv)
         text = write_results(Path(s.out)) if table_only else run_study(s)
