@@ -355,7 +355,7 @@ ROLLOUT_COLUMNS = (
 )
 TRAIN_COLUMNS = (
     ("train_loss", "train loss"),
-    ("val_loss", "val. loss"),
+    ("val_loss", "best validation score"),
     ("train_seconds", "training s"),
 )
 
@@ -380,7 +380,8 @@ def _read_csv(path: Path) -> list[dict]:
 
 def training_info(run_dir: Path) -> dict:
     """Losses and time of one vp-train run: the train loss at the best (validation) epoch, whose weights
-    (best.pt) are rolled out, the best validation loss, the wall time, epochs, parameters."""
+    (best.pt) are rolled out, the best validation score (summary.json best_loss: the validation loss or,
+    with monitor = val_rollout, the validation rollout error), the wall time, epochs, parameters."""
     summary = json.loads((run_dir / "summary.json").read_text())
     best_epoch = int(summary.get("best_epoch") or 0)
     train_loss = summary.get("train_loss")
@@ -533,7 +534,7 @@ def write_results(run: Path, commands: list[str] | None = None) -> str:
         "",
         f"{n_steps} steps of dt = {DT} (t in [0, {t_end}]); reference: DOP853 (rtol = atol = 1e-12). Models: "
         f"seeds {settings.get('seeds')}, vp-train --time-limit {settings.get('train_seconds')} s each "
-        f"({settings.get('jobs')} at a time, one thread), Levenberg–Marquardt, float64, best.pt (validation loss); "
+        f"({settings.get('jobs')} at a time, one thread), Levenberg–Marquardt, float64, best.pt = the epoch with the best validation score (configs/study: monitor = val_rollout, the mean relative error of a free rollout of the validation trajectories to t = 200); "
         "first window (3 states) from the reference; non-overlapping windows. Models: mean ± std over seeds "
         "(ddof = 1). Energy drift: max_t |H(t) − H(0)| / |H(0)|; slope: linear fit of the relative drift against t. "
         "Valid prediction time: first t with relative error > 0.1. log det J: per step (integrators) or per "
