@@ -40,13 +40,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.func import functional_call, jacrev, vmap
 
 from vpintegrator.data import generate, load_spec, solve_flow
 from vpintegrator.integrators import integrate
 from vpintegrator.models import build_model, count_parameters, load_model, save_model
 from vpintegrator.nn.cayley import cayley_method
 from vpintegrator.systems import get_system
+from vpintegrator.training import window_residuals
 from vpintegrator.systems.initial_conditions import (
     PAPER_TRAJECTORY_INDEX,
     paper_sphere_points,
@@ -278,26 +278,7 @@ def phase_lbfgs(model, x, y, clock, mon, budget, args, rng):
 
 def phase_lm(model, x, y, clock, mon, budget, args, rng):
     seconds, steps = budget
-    names = [k for k, _ in model.named_parameters()]
-    shapes = [p.shape for _, p in model.named_parameters()]
-    sizes = [p.numel() for _, p in model.named_parameters()]
-    buffers = dict(model.named_buffers())
-
-    def unflatten(theta):
-        out, i = {}, 0
-        for k, s, m in zip(names, shapes, sizes):
-            out[k] = theta[i:i + m].view(s)
-            i += m
-        out.update(buffers)
-        return out
-
-    def residual(theta, xs, ys):  # (n, P*dim) per window
-        return (functional_call(model, unflatten(theta), (xs,)) - ys).flatten(1)
-
-    def residual1(theta, x1, y1):  # one window: (P*dim,)
-        return residual(theta, x1[None], y1[None])[0]
-
-    jac1 = vmap(jacrev(residual1), in_dims=(None, 0, 0))
+    residual, jac1 = window_residuals(model)
 
     def jacobian(theta, xs, ys):  # (n*P*dim, n_params)
         parts = [jac1(theta, xs[i:i + args.lm_chunk], ys[i:i + args.lm_chunk]) for i in range(0, len(xs), args.lm_chunk)]

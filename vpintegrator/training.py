@@ -549,6 +549,37 @@ def make_scheduler(
 # Levenberg–Marquardt
 
 
+def window_residuals(model: torch.nn.Module) -> tuple[Callable, Callable]:
+    """The model's window residuals as functions of a flat parameter vector (for Gauss–Newton methods).
+
+    Returns ``(residual, jacobian)``: ``residual(theta, x, target)`` with x (n, seq_len, dim) and target
+    (n, pred_window, dim) gives ``model_theta(x) − target`` flattened to (n, pred_window·dim);
+    ``jacobian(theta, x, target)`` gives its Jacobian per window, (n, pred_window·dim, n_params)
+    (``vmap`` of ``jacrev``). ``theta`` is ``parameters_to_vector(model.parameters())``-ordered;
+    buffers are taken from the model as they are.
+    """
+    from torch.func import functional_call, jacrev, vmap
+
+    named = list(model.named_parameters())
+    buffers = dict(model.named_buffers())
+
+    def unflatten(theta: torch.Tensor) -> dict[str, torch.Tensor]:
+        out, i = {}, 0
+        for k, p in named:
+            out[k] = theta[i : i + p.numel()].view(p.shape)
+            i += p.numel()
+        out.update(buffers)
+        return out
+
+    def residual(theta, x, target):  # (n, P*dim)
+        return (functional_call(model, unflatten(theta), (x,)) - target).flatten(1)
+
+    def residual1(theta, x1, t1):  # one window: (P*dim,)
+        return residual(theta, x1[None], t1[None])[0]
+
+    return residual, vmap(jacrev(residual1), in_dims=(None, 0, 0))
+
+
 class _LevenbergMarquardt:
     """Levenberg–Marquardt on the residual vector of a random subsample of training windows.
 
@@ -565,8 +596,6 @@ class _LevenbergMarquardt:
 
     def __init__(self, model, dataset, generator: torch.Generator, n_windows: int, resample_every: int,
                  lam: float, check_windows: int = 0, max_tries: int = 10, chunk: int = 2048) -> None:
-        from torch.func import functional_call, jacrev, vmap
-
         self.model, self.dataset, self.generator = model, dataset, generator
         self.n_windows, self.resample_every, self.max_tries, self.chunk = n_windows, resample_every, max_tries, chunk
         self.check_windows = int(check_windows)
@@ -575,27 +604,7 @@ class _LevenbergMarquardt:
         self.index: torch.Tensor | None = None  # (n_windows,) the current subsample
         self.check: torch.Tensor | None = None  # (check_windows,) windows a step must not make worse
         self.params = [p for p in model.parameters()]
-        names = [k for k, _ in model.named_parameters()]
-        shapes = [p.shape for p in self.params]
-        sizes = [p.numel() for p in self.params]
-        buffers = dict(model.named_buffers())
-
-        def unflatten(theta: torch.Tensor) -> dict[str, torch.Tensor]:
-            out, i = {}, 0
-            for k, shape, m in zip(names, shapes, sizes):
-                out[k] = theta[i : i + m].view(shape)
-                i += m
-            out.update(buffers)
-            return out
-
-        def residual(theta, x, target):  # (n, P*dim)
-            return (functional_call(model, unflatten(theta), (x,)) - target).flatten(1)
-
-        def residual1(theta, x1, t1):  # one window: (P*dim,)
-            return residual(theta, x1[None], t1[None])[0]
-
-        self._residual = residual
-        self._jac1 = vmap(jacrev(residual1), in_dims=(None, 0, 0))
+        self._residual, self._jac1 = window_residuals(model)
 
     def _jacobian(self, theta, x, target) -> torch.Tensor:  # (n*P*dim, n_params)
         parts = [self._jac1(theta, x[i : i + self.chunk], target[i : i + self.chunk])
