@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from vpintegrator.cli.gen import main
 from vpintegrator.data import list_specs, load_spec, read_trajectories, write_trajectories
 from vpintegrator.integrators import integrate
-from vpintegrator.trajectory import Trajectories
+from vpintegrator.data.trajectories import Trajectories
 
 
 def _run(*args: str):
@@ -78,7 +78,7 @@ def test_flags_override_the_spec(tmp_path):
     )
     assert result.exit_code == 0, result.output
     meta = read_trajectories(out).meta
-    assert (meta["n_traj"], meta["n_steps"], meta["dt"], meta["rtol"], meta["atol"], meta["seed"], meta["chunk_size"]) == (
+    assert (meta["n_traj"], meta["n_states"], meta["dt"], meta["rtol"], meta["atol"], meta["seed"], meta["chunk_size"]) == (
         3, 11, 0.05, 1e-10, 1e-11, 5, 2)
 
 

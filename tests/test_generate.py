@@ -180,12 +180,12 @@ def test_generate_to_file_equals_in_memory_and_reports_progress(tmp_path):
     in_memory = generate(spec)
     np.testing.assert_array_equal(on_disk.y, in_memory.y)
     meta = on_disk.meta
-    for key in ("schema_version", "system", "dim", "dt", "method", "rtol", "atol", "seed", "n_traj", "n_steps",
+    for key in ("schema_version", "system", "dim", "dt", "method", "rtol", "atol", "seed", "n_traj", "n_states", "n_steps",
                 "t_end", "invariant_names", "vpintegrator_version", "sampler", "sampler_args", "generator"):
         assert key in meta, key
     assert meta["system"] == "volterra" and meta["invariant_names"] == ["sum", "product"]
     assert meta["max_rel_drift_sum"] <= 1e-10 and meta["max_rel_drift_product"] <= 1e-9
-    assert (meta["n_traj"], meta["n_steps"], meta["dim"]) == (23, 11, 3)
+    assert (meta["n_traj"], meta["n_states"], meta["n_steps"], meta["dim"]) == (23, 11, 10, 3)
     assert meta["sampler_args"] == '{"low": 0.5, "high": 2.0}'
 
 
@@ -227,12 +227,12 @@ def test_every_shipped_spec_loads_and_generates(name):
     assert spec.method == "dop853" and spec.rtol == spec.atol == 1e-12
     small = spec.replace(n_traj=None if spec.sampler in ("paper_sphere", "list") else 2, t_end=2 * spec.dt)
     traj = generate(small)
-    assert traj.n_steps == 3 and np.all(np.isfinite(traj.y))
+    assert traj.n_states == 3 and np.all(np.isfinite(traj.y))
 
 
 def test_paper_spec_values():
     spec = load_spec("rigid_body_paper")
-    assert (spec.system, spec.sampler, spec.dt, spec.t_end, spec.n_steps) == ("rigid_body", "paper_sphere", 0.2, 20.0, 101)
+    assert (spec.system, spec.sampler, spec.dt, spec.t_end, spec.n_states) == ("rigid_body", "paper_sphere", 0.2, 20.0, 101)
     assert spec.params == {"inertia": [2.0, 1.0, 2.0 / 3.0]}
 
 
@@ -248,7 +248,7 @@ def test_overrides_win_and_none_is_ignored(tmp_path):
                      seed=3, chunk_size=2, out=tmp_path / "x.h5", )
     assert (spec.n_traj, spec.dt, spec.t_end, spec.method, spec.rtol, spec.atol, spec.seed, spec.chunk_size) == (
         4, 0.05, 1.0, "rk4", 1e-10, 1e-11, 3, 2)
-    assert spec.out == str(tmp_path / "x.h5") and spec.n_steps == 21
+    assert spec.out == str(tmp_path / "x.h5") and spec.n_states == 21 and spec.n_steps == 20
     assert load_spec("rigid_body", dt=None) == load_spec("rigid_body")
 
 
@@ -262,8 +262,8 @@ def test_spec_from_path_and_default_out(tmp_path):
 
 def test_t_end_not_a_multiple_of_dt_stops_at_the_last_multiple():
     spec = load_spec("rigid_body", dt=0.3, t_end=1.0)
-    assert spec.n_steps == 4 and spec.t[-1] == pytest.approx(0.9)
-    assert load_spec("rigid_body_paper").n_steps == 101  # 20 / 0.2 rounds to 100, not 99
+    assert spec.n_states == 4 and spec.t[-1] == pytest.approx(0.9)
+    assert load_spec("rigid_body_paper").n_states == 101  # 20 / 0.2 rounds to 100, not 99
 
 
 @pytest.mark.parametrize(

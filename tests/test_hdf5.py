@@ -8,7 +8,7 @@ import pytest
 
 from vpintegrator.data import SCHEMA_VERSION, TrajectoryWriter, read_metadata, read_trajectories, write_trajectories
 from vpintegrator.errors import VPIntegratorError
-from vpintegrator.trajectory import Trajectories
+from vpintegrator.data.trajectories import Trajectories
 
 
 def _traj(n_traj=5, n_steps=7, dim=3, seed=0, **meta) -> Trajectories:
@@ -41,7 +41,7 @@ def test_round_trip_values_and_meta(tmp_path):
     for key, value in traj.meta.items():
         assert back.meta[key] == value, key
     assert back.meta["schema_version"] == SCHEMA_VERSION
-    assert (back.meta["n_traj"], back.meta["n_steps"], back.meta["dim"]) == (5, 7, 3)
+    assert (back.meta["n_traj"], back.meta["n_states"], back.meta["n_steps"], back.meta["dim"]) == (5, 7, 6, 3)
     assert back.meta["t_end"] == traj.t[-1]
     assert isinstance(back.meta["vpintegrator_version"], str)
     assert read_metadata(path) == back.meta
@@ -53,17 +53,32 @@ def test_schema_attributes_are_native_hdf5(tmp_path):
         assert f["y"].shape == (5, 7, 3) and f["y"].dtype == np.float64
         assert f["t"].shape == (7,) and f["t"].dtype == np.float64
         assert f["y"].chunks is not None and f["y"].compression == "gzip"
-        assert f.attrs["schema_version"] == 1
+        assert f.attrs["schema_version"] == 2
         assert f.attrs["system"] == "rigid_body"
         assert list(f.attrs["invariant_names"]) == ["energy", "casimir"]
         np.testing.assert_array_equal(f.attrs["param_inertia"], [2.0, 1.0, 2.0 / 3.0])
 
 
-def test_params_dict_is_stored_flat(tmp_path):
-    traj = Trajectories(y=np.zeros((1, 2, 3)), t=[0.0, 1.0], meta={"system": "s", "params": {"k": 1.5, "m": [2.0, 1.0]}})
+def test_a_system_object_is_flattened_only_in_the_file_and_rebuilt_on_reading(tmp_path):
+    from vpintegrator.systems import RigidBody
+
+    system = RigidBody(inertia=(1.0, 2.0, 3.0))
+    traj = Trajectories(y=np.zeros((1, 2, 3)), t=[0.0, 1.0], meta={"system": system})
     back = read_trajectories(write_trajectories(tmp_path / "a.h5", traj))
-    assert back.meta["param_k"] == 1.5 and back.meta["param_m"] == [2.0, 1.0]
-    assert "params" not in back.meta
+    assert back.meta["system"] == "rigid_body" and back.meta["param_inertia"] == [1.0, 2.0, 3.0]
+    assert "params" not in back.meta and "system_class" not in back.meta  # shipped systems need no path
+    assert back.system == system
+
+
+def test_schema_v1_files_are_read_with_counts_in_the_v2_meaning(tmp_path):
+    path = write_trajectories(tmp_path / "a.h5", _traj())
+    with h5py.File(path, "r+") as f:  # what a v1 writer left: n_steps counted states, no n_states
+        f.attrs["schema_version"] = 1
+        f.attrs["n_steps"] = 7
+        del f.attrs["n_states"]
+    back = read_trajectories(path)
+    assert (back.n_states, back.meta["n_states"], back.meta["n_steps"]) == (7, 7, 6)
+    assert read_metadata(path)["n_steps"] == 6
 
 
 def test_empty_invariant_names_round_trip(tmp_path):
@@ -107,7 +122,8 @@ def test_read_shards_as_one_data_set(tmp_path):
 
 @pytest.mark.parametrize(
     "change, key",
-    [({"dim": 4}, "dim"), ({"system": "volterra"}, "system"), ({"param_a": 0.7}, "param_a"), ({"n_steps": 8}, "/t")],
+    [({"dim": 4}, "dim"), ({"system": "volterra"}, "system"), ({"param_a": 0.7}, "param_a"), ({"dt": 0.1}, "'dt'"),
+     ({"n_steps": 8}, "/t")],
 )
 def test_shards_that_disagree_are_refused(tmp_path, change, key):
     a = _traj()
@@ -175,7 +191,7 @@ def test_bad_schema_gives_one_line_error_naming_file_and_key(tmp_path, how, key,
 def test_missing_dataset_message_says_what_was_expected(tmp_path):
     path = write_trajectories(tmp_path / "data.h5", _traj())
     _break(path, "no_y")
-    with pytest.raises(VPIntegratorError, match=r"missing dataset '/y' \(expected \(n_traj, n_steps, dim\) float64\)"):
+    with pytest.raises(VPIntegratorError, match=r"missing dataset '/y' \(expected \(n_traj, n_states, dim\) float64\)"):
         read_trajectories(path)
 
 
@@ -257,7 +273,7 @@ def test_writer_rejects_bad_shapes(tmp_path, args):
 
 
 def test_writer_rejects_bad_t(tmp_path):
-    with pytest.raises(VPIntegratorError, match=r"t must have shape \(n_steps,\)"):
+    with pytest.raises(VPIntegratorError, match=r"t must have shape \(n_states,\)"):
         TrajectoryWriter(tmp_path / "a.h5", 2, 7, 3, t=np.arange(6.0))
 
 

@@ -12,7 +12,7 @@ from scipy.integrate import solve_ivp
 from vpintegrator.errors import VPIntegratorError
 from vpintegrator.integrators import get_integrator, integrate, list_integrators
 from vpintegrator.systems import System, get_system, paper_sphere_points, sample_initial_conditions
-from vpintegrator.trajectory import Trajectories
+from vpintegrator.data.trajectories import Trajectories
 
 METHODS = ["euler", "rk4", "implicit_midpoint", "gauss_legendre4", "stormer_verlet", "splitting"]
 SYSTEMS = ["rigid_body", "coupled_oscillator", "volterra", "abc_flow"]
@@ -223,7 +223,7 @@ def test_integrate_returns_trajectories_with_meta():
     assert calls == list(range(1, 11))
     meta = traj.meta
     assert meta["system"] == "rigid_body" and meta["method"] == "implicit_midpoint"
-    assert meta["dt"] == 0.2 and meta["n_traj"] == 5 and meta["n_steps"] == traj.n_steps == 11
+    assert meta["dt"] == 0.2 and meta["n_traj"] == 5 and meta["n_states"] == traj.n_states == 11 and meta["n_steps"] == traj.n_steps == 10
     assert meta["param_inertia"] == [2.0, 1.0, 2.0 / 3.0] and meta["param_b"] == pytest.approx(-1.0)
     assert meta["invariant_names"] == ["energy", "casimir"]
     for value in meta.values():

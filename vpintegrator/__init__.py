@@ -11,7 +11,7 @@ from typing import Any
 
 from ._version import __version__
 from .errors import VPIntegratorError
-from .trajectory import Trajectories
+from .data.trajectories import Trajectories
 
 # public name -> module that defines it (relative to this package). The function
 # `vpintegrator.rollout.rollout` is not re-exported: its name is taken by the module.

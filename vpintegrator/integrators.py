@@ -25,7 +25,7 @@ midpoint has det J = 1 + (h^3/2) abc z1 z2 z3 + O(h^5) (abc = -1/4 by default), 
 at h = 0.2 on the unit sphere (Gauss-Legendre: ~1e-11).
 
 :func:`integrate` runs one of them on a batch for ``n_steps`` steps into a
-:class:`~vpintegrator.trajectory.Trajectories`.
+:class:`~vpintegrator.data.trajectories.Trajectories`.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from .errors import VPIntegratorError, finite_float
-from .systems import System, get_system
-from .trajectory import Trajectories
+from .systems import System, get_system, system_meta
+from .data.trajectories import Trajectories
 
 
 class _NotConverged(Exception):
@@ -430,8 +430,8 @@ def integrate(
     -------
     Trajectories
         ``y`` (n_traj, n_steps + 1, dim), ``t`` (n_steps + 1,); meta: system, dim, method, dt, t0,
-        t_end, n_traj, n_steps (= states stored = n_steps + 1, like ``Trajectories.n_steps``),
-        invariant_names and one ``param_<name>`` per system parameter.
+        t_end, n_traj, n_states (= n_steps + 1), n_steps, invariant_names, and the system as
+        ``system``/``param_<name>`` (:func:`~vpintegrator.systems.system_meta`).
     """
     system = get_system(system)
     method = get_integrator(method)
@@ -466,7 +466,7 @@ def integrate(
 
     t = t0 + h * np.arange(n_steps + 1)
     meta: dict[str, Any] = {
-        "system": system.name,
+        **system_meta(system),
         "dim": system.dim,
         "method": method.name,
         "order": method.order,
@@ -474,10 +474,10 @@ def integrate(
         "t0": t0,
         "t_end": float(t[-1]),
         "n_traj": int(out.shape[0]),
-        "n_steps": int(out.shape[1]),
+        "n_states": int(out.shape[1]),
+        "n_steps": n_steps,
         "invariant_names": list(system.invariant_names),
     }
-    meta.update({f"param_{k}": v for k, v in system.params().items()})
     return Trajectories(y=out, t=t, meta=meta)
 
 

@@ -28,7 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .errors import VPIntegratorError
-from .trajectory import Trajectories
+from .data.trajectories import Trajectories
 
 #: default blow-up factor: a state with ‖z‖ > BLOWUP × ‖z_0‖ counts as failed
 BLOWUP = 1e3
@@ -812,20 +812,9 @@ class RolloutReport:
 
 
 def _system_from_meta(meta: dict, where) -> Any:
-    import dataclasses
+    from .systems import system_from_meta
 
-    from .systems import get_system
-
-    name = meta.get("system")
-    if name is None:
-        raise VPIntegratorError(f"{where}: missing root attribute 'system'; was it written by vp-gen?")
-    from .systems import list_systems
-
-    if name not in list_systems():
-        raise VPIntegratorError(f"{where}: attribute 'system' is {name!r}; valid systems: {', '.join(list_systems())}")
-    fields = {f.name for f in dataclasses.fields(get_system(name))}
-    params = {k: (tuple(v) if isinstance(v, list) else v) for k, v in (meta.get("params") or {}).items() if k in fields}
-    return get_system(name, **params)
+    return system_from_meta(meta, where)
 
 
 def _label_for(spec: str) -> str:
@@ -963,6 +952,7 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
     from .data import read_metadata, read_trajectories
     from .integrators import list_integrators
     from .metrics import TrajectoryMetricsStream, VolumeStream, summary_row, write_table
+    from .systems import system_meta
 
     say = log or (lambda line: None)
     data = Path(config.data)
@@ -974,7 +964,7 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
     ref_file = read_trajectories(data, traj=idx)
     t_file = ref_file.t
     t0 = float(t_file[0])
-    n_file = ref_file.n_steps  # states in the file
+    n_file = ref_file.n_states
     if config.t_end is None:
         n_steps = n_file - 1
     else:
@@ -1048,7 +1038,7 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
             {
                 "schema": ROLLOUT_SCHEMA,
                 "schema_version": ROLLOUT_SCHEMA_VERSION,
-                "system": system.name,
+                **system_meta(system),
                 "dim": dim,
                 "dt": dt,
                 "t0": t0,
@@ -1070,7 +1060,6 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
                 "blowup": float(config.blowup),
                 "chunk_steps": int(config.chunk_steps),
                 "vpintegrator_version": __version__,
-                **{f"param_{k}": v for k, v in system.params().items()},
             },
         )
         f.create_dataset("t", data=t)
@@ -1255,7 +1244,7 @@ class RolloutResult:
 
     def get_system(self):
         """The :class:`~vpintegrator.systems.System` the rollout ran on."""
-        return _system_from_meta({"system": self.system, "params": self.params}, self.path)
+        return _system_from_meta(self.meta, self.path)
 
     def trajectories(self, label: str = "reference") -> Trajectories:
         """One method's states (or the reference) as a :class:`Trajectories`."""

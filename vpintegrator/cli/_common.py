@@ -28,7 +28,7 @@ def cli_errors(fn: Callable) -> Callable:
         except click.ClickException:
             raise
         except VPIntegratorError as err:
-            raise click.ClickException(_one_line(err)) from None
+            raise click.ClickException(_one_line(err.render(_flag_namer()))) from None
         except tomllib.TOMLDecodeError as err:
             raise click.ClickException(f"malformed TOML: {_one_line(err)}") from None
         except FileNotFoundError as err:
@@ -43,5 +43,20 @@ def cli_errors(fn: Callable) -> Callable:
     return wrapper
 
 
-def _one_line(err: BaseException) -> str:
+def _one_line(err: BaseException | str) -> str:
     return " ".join(str(err).split())
+
+
+def _flag_namer() -> Callable[[str], str]:
+    """key -> this command's flag for it (``t_end`` -> ``--t-end``), or ``key 't_end'`` when it has none."""
+    ctx = click.get_current_context(silent=True)
+    flags: dict[str, str] = {}
+    if ctx is not None:
+        for param in ctx.command.params:
+            if isinstance(param, click.Option) and param.name:
+                flags[param.name] = max(param.opts, key=len)
+
+    def name(key: str) -> str:
+        return flags.get(key, f"{key}")
+
+    return name

@@ -56,7 +56,7 @@ def _summary(path: Path) -> str:
     names = [n for n in meta.get("invariant_names", []) if f"max_rel_drift_{n}" in meta]
     drift = ", ".join(f"{n} {meta[f'max_rel_drift_{n}']:.2e}" for n in names) or "none (no invariants)"
     return (
-        f"y {(meta['n_traj'], meta['n_steps'], meta['dim'])} float64, {meta['system']}, {meta['method']}, "
+        f"y {(meta['n_traj'], meta['n_states'], meta['dim'])} float64, {meta['system']}, {meta['method']}, "
         f"dt {meta['dt']:g}, t in [0, {meta['t_end']:g}]; max relative invariant drift: {drift}"
     )
 

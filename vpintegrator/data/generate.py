@@ -21,8 +21,8 @@ from scipy.integrate import solve_ivp
 
 from ..errors import VPIntegratorError
 from ..integrators import integrate
-from ..systems import System, get_system, sample_initial_conditions
-from ..trajectory import Trajectories
+from ..systems import System, get_system, sample_initial_conditions, system_meta
+from .trajectories import Trajectories
 from .hdf5 import TrajectoryWriter
 from .spec import DOP853, GenerationSpec, load_spec
 
@@ -127,9 +127,9 @@ def _relative_drift(system: System, y: np.ndarray) -> dict[str, float]:
     return drift
 
 
-def _chunk_size(spec: GenerationSpec, n_steps: int, dim: int) -> int:
+def _chunk_size(spec: GenerationSpec, n_states: int, dim: int) -> int:
     """Trajectories per chunk: the spec's chunk_size, within the memory budget and one solve_ivp call."""
-    chunk = min(spec.chunk_size, _CHUNK_BYTES // (8 * n_steps * dim))
+    chunk = min(spec.chunk_size, _CHUNK_BYTES // (8 * n_states * dim))
     if spec.method == DOP853:
         chunk = min(chunk, _max_batch(spec.rtol))
     return max(1, chunk)
@@ -158,7 +158,7 @@ def generate(
     Returns
     -------
     Trajectories or Path
-        ``y`` (n_traj, n_steps, dim) with metadata (system parameters as ``param_<name>``, generator,
+        ``y`` (n_traj, n_states, dim) with metadata (system parameters as ``param_<name>``, generator,
         tolerances, seed, sampler, and ``max_rel_drift_<invariant>``), or the path written.
     """
     if not isinstance(spec, GenerationSpec):
@@ -175,8 +175,8 @@ def generate(
         raise VPIntegratorError(f"{where}: [initial_conditions] initial condition {i} is not finite: {y0[i].tolist()}")
     n_traj, dim = y0.shape
     t = spec.t
-    n_steps = t.size
-    chunk = _chunk_size(spec, n_steps, dim)
+    n_states = t.size
+    chunk = _chunk_size(spec, n_states, dim)
     meta = _meta(spec, system, n_traj, t, chunk)
     if progress is not None:
         progress(0, n_traj)
@@ -200,14 +200,14 @@ def generate(
         return {f"max_rel_drift_{name}": value for name, value in drift.items()}
 
     if out is None:
-        y_all = np.empty((n_traj, n_steps, dim))
+        y_all = np.empty((n_traj, n_states, dim))
 
         def store(start: int, y: np.ndarray) -> None:
             y_all[start : start + y.shape[0]] = y
 
         run(store)
         return Trajectories(y=y_all, t=t, meta={**meta, **drift_meta()})
-    with TrajectoryWriter(out, n_traj, n_steps, dim, t, meta) as writer:
+    with TrajectoryWriter(out, n_traj, n_states, dim, t, meta) as writer:
         run(writer.write)
         writer.update_meta(drift_meta())
     return Path(out)
@@ -229,8 +229,7 @@ def _meta(spec: GenerationSpec, system: System, n_traj: int, t: np.ndarray, chun
     else:
         generator = f"vpintegrator {__version__} integrators.integrate({spec.method!r}), fixed step dt"
     return {
-        "system": system.name,
-        **{f"param_{name}": value for name, value in system.params().items()},
+        **system_meta(system),
         "dim": system.dim,
         "dt": spec.dt,
         "t_end": float(t[-1]),
@@ -239,7 +238,8 @@ def _meta(spec: GenerationSpec, system: System, n_traj: int, t: np.ndarray, chun
         "atol": spec.atol,
         "seed": spec.seed,
         "n_traj": n_traj,
-        "n_steps": int(t.size),
+        "n_states": int(t.size),
+        "n_steps": int(t.size) - 1,
         "invariant_names": list(system.invariant_names),
         "sampler": spec.sampler,
         "sampler_args": json.dumps(spec.sampler_args),

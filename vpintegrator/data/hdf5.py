@@ -1,11 +1,15 @@
-"""Trajectories in HDF5 files (schema v1, documented in ``datasets/README.md``).
+"""Trajectories in HDF5 files (schema v2, documented in ``datasets/README.md``).
 
-Layout: ``/t`` (n_steps,) float64, ``/y`` (n_traj, n_steps, dim) float64, metadata as root attributes
-(``schema_version``, ``system``, ``dim``, ``dt``, ``method``, ``rtol``, ``atol``, ``seed``, ``n_traj``,
-``n_steps``, ``t_end``, ``invariant_names``, ``param_<name>`` for each system parameter,
+Layout: ``/t`` (n_states,) float64, ``/y`` (n_traj, n_states, dim) float64, metadata as root attributes
+(``schema_version``, ``system``, ``system_class`` (user-defined systems), ``dim``, ``dt``, ``method``,
+``rtol``, ``atol``, ``seed``, ``n_traj``, ``n_states``, ``n_steps`` (= n_states − 1), ``t_end``,
+``invariant_names``, ``param_<name>`` for each system parameter,
 ``vpintegrator_version``, and whatever else the producer recorded). ``/y`` is chunked along
 trajectories and gzip-compressed. Every write is atomic: a temporary file beside the target, renamed onto
 it only when complete, so an interrupted write leaves no partial file and an earlier file intact.
+
+Schema v1 files (whose ``n_steps`` counted states) are still read; their metadata comes back in the v2
+meaning.
 """
 
 from __future__ import annotations
@@ -22,16 +26,18 @@ import numpy as np
 from .._io import atomic_path
 from .._version import __version__
 from ..errors import VPIntegratorError
-from ..trajectory import Trajectories
+from ..systems.registry import PARAM_PREFIX, System, system_meta
+from .trajectories import Trajectories
 
 __all__ = ["SCHEMA_VERSION", "TrajectoryWriter", "read_metadata", "read_trajectories", "write_trajectories"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: schema versions this module reads (v1: ``n_steps`` counted states)
+READABLE_VERSIONS = (1, 2)
 
 # Metadata keys that describe the arrays; the writer computes them and they win over ``meta``.
-_SHAPE_KEYS = ("schema_version", "dim", "n_traj", "n_steps", "vpintegrator_version")
-# ``meta["params"]`` (a dict of system parameters) is stored flat as ``param_<name>`` attributes.
-_PARAM_PREFIX = "param_"
+_SHAPE_KEYS = ("schema_version", "dim", "n_traj", "n_states", "n_steps", "vpintegrator_version")
+_PARAM_PREFIX = PARAM_PREFIX
 # Attribute listing the keys whose values were stored as JSON strings (dicts, None, nested lists).
 _JSON_KEYS_ATTR = "json_keys"
 # Target size of one compressed HDF5 chunk of ``/y``.
@@ -39,10 +45,10 @@ _CHUNK_BYTES = 512 * 1024
 _HINT = "was it written by vp-gen (vpintegrator.write_trajectories)?"
 
 
-def _chunk_shape(n_traj: int, n_steps: int, dim: int) -> tuple[int, int, int]:
+def _chunk_shape(n_traj: int, n_states: int, dim: int) -> tuple[int, int, int]:
     """Chunks of whole trajectories (at most 64) of about ``_CHUNK_BYTES``; long ones split in time."""
     row_bytes = 8 * dim
-    c_steps = max(1, min(n_steps, _CHUNK_BYTES // row_bytes))
+    c_steps = max(1, min(n_states, _CHUNK_BYTES // row_bytes))
     c_traj = max(1, min(n_traj, 64, _CHUNK_BYTES // (row_bytes * c_steps)))
     return c_traj, c_steps, dim
 
@@ -83,14 +89,13 @@ def _from_attr(value: Any) -> Any:
 
 
 def _meta_to_attrs(meta: dict[str, Any]) -> dict[str, Any]:
-    """Flatten ``meta`` into HDF5 attributes: ``params`` -> ``param_<name>``; odd values -> JSON."""
+    """Flatten ``meta`` into HDF5 attributes: a :class:`System` object under ``system`` becomes
+    ``system``/``system_class``/``param_<name>`` (the only place it is flattened); odd values -> JSON."""
     attrs: dict[str, Any] = {}
     json_keys: list[str] = []
+    if isinstance(meta.get("system"), System):
+        meta = {**meta, **system_meta(meta["system"])}
     for key, value in meta.items():
-        if key == "params" and isinstance(value, dict):
-            for name, param in value.items():
-                attrs[_PARAM_PREFIX + name] = param
-            continue
         if key == _JSON_KEYS_ATTR:
             continue
         attrs[key] = value
@@ -120,18 +125,19 @@ def _attrs_to_meta(attrs: h5py.AttributeManager) -> dict[str, Any]:
     return {key: json.loads(value) if key in json_keys else value for key, value in raw.items()}
 
 
-def _standard_attrs(n_traj: int, n_steps: int, dim: int, t: np.ndarray, meta: dict[str, Any]) -> dict:
+def _standard_attrs(n_traj: int, n_states: int, dim: int, t: np.ndarray, meta: dict[str, Any]) -> dict:
     meta = dict(meta)
     meta.update(
         schema_version=SCHEMA_VERSION,
         dim=int(dim),
         n_traj=int(n_traj),
-        n_steps=int(n_steps),
+        n_states=int(n_states),
+        n_steps=int(n_states) - 1,
         vpintegrator_version=__version__,
     )
-    if n_steps >= 1:
+    if n_states >= 1:
         meta.setdefault("t_end", float(t[-1]))
-    if n_steps >= 2:
+    if n_states >= 2:
         meta.setdefault("dt", float(t[1] - t[0]))
     meta.setdefault("invariant_names", [])
     return meta
@@ -152,20 +158,20 @@ class TrajectoryWriter:
     ----------
     path : str or PathLike
         Target file.
-    n_traj, n_steps, dim : int
-        Shape of ``/y``: (n_traj, n_steps, dim).
-    t : ndarray, shape (n_steps,)
+    n_traj, n_states, dim : int
+        Shape of ``/y``: (n_traj, n_states, dim).
+    t : ndarray, shape (n_states,)
         Sample times.
     meta : dict
-        Metadata for the root attributes (see the module docstring); ``meta["params"]`` is stored as
-        ``param_<name>`` attributes.
+        Metadata for the root attributes (see the module docstring); a :class:`System` object under
+        ``system`` is stored as ``system``, ``system_class`` and ``param_<name>`` attributes.
     compression : str, default "gzip"
         HDF5 filter for ``/y`` (``"gzip"`` is readable everywhere; ``"lzf"`` is faster but h5py-only).
 
     Examples
     --------
-    >>> with TrajectoryWriter("out.h5", n_traj, n_steps, dim, t, meta) as writer:  # doctest: +SKIP
-    ...     for start, y_chunk in chunks:        # y_chunk: (k, n_steps, dim)
+    >>> with TrajectoryWriter("out.h5", n_traj, n_states, dim, t, meta) as writer:  # doctest: +SKIP
+    ...     for start, y_chunk in chunks:        # y_chunk: (k, n_states, dim)
     ...         writer.write(start, y_chunk)
     """
 
@@ -173,23 +179,23 @@ class TrajectoryWriter:
         self,
         path: str | os.PathLike,
         n_traj: int,
-        n_steps: int,
+        n_states: int,
         dim: int,
         t: np.ndarray,
         meta: dict[str, Any] | None = None,
         *,
         compression: str = "gzip",
     ) -> None:
-        for name, value in (("n_traj", n_traj), ("n_steps", n_steps), ("dim", dim)):
+        for name, value in (("n_traj", n_traj), ("n_states", n_states), ("dim", dim)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise VPIntegratorError(f"TrajectoryWriter: {name} must be a positive int; got {value!r}")
         t = np.asarray(t, dtype=np.float64)
-        if t.shape != (n_steps,):
-            raise VPIntegratorError(f"TrajectoryWriter: t must have shape (n_steps,) = ({n_steps},); got {t.shape}")
+        if t.shape != (n_states,):
+            raise VPIntegratorError(f"TrajectoryWriter: t must have shape (n_states,) = ({n_states},); got {t.shape}")
         self.path = Path(path)
-        self.shape = (int(n_traj), int(n_steps), int(dim))
+        self.shape = (int(n_traj), int(n_states), int(dim))
         self._t = t
-        self._meta = _standard_attrs(n_traj, n_steps, dim, t, meta or {})
+        self._meta = _standard_attrs(n_traj, n_states, dim, t, meta or {})
         self._compression = compression
         self._written = np.zeros(int(n_traj), dtype=bool)
         self._ctx = None
@@ -224,8 +230,6 @@ class TrajectoryWriter:
         if self._file is None:
             raise VPIntegratorError("TrajectoryWriter.update_meta called outside its `with` block")
         merged = {**self._meta, **{k: v for k, v in meta.items() if k not in _SHAPE_KEYS}}
-        if "params" in meta and "params" in self._meta:
-            merged["params"] = {**self._meta["params"], **meta["params"]}
         self._meta = merged
         attrs = _meta_to_attrs(merged)
         for key in list(self._file.attrs.keys()):
@@ -241,17 +245,17 @@ class TrajectoryWriter:
         ----------
         start_traj : int
             Index of the first trajectory in the chunk.
-        y_chunk : ndarray, shape (k, n_steps, dim)
+        y_chunk : ndarray, shape (k, n_states, dim)
             The states; cast to float64.
         """
         if self._y is None:
             raise VPIntegratorError("TrajectoryWriter.write called outside its `with` block")
         y_chunk = np.asarray(y_chunk, dtype=np.float64)
-        n_traj, n_steps, dim = self.shape
+        n_traj, n_states, dim = self.shape
         k = y_chunk.shape[0] if y_chunk.ndim == 3 else -1
-        if y_chunk.ndim != 3 or y_chunk.shape[1:] != (n_steps, dim) or not 0 <= start_traj <= n_traj - k:
+        if y_chunk.ndim != 3 or y_chunk.shape[1:] != (n_states, dim) or not 0 <= start_traj <= n_traj - k:
             raise VPIntegratorError(
-                f"TrajectoryWriter.write: expected a chunk of shape (k, {n_steps}, {dim}) fitting into "
+                f"TrajectoryWriter.write: expected a chunk of shape (k, {n_states}, {dim}) fitting into "
                 f"trajectories [0, {n_traj}) from start_traj={start_traj}; got shape {y_chunk.shape}"
             )
         self._y[start_traj : start_traj + k] = y_chunk
@@ -287,15 +291,15 @@ class TrajectoryWriter:
 
 
 def write_trajectories(path: str | os.PathLike, traj: Trajectories, *, compression: str = "gzip") -> Path:
-    """Write a :class:`Trajectories` to an HDF5 file (schema v1), atomically.
+    """Write a :class:`Trajectories` to an HDF5 file (schema v2), atomically.
 
     Parameters
     ----------
     path : str or PathLike
         Target file; parent directories are created.
     traj : Trajectories
-        ``y`` (n_traj, n_steps, dim) and ``t`` (n_steps,) are stored as float64; ``meta`` becomes root
-        attributes (``meta["params"]`` as ``param_<name>``).
+        ``y`` (n_traj, n_states, dim) and ``t`` (n_states,) are stored as float64; ``meta`` becomes root
+        attributes (a :class:`System` under ``system`` as ``system``/``system_class``/``param_<name>``).
     compression : str, default "gzip"
 
     Returns
@@ -327,25 +331,25 @@ def _open(path: Path) -> h5py.File:
 
 
 def _validate(path: Path, f: h5py.File) -> tuple[int, int, int]:
-    """Check schema version, ``/t``, ``/y`` and ``dim``; return (n_traj, n_steps, dim)."""
+    """Check schema version, ``/t``, ``/y`` and ``dim``; return (n_traj, n_states, dim)."""
     version = f.attrs.get("schema_version")
     if version is None:
         raise VPIntegratorError(f"{path}: missing root attribute 'schema_version' (expected {SCHEMA_VERSION}); {_HINT}")
     version = _from_attr(version)
-    if version != SCHEMA_VERSION:
+    if version not in READABLE_VERSIONS:
         raise VPIntegratorError(
             f"{path}: attribute 'schema_version' is {version!r}, this vpintegrator reads schema "
-            f"{SCHEMA_VERSION}; regenerate the file with this version's vp-gen"
+            f"{' and '.join(map(str, READABLE_VERSIONS))}; regenerate the file with this version's vp-gen"
         )
-    for key, expected in (("t", "(n_steps,) float64"), ("y", "(n_traj, n_steps, dim) float64")):
+    for key, expected in (("t", "(n_states,) float64"), ("y", "(n_traj, n_states, dim) float64")):
         if key not in f or not isinstance(f[key], h5py.Dataset):
             raise VPIntegratorError(f"{path}: missing dataset '/{key}' (expected {expected}); {_HINT}")
     t, y = f["t"], f["y"]
     if y.ndim != 3:
-        raise VPIntegratorError(f"{path}: dataset '/y' has shape {y.shape}; expected (n_traj, n_steps, dim)")
+        raise VPIntegratorError(f"{path}: dataset '/y' has shape {y.shape}; expected (n_traj, n_states, dim)")
     if t.shape != (y.shape[1],):
         raise VPIntegratorError(
-            f"{path}: dataset '/t' has shape {t.shape}; expected (n_steps,) = ({y.shape[1]},) to match '/y' {y.shape}"
+            f"{path}: dataset '/t' has shape {t.shape}; expected (n_states,) = ({y.shape[1]},) to match '/y' {y.shape}"
         )
     for key, ds in (("t", t), ("y", y)):
         if ds.dtype.kind != "f":
@@ -363,12 +367,15 @@ def _validate(path: Path, f: h5py.File) -> tuple[int, int, int]:
 def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
     """The metadata of a trajectory file: its root attributes as a dict (``param_<name>`` kept flat).
 
-    Validates the schema like :func:`read_trajectories` but reads no arrays.
+    Validates the schema like :func:`read_trajectories` but reads no arrays. ``n_states`` and
+    ``n_steps`` (= n_states − 1) are given in the v2 meaning whatever the file's schema version.
     """
     path = Path(path)
     with _open(path) as f:
-        _validate(path, f)
-        return _attrs_to_meta(f.attrs)
+        n_traj, n_states, _ = _validate(path, f)
+        meta = _attrs_to_meta(f.attrs)
+    meta["n_traj"], meta["n_states"], meta["n_steps"] = int(n_traj), int(n_states), int(n_states) - 1
+    return meta
 
 
 def _index(index: Any, n: int, what: str, path: Path) -> np.ndarray | slice:
@@ -405,18 +412,18 @@ def _read_rows(ds: h5py.Dataset, rows: np.ndarray | slice) -> np.ndarray:
 
 def _read_one(path: Path, traj: Any, steps: Any) -> Trajectories:
     with _open(path) as f:
-        n_traj, n_steps, dim = _validate(path, f)
+        n_traj, n_states, dim = _validate(path, f)
         meta = _attrs_to_meta(f.attrs)
-        steps_idx = _index(steps, n_steps, "steps", path)
+        steps_idx = _index(steps, n_states, "steps", path)
         traj_idx = _index(traj, n_traj, "traj", path)
         t = np.atleast_1d(f["t"][steps_idx] if isinstance(steps_idx, slice) else f["t"][:][steps_idx])
         y = _read_rows(f["y"], traj_idx)
-        if y.ndim == 2:  # a single trajectory index: keep (n_traj, n_steps, dim)
+        if y.ndim == 2:  # a single trajectory index: keep (n_traj, n_states, dim)
             y = y[None]
         y = y[:, steps_idx]
         if y.ndim == 2:  # a single step index
             y = y[:, None]
-    meta["n_traj"], meta["n_steps"] = int(y.shape[0]), int(y.shape[1])
+    meta["n_traj"], meta["n_states"], meta["n_steps"] = int(y.shape[0]), int(y.shape[1]), int(y.shape[1]) - 1
     return Trajectories(y=np.asarray(y, dtype=np.float64), t=np.asarray(t, dtype=np.float64), meta=meta)
 
 
@@ -428,7 +435,8 @@ def read_trajectories(
     Parameters
     ----------
     path : str, PathLike, or a list of them
-        One file, or shards sharing ``t``, ``dim``, ``system`` and system parameters; their trajectories
+        One file, or shards sharing ``t``, ``dt``, ``dim``, ``system`` and system parameters (else a
+        one-line error naming both files and the differing key); their trajectories
         are concatenated in the order given.
     traj, steps : None, int, slice, or 1-d int/bool array, optional
         Which trajectories (over all shards) and which time steps to read (default: all). Only the
@@ -437,7 +445,7 @@ def read_trajectories(
     Returns
     -------
     Trajectories
-        ``y`` (n_traj, n_steps, dim) float64, ``t`` (n_steps,), ``meta`` from the root attributes
+        ``y`` (n_traj, n_states, dim) float64, ``t`` (n_states,), ``meta`` from the root attributes
         (system parameters as ``param_<name>`` keys). For shards, ``meta["source_files"]`` lists
         them and ``meta["seed"]`` is the list of their seeds when these differ.
 
@@ -463,17 +471,17 @@ def _read_shards(paths: list[Path], traj: Any, steps: Any) -> Trajectories:
         with _open(p) as f:
             shape = _validate(p, f)
             heads.append((shape, _attrs_to_meta(f.attrs), f["t"][:]))
-    (_, n_steps0, dim0), meta0, t0 = heads[0]
-    for p, ((_, n_steps, dim), meta, t) in zip(paths[1:], heads[1:]):
-        keys = ["system", *sorted(k for k in {**meta0, **meta} if k.startswith(_PARAM_PREFIX))]
+    (_, n_states0, dim0), meta0, t0 = heads[0]
+    for p, ((_, n_states, dim), meta, t) in zip(paths[1:], heads[1:]):
+        keys = ["system", "system_class", "dt", *sorted(k for k in {**meta0, **meta} if k.startswith(_PARAM_PREFIX))]
         for key, a, b in [("dim", dim0, dim), *((k, meta0.get(k), meta.get(k)) for k in keys)]:
             if a != b:
                 raise VPIntegratorError(
                     f"{p}: attribute '{key}' is {b!r} but {paths[0]} has {a!r}; shards read together must agree"
                 )
-        if n_steps != n_steps0 or not np.array_equal(t, t0):
+        if n_states != n_states0 or not np.array_equal(t, t0):
             raise VPIntegratorError(
-                f"{p}: dataset '/t' differs from {paths[0]}'s ({n_steps} vs {n_steps0} steps); shards read "
+                f"{p}: dataset '/t' differs from {paths[0]}'s ({n_states} vs {n_states0} states); shards read "
                 "together must share their time grid"
             )
     counts = np.array([h[0][0] for h in heads])
@@ -499,7 +507,7 @@ def _read_shards(paths: list[Path], traj: Any, steps: Any) -> Trajectories:
         for pos, piece in zip(positions, pieces):
             y[pos] = piece
     meta = dict(meta0)
-    meta["n_traj"], meta["n_steps"] = int(y.shape[0]), int(y.shape[1])
+    meta["n_traj"], meta["n_states"], meta["n_steps"] = int(y.shape[0]), int(y.shape[1]), int(y.shape[1]) - 1
     meta["source_files"] = [str(p) for p in paths]
     seeds = [h[1].get("seed") for h in heads]
     if len(set(map(repr, seeds))) > 1:

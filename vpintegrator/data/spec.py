@@ -163,7 +163,7 @@ class GenerationSpec:
     n_traj : int or None
         Number of trajectories (None: the sampler decides, e.g. 1238 for "paper_sphere").
     dt, t_end : float
-        Sample times ``t = k * dt`` for ``k = 0 .. n_steps - 1``, ``n_steps = floor(t_end / dt) + 1``.
+        Sample times ``t = k * dt`` for ``k = 0 .. n_steps``, ``n_steps = floor(t_end / dt)`` (``n_states = n_steps + 1`` samples).
     method : str
         ``"dop853"`` (SciPy, tolerances ``rtol``/``atol`` per trajectory) or a classical integrator name
         (fixed step ``dt``).
@@ -210,13 +210,18 @@ class GenerationSpec:
 
     @property
     def n_steps(self) -> int:
-        """Number of sample times, ``floor(t_end / dt) + 1`` (t_end a multiple of dt up to rounding)."""
-        return int(math.floor(self.t_end / self.dt * (1 + 1e-12))) + 1
+        """Number of steps, ``floor(t_end / dt)`` (t_end a multiple of dt up to rounding)."""
+        return int(math.floor(self.t_end / self.dt * (1 + 1e-12)))
+
+    @property
+    def n_states(self) -> int:
+        """Number of sample times, ``n_steps + 1``."""
+        return self.n_steps + 1
 
     @property
     def t(self) -> np.ndarray:
-        """Sample times ``k * dt``, shape (n_steps,)."""
-        return np.arange(self.n_steps) * self.dt
+        """Sample times ``k * dt``, shape (n_states,)."""
+        return np.arange(self.n_states) * self.dt
 
     def replace(self, **overrides: Any) -> "GenerationSpec":
         """A copy with some fields changed (None values are ignored); validated like :func:`load_spec`."""

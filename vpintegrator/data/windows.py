@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ..errors import VPIntegratorError
-from ..trajectory import Trajectories
+from .trajectories import Trajectories
 
 __all__ = [
     "TrajectoryData",
@@ -99,7 +99,7 @@ def _shape_of(source: Source) -> tuple[tuple[int, int, int], str]:
         if not path.exists():
             raise FileNotFoundError(2, "No such file or directory", str(path))
         meta = read_metadata(path)
-        return (int(meta["n_traj"]), int(meta["n_steps"]), int(meta["dim"])), str(path)
+        return (int(meta["n_traj"]), int(meta["n_states"]), int(meta["dim"])), str(path)
     raise VPIntegratorError(
         f"data source must be an HDF5 path, a Trajectories or an array (n_traj, n_steps, dim); "
         f"got {type(source).__name__}"

@@ -21,7 +21,7 @@ def _traj(n_traj=4, n_steps=5, dim=3):
 
 def test_shape_properties():
     tr = _traj()
-    assert (tr.n_traj, tr.n_steps, tr.dim, tr.dt) == (4, 5, 3, 0.2)
+    assert (tr.n_traj, tr.n_states, tr.n_steps, tr.dim, tr.dt) == (4, 5, 4, 3, 0.2)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,162 @@
+"""The system registry, and the one place a system is turned into file metadata and back.
+
+In memory a system is one object (a frozen dataclass whose fields are its parameters). Only at the
+HDF5 boundary is it flattened: :func:`system_meta` gives ``system`` (the registry name),
+``system_class`` (``"package.module:ClassName"``, so that a user-defined system is rebuilt in a fresh
+process) and one ``param_<name>`` per parameter (plus derived quantities such as the rigid body's
+coefficients, recorded for readers and ignored on the way back). :func:`system_from_meta` rebuilds
+exactly the system that wrote a file.
+
+User-defined systems: subclass :class:`~vpintegrator.systems.System` as a frozen dataclass in your own
+module, then either ``register_system(MySystem)`` from Python, or name it ``"package.module:ClassName"``
+wherever a system name is accepted (specs, ``get_system``, files).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import Any, Mapping
+
+from ..errors import VPIntegratorError
+from .base import System
+
+PARAM_PREFIX = "param_"
+_REGISTRY: dict[str, type[System]] = {}
+
+
+def register_system(cls: type[System], *, name: str | None = None, replace: bool = False) -> type[System]:
+    """Register a :class:`System` subclass under ``name`` (default: its ``name`` class attribute).
+
+    Usable as a decorator. Registering another class under a taken name is an error unless ``replace``.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, System) and dataclasses.is_dataclass(cls)):
+        raise VPIntegratorError(
+            f"register_system: {cls!r} is not a System subclass decorated with @dataclass(frozen=True); "
+            "define it as `@dataclass(frozen=True) class MySystem(System): ...`"
+        )
+    key = name or cls.name
+    if not key or not isinstance(key, str):
+        raise VPIntegratorError(f"register_system: {cls.__name__} has no `name` class attribute; set name = '...'")
+    if not cls.dim or cls.dim < 1:
+        raise VPIntegratorError(f"register_system: {cls.__name__}.dim must be a positive int; got {cls.dim!r}")
+    old = _REGISTRY.get(key)
+    if old is not None and old is not cls and not replace and class_path(old) != class_path(cls):
+        raise VPIntegratorError(
+            f"register_system: the name {key!r} is taken by {class_path(old)}; pass name='...' or replace=True"
+        )
+    _REGISTRY[key] = cls
+    return cls
+
+
+def list_systems() -> list[str]:
+    """Registry names of the shipped and registered systems."""
+    return sorted(_REGISTRY)
+
+
+def class_path(cls: type) -> str:
+    """``"package.module:ClassName"`` of a class."""
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _import_class(path: str) -> type[System]:
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise VPIntegratorError(f"system {path!r}: give a registry name or 'package.module:ClassName'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise VPIntegratorError(
+            f"system {path!r}: cannot import module {module_name!r} ({err}); make it importable "
+            "(install it, or put its folder on PYTHONPATH)"
+        ) from None
+    obj: Any = module
+    for part in attr.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise VPIntegratorError(f"system {path!r}: module {module_name!r} has no attribute {attr!r}")
+    if not (isinstance(obj, type) and issubclass(obj, System)):
+        raise VPIntegratorError(f"system {path!r}: {attr} is not a vpintegrator System subclass")
+    return obj
+
+
+def system_class(name: str) -> type[System]:
+    """The class behind a registry name or a ``"package.module:ClassName"`` path (registered on first use)."""
+    if isinstance(name, str) and name in _REGISTRY:
+        return _REGISTRY[name]
+    if isinstance(name, str) and ":" in name:
+        cls = _import_class(name)
+        if cls.name not in _REGISTRY or class_path(_REGISTRY[cls.name]) == class_path(cls):
+            register_system(cls, replace=True)
+        return cls
+    raise VPIntegratorError(
+        f"unknown system {name!r}; valid systems: {', '.join(list_systems())} "
+        "(or a user-defined 'package.module:ClassName')"
+    )
+
+
+def get_system(name: str | System, **params: Any) -> System:
+    """A system by registry name (or ``"package.module:ClassName"``), parameters overriding its defaults.
+
+    Parameters
+    ----------
+    name : str or System
+        One of :func:`list_systems`, or an import path; a :class:`System` instance is returned as is
+        (with ``params`` replaced, if any).
+    **params
+        Parameters of that system (e.g. ``inertia=(1, 2, 2/3)`` for ``rigid_body``).
+    """
+    if isinstance(name, System):
+        return dataclasses.replace(name, **params) if params else name
+    cls = system_class(name)
+    valid = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(params) - set(valid))
+    if unknown:
+        raise VPIntegratorError(
+            f"system {cls.name!r} has no parameter(s) {', '.join(unknown)}; valid parameters: "
+            f"{', '.join(valid) or '(none)'}"
+        )
+    return cls(**params)
+
+
+def system_meta(system: System) -> dict[str, Any]:
+    """The flat metadata of a system for file attributes: system, system_class, param_<name>."""
+    meta: dict[str, Any] = {"system": system.name}
+    path = class_path(type(system))
+    if not path.startswith("vpintegrator.") and "<" not in path and not path.startswith("__main__:"):
+        meta["system_class"] = path
+    meta.update({PARAM_PREFIX + k: v for k, v in system.params().items()})
+    return meta
+
+
+def system_params_from_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``param_<name>`` entries of flat metadata as ``{name: value}`` (derived ones included)."""
+    return {k[len(PARAM_PREFIX):]: v for k, v in meta.items() if k.startswith(PARAM_PREFIX)}
+
+
+def system_from_meta(meta: Mapping[str, Any], where: Any = "metadata") -> System:
+    """Rebuild exactly the system described by flat metadata (``system``, ``system_class``, ``param_*``).
+
+    ``where`` names the file (or other source) in error messages.
+    """
+    name = meta.get("system")
+    if not name:
+        raise VPIntegratorError(f"{where}: missing attribute 'system'; was it written by vpintegrator?")
+    name = str(name)
+    try:
+        if name in _REGISTRY:
+            cls = _REGISTRY[name]
+        elif meta.get("system_class"):
+            cls = system_class(str(meta["system_class"]))
+        else:
+            cls = system_class(name)
+    except VPIntegratorError as err:
+        raise VPIntegratorError(f"{where}: attribute 'system': {err}") from None
+    fields = {f.name for f in dataclasses.fields(cls)}
+    params = {
+        k: (tuple(v) if isinstance(v, list) else v) for k, v in system_params_from_meta(meta).items() if k in fields
+    }
+    try:
+        return cls(**params)
+    except (TypeError, ValueError) as err:
+        raise VPIntegratorError(f"{where}: system parameters {params}: {err}") from None
