@@ -1,7 +1,7 @@
 """Benchmark data generation: vectorised DOP853 vs a per-trajectory solve_ivp loop, and memory.
 
 1. The paper data set (rigid body, 1238 initial conditions, dt = 0.2, t in [0, 20], DOP853 at
-   rtol = atol = 1e-12) through :func:`vpintegrator.solve_flow` (one ``solve_ivp`` call on the stacked
+   rtol = atol = 1e-12) through :func:`vpintegrator.data.solve_flow` (one ``solve_ivp`` call on the stacked
    state) against a Python loop of ``solve_ivp`` calls, one per trajectory, same tolerances, same run.
    Prints both times, the ratio and the max abs difference; for context also the one-call variant
    without tolerance scaling, and the error of each against a tighter per-trajectory reference on a

@@ -110,6 +110,22 @@ def _toml(tmp_path, name, content):
     return str(path)
 
 
+def _h5(tmp_path) -> str:
+    path = tmp_path / "data.h5"
+    write_trajectories(path, Trajectories(y=np.zeros((1, 2, 3)), t=[0.0, 1.0], meta={"system": "rigid_body"}))
+    return str(path)
+
+
+def test_set_overrides_any_spec_key(tmp_path):
+    out = tmp_path / "x.h5"
+    result = _run("rigid_body", "--n-traj", "2", "--set", "t_end=0.4", "--set", "system.inertia=[1.0, 2.0, 3.0]",
+                  "--set", "integration.method=rk4", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    back = read_trajectories(out)
+    assert back.n_states == 5 and back.meta["method"] == "rk4"
+    assert back.system.inertia == (1.0, 2.0, 3.0)
+
+
 GOOD = '[system]\nname = "rigid_body"\n[initial_conditions]\n{ic}\n[integration]\ndt = 0.1\nt_end = 0.5\n{extra}'
 
 
@@ -117,15 +133,18 @@ GOOD = '[system]\nname = "rigid_body"\n[initial_conditions]\n{ic}\n[integration]
     "case, match",
     [
         ("unknown_spec", r"unknown spec 'no_such_spec'; valid specs: .*rigid_body_paper"),
-        ("dt_zero", r"override dt \(--dt\) must be a finite number > 0; got 0.0"),
-        ("dt_negative", r"override dt \(--dt\) must be a finite number > 0; got -1.0"),
+        ("dt_zero", r"^Error: --dt must be a finite number > 0; got 0.0"),
+        ("dt_negative", r"^Error: --dt must be a finite number > 0; got -1.0"),
         ("nan_initial_condition", r"nan\.toml: \[initial_conditions\] .*not finite"),
         ("malformed_toml", r"malformed\.toml: malformed TOML"),
         ("unknown_key", r"unknown_key\.toml: unknown key 'integration.colour'"),
         ("unknown_method", r"unknown method 'rk5'; valid methods: dop853"),
         ("unknown_system", r"unknown system 'pendulum'; valid systems"),
         ("missing_file", r"spec file .*missing\.toml' not found"),
-        ("bad_n_traj", r"override n_traj \(--n-traj\) must be an integer >= 1; got 0"),
+        ("bad_n_traj", r"^Error: --n-traj must be an integer >= 1; got 0"),
+        ("hdf5_as_spec", r"spec file .*data\.h5: not a TOML text file"),
+        ("bad_set", r"--set: 'dt' is not KEY=VALUE"),
+        ("set_unknown_key", r"--set: unknown key 'colour'"),
     ],
 )
 def test_bad_inputs_give_one_line_error(tmp_path, case, match):
@@ -141,6 +160,9 @@ def test_bad_inputs_give_one_line_error(tmp_path, case, match):
         "unknown_system": [_toml(tmp_path, "sys.toml", GOOD.replace("rigid_body", "pendulum").format(ic='sampler = "box"\nn_traj = 2', extra=""))],
         "missing_file": [str(tmp_path / "missing.toml")],
         "bad_n_traj": ["rigid_body", "--n-traj", "0"],
+        "hdf5_as_spec": [_h5(tmp_path)],
+        "bad_set": ["rigid_body", "--set", "dt"],
+        "set_unknown_key": ["rigid_body", "--set", "colour=1"],
     }[case]
     result = _run(*args, "--out", out)
     assert result.exit_code == 1

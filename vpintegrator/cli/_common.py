@@ -54,7 +54,7 @@ def _flag_namer() -> Callable[[str], str]:
     if ctx is not None:
         for param in ctx.command.params:
             if isinstance(param, click.Option) and param.name:
-                flags[param.name] = max(param.opts, key=len)
+                flags[param.name.rstrip("_")] = max(param.opts, key=len)  # set_ (a keyword) is the key set
 
     def name(key: str) -> str:
         return flags.get(key, f"{key}")

@@ -77,9 +77,13 @@ def _summary(path: Path) -> str:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Output HDF5 file (default: the spec's, datasets/<spec>.h5).",
 )
+@click.option(
+    "--set", "set_", multiple=True, metavar="KEY=VALUE",
+    help="Set any spec key (repeatable): dt=0.1, system.inertia=[1,2,3], initial_conditions.radius=2, ...",
+)
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr (when it is a terminal).")
 @cli_errors
-def main(spec, list_, n_traj, dt, t_end, method, rtol, atol, seed, chunk_size, out, progress) -> None:
+def main(spec, list_, n_traj, dt, t_end, method, rtol, atol, seed, chunk_size, out, set_, progress) -> None:
     """Generate the trajectory data set SPEC (a spec name or a TOML file) and write it to HDF5.
 
     Flags override the spec. The file appears only when complete: an interrupted run leaves no partial
@@ -90,13 +94,13 @@ def main(spec, list_, n_traj, dt, t_end, method, rtol, atol, seed, chunk_size, o
         return
     if spec is None:
         raise click.UsageError("missing SPEC (a spec name or a .toml file); `vp-gen --list` lists the specs")
+    from ..config import merge, parse_set
     from ..data.generate import generate
-    from ..data.spec import load_spec
+    from ..data.spec import load_spec, spec_overrides_from_set
 
-    cfg = load_spec(
-        spec, n_traj=n_traj, dt=dt, t_end=t_end, method=method, rtol=rtol, atol=atol, seed=seed,
-        chunk_size=chunk_size, out=out,
-    )
+    flags = dict(n_traj=n_traj, dt=dt, t_end=t_end, method=method, rtol=rtol, atol=atol, seed=seed,
+                 chunk_size=chunk_size, out=out)
+    cfg = load_spec(spec, **merge(spec_overrides_from_set(parse_set(set_)), flags))
     bar = _Progress(f"{cfg.name} ({cfg.method})") if progress else None
     try:
         path = generate(cfg, out=cfg.out, progress=bar)

@@ -19,6 +19,7 @@ from typing import Any, Callable
 import numpy as np
 from scipy.integrate import solve_ivp
 
+from .._io import check_terminated
 from ..errors import VPIntegratorError
 from ..integrators import integrate
 from ..systems import System, get_system, sample_initial_conditions, system_meta
@@ -185,6 +186,7 @@ def generate(
 
     def run(sink: Callable[[int, np.ndarray], None]) -> None:
         for start in range(0, n_traj, chunk):
+            check_terminated()
             y = _integrate_chunk(system, y0[start : start + chunk], t, spec)
             for name, value in _relative_drift(system, y).items():
                 drift[name] = max(drift[name], value)

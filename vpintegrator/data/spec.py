@@ -35,7 +35,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,7 +71,7 @@ _TOP_KEYS = ("description", *_SECTIONS)
 _REQUIRED = {"system": "name", "initial_conditions": "sampler"}
 _REQUIRED_INTEGRATION = ("dt", "t_end")
 #: Keys accepted as overrides by :func:`load_spec` (and as ``vp-gen`` flags).
-OVERRIDES = ("n_traj", "dt", "t_end", "method", "rtol", "atol", "seed", "chunk_size", "out")
+OVERRIDES = ("n_traj", "dt", "t_end", "method", "rtol", "atol", "seed", "chunk_size", "out", "params", "sampler_args")
 _TOML_KEY = {fld: f"{sec}.{key}" for sec, keys in _SECTIONS.items() for key, fld in keys.items()}
 
 
@@ -109,31 +108,32 @@ def _is_number(value: Any) -> bool:
 
 def _check_field(name: str, value: Any, where: str) -> Any:
     """Validate one GenerationSpec field; ``where`` names the file/key or override in the message."""
+    key = name if where == name else None  # an override: the error is about that key (a CLI shows its flag)
     if name in ("dt", "t_end", "rtol", "atol"):
         if not _is_number(value) or not math.isfinite(value) or value <= 0:
-            raise VPIntegratorError(f"{where} must be a finite number > 0; got {value!r}")
+            raise VPIntegratorError(f"{where} must be a finite number > 0; got {value!r}", key=key)
         return float(value)
     if name in ("n_traj", "chunk_size"):
         if value is None and name == "n_traj":
             return None
         if not _is_int(value) or value < 1:
-            raise VPIntegratorError(f"{where} must be an integer >= 1; got {value!r}")
+            raise VPIntegratorError(f"{where} must be an integer >= 1; got {value!r}", key=key)
         return int(value)
     if name == "seed":
         if not _is_int(value) or value < 0:
-            raise VPIntegratorError(f"{where} must be an integer >= 0; got {value!r}")
+            raise VPIntegratorError(f"{where} must be an integer >= 0; got {value!r}", key=key)
         return int(value)
     if name in ("system", "sampler", "method", "description", "name"):
         if not isinstance(value, str) or (name != "description" and not value):
-            raise VPIntegratorError(f"{where} must be a non-empty string; got {value!r}")
+            raise VPIntegratorError(f"{where} must be a non-empty string; got {value!r}", key=key)
         return value
     if name == "out":
         if not isinstance(value, (str, os.PathLike)) or (not os.fspath(value) and not where.startswith("Gen")):
-            raise VPIntegratorError(f"{where} must be a file path; got {value!r}")
+            raise VPIntegratorError(f"{where} must be a file path; got {value!r}", key=key)
         return os.fspath(value)
     if name in ("params", "sampler_args"):
         if not isinstance(value, dict):
-            raise VPIntegratorError(f"{where} must be a table of key = value; got {value!r}")
+            raise VPIntegratorError(f"{where} must be a table of key = value; got {value!r}", key=key)
         return dict(value)
     return value
 
@@ -143,7 +143,10 @@ def _check_method(method: str, where: str) -> None:
 
     valid = [DOP853, *list_integrators()]
     if method not in valid:
-        raise VPIntegratorError(f"{where}: unknown method {method!r}; valid methods: {', '.join(valid)}")
+        raise VPIntegratorError(
+            f"{where}: unknown method {method!r}; valid methods: {', '.join(valid)}",
+            key="method" if where == "method" else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -253,11 +256,9 @@ def _resolve(name_or_path: str | os.PathLike) -> Path:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except tomllib.TOMLDecodeError as err:
-        raise VPIntegratorError(f"{path}: malformed TOML: {' '.join(str(err).split())}") from None
+    from ..config import read_toml
+
+    return read_toml(path, what="spec")
 
 
 def _parse(path: Path, data: dict[str, Any]) -> dict[str, Any]:
@@ -327,17 +328,51 @@ def _apply_overrides(spec: GenerationSpec, overrides: dict[str, Any]) -> Generat
             raise VPIntegratorError(f"unknown override {key!r}; valid overrides: {', '.join(OVERRIDES)}")
         if value is None:
             continue
-        flag = "--" + key.replace("_", "-")
-        changes[key] = _check_field(key, value, f"override {key} ({flag})")
+        if key in ("params", "sampler_args"):  # merged into the spec's tables, key by key
+            value = {**getattr(spec, key), **_check_field(key, value, key)}
+        changes[key] = _check_field(key, value, key)
     if not changes:
         return spec
     if "method" in changes:
-        _check_method(changes["method"], "override method (--method)")
+        _check_method(changes["method"], "method")
     try:
         return dataclasses.replace(spec, **changes)
     except VPIntegratorError as err:
         given = ", ".join(f"{k}={v}" for k, v in changes.items())
-        raise VPIntegratorError(f"{err} (after overrides {given})") from None
+        raise VPIntegratorError(f"{err} (after overrides {given})", key=err.key) from None
+
+
+def spec_overrides_from_set(values: dict[str, Any]) -> dict[str, Any]:
+    """``--set`` entries (``vpintegrator.config.parse_set``) as :func:`load_spec` overrides.
+
+    Accepts the override keys (``dt=0.1``), their TOML names (``integration.dt=0.1``,
+    ``output.path=x.h5``, ``initial_conditions.n_traj=10``), system parameters (``system.inertia=[1, 2, 3]``)
+    and sampler arguments (``initial_conditions.radius=2``).
+    """
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if key in _SECTIONS and isinstance(value, dict):
+            fields = _SECTIONS[key]
+            for sub, v in value.items():
+                if sub in fields and fields[sub] != "system":
+                    out[fields[sub]] = v
+                elif key == "system":
+                    out.setdefault("params", {})[sub] = v
+                elif key == "initial_conditions":
+                    out.setdefault("sampler_args", {})[sub] = v
+                else:
+                    raise VPIntegratorError(
+                        f"set: unknown key '{key}.{sub}'; valid keys in [{key}]: {', '.join(fields)}", key="set"
+                    )
+        elif key in OVERRIDES:
+            out[key] = value
+        else:
+            raise VPIntegratorError(
+                f"set: unknown key {key!r}; valid: {', '.join(OVERRIDES[:-2])}, system.<parameter>, "
+                "initial_conditions.<argument>, or a spec's section.key",
+                key="set",
+            )
+    return out
 
 
 def load_spec(name_or_path: str | os.PathLike, **overrides: Any) -> GenerationSpec:
