@@ -88,8 +88,8 @@ def step_map(name, model=None, runner="python scalar", device="cpu"):
 
 def timed_rollout(sm, y0, n_steps):
     window = initial_window("rigid_body", y0, DT, sm.seq_len, method="implicit_midpoint")
-    res = rollout(sm, window, n_steps, DT)
-    return res.seconds, res.n_failed, res.meta
+    res = rollout(sm, window, DT, n_steps)
+    return res.meta["seconds"], res.n_failed, res.meta
 
 
 def n_calls(sm, n_steps: int) -> int:

@@ -60,7 +60,7 @@ def _fit_on(traj, tmp: str, epochs: int, device: str, batch_size: int):
 
 
 def _n_windows(traj, seq_len: int = 3, pred_window: int = 3) -> int:
-    return traj.n_traj * (traj.n_steps - seq_len - pred_window + 1)
+    return traj.n_traj * (traj.n_states - seq_len - pred_window + 1)
 
 
 def plain_windows(y: np.ndarray, seq_len: int = 3, pred_window: int = 3):
@@ -146,7 +146,7 @@ def main() -> None:
 
     traj, source = load_paper_data()
     n_windows = _n_windows(traj)
-    print(f"data: {source}: {traj.n_traj} x {traj.n_steps} states, {n_windows} windows (seq_len 3, pred_window 3)")
+    print(f"data: {source}: {traj.n_traj} x {traj.n_states} states, {n_windows} windows (seq_len 3, pred_window 3)")
     print(f"model: {PAPER_MODEL}, batch {args.batch_size}, float32, device {args.device}, "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads")
 

@@ -46,7 +46,7 @@ from vpintegrator.integrators import integrate
 from vpintegrator.models import build_model, count_parameters, load_model, save_model
 from vpintegrator.nn.cayley import cayley_method
 from vpintegrator.systems import get_system
-from vpintegrator.training import window_residuals
+from vpintegrator.training.optim import window_residuals
 from vpintegrator.systems.initial_conditions import (
     PAPER_TRAJECTORY_INDEX,
     paper_sphere_points,

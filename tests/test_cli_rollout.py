@@ -54,7 +54,8 @@ def test_rollout_then_plot(files):
     assert sorted(p.name for p in figs.iterdir()) == sorted(
         f"{k}.{e}" for k in ("trajectories3d", "invariants", "error", "volume", "phase") for e in ("pdf", "png")
     )
-    res = run(plot_main, [out, "--kind", "error", "--kind", "volume", "--traj", "all", "--out", root / "f2", "--dpi", 50])
+    # --traj: data-file indices in both commands (the rollout holds rows 0 and 1 of the data file)
+    res = run(plot_main, [out, "--kind", "error", "--kind", "volume", "--traj", "0,1", "--out", root / "f2", "--dpi", 50])
     assert res.exit_code == 0 and sorted(p.name for p in (root / "f2").iterdir()) == ["error.pdf", "error.png", "volume.pdf", "volume.png"]
 
 
@@ -79,6 +80,10 @@ def test_toml_config_and_flags_win(files, tmp_path):
         (["--model", "{root}/missing_run"], "no such checkpoint file or run directory"),
         (["--integrators", "rk4", "--traj", "0,7"], "--traj index 7 is out of range"),
         (["--integrators", "rk4", "--traj", "zero"], "--traj must be a comma list of integers"),
+        (["--integrators", "rk4", "--n-traj", "1", "--traj", "0"], "--traj and n_traj both given"),
+        (["--integrators", "rk4", "--init", "magic"], "--init 'magic' is unknown"),
+        (["--integrators", "rk4", "--set", "t_end=3", "--t-end", "3"], "t_end is also given by its own flag"),
+        (["--integrators", "rk4", "--set", "integrator=rk4"], "unknown key 'integrator'"),
         (["--integrators", "rk4", "--device", "cuda:0"], None),
         (["--integrators", "rk4", "--data", "{root}/nope.h5"], "file not found"),
         ([], "nothing to roll out"),
@@ -107,3 +112,18 @@ def test_plot_errors(files, tmp_path):
     assert res.exit_code == 1 and res.output.startswith("Error: file not found")
     res = run(plot_main, [data, "--kind", "spaghetti"])
     assert res.exit_code == 2 and "'spaghetti' is not one of" in res.output
+
+
+def test_set_and_traj_are_data_file_indices(files, tmp_path):
+    from vpintegrator.rollout import read_rollout
+
+    root, data = files
+    out = tmp_path / "s.h5"
+    res = run(rollout_main, [
+        "--data", data, "--integrators", "rk4", "--traj", "2,0", "--set", "blowup=1e6", "--set", "t_end=2.6",
+        "--set", 'models=[["mine", "{}"]]'.format(root / "vpt_run"), "--out", out, "--quiet",
+    ])
+    assert res.exit_code == 0, res.output
+    r = read_rollout(out)
+    assert r.traj_index.tolist() == [2, 0] and r.labels == ["rk4", "mine"]
+    assert r.meta["blowup"] == 1e6 and r.meta["n_steps"] == 13 and r.meta["n_states"] == 14

@@ -17,10 +17,12 @@ from vpintegrator.rollout import (
     ModelStep,
     RolloutConfig,
     StepMap,
+    RolloutStats,
     initial_window,
     read_rollout,
     rollout,
     run_rollouts,
+    stream_rollout,
 )
 
 # tolerance table (tests/conftest.py TOL): allclose float64 1e-12, det float64 1e-10
@@ -60,7 +62,7 @@ def data_file(tmp_path_factory):
 @pytest.mark.parametrize("method", RIGID_METHODS)
 @pytest.mark.parametrize("chunk_steps", [1, 7, 1024])
 def test_classical_rollout_equals_integrate_exactly(method, chunk_steps):
-    got = rollout(IntegratorStep("rigid_body", method, DT), Y0, 40, DT, chunk_steps=chunk_steps)
+    got = rollout(IntegratorStep("rigid_body", method, DT), Y0, DT, 40, chunk_steps=chunk_steps)
     want = integrate("rigid_body", Y0, DT, 40, method=method)
     assert np.array_equal(got.y, want.y)
     assert np.array_equal(got.t, want.t)
@@ -69,7 +71,7 @@ def test_classical_rollout_equals_integrate_exactly(method, chunk_steps):
 
 def test_coupled_oscillator_stormer_verlet_equals_integrate():
     y0 = np.array([[1.0, 0.0, 2.0, 0.0]])
-    got = rollout(IntegratorStep("coupled_oscillator", "stormer_verlet", 0.4), y0, 30, 0.4)
+    got = rollout(IntegratorStep("coupled_oscillator", "stormer_verlet", 0.4), y0, 0.4, 30)
     want = integrate("coupled_oscillator", y0, 0.4, 30, method="stormer_verlet")
     assert np.array_equal(got.y, want.y)
 
@@ -78,7 +80,7 @@ def test_exact_flow_reproduces_reference(data_file):
     from vpintegrator.data import read_trajectories
 
     ref = read_trajectories(data_file)
-    got = rollout(ExactFlowStep("rigid_body", DT), ref.y[:, 0], ref.n_steps, DT, chunk_steps=4)
+    got = rollout(ExactFlowStep("rigid_body", DT), ref.y[:, 0], DT, ref.n_steps, chunk_steps=4)
     # the flow is restarted every chunk; both solves are accurate to ~1e-12
     np.testing.assert_allclose(got.y, ref.y, rtol=0, atol=1e-9)
 
@@ -137,7 +139,7 @@ def test_model_rollout_equals_slow_window_loop(make, overlap, runner):
     model = make()
     window = initial_window("rigid_body", Y0, DT, model.seq_len)
     step = ModelStep(model, "cpu", overlap=overlap, **RUNNERS[runner])
-    got = rollout(step, window, 23, DT, chunk_steps=5, blowup=1e12)
+    got = rollout(step, window, DT, 23, chunk_steps=5, blowup=1e12)
     want = slow_rollout(model, window, 23, overlap)
     assert got.y.dtype == np.float64
     if got.meta["runner"] == "python scalar" and np.abs(want).max() > 1e3:
@@ -152,7 +154,7 @@ def test_float32_model_runs_in_float32_and_stores_float64():
     model = small_vpt(torch.float32)
     window = initial_window("rigid_body", Y0, DT, 3)
     step = ModelStep(model, "cpu")
-    got = rollout(step, window, 30, DT)
+    got = rollout(step, window, DT, 30)
     assert step.dtype == torch.float32 and got.y.dtype == np.float64
     predicted = got.y[:, 3:]  # the first window is given in float64
     assert np.array_equal(predicted, predicted.astype(np.float32).astype(np.float64), equal_nan=True)
@@ -162,9 +164,9 @@ def test_float32_model_runs_in_float32_and_stores_float64():
 def test_jit_trace_equals_eager():
     model = small_vpt(torch.float32)
     window = initial_window("rigid_body", Y0, DT, 3)
-    eager = rollout(ModelStep(model, "cpu", jit=False), window, 60, DT)
+    eager = rollout(ModelStep(model, "cpu", jit=False), window, DT, 60)
     traced = ModelStep(model, "cpu", jit=True)
-    jit = rollout(traced, window, 60, DT)
+    jit = rollout(traced, window, DT, 60)
     assert jit.meta["runner"] != "eager"
     np.testing.assert_array_equal(jit.y, eager.y)
 
@@ -203,8 +205,8 @@ def test_scalar_runner_rollout_equals_eager(key, overlap):
     model = SCALAR_MODELS[key]()
     window = initial_window("rigid_body", Y0, DT, model.seq_len)
     step = ModelStep(model, "cpu", overlap=overlap)
-    got = rollout(step, window, 30, DT, chunk_steps=8)
-    want = rollout(_eager(model, overlap=overlap), window, 30, DT, chunk_steps=8)
+    got = rollout(step, window, DT, 30, chunk_steps=8)
+    want = rollout(_eager(model, overlap=overlap), window, DT, 30, chunk_steps=8)
     assert got.meta["runner"] == "python scalar" and want.meta["runner"] == "eager"
     np.testing.assert_allclose(got.y, want.y, rtol=0, atol=1e-12)
     assert (got.failed_step == -1).all()
@@ -220,8 +222,8 @@ def test_scalar_runner_rollout_of_shipped_models(name):
     model = load_model(f"pretrained:{name}")
     y0 = paper_sphere_points()[[paper_trajectory_index(1), paper_trajectory_index(4)]]
     window = initial_window("rigid_body", y0, DT, model.seq_len)
-    got = rollout(ModelStep(model, "cpu"), window, 300, DT)
-    want = rollout(_eager(model), window, 300, DT)
+    got = rollout(ModelStep(model, "cpu"), window, DT, 300)
+    want = rollout(_eager(model), window, DT, 300)
     assert got.meta["runner"] == "python scalar"
     # per call the two agree to ~4e-14 (the trained VPT has inner values ~260); 100 calls amplify that to
     # a few 1e-12 (3.6e-12 measured), as for the TorchScript trace's own distance from eager (2.3e-12)
@@ -243,7 +245,7 @@ def test_scalar_runner_rollout_of_shipped_models(name):
 def test_runner_choice(make, n_traj, runner):
     step = make()
     y0 = np.tile(Y0, (3, 1))[:n_traj]
-    res = rollout(step, initial_window("rigid_body", y0, DT, step.seq_len), 12, DT)
+    res = rollout(step, initial_window("rigid_body", y0, DT, step.seq_len), DT, 12)
     assert res.meta["runner"] == runner
 
 
@@ -255,8 +257,8 @@ def test_scalar_max_batch_is_validated():
 def test_scalar_runner_failures_and_restarts_equal_eager():
     model = small_vpt(scale=3.0)  # blows up within a few windows, so rows fail and restart
     window = initial_window("rigid_body", Y0, DT, 3)
-    got = rollout(ModelStep(model, "cpu"), window, 120, DT, chunk_steps=16)
-    want = rollout(_eager(model), window, 120, DT, chunk_steps=16)
+    got = rollout(ModelStep(model, "cpu"), window, DT, 120, chunk_steps=16)
+    want = rollout(_eager(model), window, DT, 120, chunk_steps=16)
     assert got.meta["runner"] == "python scalar"
     assert (want.failed_step >= 0).any()
     assert got.failed_step.tolist() == want.failed_step.tolist()
@@ -264,9 +266,9 @@ def test_scalar_runner_failures_and_restarts_equal_eager():
 
 
 def test_scalar_runner_falls_back_to_torch_on_arithmetic_error(monkeypatch):
-    import vpintegrator.nn.inference as inference
+    import vpintegrator.rollout.runners as runners
 
-    compile_scalar = inference.compile_scalar
+    compile_scalar = runners.compile_scalar
 
     def flaky(model):  # the scalar code raises OverflowError from its 10th call on
         scalar = compile_scalar(model)
@@ -281,11 +283,11 @@ def test_scalar_runner_falls_back_to_torch_on_arithmetic_error(monkeypatch):
         scalar.fn = raising
         return scalar
 
-    monkeypatch.setattr(inference, "compile_scalar", flaky)
+    monkeypatch.setattr(runners, "compile_scalar", flaky)
     model = small_vpt(scale=0.1)
     window = initial_window("rigid_body", Y0[:1], DT, 3)
-    got = rollout(ModelStep(model, "cpu"), window, 45, DT, chunk_steps=6)
-    want = rollout(_eager(model), window, 45, DT, chunk_steps=6)
+    got = rollout(ModelStep(model, "cpu"), window, DT, 45, chunk_steps=6)
+    want = rollout(_eager(model), window, DT, 45, chunk_steps=6)
     assert got.meta["runner"] == "jit.trace+freeze"
     np.testing.assert_allclose(got.y, want.y, rtol=1e-12, atol=1e-12)
 
@@ -321,7 +323,7 @@ class NaNAt(StepMap):
 
 @pytest.mark.parametrize("chunk_steps", [1, 4, 100])
 def test_nan_detection_records_failure_step(chunk_steps):
-    res = rollout(NaNAt(row=1, k=13), Y0, 30, DT, chunk_steps=chunk_steps)
+    res = rollout(NaNAt(row=1, k=13), Y0, DT, 30, chunk_steps=chunk_steps)
     assert res.failed_step.tolist() == [-1, 13, -1]
     assert np.isnan(res.y[1, 13:]).all() and np.isfinite(res.y[1, :13]).all()
     assert np.isfinite(res.y[[0, 2]]).all()
@@ -330,7 +332,7 @@ def test_nan_detection_records_failure_step(chunk_steps):
 
 def test_blowup_is_a_failure_and_the_trajectory_stays_frozen():
     y0 = Y0 * 3.0
-    res = rollout(IntegratorStep("rigid_body", "euler", 1.0), y0, 400, 1.0, blowup=10.0, chunk_steps=16)
+    res = rollout(IntegratorStep("rigid_body", "euler", 1.0), y0, 1.0, 400, blowup=10.0, chunk_steps=16)
     assert (res.failed_step > 0).all()
     for i, k in enumerate(res.failed_step):
         assert np.isnan(res.y[i, k:]).all()
@@ -342,7 +344,7 @@ def test_model_nan_is_detected():
     with torch.no_grad():
         model.scale.fill_(float("nan"))
     window = initial_window("rigid_body", Y0, DT, 2)
-    res = rollout(ModelStep(model, "cpu", jit=False), window, 10, DT)
+    res = rollout(ModelStep(model, "cpu", jit=False), window, DT, 10)
     assert res.failed_step.tolist() == [2, 2, 2]
 
 
@@ -353,12 +355,12 @@ def test_model_nan_is_detected():
 def test_streaming_to_hdf5_equals_in_memory(tmp_path, make):
     n_steps = 3000
     window = initial_window("rigid_body", Y0, DT, make().seq_len)
-    mem = rollout(make(), window, n_steps, DT)
+    mem = rollout(make(), window, DT, n_steps)
     with h5py.File(tmp_path / "s.h5", "w") as f:
         ds = f.create_dataset("y", shape=(3, n_steps + 1, 3), dtype="f8", chunks=(3, 128, 3))
         blocks = []
-        res = rollout(make(), window, n_steps, DT, sink=ds, chunk_steps=128, callback=lambda k0, c: blocks.append((k0, c.shape[1])))
-        assert res.y is None
+        res = stream_rollout(make(), window, DT, n_steps, ds, chunk_steps=128, callback=lambda k0, c: blocks.append((k0, c.shape[1])))
+        assert isinstance(res, RolloutStats) and res.failed_step.tolist() == mem.failed_step.tolist()
         # one block of at most chunk_steps at a time, aligned with the dataset's chunks
         assert [k0 for k0, _ in blocks] == list(range(0, n_steps + 1, 128))
         assert sum(n for _, n in blocks) == n_steps + 1
@@ -369,9 +371,9 @@ def test_engine_input_errors():
     step = ModelStep(small_vpt(), "cpu")
     window = initial_window("rigid_body", Y0, DT, 3)
     with pytest.raises(VPIntegratorError, match="n_steps"):
-        rollout(step, window, 2, DT)
+        rollout(step, window, DT, 2)
     with pytest.raises(VPIntegratorError, match="window0 must have shape"):
-        rollout(step, Y0, 10, DT)
+        rollout(step, Y0, DT, 10)
     with pytest.raises(VPIntegratorError, match="valid methods"):
         IntegratorStep("rigid_body", "leapfrog", DT)
 
@@ -383,7 +385,7 @@ def _cum_log_det(step, window, n_steps):
     from vpintegrator.metrics import VolumeStream
 
     vol = VolumeStream(step.log_abs_det_jacobian, window.shape[0], step.seq_len, step.advance, n_steps)
-    rollout(step, window, n_steps, DT, callback=lambda k0, c: vol.update(c), chunk_steps=17)
+    rollout(step, window, DT, n_steps, callback=lambda k0, c: vol.update(c), chunk_steps=17)
     return vol
 
 
@@ -426,7 +428,7 @@ def test_run_rollouts_writes_everything_and_reads_back(tmp_path, data_file):
     save_model(small_vpt(torch.float32), tmp_path / "run" / "best.pt")
     cfg = RolloutConfig(
         data=data_file, out=tmp_path / "ro.h5", models=[str(tmp_path / "run")],
-        integrators=["implicit_midpoint,rk4", "splitting"], t_end=6.0, chunk_steps=8,
+        integrators=["implicit_midpoint", "rk4", "splitting"], t_end=6.0, chunk_steps=8,
     )
     report = run_rollouts(cfg)
     assert [r["method"] for r in report.rows] == ["implicit_midpoint", "rk4", "splitting", "run"]
@@ -443,13 +445,13 @@ def test_run_rollouts_writes_everything_and_reads_back(tmp_path, data_file):
     # every method equals the same rollout done in memory
     im = res.methods["implicit_midpoint"]
     np.testing.assert_array_equal(im.y, integrate("rigid_body", ref.y[:, 0], DT, 30, method="implicit_midpoint").y)
-    np.testing.assert_allclose(im.rel_error, np.linalg.norm(im.y - res.reference.y, axis=-1) / np.linalg.norm(res.reference.y, axis=-1))
-    assert im.attrs["kind"] == "integrator" and res.methods["run"].kind == "model"
-    assert res.methods["run"].attrs["init"] == "reference"
+    np.testing.assert_allclose(res.metrics["implicit_midpoint"].rel_error, np.linalg.norm(im.y - res.reference.y, axis=-1) / np.linalg.norm(res.reference.y, axis=-1))
+    assert im.meta["kind"] == "integrator" and res.methods["run"].meta["kind"] == "model"
+    assert res.methods["run"].meta["init"] == "reference"
     np.testing.assert_array_equal(res.methods["run"].y[:, :3], ref.y[:, :3])
-    assert res.methods["splitting"].cum_log_det_J.shape == (3, 30)
-    assert np.abs(res.methods["splitting"].cum_log_det_J).max() <= DET64
-    assert res.methods["run"].map_t.tolist() == pytest.approx(DT * np.array([5, 8, 11, 14, 17, 20, 23, 26, 29, 30]))
+    assert res.metrics["splitting"].cum_log_det_J.shape == (3, 30)
+    assert np.abs(res.metrics["splitting"].cum_log_det_J).max() <= DET64
+    assert res.metrics["run"].map_t.tolist() == pytest.approx(DT * np.array([5, 8, 11, 14, 17, 20, 23, 26, 29, 30]))
     row = {r["method"]: r for r in report.rows}
     assert set(row["rk4"]) >= {"final_rel_error", "valid_time", "max_rel_drift_energy", "max_rel_drift_casimir",
                                "max_abs_cum_log_det_J", "seconds_per_step", "failed"}
@@ -466,20 +468,20 @@ def test_run_rollouts_init_by_implicit_midpoint(tmp_path, data_file):
     assert res.traj_index.tolist() == [2, 0]
     w = initial_window("rigid_body", res.reference.y[:, 0], DT, 3)
     np.testing.assert_array_equal(res.methods["vpt"].y[:, :3], w)
-    assert res.methods["vpt"].log_det_J is None
+    assert res.metrics["vpt"].log_det_J is None
 
 
 @pytest.mark.parametrize(
     "kw, match",
     [
-        (dict(integrators=["rk4,leapfrog"]), "valid: euler, rk4"),
+        (dict(integrators=["rk4", "leapfrog"]), "valid: euler, rk4"),
         (dict(models=[("m", build_model("vpt", dim=4, seq_len=3))]), "model dim 4 does not match"),
         (dict(models=[("m", small_vpt())], t_end=0.4), "shorter than seq_len = 3"),
         (dict(models=["/no/such/run"]), "no such checkpoint"),
-        (dict(integrators=["rk4"], traj=[0, 3]), "--traj index 3 is out of range"),
-        (dict(integrators=["rk4"], n_traj=9), "--n-traj"),
-        (dict(integrators=["rk4"], init="magic"), "--init 'magic' is unknown"),
-        (dict(integrators=["rk4,rk4"]), "used twice"),
+        (dict(integrators=["rk4"], traj=[0, 3]), "traj index 3 is out of range"),
+        (dict(integrators=["rk4"], n_traj=9), "n_traj must be an int in 1 .. 3"),
+        (dict(integrators=["rk4"], init="magic"), "init 'magic' is unknown"),
+        (dict(integrators=["rk4", "rk4"]), "used twice"),
         (dict(), "nothing to roll out"),
     ],
 )
@@ -494,9 +496,9 @@ def test_run_rollouts_bad_inputs(tmp_path, data_file, kw, match):
 def test_cuda_rollout_matches_cpu():
     model = paper_vpt(torch.float32)
     window = initial_window("rigid_body", Y0, DT, 3)
-    cpu = rollout(ModelStep(model, "cpu"), window, 60, DT)
+    cpu = rollout(ModelStep(model, "cpu"), window, DT, 60)
     step = ModelStep(paper_vpt(torch.float32), "cuda")
-    gpu = rollout(step, window, 60, DT)
+    gpu = rollout(step, window, DT, 60)
     assert step.device.type == "cuda" and gpu.y.dtype == np.float64
     np.testing.assert_allclose(gpu.y, cpu.y, rtol=1e-4, atol=1e-5)
     assert np.abs(_cum_log_det(step, window, 30).max_abs_cum).max() <= DET64

@@ -21,6 +21,7 @@ from vpintegrator.integrators import integrate
 from vpintegrator.models import load_model
 from vpintegrator.systems import get_system
 from vpintegrator.training import (
+    LevenbergMarquardt,
     TrainConfig,
     TrainingInterrupted,
     fit,
@@ -29,8 +30,8 @@ from vpintegrator.training import (
     make_optimizer,
     make_scheduler,
     relative_loss,
-    resolve_device,
 )
+from vpintegrator.device import resolve_device
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -48,7 +49,7 @@ def tiny_data(tmp_path_factory) -> str:
 
 def _config(tiny_data, tmp_path, name="run", **kw) -> dict:
     base = dict(
-        data=[tiny_data], model={"name": "vpt", "seq_len": 2, "L": 2}, epochs=3, batch_size=32,
+        data=[tiny_data], model={"name": "vpt", "seq_len": 2, "L": 2, "n_blocks": 1}, epochs=3, batch_size=32,
         dtype="float64", out=str(tmp_path / name),
     )
     return base | kw
@@ -59,7 +60,7 @@ def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
     return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
-@pytest.mark.parametrize("model", [{"name": "vpff", "n_blocks": 2}, {"name": "vpt", "seq_len": 2}, {"name": "st", "seq_len": 2}])
+@pytest.mark.parametrize("model", [{"name": "vpff", "n_blocks": 2}, {"name": "vpt", "seq_len": 2, "n_blocks": 1, "L": 1}, {"name": "st", "seq_len": 2}])
 def test_short_run_lowers_the_loss(tiny_data, tmp_path, model):
     result = fit(_config(tiny_data, tmp_path, model=model, epochs=8, scheduler="constant", dtype="float32"))
     losses = [row["train_loss"] for row in result.history]
@@ -255,16 +256,16 @@ def _hdf5_without_schema(tmp_path) -> str:
         (dict(optimizer="adamm"), r"unknown optimizer 'adamm'; valid: adam, adamw, lbfgs, lm, rmsprop, sgd"),
         (dict(scheduler="linear"), r"unknown scheduler 'linear'; valid: constant, cosine, exponential"),
         (dict(model={"name": "mlp"}), r"unknown model 'mlp'; valid: st, vpff, vpt"),
-        (dict(model={"name": "vpt", "seq_len": 9}), r"seq_len \+ pred_window = 9 \+ 9 = 18 exceeds the n_steps = 16"),
+        (dict(model={"name": "vpt", "seq_len": 9}), r"seq_len \+ pred_window = 9 \+ 9 = 18 exceeds the n_states = 16"),
         (dict(model={"name": "vpt", "seq_len": 2, "dim": 4}), r"dim = 4 but the data .* has dim = 3"),
         (dict(model={"name": "vpt", "seq_len": 2, "width": 4}), r"unknown key 'width'"),
         (dict(device="tpu"), r"unknown device 'tpu'; valid: auto, cpu, cuda, cuda:N"),
-        (dict(dtype="float16"), r"'dtype' must be float32 or float64"),
-        (dict(epochs=None), r"give 'epochs' or 'time_limit'"),
-        (dict(epochs=0), r"'epochs' must be a positive integer"),
-        (dict(lr_min=1.0), r"'lr_min' must be a number in \[0, lr=0.01\]"),
+        (dict(dtype="float16"), r"dtype must be float32 or float64"),
+        (dict(epochs=None), r"give epochs or time_limit"),
+        (dict(epochs=0), r"epochs must be a positive integer"),
+        (dict(lr_min=1.0), r"lr_min must be a number in \[0, lr=0.01\]"),
         (dict(optimizer_kwargs={"momentun": 0.9}), r"optimizer_kwargs for 'adam'"),
-        (dict(batch_size=0), r"'batch_size' must be a positive integer"),
+        (dict(batch_size=0), r"batch_size must be a positive integer"),
     ],
 )
 def test_bad_config_is_a_one_line_error(tiny_data, tmp_path, change, match):
@@ -277,7 +278,7 @@ def test_bad_config_is_a_one_line_error(tiny_data, tmp_path, change, match):
 def test_unknown_config_key_lists_the_valid_ones(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text('data = ["x.h5"]\nepoch = 3\n[model]\nname = "vpt"\n')
-    with pytest.raises(VPIntegratorError, match=r"unknown key\(s\) 'epoch'; valid keys: data, model, out, epochs"):
+    with pytest.raises(VPIntegratorError, match=r"unknown key 'epoch'; valid keys: data, model, out, epochs"):
         TrainConfig.from_toml(path)
 
 
@@ -293,7 +294,7 @@ def test_wrong_schema_data_file(tmp_path):
 
 def test_out_holding_a_run_is_refused(tiny_data, tmp_path):
     fit(_config(tiny_data, tmp_path, epochs=1))
-    with pytest.raises(VPIntegratorError, match="already holds a run; continue it with --resume"):
+    with pytest.raises(VPIntegratorError, match="already holds a run; continue that run with resume"):
         fit(_config(tiny_data, tmp_path, epochs=1))
 
 
@@ -319,14 +320,14 @@ def test_toml_round_trip(tiny_data):
 
 
 def test_ddp_helpers_are_noops_in_one_process(monkeypatch):
-    from vpintegrator import _ddp
+    from vpintegrator.training import ddp
 
     monkeypatch.delenv("WORLD_SIZE", raising=False)
-    info = _ddp.setup("cpu")
+    info = ddp.setup("cpu")
     assert not info.enabled and info.is_main
     t = torch.ones(2)
-    assert torch.equal(_ddp.all_reduce(t, info), torch.ones(2))
-    _ddp.teardown(info)
+    assert torch.equal(ddp.all_reduce(t, info), torch.ones(2))
+    ddp.teardown(info)
     assert os.environ.get("WORLD_SIZE") is None
 
 
@@ -340,12 +341,13 @@ def _lm(tiny_data, tmp_path, name="lm", **kw) -> dict:
 
 def _full_train_loss(result) -> float:
     """The reference loss of the final model over every training window (what LM logs)."""
-    from vpintegrator.data.windows import WindowDataset, load_trajectory_tensor, split_trajectories
+    from vpintegrator.data.windows import WindowDataset, load_trajectories, split_trajectories
 
     cfg = TrainConfig.from_toml(result.run_dir / "config.toml")
-    data = load_trajectory_tensor(cfg.data, dtype=cfg.dtype)
+    data = load_trajectories(cfg.data)
     train_idx, _ = split_trajectories(data.n_traj, cfg.val_fraction, cfg.seed)
-    x, target = WindowDataset(data.y, 2, 2, 1, train_idx).windows()
+    y = data.windows(cfg.dtype, device=next(result.model.parameters()).device)  # where fit trained
+    x, target = WindowDataset(y, 2, 2, 1, train_idx).windows()
     with torch.no_grad():
         return relative_loss(result.model(x), target).item()
 
@@ -376,21 +378,19 @@ def test_lm_resume_equals_uninterrupted(tiny_data, tmp_path):
 
 
 def test_lm_interrupt_mid_epoch_resumes_exactly(tiny_data, tmp_path, monkeypatch):
-    from vpintegrator import training
-
     straight = fit(_lm(tiny_data, tmp_path, "straight", epochs=2))
-    original, calls = training._LevenbergMarquardt.step, {"n": 0}
+    original, calls = LevenbergMarquardt.step, {"n": 0}
 
-    def step_then_signal(self):
+    def step_then_signal(self, closure):
         calls["n"] += 1
         if calls["n"] == 5:  # epoch 2, second iteration
             signal.raise_signal(signal.SIGINT)
-        return original(self)
+        return original(self, closure)
 
-    monkeypatch.setattr(training._LevenbergMarquardt, "step", step_then_signal)
+    monkeypatch.setattr(LevenbergMarquardt, "step", step_then_signal)
     with pytest.raises(TrainingInterrupted):
         fit(_lm(tiny_data, tmp_path, "cut", epochs=2))
-    monkeypatch.setattr(training._LevenbergMarquardt, "step", original)
+    monkeypatch.setattr(LevenbergMarquardt, "step", original)
     ckpt = torch.load(tmp_path / "cut" / "last.pt", weights_only=True)
     assert ckpt["epoch"] == 1 and ckpt["batch_in_epoch"] == 2
     resumed = fit(resume=tmp_path / "cut")
@@ -414,12 +414,12 @@ def test_lm_with_time_limit_only_needs_no_decay_epochs(tiny_data, tmp_path):
 @pytest.mark.parametrize(
     "change,match",
     [
-        (dict(lm_windows=0), r"'lm_windows' must be a positive integer; got 0"),
-        (dict(lm_windows=2.5), r"'lm_windows' must be a positive integer; got 2.5"),
-        (dict(lm_resample_every=0), r"'lm_resample_every' must be a positive integer"),
-        (dict(lm_iters_per_epoch=-1), r"'lm_iters_per_epoch' must be a positive integer"),
-        (dict(lm_lambda=0.0), r"'lm_lambda' must be a positive number"),
-        (dict(lm_lambda="big"), r"'lm_lambda' must be a positive number"),
+        (dict(lm_windows=0), r"lm_windows must be a positive integer; got 0"),
+        (dict(lm_windows=2.5), r"lm_windows must be a positive integer; got 2.5"),
+        (dict(lm_resample_every=0), r"lm_resample_every must be a positive integer"),
+        (dict(lm_iters_per_epoch=-1), r"lm_iters_per_epoch must be a positive integer"),
+        (dict(lm_lambda=0.0), r"lm_lambda must be a positive number"),
+        (dict(lm_lambda="big"), r"lm_lambda must be a positive number"),
     ],
 )
 def test_bad_lm_options_are_one_line_errors(tiny_data, tmp_path, change, match):
@@ -435,10 +435,10 @@ def test_lm_is_not_a_torch_optimizer():
 
 
 def test_lm_under_torchrun_is_a_clear_error(tiny_data, tmp_path, monkeypatch):
-    from vpintegrator import _ddp
+    from vpintegrator.training import ddp
 
-    monkeypatch.setattr(_ddp, "setup", lambda device_type: _ddp.DistInfo(rank=0, world_size=2))
-    monkeypatch.setattr(_ddp, "teardown", lambda info: None)
+    monkeypatch.setattr(ddp, "setup", lambda device_type: ddp.DistInfo(rank=0, world_size=2))
+    monkeypatch.setattr(ddp, "teardown", lambda info: None)
     with pytest.raises(VPIntegratorError, match="'lm'.*one process only; got WORLD_SIZE = 2"):
         fit(_lm(tiny_data, tmp_path))
 
@@ -465,7 +465,7 @@ def _rollout_error_by_hand(model, y_val: np.ndarray, n_steps: int) -> float:
 def test_val_rollout_monitor_picks_the_best_rollout(tiny_data, tmp_path):
     """best.pt is the epoch with the lowest logged val_rollout, which is the mean relative rollout error
     of the held-out trajectories (recomputed by hand from best.pt)."""
-    from vpintegrator.data.windows import load_trajectory_tensor, split_trajectories
+    from vpintegrator.data.windows import load_trajectories, split_trajectories
 
     result = fit(_lm(tiny_data, tmp_path, epochs=4, monitor="val_rollout", val_rollout_steps=12, val_fraction=0.25))
     with open(tmp_path / "lm" / "log.csv") as f:
@@ -477,24 +477,24 @@ def test_val_rollout_monitor_picks_the_best_rollout(tiny_data, tmp_path):
     summary = json.loads((tmp_path / "lm" / "summary.json").read_text())
     assert summary["monitor"] == "val_rollout" and summary["best_epoch"] == best_epoch == result.best_epoch
     assert summary["best_loss"] == pytest.approx(min(scores), rel=1e-12)
-    data = load_trajectory_tensor([tiny_data], dtype="float64")
+    data = load_trajectories([tiny_data])
     _, val_idx = split_trajectories(data.n_traj, 0.25, 1234)
     best = load_model(tmp_path / "lm" / "best.pt")
-    by_hand = _rollout_error_by_hand(best, data.y[val_idx].numpy(), 12)
+    by_hand = _rollout_error_by_hand(best, data.y[val_idx], 12)
     assert by_hand == pytest.approx(min(scores), rel=1e-10)
 
 
 def test_val_rollout_continues_the_reference_beyond_the_data(tiny_data, tmp_path):
     """A validation rollout longer than the stored trajectories (16 states) compares with the data's own
     generator (RK4 here) continued past them."""
-    from vpintegrator.data.windows import load_trajectory_tensor, split_trajectories
-    from vpintegrator.training import _RolloutValidator
+    from vpintegrator.data.windows import load_trajectories, split_trajectories
+    from vpintegrator.training.validation import RolloutValidator
 
-    data = load_trajectory_tensor([tiny_data], dtype="float64")
+    data = load_trajectories([tiny_data])
     _, val_idx = split_trajectories(data.n_traj, 0.25, 1234)
-    y_val = data.y[val_idx]
-    check = _RolloutValidator(y_val, data.meta, 40, 2, 2)
-    longer = integrate(get_system("rigid_body"), y_val[:, 0].numpy(), 0.2, 40, method="rk4").y
+    val = data.select(traj=val_idx)
+    check = RolloutValidator(val, 40, 2, 2)
+    longer = integrate(get_system("rigid_body"), val.y[:, 0], 0.2, 40, method="rk4").y
     np.testing.assert_allclose(check.ref.numpy(), longer, rtol=0, atol=1e-12)
     model = load_model(fit(_lm(tiny_data, tmp_path, epochs=4)).run_dir / "last.pt")
     assert check(model) < 10.0  # not blown up: the cap does not decide the comparison
@@ -504,7 +504,7 @@ def test_val_rollout_continues_the_reference_beyond_the_data(tiny_data, tmp_path
 def test_val_rollout_needs_a_validation_set(tiny_data, tmp_path):
     with pytest.raises(VPIntegratorError, match=r"monitor = 'val_rollout'.*set val_fraction > 0"):
         fit(_lm(tiny_data, tmp_path, monitor="val_rollout", val_fraction=0.0))
-    with pytest.raises(VPIntegratorError, match=r"'monitor' must be 'val_loss' or 'val_rollout'; got 'loss'"):
+    with pytest.raises(VPIntegratorError, match=r"monitor must be 'val_loss' or 'val_rollout'; got 'loss'"):
         fit(_lm(tiny_data, tmp_path, monitor="loss"))
 
 
@@ -515,31 +515,62 @@ def test_lm_check_windows_changes_the_accepted_steps(tiny_data, tmp_path):
     checked = fit(_lm(tiny_data, tmp_path, "checked", epochs=3, lm_check_windows=64))
     assert checked.history[-1]["train_loss"] < checked.history[0]["train_loss"]
     assert [h["train_loss"] for h in plain.history] != [h["train_loss"] for h in checked.history]
-    with pytest.raises(VPIntegratorError, match=r"'lm_check_windows' must be a non-negative integer"):
+    with pytest.raises(VPIntegratorError, match=r"lm_check_windows must be a non-negative integer"):
         fit(_lm(tiny_data, tmp_path, "bad", lm_check_windows=-1))
 
 
 def test_init_scale_shrinks_the_initial_weights(tiny_data, tmp_path):
     """init_scale multiplies every freshly initialised weight (same seed, so the same draw)."""
-    from vpintegrator import training
+    from vpintegrator.training import loop
 
     captured = {}
-    original = training._Trainer.run
+    original = loop._Trainer.run
 
     def grab(self):
         captured.setdefault("models", []).append({k: v.detach().clone() for k, v in self.model.named_parameters()})
         raise KeyboardInterrupt  # stop before any step
 
-    training._Trainer.run = grab
+    loop._Trainer.run = grab
     try:
         for scale in (1.0, 0.1):
             with pytest.raises(KeyboardInterrupt):
                 fit(_lm(tiny_data, tmp_path, f"s{scale}", init_scale=scale))
     finally:
-        training._Trainer.run = original
+        loop._Trainer.run = original
     full, small = captured["models"]
     assert full.keys() == small.keys()
     for k in full:
         torch.testing.assert_close(small[k], 0.1 * full[k], rtol=1e-15, atol=0)
-    with pytest.raises(VPIntegratorError, match=r"'init_scale' must be a positive number"):
+    with pytest.raises(VPIntegratorError, match=r"init_scale must be a positive number"):
         fit(_lm(tiny_data, tmp_path, "bad", init_scale=0))
+
+
+# -- the Levenberg–Marquardt optimiser and the paper defaults ----------------------------------------
+
+
+def test_levenberg_marquardt_is_a_torch_optimizer():
+    """Linear least squares: one LM step with a small λ lands near the solution; the closure gives
+    residuals (the Jacobian by jacrev when the closure has none); λ round-trips through state_dict."""
+    torch.manual_seed(0)
+    A, b = torch.randn(20, 3, dtype=torch.float64), torch.randn(20, dtype=torch.float64)
+    w = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))
+    opt = LevenbergMarquardt([w], lam=1e-9)
+    assert isinstance(opt, torch.optim.Optimizer)
+    loss0 = opt.step(lambda theta: A @ theta - b)
+    assert loss0 == pytest.approx(float(b.norm()), rel=1e-14) and opt.accepted
+    expected = torch.linalg.lstsq(A, b[:, None]).solution[:, 0]
+    torch.testing.assert_close(w.detach(), expected, rtol=1e-6, atol=1e-8)
+    state = opt.state_dict()
+    other = LevenbergMarquardt([torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))], lam=1.0)
+    other.load_state_dict(state)
+    assert other.lam == opt.lam < 1e-9
+
+
+def test_flags_only_model_gets_the_paper_hyper_parameters(tiny_data, tmp_path):
+    """[model] with only a name: the paper's configuration of that architecture, dim from the data."""
+    from vpintegrator.models import default_model_config
+
+    result = fit(dict(data=[tiny_data], model={"name": "vpt"}, epochs=1, batch_size=64, out=str(tmp_path / "r")))
+    saved = TrainConfig.from_toml(tmp_path / "r" / "config.toml").model
+    assert saved == {"name": "vpt", "dim": 3, **default_model_config("vpt"), "init_upper": False}
+    assert result.n_params == 162

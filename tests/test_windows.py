@@ -11,15 +11,15 @@ from vpintegrator.data.hdf5 import write_trajectories
 from vpintegrator.data.windows import (
     WindowBatchSampler,
     WindowDataset,
-    load_trajectory_tensor,
+    load_trajectories,
     make_window_datasets,
     split_trajectories,
 )
 
 
-def _traj(n_traj=5, n_steps=12, dim=3, offset=0.0) -> Trajectories:
-    y = offset + np.arange(n_traj * n_steps * dim, dtype=np.float64).reshape(n_traj, n_steps, dim)
-    t = 0.1 * np.arange(n_steps)
+def _traj(n_traj=5, n_states=12, dim=3, offset=0.0) -> Trajectories:
+    y = offset + np.arange(n_traj * n_states * dim, dtype=np.float64).reshape(n_traj, n_states, dim)
+    t = 0.1 * np.arange(n_states)
     return Trajectories(y=y, t=t, meta={"system": "toy", "dt": 0.1})
 
 
@@ -70,9 +70,10 @@ def test_dataloader_compatible():
 def test_dtype_and_shared_storage(dtype):
     train, val, data = make_window_datasets(_traj(n_traj=10), 2, 2, val_fraction=0.3, seed=1, dtype=dtype)
     expected = getattr(torch, dtype)
-    assert data.y.dtype == expected and train.batch(torch.tensor([0]))[0].dtype == expected
+    assert train.y.dtype == expected and train.batch(torch.tensor([0]))[0].dtype == expected
     # one tensor for both: memory is the data itself, not a copy per split or per window
-    assert train.y.data_ptr() == val.y.data_ptr() == data.y.data_ptr()
+    assert isinstance(data, Trajectories) and train.y.shape == data.y.shape
+    assert train.y.data_ptr() == val.y.data_ptr()
     assert set(train.traj_indices.tolist()).isdisjoint(val.traj_indices.tolist())
     assert sorted(train.traj_indices.tolist() + val.traj_indices.tolist()) == list(range(10))
 
@@ -131,34 +132,35 @@ def test_sampler_order_follows_generator_state():
 def test_shards_concatenate(tmp_path):
     a, b = _traj(n_traj=3), _traj(n_traj=4, offset=1000.0)
     pa, pb = write_trajectories(tmp_path / "a.h5", a), write_trajectories(tmp_path / "b.h5", b)
-    data = load_trajectory_tensor([pa, pb], dtype="float64")
-    np.testing.assert_array_equal(data.y.numpy(), np.concatenate([a.y, b.y]))
-    assert data.meta["n_traj"] == 7 and data.meta["sources"] == [str(pa), str(pb)]
+    data = load_trajectories([pa, pb])
+    np.testing.assert_array_equal(data.y, np.concatenate([a.y, b.y]))
+    assert data.meta["n_traj"] == 7 and data.meta["source_files"] == [str(pa), str(pb)]
+    torch.testing.assert_close(data.windows("float64"), torch.as_tensor(np.concatenate([a.y, b.y])))
 
 
 def test_shards_must_agree(tmp_path):
-    pa = write_trajectories(tmp_path / "a.h5", _traj(n_steps=12))
-    pb = write_trajectories(tmp_path / "b.h5", _traj(n_steps=10))
-    with pytest.raises(VPIntegratorError, match="n_steps"):
-        load_trajectory_tensor([pa, pb])
+    pa = write_trajectories(tmp_path / "a.h5", _traj(n_states=12))
+    pb = write_trajectories(tmp_path / "b.h5", _traj(n_states=10))
+    with pytest.raises(VPIntegratorError, match="'/t' differs"):
+        load_trajectories([pa, pb])
 
 
 def test_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError):
-        load_trajectory_tensor(tmp_path / "nope.h5")
+        load_trajectories(tmp_path / "nope.h5")
 
 
 def test_wrong_schema_file(tmp_path):
     bad = tmp_path / "bad.h5"
     bad.write_text("not hdf5")
     with pytest.raises(VPIntegratorError, match="bad.h5"):
-        load_trajectory_tensor(bad)
+        load_trajectories(bad)
 
 
 @pytest.mark.parametrize(
     "kwargs,match",
     [
-        (dict(seq_len=8, pred_window=5), "exceeds n_steps"),
+        (dict(seq_len=8, pred_window=5), "exceeds the n_states"),
         (dict(seq_len=0, pred_window=1), "seq_len"),
         (dict(seq_len=2, pred_window=1, stride=0), "stride"),
     ],
@@ -170,4 +172,4 @@ def test_bad_window_arguments(kwargs, match):
 
 def test_bad_source():
     with pytest.raises(VPIntegratorError, match="shape"):
-        load_trajectory_tensor(np.zeros((3, 4)))
+        load_trajectories(np.zeros((3, 4)))

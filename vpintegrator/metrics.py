@@ -1,6 +1,6 @@
 """Long-time metrics of a rollout against a reference, in float64 (DESIGN.md §8).
 
-Array functions work on whole ``(n_traj, n_steps, dim)`` arrays; the ``*Stream`` classes compute the same
+Array functions work on whole ``(n_traj, n_states, dim)`` arrays; the ``*Stream`` classes compute the same
 quantities chunk by chunk along time, so that metrics of a rollout of any horizon fit in memory.
 
 - relative error ``e(t) = ‖ẑ(t) − z(t)‖ / ‖z(t)‖`` against the reference;
@@ -39,19 +39,19 @@ def relative_error(y: np.ndarray, y_ref: np.ndarray) -> np.ndarray:
 
     Parameters
     ----------
-    y, y_ref : ndarray, shape (n_traj, n_steps, dim)
+    y, y_ref : ndarray, shape (n_traj, n_states, dim)
         Prediction and reference on the same time grid.
 
     Returns
     -------
-    ndarray, shape (n_traj, n_steps), float64
+    ndarray, shape (n_traj, n_states), float64
     """
     y = np.asarray(y, dtype=np.float64)
     y_ref = np.asarray(y_ref, dtype=np.float64)
     if y.shape != y_ref.shape:
         raise VPIntegratorError(
             f"relative_error: prediction shape {y.shape} differs from reference shape {y_ref.shape}; "
-            "compare trajectories on the same (n_traj, n_steps, dim) grid"
+            "compare trajectories on the same (n_traj, n_states, dim) grid"
         )
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         return np.linalg.norm(y - y_ref, axis=-1) / np.linalg.norm(y_ref, axis=-1)
@@ -66,8 +66,8 @@ def valid_prediction_time(
 
     Parameters
     ----------
-    error : ndarray, shape (n_traj, n_steps)
-    t : ndarray, shape (n_steps,)
+    error : ndarray, shape (n_traj, n_states)
+    t : ndarray, shape (n_states,)
 
     Returns
     -------
@@ -85,14 +85,14 @@ def relative_drift(values: np.ndarray, initial: np.ndarray | None = None) -> np.
 
     Parameters
     ----------
-    values : ndarray, shape (n_traj, n_steps)
+    values : ndarray, shape (n_traj, n_states)
         The invariant along each trajectory.
     initial : ndarray, shape (n_traj,), optional
         ``I_0``; default ``values[:, 0]``. Where ``I_0 = 0`` the absolute drift is returned.
 
     Returns
     -------
-    ndarray, shape (n_traj, n_steps)
+    ndarray, shape (n_traj, n_states)
     """
     values = np.asarray(values, dtype=np.float64)
     initial = values[:, 0] if initial is None else np.asarray(initial, dtype=np.float64)
@@ -106,12 +106,12 @@ def invariant_drift(system, y: np.ndarray) -> dict[str, np.ndarray]:
     Parameters
     ----------
     system : vpintegrator.systems.System
-    y : ndarray, shape (n_traj, n_steps, dim)
+    y : ndarray, shape (n_traj, n_states, dim)
 
     Returns
     -------
     dict
-        invariant name -> ndarray, shape (n_traj, n_steps)
+        invariant name -> ndarray, shape (n_traj, n_states)
     """
     y = np.asarray(y, dtype=np.float64)
     with np.errstate(all="ignore"):
@@ -123,8 +123,8 @@ def drift_slope(drift: np.ndarray, t: np.ndarray) -> np.ndarray:
 
     Parameters
     ----------
-    drift : ndarray, shape (n_traj, n_steps)
-    t : ndarray, shape (n_steps,)
+    drift : ndarray, shape (n_traj, n_states)
+    t : ndarray, shape (n_states,)
 
     Returns
     -------
@@ -148,19 +148,19 @@ def step_log_det_jacobian(system, integrator, y: np.ndarray, dt: float) -> np.nd
     ----------
     system : vpintegrator.systems.System
     integrator : vpintegrator.integrators.Integrator
-    y : ndarray, shape (n_traj, n_steps, dim)
+    y : ndarray, shape (n_traj, n_states, dim)
         The trajectories; step ``k`` maps ``y[:, k]`` to ``y[:, k+1]``.
     dt : float
 
     Returns
     -------
-    ndarray, shape (n_traj, n_steps - 1)
+    ndarray, shape (n_traj, n_steps), n_steps = n_states - 1
     """
     y = np.asarray(y, dtype=np.float64)
-    n_traj, n_steps, dim = y.shape
-    states = y[:, :-1].reshape(-1, dim)  # (n_traj * (n_steps-1), dim)
-    jac = integrator.step_jacobian(system, states, dt)  # (n_traj * (n_steps-1), dim, dim)
-    return log_abs_det(jac).reshape(n_traj, n_steps - 1)
+    n_traj, n_states, dim = y.shape
+    states = y[:, :-1].reshape(-1, dim)  # (n_traj * n_steps, dim)
+    jac = integrator.step_jacobian(system, states, dt)  # (n_traj * n_steps, dim, dim)
+    return log_abs_det(jac).reshape(n_traj, n_states - 1)
 
 
 def window_map(model, overlap: bool = False) -> Callable:

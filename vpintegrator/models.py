@@ -40,6 +40,7 @@ __all__ = [
     "StandardTransformerIntegrator",
     "build_model",
     "list_models",
+    "default_model_config",
     "save_model",
     "load_model",
     "load_checkpoint",
@@ -335,6 +336,27 @@ _MODELS: dict[str, type[nn.Module]] = {
     cls.model_name: cls
     for cls in (VolumePreservingFeedForward, VolumePreservingTransformer, StandardTransformerIntegrator)
 }
+
+
+# The paper's hyper-parameters per architecture (Brantner et al. 2025; configs/rigid_body_*.toml): what a
+# model gets for every key its config leaves out (``dim`` excepted: it comes from the data).
+_PAPER_CONFIGS: dict[str, dict[str, Any]] = {
+    "vpff": dict(seq_len=1, n_blocks=6, n_linear=1, activation="tanh"),
+    "vpt": dict(seq_len=3, n_blocks=2, n_linear=1, L=3, activation="tanh", skew_sym=True),
+    "st": dict(seq_len=3, n_heads=1, n_blocks=2, L=3, add_connection=False, form="gml", activation="tanh"),
+}
+
+
+def default_model_config(name: str) -> dict[str, Any]:
+    """The paper's hyper-parameters of the architecture ``name`` (without ``dim``, which the data gives).
+
+    ``vpff``: 6 blocks (135 parameters at dim 3); ``vpt``: seq_len 3, 2 blocks, L 3, skew-symmetric
+    attention (162); ``st``: seq_len 3, 2 blocks, L 3, one head, GML's form (189). Training fills the keys
+    a ``[model]`` table leaves out from here, so ``vp-train --model vpt`` trains the paper's VPT.
+    """
+    if name not in _MODELS:
+        raise VPIntegratorError(f"model name: unknown model {name!r}; valid names: {', '.join(list_models())}")
+    return dict(_PAPER_CONFIGS[name])
 
 
 def list_models() -> list[str]:

@@ -1,7 +1,8 @@
-"""``vp-plot ROLLOUT.h5``: paper figures (PDF and PNG) from a ``vp-rollout`` file.
+"""``vp-plot ROLLOUT.h5`` / ``vp-plot --kind training RUN_DIR ...``: figures (PDF and PNG).
 
-Calls :func:`vpintegrator.plotting.plot_all` on :func:`vpintegrator.rollout.read_rollout` and prints the
-files written. Uses matplotlib's Agg backend (no display needed).
+A rollout file (``vp-rollout`` output) gives the rollout figures (:func:`vpintegrator.plotting.plot_all`);
+``vp-train`` run directories give training curves (:func:`vpintegrator.plotting.plot_training`). Prints
+the files written. Uses matplotlib's Agg backend (no display needed).
 """
 
 from __future__ import annotations
@@ -12,48 +13,121 @@ import click
 
 from ._common import cli_errors
 
-_KINDS = ("trajectories3d", "invariants", "error", "volume", "phase", "all")
+_ROLLOUT_KINDS = ("trajectories3d", "invariants", "error", "volume", "phase")
+_KINDS = (*_ROLLOUT_KINDS, "all", "training")
+#: ``--set`` keys: plot options (and the flags' own keys)
+_SET_KEYS = ("methods", "threshold", "band", "sphere", "formats", "traj", "max_points", "dpi")
+
+
+def _int_list(text: str | None):
+    if text is None or text.strip() == "all":  # 'all': every trajectory (the default)
+        return None
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        from ..errors import VPIntegratorError
+
+        raise VPIntegratorError(f"traj must be a comma list of integers, e.g. 100,719; got {text!r}", key="traj") from None
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("rollout", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="ROLLOUT.h5 | RUN_DIR...")
 @click.option(
-    "--kind", "kinds", multiple=True, type=click.Choice(_KINDS),
-    help="Figure kind; repeatable, or 'all' (default).",
+    "--kind", "kind", multiple=True, type=click.Choice(_KINDS),
+    help="Figure kind; repeatable. Rollout kinds or 'all' (default for a rollout file); 'training' for "
+    "training curves of run directories (default when every PATH is a run directory).",
 )
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Directory (default: <ROLLOUT stem>_figures).")
 @click.option(
-    "--traj", default="0", show_default=True, metavar="I|all",
-    help="Trajectory position in the rollout file, or 'all' for the median and 10-90 % band over all.",
+    "--out", type=click.Path(file_okay=False, path_type=Path),
+    help="Directory (default: <ROLLOUT stem>_figures; RUN_DIR/figures for one run, training_figures "
+    "beside the first run for several).",
 )
-@click.option("--max-points", type=int, default=20000, show_default=True, help="Subsample long rollouts to this many times.")
-@click.option("--dpi", type=int, default=200, show_default=True, help="PNG resolution.")
+@click.option(
+    "--traj", metavar="LIST",
+    help="Trajectory indices in the data file, comma list (as vp-rollout --traj); default: every "
+    "trajectory of the rollout ('all': the same), one curve each for up to 5, else the median and the "
+    "10-90 % band; state-space kinds draw 5 evenly spread ones of many.",
+)
+@click.option("--max-points", type=int, default=20000, show_default=True, help="Time points per curve, at most (>= 2).")
+@click.option("--dpi", type=int, default=200, show_default=True, help="PNG resolution (> 0).")
+@click.option(
+    "--set", "settings", multiple=True, metavar="KEY=VALUE",
+    help="A plot option, VALUE in TOML syntax; repeatable: methods=[\"vpt\",\"rk4\"] (methods to draw), "
+    "threshold=0.1 (error line), band=true|false (median and band or single curves), sphere=false, "
+    "formats=[\"png\"], traj=[100,719], max_points=5000, dpi=300.",
+)
 @cli_errors
-def main(rollout, kinds, out, traj, max_points, dpi):
-    """Draw figures of ROLLOUT (written by vp-rollout) as PDF and PNG into a directory."""
+def main(paths, kind, out, traj, max_points, dpi, settings):
+    """Draw figures of ROLLOUT.h5 (written by vp-rollout), or training curves of RUN_DIRs (written by
+    vp-train), as PDF and PNG into a directory."""
     import matplotlib
 
     matplotlib.use("Agg")
+    kinds = kind
+    from ..config import check_keys, parse_set
     from ..errors import VPIntegratorError
+
+    options = parse_set(settings)
+    check_keys(options, _SET_KEYS, source="set")
+    ctx = click.get_current_context()
+
+    def given(name: str) -> bool:
+        return ctx.get_parameter_source(name) not in (click.core.ParameterSource.DEFAULT, None)
+
+    for key, flag in (("traj", "traj"), ("max_points", "max_points"), ("dpi", "dpi")):
+        if key in options and given(flag):
+            raise VPIntegratorError(f"{key} is given twice, by its own flag and by set {key}=...; give it once", key=key)
+    which = options.pop("traj", None) if traj is None else _int_list(traj)
+    which = None if which == "all" else which
+    max_points = options.pop("max_points", max_points)
+    dpi = options.pop("dpi", dpi)
+    from ..plotting.source import check_max_points
+    from ..plotting.style import check_dpi
+
+    check_dpi(dpi)  # one-line errors before anything is read or drawn
+    check_max_points(max_points)
+
+    training = "training" in kinds or (not kinds and all(p.is_dir() and (p / "log.csv").is_file() for p in paths))
+    if training:
+        _training(paths, kinds, out, which, options, dpi)
+        return
+    if len(paths) != 1:
+        raise VPIntegratorError(
+            f"give one rollout file (or run directories with --kind training); got {len(paths)} paths"
+        )
+    rollout = paths[0]
+    if rollout.is_dir():
+        raise VPIntegratorError(f"{rollout} is a directory without log.csv; give a vp-rollout file or a vp-train run directory")
     from ..plotting import KINDS, plot_all
-    from ..rollout import read_rollout
 
     chosen = list(KINDS) if not kinds or "all" in kinds else list(dict.fromkeys(kinds))
-    if traj == "all":
-        which = None
-    else:
-        try:
-            which = int(traj)
-        except ValueError:
-            raise VPIntegratorError(f"--traj must be an integer position or 'all'; got {traj!r}") from None
-    result = read_rollout(rollout, max_points=max_points)
     out = out if out is not None else rollout.with_name(f"{rollout.stem}_figures")
-    paths = plot_all(result, out, kinds=chosen, traj=which, dpi=dpi)
-    skipped = [k for k in chosen if not any(p.stem == k for p in paths)]
-    for p in paths:
+    written = plot_all(rollout, out, kinds=chosen, traj=which, dpi=dpi, max_points=max_points, **options)
+    for p in written:
         click.echo(str(p))
+    skipped = [k for k in chosen if not any(p.stem == k for p in written)]
     if skipped:
         click.echo(f"Skipped (not applicable to this rollout): {', '.join(skipped)}", err=True)
+    click.echo(f"Figures written to {out}")
+
+
+def _training(paths, kinds, out, which, options, dpi) -> None:
+    from ..errors import VPIntegratorError
+    from ..plotting.training import default_out, plot_training
+
+    other = [k for k in kinds if k != "training"]
+    if other:
+        raise VPIntegratorError(
+            f"kind training draws run directories; it cannot be combined with {other[0]!r}", key="kind"
+        )
+    if which is not None:
+        raise VPIntegratorError("traj selects rollout trajectories; training curves have none", key="traj")
+    unused = [k for k in options if k != "formats"]
+    if unused:
+        raise VPIntegratorError(f"set {unused[0]}: a rollout option; training curves take only formats", key="set")
+    out = out if out is not None else default_out(paths)
+    for p in plot_training(paths, out, dpi=dpi, **options):
+        click.echo(str(p))
     click.echo(f"Figures written to {out}")
 
 

@@ -1,8 +1,10 @@
 """``vp-rollout``: roll out trained models and classical integrators far past the training horizon.
 
 Reads an optional TOML (keys of :class:`vpintegrator.rollout.RolloutConfig`, top level or in a
-``[rollout]`` table), applies the flags (flags win), calls :func:`vpintegrator.rollout.run_rollouts`,
-prints the metrics table and where the HDF5 file and the table (CSV, Markdown) went.
+``[rollout]`` table), applies ``--set KEY=VALUE`` entries and the flags on top (flags win), calls
+:func:`vpintegrator.rollout.run_rollouts`, prints the metrics table and where the HDF5 file and the table
+(CSV, Markdown) went. The command-line spellings are parsed here: ``--model LABEL=PATH``, comma lists
+of integrators and of trajectory indices.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from ._common import cli_errors
 
 
 def _int_list(text: str | None) -> list[int] | None:
+    """``"0,3,7"`` -> [0, 3, 7]."""
     from ..errors import VPIntegratorError
 
     if text is None:
@@ -22,7 +25,33 @@ def _int_list(text: str | None) -> list[int] | None:
     try:
         return [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise VPIntegratorError(f"--traj must be a comma list of integers, e.g. 0,3,7; got {text!r}") from None
+        raise VPIntegratorError(f"traj must be a comma list of integers, e.g. 0,3,7; got {text!r}", key="traj") from None
+
+
+def _names(items) -> list[str] | None:
+    """Repeated comma lists -> one list of names."""
+    names = [n.strip() for item in items for n in str(item).split(",") if n.strip()]
+    return names or None
+
+
+def _model_spec(text: str):
+    """``LABEL=PATH`` -> (label, path); a plain path or ``pretrained:NAME`` stays as it is."""
+    head, sep, tail = text.partition("=")
+    if sep and head and "/" not in head and not head.startswith("pretrained:"):
+        return (head, tail)
+    return text
+
+
+def _settings(settings, flags: dict) -> dict:
+    """``--set`` entries (TOML values); a key also given by its own flag is an error."""
+    from ..config import parse_set
+    from ..errors import VPIntegratorError
+
+    values = parse_set(settings)
+    for key in values:
+        if flags.get(key) is not None:
+            raise VPIntegratorError(f"set {key}=...: {key} is also given by its own flag; give it once", key="set")
+    return values
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -37,7 +66,10 @@ def _int_list(text: str | None) -> list[int] | None:
     help="Comma list of classical integrators (e.g. implicit_midpoint,rk4,gauss_legendre4,splitting) or exact_flow.",
 )
 @click.option("--t-end", type=float, help="Horizon; beyond the data the reference continues with its generator.")
-@click.option("--traj", metavar="LIST", help="Trajectory indices in the data file, comma list (e.g. 0,3).")
+@click.option(
+    "--traj", metavar="LIST",
+    help="Trajectories to roll out: row indices of the DATA file (0-based, its /y first axis), comma list (e.g. 0,3).",
+)
 @click.option("--n-traj", type=int, help="Use the first N trajectories of the data file.")
 @click.option("--init", metavar="NAME", help="First window of models: reference (default), a classical integrator, exact_flow.")
 @click.option("--overlap/--no-overlap", default=None, help="Overlapping model windows (advance by one state).")
@@ -47,10 +79,14 @@ def _int_list(text: str | None) -> list[int] | None:
 @click.option("--blowup", type=float, help="Failure when |z| > BLOWUP x |z0| (default 1000).")
 @click.option("--volume/--no-volume", default=None, help="Compute log|det J| of every step/window map (default on).")
 @click.option("--jit/--no-jit", default=None, help="TorchScript-trace models for speed (default on).")
+@click.option(
+    "--set", "settings", multiple=True, metavar="KEY=VALUE",
+    help="Any RolloutConfig key, VALUE in TOML syntax (e.g. --set blowup=1e6); repeatable.",
+)
 @click.option("--quiet", is_flag=True, help="No progress lines.")
 @cli_errors
 def main(config, data, models, integrators, t_end, traj, n_traj, init, overlap, device, out, chunk_steps,
-         blowup, volume, jit, quiet):
+         blowup, volume, jit, settings, quiet):
     """Roll out models and classical integrators from a data set's initial conditions.
 
     Writes OUT (HDF5: reference, every method's trajectories, per-step relative error, invariants,
@@ -59,11 +95,10 @@ def main(config, data, models, integrators, t_end, traj, n_traj, init, overlap, 
     from ..metrics import format_text
     from ..rollout import load_rollout_config, run_rollouts
 
-    cfg = load_rollout_config(
-        config,
+    flags = dict(
         data=data,
-        models=list(models) or None,
-        integrators=list(integrators) or None,
+        models=[_model_spec(m) for m in models] or None,
+        integrators=_names(integrators),
         t_end=t_end,
         traj=_int_list(traj),
         n_traj=n_traj,
@@ -76,6 +111,7 @@ def main(config, data, models, integrators, t_end, traj, n_traj, init, overlap, 
         volume=volume,
         jit=jit,
     )
+    cfg = load_rollout_config(config, **{**_settings(settings, flags), **{k: v for k, v in flags.items() if v is not None}})
     log = None if quiet else (lambda line: click.echo(line, err=True))
     report = run_rollouts(cfg, log=log)
     click.echo(format_text(report.rows), nl=False)

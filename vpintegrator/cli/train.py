@@ -1,8 +1,9 @@
 """``vp-train [CONFIG.toml]``: train a neural integrator on HDF5 trajectories, write a run directory.
 
 Reads the TOML (keys of :class:`vpintegrator.training.TrainConfig`, model hyper-parameters in a
-``[model]`` table), applies the flags (flags win), calls :func:`vpintegrator.training.fit`, and prints
-where the run went. ``--resume RUN_DIR`` continues a run exactly (``--epochs`` is then the total).
+``[model]`` table), applies the flags and ``--set KEY=VALUE`` entries (they win), calls
+:func:`vpintegrator.training.fit`, and prints where the run went. Without a TOML, ``--data`` and
+``--model`` suffice: the model gets the paper's hyper-parameters for its architecture, ``dim`` the data's. ``--resume RUN_DIR`` continues a run exactly (``--epochs`` is then the total).
 Under ``torchrun`` it trains with DistributedDataParallel (``torchrun --nproc_per_node=N -m
 vpintegrator.cli.train ...``). Ctrl-C or SIGTERM save ``last.pt`` and exit with status 130.
 """
@@ -18,19 +19,6 @@ import click
 from ._common import cli_errors
 
 
-def _model_override(config: Path | None, model: str | None, seq_len: int) -> dict:
-    """The [model] table with seq_len set (and the name replaced by --model when given)."""
-    import tomllib
-
-    table = {}
-    if config is not None:
-        with open(config, "rb") as f:
-            table = dict(tomllib.load(f).get("model") or {})
-    if model is not None and table.get("name") != model:
-        table = {"name": model}
-    return {**table, "seq_len": seq_len}
-
-
 def _split_data(values: tuple[str, ...]) -> list[str] | None:
     paths = [p.strip() for v in values for p in v.split(",") if p.strip()]
     return paths or None
@@ -43,9 +31,12 @@ def _split_data(values: tuple[str, ...]) -> list[str] | None:
     help="HDF5 trajectory file; repeat the flag or give a comma list for several shards.",
 )
 @click.option("--model", metavar="NAME", help="Model name (vpt, vpff, st); replaces the [model] name.")
-@click.option("--seq-len", type=int, help="Model window length (sets [model] seq_len).")
+@click.option("--seq-len", type=int, help="Model window length (sets [model] seq_len; default: the paper's).")
 @click.option("--epochs", type=int, help="Total epochs (with --resume: the total, not the extra).")
-@click.option("--time-limit", type=float, metavar="SECONDS", help="Wall-time budget for this invocation.")
+@click.option(
+    "--time-limit", type=float, metavar="SECONDS",
+    help="Wall-time budget for this invocation (the progress bar's ETA honours it).",
+)
 @click.option("--batch-size", type=int, help="Global batch size (windows per optimiser step).")
 @click.option("--lr", type=float, help="Initial learning rate.")
 @click.option("--lr-min", type=float, help="Final learning rate of the schedule.")
@@ -66,7 +57,8 @@ def _split_data(values: tuple[str, ...]) -> list[str] | None:
 @click.option("--val-rollout-steps", type=int, help="monitor val_rollout: rollout length in steps (default 500).")
 @click.option(
     "--set", "settings", multiple=True, metavar="KEY=VALUE",
-    help="Any config key (TrainConfig field), VALUE in TOML syntax, e.g. --set lm_check_windows=4096; repeatable.",
+    help="Any config key (TrainConfig field; model.KEY for a [model] key), VALUE in TOML syntax, e.g. "
+    "--set lm_check_windows=4096 --set model.L=2; repeatable.",
 )
 @click.option("--scheduler", metavar="NAME", help="exponential, cosine or constant.")
 @click.option("--schedule-per", type=click.Choice(["step", "epoch"]), help="Advance the schedule per step or epoch.")
@@ -96,8 +88,9 @@ def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_mi
     far faster on these small models; an epoch is then --lm-iters-per-epoch iterations followed by
     the full training and validation losses, and the lr column holds the damping lambda.
     """
-    from ..training import TrainConfig, TrainingInterrupted, fit
     from ..errors import VPIntegratorError
+    from ..training import TrainConfig, TrainingInterrupted, fit
+    from ..training.config import merge_overrides
 
     overrides = dict(
         data=_split_data(data), model=model, epochs=epochs, time_limit=time_limit, batch_size=batch_size,
@@ -106,14 +99,20 @@ def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_mi
         val_fraction=val_fraction, patience=patience, device=device, dtype=dtype, seed=seed,
         out=str(out) if out is not None else None, monitor=monitor, val_rollout_steps=val_rollout_steps,
     )
+    model_table = {"name": model} if model is not None else {}
     for key, value in _parse_settings(settings).items():
+        if key == "model" and isinstance(value, dict):
+            model_table.update(value)
+            continue
         if overrides.get(key) is not None:
             raise VPIntegratorError(f"--set {key}=...: {key} is also given by its own flag; give it once")
         overrides[key] = value
     if seq_len is not None:
+        model_table["seq_len"] = seq_len
+    if set(model_table) - {"name"}:
         if resume is not None:
-            raise VPIntegratorError(f"--seq-len with --resume {resume}: a resumed run keeps its model")
-        overrides["model"] = _model_override(config, model, seq_len)
+            raise VPIntegratorError(f"--seq-len or --set model.KEY with --resume {resume}: a resumed run keeps its model")
+        overrides["model"] = model_table
     if resume is not None:
         if config is not None:
             raise VPIntegratorError(
@@ -130,12 +129,15 @@ def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_mi
     else:
         if overrides["data"] is None or overrides["model"] is None:
             raise VPIntegratorError("without CONFIG.toml give at least --data PATH and --model NAME")
-        call = lambda: fit(TrainConfig.from_dict(  # noqa: E731
-            {k: v for k, v in overrides.items() if v is not None}, source="flags"), progress=progress)
+        call = lambda: fit(  # noqa: E731
+            TrainConfig.from_dict(merge_overrides({}, overrides), source="flags"), progress=progress
+        )
     try:
         result = call()
     except TrainingInterrupted as err:
-        click.echo(f"Interrupted: {err}", err=True)
+        run_dir = err.result.run_dir
+        hint = f"; continue with: vp-train --resume {run_dir}" if run_dir is not None else ""
+        click.echo(f"Interrupted: {err}{hint}", err=True)
         sys.exit(130)
     if os.environ.get("RANK", "0") != "0":  # torchrun: rank 0 reports
         return
@@ -148,26 +150,22 @@ def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_mi
 
 
 def _parse_settings(settings) -> dict:
-    """``("key=value", ...)`` -> dict; a value is TOML (numbers, booleans, lists) or else a bare string."""
-    import tomllib
-
+    """``("key=value", ...)`` -> dict (:func:`vpintegrator.config.parse_set`; ``model.KEY`` -> the [model]
+    table); every key must be a config key."""
+    from ..config import parse_set
     from ..errors import VPIntegratorError
     from ..training import TrainConfig
 
-    out = {}
-    for item in settings:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise VPIntegratorError(f"--set {item!r}: expected KEY=VALUE, e.g. --set lm_check_windows=4096")
-        if key not in TrainConfig.keys() or key in ("data", "model", "out"):
-            valid = [k for k in TrainConfig.keys() if k not in ("data", "model", "out")]
-            raise VPIntegratorError(f"--set {key}: unknown config key; valid: {', '.join(valid)}")
-        try:
-            out[key] = tomllib.loads(f"v = {value.strip()}")["v"]
-        except tomllib.TOMLDecodeError:  # a bare word: a string (the config's validation checks it)
-            out[key] = value.strip()
-    return out
+    try:
+        values = parse_set(settings)
+    except VPIntegratorError as err:  # "set: ..." names this command's --set
+        raise VPIntegratorError(f"--{err}") from None
+    for key in values:
+        if key not in TrainConfig.keys():
+            raise VPIntegratorError(
+                f"--set {key}: unknown config key; valid: {', '.join(TrainConfig.keys())} (model.KEY for the model)"
+            )
+    return values
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Data: generation specs, generation with SciPy or a classical integrator, and HDF5 trajectory files.
+"""Data: the trajectory container, generation specs, generation with SciPy or a classical integrator,
+HDF5 trajectory files and rollout files.
 
 Names are imported lazily (PEP 562): ``import vpintegrator.data`` is cheap, and nothing here imports
 torch (``vpintegrator.data.windows``, which does, is never imported from this file).
@@ -11,6 +12,11 @@ from typing import Any
 
 # public name -> submodule that defines it
 _LAZY: dict[str, str] = {
+    "Trajectories": ".trajectories",
+    "ROLLOUT_SCHEMA": ".rollouts",
+    "MethodMetrics": ".rollouts",
+    "RolloutResult": ".rollouts",
+    "read_rollout": ".rollouts",
     "SCHEMA_VERSION": ".hdf5",
     "TrajectoryWriter": ".hdf5",
     "read_metadata": ".hdf5",

@@ -2,7 +2,8 @@
 
 A window is the pair ``(y[i, s : s+seq_len], y[i, s+seq_len : s+seq_len+pred_window])`` for a
 trajectory ``i`` and a start ``s`` in ``0, stride, 2*stride, ...`` (DESIGN §6: every (start, trajectory)
-pair once per epoch). The trajectories stay one tensor ``(n_traj, n_steps, dim)``; a batch of windows is
+pair once per epoch). The trajectories stay one tensor ``(n_traj, n_states, dim)``
+(:meth:`Trajectories.windows <vpintegrator.data.trajectories.Trajectories.windows>`); a batch of windows is
 one ``index_select`` on it, so memory stays at the data itself (train and validation share it) and a
 whole batch costs one gather instead of ``batch`` Python calls.
 
@@ -13,9 +14,8 @@ a training window.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -24,10 +24,9 @@ from ..errors import VPIntegratorError
 from .trajectories import Trajectories
 
 __all__ = [
-    "TrajectoryData",
     "WindowDataset",
     "WindowBatchSampler",
-    "load_trajectory_tensor",
+    "load_trajectories",
     "split_trajectories",
     "make_window_datasets",
 ]
@@ -42,146 +41,48 @@ def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
     if isinstance(dtype, torch.dtype):
         if dtype in _DTYPES.values():
             return dtype
-        raise VPIntegratorError(f"dtype must be float32 or float64; got {dtype}")
+        raise VPIntegratorError(f"dtype must be float32 or float64; got {dtype}", key="dtype")
     try:
         return _DTYPES[str(dtype)]
     except KeyError:
         raise VPIntegratorError(
-            f"dtype must be one of {', '.join(_DTYPES)}; got {dtype!r}"
+            f"dtype must be one of {', '.join(_DTYPES)}; got {dtype!r}", key="dtype"
         ) from None
 
 
-@dataclass(frozen=True, eq=False)
-class TrajectoryData:
-    """Trajectories from one or more sources stacked into one tensor.
+def load_trajectories(source: Source | Sequence[str | os.PathLike]) -> Trajectories:
+    """The training data as one :class:`Trajectories`.
 
-    Attributes
+    Parameters
     ----------
-    y : Tensor, shape (n_traj, n_steps, dim)
-        All trajectories, sources concatenated along ``n_traj`` in the order given.
-    t : ndarray, shape (n_steps,)
-        The common time grid (from the first source).
-    meta : dict
-        Metadata of the first source, plus ``sources`` (list of str) and ``n_traj`` (total).
+    source : path, list of paths, Trajectories, or array (n_traj, n_states, dim)
+        Files are read by :func:`vpintegrator.data.hdf5.read_trajectories` (several shards are
+        concatenated along n_traj in the order given, and must agree on system, parameters, dt and time
+        grid); an array gets the time grid ``0, 1, ...`` and no metadata.
     """
-
-    y: torch.Tensor
-    t: np.ndarray
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def n_traj(self) -> int:
-        return int(self.y.shape[0])
-
-    @property
-    def n_steps(self) -> int:
-        return int(self.y.shape[1])
-
-    @property
-    def dim(self) -> int:
-        return int(self.y.shape[2])
-
-
-def _shape_of(source: Source) -> tuple[tuple[int, int, int], str]:
-    """(n_traj, n_steps, dim) of a source without reading its states, and a name for messages."""
-    if isinstance(source, Trajectories):
-        return tuple(source.y.shape), "<Trajectories>"
-    if isinstance(source, (np.ndarray, torch.Tensor)):
-        if source.ndim != 3:
-            raise VPIntegratorError(
-                f"trajectory array must have shape (n_traj, n_steps, dim); got shape {tuple(source.shape)}"
-            )
-        return tuple(source.shape), "<array>"
-    if isinstance(source, (str, os.PathLike)):
-        from .hdf5 import read_metadata  # lazy: h5py only when files are read
-
-        path = Path(source)
-        if not path.exists():
-            raise FileNotFoundError(2, "No such file or directory", str(path))
-        meta = read_metadata(path)
-        return (int(meta["n_traj"]), int(meta["n_states"]), int(meta["dim"])), str(path)
-    raise VPIntegratorError(
-        f"data source must be an HDF5 path, a Trajectories or an array (n_traj, n_steps, dim); "
-        f"got {type(source).__name__}"
-    )
-
-
-def _read(source: Source) -> Trajectories:
     if isinstance(source, Trajectories):
         return source
     if isinstance(source, torch.Tensor):
         source = source.detach().cpu().numpy()
     if isinstance(source, np.ndarray):
+        if source.ndim != 3:
+            raise VPIntegratorError(
+                f"data: a trajectory array must have shape (n_traj, n_states, dim); got shape {source.shape}",
+                key="data",
+            )
         return Trajectories(y=source, t=np.arange(source.shape[1], dtype=np.float64))
-    from .hdf5 import read_trajectories
-
-    return read_trajectories(Path(source))
-
-
-def load_trajectory_tensor(
-    sources: Source | Sequence[Source],
-    dtype: str | torch.dtype = "float32",
-) -> TrajectoryData:
-    """Read one or more trajectory sources into a single tensor ``(n_traj, n_steps, dim)``.
-
-    Parameters
-    ----------
-    sources : path, Trajectories, array (n_traj, n_steps, dim), or a sequence of these
-        Several HDF5 shards are concatenated along ``n_traj`` in the order given; they must share
-        ``n_steps``, ``dim`` and the time grid.
-    dtype : "float32" or "float64"
-
-    Returns
-    -------
-    TrajectoryData
-        The tensor is allocated once and filled shard by shard: peak memory is the result plus one
-        shard as read (float64).
-    """
-    torch_dtype = resolve_dtype(dtype)
-    if isinstance(sources, (str, os.PathLike, Trajectories, np.ndarray, torch.Tensor)):
-        sources = [sources]
-    sources = list(sources)
-    if not sources:
-        raise VPIntegratorError("data: no data source given; pass at least one HDF5 file (--data PATH)")
-    shapes, names = zip(*(_shape_of(s) for s in sources))
-    (_, n_steps, dim), name0 = shapes[0], names[0]
-    for (_, n, d), name in zip(shapes[1:], names[1:]):
-        if (n, d) != (n_steps, dim):
-            raise VPIntegratorError(
-                f"data: {name} has (n_steps, dim) = ({n}, {d}) but {name0} has ({n_steps}, {dim}); "
-                "all shards must share n_steps and dim"
-            )
-    y = torch.empty((sum(s[0] for s in shapes), n_steps, dim), dtype=torch_dtype)
-    t0 = meta0 = None
-    filled = 0
-    for source, name in zip(sources, names):
-        traj = _read(source)
-        if traj.y.shape[1:] != (n_steps, dim):  # the file changed under us, or metadata lies
-            raise VPIntegratorError(
-                f"data: {name} holds y of shape {traj.y.shape}; expected (n_traj, {n_steps}, {dim})"
-            )
-        if t0 is None:
-            t0, meta0 = traj.t, traj.meta
-        elif traj.meta.get("system") != meta0.get("system"):
-            raise VPIntegratorError(
-                f"data: {name} holds system {traj.meta.get('system')!r} but {name0} holds "
-                f"{meta0.get('system')!r}; shards trained on together must come from one system"
-            )
-        elif not np.allclose(traj.t, t0, rtol=1e-12, atol=1e-12):
-            raise VPIntegratorError(
-                f"data: {name} has a different time grid t than {name0}; all shards must share t"
-            )
-        y[filled : filled + traj.n_traj] = torch.from_numpy(np.asarray(traj.y))
-        filled += traj.n_traj
-        del traj
-    if filled != y.shape[0]:
+    paths = [source] if isinstance(source, (str, os.PathLike)) else list(source)
+    if not paths:
+        raise VPIntegratorError("data: no data source given; give at least one HDF5 file", key="data")
+    if not all(isinstance(p, (str, os.PathLike)) for p in paths):
         raise VPIntegratorError(
-            f"data: the files hold {filled} trajectories but their metadata says {y.shape[0]}"
+            "data: give HDF5 path(s), one Trajectories or one array (n_traj, n_states, dim); got a list of "
+            f"{', '.join(sorted({type(p).__name__ for p in paths}))}",
+            key="data",
         )
-    meta = dict(meta0 or {})
-    meta["sources"] = list(names)
-    meta["n_traj"] = int(y.shape[0])
-    return TrajectoryData(y=y, t=np.asarray(t0), meta=meta)
+    from .hdf5 import read_trajectories  # lazy: h5py only when files are read
+
+    return read_trajectories([Path(p) for p in paths])
 
 
 def split_trajectories(
@@ -203,14 +104,14 @@ def split_trajectories(
     train, val : ndarray of int64, sorted
     """
     if not 0.0 <= float(val_fraction) < 1.0:
-        raise VPIntegratorError(f"val_fraction must be in [0, 1); got {val_fraction}")
+        raise VPIntegratorError(f"val_fraction must be in [0, 1); got {val_fraction}", key="val_fraction")
     n_val = int(round(float(val_fraction) * n_traj))
     if val_fraction > 0:
         n_val = max(n_val, 1)
     if n_val >= n_traj:
         raise VPIntegratorError(
             f"val_fraction={val_fraction} leaves no training trajectory out of n_traj={n_traj}; "
-            "lower val_fraction or use more trajectories"
+            "lower val_fraction or use more trajectories", key="val_fraction"
         )
     perm = np.random.default_rng(seed).permutation(n_traj)
     return np.sort(perm[n_val:]).astype(np.int64), np.sort(perm[:n_val]).astype(np.int64)
@@ -220,11 +121,11 @@ class WindowDataset(torch.utils.data.Dataset):
     """(input, target) windows over a trajectory tensor, computed on the fly.
 
     Window ``k`` belongs to trajectory ``traj_indices[k // n_starts]`` and starts at
-    ``starts[k % n_starts]`` with ``starts = 0, stride, 2*stride, ... <= n_steps - seq_len - pred_window``.
+    ``starts[k % n_starts]`` with ``starts = 0, stride, 2*stride, ... <= n_states - seq_len - pred_window``.
 
     Parameters
     ----------
-    y : Tensor, shape (n_traj, n_steps, dim)
+    y : Tensor, shape (n_traj, n_states, dim)
         Shared, not copied (several datasets can view one tensor).
     seq_len, pred_window : int
         Input and target window lengths.
@@ -244,16 +145,16 @@ class WindowDataset(torch.utils.data.Dataset):
     ) -> None:
         if not isinstance(y, torch.Tensor) or y.ndim != 3:
             shape = tuple(y.shape) if hasattr(y, "shape") else type(y).__name__
-            raise VPIntegratorError(f"y must be a tensor (n_traj, n_steps, dim); got {shape}")
+            raise VPIntegratorError(f"y must be a tensor (n_traj, n_states, dim); got {shape}")
         for name, value in (("seq_len", seq_len), ("pred_window", pred_window), ("stride", stride)):
             if int(value) != value or int(value) < 1:
                 raise VPIntegratorError(f"{name} must be a positive integer; got {value!r}")
-        n_traj, n_steps, dim = y.shape
+        n_traj, n_states, dim = y.shape
         span = int(seq_len) + int(pred_window)
-        if span > n_steps:
+        if span > n_states:
             raise VPIntegratorError(
-                f"seq_len + pred_window = {seq_len} + {pred_window} = {span} exceeds n_steps = {n_steps} "
-                "of the data; use shorter windows or longer trajectories"
+                f"seq_len + pred_window = {seq_len} + {pred_window} = {span} exceeds the n_states = {n_states} "
+                "of the data; use shorter windows or longer trajectories", key="seq_len"
             )
         self.y = y
         self.seq_len = int(seq_len)
@@ -266,8 +167,8 @@ class WindowDataset(torch.utils.data.Dataset):
             if traj.numel() and (int(traj.min()) < 0 or int(traj.max()) >= n_traj):
                 raise VPIntegratorError(f"traj_indices must lie in [0, {n_traj}); got out-of-range indices")
         self.traj_indices = traj
-        self.starts = torch.arange(0, n_steps - span + 1, self.stride, device=y.device)
-        self._flat = y.reshape(n_traj * n_steps, dim)  # (n_traj * n_steps, dim), a view
+        self.starts = torch.arange(0, n_states - span + 1, self.stride, device=y.device)
+        self._flat = y.reshape(n_traj * n_states, dim)  # (n_traj * n_states, dim), a view
         self._offsets = torch.arange(span, device=y.device)  # (span,)
 
     @property
@@ -394,7 +295,7 @@ class WindowBatchSampler:
 
 
 def make_window_datasets(
-    sources: Source | Sequence[Source],
+    source: Source | Sequence[str | os.PathLike],
     seq_len: int,
     pred_window: int,
     stride: int = 1,
@@ -402,32 +303,32 @@ def make_window_datasets(
     seed: int = 0,
     dtype: str | torch.dtype = "float32",
     device: str | torch.device = "cpu",
-) -> tuple[WindowDataset, WindowDataset | None, TrajectoryData]:
+) -> tuple[WindowDataset, WindowDataset | None, Trajectories]:
     """Training and validation windows over the given trajectories, split by trajectory.
 
     Parameters
     ----------
-    sources : HDF5 path(s), Trajectories or array (n_traj, n_steps, dim)
+    source : HDF5 path(s), Trajectories or array (n_traj, n_states, dim); see :func:`load_trajectories`
     seq_len, pred_window, stride : int
     val_fraction : float in [0, 1)
         Share of trajectories for validation (0: no validation set, ``None`` is returned for it).
     seed : int
         Seeds the split.
     dtype : "float32" or "float64"
-    device : torch device the data tensor is moved to (batches are then gathered there).
+    device : torch device of the window tensor (batches are then gathered there).
 
     Returns
     -------
     train : WindowDataset
     val : WindowDataset or None
-    data : TrajectoryData
-        The shared tensor (on ``device``) and metadata.
+        Both view one tensor ``data.windows(dtype, device)`` (``train.y``).
+    data : Trajectories
     """
-    data = load_trajectory_tensor(sources, dtype=dtype)
-    data = TrajectoryData(y=data.y.to(device), t=data.t, meta=data.meta)
+    data = load_trajectories(source)
+    y = data.windows(dtype, device)
     # Check the window length before splitting, so the error names the real cause.
-    WindowDataset(data.y[:1], seq_len, pred_window, stride)
+    WindowDataset(y[:1], seq_len, pred_window, stride)
     train_idx, val_idx = split_trajectories(data.n_traj, val_fraction, seed)
-    train = WindowDataset(data.y, seq_len, pred_window, stride, train_idx)
-    val = WindowDataset(data.y, seq_len, pred_window, stride, val_idx) if len(val_idx) else None
+    train = WindowDataset(y, seq_len, pred_window, stride, train_idx)
+    val = WindowDataset(y, seq_len, pred_window, stride, val_idx) if len(val_idx) else None
     return train, val, data

@@ -3,7 +3,6 @@
 from .attention import MultiHeadAttention, VolumePreservingAttention
 from .cayley import CAYLEY_METHODS, cayley, cayley_method, get_cayley_method
 from .feedforward import ResNetLayer, VolumePreservingLowerLayer, VolumePreservingUpperLayer
-from .inference import ScalarForward, ScalarUnsupported, compile_scalar
 
 __all__ = [
     "CAYLEY_METHODS",
@@ -15,7 +14,4 @@ __all__ = [
     "VolumePreservingLowerLayer",
     "VolumePreservingUpperLayer",
     "ResNetLayer",
-    "compile_scalar",
-    "ScalarForward",
-    "ScalarUnsupported",
 ]

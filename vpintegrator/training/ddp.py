@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from .errors import VPIntegratorError
+from ..errors import VPIntegratorError
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,7 @@
-"""A small-batch inference path: a model compiled to straight-line Python on floats.
+"""Model runners for :class:`~vpintegrator.rollout.ModelStep`: a model compiled to straight-line Python on floats.
+
+ModelStep runs a model by the fastest runner that reproduces it: this generated scalar code (small
+batches of float64 models on the CPU), a frozen TorchScript trace, or eager torch.
 
 At batch 1 the cost of a forward pass of the paper models is torch's per-operation overhead (≈ 5 µs per
 op, hundreds of ops per call), not arithmetic: a (seq 3, dim 3) window holds 9 numbers. :func:`compile_scalar`
@@ -27,8 +30,8 @@ import torch
 from torch import nn
 
 from ..errors import VPIntegratorError
-from .attention import MultiHeadAttention, VolumePreservingAttention
-from .feedforward import ResNetLayer, _TriangularLayer
+from ..nn.attention import MultiHeadAttention, VolumePreservingAttention
+from ..nn.feedforward import ResNetLayer, _TriangularLayer
 
 __all__ = ["ScalarForward", "ScalarUnsupported", "compile_scalar"]
 

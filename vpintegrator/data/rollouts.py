@@ -1,0 +1,279 @@
+"""Rollout files (``vp-rollout`` output): the schema, the writer helpers and :func:`read_rollout`.
+
+A rollout file holds, for a set of trajectories of a data file, the reference and every method's states
+with per-step metrics (relative error, invariants) and the volume of every step or window map. The layout
+is written down in ``datasets/README.md`` ("Rollout file schema"). Counts mean what they mean in
+:class:`~vpintegrator.data.trajectories.Trajectories`: ``n_states`` states per trajectory,
+``n_steps = n_states - 1`` steps.
+
+Reading gives a :class:`RolloutResult`: states as :class:`Trajectories` (reference and methods), metrics
+as :class:`MethodMetrics`. This module imports neither torch nor the rollout engine.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+import numpy as np
+
+from ..errors import VPIntegratorError
+from .trajectories import Trajectories
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..systems import System
+
+__all__ = [
+    "ROLLOUT_SCHEMA",
+    "ROLLOUT_SCHEMA_VERSION",
+    "MethodMetrics",
+    "RolloutResult",
+    "read_rollout",
+    "set_attrs",
+    "create_series",
+]
+
+#: root attribute ``schema`` of a rollout file
+ROLLOUT_SCHEMA = "vpintegrator-rollout"
+#: root attribute ``schema_version``; version 1 (counts of states in ``n_steps``) is still read
+ROLLOUT_SCHEMA_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def set_attrs(obj, attrs: Mapping[str, Any]) -> None:
+    """Write ``attrs`` as HDF5 attributes of ``obj`` (a file, group or dataset); None values are skipped.
+
+    str subclasses are stored as plain str, dicts as JSON text, lists of str as variable-length strings.
+    """
+    import h5py
+
+    for key, value in attrs.items():
+        if value is None:
+            continue
+        if isinstance(value, str):  # str subclasses (TorchVersion, np.str_) would become fixed-width numpy
+            obj.attrs[key] = str(value)
+        elif isinstance(value, dict):
+            obj.attrs[key] = json.dumps(value)
+        elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            obj.attrs[key] = np.array(list(value), dtype=h5py.string_dtype())
+        else:
+            obj.attrs[key] = value
+
+
+def create_series(group, name: str, shape: tuple, chunks: tuple) -> Any:
+    """A float64 dataset ``group[name]`` of ``shape`` chunked by ``chunks`` (clipped to the shape).
+
+    Rollout writers fill it in whole chunks along time, so one chunk of cache per dataset suffices.
+    """
+    chunks = tuple(max(1, min(int(s), int(c))) for s, c in zip(shape, chunks))
+    return group.create_dataset(name, shape=tuple(shape), dtype=np.float64, chunks=chunks)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass(eq=False)
+class MethodMetrics:
+    """Per-step metrics of one method (or the reference) in a rollout file; no states.
+
+    Attributes
+    ----------
+    invariants : dict
+        invariant name -> ndarray, shape (n_traj, n): the invariant along each trajectory.
+    rel_error : ndarray, shape (n_traj, n), or None
+        ‖y − y_ref‖ / ‖y_ref‖ per step; None for the reference.
+    map_t : ndarray, shape (n_maps,), or None
+        Time of the last state each step/window map produced; None when the volume was not computed.
+    log_det_J, cum_log_det_J : ndarray, shape (n_traj, n_maps), or None
+        ``log|det J|`` of every step/window map, and its running sum.
+    """
+
+    invariants: dict
+    rel_error: np.ndarray | None
+    map_t: np.ndarray | None
+    log_det_J: np.ndarray | None
+    cum_log_det_J: np.ndarray | None
+
+
+@dataclass(eq=False)
+class RolloutResult:
+    """A rollout file read back by :func:`read_rollout`.
+
+    Attributes
+    ----------
+    path : Path or None
+    meta : dict
+        Root attributes, flat (``system``, ``system_class``, ``param_<name>``, ``dt``, ``t0``, ``t_end``,
+        ``n_states``, ``n_steps``, ``methods``, ``invariant_names``, ``data_file``, ``init``, ...), counts
+        in the schema-2 meaning also for version-1 files.
+    t : ndarray, shape (n,)
+        Times read (every ``stride``-th state when ``max_points`` was given).
+    traj_index : ndarray, shape (n_traj,)
+        Indices of the trajectories in the data file (``data_file``).
+    reference : Trajectories
+        The reference states; ``meta`` holds ``label='reference'``, ``kind='reference'``, ``source``.
+    methods : dict
+        label -> :class:`Trajectories` of that method, in the order they were run; ``meta`` holds the
+        method's attributes (``label``, ``kind``, ``source``, ``init``, ``seconds_per_step``, ...) plus the
+        system's (``system``, ``param_<name>``), so that ``.system`` works; ``failed_step`` is set.
+    metrics : dict
+        ``'reference'`` and every method label -> :class:`MethodMetrics`.
+    table : list of dict
+        The metrics table rows (one per method).
+    """
+
+    path: Path | None
+    meta: dict
+    t: np.ndarray
+    traj_index: np.ndarray
+    reference: Trajectories
+    methods: dict
+    metrics: dict
+    table: list
+
+    @property
+    def system(self) -> "System":
+        """The :class:`~vpintegrator.systems.System` the rollout ran on."""
+        from ..systems import system_from_meta
+
+        return system_from_meta(self.meta, self.path if self.path is not None else "rollout metadata")
+
+    @property
+    def dt(self) -> float:
+        return float(self.meta["dt"])
+
+    @property
+    def invariant_names(self) -> tuple:
+        return tuple(self.meta.get("invariant_names", ()))
+
+    @property
+    def n_traj(self) -> int:
+        return int(self.reference.n_traj)
+
+    @property
+    def labels(self) -> list:
+        """The method labels, in the order they were run (the reference not included)."""
+        return list(self.methods)
+
+
+def _attr(v):
+    if isinstance(v, bytes):
+        return v.decode()
+    if isinstance(v, np.ndarray):
+        return [_attr(x) for x in v.tolist()]
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def _upgrade_meta(meta: dict, path) -> dict:
+    """Root attributes with counts in the schema-2 meaning (version 1 stored states in ``n_steps``)."""
+    version = meta.get("schema_version", 1)
+    if version not in _READABLE_VERSIONS:
+        raise VPIntegratorError(
+            f"{path}: rollout schema_version {version!r} is not supported (this vpintegrator reads "
+            f"{', '.join(map(str, _READABLE_VERSIONS))}); upgrade vpintegrator or rerun vp-rollout"
+        )
+    if version == 1:
+        if "n_steps" in meta:
+            meta["n_states"] = int(meta["n_steps"])
+            meta["n_steps"] = int(meta["n_steps"]) - 1
+        if "data_n_steps" in meta:
+            meta["data_n_states"] = int(meta["data_n_steps"])
+            meta["data_n_steps"] = int(meta["data_n_steps"]) - 1
+    return meta
+
+
+def read_rollout(path, traj=None, max_points: int | None = None) -> RolloutResult:
+    """Read a rollout file written by ``vp-rollout`` (:func:`vpintegrator.rollout.run_rollouts`).
+
+    Layout (``datasets/README.md``): root attributes; ``/t`` (n_states,); ``/traj_index`` (n_traj,);
+    ``/reference/{y, invariants/<name>, failed_step}``; ``/methods/<label>/{y, rel_error,
+    invariants/<name>, failed_step, map_step, log_det_J, cum_log_det_J}``.
+
+    Parameters
+    ----------
+    path : path
+    traj : int, list of int or None
+        Positions in the rollout file (0 .. n_traj − 1, the rows of ``/traj_index``; not data-file
+        indices) to read, sorted and without repeats; default all.
+    max_points : int, optional
+        Read every k-th state so that at most about ``max_points`` times come back (plots of long rollouts).
+
+    Returns
+    -------
+    RolloutResult
+    """
+    import h5py
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
+    try:
+        f = h5py.File(path, "r")
+    except OSError as err:
+        raise VPIntegratorError(
+            f"{path}: not a readable HDF5 file ({' '.join(str(err).split())}); give a vp-rollout output"
+        ) from None
+    with f:
+        meta = {k: _attr(v) for k, v in f.attrs.items()}
+        if meta.get("schema") != ROLLOUT_SCHEMA:
+            raise VPIntegratorError(
+                f"{path}: root attribute 'schema' is {meta.get('schema')!r}, expected {ROLLOUT_SCHEMA!r}; "
+                "give a file written by vp-rollout"
+            )
+        meta = _upgrade_meta(meta, path)
+        n_total = f["t"].shape[0]
+        stride = 1 if not max_points or n_total <= max_points else -(-n_total // int(max_points))
+        steps = slice(0, None, stride)
+        n_traj_file = f["traj_index"].shape[0]
+        if traj is None:
+            rows: Any = slice(None)
+        else:
+            rows = np.atleast_1d(np.asarray(traj, dtype=np.int64))
+            if rows.size == 0 or rows.min() < 0 or rows.max() >= n_traj_file:
+                raise VPIntegratorError(
+                    f"{path}: traj {traj!r} out of range; the file holds {n_traj_file} trajectories", key="traj"
+                )
+            rows = np.unique(rows)
+        t = f["t"][steps]
+        names = tuple(meta.get("invariant_names", ()))
+        system_keys = {k: v for k, v in meta.items() if k in ("system", "system_class") or k.startswith("param_")}
+
+        def read2(ds, cols):
+            return ds[:, cols][rows] if isinstance(rows, np.ndarray) else ds[rows, cols]
+
+        def read_group(g) -> tuple[Trajectories, MethodMetrics]:
+            y = read2(g["y"], steps)
+            inv = {n: read2(g[f"invariants/{n}"], steps) for n in names if f"invariants/{n}" in g}
+            err = read2(g["rel_error"], steps) if "rel_error" in g else None
+            map_t = ld = cum = None
+            if "log_det_J" in g:
+                n_maps = g["map_step"].shape[0]
+                ms = slice(0, None, 1 if not max_points or n_maps <= max_points else -(-n_maps // int(max_points)))
+                map_t = float(meta["t0"]) + float(meta["dt"]) * g["map_step"][ms]
+                ld, cum = read2(g["log_det_J"], ms), read2(g["cum_log_det_J"], ms)
+            failed = g["failed_step"][:][rows]
+            attrs = {**system_keys, "dt": float(meta["dt"]), **{k: _attr(v) for k, v in g.attrs.items()}}
+            return Trajectories(y=y, t=t, meta=attrs, failed_step=failed), MethodMetrics(inv, err, map_t, ld, cum)
+
+        reference, ref_metrics = read_group(f["reference"])
+        reference.meta.setdefault("label", "reference")
+        reference.meta.setdefault("kind", "reference")
+        methods: dict[str, Trajectories] = {}
+        metrics: dict[str, MethodMetrics] = {"reference": ref_metrics}
+        for label in meta.get("methods", []):
+            methods[label], metrics[label] = read_group(f[f"methods/{label}"])
+            methods[label].meta.setdefault("label", label)
+        idx = f["traj_index"][:][rows]
+    table = json.loads(meta.get("summary_json", "[]"))
+    return RolloutResult(
+        path=path, meta=meta, t=t, traj_index=idx, reference=reference, methods=methods, metrics=metrics,
+        table=table,
+    )

@@ -1,0 +1,439 @@
+"""Rollout figures: trajectories in state space, invariant drift, relative error, volume, phase portraits.
+
+Every ``plot_*`` function takes a *source* (see :mod:`vpintegrator.plotting.source`: a ``RolloutResult``,
+the path of a rollout file, a ``Trajectories`` or a dict ``{label: Trajectories}`` with an optional
+``reference=``) and returns a :class:`matplotlib.figure.Figure`.
+
+``traj`` selects trajectories by their index in the data file (as ``vp-rollout --traj``); by default every
+trajectory is shown: one curve each where there are few (at most :data:`MAX_CURVES`), else the median and
+the 10-90 % band. State-space figures (``trajectories3d``, ``phase``) cannot show a band; of many
+trajectories they draw :data:`MAX_CURVES` evenly spread ones, and say so in the title. Titles say what is
+shown; on the paper's rigid-body set trajectories carry the paper's names ("trajectory 1" is data row 100).
+
+Quantities that span decades (relative error, invariant drift, volume) are on log axes; values that are
+exactly 0 cannot show there, and a method with nothing to show is named in a note instead of the legend.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ..errors import VPIntegratorError
+from .source import MAX_CURVES, PlotData, describe, methods_to_draw, plot_data, select, traj_names
+from .style import FORMATS, WIDTH, figure, legend, method_colors, save_figure, styled
+
+#: figure kinds of :func:`plot_rollout` / ``vp-plot --kind``
+KINDS = ("trajectories3d", "invariants", "error", "volume", "phase")
+#: states farther out than this many times the reference's extent are not drawn in state-space plots
+#: (a blown-up method would otherwise shrink everything else to a dot)
+CLIP_FACTOR = 3.0
+#: line styles that tell individual trajectories apart in time-series figures (colour tells the method)
+TRAJ_STYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)))
+
+_COORDS = {"coupled_oscillator": ("q_1", "q_2", "p_1", "p_2")}
+_INVARIANT_SYMBOLS = {"energy": "H", "casimir": "C", "sum": "S", "product": "P"}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _prepare(source, traj, reference, max_points) -> tuple[PlotData, bool]:
+    data = plot_data(source, reference=reference, max_points=max_points)
+    return select(data, traj)
+
+
+def _colors(data: PlotData) -> dict[str, str]:
+    labels = data.labels
+    kinds = ["reference" if k == "reference" else data.kinds.get(k) for k in labels]
+    return method_colors(labels, kinds)
+
+
+def _banded(data: PlotData, band: bool | None) -> bool:
+    return data.n_traj > MAX_CURVES if band is None else bool(band) and data.n_traj > 1
+
+
+def _positive(values: np.ndarray) -> np.ndarray:
+    """|values| with zeros as NaN (a log axis cannot show 0)."""
+    a = np.abs(np.asarray(values, dtype=np.float64))
+    return np.where(a > 0, a, np.nan)
+
+
+def _series(ax, x, values, banded: bool, color, label, **kw) -> bool:
+    """Draw ``values`` (n_traj, n) against ``x``: one line per row, or median + band over all rows.
+
+    Returns False (and draws nothing) when there is no finite value to show.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if not np.isfinite(values).any():
+        return False
+    if banded:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            lo, med, hi = np.nanpercentile(values, [10, 50, 90], axis=0)
+        ax.plot(x, med, color=color, label=label, **kw)
+        ax.fill_between(x, lo, hi, color=color, alpha=0.15, linewidth=0)
+        return True
+    for j in range(values.shape[0]):
+        style = TRAJ_STYLES[j % len(TRAJ_STYLES)] if values.shape[0] > 1 else kw.pop("linestyle", "-")
+        ax.plot(x, values[j], color=color, label=label if j == 0 else None, linestyle=style, **kw)
+    return True
+
+
+def _traj_key(data: PlotData, banded: bool) -> list:
+    """Legend entries for the line styles of individual trajectories (when more than one is drawn)."""
+    if banded or data.n_traj < 2:
+        return []
+    from matplotlib.lines import Line2D
+
+    return [
+        (Line2D([], [], color="0.55", linestyle=TRAJ_STYLES[j % len(TRAJ_STYLES)]), name)
+        for j, name in enumerate(traj_names(data))
+    ]
+
+
+def _note_missing(ax, missing: list[str], why: str) -> None:
+    if missing:
+        ax.text(0.01, 0.01, f"not shown ({why}): {', '.join(missing)}", transform=ax.transAxes, fontsize=6,
+                color="0.35", va="bottom", ha="left")
+
+
+def _coord_names(data: PlotData) -> tuple[str, ...]:
+    names = _COORDS.get(data.system_name)
+    if names is None or len(names) != data.dim:
+        names = tuple(f"z_{i + 1}" for i in range(data.dim))
+    return names
+
+
+def _state_rows(data: PlotData, given: bool) -> tuple[PlotData, str]:
+    """The trajectories a state-space figure draws (at most MAX_CURVES of many) and their description."""
+    if given or data.n_traj <= MAX_CURVES:
+        return data, describe(data, False)
+    rows = np.unique(np.round(np.linspace(0, data.n_traj - 1, MAX_CURVES)).astype(int))
+    sub, _ = select(data, data.traj_index[rows])
+    return sub, f"{describe(sub, False)} ({len(rows)} of {data.n_traj})"
+
+
+def _clip_states(data: PlotData, labels) -> tuple[float, dict]:
+    """A common half-width for state-space axes and each method's drawn states (NaN beyond it)."""
+    base = data.reference if data.reference is not None else data.states(labels[0])
+    ref = np.asarray(base.y, dtype=np.float64)
+    extent = float(np.nanmax(np.abs(ref))) if np.isfinite(ref).any() else 1.0
+    cap = CLIP_FACTOR * extent
+    reach = extent
+    clipped = {}
+    for label in labels:
+        y = np.asarray(data.states(label).y, dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            far = ~(np.abs(y) <= cap).all(axis=-1, keepdims=True)
+        y = np.where(far, np.nan, y)
+        if np.isfinite(y).any():
+            reach = max(reach, float(np.nanmax(np.abs(y))))
+        clipped[label] = y
+    return 1.08 * reach, clipped
+
+
+def _with_reference(data: PlotData, methods) -> list[str]:
+    return (["reference"] if data.reference is not None else []) + methods_to_draw(data, methods)
+
+
+def _span(data: PlotData) -> str:
+    return f"$t \\in [{data.t[0]:g}, {data.t[-1]:g}]$"
+
+
+# --------------------------------------------------------------------------- figures
+
+
+@styled
+def plot_trajectories3d(source, traj=None, methods: Iterable[str] | None = None, sphere: bool | None = None,
+                        reference=None, max_points: int | None = None):
+    """Trajectories in state space (the first three coordinates), every method and the reference.
+
+    Parameters
+    ----------
+    source : RolloutResult, path, Trajectories or dict of Trajectories
+    traj : int or list of int, optional
+        Indices in the data file; default: all, or :data:`MAX_CURVES` evenly spread ones of many.
+    methods : list of str, optional
+        Labels to draw (default all).
+    sphere : bool, optional
+        Draw the sphere ``|z| = |z_0|`` the rigid body's motion stays on (default: for the rigid body).
+    reference : Trajectories, optional
+        For trajectories in memory: the reference, drawn dashed in black.
+    max_points : int, optional
+        At most about this many time points per curve.
+
+    States beyond :data:`CLIP_FACTOR` times the reference's extent are not drawn.
+    """
+    data, given = _prepare(source, traj, reference, max_points)
+    if data.dim < 3:
+        raise VPIntegratorError(
+            f"kind trajectories3d needs dim >= 3; the trajectories have dim {data.dim} (draw kind phase)", key="kind"
+        )
+    data, what = _state_rows(data, given)
+    colors = _colors(data)
+    names = _coord_names(data)
+    fig = figure(0.6 * WIDTH, 0.6 * WIDTH + 0.3)
+    ax = fig.add_subplot(projection="3d")
+    labels = _with_reference(data, methods)
+    first = data.states(labels[0]).y
+    if sphere if sphere is not None else data.system_name == "rigid_body":
+        radius = float(np.linalg.norm(first[0, 0]))
+        u, v = np.meshgrid(np.linspace(0, 2 * np.pi, 37), np.linspace(0, np.pi, 19))
+        ax.plot_wireframe(radius * np.cos(u) * np.sin(v), radius * np.sin(u) * np.sin(v), radius * np.cos(v),
+                          color="0.6", linewidth=0.3, alpha=0.35)
+    half, clipped = _clip_states(data, labels)
+    for label in labels:
+        ref = label == "reference"
+        for j in range(data.n_traj):
+            y = clipped[label][j]
+            ax.plot(y[:, 0], y[:, 1], y[:, 2], color=colors[label], label=label if j == 0 else None,
+                    linewidth=1.4 if ref else 0.9, linestyle="--" if ref else "-")
+    ax.set_xlabel(f"${names[0]}$")
+    ax.set_ylabel(f"${names[1]}$")
+    ax.set_zlabel(f"${names[2]}$")
+    for setter in (ax.set_xlim, ax.set_ylim, ax.set_zlim):
+        setter(-half, half)
+    ax.set_box_aspect((1, 1, 1))
+    ax.set_title(f"{data.system_name}, {what}, {_span(data)}")
+    legend(fig, [ax], ncols=4)
+    return fig
+
+
+@styled
+def plot_invariants(source, traj=None, methods: Iterable[str] | None = None, band: bool | None = None,
+                    reference=None, max_points: int | None = None):
+    """Relative drift ``|I(t) − I(0)| / |I(0)|`` of every invariant, log scale, one panel each.
+
+    ``band``: True draws the median and 10-90 % band, False one curve per trajectory; default: the band
+    for more than :data:`MAX_CURVES` trajectories. Other parameters as :func:`plot_trajectories3d`.
+    """
+    data, _ = _prepare(source, traj, reference, max_points)
+    names = data.invariant_names
+    if not names:
+        raise VPIntegratorError(f"system {data.system_name!r} has no invariants; nothing to plot for kind invariants",
+                                key="kind")
+    banded = _banded(data, band)
+    colors = _colors(data)
+    fig = figure(WIDTH, 2.5)
+    axes = fig.subplots(1, len(names), squeeze=False)[0]
+    labels = _with_reference(data, methods)
+    for ax, name in zip(axes, names):
+        sym = _INVARIANT_SYMBOLS.get(name, name)
+        missing = []
+        for label in labels:
+            values = np.asarray(data.metrics[label].invariants[name], dtype=np.float64)
+            i0 = values[:, :1]
+            scale = np.where(i0 == 0, 1.0, np.abs(i0))
+            with np.errstate(all="ignore"):
+                drift = _positive((values - i0) / scale)
+            if not _series(ax, data.t, drift, banded, colors[label], label):
+                missing.append(label)
+        _note_missing(ax, missing, "drift exactly 0")
+        ax.set_yscale("log")
+        ax.set_xlabel("time $t$")
+        ax.set_ylabel(f"$|{sym}(t) - {sym}(0)|\\,/\\,|{sym}(0)|$")
+        ax.set_title(name)
+    fig.suptitle(f"invariant drift, {data.system_name}: {describe(data, banded)}", fontsize=8)
+    legend(fig, axes, extra=_traj_key(data, banded))
+    return fig
+
+
+@styled
+def plot_error(source, traj=None, methods: Iterable[str] | None = None, threshold: float = 0.1,
+               band: bool | None = None, reference=None, max_points: int | None = None):
+    """Relative error ``‖ẑ(t) − z(t)‖ / ‖z(t)‖`` against the reference, log scale.
+
+    The dotted line marks ``threshold``, whose first crossing is the valid prediction time. Trajectories
+    in memory need ``reference=``. Other parameters as :func:`plot_invariants`.
+    """
+    data, _ = _prepare(source, traj, reference, max_points)
+    labels = [k for k in methods_to_draw(data, methods) if data.metrics[k].rel_error is not None]
+    if not labels:
+        raise VPIntegratorError(
+            f"{data.name}: no relative errors to plot (trajectories in memory need a reference=)", key="kind"
+        )
+    banded = _banded(data, band)
+    colors = _colors(data)
+    fig = figure(0.75 * WIDTH, 2.8)
+    ax = fig.add_subplot()
+    missing = [k for k in labels if not _series(ax, data.t, _positive(data.metrics[k].rel_error), banded,
+                                                 colors[k], k)]
+    _note_missing(ax, missing, "error exactly 0")
+    ax.axhline(threshold, color="0.4", linestyle=":", linewidth=0.8, label=f"valid-time threshold {threshold:g}")
+    ax.set_yscale("log")
+    ax.set_xlabel("time $t$")
+    ax.set_ylabel(r"$\|\hat z(t) - z(t)\|\,/\,\|z(t)\|$")
+    ax.set_title(f"relative error vs reference, {data.system_name}: {describe(data, banded)}")
+    legend(fig, [ax], ncols=4, extra=_traj_key(data, banded))
+    return fig
+
+
+@styled
+def plot_volume(source, traj=None, methods: Iterable[str] | None = None, band: bool | None = None,
+                reference=None, max_points: int | None = None):
+    """Volume: ``|log|det J||`` of every step (window, for models) map and of its cumulative sum, log scale.
+
+    An exactly volume-preserving map stays at rounding level (≈1e-16 per step); a method whose values are
+    all exactly 0 is named in a note. Needs a rollout file written with the volume (the default).
+    """
+    data, _ = _prepare(source, traj, reference, max_points)
+    labels = [k for k in methods_to_draw(data, methods) if data.metrics[k].log_det_J is not None]
+    if not labels:
+        raise VPIntegratorError(
+            f"{data.name}: no volume data (a rollout file written without the volume, or trajectories in memory)",
+            key="kind",
+        )
+    banded = _banded(data, band)
+    colors = _colors(data)
+    fig = figure(WIDTH, 2.6)
+    ax1, ax2 = fig.subplots(1, 2)
+    for ax, attr, lw in ((ax1, "log_det_J", 0.7), (ax2, "cum_log_det_J", 1.0)):
+        missing = [k for k in labels if not _series(ax, data.metrics[k].map_t, _positive(getattr(data.metrics[k], attr)),
+                                                     banded, colors[k], k, linewidth=lw)]
+        _note_missing(ax, missing, "exactly 0")
+        ax.set_yscale("log")
+        ax.set_xlabel("time $t$")
+    ax1.set_ylabel(r"$|\log|\det J||$ per step / window map")
+    ax2.set_ylabel(r"$|\sum \log|\det J||$ (log volume ratio)")
+    ax1.set_title("volume change per map")
+    ax2.set_title("cumulative")
+    fig.suptitle(f"volume, {data.system_name}: {describe(data, banded)}", fontsize=8)
+    legend(fig, [ax1, ax2], extra=_traj_key(data, banded))
+    return fig
+
+
+def _phase_pairs(data: PlotData) -> list[tuple[int, int]]:
+    dim = data.dim
+    if data.system_name == "coupled_oscillator" or (dim % 2 == 0 and dim >= 4):
+        n = dim // 2
+        return [(i, i + n) for i in range(n)]
+    if dim == 2:
+        return [(0, 1)]
+    return [(0, 1), (0, 2), (1, 2)]
+
+
+@styled
+def plot_phase(source, traj=None, methods: Iterable[str] | None = None, reference=None,
+               max_points: int | None = None):
+    """Phase portraits: pairs of coordinates (``(q_i, p_i)`` for canonical systems, else the three planes
+    of a 3-D state). Parameters as :func:`plot_trajectories3d`."""
+    data, given = _prepare(source, traj, reference, max_points)
+    data, what = _state_rows(data, given)
+    colors = _colors(data)
+    names = _coord_names(data)
+    pairs = _phase_pairs(data)
+    fig = figure(WIDTH, WIDTH / len(pairs) + 0.7)
+    axes = fig.subplots(1, len(pairs), squeeze=False)[0]
+    labels = _with_reference(data, methods)
+    half, clipped = _clip_states(data, labels)
+    for ax, (a, b) in zip(axes, pairs):
+        for label in labels:
+            ref = label == "reference"
+            for j in range(data.n_traj):
+                y = clipped[label][j]
+                ax.plot(y[:, a], y[:, b], color=colors[label], label=label if j == 0 else None,
+                        linewidth=1.4 if ref else 0.8, linestyle="--" if ref else "-")
+        ax.set_xlabel(f"${names[a]}$")
+        ax.set_ylabel(f"${names[b]}$")
+        ax.set_xlim(-half, half)
+        ax.set_ylim(-half, half)
+        ax.set_aspect("equal")
+    fig.suptitle(f"{data.system_name}, {what}, {_span(data)}", fontsize=8)
+    legend(fig, axes)
+    return fig
+
+
+_PLOTTERS = {
+    "trajectories3d": plot_trajectories3d,
+    "invariants": plot_invariants,
+    "error": plot_error,
+    "volume": plot_volume,
+    "phase": plot_phase,
+}
+
+
+def _check_kinds(kinds) -> list[str]:
+    kinds = [kinds] if isinstance(kinds, str) else list(kinds)
+    for kind in kinds:
+        if kind not in _PLOTTERS:
+            raise VPIntegratorError(f"unknown figure kind {kind!r}; valid kinds: {', '.join(KINDS)}, all", key="kind")
+    return kinds
+
+
+def plot_rollout(source, kind: str, **kwargs: Any):
+    """The figure of one ``kind`` (see :data:`KINDS`); ``kwargs`` go to its ``plot_*`` function."""
+    _check_kinds([kind])
+    return _PLOTTERS[kind](source, **kwargs)
+
+
+def applicable(data: PlotData, kind: str) -> bool:
+    """Whether ``kind`` has something to show for ``data``."""
+    if kind == "invariants":
+        return bool(data.invariant_names)
+    if kind == "trajectories3d":
+        return data.dim >= 3
+    if kind == "volume":
+        return data.has_volume()
+    if kind == "error":
+        return any(m.rel_error is not None for k, m in data.metrics.items() if k != "reference")
+    return True
+
+
+def _check_options(options: dict) -> None:
+    """Types of the plot options (they may come from ``--set`` as any TOML value)."""
+    from ..errors import finite_float
+
+    for key, value in options.items():
+        if key == "threshold":
+            finite_float(value, "threshold", positive=True, key="threshold")
+        elif key in ("band", "sphere") and not (value is None or isinstance(value, bool)):
+            raise VPIntegratorError(f"{key} must be true or false; got {value!r}", key=key)
+        elif key == "methods" and not (isinstance(value, str) or (
+                isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value))):
+            raise VPIntegratorError(f"methods must be a label or a list of labels; got {value!r}", key="methods")
+
+
+def plot_all(source, out_dir: str | Path, kinds: Sequence[str] = KINDS, traj=None, dpi: int = 200,
+             reference=None, max_points: int | None = None, formats: Sequence[str] = FORMATS,
+             **options: Any) -> list[Path]:
+    """Draw and save every figure kind in ``kinds`` into ``out_dir`` as ``<kind>.pdf`` and ``<kind>.png``.
+
+    ``source``, ``traj``, ``reference``, ``max_points`` as in the ``plot_*`` functions (the source is read
+    once); ``options`` (``methods``, ``threshold``, ``band``, ``sphere``) go to the kinds that take them.
+    Kinds that do not apply (no invariants, dim < 3, no volume data, no reference) are skipped with no
+    file. Every file is written atomically.
+
+    Returns
+    -------
+    list of Path
+        The files written.
+    """
+    import inspect
+
+    from .style import check_dpi, check_formats
+
+    kinds = _check_kinds(kinds)
+    valid = sorted({p for fn in _PLOTTERS.values() for p in inspect.signature(fn).parameters} - {"source", "traj", "reference", "max_points"})
+    for key in options:
+        if key not in valid:
+            raise VPIntegratorError(f"unknown plot option {key!r}; valid options: {', '.join(valid)}", key=key)
+    _check_options(options)
+    dpi = check_dpi(dpi)
+    formats = check_formats(formats)
+    data = plot_data(source, reference=reference, max_points=max_points)
+    select(data, traj)  # a bad traj is an error before anything is drawn
+    out_dir = Path(out_dir)
+    written: list[Path] = []
+    for kind in kinds:
+        if not applicable(data, kind):
+            continue
+        fn = _PLOTTERS[kind]
+        accepted = inspect.signature(fn).parameters
+        kw = {k: v for k, v in options.items() if k in accepted}
+        fig = fn(data, traj=traj, **kw)
+        written += save_figure(fig, out_dir / kind, formats=formats, dpi=dpi)
+    return written

@@ -1,0 +1,366 @@
+"""What the figures draw, from a rollout file or from memory.
+
+Every rollout figure takes a *source*: a :class:`~vpintegrator.data.rollouts.RolloutResult`, the path of a
+rollout file (``vp-rollout`` output), or trajectories in memory — one
+:class:`~vpintegrator.data.trajectories.Trajectories` or a dict ``{label: Trajectories}``, e.g. straight
+from :func:`vpintegrator.integrate` or :func:`vpintegrator.generate` — optionally with a ``reference``
+:class:`Trajectories`. :func:`plot_data` turns any of them into one :class:`PlotData`: states, per-step
+metrics (invariants from ``traj.system``, relative errors against the reference when there is one) and
+the trajectories' indices in the data file, which is what ``traj`` selects.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from ..data.trajectories import Trajectories
+from ..errors import VPIntegratorError
+
+#: more trajectories than this are drawn as a median and a 10-90 % band instead of one curve each
+MAX_CURVES = 5
+
+
+@dataclass(eq=False)
+class Metrics:
+    """Per-step metrics of one method (the fields of :class:`~vpintegrator.data.rollouts.MethodMetrics`)."""
+
+    invariants: dict
+    rel_error: np.ndarray | None = None
+    map_t: np.ndarray | None = None
+    log_det_J: np.ndarray | None = None
+    cum_log_det_J: np.ndarray | None = None
+
+
+@dataclass(eq=False)
+class PlotData:
+    """Everything a rollout figure needs, however it was given.
+
+    ``reference`` is None for trajectories in memory given without one; ``traj_index`` holds the index in
+    the data file of every trajectory (for trajectories in memory: their positions); ``paper`` is True
+    when those indices are rows of the paper's 1238-point rigid-body set (titles then use its names).
+    """
+
+    name: str  # what to call the source in messages
+    system_name: str
+    t: np.ndarray
+    traj_index: np.ndarray
+    reference: Trajectories | None
+    methods: dict
+    metrics: dict
+    kinds: dict
+    invariant_names: tuple
+    paper: bool = False
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def n_traj(self) -> int:
+        return int(self.traj_index.shape[0])
+
+    @property
+    def dim(self) -> int:
+        first = self.reference if self.reference is not None else next(iter(self.methods.values()))
+        return int(first.dim)
+
+    @property
+    def labels(self) -> list:
+        """``'reference'`` (when there is one) and every method label, in drawing order."""
+        return (["reference"] if self.reference is not None else []) + list(self.methods)
+
+    def states(self, label: str) -> Trajectories:
+        return self.reference if label == "reference" else self.methods[label]
+
+    def has_volume(self) -> bool:
+        return any(self.metrics[k].log_det_J is not None for k in self.methods)
+
+
+# --------------------------------------------------------------------------- building
+
+
+def check_max_points(max_points) -> int | None:
+    """``max_points`` as an int >= 2 (or None: every point), else a one-line error naming the key."""
+    if max_points is None:
+        return None
+    if isinstance(max_points, bool) or not isinstance(max_points, (int, np.integer)) or max_points < 2:
+        raise VPIntegratorError(
+            f"max_points must be a whole number >= 2 (time points per curve); got {max_points!r}", key="max_points"
+        )
+    return int(max_points)
+
+
+def plot_data(source, reference: Trajectories | None = None, max_points: int | None = None) -> PlotData:
+    """The :class:`PlotData` of any accepted source (see the module docstring)."""
+    max_points = check_max_points(max_points)
+    if isinstance(source, PlotData):
+        if reference is not None:
+            raise VPIntegratorError("reference= is for trajectories in memory; this source already has its reference")
+        return _thin(source, max_points)
+    if isinstance(source, (str, os.PathLike)):
+        from ..data.rollouts import read_rollout
+
+        return _from_rollout(read_rollout(Path(source), max_points=max_points), reference, max_points)
+    if _is_rollout_result(source):
+        return _from_rollout(source, reference, max_points)
+    if isinstance(source, Trajectories):
+        label = str(source.meta.get("label") or source.meta.get("method") or "trajectories")
+        return _from_memory({label: source}, reference, max_points)
+    if isinstance(source, Mapping) and source and all(isinstance(v, Trajectories) for v in source.values()):
+        return _from_memory(dict(source), reference, max_points)
+    raise VPIntegratorError(
+        "plot source must be a RolloutResult, the path of a rollout file, a Trajectories or a dict "
+        f"{{label: Trajectories}}; got {type(source).__name__}"
+    )
+
+
+def _is_rollout_result(obj) -> bool:
+    return all(hasattr(obj, a) for a in ("reference", "methods", "metrics", "traj_index", "meta", "t"))
+
+
+def _from_rollout(res, reference, max_points) -> PlotData:
+    if reference is not None:
+        raise VPIntegratorError("reference= is for trajectories in memory; a rollout file has its own reference")
+    meta = dict(res.meta)
+    kinds = {label: str(m.meta.get("kind", "model")) for label, m in res.methods.items()}
+    data = PlotData(
+        name=str(res.path) if res.path is not None else "rollout",
+        system_name=str(meta.get("system", "?")),
+        t=np.asarray(res.t),
+        traj_index=np.asarray(res.traj_index, dtype=np.int64),
+        reference=res.reference,
+        methods=dict(res.methods),
+        metrics=dict(res.metrics),
+        kinds=kinds,
+        invariant_names=tuple(meta.get("invariant_names", ())),
+        paper=_rollout_is_paper_set(meta, res.path),
+        meta=meta,
+    )
+    return _thin(data, max_points)
+
+
+def _kind_of(traj: Trajectories) -> str:
+    kind = traj.meta.get("kind")
+    if kind:
+        return str(kind)
+    method = str(traj.meta.get("method", ""))
+    if method in ("dop853", "exact_flow"):
+        return "flow"
+    from .style import INTEGRATOR_COLORS
+
+    return "integrator" if method in INTEGRATOR_COLORS else "model"
+
+
+def _from_memory(methods: dict, reference, max_points) -> PlotData:
+    if reference is not None and not isinstance(reference, Trajectories):
+        raise VPIntegratorError(f"reference must be a Trajectories; got {type(reference).__name__}")
+    if "reference" in methods:
+        if reference is not None:
+            raise VPIntegratorError("a method is labelled 'reference' and reference= is given too; give one")
+        reference = methods.pop("reference")
+        if not methods:
+            raise VPIntegratorError("nothing to plot but the reference; give at least one other Trajectories")
+    first = reference if reference is not None else next(iter(methods.values()))
+    for label, traj in methods.items():
+        if traj.y.shape != first.y.shape:
+            raise VPIntegratorError(
+                f"trajectories {label!r} have shape {traj.y.shape} but "
+                f"{'the reference' if reference is not None else 'the first'} has {first.y.shape}; "
+                "plot trajectories of the same (n_traj, n_states, dim) on the same times"
+            )
+        if not np.allclose(traj.t, first.t, rtol=1e-9, atol=1e-12):
+            raise VPIntegratorError(f"trajectories {label!r} are on other times than the others; use the same t")
+    system = _system_or_none(first)
+    names = tuple(system.invariant_names) if system is not None else ()
+    metrics = {}
+    for label, traj in [("reference", reference), *methods.items()]:
+        if traj is None:
+            continue
+        metrics[label] = Metrics(invariants=_invariants(system, traj.y))
+        if label != "reference" and reference is not None:
+            from ..metrics import relative_error
+
+            metrics[label].rel_error = relative_error(traj.y, reference.y)
+    meta = dict(first.meta)
+    data = PlotData(
+        name="trajectories",
+        system_name=str(meta.get("system", "?")),
+        t=np.asarray(first.t),
+        traj_index=np.arange(first.n_traj, dtype=np.int64),
+        reference=reference,
+        methods=methods,
+        metrics=metrics,
+        kinds={label: _kind_of(traj) for label, traj in methods.items()},
+        invariant_names=names,
+        paper=is_paper_set(meta),
+        meta=meta,
+    )
+    return _thin(data, max_points)
+
+
+def _system_or_none(traj: Trajectories):
+    if "system" not in traj.meta:
+        return None
+    return traj.system
+
+
+def _invariants(system, y) -> dict:
+    if system is None:
+        return {}
+    with np.errstate(all="ignore"):
+        return {k: np.asarray(v, dtype=np.float64) for k, v in system.invariants(np.asarray(y, np.float64)).items()}
+
+
+def _thin(data: PlotData, max_points: int | None) -> PlotData:
+    """Every k-th time point so that at most about ``max_points`` remain (states and metrics alike)."""
+    n = data.t.shape[0]
+    if max_points is None or n <= max_points:
+        return data
+    stride = -(-n // max_points)
+    cols = slice(0, None, stride)
+
+    def thin_traj(tr):
+        return None if tr is None else tr.select(steps=cols)
+
+    def thin_metrics(m):
+        ms = slice(None)
+        if m.map_t is not None and m.map_t.shape[0] > max_points:
+            ms = slice(0, None, -(-m.map_t.shape[0] // max_points))
+        return Metrics(
+            invariants={k: v[:, cols] for k, v in m.invariants.items()},
+            rel_error=None if m.rel_error is None else m.rel_error[:, cols],
+            map_t=None if m.map_t is None else m.map_t[ms],
+            log_det_J=None if m.log_det_J is None else m.log_det_J[:, ms],
+            cum_log_det_J=None if m.cum_log_det_J is None else m.cum_log_det_J[:, ms],
+        )
+
+    return PlotData(
+        name=data.name, system_name=data.system_name, t=data.t[cols], traj_index=data.traj_index,
+        reference=thin_traj(data.reference), methods={k: thin_traj(v) for k, v in data.methods.items()},
+        metrics={k: thin_metrics(v) for k, v in data.metrics.items()}, kinds=data.kinds,
+        invariant_names=data.invariant_names, paper=data.paper, meta=data.meta,
+    )
+
+
+def select(data: PlotData, traj) -> tuple[PlotData, bool]:
+    """The trajectories with data-file indices ``traj`` (None: all), and whether ``traj`` was given.
+
+    An index that is not in the source is a one-line error naming the key ``traj`` and listing the
+    available indices.
+    """
+    if traj is None:
+        return data, False
+    wanted = [traj] if np.ndim(traj) == 0 else list(np.asarray(traj, dtype=object).ravel())
+    pos = {int(k): i for i, k in enumerate(data.traj_index)}
+    rows = []
+    for k in wanted:
+        ok = isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
+        if not ok or int(k) not in pos:
+            raise VPIntegratorError(
+                f"traj {k} is not in {data.name}; available trajectories (indices in the data file): "
+                f"{_available(data.traj_index)}", key="traj",
+            )
+        if pos[int(k)] not in rows:
+            rows.append(pos[int(k)])
+    if not rows:
+        raise VPIntegratorError(f"traj selects no trajectory; available: {_available(data.traj_index)}", key="traj")
+
+    def pick_traj(tr):
+        return None if tr is None else tr.select(traj=rows)
+
+    def pick_metrics(m):
+        def r(a):
+            return None if a is None else a[rows]
+
+        return Metrics({k: v[rows] for k, v in m.invariants.items()}, r(m.rel_error), m.map_t, r(m.log_det_J),
+                       r(m.cum_log_det_J))
+
+    return PlotData(
+        name=data.name, system_name=data.system_name, t=data.t, traj_index=data.traj_index[rows],
+        reference=pick_traj(data.reference), methods={k: pick_traj(v) for k, v in data.methods.items()},
+        metrics={k: pick_metrics(v) for k, v in data.metrics.items()}, kinds=data.kinds,
+        invariant_names=data.invariant_names, paper=data.paper, meta=data.meta,
+    ), True
+
+
+def _available(index: np.ndarray, most: int = 20) -> str:
+    idx = [str(int(i)) for i in index]
+    if len(idx) <= most:
+        return ", ".join(idx)
+    return ", ".join(idx[: most // 2]) + f", ... ({len(idx)} in all), " + ", ".join(idx[-3:])
+
+
+def methods_to_draw(data: PlotData, methods: Iterable[str] | None) -> list[str]:
+    """The labels to draw (default all, in source order); an unknown label is a one-line error."""
+    if methods is None:
+        return list(data.methods)
+    methods = [methods] if isinstance(methods, str) else list(methods)
+    for label in methods:
+        if label not in data.methods:
+            raise VPIntegratorError(
+                f"{data.name}: no method {label!r}; methods: {', '.join(data.methods)}", key="methods"
+            )
+    return list(dict.fromkeys(methods))
+
+
+# --------------------------------------------------------------------------- the paper's set and titles
+
+
+def is_paper_set(meta: Mapping[str, Any]) -> bool:
+    """Whether trajectories with this data-file metadata are the paper's 1238-point rigid-body set (so row
+    100 is the paper's "trajectory 1" and row 719 its "trajectory 4")."""
+    from ..systems import PAPER_SPHERE_SIZE
+
+    n = meta.get("n_traj")
+    full = n is None or int(n) == PAPER_SPHERE_SIZE
+    if meta.get("spec") == "rigid_body_paper" and full:
+        return True
+    return meta.get("sampler") == "paper_sphere" and n is not None and int(n) == PAPER_SPHERE_SIZE
+
+
+def _rollout_is_paper_set(meta: Mapping[str, Any], path) -> bool:
+    """The data file's metadata: ``data_<key>`` root attributes of the rollout where the writer recorded
+    them, else the data file's own attributes (when it is still there)."""
+    data_meta = {k[len("data_"):]: v for k, v in meta.items() if k.startswith("data_")}
+    if not any(k in data_meta for k in ("spec", "sampler")):
+        data_file = meta.get("data_file")
+        if not data_file:
+            return False
+        p = Path(str(data_file))
+        if not p.is_absolute() and path is not None and not p.exists():
+            p = Path(path).parent / p
+        try:
+            from ..data.hdf5 import read_metadata
+
+            data_meta = read_metadata(p)
+        except Exception:  # the data file moved or is unreadable: number trajectories by row
+            return False
+    return is_paper_set(data_meta)
+
+
+def traj_names(data: PlotData) -> list[str]:
+    """The name of every trajectory: the paper's ("trajectory 1") or its index in the data file."""
+    from ..systems import PAPER_TRAJECTORY_INDEX
+
+    paper = {row: number for number, row in PAPER_TRAJECTORY_INDEX.items()} if data.paper else {}
+    return [f"trajectory {paper[int(k)]}" if int(k) in paper else (f"data row {int(k)}" if data.paper else f"trajectory {int(k)}")
+            for k in data.traj_index]
+
+
+def _join(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def describe(data: PlotData, banded: bool) -> str:
+    """What a figure of ``data`` shows, for its title: "median and 10–90 % band over 20 trajectories",
+    "trajectories 1 and 4", "trajectory 100"."""
+    n = data.n_traj
+    if banded:
+        return f"median and 10–90 % band over {n} trajectories"
+    names = traj_names(data)
+    if all(s.startswith("trajectory ") for s in names):
+        nums = [s[len("trajectory "):] for s in names]
+        return ("trajectory " if n == 1 else "trajectories ") + _join(nums)
+    return _join(names)

@@ -1,0 +1,66 @@
+"""One rollout engine for any step map: trained multi-step models, classical integrators, the exact flow.
+
+- :mod:`~vpintegrator.rollout.engine`: the :class:`StepMap` contract, :func:`rollout` (states in memory,
+  a :class:`~vpintegrator.data.trajectories.Trajectories`), :func:`stream_rollout` (states to a sink),
+  :func:`initial_window`. One argument order, as ``integrate``: ``rollout(step_map, window0, dt, n_steps)``.
+- :mod:`~vpintegrator.rollout.steps`: :class:`IntegratorStep`, :class:`ExactFlowStep`, :class:`ModelStep`,
+  :func:`reference_step_map` (the generator a data file was made with).
+- :mod:`~vpintegrator.rollout.runners`: how ModelStep runs a model (generated scalar Python:
+  :func:`compile_scalar`).
+- :mod:`~vpintegrator.rollout.compare`: comparison runs (``vp-rollout``): :class:`RolloutConfig`,
+  :func:`load_rollout_config`, :func:`run_rollouts`.
+
+Rollout files are read with :func:`read_rollout` (from :mod:`vpintegrator.data.rollouts`). Names are
+imported lazily: ``import vpintegrator.rollout`` imports neither torch nor h5py.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# public name -> submodule that defines it
+_LAZY: dict[str, str] = {
+    "BLOWUP": ".engine",
+    "CHUNK_STEPS": ".engine",
+    "StepMap": ".engine",
+    "RolloutStats": ".engine",
+    "rollout": ".engine",
+    "stream_rollout": ".engine",
+    "initial_window": ".engine",
+    "IntegratorStep": ".steps",
+    "ExactFlowStep": ".steps",
+    "ModelStep": ".steps",
+    "reference_step_map": ".steps",
+    "SCALAR_MAX_BATCH": ".steps",
+    "compile_scalar": ".runners",
+    "ScalarForward": ".runners",
+    "ScalarUnsupported": ".runners",
+    "RolloutConfig": ".compare",
+    "RolloutReport": ".compare",
+    "load_rollout_config": ".compare",
+    "run_rollouts": ".compare",
+    "parse_model_entry": ".compare",
+    "model_label": ".compare",
+    "ROLLOUT_SCHEMA": "..data.rollouts",
+    "ROLLOUT_SCHEMA_VERSION": "..data.rollouts",
+    "MethodMetrics": "..data.rollouts",
+    "RolloutResult": "..data.rollouts",
+    "read_rollout": "..data.rollouts",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'vpintegrator.rollout' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(__all__) | set(globals()))

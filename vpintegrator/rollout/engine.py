@@ -1,0 +1,382 @@
+"""The rollout engine: the step-map contract, :func:`rollout`, :func:`stream_rollout`, :func:`initial_window`.
+
+A *step map* advances a batch of state windows: the last ``seq_len`` states give the next
+``pred_window`` states. Classical integrators and the exact flow are step maps with
+``seq_len = pred_window = 1``; a trained model with ``seq_len = pred_window = T`` maps ``z_1..z_T`` to
+``z_{T+1}..z_{2T}``. The engine iterates one from its first window to any horizon:
+
+- non-overlapping windows (as in the paper): advance by ``pred_window``; overlapping windows
+  (``overlap=True``): advance by one state, keeping the first predicted state;
+- the output is produced in blocks of steps and handed to a sink (an in-memory array for
+  :func:`rollout`, a callable or an HDF5 dataset written block by block for :func:`stream_rollout`), so
+  memory does not grow with the horizon;
+- a trajectory *fails* at the first step whose state is not finite or whose norm exceeds
+  ``blowup × ‖z_0‖``; the step is recorded (−1 if never), its states from then on are NaN, and the
+  step map goes on from its initial window for that row (wasted work, but no NaN ever reaches an
+  implicit solver).
+
+One argument order everywhere, as in ``integrate(system, y0, dt, n_steps, method)``:
+``rollout(step_map, window0, dt, n_steps)``. States are returned and stored as float64.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from ..data.trajectories import Trajectories
+from ..errors import VPIntegratorError
+
+__all__ = ["BLOWUP", "CHUNK_STEPS", "StepMap", "RolloutStats", "rollout", "stream_rollout", "initial_window"]
+
+#: default blow-up factor: a state with ‖z‖ > BLOWUP × ‖z_0‖ counts as failed
+BLOWUP = 1e3
+#: default number of steps per block (memory per block: n_traj × chunk_steps × dim × 8 bytes)
+CHUNK_STEPS = 1024
+
+
+def bad_rows(y: np.ndarray, limit: np.ndarray) -> np.ndarray:
+    """Rows of ``y`` (n, dim) that are not finite or whose norm exceeds ``limit`` (n,)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        norm = np.sqrt(np.einsum("ij,ij->i", y, y))
+    return ~(norm <= limit)  # NaN -> bad
+
+
+class StepMap:
+    """The contract between the engine and whatever produces states (model, integrator, exact flow).
+
+    A step map maps windows (n_traj, ``seq_len``, ``dim``) to the next (n_traj, ``pred_window``, ``dim``)
+    states and keeps its own state between calls. The engine calls, in this order:
+
+    1. :meth:`start` ``(window0, limit)`` once: ``window0`` (n_traj, seq_len, dim) float64 holds steps
+       0 .. seq_len − 1; ``limit`` (n_traj,) bounds valid norms (for the map's own restarts). One-off
+       set-up (tracing, compiling) belongs here: it is timed apart from the steps (``setup_seconds``).
+    2. :meth:`generate` ``(n)`` repeatedly: the next ``n`` states (n_traj, n, dim) float64, continuing
+       from the last ones produced. ``n`` is a multiple of :attr:`advance` except at the end.
+    3. :meth:`reset` ``(rows)`` after a row failed (non-finite or blown up): put those rows back to their
+       first window, so that no NaN enters the next call (their output is discarded as NaN anyway).
+
+    :meth:`log_abs_det_jacobian` ``(windows)`` gives ``log|det J|`` of the step or window map at windows
+    (n, seq_len, dim) -> (n,) (the volume metric); :meth:`describe` the metadata recorded with a rollout
+    (str/int/float/bool values).
+
+    Attributes
+    ----------
+    seq_len, pred_window, dim : int
+    kind : str
+        ``"integrator"``, ``"model"`` or ``"flow"``.
+    overlap : bool
+        Overlapping windows: advance by one state per call, keeping the first predicted state.
+    """
+
+    seq_len: int = 1
+    pred_window: int = 1
+    dim: int = 0
+    kind: str = ""
+    overlap: bool = False
+
+    @property
+    def advance(self) -> int:
+        """States kept per call: ``pred_window`` (non-overlapping windows) or 1 (overlapping)."""
+        return 1 if self.overlap else self.pred_window
+
+    def start(self, window0: np.ndarray, limit: np.ndarray) -> None:
+        """Begin from ``window0`` (n_traj, seq_len, dim) float64; ``limit`` (n_traj,) bounds valid norms."""
+        raise NotImplementedError
+
+    def generate(self, n: int) -> np.ndarray:
+        """The next ``n`` states, (n_traj, n, dim) float64."""
+        raise NotImplementedError
+
+    def reset(self, rows: np.ndarray) -> None:
+        """Restart the rows ``rows`` (int array) from their first window."""
+        raise NotImplementedError
+
+    def log_abs_det_jacobian(self, windows: np.ndarray) -> np.ndarray:
+        """``log|det J|`` of the map at windows (n, seq_len, dim) -> (n,)."""
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        """Metadata recorded with the rollout (str/int/float/bool values)."""
+        return {"kind": self.kind, "seq_len": self.seq_len, "pred_window": self.pred_window, "overlap": self.overlap}
+
+
+@dataclass(eq=False)
+class RolloutStats:
+    """What :func:`stream_rollout` reports (the states went to the sink).
+
+    Attributes
+    ----------
+    failed_step : ndarray, shape (n_traj,)
+        First step at which each trajectory failed (non-finite or blown up), −1 if never.
+    seconds : float
+        Wall time spent producing states (the step map only: no set-up, no sink, no callback).
+    setup_seconds : float
+        Wall time of the step map's :meth:`StepMap.start` (e.g. a TorchScript trace).
+    n_steps : int
+    meta : dict
+        The step map's :meth:`StepMap.describe` plus dt, t0, n_traj, blowup, setup_seconds, seconds,
+        seconds_per_step.
+    """
+
+    failed_step: np.ndarray
+    seconds: float
+    setup_seconds: float
+    n_steps: int
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def seconds_per_step(self) -> float:
+        """Wall time of one step of the whole batch."""
+        return self.seconds / max(1, self.n_steps)
+
+    @property
+    def n_failed(self) -> int:
+        return int(np.sum(self.failed_step >= 0))
+
+
+def _as_window(window0: Any, seq_len: int, dim: int) -> np.ndarray:
+    w = np.array(window0, dtype=np.float64)
+    if w.ndim == 2 and seq_len == 1:
+        w = w[:, None]
+    if w.ndim != 3 or w.shape[1:] != (seq_len, dim) or w.shape[0] == 0:
+        raise VPIntegratorError(
+            f"window0 must have shape (n_traj, seq_len, dim) = (n_traj, {seq_len}, {dim}) (or (n_traj, {dim}) "
+            f"when seq_len = 1); got shape {w.shape}"
+        )
+    return w
+
+
+def _check(step_map, window0, n_steps, chunk_steps, blowup) -> np.ndarray:
+    if not isinstance(step_map, StepMap):
+        raise VPIntegratorError(f"step_map must be a vpintegrator StepMap; got {type(step_map).__name__}")
+    T = step_map.seq_len
+    w0 = _as_window(window0, T, step_map.dim)
+    if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < T:
+        raise VPIntegratorError(
+            f"n_steps (the horizon) must be an int >= seq_len = {T} so that the map is applied at least once; "
+            f"got {n_steps!r}. Raise t_end"
+        )
+    if isinstance(chunk_steps, bool) or not isinstance(chunk_steps, (int, np.integer)) or chunk_steps < 1:
+        raise VPIntegratorError(f"chunk_steps must be an int >= 1; got {chunk_steps!r}", key="chunk_steps")
+    if isinstance(blowup, bool) or not (isinstance(blowup, (int, float)) and blowup > 0):
+        raise VPIntegratorError(f"blowup must be a number > 0; got {blowup!r}", key="blowup")
+    return w0
+
+
+def _run(step_map, w0, dt, n_steps, write, copy_blocks, t0, callback, chunk_steps, blowup, progress) -> RolloutStats:
+    """The one loop: states 0 .. n_steps in blocks aligned to multiples of ``chunk_steps``, to ``write``."""
+    T, dim, adv = step_map.seq_len, step_map.dim, step_map.advance
+    n_steps = int(n_steps)
+    n_traj = w0.shape[0]
+    scale = np.linalg.norm(w0[:, 0], axis=-1)
+    limit = blowup * np.where(scale > 0, scale, 1.0)
+    failed = np.full(n_traj, -1, dtype=np.int64)
+
+    def check(k0: int, chunk: np.ndarray) -> np.ndarray:
+        n = chunk.shape[1]
+        with np.errstate(over="ignore", invalid="ignore"):
+            norm = np.sqrt(np.einsum("ijk,ijk->ij", chunk, chunk))
+        bad = ~(norm <= limit[:, None])  # (n_traj, n)
+        new = (failed < 0) & bad.any(axis=1)
+        if new.any():
+            failed[new] = k0 + np.argmax(bad[new], axis=1)
+        dead = failed >= 0
+        if dead.any():
+            after = dead[:, None] & (np.arange(k0, k0 + n)[None, :] >= failed[:, None])  # (n_traj, n)
+            chunk[after] = np.nan
+        return new
+
+    def deliver(k0: int, block: np.ndarray) -> None:
+        write(k0, block)
+        if callback is not None:
+            callback(k0, block)
+        if progress is not None:
+            progress(block.shape[1])
+
+    # Output leaves in blocks aligned to multiples of chunk_steps (whatever the map's advance), so that a
+    # chunked HDF5 sink gets whole chunks and needs no chunk cache; one block is all the engine holds.
+    block_len = int(chunk_steps)
+    copy_blocks = copy_blocks or callback is not None or progress is not None
+    stage = np.empty((n_traj, min(block_len, n_steps + 1), dim))
+    staged = 0  # states in `stage`; it holds steps k_stage .. k_stage + staged - 1
+    k_stage = 0
+
+    def emit(chunk: np.ndarray) -> None:
+        nonlocal staged, k_stage
+        i = 0
+        while i < chunk.shape[1]:
+            take = min(stage.shape[1] - staged, chunk.shape[1] - i)
+            stage[:, staged : staged + take] = chunk[:, i : i + take]
+            staged += take
+            i += take
+            if staged == stage.shape[1] or k_stage + staged == n_steps + 1:
+                deliver(k_stage, stage[:, :staged].copy() if copy_blocks else stage[:, :staged])
+                k_stage += staged
+                staged = 0
+
+    first = w0.copy()
+    check(0, first)
+    emit(first)
+
+    tic = time.perf_counter()
+    step_map.start(w0, limit)  # one-off set-up (e.g. the TorchScript trace): not part of the per-step time
+    setup_seconds = time.perf_counter() - tic
+    seconds = 0.0
+    dead0 = np.flatnonzero(failed >= 0)
+    if dead0.size:
+        step_map.reset(dead0)
+
+    chunk_len = max(adv, (block_len // adv) * adv)
+    k = T
+    while k <= n_steps:
+        n = min(chunk_len, n_steps + 1 - k)
+        tic = time.perf_counter()
+        chunk = step_map.generate(n)
+        seconds += time.perf_counter() - tic
+        new = check(k, chunk)
+        if new.any():
+            step_map.reset(np.flatnonzero(new))
+        emit(chunk)
+        k += n
+
+    meta = {
+        **step_map.describe(), "dt": float(dt), "t0": float(t0), "n_traj": n_traj, "blowup": float(blowup),
+        "setup_seconds": setup_seconds, "seconds": seconds, "seconds_per_step": seconds / max(1, n_steps),
+    }
+    return RolloutStats(failed_step=failed, seconds=seconds, setup_seconds=setup_seconds, n_steps=n_steps, meta=meta)
+
+
+def stream_rollout(
+    step_map: StepMap,
+    window0: np.ndarray,
+    dt: float,
+    n_steps: int,
+    sink: Callable[[int, np.ndarray], None] | Any,
+    *,
+    t0: float = 0.0,
+    callback: Callable[[int, np.ndarray], None] | None = None,
+    chunk_steps: int = CHUNK_STEPS,
+    blowup: float = BLOWUP,
+    progress: Callable[[int], None] | None = None,
+) -> RolloutStats:
+    """Iterate a step map to step ``n_steps``, handing the states to ``sink`` block by block.
+
+    Parameters are those of :func:`rollout`, plus
+
+    sink : callable or h5py.Dataset
+        ``sink(k0, block)`` with block (n_traj, n, dim) holding steps ``k0 .. k0+n−1`` (a copy it may
+        keep); or a dataset of shape (n_traj, n_steps + 1, dim), written block by block.
+
+    Returns
+    -------
+    RolloutStats
+        failure steps, timings and metadata; the states are in the sink.
+    """
+    w0 = _check(step_map, window0, n_steps, chunk_steps, blowup)
+    n_traj = w0.shape[0]
+    if callable(sink):
+        write = sink
+    elif hasattr(sink, "shape") and hasattr(sink, "__setitem__"):
+        want = (n_traj, int(n_steps) + 1, step_map.dim)
+        if tuple(sink.shape) != want:
+            raise VPIntegratorError(
+                f"sink dataset has shape {tuple(sink.shape)}; expected (n_traj, n_steps + 1, dim) = {want}"
+            )
+
+        def write(k0, block):
+            sink[:, k0 : k0 + block.shape[1]] = block
+
+    else:
+        raise VPIntegratorError(f"sink must be a callable or an h5py dataset; got {type(sink).__name__}")
+    return _run(step_map, w0, dt, n_steps, write, callable(sink), t0, callback, chunk_steps, blowup, progress)
+
+
+def rollout(
+    step_map: StepMap,
+    window0: np.ndarray,
+    dt: float,
+    n_steps: int,
+    *,
+    t0: float = 0.0,
+    callback: Callable[[int, np.ndarray], None] | None = None,
+    chunk_steps: int = CHUNK_STEPS,
+    blowup: float = BLOWUP,
+    progress: Callable[[int], None] | None = None,
+) -> Trajectories:
+    """Iterate a step map from its first window to step ``n_steps``; the states in memory.
+
+    Parameters
+    ----------
+    step_map : StepMap
+        :class:`~vpintegrator.rollout.ModelStep`, :class:`~vpintegrator.rollout.IntegratorStep`,
+        :class:`~vpintegrator.rollout.ExactFlowStep`, or your own :class:`StepMap`.
+    window0 : ndarray, shape (n_traj, seq_len, dim), or (n_traj, dim) when seq_len = 1
+        The first ``seq_len`` states (steps 0 .. seq_len − 1); see :func:`initial_window`.
+    dt : float
+        Step size (for the time grid ``t0 + k dt``).
+    n_steps : int
+        Horizon in steps; the result holds states 0 .. n_steps. Must be >= ``seq_len``.
+    t0 : float
+    callback : callable, optional
+        ``callback(k0, block)`` after each block (NaN after failures already set), e.g. streaming metrics.
+    chunk_steps : int
+        Steps per block: blocks start at multiples of ``chunk_steps`` (the last one may be shorter). The
+        map itself runs in chunks of ``chunk_steps`` rounded down to a multiple of its advance.
+    blowup : float
+        A state with ‖z‖ > ``blowup`` × ‖z_0‖ (‖z_0‖ = 1 if zero) counts as failed.
+    progress : callable, optional
+        ``progress(n)`` after each block with the number of new states.
+
+    Returns
+    -------
+    Trajectories
+        ``y`` (n_traj, n_steps + 1, dim) float64, ``t``, ``failed_step``; ``meta``: the step map's
+        description, dt, t0, blowup, ``seconds`` (producing states only), ``seconds_per_step``,
+        ``setup_seconds`` (and the system's ``system``/``param_<name>`` when the step map has one).
+    """
+    w0 = _check(step_map, window0, n_steps, chunk_steps, blowup)
+    y = np.empty((w0.shape[0], int(n_steps) + 1, step_map.dim))
+
+    def write(k0, block):
+        y[:, k0 : k0 + block.shape[1]] = block
+
+    stats = _run(step_map, w0, dt, n_steps, write, False, t0, callback, chunk_steps, blowup, progress)
+    meta = dict(stats.meta)
+    system = getattr(step_map, "system", None)
+    if system is not None:
+        from ..systems import system_meta
+
+        meta = {**system_meta(system), **meta}
+    t = float(t0) + float(dt) * np.arange(int(n_steps) + 1)
+    return Trajectories(y=y, t=t, meta=meta, failed_step=stats.failed_step)
+
+
+def initial_window(system, y0: np.ndarray, dt: float, seq_len: int, method: str = "implicit_midpoint") -> np.ndarray:
+    """The first ``seq_len`` states from initial conditions, by a classical integrator (paper: implicit
+    midpoint) or ``method="exact_flow"`` (DOP853).
+
+    Parameters
+    ----------
+    y0 : ndarray, shape (n_traj, dim)
+
+    Returns
+    -------
+    ndarray, shape (n_traj, seq_len, dim)
+    """
+    from ..systems import get_system
+
+    system = get_system(system)
+    y0 = np.atleast_2d(np.asarray(y0, dtype=np.float64))
+    if seq_len == 1:
+        return y0[:, None].copy()
+    if method == "exact_flow":
+        from ..data import solve_flow
+
+        return np.asarray(solve_flow(system, y0, float(dt) * np.arange(seq_len)), dtype=np.float64)
+    from ..integrators import integrate
+
+    return integrate(system, y0, dt, seq_len - 1, method=method).y

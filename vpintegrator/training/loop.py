@@ -1,0 +1,580 @@
+"""The model-agnostic trainer and :func:`fit`.
+
+One run: read the data (:func:`vpintegrator.data.windows.load_trajectories`), build the model (the
+paper's hyper-parameters for keys the config leaves out), cut windows, and loop over epochs with a torch
+optimiser or Levenberg–Marquardt, validating, logging and checkpointing (:mod:`.checkpoint`) after each.
+Ctrl-C or SIGTERM finish the current optimiser step, save ``last.pt`` (mid-epoch, resumable exactly) and
+raise :class:`TrainingInterrupted` (a ``KeyboardInterrupt``); a second signal aborts at once.
+
+Under ``torchrun`` (``WORLD_SIZE > 1``) the model is wrapped in DistributedDataParallel and every rank
+takes a contiguous slice of each global batch. The loss is a ratio of norms over the whole batch, so the
+ranks all-reduce its numerator and denominator before the backward pass: each rank back-propagates
+``W · N_r / (2 √(N D))`` (``N = Σ N_r``, ``D = Σ D_r``), whose DDP average is exactly the gradient of
+``√(N / D)``. Only rank 0 writes files.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from .._version import __version__
+from ..errors import VPIntegratorError
+from . import checkpoint as ckpt_io
+from . import ddp
+from .config import TrainConfig, merge_overrides
+from .optim import LevenbergMarquardt, LMSubsample, label, make_optimizer, make_scheduler
+from .progress import progress_bar
+from .results import EpochInfo, FitResult, TrainingInterrupted
+from .validation import RolloutValidator, window_loss
+
+__all__ = ["EpochInfo", "FitResult", "TrainingInterrupted", "fit"]
+
+
+class _StopRequest:
+    """SIGINT/SIGTERM set a flag checked between optimiser steps; a second signal aborts at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum, frame) -> None:
+        if self.requested:
+            raise KeyboardInterrupt(f"signal {signum} received twice")
+        self.requested = True
+
+    def __enter__(self) -> "_StopRequest":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.getsignal(sig)
+                signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def _build_model(config: TrainConfig, dim: int, where: str):
+    """The configured model (paper defaults for keys left out, ``dim`` from the data) and its name."""
+    from .. import models
+
+    model_cfg = dict(config.model)
+    name = model_cfg.pop("name")
+    if name not in models.list_models():
+        raise VPIntegratorError(f"model name: unknown model {name!r}; valid: {', '.join(models.list_models())}",
+                                key="model")
+    model_cfg = {**models.default_model_config(name), **model_cfg}
+    model_cfg.setdefault("dim", dim)
+    model = models.build_model(name, **model_cfg)
+    if int(model.dim) != dim:
+        raise VPIntegratorError(
+            f"model dim = {model.dim} but the data ({where}) has dim = {dim}; set the model's dim to {dim} "
+            "or use matching data", key="model"
+        )
+    return model, name
+
+
+class _Trainer:
+    """One training run (one process of it under DDP). Built by :func:`fit`."""
+
+    def __init__(self, config: TrainConfig, dist: ddp.DistInfo, device: torch.device, resume: Path | None,
+                 callback: Callable[[EpochInfo], bool | None] | None, progress: bool) -> None:
+        from ..data.windows import WindowBatchSampler, WindowDataset, load_trajectories, split_trajectories
+
+        self.config, self.callback, self.progress, self.resume_dir = config, callback, progress, resume
+        self.dist, self.device = dist, device
+        self.dtype = torch.float64 if config.dtype == "float64" else torch.float32
+
+        data_paths = [str(Path(p).expanduser().resolve()) for p in config.data]
+        data = load_trajectories(data_paths)
+        ckpt_io.seed_everything(config.seed)
+        model, name = _build_model(config, data.dim, data_paths[0])
+        self.model = model.to(device=device, dtype=self.dtype)
+        if config.init_scale != 1.0:  # shrink the initial weights (not orthogonality-constrained ones)
+            with torch.no_grad():
+                for pname, p in self.model.named_parameters():
+                    if "parametrizations." not in pname:
+                        p.mul_(config.init_scale)
+        self.n_params = sum(p.numel() for p in self.model.parameters())
+        seq_len, pred_window = int(model.seq_len), int(model.pred_window)
+        span = seq_len + pred_window
+        if span > data.n_states:
+            raise VPIntegratorError(
+                f"model {name!r}: seq_len + pred_window = {seq_len} + {pred_window} = {span} exceeds the "
+                f"n_states = {data.n_states} of the data ({data_paths[0]}); use longer trajectories or "
+                "shorter windows", key="model"
+            )
+
+        # resolved config: what config.toml records
+        resolved_model = {"name": name, **dict(getattr(model, "config", {}) or {})}
+        resolved_model["name"] = name
+        self.resolved = config.replace(data=data_paths, model=resolved_model)
+        if self.resolved.decay_epochs is None and self.resolved.epochs is not None:
+            self.resolved.decay_epochs = float(self.resolved.epochs)
+        self.resolved.model = resolved_model
+
+        y = data.windows(config.dtype, device)  # (n_traj, n_states, dim), shared by both window sets
+        train_idx, val_idx = split_trajectories(data.n_traj, config.val_fraction, config.seed)
+        self.train_set = WindowDataset(y, seq_len, pred_window, config.stride, train_idx)
+        self.val_set = WindowDataset(y, seq_len, pred_window, config.stride, val_idx) if len(val_idx) else None
+        self.rollout_validator: RolloutValidator | None = None
+        if config.monitor == "val_rollout":
+            self.rollout_validator = RolloutValidator(
+                data.select(traj=val_idx), config.val_rollout_steps, seq_len, pred_window
+            )
+        self.log_columns = ckpt_io.log_columns(config)
+        self.data_info = {
+            "sources": data_paths,
+            "system": data.meta.get("system"),
+            "n_traj": data.n_traj,
+            "n_train_traj": int(len(train_idx)),
+            "n_val_traj": int(len(val_idx)),
+            "n_states": data.n_states,
+            "n_steps": data.n_steps,
+            "dim": data.dim,
+            "train_windows": len(self.train_set),
+            "val_windows": 0 if self.val_set is None else len(self.val_set),
+        }
+
+        # data order: a generator of its own (same seed on every rank: same global permutation)
+        self.generator = torch.Generator().manual_seed(config.seed)
+        self.sampler = WindowBatchSampler(
+            len(self.train_set), config.batch_size, True, self.generator, self.dist.rank, self.dist.world_size
+        )
+        self.steps_per_epoch = len(self.sampler)
+
+        self.lm: LMSubsample | None = None
+        self.scheduler = None
+        if config.optimizer == "lm":
+            # an "epoch" of LM is lm_iters_per_epoch iterations; no lr schedule
+            self.optimizer = LevenbergMarquardt(self.model.parameters(), lam=config.lm_lambda)
+            self.lm = LMSubsample(self.optimizer, self.model, self.train_set, self.generator, config.lm_windows,
+                                  config.lm_resample_every, config.lm_check_windows)
+            self.steps_per_epoch = int(config.lm_iters_per_epoch)
+        else:
+            self.optimizer = make_optimizer(
+                config.optimizer, self.model.parameters(), config.lr, **config.optimizer_kwargs
+            )
+            decay_epochs = self.resolved.decay_epochs if self.resolved.decay_epochs is not None else 1.0
+            horizon = decay_epochs * (self.steps_per_epoch if config.schedule_per == "step" else 1)
+            self.scheduler = make_scheduler(config.scheduler, self.optimizer, config.lr_min / config.lr, horizon)
+
+        self.net = self.model
+        if self.dist.enabled:
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [device.index] if device.type == "cuda" else None
+            self.net = DistributedDataParallel(self.model, device_ids=ids)
+
+        # training state
+        self.epoch = self.step = self.batch_in_epoch = 0
+        self.epoch_start_state = self.generator.get_state()
+        self.loss_sum, self.loss_count = 0.0, 0
+        self.best_loss, self.best_epoch, self.bad_epochs = math.inf, 0, 0
+        self.wall_before = 0.0  # seconds spent by earlier invocations of this run
+        self.history: list[dict[str, float]] = []
+        self.best_state: dict[str, torch.Tensor] | None = None
+        self.best_dirty = False
+        self.last_train = self.last_val = math.nan
+        if resume is not None:
+            self._load(resume / "last.pt")
+
+    # -- checkpoints -------------------------------------------------------------------------------
+
+    @property
+    def run_dir(self) -> Path | None:
+        return Path(self.resolved.out) if self.resolved.out is not None else None
+
+    def _training_state(self) -> dict[str, Any]:
+        return {
+            "epoch": self.epoch,
+            "step": self.step,
+            "batch_in_epoch": self.batch_in_epoch,
+            "optimizer": self.lm.state_dict() if self.lm is not None else self.optimizer.state_dict(),
+            "scheduler": {} if self.scheduler is None else self.scheduler.state_dict(),
+            "rng": {**ckpt_io.rng_state(self.device), "data_epoch_start": self.epoch_start_state.clone()},
+            "train_state": {
+                "loss_sum": float(self.loss_sum),
+                "loss_count": int(self.loss_count),
+                "best_loss": float(self.best_loss),
+                "best_epoch": int(self.best_epoch),
+                "bad_epochs": int(self.bad_epochs),
+                "wall_time": float(self._wall()),
+                "train_loss": float(self.last_train),
+                "val_loss": float(self.last_val),
+            },
+        }
+
+    def _load(self, path: Path) -> None:
+        ckpt = ckpt_io.read_last(path)
+        self.model.load_state_dict(ckpt["state_dict"])
+        if self.lm is None:
+            self.optimizer.load_state_dict(ckpt["optimizer"])
+            self.scheduler.load_state_dict(ckpt["scheduler"])
+        ckpt_io.set_rng_state(ckpt["rng"], self.device)
+        self.epoch_start_state = ckpt["rng"]["data_epoch_start"]
+        self.generator.set_state(self.epoch_start_state)
+        if self.lm is not None:  # after the generator: LM saves its state as of the last iteration
+            if "lambda" not in ckpt["optimizer"]:
+                raise VPIntegratorError(f"{path}: no Levenberg–Marquardt state in it; not an optimizer = 'lm' run")
+            self.lm.load_state_dict(ckpt["optimizer"])
+        self.epoch, self.step = int(ckpt["epoch"]), int(ckpt["step"])
+        self.batch_in_epoch = int(ckpt["batch_in_epoch"])
+        st = ckpt["train_state"]
+        self.loss_sum, self.loss_count = float(st["loss_sum"]), int(st["loss_count"])
+        self.best_loss, self.best_epoch = float(st["best_loss"]), int(st["best_epoch"])
+        self.bad_epochs, self.wall_before = int(st["bad_epochs"]), float(st["wall_time"])
+        self.last_train, self.last_val = float(st["train_loss"]), float(st["val_loss"])
+        if self.run_dir is not None:
+            self.history = ckpt_io.read_log(self.run_dir / "log.csv", self.epoch)
+
+    def _save(self) -> None:
+        if not self.dist.is_main or self.run_dir is None:
+            return
+        from ..models import save_model
+
+        run = self.run_dir
+        if self.best_dirty and self.best_state is not None:
+            best_model = copy.deepcopy(self.model)
+            best_model.load_state_dict(self.best_state)
+            save_model(best_model, run / "best.pt",
+                       extra={"epoch": self.best_epoch, "best_loss": float(self.best_loss), "kind": "best"})
+            self.best_dirty = False
+        save_model(self.model, run / "last.pt", extra={**self._training_state(), "kind": "last"})
+        self._write_summary()
+
+    def _write_summary(self, stopped: str = "running") -> None:
+        if not self.dist.is_main or self.run_dir is None:
+            return
+        ckpt_io.write_json(self.run_dir / "summary.json", {
+            "model": self.resolved.model.get("name"),
+            "n_params": int(self.n_params),
+            "epochs": int(self.epoch),
+            "steps": int(self.step),
+            "steps_per_epoch": int(self.steps_per_epoch),
+            "train_loss": ckpt_io.json_float(self.last_train),
+            "val_loss": ckpt_io.json_float(self.last_val),
+            "best_loss": ckpt_io.json_float(self.best_loss),
+            "best_epoch": int(self.best_epoch),
+            "monitor": self.config.monitor if self.val_set is not None else "train_loss",
+            "lr": self._lr(),
+            "wall_time": round(self._wall(), 3),
+            "stopped": stopped,
+            "device": str(self.device),
+            "dtype": self.resolved.dtype,
+            "world_size": self.dist.world_size,
+            "data": self.data_info,
+            "vpintegrator_version": __version__,
+            "torch_version": torch.__version__,
+        })
+
+    def _lr(self) -> float:
+        """The learning rate now; for ``lm`` the damping λ (what log.csv's ``lr`` column holds)."""
+        return self.optimizer.lam if self.lm is not None else float(self.optimizer.param_groups[0]["lr"])
+
+    def _wall(self) -> float:
+        return self.wall_before + (time.perf_counter() - self.t_start)
+
+    # -- one optimiser step -----------------------------------------------------------------------
+
+    def _batch_loss(self, idx: torch.Tensor, stop_flag: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Forward pass: (loss to back-propagate, the batch's reference loss, ranks asking to stop)."""
+        empty = idx.numel() == 0
+        if empty:  # a rank with nothing in a small last batch still joins DDP's gradient all-reduce
+            idx = self._last_global_batch[:1]
+        with label("vp/gather"):
+            x, target = self.train_set.batch(idx)
+        with label("vp/forward"):
+            pred = self.net(x)
+        num = (pred - target).square().sum()
+        den = target.square().sum()
+        if empty:
+            num, den = num * 0.0, den * 0.0
+        if not self.dist.enabled:
+            loss = torch.sqrt(num / den)
+            return loss, loss.detach(), torch.zeros(())
+        stats = torch.stack([num.detach(), den.detach(), torch.tensor(stop_flag, dtype=num.dtype, device=num.device)])
+        ddp.all_reduce(stats, self.dist)
+        n, d = stats[0], stats[1]
+        local = num * (self.dist.world_size / (2.0 * torch.sqrt(n * d)))
+        return local, torch.sqrt(n / d), stats[2]
+
+    def _step(self, idx: torch.Tensor) -> tuple[torch.Tensor, bool]:
+        flag = 1.0 if self.stop.requested else 0.0
+        if isinstance(self.optimizer, torch.optim.LBFGS):
+            holder: dict[str, torch.Tensor] = {}
+
+            def closure() -> torch.Tensor:
+                self.optimizer.zero_grad(set_to_none=True)
+                loss, reported, stop = self._batch_loss(idx, flag)
+                with label("vp/backward"):
+                    loss.backward()
+                holder.setdefault("reported", reported)
+                holder.setdefault("stop", stop)
+                return reported
+
+            self.optimizer.step(closure)
+            reported, stop = holder["reported"], holder["stop"]
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
+            loss, reported, stop = self._batch_loss(idx, flag)
+            with label("vp/backward"):
+                loss.backward()
+            with label("vp/optimizer"):
+                self.optimizer.step()
+        if self.config.schedule_per == "step":
+            self.scheduler.step()
+        self.step += 1
+        stop_now = self.stop.requested if not self.dist.enabled else bool(stop.item() > 0)
+        return reported, stop_now
+
+    def _validate(self, dataset=None) -> float:
+        """The reference loss over the whole validation set (or ``dataset``)."""
+        dataset = self.val_set if dataset is None else dataset
+        return window_loss(self.model, dataset, self.config.batch_size, self.dist)
+
+    # -- the loop ----------------------------------------------------------------------------------
+
+    def _epochs_left(self) -> int | None:
+        return None if self.config.epochs is None else max(self.config.epochs - self.epoch, 0)
+
+    def run(self) -> FitResult:
+        self.t_start = time.perf_counter()
+        run = self.run_dir
+        if self.dist.is_main and run is not None:
+            run.mkdir(parents=True, exist_ok=True)
+            ckpt_io.write_text(run / "config.toml", self.resolved.to_toml())
+            # the log: keep rows up to the checkpoint (a crash may have left later ones), then append
+            rows = "".join(ckpt_io.format_row(r, self.log_columns) + "\n" for r in self.history)
+            ckpt_io.write_text(run / "log.csv", ",".join(self.log_columns) + "\n" + rows)
+        self.log_file = open(run / "log.csv", "a", encoding="utf-8") if (self.dist.is_main and run) else None
+        stopped = "epochs"
+        show = self.progress and self.dist.is_main
+        try:
+            with _StopRequest() as self.stop, progress_bar(show, self._epochs_left(), self.config.time_limit) as bar:
+                stopped = self._loop(bar)
+        finally:
+            if self.log_file is not None:
+                self.log_file.close()
+        self._write_summary(stopped)
+        result = self._result(stopped)
+        if stopped == "interrupted":
+            where = f"; saved {run / 'last.pt'}, resume from {run}" if run else ""
+            raise TrainingInterrupted(
+                f"training interrupted at epoch {self.epoch} (+{self.batch_in_epoch} batches){where}", result
+            )
+        return result
+
+    def _torch_epoch(self) -> float | None:
+        """One epoch of a torch optimiser: its mean batch loss, or None if interrupted mid-epoch."""
+        if self.batch_in_epoch == 0:
+            self.epoch_start_state = self.generator.get_state()
+            self.loss_sum, self.loss_count = 0.0, 0
+        else:  # resuming mid-epoch: replay this epoch's permutation from its starting state
+            self.generator.set_state(self.epoch_start_state)
+        order = self.sampler.epoch_order().to(self.device)
+        loss_acc = torch.zeros((), dtype=torch.float64, device=self.device)
+        done_here = 0
+        for b in range(self.batch_in_epoch, self.steps_per_epoch):
+            bs = self.sampler.batch_size
+            self._last_global_batch = order[b * bs : (b + 1) * bs]
+            reported, stop_now = self._step(self.sampler.shard(order, b))
+            loss_acc += reported.double()
+            done_here += 1
+            self.batch_in_epoch = b + 1
+            if stop_now and self.batch_in_epoch < self.steps_per_epoch:
+                self.loss_sum += float(loss_acc)
+                self.loss_count += done_here
+                self._save()
+                return None
+        self.loss_sum += float(loss_acc)
+        self.loss_count += done_here
+        if self.config.schedule_per == "epoch":
+            self.scheduler.step()
+        self.epoch += 1
+        self.batch_in_epoch = 0
+        return self.loss_sum / max(self.loss_count, 1)
+
+    def _lm_epoch(self) -> float | None:
+        """One epoch of LM iterations: the full training loss after it, or None if interrupted."""
+        if self.batch_in_epoch == 0:
+            self.epoch_start_state = self.generator.get_state()
+        for b in range(self.batch_in_epoch, self.steps_per_epoch):
+            self.lm.step()
+            self.step += 1
+            self.batch_in_epoch = b + 1
+            if self.stop.requested and self.batch_in_epoch < self.steps_per_epoch:
+                self._save()
+                return None
+        self.epoch += 1
+        self.batch_in_epoch = 0
+        with label("vp/train_loss"):
+            return self._validate(self.train_set)  # LM: the full training loss
+
+    def _loop(self, bar) -> str:
+        cfg = self.config
+        invocation_start = time.perf_counter()
+        self.model.train()
+        while self._epochs_left() is None or self._epochs_left() > 0:
+            t_epoch = time.perf_counter()
+            train_loss = self._lm_epoch() if self.lm is not None else self._torch_epoch()
+            if train_loss is None:
+                return "interrupted"
+            with label("vp/validate"):
+                val_loss = self._validate()
+            self.last_train, self.last_val = train_loss, val_loss
+            monitor = val_loss if self.val_set is not None else train_loss
+            val_rollout = math.nan
+            if self.rollout_validator is not None:
+                with label("vp/validate_rollout"):
+                    val_rollout = monitor = self.rollout_validator(self.model)
+            improved = math.isfinite(monitor) and (
+                not math.isfinite(self.best_loss) or monitor < self.best_loss - cfg.min_delta
+            )
+            if improved or self.best_epoch == 0:
+                self.best_loss, self.best_epoch, self.bad_epochs = monitor, self.epoch, 0
+                self.best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+                self.best_dirty = True
+            else:
+                self.bad_epochs += 1
+            lr = self._lr()
+            row = {"epoch": self.epoch, "train_loss": train_loss, "val_loss": val_loss, "lr": lr,
+                   "seconds": self._wall()}
+            if self.rollout_validator is not None:
+                row[ckpt_io.ROLLOUT_COLUMN] = val_rollout
+            self.history.append(row)
+            if self.log_file is not None:
+                self.log_file.write(ckpt_io.format_row(row, self.log_columns) + "\n")
+                self.log_file.flush()
+            self.epoch_start_state = self.generator.get_state()
+            info = EpochInfo(self.epoch, self.step, train_loss, val_loss, lr, row["seconds"])
+            if bar is not None:
+                bar(info, time.perf_counter() - invocation_start)
+            # stop conditions, agreed on by every rank
+            last_epoch_seconds = time.perf_counter() - t_epoch
+            elapsed = time.perf_counter() - invocation_start
+            flags = torch.tensor(
+                [
+                    float(self.stop.requested),
+                    float(cfg.time_limit is not None and elapsed + last_epoch_seconds > cfg.time_limit),
+                    float(bool(self.callback(info)) if self.callback is not None else False),
+                ],
+                dtype=torch.float64,
+                device=self.device,
+            )
+            ddp.all_reduce(flags, self.dist, op="max")
+            finished = self._epochs_left() == 0
+            reason = None
+            if flags[0] > 0:
+                reason = "interrupted" if not finished else "epochs"
+            elif finished:
+                reason = "epochs"
+            elif cfg.patience > 0 and self.bad_epochs >= cfg.patience:
+                reason = "early_stopping"
+            elif flags[2] > 0:
+                reason = "callback"
+            elif flags[1] > 0:
+                reason = "time_limit"
+            if reason is not None or self.epoch % cfg.checkpoint_every == 0:
+                with label("vp/checkpoint"):
+                    self._save()
+            if reason is not None:
+                return reason
+        self._save()
+        return "epochs"
+
+    def _result(self, stopped: str) -> FitResult:
+        return FitResult(
+            run_dir=self.run_dir, model=self.model, epochs=self.epoch, steps=self.step,
+            train_loss=float(self.last_train), val_loss=float(self.last_val), best_loss=float(self.best_loss),
+            best_epoch=int(self.best_epoch), wall_time=self._wall(), n_params=int(self.n_params),
+            device=str(self.device), dtype=self.resolved.dtype, stopped=stopped, history=list(self.history),
+        )
+
+
+def fit(
+    config: TrainConfig | dict[str, Any] | str | os.PathLike | None = None,
+    *,
+    resume: str | os.PathLike | None = None,
+    callback: Callable[[EpochInfo], bool | None] | None = None,
+    progress: bool = False,
+    **overrides: Any,
+) -> FitResult:
+    """Train a model on trajectory windows and write its run directory.
+
+    Parameters
+    ----------
+    config : TrainConfig, dict, or path of a TOML file; optional with ``resume``
+    resume : path, optional
+        A run directory to continue from its ``last.pt`` (its ``config.toml`` is the config; only
+        ``epochs`` (the total), ``time_limit``, ``device``, ``patience``, ``min_delta`` and
+        ``checkpoint_every`` may change). The continuation is exactly the uninterrupted run.
+    callback : callable, optional
+        ``callback(EpochInfo)`` after every epoch (on every rank); returning True stops training.
+    progress : bool
+        Show a click progress bar with the losses on stderr (rank 0).
+    **overrides
+        Config keys that win over ``config`` (``None`` values are ignored).
+
+    Returns
+    -------
+    FitResult
+
+    Raises
+    ------
+    VPIntegratorError
+        A bad config, data or run directory (one line naming the key or file).
+    TrainingInterrupted
+        On Ctrl-C / SIGTERM, after ``last.pt`` was saved.
+
+    Notes
+    -----
+    With ``optimizer = "lm"`` an epoch is ``lm_iters_per_epoch`` Levenberg–Marquardt iterations on
+    random subsamples of ``lm_windows`` windows (:class:`~vpintegrator.training.optim.LMSubsample`);
+    ``train_loss`` is then the full training loss after the epoch and ``lr`` the damping λ. Single
+    process only.
+    """
+    if config is not None and not isinstance(config, TrainConfig):
+        if isinstance(config, dict):
+            config = TrainConfig.from_dict(merge_overrides(config, overrides))
+        else:
+            config = TrainConfig.from_toml(config, **overrides)
+        overrides = {}
+    run_dir = None
+    if resume is not None:
+        run_dir = Path(resume)
+        config = ckpt_io.resume_config(run_dir, config, overrides)
+    else:
+        if config is None:
+            raise VPIntegratorError("fit: give a config (TrainConfig, dict or TOML path) or resume=RUN_DIR")
+        config = config.replace(**overrides) if overrides else config
+        config.validate()
+        out = Path(config.out) if config.out is not None else ckpt_io.default_out(config.model["name"])
+        config = config.replace(out=str(out.resolve()))
+    from ..device import resolve_device
+
+    device = resolve_device(config.device)
+    dist = ddp.setup(device.type)
+    if dist.enabled and device.type == "cuda":
+        device = torch.device("cuda", dist.local_rank)
+    try:
+        if dist.enabled and config.optimizer == "lm":
+            raise VPIntegratorError(
+                f"optimizer 'lm' (Levenberg–Marquardt) runs in one process only; got WORLD_SIZE = "
+                f"{dist.world_size} under torchrun: train in one process or pick a torch optimizer",
+                key="optimizer",
+            )
+        if run_dir is None and dist.is_main:
+            ckpt_io.check_new_run_dir(Path(config.out))
+        return _Trainer(config, dist, device, run_dir, callback, progress).run()
+    finally:
+        ddp.teardown(dist)

@@ -1,0 +1,326 @@
+"""The loss, the optimisers (torch's by name and Levenberg–Marquardt), and the learning-rate schedules.
+
+``relative_loss`` is the reference loss ``‖prediction − target‖_F / ‖target‖_F`` over a whole batch.
+:func:`make_optimizer` builds a torch optimiser by name with the reference defaults (Adam: betas
+(0.9, 0.99), eps 1e-8); :func:`make_scheduler` a closed-form ``LambdaLR`` (a resumed run reproduces it
+bit for bit). :class:`LevenbergMarquardt` is a ``torch.optim.Optimizer`` whose closure returns residuals
+instead of a loss; :class:`LMSubsample` drives it on random subsamples of training windows
+(``optimizer = "lm"``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import torch
+
+from ..errors import VPIntegratorError
+
+__all__ = [
+    "relative_loss",
+    "list_optimizers",
+    "make_optimizer",
+    "list_schedulers",
+    "make_scheduler",
+    "window_residuals",
+    "LevenbergMarquardt",
+    "LMSubsample",
+]
+
+
+def relative_loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """The reference loss ``‖pred − target‖_F / ‖target‖_F`` over the whole batch.
+
+    Parameters
+    ----------
+    pred, target : Tensor, shape (batch, pred_window, dim)
+    """
+    return torch.sqrt((pred - target).square().sum() / target.square().sum())
+
+
+def label(name: str):
+    """A ``torch.profiler`` region (near-free when no profiler runs): names the phases in profiles."""
+    return torch.profiler.record_function(name)
+
+
+# ---------------------------------------------------------------------------------------------------
+# torch optimisers and schedules
+
+_ADAM_DEFAULTS = {"betas": (0.9, 0.99), "eps": 1e-8}
+_OPTIMIZERS: dict[str, tuple[str, dict[str, Any]]] = {
+    "adam": ("Adam", _ADAM_DEFAULTS),
+    "adamw": ("AdamW", _ADAM_DEFAULTS),
+    "sgd": ("SGD", {}),
+    "rmsprop": ("RMSprop", {}),
+    "lbfgs": ("LBFGS", {}),
+}
+
+
+def list_optimizers() -> list[str]:
+    """Names accepted by ``TrainConfig.optimizer``: the torch ones of :func:`make_optimizer` and ``lm``
+    (:class:`LevenbergMarquardt` on window subsamples, driven by ``fit``)."""
+    return sorted([*_OPTIMIZERS, "lm"])
+
+
+def make_optimizer(name: str, params, lr: float, **kwargs: Any) -> torch.optim.Optimizer:
+    """A torch optimiser by name; ``kwargs`` go over our defaults (Adam: betas (0.9, 0.99), eps 1e-8)."""
+    if name == "lm":
+        raise VPIntegratorError(
+            "optimizer 'lm' (Levenberg–Marquardt) is not a torch optimiser of the loss: use fit(..., "
+            f"optimizer='lm') or LevenbergMarquardt; make_optimizer takes {', '.join(sorted(_OPTIMIZERS))}",
+            key="optimizer",
+        )
+    if name not in _OPTIMIZERS:
+        raise VPIntegratorError(
+            f"optimizer: unknown optimizer {name!r}; valid: {', '.join(list_optimizers())}", key="optimizer"
+        )
+    cls_name, defaults = _OPTIMIZERS[name]
+    options = {**defaults, **kwargs}
+    if "betas" in options:
+        options["betas"] = tuple(options["betas"])
+    cls = getattr(torch.optim, cls_name)
+    try:
+        return cls(params, lr=lr, **options)
+    except (TypeError, ValueError) as err:
+        raise VPIntegratorError(
+            f"optimizer_kwargs for {name!r} (torch.optim.{cls_name}): {' '.join(str(err).split())}",
+            key="optimizer_kwargs",
+        ) from None
+
+
+def _exponential(ratio: float, horizon: float) -> Callable[[int], float]:
+    log_ratio = math.log(ratio)
+
+    def factor(k: int) -> float:  # closed form: no drift from repeated multiplication
+        return math.exp(log_ratio * min(k / horizon, 1.0))
+
+    return factor
+
+
+def _cosine(ratio: float, horizon: float) -> Callable[[int], float]:
+    def factor(k: int) -> float:
+        return ratio + (1.0 - ratio) * 0.5 * (1.0 + math.cos(math.pi * min(k / horizon, 1.0)))
+
+    return factor
+
+
+def _constant(ratio: float, horizon: float) -> Callable[[int], float]:
+    def factor(k: int) -> float:
+        return 1.0
+
+    return factor
+
+
+_SCHEDULERS = {"exponential": _exponential, "cosine": _cosine, "constant": _constant}
+
+
+def list_schedulers() -> list[str]:
+    """Names accepted by :func:`make_scheduler`."""
+    return sorted(_SCHEDULERS)
+
+
+def make_scheduler(
+    name: str, optimizer: torch.optim.Optimizer, lr_min_ratio: float, horizon: float
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """A ``LambdaLR`` taking lr to ``lr_min_ratio · lr`` over ``horizon`` scheduler steps, then holding.
+
+    ``exponential``: lr · ratio^(k/horizon); ``cosine``: lr_min + (lr − lr_min)(1 + cos(π k/horizon))/2;
+    ``constant``: lr. Closed forms of step ``k``, so a resumed run reproduces them bit for bit.
+    """
+    if name not in _SCHEDULERS:
+        raise VPIntegratorError(
+            f"scheduler: unknown scheduler {name!r}; valid: {', '.join(list_schedulers())}", key="scheduler"
+        )
+    factor = _SCHEDULERS[name](lr_min_ratio, max(float(horizon), 1.0))
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Levenberg–Marquardt
+
+
+def window_residuals(model: torch.nn.Module) -> tuple[Callable, Callable]:
+    """The model's window residuals as functions of a flat parameter vector (for Gauss–Newton methods).
+
+    Returns ``(residual, jacobian)``: ``residual(theta, x, target)`` with x (n, seq_len, dim) and target
+    (n, pred_window, dim) gives ``model_theta(x) − target`` flattened to (n, pred_window·dim);
+    ``jacobian(theta, x, target)`` gives its Jacobian per window, (n, pred_window·dim, n_params)
+    (``vmap`` of ``jacrev``). ``theta`` is ``parameters_to_vector(model.parameters())``-ordered;
+    buffers are taken from the model as they are.
+    """
+    from torch.func import functional_call, jacrev, vmap
+
+    named = list(model.named_parameters())
+    buffers = dict(model.named_buffers())
+
+    def unflatten(theta: torch.Tensor) -> dict[str, torch.Tensor]:
+        out, i = {}, 0
+        for k, p in named:
+            out[k] = theta[i : i + p.numel()].view(p.shape)
+            i += p.numel()
+        out.update(buffers)
+        return out
+
+    def residual(theta, x, target):  # (n, P*dim)
+        return (functional_call(model, unflatten(theta), (x,)) - target).flatten(1)
+
+    def residual1(theta, x1, t1):  # one window: (P*dim,)
+        return residual(theta, x1[None], t1[None])[0]
+
+    return residual, vmap(jacrev(residual1), in_dims=(None, 0, 0))
+
+
+class LevenbergMarquardt(torch.optim.Optimizer):
+    """Levenberg–Marquardt behind the ``torch.optim.Optimizer`` interface.
+
+    :meth:`step` takes a closure that returns *residuals*: ``closure(theta)`` is the residual vector
+    ``r(θ)`` (any shape; flattened) at the flat parameter vector ``theta``
+    (``parameters_to_vector(params)`` order) and must not change the parameters. Optional attributes of
+    the closure: ``closure.jacobian(theta)``, the Jacobian (n_residuals, n_params) (default
+    ``torch.func.jacrev(closure)``), and ``closure.accept(theta)``, an extra condition a candidate must
+    meet. One step solves ``(JᵀJ + λ diag(JᵀJ)) δ = −Jᵀr`` in float64 and accepts ``θ + δ`` if ``‖r‖²``
+    decreases (λ ← λ/3), else λ ← 2λ and it retries (``max_tries`` solves in all). λ lives in the param
+    group (``param_groups[0]["lam"]``), so ``state_dict``/``load_state_dict`` carry it.
+
+    Parameters
+    ----------
+    params : iterable of parameters (one param group)
+    lam : float
+        Initial damping λ.
+    max_tries : int
+        Solves per step before giving up (the parameters then stay).
+    """
+
+    UP, DOWN, LAM_MIN, LAM_MAX = 2.0, 3.0, 1e-12, 1e12
+
+    def __init__(self, params, lam: float = 1e-3, max_tries: int = 10) -> None:
+        if not (isinstance(lam, (int, float)) and 0 < lam < math.inf):
+            raise VPIntegratorError(f"lm_lambda must be a positive number; got {lam!r}", key="lm_lambda")
+        super().__init__(params, dict(lam=float(lam), max_tries=int(max_tries)))
+        if len(self.param_groups) != 1:
+            raise VPIntegratorError("LevenbergMarquardt takes one parameter group")
+        self.accepted = False  # whether the last step was accepted
+
+    @property
+    def lam(self) -> float:
+        """The damping λ now."""
+        return float(self.param_groups[0]["lam"])
+
+    @lam.setter
+    def lam(self, value: float) -> None:
+        self.param_groups[0]["lam"] = float(value)
+
+    def step(self, closure: Callable[[torch.Tensor], torch.Tensor]) -> float:  # type: ignore[override]
+        """One LM iteration; returns the loss ``‖r‖`` before it (``self.accepted`` tells whether it moved)."""
+        group = self.param_groups[0]
+        params = group["params"]
+        theta = torch.nn.utils.parameters_to_vector(params).detach()
+        jacobian = getattr(closure, "jacobian", None)
+        with label("vp/lm_jacobian"):
+            if jacobian is None:
+                from torch.func import jacrev
+
+                J = jacrev(lambda th: closure(th).flatten())(theta).double()
+            else:
+                J = jacobian(theta).double()
+        accept = getattr(closure, "accept", None)
+        with torch.no_grad():
+            r = closure(theta).flatten().double()
+            cost = float(r.square().sum())
+            H = J.T @ J  # (n_params, n_params), float64 whatever the model dtype
+            g = J.T @ r
+            D = torch.diag(torch.diagonal(H).clamp_min(1e-12))
+            self.accepted = False
+            for _ in range(group["max_tries"]):
+                try:
+                    delta = torch.linalg.solve(H + self.lam * D, -g)
+                except RuntimeError:  # singular: damp harder
+                    self.lam = min(self.lam * self.UP, self.LAM_MAX)
+                    continue
+                new = theta + delta.to(theta.dtype)
+                new_cost = float(closure(new).double().square().sum())
+                if math.isfinite(new_cost) and new_cost < cost and (accept is None or accept(new)):
+                    torch.nn.utils.vector_to_parameters(new, params)
+                    self.lam = max(self.lam / self.DOWN, self.LAM_MIN)
+                    self.accepted = True
+                    break
+                self.lam = min(self.lam * self.UP, self.LAM_MAX)
+        return math.sqrt(cost)
+
+
+class LMSubsample:
+    """Levenberg–Marquardt on random subsamples of training windows (``optimizer = "lm"``).
+
+    Each :meth:`step` draws ``n_windows`` windows from ``generator`` (only every ``resample_every``-th
+    iteration; in between it reuses them) and gives the optimiser the residual
+    ``r = (pred − target) / ‖target‖_F`` of that subsample (flattened, so ``‖r‖`` is its reference loss)
+    with its Jacobian per window (``torch.func``, in chunks). With ``check_windows`` it also draws that
+    many other windows, and a step must not raise their loss. λ, the iteration count, the subsample and
+    the generator state are the state (:meth:`state_dict`), so a resumed run continues exactly.
+    """
+
+    def __init__(self, optimizer: LevenbergMarquardt, model: torch.nn.Module, dataset, generator: torch.Generator,
+                 n_windows: int, resample_every: int, check_windows: int = 0, chunk: int = 2048) -> None:
+        self.optimizer, self.dataset, self.generator = optimizer, dataset, generator
+        self.n_windows, self.resample_every, self.chunk = int(n_windows), int(resample_every), int(chunk)
+        self.check_windows = int(check_windows)
+        self.iteration = 0
+        self.index: torch.Tensor | None = None  # (n_windows,) the current subsample
+        self.check: torch.Tensor | None = None  # (check_windows,) windows a step must not make worse
+        self.params = list(model.parameters())
+        self._residual, self._jac1 = window_residuals(model)
+
+    def _jacobian(self, theta, x, target) -> torch.Tensor:  # (n*P*dim, n_params)
+        parts = [self._jac1(theta, x[i : i + self.chunk], target[i : i + self.chunk])
+                 for i in range(0, len(x), self.chunk)]
+        return torch.cat(parts, 0).flatten(0, 1)
+
+    def step(self) -> float:
+        """One LM iteration on the current subsample; returns its loss before the step."""
+        if self.index is None or self.iteration % self.resample_every == 0:
+            n = len(self.dataset)
+            perm = torch.randperm(n, generator=self.generator)
+            self.index = perm[: min(self.n_windows, n)]
+            if self.check_windows > 0:  # disjoint from the subsample where the data allow it
+                rest = perm[self.index.numel():]
+                self.check = (rest if rest.numel() else perm)[: self.check_windows]
+        x, target = self.dataset.batch(self.index)
+        scale = 1.0 / torch.sqrt(target.square().sum())
+        check_cost = self._check_cost(None)
+
+        def closure(theta: torch.Tensor) -> torch.Tensor:
+            return self._residual(theta, x, target) * scale
+
+        closure.jacobian = lambda theta: self._jacobian(theta, x, target) * scale
+        if self.check is not None:
+            closure.accept = lambda theta: self._check_cost(theta) <= check_cost
+        loss = self.optimizer.step(closure)
+        self.iteration += 1
+        return loss
+
+    def _check_cost(self, theta: torch.Tensor | None) -> float:
+        """Squared relative loss of the check windows at ``theta`` (None: the current weights); 0 if none."""
+        if self.check is None:
+            return 0.0
+        if theta is None:
+            theta = torch.nn.utils.parameters_to_vector(self.params).detach()
+        with torch.no_grad():
+            x, target = self.dataset.batch(self.check)
+            r = self._residual(theta, x, target).double()
+            value = float(r.square().sum() / target.double().square().sum())
+        return value if math.isfinite(value) else math.inf
+
+    def state_dict(self) -> dict[str, Any]:
+        empty = torch.zeros(0, dtype=torch.long)
+        index = self.index if self.index is not None else empty
+        check = self.check if self.check is not None else empty
+        return {"lambda": self.optimizer.lam, "iteration": self.iteration, "index": index.cpu().clone(),
+                "check": check.cpu().clone(), "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.lam, self.iteration = float(state["lambda"]), int(state["iteration"])
+        self.index = state["index"] if state["index"].numel() else None
+        check = state.get("check")
+        self.check = check if check is not None and check.numel() else None
+        self.generator.set_state(state["generator"])
