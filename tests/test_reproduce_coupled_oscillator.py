@@ -1,9 +1,9 @@
-"""scripts/reproduce_coupled_oscillator.py: the results table from a run directory, bad input, and (slow)
-the whole pipeline at tiny settings."""
+"""vpintegrator.studies.coupled_oscillator (scripts/reproduce_coupled_oscillator.py): the results table from
+a run directory, bad input, the plan on the shared task runner, and (slow) the whole pipeline at tiny
+settings."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import subprocess
@@ -12,18 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from vpintegrator.studies import coupled_oscillator
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "reproduce_coupled_oscillator.py"
 
 
 @pytest.fixture(scope="module")
 def study():
-    spec = importlib.util.spec_from_file_location("reproduce_coupled_oscillator", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop(spec.name, None)
+    return coupled_oscillator
 
 
 def _row(method, drift, slope, err, valid, logdet, failed=0):
@@ -148,6 +145,31 @@ def test_bad_run_directories(study, tmp_path, capsys):
     assert len(err) == 4 and all(line.startswith("Error: ") for line in err)
 
 
+def test_table_text_cites_nothing_outside_the_repository(study, fake_run):
+    md = study.write_results(fake_run)
+    assert "DESIGN.md" not in md and "issue" not in md
+
+
+def test_both_studies_plan_on_the_one_runner(tmp_path):
+    """The rigid-body and coupled-oscillator studies share one task runner, Task and StudyError."""
+    from vpintegrator.studies import rigid_body, runner
+
+    assert coupled_oscillator.StudyError is rigid_body.StudyError is runner.StudyError
+    settings, _ = coupled_oscillator.parse_args(["--out", str(tmp_path / "co"), "--seeds", "0,1"])
+    plans = [coupled_oscillator.plan(settings), rigid_body.plan(rigid_body.parse_args(["--out", str(tmp_path / "rb")]))]
+    for plan in plans:
+        assert type(plan) is runner.Runner and plan.tasks
+        assert all(type(t) is runner.Task and t.cmd[0] in runner.TOOLS for t in plan.tasks.values())
+    co = plans[0].tasks
+    assert list(co) == ["gen_train", "gen_default", "gen_heldout", "train_vpt_s0", "train_st_s0", "train_vpt_s1",
+                        "train_st_s1", "rollout_default", "plot_default", "rollout_heldout", "plot_heldout"]
+    assert set(co["rollout_heldout"].deps) == {"gen_heldout", "train_vpt_s0", "train_st_s0", "train_vpt_s1",
+                                               "train_st_s1"}
+    train = [str(c) for c in co["train_st_s1"].cmd]
+    assert train[train.index("--set") + 1] == "init_scale=0.3" and train[train.index("--seed") + 1] == "1"
+    assert not (tmp_path / "co").exists() and not (tmp_path / "rb").exists()  # planning writes nothing
+
+
 @pytest.mark.parametrize("args", [[], ["--out", "x", "--seeds", "-1"]])
 def test_command_line_errors_have_no_traceback(args):
     proc = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=60)
@@ -177,4 +199,5 @@ def test_tiny_study_end_to_end(tmp_path):
                           timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "vp-train" not in proc.stdout.split("# Coupled")[0]
+    assert "train_vpt_s1: done before, skipped" in proc.stdout
     assert (run / "results.md").read_text().split("## Commands")[0] == before.split("## Commands")[0]

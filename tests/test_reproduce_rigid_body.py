@@ -1,30 +1,28 @@
-"""scripts/reproduce_rigid_body.py: the results table from a small real run directory, the plan, bad input."""
+"""vpintegrator.studies.rigid_body (scripts/reproduce_rigid_body.py): the results table from a small real run
+directory, the plan, bad input; the studies' task runner (vpintegrator.studies.runner): its progress
+counter, --skip-existing and SIGTERM."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
+import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from vpintegrator.studies import rigid_body as rr
+from vpintegrator.studies import runner as study_runner
+from vpintegrator.studies.stats import write_json
+
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "reproduce_rigid_body.py"
-
-
-def _load_script():
-    spec = importlib.util.spec_from_file_location("reproduce_rigid_body", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look the module up
-    spec.loader.exec_module(mod)
-    return mod
-
-
-rr = _load_script()
 
 
 def _write_training(run_dir: Path, losses, seconds, best_epoch: int, wall: float) -> None:
@@ -57,7 +55,7 @@ def fake_run(tmp_path_factory):
     (run / "rollout").mkdir()
     common = dict(data=str(data / "im.h5"), integrators=["rk4", "splitting"], traj=[100, 719], device="cpu",
                   init="implicit_midpoint", jit=False)
-    run_rollouts(RolloutConfig(**common, models=[f"vpt={run / 'vpt_random.pt'}"], t_end=100.0,
+    run_rollouts(RolloutConfig(**common, models=[("vpt", str(run / "vpt_random.pt"))], t_end=100.0,
                                out=str(run / "rollout" / "paper_s0.h5")))
     run_rollouts(RolloutConfig(**common, t_end=104.0, volume=False, out=str(run / "rollout" / "long_s0.h5")))
     for kind in ("paper", "long"):  # seed 1: the same rollouts (the training logs differ)
@@ -70,10 +68,11 @@ def fake_run(tmp_path_factory):
 
 
 def test_z_band_and_error_match_the_rollout_file(fake_run):
-    from vpintegrator.rollout import read_rollout
+    from vpintegrator.studies import _rollouts  # the studies' one reader of rollout files
 
     res = rr.build_results(fake_run)
-    r = read_rollout(fake_run / "rollout" / "paper_s0.h5")
+    r = _rollouts.read(fake_run / "rollout" / "paper_s0.h5")
+    assert set(r.methods) == {"vpt", "rk4", "splitting"} and r.meta["t_end"] == pytest.approx(100.0)
     for name, idx in (("traj1", 100), ("traj4", 719)):
         i = int(np.flatnonzero(r.traj_index == idx)[0])
         for label in ("rk4", "splitting"):
@@ -82,7 +81,7 @@ def test_z_band_and_error_match_the_rollout_file(fake_run):
             got = res["rows"][label][f"band_{name}"]
             assert got["values"] == pytest.approx([band, band], rel=1e-12)
             assert got["std"] == 0.0 and got["n"] == 2
-            err = r.methods[label].rel_error[i, -1]
+            err = r.metrics[label].rel_error[i, -1]
             assert r.t[-1] == pytest.approx(100.0)
             assert res["rows"][label][f"err100_{name}"]["mean"] == pytest.approx(err, rel=1e-12)
     assert 0 < res["rows"]["rk4"]["band_traj1"]["mean"] < 1e-4  # RK4 drifts slightly off the sphere
@@ -123,6 +122,8 @@ def test_targets_are_computed_and_formatted(fake_run):
     for t in targets:
         assert ("met" if t["met"] else "NOT met") in text
     assert "| rk4 |" in text and "(n=2)" in text
+    assert "DESIGN.md" not in text and "issue" not in text  # speaks for itself: cites the paper instead
+    assert "arXiv 2312.11166" in text
 
 
 def test_table_only_rewrites_results(fake_run, tmp_path):
@@ -145,8 +146,8 @@ def test_write_timing_takes_the_start_up_out(tmp_path):
     for label, spp in (("vpt", 1e-4), ("vpt_short", 1.2e-4)):
         write_table([{"method": label.split("_")[0], "final_rel_error": 0.1, "seconds_per_step": spp, "failed": 0}],
                     td / label)
-    rr._write_json(tmp_path / ".tasks" / "timing_vpt.json", {"cpu_s": 12.0, "wall_s": 13.0})
-    rr._write_json(tmp_path / ".tasks" / "timing_vpt_short.json", {"cpu_s": 3.0, "wall_s": 4.0})
+    write_json(tmp_path / ".tasks" / "timing_vpt.json", {"cpu_s": 12.0, "wall_s": 13.0})
+    write_json(tmp_path / ".tasks" / "timing_vpt_short.json", {"cpu_s": 3.0, "wall_s": 4.0})
     out = rr.write_timing(tmp_path, 1000.0)  # 5000 steps; the short run 500
     e = out["methods"]["vpt"]
     assert e["cpu_s"] == 12.0
@@ -158,9 +159,7 @@ def test_write_timing_takes_the_start_up_out(tmp_path):
 
 def test_plan_runs_the_paper_setup(tmp_path):
     args = rr.parse_args(["--out", str(tmp_path / "run"), "--seeds", "0,1", "--models", "vpt,vpt_exact,st"])
-    study = rr.Study(args)
-    study.plan()
-    t = study.tasks
+    t = rr.plan(args).tasks
     assert [k for k in t if k.startswith("train_")] == [
         "train_vpt_s0", "train_st_s0", "train_vpt_exact_s0", "train_vpt_s1", "train_st_s1", "train_vpt_exact_s1"]
     exact_cmd = [str(c) for c in t["train_vpt_exact_s1"].cmd]
@@ -177,6 +176,16 @@ def test_plan_runs_the_paper_setup(tmp_path):
     timing = [str(c) for c in t["timing_vpt"].cmd]
     assert "--no-volume" in timing and timing[timing.index("--t-end") + 1] == "50000"
     assert t["timing_vpt"].exclusive and "timing_st_s1" not in t
+
+
+def test_quick_plan_makes_implicit_midpoint_data_only(tmp_path):
+    """--quick leaves out vpt_exact, so no DOP853 data: the paper set and the held-out set by implicit
+    midpoint, and the RK4 timing reference."""
+    t = rr.plan(rr.parse_args(["--quick", "--out", str(tmp_path / "run")])).tasks
+    gens = {k: [str(c) for c in v.cmd] for k, v in t.items() if v.cmd[0] == "vp-gen"}
+    assert sorted(gens) == ["gen_heldout_im", "gen_im", "gen_timing_ref"]
+    assert not any("dop853" in cmd for cmd in gens.values())
+    assert gens["gen_im"][gens["gen_im"].index("--method") + 1] == "implicit_midpoint"
 
 
 def test_quick_defaults():
@@ -265,3 +274,93 @@ def test_export_pretrained_takes_the_seed_with_the_best_validation_score(tmp_pat
     shutil.rmtree(run / "train" / "st_s0")
     with pytest.raises(rr.StudyError, match="no finished st training"):
         rr.export_pretrained(run, tmp_path / "out2")
+
+
+# --------------------------------------------------------------------------- the task runner
+
+
+def _py(code: str) -> list:
+    return [sys.executable, "-c", code]
+
+
+def _touch(path: Path) -> list:
+    return _py(f"open({str(path)!r}, 'w').write('x')")
+
+
+def _plan_counter_tasks(run: Path) -> study_runner.Runner:
+    r = study_runner.Runner(run, jobs=2, skip_existing=True)
+    T = study_runner.Task
+    r.add(T("a", _touch(run / "a.txt"), [run / "a.txt"]))
+    r.add(T("b", _touch(run / "b.txt"), [run / "b.txt"], ["a"]))
+    r.add(T("c", _py("import sys; print('c broke'); sys.exit(3)"), [run / "c.txt"]))
+    r.add(T("d", _touch(run / "d.txt"), [run / "d.txt"], ["c"]))
+    r.add(T("e", _touch(run / "e.txt"), [run / "e.txt"], ["a"], exclusive=True))
+    return r
+
+
+def _counter_lines(out: str) -> list[tuple[int, int, str]]:
+    found = [re.match(r"^\[\s*(\d+)/(\d+)\] (\w+): (.*)$", line) for line in out.splitlines()]
+    return [(int(m[1]), int(m[2]), m[3] + ": " + m[4]) for m in found if m]
+
+
+def test_runner_counts_every_planned_task_once_against_a_fixed_total(tmp_path, capsys):
+    """[1/N] ... [N/N] with N = all planned tasks from the first line on, also when the plan runs in two
+    phases (as the rigid-body study does: its paper data first); --skip-existing keeps what succeeded."""
+    run = tmp_path / "run"
+    r = _plan_counter_tasks(run)
+    assert r.execute(["a"]) is True  # phase 1
+    assert r.execute() is False  # phase 2: c fails, d cannot run
+    lines = _counter_lines(capsys.readouterr().out)
+    assert [(k, n) for k, n, _ in lines] == [(k, 5) for k in range(1, 6)]
+    status = {text.split(":")[0]: text for _, _, text in lines}
+    assert status["c"].startswith("c: FAILED (exit 3): c broke")
+    assert status["d"] == "d: not run (a step it needs failed)"
+    assert [t.name for t in r.failed()] == ["c", "d"]
+    msg = str(r.failure())
+    assert "2 step(s) failed or were not run: c, d" in msg and "c broke" in msg and "--skip-existing" in msg
+    log = (run / "study.log").read_text().splitlines()
+    assert len(log) == 4 and all("wall=" in x and "cpu=" in x for x in log)  # a, b, c, e ran
+    assert sorted(p.stem for p in (run / ".tasks").glob("*.json")) == ["a", "b", "e"]
+    assert (run / "logs" / "c.log").read_text().startswith("$ ")
+
+    # resumed: the three that succeeded are skipped (counted first), c is tried again
+    again = _plan_counter_tasks(run)
+    assert again.execute() is False
+    lines = _counter_lines(capsys.readouterr().out)
+    assert [(k, n) for k, n, _ in lines] == [(k, 5) for k in range(1, 6)]
+    assert [text for _, _, text in lines[:3]] == [f"{x}: done before, skipped" for x in "abe"]
+    assert len((run / "study.log").read_text().splitlines()) == 5
+
+
+def test_runner_runs_the_cli_tools_with_this_interpreter():
+    assert study_runner.argv(["vp-train", Path("x.toml"), "--seed", 1]) == [
+        sys.executable, "-m", "vpintegrator.cli.train", "x.toml", "--seed", "1"]
+    assert study_runner.argv(["vp-gen"])[2] == "vpintegrator.cli.gen"
+    assert study_runner.argv(["echo", "hi"]) == ["echo", "hi"]
+
+
+def test_sigterm_stops_the_children_and_exits_130(tmp_path):
+    """SIGTERM to a study: its running child gets SIGTERM too, the study exits 130 with one line."""
+    run = tmp_path / "run"
+    code = textwrap.dedent(f"""
+        import sys
+        from vpintegrator.studies.runner import Runner, Task, guarded
+        r = Runner({str(run)!r})
+        r.add(Task("sleep", [sys.executable, "-c",
+                             "import os, time; open({str(tmp_path / 'pid')!r}, 'w').write(str(os.getpid())); time.sleep(60)"],
+                   []))
+        sys.exit(guarded(lambda: int(not r.execute()), "study: error: ", "study: interrupted"))
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pid_file = tmp_path / "pid"
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    child = int(pid_file.read_text())
+    proc.terminate()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip() == "study: interrupted"
+    with pytest.raises(ProcessLookupError):  # the child is gone (reaped by the study)
+        os.kill(child, 0)
+    assert not (run / ".tasks" / "sleep.json").exists()  # not marked done: --skip-existing runs it again

@@ -1,0 +1,37 @@
+"""Every read of ``vp-rollout`` output the studies do, in one place.
+
+Rollout files are read with :func:`vpintegrator.data.rollouts.read_rollout` (no torch); metrics tables
+with :func:`vpintegrator.metrics.read_table`.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+
+def read(path):
+    """The :class:`~vpintegrator.data.rollouts.RolloutResult` of the rollout file ``path``; None if there
+    is no such file."""
+    from vpintegrator.data.rollouts import read_rollout
+
+    path = Path(path)
+    return read_rollout(path) if path.exists() else None
+
+
+def blowup_times(path) -> dict[str, list[float]]:
+    """Per method label of a rollout file: the time of each trajectory's blow-up (NaN: never); {} if there
+    is no such file."""
+    r = read(path)
+    if r is None:
+        return {}
+    return {
+        label: [float(r.t[k]) if k >= 0 else math.nan for k in m.failed_step] for label, m in r.methods.items()
+    }
+
+
+def metrics_table(path) -> list[dict]:
+    """The rows of a metrics CSV that ``vp-rollout`` writes beside its file (``<out>.csv``)."""
+    from vpintegrator.metrics import read_table
+
+    return read_table(path)

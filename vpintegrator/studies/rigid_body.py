@@ -1,0 +1,410 @@
+"""The paper's rigid-body study (Brantner, de Romemont, Kraus, Li 2025, arXiv 2312.11166), end to end over the CLIs.
+
+Runs vp-gen, vp-train, vp-rollout and vp-plot as subprocesses (exactly what users run) and writes one
+run directory::
+
+    RUN/
+      data/im.h5, exact.h5               the paper's 1238 ICs, h = 0.2, t in [0, 20]: implicit midpoint / DOP853
+                                         (exact.h5 only with the model vpt_exact)
+      data/heldout.toml                  spec of the held-out ICs (uniform on the unit sphere, own seed)
+      data/heldout_im.h5, heldout_exact.h5   held-out ICs to t = 100: implicit midpoint / DOP853 (vpt_exact)
+      train/<model>_s<seed>/             vp-train run directories (vpt_exact: VPT on exact.h5)
+      rollout/paper_s<seed>.h5           trajectories 1 and 4 (rows 100, 719) to t = 100, IM-trained models
+                                         + integrators, first window by implicit midpoint (the paper's setup)
+      rollout/paper_exact_s<seed>.h5     the same on exact.h5 with vpt_exact, first window by the exact flow
+      rollout/heldout_s<seed>.h5         every held-out IC to t = 100 (heldout_exact_s<seed>.h5: vpt_exact)
+      rollout/long_s<seed>.h5            trajectories 1 and 4 to --long-t-end
+      timing/                            CPU time to --timing-t-end, one trajectory, batch 1, one process per
+                                         method (reference data: trajectory 1 by RK4); timing.json, timing.md
+      figures/                           vp-plot output
+      results.json, results.md           the results table beside the paper's numbers, and the targets
+      study.log                          every command, with its wall and CPU seconds
+      logs/<task>.log                    each command's own output
+
+Usage::
+
+    OMP_NUM_THREADS=1 scripts/reproduce_rigid_body.py --out runs/reproduce_rigid_body           # the study
+    OMP_NUM_THREADS=1 scripts/reproduce_rigid_body.py --quick --out runs/quick                  # a few minutes
+    scripts/reproduce_rigid_body.py --out RUN --skip-existing     # resume a killed study
+    scripts/reproduce_rigid_body.py --out RUN --table-only        # rebuild results.md/json only
+
+The results table and the timing summary are in :mod:`vpintegrator.studies.rigid_body_results`; the
+task runner in :mod:`vpintegrator.studies.runner`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import time
+from pathlib import Path
+
+from .rigid_body_results import (  # noqa: F401  (re-exported: the study's public names)
+    ALL_MODELS, BAND_TARGET, COLUMNS, ERROR_TARGET, HELDOUT_SEED, IM_MODELS, INTEGRATORS, LOSS_TARGET, PAPER,
+    PAPER_T, PAPER_TRAJ, QUICK_MODELS, build_results, format_results, write_results, write_timing, z_band,
+)
+from .runner import REPO, Runner, StudyError, Task, guarded
+from .stats import read_json, write_if_changed, write_json
+
+PRETRAINED = ("vpt", "vpff", "st")
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line instead of usage + message
+        raise StudyError(f"{message} (see --help)")
+
+
+def _csv_list(text: str, what: str) -> list[str]:
+    items = [x.strip() for x in str(text).split(",") if x.strip()]
+    if not items:
+        raise StudyError(f"{what} is empty; give a comma list")
+    return items
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = _Parser(prog="reproduce_rigid_body", description=__doc__.split("\n\n")[0],
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default="runs/reproduce_rigid_body", help="Run directory (default %(default)s).")
+    p.add_argument("--seeds", default=None, help="Comma list of training seeds (default 0,1,2; --quick 0,1).")
+    p.add_argument("--models", default=None,
+                   help=f"Comma list out of {','.join(ALL_MODELS)} (default all; --quick {','.join(QUICK_MODELS)}).")
+    p.add_argument("--train-seconds", type=float, default=None, help="Wall seconds per training run (300; --quick 60).")
+    p.add_argument("--jobs", type=int, default=2, help="Subprocesses at a time, each OMP_NUM_THREADS=1 (default 2).")
+    p.add_argument("--long-t-end", type=float, default=None, help="Horizon of the long rollout (5000; --quick 1000).")
+    p.add_argument("--long-volume", action=argparse.BooleanOptionalAction, default=True,
+                   help="log|det J| in the long rollout (default on).")
+    p.add_argument("--timing-t-end", type=float, default=None, help="Horizon of the CPU timing (50000; --quick 5000).")
+    p.add_argument("--n-heldout", type=int, default=None, help="Held-out random ICs (100; --quick 20).")
+    p.add_argument("--timing-concurrent", action=argparse.BooleanOptionalAction, default=None,
+                   help="Run timing processes beside others (default: alone; --quick: concurrent).")
+    p.add_argument("--config-dir", default=str(REPO / "configs" / "study"),
+                   help="Directory of rigid_body_<model>.toml (default configs/study of the repository).")
+    p.add_argument("--quick", action="store_true",
+                   help="Scaled down (seeds 0,1; models vpff,vpt,st; 60 s per training; t = 1000 long run; t = 5000 timing; 20 held-out ICs).")
+    p.add_argument("--skip-existing", action="store_true",
+                   help="Resume: keep finished steps of an existing RUN (unfinished trainings are resumed).")
+    p.add_argument("--table-only", action="store_true", help="Only rebuild results.md/json from an existing RUN.")
+    p.add_argument("--export-pretrained", metavar="DIR", default=None,
+                   help="After the study (or with --table-only), copy the best seed's best.pt of vpt, vpff and st "
+                        "(lowest validation score in summary.json: validation data only, never trajectories 1/4 or "
+                        "the held-out set) to DIR/rigid_body_<model>.pt, with DIR/provenance.json.")
+    a = p.parse_args(argv)
+
+    q = a.quick
+    a.seeds = a.seeds if a.seeds is not None else ("0,1" if q else "0,1,2")
+    try:
+        a.seeds = [int(s) for s in _csv_list(a.seeds, "--seeds")]
+    except ValueError:
+        raise StudyError(f"--seeds must be a comma list of integers; got {a.seeds!r}") from None
+    if any(s < 0 for s in a.seeds) or len(set(a.seeds)) != len(a.seeds):
+        raise StudyError(f"--seeds must be distinct non-negative integers; got {a.seeds}")
+    a.models = _csv_list(a.models if a.models is not None else ",".join(QUICK_MODELS if q else ALL_MODELS), "--models")
+    bad = [m for m in a.models if m not in ALL_MODELS]
+    if bad:
+        raise StudyError(f"--models: unknown model {bad[0]!r}; valid: {', '.join(ALL_MODELS)}")
+    a.models = [m for m in ALL_MODELS if m in a.models]  # canonical order, no duplicates
+    a.train_seconds = a.train_seconds if a.train_seconds is not None else (60.0 if q else 300.0)
+    a.long_t_end = a.long_t_end if a.long_t_end is not None else (1000.0 if q else 5000.0)
+    a.timing_t_end = a.timing_t_end if a.timing_t_end is not None else (5000.0 if q else 50000.0)
+    a.n_heldout = a.n_heldout if a.n_heldout is not None else (20 if q else 100)
+    a.timing_concurrent = q if a.timing_concurrent is None else a.timing_concurrent
+    for name, value, low in (("--train-seconds", a.train_seconds, 1.0), ("--long-t-end", a.long_t_end, 1.0),
+                             ("--timing-t-end", a.timing_t_end, 10.0)):
+        if not math.isfinite(value) or value < low:
+            raise StudyError(f"{name} must be a number >= {low:g}; got {value!r}")
+    if a.jobs < 1:
+        raise StudyError(f"--jobs must be >= 1; got {a.jobs}")
+    if a.n_heldout < 1:
+        raise StudyError(f"--n-heldout must be >= 1; got {a.n_heldout}")
+    a.out = Path(a.out)
+    return a
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+def _rollout_outputs(h5: Path) -> list:
+    return [h5, h5.with_suffix(".csv"), h5.with_suffix(".md")]
+
+
+def _config(a, model: str) -> Path:
+    return Path(a.config_dir) / f"rigid_body_{'vpt' if model == 'vpt_exact' else model}.toml"
+
+
+def _train_task(a, runner: Runner, model: str, seed: int) -> Task:
+    out = runner.run / "train" / f"{model}_s{seed}"
+    name = f"train_{model}_s{seed}"
+    data = runner.run / "data" / ("exact.h5" if model == "vpt_exact" else "im.h5")
+    cmd = ["vp-train", _config(a, model), "--data", data, "--out", out, "--seed", str(seed), "--time-limit",
+           f"{a.train_seconds:g}", "--no-progress"]
+    if a.skip_existing and out.exists() and not runner.stamp(name).exists():
+        summary = read_json(out / "summary.json")
+        if (out / "last.pt").exists() and summary is not None:
+            left = a.train_seconds - float(summary.get("wall_time", 0.0))
+            # an unfinished run (killed or interrupted): continue it for the time it has left
+            cmd = ["vp-train", "--resume", out, "--time-limit", f"{max(left, 1.0):.1f}", "--no-progress"]
+        else:
+            shutil.rmtree(out)  # started but never checkpointed: start again
+    return Task(name, cmd, [out / "summary.json", out / "log.csv"], ["gen_exact" if model == "vpt_exact" else "gen_im"])
+
+
+def plan(a) -> Runner:
+    """Every step of the study as a :class:`~.runner.Task` of one :class:`~.runner.Runner`, in order."""
+    runner = Runner(a.out, jobs=a.jobs, skip_existing=a.skip_existing)
+    add, p = runner.add, runner.run.joinpath
+    im_models = [m for m in a.models if m in IM_MODELS]
+    exact = "vpt_exact" in a.models
+    d = p("data")
+    nop = "--no-progress"
+
+    # data
+    add(Task("gen_im", ["vp-gen", "rigid_body_paper", "--method", "implicit_midpoint", "--out", d / "im.h5", nop],
+             [d / "im.h5"]))
+    if exact:
+        add(Task("gen_exact", ["vp-gen", "rigid_body_paper", "--method", "dop853", "--out", d / "exact.h5", nop],
+                 [d / "exact.h5"]))
+    spec = d / "heldout.toml"
+    add(Task("gen_heldout_im", ["vp-gen", spec, "--method", "implicit_midpoint", "--out", d / "heldout_im.h5", nop],
+             [d / "heldout_im.h5"]))
+    if exact:
+        add(Task("gen_heldout_exact", ["vp-gen", spec, "--method", "dop853", "--out", d / "heldout_exact.h5", nop],
+                 [d / "heldout_exact.h5"]))
+
+    # training: seed-major, so that seed 0's rollouts can start while later seeds train
+    for s in a.seeds:
+        for m in a.models:
+            add(_train_task(a, runner, m, s))
+
+    roll = "vp-rollout"
+    integ = ",".join(INTEGRATORS)
+    common = ["--device", "cpu", "--quiet"]
+    traj = ",".join(str(i) for i in PAPER_TRAJ.values())
+    rd = p("rollout")
+    for s in a.seeds:
+        mods = [x for m in im_models for x in ("--model", f"{m}={p('train', f'{m}_s{s}')}")]
+        deps = [f"train_{m}_s{s}" for m in im_models]
+        paper = [roll, "--data", d / "im.h5", *mods, "--integrators", integ, "--traj", traj,
+                 "--init", "implicit_midpoint", *common]
+        add(Task(f"rollout_paper_s{s}", [*paper, "--t-end", f"{PAPER_T:g}", "--out", rd / f"paper_s{s}.h5"],
+                 _rollout_outputs(rd / f"paper_s{s}.h5"), ["gen_im", *deps]))
+        add(Task(f"rollout_heldout_s{s}",
+                 [roll, "--data", d / "heldout_im.h5", *mods, "--integrators", integ, "--init",
+                  "implicit_midpoint", "--t-end", f"{PAPER_T:g}", *common, "--out", rd / f"heldout_s{s}.h5"],
+                 _rollout_outputs(rd / f"heldout_s{s}.h5"), ["gen_heldout_im", *deps]))
+        long_cmd = [*paper, "--t-end", f"{a.long_t_end:g}", "--out", rd / f"long_s{s}.h5"]
+        if not a.long_volume:
+            long_cmd.append("--no-volume")
+        add(Task(f"rollout_long_s{s}", long_cmd, _rollout_outputs(rd / f"long_s{s}.h5"), ["gen_im", *deps]))
+        if exact:
+            ex = ["--model", f"vpt_exact={p('train', f'vpt_exact_s{s}')}", "--integrators", integ,
+                  "--init", "exact_flow", "--t-end", f"{PAPER_T:g}", *common]
+            add(Task(f"rollout_paper_exact_s{s}",
+                     [roll, "--data", d / "exact.h5", *ex, "--traj", traj, "--out", rd / f"paper_exact_s{s}.h5"],
+                     _rollout_outputs(rd / f"paper_exact_s{s}.h5"), ["gen_exact", f"train_vpt_exact_s{s}"]))
+            add(Task(f"rollout_heldout_exact_s{s}",
+                     [roll, "--data", d / "heldout_exact.h5", *ex, "--out", rd / f"heldout_exact_s{s}.h5"],
+                     _rollout_outputs(rd / f"heldout_exact_s{s}.h5"), ["gen_heldout_exact", f"train_vpt_exact_s{s}"]))
+
+    # figures of the first seed
+    s0 = a.seeds[0]
+    fd = p("figures")
+    tr1, tr4 = str(PAPER_TRAJ["traj1"]), str(PAPER_TRAJ["traj4"])  # vp-plot --traj: data-file rows, as vp-rollout
+    figs = [
+        (f"paper_s{s0}_traj1", rd / f"paper_s{s0}.h5", ["--kind", "all", "--traj", tr1]),
+        (f"paper_s{s0}_traj4", rd / f"paper_s{s0}.h5", ["--kind", "all", "--traj", tr4]),
+        (f"long_s{s0}_traj1", rd / f"long_s{s0}.h5",
+         ["--kind", "invariants", "--kind", "error", "--kind", "volume", "--traj", tr1]),
+        (f"heldout_s{s0}", rd / f"heldout_s{s0}.h5", ["--kind", "error", "--kind", "invariants", "--traj", "all"]),
+    ]
+    if exact:
+        figs.append((f"paper_exact_s{s0}_traj1", rd / f"paper_exact_s{s0}.h5", ["--kind", "all", "--traj", tr1]))
+    for name, src, opts in figs:
+        add(Task(f"plot_{name}", ["vp-plot", src, *opts, "--out", fd / name], [fd / name], [f"rollout_{src.stem}"]))
+
+    # CPU timing: one trajectory (row 100), batch 1, seed s0's models and the integrators, one process per
+    # method; a run to t_end/10 as well, so that the start-up cost can be taken out
+    td = p("timing")
+    ref = td / "ref.h5"
+    add(Task("gen_timing_ref", ["vp-gen", td / "ref.toml", "--out", ref, nop], [ref]))
+    t_short = max(a.timing_t_end / 10.0, 2.0)
+    methods = [(m, ["--model", f"{m}={p('train', f'{m}_s{s0}')}"], [f"train_{m}_s{s0}"]) for m in a.models]
+    methods += [(i, ["--integrators", i], []) for i in INTEGRATORS]
+    for label, spec_args, deps in methods:
+        for tag, t_end in (("", a.timing_t_end), ("_short", t_short)):
+            out = td / f"{label}{tag}.h5"
+            add(Task(
+                f"timing_{label}{tag}",
+                [roll, "--data", ref, *spec_args, "--init", "implicit_midpoint", "--t-end", f"{t_end:g}",
+                 "--no-volume", *common, "--out", out],
+                [out.with_suffix(".csv")], ["gen_timing_ref", *deps], exclusive=not a.timing_concurrent,
+                after=lambda out=out: out.unlink(missing_ok=True),  # the states are not needed: keep the csv
+            ))
+    return runner
+
+
+def write_specs(a) -> None:
+    """The held-out and timing-reference specs (small TOML files in RUN, so the data can be remade); needs
+    ``RUN/data/im.h5`` (the timing reference starts at its trajectory 1)."""
+    from vpintegrator.data import load_spec, read_trajectories
+
+    inertia = load_spec("rigid_body_paper").params["inertia"]
+    d = a.out / "data"
+    d.mkdir(parents=True, exist_ok=True)
+    n = a.n_heldout
+    write_if_changed(d / "heldout.toml", f"""\
+# Held-out initial conditions of the rigid-body study (scripts/reproduce_rigid_body.py): uniform on the
+# unit sphere with a seed no training run uses (training uses the paper's deterministic 1238 points).
+description = "Rigid body, {n} held-out random initial conditions on the unit sphere (seed {HELDOUT_SEED}), dt = 0.2, t in [0, 100]"
+
+[system]
+name = "rigid_body"
+inertia = {json.dumps(inertia)}
+
+[initial_conditions]
+sampler = "sphere"
+n_traj = {n}
+radius = 1.0
+
+[integration]
+dt = 0.2
+t_end = {PAPER_T!r}
+method = "implicit_midpoint"
+rtol = 1e-12
+atol = 1e-12
+seed = {HELDOUT_SEED}
+""")
+    td = a.out / "timing"
+    td.mkdir(parents=True, exist_ok=True)
+    y0 = read_trajectories(d / "im.h5", traj=[PAPER_TRAJ["traj1"]], steps=[0]).y[0, 0]
+    write_if_changed(td / "ref.toml", f"""\
+# Reference of the CPU timing runs: the paper's trajectory 1 (row {PAPER_TRAJ['traj1']} of im.h5) to t = {a.timing_t_end:g}.
+# RK4 only because it is cheap: the timing runs measure cost, not accuracy.
+description = "Rigid body, trajectory 1 of the paper to t = {a.timing_t_end:g} (timing reference, RK4)"
+
+[system]
+name = "rigid_body"
+inertia = {json.dumps(inertia)}
+
+[initial_conditions]
+sampler = "list"
+points = [{json.dumps([float(v) for v in y0])}]
+
+[integration]
+dt = 0.2
+t_end = {float(a.timing_t_end)!r}
+method = "rk4"
+seed = 0
+""")
+
+
+# --------------------------------------------------------------------------- pretrained models
+
+
+def export_pretrained(run: Path, out_dir) -> dict:
+    """Copy, for each of vpt, vpff and st, the best.pt of the seed with the lowest validation score
+    (summary.json's best_loss, whatever its monitor) to ``out_dir/rigid_body_<model>.pt``; write
+    ``out_dir/provenance.json`` (seed, scores of every seed, monitor, training summary)."""
+    from vpintegrator._io import atomic_path
+
+    run, out_dir = Path(run), Path(out_dir)
+    chosen = {}
+    for model in PRETRAINED:
+        scores = {}
+        for d in sorted((run / "train").glob(f"{model}_s*")):
+            summary = read_json(d / "summary.json")
+            seed = d.name[len(model) + 2:]
+            if summary is None or not (d / "best.pt").exists() or not seed.isdigit():
+                continue
+            score = summary.get("best_loss")
+            if score is not None and math.isfinite(float(score)):
+                scores[int(seed)] = (float(score), summary)
+        if not scores:
+            raise StudyError(f"--export-pretrained: no finished {model} training in {run / 'train'}")
+        seed = min(scores, key=lambda k: scores[k][0])
+        summary = scores[seed][1]
+        chosen[model] = {
+            "file": f"rigid_body_{model}.pt", "source": str(run / "train" / f"{model}_s{seed}" / "best.pt"),
+            "seed": seed, "monitor": summary.get("monitor"), "best_val": scores[seed][0],
+            "val_by_seed": {str(k): v[0] for k, v in sorted(scores.items())},
+            "best_epoch": summary.get("best_epoch"), "train_loss_last": summary.get("train_loss"),
+            "wall_time": summary.get("wall_time"), "n_params": summary.get("n_params"),
+        }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for info in chosen.values():
+        with atomic_path(out_dir / info["file"]) as tmp:
+            shutil.copyfile(info["source"], tmp)
+        info["source"] = os.path.relpath(info["source"], run)
+    write_json(out_dir / "provenance.json", {"study": str(run), "rule": "lowest validation score over seeds",
+                                             "models": chosen})
+    for info in chosen.values():
+        print(f"pretrained: {out_dir / info['file']} <- {info['source']} (seed {info['seed']}, "
+              f"{info['monitor']} {info['best_val']:.4g})")
+    return chosen
+
+
+# --------------------------------------------------------------------------- main
+
+
+def _table_only(a) -> int:
+    run = a.out
+    if not (run / "rollout").is_dir() and not (run / "train").is_dir():
+        raise StudyError(f"--table-only: {run} holds no study (no train/ or rollout/); give the RUN of an earlier study")
+    if (run / "timing").is_dir():
+        earlier = read_json(run / "timing" / "timing.json") or {}
+        write_timing(run, earlier.get("t_end", a.timing_t_end))
+    _, text = write_results(run)
+    print(text)
+    print(f"results: {run / 'results.md'} and {run / 'results.json'}")
+    if a.export_pretrained:
+        export_pretrained(run, a.export_pretrained)
+    return 0
+
+
+def run_study(argv=None) -> int:
+    """The study (raises :class:`~.runner.StudyError`; :func:`main` turns it into one line)."""
+    a = parse_args(argv)
+    run = a.out
+    if a.table_only:
+        return _table_only(a)
+    if run.exists() and not run.is_dir():
+        raise StudyError(f"--out {run} is a file; give a directory")
+    if run.is_dir() and any(run.iterdir()) and not a.skip_existing:
+        raise StudyError(f"--out {run} exists and is not empty; give a new directory or --skip-existing to resume it")
+    missing = [str(_config(a, m)) for m in a.models if not _config(a, m).is_file()]
+    if missing:
+        raise StudyError(f"training config {missing[0]} not found; give --config-dir DIR holding rigid_body_<model>.toml")
+    t_start = time.perf_counter()
+    run.mkdir(parents=True, exist_ok=True)
+    print(f"study: {run} (seeds {','.join(map(str, a.seeds))}; models {','.join(a.models)}; {a.train_seconds:g} s "
+          f"per training; {a.jobs} jobs; long t = {a.long_t_end:g}; timing t = {a.timing_t_end:g})", flush=True)
+    runner = plan(a)
+    # im.h5 first: the timing spec needs trajectory 1's initial condition from it (the counter counts all)
+    if not runner.execute(["gen_im"]):
+        raise StudyError(f"vp-gen of the paper data failed; see {runner.log_path('gen_im')}")
+    write_specs(a)
+    total_ok = runner.execute()
+    timing = write_timing(run, a.timing_t_end)
+    print(f"timing: {run / 'timing' / 'timing.json'} ({len(timing['methods'])} methods)", flush=True)
+    _, text = write_results(run)
+    print(text)
+    print(f"results: {run / 'results.md'} and {run / 'results.json'}; figures: {run / 'figures'}; "
+          f"log: {run / 'study.log'}")
+    print(f"study finished in {time.perf_counter() - t_start:.0f} s wall", flush=True)
+    if a.export_pretrained and total_ok:
+        export_pretrained(run, a.export_pretrained)
+    if not total_ok:
+        raise runner.failure()
+    return 0
+
+
+def main(argv=None) -> int:
+    """``scripts/reproduce_rigid_body.py``: exit status 0 done, 2 bad input or a failed step (one line on
+    stderr), 130 interrupted (rerun with --skip-existing to continue)."""
+    return guarded(lambda: run_study(argv), "reproduce_rigid_body: error: ",
+                   "reproduce_rigid_body: interrupted; rerun with --skip-existing to continue")

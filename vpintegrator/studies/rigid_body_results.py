@@ -1,0 +1,418 @@
+"""The rigid-body study's setup constants, the numbers it extracts from a run directory, its results table
+(``results.md``/``results.json``) and its CPU-timing summary (``timing/timing.json``, ``timing.md``).
+
+See :mod:`vpintegrator.studies.rigid_body` for the study itself. Every read of a rollout file goes through
+:mod:`vpintegrator.studies._rollouts`.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+from . import _rollouts
+from .runner import StudyError
+from .stats import fmt_num, md_row, md_table, read_json, summarize, write_json, write_text
+
+IM_MODELS = ("vpff", "vpt", "vpt_arb", "st")
+ALL_MODELS = (*IM_MODELS, "vpt_exact")
+QUICK_MODELS = ("vpff", "vpt", "st")  # the README main job: the three shipped kinds
+INTEGRATORS = ("implicit_midpoint", "gauss_legendre4", "rk4", "splitting")
+#: the paper's "trajectory 1" (sin 1.1, 0, cos 1.1) and "trajectory 4" (0, sin 1.1, cos 1.1): rows of im.h5
+PAPER_TRAJ = {"traj1": 100, "traj4": 719}
+HELDOUT_SEED = 20251  # the sampler seed of the held-out ICs; training uses the deterministic paper set
+#: the paper's VPT training loss (≈ 5e-4): the "time to target" column is the time to reach it
+LOSS_TARGET = 5e-4
+#: the quality targets set to beat the paper's VPT (error ≈ 0.2–0.3, band ≤ 5e-3 at t = 100):
+BAND_TARGET = 1e-3  # ||z|| within 1 ± 0.001 on [0, 100]
+ERROR_TARGET = 0.05  # relative error at t = 100
+PAPER_T = 100.0
+DT = 0.2
+PAPER_REF = "Brantner, de Romemont, Kraus, Li, ESAIM Proc. 81 (2025), arXiv 2312.11166"
+
+#: the paper's numbers (arXiv 2312.11166: the rigid-body section's training table, figures and CPU
+#: timings). Strings where the paper gives a range or a figure reading, numbers where it gives a value.
+PAPER = {
+    "vpt": {"train_loss": "≈ 5e-4", "train_time": "5 h 59 min (RTX 4090, 500 000 epochs)",
+            "band": "≤ 5e-3 (traj 1)", "err100": "≈ 0.2–0.3", "cpu_50000": 0.71},
+    "vpff": {"train_loss": "≈ 5e-4", "train_time": "4 h 02 min (RTX 4090)",
+             "band": "≈ 7e-2 (drifts to 0.93)", "err100": "≈ 1.1–1.3", "cpu_50000": 6.44},
+    "st": {"train_loss": "≈ 5e-2", "train_time": "3 h 58 min (RTX 4090)",
+           "band": "≈ 0.6 (grows to 1.6)", "err100": "—", "cpu_50000": 0.20},
+    "implicit_midpoint": {"band": "0 (exactly 1)", "err100": "0 (the reference)", "cpu_50000": 2.51},
+}
+
+COLUMNS = {
+    # key: (heading, models only)
+    "train_loss_best": ("train loss (best.pt epoch)", True),
+    "time_to_target": (f"s to train loss ≤ {LOSS_TARGET:g}", True),
+    "train_time": ("training s (wall)", True),
+    "best_val": ("best validation", True),
+    "band_traj1": ("‖z‖ band traj 1", False),
+    "band_traj4": ("‖z‖ band traj 4", False),
+    "err100_traj1": ("rel. error t = 100 traj 1", False),
+    "err100_traj4": ("rel. error t = 100 traj 4", False),
+    "vpt_traj1": ("valid pred. time traj 1", False),
+    "vpt_traj4": ("valid pred. time traj 4", False),
+    "heldout_mean": ("held-out rel. error t = 100, mean", False),
+    "heldout_median": ("held-out rel. error t = 100, median", False),
+    "long_energy": ("max rel. energy drift (long)", False),
+    "long_casimir": ("max rel. Casimir drift (long)", False),
+    "long_cum_logdet": ("max abs. cum. log det J (long)", False),
+    "cpu_marginal": ("CPU s to timing t_end (steps only)", False),
+    "cpu_process": ("CPU s to timing t_end (whole process)", False),
+}
+
+
+def _num(x, digits: int = 3) -> str:
+    return fmt_num(x, digits)
+
+
+# --------------------------------------------------------------------------- timing
+
+
+def write_timing(run, t_end: float | None = None) -> dict:
+    """Collect the timing runs of ``run`` into ``timing/timing.json`` and ``timing/timing.md``; return the dict.
+
+    Per method: the child process's CPU seconds (user + sys, ``wait4``) and wall seconds for the run to
+    ``t_end`` and for the short run to ``t_end / 10``; ``cpu_marginal_s`` = the CPU cost of the steps alone,
+    extrapolated to ``t_end`` from the difference of the two (start-up, imports, model loading and tracing
+    taken out); ``engine_s`` = the rollout engine's own wall seconds per step (the csv's
+    ``seconds_per_step``) times the steps.
+    """
+    run = Path(run)
+    td = run / "timing"
+    out: dict = {"t_end": t_end, "dt": DT, "trajectory": PAPER_TRAJ["traj1"], "batch": 1, "methods": {}}
+    labels = [csv_.stem for csv_ in sorted(td.glob("*.csv")) if not csv_.stem.endswith("_short")]
+    order = {m: i for i, m in enumerate((*ALL_MODELS, *INTEGRATORS))}
+    labels.sort(key=lambda m: order.get(m, 99))
+    n_steps = int(round((t_end or 0.0) / DT)) if t_end else None
+    for label in labels:
+        full = read_json(run / ".tasks" / f"timing_{label}.json")
+        short = read_json(run / ".tasks" / f"timing_{label}_short.json")
+        row = _rollouts.metrics_table(td / f"{label}.csv")[0]
+        short_csv = td / f"{label}_short.csv"
+        short_rows = _rollouts.metrics_table(short_csv) if short_csv.exists() else None
+        entry = {"seconds_per_step": row.get("seconds_per_step"), "failed": row.get("failed")}
+        if full:
+            entry.update(cpu_s=full["cpu_s"], wall_s=full["wall_s"])
+        if full and short:
+            entry.update(cpu_short_s=short["cpu_s"], wall_short_s=short["wall_s"])
+            if n_steps:
+                n_short = int(round(max(t_end / 10.0, 2.0) / DT))
+                per_step = (full["cpu_s"] - short["cpu_s"]) / max(n_steps - n_short, 1)
+                entry["cpu_marginal_s"] = per_step * n_steps
+        if n_steps and isinstance(row.get("seconds_per_step"), float):
+            entry["engine_s"] = row["seconds_per_step"] * n_steps
+        if short_rows:
+            entry["seconds_per_step_short"] = short_rows[0].get("seconds_per_step")
+        entry["paper_julia_s"] = PAPER.get(label, {}).get("cpu_50000")
+        out["methods"][label] = entry
+    if not out["methods"]:
+        return out
+    write_json(td / "timing.json", out)
+    lines = [f"CPU seconds to t = {t_end:g} ({n_steps} steps), trajectory 1, batch 1, one process per method, "
+             "OMP_NUM_THREADS=1.\n",
+             *md_table(["method", "process CPU s", "process wall s", "CPU s without start-up", "engine wall s",
+                        "paper (Julia, t = 50 000) s"],
+                       [[label, _num(e.get("cpu_s")), _num(e.get("wall_s")), _num(e.get("cpu_marginal_s")),
+                         _num(e.get("engine_s")), _num(e.get("paper_julia_s"))]
+                        for label, e in out["methods"].items()])]
+    write_text(td / "timing.md", "\n".join(lines) + "\n")
+    return out
+
+
+# --------------------------------------------------------------------------- values of one run
+
+
+def z_band(y):
+    """max over t of | ||z(t)|| − 1 | per trajectory (inf where the rollout failed).
+
+    Parameters
+    ----------
+    y : ndarray, shape (n_traj, n_steps, 3)
+    """
+    import numpy as np
+
+    with np.errstate(invalid="ignore", over="ignore"):
+        dev = np.abs(np.linalg.norm(np.asarray(y, dtype=np.float64), axis=-1) - 1.0)
+    dev = np.where(np.isfinite(dev), dev, np.inf)
+    return dev.max(axis=1)
+
+
+def _seeds(run: Path) -> list[int]:
+    seeds = set()
+    for name in [p.stem for p in (run / "rollout").glob("paper_s*.h5")] + [p.name for p in (run / "train").glob("*_s*")]:
+        try:
+            seeds.add(int(name.rsplit("_s", 1)[1]))
+        except ValueError:
+            pass
+    return sorted(seeds)
+
+
+def _training_values(run_dir: Path) -> dict:
+    """Training numbers of one vp-train run directory (empty if it is missing)."""
+    summary = read_json(run_dir / "summary.json")
+    if summary is None or not (run_dir / "log.csv").exists():
+        return {}
+    with open(run_dir / "log.csv", newline="") as fh:
+        log = [{k: float(v) for k, v in r.items() if v not in (None, "")} for r in csv.DictReader(fh)]
+    best_epoch = int(summary.get("best_epoch") or 0)
+    at_best = next((r for r in log if int(r["epoch"]) == best_epoch), log[-1] if log else None)
+    first = next((r for r in log if r.get("train_loss", math.inf) <= LOSS_TARGET), None)
+    return {
+        "train_loss_best": at_best["train_loss"] if at_best else math.nan,
+        "train_loss_last": summary.get("train_loss"),
+        "time_to_target": first["seconds"] if first else None,  # None: not reached
+        "train_time": summary.get("wall_time"),
+        "best_val": summary.get("best_loss"),
+        "monitor": summary.get("monitor", "?"),
+        "epochs": summary.get("epochs"),
+        "n_params": summary.get("n_params"),
+    }
+
+
+def _rollout_values(path: Path, labels) -> dict:
+    """label -> per-trajectory numbers of a paper-style rollout (trajectories 1 and 4)."""
+    import numpy as np
+
+    from vpintegrator.metrics import valid_prediction_time
+
+    r = _rollouts.read(path)
+    if r is None:
+        return {}
+    pos = {name: int(np.flatnonzero(r.traj_index == idx)[0]) for name, idx in PAPER_TRAJ.items()
+           if np.any(r.traj_index == idx)}
+    k100 = int(np.argmin(np.abs(r.t - PAPER_T)))
+    in_band = r.t <= PAPER_T + 1e-9
+    out = {}
+    for label in labels:
+        m = r.methods.get(label)
+        if m is None:
+            continue
+        rel = r.metrics[label].rel_error
+        band = z_band(m.y[:, in_band])
+        err = np.where(np.isnan(rel[:, k100]), np.inf, rel[:, k100])
+        vpt = valid_prediction_time(rel[:, in_band], r.t[in_band])
+        v = {}
+        for name, i in pos.items():
+            v[f"band_{name}"] = float(band[i])
+            v[f"err100_{name}"] = float(err[i])
+            v[f"vpt_{name}"] = float(vpt[i])
+        row = next((x for x in r.table if x.get("method") == label), {})
+        v["cum_logdet"] = row.get("max_abs_cum_log_det_J")
+        out[label] = v
+    return out
+
+
+def _heldout_values(path: Path, labels) -> dict:
+    import numpy as np
+
+    r = _rollouts.read(path)
+    if r is None:
+        return {}
+    k100 = int(np.argmin(np.abs(r.t - PAPER_T)))
+    out = {}
+    for label in labels:
+        m = r.methods.get(label)
+        if m is None:
+            continue
+        rel = r.metrics[label].rel_error
+        err = np.where(np.isnan(rel[:, k100]), np.inf, rel[:, k100])
+        out[label] = {"heldout_mean": float(np.mean(err)), "heldout_median": float(np.median(err)),
+                      "heldout_failed": int(np.sum(m.failed_step >= 0)), "heldout_n": int(err.size)}
+    return out
+
+
+def _long_values(path: Path, labels) -> dict:
+    r = _rollouts.read(path)
+    if r is None:
+        return {}
+    return {row["method"]: {"long_energy": row.get("max_rel_drift_energy"),
+                            "long_casimir": row.get("max_rel_drift_casimir"),
+                            "long_cum_logdet": row.get("max_abs_cum_log_det_J"), "long_t_end": float(r.meta["t_end"])}
+            for row in r.table if row.get("method") in labels}
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def build_results(run_dir) -> dict:
+    """Read a study's run directory and compute the results table (mean ± std over seeds).
+
+    Returns
+    -------
+    dict
+        ``rows`` (method -> column -> {mean, std, n, values}), ``columns``, ``paper``, ``targets`` (one
+        dict per quality target, model and trajectory), ``meta``.
+    """
+    run = Path(run_dir)
+    if not run.is_dir():
+        raise StudyError(f"--out {run}: no such run directory")
+    seeds = _seeds(run)
+    models = [m for m in ALL_MODELS if any((run / "train" / f"{m}_s{s}").exists() for s in seeds)]
+    per_seed: dict[str, dict[str, list]] = {}
+
+    def put(method, key, value):
+        per_seed.setdefault(method, {}).setdefault(key, []).append(value)
+
+    labels = [*models, *INTEGRATORS]
+    for s in seeds:
+        for m in models:
+            for k, v in _training_values(run / "train" / f"{m}_s{s}").items():
+                if k in ("train_loss_best", "train_time", "best_val"):
+                    put(m, k, v)
+                elif k == "time_to_target":
+                    put(m, k, v if v is not None else math.inf)
+                elif k in ("monitor", "n_params"):
+                    per_seed.setdefault(m, {})[f"_{k}"] = v
+        paper = _rollout_values(run / "rollout" / f"paper_s{s}.h5", labels)
+        paper_exact = _rollout_values(run / "rollout" / f"paper_exact_s{s}.h5", ["vpt_exact"])
+        for label, vals in {**paper, **paper_exact}.items():
+            for k, v in vals.items():
+                if k != "cum_logdet":
+                    put(label, k, v)
+        held = _heldout_values(run / "rollout" / f"heldout_s{s}.h5", labels)
+        held.update(_heldout_values(run / "rollout" / f"heldout_exact_s{s}.h5", ["vpt_exact"]))
+        for part in (held, _long_values(run / "rollout" / f"long_s{s}.h5", labels)):
+            for label, vals in part.items():
+                for k, v in vals.items():
+                    put(label, k, v)
+    timing = read_json(run / "timing" / "timing.json") or {}
+    for label, e in timing.get("methods", {}).items():
+        put(label, "cpu_marginal", e.get("cpu_marginal_s"))
+        put(label, "cpu_process", e.get("cpu_s"))
+
+    rows = {}
+    for label in labels:
+        src = per_seed.get(label, {})
+        row = {k: summarize(v) for k, v in src.items() if not k.startswith("_")}
+        if "time_to_target" in src:
+            reached = [v for v in src["time_to_target"] if v is not None and math.isfinite(v)]
+            row["time_to_target"] = {**summarize(reached), "reached": len(reached), "runs": len(src["time_to_target"])}
+        for k in ("_monitor", "_n_params"):
+            if k in src:
+                row[k[1:]] = src[k]
+        for k in ("heldout_n", "heldout_failed", "long_t_end"):
+            if k in row:
+                row[k] = row[k]["values"]
+        if row:
+            rows[label] = row
+
+    targets = []
+    for label in models:
+        row = rows.get(label, {})
+        for traj in PAPER_TRAJ:
+            for key, limit, what in ((f"band_{traj}", BAND_TARGET, "max |‖z‖−1| on [0, 100]"),
+                                     (f"err100_{traj}", ERROR_TARGET, "relative error at t = 100")):
+                st = row.get(key)
+                if not st or not st["n"]:
+                    continue
+                targets.append({
+                    "model": label, "traj": traj, "metric": what, "key": key, "limit": limit,
+                    "mean": st["mean"], "std": st["std"], "n": st["n"],
+                    "seeds_met": sum(1 for v in st["values"] if v <= limit),
+                    "met": st["mean"] is not None and st["mean"] <= limit,
+                    "ratio": (st["mean"] / limit) if st["mean"] is not None else None,
+                })
+    meta = {"run": str(run), "seeds": seeds, "models": models, "integrators": list(INTEGRATORS),
+            "timing_t_end": timing.get("t_end"),
+            "reference": "implicit midpoint (im.h5 continued); vpt_exact: the exact flow (exact.h5, DOP853)"}
+    return {"meta": meta, "columns": {k: v[0] for k, v in COLUMNS.items()}, "rows": rows,
+            "paper": PAPER, "targets": targets}
+
+
+def _cell(st: dict | None) -> str:
+    if not st or not st.get("n"):
+        if st and "runs" in st and st["runs"]:
+            return f"not reached (0/{st['runs']})"
+        return "—"
+    text = _num(st["mean"])
+    if st.get("std") is not None:
+        text += f" ± {_num(st['std'], 2)}"
+    n = st["n"]
+    if "runs" in st:
+        return text + (f" ({st['reached']}/{st['runs']} reached)" if st["reached"] < st["runs"] else f" (n={n})")
+    return text + f" (n={n})"
+
+
+def format_results(res: dict) -> str:
+    """The results as Markdown: training table, rollout tables with the paper's numbers, targets."""
+    rows, meta = res["rows"], res["meta"]
+    models = [m for m in meta["models"] if m in rows]
+    integ = [i for i in meta["integrators"] if i in rows]
+    seeds = meta["seeds"]
+    out = [f"# Rigid-body study: {meta['run']}", "",
+           f"Seeds {', '.join(map(str, seeds))}; every value mean ± std over seeds (std with ddof = 1; n = seeds "
+           "with that value). Reference of the relative errors: " + meta["reference"] + f". Paper: {PAPER_REF} "
+           "(italic rows: its numbers for the rigid body).", ""]
+
+    def table(title, keys, methods, paper_keys=None):
+        out.extend([f"## {title}", ""])
+        out.extend(md_table(["method", *(res["columns"][k] for k in keys)], []))
+        for m in methods:
+            extra = f" ({rows[m]['n_params']} p.)" if rows[m].get("n_params") else ""
+            out.append(md_row([f"{m}{extra}", *(_cell(rows[m].get(k)) for k in keys)]))
+            if paper_keys and m in PAPER:
+                cells = [str(PAPER[m].get(paper_keys.get(k, ""), "")) for k in keys]
+                if any(cells):
+                    out.append(md_row([f"*paper {m}*", *cells]))
+        out.append("")
+
+    if models:
+        mons = {rows[m].get("monitor") for m in models if rows[m].get("monitor")}
+        table("Training", ["train_loss_best", "time_to_target", "train_time", "best_val"], models,
+              {"train_loss_best": "train_loss", "train_time": "train_time"})
+        out.append(f"Train loss: full training loss logged at the epoch of best.pt (the checkpoint rolled out); "
+                   f"best validation: summary.json best_loss (monitor: {', '.join(sorted(mons)) or '?'}). "
+                   f"Time to ≤ {LOSS_TARGET:g} (the paper's VPT training loss): `seconds` of the first log.csv "
+                   "row at or below it (wall, one thread).")
+        out.append("")
+    table("Trajectories 1 and 4, t ∈ [0, 100]", ["band_traj1", "band_traj4", "err100_traj1", "err100_traj4",
+                                                "vpt_traj1", "vpt_traj4"], [*models, *integ],
+          {"band_traj1": "band", "err100_traj1": "err100"})
+    out.append("‖z‖ band: max over t ∈ [0, 100] of abs(‖z(t)‖ − 1) (the Casimir is ‖z‖²; inf: the rollout blew up). "
+               "Valid prediction time: first t with relative error > 0.1.")
+    out.append("")
+    held = [m for m in [*models, *integ] if "heldout_mean" in rows[m]]
+    if held:
+        n_ic = int(next(iter(rows[held[0]].get("heldout_n", [0])), 0))
+        table(f"Held-out random initial conditions ({n_ic} on the unit sphere), t = 100",
+              ["heldout_mean", "heldout_median"], held)
+    long_ = [m for m in [*models, *integ] if "long_energy" in rows[m] or "cpu_process" in rows[m]]
+    if long_:
+        lt = next((rows[m]["long_t_end"][0] for m in long_ if rows[m].get("long_t_end")), None)
+        tt = meta.get("timing_t_end")
+        out.append(f"Long run: trajectories 1 and 4 to t = {lt or math.nan:g} (worst of the two); cum. log det J: the "
+                   f"volume change of all step/window maps, 0 for a volume-preserving map. CPU: t = {tt or math.nan:g}, "
+                   f"trajectory 1, batch 1, one process per method, OMP_NUM_THREADS=1, seed {seeds[0] if seeds else '?'}'s "
+                   "models (timing/timing.md); 'steps only' takes the process start-up out. Paper: Julia, t = 50 000.")
+        out.append("")
+        table("Long run and cost", ["long_energy", "long_casimir", "long_cum_logdet", "cpu_marginal", "cpu_process"],
+              long_, {"cpu_marginal": "cpu_50000"})
+
+    out.append(f"## Targets: beat the paper's VPT (band ≤ {BAND_TARGET:g}, relative error at t = 100 ≤ {ERROR_TARGET:g}; "
+               "paper: ≤ 5e-3 and ≈ 0.2–0.3)")
+    out.append("")
+    for t in res["targets"]:
+        verdict = "met" if t["met"] else "NOT met"
+        num = _num(t["mean"]) + (f" ± {_num(t['std'], 2)}" if t["std"] is not None else "")
+        how = "" if t["met"] else (", the rollout blew up" if not math.isfinite(t["ratio"] or math.nan)
+                                   else f", {t['ratio']:.2g}× the limit")
+        lead = "**" if t["model"] == "vpt" else ""
+        out.append(f"- {lead}{t['model']} {t['traj']}: {t['metric']} = {num} (n={t['n']}, {t['seeds_met']}/{t['n']} "
+                   f"seeds within) vs ≤ {t['limit']:g}: {verdict}{how}{lead}")
+    if not res["targets"]:
+        out.append("- no rollouts yet")
+    return "\n".join(out) + "\n"
+
+
+def write_results(run_dir) -> tuple[dict, str]:
+    """Build the results of ``run_dir`` and write ``results.json`` (strict JSON) and ``results.md``."""
+    run = Path(run_dir)
+    res = build_results(run)
+    text = format_results(res)
+    write_json(run / "results.json", res)
+    write_text(run / "results.md", text)
+    return res, text

@@ -1,0 +1,270 @@
+"""The task runner of the studies: the package's CLIs as subprocesses, with a plan, logs and resumption.
+
+A study first plans every step as a :class:`Task` (a ``vp-gen``/``vp-train``/``vp-rollout``/``vp-plot``
+command line, its output files, the tasks it needs), then has a :class:`Runner` execute them, ``jobs`` at a
+time, each child with one thread (``OMP_NUM_THREADS=1``). The runner
+
+- runs ``vp-<tool> ARGS`` as ``python -m vpintegrator.cli.<tool> ARGS`` with this interpreter (no PATH
+  needed), in the caller's working directory;
+- writes each command's output to ``RUN/logs/<task>.log`` and one line per command, with its wall and
+  CPU seconds (the child's user + system time), to ``RUN/study.log``;
+- marks a finished task with a stamp ``RUN/.tasks/<task>.json`` (its command, exit status and times);
+  with ``skip_existing`` a task whose stamp and outputs exist is not run again;
+- prints one progress line per task, ``[k/N] <task>: ...``, where N is the number of planned tasks,
+  fixed from the first line on (a study that runs its plan in phases still counts against all of it);
+- on Ctrl-C or SIGTERM (see :func:`sigterm_as_interrupt`) sends SIGTERM to its children (``vp-train``
+  saves ``last.pt``), waits for them, and re-raises ``KeyboardInterrupt``: the run can be resumed.
+
+A failed task does not stop the others; the tasks that need it are reported as not run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from .stats import read_json, write_json
+
+#: the repository root (for its ``configs/``) when the package is installed in editable mode
+REPO = Path(__file__).resolve().parents[2]
+#: the CLIs a task may run, by their console-script name -> module under vpintegrator.cli
+TOOLS = {"vp-gen": "gen", "vp-train": "train", "vp-rollout": "rollout", "vp-plot": "plot"}
+
+
+class StudyError(Exception):
+    """Bad input, a missing prerequisite or a failed step: reported as one line, no traceback."""
+
+
+@dataclass
+class Task:
+    """One subprocess of a study.
+
+    ``cmd`` is the command line as a user types it (``["vp-train", config, "--out", dir, ...]``; other
+    programs run as given); the task succeeded if it exits 0 and every path in ``outputs`` exists.
+    ``deps`` names the tasks that must have succeeded first; an ``exclusive`` task runs with nothing beside
+    it (CPU timings); ``after`` is called in this process after a success.
+    """
+
+    name: str
+    cmd: list
+    outputs: list
+    deps: list = field(default_factory=list)
+    exclusive: bool = False
+    after: Callable[[], object] | None = None
+    status: str = "pending"  # pending, running, done, skipped, failed
+    record: dict | None = None
+    rc: int | None = None
+
+
+def argv(cmd: Iterable) -> list[str]:
+    """The argv that runs ``cmd``: ``vp-<tool> ARGS`` -> ``[python, "-m", "vpintegrator.cli.<tool>", ARGS]``."""
+    cmd = [str(c) for c in cmd]
+    if cmd and cmd[0] in TOOLS:
+        return [sys.executable, "-m", f"vpintegrator.cli.{TOOLS[cmd[0]]}", *cmd[1:]]
+    return cmd
+
+
+def shell(cmd: Iterable) -> str:
+    """``cmd`` as one shell-quoted line."""
+    return shlex.join(str(c) for c in cmd)
+
+
+def last_line(path: Path) -> str:
+    """The last non-empty line of a log file (what a failed command said last)."""
+    try:
+        lines = [x.strip() for x in Path(path).read_text(errors="replace").splitlines() if x.strip()]
+    except OSError:
+        return "(no log)"
+    return lines[-1][:300] if lines else "(no output)"
+
+
+class Runner:
+    """Runs the planned :class:`Task` s of one run directory; see the module docstring.
+
+    Parameters
+    ----------
+    run : Path
+        The run directory (``logs/``, ``.tasks/`` and ``study.log`` go there).
+    jobs : int
+        Subprocesses at a time.
+    skip_existing : bool
+        Keep the tasks an earlier run finished (stamp and outputs present).
+    """
+
+    def __init__(self, run, jobs: int = 1, skip_existing: bool = False) -> None:
+        self.run = Path(run)
+        self.jobs = max(int(jobs), 1)
+        self.skip_existing = skip_existing
+        self.tasks: dict[str, Task] = {}
+        self.commands: list[str] = []  # the command lines started, as users type them
+        self.count = 0  # tasks accounted for (done, skipped, failed, not run)
+        self._checked = False
+        self.env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+    # ------------------------------------------------------------------ the plan
+
+    def add(self, task: Task) -> Task:
+        if task.name in self.tasks:
+            raise ValueError(f"task {task.name!r} planned twice")
+        self.tasks[task.name] = task
+        return task
+
+    def stamp(self, name: str) -> Path:
+        return self.run / ".tasks" / f"{name}.json"
+
+    def log_path(self, name: str) -> Path:
+        return self.run / "logs" / f"{name}.log"
+
+    @property
+    def total(self) -> int:
+        return len(self.tasks)
+
+    def _progress(self, t: Task, text: str) -> None:
+        self.count += 1
+        width = len(str(self.total))
+        print(f"[{self.count:{width}d}/{self.total}] {t.name}: {text}", flush=True)
+
+    # ------------------------------------------------------------------ running
+
+    def execute(self, names: Iterable[str] | None = None) -> bool:
+        """Run the pending tasks of ``names`` (default: all planned), dependencies first; return True if
+        every one of them succeeded (or was done before)."""
+        todo = {n: self.tasks[n] for n in (self.tasks if names is None else names)}
+        if not self._checked:  # the steps an earlier run finished, once, before anything runs
+            self._checked = True
+            for t in self.tasks.values():
+                if (t.status == "pending" and self.skip_existing and self.stamp(t.name).exists()
+                        and all(Path(o).exists() for o in t.outputs)):
+                    t.status, t.record = "skipped", read_json(self.stamp(t.name))
+                    self._progress(t, "done before, skipped")
+        (self.run / "logs").mkdir(parents=True, exist_ok=True)
+        (self.run / ".tasks").mkdir(parents=True, exist_ok=True)
+        running: dict[int, tuple[Task, subprocess.Popen, float, object]] = {}
+        try:
+            while True:
+                for t in todo.values():  # what needs a failure cannot run
+                    if t.status == "pending" and any(self.tasks[d].status == "failed" for d in t.deps if d in self.tasks):
+                        t.status = "failed"
+                        self._progress(t, "not run (a step it needs failed)")
+                exclusive = any(t.exclusive for t, *_ in running.values())
+                for t in todo.values():
+                    if len(running) >= self.jobs or exclusive:
+                        break
+                    if t.status != "pending" or (t.exclusive and running):
+                        continue
+                    if all(self.tasks[d].status in ("done", "skipped") for d in t.deps if d in self.tasks):
+                        proc, t0, log = self._start(t)
+                        running[proc.pid] = (t, proc, t0, log)
+                        exclusive = t.exclusive
+                if not running:
+                    break
+                pid, status, usage = os.wait4(-1, 0)
+                if pid not in running:
+                    continue
+                t, proc, t0, log = running.pop(pid)
+                log.close()
+                self._finish(t, proc, os.waitstatus_to_exitcode(status), time.perf_counter() - t0, usage)
+        except BaseException:  # Ctrl-C, SIGTERM (see sigterm_as_interrupt) or a bug: stop the children
+            self._stop(running)
+            raise
+        return all(t.status in ("done", "skipped") for t in todo.values())
+
+    def _start(self, t: Task):
+        for o in t.outputs:
+            Path(o).parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path(t.name), "w")
+        log.write(f"$ {shell(argv(t.cmd))}\n")
+        log.flush()
+        self.commands.append(shell(t.cmd))
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv(t.cmd), stdout=log, stderr=subprocess.STDOUT, env=self.env)
+        t.status = "running"
+        return proc, t0, log
+
+    def _finish(self, t: Task, proc: subprocess.Popen, rc: int, wall: float, usage) -> None:
+        proc.returncode = rc  # reaped by wait4 above
+        t.rc = rc
+        cpu = usage.ru_utime + usage.ru_stime
+        with open(self.run / "study.log", "a") as fh:
+            fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {t.name} rc={rc} wall={wall:.2f}s cpu={cpu:.2f}s: "
+                     f"OMP_NUM_THREADS=1 {shell(argv(t.cmd))}\n")
+        if rc == 0 and all(Path(o).exists() for o in t.outputs):
+            if t.after is not None:
+                t.after()
+            t.record = {"name": t.name, "cmd": shell(argv(t.cmd)), "rc": rc, "wall_s": round(wall, 3),
+                        "cpu_s": round(cpu, 3), "user_s": round(usage.ru_utime, 3),
+                        "sys_s": round(usage.ru_stime, 3), "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            write_json(self.stamp(t.name), t.record)
+            t.status = "done"
+            self._progress(t, f"{wall:.1f} s wall, {cpu:.1f} s CPU")
+        else:
+            t.status = "failed"
+            why = f"exit {rc}" if rc else "exit 0 but outputs missing"
+            self._progress(t, f"FAILED ({why}): {last_line(self.log_path(t.name))} (log: {self.log_path(t.name)})")
+
+    def _stop(self, running: dict) -> None:
+        for _, proc, _, _ in running.values():
+            with contextlib.suppress(OSError):
+                proc.send_signal(signal.SIGTERM)  # vp-train saves last.pt; --skip-existing resumes it
+        for _, proc, _, log in running.values():
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            log.close()
+
+    # ------------------------------------------------------------------ reporting
+
+    def failed(self) -> list[Task]:
+        return [t for t in self.tasks.values() if t.status == "failed"]
+
+    def failure(self) -> StudyError:
+        """One-line error naming the failed tasks and what the first one said."""
+        failed = self.failed()
+        first = next((t for t in failed if t.rc is not None), None)
+        said = (f"; {first.name} (exit {first.rc}): {last_line(self.log_path(first.name))}" if first else "")
+        return StudyError(f"{len(failed)} step(s) failed or were not run: {', '.join(t.name for t in failed[:6])}"
+                          f"{', ...' if len(failed) > 6 else ''}{said}; see {self.run / 'logs'}; "
+                          "rerun with --skip-existing to redo only those")
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"terminated by signal {signum}")
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block SIGTERM raises ``KeyboardInterrupt`` (so ``kill`` stops the children like Ctrl-C);
+    the previous handler comes back afterwards. Outside the main thread signals are left alone."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def guarded(body: Callable[[], int], error_prefix: str, interrupted: str) -> int:
+    """Run a study's ``body``: a :class:`StudyError` becomes ``<error_prefix><message>`` on stderr and
+    exit status 2, Ctrl-C or SIGTERM ``interrupted`` and 130."""
+    try:
+        with sigterm_as_interrupt():
+            return body()
+    except StudyError as err:
+        print(f"{error_prefix}{err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(interrupted, file=sys.stderr)
+        return 130
