@@ -6,8 +6,8 @@ points such as ``vp-gen`` never import torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ._lazy import lazy_exports
+
 
 from ._version import __version__
 from .errors import VPIntegratorError
@@ -68,15 +68,4 @@ _LAZY: dict[str, str] = {
 __all__ = ["__version__", "VPIntegratorError", "Trajectories", *_LAZY]
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        module = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'vpintegrator' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

@@ -7,8 +7,8 @@ torch (``vpintegrator.data.windows``, which does, is never imported from this fi
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy_exports
+
 
 # public name -> submodule that defines it
 _LAZY: dict[str, str] = {
@@ -32,15 +32,4 @@ _LAZY: dict[str, str] = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        module = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'vpintegrator.data' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(__all__) | set(globals()))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from ..errors import VPIntegratorError
+from .hdf5 import _from_attr
 from .trajectories import Trajectories
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -162,16 +163,6 @@ class RolloutResult:
         return list(self.methods)
 
 
-def _attr(v):
-    if isinstance(v, bytes):
-        return v.decode()
-    if isinstance(v, np.ndarray):
-        return [_attr(x) for x in v.tolist()]
-    if isinstance(v, np.generic):
-        return v.item()
-    return v
-
-
 def _upgrade_meta(meta: dict, path) -> dict:
     """Root attributes with counts in the schema-2 meaning (version 1 stored states in ``n_steps``)."""
     version = meta.get("schema_version", 1)
@@ -222,7 +213,7 @@ def read_rollout(path, traj=None, max_points: int | None = None) -> RolloutResul
             f"{path}: not a readable HDF5 file ({' '.join(str(err).split())}); give a vp-rollout output"
         ) from None
     with f:
-        meta = {k: _attr(v) for k, v in f.attrs.items()}
+        meta = {k: _from_attr(v) for k, v in f.attrs.items()}
         if meta.get("schema") != ROLLOUT_SCHEMA:
             raise VPIntegratorError(
                 f"{path}: root attribute 'schema' is {meta.get('schema')!r}, expected {ROLLOUT_SCHEMA!r}; "
@@ -260,7 +251,7 @@ def read_rollout(path, traj=None, max_points: int | None = None) -> RolloutResul
                 map_t = float(meta["t0"]) + float(meta["dt"]) * g["map_step"][ms]
                 ld, cum = read2(g["log_det_J"], ms), read2(g["cum_log_det_J"], ms)
             failed = g["failed_step"][:][rows]
-            attrs = {**system_keys, "dt": float(meta["dt"]), **{k: _attr(v) for k, v in g.attrs.items()}}
+            attrs = {**system_keys, "dt": float(meta["dt"]), **{k: _from_attr(v) for k, v in g.attrs.items()}}
             return Trajectories(y=y, t=t, meta=attrs, failed_step=failed), MethodMetrics(inv, err, map_t, ld, cum)
 
         reference, ref_metrics = read_group(f["reference"])
