@@ -64,7 +64,7 @@ def parse_set(items: Iterable[str] | None) -> dict[str, Any]:
         key, sep, text = str(item).partition("=")
         key = key.strip()
         if not sep or not key:
-            raise VPIntegratorError(f"set: {item!r} is not KEY=VALUE (e.g. --set lr=1e-3)", key="set")
+            raise VPIntegratorError(f"set: {item!r} is not KEY=VALUE (e.g. lr=1e-3)", key="set")
         value = _parse_value(text.strip())
         head, dot, tail = key.partition(".")
         if dot:

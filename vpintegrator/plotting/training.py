@@ -55,7 +55,7 @@ def read_run_log(run_dir: str | Path, label: str | None = None) -> RunLog:
     """
     run = Path(run_dir)
     if not run.exists():
-        raise VPIntegratorError(f"run directory {run}: no such directory; give a vp-train --out directory")
+        raise VPIntegratorError(f"run directory {run}: no such directory; give a run directory written by vp-train")
     if not run.is_dir():
         raise VPIntegratorError(f"{run}: not a directory; give a vp-train run directory (it holds log.csv)")
     log = run / "log.csv"
