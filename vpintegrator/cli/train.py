@@ -140,13 +140,24 @@ def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_mi
         click.echo(f"Interrupted: {err}{hint}", err=True)
         sys.exit(130)
     if os.environ.get("RANK", "0") != "0":  # torchrun: rank 0 reports
-        return
+        _exit_distributed()
     best = "" if result.best_epoch == 0 else f", best {result.best_loss:.3e} at epoch {result.best_epoch}"
     click.echo(
         f"Trained {result.epochs} epochs ({result.steps} steps, {result.wall_time:.1f} s, stopped: "
         f"{result.stopped}) on {result.device}, {result.dtype}: loss {result.train_loss:.3e}{best}"
     )
     click.echo(f"Run written to {result.run_dir}")
+    if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
+        _exit_distributed()
+
+
+def _exit_distributed() -> None:
+    """End a torchrun rank now: every file is written and the process group is gone. The interpreter's own
+    teardown is skipped because torch's Gloo threads sometimes abort there ("terminate called without an
+    active exception", SIGABRT), turning a finished run into a failed torchrun."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _parse_settings(settings) -> dict:
