@@ -1,7 +1,10 @@
-"""Atomic file writes: write to a temporary file beside the target, then rename.
+"""Atomic file writes, crash clean-up, and the rule that no command writes over its inputs.
 
-An interrupted or failed write leaves the target untouched (an earlier file there stays intact) and no
-partial file behind.
+Every output is written to a temporary file beside the target, then renamed onto it: an interrupted or
+failed write leaves the target untouched (an earlier file there stays intact) and no partial file behind.
+A process killed outright (``kill -9``) cannot clean up; its temporary file names carry its process id
+(``.<name>.<pid>.<random><suffix>.tmp``), and the next write to the same target removes the temporary
+files of processes that no longer run.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=f"{suffix}.tmp", dir=target.parent)
+    remove_orphans(target)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=f"{suffix}.tmp", dir=target.parent)
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -36,6 +40,60 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         raise
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def remove_orphans(target: str | os.PathLike) -> list[Path]:
+    """Remove the temporary files that writers of ``target`` left when they were killed (their process is
+    gone); return what was removed. Temporary files of running processes are left alone."""
+    target = Path(target)
+    removed = []
+    prefix = f".{target.name}."
+    with contextlib.suppress(OSError):
+        for p in target.parent.iterdir():
+            if not (p.name.startswith(prefix) and p.name.endswith(".tmp")):
+                continue
+            pid_text = p.name[len(prefix):].split(".", 1)[0]
+            if pid_text.isdigit() and not _pid_alive(int(pid_text)) and int(pid_text) != os.getpid():
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
+                removed.append(p)
+    return removed
+
+
+def check_not_input(out: str | os.PathLike | None, inputs, key: str = "out") -> None:
+    """Refuse an output path that is one of the inputs (the same file, also through links or relative
+    paths): a one-line :class:`~vpintegrator.errors.VPIntegratorError` before any work starts."""
+    from .errors import VPIntegratorError
+
+    if out is None:
+        return
+    out_path = Path(out)
+    try:
+        out_real = out_path.resolve()
+    except OSError:
+        return
+    for inp in inputs or ():
+        if inp is None:
+            continue
+        in_path = Path(inp)
+        same = out_real == in_path.resolve()
+        if not same and out_path.exists() and in_path.exists():
+            with contextlib.suppress(OSError):
+                same = os.path.samefile(out_path, in_path)
+        if same:
+            raise VPIntegratorError(
+                f"{key} {out} is the input file {inp}: this would overwrite it; give another output path", key=key
+            )
 
 
 def _umask() -> int:
