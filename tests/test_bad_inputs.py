@@ -1,0 +1,154 @@
+"""Bad input, table-driven: every case (tests/bad_inputs/cases_*.py) ends in one error line with the right
+exit code, no traceback, and every input file byte-for-byte unchanged (hashes before and after)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import pickle
+import re
+import shutil
+import types
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from bad_inputs import PLACEHOLDERS, Case
+from vpintegrator.errors import VPIntegratorError
+
+AREAS = ("gen", "train", "rollout", "plot", "api")
+CASES: list[Case] = []
+for _area in AREAS:
+    try:
+        CASES += importlib.import_module(f"bad_inputs.cases_{_area}").CASES
+    except ModuleNotFoundError as err:
+        if err.name != f"bad_inputs.cases_{_area}":
+            raise
+
+COMMANDS = {"vp-gen": "gen", "vp-train": "train", "vp-rollout": "rollout", "vp-plot": "plot"}
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+class _Evil:
+    def __reduce__(self):  # loading this pickle would run a command; it must be refused, never run
+        import os
+
+        return (os.system, ("touch EVIL_RAN",))
+
+
+def _write_good_data(ws: Path) -> None:
+    from vpintegrator.data import write_trajectories
+    from vpintegrator.integrators import integrate
+
+    rng = np.random.default_rng(0)
+    y0 = rng.normal(size=(8, 3))
+    y0 /= np.linalg.norm(y0, axis=1, keepdims=True)
+    write_trajectories(ws / "data.h5", integrate("rigid_body", y0, 0.2, 20, method="rk4"))
+    write_trajectories(ws / "data_im.h5", integrate("rigid_body", y0, 0.2, 20, method="implicit_midpoint"))
+    q = rng.uniform(-1, 1, size=(6, 4))
+    write_trajectories(ws / "co.h5", integrate("coupled_oscillator", q, 0.4, 20, method="implicit_midpoint"))
+    for name, change in (("nan", ("y", (2, 5, 1), np.nan)), ("inf", ("y", (3, 7, 0), np.inf)),
+                         ("unknown_system", ("attr", "system", "pendulum")), ("v0", ("attr", "schema_version", 0))):
+        shutil.copy(ws / "data.h5", ws / f"{name}.h5")
+        with h5py.File(ws / f"{name}.h5", "r+") as f:
+            if change[0] == "y":
+                y = f["y"][:]
+                y[change[1]] = change[2]
+                f["y"][...] = y
+            else:
+                f.attrs[change[1]] = change[2]
+
+
+@pytest.fixture(scope="session")
+def workspace_template(tmp_path_factory) -> Path:
+    """Good and bad input files, built once; each case gets a fresh copy."""
+    from vpintegrator.cli.rollout import main as rollout_main
+    from vpintegrator.cli.train import main as train_main
+
+    ws = tmp_path_factory.mktemp("bad_inputs") / "ws"
+    ws.mkdir()
+    _write_good_data(ws)
+    (ws / "spec.toml").write_text(
+        '[system]\nname = "rigid_body"\n[initial_conditions]\nsampler = "sphere"\nn_traj = 4\n'
+        '[integration]\ndt = 0.1\nt_end = 1.0\nmethod = "rk4"\n'
+    )
+    (ws / "config.toml").write_text(
+        f'data = ["{ws / "data.h5"}"]\nepochs = 2\nbatch_size = 32\ndtype = "float64"\ndevice = "cpu"\n'
+        '[model]\nname = "vpt"\nseq_len = 3\nn_blocks = 1\nL = 2\n'
+    )
+    (ws / "rollout.toml").write_text(f'data = "{ws / "data.h5"}"\nintegrators = ["rk4"]\nn_traj = 2\n')
+    result = CliRunner().invoke(train_main, [str(ws / "config.toml"), "--out", str(ws / "run"), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(rollout_main, ["--data", str(ws / "data.h5"), "--model", f"vpt={ws / 'run'}",
+                                               "--integrators", "rk4", "--n-traj", "3", "--device", "cpu",
+                                               "--out", str(ws / "rollout.h5"), "--quiet"])
+    assert result.exit_code == 0, result.output
+    last = (ws / "run" / "last.pt").read_bytes()
+    (ws / "truncated.pt").write_bytes(last[: len(last) // 2])
+    (ws / "foreign.pt").write_bytes(pickle.dumps(_Evil()))
+    torch.save(torch.zeros(3), ws / "zeros.pt")
+    (ws / "notes.txt").write_text("not data\n")
+    (ws / "empty.h5").write_bytes(b"")
+    (ws / "adir").mkdir()
+    (ws / "out").mkdir()
+    return ws
+
+
+def _paths(ws: Path) -> dict[str, str]:
+    files = {
+        "data": "data.h5", "data_im": "data_im.h5", "co": "co.h5", "nan": "nan.h5", "inf": "inf.h5",
+        "unknown_system": "unknown_system.h5", "v0": "v0.h5", "spec": "spec.toml", "config": "config.toml",
+        "rollout_toml": "rollout.toml", "run": "run", "model": "run/best.pt", "truncated_pt": "truncated.pt",
+        "foreign_pt": "foreign.pt", "zeros_pt": "zeros.pt", "rollout": "rollout.h5", "text": "notes.txt",
+        "empty": "empty.h5", "dir": "adir", "out": "out", "ws": ".",
+    }
+    assert set(files) == set(PLACEHOLDERS)
+    return {k: str(ws / v) for k, v in files.items()}
+
+
+def _hashes(ws: Path) -> dict[str, str]:
+    out = {}
+    for p in sorted(ws.rglob("*")):
+        rel = p.relative_to(ws)
+        if rel.parts[0] == "out":
+            continue
+        out[str(rel)] = "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input(case: Case, workspace_template, tmp_path, monkeypatch):
+    ws = tmp_path / "ws"
+    shutil.copytree(workspace_template, ws, symlinks=True)
+    monkeypatch.chdir(ws)
+    paths = _paths(ws)
+    before = _hashes(ws)
+    if case.api is not None:
+        with pytest.raises(VPIntegratorError) as info:
+            case.api(types.SimpleNamespace(**paths))
+        line = str(info.value)
+        assert "\n" not in line.strip(), line
+    else:
+        main = importlib.import_module(f"vpintegrator.cli.{COMMANDS[case.command]}").main
+        args = [a.format(**paths) for a in case.args]
+        result = CliRunner().invoke(main, args)
+        output = result.output
+        assert "Traceback" not in output, output
+        assert result.exit_code == case.exit_code, (result.exit_code, output, result.exception)
+        errors = [ln for ln in output.splitlines() if ln.startswith("Error:")]
+        assert len(errors) == 1, output
+        line = errors[0]
+    assert re.search(case.match, line), line
+    assert not (ws / "EVIL_RAN").exists(), "a foreign pickle ran code"
+    assert _hashes(ws) == before, "an input file changed"
+
+
+def test_case_ids_are_unique_and_there_are_enough():
+    ids = [c.id for c in CASES]
+    assert len(ids) == len(set(ids))
+    assert len(CASES) >= 150 or len(CASES) == 0 or pytest.skip(f"only {len(CASES)} cases so far")
