@@ -17,6 +17,7 @@ from vpintegrator.cli.gen import main
 from vpintegrator.data import list_specs, load_spec, read_trajectories, write_trajectories
 from vpintegrator.integrators import integrate
 from vpintegrator.data.trajectories import Trajectories
+from vpintegrator import resources
 
 
 def _run(*args: str):
@@ -225,3 +226,48 @@ def test_interrupt_leaves_no_partial_file(tmp_path, sig, earlier):
         assert out.read_bytes() == before
     else:
         assert not out.exists()
+
+
+# ---------------------------------------------------------------------------------------------------
+# bad input is one line, before any work (more cases in tests/bad_inputs/cases_gen.py)
+
+
+@pytest.mark.parametrize("args, match", [
+    (["rigid_body", "--dt", "1e-9", "--t-end", "10"], r"one trajectory of 10000000001 states needs about .*TiB of "
+                                                      r"memory .*give a larger --dt"),
+    (["rigid_body", "--n-traj", "1000000000000000"], r"PiB of memory .*fewer trajectories \(--n-traj\)"),
+    (["rigid_body", "--dt", "1e-300", "--t-end", "1e300"], r"too many steps: give a larger --dt"),
+    (["rigid_body", "--seed", "99999999999999999999999999"], r"--seed must be an integer >= 0 and < 2\*\*63"),
+    (["rigid_body", "--rtol", "2"], r"--rtol must be < 1"),
+    (["rigid_body", "--set", "system.name=volterra"], r"--set: 'system.name' cannot be changed"),
+    (["rigid_body", "--set", "initial_conditions.sampler=nope"], r"unknown sampler 'nope'"),
+])
+def test_impossible_work_and_absurd_numbers_are_one_line_errors(tmp_path, args, match):
+    out = tmp_path / "x.h5"
+    line = _assert_one_line_error(_run(*args, "--out", str(out)))
+    assert re.search(match, line), line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_out_that_is_the_spec_or_cannot_be_written(tmp_path):
+    spec = tmp_path / "s.toml"
+    spec.write_text('[system]\nname = "rigid_body"\n[initial_conditions]\nsampler = "sphere"\nn_traj = 2\n'
+                    '[integration]\ndt = 0.1\nt_end = 0.5\nmethod = "rk4"\n')
+    before = spec.read_bytes()
+    line = _assert_one_line_error(_run(str(spec), "--out", str(spec)))
+    assert re.search(r"--out .*s\.toml is the input file", line), line
+    line = _assert_one_line_error(_run(str(spec), "--set", f"output.path={spec}"))
+    assert "is the input file" in line
+    line = _assert_one_line_error(_run(str(spec), "--out", str(spec / "x.h5")))
+    assert re.search(r"--out .*s\.toml is a file, not a directory", line), line
+    assert spec.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]
+
+
+def test_disk_estimate_is_checked_against_the_output_folder(tmp_path, monkeypatch):
+
+    seen = []
+    monkeypatch.setattr(resources, "free_disk", lambda folder: seen.append(folder) or 10)
+    line = _assert_one_line_error(_run("rigid_body", "--n-traj", "5", "--out", str(tmp_path / "new" / "x.h5")))
+    assert re.search(r"5 trajectories x 1001 states x dim 3 x 8 bytes = 117\.3 KiB .*would not fit on the disk "
+                     r".*fewer trajectories \(--n-traj\)", line), line
+    assert seen == [tmp_path] and list(tmp_path.iterdir()) == []

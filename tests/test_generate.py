@@ -4,6 +4,7 @@ invariants, classical methods, chunking, files."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import subprocess
 import sys
 
@@ -15,6 +16,7 @@ from vpintegrator.data import GenerationSpec, generate, list_specs, load_spec, r
 from vpintegrator.errors import VPIntegratorError
 from vpintegrator.integrators import integrate
 from vpintegrator.systems import get_system, paper_sphere_points
+from vpintegrator import resources
 
 SHIPPED = ["rigid_body_paper", "rigid_body", "coupled_oscillator", "coupled_oscillator_box", "volterra", "abc_flow"]
 
@@ -334,3 +336,140 @@ def test_data_package_does_not_import_torch():
         "assert 'torch' not in sys.modules, 'torch imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---------------------------------------------------------------------------------------------------
+# work that cannot fit is refused before it starts
+
+
+def _spy_sampler(monkeypatch):
+    """Record whether generation got as far as sampling (it must not, when refused)."""
+    gen = importlib.import_module("vpintegrator.data.generate")
+
+    calls = []
+    real = gen.sample_initial_conditions
+    monkeypatch.setattr(gen, "sample_initial_conditions", lambda *a, **k: calls.append(1) or real(*a, **k))
+    return calls
+
+
+def test_estimate_resources_from_the_sizes():
+    from vpintegrator.data.generate import estimate_resources
+
+    spec = load_spec("rigid_body", n_traj=10, dt=0.1, t_end=1.0, method="rk4")
+    need = estimate_resources(spec, 10, 3)
+    assert need["disk"] == 10 * 11 * 3 * 8 and need["chunk"] == 10 and need["chunk_bytes"] == 10 * 11 * 3 * 8
+    assert need["memory"] >= 3 * need["chunk_bytes"]
+    dop = estimate_resources(dataclasses.replace(spec, method="dop853"), 10, 3)
+    assert dop["memory"] > need["memory"]  # DOP853's dense output is counted
+    mem = estimate_resources(spec, 10, 3, in_memory=True)
+    assert mem["disk"] == 0 and mem["memory"] >= need["memory"] + 10 * 11 * 3 * 8
+    # one trajectory of 1e10 states: one chunk of one trajectory, 240 GB before its working copies
+    huge = estimate_resources(load_spec("rigid_body", dt=1e-9, t_end=10.0), 300, 3)
+    assert huge["chunk"] == 1 and huge["chunk_bytes"] == 8 * 3 * 10_000_000_001
+
+
+def test_one_trajectory_that_cannot_fit_in_memory_is_refused(tmp_path, monkeypatch):
+    calls = _spy_sampler(monkeypatch)
+    spec = load_spec("rigid_body", dt=1e-9, t_end=10.0)  # `vp-gen rigid_body --dt 1e-9 --t-end 10`
+    with pytest.raises(VPIntegratorError, match=r"one trajectory of 10000000001 states needs about 1\.\d TiB of "
+                                                r"memory .*; give a larger dt or a smaller t_end") as info:
+        generate(spec, out=tmp_path / "x.h5")
+    assert info.value.key == "dt" and calls == [] and list(tmp_path.iterdir()) == []
+
+
+def test_chunks_that_cannot_fit_are_refused_with_the_limit_monkeypatched(tmp_path, monkeypatch):
+
+    monkeypatch.setattr(resources, "available_memory", lambda: 4 * 2**20)
+    calls = _spy_sampler(monkeypatch)
+    spec = load_spec("rigid_body", n_traj=2000, dt=0.01, t_end=10.0, method="rk4")  # 2000 x 1001 x 3 x 8 = 48 MB
+    with pytest.raises(VPIntegratorError, match=r"chunks of \d+ trajectories x 1001 states need about .* MiB of "
+                                                r"memory but only 2\.0 MiB may be used.*smaller chunk_size") as info:
+        generate(spec, out=tmp_path / "x.h5")
+    assert info.value.key == "chunk_size" and calls == []
+    # a smaller chunk fits
+    assert generate(dataclasses.replace(spec, n_traj=3, chunk_size=2), out=tmp_path / "y.h5").exists()
+    # in memory, the whole array counts
+    with pytest.raises(VPIntegratorError, match=r"keeping 2000 trajectories .* in memory .*; give out") as info:
+        generate(dataclasses.replace(spec, chunk_size=1))
+    assert info.value.key == "out"
+
+
+def test_initial_conditions_that_cannot_fit_are_refused(tmp_path, monkeypatch):
+    calls = _spy_sampler(monkeypatch)
+    with pytest.raises(VPIntegratorError, match=r"initial conditions of 1000000000000000 trajectories alone need "
+                                                r"21\.3 PiB of memory.*fewer trajectories \(n_traj\)"):
+        generate(load_spec("rigid_body", n_traj=10**15), out=tmp_path / "x.h5")
+    assert calls == []
+
+
+def test_data_that_cannot_fit_on_disk_is_refused(tmp_path, monkeypatch):
+
+    monkeypatch.setattr(resources, "free_disk", lambda folder: 1000)
+    calls = _spy_sampler(monkeypatch)
+    spec = load_spec("rigid_body", n_traj=4, dt=0.1, t_end=1.0, method="rk4")  # 4 x 11 x 3 x 8 = 1056 bytes
+    with pytest.raises(VPIntegratorError, match=r"4 trajectories x 11 states x dim 3 x 8 bytes = 1\.0 KiB \(before "
+                                                r"compression\) would not fit on the disk of .* \(1000 B free\); "
+                                                r"give fewer trajectories \(n_traj\).*shards") as info:
+        generate(spec, out=tmp_path / "x.h5")
+    assert info.value.key == "n_traj" and calls == [] and list(tmp_path.iterdir()) == []
+    assert generate(spec).n_traj == 4  # in memory: no disk needed
+
+
+def test_available_memory_is_a_positive_number_of_bytes():
+    from vpintegrator.resources import available_memory
+
+    assert available_memory() > 2**20
+
+
+# ---------------------------------------------------------------------------------------------------
+# outputs and numbers that cannot work
+
+
+def test_generate_refuses_to_overwrite_its_spec(tmp_path):
+    spec_file = tmp_path / "s.toml"
+    spec_file.write_text(_toml())
+    before = spec_file.read_bytes()
+    for out in (spec_file, tmp_path / "." / "s.toml"):
+        with pytest.raises(VPIntegratorError, match=r"s\.toml is the input file .*give another output path"):
+            generate(spec_file, out=out)
+    assert spec_file.read_bytes() == before
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda d: (d / "adir").mkdir() or d / "adir", r"adir is a directory"),
+    (lambda d: (d / "f").write_text("x") and d / "f" / "x.h5", r"f is a file, not a directory"),
+])
+def test_generate_refuses_outputs_it_cannot_write_before_work(tmp_path, monkeypatch, make, match):
+    out = make(tmp_path)
+    calls = _spy_sampler(monkeypatch)
+    with pytest.raises(VPIntegratorError, match=match) as info:
+        generate(load_spec("rigid_body", n_traj=2, t_end=1.0, method="rk4"), out=out)
+    assert info.value.key == "out" and calls == []
+
+
+@pytest.mark.parametrize("overrides, match", [
+    ({"seed": 2**63}, r"seed must be an integer >= 0 and < 2\*\*63"),
+    ({"rtol": 1.0}, r"rtol must be < 1"),
+    ({"dt": 1e-300, "t_end": 1e300}, r"too many steps: give a larger dt or a smaller t_end"),
+    ({"t_end": 1e15}, r"too many steps"),
+    ({"params": {"inertia": [1, 2]}}, r"\[system\] RigidBody parameter 'inertia' must be 3 positive numbers"),
+    ({"params": {"name": "x"}}, r"has no parameter\(s\) name"),
+    ({"sampler": "nope"}, r"unknown sampler 'nope'"),
+])
+def test_more_bad_overrides(overrides, match):
+    with pytest.raises(VPIntegratorError, match=match):
+        load_spec("rigid_body", **overrides)
+
+
+def test_sampler_can_be_overridden():
+    spec = load_spec("rigid_body", sampler="box", n_traj=3, sampler_args={})
+    assert spec.sampler == "box"
+
+
+@pytest.mark.parametrize("bad, match", [
+    (42, r"spec must be a spec name or a path to a \.toml file"),
+    (".", r"is a directory"),
+])
+def test_load_spec_refuses_what_is_not_a_spec(bad, match):
+    with pytest.raises(VPIntegratorError, match=match):
+        load_spec(bad)

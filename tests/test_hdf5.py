@@ -280,3 +280,114 @@ def test_writer_rejects_bad_t(tmp_path):
 def test_write_requires_trajectories(tmp_path):
     with pytest.raises(VPIntegratorError, match="expected a Trajectories"):
         write_trajectories(tmp_path / "a.h5", np.zeros((1, 2, 3)))
+
+
+# ---------------------------------------------------------------------------------------------------
+# non-finite data is refused where it enters
+
+
+def _with_value(path, key, index, value):
+    with h5py.File(path, "r+") as f:
+        a = f[key][:]
+        a[index] = value
+        f[key][...] = a
+
+
+@pytest.mark.parametrize("value, name", [(np.nan, "NaN"), (np.inf, r"\+Inf"), (-np.inf, "-Inf")])
+def test_non_finite_y_is_refused_with_file_dataset_and_first_index(tmp_path, value, name):
+    p = write_trajectories(tmp_path / "bad.h5", _traj())
+    _with_value(p, "y", (2, 5, 1), value)
+    _with_value(p, "y", (4, 6, 0), value)  # a later one: the first is named
+    with pytest.raises(VPIntegratorError, match=rf"bad\.h5: dataset '/y' holds {name} at \[2, 5, 1\] "
+                                                r"\(trajectory 2, state 5\); regenerate it, or pass "
+                                                r"allow_nonfinite=True to inspect it") as info:
+        read_trajectories(p)
+    assert "\n" not in str(info.value)
+    # indices are the file's, whatever the selection; a selection without the bad value reads fine
+    with pytest.raises(VPIntegratorError, match=r"at \[4, 6, 0\]"):
+        read_trajectories(p, traj=[4, 0], steps=slice(6, None))
+    assert read_trajectories(p, traj=[0, 1, 3]).n_traj == 3
+    assert read_trajectories(p, steps=slice(0, 5)).n_states == 5
+    # the opt-out reads it as it is; the metadata reader stays cheap (no check)
+    traj = read_trajectories(p, allow_nonfinite=True)
+    assert not np.isfinite(traj.y[2, 5, 1]) and np.isfinite(traj.y[0]).all()
+    assert read_metadata(p)["n_traj"] == 5
+
+
+def test_non_finite_shard_is_named(tmp_path):
+    a = write_trajectories(tmp_path / "a.h5", _traj(seed=1))
+    b = write_trajectories(tmp_path / "b.h5", _traj(seed=2))
+    _with_value(b, "y", (1, 2, 0), np.nan)
+    with pytest.raises(VPIntegratorError, match=r"b\.h5: dataset '/y' holds NaN at \[1, 2, 0\]"):
+        read_trajectories([a, b])
+    assert read_trajectories([a, b], traj=[0, 1, 2, 3, 4, 5]).n_traj == 6  # b's trajectory 1 is 6
+    assert read_trajectories([a, b], allow_nonfinite=True).n_traj == 10
+
+
+def test_non_finite_check_runs_block_by_block(tmp_path, monkeypatch):
+    import vpintegrator.data.checks as checks
+
+    monkeypatch.setattr(checks, "CHECK_BYTES", 1)  # one trajectory per block
+    p = write_trajectories(tmp_path / "bad.h5", _traj())
+    _with_value(p, "y", (3, 0, 2), np.nan)
+    with pytest.raises(VPIntegratorError, match=r"at \[3, 0, 2\] \(trajectory 3, state 0\)"):
+        read_trajectories(p)
+
+
+@pytest.mark.parametrize("index, value, match", [
+    (3, np.nan, r"dataset '/t' holds NaN at \[3\]"),
+    (6, np.inf, r"dataset '/t' holds \+Inf at \[6\]"),
+    (4, 0.1, r"dataset '/t' is not strictly increasing at index 4"),
+    (1, 0.0, r"dataset '/t' is not strictly increasing at index 1"),
+])
+def test_bad_time_grid_is_refused(tmp_path, index, value, match):
+    p = write_trajectories(tmp_path / "t.h5", _traj())
+    _with_value(p, "t", index, value)
+    with pytest.raises(VPIntegratorError, match=r"t\.h5: " + match):
+        read_trajectories(p)
+    assert read_trajectories(p, allow_nonfinite=True).n_states == 7
+
+
+def test_allow_nonfinite_must_be_a_bool(tmp_path):
+    p = write_trajectories(tmp_path / "a.h5", _traj())
+    with pytest.raises(VPIntegratorError, match=r"allow_nonfinite must be True or False; got 'yes'"):
+        read_trajectories(p, allow_nonfinite="yes")
+
+
+def test_trajectories_in_memory_may_hold_nan():
+    """Rollouts hold NaN after a failure: the check is at the file boundary, not in the container."""
+    y = np.zeros((2, 3, 3))
+    y[1, 2] = np.nan
+    assert Trajectories(y=y, t=np.arange(3.0), failed_step=[-1, 2]).n_failed == 1
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"y": np.full((1, 3, 3), "a")}, r"Trajectories\.y must be numbers"),
+    ({"t": np.array(["a", "b", "c"])}, r"Trajectories\.t must be numbers"),
+    ({"meta": [1, 2]}, r"Trajectories\.meta must be a dict"),
+])
+def test_trajectories_refuse_what_is_not_numbers(kwargs, match):
+    args = {"y": np.zeros((1, 3, 3)), "t": np.arange(3.0), **kwargs}
+    with pytest.raises(VPIntegratorError, match=match):
+        Trajectories(**args)
+
+
+@pytest.mark.parametrize("t, match", [
+    (np.array([0.0, 0.2, 0.1, 0.3, 0.4, 0.5, 0.6]), r"not strictly increasing at index 2"),
+    (np.array([0.0, 0.2, np.nan, 0.3, 0.4, 0.5, 0.6]), r"holds NaN at \[2\]"),
+])
+def test_writer_refuses_a_bad_time_grid(tmp_path, t, match):
+    with pytest.raises(VPIntegratorError, match=match):
+        TrajectoryWriter(tmp_path / "x.h5", 5, 7, 3, t)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_writer_refuses_paths_it_cannot_write(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "f.h5").write_text("x")
+    with pytest.raises(VPIntegratorError, match=r"d is a directory; give a file path"):
+        write_trajectories(tmp_path / "d", _traj())
+    with pytest.raises(VPIntegratorError, match=r"f\.h5 is a file, not a directory"):
+        write_trajectories(tmp_path / "f.h5" / "sub" / "x.h5", _traj())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d", "f.h5"]
+    assert (tmp_path / "f.h5").read_text() == "x"

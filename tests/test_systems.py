@@ -254,3 +254,35 @@ def test_bad_inputs_raise_one_line_errors(call, match):
 
 def test_list_samplers():
     assert list_samplers() == ["box", "list", "paper_sphere", "sphere"]
+
+
+@pytest.mark.parametrize("name, params, match", [
+    ("rigid_body", {"inertia": None}, r"'inertia' must be 3 positive numbers"),
+    ("rigid_body", {"inertia": 2.0}, r"'inertia' must be 3 positive numbers"),
+    ("rigid_body", {"inertia": {"a": 1, "b": 2, "c": 3}}, r"'inertia' must be 3 positive numbers"),
+    ("rigid_body", {"inertia": (1, 2, -3)}, r"'inertia' must be a finite number > 0; got -3"),
+    ("coupled_oscillator", {"m": None}, r"'m' must be 2 positive masses"),
+    ("coupled_oscillator", {"m": "ab"}, r"'m' must be 2 positive masses"),
+    ("rigid_body", {"name": "x"}, r"has no parameter\(s\) name"),
+])
+def test_bad_parameters_are_one_line_errors(name, params, match):
+    with pytest.raises(VPIntegratorError, match=match):
+        get_system(name, **params)
+
+
+def test_a_user_module_that_fails_to_import_is_a_one_line_error(tmp_path, monkeypatch):
+    import sys
+
+    (tmp_path / "vp_fails_at_import.py").write_text("raise RuntimeError('boom')\n")
+    (tmp_path / "vp_bad_syntax.py").write_text("def (:\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        with pytest.raises(VPIntegratorError, match=r"cannot import module 'vp_fails_at_import' "
+                                                    r"\(RuntimeError: boom\); fix the module"):
+            get_system("vp_fails_at_import:Sys")
+        with pytest.raises(VPIntegratorError, match=r"cannot import module 'vp_bad_syntax' \(SyntaxError") as info:
+            get_system("vp_bad_syntax:Sys")
+        assert "\n" not in str(info.value)
+    finally:
+        sys.modules.pop("vp_fails_at_import", None)
+        sys.modules.pop("vp_bad_syntax", None)

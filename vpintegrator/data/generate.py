@@ -19,20 +19,96 @@ from typing import Any, Callable
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from .._io import check_terminated
+from .. import resources
+from .._io import check_not_input, check_terminated
 from ..errors import VPIntegratorError
 from ..integrators import integrate
 from ..systems import System, get_system, sample_initial_conditions, system_meta
 from .trajectories import Trajectories
-from .hdf5 import TrajectoryWriter
+from .hdf5 import TrajectoryWriter, check_output_path
 from .spec import DOP853, GenerationSpec, load_spec
 
-__all__ = ["generate", "solve_flow"]
+__all__ = ["estimate_resources", "generate", "solve_flow"]
 
 # solve_ivp raises rtol below 100 eps to 100 eps (with a warning)
 _RTOL_FLOOR = 100 * np.finfo(np.float64).eps
 # Memory budget of one chunk of output, (chunk, n_steps, dim) float64; solve_ivp holds about twice that.
 _CHUNK_BYTES = 32 * 2**20
+
+
+# Share of the available memory a run may plan to use (the estimate is rough: keep a generous margin).
+MEMORY_FRACTION = 0.5
+# Working copies of one chunk's states, (chunk, n_states, dim) float64, alive at once: solve_ivp keeps
+# its dense-output samples as a list and as an array, solve_flow its output, and the invariant drift
+# its temporaries; a classical integrator its output plus the drift's temporaries.
+_CHUNK_COPIES = {DOP853: 5, "classical": 3}
+
+
+def estimate_resources(spec: GenerationSpec, n_traj: int, dim: int, in_memory: bool = False) -> dict[str, int]:
+    """Bytes a run of ``spec`` needs, from the sizes alone (nothing is allocated).
+
+    Returns ``{"memory": ..., "disk": ..., "chunk": trajectories per chunk, "chunk_bytes": one chunk's
+    states}``: memory = initial conditions + time grid + the working copies of one chunk (more for
+    DOP853's dense output) + the whole array when kept in memory; disk = ``n_traj * n_states * dim * 8``
+    (before compression; 0 when kept in memory).
+    """
+    n_states = spec.n_states
+    chunk = min(_chunk_size(spec, n_states, dim), n_traj)
+    chunk_bytes = 8 * chunk * n_states * dim
+    copies = _CHUNK_COPIES[DOP853 if spec.method == DOP853 else "classical"]
+    total = 8 * n_traj * n_states * dim
+    memory = 8 * n_traj * dim + 16 * n_states + copies * chunk_bytes + (total if in_memory else 0)
+    return {"memory": memory, "disk": 0 if in_memory else total, "chunk": chunk, "chunk_bytes": chunk_bytes}
+
+
+def _check_resources(spec: GenerationSpec, n_traj: int, dim: int, out, folder) -> None:
+    """Refuse a run that cannot fit in memory or on disk, before anything is allocated."""
+    need = estimate_resources(spec, n_traj, dim, in_memory=out is None)
+    n_states = spec.n_states
+    limit = int(resources.available_memory() * MEMORY_FRACTION)
+    if need["memory"] > limit:
+        have = f"but only {resources.size_text(limit)} may be used (half of the {resources.size_text(limit / MEMORY_FRACTION)} available)"
+        sizes = f"{n_traj} trajectories x {n_states} states x dim {dim} x 8 bytes"
+        whole = 8 * n_traj * n_states * dim if out is None else 0
+        parts = {"y0": 8 * n_traj * dim, "whole": whole, "chunk": need["memory"] - 8 * n_traj * dim - whole}
+        biggest = max(parts, key=parts.get)
+        if biggest == "y0":
+            raise VPIntegratorError(
+                f"the initial conditions of {n_traj} trajectories alone need {resources.size_text(parts['y0'])} of memory "
+                f"{have}; give fewer trajectories (n_traj), or write shards (several runs with different "
+                "seed and out)",
+                key="n_traj",
+            )
+        if biggest == "whole":
+            raise VPIntegratorError(
+                f"keeping {sizes} in memory needs about {resources.size_text(need['memory'])} of memory {have}; give out "
+                "(a file, written chunk by chunk), fewer trajectories (n_traj) or fewer steps (a larger dt "
+                "or a smaller t_end)",
+                key="out",
+            )
+        if need["chunk"] <= 1:
+            raise VPIntegratorError(
+                f"one trajectory of {n_states} states needs about {resources.size_text(need['memory'])} of memory while it "
+                f"is integrated, {have}; give a larger dt or a smaller t_end (or split the time range into "
+                "several runs)",
+                key="dt",
+            )
+        raise VPIntegratorError(
+            f"chunks of {need['chunk']} trajectories x {n_states} states need about {resources.size_text(need['memory'])} "
+            f"of memory {have}; give a smaller chunk_size, fewer steps (a larger dt or a smaller t_end) or "
+            "fewer trajectories (n_traj)",
+            key="chunk_size",
+        )
+    if out is not None and folder is not None:
+        free = resources.free_disk(folder)
+        if need["disk"] > free:
+            raise VPIntegratorError(
+                f"{n_traj} trajectories x {n_states} states x dim {dim} x 8 bytes = {resources.size_text(need['disk'])} "
+                f"(before compression) would not fit on the disk of {folder} ({resources.size_text(free)} free); give "
+                "fewer trajectories (n_traj), fewer steps (a larger dt or a smaller t_end), or write "
+                "shards (several runs with different seed and out) to other disks",
+                key="n_traj",
+            )
 
 
 def _max_batch(rtol: float) -> int:
@@ -165,7 +241,18 @@ def generate(
     if not isinstance(spec, GenerationSpec):
         spec = load_spec(spec)
     where = spec.source or f"spec {spec.name!r}"
-    system = get_system(spec.system, **spec.params)
+    folder = None
+    if out is not None:
+        if not isinstance(out, (str, os.PathLike)):
+            raise VPIntegratorError(f"out must be a file path or None; got {out!r}", key="out")
+        check_not_input(out, [spec.source] if spec.source else [], key="out")
+        folder = check_output_path(out, key="out")
+    try:
+        system = get_system(spec.system, **spec.params)
+    except VPIntegratorError as err:
+        raise VPIntegratorError(f"{where}: [system] {err}") from None
+    # refuse work that cannot fit before anything is allocated (n_traj None: the sampler decides, later)
+    _check_resources(spec, spec.n_traj or 1, system.dim, out, folder)
     rng = np.random.default_rng(spec.seed)
     try:
         y0 = sample_initial_conditions(system, spec.sampler, spec.n_traj, rng, **spec.sampler_args)
@@ -175,6 +262,8 @@ def generate(
         i = int(np.argmin(np.all(np.isfinite(y0), axis=1)))
         raise VPIntegratorError(f"{where}: [initial_conditions] initial condition {i} is not finite: {y0[i].tolist()}")
     n_traj, dim = y0.shape
+    if spec.n_traj is None:
+        _check_resources(spec, n_traj, dim, out, folder)
     t = spec.t
     n_states = t.size
     chunk = _chunk_size(spec, n_states, dim)

@@ -15,7 +15,6 @@ meaning.
 from __future__ import annotations
 
 import errno
-import json
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -26,7 +25,9 @@ import numpy as np
 from .._io import atomic_path
 from .._version import __version__
 from ..errors import VPIntegratorError
-from ..systems.registry import PARAM_PREFIX, System, system_meta
+from ..systems.registry import PARAM_PREFIX
+from ._attrs import _attrs_to_meta, _from_attr, _meta_to_attrs
+from .checks import check_finite_t, check_finite_y, check_output_path, time_grid_problem  # noqa: F401
 from .trajectories import Trajectories
 
 __all__ = ["SCHEMA_VERSION", "TrajectoryWriter", "read_metadata", "read_trajectories", "write_trajectories"]
@@ -38,8 +39,6 @@ READABLE_VERSIONS = (1, 2)
 # Metadata keys that describe the arrays; the writer computes them and they win over ``meta``.
 _SHAPE_KEYS = ("schema_version", "dim", "n_traj", "n_states", "n_steps", "vpintegrator_version")
 _PARAM_PREFIX = PARAM_PREFIX
-# Attribute listing the keys whose values were stored as JSON strings (dicts, None, nested lists).
-_JSON_KEYS_ATTR = "json_keys"
 # Target size of one compressed HDF5 chunk of ``/y``.
 _CHUNK_BYTES = 512 * 1024
 _HINT = "was it written by vp-gen (vpintegrator.write_trajectories)?"
@@ -51,78 +50,6 @@ def _chunk_shape(n_traj: int, n_states: int, dim: int) -> tuple[int, int, int]:
     c_steps = max(1, min(n_states, _CHUNK_BYTES // row_bytes))
     c_traj = max(1, min(n_traj, 64, _CHUNK_BYTES // (row_bytes * c_steps)))
     return c_traj, c_steps, dim
-
-
-# ---------------------------------------------------------------------------------------------------
-# metadata <-> attributes
-
-
-def _is_native(value: Any) -> bool:
-    """Whether an attribute value round-trips through HDF5 natively (scalar or flat list)."""
-    if isinstance(value, (bool, int, float, str, np.bool_, np.integer, np.floating)):
-        return True
-    if isinstance(value, (list, tuple, np.ndarray)):
-        arr = np.asarray(value)
-        if arr.ndim != 1 or arr.dtype == object:
-            return False
-        return arr.dtype.kind in "biufU" and (arr.size > 0 or isinstance(value, np.ndarray))
-    return False
-
-
-def _to_attr(value: Any) -> Any:
-    if isinstance(value, (list, tuple, np.ndarray)):
-        arr = np.asarray(value)
-        if arr.dtype.kind == "U":
-            return np.array([str(v) for v in arr], dtype=h5py.string_dtype())
-        return arr
-    return value
-
-
-def _from_attr(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.decode()
-    if isinstance(value, np.ndarray):
-        return [_from_attr(v) for v in value.tolist()]
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
-def _meta_to_attrs(meta: dict[str, Any]) -> dict[str, Any]:
-    """Flatten ``meta`` into HDF5 attributes: a :class:`System` object under ``system`` becomes
-    ``system``/``system_class``/``param_<name>`` (the only place it is flattened); odd values -> JSON."""
-    attrs: dict[str, Any] = {}
-    json_keys: list[str] = []
-    if isinstance(meta.get("system"), System):
-        meta = {**meta, **system_meta(meta["system"])}
-    for key, value in meta.items():
-        if key == _JSON_KEYS_ATTR:
-            continue
-        attrs[key] = value
-    out: dict[str, Any] = {}
-    for key, value in attrs.items():
-        if key == "invariant_names":  # always a list of str, even when empty
-            out[key] = np.array([str(v) for v in value], dtype=h5py.string_dtype())
-        elif _is_native(value):
-            out[key] = _to_attr(value)
-        else:
-            try:
-                out[key] = json.dumps(value if not isinstance(value, np.ndarray) else value.tolist())
-            except TypeError:
-                raise VPIntegratorError(
-                    f"metadata key {key!r} has a value of type {type(value).__name__} that cannot be stored "
-                    "in HDF5 attributes; use str, bool, int, float, lists of these, or dicts of them"
-                ) from None
-            json_keys.append(key)
-    out[_JSON_KEYS_ATTR] = np.array(json_keys, dtype=h5py.string_dtype())
-    return out
-
-
-def _attrs_to_meta(attrs: h5py.AttributeManager) -> dict[str, Any]:
-    """Attributes -> meta (flat, like ``integrate``'s: system parameters stay ``param_<name>``)."""
-    raw = {key: _from_attr(attrs[key]) for key in attrs.keys()}
-    json_keys = set(raw.pop(_JSON_KEYS_ATTR, []) or [])
-    return {key: json.loads(value) if key in json_keys else value for key, value in raw.items()}
 
 
 def _standard_attrs(n_traj: int, n_states: int, dim: int, t: np.ndarray, meta: dict[str, Any]) -> dict:
@@ -192,6 +119,10 @@ class TrajectoryWriter:
         t = np.asarray(t, dtype=np.float64)
         if t.shape != (n_states,):
             raise VPIntegratorError(f"TrajectoryWriter: t must have shape (n_states,) = ({n_states},); got {t.shape}")
+        bad = time_grid_problem(t)
+        if bad:
+            raise VPIntegratorError(f"TrajectoryWriter: t {bad}; sample times must be finite and strictly increasing")
+        check_output_path(path, key=None)
         self.path = Path(path)
         self.shape = (int(n_traj), int(n_states), int(dim))
         self._t = t
@@ -203,8 +134,14 @@ class TrajectoryWriter:
         self._y: h5py.Dataset | None = None
 
     def __enter__(self) -> "TrajectoryWriter":
+        check_output_path(self.path, key=None)
         self._ctx = atomic_path(self.path, suffix=".h5")
-        tmp = self._ctx.__enter__()
+        try:
+            tmp = self._ctx.__enter__()
+        except OSError as err:
+            raise VPIntegratorError(
+                f"{self.path}: cannot write there ({err.strerror or err}); give a path in a folder you can write"
+            ) from None
         try:
             self._file = h5py.File(tmp, "w")
             self._file.create_dataset("t", data=self._t)
@@ -410,25 +347,34 @@ def _read_rows(ds: h5py.Dataset, rows: np.ndarray | slice) -> np.ndarray:
     return out[0] if np.ndim(rows) == 0 else out
 
 
-def _read_one(path: Path, traj: Any, steps: Any) -> Trajectories:
+def _read_one(path: Path, traj: Any, steps: Any, allow_nonfinite: bool = False) -> Trajectories:
     with _open(path) as f:
         n_traj, n_states, dim = _validate(path, f)
         meta = _attrs_to_meta(f.attrs)
         steps_idx = _index(steps, n_states, "steps", path)
         traj_idx = _index(traj, n_traj, "traj", path)
-        t = np.atleast_1d(f["t"][steps_idx] if isinstance(steps_idx, slice) else f["t"][:][steps_idx])
+        t_all = f["t"][:]
+        if not allow_nonfinite:
+            check_finite_t(path, t_all)
+        t = np.atleast_1d(t_all[steps_idx])
         y = _read_rows(f["y"], traj_idx)
         if y.ndim == 2:  # a single trajectory index: keep (n_traj, n_states, dim)
             y = y[None]
         y = y[:, steps_idx]
         if y.ndim == 2:  # a single step index
             y = y[:, None]
+    if not allow_nonfinite:
+        check_finite_y(path, y, traj_idx, steps_idx, n_traj, n_states)
     meta["n_traj"], meta["n_states"], meta["n_steps"] = int(y.shape[0]), int(y.shape[1]), int(y.shape[1]) - 1
     return Trajectories(y=np.asarray(y, dtype=np.float64), t=np.asarray(t, dtype=np.float64), meta=meta)
 
 
 def read_trajectories(
-    path: str | os.PathLike | Sequence[str | os.PathLike], traj: Any = None, steps: Any = None
+    path: str | os.PathLike | Sequence[str | os.PathLike],
+    traj: Any = None,
+    steps: Any = None,
+    *,
+    allow_nonfinite: bool = False,
 ) -> Trajectories:
     """Read trajectories from one HDF5 file, or from several shards into one :class:`Trajectories`.
 
@@ -441,6 +387,10 @@ def read_trajectories(
     traj, steps : None, int, slice, or 1-d int/bool array, optional
         Which trajectories (over all shards) and which time steps to read (default: all). Only the
         selected trajectories are read from disk.
+    allow_nonfinite : bool, default False
+        Data with NaN or Inf in ``/y`` (or a ``/t`` that is not finite and strictly increasing) is
+        refused with a one-line error naming the file, the dataset and the first bad index (the check
+        runs block by block on what is read). True reads such files anyway, to inspect them.
 
     Returns
     -------
@@ -453,19 +403,27 @@ def read_trajectories(
     ------
     VPIntegratorError
         Naming the file and key when the schema version, ``/t``, ``/y`` or ``dim`` is wrong or missing,
-        the file is not HDF5, or shards disagree.
+        the file is not HDF5, the data are not finite, or shards disagree.
     """
+    if not isinstance(allow_nonfinite, (bool, np.bool_)):
+        raise VPIntegratorError(f"read_trajectories: allow_nonfinite must be True or False; got {allow_nonfinite!r}")
+    allow = bool(allow_nonfinite)
     if isinstance(path, (str, os.PathLike)):
-        return _read_one(Path(path), traj, steps)
-    paths = [Path(p) for p in path]
+        return _read_one(Path(path), traj, steps, allow)
+    try:
+        paths = [Path(p) for p in path]
+    except TypeError:
+        raise VPIntegratorError(
+            f"read_trajectories: path must be a file path or a list of them; got {path!r}"
+        ) from None
     if not paths:
         raise VPIntegratorError("read_trajectories: got an empty list of files; give at least one path")
     if len(paths) == 1:
-        return _read_one(paths[0], traj, steps)
-    return _read_shards(paths, traj, steps)
+        return _read_one(paths[0], traj, steps, allow)
+    return _read_shards(paths, traj, steps, allow)
 
 
-def _read_shards(paths: list[Path], traj: Any, steps: Any) -> Trajectories:
+def _read_shards(paths: list[Path], traj: Any, steps: Any, allow: bool = False) -> Trajectories:
     heads = []
     for p in paths:
         with _open(p) as f:
@@ -495,12 +453,12 @@ def _read_shards(paths: list[Path], traj: Any, steps: Any) -> Trajectories:
     for i, p in enumerate(paths):
         mask = shard_of == i
         if mask.any():
-            part = _read_one(p, wanted[mask] - offsets[i], steps)
+            part = _read_one(p, wanted[mask] - offsets[i], steps, allow)
             pieces.append(part.y)
             positions.append(np.flatnonzero(mask))
             t_sel = part.t
     if not pieces:  # empty selection
-        t_sel = _read_one(paths[0], [], steps).t
+        t_sel = _read_one(paths[0], [], steps, allow).t
         y = np.empty((0, t_sel.shape[0], dim0))
     else:
         y = np.empty((wanted.size, pieces[0].shape[1], dim0))

@@ -71,7 +71,13 @@ _TOP_KEYS = ("description", *_SECTIONS)
 _REQUIRED = {"system": "name", "initial_conditions": "sampler"}
 _REQUIRED_INTEGRATION = ("dt", "t_end")
 #: Keys accepted as overrides by :func:`load_spec` (and as ``vp-gen`` flags).
-OVERRIDES = ("n_traj", "dt", "t_end", "method", "rtol", "atol", "seed", "chunk_size", "out", "params", "sampler_args")
+OVERRIDES = (
+    "n_traj", "dt", "t_end", "method", "rtol", "atol", "seed", "chunk_size", "out", "sampler", "params", "sampler_args"
+)
+#: Largest seed: it is stored as a 64-bit HDF5 attribute.
+MAX_SEED = 2**63 - 1
+#: Most steps a time grid may have: t_end / dt must stay an exactly representable count (2**53).
+MAX_STEPS = 2**53
 _TOML_KEY = {fld: f"{sec}.{key}" for sec, keys in _SECTIONS.items() for key, fld in keys.items()}
 
 
@@ -112,6 +118,10 @@ def _check_field(name: str, value: Any, where: str) -> Any:
     if name in ("dt", "t_end", "rtol", "atol"):
         if not _is_number(value) or not math.isfinite(value) or value <= 0:
             raise VPIntegratorError(f"{where} must be a finite number > 0; got {value!r}", key=key)
+        if name == "rtol" and value >= 1:
+            raise VPIntegratorError(
+                f"{where} must be < 1 (a relative tolerance, e.g. 1e-12); got {value!r}", key=key
+            )
         return float(value)
     if name in ("n_traj", "chunk_size"):
         if value is None and name == "n_traj":
@@ -122,6 +132,11 @@ def _check_field(name: str, value: Any, where: str) -> Any:
     if name == "seed":
         if not _is_int(value) or value < 0:
             raise VPIntegratorError(f"{where} must be an integer >= 0; got {value!r}", key=key)
+        if value > MAX_SEED:
+            raise VPIntegratorError(
+                f"{where} must be an integer >= 0 and < 2**63 (it is stored as a 64-bit attribute); got {value!r}",
+                key=key,
+            )
         return int(value)
     if name in ("system", "sampler", "method", "description", "name"):
         if not isinstance(value, str) or (name != "description" and not value):
@@ -205,10 +220,17 @@ class GenerationSpec:
             object.__setattr__(self, f.name, value)
         if not self.out:
             object.__setattr__(self, "out", f"datasets/{self.name}.h5")
+        where = f"{self.source}: " if self.source else ""
         if self.t_end < self.dt:
-            where = f"{self.source}: " if self.source else ""
             raise VPIntegratorError(
                 f"{where}t_end ({self.t_end:g}) must be >= dt ({self.dt:g}); give a longer t_end or a smaller dt"
+            )
+        ratio = self.t_end / self.dt
+        if not math.isfinite(ratio) or ratio > MAX_STEPS:
+            raise VPIntegratorError(
+                f"{where}too many steps: give a larger dt or a smaller t_end (t_end / dt = {self.t_end:g} / "
+                f"{self.dt:g} = {ratio:.3g}, at most {MAX_STEPS:.3g})",
+                key="dt",
             )
 
     @property
@@ -236,8 +258,16 @@ class GenerationSpec:
 
 
 def _resolve(name_or_path: str | os.PathLike) -> Path:
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise VPIntegratorError(
+            f"spec must be a spec name or a path to a .toml file (or a GenerationSpec); got {name_or_path!r}"
+        )
     text = os.fspath(name_or_path)
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
     path = Path(text)
+    if path.is_dir():
+        raise VPIntegratorError(f"spec file {text!r} is a directory; give a .toml file or a spec name")
     if path.suffix == ".toml" or os.sep in text or "/" in text or path.is_file():
         if not path.is_file():
             raise VPIntegratorError(
@@ -336,10 +366,13 @@ def _apply_overrides(spec: GenerationSpec, overrides: dict[str, Any]) -> Generat
     if "method" in changes:
         _check_method(changes["method"], "method")
     try:
-        return dataclasses.replace(spec, **changes)
+        new = dataclasses.replace(spec, **changes)
     except VPIntegratorError as err:
         given = ", ".join(f"{k}={v}" for k, v in changes.items())
         raise VPIntegratorError(f"{err} (after overrides {given})", key=err.key) from None
+    if {"params", "sampler"} & set(changes):
+        _check_names(new)
+    return new
 
 
 def spec_overrides_from_set(values: dict[str, Any]) -> dict[str, Any]:
@@ -354,7 +387,13 @@ def spec_overrides_from_set(values: dict[str, Any]) -> dict[str, Any]:
         if key in _SECTIONS and isinstance(value, dict):
             fields = _SECTIONS[key]
             for sub, v in value.items():
-                if sub in fields and fields[sub] != "system":
+                if key == "system" and sub == "name":
+                    raise VPIntegratorError(
+                        "set: 'system.name' cannot be changed by an override (the system's parameters come "
+                        "with it); use or write a spec for that system",
+                        key="set",
+                    )
+                if sub in fields:
                     out[fields[sub]] = v
                 elif key == "system":
                     out.setdefault("params", {})[sub] = v

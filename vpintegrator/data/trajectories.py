@@ -11,7 +11,7 @@ steps between them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
@@ -47,6 +47,14 @@ class Trajectories:
     def __post_init__(self) -> None:
         y = np.asarray(self.y)
         t = np.asarray(self.t)
+        if y.dtype.kind not in "iuf":
+            raise VPIntegratorError(f"Trajectories.y must be numbers (a float array); got dtype {y.dtype}")
+        if t.dtype.kind not in "iuf":
+            raise VPIntegratorError(f"Trajectories.t must be numbers (a float array); got dtype {t.dtype}")
+        if not isinstance(self.meta, Mapping):
+            raise VPIntegratorError(
+                f"Trajectories.meta must be a dict of metadata; got {type(self.meta).__name__}"
+            )
         if y.ndim != 3:
             raise VPIntegratorError(
                 f"Trajectories.y must have shape (n_traj, n_states, dim); got shape {y.shape}"

@@ -62,7 +62,7 @@ class CoupledOscillator(System):
 
     def __post_init__(self) -> None:
         m = self.m
-        if isinstance(m, (int, float)) or len(m) != 2:
+        if isinstance(m, (str, bytes, dict)) or not hasattr(m, "__len__") or len(m) != 2:
             raise VPIntegratorError(
                 f"CoupledOscillator parameter 'm' must be 2 positive masses (m1, m2); got {m!r}"
             )

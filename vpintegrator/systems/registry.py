@@ -70,6 +70,11 @@ def _import_class(path: str) -> type[System]:
             f"system {path!r}: cannot import module {module_name!r} ({err}); make it importable "
             "(install it, or put its folder on PYTHONPATH)"
         ) from None
+    except Exception as err:  # the module itself fails: a syntax error, an exception at import time
+        reason = " ".join(f"{type(err).__name__}: {err}".split())
+        raise VPIntegratorError(
+            f"system {path!r}: cannot import module {module_name!r} ({reason}); fix the module"
+        ) from None
     obj: Any = module
     for part in attr.split("."):
         obj = getattr(obj, part, None)
@@ -95,7 +100,7 @@ def system_class(name: str) -> type[System]:
     )
 
 
-def get_system(name: str | System, **params: Any) -> System:
+def get_system(name: str | System, /, **params: Any) -> System:
     """A system by registry name (or ``"package.module:ClassName"``), parameters overriding its defaults.
 
     Parameters
@@ -106,9 +111,7 @@ def get_system(name: str | System, **params: Any) -> System:
     **params
         Parameters of that system (e.g. ``inertia=(1, 2, 2/3)`` for ``rigid_body``).
     """
-    if isinstance(name, System):
-        return dataclasses.replace(name, **params) if params else name
-    cls = system_class(name)
+    cls = type(name) if isinstance(name, System) else system_class(name)
     valid = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(params) - set(valid))
     if unknown:
@@ -116,7 +119,15 @@ def get_system(name: str | System, **params: Any) -> System:
             f"system {cls.name!r} has no parameter(s) {', '.join(unknown)}; valid parameters: "
             f"{', '.join(valid) or '(none)'}"
         )
-    return cls(**params)
+    if isinstance(name, System) and not params:
+        return name
+    try:
+        return dataclasses.replace(name, **params) if isinstance(name, System) else cls(**params)
+    except VPIntegratorError:
+        raise
+    except (TypeError, ValueError, ArithmeticError) as err:
+        reason = " ".join(str(err).split())
+        raise VPIntegratorError(f"system {cls.name!r}: bad parameters {params}: {reason}") from None
 
 
 def system_meta(system: System) -> dict[str, Any]:

@@ -48,7 +48,7 @@ class RigidBody(System):
 
     def __post_init__(self) -> None:
         inertia = self.inertia
-        if isinstance(inertia, (int, float)) or len(inertia) != 3:
+        if isinstance(inertia, (str, bytes, dict)) or not hasattr(inertia, "__len__") or len(inertia) != 3:
             raise VPIntegratorError(
                 f"RigidBody parameter 'inertia' must be 3 positive numbers (I1, I2, I3); got {inertia!r}"
             )

@@ -1,0 +1,60 @@
+"""Memory and disk as the machine has them now: what work that cannot fit is measured against.
+
+The functions are looked up at call time (``resources.available_memory()``), so tests can monkeypatch
+them here, once, for every command.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from .errors import VPIntegratorError
+
+
+def available_memory() -> int:
+    """Bytes available to a new allocation: ``MemAvailable`` of ``/proc/meminfo``, else the physical
+    memory (``os.sysconf``), else a very large number."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return 2**63 - 1
+
+
+def free_disk(path: str | os.PathLike) -> int:
+    """Free bytes on the file system that holds ``path`` (or its nearest existing ancestor)."""
+    p = Path(path).absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        return int(shutil.disk_usage(p).free)
+    except OSError:  # pragma: no cover
+        return 2**63 - 1
+
+
+def size_text(n_bytes: float) -> str:
+    """``n_bytes`` as a short human-readable size (``"74.5 GiB"``)."""
+    for unit, size in (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n_bytes >= size:
+            return f"{n_bytes / size:.1f} {unit}"
+    return f"{int(n_bytes)} B"
+
+
+def check_memory(need: float, what: str, way_out: str, key: str | None = None, fraction: float = 0.8) -> None:
+    """Refuse (one-line :class:`VPIntegratorError`, before any work) what needs more than ``fraction`` of
+    the available memory; ``what`` says what needs it, ``way_out`` how to make it fit."""
+    have = available_memory()
+    if need > fraction * have:
+        raise VPIntegratorError(
+            f"{what} needs about {size_text(need)} of memory but {size_text(have)} are available "
+            f"(refused before starting); {way_out}",
+            key=key,
+        )
