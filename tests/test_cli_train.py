@@ -128,7 +128,7 @@ def test_interrupt_saves_last_and_exits_130(config_file, tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--optimizer", "adamm"], "unknown optimizer 'adamm'; valid: adam, adamw, lbfgs, lm, rmsprop, sgd"),
+        (["--optimizer", "adamm"], "unknown optimizer 'adamm' (did you mean 'adam'?); valid: adam, adamw, lbfgs, lm, rmsprop, sgd"),
         (["--scheduler", "step"], "unknown scheduler 'step'; valid: constant, cosine, exponential"),
         (["--model", "mlp"], "unknown model 'mlp'; valid: st, vpff, vpt"),
         (["--seq-len", 9], "seq_len + pred_window = 9 + 9 = 18 exceeds the n_states = 16"),

@@ -274,7 +274,7 @@ def test_load_errors_name_the_file(tmp_path):
         load_model(tmp_path / "missing.pt")
     junk = tmp_path / "junk.pt"
     junk.write_text("not a checkpoint")
-    with pytest.raises(VPIntegratorError, match="junk.pt: cannot be read"):
+    with pytest.raises(VPIntegratorError, match="junk.pt: not a torch file"):
         load_model(junk)
     other = tmp_path / "other.pt"
     torch.save({"state_dict": {}}, other)

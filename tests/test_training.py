@@ -253,8 +253,8 @@ def _hdf5_without_schema(tmp_path) -> str:
 @pytest.mark.parametrize(
     "change,match",
     [
-        (dict(optimizer="adamm"), r"unknown optimizer 'adamm'; valid: adam, adamw, lbfgs, lm, rmsprop, sgd"),
-        (dict(scheduler="linear"), r"unknown scheduler 'linear'; valid: constant, cosine, exponential"),
+        (dict(optimizer="adamm"), r"unknown optimizer 'adamm' \(did you mean 'adam'\?\); valid: adam, adamw, lbfgs, lm, rmsprop, sgd"),
+        (dict(scheduler="linear"), r"unknown scheduler 'linear' \(did you mean 'cosine'\?\); valid: constant, cosine, exponential"),
         (dict(model={"name": "mlp"}), r"unknown model 'mlp'; valid: st, vpff, vpt"),
         (dict(model={"name": "vpt", "seq_len": 9}), r"seq_len \+ pred_window = 9 \+ 9 = 18 exceeds the n_states = 16"),
         (dict(model={"name": "vpt", "seq_len": 2, "dim": 4}), r"dim = 4 but the data .* has dim = 3"),
@@ -263,7 +263,7 @@ def _hdf5_without_schema(tmp_path) -> str:
         (dict(dtype="float16"), r"dtype must be float32 or float64"),
         (dict(epochs=None), r"give epochs or time_limit"),
         (dict(epochs=0), r"epochs must be a positive integer"),
-        (dict(lr_min=1.0), r"lr_min must be a number in \[0, lr=0.01\]"),
+        (dict(lr_min=1.0), r"lr_min must be a finite number in \[0, lr=0.01\]"),
         (dict(optimizer_kwargs={"momentun": 0.9}), r"optimizer_kwargs for 'adam'"),
         (dict(batch_size=0), r"batch_size must be a positive integer"),
     ],
@@ -418,8 +418,8 @@ def test_lm_with_time_limit_only_needs_no_decay_epochs(tiny_data, tmp_path):
         (dict(lm_windows=2.5), r"lm_windows must be a positive integer; got 2.5"),
         (dict(lm_resample_every=0), r"lm_resample_every must be a positive integer"),
         (dict(lm_iters_per_epoch=-1), r"lm_iters_per_epoch must be a positive integer"),
-        (dict(lm_lambda=0.0), r"lm_lambda must be a positive number"),
-        (dict(lm_lambda="big"), r"lm_lambda must be a positive number"),
+        (dict(lm_lambda=0.0), r"lm_lambda must be a finite number > 0"),
+        (dict(lm_lambda="big"), r"lm_lambda must be a finite number > 0"),
     ],
 )
 def test_bad_lm_options_are_one_line_errors(tiny_data, tmp_path, change, match):
@@ -524,24 +524,24 @@ def test_init_scale_shrinks_the_initial_weights(tiny_data, tmp_path):
     from vpintegrator.training import loop
 
     captured = {}
-    original = loop._Trainer.run
+    original = loop.Trainer.run
 
     def grab(self):
         captured.setdefault("models", []).append({k: v.detach().clone() for k, v in self.model.named_parameters()})
         raise KeyboardInterrupt  # stop before any step
 
-    loop._Trainer.run = grab
+    loop.Trainer.run = grab
     try:
         for scale in (1.0, 0.1):
             with pytest.raises(KeyboardInterrupt):
                 fit(_lm(tiny_data, tmp_path, f"s{scale}", init_scale=scale))
     finally:
-        loop._Trainer.run = original
+        loop.Trainer.run = original
     full, small = captured["models"]
     assert full.keys() == small.keys()
     for k in full:
         torch.testing.assert_close(small[k], 0.1 * full[k], rtol=1e-15, atol=0)
-    with pytest.raises(VPIntegratorError, match=r"init_scale must be a positive number"):
+    with pytest.raises(VPIntegratorError, match=r"init_scale must be a finite number > 0"):
         fit(_lm(tiny_data, tmp_path, "bad", init_scale=0))
 
 
@@ -574,3 +574,89 @@ def test_flags_only_model_gets_the_paper_hyper_parameters(tiny_data, tmp_path):
     saved = TrainConfig.from_toml(tmp_path / "r" / "config.toml").model
     assert saved == {"name": "vpt", "dim": 3, **default_model_config("vpt"), "init_upper": False}
     assert result.n_params == 162
+
+
+# -- issue 11: divergence, monotone resume, time-based checkpoints ------------------------------------------
+
+
+def _hash_dir(path) -> dict:
+    import hashlib
+
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(path.iterdir()) if p.is_file()}
+
+
+def _small(tiny_data, tmp_path, **kw):
+    return dict(data=[tiny_data], model={"name": "vpt", "seq_len": 2, "L": 1}, epochs=3, batch_size=16,
+                dtype="float64", device="cpu", out=str(tmp_path / "run"), **kw)
+
+
+def test_divergence_stops_keeps_finite_best(tiny_data, tmp_path, monkeypatch):
+    from vpintegrator.training import loop
+
+    real = loop.window_loss
+    calls = {"n": 0}
+
+    def fake(model, dataset, batch_size, dist=None):  # the validation loss turns NaN in epoch 2
+        value = real(model, dataset, batch_size, dist)
+        calls["n"] += 1
+        return math.nan if calls["n"] >= 2 else value
+
+    monkeypatch.setattr(loop, "window_loss", fake)
+    with pytest.raises(VPIntegratorError, match=r"training diverged: validation loss is nan at epoch 2, step \d+; "
+                                                r"lower lr \(now 0.01\)") as info:
+        fit(_small(tiny_data, tmp_path))
+    assert info.value.key == "lr"
+    run = tmp_path / "run"
+    best = torch.load(run / "best.pt", weights_only=True)
+    assert best["epoch"] == 1 and math.isfinite(best["best_loss"])
+    assert all(torch.isfinite(v).all() for v in best["state_dict"].values() if v.is_floating_point())
+    last = torch.load(run / "last.pt", weights_only=True)
+    assert last["epoch"] == 1
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["stopped"] == "diverged" and summary["epochs"] == 1 and summary["diverged"]["epoch"] == 2
+    assert [r["epoch"] for r in csv.DictReader(open(run / "log.csv"))] == ["1"]
+
+
+def test_divergence_in_first_epoch_writes_no_checkpoint(tiny_data, tmp_path):
+    with pytest.raises(VPIntegratorError, match=r"training diverged: loss is (nan|inf) at epoch 1, step \d+; lower lr "
+                                                r"\(now 1e\+06\) or use optimizer = \"lm\""):
+        fit(_small(tiny_data, tmp_path, lr=1e6, lr_min=1e5) | {"dtype": "float32"})
+    run = tmp_path / "run"
+    assert not (run / "best.pt").exists() and not (run / "last.pt").exists()
+    assert json.loads((run / "summary.json").read_text())["stopped"] == "diverged"
+
+
+def test_resume_is_monotone_and_leaves_the_run_alone(tiny_data, tmp_path):
+    fit(_small(tiny_data, tmp_path))
+    run = tmp_path / "run"
+    before = _hash_dir(run)
+    with pytest.raises(VPIntegratorError, match=r"epochs 2 is less than the 3 epochs"):
+        fit(resume=run, epochs=2)
+    for bad in ({"epochs": 0}, {"lr": 0.5}, {"time_limit": math.nan}, {"checkpoint_seconds": -1}):
+        with pytest.raises(VPIntegratorError):
+            fit(resume=run, **bad)
+    (run / "last.pt").write_bytes((run / "last.pt").read_bytes()[:1000])
+    before = _hash_dir(run)
+    with pytest.raises(VPIntegratorError, match=r"last.pt: truncated or corrupt torch file"):
+        fit(resume=run, epochs=5)
+    assert _hash_dir(run) == before
+
+
+def test_time_based_checkpoints_do_not_change_the_run(tiny_data, tmp_path):
+    """checkpoint_seconds tiny: last.pt after every step (mid-epoch); same weights as without; exact resume."""
+    a = fit(_small(tiny_data, tmp_path / "a"))
+    b = fit(_small(tiny_data, tmp_path / "b", checkpoint_seconds=1e-9))
+    for k, v in a.model.state_dict().items():
+        assert torch.equal(v, b.model.state_dict()[k])
+    assert a.train_loss == b.train_loss
+    # a mid-epoch last.pt resumes to the same result
+    steps = b.steps // b.epochs
+    assert steps > 1
+
+
+def test_config_refuses_non_finite_numbers(tiny_data, tmp_path):
+    for key, value in (("lr", math.inf), ("time_limit", math.nan), ("min_delta", math.nan),
+                       ("decay_epochs", math.inf), ("checkpoint_seconds", 0), ("seed", -1)):
+        with pytest.raises(VPIntegratorError, match=key) as info:
+            TrainConfig.from_dict(_small(tiny_data, tmp_path) | {key: value})
+        assert info.value.key == key

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import inspect
 import os
+import pickle
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -355,8 +357,17 @@ def default_model_config(name: str) -> dict[str, Any]:
     a ``[model]`` table leaves out from here, so ``vp-train --model vpt`` trains the paper's VPT.
     """
     if name not in _MODELS:
-        raise VPIntegratorError(f"model name: unknown model {name!r}; valid names: {', '.join(list_models())}")
+        raise VPIntegratorError(
+            f"model name: unknown model {name!r}{_did_you_mean(name)}; valid names: {', '.join(list_models())}"
+        )
     return dict(_PAPER_CONFIGS[name])
+
+
+def _did_you_mean(name: Any) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(str(name), list_models(), n=1, cutoff=0.5)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def list_models() -> list[str]:
@@ -381,7 +392,9 @@ def build_model(name: str, **config: Any) -> nn.Module:
         In float32 (``torch.get_default_dtype()``) on the CPU; use ``.to(dtype=..., device=...)``.
     """
     if name not in _MODELS:
-        raise VPIntegratorError(f"model name: unknown model {name!r}; valid names: {', '.join(list_models())}")
+        raise VPIntegratorError(
+            f"model name: unknown model {name!r}{_did_you_mean(name)}; valid names: {', '.join(list_models())}"
+        )
     cls = _MODELS[name]
     params = {k: p for k, p in inspect.signature(cls.__init__).parameters.items() if k != "self"}
     for key in config:
@@ -392,7 +405,10 @@ def build_model(name: str, **config: Any) -> nn.Module:
     for key, p in params.items():
         if p.default is inspect.Parameter.empty and key not in config:
             raise VPIntegratorError(f"model config for {name!r}: missing required key {key!r}")
-    return cls(**config)
+    try:
+        return cls(**config)
+    except VPIntegratorError as err:
+        raise VPIntegratorError(f"model config for {name!r}: {err}", key=err.key) from None
 
 
 def save_model(model: nn.Module, path: str | os.PathLike, extra: dict[str, Any] | None = None) -> Path:
@@ -460,8 +476,52 @@ def _resolve_model_path(path: str | os.PathLike) -> Path:
                 return p / candidate
         raise VPIntegratorError(f"model path {p}: a directory without best.pt or last.pt; pass a run directory or a .pt file")
     if not p.exists():
-        raise FileNotFoundError(f"model file {p} does not exist")
+        raise _MissingFile(f"model file {p} does not exist; give a .pt file, a run directory or pretrained:<name>")
     return p
+
+
+class _MissingFile(VPIntegratorError, FileNotFoundError):
+    """A missing model file: a one-line :class:`VPIntegratorError` that is also a ``FileNotFoundError``."""
+
+
+_ZIP_MAGIC = b"PK\x03\x04"
+
+
+def read_torch_file(file: str | os.PathLike, map_location: Any = "cpu", what: str = "model file") -> Any:
+    """``torch.load(file, weights_only=True)`` with one-line errors naming ``file`` (never runs pickled code).
+
+    Empty, truncated, HDF5, text and foreign (code-carrying) files each get a message saying what was
+    expected instead of torch's multi-line traceback.
+    """
+    file = Path(file)
+    if file.is_dir():
+        raise VPIntegratorError(f"{what} {file}: is a directory; expected a .pt file written by vpintegrator")
+    with open(file, "rb") as f:
+        head = f.read(8)
+    if not head:
+        raise VPIntegratorError(f"{what} {file}: empty file; expected a .pt file written by vpintegrator")
+    if head.startswith(b"\x89HDF"):
+        raise VPIntegratorError(
+            f"{what} {file}: an HDF5 file (data or rollout), not a torch checkpoint; give a .pt file or a run directory"
+        )
+    try:
+        with warnings.catch_warnings():  # e.g. "Detected pickle protocol 4": the error below says it all
+            warnings.simplefilter("ignore")
+            return torch.load(file, map_location=map_location, weights_only=True)
+    except Exception as err:  # unpickling errors have many types; report them uniformly
+        text = str(err).lower()
+        foreign = "unsupported global" in text or ("unsupported operand" in text and head[:1] == b"\x80")  # a pickle
+        if isinstance(err, pickle.UnpicklingError) and foreign:
+            reason = ("refused by torch.load(weights_only=True): it holds objects other than tensors and plain "
+                      "data (a foreign pickle, possibly code; it was not run)")
+        elif head.startswith(_ZIP_MAGIC):
+            reason = "truncated or corrupt torch file (its zip archive is incomplete)"
+        else:
+            first = str(err).split(". ")[0].splitlines()[0] if str(err) else ""
+            reason = f"not a torch file ({type(err).__name__}: {first})"
+        raise VPIntegratorError(
+            f"{what} {file}: {reason}; expected a .pt file written by vpintegrator (vp-train's best.pt / last.pt)"
+        ) from None
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
@@ -471,14 +531,13 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
     Loaded with ``torch.load(weights_only=True)``.
     """
     file = _resolve_model_path(path)
-    try:
-        payload = torch.load(file, map_location=map_location, weights_only=True)
-    except Exception as err:  # unpickling errors have many types; report them uniformly
+    payload = read_torch_file(file, map_location=map_location, what="model file")
+    if not isinstance(payload, dict):
         raise VPIntegratorError(
-            f"model file {file}: cannot be read as a vpintegrator model with torch.load(weights_only=True) "
-            f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
-        ) from err
-    if not isinstance(payload, dict) or payload.get("format") != MODEL_FORMAT:
+            f"model file {file}: holds a {type(payload).__name__}, expected a dict written by vpintegrator.save_model "
+            "(a .pt file from vp-train's run directory)"
+        )
+    if payload.get("format") != MODEL_FORMAT:
         raise VPIntegratorError(
             f"model file {file}: not a vpintegrator model (key 'format' should be {MODEL_FORMAT!r}); "
             "write it with vpintegrator.save_model"

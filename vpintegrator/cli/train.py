@@ -67,9 +67,9 @@ def _split_data(values: tuple[str, ...]) -> list[str] | None:
 @click.option("--device", metavar="DEVICE", help="auto, cpu, cuda or cuda:N.")
 @click.option("--dtype", type=click.Choice(["float32", "float64"]), help="Floating-point precision.")
 @click.option("--seed", type=int, help="Seed for initialisation, split and data order.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Run directory to create.")
+@click.option("--out", type=click.Path(path_type=Path), help="Run directory to create.")
 @click.option(
-    "--resume", type=click.Path(file_okay=False, path_type=Path), metavar="RUN_DIR",
+    "--resume", type=click.Path(path_type=Path), metavar="RUN_DIR",
     help="Continue the run in RUN_DIR from its last.pt.",
 )
 @click.option("--progress/--no-progress", default=True, help="Progress bar with the loss on stderr.")
@@ -91,6 +91,10 @@ def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_mi
     from ..errors import VPIntegratorError
     from ..training import TrainConfig, TrainingInterrupted, fit
     from ..training.config import merge_overrides
+    from .._io import check_not_input
+
+    if out is not None:
+        check_not_input(out, [config, *(_split_data(data) or [])], key="out")
 
     overrides = dict(
         data=_split_data(data), model=model, epochs=epochs, time_limit=time_limit, batch_size=batch_size,

@@ -19,7 +19,7 @@ Modules, each one concern:
 """
 
 from .config import TrainConfig
-from .loop import fit
+from .run import fit
 from .optim import (
     LevenbergMarquardt,
     list_optimizers,

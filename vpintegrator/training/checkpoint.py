@@ -157,12 +157,20 @@ def read_log(path: Path, max_epoch: int) -> list[dict[str, float]]:
 
 
 def check_new_run_dir(out: Path) -> None:
-    """Refuse an ``out`` that is a file or already holds a run."""
+    """Refuse an ``out`` that is a file, already holds a run, or is a directory with other files in it
+    (an empty directory, or one holding only temporary files of killed runs, is fine)."""
     if out.exists() and not out.is_dir():
         raise VPIntegratorError(f"out {out}: exists and is not a directory; choose another out", key="out")
-    if (out / "last.pt").exists() or (out / "config.toml").exists():
+    if (out / "last.pt").exists() or (out / "log.csv").exists() or (
+        (out / "config.toml").exists() and (out / "summary.json").exists()
+    ):
         raise VPIntegratorError(
             f"out {out}: already holds a run; continue that run with resume = {out} or choose another out",
+            key="out",
+        )
+    if out.is_dir() and any(not (p.name.startswith(".") and p.name.endswith(".tmp")) for p in out.iterdir()):
+        raise VPIntegratorError(
+            f"out {out}: a directory that is not empty and holds no run; give a new or empty directory as out",
             key="out",
         )
 
@@ -173,7 +181,7 @@ def resume_config(run_dir: Path, config: TrainConfig | None, overrides: dict[str
     ``config``, if given, must agree with the run's on every other key.
     """
     path = run_dir / "config.toml"
-    if not run_dir.is_dir() or not path.exists():
+    if not run_dir.is_dir() or not path.is_file():
         raise VPIntegratorError(
             f"resume {run_dir}: not a run directory (no config.toml); give a directory written by vp-train",
             key="resume",
@@ -213,8 +221,21 @@ def read_last(path: Path) -> dict[str, Any]:
         raise VPIntegratorError(
             f"resume {path.parent}: no last.pt there; expected a run directory written by vp-train", key="resume"
         )
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    from ..models import read_torch_file
+
+    ckpt = read_torch_file(path, map_location="cpu", what="checkpoint")
+    if not isinstance(ckpt, dict):
+        raise VPIntegratorError(
+            f"checkpoint {path}: holds a {type(ckpt).__name__}, expected a dict (a last.pt written by vp-train)"
+        )
     missing = [k for k in _LAST_KEYS if k not in ckpt]
     if missing:
-        raise VPIntegratorError(f"{path}: missing checkpoint key(s) {', '.join(missing)}; not a vp-train last.pt")
+        raise VPIntegratorError(
+            f"checkpoint {path}: missing checkpoint key(s) {', '.join(missing)}; not a vp-train last.pt (best.pt "
+            "cannot be resumed from)"
+        )
+    bad = [k for k in ("state_dict", "optimizer", "scheduler", "rng", "train_state") if not isinstance(ckpt[k], dict)]
+    if bad or not isinstance(ckpt["epoch"], int) or ckpt["epoch"] < 0:
+        raise VPIntegratorError(f"checkpoint {path}: malformed training state ({', '.join(bad) or 'epoch'}); "
+                                "not a vp-train last.pt")
     return ckpt

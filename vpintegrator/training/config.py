@@ -29,7 +29,9 @@ DTYPES = ("float32", "float64")
 SCHEDULE_PER = ("step", "epoch")
 
 # Keys that may change when a run is resumed; anything else would make it a different run.
-RESUMABLE_KEYS = ("epochs", "time_limit", "device", "patience", "min_delta", "checkpoint_every", "out")
+RESUMABLE_KEYS = (
+    "epochs", "time_limit", "device", "patience", "min_delta", "checkpoint_every", "checkpoint_seconds", "out",
+)
 
 
 @dataclass
@@ -83,6 +85,10 @@ class TrainConfig:
     dtype : "float32" or "float64"
     checkpoint_every : int
         Write ``last.pt``/``best.pt``/``summary.json`` every this many epochs (and always at the end).
+    checkpoint_seconds : float
+        Also write ``last.pt`` (mid-epoch if need be; resumable exactly) once this many seconds of wall
+        time have passed since the last write, whichever of the two comes first: a ``kill -9`` loses at
+        most ``checkpoint_every`` epochs or ``checkpoint_seconds`` seconds of training (default 30).
     lm_windows, lm_resample_every, lm_iters_per_epoch, lm_lambda
         ``optimizer = "lm"`` only (Levenberg–Marquardt, see :func:`fit`): windows per random subsample
         (default 1024), redraw it every this many iterations (10), LM iterations per "epoch" (10), initial
@@ -127,6 +133,7 @@ class TrainConfig:
     device: str = "auto"
     dtype: str = "float32"
     checkpoint_every: int = 1
+    checkpoint_seconds: float = 30.0
     lm_windows: int = 1024
     lm_resample_every: int = 10
     lm_iters_per_epoch: int = 10
@@ -163,6 +170,11 @@ class TrainConfig:
         (another architecture drops the file's hyper-parameters); a dict override merges into it.
         """
         values = config_layer.read_toml(path)
+        if not values:
+            raise VPIntegratorError(
+                f"config file {Path(path)}: empty (no keys); expected a vp-train TOML with data = [...] and a "
+                "[model] table (see configs/)"
+            )
         return cls.from_dict(merge_overrides(values, overrides), source=str(Path(path)))
 
     def replace(self, **overrides: Any) -> "TrainConfig":
@@ -182,8 +194,9 @@ class TrainConfig:
         def is_int(v: Any) -> bool:
             return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
-        def is_num(v: Any) -> bool:
-            return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+        def is_num(v: Any) -> bool:  # a finite real number (NaN and Inf are never a setting)
+            return (isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+                    and math.isfinite(float(v)))
 
         if isinstance(self.data, (str, os.PathLike)):
             self.data = [self.data]
@@ -205,31 +218,33 @@ class TrainConfig:
         if self.epochs is not None and (not is_int(self.epochs) or self.epochs < 1):
             raise bad("epochs", "a positive integer", self.epochs)
         if self.time_limit is not None and (not is_num(self.time_limit) or self.time_limit <= 0):
-            raise bad("time_limit", "a positive number of seconds", self.time_limit)
+            raise bad("time_limit", "a finite number of seconds > 0", self.time_limit)
         if self.epochs is None and self.time_limit is None:
             raise VPIntegratorError(f"{source}: give epochs or time_limit (or both); neither was set", key="epochs")
         if not is_int(self.batch_size) or self.batch_size < 1:
             raise bad("batch_size", "a positive integer", self.batch_size)
         if not is_num(self.lr) or not self.lr > 0:
-            raise bad("lr", "a positive number", self.lr)
+            raise bad("lr", "a finite number > 0", self.lr)
         if not is_num(self.lr_min) or not 0 <= self.lr_min <= self.lr:
-            raise bad("lr_min", f"a number in [0, lr={self.lr}]", self.lr_min)
+            raise bad("lr_min", f"a finite number in [0, lr={self.lr}]", self.lr_min)
         if self.optimizer not in list_optimizers():
             raise VPIntegratorError(
-                f"{source}: optimizer: unknown optimizer {self.optimizer!r}; valid: {', '.join(list_optimizers())}",
+                f"{source}: optimizer: unknown optimizer {self.optimizer!r}{_did_you_mean(self.optimizer, list_optimizers())}"
+                f"; valid: {', '.join(list_optimizers())}",
                 key="optimizer",
             )
         if not isinstance(self.optimizer_kwargs, dict):
             raise bad("optimizer_kwargs", "a table", self.optimizer_kwargs)
         if self.scheduler not in _SCHEDULERS:
             raise VPIntegratorError(
-                f"{source}: scheduler: unknown scheduler {self.scheduler!r}; valid: {', '.join(list_schedulers())}",
+                f"{source}: scheduler: unknown scheduler {self.scheduler!r}{_did_you_mean(self.scheduler, list_schedulers())}"
+                f"; valid: {', '.join(list_schedulers())}",
                 key="scheduler",
             )
         if self.schedule_per not in SCHEDULE_PER:
             raise bad("schedule_per", " or ".join(map(repr, SCHEDULE_PER)), self.schedule_per)
         if self.decay_epochs is not None and (not is_num(self.decay_epochs) or self.decay_epochs <= 0):
-            raise bad("decay_epochs", "a positive number", self.decay_epochs)
+            raise bad("decay_epochs", "a finite number > 0", self.decay_epochs)
         if self.scheduler != "constant" and self.decay_epochs is None and self.epochs is None and self.optimizer != "lm":
             raise VPIntegratorError(
                 f"{source}: decay_epochs (the epochs over which lr reaches lr_min) is needed by scheduler "
@@ -244,9 +259,9 @@ class TrainConfig:
         if not is_int(self.patience) or self.patience < 0:
             raise bad("patience", "a non-negative integer (0 disables early stopping)", self.patience)
         if not is_num(self.min_delta) or self.min_delta < 0:
-            raise bad("min_delta", "a non-negative number", self.min_delta)
-        if not is_int(self.seed):
-            raise bad("seed", "an integer", self.seed)
+            raise bad("min_delta", "a finite number >= 0", self.min_delta)
+        if not is_int(self.seed) or not 0 <= self.seed < 2**63:
+            raise bad("seed", "a non-negative integer (below 2**63)", self.seed)
         if not isinstance(self.device, str):
             raise bad("device", "auto, cpu, cuda or cuda:N", self.device)
         check_device_name(self.device)
@@ -254,11 +269,14 @@ class TrainConfig:
             raise bad("dtype", " or ".join(DTYPES), self.dtype)
         if not is_int(self.checkpoint_every) or self.checkpoint_every < 1:
             raise bad("checkpoint_every", "a positive integer", self.checkpoint_every)
+        if not is_num(self.checkpoint_seconds) or self.checkpoint_seconds <= 0:
+            raise bad("checkpoint_seconds", "a finite number > 0 (seconds between writes of last.pt)",
+                      self.checkpoint_seconds)
         for key in ("lm_windows", "lm_resample_every", "lm_iters_per_epoch"):
             if not is_int(getattr(self, key)) or getattr(self, key) < 1:
                 raise bad(key, "a positive integer", getattr(self, key))
         if not is_num(self.init_scale) or not 0 < self.init_scale < math.inf:
-            raise bad("init_scale", "a positive number (factor on the initial weights)", self.init_scale)
+            raise bad("init_scale", "a finite number > 0 (factor on the initial weights)", self.init_scale)
         if self.monitor not in MONITORS:
             raise bad("monitor", " or ".join(map(repr, MONITORS)), self.monitor)
         if self.monitor == "val_rollout" and not (is_num(self.val_fraction) and self.val_fraction > 0):
@@ -271,7 +289,7 @@ class TrainConfig:
         if not is_int(self.lm_check_windows) or self.lm_check_windows < 0:
             raise bad("lm_check_windows", "a non-negative integer (0: no check set)", self.lm_check_windows)
         if not is_num(self.lm_lambda) or not 0 < self.lm_lambda < math.inf:
-            raise bad("lm_lambda", "a positive number (the initial Levenberg–Marquardt damping)", self.lm_lambda)
+            raise bad("lm_lambda", "a finite number > 0 (the initial Levenberg–Marquardt damping)", self.lm_lambda)
 
     # -- output ------------------------------------------------------------------------------------
 
@@ -281,6 +299,14 @@ class TrainConfig:
     def to_toml(self) -> str:
         """The config as TOML (``None`` values are left out: they mean "default")."""
         return config_layer.dump_toml(self.to_dict())
+
+
+def _did_you_mean(name: Any, valid) -> str:
+    """``"; did you mean 'x'?"`` for the closest valid name, or ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(str(name), list(valid), n=1, cutoff=0.5)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def merge_overrides(values: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The model-agnostic trainer and :func:`fit`.
+"""The model-agnostic trainer behind :func:`~vpintegrator.training.fit`.
 
 One run: read the data (:func:`vpintegrator.data.windows.load_trajectories`), build the model (the
 paper's hyper-parameters for keys the config leaves out), cut windows, and loop over epochs with a torch
@@ -17,9 +17,6 @@ from __future__ import annotations
 
 import copy
 import math
-import os
-import signal
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -30,48 +27,27 @@ from .._version import __version__
 from ..errors import VPIntegratorError
 from . import checkpoint as ckpt_io
 from . import ddp
-from .config import TrainConfig, merge_overrides
+from .config import TrainConfig
 from .optim import LevenbergMarquardt, LMSubsample, label, make_optimizer, make_scheduler
 from .progress import progress_bar
+from .guards import Diverged, StopRequest
 from .results import EpochInfo, FitResult, TrainingInterrupted
 from .validation import RolloutValidator, window_loss
 
-__all__ = ["EpochInfo", "FitResult", "TrainingInterrupted", "fit"]
+__all__ = ["Trainer", "build_model"]
 
 
-class _StopRequest:
-    """SIGINT/SIGTERM set a flag checked between optimiser steps; a second signal aborts at once."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        self._previous: dict[int, Any] = {}
-
-    def _handle(self, signum, frame) -> None:
-        if self.requested:
-            raise KeyboardInterrupt(f"signal {signum} received twice")
-        self.requested = True
-
-    def __enter__(self) -> "_StopRequest":
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._previous[sig] = signal.getsignal(sig)
-                signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-
-
-def _build_model(config: TrainConfig, dim: int, where: str):
+def build_model(config: TrainConfig, dim: int, where: str):
     """The configured model (paper defaults for keys left out, ``dim`` from the data) and its name."""
     from .. import models
 
     model_cfg = dict(config.model)
     name = model_cfg.pop("name")
     if name not in models.list_models():
-        raise VPIntegratorError(f"model name: unknown model {name!r}; valid: {', '.join(models.list_models())}",
-                                key="model")
+        raise VPIntegratorError(
+            f"model name: unknown model {name!r}{models._did_you_mean(name)}; valid: {', '.join(models.list_models())}",
+            key="model",
+        )
     model_cfg = {**models.default_model_config(name), **model_cfg}
     model_cfg.setdefault("dim", dim)
     model = models.build_model(name, **model_cfg)
@@ -83,7 +59,7 @@ def _build_model(config: TrainConfig, dim: int, where: str):
     return model, name
 
 
-class _Trainer:
+class Trainer:
     """One training run (one process of it under DDP). Built by :func:`fit`."""
 
     def __init__(self, config: TrainConfig, dist: ddp.DistInfo, device: torch.device, resume: Path | None,
@@ -96,8 +72,12 @@ class _Trainer:
 
         data_paths = [str(Path(p).expanduser().resolve()) for p in config.data]
         data = load_trajectories(data_paths)
+        if data.meta.get("system") is not None or data.meta.get("system_class") is not None:
+            from ..systems import system_from_meta  # refuse data the rest of the package refuses (unknown system)
+
+            system_from_meta(data.meta, where=", ".join(data_paths))
         ckpt_io.seed_everything(config.seed)
-        model, name = _build_model(config, data.dim, data_paths[0])
+        model, name = build_model(config, data.dim, data_paths[0])
         self.model = model.to(device=device, dtype=self.dtype)
         if config.init_scale != 1.0:  # shrink the initial weights (not orthogonality-constrained ones)
             with torch.no_grad():
@@ -185,6 +165,8 @@ class _Trainer:
         self.best_state: dict[str, torch.Tensor] | None = None
         self.best_dirty = False
         self.last_train = self.last_val = math.nan
+        self.last_save = time.perf_counter()
+        self.finite_summary: dict[str, Any] | None = None  # the state after the last finite epoch
         if resume is not None:
             self._load(resume / "last.pt")
 
@@ -216,10 +198,23 @@ class _Trainer:
 
     def _load(self, path: Path) -> None:
         ckpt = ckpt_io.read_last(path)
-        self.model.load_state_dict(ckpt["state_dict"])
-        if self.lm is None:
-            self.optimizer.load_state_dict(ckpt["optimizer"])
-            self.scheduler.load_state_dict(ckpt["scheduler"])
+        done = int(ckpt["epoch"])
+        if self.config.epochs is not None and self.config.epochs < done:
+            raise VPIntegratorError(
+                f"epochs {self.config.epochs} is less than the {done} epochs the run in {path.parent} has done; "
+                f"epochs is the total: give at least {done} (resume never goes back)", key="epochs"
+            )
+        try:
+            self.model.load_state_dict(ckpt["state_dict"])
+            if self.lm is None:
+                self.optimizer.load_state_dict(ckpt["optimizer"])
+                self.scheduler.load_state_dict(ckpt["scheduler"])
+        except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise VPIntegratorError(
+                f"checkpoint {path}: its weights or optimizer state do not match the run's model and optimizer in "
+                f"{path.parent / 'config.toml'} ({first}); was last.pt replaced by another run's?"
+            ) from None
         ckpt_io.set_rng_state(ckpt["rng"], self.device)
         self.epoch_start_state = ckpt["rng"]["data_epoch_start"]
         self.generator.set_state(self.epoch_start_state)
@@ -237,7 +232,27 @@ class _Trainer:
         if self.run_dir is not None:
             self.history = ckpt_io.read_log(self.run_dir / "log.csv", self.epoch)
 
+    def _check_weights(self) -> None:
+        """Raise :class:`Diverged` if any weight is NaN/Inf (one host sync; before every checkpoint)."""
+        flags = torch.stack([torch.isfinite(p).all() for p in self.model.parameters()])
+        if not bool(flags.all()):
+            raise Diverged("weights are", math.nan, self.epoch + (1 if self.batch_in_epoch else 0), self.step)
+
+    def _check_losses(self, losses: torch.Tensor, step0: int) -> None:
+        """``losses`` are this epoch's per-step losses from step ``step0 + 1`` on (read only when their sum is
+        not finite): raise :class:`Diverged` naming the first non-finite one."""
+        bad = (~torch.isfinite(losses)).nonzero()
+        if len(bad):
+            k = int(bad[0, 0])
+            raise Diverged("loss is", float(losses[k]), self.epoch + 1, step0 + k + 1)
+
+    def _checkpoint_due(self) -> bool:
+        """Time for a checkpoint by wall time (rank 0 decides; DDP carries the decision to every rank)."""
+        return (self.dist.is_main and self.run_dir is not None
+                and time.perf_counter() - self.last_save >= self.config.checkpoint_seconds)
+
     def _save(self) -> None:
+        self.last_save = time.perf_counter()
         if not self.dist.is_main or self.run_dir is None:
             return
         from ..models import save_model
@@ -252,10 +267,13 @@ class _Trainer:
         save_model(self.model, run / "last.pt", extra={**self._training_state(), "kind": "last"})
         self._write_summary()
 
-    def _write_summary(self, stopped: str = "running") -> None:
+    def _write_summary(self, stopped: str = "running", extra: dict[str, Any] | None = None) -> None:
         if not self.dist.is_main or self.run_dir is None:
             return
-        ckpt_io.write_json(self.run_dir / "summary.json", {
+        ckpt_io.write_json(self.run_dir / "summary.json", {**self._summary(stopped), **(extra or {})})
+
+    def _summary(self, stopped: str) -> dict[str, Any]:
+        return ({
             "model": self.resolved.model.get("name"),
             "n_params": int(self.n_params),
             "epochs": int(self.epoch),
@@ -286,8 +304,9 @@ class _Trainer:
 
     # -- one optimiser step -----------------------------------------------------------------------
 
-    def _batch_loss(self, idx: torch.Tensor, stop_flag: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Forward pass: (loss to back-propagate, the batch's reference loss, ranks asking to stop)."""
+    def _batch_loss(self, idx: torch.Tensor, stop_flag: float, save_flag: float = 0.0
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Forward pass: (loss to back-propagate, the batch's reference loss, ranks asking to stop / to save)."""
         empty = idx.numel() == 0
         if empty:  # a rank with nothing in a small last batch still joins DDP's gradient all-reduce
             idx = self._last_global_batch[:1]
@@ -301,21 +320,24 @@ class _Trainer:
             num, den = num * 0.0, den * 0.0
         if not self.dist.enabled:
             loss = torch.sqrt(num / den)
-            return loss, loss.detach(), torch.zeros(())
-        stats = torch.stack([num.detach(), den.detach(), torch.tensor(stop_flag, dtype=num.dtype, device=num.device)])
+            return loss, loss.detach(), torch.zeros(2)
+        flags = torch.tensor([stop_flag, save_flag], dtype=num.dtype, device=num.device)
+        stats = torch.cat([torch.stack([num.detach(), den.detach()]), flags])
         ddp.all_reduce(stats, self.dist)
         n, d = stats[0], stats[1]
         local = num * (self.dist.world_size / (2.0 * torch.sqrt(n * d)))
-        return local, torch.sqrt(n / d), stats[2]
+        return local, torch.sqrt(n / d), stats[2:]
 
-    def _step(self, idx: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    def _step(self, idx: torch.Tensor, save: bool = False) -> tuple[torch.Tensor, bool, bool]:
+        """One optimiser step: (the batch's loss, stop now?, checkpoint now?) -- the last two agreed by all ranks."""
         flag = 1.0 if self.stop.requested else 0.0
+        save_flag = 1.0 if save else 0.0
         if isinstance(self.optimizer, torch.optim.LBFGS):
             holder: dict[str, torch.Tensor] = {}
 
             def closure() -> torch.Tensor:
                 self.optimizer.zero_grad(set_to_none=True)
-                loss, reported, stop = self._batch_loss(idx, flag)
+                loss, reported, stop = self._batch_loss(idx, flag, save_flag)
                 with label("vp/backward"):
                     loss.backward()
                 holder.setdefault("reported", reported)
@@ -326,7 +348,7 @@ class _Trainer:
             reported, stop = holder["reported"], holder["stop"]
         else:
             self.optimizer.zero_grad(set_to_none=True)
-            loss, reported, stop = self._batch_loss(idx, flag)
+            loss, reported, stop = self._batch_loss(idx, flag, save_flag)
             with label("vp/backward"):
                 loss.backward()
             with label("vp/optimizer"):
@@ -334,8 +356,10 @@ class _Trainer:
         if self.config.schedule_per == "step":
             self.scheduler.step()
         self.step += 1
-        stop_now = self.stop.requested if not self.dist.enabled else bool(stop.item() > 0)
-        return reported, stop_now
+        if not self.dist.enabled:
+            return reported, self.stop.requested, save
+        stop_now, save_now = (v > 0 for v in stop.tolist())
+        return reported, stop_now, save_now
 
     def _validate(self, dataset=None) -> float:
         """The reference loss over the whole validation set (or ``dataset``)."""
@@ -352,6 +376,10 @@ class _Trainer:
         run = self.run_dir
         if self.dist.is_main and run is not None:
             run.mkdir(parents=True, exist_ok=True)
+            from .._io import remove_orphans
+
+            for name in ("config.toml", "log.csv", "summary.json", "last.pt", "best.pt"):
+                remove_orphans(run / name)  # temporary files of a killed earlier invocation
             ckpt_io.write_text(run / "config.toml", self.resolved.to_toml())
             # the log: keep rows up to the checkpoint (a crash may have left later ones), then append
             rows = "".join(ckpt_io.format_row(r, self.log_columns) + "\n" for r in self.history)
@@ -360,8 +388,10 @@ class _Trainer:
         stopped = "epochs"
         show = self.progress and self.dist.is_main
         try:
-            with _StopRequest() as self.stop, progress_bar(show, self._epochs_left(), self.config.time_limit) as bar:
+            with StopRequest() as self.stop, progress_bar(show, self._epochs_left(), self.config.time_limit) as bar:
                 stopped = self._loop(bar)
+        except Diverged as err:
+            self._diverged(err)
         finally:
             if self.log_file is not None:
                 self.log_file.close()
@@ -374,6 +404,35 @@ class _Trainer:
             )
         return result
 
+    def _diverged(self, err: Diverged) -> None:
+        """Stop on a non-finite loss: keep every file finite (the last finite best.pt stays, last.pt is not
+        written), say so in summary.json, and raise the one-line error."""
+        if self.dist.is_main and self.run_dir is not None:
+            if self.best_dirty and self.best_state is not None and all(
+                bool(torch.isfinite(v).all()) for v in self.best_state.values() if v.is_floating_point()
+            ) and math.isfinite(self.best_loss):
+                self.last_save = 0.0
+                from ..models import save_model
+
+                best_model = copy.deepcopy(self.model)
+                best_model.load_state_dict(self.best_state)
+                save_model(best_model, self.run_dir / "best.pt",
+                           extra={"epoch": self.best_epoch, "best_loss": float(self.best_loss), "kind": "best"})
+            summary = self.finite_summary or {**self._summary("diverged"), "epochs": 0, "train_loss": None,
+                                               "val_loss": None}
+            ckpt_io.write_json(self.run_dir / "summary.json", {
+                **summary, "stopped": "diverged",
+                "diverged": {"what": err.what.split()[0], "value": err.value_text, "epoch": err.epoch, "step": err.step},
+            })
+        cfg = self.config
+        if self.lm is not None:
+            hint, key = f"raise lm_lambda (now {cfg.lm_lambda:g}) or check the data", "lm_lambda"
+        else:
+            hint, key = f'lower lr (now {cfg.lr:g}) or use optimizer = "lm"', "lr"
+        raise VPIntegratorError(
+            f"training diverged: {err.what} {err.value_text} at epoch {err.epoch}, step {err.step}; {hint}", key=key
+        ) from None
+
     def _torch_epoch(self) -> float | None:
         """One epoch of a torch optimiser: its mean batch loss, or None if interrupted mid-epoch."""
         if self.batch_in_epoch == 0:
@@ -382,22 +441,29 @@ class _Trainer:
         else:  # resuming mid-epoch: replay this epoch's permutation from its starting state
             self.generator.set_state(self.epoch_start_state)
         order = self.sampler.epoch_order().to(self.device)
-        loss_acc = torch.zeros((), dtype=torch.float64, device=self.device)
-        done_here = 0
-        for b in range(self.batch_in_epoch, self.steps_per_epoch):
+        # the running sum continues from a mid-epoch checkpoint's, so a resumed epoch sums exactly as one run
+        loss_acc = torch.tensor(self.loss_sum, dtype=torch.float64, device=self.device)
+        first, count0, step0 = self.batch_in_epoch, self.loss_count, self.step
+        losses = torch.empty(self.steps_per_epoch - first, dtype=torch.float64, device=self.device)
+        for b in range(first, self.steps_per_epoch):
             bs = self.sampler.batch_size
             self._last_global_batch = order[b * bs : (b + 1) * bs]
-            reported, stop_now = self._step(self.sampler.shard(order, b))
+            reported, stop_now, save_now = self._step(self.sampler.shard(order, b), self._checkpoint_due())
+            losses[b - first] = reported
             loss_acc += reported.double()
-            done_here += 1
             self.batch_in_epoch = b + 1
-            if stop_now and self.batch_in_epoch < self.steps_per_epoch:
-                self.loss_sum += float(loss_acc)
-                self.loss_count += done_here
+            self.loss_count = count0 + (b + 1 - first)
+            if (stop_now or save_now) and self.batch_in_epoch < self.steps_per_epoch:
+                self.loss_sum = float(loss_acc)  # a host sync only when checkpointing mid-epoch
+                if not math.isfinite(self.loss_sum):
+                    self._check_losses(losses[: b + 1 - first], step0)
+                self._check_weights()
                 self._save()
-                return None
-        self.loss_sum += float(loss_acc)
-        self.loss_count += done_here
+                if stop_now:
+                    return None
+        self.loss_sum = float(loss_acc)  # the epoch's one host sync of the loss
+        if not math.isfinite(self.loss_sum):
+            self._check_losses(losses, step0)
         if self.config.schedule_per == "epoch":
             self.scheduler.step()
         self.epoch += 1
@@ -409,16 +475,23 @@ class _Trainer:
         if self.batch_in_epoch == 0:
             self.epoch_start_state = self.generator.get_state()
         for b in range(self.batch_in_epoch, self.steps_per_epoch):
-            self.lm.step()
+            loss = float(self.lm.step())
             self.step += 1
+            if not math.isfinite(loss):
+                raise Diverged("loss is", loss, self.epoch + 1, self.step)
             self.batch_in_epoch = b + 1
-            if self.stop.requested and self.batch_in_epoch < self.steps_per_epoch:
+            if (self.stop.requested or self._checkpoint_due()) and self.batch_in_epoch < self.steps_per_epoch:
+                self._check_weights()
                 self._save()
-                return None
+                if self.stop.requested:
+                    return None
+        with label("vp/train_loss"):
+            train_loss = self._validate(self.train_set)  # LM: the full training loss
+        if not math.isfinite(train_loss):
+            raise Diverged("training loss is", train_loss, self.epoch + 1, self.step)
         self.epoch += 1
         self.batch_in_epoch = 0
-        with label("vp/train_loss"):
-            return self._validate(self.train_set)  # LM: the full training loss
+        return train_loss
 
     def _loop(self, bar) -> str:
         cfg = self.config
@@ -431,6 +504,10 @@ class _Trainer:
                 return "interrupted"
             with label("vp/validate"):
                 val_loss = self._validate()
+            if self.val_set is not None and not math.isfinite(val_loss):
+                self.epoch -= 1  # the epoch is not accepted
+                raise Diverged("validation loss is", val_loss, self.epoch + 1, self.step)
+            self._check_weights()
             self.last_train, self.last_val = train_loss, val_loss
             monitor = val_loss if self.val_set is not None else train_loss
             val_rollout = math.nan
@@ -456,6 +533,7 @@ class _Trainer:
                 self.log_file.write(ckpt_io.format_row(row, self.log_columns) + "\n")
                 self.log_file.flush()
             self.epoch_start_state = self.generator.get_state()
+            self.finite_summary = self._summary("diverged")
             info = EpochInfo(self.epoch, self.step, train_loss, val_loss, lr, row["seconds"])
             if bar is not None:
                 bar(info, time.perf_counter() - invocation_start)
@@ -484,7 +562,7 @@ class _Trainer:
                 reason = "callback"
             elif flags[1] > 0:
                 reason = "time_limit"
-            if reason is not None or self.epoch % cfg.checkpoint_every == 0:
+            if reason is not None or self.epoch % cfg.checkpoint_every == 0 or self._checkpoint_due():
                 with label("vp/checkpoint"):
                     self._save()
             if reason is not None:
@@ -499,82 +577,3 @@ class _Trainer:
             best_epoch=int(self.best_epoch), wall_time=self._wall(), n_params=int(self.n_params),
             device=str(self.device), dtype=self.resolved.dtype, stopped=stopped, history=list(self.history),
         )
-
-
-def fit(
-    config: TrainConfig | dict[str, Any] | str | os.PathLike | None = None,
-    *,
-    resume: str | os.PathLike | None = None,
-    callback: Callable[[EpochInfo], bool | None] | None = None,
-    progress: bool = False,
-    **overrides: Any,
-) -> FitResult:
-    """Train a model on trajectory windows and write its run directory.
-
-    Parameters
-    ----------
-    config : TrainConfig, dict, or path of a TOML file; optional with ``resume``
-    resume : path, optional
-        A run directory to continue from its ``last.pt`` (its ``config.toml`` is the config; only
-        ``epochs`` (the total), ``time_limit``, ``device``, ``patience``, ``min_delta`` and
-        ``checkpoint_every`` may change). The continuation is exactly the uninterrupted run.
-    callback : callable, optional
-        ``callback(EpochInfo)`` after every epoch (on every rank); returning True stops training.
-    progress : bool
-        Show a click progress bar with the losses on stderr (rank 0).
-    **overrides
-        Config keys that win over ``config`` (``None`` values are ignored).
-
-    Returns
-    -------
-    FitResult
-
-    Raises
-    ------
-    VPIntegratorError
-        A bad config, data or run directory (one line naming the key or file).
-    TrainingInterrupted
-        On Ctrl-C / SIGTERM, after ``last.pt`` was saved.
-
-    Notes
-    -----
-    With ``optimizer = "lm"`` an epoch is ``lm_iters_per_epoch`` Levenberg–Marquardt iterations on
-    random subsamples of ``lm_windows`` windows (:class:`~vpintegrator.training.optim.LMSubsample`);
-    ``train_loss`` is then the full training loss after the epoch and ``lr`` the damping λ. Single
-    process only.
-    """
-    if config is not None and not isinstance(config, TrainConfig):
-        if isinstance(config, dict):
-            config = TrainConfig.from_dict(merge_overrides(config, overrides))
-        else:
-            config = TrainConfig.from_toml(config, **overrides)
-        overrides = {}
-    run_dir = None
-    if resume is not None:
-        run_dir = Path(resume)
-        config = ckpt_io.resume_config(run_dir, config, overrides)
-    else:
-        if config is None:
-            raise VPIntegratorError("fit: give a config (TrainConfig, dict or TOML path) or resume=RUN_DIR")
-        config = config.replace(**overrides) if overrides else config
-        config.validate()
-        out = Path(config.out) if config.out is not None else ckpt_io.default_out(config.model["name"])
-        config = config.replace(out=str(out.resolve()))
-    from ..device import resolve_device
-
-    device = resolve_device(config.device)
-    dist = ddp.setup(device.type)
-    if dist.enabled and device.type == "cuda":
-        device = torch.device("cuda", dist.local_rank)
-    try:
-        if dist.enabled and config.optimizer == "lm":
-            raise VPIntegratorError(
-                f"optimizer 'lm' (Levenberg–Marquardt) runs in one process only; got WORLD_SIZE = "
-                f"{dist.world_size} under torchrun: train in one process or pick a torch optimizer",
-                key="optimizer",
-            )
-        if run_dir is None and dist.is_main:
-            ckpt_io.check_new_run_dir(Path(config.out))
-        return _Trainer(config, dist, device, run_dir, callback, progress).run()
-    finally:
-        ddp.teardown(dist)

@@ -1,0 +1,45 @@
+"""What stops a training run early: a non-finite loss or weights (:class:`Diverged`), and SIGINT/SIGTERM
+(:class:`StopRequest`: a flag checked between optimiser steps, so that ``last.pt`` is saved)."""
+
+from __future__ import annotations
+
+import math
+import signal
+import threading
+from typing import Any
+
+
+class Diverged(Exception):
+    """A non-finite loss or weights: training stops (every rank at the same point)."""
+
+    def __init__(self, what: str, value: float, epoch: int, step: int) -> None:
+        super().__init__(what)
+        self.what, self.value, self.epoch, self.step = what, value, epoch, step
+
+    @property
+    def value_text(self) -> str:
+        return "nan" if math.isnan(self.value) else ("inf" if self.value > 0 else "-inf")
+
+
+class StopRequest:
+    """SIGINT/SIGTERM set a flag checked between optimiser steps; a second signal aborts at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum, frame) -> None:
+        if self.requested:
+            raise KeyboardInterrupt(f"signal {signum} received twice")
+        self.requested = True
+
+    def __enter__(self) -> "StopRequest":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.getsignal(sig)
+                signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)

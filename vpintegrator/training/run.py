@@ -1,0 +1,101 @@
+"""The training entry point :func:`fit`: config (or resume) in, a run directory and a :class:`FitResult` out."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from ..errors import VPIntegratorError
+from . import checkpoint as ckpt_io
+from . import ddp
+from .config import TrainConfig, merge_overrides
+from .loop import Trainer
+from .results import EpochInfo, FitResult
+
+__all__ = ["fit"]
+
+
+def fit(
+    config: TrainConfig | dict[str, Any] | str | os.PathLike | None = None,
+    *,
+    resume: str | os.PathLike | None = None,
+    callback: Callable[[EpochInfo], bool | None] | None = None,
+    progress: bool = False,
+    **overrides: Any,
+) -> FitResult:
+    """Train a model on trajectory windows and write its run directory.
+
+    Parameters
+    ----------
+    config : TrainConfig, dict, or path of a TOML file; optional with ``resume``
+    resume : path, optional
+        A run directory to continue from its ``last.pt`` (its ``config.toml`` is the config; only
+        ``epochs`` (the total), ``time_limit``, ``device``, ``patience``, ``min_delta`` and
+        ``checkpoint_every`` may change). The continuation is exactly the uninterrupted run.
+    callback : callable, optional
+        ``callback(EpochInfo)`` after every epoch (on every rank); returning True stops training.
+    progress : bool
+        Show a click progress bar with the losses on stderr (rank 0).
+    **overrides
+        Config keys that win over ``config`` (``None`` values are ignored).
+
+    Returns
+    -------
+    FitResult
+
+    Raises
+    ------
+    VPIntegratorError
+        A bad config, data or run directory (one line naming the key or file).
+    TrainingInterrupted
+        On Ctrl-C / SIGTERM, after ``last.pt`` was saved.
+
+    Notes
+    -----
+    With ``optimizer = "lm"`` an epoch is ``lm_iters_per_epoch`` Levenberg–Marquardt iterations on
+    random subsamples of ``lm_windows`` windows (:class:`~vpintegrator.training.optim.LMSubsample`);
+    ``train_loss`` is then the full training loss after the epoch and ``lr`` the damping λ. Single
+    process only.
+    """
+    config_file = config if isinstance(config, (str, os.PathLike)) else None
+    if config is not None and not isinstance(config, TrainConfig):
+        if isinstance(config, dict):
+            config = TrainConfig.from_dict(merge_overrides(config, overrides))
+        else:
+            config = TrainConfig.from_toml(config, **overrides)
+        overrides = {}
+    run_dir = None
+    if resume is not None:
+        run_dir = Path(resume)
+        config = ckpt_io.resume_config(run_dir, config, overrides)
+    else:
+        if config is None:
+            raise VPIntegratorError("fit: give a config (TrainConfig, dict or TOML path) or resume=RUN_DIR")
+        config = config.replace(**overrides) if overrides else config
+        config.validate()
+        out = Path(config.out) if config.out is not None else ckpt_io.default_out(config.model["name"])
+        config = config.replace(out=str(out.resolve()))
+        from .._io import check_not_input
+
+        check_not_input(config.out, [*config.data, config_file], key="out")
+    from ..device import resolve_device
+
+    device = resolve_device(config.device)
+    dist = ddp.setup(device.type)
+    if dist.enabled and device.type == "cuda":
+        device = torch.device("cuda", dist.local_rank)
+    try:
+        if dist.enabled and config.optimizer == "lm":
+            raise VPIntegratorError(
+                f"optimizer 'lm' (Levenberg–Marquardt) runs in one process only; got WORLD_SIZE = "
+                f"{dist.world_size} under torchrun: train in one process or pick a torch optimizer",
+                key="optimizer",
+            )
+        if run_dir is None and dist.is_main:
+            ckpt_io.check_new_run_dir(Path(config.out))
+        return Trainer(config, dist, device, run_dir, callback, progress).run()
+    finally:
+        ddp.teardown(dist)
