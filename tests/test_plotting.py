@@ -280,3 +280,80 @@ def test_cli_leaves_nothing_half_written(rigid, tmp_path, monkeypatch):
     res = _cli(rigid.path, "--out", out, "--kind", "error")
     assert res.exit_code == 130 and calls == ["pdf", "png"]
     assert sorted(p.name for p in out.iterdir()) == ["error.pdf"]  # the finished PDF; no partial PNG or temporary
+
+
+# --- divergence is never silent: the figures mark where a method failed ---------------------------------
+
+
+@pytest.fixture(scope="module")
+def blown(tmp_path_factory):
+    """rk4 and explicit Euler with a tight blow-up factor: Euler fails, rk4 does not."""
+    root = tmp_path_factory.mktemp("blown")
+    data = root / "data.h5"
+    generate(load_spec("rigid_body", n_traj=3, t_end=2.0, dt=0.2), out=data)
+    out = root / "ro.h5"
+    rep = run_rollouts(RolloutConfig(data=data, out=out, integrators=["rk4", "euler"], blowup=1.001, t_end=4.0))
+    assert "euler" in rep.failures and "rk4" not in rep.failures
+    return read_rollout(out), rep
+
+
+def _blowup_lines(fig):
+    return [ln for ax in fig.axes for ln in ax.get_lines() if ln.get_gid() == "blow-up"]
+
+
+@pytest.mark.parametrize("plot", [plot_error, plot_invariants])
+def test_failure_time_is_marked(blown, plot):
+    res, rep = blown
+    fig = plot(res)
+    lines = _blowup_lines(fig)
+    assert lines, "no blow-up marker"
+    first = rep.failures["euler"]
+    times = {float(ln.get_xdata()[0]) for ln in lines}
+    assert first.t in times or any(abs(t - first.t) < 1e-9 for t in times)
+    euler = method_colors(["reference", *res.labels], ["reference", "integrator", "integrator"])["euler"]
+    assert {matplotlib.colors.to_hex(ln.get_color()) for ln in lines} == {matplotlib.colors.to_hex(euler)}
+    assert "blow-up" in _labels(fig)
+
+
+@pytest.mark.parametrize("plot", [plot_error, plot_invariants])
+def test_no_blowup_legend_without_failure(blown, rigid, plot):
+    res, _ = blown
+    for fig in (plot(res, methods=["rk4"]), plot(rigid)):
+        assert not _blowup_lines(fig) and "blow-up" not in _labels(fig)
+
+
+def test_failure_marked_in_memory_and_banded(tmp_path):
+    from vpintegrator.rollout import IntegratorStep, rollout
+
+    ref = generate(load_spec("rigid_body", n_traj=8, t_end=2.0, dt=0.2))
+    eul = rollout(IntegratorStep("rigid_body", "euler", 0.2), ref.y[:, 0], 0.2, ref.n_steps, blowup=1.001)
+    assert eul.n_failed > 0
+    fig = plot_error({"euler": eul}, reference=ref)  # 8 trajectories: median and band, the first failure marked
+    lines = _blowup_lines(fig)
+    assert len(lines) == 1 and "blow-up" in _labels(fig)
+    assert float(lines[0].get_xdata()[0]) == pytest.approx(0.2 * eul.failed_step[eul.failed_step >= 0].min())
+
+
+def test_plot_all_refuses_figures_over_inputs(rigid, tmp_path):
+    import shutil
+
+    src = tmp_path / "error.png"
+    shutil.copy(rigid.path, src)
+    before = src.read_bytes()
+    with pytest.raises(VPIntegratorError, match=r"error\.png is the input file"):
+        plot_all(src, tmp_path, kinds=["error"], formats=["png"])
+    with pytest.raises(VPIntegratorError, match=r"is a file, not a directory"):
+        plot_all(rigid.path, src)
+    assert src.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["error.png"]
+
+
+def test_plot_all_writes_nothing_when_a_kind_fails(rigid, tmp_path, monkeypatch):
+    import vpintegrator.plotting.rollout as R
+
+    def boom(*a, **k):
+        raise VPIntegratorError("volume failed")
+
+    monkeypatch.setitem(R._PLOTTERS, "volume", boom)
+    with pytest.raises(VPIntegratorError, match="volume failed"):
+        plot_all(rigid, tmp_path / "figs", kinds=["error", "volume"])
+    assert not (tmp_path / "figs").exists()

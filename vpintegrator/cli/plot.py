@@ -102,6 +102,9 @@ def main(paths, kind, out, traj, max_points, dpi, settings):
 
     chosen = list(KINDS) if not kinds or "all" in kinds else list(dict.fromkeys(kinds))
     out = out if out is not None else rollout.with_name(f"{rollout.stem}_figures")
+    from .._io import check_not_input
+
+    check_not_input(out, [rollout], key="out")  # plot_all also refuses any figure path that is the input
     written = plot_all(rollout, out, kinds=chosen, traj=which, dpi=dpi, max_points=max_points, **options)
     for p in written:
         click.echo(str(p))

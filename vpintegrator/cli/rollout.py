@@ -15,6 +15,13 @@ import click
 
 from ._common import cli_errors
 
+#: exit status of ``--fail-on-blowup`` when a method failed
+EXIT_BLOWUP = 3
+
+
+class _BlowupExit(click.ClickException):
+    exit_code = EXIT_BLOWUP
+
 
 def _int_list(text: str | None) -> list[int] | None:
     """``"0,3,7"`` -> [0, 3, 7]."""
@@ -83,14 +90,22 @@ def _settings(settings, flags: dict) -> dict:
     "--set", "settings", multiple=True, metavar="KEY=VALUE",
     help="Any RolloutConfig key, VALUE in TOML syntax (e.g. --set blowup=1e6); repeatable.",
 )
-@click.option("--quiet", is_flag=True, help="No progress lines.")
+@click.option("--quiet", is_flag=True, help="No progress lines (failed methods are still reported on stderr).")
+@click.option(
+    "--fail-on-blowup", is_flag=True,
+    help=f"Exit with status {EXIT_BLOWUP} (after writing everything) when any method failed (blow-up or non-finite).",
+)
 @cli_errors
 def main(config, data, models, integrators, t_end, traj, n_traj, init, overlap, device, out, chunk_steps,
-         blowup, volume, jit, settings, quiet):
+         blowup, volume, jit, settings, quiet, fail_on_blowup):
     """Roll out models and classical integrators from a data set's initial conditions.
 
     Writes OUT (HDF5: reference, every method's trajectories, per-step relative error, invariants,
     log|det J|, failure steps) and the metrics table beside it (same stem, .csv and .md).
+
+    A method whose trajectories blew up or went non-finite is reported on stderr, one line per method
+    (also with --quiet). Exit status: 0 on success, 1 on an error (nothing is written), 3 with
+    --fail-on-blowup when a method failed (everything is written), 130 when interrupted.
     """
     from ..metrics import format_text
     from ..rollout import load_rollout_config, run_rollouts
@@ -112,11 +127,27 @@ def main(config, data, models, integrators, t_end, traj, n_traj, init, overlap, 
         jit=jit,
     )
     cfg = load_rollout_config(config, **{**_settings(settings, flags), **{k: v for k, v in flags.items() if v is not None}})
-    log = None if quiet else (lambda line: click.echo(line, err=True))
-    report = run_rollouts(cfg, log=log)
+    failed_lines: list[str] = []
+
+    def log(line: str) -> None:
+        if not quiet:
+            click.echo(line, err=True)
+
+    report = run_rollouts(cfg, log=log, inputs=[config] if config is not None else ())
     click.echo(format_text(report.rows), nl=False)
     click.echo(f"Rollout written to {report.out}")
     click.echo(f"Metrics table: {report.csv} and {report.markdown}")
+    for failure in report.failures.values():
+        line = f"Warning: {failure.line()}"
+        failed_lines.append(line)
+        if quiet:  # without --quiet the progress log already said it
+            click.echo(line, err=True)
+    if failed_lines and fail_on_blowup:
+        labels = ", ".join(report.failures)
+        raise _BlowupExit(
+            f"{len(report.failures)} method(s) failed (blow-up or non-finite): {labels}; everything was written "
+            f"to {report.out}; exit status {EXIT_BLOWUP} (--fail-on-blowup)"
+        )
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from ..errors import VPIntegratorError
-from .hdf5 import _from_attr
+from ._attrs import _from_attr
 from .trajectories import Trajectories
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -203,9 +203,17 @@ def read_rollout(path, traj=None, max_points: int | None = None) -> RolloutResul
     """
     import h5py
 
+    if max_points is not None and (isinstance(max_points, bool) or not isinstance(max_points, (int, np.integer))
+                                   or max_points < 2):
+        raise VPIntegratorError(
+            f"max_points must be a whole number >= 2 (time points per curve) or None; got {max_points!r}",
+            key="max_points",
+        )
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
+    if path.is_dir():
+        raise VPIntegratorError(f"{path}: is a directory; give a rollout file written by vp-rollout")
     try:
         f = h5py.File(path, "r")
     except OSError as err:

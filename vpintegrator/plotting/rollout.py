@@ -16,6 +16,7 @@ exactly 0 cannot show there, and a method with nothing to show is named in a not
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -33,6 +34,9 @@ KINDS = ("trajectories3d", "invariants", "error", "volume", "phase")
 CLIP_FACTOR = 3.0
 #: line styles that tell individual trajectories apart in time-series figures (colour tells the method)
 TRAJ_STYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)))
+
+#: line style of the vertical tick that marks where a method failed (blow-up or non-finite)
+BLOWUP_STYLE = (0, (2, 1.5))
 
 _COORDS = {"coupled_oscillator": ("q_1", "q_2", "p_1", "p_2")}
 _INVARIANT_SYMBOLS = {"energy": "H", "casimir": "C", "sum": "S", "product": "P"}
@@ -99,6 +103,48 @@ def _note_missing(ax, missing: list[str], why: str) -> None:
     if missing:
         ax.text(0.01, 0.01, f"not shown ({why}): {', '.join(missing)}", transform=ax.transAxes, fontsize=6,
                 color="0.35", va="bottom", ha="left")
+
+
+def _failure_times(data: PlotData, label: str) -> np.ndarray:
+    """Times at which the drawn trajectories of ``label`` failed (blow-up or non-finite), sorted, unique."""
+    traj = data.methods.get(label)
+    failed = None if traj is None else traj.failed_step
+    if failed is None:
+        return np.empty(0)
+    failed = np.asarray(failed)
+    failed = failed[failed >= 0]
+    if not failed.size:
+        return np.empty(0)
+    dt = traj.meta.get("dt", data.meta.get("dt"))
+    if dt is None:
+        t = np.asarray(traj.t, dtype=np.float64)
+        if t.size < 2:
+            return np.empty(0)
+        dt = t[1] - t[0]  # only right when not thinned; rollouts and integrate() record dt
+    t0 = float(data.t[0])
+    return np.unique(t0 + float(dt) * failed)
+
+
+def _mark_failures(ax, data: PlotData, labels, colors, banded: bool) -> bool:
+    """A vertical tick at each failure time of each method in ``labels`` (banded: the first one only);
+    returns whether any was drawn (the legend then gets a "blow-up" entry)."""
+    drawn = False
+    for label in labels:
+        times = _failure_times(data, label)
+        if banded:
+            times = times[:1]
+        for tf in times[: 2 * MAX_CURVES]:
+            ax.axvline(tf, color=colors[label], linestyle=BLOWUP_STYLE, linewidth=0.9, gid="blow-up")
+            drawn = True
+    return drawn
+
+
+def _blowup_key(drawn: bool) -> list:
+    if not drawn:
+        return []
+    from matplotlib.lines import Line2D
+
+    return [(Line2D([], [], color="0.3", linestyle=BLOWUP_STYLE, linewidth=0.9), "blow-up")]
 
 
 def _coord_names(data: PlotData) -> tuple[str, ...]:
@@ -221,6 +267,7 @@ def plot_invariants(source, traj=None, methods: Iterable[str] | None = None, ban
     fig = figure(WIDTH, 2.5)
     axes = fig.subplots(1, len(names), squeeze=False)[0]
     labels = _with_reference(data, methods)
+    marked = False
     for ax, name in zip(axes, names):
         sym = _INVARIANT_SYMBOLS.get(name, name)
         missing = []
@@ -233,12 +280,13 @@ def plot_invariants(source, traj=None, methods: Iterable[str] | None = None, ban
             if not _series(ax, data.t, drift, banded, colors[label], label):
                 missing.append(label)
         _note_missing(ax, missing, "drift exactly 0")
+        marked |= _mark_failures(ax, data, [k for k in labels if k != "reference"], colors, banded)
         ax.set_yscale("log")
         ax.set_xlabel("time $t$")
         ax.set_ylabel(f"$|{sym}(t) - {sym}(0)|\\,/\\,|{sym}(0)|$")
         ax.set_title(name)
     fig.suptitle(f"invariant drift, {data.system_name}: {describe(data, banded)}", fontsize=8)
-    legend(fig, axes, extra=_traj_key(data, banded))
+    legend(fig, axes, extra=_traj_key(data, banded) + _blowup_key(marked))
     return fig
 
 
@@ -263,12 +311,13 @@ def plot_error(source, traj=None, methods: Iterable[str] | None = None, threshol
     missing = [k for k in labels if not _series(ax, data.t, _positive(data.metrics[k].rel_error), banded,
                                                  colors[k], k)]
     _note_missing(ax, missing, "error exactly 0")
+    marked = _mark_failures(ax, data, labels, colors, banded)
     ax.axhline(threshold, color="0.4", linestyle=":", linewidth=0.8, label=f"valid-time threshold {threshold:g}")
     ax.set_yscale("log")
     ax.set_xlabel("time $t$")
     ax.set_ylabel(r"$\|\hat z(t) - z(t)\|\,/\,\|z(t)\|$")
     ax.set_title(f"relative error vs reference, {data.system_name}: {describe(data, banded)}")
-    legend(fig, [ax], ncols=4, extra=_traj_key(data, banded))
+    legend(fig, [ax], ncols=4, extra=_traj_key(data, banded) + _blowup_key(marked))
     return fig
 
 
@@ -422,18 +471,23 @@ def plot_all(source, out_dir: str | Path, kinds: Sequence[str] = KINDS, traj=Non
         if key not in valid:
             raise VPIntegratorError(f"unknown plot option {key!r}; valid options: {', '.join(valid)}", key=key)
     _check_options(options)
+    from .style import check_out_dir
+
     dpi = check_dpi(dpi)
     formats = check_formats(formats)
+    source_path = getattr(source, "path", None) if not isinstance(source, (str, os.PathLike)) else source
+    out_dir = check_out_dir(out_dir, kinds, formats, [source_path] if source_path is not None else [])
     data = plot_data(source, reference=reference, max_points=max_points)
     select(data, traj)  # a bad traj is an error before anything is drawn
-    out_dir = Path(out_dir)
-    written: list[Path] = []
+    figures = []  # every figure is drawn before the first file is written: an error leaves no partial set
     for kind in kinds:
         if not applicable(data, kind):
             continue
         fn = _PLOTTERS[kind]
         accepted = inspect.signature(fn).parameters
         kw = {k: v for k, v in options.items() if k in accepted}
-        fig = fn(data, traj=traj, **kw)
+        figures.append((kind, fn(data, traj=traj, **kw)))
+    written: list[Path] = []
+    for kind, fig in figures:
         written += save_figure(fig, out_dir / kind, formats=formats, dpi=dpi)
     return written

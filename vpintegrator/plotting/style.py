@@ -164,3 +164,21 @@ def save_figure(fig, stem: str | Path, formats: Sequence[str] = FORMATS, dpi: in
                 fig.savefig(tmp, format=fmt, dpi=dpi)
             paths.append(target)
     return paths
+
+
+def check_out_dir(out_dir: str | Path, stems: Sequence[str], formats: Sequence[str], inputs=()) -> Path:
+    """Refuse, before anything is drawn, an output directory that is a file or one of ``inputs``, or a
+    figure ``<out_dir>/<stem>.<format>`` that would overwrite an input (one-line errors naming ``out``)."""
+    from .._io import check_not_input
+
+    out_dir = Path(out_dir)
+    inputs = [Path(p) for p in inputs if p is not None]
+    check_not_input(out_dir, inputs, key="out")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise VPIntegratorError(
+            f"out {out_dir} is a file, not a directory; give a directory for the figures", key="out"
+        )
+    for stem in stems:
+        for fmt in formats:
+            check_not_input(out_dir / f"{stem}.{fmt}", inputs, key="out")
+    return out_dir

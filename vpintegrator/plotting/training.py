@@ -197,8 +197,16 @@ def plot_training(run_dirs, out: str | Path, dpi: int = 200, formats: Sequence[s
 
     See :func:`training_figure` for what is drawn.
     """
+    from .style import check_out_dir
+
     dpi = check_dpi(dpi)
     formats = check_formats(formats)
+    if isinstance(run_dirs, (str, Path)):
+        run_dirs = [run_dirs]
+    run_dirs = list(run_dirs)
+    inputs = [p for r in run_dirs for p in (Path(r), Path(r) / "log.csv", Path(r) / "summary.json",
+                                            Path(r) / "config.toml")]
+    check_out_dir(out, [name], formats, inputs)
     fig = training_figure(run_dirs)
     return save_figure(fig, Path(out) / name, formats=formats, dpi=dpi)
 

@@ -7,8 +7,9 @@
   :func:`reference_step_map` (the generator a data file was made with).
 - :mod:`~vpintegrator.rollout.runners`: how ModelStep runs a model (generated scalar Python:
   :func:`compile_scalar`).
-- :mod:`~vpintegrator.rollout.compare`: comparison runs (``vp-rollout``): :class:`RolloutConfig`,
-  :func:`load_rollout_config`, :func:`run_rollouts`.
+- :mod:`~vpintegrator.rollout.config`: :class:`RolloutConfig` (the keys of a comparison run) and
+  :func:`load_rollout_config`; :mod:`~vpintegrator.rollout.checks`: what is refused before a run starts.
+- :mod:`~vpintegrator.rollout.compare`: comparison runs (``vp-rollout``): :func:`run_rollouts`.
 
 Rollout files are read with :func:`read_rollout` (from :mod:`vpintegrator.data.rollouts`). Names are
 imported lazily: ``import vpintegrator.rollout`` imports neither torch nor h5py.
@@ -36,9 +37,9 @@ _LAZY: dict[str, str] = {
     "compile_scalar": ".runners",
     "ScalarForward": ".runners",
     "ScalarUnsupported": ".runners",
-    "RolloutConfig": ".compare",
+    "RolloutConfig": ".config",
     "RolloutReport": ".compare",
-    "load_rollout_config": ".compare",
+    "load_rollout_config": ".config",
     "run_rollouts": ".compare",
     "parse_model_entry": ".compare",
     "model_label": ".compare",

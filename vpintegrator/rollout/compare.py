@@ -11,7 +11,6 @@ that a CLI names its own flag.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,128 +19,49 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import VPIntegratorError
-from .engine import BLOWUP, CHUNK_STEPS, StepMap, initial_window, stream_rollout
+from .engine import StepMap, initial_window, stream_rollout
+from .checks import _check_fits, _check_reference, check_outputs, estimate  # noqa: F401 (estimate re-exported)
+from .config import RolloutConfig, load_rollout_config, model_entries  # noqa: F401 (re-exported)
 from .steps import ExactFlowStep, IntegratorStep, ModelStep, reference_step_map
 
-__all__ = ["RolloutConfig", "RolloutReport", "load_rollout_config", "run_rollouts", "parse_model_entry", "model_label"]
+__all__ = [
+    "RolloutConfig", "RolloutReport", "Failure", "load_rollout_config", "run_rollouts", "parse_model_entry",
+    "model_label", "estimate", "check_outputs",
+]
 
-_INIT_CHOICES_EXTRA = ("reference", "exact_flow")
+class Failure(tuple):
+    """A failed method: ``(n_failed, traj, step)`` as a tuple (the number of failed trajectories, the
+    data-file index of the first one to fail and its step), with ``label``, ``n_traj`` and ``t`` (the
+    time of that step) as attributes; :meth:`line` is the one-line report."""
 
+    def __new__(cls, label: str, n_failed: int, n_traj: int, traj: int, step: int, t: float):
+        obj = super().__new__(cls, (n_failed, traj, step))
+        obj.label, obj.n_traj, obj.t = label, n_traj, t
+        return obj
 
-@dataclass
-class RolloutConfig:
-    """Everything a comparison run needs; the fields are the keys.
+    @property
+    def n_failed(self) -> int:
+        return self[0]
 
-    Attributes
-    ----------
-    data : path
-        A ``vp-gen`` HDF5 file: reference trajectories and their initial conditions.
-    out : path
-        The rollout HDF5 file; the metrics table goes beside it (same stem, ``.csv`` and ``.md``).
-    models : list
-        Each entry a run directory, checkpoint (``.pt``) or ``"pretrained:NAME"`` (label derived: the run
-        directory's name, the file's stem, for ``best.pt``/``last.pt`` the directory's name, or NAME), or a
-        ``(label, path_or_module)`` pair (a 2-element list in TOML); a dict ``{label: path}`` works too.
-    integrators : list of str
-        Classical integrator names (``vpintegrator.list_integrators()``), or ``"exact_flow"`` (DOP853).
-    t_end : float or None
-        Horizon (default: the data's). Beyond the data the reference is continued on the fly with the
-        data's own generator (:func:`~vpintegrator.rollout.reference_step_map`), from the file's last state.
-    traj : list of int or None
-        Trajectory indices into the data file (rows of its ``/y``); ``n_traj``: its first ``n_traj``
-        trajectories (default: all). Give at most one of the two.
-    init : str
-        Where a model's first window (``seq_len`` states) comes from: ``"reference"`` (the reference
-        trajectory), a classical integrator name (the paper: ``"implicit_midpoint"``) or ``"exact_flow"``.
-    overlap : bool
-        Overlapping windows for models (advance by one state) instead of non-overlapping ones (not volume
-        preserving even for a VPT; see :class:`~vpintegrator.rollout.ModelStep`).
-    device : str
-        ``auto``, ``cpu``, ``cuda``, ``cuda:N`` (models only; classical integrators run in NumPy).
-    chunk_steps : int
-        Steps per chunk streamed to the file.
-    blowup : float
-        A state with ‖z‖ > blowup × ‖z_0‖ counts as failed.
-    volume : bool
-        Compute ``log|det J|`` of every step/window map (an extra Jacobian per step).
-    jit : bool
-        Trace models with TorchScript for speed (see :class:`~vpintegrator.rollout.ModelStep`).
-    """
+    @property
+    def traj(self) -> int:
+        return self[1]
 
-    data: str | Any
-    out: str | Any = "rollout.h5"
-    models: list = field(default_factory=list)
-    integrators: list = field(default_factory=list)
-    t_end: float | None = None
-    traj: list | None = None
-    n_traj: int | None = None
-    init: str = "reference"
-    overlap: bool = False
-    device: str = "auto"
-    chunk_steps: int = CHUNK_STEPS
-    blowup: float = BLOWUP
-    volume: bool = True
-    jit: bool = True
+    @property
+    def step(self) -> int:
+        return self[2]
 
-    @classmethod
-    def keys(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls)]
-
-    def validate(self) -> None:
-        """Check what can be checked without the data file; a one-line error naming the key."""
-        from ..device import check_device_name
-        from ..integrators import list_integrators
-
-        cs = self.chunk_steps
-        if isinstance(cs, bool) or not isinstance(cs, (int, np.integer)) or cs < 1:
-            raise VPIntegratorError(f"chunk_steps must be an int >= 1; got {cs!r}", key="chunk_steps")
-        b = self.blowup
-        if isinstance(b, bool) or not isinstance(b, (int, float)) or not b > 0:
-            raise VPIntegratorError(f"blowup must be a number > 0; got {b!r}", key="blowup")
-        valid_init = (*_INIT_CHOICES_EXTRA, *list_integrators())
-        if self.init not in valid_init:
-            raise VPIntegratorError(f"init {self.init!r} is unknown; valid: {', '.join(valid_init)}", key="init")
-        if self.traj is not None and self.n_traj is not None:
-            raise VPIntegratorError("traj and n_traj both given; give one of them", key="traj")
-        check_device_name(self.device, "device")
-        for key in ("overlap", "volume", "jit"):
-            if not isinstance(getattr(self, key), (bool, np.bool_)):
-                raise VPIntegratorError(f"{key} must be true or false; got {getattr(self, key)!r}", key=key)
-
-
-def load_rollout_config(path=None, **overrides: Any) -> RolloutConfig:
-    """A :class:`RolloutConfig` from a TOML file (its keys at the top level or in a ``[rollout]`` table)
-    with ``overrides`` on top (None values are "not given": flags win only when given).
-
-    Raises
-    ------
-    VPIntegratorError
-        On an unreadable file, unknown keys (listing the valid ones) or no ``data``.
-    """
-    from ..config import check_keys, merge, read_toml
-
-    valid = RolloutConfig.keys()
-    values: dict[str, Any] = {}
-    if path is not None:
-        values = read_toml(path, table="rollout", what="rollout config")
-        check_keys(values, valid, source=str(path))
-    given = {k: v for k, v in overrides.items() if v is not None}
-    check_keys(given, valid, source="rollout config")
-    values = merge(values, given)
-    if "data" not in values:
-        where = f" (in {path} or as an override)" if path is not None else ""
-        raise VPIntegratorError(f"give data, a vp-gen HDF5 file with the reference trajectories{where}", key="data")
-    for key in ("models", "integrators"):
-        if isinstance(values.get(key), str):
-            values[key] = [values[key]]
-    return RolloutConfig(**values)
+    def line(self) -> str:
+        return (f"{self.label}: {self.n_failed} of {self.n_traj} trajectories failed (blow-up or non-finite); "
+                f"first: trajectory {self.traj} at step {self.step} (t = {self.t:g})")
 
 
 @dataclass
 class RolloutReport:
     """What :func:`run_rollouts` wrote: the HDF5 file, the metrics table (CSV, Markdown) and its rows.
 
-    ``failures``: label -> (number failed, data-file index of the first failed trajectory, its step).
+    ``failures``: label -> :class:`Failure` ``(number failed, data-file index of the first failed
+    trajectory, its step)``, with ``.t`` its time and ``.line()`` the one-line report.
     """
 
     out: Any
@@ -174,7 +94,19 @@ def _load(spec: str):
             "file or pretrained:NAME",
             key="models",
         )
-    return load_model(spec)
+    try:
+        return load_model(spec)
+    except VPIntegratorError:
+        raise
+    except (FileNotFoundError, PermissionError, IsADirectoryError):
+        raise
+    except Exception as err:  # whatever a damaged or foreign file raises: one line naming it
+        raise VPIntegratorError(
+            f"models: {spec}: not a loadable vpintegrator checkpoint ({type(err).__name__}: "
+            f"{' '.join(str(err).split())[:200]}); give a vp-train run directory, a .pt checkpoint it wrote or "
+            "pretrained:NAME",
+            key="models",
+        ) from None
 
 
 def parse_model_entry(entry) -> tuple[str, Any, str]:
@@ -196,12 +128,6 @@ def parse_model_entry(entry) -> tuple[str, Any, str]:
         f"models: entry of type {type(entry).__name__} is not a path, pretrained:NAME or (label, path) pair",
         key="models",
     )
-
-
-def _model_entries(models) -> list:
-    if isinstance(models, dict):
-        return list(models.items())
-    return list(models or [])
 
 
 def _check_label(label: str, seen: set) -> None:
@@ -316,7 +242,7 @@ def _prepare_methods(config: RolloutConfig, system, dt: float, t0: float, n_step
         _check_label(name, seen)
         step_map = ExactFlowStep(system, dt) if name == "exact_flow" else IntegratorStep(system, name, dt)
         methods.append((name, step_map, name))
-    for entry in _model_entries(config.models):
+    for entry in model_entries(config.models):
         label, model, source = parse_model_entry(entry)
         _check_label(label, seen)
         if int(getattr(model, "dim", -1)) != system.dim:
@@ -338,19 +264,27 @@ def _prepare_methods(config: RolloutConfig, system, dt: float, t0: float, n_step
     return methods
 
 
-def _plan(config: RolloutConfig, say: Callable[[str], None]) -> _Plan:
+def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=()) -> _Plan:
     from ..data import read_metadata, read_trajectories
     from ..systems import system_from_meta
 
     config.validate()
+    check_outputs(config, extra_inputs)
     data = Path(config.data)
     meta = read_metadata(data)
     system = system_from_meta(meta, data)
     dt = float(meta["dt"])
     idx = _select_traj(config, int(meta["n_traj"]), data)
+    n_file = int(meta["n_states"])
+    t0 = float(meta.get("t0", 0.0))
+    n_steps = _horizon(config, t0, dt, n_file)
+    n_methods = len(_integrator_names(config.integrators)) + len(model_entries(config.models))
+    _check_fits(config, int(idx.size), n_steps + 1, system, max(1, n_methods), n_file, data)
     ref_file = read_trajectories(data, traj=idx)
-    t0 = float(ref_file.t[0])
-    n_steps = _horizon(config, t0, dt, ref_file.n_states)
+    _check_reference(ref_file, idx, data)
+    if float(ref_file.t[0]) != t0:
+        t0 = float(ref_file.t[0])
+        n_steps = _horizon(config, t0, dt, ref_file.n_states)
     methods = _prepare_methods(config, system, dt, t0, n_steps, data)
     return _Plan(config, data, meta, system, dt, t0, idx, ref_file, n_steps, methods, say)
 
@@ -417,6 +351,15 @@ def _write_reference(f, plan: _Plan, reference_gen: StepMap):
             chunk_steps=plan.config.chunk_steps, blowup=plan.config.blowup,
         )
         ref_failed = np.where(cont.failed_step >= 0, cont.failed_step + offset, -1)
+        if (ref_failed >= 0).any():
+            i = int(np.argmin(np.where(ref_failed >= 0, ref_failed, np.iinfo(np.int64).max)))
+            k = int(ref_failed[i])
+            raise VPIntegratorError(
+                f"{plan.data}: continuing the reference beyond t = {ref_file.t[-1]:g} with its generator "
+                f"{reference_gen.name} failed (blow-up or non-finite) in trajectory {int(plan.idx[i])} at "
+                f"t = {t[k]:g}; give a shorter t_end (before {t[k]:g}) or a larger blowup",
+                key="t_end",
+            )
     g.create_dataset("failed_step", data=ref_failed)
     names = tuple(plan.system.invariant_names)
     stream = TrajectoryMetricsStream(plan.system, n_traj, t_center=0.5 * (t[0] + t[-1]))
@@ -483,13 +426,10 @@ def _write_method(f, plan: _Plan, label: str, step_map: StepMap, source: str, yr
     )
     failure = None
     if res.n_failed:
-        first = int(np.argmax(res.failed_step >= 0))
+        # the earliest failure (the first trajectory to fail, by step)
+        first = int(np.argmin(np.where(res.failed_step >= 0, res.failed_step, np.iinfo(np.int64).max)))
         k = int(res.failed_step[first])
-        failure = (res.n_failed, int(plan.idx[first]), k)
-        plan.say(
-            f"{label}: {res.n_failed} of {n_traj} trajectories failed (blow-up or non-finite); e.g. "
-            f"trajectory {int(plan.idx[first])} at step {k} (t = {t[k]:g})"
-        )
+        failure = Failure(label, res.n_failed, n_traj, int(plan.idx[first]), k, float(t[k]))
     set_attrs(g, {
         **{k: v for k, v in res.meta.items() if isinstance(v, (str, int, float, bool))},
         "label": label,
@@ -503,7 +443,8 @@ def _write_method(f, plan: _Plan, label: str, step_map: StepMap, source: str, yr
     return row, failure
 
 
-def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None) -> RolloutReport:
+def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None,
+                 inputs=()) -> RolloutReport:
     """Roll out models and classical integrators from a data set's initial conditions; write everything.
 
     Writes ``config.out`` (HDF5, atomically; layout in ``datasets/README.md``, reader
@@ -516,7 +457,14 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
     ----------
     config : RolloutConfig
     log : callable, optional
-        Receives one progress line per method.
+        Receives one progress line per method, and one line per failed method (blow-up or non-finite).
+    inputs : paths, optional
+        More files the run must not write over (e.g. its config file); the data file and the models'
+        checkpoints are always protected.
+
+    Before anything is computed: every input is checked, an ``out`` (or its table) that is an input is
+    refused, and so is work whose estimated memory or disk (:func:`estimate`) does not fit. A reference
+    with NaN/Inf, in the data file or where the data's generator continues it, is an error.
 
     Returns
     -------
@@ -530,7 +478,7 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
     from ..data.rollouts import set_attrs
     from ..metrics import write_table
 
-    plan = _plan(config, log or (lambda line: None))
+    plan = _plan(config, log or (lambda line: None), inputs)
     reference_gen = reference_step_map(plan.data_meta, plan.system, plan.dt)
     out = Path(config.out)
     rows: list[dict] = []
@@ -550,6 +498,7 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
             rows.append(row)
             if failure is not None:
                 failures[label] = failure
+                plan.say(failure.line())
         f.attrs["summary_json"] = json.dumps(rows)
     csv_path, md_path = write_table(rows, out.with_suffix(""))
     return RolloutReport(out=out, csv=csv_path, markdown=md_path, rows=rows, failures=failures)

@@ -28,14 +28,26 @@ from typing import Any, Callable
 import numpy as np
 
 from ..data.trajectories import Trajectories
+from .. import resources
 from ..errors import VPIntegratorError
 
-__all__ = ["BLOWUP", "CHUNK_STEPS", "StepMap", "RolloutStats", "rollout", "stream_rollout", "initial_window"]
+__all__ = [
+    "BLOWUP", "CHUNK_STEPS", "StepMap", "RolloutStats", "rollout", "stream_rollout", "initial_window",
+]
 
 #: default blow-up factor: a state with ‖z‖ > BLOWUP × ‖z_0‖ counts as failed
 BLOWUP = 1e3
 #: default number of steps per block (memory per block: n_traj × chunk_steps × dim × 8 bytes)
 CHUNK_STEPS = 1024
+
+
+#: work is refused when its estimated memory exceeds this fraction of the available memory
+MEMORY_FRACTION = 0.8
+
+
+def check_memory(need: float, what: str, way_out: str, key: str | None = None) -> None:
+    """:func:`vpintegrator.resources.check_memory` at :data:`MEMORY_FRACTION`."""
+    resources.check_memory(need, what, way_out, key=key, fraction=MEMORY_FRACTION)
 
 
 def bad_rows(y: np.ndarray, limit: np.ndarray) -> np.ndarray:
@@ -147,12 +159,22 @@ def _as_window(window0: Any, seq_len: int, dim: int) -> np.ndarray:
             f"window0 must have shape (n_traj, seq_len, dim) = (n_traj, {seq_len}, {dim}) (or (n_traj, {dim}) "
             f"when seq_len = 1); got shape {w.shape}"
         )
+    finite = np.isfinite(w)
+    if not finite.all():
+        i, k, d = (int(v) for v in np.argwhere(~finite)[0])
+        raise VPIntegratorError(
+            f"window0 is not finite (NaN/Inf) at trajectory {i}, state {k}, component {d}; start from finite states"
+        )
     return w
 
 
-def _check(step_map, window0, n_steps, chunk_steps, blowup) -> np.ndarray:
+def _check(step_map, window0, n_steps, chunk_steps, blowup, dt=1.0, t0=0.0) -> np.ndarray:
+    from ..errors import finite_float
+
     if not isinstance(step_map, StepMap):
         raise VPIntegratorError(f"step_map must be a vpintegrator StepMap; got {type(step_map).__name__}")
+    finite_float(dt, "dt (the step size)", positive=True, key="dt")
+    finite_float(t0, "t0 (the initial time)", key="t0")
     T = step_map.seq_len
     w0 = _as_window(window0, T, step_map.dim)
     if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < T:
@@ -162,7 +184,7 @@ def _check(step_map, window0, n_steps, chunk_steps, blowup) -> np.ndarray:
         )
     if isinstance(chunk_steps, bool) or not isinstance(chunk_steps, (int, np.integer)) or chunk_steps < 1:
         raise VPIntegratorError(f"chunk_steps must be an int >= 1; got {chunk_steps!r}", key="chunk_steps")
-    if isinstance(blowup, bool) or not (isinstance(blowup, (int, float)) and blowup > 0):
+    if isinstance(blowup, bool) or not (isinstance(blowup, (int, float, np.floating, np.integer)) and blowup > 0):
         raise VPIntegratorError(f"blowup must be a number > 0; got {blowup!r}", key="blowup")
     return w0
 
@@ -276,8 +298,11 @@ def stream_rollout(
     RolloutStats
         failure steps, timings and metadata; the states are in the sink.
     """
-    w0 = _check(step_map, window0, n_steps, chunk_steps, blowup)
+    w0 = _check(step_map, window0, n_steps, chunk_steps, blowup, dt, t0)
     n_traj = w0.shape[0]
+    block = n_traj * min(int(chunk_steps), int(n_steps) + 1) * step_map.dim * 8
+    check_memory(6 * block, f"a rollout in chunks of {int(chunk_steps)} steps of {n_traj} trajectories",
+                 "give a smaller chunk_steps or fewer trajectories", key="chunk_steps")
     if callable(sink):
         write = sink
     elif hasattr(sink, "shape") and hasattr(sink, "__setitem__"):
@@ -338,7 +363,14 @@ def rollout(
         description, dt, t0, blowup, ``seconds`` (producing states only), ``seconds_per_step``,
         ``setup_seconds`` (and the system's ``system``/``param_<name>`` when the step map has one).
     """
-    w0 = _check(step_map, window0, n_steps, chunk_steps, blowup)
+    w0 = _check(step_map, window0, n_steps, chunk_steps, blowup, dt, t0)
+    states = w0.shape[0] * (int(n_steps) + 1) * step_map.dim * 8
+    block = w0.shape[0] * min(int(chunk_steps), int(n_steps) + 1) * step_map.dim * 8
+    check_memory(
+        states + 6 * block + 8 * (int(n_steps) + 1),
+        f"n_steps = {int(n_steps)} of {w0.shape[0]} trajectories (dim {step_map.dim}) held in memory",
+        "give fewer steps or trajectories, or stream them to a file with stream_rollout", key="n_steps",
+    )
     y = np.empty((w0.shape[0], int(n_steps) + 1, step_map.dim))
 
     def write(k0, block):

@@ -274,7 +274,7 @@ def compile_scalar(model: nn.Module) -> ScalarForward:
     result = ", ".join(name for row in em.state for name in row)
     # the helpers as default arguments: local-variable lookups in the body
     source = "\n".join(
-        [f"def forward(window, tanh=tanh, exp=exp, sigmoid=sigmoid, silu=silu, inf=inf, nan=nan):", f"    {args}, = window", *em.lines, f"    return ({result},)", ""]
+        ["def forward(window, tanh=tanh, exp=exp, sigmoid=sigmoid, silu=silu, inf=inf, nan=nan):", f"    {args}, = window", *em.lines, f"    return ({result},)", ""]
     )
     namespace = dict(_NAMESPACE)
     exec(compile(source, f"<vpintegrator scalar {model.config.get('name', type(model).__name__)}>", "exec"), namespace)

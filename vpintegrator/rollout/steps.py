@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..errors import VPIntegratorError
+from ..errors import VPIntegratorError, finite_float
 from .engine import StepMap, bad_rows
 
 __all__ = ["IntegratorStep", "ExactFlowStep", "ModelStep", "reference_step_map", "SCALAR_MAX_BATCH"]
@@ -43,7 +43,7 @@ class IntegratorStep(StepMap):
         self.integrator = get_integrator(integrator)
         self.integrator.supports(self.system)
         self.dim = self.system.dim
-        self.dt = float(dt)
+        self.dt = finite_float(dt, "dt (the step size)", positive=True, key="dt")
         self.name = self.integrator.name
 
     def start(self, window0, limit):
@@ -112,8 +112,9 @@ class ExactFlowStep(StepMap):
 
         self.system = get_system(system)
         self.dim = self.system.dim
-        self.dt = float(dt)
-        self.rtol, self.atol = float(rtol), float(atol)
+        self.dt = finite_float(dt, "dt (the step size)", positive=True, key="dt")
+        self.rtol = finite_float(rtol, "rtol", positive=True, key="rtol")
+        self.atol = finite_float(atol, "atol", positive=True, key="atol")
         self.name = "exact_flow"
 
     def start(self, window0, limit):
@@ -330,7 +331,7 @@ class ModelStep(StepMap):
         """:meth:`generate` with the generated Python forward, one trajectory after the other."""
         import torch
 
-        fn, T, P, dim = self._scalar.fn, self.seq_len, self.pred_window, self.dim
+        fn, T, dim = self._scalar.fn, self.seq_len, self.dim
         adv = self.advance
         n_calls = -(-n // adv)
         keep = dim * adv  # numbers kept per call
