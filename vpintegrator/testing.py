@@ -192,6 +192,10 @@ class VolumeAudit:
 
 
 def _prepared(model: nn.Module, dtype: torch.dtype | None, device) -> nn.Module:
+    if not isinstance(model, nn.Module):
+        raise VPIntegratorError(
+            f"model must be a torch.nn.Module (e.g. vpintegrator.build_model('vpt', ...)); got {type(model).__name__}"
+        )
     if dtype is None and device is None:
         return model
     return copy.deepcopy(model).to(dtype=dtype, device=device)
