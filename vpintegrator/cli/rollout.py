@@ -61,7 +61,21 @@ def _settings(settings, flags: dict) -> dict:
     return values
 
 
+def _list_methods(ctx, _param, value) -> None:
+    """``--list-methods``: print the classical methods and their properties, exit 0."""
+    if not value or ctx.resilient_parsing:
+        return
+    from ..integrators import describe_methods
+
+    click.echo(describe_methods())
+    ctx.exit(0)
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--list-methods", is_flag=True, is_eager=True, expose_value=False, callback=_list_methods,
+    help="Print every classical integrator with its order and properties (symplectic, volume, ...) and exit.",
+)
 @click.option("--config", type=click.Path(dir_okay=False, path_type=Path), help="TOML with RolloutConfig keys.")
 @click.option("--data", metavar="FILE", help="vp-gen HDF5: reference trajectories and initial conditions.")
 @click.option(

@@ -1,0 +1,281 @@
+"""The :class:`Integrator` contract, the per-method metadata (:class:`MethodInfo`) and the registry."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..errors import VPIntegratorError, finite_float
+from ..systems import System
+
+
+class _NotConverged(Exception):
+    """Newton failed inside a step (turned into a VPIntegratorError naming the step)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+#: what each entry of ``needs`` asks of a system (a ``System`` class flag): (what, tail of the error)
+NEEDS: dict[str, tuple[str, str]] = {
+    "separable": (
+        "a separable Hamiltonian H(q, p) = T(p) + V(q)",
+        "is not one. Use implicit_midpoint, gauss_legendre4 or rk4",
+    ),
+    "shear_splittable": (
+        "a field whose i-th component does not depend on y_i (shear_splittable)",
+        "is not. Use implicit_midpoint or rk4",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    """What a registered method is and what it preserves (one row of :func:`describe_methods`).
+
+    ``preserves_volume`` means det J = 1 to rounding on every system the method supports (symplectic
+    methods also preserve volume on canonical Hamiltonian systems, i.e. ``separable`` ones, but not on
+    the Lie-Poisson rigid body); ``preserves_quadratic_invariants`` means every quadratic first integral
+    of every system is conserved to rounding; ``symplectic`` refers to canonical Hamiltonian systems;
+    ``needs`` lists the ``System`` flags the method requires.
+    """
+
+    name: str
+    order: int
+    implicit: bool
+    symplectic: bool
+    symmetric: bool
+    preserves_volume: bool
+    preserves_quadratic_invariants: bool
+    needs: tuple[str, ...]
+    description: str
+    family: str
+
+    @property
+    def explicit(self) -> bool:
+        return not self.implicit
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "needs": list(self.needs), "explicit": self.explicit}
+
+
+class Integrator:
+    """Base class of a one-step method, vectorised over a batch of states, float64.
+
+    The contract (every :class:`Integrator`):
+
+    - ``step(system, y, dt)`` maps states ``y`` of shape ``(batch, dim)`` to the states one step ``dt``
+      later, same shape;
+    - ``step_jacobian(system, y, dt)`` gives ``d y_next / d y`` of shape ``(batch, dim, dim)``, computed
+      analytically (tangents propagated through explicit stages with ``system.jacobian``; implicit
+      methods differentiate their converged stage equations; compositions multiply the sub-step
+      Jacobians), accurate to rounding;
+    - ``signed_step(system, y, h)`` / ``signed_step_jacobian`` do the same for a step of either sign
+      (``h < 0`` runs the method backwards: compositions use negative sub-steps, and a symmetric method
+      satisfies ``signed_step(-h) o signed_step(h) = id``);
+    - ``name``, ``order``, ``implicit`` and the structure flags (``symplectic``, ``symmetric``,
+      ``preserves_volume``, ``preserves_quadratic_invariants``, ``needs``, ``description``, ``family``)
+      describe it, collected in :attr:`info` (a :class:`MethodInfo`);
+    - ``supports(system)`` raises if the method cannot run on that system (one ``System`` flag per
+      entry of ``needs``: Stormer-Verlet needs ``separable``, the splittings ``shear_splittable``).
+
+    Subclasses implement ``_step`` and ``_step_jacobian`` on validated ``(batch, dim)`` float64 arrays
+    with a float step of either sign, and raise :class:`_NotConverged` when a solve fails.
+    """
+
+    name: ClassVar[str] = ""
+    order: ClassVar[int] = 0
+    implicit: ClassVar[bool] = False
+    symplectic: ClassVar[bool] = False
+    symmetric: ClassVar[bool] = False
+    preserves_volume: ClassVar[bool] = False
+    preserves_quadratic_invariants: ClassVar[bool] = False
+    needs: ClassVar[tuple[str, ...]] = ()
+    description: ClassVar[str] = ""
+    family: ClassVar[str] = ""
+
+    @property
+    def info(self) -> MethodInfo:
+        """This method's metadata."""
+        return MethodInfo(
+            name=self.name, order=int(self.order), implicit=bool(self.implicit), symplectic=bool(self.symplectic),
+            symmetric=bool(self.symmetric), preserves_volume=bool(self.preserves_volume),
+            preserves_quadratic_invariants=bool(self.preserves_quadratic_invariants), needs=tuple(self.needs),
+            description=self.description, family=self.family,
+        )
+
+    def supports(self, system: System) -> None:
+        """Raise :class:`VPIntegratorError` if this method cannot integrate ``system``."""
+        for flag in self.needs:
+            if not getattr(system, flag, False):
+                what, tail = NEEDS.get(flag, (f"a system with {flag} = True", "is not"))
+                raise VPIntegratorError(f"method {self.name!r} needs {what}; system {system.name!r} {tail}")
+
+    def step(self, system: System, y: np.ndarray, dt: float) -> np.ndarray:
+        """One step; y (batch, dim) -> (batch, dim), float64."""
+        y = self._prepare(system, y, dt)
+        return self._run(self._step, system, y, float(dt))
+
+    def step_jacobian(self, system: System, y: np.ndarray, dt: float) -> np.ndarray:
+        """Jacobian of the one-step map; y (batch, dim) -> (batch, dim, dim), ``[b, i, j] = d y1_i / d y_j``."""
+        y = self._prepare(system, y, dt)
+        return self._run(self._step_jacobian, system, y, float(dt))
+
+    def signed_step(self, system: System, y: np.ndarray, h: float) -> np.ndarray:
+        """:meth:`step` with a finite nonzero step ``h`` of either sign."""
+        y = self._prepare(system, y, h, signed=True)
+        return self._run(self._step, system, y, float(h))
+
+    def signed_step_jacobian(self, system: System, y: np.ndarray, h: float) -> np.ndarray:
+        """:meth:`step_jacobian` with a finite nonzero step ``h`` of either sign."""
+        y = self._prepare(system, y, h, signed=True)
+        return self._run(self._step_jacobian, system, y, float(h))
+
+    def _run(self, fn, system, y, h):
+        try:
+            return fn(system, y, h)
+        except _NotConverged as exc:
+            raise VPIntegratorError(f"{self.name}: {exc.detail}") from None
+
+    # subclasses implement these on validated (batch, dim) float64 arrays
+    def _step(self, system: System, y: np.ndarray, h: float) -> np.ndarray:
+        raise NotImplementedError
+
+    def _step_jacobian(self, system: System, y: np.ndarray, h: float) -> np.ndarray:
+        raise NotImplementedError
+
+    def _prepare(self, system: System, y: np.ndarray, dt: float, signed: bool = False) -> np.ndarray:
+        if not isinstance(system, System):
+            raise VPIntegratorError(f"system must be a vpintegrator System; got {type(system).__name__}")
+        self.supports(system)
+        if signed:
+            h = finite_float(dt, "h")
+            if h == 0.0:
+                raise VPIntegratorError("h must be a finite nonzero number; got 0.0")
+        else:
+            _check_dt(dt)
+        y = np.asarray(y, dtype=np.float64)
+        if y.ndim != 2 or y.shape[1] != system.dim:
+            raise VPIntegratorError(
+                f"y must have shape (batch, {system.dim}) for system {system.name!r}; got shape {y.shape}"
+            )
+        return y
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+# --- the registry ------------------------------------------------------------------------------------
+_REGISTRY: dict[str, Integrator] = {}
+_GAUSS_NAME = re.compile(r"gauss_legendre(\d+)")
+
+
+def register_integrator(method: Integrator, *, replace: bool = False) -> Integrator:
+    """Add ``method`` (an instance) to the registry under ``method.name``; returns it."""
+    if not isinstance(method, Integrator):
+        raise VPIntegratorError(f"register_integrator needs an Integrator instance; got {type(method).__name__}")
+    name = method.name
+    if not name or not isinstance(name, str):
+        raise VPIntegratorError(f"an integrator needs a non-empty name; got {name!r}")
+    if name in _REGISTRY and not replace:
+        raise VPIntegratorError(f"method {name!r} is already registered; pass replace=True to replace it")
+    _REGISTRY[name] = method
+    return method
+
+
+def list_integrators() -> list[str]:
+    """Registry names of the classical integrators, in registration order."""
+    return list(_REGISTRY)
+
+
+def list_methods() -> list[MethodInfo]:
+    """The metadata of every registered method, in registration order."""
+    return [method.info for method in _REGISTRY.values()]
+
+
+def get_integrator(name: str | Integrator, **options: Any) -> Integrator:
+    """An integrator by name; ``options`` (e.g. ``tol``, ``max_iter`` for implicit ones) override defaults.
+
+    Besides the registered names, ``gauss_legendre<2s>`` (any even order) and ``"gauss_legendre"`` with
+    ``stages=s`` give the s-stage Gauss-Legendre method of order 2s.
+    """
+    if isinstance(name, Integrator):
+        method = name
+    elif isinstance(name, str) and name in _REGISTRY:
+        method = _REGISTRY[name]
+    elif isinstance(name, str) and (name == "gauss_legendre" or _gauss_stages(name)):
+        from .implicit import GaussLegendre
+
+        method = GaussLegendre(stages=_gauss_stages(name) or 2)
+    else:
+        raise VPIntegratorError(f"unknown method {name!r}; valid methods: {', '.join(list_integrators())}")
+    if options:
+        valid = [f.name for f in dataclasses.fields(method)]  # type: ignore[arg-type]
+        unknown = sorted(set(options) - set(valid))
+        if unknown:
+            raise VPIntegratorError(
+                f"method {method.name!r} has no option(s) {', '.join(unknown)}; valid options: "
+                f"{', '.join(valid) or '(none)'}"
+            )
+        method = dataclasses.replace(method, **options)  # type: ignore[type-var]
+    return method
+
+
+def _gauss_stages(name: str) -> int:
+    match = _GAUSS_NAME.fullmatch(name)
+    if not match:
+        return 0
+    order = int(match.group(1))
+    if order < 2 or order % 2:
+        raise VPIntegratorError(f"unknown method {name!r}: Gauss-Legendre orders are even (gauss_legendre2, 4, 6, ...)")
+    return order // 2
+
+
+def describe_methods() -> str:
+    """A text table of every registered method and its properties (``vp-rollout --list-methods``)."""
+    head = ("method", "order", "type", "symplectic", "symmetric", "volume", "quadratic inv.", "needs", "description")
+    rows = [
+        (
+            m.name, str(m.order), "implicit" if m.implicit else "explicit", _yes(m.symplectic), _yes(m.symmetric),
+            _yes(m.preserves_volume), _yes(m.preserves_quadratic_invariants), ",".join(m.needs) or "-", m.description,
+        )
+        for m in list_methods()
+    ]
+    widths = [max(len(r[i]) for r in (head, *rows)) for i in range(len(head) - 1)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r[:-1], widths)) + "  " + r[-1] for r in (head, *rows)]
+    lines.insert(1, "  ".join("-" * w for w in widths) + "  " + "-" * len(head[-1]))
+    notes = (
+        "volume: det J = 1 to rounding on every supported system (symplectic methods also preserve volume on "
+        "canonical Hamiltonian systems); quadratic inv.: every quadratic first integral conserved to rounding."
+    )
+    return "\n".join([*lines, "", notes])
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "-"
+
+
+# --- helpers -----------------------------------------------------------------------------------------
+def _check_dt(dt: Any) -> float:
+    return finite_float(dt, "dt", positive=True)
+
+
+def _newton_solve(matrix: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """Batched solve (batch, n, n) x (batch, n, k); a singular Newton matrix becomes _NotConverged."""
+    try:
+        return np.linalg.solve(matrix, rhs)
+    except np.linalg.LinAlgError:
+        bad = int(np.argmin(np.abs(np.linalg.det(matrix))))
+        raise _NotConverged(
+            f"the Newton matrix I - h df/dy is singular for batch item {bad}; reduce dt"
+        ) from None
+
+
+def _eye_like(y: np.ndarray) -> np.ndarray:
+    """Identity matrices (batch, dim, dim) for states y (batch, dim)."""
+    return np.broadcast_to(np.eye(y.shape[1]), (y.shape[0], y.shape[1], y.shape[1])).copy()

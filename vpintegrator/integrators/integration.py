@@ -1,0 +1,118 @@
+""":func:`integrate`: run a classical method on a batch for ``n_steps`` steps into a Trajectories."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ..data.trajectories import Trajectories
+from ..errors import VPIntegratorError, finite_float
+from ..systems import System, get_system, system_meta
+from .base import Integrator, _check_dt, _NotConverged, get_integrator
+
+
+def integrate(
+    system: System | str,
+    y0: np.ndarray,
+    dt: float,
+    n_steps: int,
+    method: str | Integrator = "rk4",
+    t0: float = 0.0,
+    callback: Callable[[int, np.ndarray], None] | None = None,
+) -> Trajectories:
+    """Integrate a batch of initial conditions with a classical method.
+
+    Parameters
+    ----------
+    system : System or str
+        The system, or its registry name (default parameters).
+    y0 : ndarray, shape (n_traj, dim)
+        Initial conditions (a single state of shape (dim,) is taken as n_traj = 1).
+    dt : float
+        Step size, finite and > 0.
+    n_steps : int
+        Number of steps (>= 0); the result holds n_steps + 1 states including y0.
+    method : str or Integrator
+        One of :func:`list_integrators` (or ``gauss_legendre<2s>`` for any s).
+    t0 : float
+        Initial time.
+    callback : callable, optional
+        ``callback(k, y)`` after step k = 1..n_steps with the states y (n_traj, dim) at t0 + k dt
+        (e.g. a progress bar).
+
+    Returns
+    -------
+    Trajectories
+        ``y`` (n_traj, n_steps + 1, dim), ``t`` (n_steps + 1,); meta: system, dim, method, dt, t0,
+        t_end, n_traj, n_states (= n_steps + 1), n_steps, invariant_names, and the system as
+        ``system``/``param_<name>`` (:func:`~vpintegrator.systems.system_meta`).
+    """
+    system = get_system(system)
+    method = get_integrator(method)
+    method.supports(system)
+    h = _check_dt(dt)
+    if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 0:
+        raise VPIntegratorError(f"n_steps must be an int >= 0; got {n_steps!r}")
+    n_steps = int(n_steps)
+    t0 = finite_float(t0, "t0")
+    y = _check_initial_conditions(system, y0)
+
+    out = np.empty((y.shape[0], n_steps + 1, system.dim))
+    out[:, 0] = y
+    for k in range(1, n_steps + 1):
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):  # a blow-up is reported just below
+                y = method._step(system, y, h)
+        except _NotConverged as exc:
+            raise VPIntegratorError(
+                f"{method.name}: step {k} (t = {t0 + (k - 1) * h:g} -> {t0 + k * h:g}): {exc.detail}"
+            ) from None
+        finite = np.all(np.isfinite(y), axis=1)
+        if not finite.all():
+            i = int(np.argmin(finite))
+            raise VPIntegratorError(
+                f"{method.name}: trajectory {i} became non-finite at step {k} (t = {t0 + k * h:g}); "
+                "reduce dt or use a stable method"
+            )
+        out[:, k] = y
+        if callback is not None:
+            callback(k, y)
+
+    t = t0 + h * np.arange(n_steps + 1)
+    meta: dict[str, Any] = {
+        **system_meta(system),
+        "dim": system.dim,
+        "method": method.name,
+        "order": method.order,
+        "dt": h,
+        "t0": t0,
+        "t_end": float(t[-1]),
+        "n_traj": int(out.shape[0]),
+        "n_states": int(out.shape[1]),
+        "n_steps": n_steps,
+        "invariant_names": list(system.invariant_names),
+    }
+    return Trajectories(y=out, t=t, meta=meta)
+
+
+def _check_initial_conditions(system: System, y0: Any) -> np.ndarray:
+    try:
+        y = np.array(y0, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise VPIntegratorError(
+            f"y0 must be numbers of shape (n_traj, {system.dim}); got {type(y0).__name__}"
+        ) from None
+    if y.ndim == 1 and y.shape[0] == system.dim:
+        y = y[None]
+    if y.ndim != 2 or y.shape[1] != system.dim or y.shape[0] == 0:
+        raise VPIntegratorError(
+            f"y0 must have shape (n_traj, {system.dim}) for system {system.name!r}; got shape {y.shape}"
+        )
+    finite = np.all(np.isfinite(y), axis=1)
+    if not finite.all():
+        i = int(np.argmin(finite))
+        raise VPIntegratorError(
+            f"initial condition {i} is not finite: {y[i].tolist()}; give finite numbers"
+        )
+    return y
