@@ -1,0 +1,227 @@
+"""The compiled (numba) single-trajectory integrators agree with the NumPy path: states, errors, fallbacks."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import vpintegrator as vp
+import vpintegrator.compiled as compiled
+from vpintegrator.compiled import compiled_stepper
+from vpintegrator.integrators import get_integrator, list_integrators
+from vpintegrator.systems import ABCFlow, CoupledOscillator, RigidBody, get_system, list_systems
+
+needs_numba = pytest.mark.skipif(not compiled.available(), reason="numba is not installed")
+SHIPPED = ["rigid_body", "coupled_oscillator", "volterra", "abc_flow"]
+N_STEPS = 200
+
+
+def _supported(system) -> list[str]:
+    names = [*list_integrators(), "gauss_legendre6"]
+    out = []
+    for name in dict.fromkeys(names):
+        try:
+            get_integrator(name).supports(system)
+        except vp.VPIntegratorError:
+            continue
+        out.append(name)
+    return out
+
+
+CASES = [(s, m) for s in SHIPPED for m in _supported(get_system(s))]
+
+
+@pytest.fixture(scope="module")
+def references():
+    """integrate(...) of every (system, method) from the default y0 at the default dt, computed once."""
+    cache = {}
+
+    def get(system_name, method):
+        key = (system_name, method)
+        if key not in cache:
+            system = get_system(system_name)
+            y0 = np.array(system.default_y0)
+            try:
+                cache[key] = vp.integrate(system, y0, system.default_dt, N_STEPS, method=method).y[0]
+            except vp.VPIntegratorError as exc:  # euler blows up on some systems: compare the error
+                cache[key] = exc
+        return cache[key]
+
+    return get
+
+
+# --- the system kernels --------------------------------------------------------------------------------
+@needs_numba
+@pytest.mark.parametrize("name", SHIPPED)
+def test_system_kernels_match_numpy(name):
+    from vpintegrator.compiled.systems import jacobian_rows, system_kernel, vector_field_rows
+
+    rng = np.random.default_rng(0)
+    for system in (get_system(name), _other_parameters(name)):
+        kid, params = system_kernel(system)
+        y = rng.normal(size=(64, system.dim)) * 2.0
+        f, jac = np.empty_like(y), np.empty((64, system.dim, system.dim))
+        vector_field_rows(kid, params, y, f)
+        jacobian_rows(kid, params, y, jac)
+        np.testing.assert_allclose(f, system.vector_field(y), rtol=1e-15, atol=1e-15)
+        np.testing.assert_allclose(jac, system.jacobian(y), rtol=1e-15, atol=1e-15)
+
+
+def _other_parameters(name):
+    return {"rigid_body": RigidBody(inertia=(1.0, 2.0, 2.0 / 3.0)),
+            "coupled_oscillator": CoupledOscillator(m=(1.5, 0.7), k1=0.9, k2=0.4, k=2.0),
+            "volterra": get_system("volterra"), "abc_flow": ABCFlow(A=1.0, B=0.5, C=0.25)}[name]
+
+
+# --- states ------------------------------------------------------------------------------------------------
+@needs_numba
+@pytest.mark.parametrize(("system_name", "method"), CASES)
+def test_states_match_numpy(system_name, method, references):
+    system = get_system(system_name)
+    stepper = compiled_stepper(system, method, system.default_dt)
+    assert stepper is not None, f"{method} on {system_name} is not compiled"
+    ref = references(system_name, method)
+    y0 = np.array(system.default_y0)
+    if isinstance(ref, vp.VPIntegratorError):
+        with pytest.raises(vp.VPIntegratorError) as err:
+            stepper.run(y0, N_STEPS)
+        assert str(err.value) == str(ref)
+        return
+    # one step from every NumPy state: the one-step maps agree to rounding
+    out = np.empty((1, system.dim))
+    for k in range(N_STEPS):
+        y = ref[k].copy()
+        assert stepper.step_block(y, 1, out) == 1 and stepper.status == 0
+        np.testing.assert_allclose(out[0], ref[k + 1], rtol=0, atol=1e-12 * max(1.0, np.abs(ref[k]).max()))
+    # the whole trajectory: rounding differences grow only as the flow amplifies them (chaotic ABC flow)
+    ys = stepper.run(y0, N_STEPS)
+    assert ys.shape == ref.shape
+    np.testing.assert_allclose(ys, ref, rtol=0, atol=1e-10)
+
+
+@needs_numba
+@pytest.mark.parametrize("method", ["rk4", "implicit_midpoint", "gauss_legendre4", "splitting",
+                                    "implicit_midpoint_tj4"])
+def test_batch_and_blocks_match_numpy(method):
+    if method not in list_integrators():
+        pytest.skip(f"{method} is not registered")
+    system = get_system("rigid_body")
+    y0 = vp.sample_initial_conditions(system, 5, seed=3) if hasattr(vp, "sample_initial_conditions") else None
+    if y0 is None:
+        y0 = np.random.default_rng(3).normal(size=(5, 3))
+    y0 = np.asarray(y0, dtype=np.float64)
+    ref = vp.integrate(system, y0, 0.2, 60, method=method).y
+    stepper = compiled_stepper(system, method, 0.2)
+    np.testing.assert_allclose(stepper.run_batch(y0, 60), ref, rtol=0, atol=1e-12)
+    # blocks continue where the last one stopped
+    y, out = y0[2].copy(), np.empty((60, 3))
+    assert stepper.step_block(y, 25, out) == 25 and stepper.step_block(y, 35, out[25:]) == 35
+    np.testing.assert_allclose(out, ref[2, 1:], rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(y, out[-1])
+
+
+@needs_numba
+def test_gauss_tableau_of_any_stage_count():
+    from vpintegrator.compiled.integrators import _tableau
+
+    for s in (1, 2, 3, 5):
+        a, b, c = _tableau(object(), s)  # computed here (the method exposes no tableau)
+        k = np.arange(1, 2 * s + 1)
+        np.testing.assert_allclose((b[None, :] * c[None, :] ** (k[:, None] - 1)).sum(1), 1.0 / k, atol=1e-14)
+        for q in range(1, s + 1):  # C(s): sum_j a_ij c_j^(q-1) = c_i^q / q
+            np.testing.assert_allclose(a @ c ** (q - 1), c**q / q, atol=1e-14)
+        method = get_integrator(f"gauss_legendre{2 * s}")
+        if hasattr(method, "tableau"):
+            for mine, theirs in zip((a, b, c), method.tableau):
+                np.testing.assert_allclose(mine, theirs, rtol=0, atol=1e-14)
+
+
+# --- errors --------------------------------------------------------------------------------------------------
+def _same_error(system, method, y0, dt, n):
+    with pytest.raises(vp.VPIntegratorError) as numpy_err:
+        vp.integrate(system, y0, dt, n, method=method)
+    stepper = compiled_stepper(system, method, dt)
+    with pytest.raises(vp.VPIntegratorError) as compiled_err:
+        stepper.run(np.asarray(y0, dtype=np.float64), n)
+    assert str(compiled_err.value) == str(numpy_err.value)
+    with pytest.raises(vp.VPIntegratorError) as batch_err:
+        stepper.run_batch(np.asarray(y0, dtype=np.float64)[None], n)
+    assert str(batch_err.value) == str(numpy_err.value)
+    return str(numpy_err.value)
+
+
+@needs_numba
+@pytest.mark.parametrize("name", ["implicit_midpoint", "gauss_legendre4"])
+def test_newton_failure_same_error(name):
+    method = get_integrator(name, max_iter=2)
+    msg = _same_error(get_system("rigid_body"), method, [1.0, 0.5, -0.3], 0.5, 10)
+    assert "step 1" in msg and "did not converge" in msg
+
+
+@needs_numba
+def test_newton_failure_later_step_and_status():
+    method = get_integrator("implicit_midpoint", max_iter=4)
+    system = get_system("volterra")
+    y0 = np.array([1.0, -2.0, 1.5])  # grows towards a finite-time blow-up: Newton needs more and more
+    msg = _same_error(system, method, y0, 0.05, 400)
+    stepper = compiled_stepper(system, method, 0.05)
+    out = np.empty((400, 3))
+    y = y0.copy()
+    done = stepper.step_block(y, 400, out)
+    assert stepper.status == 1 and stepper.failed_step == done + 1 > 1
+    np.testing.assert_array_equal(y, out[done - 1])
+    assert f"step {done + 1} " in msg
+
+
+@needs_numba
+def test_singular_newton_matrix_same_error():
+    # k = 0, k1 = -4, m1 = 1, h = 1: I - h/2 f'(0) is exactly singular at the origin
+    system = CoupledOscillator(m=(1.0, 1.0), k1=-4.0, k2=0.3, k=0.0)
+    msg = _same_error(system, "implicit_midpoint", [0.0, 0.0, 0.0, 0.0], 1.0, 3)
+    assert "singular" in msg
+
+
+@needs_numba
+def test_blow_up_same_error():
+    msg = _same_error(get_system("rigid_body"), "euler", [0.9, 0.1, 0.4], 0.2, 2000)
+    assert "non-finite" in msg
+
+
+# --- fallbacks -----------------------------------------------------------------------------------------------
+def test_user_system_and_subclass_fall_back():
+    sys.path.insert(0, str(Path(__file__).parent))
+    try:
+        from user_systems import HarmonicOscillator
+    finally:
+        sys.path.pop(0)
+
+    assert compiled_stepper(HarmonicOscillator(), "rk4", 0.1) is None
+
+    @dataclasses.dataclass(frozen=True)
+    class Faster(RigidBody):  # may change the equations: not compiled
+        pass
+
+    assert compiled_stepper(Faster(), "implicit_midpoint", 0.1) is None
+
+
+def test_without_numba_everything_falls_back(monkeypatch):
+    monkeypatch.setattr(compiled, "available", lambda: False)
+    for name in SHIPPED:
+        assert compiled_stepper(name, "rk4", 0.1) is None
+
+
+def test_unsupported_method_raises_like_numpy():
+    if not compiled.available():
+        pytest.skip("numba is not installed")
+    with pytest.raises(vp.VPIntegratorError, match="separable"):
+        compiled_stepper("rigid_body", "stormer_verlet", 0.1)
+    with pytest.raises(vp.VPIntegratorError, match="dt"):
+        compiled_stepper("rigid_body", "rk4", -0.1)
+
+
+def test_every_shipped_system_is_covered():
+    assert set(SHIPPED) <= set(list_systems())

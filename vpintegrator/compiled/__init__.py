@@ -1,0 +1,34 @@
+"""Compiled (numba) single-trajectory classical integrators; optional, with a NumPy fallback.
+
+Everything here is optional: ``import vpintegrator.compiled`` never fails, :func:`available` says whether
+numba imported, and :func:`compiled_stepper` returns ``None`` whenever it cannot help (no numba, a
+user-defined system, a method without a kernel) so that callers fall back to the NumPy path
+(:func:`vpintegrator.integrators.integrate`). See :mod:`vpintegrator.compiled.integrators` for the API::
+
+    from vpintegrator.compiled import compiled_stepper
+    stepper = compiled_stepper("rigid_body", "implicit_midpoint", dt=0.2)   # or None
+    states = stepper.run(y0, 250_000)                                      # (250_001, 3), raises like integrate
+
+Kernels are compiled on first use and cached on disk (``cache=True``), so later processes only load them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["available", "compiled_stepper", "CompiledStepper"]
+
+
+def available() -> bool:
+    """Whether numba imported (the compiled paths can run). Tests monkeypatch this to test the fallback."""
+    from ._jit import HAVE_NUMBA
+
+    return HAVE_NUMBA
+
+
+def __getattr__(name: str) -> Any:  # lazy: importing the package imports neither numba nor the kernels
+    if name in ("compiled_stepper", "CompiledStepper"):
+        from . import integrators
+
+        return getattr(integrators, name)
+    raise AttributeError(f"module 'vpintegrator.compiled' has no attribute {name!r}")

@@ -1,0 +1,296 @@
+"""Compiled single-trajectory classical integrators (numba), with the NumPy path's numbers and errors.
+
+The API::
+
+    from vpintegrator.compiled import available, compiled_stepper
+
+    stepper = compiled_stepper(system, method, dt)   # CompiledStepper, or None -> use the NumPy path
+    ys = stepper.run(y0, n_steps, t0=0.0)            # y0 (dim,) -> (n_steps + 1, dim); raises on failure
+    n_done = stepper.step_block(y, n, out)           # advance y (dim,) in place, states into out[:n]
+    stepper.status, stepper.failed_step              # after step_block: 0 = ok; the 1-based failing step
+    raise stepper.error(t0)                          # the VPIntegratorError integrate() would raise
+    ys = stepper.run_batch(y0s, n_steps)             # few trajectories (batch, dim) -> (batch, n + 1, dim)
+
+``compiled_stepper`` takes a system (instance or registry name) and a method (registry name or
+``Integrator``) as :func:`vpintegrator.integrators.integrate` does. It returns ``None`` when numba is
+missing (:func:`vpintegrator.compiled.available`), when the system is not one of the shipped ones (user
+systems, subclasses) or when the method has no kernel; it raises the NumPy path's error when the
+method cannot run on the system (``method.supports``) or dt is invalid.
+
+Compiled methods: ``euler``, ``rk4``, ``implicit_midpoint``, Gauss-Legendre with any stage count
+(``gauss_legendre4``, ``gauss_legendre6``, ...), ``stormer_verlet`` (coupled oscillator), ``splitting``
+(rigid body, ABC flow), the McLachlan-type shear splittings (any method with a ``_sequence(dim, h)`` of
+shears, e.g. ``splitting_mclachlan2``, ``splitting_blanes_moan4``), and every composition method (an
+integrator with attributes ``base``, a registered base method name, and ``gammas``, the sub-step
+fractions) whose base is compiled (compositions of shear sequences become one shear sequence). The
+implicit methods use the method's ``tol`` and ``max_iter`` and exactly the NumPy Newton rule
+(:mod:`vpintegrator.compiled.newton`); states agree with ``integrate`` to ~1e-15 per step.
+
+``step_block`` semantics: it returns the number of states written to ``out``; on a Newton failure at
+step k it stops with ``out[:k-1]`` written, ``status`` 1 (no convergence) or 2 (singular Newton matrix),
+``failed_step = k`` and ``y`` the last good state; on a non-finite state at step k it writes it
+(``out[k-1]``, count k), sets ``status`` 3 and ``y`` to that state. Statuses persist until the next call.
+
+Kernels compile on first use (0.2-2.7 s per method) and are cached on disk (``cache=True``), so a new
+process only loads them (~10 ms each). Numba keys each cache entry on the file that defines the function
+only: after editing ``systems.py`` or ``newton.py``, also touch ``kernels.py`` (or delete the ``*.nbi``/
+``*.nbc`` files in ``__pycache__``) so the loops recompile. Batch > 1 (``run_batch``) is meant for a
+handful of trajectories; the NumPy path is the faster one for large batches.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import numpy as np
+
+from ..errors import VPIntegratorError, finite_float
+from . import kernels as K
+from .newton import NONFINITE, NOT_CONVERGED, OK, SINGULAR, workspace
+from .systems import system_kernel
+
+_GAUSS = re.compile(r"gauss_legendre(\d*)")
+_SIMPLE = {"euler": K.EULER, "rk4": K.RK4, "implicit_midpoint": K.IMPLICIT_MIDPOINT,
+           "stormer_verlet": K.STORMER_VERLET, "splitting": K.SPLITTING}
+
+
+def compiled_stepper(system: Any, method: Any, dt: float) -> "CompiledStepper | None":
+    """A compiled single-trajectory stepper for ``(system, method, dt)``, or ``None`` (see the module doc)."""
+    from .. import compiled
+    from ..integrators import get_integrator
+    from ..systems import get_system
+
+    if not compiled.available():
+        return None
+    system = get_system(system)
+    method = get_integrator(method)
+    method.supports(system)
+    h = finite_float(dt, "dt", positive=True)
+    kernel = system_kernel(system)
+    if kernel is None:
+        return None
+    plan = _plan(method, int(system.dim), h)
+    if plan is None:
+        return None
+    return CompiledStepper(system, method, h, kernel, plan)
+
+
+def _plan(method, dim: int, h: float) -> dict | None:
+    """How to run a compilable method (kernel ids, tableau, shear sequence, Newton options), else None."""
+    from ..integrators import get_integrator
+
+    plan = {"mid": -1, "base": -1, "gammas": np.zeros(0), "tableau": _EMPTY_TABLEAU,
+            "tol": float(getattr(method, "tol", 1e-15)), "max_iter": int(getattr(method, "max_iter", 50)),
+            "comps": np.zeros(0, dtype=np.int64), "coefs": np.zeros(0)}
+    name = getattr(method, "name", "")
+    gammas, base = getattr(method, "gammas", None), getattr(method, "base", None)
+    if gammas is not None and base is not None:  # a composition of a registered base method
+        base_method = get_integrator(base)
+        g = tuple(float(v) for v in gammas)
+        if _is_shear_sequence(base_method) and name != "splitting":  # flatten into one shear sequence
+            seq = [pair for gamma in g for pair in base_method._sequence(dim, gamma * h)]
+            return {**plan, "mid": K.SHEARS, **_shears(seq)}
+        inner = _plan(base_method, dim, h)
+        if inner is None or inner["base"] >= 0 or inner["mid"] == K.SHEARS:
+            return None
+        return {**inner, "base": inner["mid"], "gammas": np.array(g, dtype=np.float64),
+                "tol": float(getattr(method, "tol", inner["tol"])),
+                "max_iter": int(getattr(method, "max_iter", inner["max_iter"]))}
+    if name in _SIMPLE:
+        return {**plan, "mid": _SIMPLE[name]}
+    match = _GAUSS.fullmatch(name or "")
+    if match:
+        stages = getattr(method, "stages", None) or (int(match.group(1)) // 2 if match.group(1) else 0)
+        if not stages:
+            return None
+        return {**plan, "mid": K.GAUSS_LEGENDRE, "tableau": _tableau(method, int(stages))}
+    if _is_shear_sequence(method):  # McLachlan-type splittings: the method's own shears for this h
+        return {**plan, "mid": K.SHEARS, **_shears(method._sequence(dim, h))}
+    return None
+
+
+_EMPTY_TABLEAU = (np.zeros((1, 1)), np.zeros(1), np.zeros(1))
+
+
+def _is_shear_sequence(method) -> bool:
+    return callable(getattr(method, "_sequence", None)) and "shear_splittable" in tuple(getattr(method, "needs", ()))
+
+
+def _shears(seq) -> dict:
+    comps = np.array([int(i) for i, _ in seq], dtype=np.int64)
+    coefs = np.array([float(c) for _, c in seq], dtype=np.float64)
+    return {"comps": comps, "coefs": coefs}
+
+
+def _tableau(method, s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The Butcher tableau (a, b, c) of s-stage Gauss: the method's own when it exposes one."""
+    for names in (("A", "b", "c"), ("a", "b", "c"), ("_a", "_b", "_c"), ("_A", "_b", "_c")):
+        if all(hasattr(method, n) for n in names):
+            try:
+                a, b, c = (np.asarray(getattr(method, n), dtype=np.float64) for n in names)
+            except (TypeError, ValueError):
+                continue
+            if a.shape == (s, s) and b.shape == (s,) and c.shape == (s,):
+                return np.ascontiguousarray(a), np.ascontiguousarray(b), np.ascontiguousarray(c)
+    tab = getattr(method, "tableau", None)
+    if tab is not None:
+        tab = tab() if callable(tab) else tab
+        a, b, c = (np.ascontiguousarray(np.asarray(x, dtype=np.float64)) for x in tab)
+        return a, b, c
+    if s == 2:  # exactly the constants of the NumPy GaussLegendre4
+        sq3 = math.sqrt(3.0)
+        return (np.array([[0.25, 0.25 - sq3 / 6.0], [0.25 + sq3 / 6.0, 0.25]]), np.array([0.5, 0.5]),
+                np.array([0.5 - sq3 / 6.0, 0.5 + sq3 / 6.0]))
+    x, w = np.polynomial.legendre.leggauss(s)
+    c = 0.5 * (x + 1.0)
+    b = 0.5 * w
+    # a_ij = int_0^{c_i} l_j: solve sum_j a_ij c_j^(k-1) = c_i^k / k, k = 1..s
+    powers = np.arange(s)
+    vander = c[None, :] ** powers[:, None]  # (k, j)
+    rhs = c[None, :] ** (powers[:, None] + 1) / (powers[:, None] + 1)  # (k, i)
+    a = np.linalg.solve(vander, rhs).T
+    return np.ascontiguousarray(a), b, c
+
+
+class CompiledStepper:
+    """One compiled method on one system with one step size; see the module docstring for the API."""
+
+    def __init__(self, system, method, h, kernel, plan: dict) -> None:
+        self.system, self.method, self.dt = system, method, float(h)
+        self.name = method.name
+        self.dim = int(system.dim)
+        self.kid, self.params = int(kernel[0]), np.ascontiguousarray(kernel[1], dtype=np.float64)
+        self.mid, self.base, self.gammas = int(plan["mid"]), int(plan["base"]), plan["gammas"]
+        self.a, self.b, self.c = plan["tableau"]
+        self.tol, self.max_iter = float(plan["tol"]), int(plan["max_iter"])
+        self.comps, self.coefs = plan["comps"], plan["coefs"]
+        self._ws, self._m = workspace(self.dim, self.b.size if self.mid == K.GAUSS_LEGENDRE else 1)
+        self._info = np.zeros(4)
+        self.status, self.failed_step, self.failed_row, self.last_update = OK, 0, 0, math.inf
+
+    def __repr__(self) -> str:
+        return f"CompiledStepper({self.system!r}, {self.name!r}, dt={self.dt})"
+
+    # --- the loops ------------------------------------------------------------------------------------
+    def step_block(self, y: np.ndarray, n: int, out: np.ndarray) -> int:
+        """Advance ``y`` (dim,) float64 contiguous in place by up to ``n`` steps into ``out`` (>= n, dim).
+
+        Returns the number of states written; ``status``/``failed_step`` say why it stopped early.
+        """
+        n = int(n)
+        if not (isinstance(y, np.ndarray) and y.dtype == np.float64 and y.shape == (self.dim,)
+                and isinstance(out, np.ndarray) and out.dtype == np.float64 and out.ndim == 2
+                and out.shape[0] >= n >= 0 and out.shape[1] == self.dim):
+            raise VPIntegratorError(
+                f"step_block needs y float64 ({self.dim},) and out float64 (>= {n}, {self.dim}); got "
+                f"{getattr(y, 'shape', y)!r} and {getattr(out, 'shape', out)!r}")
+        info = self._info
+        info[:] = 0.0
+        info[0] = math.inf
+        p, h, ws, m = self.params, self.dt, self._ws, self._m
+        if self.base >= 0:
+            done = K.run_composition(self.base, self.gammas, self.kid, p, y, h, n, out, ws, m, self.a, self.b,
+                                     self.c, self.tol, self.max_iter, info, self.comps, self.coefs)
+        elif self.mid == K.SHEARS:
+            done = K.run_shears(self.kid, p, y, self.comps, self.coefs, n, out, ws, info)
+        elif self.mid == K.IMPLICIT_MIDPOINT:
+            done = K.run_implicit_midpoint(self.kid, p, y, h, n, out, ws, m, self.tol, self.max_iter, info)
+        elif self.mid == K.GAUSS_LEGENDRE:
+            done = K.run_gauss_legendre(self.kid, p, y, h, n, out, ws, m, self.a, self.b, self.c, self.tol,
+                                        self.max_iter, info)
+        else:
+            run = {K.EULER: K.run_euler, K.RK4: K.run_rk4, K.STORMER_VERLET: K.run_stormer_verlet,
+                   K.SPLITTING: K.run_splitting}[self.mid]
+            done = run(self.kid, p, y, h, n, out, ws, info)
+        self.status, self.failed_step = int(info[1]), int(info[2])
+        self.failed_row, self.last_update = 0, float(info[0])
+        return int(done)
+
+    def run(self, y0: Any, n_steps: int, t0: float = 0.0) -> np.ndarray:
+        """States (n_steps + 1, dim) from y0 (dim,), as ``integrate(...).y[0]``; raises its errors."""
+        y = self._initial(y0)
+        n = _count(n_steps)
+        out = np.empty((n + 1, self.dim))
+        out[0] = y
+        self.step_block(y, n, out[1:])
+        if self.status != OK:
+            raise self.error(t0)
+        return out
+
+    def run_batch(self, y0: Any, n_steps: int, t0: float = 0.0) -> np.ndarray:
+        """States (batch, n_steps + 1, dim) of a few trajectories y0 (batch, dim); raises like integrate."""
+        ys = np.array(y0, dtype=np.float64)
+        if ys.ndim == 1:
+            ys = ys[None]
+        if ys.ndim != 2 or ys.shape[1] != self.dim or ys.shape[0] == 0:
+            raise VPIntegratorError(f"y0 must have shape (n_traj, {self.dim}); got shape {ys.shape}")
+        ys = np.ascontiguousarray(ys)
+        for i in range(ys.shape[0]):
+            self._initial(ys[i], index=i)
+        n = _count(n_steps)
+        out = np.empty((ys.shape[0], n + 1, self.dim))
+        out[:, 0] = ys
+        info = self._info
+        info[:] = 0.0
+        info[0] = math.inf
+        rows = np.zeros((ys.shape[0], 2))
+        base = self.base
+        K.run_batch(self.mid, base, self.gammas if base >= 0 else np.zeros(0), self.kid, self.params, ys, self.dt,
+                    n, out[:, 1:], self._ws, self._m, self.a, self.b, self.c, self.tol, self.max_iter, info,
+                    self.comps, self.coefs, rows)
+        self.failed_step = int(info[2])
+        self.status = OK
+        if self.failed_step:
+            st = rows[:, 0].astype(int)
+            newton = np.flatnonzero((st == NOT_CONVERGED) | (st == SINGULAR))
+            if np.any(st == SINGULAR):
+                self.status, self.failed_row = SINGULAR, int(np.flatnonzero(st == SINGULAR)[0])
+            elif newton.size:
+                self.status = NOT_CONVERGED
+                self.failed_row = int(newton[np.argmax(rows[newton, 1])])
+                self.last_update = float(rows[self.failed_row, 1])
+            else:
+                self.status, self.failed_row = NONFINITE, int(np.flatnonzero(st == NONFINITE)[0])
+            raise self.error(t0)
+        return out
+
+    # --- errors ---------------------------------------------------------------------------------------
+    def error(self, t0: float = 0.0) -> VPIntegratorError | None:
+        """The error ``integrate`` raises for the last failure (``None`` when the last call succeeded)."""
+        k, h, name, row = self.failed_step, self.dt, self.name, self.failed_row
+        if self.status == NONFINITE:
+            return VPIntegratorError(
+                f"{name}: trajectory {row} became non-finite at step {k} (t = {t0 + k * h:g}); "
+                "reduce dt or use a stable method"
+            )
+        if self.status == NOT_CONVERGED:
+            detail = (f"Newton did not converge in {self.max_iter} iterations for batch item {row} "
+                      f"(last update {self.last_update:.3g}); reduce dt or raise max_iter")
+        elif self.status == SINGULAR:
+            detail = f"the Newton matrix I - h df/dy is singular for batch item {row}; reduce dt"
+        else:
+            return None
+        return VPIntegratorError(f"{name}: step {k} (t = {t0 + (k - 1) * h:g} -> {t0 + k * h:g}): {detail}")
+
+    def _initial(self, y0: Any, index: int = 0) -> np.ndarray:
+        try:
+            y = np.array(y0, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise VPIntegratorError(f"y0 must be {self.dim} numbers; got {type(y0).__name__}") from None
+        if y.shape != (self.dim,):
+            raise VPIntegratorError(
+                f"y0 must have shape ({self.dim},) for system {self.system.name!r}; got {np.shape(y0)}")
+        if not np.all(np.isfinite(y)):
+            raise VPIntegratorError(f"initial condition {index} is not finite: {y.tolist()}; give finite numbers")
+        return y
+
+
+def _count(n_steps: Any) -> int:
+    if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 0:
+        raise VPIntegratorError(f"n_steps must be an int >= 0; got {n_steps!r}")
+    return int(n_steps)
+
+
+__all__ = ["compiled_stepper", "CompiledStepper"]

@@ -1,0 +1,297 @@
+"""Compiled explicit steps and the run loops (one compiled loop per method) of the single-trajectory steppers.
+
+A run loop advances one state ``y`` (dim,) by ``n`` steps of size ``h``, writes the states after steps
+1..n into ``out`` (>= n, dim), leaves the last good state in ``y`` and returns how many states it wrote.
+It stops early on a failure and records it in ``info`` (float64 (4,)): ``info[1]`` the status
+(:mod:`.newton`: 1 no Newton convergence, 2 singular Newton matrix, 3 non-finite state), ``info[2]`` the
+1-based step that failed, ``info[0]`` the last Newton update. A non-finite state is written (it counts in
+the return value); a Newton failure writes nothing for its step.
+
+Method ids (``METHODS``): 0 euler, 1 rk4, 2 implicit_midpoint, 3 gauss_legendre (any s), 4
+stormer_verlet, 5 splitting, 6 a general sequence of exact shears ``y_i += c f_i(y)`` given as arrays
+(components, coefficients) computed once for the step size (McLachlan-type splittings and compositions
+of shear sequences). Compositions run a base method id with substeps ``gamma_i h``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._jit import jit
+from .newton import NONFINITE, OK, step_gauss_legendre, step_implicit_midpoint
+from .systems import kinetic_gradient, potential_gradient, vector_field
+
+EULER, RK4, IMPLICIT_MIDPOINT, GAUSS_LEGENDRE, STORMER_VERLET, SPLITTING, SHEARS = 0, 1, 2, 3, 4, 5, 6
+METHODS = {"euler": EULER, "rk4": RK4, "implicit_midpoint": IMPLICIT_MIDPOINT,
+           "gauss_legendre": GAUSS_LEGENDRE, "stormer_verlet": STORMER_VERLET, "splitting": SPLITTING,
+           "shears": SHEARS}
+
+
+# --- explicit steps (scratch: the last rows of ws) ----------------------------------------------------
+@jit
+def step_euler(kid, p, y, h, y1, ws):
+    k1 = ws[ws.shape[0] - 1]
+    vector_field(kid, p, y, k1)
+    for i in range(y.size):
+        y1[i] = y[i] + h * k1[i]
+    return OK
+
+
+@jit
+def step_rk4(kid, p, y, h, y1, ws):
+    d = y.size
+    top = ws.shape[0]
+    k1, k2, k3, k4, tmp = ws[top - 1], ws[top - 2], ws[top - 3], ws[top - 4], ws[top - 5]
+    half = 0.5 * h
+    vector_field(kid, p, y, k1)
+    for i in range(d):
+        tmp[i] = y[i] + half * k1[i]
+    vector_field(kid, p, tmp[:d], k2)
+    for i in range(d):
+        tmp[i] = y[i] + half * k2[i]
+    vector_field(kid, p, tmp[:d], k3)
+    for i in range(d):
+        tmp[i] = y[i] + h * k3[i]
+    vector_field(kid, p, tmp[:d], k4)
+    sixth = h / 6.0
+    for i in range(d):
+        y1[i] = y[i] + sixth * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i])
+    return OK
+
+
+@jit
+def step_stormer_verlet(kid, p, y, h, y1, ws):
+    """Kick-drift-kick for a separable H(q, p) = T(p) + V(q), state (q, p) (dim = 2 n)."""
+    n = y.size // 2
+    top = ws.shape[0]
+    g, ph = ws[top - 1], ws[top - 2]
+    half = 0.5 * h
+    potential_gradient(kid, p, y[:n], g)
+    for i in range(n):
+        ph[i] = y[n + i] - half * g[i]
+    kinetic_gradient(kid, p, ph[:n], g)
+    for i in range(n):
+        y1[i] = y[i] + h * g[i]
+    potential_gradient(kid, p, y1[:n], g)
+    for i in range(n):
+        y1[n + i] = ph[i] - half * g[i]
+    return OK
+
+
+@jit
+def step_splitting(kid, p, y, h, y1, ws):
+    """Strang composition of the exact shears 1(h/2) ... d(h) ... 1(h/2) (shear-splittable fields)."""
+    d = y.size
+    f = ws[ws.shape[0] - 1]
+    for i in range(d):
+        y1[i] = y[i]
+    half = 0.5 * h
+    for i in range(2 * d - 1):
+        comp = i if i < d else 2 * d - 2 - i
+        c = h if i == d - 1 else half
+        vector_field(kid, p, y1, f)
+        y1[comp] += c * f[comp]
+    return OK
+
+
+@jit
+def step_shears(kid, p, y, comps, coefs, y1, ws):
+    """The shears ``y_i += c f_i(y)`` for (i, c) in zip(comps, coefs), in order (coefficients include h)."""
+    f = ws[ws.shape[0] - 1]
+    for i in range(y.size):
+        y1[i] = y[i]
+    for k in range(comps.size):
+        comp = comps[k]
+        vector_field(kid, p, y1, f)
+        y1[comp] += coefs[k] * f[comp]
+    return OK
+
+
+@jit
+def step_any(mid, kid, p, y, h, y1, ws, m, a, b, c, tol, max_iter, info, comps, coefs):
+    """One step of method ``mid`` (the composition and batched loops dispatch through this).
+
+    For ``SHEARS`` the coefficients ``coefs`` already hold the step size (``h`` is ignored).
+    """
+    if mid == SHEARS:
+        return step_shears(kid, p, y, comps, coefs, y1, ws)
+    if mid == EULER:
+        return step_euler(kid, p, y, h, y1, ws)
+    if mid == RK4:
+        return step_rk4(kid, p, y, h, y1, ws)
+    if mid == IMPLICIT_MIDPOINT:
+        return step_implicit_midpoint(kid, p, y, h, y1, ws, m, tol, max_iter, info)
+    if mid == GAUSS_LEGENDRE:
+        return step_gauss_legendre(kid, p, y, h, y1, ws, m, a, b, c, tol, max_iter, info)
+    if mid == STORMER_VERLET:
+        return step_stormer_verlet(kid, p, y, h, y1, ws)
+    return step_splitting(kid, p, y, h, y1, ws)
+
+
+# --- run loops ------------------------------------------------------------------------------------------
+@jit
+def _commit(y, y1, out, k, info):
+    """Copy y1 into y and out[k]; False (and status NONFINITE at step k + 1) if y1 is not finite."""
+    finite = True
+    for i in range(y.size):
+        v = y1[i]
+        y[i] = v
+        out[k, i] = v
+        if not np.isfinite(v):
+            finite = False
+    if not finite:
+        info[1] = NONFINITE
+        info[2] = k + 1
+    return finite
+
+
+@jit
+def _fail(status, k, info):
+    info[1] = status
+    info[2] = k + 1
+    return k
+
+
+@jit
+def run_euler(kid, p, y, h, n, out, ws, info):
+    y1 = np.empty_like(y)
+    for k in range(n):
+        step_euler(kid, p, y, h, y1, ws)
+        if not _commit(y, y1, out, k, info):
+            return k + 1
+    return n
+
+
+@jit
+def run_rk4(kid, p, y, h, n, out, ws, info):
+    y1 = np.empty_like(y)
+    for k in range(n):
+        step_rk4(kid, p, y, h, y1, ws)
+        if not _commit(y, y1, out, k, info):
+            return k + 1
+    return n
+
+
+@jit
+def run_stormer_verlet(kid, p, y, h, n, out, ws, info):
+    y1 = np.empty_like(y)
+    for k in range(n):
+        step_stormer_verlet(kid, p, y, h, y1, ws)
+        if not _commit(y, y1, out, k, info):
+            return k + 1
+    return n
+
+
+@jit
+def run_splitting(kid, p, y, h, n, out, ws, info):
+    y1 = np.empty_like(y)
+    for k in range(n):
+        step_splitting(kid, p, y, h, y1, ws)
+        if not _commit(y, y1, out, k, info):
+            return k + 1
+    return n
+
+
+@jit
+def run_shears(kid, p, y, comps, coefs, n, out, ws, info):
+    y1 = np.empty_like(y)
+    for k in range(n):
+        step_shears(kid, p, y, comps, coefs, y1, ws)
+        if not _commit(y, y1, out, k, info):
+            return k + 1
+    return n
+
+
+@jit
+def run_implicit_midpoint(kid, p, y, h, n, out, ws, m, tol, max_iter, info):
+    y1 = np.empty_like(y)
+    for k in range(n):
+        st = step_implicit_midpoint(kid, p, y, h, y1, ws, m, tol, max_iter, info)
+        if st != OK:
+            return _fail(st, k, info)
+        if not _commit(y, y1, out, k, info):
+            return k + 1
+    return n
+
+
+@jit
+def run_gauss_legendre(kid, p, y, h, n, out, ws, m, a, b, c, tol, max_iter, info):
+    y1 = np.empty_like(y)
+    for k in range(n):
+        st = step_gauss_legendre(kid, p, y, h, y1, ws, m, a, b, c, tol, max_iter, info)
+        if st != OK:
+            return _fail(st, k, info)
+        if not _commit(y, y1, out, k, info):
+            return k + 1
+    return n
+
+
+@jit
+def run_composition(base, gammas, kid, p, y, h, n, out, ws, m, a, b, c, tol, max_iter, info, comps, coefs):
+    """Each step: base steps of size ``gammas[i] * h`` in order (``gammas`` sum to 1)."""
+    u = np.empty_like(y)
+    v = np.empty_like(y)
+    for k in range(n):
+        for i in range(y.size):
+            u[i] = y[i]
+        for g in range(gammas.size):
+            st = step_any(base, kid, p, u, gammas[g] * h, v, ws, m, a, b, c, tol, max_iter, info, comps, coefs)
+            if st != OK:
+                return _fail(st, k, info)
+            for i in range(y.size):
+                u[i] = v[i]
+        if not _commit(y, u, out, k, info):
+            return k + 1
+    return n
+
+
+@jit
+def run_batch(mid, base, gammas, kid, p, ys, h, n, out, ws, m, a, b, c, tol, max_iter, info, comps, coefs,
+              rows_info):
+    """Few trajectories ys (batch, dim) -> out (batch, >= n, dim), step by step over the rows.
+
+    ``base < 0``: method ``mid``; else the composition of ``base`` with ``gammas``. On a failure at
+    step k (any row) the loop stops after step k; ``rows_info[r]`` = (status, last update) of each row at
+    that step, ``info`` as in the single loops (the state of step k is written only where it was computed).
+    """
+    batch, d = ys.shape
+    u = np.empty(d)
+    v = np.empty(d)
+    for k in range(n):
+        failed = False
+        for r in range(batch):
+            rows_info[r, 0] = 0.0
+            for i in range(d):
+                u[i] = ys[r, i]
+            if base < 0:
+                st = step_any(mid, kid, p, u, h, v, ws, m, a, b, c, tol, max_iter, info, comps, coefs)
+                if st == OK:
+                    for i in range(d):
+                        u[i] = v[i]
+            else:
+                st = OK
+                for g in range(gammas.size):
+                    st = step_any(base, kid, p, u, gammas[g] * h, v, ws, m, a, b, c, tol, max_iter, info, comps, coefs)
+                    if st != OK:
+                        break
+                    for i in range(d):
+                        u[i] = v[i]
+            if st != OK:
+                rows_info[r, 0] = st
+                rows_info[r, 1] = info[0]
+                failed = True
+                continue
+            for i in range(d):
+                ys[r, i] = u[i]
+                out[r, k, i] = u[i]
+                if not np.isfinite(u[i]):
+                    rows_info[r, 0] = NONFINITE
+                    failed = True
+        if failed:
+            info[2] = k + 1
+            return k
+    return n
+
+
+__all__ = ["METHODS", "step_any", "run_euler", "run_rk4", "run_stormer_verlet", "run_splitting",
+           "run_shears", "run_implicit_midpoint", "run_gauss_legendre", "run_composition", "run_batch"]

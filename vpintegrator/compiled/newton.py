@@ -1,0 +1,196 @@
+"""Compiled implicit steps: implicit midpoint and s-stage Gauss-Legendre, Newton as in the NumPy code.
+
+Mirrors ``vpintegrator.integrators`` (``_Newton``, ``ImplicitMidpoint``, ``GaussLegendre4``) on one
+state: the same start guess (explicit Euler for the midpoint, ``Z_i = h c_i f(y)`` for the stages), the
+same update (a full Newton step with the system Jacobian at the current iterate), the same test
+(``e <= tol * scale``, or stalled at the rounding floor: ``e <= 1e3 tol scale`` and ``e >= prev / 2``,
+with ``e = max |delta|`` and non-finite ``e`` read as ``inf``, ``scale = max(1, |y|_inf)``), the same
+``max_iter``. The linear solve is LU with partial pivoting (LAPACK's rule); an exactly zero pivot is the
+"singular Newton matrix" failure.
+
+Return codes of the step functions: 0 converged, 1 no convergence in ``max_iter`` (``info[0]`` = last
+update), 2 singular Newton matrix.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._jit import jit
+from .systems import jacobian, vector_field
+
+OK, NOT_CONVERGED, SINGULAR, NONFINITE = 0, 1, 2, 3
+
+
+@jit
+def lu_solve(m, r, n):
+    """Solve ``m[:n, :n] x = r[:n]`` in place (x in r, m overwritten); False if a pivot is exactly 0."""
+    for k in range(n):
+        piv = k
+        best = abs(m[k, k])
+        for i in range(k + 1, n):
+            a = abs(m[i, k])
+            if a > best:
+                best = a
+                piv = i
+        if m[piv, k] == 0.0:
+            return False
+        if piv != k:
+            for j in range(n):
+                t = m[k, j]
+                m[k, j] = m[piv, j]
+                m[piv, j] = t
+            t = r[k]
+            r[k] = r[piv]
+            r[piv] = t
+        inv = 1.0 / m[k, k]
+        for i in range(k + 1, n):
+            l = m[i, k] * inv
+            if l != 0.0:
+                for j in range(k + 1, n):
+                    m[i, j] -= l * m[k, j]
+                r[i] -= l * r[k]
+    for k in range(n - 1, -1, -1):
+        s = r[k]
+        for j in range(k + 1, n):
+            s -= m[k, j] * r[j]
+        r[k] = s / m[k, k]
+    return True
+
+
+@jit
+def _update_norm(delta, n):
+    """max |delta[:n]|, ``inf`` when any entry is not finite (NumPy: ``where(isfinite(e), e, inf)``)."""
+    e = 0.0
+    for i in range(n):
+        a = abs(delta[i])
+        if not (a <= np.inf) or a == np.inf:
+            return np.inf
+        if a > e:
+            e = a
+    return e
+
+
+@jit
+def _scale(y):
+    s = 1.0
+    for i in range(y.size):
+        a = abs(y[i])
+        if a > s:
+            s = a
+    return s
+
+
+@jit
+def _converged(e, prev, scale, tol):
+    return (e <= tol * scale) or ((e <= 1e3 * tol * scale) and (e >= 0.5 * prev))
+
+
+@jit
+def step_implicit_midpoint(kid, p, y, h, y1, ws, m, tol, max_iter, info):
+    """``y1 = y + h f((y + y1) / 2)``; ws (>= 3, dim), m (>= dim, >= dim)."""
+    d = y.size
+    f0, mid, r = ws[0], ws[1], ws[2]
+    vector_field(kid, p, y, f0)
+    for i in range(d):
+        y1[i] = y[i] + h * f0[i]
+    scale = _scale(y)
+    prev = np.inf
+    c = 0.5 * h
+    e = np.inf
+    for _ in range(max_iter):
+        for i in range(d):
+            mid[i] = 0.5 * (y[i] + y1[i])
+        vector_field(kid, p, mid, r)
+        for i in range(d):
+            r[i] = y1[i] - y[i] - h * r[i]
+        jacobian(kid, p, mid, m)
+        for i in range(d):
+            for j in range(d):
+                m[i, j] = (1.0 if i == j else 0.0) - c * m[i, j]
+        if not lu_solve(m, r, d):
+            return SINGULAR
+        for i in range(d):
+            y1[i] = y1[i] - r[i]
+        e = _update_norm(r, d)
+        done = _converged(e, prev, scale, tol)
+        prev = e
+        if done:
+            return OK
+    info[0] = e
+    return NOT_CONVERGED
+
+
+@jit
+def step_gauss_legendre(kid, p, y, h, y1, ws, m, a, b, c, tol, max_iter, info):
+    """s-stage Gauss collocation (tableau a (s, s), b (s,), c (s,)).
+
+    ws (>= 3 s + 2, dim): rows [0, s) stage increments Z, [s, 2 s) stage values Y, [2 s, 3 s) f(Y),
+    3 s the residual (length s dim, so ws must be (..., >= s dim) wide; see ``workspace``), 3 s + 1 f(y);
+    m (>= s dim, >= s dim).
+    """
+    d = y.size
+    s = b.size
+    n = s * d
+    f0 = ws[3 * s + 1]
+    r = ws[3 * s]
+    jac = ws[3 * s + 2 :]  # s * d rows of width >= d: the stage Jacobians, stacked
+    vector_field(kid, p, y, f0)
+    for i in range(s):
+        for k in range(d):
+            ws[i, k] = h * c[i] * f0[k]
+    scale = _scale(y)
+    prev = np.inf
+    e = np.inf
+    for _ in range(max_iter):
+        for j in range(s):
+            for k in range(d):
+                ws[s + j, k] = y[k] + ws[j, k]
+            vector_field(kid, p, ws[s + j, :d], ws[2 * s + j, :d])
+            jacobian(kid, p, ws[s + j, :d], jac[j * d : (j + 1) * d, :d])
+        for i in range(s):
+            for k in range(d):
+                acc = 0.0
+                for j in range(s):
+                    acc += a[i, j] * ws[2 * s + j, k]
+                r[i * d + k] = ws[i, k] - h * acc
+        for i in range(s):
+            for j in range(s):
+                coef = -h * a[i, j]
+                for k in range(d):
+                    for l in range(d):
+                        m[i * d + k, j * d + l] = coef * jac[j * d + k, l]
+        for i in range(n):
+            m[i, i] = m[i, i] + 1.0
+        if not lu_solve(m, r, n):
+            return SINGULAR
+        for i in range(s):
+            for k in range(d):
+                ws[i, k] = ws[i, k] - r[i * d + k]
+        e = _update_norm(r, n)
+        done = _converged(e, prev, scale, tol)
+        prev = e
+        if done:
+            for j in range(s):
+                for k in range(d):
+                    ws[s + j, k] = y[k] + ws[j, k]
+                vector_field(kid, p, ws[s + j, :d], ws[2 * s + j, :d])
+            for k in range(d):
+                acc = 0.0
+                for j in range(s):
+                    acc += b[j] * ws[2 * s + j, k]
+                y1[k] = y[k] + h * acc
+            return OK
+    info[0] = e
+    return NOT_CONVERGED
+
+
+def workspace(dim: int, stages: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Scratch arrays for every step kernel: ws (3 s + 2 + s dim + 8, max(s dim, dim)) and m (s dim, s dim)."""
+    s = max(1, int(stages))
+    width = s * dim
+    return np.zeros((3 * s + 2 + s * dim + 8, width)), np.zeros((width, width))
+
+
+__all__ = ["lu_solve", "step_implicit_midpoint", "step_gauss_legendre", "workspace",
+           "OK", "NOT_CONVERGED", "SINGULAR", "NONFINITE"]
