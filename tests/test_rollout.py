@@ -29,7 +29,19 @@ from vpintegrator.rollout import (
 DET64 = 1e-10
 DT = 0.2
 Y0 = np.array([[np.sin(1.1), 0.0, np.cos(1.1)], [0.0, np.sin(1.1), np.cos(1.1)], [0.6, 0.0, 0.8]])
-RIGID_METHODS = [m for m in list_integrators() if m != "stormer_verlet"]  # needs a separable H
+def _runs_on(method, system):
+    from vpintegrator.errors import VPIntegratorError
+    from vpintegrator.integrators import get_integrator
+    from vpintegrator.systems import get_system
+
+    try:
+        get_integrator(method).supports(get_system(system))
+    except VPIntegratorError:  # e.g. Störmer–Verlet and its compositions need a separable H
+        return False
+    return True
+
+
+RIGID_METHODS = [m for m in list_integrators() if _runs_on(m, "rigid_body")]
 
 
 def small_vpt(dtype=torch.float64, seed=0, scale=1.0, **kw):
@@ -124,7 +136,7 @@ def slow_rollout(model, window, n_steps, overlap):
 RUNNERS = {  # ModelStep options -> the runner they give a float64 VPT at batch 3
     "eager": dict(jit=False, scalar_max_batch=0),
     "jit.trace+freeze": dict(jit=True, scalar_max_batch=0),
-    "python scalar": dict(),
+    "numba": dict(),
 }
 
 
@@ -142,7 +154,7 @@ def test_model_rollout_equals_slow_window_loop(make, overlap, runner):
     got = rollout(step, window, DT, 23, chunk_steps=5, blowup=1e12)
     want = slow_rollout(model, window, 23, overlap)
     assert got.y.dtype == np.float64
-    if got.meta["runner"] == "python scalar" and np.abs(want).max() > 1e3:
+    if got.meta["runner"] == "numba" and np.abs(want).max() > 1e3:
         # the unscaled random VPT's states grow to ~1e7 in 23 steps, and the per-call rounding differences
         # (~1e-16 relative) with them: 8e-9 relative at the end, measured
         np.testing.assert_allclose(got.y, want, rtol=1e-7, atol=1e-12)
@@ -171,7 +183,7 @@ def test_jit_trace_equals_eager():
     np.testing.assert_array_equal(jit.y, eager.y)
 
 
-# --- the scalar (generated Python) runner for small batches ---------------------------------------------
+# --- the compiled (numba) runner for small batches ---------------------------------------------
 
 
 def _scaled(name, **cfg):
@@ -199,15 +211,15 @@ def _eager(model, **kw):
 @pytest.mark.parametrize("overlap", [False, True])
 @pytest.mark.parametrize("key", SCALAR_MODELS)
 def test_scalar_runner_rollout_equals_eager(key, overlap):
-    # short: random models are no integrators, their rollouts leave the sphere and amplify rounding (math.tanh
-    # and torch.tanh differ in the last bit for ~20% of arguments) to O(1) within 300 steps; the trained
+    # short: random models are no integrators, their rollouts leave the sphere and amplify rounding (the
+    # kernel's tanh and torch.tanh differ in the last bit for many arguments) to O(1) within 300 steps; the trained
     # models' rollouts are compared over 300 steps below
     model = SCALAR_MODELS[key]()
     window = initial_window("rigid_body", Y0, DT, model.seq_len)
     step = ModelStep(model, "cpu", overlap=overlap)
     got = rollout(step, window, DT, 30, chunk_steps=8)
     want = rollout(_eager(model, overlap=overlap), window, DT, 30, chunk_steps=8)
-    assert got.meta["runner"] == "python scalar" and want.meta["runner"] == "eager"
+    assert got.meta["runner"] == "numba" and want.meta["runner"] == "eager"
     np.testing.assert_allclose(got.y, want.y, rtol=0, atol=1e-12)
     assert (got.failed_step == -1).all()
 
@@ -224,7 +236,7 @@ def test_scalar_runner_rollout_of_shipped_models(name):
     window = initial_window("rigid_body", y0, DT, model.seq_len)
     got = rollout(ModelStep(model, "cpu"), window, DT, 300)
     want = rollout(_eager(model), window, DT, 300)
-    assert got.meta["runner"] == "python scalar"
+    assert got.meta["runner"] == "numba"
     # per call the two agree to ~4e-14 (the trained VPT has inner values ~260); 100 calls amplify that to
     # a few 1e-12 (3.6e-12 measured), as for the TorchScript trace's own distance from eager (2.3e-12)
     np.testing.assert_allclose(got.y, want.y, rtol=0, atol=1e-11)
@@ -233,12 +245,12 @@ def test_scalar_runner_rollout_of_shipped_models(name):
 @pytest.mark.parametrize(
     "make, n_traj, runner",
     [
-        (lambda: ModelStep(small_vpt(), "cpu"), 8, "python scalar"),
+        (lambda: ModelStep(small_vpt(), "cpu"), 8, "numba"),
         (lambda: ModelStep(small_vpt(), "cpu"), 9, "jit.trace+freeze"),  # above SCALAR_MAX_BATCH
         (lambda: ModelStep(small_vpt(), "cpu", scalar_max_batch=0), 1, "jit.trace+freeze"),
         (lambda: ModelStep(small_vpt(), "cpu", jit=False, scalar_max_batch=0), 1, "eager"),
         (lambda: ModelStep(small_vpt(torch.float32), "cpu"), 1, "jit.trace+freeze"),  # float32: torch
-        (lambda: ModelStep(small_vpt(seq_len=4), "cpu"), 1, "jit.trace+freeze"),  # no scalar code
+        (lambda: ModelStep(small_vpt(seq_len=4), "cpu"), 1, "numba"),  # any seq_len (Cayley by elimination)
         (lambda: ModelStep(ShiftModel(2, 3), "cpu", jit=False), 1, "eager"),  # not a registry model
     ],
 )
@@ -259,37 +271,36 @@ def test_scalar_runner_failures_and_restarts_equal_eager():
     window = initial_window("rigid_body", Y0, DT, 3)
     got = rollout(ModelStep(model, "cpu"), window, DT, 120, chunk_steps=16)
     want = rollout(_eager(model), window, DT, 120, chunk_steps=16)
-    assert got.meta["runner"] == "python scalar"
+    assert got.meta["runner"] == "numba"
     assert (want.failed_step >= 0).any()
     assert got.failed_step.tolist() == want.failed_step.tolist()
     np.testing.assert_allclose(got.y, want.y, rtol=1e-12, atol=1e-12)
 
 
-def test_scalar_runner_falls_back_to_torch_on_arithmetic_error(monkeypatch):
-    import vpintegrator.rollout.runners as runners
+def test_compiled_runner_falls_back_to_torch_without_numba(monkeypatch):
+    import vpintegrator.compiled.models as cm
 
-    compile_scalar = runners.compile_scalar
-
-    def flaky(model):  # the scalar code raises OverflowError from its 10th call on
-        scalar = compile_scalar(model)
-        fn, calls = scalar.fn, [0]
-
-        def raising(window):
-            calls[0] += 1
-            if calls[0] >= 10:
-                raise OverflowError("math range error")
-            return fn(window)
-
-        scalar.fn = raising
-        return scalar
-
-    monkeypatch.setattr(runners, "compile_scalar", flaky)
+    monkeypatch.setattr(cm, "pack", lambda model: None)  # what pack gives without numba
     model = small_vpt(scale=0.1)
     window = initial_window("rigid_body", Y0[:1], DT, 3)
     got = rollout(ModelStep(model, "cpu"), window, DT, 45, chunk_steps=6)
     want = rollout(_eager(model), window, DT, 45, chunk_steps=6)
     assert got.meta["runner"] == "jit.trace+freeze"
     np.testing.assert_allclose(got.y, want.y, rtol=1e-12, atol=1e-12)
+
+
+def test_compiled_runner_reset_and_chunks_share_the_context():
+    # restarts go through the tensor view of the kernel's NumPy context
+    model = small_vpt(scale=0.1)
+    window = initial_window("rigid_body", np.tile(Y0[:1], (3, 1)), DT, 3)
+    step = ModelStep(model, "cpu")
+    step.start(window, np.full(3, 1e3))
+    a = step.generate(9)
+    step.reset(np.array([1]))
+    b = step.generate(9)
+    np.testing.assert_array_equal(b[1], a[1])  # row 1 restarted from its first window
+    assert not np.array_equal(b[0], a[0])  # row 0 went on
+    assert step.describe()["runner"] == "numba"
 
 
 # --- failures -------------------------------------------------------------------------------------------

@@ -1,13 +1,13 @@
-"""The model runners of ModelStep: a model compiled to straight-line Python on floats
-(``vpintegrator.rollout.runners``), checked against the model's own forward."""
+"""The model runners of ModelStep (``vpintegrator.rollout.runners``): the numba kernel checked against the
+model, the TorchScript trace, eager; and the compiled classical integrators of IntegratorStep."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
-from vpintegrator.errors import VPIntegratorError
-from vpintegrator.models import build_model, list_pretrained, load_model
+from vpintegrator.models import build_model
 
 PAPER = {
     "vpff": dict(dim=3, n_blocks=6),
@@ -17,106 +17,131 @@ PAPER = {
 }
 
 
-def windows(n, seq, dim, dtype=torch.float64, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    return torch.randn(n, seq, dim, generator=gen, dtype=torch.float64).to(dtype)
+def windows(n, seq, dim, seed=0):
+    x = torch.randn(n, seq, dim, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return x / x.norm(dim=-1, keepdim=True)
 
 
-def test_runners_are_not_in_nn():
+def model_of(key, dtype=torch.float64):
+    torch.manual_seed(0)
+    return build_model(key.split("_")[0], **PAPER[key]).to(dtype).eval()
+
+
+def test_runner_names_and_no_generated_code():
     import vpintegrator.nn as nn_package
+    import vpintegrator.rollout as rollout
+    import vpintegrator.rollout.runners as runners
 
-    assert not hasattr(nn_package, "compile_scalar")
-    from vpintegrator.rollout import ScalarForward, ScalarUnsupported, compile_scalar  # noqa: F401
-    from vpintegrator.rollout.runners import compile_scalar as runner_compile
-
-    assert compile_scalar is runner_compile
-
-
-# --- the small-batch inference path: the model as generated Python on floats ------------------------------
-
-SCALAR_CASES = {
-    **PAPER,
-    "vpt_seq1": dict(dim=3, seq_len=1, n_blocks=1, L=2),
-    "vpt_dim4_upper": dict(dim=4, seq_len=3, n_blocks=1, n_linear=2, L=2, init_upper=True, activation="sigmoid"),
-    "vpff_silu": dict(dim=4, n_blocks=2, n_linear=2, activation="silu", seq_len=2),
-    "st_stiefel": dict(dim=4, seq_len=3, n_heads=2, n_blocks=1, L=2, stiefel=True, add_connection=True),
-    "st_standard": dict(dim=4, seq_len=5, n_heads=2, n_blocks=2, L=1, form="standard"),
-}
+    assert rollout.RUNNERS == ("numba", "jit.trace+freeze", "eager")
+    assert rollout.compiled_model is runners.compiled_model and rollout.trace_model is runners.trace_model
+    for gone in ("compile_scalar", "ScalarForward", "ScalarUnsupported"):
+        assert not hasattr(runners, gone) and not hasattr(nn_package, gone)
+        with pytest.raises(AttributeError):
+            getattr(rollout, gone)
 
 
-def sphere_windows(n, seq, dim, dtype=torch.float64, seed=0):
-    """Random windows with every state on the unit sphere (the rigid-body data's scale)."""
-    x = windows(n, seq, dim, seed=seed)
-    return (x / x.norm(dim=-1, keepdim=True)).to(dtype)
-
-
-def scalar_case(key, dtype=torch.float64, seed=0):
-    torch.manual_seed(seed)
-    model = build_model(key.split("_")[0], **SCALAR_CASES[key]).to(dtype)
-    with torch.no_grad():  # non-zero biases, so that every bias enters the comparison
-        for name, p in model.named_parameters():
-            if name.endswith("bias"):
-                p.uniform_(-0.5, 0.5)
-    return model.eval()
-
-
-@pytest.mark.parametrize("key", SCALAR_CASES)
+@pytest.mark.parametrize("key", PAPER)
 @pytest.mark.parametrize("batch", [1, 4])
-def test_scalar_forward_equals_forward_float64(key, batch):
-    from vpintegrator.rollout.runners import compile_scalar
+def test_compiled_model_is_checked_and_equals_forward(key, batch):
+    from vpintegrator.compiled.models import AVAILABLE
+    from vpintegrator.rollout.runners import compiled_model
 
-    model = scalar_case(key)
-    x = sphere_windows(batch, model.seq_len, model.dim, seed=batch)
+    if not AVAILABLE:
+        pytest.skip("numba not installed")
+    model = model_of(key)
+    x = windows(batch, model.seq_len, model.dim, seed=batch)
+    compiled = compiled_model(model, x)
+    assert compiled is not None
     with torch.no_grad():
-        want = model(x)
-    got = compile_scalar(model)(x)
-    assert got.shape == want.shape and got.dtype == torch.float64
-    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+        want = model(x).numpy()
+    np.testing.assert_allclose(compiled.forward(x.numpy()), want, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("key", ["vpff", "vpt", "vpt_arbitrary", "st", "st_standard"])
-def test_scalar_forward_of_float32_model_is_float64_arithmetic(key):
-    from vpintegrator.rollout.runners import compile_scalar
+def test_compiled_model_refuses_what_it_does_not_reproduce(monkeypatch):
+    import vpintegrator.compiled.models as cm
+    from vpintegrator.rollout.runners import compiled_model
 
-    model = scalar_case(key, torch.float32)
-    x = sphere_windows(3, model.seq_len, model.dim, dtype=torch.float32)
-    got = compile_scalar(model)(x)
-    with torch.no_grad():
-        want64 = model.double()(x.double())  # the same float32 weights, float64 arithmetic
-        want32 = model.float()(x).double()
-    torch.testing.assert_close(got, want64, rtol=1e-12, atol=1e-12)
-    # so it differs from the float32 forward by that forward's own rounding (see test_float32_agrees_with_float64;
-    # ModelStep therefore uses the scalar code for float64 models only)
-    torch.testing.assert_close(got, want32, rtol=1e-4, atol=1e-4 * (1 + float(want32.abs().max())))
-
-
-@pytest.mark.parametrize("name", ["rigid_body_vpt", "rigid_body_vpff", "rigid_body_st"])
-@pytest.mark.parametrize("batch", [1, 5])
-def test_scalar_forward_of_shipped_models(name, batch):
-    from vpintegrator.rollout.runners import compile_scalar
-
-    if name not in list_pretrained():
-        pytest.skip(f"{name} not shipped")
-    model = load_model(f"pretrained:{name}")
-    x = sphere_windows(batch, model.seq_len, model.dim, seed=7)
-    with torch.no_grad():
-        want = model(x)
-    torch.testing.assert_close(compile_scalar(model)(x), want, rtol=0, atol=1e-12)
-
-
-def test_scalar_forward_is_a_snapshot_and_rejects_other_modules():
-    from vpintegrator.rollout.runners import ScalarUnsupported, compile_scalar
-
-    model = scalar_case("vpt")
-    scalar = compile_scalar(model)
+    model = model_of("vpt")
     x = windows(2, 3, 3)
-    before = scalar(x)
+    assert compiled_model(torch.nn.Linear(3, 3), x) is None  # not a packable model
+    real_pack = cm.pack
+
+    def wrong_pack(m):  # a kernel whose numbers differ from the model's: refused by the check
+        packed = real_pack(m)
+        packed.params = packed.params * (1 + 1e-9)
+        return packed
+
+    monkeypatch.setattr(cm, "pack", wrong_pack)
+    assert compiled_model(model, x) is None
+    monkeypatch.setattr(cm, "pack", lambda m: None)  # e.g. numba missing: pack gives None
+    assert compiled_model(model, x) is None
+
+
+def test_trace_model_equals_eager():
+    from vpintegrator.rollout.runners import trace_model
+
+    model = model_of("vpt", torch.float32)
+    x = windows(3, 3, 3).float()
+    traced = trace_model(model, x)
+    assert traced is not None
     with torch.no_grad():
-        model.blocks[0].feedforward.layers[0].weight.add_(1.0)
-    torch.testing.assert_close(scalar(x), before, rtol=0, atol=0)  # weights were copied at compile time
-    with pytest.raises(ScalarUnsupported, match="seq 1 and 3"):
-        compile_scalar(build_model("vpt", dim=3, seq_len=4))
-    with pytest.raises(ScalarUnsupported, match="Linear"):
-        compile_scalar(torch.nn.Linear(3, 3))
-    with pytest.raises(VPIntegratorError, match=r"\(batch, 3, 3\)"):
-        scalar(torch.zeros(2, 4, 3))
+        torch.testing.assert_close(traced(x), model(x))
+    assert trace_model(lambda z: z, x) is None  # untraceable: None, the caller runs eagerly
+
+
+# --- the compiled classical integrators in IntegratorStep ----------------------------------------------
+
+
+def _stepper_available():
+    try:
+        from vpintegrator.compiled import available, compiled_stepper  # noqa: F401
+
+        return available()
+    except ImportError:
+        return False
+
+
+@pytest.mark.parametrize("method", ["implicit_midpoint", "rk4", "gauss_legendre4", "splitting", "euler"])
+def test_integrator_step_compiled_equals_numpy(method):
+    from vpintegrator.rollout import IntegratorStep, initial_window, rollout
+
+    if not _stepper_available():
+        pytest.skip("compiled integrators not available")
+    y0 = np.array([[np.cos(1.1), 0.0, np.sin(1.1)], [0.3, 0.8, -0.52]])
+    window = initial_window("rigid_body", y0, 0.2, 1)
+    got = rollout(IntegratorStep("rigid_body", method, 0.2), window, 0.2, 200, chunk_steps=64)
+    want = rollout(IntegratorStep("rigid_body", method, 0.2, compiled_max_batch=0), window, 0.2, 200, chunk_steps=64)
+    assert got.meta["runner"] == "numba" and want.meta["runner"] == "numpy"
+    assert got.failed_step.tolist() == want.failed_step.tolist()
+    np.testing.assert_allclose(got.y, want.y, rtol=0, atol=1e-12)
+
+
+def test_integrator_step_runner_choice_and_failures():
+    from vpintegrator.errors import VPIntegratorError
+    from vpintegrator.rollout import IntegratorStep, initial_window, rollout
+
+    y0 = np.tile([[np.cos(1.1), 0.0, np.sin(1.1)]], (9, 1))
+    big = rollout(IntegratorStep("rigid_body", "rk4", 0.2), initial_window("rigid_body", y0, 0.2, 1), 0.2, 5)
+    assert big.meta["runner"] == "numpy"  # above SCALAR_MAX_BATCH
+    with pytest.raises(VPIntegratorError, match="compiled_max_batch"):
+        IntegratorStep("rigid_body", "rk4", 0.2, compiled_max_batch=-1)
+    if not _stepper_available():
+        return
+    # euler on the rigid body at a huge step blows up: failures and restarts as on the NumPy path
+    window = initial_window("rigid_body", y0[:2] * [[1.0], [3.0]], 1.5, 1)
+    got = rollout(IntegratorStep("rigid_body", "euler", 1.5), window, 1.5, 300, chunk_steps=32)
+    want = rollout(IntegratorStep("rigid_body", "euler", 1.5, compiled_max_batch=0), window, 1.5, 300, chunk_steps=32)
+    assert got.meta["runner"] == "numba"
+    assert (want.failed_step >= 0).any()
+    assert got.failed_step.tolist() == want.failed_step.tolist()
+    np.testing.assert_allclose(got.y, want.y, rtol=1e-12, atol=1e-12)
+
+
+def test_integrator_step_falls_back_without_compiled_module(monkeypatch):
+    import vpintegrator.compiled as compiled
+    from vpintegrator.rollout import IntegratorStep, initial_window, rollout
+
+    monkeypatch.setattr(compiled, "available", lambda: False)  # as without numba: compiled_stepper gives None
+    y0 = np.array([[np.cos(1.1), 0.0, np.sin(1.1)]])
+    res = rollout(IntegratorStep("rigid_body", "implicit_midpoint", 0.2), initial_window("rigid_body", y0, 0.2, 1), 0.2, 20)
+    assert res.meta["runner"] == "numpy"

@@ -5,8 +5,9 @@
   :func:`initial_window`. One argument order, as ``integrate``: ``rollout(step_map, window0, dt, n_steps)``.
 - :mod:`~vpintegrator.rollout.steps`: :class:`IntegratorStep`, :class:`ExactFlowStep`, :class:`ModelStep`,
   :func:`reference_step_map` (the generator a data file was made with).
-- :mod:`~vpintegrator.rollout.runners`: how ModelStep runs a model (generated scalar Python:
-  :func:`compile_scalar`).
+- :mod:`~vpintegrator.rollout.runners`: how ModelStep runs a model (the numba kernel of
+  :mod:`vpintegrator.compiled.models`: :func:`compiled_model`; a TorchScript trace: :func:`trace_model`;
+  eager).
 - :mod:`~vpintegrator.rollout.config`: :class:`RolloutConfig` (the keys of a comparison run) and
   :func:`load_rollout_config`; :mod:`~vpintegrator.rollout.checks`: what is refused before a run starts.
 - :mod:`~vpintegrator.rollout.compare`: comparison runs (``vp-rollout``): :func:`run_rollouts`.
@@ -34,9 +35,9 @@ _LAZY: dict[str, str] = {
     "ModelStep": ".steps",
     "reference_step_map": ".steps",
     "SCALAR_MAX_BATCH": ".steps",
-    "compile_scalar": ".runners",
-    "ScalarForward": ".runners",
-    "ScalarUnsupported": ".runners",
+    "RUNNERS": ".runners",
+    "compiled_model": ".runners",
+    "trace_model": ".runners",
     "RolloutConfig": ".config",
     "RolloutReport": ".compare",
     "load_rollout_config": ".config",

@@ -1,8 +1,10 @@
 """The step maps: classical integrators, the exact flow, the data's own generator, trained models.
 
-Each implements the :class:`~vpintegrator.rollout.engine.StepMap` contract. :class:`IntegratorStep` and
-:class:`ExactFlowStep` run in NumPy float64; :class:`ModelStep` runs a torch model in its own dtype on
-its device, by the fastest runner that reproduces it (generated scalar Python, a TorchScript trace, or
+Each implements the :class:`~vpintegrator.rollout.engine.StepMap` contract. :class:`IntegratorStep` runs
+in float64, compiled (numba, :func:`vpintegrator.compiled.compiled_stepper`) for rollouts of at most
+``SCALAR_MAX_BATCH`` trajectories when there is a kernel, NumPy otherwise; :class:`ExactFlowStep` in
+NumPy/SciPy; :class:`ModelStep` runs a torch model in its own dtype on its device, by the fastest runner
+that reproduces it (the numba kernel of :mod:`vpintegrator.compiled.models`, a TorchScript trace, or
 eager; :mod:`vpintegrator.rollout.runners`). :func:`reference_step_map` is the generator a data file was
 made with, to continue its reference beyond the file's horizon.
 """
@@ -18,12 +20,19 @@ from .engine import StepMap, bad_rows
 
 __all__ = ["IntegratorStep", "ExactFlowStep", "ModelStep", "reference_step_map", "SCALAR_MAX_BATCH"]
 
-#: ModelStep runs float64 models as generated Python on floats up to this many trajectories
+#: rollouts of at most this many trajectories run compiled (numba): float64 VPFF/VPT/ST models in
+#: ModelStep, classical integrators with a kernel in IntegratorStep (one trajectory after the other)
 SCALAR_MAX_BATCH = 8
 
 
 class IntegratorStep(StepMap):
-    """A classical integrator as a step map (``seq_len = pred_window = 1``), NumPy float64.
+    """A classical integrator as a step map (``seq_len = pred_window = 1``), float64.
+
+    Rollouts of at most ``compiled_max_batch`` trajectories run the compiled single-trajectory stepper
+    (:func:`vpintegrator.compiled.compiled_stepper`, the same numbers to ~1e-15 per step and the same
+    Newton rule) one trajectory after the other, when it has a kernel for the system and method;
+    otherwise, and without numba, the NumPy path runs. ``describe()["runner"]`` says which (``"numba"``
+    or ``"numpy"``).
 
     Parameters
     ----------
@@ -31,11 +40,13 @@ class IntegratorStep(StepMap):
     integrator : Integrator or str
         One of ``vpintegrator.integrators.list_integrators()``.
     dt : float
+    compiled_max_batch : int
+        0 turns the compiled path off.
     """
 
     kind = "integrator"
 
-    def __init__(self, system, integrator, dt: float) -> None:
+    def __init__(self, system, integrator, dt: float, compiled_max_batch: int = SCALAR_MAX_BATCH) -> None:
         from ..integrators import get_integrator
         from ..systems import get_system
 
@@ -45,11 +56,34 @@ class IntegratorStep(StepMap):
         self.dim = self.system.dim
         self.dt = finite_float(dt, "dt (the step size)", positive=True, key="dt")
         self.name = self.integrator.name
+        if isinstance(compiled_max_batch, bool) or not isinstance(compiled_max_batch, int) or compiled_max_batch < 0:
+            raise VPIntegratorError(f"compiled_max_batch must be an int >= 0 (0: off); got {compiled_max_batch!r}")
+        self.compiled_max_batch = compiled_max_batch
+        self._stepper = None
+        self._runner = "numpy"
 
     def start(self, window0, limit):
         self._y0 = np.array(window0[:, -1], dtype=np.float64)  # (n_traj, dim)
         self._y = self._y0.copy()
         self._limit = np.asarray(limit, dtype=np.float64)
+        self._stepper, self._runner = None, "numpy"
+        if 0 < self._y.shape[0] <= self.compiled_max_batch:
+            self._stepper = self._compiled_stepper()
+            if self._stepper is not None:
+                self._runner = "numba"
+
+    def _compiled_stepper(self):
+        """The compiled stepper (:mod:`vpintegrator.compiled.integrators`) for this method, or None."""
+        try:
+            from ..compiled import compiled_stepper
+
+            stepper = compiled_stepper(self.system, self.integrator, self.dt)
+            if stepper is not None:  # compile (or load from the cache) now: set-up time, not step time
+                y = self._y0[0].copy()
+                stepper.step_block(y, 1, np.empty((1, self.dim)))
+            return stepper
+        except Exception:  # no numba, no module, or a kernel that cannot run: the NumPy path
+            return None
 
     def _step(self, y: np.ndarray) -> np.ndarray:
         try:
@@ -67,6 +101,8 @@ class IntegratorStep(StepMap):
             return out
 
     def generate(self, n):
+        if self._stepper is not None:
+            return self._generate_compiled(n)
         y = self._y
         out = np.empty((y.shape[0], n, self.dim))
         for k in range(n):
@@ -76,6 +112,24 @@ class IntegratorStep(StepMap):
             if bad.any():  # restart failed rows so that no NaN/overflow enters the next (implicit) step
                 y = np.where(bad[:, None], self._y0, y)
         self._y = y
+        return out
+
+    def _generate_compiled(self, n):
+        """:meth:`generate` by the compiled stepper, one trajectory after the other.
+
+        A Newton failure or a non-finite state ends the row's block: the failing step and the rest are NaN
+        (the NumPy path's NaN at that step; the engine discards a failed row's later states) and the row
+        restarts from its first state (the engine also calls :meth:`reset` for it, as for a blown-up row).
+        """
+        out = np.empty((self._y.shape[0], n, self.dim))
+        stepper = self._stepper
+        for i in range(self._y.shape[0]):
+            y = np.ascontiguousarray(self._y[i])
+            done = stepper.step_block(y, n, out[i])
+            if stepper.status != 0:  # Newton failure (done states are good) or a non-finite state (written)
+                out[i, done if stepper.status != 3 else done - 1 :] = np.nan
+                y = self._y0[i].copy()
+            self._y[i] = y  # a row that blew up (finite) within the block is reset by the engine
         return out
 
     def reset(self, rows):
@@ -89,7 +143,8 @@ class IntegratorStep(StepMap):
             return log_abs_det(self.integrator.step_jacobian(self.system, states, self.dt))
 
     def describe(self):
-        return {**super().describe(), "integrator": self.name, "order": int(self.integrator.order)}
+        return {**super().describe(), "integrator": self.name, "order": int(self.integrator.order),
+                "runner": self._runner}
 
 
 class ExactFlowStep(StepMap):
@@ -184,11 +239,11 @@ class ModelStep(StepMap):
         model on the first window and dropped if it differs or cannot be traced.
     scalar_max_batch : int
         Rollouts of at most this many trajectories of a float64 VPFF, VPT or ST model on the CPU run the
-        model as generated Python on floats (:func:`vpintegrator.rollout.runners.compile_scalar`): at batch 1
-        30-65x less time per call than the trace, the same numbers to rounding (≤ 1e-12 per call, checked
-        against the model on the first window; otherwise, and for other models, dtypes or devices, torch
-        runs it; a 300-step rollout of the shipped VPT ends 3.6e-12 from eager, the trace's 2.3e-12).
-        0 turns it off.
+        model compiled: packed into arrays and iterated by one numba kernel a whole block of steps at a
+        time (:mod:`vpintegrator.compiled.models`, runner ``"numba"``), ~1-2 µs per call of the paper
+        models at batch 1 against ~60-150 µs for the trace, the same numbers to rounding (≤ 1e-12 per call,
+        checked against the model on the first window; otherwise, without numba, and for other models,
+        dtypes or devices, torch runs it). 0 turns it off.
     """
 
     kind = "model"
@@ -227,7 +282,7 @@ class ModelStep(StepMap):
             raise VPIntegratorError(f"scalar_max_batch must be an int >= 0 (0: off); got {scalar_max_batch!r}")
         self.scalar_max_batch = scalar_max_batch
         self._fn = model
-        self._scalar = None  # ScalarForward while the scalar runner is in use
+        self._compiled = None  # CompiledModel while the numba runner is in use
         self._runner = "eager"
         self.name = str(getattr(model, "config", {}).get("name", type(model).__name__.lower()))
 
@@ -238,9 +293,13 @@ class ModelStep(StepMap):
         self._init = w.to(device=self.device, dtype=self.dtype)  # (n_traj, seq_len, dim)
         self._ctx = self._init.clone()
         self._fn, self._runner = self.model, "eager"
-        self._scalar = self._compile_scalar(self._init)
-        if self._scalar is not None:
-            self._runner = "python scalar"
+        self._compiled = self._compile(self._init)
+        if self._compiled is not None:
+            self._runner = "numba"
+            # the context as NumPy memory shared with the tensor: the kernel advances it in place, and
+            # reset() and a later torch runner see the same windows
+            self._ctx_np = np.ascontiguousarray(self._ctx.numpy())
+            self._ctx = torch.from_numpy(self._ctx_np)
         elif self.jit:
             self._use_trace()
 
@@ -249,8 +308,8 @@ class ModelStep(StepMap):
         if traced is not None:
             self._fn, self._runner = traced, "jit.trace+freeze"
 
-    def _compile_scalar(self, example):
-        """The model as generated Python (:mod:`vpintegrator.rollout.runners`) when it applies, or None."""
+    def _compile(self, example):
+        """The model as the numba kernel (:func:`vpintegrator.rollout.runners.compiled_model`) when it applies."""
         import torch
 
         from . import runners
@@ -262,48 +321,21 @@ class ModelStep(StepMap):
         ):
             return None
         try:
-            scalar = runners.compile_scalar(self.model)
-            with torch.no_grad():
-                for x in (example, 1.01 * example + 0.01):
-                    want, got = self.model(x), scalar(x)
-                    if got.shape != want.shape or not torch.allclose(got, want, rtol=1e-12, atol=1e-12, equal_nan=True):
-                        return None
-        except (runners.ScalarUnsupported, ArithmeticError):
+            return runners.compiled_model(self.model, example)
+        except Exception:  # a model the packer or the kernel cannot take: torch runs it
             return None
-        return scalar
 
     def _trace(self, example):
         """A frozen TorchScript trace of the model for inputs shaped like ``example``, or None."""
-        import warnings
+        from . import runners
 
-        import torch
-
-        try:
-            with warnings.catch_warnings(), torch.no_grad():
-                warnings.simplefilter("ignore")
-                traced = torch.jit.freeze(torch.jit.trace(self.model.eval(), example, check_trace=False))
-                probe = 1.01 * example + 0.01  # a second input (no RNG: leave the user's seed alone)
-                for x in (example, probe):
-                    want, got = self.model(x), traced(x)
-                    if got.shape != want.shape or not torch.allclose(got, want, rtol=1e-6, atol=1e-7, equal_nan=True):
-                        return None
-            with torch.inference_mode():  # TorchScript profiles the first calls (tens of ms): not per-step time
-                for _ in range(3):
-                    traced(example)
-        except Exception:  # anything the tracer cannot handle: run eagerly
-            return None
-        return traced
+        return runners.trace_model(self.model, example)
 
     def generate(self, n):
         import torch
 
-        if self._scalar is not None:
-            try:
-                return self._generate_scalar(n)
-            except ArithmeticError:  # e.g. math.exp overflow in a blown-up state: torch from here on
-                self._scalar, self._runner = None, "eager"
-                if self.jit:
-                    self._use_trace()
+        if self._compiled is not None:
+            return self._generate_compiled(n)
         T, adv = self.seq_len, self.advance
         n_calls = -(-n // adv)
         length = T + n_calls * adv
@@ -327,27 +359,13 @@ class ModelStep(StepMap):
             self._ctx = buf[:, pos - T : pos].clone()
             return buf[:, T : T + n].to(device="cpu", dtype=torch.float64, copy=True).numpy()
 
-    def _generate_scalar(self, n):
-        """:meth:`generate` with the generated Python forward, one trajectory after the other."""
-        import torch
-
-        fn, T, dim = self._scalar.fn, self.seq_len, self.dim
+    def _generate_compiled(self, n):
+        """:meth:`generate` by the numba kernel: all calls of the block in compiled code, row after row."""
         adv = self.advance
         n_calls = -(-n // adv)
-        keep = dim * adv  # numbers kept per call
-        ctx = self._ctx.reshape(self._ctx.shape[0], -1).tolist()  # (n_traj, T·dim) float64
-        out = np.empty((len(ctx), n_calls * adv * dim))
-        for r, window in enumerate(ctx):
-            states: list[float] = []
-            window = tuple(window)
-            for _ in range(n_calls):
-                y = fn(window)
-                states.extend(y[:keep] if keep != len(y) else y)
-                window = y if keep == len(y) == len(window) else (window + y[:keep])[-T * dim :]
-            out[r] = states
-            ctx[r] = window
-        self._ctx = torch.tensor(ctx, dtype=torch.float64).reshape(-1, T, dim)
-        return out.reshape(len(ctx), n_calls * adv, dim)[:, :n]
+        out = np.empty((self._ctx_np.shape[0], n_calls * adv, self.dim))
+        self._compiled.run_rows(self._ctx_np, n_calls, self.overlap, out)  # advances _ctx_np in place
+        return out[:, :n]
 
     def reset(self, rows):
         import torch

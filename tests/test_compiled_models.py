@@ -1,0 +1,187 @@
+"""The numba kernel of the three architectures (vpintegrator.compiled.models): one compiled kernel with the
+weights as arrays, equal to the torch float64 models to ≤ 1e-12 per call."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from vpintegrator.models import build_model, list_pretrained, load_model
+
+cm = pytest.importorskip("vpintegrator.compiled.models")
+pytestmark = pytest.mark.skipif(not cm.AVAILABLE, reason="numba not installed")
+
+CASES = {
+    "vpff": dict(dim=3, n_blocks=6),
+    "vpff_silu_seq2": dict(dim=4, n_blocks=2, n_linear=2, activation="silu", seq_len=2),
+    "vpff_upper_sigmoid": dict(dim=5, n_blocks=1, activation="sigmoid", init_upper=True),
+    "vpt": dict(dim=3, seq_len=3, n_blocks=2, n_linear=1, L=3),
+    "vpt_arbitrary": dict(dim=3, seq_len=3, n_blocks=2, n_linear=1, L=3, skew_sym=False),
+    "vpt_dim4_upper": dict(dim=4, seq_len=3, n_blocks=1, n_linear=2, L=2, init_upper=True, activation="sigmoid"),
+    **{f"vpt_seq{T}": dict(dim=3, seq_len=T, n_blocks=1, L=2) for T in (1, 2, 4, 5, 7)},
+    **{f"vpt_arbitrary_seq{T}_dim4": dict(dim=4, seq_len=T, n_blocks=2, L=1, skew_sym=False) for T in (1, 2, 3, 4, 5)},
+    "st": dict(dim=3, seq_len=3, n_heads=1, n_blocks=2, L=3, add_connection=False),
+    "st_stiefel_heads2": dict(dim=4, seq_len=3, n_heads=2, n_blocks=1, L=2, stiefel=True, add_connection=True),
+    "st_standard": dict(dim=4, seq_len=5, n_heads=2, n_blocks=2, L=1, form="standard"),
+    "st_standard_seq1_silu": dict(dim=6, seq_len=1, n_heads=3, n_blocks=1, L=2, form="standard", activation="silu"),
+}
+
+
+def case(key, seed=0, dtype=torch.float64):
+    torch.manual_seed(seed)
+    model = build_model(key.split("_")[0], **CASES[key]).to(dtype)
+    with torch.no_grad():  # non-zero biases, so that every bias enters the comparison
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.uniform_(-0.5, 0.5)
+    return model.eval()
+
+
+def sphere_windows(n, seq, dim, seed=0):
+    x = torch.randn(n, seq, dim, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return x / x.norm(dim=-1, keepdim=True)
+
+
+@pytest.mark.parametrize("key", CASES)
+def test_forward_equals_torch_float64(key):
+    model = case(key)
+    packed = cm.pack(model)
+    assert packed is not None
+    x = sphere_windows(4, model.seq_len, model.dim, seed=1)
+    with torch.no_grad():
+        want = model(x).numpy()
+    got = packed.forward(x.numpy())
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(packed.forward(x[0].numpy()), want[0], rtol=1e-12, atol=1e-12)  # one window
+
+
+def torch_rollout(model, window, n_calls, overlap):
+    """The window iteration in torch: (n_calls·adv, dim) kept states."""
+    T, states = model.seq_len, []
+    x = torch.as_tensor(window)[None]
+    with torch.no_grad():
+        for _ in range(n_calls):
+            pred = model(x)
+            if overlap:
+                states.append(pred[0, 0])
+                x = torch.cat([x[:, 1:], pred[:, :1]], dim=1)
+            else:
+                states.extend(pred[0])
+                x = pred
+    return torch.stack(states).numpy()
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+@pytest.mark.parametrize("key", ["vpff", "vpt", "vpt_arbitrary", "vpt_seq5", "vpt_arbitrary_seq2_dim4", "st", "st_standard"])
+def test_rollout_block_equals_torch_per_call(key, overlap):
+    # per call from the same window: the compiled and the torch call agree to <= 1e-12
+    model = case(key)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(0.1)  # bounded rollouts
+    packed = cm.pack(model)
+    window = sphere_windows(1, model.seq_len, model.dim, seed=3)[0].numpy()
+    n_calls = 40
+    adv = 1 if overlap else model.seq_len
+    out = np.empty((n_calls * adv, model.dim))
+    last = packed.rollout_block(window, n_calls, out, overlap=overlap)
+    want = torch_rollout(model, window, n_calls, overlap)
+    # random models are no integrators: their rollouts leave the sphere and amplify the ~1e-16 per-call
+    # roundings, so end to end only over the first calls; every call below
+    k = 10 * adv
+    np.testing.assert_allclose(out[:k], want[:k], rtol=1e-11, atol=1e-11)
+    # each call equals the torch call on the same window
+    states = np.concatenate([window, out])
+    T = model.seq_len
+    checked = 0
+    for k in range(0, n_calls * adv - T, adv):
+        w = states[k : k + T]
+        if np.abs(w).max() > 5.0:  # grown states: Cayley of C ~ 1e4 is conditioned ~1e4 (either way of computing it)
+            continue
+        checked += 1
+        with torch.no_grad():
+            ref = model(torch.as_tensor(w)[None])[0].numpy()
+        np.testing.assert_allclose(packed.forward(w), ref, rtol=1e-12, atol=1e-12)
+    assert checked >= 5
+    np.testing.assert_array_equal(last, states[-T:])
+    np.testing.assert_array_equal(window, sphere_windows(1, T, model.dim, seed=3)[0].numpy())  # not modified
+
+
+@pytest.mark.parametrize("name", ["rigid_body_vpt", "rigid_body_vpff", "rigid_body_st"])
+def test_shipped_models_over_hundreds_of_steps(name):
+    if name not in list_pretrained():
+        pytest.skip(f"{name} not shipped")
+    from vpintegrator.rollout import initial_window
+    from vpintegrator.systems import paper_sphere_points, paper_trajectory_index
+
+    model = load_model(f"pretrained:{name}")
+    packed = cm.pack(model)
+    y0 = paper_sphere_points()[[paper_trajectory_index(1)]]
+    window = initial_window("rigid_body", y0, 0.2, model.seq_len)[0]
+    n_calls = 300 // model.seq_len
+    out = np.empty((n_calls * model.seq_len, 3))
+    packed.rollout_block(window, n_calls, out)
+    states = np.concatenate([window, out])
+    T = model.seq_len
+    with torch.no_grad():  # every call against torch from the same window
+        wins = np.stack([states[k : k + T] for k in range(0, n_calls * T, T)])
+        want = model(torch.as_tensor(wins)).numpy().reshape(-1, 3)
+    np.testing.assert_allclose(out, want, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(out, torch_rollout(model, window, n_calls, False), rtol=0, atol=1e-11)
+
+
+def test_one_kernel_for_every_weight_set_and_configuration():
+    assert cm.compile_kernels() >= 0.0
+    kernel = cm._rollout_rows
+    before = len(kernel.signatures)
+    for key in ("vpff", "vpt", "vpt_arbitrary_seq4_dim4", "st", "st_standard"):
+        for seed in (0, 1):
+            packed = cm.pack(case(key, seed))
+            packed.forward(sphere_windows(2, packed.seq_len, packed.dim).numpy())
+            out = np.empty((2, 5 * packed.seq_len, packed.dim))
+            packed.rollout_block(sphere_windows(2, packed.seq_len, packed.dim).numpy(), 5, out)
+    assert len(kernel.signatures) == max(before, 1) <= 1  # no recompilation per model
+    assert kernel._cache.__class__.__name__ != "NullCache"  # cached across processes
+
+
+def test_float32_model_is_computed_in_float64_from_its_weights():
+    model = case("vpt", dtype=torch.float32)
+    x = sphere_windows(3, 3, 3)
+    got = cm.pack(model).forward(x.numpy())
+    with torch.no_grad():
+        want = model.double()(x).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_snapshot_unsupported_and_bad_shapes():
+    model = case("vpt")
+    packed = cm.pack(model)
+    x = sphere_windows(2, 3, 3).numpy()
+    before = packed.forward(x)
+    with torch.no_grad():
+        model.blocks[0].feedforward.layers[0].weight.add_(1.0)
+    np.testing.assert_array_equal(packed.forward(x), before)  # weights copied at pack time
+    assert cm.pack(torch.nn.Linear(3, 3)) is None
+    odd = case("vpff")
+    odd.layers[0].activation = "gelu"
+    assert cm.pack(odd) is None  # unknown activation: callers fall back to torch
+    with pytest.raises(ValueError, match=r"\(3, 3\)"):
+        packed.forward(np.zeros((4, 3)))
+    with pytest.raises(ValueError, match="C-contiguous float64"):
+        packed.rollout_block(x[0], 4, np.empty((5, 3)))
+
+
+def test_blow_up_gives_inf_or_nan_not_an_exception():
+    model = case("st")
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(40.0)
+    packed = cm.pack(model)
+    out = np.empty((3 * 50, 3))
+    packed.rollout_block(np.full((3, 3), 10.0), 50, out)  # exp/tanh of huge arguments: no OverflowError
+    x = torch.full((1, 3, 3), 1e300, dtype=torch.float64)
+    with torch.no_grad():
+        want = model(x).numpy()[0]
+    np.testing.assert_allclose(packed.forward(x[0].numpy()), want, rtol=1e-12, atol=1e-12, equal_nan=True)
