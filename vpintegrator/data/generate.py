@@ -1,9 +1,14 @@
 """Generate trajectory data sets: SciPy's DOP853 (the "exact flow") or any classical integrator.
 
-:func:`solve_flow` integrates a whole batch of initial conditions in one ``solve_ivp`` call on the
-stacked state (a vectorised right-hand side), not a Python loop over trajectories. :func:`generate` runs
-a :class:`~vpintegrator.data.spec.GenerationSpec` chunk by chunk and writes each chunk to HDF5 as it is
-produced, so data sets larger than memory are fine.
+:func:`solve_flow` integrates a batch of initial conditions with DOP853 at per-trajectory tolerances.
+For the shipped systems, with numba installed, it runs :mod:`vpintegrator.compiled.dop853`: SciPy's DOP853
+(tableau, error norm, step-size controller, dense output) compiled, each trajectory with its own step
+size, so each trajectory gets exactly what a separate ``solve_ivp(method="DOP853", rtol, atol)`` call
+gives it. Otherwise (no numba, or a user-defined system) it stacks the batch into one ``solve_ivp`` call
+on the stacked state (a vectorised right-hand side) with tolerances scaled by ``1/sqrt(batch)``.
+:func:`generate` runs a :class:`~vpintegrator.data.spec.GenerationSpec` chunk by chunk and writes each
+chunk to HDF5 as it is produced (on the compiled path the next chunk is integrated, on the main thread,
+while a helper thread compresses and writes the previous one), so data sets larger than memory are fine.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from concurrent.futures import Future, ThreadPoolExecutor
+
 import numpy as np
-from scipy.integrate import solve_ivp
 
 from .. import resources
 from .._io import check_not_input, check_terminated
@@ -27,6 +33,7 @@ from ..systems import System, get_system, sample_initial_conditions, system_meta
 from .trajectories import Trajectories
 from .hdf5 import TrajectoryWriter, check_output_path
 from .spec import DOP853, GenerationSpec, load_spec
+from ..compiled import dop853 as _dop853
 
 __all__ = ["estimate_resources", "generate", "solve_flow"]
 
@@ -53,7 +60,7 @@ def estimate_resources(spec: GenerationSpec, n_traj: int, dim: int, in_memory: b
     (before compression; 0 when kept in memory).
     """
     n_states = spec.n_states
-    chunk = min(_chunk_size(spec, n_states, dim), n_traj)
+    chunk = min(_chunk_size(spec, n_states, dim, _spec_compiled(spec)), n_traj)
     chunk_bytes = 8 * chunk * n_states * dim
     copies = _CHUNK_COPIES[DOP853 if spec.method == DOP853 else "classical"]
     total = 8 * n_traj * n_states * dim
@@ -116,14 +123,48 @@ def _max_batch(rtol: float) -> int:
     return max(1, int((rtol / _RTOL_FLOOR) ** 2))
 
 
+def _compiled_kernel(system: System) -> tuple[int, np.ndarray] | None:
+    """The compiled DOP853's vector field for ``system``, or None (no numba, or not a shipped system)."""
+    if not _dop853.available():
+        return None
+    return _dop853.kernel_for(system)
+
+
+def _spec_compiled(spec: GenerationSpec) -> bool:
+    """Whether ``generate(spec)`` integrates with the compiled per-trajectory DOP853."""
+    if spec.method != DOP853 or not _dop853.available():
+        return False
+    try:
+        return _compiled_kernel(get_system(spec.system, **spec.params)) is not None
+    except VPIntegratorError:
+        return False
+
+
 def solve_flow(
     system: System | str,
     y0: np.ndarray,
     t: np.ndarray,
     rtol: float = 1e-12,
     atol: float = 1e-12,
+    compiled: bool | None = None,
 ) -> np.ndarray:
-    """Integrate a batch of initial conditions with SciPy's DOP853, vectorised across the batch.
+    """Integrate a batch of initial conditions with SciPy's DOP853 at per-trajectory tolerances.
+
+    Compiled path (``compiled`` None or True; used when numba is installed and ``system`` is one of the
+    shipped classes): :func:`vpintegrator.compiled.dop853.solve_many`, SciPy's DOP853 algorithm (tableau,
+    error norm over the trajectory's own components, step-size controller, dense output sampled at
+    ``t``) compiled and run on each trajectory with its own step size. Each trajectory gets exactly the
+    guarantee of its own ``solve_ivp(method="DOP853", t_eval=t, rtol=rtol, atol=atol)`` call, and the
+    same numbers up to rounding. ``compiled=True`` raises when that path is not available.
+
+    Vectorised path (``compiled=False``, or no numba, or a user-defined system): all trajectories
+    are stacked into one state of size ``n_traj * dim`` and integrated by one
+    ``solve_ivp`` call whose right-hand side evaluates the vector field on the whole batch. The solver's
+    RMS error norm over all ``n_traj * dim`` components would let a hard trajectory hide behind easy
+    ones, so ``rtol`` and ``atol`` are divided by ``sqrt(n_traj)``: then every trajectory's own
+    error norm is at most what a separate ``solve_ivp(rtol, atol)`` call would accept. Batches are split
+    so that the scaled ``rtol`` stays above SciPy's floor of 100 eps (at most 2028 trajectories per call
+    at ``rtol = 1e-12``).
 
     All trajectories are stacked into one state of size ``n_traj * dim`` and integrated by one
     ``solve_ivp`` call whose right-hand side evaluates the vector field on the whole batch. The solver's
@@ -143,6 +184,9 @@ def solve_flow(
         Increasing output times; the solution is sampled there (DOP853's dense output).
     rtol, atol : float
         Per-trajectory tolerances.
+    compiled : bool or None
+        None: the compiled path where available, else the vectorised one; True: the compiled path
+        (an error where unavailable); False: the vectorised one.
 
     Returns
     -------
@@ -163,6 +207,12 @@ def solve_flow(
         if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol > 0):
             raise VPIntegratorError(f"solve_flow: {name} must be a finite number > 0; got {tol!r}")
     n_traj, dim = y0.shape
+    kernel = None if compiled is False else _compiled_kernel(system)
+    if compiled and kernel is None:
+        why = "numba is not installed" if not _dop853.available() else f"no compiled vector field for {type(system).__name__}"
+        raise VPIntegratorError(f"solve_flow: compiled=True but {why}; pass compiled=None or False")
+    if kernel is not None:
+        return _solve_compiled(kernel, y0, t, rtol, atol)
     out = np.empty((n_traj, t.size, dim))
     out[:, 0] = y0
     if t.size == 1 or n_traj == 0:
@@ -173,7 +223,22 @@ def solve_flow(
     return out
 
 
+def _solve_compiled(kernel: tuple[int, np.ndarray], y0: np.ndarray, t: np.ndarray, rtol: float, atol: float) -> np.ndarray:
+    y, status, t_reached = _dop853.solve_many(kernel[0], kernel[1], y0, t, rtol, atol)
+    bad = np.flatnonzero(status != _dop853.OK)
+    if bad.size:
+        i = int(bad[0])
+        raise VPIntegratorError(
+            f"solve_flow: DOP853 failed for initial condition {i} ({bad.size} of {y0.shape[0]} failed) at "
+            f"t = {t_reached[i]:g}: required step size is less than spacing between numbers; "
+            "check the initial conditions, or loosen rtol/atol"
+        )
+    return y
+
+
 def _solve_batch(system: System, y0: np.ndarray, t: np.ndarray, rtol: float, atol: float) -> np.ndarray:
+    from scipy.integrate import solve_ivp  # here, not at import: the compiled path does without scipy.integrate
+
     k, dim = y0.shape
     scale = math.sqrt(k)
 
@@ -204,10 +269,11 @@ def _relative_drift(system: System, y: np.ndarray) -> dict[str, float]:
     return drift
 
 
-def _chunk_size(spec: GenerationSpec, n_states: int, dim: int) -> int:
-    """Trajectories per chunk: the spec's chunk_size, within the memory budget and one solve_ivp call."""
+def _chunk_size(spec: GenerationSpec, n_states: int, dim: int, compiled: bool = False) -> int:
+    """Trajectories per chunk: the spec's chunk_size, within the memory budget and (vectorised DOP853)
+    one solve_ivp call."""
     chunk = min(spec.chunk_size, _CHUNK_BYTES // (8 * n_states * dim))
-    if spec.method == DOP853:
+    if spec.method == DOP853 and not compiled:
         chunk = min(chunk, _max_batch(spec.rtol))
     return max(1, chunk)
 
@@ -266,26 +332,59 @@ def generate(
         _check_resources(spec, n_traj, dim, out, folder)
     t = spec.t
     n_states = t.size
-    chunk = _chunk_size(spec, n_states, dim)
-    meta = _meta(spec, system, n_traj, t, chunk)
+    kernel = _compiled_kernel(system) if spec.method == DOP853 else None
+    chunk = _chunk_size(spec, n_states, dim, kernel is not None)
+    meta = _meta(spec, system, n_traj, t, chunk, kernel is not None)
     if progress is not None:
         progress(0, n_traj)
 
     drift = {name: 0.0 for name in system.invariant_names}
 
+    def integrate_chunk(start: int) -> np.ndarray:
+        check_terminated()
+        y = _integrate_chunk(system, y0[start : start + chunk], t, spec, kernel)
+        for name, value in _relative_drift(system, y).items():
+            drift[name] = max(drift[name], value)
+        return y
+
     def run(sink: Callable[[int, np.ndarray], None]) -> None:
         for start in range(0, n_traj, chunk):
-            check_terminated()
-            y = _integrate_chunk(system, y0[start : start + chunk], t, spec)
-            for name, value in _relative_drift(system, y).items():
-                drift[name] = max(drift[name], value)
+            y = integrate_chunk(start)
             sink(start, y)
-            # solve_ivp's solver is a reference cycle (solver <-> its wrapped fun) holding the stage
-            # arrays of the whole chunk; free it now, not whenever the cyclic GC next runs
-            del y
-            gc.collect()
+            if kernel is None:
+                # solve_ivp's solver is a reference cycle (solver <-> its wrapped fun) holding the stage
+                # arrays of the whole chunk; free it now, not whenever the cyclic GC next runs
+                del y
+                gc.collect()
             if progress is not None:
                 progress(min(start + chunk, n_traj), n_traj)
+
+    def run_pipelined(sink: Callable[[int, np.ndarray], None]) -> None:
+        """As run, but chunk i is written (HDF5 compression, in a helper thread) while chunk i + 1 is
+        integrated (the compiled kernel releases the GIL); at most two chunks alive."""
+        pending: tuple[Future, int] | None = None
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vp-gen-write") as pool:
+            try:
+                for start in range(0, n_traj, chunk):
+                    y = integrate_chunk(start)
+                    if pending is not None:
+                        pending[0].result()
+                        if progress is not None:
+                            progress(pending[1], n_traj)
+                    pending = (pool.submit(sink, start, y), min(start + chunk, n_traj))
+                    del y
+                if pending is not None:
+                    done, pending = pending, None
+                    done[0].result()
+                    if progress is not None:
+                        progress(done[1], n_traj)
+            finally:
+                if pending is not None:  # an error or interrupt here: let the write finish before the file closes
+                    pending[0].cancel()
+                    try:
+                        pending[0].result()
+                    except BaseException:
+                        pass
 
     def drift_meta() -> dict[str, float]:
         return {f"max_rel_drift_{name}": value for name, value in drift.items()}
@@ -299,23 +398,33 @@ def generate(
         run(store)
         return Trajectories(y=y_all, t=t, meta={**meta, **drift_meta()})
     with TrajectoryWriter(out, n_traj, n_states, dim, t, meta) as writer:
-        run(writer.write)
+        (run_pipelined if kernel is not None and n_traj > chunk else run)(writer.write)
         writer.update_meta(drift_meta())
     return Path(out)
 
 
-def _integrate_chunk(system: System, y0: np.ndarray, t: np.ndarray, spec: GenerationSpec) -> np.ndarray:
+def _integrate_chunk(
+    system: System, y0: np.ndarray, t: np.ndarray, spec: GenerationSpec, kernel: tuple[int, np.ndarray] | None
+) -> np.ndarray:
     if spec.method == DOP853:
-        return solve_flow(system, y0, t, rtol=spec.rtol, atol=spec.atol)
+        if kernel is not None:
+            return _solve_compiled(kernel, y0, t, spec.rtol, spec.atol)
+        return solve_flow(system, y0, t, rtol=spec.rtol, atol=spec.atol, compiled=False)
     return integrate(system, y0, spec.dt, t.size - 1, method=spec.method).y
 
 
-def _meta(spec: GenerationSpec, system: System, n_traj: int, t: np.ndarray, chunk: int) -> dict[str, Any]:
+def _meta(
+    spec: GenerationSpec, system: System, n_traj: int, t: np.ndarray, chunk: int, compiled: bool = False
+) -> dict[str, Any]:
     import scipy
 
     from .._version import __version__
 
-    if spec.method == DOP853:
+    if spec.method == DOP853 and compiled:
+        import numba
+
+        generator = f"{_dop853.GENERATOR}; vpintegrator {__version__}, numba {numba.__version__}, scipy {scipy.__version__}"
+    elif spec.method == DOP853:
         generator = f"scipy {scipy.__version__} solve_ivp DOP853, vectorised over <= {chunk} trajectories"
     else:
         generator = f"vpintegrator {__version__} integrators.integrate({spec.method!r}), fixed step dt"
