@@ -166,14 +166,6 @@ def solve_flow(
     so that the scaled ``rtol`` stays above SciPy's floor of 100 eps (at most 2028 trajectories per call
     at ``rtol = 1e-12``).
 
-    All trajectories are stacked into one state of size ``n_traj * dim`` and integrated by one
-    ``solve_ivp`` call whose right-hand side evaluates the vector field on the whole batch. The solver's
-    RMS error norm over all ``n_traj * dim`` components would let a hard trajectory hide behind easy
-    ones, so ``rtol`` and ``atol`` are divided by ``sqrt(n_traj)``: then every trajectory's own
-    error norm is at most what a separate ``solve_ivp(rtol, atol)`` call would accept. Batches are split
-    so that the scaled ``rtol`` stays above SciPy's floor of 100 eps (at most 2028 trajectories per call
-    at ``rtol = 1e-12``).
-
     Parameters
     ----------
     system : System or str
