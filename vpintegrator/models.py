@@ -32,6 +32,7 @@ from torch import nn
 from ._io import atomic_path
 from ._version import __version__
 from .errors import VPIntegratorError
+from .nn.feedforward import chain_index, chain_supported, triangular_chain_planes
 from .nn._common import check_bool, check_input, check_positive_int, from_planes, get_activation, to_planes
 from .nn.attention import MHA_FORMS, MultiHeadAttention, VolumePreservingAttention
 from .nn.feedforward import ResNetLayer, VolumePreservingLowerLayer, VolumePreservingUpperLayer
@@ -138,6 +139,8 @@ class VolumePreservingFeedForward(nn.Module):
             layers += [first(dim, activation, bias=True), second(dim, activation, bias=True)]
         layers += [first(dim, "identity", bias=False), second(dim, "identity", bias=True)]
         self.layers = nn.Sequential(*layers)
+        # where each layer's free entries sit in the stacked matrices of the fused chain (not saved)
+        self.register_buffer("_chain_index", chain_index(layers), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x : (batch, seq, dim) -> (batch, seq, dim), each state mapped independently."""
@@ -146,7 +149,10 @@ class VolumePreservingFeedForward(nn.Module):
 
     def _forward_planes(self, xp: torch.Tensor) -> torch.Tensor:
         """On contiguous xp (dim, seq, batch), layer after layer without changing layout."""
-        for layer in self.layers:
+        layers = list(self.layers)
+        if chain_supported(layers, xp):  # the whole stack as one autograd node, bitwise the same forward
+            return triangular_chain_planes(layers, self._chain_index, xp)
+        for layer in layers:
             xp = layer._forward_planes(xp)
         return xp
 

@@ -63,6 +63,13 @@ class VolumePreservingAttention(nn.Module):
             rows, cols = torch.tril_indices(dim, dim, offset=-1)
             self.register_buffer("_rows", rows, persistent=False)
             self.register_buffer("_cols", cols, persistent=False)
+            # A.view(-1) = embed @ weight: +1 at the lower entry (i, j), −1 at (j, i); one matrix-vector
+            # product builds the skew A (each entry is ±one weight plus exact zeros: bitwise lower − lowerᵀ)
+            embed = torch.zeros(dim * dim, dim * (dim - 1) // 2)
+            k = torch.arange(rows.numel())
+            embed[rows * dim + cols, k] = 1.0
+            embed[cols * dim + rows, k] = -1.0
+            self.register_buffer("_embed", embed, persistent=False)
             self.weight = nn.Parameter(torch.empty(dim * (dim - 1) // 2))
         else:
             self.weight = nn.Parameter(torch.empty(dim, dim))
@@ -78,8 +85,21 @@ class VolumePreservingAttention(nn.Module):
         """A, shape (dim, dim) (skew-symmetric when ``skew_sym``)."""
         if not self.skew_sym:
             return self.weight
-        lower = self.weight.new_zeros(self.dim, self.dim).index_put((self._rows, self._cols), self.weight)
-        return lower - lower.mT
+        if self.weight.numel() == 0:
+            return self.weight.new_zeros(self.dim, self.dim)
+        return torch.mv(self._embed, self.weight).view(self.dim, self.dim)
+
+    def reference_weight_matrix(self) -> torch.Tensor:
+        """A built entry by entry in Python: the slow, obviously correct reference of :meth:`weight_matrix`."""
+        if not self.skew_sym:
+            return self.weight.detach().cpu().clone()
+        A = torch.zeros(self.dim, self.dim, dtype=self.weight.dtype)
+        k = 0
+        for i in range(self.dim):
+            for j in range(i):
+                A[i, j], A[j, i] = self.weight[k].detach().cpu(), -self.weight[k].detach().cpu()
+                k += 1
+        return A
 
     def correlation(self, x: torch.Tensor) -> torch.Tensor:
         """The skew matrix C(X), shape (batch, seq, seq), for x of shape (batch, seq, dim)."""

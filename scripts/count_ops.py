@@ -1,0 +1,139 @@
+"""Count the aten ops one training step dispatches, per phase (CPU, no GPU needed).
+
+    python scripts/count_ops.py [--model vpt|vpff|st|all] [--batch-size 256] [--dtype float32] [--ops]
+
+Builds the real :class:`vpintegrator.training.loop.Trainer` (the paper's hyper-parameters for the model,
+Adam, exponential schedule per step) on a small synthetic rigid-body-like data set, runs one warm-up step
+(Adam's lazy state), then counts with a ``TorchDispatchMode`` every aten op of one more step of
+``Trainer._step`` plus the epoch loop's per-step bookkeeping. Phases follow the loop's ``label`` regions:
+gather, forward (the model and the loss), backward, optimizer, schedule (the LR scheduler and the step
+counter) and loop (the per-step loss accumulation of ``_torch_epoch``). ``--ops`` lists the ops per phase.
+
+Ops are counted at the dispatch level a kernel launch happens on (a ``TorchDispatchMode`` sees the ops
+after autograd and decomposition of CompositeImplicit ops): a proxy for per-step overhead on CPU and
+kernel launches on a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+PHASES = ("gather", "forward", "backward", "optimizer", "schedule", "loop")
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts dispatched ops per ``phase`` (set from outside)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.phase = "other"
+        self.ops: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = str(func.overloadpacket.__name__) if hasattr(func, "overloadpacket") else str(func)
+        if not name.startswith("_record_function"):  # the profiler's region markers are not work
+            self.ops[self.phase][str(func)] += 1
+        return func(*args, **(kwargs or {}))
+
+    def counts(self) -> dict[str, int]:
+        return {p: sum(self.ops[p].values()) for p in PHASES if p in self.ops} | (
+            {"other": sum(self.ops["other"].values())} if "other" in self.ops else {})
+
+
+def make_trainer(model: str, batch_size: int, dtype: str, tmp: str, seed: int = 0):
+    """A single-process Trainer of the paper's ``model`` on synthetic data with >= batch_size windows."""
+    from vpintegrator.data.hdf5 import write_trajectories
+    from vpintegrator.data.trajectories import Trajectories
+    from vpintegrator.training import TrainConfig
+    from vpintegrator.training.ddp import DistInfo
+    from vpintegrator.training.loop import Trainer
+
+    n_states = 101
+    n_traj = max(4, -(-batch_size // (n_states - 6)) + 1)
+    rng = np.random.default_rng(seed)
+    y = rng.normal(size=(n_traj, n_states, 3))
+    y /= np.linalg.norm(y, axis=-1, keepdims=True)
+    path = write_trajectories(Path(tmp) / "data.h5", Trajectories(y=y, t=np.arange(n_states) * 0.1))
+    config = TrainConfig.from_dict(dict(
+        data=[str(path)], model={"name": model}, epochs=1, batch_size=batch_size, val_fraction=0.0,
+        device="cpu", dtype=dtype, seed=1234, optimizer="adam", lr=1e-2, lr_min=1e-6,
+        scheduler="exponential", schedule_per="step", out=str(Path(tmp) / "run"),
+    ))
+    config.validate()
+    trainer = Trainer(config, DistInfo(), torch.device("cpu"), None, None, False)
+    trainer.stop = type("NoStop", (), {"requested": False})()  # run() installs the Ctrl-C handler
+    return trainer
+
+
+def count_step(trainer) -> OpCounter:
+    """Count the ops of one ``Trainer._step`` (after a warm-up step) and the loop's per-step bookkeeping."""
+    import vpintegrator.training.loop as loop_mod
+
+    order = trainer.sampler.epoch_order()
+    bs = trainer.sampler.batch_size
+    idx = order[:bs]
+    trainer._last_global_batch = idx
+    losses = torch.zeros(4, dtype=torch.float64)
+    loss_acc = torch.zeros((), dtype=torch.float64)
+    trainer._step(idx)  # warm-up: Adam's state is created lazily on its first step
+
+    counter = OpCounter()
+    phase_of = {"vp/gather": "gather", "vp/forward": "forward", "vp/backward": "backward",
+                "vp/optimizer": "optimizer"}
+    after = {"gather": "forward", "forward": "forward", "backward": "backward", "optimizer": "schedule"}
+    original = loop_mod.label
+
+    @contextlib.contextmanager
+    def phase_label(name: str):
+        counter.phase = phase_of.get(name, counter.phase)
+        with original(name):
+            yield
+        counter.phase = after.get(counter.phase, counter.phase)  # unlabelled ops after a region
+
+    loop_mod.label = phase_label
+    try:
+        with counter:
+            counter.phase = "forward"  # zero_grad and anything before the gather
+            reported, _, _ = trainer._step(idx)
+            counter.phase = "loop"
+            losses[1] = reported  # what _torch_epoch does per step
+            loss_acc += reported.double()
+    finally:
+        loop_mod.label = original
+    return counter
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="vpt", choices=["vpt", "vpff", "st", "all"])
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    parser.add_argument("--ops", action="store_true", help="list the ops of each phase")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    models = ["vpt", "vpff", "st"] if args.model == "all" else [args.model]
+    print(f"aten ops per training step (Adam, batch {args.batch_size}, {args.dtype}, cpu, torch {torch.__version__})")
+    print(f"{'model':6s} " + " ".join(f"{p:>9s}" for p in PHASES) + f" {'total':>7s}")
+    for name in models:
+        with tempfile.TemporaryDirectory() as tmp:
+            counter = count_step(make_trainer(name, args.batch_size, args.dtype, tmp))
+        counts = counter.counts()
+        print(f"{name:6s} " + " ".join(f"{counts.get(p, 0):9d}" for p in PHASES) + f" {sum(counts.values()):7d}")
+        if args.ops:
+            for p in PHASES:
+                if counter.ops.get(p):
+                    print(f"  {p}: " + ", ".join(f"{op} x{n}" for op, n in counter.ops[p].most_common()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
