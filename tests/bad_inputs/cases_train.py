@@ -169,6 +169,20 @@ CASES = [
     # -- divergence ------------------------------------------------------------------------------------------
     _train(*C, "--lr", "1e6", "--lr-min", "1e5", "--dtype", "float32", "--epochs", "3", *OUT, id="train-diverged",
            match=r"training diverged: loss is (nan|inf) at epoch \d+, step \d+; lower --lr \(now 1e\+06\)"),
+    # -- seed ensembles (--ensemble N / seeds) -------------------------------------------------------------
+    _train(*C, "--ensemble", "0", *OUT, id="train-ensemble-zero", match=r"--ensemble must be a positive integer"),
+    _train(*C, "--ensemble", "-2", *OUT, id="train-ensemble-negative", match=r"--ensemble must be a positive integer"),
+    _train(*C, "--ensemble", "2", "--optimizer", "lm", *OUT, id="train-ensemble-lm",
+           match=r"optimizer 'lm' \(Levenberg–Marquardt\) cannot train an ensemble"),
+    _train(*C, "--ensemble", "2", "--optimizer", "lbfgs", *OUT, id="train-ensemble-lbfgs",
+           match=r"optimizer 'lbfgs' cannot train an ensemble"),
+    _train(*C, "--set", "seeds=[3, 3]", *OUT, id="train-ensemble-seeds-repeated", match=r"seeds must be distinct"),
+    _train(*C, "--set", "seeds=[1, -1]", *OUT, id="train-ensemble-seeds-negative", match=r"seeds must be a non-empty list"),
+    _train(*C, "--ensemble", "3", "--set", "seeds=[1, 2]", *OUT, id="train-ensemble-seeds-mismatch",
+           match=r"ensemble = 3 but seeds lists 2 seeds"),
+    _train("--resume", "{run}", "--epochs", "3", "--ensemble", "2", id="train-ensemble-resume",
+           match=r"--ensemble with --resume .*: an ensemble cannot be resumed"),
+    _api("train-ensemble-api-zero", lambda ws: _fit(ws, ensemble=0), r"ensemble must be a positive integer"),
     # -- resume ----------------------------------------------------------------------------------------------
     _train("--resume", "{run}", "--epochs", "1", id="train-resume-fewer-epochs",
            match=r"--epochs 1 is less than the 2 epochs .*run has done"),

@@ -69,6 +69,12 @@ def _split_data(values: tuple[str, ...]) -> list[str] | None:
 @click.option("--seed", type=int, help="Seed for initialisation, split and data order.")
 @click.option("--out", type=click.Path(path_type=Path), help="Run directory to create.")
 @click.option(
+    "--ensemble", type=int, metavar="N",
+    help="Train N members (seeds SEED, SEED+1, ...; or --set seeds=[...]) at once in this process; OUT gets "
+    "member_<k>_seed_<s>/ run directories, ensemble.csv/.md and best/ (the member with the best validation "
+    "score). Torch optimisers except lbfgs; not resumable.",
+)
+@click.option(
     "--resume", type=click.Path(path_type=Path), metavar="RUN_DIR",
     help="Continue the run in RUN_DIR from its last.pt.",
 )
@@ -76,7 +82,7 @@ def _split_data(values: tuple[str, ...]) -> list[str] | None:
 @cli_errors
 def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_min, optimizer, lm_windows,
          lm_resample_every, lm_iters_per_epoch, lm_lambda, monitor, val_rollout_steps, settings, scheduler, schedule_per, val_fraction, patience,
-         device, dtype, seed, out, resume, progress):
+         device, dtype, seed, out, ensemble, resume, progress):
     """Train a neural integrator from CONFIG.toml and/or flags; write a run directory.
 
     The run directory holds config.toml (resolved), best.pt and last.pt (load with
@@ -102,6 +108,7 @@ def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_mi
         lm_iters_per_epoch=lm_iters_per_epoch, lm_lambda=lm_lambda, scheduler=scheduler, schedule_per=schedule_per,
         val_fraction=val_fraction, patience=patience, device=device, dtype=dtype, seed=seed,
         out=str(out) if out is not None else None, monitor=monitor, val_rollout_steps=val_rollout_steps,
+        ensemble=ensemble,
     )
     model_table = {"name": model} if model is not None else {}
     for key, value in _parse_settings(settings).items():
@@ -117,6 +124,8 @@ def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_mi
         if resume is not None:
             raise VPIntegratorError(f"--seq-len or --set model.KEY with --resume {resume}: a resumed run keeps its model")
         overrides["model"] = model_table
+    if resume is not None and (ensemble is not None or overrides.get("seeds") is not None):
+        raise VPIntegratorError(f"--ensemble with --resume {resume}: an ensemble cannot be resumed; train it again")
     if resume is not None:
         if config is not None:
             raise VPIntegratorError(
@@ -139,12 +148,18 @@ def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_mi
     try:
         result = call()
     except TrainingInterrupted as err:
+        if "ensemble" in str(err):
+            click.echo(f"Interrupted: {err}", err=True)
+            sys.exit(130)
         run_dir = err.result.run_dir
         hint = f"; continue with: vp-train --resume {run_dir}" if run_dir is not None else ""
         click.echo(f"Interrupted: {err}{hint}", err=True)
         sys.exit(130)
     if os.environ.get("RANK", "0") != "0":  # torchrun: rank 0 reports
         _exit_distributed()
+    if hasattr(result, "members"):
+        _report_ensemble(result)
+        return
     best = "" if result.best_epoch == 0 else f", best {result.best_loss:.3e} at epoch {result.best_epoch}"
     click.echo(
         f"Trained {result.epochs} epochs ({result.steps} steps, {result.wall_time:.1f} s, stopped: "
@@ -153,6 +168,22 @@ def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_mi
     click.echo(f"Run written to {result.run_dir}")
     if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
         _exit_distributed()
+
+
+def _report_ensemble(result) -> None:
+    """What ``vp-train --ensemble`` prints: one line per member and the selection."""
+    click.echo(f"Trained an ensemble of {len(result.members)} for {result.epochs} epochs ({result.wall_time:.1f} s, "
+               f"stopped: {result.stopped}) on {result.device}, {result.dtype}; {result.monitor} per member:")
+    for row in result.table:
+        score = "-" if row["best_score"] is None else f"{row['best_score']:.3e}"
+        loss = "-" if row["train_loss"] is None else f"{row['train_loss']:.3e}"
+        mark = "  <- selected" if row["selected"] else ""
+        click.echo(f"  member {row['member']} (seed {row['seed']}): best {score} at epoch {row['best_epoch']}, "
+                   f"train loss {loss}, {row['stopped']}{mark}")
+    if result.selected is None:
+        click.echo("No member selected (no validation data or every member diverged)", err=True)
+    click.echo(f"Ensemble written to {result.run_dir} (ensemble.md, selected.json"
+               f"{', best/' if result.selected is not None else ''})")
 
 
 def _exit_distributed() -> None:

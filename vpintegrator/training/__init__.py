@@ -16,6 +16,7 @@ Modules, each one concern:
 ``results``     :class:`FitResult`, :class:`EpochInfo`, :class:`TrainingInterrupted`
 ``loop``        the trainer and :func:`fit`
 ``ddp``         DistributedDataParallel plumbing for ``torchrun``
+``ensemble``    seed ensembles trained at once in one process (``ensemble = N`` / ``seeds``; vmap)
 """
 
 from .config import TrainConfig
@@ -29,11 +30,13 @@ from .optim import (
     relative_loss,
 )
 from .results import EpochInfo, FitResult, TrainingInterrupted
+from .ensemble import EnsembleResult
 
 __all__ = [
     "fit",
     "TrainConfig",
     "FitResult",
+    "EnsembleResult",
     "EpochInfo",
     "TrainingInterrupted",
     "relative_loss",

@@ -110,6 +110,15 @@ class TrainConfig:
         ``val_rollout`` column. The training loss alone does not rank rollouts (docs/results.md).
     val_rollout_steps : int
         Length of that rollout in steps (500: t = 100 at the paper's h = 0.2).
+    ensemble : int, optional
+        Train this many independently initialised members at once in one process
+        (:mod:`vpintegrator.training.ensemble`): member ``k`` has seed ``seed + k`` (or ``seeds[k]``) for
+        its initialisation and its data order; the train/validation split is ``seed``'s for every member.
+        ``out`` then holds ``member_<k>_seed_<s>/`` run directories, ``ensemble.csv``/``.md`` and the
+        member selected by the validation score (``selected.json``, ``best/``). Torch optimisers with
+        elementwise updates only (not ``lm`` or ``lbfgs``); not resumable.
+    seeds : list of int, optional
+        The members' seeds (an ensemble of ``len(seeds)``; with ``ensemble`` too, the lengths must agree).
     """
 
     data: list[str] = field(default_factory=list)
@@ -142,6 +151,8 @@ class TrainConfig:
     init_scale: float = 1.0
     monitor: str = "val_loss"
     val_rollout_steps: int = 500
+    ensemble: int | None = None
+    seeds: list[int] | None = None
 
     # -- construction ------------------------------------------------------------------------------
 
@@ -290,6 +301,49 @@ class TrainConfig:
             raise bad("lm_check_windows", "a non-negative integer (0: no check set)", self.lm_check_windows)
         if not is_num(self.lm_lambda) or not 0 < self.lm_lambda < math.inf:
             raise bad("lm_lambda", "a finite number > 0 (the initial Levenberg–Marquardt damping)", self.lm_lambda)
+        self._validate_ensemble(source, bad, is_int)
+
+    def _validate_ensemble(self, source: str, bad, is_int) -> None:
+        if self.ensemble is not None and (not is_int(self.ensemble) or self.ensemble < 1):
+            raise bad("ensemble", "a positive integer (the number of members)", self.ensemble)
+        if self.seeds is not None:
+            if isinstance(self.seeds, tuple):
+                self.seeds = list(self.seeds)
+            if (not isinstance(self.seeds, list) or not self.seeds
+                    or not all(is_int(s) and 0 <= s < 2**63 for s in self.seeds)):
+                raise bad("seeds", "a non-empty list of non-negative integers (below 2**63)", self.seeds)
+            self.seeds = [int(s) for s in self.seeds]
+            if len(set(self.seeds)) != len(self.seeds):
+                raise bad("seeds", "distinct integers (two equal seeds train the same member twice)", self.seeds)
+            if self.ensemble is not None and self.ensemble != len(self.seeds):
+                raise VPIntegratorError(
+                    f"{source}: ensemble = {self.ensemble} but seeds lists {len(self.seeds)} seeds; give one of "
+                    "them, or make them agree", key="ensemble"
+                )
+        if not self.is_ensemble:
+            return
+        if self.optimizer == "lm":
+            raise VPIntegratorError(
+                f"{source}: optimizer 'lm' (Levenberg–Marquardt) cannot train an ensemble (its step is not "
+                "elementwise per member); use adam, adamw, sgd or rmsprop, or train the seeds one by one",
+                key="optimizer",
+            )
+        if self.optimizer == "lbfgs":
+            raise VPIntegratorError(
+                f"{source}: optimizer 'lbfgs' cannot train an ensemble (its line search couples the members); "
+                "use adam, adamw, sgd or rmsprop, or train the seeds one by one", key="optimizer",
+            )
+
+    @property
+    def is_ensemble(self) -> bool:
+        """Whether this config trains an ensemble (``ensemble`` or ``seeds`` set)."""
+        return self.ensemble is not None or self.seeds is not None
+
+    def ensemble_seeds(self) -> list[int]:
+        """The members' seeds: ``seeds``, else ``seed, seed + 1, ...`` (``ensemble`` of them), else ``[seed]``."""
+        if self.seeds is not None:
+            return list(self.seeds)
+        return [int(self.seed) + k for k in range(int(self.ensemble or 1))]
 
     # -- output ------------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -61,3 +62,59 @@ class TrainingInterrupted(KeyboardInterrupt):
     def __init__(self, message: str, result: FitResult) -> None:
         super().__init__(message)
         self.result = result
+
+
+TABLE_COLUMNS = ("member", "seed", "best_epoch", "best_score", "train_loss", "val_loss", "stopped", "selected")
+
+
+def member_dir_name(k: int, seed: int) -> str:
+    """``member_<k>_seed_<s>``."""
+    return f"member_{k}_seed_{seed}"
+
+
+def is_ensemble_dir(path: Path) -> bool:
+    """Whether ``path`` is an ensemble's output directory or one of its member directories."""
+    path = Path(path)
+    if (path / "ensemble.csv").exists() or (path / "selected.json").exists():
+        return True
+    return path.name.startswith("member_") and (path.parent / "ensemble.csv").exists() or (
+        path.name.startswith("member_") and "_seed_" in path.name and (path / "summary.json").exists()
+        and '"ensemble"' in (path / "summary.json").read_text(encoding="utf-8", errors="replace")
+    )
+
+
+@dataclass
+class EnsembleResult:
+    """The outcome of an ensemble :func:`~vpintegrator.training.fit`.
+
+    ``members[k]`` is member ``k``'s :class:`FitResult` (its ``run_dir`` the member directory, ``model``
+    its last weights); ``selected`` the index of the member with the best validation score (None without
+    validation data or when every member diverged).
+    """
+
+    run_dir: Path | None
+    seeds: list[int]
+    members: list[FitResult]
+    selected: int | None
+    monitor: str
+    stopped: str
+    wall_time: float
+    device: str
+    dtype: str
+    table: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def best(self) -> FitResult | None:
+        return None if self.selected is None else self.members[self.selected]
+
+    # FitResult-like conveniences (the selected member's, else the first's)
+    def _ref(self) -> FitResult:
+        return self.best or self.members[0]
+
+    @property
+    def epochs(self) -> int:
+        return self._ref().epochs
+
+    @property
+    def steps(self) -> int:
+        return self._ref().steps

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
@@ -14,6 +14,9 @@ from . import ddp
 from .config import TrainConfig, merge_overrides
 from .loop import Trainer
 from .results import EpochInfo, FitResult
+
+if TYPE_CHECKING:
+    from .ensemble import EnsembleResult
 
 __all__ = ["fit"]
 
@@ -25,7 +28,7 @@ def fit(
     callback: Callable[[EpochInfo], bool | None] | None = None,
     progress: bool = False,
     **overrides: Any,
-) -> FitResult:
+) -> FitResult | "EnsembleResult":
     """Train a model on trajectory windows and write its run directory.
 
     Parameters
@@ -40,11 +43,14 @@ def fit(
     progress : bool
         Show a click progress bar with the losses on stderr (rank 0).
     **overrides
-        Config keys that win over ``config`` (``None`` values are ignored).
+        Config keys that win over ``config`` (``None`` values are ignored). ``ensemble=N`` (or
+        ``seeds=[...]``) trains a seed ensemble in this process (:mod:`vpintegrator.training.ensemble`).
 
     Returns
     -------
-    FitResult
+    FitResult, or EnsembleResult for an ensemble (its ``members`` the members' FitResults, ``best`` the
+    member selected by the validation score; ``callback`` then gets a list of the active members'
+    EpochInfo each epoch)
 
     Raises
     ------
@@ -70,6 +76,15 @@ def fit(
     run_dir = None
     if resume is not None:
         run_dir = Path(resume)
+        from .ensemble import is_ensemble_dir
+
+        asked = overrides.get("ensemble") is not None or overrides.get("seeds") is not None or (
+            isinstance(config, TrainConfig) and config.is_ensemble)
+        if asked or is_ensemble_dir(run_dir):
+            raise VPIntegratorError(
+                f"resume {run_dir}: an ensemble (or a member of one) cannot be resumed; train the ensemble again "
+                "with the epochs you want", key="resume"
+            )
         config = ckpt_io.resume_config(run_dir, config, overrides)
     else:
         if config is None:
@@ -84,6 +99,8 @@ def fit(
     from ..device import resolve_device
 
     device = resolve_device(config.device)
+    if config.is_ensemble:
+        return _fit_ensemble(config, device, callback, progress)
     dist = ddp.setup(device.type)
     if dist.enabled and device.type == "cuda":
         device = torch.device("cuda", dist.local_rank)
@@ -99,3 +116,17 @@ def fit(
         return Trainer(config, dist, device, run_dir, callback, progress).run()
     finally:
         ddp.teardown(dist)
+
+
+def _fit_ensemble(config: TrainConfig, device: torch.device, callback, progress: bool):
+    """``ensemble``/``seeds``: the members trained together in this process (:class:`EnsembleTrainer`)."""
+    from .ensemble import EnsembleTrainer
+
+    world = os.environ.get("WORLD_SIZE", "1") or "1"
+    if world.isdigit() and int(world) > 1:
+        raise VPIntegratorError(
+            f"an ensemble trains in one process; got WORLD_SIZE = {world} under torchrun: run it without torchrun "
+            "(the members share one device)", key="ensemble"
+        )
+    ckpt_io.check_new_run_dir(Path(config.out))
+    return EnsembleTrainer(config, device, callback, progress).run()

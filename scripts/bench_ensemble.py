@@ -1,0 +1,91 @@
+"""Seed ensembles in one process vs the same members trained one after another.
+
+    python scripts/bench_ensemble.py [--sizes 1 8 64] [--epochs 2] [--n-traj 128] [--batch-size 4096]
+                                     [--device cpu] [--threads N] [--dtype float32]
+
+Model-epochs/s of an ensemble of N paper VPTs (dim 3, seq_len 3, n_blocks 2, n_linear 1, L 3; Adam, the
+paper's schedule) trained by ``fit(..., ensemble=N)`` (stacked parameters, vmap) against N sequential
+single ``fit`` runs, both measured in this run on the same data (the first ``--n-traj`` trajectories of the
+paper data set, validation off so both see the same windows, no checkpoints but the last). A single run's
+epoch costs the same whichever seed it has, so the sequential figure is measured on ``min(N,
+--max-sequential)`` runs: sequential model-epochs/s = runs x epochs / their time. Each figure uses the
+epochs after the first (warm-up); the ratio printed is ensemble / sequential.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+PAPER_MODEL = {"name": "vpt", "dim": 3, "seq_len": 3, "n_blocks": 2, "n_linear": 1, "L": 3}
+DATA = Path(__file__).resolve().parents[1] / "datasets" / "rigid_body_paper.h5"
+
+
+def load_data(n_traj: int, tmp: str) -> tuple[str, int]:
+    """The first ``n_traj`` trajectories of the paper data (datasets/ or generated) as an HDF5 file."""
+    from vpintegrator.data import generate, read_trajectories
+    from vpintegrator.data.hdf5 import write_trajectories
+
+    traj = read_trajectories(DATA) if DATA.exists() else generate("rigid_body_paper")
+    n = min(n_traj, traj.n_traj)
+    return str(write_trajectories(Path(tmp) / "data.h5", traj.select(traj=np.arange(n)))), n
+
+
+def _config(data: str, out: str, args, **kw) -> dict:
+    return dict(data=[data], model=PAPER_MODEL, epochs=args.epochs + 1, batch_size=args.batch_size,
+                val_fraction=0.0, device=args.device, dtype=args.dtype, seed=1234,
+                checkpoint_every=10**6, out=out) | kw
+
+
+def _timed_epochs(history: list[dict]) -> float:
+    """Seconds of the epochs after the first."""
+    return history[-1]["seconds"] - history[0]["seconds"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 8, 64])
+    parser.add_argument("--epochs", type=int, default=2, help="timed epochs (after one warm-up epoch)")
+    parser.add_argument("--n-traj", type=int, default=128)
+    parser.add_argument("--batch-size", type=int, default=4096)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--max-sequential", type=int, default=4, help="single runs timed for the sequential rate")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from vpintegrator.training import fit
+
+    with tempfile.TemporaryDirectory() as tmp:
+        data, n = load_data(args.n_traj, tmp)
+        print(f"paper VPT, {n} trajectories, batch {args.batch_size}, {args.dtype}, {args.device}, "
+              f"{torch.get_num_threads()} threads, torch {torch.__version__}; {args.epochs} timed epochs")
+        seq_runs, seq_seconds = 0, 0.0
+        rows = []
+        for size in args.sizes:
+            while seq_runs < min(size, args.max_sequential):  # sequential single runs, more as needed
+                result = fit(_config(data, f"{tmp}/single{seq_runs}", args, seed=1234 + seq_runs))
+                seq_seconds += _timed_epochs(result.history)
+                seq_runs += 1
+            sequential = seq_runs * args.epochs / seq_seconds
+            t0 = time.perf_counter()
+            ens = fit(_config(data, f"{tmp}/ens{size}", args), ensemble=size)
+            wall = time.perf_counter() - t0
+            ensemble = size * args.epochs / _timed_epochs(ens.members[0].history)
+            rows.append((size, ensemble, sequential, ensemble / sequential, wall))
+            print(f"N = {size:3d}: ensemble {ensemble:9.2f} model-epochs/s, sequential {sequential:8.2f} "
+                  f"model-epochs/s ({seq_runs} runs timed), ratio {ensemble / sequential:6.2f}x "
+                  f"(ensemble fit {wall:.1f} s wall incl. setup)", flush=True)
+        print("\n| N | ensemble model-epochs/s | sequential model-epochs/s | ratio |\n|---:|---:|---:|---:|")
+        for size, e, s, r, _ in rows:
+            print(f"| {size} | {e:.2f} | {s:.2f} | {r:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
