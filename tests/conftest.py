@@ -36,3 +36,18 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory) -> str:
+    """12 rigid-body trajectories of 16 states (RK4, h = 0.2) on the unit sphere, as an HDF5 file."""
+    import numpy as np
+
+    from vpintegrator.data.hdf5 import write_trajectories
+    from vpintegrator.integrators import integrate
+
+    rng = np.random.default_rng(0)
+    y0 = rng.normal(size=(12, 3))
+    y0 /= np.linalg.norm(y0, axis=1, keepdims=True)
+    traj = integrate("rigid_body", y0, 0.2, 15, method="rk4")
+    return str(write_trajectories(tmp_path_factory.mktemp("data") / "tiny.h5", traj))

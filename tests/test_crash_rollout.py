@@ -3,16 +3,15 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from crash_helpers import kill_9_while_writing, orphans, sha
 
 from vpintegrator.data import write_trajectories
 from vpintegrator.integrators import integrate
@@ -24,13 +23,6 @@ def _cmd(data: Path, out: Path, t_end: float) -> list[str]:
     return [sys.executable, "-m", "vpintegrator.cli.rollout", "--data", str(data), "--integrators", "rk4",
             "--n-traj", "2", "--t-end", str(t_end), "--no-volume", "--out", str(out), "--quiet"]
 
-
-def _sha(p: Path) -> str:
-    return hashlib.sha256(p.read_bytes()).hexdigest()
-
-
-def _orphans(out: Path) -> list[Path]:
-    return sorted(out.parent.glob(f".{out.name}.*.tmp"))
 
 
 def test_kill_9_leaves_earlier_output_and_next_run_removes_the_orphan(tmp_path):
@@ -44,33 +36,18 @@ def test_kill_9_leaves_earlier_output_and_next_run_removes_the_orphan(tmp_path):
 
     # an earlier, finished rollout at the same path
     subprocess.run(_cmd(data, out, 4.0), check=True, env=env, capture_output=True, timeout=120)
-    earlier = {p: _sha(p) for p in (out, out.with_suffix(".csv"), out.with_suffix(".md"))}
+    earlier = {p: sha(p) for p in (out, out.with_suffix(".csv"), out.with_suffix(".md"))}
 
     # a long one (1e6 steps of rk4: minutes), killed outright once it writes its temporary file
-    proc = subprocess.Popen(_cmd(data, out, 2e5), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while not _orphans(out):
-            assert proc.poll() is None, proc.stderr.read().decode()
-            assert time.monotonic() < deadline, "no temporary file appeared"
-            time.sleep(0.05)
-        time.sleep(1.0)  # let it write some chunks
-        assert proc.poll() is None, "the long rollout finished before it could be killed"
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == -signal.SIGKILL
-    orphans = _orphans(out)
-    assert len(orphans) == 1 and f".{proc.pid}." in orphans[0].name  # the name carries the writer's pid
-    assert {p: _sha(p) for p in earlier} == earlier  # the earlier output is intact
+    pid = kill_9_while_writing(_cmd(data, out, 2e5), out, env)
+    left = orphans(out)
+    assert len(left) == 1 and f".{pid}." in left[0].name  # the name carries the writer's pid
+    assert {p: sha(p) for p in earlier} == earlier  # the earlier output is intact
 
     # the next run to the same --out removes the dead writer's temporary file
     res = subprocess.run(_cmd(data, out, 2.0), env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
-    assert _orphans(out) == []
+    assert orphans(out) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.h5", "roll.csv", "roll.h5", "roll.md"]
     from vpintegrator.rollout import read_rollout
 

@@ -16,7 +16,6 @@ import torch
 
 from vpintegrator import VPIntegratorError
 from vpintegrator.data import windows
-from vpintegrator.data.hdf5 import write_trajectories
 from vpintegrator.integrators import integrate
 from vpintegrator.models import load_model
 from vpintegrator.systems import get_system
@@ -35,16 +34,6 @@ from vpintegrator.device import resolve_device
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module")
-def tiny_data(tmp_path_factory) -> str:
-    """12 rigid-body trajectories of 16 states (RK4, h = 0.2) on the unit sphere."""
-    rng = np.random.default_rng(0)
-    y0 = rng.normal(size=(12, 3))
-    y0 /= np.linalg.norm(y0, axis=1, keepdims=True)
-    traj = integrate(get_system("rigid_body"), y0, 0.2, 15, method="rk4")
-    return str(write_trajectories(tmp_path_factory.mktemp("data") / "tiny.h5", traj))
 
 
 def _config(tiny_data, tmp_path, name="run", **kw) -> dict:

@@ -173,6 +173,14 @@ def _training_values(run_dir: Path) -> dict:
     }
 
 
+def _errors_at(r, label: str, k: int):
+    """A method's relative errors ``(n_traj, n)`` and, at state ``k``, per trajectory (NaN -> inf: blown up)."""
+    import numpy as np
+
+    rel = r.metrics[label].rel_error
+    return rel, np.where(np.isnan(rel[:, k]), np.inf, rel[:, k])
+
+
 def _rollout_values(path: Path, labels) -> dict:
     """label -> per-trajectory numbers of a paper-style rollout (trajectories 1 and 4)."""
     import numpy as np
@@ -191,9 +199,8 @@ def _rollout_values(path: Path, labels) -> dict:
         m = r.methods.get(label)
         if m is None:
             continue
-        rel = r.metrics[label].rel_error
+        rel, err = _errors_at(r, label, k100)
         band = z_band(m.y[:, in_band])
-        err = np.where(np.isnan(rel[:, k100]), np.inf, rel[:, k100])
         vpt = valid_prediction_time(rel[:, in_band], r.t[in_band])
         v = {}
         for name, i in pos.items():
@@ -218,8 +225,7 @@ def _heldout_values(path: Path, labels) -> dict:
         m = r.methods.get(label)
         if m is None:
             continue
-        rel = r.metrics[label].rel_error
-        err = np.where(np.isnan(rel[:, k100]), np.inf, rel[:, k100])
+        _, err = _errors_at(r, label, k100)
         out[label] = {"heldout_mean": float(np.mean(err)), "heldout_median": float(np.median(err)),
                       "heldout_failed": int(np.sum(m.failed_step >= 0)), "heldout_n": int(err.size)}
     return out

@@ -59,7 +59,7 @@ from .optim import label, make_optimizer, make_scheduler
 from .results import (  # noqa: F401 (is_ensemble_dir, member_dir_name re-exported)
     TABLE_COLUMNS, EnsembleResult, EpochInfo, FitResult, TrainingInterrupted, is_ensemble_dir, member_dir_name,
 )
-from .validation import RolloutValidator
+from .setup import check_windows_fit, load_data, new_model, resolve_config, window_sets
 
 __all__ = ["EnsembleResult", "EnsembleTrainer", "member_dir_name", "is_ensemble_dir"]
 
@@ -89,65 +89,27 @@ class EnsembleTrainer:
                  callback: Callable[[list[EpochInfo]], bool | None] | None, progress: bool) -> None:
         from torch.func import stack_module_state
 
-        from ..data.windows import WindowDataset, load_trajectories, split_trajectories
-        from .loop import build_model
 
         self.config, self.callback, self.progress, self.device = config, callback, progress, device
         self.dtype = torch.float64 if config.dtype == "float64" else torch.float32
         self.seeds = config.ensemble_seeds()
         n = len(self.seeds)
 
-        data_paths = [str(Path(p).expanduser().resolve()) for p in config.data]
-        data = load_trajectories(data_paths)
-        if data.meta.get("system") is not None or data.meta.get("system_class") is not None:
-            from ..systems import system_from_meta
-
-            system_from_meta(data.meta, where=", ".join(data_paths))
+        data_paths, data = load_data(config)
         models = []
         for s in self.seeds:  # the initialisation fit(seed=s) draws
-            ckpt_io.seed_everything(s)
-            model, name = build_model(config, data.dim, data_paths[0])
-            model = model.to(device=device, dtype=self.dtype)
-            if config.init_scale != 1.0:
-                with torch.no_grad():
-                    for pname, p in model.named_parameters():
-                        if "parametrizations." not in pname:
-                            p.mul_(config.init_scale)
+            model, name = new_model(config, s, data.dim, data_paths[0], device, self.dtype)
             models.append(model)
         ckpt_io.seed_everything(config.seed)
         self.name = name
         self.n_params = sum(p.numel() for p in models[0].parameters())
         seq_len, pred_window = int(models[0].seq_len), int(models[0].pred_window)
-        span = seq_len + pred_window
-        if span > data.n_states:
-            raise VPIntegratorError(
-                f"model {name!r}: seq_len + pred_window = {seq_len} + {pred_window} = {span} exceeds the "
-                f"n_states = {data.n_states} of the data ({data_paths[0]}); use longer trajectories or "
-                "shorter windows", key="model"
-            )
-        resolved_model = {"name": name, **dict(getattr(models[0], "config", {}) or {})}
-        resolved_model["name"] = name
-        self.resolved = config.replace(data=data_paths, model=resolved_model, seeds=list(self.seeds), ensemble=n)
-        if self.resolved.decay_epochs is None and self.resolved.epochs is not None:
-            self.resolved.decay_epochs = float(self.resolved.epochs)
-        self.resolved.model = resolved_model
-
-        y = data.windows(config.dtype, device)
-        train_idx, val_idx = split_trajectories(data.n_traj, config.val_fraction, config.seed)
-        self.train_set = WindowDataset(y, seq_len, pred_window, config.stride, train_idx)
-        self.val_set = WindowDataset(y, seq_len, pred_window, config.stride, val_idx) if len(val_idx) else None
-        self.rollout_validator: RolloutValidator | None = None
-        if config.monitor == "val_rollout":
-            self.rollout_validator = RolloutValidator(
-                data.select(traj=val_idx), config.val_rollout_steps, seq_len, pred_window
-            )
+        check_windows_fit(name, seq_len, pred_window, data.n_states, data_paths[0])
+        self.resolved = resolve_config(config, data_paths, models[0], name, seeds=list(self.seeds), ensemble=n)
+        self.train_set, self.val_set, self.rollout_validator, self.data_info = window_sets(
+            config, data, data_paths, seq_len, pred_window, device
+        )
         self.log_columns = ckpt_io.log_columns(config)
-        self.data_info = {
-            "sources": data_paths, "system": data.meta.get("system"), "n_traj": data.n_traj,
-            "n_train_traj": int(len(train_idx)), "n_val_traj": int(len(val_idx)), "n_states": data.n_states,
-            "n_steps": data.n_steps, "dim": data.dim, "train_windows": len(self.train_set),
-            "val_windows": 0 if self.val_set is None else len(self.val_set),
-        }
         self.n_windows = len(self.train_set)
         self.batch_size = int(config.batch_size)
         self.steps_per_epoch = -(-self.n_windows // self.batch_size)

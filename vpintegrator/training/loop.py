@@ -32,31 +32,10 @@ from .optim import LevenbergMarquardt, LMSubsample, label, make_optimizer, make_
 from .progress import progress_bar
 from .guards import Diverged, StopRequest
 from .results import EpochInfo, FitResult, TrainingInterrupted
-from .validation import RolloutValidator, window_loss
+from .setup import check_windows_fit, load_data, new_model, resolve_config, window_sets
+from .validation import window_loss
 
-__all__ = ["Trainer", "build_model"]
-
-
-def build_model(config: TrainConfig, dim: int, where: str):
-    """The configured model (paper defaults for keys left out, ``dim`` from the data) and its name."""
-    from .. import models
-
-    model_cfg = dict(config.model)
-    name = model_cfg.pop("name")
-    if name not in models.list_models():
-        raise VPIntegratorError(
-            f"model name: unknown model {name!r}{models._did_you_mean(name)}; valid: {', '.join(models.list_models())}",
-            key="model",
-        )
-    model_cfg = {**models.default_model_config(name), **model_cfg}
-    model_cfg.setdefault("dim", dim)
-    model = models.build_model(name, **model_cfg)
-    if int(model.dim) != dim:
-        raise VPIntegratorError(
-            f"model dim = {model.dim} but the data ({where}) has dim = {dim}; set the model's dim to {dim} "
-            "or use matching data", key="model"
-        )
-    return model, name
+__all__ = ["Trainer"]
 
 
 class Trainer:
@@ -64,66 +43,22 @@ class Trainer:
 
     def __init__(self, config: TrainConfig, dist: ddp.DistInfo, device: torch.device, resume: Path | None,
                  callback: Callable[[EpochInfo], bool | None] | None, progress: bool) -> None:
-        from ..data.windows import WindowBatchSampler, WindowDataset, load_trajectories, split_trajectories
+        from ..data.windows import WindowBatchSampler
 
         self.config, self.callback, self.progress, self.resume_dir = config, callback, progress, resume
         self.dist, self.device = dist, device
         self.dtype = torch.float64 if config.dtype == "float64" else torch.float32
 
-        data_paths = [str(Path(p).expanduser().resolve()) for p in config.data]
-        data = load_trajectories(data_paths)
-        if data.meta.get("system") is not None or data.meta.get("system_class") is not None:
-            from ..systems import system_from_meta  # refuse data the rest of the package refuses (unknown system)
-
-            system_from_meta(data.meta, where=", ".join(data_paths))
-        ckpt_io.seed_everything(config.seed)
-        model, name = build_model(config, data.dim, data_paths[0])
-        self.model = model.to(device=device, dtype=self.dtype)
-        if config.init_scale != 1.0:  # shrink the initial weights (not orthogonality-constrained ones)
-            with torch.no_grad():
-                for pname, p in self.model.named_parameters():
-                    if "parametrizations." not in pname:
-                        p.mul_(config.init_scale)
+        data_paths, data = load_data(config)
+        self.model, name = new_model(config, config.seed, data.dim, data_paths[0], device, self.dtype)
         self.n_params = sum(p.numel() for p in self.model.parameters())
-        seq_len, pred_window = int(model.seq_len), int(model.pred_window)
-        span = seq_len + pred_window
-        if span > data.n_states:
-            raise VPIntegratorError(
-                f"model {name!r}: seq_len + pred_window = {seq_len} + {pred_window} = {span} exceeds the "
-                f"n_states = {data.n_states} of the data ({data_paths[0]}); use longer trajectories or "
-                "shorter windows", key="model"
-            )
-
-        # resolved config: what config.toml records
-        resolved_model = {"name": name, **dict(getattr(model, "config", {}) or {})}
-        resolved_model["name"] = name
-        self.resolved = config.replace(data=data_paths, model=resolved_model)
-        if self.resolved.decay_epochs is None and self.resolved.epochs is not None:
-            self.resolved.decay_epochs = float(self.resolved.epochs)
-        self.resolved.model = resolved_model
-
-        y = data.windows(config.dtype, device)  # (n_traj, n_states, dim), shared by both window sets
-        train_idx, val_idx = split_trajectories(data.n_traj, config.val_fraction, config.seed)
-        self.train_set = WindowDataset(y, seq_len, pred_window, config.stride, train_idx)
-        self.val_set = WindowDataset(y, seq_len, pred_window, config.stride, val_idx) if len(val_idx) else None
-        self.rollout_validator: RolloutValidator | None = None
-        if config.monitor == "val_rollout":
-            self.rollout_validator = RolloutValidator(
-                data.select(traj=val_idx), config.val_rollout_steps, seq_len, pred_window
-            )
+        seq_len, pred_window = int(self.model.seq_len), int(self.model.pred_window)
+        check_windows_fit(name, seq_len, pred_window, data.n_states, data_paths[0])
+        self.resolved = resolve_config(config, data_paths, self.model, name)  # what config.toml records
+        self.train_set, self.val_set, self.rollout_validator, self.data_info = window_sets(
+            config, data, data_paths, seq_len, pred_window, device
+        )
         self.log_columns = ckpt_io.log_columns(config)
-        self.data_info = {
-            "sources": data_paths,
-            "system": data.meta.get("system"),
-            "n_traj": data.n_traj,
-            "n_train_traj": int(len(train_idx)),
-            "n_val_traj": int(len(val_idx)),
-            "n_states": data.n_states,
-            "n_steps": data.n_steps,
-            "dim": data.dim,
-            "train_windows": len(self.train_set),
-            "val_windows": 0 if self.val_set is None else len(self.val_set),
-        }
 
         # data order: a generator of its own (same seed on every rank: same global permutation)
         self.generator = torch.Generator().manual_seed(config.seed)

@@ -1,0 +1,114 @@
+"""Set-up shared by the single-run trainer (:mod:`.loop`) and the ensemble trainer (:mod:`.ensemble`): the
+data (read through the one shard reader, its system checked), the model (paper defaults for keys left out,
+``dim`` from the data, the initial-weight scale), the resolved config and the window sets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..errors import VPIntegratorError
+from . import checkpoint as ckpt_io
+from .config import TrainConfig
+from .validation import RolloutValidator
+
+
+def load_data(config: TrainConfig):
+    """``(data_paths, Trajectories)``: the config's files read as one data set; data whose system the rest
+    of the package would refuse (unknown system) is refused here too."""
+    from ..data.windows import load_trajectories
+
+    data_paths = [str(Path(p).expanduser().resolve()) for p in config.data]
+    data = load_trajectories(data_paths)
+    if data.meta.get("system") is not None or data.meta.get("system_class") is not None:
+        from ..systems import system_from_meta
+
+        system_from_meta(data.meta, where=", ".join(data_paths))
+    return data_paths, data
+
+
+def build_model(config: TrainConfig, dim: int, where: str):
+    """The configured model (paper defaults for keys left out, ``dim`` from the data) and its name."""
+    from .. import models
+
+    model_cfg = dict(config.model)
+    name = model_cfg.pop("name")
+    if name not in models.list_models():
+        raise VPIntegratorError(
+            f"model name: unknown model {name!r}{models._did_you_mean(name)}; valid: {', '.join(models.list_models())}",
+            key="model",
+        )
+    model_cfg = {**models.default_model_config(name), **model_cfg}
+    model_cfg.setdefault("dim", dim)
+    model = models.build_model(name, **model_cfg)
+    if int(model.dim) != dim:
+        raise VPIntegratorError(
+            f"model dim = {model.dim} but the data ({where}) has dim = {dim}; set the model's dim to {dim} "
+            "or use matching data", key="model"
+        )
+    return model, name
+
+
+def new_model(config: TrainConfig, seed: int, dim: int, where: str, device, dtype):
+    """``(model, name)``: the model ``fit(seed=seed)`` initialises (global RNGs seeded with ``seed``), on
+    ``device`` in ``dtype``, its weights times ``init_scale`` (not orthogonality-constrained ones)."""
+    ckpt_io.seed_everything(seed)
+    model, name = build_model(config, dim, where)
+    model = model.to(device=device, dtype=dtype)
+    if config.init_scale != 1.0:
+        with torch.no_grad():
+            for pname, p in model.named_parameters():
+                if "parametrizations." not in pname:
+                    p.mul_(config.init_scale)
+    return model, name
+
+
+def check_windows_fit(name: str, seq_len: int, pred_window: int, n_states: int, where: str) -> None:
+    span = seq_len + pred_window
+    if span > n_states:
+        raise VPIntegratorError(
+            f"model {name!r}: seq_len + pred_window = {seq_len} + {pred_window} = {span} exceeds the "
+            f"n_states = {n_states} of the data ({where}); use longer trajectories or shorter windows",
+            key="model",
+        )
+
+
+def resolve_config(config: TrainConfig, data_paths: list[str], model, name: str, **extra: Any) -> TrainConfig:
+    """What ``config.toml`` records: the data paths, the model's full hyper-parameters, the decay horizon."""
+    resolved_model = {"name": name, **dict(getattr(model, "config", {}) or {})}
+    resolved_model["name"] = name
+    resolved = config.replace(data=data_paths, model=resolved_model, **extra)
+    if resolved.decay_epochs is None and resolved.epochs is not None:
+        resolved.decay_epochs = float(resolved.epochs)
+    resolved.model = resolved_model
+    return resolved
+
+
+def window_sets(config: TrainConfig, data, data_paths: list[str], seq_len: int, pred_window: int, device):
+    """``(train_set, val_set or None, rollout_validator or None, data_info)``: windows over the seeded
+    trajectory split (``config.seed``), the validation rollout when ``monitor = "val_rollout"``, and the
+    data summary for ``summary.json``."""
+    from ..data.windows import WindowDataset, split_trajectories
+
+    y = data.windows(config.dtype, device)  # (n_traj, n_states, dim), shared by both window sets
+    train_idx, val_idx = split_trajectories(data.n_traj, config.val_fraction, config.seed)
+    train_set = WindowDataset(y, seq_len, pred_window, config.stride, train_idx)
+    val_set = WindowDataset(y, seq_len, pred_window, config.stride, val_idx) if len(val_idx) else None
+    validator = None
+    if config.monitor == "val_rollout":
+        validator = RolloutValidator(data.select(traj=val_idx), config.val_rollout_steps, seq_len, pred_window)
+    info = {
+        "sources": data_paths,
+        "system": data.meta.get("system"),
+        "n_traj": data.n_traj,
+        "n_train_traj": int(len(train_idx)),
+        "n_val_traj": int(len(val_idx)),
+        "n_states": data.n_states,
+        "n_steps": data.n_steps,
+        "dim": data.dim,
+        "train_windows": len(train_set),
+        "val_windows": 0 if val_set is None else len(val_set),
+    }
+    return train_set, val_set, validator, info
