@@ -296,7 +296,7 @@ def test_load_errors_name_the_file(tmp_path):
 def test_pretrained_hook(tmp_path, monkeypatch):
     with pytest.raises(VPIntegratorError, match="no pretrained model 'no_such_model'; available:"):
         load_model("pretrained:no_such_model")
-    monkeypatch.setattr(models_module, "PRETRAINED_DIR", tmp_path)
+    monkeypatch.setattr(models_module.files, "PRETRAINED_DIR", tmp_path)
     model = paper_model("vpt")
     save_model(model, tmp_path / "rigid_body_vpt.pt")
     assert list_pretrained() == ["rigid_body_vpt"]

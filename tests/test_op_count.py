@@ -40,7 +40,7 @@ def test_matrices_match_reference():
 @pytest.mark.parametrize("name", ["vpff", "vpt"])
 def test_chain_matches_per_layer_autograd(name, monkeypatch):
     """The fused chain: forward bitwise the per-layer autograd path, gradients to rounding (summation order)."""
-    import vpintegrator.models as models
+    import vpintegrator.models.volume as models
 
     torch.manual_seed(1)
     model = build_model(name, dim=3, **default_model_config(name)).double()

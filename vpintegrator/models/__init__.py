@@ -1,0 +1,54 @@
+"""Neural integrators, the model registry and model files.
+
+Every model is a ``torch.nn.Module`` with attributes ``dim``, ``seq_len``, ``pred_window`` and ``config``
+(the keyword arguments plus ``"name"``; ``build_model(**model.config)`` rebuilds it). ``forward`` maps
+(batch, seq_len, dim) to (batch, pred_window, dim).
+
+===========  =====================================  ====================================================
+name         class                                  paper configuration (parameters)
+===========  =====================================  ====================================================
+``vpff``     :class:`VolumePreservingFeedForward`   dim 3, n_blocks 6 (135)
+``vpt``      :class:`VolumePreservingTransformer`   dim 3, seq_len 3, n_blocks 2, L 3 (162; 180 arbitrary)
+``st``       :class:`StandardTransformerIntegrator` dim 3, seq_len 3, n_blocks 2, L 3, 1 head (189)
+===========  =====================================  ====================================================
+
+Model file format (``save_model``/``load_model``): one ``torch.save`` dict
+``{"format": "vpintegrator-model", "version": 1, "config": {...}, "state_dict": {...},
+"vpintegrator_version": "...", **extra}``, loadable with ``torch.load(weights_only=True)`` (no pickled code).
+
+Modules: ``volume`` (VPFF, VPT), ``standard`` (ST), ``registry`` (names, defaults, ``build_model``),
+``files`` (model files, pretrained models).
+"""
+
+from __future__ import annotations
+
+from ._common import count_parameters
+from .files import (
+    MODEL_FORMAT,
+    MODEL_FORMAT_VERSION,
+    PRETRAINED_PREFIX,
+    list_pretrained,
+    load_checkpoint,
+    load_model,
+    read_torch_file,
+    save_model,
+)
+from .registry import _did_you_mean, build_model, default_model_config, list_models, register_model
+from .standard import StandardTransformerIntegrator
+from .volume import VolumePreservingFeedForward, VolumePreservingTransformer
+
+__all__ = [
+    "VolumePreservingFeedForward",
+    "VolumePreservingTransformer",
+    "StandardTransformerIntegrator",
+    "build_model",
+    "list_models",
+    "register_model",
+    "default_model_config",
+    "save_model",
+    "load_model",
+    "load_checkpoint",
+    "list_pretrained",
+    "count_parameters",
+    "read_torch_file",
+]

@@ -1,0 +1,207 @@
+"""Model files: ``save_model``, ``load_model``, ``load_checkpoint``, pretrained models.
+
+Format: one ``torch.save`` dict ``{"format": "vpintegrator-model", "version": 1, "config": {...},
+"state_dict": {...}, "vpintegrator_version": "...", **extra}``, loadable with ``torch.load(weights_only=True)``
+(no pickled code).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from .._io import atomic_path
+from .._version import __version__
+from ..errors import VPIntegratorError
+from .registry import _MODELS, build_model
+
+__all__ = ["save_model", "load_model", "load_checkpoint", "list_pretrained", "read_torch_file"]
+
+MODEL_FORMAT = "vpintegrator-model"
+MODEL_FORMAT_VERSION = 1
+PRETRAINED_PREFIX = "pretrained:"
+PRETRAINED_DIR = Path(__file__).parent.parent / "pretrained"
+_RESERVED_KEYS = ("format", "version", "config", "state_dict", "vpintegrator_version")
+
+
+def save_model(model: nn.Module, path: str | os.PathLike, extra: dict[str, Any] | None = None) -> Path:
+    """Write ``model`` (config + state_dict) atomically to ``path``.
+
+    Parameters
+    ----------
+    model : nn.Module
+        A model built by this package (it has ``config``).
+    path : path-like
+        Target file, conventionally ``*.pt``.
+    extra : dict, optional
+        More entries for the file (training state: optimizer, epoch, ...); values must be loadable with
+        ``torch.load(weights_only=True)`` (tensors, numbers, strings, lists, dicts). Keys must not be one of
+        ``format, version, config, state_dict, vpintegrator_version``.
+
+    Returns
+    -------
+    Path
+        The file written.
+    """
+    config = getattr(model, "config", None)
+    if not isinstance(config, dict) or config.get("name") not in _MODELS:
+        raise VPIntegratorError(
+            f"save_model: model {type(model).__name__} has no registry config; build it with build_model()"
+        )
+    extra = dict(extra or {})
+    clash = [k for k in extra if k in _RESERVED_KEYS]
+    if clash:
+        raise VPIntegratorError(f"save_model: extra key {clash[0]!r} is reserved; rename it")
+    payload = {
+        "format": MODEL_FORMAT,
+        "version": MODEL_FORMAT_VERSION,
+        "config": dict(config),
+        "state_dict": model.state_dict(),
+        "vpintegrator_version": __version__,
+        **extra,
+    }
+    path = Path(path)
+    with atomic_path(path, suffix=".pt") as tmp:
+        torch.save(payload, tmp)
+    return path
+
+
+def list_pretrained() -> list[str]:
+    """Names usable as ``load_model("pretrained:<name>")`` (files ``vpintegrator/pretrained/<name>.pt``)."""
+    if not PRETRAINED_DIR.is_dir():
+        return []
+    return sorted(p.stem for p in PRETRAINED_DIR.glob("*.pt"))
+
+
+def _resolve_model_path(path: str | os.PathLike) -> Path:
+    text = os.fspath(path)
+    if isinstance(text, str) and text.startswith(PRETRAINED_PREFIX):
+        name = text[len(PRETRAINED_PREFIX) :]
+        available = list_pretrained()
+        if name not in available:
+            shipped = ", ".join(available) if available else "none are shipped with this install"
+            raise VPIntegratorError(f"model {text!r}: no pretrained model {name!r}; available: {shipped}")
+        return PRETRAINED_DIR / f"{name}.pt"
+    p = Path(text)
+    if p.is_dir():
+        for candidate in ("best.pt", "last.pt"):
+            if (p / candidate).is_file():
+                return p / candidate
+        raise VPIntegratorError(f"model path {p}: a directory without best.pt or last.pt; pass a run directory or a .pt file")
+    if not p.exists():
+        raise _MissingFile(f"model file {p} does not exist; give a .pt file, a run directory or pretrained:<name>")
+    return p
+
+
+class _MissingFile(VPIntegratorError, FileNotFoundError):
+    """A missing model file: a one-line :class:`VPIntegratorError` that is also a ``FileNotFoundError``."""
+
+
+_ZIP_MAGIC = b"PK\x03\x04"
+
+
+def read_torch_file(file: str | os.PathLike, map_location: Any = "cpu", what: str = "model file") -> Any:
+    """``torch.load(file, weights_only=True)`` with one-line errors naming ``file`` (never runs pickled code).
+
+    Empty, truncated, HDF5, text and foreign (code-carrying) files each get a message saying what was
+    expected instead of torch's multi-line traceback.
+    """
+    file = Path(file)
+    if file.is_dir():
+        raise VPIntegratorError(f"{what} {file}: is a directory; expected a .pt file written by vpintegrator")
+    with open(file, "rb") as f:
+        head = f.read(8)
+    if not head:
+        raise VPIntegratorError(f"{what} {file}: empty file; expected a .pt file written by vpintegrator")
+    if head.startswith(b"\x89HDF"):
+        raise VPIntegratorError(
+            f"{what} {file}: an HDF5 file (data or rollout), not a torch checkpoint; give a .pt file or a run directory"
+        )
+    try:
+        with warnings.catch_warnings():  # e.g. "Detected pickle protocol 4": the error below says it all
+            warnings.simplefilter("ignore")
+            return torch.load(file, map_location=map_location, weights_only=True)
+    except Exception as err:  # unpickling errors have many types; report them uniformly
+        text = str(err).lower()
+        foreign = "unsupported global" in text or ("unsupported operand" in text and head[:1] == b"\x80")  # a pickle
+        if isinstance(err, pickle.UnpicklingError) and foreign:
+            reason = ("refused by torch.load(weights_only=True): it holds objects other than tensors and plain "
+                      "data (a foreign pickle, possibly code; it was not run)")
+        elif head.startswith(_ZIP_MAGIC):
+            reason = "truncated or corrupt torch file (its zip archive is incomplete)"
+        else:
+            first = str(err).split(". ")[0].splitlines()[0] if str(err) else ""
+            reason = f"not a torch file ({type(err).__name__}: {first})"
+        raise VPIntegratorError(
+            f"{what} {file}: {reason}; expected a .pt file written by vpintegrator (vp-train's best.pt / last.pt)"
+        ) from None
+
+
+def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
+    """Read and validate a model file written by :func:`save_model`; return the whole dict.
+
+    ``path`` may be a file, a run directory (``best.pt``, else ``last.pt``) or ``"pretrained:<name>"``.
+    Loaded with ``torch.load(weights_only=True)``.
+    """
+    file = _resolve_model_path(path)
+    payload = read_torch_file(file, map_location=map_location, what="model file")
+    if not isinstance(payload, dict):
+        raise VPIntegratorError(
+            f"model file {file}: holds a {type(payload).__name__}, expected a dict written by vpintegrator.save_model "
+            "(a .pt file from vp-train's run directory)"
+        )
+    if payload.get("format") != MODEL_FORMAT:
+        raise VPIntegratorError(
+            f"model file {file}: not a vpintegrator model (key 'format' should be {MODEL_FORMAT!r}); "
+            "write it with vpintegrator.save_model"
+        )
+    if payload.get("version") != MODEL_FORMAT_VERSION:
+        raise VPIntegratorError(
+            f"model file {file}: format version {payload.get('version')!r}, this vpintegrator reads "
+            f"version {MODEL_FORMAT_VERSION}; upgrade vpintegrator"
+        )
+    for key in ("config", "state_dict"):
+        if not isinstance(payload.get(key), dict):
+            raise VPIntegratorError(f"model file {file}: key {key!r} is missing or not a dict")
+    payload["path"] = str(file)
+    return payload
+
+
+def load_model(path: str | os.PathLike, map_location: Any = "cpu") -> nn.Module:
+    """Rebuild a model from a file written by :func:`save_model`.
+
+    Parameters
+    ----------
+    path : path-like or str
+        A ``.pt`` file, a run directory (uses ``best.pt``, else ``last.pt``), or ``"pretrained:<name>"``.
+    map_location : str or torch.device
+        Device to load onto (``torch.load``'s ``map_location``).
+
+    Returns
+    -------
+    nn.Module
+        In eval mode, with the dtype and device of the saved (mapped) state_dict.
+    """
+    payload = load_checkpoint(path, map_location=map_location)
+    file, config, state = payload["path"], dict(payload["config"]), payload["state_dict"]
+    name = config.pop("name", None)
+    try:
+        model = build_model(name, **config)
+    except VPIntegratorError as err:
+        raise VPIntegratorError(f"model file {file}: key 'config' does not build a model ({err})") from err
+    floats = [t for t in state.values() if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    if floats:
+        model = model.to(device=floats[0].device, dtype=floats[0].dtype)
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as err:
+        raise VPIntegratorError(
+            f"model file {file}: key 'state_dict' does not match config {payload['config']} ({str(err).splitlines()[0]})"
+        ) from err
+    return model.eval()

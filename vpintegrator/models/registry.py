@@ -1,0 +1,107 @@
+"""The model registry: names, the paper's default hyper-parameters, ``build_model``."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from torch import nn
+
+from ..errors import VPIntegratorError
+from .standard import StandardTransformerIntegrator
+from .volume import VolumePreservingFeedForward, VolumePreservingTransformer
+
+__all__ = ["build_model", "list_models", "default_model_config", "register_model"]
+
+_MODELS: dict[str, type[nn.Module]] = {
+    cls.model_name: cls
+    for cls in (VolumePreservingFeedForward, VolumePreservingTransformer, StandardTransformerIntegrator)
+}
+
+
+# The paper's hyper-parameters per architecture (Brantner et al. 2025; configs/rigid_body_*.toml): what a
+# model gets for every key its config leaves out (``dim`` excepted: it comes from the data).
+_PAPER_CONFIGS: dict[str, dict[str, Any]] = {
+    "vpff": dict(seq_len=1, n_blocks=6, n_linear=1, activation="tanh"),
+    "vpt": dict(seq_len=3, n_blocks=2, n_linear=1, L=3, activation="tanh", skew_sym=True),
+    "st": dict(seq_len=3, n_heads=1, n_blocks=2, L=3, add_connection=False, form="gml", activation="tanh"),
+}
+
+
+def default_model_config(name: str) -> dict[str, Any]:
+    """The paper's hyper-parameters of the architecture ``name`` (without ``dim``, which the data gives).
+
+    ``vpff``: 6 blocks (135 parameters at dim 3); ``vpt``: seq_len 3, 2 blocks, L 3, skew-symmetric
+    attention (162); ``st``: seq_len 3, 2 blocks, L 3, one head, GML's form (189). Training fills the keys
+    a ``[model]`` table leaves out from here, so ``vp-train --model vpt`` trains the paper's VPT.
+    """
+    if name not in _MODELS:
+        raise VPIntegratorError(
+            f"model name: unknown model {name!r}{_did_you_mean(name)}; valid names: {', '.join(list_models())}"
+        )
+    return dict(_PAPER_CONFIGS[name])
+
+
+def _did_you_mean(name: Any) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(str(name), list_models(), n=1, cutoff=0.5)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def register_model(cls: type[nn.Module], defaults: dict[str, Any] | None = None) -> type[nn.Module]:
+    """Add an architecture to the registry under ``cls.model_name``, with its default hyper-parameters.
+
+    ``cls`` is an ``nn.Module`` whose constructor takes ``dim`` plus keyword arguments and records them in
+    ``self.config`` (see the shipped classes); ``defaults`` is what :func:`default_model_config` returns for
+    it (what ``vp-train --model NAME`` trains without a ``[model]`` table). Returns ``cls``.
+    """
+    name = getattr(cls, "model_name", None)
+    if not isinstance(name, str) or not name:
+        raise VPIntegratorError(f"register_model: {cls!r} has no model_name string attribute; set one")
+    if name in _MODELS and _MODELS[name] is not cls:
+        raise VPIntegratorError(f"register_model: the name {name!r} is taken by {_MODELS[name].__name__}; choose another")
+    _MODELS[name] = cls
+    _PAPER_CONFIGS[name] = dict(defaults or {})
+    return cls
+
+
+def list_models() -> list[str]:
+    """Registry names accepted by :func:`build_model`."""
+    return sorted(_MODELS)
+
+
+def build_model(name: str, **config: Any) -> nn.Module:
+    """Build a registered model from its name and keyword configuration.
+
+    Parameters
+    ----------
+    name : str
+        One of :func:`list_models` (``"vpff"``, ``"vpt"``, ``"st"``).
+    **config
+        The class's keyword arguments (e.g. ``dim=3, seq_len=3, n_blocks=2, L=3``). ``model.config``
+        (which contains ``name``) round-trips: ``build_model(**model.config)``.
+
+    Returns
+    -------
+    torch.nn.Module
+        In float32 (``torch.get_default_dtype()``) on the CPU; use ``.to(dtype=..., device=...)``.
+    """
+    if name not in _MODELS:
+        raise VPIntegratorError(
+            f"model name: unknown model {name!r}{_did_you_mean(name)}; valid names: {', '.join(list_models())}"
+        )
+    cls = _MODELS[name]
+    params = {k: p for k, p in inspect.signature(cls.__init__).parameters.items() if k != "self"}
+    for key in config:
+        if key not in params:
+            raise VPIntegratorError(
+                f"model config for {name!r}: unknown key {key!r}; valid keys: {', '.join(params)}"
+            )
+    for key, p in params.items():
+        if p.default is inspect.Parameter.empty and key not in config:
+            raise VPIntegratorError(f"model config for {name!r}: missing required key {key!r}")
+    try:
+        return cls(**config)
+    except VPIntegratorError as err:
+        raise VPIntegratorError(f"model config for {name!r}: {err}", key=err.key) from None

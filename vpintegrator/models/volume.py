@@ -1,0 +1,187 @@
+"""The volume-preserving architectures: the VP feed-forward network and the VP transformer (GML)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..nn._common import check_bool, check_input, check_positive_int, from_planes, get_activation, to_planes
+from ..nn.attention import VolumePreservingAttention
+from ..nn.feedforward import (
+    VolumePreservingLowerLayer,
+    VolumePreservingUpperLayer,
+    chain_index,
+    chain_supported,
+    triangular_chain_planes,
+)
+from ._common import _first_parameter, _record_config
+
+__all__ = ["VolumePreservingFeedForward", "VolumePreservingTransformer"]
+
+
+class VolumePreservingFeedForward(nn.Module):
+    """Volume-preserving feed-forward network (GML ``VolumePreservingFeedForward``), position-wise.
+
+    Layer order (GML, ``init_upper=False``), each layer x ↦ x + σ(x Lᵀ + b) with L strictly lower
+    ("lower") or strictly upper ("upper") triangular::
+
+        for each of n_blocks blocks:
+            (n_linear − 1) × [lower linear, no bias; upper linear, no bias]
+            lower linear, no bias; upper linear + bias
+            lower σ + bias;        upper σ + bias
+        final: lower linear, no bias; upper linear + bias
+
+    ``init_upper=True`` swaps lower and upper everywhere. Every layer has det J = 1, so the network does.
+    Parameters for dim d, m = d(d−1)/2: ``n_blocks·((2 n_linear + 2)·m + 3 d) + d²``;
+    d = 3, n_blocks = 6, n_linear = 1 → 6·21 + 9 = 135.
+
+    Parameters
+    ----------
+    dim : int
+    n_blocks : int
+    n_linear : int
+    activation : str
+        Nonlinearity σ of the nonlinear layers (``"tanh"``).
+    init_upper : bool
+        Start every pair with the upper layer.
+    seq_len : int
+        Window length it is used with as an integrator (1: one step z_n -> z_{n+1}); ``pred_window`` equals
+        it. The network acts on each state independently, so ``forward`` accepts any seq.
+    """
+
+    model_name = "vpff"
+
+    def __init__(
+        self,
+        dim: int,
+        n_blocks: int = 1,
+        n_linear: int = 1,
+        activation: str = "tanh",
+        init_upper: bool = False,
+        seq_len: int = 1,
+    ) -> None:
+        super().__init__()
+        self.dim = check_positive_int(dim, "dim")
+        check_positive_int(n_blocks, "n_blocks", minimum=0)
+        check_positive_int(n_linear, "n_linear")
+        get_activation(activation)
+        check_bool(init_upper, "init_upper")
+        self.seq_len = self.pred_window = check_positive_int(seq_len, "seq_len")
+        self.config = _record_config(self, self.model_name, locals())
+        first, second = (
+            (VolumePreservingUpperLayer, VolumePreservingLowerLayer)
+            if init_upper
+            else (VolumePreservingLowerLayer, VolumePreservingUpperLayer)
+        )
+        layers: list[nn.Module] = []
+        for _ in range(n_blocks):
+            for _ in range(n_linear - 1):
+                layers += [first(dim, "identity", bias=False), second(dim, "identity", bias=False)]
+            layers += [first(dim, "identity", bias=False), second(dim, "identity", bias=True)]
+            layers += [first(dim, activation, bias=True), second(dim, activation, bias=True)]
+        layers += [first(dim, "identity", bias=False), second(dim, "identity", bias=True)]
+        self.layers = nn.Sequential(*layers)
+        # where each layer's free entries sit in the stacked matrices of the fused chain (not saved)
+        self.register_buffer("_chain_index", chain_index(layers), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x : (batch, seq, dim) -> (batch, seq, dim), each state mapped independently."""
+        check_input(x, type(self).__name__, self.dim, like=_first_parameter(self))
+        return from_planes(self._forward_planes(to_planes(x)))
+
+    def _forward_planes(self, xp: torch.Tensor) -> torch.Tensor:
+        """On contiguous xp (dim, seq, batch), layer after layer without changing layout."""
+        layers = list(self.layers)
+        if chain_supported(layers, xp):  # the whole stack as one autograd node, bitwise the same forward
+            return triangular_chain_planes(layers, self._chain_index, xp)
+        for layer in layers:
+            xp = layer._forward_planes(xp)
+        return xp
+
+    def window_chain(self) -> list[nn.Module]:
+        """The layers whose composition is ``forward`` (for :mod:`vpintegrator.testing`)."""
+        return list(self.layers)
+
+
+class _VPTBlock(nn.Module):
+    def __init__(self, attention: nn.Module, feedforward: nn.Module) -> None:
+        super().__init__()
+        self.attention = attention
+        self.feedforward = feedforward
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.feedforward(self.attention(x))
+
+    def _forward_planes(self, xp: torch.Tensor) -> torch.Tensor:
+        return self.feedforward._forward_planes(self.attention._forward_planes(xp))
+
+    def window_chain(self) -> list[nn.Module]:
+        return [self.attention, self.feedforward]
+
+
+class VolumePreservingTransformer(nn.Module):
+    """The volume-preserving transformer (GML ``VolumePreservingTransformer``).
+
+    L × [VolumePreservingAttention(dim, skew_sym), VolumePreservingFeedForward(dim, n_blocks, n_linear)],
+    each feed-forward part with its final linear pair (as GML's Chain); no upscaling, no normalisation,
+    no residual around the attention. Maps a window X[i:i+T] to X[i+T:i+2T] (T = seq_len = pred_window).
+    Volume preserving on ℝ^{T·dim} when ``skew_sym=True``.
+
+    Parameters: L·(n_A + n_VPFF), n_A = d(d−1)/2 (skew) or d² (arbitrary); paper config (d 3, T 3,
+    n_blocks 2, n_linear 1, L 3) → 162 (skew), 180 (arbitrary).
+
+    Parameters
+    ----------
+    dim, seq_len : int
+    n_blocks, n_linear : int
+        Of each feed-forward part.
+    L : int
+        Number of transformer units.
+    activation : str
+    skew_sym : bool
+        Skew-symmetric attention weighting (volume preserving) or GML's arbitrary weighting (not).
+    init_upper : bool
+        Passed to the feed-forward parts.
+
+    Defaults: L = 1 and ``skew_sym=True`` (GML's constructor defaults are L = 2 and ``skew_sym=false``).
+    """
+
+    model_name = "vpt"
+
+    def __init__(
+        self,
+        dim: int,
+        seq_len: int,
+        n_blocks: int = 1,
+        n_linear: int = 1,
+        L: int = 1,
+        activation: str = "tanh",
+        skew_sym: bool = True,
+        init_upper: bool = False,
+    ) -> None:
+        super().__init__()
+        self.dim = check_positive_int(dim, "dim")
+        self.seq_len = self.pred_window = check_positive_int(seq_len, "seq_len")
+        check_positive_int(L, "L")
+        self.config = _record_config(self, self.model_name, locals())
+        self.blocks = nn.Sequential(
+            *(
+                _VPTBlock(
+                    VolumePreservingAttention(dim, skew_sym=skew_sym),
+                    VolumePreservingFeedForward(dim, n_blocks, n_linear, activation, init_upper=init_upper),
+                )
+                for _ in range(L)
+            )
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x : (batch, seq_len, dim) -> (batch, seq_len, dim)."""
+        check_input(x, type(self).__name__, self.dim, self.seq_len, like=_first_parameter(self))
+        xp = to_planes(x)  # (dim, seq_len, batch) between the layers
+        for block in self.blocks:
+            xp = block._forward_planes(xp)
+        return from_planes(xp)
+
+    def window_chain(self) -> list[nn.Module]:
+        """The units whose composition is ``forward`` (for :mod:`vpintegrator.testing`)."""
+        return list(self.blocks)
