@@ -119,6 +119,16 @@ class TrainConfig:
         elementwise updates only (not ``lm`` or ``lbfgs``); not resumable.
     seeds : list of int, optional
         The members' seeds (an ensemble of ``len(seeds)``; with ``ensemble`` too, the lengths must agree).
+    unroll : int
+        Windows of free rollout per training target (:mod:`vpintegrator.training.unroll`): with k > 1 the
+        model is iterated k times on its own predictions from each input window and the loss (training
+        and validation) compares the k·pred_window predicted states with the data's. 1 (default): one
+        window from the true states. Costs k forward passes per window; not with ``ensemble``.
+    init_from : str, optional
+        Start from the weights of this model (a ``.pt`` file, a run directory or ``pretrained:<name>``)
+        instead of a fresh initialisation (``init_scale`` is then not applied): fine-tuning, e.g. a second
+        phase with ``unroll > 1`` after a one-window phase. Its architecture must equal the configured
+        model's (every hyper-parameter); the optimiser starts afresh. Not with ``ensemble``.
     """
 
     data: list[str] = field(default_factory=list)
@@ -153,6 +163,8 @@ class TrainConfig:
     val_rollout_steps: int = 500
     ensemble: int | None = None
     seeds: list[int] | None = None
+    unroll: int = 1
+    init_from: str | None = None
 
     # -- construction ------------------------------------------------------------------------------
 
@@ -301,6 +313,13 @@ class TrainConfig:
             raise bad("lm_check_windows", "a non-negative integer (0: no check set)", self.lm_check_windows)
         if not is_num(self.lm_lambda) or not 0 < self.lm_lambda < math.inf:
             raise bad("lm_lambda", "a finite number > 0 (the initial Levenberg–Marquardt damping)", self.lm_lambda)
+        if not is_int(self.unroll) or self.unroll < 1:
+            raise bad("unroll", "a positive integer (windows of free rollout per training target; 1: none)",
+                      self.unroll)
+        if self.init_from is not None and (not isinstance(self.init_from, (str, os.PathLike)) or not str(self.init_from)):
+            raise bad("init_from", "a model file, run directory or pretrained:<name>", self.init_from)
+        if self.init_from is not None:
+            self.init_from = str(self.init_from)
         self._validate_ensemble(source, bad, is_int)
 
     def _validate_ensemble(self, source: str, bad, is_int) -> None:
@@ -322,6 +341,16 @@ class TrainConfig:
                 )
         if not self.is_ensemble:
             return
+        if self.init_from is not None:
+            raise VPIntegratorError(
+                f"{source}: init_from cannot start an ensemble (every member would start from the same "
+                "weights); remove init_from or train the seeds one by one", key="init_from"
+            )
+        if self.unroll != 1:
+            raise VPIntegratorError(
+                f"{source}: unroll = {self.unroll} cannot train an ensemble (the ensemble trains one-window "
+                "targets); set unroll = 1 or train the seeds one by one", key="unroll"
+            )
         if self.optimizer == "lm":
             raise VPIntegratorError(
                 f"{source}: optimizer 'lm' (Levenberg–Marquardt) cannot train an ensemble (its step is not "

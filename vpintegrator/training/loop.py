@@ -32,6 +32,7 @@ from .optim import LevenbergMarquardt, LMSubsample, label, make_optimizer, make_
 from .progress import progress_bar
 from .guards import Diverged, StopRequest
 from .results import EpochInfo, FitResult, TrainingInterrupted
+from .unroll import unrolled
 from .setup import check_windows_fit, load_data, new_model, resolve_config, window_sets
 from .validation import window_loss
 
@@ -53,7 +54,8 @@ class Trainer:
         self.model, name = new_model(config, config.seed, data.dim, data_paths[0], device, self.dtype)
         self.n_params = sum(p.numel() for p in self.model.parameters())
         seq_len, pred_window = int(self.model.seq_len), int(self.model.pred_window)
-        check_windows_fit(name, seq_len, pred_window, data.n_states, data_paths[0])
+        check_windows_fit(name, seq_len, pred_window * config.unroll, data.n_states, data_paths[0])
+        self.objective = unrolled(self.model, config.unroll)  # what the loss sees (the model for unroll = 1)
         self.resolved = resolve_config(config, data_paths, self.model, name)  # what config.toml records
         self.train_set, self.val_set, self.rollout_validator, self.data_info = window_sets(
             config, data, data_paths, seq_len, pred_window, device
@@ -72,7 +74,7 @@ class Trainer:
         if config.optimizer == "lm":
             # an "epoch" of LM is lm_iters_per_epoch iterations; no lr schedule
             self.optimizer = LevenbergMarquardt(self.model.parameters(), lam=config.lm_lambda)
-            self.lm = LMSubsample(self.optimizer, self.model, self.train_set, self.generator, config.lm_windows,
+            self.lm = LMSubsample(self.optimizer, self.objective, self.train_set, self.generator, config.lm_windows,
                                   config.lm_resample_every, config.lm_check_windows)
             self.steps_per_epoch = int(config.lm_iters_per_epoch)
         else:
@@ -83,12 +85,12 @@ class Trainer:
             horizon = decay_epochs * (self.steps_per_epoch if config.schedule_per == "step" else 1)
             self.scheduler = make_scheduler(config.scheduler, self.optimizer, config.lr_min / config.lr, horizon)
 
-        self.net = self.model
+        self.net = self.objective
         if self.dist.enabled:
             from torch.nn.parallel import DistributedDataParallel
 
             ids = [device.index] if device.type == "cuda" else None
-            self.net = DistributedDataParallel(self.model, device_ids=ids)
+            self.net = DistributedDataParallel(self.objective, device_ids=ids)
 
         # training state
         self.epoch = self.step = self.batch_in_epoch = 0
@@ -299,7 +301,7 @@ class Trainer:
     def _validate(self, dataset=None) -> float:
         """The reference loss over the whole validation set (or ``dataset``)."""
         dataset = self.val_set if dataset is None else dataset
-        return window_loss(self.model, dataset, self.config.batch_size, self.dist)
+        return window_loss(self.objective, dataset, self.config.batch_size, self.dist)
 
     # -- the loop ----------------------------------------------------------------------------------
 

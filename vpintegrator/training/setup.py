@@ -57,12 +57,34 @@ def new_model(config: TrainConfig, seed: int, dim: int, where: str, device, dtyp
     ckpt_io.seed_everything(seed)
     model, name = build_model(config, dim, where)
     model = model.to(device=device, dtype=dtype)
-    if config.init_scale != 1.0:
+    if config.init_from is not None:
+        _load_initial_weights(model, name, config.init_from)
+    elif config.init_scale != 1.0:
         with torch.no_grad():
             for pname, p in model.named_parameters():
                 if "parametrizations." not in pname:
                     p.mul_(config.init_scale)
     return model, name
+
+
+def _load_initial_weights(model, name: str, source: str) -> None:
+    """``init_from``: copy the weights of the model file ``source`` into ``model`` (same architecture)."""
+    from ..models import load_checkpoint
+
+    payload = load_checkpoint(source)
+    theirs = dict(payload["config"])
+    ours = {"name": name, **model.config}
+    diff = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
+    if diff:
+        k = diff[0]
+        raise VPIntegratorError(
+            f"init_from {source}: its model has {k} = {theirs.get(k)!r} but the configured model has "
+            f"{k} = {ours.get(k)!r}; configure the same architecture (its config: {theirs})", key="init_from"
+        )
+    like = next(model.parameters(), None)
+    state = {k: v.to(device=like.device, dtype=like.dtype) if like is not None and v.is_floating_point() else v
+             for k, v in payload["state_dict"].items()}
+    model.load_state_dict(state)
 
 
 def check_windows_fit(name: str, seq_len: int, pred_window: int, n_states: int, where: str) -> None:
@@ -89,13 +111,14 @@ def resolve_config(config: TrainConfig, data_paths: list[str], model, name: str,
 def window_sets(config: TrainConfig, data, data_paths: list[str], seq_len: int, pred_window: int, device):
     """``(train_set, val_set or None, rollout_validator or None, data_info)``: windows over the seeded
     trajectory split (``config.seed``), the validation rollout when ``monitor = "val_rollout"``, and the
-    data summary for ``summary.json``."""
+    data summary for ``summary.json``. The windows' targets span ``config.unroll`` model windows."""
     from ..data.windows import WindowDataset, split_trajectories
 
     y = data.windows(config.dtype, device)  # (n_traj, n_states, dim), shared by both window sets
     train_idx, val_idx = split_trajectories(data.n_traj, config.val_fraction, config.seed)
-    train_set = WindowDataset(y, seq_len, pred_window, config.stride, train_idx)
-    val_set = WindowDataset(y, seq_len, pred_window, config.stride, val_idx) if len(val_idx) else None
+    target = pred_window * config.unroll
+    train_set = WindowDataset(y, seq_len, target, config.stride, train_idx)
+    val_set = WindowDataset(y, seq_len, target, config.stride, val_idx) if len(val_idx) else None
     validator = None
     if config.monitor == "val_rollout":
         validator = RolloutValidator(data.select(traj=val_idx), config.val_rollout_steps, seq_len, pred_window)
