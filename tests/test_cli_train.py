@@ -130,7 +130,7 @@ def test_interrupt_saves_last_and_exits_130(config_file, tmp_path, monkeypatch):
     [
         (["--optimizer", "adamm"], "unknown optimizer 'adamm' (did you mean 'adam'?); valid: adam, adamw, lbfgs, lm, rmsprop, sgd"),
         (["--scheduler", "step"], "unknown scheduler 'step'; valid: constant, cosine, exponential"),
-        (["--model", "mlp"], "unknown model 'mlp'; valid: st, vpff, vpt"),
+        (["--model", "mlp"], "unknown model 'mlp'; valid: g_sympnet, la_sympnet, st, symplectic_transformer, vpff, vpt"),
         (["--seq-len", 9], "seq_len + pred_window = 9 + 9 = 18 exceeds the n_states = 16"),
         (["--device", "tpu"], "unknown device 'tpu'; valid: auto, cpu, cuda, cuda:N"),
         (["--data", "nope.h5"], "nope.h5"),

@@ -79,7 +79,7 @@ def test_vpt_units_are_attention_then_full_vpff():
 
 
 def test_registry_and_config_round_trip():
-    assert list_models() == ["st", "vpff", "vpt"]
+    assert list_models() == ["g_sympnet", "la_sympnet", "st", "symplectic_transformer", "vpff", "vpt"]
     for key in PAPER:
         model = paper_model(key)
         assert model.config["name"] == key.split("_")[0]
@@ -163,7 +163,9 @@ def test_permutation_along_seq(key, equivariant):
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda: build_model("transformer", dim=3), "unknown model 'transformer'; valid names: st, vpff, vpt"),
+        (lambda: build_model("transformer", dim=3),
+         r"unknown model 'transformer' \(did you mean 'symplectic_transformer'\?\); valid names: g_sympnet, la_sympnet, st, "
+         "symplectic_transformer, vpff, vpt"),
         (lambda: build_model("vpt", dim=3), "missing required key 'seq_len'"),
         (lambda: build_model("vpt", dim=3, seq_len=3, n_layers=2), "unknown key 'n_layers'; valid keys: dim, seq_len"),
         (lambda: build_model("vpff", dim=3, activation="relu"), "activation: expected one of"),

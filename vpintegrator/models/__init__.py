@@ -12,12 +12,22 @@ name         class                                  paper configuration (paramet
 ``st``       :class:`StandardTransformerIntegrator` dim 3, seq_len 3, n_blocks 2, L 3, 1 head (189)
 ===========  =====================================  ====================================================
 
+The symplectic side (states (q, p), dim even; GML's defaults, no paper configuration):
+
+==========================  ==============================  ===================================================
+name                        class                           GML defaults (parameters)
+==========================  ==============================  ===================================================
+``la_sympnet``              :class:`LASympNet`              dim 4, depth 5, nhidden 1 (42)
+``g_sympnet``               :class:`GSympNet`               dim 4, upscaling 8, n_layers 2 (32)
+``symplectic_transformer``  :class:`SymplecticTransformer`  dim 4, seq_len 3, n_sympnet 2, L 1 (70; L 4: 280)
+==========================  ==============================  ===================================================
+
 Model file format (``save_model``/``load_model``): one ``torch.save`` dict
 ``{"format": "vpintegrator-model", "version": 1, "config": {...}, "state_dict": {...},
 "vpintegrator_version": "...", **extra}``, loadable with ``torch.load(weights_only=True)`` (no pickled code).
 
-Modules: ``volume`` (VPFF, VPT), ``standard`` (ST), ``registry`` (names, defaults, ``build_model``),
-``files`` (model files, pretrained models).
+Modules: ``volume`` (VPFF, VPT), ``standard`` (ST), ``symplectic`` (LA-SympNet, G-SympNet, symplectic
+transformer), ``registry`` (names, defaults, ``build_model``), ``files`` (model files, pretrained models).
 """
 
 from __future__ import annotations
@@ -35,12 +45,16 @@ from .files import (
 )
 from .registry import _did_you_mean, build_model, default_model_config, list_models, register_model
 from .standard import StandardTransformerIntegrator
+from .symplectic import GSympNet, LASympNet, SymplecticTransformer
 from .volume import VolumePreservingFeedForward, VolumePreservingTransformer
 
 __all__ = [
     "VolumePreservingFeedForward",
     "VolumePreservingTransformer",
     "StandardTransformerIntegrator",
+    "LASympNet",
+    "GSympNet",
+    "SymplecticTransformer",
     "build_model",
     "list_models",
     "register_model",

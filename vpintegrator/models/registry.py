@@ -9,13 +9,15 @@ from torch import nn
 
 from ..errors import VPIntegratorError
 from .standard import StandardTransformerIntegrator
+from .symplectic import GSympNet, LASympNet, SymplecticTransformer
 from .volume import VolumePreservingFeedForward, VolumePreservingTransformer
 
 __all__ = ["build_model", "list_models", "default_model_config", "register_model"]
 
 _MODELS: dict[str, type[nn.Module]] = {
     cls.model_name: cls
-    for cls in (VolumePreservingFeedForward, VolumePreservingTransformer, StandardTransformerIntegrator)
+    for cls in (VolumePreservingFeedForward, VolumePreservingTransformer, StandardTransformerIntegrator,
+                LASympNet, GSympNet, SymplecticTransformer)
 }
 
 
@@ -25,6 +27,11 @@ _PAPER_CONFIGS: dict[str, dict[str, Any]] = {
     "vpff": dict(seq_len=1, n_blocks=6, n_linear=1, activation="tanh"),
     "vpt": dict(seq_len=3, n_blocks=2, n_linear=1, L=3, activation="tanh", skew_sym=True),
     "st": dict(seq_len=3, n_heads=1, n_blocks=2, L=3, add_connection=False, form="gml", activation="tanh"),
+    # the symplectic side: GML's constructor defaults (no paper configuration; upscaling 2·dim when left out)
+    "la_sympnet": dict(seq_len=1, depth=5, nhidden=1, activation="tanh", init_upper_linear=True, init_upper_act=True),
+    "g_sympnet": dict(seq_len=1, n_layers=2, activation="tanh", init_upper=True),
+    "symplectic_transformer": dict(seq_len=3, n_sympnet=2, L=1, sympnet_activation="tanh",
+                                   attention_activation="matrix_softmax", init_upper=True, symmetric=True),
 }
 
 

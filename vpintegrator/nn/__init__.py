@@ -1,8 +1,18 @@
-"""Layers on (batch, seq, dim) tensors: Cayley transform, attention and feed-forward layers."""
+"""Layers on (batch, seq, dim) tensors: Cayley transform, attention, feed-forward and symplectic layers."""
 
 from .attention import MultiHeadAttention, VolumePreservingAttention
 from .cayley import CAYLEY_METHODS, cayley, cayley_method, get_cayley_method
 from .feedforward import ResNetLayer, VolumePreservingLowerLayer, VolumePreservingUpperLayer
+from .symplectic_attention import SymplecticAttentionP, SymplecticAttentionQ
+from .sympnet import (
+    ActivationLayerP,
+    ActivationLayerQ,
+    BiasLayer,
+    GradientLayerP,
+    GradientLayerQ,
+    LinearLayerP,
+    LinearLayerQ,
+)
 
 __all__ = [
     "CAYLEY_METHODS",
@@ -14,4 +24,13 @@ __all__ = [
     "VolumePreservingLowerLayer",
     "VolumePreservingUpperLayer",
     "ResNetLayer",
+    "LinearLayerQ",
+    "LinearLayerP",
+    "ActivationLayerQ",
+    "ActivationLayerP",
+    "GradientLayerQ",
+    "GradientLayerP",
+    "BiasLayer",
+    "SymplecticAttentionQ",
+    "SymplecticAttentionP",
 ]
