@@ -155,7 +155,8 @@ def test_both_studies_plan_on_the_one_runner(tmp_path):
     from vpintegrator.studies import rigid_body, runner
 
     assert coupled_oscillator.StudyError is rigid_body.StudyError is runner.StudyError
-    settings, _ = coupled_oscillator.parse_args(["--out", str(tmp_path / "co"), "--seeds", "0,1"])
+    settings, _ = coupled_oscillator.parse_args(["--out", str(tmp_path / "co"), "--seeds", "0,1", "--models", "st,vpt",
+                                                 "--init-scale", "0.3"])
     plans = [coupled_oscillator.plan(settings), rigid_body.plan(rigid_body.parse_args(["--out", str(tmp_path / "rb")]))]
     for plan in plans:
         assert type(plan) is runner.Runner and plan.tasks

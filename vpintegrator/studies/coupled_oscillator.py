@@ -43,21 +43,30 @@ from .runner import REPO, Runner, StudyError, Task, guarded
 from .stats import fmt_num, md_table, mean_std, read_json, write_json, write_text
 
 ROOT = REPO
-MODELS = ("vpt", "st")
+#: every model the study knows, in table order; ``configs/study/coupled_oscillator_<model>.toml`` each
+MODELS = ("vpt", "st", "symplectic_transformer", "g_sympnet", "la_sympnet")
+DEFAULT_MODELS = ("vpt", "st", "symplectic_transformer", "g_sympnet")
 INTEGRATORS = ("stormer_verlet", "rk4")
 DT = 0.4  # the specs' step (coupled_oscillator, coupled_oscillator_box)
 EVAL_SETS = ("default", "heldout")
-#: vp-train --set init_scale=...: the initial weights times this. From the default Glorot init the
-#: paper-sized dim-4 VPT starts at a relative loss of 9-97 (seeds 0-7) and Levenberg-Marquardt stalls near
-#: 1.2; from 0.3x it reaches about 1e-3 in a CPU minute.
+#: the initial weights times this are each config's ``init_scale`` (--init-scale overrides it for every
+#: model). From the default Glorot init the paper-sized dim-4 VPT starts at a relative loss of 9-97 (seeds
+#: 0-7) and Levenberg-Marquardt stalls near 1.2; from 0.3x it reaches about 1e-3 in a CPU minute.
 INIT_SCALE = 0.3
-_LABEL = re.compile(r"^(?P<model>[a-z0-9]+)_s(?P<seed>\d+)$")
+_LABEL = re.compile(r"^(?P<model>[a-z0-9_]+)_s(?P<seed>\d+)$")
 _NAMES = {
     "vpt": "VPT (volume-preserving transformer)",
     "st": "standard transformer",
+    "symplectic_transformer": "symplectic transformer",
+    "g_sympnet": "G-SympNet",
+    "la_sympnet": "LA-SympNet",
     "stormer_verlet": "Störmer–Verlet",
     "rk4": "RK4",
 }
+
+
+def _default_config(model: str) -> str:
+    return f"configs/study/coupled_oscillator_{model}.toml"
 
 
 @dataclass
@@ -73,9 +82,9 @@ class Settings:
     train_n_traj: int = 1000
     quick: bool = False
     skip_existing: bool = False
-    vpt_config: str = "configs/study/coupled_oscillator_vpt.toml"
-    st_config: str = "configs/study/coupled_oscillator_st.toml"
-    init_scale: float = INIT_SCALE
+    models: list[str] = field(default_factory=lambda: list(DEFAULT_MODELS))
+    configs: dict[str, str] = field(default_factory=lambda: {m: _default_config(m) for m in MODELS})
+    init_scale: float | None = None
 
     @property
     def t_end(self) -> float:
@@ -113,11 +122,15 @@ def parse_args(argv: list[str] | None = None) -> tuple[Settings, bool]:
     p.add_argument("--n-steps", type=int, help="Rollout steps of dt = 0.4 (default 10000; --quick: 2500).")
     p.add_argument("--heldout", type=int, help="Held-out initial conditions (default 10; --quick: 3; 0: none).")
     p.add_argument("--train-n-traj", type=int, help="Training initial conditions (default 1000; --quick: 300).")
-    p.add_argument("--vpt-config", help="vp-train TOML of the VPT (default configs/study/coupled_oscillator_vpt.toml).")
-    p.add_argument("--st-config", help="vp-train TOML of the ST (default configs/study/coupled_oscillator_st.toml).")
+    p.add_argument("--models", help=f"Comma list out of {','.join(MODELS)} (default {','.join(DEFAULT_MODELS)}).")
+    p.add_argument("--config", action="append", default=[], metavar="MODEL=TOML",
+                   help="vp-train TOML of MODEL (default configs/study/coupled_oscillator_<model>.toml); repeatable.")
+    p.add_argument("--vpt-config", help="Same as --config vpt=TOML.")
+    p.add_argument("--st-config", help="Same as --config st=TOML.")
     p.add_argument(
         "--init-scale", type=float,
-        help=f"Multiply the models' initial weights by this (default {INIT_SCALE}; 1: the package's Glorot init).",
+        help="Multiply every model's initial weights by this (default: each config's init_scale; 1: the "
+             "package's Glorot init).",
     )
     p.add_argument("--quick", action="store_true", help="One seed, 30-s trainings, 2500 steps: about 2 minutes.")
     p.add_argument("--skip-existing", action="store_true", help="Keep the steps already finished in RUN.")
@@ -135,13 +148,13 @@ def parse_args(argv: list[str] | None = None) -> tuple[Settings, bool]:
         train_n_traj=a.train_n_traj if a.train_n_traj is not None else (300 if quick else 1000),
         quick=quick,
         skip_existing=a.skip_existing,
-        vpt_config=a.vpt_config or Settings.vpt_config,
-        st_config=a.st_config or Settings.st_config,
-        init_scale=a.init_scale if a.init_scale is not None else INIT_SCALE,
+        models=_models(a.models),
+        configs=_configs(a),
+        init_scale=a.init_scale,
     )
     if not (math.isfinite(s.train_seconds) and s.train_seconds > 0):
         raise StudyError(f"--train-seconds must be a positive number of seconds; got {s.train_seconds!r}")
-    if not (math.isfinite(s.init_scale) and s.init_scale > 0):
+    if s.init_scale is not None and not (math.isfinite(s.init_scale) and s.init_scale > 0):
         raise StudyError(f"--init-scale must be a positive number (1: the package's init); got {s.init_scale!r}")
     if s.jobs < 1:
         raise StudyError(f"--jobs must be >= 1 (subprocesses at a time); got {s.jobs}")
@@ -151,10 +164,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[Settings, bool]:
         raise StudyError(f"--heldout must be >= 0 (0: only the default initial condition); got {s.heldout}")
     if s.train_n_traj < 2:
         raise StudyError(f"--train-n-traj must be >= 2 (training and validation trajectories); got {s.train_n_traj}")
-    for name in ("vpt_config", "st_config"):
-        path = _resolve(getattr(s, name))
-        if not a.table_only and not path.is_file():
-            raise StudyError(f"--{name.replace('_', '-')} {getattr(s, name)}: no such file; give a vp-train TOML")
+    for model in s.models:
+        if not a.table_only and not _resolve(s.configs[model]).is_file():
+            flag = {"vpt": "--vpt-config", "st": "--st-config"}.get(model) if getattr(a, f"{model}_config", None) \
+                else None
+            given = f"{flag} {s.configs[model]}" if flag else f"--config {model}={s.configs[model]}"
+            raise StudyError(f"{given}: no such file; give a vp-train TOML")
     out = Path(s.out)
     if out.exists() and not out.is_dir():
         raise StudyError(f"--out {out}: exists and is not a directory; choose another --out")
@@ -164,6 +179,28 @@ def parse_args(argv: list[str] | None = None) -> tuple[Settings, bool]:
     elif out.is_dir() and any(out.iterdir()) and not s.skip_existing:
         raise StudyError(f"--out {out}: not empty; add --skip-existing to continue it, or choose a fresh --out")
     return s, a.table_only
+
+
+def _models(text: str | None) -> list[str]:
+    if text is None:
+        return list(DEFAULT_MODELS)
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    bad = [m for m in names if m not in MODELS]
+    if not names or bad:
+        raise StudyError(f"--models: unknown model {bad[0]!r}; valid: {', '.join(MODELS)}" if bad
+                         else "--models is empty; give a comma list")
+    return [m for m in MODELS if m in names]  # table order, no duplicates
+
+
+def _configs(a: argparse.Namespace) -> dict[str, str]:
+    configs = {m: _default_config(m) for m in MODELS}
+    pairs = list(a.config) + [f"vpt={a.vpt_config}"] * bool(a.vpt_config) + [f"st={a.st_config}"] * bool(a.st_config)
+    for pair in pairs:
+        model, sep, path = pair.partition("=")
+        if not sep or model not in MODELS or not path:
+            raise StudyError(f"--config must be MODEL=TOML with MODEL one of {', '.join(MODELS)}; got {pair!r}")
+        configs[model] = path
+    return configs
 
 
 def _resolve(path: str | Path) -> Path:
@@ -202,22 +239,22 @@ def plan(s: Settings) -> Runner:
     for name, args in gens:
         runner.add(Task(f"gen_{name}", ["vp-gen", *args, "--out", p[name], "--no-progress"], [p[name]]))
 
-    configs = {"vpt": s.vpt_config, "st": s.st_config}
     trains = []
+    scale = [] if s.init_scale is None else ["--set", f"init_scale={s.init_scale!r}"]
     for seed in s.seeds:
-        for model in MODELS:
+        for model in s.models:
             out = _run_dir(run, model, seed)
             name = f"train_{model}_s{seed}"
             done = runner.stamp(name).exists() and (out / "summary.json").exists() and (out / "log.csv").exists()
             if out.exists() and not done:
                 shutil.rmtree(out)  # an unfinished run from an interrupted study: start it again
-            runner.add(Task(name, ["vp-train", _resolve(configs[model]), "--data", p["train"], "--out", out,
-                                   "--seed", str(seed), "--time-limit", f"{s.train_seconds:g}",
-                                   "--set", f"init_scale={s.init_scale!r}", "--no-progress"],
+            runner.add(Task(name, ["vp-train", _resolve(s.configs[model]), "--data", p["train"], "--out", out,
+                                   "--seed", str(seed), "--time-limit", f"{s.train_seconds:g}", *scale,
+                                   "--no-progress"],
                             [out / "summary.json", out / "log.csv"], ["gen_train"]))
             trains.append(name)
 
-    models = [x for seed in s.seeds for m in MODELS for x in ("--model", f"{m}_s{seed}={_run_dir(run, m, seed)}")]
+    models = [x for seed in s.seeds for m in s.models for x in ("--model", f"{m}_s{seed}={_run_dir(run, m, seed)}")]
     for name in EVAL_SETS:
         if name == "heldout" and not s.heldout:
             continue
