@@ -1,9 +1,13 @@
 """Bad inputs to the Python API outside data/training/rollout: integrators, the config layer, devices,
 structure checks, the root namespace."""
 
+from pathlib import Path
+
 import numpy as np
 
 from bad_inputs import Case
+
+_GML_VPFF = Path(__file__).resolve().parent.parent / "data" / "gml" / "transformer_rigid_body_nn_vpff.h5"
 
 
 def _integrate(**kw):
@@ -35,6 +39,18 @@ def _integrator(name):
     from vpintegrator import get_integrator
 
     return get_integrator(name)
+
+
+def _load_model(path, **kw):
+    from vpintegrator.models import load_model
+
+    return load_model(path, **kw)
+
+
+def _gml(path_or_query, **kw):
+    """``load_model("gml:...")`` of a workspace file, or of the shipped GML VPFF with a ``?query``."""
+    text = str(path_or_query)
+    return _load_model(f"gml:{_GML_VPFF}{text}" if text.startswith("?") else f"gml:{text}", **kw)
 
 
 def _volume(model, **kw):
@@ -73,4 +89,22 @@ CASES = [
     Case("api-root-unknown-name", api=lambda ws: __import__("vpintegrator").VPIntegratorError("x") and _device("gpu"),
          match=r"unknown device 'gpu'"),
     Case("api-volume-not-a-model", api=lambda ws: _volume("vpt"), match=r"model|Module"),
+    # GeometricMachineLearning.jl weight files: load_model("gml:FILE.h5[?KEY=VALUE&...]", config=...)
+    Case("api-gml-missing-file", api=lambda ws: _gml(ws.out + "/missing.h5"), match=r"missing.h5 does not exist"),
+    Case("api-gml-text-file", api=lambda ws: _gml(ws.text), match=r"notes.txt: not an HDF5 file"),
+    Case("api-gml-empty-file", api=lambda ws: _gml(ws.empty), match=r"empty.h5: not an HDF5 file"),
+    Case("api-gml-directory", api=lambda ws: _gml(ws.dir), match=r"adir: is a directory"),
+    Case("api-gml-torch-checkpoint", api=lambda ws: _gml(ws.model), match=r"best.pt: not an HDF5 file"),
+    Case("api-gml-trajectory-file", api=lambda ws: _gml(ws.data),
+         match=r"data.h5: no groups L1 … Ln at the top level: not a GeometricMachineLearning weight file"),
+    Case("api-gml-rollout-file", api=lambda ws: _gml(ws.rollout), match=r"rollout.h5: no groups L1 … Ln"),
+    Case("api-gml-config-contradicts-file", api=lambda ws: _gml("?n_blocks=3"),
+         match=r"config n_blocks = 3 contradicts group L1…L26, which gives n_blocks = 6"),
+    Case("api-gml-name-contradicts-file", api=lambda ws: _gml("?", config={"name": "st"}),
+         match=r"name 'st' contradicts group L1 \(VolumePreservingLowerLayer\): the file holds a 'vpff' network"),
+    Case("api-gml-spec-no-value", api=lambda ws: _gml("?seq_len"), match=r"'seq_len' is not KEY=VALUE"),
+    Case("api-gml-unknown-key", api=lambda ws: _gml("?depth=2"), match=r"unknown key 'depth'"),
+    Case("api-gml-bad-dtype", api=lambda ws: _gml("?dtype=float16"), match=r"dtype 'float16': expected one of"),
+    Case("api-load-model-config-not-gml", api=lambda ws: _load_model(ws.model, config={"seq_len": 3}),
+         match=r"config is only for gml:FILE.h5 weight files"),
 ]

@@ -44,7 +44,7 @@ def _names(items) -> list[str] | None:
 def _model_spec(text: str):
     """``LABEL=PATH`` -> (label, path); a plain path or ``pretrained:NAME`` stays as it is."""
     head, sep, tail = text.partition("=")
-    if sep and head and "/" not in head and not head.startswith("pretrained:"):
+    if sep and head and "/" not in head and not head.startswith(("pretrained:", "gml:")):
         return (head, tail)
     return text
 

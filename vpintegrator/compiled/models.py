@@ -456,6 +456,8 @@ def _module(pk: _Packer, m, dim: int) -> None:
     elif isinstance(m, VolumePreservingAttention):
         pk.op(OP_VP_ATTENTION, pk.add(m.weight_matrix()), int(bool(m.skew_sym)))
     elif isinstance(m, MultiHeadAttention):
+        if getattr(m, "softmax", "vector") != "vector":  # the kernel normalises per query only
+            raise _Unsupported(f"attention softmax {m.softmax!r}")
         if m.form == "gml":
             P = torch.cat([p.weight for g in (m.query, m.key, m.value) for p in g], dim=1)  # (dim, 3 dim)
             pk.op(OP_MH_ATTENTION, 0, m.n_heads, pk.add(P.mT), -1, -1, -1, int(m.add_connection))
@@ -490,7 +492,8 @@ def pack(model) -> CompiledModel | None:
     Returns
     -------
     CompiledModel or None
-        None without numba, for other model classes, unknown activations or layer kinds, or a
+        None without numba, for other model classes, unknown activations or layer kinds (the ST's
+        up/downscaling layers of ``transformer_dim ≠ dim``, matrix-softmax attention), or a
         pred_window other than seq_len. Nothing is compiled here (the kernel compiles, or loads from
         numba's cache, on the first call; :func:`compile_kernels` does it ahead).
     """

@@ -27,7 +27,8 @@ Model file format (``save_model``/``load_model``): one ``torch.save`` dict
 "vpintegrator_version": "...", **extra}``, loadable with ``torch.load(weights_only=True)`` (no pickled code).
 
 Modules: ``volume`` (VPFF, VPT), ``standard`` (ST), ``symplectic`` (LA-SympNet, G-SympNet, symplectic
-transformer), ``registry`` (names, defaults, ``build_model``), ``files`` (model files, pretrained models).
+transformer), ``registry`` (names, defaults, ``build_model``), ``files`` (model files, pretrained models),
+``gml`` (weight files of GeometricMachineLearning.jl: ``read_gml``, ``load_model("gml:FILE.h5")``).
 """
 
 from __future__ import annotations
@@ -43,12 +44,14 @@ from .files import (
     read_torch_file,
     save_model,
 )
+from .gml import read_gml
 from .registry import _did_you_mean, build_model, default_model_config, list_models, register_model
 from .standard import StandardTransformerIntegrator
 from .symplectic import GSympNet, LASympNet, SymplecticTransformer
 from .volume import VolumePreservingFeedForward, VolumePreservingTransformer
 
 __all__ = [
+    "read_gml",
     "VolumePreservingFeedForward",
     "VolumePreservingTransformer",
     "StandardTransformerIntegrator",

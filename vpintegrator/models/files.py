@@ -1,8 +1,9 @@
-"""Model files: ``save_model``, ``load_model``, ``load_checkpoint``, pretrained models.
+"""Model files: ``save_model``, ``load_model``, ``load_checkpoint``, pretrained models, GML weight files.
 
 Format: one ``torch.save`` dict ``{"format": "vpintegrator-model", "version": 1, "config": {...},
 "state_dict": {...}, "vpintegrator_version": "...", **extra}``, loadable with ``torch.load(weights_only=True)``
-(no pickled code).
+(no pickled code). ``load_model("gml:FILE.h5")`` reads GeometricMachineLearning.jl weights instead
+(:mod:`vpintegrator.models.gml`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from torch import nn
 from .._io import atomic_path
 from .._version import __version__
 from ..errors import VPIntegratorError
+from .gml import GML_PREFIX, parse_gml_spec, read_gml
 from .registry import _MODELS, build_model
 
 __all__ = ["save_model", "load_model", "load_checkpoint", "list_pretrained", "read_torch_file"]
@@ -42,7 +44,8 @@ def save_model(model: nn.Module, path: str | os.PathLike, extra: dict[str, Any] 
     extra : dict, optional
         More entries for the file (training state: optimizer, epoch, ...); values must be loadable with
         ``torch.load(weights_only=True)`` (tensors, numbers, strings, lists, dicts). Keys must not be one of
-        ``format, version, config, state_dict, vpintegrator_version``.
+        ``format, version, config, state_dict, vpintegrator_version``. A model read from a GML file
+        (``gml_provenance`` attribute) also records ``"gml_provenance"``: the source file.
 
     Returns
     -------
@@ -58,6 +61,8 @@ def save_model(model: nn.Module, path: str | os.PathLike, extra: dict[str, Any] 
     clash = [k for k in extra if k in _RESERVED_KEYS]
     if clash:
         raise VPIntegratorError(f"save_model: extra key {clash[0]!r} is reserved; rename it")
+    if isinstance(getattr(model, "gml_provenance", None), str):
+        extra.setdefault("gml_provenance", model.gml_provenance)
     payload = {
         "format": MODEL_FORMAT,
         "version": MODEL_FORMAT_VERSION,
@@ -173,21 +178,45 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
     return payload
 
 
-def load_model(path: str | os.PathLike, map_location: Any = "cpu") -> nn.Module:
-    """Rebuild a model from a file written by :func:`save_model`.
+def load_model(path: str | os.PathLike, map_location: Any = "cpu", config: dict[str, Any] | None = None) -> nn.Module:
+    """Rebuild a model from a file written by :func:`save_model`, or read GML weights.
 
     Parameters
     ----------
     path : path-like or str
-        A ``.pt`` file, a run directory (uses ``best.pt``, else ``last.pt``), or ``"pretrained:<name>"``.
+        A ``.pt`` file, a run directory (uses ``best.pt``, else ``last.pt``), ``"pretrained:<name>"``, or
+        ``"gml:FILE.h5"``: an HDF5 weight file written by GeometricMachineLearning.jl (VPFF, VPT or ST; the
+        architecture and its sizes are read from the file, see :func:`~vpintegrator.models.gml.read_gml`).
+        What the weights cannot tell goes after a ``?`` as ``KEY=VALUE`` pairs joined by ``&``:
+        ``"gml:FILE.h5?seq_len=3&name=vpt"`` (keys: ``name``, ``dtype`` (float64, the default, or float32)
+        and model keys such as ``seq_len``, ``activation``, ``add_connection``; values are numbers,
+        ``true``/``false`` or words). Defaults: seq_len 3 (vpt, st) or 1 (vpff), tanh, no add connection.
     map_location : str or torch.device
         Device to load onto (``torch.load``'s ``map_location``).
+    config : dict, optional
+        Only with ``"gml:..."``: the same keys as the ``?`` suffix (they win over it). A key the file
+        determines (dim, n_blocks, L, n_heads, ...) must agree with it.
 
     Returns
     -------
     nn.Module
-        In eval mode, with the dtype and device of the saved (mapped) state_dict.
+        In eval mode, with the dtype and device of the saved (mapped) state_dict (GML weights: float64
+        unless ``dtype=float32``; ``model.gml_provenance`` names the source file).
     """
+    text = os.fspath(path)
+    if isinstance(text, str) and text.startswith(GML_PREFIX):
+        file, params = parse_gml_spec(text)
+        params.update(config or {})
+        name = params.pop("name", None)
+        dtype = params.pop("dtype", "float64")
+        model = read_gml(file, name, dtype=dtype, **params)
+        if isinstance(map_location, (str, torch.device)):
+            model = model.to(map_location)
+        return model.eval()
+    if config is not None:
+        raise VPIntegratorError(
+            f"load_model: config is only for gml:FILE.h5 weight files; {text} carries its own config (drop config=)"
+        )
     payload = load_checkpoint(path, map_location=map_location)
     file, config, state = payload["path"], dict(payload["config"]), payload["state_dict"]
     name = config.pop("name", None)
@@ -204,4 +233,6 @@ def load_model(path: str | os.PathLike, map_location: Any = "cpu") -> nn.Module:
         raise VPIntegratorError(
             f"model file {file}: key 'state_dict' does not match config {payload['config']} ({str(err).splitlines()[0]})"
         ) from err
+    if isinstance(payload.get("gml_provenance"), str):
+        model.gml_provenance = payload["gml_provenance"]
     return model.eval()

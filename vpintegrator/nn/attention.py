@@ -17,9 +17,12 @@ from ..errors import VPIntegratorError
 from ._common import check_bool, check_input, check_positive_int, from_planes, glorot_uniform_, to_planes
 from .cayley import cayley, cayley3_transpose_apply, resolve_cayley_method
 
-__all__ = ["VolumePreservingAttention", "MultiHeadAttention", "MHA_FORMS"]
+__all__ = ["VolumePreservingAttention", "MultiHeadAttention", "MHA_FORMS", "MHA_SOFTMAXES"]
 
 MHA_FORMS = ("gml", "standard")
+#: how the attention scores are normalised: GML's ``VectorSoftmax`` (per query, the usual softmax) and
+#: ``MatrixSoftmax`` (over the whole seq×seq score matrix of each head and sample)
+MHA_SOFTMAXES = ("vector", "matrix")
 
 
 class VolumePreservingAttention(nn.Module):
@@ -172,8 +175,8 @@ class MultiHeadAttention(nn.Module):
     """Multi-head self-attention in the GeometricMachineLearning form or the standard (Vaswani) form.
 
     ``form="gml"`` (seeds 000/002), per head i with P^Q_i, P^K_i, P^V_i ∈ ℝ^{dim×d_head}
-    (d_head = dim / n_heads), seed in columns ``V_i softmax_col(K_iᵀ Q_i / √dim)``. In rows
-    (Q_i = X P^Q_i etc., shape (seq, d_head))::
+    (d_head = dim / n_heads; ``query``, ``key``, ``value``), seed in columns
+    ``V_i softmax_col(K_iᵀ Q_i / √dim)``. In rows (Q_i = X P^Q_i etc., shape (seq, d_head))::
 
         S_i = Q_i K_iᵀ / √dim            (seq_query, seq_key); [S_i]_{nm} = q⁽ⁿ⁾·k⁽ᵐ⁾ = [K_iᵀQ_i]_{mn}
         head_i = softmax(S_i, over the key index m, i.e. the last axis) V_i       (seq, d_head)
@@ -181,6 +184,19 @@ class MultiHeadAttention(nn.Module):
 
     The seed's column softmax (normalising each column n of K_iᵀQ_i over m) is this softmax over the key
     axis. The scale is √dim, the full dimension, as in GML. No output projection, no biases.
+
+    GML's own code (``src/layers/multi_head_attention.jl``) computes the same map with the labels
+    swapped: ``PV_i' Z softmax((PQ_i' Z)' (PK_i' Z) / √dim)``, i.e. V softmax_col(QᵀK) with Q = PQᵀZ and
+    K = PKᵀZ, so column n (the output state n) is weighted by PK_iᵀz⁽ⁿ⁾ · PQ_iᵀz⁽ᵐ⁾ normalised over m:
+    **GML's P^K is our query (``query``) and GML's P^Q our key (``key``)**; P^V is ``value``. (Its
+    Julia matrices are (dim, d_head) like ours; read from HDF5 they appear transposed.) GML versions
+    before the √dim scaling existed computed the same without the 1/√dim.
+
+    ``softmax="matrix"`` normalises each head's whole score matrix S_i at once (GML's ``MatrixSoftmax``,
+    the ``activation`` keyword of its ``MultiHeadAttention``): head_i = (exp S_i / Σ_{n,m} exp [S_i]_{nm})
+    V_i, so the weights of all states together sum to 1, not each state's. ``"vector"`` (the default,
+    GML's ``VectorSoftmax``) is the usual softmax above.
+
     ``stiefel=True`` keeps every P on the Stiefel manifold (orthonormal columns, Pᵀ P = I) with
     ``torch.nn.utils.parametrizations.orthogonal(..., use_trivialization=False)`` (Householder map): the
     parameter is unconstrained and P is computed from it at every use, so Pᵀ P = I holds after any optimiser
@@ -200,6 +216,9 @@ class MultiHeadAttention(nn.Module):
         Add the input to the output (GML's layer defaults to True; the paper's ST uses False).
     stiefel : bool
         Orthonormal projections (``form="gml"`` only).
+    softmax : {"vector", "matrix"}
+        Normalisation of the scores (both forms): per query (``"vector"``) or over each head's whole
+        score matrix (``"matrix"``, GML's ``MatrixSoftmax``).
 
     Parameter counts: gml 3 dim² ; standard 4 dim² + 4 dim.
     """
@@ -211,10 +230,14 @@ class MultiHeadAttention(nn.Module):
         form: str = "gml",
         add_connection: bool = False,
         stiefel: bool = False,
+        softmax: str = "vector",
     ) -> None:
         super().__init__()
         self.dim = check_positive_int(dim, "dim")
         self.n_heads = check_positive_int(n_heads, "n_heads")
+        if softmax not in MHA_SOFTMAXES:
+            raise VPIntegratorError(f"softmax: expected one of {', '.join(MHA_SOFTMAXES)}, got {softmax!r}")
+        self.softmax = softmax
         if dim % n_heads:
             raise VPIntegratorError(
                 f"n_heads: must divide dim = {dim}, got n_heads = {n_heads}; "
@@ -274,7 +297,11 @@ class MultiHeadAttention(nn.Module):
         qkv = qkv.reshape(batch, seq, 3, self.n_heads, self.d_head)  # (batch, seq, 3, heads, d_head)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 × (batch, heads, seq, d_head)
         scores = (q @ k.mT) * scale  # (batch, heads, seq_query, seq_key)
-        heads = torch.softmax(scores, dim=-1) @ v  # normalise over keys; (batch, heads, seq, d_head)
+        if self.softmax == "vector":
+            weights = torch.softmax(scores, dim=-1)  # normalise over keys
+        else:  # over the whole (seq, seq) matrix of each head and sample
+            weights = torch.softmax(scores.flatten(-2), dim=-1).view_as(scores)
+        heads = weights @ v  # (batch, heads, seq, d_head)
         out = heads.transpose(1, 2).reshape(batch, seq, self.dim)  # (batch, seq, heads·d_head): concat
         if self.form == "standard":
             out = self.out_proj(out)  # (batch, seq, dim)
@@ -284,4 +311,5 @@ class MultiHeadAttention(nn.Module):
         return (
             f"dim={self.dim}, n_heads={self.n_heads}, form={self.form!r}, "
             f"add_connection={self.add_connection}, stiefel={self.stiefel}"
+            + (f", softmax={self.softmax!r}" if self.softmax != "vector" else "")
         )

@@ -75,10 +75,12 @@ class RolloutReport:
 
 
 def model_label(spec: str) -> str:
-    """The label of a model given by path or ``pretrained:NAME``: NAME, the run directory's name, the
+    """The label of a model given by path, ``pretrained:NAME`` or ``gml:FILE.h5``: NAME, FILE's stem, the run directory's name, the
     directory's name for ``best.pt``/``last.pt``, else the file's stem."""
     if spec.startswith("pretrained:"):
         return spec.split(":", 1)[1]
+    if spec.startswith("gml:"):
+        return Path(spec[4:].partition("?")[0]).stem
     p = Path(spec)
     if p.suffix == ".pt" and p.stem in ("best", "last") and p.parent.name:
         return p.parent.name
@@ -88,7 +90,7 @@ def model_label(spec: str) -> str:
 def _load(spec: str):
     from ..models import load_model
 
-    if not spec.startswith("pretrained:") and not Path(spec).exists():
+    if not spec.startswith(("pretrained:", "gml:")) and not Path(spec).exists():
         raise VPIntegratorError(
             f"models: {spec}: no such checkpoint file or run directory; give a vp-train run directory, a .pt "
             "file or pretrained:NAME",
