@@ -1,0 +1,213 @@
+"""The rigid-body quality targets over seeds: does the VPT keep ‖z‖ within 1 ± 1e-3 on [0, 100] and reach a
+relative error ≤ 0.05 at t = 100 on the paper's trajectories 1 and 4, for most seeds?
+
+Per seed, two training phases of the study VPT config (``configs/study/rigid_body_vpt.toml``:
+Levenberg–Marquardt, float64, ``best.pt`` by the validation rollout to t = 100), one thread each:
+
+1. ``train/p1_s<seed>``: one-window targets for ``--phase1-seconds``;
+2. ``train/p2_s<seed>``: ``init_from`` phase 1's ``best.pt``, ``unroll = --unroll`` (the loss of the model's
+   own rollout over that many windows) for ``--phase2-seconds``.
+
+Both phases' ``best.pt`` are rolled out on trajectories 1 and 4 (rows 100 and 719 of the paper's data) to
+t = 100, against the data's generator (implicit midpoint; the first window by two implicit-midpoint steps,
+as the paper) and against the exact flow (DOP853 data; the first window from it). The table has each
+seed's training loss, validation score, relative error at t = 100 and ‖z‖ band, the targets met, and the
+seed the validation score selects (validation data only)::
+
+    python scripts/reproduce_rigid_body_quality.py --out runs/rigid_body_quality            # 5 seeds
+    python scripts/reproduce_rigid_body_quality.py --out RUN --table-only
+
+Exit status: 0 done, 2 bad input or a failed step (one line on stderr), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+from .rigid_body_results import BAND_TARGET, ERROR_TARGET, PAPER_TRAJ, z_band
+from .runner import REPO, Runner, StudyError, Task, guarded
+from .stats import fmt_num, md_table, read_json, write_json, write_text
+
+PHASES = ("p1", "p2")
+T_END = 100.0
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, no usage dump
+        raise StudyError(f"{message} (see --help)")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = _Parser(prog="reproduce_rigid_body_quality.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, help="Run directory.")
+    p.add_argument("--seeds", default="0,1,2,3,4", help="Comma list of training seeds (default %(default)s).")
+    p.add_argument("--phase1-seconds", type=float, default=450.0, help="Phase 1 wall seconds (default %(default)s).")
+    p.add_argument("--phase2-seconds", type=float, default=450.0, help="Phase 2 wall seconds (default %(default)s).")
+    p.add_argument("--unroll", type=int, default=3, help="Phase 2's unroll (default %(default)s).")
+    p.add_argument("--jobs", type=int, default=2, help="Subprocesses at a time, one thread each (default 2).")
+    p.add_argument("--config", default=str(REPO / "configs" / "study" / "rigid_body_vpt.toml"),
+                   help="vp-train TOML (default configs/study/rigid_body_vpt.toml).")
+    p.add_argument("--skip-existing", action="store_true", help="Keep the steps already finished in --out.")
+    p.add_argument("--table-only", action="store_true", help="Only rebuild results.md/json.")
+    a = p.parse_args(argv)
+    try:
+        a.seeds = [int(s) for s in a.seeds.split(",") if s.strip()]
+    except ValueError:
+        raise StudyError(f"--seeds must be a comma list of integers; got {a.seeds!r}") from None
+    if not a.seeds or any(s < 0 for s in a.seeds) or len(set(a.seeds)) != len(a.seeds):
+        raise StudyError(f"--seeds must be distinct non-negative integers; got {a.seeds}")
+    for name in ("phase1_seconds", "phase2_seconds"):
+        v = getattr(a, name)
+        if not (math.isfinite(v) and v > 0):
+            raise StudyError(f"--{name.replace('_', '-')} must be a positive number of seconds; got {v!r}")
+    if a.unroll < 1:
+        raise StudyError(f"--unroll must be >= 1; got {a.unroll}")
+    if a.jobs < 1:
+        raise StudyError(f"--jobs must be >= 1; got {a.jobs}")
+    if not a.table_only and not Path(a.config).is_file():
+        raise StudyError(f"--config {a.config}: no such file; give a vp-train TOML")
+    out = Path(a.out)
+    if out.exists() and not out.is_dir():
+        raise StudyError(f"--out {out}: exists and is not a directory; choose another --out")
+    if a.table_only and not out.is_dir():
+        raise StudyError(f"--table-only: --out {out} is not a run directory; run the study first")
+    if not a.table_only and out.is_dir() and any(out.iterdir()) and not a.skip_existing:
+        raise StudyError(f"--out {out}: not empty; add --skip-existing to continue it, or choose a fresh --out")
+    return a
+
+
+def plan(a: argparse.Namespace) -> Runner:
+    run = Path(a.out)
+    r = Runner(run, jobs=a.jobs, skip_existing=a.skip_existing)
+    d = run / "data"
+    for name, method in (("im", "implicit_midpoint"), ("exact", "dop853")):
+        r.add(Task(f"gen_{name}", ["vp-gen", "rigid_body_paper", "--method", method, "--out", d / f"{name}.h5",
+                                   "--no-progress"], [d / f"{name}.h5"]))
+    traj = ",".join(str(i) for i in PAPER_TRAJ.values())
+    for s in a.seeds:
+        p1, p2 = run / "train" / f"p1_s{s}", run / "train" / f"p2_s{s}"
+        common = ["--data", d / "im.h5", "--seed", str(s), "--no-progress"]
+        r.add(Task(f"train_p1_s{s}", ["vp-train", a.config, *common, "--out", p1, "--time-limit",
+                                      f"{a.phase1_seconds:g}"], [p1 / "best.pt", p1 / "summary.json"], ["gen_im"]))
+        r.add(Task(f"train_p2_s{s}", ["vp-train", a.config, *common, "--out", p2, "--time-limit",
+                                      f"{a.phase2_seconds:g}", "--set", f"unroll={a.unroll}", "--set",
+                                      f"init_from={p1 / 'best.pt'}"],
+                   [p2 / "best.pt", p2 / "summary.json"], [f"train_p1_s{s}"]))
+        models = [x for ph, rd in (("p1", p1), ("p2", p2)) for x in ("--model", f"{ph}_s{s}={rd}")]
+        for ref, init in (("im", "implicit_midpoint"), ("exact", "reference")):
+            out = run / "rollout" / f"{ref}_s{s}.h5"
+            r.add(Task(f"rollout_{ref}_s{s}",
+                       ["vp-rollout", "--data", d / f"{ref}.h5", *models, "--integrators", "implicit_midpoint",
+                        "--traj", traj, "--init", init, "--t-end", f"{T_END:g}", "--device", "cpu", "--quiet",
+                        "--out", out], [out], [f"gen_{ref}", f"train_p2_s{s}"]))
+    return r
+
+
+def _quality(path: Path) -> dict[str, dict[str, list[float]]]:
+    """label -> {"error": [traj1, traj4] at t_end, "band": [traj1, traj4]} of one rollout file."""
+    import numpy as np
+
+    from ..data.rollouts import read_rollout
+
+    res = read_rollout(path)
+    pos = [int(np.flatnonzero(res.traj_index == idx)[0]) for idx in PAPER_TRAJ.values()]
+    ref = res.reference.y[pos, -1]
+    out = {}
+    for label, tr in res.methods.items():
+        y = tr.y[pos]
+        with np.errstate(invalid="ignore", over="ignore"):
+            err = np.linalg.norm(y[:, -1] - ref, axis=-1) / np.linalg.norm(ref, axis=-1)
+        err = np.where(np.isfinite(err), err, np.inf)
+        out[label] = {"error": [float(e) for e in err], "band": [float(b) for b in z_band(y)]}
+    return out
+
+
+def build_rows(run: Path) -> list[dict]:
+    rows = []
+    for p in sorted((run / "train").glob("p[12]_s*"), key=lambda p: (p.name[:2], int(p.name.split("_s")[1]))):
+        phase, seed = p.name.split("_s")
+        summary = read_json(p / "summary.json") or {}
+        row = {"phase": phase, "seed": int(seed), "train_loss": summary.get("train_loss", math.nan),
+               "val_score": summary.get("best_loss", math.nan), "best_epoch": summary.get("best_epoch"),
+               "wall_time": summary.get("wall_time", math.nan)}
+        for ref in ("im", "exact"):
+            f = run / "rollout" / f"{ref}_s{seed}.h5"
+            q = _quality(f).get(p.name, {}) if f.exists() else {}
+            row[ref] = q
+            if q:
+                row[f"{ref}_met"] = bool(max(q["error"]) <= ERROR_TARGET and max(q["band"]) <= BAND_TARGET)
+        rows.append(row)
+    return rows
+
+
+def format_results(rows: list[dict], settings: dict) -> str:
+    head = ["phase", "seed", "wall s", "train loss", "val score", "err t=100 traj 1 / 4", "‖z‖ band traj 1 / 4",
+            "targets (IM)", "err vs exact 1 / 4", "band vs exact 1 / 4", "targets (exact)"]
+    body = []
+    f = lambda v: fmt_num(v, 3, small=1e-2, missing="–")  # noqa: E731
+    for r in rows:
+        cells = [r["phase"], str(r["seed"]), f(r["wall_time"]), f(r["train_loss"]), f(r["val_score"])]
+        for ref in ("im", "exact"):
+            q = r.get(ref) or {}
+            cells += [" / ".join(f(v) for v in q.get("error", [])) or "–",
+                      " / ".join(f(v) for v in q.get("band", [])) or "–",
+                      {True: "met", False: "missed"}.get(r.get(f"{ref}_met"), "–")]
+        body.append(cells)
+    lines = [
+        "# Rigid body: the quality targets over seeds", "",
+        f"Targets: relative error at t = {T_END:g} ≤ {ERROR_TARGET} and ‖z‖ within 1 ± {BAND_TARGET:g} on "
+        f"[0, {T_END:g}], trajectories 1 and 4 (rows {', '.join(map(str, PAPER_TRAJ.values()))}). Phase 1: "
+        f"{settings.get('phase1_seconds')} s of one-window LM; phase 2: {settings.get('phase2_seconds')} s more with "
+        f"unroll = {settings.get('unroll')} from phase 1's best.pt. IM: against the implicit-midpoint data (first "
+        "window by implicit midpoint); exact: against DOP853 data (first window from it).", "",
+        *md_table(head, body), "",
+    ]
+    for phase in PHASES:
+        sel = [r for r in rows if r["phase"] == phase]
+        if not sel:
+            continue
+        for ref in ("im", "exact"):
+            met = [r for r in sel if r.get(f"{ref}_met")]
+            lines.append(f"- {phase}, {ref}: targets met by {len(met)} of {len(sel)} seeds "
+                         f"({', '.join(str(r['seed']) for r in met) or 'none'})")
+        best = min(sel, key=lambda r: (r["val_score"] if isinstance(r["val_score"], float) else math.inf))
+        lines.append(f"- {phase}: the validation score selects seed {best['seed']} ({f(best['val_score'])})")
+    lines += ["", "## Commands", "", "```sh", *settings.get("commands", []), "```", ""]
+    return "\n".join(lines)
+
+
+def write_results(run: Path) -> str:
+    settings = read_json(run / "settings.json") or {}
+    rows = build_rows(run)
+    if not rows:
+        raise StudyError(f"{run}: no training runs (train/p1_s*); run the study first")
+    text = format_results(rows, settings)
+    write_text(run / "results.md", text)
+    write_json(run / "results.json", {"settings": settings, "rows": rows})
+    return text
+
+
+def _main(argv) -> int:
+    a = parse_args(argv)
+    run = Path(a.out)
+    if not a.table_only:
+        run.mkdir(parents=True, exist_ok=True)
+        runner = plan(a)
+        ok = runner.execute()
+        previous = (read_json(run / "settings.json") or {}) if a.skip_existing else {}
+        write_json(run / "settings.json", {
+            "seeds": a.seeds, "phase1_seconds": a.phase1_seconds, "phase2_seconds": a.phase2_seconds,
+            "unroll": a.unroll, "config": str(a.config), "jobs": a.jobs,
+            "commands": previous.get("commands", []) + runner.commands})
+        if not ok:
+            raise runner.failure()
+    print(write_results(run))
+    return 0
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    return guarded(lambda: _main(argv), "Error: ", "Interrupted; rerun with --skip-existing to continue.")
