@@ -188,7 +188,7 @@ def test_tiny_study_end_to_end(tmp_path):
     data = json.loads((run / "results.json").read_text())
     for name in ("default", "heldout"):
         methods = [r["method"] for r in data["tables"][name]]
-        assert methods == ["stormer_verlet", "rk4", "vpt", "st"]
+        assert methods == ["stormer_verlet", "rk4", "vpt", "st", "symplectic_transformer", "g_sympnet"]
         vpt = data["tables"][name][2]
         assert vpt["seeds"] == [0, 1] and vpt["n_params"] == 282
         assert vpt["max_abs_cum_log_det_J"] < 1e-6  # volume preserving up to rounding (non-overlapping windows)

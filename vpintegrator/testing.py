@@ -191,18 +191,11 @@ def _name(model) -> str:
     return type(model).__name__ if isinstance(model, nn.Module) else getattr(model, "__name__", type(model).__name__)
 
 
-@dataclasses.dataclass(frozen=True)
-class VolumeAudit:
-    """Result of :func:`audit_volume`; ``det`` has shape (batch,), ``inputs`` (batch, seq, dim)."""
+class _ErrorSummary:
+    """Summaries of an audit's per-input ``error`` (batch,) over its ``inputs`` (batch, seq, dim)."""
 
-    det: torch.Tensor
+    error: torch.Tensor
     inputs: torch.Tensor
-    method: str = "full"
-
-    @property
-    def error(self) -> torch.Tensor:
-        """|det J − 1| per input, shape (batch,)."""
-        return (self.det - 1).abs()
 
     @property
     def median_error(self) -> float:
@@ -214,8 +207,23 @@ class VolumeAudit:
 
     @property
     def worst_input(self) -> torch.Tensor:
-        """The input window with the largest |det J − 1|, shape (seq, dim)."""
+        """The input window with the largest error, shape (seq, dim)."""
         return self.inputs[int(self.error.argmax())]
+
+
+@dataclasses.dataclass(frozen=True)
+class VolumeAudit(_ErrorSummary):
+    """Result of :func:`audit_volume`; ``det`` has shape (batch,), ``inputs`` (batch, seq, dim)."""
+
+    det: torch.Tensor
+    inputs: torch.Tensor
+    method: str = "full"
+
+    @property
+    def error(self) -> torch.Tensor:
+        """|det J − 1| per input, shape (batch,)."""
+        return (self.det - 1).abs()
+
 
 
 def _prepared(model: nn.Module, dtype: torch.dtype | None, device) -> nn.Module:
@@ -353,7 +361,7 @@ def fd_jacobian(fn, inputs: torch.Tensor, step: float | None = None) -> torch.Te
 
 
 @dataclasses.dataclass(frozen=True)
-class SymplecticAudit:
+class SymplecticAudit(_ErrorSummary):
     """Result of :func:`audit_symplectic`.
 
     ``error`` (batch,): ‖JᵀΩJ − Ω‖_F / ‖Ω‖_F per input (``"chain"``: the largest over the layers);
@@ -367,18 +375,6 @@ class SymplecticAudit:
     jacobian: str = "autograd"
     layer_errors: torch.Tensor | None = None
 
-    @property
-    def max_error(self) -> float:
-        return float(self.error.max())
-
-    @property
-    def median_error(self) -> float:
-        return float(self.error.median())
-
-    @property
-    def worst_input(self) -> torch.Tensor:
-        """The input window with the largest error, shape (seq, dim)."""
-        return self.inputs[int(self.error.argmax())]
 
     @property
     def worst_layer(self) -> int | None:

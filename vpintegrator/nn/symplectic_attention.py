@@ -30,8 +30,8 @@ import torch
 from torch import nn
 
 from ..errors import VPIntegratorError
-from ._common import check_bool, check_input, glorot_uniform_
-from .sympnet import check_symplectic_dim, symmetric_embedding
+from ._common import check_bool, glorot_uniform_
+from .sympnet import _SympNetLayer, symmetric_embedding
 
 __all__ = ["SymplecticAttentionQ", "SymplecticAttentionP", "ATTENTION_ACTIVATIONS", "symplectic_softmax"]
 
@@ -55,13 +55,13 @@ def symplectic_softmax(c: torch.Tensor, activation: str = "matrix_softmax") -> t
     return torch.softmax(c, dim=-2)  # column j: exp(C_ij) / Σ_i' exp(C_i'j)
 
 
-class _SymplecticAttention(nn.Module):
-    _changes_q: bool
+class _SymplecticAttention(_SympNetLayer):
+    """The shear of :class:`~.sympnet._SympNetLayer` with a window-wide increment (it mixes the T states)."""
 
     def __init__(self, dim: int, symmetric: bool = True, activation: str = "matrix_softmax") -> None:
         super().__init__()
-        self.dim = check_symplectic_dim(dim, "layer")
-        self.n = n = dim // 2
+        self._init_dim(dim)
+        n = self.n
         self.symmetric = check_bool(symmetric, "symmetric")
         self.activation = check_attention_activation(activation)
         if symmetric:
@@ -89,23 +89,6 @@ class _SymplecticAttention(nn.Module):
         if self.symmetric:
             return 2.0 * (sigma.mT @ xa)  # (batch, T, T)(batch, T, n): 2 σᵀ Xp A = (A P · 2σ)ᵀ
         return sigma @ (source @ A.mT) + sigma.mT @ xa  # σ Xp Aᵀ + σᵀ Xp A = (A P σᵀ + Aᵀ P σ)ᵀ
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Apply the layer to a window.
-
-        Parameters
-        ----------
-        x : Tensor, shape (batch, seq, dim)
-
-        Returns
-        -------
-        Tensor, shape (batch, seq, dim)
-        """
-        check_input(x, type(self).__name__, self.dim)
-        q, p = x[..., : self.n], x[..., self.n :]  # (batch, T, n) each
-        if self._changes_q:
-            return torch.cat([q + self.increment(p), p], dim=-1)
-        return torch.cat([q, p + self.increment(q)], dim=-1)
 
     @property
     def is_symplectic(self) -> bool:
