@@ -269,7 +269,7 @@ def test_export_pretrained_takes_the_seed_with_the_best_validation_score(tmp_pat
     for model, c in chosen.items():
         assert (tmp_path / "out" / f"rigid_body_{model}.pt").read_bytes() == f"{model}{c['seed']}".encode()
     prov = json.loads((tmp_path / "out" / "provenance.json").read_text())
-    assert prov["models"]["vpt"]["val_by_seed"] == {"0": 0.3, "1": 0.1, "2": 0.2}
+    assert prov["models"]["rigid_body_vpt"]["val_by_seed"] == {"0": 0.3, "1": 0.1, "2": 0.2}
     shutil.rmtree(run / "train" / "st_s1")
     shutil.rmtree(run / "train" / "st_s0")
     with pytest.raises(rr.StudyError, match="no finished st training"):

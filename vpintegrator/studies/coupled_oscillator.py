@@ -38,7 +38,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import _rollouts
+from . import _rollouts, export
 from .runner import REPO, Runner, StudyError, Task, guarded
 from .stats import fmt_num, md_table, mean_std, read_json, write_json, write_text
 
@@ -46,6 +46,7 @@ ROOT = REPO
 #: every model the study knows, in table order; ``configs/study/coupled_oscillator_<model>.toml`` each
 MODELS = ("vpt", "st", "symplectic_transformer", "g_sympnet", "la_sympnet")
 DEFAULT_MODELS = ("vpt", "st", "symplectic_transformer", "g_sympnet")
+SYMPLECTIC_MODELS = ("symplectic_transformer", "g_sympnet", "la_sympnet")
 INTEGRATORS = ("stormer_verlet", "rk4")
 DT = 0.4  # the specs' step (coupled_oscillator, coupled_oscillator_box)
 EVAL_SETS = ("default", "heldout")
@@ -85,6 +86,7 @@ class Settings:
     models: list[str] = field(default_factory=lambda: list(DEFAULT_MODELS))
     configs: dict[str, str] = field(default_factory=lambda: {m: _default_config(m) for m in MODELS})
     init_scale: float | None = None
+    export_pretrained: str | None = None
 
     @property
     def t_end(self) -> float:
@@ -135,6 +137,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[Settings, bool]:
     p.add_argument("--quick", action="store_true", help="One seed, 30-s trainings, 2500 steps: about 2 minutes.")
     p.add_argument("--skip-existing", action="store_true", help="Keep the steps already finished in RUN.")
     p.add_argument("--table-only", action="store_true", help="Only rebuild RUN/results.md and results.json.")
+    p.add_argument("--export-pretrained", metavar="DIR", default=None,
+                   help="Then copy, per symplectic model trained, the best.pt of the seed with the lowest validation "
+                        "score to DIR/coupled_oscillator_<model>.pt (provenance in DIR/provenance.json).")
     a = p.parse_args(argv)
 
     quick = a.quick
@@ -178,6 +183,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Settings, bool]:
             raise StudyError(f"--table-only: --out {out} is not a run directory; run the study first")
     elif out.is_dir() and any(out.iterdir()) and not s.skip_existing:
         raise StudyError(f"--out {out}: not empty; add --skip-existing to continue it, or choose a fresh --out")
+    s.export_pretrained = a.export_pretrained
     return s, a.table_only
 
 
@@ -457,6 +463,10 @@ def _main(argv: list[str] | None) -> int:
     text = write_results(Path(s.out)) if table_only else run_study(s, argv)
     print(text)
     print(f"Results: {Path(s.out) / 'results.md'} and results.json")
+    if s.export_pretrained:
+        picks = {f"coupled_oscillator_{m}": m for m in s.models if m in SYMPLECTIC_MODELS}
+        export.export_pretrained(s.out, picks, s.export_pretrained,
+                                 study=f"scripts/reproduce_coupled_oscillator.py --out {s.out}")
     return 0
 
 

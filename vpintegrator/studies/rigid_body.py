@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import shutil
 import time
 from pathlib import Path
@@ -46,6 +45,7 @@ from .rigid_body_results import (  # noqa: F401  (re-exported: the study's publi
     ALL_MODELS, BAND_TARGET, COLUMNS, ERROR_TARGET, HELDOUT_SEED, IM_MODELS, INTEGRATORS, LOSS_TARGET, PAPER,
     PAPER_T, PAPER_TRAJ, QUICK_MODELS, build_results, format_results, write_results, write_timing, z_band,
 )
+from . import export
 from .runner import REPO, Runner, StudyError, Task, guarded
 from .stats import read_json, write_if_changed, write_json
 
@@ -308,44 +308,12 @@ seed = 0
 
 def export_pretrained(run: Path, out_dir) -> dict:
     """Copy, for each of vpt, vpff and st, the best.pt of the seed with the lowest validation score
-    (summary.json's best_loss, whatever its monitor) to ``out_dir/rigid_body_<model>.pt``; write
-    ``out_dir/provenance.json`` (seed, scores of every seed, monitor, training summary)."""
-    from vpintegrator._io import atomic_path
-
-    run, out_dir = Path(run), Path(out_dir)
-    chosen = {}
-    for model in PRETRAINED:
-        scores = {}
-        for d in sorted((run / "train").glob(f"{model}_s*")):
-            summary = read_json(d / "summary.json")
-            seed = d.name[len(model) + 2:]
-            if summary is None or not (d / "best.pt").exists() or not seed.isdigit():
-                continue
-            score = summary.get("best_loss")
-            if score is not None and math.isfinite(float(score)):
-                scores[int(seed)] = (float(score), summary)
-        if not scores:
-            raise StudyError(f"--export-pretrained: no finished {model} training in {run / 'train'}")
-        seed = min(scores, key=lambda k: scores[k][0])
-        summary = scores[seed][1]
-        chosen[model] = {
-            "file": f"rigid_body_{model}.pt", "source": str(run / "train" / f"{model}_s{seed}" / "best.pt"),
-            "seed": seed, "monitor": summary.get("monitor"), "best_val": scores[seed][0],
-            "val_by_seed": {str(k): v[0] for k, v in sorted(scores.items())},
-            "best_epoch": summary.get("best_epoch"), "train_loss_last": summary.get("train_loss"),
-            "wall_time": summary.get("wall_time"), "n_params": summary.get("n_params"),
-        }
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for info in chosen.values():
-        with atomic_path(out_dir / info["file"]) as tmp:
-            shutil.copyfile(info["source"], tmp)
-        info["source"] = os.path.relpath(info["source"], run)
-    write_json(out_dir / "provenance.json", {"study": str(run), "rule": "lowest validation score over seeds",
-                                             "models": chosen})
-    for info in chosen.values():
-        print(f"pretrained: {out_dir / info['file']} <- {info['source']} (seed {info['seed']}, "
-              f"{info['monitor']} {info['best_val']:.4g})")
-    return chosen
+    (summary.json's best_loss, whatever its monitor) to ``out_dir/rigid_body_<model>.pt``; merge
+    ``out_dir/provenance.json`` (seed, scores of every seed, monitor, training summary); return the entries
+    by model."""
+    chosen = export.export_pretrained(run, {f"rigid_body_{m}": m for m in PRETRAINED}, out_dir,
+                                      study=f"scripts/reproduce_rigid_body.py --out {run}")
+    return {m: chosen[f"rigid_body_{m}"] for m in PRETRAINED}
 
 
 # --------------------------------------------------------------------------- main

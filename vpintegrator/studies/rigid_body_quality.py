@@ -27,6 +27,7 @@ import math
 import sys
 from pathlib import Path
 
+from . import export
 from .rigid_body_results import BAND_TARGET, ERROR_TARGET, PAPER_TRAJ, z_band
 from .runner import REPO, Runner, StudyError, Task, guarded
 from .stats import fmt_num, md_table, read_json, write_json, write_text
@@ -52,6 +53,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="vp-train TOML (default configs/study/rigid_body_vpt.toml).")
     p.add_argument("--skip-existing", action="store_true", help="Keep the steps already finished in --out.")
     p.add_argument("--table-only", action="store_true", help="Only rebuild results.md/json.")
+    p.add_argument("--export-pretrained", metavar="DIR", default=None,
+                   help="Then copy phase 2's best.pt of the seed with the lowest validation score (validation data "
+                        "only) to DIR/rigid_body_vpt.pt and record it in DIR/provenance.json.")
     a = p.parse_args(argv)
     try:
         a.seeds = [int(s) for s in a.seeds.split(",") if s.strip()]
@@ -205,6 +209,11 @@ def _main(argv) -> int:
         if not ok:
             raise runner.failure()
     print(write_results(run))
+    if a.export_pretrained:
+        export.export_pretrained(run, {"rigid_body_vpt": "p2"}, a.export_pretrained,
+                                 study=f"scripts/reproduce_rigid_body_quality.py --out {run}",
+                                 phases=f"{a.phase1_seconds:g} s one-window LM, then {a.phase2_seconds:g} s with "
+                                        f"unroll = {a.unroll} from its best.pt")
     return 0
 
 
