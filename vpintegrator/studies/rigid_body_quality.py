@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import shutil
 import sys
 from pathlib import Path
 
@@ -93,6 +94,9 @@ def plan(a: argparse.Namespace) -> Runner:
     traj = ",".join(str(i) for i in PAPER_TRAJ.values())
     for s in a.seeds:
         p1, p2 = run / "train" / f"p1_s{s}", run / "train" / f"p2_s{s}"
+        for phase, out in (("p1", p1), ("p2", p2)):
+            if out.exists() and not r.stamp(f"train_{phase}_s{s}").exists():
+                shutil.rmtree(out)  # an unfinished run of an interrupted study: train it again
         common = ["--data", d / "im.h5", "--seed", str(s), "--no-progress"]
         r.add(Task(f"train_p1_s{s}", ["vp-train", a.config, *common, "--out", p1, "--time-limit",
                                       f"{a.phase1_seconds:g}"], [p1 / "best.pt", p1 / "summary.json"], ["gen_im"]))
