@@ -7,13 +7,8 @@ from torch import nn
 
 from ..nn._common import check_bool, check_input, check_positive_int, from_planes, get_activation, to_planes
 from ..nn.attention import VolumePreservingAttention
-from ..nn.feedforward import (
-    VolumePreservingLowerLayer,
-    VolumePreservingUpperLayer,
-    chain_index,
-    chain_supported,
-    triangular_chain_planes,
-)
+from ..nn.feedforward import VolumePreservingLowerLayer, VolumePreservingUpperLayer
+from ..nn.fused_attention import fused_chain, fused_spec, register_fused_buffers
 from ._common import _first_parameter, _record_config
 
 __all__ = ["VolumePreservingFeedForward", "VolumePreservingTransformer"]
@@ -81,19 +76,23 @@ class VolumePreservingFeedForward(nn.Module):
             layers += [first(dim, activation, bias=True), second(dim, activation, bias=True)]
         layers += [first(dim, "identity", bias=False), second(dim, "identity", bias=True)]
         self.layers = nn.Sequential(*layers)
-        # where each layer's free entries sit in the stacked matrices of the fused chain (not saved)
-        self.register_buffer("_chain_index", chain_index(layers), persistent=False)
+        register_fused_buffers(self, layers)  # index buffers of the fused chain (not saved)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x : (batch, seq, dim) -> (batch, seq, dim), each state mapped independently."""
         check_input(x, type(self).__name__, self.dim, like=_first_parameter(self))
+        layers = list(self.layers)
+        spec = fused_spec(layers, x)
+        if spec is not None:  # the whole stack as one autograd node, bitwise the same forward
+            return fused_chain(self, layers, spec, x, rows=True)
         return from_planes(self._forward_planes(to_planes(x)))
 
     def _forward_planes(self, xp: torch.Tensor) -> torch.Tensor:
         """On contiguous xp (dim, seq, batch), layer after layer without changing layout."""
         layers = list(self.layers)
-        if chain_supported(layers, xp):  # the whole stack as one autograd node, bitwise the same forward
-            return triangular_chain_planes(layers, self._chain_index, xp)
+        spec = fused_spec(layers, xp)
+        if spec is not None:  # the whole stack as one autograd node, bitwise the same forward
+            return fused_chain(self, layers, spec, xp)
         for layer in layers:
             xp = layer._forward_planes(xp)
         return xp
@@ -173,14 +172,24 @@ class VolumePreservingTransformer(nn.Module):
                 for _ in range(L)
             )
         )
+        if skew_sym:  # all L units (attention and feed-forward layers) can run as one fused autograd node
+            register_fused_buffers(self, self._layers())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x : (batch, seq_len, dim) -> (batch, seq_len, dim)."""
         check_input(x, type(self).__name__, self.dim, self.seq_len, like=_first_parameter(self))
+        layers = self._layers()
+        spec = fused_spec(layers, x)
+        if spec is not None:  # the whole transformer as one autograd node, bitwise the same forward
+            return fused_chain(self, layers, spec, x, rows=True)
         xp = to_planes(x)  # (dim, seq_len, batch) between the layers
         for block in self.blocks:
             xp = block._forward_planes(xp)
         return from_planes(xp)
+
+    def _layers(self) -> list[nn.Module]:
+        """Every attention and triangular layer in order."""
+        return [m for block in self.blocks for m in (block.attention, *block.feedforward.layers)]
 
     def window_chain(self) -> list[nn.Module]:
         """The units whose composition is ``forward`` (for :mod:`vpintegrator.testing`)."""

@@ -16,6 +16,7 @@ from torch import nn
 from ..errors import VPIntegratorError
 from ._common import check_bool, check_input, check_positive_int, from_planes, glorot_uniform_, to_planes
 from .cayley import cayley, cayley3_transpose_apply, resolve_cayley_method
+from .fused_attention import attention_spec, fused_chain, fused_spec, register_fused_buffers, seq3_constants
 
 __all__ = ["VolumePreservingAttention", "MultiHeadAttention", "MHA_FORMS", "MHA_SOFTMAXES"]
 
@@ -50,6 +51,10 @@ class VolumePreservingAttention(nn.Module):
         forward pass never inverts: it computes the three lower entries w of C and
         Λᵀ X = 2 (X + w × X + w (wᵀ X)) / (1 + |w|²) − X  (:func:`~vpintegrator.nn.cayley.cayley3_transpose_apply`).
 
+    With the skew variant at seq = 3 (closed form) the layer runs as one autograd node with a hand-written
+    backward (:mod:`vpintegrator.nn.fused_attention`; bitwise the same forward), except under ``torch.func``
+    transforms and for dtypes other than float32/float64, which take the autograd path.
+
     Notes
     -----
     Permuting the rows of X (P X) gives C(P X) = P C Pᵀ in the skew variant, hence Λ(PX) = P Λ Pᵀ and
@@ -73,7 +78,10 @@ class VolumePreservingAttention(nn.Module):
             embed[rows * dim + cols, k] = 1.0
             embed[cols * dim + rows, k] = -1.0
             self.register_buffer("_embed", embed, persistent=False)
+            for name, value in seq3_constants().items():  # the fused seq-3 node's constants
+                self.register_buffer(f"_c_{name}", value, persistent=False)
             self.weight = nn.Parameter(torch.empty(dim * (dim - 1) // 2))
+            register_fused_buffers(self, [self])
         else:
             self.weight = nn.Parameter(torch.empty(dim, dim))
         self.reset_parameters()
@@ -131,6 +139,9 @@ class VolumePreservingAttention(nn.Module):
         """
         check_input(x, type(self).__name__, self.dim)
         if self._seq3_fast_path(x.shape[1]):
+            spec = fused_spec([self], x)
+            if spec is not None:  # one autograd node, the layout swaps inside
+                return fused_chain(self, [self], spec, x, rows=True)
             return from_planes(self._forward_seq3_planes(to_planes(x)))
         lam = cayley(self.correlation(x), self.cayley_method)  # (batch, seq, seq)
         return lam.mT @ x  # (batch, seq, seq)(batch, seq, dim) -> (batch, seq, dim): row form of Z Λ
@@ -138,15 +149,26 @@ class VolumePreservingAttention(nn.Module):
     def _seq3_fast_path(self, seq: int) -> bool:
         return seq == 3 and resolve_cayley_method(self.cayley_method, 3) == "closed"
 
+    def _fused_spec(self) -> str | None:
+        """How :mod:`vpintegrator.nn.fused_attention` fuses this layer (``None``: it does not)."""
+        return attention_spec(self)
+
     def _forward_planes(self, xp: torch.Tensor) -> torch.Tensor:
         """The layer on contiguous xp of shape (dim, seq, batch) (the models' internal layout)."""
         if self._seq3_fast_path(xp.shape[1]):
+            spec = fused_spec([self], xp)
+            if spec is not None:  # one autograd node, bitwise the same forward as _forward_seq3_planes
+                return fused_chain(self, [self], spec, xp)
             return self._forward_seq3_planes(xp)
         x = from_planes(xp)  # (batch, seq, dim)
         return to_planes(cayley(self.correlation(x), self.cayley_method).mT @ x)
 
     def _forward_seq3_planes(self, xp: torch.Tensor) -> torch.Tensor:
-        """Fast path for seq = 3: the three lower entries of C only, and Λᵀ X from them without an inverse."""
+        """Fast path for seq = 3: the three lower entries of C only, and Λᵀ X from them without an inverse.
+
+        Differentiated by autograd: the arbitrary variant, ``torch.func`` transforms and the reference of the
+        fused node.
+        """
         d, _, batch = xp.shape
         # columns v_j = A z_j for j = 0, 1 only (z_2 is never on the right of a lower entry); the slice
         # xp[:, :2] is a strided (dim, 2·batch) view, no copy
