@@ -414,7 +414,8 @@ def write_results(run: Path, commands: list[str] | None = None) -> str:
                    "error and valid time: mean over them)",
     }
     md = [
-        "# Coupled oscillator: VPT vs standard transformer vs Störmer–Verlet and RK4",
+        "# Coupled oscillator: learned integrators (" + ", ".join(
+            _NAMES.get(m, m) for m in settings.get("models", ["vpt", "st"])) + ") vs Störmer–Verlet and RK4",
         "",
         f"{n_steps} steps of dt = {DT} (t in [0, {t_end}]); reference: DOP853 (rtol = atol = 1e-12). Models: "
         f"seeds {settings.get('seeds')}, vp-train --time-limit {settings.get('train_seconds')} s each "
