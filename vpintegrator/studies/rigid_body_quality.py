@@ -178,8 +178,9 @@ def format_results(rows: list[dict], settings: dict) -> str:
         if not sel:
             continue
         for ref in ("im", "exact"):
-            met = [r for r in sel if r.get(f"{ref}_met")]
-            lines.append(f"- {phase}, {ref}: targets met by {len(met)} of {len(sel)} seeds "
+            rolled = [r for r in sel if f"{ref}_met" in r]  # seeds whose rollout exists
+            met = [r for r in rolled if r[f"{ref}_met"]]
+            lines.append(f"- {phase}, {ref}: targets met by {len(met)} of {len(rolled)} seeds "
                          f"({', '.join(str(r['seed']) for r in met) or 'none'})")
         best = min(sel, key=lambda r: (r["val_score"] if isinstance(r["val_score"], float) else math.inf))
         lines.append(f"- {phase}: the validation score selects seed {best['seed']} ({f(best['val_score'])})")
