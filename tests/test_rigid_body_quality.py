@@ -21,11 +21,17 @@ def test_plan_two_phases_per_seed(tmp_path):
     assert "unroll=2" in p2 and f"init_from={tmp_path / 'run' / 'train' / 'p1_s3' / 'best.pt'}" in p2
     assert tasks["train_p2_s3"].deps == ["train_p1_s3"] and all(isinstance(t, Task) for t in tasks.values())
     assert not (tmp_path / "run").exists()  # planning writes nothing
+    a = study.parse_args(["--out", str(tmp_path / "run"), "--seeds", "1", "--phase3-seconds", "60", "--unroll3", "4"])
+    tasks = study.plan(a).tasks
+    assert list(tasks)[-3:] == ["train_p3_s1", "rollout_im_p3_s1", "rollout_exact_p3_s1"]
+    p3 = [str(c) for c in tasks["train_p3_s1"].cmd]
+    assert "unroll=4" in p3 and any(c.endswith("p2_s1/best.pt") for c in p3)
 
 
 @pytest.mark.parametrize("args, needle", [
     (["--seeds", "a"], "--seeds"), (["--seeds", "1,1"], "--seeds"), (["--phase1-seconds", "0"], "--phase1-seconds"),
     (["--phase2-seconds", "nan"], "--phase2-seconds"), (["--unroll", "0"], "--unroll"), (["--jobs", "0"], "--jobs"),
+    (["--phase3-seconds", "-1"], "--phase3-seconds"), (["--unroll3", "0"], "--unroll3"),
     (["--config", "no/such.toml"], "--config"), (["--table-only"], "--table-only"), (["--bogus"], "--bogus"),
 ])
 def test_bad_input_is_one_line(tmp_path, capsys, args, needle):

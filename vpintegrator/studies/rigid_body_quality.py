@@ -6,7 +6,9 @@ Levenberg–Marquardt, float64, ``best.pt`` by the validation rollout to t = 100
 
 1. ``train/p1_s<seed>``: one-window targets for ``--phase1-seconds``;
 2. ``train/p2_s<seed>``: ``init_from`` phase 1's ``best.pt``, ``unroll = --unroll`` (the loss of the model's
-   own rollout over that many windows) for ``--phase2-seconds``.
+   own rollout over that many windows) for ``--phase2-seconds``;
+3. optionally ``train/p3_s<seed>``: from phase 2's ``best.pt`` with ``unroll = --unroll3`` for
+   ``--phase3-seconds`` (rolled out into ``rollout/<ref>_p3_s<seed>.h5``).
 
 Both phases' ``best.pt`` are rolled out on trajectories 1 and 4 (rows 100 and 719 of the paper's data) to
 t = 100, against the data's generator (implicit midpoint; the first window by two implicit-midpoint steps,
@@ -33,7 +35,7 @@ from .rigid_body_results import BAND_TARGET, ERROR_TARGET, PAPER_TRAJ, z_band
 from .runner import REPO, Runner, StudyError, Task, guarded
 from .stats import fmt_num, md_table, read_json, write_json, write_text
 
-PHASES = ("p1", "p2")
+PHASES = ("p1", "p2", "p3")
 T_END = 100.0
 
 
@@ -49,6 +51,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--phase1-seconds", type=float, default=450.0, help="Phase 1 wall seconds (default %(default)s).")
     p.add_argument("--phase2-seconds", type=float, default=450.0, help="Phase 2 wall seconds (default %(default)s).")
     p.add_argument("--unroll", type=int, default=3, help="Phase 2's unroll (default %(default)s).")
+    p.add_argument("--phase3-seconds", type=float, default=0.0,
+                   help="Phase 3 wall seconds (default 0: no phase 3).")
+    p.add_argument("--unroll3", type=int, default=5, help="Phase 3's unroll (default %(default)s).")
     p.add_argument("--jobs", type=int, default=2, help="Subprocesses at a time, one thread each (default 2).")
     p.add_argument("--config", default=str(REPO / "configs" / "study" / "rigid_body_vpt.toml"),
                    help="vp-train TOML (default configs/study/rigid_body_vpt.toml).")
@@ -64,12 +69,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         raise StudyError(f"--seeds must be a comma list of integers; got {a.seeds!r}") from None
     if not a.seeds or any(s < 0 for s in a.seeds) or len(set(a.seeds)) != len(a.seeds):
         raise StudyError(f"--seeds must be distinct non-negative integers; got {a.seeds}")
-    for name in ("phase1_seconds", "phase2_seconds"):
+    for name in ("phase1_seconds", "phase2_seconds", "phase3_seconds"):
         v = getattr(a, name)
-        if not (math.isfinite(v) and v > 0):
+        if not (math.isfinite(v) and (v > 0 or (name == "phase3_seconds" and v == 0))):
             raise StudyError(f"--{name.replace('_', '-')} must be a positive number of seconds; got {v!r}")
-    if a.unroll < 1:
-        raise StudyError(f"--unroll must be >= 1; got {a.unroll}")
+    for name in ("unroll", "unroll3"):
+        if getattr(a, name) < 1:
+            raise StudyError(f"--{name} must be >= 1; got {getattr(a, name)}")
     if a.jobs < 1:
         raise StudyError(f"--jobs must be >= 1; got {a.jobs}")
     if not a.table_only and not Path(a.config).is_file():
@@ -94,7 +100,8 @@ def plan(a: argparse.Namespace) -> Runner:
     traj = ",".join(str(i) for i in PAPER_TRAJ.values())
     for s in a.seeds:
         p1, p2 = run / "train" / f"p1_s{s}", run / "train" / f"p2_s{s}"
-        for phase, out in (("p1", p1), ("p2", p2)):
+        p3 = run / "train" / f"p3_s{s}"
+        for phase, out in (("p1", p1), ("p2", p2), ("p3", p3)):
             if out.exists() and not r.stamp(f"train_{phase}_s{s}").exists():
                 shutil.rmtree(out)  # an unfinished run of an interrupted study: train it again
         common = ["--data", d / "im.h5", "--seed", str(s), "--no-progress"]
@@ -111,6 +118,17 @@ def plan(a: argparse.Namespace) -> Runner:
                        ["vp-rollout", "--data", d / f"{ref}.h5", *models, "--integrators", "implicit_midpoint",
                         "--traj", traj, "--init", init, "--t-end", f"{T_END:g}", "--device", "cpu", "--quiet",
                         "--out", out], [out], [f"gen_{ref}", f"train_p2_s{s}"]))
+        if a.phase3_seconds > 0:
+            r.add(Task(f"train_p3_s{s}", ["vp-train", a.config, *common, "--out", p3, "--time-limit",
+                                          f"{a.phase3_seconds:g}", "--set", f"unroll={a.unroll3}", "--set",
+                                          f"init_from={p2 / 'best.pt'}"],
+                       [p3 / "best.pt", p3 / "summary.json"], [f"train_p2_s{s}"]))
+            for ref, init in (("im", "implicit_midpoint"), ("exact", "reference")):
+                out = run / "rollout" / f"{ref}_p3_s{s}.h5"
+                r.add(Task(f"rollout_{ref}_p3_s{s}",
+                           ["vp-rollout", "--data", d / f"{ref}.h5", "--model", f"p3_s{s}={p3}", "--integrators",
+                            "implicit_midpoint", "--traj", traj, "--init", init, "--t-end", f"{T_END:g}", "--device",
+                            "cpu", "--quiet", "--out", out], [out], [f"gen_{ref}", f"train_p3_s{s}"]))
     return r
 
 
@@ -135,14 +153,14 @@ def _quality(path: Path) -> dict[str, dict[str, list[float]]]:
 
 def build_rows(run: Path) -> list[dict]:
     rows = []
-    for p in sorted((run / "train").glob("p[12]_s*"), key=lambda p: (p.name[:2], int(p.name.split("_s")[1]))):
+    for p in sorted((run / "train").glob("p[123]_s*"), key=lambda p: (p.name[:2], int(p.name.split("_s")[1]))):
         phase, seed = p.name.split("_s")
         summary = read_json(p / "summary.json") or {}
         row = {"phase": phase, "seed": int(seed), "train_loss": summary.get("train_loss", math.nan),
                "val_score": summary.get("best_loss", math.nan), "best_epoch": summary.get("best_epoch"),
                "wall_time": summary.get("wall_time", math.nan)}
         for ref in ("im", "exact"):
-            f = run / "rollout" / f"{ref}_s{seed}.h5"
+            f = run / "rollout" / (f"{ref}_s{seed}.h5" if phase in ("p1", "p2") else f"{ref}_{phase}_s{seed}.h5")
             q = _quality(f).get(p.name, {}) if f.exists() else {}
             row[ref] = q
             if q:
@@ -169,7 +187,9 @@ def format_results(rows: list[dict], settings: dict) -> str:
         f"Targets: relative error at t = {T_END:g} ≤ {ERROR_TARGET} and ‖z‖ within 1 ± {BAND_TARGET:g} on "
         f"[0, {T_END:g}], trajectories 1 and 4 (rows {', '.join(map(str, PAPER_TRAJ.values()))}). Phase 1: "
         f"{settings.get('phase1_seconds')} s of one-window LM; phase 2: {settings.get('phase2_seconds')} s more with "
-        f"unroll = {settings.get('unroll')} from phase 1's best.pt. IM: against the implicit-midpoint data (first "
+        f"unroll = {settings.get('unroll')} from phase 1's best.pt"
+        + (f"; phase 3: {settings.get('phase3_seconds')} s more with unroll = {settings.get('unroll3')} from phase 2's "
+           "best.pt" if settings.get("phase3_seconds") else "") + ". IM: against the implicit-midpoint data (first "
         "window by implicit midpoint); exact: against DOP853 data (first window from it).", "",
         *md_table(head, body), "",
     ]
@@ -209,16 +229,19 @@ def _main(argv) -> int:
         previous = (read_json(run / "settings.json") or {}) if a.skip_existing else {}
         write_json(run / "settings.json", {
             "seeds": a.seeds, "phase1_seconds": a.phase1_seconds, "phase2_seconds": a.phase2_seconds,
-            "unroll": a.unroll, "config": str(a.config), "jobs": a.jobs,
+            "unroll": a.unroll, "phase3_seconds": a.phase3_seconds, "unroll3": a.unroll3,
+            "config": str(a.config), "jobs": a.jobs,
             "commands": previous.get("commands", []) + runner.commands})
         if not ok:
             raise runner.failure()
     print(write_results(run))
     if a.export_pretrained:
-        export.export_pretrained(run, {"rigid_body_vpt": "p2"}, a.export_pretrained,
-                                 study=f"scripts/reproduce_rigid_body_quality.py --out {run}",
-                                 phases=f"{a.phase1_seconds:g} s one-window LM, then {a.phase2_seconds:g} s with "
-                                        f"unroll = {a.unroll} from its best.pt")
+        last = "p3" if a.phase3_seconds > 0 else "p2"
+        phases = f"{a.phase1_seconds:g} s one-window LM, then {a.phase2_seconds:g} s with unroll = {a.unroll}"
+        if a.phase3_seconds > 0:
+            phases += f", then {a.phase3_seconds:g} s with unroll = {a.unroll3}"
+        export.export_pretrained(run, {"rigid_body_vpt": last}, a.export_pretrained,
+                                 study=f"scripts/reproduce_rigid_body_quality.py --out {run}", phases=phases)
     return 0
 
 
