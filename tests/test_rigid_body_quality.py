@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
-import torch
 
 from vpintegrator.studies import rigid_body_quality as study
 from vpintegrator.studies.runner import Task
@@ -15,8 +13,10 @@ from vpintegrator.studies.runner import Task
 def test_plan_two_phases_per_seed(tmp_path):
     a = study.parse_args(["--out", str(tmp_path / "run"), "--seeds", "0,3", "--unroll", "2"])
     tasks = study.plan(a).tasks
-    assert list(tasks) == ["gen_im", "gen_exact", "train_p1_s0", "train_p2_s0", "rollout_im_s0", "rollout_exact_s0",
-                           "train_p1_s3", "train_p2_s3", "rollout_im_s3", "rollout_exact_s3"]
+    assert list(tasks) == ["gen_im", "gen_exact", "train_p1_s0", "rollout_im_p1_s0", "rollout_exact_p1_s0",
+                           "train_p2_s0", "rollout_im_p2_s0", "rollout_exact_p2_s0",
+                           "train_p1_s3", "rollout_im_p1_s3", "rollout_exact_p1_s3",
+                           "train_p2_s3", "rollout_im_p2_s3", "rollout_exact_p2_s3"]
     p2 = [str(c) for c in tasks["train_p2_s3"].cmd]
     assert "unroll=2" in p2 and f"init_from={tmp_path / 'run' / 'train' / 'p1_s3' / 'best.pt'}" in p2
     assert tasks["train_p2_s3"].deps == ["train_p1_s3"] and all(isinstance(t, Task) for t in tasks.values())
@@ -41,27 +41,6 @@ def test_bad_input_is_one_line(tmp_path, capsys, args, needle):
     assert not (tmp_path / "run").exists()
 
 
-def _fake_rollout(path, labels_offsets):
-    """A rollout file of trajectories 1 and 4 whose methods are the reference plus a known offset."""
-    from vpintegrator.data.rollouts import read_rollout  # noqa: F401  (the reader the study uses)
-    from vpintegrator.data.trajectories import Trajectories
-    from vpintegrator.rollout.compare import run_rollouts  # noqa: F401
-    import h5py
-
-    t = np.linspace(0, 100, 501)
-    ref = np.stack([np.stack([np.cos(t / 10), np.sin(t / 10), 0 * t], -1)] * 2)  # |z| = 1
-    with h5py.File(path, "w") as f:
-        f.attrs.update({"format": "vpintegrator-rollout", "version": 2, "system": "rigid_body", "dt": 0.2,
-                        "n_states": 501, "n_steps": 500, "t0": 0.0, "t_end": 100.0,
-                        "methods": ",".join(labels_offsets)})
-        f["t"] = t
-        f["traj_index"] = np.array([100, 719])
-        f["reference/y"] = ref
-        for label, off in labels_offsets.items():
-            f[f"methods/{label}/y"] = ref * (1 + off)
-    del Trajectories, torch
-
-
 def test_table_counts_targets_per_phase(tmp_path, monkeypatch):
     run = tmp_path / "run"
     for phase, seed, loss in (("p1", 0, 2e-4), ("p2", 0, 1e-4), ("p1", 1, 3e-4), ("p2", 1, 5e-5)):
@@ -74,15 +53,16 @@ def test_table_counts_targets_per_phase(tmp_path, monkeypatch):
                "p1_s1": ([0.01, 0.01], [1e-4, 1e-4]), "p2_s1": ([0.04, 0.03], [9e-4, 1e-4])},
     }
 
-    def fake(path):
-        ref, seed = path.stem.split("_s")
-        return {k: {"error": v[0], "band": v[1]} for k, v in quality.get(ref, {}).items() if k.endswith(f"_s{seed}")}
+    def fake(path):  # rollout/<ref>_<phase>_s<seed>.h5 holds the model <phase>_s<seed>
+        ref, label = path.stem.split("_", 1)
+        return {k: {"error": v[0], "band": v[1]} for k, v in quality.get(ref, {}).items() if k == label}
 
     monkeypatch.setattr(study, "_quality", fake)
     (run / "rollout").mkdir()
     for ref in ("im", "exact"):
-        for s in (0, 1):
-            (run / "rollout" / f"{ref}_s{s}.h5").write_text("")
+        for phase in ("p1", "p2"):
+            for s in (0, 1):
+                (run / "rollout" / f"{ref}_{phase}_s{s}.h5").write_text("")
     (run / "settings.json").write_text(json.dumps({"phase1_seconds": 300, "phase2_seconds": 300, "unroll": 3,
                                                    "commands": ["vp-gen rigid_body_paper"]}))
     text = study.write_results(run)

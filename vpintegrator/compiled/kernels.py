@@ -129,6 +129,8 @@ def step_any(mid, kid, p, y, h, y1, ws, m, a, b, c, tol, max_iter, info, comps, 
 
 
 # --- run loops ------------------------------------------------------------------------------------------
+# One loop per method on purpose: running plain methods through run_composition (step_any per step)
+# gives the same numbers but measured 1.9x (RK4), 2.5x (splitting), 1.4x (implicit midpoint) slower.
 @jit
 def _commit(y, y1, out, k, info):
     """Copy y1 into y and out[k]; False (and status NONFINITE at step k + 1) if y1 is not finite."""

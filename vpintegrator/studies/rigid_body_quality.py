@@ -1,16 +1,16 @@
 """The rigid-body quality targets over seeds: does the VPT keep ‖z‖ within 1 ± 1e-3 on [0, 100] and reach a
 relative error ≤ 0.05 at t = 100 on the paper's trajectories 1 and 4, for most seeds?
 
-Per seed, two training phases of the study VPT config (``configs/study/rigid_body_vpt.toml``:
+Per seed, two or three training phases of the study VPT config (``configs/study/rigid_body_vpt.toml``:
 Levenberg–Marquardt, float64, ``best.pt`` by the validation rollout to t = 100), one thread each:
 
 1. ``train/p1_s<seed>``: one-window targets for ``--phase1-seconds``;
 2. ``train/p2_s<seed>``: ``init_from`` phase 1's ``best.pt``, ``unroll = --unroll`` (the loss of the model's
    own rollout over that many windows) for ``--phase2-seconds``;
 3. optionally ``train/p3_s<seed>``: from phase 2's ``best.pt`` with ``unroll = --unroll3`` for
-   ``--phase3-seconds`` (rolled out into ``rollout/<ref>_p3_s<seed>.h5``).
+   ``--phase3-seconds``.
 
-Both phases' ``best.pt`` are rolled out on trajectories 1 and 4 (rows 100 and 719 of the paper's data) to
+Each phase's ``best.pt`` is rolled out (``rollout/<im|exact>_<phase>_s<seed>.h5``) on trajectories 1 and 4 (rows 100 and 719 of the paper's data) to
 t = 100, against the data's generator (implicit midpoint; the first window by two implicit-midpoint steps,
 as the paper) and against the exact flow (DOP853 data; the first window from it). The table has each
 seed's training loss, validation score, relative error at t = 100 and ‖z‖ band, the targets met, and the
@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 
 from . import export
-from .rigid_body_results import BAND_TARGET, ERROR_TARGET, PAPER_TRAJ, z_band
+from .rigid_body_results import BAND_TARGET, ERROR_TARGET, PAPER_TRAJ, rollout_values
 from .runner import REPO, Runner, StudyError, Task, guarded
 from .stats import fmt_num, md_table, read_json, write_json, write_text
 
@@ -90,6 +90,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     return a
 
 
+def phases(a: argparse.Namespace) -> list[tuple[str, float, int]]:
+    """(name, seconds, unroll) of each training phase; each after the first starts from the one before."""
+    out = [("p1", a.phase1_seconds, 1), ("p2", a.phase2_seconds, a.unroll)]
+    return out + ([("p3", a.phase3_seconds, a.unroll3)] if a.phase3_seconds > 0 else [])
+
+
 def plan(a: argparse.Namespace) -> Runner:
     run = Path(a.out)
     r = Runner(run, jobs=a.jobs, skip_existing=a.skip_existing)
@@ -99,56 +105,32 @@ def plan(a: argparse.Namespace) -> Runner:
                                    "--no-progress"], [d / f"{name}.h5"]))
     traj = ",".join(str(i) for i in PAPER_TRAJ.values())
     for s in a.seeds:
-        p1, p2 = run / "train" / f"p1_s{s}", run / "train" / f"p2_s{s}"
-        p3 = run / "train" / f"p3_s{s}"
-        for phase, out in (("p1", p1), ("p2", p2), ("p3", p3)):
-            if out.exists() and not r.stamp(f"train_{phase}_s{s}").exists():
-                shutil.rmtree(out)  # an unfinished run of an interrupted study: train it again
         common = ["--data", d / "im.h5", "--seed", str(s), "--no-progress"]
-        r.add(Task(f"train_p1_s{s}", ["vp-train", a.config, *common, "--out", p1, "--time-limit",
-                                      f"{a.phase1_seconds:g}"], [p1 / "best.pt", p1 / "summary.json"], ["gen_im"]))
-        r.add(Task(f"train_p2_s{s}", ["vp-train", a.config, *common, "--out", p2, "--time-limit",
-                                      f"{a.phase2_seconds:g}", "--set", f"unroll={a.unroll}", "--set",
-                                      f"init_from={p1 / 'best.pt'}"],
-                   [p2 / "best.pt", p2 / "summary.json"], [f"train_p1_s{s}"]))
-        models = [x for ph, rd in (("p1", p1), ("p2", p2)) for x in ("--model", f"{ph}_s{s}={rd}")]
-        for ref, init in (("im", "implicit_midpoint"), ("exact", "reference")):
-            out = run / "rollout" / f"{ref}_s{s}.h5"
-            r.add(Task(f"rollout_{ref}_s{s}",
-                       ["vp-rollout", "--data", d / f"{ref}.h5", *models, "--integrators", "implicit_midpoint",
-                        "--traj", traj, "--init", init, "--t-end", f"{T_END:g}", "--device", "cpu", "--quiet",
-                        "--out", out], [out], [f"gen_{ref}", f"train_p2_s{s}"]))
-        if a.phase3_seconds > 0:
-            r.add(Task(f"train_p3_s{s}", ["vp-train", a.config, *common, "--out", p3, "--time-limit",
-                                          f"{a.phase3_seconds:g}", "--set", f"unroll={a.unroll3}", "--set",
-                                          f"init_from={p2 / 'best.pt'}"],
-                       [p3 / "best.pt", p3 / "summary.json"], [f"train_p2_s{s}"]))
+        previous = None
+        for phase, seconds, unroll in phases(a):
+            out = run / "train" / f"{phase}_s{s}"
+            name = f"train_{phase}_s{s}"
+            if out.exists() and not r.stamp(name).exists():
+                shutil.rmtree(out)  # an unfinished run of an interrupted study: train it again
+            start = [] if previous is None else ["--set", f"unroll={unroll}", "--set", f"init_from={previous / 'best.pt'}"]
+            r.add(Task(name, ["vp-train", a.config, *common, "--out", out, "--time-limit", f"{seconds:g}", *start],
+                       [out / "best.pt", out / "summary.json"],
+                       ["gen_im"] if previous is None else [f"train_{previous.name}"]))
             for ref, init in (("im", "implicit_midpoint"), ("exact", "reference")):
-                out = run / "rollout" / f"{ref}_p3_s{s}.h5"
-                r.add(Task(f"rollout_{ref}_p3_s{s}",
-                           ["vp-rollout", "--data", d / f"{ref}.h5", "--model", f"p3_s{s}={p3}", "--integrators",
-                            "implicit_midpoint", "--traj", traj, "--init", init, "--t-end", f"{T_END:g}", "--device",
-                            "cpu", "--quiet", "--out", out], [out], [f"gen_{ref}", f"train_p3_s{s}"]))
+                roll = run / "rollout" / f"{ref}_{phase}_s{s}.h5"
+                r.add(Task(f"rollout_{ref}_{phase}_s{s}",
+                           ["vp-rollout", "--data", d / f"{ref}.h5", "--model", f"{phase}_s{s}={out}",
+                            "--integrators", "implicit_midpoint", "--traj", traj, "--init", init, "--t-end",
+                            f"{T_END:g}", "--device", "cpu", "--quiet", "--out", roll], [roll], [f"gen_{ref}", name]))
+            previous = out
     return r
 
 
 def _quality(path: Path) -> dict[str, dict[str, list[float]]]:
-    """label -> {"error": [traj1, traj4] at t_end, "band": [traj1, traj4]} of one rollout file."""
-    import numpy as np
-
-    from ..data.rollouts import read_rollout
-
-    res = read_rollout(path)
-    pos = [int(np.flatnonzero(res.traj_index == idx)[0]) for idx in PAPER_TRAJ.values()]
-    ref = res.reference.y[pos, -1]
-    out = {}
-    for label, tr in res.methods.items():
-        y = tr.y[pos]
-        with np.errstate(invalid="ignore", over="ignore"):
-            err = np.linalg.norm(y[:, -1] - ref, axis=-1) / np.linalg.norm(ref, axis=-1)
-        err = np.where(np.isfinite(err), err, np.inf)
-        out[label] = {"error": [float(e) for e in err], "band": [float(b) for b in z_band(y)]}
-    return out
+    """label -> {"error": [traj1, traj4] at t = 100, "band": [traj1, traj4]} of one rollout file (the
+    numbers of the rigid-body study's table, :func:`.rigid_body_results.rollout_values`)."""
+    return {label: {"error": [v[f"err100_{t}"] for t in PAPER_TRAJ], "band": [v[f"band_{t}"] for t in PAPER_TRAJ]}
+            for label, v in rollout_values(path).items()}
 
 
 def build_rows(run: Path) -> list[dict]:
@@ -160,7 +142,7 @@ def build_rows(run: Path) -> list[dict]:
                "val_score": summary.get("best_loss", math.nan), "best_epoch": summary.get("best_epoch"),
                "wall_time": summary.get("wall_time", math.nan)}
         for ref in ("im", "exact"):
-            f = run / "rollout" / (f"{ref}_s{seed}.h5" if phase in ("p1", "p2") else f"{ref}_{phase}_s{seed}.h5")
+            f = run / "rollout" / f"{ref}_{phase}_s{seed}.h5"
             q = _quality(f).get(p.name, {}) if f.exists() else {}
             row[ref] = q
             if q:

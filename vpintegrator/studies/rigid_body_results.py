@@ -181,8 +181,9 @@ def _errors_at(r, label: str, k: int):
     return rel, np.where(np.isnan(rel[:, k]), np.inf, rel[:, k])
 
 
-def _rollout_values(path: Path, labels) -> dict:
-    """label -> per-trajectory numbers of a paper-style rollout (trajectories 1 and 4)."""
+def rollout_values(path: Path, labels=None) -> dict:
+    """label -> per-trajectory numbers of a paper-style rollout (trajectories 1 and 4); ``labels`` None:
+    every method of the file."""
     import numpy as np
 
     from vpintegrator.metrics import valid_prediction_time
@@ -195,7 +196,7 @@ def _rollout_values(path: Path, labels) -> dict:
     k100 = int(np.argmin(np.abs(r.t - PAPER_T)))
     in_band = r.t <= PAPER_T + 1e-9
     out = {}
-    for label in labels:
+    for label in r.methods if labels is None else labels:
         m = r.methods.get(label)
         if m is None:
             continue
@@ -273,8 +274,8 @@ def build_results(run_dir) -> dict:
                     put(m, k, v if v is not None else math.inf)
                 elif k in ("monitor", "n_params"):
                     per_seed.setdefault(m, {})[f"_{k}"] = v
-        paper = _rollout_values(run / "rollout" / f"paper_s{s}.h5", labels)
-        paper_exact = _rollout_values(run / "rollout" / f"paper_exact_s{s}.h5", ["vpt_exact"])
+        paper = rollout_values(run / "rollout" / f"paper_s{s}.h5", labels)
+        paper_exact = rollout_values(run / "rollout" / f"paper_exact_s{s}.h5", ["vpt_exact"])
         for label, vals in {**paper, **paper_exact}.items():
             for k, v in vals.items():
                 if k != "cum_logdet":
