@@ -81,10 +81,7 @@ def _load_initial_weights(model, name: str, source: str) -> None:
             f"init_from {source}: its model has {k} = {theirs.get(k)!r} but the configured model has "
             f"{k} = {ours.get(k)!r}; configure the same architecture (its config: {theirs})", key="init_from"
         )
-    like = next(model.parameters(), None)
-    state = {k: v.to(device=like.device, dtype=like.dtype) if like is not None and v.is_floating_point() else v
-             for k, v in payload["state_dict"].items()}
-    model.load_state_dict(state)
+    model.load_state_dict(payload["state_dict"])  # copies into the model's own dtype and device
 
 
 def check_windows_fit(name: str, seq_len: int, pred_window: int, n_states: int, where: str) -> None:
