@@ -225,7 +225,6 @@ class VolumeAudit(_ErrorSummary):
         return (self.det - 1).abs()
 
 
-
 def _prepared(model: nn.Module, dtype: torch.dtype | None, device) -> nn.Module:
     if not isinstance(model, nn.Module):
         raise VPIntegratorError(
@@ -374,7 +373,6 @@ class SymplecticAudit(_ErrorSummary):
     method: str = "full"
     jacobian: str = "autograd"
     layer_errors: torch.Tensor | None = None
-
 
     @property
     def worst_layer(self) -> int | None:

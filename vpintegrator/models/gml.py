@@ -46,6 +46,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..config import _parse_value
 from ..errors import VPIntegratorError
 from .registry import _MODELS, build_model
 
@@ -516,17 +517,14 @@ def read_gml(path: str | os.PathLike, name: str | None = None, *, dtype: Any = "
 
 
 def _spec_value(text: str) -> Any:
+    """A ``--set``-style value (:func:`vpintegrator.config._parse_value`: TOML literal, else the string), with
+    ``none``/``null`` for None and booleans in any case."""
     low = text.lower()
     if low in ("true", "false"):
         return low == "true"
     if low in ("none", "null"):
         return None
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
+    return _parse_value(text)
 
 
 def parse_gml_spec(spec: str) -> tuple[str, dict[str, Any]]:
