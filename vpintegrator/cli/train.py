@@ -66,6 +66,11 @@ def _split_data(values: tuple[str, ...]) -> list[str] | None:
 @click.option("--patience", type=int, help="Early stopping patience in epochs (0: off).")
 @click.option("--device", metavar="DEVICE", help="auto, cpu, cuda or cuda:N.")
 @click.option("--dtype", type=click.Choice(["float32", "float64"]), help="Floating-point precision.")
+@click.option(
+    "--fast-step", type=click.Choice(["auto", "off", "graph", "compile"]),
+    help="auto (default: the whole step as one CUDA graph where possible), off (eager), graph, or compile "
+    "(torch.compile, graph-captured on CUDA).",
+)
 @click.option("--seed", type=int, help="Seed for initialisation, split and data order.")
 @click.option("--out", type=click.Path(path_type=Path), help="Run directory to create.")
 @click.option(
@@ -82,7 +87,7 @@ def _split_data(values: tuple[str, ...]) -> list[str] | None:
 @cli_errors
 def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_min, optimizer, lm_windows,
          lm_resample_every, lm_iters_per_epoch, lm_lambda, monitor, val_rollout_steps, settings, scheduler, schedule_per, val_fraction, patience,
-         device, dtype, seed, out, ensemble, resume, progress):
+         device, dtype, fast_step, seed, out, ensemble, resume, progress):
     """Train a neural integrator from CONFIG.toml and/or flags; write a run directory.
 
     The run directory holds config.toml (resolved), best.pt and last.pt (load with
@@ -106,7 +111,7 @@ def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_mi
         data=_split_data(data), model=model, epochs=epochs, time_limit=time_limit, batch_size=batch_size,
         lr=lr, lr_min=lr_min, optimizer=optimizer, lm_windows=lm_windows, lm_resample_every=lm_resample_every,
         lm_iters_per_epoch=lm_iters_per_epoch, lm_lambda=lm_lambda, scheduler=scheduler, schedule_per=schedule_per,
-        val_fraction=val_fraction, patience=patience, device=device, dtype=dtype, seed=seed,
+        val_fraction=val_fraction, patience=patience, device=device, dtype=dtype, fast_step=fast_step, seed=seed,
         out=str(out) if out is not None else None, monitor=monitor, val_rollout_steps=val_rollout_steps,
         ensemble=ensemble,
     )

@@ -8,7 +8,8 @@ hand-written backward. It computes in the (dim, seq, batch) planes layout; its i
 bitwise the layers' unfused forward (the same elementwise operations on the same operands, the same matrix
 products, reductions over length-3 axes in the same order); the gradients agree with autograd's to rounding.
 The backward is not itself differentiable (``once_differentiable``), and ``torch.func`` transforms (vmap,
-jacrev, grad) take the layers' unfused autograd path (:func:`fused_spec` returns ``None`` under them).
+jacrev, grad) and ``torch.compile`` take the layers' unfused autograd path (:func:`fused_spec` returns ``None``
+under them: inductor fuses that path itself, measured faster than compiling around this node).
 
 Notation: in the planes layout one sample's window is Z ∈ ℝ^{dim×3} with columns z_j (the seeds' Z ↦ Z Λ).
 
@@ -99,12 +100,12 @@ def fused_spec(layers, xp: torch.Tensor) -> tuple | None:
     """The chain's spec (one ``_fused_spec()`` per layer), or ``None`` when :func:`fused_chain` does not apply.
 
     It applies to float32/float64 input (rows or planes: seq is axis 1 of both), seq = 3 when the chain has an
-    attention layer, and no ``torch.func`` transform active (vmap/jacrev/grad trace the layers' autograd path
-    instead).
+    attention layer, and no ``torch.func`` transform active and no ``torch.compile`` tracing (these trace the
+    layers' autograd path instead).
     """
     if not layers or xp.dtype not in _DTYPES:
         return None
-    if torch._C._are_functorch_transforms_active():
+    if torch._C._are_functorch_transforms_active() or torch.compiler.is_compiling():
         return None
     spec = tuple(m._fused_spec() for m in layers)
     if None in spec or (ATTENTION in spec and xp.shape[1] != 3):

@@ -20,6 +20,7 @@ import numpy as np
 from .. import config as config_layer
 from ..device import check_device_name
 from ..errors import VPIntegratorError
+from .fast_step import FAST_STEPS
 from .optim import _SCHEDULERS, list_optimizers, list_schedulers
 
 __all__ = ["TrainConfig", "merge_overrides", "DTYPES", "MONITORS", "SCHEDULE_PER", "RESUMABLE_KEYS"]
@@ -30,7 +31,8 @@ SCHEDULE_PER = ("step", "epoch")
 
 # Keys that may change when a run is resumed; anything else would make it a different run.
 RESUMABLE_KEYS = (
-    "epochs", "time_limit", "device", "patience", "min_delta", "checkpoint_every", "checkpoint_seconds", "out",
+    "epochs", "time_limit", "device", "fast_step", "patience", "min_delta", "checkpoint_every", "checkpoint_seconds",
+    "out",
 )
 
 
@@ -83,6 +85,12 @@ class TrainConfig:
     device : str
         ``auto`` (cuda if available), ``cpu``, ``cuda`` or ``cuda:N``.
     dtype : "float32" or "float64"
+    fast_step : "auto", "off", "graph" or "compile"
+        How a torch optimiser's step runs (:mod:`vpintegrator.training.fast_step`): ``graph`` records the
+        whole step (batch gather, forward, loss, backward, optimiser) in a CUDA graph and replays it (CUDA,
+        one process, adam/adamw/rmsprop); ``compile`` runs the loss through ``torch.compile`` first (and
+        captures it where a graph can run); ``off`` is the eager step; ``auto`` (default) is ``graph``
+        where it can run, else ``off``. The losses equal the eager path's to float rounding.
     checkpoint_every : int
         Write ``last.pt``/``best.pt``/``summary.json`` every this many epochs (and always at the end).
     checkpoint_seconds : float
@@ -151,6 +159,7 @@ class TrainConfig:
     seed: int = 1234
     device: str = "auto"
     dtype: str = "float32"
+    fast_step: str = "auto"
     checkpoint_every: int = 1
     checkpoint_seconds: float = 30.0
     lm_windows: int = 1024
@@ -290,6 +299,8 @@ class TrainConfig:
         check_device_name(self.device)
         if self.dtype not in DTYPES:
             raise bad("dtype", " or ".join(DTYPES), self.dtype)
+        if self.fast_step not in FAST_STEPS:
+            raise bad("fast_step", ", ".join(FAST_STEPS), self.fast_step)
         if not is_int(self.checkpoint_every) or self.checkpoint_every < 1:
             raise bad("checkpoint_every", "a positive integer", self.checkpoint_every)
         if not is_num(self.checkpoint_seconds) or self.checkpoint_seconds <= 0:
@@ -350,6 +361,11 @@ class TrainConfig:
             raise VPIntegratorError(
                 f"{source}: unroll = {self.unroll} cannot train an ensemble (the ensemble trains one-window "
                 "targets); set unroll = 1 or train the seeds one by one", key="unroll"
+            )
+        if self.fast_step in ("graph", "compile"):
+            raise VPIntegratorError(
+                f"{source}: fast_step = {self.fast_step!r} is for single runs; an ensemble trains its members "
+                "together with torch.func (set fast_step = 'auto' or 'off')", key="fast_step"
             )
         if self.optimizer == "lm":
             raise VPIntegratorError(

@@ -28,6 +28,7 @@ from ..errors import VPIntegratorError
 from . import checkpoint as ckpt_io
 from . import ddp
 from .config import TrainConfig
+from .fast_step import FastStep, portable_state, resolve_fast_step
 from .optim import LevenbergMarquardt, LMSubsample, label, make_optimizer, make_scheduler
 from .progress import progress_bar
 from .guards import Diverged, StopRequest
@@ -85,6 +86,9 @@ class Trainer:
             horizon = decay_epochs * (self.steps_per_epoch if config.schedule_per == "step" else 1)
             self.scheduler = make_scheduler(config.scheduler, self.optimizer, config.lr_min / config.lr, horizon)
 
+        # the fast step (a CUDA graph of the whole step) where it can run; built at the first step
+        self.fast_mode = resolve_fast_step(config.fast_step, config.optimizer, device, dist.enabled)
+        self.fast: FastStep | None = None
         self.net = self.objective
         if self.dist.enabled:
             from torch.nn.parallel import DistributedDataParallel
@@ -118,8 +122,8 @@ class Trainer:
             "epoch": self.epoch,
             "step": self.step,
             "batch_in_epoch": self.batch_in_epoch,
-            "optimizer": self.lm.state_dict() if self.lm is not None else self.optimizer.state_dict(),
-            "scheduler": {} if self.scheduler is None else self.scheduler.state_dict(),
+            "optimizer": self.lm.state_dict() if self.lm is not None else portable_state(self.optimizer.state_dict()),
+            "scheduler": {} if self.scheduler is None else portable_state(self.scheduler.state_dict()),
             "rng": {**ckpt_io.rng_state(self.device), "data_epoch_start": self.epoch_start_state.clone()},
             "train_state": {
                 "loss_sum": float(self.loss_sum),
@@ -225,6 +229,7 @@ class Trainer:
             "wall_time": round(self._wall(), 3),
             "stopped": stopped,
             "device": str(self.device),
+            "fast_step": self.fast_mode,
             "dtype": self.resolved.dtype,
             "world_size": self.dist.world_size,
             "data": self.data_info,
@@ -283,6 +288,11 @@ class Trainer:
 
             self.optimizer.step(closure)
             reported, stop = holder["reported"], holder["stop"]
+        elif self.fast_mode != "off":
+            if self.fast is None:
+                self.fast = FastStep(self.fast_mode, self.objective, self.optimizer, self.train_set, self.device)
+            with label("vp/fast_step"):
+                reported = self.fast(idx)
         else:
             self.optimizer.zero_grad(set_to_none=True)
             loss, reported, stop = self._batch_loss(idx, flag, save_flag)
