@@ -2,6 +2,7 @@
 
     git worktree add /tmp/base HEAD          # the baseline (any tree with the vpintegrator package)
     python scripts/bench_step.py [--base /tmp/base] [--batch-sizes 256 16384] [--threads 1 2] [--rounds 3]
+                                 [--fast-step off|compile]
     git worktree remove /tmp/base
 
 Each measurement is a fresh subprocess (``PYTHONPATH`` = the tree) that builds the real ``Trainer`` (as
@@ -9,6 +10,8 @@ Each measurement is a fresh subprocess (``PYTHONPATH`` = the tree) that builds t
 enough windows), warms up, and times ``Trainer._step`` plus the loop's per-step loss accumulation. The two
 trees alternate over rounds (the order flips every round) and each reports its fastest round's median
 ms/step (on a shared machine the least disturbed); the ratio is baseline / this tree (> 1: faster now).
+``--fast-step compile`` times this tree's compiled step (:mod:`vpintegrator.training.fast_step`; compiled
+during the warm-up, not timed) against the baseline's default step.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 
-def worker(batch: int, threads: int, seconds: float) -> None:
+def worker(batch: int, threads: int, seconds: float, fast_step: str) -> None:
     import tempfile
 
     import torch
@@ -37,7 +40,8 @@ def worker(batch: int, threads: int, seconds: float) -> None:
 
     torch.set_num_threads(threads)
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = count_ops.make_trainer("vpt", batch, "float32", tmp)
+        trainer = count_ops.make_trainer("vpt", batch, "float32", tmp,
+                                         fast_step=None if fast_step == "default" else fast_step)
         idx = trainer.sampler.epoch_order()[:batch]
         trainer._last_global_batch = idx
         acc = torch.zeros((), dtype=torch.float64)
@@ -59,9 +63,9 @@ def worker(batch: int, threads: int, seconds: float) -> None:
     print(json.dumps({"ms": statistics.median(times), "file": vpintegrator.__file__}))
 
 
-def measure(tree: Path, batch: int, threads: int, seconds: float) -> tuple[float, str]:
+def measure(tree: Path, batch: int, threads: int, seconds: float, fast_step: str = "default") -> tuple[float, str]:
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": str(threads)}
-    out = subprocess.run([sys.executable, __file__, "--worker", str(batch), str(threads), str(seconds)],
+    out = subprocess.run([sys.executable, __file__, "--worker", str(batch), str(threads), str(seconds), fast_step],
                          env=env, capture_output=True, text=True, check=True, cwd=str(tree))
     rec = json.loads(out.stdout.strip().splitlines()[-1])
     return rec["ms"], rec["file"]
@@ -74,20 +78,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=2.0, help="timed seconds per measurement")
-    parser.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--fast-step", default="default", choices=["default", "off", "compile"],
+                        help="this tree's step path (the baseline runs its default)")
+    parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        worker(int(args.worker[0]), int(args.worker[1]), float(args.worker[2]))
+        worker(int(args.worker[0]), int(args.worker[1]), float(args.worker[2]), args.worker[3])
         return 0
     trees = {"base": Path(args.base).resolve(), "this": ROOT}
-    print(f"paper VPT training step (Adam, float32, cpu); base = {trees['base']}, this = {trees['this']}")
+    print(f"paper VPT training step (Adam, float32, cpu); base = {trees['base']}, this = {trees['this']} "
+          f"(fast_step {args.fast_step})")
     print(f"{'batch':>6s} {'threads':>7s} {'base ms':>9s} {'this ms':>9s} {'speed-up':>8s}")
     for batch in args.batch_sizes:
         for threads in args.threads:
             best = {"base": float("inf"), "this": float("inf")}
             for r in range(args.rounds):
                 for name in (("base", "this") if r % 2 == 0 else ("this", "base")):
-                    ms, file = measure(trees[name], batch, threads, args.seconds)
+                    ms, file = measure(trees[name], batch, threads, args.seconds,
+                                       args.fast_step if name == "this" else "default")
                     if not str(Path(file).resolve()).startswith(str(trees[name])):
                         raise SystemExit(f"{name}: imported {file}, not from {trees[name]}")
                     best[name] = min(best[name], ms)

@@ -1,6 +1,7 @@
 """Count the aten ops one training step dispatches, per phase (CPU, no GPU needed).
 
     python scripts/count_ops.py [--model vpt|vpff|st|all] [--batch-size 256] [--dtype float32] [--ops]
+                                [--fast-step off|graph]
 
 Builds the real :class:`vpintegrator.training.loop.Trainer` (the paper's hyper-parameters for the model,
 Adam, exponential schedule per step) on a small synthetic rigid-body-like data set, runs one warm-up step
@@ -12,6 +13,11 @@ counter) and loop (the per-step loss accumulation of ``_torch_epoch``). ``--ops`
 Ops are counted at the dispatch level a kernel launch happens on (a ``TorchDispatchMode`` sees the ops
 after autograd and decomposition of CompositeImplicit ops): a proxy for per-step overhead on CPU and
 kernel launches on a GPU.
+
+``--fast-step graph`` counts what the host still dispatches per step when the step is replayed from a CUDA
+graph (:mod:`vpintegrator.training.fast_step`): the graph step is built (uncaptured, on the CPU), its replay
+stubbed out, and the ops around it counted (the batch's index copy, the schedule, the loop's bookkeeping);
+the replay itself is one launch, shown as the ``optimizer`` column's graph line.
 """
 
 from __future__ import annotations
@@ -49,8 +55,9 @@ class OpCounter(TorchDispatchMode):
             {"other": sum(self.ops["other"].values())} if "other" in self.ops else {})
 
 
-def make_trainer(model: str, batch_size: int, dtype: str, tmp: str, seed: int = 0):
-    """A single-process Trainer of the paper's ``model`` on synthetic data with >= batch_size windows."""
+def make_trainer(model: str, batch_size: int, dtype: str, tmp: str, seed: int = 0, fast_step: str | None = None):
+    """A single-process Trainer of the paper's ``model`` on synthetic data with >= batch_size windows; with
+    ``fast_step`` (``off`` or ``graph``) its step path is set to that (``graph`` runs uncaptured on the CPU)."""
     from vpintegrator.data.hdf5 import write_trajectories
     from vpintegrator.data.trajectories import Trajectories
     from vpintegrator.training import TrainConfig
@@ -71,7 +78,16 @@ def make_trainer(model: str, batch_size: int, dtype: str, tmp: str, seed: int = 
     config.validate()
     trainer = Trainer(config, DistInfo(), torch.device("cpu"), None, None, False)
     trainer.stop = type("NoStop", (), {"requested": False})()  # run() installs the Ctrl-C handler
+    if fast_step is not None:
+        trainer.fast_mode = fast_step
     return trainer
+
+
+class _NoReplay:
+    """Stands in for a captured graph: its replay is one launch, not counted as aten ops."""
+
+    def replay(self) -> None:
+        pass
 
 
 def count_step(trainer) -> OpCounter:
@@ -85,10 +101,15 @@ def count_step(trainer) -> OpCounter:
     losses = torch.zeros(4, dtype=torch.float64)
     loss_acc = torch.zeros((), dtype=torch.float64)
     trainer._step(idx)  # warm-up: Adam's state is created lazily on its first step
+    if trainer.fast is not None:  # graph path: the host's work around one replay
+        for step in trainer.fast.steps.values():
+            step.loss, step.graph = step._body(), _NoReplay()
+        for group in trainer.optimizer.param_groups:  # as on CUDA: the schedule writes lr into a tensor
+            group["lr"] = torch.tensor(float(group["lr"]))
 
     counter = OpCounter()
     phase_of = {"vp/gather": "gather", "vp/forward": "forward", "vp/backward": "backward",
-                "vp/optimizer": "optimizer"}
+                "vp/optimizer": "optimizer", "vp/fast_step": "gather"}  # graph path: the index copy
     after = {"gather": "forward", "forward": "forward", "backward": "backward", "optimizer": "schedule"}
     original = loop_mod.label
 
@@ -97,7 +118,8 @@ def count_step(trainer) -> OpCounter:
         counter.phase = phase_of.get(name, counter.phase)
         with original(name):
             yield
-        counter.phase = after.get(counter.phase, counter.phase)  # unlabelled ops after a region
+        # unlabelled ops after a region (after the graph path's step: the schedule)
+        counter.phase = "schedule" if name == "vp/fast_step" else after.get(counter.phase, counter.phase)
 
     loop_mod.label = phase_label
     try:
@@ -118,14 +140,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--ops", action="store_true", help="list the ops of each phase")
+    parser.add_argument("--fast-step", default="off", choices=["off", "graph"],
+                        help="graph: the ops the host dispatches around a CUDA-graph replay of the step")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     models = ["vpt", "vpff", "st"] if args.model == "all" else [args.model]
-    print(f"aten ops per training step (Adam, batch {args.batch_size}, {args.dtype}, cpu, torch {torch.__version__})")
+    where = "eager step" if args.fast_step == "off" else "host ops around one CUDA-graph replay (+1 launch)"
+    print(f"aten ops per training step (Adam, batch {args.batch_size}, {args.dtype}, cpu, torch {torch.__version__}; "
+          f"{where})")
     print(f"{'model':6s} " + " ".join(f"{p:>9s}" for p in PHASES) + f" {'total':>7s}")
     for name in models:
         with tempfile.TemporaryDirectory() as tmp:
-            counter = count_step(make_trainer(name, args.batch_size, args.dtype, tmp))
+            counter = count_step(make_trainer(name, args.batch_size, args.dtype, tmp, fast_step=args.fast_step))
         counts = counter.counts()
         print(f"{name:6s} " + " ".join(f"{counts.get(p, 0):9d}" for p in PHASES) + f" {sum(counts.values()):7d}")
         if args.ops:

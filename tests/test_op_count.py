@@ -33,6 +33,15 @@ def test_training_step_op_count(name, tmp_path):
     assert sum(counts.values()) <= LIMITS[name], counts
 
 
+def test_graph_step_leaves_the_host_a_handful_of_ops(tmp_path):
+    """fast_step graph: around one replay the host copies the batch's index, writes the scheduled lr into its
+    tensor and accumulates the loss (7 ops, measured); every model op is inside the graph."""
+    counter = count_ops.count_step(count_ops.make_trainer("vpt", 64, "float32", str(tmp_path), fast_step="graph"))
+    counts = counter.counts()
+    assert not {"forward", "backward", "optimizer"} & set(counts), counts
+    assert sum(counts.values()) <= 8, counter.ops
+
+
 def test_matrices_match_reference():
     torch.manual_seed(0)
     for dim in (2, 3, 5):
