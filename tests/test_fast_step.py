@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from vpintegrator import VPIntegratorError
 from vpintegrator.cli.train import main as train_main
-from vpintegrator.training import TrainConfig, fit, loop
+from vpintegrator.training import TrainConfig, ensemble, fit, loop
 from vpintegrator.training.fast_step import GraphStep, portable_state, resolve_fast_step
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -45,11 +45,12 @@ def graph_on_cpu(monkeypatch):
     sizes = []
     original = GraphStep.__init__
 
-    def init(self, loss_fn, optimizer, train_set, batch_size, device, capture):
-        sizes.append(batch_size)
-        original(self, loss_fn, optimizer, train_set, batch_size, device, capture)
+    def init(self, batch_loss, optimizer, shape, device, capture):
+        sizes.append(shape)
+        original(self, batch_loss, optimizer, shape, device, capture)
 
-    monkeypatch.setattr(loop, "resolve_fast_step", lambda mode, *args: "off" if mode == "off" else "graph")
+    for module in (loop, ensemble):
+        monkeypatch.setattr(module, "resolve_fast_step", lambda mode, *args: "off" if mode == "off" else "graph")
     monkeypatch.setattr(GraphStep, "__init__", init)
     return sizes
 
@@ -58,7 +59,7 @@ def test_graph_step_trains_bitwise_as_the_eager_step(tiny_data, tmp_path, graph_
     """Per-step schedule, a partial last batch, three epochs: the same losses and weights, bit for bit (the
     warm-up steps before a capture are undone exactly)."""
     fast = fit(_config(tiny_data, tmp_path, "fast"))
-    assert graph_on_cpu == [32, 15]  # one graph step per batch size, built once
+    assert graph_on_cpu == [(32,), (15,)]  # one graph step per batch size, built once
     eager = fit(_config(tiny_data, tmp_path, "eager", fast_step="off"))
     assert _summary(fast)["fast_step"] == "graph" and _summary(eager)["fast_step"] == "off"
     assert fast.steps == eager.steps == 15
@@ -76,6 +77,19 @@ def test_graph_step_resumes_exactly(tiny_data, tmp_path, graph_on_cpu):
     fit(_config(tiny_data, tmp_path, "split", epochs=2, decay_epochs=4))
     resumed = fit(resume=tmp_path / "split", epochs=4)
     assert resumed.steps == straight.steps and _same_weights(straight.model, resumed.model)
+
+
+def test_graph_step_trains_an_ensemble_bitwise_as_the_eager_step(tiny_data, tmp_path, graph_on_cpu):
+    """The vmapped step of three members (their own batches: index (3, B)) through the graph step."""
+    cfg = dict(seeds=[5, 9, 11], val_fraction=0.0, patience=1, lr=3e-2)
+    fast = fit(_config(tiny_data, tmp_path, "fast", **cfg))
+    assert graph_on_cpu == [(3, 32), (3, 28)]  # 156 windows without validation
+    eager = fit(_config(tiny_data, tmp_path, "eager", fast_step="off", **cfg))
+    for a, b in zip(fast.members, eager.members):
+        assert [h["train_loss"] for h in a.history] == [h["train_loss"] for h in b.history]
+        assert a.stopped == b.stopped and _same_weights(a.model, b.model)
+    summary = json.loads((fast.members[0].run_dir / "summary.json").read_text())
+    assert summary["fast_step"] == "graph"
 
 
 def test_auto_is_eager_on_the_cpu(tiny_data, tmp_path):
@@ -119,8 +133,8 @@ def test_resolve_fast_step_on_cuda(mode, optimizer, distributed, expected):
 def test_config_checks_fast_step(tiny_data, tmp_path):
     with pytest.raises(VPIntegratorError, match="fast_step must be auto, off, graph, compile; got 'on'"):
         TrainConfig.from_dict(_config(tiny_data, tmp_path, fast_step="on"))
-    with pytest.raises(VPIntegratorError, match="fast_step = 'graph' is for single runs") as info:
-        TrainConfig.from_dict(_config(tiny_data, tmp_path, fast_step="graph", ensemble=2))
+    with pytest.raises(VPIntegratorError, match="fast_step = 'compile' is for single runs") as info:
+        TrainConfig.from_dict(_config(tiny_data, tmp_path, fast_step="compile", ensemble=2))
     assert info.value.key == "fast_step"
 
 
@@ -179,6 +193,16 @@ def test_cuda_graph_step_equals_the_eager_step(tiny_data, tmp_path, mode):
         assert a["lr"] == pytest.approx(b["lr"], rel=1e-6)
     for (name, p), q in zip(fast.model.named_parameters(), eager.model.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-7, msg=name)
+
+
+@pytest.mark.gpu
+def test_cuda_graph_ensemble_equals_the_eager_ensemble(tiny_data, tmp_path):
+    cfg = dict(seeds=[5, 9], device="cuda")
+    fast = fit(_config(tiny_data, tmp_path, "fast", **cfg))
+    eager = fit(_config(tiny_data, tmp_path, "eager", fast_step="off", **cfg))
+    for a, b in zip(fast.members, eager.members):
+        for ra, rb in zip(a.history, b.history):
+            assert ra["train_loss"] == pytest.approx(rb["train_loss"], rel=1e-6)
 
 
 @pytest.mark.gpu

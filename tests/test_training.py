@@ -230,6 +230,18 @@ def test_trains_on_cuda(tiny_data, tmp_path):
     assert load_model(tmp_path / "run").state_dict()  # saved tensors load on the CPU
 
 
+@pytest.mark.gpu
+def test_lm_on_cuda_equals_lm_on_the_cpu(tiny_data, tmp_path):
+    """Levenberg–Marquardt in float64 on CUDA: the same iterates as on the CPU to rounding (same subsamples:
+    the data order's generator lives on the host)."""
+    cpu = fit(_lm(tiny_data, tmp_path, "cpu", device="cpu", epochs=2))
+    cuda = fit(_lm(tiny_data, tmp_path, "cuda", device="cuda", epochs=2))
+    assert cuda.device.startswith("cuda") and cuda.steps == cpu.steps
+    for a, b in zip(cuda.history, cpu.history):
+        assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-8)
+        assert a["lr"] == b["lr"]  # the damping takes the same accept/reject path
+
+
 def _hdf5_without_schema(tmp_path) -> str:
     import h5py
 

@@ -362,10 +362,10 @@ class TrainConfig:
                 f"{source}: unroll = {self.unroll} cannot train an ensemble (the ensemble trains one-window "
                 "targets); set unroll = 1 or train the seeds one by one", key="unroll"
             )
-        if self.fast_step in ("graph", "compile"):
+        if self.fast_step == "compile":
             raise VPIntegratorError(
-                f"{source}: fast_step = {self.fast_step!r} is for single runs; an ensemble trains its members "
-                "together with torch.func (set fast_step = 'auto' or 'off')", key="fast_step"
+                f"{source}: fast_step = 'compile' is for single runs (an ensemble's step is vmapped); set "
+                "fast_step = 'graph', 'auto' or 'off'", key="fast_step"
             )
         if self.optimizer == "lm":
             raise VPIntegratorError(

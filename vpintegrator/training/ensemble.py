@@ -54,6 +54,7 @@ from .._version import __version__
 from ..errors import VPIntegratorError
 from . import checkpoint as ckpt_io
 from .config import TrainConfig
+from .fast_step import FastStep, resolve_fast_step
 from .guards import StopRequest
 from .optim import label, make_optimizer, make_scheduler
 from .results import (  # noqa: F401 (is_ensemble_dir, member_dir_name re-exported)
@@ -133,6 +134,9 @@ class EnsembleTrainer:
         decay_epochs = self.resolved.decay_epochs if self.resolved.decay_epochs is not None else 1.0
         horizon = decay_epochs * (self.steps_per_epoch if config.schedule_per == "step" else 1)
         self.scheduler = make_scheduler(config.scheduler, self.optimizer, config.lr_min / config.lr, horizon)
+        # the whole vmapped step as one CUDA graph where it can run (fast_step "auto"/"graph")
+        self.fast_mode = resolve_fast_step(config.fast_step, config.optimizer, device, False)
+        self.fast: FastStep | None = None
         self.epoch = self.step = 0
 
     # -- the vmapped model ------------------------------------------------------------------------
@@ -169,10 +173,9 @@ class EnsembleTrainer:
 
     # -- one step, one epoch, validation -------------------------------------------------------------
 
-    def _step(self, idx: torch.Tensor) -> torch.Tensor:
-        """One optimiser step of every member on its batch ``idx`` (N, B): the members' losses (N,)."""
+    def _batch_losses(self, idx: torch.Tensor) -> torch.Tensor:
+        """Every member's reference loss on its batch ``idx`` (N, B): (N,)."""
         n, b = idx.shape
-        self.optimizer.zero_grad(set_to_none=True)
         with label("vp/gather"):
             x, target = self.train_set.batch(idx.reshape(-1))
             x = x.reshape(n, b, *x.shape[1:])
@@ -181,11 +184,22 @@ class EnsembleTrainer:
             pred = self._forward(x)
         num = (pred - target).square().reshape(n, -1).sum(1)
         den = target.square().reshape(n, -1).sum(1)
-        losses = torch.sqrt(num / den)
-        with label("vp/backward"):
-            losses.sum().backward()  # member k's slice gets exactly the gradient of its own loss
-        with label("vp/optimizer"):
-            self.optimizer.step()
+        return torch.sqrt(num / den)
+
+    def _step(self, idx: torch.Tensor) -> torch.Tensor:
+        """One optimiser step of every member on its batch ``idx`` (N, B): the members' losses (N,)."""
+        if self.fast_mode != "off":
+            if self.fast is None:
+                self.fast = FastStep(self.fast_mode, self._batch_losses, self.optimizer, self.device)
+            with label("vp/fast_step"):
+                losses = self.fast(idx)
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
+            losses = self._batch_losses(idx)
+            with label("vp/backward"):
+                losses.sum().backward()  # member k's slice gets exactly the gradient of its own loss
+            with label("vp/optimizer"):
+                self.optimizer.step()
         if self.config.schedule_per == "step":
             self.scheduler.step()
         self.step += 1
@@ -271,6 +285,7 @@ class EnsembleTrainer:
             "best_epoch": int(m.best_epoch),
             "monitor": self.config.monitor if self.val_set is not None else "train_loss",
             "lr": self._lr(), "wall_time": round(self._wall(), 3), "stopped": stopped, "device": str(self.device),
+            "fast_step": self.fast_mode,
             "dtype": self.resolved.dtype, "world_size": 1, "data": self.data_info,
             "vpintegrator_version": __version__, "torch_version": torch.__version__,
             "ensemble": {"member": m.k, "seed": m.seed, "n_members": len(self.members),

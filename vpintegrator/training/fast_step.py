@@ -34,7 +34,6 @@ from typing import Callable
 import torch
 
 from ..errors import VPIntegratorError
-from .optim import relative_loss
 
 __all__ = ["FAST_STEPS", "GRAPH_OPTIMIZERS", "GraphStep", "FastStep", "resolve_fast_step", "portable_state"]
 
@@ -101,18 +100,19 @@ def portable_state(state: dict) -> dict:
 
 
 class GraphStep:
-    """One optimiser step for batches of ``batch_size`` windows, from static buffers; replayed from a CUDA
-    graph when ``capture`` (else its body runs eagerly each call, with the same buffers).
+    """One optimiser step for index batches of one shape, from static buffers; replayed from a CUDA graph
+    when ``capture`` (else its body runs eagerly each call, with the same buffers).
 
-    ``loss_fn(x, target)`` is the loss to back-propagate (the reference relative loss, possibly compiled).
-    Calling it with the batch's window numbers returns the batch's loss as a device scalar that the next
-    call overwrites (copy or consume it first).
+    ``batch_loss(index)`` gathers the windows ``index`` and returns their loss: a scalar, or one loss per
+    ensemble member (then their sum is back-propagated: member k's parameters get its own loss's gradient).
+    Calling the step with window numbers returns that loss, detached, as a device tensor that the next call
+    overwrites (copy or consume it first).
     """
 
-    def __init__(self, loss_fn: Callable, optimizer: torch.optim.Optimizer, train_set, batch_size: int,
-                 device: torch.device, capture: bool) -> None:
-        self.loss_fn, self.optimizer, self.train_set = loss_fn, optimizer, train_set
-        self.index = torch.zeros(int(batch_size), dtype=torch.long, device=device)
+    def __init__(self, batch_loss: Callable[[torch.Tensor], torch.Tensor], optimizer: torch.optim.Optimizer,
+                 shape: tuple[int, ...], device: torch.device, capture: bool) -> None:
+        self.batch_loss, self.optimizer = batch_loss, optimizer
+        self.index = torch.zeros(shape, dtype=torch.long, device=device)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.loss: torch.Tensor | None = None
         self._warm_up(device)
@@ -123,9 +123,8 @@ class GraphStep:
 
     def _body(self) -> torch.Tensor:
         self.optimizer.zero_grad(set_to_none=True)  # captured: backward then writes fresh grads each replay
-        x, target = self.train_set.batch(self.index)
-        loss = self.loss_fn(x, target)
-        loss.backward()
+        loss = self.batch_loss(self.index)
+        (loss.sum() if loss.dim() else loss).backward()
         self.optimizer.step()
         return loss.detach()
 
@@ -166,31 +165,26 @@ class GraphStep:
 
 
 class FastStep:
-    """The trainer's fast step: one :class:`GraphStep` per batch size met (the full batch, the last partial
+    """The trainer's fast step: one :class:`GraphStep` per index shape met (the full batch, the last partial
     one), sharing the model, the optimiser and its state; ``mode`` from :func:`resolve_fast_step`."""
 
-    def __init__(self, mode: str, objective: torch.nn.Module, optimizer: torch.optim.Optimizer, train_set,
-                 device: torch.device) -> None:
-        self.mode, self.device, self.optimizer, self.train_set = mode, device, optimizer, train_set
+    def __init__(self, mode: str, batch_loss: Callable[[torch.Tensor], torch.Tensor],
+                 optimizer: torch.optim.Optimizer, device: torch.device) -> None:
+        self.mode, self.device, self.optimizer = mode, device, optimizer
         self.capture = device.type == "cuda"
         if self.capture:
             for group in optimizer.param_groups:  # the step count and lr live on the device
                 group["capturable"] = True
                 group["lr"] = torch.tensor(float(group["lr"]), dtype=torch.float32, device=device)
-
-        def loss(x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-            return relative_loss(objective(x), target)
-
         if mode == "compile":
-            loss = torch.compile(loss, dynamic=False,
-                                 mode="max-autotune-no-cudagraphs" if device.type == "cuda" else None)
-        self.loss_fn = loss
-        self.steps: dict[int, GraphStep] = {}
+            batch_loss = torch.compile(batch_loss, dynamic=False,
+                                       mode="max-autotune-no-cudagraphs" if device.type == "cuda" else None)
+        self.batch_loss = batch_loss
+        self.steps: dict[tuple[int, ...], GraphStep] = {}
 
     def __call__(self, index: torch.Tensor) -> torch.Tensor:
-        n = int(index.numel())
-        step = self.steps.get(n)
+        shape = tuple(index.shape)
+        step = self.steps.get(shape)
         if step is None:
-            step = self.steps[n] = GraphStep(self.loss_fn, self.optimizer, self.train_set, n, self.device,
-                                             self.capture)
+            step = self.steps[shape] = GraphStep(self.batch_loss, self.optimizer, shape, self.device, self.capture)
         return step(index)
