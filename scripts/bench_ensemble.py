@@ -1,7 +1,7 @@
 """Seed ensembles in one process vs the same members trained one after another.
 
     python scripts/bench_ensemble.py [--sizes 1 8 64] [--epochs 2] [--n-traj 128] [--batch-size 4096]
-                                     [--device cpu] [--threads N] [--dtype float32]
+                                     [--device cpu|cuda] [--threads N] [--dtype float32] [--fast-step auto]
 
 Model-epochs/s of an ensemble of N paper VPTs (dim 3, seq_len 3, n_blocks 2, n_linear 1, L 3; Adam, the
 paper's schedule) trained by ``fit(..., ensemble=N)`` (stacked parameters, vmap) against N sequential
@@ -9,12 +9,16 @@ single ``fit`` runs, both measured in this run on the same data (the first ``--n
 paper data set, validation off so both see the same windows, no checkpoints but the last). A single run's
 epoch costs the same whichever seed it has, so the sequential figure is measured on ``min(N,
 --max-sequential)`` runs: sequential model-epochs/s = runs x epochs / their time. Each figure uses the
-epochs after the first (warm-up); the ratio printed is ensemble / sequential.
+epochs after the first (warm-up); the ratio printed is ensemble / sequential. Both use ``--fast-step``
+(default ``auto``: on CUDA the whole vmapped step as one CUDA graph, :mod:`vpintegrator.training.fast_step`);
+where that is not the eager step, the ensemble is timed eagerly (``fast_step = "off"``) too and the ratio
+fast / eager printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -38,7 +42,7 @@ def load_data(n_traj: int, tmp: str) -> tuple[str, int]:
 
 def _config(data: str, out: str, args, **kw) -> dict:
     return dict(data=[data], model=PAPER_MODEL, epochs=args.epochs + 1, batch_size=args.batch_size,
-                val_fraction=0.0, device=args.device, dtype=args.dtype, seed=1234,
+                val_fraction=0.0, device=args.device, dtype=args.dtype, seed=1234, fast_step=args.fast_step,
                 checkpoint_every=10**6, out=out) | kw
 
 
@@ -56,6 +60,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--fast-step", default="auto", choices=["auto", "off", "graph"])
     parser.add_argument("--max-sequential", type=int, default=4, help="single runs timed for the sequential rate")
     args = parser.parse_args()
     if args.threads:
@@ -78,10 +83,16 @@ def main() -> None:
             ens = fit(_config(data, f"{tmp}/ens{size}", args), ensemble=size)
             wall = time.perf_counter() - t0
             ensemble = size * args.epochs / _timed_epochs(ens.members[0].history)
+            ran = json.loads((ens.members[0].run_dir / "summary.json").read_text())["fast_step"]
             rows.append((size, ensemble, sequential, ensemble / sequential, wall))
-            print(f"N = {size:3d}: ensemble {ensemble:9.2f} model-epochs/s, sequential {sequential:8.2f} "
-                  f"model-epochs/s ({seq_runs} runs timed), ratio {ensemble / sequential:6.2f}x "
+            print(f"N = {size:3d}: ensemble {ensemble:9.2f} model-epochs/s (fast_step ran: {ran}), sequential "
+                  f"{sequential:8.2f} model-epochs/s ({seq_runs} runs timed), ratio {ensemble / sequential:6.2f}x "
                   f"(ensemble fit {wall:.1f} s wall incl. setup)", flush=True)
+            if ran != "off":
+                eager = fit(_config(data, f"{tmp}/eager{size}", args, fast_step="off"), ensemble=size)
+                rate = size * args.epochs / _timed_epochs(eager.members[0].history)
+                print(f"        eager ensemble (fast_step off) {rate:9.2f} model-epochs/s: fast / eager "
+                      f"{ensemble / rate:.2f}x", flush=True)
         print("\n| N | ensemble model-epochs/s | sequential model-epochs/s | ratio |\n|---:|---:|---:|---:|")
         for size, e, s, r, _ in rows:
             print(f"| {size} | {e:.2f} | {s:.2f} | {r:.2f}x |")
