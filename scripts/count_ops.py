@@ -78,8 +78,12 @@ def make_trainer(model: str, batch_size: int, dtype: str, tmp: str, seed: int = 
     config.validate()
     trainer = Trainer(config, DistInfo(), torch.device("cpu"), None, None, False)
     trainer.stop = type("NoStop", (), {"requested": False})()  # run() installs the Ctrl-C handler
-    if fast_step is not None:
+    if fast_step is not None:  # the step path the config would give on CUDA (graph: uncaptured here)
+        from vpintegrator.training.fast_step import FastStep
+
         trainer.fast_mode = fast_step
+        trainer.fast = None if fast_step == "off" else FastStep(fast_step, trainer._window_loss, trainer.optimizer,
+                                                                 trainer.device)
     return trainer
 
 

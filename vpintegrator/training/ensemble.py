@@ -136,7 +136,8 @@ class EnsembleTrainer:
         self.scheduler = make_scheduler(config.scheduler, self.optimizer, config.lr_min / config.lr, horizon)
         # the whole vmapped step as one CUDA graph where it can run (fast_step "auto"/"graph")
         self.fast_mode = resolve_fast_step(config.fast_step, config.optimizer, device, False)
-        self.fast: FastStep | None = None
+        self.fast = None if self.fast_mode == "off" else FastStep(
+            self.fast_mode, self._batch_losses, self.optimizer, device)
         self.epoch = self.step = 0
 
     # -- the vmapped model ------------------------------------------------------------------------
@@ -188,9 +189,7 @@ class EnsembleTrainer:
 
     def _step(self, idx: torch.Tensor) -> torch.Tensor:
         """One optimiser step of every member on its batch ``idx`` (N, B): the members' losses (N,)."""
-        if self.fast_mode != "off":
-            if self.fast is None:
-                self.fast = FastStep(self.fast_mode, self._batch_losses, self.optimizer, self.device)
+        if self.fast is not None:
             with label("vp/fast_step"):
                 losses = self.fast(idx)
         else:

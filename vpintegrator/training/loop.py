@@ -86,9 +86,8 @@ class Trainer:
             horizon = decay_epochs * (self.steps_per_epoch if config.schedule_per == "step" else 1)
             self.scheduler = make_scheduler(config.scheduler, self.optimizer, config.lr_min / config.lr, horizon)
 
-        # the fast step (a CUDA graph of the whole step) where it can run; built at the first step
+        # the fast step (a CUDA graph of the whole step) where it can run; made after a resume's state is loaded
         self.fast_mode = resolve_fast_step(config.fast_step, config.optimizer, device, dist.enabled)
-        self.fast: FastStep | None = None
         self.net = self.objective
         if self.dist.enabled:
             from torch.nn.parallel import DistributedDataParallel
@@ -110,6 +109,8 @@ class Trainer:
         self.finite_summary: dict[str, Any] | None = None  # the state after the last finite epoch
         if resume is not None:
             self._load(resume / "last.pt")
+        self.fast = None if self.fast_mode == "off" else FastStep(
+            self.fast_mode, self._window_loss, self.optimizer, self.device)
 
     # -- checkpoints -------------------------------------------------------------------------------
 
@@ -293,9 +294,7 @@ class Trainer:
 
             self.optimizer.step(closure)
             reported, stop = holder["reported"], holder["stop"]
-        elif self.fast_mode != "off":
-            if self.fast is None:
-                self.fast = FastStep(self.fast_mode, self._window_loss, self.optimizer, self.device)
+        elif self.fast is not None:
             with label("vp/fast_step"):
                 reported = self.fast(idx)
         else:
