@@ -13,7 +13,15 @@
     vs NumPy, per call on a shorter horizon;
 (b) batched throughput in state-steps/s for the paper's 1238 trajectories (NumPy integrators, traced models);
 (c) peak memory (RSS and tracemalloc) of a full ``run_rollouts`` streaming to HDF5 at 10^4 and 10^5 steps,
-    each in a fresh process, against the in-memory size of what it wrote (flat is the target).
+    each in a fresh process, against the in-memory size of what it wrote (flat is the target);
+(d) rollouts at scale on --device (cpu or cuda; issue 5 item 5): the paper VPT in float32 (the shipped
+    ``pretrained:rigid_body_vpt`` cast to float32, or --vpt RUN, or --random) from 10^4, 10^5 (and up to
+    --max-ics, default 10^5 on the CPU, 10^6 on CUDA) initial conditions, in state-steps/s (trajectories x
+    steps / seconds): (i) model steps only, the fast path (CUDA graph on CUDA, TorchScript trace on the CPU)
+    against eager; (ii) steps with every metric on the device (the device engine, ``device_stream_rollout``:
+    error, invariants, failures; then also the volume) against the host engine with the same metrics;
+    (iii) the whole ``run_rollouts`` writing the HDF5 file, device engine against host engine, and the I/O
+    bound: the same datasets written (and the data file read) by plain h5py, in bytes/s.
 
 Models are the shipped pretrained ones (``pretrained:rigid_body_*``, float64, trained weights) unless runs are
 given (--vpt, --vpff, --st) or --random (random init: its states blow up and the engine restarts those rows,
@@ -22,6 +30,7 @@ given (--vpt, --vpff, --st) or --random (random init: its states blow up and the
     python scripts/bench_rollout.py [--steps 250000] [--batch-steps 500] [--skip a,a2,b,c] [--vpt RUN ...] [--random]
     python scripts/bench_rollout.py --skip a2,b,c                  # the batch-1 cost table only
     python scripts/bench_rollout.py --steps 20000 --skip a2,b,c    # quicker: t = 50 000 extrapolated
+    python scripts/bench_rollout.py --device cuda --skip a,a2,b,c  # (d) only: 10^4 .. 10^6 ICs on the GPU
 """
 
 from __future__ import annotations
@@ -46,12 +55,15 @@ from vpintegrator.data import generate, load_spec  # noqa: E402
 from vpintegrator.models import build_model, list_pretrained, load_model  # noqa: E402
 from vpintegrator.rollout import (  # noqa: E402
     SCALAR_MAX_BATCH,
+    DeviceStepper,
     IntegratorStep,
     ModelStep,
     RolloutConfig,
+    device_stream_rollout,
     initial_window,
     rollout,
     run_rollouts,
+    stream_rollout,
 )
 from vpintegrator.systems import paper_sphere_points, paper_trajectory_index  # noqa: E402
 
@@ -278,6 +290,198 @@ def part_c(args):
                 p.unlink()
 
 
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _rate(n_traj: int, steps: int, seconds: float) -> str:
+    return f"{n_traj * steps / seconds:.3g}"
+
+
+def _d_model(args) -> tuple[torch.nn.Module, str]:
+    source = model_source(args, "vpt")
+    model, what = load(source, "vpt")
+    return model.float(), what.replace("float64", "float32") + ", cast to float32"
+
+
+def _d_case(n_traj: int, steps: int):
+    """n_traj initial conditions on the unit sphere and their first windows (RK4: cheap at 10^6)."""
+    from vpintegrator.integrators import integrate
+
+    rng = np.random.default_rng(0)
+    y0 = rng.normal(size=(n_traj, 3))
+    y0 /= np.linalg.norm(y0, axis=1, keepdims=True)
+    return y0, integrate("rigid_body", y0, DT, 2, method="rk4").y
+
+
+def part_d1(args, model, ics):
+    """(i) model steps only: DeviceStepper.call, fast path against eager."""
+    steps = args.d_steps
+    print(f"\n    (i) model steps only ({steps} steps = {-(-steps // 3)} calls of 3 states, states stay on the device; "
+          "fast: CUDA graph on CUDA, TorchScript trace on the CPU)")
+    print(f"{'ICs':>10}{'fast runner':>18}{'fast s':>9}{'state-steps/s':>15}{'eager s':>9}{'state-steps/s':>15}"
+          f"{'fast/eager':>12}")
+    for n in ics:
+        window = _d_case(n, steps)[1]
+        seconds, runners = {}, {}
+        for jit in (True, False):
+            stepper = DeviceStepper(ModelStep(model, args.device), window, jit=jit)
+            stepper.call()  # first-call overheads are set-up, not steps
+            _sync(args.device)
+            tic = time.perf_counter()
+            for _ in range(-(-steps // 3)):
+                stepper.call()
+            _sync(args.device)
+            seconds[jit], runners[jit] = time.perf_counter() - tic, stepper.runner
+            del stepper
+        done = 3 * -(-steps // 3)
+        print(f"{n:>10}{runners[True]:>18}{seconds[True]:>9.3f}{_rate(n, done, seconds[True]):>15}{seconds[False]:>9.3f}"
+              f"{_rate(n, done, seconds[False]):>15}{seconds[False] / seconds[True]:>12.2f}")
+
+
+def part_d2(args, model, ics):
+    """(ii) steps + metrics: the device engine against the host engine, same metric streams."""
+    from vpintegrator.metrics import TrajectoryMetricsStream, VolumeStream, block_metrics
+    from vpintegrator.systems import get_system
+
+    steps, chunk = args.d_metric_steps, args.d_chunk_steps
+    system = get_system("rigid_body")
+    print(f"\n    (ii) {steps} steps in blocks of {chunk} with every metric (the reference: the initial "
+          "condition held, any array does for timing); device: device_stream_rollout (metrics on the device, "
+          "one copy per block to the host); host: stream_rollout + the same metric streams in NumPy; "
+          "set-up (trace, graph capture) excluded")
+    print(f"{'ICs':>10}{'volume':>8}{'device s':>10}{'state-steps/s':>15}{'to host MB':>12}{'host s':>9}"
+          f"{'state-steps/s':>15}{'device/host':>13}")
+    warm = ModelStep(model, args.device)  # first Jacobians through torch.func cost extra: not the rollout's
+    for windows in (_d_case(64, 3)[1], torch.as_tensor(_d_case(64, 3)[1], device=warm.device)):
+        warm.log_abs_det_jacobian(windows)
+    for n in ics:
+        y0, window = _d_case(n, steps)
+        ref = np.broadcast_to(y0[:, None], (n, steps + 1, 3))
+        t = DT * np.arange(steps + 1)
+        for with_volume in (False, True):
+            def streams(step_map):
+                vol = VolumeStream(step_map.log_abs_det_jacobian, n, 3, 3, steps) if with_volume else None
+                return TrajectoryMetricsStream(system, n, t_center=0.5 * t[-1]), vol
+
+            step = ModelStep(model, args.device)
+            metrics, vol = streams(step)
+            moved = [0]
+
+            def sink(k0, block):
+                moved[0] += sum(v.nbytes for v in block.values() if isinstance(v, np.ndarray))
+
+            _sync(args.device)
+            tic = time.perf_counter()
+            res = device_stream_rollout(step, window, DT, steps, sink, reference=ref, metrics=metrics, volume=vol,
+                                        chunk_steps=chunk)
+            _sync(args.device)
+            dev_s = time.perf_counter() - tic - res.setup_seconds
+            step = ModelStep(model, args.device)
+            metrics, vol = streams(step)
+
+            def host_sink(k0, chunk_y):
+                k1 = k0 + chunk_y.shape[1]
+                block_metrics(metrics, vol, t[k0:k1], chunk_y, ref[:, k0:k1])
+
+            tic = time.perf_counter()
+            res = stream_rollout(step, window, DT, steps, host_sink, chunk_steps=chunk)
+            host_s = time.perf_counter() - tic - res.setup_seconds
+            print(f"{n:>10}{'yes' if with_volume else 'no':>8}{dev_s:>10.3f}{_rate(n, steps, dev_s):>15}"
+                  f"{moved[0] / 2**20:>12.1f}{host_s:>9.3f}{_rate(n, steps, host_s):>15}{host_s / dev_s:>13.2f}")
+
+
+def _plain_io(out: Path, data: Path, workdir: Path, chunk: int) -> tuple[int, float, float]:
+    """Bytes of ``out``'s datasets, the seconds plain h5py takes to read the data file's states, and to write
+    those datasets (same shapes, chunks and chunk cache, in blocks of ``chunk`` steps as the engines)."""
+    import h5py
+
+    with h5py.File(out, "r") as f:
+        layout = []
+        f.visititems(lambda name, obj: layout.append((name, obj.shape, obj.chunks, obj.dtype))
+                     if isinstance(obj, h5py.Dataset) else None)
+        cache = f.id.get_access_plist().get_cache()[2]
+    nbytes = sum(int(np.prod(shape)) * dtype.itemsize for _, shape, _, dtype in layout)
+    tic = time.perf_counter()
+    with h5py.File(data, "r") as f:
+        f["y"][()]
+    read_s = time.perf_counter() - tic
+    target = workdir / "plain.h5"
+    tic = time.perf_counter()
+    with h5py.File(target, "w", rdcc_nbytes=cache, rdcc_w0=1.0) as f:
+        series = [(f.create_dataset(name, shape=shape, chunks=chunks, dtype=dtype), shape) for name, shape, chunks, dtype in layout]
+        block = {}
+        for ds, shape in series:
+            if len(shape) < 2:
+                ds[...] = np.zeros(shape, dtype=ds.dtype)
+                continue
+            for k0 in range(0, shape[1], chunk):
+                part = (shape[0], min(chunk, shape[1] - k0), *shape[2:])
+                if part not in block:
+                    block[part] = np.full(part, 0.5)
+                ds[:, k0 : k0 + part[1]] = block[part]
+    write_s = time.perf_counter() - tic
+    target.unlink()
+    return nbytes, read_s, write_s
+
+
+def part_d3(args, model, ics, workdir: Path):
+    """(iii) the whole run_rollouts, device engine against host engine, and the I/O bound."""
+    from vpintegrator.data.hdf5 import write_trajectories
+    from vpintegrator.integrators import integrate
+
+    steps, chunk = args.d_process_steps, args.d_chunk_steps
+    print(f"\n    (iii) run_rollouts of the VPT, {steps} steps in blocks of {chunk}, writing the HDF5 file (reference, "
+          "states, error, invariants; volume: also log|det J|) and its table; I/O: plain h5py reading the data file's "
+          "states (read s) and writing the same datasets (write s; write MB/s = bytes written / write s); I/O bound = "
+          "read s + write s; device s / I/O s = 1 is 'at the speed of its file I/O'")
+    print(f"{'ICs':>10}{'volume':>8}{'device s':>10}{'state-steps/s':>15}{'host s':>9}{'state-steps/s':>15}"
+          f"{'device/host':>13}{'file MB':>9}{'read s':>8}{'write s':>9}{'write MB/s':>12}"
+          f"{'I/O-bound state-steps/s':>25}{'device s / I/O s':>18}")
+    warm = workdir / "warm.h5"  # one-off costs (imports, first traces, torch.func) before the measured runs
+    write_trajectories(warm, integrate("rigid_body", _d_case(64, 0)[0], DT, 6, method="rk4"), compression=None)
+    for engine in ("device", "host"):
+        run_rollouts(RolloutConfig(data=warm, out=workdir / "warm_out.h5", models=[("vpt", model)],
+                                   device=args.device, engine=engine))
+    for n in ics:
+        y0 = _d_case(n, 0)[0]
+        data = workdir / f"data{n}.h5"
+        write_trajectories(data, integrate("rigid_body", y0, DT, steps, method="rk4"), compression=None)
+        for volume in (False, True):
+            seconds = {}
+            for engine in ("device", "host"):
+                out = workdir / f"{engine}{n}.h5"
+                tic = time.perf_counter()
+                run_rollouts(RolloutConfig(data=data, out=out, models=[("vpt", model)], device=args.device,
+                                           engine=engine, chunk_steps=chunk, volume=volume))
+                seconds[engine] = time.perf_counter() - tic
+            (workdir / f"host{n}.h5").unlink(missing_ok=True)  # disk: at 10^6 ICs a file is ~10 GB
+            nbytes, read_s, write_s = _plain_io(workdir / f"device{n}.h5", data, workdir, chunk)
+            d, h, io_s = seconds["device"], seconds["host"], read_s + write_s
+            print(f"{n:>10}{'yes' if volume else 'no':>8}{d:>10.2f}{_rate(n, steps, d):>15}{h:>9.2f}"
+                  f"{_rate(n, steps, h):>15}{h / d:>13.2f}{nbytes / 2**20:>9.0f}{read_s:>8.3f}{write_s:>9.3f}"
+                  f"{nbytes / 2**20 / write_s:>12.0f}{_rate(n, steps, io_s):>25}{d / io_s:>18.2f}")
+        for p in workdir.glob(f"*{n}.*"):
+            p.unlink()
+
+
+def part_d(args):
+    cuda = args.device.startswith("cuda")
+    max_ics = args.max_ics or (10**6 if cuda else 10**5)
+    ics = [n for n in (10**4, 10**5, 10**6) if n <= max_ics]
+    model, what = _d_model(args)
+    name = torch.cuda.get_device_name(args.device) if cuda else f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads"
+    print(f"\n(d) rollouts at scale on {args.device} ({name}): paper VPT, {what}; state-steps/s = trajectories x steps / s")
+    if "d1" not in args.skip_set:
+        part_d1(args, model, ics)
+    if "d2" not in args.skip_set:
+        part_d2(args, model, ics)
+    if "d3" not in args.skip_set:
+        with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
+            part_d3(args, model, ics, Path(tmp))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=PAPER_STEPS,
@@ -289,7 +493,19 @@ def main():
     parser.add_argument("--batch-steps", type=int, default=500, help="(b) steps of the 1238-trajectory batch")
     parser.add_argument("--memory-steps", type=lambda s: [int(v) for v in s.split(",")], default=[10_000, 100_000])
     parser.add_argument("--memory-traj", type=int, default=16, help="(c) trajectories streamed")
-    parser.add_argument("--skip", default="", help="comma list of parts to skip: a,a2,b,c")
+    parser.add_argument("--skip", default="",
+                        help="comma list of parts to skip: a,a2,b,c,d (or parts of d: d1,d2,d3)")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                        help="(d) cpu or cuda (default: cuda when available)")
+    parser.add_argument("--max-ics", type=int, help="(d) up to 10^4, 10^5, 10^6 ICs (default 10^5 on the CPU, 10^6 on CUDA)")
+    parser.add_argument("--d-steps", type=int, help="(d) steps of part (i) (default 60 on the CPU, 600 on CUDA)")
+    parser.add_argument("--d-metric-steps", type=int,
+                        help="(d) steps of part (ii), steps with metrics (default 12 on the CPU, 300 on CUDA)")
+    parser.add_argument("--d-process-steps", type=int,
+                        help="(d) steps of part (iii), the whole run_rollouts (default 9 on the CPU, 120 on CUDA)")
+    parser.add_argument("--d-chunk-steps", type=int, default=64,
+                        help="(d) steps per block (device memory ~ 10^6 ICs x 64 steps x 100 bytes x 2)")
+    parser.add_argument("--workdir", help="(d) where part (iii) writes its files (default: the system's temp dir)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (batch-1 rollouts are serial)")
     for name in PAPER_CONFIGS:
         parser.add_argument(f"--{name}", metavar="RUN",
@@ -308,6 +524,11 @@ def main():
         return
     torch.set_num_threads(args.threads)
     skip = set(args.skip.split(","))
+    args.skip_set = skip
+    cuda = args.device.startswith("cuda")
+    args.d_steps = args.d_steps or (600 if cuda else 60)
+    args.d_metric_steps = args.d_metric_steps or (300 if cuda else 12)
+    args.d_process_steps = args.d_process_steps or (120 if cuda else 9)
     print(f"vpintegrator rollout benchmark: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}, torch {torch.__version__}, numpy {np.__version__}")
     if "a" not in skip:
@@ -319,6 +540,8 @@ def main():
         part_b(args, mods)
     if "c" not in skip:
         part_c(args)
+    if "d" not in skip:
+        part_d(args)
 
 
 if __name__ == "__main__":

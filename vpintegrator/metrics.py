@@ -14,6 +14,11 @@ quantities chunk by chunk along time, so that metrics of a rollout of any horizo
 
 Per-trajectory values are aggregated over trajectories in :func:`summary_row`: the mean for the final
 relative error and the valid prediction time, the maximum (the worst trajectory) for drifts and volume.
+
+One implementation for both rollout engines: :func:`relative_error`, :func:`relative_drift` and the
+streams take NumPy arrays (host engine) or torch tensors (device engine, :mod:`vpintegrator.rollout.device`:
+on the GPU, no host-device synchronisation) and compute in the namespace given; summaries come back as
+NumPy. :func:`block_metrics` puts together the per-step quantities of a rollout block.
 """
 
 from __future__ import annotations
@@ -26,9 +31,35 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from .errors import VPIntegratorError
+from .systems.base import array_namespace
 
 #: relative error above which a prediction stops being "valid" (valid prediction time)
 VALID_ERROR_THRESHOLD = 0.1
+
+
+# --------------------------------------------------------------------------- NumPy or torch
+# the operations whose spelling differs; the rest share their names in xp = array_namespace(a)
+
+
+def to_numpy(a: Any) -> np.ndarray:
+    """A NumPy array of ``a`` (a torch tensor is copied to the host)."""
+    return np.asarray(a) if array_namespace(a) is np else a.detach().cpu().numpy()
+
+
+def _like(a: np.ndarray, like: Any) -> Any:  # NumPy ``a`` in like's namespace, on its device
+    return a if array_namespace(like) is np else array_namespace(like).as_tensor(a, device=like.device)
+
+
+def _copy(a: Any) -> Any:
+    return a.copy() if array_namespace(a) is np else a.clone()
+
+
+def _first_true(mask: Any) -> Any:  # index of the first True in each row of (rows, n), 0 where none
+    return np.argmax(mask, axis=1) if array_namespace(mask) is np else mask.byte().argmax(dim=1)
+
+
+def _row_max(a: Any) -> Any:  # the maximum of each row of (rows, n), NaN-propagating
+    return a.max(axis=1) if array_namespace(a) is np else a.amax(dim=1)
 
 
 # --------------------------------------------------------------------------- array functions
@@ -40,21 +71,24 @@ def relative_error(y: np.ndarray, y_ref: np.ndarray) -> np.ndarray:
     Parameters
     ----------
     y, y_ref : ndarray, shape (n_traj, n_states, dim)
-        Prediction and reference on the same time grid.
+        Prediction and reference on the same time grid (or two torch tensors on one device).
 
     Returns
     -------
-    ndarray, shape (n_traj, n_states), float64
+    ndarray, shape (n_traj, n_states), float64 (a tensor for tensors)
     """
-    y = np.asarray(y, dtype=np.float64)
-    y_ref = np.asarray(y_ref, dtype=np.float64)
-    if y.shape != y_ref.shape:
+    xp = array_namespace(y)
+    if xp is np:
+        y, y_ref = np.asarray(y, dtype=np.float64), np.asarray(y_ref, dtype=np.float64)
+    if tuple(y.shape) != tuple(y_ref.shape):
         raise VPIntegratorError(
-            f"relative_error: prediction shape {y.shape} differs from reference shape {y_ref.shape}; "
+            f"relative_error: prediction shape {tuple(y.shape)} differs from reference shape {tuple(y_ref.shape)}; "
             "compare trajectories on the same (n_traj, n_states, dim) grid"
         )
+    d = y - y_ref
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return np.linalg.norm(y - y_ref, axis=-1) / np.linalg.norm(y_ref, axis=-1)
+        # the Euclidean norms as np.linalg.norm computes them: sqrt of the sum of squares
+        return xp.sqrt((d * d).sum(-1)) / xp.sqrt((y_ref * y_ref).sum(-1))
 
 
 def valid_prediction_time(
@@ -86,7 +120,7 @@ def relative_drift(values: np.ndarray, initial: np.ndarray | None = None) -> np.
     Parameters
     ----------
     values : ndarray, shape (n_traj, n_states)
-        The invariant along each trajectory.
+        The invariant along each trajectory (or a torch tensor).
     initial : ndarray, shape (n_traj,), optional
         ``I_0``; default ``values[:, 0]``. Where ``I_0 = 0`` the absolute drift is returned.
 
@@ -94,9 +128,12 @@ def relative_drift(values: np.ndarray, initial: np.ndarray | None = None) -> np.
     -------
     ndarray, shape (n_traj, n_states)
     """
-    values = np.asarray(values, dtype=np.float64)
-    initial = values[:, 0] if initial is None else np.asarray(initial, dtype=np.float64)
-    scale = np.where(initial == 0.0, 1.0, np.abs(initial))
+    xp = array_namespace(values)
+    if xp is np:
+        values = np.asarray(values, dtype=np.float64)
+        initial = None if initial is None else np.asarray(initial, dtype=np.float64)
+    initial = values[:, 0] if initial is None else initial
+    scale = xp.where(initial == 0.0, 1.0, xp.abs(initial))
     return (values - initial[:, None]) / scale[:, None]
 
 
@@ -201,13 +238,17 @@ def window_log_det_jacobian(model, windows, overlap: bool = False, chunk: int = 
     ----------
     model : torch.nn.Module
     windows : ndarray or Tensor, shape (n, seq_len, dim)
+    chunk : int
+        Windows per batched Jacobian (memory: ~ chunk x (seq_len dim)^2 x the model's activations).
 
     Returns
     -------
-    ndarray, shape (n,), float64
+    ndarray, shape (n,), float64; for a tensor ``windows``, a float64 tensor on the model's device (no
+    copy to the host, no synchronisation)
     """
     import torch
 
+    as_tensor = torch.is_tensor(windows)
     param = next(iter(model.parameters()), None)
     dtype = param.dtype if param is not None else torch.float64
     device = param.device if param is not None else torch.device("cpu")
@@ -217,56 +258,57 @@ def window_log_det_jacobian(model, windows, overlap: bool = False, chunk: int = 
         # the square window map is the model itself: vpintegrator.testing's Jacobian does exactly this
         from .testing import jacobian_slogdet
 
-        out = np.empty(n, dtype=np.float64)
-        with torch.no_grad():
-            for start in range(0, n, chunk):
-                out[start : start + chunk] = jacobian_slogdet(model, windows[start : start + chunk])[1].double().cpu().numpy()
-        return out
-    fn = window_map(model, overlap=overlap)
+        def log_det(x):  # (b, seq_len, dim) -> (b,)
+            return jacobian_slogdet(model, x)[1]
+    else:
+        fn = window_map(model, overlap=overlap)
+        jac_fn = torch.func.vmap(torch.func.jacrev(lambda x: fn(x.reshape(seq_len, dim)).reshape(-1)))
 
-    def flat(x):  # x: (seq_len * dim,) -> (seq_len * dim,)
-        return fn(x.reshape(seq_len, dim)).reshape(-1)
+        def log_det(x):  # (b, seq_len, dim) -> Jacobians (b, seq_len*dim, seq_len*dim) -> (b,)
+            return torch.linalg.slogdet(jac_fn(x.reshape(-1, seq_len * dim)).double())[1]
 
-    jac_fn = torch.func.vmap(torch.func.jacrev(flat))
-    out = np.empty(n, dtype=np.float64)
+    out = torch.empty(n, dtype=torch.float64, device=device)
     with torch.no_grad():
         for start in range(0, n, chunk):
-            x = windows[start : start + chunk].reshape(-1, seq_len * dim)
-            jac = jac_fn(x)  # (b, seq_len*dim, seq_len*dim)
-            out[start : start + chunk] = torch.linalg.slogdet(jac.double())[1].cpu().numpy()
-    return out
+            out[start : start + chunk] = log_det(windows[start : start + chunk])
+    return out if as_tensor else out.cpu().numpy()
 
 
 # --------------------------------------------------------------------------- streaming
 
 
 class _LineFit:
-    """Streaming per-row least-squares slope of ``v`` against ``t`` (NaN skipped), centred for accuracy."""
+    """Streaming per-row least-squares slope of ``v`` against ``t`` (NaN skipped), centred for accuracy;
+    NumPy or torch: the sums live in the namespace (and on the device) of the values fed to it."""
+
+    _SUMS = ("n", "st", "stt", "sv", "stv")
 
     def __init__(self, n_rows: int, t_center: float = 0.0) -> None:
         self.t_center = t_center
-        self.n = np.zeros(n_rows)
-        self.st = np.zeros(n_rows)
-        self.stt = np.zeros(n_rows)
-        self.sv = np.zeros(n_rows)
-        self.stv = np.zeros(n_rows)
+        for name in self._SUMS:
+            setattr(self, name, np.zeros(n_rows))
 
     def update(self, t: np.ndarray, v: np.ndarray) -> None:
-        tc = np.broadcast_to(t - self.t_center, v.shape)
-        ok = np.isfinite(v)
-        tc = np.where(ok, tc, 0.0)
-        v = np.where(ok, v, 0.0)
-        self.n += ok.sum(axis=1)
-        self.st += tc.sum(axis=1)
-        self.stt += (tc * tc).sum(axis=1)
-        self.sv += v.sum(axis=1)
-        self.stv += (tc * v).sum(axis=1)
+        xp = array_namespace(v)
+        if array_namespace(self.n) is not xp:  # the first tensor: the sums move to its device
+            for name in self._SUMS:
+                setattr(self, name, _like(getattr(self, name), v))
+        tc = xp.broadcast_to(t - self.t_center, v.shape)
+        ok = xp.isfinite(v)
+        tc = xp.where(ok, tc, 0.0)
+        v = xp.where(ok, v, 0.0)
+        self.n += ok.sum(1)
+        self.st += tc.sum(1)
+        self.stt += (tc * tc).sum(1)
+        self.sv += v.sum(1)
+        self.stv += (tc * v).sum(1)
 
     def slope(self) -> np.ndarray:
+        xp = array_namespace(self.n)
         with np.errstate(divide="ignore", invalid="ignore"):
             denom = self.n * self.stt - self.st**2
             s = (self.n * self.stv - self.st * self.sv) / denom
-        return np.where((self.n >= 2) & (denom > 0), s, np.nan)
+        return xp.where((self.n >= 2) & (denom > 0), s, float("nan"))
 
 
 class TrajectoryMetricsStream:
@@ -306,25 +348,37 @@ class TrajectoryMetricsStream:
         y_ref : ndarray, shape (n_traj, n, dim), or None
             The reference states (None: no error metrics).
 
+        Or float64 torch tensors on one device (``t`` may stay NumPy: a copy per call): the metrics are then
+        tensors there, computed without a host-device synchronisation, and the running values stay there.
+
         Returns
         -------
         dict
             ``"rel_error"`` -> (n_traj, n) (if ``y_ref`` is given) and ``"invariant/<name>"`` -> (n_traj, n).
         """
         out: dict[str, np.ndarray] = {}
-        t = np.asarray(t, dtype=np.float64)
+        xp = array_namespace(y)
+        if xp is np:
+            y, t = np.asarray(y, dtype=np.float64), np.asarray(t, dtype=np.float64)
+        else:
+            t = xp.as_tensor(t, dtype=xp.float64, device=y.device)
+            if array_namespace(self._valid_time) is np:  # the first tensor: the running values move to its device
+                self._valid_time, self._final_error = _like(self._valid_time, y), _like(self._final_error, y)
+                self._max_drift = {k: _like(v, y) for k, v in self._max_drift.items()}
         if y_ref is not None:
             err = relative_error(y, y_ref)
             out["rel_error"] = err
             exceeded = ~(err <= self.threshold)
-            pending = np.isnan(self._valid_time) & exceeded.any(axis=1)
-            self._valid_time[pending] = t[np.argmax(exceeded[pending], axis=1)]
+            first = xp.isnan(self._valid_time) & exceeded.any(1)
+            self._valid_time = xp.where(first, t[_first_true(exceeded)], self._valid_time)
             self._final_error = err[:, -1]
-        self._last_t = float(t[-1])
+        self._last_t = t[-1]
         with np.errstate(all="ignore"):
-            values = {k: np.asarray(v, dtype=np.float64) for k, v in self.system.invariants(np.asarray(y)).items()}
+            values = self.system.invariants(y)
+        if xp is np:
+            values = {k: np.asarray(v, dtype=np.float64) for k, v in values.items()}
         if self._initial is None:
-            self._initial = {k: v[:, 0].copy() for k, v in values.items()}
+            self._initial = {k: _copy(v[:, 0]) for k, v in values.items()}
         for name in self.names:
             v = values[name]
             out[f"invariant/{name}"] = v
@@ -332,20 +386,21 @@ class TrajectoryMetricsStream:
             self._fits[name].update(t, drift)
             with np.errstate(invalid="ignore"):
                 # a NaN drift (failed trajectory) makes the maximum NaN: honest, and counted as failed
-                self._max_drift[name] = np.maximum(self._max_drift[name], np.abs(drift).max(axis=1))
+                self._max_drift[name] = xp.maximum(self._max_drift[name], _row_max(xp.abs(drift)))
         return out
 
     def summary(self) -> dict[str, np.ndarray]:
         """Per-trajectory summary: ``final_rel_error``, ``valid_time``, ``max_rel_drift_<inv>``,
-        ``drift_slope_<inv>``; each an ndarray, shape (n_traj,)."""
+        ``drift_slope_<inv>``; each an ndarray, shape (n_traj,) (NumPy also after tensor updates)."""
+        xp = array_namespace(self._valid_time)
         out = {
-            "final_rel_error": self._final_error.copy(),
-            "valid_time": np.where(np.isnan(self._valid_time), self._last_t, self._valid_time),
+            "final_rel_error": _copy(self._final_error),
+            "valid_time": xp.where(xp.isnan(self._valid_time), self._last_t, self._valid_time),
         }
         for name in self.names:
-            out[f"max_rel_drift_{name}"] = self._max_drift[name].copy()
+            out[f"max_rel_drift_{name}"] = _copy(self._max_drift[name])
             out[f"drift_slope_{name}"] = self._fits[name].slope()
-        return out
+        return {k: to_numpy(v) for k, v in out.items()}
 
 
 class VolumeStream:
@@ -357,10 +412,14 @@ class VolumeStream:
     Parameters
     ----------
     log_det_fn : callable
-        windows (n, seq_len, dim) float64 ndarray -> (n,) ``log|det J|``.
+        windows (n, seq_len, dim) float64 ndarray -> (n,) ``log|det J|`` (for a stream fed torch tensors:
+        a float64 tensor -> a tensor on its device).
     n_traj, seq_len, advance, n_steps : int
         ``advance`` = ``pred_window`` for non-overlapping windows, 1 for overlapping windows and classical
         steps; the trajectory has states ``0 .. n_steps``.
+
+    Windows with a non-finite state (failed trajectories) get NaN: NumPy chunks leave them out of
+    ``log_det_fn``'s input, tensor chunks put them in as zeros (no data-dependent shape: no synchronisation).
     """
 
     def __init__(self, log_det_fn: Callable, n_traj: int, seq_len: int, advance: int, n_steps: int):
@@ -382,7 +441,8 @@ class VolumeStream:
         Parameters
         ----------
         y : ndarray, shape (n_traj, n, dim)
-            States of steps ``k .. k+n-1`` (chunks must arrive in order).
+            States of steps ``k .. k+n-1`` (chunks must arrive in order); or a float64 torch tensor (then
+            the results are tensors on its device, and so are the running sums).
 
         Returns
         -------
@@ -391,40 +451,54 @@ class VolumeStream:
         log_det : ndarray, shape (n_traj, m)
         cum_log_det : ndarray, shape (n_traj, m)
         """
-        y = np.asarray(y, dtype=np.float64)
+        xp = array_namespace(y)
+        if xp is np:
+            y = np.asarray(y, dtype=np.float64)
+        elif array_namespace(self._cum) is np:  # the first tensor: the running sums move to its device
+            self._cum, self.max_abs_cum = _like(self._cum, y), _like(self.max_abs_cum, y)
         n = y.shape[1]
         k0 = self._k
-        ctx = y if self._tail is None else np.concatenate((self._tail, y), axis=1)
+        ctx = y if self._tail is None else xp.concatenate((self._tail, y), 1)
         ctx_start = k0 - (0 if self._tail is None else self._tail.shape[1])  # step of ctx[:, 0]
-        # maps whose input window ends inside [.., k0 + n): o_j <= k0 + n
-        starts = []
-        j = self._next_map
-        while j < self.n_maps and self.seq_len + j * self.advance <= k0 + n:
-            starts.append(self.seq_len + j * self.advance - self.seq_len - ctx_start)
-            j += 1
-        maps = slice(self._next_map, j)
-        self._next_map = j
+        # maps j0 .. j - 1 have their input window end in this chunk (o_j <= k0 + n); map j's window
+        # starts at step j * advance, index j * advance - ctx_start of ctx
+        j0 = self._next_map
+        j = self._next_map = max(j0, min(self.n_maps, (k0 + n - self.seq_len) // self.advance + 1))
+        maps = slice(j0, j)
         self._k = k0 + n
-        self._tail = ctx[:, -self.seq_len :].copy() if self.seq_len > 0 else None
-        m = len(starts)
+        self._tail = _copy(ctx[:, -self.seq_len :]) if self.seq_len > 0 else None
+        m = j - j0
         if m == 0:
-            empty = np.zeros((self.n_traj, 0))
+            empty = y[:, :0, 0] * 0.0 if xp is not np else np.zeros((self.n_traj, 0))
             return maps, empty, empty
-        idx = np.asarray(starts)[:, None] + np.arange(self.seq_len)  # (m, seq_len)
+        arange = np.arange if xp is np else (lambda k: xp.arange(k, device=y.device))  # no host-device copy
+        idx = (j0 * self.advance - ctx_start) + self.advance * arange(m)[:, None] + arange(self.seq_len)[None, :]
         windows = ctx[:, idx]  # (n_traj, m, seq_len, dim)
-        dim = windows.shape[-1]
-        ok = np.isfinite(windows).all(axis=(2, 3))  # (n_traj, m)
-        flat = windows.reshape(-1, self.seq_len, dim)
-        logdet = np.full(flat.shape[0], np.nan)
-        good = ok.reshape(-1)
-        if good.any():
-            logdet[good] = self.log_det_fn(flat[good])
+        flat = windows.reshape(-1, *windows.shape[2:])
+        good = xp.isfinite(flat).reshape(flat.shape[0], -1).all(-1)  # (n_traj * m,)
+        if xp is np:
+            logdet = np.full(flat.shape[0], np.nan)
+            if good.any():
+                logdet[good] = self.log_det_fn(flat[good])
+        else:
+            logdet = xp.where(good, self.log_det_fn(xp.where(good[:, None, None], flat, 0.0)), float("nan"))
         logdet = logdet.reshape(self.n_traj, m)
-        cum = self._cum[:, None] + np.cumsum(logdet, axis=1)
-        self._cum = cum[:, -1].copy()
-        with np.errstate(invalid="ignore"):
-            self.max_abs_cum = np.fmax(self.max_abs_cum, np.nanmax(np.abs(cum), axis=1, initial=0.0))
+        cum = self._cum[:, None] + xp.cumsum(logdet, 1)
+        self._cum = _copy(cum[:, -1])
+        abs_cum = xp.abs(cum)  # the largest so far, NaN (failed) maps left out:
+        self.max_abs_cum = xp.fmax(self.max_abs_cum, _row_max(xp.where(xp.isnan(abs_cum), 0.0, abs_cum)))
         return maps, logdet, cum
+
+
+def block_metrics(stream: TrajectoryMetricsStream | None, volume: VolumeStream | None, t, y, y_ref) -> dict[str, Any]:
+    """The per-step metrics of one block of a rollout, keyed as a rollout file stores them (both engines):
+    ``stream.update(t, y, y_ref)`` (``"rel_error"``, ``"invariant/<name>"``) and, with a volume stream,
+    ``"maps"`` (the slice of map indices finished in the block), ``"log_det_J"`` and ``"cum_log_det_J"``
+    (n_traj, number of maps); NumPy arrays or tensors, as given."""
+    out: dict[str, Any] = {} if stream is None else stream.update(t, y, y_ref)
+    if volume is not None:
+        out["maps"], out["log_det_J"], out["cum_log_det_J"] = volume.update(y)
+    return out
 
 
 # --------------------------------------------------------------------------- summary table
@@ -446,9 +520,9 @@ def summary_row(
     ``max_abs_cum_log_det_J`` (worst trajectory; NaN where not computed), ``seconds_per_step`` (wall time
     of one step of the whole batch), ``n_traj``, ``failed``.
     """
-    failed = np.asarray(failed_step) >= 0
+    failed = to_numpy(failed_step) >= 0
     row: dict[str, Any] = {"method": method}
-    fin = np.asarray(per_traj["final_rel_error"], dtype=np.float64)
+    fin = np.asarray(to_numpy(per_traj["final_rel_error"]), dtype=np.float64)
     row["final_rel_error"] = float(np.mean(np.where(np.isnan(fin), np.inf, fin))) if fin.size else math.nan
     row["valid_time"] = float(np.mean(per_traj["valid_time"]))
     for name in invariant_names:
@@ -459,7 +533,7 @@ def summary_row(
     if max_abs_cum_log_det_J is None:
         row["max_abs_cum_log_det_J"] = math.nan
     else:
-        row["max_abs_cum_log_det_J"] = float(np.max(max_abs_cum_log_det_J))
+        row["max_abs_cum_log_det_J"] = float(np.max(to_numpy(max_abs_cum_log_det_J)))
     row["seconds_per_step"] = float(seconds_per_step)
     row["n_traj"] = int(failed.size)
     row["failed"] = int(failed.sum())

@@ -95,11 +95,17 @@ def _list_methods(ctx, _param, value) -> None:
 @click.option("--init", metavar="NAME", help="First window of models: reference (default), a classical integrator, exact_flow.")
 @click.option("--overlap/--no-overlap", default=None, help="Overlapping model windows (advance by one state).")
 @click.option("--device", metavar="DEVICE", help="auto (default), cpu, cuda or cuda:N.")
+@click.option(
+    "--engine", metavar="ENGINE",
+    help="Where model rollouts keep states and metrics: device (on the model's device, one copy per block), "
+         "host (NumPy) or auto (default: device for models on CUDA).",
+)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Output HDF5 (default rollout.h5).")
 @click.option("--chunk-steps", type=int, help="Steps per chunk streamed to the file (default 1024).")
 @click.option("--blowup", type=float, help="Failure when |z| > BLOWUP x |z0| (default 1000).")
 @click.option("--volume/--no-volume", default=None, help="Compute log|det J| of every step/window map (default on).")
-@click.option("--jit/--no-jit", default=None, help="TorchScript-trace models for speed (default on).")
+@click.option("--jit/--no-jit", default=None,
+              help="TorchScript-trace models, CUDA-graph model steps on the device engine (default on).")
 @click.option(
     "--set", "settings", multiple=True, metavar="KEY=VALUE",
     help="Any RolloutConfig key, VALUE in TOML syntax (e.g. --set blowup=1e6); repeatable.",
@@ -110,7 +116,7 @@ def _list_methods(ctx, _param, value) -> None:
     help=f"Exit with status {EXIT_BLOWUP} (after writing everything) when any method failed (blow-up or non-finite).",
 )
 @cli_errors
-def main(config, data, models, integrators, t_end, traj, n_traj, init, overlap, device, out, chunk_steps,
+def main(config, data, models, integrators, t_end, traj, n_traj, init, overlap, device, engine, out, chunk_steps,
          blowup, volume, jit, settings, quiet, fail_on_blowup):
     """Roll out models and classical integrators from a data set's initial conditions.
 
@@ -134,6 +140,7 @@ def main(config, data, models, integrators, t_end, traj, n_traj, init, overlap, 
         init=init,
         overlap=overlap,
         device=device,
+        engine=engine,
         out=str(out) if out is not None else None,
         chunk_steps=chunk_steps,
         blowup=blowup,

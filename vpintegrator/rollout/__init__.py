@@ -5,6 +5,10 @@
   :func:`initial_window`. One argument order, as ``integrate``: ``rollout(step_map, window0, dt, n_steps)``.
 - :mod:`~vpintegrator.rollout.steps`: :class:`IntegratorStep`, :class:`ExactFlowStep`, :class:`ModelStep`,
   :func:`reference_step_map` (the generator a data file was made with).
+- :mod:`~vpintegrator.rollout.device`: the device engine for models: :func:`device_stream_rollout` keeps
+  states and metrics (error, invariants, failures, volume) on the model's device, one copy per block to the
+  host, model steps in a CUDA graph on CUDA (:class:`DeviceStepper`); :func:`use_device_engine` (the
+  ``engine`` key: ``auto``, ``host``, ``device``).
 - :mod:`~vpintegrator.rollout.runners`: how ModelStep runs a model (the numba kernel of
   :mod:`vpintegrator.compiled.models`: :func:`compiled_model`; a TorchScript trace: :func:`trace_model`;
   eager).
@@ -35,6 +39,10 @@ _LAZY: dict[str, str] = {
     "ModelStep": ".steps",
     "reference_step_map": ".steps",
     "SCALAR_MAX_BATCH": ".steps",
+    "DeviceStepper": ".device",
+    "device_stream_rollout": ".device",
+    "use_device_engine": ".device",
+    "ENGINES": ".config",
     "RUNNERS": ".runners",
     "compiled_model": ".runners",
     "trace_model": ".runners",

@@ -231,6 +231,7 @@ def _horizon(config: RolloutConfig, t0: float, dt: float, n_file: int) -> int:
 def _prepare_methods(config: RolloutConfig, system, dt: float, t0: float, n_steps: int, data: Path) -> list:
     """Every method's step map, every input checked, nothing computed."""
     from ..integrators import list_integrators
+    from .device import use_device_engine
 
     methods: list[tuple[str, StepMap, str]] = []
     seen: set = set()
@@ -254,6 +255,7 @@ def _prepare_methods(config: RolloutConfig, system, dt: float, t0: float, n_step
                 key="models",
             )
         step_map = ModelStep(model, device=config.device, overlap=config.overlap, jit=config.jit)
+        use_device_engine(config.engine, step_map, system)  # an engine the model cannot use: refused now
         if n_steps < step_map.seq_len:
             raise VPIntegratorError(
                 f"t_end: the horizon has {n_steps} steps, shorter than seq_len = {step_map.seq_len} of model "
@@ -321,6 +323,7 @@ def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict:
         "overlap": bool(cfg.overlap),
         "blowup": float(cfg.blowup),
         "chunk_steps": int(cfg.chunk_steps),
+        "engine": str(cfg.engine),
         "vpintegrator_version": __version__,
     }
 
@@ -328,7 +331,8 @@ def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict:
 def _write_reference(f, plan: _Plan, reference_gen: StepMap):
     """``/reference``: the data file, then (beyond it) the data's own generator from its last state."""
     from ..data.rollouts import create_series, set_attrs
-    from ..metrics import TrajectoryMetricsStream
+    from ..metrics import TrajectoryMetricsStream, to_numpy
+    from .device import use_device_engine
 
     ref_file, n_steps, t = plan.ref_file, plan.n_steps, plan.t
     n_traj, dim, (ct, cs) = plan.n_traj, plan.system.dim, plan.chunks
@@ -366,11 +370,17 @@ def _write_reference(f, plan: _Plan, reference_gen: StepMap):
     names = tuple(plan.system.invariant_names)
     stream = TrajectoryMetricsStream(plan.system, n_traj, t_center=0.5 * (t[0] + t[-1]))
     inv = {name: create_series(g, f"invariants/{name}", (n_traj, n_steps + 1), (ct, cs)) for name in names}
+    # the reference's invariants where the models' metrics are computed: on the device of the first model
+    # that runs on the device engine (the same formulas), else in NumPy
+    device = next((m[1].device for m in plan.methods if use_device_engine(plan.config.engine, m[1], plan.system)), None)
+    if device is not None:
+        import torch
     for k0 in range(0, n_steps + 1, cs):
         k1 = min(n_steps + 1, k0 + cs)
-        per_step = stream.update(t[k0:k1], yref[:, k0:k1], None)
+        block = yref[:, k0:k1] if device is None else torch.as_tensor(yref[:, k0:k1], device=device)
+        per_step = stream.update(t[k0:k1], block, None)
         for name in names:
-            inv[name][:, k0:k1] = per_step[f"invariant/{name}"]
+            inv[name][:, k0:k1] = to_numpy(per_step[f"invariant/{name}"])
     summary = stream.summary()
     set_attrs(g, {"label": "reference", "kind": "reference", "source": str(plan.data),
                   **{f"max_rel_drift_{n}": float(np.max(summary[f"max_rel_drift_{n}"])) for n in names}})
@@ -378,9 +388,14 @@ def _write_reference(f, plan: _Plan, reference_gen: StepMap):
 
 
 def _write_method(f, plan: _Plan, label: str, step_map: StepMap, source: str, yref) -> tuple[dict, Any]:
-    """``/methods/<label>``: states, per-step metrics and volume streamed; returns (table row, failure)."""
+    """``/methods/<label>``: states, per-step metrics and volume streamed; returns (table row, failure).
+
+    By the host engine (:func:`stream_rollout`, metrics in NumPy) or, for models when the ``engine`` key
+    says so, the device engine (:func:`~vpintegrator.rollout.device.device_stream_rollout`, metrics on the
+    model's device): the same metric streams, the same sink, the same datasets."""
     from ..data.rollouts import create_series, set_attrs
-    from ..metrics import TrajectoryMetricsStream, VolumeStream, summary_row
+    from ..metrics import TrajectoryMetricsStream, VolumeStream, block_metrics, summary_row
+    from .device import device_stream_rollout, use_device_engine
 
     cfg, system, t, n_steps = plan.config, plan.system, plan.t, plan.n_steps
     n_traj, (ct, cs), names = plan.n_traj, plan.chunks, tuple(plan.system.invariant_names)
@@ -403,23 +418,29 @@ def _write_method(f, plan: _Plan, label: str, step_map: StepMap, source: str, yr
         ld_ds = create_series(g, "log_det_J", (n_traj, vol.n_maps), (ct, cs))
         cum_ds = create_series(g, "cum_log_det_J", (n_traj, vol.n_maps), (ct, cs))
 
-    def callback(k0, chunk):
-        k1 = k0 + chunk.shape[1]
-        per_step = stream.update(t[k0:k1], chunk, yref[:, k0:k1])
-        err_ds[:, k0:k1] = per_step["rel_error"]
+    def sink(k0, block):  # block: the states and block_metrics' per-step metrics of steps k0 ..
+        k1 = k0 + block["y"].shape[1]
+        gy[:, k0:k1] = block["y"]
+        err_ds[:, k0:k1] = block["rel_error"]
         for name in names:
-            inv_ds[name][:, k0:k1] = per_step[f"invariant/{name}"]
-        if vol is not None:
-            maps, logdet, cum = vol.update(chunk)
-            if logdet.shape[1]:
-                ld_ds[:, maps] = logdet
-                cum_ds[:, maps] = cum
+            inv_ds[name][:, k0:k1] = block[f"invariant/{name}"]
+        if vol is not None and block["log_det_J"].shape[1]:
+            ld_ds[:, block["maps"]] = block["log_det_J"]
+            cum_ds[:, block["maps"]] = block["cum_log_det_J"]
 
-    plan.say(f"{label}: rolling out {n_traj} trajectories x {n_steps} steps ({step_map.kind}, init {init})")
-    res = stream_rollout(
-        step_map, window0, plan.dt, n_steps, gy, t0=plan.t0, callback=callback,
-        chunk_steps=cfg.chunk_steps, blowup=cfg.blowup,
-    )
+    device = use_device_engine(cfg.engine, step_map, system)
+    how = f"{step_map.kind}, init {init}" + (f", device engine on {step_map.device}" if device else "")
+    plan.say(f"{label}: rolling out {n_traj} trajectories x {n_steps} steps ({how})")
+    kw = dict(t0=plan.t0, chunk_steps=cfg.chunk_steps, blowup=cfg.blowup)
+    if device:
+        res = device_stream_rollout(step_map, window0, plan.dt, n_steps, sink, reference=yref, metrics=stream,
+                                    volume=vol, jit=cfg.jit, **kw)
+    else:
+        def host_sink(k0, chunk):
+            k1 = k0 + chunk.shape[1]
+            sink(k0, {"y": chunk, **block_metrics(stream, vol, t[k0:k1], chunk, yref[:, k0:k1])})
+
+        res = stream_rollout(step_map, window0, plan.dt, n_steps, host_sink, **kw)
     g.create_dataset("failed_step", data=res.failed_step)
     row = summary_row(
         label, stream.summary(), names,
@@ -434,6 +455,7 @@ def _write_method(f, plan: _Plan, label: str, step_map: StepMap, source: str, yr
         failure = Failure(label, res.n_failed, n_traj, int(plan.idx[first]), k, float(t[k]))
     set_attrs(g, {
         **{k: v for k, v in res.meta.items() if isinstance(v, (str, int, float, bool))},
+        "engine": "device" if device else "host",
         "label": label,
         "source": source,
         "init": init,
@@ -452,7 +474,9 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
     Writes ``config.out`` (HDF5, atomically; layout in ``datasets/README.md``, reader
     :func:`vpintegrator.data.rollouts.read_rollout`) and the metrics table beside it (``<stem>.csv``,
     ``<stem>.md``; one row per method, columns in :func:`vpintegrator.metrics.summary_row`).
-    Trajectories, per-step metrics and volume are streamed in chunks of ``config.chunk_steps`` steps.
+    Trajectories, per-step metrics and volume are streamed in chunks of ``config.chunk_steps`` steps,
+    computed in NumPy (the host engine) or, for models under ``config.engine`` (``auto``: models on CUDA),
+    on the model's device (:mod:`vpintegrator.rollout.device`); the file and table are the same.
     Every input is checked (and every model loaded) before anything is computed.
 
     Parameters

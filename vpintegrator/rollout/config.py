@@ -18,6 +18,15 @@ from .engine import BLOWUP, CHUNK_STEPS
 
 #: first-window sources besides the classical integrators
 INIT_CHOICES_EXTRA = ("reference", "exact_flow")
+#: rollout engines for models (the ``engine`` key): see :func:`vpintegrator.rollout.device.use_device_engine`
+ENGINES = ("auto", "host", "device")
+
+
+def check_engine(engine: Any) -> str:
+    """``engine`` if it is one of :data:`ENGINES`, else a one-line error naming the key."""
+    if not isinstance(engine, str) or engine not in ENGINES:
+        raise VPIntegratorError(f"engine must be one of {', '.join(ENGINES)}; got {engine!r}", key="engine")
+    return engine
 
 
 @dataclass
@@ -50,6 +59,13 @@ class RolloutConfig:
         preserving even for a VPT; see :class:`~vpintegrator.rollout.ModelStep`).
     device : str
         ``auto``, ``cpu``, ``cuda``, ``cuda:N`` (models only; classical integrators run in NumPy).
+    engine : str
+        Where a model's rollout keeps its states and metrics: ``"device"`` on the model's device
+        (:mod:`vpintegrator.rollout.device`: states, relative error, invariants, failures and volume
+        computed there, in float64, each block copied to the host once), ``"host"`` in NumPy
+        (:func:`~vpintegrator.rollout.stream_rollout`, every block brought back as float64 first), or
+        ``"auto"`` (the default): the device engine for models on CUDA, the host engine otherwise. The
+        same datasets and table either way; classical integrators always run on the host.
     chunk_steps : int
         Steps per chunk streamed to the file.
     blowup : float
@@ -57,7 +73,9 @@ class RolloutConfig:
     volume : bool
         Compute ``log|det J|`` of every step/window map (an extra Jacobian per step).
     jit : bool
-        Trace models with TorchScript for speed (see :class:`~vpintegrator.rollout.ModelStep`).
+        Compile model steps for speed: a TorchScript trace (see :class:`~vpintegrator.rollout.ModelStep`),
+        and with the device engine on CUDA a CUDA graph of one model step (eager where capture fails).
+        False: eager everywhere.
     """
 
     data: str | Any
@@ -70,6 +88,7 @@ class RolloutConfig:
     init: str = "reference"
     overlap: bool = False
     device: str = "auto"
+    engine: str = "auto"
     chunk_steps: int = CHUNK_STEPS
     blowup: float = BLOWUP
     volume: bool = True
@@ -110,6 +129,7 @@ class RolloutConfig:
         if self.traj is not None and self.n_traj is not None:
             raise VPIntegratorError("traj and n_traj both given; give one of them", key="traj")
         check_device_name(self.device, "device")
+        check_engine(self.engine)
         for key in ("overlap", "volume", "jit"):
             if not isinstance(getattr(self, key), (bool, np.bool_)):
                 raise VPIntegratorError(f"{key} must be true or false; got {getattr(self, key)!r}", key=key)

@@ -44,6 +44,7 @@ class ABCFlow(System):
     default_t_end: ClassVar[float] = 20.0
     default_y0: ClassVar[tuple[float, ...]] = (0.1, 0.2, 0.3)
     default_sampler: ClassVar[str] = "box"
+    torch_invariants: ClassVar[bool] = True  # no invariants: nothing to evaluate
 
     def __post_init__(self) -> None:
         for name in ("A", "B", "C"):

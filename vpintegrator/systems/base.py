@@ -3,16 +3,35 @@
 A system is a small frozen dataclass: its parameters (with defaults) are the dataclass fields, written
 beside its equations in its own module. Every array method is batched over leading axes: a state
 argument ``y`` has shape ``(..., dim)``; arrays are float64.
+
+Invariants may also be evaluated on torch tensors (on any device, in the tensor's dtype) when a system
+says so with ``torch_invariants = True``: its ``_invariant_<name>`` methods are then written once for
+both, with the functions of ``xp = array_namespace(y)`` (NumPy and torch share the names used: ``sum``,
+``exp``, ``abs``, ``where``, ...) and Python numbers for constants (no array to move to the tensor's
+device). Every shipped system does; the device rollout engine (:mod:`vpintegrator.rollout.device`) relies
+on it to keep the metrics on the GPU.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 from typing import Any, ClassVar
 
 import numpy as np
 
 from ..errors import VPIntegratorError, finite_float
+
+
+def array_namespace(y: Any):
+    """The module whose functions evaluate formulas on ``y``: ``torch`` for a torch tensor, else ``numpy``.
+
+    Never imports torch (a tensor cannot exist without it).
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(y, torch.Tensor):
+        return torch
+    return np
 
 
 class System:
@@ -32,6 +51,10 @@ class System:
 
     Paper defaults (``default_dt``, ``default_t_end``, ``default_y0``, ``default_sampler``) are class
     attributes; ``None`` where the system has none.
+
+    ``torch_invariants``: the ``_invariant_<name>`` methods also take torch tensors (written with
+    :func:`array_namespace`; see the module docstring). False by default: a user's NumPy-only invariants
+    are evaluated on NumPy arrays only.
     """
 
     name: ClassVar[str] = ""
@@ -43,6 +66,7 @@ class System:
     default_t_end: ClassVar[float | None] = None
     default_y0: ClassVar[tuple[float, ...] | None] = None
     default_sampler: ClassVar[str | None] = None
+    torch_invariants: ClassVar[bool] = False
 
     # --- parameters -------------------------------------------------------------------------------
     def params(self) -> dict[str, float | list]:
@@ -76,7 +100,8 @@ class System:
 
     # --- invariants -------------------------------------------------------------------------------
     def invariants(self, y: np.ndarray) -> dict[str, np.ndarray]:
-        """All invariants; y (..., dim) -> {name: (...)}."""
+        """All invariants; y (..., dim) -> {name: (...)}. A torch tensor gives tensors (same device and
+        dtype) when the system has ``torch_invariants``."""
         return {name: self.invariant(name, y) for name in self.invariant_names}
 
     def invariant(self, name: str, y: np.ndarray) -> np.ndarray:
@@ -86,6 +111,17 @@ class System:
             raise VPIntegratorError(
                 f"system {self.name!r} has no invariant {name!r}; valid invariant names: {valid}"
             )
+        if array_namespace(y) is not np:
+            if not self.torch_invariants:
+                raise VPIntegratorError(
+                    f"system {self.name!r} evaluates its invariants on NumPy arrays only (torch_invariants is "
+                    "False); pass a NumPy array, or write its _invariant_<name> methods with array_namespace"
+                )
+            if y.ndim == 0 or y.shape[-1] != self.dim:
+                raise VPIntegratorError(
+                    f"state for system {self.name!r} must have shape (..., {self.dim}); got shape {tuple(y.shape)}"
+                )
+            return getattr(self, f"_invariant_{name}")(y)
         return getattr(self, f"_invariant_{name}")(self._check_state(y))
 
     # --- separable Hamiltonian split (only when ``separable``) ------------------------------------

@@ -23,13 +23,14 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import VPIntegratorError
-from .base import System, _check_finite, _check_positive_finite
+from .base import System, _check_finite, _check_positive_finite, array_namespace
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    # written with exp(-|x|) so it never overflows
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    # written with exp(-|x|) so it never overflows; NumPy arrays or torch tensors
+    xp = array_namespace(x)
+    e = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class CoupledOscillator(System):
     default_t_end: ClassVar[float] = 100.0
     default_y0: ClassVar[tuple[float, ...]] = (1.0, 0.0, 2.0, 0.0)
     default_sampler: ClassVar[str] = "list"
+    torch_invariants: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         m = self.m
@@ -118,7 +120,7 @@ class CoupledOscillator(System):
         """``H(q, p)``; y (..., 4) -> (...)."""
         return self._invariant_energy(self._check_state(y))
 
-    def _invariant_energy(self, y: np.ndarray) -> np.ndarray:
+    def _invariant_energy(self, y: np.ndarray) -> np.ndarray:  # NumPy arrays or torch tensors
         q1, q2, p1, p2 = (y[..., i] for i in range(4))
         m1, m2 = self.m
         s = _sigmoid(q1)

@@ -45,6 +45,7 @@ class RigidBody(System):
     default_t_end: ClassVar[float] = 20.0
     default_y0: ClassVar[tuple[float, ...]] = (float(np.sin(1.1)), 0.0, float(np.cos(1.1)))
     default_sampler: ClassVar[str] = "paper_sphere"
+    torch_invariants: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         inertia = self.inertia
@@ -95,9 +96,12 @@ class RigidBody(System):
         ]
         return np.stack(rows, axis=-2)
 
+    # NumPy arrays or torch tensors (torch_invariants)
     def _invariant_energy(self, y: np.ndarray) -> np.ndarray:
-        inv = 1.0 / np.asarray(self.inertia)
-        return 0.5 * np.sum(y * y * inv, axis=-1)
+        # the sum over components written out: NumPy's sum of y * y / I in the same order, and no constant
+        # array to move to a tensor's device
+        i1, i2, i3 = (1.0 / v for v in self.inertia)
+        return 0.5 * (y[..., 0] * y[..., 0] * i1 + y[..., 1] * y[..., 1] * i2 + y[..., 2] * y[..., 2] * i3)
 
     def _invariant_casimir(self, y: np.ndarray) -> np.ndarray:
-        return np.sum(y * y, axis=-1)
+        return (y * y).sum(-1)

@@ -30,6 +30,7 @@ class Volterra(System):
     default_t_end: ClassVar[float] = 20.0
     default_y0: ClassVar[tuple[float, ...]] = (1.0, 2.0, 1.5)
     default_sampler: ClassVar[str] = "box"
+    torch_invariants: ClassVar[bool] = True  # the invariants are arithmetic: NumPy arrays or torch tensors
 
     def vector_field(self, y: np.ndarray) -> np.ndarray:
         y = self._check_state(y)
