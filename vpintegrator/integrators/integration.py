@@ -9,6 +9,7 @@ import numpy as np
 from ..data.trajectories import Trajectories
 from ..errors import VPIntegratorError, finite_float
 from ..systems import System, get_system, system_meta
+from ..systems.initial_conditions import as_points
 from .base import Integrator, _check_dt, _NotConverged, get_integrator
 
 
@@ -97,22 +98,5 @@ def integrate(
 
 
 def _check_initial_conditions(system: System, y0: Any) -> np.ndarray:
-    try:
-        y = np.array(y0, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise VPIntegratorError(
-            f"y0 must be numbers of shape (n_traj, {system.dim}); got {type(y0).__name__}"
-        ) from None
-    if y.ndim == 1 and y.shape[0] == system.dim:
-        y = y[None]
-    if y.ndim != 2 or y.shape[1] != system.dim or y.shape[0] == 0:
-        raise VPIntegratorError(
-            f"y0 must have shape (n_traj, {system.dim}) for system {system.name!r}; got shape {y.shape}"
-        )
-    finite = np.all(np.isfinite(y), axis=1)
-    if not finite.all():
-        i = int(np.argmin(finite))
-        raise VPIntegratorError(
-            f"initial condition {i} is not finite: {y[i].tolist()}; give finite numbers"
-        )
-    return y
+    return as_points(y0, system.dim, "y0", rows="n_traj", point="initial condition",
+                     context=f" for system {system.name!r}")

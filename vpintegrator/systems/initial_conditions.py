@@ -94,6 +94,30 @@ def _box(dim: int, n: int | None, rng, system: System | None, low=-1.0, high=1.0
     return rng.uniform(lo, hi, size=(n, dim))
 
 
+def as_points(values: Any, dim: int, name: str, rows: str = "n", point: str = "point",
+              context: str = "") -> np.ndarray:
+    """``values`` as float64 points of shape (n, dim), one point (dim,) read as (1, dim).
+
+    One-line errors name the argument (``name``) for values that are not numbers, have another shape or no
+    rows (the expected shape ``(rows, dim)``, then ``context``), and name the first point that is not finite
+    (``point`` and its row).
+    """
+    try:
+        arr = np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        shown = repr(values) if len(repr(values)) <= 80 else type(values).__name__
+        raise VPIntegratorError(f"{name} must be numbers of shape ({rows}, {dim}); got {shown}") from None
+    if arr.ndim == 1 and arr.shape[0] == dim:
+        arr = arr[None]
+    if arr.ndim != 2 or arr.shape[1] != dim or arr.shape[0] == 0:
+        raise VPIntegratorError(f"{name} must have shape ({rows}, {dim}){context}; got shape {arr.shape}")
+    bad = ~np.all(np.isfinite(arr), axis=1)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise VPIntegratorError(f"{point} {i} is not finite: {arr[i].tolist()}; give finite numbers")
+    return arr
+
+
 def _list(dim: int, n: int | None, rng, system: System | None, points=None) -> np.ndarray:
     if points is None:
         default = getattr(system, "default_y0", None)
@@ -103,24 +127,8 @@ def _list(dim: int, n: int | None, rng, system: System | None, points=None) -> n
                 "and the system has no default_y0"
             )
         points = [default]
-    try:
-        arr = np.array(points, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise VPIntegratorError(
-            f"sampler 'list' argument 'points' must be numbers of shape (n, {dim}); got {points!r}"
-        ) from None
-    if arr.ndim == 1 and arr.shape[0] == dim:
-        arr = arr[None]
-    if arr.ndim != 2 or arr.shape[1] != dim or arr.shape[0] == 0:
-        raise VPIntegratorError(
-            f"sampler 'list' argument 'points' must have shape (n, {dim}) with n >= 1; got shape {arr.shape}"
-        )
-    bad = ~np.all(np.isfinite(arr), axis=1)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise VPIntegratorError(
-            f"sampler 'list' point {i} is not finite: {arr[i].tolist()}; give finite numbers"
-        )
+    arr = as_points(points, dim, "sampler 'list' argument 'points'", point="sampler 'list' point",
+                    context=" with n >= 1")
     if n is not None and n != arr.shape[0]:
         raise VPIntegratorError(
             f"sampler 'list' got {arr.shape[0]} points but n={n}; drop n or make it match"
