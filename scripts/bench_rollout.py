@@ -307,7 +307,7 @@ def _d_model(args) -> tuple[torch.nn.Module, str]:
 
 def _d_case(n_traj: int, steps: int):
     """n_traj initial conditions on the unit sphere and their first windows (RK4: cheap at 10^6)."""
-    from vpintegrator.integrators import integrate
+    from vpintegrator.data import integrate
 
     rng = np.random.default_rng(0)
     y0 = rng.normal(size=(n_traj, 3))
@@ -429,7 +429,7 @@ def _plain_io(out: Path, data: Path, workdir: Path, chunk: int) -> tuple[int, fl
 def part_d3(args, model, ics, workdir: Path):
     """(iii) the whole run_rollouts, device engine against host engine, and the I/O bound."""
     from vpintegrator.data.hdf5 import write_trajectories
-    from vpintegrator.integrators import integrate
+    from vpintegrator.data import integrate
 
     steps, chunk = args.d_process_steps, args.d_chunk_steps
     print(f"\n    (iii) run_rollouts of the VPT, {steps} steps in blocks of {chunk}, writing the HDF5 file (reference, "

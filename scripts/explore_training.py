@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from vpintegrator.data import generate, load_spec, solve_flow
-from vpintegrator.integrators import integrate
+from vpintegrator.data import integrate
 from vpintegrator.models import build_model, count_parameters, load_model, save_model
 from vpintegrator.nn.cayley import cayley_method
 from vpintegrator.systems import get_system

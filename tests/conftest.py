@@ -44,7 +44,7 @@ def tiny_data(tmp_path_factory) -> str:
     import numpy as np
 
     from vpintegrator.data.hdf5 import write_trajectories
-    from vpintegrator.integrators import integrate
+    from vpintegrator.data import integrate
 
     rng = np.random.default_rng(0)
     y0 = rng.normal(size=(12, 3))

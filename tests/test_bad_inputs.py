@@ -43,7 +43,7 @@ class _Evil:
 
 def _write_good_data(ws: Path) -> None:
     from vpintegrator.data import write_trajectories
-    from vpintegrator.integrators import integrate
+    from vpintegrator.data import integrate
 
     rng = np.random.default_rng(0)
     y0 = rng.normal(size=(8, 3))

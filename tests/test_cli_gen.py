@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from vpintegrator.cli.gen import main
 from vpintegrator.data import list_specs, load_spec, read_trajectories, write_trajectories
-from vpintegrator.integrators import integrate
+from vpintegrator.data import integrate
 from vpintegrator.data.trajectories import Trajectories
 from vpintegrator import resources
 

@@ -11,6 +11,7 @@ import pytest
 
 import vpintegrator as vp
 import vpintegrator.compiled as compiled
+import vpintegrator.compiled._jit as jit
 from vpintegrator.compiled import compiled_stepper
 from vpintegrator.integrators import get_integrator, list_integrators
 from vpintegrator.systems import ABCFlow, CoupledOscillator, RigidBody, get_system, list_systems
@@ -209,7 +210,7 @@ def test_user_system_and_subclass_fall_back():
 
 
 def test_without_numba_everything_falls_back(monkeypatch):
-    monkeypatch.setattr(compiled, "available", lambda: False)
+    monkeypatch.setattr(jit, "HAVE_NUMBA", False)
     for name in SHIPPED:
         assert compiled_stepper(name, "rk4", 0.1) is None
 

@@ -1,4 +1,4 @@
-"""The numba kernel of the three architectures (vpintegrator.compiled.models): one compiled kernel with the
+"""The numba kernel of the three architectures (vpintegrator.rollout.numba_model): one compiled kernel with the
 weights as arrays, equal to the torch float64 models to ≤ 1e-12 per call."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import torch
 
 from vpintegrator.models import build_model, list_pretrained, load_model
 
-cm = pytest.importorskip("vpintegrator.compiled.models")
+cm = pytest.importorskip("vpintegrator.rollout.numba_model")
 pytestmark = pytest.mark.skipif(not cm.AVAILABLE, reason="numba not installed")
 
 CASES = {

@@ -14,7 +14,7 @@ import pytest
 from crash_helpers import kill_9_while_writing, orphans, sha
 
 from vpintegrator.data import write_trajectories
-from vpintegrator.integrators import integrate
+from vpintegrator.data import integrate
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs kill -9")
 

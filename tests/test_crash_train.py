@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from vpintegrator.data.hdf5 import write_trajectories
-from vpintegrator.integrators import integrate
+from vpintegrator.data import integrate
 from vpintegrator.training.checkpoint import read_last
 
 

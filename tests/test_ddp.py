@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from vpintegrator.data.hdf5 import write_trajectories
-from vpintegrator.integrators import integrate
+from vpintegrator.data import integrate
 from vpintegrator.systems import get_system
 from vpintegrator.training import fit
 

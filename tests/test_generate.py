@@ -14,7 +14,7 @@ from scipy.integrate import solve_ivp
 
 from vpintegrator.data import GenerationSpec, generate, list_specs, load_spec, read_trajectories, solve_flow
 from vpintegrator.errors import VPIntegratorError
-from vpintegrator.integrators import integrate
+from vpintegrator.data import integrate
 from vpintegrator.systems import get_system, paper_sphere_points
 from vpintegrator import resources
 

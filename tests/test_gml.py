@@ -13,7 +13,7 @@ import torch
 from click.testing import CliRunner
 
 from vpintegrator.errors import VPIntegratorError
-from vpintegrator.integrators import integrate
+from vpintegrator.data import integrate
 from vpintegrator.models import build_model, count_parameters, load_model, save_model
 from vpintegrator.models.gml import read_gml
 from vpintegrator.nn import MultiHeadAttention
@@ -395,7 +395,7 @@ def test_matrix_softmax_matches_gml_formula():
 
 
 def test_compiled_path_refuses_options_it_lacks():
-    from vpintegrator.compiled import models as compiled
+    from vpintegrator.rollout import numba_model as compiled
 
     if not compiled.AVAILABLE:
         pytest.skip("numba not installed")

@@ -11,7 +11,8 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from vpintegrator.errors import VPIntegratorError
-from vpintegrator.integrators import get_integrator, integrate, list_integrators
+from vpintegrator.data import integrate
+from vpintegrator.integrators import get_integrator, list_integrators
 from vpintegrator.systems import System, get_system, paper_sphere_points, sample_initial_conditions
 from vpintegrator.data.trajectories import Trajectories
 

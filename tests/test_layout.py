@@ -11,26 +11,25 @@ import vpintegrator
 
 PACKAGE = Path(vpintegrator.__file__).resolve().parent
 
-# what each part may NOT import (lazy imports inside functions count too). The trajectory container
-# (data.trajectories) is the bottom of the data flow and may be imported from anywhere.
-FORBIDDEN = {
-    "systems": {"integrators", "data", "nn", "models", "training", "rollout", "metrics", "plotting", "studies", "cli"},
-    "integrators": {"nn", "models", "training", "rollout", "metrics", "plotting", "studies", "cli"},
-    "data": {"nn", "models", "training", "rollout", "metrics", "plotting", "studies", "cli"},
-    "nn": {"models", "training", "rollout", "metrics", "plotting", "studies", "cli", "data", "integrators"},
-    "models": {"training", "rollout", "plotting", "studies", "cli"},
-    "metrics": {"models", "training", "rollout", "plotting", "studies", "cli"},
-    "rollout": {"training", "plotting", "studies", "cli"},
-    "training": {"plotting", "studies", "cli"},
-    "plotting": {"models", "training", "rollout", "studies", "cli"},
-    "testing": {"training", "rollout", "plotting", "studies", "cli"},
-    "studies": {"cli"},
-    "compiled": {"training", "rollout", "plotting", "studies", "cli", "data"},
+# The layers, lowest first: a module may import its own part and the parts below it, never one above
+# (lazy imports inside functions count too). Nothing is whitelisted. The root-level modules are parts of
+# their own; ``__init__`` (the lazy root namespace) and ``__main__`` sit above everything.
+LAYERS = [
+    "errors", "_version", "_lazy", "_io", "resources", "config", "device",  # no package imports
+    "arrays", "rundir",  # NumPy/torch helpers and the dtype rule; run-directory text files (torch-free)
+    "systems", "integrators", "compiled", "data",  # the NumPy side: equations, methods, kernels, files
+    "jacobians", "nn", "models", "metrics", "testing",  # the torch side and the shared measurements
+    "rollout", "training", "plotting", "studies", "cli",
+]
+# further parts a part may not import although they are below it (independent branches of the tree)
+ALSO_FORBIDDEN = {
+    "nn": {"systems", "integrators", "compiled", "data", "rundir"},
+    "models": {"systems", "integrators", "compiled", "data", "rundir"},
+    "metrics": {"nn", "models", "rundir"},
+    "testing": {"data", "compiled", "metrics", "rundir"},
+    "plotting": {"nn", "models", "jacobians", "testing", "rollout", "training"},
+    "jacobians": {"systems", "integrators", "compiled", "data", "rundir"},
 }
-# compiled.models packs torch models (it reads their layers): it sits above models, the other compiled
-# kernels (systems, integrators, DOP853) below data.
-ABOVE_MODELS = {"compiled/models.py"}
-ALWAYS_ALLOWED = {"data.trajectories"}
 
 
 def _modules():
@@ -68,14 +67,60 @@ def _imports(path: Path) -> set[str]:
     return {m for m in out if m}
 
 
+def _layer(part: str) -> int:
+    if part in ("__init__", "__main__"):
+        return len(LAYERS)
+    assert part in LAYERS, f"{part}: a new part of the package; add it to LAYERS in tests/test_layout.py"
+    return LAYERS.index(part)
+
+
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_imports_point_one_way(path):
     part = _part(path)
-    forbidden = FORBIDDEN.get(part, set())
-    if str(path.relative_to(PACKAGE)) not in ABOVE_MODELS and part == "compiled":
-        forbidden = forbidden | {"models", "nn", "metrics"}
-    bad = [m for m in _imports(path) if m.split(".")[0] in forbidden and not any(m.startswith(a) for a in ALWAYS_ALLOWED)]
+    bad = [
+        m for m in _imports(path)
+        if _layer(m.split(".")[0]) > _layer(part) or m.split(".")[0] in ALSO_FORBIDDEN.get(part, set())
+    ]
     assert not bad, f"{path.relative_to(PACKAGE)} ({part}) imports {bad}"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the package modules it imports (a package stands for its ``__init__``)."""
+    names = {_module_name(p): p for p in _modules()}
+
+    def resolve(name: str) -> str:  # "a.b.c" -> the longest prefix that is a module ("a.b" if c is a name)
+        while name and name not in names:
+            name = name.rpartition(".")[0]
+        return name
+
+    return {n: {resolve(m) for m in _imports(p)} - {n} for n, p in names.items()}
+
+
+def test_no_import_circles():
+    """No module reaches itself through imports (including those inside functions); a submodule that
+    imports its own package's ``__init__`` (which imports it) is a circle too."""
+    graph = _import_graph()
+    circles = []
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                circles.append(path[path.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert not circles, "import circles: " + "; ".join(" -> ".join(c) for c in circles)
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))

@@ -13,13 +13,13 @@ import pytest
 from click.testing import CliRunner
 
 from vpintegrator.errors import VPIntegratorError
+from vpintegrator.data import integrate
 from vpintegrator.integrators import (
     Composition,
     MethodInfo,
     describe_methods,
     gauss_legendre_tableau,
     get_integrator,
-    integrate,
     list_integrators,
     list_methods,
 )

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from vpintegrator.errors import VPIntegratorError
-from vpintegrator.integrators import get_integrator, integrate
+from vpintegrator.data import integrate
+from vpintegrator.integrators import get_integrator
 from vpintegrator.metrics import (
     TrajectoryMetricsStream,
     VolumeStream,

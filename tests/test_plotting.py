@@ -13,7 +13,7 @@ from vpintegrator.cli.plot import main as plot_main
 from vpintegrator.data import generate, load_spec
 from vpintegrator.data.rollouts import read_rollout
 from vpintegrator.errors import VPIntegratorError
-from vpintegrator.integrators import integrate
+from vpintegrator.data import integrate
 from vpintegrator.models import build_model
 from vpintegrator.plotting import (
     INTEGRATOR_COLORS,

@@ -9,7 +9,8 @@ import torch
 
 from vpintegrator.data import generate, load_spec
 from vpintegrator.errors import VPIntegratorError
-from vpintegrator.integrators import integrate, list_integrators
+from vpintegrator.data import integrate
+from vpintegrator.integrators import list_integrators
 from vpintegrator.models import build_model
 from vpintegrator.rollout import (
     ExactFlowStep,
@@ -278,7 +279,7 @@ def test_scalar_runner_failures_and_restarts_equal_eager():
 
 
 def test_compiled_runner_falls_back_to_torch_without_numba(monkeypatch):
-    import vpintegrator.compiled.models as cm
+    import vpintegrator.rollout.numba_model as cm
 
     monkeypatch.setattr(cm, "pack", lambda model: None)  # what pack gives without numba
     model = small_vpt(scale=0.1)

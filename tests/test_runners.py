@@ -43,7 +43,7 @@ def test_runner_names_and_no_generated_code():
 @pytest.mark.parametrize("key", PAPER)
 @pytest.mark.parametrize("batch", [1, 4])
 def test_compiled_model_is_checked_and_equals_forward(key, batch):
-    from vpintegrator.compiled.models import AVAILABLE
+    from vpintegrator.rollout.numba_model import AVAILABLE
     from vpintegrator.rollout.runners import compiled_model
 
     if not AVAILABLE:
@@ -58,7 +58,7 @@ def test_compiled_model_is_checked_and_equals_forward(key, batch):
 
 
 def test_compiled_model_refuses_what_it_does_not_reproduce(monkeypatch):
-    import vpintegrator.compiled.models as cm
+    import vpintegrator.rollout.numba_model as cm
     from vpintegrator.rollout.runners import compiled_model
 
     model = model_of("vpt")
@@ -138,10 +138,10 @@ def test_integrator_step_runner_choice_and_failures():
 
 
 def test_integrator_step_falls_back_without_compiled_module(monkeypatch):
-    import vpintegrator.compiled as compiled
+    import vpintegrator.compiled._jit as jit
     from vpintegrator.rollout import IntegratorStep, initial_window, rollout
 
-    monkeypatch.setattr(compiled, "available", lambda: False)  # as without numba: compiled_stepper gives None
+    monkeypatch.setattr(jit, "HAVE_NUMBA", False)  # as without numba: compiled_stepper gives None
     y0 = np.array([[np.cos(1.1), 0.0, np.sin(1.1)]])
     res = rollout(IntegratorStep("rigid_body", "implicit_midpoint", 0.2), initial_window("rigid_body", y0, 0.2, 1), 0.2, 20)
     assert res.meta["runner"] == "numpy"

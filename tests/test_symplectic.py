@@ -13,7 +13,8 @@ import torch
 from click.testing import CliRunner
 
 from vpintegrator.errors import VPIntegratorError
-from vpintegrator.integrators import get_integrator, integrate
+from vpintegrator.data import integrate
+from vpintegrator.integrators import get_integrator
 from vpintegrator.models import (
     GSympNet,
     LASympNet,
@@ -397,7 +398,7 @@ def test_rollout_runs_the_torch_path(name):
 def test_shipped_symplectic_models_are_symplectic_and_keep_energy(name, model_name, n_params):
     """The pretrained oscillator models: symplectic to rounding, and over 200 steps of h = 0.4 from the
     default initial condition their energy error stays below the study's 0.05 (it was <= 0.039 over 10^4)."""
-    from vpintegrator.integrators import integrate
+    from vpintegrator.data import integrate
     from vpintegrator.models import count_parameters, load_model
     from vpintegrator.systems import get_system
     from vpintegrator.testing import assert_symplectic

@@ -18,7 +18,7 @@ from vpintegrator.cli.rollout import main as rollout_main
 from vpintegrator.cli.train import main as train_main
 from vpintegrator.data import read_trajectories
 from vpintegrator.data.rollouts import read_rollout
-from vpintegrator.integrators import integrate
+from vpintegrator.data import integrate
 from vpintegrator.systems import get_system
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -16,7 +16,7 @@ import torch
 
 from vpintegrator import VPIntegratorError
 from vpintegrator.data import windows
-from vpintegrator.integrators import integrate
+from vpintegrator.data import integrate
 from vpintegrator.models import load_model
 from vpintegrator.systems import get_system
 from vpintegrator.training import (
@@ -342,12 +342,12 @@ def _lm(tiny_data, tmp_path, name="lm", **kw) -> dict:
 
 def _full_train_loss(result) -> float:
     """The reference loss of the final model over every training window (what LM logs)."""
-    from vpintegrator.data.windows import WindowDataset, load_trajectories, split_trajectories
+    from vpintegrator.data.windows import WindowDataset, load_trajectories, split_trajectories, states_tensor
 
     cfg = TrainConfig.from_toml(result.run_dir / "config.toml")
     data = load_trajectories(cfg.data)
     train_idx, _ = split_trajectories(data.n_traj, cfg.val_fraction, cfg.seed)
-    y = data.windows(cfg.dtype, device=next(result.model.parameters()).device)  # where fit trained
+    y = states_tensor(data, cfg.dtype, device=next(result.model.parameters()).device)  # where fit trained
     x, target = WindowDataset(y, 2, 2, 1, train_idx).windows()
     with torch.no_grad():
         return relative_loss(result.model(x), target).item()

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from vpintegrator import VPIntegratorError
-from vpintegrator.data.windows import WindowDataset, load_trajectories, split_trajectories
+from vpintegrator.data.windows import WindowDataset, load_trajectories, split_trajectories, states_tensor
 from vpintegrator.models import build_model
 from vpintegrator.training import TrainConfig, fit, relative_loss
 from vpintegrator.training.unroll import Unrolled, unrolled
@@ -53,7 +53,7 @@ def test_unrolled_loss_is_logged_and_learned(tiny_data, tmp_path, optimizer):
     # the logged validation loss is the 3-window rollout loss of the final model
     data = load_trajectories(cfg.data)
     _, val_idx = split_trajectories(data.n_traj, cfg.val_fraction, cfg.seed)
-    x, target = WindowDataset(data.windows("float64"), 2, 6, 1, val_idx).windows()
+    x, target = WindowDataset(states_tensor(data, "float64"), 2, 6, 1, val_idx).windows()
     with torch.no_grad():
         loss = relative_loss(Unrolled(res.model, 3)(x), target).item()
     last = torch.load(res.run_dir / "last.pt", weights_only=True)
@@ -91,7 +91,7 @@ def test_init_from_starts_from_those_weights(tiny_data, tmp_path):
     cfg = TrainConfig.from_toml(second.run_dir / "config.toml")
     data = load_trajectories(cfg.data)
     _, val_idx = split_trajectories(data.n_traj, cfg.val_fraction, cfg.seed)
-    x, target = WindowDataset(data.windows("float64"), 2, 4, 1, val_idx).windows()
+    x, target = WindowDataset(states_tensor(data, "float64"), 2, 4, 1, val_idx).windows()
     with torch.no_grad():
         loss = relative_loss(Unrolled(first.model, 2)(x), target).item()
     assert second.history[-1]["val_loss"] == pytest.approx(loss, rel=1e-9)

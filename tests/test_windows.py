@@ -14,6 +14,7 @@ from vpintegrator.data.windows import (
     load_trajectories,
     make_window_datasets,
     split_trajectories,
+    states_tensor,
 )
 
 
@@ -135,7 +136,7 @@ def test_shards_concatenate(tmp_path):
     data = load_trajectories([pa, pb])
     np.testing.assert_array_equal(data.y, np.concatenate([a.y, b.y]))
     assert data.meta["n_traj"] == 7 and data.meta["source_files"] == [str(pa), str(pb)]
-    torch.testing.assert_close(data.windows("float64"), torch.as_tensor(np.concatenate([a.y, b.y])))
+    torch.testing.assert_close(states_tensor(data, "float64"), torch.as_tensor(np.concatenate([a.y, b.y])))
 
 
 def test_shards_must_agree(tmp_path):

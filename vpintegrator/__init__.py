@@ -24,7 +24,7 @@ _LAZY: dict[str, str] = {
     "list_systems": ".systems",
     "register_system": ".systems",
     # classical integrators
-    "integrate": ".integrators",
+    "integrate": ".data.integration",
     "get_integrator": ".integrators",
     "list_integrators": ".integrators",
     # data

@@ -31,35 +31,11 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from .errors import VPIntegratorError
-from .systems.base import array_namespace
+from . import arrays as _arr
+from .arrays import array_namespace, as_like, first_true, row_max, to_numpy
 
 #: relative error above which a prediction stops being "valid" (valid prediction time)
 VALID_ERROR_THRESHOLD = 0.1
-
-
-# --------------------------------------------------------------------------- NumPy or torch
-# the operations whose spelling differs; the rest share their names in xp = array_namespace(a)
-
-
-def to_numpy(a: Any) -> np.ndarray:
-    """A NumPy array of ``a`` (a torch tensor is copied to the host)."""
-    return np.asarray(a) if array_namespace(a) is np else a.detach().cpu().numpy()
-
-
-def _like(a: np.ndarray, like: Any) -> Any:  # NumPy ``a`` in like's namespace, on its device
-    return a if array_namespace(like) is np else array_namespace(like).as_tensor(a, device=like.device)
-
-
-def _copy(a: Any) -> Any:
-    return a.copy() if array_namespace(a) is np else a.clone()
-
-
-def _first_true(mask: Any) -> Any:  # index of the first True in each row of (rows, n), 0 where none
-    return np.argmax(mask, axis=1) if array_namespace(mask) is np else mask.byte().argmax(dim=1)
-
-
-def _row_max(a: Any) -> Any:  # the maximum of each row of (rows, n), NaN-propagating
-    return a.max(axis=1) if array_namespace(a) is np else a.amax(dim=1)
 
 
 # --------------------------------------------------------------------------- array functions
@@ -256,7 +232,7 @@ def window_log_det_jacobian(model, windows, overlap: bool = False, chunk: int = 
     n, seq_len, dim = windows.shape
     if not overlap and int(model.pred_window) == seq_len:
         # the square window map is the model itself: vpintegrator.testing's Jacobian does exactly this
-        from .testing import jacobian_slogdet
+        from .jacobians import jacobian_slogdet
 
         def log_det(x):  # (b, seq_len, dim) -> (b,)
             return jacobian_slogdet(model, x)[1]
@@ -292,7 +268,7 @@ class _LineFit:
         xp = array_namespace(v)
         if array_namespace(self.n) is not xp:  # the first tensor: the sums move to its device
             for name in self._SUMS:
-                setattr(self, name, _like(getattr(self, name), v))
+                setattr(self, name, as_like(getattr(self, name), v))
         tc = xp.broadcast_to(t - self.t_center, v.shape)
         ok = xp.isfinite(v)
         tc = xp.where(ok, tc, 0.0)
@@ -363,14 +339,14 @@ class TrajectoryMetricsStream:
         else:
             t = xp.as_tensor(t, dtype=xp.float64, device=y.device)
             if array_namespace(self._valid_time) is np:  # the first tensor: the running values move to its device
-                self._valid_time, self._final_error = _like(self._valid_time, y), _like(self._final_error, y)
-                self._max_drift = {k: _like(v, y) for k, v in self._max_drift.items()}
+                self._valid_time, self._final_error = as_like(self._valid_time, y), as_like(self._final_error, y)
+                self._max_drift = {k: as_like(v, y) for k, v in self._max_drift.items()}
         if y_ref is not None:
             err = relative_error(y, y_ref)
             out["rel_error"] = err
             exceeded = ~(err <= self.threshold)
             first = xp.isnan(self._valid_time) & exceeded.any(1)
-            self._valid_time = xp.where(first, t[_first_true(exceeded)], self._valid_time)
+            self._valid_time = xp.where(first, t[first_true(exceeded)], self._valid_time)
             self._final_error = err[:, -1]
         self._last_t = t[-1]
         with np.errstate(all="ignore"):
@@ -378,7 +354,7 @@ class TrajectoryMetricsStream:
         if xp is np:
             values = {k: np.asarray(v, dtype=np.float64) for k, v in values.items()}
         if self._initial is None:
-            self._initial = {k: _copy(v[:, 0]) for k, v in values.items()}
+            self._initial = {k: _arr.copy(v[:, 0]) for k, v in values.items()}
         for name in self.names:
             v = values[name]
             out[f"invariant/{name}"] = v
@@ -386,7 +362,7 @@ class TrajectoryMetricsStream:
             self._fits[name].update(t, drift)
             with np.errstate(invalid="ignore"):
                 # a NaN drift (failed trajectory) makes the maximum NaN: honest, and counted as failed
-                self._max_drift[name] = xp.maximum(self._max_drift[name], _row_max(xp.abs(drift)))
+                self._max_drift[name] = xp.maximum(self._max_drift[name], row_max(xp.abs(drift)))
         return out
 
     def summary(self) -> dict[str, np.ndarray]:
@@ -394,11 +370,11 @@ class TrajectoryMetricsStream:
         ``drift_slope_<inv>``; each an ndarray, shape (n_traj,) (NumPy also after tensor updates)."""
         xp = array_namespace(self._valid_time)
         out = {
-            "final_rel_error": _copy(self._final_error),
+            "final_rel_error": _arr.copy(self._final_error),
             "valid_time": xp.where(xp.isnan(self._valid_time), self._last_t, self._valid_time),
         }
         for name in self.names:
-            out[f"max_rel_drift_{name}"] = _copy(self._max_drift[name])
+            out[f"max_rel_drift_{name}"] = _arr.copy(self._max_drift[name])
             out[f"drift_slope_{name}"] = self._fits[name].slope()
         return {k: to_numpy(v) for k, v in out.items()}
 
@@ -455,7 +431,7 @@ class VolumeStream:
         if xp is np:
             y = np.asarray(y, dtype=np.float64)
         elif array_namespace(self._cum) is np:  # the first tensor: the running sums move to its device
-            self._cum, self.max_abs_cum = _like(self._cum, y), _like(self.max_abs_cum, y)
+            self._cum, self.max_abs_cum = as_like(self._cum, y), as_like(self.max_abs_cum, y)
         n = y.shape[1]
         k0 = self._k
         ctx = y if self._tail is None else xp.concatenate((self._tail, y), 1)
@@ -466,7 +442,7 @@ class VolumeStream:
         j = self._next_map = max(j0, min(self.n_maps, (k0 + n - self.seq_len) // self.advance + 1))
         maps = slice(j0, j)
         self._k = k0 + n
-        self._tail = _copy(ctx[:, -self.seq_len :]) if self.seq_len > 0 else None
+        self._tail = _arr.copy(ctx[:, -self.seq_len :]) if self.seq_len > 0 else None
         m = j - j0
         if m == 0:
             empty = y[:, :0, 0] * 0.0 if xp is not np else np.zeros((self.n_traj, 0))
@@ -484,9 +460,9 @@ class VolumeStream:
             logdet = xp.where(good, self.log_det_fn(xp.where(good[:, None, None], flat, 0.0)), float("nan"))
         logdet = logdet.reshape(self.n_traj, m)
         cum = self._cum[:, None] + xp.cumsum(logdet, 1)
-        self._cum = _copy(cum[:, -1])
+        self._cum = _arr.copy(cum[:, -1])
         abs_cum = xp.abs(cum)  # the largest so far, NaN (failed) maps left out:
-        self.max_abs_cum = xp.fmax(self.max_abs_cum, _row_max(xp.where(xp.isnan(abs_cum), 0.0, abs_cum)))
+        self.max_abs_cum = xp.fmax(self.max_abs_cum, row_max(xp.where(xp.isnan(abs_cum), 0.0, abs_cum)))
         return maps, logdet, cum
 
 

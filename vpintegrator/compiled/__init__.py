@@ -3,7 +3,7 @@
 Everything here is optional: ``import vpintegrator.compiled`` never fails, :func:`available` says whether
 numba imported, and :func:`compiled_stepper` returns ``None`` whenever it cannot help (no numba, a
 user-defined system, a method without a kernel) so that callers fall back to the NumPy path
-(:func:`vpintegrator.integrators.integrate`). See :mod:`vpintegrator.compiled.integrators` for the API::
+(:func:`vpintegrator.data.integrate`). See :mod:`vpintegrator.compiled.integrators` for the API::
 
     from vpintegrator.compiled import compiled_stepper
     stepper = compiled_stepper("rigid_body", "implicit_midpoint", dt=0.2)   # or None
@@ -20,10 +20,12 @@ __all__ = ["available", "compiled_stepper", "CompiledStepper"]
 
 
 def available() -> bool:
-    """Whether numba imported (the compiled paths can run). Tests monkeypatch this to test the fallback."""
-    from ._jit import HAVE_NUMBA
+    """Whether numba imported (the compiled paths can run). Tests set ``vpintegrator.compiled._jit.HAVE_NUMBA``
+    to False to test the fallback."""
+    from . import _jit
 
-    return HAVE_NUMBA
+    return _jit.HAVE_NUMBA
+
 
 
 def __getattr__(name: str) -> Any:  # lazy: importing the package imports neither numba nor the kernels

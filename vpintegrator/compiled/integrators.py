@@ -12,7 +12,7 @@ The API::
     ys = stepper.run_batch(y0s, n_steps)             # few trajectories (batch, dim) -> (batch, n + 1, dim)
 
 ``compiled_stepper`` takes a system (instance or registry name) and a method (registry name or
-``Integrator``) as :func:`vpintegrator.integrators.integrate` does. It returns ``None`` when numba is
+``Integrator``) as :func:`vpintegrator.data.integrate` does. It returns ``None`` when numba is
 missing (:func:`vpintegrator.compiled.available`), when the system is not one of the shipped ones (user
 systems, subclasses) or when the method has no kernel; it raises the NumPy path's error when the
 method cannot run on the system (``method.supports``) or dt is invalid.
@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import VPIntegratorError, finite_float
+from . import _jit
 from . import kernels as K
 from .newton import NONFINITE, NOT_CONVERGED, OK, SINGULAR, workspace
 from .systems import system_kernel
@@ -58,11 +59,10 @@ _SIMPLE = {"euler": K.EULER, "rk4": K.RK4, "implicit_midpoint": K.IMPLICIT_MIDPO
 
 def compiled_stepper(system: Any, method: Any, dt: float) -> "CompiledStepper | None":
     """A compiled single-trajectory stepper for ``(system, method, dt)``, or ``None`` (see the module doc)."""
-    from .. import compiled
     from ..integrators import get_integrator
     from ..systems import get_system
 
-    if not compiled.available():
+    if not _jit.HAVE_NUMBA:
         return None
     system = get_system(system)
     method = get_integrator(method)

@@ -1,4 +1,4 @@
-"""Data: the trajectory container, generation specs, generation with SciPy or a classical integrator,
+"""Data: the trajectory container, generation specs, generation with SciPy or a classical integrator (:func:`integrate`),
 HDF5 trajectory files and rollout files.
 
 Names are imported lazily (PEP 562): ``import vpintegrator.data`` is cheap, and nothing here imports
@@ -26,6 +26,7 @@ _LAZY: dict[str, str] = {
     "list_specs": ".spec",
     "load_spec": ".spec",
     "generate": ".generate",
+    "integrate": ".integration",
     "solve_flow": ".generate",
 }
 

@@ -28,7 +28,7 @@ import numpy as np
 from .. import resources
 from .._io import check_not_input, check_terminated
 from ..errors import VPIntegratorError
-from ..integrators import integrate
+from .integration import integrate
 from ..systems import System, get_system, sample_initial_conditions, system_meta
 from .trajectories import Trajectories
 from .hdf5 import TrajectoryWriter, check_output_path
@@ -279,7 +279,7 @@ def generate(
 
     Initial conditions come from ``numpy.random.default_rng(spec.seed)``; trajectories are integrated
     in chunks of at most ``spec.chunk_size`` (and about 32 MiB), with :func:`solve_flow` (``method =
-    "dop853"``) or :func:`vpintegrator.integrators.integrate`, sampled at ``t = k * dt`` exactly.
+    "dop853"``) or :func:`vpintegrator.data.integrate`, sampled at ``t = k * dt`` exactly.
 
     Parameters
     ----------

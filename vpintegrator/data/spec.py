@@ -41,7 +41,6 @@ from typing import Any
 
 import numpy as np
 
-import vpintegrator
 
 from ..errors import VPIntegratorError
 
@@ -83,7 +82,7 @@ _TOML_KEY = {fld: f"{sec}.{key}" for sec, keys in _SECTIONS.items() for key, fld
 
 def _spec_dirs() -> list[Path]:
     """Where spec names are looked up: the repository's ``systems/``, then the wheel's ``_specs``."""
-    package = Path(vpintegrator.__file__).resolve().parent
+    package = Path(__file__).resolve().parent.parent  # vpintegrator/
     dirs = [package.parent / "systems", package / "_specs"]
     return [d for d in dirs if d.is_dir()]
 

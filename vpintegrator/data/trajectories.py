@@ -126,15 +126,6 @@ class Trajectories:
         failed = None if self.failed_step is None else self.failed_step[traj]
         return Trajectories(y=y, t=np.atleast_1d(t), meta=self.meta, failed_step=failed)
 
-    def windows(self, dtype: Any = "float32", device: Any = "cpu"):
-        """The states as a torch tensor (n_traj, n_states, dim) on ``device``: what the window datasets
-        slice (``vpintegrator.data.windows``). Imports torch only when called."""
-        import torch
-
-        from .windows import resolve_dtype
-
-        return torch.as_tensor(np.asarray(self.y), dtype=resolve_dtype(dtype), device=device)
-
     def __repr__(self) -> str:
         system = self.meta.get("system", "?")
         t = f"[{self.t[0]:g}, {self.t[-1]:g}]" if self.n_states else "[]"

@@ -3,7 +3,7 @@
 A window is the pair ``(y[i, s : s+seq_len], y[i, s+seq_len : s+seq_len+pred_window])`` for a
 trajectory ``i`` and a start ``s`` in ``0, stride, 2*stride, ...`` (DESIGN §6: every (start, trajectory)
 pair once per epoch). The trajectories stay one tensor ``(n_traj, n_states, dim)``
-(:meth:`Trajectories.windows <vpintegrator.data.trajectories.Trajectories.windows>`); a batch of windows is
+(:func:`states_tensor`); a batch of windows is
 one ``index_select`` on it, so memory stays at the data itself (train and validation share it) and a
 whole batch costs one gather instead of ``batch`` Python calls.
 
@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import torch
 
+from ..arrays import resolve_dtype
 from ..errors import VPIntegratorError
 from .trajectories import Trajectories
 
 __all__ = [
+    "states_tensor",
     "WindowDataset",
     "WindowBatchSampler",
     "load_trajectories",
@@ -31,23 +33,13 @@ __all__ = [
     "make_window_datasets",
 ]
 
-_DTYPES = {"float32": torch.float32, "float64": torch.float64}
-
 Source = str | os.PathLike | Trajectories | np.ndarray | torch.Tensor
 
 
-def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
-    """``"float32"``/``"float64"`` (or the torch dtype itself) -> torch dtype; anything else is an error."""
-    if isinstance(dtype, torch.dtype):
-        if dtype in _DTYPES.values():
-            return dtype
-        raise VPIntegratorError(f"dtype must be float32 or float64; got {dtype}", key="dtype")
-    try:
-        return _DTYPES[str(dtype)]
-    except KeyError:
-        raise VPIntegratorError(
-            f"dtype must be one of {', '.join(_DTYPES)}; got {dtype!r}", key="dtype"
-        ) from None
+def states_tensor(data: Trajectories, dtype: str | torch.dtype = "float32", device: Any = "cpu") -> torch.Tensor:
+    """The states ``data.y`` as one torch tensor (n_traj, n_states, dim) of ``dtype`` on ``device``: what the
+    window datasets slice (one copy; batches are gathered from it by index)."""
+    return torch.as_tensor(np.asarray(data.y), dtype=resolve_dtype(dtype), device=device)
 
 
 def load_trajectories(source: Source | Sequence[str | os.PathLike]) -> Trajectories:
@@ -321,11 +313,11 @@ def make_window_datasets(
     -------
     train : WindowDataset
     val : WindowDataset or None
-        Both view one tensor ``data.windows(dtype, device)`` (``train.y``).
+        Both view one tensor ``states_tensor(data, dtype, device)`` (``train.y``).
     data : Trajectories
     """
     data = load_trajectories(source)
-    y = data.windows(dtype, device)
+    y = states_tensor(data, dtype, device)
     # Check the window length before splitting, so the error names the real cause.
     WindowDataset(y[:1], seq_len, pred_window, stride)
     train_idx, val_idx = split_trajectories(data.n_traj, val_fraction, seed)

@@ -4,9 +4,9 @@ Every method follows the :class:`Integrator` contract (``step``, ``step_jacobian
 Jacobian, ``supports``, metadata in ``info``); :func:`list_methods` and :func:`describe_methods` give the
 metadata of every registered method (also ``vp-rollout --list-methods``).
 
-Modules: ``base`` (contract, metadata, registry), ``explicit`` (euler, rk4), ``implicit`` (implicit
+Modules: ``base`` (contract, metadata), ``registry`` (names -> methods), ``newton`` (Newton helpers), ``explicit`` (euler, rk4), ``implicit`` (implicit
 midpoint, Gauss-Legendre of any stage count), ``splitting`` (Stormer-Verlet, the shear splittings),
-``composition`` (triple jump, Suzuki, Yoshida 6 of a symmetric base), ``integration`` (:func:`integrate`).
+``composition`` (triple jump, Suzuki, Yoshida 6 of a symmetric base); :func:`~vpintegrator.data.integrate` (in ``data``: it returns a Trajectories) runs one on a batch.
 
 | family      | methods                                                        | preserves                          |
 |-------------|----------------------------------------------------------------|------------------------------------|
@@ -24,23 +24,12 @@ the unit sphere (Gauss-Legendre 4: ~1e-11).
 
 from __future__ import annotations
 
-from .base import (
-    Integrator,
-    MethodInfo,
-    _check_dt,
-    _eye_like,
-    _newton_solve,
-    _NotConverged,
-    describe_methods,
-    get_integrator,
-    list_integrators,
-    list_methods,
-    register_integrator,
-)
+from .base import NEEDS, Integrator, MethodInfo, _check_dt
+from .newton import NotConverged, eye_like, newton_solve
+from .registry import describe_methods, get_integrator, list_integrators, list_methods, register_integrator
 from .composition import SCHEMES, Composition, compositions
 from .explicit import RK4, ExplicitEuler
 from .implicit import GaussLegendre, GaussLegendre4, ImplicitMidpoint, gauss_legendre_tableau
-from .integration import _check_initial_conditions, integrate
 from .splitting import SPLITTINGS, LieTrotterComposition, ShearSplitting, StormerVerlet
 
 #: the symmetric order-2 methods every composition scheme is registered for
@@ -82,5 +71,4 @@ __all__ = [
     "list_methods",
     "describe_methods",
     "register_integrator",
-    "integrate",
 ]

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import VPIntegratorError
-from .base import Integrator, _eye_like, get_integrator
+from .base import Integrator
+from .newton import eye_like
+from .registry import get_integrator
 
 _CBRT2 = 2.0 ** (1.0 / 3.0)
 _CBRT4 = 4.0 ** (1.0 / 3.0)
@@ -131,7 +133,7 @@ class Composition(Integrator):
 
     def _step_jacobian(self, system, y, h):
         base = self.base_method
-        jac = _eye_like(y)
+        jac = eye_like(y)
         for g in self.gammas:
             jac = base._step_jacobian(system, y, g * h) @ jac
             y = base._step(system, y, g * h)

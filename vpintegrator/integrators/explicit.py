@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .base import Integrator, _eye_like
+from .base import Integrator
+from .newton import eye_like
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,7 @@ class ExplicitEuler(Integrator):
         return y + h * system.vector_field(y)
 
     def _step_jacobian(self, system, y, h):
-        return _eye_like(y) + h * system.jacobian(y)
+        return eye_like(y) + h * system.jacobian(y)
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class RK4(Integrator):
 
     def _step_jacobian(self, system, y, h):
         f, jac = system.vector_field, system.jacobian
-        eye = _eye_like(y)
+        eye = eye_like(y)
         # K_i = d k_i / d y: the stage Jacobian times the tangent of the stage input
         k1, K1 = f(y), jac(y)
         y2 = y + 0.5 * h * k1

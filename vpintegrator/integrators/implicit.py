@@ -15,7 +15,8 @@ import numpy as np
 from numpy.polynomial import legendre
 
 from ..errors import VPIntegratorError
-from .base import Integrator, _eye_like, _newton_solve, _NotConverged
+from .base import Integrator
+from .newton import NotConverged, eye_like, newton_solve
 
 
 @dataclass(frozen=True)
@@ -43,10 +44,10 @@ class _Newton(Integrator):
         # both already tiny): Newton converges quadratically, so a stall means rounding noise
         return (err <= self.tol * scale) | ((err <= 1e3 * self.tol * scale) & (err >= 0.5 * prev))
 
-    def _fail(self, err: np.ndarray, active: np.ndarray) -> _NotConverged:
+    def _fail(self, err: np.ndarray, active: np.ndarray) -> NotConverged:
         candidates = np.flatnonzero(active)
         worst = int(candidates[np.argmax(err[candidates])])
-        return _NotConverged(
+        return NotConverged(
             f"Newton did not converge in {self.max_iter} iterations for batch item {worst} "
             f"(last update {err[worst]:.3g}); reduce dt or raise max_iter"
         )
@@ -79,7 +80,7 @@ class ImplicitMidpoint(_Newton):
             mid = 0.5 * (ya + y1a)
             residual = y1a - ya - h * system.vector_field(mid)
             matrix = eye - 0.5 * h * system.jacobian(mid)
-            delta = _newton_solve(matrix, residual[..., None])[..., 0]
+            delta = newton_solve(matrix, residual[..., None])[..., 0]
             y1[idx] = y1a - delta
             e = np.max(np.abs(delta), axis=1)
             e = np.where(np.isfinite(e), e, np.inf)
@@ -97,8 +98,8 @@ class ImplicitMidpoint(_Newton):
         # differentiate y1 = y + h f(m), m = (y + y1)/2:  (I - h/2 A) dy1 = (I + h/2 A) dy,  A = f'(m)
         y1 = self._solve(system, y, h)
         a = system.jacobian(0.5 * (y + y1))
-        eye = _eye_like(y)
-        return _newton_solve(eye - 0.5 * h * a, eye + 0.5 * h * a)
+        eye = eye_like(y)
+        return newton_solve(eye - 0.5 * h * a, eye + 0.5 * h * a)
 
 
 _SQ3 = math.sqrt(3.0)
@@ -197,7 +198,7 @@ class GaussLegendre(_Newton):
             fs = system.vector_field(stages)  # (n, s, dim)
             residual = za - h * np.einsum("ij,njd->nid", a, fs)
             matrix = self._newton_matrix(system, stages, h)
-            delta = _newton_solve(matrix, residual.reshape(len(idx), s * d, 1)).reshape(len(idx), s, d)
+            delta = newton_solve(matrix, residual.reshape(len(idx), s * d, 1)).reshape(len(idx), s, d)
             z[idx] = za - delta
             e = np.max(np.abs(delta), axis=(1, 2))
             e = np.where(np.isfinite(e), e, np.inf)
@@ -219,7 +220,7 @@ class GaussLegendre(_Newton):
         stages = self._solve(system, y, h)
         matrix = self._newton_matrix(system, stages, h)
         rhs = np.tile(np.eye(d), (s, 1))  # (s d, d)
-        dstages = _newton_solve(matrix, np.broadcast_to(rhs, (batch, s * d, d))).reshape(batch, s, d, d)
+        dstages = newton_solve(matrix, np.broadcast_to(rhs, (batch, s * d, d))).reshape(batch, s, d, d)
         jac = system.jacobian(stages)  # (batch, s, d, d)
         return np.eye(d) + h * np.einsum("j,njab,njbc->nac", self.tableau[1], jac, dstages)
 

@@ -21,7 +21,8 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import VPIntegratorError
-from .base import Integrator, _eye_like
+from .base import Integrator
+from .newton import eye_like
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ class _ShearSequence(Integrator):
 
     def _step_jacobian(self, system, y, h):
         y = y.copy()
-        jac = _eye_like(y)
+        jac = eye_like(y)
         for i, c in self._sequence(y.shape[1], h):
             grad = system.jacobian(y)[:, i, :]  # d f_i / d y at the current point, (batch, d)
             # the shear's Jacobian is I + c e_i grad^T: only row i of the accumulated tangent changes

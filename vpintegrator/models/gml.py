@@ -46,6 +46,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..arrays import resolve_dtype
 from ..config import _parse_value
 from ..errors import VPIntegratorError
 from .registry import _MODELS, build_model
@@ -54,7 +55,6 @@ __all__ = ["read_gml", "parse_gml_spec", "GML_PREFIX", "SUPPORTED_GML_TYPES"]
 
 GML_PREFIX = "gml:"
 SUPPORTED_GML_TYPES = ("LowerTriangular", "UpperTriangular", "SkewSymMatrix")
-_DTYPES = {"float64": torch.float64, "float32": torch.float32}
 _GML_NAMES = {"lower": "VolumePreservingLowerLayer", "upper": "VolumePreservingUpperLayer", "resnet": "ResNetLayer",
               "dense": "Dense", "mha": "MultiHeadAttention", "vpa": "VolumePreservingAttention"}
 _LAYER_HELP = ("known layers: VolumePreserving{Lower,Upper}Layer (weight[, bias]), ResNetLayer (weight, bias), "
@@ -500,12 +500,10 @@ def read_gml(path: str | os.PathLike, name: str | None = None, *, dtype: Any = "
     merged.update(config)
     if merged.get("transformer_dim") is None and inferred_name == "st":
         merged.pop("transformer_dim")  # the class default (None) for an unscaled file
-    if isinstance(dtype, str):
-        if dtype not in _DTYPES:
-            raise VPIntegratorError(f"{file}: dtype {dtype!r}: expected one of {', '.join(_DTYPES)}")
-        dtype = _DTYPES[dtype]
-    if dtype not in _DTYPES.values():
-        raise VPIntegratorError(f"{file}: dtype {dtype!r}: expected one of {', '.join(_DTYPES)}")
+    try:
+        dtype = resolve_dtype(dtype)
+    except VPIntegratorError as err:
+        raise VPIntegratorError(f"{file}: {err}") from None
     try:
         model = build_model(inferred_name, **merged)
     except VPIntegratorError as err:

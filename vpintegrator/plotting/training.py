@@ -9,8 +9,6 @@ Levenberg–Marquardt the ``lr`` column is the damping λ).
 
 from __future__ import annotations
 
-import csv
-import json
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,12 +17,8 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import VPIntegratorError
+from ..rundir import ROLLOUT_COLUMN, read_log, read_summary
 from .style import FORMATS, RUN_PALETTE, WIDTH, check_dpi, check_formats, figure, legend, save_figure, styled
-
-#: the columns every log.csv has
-LOG_COLUMNS = ("epoch", "train_loss", "val_loss", "lr", "seconds")
-#: the extra column of runs that monitored the validation rollout
-ROLLOUT_COLUMN = "val_rollout"
 
 
 @dataclass(eq=False)
@@ -61,33 +55,17 @@ def read_run_log(run_dir: str | Path, label: str | None = None) -> RunLog:
     log = run / "log.csv"
     if not log.is_file():
         raise VPIntegratorError(f"run directory {run}: no log.csv; give a vp-train run directory")
-    with open(log, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        header = reader.fieldnames or []
-        missing = [c for c in LOG_COLUMNS if c not in header]
-        if missing:
-            raise VPIntegratorError(
-                f"{log}: missing column {missing[0]!r}; a vp-train log has columns {', '.join(LOG_COLUMNS)}"
-                f"[, {ROLLOUT_COLUMN}], found {', '.join(header) or '(none)'}"
-            )
-        names = [c for c in header if c in LOG_COLUMNS or c == ROLLOUT_COLUMN]
-        rows = []
-        for row in reader:
-            try:
-                rows.append([float(row[c]) for c in names])
-            except (TypeError, ValueError):
-                break  # a torn last line
-    if not rows:
+    records = read_log(log)
+    if not records:
         raise VPIntegratorError(f"{log}: no epoch logged yet; nothing to plot")
+    names = list(records[0])
+    rows = [[float(r[c]) for c in names] for r in records]
     table = np.asarray(rows, dtype=np.float64)
     out = RunLog(path=run, label=label or run.resolve().name, columns={c: table[:, i] for i, c in enumerate(names)})
-    try:
-        summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
-        best = summary.get("best_epoch")
-        out.best_epoch = int(best) if isinstance(best, (int, float)) and best > 0 else None
-        out.monitor = summary.get("monitor")
-    except (OSError, ValueError, AttributeError):
-        pass
+    summary = read_summary(run) or {}
+    best = summary.get("best_epoch")
+    out.best_epoch = int(best) if isinstance(best, (int, float)) and best > 0 else None
+    out.monitor = summary.get("monitor")
     try:
         config = tomllib.loads((run / "config.toml").read_text(encoding="utf-8"))
         out.optimizer = config.get("optimizer")

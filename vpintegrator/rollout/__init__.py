@@ -10,7 +10,7 @@
   host, model steps in a CUDA graph on CUDA (:class:`DeviceStepper`); :func:`use_device_engine` (the
   ``engine`` key: ``auto``, ``host``, ``device``).
 - :mod:`~vpintegrator.rollout.runners`: how ModelStep runs a model (the numba kernel of
-  :mod:`vpintegrator.compiled.models`: :func:`compiled_model`; a TorchScript trace: :func:`trace_model`;
+  :mod:`vpintegrator.rollout.numba_model`: :func:`compiled_model`; a TorchScript trace: :func:`trace_model`;
   eager).
 - :mod:`~vpintegrator.rollout.config`: :class:`RolloutConfig` (the keys of a comparison run) and
   :func:`load_rollout_config`; :mod:`~vpintegrator.rollout.checks`: what is refused before a run starts.

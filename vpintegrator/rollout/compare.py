@@ -331,7 +331,8 @@ def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict:
 def _write_reference(f, plan: _Plan, reference_gen: StepMap):
     """``/reference``: the data file, then (beyond it) the data's own generator from its last state."""
     from ..data.rollouts import create_series, set_attrs
-    from ..metrics import TrajectoryMetricsStream, to_numpy
+    from ..arrays import to_numpy
+    from ..metrics import TrajectoryMetricsStream
     from .device import use_device_engine
 
     ref_file, n_steps, t = plan.ref_file, plan.n_steps, plan.t

@@ -409,6 +409,6 @@ def initial_window(system, y0: np.ndarray, dt: float, seq_len: int, method: str 
         from ..data import solve_flow
 
         return np.asarray(solve_flow(system, y0, float(dt) * np.arange(seq_len)), dtype=np.float64)
-    from ..integrators import integrate
+    from ..data.integration import integrate
 
     return integrate(system, y0, dt, seq_len - 1, method=method).y

@@ -4,7 +4,7 @@ ModelStep takes the first of these that applies and reproduces the model:
 
 ``"numba"``
     Float64 VPFF, VPT and ST models on the CPU, rollouts of at most ``SCALAR_MAX_BATCH`` (8)
-    trajectories: the model packed into arrays (:func:`vpintegrator.compiled.models.pack`) and iterated
+    trajectories: the model packed into arrays (:func:`vpintegrator.rollout.numba_model.pack`) and iterated
     by one numba kernel for a whole block of steps (:func:`compiled_model`). At batch 1 a call of the
     paper models costs ~1-2 µs there against ~60-150 µs for the trace: torch's per-operation overhead,
     not arithmetic, is the cost of a (3, 3) window. Checked against the model on the first windows
@@ -30,7 +30,7 @@ COMPILED_TOL = 1e-12
 
 
 def compiled_model(model, example) -> Any:
-    """The model as a :class:`~vpintegrator.compiled.models.CompiledModel`, checked on ``example``, or None.
+    """The model as a :class:`~vpintegrator.rollout.numba_model.CompiledModel`, checked on ``example``, or None.
 
     Parameters
     ----------
@@ -43,14 +43,14 @@ def compiled_model(model, example) -> Any:
     Returns
     -------
     CompiledModel or None
-        None without numba, for models :func:`~vpintegrator.compiled.models.pack` does not cover, or when
+        None without numba, for models :func:`~vpintegrator.rollout.numba_model.pack` does not cover, or when
         the check fails.
     """
     import numpy as np
     import torch
 
     try:
-        from ..compiled.models import pack
+        from .numba_model import pack
     except ImportError:  # pragma: no cover - numba or the module missing: torch runs the model
         return None
     compiled = pack(model)

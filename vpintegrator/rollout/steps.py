@@ -4,7 +4,7 @@ Each implements the :class:`~vpintegrator.rollout.engine.StepMap` contract. :cla
 in float64, compiled (numba, :func:`vpintegrator.compiled.compiled_stepper`) for rollouts of at most
 ``SCALAR_MAX_BATCH`` trajectories when there is a kernel, NumPy otherwise; :class:`ExactFlowStep` in
 NumPy/SciPy; :class:`ModelStep` runs a torch model in its own dtype on its device, by the fastest runner
-that reproduces it (the numba kernel of :mod:`vpintegrator.compiled.models`, a TorchScript trace, or
+that reproduces it (the numba kernel of :mod:`vpintegrator.rollout.numba_model`, a TorchScript trace, or
 eager; :mod:`vpintegrator.rollout.runners`). :func:`reference_step_map` is the generator a data file was
 made with, to continue its reference beyond the file's horizon.
 """
@@ -244,7 +244,7 @@ class ModelStep(StepMap):
     scalar_max_batch : int
         Rollouts of at most this many trajectories of a float64 VPFF, VPT or ST model on the CPU run the
         model compiled: packed into arrays and iterated by one numba kernel a whole block of steps at a
-        time (:mod:`vpintegrator.compiled.models`, runner ``"numba"``), ~1-2 µs per call of the paper
+        time (:mod:`vpintegrator.rollout.numba_model`, runner ``"numba"``), ~1-2 µs per call of the paper
         models at batch 1 against ~60-150 µs for the trace, the same numbers to rounding (≤ 1e-12 per call,
         checked against the model on the first window; otherwise, without numba, and for other models,
         dtypes or devices, torch runs it). 0 turns it off.

@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import _rollouts, export
+from ..rundir import read_log
 from .runner import REPO, Runner, StudyError, Task, guarded
 from .stats import fmt_num, md_table, mean_std, read_json, write_json, write_text
 
@@ -298,17 +299,13 @@ def training_info(run_dir: Path) -> dict:
     """Losses and time of one vp-train run: the train loss at the best (validation) epoch, whose weights
     (best.pt) are rolled out, the best validation score (summary.json best_loss: the validation loss or,
     with monitor = val_rollout, the validation rollout error), the wall time, epochs, parameters."""
-    import csv
-
     summary = read_json(run_dir / "summary.json") or {}
     best_epoch = int(summary.get("best_epoch") or 0)
     train_loss = summary.get("train_loss")
-    log = run_dir / "log.csv"
-    if log.exists() and best_epoch:
-        with open(log, newline="") as fh:
-            for r in csv.DictReader(fh):
-                if int(r["epoch"]) == best_epoch:
-                    train_loss = float(r["train_loss"])
+    if best_epoch:
+        for r in read_log(run_dir / "log.csv"):
+            if r["epoch"] == best_epoch:
+                train_loss = r["train_loss"]
     num = lambda v: math.nan if v is None else float(v)  # noqa: E731
     return {
         "train_loss": num(train_loss),

@@ -7,10 +7,10 @@ See :mod:`vpintegrator.studies.rigid_body` for the study itself. Every read of a
 
 from __future__ import annotations
 
-import csv
 import math
 from pathlib import Path
 
+from ..rundir import read_log
 from . import _rollouts
 from .runner import StudyError
 from .stats import fmt_num, md_row, md_table, read_json, summarize, write_json, write_text
@@ -156,8 +156,7 @@ def _training_values(run_dir: Path) -> dict:
     summary = read_json(run_dir / "summary.json")
     if summary is None or not (run_dir / "log.csv").exists():
         return {}
-    with open(run_dir / "log.csv", newline="") as fh:
-        log = [{k: float(v) for k, v in r.items() if v not in (None, "")} for r in csv.DictReader(fh)]
+    log = read_log(run_dir / "log.csv")
     best_epoch = int(summary.get("best_epoch") or 0)
     at_best = next((r for r in log if int(r["epoch"]) == best_epoch), log[-1] if log else None)
     first = next((r for r in log if r.get("train_loss", math.inf) <= LOSS_TARGET), None)

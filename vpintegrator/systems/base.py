@@ -15,23 +15,12 @@ on it to keep the metrics on the GPU.
 from __future__ import annotations
 
 import dataclasses
-import sys
 from typing import Any, ClassVar
 
 import numpy as np
 
+from ..arrays import array_namespace
 from ..errors import VPIntegratorError, finite_float
-
-
-def array_namespace(y: Any):
-    """The module whose functions evaluate formulas on ``y``: ``torch`` for a torch tensor, else ``numpy``.
-
-    Never imports torch (a tensor cannot exist without it).
-    """
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(y, torch.Tensor):
-        return torch
-    return np
 
 
 class System:

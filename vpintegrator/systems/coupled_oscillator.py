@@ -23,7 +23,8 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import VPIntegratorError
-from .base import System, _check_finite, _check_positive_finite, array_namespace
+from ..arrays import array_namespace
+from .base import System, _check_finite, _check_positive_finite
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:

@@ -179,7 +179,7 @@ def sample_initial_conditions(
     -------
     ndarray, shape (n, dim), float64
     """
-    from . import get_system
+    from .registry import get_system
 
     if isinstance(system, str):
         system = get_system(system)

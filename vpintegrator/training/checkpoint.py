@@ -10,7 +10,6 @@ checkpoints load with ``torch.load(weights_only=True)``.
 
 from __future__ import annotations
 
-import csv
 import datetime
 import json
 import math
@@ -23,6 +22,7 @@ import torch
 
 from .._io import atomic_path
 from ..errors import VPIntegratorError
+from ..rundir import LOG_COLUMNS, ROLLOUT_COLUMN, format_row, read_log
 from .config import RESUMABLE_KEYS, TrainConfig
 
 __all__ = [
@@ -43,8 +43,6 @@ __all__ = [
     "read_last",
 ]
 
-LOG_COLUMNS = ("epoch", "train_loss", "val_loss", "lr", "seconds")
-ROLLOUT_COLUMN = "val_rollout"  # log.csv's extra column when monitor = "val_rollout"
 _LAST_KEYS = ("state_dict", "optimizer", "scheduler", "rng", "epoch", "train_state")
 
 
@@ -125,31 +123,6 @@ def write_json(path: Path, values: dict[str, Any]) -> None:
 def log_columns(config: TrainConfig) -> tuple[str, ...]:
     """The columns of ``log.csv`` for this config."""
     return LOG_COLUMNS + ((ROLLOUT_COLUMN,) if config.monitor == "val_rollout" else ())
-
-
-def format_row(row: dict[str, float], columns: tuple[str, ...] = LOG_COLUMNS) -> str:
-    """One ``log.csv`` line (no newline); floats by ``repr``, so they read back exactly."""
-    return ",".join([str(int(row["epoch"]))] + [repr(float(row.get(k, math.nan))) for k in columns[1:]])
-
-
-def read_log(path: Path, max_epoch: int) -> list[dict[str, float]]:
-    """Rows of ``log.csv`` up to ``max_epoch`` (rows written after the last checkpoint are dropped)."""
-    if not path.exists():
-        return []
-    rows = []
-    with open(path, newline="", encoding="utf-8") as f:
-        for row in csv.DictReader(f):
-            try:
-                parsed = {k: float(row[k]) for k in LOG_COLUMNS}
-                if ROLLOUT_COLUMN in row:
-                    parsed[ROLLOUT_COLUMN] = float(row[ROLLOUT_COLUMN])
-            except (TypeError, ValueError, KeyError):
-                break  # a torn last line
-            if parsed["epoch"] > max_epoch:
-                break
-            parsed["epoch"] = int(parsed["epoch"])
-            rows.append(parsed)
-    return rows
 
 
 # ---------------------------------------------------------------------------------------------------

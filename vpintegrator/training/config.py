@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..arrays import DTYPES
 from .. import config as config_layer
 from ..device import check_device_name
 from ..errors import VPIntegratorError
@@ -26,7 +27,6 @@ from .optim import _SCHEDULERS, list_optimizers, list_schedulers
 __all__ = ["TrainConfig", "merge_overrides", "DTYPES", "MONITORS", "SCHEDULE_PER", "RESUMABLE_KEYS"]
 
 MONITORS = ("val_loss", "val_rollout")
-DTYPES = ("float32", "float64")
 SCHEDULE_PER = ("step", "epoch")
 
 # Keys that may change when a run is resumed; anything else would make it a different run.

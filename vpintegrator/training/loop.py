@@ -172,7 +172,7 @@ class Trainer:
         self.bad_epochs, self.wall_before = int(st["bad_epochs"]), float(st["wall_time"])
         self.last_train, self.last_val = float(st["train_loss"]), float(st["val_loss"])
         if self.run_dir is not None:
-            self.history = ckpt_io.read_log(self.run_dir / "log.csv", self.epoch)
+            self.history = ckpt_io.read_log(self.run_dir / "log.csv", max_epoch=self.epoch)
 
     def _check_weights(self) -> None:
         """Raise :class:`Diverged` if any weight is NaN/Inf (one host sync; before every checkpoint)."""

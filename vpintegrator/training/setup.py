@@ -109,9 +109,9 @@ def window_sets(config: TrainConfig, data, data_paths: list[str], seq_len: int, 
     """``(train_set, val_set or None, rollout_validator or None, data_info)``: windows over the seeded
     trajectory split (``config.seed``), the validation rollout when ``monitor = "val_rollout"``, and the
     data summary for ``summary.json``. The windows' targets span ``config.unroll`` model windows."""
-    from ..data.windows import WindowDataset, split_trajectories
+    from ..data.windows import WindowDataset, split_trajectories, states_tensor
 
-    y = data.windows(config.dtype, device)  # (n_traj, n_states, dim), shared by both window sets
+    y = states_tensor(data, config.dtype, device)  # (n_traj, n_states, dim), shared by both window sets
     train_idx, val_idx = split_trajectories(data.n_traj, config.val_fraction, config.seed)
     target = pred_window * config.unroll
     train_set = WindowDataset(y, seq_len, target, config.stride, train_idx)

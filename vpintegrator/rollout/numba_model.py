@@ -437,6 +437,8 @@ def _module(pk: _Packer, m, dim: int) -> None:
     from torch import nn
 
     from ..nn.attention import MultiHeadAttention, VolumePreservingAttention
+    from ..models.standard import _STBlock
+    from ..models.volume import VolumePreservingFeedForward, _VPTBlock
     from ..nn.feedforward import ResNetLayer, VolumePreservingLowerLayer, VolumePreservingUpperLayer, _TriangularLayer
 
     if isinstance(m, (_TriangularLayer, ResNetLayer)):
@@ -470,7 +472,7 @@ def _module(pk: _Packer, m, dim: int) -> None:
     elif isinstance(m, nn.Sequential):
         for child in m:
             _module(pk, child, dim)
-    elif type(m).__name__ in ("_VPTBlock", "_STBlock", "VolumePreservingFeedForward"):
+    elif isinstance(m, (_VPTBlock, _STBlock, VolumePreservingFeedForward)):  # containers of layers
         for child in m.window_chain():
             _module(pk, child, dim)
     else:

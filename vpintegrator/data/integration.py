@@ -6,11 +6,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..data.trajectories import Trajectories
 from ..errors import VPIntegratorError, finite_float
 from ..systems import System, get_system, system_meta
 from ..systems.initial_conditions import as_points
-from .base import Integrator, _check_dt, _NotConverged, get_integrator
+from ..integrators import Integrator, NotConverged, _check_dt, get_integrator
+from .trajectories import Trajectories
 
 
 def integrate(
@@ -65,7 +65,7 @@ def integrate(
         try:
             with np.errstate(over="ignore", invalid="ignore"):  # a blow-up is reported just below
                 y = method._step(system, y, h)
-        except _NotConverged as exc:
+        except NotConverged as exc:
             raise VPIntegratorError(
                 f"{method.name}: step {k} (t = {t0 + (k - 1) * h:g} -> {t0 + k * h:g}): {exc.detail}"
             ) from None
