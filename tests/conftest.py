@@ -5,10 +5,23 @@ from __future__ import annotations
 import pytest
 
 # One tolerance table for every float32/float64 comparison (e3nn style): name -> dtype name -> tol.
+# Tests take it through the ``tol`` fixture: ``tol("det")``, ``tol("allclose", "float32")``.
 TOL = {
-    "allclose": {"float32": 1e-5, "float64": 1e-12},
-    "det": {"float32": 1e-4, "float64": 1e-10},
+    "allclose": {"float32": 1e-5, "float64": 1e-12},  # one computation against another of the same values
+    "det": {"float32": 1e-4, "float64": 1e-10},  # |det J - 1| of a volume-preserving map
+    "symplectic": {"float32": 1e-4, "float64": 1e-11},  # ||J^T Omega J - Omega||_F / ||Omega||_F
+    "engines": {"float32": 1e-5, "float64": 1e-10},  # two engines, same calls; reductions may round apart
 }
+
+
+@pytest.fixture
+def tol():
+    """``tol(kind="allclose", dtype="float64")``: the table's tolerance (dtype a name or a torch dtype)."""
+
+    def lookup(kind: str = "allclose", dtype="float64") -> float:
+        return TOL[kind][str(dtype).removeprefix("torch.")]
+
+    return lookup
 
 
 def pytest_collection_modifyitems(config, items):

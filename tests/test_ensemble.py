@@ -23,7 +23,6 @@ from vpintegrator.training import EnsembleResult, fit
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-TOL = 1e-12
 
 
 def _config(tiny_data, tmp_path, name, **kw) -> dict:
@@ -40,17 +39,17 @@ def _max_diff(a: dict, b: dict) -> float:
     return max(float((a[k].double() - b[k].double()).abs().max()) for k in a if a[k].is_floating_point())
 
 
-def _same_history(a: list[dict], b: list[dict]) -> None:
+def _same_history(a: list[dict], b: list[dict], tol) -> None:
     assert len(a) == len(b)
     for ra, rb in zip(a, b):
         assert ra.keys() == rb.keys()
         for key in ra:
             if key != "seconds" and not (math.isnan(ra[key]) and math.isnan(rb[key])):
-                assert ra[key] == pytest.approx(rb[key], rel=TOL, abs=TOL), (key, ra, rb)
+                assert ra[key] == pytest.approx(rb[key], rel=tol(), abs=tol()), (key, ra, rb)
 
 
 @pytest.mark.parametrize("schedule_per", ["step", "epoch"])
-def test_each_member_equals_the_seed_trained_alone(tiny_data, tmp_path, monkeypatch, schedule_per):
+def test_each_member_equals_the_seed_trained_alone(tiny_data, tmp_path, monkeypatch, schedule_per, tol):
     seeds = [5, 9, 11]
     ens = fit(_config(tiny_data, tmp_path, "ens", seeds=seeds, schedule_per=schedule_per))
     assert isinstance(ens, EnsembleResult) and ens.seeds == seeds and len(ens.members) == 3
@@ -60,24 +59,24 @@ def test_each_member_equals_the_seed_trained_alone(tiny_data, tmp_path, monkeypa
             monkeypatch.setattr(windows, "split_trajectories", lambda n, f, _seed: split(n, f, 5))
         alone = fit(_config(tiny_data, tmp_path, f"alone{s}", seed=s, schedule_per=schedule_per))
         member = ens.members[k]
-        _same_history(member.history, alone.history)  # train, val loss, lr, val_rollout per epoch
+        _same_history(member.history, alone.history, tol)  # train, val loss, lr, val_rollout per epoch
         assert member.best_epoch == alone.best_epoch and member.steps == alone.steps
-        assert _max_diff(member.model.state_dict(), alone.model.state_dict()) < TOL
+        assert _max_diff(member.model.state_dict(), alone.model.state_dict()) < tol()
         best_m = torch.load(member.run_dir / "best.pt", weights_only=True)["state_dict"]
         best_a = torch.load(alone.run_dir / "best.pt", weights_only=True)["state_dict"]
-        assert _max_diff(best_m, best_a) < TOL
+        assert _max_diff(best_m, best_a) < tol()
     # the members differ from each other (own initialisation and data order)
     assert _max_diff(ens.members[0].model.state_dict(), ens.members[1].model.state_dict()) > 1e-3
 
 
-def test_without_validation_every_member_equals_fit_and_none_is_selected(tiny_data, tmp_path):
+def test_without_validation_every_member_equals_fit_and_none_is_selected(tiny_data, tmp_path, tol):
     cfg = dict(val_fraction=0.0, monitor="val_loss", epochs=2)
     ens = fit(_config(tiny_data, tmp_path, "ens", ensemble=2, **cfg))
     assert ens.seeds == [5, 6]
     for k, s in enumerate(ens.seeds):
         alone = fit(_config(tiny_data, tmp_path, f"alone{s}", seed=s, **cfg))
-        _same_history(ens.members[k].history, alone.history)
-        assert _max_diff(ens.members[k].model.state_dict(), alone.model.state_dict()) < TOL
+        _same_history(ens.members[k].history, alone.history, tol)
+        assert _max_diff(ens.members[k].model.state_dict(), alone.model.state_dict()) < tol()
     assert ens.selected is None  # selection uses validation data only
     assert json.loads((Path(ens.run_dir) / "selected.json").read_text())["selected"] is None
     assert not (Path(ens.run_dir) / "best").exists()
@@ -122,11 +121,11 @@ def test_run_directories_load(tiny_data, tmp_path):
     assert tomllib.loads((out / "config.toml").read_text())["seeds"] == [5, 6]
 
 
-def test_patience_stops_each_member_as_it_would_alone(tiny_data, tmp_path, monkeypatch):
+def test_patience_stops_each_member_as_it_would_alone(tiny_data, tmp_path, monkeypatch, tol):
     cfg = dict(epochs=8, patience=1, lr=3e-2, monitor="val_loss")
     ens = fit(_config(tiny_data, tmp_path, "ens", seeds=[5], **cfg))
     alone = fit(_config(tiny_data, tmp_path, "alone", seed=5, **cfg))
-    _same_history(ens.members[0].history, alone.history)
+    _same_history(ens.members[0].history, alone.history, tol)
     assert ens.members[0].stopped == alone.stopped == "early_stopping" and len(alone.history) < 8
 
 

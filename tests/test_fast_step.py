@@ -165,6 +165,7 @@ def test_cli_fast_step_flag(tiny_data, tmp_path):
     assert "--fast-step" in bad.output and "needs a CUDA device" in bad.output
 
 
+@pytest.mark.slow  # ~50-70 s of inductor compilation on the CPU
 def test_compiled_step_trains_as_the_eager_step(tiny_data, tmp_path):
     """torch.compile of the loss (the layers' unfused path, fused by inductor) on the CPU: the same training
     to float64 rounding."""

@@ -25,7 +25,6 @@ from vpintegrator.metrics import (
 )
 from vpintegrator.systems import get_system
 
-ATOL64 = 1e-12  # tests/conftest.py TOL["allclose"]["float64"]
 RB = get_system("rigid_body")
 Y0 = np.array([[np.sin(1.1), 0.0, np.cos(1.1)], [0.0, np.sin(1.1), np.cos(1.1)]])
 
@@ -48,16 +47,16 @@ def test_valid_prediction_time():
     assert valid_prediction_time(err, t).tolist() == [2.0, 4.0, 2.0]
 
 
-def test_relative_drift_and_slope():
+def test_relative_drift_and_slope(tol):
     t = np.linspace(0, 10, 101)
     values = np.stack([2.0 + 0.5 * t, -4.0 + 0.0 * t, 0.0 + t])  # I0 = 2, -4, 0
     d = relative_drift(values)
     np.testing.assert_allclose(d[0], 0.25 * t)
     assert (d[1] == 0).all()
     np.testing.assert_allclose(d[2], t)  # I0 = 0: absolute drift
-    np.testing.assert_allclose(drift_slope(d, t), [0.25, 0.0, 1.0], atol=ATOL64)
+    np.testing.assert_allclose(drift_slope(d, t), [0.25, 0.0, 1.0], atol=tol())
     d[0, 10:20] = np.nan  # a gap does not change the fit of a line
-    np.testing.assert_allclose(drift_slope(d, t)[0], 0.25, atol=ATOL64)
+    np.testing.assert_allclose(drift_slope(d, t)[0], 0.25, atol=tol())
 
 
 def test_invariant_drift_of_implicit_midpoint_is_rounding():
@@ -90,7 +89,7 @@ def test_streaming_metrics_equal_whole_array(chunk):
 
 
 @pytest.mark.parametrize("chunk", [1, 5, 1000])
-def test_volume_stream_equals_step_log_det(chunk):
+def test_volume_stream_equals_step_log_det(chunk, tol):
     rk4 = get_integrator("rk4")
     y = integrate(RB, Y0, 0.2, 50, method="rk4").y
     vol = VolumeStream(lambda w: log_abs_det(rk4.step_jacobian(RB, w[:, -1], 0.2)), 2, 1, 1, 50)
@@ -98,10 +97,10 @@ def test_volume_stream_equals_step_log_det(chunk):
     logdet = np.concatenate([p[1] for p in parts], axis=1)
     cum = np.concatenate([p[2] for p in parts], axis=1)
     want = step_log_det_jacobian(RB, rk4, y, 0.2)
-    np.testing.assert_allclose(logdet, want, rtol=0, atol=ATOL64)
-    np.testing.assert_allclose(cum, np.cumsum(want, axis=1), rtol=0, atol=ATOL64)
+    np.testing.assert_allclose(logdet, want, rtol=0, atol=tol())
+    np.testing.assert_allclose(cum, np.cumsum(want, axis=1), rtol=0, atol=tol())
     assert vol.map_step.tolist() == list(range(1, 51))
-    np.testing.assert_allclose(vol.max_abs_cum, np.abs(np.cumsum(want, axis=1)).max(axis=1), atol=ATOL64)
+    np.testing.assert_allclose(vol.max_abs_cum, np.abs(np.cumsum(want, axis=1)).max(axis=1), atol=tol())
 
 
 @pytest.mark.parametrize("seq_len, advance, n_steps, expected", [(3, 3, 10, [5, 8, 10]), (3, 1, 5, [3, 4, 5]), (2, 3, 9, [4, 7, 9])])

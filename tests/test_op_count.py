@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -15,9 +13,8 @@ import vpintegrator.nn.feedforward as feedforward_mod
 from vpintegrator.models import build_model, default_model_config
 from vpintegrator.nn import VolumePreservingAttention, VolumePreservingLowerLayer, VolumePreservingUpperLayer
 from vpintegrator.nn.fused_attention import fused_spec
+from vpintegrator.training.op_count import count_step, make_trainer
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import count_ops  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -28,7 +25,7 @@ LIMITS = {"vpt": 360, "vpff": 225, "st": 440}
 
 @pytest.mark.parametrize("name", sorted(LIMITS))
 def test_training_step_op_count(name, tmp_path):
-    counts = count_ops.count_step(count_ops.make_trainer(name, 64, "float32", str(tmp_path))).counts()
+    counts = count_step(make_trainer(name, 64, "float32", str(tmp_path))).counts()
     assert counts["optimizer"] <= 4  # fused Adam: one kernel for all parameters
     assert sum(counts.values()) <= LIMITS[name], counts
 
@@ -36,7 +33,7 @@ def test_training_step_op_count(name, tmp_path):
 def test_graph_step_leaves_the_host_a_handful_of_ops(tmp_path):
     """fast_step graph: around one replay the host copies the batch's index, writes the scheduled lr into its
     tensor and accumulates the loss (7 ops, measured); every model op is inside the graph."""
-    counter = count_ops.count_step(count_ops.make_trainer("vpt", 64, "float32", str(tmp_path), fast_step="graph"))
+    counter = count_step(make_trainer("vpt", 64, "float32", str(tmp_path), fast_step="graph"))
     counts = counter.counts()
     assert not {"forward", "backward", "optimizer"} & set(counts), counts
     assert sum(counts.values()) <= 8, counter.ops

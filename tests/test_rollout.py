@@ -26,7 +26,7 @@ from vpintegrator.rollout import (
     stream_rollout,
 )
 
-# tolerance table (tests/conftest.py TOL): allclose float64 1e-12, det float64 1e-10
+# tolerances: tests/conftest.py TOL, through the tol fixture
 DET64 = 1e-10
 DT = 0.2
 Y0 = np.array([[np.sin(1.1), 0.0, np.cos(1.1)], [0.0, np.sin(1.1), np.cos(1.1)], [0.6, 0.0, 0.8]])

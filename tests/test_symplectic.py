@@ -49,7 +49,6 @@ from vpintegrator.testing import (
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-TOL = 1e-11  # relative to ||Omega||_F, float64
 
 
 def _boost(module: torch.nn.Module, factor: float = 2.0, seed: int = 0) -> torch.nn.Module:
@@ -120,27 +119,27 @@ def test_symplectic_attention_formula(cls, activation, symmetric):
 # --- layers: symplecticity ---------------------------------------------------------------------------
 @pytest.mark.parametrize("cls", [LinearLayerQ, LinearLayerP, ActivationLayerQ, ActivationLayerP,
                                  GradientLayerQ, GradientLayerP, BiasLayer])
-def test_sympnet_layers_are_symplectic(cls):
-    assert_symplectic(_boost(cls(6)), n=16, seq=2, tol=TOL)
+def test_sympnet_layers_are_symplectic(cls, tol):
+    assert_symplectic(_boost(cls(6)), n=16, seq=2, tol=tol("symplectic"))
 
 
 @pytest.mark.parametrize("symmetric, activation", [(True, "matrix_softmax"), (False, "matrix_softmax"),
                                                    (False, "vector_softmax")])
 @pytest.mark.parametrize("cls", [SymplecticAttentionQ, SymplecticAttentionP])
-def test_symplectic_attention_is_symplectic(cls, symmetric, activation):
+def test_symplectic_attention_is_symplectic(cls, symmetric, activation, tol):
     layer = _boost(cls(4, symmetric=symmetric, activation=activation))
     assert layer.is_symplectic
-    assert_symplectic(layer, n=32, seq=4, tol=TOL)
+    assert_symplectic(layer, n=32, seq=4, tol=tol("symplectic"))
 
 
 @pytest.mark.parametrize("cls", [SymplecticAttentionQ, SymplecticAttentionP])
-def test_vector_softmax_with_symmetric_weighting_is_not_symplectic(cls):
+def test_vector_softmax_with_symmetric_weighting_is_not_symplectic(cls, tol):
     layer = cls(4, symmetric=True, activation="vector_softmax").double()  # GML's initialisation
     assert not layer.is_symplectic
     audit = audit_symplectic(layer, n=32, seq=3)
     assert audit.max_error >= 1e-3
     with pytest.raises(AssertionError, match=r"^SymplecticAttention[QP] is not symplectic within tol=1e-11") as info:
-        assert_symplectic(layer, n=32, seq=3, tol=TOL)
+        assert_symplectic(layer, n=32, seq=3, tol=tol("symplectic"))
     assert "\n" not in str(info.value)
 
 
@@ -217,11 +216,11 @@ def _arch(key: str, **kw) -> torch.nn.Module:
 
 
 @pytest.mark.parametrize("key", ARCHITECTURES)
-def test_architectures_are_symplectic(key):
+def test_architectures_are_symplectic(key, tol):
     model = _arch(key)
-    assert_symplectic(model, n=16, method="chain", tol=TOL)
-    assert_symplectic(model, n=16, method="full", tol=TOL)
-    assert_symplectic(_boost(model, 1.5, seed=1), n=16, method="chain", tol=TOL)
+    assert_symplectic(model, n=16, method="chain", tol=tol("symplectic"))
+    assert_symplectic(model, n=16, method="full", tol=tol("symplectic"))
+    assert_symplectic(_boost(model, 1.5, seed=1), n=16, method="chain", tol=tol("symplectic"))
 
 
 def test_vector_softmax_symmetric_transformer_is_not_symplectic():
@@ -343,7 +342,7 @@ def oscillator_data(tmp_path_factory) -> str:
 
 
 @pytest.mark.parametrize("model", [{"name": "symplectic_transformer"}, {"name": "g_sympnet", "n_layers": 4}])
-def test_training_lowers_the_loss(oscillator_data, tmp_path, model):
+def test_training_lowers_the_loss(oscillator_data, tmp_path, model, tol):
     from vpintegrator.training import fit
 
     result = fit(dict(data=[oscillator_data], model=model, epochs=4, batch_size=32, dtype="float64",
@@ -352,7 +351,7 @@ def test_training_lowers_the_loss(oscillator_data, tmp_path, model):
     assert len(losses) == 4 and all(math.isfinite(v) for v in losses) and losses[-1] < losses[0]
     trained = load_model(tmp_path / "run")
     assert type(trained).__name__ in ("SymplecticTransformer", "GSympNet")
-    assert_symplectic(trained.double(), n=8, method="chain", tol=TOL)
+    assert_symplectic(trained.double(), n=8, method="chain", tol=tol("symplectic"))
 
 
 def test_cli_train_then_rollout(oscillator_data, tmp_path):

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import click
 
-from .._io import install_sigterm_handler
+from .._signals import interrupts_raise
 from ..errors import VPIntegratorError
 
 
@@ -22,9 +22,9 @@ def cli_errors(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any):
-        install_sigterm_handler()
         try:
-            return fn(*args, **kwargs)
+            with interrupts_raise():  # the handlers as they were once the command returns
+                return fn(*args, **kwargs)
         except click.ClickException:
             raise
         except VPIntegratorError as err:

@@ -26,7 +26,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 
 from .. import resources
-from .._io import check_not_input, check_terminated
+from .._io import check_not_input
+from .._signals import check_terminated
 from ..errors import VPIntegratorError
 from .integration import integrate
 from ..systems import System, get_system, sample_initial_conditions, system_meta

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+from .._signals import handling
 from .stats import read_json, write_json
 
 #: the repository root (for its ``configs/``) when the package is installed in editable mode
@@ -245,15 +246,8 @@ def _interrupt(signum, frame):
 def sigterm_as_interrupt() -> Iterator[None]:
     """Within the block SIGTERM raises ``KeyboardInterrupt`` (so ``kill`` stops the children like Ctrl-C);
     the previous handler comes back afterwards. Outside the main thread signals are left alone."""
-    try:
-        previous = signal.signal(signal.SIGTERM, _interrupt)
-    except ValueError:  # not the main thread
+    with handling((signal.SIGTERM,), _interrupt):
         yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def guarded(body: Callable[[], int], error_prefix: str, interrupted: str) -> int:

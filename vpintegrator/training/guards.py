@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import math
 import signal
-import threading
 from typing import Any
+
+from .._signals import handling
 
 
 class Diverged(Exception):
@@ -26,7 +27,7 @@ class StopRequest:
 
     def __init__(self) -> None:
         self.requested = False
-        self._previous: dict[int, Any] = {}
+        self._handling = handling((signal.SIGINT, signal.SIGTERM), self._handle)
 
     def _handle(self, signum, frame) -> None:
         if self.requested:
@@ -34,12 +35,8 @@ class StopRequest:
         self.requested = True
 
     def __enter__(self) -> "StopRequest":
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._previous[sig] = signal.getsignal(sig)
-                signal.signal(sig, self._handle)
+        self._handling.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
+        self._handling.__exit__(*exc)
