@@ -35,6 +35,7 @@ import numpy as np
 
 from ..errors import VPIntegratorError
 from .config import check_engine
+from .core import failure_limit, mark_failures, next_window
 from .engine import BLOWUP, CHUNK_STEPS, RolloutStats, _check, check_memory
 from .steps import ModelStep
 
@@ -112,7 +113,7 @@ class DeviceStepper:
 
         with torch.no_grad():
             pred = self.fn(self.window)[:, : self.advance]
-            self.window.copy_(torch.cat((self.window, pred), dim=1)[:, -self.seq_len :])
+            self.window.copy_(next_window(self.window, pred, self.seq_len))
         return pred
 
     def _capture(self) -> None:
@@ -204,22 +205,6 @@ class _Layout:
             shape = (self.n_traj, length, width) if width > 1 else (self.n_traj, length)
             out[key] = flat[offset : offset + self.n_traj * length * width].view(shape)
         return out
-
-
-def _mark_failures(y, k0: int, limit, failed):
-    """The host engine's failure rule on a float64 block ``y`` (n_traj, n, dim) of steps ``k0 ..``: the
-    first step that is not finite or has ‖z‖ > limit is recorded in ``failed`` (−1: none yet), and the
-    row's states from then on become NaN (in place). Returns (rows that failed in this block, failed)."""
-    import torch
-
-    n = y.shape[1]
-    bad = ~(torch.sqrt((y * y).sum(-1)) <= limit[:, None])  # NaN -> bad
-    new = (failed < 0) & bad.any(1)
-    failed = torch.where(new, k0 + torch.argmax(bad.to(torch.uint8), dim=1), failed)
-    steps = torch.arange(k0, k0 + n, device=y.device)
-    after = (failed >= 0)[:, None] & (steps[None, :] >= failed[:, None])
-    y.masked_fill_(after[:, :, None], float("nan"))
-    return new, failed
 
 
 def _check_device_memory(device, need: float, n_traj: int, block: int) -> None:
@@ -319,8 +304,7 @@ def device_stream_rollout(
         _check_device_memory(device, stage + slots * (layout.size * 8 + ref_bytes) + TEMPORARIES * states,
                              n_traj, block)
 
-    scale = np.linalg.norm(w0[:, 0], axis=-1)  # the host engine's limit, to the bit
-    limit = torch.as_tensor(blowup * np.where(scale > 0, scale, 1.0), device=device)
+    limit = torch.as_tensor(failure_limit(w0, blowup), device=device)  # the host engine's limit, to the bit
     failed = torch.full((n_traj,), -1, dtype=torch.int64, device=device)
     t = torch.as_tensor(float(t0) + float(dt) * np.arange(n_steps + 1), device=device)
 
@@ -374,7 +358,7 @@ def device_stream_rollout(
             tic = time.perf_counter()
             stepper.produce_into(y)
             step_seconds.append(time.perf_counter() - tic)
-        new, failed = _mark_failures(y, k0, limit, failed)
+        new, failed = mark_failures(y, k0, limit, failed)  # the host engine's rule (rollout.core)
         stepper.restart(new)
         ref = refs[s][: n_traj * n * dim].view(n_traj, n, dim) if ref_bytes else None
         computed_block = block_metrics(metrics, volume, t[k0 : k0 + n], y, ref)

@@ -30,6 +30,7 @@ import numpy as np
 from ..data.trajectories import Trajectories
 from .. import resources
 from ..errors import VPIntegratorError
+from .core import failure_limit, mark_failures
 
 __all__ = [
     "BLOWUP", "CHUNK_STEPS", "StepMap", "RolloutStats", "rollout", "stream_rollout", "initial_window",
@@ -48,13 +49,6 @@ MEMORY_FRACTION = 0.8
 def check_memory(need: float, what: str, way_out: str, key: str | None = None) -> None:
     """:func:`vpintegrator.resources.check_memory` at :data:`MEMORY_FRACTION`."""
     resources.check_memory(need, what, way_out, key=key, fraction=MEMORY_FRACTION)
-
-
-def bad_rows(y: np.ndarray, limit: np.ndarray) -> np.ndarray:
-    """Rows of ``y`` (n, dim) that are not finite or whose norm exceeds ``limit`` (n,)."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        norm = np.sqrt(np.einsum("ij,ij->i", y, y))
-    return ~(norm <= limit)  # NaN -> bad
 
 
 class StepMap:
@@ -194,23 +188,11 @@ def _run(step_map, w0, dt, n_steps, write, copy_blocks, t0, callback, chunk_step
     T, dim, adv = step_map.seq_len, step_map.dim, step_map.advance
     n_steps = int(n_steps)
     n_traj = w0.shape[0]
-    scale = np.linalg.norm(w0[:, 0], axis=-1)
-    limit = blowup * np.where(scale > 0, scale, 1.0)
+    limit = failure_limit(w0, blowup)
     failed = np.full(n_traj, -1, dtype=np.int64)
 
     def check(k0: int, chunk: np.ndarray) -> np.ndarray:
-        n = chunk.shape[1]
-        with np.errstate(over="ignore", invalid="ignore"):
-            norm = np.sqrt(np.einsum("ijk,ijk->ij", chunk, chunk))
-        bad = ~(norm <= limit[:, None])  # (n_traj, n)
-        new = (failed < 0) & bad.any(axis=1)
-        if new.any():
-            failed[new] = k0 + np.argmax(bad[new], axis=1)
-        dead = failed >= 0
-        if dead.any():
-            after = dead[:, None] & (np.arange(k0, k0 + n)[None, :] >= failed[:, None])  # (n_traj, n)
-            chunk[after] = np.nan
-        return new
+        return mark_failures(chunk, k0, limit, failed)[0]  # the one failure rule (rollout.core)
 
     def deliver(k0: int, block: np.ndarray) -> None:
         write(k0, block)

@@ -16,7 +16,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import VPIntegratorError, finite_float
-from .engine import StepMap, bad_rows
+from .core import bad_states
+from .engine import StepMap
 
 __all__ = ["IntegratorStep", "ExactFlowStep", "ModelStep", "reference_step_map", "SCALAR_MAX_BATCH"]
 
@@ -112,7 +113,7 @@ class IntegratorStep(StepMap):
         for k in range(n):
             y = self._step(y)
             out[:, k] = y
-            bad = bad_rows(y, self._limit)
+            bad = bad_states(y, self._limit)
             if bad.any():  # restart failed rows so that no NaN/overflow enters the next (implicit) step
                 y = np.where(bad[:, None], self._y0, y)
         self._y = y
@@ -188,7 +189,7 @@ class ExactFlowStep(StepMap):
         y = np.asarray(solve_flow(self.system, self._y, t, rtol=self.rtol, atol=self.atol))[:, 1:]
         y = np.ascontiguousarray(y, dtype=np.float64)
         self._y = y[:, -1].copy()
-        bad = bad_rows(self._y, self._limit)
+        bad = bad_states(self._y, self._limit)
         self._y[bad] = self._y0[bad]
         return y
 

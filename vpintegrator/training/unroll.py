@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..rollout.core import iterate_windows
+
 __all__ = ["Unrolled", "unrolled"]
 
 
@@ -32,11 +34,7 @@ class Unrolled(nn.Module):
         self.pred_window = self.k * int(model.pred_window)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        outs, window = [], x
-        for _ in range(self.k):
-            y = self.model(window)
-            outs.append(y)
-            window = y if y.shape[1] == self.seq_len else torch.cat([window, y], 1)[:, -self.seq_len:]
+        outs = iterate_windows(self.model, x, self.k)  # the rollout core's window advance
         return outs[0] if self.k == 1 else torch.cat(outs, 1)
 
 

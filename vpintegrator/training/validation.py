@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from ..data.trajectories import Trajectories
+from ..rollout.core import iterate_windows
 from . import ddp
 
 __all__ = ["window_loss", "RolloutValidator"]
@@ -92,12 +93,7 @@ class RolloutValidator:
         was_training = model.training
         model.eval()
         with torch.no_grad():
-            x, parts, have = ref[:, :T], [], T
-            while have < total:
-                out = model(x)
-                parts.append(out)
-                x = out if P >= T else torch.cat([x[:, P:], out], 1)
-                have += P
+            parts = iterate_windows(model, ref[:, :T], -(-(total - T) // P))  # the rollout core's advance
             pred = torch.cat(parts, 1)[:, : total - T].double()
         model.train(was_training)
         target = ref[:, T:].double()

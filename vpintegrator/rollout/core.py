@@ -1,0 +1,105 @@
+"""The rollout core: the one window advance and the one failure rule, on NumPy arrays or torch tensors.
+
+Every engine that iterates a map uses these: the host engine (:func:`~vpintegrator.rollout.stream_rollout`,
+NumPy blocks), the device engine (:func:`~vpintegrator.rollout.device_stream_rollout`, tensors on the
+model's device), the step maps that restart their own rows (:class:`~vpintegrator.rollout.IntegratorStep`,
+:class:`~vpintegrator.rollout.ExactFlowStep`), training's rollout validation
+(:class:`~vpintegrator.training.validation.RolloutValidator`) and the unrolled training target
+(:class:`~vpintegrator.training.unroll.Unrolled`).
+
+The window advance. A model maps a window of ``seq_len`` states (batch, seq_len, dim) to the next
+``pred_window`` states; the next window is the last ``seq_len`` states of the window followed by the first
+``advance`` predictions (``advance = pred_window`` for non-overlapping windows, 1 for overlapping ones):
+:func:`next_window`. :func:`iterate_windows` applies a model ``n_calls`` times on its own predictions.
+(:class:`~vpintegrator.rollout.ModelStep` writes the same windows into one buffer instead of concatenating,
+so that a batch-1 rollout allocates nothing per call; tests check it against :func:`iterate_windows`.)
+
+The failure rule. A trajectory fails at the first state that is not finite or whose norm exceeds
+``limit = blowup × ‖z_0‖`` (‖z_0‖ = 1 where it is 0): :func:`failure_limit`, :func:`bad_states`; the
+engines record that step and set the trajectory's states from then on to NaN (:func:`mark_failures`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..arrays import array_namespace
+
+__all__ = ["next_window", "iterate_windows", "failure_limit", "bad_states", "mark_failures"]
+
+
+def next_window(window: Any, pred: Any, seq_len: int) -> Any:
+    """The window after a model call: the last ``seq_len`` states of ``window`` (batch, seq_len, dim) followed
+    by ``pred`` (batch, advance, dim), i.e. ``concat(window, pred)[:, -seq_len:]``; ``pred`` itself when it
+    already holds ``seq_len`` states."""
+    if pred.shape[1] == seq_len:
+        return pred
+    xp = array_namespace(window)
+    joined = xp.concatenate((window, pred), axis=1) if xp is np else xp.cat((window, pred), 1)
+    return joined[:, -seq_len:]
+
+
+def iterate_windows(model, window: Any, n_calls: int, advance: int | None = None) -> list[Any]:
+    """The predictions of ``n_calls`` calls of ``model`` on its own output, starting from ``window``
+    (batch, seq_len, dim): a list of ``n_calls`` arrays (batch, advance, dim) (``advance`` default: every
+    predicted state, the non-overlapping windows of the paper). Differentiable when ``model`` is."""
+    seq_len = window.shape[1]
+    outs = []
+    for _ in range(int(n_calls)):
+        pred = model(window)
+        if advance is not None:
+            pred = pred[:, :advance]
+        outs.append(pred)
+        window = next_window(window, pred, seq_len)
+    return outs
+
+
+def failure_limit(window0: np.ndarray, blowup: float) -> np.ndarray:
+    """The norm bound per trajectory, ``blowup × ‖z_0‖`` (‖z_0‖ = 1 where it is 0), from the first
+    windows (n_traj, seq_len, dim) float64."""
+    scale = np.linalg.norm(window0[:, 0], axis=-1)
+    return blowup * np.where(scale > 0, scale, 1.0)
+
+
+def bad_states(y: Any, limit: Any) -> Any:
+    """Where states ``y`` (n, dim) or (n, k, dim) are not finite or have a norm above ``limit`` (n,):
+    a boolean (n,) or (n, k). NaN counts as bad."""
+    xp = array_namespace(y)
+    if xp is np:
+        with np.errstate(over="ignore", invalid="ignore"):
+            norm = np.sqrt(np.einsum("...j,...j->...", y, y))
+    else:
+        norm = xp.sqrt((y * y).sum(-1))
+    lim = limit if y.ndim == 2 else limit[:, None]
+    return ~(norm <= lim)
+
+
+def mark_failures(block: Any, k0: int, limit: Any, failed: Any) -> tuple[Any, Any]:
+    """Apply the failure rule to a block ``block`` (n_traj, n, dim) holding steps ``k0 .. k0 + n − 1``.
+
+    ``failed`` (n_traj,) int holds each trajectory's failure step so far (−1: none). The first bad step of a
+    trajectory that had not failed is recorded, and every state of a failed trajectory from its failure
+    step on becomes NaN (in ``block``, in place). Returns ``(new, failed)``: the trajectories that failed in
+    this block (bool, n_traj) and the updated failure steps (the NumPy array is also updated in place).
+    """
+    xp = array_namespace(block)
+    n = block.shape[1]
+    bad = bad_states(block, limit)  # (n_traj, n)
+    if xp is np:
+        new = (failed < 0) & bad.any(axis=1)
+        if new.any():
+            failed[new] = k0 + np.argmax(bad[new], axis=1)
+        dead = failed >= 0
+        if dead.any():
+            after = dead[:, None] & (np.arange(k0, k0 + n)[None, :] >= failed[:, None])  # (n_traj, n)
+            block[after] = np.nan
+        return new, failed
+    # torch: no host synchronisation (no data-dependent branches)
+    new = (failed < 0) & bad.any(1)
+    failed = xp.where(new, k0 + xp.argmax(bad.to(xp.uint8), dim=1), failed)
+    steps = xp.arange(k0, k0 + n, device=block.device)
+    after = (failed >= 0)[:, None] & (steps[None, :] >= failed[:, None])
+    block.masked_fill_(after[:, :, None], float("nan"))
+    return new, failed
