@@ -31,26 +31,27 @@ __all__ = ["next_window", "iterate_windows", "failure_limit", "bad_states", "mar
 
 
 def next_window(window: Any, pred: Any, seq_len: int) -> Any:
-    """The window after a model call: the last ``seq_len`` states of ``window`` (batch, seq_len, dim) followed
-    by ``pred`` (batch, advance, dim), i.e. ``concat(window, pred)[:, -seq_len:]``; ``pred`` itself when it
-    already holds ``seq_len`` states."""
-    if pred.shape[1] == seq_len:
+    """The window after a model call: the last ``seq_len`` states of ``window`` (..., seq_len, dim) followed
+    by ``pred`` (..., advance, dim), i.e. ``concat(window, pred)[..., -seq_len:, :]`` (states on the
+    second-to-last axis, so a leading member axis of a vmapped ensemble rides along); ``pred`` itself when
+    it already holds ``seq_len`` states."""
+    if pred.shape[-2] == seq_len:
         return pred
     xp = array_namespace(window)
-    joined = xp.concatenate((window, pred), axis=1) if xp is np else xp.cat((window, pred), 1)
-    return joined[:, -seq_len:]
+    joined = xp.concatenate((window, pred), axis=-2) if xp is np else xp.cat((window, pred), -2)
+    return joined[..., -seq_len:, :]
 
 
 def iterate_windows(model, window: Any, n_calls: int, advance: int | None = None) -> list[Any]:
     """The predictions of ``n_calls`` calls of ``model`` on its own output, starting from ``window``
-    (batch, seq_len, dim): a list of ``n_calls`` arrays (batch, advance, dim) (``advance`` default: every
+    (..., seq_len, dim): a list of ``n_calls`` arrays (..., advance, dim) (``advance`` default: every
     predicted state, the non-overlapping windows of the paper). Differentiable when ``model`` is."""
-    seq_len = window.shape[1]
+    seq_len = window.shape[-2]
     outs = []
     for _ in range(int(n_calls)):
         pred = model(window)
         if advance is not None:
-            pred = pred[:, :advance]
+            pred = pred[..., :advance, :]
         outs.append(pred)
         window = next_window(window, pred, seq_len)
     return outs

@@ -53,6 +53,7 @@ import torch
 from .._version import __version__
 from ..errors import VPIntegratorError
 from . import checkpoint as ckpt_io
+from ..rollout.core import iterate_windows
 from .config import TrainConfig
 from .fast_step import FastStep, resolve_fast_step
 from .guards import StopRequest
@@ -250,12 +251,8 @@ class EnsembleTrainer:
         n = len(self.members)
         T, P, total = v.seq_len, v.pred_window, ref.shape[1]
         self.template.eval()
-        x, parts, have = ref[:, :T].expand(n, *ref[:, :T].shape), [], T
-        while have < total:
-            out = self._forward(x)
-            parts.append(out)
-            x = out if P >= T else torch.cat([x[:, :, P:], out], 2)
-            have += P
+        x = ref[:, :T].expand(n, *ref[:, :T].shape)  # (N, n_traj, T, dim): every member from the same windows
+        parts = iterate_windows(self._forward, x, -(-(total - T) // P))  # the rollout core's advance
         self.template.train()
         pred = torch.cat(parts, 2)[:, :, : total - T].double()
         target = ref[:, T:].double()
