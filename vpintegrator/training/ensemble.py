@@ -58,6 +58,7 @@ from .config import TrainConfig
 from .fast_step import FastStep, resolve_fast_step
 from .guards import StopRequest
 from .optim import label, make_optimizer, make_scheduler
+from .record import RunRecord
 from .results import (  # noqa: F401 (is_ensemble_dir, member_dir_name re-exported)
     TABLE_COLUMNS, EnsembleResult, EpochInfo, FitResult, TrainingInterrupted, is_ensemble_dir, member_dir_name,
 )
@@ -65,22 +66,19 @@ from .setup import check_windows_fit, load_data, new_model, resolve_config, wind
 
 __all__ = ["EnsembleResult", "EnsembleTrainer", "member_dir_name", "is_ensemble_dir"]
 
-class _Member:
-    """Bookkeeping of one member (what :class:`Trainer` keeps for its one model)."""
+class _Member(RunRecord):
+    """One member: a run's bookkeeping (:class:`~vpintegrator.training.record.RunRecord`, what
+    :class:`Trainer` keeps for its one model) plus the member's seed, data order and state."""
 
-    def __init__(self, k: int, seed: int, model: torch.nn.Module, run_dir: Path | None) -> None:
-        self.k, self.seed, self.model, self.run_dir = k, seed, model, run_dir
+    def __init__(self, k: int, seed: int, model: torch.nn.Module, run_dir: Path | None,
+                 log_columns: tuple[str, ...], min_delta: float) -> None:
+        super().__init__(run_dir, log_columns, min_delta)
+        self.k, self.seed, self.model = k, seed, model
         self.generator = torch.Generator().manual_seed(seed)
         self.active = True
         self.stopped = "running"
-        self.best_loss, self.best_epoch, self.bad_epochs = math.inf, 0, 0
-        self.best_state: dict[str, torch.Tensor] | None = None
-        self.best_dirty = False
-        self.last_train = self.last_val = math.nan
         self.epoch = self.step = 0
-        self.history: list[dict[str, float]] = []
         self.diverged: dict[str, Any] | None = None
-        self.finite_summary: dict[str, Any] | None = None
         self.frozen: dict[str, torch.Tensor] | None = None  # the weights when it stopped (inactive members)
 
 
@@ -127,7 +125,8 @@ class EnsembleTrainer:
         out = Path(self.resolved.out) if self.resolved.out is not None else None
         self.out = out
         self.members = [
-            _Member(k, s, m, None if out is None else out / member_dir_name(k, s))
+            _Member(k, s, m, None if out is None else out / member_dir_name(k, s), self.log_columns,
+                    config.min_delta)
             for k, (s, m) in enumerate(zip(self.seeds, models))
         ]
         self.optimizer = make_optimizer(config.optimizer, list(self.params.values()), config.lr,
@@ -294,12 +293,7 @@ class EnsembleTrainer:
             return
         from ..models import save_model
 
-        if m.best_dirty and m.best_state is not None:
-            best = copy.deepcopy(m.model)
-            best.load_state_dict(m.best_state)
-            save_model(best, m.run_dir / "best.pt",
-                       extra={"epoch": m.best_epoch, "best_loss": float(m.best_loss), "kind": "best"})
-            m.best_dirty = False
+        m.save_best(m.model)
         if m.diverged is None:  # a diverged member keeps its last finite last.pt
             self._sync_member(m.k)
             save_model(m.model, m.run_dir / "last.pt", extra={
@@ -320,13 +314,7 @@ class EnsembleTrainer:
         for m in self.members:
             m.run_dir.mkdir(parents=True, exist_ok=True)
             ckpt_io.write_text(m.run_dir / "config.toml", self._member_config(m).to_toml())
-            ckpt_io.write_text(m.run_dir / "log.csv", ",".join(self.log_columns) + "\n")
-
-    def _log(self, m: _Member, row: dict[str, float]) -> None:
-        m.history.append(row)
-        if m.run_dir is not None:
-            with open(m.run_dir / "log.csv", "a", encoding="utf-8") as f:
-                f.write(ckpt_io.format_row(row, self.log_columns) + "\n")
+            m.start_log()
 
     # -- the loop ----------------------------------------------------------------------------------
 
@@ -408,19 +396,12 @@ class EnsembleTrainer:
                 monitor = vals[k] if self.val_set is not None else train[k]
                 if self.rollout_validator is not None:
                     monitor = rollouts[k]
-                improved = math.isfinite(monitor) and (
-                    not math.isfinite(m.best_loss) or monitor < m.best_loss - cfg.min_delta)
-                if improved or m.best_epoch == 0:
-                    m.best_loss, m.best_epoch, m.bad_epochs = monitor, self.epoch, 0
-                    m.best_state = self._member_state(k)
-                    m.best_dirty = True
-                else:
-                    m.bad_epochs += 1
+                m.judge(self.epoch, monitor, lambda: self._member_state(k))
                 row = {"epoch": self.epoch, "train_loss": train[k], "val_loss": vals[k], "lr": lr,
                        "seconds": seconds}
                 if self.rollout_validator is not None:
                     row[ckpt_io.ROLLOUT_COLUMN] = rollouts[k]
-                self._log(m, row)
+                m.log(row)
                 m.finite_summary = self._summary(m, "diverged")
                 infos.append(EpochInfo(self.epoch, self.step, train[k], vals[k], lr, seconds))
                 if cfg.patience > 0 and m.bad_epochs >= cfg.patience:

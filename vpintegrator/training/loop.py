@@ -15,7 +15,6 @@ ranks all-reduce its numerator and denominator before the backward pass: each ra
 
 from __future__ import annotations
 
-import copy
 import math
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ from .fast_step import FastStep, portable_state, resolve_fast_step
 from .optim import LevenbergMarquardt, LMSubsample, label, make_optimizer, make_scheduler, relative_loss
 from .progress import progress_bar
 from .guards import Diverged, StopRequest
+from .record import RunRecord
 from .results import EpochInfo, FitResult, TrainingInterrupted
 from .unroll import unrolled
 from .setup import check_windows_fit, load_data, new_model, resolve_config, window_sets
@@ -99,14 +99,10 @@ class Trainer:
         self.epoch = self.step = self.batch_in_epoch = 0
         self.epoch_start_state = self.generator.get_state()
         self.loss_sum, self.loss_count = 0.0, 0
-        self.best_loss, self.best_epoch, self.bad_epochs = math.inf, 0, 0
         self.wall_before = 0.0  # seconds spent by earlier invocations of this run
-        self.history: list[dict[str, float]] = []
-        self.best_state: dict[str, torch.Tensor] | None = None
-        self.best_dirty = False
-        self.last_train = self.last_val = math.nan
+        # the best epoch, patience, history and log.csv (only rank 0 writes files)
+        self.record = RunRecord(self.run_dir if self.dist.is_main else None, self.log_columns, config.min_delta)
         self.last_save = time.perf_counter()
-        self.finite_summary: dict[str, Any] | None = None  # the state after the last finite epoch
         if resume is not None:
             self._load(resume / "last.pt")
         self.fast = None if self.fast_mode == "off" else FastStep(
@@ -129,12 +125,12 @@ class Trainer:
             "train_state": {
                 "loss_sum": float(self.loss_sum),
                 "loss_count": int(self.loss_count),
-                "best_loss": float(self.best_loss),
-                "best_epoch": int(self.best_epoch),
-                "bad_epochs": int(self.bad_epochs),
+                "best_loss": float(self.record.best_loss),
+                "best_epoch": int(self.record.best_epoch),
+                "bad_epochs": int(self.record.bad_epochs),
                 "wall_time": float(self._wall()),
-                "train_loss": float(self.last_train),
-                "val_loss": float(self.last_val),
+                "train_loss": float(self.record.last_train),
+                "val_loss": float(self.record.last_val),
             },
         }
 
@@ -168,11 +164,11 @@ class Trainer:
         self.batch_in_epoch = int(ckpt["batch_in_epoch"])
         st = ckpt["train_state"]
         self.loss_sum, self.loss_count = float(st["loss_sum"]), int(st["loss_count"])
-        self.best_loss, self.best_epoch = float(st["best_loss"]), int(st["best_epoch"])
-        self.bad_epochs, self.wall_before = int(st["bad_epochs"]), float(st["wall_time"])
-        self.last_train, self.last_val = float(st["train_loss"]), float(st["val_loss"])
+        self.record.best_loss, self.record.best_epoch = float(st["best_loss"]), int(st["best_epoch"])
+        self.record.bad_epochs, self.wall_before = int(st["bad_epochs"]), float(st["wall_time"])
+        self.record.last_train, self.record.last_val = float(st["train_loss"]), float(st["val_loss"])
         if self.run_dir is not None:
-            self.history = ckpt_io.read_log(self.run_dir / "log.csv", max_epoch=self.epoch)
+            self.record.history = ckpt_io.read_log(self.run_dir / "log.csv", max_epoch=self.epoch)
 
     def _check_weights(self) -> None:
         """Raise :class:`Diverged` if any weight is NaN/Inf (one host sync; before every checkpoint)."""
@@ -200,12 +196,7 @@ class Trainer:
         from ..models import save_model
 
         run = self.run_dir
-        if self.best_dirty and self.best_state is not None:
-            best_model = copy.deepcopy(self.model)
-            best_model.load_state_dict(self.best_state)
-            save_model(best_model, run / "best.pt",
-                       extra={"epoch": self.best_epoch, "best_loss": float(self.best_loss), "kind": "best"})
-            self.best_dirty = False
+        self.record.save_best(self.model)
         save_model(self.model, run / "last.pt", extra={**self._training_state(), "kind": "last"})
         self._write_summary()
 
@@ -221,10 +212,10 @@ class Trainer:
             "epochs": int(self.epoch),
             "steps": int(self.step),
             "steps_per_epoch": int(self.steps_per_epoch),
-            "train_loss": ckpt_io.json_float(self.last_train),
-            "val_loss": ckpt_io.json_float(self.last_val),
-            "best_loss": ckpt_io.json_float(self.best_loss),
-            "best_epoch": int(self.best_epoch),
+            "train_loss": ckpt_io.json_float(self.record.last_train),
+            "val_loss": ckpt_io.json_float(self.record.last_val),
+            "best_loss": ckpt_io.json_float(self.record.best_loss),
+            "best_epoch": int(self.record.best_epoch),
             "monitor": self.config.monitor if self.val_set is not None else "train_loss",
             "lr": self._lr(),
             "wall_time": round(self._wall(), 3),
@@ -332,10 +323,7 @@ class Trainer:
             for name in ("config.toml", "log.csv", "summary.json", "last.pt", "best.pt"):
                 remove_orphans(run / name)  # temporary files of a killed earlier invocation
             ckpt_io.write_text(run / "config.toml", self.resolved.to_toml())
-            # the log: keep rows up to the checkpoint (a crash may have left later ones), then append
-            rows = "".join(ckpt_io.format_row(r, self.log_columns) + "\n" for r in self.history)
-            ckpt_io.write_text(run / "log.csv", ",".join(self.log_columns) + "\n" + rows)
-        self.log_file = open(run / "log.csv", "a", encoding="utf-8") if (self.dist.is_main and run) else None
+            self.record.start_log()  # the rows up to the checkpoint; epochs are appended from here
         stopped = "epochs"
         show = self.progress and self.dist.is_main
         try:
@@ -343,9 +331,6 @@ class Trainer:
                 stopped = self._loop(bar)
         except Diverged as err:
             self._diverged(err)
-        finally:
-            if self.log_file is not None:
-                self.log_file.close()
         self._write_summary(stopped)
         result = self._result(stopped)
         if stopped == "interrupted":
@@ -359,17 +344,12 @@ class Trainer:
         """Stop on a non-finite loss: keep every file finite (the last finite best.pt stays, last.pt is not
         written), say so in summary.json, and raise the one-line error."""
         if self.dist.is_main and self.run_dir is not None:
-            if self.best_dirty and self.best_state is not None and all(
-                bool(torch.isfinite(v).all()) for v in self.best_state.values() if v.is_floating_point()
-            ) and math.isfinite(self.best_loss):
-                self.last_save = 0.0
-                from ..models import save_model
-
-                best_model = copy.deepcopy(self.model)
-                best_model.load_state_dict(self.best_state)
-                save_model(best_model, self.run_dir / "best.pt",
-                           extra={"epoch": self.best_epoch, "best_loss": float(self.best_loss), "kind": "best"})
-            summary = self.finite_summary or {**self._summary("diverged"), "epochs": 0, "train_loss": None,
+            rec = self.record
+            if rec.best_state is not None and all(
+                bool(torch.isfinite(v).all()) for v in rec.best_state.values() if v.is_floating_point()
+            ) and math.isfinite(rec.best_loss):
+                rec.save_best(self.model)
+            summary = self.record.finite_summary or {**self._summary("diverged"), "epochs": 0, "train_loss": None,
                                                "val_loss": None}
             ckpt_io.write_json(self.run_dir / "summary.json", {
                 **summary, "stopped": "diverged",
@@ -459,32 +439,22 @@ class Trainer:
                 self.epoch -= 1  # the epoch is not accepted
                 raise Diverged("validation loss is", val_loss, self.epoch + 1, self.step)
             self._check_weights()
-            self.last_train, self.last_val = train_loss, val_loss
+            self.record.last_train, self.record.last_val = train_loss, val_loss
             monitor = val_loss if self.val_set is not None else train_loss
             val_rollout = math.nan
             if self.rollout_validator is not None:
                 with label("vp/validate_rollout"):
                     val_rollout = monitor = self.rollout_validator(self.model)
-            improved = math.isfinite(monitor) and (
-                not math.isfinite(self.best_loss) or monitor < self.best_loss - cfg.min_delta
-            )
-            if improved or self.best_epoch == 0:
-                self.best_loss, self.best_epoch, self.bad_epochs = monitor, self.epoch, 0
-                self.best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
-                self.best_dirty = True
-            else:
-                self.bad_epochs += 1
+            self.record.judge(self.epoch, monitor,
+                              lambda: {k: v.detach().clone() for k, v in self.model.state_dict().items()})
             lr = self._lr()
             row = {"epoch": self.epoch, "train_loss": train_loss, "val_loss": val_loss, "lr": lr,
                    "seconds": self._wall()}
             if self.rollout_validator is not None:
                 row[ckpt_io.ROLLOUT_COLUMN] = val_rollout
-            self.history.append(row)
-            if self.log_file is not None:
-                self.log_file.write(ckpt_io.format_row(row, self.log_columns) + "\n")
-                self.log_file.flush()
+            self.record.log(row)
             self.epoch_start_state = self.generator.get_state()
-            self.finite_summary = self._summary("diverged")
+            self.record.finite_summary = self._summary("diverged")
             info = EpochInfo(self.epoch, self.step, train_loss, val_loss, lr, row["seconds"])
             if bar is not None:
                 bar(info, time.perf_counter() - invocation_start)
@@ -507,7 +477,7 @@ class Trainer:
                 reason = "interrupted" if not finished else "epochs"
             elif finished:
                 reason = "epochs"
-            elif cfg.patience > 0 and self.bad_epochs >= cfg.patience:
+            elif cfg.patience > 0 and self.record.bad_epochs >= cfg.patience:
                 reason = "early_stopping"
             elif flags[2] > 0:
                 reason = "callback"
@@ -524,7 +494,8 @@ class Trainer:
     def _result(self, stopped: str) -> FitResult:
         return FitResult(
             run_dir=self.run_dir, model=self.model, epochs=self.epoch, steps=self.step,
-            train_loss=float(self.last_train), val_loss=float(self.last_val), best_loss=float(self.best_loss),
-            best_epoch=int(self.best_epoch), wall_time=self._wall(), n_params=int(self.n_params),
-            device=str(self.device), dtype=self.resolved.dtype, stopped=stopped, history=list(self.history),
+            train_loss=float(self.record.last_train), val_loss=float(self.record.last_val),
+            best_loss=float(self.record.best_loss), best_epoch=int(self.record.best_epoch), wall_time=self._wall(),
+            n_params=int(self.n_params), device=str(self.device), dtype=self.resolved.dtype, stopped=stopped,
+            history=list(self.record.history),
         )

@@ -1,0 +1,83 @@
+"""One run's per-epoch bookkeeping, the same for a single run and for each member of a seed ensemble:
+the monitored score and the best epoch (with its weights and patience), the history and its ``log.csv``,
+and ``best.pt``.
+
+:class:`~vpintegrator.training.loop.Trainer` keeps one :class:`RunRecord`; the ensemble
+(:mod:`~vpintegrator.training.ensemble`) one per member. The rule that picks the best epoch, the log's
+format and the best checkpoint are therefore written once.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from . import checkpoint as ckpt_io
+
+__all__ = ["RunRecord"]
+
+
+class RunRecord:
+    """The bookkeeping of one run.
+
+    Parameters
+    ----------
+    run_dir : Path or None
+        Where ``log.csv`` and ``best.pt`` go (None: nothing is written, e.g. a DDP rank other than 0).
+    log_columns : tuple of str
+        The columns of ``log.csv`` (:func:`~vpintegrator.training.checkpoint.log_columns`).
+    min_delta : float
+        An epoch improves on the best one when its score is lower by more than this.
+    """
+
+    def __init__(self, run_dir: Path | None, log_columns: tuple[str, ...], min_delta: float) -> None:
+        self.run_dir, self.log_columns, self.min_delta = run_dir, tuple(log_columns), float(min_delta)
+        self.best_loss, self.best_epoch, self.bad_epochs = math.inf, 0, 0
+        self.best_state: dict[str, torch.Tensor] | None = None
+        self.best_dirty = False  # best_state not yet written to best.pt
+        self.last_train = self.last_val = math.nan
+        self.history: list[dict[str, float]] = []
+        self.finite_summary: dict[str, Any] | None = None  # summary.json as of the last finite epoch
+
+    def judge(self, epoch: int, score: float, state: Callable[[], dict[str, torch.Tensor]]) -> bool:
+        """Record epoch ``epoch``'s monitored ``score``: the best so far (the first epoch always counts)
+        keeps ``state()`` (a copy of the weights) and resets patience; otherwise one more bad epoch.
+        Returns whether it became the best."""
+        improved = math.isfinite(score) and (not math.isfinite(self.best_loss) or score < self.best_loss - self.min_delta)
+        if improved or self.best_epoch == 0:
+            self.best_loss, self.best_epoch, self.bad_epochs = score, epoch, 0
+            self.best_state = state()
+            self.best_dirty = True
+            return True
+        self.bad_epochs += 1
+        return False
+
+    def start_log(self) -> None:
+        """(Re)write ``log.csv``: the header and the rows of :attr:`history` (on resume the rows up to the
+        checkpoint: a crash may have left later ones), atomically."""
+        if self.run_dir is not None:
+            rows = "".join(ckpt_io.format_row(r, self.log_columns) + "\n" for r in self.history)
+            ckpt_io.write_text(self.run_dir / "log.csv", ",".join(self.log_columns) + "\n" + rows)
+
+    def log(self, row: dict[str, float]) -> None:
+        """Append one epoch's ``row`` to the history and to ``log.csv``."""
+        self.history.append(row)
+        if self.run_dir is not None:
+            with open(self.run_dir / "log.csv", "a", encoding="utf-8") as f:
+                f.write(ckpt_io.format_row(row, self.log_columns) + "\n")
+
+    def save_best(self, model: torch.nn.Module) -> None:
+        """Write ``best.pt`` (``model``'s architecture with the best weights) if the best changed since."""
+        if self.run_dir is None or not self.best_dirty or self.best_state is None:
+            return
+        from ..models import save_model
+
+        best = copy.deepcopy(model)
+        best.load_state_dict(self.best_state)
+        save_model(best, self.run_dir / "best.pt",
+                   extra={"epoch": self.best_epoch, "best_loss": float(self.best_loss), "kind": "best"})
+        self.best_dirty = False
