@@ -89,13 +89,14 @@ def pytest_results(xml: Path) -> list[tuple[str, str, str]]:
 
 def train_figures(log: str) -> list[tuple[str, str, float]]:
     """(fast_step asked, what ran, epochs/s) per line ``ours, fast_step=X (ran: Y)  R epochs/s`` of bench_train."""
-    pattern = re.compile(r"^ours, fast_step=(\S+) \(ran: (.*?)\)\s+([\d.]+) epochs/s", re.M)
+    pattern = re.compile(r"^ours, fast_step=(\S+) \(ran: (.*?)\)\s+([\d.]+) epochs/s", re.MULTILINE)
     return [(m[1], m[2], float(m[3])) for m in pattern.finditer(log)]
 
 
 def ensemble_figures(log: str) -> list[tuple[int, float, str]]:
     """(members, model-epochs/s, what ran) per ``N = k: ensemble R model-epochs/s (fast_step ran: Y)`` line."""
-    pattern = re.compile(r"^N =\s*(\d+): ensemble\s+([\d.]+) model-epochs/s \(fast_step ran: (.*?)\), sequential", re.M)
+    pattern = re.compile(r"^N =\s*(\d+): ensemble\s+([\d.]+) model-epochs/s \(fast_step ran: (.*?)\), sequential",
+                         re.MULTILINE)
     return [(int(m[1]), float(m[2]), m[3]) for m in pattern.finditer(log)]
 
 
@@ -160,7 +161,8 @@ def _fmt(value: float | None, digits: int = 4) -> str:
 
 
 def _machine() -> list[str]:
-    lines = [f"- host: {platform.node()}, {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"]
+    lines = [f"- host: {platform.node()}, {platform.machine()}, {os.cpu_count()} CPUs, "
+             f"Python {platform.python_version()}"]
     try:
         import torch
 
@@ -189,8 +191,9 @@ def report(out: Path) -> tuple[str, bool]:
         lines.append("| bench_train: epochs/s | missing | >= 300 | missing |")
     for mode, ran, rate in train:
         fast = mode != "off"
+        target = ">= 300" if fast else "(eager baseline; paper 23)"
         lines.append(f"| paper VPT, Adam, batch 16384, float32, fast_step={mode} (ran: {ran}): epochs/s | {rate:.3f} "
-                     f"| {'>= 300' if fast else '(eager baseline; paper 23)'} | {_met(rate, TRAIN_TARGET) if fast else ''} |")
+                     f"| {target} | {_met(rate, TRAIN_TARGET) if fast else ''} |")
     ensemble = ensemble_figures(_log(out, "bench_ensemble"))
     if not any(n == 64 for n, _, _ in ensemble):
         lines.append("| ensemble of 64 seeds: model-epochs/s | missing | >= 5000 | missing |")
@@ -200,21 +203,23 @@ def report(out: Path) -> tuple[str, bool]:
                      f"{'>= 5000' if target else ''} | {_met(rate, ENSEMBLE_TARGET) if target else ''} |")
     sections = rollout_sections(_log(out, "bench_rollout"))
     model = rollout_model_rate(sections.get("i", []), ROLLOUT_ICS)
-    lines.append(f"| rollout of 10^6 ICs, model steps on the device ({model[0] if model else '?'}): state-steps/s | "
-                 f"{_fmt(model[1] if model else None, 3)} | >= 1e9 | {_met(model[1] if model else None, ROLLOUT_TARGET)} |")
+    runner, rate = model if model else ("?", None)
+    lines.append(f"| rollout of 10^6 ICs, model steps on the device ({runner}): state-steps/s | {_fmt(rate, 3)} | "
+                 f">= 1e9 | {_met(rate, ROLLOUT_TARGET)} |")
     for volume, ratio in rollout_io_ratio(sections.get("iii", []), ROLLOUT_ICS):
         lines.append(f"| whole run_rollouts, 10^6 ICs, volume {volume}: device s / I/O s | {ratio:.2f} | "
                      "1 (the speed of its file I/O) | |")
     lm = lm_figures(out / "runs" / "lm_cuda")
     if lm is None:
-        lines.append("| Levenberg–Marquardt on CUDA: seconds to training loss <= 5e-4 | missing | reached | missing |")
+        lines.append("| Levenberg–Marquardt on CUDA: seconds to training loss <= 5e-4 | missing | reached | "
+                     "missing |")
     else:
         reached = lm["seconds_to_target"]
         lines.append(f"| Levenberg–Marquardt on CUDA: seconds to training loss <= 5e-4 (last loss "
                      f"{lm['train_loss']:.3g} after {lm['epochs']} epochs, {lm['seconds']:.0f} s) | "
                      f"{'not reached' if reached is None else f'{reached:.1f}'} | reached (CPU: 51.7 ± 15 s) | "
                      f"{'met' if reached is not None else 'not met'} |")
-    ddp = re.search(r"^ddp_check: .*$", _log(out, "ddp_nccl"), re.M)
+    ddp = re.search(r"^ddp_check: .*$", _log(out, "ddp_nccl"), re.MULTILINE)
     lines.append(f"| DDP through NCCL (torchrun --nproc_per_node=1) against one process | "
                  f"{ddp[0].rsplit(': ', 1)[-1] if ddp else 'missing'} | PASS | |")
     if ddp:
@@ -230,7 +235,8 @@ def report(out: Path) -> tuple[str, bool]:
     if not tests:
         lines.append("No JUnit file (pytest_gpu.xml): the tests did not run.")
     else:
-        counts = {o: sum(1 for _, outcome, _ in tests if outcome == o) for o in ("passed", "FAILED", "ERROR", "skipped")}
+        outcomes = [outcome for _, outcome, _ in tests]
+        counts = {o: outcomes.count(o) for o in ("passed", "FAILED", "ERROR", "skipped")}
         lines.append(", ".join(f"{v} {k}" for k, v in counts.items() if v) + ".")
         lines += ["", "| test | outcome | reason |", "|---|---|---|"]
         lines += [f"| {t} | {o} | {w.replace('|', '/')} |" for t, o, w in tests]

@@ -207,13 +207,13 @@ def fake_capture(monkeypatch):
     class Fake:
         fail: object = ()
         scale = 0.0
-        captured: list = []
+        captured: tuple = ()
 
     def capture(body, device):
         shape = tuple(body.__self__.index.shape)
         if Fake.fail == "all" or shape in Fake.fail:
             raise RuntimeError("operation not permitted when stream is capturing\nCUDA kernel errors ...")
-        Fake.captured.append(shape)
+        Fake.captured += (shape,)
         graph = _FakeGraph(body, Fake.scale)
         return graph, graph.loss
 
@@ -221,12 +221,12 @@ def fake_capture(monkeypatch):
         monkeypatch.setattr(module, "resolve_fast_step", lambda mode, *args: "off" if mode == "off" else "graph")
     monkeypatch.setattr(fast_step, "_captures", lambda device: True)
     monkeypatch.setattr(fast_step, "capture_graph", capture)
-    Fake.captured = []
     return Fake
 
 
 def _warnings(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name.startswith("vpintegrator") and r.levelno >= logging.WARNING]
+    return [r.getMessage() for r in caplog.records
+            if r.name.startswith("vpintegrator") and r.levelno >= logging.WARNING]
 
 
 def _same_run(a, b) -> bool:
@@ -263,7 +263,7 @@ def test_auto_keeps_a_replay_that_agrees(tiny_data, tmp_path, fake_capture, capl
     with caplog.at_level(logging.WARNING):
         auto = fit(_config(tiny_data, tmp_path, "auto"))
     eager = fit(_config(tiny_data, tmp_path, "eager", fast_step="off"))
-    assert fake_capture.captured == [(32,), (15,)] and _warnings(caplog) == []
+    assert fake_capture.captured == ((32,), (15,)) and _warnings(caplog) == []
     assert _same_run(auto, eager)
     summary = _summary(auto)
     assert summary["fast_step_used"] == "graph" and summary["fast_step_fallback"] is None

@@ -301,9 +301,8 @@ class FastStep:
             step = GraphStep(self.batch_loss, self.optimizer, shape, self.device, self.capture)
             loss = self._first_step(step, index) if self.check else step(index)
         except Exception as err:  # noqa: BLE001 -- whatever broke, the eager step decides
-            why = f"building the {self.mode} step raised {_first_line(err)}"
-            if isinstance(err, _Disagrees):
-                why = str(err)
+            why = (str(err) if isinstance(err, _Disagrees)
+                   else f"building the {self.mode} step raised {_first_line(err)}")
             return self._give_up(before, why, index, err)
         self.steps[shape] = step
         return loss
@@ -324,6 +323,8 @@ class FastStep:
     def _give_up(self, before: _Snapshot, why: str, index: torch.Tensor, err: Exception) -> torch.Tensor:
         """Put the state back as it was before this step; fall back to the eager step, or raise."""
         self.steps.clear()
+        if self.device.type == "cuda":  # a warm-up that raised may have left work queued on its side stream
+            torch.cuda.synchronize(self.device)
         before.restore(drop_new=True)
         if self.device.type == "cuda":
             self._capturable(False)
