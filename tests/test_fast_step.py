@@ -363,3 +363,58 @@ def test_cuda_graph_run_resumes_on_the_cpu(tiny_data, tmp_path):
     assert type(group["lr"]) is float and not group["capturable"]
     resumed = fit(resume=tmp_path / "split", epochs=3, device="cpu")
     assert resumed.epochs == 3 and math.isfinite(resumed.train_loss)
+
+
+def _params_of(body) -> list[torch.Tensor]:
+    return [p for g in body.__self__.optimizer.param_groups for p in g["params"]]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("failure", ["capture raises", "replay errs"])
+def test_cuda_auto_falls_back_to_the_eager_run(tiny_data, tmp_path, monkeypatch, caplog, failure):
+    """On CUDA (capturable optimiser, lr a device tensor, real capture): a capture that raises, or a real
+    replay followed by a wrong update, makes auto put everything back and train on as fast_step = 'off'."""
+    real = fast_step.capture_graph
+
+    class Erring:
+        def __init__(self, graph, params):
+            self.graph, self.params = graph, params
+
+        def replay(self):
+            self.graph.replay()
+            with torch.no_grad():
+                for p in self.params:
+                    p.add_(1e-3)
+
+    def capture(body, device):
+        if failure == "capture raises":
+            raise RuntimeError("operation not permitted when stream is capturing")
+        graph, loss = real(body, device)
+        return Erring(graph, _params_of(body)), loss
+
+    monkeypatch.setattr(fast_step, "capture_graph", capture)
+    with caplog.at_level(logging.WARNING):
+        auto = fit(_config(tiny_data, tmp_path, "auto", device="cuda"))
+    eager = fit(_config(tiny_data, tmp_path, "eager", device="cuda", fast_step="off"))
+    assert len(_warnings(caplog)) == 1
+    summary = _summary(auto)
+    assert summary["fast_step_used"] == "off"
+    assert ("disagrees" if failure == "replay errs" else "operation not permitted") in summary["fast_step_fallback"]
+    # to float rounding: the step that falls back reads the lr the schedule wrote into the float32 tensor
+    for a, b in zip(auto.history, eager.history):
+        assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-6)
+    for (name, p), q in zip(auto.model.named_parameters(), eager.model.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-7, msg=name)
+
+
+@pytest.mark.gpu
+def test_cuda_graph_run_resumes_on_cuda(tiny_data, tmp_path):
+    """last.pt holds the eager optimiser state (step counts on the host): resumed on CUDA the capturable step
+    gets them on the device and the run goes on as one graph run."""
+    straight = fit(_config(tiny_data, tmp_path, "straight", device="cuda"))
+    fit(_config(tiny_data, tmp_path, "split", device="cuda", epochs=2))
+    resumed = fit(resume=tmp_path / "split", epochs=3)
+    assert _summary(resumed)["fast_step_used"] == "graph" and _summary(resumed)["fast_step_fallback"] is None
+    assert resumed.steps == straight.steps
+    for (name, p), q in zip(resumed.model.named_parameters(), straight.model.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-9, msg=name)
