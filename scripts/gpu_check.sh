@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark in one command, and one report (issue 24):
 #
-#   bash scripts/gpu_check.sh [--dry-run] [OUT]        (OUT default: runs/gpu_check)
+#   bash scripts/gpu_check.sh [--dry-run] [OUT]        (OUT default: runs/gpu_check in the repository)
 #
 # Runs, each with its log in OUT/<step>.log and its exit status in OUT/steps.tsv:
 #   data           vp-gen rigid_body_paper (only when datasets/rigid_body_paper.h5 is missing)
@@ -17,8 +17,6 @@
 # is run; --dry-run prints the steps, one "name<TAB>command" line each, and runs nothing).
 # Environment: PYTHON (default python), GPU_CHECK_STEP_TIMEOUT (seconds per step, default 3600).
 set -u
-cd "$(dirname "$0")/.." || exit 1
-
 DRY=""
 OUT=""
 for arg in "$@"; do
@@ -30,7 +28,9 @@ for arg in "$@"; do
            OUT=$arg ;;
     esac
 done
-OUT=${OUT:-runs/gpu_check}
+REPO=$(cd "$(dirname "$0")/.." && pwd) || exit 1
+OUT=$(realpath -m "${OUT:-$REPO/runs/gpu_check}")  # relative to where it was called from
+cd "$REPO" || exit 1
 PY=${PYTHON:-python}
 LIMIT=${GPU_CHECK_STEP_TIMEOUT:-3600}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's vpintegrator, whatever is installed

@@ -23,7 +23,7 @@ STEPS = ["data", "pytest_gpu", "bench_train", "bench_ensemble", "bench_rollout",
 
 def _env() -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+    for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "PYTHON"):
         env.pop(key, None)
     return env
 
