@@ -31,10 +31,10 @@ checked: an eager step runs from a copy of the parameters and optimiser state, t
 graph is replayed, and the two results (loss, parameter update) must agree to :data:`AGREEMENT_RTOL` of the
 parameters' dtype; the graph's result is kept. If the set-up (warm-up, compilation, capture) raises or the
 check fails, ``auto`` puts parameters and optimiser state back as they were before that step, logs one
-warning line that says why, and runs the eager step from then on (the run is then the eager run: bit for bit
-on the CPU; on CUDA to float rounding, as that step's lr is the float32 value the schedule wrote) (:attr:`FastStep.used` ``"off"``,
-:attr:`FastStep.fallback_reason` the why, both in ``summary.json``); an explicit ``graph``/``compile`` raises
-a one-line error naming ``fast_step`` instead.
+warning line that says why, and runs the eager step from then on: :attr:`FastStep.used` is then ``"off"``
+and :attr:`FastStep.fallback_reason` the why, both in ``summary.json``. The run is then the eager run, bit
+for bit on the CPU and to float rounding on CUDA (that step's lr is the float32 value the schedule wrote).
+An explicit ``graph``/``compile`` raises a one-line error naming ``fast_step`` instead.
 """
 
 from __future__ import annotations
