@@ -83,12 +83,15 @@ def main() -> None:
             ens = fit(_config(data, f"{tmp}/ens{size}", args), ensemble=size)
             wall = time.perf_counter() - t0
             ensemble = size * args.epochs / _timed_epochs(ens.members[0].history)
-            ran = json.loads((ens.members[0].run_dir / "summary.json").read_text())["fast_step"]
+            summary = json.loads((ens.members[0].run_dir / "summary.json").read_text())
+            ran = summary.get("fast_step_used", summary["fast_step"])
+            if summary.get("fast_step_fallback"):  # auto fell back to the eager step: say why
+                ran += f"; fell back: {summary['fast_step_fallback']}"
             rows.append((size, ensemble, sequential, ensemble / sequential, wall))
             print(f"N = {size:3d}: ensemble {ensemble:9.2f} model-epochs/s (fast_step ran: {ran}), sequential "
                   f"{sequential:8.2f} model-epochs/s ({seq_runs} runs timed), ratio {ensemble / sequential:6.2f}x "
                   f"(ensemble fit {wall:.1f} s wall incl. setup)", flush=True)
-            if ran != "off":
+            if not ran.startswith("off"):
                 eager = fit(_config(data, f"{tmp}/eager{size}", args, fast_step="off"), ensemble=size)
                 rate = size * args.epochs / _timed_epochs(eager.members[0].history)
                 print(f"        eager ensemble (fast_step off) {rate:9.2f} model-epochs/s: fast / eager "

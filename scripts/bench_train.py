@@ -51,7 +51,10 @@ def bench_ours(traj, epochs: int, device: str, batch_size: int, fast_step: str =
 
     with tempfile.TemporaryDirectory() as tmp:
         result = _fit_on(traj, tmp, epochs + 1, device, batch_size, fast_step)
-        ran = json.loads((result.run_dir / "summary.json").read_text())["fast_step"]
+        summary = json.loads((result.run_dir / "summary.json").read_text())
+    ran = summary.get("fast_step_used", summary["fast_step"])
+    if summary.get("fast_step_fallback"):  # auto fell back to the eager step: say why
+        ran += f"; fell back: {summary['fast_step_fallback']}"
     seconds = [h["seconds"] for h in result.history]
     return np.diff(seconds).tolist(), ran
 

@@ -7,6 +7,7 @@ per batch size): these tests check it against the eager path bitwise. The CUDA t
 from __future__ import annotations
 
 import json
+import logging
 import math
 
 import pytest
@@ -15,7 +16,7 @@ from click.testing import CliRunner
 
 from vpintegrator import VPIntegratorError
 from vpintegrator.cli.train import main as train_main
-from vpintegrator.training import TrainConfig, ensemble, fit, loop
+from vpintegrator.training import TrainConfig, ensemble, fast_step, fit, loop
 from vpintegrator.training.fast_step import GraphStep, portable_state, resolve_fast_step
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -177,6 +178,153 @@ def test_compiled_step_trains_as_the_eager_step(tiny_data, tmp_path):
         assert a["val_loss"] == pytest.approx(b["val_loss"], rel=1e-9)
 
 
+# -- auto never fails where off works: the fallback and the agreement check ------------------------------
+
+
+class _FakeGraph:
+    """Stands in for a captured CUDA graph on the CPU: its replay runs the step's body and then, with
+    ``scale``, moves every parameter by ``scale`` times this step's update (a replay that errs)."""
+
+    def __init__(self, body, scale: float) -> None:
+        self.body, self.scale = body, scale
+        self.params = [p for g in body.__self__.optimizer.param_groups for p in g["params"]]
+        self.loss = torch.empty(0)  # the static loss tensor: replay points it at the step's loss
+
+    def replay(self) -> None:
+        before = [p.detach().clone() for p in self.params]
+        out = self.body()
+        with torch.no_grad():
+            for p, b in zip(self.params, before):
+                p.add_(self.scale * (p - b))
+        self.loss.data = out
+
+
+@pytest.fixture
+def fake_capture(monkeypatch):
+    """Resolve fast_step (but "off") to "graph" on the CPU, where the steps are then "captured" by a fake:
+    ``fake_capture.fail`` names batch shapes whose capture raises (``"all"``: every one), ``fake_capture.scale``
+    is the fake replay's error (0: the step exactly)."""
+
+    class Fake:
+        fail: object = ()
+        scale = 0.0
+        captured: tuple = ()
+
+    def capture(body, device):
+        shape = tuple(body.__self__.index.shape)
+        if Fake.fail == "all" or shape in Fake.fail:
+            raise RuntimeError("operation not permitted when stream is capturing\nCUDA kernel errors ...")
+        Fake.captured += (shape,)
+        graph = _FakeGraph(body, Fake.scale)
+        return graph, graph.loss
+
+    for module in (loop, ensemble):
+        monkeypatch.setattr(module, "resolve_fast_step", lambda mode, *args: "off" if mode == "off" else "graph")
+    monkeypatch.setattr(fast_step, "_captures", lambda device: True)
+    monkeypatch.setattr(fast_step, "capture_graph", capture)
+    return Fake
+
+
+def _warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name.startswith("vpintegrator") and r.levelno >= logging.WARNING]
+
+
+def _same_run(a, b) -> bool:
+    return ([h["train_loss"] for h in a.history] == [h["train_loss"] for h in b.history]
+            and [h["val_loss"] for h in a.history] == [h["val_loss"] for h in b.history]
+            and _same_weights(a.model, b.model))
+
+
+@pytest.mark.parametrize("fail,scale,reason", [
+    ("all", 0.0, "building the graph step raised RuntimeError: operation not permitted when stream is capturing"),
+    ((), 1e-2, "the first replayed step disagrees with the eager step"),
+    ([(15,)], 0.0, "building the graph step raised RuntimeError"),  # the partial batch's graph, after 4 graph steps
+])
+def test_auto_falls_back_to_the_eager_step(tiny_data, tmp_path, fake_capture, caplog, fail, scale, reason):
+    """A capture that raises, or a replay that errs, under auto: one warning line saying why, then the eager
+    step from the state before that step: the run is the eager run's, bit for bit."""
+    fake_capture.fail, fake_capture.scale = fail, scale
+    with caplog.at_level(logging.WARNING):
+        auto = fit(_config(tiny_data, tmp_path, "auto"))
+    eager = fit(_config(tiny_data, tmp_path, "eager", fast_step="off"))
+    [warning] = _warnings(caplog)
+    assert warning.startswith("fast_step = 'auto' runs the eager step from here: " + reason)
+    assert "\n" not in warning
+    assert _same_run(auto, eager)
+    summary = _summary(auto)
+    assert summary["fast_step"] == "graph" and summary["fast_step_used"] == "off"
+    assert summary["fast_step_fallback"].startswith(reason)
+    assert _summary(eager)["fast_step_used"] == "off" and _summary(eager)["fast_step_fallback"] is None
+
+
+def test_auto_keeps_a_replay_that_agrees(tiny_data, tmp_path, fake_capture, caplog):
+    """A faithful replay passes the check, and the check (an eager step, then the state put back, then the
+    replay) leaves the run exactly the eager run."""
+    with caplog.at_level(logging.WARNING):
+        auto = fit(_config(tiny_data, tmp_path, "auto"))
+    eager = fit(_config(tiny_data, tmp_path, "eager", fast_step="off"))
+    assert fake_capture.captured == ((32,), (15,)) and _warnings(caplog) == []
+    assert _same_run(auto, eager)
+    summary = _summary(auto)
+    assert summary["fast_step_used"] == "graph" and summary["fast_step_fallback"] is None
+
+
+@pytest.mark.parametrize("dtype,scale,agrees", [
+    ("float64", 1e-9, True), ("float64", 1e-5, False), ("float32", 1e-5, True), ("float32", 1e-2, False),
+])
+def test_agreement_tolerance_follows_the_dtype(tiny_data, tmp_path, fake_capture, dtype, scale, agrees):
+    """The check's tolerance (AGREEMENT_RTOL: 1e-7 for float64, 1e-3 for float32) on the parameter update."""
+    fake_capture.scale = scale
+    summary = _summary(fit(_config(tiny_data, tmp_path, dtype=dtype, epochs=1)))
+    assert summary["fast_step_used"] == ("graph" if agrees else "off")
+    assert (summary["fast_step_fallback"] is None) == agrees
+
+
+@pytest.mark.parametrize("fail,scale,reason", [
+    ("all", 0.0, r"fast_step = 'graph': building the graph step raised RuntimeError: operation not permitted"),
+    ((), 1e-2, r"fast_step = 'graph': the first replayed step disagrees with the eager step \(loss"),
+])
+def test_explicit_graph_raises_where_auto_falls_back(tiny_data, tmp_path, fake_capture, fail, scale, reason):
+    fake_capture.fail, fake_capture.scale = fail, scale
+    with pytest.raises(VPIntegratorError, match=reason) as info:
+        fit(_config(tiny_data, tmp_path, fast_step="graph"))
+    assert info.value.key == "fast_step" and "\n" not in str(info.value)
+    assert "set fast_step = 'auto' (the eager step where this fails) or 'off'" in str(info.value)
+
+
+@pytest.mark.parametrize("fail,scale", [("all", 0.0), ((), 1e-2)])
+def test_auto_falls_back_in_an_ensemble(tiny_data, tmp_path, fake_capture, caplog, fail, scale):
+    fake_capture.fail, fake_capture.scale = fail, scale
+    cfg = dict(seeds=[5, 9], val_fraction=0.0, epochs=2)
+    with caplog.at_level(logging.WARNING):
+        auto = fit(_config(tiny_data, tmp_path, "auto", **cfg))
+    eager = fit(_config(tiny_data, tmp_path, "eager", fast_step="off", **cfg))
+    assert len(_warnings(caplog)) == 1
+    for a, b in zip(auto.members, eager.members):
+        assert [h["train_loss"] for h in a.history] == [h["train_loss"] for h in b.history]
+        assert _same_weights(a.model, b.model)
+        summary = json.loads((a.run_dir / "summary.json").read_text())
+        assert summary["fast_step_used"] == "off" and summary["fast_step_fallback"]
+
+
+def test_cli_falls_back_with_one_warning_and_explicit_graph_fails_in_one_line(tiny_data, tmp_path, fake_capture,
+                                                                             caplog):
+    fake_capture.fail = "all"
+    out = tmp_path / "cli"
+    args = ["--data", tiny_data, "--model", "vpt", "--seq-len", "2", "--epochs", "1", "--batch-size", "32",
+            "--device", "cpu", "--out", str(out), "--no-progress"]
+    with caplog.at_level(logging.WARNING):
+        result = CliRunner().invoke(train_main, args)
+    assert result.exit_code == 0, result.output
+    [warning] = _warnings(caplog)
+    assert "runs the eager step from here: building the graph step raised" in warning
+    assert json.loads((out / "summary.json").read_text())["fast_step_used"] == "off"
+    bad = CliRunner().invoke(train_main, args[:-3] + ["--out", str(tmp_path / "x"), "--fast-step", "graph"])
+    assert bad.exit_code != 0 and "Traceback" not in bad.output
+    assert "--fast-step = 'graph': building the graph step raised RuntimeError" in bad.output
+
+
 # -- CUDA ------------------------------------------------------------------------------------------
 
 
@@ -216,3 +364,58 @@ def test_cuda_graph_run_resumes_on_the_cpu(tiny_data, tmp_path):
     assert type(group["lr"]) is float and not group["capturable"]
     resumed = fit(resume=tmp_path / "split", epochs=3, device="cpu")
     assert resumed.epochs == 3 and math.isfinite(resumed.train_loss)
+
+
+def _params_of(body) -> list[torch.Tensor]:
+    return [p for g in body.__self__.optimizer.param_groups for p in g["params"]]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("failure", ["capture raises", "replay errs"])
+def test_cuda_auto_falls_back_to_the_eager_run(tiny_data, tmp_path, monkeypatch, caplog, failure):
+    """On CUDA (capturable optimiser, lr a device tensor, real capture): a capture that raises, or a real
+    replay followed by a wrong update, makes auto put everything back and train on as fast_step = 'off'."""
+    real = fast_step.capture_graph
+
+    class Erring:
+        def __init__(self, graph, params):
+            self.graph, self.params = graph, params
+
+        def replay(self):
+            self.graph.replay()
+            with torch.no_grad():
+                for p in self.params:
+                    p.add_(1e-3)
+
+    def capture(body, device):
+        if failure == "capture raises":
+            raise RuntimeError("operation not permitted when stream is capturing")
+        graph, loss = real(body, device)
+        return Erring(graph, _params_of(body)), loss
+
+    monkeypatch.setattr(fast_step, "capture_graph", capture)
+    with caplog.at_level(logging.WARNING):
+        auto = fit(_config(tiny_data, tmp_path, "auto", device="cuda"))
+    eager = fit(_config(tiny_data, tmp_path, "eager", device="cuda", fast_step="off"))
+    assert len(_warnings(caplog)) == 1
+    summary = _summary(auto)
+    assert summary["fast_step_used"] == "off"
+    assert ("disagrees" if failure == "replay errs" else "operation not permitted") in summary["fast_step_fallback"]
+    # to float rounding: the step that falls back reads the lr the schedule wrote into the float32 tensor
+    for a, b in zip(auto.history, eager.history):
+        assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-6)
+    for (name, p), q in zip(auto.model.named_parameters(), eager.model.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-7, msg=name)
+
+
+@pytest.mark.gpu
+def test_cuda_graph_run_resumes_on_cuda(tiny_data, tmp_path):
+    """last.pt holds the eager optimiser state (step counts on the host): resumed on CUDA the capturable step
+    gets them on the device and the run goes on as one graph run."""
+    straight = fit(_config(tiny_data, tmp_path, "straight", device="cuda"))
+    fit(_config(tiny_data, tmp_path, "split", device="cuda", epochs=2))
+    resumed = fit(resume=tmp_path / "split", epochs=3)
+    assert _summary(resumed)["fast_step_used"] == "graph" and _summary(resumed)["fast_step_fallback"] is None
+    assert resumed.steps == straight.steps
+    for (name, p), q in zip(resumed.model.named_parameters(), straight.model.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-9, msg=name)

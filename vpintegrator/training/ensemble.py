@@ -55,7 +55,7 @@ from ..errors import VPIntegratorError
 from . import checkpoint as ckpt_io
 from ..rollout.core import iterate_windows
 from .config import TrainConfig
-from .fast_step import FastStep, resolve_fast_step
+from .fast_step import FastStep, fast_step_summary, resolve_fast_step
 from .guards import StopRequest
 from .optim import label, make_optimizer, make_scheduler
 from .record import RunRecord
@@ -137,7 +137,7 @@ class EnsembleTrainer:
         # the whole vmapped step as one CUDA graph where it can run (fast_step "auto"/"graph")
         self.fast_mode = resolve_fast_step(config.fast_step, config.optimizer, device, False)
         self.fast = None if self.fast_mode == "off" else FastStep(
-            self.fast_mode, self._batch_losses, self.optimizer, device)
+            self.fast_mode, self._batch_losses, self.optimizer, device, fallback=config.fast_step == "auto")
         self.epoch = self.step = 0
 
     # -- the vmapped model ------------------------------------------------------------------------
@@ -280,7 +280,7 @@ class EnsembleTrainer:
             "best_epoch": int(m.best_epoch),
             "monitor": self.config.monitor if self.val_set is not None else "train_loss",
             "lr": self._lr(), "wall_time": round(self._wall(), 3), "stopped": stopped, "device": str(self.device),
-            "fast_step": self.fast_mode,
+            "fast_step": self.fast_mode, **fast_step_summary(self.fast),
             "dtype": self.resolved.dtype, "world_size": 1, "data": self.data_info,
             "vpintegrator_version": __version__, "torch_version": torch.__version__,
             "ensemble": {"member": m.k, "seed": m.seed, "n_members": len(self.members),

@@ -25,17 +25,32 @@ falls back to the eager step; asking for ``graph`` there is an error that says w
 CPU) the same :class:`GraphStep` runs its body directly: that is how the tests check it on machines
 without a GPU (the warm-up, the restore, the static buffers, the partial batch), and CUDA tests check the
 capture.
+
+``auto`` never fails where ``off`` would work. The first step of each captured (or compiled) batch shape is
+checked: an eager step runs from a copy of the parameters and optimiser state, the state is put back, the
+graph is replayed, and the two results (loss, parameter update) must agree to :data:`AGREEMENT_RTOL` of the
+parameters' dtype; the graph's result is kept. If the set-up (warm-up, compilation, capture) raises or the
+check fails, ``auto`` puts parameters and optimiser state back as they were before that step, logs one
+warning line that says why, and runs the eager step from then on: :attr:`FastStep.used` is then ``"off"``
+and :attr:`FastStep.fallback_reason` the why, both in ``summary.json``. The run is then the eager run, bit
+for bit on the CPU and to float rounding on CUDA (that step's lr is the float32 value the schedule wrote).
+An explicit ``graph``/``compile`` raises a one-line error naming ``fast_step`` instead.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import logging
+import math
+from typing import Any, Callable
 
 import torch
 
 from ..errors import VPIntegratorError
 
-__all__ = ["FAST_STEPS", "GRAPH_OPTIMIZERS", "GraphStep", "FastStep", "resolve_fast_step", "portable_state"]
+__all__ = ["FAST_STEPS", "GRAPH_OPTIMIZERS", "AGREEMENT_RTOL", "GraphStep", "FastStep", "resolve_fast_step",
+           "portable_state", "capture_graph", "fast_step_summary"]
+
+_log = logging.getLogger(__name__)
 
 #: the values of the ``fast_step`` config key
 FAST_STEPS = ("auto", "off", "graph", "compile")
@@ -43,6 +58,10 @@ FAST_STEPS = ("auto", "off", "graph", "compile")
 GRAPH_OPTIMIZERS = ("adam", "adamw", "rmsprop")
 #: eager steps before a capture (the torch CUDA-graph recipe's side-stream warm-up)
 WARMUP_STEPS = 3
+#: the agreement check's relative tolerance, by parameter dtype: the first replayed step against an eager step,
+#: on the loss and on the parameter update (norm-wise). Loose enough for float reordering (a compiled loss,
+#: the capturable optimiser's float32 lr), far below the O(1) error of a wrong capture.
+AGREEMENT_RTOL = {torch.float64: 1e-7, torch.float32: 1e-3, torch.float16: 1e-2, torch.bfloat16: 5e-2}
 
 
 def _graph_obstacle(optimizer: str, device: torch.device, distributed: bool) -> str | None:
@@ -99,6 +118,94 @@ def portable_state(state: dict) -> dict:
     return out
 
 
+def capture_graph(body: Callable[[], torch.Tensor], device: torch.device) -> tuple[Any, torch.Tensor]:
+    """Record ``body()`` in a CUDA graph: (the graph, whose ``replay()`` reruns it, and the loss tensor it
+    writes). A module function so that tests can stand in a capture that raises or a replay that errs."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        loss = body()
+    return graph, loss
+
+
+def _captures(device: torch.device) -> bool:
+    """Whether a :class:`FastStep` on ``device`` captures its steps (tests force it on the CPU)."""
+    return device.type == "cuda"
+
+
+def _step_body(batch_loss: Callable[[torch.Tensor], torch.Tensor], optimizer: torch.optim.Optimizer,
+               index: torch.Tensor) -> torch.Tensor:
+    """One optimiser step on the windows ``index``: their loss, detached."""
+    optimizer.zero_grad(set_to_none=True)  # captured: backward then writes fresh grads each replay
+    loss = batch_loss(index)
+    (loss.sum() if loss.dim() else loss).backward()
+    optimizer.step()
+    return loss.detach()
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return f"{type(err).__name__}: {text.splitlines()[0]}" if text else type(err).__name__
+
+
+class _Snapshot:
+    """The parameters and optimiser state, copied; :meth:`restore` writes them back in place (a captured
+    graph reads the tensors' addresses)."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer) -> None:
+        self.optimizer = optimizer
+        self.params = [p for group in optimizer.param_groups for p in group["params"]]
+        with torch.no_grad():
+            self.values = [p.detach().clone() for p in self.params]
+            self.state = {p: {k: v.clone() if isinstance(v, torch.Tensor) else v
+                              for k, v in optimizer.state[p].items()}
+                          for p in self.params if optimizer.state.get(p)}
+
+    @torch.no_grad()
+    def restore(self, drop_new: bool) -> None:
+        """Put everything back. State made since the copy is zeroed in place (a fresh state of the graph
+        optimisers is all zeros, step count included) or, with ``drop_new``, removed: the optimiser then makes
+        it afresh at its next step, as if nothing had run."""
+        for p, value in zip(self.params, self.values):
+            p.copy_(value)
+            live = self.optimizer.state.get(p)
+            if not live:
+                continue
+            if p not in self.state:
+                if drop_new:
+                    del self.optimizer.state[p]
+                else:
+                    for v in live.values():
+                        if isinstance(v, torch.Tensor):
+                            v.zero_()
+                continue
+            for key, saved in self.state[p].items():
+                if isinstance(saved, torch.Tensor) and isinstance(live.get(key), torch.Tensor):
+                    live[key].copy_(saved)
+                else:
+                    live[key] = saved
+
+
+def _disagreement(before: _Snapshot, ref_loss: torch.Tensor, ref_values: list[torch.Tensor],
+                  loss: torch.Tensor) -> str | None:
+    """Why the replayed step (``loss``, the parameters now) differs from the eager one (``ref_loss``, the
+    parameters ``ref_values``), both from ``before``; None when they agree to :data:`AGREEMENT_RTOL`."""
+    rtol = max(AGREEMENT_RTOL.get(p.dtype, 1e-2) for p in before.params)
+    ref, got = ref_loss.detach().double(), loss.detach().double()
+    if not bool(torch.isfinite(ref).all()):
+        return None  # the eager step itself is not finite: nothing to compare (the run's divergence check acts)
+    tiny = torch.finfo(torch.float64).tiny
+    loss_err = float(torch.linalg.vector_norm(got - ref)) / max(float(torch.linalg.vector_norm(ref)), tiny)
+    with torch.no_grad():
+        off = sum(float((p.double() - r.double()).square().sum()) for p, r in zip(before.params, ref_values))
+        size = sum(float((r.double() - v.double()).square().sum()) for r, v in zip(ref_values, before.values))
+    update_err = math.sqrt(off) / max(math.sqrt(size), tiny)
+    if loss_err <= rtol and update_err <= rtol:
+        return None
+    return (f"the first replayed step disagrees with the eager step (loss {float(got.sum()):.9g} vs "
+            f"{float(ref.sum()):.9g}: relative error {loss_err:.2g}; parameter update: {update_err:.2g}; "
+            f"tolerance {rtol:g})")
+
+
 class GraphStep:
     """One optimiser step for index batches of one shape, from static buffers; replayed from a CUDA graph
     when ``capture`` (else its body runs eagerly each call, with the same buffers).
@@ -113,28 +220,18 @@ class GraphStep:
                  shape: tuple[int, ...], device: torch.device, capture: bool) -> None:
         self.batch_loss, self.optimizer = batch_loss, optimizer
         self.index = torch.zeros(shape, dtype=torch.long, device=device)
-        self.graph: torch.cuda.CUDAGraph | None = None
+        self.graph: Any = None
         self.loss: torch.Tensor | None = None
         self._warm_up(device)
         if capture:
-            self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph):
-                self.loss = self._body()
+            self.graph, self.loss = capture_graph(self._body, device)
 
     def _body(self) -> torch.Tensor:
-        self.optimizer.zero_grad(set_to_none=True)  # captured: backward then writes fresh grads each replay
-        loss = self.batch_loss(self.index)
-        (loss.sum() if loss.dim() else loss).backward()
-        self.optimizer.step()
-        return loss.detach()
+        return _step_body(self.batch_loss, self.optimizer, self.index)
 
     def _warm_up(self, device: torch.device) -> None:
         """A few eager steps (on a side stream on CUDA), then parameters and optimiser state put back."""
-        params = [p for group in self.optimizer.param_groups for p in group["params"]]
-        with torch.no_grad():
-            saved = [p.detach().clone() for p in params]
-            state = {p: {k: v.clone() for k, v in self.optimizer.state[p].items() if isinstance(v, torch.Tensor)}
-                     for p in params if self.optimizer.state.get(p)}
+        saved = _Snapshot(self.optimizer)
         stream = torch.cuda.Stream(device) if device.type == "cuda" else None
         if stream is not None:
             stream.wait_stream(torch.cuda.current_stream(device))
@@ -145,16 +242,7 @@ class GraphStep:
         else:
             for _ in range(WARMUP_STEPS):
                 self._body()
-        with torch.no_grad():
-            for p, value in zip(params, saved):
-                p.copy_(value)
-                for key, v in self.optimizer.state[p].items():
-                    if not isinstance(v, torch.Tensor):
-                        continue
-                    if p in state:
-                        v.copy_(state[p][key])
-                    else:  # a fresh state of these optimisers is all zeros (step count included)
-                        v.zero_()
+        saved.restore(drop_new=False)
 
     def __call__(self, index: torch.Tensor) -> torch.Tensor:
         self.index.copy_(index, non_blocking=True)
@@ -166,25 +254,98 @@ class GraphStep:
 
 class FastStep:
     """The trainer's fast step: one :class:`GraphStep` per index shape met (the full batch, the last partial
-    one), sharing the model, the optimiser and its state; ``mode`` from :func:`resolve_fast_step`."""
+    one), sharing the model, the optimiser and its state; ``mode`` from :func:`resolve_fast_step`.
+
+    With ``fallback`` (the config said ``auto``) a step that cannot be built or fails the agreement check
+    (module docstring) makes it run the eager step from then on, with one warning; without, that is a
+    one-line :class:`VPIntegratorError` naming ``fast_step``. ``used`` is what runs (``mode``, or ``"off"``
+    after a fallback) and ``fallback_reason`` why it fell back (None).
+    """
 
     def __init__(self, mode: str, batch_loss: Callable[[torch.Tensor], torch.Tensor],
-                 optimizer: torch.optim.Optimizer, device: torch.device) -> None:
-        self.mode, self.device, self.optimizer = mode, device, optimizer
-        self.capture = device.type == "cuda"
-        if self.capture:
-            for group in optimizer.param_groups:  # the step count and lr live on the device
-                group["capturable"] = True
-                group["lr"] = torch.tensor(float(group["lr"]), dtype=torch.float32, device=device)
+                 optimizer: torch.optim.Optimizer, device: torch.device, fallback: bool = False) -> None:
+        self.mode, self.device, self.optimizer, self.fallback = mode, device, optimizer, fallback
+        self.used, self.fallback_reason = mode, None
+        self.eager_loss = batch_loss
+        self.capture = _captures(device)
+        if device.type == "cuda":
+            self._capturable(True)
         if mode == "compile":
             batch_loss = torch.compile(batch_loss, dynamic=False,
                                        mode="max-autotune-no-cudagraphs" if device.type == "cuda" else None)
         self.batch_loss = batch_loss
+        # an uncaptured, uncompiled graph step is the eager step's very arithmetic: nothing to check
+        self.check = self.capture or mode == "compile"
         self.steps: dict[tuple[int, ...], GraphStep] = {}
 
+    def _capturable(self, on: bool) -> None:
+        """The optimiser's step count and lr on the device (a capturable step) or, back, as the eager path
+        keeps them (lr a float, step counts on the host: a resumed run's are there too)."""
+        for group in self.optimizer.param_groups:
+            group["capturable"] = on
+            lr = float(group["lr"])
+            group["lr"] = torch.tensor(lr, dtype=torch.float32, device=self.device) if on else lr
+            for p in group["params"]:
+                state = self.optimizer.state.get(p)
+                if state and isinstance(state.get("step"), torch.Tensor):
+                    state["step"] = state["step"].to(p.device if on else torch.device("cpu"))
+
     def __call__(self, index: torch.Tensor) -> torch.Tensor:
+        if self.used == "off":
+            return _step_body(self.eager_loss, self.optimizer, index)
         shape = tuple(index.shape)
         step = self.steps.get(shape)
-        if step is None:
-            step = self.steps[shape] = GraphStep(self.batch_loss, self.optimizer, shape, self.device, self.capture)
-        return step(index)
+        if step is not None:
+            return step(index)
+        before = _Snapshot(self.optimizer)
+        try:
+            step = GraphStep(self.batch_loss, self.optimizer, shape, self.device, self.capture)
+            loss = self._first_step(step, index) if self.check else step(index)
+        except Exception as err:  # noqa: BLE001 -- whatever broke, the eager step decides
+            why = (str(err) if isinstance(err, _Disagrees)
+                   else f"building the {self.mode} step raised {_first_line(err)}")
+            return self._give_up(before, why, index, err)
+        self.steps[shape] = step
+        return loss
+
+    def _first_step(self, step: GraphStep, index: torch.Tensor) -> torch.Tensor:
+        """The step's first call, checked against an eager step from the same state (module docstring)."""
+        start = _Snapshot(self.optimizer)
+        ref_loss = _step_body(self.eager_loss, self.optimizer, index).clone()
+        with torch.no_grad():
+            ref_values = [p.detach().clone() for p in start.params]
+        start.restore(drop_new=False)
+        loss = step(index)
+        why = _disagreement(start, ref_loss, ref_values, loss)
+        if why is not None:
+            raise _Disagrees(why)
+        return loss
+
+    def _give_up(self, before: _Snapshot, why: str, index: torch.Tensor, err: Exception) -> torch.Tensor:
+        """Put the state back as it was before this step; fall back to the eager step, or raise."""
+        self.steps.clear()
+        if self.device.type == "cuda":  # a warm-up that raised may have left work queued on its side stream
+            torch.cuda.synchronize(self.device)
+        before.restore(drop_new=True)
+        if self.device.type == "cuda":
+            self._capturable(False)
+        if not self.fallback:
+            raise VPIntegratorError(
+                f"fast_step = {self.mode!r}: {why}; set fast_step = 'auto' (the eager step where this fails) or "
+                "'off'", key="fast_step",
+            ) from err
+        self.used, self.fallback_reason = "off", why
+        _log.warning("fast_step = 'auto' runs the eager step from here: %s", why)
+        return _step_body(self.eager_loss, self.optimizer, index)
+
+
+class _Disagrees(RuntimeError):
+    """The agreement check failed (its message says how)."""
+
+
+def fast_step_summary(fast: FastStep | None) -> dict[str, Any]:
+    """What ``summary.json`` records of the fast step: ``fast_step_used`` (what runs: ``off``, ``graph``,
+    ``compile``) and ``fast_step_fallback`` (why ``auto`` fell back to the eager step, or None)."""
+    if fast is None:
+        return {"fast_step_used": "off", "fast_step_fallback": None}
+    return {"fast_step_used": fast.used, "fast_step_fallback": fast.fallback_reason}

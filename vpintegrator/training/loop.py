@@ -27,7 +27,7 @@ from ..errors import VPIntegratorError
 from . import checkpoint as ckpt_io
 from . import ddp
 from .config import TrainConfig
-from .fast_step import FastStep, portable_state, resolve_fast_step
+from .fast_step import FastStep, fast_step_summary, portable_state, resolve_fast_step
 from .optim import LevenbergMarquardt, LMSubsample, label, make_optimizer, make_scheduler, relative_loss
 from .progress import progress_bar
 from .guards import Diverged, StopRequest
@@ -106,7 +106,7 @@ class Trainer:
         if resume is not None:
             self._load(resume / "last.pt")
         self.fast = None if self.fast_mode == "off" else FastStep(
-            self.fast_mode, self._window_loss, self.optimizer, self.device)
+            self.fast_mode, self._window_loss, self.optimizer, self.device, fallback=config.fast_step == "auto")
 
     # -- checkpoints -------------------------------------------------------------------------------
 
@@ -222,6 +222,7 @@ class Trainer:
             "stopped": stopped,
             "device": str(self.device),
             "fast_step": self.fast_mode,
+            **fast_step_summary(self.fast),
             "dtype": self.resolved.dtype,
             "world_size": self.dist.world_size,
             "data": self.data_info,
