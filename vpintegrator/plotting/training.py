@@ -46,6 +46,11 @@ class RunLog:
         values = self.columns.get(column)
         return values is not None and bool(np.isfinite(values).any())
 
+    def __repr__(self) -> str:  # one line, not the columns
+        n = len(next(iter(self.columns.values()))) if self.columns else 0
+        return (f"RunLog(path={str(self.path)!r}, label={self.label!r}, epochs={n}, columns={list(self.columns)}, "
+                f"best_epoch={self.best_epoch})")
+
 
 def read_run_log(run_dir: str | Path, label: str | None = None) -> RunLog:
     """Read ``log.csv`` (and ``summary.json`` / ``config.toml`` when present) of a ``vp-train`` run directory.
