@@ -16,15 +16,23 @@ from vpintegrator.errors import VPIntegratorError
 from vpintegrator.integrators import integrate
 from vpintegrator.models import build_model
 from vpintegrator.plotting import (
+    DISPLAY_NAMES,
     INTEGRATOR_COLORS,
+    INTEGRATOR_STYLES,
     KINDS,
+    MODEL_MARKERS,
     MODEL_PALETTE,
+    display_name,
+    figure_style,
     method_colors,
+    method_styles,
     plot_all,
     plot_error,
     plot_invariants,
+    plot_phase,
     plot_rollout,
     plot_trajectories3d,
+    plot_volume,
     save_figure,
 )
 from vpintegrator.rollout import RolloutConfig, run_rollouts
@@ -360,17 +368,6 @@ def test_plot_all_writes_nothing_when_a_kind_fails(rigid, tmp_path, monkeypatch)
 
 
 # --- figures for papers: colour-blind-safe styles, display names, ax=, journal widths ------------------
-
-from vpintegrator.plotting import (  # noqa: E402
-    DISPLAY_NAMES,
-    INTEGRATOR_STYLES,
-    MODEL_MARKERS,
-    display_name,
-    figure_style,
-    method_styles,
-    plot_phase,
-    plot_volume,
-)
 
 # Machado, Oliveira & Fernandes (2009), "A physiologically-based model for simulation of color vision
 # deficiency", IEEE TVCG 15(6): severity-1.0 matrices, applied to linear RGB.

@@ -10,7 +10,6 @@ import torch
 from ..errors import VPIntegratorError
 
 
-
 def identity(x: torch.Tensor) -> torch.Tensor:
     """The identity activation (a module-level function, not a lambda, so that layers pickle)."""
     return x

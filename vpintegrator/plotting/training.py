@@ -19,8 +19,19 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import VPIntegratorError
-from .style import (FORMATS, RUN_MARKERS, RUN_PALETTE, WIDTH, MARKS_PER_LINE, check_dpi, check_formats, legend,
-                    save_figure, styled, target_axes)
+from .style import (
+    FORMATS,
+    MARKS_PER_LINE,
+    RUN_MARKERS,
+    RUN_PALETTE,
+    WIDTH,
+    check_dpi,
+    check_formats,
+    legend,
+    save_figure,
+    styled,
+    target_axes,
+)
 
 #: the columns every log.csv has
 LOG_COLUMNS = ("epoch", "train_loss", "val_loss", "lr", "seconds")
@@ -166,7 +177,7 @@ def training_figure(run_dirs, x_axes: Sequence[str] = ("epoch", "seconds"), axes
     def run_kw(r, n):  # colour and sparse markers per run, staggered between runs
         step = max(1, n // MARKS_PER_LINE)
         k = [x.label for x in runs].index(r.label)
-        return dict(color=colors[r.label], marker=markers[r.label], markevery=((k * step) // len(runs), step))
+        return {"color": colors[r.label], "marker": markers[r.label], "markevery": ((k * step) // len(runs), step)}
 
     any_val = any(r.has("val_loss") for r in runs)
     lm = [r.optimizer == "lm" for r in runs]
