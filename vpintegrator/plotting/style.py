@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import os
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -177,7 +178,7 @@ class MethodStyle:
         return kw
 
 
-def method_styles(labels: Sequence[str], kinds: Sequence[str] | None = None) -> dict[str, MethodStyle]:
+def method_styles(labels: Sequence[str], kinds: Sequence[str | None] | None = None) -> dict[str, MethodStyle]:
     """The fixed style of each method.
 
     Parameters
@@ -199,7 +200,7 @@ def method_styles(labels: Sequence[str], kinds: Sequence[str] | None = None) -> 
     """
     kinds = list(kinds) if kinds is not None else [None] * len(labels)
     if len(kinds) != len(labels):
-        raise VPIntegratorError(f"method_colors: {len(labels)} labels but {len(kinds)} kinds")
+        raise VPIntegratorError(f"method_styles: {len(labels)} labels but {len(kinds)} kinds")
     styles: dict[str, MethodStyle] = {}
     others: list[str] = []
     for label, kind in zip(labels, kinds):
@@ -217,7 +218,7 @@ def method_styles(labels: Sequence[str], kinds: Sequence[str] | None = None) -> 
     return styles
 
 
-def method_colors(labels: Sequence[str], kinds: Sequence[str] | None = None) -> dict[str, str]:
+def method_colors(labels: Sequence[str], kinds: Sequence[str | None] | None = None) -> dict[str, str]:
     """label -> the fixed colour of each method (the colours of :func:`method_styles`)."""
     return {label: style.color for label, style in method_styles(labels, kinds).items()}
 
@@ -239,8 +240,10 @@ def _rc_from(item, where: str) -> dict:
 
     try:
         if isinstance(item, Mapping):
-            return dict(matplotlib.RcParams(item))  # validates keys and values
-        return dict(matplotlib.rc_params_from_file(str(item), use_default_template=False))
+            params = matplotlib.RcParams(item)  # validates keys and values
+        else:
+            params = matplotlib.rc_params_from_file(str(item), use_default_template=False)
+        return {str(k): v for k, v in params.items()}
     except (KeyError, ValueError, TypeError, OSError) as err:
         raise VPIntegratorError(f"style {where}: {' '.join(str(err).split())[:200]}", key="style") from None
 
@@ -267,7 +270,7 @@ def figure_style(style: Any = None) -> FigureStyle:
         elif isinstance(item, (str, os.PathLike)) and Path(item).is_file():
             extra = _rc_from(item, str(item))
         elif isinstance(item, str) and item in matplotlib.style.library:
-            extra = dict(matplotlib.style.library[item])
+            extra = {str(k): v for k, v in matplotlib.style.library[item].items()}
         else:
             raise VPIntegratorError(
                 f"style {item!r} is not a preset ({', '.join(PRESETS)}), an existing .mplstyle file, a "
@@ -279,6 +282,8 @@ def figure_style(style: Any = None) -> FigureStyle:
 
 
 _CURRENT: contextvars.ContextVar[FigureStyle] = contextvars.ContextVar("vpintegrator_figure_style")
+#: figure -> the savefig rcParams of the style it was made under (a column preset is saved uncropped)
+_SAVEFIG_RC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def figure(width: float, height: float):
@@ -293,7 +298,7 @@ def figure(width: float, height: float):
         width = current.width
     with matplotlib.rc_context(current.rc):
         fig = Figure(figsize=(width, height), layout="constrained")
-    fig._vpintegrator_savefig = {k: v for k, v in current.rc.items() if k.startswith("savefig.")}
+    _SAVEFIG_RC[fig] = {k: v for k, v in current.rc.items() if k.startswith("savefig.")}
     return fig
 
 
@@ -394,7 +399,7 @@ def save_figure(fig, stem: str | Path, formats: Sequence[str] = FORMATS, dpi: in
     formats = check_formats(formats)
     stem = Path(stem)
     paths = []
-    rc = {**STYLE, **getattr(fig, "_vpintegrator_savefig", {})}  # a column-width preset is saved uncropped
+    rc = {**STYLE, **_SAVEFIG_RC.get(fig, {})}  # a column-width preset is saved uncropped
     with matplotlib.rc_context(rc):
         for fmt in formats:
             target = stem.with_name(f"{stem.name}.{fmt}")
