@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import logging
 import os
 import weakref
 from dataclasses import dataclass
@@ -235,17 +236,39 @@ class FigureStyle:
     rc: dict
 
 
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
 def _rc_from(item, where: str) -> dict:
+    import warnings
+
     import matplotlib
 
+    logger = logging.getLogger("matplotlib")
+    collect = _Collect()  # matplotlib logs (and skips) the bad lines of a style file
+    logger.addHandler(collect)
     try:
-        if isinstance(item, Mapping):
-            params = matplotlib.RcParams(item)  # validates keys and values
-        else:
-            params = matplotlib.rc_params_from_file(str(item), use_default_template=False)
-        return {str(k): v for k, v in params.items()}
-    except (KeyError, ValueError, TypeError, OSError) as err:
+        with warnings.catch_warnings(record=True) as caught:  # ... and warns of deprecated keys
+            warnings.simplefilter("always")
+            if isinstance(item, Mapping):
+                params = matplotlib.RcParams(item)  # validates keys and values
+            else:
+                params = matplotlib.rc_params_from_file(str(item), use_default_template=False)
+    except (KeyError, ValueError, TypeError, OSError, UnicodeDecodeError) as err:
         raise VPIntegratorError(f"style {where}: {' '.join(str(err).split())[:200]}", key="style") from None
+    finally:
+        logger.removeHandler(collect)
+    problems = collect.messages + [str(w.message) for w in caught]
+    if problems:
+        raise VPIntegratorError(f"style {where}: {' '.join(problems[0].split())[:200]}; give a .mplstyle file of "
+                                "'key: value' lines (matplotlibrc syntax)", key="style")
+    return {str(k): v for k, v in params.items()}
 
 
 def figure_style(style: Any = None) -> FigureStyle:
