@@ -448,3 +448,20 @@ def test_vmap_of_jacrev_over_windows(name):
     for b in range(3):  # against autograd's Jacobian of the batched call, one window at a time
         ref = torch.autograd.functional.jacobian(lambda w: model(w.unsqueeze(0))[0], x[b])
         torch.testing.assert_close(J[b], ref, rtol=1e-9, atol=1e-10)
+
+
+def test_registered_defaults_fill_build_model(monkeypatch):
+    from vpintegrator.models import registry
+
+    class Tiny(torch.nn.Module):
+        model_name = "tiny_test_model"
+
+        def __init__(self, dim: int, width: int = 1, seq_len: int = 1) -> None:
+            super().__init__()
+            self.dim, self.seq_len, self.pred_window = dim, seq_len, seq_len
+            self.config = {"name": self.model_name, "dim": dim, "width": width, "seq_len": seq_len}
+
+    monkeypatch.setitem(registry._MODELS, "tiny_test_model", Tiny)
+    monkeypatch.setitem(registry._PAPER_CONFIGS, "tiny_test_model", {"width": 7})
+    assert build_model("tiny_test_model", dim=2).config["width"] == 7  # the registered default, not the class's
+    assert build_model("tiny_test_model", dim=2, width=3).config["width"] == 3
