@@ -166,7 +166,7 @@ def test_permutation_along_seq(key, equivariant):
         (lambda: build_model("transformer", dim=3),
          r"unknown model 'transformer' \(did you mean 'symplectic_transformer'\?\); valid names: g_sympnet, la_sympnet, st, "
          "symplectic_transformer, vpff, vpt"),
-        (lambda: build_model("vpt", dim=3), "missing required key 'seq_len'"),
+        (lambda: build_model("vpt", seq_len=3), "missing required key 'dim'"),
         (lambda: build_model("vpt", dim=3, seq_len=3, n_layers=2), "unknown key 'n_layers'; valid keys: dim, seq_len"),
         (lambda: build_model("vpff", dim=3, activation="relu"), "activation: expected one of"),
         (lambda: build_model("vpt", dim=3, seq_len=0), "seq_len: expected an integer >= 1, got 0"),
@@ -187,7 +187,9 @@ def test_bad_config_is_a_clear_error(call, match):
 @pytest.mark.parametrize(
     "shape, match",
     [
-        ((3, 3), r"expected input of shape \(batch, seq_len=3, dim=3\), got \(3, 3\); add a batch axis"),
+        ((4, 3), r"expected input of shape \(batch, seq_len=3, dim=3\) or one window \(seq_len=3, dim=3\), got \(4, 3\)$"),
+        ((9,), r"got \(9,\)"),
+        ((1, 2, 3, 3), r"got \(1, 2, 3, 3\)"),
         ((2, 4, 3), r"got \(2, 4, 3\)"),
         ((2, 3, 4), r"got \(2, 3, 4\)"),
     ],
@@ -381,3 +383,85 @@ def test_default_model_config_is_the_papers(name, n_params):
     assert count_parameters(build_model(name, dim=3, **config)) == n_params
     with pytest.raises(VPIntegratorError, match="unknown model 'mlp'"):
         models_module.default_model_config("mlp")
+
+
+# ---------------------------------------------------------------- Python API conventions (every architecture)
+
+
+def _small_or_paper(name: str):
+    """The architecture at its defaults (the paper's where there is one); dim 4 fits every family."""
+    torch.manual_seed(0)
+    return build_model(name, dim=4).double()
+
+
+@pytest.mark.parametrize("name", models_module.list_models())
+def test_build_model_defaults_are_the_clis(name):
+    from vpintegrator.training import TrainConfig
+    from vpintegrator.training.setup import build_model as train_build_model
+
+    cli_model, _ = train_build_model(TrainConfig(model={"name": name}), 4, "test data")
+    assert build_model(name, dim=4).config == cli_model.config
+    assert count_parameters(build_model(name, dim=4)) == count_parameters(cli_model)
+
+
+def test_build_model_vpt_is_the_papers_162():
+    assert count_parameters(build_model("vpt", dim=3, seq_len=3)) == 162
+    assert count_parameters(build_model("vpt", dim=3)) == 162
+    assert count_parameters(build_model("vpt", dim=3, seq_len=3, n_blocks=1, L=1)) == 33  # explicit keys win
+
+
+@pytest.mark.parametrize("name", models_module.list_models())
+def test_every_model_pickles(name, tmp_path):
+    import io
+    import pickle
+
+    model = _small_or_paper(name)
+    x = torch.randn(5, model.seq_len, 4, dtype=torch.float64)
+    copy = pickle.loads(pickle.dumps(model))
+    torch.testing.assert_close(copy(x), model(x), rtol=0, atol=0)
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    assert type(loaded) is type(model) and loaded.config == model.config
+    torch.testing.assert_close(loaded(x), model(x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", models_module.list_models())
+def test_every_model_takes_an_unbatched_window(name):
+    model = _small_or_paper(name)
+    x = torch.randn(5, model.seq_len, 4, dtype=torch.float64)
+    batched = model(x)
+    one = model(x[2])  # (seq, dim) -> (seq, dim)
+    assert one.shape == (model.seq_len, 4)
+    torch.testing.assert_close(one, batched[2], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", models_module.list_models())
+def test_vmap_of_jacrev_over_windows(name):
+    from torch.func import jacrev, vmap
+
+    model = _small_or_paper(name)
+    x = torch.randn(3, model.seq_len, 4, dtype=torch.float64)
+    J = vmap(jacrev(model))(x)  # (batch, seq, dim, seq, dim)
+    assert J.shape == (3, model.seq_len, 4, model.seq_len, 4)
+    for b in range(3):  # against autograd's Jacobian of the batched call, one window at a time
+        ref = torch.autograd.functional.jacobian(lambda w: model(w.unsqueeze(0))[0], x[b])
+        torch.testing.assert_close(J[b], ref, rtol=1e-9, atol=1e-10)
+
+
+def test_registered_defaults_fill_build_model(monkeypatch):
+    from vpintegrator.models import registry
+
+    class Tiny(torch.nn.Module):
+        model_name = "tiny_test_model"
+
+        def __init__(self, dim: int, width: int = 1, seq_len: int = 1) -> None:
+            super().__init__()
+            self.dim, self.seq_len, self.pred_window = dim, seq_len, seq_len
+            self.config = {"name": self.model_name, "dim": dim, "width": width, "seq_len": seq_len}
+
+    monkeypatch.setitem(registry._MODELS, "tiny_test_model", Tiny)
+    monkeypatch.setitem(registry._PAPER_CONFIGS, "tiny_test_model", {"width": 7})
+    assert build_model("tiny_test_model", dim=2).config["width"] == 7  # the registered default, not the class's
+    assert build_model("tiny_test_model", dim=2, width=3).config["width"] == 3

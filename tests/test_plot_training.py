@@ -134,3 +134,26 @@ def test_cli_on_a_real_tiny_run(tmp_path):
     fig = training_figure([run])
     assert len(fig.axes) == 6  # loss, validation rollout, learning rate; by epoch and by seconds
     assert {line.get_label() for line in fig.axes[0].get_lines()} >= {"tiny_run"}
+
+
+def test_axes_style_and_markers(tmp_path):
+    from matplotlib.figure import Figure
+
+    from vpintegrator.plotting.style import RUN_MARKERS
+
+    a = _run(tmp_path / "adam_run", best=4)
+    b = _run(tmp_path / "roll_run", rollout=True, best=3)
+    fig = Figure(layout="constrained")
+    grid = fig.subplots(2, 3)
+    assert training_figure([a, b], axes=grid) is fig
+    loss = {line.get_label(): line for line in _lines(grid[0, 0])}
+    assert [loss["adam_run"].get_marker(), loss["roll_run"].get_marker()] == list(RUN_MARKERS[:2])  # not colour only
+    assert grid[1, 2].get_lines() and not fig.legends and grid[0, 0].get_legend() is not None
+    with pytest.raises(VPIntegratorError, match=r"axes: this figure draws 6 panels; give 6 matplotlib Axes \(one per panel\), got 4 Axes$"):
+        training_figure([a, b], axes=Figure().subplots(2, 2))
+    assert training_figure([a], x_axes=["epoch"], axes=Figure().subplots(1, 2)).axes[0].get_lines()
+    assert training_figure([a, b], style="single").get_figwidth() == pytest.approx(3.5)
+    written = plot_training([a], tmp_path / "figs", formats=["png"], dpi=100, style="double")
+    from PIL import Image
+
+    assert Image.open(written[0]).size[0] == 720

@@ -16,15 +16,23 @@ from vpintegrator.errors import VPIntegratorError
 from vpintegrator.data import integrate
 from vpintegrator.models import build_model
 from vpintegrator.plotting import (
+    DISPLAY_NAMES,
     INTEGRATOR_COLORS,
+    INTEGRATOR_STYLES,
     KINDS,
+    MODEL_MARKERS,
     MODEL_PALETTE,
+    display_name,
+    figure_style,
     method_colors,
+    method_styles,
     plot_all,
     plot_error,
     plot_invariants,
+    plot_phase,
     plot_rollout,
     plot_trajectories3d,
+    plot_volume,
     save_figure,
 )
 from vpintegrator.rollout import RolloutConfig, run_rollouts
@@ -122,8 +130,8 @@ def test_fixed_colours_in_every_figure(rigid):
         fig = plot_rollout(rigid, kind)
         colours = {ln.get_label(): matplotlib.colors.to_hex(ln.get_color()) for ax in fig.axes for ln in ax.get_lines()
                    if not ln.get_label().startswith("_")}
-        assert colours["rk4"] == INTEGRATOR_COLORS["rk4"] and colours["vpt"] == MODEL_PALETTE[0]
-        assert colours["splitting"] == INTEGRATOR_COLORS["splitting"]
+        assert colours["RK4"] == INTEGRATOR_COLORS["rk4"] and colours["VPT"] == MODEL_PALETTE[0]
+        assert colours["VP splitting"] == INTEGRATOR_COLORS["splitting"]
 
 
 def test_method_colors_are_stable():
@@ -138,7 +146,7 @@ def test_method_colors_are_stable():
 def test_legends_only_for_drawn_lines(rigid):
     assert "reference" not in _labels(plot_rollout(rigid, "error"))  # the reference has no error
     fig = plot_rollout(rigid, "volume", methods=["rk4"])
-    assert [lab for lab in _labels(fig) if not lab.startswith("trajectory")] == ["rk4"]
+    assert [lab for lab in _labels(fig) if not lab.startswith("trajectory")] == ["RK4"]
     assert "reference" in _labels(plot_rollout(rigid, "invariants"))
 
 
@@ -171,20 +179,20 @@ def test_in_memory_figures_without_a_file(in_memory, tmp_path):
     ref, methods = in_memory
     fig = plot_error(methods, reference=ref)
     colours = {ln.get_label(): matplotlib.colors.to_hex(ln.get_color()) for ln in fig.axes[0].get_lines()}
-    assert colours["implicit_midpoint"] == INTEGRATOR_COLORS["implicit_midpoint"]
-    assert colours["rk4"] == INTEGRATOR_COLORS["rk4"]
-    rk4 = [ln for ln in fig.axes[0].get_lines() if ln.get_label() == "rk4"][0]
+    assert colours["implicit midpoint"] == INTEGRATOR_COLORS["implicit_midpoint"]
+    assert colours["RK4"] == INTEGRATOR_COLORS["rk4"]
+    rk4 = [ln for ln in fig.axes[0].get_lines() if ln.get_label() == "RK4"][0]
     expected = np.linalg.norm(methods["rk4"].y[0] - ref.y[0], axis=-1) / np.linalg.norm(ref.y[0], axis=-1)
     np.testing.assert_allclose(rk4.get_ydata(), np.where(expected > 0, expected, np.nan))
     # invariants come from traj.system: implicit midpoint keeps both rigid-body invariants to rounding
     fig = plot_invariants(methods, reference=ref, traj=[0])
-    imr = [ln for ln in fig.axes[0].get_lines() if ln.get_label() == "implicit_midpoint"][0]
+    imr = [ln for ln in fig.axes[0].get_lines() if ln.get_label() == "implicit midpoint"][0]
     assert np.nanmax(imr.get_ydata()) < 1e-12
     assert "trajectory 0" in _title(fig)
     # one Trajectories is labelled by its method; without a reference there is no error figure
     written = plot_all(methods["rk4"], tmp_path / "figs", dpi=40)
     assert sorted(p.stem for p in written) == sorted(["trajectories3d", "invariants", "phase"] * 2)
-    assert "rk4" in _labels(plot_rollout(methods["rk4"], "phase"))
+    assert "RK4" in _labels(plot_rollout(methods["rk4"], "phase"))
     with pytest.raises(VPIntegratorError, match="need a reference"):
         plot_error(methods)
     written = plot_all(methods, tmp_path / "figs2", dpi=40, reference=ref, formats=["png"])
@@ -357,3 +365,163 @@ def test_plot_all_writes_nothing_when_a_kind_fails(rigid, tmp_path, monkeypatch)
     with pytest.raises(VPIntegratorError, match="volume failed"):
         plot_all(rigid, tmp_path / "figs", kinds=["error", "volume"])
     assert not (tmp_path / "figs").exists()
+
+
+# --- figures for papers: colour-blind-safe styles, display names, ax=, journal widths ------------------
+
+# Machado, Oliveira & Fernandes (2009), "A physiologically-based model for simulation of color vision
+# deficiency", IEEE TVCG 15(6): severity-1.0 matrices, applied to linear RGB.
+CVD = {
+    "protanopia": np.array([[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216],
+                            [-0.003882, -0.048116, 1.051998]]),
+    "deuteranopia": np.array([[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413],
+                              [-0.011820, 0.042940, 0.968881]]),
+    "tritanopia": np.array([[1.255528, -0.076749, -0.178779], [-0.078411, 0.930809, 0.147602],
+                            [0.004733, 0.691367, 0.303900]]),
+}
+#: CIE76 ΔE every pair of a paper figure's colours keeps under each simulated deficiency (≈ 2.3 is a just
+#: noticeable difference; 15 is a clear difference between thin lines)
+MIN_DELTA_E = 15.0
+
+
+def _lab_seen_with(colour, deficiency=None) -> np.ndarray:
+    """CIELAB (D65) of an sRGB colour, as seen with a colour-vision deficiency (Machado 2009)."""
+    rgb = np.asarray(matplotlib.colors.to_rgb(colour))
+    lin = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    if deficiency is not None:
+        lin = np.clip(CVD[deficiency] @ lin, 0.0, 1.0)
+    xyz = np.array([[0.4124564, 0.3575761, 0.1804375], [0.2126729, 0.7151522, 0.0721750],
+                    [0.0193339, 0.1191920, 0.9503041]]) @ lin / np.array([0.95047, 1.0, 1.08883])
+    f = np.where(xyz > (6 / 29) ** 3, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def _delta_e(a, b, deficiency=None) -> float:
+    return float(np.linalg.norm(_lab_seen_with(a, deficiency) - _lab_seen_with(b, deficiency)))  # CIE76
+
+
+PAPER_FIGURE = ["reference", "implicit_midpoint", "rk4", "gauss_legendre4", "splitting", "vpt", "vpff", "st"]
+
+
+def test_delta_e_check_sees_the_old_palette_fail():
+    # matplotlib's tab10 green (old Gauss–Legendre 4) and red (old first model) under deuteranopia: the
+    # issue's ΔE 7.3; the check must be able to fail
+    assert _delta_e("#2ca02c", "#d62728", "deuteranopia") == pytest.approx(7.3, abs=0.05)
+    assert _delta_e("#2ca02c", "#d62728") > 100  # clearly apart with normal colour vision
+    assert _delta_e("#2ca02c", "#d62728", "deuteranopia") < MIN_DELTA_E
+
+
+@pytest.mark.parametrize("deficiency", [None, *CVD])
+def test_paper_figure_colours_are_colour_blind_distinguishable(deficiency):
+    colours = list(method_colors(PAPER_FIGURE).values())
+    assert len(set(colours)) == len(PAPER_FIGURE)  # the reference, 4 integrators and 3 models: 8 colours
+    worst = min((_delta_e(a, b, deficiency), a, b) for i, a in enumerate(colours) for b in colours[i + 1:])
+    assert worst[0] >= MIN_DELTA_E, worst
+
+
+def test_every_method_has_its_own_colour_dash_and_marker():
+    from vpintegrator.integrators import list_integrators
+
+    integrators = list_integrators()
+    assert set(integrators) <= set(INTEGRATOR_STYLES) and set(integrators) <= set(DISPLAY_NAMES)
+    models = [f"model_{k}" for k in range(len(MODEL_PALETTE) * len(MODEL_MARKERS))]
+    styles = method_styles(["reference", *INTEGRATOR_STYLES, *models])
+    triples = [(s.color, str(s.linestyle), s.marker) for s in styles.values()]
+    assert len(set(triples)) == len(triples)
+    # where several trajectories are drawn the dash tells the trajectory: a paper figure's methods still
+    # differ by (colour, marker), and models are solid, integrators not
+    paper = method_styles(PAPER_FIGURE)
+    assert len({(s.color, s.marker) for s in paper.values()}) == len(PAPER_FIGURE)
+    assert all(styles[m].linestyle == "-" for m in models) and all(styles[k].linestyle != "-" for k in integrators)
+
+
+def test_rk4_stays_visible_over_gauss_legendre4(rigid, tmp_path):
+    res = _rollout_file(tmp_path, "rigid_body", ["gauss_legendre4", "rk4"], n_traj=2, traj=[1], dt=0.2)
+    fig = plot_error(res)
+    lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
+    rk4, gl4 = lines["RK4"], lines["Gauss–Legendre 4"]
+    assert rk4.get_marker() != gl4.get_marker() and rk4.get_linestyle() != gl4.get_linestyle()
+    assert rk4.get_markevery()[1] == gl4.get_markevery()[1] >= 1  # sparse markers ...
+    assert rk4.get_markevery()[0] != gl4.get_markevery()[0]  # ... in different places
+
+
+def test_display_names_in_legends_and_user_labels_kept(rigid, in_memory):
+    assert display_name("gauss_legendre4") == "Gauss–Legendre 4" and display_name("implicit_midpoint") == "implicit midpoint"
+    assert display_name("rk4") == "RK4" and display_name("vpt") == "VPT" and display_name("my_vpt_s1") == "my_vpt_s1"
+    labels = _labels(plot_rollout(rigid, "invariants"))
+    assert labels[:5] == ["reference", "implicit midpoint", "RK4", "VP splitting", "VPT"]
+    assert not any("_" in lab for lab in labels)
+    ref, methods = in_memory
+    fig = plot_error({"my_model_seed1": methods["rk4"], "implicit_midpoint": methods["implicit_midpoint"]},
+                     reference=ref)
+    assert _labels(fig)[:2] == ["my_model_seed1", "implicit midpoint"]
+
+
+def test_ax_draws_into_the_given_axes(rigid):
+    fig = Figure(layout="constrained")
+    grid = fig.subplots(2, 3)
+    assert plot_error(rigid, ax=grid[0, 1]) is fig
+    assert plot_invariants(rigid, axes=grid[1, :2]) is fig
+    assert plot_volume(rigid, axes=[grid[0, 2], grid[1, 2]]) is fig
+    assert grid[0, 1].get_lines() and grid[1, 0].get_lines() and grid[1, 1].get_lines() and grid[1, 2].get_lines()
+    assert not grid[0, 0].get_lines() and not fig.legends  # the legend goes into the first given Axes
+    assert "RK4" in [t.get_text() for t in grid[0, 1].get_legend().get_texts()]
+    assert not fig.get_suptitle()
+    fig3d = Figure()
+    ax3d = fig3d.add_subplot(projection="3d")
+    assert plot_trajectories3d(rigid, ax=ax3d) is fig3d and ax3d.get_lines()
+    assert plot_rollout(rigid, "phase", axes=Figure().subplots(1, 3)).axes[0].get_lines()
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda r: plot_error(r, ax=Figure().subplots(1, 2)), r"ax: this figure draws 1 panel; give one matplotlib Axes, got 2 Axes$"),
+        (lambda r: plot_invariants(r, axes=Figure().add_subplot()), r"axes: this figure draws 2 panels; give 2 matplotlib Axes"),
+        (lambda r: plot_trajectories3d(r, ax=Figure().add_subplot()), r"ax: give 3D Axes"),
+        (lambda r: plot_phase(r, axes="left"), r"axes: this figure draws 3 panels; .*, got a str$"),
+        (lambda r: plot_error(r, style="tiny"), r"style 'tiny' is not a preset \(default, single, double\)"),
+        (lambda r: plot_error(r, style={"font.sise": 3}), r"style \(dict\): .*font.sise"),
+    ],
+)
+def test_bad_ax_and_style_are_one_line_errors(rigid, call, match):
+    with pytest.raises(VPIntegratorError, match=match) as err:
+        call(rigid)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("preset, width", [("single", 3.5), ("double", 7.2)])
+def test_column_presets_give_the_width(rigid, tmp_path, preset, width):
+    from PIL import Image
+
+    for kind in KINDS:
+        assert plot_rollout(rigid, kind, style=preset).get_figwidth() == pytest.approx(width)
+    fig = plot_rollout(rigid, "invariants", style=preset)
+    assert {t.get_fontsize() for t in fig.legends[0].get_texts()} == {figure_style(preset).rc["legend.fontsize"]}
+    written = plot_all(rigid, tmp_path / preset, kinds=["error", "phase"], formats=["png"], dpi=100, style=preset)
+    assert [Image.open(p).size[0] for p in written] == [round(100 * width)] * 2  # saved exactly that wide
+
+
+def test_user_mplstyle_file(rigid, tmp_path):
+    path = tmp_path / "paper.mplstyle"
+    path.write_text("lines.linewidth: 2.5\nlegend.fontsize: 9\nfigure.figsize: 5.0, 3.0\n", encoding="utf-8")
+    fig = plot_error(rigid, style=str(path))
+    assert fig.get_figwidth() == pytest.approx(5.0)
+    assert {ln.get_linewidth() for ln in fig.axes[0].get_lines() if ln.get_label() == "VPT"} == {2.5}
+    assert {t.get_fontsize() for t in fig.legends[0].get_texts()} == {9.0}
+    # a list applies in order: the column width, then the file's fonts (the file's figsize wins)
+    assert plot_error(rigid, style=["single", path]).get_figwidth() == pytest.approx(5.0)
+    with pytest.raises(VPIntegratorError, match="is not a preset"):
+        plot_error(rigid, style=str(tmp_path / "missing.mplstyle"))
+
+
+def test_cli_style_by_set(rigid, tmp_path):
+    from PIL import Image
+
+    out = tmp_path / "figs"
+    res = _cli(rigid.path, "--out", out, "--kind", "error", "--dpi", 100, "--set", "style=single",
+               "--set", 'formats=["png"]')
+    assert res.exit_code == 0, res.output
+    assert Image.open(out / "error.png").size[0] == 350
+    res = _cli(rigid.path, "--out", tmp_path / "bad", "--set", "style=tiny")
+    assert res.exit_code == 1 and res.output.startswith("Error: style 'tiny' is not a preset") and res.output.count("\n") == 1, res.output

@@ -21,7 +21,7 @@ def _config(tiny_data, tmp_path, name="run", **kw) -> dict:
     return base | kw
 
 
-@pytest.mark.parametrize("name, kw", [("vpt", dict(seq_len=3)), ("vpff", dict(seq_len=1))])
+@pytest.mark.parametrize("name, kw", [("vpt", dict(seq_len=3, n_blocks=1, L=1)), ("vpff", dict(seq_len=1, n_blocks=1))])
 def test_unrolled_is_the_models_own_rollout(name, kw):
     torch.manual_seed(0)
     model = build_model(name, dim=3, **kw).double()

@@ -6,8 +6,9 @@ points such as ``vp-gen`` never import torch.
 
 from __future__ import annotations
 
-from ._lazy import lazy_exports
+from typing import TYPE_CHECKING
 
+from ._lazy import lazy_exports
 
 from ._version import __version__
 from .errors import VPIntegratorError
@@ -65,7 +66,62 @@ _LAZY: dict[str, str] = {
     "plot_training": ".plotting",
 }
 
-__all__ = ["__version__", "VPIntegratorError", "Trajectories", *_LAZY]
+# What type checkers and IDEs see (they do not run __getattr__): the same names as _LAZY, from the same
+# modules (tests/test_api.py keeps the two in step). At run time nothing here is imported.
+if TYPE_CHECKING:  # pragma: no cover
+    from .data.generate import generate as generate
+    from .data.hdf5 import read_metadata as read_metadata
+    from .data.hdf5 import read_trajectories as read_trajectories
+    from .data.hdf5 import write_trajectories as write_trajectories
+    from .data.rollouts import RolloutResult as RolloutResult
+    from .data.rollouts import read_rollout as read_rollout
+    from .data.spec import list_specs as list_specs
+    from .data.spec import load_spec as load_spec
+    from .integrators import get_integrator as get_integrator
+    from .data.integration import integrate as integrate
+    from .integrators import list_integrators as list_integrators
+    from .metrics import invariant_drift as invariant_drift
+    from .metrics import relative_error as relative_error
+    from .metrics import valid_prediction_time as valid_prediction_time
+    from .models import StandardTransformerIntegrator as StandardTransformerIntegrator
+    from .models import VolumePreservingFeedForward as VolumePreservingFeedForward
+    from .models import VolumePreservingTransformer as VolumePreservingTransformer
+    from .models import build_model as build_model
+    from .models import count_parameters as count_parameters
+    from .models import list_models as list_models
+    from .models import list_pretrained as list_pretrained
+    from .models import load_model as load_model
+    from .models import save_model as save_model
+    from .plotting import plot_all as plot_all
+    from .plotting import plot_rollout as plot_rollout
+    from .plotting import plot_training as plot_training
+    from .rollout import IntegratorStep as IntegratorStep
+    from .rollout import ModelStep as ModelStep
+    from .rollout import RolloutConfig as RolloutConfig
+    from .rollout import initial_window as initial_window
+    from .rollout import run_rollouts as run_rollouts
+    from .systems import System as System
+    from .systems import get_system as get_system
+    from .systems import list_systems as list_systems
+    from .systems import register_system as register_system
+    from .training import FitResult as FitResult
+    from .training import TrainConfig as TrainConfig
+    from .training import fit as fit
+
+# a literal list (type checkers read __all__ only in this form); the test checks it is _LAZY plus the three above
+__all__ = [
+    "__version__", "VPIntegratorError", "Trajectories",
+    "System", "get_system", "list_systems", "register_system",
+    "integrate", "get_integrator", "list_integrators",
+    "generate", "load_spec", "list_specs", "read_trajectories", "write_trajectories", "read_metadata",
+    "VolumePreservingFeedForward", "VolumePreservingTransformer", "StandardTransformerIntegrator", "build_model",
+    "list_models", "save_model", "load_model", "list_pretrained", "count_parameters",
+    "fit", "TrainConfig", "FitResult",
+    "ModelStep", "IntegratorStep", "initial_window", "run_rollouts", "RolloutConfig", "read_rollout", "RolloutResult",
+    "relative_error", "valid_prediction_time", "invariant_drift",
+    "plot_all", "plot_rollout", "plot_training",
+]
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
+if not TYPE_CHECKING:  # hidden from type checkers, so that a misspelt name is an error there, not Any
+    __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

@@ -16,7 +16,7 @@ from ._common import cli_errors
 _ROLLOUT_KINDS = ("trajectories3d", "invariants", "error", "volume", "phase")
 _KINDS = (*_ROLLOUT_KINDS, "all", "training")
 #: ``--set`` keys: plot options (and the flags' own keys)
-_SET_KEYS = ("methods", "threshold", "band", "sphere", "formats", "traj", "max_points", "dpi")
+_SET_KEYS = ("methods", "threshold", "band", "sphere", "formats", "traj", "max_points", "dpi", "style")
 
 
 def _int_list(text: str | None):
@@ -54,7 +54,8 @@ def _int_list(text: str | None):
     "--set", "settings", multiple=True, metavar="KEY=VALUE",
     help="A plot option, VALUE in TOML syntax; repeatable: methods=[\"vpt\",\"rk4\"] (methods to draw), "
     "threshold=0.1 (error line), band=true|false (median and band or single curves), sphere=false, "
-    "formats=[\"png\"], traj=[100,719], max_points=5000, dpi=300.",
+    "formats=[\"png\"], traj=[100,719], max_points=5000, dpi=300, style=single|double|PATH.mplstyle "
+    "(journal column width or your own style).",
 )
 @cli_errors
 def main(paths, kind, out, traj, max_points, dpi, settings):
@@ -125,9 +126,10 @@ def _training(paths, kinds, out, which, options, dpi) -> None:
         )
     if which is not None:
         raise VPIntegratorError("traj selects rollout trajectories; training curves have none", key="traj")
-    unused = [k for k in options if k != "formats"]
+    unused = [k for k in options if k not in ("formats", "style")]
     if unused:
-        raise VPIntegratorError(f"set {unused[0]}: a rollout option; training curves take only formats", key="set")
+        raise VPIntegratorError(f"set {unused[0]}: a rollout option; training curves take only formats and style",
+                                key="set")
     out = out if out is not None else default_out(paths)
     for p in plot_training(paths, out, dpi=dpi, **options):
         click.echo(str(p))

@@ -101,6 +101,13 @@ class MethodMetrics:
     log_det_J: np.ndarray | None
     cum_log_det_J: np.ndarray | None
 
+    def __repr__(self) -> str:  # one line: names and shapes, never the arrays
+        def shape(a):
+            return None if a is None else tuple(np.shape(a))
+
+        return (f"MethodMetrics(invariants={list(self.invariants)}, rel_error={shape(self.rel_error)}, "
+                f"log_det_J={shape(self.log_det_J)})")
+
 
 @dataclass(eq=False)
 class RolloutResult:
@@ -161,6 +168,12 @@ class RolloutResult:
     def labels(self) -> list:
         """The method labels, in the order they were run (the reference not included)."""
         return list(self.methods)
+
+    def __repr__(self) -> str:  # one line: what a notebook cell shows, never the arrays
+        t = f"[{self.t[0]:g}, {self.t[-1]:g}]" if len(self.t) else "[]"
+        return (f"RolloutResult(path={str(self.path) if self.path is not None else None!r}, "
+                f"system={self.meta.get('system', '?')!r}, n_traj={self.n_traj}, n_states={len(self.t)}, "
+                f"dim={self.reference.dim}, t={t}, methods={self.labels})")
 
 
 def _upgrade_meta(meta: dict, path) -> dict:

@@ -2,7 +2,10 @@
 
 Every model is a ``torch.nn.Module`` with attributes ``dim``, ``seq_len``, ``pred_window`` and ``config``
 (the keyword arguments plus ``"name"``; ``build_model(**model.config)`` rebuilds it). ``forward`` maps
-(batch, seq_len, dim) to (batch, pred_window, dim).
+(batch, seq_len, dim) to (batch, pred_window, dim), and one window (seq_len, dim) to (pred_window, dim)
+(so ``torch.func.vmap(torch.func.jacrev(model))`` runs over a batch of windows). Models pickle
+(``torch.save(model)``). ``build_model(name, dim=...)`` fills every key left out with the configuration
+below, as ``vp-train --model NAME`` does.
 
 ===========  =====================================  ====================================================
 name         class                                  paper configuration (parameters)

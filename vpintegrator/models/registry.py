@@ -86,7 +86,9 @@ def build_model(name: str, **config: Any) -> nn.Module:
     name : str
         One of :func:`list_models` (``"vpff"``, ``"vpt"``, ``"st"``).
     **config
-        The class's keyword arguments (e.g. ``dim=3, seq_len=3, n_blocks=2, L=3``). ``model.config``
+        The class's keyword arguments (e.g. ``dim=3, seq_len=3, n_blocks=2, L=3``); ``dim`` is required,
+        and every key left out takes the paper's value (:func:`default_model_config`), as ``vp-train
+        --model NAME`` does: ``build_model("vpt", dim=3)`` is the paper's 162-parameter VPT. ``model.config``
         (which contains ``name``) round-trips: ``build_model(**model.config)``.
 
     Returns
@@ -105,6 +107,7 @@ def build_model(name: str, **config: Any) -> nn.Module:
             raise VPIntegratorError(
                 f"model config for {name!r}: unknown key {key!r}; valid keys: {', '.join(params)}"
             )
+    config = {**_PAPER_CONFIGS.get(name, {}), **config}  # the same defaults as vp-train --model NAME
     for key, p in params.items():
         if p.default is inspect.Parameter.empty and key not in config:
             raise VPIntegratorError(f"model config for {name!r}: missing required key {key!r}")

@@ -148,8 +148,10 @@ class StandardTransformerIntegrator(nn.Module):
             self.downscale = _Dense(width, dim, "identity")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x : (batch, seq_len, dim) -> (batch, seq_len, dim)."""
-        check_input(x, type(self).__name__, self.dim, self.seq_len, like=_first_parameter(self))
+        """x : (batch, seq_len, dim) -> (batch, seq_len, dim); one window (seq_len, dim) -> (seq_len, dim)."""
+        check_input(x, type(self).__name__, self.dim, self.seq_len, like=_first_parameter(self), unbatched=True)
+        if x.ndim == 2:  # one window (seq_len, dim) -> (1, seq_len, dim) -> (seq_len, dim)
+            return self.forward(x.unsqueeze(0)).squeeze(0)
         scaled = self.transformer_dim != self.dim
         if scaled:
             x = self.upscale(x)  # (batch, seq_len, transformer_dim)

@@ -42,8 +42,11 @@ class _PositionWise(nn.Module):
     layers: nn.Sequential
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x : (batch, seq, dim) -> (batch, seq, dim), each state mapped independently."""
-        check_input(x, type(self).__name__, self.dim, like=_first_parameter(self))
+        """x : (batch, seq, dim) -> (batch, seq, dim), each state mapped independently; one window
+        (seq, dim) -> (seq, dim)."""
+        check_input(x, type(self).__name__, self.dim, like=_first_parameter(self), unbatched=True)
+        if x.ndim == 2:  # one window (seq, dim) -> (1, seq, dim) -> (seq, dim)
+            return self.forward(x.unsqueeze(0)).squeeze(0)
         return self.layers(x)
 
     def window_chain(self) -> list[nn.Module]:
@@ -259,8 +262,10 @@ class SymplecticTransformer(nn.Module):
         self.layers = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x : (batch, seq_len, dim) -> (batch, seq_len, dim)."""
-        check_input(x, type(self).__name__, self.dim, self.seq_len, like=_first_parameter(self))
+        """x : (batch, seq_len, dim) -> (batch, seq_len, dim); one window (seq_len, dim) -> (seq_len, dim)."""
+        check_input(x, type(self).__name__, self.dim, self.seq_len, like=_first_parameter(self), unbatched=True)
+        if x.ndim == 2:  # one window (seq_len, dim) -> (1, seq_len, dim) -> (seq_len, dim)
+            return self.forward(x.unsqueeze(0)).squeeze(0)
         return self.layers(x)
 
     def window_chain(self) -> list[nn.Module]:

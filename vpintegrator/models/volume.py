@@ -79,8 +79,11 @@ class VolumePreservingFeedForward(nn.Module):
         register_fused_buffers(self, layers)  # index buffers of the fused chain (not saved)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x : (batch, seq, dim) -> (batch, seq, dim), each state mapped independently."""
-        check_input(x, type(self).__name__, self.dim, like=_first_parameter(self))
+        """x : (batch, seq, dim) -> (batch, seq, dim), each state mapped independently; one window
+        (seq, dim) -> (seq, dim)."""
+        check_input(x, type(self).__name__, self.dim, like=_first_parameter(self), unbatched=True)
+        if x.ndim == 2:  # one window (seq, dim) -> (1, seq, dim) -> (seq, dim)
+            return self.forward(x.unsqueeze(0)).squeeze(0)
         layers = list(self.layers)
         spec = fused_spec(layers, x)
         if spec is not None:  # the whole stack as one autograd node, bitwise the same forward
@@ -176,8 +179,10 @@ class VolumePreservingTransformer(nn.Module):
             register_fused_buffers(self, self._layers())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x : (batch, seq_len, dim) -> (batch, seq_len, dim)."""
-        check_input(x, type(self).__name__, self.dim, self.seq_len, like=_first_parameter(self))
+        """x : (batch, seq_len, dim) -> (batch, seq_len, dim); one window (seq_len, dim) -> (seq_len, dim)."""
+        check_input(x, type(self).__name__, self.dim, self.seq_len, like=_first_parameter(self), unbatched=True)
+        if x.ndim == 2:  # one window (seq_len, dim) -> (1, seq_len, dim) -> (seq_len, dim)
+            return self.forward(x.unsqueeze(0)).squeeze(0)
         layers = self._layers()
         spec = fused_spec(layers, x)
         if spec is not None:  # the whole transformer as one autograd node, bitwise the same forward

@@ -9,11 +9,17 @@ import torch
 
 from ..errors import VPIntegratorError
 
+
+def identity(x: torch.Tensor) -> torch.Tensor:
+    """The identity activation (a module-level function, not a lambda, so that layers pickle)."""
+    return x
+
+
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "tanh": torch.tanh,
     "sigmoid": torch.sigmoid,
     "silu": torch.nn.functional.silu,
-    "identity": lambda x: x,
+    "identity": identity,
 }
 
 
@@ -41,18 +47,22 @@ def check_bool(value, argument: str) -> bool:
 
 
 def check_input(
-    x: torch.Tensor, owner: str, dim: int, seq_len: int | None = None, like: torch.Tensor | None = None
+    x: torch.Tensor, owner: str, dim: int, seq_len: int | None = None, like: torch.Tensor | None = None,
+    unbatched: bool = False,
 ) -> None:
     """Check that ``x`` is a floating (batch, seq, dim) tensor, optionally with a fixed ``seq``.
 
-    With ``like`` (a parameter of the module) the dtype and device must match it too. Raises
-    :class:`VPIntegratorError` naming ``owner`` with the expected and the received shape.
+    ``unbatched=True`` (the models) also accepts one window (seq, dim). With ``like`` (a parameter of the
+    module) the dtype and device must match it too. Raises :class:`VPIntegratorError` naming ``owner``
+    with the expected and the received shape.
     """
-    expected = f"(batch, {'seq' if seq_len is None else f'seq_len={seq_len}'}, dim={dim})"
+    seq = "seq" if seq_len is None else f"seq_len={seq_len}"
+    expected = f"(batch, {seq}, dim={dim})" + (f" or one window ({seq}, dim={dim})" if unbatched else "")
     if not isinstance(x, torch.Tensor):
         raise VPIntegratorError(f"{owner}: expected a torch.Tensor of shape {expected}, got {type(x).__name__}")
-    if x.ndim != 3 or x.shape[-1] != dim or (seq_len is not None and x.shape[1] != seq_len):
-        hint = "; add a batch axis with x.unsqueeze(0)" if x.ndim == 2 else ""
+    ndim_ok = x.ndim == 3 or (unbatched and x.ndim == 2)
+    if not ndim_ok or x.shape[-1] != dim or (seq_len is not None and x.shape[-2] != seq_len):
+        hint = "; add a batch axis with x.unsqueeze(0)" if x.ndim == 2 and not unbatched else ""
         raise VPIntegratorError(f"{owner}: expected input of shape {expected}, got {tuple(x.shape)}{hint}")
     if not x.is_floating_point():
         raise VPIntegratorError(f"{owner}: expected a floating-point input, got dtype {x.dtype}")

@@ -2,7 +2,14 @@
 
 Every ``plot_*`` function takes a *source* (see :mod:`vpintegrator.plotting.source`: a ``RolloutResult``,
 the path of a rollout file, a ``Trajectories`` or a dict ``{label: Trajectories}`` with an optional
-``reference=``) and returns a :class:`matplotlib.figure.Figure`.
+``reference=``) and returns a :class:`matplotlib.figure.Figure`: a new one, or the one holding the Axes
+given by ``ax=`` (one-panel kinds) or ``axes=`` (one Axes per panel), drawn into as they are (the legend
+then goes into the first of them, and there is no figure title). ``style=`` picks a journal preset or a
+``.mplstyle`` file (:func:`~vpintegrator.plotting.style.figure_style`).
+
+Methods are named as :func:`~vpintegrator.plotting.style.display_name` says ("Gauss–Legendre 4") and keep
+one colour, dash and marker in every figure; where several trajectories are drawn one curve each, the
+dash tells the trajectory and colour and marker the method.
 
 ``traj`` selects trajectories by their index in the data file (as ``vp-rollout --traj``); by default every
 trajectory is shown: one curve each where there are few (at most :data:`MAX_CURVES`), else the median and
@@ -25,7 +32,7 @@ import numpy as np
 
 from ..errors import VPIntegratorError
 from .source import MAX_CURVES, PlotData, describe, methods_to_draw, plot_data, select, traj_names
-from .style import FORMATS, WIDTH, figure, legend, method_colors, save_figure, styled
+from .style import FORMATS, WIDTH, MethodStyle, legend, method_styles, save_figure, styled, target_axes
 
 #: figure kinds of :func:`plot_rollout` / ``vp-plot --kind``
 KINDS = ("trajectories3d", "invariants", "error", "volume", "phase")
@@ -50,10 +57,10 @@ def _prepare(source, traj, reference, max_points) -> tuple[PlotData, bool]:
     return select(data, traj)
 
 
-def _colors(data: PlotData) -> dict[str, str]:
+def _styles(data: PlotData) -> dict[str, MethodStyle]:
     labels = data.labels
     kinds = ["reference" if k == "reference" else data.kinds.get(k) for k in labels]
-    return method_colors(labels, kinds)
+    return method_styles(labels, kinds)
 
 
 def _banded(data: PlotData, band: bool | None) -> bool:
@@ -66,24 +73,27 @@ def _positive(values: np.ndarray) -> np.ndarray:
     return np.where(a > 0, a, np.nan)
 
 
-def _series(ax, x, values, banded: bool, color, label, **kw) -> bool:
-    """Draw ``values`` (n_traj, n) against ``x``: one line per row, or median + band over all rows.
+def _series(ax, x, values, banded: bool, style: MethodStyle, slot: int = 0, n_slots: int = 1, **kw) -> bool:
+    """Draw ``values`` (n_traj, n) against ``x``: one line per row, or median + band over all rows, in the
+    method's ``style`` (markers staggered by ``slot`` of ``n_slots``; several rows: the dash tells the row).
 
     Returns False (and draws nothing) when there is no finite value to show.
     """
     values = np.asarray(values, dtype=np.float64)
     if not np.isfinite(values).any():
         return False
+    n = values.shape[-1]
     if banded:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             lo, med, hi = np.nanpercentile(values, [10, 50, 90], axis=0)
-        ax.plot(x, med, color=color, label=label, **kw)
-        ax.fill_between(x, lo, hi, color=color, alpha=0.15, linewidth=0)
+        ax.plot(x, med, label=style.name, **style.line(n, slot, n_slots), **kw)
+        ax.fill_between(x, lo, hi, color=style.color, alpha=0.15, linewidth=0)
         return True
+    several = values.shape[0] > 1
     for j in range(values.shape[0]):
-        style = TRAJ_STYLES[j % len(TRAJ_STYLES)] if values.shape[0] > 1 else kw.pop("linestyle", "-")
-        ax.plot(x, values[j], color=color, label=label if j == 0 else None, linestyle=style, **kw)
+        dash = TRAJ_STYLES[j % len(TRAJ_STYLES)] if several else None
+        ax.plot(x, values[j], label=style.name if j == 0 else None, **style.line(n, slot, n_slots, dash), **kw)
     return True
 
 
@@ -100,8 +110,11 @@ def _traj_key(data: PlotData, banded: bool) -> list:
 
 
 def _note_missing(ax, missing: list[str], why: str) -> None:
+    from .style import display_name
+
     if missing:
-        ax.text(0.01, 0.01, f"not shown ({why}): {', '.join(missing)}", transform=ax.transAxes, fontsize=6,
+        names = ", ".join(display_name(k) for k in missing)
+        ax.text(0.01, 0.01, f"not shown ({why}): {names}", transform=ax.transAxes, fontsize=6,
                 color="0.35", va="bottom", ha="left")
 
 
@@ -125,7 +138,7 @@ def _failure_times(data: PlotData, label: str) -> np.ndarray:
     return np.unique(t0 + float(dt) * failed)
 
 
-def _mark_failures(ax, data: PlotData, labels, colors, banded: bool) -> bool:
+def _mark_failures(ax, data: PlotData, labels, styles, banded: bool) -> bool:
     """A vertical tick at each failure time of each method in ``labels`` (banded: the first one only);
     returns whether any was drawn (the legend then gets a "blow-up" entry)."""
     drawn = False
@@ -134,7 +147,7 @@ def _mark_failures(ax, data: PlotData, labels, colors, banded: bool) -> bool:
         if banded:
             times = times[:1]
         for tf in times[: 2 * MAX_CURVES]:
-            ax.axvline(tf, color=colors[label], linestyle=BLOWUP_STYLE, linewidth=0.9, gid="blow-up")
+            ax.axvline(tf, color=styles[label].color, linestyle=BLOWUP_STYLE, linewidth=0.9, gid="blow-up")
             drawn = True
     return drawn
 
@@ -195,7 +208,7 @@ def _span(data: PlotData) -> str:
 
 @styled
 def plot_trajectories3d(source, traj=None, methods: Iterable[str] | None = None, sphere: bool | None = None,
-                        reference=None, max_points: int | None = None):
+                        reference=None, max_points: int | None = None, ax=None, style=None):
     """Trajectories in state space (the first three coordinates), every method and the reference.
 
     Parameters
@@ -211,6 +224,11 @@ def plot_trajectories3d(source, traj=None, methods: Iterable[str] | None = None,
         For trajectories in memory: the reference, drawn dashed in black.
     max_points : int, optional
         At most about this many time points per curve.
+    ax : matplotlib Axes (3-D), optional
+        Draw into this Axes (``fig.add_subplot(projection="3d")``) instead of a new figure.
+    style : str, path, dict or list, optional
+        ``"single"``/``"double"`` journal column, a ``.mplstyle`` file, ...: see
+        :func:`~vpintegrator.plotting.style.figure_style`.
 
     States beyond :data:`CLIP_FACTOR` times the reference's extent are not drawn.
     """
@@ -220,10 +238,9 @@ def plot_trajectories3d(source, traj=None, methods: Iterable[str] | None = None,
             f"kind trajectories3d needs dim >= 3; the trajectories have dim {data.dim} (draw kind phase)", key="kind"
         )
     data, what = _state_rows(data, given)
-    colors = _colors(data)
+    styles = _styles(data)
     names = _coord_names(data)
-    fig = figure(0.6 * WIDTH, 0.6 * WIDTH + 0.3)
-    ax = fig.add_subplot(projection="3d")
+    fig, (ax,), own = target_axes(ax, 1, 0.6 * WIDTH, 0.6 * WIDTH + 0.3, projection="3d")
     labels = _with_reference(data, methods)
     first = data.states(labels[0]).y
     if sphere if sphere is not None else data.system_name == "rigid_body":
@@ -232,12 +249,13 @@ def plot_trajectories3d(source, traj=None, methods: Iterable[str] | None = None,
         ax.plot_wireframe(radius * np.cos(u) * np.sin(v), radius * np.sin(u) * np.sin(v), radius * np.cos(v),
                           color="0.6", linewidth=0.3, alpha=0.35)
     half, clipped = _clip_states(data, labels)
-    for label in labels:
+    for slot, label in enumerate(labels):
         ref = label == "reference"
         for j in range(data.n_traj):
             y = clipped[label][j]
-            ax.plot(y[:, 0], y[:, 1], y[:, 2], color=colors[label], label=label if j == 0 else None,
-                    linewidth=1.4 if ref else 0.9, linestyle="--" if ref else "-")
+            kw = styles[label].line(len(y), slot, len(labels), "--" if ref else None)
+            ax.plot(y[:, 0], y[:, 1], y[:, 2], label=styles[label].name if j == 0 else None,
+                    linewidth=1.4 if ref else 0.9, **kw)
     ax.set_xlabel(f"${names[0]}$")
     ax.set_ylabel(f"${names[1]}$")
     ax.set_zlabel(f"${names[2]}$")
@@ -245,17 +263,18 @@ def plot_trajectories3d(source, traj=None, methods: Iterable[str] | None = None,
         setter(-half, half)
     ax.set_box_aspect((1, 1, 1))
     ax.set_title(f"{data.system_name}, {what}, {_span(data)}")
-    legend(fig, [ax], ncols=4)
+    legend(fig, [ax], ncols=4, own=own)
     return fig
 
 
 @styled
 def plot_invariants(source, traj=None, methods: Iterable[str] | None = None, band: bool | None = None,
-                    reference=None, max_points: int | None = None):
+                    reference=None, max_points: int | None = None, axes=None, style=None):
     """Relative drift ``|I(t) − I(0)| / |I(0)|`` of every invariant, log scale, one panel each.
 
     ``band``: True draws the median and 10-90 % band, False one curve per trajectory; default: the band
-    for more than :data:`MAX_CURVES` trajectories. Other parameters as :func:`plot_trajectories3d`.
+    for more than :data:`MAX_CURVES` trajectories. ``axes``: one Axes per invariant to draw into. Other
+    parameters as :func:`plot_trajectories3d`.
     """
     data, _ = _prepare(source, traj, reference, max_points)
     names = data.invariant_names
@@ -263,40 +282,41 @@ def plot_invariants(source, traj=None, methods: Iterable[str] | None = None, ban
         raise VPIntegratorError(f"system {data.system_name!r} has no invariants; nothing to plot for kind invariants",
                                 key="kind")
     banded = _banded(data, band)
-    colors = _colors(data)
-    fig = figure(WIDTH, 2.5)
-    axes = fig.subplots(1, len(names), squeeze=False)[0]
+    styles = _styles(data)
+    fig, axes, own = target_axes(axes, len(names), WIDTH, 2.5, name="axes")
     labels = _with_reference(data, methods)
     marked = False
     for ax, name in zip(axes, names):
         sym = _INVARIANT_SYMBOLS.get(name, name)
         missing = []
-        for label in labels:
+        for slot, label in enumerate(labels):
             values = np.asarray(data.metrics[label].invariants[name], dtype=np.float64)
             i0 = values[:, :1]
             scale = np.where(i0 == 0, 1.0, np.abs(i0))
             with np.errstate(all="ignore"):
                 drift = _positive((values - i0) / scale)
-            if not _series(ax, data.t, drift, banded, colors[label], label):
+            if not _series(ax, data.t, drift, banded, styles[label], slot, len(labels)):
                 missing.append(label)
         _note_missing(ax, missing, "drift exactly 0")
-        marked |= _mark_failures(ax, data, [k for k in labels if k != "reference"], colors, banded)
+        marked |= _mark_failures(ax, data, [k for k in labels if k != "reference"], styles, banded)
         ax.set_yscale("log")
         ax.set_xlabel("time $t$")
         ax.set_ylabel(f"$|{sym}(t) - {sym}(0)|\\,/\\,|{sym}(0)|$")
         ax.set_title(name)
-    fig.suptitle(f"invariant drift, {data.system_name}: {describe(data, banded)}", fontsize=8)
-    legend(fig, axes, extra=_traj_key(data, banded) + _blowup_key(marked))
+    if own:
+        fig.suptitle(f"invariant drift, {data.system_name}: {describe(data, banded)}")
+    legend(fig, axes, extra=_traj_key(data, banded) + _blowup_key(marked), own=own)
     return fig
 
 
 @styled
 def plot_error(source, traj=None, methods: Iterable[str] | None = None, threshold: float = 0.1,
-               band: bool | None = None, reference=None, max_points: int | None = None):
+               band: bool | None = None, reference=None, max_points: int | None = None, ax=None, style=None):
     """Relative error ``‖ẑ(t) − z(t)‖ / ‖z(t)‖`` against the reference, log scale.
 
     The dotted line marks ``threshold``, whose first crossing is the valid prediction time. Trajectories
-    in memory need ``reference=``. Other parameters as :func:`plot_invariants`.
+    in memory need ``reference=``. ``ax``: the Axes to draw into. Other parameters as
+    :func:`plot_invariants`.
     """
     data, _ = _prepare(source, traj, reference, max_points)
     labels = [k for k in methods_to_draw(data, methods) if data.metrics[k].rel_error is not None]
@@ -305,29 +325,29 @@ def plot_error(source, traj=None, methods: Iterable[str] | None = None, threshol
             f"{data.name}: no relative errors to plot (trajectories in memory need a reference=)", key="kind"
         )
     banded = _banded(data, band)
-    colors = _colors(data)
-    fig = figure(0.75 * WIDTH, 2.8)
-    ax = fig.add_subplot()
-    missing = [k for k in labels if not _series(ax, data.t, _positive(data.metrics[k].rel_error), banded,
-                                                 colors[k], k)]
+    styles = _styles(data)
+    fig, (ax,), own = target_axes(ax, 1, 0.75 * WIDTH, 2.8)
+    missing = [k for slot, k in enumerate(labels)
+               if not _series(ax, data.t, _positive(data.metrics[k].rel_error), banded, styles[k], slot, len(labels))]
     _note_missing(ax, missing, "error exactly 0")
-    marked = _mark_failures(ax, data, labels, colors, banded)
+    marked = _mark_failures(ax, data, labels, styles, banded)
     ax.axhline(threshold, color="0.4", linestyle=":", linewidth=0.8, label=f"valid-time threshold {threshold:g}")
     ax.set_yscale("log")
     ax.set_xlabel("time $t$")
     ax.set_ylabel(r"$\|\hat z(t) - z(t)\|\,/\,\|z(t)\|$")
     ax.set_title(f"relative error vs reference, {data.system_name}: {describe(data, banded)}")
-    legend(fig, [ax], ncols=4, extra=_traj_key(data, banded) + _blowup_key(marked))
+    legend(fig, [ax], ncols=4, extra=_traj_key(data, banded) + _blowup_key(marked), own=own)
     return fig
 
 
 @styled
 def plot_volume(source, traj=None, methods: Iterable[str] | None = None, band: bool | None = None,
-                reference=None, max_points: int | None = None):
+                reference=None, max_points: int | None = None, axes=None, style=None):
     """Volume: ``|log|det J||`` of every step (window, for models) map and of its cumulative sum, log scale.
 
     An exactly volume-preserving map stays at rounding level (≈1e-16 per step); a method whose values are
     all exactly 0 is named in a note. Needs a rollout file written with the volume (the default).
+    ``axes``: two Axes (per map, cumulative) to draw into; ``style`` as :func:`plot_trajectories3d`.
     """
     data, _ = _prepare(source, traj, reference, max_points)
     labels = [k for k in methods_to_draw(data, methods) if data.metrics[k].log_det_J is not None]
@@ -337,12 +357,12 @@ def plot_volume(source, traj=None, methods: Iterable[str] | None = None, band: b
             key="kind",
         )
     banded = _banded(data, band)
-    colors = _colors(data)
-    fig = figure(WIDTH, 2.6)
-    ax1, ax2 = fig.subplots(1, 2)
+    styles = _styles(data)
+    fig, (ax1, ax2), own = target_axes(axes, 2, WIDTH, 2.6, name="axes")
     for ax, attr, lw in ((ax1, "log_det_J", 0.7), (ax2, "cum_log_det_J", 1.0)):
-        missing = [k for k in labels if not _series(ax, data.metrics[k].map_t, _positive(getattr(data.metrics[k], attr)),
-                                                     banded, colors[k], k, linewidth=lw)]
+        missing = [k for slot, k in enumerate(labels)
+                   if not _series(ax, data.metrics[k].map_t, _positive(getattr(data.metrics[k], attr)), banded,
+                                  styles[k], slot, len(labels), linewidth=lw)]
         _note_missing(ax, missing, "exactly 0")
         ax.set_yscale("log")
         ax.set_xlabel("time $t$")
@@ -350,8 +370,9 @@ def plot_volume(source, traj=None, methods: Iterable[str] | None = None, band: b
     ax2.set_ylabel(r"$|\sum \log|\det J||$ (log volume ratio)")
     ax1.set_title("volume change per map")
     ax2.set_title("cumulative")
-    fig.suptitle(f"volume, {data.system_name}: {describe(data, banded)}", fontsize=8)
-    legend(fig, [ax1, ax2], extra=_traj_key(data, banded))
+    if own:
+        fig.suptitle(f"volume, {data.system_name}: {describe(data, banded)}")
+    legend(fig, [ax1, ax2], extra=_traj_key(data, banded), own=own)
     return fig
 
 
@@ -367,32 +388,34 @@ def _phase_pairs(data: PlotData) -> list[tuple[int, int]]:
 
 @styled
 def plot_phase(source, traj=None, methods: Iterable[str] | None = None, reference=None,
-               max_points: int | None = None):
+               max_points: int | None = None, axes=None, style=None):
     """Phase portraits: pairs of coordinates (``(q_i, p_i)`` for canonical systems, else the three planes
-    of a 3-D state). Parameters as :func:`plot_trajectories3d`."""
+    of a 3-D state). ``axes``: one Axes per pair to draw into. Other parameters as
+    :func:`plot_trajectories3d`."""
     data, given = _prepare(source, traj, reference, max_points)
     data, what = _state_rows(data, given)
-    colors = _colors(data)
+    styles = _styles(data)
     names = _coord_names(data)
     pairs = _phase_pairs(data)
-    fig = figure(WIDTH, WIDTH / len(pairs) + 0.7)
-    axes = fig.subplots(1, len(pairs), squeeze=False)[0]
+    fig, axes, own = target_axes(axes, len(pairs), WIDTH, WIDTH / len(pairs) + 0.7, name="axes")
     labels = _with_reference(data, methods)
     half, clipped = _clip_states(data, labels)
     for ax, (a, b) in zip(axes, pairs):
-        for label in labels:
+        for slot, label in enumerate(labels):
             ref = label == "reference"
             for j in range(data.n_traj):
                 y = clipped[label][j]
-                ax.plot(y[:, a], y[:, b], color=colors[label], label=label if j == 0 else None,
-                        linewidth=1.4 if ref else 0.8, linestyle="--" if ref else "-")
+                kw = styles[label].line(len(y), slot, len(labels), "--" if ref else None)
+                ax.plot(y[:, a], y[:, b], label=styles[label].name if j == 0 else None,
+                        linewidth=1.4 if ref else 0.8, **kw)
         ax.set_xlabel(f"${names[a]}$")
         ax.set_ylabel(f"${names[b]}$")
         ax.set_xlim(-half, half)
         ax.set_ylim(-half, half)
         ax.set_aspect("equal")
-    fig.suptitle(f"{data.system_name}, {what}, {_span(data)}", fontsize=8)
-    legend(fig, axes)
+    if own:
+        fig.suptitle(f"{data.system_name}, {what}, {_span(data)}")
+    legend(fig, axes, own=own)
     return fig
 
 
@@ -435,9 +458,12 @@ def applicable(data: PlotData, kind: str) -> bool:
 def _check_options(options: dict) -> None:
     """Types of the plot options (they may come from ``--set`` as any TOML value)."""
     from ..errors import finite_float
+    from .style import figure_style
 
     for key, value in options.items():
-        if key == "threshold":
+        if key == "style":
+            figure_style(value)  # an unknown preset or a missing file: an error before anything is drawn
+        elif key == "threshold":
             finite_float(value, "threshold", positive=True, key="threshold")
         elif key in ("band", "sphere") and not (value is None or isinstance(value, bool)):
             raise VPIntegratorError(f"{key} must be true or false; got {value!r}", key=key)
@@ -452,7 +478,8 @@ def plot_all(source, out_dir: str | Path, kinds: Sequence[str] = KINDS, traj=Non
     """Draw and save every figure kind in ``kinds`` into ``out_dir`` as ``<kind>.pdf`` and ``<kind>.png``.
 
     ``source``, ``traj``, ``reference``, ``max_points`` as in the ``plot_*`` functions (the source is read
-    once); ``options`` (``methods``, ``threshold``, ``band``, ``sphere``) go to the kinds that take them.
+    once); ``options`` (``methods``, ``threshold``, ``band``, ``sphere``, ``style``) go to the kinds that
+    take them (``style="single"`` writes every figure one journal column wide).
     Kinds that do not apply (no invariants, dim < 3, no volume data, no reference) are skipped with no
     file. Every file is written atomically.
 
@@ -466,7 +493,8 @@ def plot_all(source, out_dir: str | Path, kinds: Sequence[str] = KINDS, traj=Non
     from .style import check_dpi, check_formats
 
     kinds = _check_kinds(kinds)
-    valid = sorted({p for fn in _PLOTTERS.values() for p in inspect.signature(fn).parameters} - {"source", "traj", "reference", "max_points"})
+    valid = sorted({p for fn in _PLOTTERS.values() for p in inspect.signature(fn).parameters}
+                   - {"source", "traj", "reference", "max_points", "ax", "axes"})
     for key in options:
         if key not in valid:
             raise VPIntegratorError(f"unknown plot option {key!r}; valid options: {', '.join(valid)}", key=key)

@@ -77,6 +77,10 @@ class PlotData:
     def has_volume(self) -> bool:
         return any(self.metrics[k].log_det_J is not None for k in self.methods)
 
+    def __repr__(self) -> str:  # one line, never the arrays
+        return (f"PlotData(name={self.name!r}, system={self.system_name!r}, n_traj={self.n_traj}, "
+                f"n_times={len(self.t)}, methods={list(self.methods)}, reference={self.reference is not None})")
+
 
 # --------------------------------------------------------------------------- building
 

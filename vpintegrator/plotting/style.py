@@ -1,44 +1,136 @@
-"""The look shared by every figure: fixed method colours, the paper style, legends, atomic saving.
+"""The look shared by every figure: one fixed style per method, display names, journal presets, legends,
+atomic saving.
 
-Figures are built without pyplot (no global state; any backend, Agg included) under :data:`STYLE`.
+Colours are Okabe & Ito's colour-universal-design palette (Okabe and Ito 2008, "Color Universal Design
+(CUD): how to make figures and presentations that are friendly to colorblind people",
+https://jfly.uni-koeln.de/color/): its eight colours stay apart under simulated protanopia,
+deuteranopia and tritanopia (``tests/test_plotting.py`` checks a minimum CIE ΔE between them). Colour is
+not the only cue: every method also has its own line style and marker (:class:`MethodStyle`), so that
+curves lying on top of each other (RK4 under Gauss–Legendre 4) stay visible in print and in grey.
+
+Figures are built without pyplot (no global state; any backend, Agg included) under :data:`STYLE`, or
+under a preset (``"single"``/``"double"`` journal columns) or the user's ``.mplstyle`` file (``style=``).
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
+import logging
+import os
+import weakref
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from ..errors import VPIntegratorError
 
-REFERENCE_COLOR = "black"
-#: one fixed colour per classical method (matplotlib's tab10, by method name)
-INTEGRATOR_COLORS = {
-    "implicit_midpoint": "#1f77b4",
-    "rk4": "#ff7f0e",
-    "gauss_legendre4": "#2ca02c",
-    "splitting": "#9467bd",
-    "euler": "#8c564b",
-    "stormer_verlet": "#bcbd22",
-    "exact_flow": "#7f7f7f",
-    "dop853": "#7f7f7f",
+#: Okabe–Ito's eight colours (Okabe & Ito 2008), by their names
+OKABE_ITO = {
+    "black": "#000000",
+    "orange": "#e69f00",
+    "sky_blue": "#56b4e9",
+    "bluish_green": "#009e73",
+    "yellow": "#f0e442",
+    "blue": "#0072b2",
+    "vermillion": "#d55e00",
+    "reddish_purple": "#cc79a7",
 }
-#: colours of models (and of anything else that is not a shipped integrator), in the order of their labels
-MODEL_PALETTE = ("#d62728", "#17becf", "#e377c2", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
-#: colours of runs in training-curve figures, in the order the runs are given
-RUN_PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#17becf", "#8c564b", "#e377c2")
+_OI = OKABE_ITO
+REFERENCE_COLOR = "black"
+_FLOW_COLOR = "#666666"  # exact flows (reference-like): a neutral grey
+
+#: (colour, line style, marker) of every shipped integrator and flow, fixed whatever else is drawn. The four
+#: of the paper's figures (implicit midpoint, RK4, Gauss–Legendre 4, VP splitting) have four colours; the
+#: others share their family's colour (Runge–Kutta, Gauss, splitting, Störmer–Verlet) with their own dash
+#: and marker. Models are drawn solid, integrators dashed, the reference solid black without markers.
+INTEGRATOR_STYLES: dict[str, tuple[str, Any, str]] = {
+    "implicit_midpoint": (_OI["blue"], "--", "o"),
+    "rk4": (_OI["vermillion"], "-.", "s"),
+    "gauss_legendre4": (_OI["bluish_green"], (0, (1, 1.2)), "^"),
+    "splitting": (_OI["reddish_purple"], (0, (5, 1, 1, 1, 1, 1)), "D"),
+    "euler": (_OI["vermillion"], (0, (6, 2)), "v"),
+    "gauss_legendre2": (_OI["bluish_green"], "--", "<"),
+    "gauss_legendre6": (_OI["bluish_green"], "-.", ">"),
+    "gauss_legendre8": (_OI["bluish_green"], (0, (6, 2)), "p"),
+    "implicit_midpoint_tj4": (_OI["blue"], "-.", "h"),
+    "implicit_midpoint_suzuki4": (_OI["blue"], (0, (1, 1.2)), "*"),
+    "implicit_midpoint_y6": (_OI["blue"], (0, (6, 2)), "X"),
+    "splitting_mclachlan2": (_OI["reddish_purple"], "--", "<"),
+    "splitting_blanes_moan4": (_OI["reddish_purple"], "-.", ">"),
+    "splitting_tj4": (_OI["reddish_purple"], (0, (1, 1.2)), "h"),
+    "splitting_suzuki4": (_OI["reddish_purple"], (0, (6, 2)), "*"),
+    "splitting_y6": (_OI["reddish_purple"], (0, (3, 1, 1, 1, 1, 1, 1, 1)), "X"),
+    "stormer_verlet": (_OI["sky_blue"], "--", "P"),
+    "stormer_verlet_tj4": (_OI["sky_blue"], "-.", "h"),
+    "stormer_verlet_suzuki4": (_OI["sky_blue"], (0, (1, 1.2)), "*"),
+    "stormer_verlet_y6": (_OI["sky_blue"], (0, (6, 2)), "X"),
+    "exact_flow": (_FLOW_COLOR, (0, (1, 1.2)), "x"),
+    "dop853": (_FLOW_COLOR, (0, (6, 2)), "+"),
+}
+#: one fixed colour per classical method (from :data:`INTEGRATOR_STYLES`)
+INTEGRATOR_COLORS = {name: style[0] for name, style in INTEGRATOR_STYLES.items()}
+#: colours of models (and of anything else that is not a shipped integrator), in the order of their labels;
+#: the three that no paper-figure integrator uses come first
+MODEL_PALETTE = (_OI["orange"], _OI["sky_blue"], _OI["yellow"], _OI["blue"], _OI["vermillion"],
+                 _OI["bluish_green"], _OI["reddish_purple"])
+#: markers of models, in the same order (8 against 7 colours: the first 56 models have distinct pairs)
+MODEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+MODEL_LINESTYLE = "-"
+#: colours and markers of runs in training-curve figures, in the order the runs are given
+RUN_PALETTE = (_OI["blue"], _OI["vermillion"], _OI["bluish_green"], _OI["orange"], _OI["reddish_purple"],
+               _OI["sky_blue"], _OI["black"], _OI["yellow"])
+RUN_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h")
+#: about this many markers along each curve (staggered between methods so overlapping curves show all)
+MARKS_PER_LINE = 8
+
+#: what legends and titles call a method; any other label (a model's own label) is shown as it is
+DISPLAY_NAMES: dict[str, str] = {
+    "reference": "reference",
+    "euler": "explicit Euler",
+    "rk4": "RK4",
+    "implicit_midpoint": "implicit midpoint",
+    "gauss_legendre2": "Gauss–Legendre 2",
+    "gauss_legendre4": "Gauss–Legendre 4",
+    "gauss_legendre6": "Gauss–Legendre 6",
+    "gauss_legendre8": "Gauss–Legendre 8",
+    "stormer_verlet": "Störmer–Verlet",
+    "splitting": "VP splitting",
+    "splitting_mclachlan2": "VP splitting (McLachlan 2)",
+    "splitting_blanes_moan4": "VP splitting (Blanes–Moan 4)",
+    "exact_flow": "exact flow",
+    "dop853": "DOP853",
+    "vpff": "VPFF",
+    "vpt": "VPT",
+    "st": "standard transformer",
+    "la_sympnet": "LA-SympNet",
+    "g_sympnet": "G-SympNet",
+    "symplectic_transformer": "symplectic transformer",
+}
+for _base in ("implicit_midpoint", "splitting", "stormer_verlet"):
+    for _suffix, _what in (("tj4", "triple jump 4"), ("suzuki4", "Suzuki 4"), ("y6", "Yoshida 6")):
+        DISPLAY_NAMES[f"{_base}_{_suffix}"] = f"{DISPLAY_NAMES[_base]} ({_what})"
+
+
+def display_name(label: str) -> str:
+    """What figures call ``label``: ``"gauss_legendre4"`` -> ``"Gauss–Legendre 4"``, ``"vpt"`` -> ``"VPT"``;
+    a label not in :data:`DISPLAY_NAMES` (a model's own label) as it is."""
+    return DISPLAY_NAMES.get(label, label)
+
 
 #: the paper look: small fonts, thin lines (applied to every figure made here)
 STYLE = {
     "font.size": 8,
     "axes.labelsize": 8,
     "axes.titlesize": 8,
+    "figure.titlesize": 8,
     "legend.fontsize": 7,
     "xtick.labelsize": 7,
     "ytick.labelsize": 7,
     "lines.linewidth": 1.0,
+    "lines.markersize": 3.0,
     "axes.grid": True,
     "grid.alpha": 0.3,
     "grid.linewidth": 0.5,
@@ -51,9 +143,44 @@ WIDTH = 6.3  # inches: a full text width
 #: file formats :func:`save_figure` writes by default
 FORMATS = ("pdf", "png")
 
+#: journal presets: figure width (inches; None: each figure its own) and the rcParams on top of :data:`STYLE`.
+#: Widths are those of one and two columns of the common two-column journals (3.5 in ≈ 89 mm, 7.2 in ≈ 183
+#: mm); the file is exactly that wide (no tight cropping).
+PRESETS: dict[str, tuple[float | None, dict[str, Any]]] = {
+    "default": (None, {}),
+    "single": (3.5, {"font.size": 7, "axes.labelsize": 7, "axes.titlesize": 7, "figure.titlesize": 7,
+                     "legend.fontsize": 6,
+                     "xtick.labelsize": 6, "ytick.labelsize": 6, "lines.linewidth": 0.9, "lines.markersize": 2.5,
+                     "savefig.bbox": "standard"}),
+    "double": (7.2, {"font.size": 8, "axes.labelsize": 8, "axes.titlesize": 8, "figure.titlesize": 8,
+                     "legend.fontsize": 7,
+                     "xtick.labelsize": 7, "ytick.labelsize": 7, "lines.linewidth": 1.0, "lines.markersize": 3.0,
+                     "savefig.bbox": "standard"}),
+}
 
-def method_colors(labels: Sequence[str], kinds: Sequence[str] | None = None) -> dict[str, str]:
-    """The fixed colour of each method.
+
+@dataclass(frozen=True)
+class MethodStyle:
+    """How one method is drawn in every figure: colour, line style, marker and the name legends show."""
+
+    color: str
+    linestyle: Any
+    marker: str | None
+    name: str
+
+    def line(self, n_points: int, slot: int = 0, n_slots: int = 1, linestyle: Any = None) -> dict[str, Any]:
+        """``Axes.plot`` keywords for a curve of ``n_points`` points: markers about every
+        ``n_points / MARKS_PER_LINE`` points, offset by ``slot`` of ``n_slots`` so that curves lying on
+        top of each other put their markers in different places."""
+        kw: dict[str, Any] = {"color": self.color, "linestyle": self.linestyle if linestyle is None else linestyle}
+        if self.marker is not None and n_points > 1:
+            step = max(1, n_points // MARKS_PER_LINE)
+            kw.update(marker=self.marker, markevery=((slot * step) // max(1, n_slots), step))
+        return kw
+
+
+def method_styles(labels: Sequence[str], kinds: Sequence[str | None] | None = None) -> dict[str, MethodStyle]:
+    """The fixed style of each method.
 
     Parameters
     ----------
@@ -66,53 +193,185 @@ def method_colors(labels: Sequence[str], kinds: Sequence[str] | None = None) -> 
     Returns
     -------
     dict
-        label -> matplotlib colour. The reference is black, each shipped integrator has its own colour
-        whatever else is drawn, and the other labels take :data:`MODEL_PALETTE` in their order in
-        ``labels``; so one call gives the same colour to a method in every figure it makes.
+        label -> :class:`MethodStyle`. The reference is solid black without markers; each shipped
+        integrator has its own (colour, dash, marker) from :data:`INTEGRATOR_STYLES` whatever else is
+        drawn; the other labels (models) are solid and take :data:`MODEL_PALETTE` and
+        :data:`MODEL_MARKERS` in their order in ``labels``, so one call styles a method the same in every
+        figure it makes.
     """
     kinds = list(kinds) if kinds is not None else [None] * len(labels)
     if len(kinds) != len(labels):
-        raise VPIntegratorError(f"method_colors: {len(labels)} labels but {len(kinds)} kinds")
-    colors: dict[str, str] = {}
-    others = []
+        raise VPIntegratorError(f"method_styles: {len(labels)} labels but {len(kinds)} kinds")
+    styles: dict[str, MethodStyle] = {}
+    others: list[str] = []
     for label, kind in zip(labels, kinds):
-        if label in colors or label in others:
+        if label in styles or label in others:
             continue
         if label == "reference" or kind == "reference":
-            colors[label] = REFERENCE_COLOR
-        elif label in INTEGRATOR_COLORS and kind in (None, "integrator", "flow"):
-            colors[label] = INTEGRATOR_COLORS[label]
+            styles[label] = MethodStyle(REFERENCE_COLOR, "-", None, display_name(label))
+        elif label in INTEGRATOR_STYLES and kind in (None, "integrator", "flow"):
+            styles[label] = MethodStyle(*INTEGRATOR_STYLES[label], display_name(label))
         else:
             others.append(label)
     for i, label in enumerate(others):
-        colors[label] = MODEL_PALETTE[i % len(MODEL_PALETTE)]
-    return colors
+        styles[label] = MethodStyle(MODEL_PALETTE[i % len(MODEL_PALETTE)], MODEL_LINESTYLE,
+                                    MODEL_MARKERS[i % len(MODEL_MARKERS)], display_name(label))
+    return styles
+
+
+def method_colors(labels: Sequence[str], kinds: Sequence[str | None] | None = None) -> dict[str, str]:
+    """label -> the fixed colour of each method (the colours of :func:`method_styles`)."""
+    return {label: style.color for label, style in method_styles(labels, kinds).items()}
+
+
+# --------------------------------------------------------------------------- presets and user styles
+
+
+@dataclass(frozen=True)
+class FigureStyle:
+    """A resolved ``style=``: the rcParams figures are built under, and the width of every figure in
+    inches (None: each kind its own width, as in :data:`WIDTH`)."""
+
+    width: float | None
+    rc: dict
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def _rc_from(item, where: str) -> dict:
+    import warnings
+
+    import matplotlib
+
+    logger = logging.getLogger("matplotlib")
+    collect = _Collect()  # matplotlib logs (and skips) the bad lines of a style file
+    logger.addHandler(collect)
+    try:
+        with warnings.catch_warnings(record=True) as caught:  # ... and warns of deprecated keys
+            warnings.simplefilter("always")
+            if isinstance(item, Mapping):
+                params = matplotlib.RcParams(item)  # validates keys and values
+            else:
+                params = matplotlib.rc_params_from_file(str(item), use_default_template=False)
+    except (KeyError, ValueError, TypeError, OSError, UnicodeDecodeError) as err:
+        raise VPIntegratorError(f"style {where}: {' '.join(str(err).split())[:200]}", key="style") from None
+    finally:
+        logger.removeHandler(collect)
+    problems = collect.messages + [str(w.message) for w in caught]
+    if problems:
+        raise VPIntegratorError(f"style {where}: {' '.join(problems[0].split())[:200]}; give a .mplstyle file of "
+                                "'key: value' lines (matplotlibrc syntax)", key="style")
+    return {str(k): v for k, v in params.items()}
+
+
+def figure_style(style: Any = None) -> FigureStyle:
+    """Resolve ``style``: None or ``"default"`` (:data:`STYLE`, each figure its own width), ``"single"``
+    (one journal column, 3.5 in) or ``"double"`` (two columns, 7.2 in) from :data:`PRESETS`, the path of
+    a ``.mplstyle`` file, a matplotlib style name, a dict of rcParams, or a list of these applied in
+    order (``["single", "paper.mplstyle"]``). A user style that sets ``figure.figsize`` sets the width of
+    every figure (heights follow)."""
+    import matplotlib.style
+
+    items = [] if style is None else list(style) if isinstance(style, (list, tuple)) else [style]
+    width: float | None = None
+    rc = dict(STYLE)
+    for item in items:
+        if isinstance(item, str) and item in PRESETS:
+            preset_width, extra = PRESETS[item]
+            width = preset_width
+            rc.update(extra)
+            continue
+        if isinstance(item, Mapping):
+            extra = _rc_from(item, "(dict)")
+        elif isinstance(item, (str, os.PathLike)) and Path(item).is_file():
+            extra = _rc_from(item, str(item))
+        elif isinstance(item, str) and item in matplotlib.style.library:
+            extra = {str(k): v for k, v in matplotlib.style.library[item].items()}
+        else:
+            raise VPIntegratorError(
+                f"style {item!r} is not a preset ({', '.join(PRESETS)}), an existing .mplstyle file, a "
+                "matplotlib style name or a dict of rcParams", key="style")
+        rc.update(extra)
+        if "figure.figsize" in extra:
+            width = float(extra["figure.figsize"][0])
+    return FigureStyle(width=width, rc=rc)
+
+
+_CURRENT: contextvars.ContextVar[FigureStyle] = contextvars.ContextVar("vpintegrator_figure_style")
+#: figure -> the savefig rcParams of the style it was made under (a column preset is saved uncropped)
+_SAVEFIG_RC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def figure(width: float, height: float):
-    """A constrained-layout :class:`~matplotlib.figure.Figure` (no pyplot)."""
+    """A constrained-layout :class:`~matplotlib.figure.Figure` (no pyplot), ``width`` × ``height``
+    inches, or the width of the current style (:func:`figure_style`) with the height scaled to suit."""
     import matplotlib
     from matplotlib.figure import Figure
 
-    with matplotlib.rc_context(STYLE):
-        return Figure(figsize=(width, height), layout="constrained")
+    current = _CURRENT.get(None) or figure_style()
+    if current.width is not None:
+        height = height * (current.width / width) ** 0.5  # narrower: a little lower, not squashed
+        width = current.width
+    with matplotlib.rc_context(current.rc):
+        fig = Figure(figsize=(width, height), layout="constrained")
+    _SAVEFIG_RC[fig] = {k: v for k, v in current.rc.items() if k.startswith("savefig.")}
+    return fig
 
 
 def styled(fn):
-    """Build the figure under :data:`STYLE` (fonts and lines are read when artists are created)."""
+    """Build the figure under ``style=`` (a keyword argument of ``fn``; see :func:`figure_style`): fonts
+    and lines are read when artists are created."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         import matplotlib
 
-        with matplotlib.rc_context(STYLE):
-            return fn(*args, **kwargs)
+        current = figure_style(kwargs.get("style"))
+        token = _CURRENT.set(current)
+        try:
+            with matplotlib.rc_context(current.rc):
+                return fn(*args, **kwargs)
+        finally:
+            _CURRENT.reset(token)
 
     return wrapper
 
 
-def legend(fig, axes, ncols: int = 6, extra: Sequence = ()) -> None:
-    """One legend below the figure with each label once, only for artists that were drawn with a label."""
+def target_axes(ax, n: int, width: float, height: float, name: str = "ax", projection: str | None = None):
+    """``(fig, axes, own)``: ``n`` Axes to draw on, in a new figure (``ax`` None) or the given ones.
+
+    ``ax`` is one :class:`~matplotlib.axes.Axes` or, for figures of several panels, a sequence of exactly
+    ``n``; a 3-D figure needs 3-D Axes. Wrong ones are a one-line error naming ``name``.
+    """
+    if ax is None:
+        fig = figure(width, height)
+        if projection is not None:
+            return fig, [fig.add_subplot(projection=projection)], True
+        return fig, list(fig.subplots(1, n, squeeze=False)[0]), True
+    from matplotlib.axes import Axes
+
+    given = [ax] if isinstance(ax, Axes) else list(np.ravel(np.asarray(ax, dtype=object)))
+    if len(given) != n or not all(isinstance(a, Axes) for a in given):
+        what = "one matplotlib Axes" if n == 1 else f"{n} matplotlib Axes (one per panel)"
+        got = f"{len(given)} Axes" if all(isinstance(a, Axes) for a in given) else f"a {type(ax).__name__}"
+        raise VPIntegratorError(f"{name}: this figure draws {n} panel{'s' if n > 1 else ''}; give {what}, got {got}",
+                                key=name)
+    if projection is not None and any(a.name != projection for a in given):
+        raise VPIntegratorError(f"{name}: give {projection.upper()} Axes (add_subplot(projection={projection!r})); "
+                                f"got a {given[0].name!r} Axes", key=name)
+    return given[0].get_figure(root=True), given, False
+
+
+def legend(fig, axes, ncols: int = 6, extra: Sequence = (), own: bool = True) -> None:
+    """One legend with each label once, only for artists that were drawn with a label: below the figure
+    (``own``), else in the first of the given Axes."""
     handles, labels = [], []
     for ax in np.atleast_1d(axes):
         for h, lab in zip(*ax.get_legend_handles_labels()):
@@ -122,8 +381,13 @@ def legend(fig, axes, ncols: int = 6, extra: Sequence = ()) -> None:
     for h, lab in extra:
         handles.append(h)
         labels.append(lab)
-    if handles:
-        fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), ncols), frameon=False)
+    if not handles:
+        return
+    if own:
+        fits = max(2, int(fig.get_figwidth() / 1.05))  # a narrow (single-column) figure: fewer columns
+        fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), ncols, fits), frameon=False)
+    else:
+        np.atleast_1d(axes)[0].legend(handles, labels, loc="best", frameon=False)
 
 
 def check_dpi(dpi) -> int:
@@ -148,7 +412,8 @@ def check_formats(formats) -> tuple[str, ...]:
 
 def save_figure(fig, stem: str | Path, formats: Sequence[str] = FORMATS, dpi: int = 200) -> list[Path]:
     """Write ``fig`` as ``<stem>.pdf`` and ``<stem>.png`` (each atomically: a temporary file renamed into
-    place, so an interrupted call leaves no half-written figure); return the paths."""
+    place, so an interrupted call leaves no half-written figure); return the paths. A figure made with a
+    column preset (``style="single"``/``"double"``) is saved exactly that wide."""
     import matplotlib
 
     from .._io import atomic_path
@@ -157,7 +422,8 @@ def save_figure(fig, stem: str | Path, formats: Sequence[str] = FORMATS, dpi: in
     formats = check_formats(formats)
     stem = Path(stem)
     paths = []
-    with matplotlib.rc_context(STYLE):
+    rc = {**STYLE, **_SAVEFIG_RC.get(fig, {})}  # a column-width preset is saved uncropped
+    with matplotlib.rc_context(rc):
         for fmt in formats:
             target = stem.with_name(f"{stem.name}.{fmt}")
             with atomic_path(target, suffix=f".{fmt}") as tmp:

@@ -18,7 +18,19 @@ import numpy as np
 
 from ..errors import VPIntegratorError
 from ..rundir import ROLLOUT_COLUMN, read_log, read_summary
-from .style import FORMATS, RUN_PALETTE, WIDTH, check_dpi, check_formats, figure, legend, save_figure, styled
+from .style import (
+    FORMATS,
+    MARKS_PER_LINE,
+    RUN_MARKERS,
+    RUN_PALETTE,
+    WIDTH,
+    check_dpi,
+    check_formats,
+    legend,
+    save_figure,
+    styled,
+    target_axes,
+)
 
 
 @dataclass(eq=False)
@@ -39,6 +51,11 @@ class RunLog:
     def has(self, column: str) -> bool:
         values = self.columns.get(column)
         return values is not None and bool(np.isfinite(values).any())
+
+    def __repr__(self) -> str:  # one line, not the columns
+        n = len(next(iter(self.columns.values()))) if self.columns else 0
+        return (f"RunLog(path={str(self.path)!r}, label={self.label!r}, epochs={n}, columns={list(self.columns)}, "
+                f"best_epoch={self.best_epoch})")
 
 
 def read_run_log(run_dir: str | Path, label: str | None = None) -> RunLog:
@@ -108,21 +125,38 @@ def _positive(values: np.ndarray) -> np.ndarray:
 
 
 @styled
-def training_figure(run_dirs, x_axes: Sequence[str] = ("epoch", "seconds")):
-    """The training-curve figure of one or more run directories (one colour per run, named by directory).
+def training_figure(run_dirs, x_axes: Sequence[str] = ("epoch", "seconds"), axes=None, style=None):
+    """The training-curve figure of one or more run directories (one colour and marker per run, named by
+    directory).
 
     Rows: one per x axis (epoch, seconds); columns: loss (train solid, validation dashed), validation
     rollout score (only when some run logged ``val_rollout``), learning rate (LM: damping λ). The
-    epoch ``summary.json`` chose as best is marked with a dot on the monitored curve.
+    epoch ``summary.json`` chose as best is ringed on the monitored curve. ``axes``: the
+    Axes to draw into, rows × columns of them (a 2-D array or a flat list in row order); ``style``: a
+    journal preset or a ``.mplstyle`` file (:func:`~vpintegrator.plotting.style.figure_style`).
     """
     runs = _runs(run_dirs)
     for x in x_axes:
         if x not in ("epoch", "seconds"):
             raise VPIntegratorError(f"x_axes: unknown axis {x!r}; valid: epoch, seconds", key="x_axes")
     panels = ["loss"] + ([ROLLOUT_COLUMN] if any(r.has(ROLLOUT_COLUMN) for r in runs) else []) + ["lr"]
-    fig = figure(WIDTH, 1.9 * len(x_axes) + 0.6)
-    axes = fig.subplots(len(x_axes), len(panels), squeeze=False)
+    n_rows, n_cols = len(x_axes), len(panels)
+    if axes is None:
+        from .style import figure
+
+        fig, own = figure(WIDTH, 1.9 * n_rows + 0.6), True
+        axes = fig.subplots(n_rows, n_cols, squeeze=False)
+    else:
+        fig, flat, own = target_axes(axes, n_rows * n_cols, WIDTH, 1.9 * n_rows + 0.6, name="axes")
+        axes = np.asarray(flat, dtype=object).reshape(n_rows, n_cols)
     colors = {r.label: RUN_PALETTE[i % len(RUN_PALETTE)] for i, r in enumerate(runs)}
+    markers = {r.label: RUN_MARKERS[i % len(RUN_MARKERS)] for i, r in enumerate(runs)}
+
+    def run_kw(r, n):  # colour and sparse markers per run, staggered between runs
+        step = max(1, n // MARKS_PER_LINE)
+        k = [x.label for x in runs].index(r.label)
+        return {"color": colors[r.label], "marker": markers[r.label], "markevery": ((k * step) // len(runs), step)}
+
     any_val = any(r.has("val_loss") for r in runs)
     lm = [r.optimizer == "lm" for r in runs]
     for row, xname in zip(axes, x_axes):
@@ -130,18 +164,20 @@ def training_figure(run_dirs, x_axes: Sequence[str] = ("epoch", "seconds")):
             for r in runs:
                 x = r.columns[xname]
                 c = colors[r.label]
+                kw = run_kw(r, len(x))
                 if panel == "loss":
-                    ax.plot(x, _positive(r.columns["train_loss"]), color=c, label=r.label)
+                    ax.plot(x, _positive(r.columns["train_loss"]), label=r.label, **kw)
                     if r.has("val_loss"):
-                        ax.plot(x, _positive(r.columns["val_loss"]), color=c, linestyle="--")
+                        ax.plot(x, _positive(r.columns["val_loss"]), linestyle="--", **kw)
                 elif r.has(panel):
-                    ax.plot(x, _positive(r.columns[panel]), color=c, label=r.label)
+                    ax.plot(x, _positive(r.columns[panel]), label=r.label, **kw)
                 if r.best_epoch is not None and panel in ("loss", ROLLOUT_COLUMN):
                     monitored = {"val_rollout": ROLLOUT_COLUMN, "val_loss": "val_loss"}.get(r.monitor or "", "train_loss")
                     if (panel == ROLLOUT_COLUMN) == (monitored == ROLLOUT_COLUMN) and r.has(monitored):
                         k = np.flatnonzero(r.columns["epoch"] == r.best_epoch)
                         if k.size:
-                            ax.plot(x[k[0]], r.columns[monitored][k[0]], "o", color=c, markersize=3.5)
+                            ax.plot(x[k[0]], r.columns[monitored][k[0]], "o", color=c, markersize=7, markerfacecolor="none",
+                                    markeredgewidth=1.0, gid="best-epoch")
             _scale(ax)
             ax.set_xlabel("epoch" if xname == "epoch" else "wall time (s)")
         row[0].set_ylabel("loss")
@@ -160,20 +196,21 @@ def training_figure(run_dirs, x_axes: Sequence[str] = ("epoch", "seconds")):
         extra.append((Line2D([], [], color="0.3"), "training"))
         extra.append((Line2D([], [], color="0.3", linestyle="--"), "validation"))
     if any(r.best_epoch is not None for r in runs):
-        extra.append((Line2D([], [], marker="o", color="0.3", linestyle="none", markersize=3.5), "best epoch"))
-    legend(fig, axes.ravel(), ncols=5, extra=extra)
+        extra.append((Line2D([], [], marker="o", color="0.3", linestyle="none", markersize=7, markerfacecolor="none"),
+                      "best epoch"))
+    legend(fig, axes.ravel(), ncols=5, extra=extra, own=own)
     n = len(runs)
-    fig.suptitle(f"training curves of {n} run{'s' if n > 1 else ''}" if n > 1 else f"training curves: {runs[0].label}",
-                 fontsize=8)
+    if own:
+        fig.suptitle(f"training curves of {n} runs" if n > 1 else f"training curves: {runs[0].label}")
     return fig
 
 
 def plot_training(run_dirs, out: str | Path, dpi: int = 200, formats: Sequence[str] = FORMATS,
-                  name: str = "training") -> list[Path]:
+                  name: str = "training", style=None) -> list[Path]:
     """Write the training curves of ``run_dirs`` (one or more ``vp-train`` run directories) into the
     directory ``out`` as ``<name>.pdf`` and ``<name>.png`` (atomically); return the paths.
 
-    See :func:`training_figure` for what is drawn.
+    See :func:`training_figure` for what is drawn and ``style``.
     """
     from .style import check_out_dir
 
@@ -185,7 +222,10 @@ def plot_training(run_dirs, out: str | Path, dpi: int = 200, formats: Sequence[s
     inputs = [p for r in run_dirs for p in (Path(r), Path(r) / "log.csv", Path(r) / "summary.json",
                                             Path(r) / "config.toml")]
     check_out_dir(out, [name], formats, inputs)
-    fig = training_figure(run_dirs)
+    from .style import figure_style
+
+    figure_style(style)  # a bad style is an error before any log is read
+    fig = training_figure(run_dirs, style=style)
     return save_figure(fig, Path(out) / name, formats=formats, dpi=dpi)
 
 

@@ -70,6 +70,11 @@ class RolloutReport:
     rows: list
     failures: dict = field(default_factory=dict)
 
+    def __repr__(self) -> str:  # one line: where it went and what ran, not the table
+        methods = [r.get("method") for r in self.rows]
+        failed = {label: f.n_failed for label, f in self.failures.items()}
+        return f"RolloutReport(out={str(self.out)!r}, methods={methods}, failures={failed})"
+
 
 # --------------------------------------------------------------------------- model and method specs
 

@@ -143,6 +143,10 @@ class RolloutStats:
     def n_failed(self) -> int:
         return int(np.sum(self.failed_step >= 0))
 
+    def __repr__(self) -> str:  # one line, not the per-trajectory array
+        return (f"RolloutStats(n_traj={len(self.failed_step)}, n_steps={self.n_steps}, n_failed={self.n_failed}, "
+                f"seconds={self.seconds:.3g}, seconds_per_step={self.seconds_per_step:.3g})")
+
 
 def _as_window(window0: Any, seq_len: int, dim: int) -> np.ndarray:
     w = np.array(window0, dtype=np.float64)

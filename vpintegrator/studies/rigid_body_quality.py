@@ -106,7 +106,7 @@ def plan(a: argparse.Namespace) -> Runner:
     traj = ",".join(str(i) for i in PAPER_TRAJ.values())
     for s in a.seeds:
         common = ["--data", d / "im.h5", "--seed", str(s), "--no-progress"]
-        previous = None
+        previous: Path | None = None  # annotated: mypy 1.20 and 2.4 crash inferring it through the loop
         for phase, seconds, unroll in phases(a):
             out = run / "train" / f"{phase}_s{s}"
             name = f"train_{phase}_s{s}"

@@ -55,6 +55,12 @@ class FitResult:
     def last_path(self) -> Path | None:
         return None if self.run_dir is None else self.run_dir / "last.pt"
 
+    def __repr__(self) -> str:  # one line: the model's name and size, not its module tree or the history
+        name = getattr(self.model, "config", {}).get("name", type(self.model).__name__)
+        return (f"FitResult(run_dir={str(self.run_dir) if self.run_dir is not None else None!r}, model={name!r}, "
+                f"n_params={self.n_params}, epochs={self.epochs}, best_epoch={self.best_epoch}, "
+                f"best_loss={self.best_loss:.4g}, stopped={self.stopped!r})")
+
 
 class TrainingInterrupted(KeyboardInterrupt):
     """Ctrl-C / SIGTERM during :func:`fit`: ``last.pt`` was saved; ``.result`` holds the state so far."""
