@@ -268,7 +268,7 @@ def _bad_cases(tmp_path: Path):
         (lambda: read_gml(ST, transformer_dim=6), r"config transformer_dim = 6 contradicts group L1"),
         (lambda: read_gml(VPFF, name="vpt"), r"name 'vpt' contradicts group L1 .*holds a 'vpff' network"),
         (lambda: read_gml(VPFF, seq_len=0), r"seq_len"),
-        (lambda: read_gml(VPFF, dtype="float16"), r"dtype 'float16'"),
+        (lambda: read_gml(VPFF, dtype="float16"), r"dtype must be one of float32, float64; got 'float16'"),
         (lambda: load_model(f"gml:{VPFF}?seq_len"), r"'seq_len' is not KEY=VALUE"),
         (lambda: load_model("gml:"), r"no file after 'gml:'"),
         (lambda: load_model(f"gml:{VPFF}?unknown=1"), r"unknown key 'unknown'"),
