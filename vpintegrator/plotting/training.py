@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import csv
 import json
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from .._toml import tomllib
 from ..errors import VPIntegratorError
 from .style import FORMATS, RUN_PALETTE, WIDTH, check_dpi, check_formats, figure, legend, save_figure, styled
 
