@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import _rollouts, export
+from .._shipped import shipped_file
 from .runner import REPO, Runner, StudyError, Task, guarded
 from .stats import fmt_num, md_table, mean_std, read_json, write_json, write_text
 
@@ -211,7 +212,9 @@ def _configs(a: argparse.Namespace) -> dict[str, str]:
 
 def _resolve(path: str | Path) -> Path:
     p = Path(path)
-    return p if p.is_absolute() or p.exists() else ROOT / p
+    if p.is_absolute() or p.exists():
+        return p
+    return ROOT / p if (ROOT / p).exists() else shipped_file(p)  # configs/...: the installed package's copy
 
 
 # --------------------------------------------------------------------------- the plan

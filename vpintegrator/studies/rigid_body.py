@@ -46,7 +46,8 @@ from .rigid_body_results import (  # noqa: F401  (re-exported: the study's publi
     PAPER_T, PAPER_TRAJ, QUICK_MODELS, build_results, format_results, write_results, write_timing, z_band,
 )
 from . import export
-from .runner import REPO, Runner, StudyError, Task, guarded
+from .._shipped import shipped_file
+from .runner import Runner, StudyError, Task, guarded
 from .stats import read_json, write_if_changed, write_json
 
 PRETRAINED = ("vpt", "vpff", "st")
@@ -83,8 +84,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--n-heldout", type=int, default=None, help="Held-out random ICs (100; --quick 20).")
     p.add_argument("--timing-concurrent", action=argparse.BooleanOptionalAction, default=None,
                    help="Run timing processes beside others (default: alone; --quick: concurrent).")
-    p.add_argument("--config-dir", default=str(REPO / "configs" / "study"),
-                   help="Directory of rigid_body_<model>.toml (default configs/study of the repository).")
+    p.add_argument("--config-dir", default=str(shipped_file("configs/study")),
+                   help="Directory of rigid_body_<model>.toml (default configs/study: the repository's, "
+                   "else the installed package's copy).")
     p.add_argument("--quick", action="store_true",
                    help="Scaled down (seeds 0,1; models vpff,vpt,st; 60 s per training; t = 1000 long run; t = 5000 timing; 20 held-out ICs).")
     p.add_argument("--skip-existing", action="store_true",
