@@ -246,7 +246,7 @@ def plan(s: Settings) -> Runner:
         gens.append(("heldout", ["coupled_oscillator_box", "--n-traj", str(s.heldout), "--seed", "1",
                                  "--t-end", f"{s.t_end:g}"]))
     for name, args in gens:
-        runner.add(Task(f"gen_{name}", ["vp-gen", *args, "--out", p[name], "--no-progress"], [p[name]]))
+        runner.add(Task(f"gen_{name}", ["vp-gen", *args, "--out", p[name], "--quiet"], [p[name]]))
 
     trains = []
     scale = [] if s.init_scale is None else ["--set", f"init_scale={s.init_scale!r}"]
@@ -259,7 +259,7 @@ def plan(s: Settings) -> Runner:
                 shutil.rmtree(out)  # an unfinished run from an interrupted study: start it again
             runner.add(Task(name, ["vp-train", _resolve(s.configs[model]), "--data", p["train"], "--out", out,
                                    "--seed", str(seed), "--time-limit", f"{s.train_seconds:g}", *scale,
-                                   "--no-progress"],
+                                   "--quiet"],
                             [out / "summary.json", out / "log.csv"], ["gen_train"]))
             trains.append(name)
 

@@ -144,13 +144,13 @@ def _train_task(a, runner: Runner, model: str, seed: int) -> Task:
     name = f"train_{model}_s{seed}"
     data = runner.run / "data" / ("exact.h5" if model == "vpt_exact" else "im.h5")
     cmd = ["vp-train", _config(a, model), "--data", data, "--out", out, "--seed", str(seed), "--time-limit",
-           f"{a.train_seconds:g}", "--no-progress"]
+           f"{a.train_seconds:g}", "--quiet"]
     if a.skip_existing and out.exists() and not runner.stamp(name).exists():
         summary = read_json(out / "summary.json")
         if (out / "last.pt").exists() and summary is not None:
             left = a.train_seconds - float(summary.get("wall_time", 0.0))
             # an unfinished run (killed or interrupted): continue it for the time it has left
-            cmd = ["vp-train", "--resume", out, "--time-limit", f"{max(left, 1.0):.1f}", "--no-progress"]
+            cmd = ["vp-train", "--resume", out, "--time-limit", f"{max(left, 1.0):.1f}", "--quiet"]
         else:
             shutil.rmtree(out)  # started but never checkpointed: start again
     return Task(name, cmd, [out / "summary.json", out / "log.csv"], ["gen_exact" if model == "vpt_exact" else "gen_im"])
@@ -163,7 +163,7 @@ def plan(a) -> Runner:
     im_models = [m for m in a.models if m in IM_MODELS]
     exact = "vpt_exact" in a.models
     d = p("data")
-    nop = "--no-progress"
+    nop = "--quiet"
 
     # data
     add(Task("gen_im", ["vp-gen", "rigid_body_paper", "--method", "implicit_midpoint", "--out", d / "im.h5", nop],

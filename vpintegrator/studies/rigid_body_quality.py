@@ -104,10 +104,10 @@ def plan(a: argparse.Namespace) -> Runner:
     d = run / "data"
     for name, method in (("im", "implicit_midpoint"), ("exact", "dop853")):
         r.add(Task(f"gen_{name}", ["vp-gen", "rigid_body_paper", "--method", method, "--out", d / f"{name}.h5",
-                                   "--no-progress"], [d / f"{name}.h5"]))
+                                   "--quiet"], [d / f"{name}.h5"]))
     traj = ",".join(str(i) for i in PAPER_TRAJ.values())
     for s in a.seeds:
-        common = ["--data", d / "im.h5", "--seed", str(s), "--no-progress"]
+        common = ["--data", d / "im.h5", "--seed", str(s), "--quiet"]
         previous = None
         for phase, seconds, unroll in phases(a):
             out = run / "train" / f"{phase}_s{s}"
