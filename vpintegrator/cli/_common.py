@@ -115,8 +115,10 @@ def echo_json(summary: Any) -> None:
             return [clean(v) for v in value]
         if isinstance(value, os.PathLike):
             return os.fspath(value)
-        if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 1) == 0:
-            value = value.item()  # NumPy scalar
+        if hasattr(value, "tolist") and callable(value.tolist):  # NumPy scalars and arrays
+            value = value.tolist()
+            if isinstance(value, list):
+                return clean(value)
         if isinstance(value, float) and not math.isfinite(value):
             return None
         return value
