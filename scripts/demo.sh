@@ -19,7 +19,7 @@ fi
 mkdir -p "$run_dir"
 
 echo "== 1/4 vp-gen: the paper's 1238 rigid-body trajectories, dt = 0.2, t in [0, 20], by implicit midpoint as in the paper"
-vp-gen rigid_body_paper --method implicit_midpoint --out "$run_dir/data.h5" --no-progress
+vp-gen rigid_body_paper --method implicit_midpoint --out "$run_dir/data.h5" --quiet
 
 echo "== 2/4 vp-train: the paper's VPT (162 parameters), Levenberg-Marquardt, for at most ${train_seconds} s on the CPU"
 # configs/rigid_body_vpt_lm.toml is the paper's VPT trained with Levenberg-Marquardt on random subsamples of
@@ -27,7 +27,7 @@ echo "== 2/4 vp-train: the paper's VPT (162 parameters), Levenberg-Marquardt, fo
 # minute and a half of wall time, where the paper's Adam schedule took 6 GPU hours
 # (configs/rigid_body_vpt.toml). Set DEMO_TRAIN_SECONDS=300 for a loss near 2e-4.
 vp-train configs/rigid_body_vpt_lm.toml --data "$run_dir/data.h5" --out "$run_dir/vpt" \
-    --time-limit "$train_seconds" --no-progress
+    --time-limit "$train_seconds" --quiet
 
 echo "== 3/4 vp-rollout: the paper's trajectories 1 and 4 to t = 100 (5x the training horizon)"
 # rows 100 and 719 of the paper set are its "trajectory 1" and "trajectory 4" (v = 1.1); beyond t = 20 the

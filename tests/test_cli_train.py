@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import tomllib
 
 import numpy as np
 import pytest
@@ -17,6 +16,7 @@ from vpintegrator.data.hdf5 import write_trajectories
 from vpintegrator.data import integrate
 from vpintegrator.models import load_model
 from vpintegrator.systems import get_system
+from vpintegrator._toml import tomllib
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +19,7 @@ from vpintegrator.cli.train import main
 from vpintegrator.data import windows
 from vpintegrator.models import load_model
 from vpintegrator.training import EnsembleResult, fit
+from vpintegrator._toml import tomllib
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -261,7 +261,7 @@ def test_cli_default_and_options(rigid, tmp_path):
         (["--traj", "x"], "Error: --traj must be a comma list of integers"),
         (["--set", "dpi=0"], "Error: --dpi must be a whole number > 0"),
         (["--set", "colour=red"], "Error: set: unknown key 'colour'"),
-        (["--set", "traj=[3]", "--traj", "5"], "Error: --traj is given twice"),
+        (["--set", "traj=[3]", "--traj", "5"], "Error: --set traj=...: traj is also given by its own flag --traj; give it once"),
         (["--kind", "volume", "--kind", "training"], "Error: --kind training draws run directories"),
     ],
 )

@@ -20,9 +20,13 @@ import pytest
 from vpintegrator.studies import rigid_body as rr
 from vpintegrator.studies import runner as study_runner
 from vpintegrator.studies.stats import write_json
+from vpintegrator._shipped import config_path
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "reproduce_rigid_body.py"
+# the script in a checkout; its one line (the study's main) where the tests run against an installed wheel
+RUN = ([sys.executable, str(SCRIPT)] if SCRIPT.is_file() else
+       [sys.executable, "-c", "from vpintegrator.studies.rigid_body import main; raise SystemExit(main())"])
 
 
 def _write_training(run_dir: Path, losses, seconds, best_epoch: int, wall: float) -> None:
@@ -129,7 +133,7 @@ def test_targets_are_computed_and_formatted(fake_run):
 def test_table_only_rewrites_results(fake_run, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(fake_run, run)
-    proc = subprocess.run([sys.executable, SCRIPT, "--out", run, "--table-only"], capture_output=True, text=True,
+    proc = subprocess.run([*RUN, "--out", run, "--table-only"], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "## Targets" in proc.stdout
@@ -217,7 +221,7 @@ def test_bad_input_is_one_line(tmp_path, extra, expect):
         extra = []
     elif extra == ["--table-only"]:
         run.mkdir()
-    proc = subprocess.run([sys.executable, SCRIPT, "--out", run, *extra], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([*RUN, "--out", run, *extra], capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
@@ -226,7 +230,7 @@ def test_bad_input_is_one_line(tmp_path, extra, expect):
 
 
 def test_missing_config_is_one_line(tmp_path):
-    proc = subprocess.run([sys.executable, SCRIPT, "--out", tmp_path / "run", "--config-dir", tmp_path / "nope"],
+    proc = subprocess.run([*RUN, "--out", tmp_path / "run", "--config-dir", tmp_path / "nope"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1
     assert "rigid_body_vpff.toml not found" in proc.stderr
@@ -237,9 +241,9 @@ def test_missing_config_is_one_line(tmp_path):
 def test_tiny_study_end_to_end(tmp_path):
     cfg = tmp_path / "configs"
     cfg.mkdir()
-    shutil.copy(REPO / "configs" / "rigid_body_vpt_lm.toml", cfg / "rigid_body_vpt.toml")
+    shutil.copy(config_path("rigid_body_vpt_lm"), cfg / "rigid_body_vpt.toml")  # checkout or wheel
     run = tmp_path / "run"
-    cmd = [sys.executable, SCRIPT, "--out", run, "--seeds", "0", "--models", "vpt", "--train-seconds", "3",
+    cmd = [*RUN, "--out", run, "--seeds", "0", "--models", "vpt", "--train-seconds", "3",
            "--long-t-end", "30", "--timing-t-end", "30", "--n-heldout", "3", "--config-dir", cfg]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

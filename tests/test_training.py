@@ -8,7 +8,6 @@ import json
 import math
 import os
 import signal
-import tomllib
 
 import numpy as np
 import pytest
@@ -31,6 +30,7 @@ from vpintegrator.training import (
     relative_loss,
 )
 from vpintegrator.device import resolve_device
+from vpintegrator._toml import tomllib
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")

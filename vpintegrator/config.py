@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import math
 import os
-import tomllib
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from ._toml import tomllib
 from .errors import VPIntegratorError
 
 __all__ = ["read_toml", "parse_set", "merge", "check_keys", "dump_toml", "toml_value"]

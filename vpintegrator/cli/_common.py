@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import functools
 import sys
-import tomllib
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import click
 
 from .._signals import interrupts_raise
+from .._toml import tomllib
 from ..errors import VPIntegratorError
 
 
@@ -60,3 +60,135 @@ def _flag_namer() -> Callable[[str], str]:
         return flags.get(key, f"{key}")
 
     return name
+
+
+# ---------------------------------------------------------------------------------------------------
+# the options every command spells the same way
+
+
+def version_option(fn: Callable) -> Callable:
+    """``--version``: print ``<command> (vpintegrator) <version>`` and exit."""
+    from .._version import __version__
+
+    return click.version_option(__version__, "--version", message="%(prog)s (vpintegrator) %(version)s")(fn)
+
+
+def quiet_option(fn: Callable) -> Callable:
+    """``--quiet``/``-q``; the older ``--progress/--no-progress`` stays as a hidden alias. The callback gets
+    ``quiet`` (true when either says so) and no ``progress``."""
+
+    fn = click.option("--progress/--no-progress", "progress_alias", default=True, hidden=True,
+                      help="Deprecated alias: --no-progress is --quiet.")(fn)
+    fn = click.option("--quiet", "-q", is_flag=True,
+                      help="No progress output on stderr (errors and warnings are still printed).")(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, quiet: bool, progress_alias: bool, **kwargs: Any):
+        return fn(*args, quiet=quiet or not progress_alias, **kwargs)
+
+    return wrapper
+
+
+def json_option(fn: Callable) -> Callable:
+    """``--json``: the summary as one JSON object on stdout, and nothing else there."""
+    return click.option("--json", "as_json", is_flag=True,
+                        help="Print a machine-readable summary (one JSON object) on stdout instead of text.")(fn)
+
+
+def print_config_option(fn: Callable) -> Callable:
+    """``--print-config``: print the resolved configuration as TOML and exit without running."""
+    return click.option("--print-config", is_flag=True,
+                        help="Print the resolved configuration (TOML: file, --set and flags applied) and exit "
+                        "without running.")(fn)
+
+
+def echo_json(summary: Any) -> None:
+    """``summary`` as one line of JSON on stdout (paths as strings, NaN as null)."""
+    import json
+    import math
+    import os
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {str(k): clean(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [clean(v) for v in value]
+        if isinstance(value, os.PathLike):
+            return os.fspath(value)
+        if hasattr(value, "tolist") and callable(value.tolist):  # NumPy scalars and arrays
+            value = value.tolist()
+            if isinstance(value, list):
+                return clean(value)
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        return value
+
+    click.echo(json.dumps(clean(summary), allow_nan=False))
+
+
+def refuse_set_conflicts(settings: Mapping[str, Any], flags: Mapping[str, Any],
+                         names: Mapping[str, str] | None = None, what: str = "") -> None:
+    """Refuse a key given both by ``--set KEY=...`` and by its own flag (one rule for every command).
+
+    ``settings``: the parsed ``--set`` entries by key; ``flags``: key -> the flag's value (``None``: not
+    given); ``names``: key -> flag where the flag is not the key spelled with dashes; ``what`` prefixes
+    the key in the message (``"model."``).
+    """
+    name = _flag_namer()
+    for key in settings:
+        if flags.get(key) is not None:
+            flag = (names or {}).get(key) or name(key)
+            raise click.ClickException(
+                f"--set {what}{key}=...: {what}{key} is also given by its own flag {flag}; give it once"
+            )
+
+
+class Names(click.ParamType):
+    """A name from a list known at run time (integrators, models, ...): ``--help`` and shell completion
+    show the list; the library checks the value, so a wrong one gets its one-line error (with the valid
+    names and a close match) like every other bad input. ``load`` runs only when the list is shown."""
+
+    name = "name"
+
+    def __init__(self, load: Callable[[], Any]) -> None:
+        self._load = load
+        self._names: list[str] | None = None
+
+    def names(self) -> list[str]:
+        if self._names is None:
+            self._names = [str(n) for n in self._load()]
+        return self._names
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "NAME"
+
+    def shell_complete(self, ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
+        from click.shell_completion import CompletionItem
+
+        return [CompletionItem(n) for n in self.names() if n.startswith(incomplete)]
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return value
+
+
+def given(ctx: click.Context, name: str) -> bool:
+    """Whether the parameter ``name`` came from the command line (not its default)."""
+    return ctx.get_parameter_source(name) not in (click.core.ParameterSource.DEFAULT, None)
+
+
+def given_only(ctx: click.Context, values: Mapping[str, Any], params: Mapping[str, str] | None = None) -> dict:
+    """``values`` with ``None`` for every one whose parameter was not given on the command line (so that a
+    config file's value wins over a flag's shown default). ``params``: key -> parameter name where they
+    differ."""
+    params = params or {}
+    return {k: (v if given(ctx, params.get(k, k)) else None) for k, v in values.items()}
+
+
+class Listed(click.Option):
+    """An option whose ``--help`` line ends with its choices (a :class:`Names` type's, read when shown)."""
+
+    def get_help_record(self, ctx: click.Context):
+        record = super().get_help_record(ctx)
+        if record is None or not isinstance(self.type, Names):
+            return record
+        return record[0], f"{record[1]}  [choices: {', '.join(self.type.names())}]"

@@ -12,7 +12,17 @@ from pathlib import Path
 
 import click
 
-from ._common import cli_errors
+from ._common import (
+    Listed,
+    Names,
+    cli_errors,
+    echo_json,
+    json_option,
+    print_config_option,
+    quiet_option,
+    refuse_set_conflicts,
+    version_option,
+)
 
 
 class _Progress:
@@ -61,29 +71,44 @@ def _summary(path: Path) -> str:
     )
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+def _methods() -> list[str]:
+    from ..integrators import list_integrators
+
+    return ["dop853", *list_integrators()]
+
+
+_FROM_SPEC = "from the spec"
+
+
+@click.command("vp-gen", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("spec", required=False)
 @click.option("--list", "list_", is_flag=True, help="List the shipped specs and exit.")
-@click.option("--n-traj", type=int, help="Number of trajectories (overrides the spec).")
-@click.option("--dt", type=float, help="Sampling step: t = k * dt.")
-@click.option("--t-end", type=float, help="Final time (t0 = 0).")
-@click.option("--method", help="'dop853' (SciPy) or a classical integrator, e.g. implicit_midpoint.")
-@click.option("--rtol", type=float, help="DOP853 relative tolerance (per trajectory).")
-@click.option("--atol", type=float, help="DOP853 absolute tolerance (per trajectory).")
-@click.option("--seed", type=int, help="Seed for the initial-condition sampler.")
-@click.option("--chunk-size", type=int, help="Trajectories integrated and written at a time.")
+@click.option("--n-traj", type=int, show_default=_FROM_SPEC, help="Number of trajectories (overrides the spec).")
+@click.option("--dt", type=float, show_default=_FROM_SPEC, help="Sampling step: t = k * dt.")
+@click.option("--t-end", type=float, show_default=_FROM_SPEC, help="Final time (t0 = 0).")
+@click.option("--method", cls=Listed, type=Names(_methods), show_default=_FROM_SPEC,
+              help="'dop853' (SciPy) or a classical integrator, e.g. implicit_midpoint.")
+@click.option("--rtol", type=float, show_default=_FROM_SPEC, help="DOP853 relative tolerance (per trajectory).")
+@click.option("--atol", type=float, show_default=_FROM_SPEC, help="DOP853 absolute tolerance (per trajectory).")
+@click.option("--seed", type=int, show_default=_FROM_SPEC, help="Seed for the initial-condition sampler.")
+@click.option("--chunk-size", type=int, show_default=_FROM_SPEC, help="Trajectories integrated and written at a time.")
 @click.option(
     "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Output HDF5 file (default: the spec's, datasets/<spec>.h5).",
+    type=click.Path(dir_okay=False, path_type=Path), show_default="from the spec, datasets/<spec>.h5",
+    help="Output HDF5 file.",
 )
 @click.option(
     "--set", "set_", multiple=True, metavar="KEY=VALUE",
-    help="Set any spec key (repeatable): dt=0.1, system.inertia=[1,2,3], initial_conditions.radius=2, ...",
+    help="Set any spec key (repeatable): dt=0.1, system.inertia=[1,2,3], initial_conditions.radius=2, ... "
+    "A key that has its own flag is given once, by the flag or by --set.",
 )
-@click.option("--progress/--no-progress", default=True, help="Progress bar on stderr (when it is a terminal).")
+@print_config_option
+@json_option
+@quiet_option
+@version_option
 @cli_errors
-def main(spec, list_, n_traj, dt, t_end, method, rtol, atol, seed, chunk_size, out, set_, progress) -> None:
+def main(spec, list_, n_traj, dt, t_end, method, rtol, atol, seed, chunk_size, out, set_, print_config, as_json,
+         quiet) -> None:
     """Generate the trajectory data set SPEC (a spec name or a TOML file) and write it to HDF5.
 
     Flags override the spec. The file appears only when complete: an interrupted run leaves no partial
@@ -100,15 +125,36 @@ def main(spec, list_, n_traj, dt, t_end, method, rtol, atol, seed, chunk_size, o
 
     flags = dict(n_traj=n_traj, dt=dt, t_end=t_end, method=method, rtol=rtol, atol=atol, seed=seed,
                  chunk_size=chunk_size, out=out)
-    cfg = load_spec(spec, **merge(spec_overrides_from_set(parse_set(set_)), flags))
-    bar = _Progress(f"{cfg.name} ({cfg.method})") if progress else None
+    settings = spec_overrides_from_set(parse_set(set_))
+    refuse_set_conflicts(settings, flags)
+    cfg = load_spec(spec, **merge(settings, flags))
+    if print_config:
+        click.echo(cfg.to_toml(), nl=False)
+        return
+    bar = None if quiet else _Progress(f"{cfg.name} ({cfg.method})")
     try:
         path = generate(cfg, out=cfg.out, progress=bar)
     finally:
         if bar is not None:
             bar.close()
+    if as_json:
+        echo_json(_json_summary(path))
+        return
     click.echo(f"wrote {path}")
     click.echo(_summary(path))
+
+
+def _json_summary(path: Path) -> dict:
+    """``--json``: the file and what is in it."""
+    from ..data.hdf5 import read_metadata
+
+    meta = read_metadata(path)
+    names = [n for n in meta.get("invariant_names", []) if f"max_rel_drift_{n}" in meta]
+    return {
+        "out": str(path), "system": meta["system"], "method": meta["method"], "n_traj": meta["n_traj"],
+        "n_states": meta["n_states"], "dim": meta["dim"], "dt": meta["dt"], "t_end": meta["t_end"],
+        "max_rel_drift": {n: meta[f"max_rel_drift_{n}"] for n in names},
+    }
 
 
 if __name__ == "__main__":

@@ -11,7 +11,16 @@ from pathlib import Path
 
 import click
 
-from ._common import cli_errors
+from ._common import (
+    cli_errors,
+    echo_json,
+    given_only,
+    json_option,
+    print_config_option,
+    quiet_option,
+    refuse_set_conflicts,
+    version_option,
+)
 
 _ROLLOUT_KINDS = ("trajectories3d", "invariants", "error", "volume", "phase")
 _KINDS = (*_ROLLOUT_KINDS, "all", "training")
@@ -30,22 +39,46 @@ def _int_list(text: str | None):
         raise VPIntegratorError(f"traj must be a comma list of integers, e.g. 100,719; got {text!r}", key="traj") from None
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+#: what each figure kind shows (``vp-plot --list``)
+_DESCRIPTIONS = {
+    "trajectories3d": "state-space curves of every method (dim >= 3), optionally on the invariant sphere",
+    "invariants": "relative drift of each invariant against time",
+    "error": "relative error against the reference, against time",
+    "volume": "log|det J| of the step or window maps against time",
+    "phase": "phase portraits (pairs of state components)",
+    "all": "every rollout kind that applies (the default for a rollout file)",
+    "training": "losses, validation-rollout score and learning rate of vp-train run directories",
+}
+
+
+def _list_kinds(ctx, _param, value) -> None:
+    """``--list``: the figure kinds, one line each."""
+    if not value or ctx.resilient_parsing:
+        return
+    width = max(len(k) for k in _KINDS)
+    for kind in _KINDS:
+        click.echo(f"{kind:<{width}}  {_DESCRIPTIONS[kind]}")
+    ctx.exit(0)
+
+
+@click.command("vp-plot", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="ROLLOUT.h5 | RUN_DIR...")
+@click.option("--list", "list_", is_flag=True, is_eager=True, expose_value=False, callback=_list_kinds,
+              help="List the figure kinds and exit.")
 @click.option(
-    "--kind", "kind", multiple=True, type=click.Choice(_KINDS),
-    help="Figure kind; repeatable. Rollout kinds or 'all' (default for a rollout file); 'training' for "
-    "training curves of run directories (default when every PATH is a run directory).",
+    "--kind", "kind", multiple=True, type=click.Choice(_KINDS), show_default="all for a rollout file, training "
+    "when every PATH is a run directory",
+    help="Figure kind; repeatable: rollout kinds or 'all'; 'training' for training curves of run directories.",
 )
 @click.option(
     "--out", type=click.Path(file_okay=False, path_type=Path),
-    help="Directory (default: <ROLLOUT stem>_figures; RUN_DIR/figures for one run, training_figures "
-    "beside the first run for several).",
+    show_default="<ROLLOUT stem>_figures; RUN_DIR/figures for one run, training_figures beside the first of several",
+    help="Directory.",
 )
 @click.option(
-    "--traj", metavar="LIST",
-    help="Trajectory indices in the data file, comma list (as vp-rollout --traj); default: every "
-    "trajectory of the rollout ('all': the same), one curve each for up to 5, else the median and the "
+    "--traj", metavar="LIST", show_default="all",
+    help="Trajectory indices in the data file, comma list (as vp-rollout --traj) or 'all': every "
+    "trajectory of the rollout, one curve each for up to 5, else the median and the "
     "10-90 % band; state-space kinds draw 5 evenly spread ones of many.",
 )
 @click.option("--max-points", type=int, default=20000, show_default=True, help="Time points per curve, at most (>= 2).")
@@ -55,10 +88,14 @@ def _int_list(text: str | None):
     help="A plot option, VALUE in TOML syntax; repeatable: methods=[\"vpt\",\"rk4\"] (methods to draw), "
     "threshold=0.1 (error line), band=true|false (median and band or single curves), sphere=false, "
     "formats=[\"png\"], traj=[100,719], max_points=5000, dpi=300, style=single|double|PATH.mplstyle "
-    "(journal column width or your own style).",
+    "(journal column width or your own style). A key that has its own flag is given once, by the flag or by --set.",
 )
+@print_config_option
+@json_option
+@quiet_option
+@version_option
 @cli_errors
-def main(paths, kind, out, traj, max_points, dpi, settings):
+def main(paths, kind, out, traj, max_points, dpi, settings, print_config, as_json, quiet):
     """Draw figures of ROLLOUT.h5 (written by vp-rollout), or training curves of RUN_DIRs (written by
     vp-train), as PDF and PNG into a directory."""
     import matplotlib
@@ -71,13 +108,7 @@ def main(paths, kind, out, traj, max_points, dpi, settings):
     options = parse_set(settings)
     check_keys(options, _SET_KEYS, source="set")
     ctx = click.get_current_context()
-
-    def given(name: str) -> bool:
-        return ctx.get_parameter_source(name) not in (click.core.ParameterSource.DEFAULT, None)
-
-    for key, flag in (("traj", "traj"), ("max_points", "max_points"), ("dpi", "dpi")):
-        if key in options and given(flag):
-            raise VPIntegratorError(f"{key} is given twice, by its own flag and by set {key}=...; give it once", key=key)
+    refuse_set_conflicts(options, given_only(ctx, dict(traj=traj, max_points=max_points, dpi=dpi)))
     which = options.pop("traj", None) if traj is None else _int_list(traj)
     which = None if which == "all" else which
     max_points = options.pop("max_points", max_points)
@@ -90,7 +121,7 @@ def main(paths, kind, out, traj, max_points, dpi, settings):
 
     training = "training" in kinds or (not kinds and all(p.is_dir() and (p / "log.csv").is_file() for p in paths))
     if training:
-        _training(paths, kinds, out, which, options, dpi)
+        _training(paths, kinds, out, which, options, dpi, print_config, as_json, quiet)
         return
     if len(paths) != 1:
         raise VPIntegratorError(
@@ -106,16 +137,29 @@ def main(paths, kind, out, traj, max_points, dpi, settings):
     from .._io import check_not_input
 
     check_not_input(out, [rollout], key="out")  # plot_all also refuses any figure path that is the input
+    if print_config:
+        _print_config(dict(paths=[str(rollout)], kinds=chosen, out=str(out), traj=which, max_points=max_points,
+                           dpi=dpi, **options))
+        return
     written = plot_all(rollout, out, kinds=chosen, traj=which, dpi=dpi, max_points=max_points, **options)
+    skipped = [k for k in chosen if not any(p.stem == k for p in written)]
+    if as_json:
+        echo_json({"out": out, "figures": written, "skipped": skipped})
+        return
     for p in written:
         click.echo(str(p))
-    skipped = [k for k in chosen if not any(p.stem == k for p in written)]
-    if skipped:
+    if skipped and not quiet:
         click.echo(f"Skipped (not applicable to this rollout): {', '.join(skipped)}", err=True)
     click.echo(f"Figures written to {out}")
 
 
-def _training(paths, kinds, out, which, options, dpi) -> None:
+def _print_config(values: dict) -> None:
+    from ..config import dump_toml
+
+    click.echo(dump_toml(values), nl=False)
+
+
+def _training(paths, kinds, out, which, options, dpi, print_config=False, as_json=False, quiet=False) -> None:
     from ..errors import VPIntegratorError
     from ..plotting.training import default_out, plot_training
 
@@ -131,7 +175,14 @@ def _training(paths, kinds, out, which, options, dpi) -> None:
         raise VPIntegratorError(f"set {unused[0]}: a rollout option; training curves take only formats and style",
                                 key="set")
     out = out if out is not None else default_out(paths)
-    for p in plot_training(paths, out, dpi=dpi, **options):
+    if print_config:
+        _print_config(dict(paths=[str(p) for p in paths], kinds=["training"], out=str(out), dpi=dpi, **options))
+        return
+    written = plot_training(paths, out, dpi=dpi, **options)
+    if as_json:
+        echo_json({"out": out, "figures": written, "skipped": []})
+        return
+    for p in written:
         click.echo(str(p))
     click.echo(f"Figures written to {out}")
 

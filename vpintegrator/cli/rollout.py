@@ -1,4 +1,4 @@
-"""``vp-rollout``: roll out trained models and classical integrators far past the training horizon.
+"""``vp-rollout [CONFIG]``: roll out trained models and classical integrators far past the training horizon.
 
 Reads an optional TOML (keys of :class:`vpintegrator.rollout.RolloutConfig`, top level or in a
 ``[rollout]`` table), applies ``--set KEY=VALUE`` entries and the flags on top (flags win), calls
@@ -13,7 +13,19 @@ from pathlib import Path
 
 import click
 
-from ._common import cli_errors
+from ._common import (
+    Listed,
+    Names,
+    cli_errors,
+    echo_json,
+    given,
+    given_only,
+    json_option,
+    print_config_option,
+    quiet_option,
+    refuse_set_conflicts,
+    version_option,
+)
 
 #: exit status of ``--fail-on-blowup`` when a method failed
 EXIT_BLOWUP = 3
@@ -49,20 +61,15 @@ def _model_spec(text: str):
     return text
 
 
-def _settings(settings, flags: dict) -> dict:
-    """``--set`` entries (TOML values); a key also given by its own flag is an error."""
+def _settings(settings) -> dict:
+    """``--set`` entries (TOML values)."""
     from ..config import parse_set
-    from ..errors import VPIntegratorError
 
-    values = parse_set(settings)
-    for key in values:
-        if flags.get(key) is not None:
-            raise VPIntegratorError(f"set {key}=...: {key} is also given by its own flag; give it once", key="set")
-    return values
+    return parse_set(settings)
 
 
 def _list_methods(ctx, _param, value) -> None:
-    """``--list-methods``: print the classical methods and their properties, exit 0."""
+    """``--list`` (alias ``--list-methods``): print the classical methods and their properties, exit 0."""
     if not value or ctx.resilient_parsing:
         return
     from ..integrators import describe_methods
@@ -71,54 +78,88 @@ def _list_methods(ctx, _param, value) -> None:
     ctx.exit(0)
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+def _integrators() -> list[str]:
+    from ..integrators import list_integrators
+
+    return [*list_integrators(), "exact_flow"]
+
+
+def _inits() -> list[str]:
+    from ..integrators import list_integrators
+
+    return ["reference", *list_integrators(), "exact_flow"]
+
+
+#: --fast-step (the name vp-train uses for the same thing) -> the RolloutConfig key jit
+_FAST_STEP = {"auto": True, "off": False}
+
+
+@click.command("vp-rollout", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("config", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
-    "--list-methods", is_flag=True, is_eager=True, expose_value=False, callback=_list_methods,
+    "--list", "--list-methods", is_flag=True, is_eager=True, expose_value=False, callback=_list_methods,
     help="Print every classical integrator with its order and properties (symplectic, volume, ...) and exit.",
 )
-@click.option("--config", type=click.Path(dir_okay=False, path_type=Path), help="TOML with RolloutConfig keys.")
+@click.option("--config", "config_alias", type=click.Path(dir_okay=False, path_type=Path), hidden=True,
+              help="Alias of CONFIG.")
 @click.option("--data", metavar="FILE", help="vp-gen HDF5: reference trajectories and initial conditions.")
 @click.option(
     "--model", "models", multiple=True, metavar="[LABEL=]RUN",
     help="Run directory, checkpoint (.pt) or pretrained:NAME; repeatable. Label default: the run's name.",
 )
 @click.option(
-    "--integrators", multiple=True, metavar="LIST",
-    help="Comma list of classical integrators (e.g. implicit_midpoint,rk4,gauss_legendre4,splitting) or exact_flow.",
+    "--integrators", cls=Listed, type=Names(_integrators), multiple=True, metavar="LIST",
+    help="Comma list of classical integrators (e.g. implicit_midpoint,rk4,gauss_legendre4,splitting) or exact_flow; "
+    "repeatable.",
 )
-@click.option("--t-end", type=float, help="Horizon; beyond the data the reference continues with its generator.")
+@click.option("--t-end", type=float, show_default="the data's",
+              help="Horizon; beyond the data the reference continues with its generator.")
 @click.option(
-    "--traj", metavar="LIST",
+    "--traj", metavar="LIST", show_default="all",
     help="Trajectories to roll out: row indices of the DATA file (0-based, its /y first axis), comma list (e.g. 0,3).",
 )
 @click.option("--n-traj", type=int, help="Use the first N trajectories of the data file.")
-@click.option("--init", metavar="NAME", help="First window of models: reference (default), a classical integrator, exact_flow.")
-@click.option("--overlap/--no-overlap", default=None, help="Overlapping model windows (advance by one state).")
-@click.option("--device", metavar="DEVICE", help="auto (default), cpu, cuda or cuda:N.")
+@click.option("--init", cls=Listed, type=Names(_inits), default="reference", show_default=True,
+              help="First window of models.")
+@click.option("--overlap/--no-overlap", default=False, show_default=True,
+              help="Overlapping model windows (advance by one state).")
+@click.option("--device", metavar="DEVICE", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 @click.option(
-    "--engine", metavar="ENGINE",
+    "--engine", cls=Listed, type=Names(lambda: ("auto", "host", "device")), default="auto", show_default=True,
     help="Where model rollouts keep states and metrics: device (on the model's device, one copy per block), "
-         "host (NumPy) or auto (default: device for models on CUDA).",
+         "host (NumPy) or auto (device for models on CUDA).",
 )
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Output HDF5 (default rollout.h5).")
-@click.option("--chunk-steps", type=int, help="Steps per chunk streamed to the file (default 1024).")
-@click.option("--blowup", type=float, help="Failure when |z| > BLOWUP x |z0| (default 1000).")
-@click.option("--volume/--no-volume", default=None, help="Compute log|det J| of every step/window map (default on).")
-@click.option("--jit/--no-jit", default=None,
-              help="TorchScript-trace models, CUDA-graph model steps on the device engine (default on).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default="rollout.h5", show_default=True,
+              help="Output HDF5.")
+@click.option("--chunk-steps", type=int, default=1024, show_default=True, help="Steps per chunk streamed to the file.")
+@click.option("--blowup", type=float, default=1000.0, show_default=True,
+              help="Failure when |z| > BLOWUP x |z0|.")
+@click.option("--volume/--no-volume", default=True, show_default=True,
+              help="Compute log|det J| of every step/window map.")
+@click.option("--fast-step", type=click.Choice(tuple(_FAST_STEP)), default="auto", show_default=True,
+              help="auto: TorchScript-trace models and CUDA-graph model steps on the device engine; off: eager "
+              "(as vp-train --fast-step).")
+@click.option("--jit/--no-jit", default=None, hidden=True, help="Deprecated alias: --no-jit is --fast-step off.")
 @click.option(
     "--set", "settings", multiple=True, metavar="KEY=VALUE",
-    help="Any RolloutConfig key, VALUE in TOML syntax (e.g. --set blowup=1e6); repeatable.",
+    help="Any RolloutConfig key, VALUE in TOML syntax (e.g. --set blowup=1e6); repeatable. A key that has its "
+    "own flag is given once, by the flag or by --set.",
 )
-@click.option("--quiet", is_flag=True, help="No progress lines (failed methods are still reported on stderr).")
 @click.option(
     "--fail-on-blowup", is_flag=True,
     help=f"Exit with status {EXIT_BLOWUP} (after writing everything) when any method failed (blow-up or non-finite).",
 )
+@print_config_option
+@json_option
+@quiet_option
+@version_option
 @cli_errors
-def main(config, data, models, integrators, t_end, traj, n_traj, init, overlap, device, engine, out, chunk_steps,
-         blowup, volume, jit, settings, quiet, fail_on_blowup):
+def main(config, config_alias, data, models, integrators, t_end, traj, n_traj, init, overlap, device, engine, out,
+         chunk_steps, blowup, volume, fast_step, jit, settings, fail_on_blowup, print_config, as_json, quiet):
     """Roll out models and classical integrators from a data set's initial conditions.
+
+    CONFIG (optional) is a TOML file with RolloutConfig keys (top level or a [rollout] table); flags and
+    --set entries win over it; the defaults shown apply where neither gives a key.
 
     Writes OUT (HDF5: reference, every method's trajectories, per-step relative error, invariants,
     log|det J|, failure steps) and the metrics table beside it (same stem, .csv and .md).
@@ -127,9 +168,16 @@ def main(config, data, models, integrators, t_end, traj, n_traj, init, overlap, 
     (also with --quiet). Exit status: 0 on success, 1 on an error (nothing is written), 3 with
     --fail-on-blowup when a method failed (everything is written), 130 when interrupted.
     """
+    from ..errors import VPIntegratorError
     from ..metrics import format_text
     from ..rollout import load_rollout_config, run_rollouts
 
+    if config is not None and config_alias is not None:
+        raise VPIntegratorError(f"CONFIG given twice ({config} and --config {config_alias}); give it once")
+    config = config if config is not None else config_alias
+    ctx = click.get_current_context()
+    if jit is not None and given(ctx, "fast_step"):
+        raise VPIntegratorError("--jit/--no-jit is the old name of --fast-step; give --fast-step only")
     flags = dict(
         data=data,
         models=[_model_spec(m) for m in models] or None,
@@ -137,17 +185,20 @@ def main(config, data, models, integrators, t_end, traj, n_traj, init, overlap, 
         t_end=t_end,
         traj=_int_list(traj),
         n_traj=n_traj,
-        init=init,
-        overlap=overlap,
-        device=device,
-        engine=engine,
-        out=str(out) if out is not None else None,
-        chunk_steps=chunk_steps,
-        blowup=blowup,
-        volume=volume,
-        jit=jit,
+        out=str(out) if given(ctx, "out") else None,
+        jit=jit if jit is not None else (_FAST_STEP[fast_step] if given(ctx, "fast_step") else None),
+        **given_only(ctx, dict(init=init, overlap=overlap, device=device, engine=engine, chunk_steps=chunk_steps,
+                               blowup=blowup, volume=volume)),
     )
-    cfg = load_rollout_config(config, **{**_settings(settings, flags), **{k: v for k, v in flags.items() if v is not None}})
+    values = _settings(settings)
+    refuse_set_conflicts(values, flags, names={"jit": "--fast-step"})
+    cfg = load_rollout_config(config, **{**values, **{k: v for k, v in flags.items() if v is not None}})
+    if print_config:
+        from ..config import dump_toml
+
+        cfg.validate()
+        click.echo(dump_toml({k: getattr(cfg, k) for k in cfg.keys()}), nl=False)
+        return
     failed_lines: list[str] = []
 
     def log(line: str) -> None:
@@ -155,9 +206,13 @@ def main(config, data, models, integrators, t_end, traj, n_traj, init, overlap, 
             click.echo(line, err=True)
 
     report = run_rollouts(cfg, log=log, inputs=[config] if config is not None else ())
-    click.echo(format_text(report.rows), nl=False)
-    click.echo(f"Rollout written to {report.out}")
-    click.echo(f"Metrics table: {report.csv} and {report.markdown}")
+    if as_json:
+        echo_json({"out": report.out, "csv": report.csv, "markdown": report.markdown, "rows": report.rows,
+                   "failures": {label: f.line() for label, f in report.failures.items()}})
+    else:
+        click.echo(format_text(report.rows), nl=False)
+        click.echo(f"Rollout written to {report.out}")
+        click.echo(f"Metrics table: {report.csv} and {report.markdown}")
     for failure in report.failures.values():
         line = f"Warning: {failure.line()}"
         failed_lines.append(line)

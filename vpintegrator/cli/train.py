@@ -1,4 +1,4 @@
-"""``vp-train [CONFIG.toml]``: train a neural integrator on HDF5 trajectories, write a run directory.
+"""``vp-train [CONFIG]``: train a neural integrator on HDF5 trajectories, write a run directory.
 
 Reads the TOML (keys of :class:`vpintegrator.training.TrainConfig`, model hyper-parameters in a
 ``[model]`` table), applies the flags and ``--set KEY=VALUE`` entries (they win), calls
@@ -16,7 +16,18 @@ from pathlib import Path
 
 import click
 
-from ._common import cli_errors
+from ._common import (
+    Listed,
+    Names,
+    cli_errors,
+    echo_json,
+    given_only,
+    json_option,
+    print_config_option,
+    quiet_option,
+    refuse_set_conflicts,
+    version_option,
+)
 
 
 def _split_data(values: tuple[str, ...]) -> list[str] | None:
@@ -24,55 +35,91 @@ def _split_data(values: tuple[str, ...]) -> list[str] | None:
     return paths or None
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("config", required=False, type=click.Path(dir_okay=False, path_type=Path))
+#: names shown in --help and known to shell completion (the library checks the value; tests/test_cli_conventions.py
+#: keeps these equal to list_models(), list_optimizers() and list_schedulers() without importing torch here)
+MODELS = ("vpt", "vpff", "st", "symplectic_transformer", "g_sympnet", "la_sympnet")
+OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop", "lbfgs", "lm")
+SCHEDULERS = ("exponential", "cosine", "constant")
+FAST_STEPS = ("auto", "off", "graph", "compile")
+
+
+def _list_configs(ctx, _param, value) -> None:
+    """``--list``: the shipped configs with their first comment line."""
+    if not value or ctx.resilient_parsing:
+        return
+    from .._shipped import _config_files, config_description
+
+    files = _config_files()
+    width = max((len(n) for n in files), default=0)
+    for name, path in files.items():
+        click.echo(f"{name:<{width}}  {config_description(path)}")
+    ctx.exit(0)
+
+
+@click.command("vp-train", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("config", required=False, metavar="[CONFIG]")
+@click.option("--list", "list_", is_flag=True, is_eager=True, expose_value=False, callback=_list_configs,
+              help="List the shipped configs (usable as CONFIG by name) and exit.")
 @click.option(
     "--data", multiple=True, metavar="PATH",
     help="HDF5 trajectory file; repeat the flag or give a comma list for several shards.",
 )
-@click.option("--model", metavar="NAME", help="Model name (vpt, vpff, st); replaces the [model] name.")
-@click.option("--seq-len", type=int, help="Model window length (sets [model] seq_len; default: the paper's).")
-@click.option("--epochs", type=int, help="Total epochs (with --resume: the total, not the extra).")
+@click.option("--model", cls=Listed, type=Names(lambda: MODELS),
+              help="Model name; replaces the [model] name.")
+@click.option("--seq-len", type=int, show_default="the paper's",
+              help="Model window length (sets [model] seq_len).")
+@click.option("--epochs", type=int, default=100, show_default=True,
+              help="Total epochs (with --resume: the total, not the extra).")
 @click.option(
-    "--time-limit", type=float, metavar="SECONDS",
+    "--time-limit", type=float, metavar="SECONDS", show_default="none",
     help="Wall-time budget for this invocation (the progress bar's ETA honours it).",
 )
-@click.option("--batch-size", type=int, help="Global batch size (windows per optimiser step).")
-@click.option("--lr", type=float, help="Initial learning rate.")
-@click.option("--lr-min", type=float, help="Final learning rate of the schedule.")
+@click.option("--batch-size", type=int, default=16384, show_default=True,
+              help="Global batch size (windows per optimiser step).")
+@click.option("--lr", type=float, default=1e-2, show_default=True, help="Initial learning rate.")
+@click.option("--lr-min", type=float, default=1e-6, show_default=True, help="Final learning rate of the schedule.")
 @click.option(
-    "--optimizer", metavar="NAME",
-    help="adam, adamw, sgd, rmsprop, lbfgs or lm (Levenberg-Marquardt: an epoch is then --lm-iters-per-epoch "
-    "iterations, log.csv's lr column is the damping lambda; float64 recommended; no torchrun).",
+    "--optimizer", cls=Listed, type=Names(lambda: OPTIMIZERS), default="adam", show_default=True,
+    help="lm is Levenberg-Marquardt: an epoch is then --lm-iters-per-epoch iterations, log.csv's lr column is "
+    "the damping lambda; float64 recommended; no torchrun.",
 )
-@click.option("--lm-windows", type=int, help="lm: training windows per random subsample (default 1024).")
-@click.option("--lm-resample-every", type=int, help="lm: redraw the subsample every N iterations (default 10).")
-@click.option("--lm-iters-per-epoch", type=int, help="lm: iterations per epoch (default 10).")
-@click.option("--lm-lambda", type=float, help="lm: initial damping lambda (default 1e-3).")
+@click.option("--lm-windows", type=int, default=1024, show_default=True,
+              help="lm: training windows per random subsample.")
+@click.option("--lm-resample-every", type=int, default=10, show_default=True,
+              help="lm: redraw the subsample every N iterations.")
+@click.option("--lm-iters-per-epoch", type=int, default=10, show_default=True, help="lm: iterations per epoch.")
+@click.option("--lm-lambda", type=float, default=1e-3, show_default=True, help="lm: initial damping lambda.")
 @click.option(
-    "--monitor", type=click.Choice(["val_loss", "val_rollout"]),
-    help="What best.pt tracks: the validation loss (default) or the mean relative error of a free rollout "
-    "of the validation trajectories over --val-rollout-steps steps.",
+    "--monitor", type=click.Choice(["val_loss", "val_rollout"]), default="val_loss", show_default=True,
+    help="What best.pt tracks: the validation loss or the mean relative error of a free rollout of the "
+    "validation trajectories over --val-rollout-steps steps.",
 )
-@click.option("--val-rollout-steps", type=int, help="monitor val_rollout: rollout length in steps (default 500).")
+@click.option("--val-rollout-steps", type=int, default=500, show_default=True,
+              help="monitor val_rollout: rollout length in steps.")
 @click.option(
     "--set", "settings", multiple=True, metavar="KEY=VALUE",
     help="Any config key (TrainConfig field; model.KEY for a [model] key), VALUE in TOML syntax, e.g. "
-    "--set lm_check_windows=4096 --set model.L=2; repeatable.",
+    "--set lm_check_windows=4096 --set model.L=2; repeatable. A key that has its own flag is given once, "
+    "by the flag or by --set.",
 )
-@click.option("--scheduler", metavar="NAME", help="exponential, cosine or constant.")
-@click.option("--schedule-per", type=click.Choice(["step", "epoch"]), help="Advance the schedule per step or epoch.")
-@click.option("--val-fraction", type=float, help="Share of trajectories held out for validation.")
-@click.option("--patience", type=int, help="Early stopping patience in epochs (0: off).")
-@click.option("--device", metavar="DEVICE", help="auto, cpu, cuda or cuda:N.")
-@click.option("--dtype", type=click.Choice(["float32", "float64"]), help="Floating-point precision.")
+@click.option("--scheduler", cls=Listed, type=Names(lambda: SCHEDULERS), default="exponential", show_default=True,
+              help="Learning-rate schedule from --lr to --lr-min.")
+@click.option("--schedule-per", type=click.Choice(["step", "epoch"]), default="step", show_default=True,
+              help="Advance the schedule per step or epoch.")
+@click.option("--val-fraction", type=float, default=0.1, show_default=True,
+              help="Share of trajectories held out for validation.")
+@click.option("--patience", type=int, default=0, show_default=True, help="Early stopping patience in epochs (0: off).")
+@click.option("--device", metavar="DEVICE", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
+@click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float32", show_default=True,
+              help="Floating-point precision.")
 @click.option(
-    "--fast-step", type=click.Choice(["auto", "off", "graph", "compile"]),
-    help="auto (default: the whole step as one CUDA graph where possible), off (eager), graph, or compile "
-    "(torch.compile, graph-captured on CUDA).",
+    "--fast-step", type=click.Choice(FAST_STEPS), default="auto", show_default=True,
+    help="auto: the whole step as one CUDA graph where possible; off: eager; graph; compile: torch.compile, "
+    "graph-captured on CUDA.",
 )
-@click.option("--seed", type=int, help="Seed for initialisation, split and data order.")
-@click.option("--out", type=click.Path(path_type=Path), help="Run directory to create.")
+@click.option("--seed", type=int, default=1234, show_default=True, help="Seed for initialisation, split and data order.")
+@click.option("--out", type=click.Path(path_type=Path), show_default="runs/<model>-<date>-<time>",
+              help="Run directory to create.")
 @click.option(
     "--ensemble", type=int, metavar="N",
     help="Train N members (seeds SEED, SEED+1, ...; or --set seeds=[...]) at once in this process; OUT gets "
@@ -83,45 +130,59 @@ def _split_data(values: tuple[str, ...]) -> list[str] | None:
     "--resume", type=click.Path(path_type=Path), metavar="RUN_DIR",
     help="Continue the run in RUN_DIR from its last.pt.",
 )
-@click.option("--progress/--no-progress", default=True, help="Progress bar with the loss on stderr.")
+@print_config_option
+@json_option
+@quiet_option
+@version_option
 @cli_errors
 def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_min, optimizer, lm_windows,
          lm_resample_every, lm_iters_per_epoch, lm_lambda, monitor, val_rollout_steps, settings, scheduler, schedule_per, val_fraction, patience,
-         device, dtype, fast_step, seed, out, ensemble, resume, progress):
-    """Train a neural integrator from CONFIG.toml and/or flags; write a run directory.
+         device, dtype, fast_step, seed, out, ensemble, resume, print_config, as_json, quiet):
+    """Train a neural integrator from CONFIG and/or flags; write a run directory.
+
+    CONFIG is a TOML file or the name of a shipped config (vp-train --list). Flags and --set entries win
+    over CONFIG; the defaults shown apply where neither CONFIG nor a flag gives a key.
 
     The run directory holds config.toml (resolved), best.pt and last.pt (load with
     vpintegrator.load_model or torch.load(weights_only=True)), log.csv
     (epoch,train_loss,val_loss,lr,seconds) and summary.json. Ctrl-C or SIGTERM save last.pt
     and exit with status 130; --resume RUN_DIR then continues exactly. Several processes or GPUs:
-    torchrun --nproc_per_node=N -m vpintegrator.cli.train CONFIG.toml (--batch-size is global).
-    --optimizer lm (Levenberg-Marquardt, e.g. configs/rigid_body_vpt_lm.toml) reaches low losses
+    torchrun --nproc_per_node=N -m vpintegrator.cli.train CONFIG (--batch-size is global).
+    --optimizer lm (Levenberg-Marquardt, e.g. the config rigid_body_vpt_lm) reaches low losses
     far faster on these small models; an epoch is then --lm-iters-per-epoch iterations followed by
     the full training and validation losses, and the lr column holds the damping lambda.
     """
+    from .._shipped import config_path
     from ..errors import VPIntegratorError
     from ..training import TrainConfig, TrainingInterrupted, fit
     from ..training.config import merge_overrides
     from .._io import check_not_input
 
+    if config is not None:
+        config = config_path(config)  # a file, or a shipped config by name
     if out is not None:
         check_not_input(out, [config, *(_split_data(data) or [])], key="out")
 
+    ctx = click.get_current_context()
     overrides = dict(
-        data=_split_data(data), model=model, epochs=epochs, time_limit=time_limit, batch_size=batch_size,
-        lr=lr, lr_min=lr_min, optimizer=optimizer, lm_windows=lm_windows, lm_resample_every=lm_resample_every,
-        lm_iters_per_epoch=lm_iters_per_epoch, lm_lambda=lm_lambda, scheduler=scheduler, schedule_per=schedule_per,
-        val_fraction=val_fraction, patience=patience, device=device, dtype=dtype, fast_step=fast_step, seed=seed,
-        out=str(out) if out is not None else None, monitor=monitor, val_rollout_steps=val_rollout_steps,
-        ensemble=ensemble,
+        data=_split_data(data), model=model, **given_only(ctx, dict(
+            epochs=epochs, time_limit=time_limit, batch_size=batch_size, lr=lr, lr_min=lr_min, optimizer=optimizer,
+            lm_windows=lm_windows, lm_resample_every=lm_resample_every, lm_iters_per_epoch=lm_iters_per_epoch,
+            lm_lambda=lm_lambda, scheduler=scheduler, schedule_per=schedule_per, val_fraction=val_fraction,
+            patience=patience, device=device, dtype=dtype, fast_step=fast_step, seed=seed, monitor=monitor,
+            val_rollout_steps=val_rollout_steps)),
+        out=str(out) if out is not None else None, ensemble=ensemble,
     )
     model_table = {"name": model} if model is not None else {}
-    for key, value in _parse_settings(settings).items():
+    values = _parse_settings(settings)
+    refuse_set_conflicts({k: v for k, v in values.items() if k != "model"}, overrides)
+    if isinstance(values.get("model"), dict):
+        refuse_set_conflicts(values["model"], {"name": model, "seq_len": seq_len},
+                             names={"name": "--model"}, what="model.")
+    for key, value in values.items():
         if key == "model" and isinstance(value, dict):
             model_table.update(value)
             continue
-        if overrides.get(key) is not None:
-            raise VPIntegratorError(f"--set {key}=...: {key} is also given by its own flag; give it once")
         overrides[key] = value
     if seq_len is not None:
         model_table["seq_len"] = seq_len
@@ -131,6 +192,7 @@ def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_mi
         overrides["model"] = model_table
     if resume is not None and (ensemble is not None or overrides.get("seeds") is not None):
         raise VPIntegratorError(f"--ensemble with --resume {resume}: an ensemble cannot be resumed; train it again")
+    progress = not quiet
     if resume is not None:
         if config is not None:
             raise VPIntegratorError(
@@ -141,15 +203,25 @@ def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_mi
             raise VPIntegratorError(f"--out {out} with --resume {resume}: a resumed run stays in its directory")
         run = dict(resume=resume, progress=progress, **{k: v for k, v in overrides.items() if v is not None})
         run.pop("out", None)
+        if print_config:
+            given = {k: v for k, v in run.items() if k not in ("resume", "progress")}
+            _print_config(TrainConfig.from_toml(Path(resume) / "config.toml", **given))
+            return
         call = lambda: fit(**run)  # noqa: E731
     elif config is not None:
-        call = lambda: fit(TrainConfig.from_toml(config, **overrides), progress=progress)  # noqa: E731
+        resolved = TrainConfig.from_toml(config, **overrides)
+        if print_config:
+            _print_config(resolved)
+            return
+        call = lambda: fit(resolved, progress=progress)  # noqa: E731
     else:
         if overrides["data"] is None or overrides["model"] is None:
             raise VPIntegratorError("without CONFIG.toml give at least --data PATH and --model NAME")
-        call = lambda: fit(  # noqa: E731
-            TrainConfig.from_dict(merge_overrides({}, overrides), source="flags"), progress=progress
-        )
+        resolved = TrainConfig.from_dict(merge_overrides({}, overrides), source="flags")
+        if print_config:
+            _print_config(resolved)
+            return
+        call = lambda: fit(resolved, progress=progress)  # noqa: E731
     try:
         result = call()
     except TrainingInterrupted as err:
@@ -162,17 +234,41 @@ def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_mi
         sys.exit(130)
     if os.environ.get("RANK", "0") != "0":  # torchrun: rank 0 reports
         _exit_distributed()
-    if hasattr(result, "members"):
+    if as_json:
+        echo_json(_json_summary(result))
+    elif hasattr(result, "members"):
         _report_ensemble(result)
-        return
-    best = "" if result.best_epoch == 0 else f", best {result.best_loss:.3e} at epoch {result.best_epoch}"
-    click.echo(
-        f"Trained {result.epochs} epochs ({result.steps} steps, {result.wall_time:.1f} s, stopped: "
-        f"{result.stopped}) on {result.device}, {result.dtype}: loss {result.train_loss:.3e}{best}"
-    )
-    click.echo(f"Run written to {result.run_dir}")
+    else:
+        best = "" if result.best_epoch == 0 else f", best {result.best_loss:.3e} at epoch {result.best_epoch}"
+        click.echo(
+            f"Trained {result.epochs} epochs ({result.steps} steps, {result.wall_time:.1f} s, stopped: "
+            f"{result.stopped}) on {result.device}, {result.dtype}: loss {result.train_loss:.3e}{best}"
+        )
+        click.echo(f"Run written to {result.run_dir}")
     if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
         _exit_distributed()
+
+
+def _print_config(config) -> None:
+    """``--print-config``: the config with the model's paper defaults filled in (``dim`` comes from the data
+    when the run starts)."""
+    from ..models import default_model_config
+
+    model = dict(config.model)
+    if model.get("name"):
+        model = {"name": model["name"], **default_model_config(model["name"]), **model}
+    click.echo(config.replace(model=model).to_toml(), nl=False)
+
+
+def _json_summary(result) -> dict:
+    """``--json``: what the run did and where it went."""
+    common = {"run_dir": result.run_dir, "epochs": result.epochs, "stopped": result.stopped,
+              "wall_time": result.wall_time, "device": str(result.device), "dtype": result.dtype}
+    if hasattr(result, "members"):
+        return {**common, "kind": "ensemble", "members": list(result.table),
+                "selected": None if result.selected is None else result.selected}
+    return {**common, "kind": "run", "steps": result.steps, "train_loss": result.train_loss,
+            "best_loss": result.best_loss if result.best_epoch else None, "best_epoch": result.best_epoch}
 
 
 def _report_ensemble(result) -> None:

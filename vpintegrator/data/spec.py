@@ -41,7 +41,6 @@ from typing import Any
 
 import numpy as np
 
-
 from ..errors import VPIntegratorError
 
 __all__ = ["DOP853", "GenerationSpec", "list_specs", "load_spec"]
@@ -82,9 +81,9 @@ _TOML_KEY = {fld: f"{sec}.{key}" for sec, keys in _SECTIONS.items() for key, fld
 
 def _spec_dirs() -> list[Path]:
     """Where spec names are looked up: the repository's ``systems/``, then the wheel's ``_specs``."""
-    package = Path(__file__).resolve().parent.parent  # vpintegrator/
-    dirs = [package.parent / "systems", package / "_specs"]
-    return [d for d in dirs if d.is_dir()]
+    from .._shipped import SPECS, shipped_dirs
+
+    return shipped_dirs(*SPECS)
 
 
 def _spec_files() -> dict[str, Path]:
@@ -231,6 +230,15 @@ class GenerationSpec:
                 f"{self.dt:g} = {ratio:.3g}, at most {MAX_STEPS:.3g})",
                 key="dt",
             )
+
+    def to_toml(self) -> str:
+        """This spec as a spec TOML file (:func:`load_spec` reads it back to an equal spec)."""
+        from ..config import dump_toml
+
+        tables = {section: {key: getattr(self, fld) for key, fld in keys.items()} for section, keys in _SECTIONS.items()}
+        tables["system"].update(self.params)
+        tables["initial_conditions"].update(self.sampler_args)
+        return dump_toml({"description": self.description or None, **tables})
 
     @property
     def n_steps(self) -> int:

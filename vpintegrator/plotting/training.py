@@ -9,13 +9,13 @@ Levenberg–Marquardt the ``lr`` column is the damping λ).
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from .._toml import tomllib
 from ..errors import VPIntegratorError
 from ..rundir import ROLLOUT_COLUMN, read_log, read_summary
 from .style import (

@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import _rollouts, export
+from .._shipped import shipped_file
 from ..rundir import read_log
 from .runner import REPO, Runner, StudyError, Task, guarded
 from .stats import fmt_num, md_table, mean_std, read_json, write_json, write_text
@@ -212,7 +213,9 @@ def _configs(a: argparse.Namespace) -> dict[str, str]:
 
 def _resolve(path: str | Path) -> Path:
     p = Path(path)
-    return p if p.is_absolute() or p.exists() else ROOT / p
+    if p.is_absolute() or p.exists():
+        return p
+    return ROOT / p if (ROOT / p).exists() else shipped_file(p)  # configs/...: the installed package's copy
 
 
 # --------------------------------------------------------------------------- the plan
@@ -244,7 +247,7 @@ def plan(s: Settings) -> Runner:
         gens.append(("heldout", ["coupled_oscillator_box", "--n-traj", str(s.heldout), "--seed", "1",
                                  "--t-end", f"{s.t_end:g}"]))
     for name, args in gens:
-        runner.add(Task(f"gen_{name}", ["vp-gen", *args, "--out", p[name], "--no-progress"], [p[name]]))
+        runner.add(Task(f"gen_{name}", ["vp-gen", *args, "--out", p[name], "--quiet"], [p[name]]))
 
     trains = []
     scale = [] if s.init_scale is None else ["--set", f"init_scale={s.init_scale!r}"]
@@ -257,7 +260,7 @@ def plan(s: Settings) -> Runner:
                 shutil.rmtree(out)  # an unfinished run from an interrupted study: start it again
             runner.add(Task(name, ["vp-train", _resolve(s.configs[model]), "--data", p["train"], "--out", out,
                                    "--seed", str(seed), "--time-limit", f"{s.train_seconds:g}", *scale,
-                                   "--no-progress"],
+                                   "--quiet"],
                             [out / "summary.json", out / "log.csv"], ["gen_train"]))
             trains.append(name)
 

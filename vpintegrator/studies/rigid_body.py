@@ -46,7 +46,8 @@ from .rigid_body_results import (  # noqa: F401  (re-exported: the study's publi
     PAPER_T, PAPER_TRAJ, QUICK_MODELS, build_results, format_results, write_results, write_timing, z_band,
 )
 from . import export
-from .runner import REPO, Runner, StudyError, Task, guarded
+from .._shipped import shipped_file
+from .runner import Runner, StudyError, Task, guarded
 from .stats import read_json, write_if_changed, write_json
 
 PRETRAINED = ("vpt", "vpff", "st")
@@ -83,8 +84,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--n-heldout", type=int, default=None, help="Held-out random ICs (100; --quick 20).")
     p.add_argument("--timing-concurrent", action=argparse.BooleanOptionalAction, default=None,
                    help="Run timing processes beside others (default: alone; --quick: concurrent).")
-    p.add_argument("--config-dir", default=str(REPO / "configs" / "study"),
-                   help="Directory of rigid_body_<model>.toml (default configs/study of the repository).")
+    p.add_argument("--config-dir", default=str(shipped_file("configs/study")),
+                   help="Directory of rigid_body_<model>.toml (default configs/study: the repository's, "
+                   "else the installed package's copy).")
     p.add_argument("--quick", action="store_true",
                    help="Scaled down (seeds 0,1; models vpff,vpt,st; 60 s per training; t = 1000 long run; t = 5000 timing; 20 held-out ICs).")
     p.add_argument("--skip-existing", action="store_true",
@@ -142,13 +144,13 @@ def _train_task(a, runner: Runner, model: str, seed: int) -> Task:
     name = f"train_{model}_s{seed}"
     data = runner.run / "data" / ("exact.h5" if model == "vpt_exact" else "im.h5")
     cmd = ["vp-train", _config(a, model), "--data", data, "--out", out, "--seed", str(seed), "--time-limit",
-           f"{a.train_seconds:g}", "--no-progress"]
+           f"{a.train_seconds:g}", "--quiet"]
     if a.skip_existing and out.exists() and not runner.stamp(name).exists():
         summary = read_json(out / "summary.json")
         if (out / "last.pt").exists() and summary is not None:
             left = a.train_seconds - float(summary.get("wall_time", 0.0))
             # an unfinished run (killed or interrupted): continue it for the time it has left
-            cmd = ["vp-train", "--resume", out, "--time-limit", f"{max(left, 1.0):.1f}", "--no-progress"]
+            cmd = ["vp-train", "--resume", out, "--time-limit", f"{max(left, 1.0):.1f}", "--quiet"]
         else:
             shutil.rmtree(out)  # started but never checkpointed: start again
     return Task(name, cmd, [out / "summary.json", out / "log.csv"], ["gen_exact" if model == "vpt_exact" else "gen_im"])
@@ -161,7 +163,7 @@ def plan(a) -> Runner:
     im_models = [m for m in a.models if m in IM_MODELS]
     exact = "vpt_exact" in a.models
     d = p("data")
-    nop = "--no-progress"
+    nop = "--quiet"
 
     # data
     add(Task("gen_im", ["vp-gen", "rigid_body_paper", "--method", "implicit_midpoint", "--out", d / "im.h5", nop],

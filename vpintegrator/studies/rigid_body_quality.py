@@ -32,7 +32,8 @@ from pathlib import Path
 
 from . import export
 from .rigid_body_results import BAND_TARGET, ERROR_TARGET, PAPER_TRAJ, rollout_values
-from .runner import REPO, Runner, StudyError, Task, guarded
+from .._shipped import shipped_file
+from .runner import Runner, StudyError, Task, guarded
 from .stats import fmt_num, md_table, read_json, write_json, write_text
 
 PHASES = ("p1", "p2", "p3")
@@ -55,8 +56,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="Phase 3 wall seconds (default 0: no phase 3).")
     p.add_argument("--unroll3", type=int, default=5, help="Phase 3's unroll (default %(default)s).")
     p.add_argument("--jobs", type=int, default=2, help="Subprocesses at a time, one thread each (default 2).")
-    p.add_argument("--config", default=str(REPO / "configs" / "study" / "rigid_body_vpt.toml"),
-                   help="vp-train TOML (default configs/study/rigid_body_vpt.toml).")
+    p.add_argument("--config", default=str(shipped_file("configs/study/rigid_body_vpt.toml")),
+                   help="vp-train TOML (default configs/study/rigid_body_vpt.toml: the repository's, else the "
+                   "installed package's copy).")
     p.add_argument("--skip-existing", action="store_true", help="Keep the steps already finished in --out.")
     p.add_argument("--table-only", action="store_true", help="Only rebuild results.md/json.")
     p.add_argument("--export-pretrained", metavar="DIR", default=None,
@@ -102,10 +104,10 @@ def plan(a: argparse.Namespace) -> Runner:
     d = run / "data"
     for name, method in (("im", "implicit_midpoint"), ("exact", "dop853")):
         r.add(Task(f"gen_{name}", ["vp-gen", "rigid_body_paper", "--method", method, "--out", d / f"{name}.h5",
-                                   "--no-progress"], [d / f"{name}.h5"]))
+                                   "--quiet"], [d / f"{name}.h5"]))
     traj = ",".join(str(i) for i in PAPER_TRAJ.values())
     for s in a.seeds:
-        common = ["--data", d / "im.h5", "--seed", str(s), "--no-progress"]
+        common = ["--data", d / "im.h5", "--seed", str(s), "--quiet"]
         previous: Path | None = None  # annotated: mypy 1.20 and 2.4 crash inferring it through the loop
         for phase, seconds, unroll in phases(a):
             out = run / "train" / f"{phase}_s{s}"

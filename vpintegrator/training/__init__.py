@@ -31,6 +31,7 @@ from .optim import (
 )
 from .results import EpochInfo, FitResult, TrainingInterrupted
 from .ensemble import EnsembleResult
+from .._shipped import list_configs
 
 __all__ = [
     "fit",
@@ -44,5 +45,6 @@ __all__ = [
     "make_scheduler",
     "list_optimizers",
     "list_schedulers",
+    "list_configs",
     "LevenbergMarquardt",
 ]

@@ -196,11 +196,15 @@ class TrainConfig:
 
     @classmethod
     def from_toml(cls, path: str | os.PathLike, **overrides: Any) -> "TrainConfig":
-        """Read a TOML file; ``overrides`` that are not ``None`` win over the file's values.
+        """Read a TOML file (a path or a shipped config's name, ``list_configs()``); ``overrides`` that are
+        not ``None`` win over the file's values.
 
         An override ``model="vpt"`` (a string) replaces only the model name of the file's ``[model]``
         (another architecture drops the file's hyper-parameters); a dict override merges into it.
         """
+        from .._shipped import config_path
+
+        path = config_path(path)  # a file, or a shipped name (vpintegrator.training.list_configs())
         values = config_layer.read_toml(path)
         if not values:
             raise VPIntegratorError(

@@ -33,7 +33,7 @@ def fit(
 
     Parameters
     ----------
-    config : TrainConfig, dict, or path of a TOML file; optional with ``resume``
+    config : TrainConfig, dict, path of a TOML file or a shipped config's name (``list_configs()``); optional with ``resume``
     resume : path, optional
         A run directory to continue from its ``last.pt`` (its ``config.toml`` is the config; only
         ``epochs`` (the total), ``time_limit``, ``device``, ``patience``, ``min_delta`` and
@@ -66,7 +66,11 @@ def fit(
     ``train_loss`` is then the full training loss after the epoch and ``lr`` the damping λ. Single
     process only.
     """
-    config_file = config if isinstance(config, (str, os.PathLike)) else None
+    config_file = None
+    if isinstance(config, (str, os.PathLike)):
+        from .._shipped import config_path
+
+        config = config_file = config_path(config)  # a file, or a shipped config by name
     if config is not None and not isinstance(config, TrainConfig):
         if isinstance(config, dict):
             config = TrainConfig.from_dict(merge_overrides(config, overrides))

@@ -1,0 +1,94 @@
+"""Files shipped with the package, found by name: the generation specs and the training configs.
+
+A checkout (or an editable install) reads them from the repository's ``systems/`` and ``configs/``; a
+wheel carries copies as ``vpintegrator/_specs`` and ``vpintegrator/_configs`` (pyproject's
+force-include). The repository's copy wins where both exist. Imports no torch.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import VPIntegratorError
+
+__all__ = ["shipped_dirs", "shipped_file", "list_configs", "config_path", "config_description"]
+
+PACKAGE = Path(__file__).resolve().parent
+#: (repository directory, its copy inside the wheel)
+SPECS = ("systems", "_specs")
+CONFIGS = ("configs", "_configs")
+
+
+def shipped_dirs(repo_dir: str, packaged: str) -> list[Path]:
+    """The existing directories among the repository's ``repo_dir`` and the package's ``packaged``."""
+    dirs = [PACKAGE.parent / repo_dir, PACKAGE / packaged]
+    return [d for d in dirs if d.is_dir()]
+
+
+def _config_files() -> dict[str, Path]:
+    """Training config name (path below ``configs/`` without ``.toml``: ``study/rigid_body_vpt``) -> file."""
+    files: dict[str, Path] = {}
+    for d in reversed(shipped_dirs(*CONFIGS)):  # the repository's copy wins over the packaged one
+        files.update({p.relative_to(d).with_suffix("").as_posix(): p for p in sorted(d.rglob("*.toml"))})
+    return dict(sorted(files.items()))
+
+
+def list_configs() -> list[str]:
+    """Names of the shipped ``vp-train`` configs (``configs/*.toml``, ``study/...`` for ``configs/study``),
+    usable with ``vp-train NAME`` and :meth:`vpintegrator.training.TrainConfig.from_toml`."""
+    return list(_config_files())
+
+
+def config_description(path: Path) -> str:
+    """The first comment line of a config file (its one-line description), or ``""``."""
+    try:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.startswith("#"):
+                return line.lstrip("#").strip()
+            if line.strip():
+                break
+    except (OSError, UnicodeDecodeError):
+        pass
+    return ""
+
+
+def config_path(name_or_path: str | os.PathLike) -> Path:
+    """The file of a ``vp-train`` config given as a path (an existing file) or a shipped name.
+
+    A missing file is a one-line error that names the shipped configs, and the shipped name to use when
+    the path is the repository's ``configs/NAME.toml`` seen from outside the clone.
+    """
+    text = os.fsdecode(os.fspath(name_or_path))
+    path = Path(text)
+    if path.is_file():
+        return path
+    if path.is_dir():
+        raise VPIntegratorError(f"config {text!r} is a directory; give a .toml file or a config name")
+    files = _config_files()
+    if text in files:
+        return files[text]
+    names = ", ".join(files) or "(none found)"
+    if path.suffix == ".toml" or "/" in text or os.sep in text:
+        parts = path.with_suffix("").parts
+        shipped = "/".join(parts[parts.index("configs") + 1:]) if "configs" in parts else None
+        hint = f"; it ships with the package: give the name {shipped!r}" if shipped in files else ""
+        raise VPIntegratorError(
+            f"config file {text!r} not found{hint}; give an existing .toml file or a shipped config name ({names})"
+        )
+    raise VPIntegratorError(f"unknown config {text!r}; shipped configs: {names}; or give a path to a .toml file")
+
+
+def shipped_file(relative: str | os.PathLike) -> Path:
+    """A repository path under ``configs/`` or ``systems/`` (``configs/study/rigid_body_vpt.toml``) as it
+    is here: the checkout's file when there is one, else the wheel's copy (which may not exist either:
+    callers check and say so)."""
+    rel = Path(relative)
+    for repo_dir, packaged in (CONFIGS, SPECS):
+        if rel.parts and rel.parts[0] == repo_dir:
+            inside = Path(*rel.parts[1:]) if len(rel.parts) > 1 else Path()
+            for d in shipped_dirs(repo_dir, packaged):
+                if (d / inside).exists():
+                    return d / inside
+            return PACKAGE.parent / rel
+    return PACKAGE.parent / rel
