@@ -566,21 +566,28 @@ def format_text(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in cells) + "\n"
 
 
-def write_table(rows: Sequence[Mapping[str, Any]], stem: str | Path) -> tuple[Path, Path]:
-    """Write the metrics table as ``<stem>.csv`` and ``<stem>.md`` (atomically); return both paths."""
+def write_table(rows: Sequence[Mapping[str, Any]], stem: str | Path, *, overwrite: bool = False) -> tuple[Path, Path]:
+    """Write the metrics table as ``<stem>.csv`` and ``<stem>.md`` (atomically); return both paths.
+
+    An existing file there is refused unless ``overwrite``, and then replaced only if it is a metrics
+    table (:func:`vpintegrator._outputs.check_output`); both files are locked while written."""
     from ._io import atomic_path
+    from ._outputs import check_output, output_locks
 
     stem = Path(stem)
     csv_path, md_path = stem.with_suffix(".csv"), stem.with_suffix(".md")
+    targets = [check_output(p, "table", overwrite) for p in (csv_path, md_path)]
     cols = list(rows[0]) if rows else ["method"]
-    with atomic_path(csv_path) as tmp:
-        with open(tmp, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=cols)
-            writer.writeheader()
-            for r in rows:
-                writer.writerow({c: (repr(r[c]) if isinstance(r[c], float) else r[c]) for c in cols})
-    with atomic_path(md_path) as tmp:
-        tmp.write_text(format_markdown(rows))
+    with output_locks(targets):
+        targets = [check_output(p, "table", overwrite) for p in (csv_path, md_path)]
+        with atomic_path(targets[0]) as tmp:
+            with open(tmp, "w", newline="") as fh:
+                writer = csv.DictWriter(fh, fieldnames=cols)
+                writer.writeheader()
+                for r in rows:
+                    writer.writerow({c: (repr(r[c]) if isinstance(r[c], float) else r[c]) for c in cols})
+        with atomic_path(targets[1]) as tmp:
+            tmp.write_text(format_markdown(rows))
     return csv_path, md_path
 
 

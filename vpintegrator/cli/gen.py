@@ -82,12 +82,15 @@ def _summary(path: Path) -> str:
     help="Set any spec key (repeatable): dt=0.1, system.inertia=[1,2,3], initial_conditions.radius=2, ...",
 )
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr (when it is a terminal).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing trajectory file at --out (nothing else).")
 @cli_errors
-def main(spec, list_, n_traj, dt, t_end, method, rtol, atol, seed, chunk_size, out, set_, progress) -> None:
+def main(spec, list_, n_traj, dt, t_end, method, rtol, atol, seed, chunk_size, out, set_, progress,
+         overwrite) -> None:
     """Generate the trajectory data set SPEC (a spec name or a TOML file) and write it to HDF5.
 
     Flags override the spec. The file appears only when complete: an interrupted run leaves no partial
-    file, and an earlier file at --out stays intact.
+    file, and an earlier file at --out stays intact. An existing --out is refused unless --overwrite (which
+    replaces only a trajectory file); a second writer of the same --out is refused while this one runs.
     """
     if list_:
         _list_specs()
@@ -103,7 +106,7 @@ def main(spec, list_, n_traj, dt, t_end, method, rtol, atol, seed, chunk_size, o
     cfg = load_spec(spec, **merge(spec_overrides_from_set(parse_set(set_)), flags))
     bar = _Progress(f"{cfg.name} ({cfg.method})") if progress else None
     try:
-        path = generate(cfg, out=cfg.out, progress=bar)
+        path = generate(cfg, out=cfg.out, progress=bar, overwrite=overwrite)
     finally:
         if bar is not None:
             bar.close()

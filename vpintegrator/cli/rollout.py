@@ -115,13 +115,18 @@ def _list_methods(ctx, _param, value) -> None:
     "--fail-on-blowup", is_flag=True,
     help=f"Exit with status {EXIT_BLOWUP} (after writing everything) when any method failed (blow-up or non-finite).",
 )
+@click.option("--overwrite", is_flag=True,
+              help="Replace an existing rollout file at --out and its table (never a file of another kind).")
 @cli_errors
 def main(config, data, models, integrators, t_end, traj, n_traj, init, overlap, device, engine, out, chunk_steps,
-         blowup, volume, jit, settings, quiet, fail_on_blowup):
+         blowup, volume, jit, settings, quiet, fail_on_blowup, overwrite):
     """Roll out models and classical integrators from a data set's initial conditions.
 
     Writes OUT (HDF5: reference, every method's trajectories, per-step relative error, invariants,
     log|det J|, failure steps) and the metrics table beside it (same stem, .csv and .md).
+
+    An existing OUT (or its table) is refused unless --overwrite, which replaces only a rollout file and its
+    table; a second writer of the same OUT is refused while this one runs.
 
     A method whose trajectories blew up or went non-finite is reported on stderr, one line per method
     (also with --quiet). Exit status: 0 on success, 1 on an error (nothing is written), 3 with
@@ -154,7 +159,7 @@ def main(config, data, models, integrators, t_end, traj, n_traj, init, overlap, 
         if not quiet:
             click.echo(line, err=True)
 
-    report = run_rollouts(cfg, log=log, inputs=[config] if config is not None else ())
+    report = run_rollouts(cfg, log=log, inputs=[config] if config is not None else (), overwrite=overwrite)
     click.echo(format_text(report.rows), nl=False)
     click.echo(f"Rollout written to {report.out}")
     click.echo(f"Metrics table: {report.csv} and {report.markdown}")

@@ -84,10 +84,12 @@ def _split_data(values: tuple[str, ...]) -> list[str] | None:
     help="Continue the run in RUN_DIR from its last.pt.",
 )
 @click.option("--progress/--no-progress", default=True, help="Progress bar with the loss on stderr.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace the run directory at --out if it holds a run (and nothing but run files).")
 @cli_errors
 def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_min, optimizer, lm_windows,
          lm_resample_every, lm_iters_per_epoch, lm_lambda, monitor, val_rollout_steps, settings, scheduler, schedule_per, val_fraction, patience,
-         device, dtype, fast_step, seed, out, ensemble, resume, progress):
+         device, dtype, fast_step, seed, out, ensemble, resume, progress, overwrite):
     """Train a neural integrator from CONFIG.toml and/or flags; write a run directory.
 
     The run directory holds config.toml (resolved), best.pt and last.pt (load with
@@ -98,6 +100,8 @@ def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_mi
     --optimizer lm (Levenberg-Marquardt, e.g. configs/rigid_body_vpt_lm.toml) reaches low losses
     far faster on these small models; an epoch is then --lm-iters-per-epoch iterations followed by
     the full training and validation losses, and the lr column holds the damping lambda.
+    An --out that holds a run is refused unless --overwrite; the run directory is locked while training,
+    so a second vp-train (or --resume) of it is refused.
     """
     from ..errors import VPIntegratorError
     from ..training import TrainConfig, TrainingInterrupted, fit
@@ -139,16 +143,18 @@ def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_mi
             )
         if out is not None and Path(out).resolve() != Path(resume).resolve():
             raise VPIntegratorError(f"--out {out} with --resume {resume}: a resumed run stays in its directory")
-        run = dict(resume=resume, progress=progress, **{k: v for k, v in overrides.items() if v is not None})
+        run = dict(resume=resume, progress=progress, overwrite=overwrite,
+                   **{k: v for k, v in overrides.items() if v is not None})
         run.pop("out", None)
         call = lambda: fit(**run)  # noqa: E731
     elif config is not None:
-        call = lambda: fit(TrainConfig.from_toml(config, **overrides), progress=progress)  # noqa: E731
+        call = lambda: fit(TrainConfig.from_toml(config, **overrides), progress=progress, overwrite=overwrite)  # noqa: E731
     else:
         if overrides["data"] is None or overrides["model"] is None:
             raise VPIntegratorError("without CONFIG.toml give at least --data PATH and --model NAME")
         call = lambda: fit(  # noqa: E731
-            TrainConfig.from_dict(merge_overrides({}, overrides), source="flags"), progress=progress
+            TrainConfig.from_dict(merge_overrides({}, overrides), source="flags"), progress=progress,
+            overwrite=overwrite,
         )
     try:
         result = call()

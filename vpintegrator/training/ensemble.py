@@ -300,12 +300,12 @@ class EnsembleTrainer:
         if m.best_dirty and m.best_state is not None:
             best = copy.deepcopy(m.model)
             best.load_state_dict(m.best_state)
-            save_model(best, m.run_dir / "best.pt",
+            save_model(best, m.run_dir / "best.pt", overwrite=True,
                        extra={"epoch": m.best_epoch, "best_loss": float(m.best_loss), "kind": "best"})
             m.best_dirty = False
         if m.diverged is None:  # a diverged member keeps its last finite last.pt
             self._sync_member(m.k)
-            save_model(m.model, m.run_dir / "last.pt", extra={
+            save_model(m.model, m.run_dir / "last.pt", overwrite=True, extra={
                 "kind": "last", "epoch": int(m.epoch), "step": int(m.step),
                 "ensemble": {"member": m.k, "seed": m.seed, "n_members": len(self.members)},
             })

@@ -203,10 +203,10 @@ class Trainer:
         if self.best_dirty and self.best_state is not None:
             best_model = copy.deepcopy(self.model)
             best_model.load_state_dict(self.best_state)
-            save_model(best_model, run / "best.pt",
+            save_model(best_model, run / "best.pt", overwrite=True,
                        extra={"epoch": self.best_epoch, "best_loss": float(self.best_loss), "kind": "best"})
             self.best_dirty = False
-        save_model(self.model, run / "last.pt", extra={**self._training_state(), "kind": "last"})
+        save_model(self.model, run / "last.pt", extra={**self._training_state(), "kind": "last"}, overwrite=True)
         self._write_summary()
 
     def _write_summary(self, stopped: str = "running", extra: dict[str, Any] | None = None) -> None:
@@ -367,7 +367,7 @@ class Trainer:
 
                 best_model = copy.deepcopy(self.model)
                 best_model.load_state_dict(self.best_state)
-                save_model(best_model, self.run_dir / "best.pt",
+                save_model(best_model, self.run_dir / "best.pt", overwrite=True,
                            extra={"epoch": self.best_epoch, "best_loss": float(self.best_loss), "kind": "best"})
             summary = self.finite_summary or {**self._summary("diverged"), "epochs": 0, "train_loss": None,
                                                "val_loss": None}
