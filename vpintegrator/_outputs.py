@@ -40,7 +40,7 @@ KIND_NAMES = {
     "trajectories": "a vp-gen trajectory file",
     "rollout": "a vp-rollout file",
     "table": "a vp-rollout metrics table",
-    "figure": "a vp-plot figure",
+    "figure": "a figure drawn by matplotlib",
     "run": "a vp-train run directory",
     "checkpoint": "a model checkpoint",
     "hdf5": "an HDF5 file not written by vpintegrator",
@@ -190,10 +190,10 @@ def check_output(path: str | os.PathLike, kind: str | tuple[str, ...], overwrite
     if found not in kinds:
         raise OutputError(
             f"{_label(key, given)}{via} exists and is {KIND_NAMES[found]}, not {KIND_NAMES[kinds[0]]}: it is "
-            f"never replaced, also with overwrite; give another {key or 'output'}", key=key)
+            f"never replaced, also with overwrite; give another path", key=key)
     if not overwrite:
         raise OutputError(
-            f"{_label(key, given)}{via} already exists ({KIND_NAMES[found]}); give another {key or 'output'}, "
+            f"{_label(key, given)}{via} already exists ({KIND_NAMES[found]}); give another path, "
             "or use overwrite to replace it", key=key)
     return real
 
@@ -252,13 +252,18 @@ def _who(pid: int | None, what: str) -> str:
 
 
 def _program() -> str:
-    return " ".join([Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python", *sys.argv[1:3]])[:120]
+    """This process as a user knows it: ``vp-gen`` (also under ``python -m vpintegrator.cli.gen``), else
+    the script's name."""
+    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("python")
+    if argv0.parent.name == "cli" and argv0.suffix == ".py":
+        return f"vp-{argv0.stem}"
+    return argv0.name[:80]
 
 
 def _busy(path: Path, key: str | None, pid: int | None, what: str) -> OutputError:
     return OutputError(
         f"{_label(key, path)} is being written by {_who(pid, what)}, which holds {lock_path(path)}; wait for it "
-        f"to finish, or give another {key or 'output'}", key=key)
+        f"to finish, or give another path", key=key)
 
 
 def _took_over(lock: Path, pid: int | None, what: str) -> None:
@@ -321,10 +326,14 @@ def output_lock(path: str | os.PathLike, *, key: str | None = "out") -> Iterator
         finally:
             _held[lock][1] -= 1
         return
+    made = [p for p in (lock.parent, *lock.parent.parents) if not p.exists()]  # folders to remove again if empty
     try:
         lock.parent.mkdir(parents=True, exist_ok=True)
         fd = _acquire_flock(lock, path, key) if fcntl is not None else _acquire_excl(lock, path, key)
-    except OSError as err:
+    except BaseException as err:
+        _remove_empty(made)
+        if not isinstance(err, OSError):
+            raise
         raise OutputError(
             f"{_label(key, path)}: cannot create the lock file {lock} ({err.strerror or err}); give an output in a "
             "folder you can write", key=key) from None
@@ -341,6 +350,15 @@ def output_lock(path: str | os.PathLike, *, key: str | None = "out") -> Iterator
         with contextlib.suppress(FileNotFoundError):
             os.unlink(lock)  # while still locked: a waiting writer then finds the file gone and retries
         os.close(fd)
+        _remove_empty(made)  # a refused or failed write leaves no new folders behind
+
+
+def _remove_empty(folders) -> None:
+    for p in folders:  # deepest first
+        try:
+            p.rmdir()
+        except OSError:
+            break
 
 
 @contextlib.contextmanager

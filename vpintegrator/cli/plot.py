@@ -56,10 +56,12 @@ def _int_list(text: str | None):
     "threshold=0.1 (error line), band=true|false (median and band or single curves), sphere=false, "
     "formats=[\"png\"], traj=[100,719], max_points=5000, dpi=300.",
 )
+@click.option("--overwrite", is_flag=True, help="Replace figure files this command drew before (nothing else).")
 @cli_errors
-def main(paths, kind, out, traj, max_points, dpi, settings):
+def main(paths, kind, out, traj, max_points, dpi, settings, overwrite):
     """Draw figures of ROLLOUT.h5 (written by vp-rollout), or training curves of RUN_DIRs (written by
-    vp-train), as PDF and PNG into a directory."""
+    vp-train), as PDF and PNG into a directory. A figure file that exists is refused unless --overwrite,
+    which replaces only figures drawn by matplotlib; other files in the directory are never touched."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -89,7 +91,7 @@ def main(paths, kind, out, traj, max_points, dpi, settings):
 
     training = "training" in kinds or (not kinds and all(p.is_dir() and (p / "log.csv").is_file() for p in paths))
     if training:
-        _training(paths, kinds, out, which, options, dpi)
+        _training(paths, kinds, out, which, options, dpi, overwrite)
         return
     if len(paths) != 1:
         raise VPIntegratorError(
@@ -105,7 +107,8 @@ def main(paths, kind, out, traj, max_points, dpi, settings):
     from .._io import check_not_input
 
     check_not_input(out, [rollout], key="out")  # plot_all also refuses any figure path that is the input
-    written = plot_all(rollout, out, kinds=chosen, traj=which, dpi=dpi, max_points=max_points, **options)
+    written = plot_all(rollout, out, kinds=chosen, traj=which, dpi=dpi, max_points=max_points, overwrite=overwrite,
+                       **options)
     for p in written:
         click.echo(str(p))
     skipped = [k for k in chosen if not any(p.stem == k for p in written)]
@@ -114,7 +117,7 @@ def main(paths, kind, out, traj, max_points, dpi, settings):
     click.echo(f"Figures written to {out}")
 
 
-def _training(paths, kinds, out, which, options, dpi) -> None:
+def _training(paths, kinds, out, which, options, dpi, overwrite=False) -> None:
     from ..errors import VPIntegratorError
     from ..plotting.training import default_out, plot_training
 
@@ -129,7 +132,7 @@ def _training(paths, kinds, out, which, options, dpi) -> None:
     if unused:
         raise VPIntegratorError(f"set {unused[0]}: a rollout option; training curves take only formats", key="set")
     out = out if out is not None else default_out(paths)
-    for p in plot_training(paths, out, dpi=dpi, **options):
+    for p in plot_training(paths, out, dpi=dpi, overwrite=overwrite, **options):
         click.echo(str(p))
     click.echo(f"Figures written to {out}")
 

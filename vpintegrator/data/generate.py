@@ -309,18 +309,19 @@ def generate(
     if not isinstance(out, (str, os.PathLike)):
         raise VPIntegratorError(f"out must be a file path or None; got {out!r}", key="out")
     check_not_input(out, [spec.source] if spec.source else [], key="out")
-    check_output_path(out, key="out")
+    folder = check_output_path(out, key="out")  # the nearest existing folder: where the disk space is checked
     target = check_output(out, "trajectories", overwrite)
     with output_lock(target):
         check_output(out, "trajectories", overwrite)  # again under the lock: a writer we raced may have finished
-        _generate(spec, target, progress, overwrite)
+        _generate(spec, target, progress, overwrite, folder)
     return Path(out)
 
 
-def _generate(spec: GenerationSpec, out: Path | None, progress, overwrite: bool = False) -> Trajectories | Path:
-    """:func:`generate` once the output is checked and locked."""
+def _generate(spec: GenerationSpec, out: Path | None, progress, overwrite: bool = False,
+              folder: Path | None = None) -> Trajectories | Path:
+    """:func:`generate` once the output is checked and locked (``folder``: the nearest existing folder of
+    ``out`` before the lock was taken)."""
     where = spec.source or f"spec {spec.name!r}"
-    folder = check_output_path(out, key="out") if out is not None else None
     try:
         system = get_system(spec.system, **spec.params)
     except VPIntegratorError as err:
