@@ -44,7 +44,7 @@ KIND_NAMES = {
     "run": "a vp-train run directory",
     "checkpoint": "a model checkpoint",
     "hdf5": "an HDF5 file not written by vpintegrator",
-    "source": "a source file",
+    "source": "a source or text file",
     "directory": "a directory that is not a run directory",
     "file": "a file not written by this command",
 }
@@ -55,6 +55,8 @@ RUN_DIRS = frozenset({"figures", "best"})
 _SOURCE_SUFFIXES = frozenset({".py", ".pyx", ".c", ".h", ".cpp", ".cu", ".jl", ".m", ".r", ".sh", ".toml", ".json",
                               ".yaml", ".yml", ".cfg", ".ini", ".txt", ".ipynb", ".tex", ".rst"})
 _FIGURE_SUFFIXES = frozenset({".pdf", ".png", ".svg", ".eps", ".ps", ".jpg", ".jpeg"})
+_MATPLOTLIB_SIGNS = (b"software\x00matplotlib", b"(matplotlib pdf backend", b"<dc:title>matplotlib v",
+                     b"creator: matplotlib")
 
 
 class OutputError(VPIntegratorError):
@@ -103,12 +105,13 @@ def identify(path: str | os.PathLike) -> str | None:
     if suffix in (".pt", ".pth", ".ckpt") or head.startswith(b"PK\x03\x04") and b"data.pkl" in head:
         return "checkpoint"
     if suffix in _FIGURE_SUFFIXES:
-        # vp-plot's figures are drawn by matplotlib, which names itself in the file (PNG text chunk near
-        # the start, PDF info dictionary near the end, SVG comment near the start)
+        # vp-plot's figures are drawn by matplotlib, which signs the file: a PNG text chunk "Software"
+        # near the start, the PDF info dictionary's Producer near the end, an SVG or PostScript comment
         try:
-            drawn = b"matplotlib" in head.lower() or b"matplotlib" in _tail(p).lower()
+            text = head.lower() + _tail(p).lower()
         except OSError:
-            drawn = False
+            text = b""
+        drawn = any(sign in text for sign in _MATPLOTLIB_SIGNS)
         return "figure" if drawn else "file"
     if suffix in (".csv", ".md"):
         first = head.split(b"\n", 1)[0].strip()
