@@ -567,28 +567,21 @@ def format_text(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def write_table(rows: Sequence[Mapping[str, Any]], stem: str | Path, *, overwrite: bool = False) -> tuple[Path, Path]:
-    """Write the metrics table as ``<stem>.csv`` and ``<stem>.md`` (atomically); return both paths.
-
-    An existing file there is refused unless ``overwrite``, and then replaced only if it is a metrics
-    table (:func:`vpintegrator._outputs.check_output`); both files are locked while written."""
+    """Write the table as ``<stem>.csv`` and ``.md`` (atomically; an existing table only with ``overwrite``)."""
     from ._io import atomic_path
     from ._outputs import check_output, output_locks
-
-    stem = Path(stem)
-    csv_path, md_path = stem.with_suffix(".csv"), stem.with_suffix(".md")
-    targets = [check_output(p, "table", overwrite) for p in (csv_path, md_path)]
+    paths = Path(stem).with_suffix(".csv"), Path(stem).with_suffix(".md")
     cols = list(rows[0]) if rows else ["method"]
-    with output_locks(targets):
-        targets = [check_output(p, "table", overwrite) for p in (csv_path, md_path)]
-        with atomic_path(targets[0]) as tmp:
-            with open(tmp, "w", newline="") as fh:
-                writer = csv.DictWriter(fh, fieldnames=cols)
-                writer.writeheader()
-                for r in rows:
-                    writer.writerow({c: (repr(r[c]) if isinstance(r[c], float) else r[c]) for c in cols})
-        with atomic_path(targets[1]) as tmp:
+    with output_locks(paths):
+        csv_target, md_target = (check_output(p, "table", overwrite) for p in paths)
+        with atomic_path(csv_target) as tmp, open(tmp, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=cols)
+            writer.writeheader()
+            for r in rows:
+                writer.writerow({c: (repr(r[c]) if isinstance(r[c], float) else r[c]) for c in cols})
+        with atomic_path(md_target) as tmp:
             tmp.write_text(format_markdown(rows))
-    return csv_path, md_path
+    return paths
 
 
 def read_table(path: str | Path) -> list[dict[str, Any]]:

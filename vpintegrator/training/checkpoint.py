@@ -166,7 +166,7 @@ def check_new_run_dir(out: Path, overwrite: bool = False) -> bool:
     if out.exists() and not out.is_dir():
         raise OutputError(f"out {out}: exists and is not a directory; it is never replaced, also with overwrite; "
                           "choose another out", key="out")
-    if (out / "last.pt").exists() or (out / "log.csv").exists() or (
+    if (out / "last.pt").exists() or (out / "log.csv").exists() or (out / "ensemble.csv").exists() or (
         (out / "config.toml").exists() and (out / "summary.json").exists()
     ):
         if not overwrite:
