@@ -20,9 +20,14 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from vpintegrator._outputs import OutputError, check_output, identify, lock_path, output_lock
+from vpintegrator._outputs import (
+    OutputError,
+    check_output,
+    identify,
+    lock_path,
+    output_lock,
+)
 from vpintegrator.data import read_trajectories, write_trajectories
-from vpintegrator.errors import VPIntegratorError
 from vpintegrator.integrators import integrate
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -135,7 +140,8 @@ def holder():
 
     yield start
     for proc, release in procs:
-        release.set()
+        if proc.is_alive():  # (setting the event of a process killed while it waited would wait for it forever)
+            release.set()
         proc.join(30)
 
 
@@ -171,7 +177,7 @@ def test_the_lock_is_free_again_and_gone_when_the_writer_ends(tmp_path, holder):
 
 
 def test_a_stale_lock_of_a_dead_process_is_taken_over_and_said_so(tmp_path, capsys):
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
     pid = int(dead.stdout)
     out = tmp_path / "x.h5"
     lock_path(out).write_text(f"{pid}\nvp-gen\n")
@@ -277,7 +283,8 @@ def test_two_vp_rollout_to_one_out_are_refused(tmp_path):
     first = start_writing([*cmd, "--t-end", "2e5"], out, env)
     try:
         live = orphans(out)
-        res = subprocess.run([*cmd, "--t-end", "2", "--overwrite"], env=env, capture_output=True, text=True, timeout=120)
+        res = subprocess.run([*cmd, "--t-end", "2", "--overwrite"], env=env, capture_output=True, text=True, timeout=120,
+                             check=False)
         assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
         assert re.fullmatch(rf"Error: --out .*roll.h5 is being written by process {first.pid} \(vp-rollout\).*\n",
                             res.stderr), res.stderr

@@ -33,7 +33,8 @@ try:  # POSIX
 except ImportError:  # pragma: no cover - Windows: O_EXCL lock files
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["OutputError", "check_output", "output_lock", "lock_path", "identify", "check_run_entries", "replace_run_dir", "KIND_NAMES"]
+__all__ = ["KIND_NAMES", "OutputError", "check_output", "check_run_entries", "identify", "lock_path", "output_lock",
+           "output_locks", "replace_run_dir"]
 
 #: kind -> how a message names it
 KIND_NAMES = {
@@ -115,7 +116,7 @@ def identify(path: str | os.PathLike) -> str | None:
         return "figure" if drawn else "file"
     if suffix in (".csv", ".md"):
         first = head.split(b"\n", 1)[0].strip()
-        if first.startswith(b"method,") or first.startswith(b"| method |"):
+        if first.startswith((b"method,", b"| method |")):
             return "table"
         return "file"
     import h5py

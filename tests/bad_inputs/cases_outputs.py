@@ -55,8 +55,8 @@ def _rollouts(ws, out, **kw):
 def _fit(ws, out, **kw):
     from vpintegrator.training import fit
 
-    cfg = dict(data=[ws.data], model={"name": "vpt", "seq_len": 3, "n_blocks": 1, "L": 2}, epochs=1,
-               batch_size=32, dtype="float64", device="cpu", out=out)
+    cfg = {"data": [ws.data], "model": {"name": "vpt", "seq_len": 3, "n_blocks": 1, "L": 2}, "epochs": 1,
+           "batch_size": 32, "dtype": "float64", "device": "cpu", "out": out}
     return fit(cfg, **kw)
 
 
