@@ -443,7 +443,7 @@ def part_d3(args, model, ics, workdir: Path):
     write_trajectories(warm, integrate("rigid_body", _d_case(64, 0)[0], DT, 6, method="rk4"), compression=None)
     for engine in ("device", "host"):
         run_rollouts(RolloutConfig(data=warm, out=workdir / "warm_out.h5", models=[("vpt", model)],
-                                   device=args.device, engine=engine))
+                                   device=args.device, engine=engine), overwrite=True)
     for n in ics:
         y0 = _d_case(n, 0)[0]
         data = workdir / f"data{n}.h5"
@@ -454,7 +454,8 @@ def part_d3(args, model, ics, workdir: Path):
                 out = workdir / f"{engine}{n}.h5"
                 tic = time.perf_counter()
                 run_rollouts(RolloutConfig(data=data, out=out, models=[("vpt", model)], device=args.device,
-                                           engine=engine, chunk_steps=chunk, volume=volume))
+                                           engine=engine, chunk_steps=chunk, volume=volume),
+                             overwrite=True)  # the same scratch file for both volume settings
                 seconds[engine] = time.perf_counter() - tic
             (workdir / f"host{n}.h5").unlink(missing_ok=True)  # disk: at 10^6 ICs a file is ~10 GB
             nbytes, read_s, write_s = _plain_io(workdir / f"device{n}.h5", data, workdir, chunk)

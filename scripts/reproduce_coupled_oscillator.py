@@ -7,6 +7,7 @@ Usage::
     python scripts/reproduce_coupled_oscillator.py --out runs/coupled_oscillator
     python scripts/reproduce_coupled_oscillator.py --out runs/co_quick --quick          # about 2 minutes
     python scripts/reproduce_coupled_oscillator.py --out runs/coupled_oscillator --table-only
+    python scripts/reproduce_coupled_oscillator.py --out runs/coupled_oscillator --overwrite   # run again over it
     python scripts/reproduce_coupled_oscillator.py --help                               # every option
 
 What it runs and writes: ``vpintegrator/studies/coupled_oscillator.py``.

@@ -6,6 +6,7 @@ Usage::
     OMP_NUM_THREADS=1 scripts/reproduce_rigid_body.py --out runs/reproduce_rigid_body           # the study
     OMP_NUM_THREADS=1 scripts/reproduce_rigid_body.py --quick --out runs/quick                  # a few minutes
     scripts/reproduce_rigid_body.py --out RUN --skip-existing     # resume a killed study
+    scripts/reproduce_rigid_body.py --out RUN --overwrite         # run it again over an earlier study in RUN
     scripts/reproduce_rigid_body.py --out RUN --table-only        # rebuild results.md/json only
     scripts/reproduce_rigid_body.py --help                        # every option
 

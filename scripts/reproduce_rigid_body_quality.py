@@ -6,6 +6,7 @@ Usage::
 
     OMP_NUM_THREADS=1 python scripts/reproduce_rigid_body_quality.py --out runs/rigid_body_quality
     python scripts/reproduce_rigid_body_quality.py --out runs/rigid_body_quality --table-only
+    python scripts/reproduce_rigid_body_quality.py --out runs/rigid_body_quality --overwrite   # run again over it
 
 What it runs and writes: ``vpintegrator/studies/rigid_body_quality.py``.
 """

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import os
 import pickle
 import re
 import shutil
@@ -20,7 +21,7 @@ from click.testing import CliRunner
 from bad_inputs import PLACEHOLDERS, Case
 from vpintegrator.errors import VPIntegratorError
 
-AREAS = ("gen", "train", "rollout", "plot", "api")
+AREAS = ("gen", "train", "rollout", "plot", "api", "outputs")
 CASES: list[Case] = []
 for _area in AREAS:
     try:
@@ -96,7 +97,37 @@ def workspace_template(tmp_path_factory) -> Path:
     (ws / "empty.h5").write_bytes(b"")
     (ws / "adir").mkdir()
     (ws / "out").mkdir()
+    _write_existing_outputs(ws)
     return ws
+
+
+def _write_existing_outputs(ws: Path) -> None:
+    """Files where an output might go, none of which the commands may replace (see PLACEHOLDERS)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    (ws / "mysys.py").write_text("from vpintegrator.systems import System\n\n\nclass MySystem(System):\n    pass\n")
+    with h5py.File(ws / "foreign.h5", "w") as f:
+        f["x"] = np.arange(3.0)
+    with h5py.File(ws / "other_schema.h5", "w") as f:
+        f.attrs["schema"] = "someone-else"
+        f["y"] = np.zeros((1, 2, 3))
+    for link, target in (("link_data.h5", "data.h5"), ("link_rollout.h5", "rollout.h5"),
+                         ("link_model.pt", "run/best.pt"), ("link_run", "run")):
+        (ws / link).symlink_to(target)  # relative: the links stay inside each case's copy
+    shutil.copytree(ws / "run", ws / "run_foreign")
+    (ws / "run_foreign" / "notes.txt").write_text("my notes\n")
+    (ws / "figs").mkdir()
+    fig = plt.figure()
+    plt.plot([0, 1])
+    for name in ("error.pdf", "error.png", "training.png"):
+        fig.savefig(ws / "figs" / name)
+    plt.close(fig)
+    (ws / "figs_foreign").mkdir()
+    for name in ("error.png", "training.png"):
+        (ws / "figs_foreign" / name).write_bytes(b"\x89PNG\r\n\x1a\n" + b"the user's own picture")
 
 
 def _paths(ws: Path) -> dict[str, str]:
@@ -106,6 +137,9 @@ def _paths(ws: Path) -> dict[str, str]:
         "rollout_toml": "rollout.toml", "run": "run", "model": "run/best.pt", "truncated_pt": "truncated.pt",
         "foreign_pt": "foreign.pt", "zeros_pt": "zeros.pt", "rollout": "rollout.h5", "text": "notes.txt",
         "empty": "empty.h5", "dir": "adir", "out": "out", "ws": ".",
+        "source": "mysys.py", "foreign_h5": "foreign.h5", "other_schema": "other_schema.h5",
+        "link_data": "link_data.h5", "link_rollout": "link_rollout.h5", "link_model": "link_model.pt",
+        "link_run": "link_run", "run_foreign": "run_foreign", "figs": "figs", "figs_foreign": "figs_foreign",
     }
     assert set(files) == set(PLACEHOLDERS)
     return {k: str(ws / v) for k, v in files.items()}
@@ -117,7 +151,8 @@ def _hashes(ws: Path) -> dict[str, str]:
         rel = p.relative_to(ws)
         if rel.parts[0] == "out":
             continue
-        out[str(rel)] = "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
+        link = f"link to {os.readlink(p)}: " if p.is_symlink() else ""
+        out[str(rel)] = link + ("dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest())
     return out
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -33,32 +34,44 @@ def test_kill_9_leaves_earlier_output_and_next_run_removes_the_orphan(tmp_path):
     earlier = sha(out)
 
     # a long one, killed outright once it writes its temporary file
-    pid = kill_9_while_writing(_cmd(out, 1_000_000), out, env)
+    pid = kill_9_while_writing([*_cmd(out, 1_000_000), "--overwrite"], out, env)
     left = orphans(out)
     assert len(left) == 1 and f".{pid}." in left[0].name  # the name carries the writer's pid
     assert sha(out) == earlier  # the earlier output is intact
     assert read_trajectories(out).n_traj == 3
 
-    # the next run to the same --out removes the dead writer's temporary file
-    res = subprocess.run(_cmd(out, 2), env=env, capture_output=True, text=True, timeout=120)
+    # the next run to the same --out (replacing it: --overwrite) removes the dead writer's temporary file and
+    # takes over its lock, saying so
+    assert (tmp_path / "X.h5.lock").read_text().split()[0] == str(pid)
+    res = subprocess.run([*_cmd(out, 2), "--overwrite"], env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
+    assert re.search(rf"Warning: took over .*X\.h5\.lock, left by process {pid} \(vp-gen\), which no longer runs",
+                     res.stderr), res.stderr
     assert orphans(out) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["X.h5"]
     assert read_trajectories(out).n_traj == 2
 
 
-def test_a_running_writer_keeps_its_temporary_file(tmp_path):
-    """Only dead writers' files are removed: a second vp-gen to the same --out leaves a live one's alone."""
+@pytest.mark.parametrize("overwrite", [False, True], ids=["plain", "overwrite"])
+def test_a_second_writer_is_refused_and_the_running_one_keeps_its_file(tmp_path, overwrite):
+    """One writer per output: a second vp-gen to the same --out (also with --overwrite) is refused with one
+    line naming the live writer, and leaves its temporary file alone."""
     out = tmp_path / "X.h5"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = start_writing(_cmd(out, 1_000_000), out, env)
     try:
         live = orphans(out)
-        res = subprocess.run(_cmd(out, 2), env=env, capture_output=True, text=True, timeout=120)
-        assert res.returncode == 0, res.stderr
+        res = subprocess.run([*_cmd(out, 2), *(["--overwrite"] if overwrite else [])], env=env, capture_output=True,
+                             text=True, timeout=120)
+        assert res.returncode == 1, res.stderr
+        assert res.stderr.strip().count("\n") == 0 and "Traceback" not in res.stderr, res.stderr
+        assert re.search(rf"^Error: --out .*X\.h5 is being written by process {proc.pid} \(vp-gen\)", res.stderr), \
+            res.stderr
         assert set(live) <= set(orphans(out))  # the running writer's file is still there
+        assert not out.exists()
     finally:
         proc.kill()
         proc.wait()
-    subprocess.run(_cmd(out, 2), check=True, env=env, capture_output=True, timeout=120)
+    subprocess.run(_cmd(out, 2), check=True, env=env, capture_output=True, timeout=120)  # the lock is taken over
     assert orphans(out) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["X.h5"]

@@ -39,14 +39,16 @@ def test_kill_9_leaves_earlier_output_and_next_run_removes_the_orphan(tmp_path):
     earlier = {p: sha(p) for p in (out, out.with_suffix(".csv"), out.with_suffix(".md"))}
 
     # a long one (1e6 steps of rk4: minutes), killed outright once it writes its temporary file
-    pid = kill_9_while_writing(_cmd(data, out, 2e5), out, env)
+    pid = kill_9_while_writing([*_cmd(data, out, 2e5), "--overwrite"], out, env)
     left = orphans(out)
     assert len(left) == 1 and f".{pid}." in left[0].name  # the name carries the writer's pid
     assert {p: sha(p) for p in earlier} == earlier  # the earlier output is intact
 
-    # the next run to the same --out removes the dead writer's temporary file
-    res = subprocess.run(_cmd(data, out, 2.0), env=env, capture_output=True, text=True, timeout=120)
+    # the next run to the same --out removes the dead writer's temporary file and takes over its locks
+    assert (tmp_path / "roll.h5.lock").read_text().split()[0] == str(pid)
+    res = subprocess.run([*_cmd(data, out, 2.0), "--overwrite"], env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
+    assert f"left by process {pid} (vp-rollout), which no longer runs" in res.stderr
     assert orphans(out) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.h5", "roll.csv", "roll.h5", "roll.md"]
     from vpintegrator.rollout import read_rollout

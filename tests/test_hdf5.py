@@ -247,7 +247,7 @@ def test_failed_write_leaves_no_partial_file_and_keeps_earlier(tmp_path, exc, ea
         old = write_trajectories(out, _traj(seed=7))
         before = old.read_bytes()
     with pytest.raises(type(exc)):
-        with TrajectoryWriter(out, 10, 7, 3, np.arange(7.0), {"system": "x"}) as writer:
+        with TrajectoryWriter(out, 10, 7, 3, np.arange(7.0), {"system": "x"}, overwrite=True) as writer:
             writer.write(0, np.ones((5, 7, 3)))
             assert _tmp_files(tmp_path)  # the data goes to a temporary file first
             raise exc

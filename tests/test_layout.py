@@ -15,7 +15,7 @@ PACKAGE = Path(vpintegrator.__file__).resolve().parent
 # (lazy imports inside functions count too). Nothing is whitelisted. The root-level modules are parts of
 # their own; ``__init__`` (the lazy root namespace) and ``__main__`` sit above everything.
 LAYERS = [
-    "errors", "_version", "_lazy", "_toml", "_shipped", "_signals", "_io", "resources", "config", "device",  # no package imports
+    "errors", "_version", "_lazy", "_toml", "_shipped", "_signals", "_io", "_outputs", "resources", "config", "device",  # no package imports
     "arrays", "rundir",  # NumPy/torch helpers and the dtype rule; run-directory text files (torch-free)
     "systems", "integrators", "compiled", "data",  # the NumPy side: equations, methods, kernels, files
     "jacobians", "nn", "models", "metrics", "testing",  # the torch side and the shared measurements

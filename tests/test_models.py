@@ -227,7 +227,7 @@ def test_round_trip_stiefel_and_standard_forms(tmp_path):
     for config in (dict(stiefel=True, n_heads=3), dict(form="standard", n_heads=3, add_connection=True)):
         torch.manual_seed(0)
         model = build_model("st", dim=3, **config)
-        loaded = load_model(save_model(model, tmp_path / "st.pt"))
+        loaded = load_model(save_model(model, tmp_path / "st.pt", overwrite=True))
         x = windows(4, 3, 3, torch.float32)
         assert torch.equal(loaded(x), model(x))
 
@@ -261,7 +261,7 @@ def test_save_is_atomic_and_keeps_the_old_file_on_failure(tmp_path, monkeypatch)
 
     monkeypatch.setattr(torch, "save", failing_save)
     with pytest.raises(KeyboardInterrupt):
-        save_model(paper_model("vpt", seed=2), path)
+        save_model(paper_model("vpt", seed=2), path, overwrite=True)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["m.pt"]
 

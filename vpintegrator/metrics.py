@@ -542,22 +542,22 @@ def format_text(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in cells) + "\n"
 
 
-def write_table(rows: Sequence[Mapping[str, Any]], stem: str | Path) -> tuple[Path, Path]:
-    """Write the metrics table as ``<stem>.csv`` and ``<stem>.md`` (atomically); return both paths."""
+def write_table(rows: Sequence[Mapping[str, Any]], stem: str | Path, *, overwrite: bool = False) -> tuple[Path, Path]:
+    """Write the table as ``<stem>.csv`` and ``.md`` (atomically; an existing table only with ``overwrite``)."""
     from ._io import atomic_path
-
-    stem = Path(stem)
-    csv_path, md_path = stem.with_suffix(".csv"), stem.with_suffix(".md")
+    from ._outputs import check_output, output_locks
+    paths = Path(stem).with_suffix(".csv"), Path(stem).with_suffix(".md")
     cols = list(rows[0]) if rows else ["method"]
-    with atomic_path(csv_path) as tmp:
-        with open(tmp, "w", newline="") as fh:
+    with output_locks(paths):
+        csv_target, md_target = (check_output(p, "table", overwrite) for p in paths)
+        with atomic_path(csv_target) as tmp, open(tmp, "w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=cols)
             writer.writeheader()
             for r in rows:
                 writer.writerow({c: (repr(r[c]) if isinstance(r[c], float) else r[c]) for c in cols})
-    with atomic_path(md_path) as tmp:
-        tmp.write_text(format_markdown(rows))
-    return csv_path, md_path
+        with atomic_path(md_target) as tmp:
+            tmp.write_text(format_markdown(rows))
+    return paths
 
 
 def read_table(path: str | Path) -> list[dict[str, Any]]:

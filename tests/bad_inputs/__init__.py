@@ -4,7 +4,8 @@ A :class:`Case` is a CLI call (``command`` + ``args``) or a Python API call (``a
 of a workspace of good and bad input files; placeholders ``{name}`` in ``args`` are paths in it (see
 :data:`PLACEHOLDERS`). Every case must end in ONE error line (``Error: ...`` from a CLI; a
 ``VPIntegratorError`` from the API) that matches ``match``, with the expected exit code, no traceback,
-and every input file byte-for-byte unchanged.
+and every input file byte-for-byte unchanged (also every file that exists where an output goes: an output
+refused by the overwrite rule leaves it as it was, and no lock file stays behind).
 """
 
 from __future__ import annotations
@@ -35,6 +36,17 @@ PLACEHOLDERS = {
     "dir": "adir/: an empty directory",
     "out": "out/: a directory for outputs (not hashed); e.g. {out}/x.h5",
     "ws": "the workspace directory itself",
+    # outputs that exist: the overwrite rule (tests/bad_inputs/cases_outputs.py)
+    "source": "mysys.py: a user's Python module defining a System",
+    "foreign_h5": "foreign.h5: an HDF5 file not written by vpintegrator (a dataset 'x', no schema attributes)",
+    "other_schema": "other_schema.h5: an HDF5 file with root attribute schema = 'someone-else'",
+    "link_data": "link_data.h5: a symbolic link to data.h5",
+    "link_rollout": "link_rollout.h5: a symbolic link to rollout.h5",
+    "link_model": "link_model.pt: a symbolic link to run/best.pt",
+    "link_run": "link_run: a symbolic link to the directory run/",
+    "run_foreign": "run_foreign/: a copy of run/ that also holds the user's notes.txt",
+    "figs": "figs/: error.pdf, error.png and training.png drawn by matplotlib (as vp-plot draws them)",
+    "figs_foreign": "figs_foreign/: error.png and training.png that matplotlib did not draw (the user's own)",
 }
 
 

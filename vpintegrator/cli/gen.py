@@ -106,13 +106,15 @@ _FROM_SPEC = "from the spec"
 @json_option
 @quiet_option
 @version_option
+@click.option("--overwrite", is_flag=True, help="Replace an existing trajectory file at --out (nothing else).")
 @cli_errors
 def main(spec, list_, n_traj, dt, t_end, method, rtol, atol, seed, chunk_size, out, set_, print_config, as_json,
-         quiet) -> None:
+         quiet, overwrite) -> None:
     """Generate the trajectory data set SPEC (a spec name or a TOML file) and write it to HDF5.
 
     Flags override the spec. The file appears only when complete: an interrupted run leaves no partial
-    file, and an earlier file at --out stays intact.
+    file, and an earlier file at --out stays intact. An existing --out is refused unless --overwrite (which
+    replaces only a trajectory file); a second writer of the same --out is refused while this one runs.
     """
     if list_:
         _list_specs()
@@ -133,7 +135,7 @@ def main(spec, list_, n_traj, dt, t_end, method, rtol, atol, seed, chunk_size, o
         return
     bar = None if quiet else _Progress(f"{cfg.name} ({cfg.method})")
     try:
-        path = generate(cfg, out=cfg.out, progress=bar)
+        path = generate(cfg, out=cfg.out, progress=bar, overwrite=overwrite)
     finally:
         if bar is not None:
             bar.close()

@@ -94,10 +94,12 @@ def _list_kinds(ctx, _param, value) -> None:
 @json_option
 @quiet_option
 @version_option
+@click.option("--overwrite", is_flag=True, help="Replace figure files this command drew before (nothing else).")
 @cli_errors
-def main(paths, kind, out, traj, max_points, dpi, settings, print_config, as_json, quiet):
+def main(paths, kind, out, traj, max_points, dpi, settings, print_config, as_json, quiet, overwrite):
     """Draw figures of ROLLOUT.h5 (written by vp-rollout), or training curves of RUN_DIRs (written by
-    vp-train), as PDF and PNG into a directory."""
+    vp-train), as PDF and PNG into a directory. A figure file that exists is refused unless --overwrite,
+    which replaces only figures drawn by matplotlib; other files in the directory are never touched."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -121,7 +123,7 @@ def main(paths, kind, out, traj, max_points, dpi, settings, print_config, as_jso
 
     training = "training" in kinds or (not kinds and all(p.is_dir() and (p / "log.csv").is_file() for p in paths))
     if training:
-        _training(paths, kinds, out, which, options, dpi, print_config, as_json, quiet)
+        _training(paths, kinds, out, which, options, dpi, print_config, as_json, quiet, overwrite)
         return
     if len(paths) != 1:
         raise VPIntegratorError(
@@ -141,7 +143,8 @@ def main(paths, kind, out, traj, max_points, dpi, settings, print_config, as_jso
         _print_config(dict(paths=[str(rollout)], kinds=chosen, out=str(out), traj=which, max_points=max_points,
                            dpi=dpi, **options))
         return
-    written = plot_all(rollout, out, kinds=chosen, traj=which, dpi=dpi, max_points=max_points, **options)
+    written = plot_all(rollout, out, kinds=chosen, traj=which, dpi=dpi, max_points=max_points,
+                       overwrite=overwrite, **options)
     skipped = [k for k in chosen if not any(p.stem == k for p in written)]
     if as_json:
         echo_json({"out": out, "figures": written, "skipped": skipped})
@@ -159,7 +162,8 @@ def _print_config(values: dict) -> None:
     click.echo(dump_toml(values), nl=False)
 
 
-def _training(paths, kinds, out, which, options, dpi, print_config=False, as_json=False, quiet=False) -> None:
+def _training(paths, kinds, out, which, options, dpi, print_config=False, as_json=False, quiet=False,
+              overwrite=False) -> None:
     from ..errors import VPIntegratorError
     from ..plotting.training import default_out, plot_training
 
@@ -178,7 +182,7 @@ def _training(paths, kinds, out, which, options, dpi, print_config=False, as_jso
     if print_config:
         _print_config(dict(paths=[str(p) for p in paths], kinds=["training"], out=str(out), dpi=dpi, **options))
         return
-    written = plot_training(paths, out, dpi=dpi, **options)
+    written = plot_training(paths, out, dpi=dpi, overwrite=overwrite, **options)
     if as_json:
         echo_json({"out": out, "figures": written, "skipped": []})
         return

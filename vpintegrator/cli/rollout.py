@@ -153,9 +153,11 @@ _FAST_STEP = {"auto": True, "off": False}
 @json_option
 @quiet_option
 @version_option
+@click.option("--overwrite", is_flag=True,
+              help="Replace an existing rollout file at --out and its table (never a file of another kind).")
 @cli_errors
 def main(config, config_alias, data, models, integrators, t_end, traj, n_traj, init, overlap, device, engine, out,
-         chunk_steps, blowup, volume, fast_step, jit, settings, fail_on_blowup, print_config, as_json, quiet):
+         chunk_steps, blowup, volume, fast_step, jit, settings, fail_on_blowup, print_config, as_json, quiet, overwrite):
     """Roll out models and classical integrators from a data set's initial conditions.
 
     CONFIG (optional) is a TOML file with RolloutConfig keys (top level or a [rollout] table); flags and
@@ -163,6 +165,9 @@ def main(config, config_alias, data, models, integrators, t_end, traj, n_traj, i
 
     Writes OUT (HDF5: reference, every method's trajectories, per-step relative error, invariants,
     log|det J|, failure steps) and the metrics table beside it (same stem, .csv and .md).
+
+    An existing OUT (or its table) is refused unless --overwrite, which replaces only a rollout file and its
+    table; a second writer of the same OUT is refused while this one runs.
 
     A method whose trajectories blew up or went non-finite is reported on stderr, one line per method
     (also with --quiet). Exit status: 0 on success, 1 on an error (nothing is written), 3 with
@@ -205,7 +210,7 @@ def main(config, config_alias, data, models, integrators, t_end, traj, n_traj, i
         if not quiet:
             click.echo(line, err=True)
 
-    report = run_rollouts(cfg, log=log, inputs=[config] if config is not None else ())
+    report = run_rollouts(cfg, log=log, inputs=[config] if config is not None else (), overwrite=overwrite)
     if as_json:
         echo_json({"out": report.out, "csv": report.csv, "markdown": report.markdown, "rows": report.rows,
                    "failures": {label: f.line() for label, f in report.failures.items()}})

@@ -134,10 +134,12 @@ def _list_configs(ctx, _param, value) -> None:
 @json_option
 @quiet_option
 @version_option
+@click.option("--overwrite", is_flag=True,
+              help="Replace the run directory at --out if it holds a run (and nothing but run files).")
 @cli_errors
 def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_min, optimizer, lm_windows,
          lm_resample_every, lm_iters_per_epoch, lm_lambda, monitor, val_rollout_steps, settings, scheduler, schedule_per, val_fraction, patience,
-         device, dtype, fast_step, seed, out, ensemble, resume, print_config, as_json, quiet):
+         device, dtype, fast_step, seed, out, ensemble, resume, print_config, as_json, quiet, overwrite):
     """Train a neural integrator from CONFIG and/or flags; write a run directory.
 
     CONFIG is a TOML file or the name of a shipped config (vp-train --list). Flags and --set entries win
@@ -151,6 +153,8 @@ def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_mi
     --optimizer lm (Levenberg-Marquardt, e.g. the config rigid_body_vpt_lm) reaches low losses
     far faster on these small models; an epoch is then --lm-iters-per-epoch iterations followed by
     the full training and validation losses, and the lr column holds the damping lambda.
+    An --out that holds a run is refused unless --overwrite; the run directory is locked while training,
+    so a second vp-train (or --resume) of it is refused.
     """
     from .._shipped import config_path
     from ..errors import VPIntegratorError
@@ -201,7 +205,8 @@ def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_mi
             )
         if out is not None and Path(out).resolve() != Path(resume).resolve():
             raise VPIntegratorError(f"--out {out} with --resume {resume}: a resumed run stays in its directory")
-        run = dict(resume=resume, progress=progress, **{k: v for k, v in overrides.items() if v is not None})
+        run = dict(resume=resume, progress=progress, overwrite=overwrite,
+                   **{k: v for k, v in overrides.items() if v is not None})
         run.pop("out", None)
         if print_config:
             given = {k: v for k, v in run.items() if k not in ("resume", "progress")}
@@ -213,7 +218,7 @@ def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_mi
         if print_config:
             _print_config(resolved)
             return
-        call = lambda: fit(resolved, progress=progress)  # noqa: E731
+        call = lambda: fit(resolved, progress=progress, overwrite=overwrite)  # noqa: E731
     else:
         if overrides["data"] is None or overrides["model"] is None:
             raise VPIntegratorError("without CONFIG.toml give at least --data PATH and --model NAME")
@@ -221,7 +226,7 @@ def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_mi
         if print_config:
             _print_config(resolved)
             return
-        call = lambda: fit(resolved, progress=progress)  # noqa: E731
+        call = lambda: fit(resolved, progress=progress, overwrite=overwrite)  # noqa: E731
     try:
         result = call()
     except TrainingInterrupted as err:

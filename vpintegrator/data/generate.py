@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import resources
 from .._io import check_not_input
+from .._outputs import check_output, output_lock
 from .._signals import check_terminated
 from ..errors import VPIntegratorError
 from .integration import integrate
@@ -275,6 +276,8 @@ def generate(
     spec: GenerationSpec | str | os.PathLike,
     out: str | os.PathLike | None = None,
     progress: Callable[[int, int], Any] | None = None,
+    *,
+    overwrite: bool = False,
 ) -> Trajectories | Path:
     """Generate the data set a spec describes.
 
@@ -287,7 +290,10 @@ def generate(
     spec : GenerationSpec, or a spec name / TOML path for :func:`~vpintegrator.data.spec.load_spec`
     out : str or PathLike, optional
         Write to this HDF5 file chunk by chunk (atomically: no partial file on error or interrupt) and
-        return its path. None: keep everything in memory and return the trajectories.
+        return its path. None: keep everything in memory and return the trajectories. An existing file
+        there is refused unless ``overwrite``; even then only a trajectory file is replaced
+        (:func:`vpintegrator._outputs.check_output`). The file is locked against other writers for the
+        whole run (:func:`vpintegrator._outputs.output_lock`).
     progress : callable, optional
         ``progress(n_done, n_traj)`` after sampling (``n_done = 0``) and after each chunk.
 
@@ -299,13 +305,24 @@ def generate(
     """
     if not isinstance(spec, GenerationSpec):
         spec = load_spec(spec)
+    if out is None:
+        return _generate(spec, None, progress)
+    if not isinstance(out, (str, os.PathLike)):
+        raise VPIntegratorError(f"out must be a file path or None; got {out!r}", key="out")
+    check_not_input(out, [spec.source] if spec.source else [], key="out")
+    folder = check_output_path(out, key="out")  # the nearest existing folder: where the disk space is checked
+    target = check_output(out, "trajectories", overwrite)
+    with output_lock(target):
+        check_output(out, "trajectories", overwrite)  # again under the lock: a writer we raced may have finished
+        _generate(spec, target, progress, overwrite, folder)
+    return Path(out)
+
+
+def _generate(spec: GenerationSpec, out: Path | None, progress, overwrite: bool = False,
+              folder: Path | None = None) -> Trajectories | Path:
+    """:func:`generate` once the output is checked and locked (``folder``: the nearest existing folder of
+    ``out`` before the lock was taken)."""
     where = spec.source or f"spec {spec.name!r}"
-    folder = None
-    if out is not None:
-        if not isinstance(out, (str, os.PathLike)):
-            raise VPIntegratorError(f"out must be a file path or None; got {out!r}", key="out")
-        check_not_input(out, [spec.source] if spec.source else [], key="out")
-        folder = check_output_path(out, key="out")
     try:
         system = get_system(spec.system, **spec.params)
     except VPIntegratorError as err:
@@ -390,7 +407,7 @@ def generate(
 
         run(store)
         return Trajectories(y=y_all, t=t, meta={**meta, **drift_meta()})
-    with TrajectoryWriter(out, n_traj, n_states, dim, t, meta) as writer:
+    with TrajectoryWriter(out, n_traj, n_states, dim, t, meta, overwrite=overwrite) as writer:
         (run_pipelined if kernel is not None and n_traj > chunk else run)(writer.write)
         writer.update_meta(drift_meta())
     return Path(out)

@@ -23,6 +23,7 @@ import h5py
 import numpy as np
 
 from .._io import atomic_path
+from .._outputs import check_output, output_lock
 from .._version import __version__
 from ..errors import VPIntegratorError
 from ..systems.registry import PARAM_PREFIX
@@ -94,6 +95,9 @@ class TrajectoryWriter:
         ``system`` is stored as ``system``, ``system_class`` and ``param_<name>`` attributes.
     compression : str, default "gzip"
         HDF5 filter for ``/y`` (``"gzip"`` is readable everywhere; ``"lzf"`` is faster but h5py-only).
+    overwrite : bool, default False
+        Replace an existing trajectory file at ``path``; anything else there is never replaced. The file
+        is locked against other writers while the block runs.
 
     Examples
     --------
@@ -112,6 +116,7 @@ class TrajectoryWriter:
         meta: dict[str, Any] | None = None,
         *,
         compression: str = "gzip",
+        overwrite: bool = False,
     ) -> None:
         for name, value in (("n_traj", n_traj), ("n_states", n_states), ("dim", dim)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -123,7 +128,10 @@ class TrajectoryWriter:
         if bad:
             raise VPIntegratorError(f"TrajectoryWriter: t {bad}; sample times must be finite and strictly increasing")
         check_output_path(path, key=None)
+        check_output(path, "trajectories", overwrite, key=None)
         self.path = Path(path)
+        self._overwrite = overwrite
+        self._lock = None
         self.shape = (int(n_traj), int(n_states), int(dim))
         self._t = t
         self._meta = _standard_attrs(n_traj, n_states, dim, t, meta or {})
@@ -135,13 +143,19 @@ class TrajectoryWriter:
 
     def __enter__(self) -> "TrajectoryWriter":
         check_output_path(self.path, key=None)
-        self._ctx = atomic_path(self.path, suffix=".h5")
+        self._lock = output_lock(check_output(self.path, "trajectories", self._overwrite, key=None), key=None)
+        self._lock.__enter__()
+        self._ctx = atomic_path(check_output(self.path, "trajectories", self._overwrite, key=None), suffix=".h5")
         try:
             tmp = self._ctx.__enter__()
         except OSError as err:
+            self._unlock()
             raise VPIntegratorError(
                 f"{self.path}: cannot write there ({err.strerror or err}); give a path in a folder you can write"
             ) from None
+        except BaseException:
+            self._unlock()
+            raise
         try:
             self._file = h5py.File(tmp, "w")
             self._file.create_dataset("t", data=self._t)
@@ -158,9 +172,17 @@ class TrajectoryWriter:
             self.update_meta({})
         except BaseException as err:
             self._close()
-            self._ctx.__exit__(type(err), err, err.__traceback__)
+            try:
+                self._ctx.__exit__(type(err), err, err.__traceback__)
+            finally:
+                self._unlock()
             raise
         return self
+
+    def _unlock(self) -> None:
+        if self._lock is not None:
+            lock, self._lock = self._lock, None
+            lock.__exit__(None, None, None)
 
     def update_meta(self, meta: dict[str, Any]) -> None:
         """Add or overwrite metadata (e.g. statistics known only at the end); the shape keys are fixed."""
@@ -205,6 +227,12 @@ class TrajectoryWriter:
         self._y = None
 
     def __exit__(self, exc_type, exc, tb) -> bool:
+        try:
+            return self._finish(exc_type, exc, tb)
+        finally:
+            self._unlock()
+
+    def _finish(self, exc_type, exc, tb) -> bool:
         incomplete = None
         try:
             if exc_type is None and not self._written.all():
@@ -227,7 +255,8 @@ class TrajectoryWriter:
         return False
 
 
-def write_trajectories(path: str | os.PathLike, traj: Trajectories, *, compression: str = "gzip") -> Path:
+def write_trajectories(path: str | os.PathLike, traj: Trajectories, *, compression: str = "gzip",
+                       overwrite: bool = False) -> Path:
     """Write a :class:`Trajectories` to an HDF5 file (schema v2), atomically.
 
     Parameters
@@ -238,6 +267,8 @@ def write_trajectories(path: str | os.PathLike, traj: Trajectories, *, compressi
         ``y`` (n_traj, n_states, dim) and ``t`` (n_states,) are stored as float64; ``meta`` becomes root
         attributes (a :class:`System` under ``system`` as ``system``/``system_class``/``param_<name>``).
     compression : str, default "gzip"
+    overwrite : bool, default False
+        Replace an existing trajectory file at ``path`` (anything else there is never replaced).
 
     Returns
     -------
@@ -246,7 +277,8 @@ def write_trajectories(path: str | os.PathLike, traj: Trajectories, *, compressi
     """
     if not isinstance(traj, Trajectories):
         raise VPIntegratorError(f"write_trajectories: expected a Trajectories; got {type(traj).__name__}")
-    with TrajectoryWriter(path, *traj.y.shape, traj.t, traj.meta, compression=compression) as writer:
+    with TrajectoryWriter(path, *traj.y.shape, traj.t, traj.meta, compression=compression,
+                          overwrite=overwrite) as writer:
         writer.write(0, traj.y)
     return Path(path)
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from ..errors import VPIntegratorError
+from .._outputs import ROLLOUT_SCHEMA
 from ._attrs import _from_attr
 from .trajectories import Trajectories
 
@@ -37,8 +38,7 @@ __all__ = [
     "create_series",
 ]
 
-#: root attribute ``schema`` of a rollout file
-ROLLOUT_SCHEMA = "vpintegrator-rollout"
+# root attribute ``schema``: ROLLOUT_SCHEMA (defined in vpintegrator._outputs, which tells file kinds apart)
 #: root attribute ``schema_version``; version 1 (counts of states in ``n_steps``) is still read
 ROLLOUT_SCHEMA_VERSION = 2
 _READABLE_VERSIONS = (1, 2)

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from .._io import atomic_path
+from .._outputs import check_output, output_lock
 from .._version import __version__
 from ..errors import VPIntegratorError
 from .gml import GML_PREFIX, parse_gml_spec, read_gml
@@ -32,7 +33,8 @@ PRETRAINED_DIR = Path(__file__).parent.parent / "pretrained"
 _RESERVED_KEYS = ("format", "version", "config", "state_dict", "vpintegrator_version")
 
 
-def save_model(model: nn.Module, path: str | os.PathLike, extra: dict[str, Any] | None = None) -> Path:
+def save_model(model: nn.Module, path: str | os.PathLike, extra: dict[str, Any] | None = None, *,
+               overwrite: bool = False) -> Path:
     """Write ``model`` (config + state_dict) atomically to ``path``.
 
     Parameters
@@ -46,6 +48,9 @@ def save_model(model: nn.Module, path: str | os.PathLike, extra: dict[str, Any] 
         ``torch.load(weights_only=True)`` (tensors, numbers, strings, lists, dicts). Keys must not be one of
         ``format, version, config, state_dict, vpintegrator_version``. A model read from a GML file
         (``gml_provenance`` attribute) also records ``"gml_provenance"``: the source file.
+    overwrite : bool, default False
+        Replace an existing checkpoint at ``path`` (anything else there is never replaced); the file is
+        locked against other writers while written.
 
     Returns
     -------
@@ -72,8 +77,9 @@ def save_model(model: nn.Module, path: str | os.PathLike, extra: dict[str, Any] 
         **extra,
     }
     path = Path(path)
-    with atomic_path(path, suffix=".pt") as tmp:
-        torch.save(payload, tmp)
+    with output_lock(check_output(path, "checkpoint", overwrite, key=None), key=None):
+        with atomic_path(check_output(path, "checkpoint", overwrite, key=None), suffix=".pt") as tmp:
+            torch.save(payload, tmp)
     return path
 
 

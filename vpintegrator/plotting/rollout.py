@@ -30,6 +30,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from .._outputs import output_lock
 from ..errors import VPIntegratorError
 from .source import MAX_CURVES, PlotData, describe, methods_to_draw, plot_data, select, traj_names
 from .style import FORMATS, WIDTH, MethodStyle, legend, method_styles, save_figure, styled, target_axes
@@ -474,14 +475,16 @@ def _check_options(options: dict) -> None:
 
 def plot_all(source, out_dir: str | Path, kinds: Sequence[str] = KINDS, traj=None, dpi: int = 200,
              reference=None, max_points: int | None = None, formats: Sequence[str] = FORMATS,
-             **options: Any) -> list[Path]:
+             overwrite: bool = False, **options: Any) -> list[Path]:
     """Draw and save every figure kind in ``kinds`` into ``out_dir`` as ``<kind>.pdf`` and ``<kind>.png``.
 
     ``source``, ``traj``, ``reference``, ``max_points`` as in the ``plot_*`` functions (the source is read
     once); ``options`` (``methods``, ``threshold``, ``band``, ``sphere``, ``style``) go to the kinds that
     take them (``style="single"`` writes every figure one journal column wide).
     Kinds that do not apply (no invariants, dim < 3, no volume data, no reference) are skipped with no
-    file. Every file is written atomically.
+    file. Every file is written atomically. A figure file that exists is refused unless ``overwrite``,
+    which replaces only figures drawn by matplotlib; ``out_dir`` is locked against other writers
+    while the figures are drawn and written.
 
     Returns
     -------
@@ -504,7 +507,17 @@ def plot_all(source, out_dir: str | Path, kinds: Sequence[str] = KINDS, traj=Non
     dpi = check_dpi(dpi)
     formats = check_formats(formats)
     source_path = getattr(source, "path", None) if not isinstance(source, (str, os.PathLike)) else source
-    out_dir = check_out_dir(out_dir, kinds, formats, [source_path] if source_path is not None else [])
+    inputs = [source_path] if source_path is not None else []
+    out_dir = check_out_dir(out_dir, kinds, formats, inputs, overwrite)
+    with output_lock(out_dir):
+        check_out_dir(out_dir, kinds, formats, inputs, overwrite)  # again under the lock
+        return _draw_all(source, out_dir, kinds, traj, dpi, reference, max_points, formats, overwrite, options)
+
+
+def _draw_all(source, out_dir: Path, kinds, traj, dpi, reference, max_points, formats, overwrite, options):
+    """:func:`plot_all` once its arguments are checked and ``out_dir`` is locked."""
+    import inspect
+
     data = plot_data(source, reference=reference, max_points=max_points)
     select(data, traj)  # a bad traj is an error before anything is drawn
     figures = []  # every figure is drawn before the first file is written: an error leaves no partial set
@@ -517,5 +530,5 @@ def plot_all(source, out_dir: str | Path, kinds: Sequence[str] = KINDS, traj=Non
         figures.append((kind, fn(data, traj=traj, **kw)))
     written: list[Path] = []
     for kind, fig in figures:
-        written += save_figure(fig, out_dir / kind, formats=formats, dpi=dpi)
+        written += save_figure(fig, out_dir / kind, formats=formats, dpi=dpi, overwrite=overwrite)
     return written

@@ -410,13 +410,17 @@ def check_formats(formats) -> tuple[str, ...]:
     return formats
 
 
-def save_figure(fig, stem: str | Path, formats: Sequence[str] = FORMATS, dpi: int = 200) -> list[Path]:
+def save_figure(fig, stem: str | Path, formats: Sequence[str] = FORMATS, dpi: int = 200, *,
+                overwrite: bool = False) -> list[Path]:
     """Write ``fig`` as ``<stem>.pdf`` and ``<stem>.png`` (each atomically: a temporary file renamed into
     place, so an interrupted call leaves no half-written figure); return the paths. A figure made with a
-    column preset (``style="single"``/``"double"``) is saved exactly that wide."""
+    column preset (``style="single"``/``"double"``) is saved exactly that wide. An existing file is
+    refused unless ``overwrite``, and then replaced only if it is a figure drawn by matplotlib
+    (:func:`vpintegrator._outputs.check_output`); each file is locked while written."""
     import matplotlib
 
     from .._io import atomic_path
+    from .._outputs import check_output, output_lock
 
     dpi = check_dpi(dpi)
     formats = check_formats(formats)
@@ -426,16 +430,20 @@ def save_figure(fig, stem: str | Path, formats: Sequence[str] = FORMATS, dpi: in
     with matplotlib.rc_context(rc):
         for fmt in formats:
             target = stem.with_name(f"{stem.name}.{fmt}")
-            with atomic_path(target, suffix=f".{fmt}") as tmp:
-                fig.savefig(tmp, format=fmt, dpi=dpi)
+            with output_lock(check_output(target, "figure", overwrite)):
+                with atomic_path(check_output(target, "figure", overwrite), suffix=f".{fmt}") as tmp:
+                    fig.savefig(tmp, format=fmt, dpi=dpi)
             paths.append(target)
     return paths
 
 
-def check_out_dir(out_dir: str | Path, stems: Sequence[str], formats: Sequence[str], inputs=()) -> Path:
+def check_out_dir(out_dir: str | Path, stems: Sequence[str], formats: Sequence[str], inputs=(),
+                  overwrite: bool = False) -> Path:
     """Refuse, before anything is drawn, an output directory that is a file or one of ``inputs``, or a
-    figure ``<out_dir>/<stem>.<format>`` that would overwrite an input (one-line errors naming ``out``)."""
+    figure ``<out_dir>/<stem>.<format>`` that would overwrite an input, that exists (unless
+    ``overwrite``) or that is not a figure drawn by matplotlib (one-line errors naming ``out``)."""
     from .._io import check_not_input
+    from .._outputs import check_output
 
     out_dir = Path(out_dir)
     inputs = [Path(p) for p in inputs if p is not None]
@@ -447,4 +455,5 @@ def check_out_dir(out_dir: str | Path, stems: Sequence[str], formats: Sequence[s
     for stem in stems:
         for fmt in formats:
             check_not_input(out_dir / f"{stem}.{fmt}", inputs, key="out")
+            check_output(out_dir / f"{stem}.{fmt}", "figure", overwrite)
     return out_dir

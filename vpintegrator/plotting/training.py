@@ -206,9 +206,11 @@ def training_figure(run_dirs, x_axes: Sequence[str] = ("epoch", "seconds"), axes
 
 
 def plot_training(run_dirs, out: str | Path, dpi: int = 200, formats: Sequence[str] = FORMATS,
-                  name: str = "training", style=None) -> list[Path]:
+                  name: str = "training", style=None, overwrite: bool = False) -> list[Path]:
     """Write the training curves of ``run_dirs`` (one or more ``vp-train`` run directories) into the
-    directory ``out`` as ``<name>.pdf`` and ``<name>.png`` (atomically); return the paths.
+    directory ``out`` as ``<name>.pdf`` and ``<name>.png`` (atomically); return the paths. Existing
+    figure files are refused unless ``overwrite`` (which replaces only figures drawn by matplotlib);
+    ``out`` is locked against other writers meanwhile.
 
     See :func:`training_figure` for what is drawn and ``style``.
     """
@@ -221,12 +223,15 @@ def plot_training(run_dirs, out: str | Path, dpi: int = 200, formats: Sequence[s
     run_dirs = list(run_dirs)
     inputs = [p for r in run_dirs for p in (Path(r), Path(r) / "log.csv", Path(r) / "summary.json",
                                             Path(r) / "config.toml")]
-    check_out_dir(out, [name], formats, inputs)
+    from .._outputs import output_lock
     from .style import figure_style
 
+    check_out_dir(out, [name], formats, inputs, overwrite)
     figure_style(style)  # a bad style is an error before any log is read
-    fig = training_figure(run_dirs, style=style)
-    return save_figure(fig, Path(out) / name, formats=formats, dpi=dpi)
+    with output_lock(out):
+        check_out_dir(out, [name], formats, inputs, overwrite)  # again under the lock
+        fig = training_figure(run_dirs, style=style)
+        return save_figure(fig, Path(out) / name, formats=formats, dpi=dpi, overwrite=overwrite)
 
 
 def default_out(run_dirs: Sequence[Path]) -> Path:

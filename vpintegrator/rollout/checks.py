@@ -27,10 +27,14 @@ def _input_files(config: RolloutConfig, extra=()) -> list[Path]:
     return files
 
 
-def check_outputs(config: RolloutConfig, extra_inputs=()) -> None:
+def check_outputs(config: RolloutConfig, extra_inputs=(), overwrite: bool = False) -> list[Path]:
     """Refuse (one-line error naming the key ``out``) an output — the rollout file or its metrics table —
-    that is one of the run's inputs, or an ``out`` that is a directory; before anything is read."""
+    that is one of the run's inputs, or an ``out`` that is a directory; before anything is read. An output
+    that exists is refused unless ``overwrite``, and then replaced only if it is a rollout file (its table
+    a metrics table): :func:`vpintegrator._outputs.check_output`. Returns the three outputs, links
+    resolved."""
     from .._io import check_not_input
+    from .._outputs import check_output
 
     if not isinstance(config.out, (str, Path)) or not str(config.out):
         raise VPIntegratorError(f"out must be a file path; got {config.out!r}", key="out")
@@ -40,8 +44,10 @@ def check_outputs(config: RolloutConfig, extra_inputs=()) -> None:
                                 key="out")
     inputs = _input_files(config, extra_inputs)
     stem = out.with_suffix("")
-    for path in (out, stem.with_suffix(".csv"), stem.with_suffix(".md")):
+    paths = (out, stem.with_suffix(".csv"), stem.with_suffix(".md"))
+    for path in paths:
         check_not_input(path, inputs, key="out")
+    return [check_output(path, kind, overwrite) for path, kind in zip(paths, ("rollout", "table", "table"))]
 
 
 def estimate(n_traj: int, n_states: int, dim: int, n_invariants: int, n_methods: int, chunk_steps: int,

@@ -273,12 +273,12 @@ def _prepare_methods(config: RolloutConfig, system, dt: float, t0: float, n_step
     return methods
 
 
-def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=()) -> _Plan:
+def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), overwrite: bool = False) -> _Plan:
     from ..data import read_metadata, read_trajectories
     from ..systems import system_from_meta
 
     config.validate()
-    check_outputs(config, extra_inputs)
+    check_outputs(config, extra_inputs, overwrite)
     data = Path(config.data)
     meta = read_metadata(data)
     system = system_from_meta(meta, data)
@@ -474,7 +474,7 @@ def _write_method(f, plan: _Plan, label: str, step_map: StepMap, source: str, yr
 
 
 def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None,
-                 inputs=()) -> RolloutReport:
+                 inputs=(), *, overwrite: bool = False) -> RolloutReport:
     """Roll out models and classical integrators from a data set's initial conditions; write everything.
 
     Writes ``config.out`` (HDF5, atomically; layout in ``datasets/README.md``, reader
@@ -493,6 +493,10 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
     inputs : paths, optional
         More files the run must not write over (e.g. its config file); the data file and the models'
         checkpoints are always protected.
+    overwrite : bool, default False
+        Replace an existing rollout file at ``config.out`` and its metrics table; without it an existing
+        output is refused. Anything that is not a rollout file (a metrics table) is never replaced.
+        The three outputs are locked against other writers while they are written.
 
     Before anything is computed: every input is checked, an ``out`` (or its table) that is an input is
     refused, and so is work whose estimated memory or disk (:func:`estimate`) does not fit. A reference
@@ -502,6 +506,16 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
     -------
     RolloutReport
     """
+    from .._outputs import output_locks
+
+    plan = _plan(config, log or (lambda line: None), inputs, overwrite)
+    with output_locks(check_outputs(config, inputs, overwrite)):
+        # again under the locks: a writer we raced may have finished meanwhile
+        return _write_rollouts(plan, config, check_outputs(config, inputs, overwrite), overwrite)
+
+
+def _write_rollouts(plan: _Plan, config: RolloutConfig, outs: list[Path], overwrite: bool) -> RolloutReport:
+    """:func:`run_rollouts` once its outputs (``outs``: file, csv, md; links resolved) are locked."""
     import json
 
     import h5py
@@ -510,7 +524,6 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
     from ..data.rollouts import set_attrs
     from ..metrics import write_table
 
-    plan = _plan(config, log or (lambda line: None), inputs)
     reference_gen = reference_step_map(plan.data_meta, plan.system, plan.dt)
     out = Path(config.out)
     rows: list[dict] = []
@@ -519,7 +532,7 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
     # every dataset is written in whole chunks (the engine's blocks are chunk-aligned), so one chunk of
     # cache per dataset is enough; HDF5's default (8 MiB per open dataset) would only hold memory
     cache = max(1 << 16, 2 * ct * cs * plan.system.dim * 8)
-    with atomic_path(out, suffix=".h5") as tmp, h5py.File(tmp, "w", rdcc_nbytes=cache, rdcc_w0=1.0) as f:
+    with atomic_path(outs[0], suffix=".h5") as tmp, h5py.File(tmp, "w", rdcc_nbytes=cache, rdcc_w0=1.0) as f:
         set_attrs(f, _root_attrs(plan, reference_gen))
         f.create_dataset("t", data=plan.t)
         f.create_dataset("traj_index", data=plan.idx)
@@ -532,5 +545,7 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
                 failures[label] = failure
                 plan.say(failure.line())
         f.attrs["summary_json"] = json.dumps(rows)
-    csv_path, md_path = write_table(rows, out.with_suffix(""))
-    return RolloutReport(out=out, csv=csv_path, markdown=md_path, rows=rows, failures=failures)
+    write_table(rows, out.with_suffix(""), overwrite=overwrite)
+    stem = out.with_suffix("")
+    return RolloutReport(out=out, csv=stem.with_suffix(".csv"), markdown=stem.with_suffix(".md"), rows=rows,
+                         failures=failures)

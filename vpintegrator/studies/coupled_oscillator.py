@@ -41,7 +41,7 @@ from pathlib import Path
 from . import _rollouts, export
 from .._shipped import shipped_file
 from ..rundir import read_log
-from .runner import REPO, Runner, StudyError, Task, guarded
+from .runner import REPO, Runner, StudyError, Task, check_study_out, guarded, study_lock
 from .stats import fmt_num, md_table, mean_std, read_json, write_json, write_text
 
 ROOT = REPO
@@ -85,6 +85,7 @@ class Settings:
     train_n_traj: int = 1000
     quick: bool = False
     skip_existing: bool = False
+    overwrite: bool = False
     models: list[str] = field(default_factory=lambda: list(DEFAULT_MODELS))
     configs: dict[str, str] = field(default_factory=lambda: {m: _default_config(m) for m in MODELS})
     init_scale: float | None = None
@@ -138,6 +139,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Settings, bool]:
     )
     p.add_argument("--quick", action="store_true", help="One seed, 30-s trainings, 2500 steps: about 2 minutes.")
     p.add_argument("--skip-existing", action="store_true", help="Keep the steps already finished in RUN.")
+    p.add_argument("--overwrite", action="store_true",
+                   help="Run every step again over an earlier study in RUN (its own outputs only).")
     p.add_argument("--table-only", action="store_true", help="Only rebuild RUN/results.md and results.json.")
     p.add_argument("--export-pretrained", metavar="DIR", default=None,
                    help="Then copy, per symplectic model trained, the best.pt of the seed with the lowest validation "
@@ -155,6 +158,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Settings, bool]:
         train_n_traj=a.train_n_traj if a.train_n_traj is not None else (300 if quick else 1000),
         quick=quick,
         skip_existing=a.skip_existing,
+        overwrite=a.overwrite,
         models=_models(a.models),
         configs=_configs(a),
         init_scale=a.init_scale,
@@ -183,8 +187,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Settings, bool]:
     if a.table_only:
         if not out.is_dir():
             raise StudyError(f"--table-only: --out {out} is not a run directory; run the study first")
-    elif out.is_dir() and any(out.iterdir()) and not s.skip_existing:
-        raise StudyError(f"--out {out}: not empty; add --skip-existing to continue it, or choose a fresh --out")
+    else:
+        check_study_out(out, s.skip_existing, s.overwrite)
     s.export_pretrained = a.export_pretrained
     return s, a.table_only
 
@@ -237,7 +241,7 @@ def plan(s: Settings) -> Runner:
     """Every step of the study as a :class:`~.runner.Task` of one :class:`~.runner.Runner`: the data
     (vp-gen), the trainings (vp-train, ``s.jobs`` at a time), the rollouts (vp-rollout), the figures (vp-plot)."""
     run = Path(s.out)
-    runner = Runner(run, jobs=s.jobs, skip_existing=s.skip_existing)
+    runner = Runner(run, jobs=s.jobs, skip_existing=s.skip_existing, overwrite=s.overwrite)
     p = _paths(run)
     gens = [
         ("train", ["coupled_oscillator_box", "--n-traj", str(s.train_n_traj), "--seed", "0"]),
@@ -444,6 +448,12 @@ def write_results(run: Path, commands: list[str] | None = None) -> str:
 def run_study(s: Settings, argv: list[str] | None = None) -> str:
     """All steps; returns the results Markdown."""
     run = Path(s.out)
+    with study_lock(run):
+        return _run(s, run, argv)
+
+
+def _run(s: Settings, run: Path, argv: list[str] | None) -> str:
+    """:func:`run_study` once RUN is locked."""
     run.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     runner = plan(s)

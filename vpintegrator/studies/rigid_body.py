@@ -47,7 +47,7 @@ from .rigid_body_results import (  # noqa: F401  (re-exported: the study's publi
 )
 from . import export
 from .._shipped import shipped_file
-from .runner import Runner, StudyError, Task, guarded
+from .runner import Runner, StudyError, Task, check_study_out, guarded, study_lock
 from .stats import read_json, write_if_changed, write_json
 
 PRETRAINED = ("vpt", "vpff", "st")
@@ -91,6 +91,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="Scaled down (seeds 0,1; models vpff,vpt,st; 60 s per training; t = 1000 long run; t = 5000 timing; 20 held-out ICs).")
     p.add_argument("--skip-existing", action="store_true",
                    help="Resume: keep finished steps of an existing RUN (unfinished trainings are resumed).")
+    p.add_argument("--overwrite", action="store_true",
+                   help="Run every step again over an earlier study in RUN (its own outputs only).")
     p.add_argument("--table-only", action="store_true", help="Only rebuild results.md/json from an existing RUN.")
     p.add_argument("--export-pretrained", metavar="DIR", default=None,
                    help="After the study (or with --table-only), copy the best seed's best.pt of vpt, vpff and st "
@@ -158,7 +160,7 @@ def _train_task(a, runner: Runner, model: str, seed: int) -> Task:
 
 def plan(a) -> Runner:
     """Every step of the study as a :class:`~.runner.Task` of one :class:`~.runner.Runner`, in order."""
-    runner = Runner(a.out, jobs=a.jobs, skip_existing=a.skip_existing)
+    runner = Runner(a.out, jobs=a.jobs, skip_existing=a.skip_existing, overwrite=a.overwrite)
     add, p = runner.add, runner.run.joinpath
     im_models = [m for m in a.models if m in IM_MODELS]
     exact = "vpt_exact" in a.models
@@ -344,11 +346,16 @@ def run_study(argv=None) -> int:
         return _table_only(a)
     if run.exists() and not run.is_dir():
         raise StudyError(f"--out {run} is a file; give a directory")
-    if run.is_dir() and any(run.iterdir()) and not a.skip_existing:
-        raise StudyError(f"--out {run} exists and is not empty; give a new directory or --skip-existing to resume it")
+    check_study_out(run, a.skip_existing, a.overwrite)
     missing = [str(_config(a, m)) for m in a.models if not _config(a, m).is_file()]
     if missing:
         raise StudyError(f"training config {missing[0]} not found; give --config-dir DIR holding rigid_body_<model>.toml")
+    with study_lock(run):
+        return _run(a, run)
+
+
+def _run(a, run: Path) -> int:
+    """:func:`run_study` once RUN is checked and locked."""
     t_start = time.perf_counter()
     run.mkdir(parents=True, exist_ok=True)
     print(f"study: {run} (seeds {','.join(map(str, a.seeds))}; models {','.join(a.models)}; {a.train_seconds:g} s "

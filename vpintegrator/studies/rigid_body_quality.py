@@ -33,7 +33,7 @@ from pathlib import Path
 from . import export
 from .rigid_body_results import BAND_TARGET, ERROR_TARGET, PAPER_TRAJ, rollout_values
 from .._shipped import shipped_file
-from .runner import Runner, StudyError, Task, guarded
+from .runner import Runner, StudyError, Task, check_study_out, guarded, study_lock
 from .stats import fmt_num, md_table, read_json, write_json, write_text
 
 PHASES = ("p1", "p2", "p3")
@@ -60,6 +60,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="vp-train TOML (default configs/study/rigid_body_vpt.toml: the repository's, else the "
                    "installed package's copy).")
     p.add_argument("--skip-existing", action="store_true", help="Keep the steps already finished in --out.")
+    p.add_argument("--overwrite", action="store_true",
+                   help="Run every step again over an earlier study in --out (its own outputs only).")
     p.add_argument("--table-only", action="store_true", help="Only rebuild results.md/json.")
     p.add_argument("--export-pretrained", metavar="DIR", default=None,
                    help="Then copy phase 2's best.pt of the seed with the lowest validation score (validation data "
@@ -87,8 +89,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         raise StudyError(f"--out {out}: exists and is not a directory; choose another --out")
     if a.table_only and not out.is_dir():
         raise StudyError(f"--table-only: --out {out} is not a run directory; run the study first")
-    if not a.table_only and out.is_dir() and any(out.iterdir()) and not a.skip_existing:
-        raise StudyError(f"--out {out}: not empty; add --skip-existing to continue it, or choose a fresh --out")
+    if not a.table_only:
+        check_study_out(out, a.skip_existing, a.overwrite)
     return a
 
 
@@ -100,7 +102,7 @@ def phases(a: argparse.Namespace) -> list[tuple[str, float, int]]:
 
 def plan(a: argparse.Namespace) -> Runner:
     run = Path(a.out)
-    r = Runner(run, jobs=a.jobs, skip_existing=a.skip_existing)
+    r = Runner(run, jobs=a.jobs, skip_existing=a.skip_existing, overwrite=getattr(a, "overwrite", False))
     d = run / "data"
     for name, method in (("im", "implicit_midpoint"), ("exact", "dop853")):
         r.add(Task(f"gen_{name}", ["vp-gen", "rigid_body_paper", "--method", method, "--out", d / f"{name}.h5",
@@ -207,15 +209,16 @@ def _main(argv) -> int:
     a = parse_args(argv)
     run = Path(a.out)
     if not a.table_only:
-        run.mkdir(parents=True, exist_ok=True)
-        runner = plan(a)
-        ok = runner.execute()
-        previous = (read_json(run / "settings.json") or {}) if a.skip_existing else {}
-        write_json(run / "settings.json", {
-            "seeds": a.seeds, "phase1_seconds": a.phase1_seconds, "phase2_seconds": a.phase2_seconds,
-            "unroll": a.unroll, "phase3_seconds": a.phase3_seconds, "unroll3": a.unroll3,
-            "config": str(a.config), "jobs": a.jobs,
-            "commands": previous.get("commands", []) + runner.commands})
+        with study_lock(run):
+            run.mkdir(parents=True, exist_ok=True)
+            runner = plan(a)
+            ok = runner.execute()
+            previous = (read_json(run / "settings.json") or {}) if a.skip_existing else {}
+            write_json(run / "settings.json", {
+                "seeds": a.seeds, "phase1_seconds": a.phase1_seconds, "phase2_seconds": a.phase2_seconds,
+                "unroll": a.unroll, "phase3_seconds": a.phase3_seconds, "unroll3": a.unroll3,
+                "config": str(a.config), "jobs": a.jobs,
+                "commands": previous.get("commands", []) + runner.commands})
         if not ok:
             raise runner.failure()
     print(write_results(run))

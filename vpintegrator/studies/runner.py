@@ -13,7 +13,13 @@ time, each child with one thread (``OMP_NUM_THREADS=1``). The runner
 - prints one progress line per task, ``[k/N] <task>: ...``, where N is the number of planned tasks,
   fixed from the first line on (a study that runs its plan in phases still counts against all of it);
 - on Ctrl-C or SIGTERM (see :func:`sigterm_as_interrupt`) sends SIGTERM to its children (``vp-train``
-  saves ``last.pt``), waits for them, and re-raises ``KeyboardInterrupt``: the run can be resumed.
+  saves ``last.pt``), waits for them, and re-raises ``KeyboardInterrupt``: the run can be resumed;
+- passes ``--overwrite`` to the CLIs it runs when the study was asked to (``overwrite``) or resumes
+  (``skip_existing``: a step killed after writing its output runs again over it), so a study's own
+  outputs are replaced, and only those (the CLIs never replace a file of another kind).
+
+A study refuses a non-empty RUN unless resumed or replaced (:func:`check_study_out`) and holds RUN's lock
+(:func:`study_lock`) while it runs: two studies into one RUN are refused.
 
 A failed task does not stop the others; the tasks that need it are reported as not run.
 """
@@ -98,12 +104,15 @@ class Runner:
         Subprocesses at a time.
     skip_existing : bool
         Keep the tasks an earlier run finished (stamp and outputs present).
+    overwrite : bool
+        Run every task again over the outputs of an earlier run.
     """
 
-    def __init__(self, run, jobs: int = 1, skip_existing: bool = False) -> None:
+    def __init__(self, run, jobs: int = 1, skip_existing: bool = False, overwrite: bool = False) -> None:
         self.run = Path(run)
         self.jobs = max(int(jobs), 1)
         self.skip_existing = skip_existing
+        self.overwrite = overwrite
         self.tasks: dict[str, Task] = {}
         self.commands: list[str] = []  # the command lines started, as users type them
         self.count = 0  # tasks accounted for (done, skipped, failed, not run)
@@ -181,6 +190,10 @@ class Runner:
     def _start(self, t: Task):
         for o in t.outputs:
             Path(o).parent.mkdir(parents=True, exist_ok=True)
+        cmd = [str(c) for c in t.cmd]
+        if (self.overwrite or self.skip_existing) and cmd and cmd[0] in TOOLS and "--resume" not in cmd \
+                and "--overwrite" not in cmd:
+            t.cmd = [*t.cmd, "--overwrite"]  # this study's own output of an earlier run (see the module docstring)
         log = open(self.log_path(t.name), "w")
         log.write(f"$ {shell(argv(t.cmd))}\n")
         log.flush()
@@ -248,6 +261,45 @@ def sigterm_as_interrupt() -> Iterator[None]:
     the previous handler comes back afterwards. Outside the main thread signals are left alone."""
     with handling((signal.SIGTERM,), _interrupt):
         yield
+
+
+def is_study_dir(run: Path) -> bool:
+    """Whether ``run`` is a study's run directory (it has ``study.log`` or ``.tasks/``)."""
+    return (run / "study.log").is_file() or (run / ".tasks").is_dir()
+
+
+def check_study_out(out: Path, skip_existing: bool = False, overwrite: bool = False) -> None:
+    """A study's ``--out``: refuse a file, a non-empty directory unless ``skip_existing`` (continue it) or
+    ``overwrite`` (run it again), and, with ``overwrite``, a non-empty directory that is not a study's."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise StudyError(f"--out {out}: exists and is not a directory; choose another --out")
+    if not (out.is_dir() and any(out.iterdir())):
+        return
+    if not (skip_existing or overwrite):
+        raise StudyError(f"--out {out} exists and is not empty; add --skip-existing to continue it, --overwrite to "
+                         "run it again, or choose a fresh --out")
+    if overwrite and not is_study_dir(out):
+        raise StudyError(f"--out {out}: not a study's run directory (no study.log, no .tasks/): it is never replaced, "
+                         "also with --overwrite; choose another --out")
+
+
+@contextlib.contextmanager
+def study_lock(run: Path) -> Iterator[None]:
+    """Hold RUN's lock (``RUN.lock``, :func:`vpintegrator._outputs.output_lock`) for the block: a second
+    study into the same RUN is refused with one line."""
+    from .._outputs import output_lock
+    from ..errors import VPIntegratorError
+
+    lock = output_lock(run, key="out")
+    try:
+        lock.__enter__()
+    except VPIntegratorError as err:
+        raise StudyError(err.render(lambda key: f"--{key}")) from None
+    try:
+        yield
+    finally:
+        lock.__exit__(None, None, None)
 
 
 def guarded(body: Callable[[], int], error_prefix: str, interrupted: str) -> int:

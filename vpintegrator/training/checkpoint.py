@@ -129,23 +129,32 @@ def log_columns(config: TrainConfig) -> tuple[str, ...]:
 # new runs and resumed runs
 
 
-def check_new_run_dir(out: Path) -> None:
+def check_new_run_dir(out: Path, overwrite: bool = False) -> bool:
     """Refuse an ``out`` that is a file, already holds a run, or is a directory with other files in it
-    (an empty directory, or one holding only temporary files of killed runs, is fine)."""
+    (an empty directory, or one holding only temporary files of killed runs, is fine). With ``overwrite``
+    a directory holding a run is accepted if it holds nothing but run files
+    (:func:`vpintegrator._outputs.replace_run_dir` empties it); return whether it must be emptied."""
+    from .._outputs import OutputError, check_run_entries
+
     if out.exists() and not out.is_dir():
-        raise VPIntegratorError(f"out {out}: exists and is not a directory; choose another out", key="out")
-    if (out / "last.pt").exists() or (out / "log.csv").exists() or (
+        raise OutputError(f"out {out}: exists and is not a directory; it is never replaced, also with overwrite; "
+                          "choose another out", key="out")
+    if (out / "last.pt").exists() or (out / "log.csv").exists() or (out / "ensemble.csv").exists() or (
         (out / "config.toml").exists() and (out / "summary.json").exists()
     ):
-        raise VPIntegratorError(
-            f"out {out}: already holds a run; continue that run with resume = {out} or choose another out",
-            key="out",
-        )
+        if not overwrite:
+            raise OutputError(
+                f"out {out}: already holds a run; continue that run with resume = {out}, choose another out, or "
+                "use overwrite to replace it", key="out",
+            )
+        check_run_entries(out)
+        return True
     if out.is_dir() and any(not (p.name.startswith(".") and p.name.endswith(".tmp")) for p in out.iterdir()):
-        raise VPIntegratorError(
-            f"out {out}: a directory that is not empty and holds no run; give a new or empty directory as out",
-            key="out",
+        raise OutputError(
+            f"out {out}: a directory that is not empty and holds no run; it is never replaced, also with "
+            "overwrite; give a new or empty directory as out", key="out",
         )
+    return False
 
 
 def resume_config(run_dir: Path, config: TrainConfig | None, overrides: dict[str, Any]) -> TrainConfig:

@@ -296,7 +296,7 @@ class EnsembleTrainer:
         m.save_best(m.model)
         if m.diverged is None:  # a diverged member keeps its last finite last.pt
             self._sync_member(m.k)
-            save_model(m.model, m.run_dir / "last.pt", extra={
+            save_model(m.model, m.run_dir / "last.pt", overwrite=True, extra={
                 "kind": "last", "epoch": int(m.epoch), "step": int(m.step),
                 "ensemble": {"member": m.k, "seed": m.seed, "n_members": len(self.members)},
             })

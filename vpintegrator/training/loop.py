@@ -197,7 +197,7 @@ class Trainer:
 
         run = self.run_dir
         self.record.save_best(self.model)
-        save_model(self.model, run / "last.pt", extra={**self._training_state(), "kind": "last"})
+        save_model(self.model, run / "last.pt", extra={**self._training_state(), "kind": "last"}, overwrite=True)
         self._write_summary()
 
     def _write_summary(self, stopped: str = "running", extra: dict[str, Any] | None = None) -> None:

@@ -78,6 +78,6 @@ class RunRecord:
 
         best = copy.deepcopy(model)
         best.load_state_dict(self.best_state)
-        save_model(best, self.run_dir / "best.pt",
+        save_model(best, self.run_dir / "best.pt", overwrite=True,
                    extra={"epoch": self.best_epoch, "best_loss": float(self.best_loss), "kind": "best"})
         self.best_dirty = False

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from .._outputs import output_lock, replace_run_dir
 from ..errors import VPIntegratorError
 from . import checkpoint as ckpt_io
 from . import ddp
@@ -27,6 +29,7 @@ def fit(
     resume: str | os.PathLike | None = None,
     callback: Callable[[EpochInfo], bool | None] | None = None,
     progress: bool = False,
+    overwrite: bool = False,
     **overrides: Any,
 ) -> FitResult | "EnsembleResult":
     """Train a model on trajectory windows and write its run directory.
@@ -42,6 +45,12 @@ def fit(
         ``callback(EpochInfo)`` after every epoch (on every rank); returning True stops training.
     progress : bool
         Show a click progress bar with the losses on stderr (rank 0).
+    overwrite : bool
+        Replace the run directory at ``out`` (a new run only): it must hold nothing but run files, and is
+        emptied once the new run's set-up succeeded. Without it an ``out`` holding a run is refused.
+        The run directory (``out`` or ``resume``) is locked against other writers for the whole run
+        (:func:`vpintegrator._outputs.output_lock`): a second ``fit`` of it, or a resume of a run
+        another process is training, is refused.
     **overrides
         Config keys that win over ``config`` (``None`` values are ignored). ``ensemble=N`` (or
         ``seeds=[...]``) trains a seed ensemble in this process (:mod:`vpintegrator.training.ensemble`).
@@ -78,7 +87,12 @@ def fit(
             config = TrainConfig.from_toml(config, **overrides)
         overrides = {}
     run_dir = None
+    if not isinstance(overwrite, bool):
+        raise VPIntegratorError(f"overwrite must be True or False; got {overwrite!r}", key="overwrite")
     if resume is not None:
+        if overwrite:
+            raise VPIntegratorError(f"resume {resume} with overwrite: a resumed run continues its directory; give "
+                                    "one of them", key="resume")
         run_dir = Path(resume)
         from .ensemble import is_ensemble_dir
 
@@ -104,7 +118,8 @@ def fit(
 
     device = resolve_device(config.device)
     if config.is_ensemble:
-        return _fit_ensemble(config, device, callback, progress)
+        with output_lock(config.out, key="out"):
+            return _fit_ensemble(config, device, callback, progress, overwrite)
     dist = ddp.setup(device.type)
     if dist.enabled and device.type == "cuda":
         device = torch.device("cuda", dist.local_rank)
@@ -115,14 +130,20 @@ def fit(
                 f"{dist.world_size} under torchrun: train in one process or pick a torch optimizer",
                 key="optimizer",
             )
-        if run_dir is None and dist.is_main:
-            ckpt_io.check_new_run_dir(Path(config.out))
-        return Trainer(config, dist, device, run_dir, callback, progress).run()
+        lock = contextlib.nullcontext()
+        if dist.is_main:  # one writer per run directory; under torchrun rank 0 writes it
+            lock = output_lock(run_dir, key="resume") if run_dir is not None else output_lock(config.out, key="out")
+        with lock:
+            replace = run_dir is None and dist.is_main and ckpt_io.check_new_run_dir(Path(config.out), overwrite)
+            trainer = Trainer(config, dist, device, run_dir, callback, progress)
+            if replace:  # the new run's set-up succeeded: now the old run goes
+                replace_run_dir(Path(config.out))
+            return trainer.run()
     finally:
         ddp.teardown(dist)
 
 
-def _fit_ensemble(config: TrainConfig, device: torch.device, callback, progress: bool):
+def _fit_ensemble(config: TrainConfig, device: torch.device, callback, progress: bool, overwrite: bool = False):
     """``ensemble``/``seeds``: the members trained together in this process (:class:`EnsembleTrainer`)."""
     from .ensemble import EnsembleTrainer
 
@@ -132,5 +153,8 @@ def _fit_ensemble(config: TrainConfig, device: torch.device, callback, progress:
             f"an ensemble trains in one process; got WORLD_SIZE = {world} under torchrun: run it without torchrun "
             "(the members share one device)", key="ensemble"
         )
-    ckpt_io.check_new_run_dir(Path(config.out))
-    return EnsembleTrainer(config, device, callback, progress).run()
+    replace = ckpt_io.check_new_run_dir(Path(config.out), overwrite)
+    trainer = EnsembleTrainer(config, device, callback, progress)
+    if replace:
+        replace_run_dir(Path(config.out))
+    return trainer.run()

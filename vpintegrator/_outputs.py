@@ -1,0 +1,376 @@
+"""The overwrite rule and the one-writer rule, for every output of every command.
+
+**Overwrite rule** (:func:`check_output`): an output that exists is refused with one line unless
+``overwrite`` is given; even then, only a file of the kind the command writes is replaced: a trajectory
+file for ``vp-gen``, a rollout file and its metrics table for ``vp-rollout``, a run directory holding only
+run files for ``vp-train``, a figure drawn by matplotlib for ``vp-plot``. A checkpoint, a source file, an
+HDF5 file of another schema or not written by this package, a directory that is not a run directory,
+is never replaced. Symbolic links are resolved first, so a link to another output or to an input is
+judged by what it points to (and written through).
+
+**One writer per output** (:func:`output_lock`): a command holds an exclusive lock on each output for its
+whole run: the file ``<output>.lock`` beside it holding the writer's process id, locked with
+``fcntl.flock`` where available (else created with ``O_EXCL``). A second writer is refused with one line
+naming the live process; a lock left by a process that no longer runs is taken over with one warning
+line on stderr; the lock file is removed when the writer ends. Locks are re-entrant within a process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Iterator
+
+from ._io import _pid_alive
+from .errors import VPIntegratorError
+
+#: the ``schema`` attribute of a rollout file (:mod:`vpintegrator.data.rollouts`, which writes it); here, so
+#: that telling a file's kind needs nothing above this module
+ROLLOUT_SCHEMA = "vpintegrator-rollout"
+
+try:  # POSIX
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: O_EXCL lock files
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["KIND_NAMES", "OutputError", "check_output", "check_run_entries", "identify", "lock_path", "output_lock",
+           "output_locks", "replace_run_dir"]
+
+#: kind -> how a message names it
+KIND_NAMES = {
+    "trajectories": "a vp-gen trajectory file",
+    "rollout": "a vp-rollout file",
+    "table": "a vp-rollout metrics table",
+    "figure": "a figure drawn by matplotlib",
+    "run": "a vp-train run directory",
+    "checkpoint": "a model checkpoint",
+    "hdf5": "an HDF5 file not written by vpintegrator",
+    "source": "a source or text file",
+    "directory": "a directory that is not a run directory",
+    "file": "a file not written by this command",
+}
+#: what a run directory may hold (vp-train and vp-plot write these; ``member_*`` are ensemble members)
+RUN_FILES = frozenset({"config.toml", "log.csv", "summary.json", "last.pt", "best.pt", "ensemble.csv",
+                       "ensemble.md", "selected.json"})
+RUN_DIRS = frozenset({"figures", "best"})
+_SOURCE_SUFFIXES = frozenset({".py", ".pyx", ".c", ".h", ".cpp", ".cu", ".jl", ".m", ".r", ".sh", ".toml", ".json",
+                              ".yaml", ".yml", ".cfg", ".ini", ".txt", ".ipynb", ".tex", ".rst"})
+_FIGURE_SUFFIXES = frozenset({".pdf", ".png", ".svg", ".eps", ".ps", ".jpg", ".jpeg"})
+_MATPLOTLIB_SIGNS = (b"software\x00matplotlib", b"(matplotlib pdf backend", b"<dc:title>matplotlib v",
+                     b"creator: matplotlib")
+
+
+class OutputError(VPIntegratorError):
+    """A refused output. Like :class:`VPIntegratorError`, and a CLI also renders the word ``overwrite`` as
+    its own flag (``--overwrite``)."""
+
+    def render(self, name_of_key) -> str:
+        text = super().render(name_of_key)
+        return re.sub(r"(?<![\w-])overwrite(?![\w-])", lambda m: name_of_key("overwrite"), text, count=1)
+
+
+# --------------------------------------------------------------------------- what a path holds
+
+
+def _head(path: Path, n: int = 4096) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read(n)
+
+
+def _tail(path: Path, n: int = 65536) -> bytes:
+    with open(path, "rb") as fh:
+        fh.seek(max(0, os.fstat(fh.fileno()).st_size - n))
+        return fh.read()
+
+
+def _is_run_dir(path: Path) -> bool:
+    names = {p.name for p in path.iterdir()}
+    return "config.toml" in names and bool(names & {"log.csv", "last.pt", "best.pt", "summary.json", "ensemble.csv"})
+
+
+def identify(path: str | os.PathLike) -> str | None:
+    """The kind of what exists at ``path`` (a key of :data:`KIND_NAMES`), or None when nothing does."""
+    p = Path(path)
+    if not p.exists():
+        return None
+    if p.is_dir():
+        try:
+            return "run" if _is_run_dir(p) else "directory"
+        except OSError:
+            return "directory"
+    suffix = p.suffix.lower()
+    try:
+        head = _head(p)
+    except OSError:
+        return "file"
+    if suffix in (".pt", ".pth", ".ckpt") or head.startswith(b"PK\x03\x04") and b"data.pkl" in head:
+        return "checkpoint"
+    if suffix in _FIGURE_SUFFIXES:
+        # vp-plot's figures are drawn by matplotlib, which signs the file: a PNG text chunk "Software"
+        # near the start, the PDF info dictionary's Producer near the end, an SVG or PostScript comment
+        try:
+            text = head.lower() + _tail(p).lower()
+        except OSError:
+            text = b""
+        drawn = any(sign in text for sign in _MATPLOTLIB_SIGNS)
+        return "figure" if drawn else "file"
+    if suffix in (".csv", ".md"):
+        first = head.split(b"\n", 1)[0].strip()
+        if first.startswith((b"method,", b"| method |")):
+            return "table"
+        return "file"
+    import h5py
+
+    if head.startswith(b"\x89HDF\r\n\x1a\n") or (len(head) >= 8 and h5py.is_hdf5(p)):
+        return _hdf5_kind(p)
+    if suffix in _SOURCE_SUFFIXES:
+        return "source"
+    return "file"
+
+
+def _hdf5_kind(path: Path) -> str:
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as f:
+            attrs = f.attrs
+            if "schema" in attrs:
+                schema = attrs["schema"]
+                schema = schema.decode("utf-8", "replace") if isinstance(schema, bytes) else str(schema)
+                return "rollout" if schema == ROLLOUT_SCHEMA else "hdf5"
+            if "schema_version" in attrs and "vpintegrator_version" in attrs and "y" in f and "t" in f:
+                return "trajectories"
+    except (OSError, KeyError, ValueError):
+        pass
+    return "hdf5"
+
+
+# --------------------------------------------------------------------------- the overwrite rule
+
+
+def _resolve(path: Path, key: str | None) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError) as err:  # a symlink loop
+        raise OutputError(f"{_label(key, path)}: cannot resolve the path ({err}); give a plain path", key=key) from None
+
+
+def _label(key: str | None, path) -> str:
+    return f"{key} {path}" if key else str(path)
+
+
+def check_output(path: str | os.PathLike, kind: str | tuple[str, ...], overwrite: bool = False, *,
+                 key: str | None = "out") -> Path:
+    """Refuse an output that exists, unless ``overwrite``; refuse one not of ``kind`` even then.
+
+    Parameters
+    ----------
+    path : path of the output (file or, for ``kind="run"``, directory)
+    kind : a key of :data:`KIND_NAMES` (or a tuple of them) that the caller writes
+    overwrite : replace an existing output of ``kind``
+    key : the configuration key named in the message (a CLI names its flag)
+
+    Returns
+    -------
+    Path
+        The output with symbolic links resolved: the path to write (and to lock).
+
+    Raises
+    ------
+    OutputError
+        One line naming the output, what it is, and how to go on.
+    """
+    kinds = (kind,) if isinstance(kind, str) else tuple(kind)
+    if not isinstance(overwrite, bool):
+        raise VPIntegratorError(f"overwrite must be True or False; got {overwrite!r}", key="overwrite")
+    given = Path(path)
+    real = _resolve(given, key)
+    via = f" (a link to {real})" if real != Path(os.path.abspath(given)) else ""
+    found = identify(real)
+    if found is None:
+        return real
+    if found not in kinds:
+        raise OutputError(
+            f"{_label(key, given)}{via} exists and is {KIND_NAMES[found]}, not {KIND_NAMES[kinds[0]]}: it is "
+            f"never replaced, also with overwrite; give another path", key=key)
+    if not overwrite:
+        raise OutputError(
+            f"{_label(key, given)}{via} already exists ({KIND_NAMES[found]}); give another path, "
+            "or use overwrite to replace it", key=key)
+    return real
+
+
+def check_run_entries(path: Path) -> None:
+    """Refuse to replace the run directory ``path`` unless every entry is a run file (:data:`RUN_FILES`,
+    :data:`RUN_DIRS`, ``member_*`` directories of an ensemble, temporary files of killed writers)."""
+    for p in sorted(path.iterdir()):
+        ours = (p.name in RUN_FILES and p.is_file() and not p.is_symlink()) or p.name in RUN_DIRS or (
+            p.name.startswith("member_") and p.is_dir() and not p.is_symlink()) or (
+            p.name.startswith(".") and p.name.endswith(".tmp")) or (
+            p.name.endswith(".lock") and p.name[: -len(".lock")] in RUN_FILES | RUN_DIRS)  # left by a killed writer
+        if not ours:
+            raise OutputError(
+                f"out {path} holds {p.name}, which vp-train does not write: the directory is never replaced, also "
+                "with overwrite; move that file away or give another out", key="out")
+
+
+def replace_run_dir(path: Path) -> None:
+    """Empty the run directory ``path`` that ``overwrite`` replaces (after :func:`check_run_entries`
+    again); call it once the new run's set-up has succeeded."""
+    import shutil
+
+    check_run_entries(path)
+    for p in path.iterdir():
+        if p.is_symlink() or not p.is_dir():
+            p.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(p)
+
+
+# --------------------------------------------------------------------------- one writer per output
+
+_held: dict[Path, list] = {}  # lock path -> [fd, depth]: locks this process holds (re-entrant)
+
+
+def lock_path(path: str | os.PathLike) -> Path:
+    """The lock file of the output ``path``: ``<output>.lock`` beside it (links resolved)."""
+    real = Path(path).resolve()
+    return real.with_name(real.name + ".lock")
+
+
+def _read_owner(fd: int) -> tuple[int | None, str]:
+    try:
+        text = os.pread(fd, 256, 0).decode("utf-8", "replace")
+    except OSError:
+        return None, ""
+    first, _, rest = text.partition("\n")
+    return (int(first) if first.strip().isdigit() else None), rest.strip()
+
+
+def _who(pid: int | None, what: str) -> str:
+    if pid is None:
+        return "another process"
+    return f"process {pid}" + (f" ({what})" if what else "")
+
+
+def _program() -> str:
+    """This process as a user knows it: ``vp-gen`` (also under ``python -m vpintegrator.cli.gen``), else
+    the script's name."""
+    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("python")
+    if argv0.parent.name == "cli" and argv0.suffix == ".py":
+        return f"vp-{argv0.stem}"
+    return argv0.name[:80]
+
+
+def _busy(path: Path, key: str | None, pid: int | None, what: str) -> OutputError:
+    return OutputError(
+        f"{_label(key, path)} is being written by {_who(pid, what)}, which holds {lock_path(path)}; wait for it "
+        f"to finish, or give another path", key=key)
+
+
+def _took_over(lock: Path, pid: int | None, what: str) -> None:
+    print(f"Warning: took over {lock}, left by {_who(pid, what)}, which no longer runs", file=sys.stderr, flush=True)
+
+
+def _acquire_flock(lock: Path, path: Path, key: str | None) -> int:
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            if err.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                os.close(fd)
+                raise
+            pid, what = _read_owner(fd)
+            os.close(fd)
+            raise _busy(path, key, pid, what) from None
+        try:  # the file may have been removed (and made anew) by the writer we waited for: lock the current one
+            same = os.path.samestat(os.fstat(fd), os.stat(lock))
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)
+
+
+def _acquire_excl(lock: Path, path: Path, key: str | None) -> int:  # pragma: no cover - without fcntl
+    for _ in range(100):
+        try:
+            return os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            try:
+                fd = os.open(lock, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            pid, what = _read_owner(fd)
+            os.close(fd)
+            if pid is not None and _pid_alive(pid):
+                raise _busy(path, key, pid, what) from None
+            _took_over(lock, pid, what)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(lock)
+    raise _busy(path, key, None, "")
+
+
+@contextlib.contextmanager
+def output_lock(path: str | os.PathLike, *, key: str | None = "out") -> Iterator[Path]:
+    """Hold the exclusive lock of the output ``path`` for the block (see the module docstring).
+
+    Yields the lock file's path. A second writer (another process) gets a one-line :class:`OutputError`
+    naming the process that holds it; the same process may take it again (re-entrant).
+    """
+    path = Path(path)
+    lock = lock_path(path)
+    if lock in _held:
+        _held[lock][1] += 1
+        try:
+            yield lock
+        finally:
+            _held[lock][1] -= 1
+        return
+    made = [p for p in (lock.parent, *lock.parent.parents) if not p.exists()]  # folders to remove again if empty
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = _acquire_flock(lock, path, key) if fcntl is not None else _acquire_excl(lock, path, key)
+    except BaseException as err:
+        _remove_empty(made)
+        if not isinstance(err, OSError):
+            raise
+        raise OutputError(
+            f"{_label(key, path)}: cannot create the lock file {lock} ({err.strerror or err}); give an output in a "
+            "folder you can write", key=key) from None
+    pid, what = _read_owner(fd)
+    if pid is not None and pid != os.getpid():
+        _took_over(lock, pid, what)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n{_program()}\n".encode(), 0)
+    _held[lock] = [fd, 1]
+    try:
+        yield lock
+    finally:
+        del _held[lock]
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lock)  # while still locked: a waiting writer then finds the file gone and retries
+        os.close(fd)
+        _remove_empty(made)  # a refused or failed write leaves no new folders behind
+
+
+def _remove_empty(folders) -> None:
+    for p in folders:  # deepest first
+        try:
+            p.rmdir()
+        except OSError:
+            break
+
+
+@contextlib.contextmanager
+def output_locks(paths, *, key: str | None = "out") -> Iterator[None]:
+    """:func:`output_lock` on each of ``paths`` (in order), for the block."""
+    with contextlib.ExitStack() as stack:
+        for p in paths:
+            stack.enter_context(output_lock(p, key=key))
+        yield
