@@ -127,3 +127,32 @@ def test_rollout_stats_and_fit_result_reprs(tmp_path):
                        stopped="epochs", history=[{"epoch": float(k), "train_loss": 1.0} for k in range(1000)])
     text = _one_line(result)
     assert "model='vpt'" in text and "n_params=162" in text and "best_epoch=2" in text
+
+
+def test_no_lazy_name_is_also_a_submodule():
+    """A package's lazy export must not share its name with one of the package's submodules: importing the
+    submodule (``python -m`` a CLI, ``import vpintegrator.data.x``) would replace the function with the module
+    (the package attribute is set to the module), so ``from vpintegrator.data import generate`` gave a module."""
+    import importlib
+    import pkgutil
+
+    import vpintegrator
+
+    clashes = []
+    for info in pkgutil.walk_packages(vpintegrator.__path__, "vpintegrator."):
+        if not info.ispkg:
+            continue
+        pkg = importlib.import_module(info.name)
+        lazy = getattr(pkg, "_LAZY", {})
+        subs = {m.name for m in pkgutil.iter_modules(pkg.__path__)}
+        clashes += [f"{info.name}.{name}" for name in lazy if name in subs]
+    assert not clashes, clashes
+
+
+def test_generate_stays_the_function_after_its_module_is_imported():
+    import importlib
+
+    importlib.import_module("vpintegrator.data.generation")
+    from vpintegrator.data import generate
+
+    assert callable(generate) and generate.__name__ == "generate"

@@ -21,7 +21,7 @@ from vpintegrator.data import generate, load_spec, solve_flow
 from vpintegrator.errors import VPIntegratorError
 from vpintegrator.systems import get_system
 
-gen_mod = importlib.import_module("vpintegrator.data.generate")
+gen_mod = importlib.import_module("vpintegrator.data.generation")
 
 pytestmark = pytest.mark.skipif(not dop853.available(), reason="numba not installed")
 

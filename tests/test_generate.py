@@ -344,7 +344,7 @@ def test_data_package_does_not_import_torch():
 
 def _spy_sampler(monkeypatch):
     """Record whether generation got as far as sampling (it must not, when refused)."""
-    gen = importlib.import_module("vpintegrator.data.generate")
+    gen = importlib.import_module("vpintegrator.data.generation")
 
     calls = []
     real = gen.sample_initial_conditions
@@ -353,7 +353,7 @@ def _spy_sampler(monkeypatch):
 
 
 def test_estimate_resources_from_the_sizes():
-    from vpintegrator.data.generate import estimate_resources
+    from vpintegrator.data.generation import estimate_resources
 
     spec = load_spec("rigid_body", n_traj=10, dt=0.1, t_end=1.0, method="rk4")
     need = estimate_resources(spec, 10, 3)

@@ -29,7 +29,7 @@ _LAZY: dict[str, str] = {
     "get_integrator": ".integrators",
     "list_integrators": ".integrators",
     # data
-    "generate": ".data.generate",
+    "generate": ".data.generation",
     "load_spec": ".data.spec",
     "list_specs": ".data.spec",
     "read_trajectories": ".data.hdf5",
@@ -69,7 +69,7 @@ _LAZY: dict[str, str] = {
 # What type checkers and IDEs see (they do not run __getattr__): the same names as _LAZY, from the same
 # modules (tests/test_api.py keeps the two in step). At run time nothing here is imported.
 if TYPE_CHECKING:  # pragma: no cover
-    from .data.generate import generate as generate
+    from .data.generation import generate as generate
     from .data.hdf5 import read_metadata as read_metadata
     from .data.hdf5 import read_trajectories as read_trajectories
     from .data.hdf5 import write_trajectories as write_trajectories

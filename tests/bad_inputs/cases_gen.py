@@ -80,7 +80,7 @@ def _load(*a, **k):
 
 
 def _gen(*a, **k):
-    from vpintegrator.data.generate import generate
+    from vpintegrator.data.generation import generate
 
     return generate(*a, **k)
 
@@ -321,6 +321,6 @@ CASES = [
     Case("data-sample-no-rng", api=lambda ws: _sample("rigid_body", "sphere", 3), match=r"needs rng"),
     Case("data-sample-paper-dim", api=lambda ws: _sample("coupled_oscillator", "paper_sphere"), match=r"dim=4"),
     Case("data-solve-flow-nan-y0",
-         api=lambda ws: __import__("vpintegrator.data.generate", fromlist=["x"]).solve_flow(
+         api=lambda ws: __import__("vpintegrator.data.generation", fromlist=["x"]).solve_flow(
              "rigid_body", np.array([[np.nan, 0, 1]]), np.arange(3) * 0.1), match=r"initial condition 0 is not finite"),
 ]

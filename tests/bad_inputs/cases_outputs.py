@@ -76,7 +76,7 @@ def _save_figure(path, **kw):
 
 
 def _generate(out, **kw):
-    from vpintegrator.data.generate import generate
+    from vpintegrator.data.generation import generate
     from vpintegrator.data.spec import load_spec
 
     return generate(load_spec("rigid_body", n_traj=2), out=out, **kw)

@@ -122,7 +122,7 @@ def main(spec, list_, n_traj, dt, t_end, method, rtol, atol, seed, chunk_size, o
     if spec is None:
         raise click.UsageError("missing SPEC (a spec name or a .toml file); `vp-gen --list` lists the specs")
     from ..config import merge, parse_set
-    from ..data.generate import generate
+    from ..data.generation import generate
     from ..data.spec import load_spec, spec_overrides_from_set
 
     flags = dict(n_traj=n_traj, dt=dt, t_end=t_end, method=method, rtol=rtol, atol=atol, seed=seed,

@@ -25,9 +25,9 @@ _LAZY: dict[str, str] = {
     "GenerationSpec": ".spec",
     "list_specs": ".spec",
     "load_spec": ".spec",
-    "generate": ".generate",
+    "generate": ".generation",
     "integrate": ".integration",
-    "solve_flow": ".generate",
+    "solve_flow": ".generation",
 }
 
 __all__ = sorted(_LAZY)
