@@ -197,7 +197,9 @@ def test_interrupt_leaves_no_partial_file(tmp_path, sig, earlier):
         write_trajectories(out, Trajectories(y=np.zeros((1, 2, 3)), t=[0.0, 1.0], meta={"system": "old"}))
         before = out.read_bytes()
     # ~10^6 trajectories x 1001 steps: minutes of work, so the signal lands mid-run
-    cmd = [sys.executable, "-m", "vpintegrator.cli.gen", "rigid_body", "--n-traj", "1000000", "--out", str(out)]
+    # --overwrite: the earlier file may be replaced by a finished run, but an interrupted one leaves it intact
+    cmd = [sys.executable, "-m", "vpintegrator.cli.gen", "rigid_body", "--n-traj", "1000000", "--out", str(out),
+           "--overwrite"]
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,
@@ -219,7 +221,12 @@ def test_interrupt_leaves_no_partial_file(tmp_path, sig, earlier):
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 130, stderr
+    # 130, or death by SIGINT, which a shell reports as the same 130: under heavy CPU load the interpreter,
+    # after printing the message and calling sys.exit(130), sometimes ends in CPython's exit_sigint() during
+    # finalisation (strace: kill(self, SIGINT) after the handlers were reset; seen on the code before the
+    # signal policy too). The user-visible contract is checked either way: the message, no traceback, no
+    # partial file, the earlier file intact.
+    assert proc.returncode in (130, -signal.SIGINT), stderr
     assert "Traceback" not in stderr and "Interrupted" in stderr
     assert _tmp_files(tmp_path) == []
     if earlier:
