@@ -267,7 +267,7 @@ def test_two_vp_train_to_one_out_and_a_resume_of_a_live_run_are_refused(tmp_path
     finally:
         first.send_signal(signal.SIGTERM)  # saves last.pt and exits 130
         _, err = first.communicate(timeout=120)
-    assert first.returncode == 130, err
+    assert first.returncode in (130, -signal.SIGINT), err  # -SIGINT: see test_cli_gen.py (a shell reports 130)
     assert not lock_path(out).exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.h5", "other.h5", "same"]
 

@@ -363,7 +363,7 @@ def test_sigterm_stops_the_children_and_exits_130(tmp_path):
     child = int(pid_file.read_text())
     proc.terminate()
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    assert proc.returncode in (130, -signal.SIGINT), err  # -SIGINT: see test_cli_gen.py (a shell reports 130)
     assert err.strip() == "study: interrupted"
     with pytest.raises(ProcessLookupError):  # the child is gone (reaped by the study)
         os.kill(child, 0)
