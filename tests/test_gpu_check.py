@@ -18,6 +18,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "gpu_check.sh"
+if not SCRIPT.is_file():  # the suite run against an installed wheel (.ci/run) has no scripts/
+    pytest.skip("scripts/gpu_check.sh is in the repository, not the wheel", allow_module_level=True)
 STEPS = ["data", "pytest_gpu", "bench_train", "bench_ensemble", "bench_rollout", "lm_cuda", "ddp_nccl"]
 
 
