@@ -87,9 +87,13 @@ def _tail(path: Path, n: int = 65536) -> bytes:
         return fh.read()
 
 
-def _is_run_dir(path: Path) -> bool:
+def holds_run(path: Path) -> bool:
+    """Whether the directory ``path`` holds a vp-train run (or an ensemble's): what a new run refuses and
+    ``overwrite`` may replace. A run writes config.toml first, then log.csv, summary.json and the
+    checkpoints; a killed one may have left last.pt or log.csv alone."""
     names = {p.name for p in path.iterdir()}
-    return "config.toml" in names and bool(names & {"log.csv", "last.pt", "best.pt", "summary.json", "ensemble.csv"})
+    return bool(names & {"last.pt", "log.csv", "ensemble.csv"}) or (
+        "config.toml" in names and bool(names & {"best.pt", "summary.json"}))
 
 
 def identify(path: str | os.PathLike) -> str | None:
@@ -99,7 +103,7 @@ def identify(path: str | os.PathLike) -> str | None:
         return None
     if p.is_dir():
         try:
-            return "run" if _is_run_dir(p) else "directory"
+            return "run" if holds_run(p) else "directory"
         except OSError:
             return "directory"
     suffix = p.suffix.lower()

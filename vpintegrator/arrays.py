@@ -13,7 +13,7 @@ import numpy as np
 
 from .errors import VPIntegratorError
 
-__all__ = ["array_namespace", "to_numpy", "as_like", "copy", "first_true", "row_max", "DTYPES", "resolve_dtype"]
+__all__ = ["array_namespace", "to_numpy", "as_like", "copy_array", "first_true", "row_max", "DTYPES", "resolve_dtype"]
 
 #: the floating dtypes the package trains and runs models in, by name
 DTYPES = ("float32", "float64")
@@ -39,7 +39,7 @@ def as_like(a: np.ndarray, like: Any) -> Any:  # NumPy ``a`` in like's namespace
     return a if array_namespace(like) is np else array_namespace(like).as_tensor(a, device=like.device)
 
 
-def copy(a: Any) -> Any:
+def copy_array(a: Any) -> Any:
     return a.copy() if array_namespace(a) is np else a.clone()
 
 

@@ -31,8 +31,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from .errors import VPIntegratorError
-from . import arrays as _arr
-from .arrays import array_namespace, as_like, first_true, row_max, to_numpy
+from .arrays import array_namespace, as_like, copy_array, first_true, row_max, to_numpy
 
 #: relative error above which a prediction stops being "valid" (valid prediction time)
 VALID_ERROR_THRESHOLD = 0.1
@@ -354,7 +353,7 @@ class TrajectoryMetricsStream:
         if xp is np:
             values = {k: np.asarray(v, dtype=np.float64) for k, v in values.items()}
         if self._initial is None:
-            self._initial = {k: _arr.copy(v[:, 0]) for k, v in values.items()}
+            self._initial = {k: copy_array(v[:, 0]) for k, v in values.items()}
         for name in self.names:
             v = values[name]
             out[f"invariant/{name}"] = v
@@ -370,11 +369,11 @@ class TrajectoryMetricsStream:
         ``drift_slope_<inv>``; each an ndarray, shape (n_traj,) (NumPy also after tensor updates)."""
         xp = array_namespace(self._valid_time)
         out = {
-            "final_rel_error": _arr.copy(self._final_error),
+            "final_rel_error": copy_array(self._final_error),
             "valid_time": xp.where(xp.isnan(self._valid_time), self._last_t, self._valid_time),
         }
         for name in self.names:
-            out[f"max_rel_drift_{name}"] = _arr.copy(self._max_drift[name])
+            out[f"max_rel_drift_{name}"] = copy_array(self._max_drift[name])
             out[f"drift_slope_{name}"] = self._fits[name].slope()
         return {k: to_numpy(v) for k, v in out.items()}
 
@@ -442,7 +441,7 @@ class VolumeStream:
         j = self._next_map = max(j0, min(self.n_maps, (k0 + n - self.seq_len) // self.advance + 1))
         maps = slice(j0, j)
         self._k = k0 + n
-        self._tail = _arr.copy(ctx[:, -self.seq_len :]) if self.seq_len > 0 else None
+        self._tail = copy_array(ctx[:, -self.seq_len :]) if self.seq_len > 0 else None
         m = j - j0
         if m == 0:
             empty = y[:, :0, 0] * 0.0 if xp is not np else np.zeros((self.n_traj, 0))
@@ -460,7 +459,7 @@ class VolumeStream:
             logdet = xp.where(good, self.log_det_fn(xp.where(good[:, None, None], flat, 0.0)), float("nan"))
         logdet = logdet.reshape(self.n_traj, m)
         cum = self._cum[:, None] + xp.cumsum(logdet, 1)
-        self._cum = _arr.copy(cum[:, -1])
+        self._cum = copy_array(cum[:, -1])
         abs_cum = xp.abs(cum)  # the largest so far, NaN (failed) maps left out:
         self.max_abs_cum = xp.fmax(self.max_abs_cum, row_max(xp.where(xp.isnan(abs_cum), 0.0, abs_cum)))
         return maps, logdet, cum

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from .._signals import handling
+from .._signals import interrupts_raise
 from .stats import read_json, write_json
 
 #: the repository root (for its ``configs/``) when the package is installed in editable mode
@@ -251,15 +251,12 @@ class Runner:
                           "rerun with --skip-existing to redo only those")
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt(f"terminated by signal {signum}")
-
-
 @contextlib.contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """Within the block SIGTERM raises ``KeyboardInterrupt`` (so ``kill`` stops the children like Ctrl-C);
-    the previous handler comes back afterwards. Outside the main thread signals are left alone."""
-    with handling((signal.SIGTERM,), _interrupt):
+    """Within the block SIGTERM raises ``KeyboardInterrupt`` (so ``kill`` stops the children like Ctrl-C):
+    :func:`vpintegrator._signals.interrupts_raise`, the CLIs' policy; the previous handlers come back
+    afterwards. Outside the main thread signals are left alone."""
+    with interrupts_raise():
         yield
 
 

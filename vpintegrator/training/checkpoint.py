@@ -134,14 +134,12 @@ def check_new_run_dir(out: Path, overwrite: bool = False) -> bool:
     (an empty directory, or one holding only temporary files of killed runs, is fine). With ``overwrite``
     a directory holding a run is accepted if it holds nothing but run files
     (:func:`vpintegrator._outputs.replace_run_dir` empties it); return whether it must be emptied."""
-    from .._outputs import OutputError, check_run_entries
+    from .._outputs import OutputError, check_run_entries, holds_run
 
     if out.exists() and not out.is_dir():
         raise OutputError(f"out {out}: exists and is not a directory; it is never replaced, also with overwrite; "
                           "choose another out", key="out")
-    if (out / "last.pt").exists() or (out / "log.csv").exists() or (out / "ensemble.csv").exists() or (
-        (out / "config.toml").exists() and (out / "summary.json").exists()
-    ):
+    if out.is_dir() and holds_run(out):
         if not overwrite:
             raise OutputError(
                 f"out {out}: already holds a run; continue that run with resume = {out}, choose another out, or "
