@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from bad_inputs import PLACEHOLDERS, Case
 from vpintegrator.errors import VPIntegratorError
 
-AREAS = ("gen", "train", "rollout", "plot", "api", "outputs")
+AREAS = ("gen", "train", "rollout", "plot", "api", "outputs", "shards")
 CASES: list[Case] = []
 for _area in AREAS:
     try:

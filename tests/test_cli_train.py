@@ -76,7 +76,7 @@ def test_flags_only_with_two_shards_and_progress(shards, tmp_path):
                      "--out", run, "--progress")
     assert result.exit_code == 0, result.output
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["data"]["n_traj"] == 12 and summary["data"]["sources"] == shards
+    assert summary["data"]["n_traj"] == 12 and [str((run / p).resolve()) for p in summary["data"]["sources"]] == shards
     assert summary["model"] == "vpff"
     repeated = _invoke("--data", shards[0], "--data", shards[1], "--model", "vpff", "--epochs", 1,
                        "--out", tmp_path / "run2", "--no-progress")
@@ -97,6 +97,9 @@ def test_resume_continues_to_the_total(config_file, tmp_path):
     # same schedule as the 5-epoch run: the decay horizon is part of the run's config
     config_file.write_text(config_file.read_text().replace("epochs = 5", "epochs = 2\ndecay_epochs = 5"))
     assert _invoke(config_file, "--out", split, "--no-progress").exit_code == 0
+    shown = _invoke("--resume", split, "--epochs", 5, "--print-config")  # the config the resume would run
+    assert shown.exit_code == 0, shown.output
+    assert tomllib.loads(shown.output)["epochs"] == 5 and tomllib.loads(shown.output)["decay_epochs"] == 5
     result = _invoke("--resume", split, "--epochs", 5, "--no-progress")
     assert result.exit_code == 0, result.output
     assert "Trained 5 epochs" in result.output
@@ -130,7 +133,7 @@ def test_interrupt_saves_last_and_exits_130(config_file, tmp_path, monkeypatch):
     [
         (["--optimizer", "adamm"], "unknown optimizer 'adamm' (did you mean 'adam'?); valid: adam, adamw, lbfgs, lm, rmsprop, sgd"),
         (["--scheduler", "step"], "unknown scheduler 'step'; valid: constant, cosine, exponential"),
-        (["--model", "mlp"], "unknown model 'mlp'; valid: g_sympnet, la_sympnet, st, symplectic_transformer, vpff, vpt"),
+        (["--model", "gru"], "unknown model 'gru'; valid: g_sympnet, la_sympnet, lp_transformer, lpnet, st, symplectic_transformer, vpff, vpt"),
         (["--seq-len", 9], "seq_len + pred_window = 9 + 9 = 18 exceeds the n_states = 16"),
         (["--device", "tpu"], "unknown device 'tpu'; valid: auto, cpu, cuda, cuda:N"),
         (["--data", "nope.h5"], "nope.h5"),
@@ -228,7 +231,8 @@ def test_set_entries(config_file, tmp_path):
     assert resolved["lm_check_windows"] == 8 and resolved["lr"] == 0.002
     assert resolved["model"]["L"] == 2 and resolved["model"]["seq_len"] == 2
     bad = CliRunner().invoke(main, [str(config_file), "--set", "epoch=3", "--out", str(tmp_path / "r")])
-    assert bad.exit_code == 1 and bad.output.startswith("Error: --set epoch: unknown config key")
+    assert bad.exit_code == 1 and bad.output.startswith("Error: --set: unknown key 'epoch'; valid keys: data, model")
+    assert "did you mean 'epochs'?" in bad.output
     twice = CliRunner().invoke(main, [str(config_file), "--lr", "0.1", "--set", "lr=0.2", "--out", str(tmp_path / "r")])
     assert twice.exit_code == 1 and "also given by its own flag" in twice.output
 

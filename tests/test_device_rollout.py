@@ -137,9 +137,8 @@ def test_engine_choice(tmp_path, data_file):
 
 @pytest.mark.parametrize("engine", ["tpu", 1, None])  # not "gpu": a test id is a marker keyword
 def test_bad_engine_is_a_one_line_error_naming_the_key(tmp_path, data_file, engine):
-    cfg = RolloutConfig(data=data_file, out=tmp_path / "x.h5", integrators=["rk4"], engine=engine)
     with pytest.raises(VPIntegratorError, match=r"engine must be one of auto, host, device; got") as info:
-        run_rollouts(cfg)
+        run_rollouts(RolloutConfig(data=data_file, out=tmp_path / "x.h5", integrators=["rk4"], engine=engine))
     assert info.value.key == "engine" and "\n" not in str(info.value)
     assert not (tmp_path / "x.h5").exists()
 

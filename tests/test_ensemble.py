@@ -178,3 +178,35 @@ def test_fit_keyword_and_float32(tiny_data, tmp_path):
     ens = fit(_config(tiny_data, tmp_path, "ens", dtype="float32", monitor="val_loss", epochs=1), ensemble=3)
     assert len(ens.members) == 3 and all(math.isfinite(m.train_loss) for m in ens.members)
     assert ens.best is ens.members[ens.selected]
+
+
+def test_interrupt_saves_every_member_where_it_stopped(tiny_data, tmp_path, monkeypatch):
+    """Ctrl-C mid-epoch (the one loop's interrupt path): each member's last.pt holds the weights after the step
+    the signal landed on, its summary says interrupted, and the error says an ensemble cannot be resumed."""
+    import signal
+
+    from vpintegrator.training import TrainingInterrupted
+
+    original = windows.WindowDataset.batch
+    calls = {"n": 0}
+
+    def batch_then_signal(self, index):
+        calls["n"] += 1
+        if calls["n"] == 2:  # epoch 1, second step
+            signal.raise_signal(signal.SIGINT)
+        return original(self, index)
+
+    monkeypatch.setattr(windows.WindowDataset, "batch", batch_then_signal)
+    with pytest.raises(TrainingInterrupted, match=r"an ensemble cannot be resumed") as info:
+        fit(_config(tiny_data, tmp_path, "ens", ensemble=2, monitor="val_loss"))
+    monkeypatch.setattr(windows.WindowDataset, "batch", original)
+    out = tmp_path / "ens"
+    for k, s in enumerate((5, 6)):
+        run = out / f"member_{k}_seed_{s}"
+        summary = json.loads((run / "summary.json").read_text())
+        assert summary["stopped"] == "interrupted" and summary["epochs"] == 0 and summary["steps"] == 2
+        last = torch.load(run / "last.pt", weights_only=True)
+        assert last["step"] == 2 and last["epoch"] == 0
+        assert not (run / "best.pt").exists()  # no epoch finished
+    assert info.value.result.steps == 2
+    assert json.loads((out / "selected.json").read_text())["selected"] is None

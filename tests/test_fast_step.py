@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from vpintegrator import VPIntegratorError
 from vpintegrator.cli.train import main as train_main
-from vpintegrator.training import TrainConfig, ensemble, fast_step, fit, loop
+from vpintegrator.training import TrainConfig, ensemble, fast_step, fit, single
 from vpintegrator.training.fast_step import GraphStep, portable_state, resolve_fast_step
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -50,7 +50,7 @@ def graph_on_cpu(monkeypatch):
         sizes.append(shape)
         original(self, batch_loss, optimizer, shape, device, capture)
 
-    for module in (loop, ensemble):
+    for module in (single, ensemble):
         monkeypatch.setattr(module, "resolve_fast_step", lambda mode, *args: "off" if mode == "off" else "graph")
     monkeypatch.setattr(GraphStep, "__init__", init)
     return sizes
@@ -218,7 +218,7 @@ def fake_capture(monkeypatch):
         graph = _FakeGraph(body, Fake.scale)
         return graph, graph.loss
 
-    for module in (loop, ensemble):
+    for module in (single, ensemble):
         monkeypatch.setattr(module, "resolve_fast_step", lambda mode, *args: "off" if mode == "off" else "graph")
     monkeypatch.setattr(fast_step, "_captures", lambda device: True)
     monkeypatch.setattr(fast_step, "capture_graph", capture)

@@ -15,10 +15,11 @@ PACKAGE = Path(vpintegrator.__file__).resolve().parent
 # (lazy imports inside functions count too). Nothing is whitelisted. The root-level modules are parts of
 # their own; ``__init__`` (the lazy root namespace) and ``__main__`` sit above everything.
 LAYERS = [
-    "errors", "_version", "_lazy", "_toml", "_shipped", "_signals", "_io", "_outputs", "resources", "config", "device",  # no package imports
+    "errors", "_version", "provenance", "_progress", "_lazy", "_toml", "_shipped", "_signals", "_io", "_outputs", "resources", "config", "device",  # no package imports
     "arrays", "rundir",  # NumPy/torch helpers and the dtype rule; run-directory text files (torch-free)
+    "stepping",  # the rollout core (window advance, failure rule, block loop): below data, for integrate
     "systems", "integrators", "compiled", "data",  # the NumPy side: equations, methods, kernels, files
-    "jacobians", "nn", "models", "metrics", "testing",  # the torch side and the shared measurements
+    "jacobians", "nn", "models", "metrics", "poisson", "testing",  # the torch side and the shared measurements
     "rollout", "training", "plotting", "studies", "cli",
 ]
 # further parts a part may not import although they are below it (independent branches of the tree)
@@ -27,6 +28,7 @@ ALSO_FORBIDDEN = {
     "models": {"systems", "integrators", "compiled", "data", "rundir"},
     "metrics": {"nn", "models", "rundir"},
     "testing": {"data", "compiled", "metrics", "rundir"},
+    "poisson": {"data", "compiled", "metrics", "rundir", "nn", "models"},
     "plotting": {"nn", "models", "jacobians", "testing", "rollout", "training"},
     "jacobians": {"systems", "integrators", "compiled", "data", "rundir"},
 }

@@ -79,7 +79,8 @@ def test_vpt_units_are_attention_then_full_vpff():
 
 
 def test_registry_and_config_round_trip():
-    assert list_models() == ["g_sympnet", "la_sympnet", "st", "symplectic_transformer", "vpff", "vpt"]
+    assert list_models() == ["g_sympnet", "la_sympnet", "lp_transformer", "lpnet", "st", "symplectic_transformer", "vpff",
+                             "vpt"]
     for key in PAPER:
         model = paper_model(key)
         assert model.config["name"] == key.split("_")[0]
@@ -163,8 +164,8 @@ def test_permutation_along_seq(key, equivariant):
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda: build_model("transformer", dim=3),
-         r"unknown model 'transformer' \(did you mean 'symplectic_transformer'\?\); valid names: g_sympnet, la_sympnet, st, "
+        (lambda: build_model("symplectic_transfomer", dim=3),
+         r"unknown model 'symplectic_transfomer' \(did you mean 'symplectic_transformer'\?\); valid names: g_sympnet, la_sympnet, lp_transformer, lpnet, st, "
          "symplectic_transformer, vpff, vpt"),
         (lambda: build_model("vpt", seq_len=3), "missing required key 'dim'"),
         (lambda: build_model("vpt", dim=3, seq_len=3, n_layers=2), "unknown key 'n_layers'; valid keys: dim, seq_len"),
@@ -235,7 +236,7 @@ def test_round_trip_stiefel_and_standard_forms(tmp_path):
 def test_file_is_plain_weights(tmp_path):
     path = save_model(paper_model("vpt"), tmp_path / "m.pt")
     payload = torch.load(path, weights_only=True)
-    assert set(payload) == {"format", "version", "config", "state_dict", "vpintegrator_version"}
+    assert set(payload) == {"format", "version", "config", "state_dict", "vpintegrator_version", "provenance"}
 
 
 def test_run_directory_prefers_best_then_last(tmp_path):
@@ -381,17 +382,20 @@ def test_default_model_config_is_the_papers(name, n_params):
     config = models_module.default_model_config(name)
     assert "dim" not in config
     assert count_parameters(build_model(name, dim=3, **config)) == n_params
-    with pytest.raises(VPIntegratorError, match="unknown model 'mlp'"):
-        models_module.default_model_config("mlp")
+    with pytest.raises(VPIntegratorError, match="unknown model 'gru'"):
+        models_module.default_model_config("gru")
 
 
 # ---------------------------------------------------------------- Python API conventions (every architecture)
 
 
+_DIM = {"lpnet": 3, "lp_transformer": 3}  # so(3)* only; dim 4 fits every other family
+
+
 def _small_or_paper(name: str):
-    """The architecture at its defaults (the paper's where there is one); dim 4 fits every family."""
+    """The architecture at its defaults (the paper's where there is one), at dim 4 (3 for so(3)* models)."""
     torch.manual_seed(0)
-    return build_model(name, dim=4).double()
+    return build_model(name, dim=_DIM.get(name, 4)).double()
 
 
 @pytest.mark.parametrize("name", models_module.list_models())
@@ -399,9 +403,10 @@ def test_build_model_defaults_are_the_clis(name):
     from vpintegrator.training import TrainConfig
     from vpintegrator.training.setup import build_model as train_build_model
 
-    cli_model, _ = train_build_model(TrainConfig(model={"name": name}), 4, "test data")
-    assert build_model(name, dim=4).config == cli_model.config
-    assert count_parameters(build_model(name, dim=4)) == count_parameters(cli_model)
+    dim = _DIM.get(name, 4)
+    cli_model, _ = train_build_model(TrainConfig(data=["x.h5"], model={"name": name}), dim, "test data")
+    assert build_model(name, dim=dim).config == cli_model.config
+    assert count_parameters(build_model(name, dim=dim)) == count_parameters(cli_model)
 
 
 def test_build_model_vpt_is_the_papers_162():
@@ -416,7 +421,7 @@ def test_every_model_pickles(name, tmp_path):
     import pickle
 
     model = _small_or_paper(name)
-    x = torch.randn(5, model.seq_len, 4, dtype=torch.float64)
+    x = torch.randn(5, model.seq_len, model.dim, dtype=torch.float64)
     copy = pickle.loads(pickle.dumps(model))
     torch.testing.assert_close(copy(x), model(x), rtol=0, atol=0)
     buffer = io.BytesIO()
@@ -430,10 +435,10 @@ def test_every_model_pickles(name, tmp_path):
 @pytest.mark.parametrize("name", models_module.list_models())
 def test_every_model_takes_an_unbatched_window(name):
     model = _small_or_paper(name)
-    x = torch.randn(5, model.seq_len, 4, dtype=torch.float64)
+    x = torch.randn(5, model.seq_len, model.dim, dtype=torch.float64)
     batched = model(x)
     one = model(x[2])  # (seq, dim) -> (seq, dim)
-    assert one.shape == (model.seq_len, 4)
+    assert one.shape == (model.seq_len, model.dim)
     torch.testing.assert_close(one, batched[2], rtol=1e-12, atol=1e-12)
 
 
@@ -442,9 +447,9 @@ def test_vmap_of_jacrev_over_windows(name):
     from torch.func import jacrev, vmap
 
     model = _small_or_paper(name)
-    x = torch.randn(3, model.seq_len, 4, dtype=torch.float64)
+    x = torch.randn(3, model.seq_len, model.dim, dtype=torch.float64)
     J = vmap(jacrev(model))(x)  # (batch, seq, dim, seq, dim)
-    assert J.shape == (3, model.seq_len, 4, model.seq_len, 4)
+    assert J.shape == (3, model.seq_len, model.dim, model.seq_len, model.dim)
     for b in range(3):  # against autograd's Jacobian of the batched call, one window at a time
         ref = torch.autograd.functional.jacobian(lambda w: model(w.unsqueeze(0))[0], x[b])
         torch.testing.assert_close(J[b], ref, rtol=1e-9, atol=1e-10)

@@ -259,8 +259,8 @@ def test_cli_default_and_options(rigid, tmp_path):
         (["--max-points", "1"], "Error: --max-points must be a whole number >= 2"),
         (["--traj", "0"], "Error: --traj 0 is not in"),
         (["--traj", "x"], "Error: --traj must be a comma list of integers"),
-        (["--set", "dpi=0"], "Error: --dpi must be a whole number > 0"),
-        (["--set", "colour=red"], "Error: set: unknown key 'colour'"),
+        (["--set", "dpi=0"], "Error: dpi must be a whole number > 0"),  # given by --set: named as the key
+        (["--set", "colour=red"], "Error: --set: unknown key 'colour'; valid keys: methods,"),
         (["--set", "traj=[3]", "--traj", "5"], "Error: --set traj=...: traj is also given by its own flag --traj; give it once"),
         (["--kind", "volume", "--kind", "training"], "Error: --kind training draws run directories"),
     ],

@@ -1,5 +1,6 @@
-"""The rollout core (vpintegrator.rollout.core): the one window advance and the one failure rule, each
-against an independent, obviously correct computation, on NumPy and on torch."""
+"""The rollout core (vpintegrator.stepping): the one window advance, the
+one failure rule and the one block loop, each against an independent, obviously correct computation, on
+NumPy and on torch; ``integrate`` (a caller of the block loop) against a hand-written loop of ``step``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import torch
 
 from vpintegrator.models import build_model
 from vpintegrator.rollout import ModelStep
-from vpintegrator.rollout.core import bad_states, failure_limit, iterate_windows, mark_failures, next_window
+from vpintegrator.stepping import (
+    bad_states, block_schedule, failure_limit, iterate_windows, mark_failures, next_window, run_blocks,
+)
 
 
 def _slow_rollout(fn, window, n_calls, advance):
@@ -98,3 +101,95 @@ def test_failure_rule_numpy_and_torch_against_a_per_state_loop():
         np.testing.assert_array_equal(np.isnan(got_block), np.isnan(want_block), err_msg=xp)
         np.testing.assert_array_equal(np.asarray(new), [False, True, True, True, False, False], err_msg=xp)
     assert bad_states(np.array([[1.0, 0.0], [np.nan, 0.0], [5.0, 5.0]]), np.array([2.0, 2.0, 2.0])).tolist() == [False, True, True]
+
+
+def test_block_schedule_covers_the_steps_in_order():
+    assert block_schedule(0, 10, 4) == [(0, 4), (4, 4), (8, 2)]
+    assert block_schedule(3, 11, 4) == [(3, 4), (7, 4)]
+    assert block_schedule(5, 5, 4) == []
+
+
+@pytest.mark.parametrize("xp", ["numpy", "torch"])
+def test_block_loop_against_a_step_by_step_loop(xp):
+    """A map that multiplies each row by its own factor, run by the block loop in uneven blocks, against the
+    states computed step by step with the failure rule written out: the same states (NaN after a failure),
+    the same failure steps, each failed row restarted once, the blocks handed over in order."""
+    rng = np.random.default_rng(3)
+    n_traj, dim, n_steps = 5, 2, 23
+    y0 = rng.normal(size=(n_traj, dim))
+    gain = np.array([1.0, 1.5, 0.9, 2.0, 1.2])  # rows 1, 3 and 4 blow up past blowup = 20
+    limit = failure_limit(y0[:, None], 20.0)
+    states = [y0]
+    for _ in range(n_steps):
+        states.append(states[-1] * gain[:, None])
+    want = np.stack(states, axis=1)  # (n_traj, n_steps + 1, dim)
+    want_failed = np.full(n_traj, -1)
+    for i in range(n_traj):
+        for k in range(n_steps + 1):
+            if want_failed[i] < 0 and not np.linalg.norm(want[i, k]) <= limit[i]:
+                want_failed[i] = k
+        if want_failed[i] >= 0:
+            want[i, want_failed[i]:] = np.nan
+    as_xp = (lambda a: a) if xp == "numpy" else torch.as_tensor
+    state = {"y": as_xp(y0.copy())}
+    restarted = []
+    handed = []
+
+    def produce(i, k0, n):
+        if i == 0:
+            return as_xp(y0[:, None].copy())
+        out = []
+        for _ in range(n):
+            state["y"] = state["y"] * as_xp(gain)[:, None]
+            out.append(state["y"])
+        return np.stack(out, 1) if xp == "numpy" else torch.stack(out, 1)
+
+    def restart(rows):
+        rows = np.flatnonzero(rows.numpy()) if xp == "torch" else rows
+        assert xp == "torch" or rows.dtype.kind == "i"
+        restarted.extend(int(r) for r in rows)
+        state["y"][rows] = as_xp(y0)[rows]
+
+    out = np.full((n_traj, n_steps + 1, dim), -7.0)
+
+    def deliver(i, k0, block):
+        handed.append((k0, block.shape[1]))
+        out[:, k0 : k0 + block.shape[1]] = np.asarray(block)
+
+    schedule = [(0, 1), *block_schedule(1, n_steps + 1, 5)]
+    failed = run_blocks(schedule, produce, deliver, limit=as_xp(limit), failed=as_xp(np.full(n_traj, -1)),
+                        restart=restart)
+    assert handed == schedule
+    np.testing.assert_array_equal(np.asarray(failed), want_failed)
+    np.testing.assert_array_equal(out, want)
+    assert sorted(restarted) == [1, 3, 4]
+
+
+def test_block_loop_without_the_failure_rule_hands_blocks_over_unchanged():
+    blocks = {0: np.array([[[np.nan]]]), 1: np.array([[[1e300], [np.inf]]])}
+    got = []
+    assert run_blocks([(0, 1), (1, 2)], lambda i, k0, n: blocks[i], lambda i, k0, b: got.append(b)) is None
+    assert got[0] is blocks[0] and got[1] is blocks[1] and np.isinf(got[1][0, 1, 0])
+
+
+@pytest.mark.parametrize("method", ["implicit_midpoint", "rk4", "splitting", "gauss_legendre4"])
+def test_integrate_is_a_hand_written_loop_of_step(method, monkeypatch):
+    """integrate (the block loop in blocks of 4 steps here) equals the integrator's step applied n times,
+    bit for bit, and calls back once per step in order."""
+    from vpintegrator.data import integration
+    from vpintegrator.integrators import get_integrator
+    from vpintegrator.systems import get_system
+
+    monkeypatch.setattr(integration, "CHUNK_STEPS", 4)
+    system = get_system("rigid_body")
+    y0 = np.random.default_rng(0).normal(size=(3, 3))
+    calls = []
+    traj = integration.integrate(system, y0, 0.1, 11, method, callback=lambda k, y: calls.append((k, y.copy())))
+    step = get_integrator(method)
+    y, want = y0, [y0]
+    for _ in range(11):
+        y = step.step(system, y, 0.1)
+        want.append(y)
+    np.testing.assert_array_equal(traj.y, np.stack(want, axis=1))
+    assert [k for k, _ in calls] == list(range(1, 12))
+    np.testing.assert_array_equal(np.stack([y for _, y in calls], 1), traj.y[:, 1:])

@@ -1,4 +1,5 @@
-"""Rollout files: schema 2 as written by run_rollouts, read_rollout's result, reading schema-1 files."""
+"""Rollout files: schema 2 as written by run_rollouts, read_rollout's result, reading schema-1 files; the
+writer (RolloutWriter) read back by the reader; the one attribute codec of both file kinds."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from vpintegrator.data.rollouts import (
     ROLLOUT_SCHEMA_VERSION,
     MethodMetrics,
     RolloutResult,
+    RolloutWriter,
     read_rollout,
 )
 from vpintegrator.data.trajectories import Trajectories
@@ -106,3 +108,90 @@ def test_rollout_returns_trajectories():
     assert isinstance(res, Trajectories) and res.n_steps == 10 and res.t[0] == 1.0
     assert res.failed_step.tolist() == [-1] and res.system.name == "rigid_body"
     assert {"seconds", "seconds_per_step", "setup_seconds", "integrator"} <= set(res.meta)
+
+
+def _write_by_hand(path, extra_attrs=None, fail=False):
+    """A two-method rollout file written with RolloutWriter from known arrays; returns them."""
+    from vpintegrator.systems import get_system, system_meta
+
+    rng = np.random.default_rng(0)
+    system = get_system("rigid_body")
+    n_traj, n_states = 3, 9
+    t = 0.1 * np.arange(n_states)
+    ref, y = rng.normal(size=(n_traj, n_states, 3)), rng.normal(size=(n_traj, n_states, 3))
+    inv = {name: rng.normal(size=(n_traj, n_states)) for name in system.invariant_names}
+    err = rng.normal(size=(n_traj, n_states))
+    map_step = np.arange(1, n_states)
+    ld = rng.normal(size=(n_traj, n_states - 1))
+    attrs = {**system_meta(system), "dt": 0.1, "t0": 0.0, "t_end": float(t[-1]), "n_traj": n_traj,
+             "n_states": n_states, "n_steps": n_states - 1, "invariant_names": list(system.invariant_names),
+             "methods": ["a"], "method_kinds": ["integrator"], "init": None}
+    with RolloutWriter(path, attrs, t, np.array([5, 1, 2]), dim=3, invariant_names=system.invariant_names,
+                       chunk_steps=4, extra_attrs=extra_attrs) as w:
+        r = w.reference()
+        for k0 in range(0, n_states, 4):  # blocks as the engines hand them over
+            r.write(k0, {"y": ref[:, k0 : k0 + 4], **{f"invariant/{n}": v[:, k0 : k0 + 4] for n, v in inv.items()}})
+        r.close(np.full(n_traj, -1), {"label": "reference", "kind": "reference", "source": "by hand"})
+        m = w.method("a", map_step=map_step)
+        for k0 in range(0, n_states, 4):
+            maps = np.flatnonzero((map_step >= k0) & (map_step < k0 + 4))
+            m.write(k0, {"y": y[:, k0 : k0 + 4], "rel_error": err[:, k0 : k0 + 4], "maps": maps,
+                         "log_det_J": ld[:, maps], "cum_log_det_J": np.cumsum(ld, axis=1)[:, maps],
+                         **{f"invariant/{n}": v[:, k0 : k0 + 4] for n, v in inv.items()}})
+        if fail:
+            raise KeyboardInterrupt
+        m.close(np.array([-1, 4, -1]), {"kind": "integrator", "seconds_per_step": 0.5, "note": None})
+        w.finish([{"method": "a", "final_rel_error": 1.5}])
+    return ref, y, inv, err, ld
+
+
+def test_writer_read_back_by_the_reader(tmp_path):
+    path = tmp_path / "hand.h5"
+    ref, y, inv, err, ld = _write_by_hand(path, extra_attrs={"provenance": {"command": "vp-rollout", "n": 2}})
+    r = read_rollout(path)
+    np.testing.assert_array_equal(r.reference.y, ref)
+    np.testing.assert_array_equal(r.methods["a"].y, y)
+    np.testing.assert_array_equal(r.metrics["a"].rel_error, err)
+    np.testing.assert_array_equal(r.metrics["a"].log_det_J, ld)
+    np.testing.assert_array_equal(r.metrics["a"].cum_log_det_J, np.cumsum(ld, axis=1))
+    for name, v in inv.items():
+        np.testing.assert_array_equal(r.metrics["reference"].invariants[name], v)
+        np.testing.assert_array_equal(r.metrics["a"].invariants[name], v)
+    assert r.traj_index.tolist() == [5, 1, 2] and r.methods["a"].failed_step.tolist() == [-1, 4, -1]
+    assert r.meta["schema"] == "vpintegrator-rollout" and r.meta["schema_version"] == ROLLOUT_SCHEMA_VERSION
+    # a mapping (the extra attributes) by the one codec: JSON text listed in json_keys, a dict again when read
+    assert r.meta["provenance"] == {"command": "vp-rollout", "n": 2} and "json_keys" not in r.meta
+    assert "init" not in r.meta and "note" not in r.methods["a"].meta  # None: left out
+    assert r.methods["a"].meta["seconds_per_step"] == 0.5 and r.table == [{"method": "a", "final_rel_error": 1.5}]
+    assert r.system.name == "rigid_body"
+    with h5py.File(path) as f:
+        assert [str(k.decode() if isinstance(k, bytes) else k) for k in f.attrs["json_keys"]] == ["provenance"]
+        assert "json_keys" not in f["methods/a"].attrs  # written only where some value is JSON
+
+
+def test_writer_is_atomic(tmp_path):
+    path = tmp_path / "hand.h5"
+    with pytest.raises(KeyboardInterrupt):
+        _write_by_hand(path, fail=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_vp_rollout_file_stores_no_json_keys(rollout_file):
+    """Every attribute vp-rollout writes is stored natively, as before the one codec: no json_keys, so files
+    of earlier versions (which had none) and of this one read alike."""
+    with h5py.File(rollout_file) as f:
+        groups = [f, f["reference"], *f["methods"].values()]
+        assert all("json_keys" not in g.attrs for g in groups)
+
+
+def test_write_attrs_keeps_earlier_json_keys(tmp_path):
+    """The one attribute encoder (trajectory and rollout files): values written in two calls keep their
+    JSON keys; the reader decodes both."""
+    from vpintegrator.data._attrs import _attrs_to_meta, write_attrs
+
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        write_attrs(f, {"a": {"x": 1}, "b": 2, "s": np.str_("v")})
+        write_attrs(f, {"c": [[1, 2], [3, 4]], "d": None, "a2": "text"}, skip_none=True)
+        meta = _attrs_to_meta(f.attrs)
+        assert isinstance(f.attrs["s"], str)
+    assert meta == {"a": {"x": 1}, "b": 2, "s": "v", "c": [[1, 2], [3, 4]], "a2": "text"}

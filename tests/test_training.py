@@ -143,7 +143,10 @@ def test_run_directory(tiny_data, tmp_path):
     config = TrainConfig.from_toml(run / "config.toml")
     assert config.model["name"] == "vpt" and config.model["dim"] == 3 and config.data == [tiny_data]
     assert config.decay_epochs == 3.0 and config.out == str(run)
-    assert tomllib.loads(config.to_toml()) == tomllib.loads((run / "config.toml").read_text())
+    # the file stores the paths relative to the run directory (issue 22); read, they resolve against it
+    from vpintegrator.rundir import absolute_run_paths
+
+    assert tomllib.loads(config.to_toml()) == absolute_run_paths(tomllib.loads((run / "config.toml").read_text()), run)
 
 
 def test_best_checkpoint_holds_the_best_weights(tiny_data, tmp_path):
@@ -256,7 +259,7 @@ def _hdf5_without_schema(tmp_path) -> str:
     [
         (dict(optimizer="adamm"), r"unknown optimizer 'adamm' \(did you mean 'adam'\?\); valid: adam, adamw, lbfgs, lm, rmsprop, sgd"),
         (dict(scheduler="linear"), r"unknown scheduler 'linear' \(did you mean 'cosine'\?\); valid: constant, cosine, exponential"),
-        (dict(model={"name": "mlp"}), r"unknown model 'mlp'; valid: g_sympnet, la_sympnet, st, symplectic_transformer, vpff, vpt"),
+        (dict(model={"name": "gru"}), r"unknown model 'gru'; valid: g_sympnet, la_sympnet, lp_transformer, lpnet, st, symplectic_transformer, vpff, vpt"),
         (dict(model={"name": "vpt", "seq_len": 9}), r"seq_len \+ pred_window = 9 \+ 9 = 18 exceeds the n_states = 16"),
         (dict(model={"name": "vpt", "seq_len": 2, "dim": 4}), r"dim = 4 but the data .* has dim = 3"),
         (dict(model={"name": "vpt", "seq_len": 2, "width": 4}), r"unknown key 'width'"),
@@ -592,9 +595,9 @@ def _small(tiny_data, tmp_path, **kw):
 
 
 def test_divergence_stops_keeps_finite_best(tiny_data, tmp_path, monkeypatch):
-    from vpintegrator.training import loop
+    from vpintegrator.training import single
 
-    real = loop.window_loss
+    real = single.window_loss
     calls = {"n": 0}
 
     def fake(model, dataset, batch_size, dist=None):  # the validation loss turns NaN in epoch 2
@@ -602,7 +605,7 @@ def test_divergence_stops_keeps_finite_best(tiny_data, tmp_path, monkeypatch):
         calls["n"] += 1
         return math.nan if calls["n"] >= 2 else value
 
-    monkeypatch.setattr(loop, "window_loss", fake)
+    monkeypatch.setattr(single, "window_loss", fake)
     with pytest.raises(VPIntegratorError, match=r"training diverged: validation loss is nan at epoch 2, step \d+; "
                                                 r"lower lr \(now 0.01\)") as info:
         fit(_small(tiny_data, tmp_path))

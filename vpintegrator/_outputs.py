@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import re
 import sys
@@ -277,7 +278,7 @@ def _busy(path: Path, key: str | None, pid: int | None, what: str) -> OutputErro
 
 
 def _took_over(lock: Path, pid: int | None, what: str) -> None:
-    print(f"Warning: took over {lock}, left by {_who(pid, what)}, which no longer runs", file=sys.stderr, flush=True)
+    logging.getLogger(__name__).warning("took over %s, left by %s, which no longer runs", lock, _who(pid, what))
 
 
 def _acquire_flock(lock: Path, path: Path, key: str | None) -> int:

@@ -1,25 +1,35 @@
-"""The one config layer under the training, rollout and generation configs: TOML + overrides + checks.
+"""The one config layer under the training, rollout and generation configs: declared keys, TOML,
+overrides, checks.
 
-Each config is a dataclass whose fields are its keys. The same keys are TOML keys, ``--set KEY=VALUE``
-entries and (spelled with dashes) CLI flags. This module reads TOML files with one-line errors (a
-missing file, a file that is not TOML, bad syntax), parses ``--set`` entries, merges overrides on top of
-file values (``None`` means "not given"), checks keys against the valid ones, and writes TOML back
-(a minimal writer: no new dependency). Errors carry the key (:class:`~vpintegrator.errors.VPIntegratorError`
+Each config is a dataclass whose fields are its keys, declared with :func:`key`: the type, default,
+bounds or choices, help text, CLI flag and whether a resumed run may change it. The same keys are TOML
+keys, ``--set KEY=VALUE`` entries and (spelled with dashes) CLI flags; everything else is derived from
+the declaration: the checks (:class:`Config`, run once when a config is built and, for the keys that
+change, by :meth:`Config.replace`), TOML reading and writing, ``--set`` parsing and the CLI options with
+their help (:mod:`vpintegrator.cli._options`). This module also reads TOML files with one-line errors (a
+missing file, a file that is not TOML, bad syntax), merges overrides on top of file values (``None``
+means "not given"), checks keys against the valid ones (with a close match), and writes TOML back (a
+minimal writer: no new dependency). Errors carry the key (:class:`~vpintegrator.errors.VPIntegratorError`
 ``key``) so that each CLI can name it as its own flag.
 """
 
 from __future__ import annotations
 
+import contextvars
+import copy
+import dataclasses
+import functools
 import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Iterable, Mapping, Sequence
 
 from ._toml import tomllib
 from .errors import VPIntegratorError
 
-__all__ = ["read_toml", "parse_set", "merge", "check_keys", "dump_toml", "toml_value"]
+__all__ = ["Config", "Key", "key", "declared", "read_toml", "parse_set", "merge", "check_keys", "did_you_mean",
+           "unknown_key", "dump_toml", "toml_value"]
 
 
 def read_toml(path: str | os.PathLike, *, table: str | None = None, what: str = "config") -> dict[str, Any]:
@@ -91,13 +101,33 @@ def merge(base: Mapping[str, Any], *overrides: Mapping[str, Any] | None) -> dict
     return out
 
 
+def closest(name: Any, valid: Iterable[str]) -> str | None:
+    """The valid name closest to ``name`` (a likely typo), or ``None``."""
+    import difflib
+
+    close = difflib.get_close_matches(str(name), [str(v) for v in valid], n=1, cutoff=0.5)
+    return close[0] if close else None
+
+
+def did_you_mean(name: Any, valid: Iterable[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the closest valid name, or ``""``."""
+    close = closest(name, valid)
+    return f" (did you mean {close!r}?)" if close else ""
+
+
+def unknown_key(name: Any, valid: Sequence[str], where: str, hint: str = "") -> str:
+    """The one message for an unknown key: ``where: unknown key 'x'; valid keys: ...; did you mean 'y'?``."""
+    close = closest(name, valid)
+    return (f"{where}: unknown key {name!r}; valid keys: {', '.join(valid)}{'; ' + hint if hint else ''}"
+            f"{f'; did you mean {close!r}?' if close else ''}")
+
+
 def check_keys(values: Mapping[str, Any], valid: Sequence[str], source: str = "config") -> None:
-    """Refuse unknown keys: a one-line error naming ``source`` and the key, listing the valid keys."""
+    """Refuse unknown keys: a one-line error naming ``source`` and the key, the valid keys and a close
+    match."""
     unknown = [k for k in values if k not in valid]
     if unknown:
-        raise VPIntegratorError(
-            f"{source}: unknown key {unknown[0]!r}; valid keys: {', '.join(valid)}", key=str(unknown[0])
-        )
+        raise VPIntegratorError(unknown_key(unknown[0], valid, source), key=str(unknown[0]))
 
 
 def toml_value(value: Any) -> str:
@@ -144,3 +174,245 @@ def dump_toml(values: Mapping[str, Any]) -> str:
         lines.append(f"[{_toml_key(key)}]")
         lines.extend(f"{_toml_key(k)} = {toml_value(v)}" for k, v in table.items() if v is not None)
     return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------------
+# declared keys: one field declaration per key; checks, TOML, --set and CLI flags derive from it
+
+_MISSING = dataclasses.MISSING
+_META = "vpintegrator.key"
+
+
+@dataclasses.dataclass(frozen=True)
+class Key:
+    """What one config key is (a field's metadata; build it with :func:`key`).
+
+    ``type``: ``int``, ``float``, ``bool``, ``str``, ``dict`` (a table) or ``None`` (anything; ``check``
+    decides). ``low``/``high`` bound numbers (``open_low``/``open_high``: strictly); ``choices`` is a tuple
+    or a zero-argument callable (a registry, read when needed); ``optional``: ``None`` is allowed (not
+    set); ``what`` names a registry's entries (``"optimizer"``: "unknown optimizer 'x' (did you mean ...)").
+    ``expected`` is what the message says after "must be"; ``check(value) -> value`` replaces the declared
+    check (it raises a one-line error naming the key). ``help``, ``flag`` (``None``: the key with dashes;
+    ``""``: no flag of its own), ``short`` (extra spellings), ``metavar``, ``path`` (``"file"``, ``"dir"``
+    or ``"any"``: the flag takes a path), ``show_default`` (``True``: the default; a text: shown instead),
+    ``hidden`` and ``resumable`` (a resumed run may change it) describe the CLI and the run.
+    """
+
+    type: Any = None
+    optional: bool = False
+    low: float | None = None
+    high: float | None = None
+    open_low: bool = False
+    open_high: bool = False
+    choices: Any = None
+    what: str = ""
+    expected: str | None = None
+    check: Any = None
+    help: str = ""
+    flag: str | None = None
+    short: tuple = ()
+    metavar: str | None = None
+    path: str | None = None
+    show_default: Any = True
+    hidden: bool = False
+    resumable: bool = False
+
+    def choice_list(self) -> list[str]:
+        return list(self.choices() if callable(self.choices) else self.choices or ())
+
+    def describe(self) -> str:
+        """The words after "must be"."""
+        if self.expected:
+            return self.expected
+        if self.choices is not None:
+            return " or ".join(map(repr, self.choice_list()))
+        if self.type is bool:
+            return "true or false"
+        if self.type in (int, float):
+            if self.type is int and self.low in (0, 1) and self.high is None:
+                return "a positive integer" if self.low == 1 else "a non-negative integer"
+            words = "an integer" if self.type is int else "a finite number"
+            bounds = []
+            if self.low is not None:
+                bounds.append(f"{'>' if self.open_low else '>='} {self.low:g}")
+            if self.high is not None:
+                bounds.append(f"{'<' if self.open_high else '<='} {self.high:g}")
+            return f"{words} {' and '.join(bounds)}".strip()
+        if self.type is dict:
+            return "a table"
+        if self.type is str:
+            return "a string"
+        return "a valid value"
+
+    def validate(self, name: str, value: Any, label: str | None = None) -> Any:
+        """``value`` checked (and normalised) for the key ``name``; a one-line error naming it (as ``label``
+        if given, e.g. a file and its section) otherwise."""
+        label = name if label is None else label
+        if value is None and self.optional:
+            return None
+        if self.check is not None:
+            return self.check(value)
+        if self.what and not self._ok(value):
+            valid = self.choice_list()
+            raise VPIntegratorError(
+                f"{label}: unknown {self.what} {value!r}{did_you_mean(value, valid)}; valid: {', '.join(valid)}",
+                key=name,
+            )
+        if not self._ok(value):
+            raise VPIntegratorError(f"{label} must be {self.describe()}; got {value!r}", key=name)
+        if self.type is int:
+            return int(value)
+        if self.type is float:
+            return value if isinstance(value, int) and not isinstance(value, bool) else float(value)
+        if self.type is bool:
+            return bool(value)
+        return value
+
+    def _ok(self, value: Any) -> bool:
+        import numpy as np
+
+        if self.choices is not None:
+            return isinstance(value, str) and value in self.choice_list()
+        if self.type is bool:
+            return isinstance(value, (bool, np.bool_))
+        if self.type in (int, float):
+            if isinstance(value, (bool, np.bool_)):
+                return False
+            if self.type is int and not isinstance(value, (int, np.integer)):
+                return False
+            if not isinstance(value, (int, float, np.integer, np.floating)) or not math.isfinite(float(value)):
+                return False
+            v = value if isinstance(value, (int, np.integer)) else float(value)  # exact for big ints
+            if self.low is not None and (v <= self.low if self.open_low else v < self.low):
+                return False
+            return not (self.high is not None and (v >= self.high if self.open_high else v > self.high))
+        if self.type is not None:
+            return isinstance(value, self.type)
+        return True
+
+
+def key(default: Any = _MISSING, *, default_factory: Any = _MISSING, **info: Any) -> Any:
+    """A config field: ``default`` (or ``default_factory``) and its :class:`Key` (``type``, bounds, choices,
+    ``help``, ``flag``, ...). One declaration per key is all a config class needs."""
+    kwargs: dict[str, Any] = {"metadata": {_META: Key(**info)}}
+    if default_factory is not _MISSING:
+        kwargs["default_factory"] = default_factory
+    elif default is not _MISSING:
+        kwargs["default"] = default
+    return dataclasses.field(**kwargs)
+
+
+@functools.lru_cache(maxsize=None)
+def declared(cls: type) -> dict[str, Key]:
+    """key -> :class:`Key` of a config class, in declaration order (a field without one gets ``Key()``)."""
+    return {f.name: f.metadata.get(_META, Key()) for f in dataclasses.fields(cls) if f.init}
+
+
+class Config:
+    """The base of the config dataclasses: a key is one :func:`key` field.
+
+    Checked once: every key when a config is built (``Cls(...)``, :meth:`from_dict`, :meth:`from_toml`),
+    then the rules between keys (:meth:`_check_together`); :meth:`replace` checks only the keys it
+    changes, then the rules between keys; assigning one key checks that key. Messages start with
+    ``source: `` (the file, ``flags`` or ``config``) where the class says so (``_source_in_messages``).
+    """
+
+    _source_in_messages: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        self._run_checks(list(declared(type(self))), _source_var.get())
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self.__dict__.get("_ready") and name in declared(type(self)):
+            value = self._checked(name, value, "config")
+        object.__setattr__(self, name, value)
+
+    # -- checks ------------------------------------------------------------------------------------
+
+    def _checked(self, name: str, value: Any, source: str) -> Any:
+        try:
+            return declared(type(self))[name].validate(name, value)
+        except VPIntegratorError as err:
+            raise self._sourced(err, source) from None
+
+    def _sourced(self, err: VPIntegratorError, source: str) -> VPIntegratorError:
+        if not self._source_in_messages:
+            return err
+        return VPIntegratorError(f"{source}: {err}", key=err.key)
+
+    def _run_checks(self, names: Iterable[str], source: str) -> None:
+        object.__setattr__(self, "_ready", False)
+        for name in names:
+            object.__setattr__(self, name, self._checked(name, getattr(self, name), source))
+        try:
+            self._check_together()
+        except VPIntegratorError as err:
+            raise self._sourced(err, source) from None
+        object.__setattr__(self, "_ready", True)
+
+    def _check_together(self) -> None:
+        """Rules between keys (a subclass's); raise a one-line error naming the key to change."""
+
+    def validate(self, source: str = "config") -> None:
+        """Check the rules between keys (every key was checked when it was set: at construction, by
+        :meth:`replace` or by assignment); a config not yet checked gets every check."""
+        if not self.__dict__.get("_ready"):
+            self._run_checks(list(declared(type(self))), source)
+            return
+        try:
+            self._check_together()
+        except VPIntegratorError as err:
+            raise self._sourced(err, source) from None
+
+    # -- construction ------------------------------------------------------------------------------
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        return list(declared(cls))
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any], source: str = "config"):
+        """Build from a (TOML) mapping; an unknown key is an error with a close match and the valid keys."""
+        check_keys(values, cls.keys(), source)
+        token = _source_var.set(source)
+        try:
+            return cls(**values)
+        finally:
+            _source_var.reset(token)
+
+    def _merge(self, values: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+        """``values`` with the ``overrides`` that are not ``None`` on top (a subclass may merge tables)."""
+        return {**values, **{k: v for k, v in overrides.items() if v is not None}}
+
+    def replace(self, **overrides: Any):
+        """A copy with ``overrides`` that are not ``None`` applied; only the changed keys are checked (and
+        the rules between keys)."""
+        check_keys(overrides, self.keys(), "config")
+        merged = self._merge(self.to_dict(), overrides)
+        new = copy.deepcopy(self)
+        changed = []
+        for name, value in merged.items():
+            if name not in self.__dict__ or not _same(value, getattr(self, name)):
+                object.__setattr__(new, name, copy.deepcopy(value))
+                changed.append(name)
+        new._run_checks(changed, "config")
+        return new
+
+    # -- output ------------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: copy.deepcopy(getattr(self, name)) for name in self.keys()}
+
+    def to_toml(self) -> str:
+        """The config as TOML (``None`` values are left out: they mean "default")."""
+        return dump_toml(self.to_dict())
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:  # e.g. arrays
+        return False
+
+
+_source_var: contextvars.ContextVar[str] = contextvars.ContextVar("vpintegrator_config_source", default="config")

@@ -323,7 +323,9 @@ class TrajectoryMetricsStream:
         y_ref : ndarray, shape (n_traj, n, dim), or None
             The reference states (None: no error metrics).
 
-        Or float64 torch tensors on one device (``t`` may stay NumPy: a copy per call): the metrics are then
+        Notes
+        -----
+        The arrays may also be float64 torch tensors on one device (``t`` may stay NumPy: a copy per call): the metrics are then
         tensors there, computed without a host-device synchronisation, and the running values stay there.
 
         Returns
@@ -393,6 +395,8 @@ class VolumeStream:
         ``advance`` = ``pred_window`` for non-overlapping windows, 1 for overlapping windows and classical
         steps; the trajectory has states ``0 .. n_steps``.
 
+    Notes
+    -----
     Windows with a non-finite state (failed trajectories) get NaN: NumPy chunks leave them out of
     ``log_det_fn``'s input, tensor chunks put them in as zeros (no data-dependent shape: no synchronisation).
     """

@@ -4,6 +4,12 @@ Torch-free, so that figures and study tables read runs without importing the tra
 directory holds ``config.toml`` (the resolved config), ``log.csv`` (:data:`LOG_COLUMNS` per epoch, plus
 :data:`ROLLOUT_COLUMN` with ``monitor = "val_rollout"``), ``summary.json``, and the checkpoints ``best.pt``
 and ``last.pt`` (written by :mod:`vpintegrator.training.checkpoint`).
+
+The paths a run directory's ``config.toml`` and ``summary.json`` store (``data``, ``init_from``, ``out``;
+``summary.json``'s ``data.sources``) are relative to the run directory (:func:`relative_run_paths`), so a
+published run directory names no home directory and a run directory moved together with its data still
+resumes; readers resolve them against the run directory (:func:`absolute_run_paths`). Runs written before
+stored absolute paths, which read unchanged.
 """
 
 from __future__ import annotations
@@ -11,12 +17,14 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
 from .errors import VPIntegratorError
 
-__all__ = ["LOG_COLUMNS", "ROLLOUT_COLUMN", "format_row", "read_log", "read_summary"]
+__all__ = ["LOG_COLUMNS", "ROLLOUT_COLUMN", "format_row", "read_log", "read_summary", "relative_run_paths",
+           "absolute_run_paths"]
 
 #: the columns every log.csv has, in order
 LOG_COLUMNS = ("epoch", "train_loss", "val_loss", "lr", "seconds")
@@ -64,9 +72,61 @@ def read_log(path: str | Path, max_epoch: int | None = None) -> list[dict[str, f
 
 
 def read_summary(run_dir: str | Path) -> dict[str, Any] | None:
-    """``summary.json`` of a run directory, or None when it is missing or unreadable."""
+    """``summary.json`` of a run directory, or None when it is missing or unreadable (its paths resolved
+    against ``run_dir``: :func:`absolute_run_paths`)."""
     try:
         value = json.loads((Path(run_dir) / "summary.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return value if isinstance(value, dict) else None
+    return absolute_run_paths(value, run_dir) if isinstance(value, dict) else None
+
+
+# ---------------------------------------------------------------------------------------------------
+# paths relative to the run directory
+
+_NOT_FILES = ("pretrained:", "gml:", "<")  # not plain paths (models by name; "<in memory>" data): stored as given
+
+
+def _map_paths(values: dict[str, Any], fn) -> dict[str, Any]:
+    """``values`` (a config or a summary) with ``fn`` applied to ``data`` (a list), ``init_from``, ``out``
+    and ``data.sources`` (a summary's); other keys unchanged, non-path values (None, pretrained:...) too."""
+    out = dict(values)
+
+    def one(p):
+        return fn(p) if isinstance(p, (str, os.PathLike)) and not str(p).startswith(_NOT_FILES) else p
+
+    for key in ("init_from", "out"):
+        if key in out:
+            out[key] = one(out[key])
+    data = out.get("data")
+    if isinstance(data, list):
+        out["data"] = [one(p) for p in data]
+    elif isinstance(data, dict) and isinstance(data.get("sources"), list):
+        out["data"] = {**data, "sources": [one(p) for p in data["sources"]]}
+    return out
+
+
+def relative_run_paths(values: dict[str, Any], run_dir: str | Path) -> dict[str, Any]:
+    """``values`` with its paths (:func:`_map_paths`) relative to ``run_dir`` (``out`` becomes ``"."``);
+    a path relative already is taken relative to the working directory first."""
+    base = Path(run_dir).resolve()
+
+    def rel(p) -> str:
+        try:
+            return os.path.relpath(Path(p).expanduser().resolve(), base)
+        except ValueError:  # another drive (Windows): no relative form
+            return str(Path(p).expanduser().resolve())
+
+    return _map_paths(values, rel)
+
+
+def absolute_run_paths(values: dict[str, Any], run_dir: str | Path) -> dict[str, Any]:
+    """``values`` with its relative paths resolved against ``run_dir`` (absolute ones, as older runs
+    stored, unchanged)."""
+    base = Path(run_dir).resolve()
+
+    def absolute(p) -> str:
+        p = Path(p).expanduser()
+        return str(p if p.is_absolute() else (base / p).resolve())
+
+    return _map_paths(values, absolute)

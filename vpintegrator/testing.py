@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 
 import torch
 from torch import nn
 
 from .errors import VPIntegratorError
 from .jacobians import METHODS, _name, chain_inputs, fd_jacobian, jacobian_slogdet, window_chain, window_jacobian
+from .poisson import CasimirAudit, PoissonAudit, _ErrorSummary, assert_symmetric, audit_casimir, audit_poisson
 
 __all__ = [
     "window_jacobian",
@@ -52,6 +54,14 @@ __all__ = [
     "SymplecticAudit",
     "audit_symplectic",
     "assert_symplectic",
+    "AttentionCoupling",
+    "attention_coupling",
+    "CasimirAudit",
+    "audit_casimir",
+    "PoissonAudit",
+    "audit_poisson",
+    "assert_preserves",
+    "assert_symmetric",
 ]
 
 
@@ -92,26 +102,6 @@ def random_inputs(
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(n, seq, dim, generator=gen, dtype=torch.float64) * scale  # (n, seq, dim)
     return x.to(dtype=dtype, device=device)
-
-
-class _ErrorSummary:
-    """Summaries of an audit's per-input ``error`` (batch,) over its ``inputs`` (batch, seq, dim)."""
-
-    error: torch.Tensor
-    inputs: torch.Tensor
-
-    @property
-    def median_error(self) -> float:
-        return float(self.error.median())
-
-    @property
-    def max_error(self) -> float:
-        return float(self.error.max())
-
-    @property
-    def worst_input(self) -> torch.Tensor:
-        """The input window with the largest error, shape (seq, dim)."""
-        return self.inputs[int(self.error.argmax())]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -378,3 +368,107 @@ def assert_symplectic(
             f"{audit.worst_input.tolist()}; median {audit.median_error:.3e} over {audit.error.numel()} inputs"
         )
     return audit
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionCoupling:
+    """How much each output state of a window map depends on the other states (:func:`attention_coupling`).
+
+    ``per_window[b]`` = max over output states i of ‖J_{i,≠i}‖_F / ‖J_{i,i}‖_F at window b, where J_{i,j}
+    = ∂y_i/∂x_j is the (dim × dim) block of output state i and input state j, "≠i" all input states but
+    the one output i advances, and ‖·‖_F the Frobenius norm. 0 for a position-wise map (each state advanced
+    by itself), O(1) when the other states matter as much as the state itself.
+    """
+
+    median: float
+    max: float
+    per_window: "torch.Tensor"
+
+    def __repr__(self) -> str:  # one line, not the per-window tensor
+        return f"AttentionCoupling(median={self.median:.3g}, max={self.max:.3g}, n_windows={self.per_window.numel()})"
+
+
+def attention_coupling(model: nn.Module, windows) -> AttentionCoupling:
+    """Cross-state coupling of a window model: does the attention carry information between the states?
+
+    For each input window (seq_len, dim) the Jacobian of the output window (pred_window, dim) is split into
+    (dim × dim) blocks J_{i,j} = ∂y_i/∂x_j. Output state i advances input state
+    j(i) = seq_len − pred_window + i (the state pred_window places before it); the coupling of the window is
+    max_i ‖[J_{i,j}]_{j≠j(i)}‖_F / ‖J_{i,j(i)}‖_F. The exact flow map of an autonomous system advances
+    every state by itself (z_{k+T} = φ_{T h}(z_k)), so its window map has coupling 0: a model fitted to it
+    needs its attention only where the network alone cannot represent φ (or the states are partial
+    observations, as in a delay embedding).
+
+    Parameters
+    ----------
+    model : nn.Module
+        With ``dim``, ``seq_len`` and ``pred_window`` (every model of the registry); computed in the model's
+        dtype and device.
+    windows : Tensor or array, shape (n, seq_len, dim)
+        The input windows, e.g. from held-out trajectories.
+
+    Returns
+    -------
+    AttentionCoupling
+        ``median`` and ``max`` over the windows, and ``per_window``. A model with seq_len 1 has no other
+        state: coupling 0.
+    """
+    seq, dim = _window_shape(model, None)
+    pred = getattr(model, "pred_window", seq)
+    param = next(iter(model.parameters()), None)
+    if param is None:
+        param = next(iter(model.buffers()), None)
+    dtype = param.dtype if param is not None else torch.get_default_dtype()
+    device = param.device if param is not None else torch.device("cpu")
+    x = torch.as_tensor(windows, dtype=dtype, device=device)
+    if x.ndim != 3 or tuple(x.shape[1:]) != (seq, dim) or x.shape[0] == 0:
+        raise VPIntegratorError(
+            f"windows: expected shape (n, seq_len, dim) = (n, {seq}, {dim}) with n ≥ 1 for {_name(model)}, "
+            f"got {tuple(x.shape)}"
+        )
+    if seq == 1:
+        zero = torch.zeros(x.shape[0], dtype=dtype)
+        return AttentionCoupling(0.0, 0.0, zero)
+
+    def window_map(w: torch.Tensor) -> torch.Tensor:
+        return model(w.unsqueeze(0)).squeeze(0)  # (seq, dim) -> (pred, dim)
+
+    with torch.enable_grad():  # see jacobians.window_jacobian: never let an outer no_grad leak into jacrev
+        J = torch.func.vmap(torch.func.jacrev(window_map))(x)  # (n, pred, dim, seq, dim)
+    blocks = torch.linalg.matrix_norm(J.permute(0, 1, 3, 2, 4))  # (n, pred, seq): ‖J_{i,j}‖_F
+    own = torch.arange(pred, device=J.device) + (seq - pred)  # j(i)
+    diag = blocks[:, torch.arange(pred), own]  # (n, pred)
+    total = torch.linalg.vector_norm(blocks, dim=-1)  # (n, pred): ‖J_{i,·}‖_F over all j
+    cross = torch.sqrt(torch.clamp(total**2 - diag**2, min=0.0))
+    ratio = (cross / diag).amax(dim=1).detach().cpu()  # (n,)
+    return AttentionCoupling(float(ratio.median()), float(ratio.max()), ratio)
+
+
+def assert_preserves(model: nn.Module, atol: float = 1e-10, system="rigid_body", n: int = 32, seed: int = 0) -> dict:
+    """Check every claim of ``model.preserves`` with its audit in float64; returns {claim: max error}.
+
+    ``"volume"`` → :func:`audit_volume` (chain), ``"symplectic"`` → :func:`audit_symplectic` (chain),
+    ``"casimir"`` → :func:`audit_casimir`, ``"poisson"`` → :func:`audit_poisson`. Raises ``AssertionError``
+    naming the first claim whose error exceeds ``atol``.
+    """
+    errors = {}
+    for claim in getattr(model, "preserves", ()):
+        if claim == "volume":
+            err = audit_volume(model, n=n, seed=seed, method="chain").max_error
+        elif claim == "symplectic":
+            err = audit_symplectic(model, n=n, seed=seed, method="chain").max_error
+        elif claim == "casimir":
+            err = audit_casimir(model, system, n=n, seed=seed).max_error
+        elif claim == "poisson":
+            err = audit_poisson(model, n=n, seed=seed).max_error
+        elif claim == "symmetric":
+            err = assert_symmetric(model, atol=math.inf, n=n, seed=seed)
+        else:
+            raise VPIntegratorError(f"{_name(model)}: unknown claim {claim!r} in preserves (known: volume, "
+                                    "symplectic, casimir, poisson, symmetric)")
+        if not err <= atol:
+            raise AssertionError(f"{_name(model)} claims {claim!r} but its audit gives a max error of {err:.3e} "
+                                 f"(atol {atol:g})")
+        errors[claim] = err
+    return errors
+

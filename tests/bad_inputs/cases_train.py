@@ -23,8 +23,12 @@ def _api(id, fn, match):
 
 
 def _run_copy(ws, name="r2") -> Path:
+    from vpintegrator.training import TrainConfig
+
     dst = Path(ws.out) / name
     shutil.copytree(ws.run, dst)
+    # the copy is not beside the data: its config.toml names the data by absolute path, as older runs did
+    (dst / "config.toml").write_text(TrainConfig.from_toml(Path(ws.run) / "config.toml").to_toml())
     return dst
 
 
@@ -126,7 +130,7 @@ CASES = [
     _train(*C, "--set", "model.n_blocks=1.5", *OUT, id="train-set-model-n-blocks-float", match=r"n_blocks: expected an integer >= 0, got 1.5"),
     _train(*C, "--set", "model.dim=nan", *OUT, id="train-set-model-dim-nan", match=r"dim: expected an integer >= 1, got nan"),
     # -- bad --set -----------------------------------------------------------------------------------------
-    _train(*C, "--set", "learning_rate=1e-3", *OUT, id="train-set-unknown-key", match=r"--set learning_rate: unknown config key"),
+    _train(*C, "--set", "learning_rate=1e-3", *OUT, id="train-set-unknown-key", match=r"--set: unknown key 'learning_rate'"),
     _train(*C, "--set", "epochs=\"two\"", *OUT, id="train-set-wrong-type", match=r"epochs must be a positive integer; got 'two'"),
     _train(*C, "--set", "epochs=true", *OUT, id="train-set-bool", match=r"epochs must be a positive integer; got True"),
     _train(*C, "--set", "lr", *OUT, id="train-set-no-equals", match=r"--set: 'lr' is not KEY=VALUE"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import sys
 from typing import Any, Callable, Mapping
 
@@ -43,18 +44,25 @@ def cli_errors(fn: Callable) -> Callable:
     return wrapper
 
 
+#: ``ctx.meta`` entry: the keys this command got by ``--set`` (named as keys, not flags, in messages)
+SET_KEYS = "vpintegrator.set_keys"
+
+
 def _one_line(err: BaseException | str) -> str:
     return " ".join(str(err).split())
 
 
 def _flag_namer() -> Callable[[str], str]:
-    """key -> this command's flag for it (``t_end`` -> ``--t-end``), or ``key 't_end'`` when it has none."""
+    """key -> this command's flag for it (``t_end`` -> ``--t-end``), or the key itself when it has none or
+    when it was given by ``--set KEY=...`` (the message names it as the user wrote it)."""
     ctx = click.get_current_context(silent=True)
     flags: dict[str, str] = {}
     if ctx is not None:
         for param in ctx.command.params:
             if isinstance(param, click.Option) and param.name:
                 flags[param.name.rstrip("_")] = max(param.opts, key=len)  # set_ (a keyword) is the key set
+        for key in ctx.meta.get(SET_KEYS, ()):
+            flags.pop(key, None)
 
     def name(key: str) -> str:
         return flags.get(key, f"{key}")
@@ -74,19 +82,76 @@ def version_option(fn: Callable) -> Callable:
 
 
 def quiet_option(fn: Callable) -> Callable:
-    """``--quiet``/``-q``; the older ``--progress/--no-progress`` stays as a hidden alias. The callback gets
-    ``quiet`` (true when either says so) and no ``progress``."""
+    """``--quiet``/``-q`` and ``--verbose``/``-v``; the older ``--progress/--no-progress`` stays as a hidden
+    alias. The callback gets ``quiet`` (true when either says so) and no ``progress`` or ``verbose``; the
+    library's log messages are set up for the command (:func:`setup_logging`)."""
 
     fn = click.option("--progress/--no-progress", "progress_alias", default=True, hidden=True,
                       help="Deprecated alias: --no-progress is --quiet.")(fn)
+    fn = click.option("--verbose", "-v", is_flag=True,
+                      help="Also print the library's debug messages on stderr.")(fn)
     fn = click.option("--quiet", "-q", is_flag=True,
                       help="No progress output on stderr (errors and warnings are still printed).")(fn)
 
     @functools.wraps(fn)
-    def wrapper(*args: Any, quiet: bool, progress_alias: bool, **kwargs: Any):
-        return fn(*args, quiet=quiet or not progress_alias, **kwargs)
+    def wrapper(*args: Any, quiet: bool, progress_alias: bool, verbose: bool, **kwargs: Any):
+        quiet = quiet or not progress_alias
+        logger = logging.getLogger("vpintegrator")
+        level = logger.level
+        handler = setup_logging(quiet=quiet, verbose=verbose)
+        try:
+            return fn(*args, quiet=quiet, **kwargs)
+        finally:  # a command run in-process (tests, notebooks) leaves the logger as it found it
+            logger.removeHandler(handler)
+            logger.setLevel(level)
 
     return wrapper
+
+
+class _StderrHandler(logging.StreamHandler):
+    """A handler writing to ``sys.stderr`` as it is when a record comes (click's test runner swaps it)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:  # logging.StreamHandler.__init__ assigns it
+        pass
+
+
+class _Formatter(logging.Formatter):
+    """``message`` for information, ``Warning: message`` / ``Error: message`` above, ``debug: name: message``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = record.getMessage()
+        if record.levelno >= logging.ERROR:
+            return f"Error: {text}"
+        if record.levelno >= logging.WARNING:
+            return f"Warning: {text}"
+        if record.levelno < logging.INFO:
+            return f"debug: {record.name}: {text}"
+        return text
+
+
+def setup_logging(quiet: bool = False, verbose: bool = False) -> logging.Handler:
+    """Show the library's log messages (logger ``vpintegrator``) on stderr for a command: warnings and errors
+    always, information unless ``quiet``, debug messages with ``verbose``. Replaces the handler an earlier
+    command of this process installed; returns the new one."""
+    logger = logging.getLogger("vpintegrator")
+    for old in [h for h in logger.handlers if getattr(h, "_vpintegrator_cli", False)]:
+        logger.removeHandler(old)
+    handler = _StderrHandler()
+    handler._vpintegrator_cli = True  # type: ignore[attr-defined]
+    handler.setFormatter(_Formatter())
+    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+    handler.setLevel(level)
+    logger.setLevel(level)
+    logger.addHandler(handler)
+    return handler
 
 
 def json_option(fn: Callable) -> Callable:
@@ -124,23 +189,6 @@ def echo_json(summary: Any) -> None:
         return value
 
     click.echo(json.dumps(clean(summary), allow_nan=False))
-
-
-def refuse_set_conflicts(settings: Mapping[str, Any], flags: Mapping[str, Any],
-                         names: Mapping[str, str] | None = None, what: str = "") -> None:
-    """Refuse a key given both by ``--set KEY=...`` and by its own flag (one rule for every command).
-
-    ``settings``: the parsed ``--set`` entries by key; ``flags``: key -> the flag's value (``None``: not
-    given); ``names``: key -> flag where the flag is not the key spelled with dashes; ``what`` prefixes
-    the key in the message (``"model."``).
-    """
-    name = _flag_namer()
-    for key in settings:
-        if flags.get(key) is not None:
-            flag = (names or {}).get(key) or name(key)
-            raise click.ClickException(
-                f"--set {what}{key}=...: {what}{key} is also given by its own flag {flag}; give it once"
-            )
 
 
 class Names(click.ParamType):

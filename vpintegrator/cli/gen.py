@@ -7,26 +7,24 @@ no torch, so it starts fast.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
 from ._common import (
-    Listed,
-    Names,
     cli_errors,
     echo_json,
     json_option,
     print_config_option,
     quiet_option,
-    refuse_set_conflicts,
     version_option,
 )
+from ._options import ConfigCommand, read_set, set_option
 
 
 class _Progress:
-    """A ``generate`` progress callback drawing a click progress bar on stderr (hidden when not a tty)."""
+    """A ``generate`` progress callback on stderr: a click bar on a terminal, else throttled plain lines
+    (:func:`vpintegrator._progress.progress`)."""
 
     def __init__(self, label: str) -> None:
         self.label = label
@@ -35,14 +33,15 @@ class _Progress:
 
     def __call__(self, n_done: int, n_total: int) -> None:
         if self.bar is None:
-            self.bar = click.progressbar(length=n_total, label=self.label, file=sys.stderr)
-            self.bar.__enter__()
-        self.bar.update(n_done - self.done)
+            from .._progress import progress
+
+            self.bar = progress(self.label, n_total, unit="trajectories")
+        self.bar.update(n_done)
         self.done = n_done
 
     def close(self) -> None:
         if self.bar is not None:
-            self.bar.__exit__(None, None, None)
+            self.bar.close()
             self.bar = None
 
 
@@ -71,45 +70,40 @@ def _summary(path: Path) -> str:
     )
 
 
-def _methods() -> list[str]:
-    from ..integrators import list_integrators
+def _config_class():
+    from ..data.spec import GenerationSpec
 
-    return ["dop853", *list_integrators()]
-
-
-_FROM_SPEC = "from the spec"
+    return GenerationSpec
 
 
-@click.command("vp-gen", context_settings={"help_option_names": ["-h", "--help"]})
+@click.command("vp-gen", cls=ConfigCommand, config=_config_class,
+               context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("spec", required=False)
 @click.option("--list", "list_", is_flag=True, help="List the shipped specs and exit.")
-@click.option("--n-traj", type=int, show_default=_FROM_SPEC, help="Number of trajectories (overrides the spec).")
-@click.option("--dt", type=float, show_default=_FROM_SPEC, help="Sampling step: t = k * dt.")
-@click.option("--t-end", type=float, show_default=_FROM_SPEC, help="Final time (t0 = 0).")
-@click.option("--method", cls=Listed, type=Names(_methods), show_default=_FROM_SPEC,
-              help="'dop853' (SciPy) or a classical integrator, e.g. implicit_midpoint.")
-@click.option("--rtol", type=float, show_default=_FROM_SPEC, help="DOP853 relative tolerance (per trajectory).")
-@click.option("--atol", type=float, show_default=_FROM_SPEC, help="DOP853 absolute tolerance (per trajectory).")
-@click.option("--seed", type=int, show_default=_FROM_SPEC, help="Seed for the initial-condition sampler.")
-@click.option("--chunk-size", type=int, show_default=_FROM_SPEC, help="Trajectories integrated and written at a time.")
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False, path_type=Path), show_default="from the spec, datasets/<spec>.h5",
-    help="Output HDF5 file.",
-)
-@click.option(
-    "--set", "set_", multiple=True, metavar="KEY=VALUE",
-    help="Set any spec key (repeatable): dt=0.1, system.inertia=[1,2,3], initial_conditions.radius=2, ... "
-    "A key that has its own flag is given once, by the flag or by --set.",
+# here: one option per GenerationSpec key that overrides a spec (its declaration in vpintegrator/data/spec.py)
+@set_option(
+    "Set any spec key (repeatable): dt=0.1, system.inertia=[1,2,3], initial_conditions.radius=2, ... "
+    "A key that has its own flag is given once, by the flag or by --set."
 )
 @print_config_option
 @json_option
 @quiet_option
 @version_option
 @click.option("--overwrite", is_flag=True, help="Replace an existing trajectory file at --out (nothing else).")
+# --- issue 23: every core, shards, a Dask cluster (plain click options; kept together) -------------------
+@click.option("--workers", type=int, default=None, show_default="every core",
+              help="Chunks integrated at once, on as many threads (1: one core). The output does not depend on it.")
+@click.option("--shard", metavar="I/N", default=None,
+              help="Compute only the I-th of N blocks of the initial conditions into <out stem>.shard-I-of-N.h5; "
+              "the last shard to finish writes the index file at --out, which reads as the whole data set.")
+@click.option("--scheduler", metavar="ADDRESS", envvar="DASK_SCHEDULER_ADDRESS", default=None,
+              help="Run the blocks on this dask.distributed scheduler (default: $DASK_SCHEDULER_ADDRESS), one "
+              "shard per block (--shards of them, or one per scheduler worker), and write the index at --out.")
+@click.option("--shards", "n_shards", type=int, default=None,
+              help="With --scheduler: the number of blocks (default: one per worker of the cluster).")
+# --- end of issue 23 options ------------------------------------------------------------------------------
 @cli_errors
-def main(spec, list_, n_traj, dt, t_end, method, rtol, atol, seed, chunk_size, out, set_, print_config, as_json,
-         quiet, overwrite) -> None:
+def main(spec, list_, flags, set_, print_config, as_json, quiet, overwrite, workers, shard, scheduler, n_shards) -> None:
     """Generate the trajectory data set SPEC (a spec name or a TOML file) and write it to HDF5.
 
     Flags override the spec. The file appears only when complete: an interrupted run leaves no partial
@@ -121,21 +115,33 @@ def main(spec, list_, n_traj, dt, t_end, method, rtol, atol, seed, chunk_size, o
         return
     if spec is None:
         raise click.UsageError("missing SPEC (a spec name or a .toml file); `vp-gen --list` lists the specs")
-    from ..config import merge, parse_set
+    from ..config import merge
     from ..data.generation import generate
-    from ..data.spec import load_spec, spec_overrides_from_set
+    from ..data.spec import SET_KEYS, load_spec, spec_overrides_from_set
 
-    flags = dict(n_traj=n_traj, dt=dt, t_end=t_end, method=method, rtol=rtol, atol=atol, seed=seed,
-                 chunk_size=chunk_size, out=out)
-    settings = spec_overrides_from_set(parse_set(set_))
-    refuse_set_conflicts(settings, flags)
+    settings = read_set(set_, SET_KEYS, flags, translate=spec_overrides_from_set,
+                        hint="system.<parameter>, initial_conditions.<argument>, or a spec's section.key")
     cfg = load_spec(spec, **merge(settings, flags))
     if print_config:
         click.echo(cfg.to_toml(), nl=False)
         return
+    if scheduler:
+        if shard is not None:
+            raise click.UsageError("--shard and --scheduler exclude each other: the scheduler runs every shard")
+        from ..data.cluster import generate_on_cluster
+
+        path = generate_on_cluster(cfg, cfg.out, scheduler, n_shards=n_shards, workers=workers, overwrite=overwrite)
+        if as_json:
+            echo_json(_json_summary(path))
+            return
+        click.echo(f"wrote {path} (index of the shards beside it)")
+        click.echo(_summary(path))
+        return
+    if n_shards is not None:
+        raise click.UsageError("--shards goes with --scheduler; for one block give --shard I/N")
     bar = None if quiet else _Progress(f"{cfg.name} ({cfg.method})")
     try:
-        path = generate(cfg, out=cfg.out, progress=bar, overwrite=overwrite)
+        path = generate(cfg, out=cfg.out, progress=bar, overwrite=overwrite, workers=workers, shard=shard)
     finally:
         if bar is not None:
             bar.close()

@@ -18,12 +18,12 @@ from ._common import (
     json_option,
     print_config_option,
     quiet_option,
-    refuse_set_conflicts,
     version_option,
 )
+from ._options import read_set, set_option
 
 _ROLLOUT_KINDS = ("trajectories3d", "invariants", "error", "volume", "phase")
-_KINDS = (*_ROLLOUT_KINDS, "all", "training")
+_KINDS = (*_ROLLOUT_KINDS, "all", "training", "work_precision")
 #: ``--set`` keys: plot options (and the flags' own keys)
 _SET_KEYS = ("methods", "threshold", "band", "sphere", "formats", "traj", "max_points", "dpi", "style")
 
@@ -48,6 +48,7 @@ _DESCRIPTIONS = {
     "phase": "phase portraits (pairs of state components)",
     "all": "every rollout kind that applies (the default for a rollout file)",
     "training": "losses, validation-rollout score and learning rate of vp-train run directories",
+    "work_precision": "error and invariant drift against CPU cost, log-log (a vp-rollout --work-precision CSV)",
 }
 
 
@@ -83,12 +84,11 @@ def _list_kinds(ctx, _param, value) -> None:
 )
 @click.option("--max-points", type=int, default=20000, show_default=True, help="Time points per curve, at most (>= 2).")
 @click.option("--dpi", type=int, default=200, show_default=True, help="PNG resolution (> 0).")
-@click.option(
-    "--set", "settings", multiple=True, metavar="KEY=VALUE",
-    help="A plot option, VALUE in TOML syntax; repeatable: methods=[\"vpt\",\"rk4\"] (methods to draw), "
+@set_option(
+    "A plot option, VALUE in TOML syntax; repeatable: methods=[\"vpt\",\"rk4\"] (methods to draw), "
     "threshold=0.1 (error line), band=true|false (median and band or single curves), sphere=false, "
     "formats=[\"png\"], traj=[100,719], max_points=5000, dpi=300, style=single|double|PATH.mplstyle "
-    "(journal column width or your own style). A key that has its own flag is given once, by the flag or by --set.",
+    "(journal column width or your own style). A key that has its own flag is given once, by the flag or by --set."
 )
 @print_config_option
 @json_option
@@ -96,7 +96,7 @@ def _list_kinds(ctx, _param, value) -> None:
 @version_option
 @click.option("--overwrite", is_flag=True, help="Replace figure files this command drew before (nothing else).")
 @cli_errors
-def main(paths, kind, out, traj, max_points, dpi, settings, print_config, as_json, quiet, overwrite):
+def main(paths, kind, out, traj, max_points, dpi, set_, print_config, as_json, quiet, overwrite):
     """Draw figures of ROLLOUT.h5 (written by vp-rollout), or training curves of RUN_DIRs (written by
     vp-train), as PDF and PNG into a directory. A figure file that exists is refused unless --overwrite,
     which replaces only figures drawn by matplotlib; other files in the directory are never touched."""
@@ -104,13 +104,10 @@ def main(paths, kind, out, traj, max_points, dpi, settings, print_config, as_jso
 
     matplotlib.use("Agg")
     kinds = kind
-    from ..config import check_keys, parse_set
     from ..errors import VPIntegratorError
 
-    options = parse_set(settings)
-    check_keys(options, _SET_KEYS, source="set")
     ctx = click.get_current_context()
-    refuse_set_conflicts(options, given_only(ctx, dict(traj=traj, max_points=max_points, dpi=dpi)))
+    options = read_set(set_, _SET_KEYS, given_only(ctx, dict(traj=traj, max_points=max_points, dpi=dpi)))
     which = options.pop("traj", None) if traj is None else _int_list(traj)
     which = None if which == "all" else which
     max_points = options.pop("max_points", max_points)
@@ -121,6 +118,9 @@ def main(paths, kind, out, traj, max_points, dpi, settings, print_config, as_jso
     check_dpi(dpi)  # one-line errors before anything is read or drawn
     check_max_points(max_points)
 
+    if "work_precision" in kinds or (len(paths) == 1 and paths[0].suffix == ".csv"):
+        _work_precision(paths, kinds, out, which, options, dpi, print_config, as_json, overwrite)
+        return
     training = "training" in kinds or (not kinds and all(p.is_dir() and (p / "log.csv").is_file() for p in paths))
     if training:
         _training(paths, kinds, out, which, options, dpi, print_config, as_json, quiet, overwrite)
@@ -156,6 +156,16 @@ def main(paths, kind, out, traj, max_points, dpi, settings, print_config, as_jso
     click.echo(f"Figures written to {out}")
 
 
+def _report(out, written, as_json: bool) -> None:
+    """What vp-plot prints once figures are written (the training and work-precision figures)."""
+    if as_json:
+        echo_json({"out": out, "figures": written, "skipped": []})
+        return
+    for p in written:
+        click.echo(str(p))
+    click.echo(f"Figures written to {out}")
+
+
 def _print_config(values: dict) -> None:
     from ..config import dump_toml
 
@@ -183,12 +193,38 @@ def _training(paths, kinds, out, which, options, dpi, print_config=False, as_jso
         _print_config(dict(paths=[str(p) for p in paths], kinds=["training"], out=str(out), dpi=dpi, **options))
         return
     written = plot_training(paths, out, dpi=dpi, overwrite=overwrite, **options)
-    if as_json:
-        echo_json({"out": out, "figures": written, "skipped": []})
+    _report(out, written, as_json)
+
+
+def _work_precision(paths, kinds, out, which, options, dpi, print_config=False, as_json=False,
+                    overwrite=False) -> None:
+    from ..errors import VPIntegratorError
+    from ..plotting import plot_work_precision
+    from ..plotting.style import FORMATS, check_formats, check_out_dir, save_figure
+
+    other = [k for k in kinds if k != "work_precision"]
+    if other:
+        raise VPIntegratorError(f"kind work_precision draws a work-precision CSV; it cannot be combined with "
+                                f"{other[0]!r}", key="kind")
+    if len(paths) != 1 or paths[0].suffix != ".csv":
+        raise VPIntegratorError("kind work_precision: give one work-precision table (the .csv that vp-rollout "
+                                "--work-precision wrote)", key="kind")
+    if which is not None:
+        raise VPIntegratorError("traj selects rollout trajectories; a work-precision table has none", key="traj")
+    unused = [k for k in options if k not in ("formats", "style")]
+    if unused:
+        raise VPIntegratorError(f"set {unused[0]}: a rollout option; the work-precision figure takes only formats "
+                                "and style", key="set")
+    table = paths[0]
+    formats = check_formats(options.get("formats", FORMATS))
+    out = out if out is not None else table.with_name(f"{table.stem}_figures")
+    if print_config:
+        _print_config(dict(paths=[str(table)], kinds=["work_precision"], out=str(out), dpi=dpi, **options))
         return
-    for p in written:
-        click.echo(str(p))
-    click.echo(f"Figures written to {out}")
+    check_out_dir(out, ["work_precision"], formats, inputs=[table], overwrite=overwrite)
+    fig = plot_work_precision(table, style=options.get("style"))
+    written = save_figure(fig, Path(out) / "work_precision", formats, dpi, overwrite=overwrite)
+    _report(out, written, as_json)
 
 
 if __name__ == "__main__":

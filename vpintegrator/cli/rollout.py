@@ -19,13 +19,12 @@ from ._common import (
     cli_errors,
     echo_json,
     given,
-    given_only,
     json_option,
     print_config_option,
     quiet_option,
-    refuse_set_conflicts,
     version_option,
 )
+from ._options import ConfigCommand, read_set, set_option
 
 #: exit status of ``--fail-on-blowup`` when a method failed
 EXIT_BLOWUP = 3
@@ -61,13 +60,6 @@ def _model_spec(text: str):
     return text
 
 
-def _settings(settings) -> dict:
-    """``--set`` entries (TOML values)."""
-    from ..config import parse_set
-
-    return parse_set(settings)
-
-
 def _list_methods(ctx, _param, value) -> None:
     """``--list`` (alias ``--list-methods``): print the classical methods and their properties, exit 0."""
     if not value or ctx.resilient_parsing:
@@ -84,17 +76,18 @@ def _integrators() -> list[str]:
     return [*list_integrators(), "exact_flow"]
 
 
-def _inits() -> list[str]:
-    from ..integrators import list_integrators
-
-    return ["reference", *list_integrators(), "exact_flow"]
-
-
 #: --fast-step (the name vp-train uses for the same thing) -> the RolloutConfig key jit
 _FAST_STEP = {"auto": True, "off": False}
 
 
-@click.command("vp-rollout", context_settings={"help_option_names": ["-h", "--help"]})
+def _config_class():
+    from ..rollout.config import RolloutConfig
+
+    return RolloutConfig
+
+
+@click.command("vp-rollout", cls=ConfigCommand, config=_config_class, before="models",
+               context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("config", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--list", "--list-methods", is_flag=True, is_eager=True, expose_value=False, callback=_list_methods,
@@ -102,7 +95,7 @@ _FAST_STEP = {"auto": True, "off": False}
 )
 @click.option("--config", "config_alias", type=click.Path(dir_okay=False, path_type=Path), hidden=True,
               help="Alias of CONFIG.")
-@click.option("--data", metavar="FILE", help="vp-gen HDF5: reference trajectories and initial conditions.")
+# here: one option per RolloutConfig key that has a flag (its declaration in vpintegrator/rollout/config.py)
 @click.option(
     "--model", "models", multiple=True, metavar="[LABEL=]RUN",
     help="Run directory, checkpoint (.pt) or pretrained:NAME; repeatable. Label default: the run's name.",
@@ -112,42 +105,27 @@ _FAST_STEP = {"auto": True, "off": False}
     help="Comma list of classical integrators (e.g. implicit_midpoint,rk4,gauss_legendre4,splitting) or exact_flow; "
     "repeatable.",
 )
-@click.option("--t-end", type=float, show_default="the data's",
-              help="Horizon; beyond the data the reference continues with its generator.")
 @click.option(
     "--traj", metavar="LIST", show_default="all",
     help="Trajectories to roll out: row indices of the DATA file (0-based, its /y first axis), comma list (e.g. 0,3).",
 )
-@click.option("--n-traj", type=int, help="Use the first N trajectories of the data file.")
-@click.option("--init", cls=Listed, type=Names(_inits), default="reference", show_default=True,
-              help="First window of models.")
-@click.option("--overlap/--no-overlap", default=False, show_default=True,
-              help="Overlapping model windows (advance by one state).")
-@click.option("--device", metavar="DEVICE", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
-@click.option(
-    "--engine", cls=Listed, type=Names(lambda: ("auto", "host", "device")), default="auto", show_default=True,
-    help="Where model rollouts keep states and metrics: device (on the model's device, one copy per block), "
-         "host (NumPy) or auto (device for models on CUDA).",
-)
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default="rollout.h5", show_default=True,
-              help="Output HDF5.")
-@click.option("--chunk-steps", type=int, default=1024, show_default=True, help="Steps per chunk streamed to the file.")
-@click.option("--blowup", type=float, default=1000.0, show_default=True,
-              help="Failure when |z| > BLOWUP x |z0|.")
-@click.option("--volume/--no-volume", default=True, show_default=True,
-              help="Compute log|det J| of every step/window map.")
 @click.option("--fast-step", type=click.Choice(tuple(_FAST_STEP)), default="auto", show_default=True,
               help="auto: TorchScript-trace models and CUDA-graph model steps on the device engine; off: eager "
               "(as vp-train --fast-step).")
 @click.option("--jit/--no-jit", default=None, hidden=True, help="Deprecated alias: --no-jit is --fast-step off.")
-@click.option(
-    "--set", "settings", multiple=True, metavar="KEY=VALUE",
-    help="Any RolloutConfig key, VALUE in TOML syntax (e.g. --set blowup=1e6); repeatable. A key that has its "
-    "own flag is given once, by the flag or by --set.",
+@set_option(
+    "Any RolloutConfig key, VALUE in TOML syntax (e.g. --set blowup=1e6); repeatable. A key that has its "
+    "own flag is given once, by the flag or by --set."
 )
 @click.option(
     "--fail-on-blowup", is_flag=True,
     help=f"Exit with status {EXIT_BLOWUP} (after writing everything) when any method failed (blow-up or non-finite).",
+)
+@click.option(
+    "--work-precision", is_flag=True,
+    help="Also write OUT's stem + _work_precision.csv/.md: each integrator (default: a set of low- and high-order "
+    "methods) over steps 2h, h, h/2, h/4, h/8 and DOP853 over tolerances, error at t_end against the exact flow, "
+    "invariant drift and batch-1 CPU cost; the models as points (draw it with vp-plot FILE.csv).",
 )
 @print_config_option
 @json_option
@@ -156,8 +134,8 @@ _FAST_STEP = {"auto": True, "off": False}
 @click.option("--overwrite", is_flag=True,
               help="Replace an existing rollout file at --out and its table (never a file of another kind).")
 @cli_errors
-def main(config, config_alias, data, models, integrators, t_end, traj, n_traj, init, overlap, device, engine, out,
-         chunk_steps, blowup, volume, fast_step, jit, settings, fail_on_blowup, print_config, as_json, quiet, overwrite):
+def main(config, config_alias, models, integrators, traj, fast_step, jit, flags, set_, fail_on_blowup, work_precision,
+         print_config, as_json, quiet, overwrite):
     """Roll out models and classical integrators from a data set's initial conditions.
 
     CONFIG (optional) is a TOML file with RolloutConfig keys (top level or a [rollout] table); flags and
@@ -175,7 +153,7 @@ def main(config, config_alias, data, models, integrators, t_end, traj, n_traj, i
     """
     from ..errors import VPIntegratorError
     from ..metrics import format_text
-    from ..rollout import load_rollout_config, run_rollouts
+    from ..rollout import RolloutConfig, load_rollout_config, run_rollouts
 
     if config is not None and config_alias is not None:
         raise VPIntegratorError(f"CONFIG given twice ({config} and --config {config_alias}); give it once")
@@ -184,25 +162,16 @@ def main(config, config_alias, data, models, integrators, t_end, traj, n_traj, i
     if jit is not None and given(ctx, "fast_step"):
         raise VPIntegratorError("--jit/--no-jit is the old name of --fast-step; give --fast-step only")
     flags = dict(
-        data=data,
         models=[_model_spec(m) for m in models] or None,
         integrators=_names(integrators),
-        t_end=t_end,
         traj=_int_list(traj),
-        n_traj=n_traj,
-        out=str(out) if given(ctx, "out") else None,
         jit=jit if jit is not None else (_FAST_STEP[fast_step] if given(ctx, "fast_step") else None),
-        **given_only(ctx, dict(init=init, overlap=overlap, device=device, engine=engine, chunk_steps=chunk_steps,
-                               blowup=blowup, volume=volume)),
+        **flags,
     )
-    values = _settings(settings)
-    refuse_set_conflicts(values, flags, names={"jit": "--fast-step"})
+    values = read_set(set_, RolloutConfig.keys(), flags, names={"jit": "--fast-step"})
     cfg = load_rollout_config(config, **{**values, **{k: v for k, v in flags.items() if v is not None}})
     if print_config:
-        from ..config import dump_toml
-
-        cfg.validate()
-        click.echo(dump_toml({k: getattr(cfg, k) for k in cfg.keys()}), nl=False)
+        click.echo(cfg.to_toml(), nl=False)
         return
     failed_lines: list[str] = []
 
@@ -210,14 +179,26 @@ def main(config, config_alias, data, models, integrators, t_end, traj, n_traj, i
         if not quiet:
             click.echo(line, err=True)
 
+    if work_precision:  # its tables are refused before the rollouts run, not after
+        from ..rollout.precision import check_work_precision_outputs
+
+        check_work_precision_outputs(cfg, overwrite)
     report = run_rollouts(cfg, log=log, inputs=[config] if config is not None else (), overwrite=overwrite)
+    wp = None
+    if work_precision:
+        from ..rollout import run_work_precision
+
+        wp = run_work_precision(cfg, overwrite=overwrite, log=log)
     if as_json:
         echo_json({"out": report.out, "csv": report.csv, "markdown": report.markdown, "rows": report.rows,
-                   "failures": {label: f.line() for label, f in report.failures.items()}})
+                   "failures": {label: f.line() for label, f in report.failures.items()},
+                   **({"work_precision": {"csv": wp[0], "markdown": wp[1]}} if wp else {})})
     else:
         click.echo(format_text(report.rows), nl=False)
         click.echo(f"Rollout written to {report.out}")
         click.echo(f"Metrics table: {report.csv} and {report.markdown}")
+        if wp:
+            click.echo(f"Work-precision table: {wp[0]} and {wp[1]}")
     for failure in report.failures.values():
         line = f"Warning: {failure.line()}"
         failed_lines.append(line)

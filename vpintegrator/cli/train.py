@@ -21,13 +21,12 @@ from ._common import (
     Names,
     cli_errors,
     echo_json,
-    given_only,
     json_option,
     print_config_option,
     quiet_option,
-    refuse_set_conflicts,
     version_option,
 )
+from ._options import ConfigCommand, read_set, set_option
 
 
 def _split_data(values: tuple[str, ...]) -> list[str] | None:
@@ -35,12 +34,15 @@ def _split_data(values: tuple[str, ...]) -> list[str] | None:
     return paths or None
 
 
-#: names shown in --help and known to shell completion (the library checks the value; tests/test_cli_conventions.py
-#: keeps these equal to list_models(), list_optimizers() and list_schedulers() without importing torch here)
-MODELS = ("vpt", "vpff", "st", "symplectic_transformer", "g_sympnet", "la_sympnet")
-OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop", "lbfgs", "lm")
-SCHEDULERS = ("exponential", "cosine", "constant")
-FAST_STEPS = ("auto", "off", "graph", "compile")
+#: model names shown in --help and known to shell completion (the library checks the value;
+#: tests/test_cli_conventions.py keeps them equal to list_models() without importing torch here)
+MODELS = ("vpt", "vpff", "st", "symplectic_transformer", "g_sympnet", "la_sympnet", "lpnet", "lp_transformer")
+
+
+def _config_class():
+    from ..training import TrainConfig
+
+    return TrainConfig
 
 
 def _list_configs(ctx, _param, value) -> None:
@@ -56,7 +58,8 @@ def _list_configs(ctx, _param, value) -> None:
     ctx.exit(0)
 
 
-@click.command("vp-train", context_settings={"help_option_names": ["-h", "--help"]})
+@click.command("vp-train", cls=ConfigCommand, config=_config_class,
+               context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("config", required=False, metavar="[CONFIG]")
 @click.option("--list", "list_", is_flag=True, is_eager=True, expose_value=False, callback=_list_configs,
               help="List the shipped configs (usable as CONFIG by name) and exit.")
@@ -68,63 +71,11 @@ def _list_configs(ctx, _param, value) -> None:
               help="Model name; replaces the [model] name.")
 @click.option("--seq-len", type=int, show_default="the paper's",
               help="Model window length (sets [model] seq_len).")
-@click.option("--epochs", type=int, default=100, show_default=True,
-              help="Total epochs (with --resume: the total, not the extra).")
-@click.option(
-    "--time-limit", type=float, metavar="SECONDS", show_default="none",
-    help="Wall-time budget for this invocation (the progress bar's ETA honours it).",
-)
-@click.option("--batch-size", type=int, default=16384, show_default=True,
-              help="Global batch size (windows per optimiser step).")
-@click.option("--lr", type=float, default=1e-2, show_default=True, help="Initial learning rate.")
-@click.option("--lr-min", type=float, default=1e-6, show_default=True, help="Final learning rate of the schedule.")
-@click.option(
-    "--optimizer", cls=Listed, type=Names(lambda: OPTIMIZERS), default="adam", show_default=True,
-    help="lm is Levenberg-Marquardt: an epoch is then --lm-iters-per-epoch iterations, log.csv's lr column is "
-    "the damping lambda; float64 recommended; no torchrun.",
-)
-@click.option("--lm-windows", type=int, default=1024, show_default=True,
-              help="lm: training windows per random subsample.")
-@click.option("--lm-resample-every", type=int, default=10, show_default=True,
-              help="lm: redraw the subsample every N iterations.")
-@click.option("--lm-iters-per-epoch", type=int, default=10, show_default=True, help="lm: iterations per epoch.")
-@click.option("--lm-lambda", type=float, default=1e-3, show_default=True, help="lm: initial damping lambda.")
-@click.option(
-    "--monitor", type=click.Choice(["val_loss", "val_rollout"]), default="val_loss", show_default=True,
-    help="What best.pt tracks: the validation loss or the mean relative error of a free rollout of the "
-    "validation trajectories over --val-rollout-steps steps.",
-)
-@click.option("--val-rollout-steps", type=int, default=500, show_default=True,
-              help="monitor val_rollout: rollout length in steps.")
-@click.option(
-    "--set", "settings", multiple=True, metavar="KEY=VALUE",
-    help="Any config key (TrainConfig field; model.KEY for a [model] key), VALUE in TOML syntax, e.g. "
+# here: one option per TrainConfig key (its declaration in vpintegrator/training/config.py)
+@set_option(
+    "Any config key (TrainConfig field; model.KEY for a [model] key), VALUE in TOML syntax, e.g. "
     "--set lm_check_windows=4096 --set model.L=2; repeatable. A key that has its own flag is given once, "
-    "by the flag or by --set.",
-)
-@click.option("--scheduler", cls=Listed, type=Names(lambda: SCHEDULERS), default="exponential", show_default=True,
-              help="Learning-rate schedule from --lr to --lr-min.")
-@click.option("--schedule-per", type=click.Choice(["step", "epoch"]), default="step", show_default=True,
-              help="Advance the schedule per step or epoch.")
-@click.option("--val-fraction", type=float, default=0.1, show_default=True,
-              help="Share of trajectories held out for validation.")
-@click.option("--patience", type=int, default=0, show_default=True, help="Early stopping patience in epochs (0: off).")
-@click.option("--device", metavar="DEVICE", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
-@click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float32", show_default=True,
-              help="Floating-point precision.")
-@click.option(
-    "--fast-step", type=click.Choice(FAST_STEPS), default="auto", show_default=True,
-    help="auto: the whole step as one CUDA graph where possible; off: eager; graph; compile: torch.compile, "
-    "graph-captured on CUDA.",
-)
-@click.option("--seed", type=int, default=1234, show_default=True, help="Seed for initialisation, split and data order.")
-@click.option("--out", type=click.Path(path_type=Path), show_default="runs/<model>-<date>-<time>",
-              help="Run directory to create.")
-@click.option(
-    "--ensemble", type=int, metavar="N",
-    help="Train N members (seeds SEED, SEED+1, ...; or --set seeds=[...]) at once in this process; OUT gets "
-    "member_<k>_seed_<s>/ run directories, ensemble.csv/.md and best/ (the member with the best validation "
-    "score). Torch optimisers except lbfgs; not resumable.",
+    "by the flag or by --set."
 )
 @click.option(
     "--resume", type=click.Path(path_type=Path), metavar="RUN_DIR",
@@ -137,9 +88,7 @@ def _list_configs(ctx, _param, value) -> None:
 @click.option("--overwrite", is_flag=True,
               help="Replace the run directory at --out if it holds a run (and nothing but run files).")
 @cli_errors
-def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_min, optimizer, lm_windows,
-         lm_resample_every, lm_iters_per_epoch, lm_lambda, monitor, val_rollout_steps, settings, scheduler, schedule_per, val_fraction, patience,
-         device, dtype, fast_step, seed, out, ensemble, resume, print_config, as_json, quiet, overwrite):
+def main(config, data, model, seq_len, flags, set_, resume, print_config, as_json, quiet, overwrite):
     """Train a neural integrator from CONFIG and/or flags; write a run directory.
 
     CONFIG is a TOML file or the name of a shipped config (vp-train --list). Flags and --set entries win
@@ -164,25 +113,15 @@ def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_mi
 
     if config is not None:
         config = config_path(config)  # a file, or a shipped config by name
+    out = flags.get("out")
     if out is not None:
         check_not_input(out, [config, *(_split_data(data) or [])], key="out")
 
-    ctx = click.get_current_context()
-    overrides = dict(
-        data=_split_data(data), model=model, **given_only(ctx, dict(
-            epochs=epochs, time_limit=time_limit, batch_size=batch_size, lr=lr, lr_min=lr_min, optimizer=optimizer,
-            lm_windows=lm_windows, lm_resample_every=lm_resample_every, lm_iters_per_epoch=lm_iters_per_epoch,
-            lm_lambda=lm_lambda, scheduler=scheduler, schedule_per=schedule_per, val_fraction=val_fraction,
-            patience=patience, device=device, dtype=dtype, fast_step=fast_step, seed=seed, monitor=monitor,
-            val_rollout_steps=val_rollout_steps)),
-        out=str(out) if out is not None else None, ensemble=ensemble,
-    )
+    overrides = dict(data=_split_data(data), model=model, **flags)
     model_table = {"name": model} if model is not None else {}
-    values = _parse_settings(settings)
-    refuse_set_conflicts({k: v for k, v in values.items() if k != "model"}, overrides)
-    if isinstance(values.get("model"), dict):
-        refuse_set_conflicts(values["model"], {"name": model, "seq_len": seq_len},
-                             names={"name": "--model"}, what="model.")
+    values = read_set(set_, TrainConfig.keys(), {**overrides, "model.name": model, "model.seq_len": seq_len},
+                      names={"model.name": "--model", "model.seq_len": "--seq-len"},
+                      hint="model.KEY for a [model] key")
     for key, value in values.items():
         if key == "model" and isinstance(value, dict):
             model_table.update(value)
@@ -194,7 +133,7 @@ def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_mi
         if resume is not None:
             raise VPIntegratorError(f"--seq-len or --set model.KEY with --resume {resume}: a resumed run keeps its model")
         overrides["model"] = model_table
-    if resume is not None and (ensemble is not None or overrides.get("seeds") is not None):
+    if resume is not None and (overrides.get("ensemble") is not None or overrides.get("seeds") is not None):
         raise VPIntegratorError(f"--ensemble with --resume {resume}: an ensemble cannot be resumed; train it again")
     progress = not quiet
     if resume is not None:
@@ -209,7 +148,7 @@ def main(config, data, model, seq_len, epochs, time_limit, batch_size, lr, lr_mi
                    **{k: v for k, v in overrides.items() if v is not None})
         run.pop("out", None)
         if print_config:
-            given = {k: v for k, v in run.items() if k not in ("resume", "progress")}
+            given = {k: v for k, v in run.items() if k not in ("resume", "progress", "overwrite")}
             _print_config(TrainConfig.from_toml(Path(resume) / "config.toml", **given))
             return
         call = lambda: fit(**run)  # noqa: E731
@@ -299,25 +238,6 @@ def _exit_distributed() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
-
-
-def _parse_settings(settings) -> dict:
-    """``("key=value", ...)`` -> dict (:func:`vpintegrator.config.parse_set`; ``model.KEY`` -> the [model]
-    table); every key must be a config key."""
-    from ..config import parse_set
-    from ..errors import VPIntegratorError
-    from ..training import TrainConfig
-
-    try:
-        values = parse_set(settings)
-    except VPIntegratorError as err:  # "set: ..." names this command's --set
-        raise VPIntegratorError(f"--{err}") from None
-    for key in values:
-        if key not in TrainConfig.keys():
-            raise VPIntegratorError(
-                f"--set {key}: unknown config key; valid: {', '.join(TrainConfig.keys())} (model.KEY for the model)"
-            )
-    return values
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ _LAZY: dict[str, str] = {
     "MethodMetrics": ".rollouts",
     "RolloutResult": ".rollouts",
     "read_rollout": ".rollouts",
+    "RolloutWriter": ".rollouts",
     "SCHEMA_VERSION": ".hdf5",
     "TrajectoryWriter": ".hdf5",
     "read_metadata": ".hdf5",
@@ -28,6 +29,8 @@ _LAZY: dict[str, str] = {
     "generate": ".generation",
     "integrate": ".integration",
     "solve_flow": ".generation",
+    "WorkPrecisionRow": ".work_precision",
+    "read_work_precision": ".work_precision",
 }
 
 __all__ = sorted(_LAZY)

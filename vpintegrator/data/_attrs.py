@@ -1,6 +1,8 @@
 """Metadata <-> HDF5 attributes, shared by the trajectory and rollout files.
 
-Scalars and flat lists are stored natively; anything else as JSON text, listed in the ``json_keys``
+The one attribute codec of both file kinds (trajectory files, :mod:`vpintegrator.data.hdf5`; rollout files,
+:mod:`vpintegrator.data.rollouts`). Scalars and flat lists are stored natively (str subclasses as plain str,
+lists of str as variable-length strings); anything else as JSON text, listed in the ``json_keys``
 attribute. A :class:`~vpintegrator.systems.System` under ``system`` is flattened here, and only here, into
 ``system``/``system_class``/``param_<name>``.
 """
@@ -14,6 +16,7 @@ import h5py
 import numpy as np
 
 from ..errors import VPIntegratorError
+from ..provenance import parse_provenance
 from ..systems.registry import System, system_meta
 
 # Attribute listing the keys whose values were stored as JSON strings (dicts, None, nested lists).
@@ -33,6 +36,8 @@ def _is_native(value: Any) -> bool:
 
 
 def _to_attr(value: Any) -> Any:
+    if isinstance(value, str):  # str subclasses (TorchVersion, np.str_) would become fixed-width numpy
+        return str(value)
     if isinstance(value, (list, tuple, np.ndarray)):
         arr = np.asarray(value)
         if arr.dtype.kind == "U":
@@ -85,4 +90,22 @@ def _attrs_to_meta(attrs: h5py.AttributeManager) -> dict[str, Any]:
     """Attributes -> meta (flat, like ``integrate``'s: system parameters stay ``param_<name>``)."""
     raw = {key: _from_attr(attrs[key]) for key in attrs.keys()}
     json_keys = set(raw.pop(_JSON_KEYS_ATTR, []) or [])
-    return {key: json.loads(value) if key in json_keys else value for key, value in raw.items()}
+    meta = {key: json.loads(value) if key in json_keys else value for key, value in raw.items()}
+    if isinstance(meta.get("provenance"), str):  # JSON text written without json_keys (provenance_attr)
+        meta["provenance"] = parse_provenance(meta["provenance"])
+    return meta
+
+
+def write_attrs(obj, meta: dict[str, Any], skip_none: bool = False) -> None:
+    """Store ``meta`` as HDF5 attributes of ``obj`` (a file, group or dataset) by :func:`_meta_to_attrs`,
+    beside those it has (``json_keys``, written where there are any, lists the JSON-stored keys of both); ``skip_none``: keys whose
+    value is None are left out (absent rather than stored as JSON null)."""
+    if skip_none:
+        meta = {key: value for key, value in meta.items() if value is not None}
+    attrs = _meta_to_attrs(meta)
+    new_json = [str(k) for k in _from_attr(attrs.pop(_JSON_KEYS_ATTR))]
+    old_json = [k for k in _from_attr(obj.attrs.get(_JSON_KEYS_ATTR, np.array([]))) if k not in attrs]
+    for key, value in attrs.items():
+        obj.attrs[key] = value
+    if old_json or new_json:  # written only where there are any
+        obj.attrs[_JSON_KEYS_ATTR] = np.array(old_json + new_json, dtype=h5py.string_dtype())

@@ -9,6 +9,9 @@ on the stacked state (a vectorised right-hand side) with tolerances scaled by ``
 :func:`generate` runs a :class:`~vpintegrator.data.spec.GenerationSpec` chunk by chunk and writes each
 chunk to HDF5 as it is produced (on the compiled path the next chunk is integrated, on the main thread,
 while a helper thread compresses and writes the previous one), so data sets larger than memory are fine.
+With ``workers > 1`` (the default: every core) chunks are integrated, measured and compressed on that
+many threads at once (:mod:`._parallel`) and stored in order; with ``shard="I/N"`` only the I-th block of
+whole chunks is computed (:mod:`.shards`). Neither changes a bit of any trajectory.
 """
 
 from __future__ import annotations
@@ -30,14 +33,17 @@ from .._io import check_not_input
 from .._outputs import check_output, output_lock
 from .._signals import check_terminated
 from ..errors import VPIntegratorError
+from ..provenance import provenance_record
 from .integration import integrate
 from ..systems import System, get_system, sample_initial_conditions, system_meta
 from .trajectories import Trajectories
 from .hdf5 import TrajectoryWriter, check_output_path
+from ._parallel import check_workers, encode_chunks, run_chunks
+from .shards import parse_shard, shard_bounds, shard_path, write_shard_index
 from .spec import DOP853, GenerationSpec, load_spec
 from ..compiled import dop853 as _dop853
 
-__all__ = ["estimate_resources", "generate", "solve_flow"]
+__all__ = ["estimate_resources", "generate", "plan_chunks", "solve_flow"]
 
 # solve_ivp raises rtol below 100 eps to 100 eps (with a warning)
 _RTOL_FLOOR = 100 * np.finfo(np.float64).eps
@@ -53,28 +59,37 @@ MEMORY_FRACTION = 0.5
 _CHUNK_COPIES = {DOP853: 5, "classical": 3}
 
 
-def estimate_resources(spec: GenerationSpec, n_traj: int, dim: int, in_memory: bool = False) -> dict[str, int]:
+def estimate_resources(spec: GenerationSpec, n_traj: int, dim: int, in_memory: bool = False,
+                       workers: int = 1) -> dict[str, int]:
     """Bytes a run of ``spec`` needs, from the sizes alone (nothing is allocated).
 
     Returns ``{"memory": ..., "disk": ..., "chunk": trajectories per chunk, "chunk_bytes": one chunk's
     states}``: memory = initial conditions + time grid + the working copies of one chunk (more for
     DOP853's dense output) + the whole array when kept in memory; disk = ``n_traj * n_states * dim * 8``
-    (before compression; 0 when kept in memory).
+    (before compression; 0 when kept in memory). ``workers`` chunks are worked on at once.
     """
     n_states = spec.n_states
     chunk = min(_chunk_size(spec, n_states, dim, _spec_compiled(spec)), n_traj)
     chunk_bytes = 8 * chunk * n_states * dim
+    workers = max(1, min(workers, -(-n_traj // max(chunk, 1))))  # chunks in flight: no more than there are
     copies = _CHUNK_COPIES[DOP853 if spec.method == DOP853 else "classical"]
     total = 8 * n_traj * n_states * dim
-    memory = 8 * n_traj * dim + 16 * n_states + copies * chunk_bytes + (total if in_memory else 0)
+    memory = 8 * n_traj * dim + 16 * n_states + workers * copies * chunk_bytes + (total if in_memory else 0)
     return {"memory": memory, "disk": 0 if in_memory else total, "chunk": chunk, "chunk_bytes": chunk_bytes}
 
 
-def _check_resources(spec: GenerationSpec, n_traj: int, dim: int, out, folder) -> None:
-    """Refuse a run that cannot fit in memory or on disk, before anything is allocated."""
-    need = estimate_resources(spec, n_traj, dim, in_memory=out is None)
-    n_states = spec.n_states
+def _check_resources(spec: GenerationSpec, n_traj: int, dim: int, out, folder, workers: int = 1,
+                     n_out: int | None = None) -> int:
+    """Refuse a run that cannot fit in memory or on disk, before anything is allocated (``n_out``: the
+    trajectories this run writes, a shard's, when not all); return the workers that fit (fewer than
+    asked when their chunks in flight would not: ``workers`` is a speed setting, not a demand)."""
     limit = int(resources.available_memory() * MEMORY_FRACTION)
+    while workers > 1 and estimate_resources(spec, n_traj, dim, out is None, workers)["memory"] > limit:
+        workers -= 1
+    need = estimate_resources(spec, n_traj, dim, in_memory=out is None, workers=workers)
+    if n_out is not None:
+        need["disk"] = need["disk"] * n_out // max(n_traj, 1)
+    n_states = spec.n_states
     if need["memory"] > limit:
         have = f"but only {resources.size_text(limit)} may be used (half of the {resources.size_text(limit / MEMORY_FRACTION)} available)"
         sizes = f"{n_traj} trajectories x {n_states} states x dim {dim} x 8 bytes"
@@ -84,8 +99,7 @@ def _check_resources(spec: GenerationSpec, n_traj: int, dim: int, out, folder) -
         if biggest == "y0":
             raise VPIntegratorError(
                 f"the initial conditions of {n_traj} trajectories alone need {resources.size_text(parts['y0'])} of memory "
-                f"{have}; give fewer trajectories (n_traj), or write shards (several runs with different "
-                "seed and out)",
+                f"{have}; give fewer trajectories (n_traj)",
                 key="n_traj",
             )
         if biggest == "whole":
@@ -115,9 +129,10 @@ def _check_resources(spec: GenerationSpec, n_traj: int, dim: int, out, folder) -
                 f"{n_traj} trajectories x {n_states} states x dim {dim} x 8 bytes = {resources.size_text(need['disk'])} "
                 f"(before compression) would not fit on the disk of {folder} ({resources.size_text(free)} free); give "
                 "fewer trajectories (n_traj), fewer steps (a larger dt or a smaller t_end), or write "
-                "shards (several runs with different seed and out) to other disks",
+                "shards (shard I/N, one run per block) to other disks",
                 key="n_traj",
             )
+    return workers
 
 
 def _max_batch(rtol: float) -> int:
@@ -278,6 +293,9 @@ def generate(
     progress: Callable[[int, int], Any] | None = None,
     *,
     overwrite: bool = False,
+    workers: int | None = None,
+    shard: str | tuple[int, int] | None = None,
+    write_index: bool = True,
 ) -> Trajectories | Path:
     """Generate the data set a spec describes.
 
@@ -296,30 +314,71 @@ def generate(
         whole run (:func:`vpintegrator._outputs.output_lock`).
     progress : callable, optional
         ``progress(n_done, n_traj)`` after sampling (``n_done = 0``) and after each chunk.
+    workers : int, optional
+        Chunks integrated (and compressed) at once, on as many threads; None (default): every core of the
+        machine; 1: one integrating thread beside the writing one. The output is the same, bit for bit,
+        whatever ``workers`` is.
+    shard : "I/N" or (I, N), optional
+        Compute only the I-th (1-based) of N contiguous blocks of whole chunks of the initial conditions
+        (:mod:`vpintegrator.data.shards`), into ``data.shard-I-of-N.h5`` beside ``out = data.h5``; when
+        the last shard is written (and ``write_index``), the index file appears at ``out``, and
+        :func:`~vpintegrator.data.read_trajectories` of it (or of the shards' list) equals the unsharded
+        data set to the last bit. Without ``out``: the block's trajectories in memory.
+    write_index : bool, default True
+        With ``shard``: write the index at ``out`` once every shard is there (a scheduler that writes
+        the index itself passes False).
 
     Returns
     -------
     Trajectories or Path
         ``y`` (n_traj, n_states, dim) with metadata (system parameters as ``param_<name>``, generator,
-        tolerances, seed, sampler, and ``max_rel_drift_<invariant>``), or the path written.
+        tolerances, seed, sampler, and ``max_rel_drift_<invariant>``), or the path written (a shard's
+        file with ``shard``).
     """
     if not isinstance(spec, GenerationSpec):
         spec = load_spec(spec)
+    workers = check_workers(workers)
+    shard = parse_shard(shard)
     if out is None:
-        return _generate(spec, None, progress)
+        return _generate(spec, None, progress, workers=workers, shard=shard)
     if not isinstance(out, (str, os.PathLike)):
         raise VPIntegratorError(f"out must be a file path or None; got {out!r}", key="out")
     check_not_input(out, [spec.source] if spec.source else [], key="out")
     folder = check_output_path(out, key="out")  # the nearest existing folder: where the disk space is checked
+    if shard is not None:
+        index = check_output(out, "trajectories", overwrite)  # the index comes there at the end
+        out = shard_path(out, shard)
     target = check_output(out, "trajectories", overwrite)
     with output_lock(target):
         check_output(out, "trajectories", overwrite)  # again under the lock: a writer we raced may have finished
-        _generate(spec, target, progress, overwrite, folder)
+        _generate(spec, target, progress, overwrite, folder, workers, shard)
+    if shard is not None and write_index:
+        _index_if_complete(index, shard[1])
     return Path(out)
 
 
+def _index_if_complete(index: Path, count: int) -> None:
+    """Write the index once every shard file exists (the shard that finishes last sees them all: each
+    looks only after its own file is in place)."""
+    if all(shard_path(index, (i, count)).exists() for i in range(1, count + 1)):
+        with output_lock(index):
+            check_output(index, "trajectories", True)  # an index (or trajectory file) only: never anything else
+            write_shard_index(index, count)
+
+
+def plan_chunks(spec: GenerationSpec) -> tuple[int, int]:
+    """``(n_traj, chunk)`` of a run of ``spec`` (the sampler is run when the spec leaves n_traj to it)."""
+    system = get_system(spec.system, **spec.params)
+    n_traj = spec.n_traj
+    if n_traj is None:
+        rng = np.random.default_rng(spec.seed)
+        n_traj = sample_initial_conditions(system, spec.sampler, None, rng, **spec.sampler_args).shape[0]
+    kernel = _compiled_kernel(system) if spec.method == DOP853 else None
+    return int(n_traj), _chunk_size(spec, spec.n_states, system.dim, kernel is not None)
+
+
 def _generate(spec: GenerationSpec, out: Path | None, progress, overwrite: bool = False,
-              folder: Path | None = None) -> Trajectories | Path:
+              folder: Path | None = None, workers: int = 1, shard: tuple[int, int] | None = None) -> Trajectories | Path:
     """:func:`generate` once the output is checked and locked (``folder``: the nearest existing folder of
     ``out`` before the lock was taken)."""
     where = spec.source or f"spec {spec.name!r}"
@@ -328,7 +387,7 @@ def _generate(spec: GenerationSpec, out: Path | None, progress, overwrite: bool 
     except VPIntegratorError as err:
         raise VPIntegratorError(f"{where}: [system] {err}") from None
     # refuse work that cannot fit before anything is allocated (n_traj None: the sampler decides, later)
-    _check_resources(spec, spec.n_traj or 1, system.dim, out, folder)
+    workers = _check_resources(spec, spec.n_traj or 1, system.dim, out, folder, workers)
     rng = np.random.default_rng(spec.seed)
     try:
         y0 = sample_initial_conditions(system, spec.sampler, spec.n_traj, rng, **spec.sampler_args)
@@ -337,14 +396,21 @@ def _generate(spec: GenerationSpec, out: Path | None, progress, overwrite: bool 
     if not np.all(np.isfinite(y0)):
         i = int(np.argmin(np.all(np.isfinite(y0), axis=1)))
         raise VPIntegratorError(f"{where}: [initial_conditions] initial condition {i} is not finite: {y0[i].tolist()}")
-    n_traj, dim = y0.shape
-    if spec.n_traj is None:
-        _check_resources(spec, n_traj, dim, out, folder)
+    n_whole, dim = y0.shape
     t = spec.t
     n_states = t.size
     kernel = _compiled_kernel(system) if spec.method == DOP853 else None
     chunk = _chunk_size(spec, n_states, dim, kernel is not None)
-    meta = _meta(spec, system, n_traj, t, chunk, kernel is not None)
+    meta = _meta(spec, system, n_whole, t, chunk, kernel is not None)
+    if shard is not None:  # the block of whole chunks: each trajectory computed as in the unsharded run
+        first, last = shard_bounds(n_whole, chunk, shard)
+        y0 = y0[first:last]
+        meta.update(shard_index=shard[0], shard_count=shard[1], shard_traj_start=first, shard_traj_stop=last,
+                    shard_n_traj=n_whole)
+    n_traj = meta["n_traj"] = y0.shape[0]
+    if spec.n_traj is None or shard is not None:
+        workers = _check_resources(spec, n_whole, dim, out, folder, workers, n_out=n_traj)
+    workers = min(workers, -(-n_traj // chunk))
     if progress is not None:
         progress(0, n_traj)
 
@@ -396,6 +462,34 @@ def _generate(spec: GenerationSpec, out: Path | None, progress, overwrite: bool 
                     except BaseException:
                         pass
 
+    def run_parallel(sink: Callable[[int, np.ndarray], None], writer: TrajectoryWriter | None = None) -> None:
+        """As run, on ``workers`` threads; each also measures the drift and (for a file) compresses its
+        chunk, so that this thread only stores bytes."""
+        direct = writer.direct if writer is not None else None
+        done = [0]
+
+        def task(start: int):
+            check_terminated()
+            y = _integrate_chunk(system, y0[start : start + chunk], t, spec, kernel)
+            pieces = encode_chunks(y, start, n_traj, *direct) if direct is not None else None
+            return y if pieces is None else None, y.shape[0], _relative_drift(system, y), pieces
+
+        def take(start: int, result) -> None:
+            y, k, chunk_drift, pieces = result
+            for name, value in chunk_drift.items():
+                drift[name] = max(drift[name], value)
+            if pieces is None:
+                sink(start, y)
+            else:
+                writer.write_encoded(start, k, pieces)
+            if kernel is None:
+                gc.collect()  # solve_ivp's reference cycles (see run)
+            done[0] += k
+            if progress is not None:
+                progress(done[0], n_traj)
+
+        run_chunks(range(0, n_traj, chunk), workers, task, take)
+
     def drift_meta() -> dict[str, float]:
         return {f"max_rel_drift_{name}": value for name, value in drift.items()}
 
@@ -405,12 +499,37 @@ def _generate(spec: GenerationSpec, out: Path | None, progress, overwrite: bool 
         def store(start: int, y: np.ndarray) -> None:
             y_all[start : start + y.shape[0]] = y
 
-        run(store)
+        run_parallel(store) if workers > 1 else run(store)
         return Trajectories(y=y_all, t=t, meta={**meta, **drift_meta()})
-    with TrajectoryWriter(out, n_traj, n_states, dim, t, meta, overwrite=overwrite) as writer:
-        (run_pipelined if kernel is not None and n_traj > chunk else run)(writer.write)
+    record = provenance_record([spec.source] if spec.source else [])  # the spec file is the input
+    with TrajectoryWriter(out, n_traj, n_states, dim, t, meta, overwrite=overwrite, provenance=record) as writer:
+        if workers > 1:
+            run_parallel(writer.write, writer)
+        else:
+            (run_pipelined if kernel is not None and n_traj > chunk else run)(writer.write)
         writer.update_meta(drift_meta())
     return Path(out)
+
+
+def describe_run(spec: GenerationSpec, n_traj: int, t_end: float) -> str:
+    """The spec's one-line description made true of what was run (overrides included): its
+    ``N initial conditions``, ``dt = ...``, ``t in [0, ...]`` and method (``DOP853``, ending the line) are
+    replaced by the values used, and the method with its tolerances is named (appended when the text
+    names none), e.g. ``"..., dt = 0.2, t in [0, 20], implicit_midpoint (fixed step dt)"``."""
+    import re
+
+    if spec.method == DOP853:
+        method = f"DOP853 (rtol = {spec.rtol:g}, atol = {spec.atol:g})"
+    else:
+        method = f"{spec.method} (fixed step dt)"
+    text = spec.description.strip()
+    text = re.sub(r"\b\d+ ((?:random |held-out )*initial conditions)", f"{n_traj} \\1", text)
+    text = re.sub(r"\bdt = [-+0-9.eE]+", f"dt = {spec.dt:g}", text)
+    text = re.sub(r"\bt in \[0, [^\]]*\]", f"t in [0, {t_end:g}]", text)
+    text, named = re.subn(r"\bDOP853\b(?: \([^)]*\))?", method, text)
+    if not named:
+        text = f"{text}, {method}" if text else f"{spec.system}, {n_traj} trajectories, dt = {spec.dt:g}, {method}"
+    return text
 
 
 def _integrate_chunk(
@@ -454,7 +573,7 @@ def _meta(
         "sampler": spec.sampler,
         "sampler_args": json.dumps(spec.sampler_args),
         "spec": spec.name,
-        "description": spec.description,
+        "description": describe_run(spec, n_traj, float(t[-1])),
         "chunk_size": chunk,
         "generator": generator,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),

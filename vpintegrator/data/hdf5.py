@@ -4,7 +4,8 @@ Layout: ``/t`` (n_states,) float64, ``/y`` (n_traj, n_states, dim) float64, meta
 (``schema_version``, ``system``, ``system_class`` (user-defined systems), ``dim``, ``dt``, ``method``,
 ``rtol``, ``atol``, ``seed``, ``n_traj``, ``n_states``, ``n_steps`` (= n_states − 1), ``t_end``,
 ``invariant_names``, ``param_<name>`` for each system parameter,
-``vpintegrator_version``, and whatever else the producer recorded). ``/y`` is chunked along
+``vpintegrator_version``, ``provenance`` (JSON text: :mod:`vpintegrator.provenance`; read back as a dict),
+and whatever else the producer recorded). ``/y`` is chunked along
 trajectories and gzip-compressed. Every write is atomic: a temporary file beside the target, renamed onto
 it only when complete, so an interrupted write leaves no partial file and an earlier file intact.
 
@@ -14,7 +15,6 @@ meaning.
 
 from __future__ import annotations
 
-import errno
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -26,23 +26,22 @@ from .._io import atomic_path
 from .._outputs import check_output, output_lock
 from .._version import __version__
 from ..errors import VPIntegratorError
+from ..provenance import provenance_record
 from ..systems.registry import PARAM_PREFIX
-from ._attrs import _attrs_to_meta, _from_attr, _meta_to_attrs
+from ._attrs import _attrs_to_meta, _meta_to_attrs
 from .checks import check_finite_t, check_finite_y, check_output_path, time_grid_problem  # noqa: F401
 from .trajectories import Trajectories
+from .shards import is_shard_set, read_shard_metadata, read_shard_set
+from ._h5read import READABLE_VERSIONS, SCHEMA_VERSION, _HINT, _index, _open, _read_one, _validate  # noqa: F401
 
 __all__ = ["SCHEMA_VERSION", "TrajectoryWriter", "read_metadata", "read_trajectories", "write_trajectories"]
 
-SCHEMA_VERSION = 2
-#: schema versions this module reads (v1: ``n_steps`` counted states)
-READABLE_VERSIONS = (1, 2)
 
 # Metadata keys that describe the arrays; the writer computes them and they win over ``meta``.
 _SHAPE_KEYS = ("schema_version", "dim", "n_traj", "n_states", "n_steps", "vpintegrator_version")
 _PARAM_PREFIX = PARAM_PREFIX
 # Target size of one compressed HDF5 chunk of ``/y``.
 _CHUNK_BYTES = 512 * 1024
-_HINT = "was it written by vp-gen (vpintegrator.write_trajectories)?"
 
 
 def _chunk_shape(n_traj: int, n_states: int, dim: int) -> tuple[int, int, int]:
@@ -98,6 +97,9 @@ class TrajectoryWriter:
     overwrite : bool, default False
         Replace an existing trajectory file at ``path``; anything else there is never replaced. The file
         is locked against other writers while the block runs.
+    provenance : dict, optional
+        The file's ``provenance`` attribute (stored as JSON text; :func:`vpintegrator.provenance.provenance_record`
+        with the input files); default a record of this process with no inputs.
 
     Examples
     --------
@@ -117,6 +119,7 @@ class TrajectoryWriter:
         *,
         compression: str = "gzip",
         overwrite: bool = False,
+        provenance: dict[str, Any] | None = None,
     ) -> None:
         for name, value in (("n_traj", n_traj), ("n_states", n_states), ("dim", dim)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -135,6 +138,8 @@ class TrajectoryWriter:
         self.shape = (int(n_traj), int(n_states), int(dim))
         self._t = t
         self._meta = _standard_attrs(n_traj, n_states, dim, t, meta or {})
+        # how this file was made (a "provenance" in meta belongs to the file it was read from)
+        self._meta["provenance"] = dict(provenance) if provenance is not None else provenance_record()
         self._compression = compression
         self._written = np.zeros(int(n_traj), dtype=bool)
         self._ctx = None
@@ -220,6 +225,23 @@ class TrajectoryWriter:
         self._y[start_traj : start_traj + k] = y_chunk
         self._written[start_traj : start_traj + k] = True
 
+    @property
+    def direct(self) -> tuple[tuple[int, int, int], int] | None:
+        """``(chunk shape, gzip level)`` of ``/y`` when chunks compressed elsewhere may be stored as they
+        are (:meth:`write_encoded`; gzip + shuffle), else None."""
+        if self._y is None or self._compression != "gzip":
+            return None
+        return self._y.chunks, 4
+
+    def write_encoded(self, start_traj: int, k: int, pieces) -> None:
+        """Store trajectories ``start_traj : start_traj + k`` given as compressed HDF5 chunks
+        ``[(offset, bytes), ...]`` (:func:`vpintegrator.data._parallel.encode_chunks` with :attr:`direct`)."""
+        if self._y is None:
+            raise VPIntegratorError("TrajectoryWriter.write_encoded called outside its `with` block")
+        for offset, data in pieces:
+            self._y.id.write_direct_chunk(offset, data)
+        self._written[start_traj : start_traj + k] = True
+
     def _close(self) -> None:
         if self._file is not None:
             self._file.close()
@@ -256,7 +278,7 @@ class TrajectoryWriter:
 
 
 def write_trajectories(path: str | os.PathLike, traj: Trajectories, *, compression: str = "gzip",
-                       overwrite: bool = False) -> Path:
+                       overwrite: bool = False, provenance: dict[str, Any] | None = None) -> Path:
     """Write a :class:`Trajectories` to an HDF5 file (schema v2), atomically.
 
     Parameters
@@ -269,6 +291,8 @@ def write_trajectories(path: str | os.PathLike, traj: Trajectories, *, compressi
     compression : str, default "gzip"
     overwrite : bool, default False
         Replace an existing trajectory file at ``path`` (anything else there is never replaced).
+    provenance : dict, optional
+        As :class:`TrajectoryWriter`'s: the ``provenance`` attribute (default: a record of this process).
 
     Returns
     -------
@@ -278,59 +302,13 @@ def write_trajectories(path: str | os.PathLike, traj: Trajectories, *, compressi
     if not isinstance(traj, Trajectories):
         raise VPIntegratorError(f"write_trajectories: expected a Trajectories; got {type(traj).__name__}")
     with TrajectoryWriter(path, *traj.y.shape, traj.t, traj.meta, compression=compression,
-                          overwrite=overwrite) as writer:
+                          overwrite=overwrite, provenance=provenance) as writer:
         writer.write(0, traj.y)
     return Path(path)
 
 
 # ---------------------------------------------------------------------------------------------------
 # reading
-
-
-def _open(path: Path) -> h5py.File:
-    if not path.exists():
-        raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
-    if path.is_dir():
-        raise VPIntegratorError(f"{path}: is a directory; expected an HDF5 file written by vp-gen")
-    try:
-        return h5py.File(path, "r")
-    except OSError as err:
-        reason = " ".join(str(err).split())
-        raise VPIntegratorError(f"{path}: not a readable HDF5 file ({reason}); {_HINT}") from None
-
-
-def _validate(path: Path, f: h5py.File) -> tuple[int, int, int]:
-    """Check schema version, ``/t``, ``/y`` and ``dim``; return (n_traj, n_states, dim)."""
-    version = f.attrs.get("schema_version")
-    if version is None:
-        raise VPIntegratorError(f"{path}: missing root attribute 'schema_version' (expected {SCHEMA_VERSION}); {_HINT}")
-    version = _from_attr(version)
-    if version not in READABLE_VERSIONS:
-        raise VPIntegratorError(
-            f"{path}: attribute 'schema_version' is {version!r}, this vpintegrator reads schema "
-            f"{' and '.join(map(str, READABLE_VERSIONS))}; regenerate the file with this version's vp-gen"
-        )
-    for key, expected in (("t", "(n_states,) float64"), ("y", "(n_traj, n_states, dim) float64")):
-        if key not in f or not isinstance(f[key], h5py.Dataset):
-            raise VPIntegratorError(f"{path}: missing dataset '/{key}' (expected {expected}); {_HINT}")
-    t, y = f["t"], f["y"]
-    if y.ndim != 3:
-        raise VPIntegratorError(f"{path}: dataset '/y' has shape {y.shape}; expected (n_traj, n_states, dim)")
-    if t.shape != (y.shape[1],):
-        raise VPIntegratorError(
-            f"{path}: dataset '/t' has shape {t.shape}; expected (n_states,) = ({y.shape[1]},) to match '/y' {y.shape}"
-        )
-    for key, ds in (("t", t), ("y", y)):
-        if ds.dtype.kind != "f":
-            raise VPIntegratorError(f"{path}: dataset '/{key}' has dtype {ds.dtype}; expected float64")
-    dim = f.attrs.get("dim")
-    if dim is None:
-        raise VPIntegratorError(f"{path}: missing root attribute 'dim' (expected {y.shape[2]}); {_HINT}")
-    if _from_attr(dim) != y.shape[2]:
-        raise VPIntegratorError(
-            f"{path}: attribute 'dim' is {_from_attr(dim)!r} but dataset '/y' has shape {y.shape} (dim {y.shape[2]})"
-        )
-    return y.shape
 
 
 def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
@@ -340,65 +318,13 @@ def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
     ``n_steps`` (= n_states − 1) are given in the v2 meaning whatever the file's schema version.
     """
     path = Path(path)
+    if is_shard_set([path]):
+        return read_shard_metadata([path])
     with _open(path) as f:
         n_traj, n_states, _ = _validate(path, f)
         meta = _attrs_to_meta(f.attrs)
     meta["n_traj"], meta["n_states"], meta["n_steps"] = int(n_traj), int(n_states), int(n_states) - 1
     return meta
-
-
-def _index(index: Any, n: int, what: str, path: Path) -> np.ndarray | slice:
-    """Normalise a ``traj``/``steps`` selection to a slice or a (0-d or 1-d) array of indices >= 0."""
-    if index is None:
-        return slice(None)
-    if isinstance(index, slice):
-        return index
-    arr = np.asarray(index)
-    if arr.size == 0 and arr.ndim == 1:
-        arr = arr.astype(np.intp)
-    if arr.dtype == bool:
-        if arr.shape != (n,):
-            raise VPIntegratorError(f"{path}: boolean {what} selection must have shape ({n},); got {arr.shape}")
-        return np.flatnonzero(arr)
-    if arr.dtype.kind not in "iu" or arr.ndim > 1:
-        raise VPIntegratorError(f"{path}: {what} must be None, an int, a slice or a 1-d int array; got {index!r}")
-    if arr.size and (arr.min() < -n or arr.max() >= n):
-        raise VPIntegratorError(f"{path}: {what} index out of range for {n} {what} entries; got {index!r}")
-    return np.where(arr < 0, arr + n, arr)
-
-
-def _read_rows(ds: h5py.Dataset, rows: np.ndarray | slice) -> np.ndarray:
-    """``ds[rows]`` along axis 0 for any int array (h5py wants increasing unique indices)."""
-    if isinstance(rows, slice):
-        return ds[rows]
-    flat = np.atleast_1d(rows)
-    if flat.size == 0:
-        return np.empty((0, *ds.shape[1:]), dtype=ds.dtype)
-    uniq, inverse = np.unique(flat, return_inverse=True)
-    out = ds[uniq][inverse]
-    return out[0] if np.ndim(rows) == 0 else out
-
-
-def _read_one(path: Path, traj: Any, steps: Any, allow_nonfinite: bool = False) -> Trajectories:
-    with _open(path) as f:
-        n_traj, n_states, dim = _validate(path, f)
-        meta = _attrs_to_meta(f.attrs)
-        steps_idx = _index(steps, n_states, "steps", path)
-        traj_idx = _index(traj, n_traj, "traj", path)
-        t_all = f["t"][:]
-        if not allow_nonfinite:
-            check_finite_t(path, t_all)
-        t = np.atleast_1d(t_all[steps_idx])
-        y = _read_rows(f["y"], traj_idx)
-        if y.ndim == 2:  # a single trajectory index: keep (n_traj, n_states, dim)
-            y = y[None]
-        y = y[:, steps_idx]
-        if y.ndim == 2:  # a single step index
-            y = y[:, None]
-    if not allow_nonfinite:
-        check_finite_y(path, y, traj_idx, steps_idx, n_traj, n_states)
-    meta["n_traj"], meta["n_states"], meta["n_steps"] = int(y.shape[0]), int(y.shape[1]), int(y.shape[1]) - 1
-    return Trajectories(y=np.asarray(y, dtype=np.float64), t=np.asarray(t, dtype=np.float64), meta=meta)
 
 
 def read_trajectories(
@@ -415,7 +341,10 @@ def read_trajectories(
     path : str, PathLike, or a list of them
         One file, or shards sharing ``t``, ``dt``, ``dim``, ``system`` and system parameters (else a
         one-line error naming both files and the differing key); their trajectories
-        are concatenated in the order given.
+        are concatenated in the order given. The shards of a ``vp-gen --shard I/N`` run (their list, in
+        any order, or the index file that run wrote) are checked to form one whole data set (one-line
+        error naming the missing or foreign shard) and read in shard order
+        (:mod:`vpintegrator.data.shards`).
     traj, steps : None, int, slice, or 1-d int/bool array, optional
         Which trajectories (over all shards) and which time steps to read (default: all). Only the
         selected trajectories are read from disk.
@@ -441,7 +370,7 @@ def read_trajectories(
         raise VPIntegratorError(f"read_trajectories: allow_nonfinite must be True or False; got {allow_nonfinite!r}")
     allow = bool(allow_nonfinite)
     if isinstance(path, (str, os.PathLike)):
-        return _read_one(Path(path), traj, steps, allow)
+        path = [path]
     try:
         paths = [Path(p) for p in path]
     except TypeError:
@@ -450,6 +379,8 @@ def read_trajectories(
         ) from None
     if not paths:
         raise VPIntegratorError("read_trajectories: got an empty list of files; give at least one path")
+    if is_shard_set(paths):
+        return read_shard_set(paths, traj, steps, allow)
     if len(paths) == 1:
         return _read_one(paths[0], traj, steps, allow)
     return _read_shards(paths, traj, steps, allow)

@@ -1,4 +1,5 @@
-""":func:`integrate`: run a classical method on a batch for ``n_steps`` steps into a Trajectories."""
+""":func:`integrate`: run a classical method on a batch for ``n_steps`` steps into a Trajectories, by the rollout
+core's block loop (:func:`vpintegrator.stepping.run_blocks`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ from ..errors import VPIntegratorError, finite_float
 from ..systems import System, get_system, system_meta
 from ..systems.initial_conditions import as_points
 from ..integrators import Integrator, NotConverged, _check_dt, get_integrator
+from ..stepping import block_schedule, run_blocks
 from .trajectories import Trajectories
+
+#: steps per block of the block loop (any value gives the same states: each step depends on the last only)
+CHUNK_STEPS = 1024
 
 
 def integrate(
@@ -60,25 +65,37 @@ def integrate(
     y = _check_initial_conditions(system, y0)
 
     out = np.empty((y.shape[0], n_steps + 1, system.dim))
-    out[:, 0] = y
-    for k in range(1, n_steps + 1):
-        try:
-            with np.errstate(over="ignore", invalid="ignore"):  # a blow-up is reported just below
-                y = method._step(system, y, h)
-        except NotConverged as exc:
-            raise VPIntegratorError(
-                f"{method.name}: step {k} (t = {t0 + (k - 1) * h:g} -> {t0 + k * h:g}): {exc.detail}"
-            ) from None
-        finite = np.all(np.isfinite(y), axis=1)
-        if not finite.all():
-            i = int(np.argmin(finite))
-            raise VPIntegratorError(
-                f"{method.name}: trajectory {i} became non-finite at step {k} (t = {t0 + k * h:g}); "
-                "reduce dt or use a stable method"
-            )
-        out[:, k] = y
-        if callback is not None:
-            callback(k, y)
+
+    def produce(i: int, k0: int, n: int) -> np.ndarray:
+        """Steps k0 .. k0 + n − 1 into ``out`` (block 0: the initial conditions); a step that does not
+        converge or gives a non-finite state is an error where it happens (no NaN enters the next step)."""
+        nonlocal y
+        block = out[:, k0 : k0 + n]
+        if i == 0:
+            block[:, 0] = y
+            return block
+        for j, k in enumerate(range(k0, k0 + n)):
+            try:
+                with np.errstate(over="ignore", invalid="ignore"):  # a blow-up is reported just below
+                    y = method._step(system, y, h)
+            except NotConverged as exc:
+                raise VPIntegratorError(
+                    f"{method.name}: step {k} (t = {t0 + (k - 1) * h:g} -> {t0 + k * h:g}): {exc.detail}"
+                ) from None
+            finite = np.all(np.isfinite(y), axis=1)
+            if not finite.all():
+                row = int(np.argmin(finite))
+                raise VPIntegratorError(
+                    f"{method.name}: trajectory {row} became non-finite at step {k} (t = {t0 + k * h:g}); "
+                    "reduce dt or use a stable method"
+                )
+            block[:, j] = y
+            if callback is not None:
+                callback(k, y)
+        return block
+
+    # the rollout core's block loop; no failure rule (a bad state is an error above), the states already in out
+    run_blocks([(0, 1), *block_schedule(1, n_steps + 1, CHUNK_STEPS)], produce, lambda i, k0, block: None)
 
     t = t0 + h * np.arange(n_steps + 1)
     meta: dict[str, Any] = {

@@ -1,4 +1,5 @@
-"""Rollout files (``vp-rollout`` output): the schema, the writer helpers and :func:`read_rollout`.
+"""Rollout files (``vp-rollout`` output): the schema, the writer (:class:`RolloutWriter`) and the reader
+(:func:`read_rollout`); attributes by the one codec of both file kinds (:mod:`vpintegrator.data._attrs`).
 
 A rollout file holds, for a set of trajectories of a data file, the reference and every method's states
 with per-step metrics (relative error, invariants) and the volume of every step or window map. The layout
@@ -22,7 +23,7 @@ import numpy as np
 
 from ..errors import VPIntegratorError
 from .._outputs import ROLLOUT_SCHEMA
-from ._attrs import _from_attr
+from ._attrs import _attrs_to_meta, write_attrs
 from .trajectories import Trajectories
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,8 +35,8 @@ __all__ = [
     "MethodMetrics",
     "RolloutResult",
     "read_rollout",
-    "set_attrs",
-    "create_series",
+    "RolloutWriter",
+    "RolloutSeries",
 ]
 
 # root attribute ``schema``: ROLLOUT_SCHEMA (defined in vpintegrator._outputs, which tells file kinds apart)
@@ -47,33 +48,128 @@ _READABLE_VERSIONS = (1, 2)
 # --------------------------------------------------------------------------- writing
 
 
-def set_attrs(obj, attrs: Mapping[str, Any]) -> None:
-    """Write ``attrs`` as HDF5 attributes of ``obj`` (a file, group or dataset); None values are skipped.
-
-    str subclasses are stored as plain str, dicts as JSON text, lists of str as variable-length strings.
-    """
-    import h5py
-
-    for key, value in attrs.items():
-        if value is None:
-            continue
-        if isinstance(value, str):  # str subclasses (TorchVersion, np.str_) would become fixed-width numpy
-            obj.attrs[key] = str(value)
-        elif isinstance(value, dict):
-            obj.attrs[key] = json.dumps(value)
-        elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-            obj.attrs[key] = np.array(list(value), dtype=h5py.string_dtype())
-        else:
-            obj.attrs[key] = value
-
-
-def create_series(group, name: str, shape: tuple, chunks: tuple) -> Any:
-    """A float64 dataset ``group[name]`` of ``shape`` chunked by ``chunks`` (clipped to the shape).
-
-    Rollout writers fill it in whole chunks along time, so one chunk of cache per dataset suffices.
-    """
+def _series(group, name: str, shape: tuple, chunks: tuple) -> Any:
+    """A float64 dataset ``group[name]`` of ``shape`` chunked by ``chunks`` (clipped to the shape); the
+    engines' blocks fill it in whole chunks along time, so one chunk of cache per dataset suffices."""
     chunks = tuple(max(1, min(int(s), int(c))) for s, c in zip(shape, chunks))
     return group.create_dataset(name, shape=tuple(shape), dtype=np.float64, chunks=chunks)
+
+
+class RolloutSeries:
+    """One group of a rollout file being written (``/reference`` or ``/methods/<label>``): its per-step
+    datasets, filled block by block by :meth:`write`, then :meth:`close`. ``y`` is the states' dataset
+    (n_traj, n_states, dim), readable while the file is written."""
+
+    def __init__(self, group, n_traj: int, n_states: int, dim: int, names, chunks, rel_error: bool,
+                 map_step: np.ndarray | None) -> None:
+        ct, cs = chunks
+        self.group = group
+        self.y = _series(group, "y", (n_traj, n_states, dim), (ct, cs, dim))
+        self._per_step = {"y": self.y}
+        if rel_error:
+            self._per_step["rel_error"] = _series(group, "rel_error", (n_traj, n_states), (ct, cs))
+        for name in names:
+            self._per_step[f"invariant/{name}"] = _series(group, f"invariants/{name}", (n_traj, n_states), (ct, cs))
+        self._per_map = {}
+        if map_step is not None:
+            group.create_dataset("map_step", data=map_step)
+            for key in ("log_det_J", "cum_log_det_J"):
+                self._per_map[key] = _series(group, key, (n_traj, len(map_step)), (ct, cs))
+
+    def write(self, k0: int, block: Mapping[str, Any]) -> None:
+        """Steps ``k0 ..`` of the fields in ``block``: any of ``"y"`` (n_traj, n, dim), ``"rel_error"``,
+        ``"invariant/<name>"`` (n_traj, n) and, with ``"maps"`` (the indices of the maps the block
+        completed), ``"log_det_J"``, ``"cum_log_det_J"`` (n_traj, len(maps)): an engine's block as is."""
+        for key, value in block.items():
+            ds = self._per_step.get(key)
+            if ds is not None:
+                ds[:, k0 : k0 + value.shape[1]] = value
+        maps = block.get("maps")
+        if self._per_map and maps is not None and block["log_det_J"].shape[1]:
+            for key, ds in self._per_map.items():
+                ds[:, maps] = block[key]
+
+    def close(self, failed_step: np.ndarray, attrs: Mapping[str, Any]) -> None:
+        """The group's ``failed_step`` (n_traj,) int and its attributes (None values left out)."""
+        self.group.create_dataset("failed_step", data=np.asarray(failed_step, dtype=np.int64))
+        write_attrs(self.group, dict(attrs), skip_none=True)
+
+
+class RolloutWriter:
+    """Writes one rollout file (layout: ``datasets/README.md``, "Rollout file schema"; read back by
+    :func:`read_rollout`) atomically: at ``path`` only when the ``with`` block succeeds.
+
+    Parameters
+    ----------
+    path : path
+    attrs : mapping
+        The root attributes (``system``/``param_<name>``, ``dt``, ``t0``, counts, ``methods``, ...);
+        ``schema`` and ``schema_version`` are added here.
+    t : ndarray, shape (n_states,)
+    traj_index : ndarray, shape (n_traj,)
+        Indices of the trajectories in the data file.
+    dim : int
+    invariant_names : sequence of str
+    chunk_steps : int
+        Steps per chunk of the datasets along time (the engines' block length).
+    extra_attrs : mapping, optional
+        More root attributes (after ``attrs``).
+
+    Notes
+    -----
+    :meth:`reference` and :meth:`method` open the groups (:class:`RolloutSeries`); :meth:`finish` writes
+    the metrics table (``summary_json``).
+    """
+
+    def __init__(self, path, attrs: Mapping[str, Any], t: np.ndarray, traj_index: np.ndarray, *, dim: int,
+                 invariant_names, chunk_steps: int, extra_attrs: Mapping[str, Any] | None = None) -> None:
+        self.path = Path(path)
+        self.t, self.traj_index = np.asarray(t), np.asarray(traj_index)
+        self.n_traj, self.n_states, self.dim = int(self.traj_index.size), int(self.t.size), int(dim)
+        self.names = tuple(invariant_names)
+        self.chunks = (min(self.n_traj, 64), min(self.n_states, int(chunk_steps)))
+        self.attrs = {"schema": ROLLOUT_SCHEMA, "schema_version": ROLLOUT_SCHEMA_VERSION, **attrs,
+                      **(extra_attrs or {})}
+        self._stack = self._file = None
+
+    def __enter__(self) -> "RolloutWriter":
+        import contextlib
+
+        import h5py
+
+        from .._io import atomic_path
+
+        ct, cs = self.chunks
+        # every dataset is written in whole chunks (the engines' blocks are chunk-aligned), so one chunk of
+        # cache per dataset is enough; HDF5's default (8 MiB per open dataset) would only hold memory
+        cache = max(1 << 16, 2 * ct * cs * self.dim * 8)
+        with contextlib.ExitStack() as stack:
+            tmp = stack.enter_context(atomic_path(self.path, suffix=".h5"))
+            self._file = stack.enter_context(h5py.File(tmp, "w", rdcc_nbytes=cache, rdcc_w0=1.0))
+            write_attrs(self._file, self.attrs, skip_none=True)
+            self._file.create_dataset("t", data=self.t)
+            self._file.create_dataset("traj_index", data=self.traj_index)
+            self._stack = stack.pop_all()
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        stack, self._stack, self._file = self._stack, None, None
+        return bool(stack.__exit__(*exc))
+
+    def reference(self) -> RolloutSeries:
+        """``/reference``: states and invariants."""
+        return RolloutSeries(self._file.create_group("reference"), self.n_traj, self.n_states, self.dim,
+                             self.names, self.chunks, rel_error=False, map_step=None)
+
+    def method(self, label: str, map_step: np.ndarray | None = None) -> RolloutSeries:
+        """``/methods/<label>``: states, relative error, invariants and, given ``map_step`` (the step of
+        the last state of every step/window map), the volume (``log_det_J``, ``cum_log_det_J``)."""
+        return RolloutSeries(self._file.create_group(f"methods/{label}"), self.n_traj, self.n_states, self.dim,
+                             self.names, self.chunks, rel_error=True, map_step=map_step)
+
+    def finish(self, rows: list) -> None:
+        """The metrics table (one dict per method) as the root attribute ``summary_json``."""
+        write_attrs(self._file, {"summary_json": json.dumps(rows)})
 
 
 # --------------------------------------------------------------------------- reading
@@ -234,7 +330,7 @@ def read_rollout(path, traj=None, max_points: int | None = None) -> RolloutResul
             f"{path}: not a readable HDF5 file ({' '.join(str(err).split())}); give a vp-rollout output"
         ) from None
     with f:
-        meta = {k: _from_attr(v) for k, v in f.attrs.items()}
+        meta = _attrs_to_meta(f.attrs)
         if meta.get("schema") != ROLLOUT_SCHEMA:
             raise VPIntegratorError(
                 f"{path}: root attribute 'schema' is {meta.get('schema')!r}, expected {ROLLOUT_SCHEMA!r}; "
@@ -272,7 +368,7 @@ def read_rollout(path, traj=None, max_points: int | None = None) -> RolloutResul
                 map_t = float(meta["t0"]) + float(meta["dt"]) * g["map_step"][ms]
                 ld, cum = read2(g["log_det_J"], ms), read2(g["cum_log_det_J"], ms)
             failed = g["failed_step"][:][rows]
-            attrs = {**system_keys, "dt": float(meta["dt"]), **{k: _from_attr(v) for k, v in g.attrs.items()}}
+            attrs = {**system_keys, "dt": float(meta["dt"]), **_attrs_to_meta(g.attrs)}
             return Trajectories(y=y, t=t, meta=attrs, failed_step=failed), MethodMetrics(inv, err, map_t, ld, cum)
 
         reference, ref_metrics = read_group(f["reference"])

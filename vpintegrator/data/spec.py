@@ -32,15 +32,17 @@ inside the wheel (``vpintegrator/_specs``), or given as a path to a ``.toml`` fi
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..config import declared, key
 from ..errors import VPIntegratorError
 
 __all__ = ["DOP853", "GenerationSpec", "list_specs", "load_spec"]
@@ -72,10 +74,16 @@ _REQUIRED_INTEGRATION = ("dt", "t_end")
 OVERRIDES = (
     "n_traj", "dt", "t_end", "method", "rtol", "atol", "seed", "chunk_size", "out", "sampler", "params", "sampler_args"
 )
+#: Top-level ``--set`` keys: the overrides and the spec's sections (``integration.dt=...``).
+SET_KEYS = (*OVERRIDES, *_SECTIONS)
 #: Largest seed: it is stored as a 64-bit HDF5 attribute.
 MAX_SEED = 2**63 - 1
 #: Most steps a time grid may have: t_end / dt must stay an exactly representable count (2**53).
 MAX_STEPS = 2**53
+_FROM_SPEC = "from the spec"
+#: set while :func:`_apply_overrides` builds a spec from a checked one and checked changes
+_REPLACING: contextvars.ContextVar[bool] = contextvars.ContextVar("vpintegrator_spec_replacing", default=False)
+_TABLE = "a table of key = value"
 _TOML_KEY = {fld: f"{sec}.{key}" for sec, keys in _SECTIONS.items() for key, fld in keys.items()}
 
 
@@ -111,31 +119,28 @@ def _is_number(value: Any) -> bool:
 
 
 def _check_field(name: str, value: Any, where: str) -> Any:
-    """Validate one GenerationSpec field; ``where`` names the file/key or override in the message."""
+    """Validate one GenerationSpec field; ``where`` names the file/key or override in the message.
+
+    The type and bounds are the field's declaration (:func:`vpintegrator.config.key`); the rules beyond
+    them are here."""
     key = name if where == name else None  # an override: the error is about that key (a CLI shows its flag)
+    info = declared(GenerationSpec)[name]
+    if info.type is not None:
+        try:
+            value = info.validate(name, value, label=where)
+        except VPIntegratorError as err:
+            raise VPIntegratorError(str(err), key=key) from None
     if name in ("dt", "t_end", "rtol", "atol"):
-        if not _is_number(value) or not math.isfinite(value) or value <= 0:
-            raise VPIntegratorError(f"{where} must be a finite number > 0; got {value!r}", key=key)
         if name == "rtol" and value >= 1:
             raise VPIntegratorError(
                 f"{where} must be < 1 (a relative tolerance, e.g. 1e-12); got {value!r}", key=key
             )
         return float(value)
-    if name in ("n_traj", "chunk_size"):
-        if value is None and name == "n_traj":
-            return None
-        if not _is_int(value) or value < 1:
-            raise VPIntegratorError(f"{where} must be an integer >= 1; got {value!r}", key=key)
-        return int(value)
-    if name == "seed":
-        if not _is_int(value) or value < 0:
-            raise VPIntegratorError(f"{where} must be an integer >= 0; got {value!r}", key=key)
-        if value > MAX_SEED:
-            raise VPIntegratorError(
-                f"{where} must be an integer >= 0 and < 2**63 (it is stored as a 64-bit attribute); got {value!r}",
-                key=key,
-            )
-        return int(value)
+    if name == "seed" and value > MAX_SEED:
+        raise VPIntegratorError(
+            f"{where} must be an integer >= 0 and < 2**63 (it is stored as a 64-bit attribute); got {value!r}",
+            key=key,
+        )
     if name in ("system", "sampler", "method", "description", "name"):
         if not isinstance(value, str) or (name != "description" and not value):
             raise VPIntegratorError(f"{where} must be a non-empty string; got {value!r}", key=key)
@@ -145,10 +150,14 @@ def _check_field(name: str, value: Any, where: str) -> Any:
             raise VPIntegratorError(f"{where} must be a file path; got {value!r}", key=key)
         return os.fspath(value)
     if name in ("params", "sampler_args"):
-        if not isinstance(value, dict):
-            raise VPIntegratorError(f"{where} must be a table of key = value; got {value!r}", key=key)
         return dict(value)
     return value
+
+
+def _methods() -> list[str]:
+    from ..integrators import list_integrators
+
+    return [DOP853, *list_integrators()]
 
 
 def _check_method(method: str, where: str) -> None:
@@ -193,29 +202,38 @@ class GenerationSpec:
         One-line description; the TOML file it came from ("" if built in Python).
     """
 
-    name: str
-    system: str
-    sampler: str
-    dt: float
-    t_end: float
-    params: dict[str, Any] = field(default_factory=dict)
-    sampler_args: dict[str, Any] = field(default_factory=dict)
-    n_traj: int | None = None
-    method: str = DOP853
-    rtol: float = 1e-12
-    atol: float = 1e-12
-    seed: int = 0
-    chunk_size: int = DEFAULT_CHUNK_SIZE
-    out: str = ""
-    description: str = ""
-    source: str = ""
+    name: str = key(flag="")
+    system: str = key(flag="")
+    sampler: str = key(flag="")
+    dt: float = key(type=float, low=0, open_low=True, show_default=_FROM_SPEC, help="Sampling step: t = k * dt.")
+    t_end: float = key(type=float, low=0, open_low=True, show_default=_FROM_SPEC, help="Final time (t0 = 0).")
+    params: dict[str, Any] = key(default_factory=dict, type=dict, expected=_TABLE, flag="")
+    sampler_args: dict[str, Any] = key(default_factory=dict, type=dict, expected=_TABLE, flag="")
+    n_traj: int | None = key(None, type=int, low=1, optional=True, expected="an integer >= 1", show_default=_FROM_SPEC,
+                             help="Number of trajectories (overrides the spec).")
+    method: str = key(DOP853, choices=_methods, show_default=_FROM_SPEC,
+                      help="'dop853' (SciPy) or a classical integrator, e.g. implicit_midpoint.")
+    rtol: float = key(1e-12, type=float, low=0, open_low=True, show_default=_FROM_SPEC,
+                      help="DOP853 relative tolerance (per trajectory).")
+    atol: float = key(1e-12, type=float, low=0, open_low=True, show_default=_FROM_SPEC,
+                      help="DOP853 absolute tolerance (per trajectory).")
+    seed: int = key(0, type=int, low=0, expected="an integer >= 0", show_default=_FROM_SPEC,
+                    help="Seed for the initial-condition sampler.")
+    chunk_size: int = key(DEFAULT_CHUNK_SIZE, type=int, low=1, expected="an integer >= 1", show_default=_FROM_SPEC,
+                          help="Trajectories integrated and written at a time.")
+    out: str = key("", path="file", show_default="from the spec, datasets/<spec>.h5", help="Output HDF5 file.")
+    description: str = key("", flag="")
+    source: str = key("", flag="")
 
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
+        for f in dataclasses.fields(self) if not _REPLACING.get() else ():  # each field checked once
             if f.name == "source":
                 continue
-            value = _check_field(f.name, getattr(self, f.name), f"GenerationSpec.{f.name}")
-            object.__setattr__(self, f.name, value)
+            toml_key = _TOML_KEY.get(f.name, "description" if f.name == "description" else None)
+            if f.name == "out" and self.out == "":
+                toml_key = None  # not given: datasets/<name>.h5 (an empty output.path is refused by _parse)
+            where = f"{self.source}: key '{toml_key}'" if self.source and toml_key else f"GenerationSpec.{f.name}"
+            object.__setattr__(self, f.name, _check_field(f.name, getattr(self, f.name), where))
         if not self.out:
             object.__setattr__(self, "out", f"datasets/{self.name}.h5")
         where = f"{self.source}: " if self.source else ""
@@ -299,15 +317,16 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 def _parse(path: Path, data: dict[str, Any]) -> dict[str, Any]:
-    """TOML tables -> GenerationSpec keyword arguments, checking keys and types, naming file and key."""
+    """TOML tables -> GenerationSpec keyword arguments, checking the keys and tables, naming file and key (the
+    values are checked once, by GenerationSpec)."""
     for key in data:
         if key not in _TOP_KEYS:
             raise VPIntegratorError(
                 f"{path}: unknown key {key!r}; valid top-level keys: {', '.join(_TOP_KEYS)}"
             )
-    kwargs: dict[str, Any] = {"name": path.stem, "source": str(path)}
+    kwargs: dict[str, Any] = {"name": path.stem, "source": str(path)}  # values checked by GenerationSpec
     if "description" in data:
-        kwargs["description"] = _check_field("description", data["description"], f"{path}: key 'description'")
+        kwargs["description"] = data["description"]
     for section, keys in _SECTIONS.items():
         table = data.get(section)
         if table is None:
@@ -319,7 +338,9 @@ def _parse(path: Path, data: dict[str, Any]) -> dict[str, Any]:
         free: dict[str, Any] = {}
         for key, value in table.items():
             if key in keys:
-                kwargs[keys[key]] = _check_field(keys[key], value, f"{path}: key '{section}.{key}'")
+                if keys[key] == "out" and value == "":
+                    raise VPIntegratorError(f"{path}: key '{section}.{key}' must be a file path; got ''")
+                kwargs[keys[key]] = value
             elif section in ("system", "initial_conditions"):
                 free[key] = value
             else:
@@ -365,18 +386,20 @@ def _apply_overrides(spec: GenerationSpec, overrides: dict[str, Any]) -> Generat
             raise VPIntegratorError(f"unknown override {key!r}; valid overrides: {', '.join(OVERRIDES)}")
         if value is None:
             continue
-        if key in ("params", "sampler_args"):  # merged into the spec's tables, key by key
-            value = {**getattr(spec, key), **_check_field(key, value, key)}
-        changes[key] = _check_field(key, value, key)
+        value = _check_field(key, value, key)
+        changes[key] = {**getattr(spec, key), **value} if key in ("params", "sampler_args") else value  # tables merge
     if not changes:
         return spec
     if "method" in changes:
         _check_method(changes["method"], "method")
+    token = _REPLACING.set(True)  # the changes were checked above, the other fields when spec was built
     try:
         new = dataclasses.replace(spec, **changes)
     except VPIntegratorError as err:
         given = ", ".join(f"{k}={v}" for k, v in changes.items())
         raise VPIntegratorError(f"{err} (after overrides {given})", key=err.key) from None
+    finally:
+        _REPLACING.reset(token)
     if {"params", "sampler"} & set(changes):
         _check_names(new)
     return new

@@ -25,18 +25,31 @@ name                        class                           GML defaults (parame
 ``symplectic_transformer``  :class:`SymplecticTransformer`  dim 4, seq_len 3, n_sympnet 2, L 1 (70; L 4: 280)
 ==========================  ==============================  ===================================================
 
+Lie–Poisson networks for so(3)* (the rigid body; Casimir-exact Poisson maps, :mod:`.lie_poisson`):
+
+==================  ============================  =====================================================
+name                class                         defaults (parameters)
+==================  ============================  =====================================================
+``lpnet``           :class:`LiePoissonNet`        dim 3, n_layers 8, width 4 (128)
+``lp_transformer``  :class:`LiePoissonTransformer` dim 3, seq_len 3, L 2, n_layers 4, width 4 (166)
+==================  ============================  =====================================================
+
+What each architecture keeps by construction: ``model.preserves`` / :func:`model_preserves`.
+
 Model file format (``save_model``/``load_model``): one ``torch.save`` dict
 ``{"format": "vpintegrator-model", "version": 1, "config": {...}, "state_dict": {...},
 "vpintegrator_version": "...", **extra}``, loadable with ``torch.load(weights_only=True)`` (no pickled code).
 
 Modules: ``volume`` (VPFF, VPT), ``standard`` (ST), ``symplectic`` (LA-SympNet, G-SympNet, symplectic
 transformer), ``registry`` (names, defaults, ``build_model``), ``files`` (model files, pretrained models),
-``gml`` (weight files of GeometricMachineLearning.jl: ``read_gml``, ``load_model("gml:FILE.h5")``).
+``gml`` (weight files of GeometricMachineLearning.jl: ``read_gml``, ``load_model("gml:FILE.h5")``),
+``ablation`` (``without_attention``: a transformer with its attention layers switched to the identity).
 """
 
 from __future__ import annotations
 
 from ._common import count_parameters
+from .ablation import without_attention
 from .files import (
     MODEL_FORMAT,
     MODEL_FORMAT_VERSION,
@@ -48,7 +61,8 @@ from .files import (
     save_model,
 )
 from .gml import read_gml
-from .registry import _did_you_mean, build_model, default_model_config, list_models, register_model
+from .lie_poisson import LiePoissonNet, LiePoissonTransformer
+from .registry import _did_you_mean, build_model, default_model_config, list_models, model_preserves, register_model
 from .standard import StandardTransformerIntegrator
 from .symplectic import GSympNet, LASympNet, SymplecticTransformer
 from .volume import VolumePreservingFeedForward, VolumePreservingTransformer
@@ -71,4 +85,8 @@ __all__ = [
     "list_pretrained",
     "count_parameters",
     "read_torch_file",
+    "without_attention",
+    "LiePoissonNet",
+    "LiePoissonTransformer",
+    "model_preserves",
 ]

@@ -1,8 +1,8 @@
 """Model files: ``save_model``, ``load_model``, ``load_checkpoint``, pretrained models, GML weight files.
 
 Format: one ``torch.save`` dict ``{"format": "vpintegrator-model", "version": 1, "config": {...},
-"state_dict": {...}, "vpintegrator_version": "...", **extra}``, loadable with ``torch.load(weights_only=True)``
-(no pickled code). ``load_model("gml:FILE.h5")`` reads GeometricMachineLearning.jl weights instead
+"state_dict": {...}, "vpintegrator_version": "...", "provenance": {...}, **extra}``, loadable with
+``torch.load(weights_only=True)`` (no pickled code). ``load_model("gml:FILE.h5")`` reads GeometricMachineLearning.jl weights instead
 (:mod:`vpintegrator.models.gml`).
 """
 
@@ -21,6 +21,7 @@ from .._io import atomic_path
 from .._outputs import check_output, output_lock
 from .._version import __version__
 from ..errors import VPIntegratorError
+from ..provenance import provenance_record
 from .gml import GML_PREFIX, parse_gml_spec, read_gml
 from .registry import _MODELS, build_model
 
@@ -47,7 +48,9 @@ def save_model(model: nn.Module, path: str | os.PathLike, extra: dict[str, Any] 
         More entries for the file (training state: optimizer, epoch, ...); values must be loadable with
         ``torch.load(weights_only=True)`` (tensors, numbers, strings, lists, dicts). Keys must not be one of
         ``format, version, config, state_dict, vpintegrator_version``. A model read from a GML file
-        (``gml_provenance`` attribute) also records ``"gml_provenance"``: the source file.
+        (``gml_provenance`` attribute) also records ``"gml_provenance"``: the source file. ``"provenance"``
+        (:func:`vpintegrator.provenance.provenance_record`: versions, git commit, command line, input files
+        with their sha256) defaults to a record of this process without inputs.
     overwrite : bool, default False
         Replace an existing checkpoint at ``path`` (anything else there is never replaced); the file is
         locked against other writers while written.
@@ -68,6 +71,8 @@ def save_model(model: nn.Module, path: str | os.PathLike, extra: dict[str, Any] 
         raise VPIntegratorError(f"save_model: extra key {clash[0]!r} is reserved; rename it")
     if isinstance(getattr(model, "gml_provenance", None), str):
         extra.setdefault("gml_provenance", model.gml_provenance)
+    if "provenance" not in extra:  # how the file was made (vp-train passes its run's, with the data's hashes)
+        extra["provenance"] = provenance_record()
     payload = {
         "format": MODEL_FORMAT,
         "version": MODEL_FORMAT_VERSION,

@@ -8,16 +8,17 @@ from typing import Any
 from torch import nn
 
 from ..errors import VPIntegratorError
+from .lie_poisson import LiePoissonNet, LiePoissonTransformer
 from .standard import StandardTransformerIntegrator
 from .symplectic import GSympNet, LASympNet, SymplecticTransformer
 from .volume import VolumePreservingFeedForward, VolumePreservingTransformer
 
-__all__ = ["build_model", "list_models", "default_model_config", "register_model"]
+__all__ = ["build_model", "list_models", "default_model_config", "register_model", "model_preserves"]
 
 _MODELS: dict[str, type[nn.Module]] = {
     cls.model_name: cls
     for cls in (VolumePreservingFeedForward, VolumePreservingTransformer, StandardTransformerIntegrator,
-                LASympNet, GSympNet, SymplecticTransformer)
+                LASympNet, GSympNet, SymplecticTransformer, LiePoissonNet, LiePoissonTransformer)
 }
 
 
@@ -32,6 +33,9 @@ _PAPER_CONFIGS: dict[str, dict[str, Any]] = {
     "g_sympnet": dict(seq_len=1, n_layers=2, activation="tanh", init_upper=True),
     "symplectic_transformer": dict(seq_len=3, n_sympnet=2, L=1, sympnet_activation="tanh",
                                    attention_activation="matrix_softmax", init_upper=True, symmetric=True),
+    # Lie–Poisson networks for so(3)* (issue 21; no paper configuration: sized like the paper's VPT)
+    "lpnet": dict(seq_len=1, n_layers=8, width=4),
+    "lp_transformer": dict(seq_len=3, L=2, n_layers=4, width=4),
 }
 
 
@@ -50,10 +54,10 @@ def default_model_config(name: str) -> dict[str, Any]:
 
 
 def _did_you_mean(name: Any) -> str:
-    import difflib
+    """``" (did you mean 'x'?)"`` for the registered model closest to ``name`` (:func:`vpintegrator.config.did_you_mean`)."""
+    from ..config import did_you_mean
 
-    close = difflib.get_close_matches(str(name), list_models(), n=1, cutoff=0.5)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    return did_you_mean(name, list_models())
 
 
 def register_model(cls: type[nn.Module], defaults: dict[str, Any] | None = None) -> type[nn.Module]:
@@ -115,3 +119,19 @@ def build_model(name: str, **config: Any) -> nn.Module:
         return cls(**config)
     except VPIntegratorError as err:
         raise VPIntegratorError(f"model config for {name!r}: {err}", key=err.key) from None
+
+
+def model_preserves(model: nn.Module | str, **config: Any) -> tuple[str, ...]:
+    """What an architecture keeps by construction: a tuple of ``"volume"``, ``"symplectic"``, ``"casimir"``,
+    ``"poisson"`` (empty: nothing).
+
+    ``model`` is a model (its ``preserves`` attribute) or a registry name (built with ``config`` on the
+    defaults, since some claims depend on the configuration: the VPT with arbitrary attention weights keeps
+    nothing, the symplectic transformer with vector softmax and symmetric A is not symplectic). A model
+    without the attribute (a user's) claims nothing. Every claim is tested by the matching audit of
+    :mod:`vpintegrator.testing` in float64.
+    """
+    if isinstance(model, str):
+        dim = config.pop("dim", 4 if model in ("la_sympnet", "g_sympnet", "symplectic_transformer") else 3)
+        model = build_model(model, dim=dim, **config)
+    return tuple(getattr(model, "preserves", ()))

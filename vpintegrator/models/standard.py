@@ -99,6 +99,7 @@ class StandardTransformerIntegrator(nn.Module):
     """
 
     model_name = "st"
+    preserves: tuple[str, ...] = ()  # softmax attention and ResNet layers keep nothing by construction
 
     def __init__(
         self,

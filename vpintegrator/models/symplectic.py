@@ -84,10 +84,13 @@ class LASympNet(_PositionWise):
         Window length used as an integrator (1: one step z_n -> z_{n+1}); ``pred_window`` equals it. The
         network acts on each state independently, so ``forward`` accepts any seq.
 
+    Notes
+    -----
     Defaults are GML's (depth 5, nhidden 1, tanh, both ``init_upper`` true).
     """
 
     model_name = "la_sympnet"
+    preserves = ("symplectic", "volume")
 
     def __init__(
         self,
@@ -147,10 +150,13 @@ class GSympNet(_PositionWise):
     seq_len : int
         As :class:`LASympNet`.
 
+    Notes
+    -----
     Defaults are GML's (upscaling 2·dim, 2 layers, tanh, ``init_upper`` true).
     """
 
     model_name = "g_sympnet"
+    preserves = ("symplectic", "volume")
 
     def __init__(
         self,
@@ -216,11 +222,19 @@ class SymplecticTransformer(nn.Module):
     symmetric : bool
         Symmetric (n(n+1)/2 parameters) or arbitrary (n²) attention weighting A.
 
+    Notes
+    -----
     Defaults are GML's (n_sympnet 2, upscaling 2·dim, L 1, tanh, matrix softmax, ``init_upper`` and
     ``symmetric`` true) plus seq_len 3.
     """
 
     model_name = "symplectic_transformer"
+
+    @property
+    def preserves(self) -> tuple[str, ...]:
+        """("symplectic", "volume"), or () for vector softmax with symmetric A (not symplectic; GML allows it)."""
+        not_symplectic = self.config["symmetric"] and self.config["attention_activation"] == "vector_softmax"
+        return () if not_symplectic else ("symplectic", "volume")
 
     def __init__(
         self,

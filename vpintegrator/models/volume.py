@@ -45,6 +45,7 @@ class VolumePreservingFeedForward(nn.Module):
     """
 
     model_name = "vpff"
+    preserves = ("volume",)
 
     def __init__(
         self,
@@ -145,10 +146,17 @@ class VolumePreservingTransformer(nn.Module):
     init_upper : bool
         Passed to the feed-forward parts.
 
+    Notes
+    -----
     Defaults: L = 1 and ``skew_sym=True`` (GML's constructor defaults are L = 2 and ``skew_sym=false``).
     """
 
     model_name = "vpt"
+
+    @property
+    def preserves(self) -> tuple[str, ...]:
+        """("volume",) with skew-symmetric attention; () with arbitrary weighting (not volume preserving)."""
+        return ("volume",) if self.config["skew_sym"] else ()
 
     def __init__(
         self,

@@ -1,8 +1,9 @@
-"""Layers on (batch, seq, dim) tensors: Cayley transform, attention, feed-forward and symplectic layers."""
+"""Layers on (batch, seq, dim) tensors: Cayley transform, attention, feed-forward, symplectic and Lie–Poisson layers."""
 
 from .attention import MultiHeadAttention, VolumePreservingAttention
 from .cayley import CAYLEY_METHODS, cayley, cayley_method, get_cayley_method
 from .feedforward import ResNetLayer, VolumePreservingLowerLayer, VolumePreservingUpperLayer
+from .lie_poisson import LiePoissonCoupling, LiePoissonLayer
 from .symplectic_attention import SymplecticAttentionP, SymplecticAttentionQ
 from .sympnet import (
     ActivationLayerP,
@@ -33,4 +34,6 @@ __all__ = [
     "BiasLayer",
     "SymplecticAttentionQ",
     "SymplecticAttentionP",
+    "LiePoissonLayer",
+    "LiePoissonCoupling",
 ]

@@ -51,6 +51,8 @@ class VolumePreservingAttention(nn.Module):
         forward pass never inverts: it computes the three lower entries w of C and
         Λᵀ X = 2 (X + w × X + w (wᵀ X)) / (1 + |w|²) − X  (:func:`~vpintegrator.nn.cayley.cayley3_transpose_apply`).
 
+    Notes
+    -----
     With the skew variant at seq = 3 (closed form) the layer runs as one autograd node with a hand-written
     backward (:mod:`vpintegrator.nn.fused_attention`; bitwise the same forward), except under ``torch.func``
     transforms and for dtypes other than float32/float64, which take the autograd path.
@@ -242,6 +244,8 @@ class MultiHeadAttention(nn.Module):
         Normalisation of the scores (both forms): per query (``"vector"``) or over each head's whole
         score matrix (``"matrix"``, GML's ``MatrixSoftmax``).
 
+    Notes
+    -----
     Parameter counts: gml 3 dim² ; standard 4 dim² + 4 dim.
     """
 

@@ -124,6 +124,8 @@ class VolumePreservingLowerLayer(_TriangularLayer):
     bias : bool
         Learn b (dim,); without it b = 0.
 
+    Notes
+    -----
     Parameters held: ``weight`` (dim(dim−1)/2,) free entries of L in ``torch.tril_indices`` order, ``bias``.
     """
 
@@ -149,6 +151,8 @@ class ResNetLayer(nn.Module):
         ``"tanh"`` or ``"identity"`` (the last layer of GML's ResNet).
     bias : bool
 
+    Notes
+    -----
     Init: W Glorot U(±√(6/(2 dim))), b = 0.
     """
 

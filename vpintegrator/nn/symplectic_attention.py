@@ -122,6 +122,8 @@ class SymplecticAttentionQ(_SymplecticAttention):
         σ: softmax over all T² entries of C (GML ``MatrixSoftmax``, default) or over each column
         (GML ``VectorSoftmax``).
 
+    Notes
+    -----
     Parameters held: ``weight``, the GML ``SymmetricMatrix`` vector (n(n+1)/2,) (lower triangle with the
     diagonal, row by row), init U(±√(6/(n(n+1)/2))); or A (n, n), init U(±√(6/(2n))).
     """

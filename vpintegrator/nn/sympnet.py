@@ -142,6 +142,8 @@ class LinearLayerQ(_LinearLayer):
         Also add b ∈ ℝ^{dim} to the whole state afterwards: x ↦ (q + S p, p) + b, i.e. GML's
         ``LinearLayerQ`` followed by its ``BiasLayer`` (GML's own linear layer has no bias).
 
+    Notes
+    -----
     Parameters held: ``weight`` (n(n+1)/2,) GML ``SymmetricMatrix`` vector (lower triangle with diagonal,
     row by row), init U(±√(6/(n(n+1)/2))); ``bias`` (dim,) when asked, each half U(±√(6/n)).
     Jacobian [[I, S], [0, I]]: symplectic because S is symmetric.
@@ -189,6 +191,8 @@ class ActivationLayerQ(_ActivationLayer):
     activation : str
         σ (``"tanh"``, ``"sigmoid"``, ``"silu"``, ``"identity"``).
 
+    Notes
+    -----
     Parameters held: ``scale`` a (n,), init U(±√(6/n)). Jacobian [[I, diag(a σ'(p))], [0, I]]: symplectic.
     """
 
@@ -248,6 +252,8 @@ class GradientLayerQ(_GradientLayer):
     activation : str
         σ (``"tanh"``, ``"sigmoid"``, ``"silu"``, ``"identity"``).
 
+    Notes
+    -----
     Parameters held (GML's names and shapes): ``weight`` K (h, n), init U(±√(6/(h+n))); ``bias`` b (h,),
     init 0; ``scale`` a (h,), init U(±√(6/h)). Count h·(n + 2) (GML ``parameterlength``).
     """
@@ -272,6 +278,8 @@ class BiasLayer(nn.Module):
     dim : int
         State dimension 2n (even).
 
+    Notes
+    -----
     Parameters held: ``bias`` (dim,) = (b_q, b_p), each half U(±√(6/n)) as GML initialises its q and p
     parts. Jacobian I: symplectic.
     """

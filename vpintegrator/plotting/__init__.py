@@ -10,6 +10,7 @@
 - :mod:`.rollout`: :func:`plot_trajectories3d`, :func:`plot_invariants`, :func:`plot_error`,
   :func:`plot_volume`, :func:`plot_phase`, :func:`plot_rollout` (by kind), :func:`plot_all` (write them).
 - :mod:`.training`: :func:`plot_training` (training curves of ``vp-train`` run directories).
+- :mod:`.work_precision`: :func:`plot_work_precision` (error and invariant drift against cost, log–log).
 
 Every figure is a :class:`matplotlib.figure.Figure` built without pyplot (any backend, Agg included); every
 ``plot_*`` function and :func:`training_figure` also draws into existing Axes (``ax=`` / ``axes=``) and
@@ -49,8 +50,10 @@ from .style import (
     save_figure,
 )
 from .training import plot_training, read_run_log, training_figure
+from .work_precision import plot_work_precision
 
 __all__ = [
+    "plot_work_precision",
     "KINDS",
     "CLIP_FACTOR",
     "MAX_CURVES",

@@ -231,6 +231,8 @@ def plot_trajectories3d(source, traj=None, methods: Iterable[str] | None = None,
         ``"single"``/``"double"`` journal column, a ``.mplstyle`` file, ...: see
         :func:`~vpintegrator.plotting.style.figure_style`.
 
+    Notes
+    -----
     States beyond :data:`CLIP_FACTOR` times the reference's extent are not drawn.
     """
     data, given = _prepare(source, traj, reference, max_points)

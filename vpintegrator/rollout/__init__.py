@@ -1,5 +1,8 @@
 """One rollout engine for any step map: trained multi-step models, classical integrators, the exact flow.
 
+- the rollout core is :mod:`vpintegrator.stepping` (below ``data``, so that ``integrate`` uses it too): the one
+  window advance, the one failure rule, the one block loop (``run_blocks``) over NumPy arrays or torch tensors,
+  which both engines run.
 - :mod:`~vpintegrator.rollout.engine`: the :class:`StepMap` contract, :func:`rollout` (states in memory,
   a :class:`~vpintegrator.data.trajectories.Trajectories`), :func:`stream_rollout` (states to a sink),
   :func:`initial_window`. One argument order, as ``integrate``: ``rollout(step_map, window0, dt, n_steps)``.
@@ -15,8 +18,11 @@
 - :mod:`~vpintegrator.rollout.config`: :class:`RolloutConfig` (the keys of a comparison run) and
   :func:`load_rollout_config`; :mod:`~vpintegrator.rollout.checks`: what is refused before a run starts.
 - :mod:`~vpintegrator.rollout.compare`: comparison runs (``vp-rollout``): :func:`run_rollouts`.
+- :mod:`~vpintegrator.rollout.precision`: :func:`work_precision` (error and invariant drift against
+  batch-1 cost over a ladder of steps, against the exact flow), :func:`write_work_precision`.
 
-Rollout files are read with :func:`read_rollout` (from :mod:`vpintegrator.data.rollouts`). Names are
+Rollout files are written by :class:`~vpintegrator.data.rollouts.RolloutWriter` and read by
+:func:`read_rollout` (one module, :mod:`vpintegrator.data.rollouts`). Names are
 imported lazily: ``import vpintegrator.rollout`` imports neither torch nor h5py.
 """
 
@@ -38,6 +44,11 @@ _LAZY: dict[str, str] = {
     "ExactFlowStep": ".steps",
     "ModelStep": ".steps",
     "reference_step_map": ".steps",
+    "work_precision": ".precision",
+    "run_work_precision": ".precision",
+    "WorkPrecisionRow": ".precision",
+    "write_work_precision": ".precision",
+    "read_work_precision": ".precision",
     "SCALAR_MAX_BATCH": ".steps",
     "DeviceStepper": ".device",
     "device_stream_rollout": ".device",

@@ -3,7 +3,8 @@ conditions, against its reference, to any horizon, streamed to one rollout file 
 
 :class:`RolloutConfig` holds the keys (the same names as TOML keys, ``--set`` keys and, spelled with
 dashes, CLI flags); :func:`load_rollout_config` reads them from TOML with overrides; :func:`run_rollouts`
-runs them. The file layout and its reader are in :mod:`vpintegrator.data.rollouts`.
+runs them: what to run and what to measure. The file (layout, writer, reader) is
+:mod:`vpintegrator.data.rollouts`.
 
 Library messages name keys (``t_end``, ``traj``, ``models``), never flags; each error carries its key so
 that a CLI names its own flag.
@@ -185,10 +186,6 @@ class _Plan:
     def n_traj(self) -> int:
         return int(self.idx.size)
 
-    @property
-    def chunks(self) -> tuple[int, int]:
-        return min(self.n_traj, 64), min(self.n_steps + 1, int(self.config.chunk_steps))
-
 
 def _select_traj(config: RolloutConfig, n_file: int, where) -> np.ndarray:
     if config.traj is not None:
@@ -273,20 +270,28 @@ def _prepare_methods(config: RolloutConfig, system, dt: float, t0: float, n_step
     return methods
 
 
-def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), overwrite: bool = False) -> _Plan:
-    from ..data import read_metadata, read_trajectories
+def select(config: RolloutConfig):
+    """What a configuration selects of its data file, read from the metadata only: ``(data path, meta,
+    system, dt, trajectory indices, t0, n_steps)`` (one-line errors for a bad ``traj``/``n_traj``/``t_end``)."""
+    from ..data import read_metadata
     from ..systems import system_from_meta
 
-    config.validate()
-    check_outputs(config, extra_inputs, overwrite)
     data = Path(config.data)
     meta = read_metadata(data)
     system = system_from_meta(meta, data)
     dt = float(meta["dt"])
     idx = _select_traj(config, int(meta["n_traj"]), data)
-    n_file = int(meta["n_states"])
     t0 = float(meta.get("t0", 0.0))
-    n_steps = _horizon(config, t0, dt, n_file)
+    return data, meta, system, dt, idx, t0, _horizon(config, t0, dt, int(meta["n_states"]))
+
+
+def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), overwrite: bool = False) -> _Plan:
+    from ..data import read_trajectories
+
+    config.validate()
+    check_outputs(config, extra_inputs, overwrite)
+    data, meta, system, dt, idx, t0, n_steps = select(config)
+    n_file = int(meta["n_states"])
     n_methods = len(_integrator_names(config.integrators)) + len(model_entries(config.models))
     _check_fits(config, int(idx.size), n_steps + 1, system, max(1, n_methods), n_file, data)
     ref_file = read_trajectories(data, traj=idx)
@@ -299,15 +304,13 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
 
 
 def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict:
+    """What the rollout file says about the run (its root attributes; the schema is the writer's)."""
     from .._version import __version__
-    from ..data.rollouts import ROLLOUT_SCHEMA, ROLLOUT_SCHEMA_VERSION
     from ..systems import system_meta
 
     t, n_file, cfg = plan.t, plan.ref_file.n_states, plan.config
     beyond = f", continued with {getattr(reference_gen, 'name', '?')} beyond" if plan.n_steps + 1 > n_file else ""
     return {
-        "schema": ROLLOUT_SCHEMA,
-        "schema_version": ROLLOUT_SCHEMA_VERSION,
         **system_meta(plan.system),
         "dim": plan.system.dim,
         "dt": plan.dt,
@@ -333,21 +336,19 @@ def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict:
     }
 
 
-def _write_reference(f, plan: _Plan, reference_gen: StepMap):
+def _write_reference(writer, plan: _Plan, reference_gen: StepMap):
     """``/reference``: the data file, then (beyond it) the data's own generator from its last state."""
-    from ..data.rollouts import create_series, set_attrs
     from ..arrays import to_numpy
     from ..metrics import TrajectoryMetricsStream
     from .device import use_device_engine
 
     ref_file, n_steps, t = plan.ref_file, plan.n_steps, plan.t
-    n_traj, dim, (ct, cs) = plan.n_traj, plan.system.dim, plan.chunks
+    n_traj, cs = plan.n_traj, writer.chunks[1]  # whole chunks of the file along time
     n_file = ref_file.n_states
-    g = f.create_group("reference")
-    yref = create_series(g, "y", (n_traj, n_steps + 1, dim), (ct, cs, dim))
+    series = writer.reference()
     n_take = min(n_file, n_steps + 1)
     for k0 in range(0, n_take, cs):
-        yref[:, k0 : min(n_take, k0 + cs)] = ref_file.y[:, k0 : min(n_take, k0 + cs)]
+        series.write(k0, {"y": ref_file.y[:, k0 : min(n_take, k0 + cs)]})
     ref_failed = np.full(n_traj, -1, dtype=np.int64)
     if n_steps + 1 > n_file:
         plan.say(
@@ -356,7 +357,7 @@ def _write_reference(f, plan: _Plan, reference_gen: StepMap):
         offset = n_file - 1
 
         def ref_sink(k0, chunk):
-            yref[:, offset + k0 : offset + k0 + chunk.shape[1]] = chunk
+            series.write(offset + k0, {"y": chunk})
 
         cont = stream_rollout(
             reference_gen, ref_file.y[:, -1], plan.dt, n_steps - offset, ref_sink, t0=float(ref_file.t[-1]),
@@ -372,39 +373,37 @@ def _write_reference(f, plan: _Plan, reference_gen: StepMap):
                 f"t = {t[k]:g}; give a shorter t_end (before {t[k]:g}) or a larger blowup",
                 key="t_end",
             )
-    g.create_dataset("failed_step", data=ref_failed)
     names = tuple(plan.system.invariant_names)
     stream = TrajectoryMetricsStream(plan.system, n_traj, t_center=0.5 * (t[0] + t[-1]))
-    inv = {name: create_series(g, f"invariants/{name}", (n_traj, n_steps + 1), (ct, cs)) for name in names}
     # the reference's invariants where the models' metrics are computed: on the device of the first model
     # that runs on the device engine (the same formulas), else in NumPy
     device = next((m[1].device for m in plan.methods if use_device_engine(plan.config.engine, m[1], plan.system)), None)
     if device is not None:
         import torch
+    yref = series.y
     for k0 in range(0, n_steps + 1, cs):
         k1 = min(n_steps + 1, k0 + cs)
         block = yref[:, k0:k1] if device is None else torch.as_tensor(yref[:, k0:k1], device=device)
         per_step = stream.update(t[k0:k1], block, None)
-        for name in names:
-            inv[name][:, k0:k1] = to_numpy(per_step[f"invariant/{name}"])
+        series.write(k0, {f"invariant/{name}": to_numpy(per_step[f"invariant/{name}"]) for name in names})
     summary = stream.summary()
-    set_attrs(g, {"label": "reference", "kind": "reference", "source": str(plan.data),
-                  **{f"max_rel_drift_{n}": float(np.max(summary[f"max_rel_drift_{n}"])) for n in names}})
+    series.close(ref_failed, {"label": "reference", "kind": "reference", "source": str(plan.data),
+                              **{f"max_rel_drift_{n}": float(np.max(summary[f"max_rel_drift_{n}"])) for n in names}})
     return yref
 
 
-def _write_method(f, plan: _Plan, label: str, step_map: StepMap, source: str, yref) -> tuple[dict, Any]:
+def _write_method(writer, plan: _Plan, label: str, step_map: StepMap, source: str, yref) -> tuple[dict, Any]:
     """``/methods/<label>``: states, per-step metrics and volume streamed; returns (table row, failure).
 
     By the host engine (:func:`stream_rollout`, metrics in NumPy) or, for models when the ``engine`` key
     says so, the device engine (:func:`~vpintegrator.rollout.device.device_stream_rollout`, metrics on the
     model's device): the same metric streams, the same sink, the same datasets."""
-    from ..data.rollouts import create_series, set_attrs
     from ..metrics import TrajectoryMetricsStream, VolumeStream, block_metrics, summary_row
+    from .._progress import ProgressLines
     from .device import device_stream_rollout, use_device_engine
 
     cfg, system, t, n_steps = plan.config, plan.system, plan.t, plan.n_steps
-    n_traj, (ct, cs), names = plan.n_traj, plan.chunks, tuple(plan.system.invariant_names)
+    n_traj, names = plan.n_traj, tuple(plan.system.invariant_names)
     T = step_map.seq_len
     if T == 1 or cfg.init == "reference":
         window0 = yref[:, :T]
@@ -412,27 +411,17 @@ def _write_method(f, plan: _Plan, label: str, step_map: StepMap, source: str, yr
     else:
         window0 = initial_window(system, yref[:, 0], plan.dt, T, method=cfg.init)
         init = cfg.init
-    g = f.create_group(f"methods/{label}")
-    gy = create_series(g, "y", (n_traj, n_steps + 1, system.dim), (ct, cs, system.dim))
-    err_ds = create_series(g, "rel_error", (n_traj, n_steps + 1), (ct, cs))
-    inv_ds = {name: create_series(g, f"invariants/{name}", (n_traj, n_steps + 1), (ct, cs)) for name in names}
     stream = TrajectoryMetricsStream(system, n_traj, t_center=0.5 * (t[0] + t[-1]))
-    vol = ld_ds = cum_ds = None
+    vol = None
     if cfg.volume:
         vol = VolumeStream(step_map.log_abs_det_jacobian, n_traj, T, step_map.advance, n_steps)
-        g.create_dataset("map_step", data=vol.map_step)
-        ld_ds = create_series(g, "log_det_J", (n_traj, vol.n_maps), (ct, cs))
-        cum_ds = create_series(g, "cum_log_det_J", (n_traj, vol.n_maps), (ct, cs))
+    series = writer.method(label, map_step=None if vol is None else vol.map_step)
+    # progress within the method: a line per interval through the log, for methods longer than one
+    lines = ProgressLines(f"{label}", n_steps + 1, unit="steps", write=plan.say, first=False)
 
     def sink(k0, block):  # block: the states and block_metrics' per-step metrics of steps k0 ..
-        k1 = k0 + block["y"].shape[1]
-        gy[:, k0:k1] = block["y"]
-        err_ds[:, k0:k1] = block["rel_error"]
-        for name in names:
-            inv_ds[name][:, k0:k1] = block[f"invariant/{name}"]
-        if vol is not None and block["log_det_J"].shape[1]:
-            ld_ds[:, block["maps"]] = block["log_det_J"]
-            cum_ds[:, block["maps"]] = block["cum_log_det_J"]
+        series.write(k0, block)
+        lines.update(k0 + block["y"].shape[1])
 
     device = use_device_engine(cfg.engine, step_map, system)
     how = f"{step_map.kind}, init {init}" + (f", device engine on {step_map.device}" if device else "")
@@ -447,7 +436,7 @@ def _write_method(f, plan: _Plan, label: str, step_map: StepMap, source: str, yr
             sink(k0, {"y": chunk, **block_metrics(stream, vol, t[k0:k1], chunk, yref[:, k0:k1])})
 
         res = stream_rollout(step_map, window0, plan.dt, n_steps, host_sink, **kw)
-    g.create_dataset("failed_step", data=res.failed_step)
+    lines.close()
     row = summary_row(
         label, stream.summary(), names,
         max_abs_cum_log_det_J=None if vol is None else vol.max_abs_cum,
@@ -459,7 +448,7 @@ def _write_method(f, plan: _Plan, label: str, step_map: StepMap, source: str, yr
         first = int(np.argmin(np.where(res.failed_step >= 0, res.failed_step, np.iinfo(np.int64).max)))
         k = int(res.failed_step[first])
         failure = Failure(label, res.n_failed, n_traj, int(plan.idx[first]), k, float(t[k]))
-    set_attrs(g, {
+    series.close(res.failed_step, {
         **{k: v for k, v in res.meta.items() if isinstance(v, (str, int, float, bool))},
         "engine": "device" if device else "host",
         "label": label,
@@ -498,6 +487,8 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
         output is refused. Anything that is not a rollout file (a metrics table) is never replaced.
         The three outputs are locked against other writers while they are written.
 
+    Notes
+    -----
     Before anything is computed: every input is checked, an ``out`` (or its table) that is an input is
     refused, and so is work whose estimated memory or disk (:func:`estimate`) does not fit. A reference
     with NaN/Inf, in the data file or where the data's generator continues it, is an error.
@@ -516,35 +507,31 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
 
 def _write_rollouts(plan: _Plan, config: RolloutConfig, outs: list[Path], overwrite: bool) -> RolloutReport:
     """:func:`run_rollouts` once its outputs (``outs``: file, csv, md; links resolved) are locked."""
-    import json
-
-    import h5py
-
-    from .._io import atomic_path
-    from ..data.rollouts import set_attrs
+    from ..data.rollouts import RolloutWriter
     from ..metrics import write_table
 
     reference_gen = reference_step_map(plan.data_meta, plan.system, plan.dt)
     out = Path(config.out)
     rows: list[dict] = []
     failures: dict = {}
-    ct, cs = plan.chunks
-    # every dataset is written in whole chunks (the engine's blocks are chunk-aligned), so one chunk of
-    # cache per dataset is enough; HDF5's default (8 MiB per open dataset) would only hold memory
-    cache = max(1 << 16, 2 * ct * cs * plan.system.dim * 8)
-    with atomic_path(outs[0], suffix=".h5") as tmp, h5py.File(tmp, "w", rdcc_nbytes=cache, rdcc_w0=1.0) as f:
-        set_attrs(f, _root_attrs(plan, reference_gen))
-        f.create_dataset("t", data=plan.t)
-        f.create_dataset("traj_index", data=plan.idx)
-        yref = _write_reference(f, plan, reference_gen)
+    from ..provenance import provenance_attr
+
+    # where the file came from: the data file and every model file, hashed (directories and pretrained: names
+    # are named by their source in the methods' attributes)
+    inputs = [plan.data, *(Path(src) for _, _, src in plan.methods if Path(src).is_file())]
+    provenance = provenance_attr(inputs, relative_to=Path(config.out).resolve().parent)
+    with RolloutWriter(outs[0], _root_attrs(plan, reference_gen), plan.t, plan.idx, dim=plan.system.dim,
+                       invariant_names=plan.system.invariant_names, chunk_steps=config.chunk_steps,
+                       extra_attrs={"provenance": provenance}) as writer:
+        yref = _write_reference(writer, plan, reference_gen)
         plan.ref_file = None  # the file's states are in /reference now
         for label, step_map, source in plan.methods:
-            row, failure = _write_method(f, plan, label, step_map, source, yref)
+            row, failure = _write_method(writer, plan, label, step_map, source, yref)
             rows.append(row)
             if failure is not None:
                 failures[label] = failure
                 plan.say(failure.line())
-        f.attrs["summary_json"] = json.dumps(rows)
+        writer.finish(rows)
     write_table(rows, out.with_suffix(""), overwrite=overwrite)
     stem = out.with_suffix("")
     return RolloutReport(out=out, csv=stem.with_suffix(".csv"), markdown=stem.with_suffix(".md"), rows=rows,

@@ -1,18 +1,25 @@
 """The configuration of a comparison run (``vp-rollout``): :class:`RolloutConfig`, whose fields are the
 keys (TOML keys, ``--set`` keys and, spelled with dashes, CLI flags), and :func:`load_rollout_config`.
 
+Each key is declared once (:func:`vpintegrator.config.key`); its check and its ``vp-rollout`` flag derive
+from the declaration. A config is checked when it is built; what needs the data file or the models (the
+trajectory indices in range, the horizon in steps, model files and their dim) is checked when
+:func:`~vpintegrator.rollout.run_rollouts` plans the run, before anything is written.
+
 Library messages name keys, never flags; each error carries its key so that a CLI names its own flag.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..config import Config, key
+from ..device import check_device_name
 from ..errors import VPIntegratorError
 from .engine import BLOWUP, CHUNK_STEPS
 
@@ -29,8 +36,63 @@ def check_engine(engine: Any) -> str:
     return engine
 
 
+def _check_data(value: Any) -> Any:
+    if not isinstance(value, (str, Path)) or not str(value):
+        raise VPIntegratorError(f"data must be the path of a vp-gen HDF5 file; got {value!r}", key="data")
+    return value
+
+
+def _check_out(value: Any) -> Any:
+    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
+        raise VPIntegratorError(f"out must be a file path; got {value!r}", key="out")
+    return value
+
+
+def _check_models(value: Any) -> Any:
+    if not isinstance(value, (list, tuple, dict, str, Path)):
+        raise VPIntegratorError(
+            f"models must be a list of run directories, checkpoints or pretrained:NAME; got {value!r}", key="models"
+        )
+    return value
+
+
+def _check_integrators(value: Any) -> list:
+    if isinstance(value, str):
+        value = [value]  # one name (a comma list is refused by name when the run starts)
+    if not isinstance(value, (list, tuple)) or not all(isinstance(n, str) for n in value):
+        raise VPIntegratorError(f"integrators must be a list of integrator names; got {value!r}", key="integrators")
+    return list(value)
+
+
+def _check_traj(value: Any) -> list:
+    if not isinstance(value, (list, tuple, np.ndarray)) or not all(
+            isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)) for i in value):
+        raise VPIntegratorError(f"traj must be integer indices; got {value!r}", key="traj")
+    return value
+
+
+def _check_device(value: Any) -> Any:
+    check_device_name(value, "device")
+    return value
+
+
+def _inits() -> list[str]:
+    from ..integrators import list_integrators
+
+    return ["reference", *list_integrators(), "exact_flow"]
+
+
+def _check_init(value: Any) -> str:
+    if not isinstance(value, str):
+        raise VPIntegratorError(f"init must be a name; got {value!r}", key="init")
+    valid = (*INIT_CHOICES_EXTRA, *_inits()[1:-1])
+    if value not in valid:
+        raise VPIntegratorError(f"init {value!r} is unknown; valid: {', '.join(valid)}", key="init")
+    return value
+
+
 @dataclass
-class RolloutConfig:
+class RolloutConfig(Config):
     """Everything a comparison run needs; the fields are the keys.
 
     Attributes
@@ -78,61 +140,35 @@ class RolloutConfig:
         False: eager everywhere.
     """
 
-    data: str | Any
-    out: str | Any = "rollout.h5"
-    models: list = field(default_factory=list)
-    integrators: list = field(default_factory=list)
-    t_end: float | None = None
-    traj: list | None = None
-    n_traj: int | None = None
-    init: str = "reference"
-    overlap: bool = False
-    device: str = "auto"
-    engine: str = "auto"
-    chunk_steps: int = CHUNK_STEPS
-    blowup: float = BLOWUP
-    volume: bool = True
-    jit: bool = True
+    data: str | Any = key(check=_check_data, metavar="FILE",
+                          help="vp-gen HDF5: reference trajectories and initial conditions.")
+    out: str | Any = key("rollout.h5", check=_check_out, path="file", help="Output HDF5.")
+    models: list = key(default_factory=list, check=_check_models, flag="")
+    integrators: list = key(default_factory=list, check=_check_integrators, flag="")
+    t_end: float | None = key(None, type=float, low=0, open_low=True, optional=True, show_default="the data's",
+                              help="Horizon; beyond the data the reference continues with its generator.")
+    traj: list | None = key(None, optional=True, check=_check_traj, flag="")
+    n_traj: int | None = key(None, type=int, low=1, optional=True, expected="an integer >= 1",
+                             help="Use the first N trajectories of the data file.")
+    init: str = key("reference", choices=_inits, check=_check_init, help="First window of models.")
+    overlap: bool = key(False, type=bool, help="Overlapping model windows (advance by one state).")
+    device: str = key("auto", check=_check_device, metavar="DEVICE",
+                      help="auto, cpu, cuda or cuda:N.")
+    engine: str = key("auto", choices=ENGINES, check=check_engine,
+                      help="Where model rollouts keep states and metrics: device (on the model's device, one copy per "
+                      "block), host (NumPy) or auto (device for models on CUDA).")
+    chunk_steps: int = key(CHUNK_STEPS, type=int, low=1, expected="an int >= 1",
+                           help="Steps per chunk streamed to the file.")
+    blowup: float = key(BLOWUP, type=float, low=0, open_low=True, expected="a number > 0",
+                        help="Failure when |z| > BLOWUP x |z0|.")
+    volume: bool = key(True, type=bool, help="Compute log|det J| of every step/window map.")
+    jit: bool = key(True, type=bool, flag="")
 
-    @classmethod
-    def keys(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls)]
+    _source_in_messages = False
 
-    def validate(self) -> None:
-        """Check what can be checked without the data file; a one-line error naming the key."""
-        from ..device import check_device_name
-        from ..integrators import list_integrators
-
-        if not isinstance(self.data, (str, Path)) or not str(self.data):
-            raise VPIntegratorError(f"data must be the path of a vp-gen HDF5 file; got {self.data!r}", key="data")
-        if not isinstance(self.integrators, (str, list, tuple)) or not all(
-                isinstance(n, str) for n in ([self.integrators] if isinstance(self.integrators, str) else self.integrators)):
-            raise VPIntegratorError(
-                f"integrators must be a list of integrator names; got {self.integrators!r}", key="integrators"
-            )
-        if not isinstance(self.models, (list, tuple, dict, str, Path)):
-            raise VPIntegratorError(
-                f"models must be a list of run directories, checkpoints or pretrained:NAME; got {self.models!r}",
-                key="models",
-            )
-        if not isinstance(self.init, str):
-            raise VPIntegratorError(f"init must be a name; got {self.init!r}", key="init")
-        cs = self.chunk_steps
-        if isinstance(cs, bool) or not isinstance(cs, (int, np.integer)) or cs < 1:
-            raise VPIntegratorError(f"chunk_steps must be an int >= 1; got {cs!r}", key="chunk_steps")
-        b = self.blowup
-        if isinstance(b, bool) or not isinstance(b, (int, float)) or not b > 0:
-            raise VPIntegratorError(f"blowup must be a number > 0; got {b!r}", key="blowup")
-        valid_init = (*INIT_CHOICES_EXTRA, *list_integrators())
-        if self.init not in valid_init:
-            raise VPIntegratorError(f"init {self.init!r} is unknown; valid: {', '.join(valid_init)}", key="init")
+    def _check_together(self) -> None:
         if self.traj is not None and self.n_traj is not None:
             raise VPIntegratorError("traj and n_traj both given; give one of them", key="traj")
-        check_device_name(self.device, "device")
-        check_engine(self.engine)
-        for key in ("overlap", "volume", "jit"):
-            if not isinstance(getattr(self, key), (bool, np.bool_)):
-                raise VPIntegratorError(f"{key} must be true or false; got {getattr(self, key)!r}", key=key)
 
 
 def load_rollout_config(path=None, **overrides: Any) -> RolloutConfig:
@@ -163,9 +199,9 @@ def load_rollout_config(path=None, **overrides: Any) -> RolloutConfig:
     if "data" not in values:
         where = f" (in {path} or as an override)" if path is not None else ""
         raise VPIntegratorError(f"give data, a vp-gen HDF5 file with the reference trajectories{where}", key="data")
-    for key in ("models", "integrators"):
-        if isinstance(values.get(key), str):
-            values[key] = [values[key]]
+    for name in ("models", "integrators"):
+        if isinstance(values.get(name), str):
+            values[name] = [values[name]]
     return RolloutConfig(**values)
 
 

@@ -8,7 +8,8 @@ model's device (a GPU, or the CPU for testing):
   TorchScript trace on the CPU (as :class:`~vpintegrator.rollout.ModelStep`), or on CUDA a
   ``torch.cuda.CUDAGraph`` of one window advance captured for the static (n_traj, seq_len, dim) shape
   (:class:`DeviceStepper`; eager where capture fails or does not reproduce the model);
-- each block of ``chunk_steps`` steps (blocks start at multiples of ``chunk_steps``, as in the host engine)
+- each block of ``chunk_steps`` steps (blocks start at multiples of ``chunk_steps``, as in the host engine;
+  the rollout core's block loop, :func:`~vpintegrator.stepping.run_blocks`, as in the host engine)
   is cast to float64 there, failures are marked as the host engine marks them (the first step that is not
   finite or has ‖z‖ > blowup × ‖z_0‖; NaN from then on; the row restarts from its first window), and its
   metrics are computed there with the very functions the host engine uses
@@ -35,7 +36,7 @@ import numpy as np
 
 from ..errors import VPIntegratorError
 from .config import check_engine
-from .core import failure_limit, mark_failures, next_window
+from ..stepping import block_schedule, failure_limit, next_window, run_blocks
 from .engine import BLOWUP, CHUNK_STEPS, RolloutStats, _check, check_memory
 from .steps import ModelStep
 
@@ -82,6 +83,8 @@ class DeviceStepper:
         against the eager model on the first windows; eager if either fails). On the CPU: the
         TorchScript trace of :class:`~vpintegrator.rollout.ModelStep`. False: eager.
 
+    Notes
+    -----
     :attr:`runner` says which runs (``"cuda_graph"``, ``"jit.trace+freeze"``, ``"eager"``);
     :meth:`call` is one model call, :meth:`produce_into` the next states of a block.
     """
@@ -318,7 +321,7 @@ def device_stream_rollout(
     hosts = [torch.empty(layout.size, dtype=torch.float64, pin_memory=True) for _ in range(slots)] if cuda else packs
     refs = [torch.empty(n_traj * block * dim, dtype=torch.float64, device=device) for _ in range(slots if ref_bytes else 0)]
     staging = [torch.empty(n_traj * block * dim, dtype=torch.float64, pin_memory=True) for _ in refs] if cuda else refs
-    blocks = [(k0, min(block, n_steps + 1 - k0)) for k0 in range(0, n_steps + 1, block)]
+    blocks = block_schedule(0, n_steps + 1, block)  # the output blocks, the first window included
     step_seconds: list = []  # CPU: seconds per block; CUDA: (start, end) events per block
     if cuda:
         current = torch.cuda.current_stream(device)
@@ -341,11 +344,14 @@ def device_stream_rollout(
                 refs[s][: n_traj * n * dim].copy_(staging[s][: n_traj * n * dim], non_blocking=True)
                 uploaded[s] = uploader.record_event()
 
-    def compute(i: int):
-        """Block i into ``packs[i % slots]``: the steps, the failures, the metrics; returns (maps, m)."""
-        nonlocal failed
-        k0, n = blocks[i]
+    def produce(i: int, k0: int, n: int):
+        """The states of block i, into its pack ``packs[i % slots]`` (the failure rule follows in run_blocks)."""
         s = i % slots
+        if cuda:
+            if copied[s] is not None:
+                current.wait_event(copied[s])  # the pack's previous block reached the host
+            if ref_bytes:
+                current.wait_event(uploaded[s])
         y = layout.views(packs[s], n, 0)["y"]
         if cuda:
             start = torch.cuda.Event(enable_timing=True)
@@ -358,8 +364,15 @@ def device_stream_rollout(
             tic = time.perf_counter()
             stepper.produce_into(y)
             step_seconds.append(time.perf_counter() - tic)
-        new, failed = mark_failures(y, k0, limit, failed)  # the host engine's rule (rollout.core)
-        stepper.restart(new)
+        return y
+
+    pending = None
+
+    def finish(i: int, k0: int, y) -> None:
+        """Block i's metrics into its pack, the pack to the host, and the block (or on CUDA the one before,
+        while this one computes) to the sink."""
+        nonlocal pending
+        n, s = y.shape[1], i % slots
         ref = refs[s][: n_traj * n * dim].view(n_traj, n, dim) if ref_bytes else None
         computed_block = block_metrics(metrics, volume, t[k0 : k0 + n], y, ref)
         maps = computed_block.pop("maps", None)
@@ -367,7 +380,20 @@ def device_stream_rollout(
         views = layout.views(packs[s], n, m)
         for key, value in computed_block.items():
             views[key].copy_(value)
-        return maps, m
+        if cuda:
+            computed[s] = current.record_event()
+            with torch.cuda.stream(copier):
+                copier.wait_event(computed[s])
+                hosts[s].copy_(packs[s], non_blocking=True)
+                copied[s] = copier.record_event()
+        if ref_bytes and i + 1 < len(blocks):
+            upload(i + 1)  # the next reference block is read while this one computes
+        if not cuda:
+            deliver(i, maps, m)
+            return
+        if pending is not None:
+            deliver(*pending)  # the previous block is written while this one computes
+        pending = (i, maps, m)
 
     def deliver(i: int, maps, m: int) -> None:
         k0, n = blocks[i]
@@ -383,29 +409,8 @@ def device_stream_rollout(
     with torch.no_grad(), (torch.cuda.device(device) if cuda else contextlib.nullcontext()):
         if ref_bytes:
             upload(0)
-        pending = None
-        for i in range(len(blocks)):
-            s = i % slots
-            if cuda:
-                if copied[s] is not None:
-                    current.wait_event(copied[s])  # the pack's previous block reached the host
-                if ref_bytes:
-                    current.wait_event(uploaded[s])
-            maps, m = compute(i)
-            if cuda:
-                computed[s] = current.record_event()
-                with torch.cuda.stream(copier):
-                    copier.wait_event(computed[s])
-                    hosts[s].copy_(packs[s], non_blocking=True)
-                    copied[s] = copier.record_event()
-            if ref_bytes and i + 1 < len(blocks):
-                upload(i + 1)  # the next reference block is read while this one computes
-            if not cuda:
-                deliver(i, maps, m)
-                continue
-            if pending is not None:
-                deliver(*pending)  # the previous block is written while this one computes
-            pending = (i, maps, m)
+        # the rollout core's block loop: the states, the failure rule (the host engine's), the restarts
+        failed = run_blocks(blocks, produce, finish, limit=limit, failed=failed, restart=stepper.restart)
         if pending is not None:
             deliver(*pending)
         failed_step = failed.cpu().numpy()

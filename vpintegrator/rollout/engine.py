@@ -30,7 +30,7 @@ import numpy as np
 from ..data.trajectories import Trajectories
 from .. import resources
 from ..errors import VPIntegratorError
-from .core import failure_limit, mark_failures
+from ..stepping import block_schedule, failure_limit, run_blocks
 
 __all__ = [
     "BLOWUP", "CHUNK_STEPS", "StepMap", "RolloutStats", "rollout", "stream_rollout", "initial_window",
@@ -188,15 +188,12 @@ def _check(step_map, window0, n_steps, chunk_steps, blowup, dt=1.0, t0=0.0) -> n
 
 
 def _run(step_map, w0, dt, n_steps, write, copy_blocks, t0, callback, chunk_steps, blowup, progress) -> RolloutStats:
-    """The one loop: states 0 .. n_steps in blocks aligned to multiples of ``chunk_steps``, to ``write``."""
+    """The host engine: states 0 .. n_steps by the rollout core's block loop (:func:`~vpintegrator.stepping.run_blocks`)
+    in the map's chunks, re-blocked to multiples of ``chunk_steps`` for ``write``."""
     T, dim, adv = step_map.seq_len, step_map.dim, step_map.advance
     n_steps = int(n_steps)
     n_traj = w0.shape[0]
     limit = failure_limit(w0, blowup)
-    failed = np.full(n_traj, -1, dtype=np.int64)
-
-    def check(k0: int, chunk: np.ndarray) -> np.ndarray:
-        return mark_failures(chunk, k0, limit, failed)[0]  # the one failure rule (rollout.core)
 
     def deliver(k0: int, block: np.ndarray) -> None:
         write(k0, block)
@@ -213,43 +210,39 @@ def _run(step_map, w0, dt, n_steps, write, copy_blocks, t0, callback, chunk_step
     staged = 0  # states in `stage`; it holds steps k_stage .. k_stage + staged - 1
     k_stage = 0
 
-    def emit(chunk: np.ndarray) -> None:
+    def emit(i: int, k0: int, chunk: np.ndarray) -> None:
         nonlocal staged, k_stage
-        i = 0
-        while i < chunk.shape[1]:
-            take = min(stage.shape[1] - staged, chunk.shape[1] - i)
-            stage[:, staged : staged + take] = chunk[:, i : i + take]
+        j = 0
+        while j < chunk.shape[1]:
+            take = min(stage.shape[1] - staged, chunk.shape[1] - j)
+            stage[:, staged : staged + take] = chunk[:, j : j + take]
             staged += take
-            i += take
+            j += take
             if staged == stage.shape[1] or k_stage + staged == n_steps + 1:
                 deliver(k_stage, stage[:, :staged].copy() if copy_blocks else stage[:, :staged])
                 k_stage += staged
                 staged = 0
 
-    first = w0.copy()
-    check(0, first)
-    emit(first)
-
     tic = time.perf_counter()
     step_map.start(w0, limit)  # one-off set-up (e.g. the TorchScript trace): not part of the per-step time
     setup_seconds = time.perf_counter() - tic
     seconds = 0.0
-    dead0 = np.flatnonzero(failed >= 0)
-    if dead0.size:
-        step_map.reset(dead0)
 
-    chunk_len = max(adv, (block_len // adv) * adv)
-    k = T
-    while k <= n_steps:
-        n = min(chunk_len, n_steps + 1 - k)
+    def produce(i: int, k0: int, n: int) -> np.ndarray:
+        nonlocal seconds
+        if i == 0:
+            return w0.copy()  # the first window (steps 0 .. seq_len - 1): checked, not produced
         tic = time.perf_counter()
         chunk = step_map.generate(n)
         seconds += time.perf_counter() - tic
-        new = check(k, chunk)
-        if new.any():
-            step_map.reset(np.flatnonzero(new))
-        emit(chunk)
-        k += n
+        return chunk
+
+    # the map runs in chunks of chunk_steps rounded down to a multiple of its advance, from step seq_len on:
+    # where ExactFlowStep restarts its solve, so these boundaries are part of the numbers
+    chunk_len = max(adv, (block_len // adv) * adv)
+    schedule = [(0, T), *block_schedule(T, n_steps + 1, chunk_len)]
+    failed = run_blocks(schedule, produce, emit, limit=limit, failed=np.full(n_traj, -1, dtype=np.int64),
+                        restart=step_map.reset)
 
     meta = {
         **step_map.describe(), "dt": float(dt), "t0": float(t0), "n_traj": n_traj, "blowup": float(blowup),

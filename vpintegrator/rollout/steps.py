@@ -16,7 +16,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import VPIntegratorError, finite_float
-from .core import bad_states
+from ..stepping import bad_states
 from .engine import StepMap
 
 __all__ = ["IntegratorStep", "ExactFlowStep", "ModelStep", "reference_step_map", "SCALAR_MAX_BATCH"]

@@ -42,7 +42,7 @@ from . import _rollouts, export
 from .._shipped import shipped_file
 from ..rundir import read_log
 from .runner import REPO, Runner, StudyError, Task, check_study_out, guarded, study_lock
-from .stats import fmt_num, md_table, mean_std, read_json, write_json, write_text
+from .stats import fmt_num, md_table, mean_std, read_json, results_provenance, write_json, write_text
 
 ROOT = REPO
 #: every model the study knows, in table order; ``configs/study/coupled_oscillator_<model>.toml`` each
@@ -438,7 +438,7 @@ def write_results(run: Path, commands: list[str] | None = None) -> str:
     md += ["## Commands", "", "```sh", *commands, "```", ""]
     text = "\n".join(md)
     write_text(run / "results.md", text)
-    write_json(run / "results.json", {"settings": settings, "tables": tables})
+    write_json(run / "results.json", {"settings": settings, "tables": tables, "provenance": results_provenance(run)})
     return text
 
 

@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 from .runner import StudyError
+from ..provenance import provenance_record
 from .stats import read_json, write_json
 
 RULE = "lowest validation score (summary.json best_loss) over seeds"
@@ -57,6 +58,7 @@ def export_pretrained(run, picks: dict[str, str], out_dir, study: str, flag: str
     for info in chosen.values():
         with atomic_path(out_dir / info["file"]) as tmp:
             shutil.copyfile(info["source"], tmp)
+        info["provenance"] = provenance_record([info["source"]], relative_to=run)  # the copied best.pt's sha256
         info["source"] = os.path.relpath(info["source"], run)
     previous = read_json(out_dir / "provenance.json") or {}
     models = {k: v for k, v in (previous.get("models") or {}).items() if k not in chosen}

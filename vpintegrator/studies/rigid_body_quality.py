@@ -34,7 +34,7 @@ from . import export
 from .rigid_body_results import BAND_TARGET, ERROR_TARGET, PAPER_TRAJ, rollout_values
 from .._shipped import shipped_file
 from .runner import Runner, StudyError, Task, check_study_out, guarded, study_lock
-from .stats import fmt_num, md_table, read_json, write_json, write_text
+from .stats import fmt_num, md_table, read_json, results_provenance, write_json, write_text
 
 PHASES = ("p1", "p2", "p3")
 T_END = 100.0
@@ -201,7 +201,7 @@ def write_results(run: Path) -> str:
         raise StudyError(f"{run}: no training runs (train/p1_s*); run the study first")
     text = format_results(rows, settings)
     write_text(run / "results.md", text)
-    write_json(run / "results.json", {"settings": settings, "rows": rows})
+    write_json(run / "results.json", {"settings": settings, "rows": rows, "provenance": results_provenance(run)})
     return text
 
 

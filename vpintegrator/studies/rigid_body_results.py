@@ -13,7 +13,7 @@ from pathlib import Path
 from ..rundir import read_log
 from . import _rollouts
 from .runner import StudyError
-from .stats import fmt_num, md_row, md_table, read_json, summarize, write_json, write_text
+from .stats import fmt_num, md_row, md_table, read_json, results_provenance, summarize, write_json, write_text
 
 IM_MODELS = ("vpff", "vpt", "vpt_arb", "st")
 ALL_MODELS = (*IM_MODELS, "vpt_exact")
@@ -419,6 +419,6 @@ def write_results(run_dir) -> tuple[dict, str]:
     run = Path(run_dir)
     res = build_results(run)
     text = format_results(res)
-    write_json(run / "results.json", res)
+    write_json(run / "results.json", {**res, "provenance": results_provenance(run)})
     write_text(run / "results.md", text)
     return res, text

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .._io import atomic_path
+from ..provenance import provenance_record
 
 # --------------------------------------------------------------------------- statistics
 
@@ -47,6 +48,60 @@ def summarize(values: Iterable) -> dict:
         return {"mean": None, "std": None, "n": 0, "values": []}
     mean, std = mean_std(vals)
     return {"mean": mean, "std": None if math.isnan(std) else std, "n": len(vals), "values": vals}
+
+
+def median_interval(values: Iterable, lo: float = 10.0, hi: float = 90.0) -> dict:
+    """``{"median", "lo", "hi", "n"}`` over the values (e.g. initial conditions): the median and the
+    ``lo``–``hi`` % interval, each an observed value (``method="nearest"``), so a blown-up condition (inf)
+    counts as the worst, never averaged away. None entries are left out; no values: all None."""
+    import numpy as np
+
+    vals = np.asarray([float(v) for v in values if v is not None], dtype=np.float64)
+    if vals.size == 0:
+        return {"median": None, "lo": None, "hi": None, "n": 0}
+    vals = np.where(np.isnan(vals), np.inf, vals)  # not defined (a failed rollout): the worst
+    q = np.percentile(vals, [lo, 50.0, hi], method="nearest")
+    return {"median": float(q[1]), "lo": float(q[0]), "hi": float(q[2]), "n": int(vals.size)}
+
+
+def bootstrap_ci(values: Iterable, statistic=None, level: float = 0.95, n_resamples: int = 9999,
+                 seed: int = 0) -> tuple[float, float]:
+    """Percentile-bootstrap confidence interval of ``statistic`` (default: the median) over the values
+    (e.g. one number per seed), with :func:`scipy.stats.bootstrap`; (NaN, NaN) for fewer than 2 values or a
+    value that is not finite (an interval over a blow-up is not defined)."""
+    import numpy as np
+    from scipy.stats import bootstrap  # type: ignore[import-untyped]
+
+    vals = np.asarray([float(v) for v in values if v is not None], dtype=np.float64)
+    if vals.size < 2 or not np.isfinite(vals).all():
+        return math.nan, math.nan
+    if np.all(vals == vals[0]):
+        return float(vals[0]), float(vals[0])
+    res = bootstrap((vals,), statistic or np.median, confidence_level=level, n_resamples=n_resamples,
+                    method="percentile", random_state=np.random.default_rng(seed), vectorized=True)
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def drift_growth(t: Iterable, band: Iterable, bounded_below: float = 0.25) -> dict:
+    """Is an invariant's drift bounded or secular? The least-squares slope p of log(band) against log(t)
+    over the later half of the run (t > t_end / 2, band > 0): ``{"exponent": p, "kind": "bounded" if
+    p < bounded_below else "secular"}``; ``kind`` None when fewer than 3 usable points (or a blow-up).
+
+    A bounded oscillation (a symplectic method's energy error) has p ≈ 0, a linear drift p ≈ 1, a random
+    walk p ≈ 0.5."""
+    import numpy as np
+
+    t = np.asarray(list(t), dtype=np.float64)
+    b = np.asarray(list(band), dtype=np.float64)
+    if t.shape != b.shape or t.ndim != 1:
+        raise ValueError(f"drift_growth: t and band must be 1-D of one length, got {t.shape} and {b.shape}")
+    if not np.isfinite(b).all():
+        return {"exponent": math.inf, "kind": None}
+    keep = (t > t.max() / 2) & (b > 0)
+    if keep.sum() < 3:
+        return {"exponent": None, "kind": None}
+    p = float(np.polyfit(np.log(t[keep]), np.log(b[keep]), 1)[0])
+    return {"exponent": p, "kind": "bounded" if p < bounded_below else "secular"}
 
 
 # --------------------------------------------------------------------------- formatting
@@ -120,3 +175,13 @@ def write_if_changed(path, text: str) -> None:
     path = Path(path)
     if not path.exists() or path.read_text() != text:
         write_text(path, text)
+
+
+def results_provenance(run) -> dict:
+    """The ``provenance`` record of a study's results built from the run directory ``run``: its input
+    files are the tables and records there (every ``*.csv`` and ``*.json`` under ``run`` but the results
+    themselves), hashed, with paths relative to ``run``."""
+    run = Path(run)
+    inputs = sorted(p for p in run.rglob("*") if p.is_file() and p.suffix in (".csv", ".json")
+                    and p.name not in ("results.json",) and not p.name.endswith(".tmp"))
+    return provenance_record(inputs, relative_to=run)

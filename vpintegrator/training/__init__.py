@@ -14,9 +14,15 @@ Modules, each one concern:
 ``validation``  the validation loss and the rollout score of ``monitor = "val_rollout"``
 ``progress``    the progress bar
 ``results``     :class:`FitResult`, :class:`EpochInfo`, :class:`TrainingInterrupted`
-``loop``        the trainer and :func:`fit`
+``run``         :func:`fit` (a config, a resume, or objects)
+``setup``       the data, the models and the window sets of a config
+``inputs``      the same from objects: a model, Trajectories or window tensors
+``loop``        the one epoch loop over a member axis (a single run: 1, an ensemble: N)
+``record``      one member's bookkeeping: best epoch, patience, history, log.csv and its sinks, best.pt
+``sinks``       the tracking sinks of ``logger`` (TensorBoard, MLflow)
+``single``      the step strategy of one model (torch optimisers, LBFGS, graph step, DDP, LM; resume)
+``ensemble``    the step strategy of a seed ensemble (``ensemble = N`` / ``seeds``; vmap) and its files
 ``ddp``         DistributedDataParallel plumbing for ``torchrun``
-``ensemble``    seed ensembles trained at once in one process (``ensemble = N`` / ``seeds``; vmap)
 """
 
 from .config import TrainConfig

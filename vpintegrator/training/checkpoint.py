@@ -22,7 +22,8 @@ import torch
 
 from .._io import atomic_path
 from ..errors import VPIntegratorError
-from ..rundir import LOG_COLUMNS, ROLLOUT_COLUMN, format_row, read_log
+from ..provenance import provenance_record
+from ..rundir import LOG_COLUMNS, ROLLOUT_COLUMN, absolute_run_paths, format_row, read_log, relative_run_paths
 from .config import RESUMABLE_KEYS, TrainConfig
 
 __all__ = [
@@ -34,6 +35,9 @@ __all__ = [
     "default_out",
     "write_text",
     "write_json",
+    "write_config",
+    "write_summary",
+    "run_provenance",
     "json_float",
     "read_log",
     "log_columns",
@@ -120,6 +124,43 @@ def write_json(path: Path, values: dict[str, Any]) -> None:
     write_text(path, json.dumps(values, indent=2) + "\n")
 
 
+def write_config(run_dir: Path, config: TrainConfig) -> None:
+    """Write ``run_dir/config.toml``: ``config`` with its paths (data, init_from, out) relative to
+    ``run_dir`` (:func:`vpintegrator.rundir.relative_run_paths`; :meth:`TrainConfig.from_toml` resolves
+    them again)."""
+    from .. import config as config_layer
+
+    write_text(run_dir / "config.toml", config_layer.dump_toml(relative_run_paths(config.to_dict(), run_dir)))
+
+
+def _run_inputs(run_dir: Path) -> list[str]:
+    """The input files of the run in ``run_dir`` (its config.toml's data and init_from files)."""
+    from .. import config as config_layer
+
+    try:
+        values = absolute_run_paths(config_layer.read_toml(run_dir / "config.toml"), run_dir)
+    except (OSError, VPIntegratorError, ValueError):
+        return []
+    data = values.get("data") if isinstance(values.get("data"), list) else []
+    init = values.get("init_from")
+    if isinstance(init, str) and Path(init).is_dir():  # a run directory: the file init_from read
+        init = next((str(Path(init) / n) for n in ("best.pt", "last.pt") if (Path(init) / n).is_file()), init)
+    return [str(p) for p in data] + ([init] if isinstance(init, str) else [])
+
+
+def run_provenance(run_dir: Path) -> dict[str, Any]:
+    """The ``provenance`` record of the run in ``run_dir`` (:mod:`vpintegrator.provenance`): its input files
+    (data, init_from) from its ``config.toml``, with their sha256 (hashed once per process), the paths
+    relative to ``run_dir``."""
+    return provenance_record(_run_inputs(run_dir), relative_to=run_dir)
+
+
+def write_summary(run_dir: Path, values: dict[str, Any]) -> None:
+    """Write ``run_dir/summary.json``: ``values`` with the paths relative to ``run_dir`` and the run's
+    ``provenance`` (:func:`run_provenance`)."""
+    write_json(run_dir / "summary.json", {**relative_run_paths(values, run_dir), "provenance": run_provenance(run_dir)})
+
+
 def log_columns(config: TrainConfig) -> tuple[str, ...]:
     """The columns of ``log.csv`` for this config."""
     return LOG_COLUMNS + ((ROLLOUT_COLUMN,) if config.monitor == "val_rollout" else ())
@@ -166,7 +207,14 @@ def resume_config(run_dir: Path, config: TrainConfig | None, overrides: dict[str
             f"resume {run_dir}: not a run directory (no config.toml); give a directory written by vp-train",
             key="resume",
         )
-    saved = TrainConfig.from_toml(path)
+    saved = TrainConfig.from_toml(path)  # its relative paths resolved against run_dir
+    missing = [p for p in saved.data if not str(p).startswith("<") and not Path(p).exists()]  # "<in memory>": fit's check
+    if missing:
+        raise VPIntegratorError(
+            f"resume {run_dir}: data file {missing[0]} not found (config.toml gives the data relative to the run "
+            "directory); move or copy the run directory together with its data, or correct data in "
+            f"{path}", key="resume",
+        )
     if config is not None:
         theirs, ours = saved.to_dict(), config.to_dict()
         for key in TrainConfig.keys():

@@ -1,17 +1,19 @@
 """The training configuration: :class:`TrainConfig`, on the one config layer (:mod:`vpintegrator.config`).
 
 The ``vp-train`` TOML is flat (the keys are the fields of :class:`TrainConfig`) plus a ``[model]`` table.
-Errors are one line and carry the offending key (``VPIntegratorError.key``), which a CLI renders as its
-flag.
+Each key is declared once (:func:`vpintegrator.config.key`: type, bounds or choices, help, flag, whether
+a resumed run may change it); its check, its ``vp-train`` flag and that flag's help derive from the
+declaration, so a new key is one field. A config is checked when it is built; :meth:`TrainConfig.replace`
+checks the keys it changes. What needs the files (the data exist and agree, the model's hyper-parameters,
+the run directory) is checked when :func:`~vpintegrator.training.fit` starts. Errors are one line and
+carry the offending key (``VPIntegratorError.key``), which a CLI renders as its flag.
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
-import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -19,25 +21,88 @@ import numpy as np
 
 from ..arrays import DTYPES
 from .. import config as config_layer
+from ..config import Config, declared, key
 from ..device import check_device_name
 from ..errors import VPIntegratorError
 from .fast_step import FAST_STEPS
-from .optim import _SCHEDULERS, list_optimizers, list_schedulers
+from .optim import list_optimizers, list_schedulers
 
 __all__ = ["TrainConfig", "merge_overrides", "DTYPES", "MONITORS", "SCHEDULE_PER", "RESUMABLE_KEYS"]
 
 MONITORS = ("val_loss", "val_rollout")
 SCHEDULE_PER = ("step", "epoch")
-
-# Keys that may change when a run is resumed; anything else would make it a different run.
-RESUMABLE_KEYS = (
-    "epochs", "time_limit", "device", "fast_step", "patience", "min_delta", "checkpoint_every", "checkpoint_seconds",
-    "out",
-)
+#: the values of the ``logger`` key (:mod:`vpintegrator.training.sinks`)
+LOGGERS = ("none", "tensorboard", "mlflow")
 
 
-@dataclass
-class TrainConfig:
+
+# -- the checks of single keys that are more than a type, bounds or choices ---------------------------
+
+
+def _bad(name: str, expected: str, got: Any) -> VPIntegratorError:
+    return VPIntegratorError(f"{name} must be {expected}; got {got!r}", key=name)
+
+
+def _check_data(value: Any) -> list[str]:
+    if isinstance(value, (str, os.PathLike)):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not value:
+        raise VPIntegratorError(
+            f"data must list at least one HDF5 file; got {value!r} (set data = [...] in the TOML or give the data "
+            "files)", key="data"
+        )
+    if not all(isinstance(p, (str, os.PathLike)) for p in value):
+        raise _bad("data", "a list of file paths", value)
+    return [str(p) for p in value]
+
+
+def _check_model(value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        value = {"name": value}
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        raise VPIntegratorError(
+            f"model needs a name (one of the registered models, e.g. vpt, vpff, st); got {value!r} (set model, or "
+            "add [model] name = ... to the TOML)", key="model"
+        )
+    return value
+
+
+def _check_out(value: Any) -> Any:
+    if not isinstance(value, (str, os.PathLike)):
+        raise _bad("out", "a directory path", value)
+    return value
+
+
+def _check_device(value: Any) -> str:
+    if not isinstance(value, str):
+        raise _bad("device", "auto, cpu, cuda or cuda:N", value)
+    check_device_name(value)
+    return value
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _check_seeds(value: Any) -> list[int]:
+    if isinstance(value, tuple):
+        value = list(value)
+    if not isinstance(value, list) or not value or not all(_is_int(s) and 0 <= s < 2**63 for s in value):
+        raise _bad("seeds", "a non-empty list of non-negative integers (below 2**63)", value)
+    value = [int(s) for s in value]
+    if len(set(value)) != len(value):
+        raise _bad("seeds", "distinct integers (two equal seeds train the same member twice)", value)
+    return value
+
+
+def _check_init_from(value: Any) -> str:
+    if not isinstance(value, (str, os.PathLike)) or not str(value):
+        raise _bad("init_from", "a model file, run directory or pretrained:<name>", value)
+    return str(value)
+
+
+@dataclass(eq=True)
+class TrainConfig(Config):
     """Everything that defines a training run (the ``vp-train`` TOML, flat, plus a ``[model]`` table).
 
     Parameters
@@ -137,62 +202,93 @@ class TrainConfig:
         instead of a fresh initialisation (``init_scale`` is then not applied): fine-tuning, e.g. a second
         phase with ``unroll > 1`` after a one-window phase. Its architecture must equal the configured
         model's (every hyper-parameter); the optimiser starts afresh. Not with ``ensemble``.
+    logger : "none", "tensorboard" or "mlflow", optional
+        One more sink of the per-epoch log row (train and validation loss, lr, seconds, the validation
+        rollout score): ``tensorboard`` writes ``<run>/tensorboard/`` (extra ``[tensorboard]``), ``mlflow``
+        one MLflow run per run directory (extra ``[mlflow]``; the tracking URI from MLflow's own settings).
+        Left out (None) or ``"none"``: ``log.csv`` only (:mod:`vpintegrator.training.sinks`).
     """
 
-    data: list[str] = field(default_factory=list)
-    model: dict[str, Any] = field(default_factory=dict)
-    out: str | None = None
-    epochs: int | None = 100
-    time_limit: float | None = None
-    batch_size: int = 16384
-    lr: float = 1e-2
-    lr_min: float = 1e-6
-    optimizer: str = "adam"
-    optimizer_kwargs: dict[str, Any] = field(default_factory=dict)
-    scheduler: str = "exponential"
-    schedule_per: str = "step"
-    decay_epochs: float | None = None
-    stride: int = 1
-    val_fraction: float = 0.1
-    patience: int = 0
-    min_delta: float = 0.0
-    seed: int = 1234
-    device: str = "auto"
-    dtype: str = "float32"
-    fast_step: str = "auto"
-    checkpoint_every: int = 1
-    checkpoint_seconds: float = 30.0
-    lm_windows: int = 1024
-    lm_resample_every: int = 10
-    lm_iters_per_epoch: int = 10
-    lm_lambda: float = 1e-3
-    lm_check_windows: int = 0
-    init_scale: float = 1.0
-    monitor: str = "val_loss"
-    val_rollout_steps: int = 500
-    ensemble: int | None = None
-    seeds: list[int] | None = None
-    unroll: int = 1
-    init_from: str | None = None
+    data: list[str] = key(default_factory=list, check=_check_data, flag="")
+    model: dict[str, Any] = key(default_factory=dict, check=_check_model, flag="")
+    out: str | None = key(None, optional=True, check=_check_out, path="any", resumable=True,
+                          show_default="runs/<model>-<date>-<time>", help="Run directory to create.")
+    epochs: int | None = key(100, type=int, low=1, optional=True, resumable=True,
+                             help="Total epochs (with --resume: the total, not the extra).")
+    time_limit: float | None = key(None, type=float, low=0, open_low=True, optional=True, resumable=True,
+                                   expected="a finite number of seconds > 0", metavar="SECONDS", show_default="none",
+                                   help="Wall-time budget for this invocation (the progress bar's ETA honours it).")
+    batch_size: int = key(16384, type=int, low=1, help="Global batch size (windows per optimiser step).")
+    lr: float = key(1e-2, type=float, low=0, open_low=True, help="Initial learning rate.")
+    lr_min: float = key(1e-6, type=float, low=0, expected="a finite number in [0, lr]",
+                        help="Final learning rate of the schedule.")
+    optimizer: str = key("adam", choices=list_optimizers, what="optimizer",
+                         help="lm is Levenberg-Marquardt: an epoch is then --lm-iters-per-epoch iterations, log.csv's "
+                         "lr column is the damping lambda; float64 recommended; no torchrun.")
+    optimizer_kwargs: dict[str, Any] = key(default_factory=dict, type=dict, flag="")
+    scheduler: str = key("exponential", choices=list_schedulers, what="scheduler",
+                         help="Learning-rate schedule from --lr to --lr-min.")
+    schedule_per: str = key("step", choices=SCHEDULE_PER, help="Advance the schedule per step or epoch.")
+    decay_epochs: float | None = key(None, type=float, low=0, open_low=True, optional=True, show_default="--epochs",
+                                     help="Epochs over which the learning rate reaches --lr-min.")
+    stride: int = key(1, type=int, low=1, help="Distance between window starts.")
+    val_fraction: float = key(0.1, type=float, low=0, high=1, open_high=True, expected="a number in [0, 1)",
+                              help="Share of trajectories held out for validation.")
+    patience: int = key(0, type=int, low=0, resumable=True,
+                        expected="a non-negative integer (0 disables early stopping)",
+                        help="Early stopping patience in epochs (0: off).")
+    min_delta: float = key(0.0, type=float, low=0, expected="a finite number >= 0", resumable=True,
+                           help="Early stopping: the least improvement of the validation loss that counts.")
+    seed: int = key(1234, type=int, low=0, high=2**63, open_high=True,
+                    expected="a non-negative integer (below 2**63)",
+                    help="Seed for initialisation, split and data order.")
+    device: str = key("auto", check=_check_device, metavar="DEVICE", resumable=True,
+                      help="auto, cpu, cuda or cuda:N.")
+    dtype: str = key("float32", choices=DTYPES, expected=" or ".join(DTYPES), help="Floating-point precision.")
+    fast_step: str = key("auto", choices=FAST_STEPS, expected=", ".join(FAST_STEPS), resumable=True,
+                         help="auto: the whole step as one CUDA graph where possible; off: eager; graph; compile: "
+                         "torch.compile, graph-captured on CUDA.")
+    checkpoint_every: int = key(1, type=int, low=1, resumable=True,
+                                help="Write last.pt, best.pt and summary.json every N epochs.")
+    checkpoint_seconds: float = key(30.0, type=float, low=0, open_low=True, resumable=True,
+                                    expected="a finite number > 0 (seconds between writes of last.pt)",
+                                    help="Also write last.pt once this many seconds passed since the last write.")
+    lm_windows: int = key(1024, type=int, low=1, help="lm: training windows per random subsample.")
+    lm_resample_every: int = key(10, type=int, low=1, help="lm: redraw the subsample every N iterations.")
+    lm_iters_per_epoch: int = key(10, type=int, low=1, help="lm: iterations per epoch.")
+    lm_lambda: float = key(1e-3, type=float, low=0, open_low=True,
+                           expected="a finite number > 0 (the initial Levenberg–Marquardt damping)",
+                           help="lm: initial damping lambda.")
+    lm_check_windows: int = key(0, type=int, low=0, expected="a non-negative integer (0: no check set)",
+                                help="lm: windows of a check set a step must not worsen (0: no check).")
+    init_scale: float = key(1.0, type=float, low=0, open_low=True,
+                            expected="a finite number > 0 (factor on the initial weights)",
+                            help="Factor on the freshly initialised weights.")
+    monitor: str = key("val_loss", choices=MONITORS,
+                       help="What best.pt tracks: the validation loss or the mean relative error of a free rollout "
+                       "of the validation trajectories over --val-rollout-steps steps.")
+    val_rollout_steps: int = key(500, type=int, low=1,
+                                 expected="a positive integer (steps of the validation rollout)",
+                                 help="monitor val_rollout: rollout length in steps.")
+    ensemble: int | None = key(None, type=int, low=1, optional=True, metavar="N", show_default=False,
+                               expected="a positive integer (the number of members)",
+                               help="Train N members (seeds SEED, SEED+1, ...; or --set seeds=[...]) at once in this "
+                               "process; OUT gets member_<k>_seed_<s>/ run directories, ensemble.csv/.md and best/ "
+                               "(the member with the best validation score). Torch optimisers except lbfgs; not "
+                               "resumable.")
+    seeds: list[int] | None = key(None, optional=True, check=_check_seeds, flag="")
+    unroll: int = key(1, type=int, low=1,
+                      expected="a positive integer (windows of free rollout per training target; 1: none)",
+                      help="Windows of free rollout per training target (1: none).")
+    init_from: str | None = key(None, optional=True, check=_check_init_from, metavar="MODEL", show_default=False,
+                                help="Start from the weights of this model (.pt file, run directory or "
+                                "pretrained:NAME).")
+    logger: str | None = key(None, optional=True, choices=LOGGERS, expected=" or ".join(map(repr, LOGGERS)),
+                             show_default="none",
+                             help="Also write per-epoch metrics to tensorboard (<run>/tensorboard/) or mlflow "
+                             "(extras [tensorboard], [mlflow]).")
 
     # -- construction ------------------------------------------------------------------------------
-
-    @classmethod
-    def keys(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls)]
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any], source: str = "config") -> "TrainConfig":
-        """Build from a (TOML) mapping; unknown keys are an error that lists the valid ones."""
-        config_layer.check_keys(values, cls.keys(), source)
-        values = dict(values)
-        if isinstance(values.get("data"), (str, os.PathLike)):
-            values["data"] = [values["data"]]
-        if isinstance(values.get("model"), str):
-            values["model"] = {"name": values["model"]}
-        config = cls(**values)
-        config.validate(source)
-        return config
 
     @classmethod
     def from_toml(cls, path: str | os.PathLike, **overrides: Any) -> "TrainConfig":
@@ -206,6 +302,7 @@ class TrainConfig:
 
         path = config_path(path)  # a file, or a shipped name (vpintegrator.training.list_configs())
         values = config_layer.read_toml(path)
+        values = _run_dir_paths(values, Path(path))
         if not values:
             raise VPIntegratorError(
                 f"config file {Path(path)}: empty (no keys); expected a vp-train TOML with data = [...] and a "
@@ -213,174 +310,64 @@ class TrainConfig:
             )
         return cls.from_dict(merge_overrides(values, overrides), source=str(Path(path)))
 
-    def replace(self, **overrides: Any) -> "TrainConfig":
-        """A validated copy with ``overrides`` that are not ``None`` applied."""
-        config = TrainConfig(**merge_overrides(self.to_dict(), overrides))
-        config.validate()
-        return config
+    def _merge(self, values: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+        return merge_overrides(values, overrides)
 
-    # -- validation --------------------------------------------------------------------------------
+    # -- the rules between keys ----------------------------------------------------------------------
 
-    def validate(self, source: str = "config") -> None:
-        """Check types and ranges (names of optimisers etc. included); raise a one-line error."""
-
-        def bad(key: str, expected: str, got: Any) -> VPIntegratorError:
-            return VPIntegratorError(f"{source}: {key} must be {expected}; got {got!r}", key=key)
-
-        def is_int(v: Any) -> bool:
-            return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
-        def is_num(v: Any) -> bool:  # a finite real number (NaN and Inf are never a setting)
-            return (isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
-                    and math.isfinite(float(v)))
-
-        if isinstance(self.data, (str, os.PathLike)):
-            self.data = [self.data]
-        if not isinstance(self.data, (list, tuple)) or not self.data:
-            raise VPIntegratorError(
-                f"{source}: data must list at least one HDF5 file; got {self.data!r} (set data = [...] "
-                "in the TOML or give the data files)", key="data"
-            )
-        if not all(isinstance(p, (str, os.PathLike)) for p in self.data):
-            raise bad("data", "a list of file paths", self.data)
-        self.data = [str(p) for p in self.data]
-        if not isinstance(self.model, dict) or not isinstance(self.model.get("name"), str):
-            raise VPIntegratorError(
-                f"{source}: model needs a name (one of the registered models, e.g. vpt, vpff, st); got "
-                f"{self.model!r} (set model, or add [model] name = ... to the TOML)", key="model"
-            )
-        if self.out is not None and not isinstance(self.out, (str, os.PathLike)):
-            raise bad("out", "a directory path", self.out)
-        if self.epochs is not None and (not is_int(self.epochs) or self.epochs < 1):
-            raise bad("epochs", "a positive integer", self.epochs)
-        if self.time_limit is not None and (not is_num(self.time_limit) or self.time_limit <= 0):
-            raise bad("time_limit", "a finite number of seconds > 0", self.time_limit)
+    def _check_together(self) -> None:
         if self.epochs is None and self.time_limit is None:
-            raise VPIntegratorError(f"{source}: give epochs or time_limit (or both); neither was set", key="epochs")
-        if not is_int(self.batch_size) or self.batch_size < 1:
-            raise bad("batch_size", "a positive integer", self.batch_size)
-        if not is_num(self.lr) or not self.lr > 0:
-            raise bad("lr", "a finite number > 0", self.lr)
-        if not is_num(self.lr_min) or not 0 <= self.lr_min <= self.lr:
-            raise bad("lr_min", f"a finite number in [0, lr={self.lr}]", self.lr_min)
-        if self.optimizer not in list_optimizers():
-            raise VPIntegratorError(
-                f"{source}: optimizer: unknown optimizer {self.optimizer!r}{_did_you_mean(self.optimizer, list_optimizers())}"
-                f"; valid: {', '.join(list_optimizers())}",
-                key="optimizer",
-            )
-        if not isinstance(self.optimizer_kwargs, dict):
-            raise bad("optimizer_kwargs", "a table", self.optimizer_kwargs)
-        if self.scheduler not in _SCHEDULERS:
-            raise VPIntegratorError(
-                f"{source}: scheduler: unknown scheduler {self.scheduler!r}{_did_you_mean(self.scheduler, list_schedulers())}"
-                f"; valid: {', '.join(list_schedulers())}",
-                key="scheduler",
-            )
-        if self.schedule_per not in SCHEDULE_PER:
-            raise bad("schedule_per", " or ".join(map(repr, SCHEDULE_PER)), self.schedule_per)
-        if self.decay_epochs is not None and (not is_num(self.decay_epochs) or self.decay_epochs <= 0):
-            raise bad("decay_epochs", "a finite number > 0", self.decay_epochs)
+            raise VPIntegratorError("give epochs or time_limit (or both); neither was set", key="epochs")
+        if not self.lr_min <= self.lr:
+            raise VPIntegratorError(f"lr_min must be a finite number in [0, lr={self.lr}]; got {self.lr_min!r}",
+                                    key="lr_min")
         if self.scheduler != "constant" and self.decay_epochs is None and self.epochs is None and self.optimizer != "lm":
             raise VPIntegratorError(
-                f"{source}: decay_epochs (the epochs over which lr reaches lr_min) is needed by scheduler "
-                f"{self.scheduler!r} with only a time_limit", key="decay_epochs"
+                f"decay_epochs (the epochs over which lr reaches lr_min) is needed by scheduler {self.scheduler!r} "
+                "with only a time_limit", key="decay_epochs"
             )
         if self.scheduler == "exponential" and self.lr_min <= 0:
-            raise bad("lr_min", "positive for the exponential scheduler", self.lr_min)
-        if not is_int(self.stride) or self.stride < 1:
-            raise bad("stride", "a positive integer", self.stride)
-        if not is_num(self.val_fraction) or not 0 <= self.val_fraction < 1:
-            raise bad("val_fraction", "a number in [0, 1)", self.val_fraction)
-        if not is_int(self.patience) or self.patience < 0:
-            raise bad("patience", "a non-negative integer (0 disables early stopping)", self.patience)
-        if not is_num(self.min_delta) or self.min_delta < 0:
-            raise bad("min_delta", "a finite number >= 0", self.min_delta)
-        if not is_int(self.seed) or not 0 <= self.seed < 2**63:
-            raise bad("seed", "a non-negative integer (below 2**63)", self.seed)
-        if not isinstance(self.device, str):
-            raise bad("device", "auto, cpu, cuda or cuda:N", self.device)
-        check_device_name(self.device)
-        if self.dtype not in DTYPES:
-            raise bad("dtype", " or ".join(DTYPES), self.dtype)
-        if self.fast_step not in FAST_STEPS:
-            raise bad("fast_step", ", ".join(FAST_STEPS), self.fast_step)
-        if not is_int(self.checkpoint_every) or self.checkpoint_every < 1:
-            raise bad("checkpoint_every", "a positive integer", self.checkpoint_every)
-        if not is_num(self.checkpoint_seconds) or self.checkpoint_seconds <= 0:
-            raise bad("checkpoint_seconds", "a finite number > 0 (seconds between writes of last.pt)",
-                      self.checkpoint_seconds)
-        for key in ("lm_windows", "lm_resample_every", "lm_iters_per_epoch"):
-            if not is_int(getattr(self, key)) or getattr(self, key) < 1:
-                raise bad(key, "a positive integer", getattr(self, key))
-        if not is_num(self.init_scale) or not 0 < self.init_scale < math.inf:
-            raise bad("init_scale", "a finite number > 0 (factor on the initial weights)", self.init_scale)
-        if self.monitor not in MONITORS:
-            raise bad("monitor", " or ".join(map(repr, MONITORS)), self.monitor)
-        if self.monitor == "val_rollout" and not (is_num(self.val_fraction) and self.val_fraction > 0):
+            raise VPIntegratorError(f"lr_min must be positive for the exponential scheduler; got {self.lr_min!r}",
+                                    key="lr_min")
+        if self.monitor == "val_rollout" and not self.val_fraction > 0:
             raise VPIntegratorError(
-                f"{source}: monitor = 'val_rollout' rolls out the validation trajectories; set val_fraction > 0 "
+                f"monitor = 'val_rollout' rolls out the validation trajectories; set val_fraction > 0 "
                 f"(got {self.val_fraction!r}) or monitor = 'val_loss'", key="val_fraction"
             )
-        if not is_int(self.val_rollout_steps) or self.val_rollout_steps < 1:
-            raise bad("val_rollout_steps", "a positive integer (steps of the validation rollout)", self.val_rollout_steps)
-        if not is_int(self.lm_check_windows) or self.lm_check_windows < 0:
-            raise bad("lm_check_windows", "a non-negative integer (0: no check set)", self.lm_check_windows)
-        if not is_num(self.lm_lambda) or not 0 < self.lm_lambda < math.inf:
-            raise bad("lm_lambda", "a finite number > 0 (the initial Levenberg–Marquardt damping)", self.lm_lambda)
-        if not is_int(self.unroll) or self.unroll < 1:
-            raise bad("unroll", "a positive integer (windows of free rollout per training target; 1: none)",
-                      self.unroll)
-        if self.init_from is not None and (not isinstance(self.init_from, (str, os.PathLike)) or not str(self.init_from)):
-            raise bad("init_from", "a model file, run directory or pretrained:<name>", self.init_from)
-        if self.init_from is not None:
-            self.init_from = str(self.init_from)
-        self._validate_ensemble(source, bad, is_int)
+        self._check_ensemble()
 
-    def _validate_ensemble(self, source: str, bad, is_int) -> None:
-        if self.ensemble is not None and (not is_int(self.ensemble) or self.ensemble < 1):
-            raise bad("ensemble", "a positive integer (the number of members)", self.ensemble)
-        if self.seeds is not None:
-            if isinstance(self.seeds, tuple):
-                self.seeds = list(self.seeds)
-            if (not isinstance(self.seeds, list) or not self.seeds
-                    or not all(is_int(s) and 0 <= s < 2**63 for s in self.seeds)):
-                raise bad("seeds", "a non-empty list of non-negative integers (below 2**63)", self.seeds)
-            self.seeds = [int(s) for s in self.seeds]
-            if len(set(self.seeds)) != len(self.seeds):
-                raise bad("seeds", "distinct integers (two equal seeds train the same member twice)", self.seeds)
-            if self.ensemble is not None and self.ensemble != len(self.seeds):
-                raise VPIntegratorError(
-                    f"{source}: ensemble = {self.ensemble} but seeds lists {len(self.seeds)} seeds; give one of "
-                    "them, or make them agree", key="ensemble"
-                )
+    def _check_ensemble(self) -> None:
+        if self.ensemble is not None and self.seeds is not None and self.ensemble != len(self.seeds):
+            raise VPIntegratorError(
+                f"ensemble = {self.ensemble} but seeds lists {len(self.seeds)} seeds; give one of them, or make "
+                "them agree", key="ensemble"
+            )
         if not self.is_ensemble:
             return
         if self.init_from is not None:
             raise VPIntegratorError(
-                f"{source}: init_from cannot start an ensemble (every member would start from the same "
-                "weights); remove init_from or train the seeds one by one", key="init_from"
+                "init_from cannot start an ensemble (every member would start from the same weights); remove "
+                "init_from or train the seeds one by one", key="init_from"
             )
         if self.unroll != 1:
             raise VPIntegratorError(
-                f"{source}: unroll = {self.unroll} cannot train an ensemble (the ensemble trains one-window "
-                "targets); set unroll = 1 or train the seeds one by one", key="unroll"
+                f"unroll = {self.unroll} cannot train an ensemble (the ensemble trains one-window targets); set "
+                "unroll = 1 or train the seeds one by one", key="unroll"
             )
         if self.fast_step == "compile":
             raise VPIntegratorError(
-                f"{source}: fast_step = 'compile' is for single runs (an ensemble's step is vmapped); set "
-                "fast_step = 'graph', 'auto' or 'off'", key="fast_step"
+                "fast_step = 'compile' is for single runs (an ensemble's step is vmapped); set fast_step = "
+                "'graph', 'auto' or 'off'", key="fast_step"
             )
         if self.optimizer == "lm":
             raise VPIntegratorError(
-                f"{source}: optimizer 'lm' (Levenberg–Marquardt) cannot train an ensemble (its step is not "
-                "elementwise per member); use adam, adamw, sgd or rmsprop, or train the seeds one by one",
-                key="optimizer",
+                "optimizer 'lm' (Levenberg–Marquardt) cannot train an ensemble (its step is not elementwise per "
+                "member); use adam, adamw, sgd or rmsprop, or train the seeds one by one", key="optimizer",
             )
         if self.optimizer == "lbfgs":
             raise VPIntegratorError(
-                f"{source}: optimizer 'lbfgs' cannot train an ensemble (its line search couples the members); "
-                "use adam, adamw, sgd or rmsprop, or train the seeds one by one", key="optimizer",
+                "optimizer 'lbfgs' cannot train an ensemble (its line search couples the members); use adam, "
+                "adamw, sgd or rmsprop, or train the seeds one by one", key="optimizer",
             )
 
     @property
@@ -394,22 +381,21 @@ class TrainConfig:
             return list(self.seeds)
         return [int(self.seed) + k for k in range(int(self.ensemble or 1))]
 
-    # -- output ------------------------------------------------------------------------------------
 
-    def to_dict(self) -> dict[str, Any]:
-        return copy.deepcopy(dataclasses.asdict(self))
-
-    def to_toml(self) -> str:
-        """The config as TOML (``None`` values are left out: they mean "default")."""
-        return config_layer.dump_toml(self.to_dict())
+#: Keys that may change when a run is resumed (declared ``resumable``); anything else would make it a
+#: different run.
+RESUMABLE_KEYS = tuple(name for name, info in declared(TrainConfig).items() if info.resumable)
 
 
-def _did_you_mean(name: Any, valid) -> str:
-    """``"; did you mean 'x'?"`` for the closest valid name, or ``""``."""
-    import difflib
+def _run_dir_paths(values: dict[str, Any], path: Path) -> dict[str, Any]:
+    """A run directory's ``config.toml`` stores its paths relative to the run directory: resolve them
+    (:func:`vpintegrator.rundir.absolute_run_paths`); any other TOML's paths stay as written."""
+    from .._outputs import holds_run
+    from ..rundir import absolute_run_paths
 
-    close = difflib.get_close_matches(str(name), list(valid), n=1, cutoff=0.5)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    if path.name == "config.toml" and path.parent.is_dir() and holds_run(path.parent):
+        return absolute_run_paths(values, path.parent)
+    return values
 
 
 def merge_overrides(values: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:

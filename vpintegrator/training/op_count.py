@@ -70,15 +70,14 @@ def make_trainer(model: str, batch_size: int, dtype: str, tmp: str, seed: int = 
         device="cpu", dtype=dtype, seed=1234, optimizer="adam", lr=1e-2, lr_min=1e-6,
         scheduler="exponential", schedule_per="step", out=str(Path(tmp) / "run"),
     ))
-    config.validate()
     trainer = Trainer(config, DistInfo(), torch.device("cpu"), None, None, False)
     trainer.stop = type("NoStop", (), {"requested": False})()  # run() installs the Ctrl-C handler
     if fast_step is not None:  # the step path the config would give on CUDA (graph: uncaptured here)
         from .fast_step import FastStep
 
-        trainer.fast_mode = fast_step
-        trainer.fast = None if fast_step == "off" else FastStep(fast_step, trainer._window_loss, trainer.optimizer,
-                                                                 trainer.device)
+        trainer.steps.fast_mode = fast_step
+        trainer.steps.fast = None if fast_step == "off" else FastStep(fast_step, trainer._window_loss,
+                                                                       trainer.optimizer, trainer.device)
     return trainer
 
 
@@ -91,7 +90,7 @@ class _NoReplay:
 
 def count_step(trainer) -> OpCounter:
     """Count the ops of one ``Trainer._step`` (after a warm-up step) and the loop's per-step bookkeeping."""
-    from . import loop as loop_mod
+    from . import single as loop_mod  # the single-model step strategy's labels
 
     order = trainer.sampler.epoch_order()
     bs = trainer.sampler.batch_size

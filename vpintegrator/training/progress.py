@@ -1,4 +1,10 @@
-"""The click progress bar of :func:`~vpintegrator.training.fit` (``progress=True``), on stderr."""
+"""The progress of :func:`~vpintegrator.training.fit` (``progress=True``) on stderr: a click progress bar on
+a terminal; elsewhere (a notebook, a batch-job log) a plain line at the first epoch, then at most one per
+interval (``$VPINTEGRATOR_PROGRESS_INTERVAL`` seconds, default 15) and one at the end
+(:class:`vpintegrator._progress.ProgressLines`)::
+
+    training: 40/200 (20%), 2.1 epochs/s, 1 min 16 s left, 19 s elapsed, epoch 40 loss 1.234e-05 val 1.3e-05 lr 1.0e-03
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,7 @@ import math
 import sys
 from typing import Any, Iterator
 
-__all__ = ["progress_bar", "progress_fraction"]
+__all__ = ["describe", "progress_bar", "progress_fraction", "progress_lines"]
 
 _UNITS = 1000  # bar length when it follows a fraction of the run
 
@@ -26,25 +32,48 @@ def progress_fraction(epochs_done: int, epochs_total: int | None, elapsed: float
     return min(max(parts, default=0.0), 1.0)
 
 
+def describe(info) -> str | None:
+    """One epoch's :class:`~vpintegrator.training.results.EpochInfo` in a few words."""
+    if info is None:
+        return None
+    val = "" if math.isnan(info.val_loss) else f" val {info.val_loss:.3e}"
+    return f"epoch {info.epoch} loss {info.train_loss:.3e}{val} lr {info.lr:.1e}"
+
+
+@contextlib.contextmanager
+def progress_lines(epochs_left: int | None, time_limit: float | None, **kwargs: Any) -> Iterator[Any]:
+    """:func:`progress_bar` off a terminal: throttled plain lines (``kwargs`` go to
+    :class:`~vpintegrator._progress.ProgressLines`: ``interval``, ``stream``, ``clock``)."""
+    from .._progress import ProgressLines
+
+    limit = f", time limit {time_limit:g} s" if time_limit else ""
+    with ProgressLines("training", epochs_left or None, unit="epochs", **kwargs) as lines:
+
+        def update(info, elapsed: float) -> None:
+            lines.update(lines.done + 1, (describe(info) or "") + limit)
+
+        yield update
+
+
 @contextlib.contextmanager
 def progress_bar(show: bool, epochs_left: int | None, time_limit: float | None) -> Iterator[Any]:
     """Yield ``update(info, elapsed)`` (to call after each epoch) or None when ``show`` is false.
 
-    With only epochs the bar counts them (``show_pos``); with a time limit it follows
-    :func:`progress_fraction`, so its ETA honours the limit.
+    On a terminal a click bar: with only epochs it counts them (``show_pos``); with a time limit it
+    follows :func:`progress_fraction`, so its ETA honours the limit. Elsewhere :func:`progress_lines`.
     """
     if not show:
         yield None
         return
+    from .._progress import on_terminal
+
+    if not on_terminal():
+        with progress_lines(epochs_left, time_limit) as update:
+            yield update
+        return
     import click
 
     by_epochs = time_limit is None
-
-    def describe(info) -> str | None:
-        if info is None:
-            return None
-        val = "" if math.isnan(info.val_loss) else f" val {info.val_loss:.3e}"
-        return f"epoch {info.epoch} loss {info.train_loss:.3e}{val} lr {info.lr:.1e}"
 
     length = max(epochs_left or 0, 1) if by_epochs else _UNITS
     with click.progressbar(length=length, label="training", item_show_func=describe, file=sys.stderr,

@@ -2,9 +2,10 @@
 the monitored score and the best epoch (with its weights and patience), the history and its ``log.csv``,
 and ``best.pt``.
 
-:class:`~vpintegrator.training.loop.Trainer` keeps one :class:`RunRecord`; the ensemble
-(:mod:`~vpintegrator.training.ensemble`) one per member. The rule that picks the best epoch, the log's
-format and the best checkpoint are therefore written once.
+The one epoch loop (:class:`~vpintegrator.training.loop.Trainer`) keeps one :class:`Member` per model on
+its member axis: one for a single run, N for a seed ensemble. The rule that picks the best epoch, the log's
+format (``log.csv`` and the tracking sinks of ``logger``, :mod:`.sinks`) and the best checkpoint are
+therefore written once.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import torch
 
 from . import checkpoint as ckpt_io
 
-__all__ = ["RunRecord"]
+__all__ = ["RunRecord", "Member"]
 
 
 class RunRecord:
@@ -42,6 +43,7 @@ class RunRecord:
         self.last_train = self.last_val = math.nan
         self.history: list[dict[str, float]] = []
         self.finite_summary: dict[str, Any] | None = None  # summary.json as of the last finite epoch
+        self.sinks: list[Any] = []  # more writers of each logged row (logger = "tensorboard" | "mlflow")
 
     def judge(self, epoch: int, score: float, state: Callable[[], dict[str, torch.Tensor]]) -> bool:
         """Record epoch ``epoch``'s monitored ``score``: the best so far (the first epoch always counts)
@@ -69,6 +71,14 @@ class RunRecord:
         if self.run_dir is not None:
             with open(self.run_dir / "log.csv", "a", encoding="utf-8") as f:
                 f.write(ckpt_io.format_row(row, self.log_columns) + "\n")
+        for sink in self.sinks:
+            sink.log(row)
+
+    def close(self) -> None:
+        """Close the sinks (flush their files, end their tracking runs)."""
+        for sink in self.sinks:
+            sink.close()
+        self.sinks = []
 
     def save_best(self, model: torch.nn.Module) -> None:
         """Write ``best.pt`` (``model``'s architecture with the best weights) if the best changed since."""
@@ -79,5 +89,22 @@ class RunRecord:
         best = copy.deepcopy(model)
         best.load_state_dict(self.best_state)
         save_model(best, self.run_dir / "best.pt", overwrite=True,
-                   extra={"epoch": self.best_epoch, "best_loss": float(self.best_loss), "kind": "best"})
+                   extra={"epoch": self.best_epoch, "best_loss": float(self.best_loss), "kind": "best",
+                          "provenance": ckpt_io.run_provenance(self.run_dir)})
         self.best_dirty = False
+
+
+class Member(RunRecord):
+    """One model of the loop's member axis: a run's bookkeeping plus the member's index ``k``, ``seed``,
+    reported directory ``path`` (``run_dir`` is where files go: None on a DDP rank other than 0 or without
+    an output directory), and whether it still trains (``active``; ``stopped`` says why not, ``epoch`` and
+    ``step`` then where it stopped, ``diverged`` the divergence record)."""
+
+    def __init__(self, k: int, seed: int, path: Path | None, write: bool, log_columns: tuple[str, ...],
+                 min_delta: float) -> None:
+        super().__init__(path if write else None, log_columns, min_delta)
+        self.k, self.seed, self.path = k, seed, path
+        self.active = True
+        self.stopped = "running"
+        self.epoch = self.step = 0
+        self.diverged: dict[str, Any] | None = None

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,12 @@ __all__ = ["EpochInfo", "FitResult", "TrainingInterrupted"]
 
 @dataclass(frozen=True)
 class EpochInfo:
-    """What a ``callback`` sees after each epoch."""
+    """What a ``callback`` sees after each epoch (of one member; an ensemble's callback gets a list).
+
+    ``val_rollout`` is the validation-rollout score (``monitor = "val_rollout"``; NaN otherwise), ``model``
+    the trained module with this epoch's weights (read it, do not keep training it), ``member`` the
+    member's index in an ensemble (0 for a single run).
+    """
 
     epoch: int
     step: int
@@ -22,6 +28,9 @@ class EpochInfo:
     val_loss: float
     lr: float
     seconds: float
+    val_rollout: float = math.nan
+    model: Any = field(default=None, repr=False, compare=False)
+    member: int = 0
 
 
 @dataclass

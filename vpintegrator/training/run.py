@@ -30,19 +30,42 @@ def fit(
     callback: Callable[[EpochInfo], bool | None] | None = None,
     progress: bool = False,
     overwrite: bool = False,
+    model: str | dict[str, Any] | torch.nn.Module | None = None,
+    train: Any = None,
+    val: Any = None,
     **overrides: Any,
 ) -> FitResult | "EnsembleResult":
     """Train a model on trajectory windows and write its run directory.
 
+    Two ways in: a config (a TOML file, a dict, a :class:`TrainConfig`) naming data files, or objects,
+    for a notebook without files::
+
+        fit(model="vpt", train=trajectories, epochs=50)                  # split by val_fraction, no files
+        fit(model=my_module, train=(x, y), val=(x_val, y_val), epochs=50, out="runs/mine")
+
     Parameters
     ----------
-    config : TrainConfig, dict, path of a TOML file or a shipped config's name (``list_configs()``); optional with ``resume``
+    config : TrainConfig, dict, path of a TOML file or a shipped config's name (``list_configs()``); optional with ``resume`` or ``train``
+    model : str, dict or nn.Module, optional
+        A registry name or model table: the config key ``model`` (a name replaces the config's model,
+        a table merges into it). An ``nn.Module`` (with integer attributes ``dim`` and ``seq_len``) is
+        trained in place, with the config's other settings (:mod:`vpintegrator.training.inputs`).
+    train, val : Trajectories or (x, target), optional
+        Training and validation data as objects instead of the config's ``data`` files: trajectories
+        (windows cut as from a file; ``train`` alone is split by ``val_fraction``) or window tensors x
+        (n_windows, seq_len, dim) and target (n_windows, pred_window · unroll, dim); they replace the
+        config's ``data`` files (so a shipped config is a recipe for objects too). With objects ``out``
+        defaults to None: nothing is written (give ``out`` for a run directory; a module that is not a
+        registry model then cannot be saved and is refused); such a run cannot be resumed from its
+        directory (its data are not files).
     resume : path, optional
         A run directory to continue from its ``last.pt`` (its ``config.toml`` is the config; only
         ``epochs`` (the total), ``time_limit``, ``device``, ``patience``, ``min_delta`` and
         ``checkpoint_every`` may change). The continuation is exactly the uninterrupted run.
     callback : callable, optional
         ``callback(EpochInfo)`` after every epoch (on every rank); returning True stops training.
+        ``info.model`` is the model with this epoch's weights, ``info.val_rollout`` the validation-rollout
+        score (``monitor = "val_rollout"``; NaN otherwise).
     progress : bool
         Show a click progress bar with the losses on stderr (rank 0).
     overwrite : bool
@@ -75,6 +98,13 @@ def fit(
     ``train_loss`` is then the full training loss after the epoch and ``lr`` the damping λ. Single
     process only.
     """
+    if isinstance(model, torch.nn.Module) or train is not None or val is not None:
+        if resume is not None:
+            raise VPIntegratorError("fit: resume continues a run from its directory's config and data files; give "
+                                    "resume alone, without model, train or val objects", key="resume")
+        return _fit_objects(config, model, train, val, callback, progress, overwrite, overrides)
+    if model is not None:
+        overrides["model"] = model  # a name or a table: the config key
     config_file = None
     if isinstance(config, (str, os.PathLike)):
         from .._shipped import config_path
@@ -104,22 +134,85 @@ def fit(
                 "with the epochs you want", key="resume"
             )
         config = ckpt_io.resume_config(run_dir, config, overrides)
+        from .inputs import IN_MEMORY
+
+        if IN_MEMORY in config.data:
+            raise VPIntegratorError(
+                f"resume {run_dir}: the run was trained from objects (data {IN_MEMORY}), not files; train it again "
+                "with fit(model=..., train=...)", key="resume")
     else:
         if config is None:
             raise VPIntegratorError("fit: give a config (TrainConfig, dict or TOML path) or resume=RUN_DIR")
         config = config.replace(**overrides) if overrides else config
-        config.validate()
         out = Path(config.out) if config.out is not None else ckpt_io.default_out(config.model["name"])
         config = config.replace(out=str(out.resolve()))
         from .._io import check_not_input
 
         check_not_input(config.out, [*config.data, config_file], key="out")
+    return _train(config, run_dir, callback, progress, overwrite)
+
+
+def _fit_objects(config, model, train, val, callback, progress: bool, overwrite: bool, overrides: dict):
+    """:func:`fit` with a model object and/or data objects (:mod:`.inputs`)."""
+    from .inputs import IN_MEMORY, prepare_objects
+
+    if not isinstance(overwrite, bool):
+        raise VPIntegratorError(f"overwrite must be True or False; got {overwrite!r}", key="overwrite")
+    if isinstance(config, (str, os.PathLike)):
+        from .._shipped import config_path
+
+        values = TrainConfig.from_toml(config_path(config)).to_dict()
+    elif isinstance(config, TrainConfig):
+        values = config.to_dict()
+    elif isinstance(config, dict) or config is None:
+        values = dict(config or {})
+    else:
+        raise VPIntegratorError(f"fit: config must be a TrainConfig, a dict or a TOML path; got {type(config).__name__}")
+    if train is None:
+        raise VPIntegratorError("fit: give train (Trajectories or (x, target) windows) with model or val objects",
+                                key="train")
+    module = model if isinstance(model, torch.nn.Module) else None
+    if module is not None:
+        name = module.config.get("name") if isinstance(getattr(module, "config", None), dict) else None
+        values["model"] = {"name": name or type(module).__name__}
+    elif model is not None:
+        overrides = {**overrides, "model": model}
+    if overrides.get("data"):
+        raise VPIntegratorError("fit: give data either as files (data) or as train/val objects, not both",
+                                key="data")
+    values.pop("data", None)  # the objects are the data (a config's files, e.g. a shipped recipe's, are not read)
+    values = merge_overrides(values, overrides)
+    values["data"] = [IN_MEMORY]
+    cfg = TrainConfig.from_dict(values)
+    cfg.validate()
+    if cfg.out is not None:
+        if module is not None and name is None:
+            raise VPIntegratorError(
+                f"fit: out = {cfg.out}: a {type(module).__name__} is not a registry model and cannot be written "
+                "into best.pt/last.pt; give out = None (train in memory) or build the model with build_model",
+                key="out")
+        cfg = cfg.replace(out=str(Path(cfg.out).resolve()))
     from ..device import resolve_device
 
-    device = resolve_device(config.device)
+    device = resolve_device(cfg.device)
+    dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
+    seeds = cfg.ensemble_seeds()
+
+    def inputs():
+        return prepare_objects(cfg, module if module is not None else None, train, val, device, dtype, seeds,
+                               cfg.is_ensemble)
+
+    return _train(cfg, None, callback, progress, overwrite, inputs, device)
+
+
+def _train(config: TrainConfig, run_dir: Path | None, callback, progress: bool, overwrite: bool, inputs=None,
+           device=None):
+    """Train ``config`` (a new run, or the run in ``run_dir``): lock the run directory, set up, run."""
+    from ..device import resolve_device
+
+    device = resolve_device(config.device) if device is None else device
     if config.is_ensemble:
-        with output_lock(config.out, key="out"):
-            return _fit_ensemble(config, device, callback, progress, overwrite)
+        return _fit_ensemble(config, device, callback, progress, overwrite, inputs)
     dist = ddp.setup(device.type)
     if dist.enabled and device.type == "cuda":
         device = torch.device("cuda", dist.local_rank)
@@ -131,11 +224,12 @@ def fit(
                 key="optimizer",
             )
         lock = contextlib.nullcontext()
-        if dist.is_main:  # one writer per run directory; under torchrun rank 0 writes it
+        if dist.is_main and (run_dir is not None or config.out is not None):  # one writer per run directory
             lock = output_lock(run_dir, key="resume") if run_dir is not None else output_lock(config.out, key="out")
         with lock:
-            replace = run_dir is None and dist.is_main and ckpt_io.check_new_run_dir(Path(config.out), overwrite)
-            trainer = Trainer(config, dist, device, run_dir, callback, progress)
+            replace = (run_dir is None and dist.is_main and config.out is not None
+                       and ckpt_io.check_new_run_dir(Path(config.out), overwrite))
+            trainer = Trainer(config, dist, device, run_dir, callback, progress, _inputs(config, device, inputs))
             if replace:  # the new run's set-up succeeded: now the old run goes
                 replace_run_dir(Path(config.out))
             return trainer.run()
@@ -143,18 +237,25 @@ def fit(
         ddp.teardown(dist)
 
 
-def _fit_ensemble(config: TrainConfig, device: torch.device, callback, progress: bool, overwrite: bool = False):
-    """``ensemble``/``seeds``: the members trained together in this process (:class:`EnsembleTrainer`)."""
-    from .ensemble import EnsembleTrainer
+def _inputs(config: TrainConfig, device, inputs):
+    return None if inputs is None else inputs()
 
+
+def _fit_ensemble(config: TrainConfig, device: torch.device, callback, progress: bool, overwrite: bool = False,
+                  inputs=None):
+    """``ensemble``/``seeds``: the members trained together in this process (the one loop with a member axis
+    of N, stepped by :class:`~vpintegrator.training.ensemble.EnsembleSteps`)."""
     world = os.environ.get("WORLD_SIZE", "1") or "1"
     if world.isdigit() and int(world) > 1:
         raise VPIntegratorError(
             f"an ensemble trains in one process; got WORLD_SIZE = {world} under torchrun: run it without torchrun "
             "(the members share one device)", key="ensemble"
         )
-    replace = ckpt_io.check_new_run_dir(Path(config.out), overwrite)
-    trainer = EnsembleTrainer(config, device, callback, progress)
-    if replace:
-        replace_run_dir(Path(config.out))
-    return trainer.run()
+    if config.out is None:
+        return Trainer(config, ddp.DistInfo(), device, None, callback, progress, _inputs(config, device, inputs)).run()
+    with output_lock(config.out, key="out"):
+        replace = ckpt_io.check_new_run_dir(Path(config.out), overwrite)
+        trainer = Trainer(config, ddp.DistInfo(), device, None, callback, progress, _inputs(config, device, inputs))
+        if replace:
+            replace_run_dir(Path(config.out))
+        return trainer.run()

@@ -1,9 +1,10 @@
-"""Set-up shared by the single-run trainer (:mod:`.loop`) and the ensemble trainer (:mod:`.ensemble`): the
-data (read through the one shard reader, its system checked), the model (paper defaults for keys left out,
-``dim`` from the data, the initial-weight scale), the resolved config and the window sets."""
+"""The set-up of a training run from its config (:func:`prepare`): the data (read through the one shard
+reader, its system checked), the model of every member (paper defaults for keys left out, ``dim`` from the
+data, the initial-weight scale), the resolved config and the window sets."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -132,3 +133,35 @@ def window_sets(config: TrainConfig, data, data_paths: list[str], seq_len: int, 
         "val_windows": 0 if val_set is None else len(val_set),
     }
     return train_set, val_set, validator, info
+
+
+@dataclass
+class Prepared:
+    """What the loop trains: the members' models (one for a single run), the model's name, the resolved
+    config (``config.toml``), the window sets, the rollout validator and the data summary."""
+
+    models: list
+    name: str
+    resolved: TrainConfig
+    train_set: Any
+    val_set: Any
+    validator: Any
+    data_info: dict
+
+
+def prepare(config: TrainConfig, device, dtype, seeds: list[int], ensemble: bool) -> Prepared:
+    """Read the data and build the model of each seed in ``seeds`` as ``fit(seed=s)`` would (an ensemble then
+    reseeds the global RNGs with ``config.seed``), then the resolved config and the window sets."""
+    data_paths, data = load_data(config)
+    models = []
+    for s in seeds:  # the initialisation fit(seed=s) draws
+        model, name = new_model(config, s, data.dim, data_paths[0], device, dtype)
+        models.append(model)
+    if ensemble:
+        ckpt_io.seed_everything(config.seed)
+    seq_len, pred_window = int(models[0].seq_len), int(models[0].pred_window)
+    check_windows_fit(name, seq_len, pred_window * config.unroll, data.n_states, data_paths[0])
+    extra = {"seeds": list(seeds), "ensemble": len(seeds)} if ensemble else {}
+    resolved = resolve_config(config, data_paths, models[0], name, **extra)
+    train_set, val_set, validator, info = window_sets(config, data, data_paths, seq_len, pred_window, device)
+    return Prepared(models, name, resolved, train_set, val_set, validator, info)

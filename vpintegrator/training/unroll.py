@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..rollout.core import iterate_windows
+from ..stepping import iterate_windows
 
 __all__ = ["Unrolled", "unrolled"]
 

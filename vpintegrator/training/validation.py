@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ..data.trajectories import Trajectories
-from ..rollout.core import iterate_windows
+from ..stepping import iterate_windows
 from . import ddp
 
 __all__ = ["window_loss", "RolloutValidator"]

@@ -1,6 +1,9 @@
-"""The rollout core: the one window advance and the one failure rule, on NumPy arrays or torch tensors.
+"""The rollout core: the one window advance, the one failure rule and the one block loop, on NumPy arrays or
+torch tensors.
 
-Every engine that iterates a map uses these: the host engine (:func:`~vpintegrator.rollout.stream_rollout`,
+It sits below ``data`` (imports: arrays, errors) so that :func:`~vpintegrator.data.integrate` runs on it too.
+
+Every engine that iterates a map uses these: :func:`~vpintegrator.data.integrate` (the block loop), the host engine (:func:`~vpintegrator.rollout.stream_rollout`,
 NumPy blocks), the device engine (:func:`~vpintegrator.rollout.device_stream_rollout`, tensors on the
 model's device), the step maps that restart their own rows (:class:`~vpintegrator.rollout.IntegratorStep`,
 :class:`~vpintegrator.rollout.ExactFlowStep`), training's rollout validation
@@ -17,17 +20,25 @@ so that a batch-1 rollout allocates nothing per call; tests check it against :fu
 The failure rule. A trajectory fails at the first state that is not finite or whose norm exceeds
 ``limit = blowup × ‖z_0‖`` (‖z_0‖ = 1 where it is 0): :func:`failure_limit`, :func:`bad_states`; the
 engines record that step and set the trajectory's states from then on to NaN (:func:`mark_failures`).
+
+The block loop. States leave an engine in blocks of steps ``k0 .. k0 + n − 1`` (:func:`block_schedule`);
+:func:`run_blocks` produces each block, applies the failure rule to it, restarts the rows that failed in it
+and hands it over. Which blocks (the host engine's generation chunks, the device engine's output blocks,
+``integrate``'s chunks) is each caller's schedule: the block boundaries are where a step map restarts its own
+solves (:class:`~vpintegrator.rollout.ExactFlowStep`), so each engine keeps its own to keep its numbers.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..arrays import array_namespace
+from .arrays import array_namespace
 
-__all__ = ["next_window", "iterate_windows", "failure_limit", "bad_states", "mark_failures"]
+__all__ = [
+    "next_window", "iterate_windows", "failure_limit", "bad_states", "mark_failures", "block_schedule", "run_blocks",
+]
 
 
 def next_window(window: Any, pred: Any, seq_len: int) -> Any:
@@ -104,3 +115,41 @@ def mark_failures(block: Any, k0: int, limit: Any, failed: Any) -> tuple[Any, An
     after = (failed >= 0)[:, None] & (steps[None, :] >= failed[:, None])
     block.masked_fill_(after[:, :, None], float("nan"))
     return new, failed
+
+
+def block_schedule(k_start: int, k_end: int, length: int) -> list[tuple[int, int]]:
+    """The blocks ``(k0, n)`` that cover steps ``k_start .. k_end − 1`` in order, ``length`` steps each (the
+    last one may be shorter)."""
+    return [(k0, min(int(length), k_end - k0)) for k0 in range(int(k_start), int(k_end), int(length))]
+
+
+def run_blocks(
+    schedule: Sequence[tuple[int, int]],
+    produce: Callable[[int, int, int], Any],
+    deliver: Callable[[int, int, Any], None],
+    *,
+    limit: Any = None,
+    failed: Any = None,
+    restart: Callable[[Any], None] | None = None,
+) -> Any:
+    """The one block loop: for block ``i`` of ``schedule`` (``(k0, n)``: steps ``k0 .. k0 + n − 1``),
+    ``block = produce(i, k0, n)`` (n_traj, n, dim), the failure rule on it, the restart of the rows that
+    failed in it, ``deliver(i, k0, block)``.
+
+    ``limit`` (n_traj,) and ``failed`` (n_traj,) int (−1: not failed) in the blocks' namespace turn the
+    failure rule on (:func:`mark_failures`; None: off, for callers that refuse a bad state where it is
+    produced). ``restart(rows)`` gets the rows that failed in the block: a NumPy int array (called only when
+    there are any) or, for tensors, the boolean mask (always called: no host synchronisation).
+    Returns the failure steps (``failed``).
+    """
+    for i, (k0, n) in enumerate(schedule):
+        block = produce(i, k0, n)
+        if limit is not None:
+            new, failed = mark_failures(block, k0, limit, failed)
+            if restart is not None:
+                if array_namespace(new) is not np:
+                    restart(new)
+                elif new.any():
+                    restart(np.flatnonzero(new))
+        deliver(i, k0, block)
+    return failed

@@ -1,0 +1,123 @@
+"""Benchmark vp-gen (whole process) against diffrax (``vmap`` over a jitted Dopri8 solve), same problem.
+
+The problem: the rigid body (inertia (2, 1, 2/3)), the ``rigid_body`` spec's sphere initial conditions,
+t in [0, 20], output every 0.2 (101 states), rtol = atol = 1e-12 per trajectory, float64; N = 2*10^4 and
+2*10^5 trajectories.
+
+* vp-gen: ``vp-gen rigid_body --n-traj N --t-end 20 --dt 0.2 --rtol 1e-12 --atol 1e-12`` in a fresh process
+  (start-up, sampling, integration, invariant drift, compressed HDF5 file: everything), with every core
+  (the default ``--workers``) and with ``--workers 1``; best of ``--repeat``.
+* diffrax (when ``jax`` and ``diffrax`` import): ``jax.jit(jax.vmap(solve))`` with ``diffrax.Dopri8``,
+  ``PIDController(rtol=1e-12, atol=1e-12)``, ``SaveAt(ts=...)``, on the same initial conditions; the
+  first call (compilation + solve) and the solve alone (a second call, ``block_until_ready``) are timed
+  in this process; nothing is written. Each trajectory has its own step size under ``vmap`` (diffrax's
+  error norm is per trajectory); the batch runs until the slowest trajectory is done.
+
+Prints the times, the ratios diffrax solve / vp-gen whole process, the load average before and after, and
+max |y_vp-gen - y_diffrax| as a check that both solved the same problem.
+
+Run: ``python scripts/bench_gen_diffrax.py`` (``pip install jax diffrax`` for the diffrax half; a few
+minutes at 2*10^5 on 2 cores). Shared machine: every ratio compares timings taken in the same run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import click
+import h5py
+import numpy as np
+
+from vpintegrator.data import load_spec
+from vpintegrator.systems import get_system, sample_initial_conditions
+
+VP_GEN = str(Path(sys.executable).parent / "vp-gen")
+T_END, DT, TOL = 20.0, 0.2, 1e-12
+
+
+def _vp_gen(n: int, out: str, workers: int | None) -> float:
+    args = [VP_GEN, "rigid_body", "--n-traj", str(n), "--t-end", str(T_END), "--dt", str(DT), "--rtol", str(TOL),
+            "--atol", str(TOL), "--out", out, "--overwrite", "--quiet"]
+    if workers is not None:
+        args += ["--workers", str(workers)]
+    start = time.perf_counter()
+    subprocess.run(args, check=True, capture_output=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    return time.perf_counter() - start
+
+
+def _initial_conditions(n: int) -> np.ndarray:
+    spec = load_spec("rigid_body", n_traj=n, t_end=T_END, dt=DT)
+    system = get_system(spec.system, **spec.params)
+    return sample_initial_conditions(system, spec.sampler, n, np.random.default_rng(spec.seed), **spec.sampler_args)
+
+
+def _diffrax(y0: np.ndarray, ts: np.ndarray):
+    """(first call s, solve s, y) or None without jax/diffrax."""
+    try:
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
+        import diffrax
+        import jax.numpy as jnp
+    except ImportError:
+        return None
+    a, b, c = get_system("rigid_body").coefficients
+
+    def field(t, z, args):
+        return jnp.stack([a * z[1] * z[2], b * z[0] * z[2], c * z[0] * z[1]])
+
+    term = diffrax.ODETerm(field)
+    solver = diffrax.Dopri8()
+    ctrl = diffrax.PIDController(rtol=TOL, atol=TOL)
+    save = diffrax.SaveAt(ts=jnp.asarray(ts))
+
+    def solve(z0):
+        sol = diffrax.diffeqsolve(term, solver, t0=0.0, t1=float(ts[-1]), dt0=None, y0=z0, saveat=save,
+                                  stepsize_controller=ctrl, max_steps=1_000_000)
+        return sol.ys
+
+    batched = jax.jit(jax.vmap(solve))
+    z0 = jnp.asarray(y0)
+    start = time.perf_counter()
+    batched(z0).block_until_ready()
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    ys = batched(z0).block_until_ready()
+    return first, time.perf_counter() - start, np.asarray(ys)
+
+
+@click.command()
+@click.option("--sizes", default="20000,200000", show_default=True)
+@click.option("--repeat", default=2, show_default=True)
+def main(sizes: str, repeat: int) -> None:
+    load = lambda: " ".join(f"{x:.2f}" for x in os.getloadavg())  # noqa: E731
+    print(f"rigid body, t in [0, {T_END:g}], output every {DT:g}, rtol = atol = {TOL:g}; {os.cpu_count()} CPUs; "
+          f"load average before: {load()}")
+    ts = np.arange(int(round(T_END / DT)) + 1) * DT
+    with tempfile.TemporaryDirectory() as tmp:
+        _vp_gen(10, f"{tmp}/warm.h5", None)  # numba's cache
+        for n in (int(s) for s in sizes.split(",")):
+            out = f"{tmp}/vp_{n}.h5"
+            every = min(_vp_gen(n, out, None) for _ in range(repeat))
+            one = min(_vp_gen(n, out, 1) for _ in range(repeat))
+            print(f"N = {n}: vp-gen whole process {every:.2f} s (every core), {one:.2f} s (--workers 1)", flush=True)
+            res = _diffrax(_initial_conditions(n), ts)
+            if res is None:
+                print("  diffrax: jax/diffrax not importable; pip install jax diffrax")
+                continue
+            first, solve, ys = res
+            with h5py.File(out, "r") as f:
+                diff = float(np.max(np.abs(f["y"][:] - ys)))
+            print(f"  diffrax vmap Dopri8: first call {first:.2f} s (compile + solve), solve alone {solve:.2f} s; "
+                  f"ratio diffrax solve / vp-gen: {solve / every:.2f}x (every core), {solve / one:.2f}x "
+                  f"(--workers 1); with compilation {first / every:.2f}x; max |difference| {diff:.1e}", flush=True)
+    print(f"load average after: {load()}")
+
+
+if __name__ == "__main__":
+    main()

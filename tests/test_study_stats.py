@@ -1,0 +1,46 @@
+"""Statistics of the studies: intervals over conditions, bootstrap over seeds, drift growth (issue 20, item 5)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from vpintegrator.studies.stats import bootstrap_ci, drift_growth, median_interval
+
+
+def test_median_interval_counts_blowups_as_the_worst():
+    vals = list(range(1, 11))  # 1..10
+    assert median_interval(vals) == {"median": 5.0, "lo": 2.0, "hi": 9.0, "n": 10}  # observed values (nearest rank)
+    got = median_interval([0.1] * 8 + [math.inf, math.nan])
+    assert got["median"] == 0.1 and got["hi"] == math.inf and got["n"] == 10
+    assert median_interval([None])["median"] is None
+
+
+def test_bootstrap_ci_brackets_the_median_and_narrows_with_more_seeds():
+    rng = np.random.default_rng(1)
+    few = rng.normal(1.0, 0.1, 5)
+    many = rng.normal(1.0, 0.1, 200)
+    lo5, hi5 = bootstrap_ci(few)
+    lo200, hi200 = bootstrap_ci(many)
+    assert lo5 <= np.median(few) <= hi5 and lo200 <= np.median(many) <= hi200
+    assert hi200 - lo200 < hi5 - lo5
+    assert abs((lo200 + hi200) / 2 - 1.0) < 0.05
+    assert all(math.isnan(x) for x in bootstrap_ci([1.0]))  # not defined for one seed
+    assert all(math.isnan(x) for x in bootstrap_ci([1.0, math.inf]))
+    assert bootstrap_ci([2.0, 2.0, 2.0]) == (2.0, 2.0)
+
+
+def test_drift_growth_tells_bounded_from_secular():
+    t = np.linspace(1.0, 1000.0, 500)
+    bounded = 1e-4 * (1.5 + np.sin(t))
+    linear = 1e-6 * t
+    quadratic = 1e-9 * t**2
+    assert drift_growth(t, bounded)["kind"] == "bounded"
+    lin = drift_growth(t, linear)
+    assert lin["kind"] == "secular" and lin["exponent"] == pytest.approx(1.0, abs=1e-9)
+    assert drift_growth(t, quadratic)["exponent"] == pytest.approx(2.0, abs=1e-9)
+    assert drift_growth(t, np.full_like(t, np.inf))["kind"] is None
+    with pytest.raises(ValueError, match="one length"):
+        drift_growth(t, t[:3])

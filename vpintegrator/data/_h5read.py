@@ -1,0 +1,121 @@
+"""Reading trajectory files: open, validate the schema, select rows and steps (shared by :mod:`.hdf5`
+and :mod:`.shards`, so that neither imports the other's reader)."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+from ..errors import VPIntegratorError
+from ._attrs import _attrs_to_meta, _from_attr
+from .checks import check_finite_t, check_finite_y
+from .trajectories import Trajectories
+
+SCHEMA_VERSION = 2
+#: schema versions this module reads (v1: ``n_steps`` counted states)
+READABLE_VERSIONS = (1, 2)
+_HINT = "was it written by vp-gen (vpintegrator.write_trajectories)?"
+
+
+def _open(path: Path) -> h5py.File:
+    if not path.exists():
+        raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
+    if path.is_dir():
+        raise VPIntegratorError(f"{path}: is a directory; expected an HDF5 file written by vp-gen")
+    try:
+        return h5py.File(path, "r")
+    except OSError as err:
+        reason = " ".join(str(err).split())
+        raise VPIntegratorError(f"{path}: not a readable HDF5 file ({reason}); {_HINT}") from None
+
+
+def _validate(path: Path, f: h5py.File) -> tuple[int, int, int]:
+    """Check schema version, ``/t``, ``/y`` and ``dim``; return (n_traj, n_states, dim)."""
+    version = f.attrs.get("schema_version")
+    if version is None:
+        raise VPIntegratorError(f"{path}: missing root attribute 'schema_version' (expected {SCHEMA_VERSION}); {_HINT}")
+    version = _from_attr(version)
+    if version not in READABLE_VERSIONS:
+        raise VPIntegratorError(
+            f"{path}: attribute 'schema_version' is {version!r}, this vpintegrator reads schema "
+            f"{' and '.join(map(str, READABLE_VERSIONS))}; regenerate the file with this version's vp-gen"
+        )
+    for key, expected in (("t", "(n_states,) float64"), ("y", "(n_traj, n_states, dim) float64")):
+        if key not in f or not isinstance(f[key], h5py.Dataset):
+            raise VPIntegratorError(f"{path}: missing dataset '/{key}' (expected {expected}); {_HINT}")
+    t, y = f["t"], f["y"]
+    if y.ndim != 3:
+        raise VPIntegratorError(f"{path}: dataset '/y' has shape {y.shape}; expected (n_traj, n_states, dim)")
+    if t.shape != (y.shape[1],):
+        raise VPIntegratorError(
+            f"{path}: dataset '/t' has shape {t.shape}; expected (n_states,) = ({y.shape[1]},) to match '/y' {y.shape}"
+        )
+    for key, ds in (("t", t), ("y", y)):
+        if ds.dtype.kind != "f":
+            raise VPIntegratorError(f"{path}: dataset '/{key}' has dtype {ds.dtype}; expected float64")
+    dim = f.attrs.get("dim")
+    if dim is None:
+        raise VPIntegratorError(f"{path}: missing root attribute 'dim' (expected {y.shape[2]}); {_HINT}")
+    if _from_attr(dim) != y.shape[2]:
+        raise VPIntegratorError(
+            f"{path}: attribute 'dim' is {_from_attr(dim)!r} but dataset '/y' has shape {y.shape} (dim {y.shape[2]})"
+        )
+    return y.shape
+
+
+def _index(index: Any, n: int, what: str, path: Path) -> np.ndarray | slice:
+    """Normalise a ``traj``/``steps`` selection to a slice or a (0-d or 1-d) array of indices >= 0."""
+    if index is None:
+        return slice(None)
+    if isinstance(index, slice):
+        return index
+    arr = np.asarray(index)
+    if arr.size == 0 and arr.ndim == 1:
+        arr = arr.astype(np.intp)
+    if arr.dtype == bool:
+        if arr.shape != (n,):
+            raise VPIntegratorError(f"{path}: boolean {what} selection must have shape ({n},); got {arr.shape}")
+        return np.flatnonzero(arr)
+    if arr.dtype.kind not in "iu" or arr.ndim > 1:
+        raise VPIntegratorError(f"{path}: {what} must be None, an int, a slice or a 1-d int array; got {index!r}")
+    if arr.size and (arr.min() < -n or arr.max() >= n):
+        raise VPIntegratorError(f"{path}: {what} index out of range for {n} {what} entries; got {index!r}")
+    return np.where(arr < 0, arr + n, arr)
+
+
+def _read_rows(ds: h5py.Dataset, rows: np.ndarray | slice) -> np.ndarray:
+    """``ds[rows]`` along axis 0 for any int array (h5py wants increasing unique indices)."""
+    if isinstance(rows, slice):
+        return ds[rows]
+    flat = np.atleast_1d(rows)
+    if flat.size == 0:
+        return np.empty((0, *ds.shape[1:]), dtype=ds.dtype)
+    uniq, inverse = np.unique(flat, return_inverse=True)
+    out = ds[uniq][inverse]
+    return out[0] if np.ndim(rows) == 0 else out
+
+
+def _read_one(path: Path, traj: Any, steps: Any, allow_nonfinite: bool = False) -> Trajectories:
+    with _open(path) as f:
+        n_traj, n_states, dim = _validate(path, f)
+        meta = _attrs_to_meta(f.attrs)
+        steps_idx = _index(steps, n_states, "steps", path)
+        traj_idx = _index(traj, n_traj, "traj", path)
+        t_all = f["t"][:]
+        if not allow_nonfinite:
+            check_finite_t(path, t_all)
+        t = np.atleast_1d(t_all[steps_idx])
+        y = _read_rows(f["y"], traj_idx)
+        if y.ndim == 2:  # a single trajectory index: keep (n_traj, n_states, dim)
+            y = y[None]
+        y = y[:, steps_idx]
+        if y.ndim == 2:  # a single step index
+            y = y[:, None]
+    if not allow_nonfinite:
+        check_finite_y(path, y, traj_idx, steps_idx, n_traj, n_states)
+    meta["n_traj"], meta["n_states"], meta["n_steps"] = int(y.shape[0]), int(y.shape[1]), int(y.shape[1]) - 1
+    return Trajectories(y=np.asarray(y, dtype=np.float64), t=np.asarray(t, dtype=np.float64), meta=meta)

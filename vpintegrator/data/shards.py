@@ -1,0 +1,280 @@
+"""Shards of one data set: ``vp-gen ... --shard I/N`` files, their index file, and reading them as one.
+
+A data set of ``n_traj`` initial conditions is cut into ``N`` contiguous blocks along its chunks (the
+chunks :func:`~vpintegrator.data.generate` integrates at a time, so that every trajectory is computed
+exactly as in the unsharded run, also by methods whose Newton iterations run on a whole chunk). Shard
+``I`` (1-based) of an output ``data.h5`` is the file ``data.shard-I-of-N.h5`` beside it; it holds
+trajectories ``shard_traj_start : shard_traj_stop`` of the whole set and records, besides the usual
+metadata, ``shard_index``, ``shard_count``, ``shard_traj_start``, ``shard_traj_stop`` and
+``shard_n_traj`` (the whole set's size).
+
+When the last shard is written, the **index file** appears at ``data.h5`` itself: an HDF5 trajectory file
+whose ``/y`` is a virtual dataset over the shards' ``/y`` (any HDF5 tool sees the whole array) and whose
+attribute ``shard_files`` lists the shards relative to it. :func:`~vpintegrator.data.read_trajectories`,
+:func:`~vpintegrator.data.read_metadata` and ``vp-train --data`` open it like any trajectory file; they
+read the shards themselves, after checking that they belong together (the same data set: spec, system,
+parameters, dt, seed, sampler, n_traj; every shard present once, no gaps or overlaps). A list of the shard
+files is read the same way, in shard order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+from .._io import atomic_path
+from ..errors import VPIntegratorError
+from ._attrs import _attrs_to_meta, _from_attr
+from ._h5read import _index, _open, _read_one, _validate
+from .trajectories import Trajectories
+
+__all__ = ["parse_shard", "shard_bounds", "shard_path", "write_shard_index", "is_shard_set", "read_shard_set"]
+
+#: attributes of a shard file (set by generate) and of the index file
+SHARD_KEYS = ("shard_index", "shard_count", "shard_traj_start", "shard_traj_stop", "shard_n_traj")
+INDEX_KEY = "shard_files"
+# metadata that must agree between the shards of one data set (besides the time grid and dim)
+_SAME = ("spec", "system", "system_class", "dt", "t_end", "method", "rtol", "atol", "seed", "sampler",
+         "sampler_args", "chunk_size", "shard_count", "shard_n_traj")
+_PER_SHARD = (*SHARD_KEYS, "created", "n_traj")
+_SHARD_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+def parse_shard(value: Any, key: str = "shard") -> tuple[int, int] | None:
+    """``"I/N"`` or ``(I, N)`` -> ``(I, N)`` with ``1 <= I <= N`` (None stays None)."""
+    if value is None:
+        return None
+    how = f"give {key} as I/N with 1 <= I <= N, e.g. 2/8 for the second of eight blocks"
+    if isinstance(value, str):
+        m = _SHARD_RE.match(value)
+        if not m:
+            raise VPIntegratorError(f"{key} must be I/N; got {value!r}; {how}", key=key)
+        i, n = int(m.group(1)), int(m.group(2))
+    elif (isinstance(value, (tuple, list)) and len(value) == 2
+          and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value)):
+        i, n = int(value[0]), int(value[1])
+    else:
+        raise VPIntegratorError(f"{key} must be I/N or a pair (I, N); got {value!r}; {how}", key=key)
+    if n < 1 or not 1 <= i <= n:
+        raise VPIntegratorError(f"{key} {i}/{n} is out of range; {how}", key=key)
+    return i, n
+
+
+def shard_bounds(n_traj: int, chunk: int, shard: tuple[int, int]) -> tuple[int, int]:
+    """Trajectories ``[start, stop)`` of shard ``I/N``: the I-th of N contiguous runs of whole chunks."""
+    i, n = shard
+    n_chunks = -(-n_traj // chunk)
+    if n > n_chunks:
+        raise VPIntegratorError(
+            f"shard {i}/{n}: {n_traj} trajectories make only {n_chunks} chunk(s) of {chunk}, and shards are "
+            f"made of whole chunks; give at most {n_chunks} shards, or a smaller chunk_size", key="shard")
+    first, last = (i - 1) * n_chunks // n, i * n_chunks // n
+    return first * chunk, min(last * chunk, n_traj)
+
+
+def shard_path(out: str | os.PathLike, shard: tuple[int, int]) -> Path:
+    """Where shard ``I/N`` of the output ``out`` goes: ``<stem>.shard-I-of-N<suffix>`` beside it."""
+    out = Path(out)
+    i, n = shard
+    return out.with_name(f"{out.stem}.shard-{i}-of-{n}{out.suffix or '.h5'}")
+
+
+@dataclass(frozen=True)
+class _Shard:
+    path: Path
+    meta: dict
+    shape: tuple[int, int, int]
+    t: np.ndarray
+
+
+def _head(path: Path) -> tuple[dict, tuple[int, int, int], np.ndarray]:
+    with _open(path) as f:
+        shape = _validate(path, f)
+        return _attrs_to_meta(f.attrs), shape, f["t"][:]
+
+
+def _is_index(path: Path) -> bool:
+    try:
+        with h5py.File(path, "r") as f:
+            return INDEX_KEY in f.attrs
+    except (OSError, ValueError):
+        return False
+
+
+def is_shard_set(paths: list[Path]) -> bool:
+    """Whether ``paths`` is an index file, or several shard files (else plain files, read as before; one
+    shard alone is read as the block it holds)."""
+    if len(paths) == 1:
+        return paths[0].is_file() and _is_index(paths[0])
+    for p in paths:
+        if p.is_file():
+            try:
+                with h5py.File(p, "r") as f:
+                    if "shard_index" in f.attrs or INDEX_KEY in f.attrs:
+                        return True
+            except (OSError, ValueError):
+                pass
+    return False
+
+
+def _index_files(index: Path) -> list[Path]:
+    with _open(index) as f:
+        try:
+            names = json.loads(_from_attr(f.attrs[INDEX_KEY]))
+        except (ValueError, TypeError):
+            names = None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or not names:
+        raise VPIntegratorError(f"{index}: attribute '{INDEX_KEY}' is not a JSON list of shard files; "
+                                "write the index again (vpintegrator.data.shards.write_shard_index)")
+    return [index.parent / n for n in names]
+
+
+def _collect(paths: list[Path]) -> tuple[list[_Shard], Path | None]:
+    """The shards (checked to form one whole data set), in shard order; and the index file, if given."""
+    index = None
+    if len(paths) == 1 and _is_index(paths[0]):
+        index = paths[0]
+        paths = _index_files(index)
+    elif any(_is_index(p) for p in paths if p.is_file()):
+        raise VPIntegratorError(f"{next(p for p in paths if p.is_file() and _is_index(p))}: is a shard index; "
+                                "give it alone, or the list of its shard files without it")
+    where = f"{index}: " if index is not None else ""
+    shards = []
+    for p in paths:
+        if not p.exists():
+            raise VPIntegratorError(f"{where}shard file {p} is missing; run vp-gen again with the --shard it "
+                                    "names (or give the complete list of shards)")
+        meta, shape, t = _head(p)
+        if "shard_index" not in meta:
+            raise VPIntegratorError(f"{p}: not a shard (no attribute 'shard_index'), but read together with "
+                                    "shards; give the shards of one vp-gen --shard run only")
+        shards.append(_Shard(p, meta, shape, t))
+    first = shards[0]
+    for s in shards[1:]:
+        for key in _SAME:
+            a, b = first.meta.get(key), s.meta.get(key)
+            if a != b:
+                raise VPIntegratorError(
+                    f"{s.path}: belongs to another data set (attribute '{key}' is {b!r} but {first.path} has "
+                    f"{a!r}); give only the shards of one vp-gen --shard run")
+        params = {k for k in {**first.meta, **s.meta} if k.startswith("param_")}
+        for key in sorted(params):
+            if first.meta.get(key) != s.meta.get(key):
+                raise VPIntegratorError(
+                    f"{s.path}: belongs to another data set (attribute '{key}' is {s.meta.get(key)!r} but "
+                    f"{first.path} has {first.meta.get(key)!r}); give only the shards of one vp-gen --shard run")
+        if s.shape[1:] != first.shape[1:] or not np.array_equal(s.t, first.t):
+            raise VPIntegratorError(f"{s.path}: belongs to another data set (its '/t' or dim differs from "
+                                    f"{first.path}'s); give only the shards of one vp-gen --shard run")
+    count, total = int(first.meta["shard_count"]), int(first.meta["shard_n_traj"])
+    by_index: dict[int, _Shard] = {}
+    for s in shards:
+        i = int(s.meta["shard_index"])
+        if i in by_index:
+            raise VPIntegratorError(f"{s.path}: shard {i}/{count} given twice (also {by_index[i].path}); "
+                                    "give each shard once")
+        by_index[i] = s
+    missing = [i for i in range(1, count + 1) if i not in by_index]
+    if missing:
+        hint = shard_path(index, (missing[0], count)) if index is not None else \
+            f"the file of --shard {missing[0]}/{count}"
+        raise VPIntegratorError(f"{where}shard {missing[0]}/{count} is missing ({len(missing)} of {count} "
+                                f"missing; expected {hint}); run vp-gen with --shard {missing[0]}/{count}")
+    ordered = [by_index[i] for i in range(1, count + 1)]
+    stop = 0
+    for s in ordered:
+        a, b = int(s.meta["shard_traj_start"]), int(s.meta["shard_traj_stop"])
+        if a != stop or b - a != s.shape[0]:
+            what = "a gap" if a > stop else "an overlap"
+            raise VPIntegratorError(f"{s.path}: {what} in the trajectories (it holds {a}:{b}, the shards "
+                                    f"before end at {stop}); give only the shards of one vp-gen --shard run")
+        stop = b
+    if stop != total:
+        raise VPIntegratorError(f"{ordered[-1].path}: the shards end at trajectory {stop} but the data set "
+                                f"has {total}; give only the shards of one vp-gen --shard run")
+    return ordered, index
+
+
+def _merged_meta(shards: list[_Shard], index: Path | None) -> dict:
+    meta = {k: v for k, v in shards[0].meta.items() if k not in _PER_SHARD}
+    for key in [k for k in meta if k.startswith("max_rel_drift_")]:
+        meta[key] = max(float(s.meta.get(key, 0.0)) for s in shards)
+    meta["source_files"] = [str(s.path) for s in shards]
+    if index is not None:
+        meta["index_file"] = str(index)
+    return meta
+
+
+def read_shard_metadata(paths: list[Path]) -> dict:
+    """:func:`~vpintegrator.data.read_metadata` of an index file or a list of shards (checked)."""
+    shards, index = _collect(paths)
+    meta = _merged_meta(shards, index)
+    n_traj, n_states = sum(s.shape[0] for s in shards), shards[0].shape[1]
+    meta["n_traj"], meta["n_states"], meta["n_steps"] = n_traj, n_states, n_states - 1
+    return meta
+
+
+def read_shard_set(paths: list[Path], traj: Any = None, steps: Any = None, allow: bool = False) -> Trajectories:
+    """The whole data set of an index file or a list of shards, as one :class:`Trajectories`."""
+    shards, index = _collect(paths)
+    counts = np.array([s.shape[0] for s in shards])
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    total, dim = int(offsets[-1]), shards[0].shape[2]
+    idx = _index(traj, total, "traj", index or shards[0].path)
+    wanted = np.atleast_1d(np.arange(total)[idx])
+    shard_of = np.searchsorted(offsets, wanted, side="right") - 1
+    t_sel = None
+    y = None
+    for i, s in enumerate(shards):
+        mask = shard_of == i
+        if mask.any() or (i == 0 and wanted.size == 0):
+            part = _read_one(s.path, wanted[mask] - offsets[i], steps, allow)
+            t_sel = part.t
+            if y is None:
+                y = np.empty((wanted.size, part.y.shape[1], dim))
+            y[np.flatnonzero(mask)] = part.y
+    meta = _merged_meta(shards, index)
+    meta["n_traj"], meta["n_states"], meta["n_steps"] = int(y.shape[0]), int(y.shape[1]), int(y.shape[1]) - 1
+    return Trajectories(y=y, t=t_sel, meta=meta)
+
+
+def write_shard_index(out: str | os.PathLike, count: int) -> Path:
+    """Write the index file ``out`` over shards ``1..count`` of ``out`` (:func:`shard_path`), atomically.
+
+    Checks first that the shards form one data set (one-line error naming the missing or foreign one).
+    Replaces an index file already at ``out`` (written for the same shards by a shard that finished at
+    the same time); the caller has applied the overwrite rule to ``out`` before the run.
+    """
+    out = Path(out)
+    paths = [shard_path(out, (i, count)) for i in range(1, count + 1)]
+    shards, _ = _collect(paths)
+    meta = _merged_meta(shards, None)
+    meta.pop("source_files")
+    n_traj = sum(s.shape[0] for s in shards)
+    _, n_states, dim = shards[0].shape
+    with atomic_path(out, suffix=".h5") as tmp:
+        with h5py.File(shards[0].path, "r") as src, h5py.File(tmp, "w") as f:
+            for key, value in src.attrs.items():
+                if key not in _PER_SHARD:
+                    f.attrs[key] = value
+            for key in [k for k in meta if k.startswith("max_rel_drift_")]:
+                f.attrs[key] = meta[key]
+            f.attrs["n_traj"] = n_traj
+            f.attrs["shard_count"] = count
+            f.attrs["shard_n_traj"] = n_traj
+            f.attrs[INDEX_KEY] = json.dumps([p.name for p in paths])
+            f.create_dataset("t", data=shards[0].t)
+            layout = h5py.VirtualLayout(shape=(n_traj, n_states, dim), dtype=np.float64)
+            for s in shards:
+                a, b = int(s.meta["shard_traj_start"]), int(s.meta["shard_traj_stop"])
+                # relative source name: HDF5 looks for it beside the index file
+                layout[a:b] = h5py.VirtualSource(os.path.relpath(s.path, out.parent), "y", shape=s.shape)
+            f.create_virtual_dataset("y", layout, fillvalue=np.nan)
+    return out

@@ -1,0 +1,85 @@
+"""Ablations of trained models: the same network with a part switched off.
+
+:func:`without_attention` answers "does the attention carry information?" for any transformer of the
+registry: every attention layer becomes the identity map on the window, and the rest of the network keeps
+its trained weights. Compare the ablated model's rollout error with the original's
+(:func:`vpintegrator.testing.attention_coupling` measures the same question on the Jacobian).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from ..errors import VPIntegratorError
+from ..nn.attention import MultiHeadAttention, VolumePreservingAttention
+from ..nn.lie_poisson import LiePoissonCoupling
+from ..nn.symplectic_attention import _SymplecticAttention
+
+__all__ = ["without_attention", "attention_layers", "NoAttention"]
+
+
+class NoAttention(nn.Identity):
+    """The identity on the window, standing where a multi-head attention was (``without_attention``)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+_KINDS = (VolumePreservingAttention, _SymplecticAttention, MultiHeadAttention, LiePoissonCoupling)
+
+
+def attention_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """(qualified name, layer) of every attention layer of ``model``, in module order."""
+    return [(name, m) for name, m in model.named_modules() if isinstance(m, _KINDS)]
+
+
+def without_attention(model: nn.Module) -> nn.Module:
+    """A copy of ``model`` whose every attention layer is the identity map on the window.
+
+    - volume-preserving attention X ↦ Cayley(C(X))ᵀ X: A = 0, so C = 0 and Cayley(0) = I (both weightings);
+    - symplectic attention (Q and P): A = 0, so the shear's increment is 0;
+    - Lie–Poisson coupling: ψ = 0 (w = d = 0), so every state's rotation angle is 0;
+    - multi-head attention (the standard transformer): replaced by :class:`NoAttention` (the identity);
+      zero projections would not do: the paper's ST has no residual connection, so its attention would
+      output 0, not the window.
+
+    The zeroed weights are frozen (``requires_grad=False``), so training the copy further trains the rest of
+    the network without attention. The original model is not changed. A model without attention layers
+    (VPFF, SympNets) is refused: there is nothing to ablate.
+
+    Returns
+    -------
+    nn.Module
+        The copy, in eval mode if ``model`` was, with ``config`` and the attributes of ``model``.
+    """
+    if not isinstance(model, nn.Module):
+        raise VPIntegratorError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+    layers = attention_layers(model)
+    if not layers:
+        raise VPIntegratorError(
+            f"model: {type(model).__name__} has no attention layer to remove (without_attention is for "
+            "transformers: vpt, st, symplectic_transformer, lp_transformer)"
+        )
+    ablated = copy.deepcopy(model)
+    for name, layer in attention_layers(ablated):
+        if isinstance(layer, LiePoissonCoupling):  # ψ ≡ 0: every rotation angle is 0
+            for p in (layer.psi.w, layer.psi.d):
+                with torch.no_grad():
+                    p.zero_()
+                p.requires_grad_(False)
+        elif isinstance(layer, MultiHeadAttention):
+            parent_name, _, attr = name.rpartition(".")
+            parent = ablated.get_submodule(parent_name) if parent_name else ablated
+            setattr(parent, attr, NoAttention(layer.dim))
+        else:
+            with torch.no_grad():
+                layer.weight.zero_()  # type: ignore[operator]
+            layer.weight.requires_grad_(False)  # type: ignore[operator]
+    return ablated

@@ -1,0 +1,183 @@
+"""Lie–Poisson networks for so(3)* (the rigid body): Casimir-exact, Poisson maps by construction (issue 21).
+
+- :class:`LiePoissonNet` (``lpnet``): position-wise, a composition of :class:`~vpintegrator.nn.LiePoissonLayer`
+  (exact flows of H = Ψ(k·z)); one step z_n -> z_{n+1} (``seq_len`` 1) or each state of a window advanced by
+  itself.
+- :class:`LiePoissonTransformer` (``lp_transformer``): a window model (seq_len T states to the next T):
+  L units of [:class:`~vpintegrator.nn.LiePoissonCoupling` (every state rotated by an angle that depends on
+  all states: the structure-preserving attention), n_layers LiePoissonLayer].
+
+Every layer is the time-1 flow of a Hamiltonian for the Lie–Poisson structure (per state, or of the product
+(so(3)*)^T), so the network is a Poisson map, keeps every state's Casimir ‖z‖² to round-off (each layer is a
+rotation of each state) and preserves volume in ℝ^{3T}. ``preserves`` says so; the audits of
+:mod:`vpintegrator.testing` check it. Every model also has the exact inverse (``inverse``: the layers'
+flows backwards, in reverse order).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..errors import VPIntegratorError
+from ..nn._common import check_bool, check_input, check_positive_int
+from ..nn.lie_poisson import LiePoissonCoupling, LiePoissonLayer
+from ._common import _first_parameter, _record_config
+
+__all__ = ["LiePoissonNet", "LiePoissonTransformer"]
+
+PRESERVES = ("volume", "casimir", "poisson")
+
+
+def _check_dim(dim) -> int:
+    dim = check_positive_int(dim, "dim")
+    if dim != 3:
+        raise VPIntegratorError(f"dim: the Lie–Poisson networks act on so(3)* (the rigid body): dim must be 3, got {dim}")
+    return dim
+
+
+class _LiePoissonBase(nn.Module):
+    """Shared forward/inverse. With ``symmetric`` the map is the palindrome
+    ψ_{τ/2} ∘ ψ*_{τ/2} = L_n(τ/2) ∘ … ∘ L_1(τ/2) ∘ L_1(τ/2) ∘ … ∘ L_n(τ/2) (ψ* the adjoint, (ψ_{−τ})⁻¹, which
+    for layers that are flows is the reversed composition), so Φ_{−τ} = Φ_τ⁻¹: a symmetric (time-reversible)
+    learned map. ``evolve(x, tau)`` is the map for the scaled step τ (1: ``forward``)."""
+
+    dim: int
+    seq_len: int
+    pred_window: int
+    config: dict[str, Any]
+    layers: nn.Sequential
+    _check_seq: int | None
+
+    @property
+    def preserves(self) -> tuple[str, ...]:
+        return PRESERVES + (("symmetric",) if self.config.get("symmetric") else ())
+
+    def _schedule(self, tau: float) -> list[tuple[nn.Module, float]]:
+        """(layer, flow time) in the order applied: the one description of the map that ``evolve``,
+        ``inverse`` and ``window_chain`` read."""
+        layers = list(self.layers)
+        if self.config.get("symmetric"):  # ψ*_{τ/2} (the adjoint, L_n first), then ψ_{τ/2}
+            return [(layer, tau / 2) for layer in [*reversed(layers), *layers]]
+        return [(layer, tau) for layer in layers]
+
+    def _windows(self, x: torch.Tensor, fn) -> torch.Tensor:
+        check_input(x, type(self).__name__, self.dim, self._check_seq, like=_first_parameter(self), unbatched=True)
+        return fn(x.unsqueeze(0)).squeeze(0) if x.ndim == 2 else fn(x)
+
+    def evolve(self, x: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
+        """The map for the step scaled by ``tau`` (every layer's flow time × τ); ``evolve(x, 1) = forward(x)``."""
+        def run(x: torch.Tensor) -> torch.Tensor:
+            for layer, t in self._schedule(tau):
+                x = layer(x, t)
+            return x
+
+        return self._windows(x, run)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x : (batch, seq, 3) -> (batch, seq, 3); one window (seq, 3) -> (seq, 3)."""
+        return self.evolve(x, 1.0)
+
+    def inverse(self, y: torch.Tensor) -> torch.Tensor:
+        """The exact inverse map: every layer is a flow, so each step is undone (flow time negated), last first."""
+        def run(y: torch.Tensor) -> torch.Tensor:
+            for layer, t in reversed(self._schedule(1.0)):
+                y = layer.inverse(y, t)
+            return y
+
+        return self._windows(y, run)
+
+    def window_chain(self) -> list[nn.Module]:
+        """The layers whose composition is ``forward`` (for :mod:`vpintegrator.testing`); for a symmetric
+        map the palindrome of half-time flows."""
+        if not self.config.get("symmetric"):
+            return list(self.layers)
+        return [_Timed(layer, t) for layer, t in self._schedule(1.0)]
+
+
+class _Timed(nn.Module):
+    """A flow layer run for time ``tau`` (a step of :meth:`_LiePoissonBase.window_chain`)."""
+
+    def __init__(self, layer: nn.Module, tau: float) -> None:
+        super().__init__()
+        self.layer, self.tau = layer, tau
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer(x, self.tau)
+
+
+class LiePoissonNet(_LiePoissonBase):
+    """Position-wise Lie–Poisson network: ``n_layers`` exact flows of H_l = Ψ_l(k_l·z) (module docstring).
+
+    Learnable scalars: n_layers·(3 + 3·width + 1); 8 layers of width 4 give 128.
+
+    Parameters
+    ----------
+    dim : int
+        3 (so(3)*).
+    n_layers : int
+    width : int
+        Units of each layer's scalar function ψ_l.
+    seq_len : int
+        Window length it is used with (1: one step); the network acts on each state by itself.
+    symmetric : bool
+        The palindromic (time-reversible) composition of the layers (:class:`_LiePoissonBase`): the same
+        parameters, each layer applied twice for half the time.
+    """
+
+    model_name = "lpnet"
+
+    def __init__(self, dim: int, n_layers: int = 8, width: int = 4, seq_len: int = 1, symmetric: bool = False) -> None:
+        super().__init__()
+        self.dim = _check_dim(dim)
+        check_positive_int(n_layers, "n_layers")
+        check_positive_int(width, "width")
+        self.seq_len = self.pred_window = check_positive_int(seq_len, "seq_len")
+        check_bool(symmetric, "symmetric")
+        self._check_seq = None  # position-wise: any window length
+        self.config = _record_config(self, self.model_name, locals())
+        self.layers = nn.Sequential(*[LiePoissonLayer(width) for _ in range(n_layers)])
+
+
+class LiePoissonTransformer(_LiePoissonBase):
+    """Window Lie–Poisson network: L units of [coupling across the window, ``n_layers`` LiePoissonLayer].
+
+    Learnable scalars: L·((3 + T + 3·width + 1) + n_layers·(3 + 3·width + 1)); seq_len 3, L 2, n_layers 4,
+    width 4 give 2·(19 + 64) = 166.
+
+    Parameters
+    ----------
+    dim : int
+        3 (so(3)*).
+    seq_len : int
+        T, the window (``pred_window`` equals it).
+    L : int
+        Units.
+    n_layers : int
+        Position-wise layers per unit.
+    width : int
+        Units of every scalar function ψ.
+    symmetric : bool
+        The palindromic (time-reversible) composition, as for :class:`LiePoissonNet`.
+    """
+
+    model_name = "lp_transformer"
+
+    def __init__(self, dim: int, seq_len: int = 3, L: int = 2, n_layers: int = 4, width: int = 4,
+                 symmetric: bool = False) -> None:
+        super().__init__()
+        self.dim = _check_dim(dim)
+        self.seq_len = self.pred_window = check_positive_int(seq_len, "seq_len")
+        check_positive_int(L, "L")
+        check_positive_int(n_layers, "n_layers", minimum=0)
+        check_positive_int(width, "width")
+        check_bool(symmetric, "symmetric")
+        self._check_seq = seq_len
+        self.config = _record_config(self, self.model_name, locals())
+        layers: list[nn.Module] = []
+        for _ in range(L):
+            layers.append(LiePoissonCoupling(seq_len, width))
+            layers += [LiePoissonLayer(width) for _ in range(n_layers)]
+        self.layers = nn.Sequential(*layers)

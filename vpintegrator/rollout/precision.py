@@ -1,0 +1,266 @@
+"""Work–precision: error and invariant drift against cost, over a ladder of step sizes (issue 20, item 3).
+
+The diagram the numerical-integration community compares methods with (Hairer–Nørsett–Wanner; DiffEq's
+"work-precision diagrams"): each classical method runs over a ladder of step sizes from the same initial
+conditions; each run gives one point
+
+- **error**: the relative error ‖z(T) − z_exact(T)‖ / ‖z_exact(T)‖ at the final time T against the exact
+  flow (DOP853 at ``reference_rtol``), median, 90th percentile and max over the initial conditions;
+- **drift**: the largest relative change |I(t) − I(0)| / max(|I(0)|, tiny) of any invariant of the system
+  over [0, T] and over the initial conditions;
+- **cost**: CPU seconds per unit of simulated time of ONE trajectory at batch 1 (the compiled
+  single-trajectory stepper where it exists, as in the study's timing table; the minimum over
+  ``repeats`` runs, compilation excluded).
+
+DOP853 itself appears as a ladder over tolerances (rtol = atol), and trained models as single points at their
+own step (first window from the exact flow, so that the model's error is its own). Everything is float64.
+The reference is the exact flow, never a data generator: a method's error is its true error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..data.work_precision import WP_COLUMNS, WorkPrecisionRow, read_work_precision
+from ..errors import VPIntegratorError
+
+__all__ = [
+    "run_work_precision",
+    "WP_COLUMNS",
+    "WorkPrecisionRow",
+    "DEFAULT_LADDER",
+    "DEFAULT_METHODS",
+    "DOP853_RTOLS",
+    "work_precision",
+    "write_work_precision",
+    "read_work_precision",
+]
+
+#: step multipliers of the ladder: 2h, h, h/2, h/4, h/8
+DEFAULT_LADDER = (2.0, 1.0, 0.5, 0.25, 0.125)
+#: the methods of the diagram when none are given: low and high order, symmetric/symplectic compositions
+DEFAULT_METHODS = (
+    "rk4", "implicit_midpoint", "gauss_legendre4", "gauss_legendre6", "implicit_midpoint_suzuki4",
+    "implicit_midpoint_y6", "stormer_verlet", "stormer_verlet_y6",
+)
+#: the tolerances of DOP853's ladder (rtol = atol)
+DOP853_RTOLS = (1e-4, 1e-6, 1e-8, 1e-10)
+
+def _relative_error(y: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """:func:`vpintegrator.metrics.relative_error` of final states (n, dim); a failed trajectory (NaN or inf)
+    counts as an infinite error, never a small one."""
+    from ..metrics import relative_error
+
+    err = relative_error(y[:, None], ref[:, None])[:, 0]
+    err[~np.isfinite(err)] = np.inf
+    return err
+
+
+def _drift(system, y: np.ndarray) -> float:
+    """max over invariants, times and trajectories of |I(t) − I(0)| / max(|I(0)|, 1e-300); y (n, T, dim)."""
+    worst = 0.0
+    for name in system.invariant_names:
+        values = np.asarray(system.invariant(name, y))  # (n, T)
+        scale = np.maximum(np.abs(values[:, :1]), 1e-300)
+        d = np.abs(values - values[:, :1]) / scale
+        worst = max(worst, float(np.nanmax(d)) if np.isfinite(d).any() else math.inf)
+        if not np.isfinite(d).all():
+            worst = math.inf
+    return worst if system.invariant_names else math.nan
+
+
+def _stats(err: np.ndarray) -> tuple[float, float, float]:
+    med, p90 = np.percentile(err, [50, 90], method="nearest")
+    return float(med), float(p90), float(np.max(err))
+
+
+def _check_ladder(ladder: Sequence[float]) -> tuple[float, ...]:
+    out = tuple(float(x) for x in ladder)
+    if len(out) < 4 or any(not (math.isfinite(x) and x > 0) for x in out):
+        raise VPIntegratorError(f"ladder: expected at least 4 positive step multipliers (e.g. 2, 1, 0.5, 0.25, "
+                                f"0.125), got {list(ladder)!r}")
+    return out
+
+
+def _batch1_seconds(step_map_factory, y0_one: np.ndarray, dt: float, n_steps: int, repeats: int) -> tuple[float, str]:
+    """CPU seconds of the states (compilation and set-up excluded) of one trajectory; min over repeats."""
+    from .engine import rollout
+
+    best, runner = math.inf, "?"
+    for _ in range(max(1, repeats)):
+        sm = step_map_factory()
+        start = time.process_time()
+        tr = rollout(sm, y0_one, dt, n_steps)
+        total = time.process_time() - start
+        # the engine measures the seconds spent producing states; fall back to the whole call
+        seconds = float(tr.meta.get("seconds", total))
+        best = min(best, seconds)
+        runner = str(sm.describe().get("runner", "?"))
+    return best, runner
+
+
+def work_precision(
+    system,
+    y0: np.ndarray,
+    dt: float,
+    t_end: float,
+    *,
+    methods: Sequence[str] | None = None,
+    ladder: Sequence[float] = DEFAULT_LADDER,
+    dop853_rtols: Sequence[float] | None = DOP853_RTOLS,
+    models: dict[str, Any] | None = None,
+    reference_rtol: float = 1e-13,
+    repeats: int = 3,
+) -> list[WorkPrecisionRow]:
+    """Work–precision rows of classical methods over a step ladder, DOP853 over tolerances, and models.
+
+    Parameters
+    ----------
+    system : System or str
+    y0 : ndarray, shape (n_traj, dim)
+        The initial conditions (use held-out ones when models are compared).
+    dt : float
+        The base step h; the ladder multiplies it. t_end / (dt · multiplier) must be a whole number.
+    t_end : float
+        The final time T at which the error is measured.
+    methods : names of :func:`vpintegrator.integrators.list_integrators`, optional
+        Default :data:`DEFAULT_METHODS` (those the system supports).
+    ladder : step multipliers (≥ 4)
+    dop853_rtols : tolerances of DOP853's own ladder, or None to leave it out
+    models : {label: model}, optional
+        Trained models (``pred_window`` states per call, their data's step ``dt``): one point each.
+    reference_rtol : float
+        rtol = atol of the exact flow (DOP853) the errors are measured against.
+    repeats : int
+        Timing runs per point (the minimum is kept).
+
+    Returns
+    -------
+    list of WorkPrecisionRow
+    """
+    from ..data import solve_flow
+    from ..integrators import get_integrator
+    from ..systems import get_system
+    from .engine import initial_window, rollout
+    from .steps import IntegratorStep, ModelStep
+
+    system = get_system(system)
+    y0 = np.atleast_2d(np.asarray(y0, dtype=np.float64))
+    if y0.ndim != 2 or y0.shape[1] != system.dim or y0.shape[0] == 0:
+        raise VPIntegratorError(f"y0: expected shape (n_traj, {system.dim}) with n_traj ≥ 1, got {y0.shape}")
+    dt, t_end = float(dt), float(t_end)
+    if not (dt > 0 and t_end > 0 and math.isfinite(dt) and math.isfinite(t_end)):
+        raise VPIntegratorError(f"dt and t_end: expected positive finite numbers, got dt={dt!r}, t_end={t_end!r}")
+    ladder = _check_ladder(ladder)
+    ref = solve_flow(system, y0, np.array([0.0, t_end]), rtol=reference_rtol, atol=reference_rtol)[:, -1]
+    rows: list[WorkPrecisionRow] = []
+    names = list(methods) if methods is not None else list(DEFAULT_METHODS)
+    for name in names:
+        integrator = get_integrator(name)
+        if methods is None:
+            try:
+                integrator.supports(system)
+            except VPIntegratorError:
+                continue  # a default method the system cannot run (e.g. splitting of a non-separable one)
+        for mult in ladder:
+            h = dt * mult
+            n_steps = round(t_end / h)
+            if n_steps < 1 or not math.isclose(n_steps * h, t_end, rel_tol=1e-9):
+                raise VPIntegratorError(f"ladder: t_end = {t_end:g} is not a whole number of steps of "
+                                        f"h = {h:g} (dt × {mult:g}); choose t_end a multiple of every step")
+            tr = rollout(IntegratorStep(system, integrator, h), y0[:, None], h, n_steps)
+            med, p90, mx = _stats(_relative_error(tr.y[:, -1], ref))
+            seconds, runner = _batch1_seconds(lambda: IntegratorStep(system, integrator, h), y0[:1, None], h,
+                                              n_steps, repeats)
+            rows.append(WorkPrecisionRow(integrator.name, "integrator", h, math.nan, n_steps, t_end, len(y0), med,
+                                         p90, mx, _drift(system, tr.y), seconds / t_end, runner))
+    for rtol in dop853_rtols or ():
+        n_out = max(2, round(t_end / dt) + 1)
+        t = np.linspace(0.0, t_end, n_out)
+        y = solve_flow(system, y0, t, rtol=rtol, atol=rtol)
+        med, p90, mx = _stats(_relative_error(y[:, -1], ref))
+        best = math.inf
+        for _ in range(max(1, repeats)):
+            start = time.process_time()
+            solve_flow(system, y0[:1], np.array([0.0, t_end]), rtol=rtol, atol=rtol)
+            best = min(best, time.process_time() - start)
+        rows.append(WorkPrecisionRow("dop853", "dop853", math.nan, float(rtol), 0, t_end, len(y0), med, p90, mx,
+                                     _drift(system, y), best / t_end, "numba"))
+    for label, model in (models or {}).items():
+        n_steps = round(t_end / dt)
+        if not math.isclose(n_steps * dt, t_end, rel_tol=1e-9):
+            raise VPIntegratorError(f"t_end: {t_end:g} is not a whole number of the models' step dt = {dt:g}")
+        w0 = initial_window(system, y0, dt, model.seq_len, method="exact_flow")
+        tr = rollout(ModelStep(model, device="cpu"), w0, dt, n_steps)
+        med, p90, mx = _stats(_relative_error(tr.y[:, -1], ref))
+        seconds, runner = _batch1_seconds(lambda: ModelStep(model, device="cpu"), w0[:1], dt, n_steps, repeats)
+        rows.append(WorkPrecisionRow(label, "model", dt, math.nan, n_steps, t_end, len(y0), med, p90, mx,
+                                     _drift(system, tr.y), seconds / t_end, runner))
+    return rows
+
+
+def write_work_precision(stem: str | Path, rows: Sequence[WorkPrecisionRow], overwrite: bool = False):
+    """Write the rows as ``<stem>.csv`` and ``<stem>.md`` (:func:`vpintegrator.metrics.write_table`: atomic,
+    under the overwrite rule); columns :data:`WP_COLUMNS`."""
+    from ..metrics import write_table
+
+    return write_table([dataclasses.asdict(r) for r in rows], stem, overwrite=overwrite)
+
+
+def work_precision_stem(config) -> Path:
+    """``<out stem>_work_precision``: where :func:`run_work_precision` writes its ``.csv`` and ``.md``."""
+    out = Path(config.out)
+    return out.with_name(out.stem + "_work_precision")
+
+
+def check_work_precision_outputs(config, overwrite: bool = False) -> None:
+    """Refuse (before anything runs) work-precision tables that exist, unless ``overwrite``."""
+    from .._outputs import check_output
+
+    stem = work_precision_stem(config)
+    for suffix in (".csv", ".md"):
+        check_output(stem.with_name(stem.name + suffix), "table", overwrite)
+
+
+def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], None] | None = None,
+                       repeats: int = 3) -> tuple[Path, Path, list[WorkPrecisionRow]]:
+    """The work–precision table of a ``vp-rollout`` configuration (``vp-rollout --work-precision``).
+
+    The initial conditions are the first states of the trajectories the configuration selects (``traj`` /
+    ``n_traj``), the base step h is the data's dt, T the configuration's ``t_end`` (or the data's horizon);
+    the methods are its integrators (``exact_flow`` left out: DOP853 has its own tolerance ladder), or
+    :data:`DEFAULT_METHODS` when it names none, and its models are points at their own step. The ladder is
+    2h, h, h/2, h/4, h/8 (without 2h when T is an odd number of steps). Written to
+    ``<out stem>_work_precision.csv`` and ``.md`` (under the overwrite rule).
+
+    Returns
+    -------
+    (csv path, markdown path, rows)
+    """
+    from ..data import read_trajectories
+    from .compare import parse_model_entry, select
+    from .config import model_entries
+
+    say = log or (lambda line: None)
+    data, _meta, system, dt, idx, _t0, n_steps = select(config)
+    y0 = read_trajectories(data, traj=idx).y[:, 0]
+    names = [n for n in (config.integrators or []) if n != "exact_flow"] or None
+    models = {}
+    for entry in model_entries(config.models):
+        label, model, _source = parse_model_entry(entry)
+        models[label] = model
+    ladder = DEFAULT_LADDER if n_steps % 2 == 0 else DEFAULT_LADDER[1:]
+    stem = work_precision_stem(config)
+    say(f"work-precision: {len(y0)} initial conditions, T = {n_steps * dt:g}, steps {dt:g} x "
+        f"{', '.join(f'{m:g}' for m in ladder)}")
+    rows = work_precision(system, y0, dt, n_steps * dt, methods=names, ladder=ladder, models=models,
+                          repeats=repeats)
+    csv_path, md_path = write_work_precision(stem, rows, overwrite=overwrite)
+    return csv_path, md_path, rows

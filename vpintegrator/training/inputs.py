@@ -1,0 +1,173 @@
+""":func:`~vpintegrator.training.fit` from objects: a model (a registry name, a model table or any
+``nn.Module``) and training/validation data given as :class:`~vpintegrator.data.trajectories.Trajectories`
+or as window tensors, with no TOML file and no data file.
+
+``train`` / ``val``:
+
+- a :class:`Trajectories` (``y`` shaped (n_traj, n_states, dim)): windows cut as from a data file (every
+  start with ``stride``; targets of ``pred_window · unroll`` states). With ``train`` alone the trajectories
+  are split by ``val_fraction`` and ``seed`` as a data file is; with ``val`` too, ``train`` is all training
+  and ``val`` all validation data, and ``monitor = "val_rollout"`` rolls out ``val``.
+- a pair ``(x, target)`` of tensors or arrays, x shaped (n_windows, seq_len, dim) and target
+  (n_windows, pred_window · unroll, dim): the windows themselves (no split; ``val`` in the same form or
+  None; ``monitor = "val_rollout"`` needs trajectories).
+
+``model``: a registry name or table (built with the paper's defaults and ``dim`` from the data, one per
+seed, so ensembles work) or an ``nn.Module`` trained in place (moved to the device and dtype). A module
+needs integer attributes ``dim`` and ``seq_len``; ``pred_window`` is read from it or found by one forward
+pass of a zero window. Run files are written with ``out``; a module that is not a registry model cannot be
+written into ``best.pt``/``last.pt`` (:func:`vpintegrator.models.save_model`), so it trains with no
+``out``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..data.trajectories import Trajectories
+from ..errors import VPIntegratorError
+from .config import TrainConfig
+from .setup import Prepared, check_windows_fit, resolve_config, window_sets
+from .validation import RolloutValidator
+
+__all__ = ["TensorWindows", "prepare_objects", "IN_MEMORY"]
+
+#: what ``config.toml`` records as the data of a run trained from objects
+IN_MEMORY = "<in memory>"
+
+
+class TensorWindows:
+    """Given windows: ``batch(idx)`` gathers ``(x[idx], target[idx])`` (the interface of
+    :class:`~vpintegrator.data.windows.WindowDataset`)."""
+
+    def __init__(self, x: torch.Tensor, target: torch.Tensor) -> None:
+        self.x, self.target = x, target
+        self.y = x  # the device of the data (what the validation reads)
+
+    def __len__(self) -> int:
+        return int(self.x.shape[0])
+
+    def batch(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.x[idx], self.target[idx]
+
+
+def _windows(value: Any, what: str, dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
+    if not (isinstance(value, (tuple, list)) and len(value) == 2):
+        raise VPIntegratorError(
+            f"fit: {what} must be a Trajectories or a pair (x, target) of window tensors; got "
+            f"{type(value).__name__}", key=what)
+    out = []
+    for name, v in zip(("x", "target"), value):
+        if not isinstance(v, (torch.Tensor, np.ndarray)) or v.ndim != 3:
+            shape = tuple(v.shape) if hasattr(v, "shape") else type(v).__name__
+            raise VPIntegratorError(f"fit: {what}'s {name} must be a 3-d tensor (n_windows, length, dim); got {shape}",
+                                    key=what)
+        out.append(torch.as_tensor(v).to(device=device, dtype=dtype))
+    x, target = out
+    if x.shape[0] != target.shape[0] or x.shape[0] == 0:
+        raise VPIntegratorError(f"fit: {what} has {x.shape[0]} input and {target.shape[0]} target windows; give the "
+                                "same number (at least one) of each", key=what)
+    return x, target
+
+
+def _dim(value: Any) -> int:
+    return int(value.dim) if isinstance(value, Trajectories) else int(value[0].shape[-1])
+
+
+def _pred_window(model: torch.nn.Module, seq_len: int, dim: int, dtype, device) -> int:
+    if isinstance(getattr(model, "pred_window", None), int):
+        return int(model.pred_window)
+    was = model.training
+    model.eval()
+    with torch.no_grad():
+        out = model(torch.zeros(1, seq_len, dim, dtype=dtype, device=device))
+    model.train(was)
+    if not isinstance(out, torch.Tensor) or out.ndim != 3 or out.shape[0] != 1 or out.shape[2] != dim:
+        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise VPIntegratorError(f"fit: model {type(model).__name__} maps a (1, {seq_len}, {dim}) window to {shape}; "
+                                f"expected (1, pred_window, {dim})", key="model")
+    return int(out.shape[1])
+
+
+def _user_model(model: torch.nn.Module, dim: int, dtype, device) -> tuple[torch.nn.Module, str]:
+    name = type(model).__name__
+    for attr in ("dim", "seq_len"):
+        value = getattr(model, attr, None)
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise VPIntegratorError(
+                f"fit: model {name} needs an integer attribute {attr} (the state dimension and the input window "
+                f"length); got {value!r}", key="model")
+    if int(model.dim) != dim:
+        raise VPIntegratorError(f"fit: model {name} has dim = {model.dim} but the data has dim = {dim}; give data "
+                                "of the model's dimension", key="model")
+    return model.to(device=device, dtype=dtype), name
+
+
+def prepare_objects(config: TrainConfig, model: Any, train: Any, val: Any, device, dtype, seeds: list[int],
+                    ensemble: bool) -> Prepared:
+    """What the loop trains, from the objects (module docstring); ``config`` holds every other setting."""
+    from ..data.windows import WindowDataset, states_tensor
+    from .checkpoint import seed_everything
+    from .setup import new_model
+
+    for what, value in (("train", train), ("val", val)):
+        if value is not None and not isinstance(value, Trajectories):
+            _windows(value, what, dtype, "cpu")  # the type and shape checks
+    if train is None:
+        raise VPIntegratorError("fit: val without train; give train (Trajectories or (x, target) windows)", key="train")
+    dim = _dim(train)
+    if val is not None and _dim(val) != dim:
+        raise VPIntegratorError(f"fit: train has dim = {dim} but val has dim = {_dim(val)}; give data of one system",
+                                key="val")
+    if isinstance(model, torch.nn.Module):
+        if ensemble:
+            raise VPIntegratorError("fit: an ensemble initialises one model per seed; give the model by name (or a "
+                                    "model table), not a module", key="model")
+        models = [_user_model(model, dim, dtype, device)[0]]
+        name = (model.config.get("name") if isinstance(getattr(model, "config", None), dict)
+                else type(model).__name__)
+    else:
+        models = []
+        for s in seeds:  # the initialisation fit(seed=s) draws
+            m, name = new_model(config, s, dim, "the given data", device, dtype)
+            models.append(m)
+        if ensemble:
+            seed_everything(config.seed)
+    seq_len = int(models[0].seq_len)
+    pred_window = _pred_window(models[0], seq_len, dim, dtype, device)
+    target_len = pred_window * config.unroll
+    extra = {"seeds": list(seeds), "ensemble": len(seeds)} if ensemble else {}
+    resolved = resolve_config(config, [IN_MEMORY], models[0], name, **extra)
+
+    if isinstance(train, Trajectories) and val is None:
+        check_windows_fit(name, seq_len, target_len, train.n_states, "train")
+        train_set, val_set, validator, info = window_sets(config, train, [], seq_len, pred_window, device)
+        return Prepared(models, name, resolved, train_set, val_set, validator, info)
+
+    def windows(value, what):
+        if isinstance(value, Trajectories):
+            check_windows_fit(name, seq_len, target_len, value.n_states, what)
+            y = states_tensor(value, config.dtype, device)
+            return WindowDataset(y, seq_len, target_len, config.stride, np.arange(value.n_traj))
+        x, target = _windows(value, what, dtype, device)
+        if x.shape[1] != seq_len or target.shape[1] != target_len:
+            raise VPIntegratorError(
+                f"fit: {what} windows are {tuple(x.shape)} -> {tuple(target.shape)}, but the model takes "
+                f"(n, {seq_len}, {dim}) -> (n, {target_len}, {dim}) (seq_len = {seq_len}, pred_window = "
+                f"{pred_window}, unroll = {config.unroll}); cut windows of those lengths", key=what)
+        return TensorWindows(x, target)
+
+    train_set = windows(train, "train")
+    val_set = windows(val, "val") if val is not None else None
+    validator = None
+    if config.monitor == "val_rollout":
+        if not isinstance(val, Trajectories):
+            raise VPIntegratorError("fit: monitor = 'val_rollout' rolls out validation trajectories; give val as "
+                                    "Trajectories (or monitor = 'val_loss')", key="monitor")
+        validator = RolloutValidator(val, config.val_rollout_steps, seq_len, pred_window)
+    info = {"sources": [], "system": train.meta.get("system") if isinstance(train, Trajectories) else None,
+            "dim": dim, "train_windows": len(train_set), "val_windows": 0 if val_set is None else len(val_set)}
+    return Prepared(models, name, resolved, train_set, val_set, validator, info)

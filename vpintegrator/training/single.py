@@ -1,0 +1,335 @@
+"""The single-model step strategy of the one epoch loop (:mod:`.loop`): one model, a torch optimiser (eager,
+LBFGS, the graph fast step, DDP under ``torchrun``) or Levenberg–Marquardt, mid-epoch checkpoints and
+exact resume.
+
+Under ``torchrun`` (``WORLD_SIZE > 1``) the model is wrapped in DistributedDataParallel and every rank
+takes a contiguous slice of each global batch. The loss is a ratio of norms over the whole batch, so the
+ranks all-reduce its numerator and denominator before the backward pass: each rank back-propagates
+``W · N_r / (2 √(N D))`` (``N = Σ N_r``, ``D = Σ D_r``), whose DDP average is exactly the gradient of
+``√(N / D)``.
+
+What the loop asks of a strategy (the same for :class:`~vpintegrator.training.ensemble.EnsembleSteps`):
+``n`` members, ``epoch(run)`` (one epoch of optimiser steps: the members' mean losses and per-step losses,
+or None when interrupted), ``val_losses()``, ``val_rollouts()``, ``finite_weights()``, ``member_state(k)``,
+``member_model(k)``, ``lr()``, ``last_extra(m)``, ``summary_extra(m)``, ``member_config(m)`` and
+``train_mode()``; a resumable strategy also ``load(path, run)``.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..errors import VPIntegratorError
+from . import checkpoint as ckpt_io
+from . import ddp
+from .fast_step import FastStep, portable_state, resolve_fast_step
+from .guards import Diverged
+from .optim import LevenbergMarquardt, LMSubsample, label, make_optimizer, make_scheduler, relative_loss
+from .unroll import unrolled
+from .validation import window_loss
+
+__all__ = ["SingleSteps"]
+
+
+class SingleSteps:
+    """One model trained by one optimiser (one process of it under DDP).
+
+    ``run`` is the loop (:class:`~vpintegrator.training.loop.Trainer`): the strategy advances its ``step``
+    and ``epoch``, reads its ``stop`` request and asks it to ``save()`` mid-epoch.
+    """
+
+    n = 1
+    resumable = True
+
+    def __init__(self, run, model: torch.nn.Module, train_set, val_set, validator) -> None:
+        from ..data.windows import WindowBatchSampler
+
+        config, dist, device = run.config, run.dist, run.device
+        self.run, self.config, self.dist, self.device = run, config, dist, device
+        self.model = model
+        self.models = [model]
+        self.objective = unrolled(model, config.unroll)  # what the loss sees (the model for unroll = 1)
+        self.train_set, self.val_set, self.validator = train_set, val_set, validator
+
+        # data order: a generator of its own (same seed on every rank: same global permutation)
+        self.generator = torch.Generator().manual_seed(config.seed)
+        self.sampler = WindowBatchSampler(len(train_set), config.batch_size, True, self.generator, dist.rank,
+                                          dist.world_size)
+        self.steps_per_epoch = len(self.sampler)
+        self.lm: LMSubsample | None = None
+        self.scheduler = None
+        if config.optimizer == "lm":
+            # an "epoch" of LM is lm_iters_per_epoch iterations; no lr schedule
+            self.optimizer = LevenbergMarquardt(model.parameters(), lam=config.lm_lambda)
+            self.lm = LMSubsample(self.optimizer, self.objective, train_set, self.generator, config.lm_windows,
+                                  config.lm_resample_every, config.lm_check_windows)
+            self.steps_per_epoch = int(config.lm_iters_per_epoch)
+        else:
+            self.optimizer = make_optimizer(config.optimizer, model.parameters(), config.lr, **config.optimizer_kwargs)
+            decay = run.resolved.decay_epochs if run.resolved.decay_epochs is not None else 1.0
+            horizon = decay * (self.steps_per_epoch if config.schedule_per == "step" else 1)
+            self.scheduler = make_scheduler(config.scheduler, self.optimizer, config.lr_min / config.lr, horizon)
+        self.fast_mode = resolve_fast_step(config.fast_step, config.optimizer, device, dist.enabled)
+        self.fast: FastStep | None = None
+        self.net = self.objective
+        if dist.enabled:
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [device.index] if device.type == "cuda" else None
+            self.net = DistributedDataParallel(self.objective, device_ids=ids)
+        self.batch_in_epoch = 0
+        self.epoch_start_state = self.generator.get_state()
+        self.loss_sum, self.loss_count = 0.0, 0
+
+    def start(self) -> None:
+        """After a resume's state is loaded: the fast step (a CUDA graph of the whole step) where it runs."""
+        if self.fast_mode != "off":
+            self.fast = FastStep(self.fast_mode, self._window_loss, self.optimizer, self.device,
+                                 fallback=self.config.fast_step == "auto")
+
+    # -- checkpoints -------------------------------------------------------------------------------
+
+    def last_extra(self, m) -> dict[str, Any]:
+        """What ``last.pt`` holds beside the weights: the training state (exact resume)."""
+        run, rec = self.run, m
+        return {
+            "epoch": run.epoch,
+            "step": run.step,
+            "batch_in_epoch": self.batch_in_epoch,
+            "optimizer": self.lm.state_dict() if self.lm is not None else portable_state(self.optimizer.state_dict()),
+            "scheduler": {} if self.scheduler is None else portable_state(self.scheduler.state_dict()),
+            "rng": {**ckpt_io.rng_state(self.device), "data_epoch_start": self.epoch_start_state.clone()},
+            "train_state": {
+                "loss_sum": float(self.loss_sum),
+                "loss_count": int(self.loss_count),
+                "best_loss": float(rec.best_loss),
+                "best_epoch": int(rec.best_epoch),
+                "bad_epochs": int(rec.bad_epochs),
+                "wall_time": float(run.wall()),
+                "train_loss": float(rec.last_train),
+                "val_loss": float(rec.last_val),
+            },
+            "kind": "last",
+        }
+
+    def load(self, path: Path, rec) -> None:
+        """Continue from ``last.pt`` at ``path``: weights, optimiser, RNGs, data order and bookkeeping."""
+        run, config = self.run, self.config
+        ckpt = ckpt_io.read_last(path)
+        done = int(ckpt["epoch"])
+        if config.epochs is not None and config.epochs < done:
+            raise VPIntegratorError(
+                f"epochs {config.epochs} is less than the {done} epochs the run in {path.parent} has done; "
+                f"epochs is the total: give at least {done} (resume never goes back)", key="epochs"
+            )
+        try:
+            self.model.load_state_dict(ckpt["state_dict"])
+            if self.lm is None:
+                self.optimizer.load_state_dict(ckpt["optimizer"])
+                self.scheduler.load_state_dict(ckpt["scheduler"])
+        except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise VPIntegratorError(
+                f"checkpoint {path}: its weights or optimizer state do not match the run's model and optimizer in "
+                f"{path.parent / 'config.toml'} ({first}); was last.pt replaced by another run's?"
+            ) from None
+        ckpt_io.set_rng_state(ckpt["rng"], self.device)
+        self.epoch_start_state = ckpt["rng"]["data_epoch_start"]
+        self.generator.set_state(self.epoch_start_state)
+        if self.lm is not None:  # after the generator: LM saves its state as of the last iteration
+            if "lambda" not in ckpt["optimizer"]:
+                raise VPIntegratorError(f"{path}: no Levenberg–Marquardt state in it; not an optimizer = 'lm' run")
+            self.lm.load_state_dict(ckpt["optimizer"])
+        run.epoch, run.step = int(ckpt["epoch"]), int(ckpt["step"])
+        self.batch_in_epoch = int(ckpt["batch_in_epoch"])
+        st = ckpt["train_state"]
+        self.loss_sum, self.loss_count = float(st["loss_sum"]), int(st["loss_count"])
+        rec.best_loss, rec.best_epoch = float(st["best_loss"]), int(st["best_epoch"])
+        rec.bad_epochs, run.wall_before = int(st["bad_epochs"]), float(st["wall_time"])
+        rec.last_train, rec.last_val = float(st["train_loss"]), float(st["val_loss"])
+        if rec.run_dir is not None:
+            rec.history = ckpt_io.read_log(rec.run_dir / "log.csv", max_epoch=run.epoch)
+
+    def summary_extra(self, m) -> dict[str, Any]:
+        return {}
+
+    def member_config(self, m):
+        return self.run.resolved
+
+    # -- the members' view -------------------------------------------------------------------------
+
+    def member_state(self, k: int) -> dict[str, torch.Tensor]:
+        return {name: v.detach().clone() for name, v in self.model.state_dict().items()}
+
+    def member_model(self, k: int) -> torch.nn.Module:
+        return self.model
+
+    def train_mode(self) -> None:
+        self.model.train()
+
+    def lr(self) -> float:
+        """The learning rate now; for ``lm`` the damping λ (what log.csv's ``lr`` column holds)."""
+        return self.optimizer.lam if self.lm is not None else float(self.optimizer.param_groups[0]["lr"])
+
+    def finite_weights(self) -> list[bool]:
+        """Whether every weight is finite (one host sync)."""
+        flags = torch.stack([torch.isfinite(p).all() for p in self.model.parameters()])
+        return [bool(flags.all())]
+
+    def val_losses(self, dataset=None) -> list[float]:
+        """The reference loss over the whole validation set (or ``dataset``)."""
+        dataset = self.val_set if dataset is None else dataset
+        return [window_loss(self.objective, dataset, self.config.batch_size, self.dist)]
+
+    def val_rollouts(self) -> list[float]:
+        return [self.validator(self.model)]
+
+    # -- one optimiser step -----------------------------------------------------------------------
+
+    def _batch_loss(self, idx: torch.Tensor, stop_flag: float, save_flag: float = 0.0
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Forward pass: (loss to back-propagate, the batch's reference loss, ranks asking to stop / to save)."""
+        empty = idx.numel() == 0
+        if empty:  # a rank with nothing in a small last batch still joins DDP's gradient all-reduce
+            idx = self._last_global_batch[:1]
+        with label("vp/gather"):
+            x, target = self.train_set.batch(idx)
+        with label("vp/forward"):
+            pred = self.net(x)
+        num = (pred - target).square().sum()
+        den = target.square().sum()
+        if empty:
+            num, den = num * 0.0, den * 0.0
+        if not self.dist.enabled:
+            loss = torch.sqrt(num / den)
+            return loss, loss.detach(), torch.zeros(2)
+        flags = torch.tensor([stop_flag, save_flag], dtype=num.dtype, device=num.device)
+        stats = torch.cat([torch.stack([num.detach(), den.detach()]), flags])
+        ddp.all_reduce(stats, self.dist)
+        n, d = stats[0], stats[1]
+        local = num * (self.dist.world_size / (2.0 * torch.sqrt(n * d)))
+        return local, torch.sqrt(n / d), stats[2:]
+
+    def _window_loss(self, idx: torch.Tensor) -> torch.Tensor:
+        """The reference loss of the windows ``idx`` (the fast step's body; one process)."""
+        x, target = self.train_set.batch(idx)
+        return relative_loss(self.objective(x), target)
+
+    def _step(self, idx: torch.Tensor, save: bool = False) -> tuple[torch.Tensor, bool, bool]:
+        """One optimiser step: (the batch's loss, stop now?, checkpoint now?) -- the last two agreed by all ranks."""
+        flag, save_flag = (1.0 if self.run.stop.requested else 0.0), (1.0 if save else 0.0)
+        if isinstance(self.optimizer, torch.optim.LBFGS):
+            holder: dict[str, torch.Tensor] = {}
+
+            def closure() -> torch.Tensor:
+                self.optimizer.zero_grad(set_to_none=True)
+                loss, reported, stop = self._batch_loss(idx, flag, save_flag)
+                with label("vp/backward"):
+                    loss.backward()
+                holder.setdefault("reported", reported)
+                holder.setdefault("stop", stop)
+                return reported
+
+            self.optimizer.step(closure)
+            reported, stop = holder["reported"], holder["stop"]
+        elif self.fast is not None:
+            with label("vp/fast_step"):
+                reported = self.fast(idx)
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
+            loss, reported, stop = self._batch_loss(idx, flag, save_flag)
+            with label("vp/backward"):
+                loss.backward()
+            with label("vp/optimizer"):
+                self.optimizer.step()
+        if self.config.schedule_per == "step":
+            self.scheduler.step()
+        self.run.step += 1
+        if not self.dist.enabled:
+            return reported, self.run.stop.requested, save
+        stop_now, save_now = (v > 0 for v in stop.tolist())
+        return reported, stop_now, save_now
+
+    # -- one epoch ---------------------------------------------------------------------------------
+
+    def epoch(self, run) -> tuple[list[float], None] | None:
+        """One epoch of optimiser steps: ([its mean batch loss] (LM: the full training loss after it), None),
+        or None if interrupted mid-epoch (``last.pt`` then saved). A non-finite loss raises :class:`Diverged`."""
+        loss = self._lm_epoch(run) if self.lm is not None else self._torch_epoch(run)
+        if loss is None:
+            return None
+        self.epoch_start_state = self.generator.get_state()
+        return [loss], None
+
+    def _save_mid_epoch(self, run) -> None:
+        if not self.finite_weights()[0]:
+            raise Diverged("weights are", math.nan, run.epoch + (1 if self.batch_in_epoch else 0), run.step)
+        run.save()
+
+    def _check_losses(self, losses: torch.Tensor, epoch: int, step0: int) -> None:
+        """``losses`` are this epoch's per-step losses from step ``step0 + 1`` on (read only when their sum is
+        not finite): raise :class:`Diverged` naming the first non-finite one."""
+        bad = (~torch.isfinite(losses)).nonzero()
+        if len(bad):
+            k = int(bad[0, 0])
+            raise Diverged("loss is", float(losses[k]), epoch + 1, step0 + k + 1)
+
+    def _torch_epoch(self, run) -> float | None:
+        if self.batch_in_epoch == 0:
+            self.epoch_start_state = self.generator.get_state()
+            self.loss_sum, self.loss_count = 0.0, 0
+        else:  # resuming mid-epoch: replay this epoch's permutation from its starting state
+            self.generator.set_state(self.epoch_start_state)
+        order = self.sampler.epoch_order().to(self.device)
+        # the running sum continues from a mid-epoch checkpoint's, so a resumed epoch sums exactly as one run
+        loss_acc = torch.tensor(self.loss_sum, dtype=torch.float64, device=self.device)
+        first, count0, step0 = self.batch_in_epoch, self.loss_count, run.step
+        losses = torch.empty(self.steps_per_epoch - first, dtype=torch.float64, device=self.device)
+        bs = self.sampler.batch_size
+        for b in range(first, self.steps_per_epoch):
+            self._last_global_batch = order[b * bs : (b + 1) * bs]
+            reported, stop_now, save_now = self._step(self.sampler.shard(order, b), run.checkpoint_due())
+            losses[b - first] = reported
+            loss_acc += reported.double()
+            self.batch_in_epoch = b + 1
+            self.loss_count = count0 + (b + 1 - first)
+            if (stop_now or save_now) and self.batch_in_epoch < self.steps_per_epoch:
+                self.loss_sum = float(loss_acc)  # a host sync only when checkpointing mid-epoch
+                if not math.isfinite(self.loss_sum):
+                    self._check_losses(losses[: b + 1 - first], run.epoch, step0)
+                self._save_mid_epoch(run)
+                if stop_now:
+                    return None
+        self.loss_sum = float(loss_acc)  # the epoch's one host sync of the loss
+        if not math.isfinite(self.loss_sum):
+            self._check_losses(losses, run.epoch, step0)
+        if self.config.schedule_per == "epoch":
+            self.scheduler.step()
+        run.epoch += 1
+        self.batch_in_epoch = 0
+        return self.loss_sum / max(self.loss_count, 1)
+
+    def _lm_epoch(self, run) -> float | None:
+        if self.batch_in_epoch == 0:
+            self.epoch_start_state = self.generator.get_state()
+        for b in range(self.batch_in_epoch, self.steps_per_epoch):
+            loss = float(self.lm.step())
+            run.step += 1
+            if not math.isfinite(loss):
+                raise Diverged("loss is", loss, run.epoch + 1, run.step)
+            self.batch_in_epoch = b + 1
+            if (run.stop.requested or run.checkpoint_due()) and self.batch_in_epoch < self.steps_per_epoch:
+                self._save_mid_epoch(run)
+                if run.stop.requested:
+                    return None
+        with label("vp/train_loss"):
+            train_loss = self.val_losses(self.train_set)[0]  # LM: the full training loss
+        if not math.isfinite(train_loss):
+            raise Diverged("training loss is", train_loss, run.epoch + 1, run.step)
+        run.epoch += 1
+        self.batch_in_epoch = 0
+        return train_loss
