@@ -74,6 +74,12 @@ class _Reporter:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def update(self, done: int, text: str = "") -> bool:
+        raise NotImplementedError
+
     def advance(self, n: int = 1, text: str = "") -> bool:
         """``n`` more done (the rollout engine's ``progress(n)``); see ``update``."""
         return self.update(self.done + int(n), text)
@@ -171,7 +177,7 @@ class _Bar(_Reporter):
     def __init__(self, label: str, total: int, stream: TextIO | None) -> None:
         import click
 
-        self.bar = click.progressbar(length=max(int(total), 1), label=label,
+        self.bar: Any = click.progressbar(length=max(int(total), 1), label=label,
                                      file=sys.stderr if stream is None else stream)
         self.bar.__enter__()
         self.done = 0

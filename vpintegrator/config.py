@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextvars
 import copy
 import dataclasses
-import functools
 import json
 import math
 import os
@@ -302,10 +301,15 @@ def key(default: Any = _MISSING, *, default_factory: Any = _MISSING, **info: Any
     return dataclasses.field(**kwargs)
 
 
-@functools.lru_cache(maxsize=None)
+_DECLARED: dict[type, dict[str, Key]] = {}
+
+
 def declared(cls: type) -> dict[str, Key]:
     """key -> :class:`Key` of a config class, in declaration order (a field without one gets ``Key()``)."""
-    return {f.name: f.metadata.get(_META, Key()) for f in dataclasses.fields(cls) if f.init}
+    found = _DECLARED.get(cls)
+    if found is None:
+        found = _DECLARED[cls] = {f.name: f.metadata.get(_META, Key()) for f in dataclasses.fields(cls) if f.init}
+    return found
 
 
 class Config:

@@ -8,6 +8,7 @@ no torch, so it starts fast.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -28,7 +29,7 @@ class _Progress:
 
     def __init__(self, label: str) -> None:
         self.label = label
-        self.bar = None
+        self.bar: Any = None
         self.done = 0
 
     def __call__(self, n_done: int, n_total: int) -> None:

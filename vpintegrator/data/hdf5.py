@@ -134,7 +134,7 @@ class TrajectoryWriter:
         check_output(path, "trajectories", overwrite, key=None)
         self.path = Path(path)
         self._overwrite = overwrite
-        self._lock = None
+        self._lock: Any = None  # the output lock, held from __enter__ to __exit__
         self.shape = (int(n_traj), int(n_states), int(dim))
         self._t = t
         self._meta = _standard_attrs(n_traj, n_states, dim, t, meta or {})
@@ -142,7 +142,7 @@ class TrajectoryWriter:
         self._meta["provenance"] = dict(provenance) if provenance is not None else provenance_record()
         self._compression = compression
         self._written = np.zeros(int(n_traj), dtype=bool)
-        self._ctx = None
+        self._ctx: Any = None  # the atomic temporary file
         self._file: h5py.File | None = None
         self._y: h5py.Dataset | None = None
 

@@ -130,7 +130,8 @@ class RolloutWriter:
         self.chunks = (min(self.n_traj, 64), min(self.n_states, int(chunk_steps)))
         self.attrs = {"schema": ROLLOUT_SCHEMA, "schema_version": ROLLOUT_SCHEMA_VERSION, **attrs,
                       **(extra_attrs or {})}
-        self._stack = self._file = None
+        self._stack: Any = None
+        self._file: Any = None
 
     def __enter__(self) -> "RolloutWriter":
         import contextlib

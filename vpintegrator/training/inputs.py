@@ -78,8 +78,9 @@ def _dim(value: Any) -> int:
 
 
 def _pred_window(model: torch.nn.Module, seq_len: int, dim: int, dtype, device) -> int:
-    if isinstance(getattr(model, "pred_window", None), int):
-        return int(model.pred_window)
+    declared = getattr(model, "pred_window", None)
+    if isinstance(declared, int):
+        return declared
     was = model.training
     model.eval()
     with torch.no_grad():
@@ -100,8 +101,8 @@ def _user_model(model: torch.nn.Module, dim: int, dtype, device) -> tuple[torch.
             raise VPIntegratorError(
                 f"fit: model {name} needs an integer attribute {attr} (the state dimension and the input window "
                 f"length); got {value!r}", key="model")
-    if int(model.dim) != dim:
-        raise VPIntegratorError(f"fit: model {name} has dim = {model.dim} but the data has dim = {dim}; give data "
+    if int(getattr(model, "dim")) != dim:
+        raise VPIntegratorError(f"fit: model {name} has dim = {getattr(model, 'dim')} but the data has dim = {dim}; give data "
                                 "of the model's dimension", key="model")
     return model.to(device=device, dtype=dtype), name
 
@@ -127,8 +128,8 @@ def prepare_objects(config: TrainConfig, model: Any, train: Any, val: Any, devic
             raise VPIntegratorError("fit: an ensemble initialises one model per seed; give the model by name (or a "
                                     "model table), not a module", key="model")
         models = [_user_model(model, dim, dtype, device)[0]]
-        name = (model.config.get("name") if isinstance(getattr(model, "config", None), dict)
-                else type(model).__name__)
+        described = getattr(model, "config", None)
+        name = str((described.get("name") if isinstance(described, dict) else None) or type(model).__name__)
     else:
         models = []
         for s in seeds:  # the initialisation fit(seed=s) draws
@@ -136,7 +137,7 @@ def prepare_objects(config: TrainConfig, model: Any, train: Any, val: Any, devic
             models.append(m)
         if ensemble:
             seed_everything(config.seed)
-    seq_len = int(models[0].seq_len)
+    seq_len = int(getattr(models[0], "seq_len"))
     pred_window = _pred_window(models[0], seq_len, dim, dtype, device)
     target_len = pred_window * config.unroll
     extra = {"seeds": list(seeds), "ensemble": len(seeds)} if ensemble else {}

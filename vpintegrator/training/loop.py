@@ -88,6 +88,9 @@ class Trainer:
         for k, s in enumerate(self.seeds):
             path = self.out if not self.ensemble or self.out is None else self.out / member_dir_name(k, s)
             self.members.append(Member(k, s, path, write, self.log_columns, config.min_delta))
+        # the step strategy: SingleSteps (one model; LM, LBFGS, DDP, the graph step, resume) or EnsembleSteps
+        # (vmapped members); the loop calls what both define, the single-run accessors below SingleSteps' own
+        self.steps: Any
         if self.ensemble:
             self.steps = EnsembleSteps(self, inputs.models, self.train_set, self.val_set, self.rollout_validator)
         else:
@@ -249,10 +252,12 @@ class Trainer:
         if self.ensemble:
             ckpt_io.write_config(self.out, self.resolved)
         for m in self.members:
-            m.path.mkdir(parents=True, exist_ok=True)
+            path = m.path
+            assert path is not None  # a member's directory: out itself, or out/member-K-seed-S
+            path.mkdir(parents=True, exist_ok=True)
             for name in ("config.toml", "log.csv", "summary.json", "last.pt", "best.pt"):
-                remove_orphans(m.path / name)  # temporary files of a killed earlier invocation
-            ckpt_io.write_config(m.path, self.steps.member_config(m))
+                remove_orphans(path / name)  # temporary files of a killed earlier invocation
+            ckpt_io.write_config(path, self.steps.member_config(m))
             m.start_log()  # the rows up to the checkpoint; epochs are appended from here
             m.sinks = make_sinks(self.config, m, self.resolved)
 
@@ -302,6 +307,7 @@ class Trainer:
             )
         if all(m.diverged is not None for m in self.members):
             d = self.members[0].diverged
+            assert d is not None
             raise VPIntegratorError(
                 f"training diverged: every member of the ensemble has a non-finite loss (member 0 at epoch "
                 f"{d['epoch']}, step {d['step']}); lower lr (now {self.config.lr:g})", key="lr"
@@ -312,7 +318,7 @@ class Trainer:
         cfg = self.config
         invocation_start = time.perf_counter()
         self.steps.train_mode()
-        while self._epochs_left() is None or self._epochs_left() > 0:
+        while (left := self._epochs_left()) is None or left > 0:
             t_epoch = time.perf_counter()
             step0 = self.step
             try:

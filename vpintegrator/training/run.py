@@ -110,11 +110,14 @@ def fit(
         from .._shipped import config_path
 
         config = config_file = config_path(config)  # a file, or a shipped config by name
-    if config is not None and not isinstance(config, TrainConfig):
+    cfg: TrainConfig | None
+    if config is None or isinstance(config, TrainConfig):
+        cfg = config
+    else:
         if isinstance(config, dict):
-            config = TrainConfig.from_dict(merge_overrides(config, overrides))
+            cfg = TrainConfig.from_dict(merge_overrides(config, overrides))
         else:
-            config = TrainConfig.from_toml(config, **overrides)
+            cfg = TrainConfig.from_toml(config, **overrides)
         overrides = {}
     run_dir = None
     if not isinstance(overwrite, bool):
@@ -127,29 +130,29 @@ def fit(
         from .ensemble import is_ensemble_dir
 
         asked = overrides.get("ensemble") is not None or overrides.get("seeds") is not None or (
-            isinstance(config, TrainConfig) and config.is_ensemble)
+            cfg is not None and cfg.is_ensemble)
         if asked or is_ensemble_dir(run_dir):
             raise VPIntegratorError(
                 f"resume {run_dir}: an ensemble (or a member of one) cannot be resumed; train the ensemble again "
                 "with the epochs you want", key="resume"
             )
-        config = ckpt_io.resume_config(run_dir, config, overrides)
+        cfg = ckpt_io.resume_config(run_dir, cfg, overrides)
         from .inputs import IN_MEMORY
 
-        if IN_MEMORY in config.data:
+        if IN_MEMORY in cfg.data:
             raise VPIntegratorError(
                 f"resume {run_dir}: the run was trained from objects (data {IN_MEMORY}), not files; train it again "
                 "with fit(model=..., train=...)", key="resume")
     else:
-        if config is None:
+        if cfg is None:
             raise VPIntegratorError("fit: give a config (TrainConfig, dict or TOML path) or resume=RUN_DIR")
-        config = config.replace(**overrides) if overrides else config
-        out = Path(config.out) if config.out is not None else ckpt_io.default_out(config.model["name"])
-        config = config.replace(out=str(out.resolve()))
+        cfg = cfg.replace(**overrides) if overrides else cfg
+        out = Path(cfg.out) if cfg.out is not None else ckpt_io.default_out(cfg.model["name"])
+        cfg = cfg.replace(out=str(out.resolve()))
         from .._io import check_not_input
 
-        check_not_input(config.out, [*config.data, config_file], key="out")
-    return _train(config, run_dir, callback, progress, overwrite)
+        check_not_input(cfg.out, [*cfg.data, config_file], key="out")
+    return _train(cfg, run_dir, callback, progress, overwrite)
 
 
 def _fit_objects(config, model, train, val, callback, progress: bool, overwrite: bool, overrides: dict):
@@ -173,7 +176,8 @@ def _fit_objects(config, model, train, val, callback, progress: bool, overwrite:
                                 key="train")
     module = model if isinstance(model, torch.nn.Module) else None
     if module is not None:
-        name = module.config.get("name") if isinstance(getattr(module, "config", None), dict) else None
+        described = getattr(module, "config", None)
+        name = described.get("name") if isinstance(described, dict) else None
         values["model"] = {"name": name or type(module).__name__}
     elif model is not None:
         overrides = {**overrides, "model": model}
@@ -223,15 +227,16 @@ def _train(config: TrainConfig, run_dir: Path | None, callback, progress: bool, 
                 f"{dist.world_size} under torchrun: train in one process or pick a torch optimizer",
                 key="optimizer",
             )
-        lock = contextlib.nullcontext()
-        if dist.is_main and (run_dir is not None or config.out is not None):  # one writer per run directory
-            lock = output_lock(run_dir, key="resume") if run_dir is not None else output_lock(config.out, key="out")
+        lock: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+        target = run_dir if run_dir is not None else config.out
+        if dist.is_main and target is not None:  # one writer per run directory
+            lock = output_lock(target, key="resume" if run_dir is not None else "out")
         with lock:
-            replace = (run_dir is None and dist.is_main and config.out is not None
-                       and ckpt_io.check_new_run_dir(Path(config.out), overwrite))
+            out = Path(config.out) if run_dir is None and dist.is_main and config.out is not None else None
+            replace = out is not None and ckpt_io.check_new_run_dir(out, overwrite)
             trainer = Trainer(config, dist, device, run_dir, callback, progress, _inputs(config, device, inputs))
-            if replace:  # the new run's set-up succeeded: now the old run goes
-                replace_run_dir(Path(config.out))
+            if replace and out is not None:  # the new run's set-up succeeded: now the old run goes
+                replace_run_dir(out)
             return trainer.run()
     finally:
         ddp.teardown(dist)

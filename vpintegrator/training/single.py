@@ -61,7 +61,8 @@ class SingleSteps:
                                           dist.world_size)
         self.steps_per_epoch = len(self.sampler)
         self.lm: LMSubsample | None = None
-        self.scheduler = None
+        self.scheduler: Any = None  # a LambdaLR; none for LM
+        self.optimizer: torch.optim.Optimizer
         if config.optimizer == "lm":
             # an "epoch" of LM is lm_iters_per_epoch iterations; no lr schedule
             self.optimizer = LevenbergMarquardt(model.parameters(), lam=config.lm_lambda)
@@ -173,7 +174,9 @@ class SingleSteps:
 
     def lr(self) -> float:
         """The learning rate now; for ``lm`` the damping λ (what log.csv's ``lr`` column holds)."""
-        return self.optimizer.lam if self.lm is not None else float(self.optimizer.param_groups[0]["lr"])
+        if isinstance(self.optimizer, LevenbergMarquardt):
+            return self.optimizer.lam
+        return float(self.optimizer.param_groups[0]["lr"])
 
     def finite_weights(self) -> list[bool]:
         """Whether every weight is finite (one host sync)."""
@@ -316,8 +319,10 @@ class SingleSteps:
     def _lm_epoch(self, run) -> float | None:
         if self.batch_in_epoch == 0:
             self.epoch_start_state = self.generator.get_state()
+        lm = self.lm
+        assert lm is not None, "_lm_epoch runs with optimizer = 'lm' only"
         for b in range(self.batch_in_epoch, self.steps_per_epoch):
-            loss = float(self.lm.step())
+            loss = float(lm.step())
             run.step += 1
             if not math.isfinite(loss):
                 raise Diverged("loss is", loss, run.epoch + 1, run.step)
