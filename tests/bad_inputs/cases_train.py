@@ -94,6 +94,13 @@ CASES = [
     _train(*C, "--lr", "0", *OUT, id="train-lr-zero", match=r"--lr must be a finite number > 0"),
     _train(*C, "--lr", "-1e-3", *OUT, id="train-lr-negative", match=r"--lr must be a finite number > 0"),
     _train(*C, "--lr-min", "nan", *OUT, id="train-lr-min-nan", match=r"--lr-min must be a finite number in"),
+    _train(*C, "--val-rollout-error", "median", *OUT, id="train-val-rollout-error-unknown",
+           match=r"--val-rollout-error"),
+    _train(*C, "--monitor", "val_rollout", "--val-rollout-drift-weight", "-1", *OUT,
+           id="train-val-rollout-drift-weight-negative", match=r"--val-rollout-drift-weight must be a number >= 0"),
+    _train(*C, "--monitor", "val_loss", "--val-rollout-drift-weight", "5", *OUT,
+           id="train-val-rollout-drift-weight-without-monitor", match=r"--val-rollout-drift-weight = 5.0 shapes the "
+           r"validation-rollout score, which monitor = 'val_loss' does not compute"),
     _train(*C, "--lr-min", "1", "--lr", "0.1", *OUT, id="train-lr-min-above-lr", match=r"--lr-min must be"),
     _train(*C, "--epochs", "0", *OUT, id="train-epochs-zero", match=r"--epochs must be a positive integer; got 0"),
     _train(*C, "--epochs", "-3", *OUT, id="train-epochs-negative", match=r"--epochs must be a positive integer"),

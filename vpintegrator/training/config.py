@@ -183,6 +183,17 @@ class TrainConfig(Config):
         ``val_rollout`` column. The training loss alone does not rank rollouts (docs/results.md).
     val_rollout_steps : int
         Length of that rollout in steps (500: t = 100 at the paper's h = 0.2).
+    val_rollout_error : "mean" or "final"
+        ``val_rollout``'s error term: the relative error averaged over the rollout's steps (``mean``), or
+        the relative error at its last step, the validation horizon (``final``); either averaged over the
+        validation trajectories.
+    val_rollout_drift_weight : float
+        ``val_rollout`` adds this weight times the invariant drift: for each validation trajectory the
+        largest maximum relative drift ``max_t |I(ŷ_t) − I(y_0)| / |I(y_0)|`` over the system's invariants
+        (capped at 10), averaged over the trajectories. 0 (the default): the error term alone. With weight
+        ``e/b`` the score is ``e`` times (error/``e`` + drift/``b``), so targets "error ≤ e and drift ≤ b"
+        weigh alike (the rigid body's 0.05 and 1e-3: weight 50). The system must evaluate its invariants on
+        torch tensors (``torch_invariants``).
     ensemble : int, optional
         Train this many independently initialised members at once in one process
         (:mod:`vpintegrator.training.ensemble`): member ``k`` has seed ``seed + k`` (or ``seeds[k]``) for
@@ -270,6 +281,13 @@ class TrainConfig(Config):
     val_rollout_steps: int = key(500, type=int, low=1,
                                  expected="a positive integer (steps of the validation rollout)",
                                  help="monitor val_rollout: rollout length in steps.")
+    val_rollout_error: str = key("mean", choices=("mean", "final"),
+                                 help="monitor val_rollout: the error averaged over the rollout, or at its last "
+                                 "step (the validation horizon).")
+    val_rollout_drift_weight: float = key(0.0, type=float, low=0,
+                                          expected="a number >= 0 (the weight of the invariant drift)",
+                                          help="monitor val_rollout: add this weight times the invariants' maximum "
+                                          "relative drift (0: error alone; rigid-body targets 0.05/1e-3: 50).")
     ensemble: int | None = key(None, type=int, low=1, optional=True, metavar="N", show_default=False,
                                expected="a positive integer (the number of members)",
                                help="Train N members (seeds SEED, SEED+1, ...; or --set seeds=[...]) at once in this "
@@ -329,6 +347,13 @@ class TrainConfig(Config):
         if self.scheduler == "exponential" and self.lr_min <= 0:
             raise VPIntegratorError(f"lr_min must be positive for the exponential scheduler; got {self.lr_min!r}",
                                     key="lr_min")
+        if self.monitor != "val_rollout":
+            for name, default in (("val_rollout_error", "mean"), ("val_rollout_drift_weight", 0.0)):
+                if getattr(self, name) != default:
+                    raise VPIntegratorError(
+                        f"{name} = {getattr(self, name)!r} shapes the validation-rollout score, which monitor = "
+                        f"{self.monitor!r} does not compute; set monitor = 'val_rollout' or leave {name} out",
+                        key=name)
         if self.monitor == "val_rollout" and not self.val_fraction > 0:
             raise VPIntegratorError(
                 f"monitor = 'val_rollout' rolls out the validation trajectories; set val_fraction > 0 "

@@ -236,10 +236,7 @@ class EnsembleSteps:
         parts = iterate_windows(self._forward, x, -(-(total - T) // P))  # the rollout core's advance
         self.template.train()
         pred = torch.cat(parts, 2)[:, :, : total - T].double()
-        target = ref[:, T:].double()
-        err = torch.linalg.vector_norm(pred - target, dim=-1) / torch.linalg.vector_norm(target, dim=-1)
-        err = torch.nan_to_num(err, nan=v.CAP, posinf=v.CAP).clamp(max=v.CAP)
-        return err.reshape(n, -1).mean(1).tolist()
+        return v.score(pred, ref).tolist()
 
     # -- files --------------------------------------------------------------------------------------
 

@@ -168,7 +168,8 @@ def prepare_objects(config: TrainConfig, model: Any, train: Any, val: Any, devic
         if not isinstance(val, Trajectories):
             raise VPIntegratorError("fit: monitor = 'val_rollout' rolls out validation trajectories; give val as "
                                     "Trajectories (or monitor = 'val_loss')", key="monitor")
-        validator = RolloutValidator(val, config.val_rollout_steps, seq_len, pred_window)
+        validator = RolloutValidator(val, config.val_rollout_steps, seq_len, pred_window,
+                                     config.val_rollout_error, config.val_rollout_drift_weight)
     info = {"sources": [], "system": train.meta.get("system") if isinstance(train, Trajectories) else None,
             "dim": dim, "train_windows": len(train_set), "val_windows": 0 if val_set is None else len(val_set)}
     return Prepared(models, name, resolved, train_set, val_set, validator, info)

@@ -119,7 +119,8 @@ def window_sets(config: TrainConfig, data, data_paths: list[str], seq_len: int, 
     val_set = WindowDataset(y, seq_len, target, config.stride, val_idx) if len(val_idx) else None
     validator = None
     if config.monitor == "val_rollout":
-        validator = RolloutValidator(data.select(traj=val_idx), config.val_rollout_steps, seq_len, pred_window)
+        validator = RolloutValidator(data.select(traj=val_idx), config.val_rollout_steps, seq_len, pred_window,
+                                     config.val_rollout_error, config.val_rollout_drift_weight)
     info = {
         "sources": data_paths,
         "system": data.meta.get("system"),

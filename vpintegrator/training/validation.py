@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from ..data.trajectories import Trajectories
+from ..errors import VPIntegratorError
 from ..stepping import iterate_windows
 from . import ddp
 
@@ -50,8 +51,10 @@ class RolloutValidator:
     From each trajectory's first ``seq_len`` states the model is iterated on non-overlapping windows
     over ``n_steps`` steps; the reference is the data, continued beyond its horizon with the data's own
     generator through the rollout engine (:func:`vpintegrator.rollout.reference_step_map`, as
-    ``vp-rollout`` does). The score is the relative error ‖ŷ − y‖/‖y‖ averaged over the trajectories
-    and the predicted steps, each error capped at ``CAP`` (a blown-up rollout scores CAP).
+    ``vp-rollout`` does). The score (:meth:`score`) is the relative error ‖ŷ − y‖/‖y‖, each error capped
+    at ``CAP`` (a blown-up rollout scores CAP), averaged over the predicted steps (``error = "mean"``) or
+    taken at the last one (``"final"``), then over the trajectories; plus ``drift_weight`` times the
+    largest maximum relative invariant drift per trajectory (capped at ``CAP``), averaged over them.
 
     The model's rollout is a plain torch loop on the training device rather than the engine's
     ``ModelStep``: it runs after every epoch, needs no NumPy round trip per step, and keeps the score
@@ -65,11 +68,16 @@ class RolloutValidator:
         Steps of the rollout.
     seq_len, pred_window : int
         The model's window lengths.
+    error : "mean" or "final"
+        The error term (config key ``val_rollout_error``).
+    drift_weight : float
+        The weight of the invariant drift (config key ``val_rollout_drift_weight``; 0: none).
     """
 
     CAP = 10.0
 
-    def __init__(self, val: Trajectories, n_steps: int, seq_len: int, pred_window: int) -> None:
+    def __init__(self, val: Trajectories, n_steps: int, seq_len: int, pred_window: int, error: str = "mean",
+                 drift_weight: float = 0.0) -> None:
         ref = np.asarray(val.y, dtype=np.float64)
         if n_steps > val.n_steps:
             from ..rollout import reference_step_map, rollout
@@ -79,6 +87,17 @@ class RolloutValidator:
             ref = np.concatenate([ref, cont.y[:, 1:]], axis=1)
         self.ref = torch.as_tensor(ref[:, : n_steps + 1])  # (n_traj, n_steps + 1, dim), float64 on the CPU
         self.seq_len, self.pred_window = int(seq_len), int(pred_window)
+        self.error, self.drift_weight = error, float(drift_weight)
+        self.system = val.system
+        if self.drift_weight > 0:
+            if not self.system.invariant_names or not self.system.torch_invariants:
+                why = ("has no invariants" if not self.system.invariant_names
+                       else "evaluates its invariants on NumPy arrays only (torch_invariants is False)")
+                raise VPIntegratorError(
+                    f"val_rollout_drift_weight = {drift_weight!r}: system {self.system.name!r} {why}; "
+                    "set val_rollout_drift_weight = 0", key="val_rollout_drift_weight")
+            # each invariant at each trajectory's first state: (n_invariants, n_traj)
+            self.initial = torch.stack(list(self.system.invariants(self.ref[:, 0]).values()))
         self._cache: dict[tuple, torch.Tensor] = {}
 
     def _ref(self, param: torch.Tensor) -> torch.Tensor:
@@ -86,6 +105,26 @@ class RolloutValidator:
         if key not in self._cache:
             self._cache = {key: self.ref.to(device=param.device, dtype=param.dtype)}
         return self._cache[key]
+
+    def score(self, pred: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+        """The score of predicted states ``pred`` (..., n_traj, n_steps + 1 − seq_len, dim), float64, for
+        each leading index (a member axis, or none), against ``ref`` (the reference in the model's dtype,
+        :meth:`_ref`)."""
+        lead = pred.shape[:-3]
+        target = ref[:, self.seq_len:].double()
+        err = torch.linalg.vector_norm(pred - target, dim=-1) / torch.linalg.vector_norm(target, dim=-1)
+        err = torch.nan_to_num(err, nan=self.CAP, posinf=self.CAP).clamp(max=self.CAP)
+        if self.error == "final":
+            score = err[..., -1].mean(-1)
+        else:
+            score = err.reshape(*lead, -1).mean(-1)
+        if self.drift_weight > 0:
+            initial = self.initial.to(pred.device)[..., None]  # (n_invariants, n_traj, 1)
+            values = torch.stack(list(self.system.invariants(pred).values()), dim=-3)  # (..., n_inv, n_traj, n)
+            drift = ((values - initial).abs() / initial.abs()).amax(dim=-1)
+            drift = torch.nan_to_num(drift, nan=self.CAP, posinf=self.CAP).clamp(max=self.CAP).amax(dim=-2)
+            score = score + self.drift_weight * drift.mean(-1)
+        return score
 
     def __call__(self, model: torch.nn.Module) -> float:
         ref = self._ref(next(iter(model.parameters())))
@@ -96,7 +135,4 @@ class RolloutValidator:
             parts = iterate_windows(model, ref[:, :T], -(-(total - T) // P))  # the rollout core's advance
             pred = torch.cat(parts, 1)[:, : total - T].double()
         model.train(was_training)
-        target = ref[:, T:].double()
-        err = torch.linalg.vector_norm(pred - target, dim=-1) / torch.linalg.vector_norm(target, dim=-1)
-        err = torch.nan_to_num(err, nan=self.CAP, posinf=self.CAP).clamp(max=self.CAP)
-        return float(err.mean())
+        return float(self.score(pred, ref))
