@@ -208,6 +208,8 @@ def resume_config(run_dir: Path, config: TrainConfig | None, overrides: dict[str
             key="resume",
         )
     saved = TrainConfig.from_toml(path)  # its relative paths resolved against run_dir
+    if "test_fraction" not in _toml_keys(path):  # a run made before the test split: it resumes with its own split
+        saved = saved.replace(test_fraction=0.0)
     missing = [p for p in saved.data if not str(p).startswith("<") and not Path(p).exists()]  # "<in memory>": fit's check
     if missing:
         raise VPIntegratorError(
@@ -241,6 +243,12 @@ def resume_config(run_dir: Path, config: TrainConfig | None, overrides: dict[str
             key="resume",
         )
     return saved.replace(**{**overrides, "out": str(run_dir)})
+
+
+def _toml_keys(path: Path) -> set[str]:
+    from .. import config as config_layer
+
+    return set(config_layer.read_toml(path))
 
 
 def read_last(path: Path) -> dict[str, Any]:

@@ -70,7 +70,12 @@ class Trainer:
         self.ensemble = config.is_ensemble
         self.seeds = config.ensemble_seeds()
         inputs = inputs if inputs is not None else prepare(config, device, self.dtype, self.seeds, self.ensemble)
-        self.name, self.resolved, self.data_info = inputs.name, inputs.resolved, inputs.data_info
+        self.name, self.resolved = inputs.name, inputs.resolved
+        # the trajectory split (setup.split_record) goes to the top of summary.json and into every checkpoint;
+        # None when fit was given its validation data or windows (nothing was split)
+        self.data_info = dict(inputs.data_info)
+        split = {k: self.data_info.pop(k) for k in ("split", "split_data") if k in self.data_info}
+        self.split_extra: dict[str, Any] = split
         self.train_set, self.val_set, self.rollout_validator = inputs.train_set, inputs.val_set, inputs.validator
         self.model = inputs.models[0]
         self.n_params = sum(p.numel() for p in self.model.parameters())
@@ -88,6 +93,7 @@ class Trainer:
         for k, s in enumerate(self.seeds):
             path = self.out if not self.ensemble or self.out is None else self.out / member_dir_name(k, s)
             self.members.append(Member(k, s, path, write, self.log_columns, config.min_delta))
+            self.members[-1].checkpoint_extra = dict(self.split_extra)
         if self.ensemble:
             self.steps = EnsembleSteps(self, inputs.models, self.train_set, self.val_set, self.rollout_validator)
         else:
@@ -171,7 +177,8 @@ class Trainer:
 
         m.save_best(self.steps.models[m.k])
         save_model(self.steps.member_model(m.k), m.run_dir / "last.pt", overwrite=True,
-                   extra={**self.steps.last_extra(m), "provenance": ckpt_io.run_provenance(m.run_dir)})
+                   extra={**self.steps.last_extra(m), **self.split_extra,
+                          "provenance": ckpt_io.run_provenance(m.run_dir)})
         ckpt_io.write_summary(m.run_dir, self._summary(m, stopped))
 
     def _summary(self, m: Member, stopped: str) -> dict[str, Any]:
@@ -195,6 +202,7 @@ class Trainer:
             "dtype": self.resolved.dtype,
             "world_size": self.dist.world_size,
             "data": self.data_info,
+            **self.split_extra,
             "vpintegrator_version": __version__,
             "torch_version": torch.__version__,
             **self.steps.summary_extra(m),
