@@ -191,6 +191,7 @@ class _Plan:
     reference_desc: str = ""
     reference_attrs: dict = field(default_factory=dict)
     warnings: list = field(default_factory=list)
+    notes: list = field(default_factory=list)  # lines for the log once the plan stands
 
     @property
     def t(self) -> np.ndarray:
@@ -342,20 +343,18 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
 
         digest = (first.n_traj, first_states_digest(first.y[:, 0]))
     model_splits = [sp.model_split(label, model, digest, data) for label, model, _ in entries]
-    for ms in model_splits:
-        if ms.note:
-            say(ms.note)
+    notes = [ms.note for ms in model_splits if ms.note]  # said once the plan stands (errors stay one line)
     if idx is None:
         idx = np.zeros(0, dtype=np.int64) if n_new else sp.default_traj(model_splits)
         if idx is None:
             idx = np.arange(n_file_traj)
         elif not n_new:
-            say(f"rolling out the test split: {idx.size} of {n_file_traj} trajectories of {data.name}")
+            notes.append(f"rolling out the test split: {idx.size} of {n_file_traj} trajectories of {data.name}")
     heldout_y0 = seed = None
     if n_new:
         seed = sp.heldout_seed(meta, config.heldout_seed)
         heldout_y0 = sp.draw_heldout(meta, system, n_new, seed, first.y[:, 0], data)
-        say(f"heldout: {n_new} new initial conditions from sampler {meta.get('sampler')!r}, seed {seed}")
+        notes.append(f"heldout: {n_new} new initial conditions from sampler {meta.get('sampler')!r}, seed {seed}")
     # the reference: the exact flow unless the data is (DOP853 at <= 1e-12) or reference = "data"
     method = str(meta.get("method", "")) if meta.get("method") is not None else ""
     tight = (method == "dop853" and meta.get("rtol") is not None and meta.get("atol") is not None
@@ -379,7 +378,7 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
                     else ExactFlowStep(system, dt, rtol=float(meta["rtol"]), atol=float(meta["atol"])))
         methods.append((label, step_map, f"the generator of {data.name}"))
     plan = _Plan(config, data, meta, system, dt, t0, idx, ref_file, n_steps, methods, say,
-                 heldout_y0=heldout_y0, heldout_seed=seed, exact_from_ics=exact_from_ics)
+                 heldout_y0=heldout_y0, heldout_seed=seed, exact_from_ics=exact_from_ics, notes=notes)
     _label_rows(plan, model_splits, entries)
     _describe_reference(plan, method, tight)
     return plan
@@ -403,7 +402,7 @@ def _label_rows(plan: _Plan, model_splits, entries) -> None:
         line = (f"Warning: {len(rows)} of the {plan.n_data} rolled-out trajectories ({shown}) are in the training split "
                 f"of model(s) {', '.join(map(repr, trained))}; their rows are labelled 'train' (not out of sample)")
         plan.warnings.append(line)
-        plan.say(line)
+        plan.notes.append(line)
 
 
 def _describe_reference(plan: _Plan, method: str, tight: bool) -> None:
@@ -684,6 +683,8 @@ def _write_rollouts(plan: _Plan, config: RolloutConfig, outs: list[Path], overwr
     from ..metrics import write_table
 
     reference_gen = reference_step_map(plan.data_meta, plan.system, plan.dt)
+    for line in plan.notes:
+        plan.say(line)
     out = Path(config.out)
     rows: list[dict] = []
     failures: dict = {}
