@@ -344,8 +344,9 @@ class TrainConfig(Config):
                                     key="lr_min")
         if not self.val_fraction + self.test_fraction < 1:
             raise VPIntegratorError(
-                f"val_fraction + test_fraction must be below 1 (training needs trajectories); got "
-                f"{self.val_fraction!r} + {self.test_fraction!r}; lower test_fraction or val_fraction",
+                f"test_fraction = {self.test_fraction!r} and val_fraction = {self.val_fraction!r} hold out every "
+                "trajectory (their sum must be below 1: training needs trajectories); lower test_fraction or "
+                "val_fraction",
                 key="test_fraction",
             )
         if self.monitor == "val_rollout" and not self.val_fraction > 0:
