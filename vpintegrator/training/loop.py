@@ -234,8 +234,12 @@ class Trainer:
             ckpt_io.write_summary(m.run_dir, {**summary, "stopped": "diverged", "diverged": m.diverged})
 
     def member_result(self, m: Member) -> FitResult:
+        model = self.steps.member_model(m.k)
+        if self.split_extra:  # as load_model gives it from the checkpoint: vp-rollout labels rows by it
+            model.training_split = self.split_extra["split"]
+            model.training_split_data = self.split_extra["split_data"]
         return FitResult(
-            run_dir=m.path, model=self.steps.member_model(m.k), epochs=self.epoch_of(m), steps=self.step_of(m),
+            run_dir=m.path, model=model, epochs=self.epoch_of(m), steps=self.step_of(m),
             train_loss=float(m.last_train), val_loss=float(m.last_val), best_loss=float(m.best_loss),
             best_epoch=int(m.best_epoch), wall_time=self.wall(), n_params=int(self.n_params), device=str(self.device),
             dtype=self.resolved.dtype, stopped=m.stopped, history=list(m.history),
