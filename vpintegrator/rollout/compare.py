@@ -23,6 +23,8 @@ from ..errors import VPIntegratorError
 from .engine import StepMap, initial_window, stream_rollout
 from .checks import _check_fits, _check_reference, check_outputs, estimate  # noqa: F401 (estimate re-exported)
 from .config import RolloutConfig, load_rollout_config, model_entries  # noqa: F401 (re-exported)
+from .reference import describe_reference, write_reference
+from .splits import split_rows
 from .steps import ExactFlowStep, IntegratorStep, ModelStep, reference_step_map
 
 __all__ = [
@@ -379,55 +381,9 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
         methods.append((label, step_map, f"the generator of {data.name}"))
     plan = _Plan(config, data, meta, system, dt, t0, idx, ref_file, n_steps, methods, say,
                  heldout_y0=heldout_y0, heldout_seed=seed, exact_from_ics=exact_from_ics, notes=notes)
-    _label_rows(plan, model_splits, entries)
-    _describe_reference(plan, method, tight)
+    sp.label_rows(plan, model_splits, entries)
+    describe_reference(plan, method, tight)
     return plan
-
-
-def _label_rows(plan: _Plan, model_splits, entries) -> None:
-    """Every method's ``split`` label per rolled-out row (:mod:`vpintegrator.rollout.splits`) and the one
-    warning line for trajectories a model trained on."""
-    from . import splits as sp
-
-    plan.run_labels = sp.run_labels(model_splits, plan.idx, plan.n_new)
-    by_label = {label: ms for (label, _, _), ms in zip(entries, model_splits)}
-    for label, _, _ in plan.methods:
-        ms = by_label.get(label)
-        plan.labels[label] = (sp.labels_for(ms, plan.idx, plan.n_new) if ms is not None else list(plan.run_labels))
-    trained = [ms.label for ms in model_splits if ms.split is not None
-               and any(ms.of(int(i)) == "train" for i in plan.idx)]
-    if trained:
-        rows = sorted({int(i) for ms in model_splits if ms.split is not None for i in plan.idx if ms.of(int(i)) == "train"})
-        shown = ", ".join(map(str, rows[:10])) + (", ..." if len(rows) > 10 else "")
-        line = (f"Warning: {len(rows)} of the {plan.n_data} rolled-out trajectories ({shown}) are in the training split "
-                f"of model(s) {', '.join(map(repr, trained))}; their rows are labelled 'train' (not out of sample)")
-        plan.warnings.append(line)
-        plan.notes.append(line)
-
-
-def _describe_reference(plan: _Plan, method: str, tight: bool) -> None:
-    """What the errors are measured against: the line above the table and the file's ``reference*``
-    attributes."""
-    data, cfg = plan.data, plan.config
-    end = float(plan.ref_file.t[-1])
-    beyond = plan.n_steps + 1 > plan.ref_file.n_states
-    gen = method or "dop853"
-    if plan.exact_from_ics:
-        desc = (f"exact flow: DOP853 (rtol = atol = 1e-12) from the initial conditions of {data}, over the whole "
-                f"horizon ({data.name} itself was made with {method or 'an unrecorded method'})")
-        attrs = {"reference_mode": "exact", "reference_method": "dop853", "reference_rtol": 1e-12,
-                 "reference_atol": 1e-12}
-    else:
-        kind = "exact flow" if tight else "data"
-        how = (f"DOP853, rtol = {float(plan.data_meta['rtol']):g}, atol = {float(plan.data_meta['atol']):g}"
-               if gen == "dop853" and plan.data_meta.get("rtol") is not None else gen)
-        desc = f"{kind}: {data} ({how}) for t <= {end:g}" + (f", continued with {gen} beyond" if beyond else "")
-        attrs = {"reference_mode": "exact" if (tight and cfg.reference == "exact") else "data", "reference_method": gen}
-        if gen == "dop853" and plan.data_meta.get("rtol") is not None:
-            attrs.update(reference_rtol=float(plan.data_meta["rtol"]), reference_atol=float(plan.data_meta["atol"]))
-        if plan.n_new:
-            desc += f"; the {plan.n_new} heldout conditions integrated with {gen}"
-    plan.reference_desc, plan.reference_attrs = desc, attrs
 
 
 def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict:
@@ -464,78 +420,6 @@ def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict:
         "engine": str(cfg.engine),
         "vpintegrator_version": __version__,
     }
-
-
-def _write_reference(writer, plan: _Plan, reference_gen: StepMap):
-    """``/reference``: the exact flow from the initial conditions (``plan.exact_from_ics``), or the data file
-    then (beyond it) the data's own generator from its last state; held-out conditions (rows after the data
-    file's) integrated from their initial conditions by the exact flow or the generator."""
-    from ..arrays import to_numpy
-    from ..metrics import TrajectoryMetricsStream
-    from .device import use_device_engine
-
-    ref_file, n_steps, t = plan.ref_file, plan.n_steps, plan.t
-    n_traj, cs = plan.n_traj, writer.chunks[1]  # whole chunks of the file along time
-    n_data, n_file = plan.n_data, ref_file.n_states
-    series = writer.reference()
-    ref_failed = np.full(n_traj, -1, dtype=np.int64)
-    kw = dict(chunk_steps=plan.config.chunk_steps, blowup=plan.config.blowup)
-
-    def integrate(step_map, y0, rows: slice, k_first: int, t_first: float, what: str) -> None:
-        """States ``k_first ..`` of ``rows`` by ``step_map`` from ``y0``; a failure is an error."""
-        def sink(k0, chunk):
-            series.y[rows, k_first + k0 : k_first + k0 + chunk.shape[1]] = chunk
-
-        res = stream_rollout(step_map, y0, plan.dt, n_steps - k_first, sink, t0=t_first, **kw)
-        failed = np.where(res.failed_step >= 0, res.failed_step + k_first, -1)
-        ref_failed[rows] = failed
-        if (failed >= 0).any():
-            i = int(np.argmin(np.where(failed >= 0, failed, np.iinfo(np.int64).max)))
-            k = int(failed[i])
-            which = plan.traj_index[rows][i]
-            name = f"trajectory {int(which)}" if which >= 0 else f"heldout condition {i}"
-            raise VPIntegratorError(
-                f"{plan.data}: {what} failed (blow-up or non-finite) in {name} at t = {t[k]:g}; give a shorter "
-                f"t_end (before {t[k]:g}) or a larger blowup", key="t_end",
-            )
-
-    if plan.exact_from_ics:
-        y0 = ref_file.y[:, 0] if plan.n_new == 0 else np.concatenate([ref_file.y[:, 0], plan.heldout_y0])
-        plan.say(f"reference: exact flow (DOP853, rtol = atol = 1e-12) for {n_traj} trajectories x {n_steps} steps")
-        integrate(ExactFlowStep(plan.system, plan.dt), y0, slice(0, n_traj), 0, plan.t0,
-                  "integrating the exact-flow reference (DOP853)")
-    else:
-        n_take = min(n_file, n_steps + 1)
-        if n_data:
-            for k0 in range(0, n_take, cs):
-                series.y[:n_data, k0 : min(n_take, k0 + cs)] = ref_file.y[:, k0 : min(n_take, k0 + cs)]
-        if n_steps + 1 > n_file and n_data:
-            plan.say(
-                f"reference: continuing {plan.data.name} from t = {ref_file.t[-1]:g} to {t[-1]:g} with {reference_gen.name}"
-            )
-            integrate(reference_gen, ref_file.y[:, -1], slice(0, n_data), n_file - 1, float(ref_file.t[-1]),
-                      f"continuing the reference beyond t = {ref_file.t[-1]:g} with its generator {reference_gen.name}")
-        if plan.n_new:
-            integrate(reference_gen, plan.heldout_y0, slice(n_data, n_traj), 0, plan.t0,
-                      f"integrating the heldout reference with {reference_gen.name}")
-    names = tuple(plan.system.invariant_names)
-    stream = TrajectoryMetricsStream(plan.system, n_traj, t_center=0.5 * (t[0] + t[-1]))
-    # the reference's invariants where the models' metrics are computed: on the device of the first model
-    # that runs on the device engine (the same formulas), else in NumPy
-    device = next((m[1].device for m in plan.methods if use_device_engine(plan.config.engine, m[1], plan.system)), None)
-    if device is not None:
-        import torch
-    yref = series.y
-    for k0 in range(0, n_steps + 1, cs):
-        k1 = min(n_steps + 1, k0 + cs)
-        block = yref[:, k0:k1] if device is None else torch.as_tensor(yref[:, k0:k1], device=device)
-        per_step = stream.update(t[k0:k1], block, None)
-        series.write(k0, {f"invariant/{name}": to_numpy(per_step[f"invariant/{name}"]) for name in names})
-    summary = stream.summary()
-    series.close(ref_failed, {"label": "reference", "kind": "reference", "source": str(plan.data),
-                              "description": plan.reference_desc, "split": list(plan.run_labels),
-                              **{f"max_rel_drift_{n}": float(np.max(summary[f"max_rel_drift_{n}"])) for n in names}})
-    return yref
 
 
 def _write_method(writer, plan: _Plan, label: str, step_map: StepMap, source: str, yref) -> tuple[dict, Any]:
@@ -587,7 +471,7 @@ def _write_method(writer, plan: _Plan, label: str, step_map: StepMap, source: st
     cum = None if vol is None else vol.max_abs_cum
     row = summary_row(label, per_traj, names, max_abs_cum_log_det_J=cum, seconds_per_step=res.seconds_per_step,
                       failed_step=res.failed_step)
-    rows = _split_rows(label, plan, per_traj, names, cum, res)
+    rows = split_rows(label, plan, per_traj, names, cum, res)
     failure = None
     if res.n_failed:
         # the earliest failure (the first trajectory to fail, by step)
@@ -609,38 +493,17 @@ def _write_method(writer, plan: _Plan, label: str, step_map: StepMap, source: st
     return rows, failure
 
 
-def _split_rows(label: str, plan: _Plan, per_traj, names, cum, res) -> list[dict]:
-    """The table rows of one method: one per ``split`` label present among its rolled-out rows (in the
-    order train, val, test, new, unknown), each aggregating only those trajectories
-    (:func:`vpintegrator.metrics.summary_row`), with the ``reference`` column (``exact`` or ``data``)."""
-    from ..arrays import to_numpy
-    from ..metrics import summary_row
-    from .splits import SPLIT_LABELS
-
-    labels = np.asarray(plan.labels[label])
-    mode = plan.reference_attrs.get("reference_mode", plan.config.reference)
-    per_traj = {k: to_numpy(v) for k, v in per_traj.items()}
-    cum = None if cum is None else to_numpy(cum)
-    failed = to_numpy(res.failed_step)
-    rows = []
-    for lab in SPLIT_LABELS:
-        mask = labels == lab
-        if not mask.any():
-            continue
-        row = summary_row(label, {k: np.asarray(v)[mask] for k, v in per_traj.items()}, names,
-                          max_abs_cum_log_det_J=None if cum is None else np.asarray(cum)[mask],
-                          seconds_per_step=res.seconds_per_step, failed_step=failed[mask])
-        rows.append({"method": row.pop("method"), "split": lab, **row, "reference": mode})
-    return rows
-
-
 def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None,
                  inputs=(), *, overwrite: bool = False) -> RolloutReport:
     """Roll out models and classical integrators from a data set's initial conditions; write everything.
 
     Writes ``config.out`` (HDF5, atomically; layout in ``datasets/README.md``, reader
     :func:`vpintegrator.data.rollouts.read_rollout`) and the metrics table beside it (``<stem>.csv``,
-    ``<stem>.md``; one row per method, columns in :func:`vpintegrator.metrics.summary_row`).
+    ``<stem>.md``; one row per method and ``split`` label present, columns ``method``, ``split``, those of
+    :func:`vpintegrator.metrics.summary_row` and ``reference``; the Markdown file says above the table what the
+    errors are measured against). Which trajectories: ``config.traj``/``n_traj``, else the trained models'
+    test split, plus ``config.heldout`` new conditions (:mod:`vpintegrator.rollout.splits`); the reference:
+    ``config.reference`` (the exact flow by default, the data's generator then a row of its own).
     Trajectories, per-step metrics and volume are streamed in chunks of ``config.chunk_steps`` steps,
     computed in NumPy (the host engine) or, for models under ``config.engine`` (``auto``: models on CUDA),
     on the model's device (:mod:`vpintegrator.rollout.device`); the file and table are the same.
@@ -697,7 +560,7 @@ def _write_rollouts(plan: _Plan, config: RolloutConfig, outs: list[Path], overwr
     with RolloutWriter(outs[0], _root_attrs(plan, reference_gen), plan.t, plan.traj_index, dim=plan.system.dim,
                        invariant_names=plan.system.invariant_names, chunk_steps=config.chunk_steps,
                        extra_attrs={"provenance": provenance}) as writer:
-        yref = _write_reference(writer, plan, reference_gen)
+        yref = write_reference(writer, plan, reference_gen)
         plan.ref_file = None  # the file's states are in /reference now
         for label, step_map, source in plan.methods:
             method_rows, failure = _write_method(writer, plan, label, step_map, source, yref)

@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import VPIntegratorError
 
 __all__ = ["SPLIT_LABELS", "ModelSplit", "model_split", "data_digest", "default_traj", "labels_for",
-           "run_labels", "draw_heldout"]
+           "run_labels", "heldout_seed", "draw_heldout", "label_rows", "split_rows"]
 
 #: the values of the ``split`` column, in the order rows of one method are listed
 SPLIT_LABELS = ("train", "val", "test", "new", "unknown")
@@ -164,3 +164,46 @@ def draw_heldout(meta: dict, system, n: int, seed: int, data_y0: np.ndarray, dat
             raise VPIntegratorError(f"heldout: seed {seed} draws an initial condition of {data} itself; give another "
                                     "heldout_seed", key="heldout_seed")
     return y0
+
+
+def label_rows(plan, model_splits, entries) -> None:
+    """Every method's ``split`` label per rolled-out row (:mod:`vpintegrator.rollout.splits`) and the one
+    warning line for trajectories a model trained on."""
+    plan.run_labels = run_labels(model_splits, plan.idx, plan.n_new)
+    by_label = {label: ms for (label, _, _), ms in zip(entries, model_splits)}
+    for label, _, _ in plan.methods:
+        ms = by_label.get(label)
+        plan.labels[label] = (labels_for(ms, plan.idx, plan.n_new) if ms is not None else list(plan.run_labels))
+    trained = [ms.label for ms in model_splits if ms.split is not None
+               and any(ms.of(int(i)) == "train" for i in plan.idx)]
+    if trained:
+        rows = sorted({int(i) for ms in model_splits if ms.split is not None for i in plan.idx if ms.of(int(i)) == "train"})
+        shown = ", ".join(map(str, rows[:10])) + (", ..." if len(rows) > 10 else "")
+        line = (f"Warning: {len(rows)} of the {plan.n_data} rolled-out trajectories ({shown}) are in the training split "
+                f"of model(s) {', '.join(map(repr, trained))}; their rows are labelled 'train' (not out of sample)")
+        plan.warnings.append(line)
+        plan.notes.append(line)
+
+
+def split_rows(label: str, plan, per_traj, names, cum, res) -> list[dict]:
+    """The table rows of one method: one per ``split`` label present among its rolled-out rows (in the
+    order train, val, test, new, unknown), each aggregating only those trajectories
+    (:func:`vpintegrator.metrics.summary_row`), with the ``reference`` column (``exact`` or ``data``)."""
+    from ..arrays import to_numpy
+    from ..metrics import summary_row
+
+    labels = np.asarray(plan.labels[label])
+    mode = plan.reference_attrs.get("reference_mode", plan.config.reference)
+    per_traj = {k: to_numpy(v) for k, v in per_traj.items()}
+    cum = None if cum is None else to_numpy(cum)
+    failed = to_numpy(res.failed_step)
+    rows = []
+    for lab in SPLIT_LABELS:
+        mask = labels == lab
+        if not mask.any():
+            continue
+        row = summary_row(label, {k: np.asarray(v)[mask] for k, v in per_traj.items()}, names,
+                          max_abs_cum_log_det_J=None if cum is None else np.asarray(cum)[mask],
+                          seconds_per_step=res.seconds_per_step, failed_step=failed[mask])
+        rows.append({"method": row.pop("method"), "split": lab, **row, "reference": mode})
+    return rows
