@@ -47,8 +47,11 @@ def test_rollout_then_plot(files):
     ])
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
-    assert lines[0].split()[:3] == ["method", "final_rel_error", "valid_time"]
-    assert [ln.split()[0] for ln in lines[1:7]] == ["implicit_midpoint", "rk4", "gauss_legendre4", "splitting", "vpt_run", "second"]
+    # the data is DOP853 at 1e-12: it is the exact-flow reference itself (continued with DOP853 beyond t = 2)
+    assert lines[0].startswith("Errors against the exact flow: ") and "(DOP853, rtol = 1e-12, atol = 1e-12)" in lines[0]
+    assert lines[1].split()[:4] == ["method", "split", "final_rel_error", "valid_time"]
+    assert [ln.split()[:2] for ln in lines[2:8]] == [[m, "unknown"] for m in (
+        "implicit_midpoint", "rk4", "gauss_legendre4", "splitting", "vpt_run", "second")]  # no split recorded
     assert f"Rollout written to {out}" in res.output and str(out.with_suffix(".csv")) in res.output
     assert out.exists() and out.with_suffix(".md").exists()
     figs = root / "figs"
@@ -283,6 +286,10 @@ def test_non_finite_reference_is_an_error(tmp_path):
         compare._check_reference(traj, np.arange(3), data)
     # the continuation: the data's generator blows up beyond the file (a tiny blow-up factor)
     with pytest.raises(VPIntegratorError, match=r"continuing the reference .* rk4 failed .* trajectory \d+ at t = "):
+        run_rollouts(RolloutConfig(data=str(data), integrators=["rk4"], t_end=400.0, blowup=1.0 + 1e-13,
+                                   reference="data", out=str(tmp_path / "r.h5")))
+    # the exact-flow reference (the default) fails alike, one line naming it
+    with pytest.raises(VPIntegratorError, match=r"exact-flow reference \(DOP853\) failed .* trajectory \d+ at t = "):
         run_rollouts(RolloutConfig(data=str(data), integrators=["rk4"], t_end=400.0, blowup=1.0 + 1e-13,
                                    out=str(tmp_path / "r.h5")))
     assert not (tmp_path / "r.h5").exists() and not list(tmp_path.glob(".r.h5*"))

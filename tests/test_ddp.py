@@ -27,11 +27,11 @@ def tiny_config(tmp_path):
     y0 = rng.normal(size=(12, 3))
     y0 /= np.linalg.norm(y0, axis=1, keepdims=True)
     data = write_trajectories(tmp_path / "tiny.h5", integrate(get_system("rigid_body"), y0, 0.2, 15, method="rk4"))
-    # 11 training trajectories x 13 starts = 143 windows; batch 71 leaves a last global batch of one
-    # window, so one rank gets an empty slice (it must still join the gradient all-reduce)
+    # 11 training trajectories x 13 starts = 143 windows (no test split); batch 71 leaves a last global batch
+    # of one window, so one rank gets an empty slice (it must still join the gradient all-reduce)
     config = tmp_path / "tiny.toml"
     config.write_text(
-        f'data = ["{data}"]\nepochs = 3\nbatch_size = 71\ndtype = "float64"\ndevice = "cpu"\n\n'
+        f'data = ["{data}"]\nepochs = 3\nbatch_size = 71\ntest_fraction = 0.0\ndtype = "float64"\ndevice = "cpu"\n\n'
         '[model]\nname = "vpt"\nseq_len = 2\nL = 2\n'
     )
     return config

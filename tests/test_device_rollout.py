@@ -152,7 +152,7 @@ def test_cli_engine_flag(tmp_path, data_file):
             "--n-traj", "4", "--device", "cpu", "--quiet"]
     res = CliRunner().invoke(main, [*base, "--engine", "device", "--out", str(tmp_path / "d.h5")])
     assert res.exit_code == 0, res.output
-    assert [ln.split()[0] for ln in res.output.splitlines()[1:3]] == ["rk4", "vpt"]
+    assert [ln.split()[0] for ln in res.output.splitlines()[2:4]] == ["rk4", "vpt"]  # after the reference line, header
     with h5py.File(tmp_path / "d.h5") as f:
         assert f["methods/vpt"].attrs["engine"] == "device" and f["methods/rk4"].attrs["engine"] == "host"
     res = CliRunner().invoke(main, [*base, "--engine", "tpu", "--out", str(tmp_path / "e.h5")])

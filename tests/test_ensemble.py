@@ -53,10 +53,10 @@ def test_each_member_equals_the_seed_trained_alone(tiny_data, tmp_path, monkeypa
     seeds = [5, 9, 11]
     ens = fit(_config(tiny_data, tmp_path, "ens", seeds=seeds, schedule_per=schedule_per))
     assert isinstance(ens, EnsembleResult) and ens.seeds == seeds and len(ens.members) == 3
-    split = windows.split_trajectories
+    split = windows.split_train_val_test
     for k, s in enumerate(seeds):
         if k:  # the ensemble splits by `seed` (5) for every member: give the lone run the same split
-            monkeypatch.setattr(windows, "split_trajectories", lambda n, f, _seed: split(n, f, 5))
+            monkeypatch.setattr(windows, "split_train_val_test", lambda n, f, t, _seed: split(n, f, t, 5))
         alone = fit(_config(tiny_data, tmp_path, f"alone{s}", seed=s, schedule_per=schedule_per))
         member = ens.members[k]
         _same_history(member.history, alone.history, tol)  # train, val loss, lr, val_rollout per epoch
@@ -70,7 +70,8 @@ def test_each_member_equals_the_seed_trained_alone(tiny_data, tmp_path, monkeypa
 
 
 def test_without_validation_every_member_equals_fit_and_none_is_selected(tiny_data, tmp_path, tol):
-    cfg = dict(val_fraction=0.0, monitor="val_loss", epochs=2)
+    # no held-out trajectories at all: the lone runs (other seeds) then train on the same trajectories
+    cfg = dict(val_fraction=0.0, test_fraction=0.0, monitor="val_loss", epochs=2)
     ens = fit(_config(tiny_data, tmp_path, "ens", ensemble=2, **cfg))
     assert ens.seeds == [5, 6]
     for k, s in enumerate(ens.seeds):

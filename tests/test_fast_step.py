@@ -23,10 +23,11 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _config(tiny_data, tmp_path, name="run", **kw) -> dict:
-    """143 training windows in batches of 32: four full batches and a last one of 15 per epoch."""
+    """143 training windows (11 trajectories: one for validation, no test split) in batches of 32: four full
+    batches and a last one of 15 per epoch."""
     base = dict(
         data=[tiny_data], model={"name": "vpt", "seq_len": 2, "L": 2, "n_blocks": 1}, epochs=3, batch_size=32,
-        dtype="float64", out=str(tmp_path / name), decay_epochs=3,
+        dtype="float64", out=str(tmp_path / name), decay_epochs=3, test_fraction=0.0,
     )
     return base | kw
 

@@ -56,8 +56,9 @@ def test_trajectories_in_equal_the_data_file(tiny_data, tmp_path):
 
 
 def test_window_tensors_in_equal_the_data_file(tiny_data, tmp_path):
-    """The windows themselves, in the data set's order, train exactly as the file (no validation split)."""
-    from_file = fit(dict(data=[tiny_data], model=MODEL, out=str(tmp_path / "file"), val_fraction=0.0, **KW))
+    """The windows themselves, in the data set's order, train exactly as the file (no validation or test split)."""
+    from_file = fit(dict(data=[tiny_data], model=MODEL, out=str(tmp_path / "file"), val_fraction=0.0,
+                         test_fraction=0.0, **KW))
     y = windows.states_tensor(load_trajectories([tiny_data]), "float64")
     ds = windows.WindowDataset(y, 2, 2)
     x, target = ds.batch(torch.arange(len(ds)))

@@ -209,7 +209,7 @@ def test_vp_rollout_with_gml_models(tiny_data, tmp_path):
         "implicit_midpoint", "--t-end", "2", "--n-traj", "2", "--out", str(out), "--quiet",
     ], catch_exceptions=False)
     assert res.exit_code == 0, res.output
-    labels = [ln.split()[0] for ln in res.output.splitlines()[1:4]]
+    labels = [ln.split()[0] for ln in res.output.splitlines()[2:5]]  # after the reference line and the header
     assert labels == ["implicit_midpoint", "transformer_rigid_body_nn_st", "vpff"]
     res = CliRunner().invoke(rollout_main, ["--data", tiny_data, "--model", f"gml:{tmp_path / 'none.h5'}",
                                             "--out", str(tmp_path / "x.h5"), "--quiet"])

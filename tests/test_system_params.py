@@ -64,10 +64,11 @@ def test_non_default_parameters_through_gen_train_rollout(tmp_path, name):
                                         "--set", "val_fraction=0.34", "--device", "cpu", "--out", str(run)]))
     assert json.loads((run / "summary.json").read_text())["epochs"] == 2
 
-    # rollout: the data's own method against the data, continued beyond the horizon: error ~0, not O(1)
+    # rollout: the data's own method against the data (--reference data), continued beyond the horizon with the
+    # file's system: error ~0, not O(1)
     out = tmp_path / "roll.h5"
     _ok(CliRunner().invoke(rollout_main, ["--data", str(data), "--integrators", method, "--model", f"vpt={run}",
-                                          "--t-end", "3.0", "--device", "cpu", "--out", str(out)]))
+                                          "--t-end", "3.0", "--reference", "data", "--device", "cpu", "--out", str(out)]))
     r = read_rollout(out)
     assert r.system == expected
     assert np.nanmax(r.metrics[method].rel_error) < 1e-10

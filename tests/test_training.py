@@ -345,11 +345,11 @@ def _lm(tiny_data, tmp_path, name="lm", **kw) -> dict:
 
 def _full_train_loss(result) -> float:
     """The reference loss of the final model over every training window (what LM logs)."""
-    from vpintegrator.data.windows import WindowDataset, load_trajectories, split_trajectories, states_tensor
+    from vpintegrator.data.windows import WindowDataset, load_trajectories, split_train_val_test, states_tensor
 
     cfg = TrainConfig.from_toml(result.run_dir / "config.toml")
     data = load_trajectories(cfg.data)
-    train_idx, _ = split_trajectories(data.n_traj, cfg.val_fraction, cfg.seed)
+    train_idx, _, _ = split_train_val_test(data.n_traj, cfg.val_fraction, cfg.test_fraction, cfg.seed)
     y = states_tensor(data, cfg.dtype, device=next(result.model.parameters()).device)  # where fit trained
     x, target = WindowDataset(y, 2, 2, 1, train_idx).windows()
     with torch.no_grad():

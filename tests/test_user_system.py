@@ -94,13 +94,14 @@ def test_user_system_gen_train_rollout_plot_from_the_clis(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(
         [sys.executable, "-m", "vpintegrator.cli.rollout", "--data", str(data), "--model", f"vpt={run}",
-         "--integrators", "implicit_midpoint,rk4", "--t-end", "4", "--device", "cpu", "--out", str(out)],
+         "--integrators", "implicit_midpoint,rk4", "--t-end", "4", "--reference", "data", "--device", "cpu",
+         "--out", str(out)],
         capture_output=True, text=True, env=env, cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     r = read_rollout(out)
     assert type(r.system).__name__ == "HarmonicOscillator" and r.system.omega == 2.0
-    assert np.nanmax(r.metrics["implicit_midpoint"].rel_error) < 1e-10  # its own data, continued past t = 2
+    assert np.nanmax(r.metrics["implicit_midpoint"].rel_error) < 1e-10  # its own data (--reference data), past t = 2
 
     figures = tmp_path / "figures"
     _ok(CliRunner().invoke(plot_main, [str(out), "--kind", "invariants", "--kind", "error", "--out", str(figures)]))

@@ -105,8 +105,8 @@ def test_ensemble_scores_equal_lone_runs_and_pick_the_best(tiny_data, tmp_path, 
     extra = dict(val_rollout_error="final", val_rollout_drift_weight=50.0)
     ens = fit(_config(tiny_data, tmp_path, "ens", seeds=[5, 9], **extra))
     assert isinstance(ens, EnsembleResult)
-    split = windows.split_trajectories
-    monkeypatch.setattr(windows, "split_trajectories", lambda n, f, *a, **k: split(n, f, 5))
+    split = windows.split_train_val_test  # the ensemble splits by `seed` (5): give the lone run the same split
+    monkeypatch.setattr(windows, "split_train_val_test", lambda n, f, t, _seed: split(n, f, t, 5))
     alone = fit(_config(tiny_data, tmp_path, "alone", seed=9, **extra))
     got = [r["val_rollout"] for r in ens.members[1].history]
     want = [r["val_rollout"] for r in alone.history]

@@ -124,8 +124,12 @@ def identify(path: str | os.PathLike) -> str | None:
         drawn = any(sign in text for sign in _MATPLOTLIB_SIGNS)
         return "figure" if drawn else "file"
     if suffix in (".csv", ".md"):
-        first = head.split(b"\n", 1)[0].strip()
+        lines = head.split(b"\n", 3)
+        first = lines[0].strip()
         if first.startswith((b"method,", b"| method |")):
+            return "table"
+        # vp-rollout's Markdown table under its caption line (what the errors are measured against)
+        if first.startswith(b"Errors against the ") and len(lines) > 2 and lines[2].startswith(b"| method |"):
             return "table"
         return "file"
     import h5py

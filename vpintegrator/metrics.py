@@ -545,8 +545,10 @@ def format_text(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in cells) + "\n"
 
 
-def write_table(rows: Sequence[Mapping[str, Any]], stem: str | Path, *, overwrite: bool = False) -> tuple[Path, Path]:
-    """Write the table as ``<stem>.csv`` and ``.md`` (atomically; an existing table only with ``overwrite``)."""
+def write_table(rows: Sequence[Mapping[str, Any]], stem: str | Path, *, overwrite: bool = False,
+                caption: str | None = None) -> tuple[Path, Path]:
+    """Write the table as ``<stem>.csv`` and ``.md`` (atomically; an existing table only with ``overwrite``);
+    ``caption``: a line above the Markdown table (e.g. what the errors are measured against)."""
     from ._io import atomic_path
     from ._outputs import check_output, output_locks
     paths = Path(stem).with_suffix(".csv"), Path(stem).with_suffix(".md")
@@ -559,7 +561,7 @@ def write_table(rows: Sequence[Mapping[str, Any]], stem: str | Path, *, overwrit
             for r in rows:
                 writer.writerow({c: (repr(r[c]) if isinstance(r[c], float) else r[c]) for c in cols})
         with atomic_path(md_target) as tmp:
-            tmp.write_text(format_markdown(rows))
+            tmp.write_text((f"{caption}\n\n" if caption else "") + format_markdown(rows))
     return paths
 
 
@@ -568,12 +570,19 @@ def read_table(path: str | Path) -> list[dict[str, Any]]:
     rows = []
     with open(path, newline="") as fh:
         for r in csv.DictReader(fh):
-            rows.append({k: (v if k == "method" else _parse_number(v)) for k, v in r.items()})
+            rows.append({k: (v if k in _TEXT_COLUMNS else _parse_number(v)) for k, v in r.items()})
     return rows
+
+
+#: the table's columns that hold text (``split``: train/val/test/new/unknown; ``reference``: exact/data)
+_TEXT_COLUMNS = ("method", "split", "reference")
 
 
 def _parse_number(v: str) -> Any:
     try:
         return int(v)
     except ValueError:
-        return float(v)
+        try:
+            return float(v)
+        except ValueError:
+            return v

@@ -106,7 +106,8 @@ def _config_class():
     "repeatable.",
 )
 @click.option(
-    "--traj", metavar="LIST", show_default="all",
+    "--traj", metavar="LIST",
+    show_default="the models' test split, else all",
     help="Trajectories to roll out: row indices of the DATA file (0-based, its /y first axis), comma list (e.g. 0,3).",
 )
 @click.option("--fast-step", type=click.Choice(tuple(_FAST_STEP)), default="auto", show_default=True,
@@ -191,14 +192,19 @@ def main(config, config_alias, models, integrators, traj, fast_step, jit, flags,
         wp = run_work_precision(cfg, overwrite=overwrite, log=log)
     if as_json:
         echo_json({"out": report.out, "csv": report.csv, "markdown": report.markdown, "rows": report.rows,
+                   "reference": report.reference, "warnings": report.warnings,
                    "failures": {label: f.line() for label, f in report.failures.items()},
                    **({"work_precision": {"csv": wp[0], "markdown": wp[1]}} if wp else {})})
     else:
+        click.echo(f"Errors against the {report.reference}.")
         click.echo(format_text(report.rows), nl=False)
         click.echo(f"Rollout written to {report.out}")
         click.echo(f"Metrics table: {report.csv} and {report.markdown}")
         if wp:
             click.echo(f"Work-precision table: {wp[0]} and {wp[1]}")
+    if quiet:  # without --quiet the progress log already said it
+        for line in report.warnings:
+            click.echo(line, err=True)
     for failure in report.failures.values():
         line = f"Warning: {failure.line()}"
         failed_lines.append(line)

@@ -7,8 +7,8 @@ pair once per epoch). The trajectories stay one tensor ``(n_traj, n_states, dim)
 one ``index_select`` on it, so memory stays at the data itself (train and validation share it) and a
 whole batch costs one gather instead of ``batch`` Python calls.
 
-The split into training and validation is by trajectory: a validation window never shares a state with
-a training window.
+The split into training, validation and test is by trajectory (:func:`split_train_val_test`): a
+validation or test window never shares a state with a training window.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ __all__ = [
     "WindowBatchSampler",
     "load_trajectories",
     "split_trajectories",
+    "split_train_val_test",
+    "first_states_digest",
     "make_window_datasets",
 ]
 
@@ -80,7 +82,8 @@ def load_trajectories(source: Source | Sequence[str | os.PathLike]) -> Trajector
 def split_trajectories(
     n_traj: int, val_fraction: float = 0.1, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Seeded split of trajectory indices into training and validation.
+    """Seeded split of trajectory indices into training and validation (no test set):
+    :func:`split_train_val_test` with ``test_fraction = 0``.
 
     Parameters
     ----------
@@ -95,18 +98,67 @@ def split_trajectories(
     -------
     train, val : ndarray of int64, sorted
     """
+    train, val, _ = split_train_val_test(n_traj, val_fraction, 0.0, seed)
+    return train, val
+
+
+def split_train_val_test(
+    n_traj: int, val_fraction: float = 0.1, test_fraction: float = 0.1, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Seeded split of trajectory indices into training, validation and test (disjoint, covering
+    ``0 .. n_traj - 1``).
+
+    One permutation ``numpy.random.default_rng(seed).permutation(n_traj)``: its first ``n_val`` entries
+    are the validation trajectories, the next ``n_test`` the test trajectories, the rest training. So
+    ``test_fraction = 0`` gives exactly the split of :func:`split_trajectories` (and of runs made before
+    the test split existed).
+
+    Parameters
+    ----------
+    n_traj : int
+    val_fraction, test_fraction : float in [0, 1), summing to less than 1
+        ``n_val = round(val_fraction * n_traj)`` and ``n_test = round(test_fraction * n_traj)``, each at
+        least 1 when its fraction is positive; at least one trajectory must be left for training.
+    seed : int
+        Seeds a ``numpy.random.Generator`` of its own (the global RNGs are untouched).
+
+    Returns
+    -------
+    train, val, test : ndarray of int64, sorted
+    """
     if not 0.0 <= float(val_fraction) < 1.0:
         raise VPIntegratorError(f"val_fraction must be in [0, 1); got {val_fraction}", key="val_fraction")
+    if not 0.0 <= float(test_fraction) < 1.0:
+        raise VPIntegratorError(f"test_fraction must be in [0, 1); got {test_fraction}", key="test_fraction")
     n_val = int(round(float(val_fraction) * n_traj))
     if val_fraction > 0:
         n_val = max(n_val, 1)
+    n_test = int(round(float(test_fraction) * n_traj))
+    if test_fraction > 0:
+        n_test = max(n_test, 1)
     if n_val >= n_traj:
         raise VPIntegratorError(
             f"val_fraction={val_fraction} leaves no training trajectory out of n_traj={n_traj}; "
             "lower val_fraction or use more trajectories", key="val_fraction"
         )
+    if n_val + n_test >= n_traj:
+        raise VPIntegratorError(
+            f"val_fraction={val_fraction} and test_fraction={test_fraction} hold out {n_val} + {n_test} of "
+            f"n_traj={n_traj} trajectories and leave none for training; lower test_fraction (0 for no test "
+            "set) or use more trajectories", key="test_fraction"
+        )
     perm = np.random.default_rng(seed).permutation(n_traj)
-    return np.sort(perm[n_val:]).astype(np.int64), np.sort(perm[:n_val]).astype(np.int64)
+    val, test, train = perm[:n_val], perm[n_val : n_val + n_test], perm[n_val + n_test :]
+    return tuple(np.sort(a).astype(np.int64) for a in (train, val, test))  # type: ignore[return-value]
+
+
+def first_states_digest(y0: np.ndarray) -> str:
+    """sha256 (hex) of the initial states ``y0`` (n_traj, dim) as little-endian float64: what identifies
+    the trajectories a split's indices refer to (the same initial conditions in the same order, at any
+    horizon)."""
+    import hashlib
+
+    return hashlib.sha256(np.ascontiguousarray(np.asarray(y0, dtype="<f8")).tobytes()).hexdigest()
 
 
 class WindowDataset(torch.utils.data.Dataset):
@@ -295,6 +347,7 @@ def make_window_datasets(
     seed: int = 0,
     dtype: str | torch.dtype = "float32",
     device: str | torch.device = "cpu",
+    test_fraction: float = 0.0,
 ) -> tuple[WindowDataset, WindowDataset | None, Trajectories]:
     """Training and validation windows over the given trajectories, split by trajectory.
 
@@ -304,6 +357,9 @@ def make_window_datasets(
     seq_len, pred_window, stride : int
     val_fraction : float in [0, 1)
         Share of trajectories for validation (0: no validation set, ``None`` is returned for it).
+    test_fraction : float in [0, 1)
+        Share of trajectories held out for testing (in no returned window set; default 0 here, while
+        ``vp-train``'s ``test_fraction`` defaults to 0.1); :func:`split_train_val_test`.
     seed : int
         Seeds the split.
     dtype : "float32" or "float64"
@@ -320,7 +376,7 @@ def make_window_datasets(
     y = states_tensor(data, dtype, device)
     # Check the window length before splitting, so the error names the real cause.
     WindowDataset(y[:1], seq_len, pred_window, stride)
-    train_idx, val_idx = split_trajectories(data.n_traj, val_fraction, seed)
+    train_idx, val_idx, _ = split_train_val_test(data.n_traj, val_fraction, test_fraction, seed)
     train = WindowDataset(y, seq_len, pred_window, stride, train_idx)
     val = WindowDataset(y, seq_len, pred_window, stride, val_idx) if len(val_idx) else None
     return train, val, data

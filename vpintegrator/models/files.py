@@ -212,7 +212,9 @@ def load_model(path: str | os.PathLike, map_location: Any = "cpu", config: dict[
     -------
     nn.Module
         In eval mode, with the dtype and device of the saved (mapped) state_dict (GML weights: float64
-        unless ``dtype=float32``; ``model.gml_provenance`` names the source file).
+        unless ``dtype=float32``; ``model.gml_provenance`` names the source file). A file written by
+        ``vp-train`` also gives ``model.training_split`` (``{"train", "val", "test"}`` trajectory indices) and
+        ``model.training_split_data`` (what identifies those trajectories); older files have neither.
     """
     text = os.fspath(path)
     if isinstance(text, str) and text.startswith(GML_PREFIX):
@@ -246,4 +248,7 @@ def load_model(path: str | os.PathLike, map_location: Any = "cpu", config: dict[
         ) from err
     if isinstance(payload.get("gml_provenance"), str):
         model.gml_provenance = payload["gml_provenance"]
+    if isinstance(payload.get("split"), dict):  # vp-train's trajectory split (vp-rollout labels rows by it)
+        model.training_split = payload["split"]
+        model.training_split_data = payload.get("split_data") if isinstance(payload.get("split_data"), dict) else None
     return model.eval()

@@ -17,7 +17,10 @@
   eager).
 - :mod:`~vpintegrator.rollout.config`: :class:`RolloutConfig` (the keys of a comparison run) and
   :func:`load_rollout_config`; :mod:`~vpintegrator.rollout.checks`: what is refused before a run starts.
-- :mod:`~vpintegrator.rollout.compare`: comparison runs (``vp-rollout``): :func:`run_rollouts`.
+- :mod:`~vpintegrator.rollout.compare`: comparison runs (``vp-rollout``): :func:`run_rollouts`;
+  :mod:`~vpintegrator.rollout.splits`: which conditions it rolls out (the models' test split, ``heldout``)
+  and the ``split`` label of each row; :mod:`~vpintegrator.rollout.reference`: what the errors are measured
+  against (the exact flow by default, or the data).
 - :mod:`~vpintegrator.rollout.precision`: :func:`work_precision` (error and invariant drift against
   batch-1 cost over a ladder of steps, against the exact flow), :func:`write_work_precision`.
 

@@ -23,6 +23,8 @@ from ..errors import VPIntegratorError
 from .engine import StepMap, initial_window, stream_rollout
 from .checks import _check_fits, _check_reference, check_outputs, estimate  # noqa: F401 (estimate re-exported)
 from .config import RolloutConfig, load_rollout_config, model_entries  # noqa: F401 (re-exported)
+from .reference import describe_reference, write_reference
+from .splits import split_rows
 from .steps import ExactFlowStep, IntegratorStep, ModelStep, reference_step_map
 
 __all__ = [
@@ -59,7 +61,9 @@ class Failure(tuple):
 
 @dataclass
 class RolloutReport:
-    """What :func:`run_rollouts` wrote: the HDF5 file, the metrics table (CSV, Markdown) and its rows.
+    """What :func:`run_rollouts` wrote: the HDF5 file, the metrics table (CSV, Markdown) and its rows
+    (one per method and ``split`` label present), the reference the errors were measured against and the
+    warning lines.
 
     ``failures``: label -> :class:`Failure` ``(number failed, data-file index of the first failed
     trajectory, its step)``, with ``.t`` its time and ``.line()`` the one-line report.
@@ -70,6 +74,10 @@ class RolloutReport:
     markdown: Any
     rows: list
     failures: dict = field(default_factory=dict)
+    #: what the errors were measured against (one line; also the rollout file's ``reference`` attribute)
+    reference: str = ""
+    #: warning lines (a trajectory rolled out that a model trained on)
+    warnings: list = field(default_factory=list)
 
     def __repr__(self) -> str:  # one line: where it went and what ran, not the table
         methods = [r.get("method") for r in self.rows]
@@ -177,14 +185,36 @@ class _Plan:
     n_steps: int
     methods: list  # (label, step_map, source)
     say: Callable[[str], None]
+    labels: dict = field(default_factory=dict)  # method label -> split label per rolled-out row
+    run_labels: list = field(default_factory=list)  # split label per row relative to the run's models
+    heldout_y0: Any = None  # (n_new, dim) new initial conditions, rows after the data file's
+    heldout_seed: Any = None
+    exact_from_ics: bool = False  # the reference is integrated by DOP853 from the initial conditions
+    reference_desc: str = ""
+    reference_attrs: dict = field(default_factory=dict)
+    warnings: list = field(default_factory=list)
+    notes: list = field(default_factory=list)  # lines for the log once the plan stands
 
     @property
     def t(self) -> np.ndarray:
         return self.t0 + self.dt * np.arange(self.n_steps + 1)
 
     @property
-    def n_traj(self) -> int:
+    def n_data(self) -> int:
         return int(self.idx.size)
+
+    @property
+    def n_new(self) -> int:
+        return 0 if self.heldout_y0 is None else int(self.heldout_y0.shape[0])
+
+    @property
+    def n_traj(self) -> int:
+        return self.n_data + self.n_new
+
+    @property
+    def traj_index(self) -> np.ndarray:
+        """``/traj_index`` of the rollout file: data-file rows, then -1 for each held-out condition."""
+        return np.concatenate([self.idx, np.full(self.n_new, -1, dtype=np.int64)]).astype(np.int64)
 
 
 def _select_traj(config: RolloutConfig, n_file: int, where) -> np.ndarray:
@@ -230,8 +260,10 @@ def _horizon(config: RolloutConfig, t0: float, dt: float, n_file: int) -> int:
     return n_steps
 
 
-def _prepare_methods(config: RolloutConfig, system, dt: float, t0: float, n_steps: int, data: Path) -> list:
-    """Every method's step map, every input checked, nothing computed."""
+def _prepare_methods(config: RolloutConfig, system, dt: float, t0: float, n_steps: int, data: Path,
+                     entries=None) -> list:
+    """Every method's step map, every input checked, nothing computed (``entries``: the models'
+    :func:`parse_model_entry` results, when already loaded)."""
     from ..integrators import list_integrators
     from .device import use_device_engine
 
@@ -247,8 +279,9 @@ def _prepare_methods(config: RolloutConfig, system, dt: float, t0: float, n_step
         _check_label(name, seen)
         step_map = ExactFlowStep(system, dt) if name == "exact_flow" else IntegratorStep(system, name, dt)
         methods.append((name, step_map, name))
-    for entry in model_entries(config.models):
-        label, model, source = parse_model_entry(entry)
+    if entries is None:
+        entries = [parse_model_entry(entry) for entry in model_entries(config.models)]
+    for label, model, source in entries:
         _check_label(label, seen)
         if int(getattr(model, "dim", -1)) != system.dim:
             raise VPIntegratorError(
@@ -286,21 +319,71 @@ def select(config: RolloutConfig):
 
 
 def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), overwrite: bool = False) -> _Plan:
-    from ..data import read_trajectories
+    from ..data import read_metadata, read_trajectories
+    from ..integrators import list_integrators
+    from ..systems import system_from_meta
+    from . import splits as sp
 
     config.validate()
     check_outputs(config, extra_inputs, overwrite)
-    data, meta, system, dt, idx, t0, n_steps = select(config)
-    n_file = int(meta["n_states"])
-    n_methods = len(_integrator_names(config.integrators)) + len(model_entries(config.models))
-    _check_fits(config, int(idx.size), n_steps + 1, system, max(1, n_methods), n_file, data)
+    data = Path(config.data)
+    meta = read_metadata(data)
+    system = system_from_meta(meta, data)
+    dt = float(meta["dt"])
+    n_file_traj, n_file = int(meta["n_traj"]), int(meta["n_states"])
+    explicit = config.traj is not None or config.n_traj is not None
+    idx = _select_traj(config, n_file_traj, data) if explicit else None  # bad traj/n_traj: refused first
+    t0 = float(meta.get("t0", 0.0))
+    n_steps = _horizon(config, t0, dt, n_file)
+    entries = [parse_model_entry(entry) for entry in model_entries(config.models)]
+    n_new = int(config.heldout or 0)
+    has_split = any(getattr(m, "training_split", None) is not None for _, m, _ in entries)
+    first = read_trajectories(data, steps=[0]) if (has_split or n_new) else None
+    digest = None
+    if first is not None:
+        from ..data.windows import first_states_digest
+
+        digest = (first.n_traj, first_states_digest(first.y[:, 0]))
+    model_splits = [sp.model_split(label, model, digest, data) for label, model, _ in entries]
+    notes = [ms.note for ms in model_splits if ms.note]  # said once the plan stands (errors stay one line)
+    if idx is None:
+        idx = np.zeros(0, dtype=np.int64) if n_new else sp.default_traj(model_splits)
+        if idx is None:
+            idx = np.arange(n_file_traj)
+        elif not n_new:
+            notes.append(f"rolling out the test split: {idx.size} of {n_file_traj} trajectories of {data.name}")
+    heldout_y0 = seed = None
+    if n_new:
+        seed = sp.heldout_seed(meta, config.heldout_seed)
+        heldout_y0 = sp.draw_heldout(meta, system, n_new, seed, first.y[:, 0], data)
+        notes.append(f"heldout: {n_new} new initial conditions from sampler {meta.get('sampler')!r}, seed {seed}")
+    # the reference: the exact flow unless the data is (DOP853 at <= 1e-12) or reference = "data"
+    method = str(meta.get("method", "")) if meta.get("method") is not None else ""
+    tight = (method == "dop853" and meta.get("rtol") is not None and meta.get("atol") is not None
+             and float(meta["rtol"]) <= 1e-12 and float(meta["atol"]) <= 1e-12)
+    exact_from_ics = config.reference == "exact" and not tight
+    generator = None  # the data's generator as a row of its own
+    names = _integrator_names(config.integrators)
+    if exact_from_ics and method and method not in names and (method in list_integrators() or method == "dop853"):
+        generator = method
+    n_methods = len(names) + len(entries) + (generator is not None)
+    _check_fits(config, int(idx.size) + n_new, n_steps + 1, system, max(1, n_methods), n_file, data)
     ref_file = read_trajectories(data, traj=idx)
     _check_reference(ref_file, idx, data)
     if float(ref_file.t[0]) != t0:
         t0 = float(ref_file.t[0])
         n_steps = _horizon(config, t0, dt, ref_file.n_states)
-    methods = _prepare_methods(config, system, dt, t0, n_steps, data)
-    return _Plan(config, data, meta, system, dt, t0, idx, ref_file, n_steps, methods, say)
+    methods = _prepare_methods(config, system, dt, t0, n_steps, data, entries)
+    if generator is not None:
+        label = generator if generator not in {m[0] for m in methods} else "data_generator"
+        step_map = (IntegratorStep(system, generator, dt) if generator in list_integrators()
+                    else ExactFlowStep(system, dt, rtol=float(meta["rtol"]), atol=float(meta["atol"])))
+        methods.append((label, step_map, f"the generator of {data.name}"))
+    plan = _Plan(config, data, meta, system, dt, t0, idx, ref_file, n_steps, methods, say,
+                 heldout_y0=heldout_y0, heldout_seed=seed, exact_from_ics=exact_from_ics, notes=notes)
+    sp.label_rows(plan, model_splits, entries)
+    describe_reference(plan, method, tight)
+    return plan
 
 
 def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict:
@@ -309,7 +392,6 @@ def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict:
     from ..systems import system_meta
 
     t, n_file, cfg = plan.t, plan.ref_file.n_states, plan.config
-    beyond = f", continued with {getattr(reference_gen, 'name', '?')} beyond" if plan.n_steps + 1 > n_file else ""
     return {
         **system_meta(plan.system),
         "dim": plan.system.dim,
@@ -326,7 +408,11 @@ def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict:
         "data_method": str(plan.data_meta.get("method", "")),
         "data_n_states": n_file,
         "data_n_steps": n_file - 1,
-        "reference": f"{plan.data} for t <= {plan.ref_file.t[-1]:g}{beyond}",
+        "reference": plan.reference_desc,
+        **plan.reference_attrs,
+        "traj_split": list(plan.run_labels),
+        "heldout": plan.n_new,
+        "heldout_seed": plan.heldout_seed,
         "init": cfg.init,
         "overlap": bool(cfg.overlap),
         "blowup": float(cfg.blowup),
@@ -334,62 +420,6 @@ def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict:
         "engine": str(cfg.engine),
         "vpintegrator_version": __version__,
     }
-
-
-def _write_reference(writer, plan: _Plan, reference_gen: StepMap):
-    """``/reference``: the data file, then (beyond it) the data's own generator from its last state."""
-    from ..arrays import to_numpy
-    from ..metrics import TrajectoryMetricsStream
-    from .device import use_device_engine
-
-    ref_file, n_steps, t = plan.ref_file, plan.n_steps, plan.t
-    n_traj, cs = plan.n_traj, writer.chunks[1]  # whole chunks of the file along time
-    n_file = ref_file.n_states
-    series = writer.reference()
-    n_take = min(n_file, n_steps + 1)
-    for k0 in range(0, n_take, cs):
-        series.write(k0, {"y": ref_file.y[:, k0 : min(n_take, k0 + cs)]})
-    ref_failed = np.full(n_traj, -1, dtype=np.int64)
-    if n_steps + 1 > n_file:
-        plan.say(
-            f"reference: continuing {plan.data.name} from t = {ref_file.t[-1]:g} to {t[-1]:g} with {reference_gen.name}"
-        )
-        offset = n_file - 1
-
-        def ref_sink(k0, chunk):
-            series.write(offset + k0, {"y": chunk})
-
-        cont = stream_rollout(
-            reference_gen, ref_file.y[:, -1], plan.dt, n_steps - offset, ref_sink, t0=float(ref_file.t[-1]),
-            chunk_steps=plan.config.chunk_steps, blowup=plan.config.blowup,
-        )
-        ref_failed = np.where(cont.failed_step >= 0, cont.failed_step + offset, -1)
-        if (ref_failed >= 0).any():
-            i = int(np.argmin(np.where(ref_failed >= 0, ref_failed, np.iinfo(np.int64).max)))
-            k = int(ref_failed[i])
-            raise VPIntegratorError(
-                f"{plan.data}: continuing the reference beyond t = {ref_file.t[-1]:g} with its generator "
-                f"{reference_gen.name} failed (blow-up or non-finite) in trajectory {int(plan.idx[i])} at "
-                f"t = {t[k]:g}; give a shorter t_end (before {t[k]:g}) or a larger blowup",
-                key="t_end",
-            )
-    names = tuple(plan.system.invariant_names)
-    stream = TrajectoryMetricsStream(plan.system, n_traj, t_center=0.5 * (t[0] + t[-1]))
-    # the reference's invariants where the models' metrics are computed: on the device of the first model
-    # that runs on the device engine (the same formulas), else in NumPy
-    device = next((m[1].device for m in plan.methods if use_device_engine(plan.config.engine, m[1], plan.system)), None)
-    if device is not None:
-        import torch
-    yref = series.y
-    for k0 in range(0, n_steps + 1, cs):
-        k1 = min(n_steps + 1, k0 + cs)
-        block = yref[:, k0:k1] if device is None else torch.as_tensor(yref[:, k0:k1], device=device)
-        per_step = stream.update(t[k0:k1], block, None)
-        series.write(k0, {f"invariant/{name}": to_numpy(per_step[f"invariant/{name}"]) for name in names})
-    summary = stream.summary()
-    series.close(ref_failed, {"label": "reference", "kind": "reference", "source": str(plan.data),
-                              **{f"max_rel_drift_{n}": float(np.max(summary[f"max_rel_drift_{n}"])) for n in names}})
-    return yref
 
 
 def _write_method(writer, plan: _Plan, label: str, step_map: StepMap, source: str, yref) -> tuple[dict, Any]:
@@ -437,11 +467,11 @@ def _write_method(writer, plan: _Plan, label: str, step_map: StepMap, source: st
 
         res = stream_rollout(step_map, window0, plan.dt, n_steps, host_sink, **kw)
     lines.close()
-    row = summary_row(
-        label, stream.summary(), names,
-        max_abs_cum_log_det_J=None if vol is None else vol.max_abs_cum,
-        seconds_per_step=res.seconds_per_step, failed_step=res.failed_step,
-    )
+    per_traj = stream.summary()
+    cum = None if vol is None else vol.max_abs_cum
+    row = summary_row(label, per_traj, names, max_abs_cum_log_det_J=cum, seconds_per_step=res.seconds_per_step,
+                      failed_step=res.failed_step)
+    rows = split_rows(label, plan, per_traj, names, cum, res)
     failure = None
     if res.n_failed:
         # the earliest failure (the first trajectory to fail, by step)
@@ -457,9 +487,10 @@ def _write_method(writer, plan: _Plan, label: str, step_map: StepMap, source: st
         "seconds": float(res.seconds),
         "seconds_per_step": float(res.seconds_per_step),
         "n_failed": res.n_failed,
+        "split": list(plan.labels[label]),
         **{f"summary_{k}": v for k, v in row.items() if k != "method"},
     })
-    return row, failure
+    return rows, failure
 
 
 def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None,
@@ -468,7 +499,11 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
 
     Writes ``config.out`` (HDF5, atomically; layout in ``datasets/README.md``, reader
     :func:`vpintegrator.data.rollouts.read_rollout`) and the metrics table beside it (``<stem>.csv``,
-    ``<stem>.md``; one row per method, columns in :func:`vpintegrator.metrics.summary_row`).
+    ``<stem>.md``; one row per method and ``split`` label present, columns ``method``, ``split``, those of
+    :func:`vpintegrator.metrics.summary_row` and ``reference``; the Markdown file says above the table what the
+    errors are measured against). Which trajectories: ``config.traj``/``n_traj``, else the trained models'
+    test split, plus ``config.heldout`` new conditions (:mod:`vpintegrator.rollout.splits`); the reference:
+    ``config.reference`` (the exact flow by default, the data's generator then a row of its own).
     Trajectories, per-step metrics and volume are streamed in chunks of ``config.chunk_steps`` steps,
     computed in NumPy (the host engine) or, for models under ``config.engine`` (``auto``: models on CUDA),
     on the model's device (:mod:`vpintegrator.rollout.device`); the file and table are the same.
@@ -511,6 +546,8 @@ def _write_rollouts(plan: _Plan, config: RolloutConfig, outs: list[Path], overwr
     from ..metrics import write_table
 
     reference_gen = reference_step_map(plan.data_meta, plan.system, plan.dt)
+    for line in plan.notes:
+        plan.say(line)
     out = Path(config.out)
     rows: list[dict] = []
     failures: dict = {}
@@ -520,19 +557,19 @@ def _write_rollouts(plan: _Plan, config: RolloutConfig, outs: list[Path], overwr
     # are named by their source in the methods' attributes)
     inputs = [plan.data, *(Path(src) for _, _, src in plan.methods if Path(src).is_file())]
     provenance = provenance_attr(inputs, relative_to=Path(config.out).resolve().parent)
-    with RolloutWriter(outs[0], _root_attrs(plan, reference_gen), plan.t, plan.idx, dim=plan.system.dim,
+    with RolloutWriter(outs[0], _root_attrs(plan, reference_gen), plan.t, plan.traj_index, dim=plan.system.dim,
                        invariant_names=plan.system.invariant_names, chunk_steps=config.chunk_steps,
                        extra_attrs={"provenance": provenance}) as writer:
-        yref = _write_reference(writer, plan, reference_gen)
+        yref = write_reference(writer, plan, reference_gen)
         plan.ref_file = None  # the file's states are in /reference now
         for label, step_map, source in plan.methods:
-            row, failure = _write_method(writer, plan, label, step_map, source, yref)
-            rows.append(row)
+            method_rows, failure = _write_method(writer, plan, label, step_map, source, yref)
+            rows.extend(method_rows)
             if failure is not None:
                 failures[label] = failure
                 plan.say(failure.line())
         writer.finish(rows)
-    write_table(rows, out.with_suffix(""), overwrite=overwrite)
+    write_table(rows, out.with_suffix(""), overwrite=overwrite, caption=f"Errors against the {plan.reference_desc}.")
     stem = out.with_suffix("")
     return RolloutReport(out=out, csv=stem.with_suffix(".csv"), markdown=stem.with_suffix(".md"), rows=rows,
-                         failures=failures)
+                         failures=failures, reference=plan.reference_desc, warnings=list(plan.warnings))

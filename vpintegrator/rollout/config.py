@@ -25,6 +25,8 @@ from .engine import BLOWUP, CHUNK_STEPS
 
 #: first-window sources besides the classical integrators
 INIT_CHOICES_EXTRA = ("reference", "exact_flow")
+#: what the errors are measured against (the ``reference`` key)
+REFERENCES = ("exact", "data")
 #: rollout engines for models (the ``engine`` key): see :func:`vpintegrator.rollout.device.use_device_engine`
 ENGINES = ("auto", "host", "device")
 
@@ -112,7 +114,29 @@ class RolloutConfig(Config):
         data's own generator (:func:`~vpintegrator.rollout.reference_step_map`), from the file's last state.
     traj : list of int or None
         Trajectory indices into the data file (rows of its ``/y``); ``n_traj``: its first ``n_traj``
-        trajectories (default: all). Give at most one of the two.
+        trajectories. Give at most one of the two. Default: with trained models whose recorded split applies
+        to this data file, the trajectories in the test split of every such model (an empty intersection is
+        an error); otherwise every trajectory of the file. Each row of the metrics table carries a ``split``
+        column (``train``, ``val``, ``test``, ``new``, ``unknown``; :mod:`vpintegrator.rollout.splits`), one
+        row per method and label present; a trajectory in a model's training split is rolled out with one
+        warning line.
+    heldout : int or None
+        Also roll out this many new initial conditions, drawn from the data file's own sampler (its
+        ``sampler``/``sampler_args`` attributes) with a fresh seed (``heldout_seed``), their reference
+        integrated as ``reference`` says (the exact flow, or the data's generator); labelled ``new``, with
+        ``traj_index`` -1 in the rollout file. Without ``traj``/``n_traj`` only these are rolled out.
+        0 or None: none.
+    heldout_seed : int or None
+        Seed of the held-out conditions (default: derived from the data's seed, a stream other than the
+        data's own; :func:`vpintegrator.rollout.splits.heldout_seed`). Recorded in the rollout file.
+    reference : "exact" or "data"
+        What the errors are measured against. ``"exact"`` (default): the exact flow, DOP853 at rtol = atol
+        = 1e-12 from the same initial conditions over the whole horizon (the data itself when it was made
+        that way, DOP853 at tolerances <= 1e-12), whatever generated the data; the data's generator then
+        appears as a row of its own (its label: its method name) with its true error, unless it is already
+        among ``integrators``. ``"data"``: the data file, continued beyond its horizon with its generator
+        (the behaviour before this key). The rollout file's ``reference*`` attributes and the table's
+        ``reference`` column say which was used.
     init : str
         Where a model's first window (``seq_len`` states) comes from: ``"reference"`` (the reference
         trajectory), a classical integrator name (the paper: ``"implicit_midpoint"``) or ``"exact_flow"``.
@@ -150,6 +174,16 @@ class RolloutConfig(Config):
     traj: list | None = key(None, optional=True, check=_check_traj, flag="")
     n_traj: int | None = key(None, type=int, low=1, optional=True, expected="an integer >= 1",
                              help="Use the first N trajectories of the data file.")
+    heldout: int | None = key(None, type=int, low=0, optional=True, metavar="N", show_default="none",
+                              expected="an integer >= 0 (new initial conditions to draw)",
+                              help="Also roll out N new initial conditions from the data's own sampler (fresh seed); "
+                              "their rows are labelled 'new'.")
+    heldout_seed: int | None = key(None, type=int, low=0, high=2**63, open_high=True, optional=True,
+                                   expected="an integer in [0, 2**63)", show_default="derived from the data's seed",
+                                   help="Seed of the --heldout conditions.")
+    reference: str = key("exact", choices=REFERENCES, expected="exact or data",
+                         help="Errors against the exact flow (DOP853, rtol = atol = 1e-12; the data's generator "
+                         "becomes a row of its own) or against the data file.")
     init: str = key("reference", choices=_inits, check=_check_init, help="First window of models.")
     overlap: bool = key(False, type=bool, help="Overlapping model windows (advance by one state).")
     device: str = key("auto", check=_check_device, metavar="DEVICE",

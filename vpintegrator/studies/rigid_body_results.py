@@ -235,10 +235,19 @@ def _long_values(path: Path, labels) -> dict:
     r = _rollouts.read(path)
     if r is None:
         return {}
-    return {row["method"]: {"long_energy": row.get("max_rel_drift_energy"),
-                            "long_casimir": row.get("max_rel_drift_casimir"),
-                            "long_cum_logdet": row.get("max_abs_cum_log_det_J"), "long_t_end": float(r.meta["t_end"])}
-            for row in r.table if row.get("method") in labels}
+    out: dict = {}
+    # a method has one table row per split label of its trajectories (vp-rollout's split column, e.g. traj1 in
+    # the training split and traj4 in the test split): these columns are worst-trajectory values, so take the max
+    for row in r.table:
+        if row.get("method") not in labels:
+            continue
+        vals = {"long_energy": row.get("max_rel_drift_energy"), "long_casimir": row.get("max_rel_drift_casimir"),
+                "long_cum_logdet": row.get("max_abs_cum_log_det_J")}
+        prev = out.setdefault(row["method"], {**vals, "long_t_end": float(r.meta["t_end"])})
+        for k, v in vals.items():
+            if v is not None and (prev[k] is None or not v <= prev[k]):
+                prev[k] = v
+    return out
 
 
 # --------------------------------------------------------------------------- the table

@@ -199,7 +199,8 @@ def check_new_run_dir(out: Path, overwrite: bool = False) -> bool:
 def resume_config(run_dir: Path, config: TrainConfig | None, overrides: dict[str, Any]) -> TrainConfig:
     """The config of the run in ``run_dir`` with the allowed changes (:data:`RESUMABLE_KEYS`) applied.
 
-    ``config``, if given, must agree with the run's on every other key.
+    ``config``, if given, must agree with the run's on every other key. A run whose ``config.toml`` has no
+    ``test_fraction`` (made before the test split existed) keeps its two-way split: ``test_fraction = 0``.
     """
     path = run_dir / "config.toml"
     if not run_dir.is_dir() or not path.is_file():
@@ -208,6 +209,9 @@ def resume_config(run_dir: Path, config: TrainConfig | None, overrides: dict[str
             key="resume",
         )
     saved = TrainConfig.from_toml(path)  # its relative paths resolved against run_dir
+    legacy = "test_fraction" not in _toml_keys(path)
+    if legacy:  # a run made before the test split: it resumes with its own split (whatever config says)
+        saved = saved.replace(test_fraction=0.0)
     missing = [p for p in saved.data if not str(p).startswith("<") and not Path(p).exists()]  # "<in memory>": fit's check
     if missing:
         raise VPIntegratorError(
@@ -218,7 +222,7 @@ def resume_config(run_dir: Path, config: TrainConfig | None, overrides: dict[str
     if config is not None:
         theirs, ours = saved.to_dict(), config.to_dict()
         for key in TrainConfig.keys():
-            if key in RESUMABLE_KEYS or key == "decay_epochs":
+            if key in RESUMABLE_KEYS or key == "decay_epochs" or (key == "test_fraction" and legacy):
                 continue
             if key == "data":
                 same = [str(Path(p).resolve()) for p in ours[key]] == theirs[key]
@@ -241,6 +245,12 @@ def resume_config(run_dir: Path, config: TrainConfig | None, overrides: dict[str
             key="resume",
         )
     return saved.replace(**{**overrides, "out": str(run_dir)})
+
+
+def _toml_keys(path: Path) -> set[str]:
+    from .. import config as config_layer
+
+    return set(config_layer.read_toml(path))
 
 
 def read_last(path: Path) -> dict[str, Any]:

@@ -142,11 +142,21 @@ class TrainConfig(Config):
         Distance between window starts.
     val_fraction : float
         Share of trajectories held out for validation (split by trajectory, seeded); 0 for none.
+    test_fraction : float
+        Share of trajectories held out for testing (default 0.1; 0 for none): split by trajectory with the
+        same seeded permutation, disjoint from the validation ones
+        (:func:`~vpintegrator.data.windows.split_train_val_test`), and never used for training, early
+        stopping or model selection. ``val_fraction + test_fraction`` must leave training trajectories.
+        The split (trajectory indices into the data, several files concatenated in the order given) is
+        recorded as ``split = {"train", "val", "test"}`` in ``summary.json`` and in every checkpoint
+        (``best.pt``, ``last.pt``, every ensemble member's); ``vp-rollout`` rolls out a model's test
+        trajectories by default. A run made before this key existed resumes with ``test_fraction = 0``
+        (its own split).
     patience : int
         Early stopping: stop after this many epochs without the validation loss improving by more
         than ``min_delta``; 0 disables it.
     seed : int
-        Seeds the model initialisation, the split and the data order.
+        Seeds the model initialisation, the train/validation/test split and the data order.
     device : str
         ``auto`` (cuda if available), ``cpu``, ``cuda`` or ``cuda:N``.
     dtype : "float32" or "float64"
@@ -245,6 +255,9 @@ class TrainConfig(Config):
     stride: int = key(1, type=int, low=1, help="Distance between window starts.")
     val_fraction: float = key(0.1, type=float, low=0, high=1, open_high=True, expected="a number in [0, 1)",
                               help="Share of trajectories held out for validation.")
+    test_fraction: float = key(0.1, type=float, low=0, high=1, open_high=True, expected="a number in [0, 1)",
+                               help="Share of trajectories held out for testing (never trained on; vp-rollout's "
+                               "default trajectories).")
     patience: int = key(0, type=int, low=0, resumable=True,
                         expected="a non-negative integer (0 disables early stopping)",
                         help="Early stopping patience in epochs (0: off).")
@@ -354,6 +367,13 @@ class TrainConfig(Config):
                         f"{name} = {getattr(self, name)!r} shapes the validation-rollout score, which monitor = "
                         f"{self.monitor!r} does not compute; set monitor = 'val_rollout' or leave {name} out",
                         key=name)
+        if not self.val_fraction + self.test_fraction < 1:
+            raise VPIntegratorError(
+                f"test_fraction = {self.test_fraction!r} and val_fraction = {self.val_fraction!r} hold out every "
+                "trajectory (their sum must be below 1: training needs trajectories); lower test_fraction or "
+                "val_fraction",
+                key="test_fraction",
+            )
         if self.monitor == "val_rollout" and not self.val_fraction > 0:
             raise VPIntegratorError(
                 f"monitor = 'val_rollout' rolls out the validation trajectories; set val_fraction > 0 "

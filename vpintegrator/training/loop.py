@@ -70,7 +70,12 @@ class Trainer:
         self.ensemble = config.is_ensemble
         self.seeds = config.ensemble_seeds()
         inputs = inputs if inputs is not None else prepare(config, device, self.dtype, self.seeds, self.ensemble)
-        self.name, self.resolved, self.data_info = inputs.name, inputs.resolved, inputs.data_info
+        self.name, self.resolved = inputs.name, inputs.resolved
+        # the trajectory split (setup.split_record) goes to the top of summary.json and into every checkpoint;
+        # None when fit was given its validation data or windows (nothing was split)
+        self.data_info = dict(inputs.data_info)
+        split = {k: self.data_info.pop(k) for k in ("split", "split_data") if k in self.data_info}
+        self.split_extra: dict[str, Any] = split
         self.train_set, self.val_set, self.rollout_validator = inputs.train_set, inputs.val_set, inputs.validator
         self.model = inputs.models[0]
         self.n_params = sum(p.numel() for p in self.model.parameters())
@@ -88,6 +93,7 @@ class Trainer:
         for k, s in enumerate(self.seeds):
             path = self.out if not self.ensemble or self.out is None else self.out / member_dir_name(k, s)
             self.members.append(Member(k, s, path, write, self.log_columns, config.min_delta))
+            self.members[-1].checkpoint_extra = dict(self.split_extra)
         # the step strategy: SingleSteps (one model; LM, LBFGS, DDP, the graph step, resume) or EnsembleSteps
         # (vmapped members); the loop calls what both define, the single-run accessors below SingleSteps' own
         self.steps: Any
@@ -174,7 +180,8 @@ class Trainer:
 
         m.save_best(self.steps.models[m.k])
         save_model(self.steps.member_model(m.k), m.run_dir / "last.pt", overwrite=True,
-                   extra={**self.steps.last_extra(m), "provenance": ckpt_io.run_provenance(m.run_dir)})
+                   extra={**self.steps.last_extra(m), **self.split_extra,
+                          "provenance": ckpt_io.run_provenance(m.run_dir)})
         ckpt_io.write_summary(m.run_dir, self._summary(m, stopped))
 
     def _summary(self, m: Member, stopped: str) -> dict[str, Any]:
@@ -198,6 +205,7 @@ class Trainer:
             "dtype": self.resolved.dtype,
             "world_size": self.dist.world_size,
             "data": self.data_info,
+            **self.split_extra,
             "vpintegrator_version": __version__,
             "torch_version": torch.__version__,
             **self.steps.summary_extra(m),
@@ -229,8 +237,12 @@ class Trainer:
             ckpt_io.write_summary(m.run_dir, {**summary, "stopped": "diverged", "diverged": m.diverged})
 
     def member_result(self, m: Member) -> FitResult:
+        model = self.steps.member_model(m.k)
+        if self.split_extra:  # as load_model gives it from the checkpoint: vp-rollout labels rows by it
+            model.training_split = self.split_extra["split"]
+            model.training_split_data = self.split_extra["split_data"]
         return FitResult(
-            run_dir=m.path, model=self.steps.member_model(m.k), epochs=self.epoch_of(m), steps=self.step_of(m),
+            run_dir=m.path, model=model, epochs=self.epoch_of(m), steps=self.step_of(m),
             train_loss=float(m.last_train), val_loss=float(m.last_val), best_loss=float(m.best_loss),
             best_epoch=int(m.best_epoch), wall_time=self.wall(), n_params=int(self.n_params), device=str(self.device),
             dtype=self.resolved.dtype, stopped=m.stopped, history=list(m.history),

@@ -44,6 +44,7 @@ class RunRecord:
         self.history: list[dict[str, float]] = []
         self.finite_summary: dict[str, Any] | None = None  # summary.json as of the last finite epoch
         self.sinks: list[Any] = []  # more writers of each logged row (logger = "tensorboard" | "mlflow")
+        self.checkpoint_extra: dict[str, Any] = {}  # more keys of best.pt (the run's split)
 
     def judge(self, epoch: int, score: float, state: Callable[[], dict[str, torch.Tensor]]) -> bool:
         """Record epoch ``epoch``'s monitored ``score``: the best so far (the first epoch always counts)
@@ -90,7 +91,7 @@ class RunRecord:
         best.load_state_dict(self.best_state)
         save_model(best, self.run_dir / "best.pt", overwrite=True,
                    extra={"epoch": self.best_epoch, "best_loss": float(self.best_loss), "kind": "best",
-                          "provenance": ckpt_io.run_provenance(self.run_dir)})
+                          **self.checkpoint_extra, "provenance": ckpt_io.run_provenance(self.run_dir)})
         self.best_dirty = False
 
 

@@ -108,12 +108,14 @@ def resolve_config(config: TrainConfig, data_paths: list[str], model, name: str,
 
 def window_sets(config: TrainConfig, data, data_paths: list[str], seq_len: int, pred_window: int, device):
     """``(train_set, val_set or None, rollout_validator or None, data_info)``: windows over the seeded
-    trajectory split (``config.seed``), the validation rollout when ``monitor = "val_rollout"``, and the
-    data summary for ``summary.json``. The windows' targets span ``config.unroll`` model windows."""
-    from ..data.windows import WindowDataset, split_trajectories, states_tensor
+    trajectory split (``config.seed``; the test trajectories get no window), the validation rollout when
+    ``monitor = "val_rollout"``, and the data summary for ``summary.json`` (with ``split``, see
+    :func:`split_record`). The windows' targets span ``config.unroll`` model windows."""
+    from ..data.windows import WindowDataset, split_train_val_test, states_tensor
 
     y = states_tensor(data, config.dtype, device)  # (n_traj, n_states, dim), shared by both window sets
-    train_idx, val_idx = split_trajectories(data.n_traj, config.val_fraction, config.seed)
+    train_idx, val_idx, test_idx = split_train_val_test(data.n_traj, config.val_fraction, config.test_fraction,
+                                                        config.seed)
     target = pred_window * config.unroll
     train_set = WindowDataset(y, seq_len, target, config.stride, train_idx)
     val_set = WindowDataset(y, seq_len, target, config.stride, val_idx) if len(val_idx) else None
@@ -127,13 +129,34 @@ def window_sets(config: TrainConfig, data, data_paths: list[str], seq_len: int, 
         "n_traj": data.n_traj,
         "n_train_traj": int(len(train_idx)),
         "n_val_traj": int(len(val_idx)),
+        "n_test_traj": int(len(test_idx)),
         "n_states": data.n_states,
         "n_steps": data.n_steps,
         "dim": data.dim,
         "train_windows": len(train_set),
         "val_windows": 0 if val_set is None else len(val_set),
+        **split_record(data, train_idx, val_idx, test_idx),
     }
     return train_set, val_set, validator, info
+
+
+def split_record(data, train_idx, val_idx, test_idx) -> dict[str, Any]:
+    """The run's trajectory split as recorded in ``summary.json`` and in every checkpoint: ``{"split":
+    {"train": [...], "val": [...], "test": [...]}, "split_data": {"n_traj", "first_states_sha256"}}``.
+    ``split`` holds sorted trajectory indices into the training data (its files concatenated in the order
+    given); ``split_data`` identifies the trajectories the indices refer to
+    (:func:`~vpintegrator.data.windows.first_states_digest` of their initial states): ``vp-rollout`` applies
+    the split only to data with the same initial conditions in the same order."""
+    import numpy as np
+
+    from ..data.windows import first_states_digest
+
+    return {
+        "split": {"train": [int(i) for i in train_idx], "val": [int(i) for i in val_idx],
+                  "test": [int(i) for i in test_idx]},
+        "split_data": {"n_traj": int(data.n_traj),
+                       "first_states_sha256": first_states_digest(np.asarray(data.y[:, 0]))},
+    }
 
 
 @dataclass

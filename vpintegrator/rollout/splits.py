@@ -1,0 +1,209 @@
+"""Which conditions a comparison run rolls out and how they relate to the models' training: the ``split``
+labels of ``vp-rollout`` and its held-out conditions (``heldout``).
+
+A model trained by ``vp-train`` carries its trajectory split (``model.training_split``: ``{"train", "val",
+"test"}`` trajectory indices, and ``model.training_split_data``: the number of trajectories and a digest of
+their initial states; see :func:`vpintegrator.training.setup.split_record`). The split *applies* to a data
+file whose initial conditions are those (same count, same first states in the same order; another horizon
+is fine). Labels of the rolled-out conditions:
+
+- relative to a model with an applicable split: ``train``, ``val`` or ``test``;
+- ``new``: conditions drawn by ``heldout`` (no model saw them);
+- ``unknown``: a model without a split (pretrained, GML weights, a checkpoint written before splits were
+  recorded, a module given from Python) or whose split does not apply to this data file.
+
+An integrator's row (and the reference) is labelled relative to the models of the run: per trajectory the
+least out-of-sample label over the models whose split applies (``train`` before ``val`` before ``test``),
+``unknown`` when no model's split applies.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import VPIntegratorError
+
+__all__ = ["SPLIT_LABELS", "ModelSplit", "model_split", "data_digest", "default_traj", "labels_for",
+           "run_labels", "heldout_seed", "draw_heldout", "label_rows", "split_rows"]
+
+#: the values of the ``split`` column, in the order rows of one method are listed
+SPLIT_LABELS = ("train", "val", "test", "new", "unknown")
+#: data-file labels, most in-sample first (the rule for a row relative to several models)
+_RANK = {"train": 0, "val": 1, "test": 2}
+
+
+class ModelSplit:
+    """A model's split as it applies to the rolled-out data: ``label``, ``split`` (the three index lists, or
+    None when it does not apply) and ``note`` (a line saying why not, or None)."""
+
+    def __init__(self, label: str, split: dict | None, note: str | None) -> None:
+        self.label, self.split, self.note = label, split, note
+
+    def of(self, i: int) -> str:
+        """The label of data-file trajectory ``i`` for this model."""
+        if self.split is None:
+            return "unknown"
+        for name in ("train", "val", "test"):
+            if i in self._sets[name]:
+                return name
+        return "unknown"
+
+    @property
+    def _sets(self) -> dict[str, set]:
+        if not hasattr(self, "_cache"):
+            self._cache = {k: {int(i) for i in self.split.get(k, [])} for k in ("train", "val", "test")}
+        return self._cache
+
+
+def data_digest(path) -> tuple[int, str]:
+    """``(n_traj, first-states digest)`` of a data file (only its first states are read)."""
+    from ..data import read_trajectories
+    from ..data.windows import first_states_digest
+
+    first = read_trajectories(path, steps=[0])
+    return first.n_traj, first_states_digest(first.y[:, 0])
+
+
+def model_split(label: str, model: Any, digest: tuple[int, str] | None, data) -> ModelSplit:
+    """The split of ``model`` (label ``label``) as it applies to the data file ``data`` whose
+    :func:`data_digest` is ``digest``."""
+    split = getattr(model, "training_split", None)
+    if not isinstance(split, dict) or not all(isinstance(split.get(k), list) for k in ("train", "val", "test")):
+        return ModelSplit(label, None, f"model {label!r}: no trajectory split recorded (pretrained weights or a "
+                                       "checkpoint from before splits were recorded); its rows are labelled 'unknown'")
+    info = getattr(model, "training_split_data", None) or {}
+    n, sha = digest if digest is not None else (None, None)
+    if info.get("n_traj") != n or info.get("first_states_sha256") != sha:
+        return ModelSplit(label, None, f"model {label!r} was trained on other trajectories than those of {data} "
+                                       f"({info.get('n_traj', '?')} trajectories there, {n} here, or other initial "
+                                       "conditions); its split does not apply, its rows are labelled 'unknown'")
+    return ModelSplit(label, split, None)
+
+
+def default_traj(splits: Sequence[ModelSplit]) -> np.ndarray | None:
+    """The trajectories rolled out when none are given: those in the test split of every model whose split
+    applies (None when no model's split applies: then every trajectory, as before splits existed). An
+    empty intersection is a one-line error."""
+    known = [s for s in splits if s.split is not None]
+    if not known:
+        return None
+    common = set(int(i) for i in known[0].split["test"])
+    for s in known[1:]:
+        common &= set(int(i) for i in s.split["test"])
+    if not common:
+        names = ", ".join(repr(s.label) for s in known)
+        what = "has an empty test split (test_fraction = 0)" if len(known) == 1 else "have no test trajectory in common"
+        raise VPIntegratorError(
+            f"traj: model(s) {names} {what}; give traj (trajectory indices) or heldout (new initial conditions)",
+            key="traj",
+        )
+    return np.array(sorted(common), dtype=np.int64)
+
+
+def labels_for(split: ModelSplit, idx: np.ndarray, n_new: int) -> list[str]:
+    """Per rolled-out row: ``split``'s label of each data-file trajectory in ``idx``, then ``new`` for the
+    ``n_new`` held-out conditions."""
+    return [split.of(int(i)) for i in idx] + ["new"] * n_new
+
+
+def run_labels(splits: Sequence[ModelSplit], idx: np.ndarray, n_new: int) -> list[str]:
+    """Per rolled-out row, the label relative to the run's models (integrator rows, the reference): the
+    least out-of-sample label over the models whose split applies; ``unknown`` when none applies."""
+    known = [s for s in splits if s.split is not None]
+    out = []
+    for i in idx:
+        labels = [s.of(int(i)) for s in known]
+        labels = [lab for lab in labels if lab in _RANK]
+        out.append(min(labels, key=_RANK.__getitem__) if labels else "unknown")
+    return out + ["new"] * n_new
+
+
+def heldout_seed(meta: dict, seed: int | None) -> int:
+    """The seed of the held-out conditions: ``seed`` if given, else one derived from the data's own seed
+    (``SeedSequence([data seed, 1]).generate_state(1)``: a stream other than the data's
+    ``default_rng(data seed)``, the same on every run)."""
+    if seed is not None:
+        return int(seed)
+    base = meta.get("seed", 0)
+    base = int(base[0] if isinstance(base, (list, tuple, np.ndarray)) else base)
+    return int(np.random.SeedSequence([base, 1]).generate_state(1, dtype=np.uint64)[0] >> 1)
+
+
+def draw_heldout(meta: dict, system, n: int, seed: int, data_y0: np.ndarray, data) -> np.ndarray:
+    """``n`` new initial conditions from the data file's own sampler (its ``sampler``/``sampler_args``
+    attributes) with ``numpy.random.default_rng(seed)``; a one-line error (key ``heldout``) when the file
+    names no sampler, the sampler is deterministic (it would draw the data's own conditions) or a drawn
+    condition equals one of the data's."""
+    from ..systems.initial_conditions import sample_initial_conditions
+
+    sampler = meta.get("sampler")
+    if not isinstance(sampler, str) or not sampler:
+        raise VPIntegratorError(f"heldout: {data} does not name the sampler of its initial conditions (no 'sampler' "
+                                "attribute; not written by vp-gen); give traj instead", key="heldout")
+    if sampler in ("paper_sphere", "list"):
+        raise VPIntegratorError(f"heldout: the sampler of {data}, {sampler!r}, is deterministic and draws no new "
+                                "initial conditions; give traj, or data made with a random sampler (sphere, box)",
+                                key="heldout")
+    args = meta.get("sampler_args") or "{}"
+    try:
+        args = json.loads(args) if isinstance(args, str) else dict(args)
+    except (ValueError, TypeError):
+        raise VPIntegratorError(f"heldout: {data} has unreadable sampler_args {args!r}", key="heldout") from None
+    try:
+        y0 = sample_initial_conditions(system, sampler, int(n), np.random.default_rng(int(seed)), **args)
+    except VPIntegratorError as err:
+        raise VPIntegratorError(f"heldout: drawing from the sampler of {data}: {err}", key="heldout") from None
+    y0 = np.asarray(y0, dtype=np.float64)
+    if data_y0.size:
+        d = np.min(np.linalg.norm(y0[:, None, :] - data_y0[None, :, :], axis=-1), axis=1) if len(data_y0) * n <= 4e7 \
+            else np.array([np.min(np.linalg.norm(data_y0 - p, axis=-1)) for p in y0])
+        if np.any(d == 0):
+            raise VPIntegratorError(f"heldout: seed {seed} draws an initial condition of {data} itself; give another "
+                                    "heldout_seed", key="heldout_seed")
+    return y0
+
+
+def label_rows(plan, model_splits, entries) -> None:
+    """Every method's ``split`` label per rolled-out row (:mod:`vpintegrator.rollout.splits`) and the one
+    warning line for trajectories a model trained on."""
+    plan.run_labels = run_labels(model_splits, plan.idx, plan.n_new)
+    by_label = {label: ms for (label, _, _), ms in zip(entries, model_splits)}
+    for label, _, _ in plan.methods:
+        ms = by_label.get(label)
+        plan.labels[label] = (labels_for(ms, plan.idx, plan.n_new) if ms is not None else list(plan.run_labels))
+    trained = [ms.label for ms in model_splits if ms.split is not None
+               and any(ms.of(int(i)) == "train" for i in plan.idx)]
+    if trained:
+        rows = sorted({int(i) for ms in model_splits if ms.split is not None for i in plan.idx if ms.of(int(i)) == "train"})
+        shown = ", ".join(map(str, rows[:10])) + (", ..." if len(rows) > 10 else "")
+        line = (f"Warning: {len(rows)} of the {plan.n_data} rolled-out trajectories ({shown}) are in the training split "
+                f"of model(s) {', '.join(map(repr, trained))}; their rows are labelled 'train' (not out of sample)")
+        plan.warnings.append(line)
+        plan.notes.append(line)
+
+
+def split_rows(label: str, plan, per_traj, names, cum, res) -> list[dict]:
+    """The table rows of one method: one per ``split`` label present among its rolled-out rows (in the
+    order train, val, test, new, unknown), each aggregating only those trajectories
+    (:func:`vpintegrator.metrics.summary_row`), with the ``reference`` column (``exact`` or ``data``)."""
+    from ..arrays import to_numpy
+    from ..metrics import summary_row
+
+    labels = np.asarray(plan.labels[label])
+    mode = plan.reference_attrs.get("reference_mode", plan.config.reference)
+    per_traj = {k: to_numpy(v) for k, v in per_traj.items()}
+    cum = None if cum is None else to_numpy(cum)
+    failed = to_numpy(res.failed_step)
+    rows = []
+    for lab in SPLIT_LABELS:
+        mask = labels == lab
+        if not mask.any():
+            continue
+        row = summary_row(label, {k: np.asarray(v)[mask] for k, v in per_traj.items()}, names,
+                          max_abs_cum_log_det_J=None if cum is None else np.asarray(cum)[mask],
+                          seconds_per_step=res.seconds_per_step, failed_step=failed[mask])
+        rows.append({"method": row.pop("method"), "split": lab, **row, "reference": mode})
+    return rows
