@@ -312,7 +312,7 @@ class TrajectoryMetricsStream:
         self._last_t = np.nan
         self._final_error = np.full(n_traj, np.nan)
 
-    def update(self, t: np.ndarray, y: np.ndarray, y_ref: np.ndarray | None) -> dict[str, np.ndarray]:
+    def update(self, t: np.ndarray, y: Any, y_ref: Any) -> dict[str, Any]:
         """Consume the next chunk of steps; return its per-step metrics.
 
         Parameters

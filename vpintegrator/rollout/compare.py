@@ -355,6 +355,7 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
     heldout_y0 = seed = None
     if n_new:
         seed = sp.heldout_seed(meta, config.heldout_seed)
+        assert first is not None  # read above whenever n_new
         heldout_y0 = sp.draw_heldout(meta, system, n_new, seed, first.y[:, 0], data)
         notes.append(f"heldout: {n_new} new initial conditions from sampler {meta.get('sampler')!r}, seed {seed}")
     # the reference: the exact flow unless the data is (DOP853 at <= 1e-12) or reference = "data"
@@ -422,7 +423,7 @@ def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict:
     }
 
 
-def _write_method(writer, plan: _Plan, label: str, step_map: StepMap, source: str, yref) -> tuple[dict, Any]:
+def _write_method(writer, plan: _Plan, label: str, step_map: StepMap, source: str, yref) -> tuple[list[dict], Any]:
     """``/methods/<label>``: states, per-step metrics and volume streamed; returns (table row, failure).
 
     By the host engine (:func:`stream_rollout`, metrics in NumPy) or, for models when the ``engine`` key

@@ -74,9 +74,13 @@ class StepMap:
     seq_len, pred_window, dim : int
     kind : str
         ``"integrator"``, ``"model"`` or ``"flow"``.
+    name : str
+        The method's name (an integrator's registry name, ``"exact_flow"``, a model's registry name).
     overlap : bool
         Overlapping windows: advance by one state per call, keeping the first predicted state.
     """
+
+    name: str
 
     seq_len: int = 1
     pred_window: int = 1

@@ -54,7 +54,8 @@ class ModelSplit:
     @property
     def _sets(self) -> dict[str, set]:
         if not hasattr(self, "_cache"):
-            self._cache = {k: {int(i) for i in self.split.get(k, [])} for k in ("train", "val", "test")}
+            split = self.split or {}
+            self._cache = {k: {int(i) for i in split.get(k, [])} for k in ("train", "val", "test")}
         return self._cache
 
 
@@ -90,9 +91,8 @@ def default_traj(splits: Sequence[ModelSplit]) -> np.ndarray | None:
     known = [s for s in splits if s.split is not None]
     if not known:
         return None
-    common = set(int(i) for i in known[0].split["test"])
-    for s in known[1:]:
-        common &= set(int(i) for i in s.split["test"])
+    tests = [{int(i) for i in s.split["test"]} for s in known if s.split is not None]
+    common = set.intersection(*tests)
     if not common:
         names = ", ".join(repr(s.label) for s in known)
         what = "has an empty test split (test_fraction = 0)" if len(known) == 1 else "have no test trajectory in common"

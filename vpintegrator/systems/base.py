@@ -88,12 +88,12 @@ class System:
         return self.vector_field(y)
 
     # --- invariants -------------------------------------------------------------------------------
-    def invariants(self, y: np.ndarray) -> dict[str, np.ndarray]:
+    def invariants(self, y: Any) -> dict[str, Any]:
         """All invariants; y (..., dim) -> {name: (...)}. A torch tensor gives tensors (same device and
         dtype) when the system has ``torch_invariants``."""
         return {name: self.invariant(name, y) for name in self.invariant_names}
 
-    def invariant(self, name: str, y: np.ndarray) -> np.ndarray:
+    def invariant(self, name: str, y: Any) -> Any:
         """One invariant by name; y (..., dim) -> (...)."""
         if name not in self.invariant_names:
             valid = ", ".join(self.invariant_names) or "(none)"
