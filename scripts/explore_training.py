@@ -45,6 +45,7 @@ from vpintegrator.data import generate, load_spec, solve_flow
 from vpintegrator.data import integrate
 from vpintegrator.models import build_model, count_parameters, load_model, save_model
 from vpintegrator.nn.cayley import cayley_method
+from vpintegrator.stepping import iterate_windows
 from vpintegrator.systems import get_system
 from vpintegrator.training.optim import window_residuals
 from vpintegrator.systems.initial_conditions import (
@@ -128,13 +129,10 @@ def evaluate_rollout(model, ref: dict[str, np.ndarray]) -> dict[str, float]:
     m = build_model(**model.config).double()
     m.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
     T = m.seq_len
-    states = [torch.as_tensor(ref["start"][:, :T])]  # (2, T, 3)
-    n = T
-    with torch.no_grad():
-        while n <= ROLLOUT_STEPS:
-            states.append(m(states[-1]))
-            n += m.pred_window
-    z = torch.cat(states, 1)[:, : ROLLOUT_STEPS + 1].numpy()  # (2, 501, 3)
+    start = torch.as_tensor(ref["start"][:, :T])  # (2, T, 3)
+    with torch.no_grad():  # the rollout core's window advance
+        parts = iterate_windows(m, start, -(-(ROLLOUT_STEPS + 1 - T) // m.pred_window))
+    z = torch.cat([start, *parts], 1)[:, : ROLLOUT_STEPS + 1].numpy()  # (2, 501, 3)
     out = {}
     norm = np.linalg.norm(z, axis=-1)
     for j, name in enumerate(("traj1", "traj4")):
@@ -161,11 +159,7 @@ class Unrolled(torch.nn.Module):
         self.inner, self.k = inner, k
 
     def forward(self, x):
-        T, outs = self.inner.seq_len, []
-        for _ in range(self.k):
-            x = self.inner(x[:, -T:])  # the model's last T states (P = T for the multi-step models)
-            outs.append(x)
-        return torch.cat(outs, 1)
+        return torch.cat(iterate_windows(self.inner, x[:, -self.inner.seq_len:], self.k), 1)
 
 
 class Clock:
