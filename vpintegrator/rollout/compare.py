@@ -177,6 +177,7 @@ class _Plan:
     n_steps: int
     methods: list  # (label, step_map, source)
     say: Callable[[str], None]
+    blocks: Any = None  # issue 23: .blocks.Blocks (a shard's attributes, the workers), None: the whole run
 
     @property
     def t(self) -> np.ndarray:
@@ -387,6 +388,10 @@ def _write_reference(writer, plan: _Plan, reference_gen: StepMap):
         per_step = stream.update(t[k0:k1], block, None)
         series.write(k0, {f"invariant/{name}": to_numpy(per_step[f"invariant/{name}"]) for name in names})
     summary = stream.summary()
+    if plan.blocks is not None and plan.blocks.per_traj:  # a shard: the values its merged table is made of
+        from ..data.rollout_shards import write_per_traj
+
+        write_per_traj(series.group, {k: v for k, v in summary.items() if k.startswith("max_rel_drift_")})
     series.close(ref_failed, {"label": "reference", "kind": "reference", "source": str(plan.data),
                               **{f"max_rel_drift_{n}": float(np.max(summary[f"max_rel_drift_{n}"])) for n in names}})
     return yref
@@ -437,8 +442,13 @@ def _write_method(writer, plan: _Plan, label: str, step_map: StepMap, source: st
 
         res = stream_rollout(step_map, window0, plan.dt, n_steps, host_sink, **kw)
     lines.close()
+    per_traj = stream.summary()
+    if plan.blocks is not None and plan.blocks.per_traj:  # a shard: the values its merged table is made of
+        from ..data.rollout_shards import write_per_traj
+
+        write_per_traj(series.group, per_traj, None if vol is None else vol.max_abs_cum)
     row = summary_row(
-        label, stream.summary(), names,
+        label, per_traj, names,
         max_abs_cum_log_det_J=None if vol is None else vol.max_abs_cum,
         seconds_per_step=res.seconds_per_step, failed_step=res.failed_step,
     )
@@ -463,7 +473,8 @@ def _write_method(writer, plan: _Plan, label: str, step_map: StepMap, source: st
 
 
 def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None,
-                 inputs=(), *, overwrite: bool = False) -> RolloutReport:
+                 inputs=(), *, overwrite: bool = False, shard: str | tuple[int, int] | None = None,
+                 write_index: bool = True) -> RolloutReport:
     """Roll out models and classical integrators from a data set's initial conditions; write everything.
 
     Writes ``config.out`` (HDF5, atomically; layout in ``datasets/README.md``, reader
@@ -486,6 +497,13 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
         Replace an existing rollout file at ``config.out`` and its metrics table; without it an existing
         output is refused. Anything that is not a rollout file (a metrics table) is never replaced.
         The three outputs are locked against other writers while they are written.
+    shard : "I/N" or (I, N), optional
+        Roll out only the I-th of N contiguous blocks of the selected trajectories, into
+        ``<out stem>.shard-I-of-N.h5`` (and its table); when the last shard is written (and
+        ``write_index``), the index file appears at ``out`` with the whole run's table beside it, and
+        :func:`~vpintegrator.data.rollouts.read_rollout` of it (or of the shards' list) equals the unsharded
+        rollout to the last bit (:mod:`vpintegrator.rollout.blocks`).
+    write_index : bool, default True
 
     Notes
     -----
@@ -497,9 +515,28 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
     -------
     RolloutReport
     """
+    if shard is not None:  # issue 23: one block of the trajectories, into a file of its own
+        from .blocks import run_shard
+
+        return run_shard(_run, select, config, log, inputs, overwrite=overwrite, shard=shard,
+                         write_index=write_index)
+    return _run(config, log, inputs, overwrite)
+
+
+def _part(config: RolloutConfig, shard: tuple[int, int], n_whole: int) -> str:
+    """A block of the classical methods on a worker process (``workers``): its shard file (issue 23)."""
+    from .blocks import run_shard
+
+    return str(run_shard(_run, select, config, None, overwrite=True, shard=shard, write_index=False,
+                         n_whole=n_whole).out)
+
+
+def _run(config: RolloutConfig, log, inputs, overwrite: bool, blocks=None) -> RolloutReport:
+    """:func:`run_rollouts` of the whole selection of ``config``, cut as ``blocks`` says (None: no shard)."""
     from .._outputs import output_locks
 
     plan = _plan(config, log or (lambda line: None), inputs, overwrite)
+    plan.blocks = blocks
     with output_locks(check_outputs(config, inputs, overwrite)):
         # again under the locks: a writer we raced may have finished meanwhile
         return _write_rollouts(plan, config, check_outputs(config, inputs, overwrite), overwrite)
@@ -510,7 +547,12 @@ def _write_rollouts(plan: _Plan, config: RolloutConfig, outs: list[Path], overwr
     from ..data.rollouts import RolloutWriter
     from ..metrics import write_table
 
+    from .blocks import Blocks
+
     reference_gen = reference_step_map(plan.data_meta, plan.system, plan.dt)
+    # issue 23: the runners of the whole selection, and the classical methods on worker processes
+    blocks = plan.blocks or Blocks(n_whole=plan.n_traj, workers=config.workers)
+    blocks.same_runners([reference_gen, *(m[1] for m in plan.methods)])
     out = Path(config.out)
     rows: list[dict] = []
     failures: dict = {}
@@ -520,19 +562,22 @@ def _write_rollouts(plan: _Plan, config: RolloutConfig, outs: list[Path], overwr
     # are named by their source in the methods' attributes)
     inputs = [plan.data, *(Path(src) for _, _, src in plan.methods if Path(src).is_file())]
     provenance = provenance_attr(inputs, relative_to=Path(config.out).resolve().parent)
-    with RolloutWriter(outs[0], _root_attrs(plan, reference_gen), plan.t, plan.idx, dim=plan.system.dim,
+    with blocks.parts(plan, outs[0], _part) as parts, \
+            RolloutWriter(outs[0], _root_attrs(plan, reference_gen), plan.t, plan.idx, dim=plan.system.dim,
                        invariant_names=plan.system.invariant_names, chunk_steps=config.chunk_steps,
-                       extra_attrs={"provenance": provenance}) as writer:
-        yref = _write_reference(writer, plan, reference_gen)
+                       extra_attrs={"provenance": provenance, **blocks.attrs}) as writer:
+        yref = _write_reference(writer, plan, reference_gen) if parts is None else parts.reference(writer)
         plan.ref_file = None  # the file's states are in /reference now
         for label, step_map, source in plan.methods:
-            row, failure = _write_method(writer, plan, label, step_map, source, yref)
+            if parts is not None and label in parts:
+                row, failure = parts.method(writer, plan, label, Failure)
+            else:
+                row, failure = _write_method(writer, plan, label, step_map, source, yref)
             rows.append(row)
             if failure is not None:
                 failures[label] = failure
                 plan.say(failure.line())
         writer.finish(rows)
     write_table(rows, out.with_suffix(""), overwrite=overwrite)
-    stem = out.with_suffix("")
-    return RolloutReport(out=out, csv=stem.with_suffix(".csv"), markdown=stem.with_suffix(".md"), rows=rows,
+    return RolloutReport(out=out, csv=out.with_suffix(".csv"), markdown=out.with_suffix(".md"), rows=rows,
                          failures=failures)
