@@ -118,7 +118,7 @@ class Blocks:
                     for f in futures:
                         f.cancel()
                     raise
-            yield _Parts(paths, labels)
+            yield _Parts(paths, labels, self.per_traj)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
@@ -135,11 +135,12 @@ class _Parts:
     """The worker processes' shard files of the classical methods and the reference, copied into the
     rollout file being written, block by block in the order of the trajectories."""
 
-    def __init__(self, paths: list[Path], labels: list[str]) -> None:
+    def __init__(self, paths: list[Path], labels: list[str], per_traj: bool) -> None:
         from ..data.rollout_shards import ROLLOUT, _merged
         from ..data.shards import _collect
 
         self.labels = labels
+        self.per_traj = per_traj  # copy the per-trajectory values too (the run is itself a shard)
         self.shards, _ = _collect(paths, ROLLOUT)
         _, self.attrs, rows = _merged(self.shards)
         self.rows = {row["method"]: row for row in rows}
@@ -154,13 +155,15 @@ class _Parts:
         from ..data._attrs import _attrs_to_meta
         from ..data.rollout_shards import PER_TRAJ
 
-        failed, start = [], 0
+        failed, start, per = [], 0, {}
         for s in self.shards:
             with h5py.File(s.path, "r") as f:
                 g = f[name]
                 names: list[str] = []
                 g.visititems(lambda k, obj: names.append(k) if isinstance(obj, h5py.Dataset) else None)
                 for k in names:
+                    if k.startswith(PER_TRAJ + "/"):
+                        per.setdefault(k, []).append(g[k][()])
                     if k in ("map_step", "failed_step") or k.startswith(PER_TRAJ + "/"):
                         continue
                     src, dst = g[k], series.group[k]
@@ -170,6 +173,9 @@ class _Parts:
                 if start == 0:
                     self._first_attrs = _attrs_to_meta(g.attrs)
                 start += s.shape[0]
+        if self.per_traj:
+            for k, parts in per.items():
+                series.group.create_dataset(k, data=np.concatenate(parts))
         return np.concatenate(failed)
 
     def reference(self, writer):
@@ -225,7 +231,7 @@ def run_shard(run: Callable, select: Callable, config, log, inputs=(), *, overwr
     return report
 
 
-def _index_if_complete(out: Path, count: int) -> None:
+def _index_if_complete(out: Path, count: int) -> list | None:
     """The index file and the whole run's table, once every shard file exists (the shard that finishes
     last sees them all: each looks only after its own file is in place)."""
     from .._outputs import check_output, output_lock
@@ -238,3 +244,5 @@ def _index_if_complete(out: Path, count: int) -> None:
             check_output(out, "rollout", True)  # a rollout file (or index) only: never anything else
             rows = write_rollout_index(out, count)
             write_table(rows, out.with_suffix(""), overwrite=True)
+            return rows
+    return None
