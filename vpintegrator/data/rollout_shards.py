@@ -78,6 +78,9 @@ ROLLOUT = ShardKind("vp-rollout", _SAME, _head)
 def rollout_bounds(n_traj: int, shard: tuple[int, int]) -> tuple[int, int]:
     """Positions ``[start, stop)`` in the selection of shard ``I/N``: the I-th of N contiguous runs of whole
     blocks of :data:`BLOCK` trajectories (blocks of ``n_traj // N`` when they are fewer than ``N``)."""
+    if shard[1] > n_traj:
+        raise VPIntegratorError(f"shard {shard[0]}/{shard[1]}: the run selects only {n_traj} trajectories, and a "
+                                f"shard holds at least one; give at most {n_traj} shards", key="shard")
     block = max(1, min(BLOCK, n_traj // shard[1]))
     return shard_bounds(n_traj, block, shard)
 
