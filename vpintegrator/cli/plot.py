@@ -125,7 +125,7 @@ def main(paths, kind, out, traj, max_points, dpi, set_, print_config, as_json, q
     if training:
         _training(paths, kinds, out, which, options, dpi, print_config, as_json, quiet, overwrite)
         return
-    if len(paths) != 1 and any(p.is_dir() for p in paths):
+    if len(paths) != 1 and (any(p.is_dir() for p in paths) or not _shards(paths)):
         raise VPIntegratorError(
             f"give one rollout file, the shard files of one (vp-rollout --shard), or run directories with --kind "
             f"training; got {len(paths)} paths"
@@ -155,6 +155,13 @@ def main(paths, kind, out, traj, max_points, dpi, set_, print_config, as_json, q
     if skipped and not quiet:
         click.echo(f"Skipped (not applicable to this rollout): {', '.join(skipped)}", err=True)
     click.echo(f"Figures written to {out}")
+
+
+def _shards(paths) -> bool:
+    """Whether several paths are shards of a rollout (vp-rollout --shard; issue 23)."""
+    from ..data.shards import is_shard_set
+
+    return is_shard_set(list(paths))
 
 
 def _report(out, written, as_json: bool) -> None:

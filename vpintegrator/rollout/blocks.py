@@ -34,23 +34,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import VPIntegratorError
 from .steps import SCALAR_MAX_BATCH, IntegratorStep, ModelStep
 
 __all__ = ["Blocks", "run_shard", "MIN_WORK"]
 
 #: trajectory-steps of classical methods below which unset ``workers`` runs in this process only
 MIN_WORK = 20_000_000
-
-
-def check_workers(workers: Any) -> int | None:
-    """``workers`` as None (every core) or an int >= 1; else a one-line error naming the key."""
-    if workers is None:
-        return None
-    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
-        raise VPIntegratorError(f"workers must be an integer >= 1 (processes for the classical integrators; "
-                                f"1: one; unset: every core); got {workers!r}", key="workers")
-    return int(workers)
 
 
 @dataclasses.dataclass
