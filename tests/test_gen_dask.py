@@ -21,7 +21,6 @@ from vpintegrator.data import generate, load_spec, read_trajectories  # noqa: E4
 from vpintegrator.data.cluster import generate_on_cluster  # noqa: E402
 from vpintegrator.errors import VPIntegratorError  # noqa: E402
 
-pytestmark = pytest.mark.slow  # worker processes start in seconds each; the killed-worker run waits for a restart
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +59,7 @@ def test_default_one_shard_per_worker_and_env_address(cluster, tmp_path, monkeyp
     assert read_trajectories(tmp_path / "data.h5").y.tobytes() == _local(spec, tmp_path).y.tobytes()
 
 
+@pytest.mark.slow  # waits for the killed worker's restart (12-14 s here); the other tests run by default
 def test_killed_worker_block_is_recomputed(cluster, tmp_path):
     _, client = cluster
     # blocks of a second or more each on this machine: long enough to be killed in the middle of one

@@ -24,7 +24,6 @@ NumPy. :func:`block_metrics` puts together the per-step quantities of a rollout 
 from __future__ import annotations
 
 import csv
-import math
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -32,6 +31,7 @@ import numpy as np
 
 from .errors import VPIntegratorError
 from .arrays import array_namespace, as_like, copy_array, first_true, row_max, to_numpy
+from .data.summary import summary_row  # noqa: F401 (the table row; in the data layer, which merges rollout shards)
 
 #: relative error above which a prediction stops being "valid" (valid prediction time)
 VALID_ERROR_THRESHOLD = 0.1
@@ -483,42 +483,6 @@ def block_metrics(stream: TrajectoryMetricsStream | None, volume: VolumeStream |
 # --------------------------------------------------------------------------- summary table
 
 
-def summary_row(
-    method: str,
-    per_traj: Mapping[str, np.ndarray],
-    invariant_names: Sequence[str],
-    *,
-    max_abs_cum_log_det_J: np.ndarray | None,
-    seconds_per_step: float,
-    failed_step: np.ndarray,
-) -> dict[str, Any]:
-    """One row of the metrics table: per-trajectory values aggregated over trajectories.
-
-    Columns: ``method``, ``final_rel_error`` (mean; inf if any trajectory failed), ``valid_time`` (mean),
-    ``max_rel_drift_<inv>`` and ``drift_slope_<inv>`` (worst trajectory; slope in units of 1/time),
-    ``max_abs_cum_log_det_J`` (worst trajectory; NaN where not computed), ``seconds_per_step`` (wall time
-    of one step of the whole batch), ``n_traj``, ``failed``.
-    """
-    failed = to_numpy(failed_step) >= 0
-    row: dict[str, Any] = {"method": method}
-    fin = np.asarray(to_numpy(per_traj["final_rel_error"]), dtype=np.float64)
-    row["final_rel_error"] = float(np.mean(np.where(np.isnan(fin), np.inf, fin))) if fin.size else math.nan
-    row["valid_time"] = float(np.mean(per_traj["valid_time"]))
-    for name in invariant_names:
-        d = np.asarray(per_traj[f"max_rel_drift_{name}"], dtype=np.float64)
-        row[f"max_rel_drift_{name}"] = float(np.max(np.where(np.isnan(d), np.inf, d)))
-        s = np.asarray(per_traj[f"drift_slope_{name}"], dtype=np.float64)
-        row[f"drift_slope_{name}"] = float(s[np.nanargmax(np.abs(s))]) if np.isfinite(s).any() else math.nan
-    if max_abs_cum_log_det_J is None:
-        row["max_abs_cum_log_det_J"] = math.nan
-    else:
-        row["max_abs_cum_log_det_J"] = float(np.max(to_numpy(max_abs_cum_log_det_J)))
-    row["seconds_per_step"] = float(seconds_per_step)
-    row["n_traj"] = int(failed.size)
-    row["failed"] = int(failed.sum())
-    return row
-
-
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
@@ -551,7 +515,8 @@ def write_table(rows: Sequence[Mapping[str, Any]], stem: str | Path, *, overwrit
     ``caption``: a line above the Markdown table (e.g. what the errors are measured against)."""
     from ._io import atomic_path
     from ._outputs import check_output, output_locks
-    paths = Path(stem).with_suffix(".csv"), Path(stem).with_suffix(".md")
+    stem = Path(stem)  # the path without its suffix: a dotted name (rollout.shard-1-of-2) keeps its dots
+    paths = stem.with_name(stem.name + ".csv"), stem.with_name(stem.name + ".md")
     cols = list(rows[0]) if rows else ["method"]
     with output_locks(paths):
         csv_target, md_target = (check_output(p, "table", overwrite) for p in paths)

@@ -1,7 +1,7 @@
-"""Bad inputs to vp-gen's --workers / --shard and to reading shards (issue 23).
+"""Bad inputs to vp-gen's and vp-rollout's --workers / --shard and to reading shards (issue 23).
 
-``shard-*``: the vp-gen CLI; ``shards-*``: the readers (``api=lambda ws: ...``), on shards of a tiny data
-set written under ``ws.out`` (not hashed).
+``shard-*``: the vp-gen CLI; ``rshard-*``: the vp-rollout CLI; ``shards-*``: the readers (``api=lambda ws:
+...``), on shards of a tiny data set or rollout written under ``ws.out`` (not hashed).
 """
 
 import os
@@ -70,6 +70,45 @@ def _index_of_missing(ws):
     return write_shard_index(Path(ws.out) / "data.h5", 2)
 
 
+ROLL = "vp-rollout"
+ROLL_BASE = ["--data", "{data}", "--integrators", "rk4", "--n-traj", "4", "--quiet", "--out", "{out}/r.h5"]
+
+
+def _rollout_shards(ws, name="r", count=2, which=None, **kw):
+    """Shards of a rollout of the first 4 trajectories of ws.data under ws.out (``which``: only these)."""
+    from vpintegrator.rollout import RolloutConfig, run_rollouts
+
+    out = Path(ws.out) / f"{name}.h5"
+    config = RolloutConfig(data=str(ws.data), out=str(out), integrators=["rk4"], n_traj=4, workers=1, **kw)
+    for i in which or range(1, count + 1):
+        run_rollouts(config, shard=(i, count), write_index=which is None)
+    return out
+
+
+def _read_rollout(paths):
+    from vpintegrator.data.rollouts import read_rollout
+
+    return read_rollout(paths)
+
+
+def _rollout_missing(ws):
+    out = _rollout_shards(ws)
+    os.remove(Path(ws.out) / "r.shard-2-of-2.h5")
+    return _read_rollout(out)
+
+
+def _rollout_foreign(ws):
+    _rollout_shards(ws, which=[1])
+    _rollout_shards(ws, "other", which=[2], blowup=10.0)
+    return _read_rollout([Path(ws.out) / "r.shard-1-of-2.h5", Path(ws.out) / "other.shard-2-of-2.h5"])
+
+
+def _rollout_with_data_shard(ws):
+    _rollout_shards(ws, which=[1])
+    data = _shards(ws, which=[2])
+    return _read_rollout([Path(ws.out) / "r.shard-1-of-2.h5", data.with_name("data.shard-2-of-2.h5")])
+
+
 CASES = [
     Case("shard-zero", GEN, ["{spec}", "--shard", "0/4", *OUT], r"--shard 0/4 is out of range; give shard as I/N"),
     Case("shard-beyond", GEN, ["{spec}", "--shard", "5/4", *OUT], r"--shard 5/4 is out of range"),
@@ -92,4 +131,19 @@ CASES = [
     Case("shards-index-of-incomplete", api=_index_of_missing, match=r"shard file .*data\.shard-2-of-2\.h5 is missing"),
     Case("shards-not-a-shard", api=lambda ws: _read([_shards(ws).with_name("data.shard-1-of-2.h5"), ws.data]),
          match=r"data\.h5: not a shard"),
+    Case("rshard-zero", ROLL, [*ROLL_BASE, "--shard", "0/2"], r"--shard 0/2 is out of range; give shard as I/N"),
+    Case("rshard-not-i-over-n", ROLL, [*ROLL_BASE, "--shard", "1-2"], r"--shard must be I/N; got '1-2'"),
+    Case("rshard-more-than-trajectories", ROLL, [*ROLL_BASE, "--shard", "1/5"],
+         r"--shard 1/5: the run selects only 4 trajectories.*give at most 4 shards"),
+    Case("rshard-workers-zero", ROLL, [*ROLL_BASE, "--workers", "0"], r"--workers must be an integer >= 1"),
+    Case("rshard-workers-text", ROLL, [*ROLL_BASE, "--workers", "all"], r"'all' is not a valid integer", exit_code=2),
+    Case("rshard-shards-without-scheduler", ROLL, [*ROLL_BASE, "--shards", "3"], r"--shards goes with --scheduler",
+         exit_code=2),
+    Case("rshard-shard-and-work-precision", ROLL, [*ROLL_BASE, "--shard", "1/2", "--work-precision"],
+         r"--work-precision goes with a whole run", exit_code=2),
+    Case("shards-rollout-missing", api=_rollout_missing, match=r"r\.h5: shard file .*r\.shard-2-of-2\.h5 is missing"),
+    Case("shards-rollout-foreign", api=_rollout_foreign,
+         match=r"other\.shard-2-of-2\.h5: belongs to another .*attribute 'blowup'"),
+    Case("shards-rollout-with-data-shard", api=_rollout_with_data_shard,
+         match=r"data\.shard-2-of-2\.h5: not a rollout file"),
 ]

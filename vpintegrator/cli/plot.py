@@ -125,11 +125,12 @@ def main(paths, kind, out, traj, max_points, dpi, set_, print_config, as_json, q
     if training:
         _training(paths, kinds, out, which, options, dpi, print_config, as_json, quiet, overwrite)
         return
-    if len(paths) != 1:
+    if len(paths) != 1 and (any(p.is_dir() for p in paths) or not _shards(paths)):
         raise VPIntegratorError(
-            f"give one rollout file (or run directories with --kind training); got {len(paths)} paths"
+            f"give one rollout file, the shard files of one (vp-rollout --shard), or run directories with --kind "
+            f"training; got {len(paths)} paths"
         )
-    rollout = paths[0]
+    rollout = paths[0]  # several: the shards of one rollout, read as one (issue 23)
     if rollout.is_dir():
         raise VPIntegratorError(f"{rollout} is a directory without log.csv; give a vp-rollout file or a vp-train run directory")
     from ..plotting import KINDS, plot_all
@@ -138,12 +139,12 @@ def main(paths, kind, out, traj, max_points, dpi, set_, print_config, as_json, q
     out = out if out is not None else rollout.with_name(f"{rollout.stem}_figures")
     from .._io import check_not_input
 
-    check_not_input(out, [rollout], key="out")  # plot_all also refuses any figure path that is the input
+    check_not_input(out, list(paths), key="out")  # plot_all also refuses any figure path that is the input
     if print_config:
-        _print_config(dict(paths=[str(rollout)], kinds=chosen, out=str(out), traj=which, max_points=max_points,
+        _print_config(dict(paths=[str(p) for p in paths], kinds=chosen, out=str(out), traj=which, max_points=max_points,
                            dpi=dpi, **options))
         return
-    written = plot_all(rollout, out, kinds=chosen, traj=which, dpi=dpi, max_points=max_points,
+    written = plot_all(rollout if len(paths) == 1 else list(paths), out, kinds=chosen, traj=which, dpi=dpi, max_points=max_points,
                        overwrite=overwrite, **options)
     skipped = [k for k in chosen if not any(p.stem == k for p in written)]
     if as_json:
@@ -154,6 +155,13 @@ def main(paths, kind, out, traj, max_points, dpi, set_, print_config, as_json, q
     if skipped and not quiet:
         click.echo(f"Skipped (not applicable to this rollout): {', '.join(skipped)}", err=True)
     click.echo(f"Figures written to {out}")
+
+
+def _shards(paths) -> bool:
+    """Whether several paths are shards of a rollout (vp-rollout --shard; issue 23)."""
+    from ..data.shards import is_shard_set
+
+    return is_shard_set(list(paths))
 
 
 def _report(out, written, as_json: bool) -> None:

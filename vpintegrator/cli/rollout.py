@@ -134,9 +134,20 @@ def _config_class():
 @version_option
 @click.option("--overwrite", is_flag=True,
               help="Replace an existing rollout file at --out and its table (never a file of another kind).")
+# --- issue 23: shards and a Dask cluster (plain click options, as vp-gen's; --workers is a RolloutConfig key) ---
+@click.option("--shard", metavar="I/N", default=None,
+              help="Roll out only the I-th of N blocks of the selected trajectories into <out stem>.shard-I-of-N.h5; "
+              "the last shard to finish writes the index file at --out (and the whole run's table), which reads as "
+              "the whole rollout.")
+@click.option("--scheduler", metavar="ADDRESS", envvar="DASK_SCHEDULER_ADDRESS", default=None,
+              help="Run the blocks on this dask.distributed scheduler (default: $DASK_SCHEDULER_ADDRESS), one shard "
+              "per block (--shards of them, or one per scheduler worker), and write the index at --out.")
+@click.option("--shards", "n_shards", type=int, default=None,
+              help="With --scheduler: the number of blocks (default: one per worker of the cluster).")
+# --- end of issue 23 options --------------------------------------------------------------------------------
 @cli_errors
 def main(config, config_alias, models, integrators, traj, fast_step, jit, flags, set_, fail_on_blowup, work_precision,
-         print_config, as_json, quiet, overwrite):
+         print_config, as_json, quiet, overwrite, shard, scheduler, n_shards):
     """Roll out models and classical integrators from a data set's initial conditions.
 
     CONFIG (optional) is a TOML file with RolloutConfig keys (top level or a [rollout] table); flags and
@@ -184,7 +195,8 @@ def main(config, config_alias, models, integrators, traj, fast_step, jit, flags,
         from ..rollout.precision import check_work_precision_outputs
 
         check_work_precision_outputs(cfg, overwrite)
-    report = run_rollouts(cfg, log=log, inputs=[config] if config is not None else (), overwrite=overwrite)
+    report = _run(cfg, log, [config] if config is not None else (), overwrite, shard, scheduler, n_shards,
+                  work_precision)
     wp = None
     if work_precision:
         from ..rollout import run_work_precision
@@ -216,6 +228,23 @@ def main(config, config_alias, models, integrators, traj, fast_step, jit, flags,
             f"{len(report.failures)} method(s) failed (blow-up or non-finite): {labels}; everything was written "
             f"to {report.out}; exit status {EXIT_BLOWUP} (--fail-on-blowup)"
         )
+
+
+def _run(cfg, log, inputs, overwrite, shard, scheduler, n_shards, work_precision):
+    """run_rollouts, or one shard of it, or all its shards on a dask cluster (issue 23)."""
+    from ..rollout import run_rollouts
+
+    if (shard is not None or scheduler) and work_precision:
+        raise click.UsageError("--work-precision goes with a whole run, not with --shard or --scheduler")
+    if scheduler:
+        if shard is not None:
+            raise click.UsageError("--shard and --scheduler exclude each other: the scheduler runs every shard")
+        from ..rollout.cluster import rollout_on_cluster
+
+        return rollout_on_cluster(cfg, scheduler, n_shards=n_shards, inputs=inputs, overwrite=overwrite)
+    if n_shards is not None:
+        raise click.UsageError("--shards goes with --scheduler; for one block give --shard I/N")
+    return run_rollouts(cfg, log=log, inputs=inputs, overwrite=overwrite, shard=shard)
 
 
 if __name__ == "__main__":

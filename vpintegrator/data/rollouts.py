@@ -300,7 +300,11 @@ def read_rollout(path, traj=None, max_points: int | None = None) -> RolloutResul
 
     Parameters
     ----------
-    path : path
+    path : path, or a list of paths
+        A rollout file; or the shards of one (``vp-rollout --shard I/N``): their index file, or the list
+        of the shard files, read as one rollout (checked to belong together;
+        :mod:`vpintegrator.data.rollout_shards`), equal to the unsharded rollout to the last bit (the
+        timings apart).
     traj : int, list of int or None
         Positions in the rollout file (0 .. n_traj − 1, the rows of ``/traj_index``; not data-file
         indices) to read, sorted and without repeats; default all.
@@ -319,17 +323,25 @@ def read_rollout(path, traj=None, max_points: int | None = None) -> RolloutResul
             f"max_points must be a whole number >= 2 (time points per curve) or None; got {max_points!r}",
             key="max_points",
         )
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
-    if path.is_dir():
-        raise VPIntegratorError(f"{path}: is a directory; give a rollout file written by vp-rollout")
-    try:
-        f = h5py.File(path, "r")
-    except OSError as err:
-        raise VPIntegratorError(
-            f"{path}: not a readable HDF5 file ({' '.join(str(err).split())}); give a vp-rollout output"
-        ) from None
+    from .rollout_shards import is_rollout_set, open_rollout_set
+
+    if isinstance(path, (list, tuple)) and len(path) == 1:
+        path = path[0]
+    if not isinstance(path, (list, tuple)):
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
+        if path.is_dir():
+            raise VPIntegratorError(f"{path}: is a directory; give a rollout file written by vp-rollout")
+    if is_rollout_set(path):  # shards of one rollout (their list, or their index): read as one
+        f, path = open_rollout_set(path)
+    else:
+        try:
+            f = h5py.File(path, "r")
+        except OSError as err:
+            raise VPIntegratorError(
+                f"{path}: not a readable HDF5 file ({' '.join(str(err).split())}); give a vp-rollout output"
+            ) from None
     with f:
         meta = _attrs_to_meta(f.attrs)
         if meta.get("schema") != ROLLOUT_SCHEMA:

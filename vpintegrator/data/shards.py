@@ -24,7 +24,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import h5py
 import numpy as np
@@ -100,6 +100,21 @@ def _head(path: Path) -> tuple[dict, tuple[int, int, int], np.ndarray]:
         return _attrs_to_meta(f.attrs), shape, f["t"][:]
 
 
+@dataclass(frozen=True)
+class ShardKind:
+    """What differs between the shards of a data set and those of a rollout (``vp-rollout --shard``):
+    the command that writes them (named in the messages), the metadata that must agree, and how a shard's
+    head is read: ``head(path) -> (meta, (n_traj, n_states, dim), t)``."""
+
+    tool: str
+    same: tuple
+    head: Callable[[Path], tuple[dict, tuple[int, int, int], np.ndarray]]
+
+
+#: the shards of a trajectory data set (vp-gen)
+GEN = ShardKind("vp-gen", _SAME, _head)
+
+
 def _is_index(path: Path) -> bool:
     try:
         with h5py.File(path, "r") as f:
@@ -136,8 +151,10 @@ def _index_files(index: Path) -> list[Path]:
     return [index.parent / n for n in names]
 
 
-def _collect(paths: list[Path]) -> tuple[list[_Shard], Path | None]:
-    """The shards (checked to form one whole data set), in shard order; and the index file, if given."""
+def _collect(paths: list[Path], kind: ShardKind = GEN) -> tuple[list[_Shard], Path | None]:
+    """The shards (checked to form one whole data set, or rollout), in shard order; and the index file, if
+    given."""
+    tool = kind.tool
     index = None
     if len(paths) == 1 and _is_index(paths[0]):
         index = paths[0]
@@ -149,30 +166,30 @@ def _collect(paths: list[Path]) -> tuple[list[_Shard], Path | None]:
     shards = []
     for p in paths:
         if not p.exists():
-            raise VPIntegratorError(f"{where}shard file {p} is missing; run vp-gen again with the --shard it "
+            raise VPIntegratorError(f"{where}shard file {p} is missing; run {tool} again with the --shard it "
                                     "names (or give the complete list of shards)")
-        meta, shape, t = _head(p)
+        meta, shape, t = kind.head(p)
         if "shard_index" not in meta:
             raise VPIntegratorError(f"{p}: not a shard (no attribute 'shard_index'), but read together with "
-                                    "shards; give the shards of one vp-gen --shard run only")
+                                    f"shards; give the shards of one {tool} --shard run only")
         shards.append(_Shard(p, meta, shape, t))
     first = shards[0]
     for s in shards[1:]:
-        for key in _SAME:
+        for key in kind.same:
             a, b = first.meta.get(key), s.meta.get(key)
             if a != b:
                 raise VPIntegratorError(
                     f"{s.path}: belongs to another data set (attribute '{key}' is {b!r} but {first.path} has "
-                    f"{a!r}); give only the shards of one vp-gen --shard run")
+                    f"{a!r}); give only the shards of one {tool} --shard run")
         params = {k for k in {**first.meta, **s.meta} if k.startswith("param_")}
         for key in sorted(params):
             if first.meta.get(key) != s.meta.get(key):
                 raise VPIntegratorError(
                     f"{s.path}: belongs to another data set (attribute '{key}' is {s.meta.get(key)!r} but "
-                    f"{first.path} has {first.meta.get(key)!r}); give only the shards of one vp-gen --shard run")
+                    f"{first.path} has {first.meta.get(key)!r}); give only the shards of one {tool} --shard run")
         if s.shape[1:] != first.shape[1:] or not np.array_equal(s.t, first.t):
             raise VPIntegratorError(f"{s.path}: belongs to another data set (its '/t' or dim differs from "
-                                    f"{first.path}'s); give only the shards of one vp-gen --shard run")
+                                    f"{first.path}'s); give only the shards of one {tool} --shard run")
     count, total = int(first.meta["shard_count"]), int(first.meta["shard_n_traj"])
     by_index: dict[int, _Shard] = {}
     for s in shards:
@@ -186,7 +203,7 @@ def _collect(paths: list[Path]) -> tuple[list[_Shard], Path | None]:
         hint = shard_path(index, (missing[0], count)) if index is not None else \
             f"the file of --shard {missing[0]}/{count}"
         raise VPIntegratorError(f"{where}shard {missing[0]}/{count} is missing ({len(missing)} of {count} "
-                                f"missing; expected {hint}); run vp-gen with --shard {missing[0]}/{count}")
+                                f"missing; expected {hint}); run {tool} with --shard {missing[0]}/{count}")
     ordered = [by_index[i] for i in range(1, count + 1)]
     stop = 0
     for s in ordered:
@@ -194,11 +211,11 @@ def _collect(paths: list[Path]) -> tuple[list[_Shard], Path | None]:
         if a != stop or b - a != s.shape[0]:
             what = "a gap" if a > stop else "an overlap"
             raise VPIntegratorError(f"{s.path}: {what} in the trajectories (it holds {a}:{b}, the shards "
-                                    f"before end at {stop}); give only the shards of one vp-gen --shard run")
+                                    f"before end at {stop}); give only the shards of one {tool} --shard run")
         stop = b
     if stop != total:
         raise VPIntegratorError(f"{ordered[-1].path}: the shards end at trajectory {stop} but the data set "
-                                f"has {total}; give only the shards of one vp-gen --shard run")
+                                f"has {total}; give only the shards of one {tool} --shard run")
     return ordered, index
 
 

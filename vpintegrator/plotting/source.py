@@ -107,6 +107,10 @@ def plot_data(source, reference: Trajectories | None = None, max_points: int | N
         from ..data.rollouts import read_rollout
 
         return _from_rollout(read_rollout(Path(source), max_points=max_points), reference, max_points)
+    if isinstance(source, (list, tuple)) and source and all(isinstance(p, (str, os.PathLike)) for p in source):
+        from ..data.rollouts import read_rollout  # the shards of one rollout (vp-rollout --shard), read as one
+
+        return _from_rollout(read_rollout([Path(p) for p in source], max_points=max_points), reference, max_points)
     if _is_rollout_result(source):
         return _from_rollout(source, reference, max_points)
     if isinstance(source, Trajectories):

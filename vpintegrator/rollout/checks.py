@@ -43,8 +43,7 @@ def check_outputs(config: RolloutConfig, extra_inputs=(), overwrite: bool = Fals
         raise VPIntegratorError(f"out {out} is a directory; give the path of the rollout file (e.g. {out / 'rollout.h5'})",
                                 key="out")
     inputs = _input_files(config, extra_inputs)
-    stem = out.with_suffix("")
-    paths = (out, stem.with_suffix(".csv"), stem.with_suffix(".md"))
+    paths = (out, out.with_suffix(".csv"), out.with_suffix(".md"))  # rollout.shard-1-of-2.csv: the dots kept
     for path in paths:
         check_not_input(path, inputs, key="out")
     return [check_output(path, kind, overwrite) for path, kind in zip(paths, ("rollout", "table", "table"))]

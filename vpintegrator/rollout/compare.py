@@ -23,6 +23,7 @@ from ..errors import VPIntegratorError
 from .engine import StepMap, initial_window, stream_rollout
 from .checks import _check_fits, _check_reference, check_outputs, estimate  # noqa: F401 (estimate re-exported)
 from .config import RolloutConfig, load_rollout_config, model_entries  # noqa: F401 (re-exported)
+from .report import Failure, RolloutReport  # noqa: F401 (re-exported)
 from .reference import describe_reference, write_reference
 from .splits import split_rows
 from .steps import ExactFlowStep, IntegratorStep, ModelStep, reference_step_map
@@ -32,61 +33,8 @@ __all__ = [
     "model_label", "estimate", "check_outputs",
 ]
 
-class Failure(tuple):
-    """A failed method: ``(n_failed, traj, step)`` as a tuple (the number of failed trajectories, the
-    data-file index of the first one to fail and its step), with ``label``, ``n_traj`` and ``t`` (the
-    time of that step) as attributes; :meth:`line` is the one-line report."""
-
-    def __new__(cls, label: str, n_failed: int, n_traj: int, traj: int, step: int, t: float):
-        obj = super().__new__(cls, (n_failed, traj, step))
-        obj.label, obj.n_traj, obj.t = label, n_traj, t
-        return obj
-
-    @property
-    def n_failed(self) -> int:
-        return self[0]
-
-    @property
-    def traj(self) -> int:
-        return self[1]
-
-    @property
-    def step(self) -> int:
-        return self[2]
-
-    def line(self) -> str:
-        return (f"{self.label}: {self.n_failed} of {self.n_traj} trajectories failed (blow-up or non-finite); "
-                f"first: trajectory {self.traj} at step {self.step} (t = {self.t:g})")
-
-
-@dataclass
-class RolloutReport:
-    """What :func:`run_rollouts` wrote: the HDF5 file, the metrics table (CSV, Markdown) and its rows
-    (one per method and ``split`` label present), the reference the errors were measured against and the
-    warning lines.
-
-    ``failures``: label -> :class:`Failure` ``(number failed, data-file index of the first failed
-    trajectory, its step)``, with ``.t`` its time and ``.line()`` the one-line report.
-    """
-
-    out: Any
-    csv: Any
-    markdown: Any
-    rows: list
-    failures: dict = field(default_factory=dict)
-    #: what the errors were measured against (one line; also the rollout file's ``reference`` attribute)
-    reference: str = ""
-    #: warning lines (a trajectory rolled out that a model trained on)
-    warnings: list = field(default_factory=list)
-
-    def __repr__(self) -> str:  # one line: where it went and what ran, not the table
-        methods = [r.get("method") for r in self.rows]
-        failed = {label: f.n_failed for label, f in self.failures.items()}
-        return f"RolloutReport(out={str(self.out)!r}, methods={methods}, failures={failed})"
-
 
 # --------------------------------------------------------------------------- model and method specs
-
 
 def model_label(spec: str) -> str:
     """The label of a model given by path, ``pretrained:NAME`` or ``gml:FILE.h5``: NAME, FILE's stem, the run directory's name, the
@@ -194,6 +142,7 @@ class _Plan:
     reference_attrs: dict = field(default_factory=dict)
     warnings: list = field(default_factory=list)
     notes: list = field(default_factory=list)  # lines for the log once the plan stands
+    blocks: Any = None  # issue 23: .blocks.Blocks (a shard's attributes, the workers), None: the whole run
 
     @property
     def t(self) -> np.ndarray:
@@ -316,6 +265,17 @@ def select(config: RolloutConfig):
     idx = _select_traj(config, int(meta["n_traj"]), data)
     t0 = float(meta.get("t0", 0.0))
     return data, meta, system, dt, idx, t0, _horizon(config, t0, dt, int(meta["n_states"]))
+
+
+def select_planned(config: RolloutConfig):
+    """:func:`select` with the trajectories a run rolls out when none are given: a trained model's test split
+    (:func:`vpintegrator.rollout.splits.default_traj`), as :func:`run_rollouts` would; what the shards of
+    ``--shard``/``--scheduler`` cut into blocks."""
+    chosen = select(config)
+    if config.traj is None and config.n_traj is None and config.models:
+        idx = _plan(config, lambda line: None, (), overwrite=True).idx  # outputs are checked by the caller
+        chosen = (*chosen[:4], idx, *chosen[5:])
+    return chosen
 
 
 def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), overwrite: bool = False) -> _Plan:
@@ -470,6 +430,10 @@ def _write_method(writer, plan: _Plan, label: str, step_map: StepMap, source: st
     lines.close()
     per_traj = stream.summary()
     cum = None if vol is None else vol.max_abs_cum
+    if plan.blocks is not None and plan.blocks.per_traj:  # a shard: the values its merged table is made of
+        from ..data.rollout_shards import write_per_traj
+
+        write_per_traj(series.group, per_traj, cum, labels=plan.labels[label])
     row = summary_row(label, per_traj, names, max_abs_cum_log_det_J=cum, seconds_per_step=res.seconds_per_step,
                       failed_step=res.failed_step)
     rows = split_rows(label, plan, per_traj, names, cum, res)
@@ -495,7 +459,8 @@ def _write_method(writer, plan: _Plan, label: str, step_map: StepMap, source: st
 
 
 def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None,
-                 inputs=(), *, overwrite: bool = False) -> RolloutReport:
+                 inputs=(), *, overwrite: bool = False, shard: str | tuple[int, int] | None = None,
+                 write_index: bool = True) -> RolloutReport:
     """Roll out models and classical integrators from a data set's initial conditions; write everything.
 
     Writes ``config.out`` (HDF5, atomically; layout in ``datasets/README.md``, reader
@@ -522,6 +487,13 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
         Replace an existing rollout file at ``config.out`` and its metrics table; without it an existing
         output is refused. Anything that is not a rollout file (a metrics table) is never replaced.
         The three outputs are locked against other writers while they are written.
+    shard : "I/N" or (I, N), optional
+        Roll out only the I-th of N contiguous blocks of the selected trajectories, into
+        ``<out stem>.shard-I-of-N.h5`` (and its table); when the last shard is written (and
+        ``write_index``), the index file appears at ``out`` with the whole run's table beside it, and
+        :func:`~vpintegrator.data.rollouts.read_rollout` of it (or of the shards' list) equals the unsharded
+        rollout to the last bit (:mod:`vpintegrator.rollout.blocks`).
+    write_index : bool, default True
 
     Notes
     -----
@@ -533,9 +505,28 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
     -------
     RolloutReport
     """
+    if shard is not None:  # issue 23: one block of the trajectories, into a file of its own
+        from .blocks import run_shard
+
+        return run_shard(_run, select_planned, config, log, inputs, overwrite=overwrite, shard=shard,
+                         write_index=write_index)
+    return _run(config, log, inputs, overwrite)
+
+
+def _part(config: RolloutConfig, shard: tuple[int, int], n_whole: int) -> str:
+    """A block of the classical methods on a worker process (``workers``): its shard file (issue 23)."""
+    from .blocks import run_shard
+
+    return str(run_shard(_run, select, config, None, overwrite=True, shard=shard, write_index=False,
+                         n_whole=n_whole).out)
+
+
+def _run(config: RolloutConfig, log, inputs, overwrite: bool, blocks=None) -> RolloutReport:
+    """:func:`run_rollouts` of the whole selection of ``config``, cut as ``blocks`` says (None: no shard)."""
     from .._outputs import output_locks
 
     plan = _plan(config, log or (lambda line: None), inputs, overwrite)
+    plan.blocks = blocks
     with output_locks(check_outputs(config, inputs, overwrite)):
         # again under the locks: a writer we raced may have finished meanwhile
         return _write_rollouts(plan, config, check_outputs(config, inputs, overwrite), overwrite)
@@ -546,9 +537,14 @@ def _write_rollouts(plan: _Plan, config: RolloutConfig, outs: list[Path], overwr
     from ..data.rollouts import RolloutWriter
     from ..metrics import write_table
 
+    from .blocks import Blocks
+
     reference_gen = reference_step_map(plan.data_meta, plan.system, plan.dt)
     for line in plan.notes:
         plan.say(line)
+    # issue 23: the runners of the whole selection, and the classical methods on worker processes
+    blocks = plan.blocks or Blocks(n_whole=plan.n_traj, workers=config.workers)
+    blocks.same_runners([reference_gen, *(m[1] for m in plan.methods)])
     out = Path(config.out)
     rows: list[dict] = []
     failures: dict = {}
@@ -558,13 +554,17 @@ def _write_rollouts(plan: _Plan, config: RolloutConfig, outs: list[Path], overwr
     # are named by their source in the methods' attributes)
     inputs = [plan.data, *(Path(src) for _, _, src in plan.methods if Path(src).is_file())]
     provenance = provenance_attr(inputs, relative_to=Path(config.out).resolve().parent)
-    with RolloutWriter(outs[0], _root_attrs(plan, reference_gen), plan.t, plan.traj_index, dim=plan.system.dim,
-                       invariant_names=plan.system.invariant_names, chunk_steps=config.chunk_steps,
-                       extra_attrs={"provenance": provenance}) as writer:
-        yref = write_reference(writer, plan, reference_gen)
+    with blocks.parts(plan, outs[0], _part) as parts, \
+            RolloutWriter(outs[0], _root_attrs(plan, reference_gen), plan.t, plan.traj_index, dim=plan.system.dim,
+                          invariant_names=plan.system.invariant_names, chunk_steps=config.chunk_steps,
+                          extra_attrs={"provenance": provenance, **blocks.attrs}) as writer:
+        yref = write_reference(writer, plan, reference_gen) if parts is None else parts.reference(writer, plan)
         plan.ref_file = None  # the file's states are in /reference now
         for label, step_map, source in plan.methods:
-            method_rows, failure = _write_method(writer, plan, label, step_map, source, yref)
+            if parts is not None and label in parts:
+                method_rows, failure = parts.method(writer, plan, label, Failure, split_rows)
+            else:
+                method_rows, failure = _write_method(writer, plan, label, step_map, source, yref)
             rows.extend(method_rows)
             if failure is not None:
                 failures[label] = failure

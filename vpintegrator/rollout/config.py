@@ -158,6 +158,11 @@ class RolloutConfig(Config):
         A state with ‖z‖ > blowup × ‖z_0‖ counts as failed.
     volume : bool
         Compute ``log|det J|`` of every step/window map (an extra Jacobian per step).
+    workers : int or None
+        Processes the classical integrators, the exact flow and the reference's continuation run on, by
+        contiguous blocks of trajectories (:mod:`vpintegrator.rollout.blocks`); models run in the calling
+        process. Default: every core, when the work repays starting processes; 1: one process. The file
+        is the same to the last bit whatever it is (the timings apart).
     jit : bool
         Compile model steps for speed: a TorchScript trace (see :class:`~vpintegrator.rollout.ModelStep`),
         and with the device engine on CUDA a CUDA graph of one model step (eager where capture fails).
@@ -197,6 +202,11 @@ class RolloutConfig(Config):
                         help="Failure when |z| > BLOWUP x |z0|.")
     volume: bool = key(True, type=bool, help="Compute log|det J| of every step/window map.")
     jit: bool = key(True, type=bool, flag="")
+    # issue 23: the classical integrators' blocks of trajectories on worker processes (rollout/blocks.py)
+    workers: int | None = key(None, type=int, low=1, optional=True, expected="an integer >= 1",
+                              show_default="every core",
+                              help="Processes for the classical integrators and the exact flow (1: one; models run "
+                              "in this process). The output does not depend on it.")
 
     _source_in_messages = False
 

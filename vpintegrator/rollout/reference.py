@@ -112,6 +112,10 @@ def write_reference(writer, plan, reference_gen: StepMap):
         per_step = stream.update(t[k0:k1], block, None)
         series.write(k0, {f"invariant/{name}": to_numpy(per_step[f"invariant/{name}"]) for name in names})
     summary = stream.summary()
+    if getattr(plan, "blocks", None) is not None and plan.blocks.per_traj:  # a shard: its merged table's values
+        from ..data.rollout_shards import write_per_traj
+
+        write_per_traj(series.group, {k: v for k, v in summary.items() if k.startswith("max_rel_drift_")})
     series.close(ref_failed, {"label": "reference", "kind": "reference", "source": str(plan.data),
                               "description": plan.reference_desc, "split": list(plan.run_labels),
                               **{f"max_rel_drift_{n}": float(np.max(summary[f"max_rel_drift_{n}"])) for n in names}})

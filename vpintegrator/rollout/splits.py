@@ -24,13 +24,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..data.summary import SPLIT_LABELS  # the values of the ``split`` column, in table order
 from ..errors import VPIntegratorError
 
 __all__ = ["SPLIT_LABELS", "ModelSplit", "model_split", "data_digest", "default_traj", "labels_for",
            "run_labels", "heldout_seed", "draw_heldout", "label_rows", "split_rows"]
 
-#: the values of the ``split`` column, in the order rows of one method are listed
-SPLIT_LABELS = ("train", "val", "test", "new", "unknown")
 #: data-file labels, most in-sample first (the rule for a row relative to several models)
 _RANK = {"train": 0, "val": 1, "test": 2}
 
@@ -188,22 +187,10 @@ def label_rows(plan, model_splits, entries) -> None:
 def split_rows(label: str, plan, per_traj, names, cum, res) -> list[dict]:
     """The table rows of one method: one per ``split`` label present among its rolled-out rows (in the
     order train, val, test, new, unknown), each aggregating only those trajectories
-    (:func:`vpintegrator.metrics.summary_row`), with the ``reference`` column (``exact`` or ``data``)."""
-    from ..arrays import to_numpy
-    from ..metrics import summary_row
+    (:func:`vpintegrator.data.summary.split_summary_rows`), with the ``reference`` column (``exact`` or
+    ``data``)."""
+    from ..data.summary import split_summary_rows
 
-    labels = np.asarray(plan.labels[label])
     mode = plan.reference_attrs.get("reference_mode", plan.config.reference)
-    per_traj = {k: to_numpy(v) for k, v in per_traj.items()}
-    cum = None if cum is None else to_numpy(cum)
-    failed = to_numpy(res.failed_step)
-    rows = []
-    for lab in SPLIT_LABELS:
-        mask = labels == lab
-        if not mask.any():
-            continue
-        row = summary_row(label, {k: np.asarray(v)[mask] for k, v in per_traj.items()}, names,
-                          max_abs_cum_log_det_J=None if cum is None else np.asarray(cum)[mask],
-                          seconds_per_step=res.seconds_per_step, failed_step=failed[mask])
-        rows.append({"method": row.pop("method"), "split": lab, **row, "reference": mode})
-    return rows
+    return split_summary_rows(label, per_traj, names, plan.labels[label], mode, max_abs_cum_log_det_J=cum,
+                              seconds_per_step=res.seconds_per_step, failed_step=res.failed_step)

@@ -1,0 +1,95 @@
+"""``vp-rollout --scheduler ADDRESS``: the blocks of a comparison run on a ``dask.distributed`` cluster.
+
+:func:`rollout_on_cluster` cuts the selected trajectories into shards (:mod:`vpintegrator.rollout.blocks`),
+sends one task per shard to the scheduler, each task writing its own shard file (and its table) with
+:func:`~vpintegrator.rollout.run_rollouts` on the worker that runs it, and, once all are done, writes the
+index file at ``out`` and the whole run's table beside it (nothing else on the client). As for ``vp-gen
+--scheduler`` (:mod:`vpintegrator.data.cluster`): the workers must see the data file, the models and
+``out``'s folder (a shared file system), a worker that dies mid-task loses only its block (the scheduler
+runs the task again elsewhere; shard files are written atomically and replaced whole), and
+``dask-jobqueue`` clusters are reached by their scheduler address.
+
+Needs the optional extra ``vpintegrator[dask]`` (``dask[distributed]``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+from .._outputs import check_output, output_lock
+from ..data.cluster import _client
+from ..data.rollout_shards import rollout_bounds
+from ..data.shards import shard_path
+from ..errors import VPIntegratorError
+from .blocks import _index_if_complete
+from .checks import check_outputs
+from .compare import RolloutReport, run_rollouts, select_planned
+from .config import RolloutConfig
+
+__all__ = ["rollout_on_cluster"]
+
+
+def _shard_task(config: RolloutConfig, shard: tuple[int, int]) -> str:
+    """One block, run on a dask worker: its shard file (replaced when a dead worker had finished it)."""
+    return str(run_rollouts(config, shard=shard, overwrite=True, write_index=False).out)
+
+
+def rollout_on_cluster(config: RolloutConfig, scheduler: Any = None, *, n_shards: int | None = None,
+                       inputs=(), overwrite: bool = False) -> RolloutReport:
+    """Run ``config`` as ``n_shards`` shards on a dask cluster; write the index file ``config.out`` and the
+    whole run's table beside it.
+
+    Parameters
+    ----------
+    config : RolloutConfig
+        ``workers`` applies on each dask worker (its processes for the classical methods).
+    scheduler : str or distributed.Client, optional
+        The scheduler's address (default: ``$DASK_SCHEDULER_ADDRESS``), or a connected client.
+    n_shards : int, optional
+        Number of blocks (default: one per worker of the cluster, at most one per trajectory).
+    inputs : paths, optional
+        More files the run must not write over (its config file).
+    overwrite : bool, default False
+        The overwrite rule applies, on the client and before anything is sent, to the index, its table and
+        every shard file and shard table.
+
+    Returns
+    -------
+    RolloutReport
+        ``out`` (the index; :func:`~vpintegrator.data.rollouts.read_rollout` of it equals the unsharded
+        rollout bit for bit, the timings apart) and the whole run's table.
+    """
+    scheduler = scheduler if scheduler is not None else os.environ.get("DASK_SCHEDULER_ADDRESS")
+    if scheduler is None:
+        raise VPIntegratorError("scheduler not given and DASK_SCHEDULER_ADDRESS not set; give the address of "
+                                "a dask scheduler (tcp://HOST:PORT)", key="scheduler")
+    if n_shards is not None and (isinstance(n_shards, bool) or not isinstance(n_shards, int) or n_shards < 1):
+        raise VPIntegratorError(f"n_shards must be an integer >= 1; got {n_shards!r}", key="n_shards")
+    config.validate()
+    outs = check_outputs(config, inputs, overwrite)  # the index and the whole run's table
+    n_sel = int(select_planned(config)[4].size)
+    out = Path(config.out)
+    client, owned = _client(scheduler)
+    try:
+        if n_shards is None:
+            n_shards = max(1, len(client.scheduler_info().get("workers", {})))
+        n_shards = min(n_shards, n_sel)
+        shards = [(i, n_shards) for i in range(1, n_shards + 1)]
+        for s in shards:
+            rollout_bounds(n_sel, s)  # shards of at least one trajectory
+            path = shard_path(out, s)
+            check_outputs(dataclasses.replace(config, out=str(path)), inputs, overwrite)
+        with output_lock(outs[0]):
+            futures = [client.submit(_shard_task, config, s, pure=False,
+                                     key=f"vp-rollout-{out.name}-{s[0]}-of-{s[1]}-{uuid.uuid4().hex}") for s in shards]
+            client.gather(futures)
+        check_output(out, "rollout", True)
+        rows = _index_if_complete(out, n_shards)
+    finally:
+        if owned:
+            client.close()
+    return RolloutReport(out=out, csv=out.with_suffix(".csv"), markdown=out.with_suffix(".md"), rows=rows or [])

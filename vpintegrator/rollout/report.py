@@ -1,0 +1,67 @@
+"""What a comparison run reports: :class:`RolloutReport` (the files, the table rows, the reference, the
+warnings) and :class:`Failure` (a method that failed: how many trajectories, the first one, its step)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["RolloutReport", "Failure"]
+
+
+class Failure(tuple):
+    """A failed method: ``(n_failed, traj, step)`` as a tuple (the number of failed trajectories, the
+    data-file index of the first one to fail and its step), with ``label``, ``n_traj`` and ``t`` (the
+    time of that step) as attributes; :meth:`line` is the one-line report."""
+
+    label: str
+    n_traj: int
+    t: float
+
+    def __new__(cls, label: str, n_failed: int, n_traj: int, traj: int, step: int, t: float):
+        obj = super().__new__(cls, (n_failed, traj, step))
+        obj.label, obj.n_traj, obj.t = label, n_traj, t
+        return obj
+
+    @property
+    def n_failed(self) -> int:
+        return self[0]
+
+    @property
+    def traj(self) -> int:
+        return self[1]
+
+    @property
+    def step(self) -> int:
+        return self[2]
+
+    def line(self) -> str:
+        return (f"{self.label}: {self.n_failed} of {self.n_traj} trajectories failed (blow-up or non-finite); "
+                f"first: trajectory {self.traj} at step {self.step} (t = {self.t:g})")
+
+
+@dataclass
+class RolloutReport:
+    """What :func:`run_rollouts` wrote: the HDF5 file, the metrics table (CSV, Markdown) and its rows
+    (one per method and ``split`` label present), the reference the errors were measured against and the
+    warning lines.
+
+    ``failures``: label -> :class:`Failure` ``(number failed, data-file index of the first failed
+    trajectory, its step)``, with ``.t`` its time and ``.line()`` the one-line report.
+    """
+
+    out: Any
+    csv: Any
+    markdown: Any
+    rows: list
+    failures: dict = field(default_factory=dict)
+    #: what the errors were measured against (one line; also the rollout file's ``reference`` attribute)
+    reference: str = ""
+    #: warning lines (a trajectory rolled out that a model trained on)
+    warnings: list = field(default_factory=list)
+
+    def __repr__(self) -> str:  # one line: where it went and what ran, not the table
+        methods = [r.get("method") for r in self.rows]
+        failed = {label: f.n_failed for label, f in self.failures.items()}
+        return f"RolloutReport(out={str(self.out)!r}, methods={methods}, failures={failed})"
+
