@@ -28,7 +28,27 @@ from .hdf5 import check_output_path
 from .shards import shard_path, write_shard_index
 from .spec import GenerationSpec, load_spec
 
-__all__ = ["generate_on_cluster"]
+__all__ = ["generate_on_cluster", "cluster_address", "shard_count"]
+
+
+def cluster_address(scheduler: Any, n_shards: Any) -> Any:
+    """The scheduler to use (``scheduler``, else ``$DASK_SCHEDULER_ADDRESS``), after the checks of the
+    cluster arguments shared by ``vp-gen`` and ``vp-rollout`` (one-line errors naming ``scheduler`` or
+    ``n_shards``)."""
+    scheduler = scheduler if scheduler is not None else os.environ.get("DASK_SCHEDULER_ADDRESS")
+    if scheduler is None:
+        raise VPIntegratorError("scheduler not given and DASK_SCHEDULER_ADDRESS not set; give the address of "
+                                "a dask scheduler (tcp://HOST:PORT)", key="scheduler")
+    if n_shards is not None and (isinstance(n_shards, bool) or not isinstance(n_shards, int) or n_shards < 1):
+        raise VPIntegratorError(f"n_shards must be an integer >= 1; got {n_shards!r}", key="n_shards")
+    return scheduler
+
+
+def shard_count(client: Any, n_shards: int | None, limit: int) -> int:
+    """``n_shards`` (default: one per worker of the cluster), at most ``limit`` (blocks of work)."""
+    if n_shards is None:
+        n_shards = max(1, len(client.scheduler_info().get("workers", {})))
+    return min(n_shards, limit)
 
 
 def _client(scheduler: Any):
@@ -90,12 +110,7 @@ def generate_on_cluster(
     if out is None or not isinstance(out, (str, os.PathLike)):
         raise VPIntegratorError(f"out must be a file path (the index file; the shards go beside it); got {out!r}",
                                 key="out")
-    scheduler = scheduler if scheduler is not None else os.environ.get("DASK_SCHEDULER_ADDRESS")
-    if scheduler is None:
-        raise VPIntegratorError("scheduler not given and DASK_SCHEDULER_ADDRESS not set; give the address of "
-                                "a dask scheduler (tcp://HOST:PORT)", key="scheduler")
-    if n_shards is not None and (isinstance(n_shards, bool) or not isinstance(n_shards, int) or n_shards < 1):
-        raise VPIntegratorError(f"n_shards must be an integer >= 1; got {n_shards!r}", key="n_shards")
+    scheduler = cluster_address(scheduler, n_shards)
     check_not_input(out, [spec.source] if spec.source else [], key="out")
     check_output_path(out, key="out")
     index = check_output(out, "trajectories", overwrite)
@@ -103,9 +118,7 @@ def generate_on_cluster(
     n_chunks = -(-n_traj // chunk)
     client, owned = _client(scheduler)
     try:
-        if n_shards is None:
-            n_shards = max(1, len(client.scheduler_info().get("workers", {})))
-        n_shards = min(n_shards, n_chunks)
+        n_shards = shard_count(client, n_shards, n_chunks)
         shards = [(i, n_shards) for i in range(1, n_shards + 1)]
         for s in shards:
             check_output(shard_path(out, s), "trajectories", overwrite, key="out")

@@ -15,16 +15,14 @@ Needs the optional extra ``vpintegrator[dask]`` (``dask[distributed]``).
 from __future__ import annotations
 
 import dataclasses
-import os
 import uuid
 from pathlib import Path
 from typing import Any
 
 from .._outputs import check_output, output_lock
-from ..data.cluster import _client
+from ..data.cluster import _client, cluster_address, shard_count
 from ..data.rollout_shards import rollout_bounds
 from ..data.shards import shard_path
-from ..errors import VPIntegratorError
 from .blocks import _index_if_complete
 from .checks import check_outputs
 from .compare import RolloutReport, run_rollouts, select_planned
@@ -63,21 +61,14 @@ def rollout_on_cluster(config: RolloutConfig, scheduler: Any = None, *, n_shards
         ``out`` (the index; :func:`~vpintegrator.data.rollouts.read_rollout` of it equals the unsharded
         rollout bit for bit, the timings apart) and the whole run's table.
     """
-    scheduler = scheduler if scheduler is not None else os.environ.get("DASK_SCHEDULER_ADDRESS")
-    if scheduler is None:
-        raise VPIntegratorError("scheduler not given and DASK_SCHEDULER_ADDRESS not set; give the address of "
-                                "a dask scheduler (tcp://HOST:PORT)", key="scheduler")
-    if n_shards is not None and (isinstance(n_shards, bool) or not isinstance(n_shards, int) or n_shards < 1):
-        raise VPIntegratorError(f"n_shards must be an integer >= 1; got {n_shards!r}", key="n_shards")
+    scheduler = cluster_address(scheduler, n_shards)
     config.validate()
     outs = check_outputs(config, inputs, overwrite)  # the index and the whole run's table
     n_sel = int(select_planned(config)[4].size)
     out = Path(config.out)
     client, owned = _client(scheduler)
     try:
-        if n_shards is None:
-            n_shards = max(1, len(client.scheduler_info().get("workers", {})))
-        n_shards = min(n_shards, n_sel)
+        n_shards = shard_count(client, n_shards, n_sel)
         shards = [(i, n_shards) for i in range(1, n_shards + 1)]
         for s in shards:
             rollout_bounds(n_sel, s)  # shards of at least one trajectory
