@@ -7,28 +7,21 @@ is computed again elsewhere: nothing lost, nothing twice, no temporary file left
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
-import time
-
 import numpy as np
 import pytest
 
 distributed = pytest.importorskip("distributed")
 
+from dask_helpers import local_cluster, with_a_worker_killed  # noqa: E402
 from vpintegrator.data import generate, load_spec, read_trajectories  # noqa: E402
 from vpintegrator.data.cluster import generate_on_cluster  # noqa: E402
 from vpintegrator.errors import VPIntegratorError  # noqa: E402
 
 
-
 @pytest.fixture(scope="module")
 def cluster():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None, worker_dashboard_address=None) as c:
-        with distributed.Client(c) as client:
-            yield c, client
+    with local_cluster() as pair:
+        yield pair
 
 
 def _local(spec, tmp_path):
@@ -64,28 +57,10 @@ def test_killed_worker_block_is_recomputed(cluster, tmp_path):
     _, client = cluster
     # blocks of a second or more each on this machine: long enough to be killed in the middle of one
     spec = load_spec("rigid_body", n_traj=12000, t_end=20.0, chunk_size=1000)
-    pids = client.run(os.getpid)  # worker address -> pid
-    killed = {}
-
-    def kill_one_busy_worker():
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not killed:
-            busy = {w: keys for w, keys in client.processing().items() if keys}
-            if busy:
-                addr = sorted(busy)[0]
-                time.sleep(0.2)  # inside the block, not at its start
-                still = client.processing().get(addr)
-                if still:  # the worker still has a block: kill it there
-                    killed[addr] = still
-                    os.kill(pids[addr], signal.SIGKILL)
-            time.sleep(0.02)
-
-    killer = threading.Thread(target=kill_one_busy_worker)
-    killer.start()
-    try:
-        out = generate_on_cluster(spec, tmp_path / "data.h5", client, n_shards=4, workers=1)
-    finally:
-        killer.join()
+    killed = with_a_worker_killed(
+        client, lambda: generate_on_cluster(spec, tmp_path / "data.h5", client, n_shards=4, workers=1),
+        settle=0.2, deadline=60)
+    out = tmp_path / "data.h5"
     assert killed, "no worker was busy to be killed"
     got, ref = read_trajectories(out), _local(spec, tmp_path)
     assert got.y.shape == ref.y.shape == (12000, 201, 3)

@@ -8,28 +8,22 @@ block (the block is computed again elsewhere: nothing lost, nothing twice, no te
 from __future__ import annotations
 
 import json
-import os
-import signal
-import threading
-import time
 
 import pytest
 
 distributed = pytest.importorskip("distributed")
 
+from dask_helpers import local_cluster, with_a_worker_killed  # noqa: E402
 from vpintegrator.data import generate, load_spec  # noqa: E402
 from vpintegrator.errors import VPIntegratorError  # noqa: E402
 from vpintegrator.rollout import RolloutConfig, read_rollout, run_rollouts  # noqa: E402
 from vpintegrator.rollout.cluster import rollout_on_cluster  # noqa: E402
 
 
-
 @pytest.fixture(scope="module")
 def cluster():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None, worker_dashboard_address=None) as c:
-        with distributed.Client(c) as client:
-            yield c, client
+    with local_cluster() as pair:
+        yield pair
 
 
 @pytest.fixture(scope="module")
@@ -87,28 +81,8 @@ def test_killed_worker_block_is_recomputed(cluster, tmp_path):
     # blocks of a second or more each: implicit midpoint far beyond the data (its generator continues it)
     config = RolloutConfig(data=str(data), out=str(tmp_path / "r.h5"), integrators=["implicit_midpoint"],
                            t_end=60.0, workers=1, volume=False)
-    pids = client.run(os.getpid)  # worker address -> pid
-    killed = {}
-
-    def kill_one_busy_worker():
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not killed:
-            busy = {w: keys for w, keys in client.processing().items() if keys}
-            if busy:
-                addr = sorted(busy)[0]
-                time.sleep(0.3)  # inside the block, not at its start
-                still = client.processing().get(addr)
-                if still:
-                    killed[addr] = still
-                    os.kill(pids[addr], signal.SIGKILL)
-            time.sleep(0.02)
-
-    killer = threading.Thread(target=kill_one_busy_worker)
-    killer.start()
-    try:
-        rollout_on_cluster(config, client, n_shards=4)
-    finally:
-        killer.join()
+    killed = with_a_worker_killed(client, lambda: rollout_on_cluster(config, client, n_shards=4),
+                                  settle=0.3, deadline=120)
     assert killed, "no worker was busy to be killed"
     local = run_rollouts(RolloutConfig(**{**config.to_dict(), "out": str(tmp_path / "local.h5")}))
     _same(read_rollout(local.out), read_rollout(tmp_path / "r.h5"))  # nothing lost, nothing twice, in order
