@@ -131,8 +131,7 @@ class _Parts:
         self.labels = labels
         self.per_traj = per_traj  # copy the per-trajectory values too (the run is itself a shard)
         self.shards, _ = _collect(paths, ROLLOUT)
-        _, self.attrs, rows = _merged(self.shards)
-        self.rows = {row["method"]: row for row in rows}
+        _, self.attrs, _rows = _merged(self.shards)  # the groups' merged attributes (the rows are made in method)
 
     def __contains__(self, label: str) -> bool:
         return label in self.labels
