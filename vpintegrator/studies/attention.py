@@ -1,0 +1,102 @@
+"""Does a trained transformer's attention carry information? The studies' attention step (issue 20, item 4).
+
+For one trained window model and a data file of exact-flow trajectories (conditions the model never saw):
+
+- the attention coupling (:func:`vpintegrator.testing.attention_coupling`: ‖cross-state Jacobian blocks‖ /
+  ‖own-state blocks‖, median and max over windows) on windows of the data, for the trained model and for a
+  freshly initialised one of the same configuration (seed 0), on the same windows;
+- the relative error ‖z − z_ref‖ / ‖z_ref‖ at ``t_end`` of the model and of
+  :func:`~vpintegrator.models.without_attention` (the model with every attention layer the identity), both
+  started from the data's first window: median, 10–90 % interval and mean over the trajectories (a blown-up
+  rollout counts as an infinite error).
+
+Everything is float64 on the CPU. Run as a study step::
+
+    python -m vpintegrator.studies.attention --model RUN_DIR --data HELDOUT.h5 --n-traj 20 --t-end 100 --out OUT.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+from .runner import StudyError, guarded
+from .stats import median_interval, write_json
+
+
+def _errors(model, ref, dt: float, n_steps: int):
+    import numpy as np
+
+    from vpintegrator.rollout import ModelStep, rollout
+
+    y = rollout(ModelStep(model, device="cpu"), ref[:, : model.seq_len], dt, n_steps).y
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.linalg.norm(y[:, n_steps] - ref[:, n_steps], axis=-1) / np.linalg.norm(ref[:, n_steps], axis=-1)
+    err = np.where(np.isfinite(err), err, np.inf)
+    return {**median_interval(err), "mean": float(np.mean(err))}
+
+
+def probe(model_path, data_path, n_traj: int = 20, t_end: float | None = None, n_windows: int = 10) -> dict:
+    """The coupling and the with/without-attention errors of the model at ``model_path`` (a run directory,
+    ``.pt`` file or ``pretrained:<name>``) on the first ``n_traj`` trajectories of ``data_path`` to ``t_end``
+    (default: the data's horizon); ``n_windows`` windows per trajectory, evenly spaced."""
+    import numpy as np
+    import torch
+
+    from vpintegrator.data import read_trajectories
+    from vpintegrator.models import build_model, load_model, without_attention
+    from vpintegrator.testing import attention_coupling
+
+    model = load_model(model_path).double().eval()
+    data = read_trajectories(data_path)
+    n = min(int(n_traj), data.y.shape[0])
+    dt = float(data.dt)
+    n_steps = data.y.shape[1] - 1 if t_end is None else int(round(float(t_end) / dt))
+    if n_steps > data.y.shape[1] - 1 or n_steps < model.seq_len:
+        raise StudyError(f"--t-end {t_end}: the data {data_path} holds t <= {data.t[-1]:g}; give a t-end within it")
+    ref = np.asarray(data.y[:n, : n_steps + 1], dtype=np.float64)  # (n, n_steps + 1, dim)
+    T = model.seq_len
+    starts = np.unique(np.linspace(0, n_steps - T, num=max(1, n_windows)).astype(int))
+    windows = torch.as_tensor(np.stack([ref[:, k : k + T] for k in starts], 1).reshape(-1, T, model.dim))
+    with torch.no_grad():
+        trained = attention_coupling(model, windows)
+    torch.manual_seed(0)
+    fresh = attention_coupling(build_model(**model.config).double(), windows)
+    return {
+        "model": str(model_path), "data": str(data_path), "n_traj": n, "t_end": n_steps * dt,
+        "coupling": {"median": float(trained.median), "max": float(trained.max)},
+        "coupling_fresh": {"median": float(fresh.median), "max": float(fresh.max)},
+        "error": _errors(model, ref, dt, n_steps),
+        "error_without_attention": _errors(without_attention(model), ref, dt, n_steps),
+    }
+
+
+def _main(argv) -> int:
+    p = argparse.ArgumentParser(prog="python -m vpintegrator.studies.attention", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", required=True, help="Run directory, .pt file or pretrained:<name>.")
+    p.add_argument("--data", required=True, help="HDF5 trajectories of the exact flow (held-out conditions).")
+    p.add_argument("--n-traj", type=int, default=20, help="First trajectories of --data (default %(default)s).")
+    p.add_argument("--t-end", type=float, default=None, help="Horizon of the errors (default: the data's).")
+    p.add_argument("--out", required=True, help="JSON file written.")
+    a = p.parse_args(argv)
+    if a.n_traj < 1:
+        raise StudyError(f"--n-traj must be >= 1; got {a.n_traj}")
+    if a.t_end is not None and not (math.isfinite(a.t_end) and a.t_end > 0):
+        raise StudyError(f"--t-end must be a positive number; got {a.t_end!r}")
+    import torch
+
+    torch.set_num_threads(1)
+    write_json(Path(a.out), probe(a.model, a.data, a.n_traj, a.t_end))
+    print(f"wrote {a.out}")
+    return 0
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    return guarded(lambda: _main(argv), "Error: ", "Interrupted.")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
