@@ -163,10 +163,16 @@ def test_both_studies_plan_on_the_one_runner(tmp_path):
     plans = [coupled_oscillator.plan(settings), rigid_body.plan(rigid_body.parse_args(["--out", str(tmp_path / "rb")]))]
     for plan in plans:
         assert type(plan) is runner.Runner and plan.tasks
-        assert all(type(t) is runner.Task and t.cmd[0] in runner.TOOLS for t in plan.tasks.values())
+        assert all(type(t) is runner.Task and (t.cmd[0] in runner.TOOLS or t.cmd[:3] == ["python", "-m", "vpintegrator.studies.attention"])
+                   for t in plan.tasks.values())
     co = plans[0].tasks
     assert list(co) == ["gen_train", "gen_default", "gen_heldout", "train_vpt_s0", "train_st_s0", "train_vpt_s1",
-                        "train_st_s1", "rollout_default", "plot_default", "rollout_heldout", "plot_heldout"]
+                        "train_st_s1", "rollout_default", "plot_default", "rollout_heldout", "plot_heldout",
+                        "rollout_work_precision", "plot_work_precision", "attention_vpt_s0", "attention_st_s0",
+                        "attention_vpt_s1", "attention_st_s1"]
+    wp = [str(c) for c in co["rollout_work_precision"].cmd]
+    assert "--work-precision" in wp and wp[wp.index("--traj") + 1] == ",".join(map(str, range(20)))
+    assert [x for x in wp if x.startswith("vpt_s")] and not [x for x in wp if x.startswith("vpt_s1")]  # first seed only
     assert set(co["rollout_heldout"].deps) == {"gen_heldout", "train_vpt_s0", "train_st_s0", "train_vpt_s1",
                                                "train_st_s1"}
     train = [str(c) for c in co["train_st_s1"].cmd]

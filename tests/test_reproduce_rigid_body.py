@@ -163,6 +163,24 @@ def test_write_timing_takes_the_start_up_out(tmp_path):
     assert (td / "timing.json").exists() and "| vpt |" in (td / "timing.md").read_text()
 
 
+@pytest.mark.parametrize("short_cpu", [3.0, 12.009, 11.8])  # above, at (the quick job's -0.009 s) and within noise
+def test_write_timing_reports_no_steps_cost_below_resolution(tmp_path, short_cpu):
+    from vpintegrator.metrics import write_table
+
+    td = tmp_path / "timing"
+    td.mkdir()
+    for label in ("rk4", "rk4_short"):
+        write_table([{"method": "rk4", "final_rel_error": 0.1, "seconds_per_step": 1e-6, "failed": 0}], td / label)
+    write_json(tmp_path / ".tasks" / "timing_rk4.json", {"cpu_s": 12.0, "wall_s": 13.0})
+    write_json(tmp_path / ".tasks" / "timing_rk4_short.json", {"cpu_s": short_cpu, "wall_s": 4.0})
+    e = rr.write_timing(tmp_path, 1000.0)["methods"]["rk4"]
+    if short_cpu == 3.0:
+        assert e["cpu_marginal_s"] > 0 and "cpu_marginal_note" not in e
+    else:  # never a negative or noise-sized cost: not reported, and the table says why
+        assert e["cpu_marginal_s"] is None and e["cpu_marginal_note"] == "below resolution"
+        assert "below what two process measurements resolve" in (td / "timing.md").read_text()
+
+
 def test_plan_runs_the_paper_setup(tmp_path):
     args = rr.parse_args(["--out", str(tmp_path / "run"), "--seeds", "0,1", "--models", "vpt,vpt_exact,st"])
     t = rr.plan(args).tasks

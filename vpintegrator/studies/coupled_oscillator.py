@@ -38,20 +38,25 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import _rollouts, export
+from . import _rollouts, attention, export
 from .._shipped import shipped_file
 from ..rundir import read_log
 from .runner import REPO, Runner, StudyError, Task, check_study_out, guarded, study_lock
-from .stats import fmt_num, md_table, mean_std, read_json, results_provenance, write_json, write_text
+from .stats import (bootstrap_ci, fmt_num, md_table, mean_std, median_interval, read_json, results_provenance,
+                    write_json, write_text)
+from .work_precision import equal_cost_section
 
 ROOT = REPO
 #: every model the study knows, in table order; ``configs/study/coupled_oscillator_<model>.toml`` each
 MODELS = ("vpt", "st", "symplectic_transformer", "g_sympnet", "la_sympnet")
 DEFAULT_MODELS = ("vpt", "st", "symplectic_transformer", "g_sympnet")
 SYMPLECTIC_MODELS = ("symplectic_transformer", "g_sympnet", "la_sympnet")
-INTEGRATORS = ("stormer_verlet", "rk4")
+INTEGRATORS = ("stormer_verlet", "stormer_verlet_y6", "rk4")  # Yoshida 6 of Störmer–Verlet: the strong classical method at the same step
 DT = 0.4  # the specs' step (coupled_oscillator, coupled_oscillator_box)
 EVAL_SETS = ("default", "heldout")
+#: the window models whose attention is measured (:mod:`.attention`), on N_PROBE held-out ICs to T_PROBE
+ATTENTION_MODELS = ("vpt", "st", "symplectic_transformer")
+N_PROBE, T_PROBE = 20, 400.0  # also the work-precision run's ICs and horizon (1000 steps)
 #: the initial weights times this are each config's ``init_scale`` (--init-scale overrides it for every
 #: model). From the default Glorot init the paper-sized dim-4 VPT starts at a relative loss of 9-97 (seeds
 #: 0-7) and Levenberg-Marquardt stalls near 1.2; from 0.3x it reaches about 1e-3 in a CPU minute.
@@ -64,6 +69,7 @@ _NAMES = {
     "g_sympnet": "G-SympNet",
     "la_sympnet": "LA-SympNet",
     "stormer_verlet": "Störmer–Verlet",
+    "stormer_verlet_y6": "Yoshida 6 (Störmer–Verlet)",
     "rk4": "RK4",
 }
 
@@ -77,11 +83,11 @@ class Settings:
     """The study's settings (written to ``RUN/settings.json``)."""
 
     out: str
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
     train_seconds: float = 120.0
     jobs: int = 2
     n_steps: int = 10_000
-    heldout: int = 10
+    heldout: int = 100
     train_n_traj: int = 1000
     quick: bool = False
     skip_existing: bool = False
@@ -121,11 +127,11 @@ def parse_args(argv: list[str] | None = None) -> tuple[Settings, bool]:
         description="Coupled-oscillator study: VPT vs standard transformer vs Stormer-Verlet and RK4 over 10^4 steps.",
     )
     p.add_argument("--out", required=True, help="Run directory (created).")
-    p.add_argument("--seeds", help="Comma list of training seeds (default 0,1,2; --quick: 0).")
+    p.add_argument("--seeds", help="Comma list of training seeds (default 0,1,2,3,4; --quick: 0).")
     p.add_argument("--train-seconds", type=float, help="vp-train --time-limit per model (default 120; --quick: 30).")
     p.add_argument("--jobs", type=int, help="Subprocesses at a time, one thread each (default 2).")
     p.add_argument("--n-steps", type=int, help="Rollout steps of dt = 0.4 (default 10000; --quick: 2500).")
-    p.add_argument("--heldout", type=int, help="Held-out initial conditions (default 10; --quick: 3; 0: none).")
+    p.add_argument("--heldout", type=int, help="Held-out initial conditions (default 100; --quick: 3; 0: none).")
     p.add_argument("--train-n-traj", type=int, help="Training initial conditions (default 1000; --quick: 300).")
     p.add_argument("--models", help=f"Comma list out of {','.join(MODELS)} (default {','.join(DEFAULT_MODELS)}).")
     p.add_argument("--config", action="append", default=[], metavar="MODEL=TOML",
@@ -150,11 +156,11 @@ def parse_args(argv: list[str] | None = None) -> tuple[Settings, bool]:
     quick = a.quick
     s = Settings(
         out=a.out,
-        seeds=_int_list(a.seeds, "--seeds") if a.seeds is not None else ([0] if quick else [0, 1, 2]),
+        seeds=_int_list(a.seeds, "--seeds") if a.seeds is not None else ([0] if quick else [0, 1, 2, 3, 4]),
         train_seconds=a.train_seconds if a.train_seconds is not None else (30.0 if quick else 120.0),
         jobs=a.jobs if a.jobs is not None else 2,
         n_steps=a.n_steps if a.n_steps is not None else (2500 if quick else 10_000),
-        heldout=a.heldout if a.heldout is not None else (3 if quick else 10),
+        heldout=a.heldout if a.heldout is not None else (3 if quick else 100),
         train_n_traj=a.train_n_traj if a.train_n_traj is not None else (300 if quick else 1000),
         quick=quick,
         skip_existing=a.skip_existing,
@@ -282,7 +288,35 @@ def plan(s: Settings) -> Runner:
                         ["vp-plot", out, "--kind", "invariants", "--kind", "error", "--kind", "volume", "--out", fig,
                          *(["--traj", "all"] if name == "heldout" else [])],
                         [fig], [f"rollout_{name}"]))
+    if s.heldout:
+        _probes(s, runner, p["heldout"], trains)
     return runner
+
+
+def _probes(s: Settings, runner: Runner, heldout: Path, trains: list[str]) -> None:
+    """The work–precision run (first seed's models as points; every classical method over its step ladder)
+    and the attention step of every window model, on the first N_PROBE held-out ICs to T_PROBE."""
+    run, n = Path(s.out), min(N_PROBE, s.heldout)
+    t_end = min(s.t_end, T_PROBE)
+    wp = run / "rollout" / "work_precision.h5"
+    csv = wp.with_name("work_precision_work_precision.csv")
+    s0 = s.seeds[0]
+    models = [x for m in s.models for x in ("--model", f"{m}_s{s0}={_run_dir(run, m, s0)}")]
+    runner.add(Task("rollout_work_precision",
+                    ["vp-rollout", "--data", heldout, "--traj", ",".join(str(i) for i in range(n)), *models,
+                     "--t-end", f"{t_end:g}", "--init", "reference", "--device", "cpu", "--no-volume",
+                     "--work-precision", "--out", wp, "--quiet"],
+                    [wp, csv], ["gen_heldout", *trains]))
+    fig = run / "figures" / "work_precision"
+    runner.add(Task("plot_work_precision", ["vp-plot", csv, "--kind", "work_precision", "--out", fig], [fig],
+                    ["rollout_work_precision"]))
+    for seed in s.seeds:
+        for m in (m for m in s.models if m in ATTENTION_MODELS):
+            out = run / "attention" / f"{m}_s{seed}.json"
+            runner.add(Task(f"attention_{m}_s{seed}",
+                            ["python", "-m", "vpintegrator.studies.attention", "--model", _run_dir(run, m, seed),
+                             "--data", heldout, "--n-traj", str(n), "--t-end", f"{t_end:g}", "--out", out],
+                            [out], ["gen_heldout", f"train_{m}_s{seed}"]))
 
 
 # --------------------------------------------------------------------------- the table
@@ -400,6 +434,56 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(md_table(head, body)) + "\n"
 
 
+def heldout_statistics(run: Path) -> list[dict]:
+    """Per method of ``rollout/heldout.h5``, over the held-out ICs: the relative error at t_end and the maximum
+    relative energy drift, median and 10–90 % interval (models: over every (seed, IC) pair); for models also
+    each seed's median error and a bootstrap 95 % interval over seeds of that median. A blown-up rollout
+    counts as an infinite error and drift."""
+    import numpy as np
+
+    r = _rollouts.read(run / "rollout" / "heldout.h5")
+    if r is None:
+        return []
+    groups: dict[str, list] = {}
+    for label in r.methods:
+        m = _LABEL.match(label)
+        method, seed = (m["model"], int(m["seed"])) if m else (label, None)
+        met = r.metrics[label]
+        err = met.rel_error[:, -1]
+        energy = np.asarray(met.invariants["energy"], dtype=np.float64)
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            drift = np.max(np.abs(energy - energy[:, :1]) / np.abs(energy[:, :1]), axis=1)
+        groups.setdefault(method, []).append((seed, np.where(np.isfinite(err), err, np.inf),
+                                              np.where(np.isfinite(drift), drift, np.inf)))
+    rows = []
+    for method, members in groups.items():
+        medians = [float(np.median(e)) for _, e, _ in members]
+        rows.append({"method": method, "kind": "integrator" if members[0][0] is None else "model",
+                     "seeds": [s for s, _, _ in members if s is not None], "n_ics": int(members[0][1].size),
+                     "error": median_interval(np.concatenate([e for _, e, _ in members])),
+                     "drift": median_interval(np.concatenate([d for _, _, d in members])),
+                     "seed_medians": medians, "seed_ci": bootstrap_ci(medians)})
+    return rows
+
+
+def _statistics_section(rows: list[dict], t_end) -> list[str]:
+    f = lambda v: _fmt(v, blowup=True)  # noqa: E731
+    body = []
+    for r in rows:
+        e, d = r["error"], r["drift"]
+        lo, hi = r["seed_ci"]
+        body.append([_NAMES.get(r["method"], r["method"]), str(len(r["seeds"])) if r["seeds"] else "–",
+                     f"{f(e['median'])} [{f(e['lo'])}, {f(e['hi'])}]",
+                     f"[{f(lo)}, {f(hi)}]" if r["seeds"] and len(r["seeds"]) > 1 else "–",
+                     f"{f(d['median'])} [{f(d['lo'])}, {f(d['hi'])}]"])
+    return ["### Over the held-out initial conditions", "",
+            f"Relative error at t = {t_end} against the exact flow and maximum relative energy drift on [0, {t_end}], "
+            "median [10–90 %] over the ICs (models: over every seed and IC); 'seeds CI': bootstrap 95 % interval "
+            "over seeds of each seed's median error.", "",
+            *md_table(["method", "seeds", "error median [10–90 %]", "seeds CI (median error)",
+                       "energy drift median [10–90 %]"], body), ""]
+
+
 def write_results(run: Path, commands: list[str] | None = None) -> str:
     """Build RUN/results.json and RUN/results.md from the rollout tables and training runs; return the
     Markdown."""
@@ -435,10 +519,20 @@ def write_results(run: Path, commands: list[str] | None = None) -> str:
         if tables[name]:
             md += [f"## {titles[name]}", "", format_table(tables[name]).rstrip("\n"), "",
                    f"Figures: `figures/{name}/` (invariants = energy, error, volume).", ""]
+    stats = heldout_statistics(run)
+    if stats:
+        md += _statistics_section(stats, t_end)
+    md += attention.section((p.stem, read_json(p)) for p in sorted((run / "attention").glob("*_s*.json")))
+    wp = run / "rollout" / "work_precision_work_precision.csv"
+    if wp.exists():
+        md += equal_cost_section(wp, title="Work–precision: the classical methods at the models' cost")
+        md += ["Figure: `figures/work_precision/` (error and invariant drift against cost, every classical method "
+               "over its step ladder, the first seed's models as points).", ""]
     md += ["## Commands", "", "```sh", *commands, "```", ""]
     text = "\n".join(md)
     write_text(run / "results.md", text)
-    write_json(run / "results.json", {"settings": settings, "tables": tables, "provenance": results_provenance(run)})
+    write_json(run / "results.json", {"settings": settings, "tables": tables, "heldout_statistics": stats,
+                                      "provenance": results_provenance(run)})
     return text
 
 

@@ -72,13 +72,18 @@ def _num(x, digits: int = 3) -> str:
 # --------------------------------------------------------------------------- timing
 
 
+#: the smallest CPU difference (as a fraction of the short run's whole-process CPU) taken as the steps' cost
+RESOLUTION = 0.05
+
+
 def write_timing(run, t_end: float | None = None) -> dict:
     """Collect the timing runs of ``run`` into ``timing/timing.json`` and ``timing/timing.md``; return the dict.
 
     Per method: the child process's CPU seconds (user + sys, ``wait4``) and wall seconds for the run to
     ``t_end`` and for the short run to ``t_end / 10``; ``cpu_marginal_s`` = the CPU cost of the steps alone,
     extrapolated to ``t_end`` from the difference of the two (start-up, imports, model loading and tracing
-    taken out); ``engine_s`` = the rollout engine's own wall seconds per step (the csv's
+    taken out), None (``cpu_marginal_note``: "below resolution") when that difference is within
+    ``RESOLUTION`` of the short run's CPU, i.e. not resolved by two process measurements; ``engine_s`` = the rollout engine's own wall seconds per step (the csv's
     ``seconds_per_step``) times the steps.
     """
     run = Path(run)
@@ -101,8 +106,15 @@ def write_timing(run, t_end: float | None = None) -> dict:
             entry.update(cpu_short_s=short["cpu_s"], wall_short_s=short["wall_s"])
             if n_steps:
                 n_short = int(round(max(t_end / 10.0, 2.0) / DT))
-                per_step = (full["cpu_s"] - short["cpu_s"]) / max(n_steps - n_short, 1)
-                entry["cpu_marginal_s"] = per_step * n_steps
+                diff = full["cpu_s"] - short["cpu_s"]
+                # the difference of two whole-process CPU times resolves the steps' cost only when it stands
+                # clear of the start-up's run-to-run noise (RESOLUTION of the short run's CPU); below that it
+                # can even be negative (the quick job's -0.009 s), so it is not reported: engine_s stands
+                if diff > RESOLUTION * short["cpu_s"]:
+                    entry["cpu_marginal_s"] = diff / max(n_steps - n_short, 1) * n_steps
+                else:
+                    entry["cpu_marginal_s"] = None
+                    entry["cpu_marginal_note"] = "below resolution"
         if n_steps and isinstance(row.get("seconds_per_step"), float):
             entry["engine_s"] = row["seconds_per_step"] * n_steps
         if short_rows:
@@ -119,6 +131,10 @@ def write_timing(run, t_end: float | None = None) -> dict:
                        [[label, _num(e.get("cpu_s")), _num(e.get("wall_s")), _num(e.get("cpu_marginal_s")),
                          _num(e.get("engine_s")), _num(e.get("paper_julia_s"))]
                         for label, e in out["methods"].items()])]
+    if any(e.get("cpu_marginal_note") for e in out["methods"].values()):
+        lines += ["", f"'—' without start-up: the two runs' CPU times differ by less than {RESOLUTION:.0%} of the "
+                  "short run's, so the steps' own cost is below what two process measurements resolve; the engine's "
+                  "wall seconds (timed around the steps) stand for it."]
     write_text(td / "timing.md", "\n".join(lines) + "\n")
     return out
 

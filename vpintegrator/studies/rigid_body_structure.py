@@ -48,7 +48,7 @@ import math
 import sys
 from pathlib import Path
 
-from . import _rollouts, export
+from . import _rollouts, attention, export
 from .._shipped import shipped_file
 from .rigid_body_results import PAPER_TRAJ
 from .runner import Runner, StudyError, Task, check_study_out, guarded, study_lock
@@ -207,7 +207,7 @@ def plan(a: argparse.Namespace) -> Runner:
                        _rollout_outputs(out), [data, *deps]))
         for m in (m for m in a.models if m in ATTENTION_MODELS):
             out = run / "attention" / f"{m}_s{s}.json"
-            r.add(Task(f"attention_{m}_s{s}", [sys.executable, "-m", "vpintegrator.studies.attention", "--model",
+            r.add(Task(f"attention_{m}_s{s}", ["python", "-m", "vpintegrator.studies.attention", "--model",
                                                 run / "train" / f"{m}_s{s}", "--data", d / "heldout.h5", "--n-traj",
                                                 str(min(N_ATTENTION, a.n_heldout)), "--t-end", f"{T_EVAL:g}",
                                                 "--out", out],
@@ -372,22 +372,7 @@ def format_results(res: dict) -> str:
                      f"{pm['met_casimir']}, energy growth by {pm['met_energy']}, all three by {pm['met_all']}; "
                      f"median error over seeds, bootstrap 95 % interval [{f(lo)}, {f(hi)}]; the validation score "
                      f"selects seed {pm['selected_seed']}")
-    att = [r for r in res["rows"] if r.get("attention")]
-    if att:
-        lines += ["", "### Attention", "",
-                  "Coupling: ‖cross-state Jacobian blocks‖ / ‖own-state blocks‖ of the trained window map on held-out "
-                  "exact-flow windows (median / max; a fresh initialisation of the same model on the same windows "
-                  "beside it); error at t = 100 on the first held-out ICs, median [10–90 %], of the model and of "
-                  "`without_attention(model)` (every attention layer the identity), both from the exact first window.", ""]
-        body = []
-        for r in att:
-            a = r["attention"]
-            e, w = a["error"], a["error_without_attention"]
-            body.append([r["model"], str(r["seed"]), f"{f(a['coupling']['median'])} / {f(a['coupling']['max'])}",
-                         f"{f(a['coupling_fresh']['median'])} / {f(a['coupling_fresh']['max'])}",
-                         f"{f(e['median'])} [{f(e['lo'])}, {f(e['hi'])}]", f"{f(w['median'])} [{f(w['lo'])}, {f(w['hi'])}]"])
-        lines += md_table(["model", "seed", "coupling median / max", "fresh init", f"error ({att[0]['attention']['n_traj']} ICs)",
-                           "error without attention"], body)
+    lines += ["", *attention.section((f"{r['model']} s{r['seed']}", r.get("attention")) for r in res["rows"])]
     lines += ["", "## Commands", "", "```sh", *s.get("commands", []), "```", ""]
     return "\n".join(lines)
 

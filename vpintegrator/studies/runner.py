@@ -76,6 +76,8 @@ def argv(cmd: Iterable) -> list[str]:
     cmd = [str(c) for c in cmd]
     if cmd and cmd[0] in TOOLS:
         return [sys.executable, "-m", f"vpintegrator.cli.{TOOLS[cmd[0]]}", *cmd[1:]]
+    if cmd[:1] == ["python"]:  # a study step of the package (python -m vpintegrator.studies.<step>): this Python
+        return [sys.executable, *cmd[1:]]
     return cmd
 
 
