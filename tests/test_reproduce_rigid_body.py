@@ -202,14 +202,17 @@ def test_plan_runs_the_paper_setup(tmp_path):
     assert t["timing_vpt"].exclusive and "timing_st_s1" not in t
 
 
-def test_quick_plan_makes_implicit_midpoint_data_only(tmp_path):
-    """--quick leaves out vpt_exact, so no DOP853 data: the paper set and the held-out set by implicit
-    midpoint, and the RK4 timing reference."""
+def test_quick_plan_trains_on_implicit_midpoint_data_only(tmp_path):
+    """--quick leaves out vpt_exact: the paper set and the held-out set by implicit midpoint (the paper's
+    data), the RK4 timing reference, and the held-out set by the exact flow only for the attention step."""
     t = rr.plan(rr.parse_args(["--quick", "--out", str(tmp_path / "run")])).tasks
     gens = {k: [str(c) for c in v.cmd] for k, v in t.items() if v.cmd[0] == "vp-gen"}
-    assert sorted(gens) == ["gen_heldout_im", "gen_im", "gen_timing_ref"]
-    assert not any("dop853" in cmd for cmd in gens.values())
+    assert sorted(gens) == ["gen_heldout_exact", "gen_heldout_im", "gen_im", "gen_timing_ref"]
+    assert [k for k, cmd in gens.items() if "dop853" in cmd] == ["gen_heldout_exact"]
     assert gens["gen_im"][gens["gen_im"].index("--method") + 1] == "implicit_midpoint"
+    att = {k: v for k, v in t.items() if k.startswith("attention_")}
+    assert sorted(att) == ["attention_st_s0", "attention_st_s1", "attention_vpt_s0", "attention_vpt_s1"]  # no vpff
+    assert all("gen_heldout_exact" in v.deps for v in att.values())
 
 
 def test_quick_defaults():
@@ -217,7 +220,7 @@ def test_quick_defaults():
     assert (a.seeds, a.train_seconds, a.long_t_end, a.timing_t_end, a.n_heldout) == ([0, 1], 60.0, 1000.0, 5000.0, 20)
     assert a.models == ["vpff", "vpt", "st"]
     a = rr.parse_args([])
-    assert (a.seeds, a.train_seconds, a.long_t_end, a.timing_t_end) == ([0, 1, 2], 300.0, 5000.0, 50000.0)
+    assert (a.seeds, a.train_seconds, a.long_t_end, a.timing_t_end) == ([0, 1, 2, 3, 4], 300.0, 5000.0, 50000.0)
     assert a.models == ["vpff", "vpt", "vpt_arb", "st", "vpt_exact"]
 
 

@@ -51,6 +51,7 @@ from .runner import Runner, StudyError, Task, check_study_out, guarded, study_lo
 from .stats import read_json, write_if_changed, write_json
 
 PRETRAINED = ("vpt", "vpff", "st")
+ATTENTION_MODELS = ("vpt", "vpt_arb", "st", "vpt_exact")  # the window models (the VPFF has no attention)
 
 
 # --------------------------------------------------------------------------- arguments
@@ -72,7 +73,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = _Parser(prog="reproduce_rigid_body", description=__doc__.split("\n\n")[0],
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="runs/reproduce_rigid_body", help="Run directory (default %(default)s).")
-    p.add_argument("--seeds", default=None, help="Comma list of training seeds (default 0,1,2; --quick 0,1).")
+    p.add_argument("--seeds", default=None, help="Comma list of training seeds (default 0,1,2,3,4; --quick 0,1).")
     p.add_argument("--models", default=None,
                    help=f"Comma list out of {','.join(ALL_MODELS)} (default all; --quick {','.join(QUICK_MODELS)}).")
     p.add_argument("--train-seconds", type=float, default=None, help="Wall seconds per training run (300; --quick 60).")
@@ -101,7 +102,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     a = p.parse_args(argv)
 
     q = a.quick
-    a.seeds = a.seeds if a.seeds is not None else ("0,1" if q else "0,1,2")
+    a.seeds = a.seeds if a.seeds is not None else ("0,1" if q else "0,1,2,3,4")
     try:
         a.seeds = [int(s) for s in _csv_list(a.seeds, "--seeds")]
     except ValueError:
@@ -176,9 +177,9 @@ def plan(a) -> Runner:
     spec = d / "heldout.toml"
     add(Task("gen_heldout_im", ["vp-gen", spec, "--method", "implicit_midpoint", "--out", d / "heldout_im.h5", nop],
              [d / "heldout_im.h5"]))
-    if exact:
-        add(Task("gen_heldout_exact", ["vp-gen", spec, "--method", "dop853", "--out", d / "heldout_exact.h5", nop],
-                 [d / "heldout_exact.h5"]))
+    # the exact flow from the held-out ICs: vpt_exact's rollouts and every window model's attention step
+    add(Task("gen_heldout_exact", ["vp-gen", spec, "--method", "dop853", "--out", d / "heldout_exact.h5", nop],
+             [d / "heldout_exact.h5"]))
 
     # training: seed-major, so that seed 0's rollouts can start while later seeds train
     for s in a.seeds:
@@ -214,6 +215,15 @@ def plan(a) -> Runner:
             add(Task(f"rollout_heldout_exact_s{s}",
                      [roll, "--data", d / "heldout_exact.h5", *ex, "--out", rd / f"heldout_exact_s{s}.h5"],
                      _rollout_outputs(rd / f"heldout_exact_s{s}.h5"), ["gen_heldout_exact", f"train_vpt_exact_s{s}"]))
+
+    # the attention of every window model: coupling, and the held-out error without it (studies/attention.py)
+    for s in a.seeds:
+        for m in (m for m in a.models if m in ATTENTION_MODELS):
+            out = p("attention", f"{m}_s{s}.json")
+            add(Task(f"attention_{m}_s{s}", ["python", "-m", "vpintegrator.studies.attention", "--model",
+                                             p("train", f"{m}_s{s}"), "--data", d / "heldout_exact.h5", "--n-traj",
+                                             str(min(20, a.n_heldout)), "--t-end", f"{PAPER_T:g}", "--out", out],
+                     [out], ["gen_heldout_exact", f"train_{m}_s{s}"]))
 
     # figures of the first seed
     s0 = a.seeds[0]

@@ -305,7 +305,8 @@ def build_results(run: Path) -> dict:
         summary = read_json(d / "summary.json") or {}
         v = {"model": model, "seed": int(seed), "train_loss": summary.get("train_loss"),
              "val_score": summary.get("best_loss"), "best_epoch": summary.get("best_epoch"),
-             "wall_time": summary.get("wall_time"), "n_params": summary.get("n_params")}
+             "wall_time": summary.get("wall_time"), "n_params": summary.get("n_params"),
+             "cpu_time": (read_json(run / ".tasks" / f"train_{d.name}.json") or {}).get("cpu_s")}
         v.update(heldout_values(rd / f"heldout_s{seed}.h5").get(model, {}))
         v.update(long_values(rd / f"long_s{seed}.h5").get(model, {}))
         v["paper"] = paper_values(rd / f"paper_s{seed}.h5").get(model, {})
@@ -334,14 +335,15 @@ def format_results(res: dict) -> str:
     s = res["settings"]
     f = lambda v: fmt_num(v, 3, small=1e-2, missing="–")  # noqa: E731
     t_long = s.get("long_t_end", 10000.0)
-    head = ["model", "seed", "train s", "val score", "err t=100 median [10–90 %]", "mean", "Casimir drift (long)",
+    head = ["model", "seed", "train s (CPU s)", "val score", "err t=100 median [10–90 %]", "mean", "Casimir drift (long)",
             "energy drift t≤100", f"energy drift t≤{t_long:g}", "growth", "fit", "traj 1 / 4 (split)", "targets"]
 
     def cells(name, seed, v):
         fit = (v.get("energy_fit") or {})
         paper = v.get("paper") or {}
         met = v.get("met") or {}
-        return [name, seed, f(v.get("wall_time")), f(v.get("val_score")),
+        cpu = f" ({f(v['cpu_time'])})" if v.get("cpu_time") is not None else ""
+        return [name, seed, f(v.get("wall_time")) + cpu, f(v.get("val_score")),
                 f"{f(v.get('median'))} [{f(v.get('lo'))}, {f(v.get('hi'))}]", f(v.get("mean")),
                 f(v.get("casimir_long")), f(v.get("energy_100")), f(v.get("energy_long")), f(v.get("energy_growth")),
                 f"{fit.get('kind') or '–'} (p = {f(fit.get('exponent'))})",
@@ -353,7 +355,8 @@ def format_results(res: dict) -> str:
     lines = [
         "# Rigid body: structure-preserving learned maps on held-out initial conditions", "",
         f"Training: the paper's 1238 ICs by the exact flow (DOP853, rtol = atol = 1e-12), h = {DT}, t ∈ [0, 20]; "
-        f"{s.get('train_seconds', '?')} s of Levenberg–Marquardt per model and seed on one thread; best.pt by the "
+        f"{s.get('train_seconds', '?')} s (wall) of Levenberg–Marquardt per model and seed on one thread (the CPU "
+        "seconds each got beside it); best.pt by the "
         "validation trajectories' rollout (error at t = 100 + 50 × worst invariant drift). Evaluation: "
         f"{s.get('n_heldout', '?')} held-out ICs uniform on the unit sphere (seed {HELDOUT_SEED}, never trained on), "
         f"errors ‖y − y_exact‖/‖y_exact‖ against the exact flow at t = {T_EVAL:g}; long runs: the first "
