@@ -50,6 +50,7 @@ class VolumePreservingFeedForward(_SymmetricPlanes, nn.Module):
     adjoint half made of the layers' explicit inverses at τ = −1/2 in reverse order. Φ_{−1} = Φ_1⁻¹ (a
     symmetric, time-reversible map; ``evolve(x, tau)``, ``inverse(y)``), det J = 1 still; every layer is
     applied twice (the inverse costs dim matrix products), and the fused node is not used.
+
     Parameters for dim d, m = d(d−1)/2: ``n_blocks·((2 n_linear + 2)·m + 3 d) + d²``;
     d = 3, n_blocks = 6, n_linear = 1 → 6·21 + 9 = 135.
 
