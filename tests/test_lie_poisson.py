@@ -182,4 +182,4 @@ def test_assert_symmetric_needs_a_scaled_step():
     from vpintegrator.testing import assert_symmetric
 
     with pytest.raises(VPIntegratorError, match="has no evolve"):
-        assert_symmetric(vp.build_model("vpt", dim=3))
+        assert_symmetric(vp.build_model("st", dim=3))

@@ -140,13 +140,13 @@ def audit_poisson(model: nn.Module, inputs: torch.Tensor | None = None, n: int =
 def assert_symmetric(model: nn.Module, atol: float = 1e-10, n: int = 32, seed: int = 0) -> float:
     """Assert that the learned map is symmetric (time-reversible): ψ(−h) ∘ ψ(h) = id.
 
-    ``model.evolve(x, tau)`` is the map for the step scaled by τ (the Lie–Poisson networks have it); the
+    ``model.evolve(x, tau)`` is the map for the step scaled by τ (lpnet, lp_transformer, vpff, vpt have it); the
     check is max |evolve(evolve(x, 1), −1) − x| / max(1, |x|) over random inputs in float64. Returns that
     error; raises ``AssertionError`` above ``atol`` (a one-line error for a model without ``evolve``).
     """
     if not callable(getattr(model, "evolve", None)):
         raise VPIntegratorError(f"{_name(model)}: has no evolve(x, tau) (the map at a scaled step), so ψ(−h) "
-                                "cannot be formed; the Lie–Poisson networks (lpnet, lp_transformer) have it")
+                                "cannot be formed; lpnet, lp_transformer, vpff and vpt have it")
     work = _prepared(model, torch.float64)
     x = _random_windows(work, n, torch.float64, seed)
     with torch.no_grad():

@@ -102,6 +102,8 @@ CASES = [
          match=r"config n_blocks = 3 contradicts group L1…L26, which gives n_blocks = 6"),
     Case("api-gml-name-contradicts-file", api=lambda ws: _gml("?", config={"name": "st"}),
          match=r"name 'st' contradicts group L1 \(VolumePreservingLowerLayer\): the file holds a 'vpff' network"),
+    Case("api-gml-symmetric", api=lambda ws: _gml("?symmetric=true"),
+         match=r"symmetric = true: GML has no symmetric \(palindromic\) variant, its weights define the plain composition"),
     Case("api-gml-spec-no-value", api=lambda ws: _gml("?seq_len"), match=r"'seq_len' is not KEY=VALUE"),
     Case("api-gml-unknown-key", api=lambda ws: _gml("?depth=2"), match=r"unknown key 'depth'"),
     Case("api-gml-bad-dtype", api=lambda ws: _gml("?dtype=float16"), match=r"dtype must be one of float32, float64; got 'float16'"),

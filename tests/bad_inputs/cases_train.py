@@ -142,6 +142,8 @@ CASES = [
     _train(*C, "--set", "model.L=0", *OUT, id="train-set-model-L-zero", match=r"model config for 'vpt': L: expected an integer >= 1, got 0"),
     _train(*C, "--set", "model.n_blocks=1.5", *OUT, id="train-set-model-n-blocks-float", match=r"n_blocks: expected an integer >= 0, got 1.5"),
     _train(*C, "--set", "model.dim=nan", *OUT, id="train-set-model-dim-nan", match=r"dim: expected an integer >= 1, got nan"),
+    _train(*C, "--set", "model.skew_sym=false", "--set", "model.symmetric=true", *OUT, id="train-set-model-symmetric-arbitrary",
+           match=r"model config for 'vpt': symmetric: the palindrome needs each attention's explicit inverse, which only skew_sym=true has"),
     # -- bad --set -----------------------------------------------------------------------------------------
     _train(*C, "--set", "learning_rate=1e-3", *OUT, id="train-set-unknown-key", match=r"--set: unknown key 'learning_rate'"),
     _train(*C, "--set", "epochs=\"two\"", *OUT, id="train-set-wrong-type", match=r"epochs must be a positive integer; got 'two'"),
@@ -237,6 +239,10 @@ CASES = [
          r"n_blocks: expected an integer >= 0, got 2.5"),
     _api("model-build-unknown", lambda ws: __import__("vpintegrator").build_model("vtp"), r"unknown model 'vtp'.*did you mean 'vpt'"),
     _api("model-build-unknown-key", lambda ws: __import__("vpintegrator").build_model("vpt", layers=2), r"unknown key 'layers'"),
+    _api("model-build-symmetric-arbitrary-attention", lambda ws: __import__("vpintegrator").build_model("vpt", dim=3, skew_sym=False, symmetric=True),
+         r"model config for 'vpt': symmetric: .*only skew_sym=true has; set skew_sym=true or symmetric=false"),
+    _api("model-build-symmetric-not-bool", lambda ws: __import__("vpintegrator").build_model("vpff", dim=3, symmetric="yes"),
+         r"symmetric: expected true or false, got 'yes'"),
     _api("model-build-activation", lambda ws: __import__("vpintegrator").build_model("vpt", dim=3, seq_len=3, activation="relux"),
          r"activation: expected one of .*got 'relux'"),
     _api("model-save-plain-module", lambda ws: __import__("vpintegrator").save_model(

@@ -44,6 +44,8 @@ Modules: ``volume`` (VPFF, VPT), ``standard`` (ST), ``symplectic`` (LA-SympNet, 
 transformer), ``registry`` (names, defaults, ``build_model``), ``files`` (model files, pretrained models),
 ``gml`` (weight files of GeometricMachineLearning.jl: ``read_gml``, ``load_model("gml:FILE.h5")``),
 ``ablation`` (``without_attention``: a transformer with its attention layers switched to the identity).
+``_symmetric`` (the palindromic, time-reversible composition ``symmetric=True`` of vpff, vpt, lpnet and
+lp_transformer: one mixin for ``evolve``, ``inverse`` and ``preserves``).
 """
 
 from __future__ import annotations

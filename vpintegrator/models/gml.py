@@ -456,6 +456,7 @@ def read_gml(path: str | os.PathLike, name: str | None = None, *, dtype: Any = "
         n_linear, L, n_heads, skew_sym, init_upper, transformer_dim, form, stiefel) are checked against it
         (a contradiction is a one-line error naming the key and the group); the others are taken as given,
         else the defaults (seq_len 3 for vpt/st and 1 for vpff, activation tanh, add_connection False).
+        ``symmetric=True`` is refused: GML has no symmetric variant, so its weights mean the plain network.
 
     Returns
     -------
@@ -493,6 +494,9 @@ def read_gml(path: str | os.PathLike, name: str | None = None, *, dtype: Any = "
                 f"{file}: config {key} = {given!r} contradicts group {group}, which gives {key} = {value!r}; "
                 f"drop {key} or give {value!r}"
             )
+    if config.get("symmetric"):
+        raise VPIntegratorError(f"{file}: symmetric = true: GML has no symmetric (palindromic) variant, its weights "
+                                "define the plain composition; drop symmetric")
     merged = {key: value for key, (value, _) in inferred.items()}
     merged.update({"seq_len": 1 if inferred_name == "vpff" else 3})
     if inferred_name == "st":

@@ -22,9 +22,10 @@ import torch
 from torch import nn
 
 from ..errors import VPIntegratorError
-from ..nn._common import check_bool, check_input, check_positive_int
+from ..nn._common import check_bool, check_positive_int
 from ..nn.lie_poisson import LiePoissonCoupling, LiePoissonLayer
-from ._common import _first_parameter, _record_config
+from ._common import _record_config
+from ._symmetric import SymmetricComposition
 
 __all__ = ["LiePoissonNet", "LiePoissonTransformer"]
 
@@ -38,11 +39,11 @@ def _check_dim(dim) -> int:
     return dim
 
 
-class _LiePoissonBase(nn.Module):
-    """Shared forward/inverse. With ``symmetric`` the map is the palindrome
-    ψ_{τ/2} ∘ ψ*_{τ/2} = L_n(τ/2) ∘ … ∘ L_1(τ/2) ∘ L_1(τ/2) ∘ … ∘ L_n(τ/2) (ψ* the adjoint, (ψ_{−τ})⁻¹, which
-    for layers that are flows is the reversed composition), so Φ_{−τ} = Φ_τ⁻¹: a symmetric (time-reversible)
-    learned map. ``evolve(x, tau)`` is the map for the scaled step τ (1: ``forward``)."""
+class _LiePoissonBase(SymmetricComposition, nn.Module):
+    """Shared forward/inverse (:class:`~vpintegrator.models._symmetric.SymmetricComposition`). With ``symmetric``
+    the map is the palindrome ψ_{τ/2} ∘ ψ*_{τ/2} = L_n(τ/2) ∘ … ∘ L_1(τ/2) ∘ L_1(τ/2) ∘ … ∘ L_n(τ/2) (every layer
+    is a flow, so its adjoint (L_{−τ})⁻¹ is L_τ), hence Φ_{−τ} = Φ_τ⁻¹: a symmetric (time-reversible) learned
+    map. ``evolve(x, tau)`` is the map for the scaled step τ (1: ``forward``)."""
 
     dim: int
     seq_len: int
@@ -51,61 +52,20 @@ class _LiePoissonBase(nn.Module):
     layers: nn.Sequential
     _check_seq: int | None
 
-    @property
-    def preserves(self) -> tuple[str, ...]:
-        return PRESERVES + (("symmetric",) if self.config.get("symmetric") else ())
+    def _flow_layers(self) -> list[nn.Module]:
+        return list(self.layers)
 
-    def _schedule(self, tau: float) -> list[tuple[nn.Module, float]]:
-        """(layer, flow time) in the order applied: the one description of the map that ``evolve``,
-        ``inverse`` and ``window_chain`` read."""
-        layers = list(self.layers)
-        if self.config.get("symmetric"):  # ψ*_{τ/2} (the adjoint, L_n first), then ψ_{τ/2}
-            return [(layer, tau / 2) for layer in [*reversed(layers), *layers]]
-        return [(layer, tau) for layer in layers]
-
-    def _windows(self, x: torch.Tensor, fn) -> torch.Tensor:
-        check_input(x, type(self).__name__, self.dim, self._check_seq, like=_first_parameter(self), unbatched=True)
-        return fn(x.unsqueeze(0)).squeeze(0) if x.ndim == 2 else fn(x)
-
-    def evolve(self, x: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
-        """The map for the step scaled by ``tau`` (every layer's flow time × τ); ``evolve(x, 1) = forward(x)``."""
-        def run(x: torch.Tensor) -> torch.Tensor:
-            for layer, t in self._schedule(tau):
-                x = layer(x, t)
-            return x
-
-        return self._windows(x, run)
+    def _kept(self) -> tuple[str, ...]:
+        return PRESERVES
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x : (batch, seq, 3) -> (batch, seq, 3); one window (seq, 3) -> (seq, 3)."""
         return self.evolve(x, 1.0)
 
-    def inverse(self, y: torch.Tensor) -> torch.Tensor:
-        """The exact inverse map: every layer is a flow, so each step is undone (flow time negated), last first."""
-        def run(y: torch.Tensor) -> torch.Tensor:
-            for layer, t in reversed(self._schedule(1.0)):
-                y = layer.inverse(y, t)
-            return y
-
-        return self._windows(y, run)
-
     def window_chain(self) -> list[nn.Module]:
         """The layers whose composition is ``forward`` (for :mod:`vpintegrator.testing`); for a symmetric
         map the palindrome of half-time flows."""
-        if not self.config.get("symmetric"):
-            return list(self.layers)
-        return [_Timed(layer, t) for layer, t in self._schedule(1.0)]
-
-
-class _Timed(nn.Module):
-    """A flow layer run for time ``tau`` (a step of :meth:`_LiePoissonBase.window_chain`)."""
-
-    def __init__(self, layer: nn.Module, tau: float) -> None:
-        super().__init__()
-        self.layer, self.tau = layer, tau
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.layer(x, self.tau)
+        return self._symmetric_chain() if self.symmetric else list(self.layers)
 
 
 class LiePoissonNet(_LiePoissonBase):

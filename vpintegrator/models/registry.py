@@ -123,7 +123,8 @@ def build_model(name: str, **config: Any) -> nn.Module:
 
 def model_preserves(model: nn.Module | str, **config: Any) -> tuple[str, ...]:
     """What an architecture keeps by construction: a tuple of ``"volume"``, ``"symplectic"``, ``"casimir"``,
-    ``"poisson"`` (empty: nothing).
+    ``"poisson"``, ``"symmetric"`` (time-reversible: ``symmetric=True`` of vpff, vpt, lpnet, lp_transformer)
+    (empty: nothing).
 
     ``model`` is a model (its ``preserves`` attribute) or a registry name (built with ``config`` on the
     defaults, since some claims depend on the configuration: the VPT with arbitrary attention weights keeps

@@ -5,16 +5,33 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..errors import VPIntegratorError
 from ..nn._common import check_bool, check_input, check_positive_int, from_planes, get_activation, to_planes
 from ..nn.attention import VolumePreservingAttention
 from ..nn.feedforward import VolumePreservingLowerLayer, VolumePreservingUpperLayer
 from ..nn.fused_attention import fused_chain, fused_spec, register_fused_buffers
 from ._common import _first_parameter, _record_config
+from ._symmetric import Step, SymmetricComposition
 
 __all__ = ["VolumePreservingFeedForward", "VolumePreservingTransformer"]
 
 
-class VolumePreservingFeedForward(nn.Module):
+class _SymmetricPlanes(SymmetricComposition):
+    """:class:`SymmetricComposition` run in the (dim, seq, batch) planes layout of the VP layers (one layout swap
+    each way, not one per layer). The palindrome's steps have flow times ±1/2, so they take the layers'
+    autograd path, never the fused node of :mod:`vpintegrator.nn.fused_attention` (which has no flow time)."""
+
+    def _run_steps(self, x: torch.Tensor, steps: list[Step]) -> torch.Tensor:
+        return from_planes(self._run_planes(to_planes(x), steps))
+
+    @staticmethod
+    def _run_planes(xp: torch.Tensor, steps: list[Step]) -> torch.Tensor:
+        for layer, t, inverted in steps:
+            xp = layer._inverse_planes(xp, t) if inverted else layer._forward_planes(xp, t)
+        return xp
+
+
+class VolumePreservingFeedForward(_SymmetricPlanes, nn.Module):
     """Volume-preserving feed-forward network (GML ``VolumePreservingFeedForward``), position-wise.
 
     Layer order (GML, ``init_upper=False``), each layer x ↦ x + σ(x Lᵀ + b) with L strictly lower
@@ -27,6 +44,13 @@ class VolumePreservingFeedForward(nn.Module):
         final: lower linear, no bias; upper linear + bias
 
     ``init_upper=True`` swaps lower and upper everywhere. Every layer has det J = 1, so the network does.
+
+    ``symmetric=True``: the same layers composed as the palindrome Φ = ψ_{1/2} ∘ ψ*_{1/2}
+    (:mod:`vpintegrator.models._symmetric`): each layer's member ψ_τ: x ↦ x + τ σ(x Lᵀ + b) at τ = 1/2, the
+    adjoint half made of the layers' explicit inverses at τ = −1/2 in reverse order. Φ_{−1} = Φ_1⁻¹ (a
+    symmetric, time-reversible map; ``evolve(x, tau)``, ``inverse(y)``), det J = 1 still; every layer is
+    applied twice (the inverse costs dim matrix products), and the fused node is not used.
+
     Parameters for dim d, m = d(d−1)/2: ``n_blocks·((2 n_linear + 2)·m + 3 d) + d²``;
     d = 3, n_blocks = 6, n_linear = 1 → 6·21 + 9 = 135.
 
@@ -42,10 +66,12 @@ class VolumePreservingFeedForward(nn.Module):
     seq_len : int
         Window length it is used with as an integrator (1: one step z_n -> z_{n+1}); ``pred_window`` equals
         it. The network acts on each state independently, so ``forward`` accepts any seq.
+    symmetric : bool
+        The palindromic (time-reversible) composition of the layers (above); ``preserves`` then also has
+        ``"symmetric"``.
     """
 
     model_name = "vpff"
-    preserves = ("volume",)
 
     def __init__(
         self,
@@ -55,6 +81,7 @@ class VolumePreservingFeedForward(nn.Module):
         activation: str = "tanh",
         init_upper: bool = False,
         seq_len: int = 1,
+        symmetric: bool = False,
     ) -> None:
         super().__init__()
         self.dim = check_positive_int(dim, "dim")
@@ -63,6 +90,8 @@ class VolumePreservingFeedForward(nn.Module):
         get_activation(activation)
         check_bool(init_upper, "init_upper")
         self.seq_len = self.pred_window = check_positive_int(seq_len, "seq_len")
+        check_bool(symmetric, "symmetric")
+        self._check_seq = None  # position-wise: any window length
         self.config = _record_config(self, self.model_name, locals())
         first, second = (
             (VolumePreservingUpperLayer, VolumePreservingLowerLayer)
@@ -82,6 +111,8 @@ class VolumePreservingFeedForward(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x : (batch, seq, dim) -> (batch, seq, dim), each state mapped independently; one window
         (seq, dim) -> (seq, dim)."""
+        if self.symmetric:
+            return self.evolve(x, 1.0)
         check_input(x, type(self).__name__, self.dim, like=_first_parameter(self), unbatched=True)
         if x.ndim == 2:  # one window (seq, dim) -> (1, seq, dim) -> (seq, dim)
             return self.forward(x.unsqueeze(0)).squeeze(0)
@@ -93,6 +124,8 @@ class VolumePreservingFeedForward(nn.Module):
 
     def _forward_planes(self, xp: torch.Tensor) -> torch.Tensor:
         """On contiguous xp (dim, seq, batch), layer after layer without changing layout."""
+        if self.symmetric:
+            return self._run_planes(xp, self._schedule(1.0))
         layers = list(self.layers)
         spec = fused_spec(layers, xp)
         if spec is not None:  # the whole stack as one autograd node, bitwise the same forward
@@ -101,9 +134,16 @@ class VolumePreservingFeedForward(nn.Module):
             xp = layer._forward_planes(xp)
         return xp
 
-    def window_chain(self) -> list[nn.Module]:
-        """The layers whose composition is ``forward`` (for :mod:`vpintegrator.testing`)."""
+    def _flow_layers(self) -> list[nn.Module]:
         return list(self.layers)
+
+    def _kept(self) -> tuple[str, ...]:
+        return ("volume",)
+
+    def window_chain(self) -> list[nn.Module]:
+        """The layers whose composition is ``forward`` (for :mod:`vpintegrator.testing`); for a symmetric
+        network the steps of the palindrome."""
+        return self._symmetric_chain() if self.symmetric else list(self.layers)
 
 
 class _VPTBlock(nn.Module):
@@ -122,7 +162,7 @@ class _VPTBlock(nn.Module):
         return [self.attention, self.feedforward]
 
 
-class VolumePreservingTransformer(nn.Module):
+class VolumePreservingTransformer(_SymmetricPlanes, nn.Module):
     """The volume-preserving transformer (GML ``VolumePreservingTransformer``).
 
     L × [VolumePreservingAttention(dim, skew_sym), VolumePreservingFeedForward(dim, n_blocks, n_linear)],
@@ -145,6 +185,11 @@ class VolumePreservingTransformer(nn.Module):
         Skew-symmetric attention weighting (volume preserving) or GML's arbitrary weighting (not).
     init_upper : bool
         Passed to the feed-forward parts.
+    symmetric : bool
+        The palindrome Φ = ψ_{1/2} ∘ ψ*_{1/2} of all attention and triangular layers in order, as for
+        :class:`VolumePreservingFeedForward`: the attention's member ψ_τ is X ↦ Cayley(τ C(X))ᵀ X, whose inverse
+        is explicit because C(output) = C(input) (so its adjoint is itself). Needs ``skew_sym=True`` (the
+        arbitrary attention has no explicit inverse: refused). ``preserves`` then also has ``"symmetric"``.
 
     Notes
     -----
@@ -153,8 +198,7 @@ class VolumePreservingTransformer(nn.Module):
 
     model_name = "vpt"
 
-    @property
-    def preserves(self) -> tuple[str, ...]:
+    def _kept(self) -> tuple[str, ...]:
         """("volume",) with skew-symmetric attention; () with arbitrary weighting (not volume preserving)."""
         return ("volume",) if self.config["skew_sym"] else ()
 
@@ -168,11 +212,16 @@ class VolumePreservingTransformer(nn.Module):
         activation: str = "tanh",
         skew_sym: bool = True,
         init_upper: bool = False,
+        symmetric: bool = False,
     ) -> None:
         super().__init__()
         self.dim = check_positive_int(dim, "dim")
         self.seq_len = self.pred_window = check_positive_int(seq_len, "seq_len")
         check_positive_int(L, "L")
+        if check_bool(symmetric, "symmetric") and not check_bool(skew_sym, "skew_sym"):
+            raise VPIntegratorError("symmetric: the palindrome needs each attention's explicit inverse, which only "
+                                    "skew_sym=true has; set skew_sym=true or symmetric=false")
+        self._check_seq = seq_len
         self.config = _record_config(self, self.model_name, locals())
         self.blocks = nn.Sequential(
             *(
@@ -188,6 +237,8 @@ class VolumePreservingTransformer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x : (batch, seq_len, dim) -> (batch, seq_len, dim); one window (seq_len, dim) -> (seq_len, dim)."""
+        if self.symmetric:
+            return self.evolve(x, 1.0)
         check_input(x, type(self).__name__, self.dim, self.seq_len, like=_first_parameter(self), unbatched=True)
         if x.ndim == 2:  # one window (seq_len, dim) -> (1, seq_len, dim) -> (seq_len, dim)
             return self.forward(x.unsqueeze(0)).squeeze(0)
@@ -204,6 +255,10 @@ class VolumePreservingTransformer(nn.Module):
         """Every attention and triangular layer in order."""
         return [m for block in self.blocks for m in (block.attention, *block.feedforward.layers)]
 
+    def _flow_layers(self) -> list[nn.Module]:
+        return self._layers()
+
     def window_chain(self) -> list[nn.Module]:
-        """The units whose composition is ``forward`` (for :mod:`vpintegrator.testing`)."""
-        return list(self.blocks)
+        """The units whose composition is ``forward`` (for :mod:`vpintegrator.testing`); for a symmetric
+        transformer the steps of the palindrome (every attention and triangular layer, twice)."""
+        return self._symmetric_chain() if self.symmetric else list(self.blocks)

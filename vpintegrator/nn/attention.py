@@ -128,12 +128,14 @@ class VolumePreservingAttention(nn.Module):
         check_input(x, type(self).__name__, self.dim)
         return cayley(self.correlation(x), self.cayley_method)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Apply X ↦ Λ(X)ᵀ X.
+    def forward(self, x: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
+        """Apply X ↦ Λ(X)ᵀ X, or its member ψ_τ: X ↦ Cayley(τ C(X))ᵀ X of the family with ψ_0 = id.
 
         Parameters
         ----------
         x : Tensor, shape (batch, seq, dim)
+        tau : float
+            Flow time (1: the layer); it scales C. For the skew variant ψ_{−τ} = ψ_τ⁻¹ (:meth:`inverse`).
 
         Returns
         -------
@@ -141,12 +143,35 @@ class VolumePreservingAttention(nn.Module):
         """
         check_input(x, type(self).__name__, self.dim)
         if self._seq3_fast_path(x.shape[1]):
-            spec = fused_spec([self], x)
-            if spec is not None:  # one autograd node, the layout swaps inside
-                return fused_chain(self, [self], spec, x, rows=True)
-            return from_planes(self._forward_seq3_planes(to_planes(x)))
-        lam = cayley(self.correlation(x), self.cayley_method)  # (batch, seq, seq)
+            if tau == 1.0:
+                spec = fused_spec([self], x)
+                if spec is not None:  # one autograd node, the layout swaps inside
+                    return fused_chain(self, [self], spec, x, rows=True)
+            return from_planes(self._forward_seq3_planes(to_planes(x), tau))
+        lam = cayley(self._scaled_correlation(x, tau), self.cayley_method)  # (batch, seq, seq)
         return lam.mT @ x  # (batch, seq, seq)(batch, seq, dim) -> (batch, seq, dim): row form of Z Λ
+
+    def inverse(self, z: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
+        """The explicit inverse of ψ_τ (skew variant only): X = Λ Z with Λ = Cayley(τ C(Z)), i.e. ψ_{−τ}(Z).
+
+        Why it is explicit: Λ = Cayley(τC) is a rational function of the skew C, so it commutes with C and is
+        orthogonal, and Z = Λᵀ X gives C(Z) = Z A Zᵀ = Λᵀ (X A Xᵀ) Λ = Λᵀ C Λ = C: the output has the input's
+        C and Λ. Then X = Λ Z, and Λ = Cayley(τC)⁻ᵀ = Cayley(−τC)ᵀ, so the inverse is the layer at time −τ.
+        The arbitrary variant (``skew_sym=False``) does not keep C and has no such inverse: refused.
+        """
+        self._check_invertible()
+        return self.forward(z, -tau)
+
+    def _check_invertible(self) -> None:
+        if not self.skew_sym:
+            raise VPIntegratorError(
+                "VolumePreservingAttention.inverse: only the skew variant (skew_sym=True) keeps C(X) and has an "
+                "explicit inverse; the arbitrary weighting (skew_sym=False) has none"
+            )
+
+    def _scaled_correlation(self, x: torch.Tensor, tau: float) -> torch.Tensor:
+        c = self.correlation(x)
+        return c if tau == 1.0 else tau * c
 
     def _seq3_fast_path(self, seq: int) -> bool:
         return seq == 3 and resolve_cayley_method(self.cayley_method, 3) == "closed"
@@ -155,21 +180,27 @@ class VolumePreservingAttention(nn.Module):
         """How :mod:`vpintegrator.nn.fused_attention` fuses this layer (``None``: it does not)."""
         return attention_spec(self)
 
-    def _forward_planes(self, xp: torch.Tensor) -> torch.Tensor:
-        """The layer on contiguous xp of shape (dim, seq, batch) (the models' internal layout)."""
+    def _forward_planes(self, xp: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
+        """The layer (flow time ``tau``) on contiguous xp of shape (dim, seq, batch) (the models' internal layout)."""
         if self._seq3_fast_path(xp.shape[1]):
-            spec = fused_spec([self], xp)
-            if spec is not None:  # one autograd node, bitwise the same forward as _forward_seq3_planes
-                return fused_chain(self, [self], spec, xp)
-            return self._forward_seq3_planes(xp)
+            if tau == 1.0:
+                spec = fused_spec([self], xp)
+                if spec is not None:  # one autograd node, bitwise the same forward as _forward_seq3_planes
+                    return fused_chain(self, [self], spec, xp)
+            return self._forward_seq3_planes(xp, tau)
         x = from_planes(xp)  # (batch, seq, dim)
-        return to_planes(cayley(self.correlation(x), self.cayley_method).mT @ x)
+        return to_planes(cayley(self._scaled_correlation(x, tau), self.cayley_method).mT @ x)
 
-    def _forward_seq3_planes(self, xp: torch.Tensor) -> torch.Tensor:
+    def _inverse_planes(self, zp: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
+        """:meth:`inverse` on contiguous zp (dim, seq, batch)."""
+        self._check_invertible()
+        return self._forward_planes(zp, -tau)
+
+    def _forward_seq3_planes(self, xp: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
         """Fast path for seq = 3: the three lower entries of C only, and Λᵀ X from them without an inverse.
 
-        Differentiated by autograd: the arbitrary variant, ``torch.func`` transforms and the reference of the
-        fused node.
+        Differentiated by autograd: the arbitrary variant, ``torch.func`` transforms, flow times τ ≠ 1 and the
+        reference of the fused node.
         """
         d, _, batch = xp.shape
         # columns v_j = A z_j for j = 0, 1 only (z_2 is never on the right of a lower entry); the slice
@@ -181,6 +212,8 @@ class VolumePreservingAttention(nn.Module):
         w = torch.stack((c20_c21[1], -c20_c21[0], c10))  # (3, batch)
         if not self.skew_sym:
             w = w / math.sqrt(self.dim)
+        if tau != 1.0:  # the entries of τ C
+            w = tau * w
         return cayley3_transpose_apply(w, xp)
 
     def extra_repr(self) -> str:

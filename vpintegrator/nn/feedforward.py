@@ -69,42 +69,74 @@ class _TriangularLayer(nn.Module):
                 k += 1
         return L
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Apply the layer.
+    def forward(self, x: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
+        """Apply the layer, or its member ψ_τ: x ↦ x + τ σ(x Lᵀ + b) of the family with ψ_0 = id.
 
         Parameters
         ----------
         x : Tensor, shape (batch, seq, dim)
+        tau : float
+            Flow time (1: the layer). Every ψ_τ is a triangular shear: det J = 1.
 
         Returns
         -------
         Tensor, shape (batch, seq, dim)
         """
         check_input(x, type(self).__name__, self.dim)
+        if tau != 1.0:
+            return from_planes(self._forward_planes_autograd(to_planes(x), tau))
         spec = fused_spec([self], x)
         if spec is not None:  # one autograd node, the layout swaps inside
             return fused_chain(self, [self], spec, x, rows=True)
         return from_planes(self._forward_planes_autograd(to_planes(x)))
 
+    def inverse(self, y: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
+        """The explicit inverse of ψ_τ (:meth:`_inverse_planes`): y : (batch, seq, dim) -> x with ψ_τ(x) = y."""
+        check_input(y, type(self).__name__, self.dim)
+        return from_planes(self._inverse_planes(to_planes(y), tau))
+
     def _fused_spec(self) -> tuple[bool, bool] | None:
         """(tanh, has bias) for :mod:`vpintegrator.nn.fused_attention`; ``None`` when it cannot fuse the layer."""
         return self._fused
 
-    def _forward_planes(self, xp: torch.Tensor) -> torch.Tensor:
-        """The layer on contiguous xp of shape (dim, seq, batch) (columns z): z ↦ z + σ(L z + b)."""
+    def _forward_planes(self, xp: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
+        """The layer on contiguous xp of shape (dim, seq, batch) (columns z): z ↦ z + τ σ(L z + b)."""
+        if tau != 1.0:
+            return self._forward_planes_autograd(xp, tau)
         spec = fused_spec([self], xp)
         if spec is not None:
             return fused_chain(self, [self], spec, xp)
         return self._forward_planes_autograd(xp)
 
-    def _forward_planes_autograd(self, xp: torch.Tensor) -> torch.Tensor:
-        """:meth:`_forward_planes` differentiated by autograd (any activation, ``torch.func`` transforms)."""
+    def _increment(self, xp: torch.Tensor) -> torch.Tensor:
+        """σ(L z + b) on every column of xp (dim, seq, batch), same shape."""
         flat = xp.reshape(self.dim, -1)  # (dim, seq, batch) -> (dim, seq·batch), a view
         if self.bias is None:
             y = self.matrix() @ flat  # (dim, seq·batch)
         else:
             y = torch.addmm(self.bias[:, None], self.matrix(), flat)  # (dim, seq·batch): L z + b
-        return xp + self._sigma(y).view_as(xp)  # (dim, seq·batch) -> (dim, seq, batch)
+        return self._sigma(y).view_as(xp)  # (dim, seq·batch) -> (dim, seq, batch)
+
+    def _forward_planes_autograd(self, xp: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
+        """:meth:`_forward_planes` differentiated by autograd (any activation, ``torch.func`` transforms)."""
+        increment = self._increment(xp)
+        return xp + increment if tau == 1.0 else xp + tau * increment
+
+    def _inverse_planes(self, yp: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
+        """The explicit inverse of z ↦ z + τ σ(L z + b) on yp (dim, seq, batch).
+
+        Component i of the increment reads only the components L's row i reaches (j < i for lower, j > i for
+        upper), so x_i = y_i − τ σ(L_i x + b_i) is back-substitution in the order of the components (first to
+        last for lower, last to first for upper). Done as dim sweeps of x ← y − τ σ(L x + b) from x = y: L is
+        nilpotent, so after sweep k the first k components in that order are exact and no longer change; each
+        sweep is one matrix product on the whole batch, differentiable and ``torch.func``-friendly (no
+        in-place writes). After the last sweep the increment is the forward's, evaluated at the recovered x.
+        """
+        x = yp
+        for _ in range(self.dim):
+            increment = self._increment(x)
+            x = yp - increment if tau == 1.0 else yp - tau * increment
+        return x
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, activation={self.activation!r}, bias={self.bias is not None}"

@@ -494,8 +494,9 @@ def pack(model) -> CompiledModel | None:
     Returns
     -------
     CompiledModel or None
-        None without numba, for other model classes, unknown activations or layer kinds (the ST's
-        up/downscaling layers of ``transformer_dim ≠ dim``, matrix-softmax attention), or a
+        None without numba, for other model classes, symmetric (palindromic) VPFF/VPT (``symmetric=True``:
+        the kernel has no flow time nor inverse layers; torch runs them), unknown activations or layer kinds
+        (the ST's up/downscaling layers of ``transformer_dim ≠ dim``, matrix-softmax attention), or a
         pred_window other than seq_len. Nothing is compiled here (the kernel compiles, or loads from
         numba's cache, on the first call; :func:`compile_kernels` does it ahead).
     """
@@ -506,6 +507,8 @@ def pack(model) -> CompiledModel | None:
     from ..models import StandardTransformerIntegrator, VolumePreservingFeedForward, VolumePreservingTransformer
 
     if type(model) not in (VolumePreservingFeedForward, VolumePreservingTransformer, StandardTransformerIntegrator):
+        return None
+    if getattr(model, "config", {}).get("symmetric"):  # the palindrome's half-time and inverse steps: torch runs it
         return None
     dim, seq, pred = int(model.dim), int(model.seq_len), int(model.pred_window)
     if pred != seq:

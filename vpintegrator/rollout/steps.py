@@ -247,8 +247,8 @@ class ModelStep(StepMap):
         model compiled: packed into arrays and iterated by one numba kernel a whole block of steps at a
         time (:mod:`vpintegrator.rollout.numba_model`, runner ``"numba"``), ~1-2 µs per call of the paper
         models at batch 1 against ~60-150 µs for the trace, the same numbers to rounding (≤ 1e-12 per call,
-        checked against the model on the first window; otherwise, without numba, and for other models,
-        dtypes or devices, torch runs it). 0 turns it off.
+        checked against the model on the first window; otherwise, without numba, and for other models
+        (symmetric VPFF/VPT included), dtypes or devices, torch runs it). 0 turns it off.
     """
 
     kind = "model"
