@@ -36,16 +36,20 @@ def test_plan_trains_every_model_on_exact_data_and_evaluates_held_out(tmp_path):
     assert any(c.endswith("configs/study/rigid_body_vpt.toml") for c in train)
     gen = [str(c) for c in tasks["gen_exact"].cmd]
     assert gen[gen.index("--method") + 1] == "dop853"  # training data from the exact flow
-    held = [str(c) for c in tasks["rollout_heldout_s2"].cmd]
+    held = [str(c) for c in tasks["rollout_heldout_vpt_s2"].cmd]
     assert held[held.index("--data") + 1].endswith("data/heldout.h5") and "--reference" not in held  # exact: default
     assert held[held.index("--init") + 1] == "reference"
-    long = [str(c) for c in tasks["rollout_long_s0"].cmd]
+    long = [str(c) for c in tasks["rollout_long_lpnet_s0"].cmd]
     assert long[long.index("--traj") + 1] == "0,1,2,3" and long[long.index("--t-end") + 1] == "10000"
-    paper = [str(c) for c in tasks["rollout_paper_s0"].cmd]
+    paper = [str(c) for c in tasks["rollout_paper_lpnet_s0"].cmd]
     assert paper[paper.index("--traj") + 1] == "100,719"
     # the attention of the window model only (the VPT), on held-out ICs
     assert [k for k in tasks if k.startswith("attention_")] == ["attention_vpt_s0", "attention_vpt_s2"]
-    assert set(tasks["rollout_heldout_s0"].deps) == {"gen_heldout", "train_lpnet_s0", "train_vpt_s0"}
+    assert set(tasks["rollout_heldout_lpnet_s0"].deps) == {"gen_heldout", "train_lpnet_s0"}
+    wp = [str(c) for c in tasks["rollout_work_precision"].cmd]
+    assert "--work-precision" in wp and f"lpnet={tmp_path / 'run' / 'train' / 'lpnet_s0'}" in wp
+    assert not any("_s2" in c for c in wp)  # the first seed's models only
+    assert tasks["plot_work_precision"].cmd[:2] == ["vp-plot", tmp_path / "run" / "rollout" / "work_precision_work_precision.csv"]
     assert not (tmp_path / "run").exists()  # planning writes nothing
 
 
@@ -109,8 +113,9 @@ def test_numbers_and_targets_from_rollouts(tmp_path, monkeypatch):
         d.mkdir(parents=True)
         (d / "summary.json").write_text(json.dumps({"train_loss": 1e-6, "best_loss": 1e-3, "wall_time": 240.0}))
     (run / "rollout").mkdir()
-    for f in ("heldout_s0", "long_s0", "paper_s0"):
-        (run / "rollout" / f"{f}.h5").touch()
+    for f in ("heldout", "long", "paper"):
+        for m in ("lpnet", "vpt"):
+            (run / "rollout" / f"{f}_{m}_s0.h5").touch()
     res = study.build_results(run)
     lp, vpt = (next(r for r in res["rows"] if r["model"] == m) for m in ("lpnet", "vpt"))
     k100 = 500

@@ -13,12 +13,15 @@ for ``--train-seconds`` of wall time on one thread. Then::
       data/heldout.toml, heldout.h5 --n-heldout ICs uniform on the unit sphere (seed HELDOUT_SEED, never trained
                                     on), DOP853 to t = 100
       train/<model>_s<seed>/        vp-train run directories
-      rollout/heldout_s<seed>.h5    every held-out IC to t = 100: the seed's models
+      rollout/heldout_<model>_s<seed>.h5  every held-out IC to t = 100
       rollout/heldout_classical.h5  the same for the classical methods at the same step h = 0.2 and the shipped VPT
-      rollout/paper_s<seed>.h5      the paper's trajectories 1 and 4 (rows 100, 719 of exact.h5; in-sample or
+      rollout/paper_<model>_s<seed>.h5    the paper's trajectories 1 and 4 (rows 100, 719 of exact.h5; in-sample or
                                     validation, as the split column says) to t = 100
-      rollout/long_s<seed>.h5       the first --n-long held-out ICs to --long-t-end (default 10 000)
+      rollout/long_<model>_s<seed>.h5     the first --n-long held-out ICs to --long-t-end (default 10 000)
       rollout/long_classical.h5     the same for the classical methods and the shipped VPT
+      rollout/work_precision*       the first --n-long held-out ICs to t = 100: every classical method over a ladder of
+                                    steps, the first seed's models and the shipped VPT as points (vp-rollout
+                                    --work-precision); figures/work_precision/ draws it
       attention/<model>_s<seed>.json  the window models' attention coupling and their held-out error with and
                                     without attention (:mod:`vpintegrator.studies.attention`; 20 ICs, t = 100)
       results.md, results.json      the table and the targets, per seed
@@ -52,12 +55,13 @@ from . import _rollouts, attention, export
 from .._shipped import shipped_file
 from .rigid_body_results import PAPER_TRAJ
 from .runner import Runner, StudyError, Task, check_study_out, guarded, study_lock
+from .work_precision import equal_cost_section
 from .stats import (bootstrap_ci, drift_growth, fmt_num, md_table, median_interval, read_json, results_provenance,
                     write_if_changed, write_json, write_text)
 
-MODELS = ("lpnet", "lpnet_sym", "lp_transformer", "vpt")
+MODELS = ("lpnet", "lpnet_sym", "lp_transformer", "vpt", "vpt_sym")
 #: the window models whose attention is measured (:mod:`.attention`: coupling, error without it)
-ATTENTION_MODELS = ("lp_transformer", "vpt")
+ATTENTION_MODELS = ("lp_transformer", "vpt", "vpt_sym")
 N_ATTENTION = 20  # held-out ICs of the attention step
 CLASSICAL = ("implicit_midpoint", "splitting", "gauss_legendre4")
 SHIPPED_VPT = "pretrained:rigid_body_vpt"
@@ -195,16 +199,16 @@ def plan(a: argparse.Namespace) -> Runner:
                                           "--out", rd / "long_classical.h5"],
                _rollout_outputs(rd / "long_classical.h5"), ["gen_heldout"]))
     traj = ",".join(str(i) for i in PAPER_TRAJ.values())
-    for s in a.seeds:
-        mods = [x for m in a.models for x in ("--model", f"{m}={run / 'train' / f'{m}_s{s}'}")]
-        deps = [f"train_{m}_s{s}" for m in a.models]
-        for name, args, data in (("heldout", heldout, "gen_heldout"),
-                                 ("paper", ["--data", d / "exact.h5", "--traj", traj, "--t-end", f"{T_EVAL:g}"],
-                                  "gen_exact"),
-                                 ("long", ["--data", d / "heldout.h5", *long], "gen_heldout")):
-            out = rd / f"{name}_s{s}.h5"
-            r.add(Task(f"rollout_{name}_s{s}", ["vp-rollout", *args, *mods, *common, "--out", out],
-                       _rollout_outputs(out), [data, *deps]))
+    for s in a.seeds:  # one rollout file per model and seed, so that a model added later adds its own steps
+        for m in a.models:
+            for name, args, data in (("heldout", heldout, "gen_heldout"),
+                                     ("paper", ["--data", d / "exact.h5", "--traj", traj, "--t-end", f"{T_EVAL:g}"],
+                                      "gen_exact"),
+                                     ("long", ["--data", d / "heldout.h5", *long], "gen_heldout")):
+                out = rd / f"{name}_{m}_s{s}.h5"
+                r.add(Task(f"rollout_{name}_{m}_s{s}", ["vp-rollout", *args, "--model", f"{m}={run / 'train' / f'{m}_s{s}'}",
+                                                         *common, "--out", out],
+                           _rollout_outputs(out), [data, f"train_{m}_s{s}"]))
         for m in (m for m in a.models if m in ATTENTION_MODELS):
             out = run / "attention" / f"{m}_s{s}.json"
             r.add(Task(f"attention_{m}_s{s}", ["python", "-m", "vpintegrator.studies.attention", "--model",
@@ -212,6 +216,17 @@ def plan(a: argparse.Namespace) -> Runner:
                                                 str(min(N_ATTENTION, a.n_heldout)), "--t-end", f"{T_EVAL:g}",
                                                 "--out", out],
                        [out], ["gen_heldout", f"train_{m}_s{s}"]))
+    s0 = a.seeds[0]
+    wp = rd / "work_precision.h5"
+    wp_csv = wp.with_name("work_precision_work_precision.csv")
+    r.add(Task("rollout_work_precision",
+               ["vp-rollout", "--data", d / "heldout.h5", "--traj", ",".join(str(i) for i in range(a.n_long)),
+                "--t-end", f"{T_EVAL:g}", *[x for m in a.models for x in ("--model", f"{m}={run / 'train' / f'{m}_s{s0}'}")],
+                "--model", f"vpt_shipped={SHIPPED_VPT}", "--work-precision", "--no-volume", *common, "--out", wp],
+               [wp, wp_csv], ["gen_heldout", *(f"train_{m}_s{s0}" for m in a.models)]))
+    r.add(Task("plot_work_precision", ["vp-plot", wp_csv, "--kind", "work_precision", "--out",
+                                       run / "figures" / "work_precision"],
+               [run / "figures" / "work_precision"], ["rollout_work_precision"]))
     return r
 
 
@@ -307,9 +322,9 @@ def build_results(run: Path) -> dict:
              "val_score": summary.get("best_loss"), "best_epoch": summary.get("best_epoch"),
              "wall_time": summary.get("wall_time"), "n_params": summary.get("n_params"),
              "cpu_time": (read_json(run / ".tasks" / f"train_{d.name}.json") or {}).get("cpu_s")}
-        v.update(heldout_values(rd / f"heldout_s{seed}.h5").get(model, {}))
-        v.update(long_values(rd / f"long_s{seed}.h5").get(model, {}))
-        v["paper"] = paper_values(rd / f"paper_s{seed}.h5").get(model, {})
+        v.update(heldout_values(rd / f"heldout_{d.name}.h5").get(model, {}))
+        v.update(long_values(rd / f"long_{d.name}.h5").get(model, {}))
+        v["paper"] = paper_values(rd / f"paper_{d.name}.h5").get(model, {})
         v["attention"] = read_json(run / "attention" / f"{model}_s{seed}.json")
         v["met"] = _met(v)
         rows.append(v)
@@ -328,7 +343,7 @@ def build_results(run: Path) -> dict:
             "selected_seed": min(sel, key=lambda r: r["val_score"] if r["val_score"] is not None else math.inf)["seed"]
             if sel else None,
         }
-    return {"settings": settings, "rows": rows, "classical": classical, "per_model": per_model}
+    return {"settings": {**settings, "run": str(run)}, "rows": rows, "classical": classical, "per_model": per_model}
 
 
 def format_results(res: dict) -> str:
@@ -375,6 +390,11 @@ def format_results(res: dict) -> str:
                      f"{pm['met_casimir']}, energy growth by {pm['met_energy']}, all three by {pm['met_all']}; "
                      f"median error over seeds, bootstrap 95 % interval [{f(lo)}, {f(hi)}]; the validation score "
                      f"selects seed {pm['selected_seed']}")
+    wp = Path(s.get("run", "")) / "rollout" / "work_precision_work_precision.csv"
+    if wp.is_file():
+        lines += ["", *equal_cost_section(wp, title="Work–precision: the classical methods at the models' cost"),
+                  "Figure: `figures/work_precision/` (error and invariant drift against cost; the first seed's models "
+                  "and the shipped VPT as points).", ""]
     lines += ["", *attention.section((f"{r['model']} s{r['seed']}", r.get("attention")) for r in res["rows"])]
     lines += ["", "## Commands", "", "```sh", *s.get("commands", []), "```", ""]
     return "\n".join(lines)
