@@ -63,7 +63,9 @@ def fake_run(tmp_path_factory):
     run_rollouts(RolloutConfig(**common, models=[("vpt", str(run / "vpt_random.pt"))], t_end=100.0,
                                out=str(run / "rollout" / "paper_s0.h5")))
     run_rollouts(RolloutConfig(**common, t_end=104.0, volume=False, out=str(run / "rollout" / "long_s0.h5")))
-    for kind in ("paper", "long"):  # seed 1: the same rollouts (the training logs differ)
+    run_rollouts(RolloutConfig(**{**common, "traj": [3, 100, 719, 900]}, models=[("vpt", str(run / "vpt_random.pt"))],
+                               t_end=100.0, out=str(run / "rollout" / "heldout_s0.h5")))
+    for kind in ("paper", "long", "heldout"):  # seed 1: the same rollouts (the training logs differ)
         for ext in (".h5", ".csv", ".md"):
             shutil.copy(run / "rollout" / f"{kind}_s0{ext}", run / "rollout" / f"{kind}_s1{ext}")
     # two seeds, different training logs: seed 0 reaches 5e-4 at 12.5 s, seed 1 never
@@ -92,6 +94,28 @@ def test_z_band_and_error_match_the_rollout_file(fake_run):
             assert res["rows"][label][f"err100_{name}"]["mean"] == pytest.approx(err, rel=1e-12)
     assert 0 < res["rows"]["rk4"]["band_traj1"]["mean"] < 1e-4  # RK4 drifts slightly off the sphere
     assert res["rows"]["rk4"]["vpt_traj1"]["mean"] == pytest.approx(100.0)
+
+
+def test_heldout_statistics_over_ics_and_seeds(fake_run):
+    import numpy as np
+
+    res = rr.build_results(fake_run)
+    from vpintegrator.studies import _rollouts
+
+    r = _rollouts.read(fake_run / "rollout" / "heldout_s0.h5")
+    k100 = int(np.argmin(np.abs(r.t - 100.0)))
+    for label in ("vpt", "rk4"):
+        h = res["rows"][label]["heldout"]
+        err = np.where(np.isnan(r.metrics[label].rel_error[:, k100]), np.inf, r.metrics[label].rel_error[:, k100])
+        # seed 1's file is seed 0's: the pooled median over both equals one seed's; an integrator counts once
+        assert h["error"]["median"] == np.percentile(err, 50, method="nearest")
+        assert len(h["per_seed"]) == (2 if label == "vpt" else 1)
+        assert h["per_seed"][0]["error"] == pytest.approx(float(np.median(err)))
+        assert h["per_seed"][0]["error_met"] == (float(np.median(err)) <= rr.ERROR_TARGET)
+    text = rr.format_results(res)
+    assert "## Held-out random initial conditions (4 on the unit sphere" in text
+    assert "| rk4 | – |" in text and "## Targets on held-out conditions, per seed" in text
+    assert "the exact flow" in text and "in-sample" in text
 
 
 def test_training_columns_mean_std_over_seeds(fake_run):

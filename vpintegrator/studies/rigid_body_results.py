@@ -255,6 +255,9 @@ def _heldout_values(path: Path, labels) -> dict:
     return out
 
 
+PER_IC = ("heldout_errors", "heldout_bands")  # per-seed lists of per-IC values: heldout_statistics, not summarize
+
+
 def heldout_statistics(errors: list, bands: list) -> dict:
     """Over held-out ICs, from per-seed lists (one list of per-IC values per seed): the error at t = 100 and
     the ‖z‖ band, median and 10–90 % interval over every (seed, IC) pair; per seed the median error and band,
@@ -348,7 +351,7 @@ def build_results(run_dir) -> dict:
     rows = {}
     for label in labels:
         src = per_seed.get(label, {})
-        row = {k: summarize(v) for k, v in src.items() if not k.startswith("_")}
+        row = {k: summarize(v) for k, v in src.items() if not k.startswith("_") and k not in PER_IC}
         if "time_to_target" in src:
             reached = [v for v in src["time_to_target"] if v is not None and math.isfinite(v)]
             row["time_to_target"] = {**summarize(reached), "reached": len(reached), "runs": len(src["time_to_target"])}
@@ -359,8 +362,8 @@ def build_results(run_dir) -> dict:
             if k in row:
                 row[k] = row[k]["values"]
         if src.get("heldout_errors"):
-            row.pop("heldout_errors", None), row.pop("heldout_bands", None)
-            row["heldout"] = heldout_statistics(src["heldout_errors"], src["heldout_bands"])
+            k = len(src["heldout_errors"]) if label in models else 1  # an integrator: the same run in every seed's file
+            row["heldout"] = heldout_statistics(src["heldout_errors"][:k], src["heldout_bands"][:k])
         if row:
             rows[label] = row
 
@@ -400,7 +403,7 @@ def _cell(st: dict | None) -> str:
     return text + f" (n={n})"
 
 
-def _heldout_section(rows: dict, methods: list) -> list[str]:
+def _heldout_section(rows: dict, methods: list, models: list) -> list[str]:
     """The held-out table: per-IC medians and 10–90 % intervals (all seeds), a bootstrap CI over seeds."""
     f = lambda v: fmt_num(v, 3, small=1e-2, missing="–")  # noqa: E731
     body = []
@@ -408,8 +411,8 @@ def _heldout_section(rows: dict, methods: list) -> list[str]:
         h = rows[m]["heldout"]
         e, b = h["error"], h["band"]
         lo, hi = h["error_ci"]
-        n_seeds = len(h["per_seed"])
-        body.append([m, str(n_seeds), f"{f(e['median'])} [{f(e['lo'])}, {f(e['hi'])}]",
+        n_seeds = len(h["per_seed"]) if m in models else 0
+        body.append([m, str(n_seeds) if n_seeds else "–", f"{f(e['median'])} [{f(e['lo'])}, {f(e['hi'])}]",
                      f"[{f(lo)}, {f(hi)}]" if n_seeds > 1 and math.isfinite(lo) else "–",
                      f"{f(b['median'])} [{f(b['lo'])}, {f(b['hi'])}]"])
     n_ic = int(next(iter(rows[methods[0]].get("heldout_n", [0])), 0))
@@ -461,7 +464,7 @@ def format_results(res: dict) -> str:
     out.append("")
     held = [m for m in [*models, *integ] if rows[m].get("heldout")]
     if held:
-        out.extend(_heldout_section(rows, held))
+        out.extend(_heldout_section(rows, held, models))
     long_ = [m for m in [*models, *integ] if "long_energy" in rows[m] or "cpu_process" in rows[m]]
     if long_:
         lt = next((rows[m]["long_t_end"][0] for m in long_ if rows[m].get("long_t_end")), None)
