@@ -43,7 +43,8 @@ from pathlib import Path
 
 from .rigid_body_results import (  # noqa: F401  (re-exported: the study's public names)
     ALL_MODELS, BAND_TARGET, COLUMNS, ERROR_TARGET, HELDOUT_SEED, IM_MODELS, INTEGRATORS, LOSS_TARGET, PAPER,
-    PAPER_T, PAPER_TRAJ, QUICK_MODELS, build_results, format_results, write_results, write_timing, z_band,
+    PAPER_T, PAPER_TRAJ, QUICK_MODELS, build_results, format_results, write_heldout_spec, write_results, write_timing,
+    z_band,
 )
 from . import export
 from .._shipped import shipped_file
@@ -269,30 +270,8 @@ def write_specs(a) -> None:
 
     inertia = load_spec("rigid_body_paper").params["inertia"]
     d = a.out / "data"
-    d.mkdir(parents=True, exist_ok=True)
-    n = a.n_heldout
-    write_if_changed(d / "heldout.toml", f"""\
-# Held-out initial conditions of the rigid-body study (scripts/reproduce_rigid_body.py): uniform on the
-# unit sphere with a seed no training run uses (training uses the paper's deterministic 1238 points).
-description = "Rigid body, {n} held-out random initial conditions on the unit sphere (seed {HELDOUT_SEED}), dt = 0.2, t in [0, 100]"
-
-[system]
-name = "rigid_body"
-inertia = {json.dumps(inertia)}
-
-[initial_conditions]
-sampler = "sphere"
-n_traj = {n}
-radius = 1.0
-
-[integration]
-dt = 0.2
-t_end = {PAPER_T!r}
-method = "implicit_midpoint"
-rtol = 1e-12
-atol = 1e-12
-seed = {HELDOUT_SEED}
-""")
+    write_heldout_spec(d / "heldout.toml", a.n_heldout, HELDOUT_SEED, "implicit_midpoint",
+                       "the rigid-body study (scripts/reproduce_rigid_body.py)")
     td = a.out / "timing"
     td.mkdir(parents=True, exist_ok=True)
     y0 = read_trajectories(d / "im.h5", traj=[PAPER_TRAJ["traj1"]], steps=[0]).y[0, 0]

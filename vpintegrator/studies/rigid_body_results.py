@@ -14,7 +14,7 @@ from ..rundir import read_log
 from . import _rollouts, attention
 from .runner import StudyError
 from .stats import (bootstrap_ci, fmt_num, md_row, md_table, median_interval, read_json, results_provenance,
-                    summarize, write_json, write_text)
+                    summarize, write_if_changed, write_json, write_text)
 
 IM_MODELS = ("vpff", "vpt", "vpt_arb", "st")
 ALL_MODELS = (*IM_MODELS, "vpt_exact")
@@ -143,6 +143,41 @@ def write_timing(run, t_end: float | None = None) -> dict:
 
 
 # --------------------------------------------------------------------------- values of one run
+
+
+def write_heldout_spec(path: Path, n: int, seed: int, method: str, study: str) -> Path:
+    """The held-out ICs' spec of a rigid-body study (a small TOML, so the data can be remade): ``n`` ICs uniform
+    on the unit sphere with ``seed`` (no training run uses it: training uses the paper's deterministic 1238
+    points), h = DT, t ∈ [0, PAPER_T], integrated by ``method``."""
+    import json
+
+    from vpintegrator.data import load_spec
+
+    inertia = load_spec("rigid_body_paper").params["inertia"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_if_changed(path, f"""\
+# Held-out initial conditions of {study}: uniform on the unit sphere with a seed no training run uses
+# (training uses the paper's deterministic 1238 points).
+description = "Rigid body, {n} held-out random initial conditions on the unit sphere (seed {seed}), dt = {DT}, t in [0, {PAPER_T:g}]"
+
+[system]
+name = "rigid_body"
+inertia = {json.dumps(inertia)}
+
+[initial_conditions]
+sampler = "sphere"
+n_traj = {n}
+radius = 1.0
+
+[integration]
+dt = {DT}
+t_end = {PAPER_T!r}
+method = "{method}"
+rtol = 1e-12
+atol = 1e-12
+seed = {seed}
+""")
+    return path
 
 
 def z_band(y):
@@ -477,7 +512,7 @@ def format_results(res: dict) -> str:
         table("Long run and cost", ["long_energy", "long_casimir", "long_cum_logdet", "cpu_marginal", "cpu_process"],
               long_, {"cpu_marginal": "cpu_50000"})
 
-    out.append(f"## Targets on held-out conditions, per seed (median over the held-out ICs within the bound)")
+    out.append("## Targets on held-out conditions, per seed (median over the held-out ICs within the bound)")
     out.append("")
     for m in (m for m in models if rows[m].get("heldout")):
         ps = rows[m]["heldout"]["per_seed"]

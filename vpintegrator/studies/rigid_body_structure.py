@@ -46,18 +46,17 @@ Exit status: 0 done, 2 bad input or a failed step (one line on stderr), 130 inte
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
 
 from . import _rollouts, attention, export
 from .._shipped import shipped_file
-from .rigid_body_results import PAPER_TRAJ
+from .rigid_body_results import PAPER_TRAJ, write_heldout_spec
 from .runner import Runner, StudyError, Task, check_study_out, guarded, study_lock
 from .work_precision import equal_cost_section
 from .stats import (bootstrap_ci, drift_growth, fmt_num, md_table, median_interval, read_json, results_provenance,
-                    write_if_changed, write_json, write_text)
+                    write_json, write_text)
 
 MODELS = ("lpnet", "lpnet_sym", "lp_transformer", "vpt", "vpt_sym")
 #: the window models whose attention is measured (:mod:`.attention`: coupling, error without it)
@@ -144,35 +143,9 @@ def _rollout_outputs(h5: Path) -> list[Path]:
 
 
 def write_spec(run: Path, n: int) -> Path:
-    """The held-out ICs' spec (a small TOML in RUN/data, so the data can be remade)."""
-    from vpintegrator.data import load_spec
-
-    inertia = load_spec("rigid_body_paper").params["inertia"]
-    path = run / "data" / "heldout.toml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_if_changed(path, f"""\
-# Held-out initial conditions of the rigid-body structure study: uniform on the unit sphere with a seed no
-# training run uses (training uses the paper's deterministic 1238 points), integrated by the exact flow.
-description = "Rigid body, {n} held-out random initial conditions on the unit sphere (seed {HELDOUT_SEED}), dt = {DT}, t in [0, {T_EVAL:g}], DOP853"
-
-[system]
-name = "rigid_body"
-inertia = {json.dumps(inertia)}
-
-[initial_conditions]
-sampler = "sphere"
-n_traj = {n}
-radius = 1.0
-
-[integration]
-dt = {DT}
-t_end = {T_EVAL!r}
-method = "dop853"
-rtol = 1e-12
-atol = 1e-12
-seed = {HELDOUT_SEED}
-""")
-    return path
+    """The held-out ICs' spec (RUN/data/heldout.toml): by the exact flow, seed HELDOUT_SEED."""
+    return write_heldout_spec(run / "data" / "heldout.toml", n, HELDOUT_SEED, "dop853",
+                              "the rigid-body structure study (scripts/reproduce_rigid_body_structure.py)")
 
 
 def plan(a: argparse.Namespace) -> Runner:
