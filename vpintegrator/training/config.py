@@ -404,15 +404,10 @@ class TrainConfig(Config):
                 "fast_step = 'compile' is for single runs (an ensemble's step is vmapped); set fast_step = "
                 "'graph', 'auto' or 'off'", key="fast_step"
             )
-        if self.optimizer == "lm":
-            raise VPIntegratorError(
-                "optimizer 'lm' (Levenberg–Marquardt) cannot train an ensemble (its step is not elementwise per "
-                "member); use adam, adamw, sgd or rmsprop, or train the seeds one by one", key="optimizer",
-            )
         if self.optimizer == "lbfgs":
             raise VPIntegratorError(
                 "optimizer 'lbfgs' cannot train an ensemble (its line search couples the members); use adam, "
-                "adamw, sgd or rmsprop, or train the seeds one by one", key="optimizer",
+                "adamw, sgd, rmsprop or lm, or train the seeds one by one", key="optimizer",
             )
 
     @property
