@@ -15,11 +15,19 @@ optimiser step per batch for the whole ensemble. Each member ``k`` has
 * its own optimiser state: one torch optimiser over the stacked parameters, which for the elementwise
   optimisers (Adam, AdamW, SGD, RMSprop) is the same arithmetic per element as N separate ones. The
   learning-rate schedule is shared (the members take the same number of steps).
+* with ``optimizer = "lm"`` (:mod:`.ensemble_lm`): its own Levenberg–Marquardt iterations, the ones
+  ``fit(seed=s_k)`` takes: subsamples (and check windows) drawn from its ``s_k`` generator, its own
+  residuals and Jacobian (``vmap`` over the members of the single run's ``jacrev``), its own damping λ_k
+  adapted by its own accept/reject; the damped normal equations of all members are solved batched by
+  :func:`~vpintegrator.training.optim.lm_update`, the arithmetic of the single run's
+  :class:`~vpintegrator.training.optim.LevenbergMarquardt`. An epoch is ``lm_iters_per_epoch`` iterations
+  and its training loss the member's full training loss, as for a single LM run; log.csv's ``lr`` is λ_k.
 
 The train/validation split is ``seed``'s for every member (the members are compared on the same
 validation data). A member whose seed equals ``seed`` -- or any member with ``val_fraction = 0`` -- is
 therefore the run ``fit(seed=s_k)`` would give, up to floating-point reassociation of the batched matrix
-products (tests/test_ensemble.py: ~1e-15 in float64).
+products (tests/test_ensemble.py: ~1e-15 in float64; LM, tests/test_ensemble_lm.py: 1e-10, its solves
+amplifying the rounding).
 
 Per epoch every member's training loss, validation loss and (``monitor = "val_rollout"``) validation
 rollout score are computed (the latter two vmapped as well) and logged in the member's own run directory
@@ -39,8 +47,8 @@ the last included; a member reaching ``patience`` in the epoch where the run end
 ``epochs`` done) stops with the run's reason, as a single run does; an interrupt saves the members' files
 at the step it lands on (``steps`` in their ``summary.json``/``last.pt`` counts that step).
 
-Not supported, refused with one line: ``optimizer = "lm"`` and ``"lbfgs"`` (not elementwise), torchrun,
-and resuming (an ensemble's member directories are not resumable; train again).
+Not supported, refused with one line: ``optimizer = "lbfgs"`` (its line search couples the members),
+torchrun, and resuming (an ensemble's member directories are not resumable; train again).
 """
 
 from __future__ import annotations
