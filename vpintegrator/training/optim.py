@@ -178,21 +178,29 @@ def window_residuals(model: torch.nn.Module, own_buffers: bool = False) -> tuple
     named = list(model.named_parameters())
     model_buffers = dict(model.named_buffers())
 
-    def unflatten(theta: torch.Tensor, buffers: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def unflatten(theta: torch.Tensor) -> dict[str, torch.Tensor]:
         out, i = {}, 0
         for k, p in named:
             out[k] = theta[i : i + p.numel()].view(p.shape)
             i += p.numel()
-        out.update(buffers)
         return out
 
-    def residual_b(theta, buffers, x, target):  # (n, P*dim)
-        return (functional_call(model, unflatten(theta, buffers), (x,)) - target).flatten(1)
+    def residual_p(params, buffers, x, target):  # (n, P*dim)
+        return (functional_call(model, {**params, **buffers}, (x,)) - target).flatten(1)
 
-    def residual1(theta, buffers, x1, t1):  # one window: (P*dim,)
-        return residual_b(theta, buffers, x1[None], t1[None])[0]
+    def residual_b(theta, buffers, x, target):
+        return residual_p(unflatten(theta), buffers, x, target)
 
-    jacobian_b = vmap(jacrev(residual1), in_dims=(None, None, 0, 0))
+    def residual1(params, buffers, x1, t1):  # one window: (P*dim,)
+        return residual_p(params, buffers, x1[None], t1[None])[0]
+
+    def jacobian1(theta, buffers, x1, t1):  # (P*dim, n_params)
+        # by parameter tensor, not through slices of theta: their backward would fill a zero (P*dim, n_params)
+        # per parameter tensor and window, which dominated the cost (and grows with an ensemble's members)
+        J = jacrev(residual1)(unflatten(theta), buffers, x1, t1)
+        return torch.cat([J[k].flatten(1) for k, _ in named], 1)
+
+    jacobian_b = vmap(jacobian1, in_dims=(None, None, 0, 0))
     if own_buffers:
         return residual_b, jacobian_b
     return (lambda theta, x, target: residual_b(theta, model_buffers, x, target),
