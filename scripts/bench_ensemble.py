@@ -2,6 +2,7 @@
 
     python scripts/bench_ensemble.py [--sizes 1 8 64] [--epochs 2] [--n-traj 128] [--batch-size 4096]
                                      [--device cpu|cuda] [--threads N] [--dtype float32] [--fast-step auto]
+                                     [--optimizer adam|lm]
 
 Model-epochs/s of an ensemble of N paper VPTs (dim 3, seq_len 3, n_blocks 2, n_linear 1, L 3; Adam, the
 paper's schedule) trained by ``fit(..., ensemble=N)`` (stacked parameters, vmap) against N sequential
@@ -13,6 +14,12 @@ epochs after the first (warm-up); the ratio printed is ensemble / sequential. Bo
 (default ``auto``: on CUDA the whole vmapped step as one CUDA graph, :mod:`vpintegrator.training.fast_step`);
 where that is not the eager step, the ensemble is timed eagerly (``fast_step = "off"``) too and the ratio
 fast / eager printed.
+
+``--optimizer lm`` times Levenberg–Marquardt instead, with the rigid-body study's settings
+(configs/study/rigid_body_vpt.toml: 1024-window subsamples redrawn every 10 iterations, 10 iterations an
+epoch, λ 1e-3, init_scale 0.1; float64 unless ``--dtype`` says otherwise): the ensemble's members take their
+own LM iterations (:mod:`vpintegrator.training.ensemble_lm`: vmapped Jacobians, batched solves) against N
+single LM runs; an epoch is then 10 iterations and the full training loss.
 """
 
 from __future__ import annotations
@@ -40,10 +47,16 @@ def load_data(n_traj: int, tmp: str) -> tuple[str, int]:
     return str(write_trajectories(Path(tmp) / "data.h5", traj.select(traj=np.arange(n)))), n
 
 
+#: the rigid-body study's LM settings (configs/study/rigid_body_vpt.toml)
+LM = dict(optimizer="lm", lm_windows=1024, lm_resample_every=10, lm_iters_per_epoch=10, lm_lambda=1e-3,
+          init_scale=0.1)
+
+
 def _config(data: str, out: str, args, **kw) -> dict:
+    lm = LM if args.optimizer == "lm" else {}
     return dict(data=[data], model=PAPER_MODEL, epochs=args.epochs + 1, batch_size=args.batch_size,
                 val_fraction=0.0, device=args.device, dtype=args.dtype, seed=1234, fast_step=args.fast_step,
-                checkpoint_every=10**6, out=out) | kw
+                checkpoint_every=10**6, out=out) | lm | kw
 
 
 def _timed_epochs(history: list[dict]) -> float:
@@ -58,18 +71,22 @@ def main() -> None:
     parser.add_argument("--n-traj", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=4096)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    parser.add_argument("--dtype", default=None, choices=["float32", "float64"],
+                        help="default float32 (adam), float64 (lm)")
+    parser.add_argument("--optimizer", default="adam", choices=["adam", "lm"])
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--fast-step", default="auto", choices=["auto", "off", "graph"])
     parser.add_argument("--max-sequential", type=int, default=4, help="single runs timed for the sequential rate")
     args = parser.parse_args()
+    if args.dtype is None:
+        args.dtype = "float64" if args.optimizer == "lm" else "float32"
     if args.threads:
         torch.set_num_threads(args.threads)
     from vpintegrator.training import fit
 
     with tempfile.TemporaryDirectory() as tmp:
         data, n = load_data(args.n_traj, tmp)
-        print(f"paper VPT, {n} trajectories, batch {args.batch_size}, {args.dtype}, {args.device}, "
+        print(f"paper VPT, {args.optimizer}, {n} trajectories, batch {args.batch_size}, {args.dtype}, {args.device}, "
               f"{torch.get_num_threads()} threads, torch {torch.__version__}; {args.epochs} timed epochs")
         seq_runs, seq_seconds = 0, 0.0
         rows = []

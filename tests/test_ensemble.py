@@ -144,7 +144,6 @@ def test_cli_ensemble(tiny_data, tmp_path):
 
 @pytest.mark.parametrize("args, match", [
     (["--ensemble", "0"], r"ensemble must be a positive integer"),
-    (["--ensemble", "2", "--optimizer", "lm"], r"optimizer 'lm' .* cannot train an ensemble"),
     (["--ensemble", "2", "--optimizer", "lbfgs"], r"optimizer 'lbfgs' cannot train an ensemble"),
     (["--set", "seeds=[1, 1]"], r"seeds must be distinct"),
     (["--set", "seeds=[]"], r"seeds must be a non-empty list"),

@@ -191,8 +191,6 @@ CASES = [
     # -- seed ensembles (--ensemble N / seeds) -------------------------------------------------------------
     _train(*C, "--ensemble", "0", *OUT, id="train-ensemble-zero", match=r"--ensemble must be a positive integer"),
     _train(*C, "--ensemble", "-2", *OUT, id="train-ensemble-negative", match=r"--ensemble must be a positive integer"),
-    _train(*C, "--ensemble", "2", "--optimizer", "lm", *OUT, id="train-ensemble-lm",
-           match=r"optimizer 'lm' \(Levenberg–Marquardt\) cannot train an ensemble"),
     _train(*C, "--ensemble", "2", "--optimizer", "lbfgs", *OUT, id="train-ensemble-lbfgs",
            match=r"optimizer 'lbfgs' cannot train an ensemble"),
     _train(*C, "--set", "seeds=[3, 3]", *OUT, id="train-ensemble-seeds-repeated", match=r"seeds must be distinct"),

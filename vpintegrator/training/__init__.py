@@ -9,7 +9,7 @@ on random subsamples of windows, far faster for these small models (docs/trainin
 Modules, each one concern:
 
 ``config``      :class:`TrainConfig` (the ``vp-train`` TOML; errors name the key)
-``optim``       the loss, torch optimisers by name, schedules, :class:`LevenbergMarquardt`
+``optim``       the loss, torch optimisers by name, schedules, :class:`LevenbergMarquardt` (over a member axis)
 ``checkpoint``  RNG state, run-directory files (config.toml, log.csv, summary.json, last.pt), resume
 ``validation``  the validation loss and the rollout score of ``monitor = "val_rollout"``
 ``progress``    the progress bar
@@ -22,6 +22,7 @@ Modules, each one concern:
 ``sinks``       the tracking sinks of ``logger`` (TensorBoard, MLflow)
 ``single``      the step strategy of one model (torch optimisers, LBFGS, graph step, DDP, LM; resume)
 ``ensemble``    the step strategy of a seed ensemble (``ensemble = N`` / ``seeds``; vmap) and its files
+``ensemble_lm`` Levenberg–Marquardt for an ensemble's members (their own subsamples and λ; batched)
 ``ddp``         DistributedDataParallel plumbing for ``torchrun``
 """
 

@@ -210,7 +210,7 @@ class TrainConfig(Config):
         its initialisation and its data order; the train/validation split is ``seed``'s for every member.
         ``out`` then holds ``member_<k>_seed_<s>/`` run directories, ``ensemble.csv``/``.md`` and the
         member selected by the validation score (``selected.json``, ``best/``). Torch optimisers with
-        elementwise updates only (not ``lm`` or ``lbfgs``); not resumable.
+        elementwise updates, or ``lm`` (each member its own subsamples and λ); not ``lbfgs``; not resumable.
     seeds : list of int, optional
         The members' seeds (an ensemble of ``len(seeds)``; with ``ensemble`` too, the lengths must agree).
     unroll : int
@@ -305,8 +305,8 @@ class TrainConfig(Config):
                                expected="a positive integer (the number of members)",
                                help="Train N members (seeds SEED, SEED+1, ...; or --set seeds=[...]) at once in this "
                                "process; OUT gets member_<k>_seed_<s>/ run directories, ensemble.csv/.md and best/ "
-                               "(the member with the best validation score). Torch optimisers except lbfgs; not "
-                               "resumable.")
+                               "(the member with the best validation score). Any optimizer but lbfgs (lm included); "
+                               "not resumable.")
     seeds: list[int] | None = key(None, optional=True, check=_check_seeds, flag="")
     unroll: int = key(1, type=int, low=1,
                       expected="a positive integer (windows of free rollout per training target; 1: none)",
@@ -404,15 +404,10 @@ class TrainConfig(Config):
                 "fast_step = 'compile' is for single runs (an ensemble's step is vmapped); set fast_step = "
                 "'graph', 'auto' or 'off'", key="fast_step"
             )
-        if self.optimizer == "lm":
-            raise VPIntegratorError(
-                "optimizer 'lm' (Levenberg–Marquardt) cannot train an ensemble (its step is not elementwise per "
-                "member); use adam, adamw, sgd or rmsprop, or train the seeds one by one", key="optimizer",
-            )
         if self.optimizer == "lbfgs":
             raise VPIntegratorError(
                 "optimizer 'lbfgs' cannot train an ensemble (its line search couples the members); use adam, "
-                "adamw, sgd or rmsprop, or train the seeds one by one", key="optimizer",
+                "adamw, sgd, rmsprop or lm, or train the seeds one by one", key="optimizer",
             )
 
     @property

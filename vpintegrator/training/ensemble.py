@@ -15,11 +15,19 @@ optimiser step per batch for the whole ensemble. Each member ``k`` has
 * its own optimiser state: one torch optimiser over the stacked parameters, which for the elementwise
   optimisers (Adam, AdamW, SGD, RMSprop) is the same arithmetic per element as N separate ones. The
   learning-rate schedule is shared (the members take the same number of steps).
+* with ``optimizer = "lm"`` (:mod:`.ensemble_lm`): its own Levenberg–Marquardt iterations, the ones
+  ``fit(seed=s_k)`` takes: subsamples (and check windows) drawn from its ``s_k`` generator, its own
+  residuals and Jacobian (``vmap`` over the members of the single run's ``jacrev``), its own damping λ_k
+  adapted by its own accept/reject; the damped normal equations of all members are solved batched by
+  :func:`~vpintegrator.training.optim.lm_update`, the arithmetic of the single run's
+  :class:`~vpintegrator.training.optim.LevenbergMarquardt`. An epoch is ``lm_iters_per_epoch`` iterations
+  and its training loss the member's full training loss, as for a single LM run; log.csv's ``lr`` is λ_k.
 
 The train/validation split is ``seed``'s for every member (the members are compared on the same
 validation data). A member whose seed equals ``seed`` -- or any member with ``val_fraction = 0`` -- is
 therefore the run ``fit(seed=s_k)`` would give, up to floating-point reassociation of the batched matrix
-products (tests/test_ensemble.py: ~1e-15 in float64).
+products (tests/test_ensemble.py: ~1e-15 in float64; LM, tests/test_ensemble_lm.py: 1e-10, its solves
+amplifying the rounding).
 
 Per epoch every member's training loss, validation loss and (``monitor = "val_rollout"``) validation
 rollout score are computed (the latter two vmapped as well) and logged in the member's own run directory
@@ -39,8 +47,8 @@ the last included; a member reaching ``patience`` in the epoch where the run end
 ``epochs`` done) stops with the run's reason, as a single run does; an interrupt saves the members' files
 at the step it lands on (``steps`` in their ``summary.json``/``last.pt`` counts that step).
 
-Not supported, refused with one line: ``optimizer = "lm"`` and ``"lbfgs"`` (not elementwise), torchrun,
-and resuming (an ensemble's member directories are not resumable; train again).
+Not supported, refused with one line: ``optimizer = "lbfgs"`` (its line search couples the members),
+torchrun, and resuming (an ensemble's member directories are not resumable; train again).
 """
 
 from __future__ import annotations
@@ -58,6 +66,7 @@ import torch
 from . import checkpoint as ckpt_io
 from ..stepping import iterate_windows
 from .config import TrainConfig
+from .ensemble_lm import EnsembleLM
 from .fast_step import FastStep, resolve_fast_step
 from .optim import label, make_optimizer, make_scheduler
 from .results import (  # noqa: F401 (is_ensemble_dir, member_dir_name re-exported)
@@ -96,11 +105,19 @@ class EnsembleSteps:
         self.buffers = {k: v.clone() for k, v in own.items()} if shared else buffers
         self.buffer_dim = None if shared else 0
         self.frozen: dict[int, dict[str, torch.Tensor]] = {}  # the weights of members that stopped
-        self.optimizer = make_optimizer(config.optimizer, list(self.params.values()), config.lr,
-                                        **config.optimizer_kwargs)
-        decay_epochs = run.resolved.decay_epochs if run.resolved.decay_epochs is not None else 1.0
-        horizon = decay_epochs * (self.steps_per_epoch if config.schedule_per == "step" else 1)
-        self.scheduler = make_scheduler(config.scheduler, self.optimizer, config.lr_min / config.lr, horizon)
+        self.lm: EnsembleLM | None = None
+        self.optimizer: Any = None  # a torch optimiser over the stacked parameters; none for LM
+        self.scheduler: Any = None
+        if config.optimizer == "lm":  # an "epoch" is lm_iters_per_epoch iterations of every member; no schedule
+            self.lm = EnsembleLM(self.template, self.params, self.buffers, self.buffer_dim, train_set,
+                                 self.generators, config)
+            self.steps_per_epoch = int(config.lm_iters_per_epoch)
+        else:
+            self.optimizer = make_optimizer(config.optimizer, list(self.params.values()), config.lr,
+                                            **config.optimizer_kwargs)
+            decay_epochs = run.resolved.decay_epochs if run.resolved.decay_epochs is not None else 1.0
+            horizon = decay_epochs * (self.steps_per_epoch if config.schedule_per == "step" else 1)
+            self.scheduler = make_scheduler(config.scheduler, self.optimizer, config.lr_min / config.lr, horizon)
         # the whole vmapped step as one CUDA graph where it can run (fast_step "auto"/"graph")
         self.fast_mode = resolve_fast_step(config.fast_step, config.optimizer, device, False)
         self.fast = None if self.fast_mode == "off" else FastStep(
@@ -148,8 +165,11 @@ class EnsembleSteps:
     def train_mode(self) -> None:
         self.template.train()
 
-    def lr(self) -> float:
-        return float(self.optimizer.param_groups[0]["lr"])
+    def lrs(self) -> list[float]:
+        """Per member: the learning rate now (shared); for ``lm`` the member's own damping λ."""
+        if self.lm is not None:
+            return self.lm.lam.tolist()
+        return [float(self.optimizer.param_groups[0]["lr"])] * self.n
 
     def finite_weights(self) -> list[bool]:
         return [all(bool(torch.isfinite(p[k]).all()) for p in self.params.values()) for k in range(self.n)]
@@ -187,8 +207,10 @@ class EnsembleSteps:
         return losses.detach()
 
     def epoch(self, run) -> tuple[list[float], torch.Tensor] | None:
-        """One epoch: (mean batch loss per member, per-step losses (steps, N)); None if interrupted (the
-        members' files then saved as they are)."""
+        """One epoch: (mean batch loss per member (LM: the full training loss after it), per-step losses
+        (steps, N)); None if interrupted (the members' files then saved as they are)."""
+        if self.lm is not None:
+            return self._lm_epoch(run)
         orders = torch.stack([torch.randperm(self.n_windows, generator=g) for g in self.generators]).to(self.device)
         loss_acc = torch.zeros(self.n, dtype=torch.float64, device=self.device)
         losses = torch.empty(self.steps_per_epoch, self.n, dtype=torch.float64, device=self.device)
@@ -205,19 +227,38 @@ class EnsembleSteps:
         run.epoch += 1
         return (loss_acc / self.steps_per_epoch).tolist(), losses  # the epoch's host sync of the losses
 
+    def _lm_epoch(self, run) -> tuple[list[float], torch.Tensor] | None:
+        """``lm_iters_per_epoch`` LM iterations of every member, then their full training losses (a member
+        whose loss before an iteration was not finite gets NaN: it diverged there, as its single run would)."""
+        lm = self.lm
+        assert lm is not None, "_lm_epoch runs with optimizer = 'lm' only"
+        losses = torch.empty(self.steps_per_epoch, self.n, dtype=torch.float64, device=self.device)
+        for b in range(self.steps_per_epoch):
+            losses[b] = lm.step()
+            run.step += 1
+            if run.stop.requested and b + 1 < self.steps_per_epoch:
+                run.save()
+                return None
+        with label("vp/train_loss"):
+            train = torch.tensor(self.val_losses(self.train_set), dtype=torch.float64)
+        train[~torch.isfinite(losses).all(0).cpu()] = math.nan
+        run.epoch += 1
+        return train.tolist(), losses
+
     @torch.no_grad()
-    def val_losses(self) -> list[float]:
-        """Every member's reference loss over the whole validation set (NaN without one)."""
+    def val_losses(self, dataset=None) -> list[float]:
+        """Every member's reference loss over the whole validation set, or ``dataset`` (NaN without one)."""
         n = self.n
-        if self.val_set is None:
+        dataset = self.val_set if dataset is None else dataset
+        if dataset is None:
             return [math.nan] * n
         self.template.eval()
         num = torch.zeros(n, dtype=torch.float64, device=self.device)
         den = torch.zeros((), dtype=torch.float64, device=self.device)
-        order = torch.arange(len(self.val_set), device=self.device)
+        order = torch.arange(len(dataset), device=self.device)
         bs = self.batch_size
-        for b in range(-(-len(self.val_set) // bs)):
-            x, target = self.val_set.batch(order[b * bs : (b + 1) * bs])
+        for b in range(-(-len(dataset) // bs)):
+            x, target = dataset.batch(order[b * bs : (b + 1) * bs])
             pred = self._forward(x, shared_input=True)
             num += (pred - target).square().reshape(n, -1).sum(1).double()
             den += target.square().sum().double()

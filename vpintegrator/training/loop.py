@@ -196,7 +196,7 @@ class Trainer:
             "best_loss": ckpt_io.json_float(m.best_loss),
             "best_epoch": int(m.best_epoch),
             "monitor": self.config.monitor if self.val_set is not None else "train_loss",
-            "lr": self.steps.lr(),
+            "lr": self.steps.lrs()[m.k],
             "wall_time": round(self.wall(), 3),
             "stopped": stopped,
             "device": str(self.device),
@@ -320,9 +320,12 @@ class Trainer:
         if all(m.diverged is not None for m in self.members):
             d = self.members[0].diverged
             assert d is not None
+            cfg = self.config
+            hint, key = ((f"raise lm_lambda (now {cfg.lm_lambda:g}) or check the data", "lm_lambda")
+                         if cfg.optimizer == "lm" else (f"lower lr (now {cfg.lr:g})", "lr"))
             raise VPIntegratorError(
                 f"training diverged: every member of the ensemble has a non-finite loss (member 0 at epoch "
-                f"{d['epoch']}, step {d['step']}); lower lr (now {self.config.lr:g})", key="lr"
+                f"{d['epoch']}, step {d['step']}); {hint}", key=key
             )
         return result
 
@@ -350,7 +353,7 @@ class Trainer:
                 with label("vp/validate_rollout"):
                     rollouts = self.steps.val_rollouts()
             finite_w = self.steps.finite_weights()
-            lr, seconds = self.steps.lr(), self.wall()
+            lrs, seconds = self.steps.lrs(), self.wall()  # LM: each member's own damping
             infos = []
             for m in self.members:
                 if not m.active:
@@ -358,8 +361,12 @@ class Trainer:
                 k = m.k
                 if not math.isfinite(train[k]):  # the ensemble's members (a single model raised Diverged)
                     col = step_losses[:, k]
-                    first = int((~torch.isfinite(col)).nonzero()[0, 0])
-                    self._diverge(m, "loss", float(col[first]), self.epoch, step0 + first + 1, step0)
+                    bad = (~torch.isfinite(col)).nonzero()
+                    if len(bad):
+                        first = int(bad[0, 0])
+                        self._diverge(m, "loss", float(col[first]), self.epoch, step0 + first + 1, step0)
+                    else:  # LM: the full training loss after the epoch
+                        self._diverge(m, "training", train[k], self.epoch, self.step, step0)
                     continue
                 if self.val_set is not None and not math.isfinite(vals[k]):
                     self._diverge(m, "validation", vals[k], self.epoch, self.step, step0)
@@ -372,6 +379,7 @@ class Trainer:
                 if self.rollout_validator is not None:
                     monitor = rollouts[k]
                 m.judge(self.epoch, monitor, lambda: self.steps.member_state(k))
+                lr = lrs[k]
                 row = {"epoch": self.epoch, "train_loss": train[k], "val_loss": vals[k], "lr": lr, "seconds": seconds}
                 if self.rollout_validator is not None:
                     row[ckpt_io.ROLLOUT_COLUMN] = rollouts[k]

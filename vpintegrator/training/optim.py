@@ -24,6 +24,8 @@ __all__ = [
     "list_schedulers",
     "make_scheduler",
     "window_residuals",
+    "lm_update",
+    "draw_subsample",
     "LevenbergMarquardt",
     "LMSubsample",
 ]
@@ -160,35 +162,121 @@ def make_scheduler(
 # Levenberg–Marquardt
 
 
-def window_residuals(model: torch.nn.Module) -> tuple[Callable, Callable]:
+def window_residuals(model: torch.nn.Module, own_buffers: bool = False) -> tuple[Callable, Callable]:
     """The model's window residuals as functions of a flat parameter vector (for Gauss–Newton methods).
 
     Returns ``(residual, jacobian)``: ``residual(theta, x, target)`` with x (n, seq_len, dim) and target
     (n, pred_window, dim) gives ``model_theta(x) − target`` flattened to (n, pred_window·dim);
     ``jacobian(theta, x, target)`` gives its Jacobian per window, (n, pred_window·dim, n_params)
     (``vmap`` of ``jacrev``). ``theta`` is ``parameters_to_vector(model.parameters())``-ordered;
-    buffers are taken from the model as they are.
+    buffers are taken from the model as they are, or with ``own_buffers`` given as the second argument
+    (``residual(theta, buffers, x, target)``, a dict of the model's buffers: the form an ensemble ``vmap``s
+    over its members).
     """
     from torch.func import functional_call, jacrev, vmap
 
     named = list(model.named_parameters())
-    buffers = dict(model.named_buffers())
+    model_buffers = dict(model.named_buffers())
 
     def unflatten(theta: torch.Tensor) -> dict[str, torch.Tensor]:
         out, i = {}, 0
         for k, p in named:
             out[k] = theta[i : i + p.numel()].view(p.shape)
             i += p.numel()
-        out.update(buffers)
         return out
 
-    def residual(theta, x, target):  # (n, P*dim)
-        return (functional_call(model, unflatten(theta), (x,)) - target).flatten(1)
+    def residual_p(params, buffers, x, target):  # (n, P*dim)
+        return (functional_call(model, {**params, **buffers}, (x,)) - target).flatten(1)
 
-    def residual1(theta, x1, t1):  # one window: (P*dim,)
-        return residual(theta, x1[None], t1[None])[0]
+    def residual_b(theta, buffers, x, target):
+        return residual_p(unflatten(theta), buffers, x, target)
 
-    return residual, vmap(jacrev(residual1), in_dims=(None, 0, 0))
+    def residual1(params, buffers, x1, t1):  # one window: (P*dim,)
+        return residual_p(params, buffers, x1[None], t1[None])[0]
+
+    def jacobian1(theta, buffers, x1, t1):  # (P*dim, n_params)
+        # by parameter tensor, not through slices of theta: their backward would fill a zero (P*dim, n_params)
+        # per parameter tensor and window, which dominated the cost (and grows with an ensemble's members)
+        J = jacrev(residual1)(unflatten(theta), buffers, x1, t1)
+        return torch.cat([J[k].flatten(1) for k, _ in named], 1)
+
+    jacobian_b = vmap(jacobian1, in_dims=(None, None, 0, 0))
+    if own_buffers:
+        return residual_b, jacobian_b
+    return (lambda theta, x, target: residual_b(theta, model_buffers, x, target),
+            lambda theta, x, target: jacobian_b(theta, model_buffers, x, target))
+
+
+def lm_update(theta: torch.Tensor, J: torch.Tensor, r: torch.Tensor, lam: torch.Tensor,
+              cost: Callable[[torch.Tensor], torch.Tensor],
+              accept: Callable[[torch.Tensor], torch.Tensor] | None = None, max_tries: int = 10,
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One Levenberg–Marquardt iteration of N independent least-squares problems (a member axis; N = 1 for
+    one model): the arithmetic of :class:`LevenbergMarquardt` and of an ensemble's LM alike.
+
+    Problem ``k`` solves ``(J_kᵀJ_k + λ_k diag(J_kᵀJ_k)) δ = −J_kᵀr_k`` in float64 (batched over k) and
+    accepts ``θ_k + δ`` if ``cost`` (``‖r‖²`` at the candidate) is finite and lower than ``‖r_k‖²`` and
+    ``accept`` holds: λ_k ← max(λ_k/3, 1e-12); else (a singular system included) λ_k ← min(2λ_k, 1e12) and
+    it solves again, ``max_tries`` solves in all. Each problem decides for itself (a masked update); the
+    ones still trying are solved together.
+
+    Parameters
+    ----------
+    theta : Tensor (N, n_params)
+        The parameters (any floating dtype; candidates are made in it).
+    J : Tensor (N, n_residuals, n_params)
+    r : Tensor (N, n_residuals)
+        Residuals at ``theta`` and their Jacobian.
+    lam : Tensor (N,) float64
+        The dampings λ.
+    cost : callable
+        ``cost(candidates (N, n_params))``: the squared residual norms there, (N,) float64.
+    accept : callable, optional
+        ``accept(candidates)``: (N,) bool, an extra condition a candidate must meet.
+
+    Returns
+    -------
+    (theta, lam, accepted, cost0): the new parameters (the old ones where not accepted), the new λ,
+    whether each problem moved (N,) bool, and ``‖r‖²`` before the step (N,) float64.
+    """
+    J, r = J.double(), r.double()
+    cost0 = r.square().sum(1)
+    H = J.mT @ J  # (N, n_params, n_params), float64 whatever the model dtype
+    g = J.mT @ r.unsqueeze(-1)
+    D = torch.diag_embed(torch.diagonal(H, dim1=-2, dim2=-1).clamp_min(1e-12))
+    lam = lam.double().clone()
+    trying = torch.ones_like(cost0, dtype=torch.bool)
+    accepted = torch.zeros_like(trying)
+    out = theta.clone()
+    for _ in range(int(max_tries)):
+        delta, info = torch.linalg.solve_ex(H + lam[:, None, None] * D, -g)
+        new = theta + delta.squeeze(-1).to(theta.dtype)
+        new_cost = cost(new)
+        good = trying & (info == 0) & torch.isfinite(new_cost) & (new_cost < cost0)
+        if accept is not None and bool(good.any()):  # only where a candidate lowers its cost
+            good &= accept(new)
+        out = torch.where(good[:, None], new, out)
+        lam = torch.where(good, (lam / LevenbergMarquardt.DOWN).clamp_min(LevenbergMarquardt.LAM_MIN),
+                          torch.where(trying, (lam * LevenbergMarquardt.UP).clamp_max(LevenbergMarquardt.LAM_MAX),
+                                      lam))
+        accepted |= good
+        trying &= ~good
+        if not bool(trying.any()):  # the step's host sync: every problem has moved
+            break
+    return out, lam, accepted, cost0
+
+
+def draw_subsample(generator: torch.Generator, n: int, n_windows: int, check_windows: int
+                   ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """LM's random subsample of ``n_windows`` of ``n`` windows from ``generator`` (one permutation), and
+    ``check_windows`` others (disjoint from it where the data allow; None for 0)."""
+    perm = torch.randperm(n, generator=generator)
+    index = perm[: min(n_windows, n)]
+    check = None
+    if check_windows > 0:
+        rest = perm[index.numel():]
+        check = (rest if rest.numel() else perm)[:check_windows]
+    return index, check
 
 
 class LevenbergMarquardt(torch.optim.Optimizer):
@@ -232,7 +320,8 @@ class LevenbergMarquardt(torch.optim.Optimizer):
         self.param_groups[0]["lam"] = float(value)
 
     def step(self, closure: Callable[[torch.Tensor], torch.Tensor]) -> float:  # type: ignore[override]
-        """One LM iteration; returns the loss ``‖r‖`` before it (``self.accepted`` tells whether it moved)."""
+        """One LM iteration (:func:`lm_update` with one problem); returns the loss ``‖r‖`` before it
+        (``self.accepted`` tells whether it moved)."""
         group = self.param_groups[0]
         params = group["params"]
         theta = torch.nn.utils.parameters_to_vector(params).detach()
@@ -241,32 +330,20 @@ class LevenbergMarquardt(torch.optim.Optimizer):
             if jacobian is None:
                 from torch.func import jacrev
 
-                J = jacrev(lambda th: closure(th).flatten())(theta).double()
+                J = jacrev(lambda th: closure(th).flatten())(theta)
             else:
-                J = jacobian(theta).double()
-        accept = getattr(closure, "accept", None)
+                J = jacobian(theta)
+        check = getattr(closure, "accept", None)
+        accept = None if check is None else lambda new: torch.tensor([bool(check(new[0]))])
         with torch.no_grad():
-            r = closure(theta).flatten().double()
-            cost = float(r.square().sum())
-            H = J.T @ J  # (n_params, n_params), float64 whatever the model dtype
-            g = J.T @ r
-            D = torch.diag(torch.diagonal(H).clamp_min(1e-12))
-            self.accepted = False
-            for _ in range(group["max_tries"]):
-                try:
-                    delta = torch.linalg.solve(H + self.lam * D, -g)
-                except RuntimeError:  # singular: damp harder
-                    self.lam = min(self.lam * self.UP, self.LAM_MAX)
-                    continue
-                new = theta + delta.to(theta.dtype)
-                new_cost = float(closure(new).double().square().sum())
-                if math.isfinite(new_cost) and new_cost < cost and (accept is None or accept(new)):
-                    torch.nn.utils.vector_to_parameters(new, params)
-                    self.lam = max(self.lam / self.DOWN, self.LAM_MIN)
-                    self.accepted = True
-                    break
-                self.lam = min(self.lam * self.UP, self.LAM_MAX)
-        return math.sqrt(cost)
+            r = closure(theta).flatten()
+            new, lam, accepted, cost0 = lm_update(
+                theta[None], J[None], r[None], torch.tensor([self.lam], dtype=torch.float64),
+                lambda new: closure(new[0]).double().square().sum()[None], accept, group["max_tries"])
+            self.lam, self.accepted = float(lam[0]), bool(accepted[0])
+            if self.accepted:
+                torch.nn.utils.vector_to_parameters(new[0], params)
+        return math.sqrt(float(cost0[0]))
 
 
 class LMSubsample:
@@ -299,12 +376,8 @@ class LMSubsample:
     def step(self) -> float:
         """One LM iteration on the current subsample; returns its loss before the step."""
         if self.index is None or self.iteration % self.resample_every == 0:
-            n = len(self.dataset)
-            perm = torch.randperm(n, generator=self.generator)
-            self.index = perm[: min(self.n_windows, n)]
-            if self.check_windows > 0:  # disjoint from the subsample where the data allow it
-                rest = perm[self.index.numel():]
-                self.check = (rest if rest.numel() else perm)[: self.check_windows]
+            self.index, self.check = draw_subsample(self.generator, len(self.dataset), self.n_windows,
+                                                    self.check_windows)
         x, target = self.dataset.batch(self.index)
         scale = 1.0 / torch.sqrt(target.square().sum())
         check_cost = self._check_cost(None)

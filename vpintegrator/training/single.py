@@ -11,7 +11,7 @@ ranks all-reduce its numerator and denominator before the backward pass: each ra
 What the loop asks of a strategy (the same for :class:`~vpintegrator.training.ensemble.EnsembleSteps`):
 ``n`` members, ``epoch(run)`` (one epoch of optimiser steps: the members' mean losses and per-step losses,
 or None when interrupted), ``val_losses()``, ``val_rollouts()``, ``finite_weights()``, ``member_state(k)``,
-``member_model(k)``, ``lr()``, ``last_extra(m)``, ``summary_extra(m)``, ``member_config(m)`` and
+``member_model(k)``, ``lrs()`` (per member; log.csv's ``lr``), ``last_extra(m)``, ``summary_extra(m)``, ``member_config(m)`` and
 ``train_mode()``; a resumable strategy also ``load(path, run)``.
 """
 
@@ -177,6 +177,9 @@ class SingleSteps:
         if isinstance(self.optimizer, LevenbergMarquardt):
             return self.optimizer.lam
         return float(self.optimizer.param_groups[0]["lr"])
+
+    def lrs(self) -> list[float]:
+        return [self.lr()]
 
     def finite_weights(self) -> list[bool]:
         """Whether every weight is finite (one host sync)."""
