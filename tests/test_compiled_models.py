@@ -142,6 +142,9 @@ def test_one_kernel_for_every_weight_set_and_configuration():
             packed.forward(sphere_windows(2, packed.seq_len, packed.dim).numpy())
             out = np.empty((2, 5 * packed.seq_len, packed.dim))
             packed.rollout_block(sphere_windows(2, packed.seq_len, packed.dim).numpy(), 5, out)
+    for key in ("lpnet", "lp_transformer_seq4_sym"):  # the Lie–Poisson ops: the same kernel
+        packed = cm.pack(lp_case(key))
+        packed.forward(sphere_windows(2, packed.seq_len, 3).numpy())
     assert len(kernel.signatures) == max(before, 1) <= 1  # no recompilation per model
     assert kernel._cache.__class__.__name__ != "NullCache"  # cached across processes
 
