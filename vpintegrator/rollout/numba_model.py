@@ -1,20 +1,24 @@
-"""The three architectures (VPFF, VPT, standard transformer) as one numba kernel with the weights as arrays.
+"""The paper architectures (VPFF, VPT, standard transformer) and the Lie–Poisson networks (``lpnet``,
+``lp_transformer``, plain or symmetric) as one numba kernel with the weights as arrays.
 
 At batch 1 a forward pass of the paper models is a few hundred flops on a (seq 3, dim 3) window: torch's
 per-operation overhead (≈ 5 µs per op) is the whole cost. Here a model is *packed* into
 
 - ``params``: one flat float64 vector holding every weight matrix and bias (the skew and triangular
-  matrices materialised once as dense dim×dim blocks, the attention projections stacked), and
+  matrices materialised once as dense dim×dim blocks, the attention projections stacked, the Lie–Poisson
+  unit axes k = axis/‖axis‖ computed once, and one flow time τ per Lie–Poisson step), and
 - ``ops``: an int64 program, one row of :data:`OP_WIDTH` integers per layer (its kind, the offsets of its
   weights in ``params``, activation, flags),
 
-and run by a single ``@njit(cache=True)`` interpreter, :func:`_rollout_rows`, that iterates the model for
+and run by a single ``@njit(cache=True)`` interpreter, :func:`~vpintegrator.rollout.numba_kernel._rollout_rows`
+(in :mod:`vpintegrator.rollout.numba_kernel`; this module packs and calls it), that iterates the model for
 many calls without returning to Python (one function body: numba increfs every array handed to a helper,
 which cost a third of the time at ~1 µs per call). Because the weights and the layer layout are arguments, not
-constants, the one compiled kernel serves every weight set and every configuration of the three
+constants, the one compiled kernel serves every weight set and every configuration of the five
 architectures (any dim, seq_len, n_blocks, n_linear, L, heads, activations, skew or arbitrary
-attention, both multi-head forms), and numba's on-disk cache (``cache=True``) keeps it across processes:
-a new model never compiles anything.
+attention, both multi-head forms; any n_layers, width, L, seq_len and ``symmetric`` of the Lie–Poisson
+networks), and numba's on-disk cache (``cache=True``) keeps it across processes: a new model never compiles
+anything.
 
 Layers (one op each; z a state, a row of the window X (seq, dim)):
 
@@ -32,13 +36,26 @@ Layers (one op each; z a state, a row of the window X (seq, dim)):
     :class:`~vpintegrator.nn.MultiHeadAttention`, GML form (qkv = X P, scale 1/√dim, no output
     projection) or standard form (biases, scale 1/√d_head, output projection), softmax over the keys as
     ``torch.softmax`` (max subtracted), optional add connection.
+``OP_LP_LAYER``
+    :class:`~vpintegrator.nn.LiePoissonLayer` for flow time τ: z ↦ R(k, −τψ(k·z)) z on every state
+    (Rodrigues' formula, ψ(s) = d + Σ_m w_m tanh(b_m s + c_m)).
+``OP_LP_COUPLING``
+    :class:`~vpintegrator.nn.LiePoissonCoupling` for flow time τ: s = Σ_j α_j k·z_j over the window, state i
+    rotated about k by −τ α_i ψ(s).
+
+A Lie–Poisson network is packed as its schedule
+(:meth:`~vpintegrator.models._symmetric.SymmetricComposition._schedule`: what ``forward`` applies): one op
+per step, so ``symmetric=True`` gives the palindrome of half-time flows (an inverse step at time t is the
+flow at −t; each layer's weights are stored once). Symmetric VPFF/VPT are not packed (torch runs them).
 
 The arithmetic is float64 and follows the layers' formulas; only roundings differ from torch (tanh is
 computed as t / (t + 2), t = expm1(2v), within ~2 ulp of torch's, about twice as fast as libm's tanh), so a
 call agrees with ``model.forward`` of a float64 model to ~1e-15 relative (tests: ≤ 1e-12). Measured at
 batch 1 on the paper's trajectory 1 (``scripts/bench_rollout.py``, one thread): VPFF 0.5 µs, VPT 1.5 µs,
-ST 1.0 µs per call, i.e. 0.12 s, 0.12 s and 0.09 s for 250 000 steps. A float32 model is computed in float64 from its weights. A packed model is a
-snapshot: later changes of the torch weights are not seen.
+ST 1.0 µs per call, i.e. 0.12 s, 0.12 s and 0.09 s for 250 000 steps.
+lpnet (8 layers, width 4, seq_len 1) takes 1.6 µs per call against 4.1 µs for the VPT and ~2 ms for torch
+eager, in one run on a loaded machine (``rollout_block``, 10⁵ calls, one thread). A float32 model is computed
+in float64 from its weights. A packed model is a snapshot: later changes of the torch weights are not seen.
 
 Without numba (``AVAILABLE`` is False) :func:`pack` returns None and callers run torch.
 
@@ -51,296 +68,28 @@ Example
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
 import numpy as np
 
-try:  # numba is a dependency, but the package keeps working without it (torch runs the models then)
-    import numba
+from .numba_kernel import (
+    ACTIVATIONS,
+    AVAILABLE,
+    DENSE,
+    LOWER,
+    OP_LP_COUPLING,
+    OP_LP_LAYER,
+    OP_MH_ATTENTION,
+    OP_RESIDUAL,
+    OP_VP_ATTENTION,
+    OP_WIDTH,
+    UPPER,
+    _rollout_rows,
+)
 
-    AVAILABLE = True
-except ImportError:  # pragma: no cover - exercised only where numba is missing
-    numba = None
-    AVAILABLE = False
-
-__all__ = ["AVAILABLE", "CompiledModel", "pack", "compile_kernels", "OP_RESIDUAL", "OP_VP_ATTENTION", "OP_MH_ATTENTION"]
-
-OP_RESIDUAL, OP_VP_ATTENTION, OP_MH_ATTENTION = 0, 1, 2
-OP_WIDTH = 8
-#: activation name -> code in the kernel
-ACTIVATIONS = {"identity": 0, "tanh": 1, "sigmoid": 2, "silu": 3}
-#: OP_RESIDUAL matrix kinds: dense, strictly lower, strictly upper (the zero triangle is skipped)
-DENSE, LOWER, UPPER = 0, 1, 2
-
-
-def _njit(fn=None, **options):
-    if fn is None:
-        return lambda f: _njit(f, **options)
-    if not AVAILABLE:
-        return fn
-    return numba.njit(cache=True, nogil=True, **options)(fn)
-
-
-# ---------------------------------------------------------------------------------------------- kernel
-#
-# One function body on purpose: numba increfs/decrefs every array handed to a helper (or rebound by an
-# inlined one) at each call, ~5 ns apiece, which at ~1 µs per model call was a third of the time. Only
-# scalar helpers remain.
-
-
-@_njit
-def _sigma(v, act):
-    if act == 1:  # tanh(v) = t / (t + 2), t = expm1(2 v): 2 ulp, ~2x cheaper than libm's tanh here
-        if v > 20.0:
-            return 1.0
-        if v < -20.0:
-            return -1.0
-        t = math.expm1(2.0 * v)
-        return t / (t + 2.0)
-    if act == 0:
-        return v
-    # sigmoid 1 / (1 + exp(−v)) as torch.sigmoid (exp overflow gives inf, 1/inf = 0: no exception)
-    s = 1.0 / (1.0 + math.exp(-v))
-    if act == 2:
-        return s
-    return v * s  # silu
-
-
-@_njit
-def _rollout_rows(ctx, n_calls, adv, params, ops, out):
-    """Iterate the model ``n_calls`` times from each window ``ctx[r]`` (R, T, D), in numba.
-
-    Each call maps the window to the prediction (T, D) (pred_window = seq_len) and keeps its first
-    ``adv`` states (``adv = T``: non-overlapping windows, the prediction is the next window; ``adv = 1``:
-    overlapping windows, the window advances by one state). ``out`` (R, ≥ n_calls·adv, D) receives the
-    kept states; ``ctx`` is left holding each row's last window.
-    """
-    R, T, D = ctx.shape
-    n_ops = ops.shape[0]
-    x = np.empty((T, D))  # the window, transformed in place layer by layer
-    win = np.empty((T, D))
-    y = np.empty((T, D))
-    tmp = np.empty(D)
-    av = np.empty((T, D))
-    lam = np.empty((T, T))
-    gj = np.empty((T, 2 * T))
-    qkv = np.empty((T, 3 * D))
-    sc = np.empty(T)
-    root_d = math.sqrt(D)
-    for r in range(R):
-        for t in range(T):
-            for c in range(D):
-                x[t, c] = ctx[r, t, c]
-        pos = 0
-        for _ in range(n_calls):
-            if adv != T:
-                for t in range(T):
-                    for c in range(D):
-                        win[t, c] = x[t, c]
-            for k in range(n_ops):
-                code = ops[k, 0]
-                if code == 0:
-                    # ---- OP_RESIDUAL: x_t ↦ x_t + σ(W x_t + b); kind 1/2: W strictly lower/upper
-                    kind = ops[k, 1]
-                    w_off = ops[k, 2]
-                    b_off = ops[k, 3]
-                    act = ops[k, 4]
-                    for t in range(T):
-                        for i in range(D):
-                            lo = 0
-                            hi = D
-                            if kind == 1:
-                                hi = i
-                            elif kind == 2:
-                                lo = i + 1
-                            acc = 0.0
-                            row = w_off + i * D
-                            for j in range(lo, hi):
-                                acc += params[row + j] * x[t, j]
-                            if b_off >= 0:
-                                acc += params[b_off + i]
-                            tmp[i] = acc
-                        for i in range(D):
-                            x[t, i] += _sigma(tmp[i], act)
-                elif code == 1:
-                    # ---- OP_VP_ATTENTION: x ↦ Λᵀ x, Λ = Cayley(C(x))
-                    if T == 1:  # C is the 1×1 zero matrix, Λ = 1
-                        continue
-                    a_off = ops[k, 1]
-                    skew = ops[k, 2] != 0
-                    # av[j] = A x_j for j < T − 1 (x_{T−1} is never on the right of a lower entry)
-                    for j in range(T - 1):
-                        for i in range(D):
-                            acc = 0.0
-                            row = a_off + i * D
-                            for c in range(D):
-                                acc += params[row + c] * x[j, c]
-                            av[j, i] = acc
-                    if T == 3:
-                        c20 = 0.0
-                        c21 = 0.0
-                        c10 = 0.0
-                        for i in range(D):
-                            c20 += x[2, i] * av[0, i]
-                            c21 += x[2, i] * av[1, i]
-                            c10 += x[1, i] * av[0, i]
-                        w0 = c21
-                        w1 = -c20
-                        w2 = c10
-                        if not skew:
-                            w0 = w0 / root_d
-                            w1 = w1 / root_d
-                            w2 = w2 / root_d
-                        s = 2.0 / (1.0 + (w0 * w0 + w1 * w1 + w2 * w2))
-                        # Λᵀ = (I + [w]× + w wᵀ) s − I, [w]× = [[0, −w2, w1], [w2, 0, −w0], [−w1, w0, 0]]
-                        k00 = (1.0 + w0 * w0) * s - 1.0
-                        k01 = (-w2 + w0 * w1) * s
-                        k02 = (w1 + w0 * w2) * s
-                        k10 = (w2 + w1 * w0) * s
-                        k11 = (1.0 + w1 * w1) * s - 1.0
-                        k12 = (-w0 + w1 * w2) * s
-                        k20 = (-w1 + w2 * w0) * s
-                        k21 = (w0 + w2 * w1) * s
-                        k22 = (1.0 + w2 * w2) * s - 1.0
-                        for c in range(D):
-                            z0 = x[0, c]
-                            z1 = x[1, c]
-                            z2 = x[2, c]
-                            x[0, c] = k00 * z0 + k01 * z1 + k02 * z2
-                            x[1, c] = k10 * z0 + k11 * z1 + k12 * z2
-                            x[2, c] = k20 * z0 + k21 * z1 + k22 * z2
-                    else:
-                        # [I + S | I], S_ij = C_ij (i > j), S_ji = −C_ij; Gauss–Jordan -> [I | (I + S)⁻¹]
-                        for i in range(T):
-                            for j in range(2 * T):
-                                gj[i, j] = 0.0
-                            gj[i, i] = 1.0
-                            gj[i, T + i] = 1.0
-                        for i in range(1, T):
-                            for j in range(i):
-                                acc = 0.0
-                                for c in range(D):
-                                    acc += x[i, c] * av[j, c]
-                                if not skew:
-                                    acc = acc / root_d
-                                gj[i, j] = acc
-                                gj[j, i] = -acc
-                        for col in range(T):
-                            piv = col
-                            best = abs(gj[col, col])
-                            for i in range(col + 1, T):
-                                if abs(gj[i, col]) > best:
-                                    best = abs(gj[i, col])
-                                    piv = i
-                            if piv != col:
-                                for j in range(2 * T):
-                                    v = gj[col, j]
-                                    gj[col, j] = gj[piv, j]
-                                    gj[piv, j] = v
-                            p = gj[col, col]
-                            for j in range(2 * T):
-                                gj[col, j] = gj[col, j] / p
-                            for i in range(T):
-                                if i != col:
-                                    f = gj[i, col]
-                                    if f != 0.0:
-                                        for j in range(2 * T):
-                                            gj[i, j] -= f * gj[col, j]
-                        # Λ = 2 (I + S)⁻¹ − I; out_i = Σ_j Λ_ji x_j
-                        for i in range(T):
-                            for j in range(T):
-                                lam[j, i] = 2.0 * gj[j, T + i] - (1.0 if i == j else 0.0)
-                        for i in range(T):
-                            for c in range(D):
-                                acc = 0.0
-                                for j in range(T):
-                                    acc += lam[j, i] * x[j, c]
-                                y[i, c] = acc
-                        for i in range(T):
-                            for c in range(D):
-                                x[i, c] = y[i, c]
-                else:
-                    # ---- OP_MH_ATTENTION: per head softmax(Q Kᵀ · scale) V, concat, (out proj), (+ x)
-                    standard = ops[k, 1] != 0
-                    n_heads = ops[k, 2]
-                    w_off = ops[k, 3]
-                    b_off = ops[k, 4]
-                    o_off = ops[k, 5]
-                    ob_off = ops[k, 6]
-                    add_connection = ops[k, 7] != 0
-                    dh = D // n_heads
-                    scale = 1.0 / math.sqrt(dh if standard else D)
-                    for t in range(T):  # qkv[t] = Wt x_t (+ b), Wt (3 D, D)
-                        for i in range(3 * D):
-                            acc = 0.0
-                            row = w_off + i * D
-                            for c in range(D):
-                                acc += params[row + c] * x[t, c]
-                            if b_off >= 0:
-                                acc += params[b_off + i]
-                            qkv[t, i] = acc
-                    for h in range(n_heads):
-                        q0 = h * dh
-                        k0 = D + h * dh
-                        v0 = 2 * D + h * dh
-                        for n in range(T):
-                            top = -math.inf
-                            for m in range(T):
-                                acc = 0.0
-                                for c in range(dh):
-                                    acc += qkv[n, q0 + c] * qkv[m, k0 + c]
-                                acc = acc * scale
-                                sc[m] = acc
-                                if acc > top:
-                                    top = acc
-                            total = 0.0
-                            for m in range(T):
-                                e = math.exp(sc[m] - top)
-                                sc[m] = e
-                                total += e
-                            for m in range(T):
-                                sc[m] = sc[m] / total
-                            for c in range(dh):
-                                acc = 0.0
-                                for m in range(T):
-                                    acc += sc[m] * qkv[m, v0 + c]
-                                y[n, q0 + c] = acc
-                    if standard:  # out = H Woᵀ + bo
-                        for t in range(T):
-                            for i in range(D):
-                                acc = 0.0
-                                row = o_off + i * D
-                                for c in range(D):
-                                    acc += params[row + c] * y[t, c]
-                                tmp[i] = acc + params[ob_off + i]
-                            for i in range(D):
-                                y[t, i] = tmp[i]
-                    for t in range(T):
-                        for i in range(D):
-                            if add_connection:
-                                x[t, i] = x[t, i] + y[t, i]
-                            else:
-                                x[t, i] = y[t, i]
-            for t in range(adv):
-                for c in range(D):
-                    out[r, pos + t, c] = x[t, c]
-            pos += adv
-            if adv != T:  # next window: the last T of [window, kept states]
-                for t in range(T):
-                    for c in range(D):
-                        y[t, c] = x[t, c]
-                for t in range(T):
-                    for c in range(D):
-                        if t + adv < T:
-                            x[t, c] = win[t + adv, c]
-                        else:
-                            x[t, c] = y[t + adv - T, c]
-        for t in range(T):
-            for c in range(D):
-                ctx[r, t, c] = x[t, c]
-
+__all__ = ["AVAILABLE", "CompiledModel", "pack", "compile_kernels", "OP_RESIDUAL", "OP_VP_ATTENTION", "OP_MH_ATTENTION",
+           "OP_LP_LAYER", "OP_LP_COUPLING"]
 
 # --------------------------------------------------------------------------------------------- packing
 
@@ -427,6 +176,13 @@ class _Packer:
     def op(self, *fields: int) -> None:
         self.ops.append(list(fields) + [0] * (OP_WIDTH - len(fields)))
 
+    def scalar(self, v: float) -> int:
+        """Append one float; return its offset."""
+        off = self.size
+        self.chunks.append(np.array([float(v)]))
+        self.size += 1
+        return off
+
 
 class _Unsupported(Exception):
     pass
@@ -481,6 +237,30 @@ def _module(pk: _Packer, m, dim: int) -> None:
         raise _Unsupported("layer dim differs from the model's")
 
 
+def _lie_poisson(pk: _Packer, model) -> None:
+    """The schedule of a Lie–Poisson network (:meth:`SymmetricComposition._schedule`: plain or the palindrome),
+    one op per step. Each layer's unit axis and ψ are stored once (a palindrome applies a layer twice); the
+    step's flow time τ is a float in ``params`` (an inverse step at time t is the flow at −t)."""
+    from ..nn.lie_poisson import LiePoissonCoupling, LiePoissonLayer, _unit
+
+    stored: dict[int, tuple[int, int, int]] = {}
+    for layer, t, inverted in model._schedule(1.0):
+        if not isinstance(layer, (LiePoissonLayer, LiePoissonCoupling)):
+            raise _Unsupported(type(layer).__name__)
+        if id(layer) not in stored:
+            psi = layer.psi
+            k_off = pk.add(_unit(layer.axis.double()))
+            p_off = pk.add(psi.b)  # ψ as b, c, w (width each), d
+            for part in (psi.c, psi.w, psi.d):
+                pk.add(part)
+            a_off = pk.add(layer.alpha) if isinstance(layer, LiePoissonCoupling) else -1
+            stored[id(layer)] = (k_off, p_off, a_off)
+        k_off, p_off, a_off = stored[id(layer)]
+        tau_off = pk.scalar(-t if inverted else t)
+        code = OP_LP_COUPLING if a_off >= 0 else OP_LP_LAYER
+        pk.op(code, k_off, p_off, int(layer.psi.width), tau_off, a_off)
+
+
 def pack(model) -> CompiledModel | None:
     """The model's weights and layers for the compiled kernel, or None where it does not apply.
 
@@ -488,8 +268,10 @@ def pack(model) -> CompiledModel | None:
     ----------
     model : torch.nn.Module
         A :class:`~vpintegrator.models.VolumePreservingFeedForward`,
-        :class:`~vpintegrator.models.VolumePreservingTransformer` or
-        :class:`~vpintegrator.models.StandardTransformerIntegrator` (any dtype: the weights are read as float64).
+        :class:`~vpintegrator.models.VolumePreservingTransformer`,
+        :class:`~vpintegrator.models.StandardTransformerIntegrator`, :class:`~vpintegrator.models.LiePoissonNet`
+        or :class:`~vpintegrator.models.LiePoissonTransformer` (plain or symmetric; any dtype: the weights
+        are read as float64).
 
     Returns
     -------
@@ -504,20 +286,31 @@ def pack(model) -> CompiledModel | None:
         return None
     import torch
 
-    from ..models import StandardTransformerIntegrator, VolumePreservingFeedForward, VolumePreservingTransformer
+    from ..models import (
+        LiePoissonNet,
+        LiePoissonTransformer,
+        StandardTransformerIntegrator,
+        VolumePreservingFeedForward,
+        VolumePreservingTransformer,
+    )
 
-    if type(model) not in (VolumePreservingFeedForward, VolumePreservingTransformer, StandardTransformerIntegrator):
+    lie_poisson = type(model) in (LiePoissonNet, LiePoissonTransformer)
+    if not lie_poisson and type(model) not in (VolumePreservingFeedForward, VolumePreservingTransformer,
+                                               StandardTransformerIntegrator):
         return None
-    if getattr(model, "config", {}).get("symmetric"):  # the palindrome's half-time and inverse steps: torch runs it
+    if not lie_poisson and getattr(model, "config", {}).get("symmetric"):  # the VP palindrome: torch runs it
         return None
     dim, seq, pred = int(model.dim), int(model.seq_len), int(model.pred_window)
-    if pred != seq:
+    if pred != seq or (lie_poisson and dim != 3):
         return None
     pk = _Packer()
     try:
         with torch.no_grad():
-            for m in model.window_chain():
-                _module(pk, m, dim)
+            if lie_poisson:
+                _lie_poisson(pk, model)
+            else:
+                for m in model.window_chain():
+                    _module(pk, m, dim)
     except _Unsupported:
         return None
     params = np.concatenate(pk.chunks) if pk.chunks else np.zeros(0)

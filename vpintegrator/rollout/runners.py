@@ -3,12 +3,13 @@
 ModelStep takes the first of these that applies and reproduces the model:
 
 ``"numba"``
-    Float64 VPFF, VPT and ST models on the CPU, rollouts of at most ``SCALAR_MAX_BATCH`` (8)
-    trajectories: the model packed into arrays (:func:`vpintegrator.rollout.numba_model.pack`) and iterated
-    by one numba kernel for a whole block of steps (:func:`compiled_model`). At batch 1 a call of the
-    paper models costs ~1-2 µs there against ~60-150 µs for the trace: torch's per-operation overhead,
-    not arithmetic, is the cost of a (3, 3) window. Checked against the model on the first windows
-    (≤ 1e-12); without numba, or for other models, dtypes or devices, the next runner runs.
+    Float64 VPFF, VPT, ST and Lie–Poisson (lpnet, lp_transformer) models on the CPU, rollouts of at most
+    ``SCALAR_MAX_BATCH`` (8) trajectories: the model packed into arrays
+    (:func:`vpintegrator.rollout.numba_model.pack`) and iterated by one numba kernel for a whole block of steps
+    (:func:`compiled_model`). At batch 1 a call of the paper models costs ~1-2 µs there against ~60-150 µs for
+    the trace: torch's per-operation overhead, not arithmetic, is the cost of a (3, 3) window. Checked against
+    the model on the first windows (≤ 1e-12); without numba, or for other models, dtypes or devices, the next
+    runner runs.
 ``"jit.trace+freeze"``
     ``torch.jit.trace`` + ``freeze`` for the rollout's batch shape (:func:`trace_model`), checked against
     the eager model on the first window.
