@@ -17,7 +17,7 @@ may run the schedule in another layout by overriding :meth:`SymmetricComposition
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -68,11 +68,12 @@ class SymmetricComposition:
     def _run_steps(self, x: torch.Tensor, steps: list[Step]) -> torch.Tensor:
         """Apply ``steps`` to a batch x (batch, seq, dim)."""
         for layer, t, inverted in steps:
-            x = layer.inverse(x, t) if inverted else layer(x, t)
+            x = _step(layer, x, t, inverted)
         return x
 
     def _windows(self, x: torch.Tensor, fn) -> torch.Tensor:
-        check_input(x, type(self).__name__, self.dim, self._check_seq, like=_first_parameter(self), unbatched=True)
+        check_input(x, type(self).__name__, self.dim, self._check_seq, like=_first_parameter(cast(nn.Module, self)),
+                    unbatched=True)
         return fn(x.unsqueeze(0)).squeeze(0) if x.ndim == 2 else fn(x)
 
     def evolve(self, x: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
@@ -90,6 +91,11 @@ class SymmetricComposition:
         return [TimedStep(layer, t, inverted) for layer, t, inverted in self._schedule(1.0)]
 
 
+def _step(layer: nn.Module, x: torch.Tensor, tau: float, inverted: bool) -> torch.Tensor:
+    """``layer`` run for flow time ``tau`` on x, or its explicit inverse (every flow layer has ``inverse(y, tau)``)."""
+    return cast(torch.Tensor, layer.inverse(x, tau) if inverted else layer(x, tau))  # type: ignore[operator]
+
+
 class TimedStep(nn.Module):
     """One step of a schedule as a module: ``layer`` (or its inverse) run for time ``tau``."""
 
@@ -99,7 +105,7 @@ class TimedStep(nn.Module):
         self.dim = getattr(layer, "dim", None)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.layer.inverse(x, self.tau) if self.inverted else self.layer(x, self.tau)
+        return _step(self.layer, x, self.tau, self.inverted)
 
     def extra_repr(self) -> str:
         return f"tau={self.tau:g}, inverted={self.inverted}"

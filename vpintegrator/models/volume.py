@@ -27,7 +27,7 @@ class _SymmetricPlanes(SymmetricComposition):
     @staticmethod
     def _run_planes(xp: torch.Tensor, steps: list[Step]) -> torch.Tensor:
         for layer, t, inverted in steps:
-            xp = layer._inverse_planes(xp, t) if inverted else layer._forward_planes(xp, t)
+            xp = layer._inverse_planes(xp, t) if inverted else layer._forward_planes(xp, t)  # type: ignore[operator]
         return xp
 
 

@@ -16,7 +16,7 @@ try:  # numba is a dependency, but the package keeps working without it (torch r
 
     AVAILABLE = True
 except ImportError:  # pragma: no cover - exercised only where numba is missing
-    numba = None
+    numba = None  # type: ignore[assignment]
     AVAILABLE = False
 
 __all__ = ["AVAILABLE", "OP_WIDTH", "OP_RESIDUAL", "OP_VP_ATTENTION", "OP_MH_ATTENTION", "OP_LP_LAYER",

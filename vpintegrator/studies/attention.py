@@ -31,7 +31,7 @@ def _errors(model, ref, dt: float, n_steps: int):
 
     from vpintegrator.rollout import ModelStep, rollout
 
-    y = rollout(ModelStep(model, device="cpu"), ref[:, : model.seq_len], dt, n_steps).y
+    y = rollout(ModelStep(model, device="cpu"), ref[:, : int(getattr(model, "seq_len"))], dt, n_steps).y
     with np.errstate(invalid="ignore", over="ignore"):
         err = np.linalg.norm(y[:, n_steps] - ref[:, n_steps], axis=-1) / np.linalg.norm(ref[:, n_steps], axis=-1)
     err = np.where(np.isfinite(err), err, np.inf)
@@ -50,20 +50,20 @@ def probe(model_path, data_path, n_traj: int = 20, t_end: float | None = None, n
     from vpintegrator.testing import attention_coupling
 
     model = load_model(model_path).double().eval()
+    T, dim, config = int(getattr(model, "seq_len")), int(getattr(model, "dim")), dict(getattr(model, "config"))
     data = read_trajectories(data_path)
     n = min(int(n_traj), data.y.shape[0])
     dt = float(data.dt)
     n_steps = data.y.shape[1] - 1 if t_end is None else int(round(float(t_end) / dt))
-    if n_steps > data.y.shape[1] - 1 or n_steps < model.seq_len:
+    if n_steps > data.y.shape[1] - 1 or n_steps < T:
         raise StudyError(f"--t-end {t_end}: the data {data_path} holds t <= {data.t[-1]:g}; give a t-end within it")
     ref = np.asarray(data.y[:n, : n_steps + 1], dtype=np.float64)  # (n, n_steps + 1, dim)
-    T = model.seq_len
     starts = np.unique(np.linspace(0, n_steps - T, num=max(1, n_windows)).astype(int))
-    windows = torch.as_tensor(np.stack([ref[:, k : k + T] for k in starts], 1).reshape(-1, T, model.dim))
+    windows = torch.as_tensor(np.stack([ref[:, k : k + T] for k in starts], 1).reshape(-1, T, dim))
     with torch.no_grad():
         trained = attention_coupling(model, windows)
     torch.manual_seed(0)
-    fresh = attention_coupling(build_model(**model.config).double(), windows)
+    fresh = attention_coupling(build_model(**config).double(), windows)
     return {
         "model": str(model_path), "data": str(data_path), "n_traj": n, "t_end": n_steps * dt,
         "coupling": {"median": float(trained.median), "max": float(trained.max)},

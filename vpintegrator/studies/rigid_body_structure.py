@@ -49,6 +49,7 @@ import argparse
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 from . import _rollouts, attention, export
 from .._shipped import shipped_file
@@ -291,7 +292,7 @@ def build_results(run: Path) -> dict:
     for d in sorted((run / "train").glob("*_s*"), key=lambda p: (p.name.rsplit("_s", 1)[0], int(p.name.rsplit("_s", 1)[1]))):
         model, seed = d.name.rsplit("_s", 1)
         summary = read_json(d / "summary.json") or {}
-        v = {"model": model, "seed": int(seed), "train_loss": summary.get("train_loss"),
+        v: dict[str, Any] = {"model": model, "seed": int(seed), "train_loss": summary.get("train_loss"),
              "val_score": summary.get("best_loss"), "best_epoch": summary.get("best_epoch"),
              "wall_time": summary.get("wall_time"), "n_params": summary.get("n_params"),
              "cpu_time": (read_json(run / ".tasks" / f"train_{d.name}.json") or {}).get("cpu_s")}
@@ -301,12 +302,12 @@ def build_results(run: Path) -> dict:
         v["attention"] = read_json(run / "attention" / f"{model}_s{seed}.json")
         v["met"] = _met(v)
         rows.append(v)
-    classical = heldout_values(rd / "heldout_classical.h5")
+    classical: dict[str, dict[str, Any]] = heldout_values(rd / "heldout_classical.h5")
     for label, lv in long_values(rd / "long_classical.h5").items():
         classical.setdefault(label, {}).update(lv)
     for v in classical.values():
         v["met"] = _met(v)
-    per_model = {}
+    per_model: dict[str, dict[str, Any]] = {}
     for model in dict.fromkeys(r["model"] for r in rows):
         sel = [r for r in rows if r["model"] == model and r.get("median") is not None]
         per_model[model] = {
