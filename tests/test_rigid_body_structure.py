@@ -130,6 +130,17 @@ def test_numbers_and_targets_from_rollouts(tmp_path, monkeypatch):
     assert "| lpnet | 0 |" in text and "error casimir energy" in text
 
 
+def test_a_drift_at_round_off_counts_as_conserved(monkeypatch):
+    n = 1501
+    t = np.arange(n) * 0.2
+    ones = np.ones((2, n))
+    _fake_rollout(monkeypatch, {"im": {"err": 0.01 * ones, "energy": 1.0 + 1e-18 * t[None].repeat(2, 0) ** 2,
+                                       "casimir": ones}})
+    v = study.long_values(Path("any.h5"))["im"]
+    assert v["energy_growth"] == pytest.approx(9.0, rel=1e-6) and v["energy_fit"]["kind"] == "round-off"
+    assert study._met(v)["energy"] is True  # 9e-14 at t = 300: rounding, not drift, whatever its growth
+
+
 def test_equal_cost_interpolates_along_a_ladder(tmp_path):
     from vpintegrator.rollout.precision import WorkPrecisionRow, write_work_precision
     from vpintegrator.studies.work_precision import at_equal_cost, equal_cost_section

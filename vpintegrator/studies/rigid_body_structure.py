@@ -72,6 +72,7 @@ DT = 0.2
 MEDIAN_TARGET, P90_TARGET = 0.02, 0.05
 CASIMIR_TARGET = 1e-12  # relative Casimir drift to long-t-end
 ENERGY_GROWTH_TARGET = 3.0  # max energy drift over [0, long-t-end] / over [0, 100]
+ROUNDOFF = 1e-12  # a drift below this is round-off: conserved, whatever its ratio or slope
 #: the selection score of issue 21 item 4 for every model of this study (the VPT's config has the old one)
 SELECTION = ("--set", "val_rollout_error=final", "--set", "val_rollout_drift_weight=50")
 
@@ -255,9 +256,12 @@ def long_values(path: Path) -> dict:
             growth = e.max(axis=1) / e[:, early].max(axis=1)
         growth = np.where(np.isnan(growth), np.inf, growth)
         envelope = np.maximum.accumulate(e.max(axis=0))
+        fit = drift_growth(r.t[1:], envelope[1:])
+        if np.isfinite(envelope[-1]) and envelope[-1] <= ROUNDOFF:
+            fit = {**fit, "kind": "round-off"}  # conserved to rounding: its growth is the rounding's
         out[label] = {"t_end": float(r.t[-1]), "casimir_long": float(c.max()), "energy_long": float(e.max()),
                       "energy_100": float(e[:, early].max()),
-                      "energy_growth": float(growth.max()), "energy_fit": drift_growth(r.t[1:], envelope[1:])}
+                      "energy_growth": float(growth.max()), "energy_fit": fit}
     return out
 
 
@@ -282,7 +286,8 @@ def paper_values(path: Path) -> dict:
 def _met(v: dict) -> dict:
     return {"error": v.get("median") is not None and v["median"] <= MEDIAN_TARGET and v["hi"] <= P90_TARGET,
             "casimir": v.get("casimir_long", math.inf) <= CASIMIR_TARGET,
-            "energy": v.get("energy_growth", math.inf) <= ENERGY_GROWTH_TARGET}
+            "energy": (v.get("energy_growth", math.inf) <= ENERGY_GROWTH_TARGET
+                       or v.get("energy_long", math.inf) <= ROUNDOFF)}
 
 
 def build_results(run: Path) -> dict:
@@ -351,11 +356,12 @@ def format_results(res: dict) -> str:
         f"errors ‖y − y_exact‖/‖y_exact‖ against the exact flow at t = {T_EVAL:g}; long runs: the first "
         f"{s.get('n_long', '?')} of them to t = {t_long:g}. Drifts are relative, worst IC. 'growth' = max energy "
         f"drift over [0, {t_long:g}] / over [0, 100] (worst IC); 'fit' = the slope p of log(envelope) against log t "
-        "over the later half (bounded if p < 0.25). Traj 1 / 4: the paper's rows 100 / 719 of the training file "
+        "over the later half (bounded if p < 0.25; round-off: the drift stays below 1e-12, conserved to rounding). Traj 1 / 4: the paper's rows 100 / 719 of the training file "
         "(split = the model's own split label: in-sample unless test). Classical methods and the shipped VPT "
         f"(`{SHIPPED_VPT}`, trained on implicit-midpoint data) at the same step h = {DT}.", "",
         f"Targets per seed: median error ≤ {MEDIAN_TARGET} and 90th percentile ≤ {P90_TARGET} ('error'), Casimir "
-        f"drift ≤ {CASIMIR_TARGET:g} to t = {t_long:g} ('casimir'), growth ≤ {ENERGY_GROWTH_TARGET:g} ('energy').", "",
+        f"drift ≤ {CASIMIR_TARGET:g} to t = {t_long:g} ('casimir'), growth ≤ {ENERGY_GROWTH_TARGET:g} or the energy "
+        f"drift below {ROUNDOFF:g} throughout ('energy').", "",
         *md_table(head, body), "",
     ]
     for model, pm in res["per_model"].items():
