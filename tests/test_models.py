@@ -311,7 +311,8 @@ def test_pretrained_hook(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(
     "name, model_name, n_params",
-    [("rigid_body_vpt", "vpt", 162), ("rigid_body_vpff", "vpff", 135), ("rigid_body_st", "st", 189)],
+    [("rigid_body_vpt", "vpt", 162), ("rigid_body_vpff", "vpff", 135), ("rigid_body_st", "st", 189),
+     ("rigid_body_lpnet", "lpnet", 128)],
 )
 def test_shipped_pretrained_models_load_by_name(name, model_name, n_params):
     model = load_model(f"pretrained:{name}")
