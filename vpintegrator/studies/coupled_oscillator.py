@@ -466,7 +466,7 @@ def heldout_statistics(run: Path) -> list[dict]:
     return rows
 
 
-def _statistics_section(rows: list[dict], t_end) -> list[str]:
+def _statistics_section(rows: list[dict], t_end: float) -> list[str]:
     f = lambda v: _fmt(v, blowup=True)  # noqa: E731
     body = []
     for r in rows:
@@ -477,7 +477,7 @@ def _statistics_section(rows: list[dict], t_end) -> list[str]:
                      f"[{f(lo)}, {f(hi)}]" if r["seeds"] and len(r["seeds"]) > 1 else "–",
                      f"{f(d['median'])} [{f(d['lo'])}, {f(d['hi'])}]"])
     return ["### Over the held-out initial conditions", "",
-            f"Relative error at t = {t_end} against the exact flow and maximum relative energy drift on [0, {t_end}], "
+            f"Relative error at t = {t_end:g} against the exact flow and maximum relative energy drift on [0, {t_end:g}], "
             "median [10–90 %] over the ICs (models: over every seed and IC); 'seeds CI': bootstrap 95 % interval "
             "over seeds of each seed's median error.", "",
             *md_table(["method", "seeds", "error median [10–90 %]", "seeds CI (median error)",
@@ -521,7 +521,7 @@ def write_results(run: Path, commands: list[str] | None = None) -> str:
                    f"Figures: `figures/{name}/` (invariants = energy, error, volume).", ""]
     stats = heldout_statistics(run)
     if stats:
-        md += _statistics_section(stats, t_end)
+        md += _statistics_section(stats, float(t_end if t_end is not None else math.nan))
     md += attention.section((p.stem, read_json(p)) for p in sorted((run / "attention").glob("*_s*.json")))
     wp = run / "rollout" / "work_precision_work_precision.csv"
     if wp.exists():
