@@ -48,7 +48,7 @@ from .rigid_body_results import (  # noqa: F401  (re-exported: the study's publi
 )
 from . import export
 from .._shipped import shipped_file
-from .runner import Runner, StudyError, Task, check_study_out, guarded, study_lock
+from .runner import Runner, StudyError, Task, check_study_out, guarded, parse_seeds, study_lock
 from .stats import read_json, write_if_changed, write_json
 
 PRETRAINED = ("vpt", "vpff", "st")
@@ -104,12 +104,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
     q = a.quick
     a.seeds = a.seeds if a.seeds is not None else ("0,1" if q else "0,1,2,3,4")
-    try:
-        a.seeds = [int(s) for s in _csv_list(a.seeds, "--seeds")]
-    except ValueError:
-        raise StudyError(f"--seeds must be a comma list of integers; got {a.seeds!r}") from None
-    if any(s < 0 for s in a.seeds) or len(set(a.seeds)) != len(a.seeds):
-        raise StudyError(f"--seeds must be distinct non-negative integers; got {a.seeds}")
+    a.seeds = parse_seeds(a.seeds)
     a.models = _csv_list(a.models if a.models is not None else ",".join(QUICK_MODELS if q else ALL_MODELS), "--models")
     bad = [m for m in a.models if m not in ALL_MODELS]
     if bad:

@@ -33,8 +33,8 @@ from pathlib import Path
 from . import export
 from .rigid_body_results import BAND_TARGET, ERROR_TARGET, PAPER_TRAJ, rollout_values
 from .._shipped import shipped_file
-from .runner import Runner, StudyError, Task, check_study_out, guarded, study_lock
-from .stats import fmt_num, md_table, read_json, results_provenance, write_json, write_text
+from .runner import Runner, StudyError, Task, check_study_out, guarded, parse_seeds, study_lock
+from .stats import fmt_num, md_table, read_json, write_json, write_results_files
 
 PHASES = ("p1", "p2", "p3")
 T_END = 100.0
@@ -67,12 +67,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="Then copy phase 2's best.pt of the seed with the lowest validation score (validation data "
                         "only) to DIR/rigid_body_vpt.pt and record it in DIR/provenance.json.")
     a = p.parse_args(argv)
-    try:
-        a.seeds = [int(s) for s in a.seeds.split(",") if s.strip()]
-    except ValueError:
-        raise StudyError(f"--seeds must be a comma list of integers; got {a.seeds!r}") from None
-    if not a.seeds or any(s < 0 for s in a.seeds) or len(set(a.seeds)) != len(a.seeds):
-        raise StudyError(f"--seeds must be distinct non-negative integers; got {a.seeds}")
+    a.seeds = parse_seeds(a.seeds)
     for name in ("phase1_seconds", "phase2_seconds", "phase3_seconds"):
         v = getattr(a, name)
         if not (math.isfinite(v) and (v > 0 or (name == "phase3_seconds" and v == 0))):
@@ -199,10 +194,7 @@ def write_results(run: Path) -> str:
     rows = build_rows(run)
     if not rows:
         raise StudyError(f"{run}: no training runs (train/p1_s*); run the study first")
-    text = format_results(rows, settings)
-    write_text(run / "results.md", text)
-    write_json(run / "results.json", {"settings": settings, "rows": rows, "provenance": results_provenance(run)})
-    return text
+    return write_results_files(run, format_results(rows, settings), {"settings": settings, "rows": rows})
 
 
 def _main(argv) -> int:

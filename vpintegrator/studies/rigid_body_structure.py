@@ -54,10 +54,10 @@ from typing import Any
 from . import _rollouts, attention, export
 from .._shipped import shipped_file
 from .rigid_body_results import PAPER_TRAJ, write_heldout_spec
-from .runner import Runner, StudyError, Task, check_study_out, guarded, study_lock
+from .runner import Runner, StudyError, Task, check_study_out, guarded, parse_seeds, study_lock
 from .work_precision import equal_cost_section
-from .stats import (bootstrap_ci, drift_growth, fmt_num, md_table, median_interval, read_json, results_provenance,
-                    write_json, write_text)
+from .stats import (bootstrap_ci, drift_growth, fmt_num, md_table, median_interval, read_json, write_json,
+                    write_results_files)
 
 MODELS = ("lpnet", "lpnet_sym", "lp_transformer", "vpt", "vpt_sym")
 #: the window models whose attention is measured (:mod:`.attention`: coupling, error without it)
@@ -111,12 +111,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     bad = [m for m in a.models if m not in MODELS]
     if bad or len(set(a.models)) != len(a.models):
         raise StudyError(f"--models: {bad or a.models} not distinct names of {', '.join(MODELS)}")
-    try:
-        a.seeds = [int(s) for s in _csv(a.seeds, "seeds")]
-    except ValueError:
-        raise StudyError(f"--seeds must be a comma list of integers; got {a.seeds!r}") from None
-    if any(s < 0 for s in a.seeds) or len(set(a.seeds)) != len(a.seeds):
-        raise StudyError(f"--seeds must be distinct non-negative integers; got {a.seeds}")
+    a.seeds = parse_seeds(a.seeds)
     if not (math.isfinite(a.train_seconds) and a.train_seconds > 0):
         raise StudyError(f"--train-seconds must be a positive number; got {a.train_seconds!r}")
     if not (math.isfinite(a.long_t_end) and a.long_t_end > T_EVAL):
@@ -384,10 +379,7 @@ def write_results(run: Path) -> str:
     res = build_results(run)
     if not res["rows"]:
         raise StudyError(f"{run}: no training runs (train/<model>_s<seed>); run the study first")
-    text = format_results(res)
-    write_text(run / "results.md", text)
-    write_json(run / "results.json", {**res, "provenance": results_provenance(run)})
-    return text
+    return write_results_files(run, format_results(res), res)
 
 
 def _main(argv) -> int:

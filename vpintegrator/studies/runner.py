@@ -267,6 +267,17 @@ def is_study_dir(run: Path) -> bool:
     return (run / "study.log").is_file() or (run / ".tasks").is_dir()
 
 
+def parse_seeds(text: str, flag: str = "--seeds") -> list[int]:
+    """A study's seed list from a comma list: distinct non-negative integers, else a one-line StudyError."""
+    try:
+        seeds = [int(s) for s in str(text).split(",") if s.strip()]
+    except ValueError:
+        raise StudyError(f"{flag} must be a comma list of integers; got {text!r}") from None
+    if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise StudyError(f"{flag} must be distinct non-negative integers; got {text!r}")
+    return seeds
+
+
 def check_study_out(out: Path, skip_existing: bool = False, overwrite: bool = False) -> None:
     """A study's ``--out``: refuse a file, a non-empty directory unless ``skip_existing`` (continue it) or
     ``overwrite`` (run it again), and, with ``overwrite``, a non-empty directory that is not a study's."""

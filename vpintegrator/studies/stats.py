@@ -185,3 +185,12 @@ def results_provenance(run) -> dict:
     inputs = sorted(p for p in run.rglob("*") if p.is_file() and p.suffix in (".csv", ".json")
                     and p.name not in ("results.json",) and not p.name.endswith(".tmp"))
     return provenance_record(inputs, relative_to=run)
+
+
+def write_results_files(run, text: str, payload: dict) -> str:
+    """A study's ``results.md`` (``text``) and ``results.json`` (``payload`` plus its ``provenance``, from the
+    run directory), both atomically; returns ``text``."""
+    run = Path(run)
+    write_text(run / "results.md", text)
+    write_json(run / "results.json", {**payload, "provenance": results_provenance(run)})
+    return text
