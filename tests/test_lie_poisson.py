@@ -183,3 +183,19 @@ def test_assert_symmetric_needs_a_scaled_step():
 
     with pytest.raises(VPIntegratorError, match="has no evolve"):
         assert_symmetric(vp.build_model("st", dim=3))
+
+
+@pytest.mark.parametrize("name, ensemble", [("lpnet", 1), ("lp_transformer", 1), ("lpnet", 2)])
+def test_levenberg_marquardt_trains_the_lie_poisson_networks(tiny_data, tmp_path, name, ensemble):
+    """LM's per-window Jacobian handles their 0-d parameters (ψ's bias d; it raised an IndexError once): the
+    structure study trains them with LM, single runs and seed ensembles alike, to finite losses."""
+    seq = 1 if name == "lpnet" else 3
+    cfg = dict(data=[tiny_data], model={"name": name, "dim": 3, "seq_len": seq}, epochs=2, optimizer="lm",
+               lm_windows=64, lm_iters_per_epoch=3, dtype="float64", val_fraction=0.2, test_fraction=0.0,
+               ensemble=ensemble, out=str(tmp_path / "run"))
+    vp.fit(cfg)
+    runs = [r for r in (tmp_path / "run").rglob("log.csv")]
+    assert len(runs) == ensemble
+    for log in runs:
+        rows = [line.split(",") for line in log.read_text().splitlines()[1:]]
+        assert len(rows) == 2 and all(np.isfinite(float(r[1])) for r in rows)

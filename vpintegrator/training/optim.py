@@ -198,7 +198,8 @@ def window_residuals(model: torch.nn.Module, own_buffers: bool = False) -> tuple
         # by parameter tensor, not through slices of theta: their backward would fill a zero (P*dim, n_params)
         # per parameter tensor and window, which dominated the cost (and grows with an ensemble's members)
         J = jacrev(residual1)(unflatten(theta), buffers, x1, t1)
-        return torch.cat([J[k].flatten(1) for k, _ in named], 1)
+        # J[k]: (P*dim, *p.shape); a 0-d parameter (a scalar bias, e.g. the Lie–Poisson ψ's d) gives (P*dim,)
+        return torch.cat([J[k].reshape(J[k].shape[0], -1) for k, _ in named], 1)
 
     jacobian_b = vmap(jacobian1, in_dims=(None, None, 0, 0))
     if own_buffers:
