@@ -197,12 +197,22 @@ def test_tiny_study_end_to_end(tmp_path):
     data = json.loads((run / "results.json").read_text())
     for name in ("default", "heldout"):
         methods = [r["method"] for r in data["tables"][name]]
-        assert methods == ["stormer_verlet", "rk4", "vpt", "st", "symplectic_transformer", "g_sympnet"]
-        vpt = data["tables"][name][2]
+        assert methods == ["stormer_verlet", "stormer_verlet_y6", "rk4", "vpt", "st", "symplectic_transformer",
+                           "g_sympnet"]
+        vpt = data["tables"][name][3]
         assert vpt["seeds"] == [0, 1] and vpt["n_params"] == 282
         assert vpt["max_abs_cum_log_det_J"] < 1e-6  # volume preserving up to rounding (non-overlapping windows)
     assert (run / "figures" / "default" / "invariants.png").exists()
     assert (run / "train" / "vpt_s1" / "best.pt").exists()
+    # the protocol's parts: per-IC statistics, the work-precision run and figure, every window model's attention
+    stats = {r["method"]: r for r in data["heldout_statistics"]}
+    assert stats["g_sympnet"]["seeds"] == [0, 1] and stats["stormer_verlet_y6"]["error"]["n"] == 2
+    assert (run / "rollout" / "work_precision_work_precision.csv").exists()
+    assert (run / "figures" / "work_precision" / "work_precision.png").exists()
+    assert sorted(p.stem for p in (run / "attention").glob("*.json")) == [
+        "st_s0", "st_s1", "symplectic_transformer_s0", "symplectic_transformer_s1", "vpt_s0", "vpt_s1"]
+    text = (run / "results.md").read_text()
+    assert "### Over the held-out initial conditions" in text and "### Attention" in text and "Work–precision" in text
     # --skip-existing redoes nothing and gives the same table
     before = (run / "results.md").read_text()
     proc = subprocess.run([*RUN, *args, "--skip-existing"], capture_output=True, text=True,
