@@ -441,6 +441,8 @@ def heldout_statistics(run: Path) -> list[dict]:
     counts as an infinite error and drift."""
     import numpy as np
 
+    from vpintegrator.metrics import relative_drift
+
     r = _rollouts.read(run / "rollout" / "heldout.h5")
     if r is None:
         return []
@@ -450,9 +452,8 @@ def heldout_statistics(run: Path) -> list[dict]:
         method, seed = (m["model"], int(m["seed"])) if m else (label, None)
         met = r.metrics[label]
         err = met.rel_error[:, -1]
-        energy = np.asarray(met.invariants["energy"], dtype=np.float64)
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            drift = np.max(np.abs(energy - energy[:, :1]) / np.abs(energy[:, :1]), axis=1)
+        with np.errstate(invalid="ignore", over="ignore"):
+            drift = np.max(np.abs(relative_drift(met.invariants["energy"])), axis=1)
         groups.setdefault(method, []).append((seed, np.where(np.isfinite(err), err, np.inf),
                                               np.where(np.isfinite(drift), drift, np.inf)))
     rows = []

@@ -53,7 +53,7 @@ from typing import Any
 
 from . import _rollouts, attention, export
 from .._shipped import shipped_file
-from .rigid_body_results import PAPER_TRAJ, write_heldout_spec
+from .rigid_body_results import PAPER_TRAJ, _errors_at, write_heldout_spec
 from .runner import Runner, StudyError, Task, check_study_out, guarded, parse_seeds, study_lock
 from .work_precision import equal_cost_section
 from .stats import (bootstrap_ci, drift_growth, fmt_num, md_table, median_interval, read_json, write_json,
@@ -207,9 +207,10 @@ def _drifts(r, label: str, name: str):
     """Relative drift |I(t) − I(0)| / |I(0)| of invariant ``name``, shape (n_traj, n); inf where blown up."""
     import numpy as np
 
-    inv = np.asarray(r.metrics[label].invariants[name], dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        d = np.abs(inv - inv[:, :1]) / np.abs(inv[:, :1])
+    from vpintegrator.metrics import relative_drift
+
+    with np.errstate(invalid="ignore", over="ignore"):
+        d = np.abs(relative_drift(r.metrics[label].invariants[name]))
     return np.where(np.isfinite(d), d, np.inf)
 
 
@@ -224,8 +225,7 @@ def heldout_values(path: Path) -> dict:
     k = int(np.argmin(np.abs(r.t - T_EVAL)))
     out = {}
     for label, m in r.methods.items():
-        rel = r.metrics[label].rel_error[:, k]
-        err = np.where(np.isfinite(rel), rel, np.inf)
+        _, err = _errors_at(r, label, k)
         out[label] = {**median_interval(err), "mean": float(np.mean(err)), "errors": [float(e) for e in err],
                       "casimir_100": float(_drifts(r, label, "casimir").max()),
                       "energy_100_heldout": float(_drifts(r, label, "energy").max()),
