@@ -249,7 +249,8 @@ def test_register_compositions_refuses_non_symmetric_bases_in_one_line(scratch_r
     register_integrator(UserEuler())
     for base, what in (("user_euler", "not symmetric of order 1"), ("rk4", "not symmetric of order 4"),
                        ("gauss_legendre4", "symmetric of order 4")):
-        with pytest.raises(VPIntegratorError, match=f"base '{base}' must be a symmetric method of order 2.*{what}") as err:
+        pattern = f"base '{base}' must be a symmetric method of order 2.*{what}"
+        with pytest.raises(VPIntegratorError, match=pattern) as err:
             register_compositions(base)
         assert "\n" not in str(err.value)
     with pytest.raises(VPIntegratorError, match="unknown scheme"):
@@ -317,3 +318,22 @@ def test_compiled_blow_up_same_error():
     with pytest.raises(VPIntegratorError) as got:
         stepper.run_batch(np.array([[0.1, 0.2, 0.3], y0]), 5)
     assert "trajectory 1 became non-finite at step 1" in str(got.value)
+
+
+# --- work-precision defaults -------------------------------------------------------------------------------
+def test_work_precision_defaults_include_the_rotation_splittings_where_supported():
+    from vpintegrator.rollout.precision import DEFAULT_METHODS, work_precision
+
+    assert {"rotation_splitting", "rotation_splitting_y6", "rotation_splitting_centred_y6"} <= set(DEFAULT_METHODS)
+    ladder = (1.0, 0.5, 0.25, 0.125)
+    rows = work_precision("rigid_body", _sphere(2, 11), 0.2, 0.8, ladder=ladder, dop853_rtols=None, repeats=1)
+    methods = {r.method for r in rows}
+    assert {"rotation_splitting", "rotation_splitting_y6", "rotation_splitting_centred_y6", "rk4"} <= methods
+    runner = "numba" if compiled.available() else "numpy"
+    for r in rows:
+        if r.method.startswith("rotation_splitting"):
+            assert r.drift_max < 1e-2 and np.isfinite(r.error_median) and r.runner == runner
+    # the coupled oscillator is no rigid body: the defaults skip them instead of failing
+    y0 = np.array([[1.0, 0.0, 2.0, 0.0]])
+    rows = work_precision("coupled_oscillator", y0, 0.4, 1.6, ladder=ladder, dop853_rtols=None, repeats=1)
+    assert not any(r.method.startswith("rotation") for r in rows) and "stormer_verlet_y6" in {r.method for r in rows}

@@ -83,13 +83,14 @@ def compress(w, comps, coefs, axes, ts):
 
 
 @jit
-def step_rotations(w, axes, ts, m, y, y1):
-    """``y1`` = the rotations ``R_axes[k](ts[k])``, k < m, applied to ``y`` (3,) in order."""
+def step_rotations(axes, wts, m, y, y1):
+    """``y1`` = the rotations about ``axes[k]`` by ``wts[k] * z_axis`` (k < m) applied to ``y`` (3,) in order."""
     y1[0], y1[1], y1[2] = y[0], y[1], y[2]
     for k in range(m):
         axis = axes[k]
-        i, j = (axis + 1) % 3, (axis + 2) % 3
-        theta = (ts[k] * w[axis]) * y1[axis]
+        i = axis + 1 if axis < 2 else 0
+        j = 3 - axis - i
+        theta = wts[k] * y1[axis]
         c, s = math.cos(theta), math.sin(theta)
         zi, zj = y1[i], y1[j]
         y1[i] = c * zi + s * zj
@@ -105,9 +106,11 @@ def run_rotations(inertia, centred, comps, coefs, y, n, out, info):
     axes = np.empty(comps.size, dtype=np.int64)
     ts = np.empty(comps.size)
     m = compress(w, comps, coefs, axes, ts)
+    for k in range(m):  # angle per unit z_axis: (t h) w_axis, as NumPy's wt = t * rate
+        ts[k] = ts[k] * w[axes[k]]
     y1 = np.empty(3)
     for k in range(n):
-        step_rotations(w, axes, ts, m, y, y1)
+        step_rotations(axes, ts, m, y, y1)
         finite = True
         for i in range(3):
             v = y1[i]

@@ -6,8 +6,9 @@ metadata of every registered method (also ``vp-rollout --list-methods``).
 
 Modules: ``base`` (contract, metadata), ``registry`` (names -> methods), ``newton`` (Newton helpers), ``explicit`` (euler, rk4), ``implicit`` (implicit
 midpoint, Gauss-Legendre of any stage count), ``splitting`` (Stormer-Verlet, the shear splittings),
-``lie_poisson`` (the rigid body's exact-rotation splitting), ``composition`` (triple jump, Suzuki, Yoshida 6
-of a symmetric base; :func:`register_compositions` for a user's own symmetric method); :func:`~vpintegrator.data.integrate` (in ``data``: it returns a Trajectories) runs one on a batch.
+``lie_poisson`` (the rigid body's exact-rotation splittings), ``composition`` (triple jump, Suzuki, Yoshida 6
+of a symmetric base; :func:`register_compositions` for a user's own symmetric method);
+:func:`~vpintegrator.data.integrate` (in ``data``: it returns a Trajectories) runs one on a batch.
 
 | family      | methods                                                        | preserves                          |
 |-------------|----------------------------------------------------------------|------------------------------------|

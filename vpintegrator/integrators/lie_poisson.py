@@ -150,4 +150,5 @@ class CentredRotationSplitting(RotationSplitting):
     )
 
 
-__all__ = ["RotationSplitting", "CentredRotationSplitting", "STRANG_ROTATIONS", "rotation_sequence", "rotation_rates", "poisson_tensor"]
+__all__ = ["RotationSplitting", "CentredRotationSplitting", "STRANG_ROTATIONS", "rotation_sequence", "rotation_rates",
+           "poisson_tensor"]
