@@ -29,7 +29,7 @@ from vpintegrator.integrators import (
     registry,
 )
 from vpintegrator.integrators.composition import SUZUKI4
-from vpintegrator.integrators.lie_poisson import STRANG_ROTATIONS, poisson_tensor, rotation_rates, rotation_sequence
+from vpintegrator.integrators.lie_poisson import poisson_tensor, rotation_rates
 from vpintegrator.systems import RigidBody, get_system, sample_initial_conditions
 
 BASES = ("rotation_splitting", "rotation_splitting_centred")
@@ -132,14 +132,6 @@ def test_fast_step_matches_expm_reference(name):
         y = 1.5 * _sphere(12, 2)
         np.testing.assert_allclose(method.step(system, y, 0.3), _reference_step(system, y, 0.3, gammas, centred),
                                    rtol=0, atol=2e-14)
-
-
-def test_rotation_sequence_merges_adjacent_rotations():
-    assert rotation_sequence() == list(STRANG_ROTATIONS)
-    seq = rotation_sequence(SUZUKI4)
-    assert len(seq) == 4 * len(SUZUKI4) + 1  # the R_1 halves of neighbouring sub-steps merge
-    assert all(a != b for (a, _), (b, _) in zip(seq, seq[1:]))
-    assert sum(f for axis, f in seq if axis == 2) == pytest.approx(1.0, abs=1e-15)
 
 
 # --- structure ---------------------------------------------------------------------------------------------

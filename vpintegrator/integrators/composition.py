@@ -197,4 +197,6 @@ def register_compositions(base: str | Integrator, schemes: Sequence[str] | None 
     if taken and not replace:
         raise VPIntegratorError(f"register_compositions: {', '.join(taken)} already registered; pass replace=True "
                                 "to replace them")
-    return [register_integrator(c, replace=replace) for c in made]
+    for c in made:
+        register_integrator(c, replace=replace)
+    return made

@@ -22,9 +22,8 @@ two-rotation one. On 20 random points of the unit sphere, h = 0.2, t = 100 (medi
 DOP853 1e-12): plain 0.057 / centred 0.0057, Suzuki 2.7e-5 / 1.9e-6, Yoshida 6 2.0e-6 / 1.9e-8.
 
 Data interface (the compiled kernel, :mod:`vpintegrator.compiled.lie_poisson`, builds the same method from
-these): :func:`rotation_sequence` gives the rotations ``[(axis, fraction of h), ...]`` in time order for the
-sub-step fractions ``gammas`` of a composition (adjacent rotations about one axis merged, which is exact:
-``R_k(s) R_k(t) = R_k(s + t)``); the rotation rates are ``1 / I_k`` (``system.inertia``).
+these): :data:`STRANG_ROTATIONS` gives the rotations ``(axis, fraction of the step)`` in time order,
+:func:`rotation_rates` the rates ``w_k`` (``theta = t w_k z_k``).
 """
 
 from __future__ import annotations
@@ -41,19 +40,6 @@ from .newton import eye_like
 
 #: the Strang splitting R_1(h/2) R_2(h/2) R_3(h) R_2(h/2) R_1(h/2): (axis, fraction of h) in time order
 STRANG_ROTATIONS: tuple[tuple[int, float], ...] = ((0, 0.5), (1, 0.5), (2, 1.0), (1, 0.5), (0, 0.5))
-
-
-def rotation_sequence(gammas: tuple[float, ...] = (1.0,)) -> list[tuple[int, float]]:
-    """``[(axis, fraction of h), ...]`` in time order of the Strang rotation splitting composed with
-    sub-step fractions ``gammas`` (``(1.0,)``: the plain splitting); adjacent rotations about one axis merged."""
-    out: list[tuple[int, float]] = []
-    for g in gammas:
-        for axis, frac in STRANG_ROTATIONS:
-            if out and out[-1][0] == axis:
-                out[-1] = (axis, out[-1][1] + g * frac)
-            else:
-                out.append((axis, g * frac))
-    return out
 
 
 def rotation_rates(system: RigidBody, centred: bool = False) -> np.ndarray:
@@ -150,5 +136,4 @@ class CentredRotationSplitting(RotationSplitting):
     )
 
 
-__all__ = ["RotationSplitting", "CentredRotationSplitting", "STRANG_ROTATIONS", "rotation_sequence", "rotation_rates",
-           "poisson_tensor"]
+__all__ = ["RotationSplitting", "CentredRotationSplitting", "STRANG_ROTATIONS", "rotation_rates", "poisson_tensor"]
