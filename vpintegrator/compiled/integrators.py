@@ -22,7 +22,8 @@ Compiled methods: ``euler``, ``rk4``, ``implicit_midpoint``, Gauss-Legendre with
 (rigid body, ABC flow), the McLachlan-type shear splittings (any method with a ``_sequence(dim, h)`` of
 shears, e.g. ``splitting_mclachlan2``, ``splitting_blanes_moan4``), and every composition method (an
 integrator with attributes ``base``, a registered base method name, and ``gammas``, the sub-step
-fractions) whose base is compiled (compositions of shear sequences become one shear sequence). The
+fractions) whose base is compiled (compositions of shear sequences become one shear sequence), and the rigid
+body's rotation splittings with their compositions (:mod:`vpintegrator.compiled.lie_poisson`). The
 implicit methods use the method's ``tol`` and ``max_iter`` and exactly the NumPy Newton rule
 (:mod:`vpintegrator.compiled.newton`); states agree with ``integrate`` to ~1e-15 per step.
 
@@ -49,6 +50,7 @@ import numpy as np
 from ..errors import VPIntegratorError, finite_float
 from . import _jit
 from . import kernels as K
+from . import lie_poisson as LP
 from .newton import NONFINITE, NOT_CONVERGED, OK, SINGULAR, workspace
 from .systems import system_kernel
 
@@ -84,6 +86,9 @@ def _plan(method, dim: int, h: float) -> dict | None:
     plan = {"mid": -1, "base": -1, "gammas": np.zeros(0), "tableau": _EMPTY_TABLEAU,
             "tol": float(getattr(method, "tol", 1e-15)), "max_iter": int(getattr(method, "max_iter", 50)),
             "comps": np.zeros(0, dtype=np.int64), "coefs": np.zeros(0)}
+    lp = LP.plan(method, h)  # the rigid body's rotation splittings and their compositions (lie_poisson.py)
+    if lp is not None:
+        return {**plan, **lp}
     name = getattr(method, "name", "")
     gammas, base = getattr(method, "gammas", None), getattr(method, "base", None)
     if gammas is not None and base is not None:  # a composition of a registered base method
@@ -186,6 +191,8 @@ class CompiledStepper:
             raise VPIntegratorError(
                 f"step_block needs y float64 ({self.dim},) and out float64 (>= {n}, {self.dim}); got "
                 f"{getattr(y, 'shape', y)!r} and {getattr(out, 'shape', out)!r}")
+        if self.mid in LP.MIDS:  # rotation splittings: their own loop (lie_poisson.py)
+            return LP.step_block(self, y, n, out)
         info = self._info
         info[:] = 0.0
         info[0] = math.inf
@@ -221,6 +228,8 @@ class CompiledStepper:
 
     def run_batch(self, y0: Any, n_steps: int, t0: float = 0.0) -> np.ndarray:
         """States (batch, n_steps + 1, dim) of a few trajectories y0 (batch, dim); raises like integrate."""
+        if self.mid in LP.MIDS:  # rotation splittings: their own loop (lie_poisson.py)
+            return LP.run_batch(self, y0, n_steps, t0)
         ys = np.array(y0, dtype=np.float64)
         if ys.ndim == 1:
             ys = ys[None]

@@ -6,7 +6,9 @@ metadata of every registered method (also ``vp-rollout --list-methods``).
 
 Modules: ``base`` (contract, metadata), ``registry`` (names -> methods), ``newton`` (Newton helpers), ``explicit`` (euler, rk4), ``implicit`` (implicit
 midpoint, Gauss-Legendre of any stage count), ``splitting`` (Stormer-Verlet, the shear splittings),
-``composition`` (triple jump, Suzuki, Yoshida 6 of a symmetric base); :func:`~vpintegrator.data.integrate` (in ``data``: it returns a Trajectories) runs one on a batch.
+``lie_poisson`` (the rigid body's exact-rotation splittings), ``composition`` (triple jump, Suzuki, Yoshida 6
+of a symmetric base; :func:`register_compositions` for a user's own symmetric method);
+:func:`~vpintegrator.data.integrate` (in ``data``: it returns a Trajectories) runs one on a batch.
 
 | family      | methods                                                        | preserves                          |
 |-------------|----------------------------------------------------------------|------------------------------------|
@@ -14,6 +16,7 @@ midpoint, Gauss-Legendre of any stage count), ``splitting`` (Stormer-Verlet, the
 | Gauss       | implicit_midpoint (2), gauss_legendre2/4/6/8 (2s)              | symplectic, quadratic invariants   |
 | splitting   | stormer_verlet (2, separable H)                                | symplectic, volume                 |
 | splitting   | splitting (2), splitting_mclachlan2 (2), splitting_blanes_moan4 | volume exactly (shear flows)      |
+| splitting   | rotation_splitting, rotation_splitting_centred (2, rigid body) | Casimir, Poisson map, volume exactly |
 | composition | <base>_tj4 (4), <base>_suzuki4 (4), <base>_y6 (6)               | what the base preserves            |
 
 Symplectic maps preserve phase-space volume of canonical Hamiltonian systems (the coupled oscillator:
@@ -27,13 +30,15 @@ from __future__ import annotations
 from .base import NEEDS, Integrator, MethodInfo, _check_dt
 from .newton import NotConverged, eye_like, newton_solve
 from .registry import describe_methods, get_integrator, list_integrators, list_methods, register_integrator
-from .composition import SCHEMES, Composition, compositions
+from .composition import SCHEMES, Composition, compositions, register_compositions
 from .explicit import RK4, ExplicitEuler
 from .implicit import GaussLegendre, GaussLegendre4, ImplicitMidpoint, gauss_legendre_tableau
 from .splitting import SPLITTINGS, LieTrotterComposition, ShearSplitting, StormerVerlet
+from .lie_poisson import CentredRotationSplitting, RotationSplitting
 
 #: the symmetric order-2 methods every composition scheme is registered for
-COMPOSITION_BASES = ("implicit_midpoint", "splitting", "stormer_verlet")
+COMPOSITION_BASES = ("implicit_midpoint", "splitting", "stormer_verlet", "rotation_splitting",
+                     "rotation_splitting_centred")
 
 
 def _register_builtin() -> None:
@@ -45,6 +50,8 @@ def _register_builtin() -> None:
         register_integrator(GaussLegendre(stages=s))
     for method in SPLITTINGS:
         register_integrator(method)
+    register_integrator(RotationSplitting())
+    register_integrator(CentredRotationSplitting())
     for method in compositions(COMPOSITION_BASES):
         register_integrator(method)
 
@@ -62,6 +69,8 @@ __all__ = [
     "StormerVerlet",
     "ShearSplitting",
     "LieTrotterComposition",
+    "RotationSplitting",
+    "CentredRotationSplitting",
     "Composition",
     "SCHEMES",
     "COMPOSITION_BASES",
@@ -71,4 +80,5 @@ __all__ = [
     "list_methods",
     "describe_methods",
     "register_integrator",
+    "register_compositions",
 ]

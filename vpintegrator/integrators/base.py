@@ -24,6 +24,10 @@ NEEDS: dict[str, tuple[str, str]] = {
         "a field whose i-th component does not depend on y_i (shear_splittable)",
         "is not. Use implicit_midpoint or rk4",
     ),
+    "inertia": (
+        "a free rigid body with principal moments of inertia (RigidBody: the rotation splittings)",
+        "is not one. Use implicit_midpoint, gauss_legendre4 or rk4",
+    ),
 }
 
 
@@ -34,8 +38,9 @@ class MethodInfo:
     ``preserves_volume`` means det J = 1 to rounding on every system the method supports (symplectic
     methods also preserve volume on canonical Hamiltonian systems, i.e. ``separable`` ones, but not on
     the Lie-Poisson rigid body); ``preserves_quadratic_invariants`` means every quadratic first integral
-    of every system is conserved to rounding; ``symplectic`` refers to canonical Hamiltonian systems;
-    ``needs`` lists the ``System`` flags the method requires.
+    of every system is conserved to rounding; ``symplectic`` refers to canonical Hamiltonian systems (for
+    the rigid body's rotation splittings, which run on nothing else: a Poisson map, i.e. symplectic on
+    each sphere ``|z| = const``); ``needs`` lists the ``System`` attributes the method requires.
     """
 
     name: str

@@ -6,6 +6,10 @@ symmetric and of a higher order: Yoshida/Suzuki triple jump (order 4, three sub-
 composition keeps what the base preserves (symplecticity, volume, quadratic invariants) and needs what
 it needs. The Jacobian is the product of the sub-step Jacobians.
 
+:func:`register_compositions` registers ``<base>_tj4``, ``<base>_suzuki4`` and ``<base>_y6`` for any
+registered symmetric order-2 method, a user's own included (the built-in ones are registered for
+``implicit_midpoint``, ``splitting``, ``stormer_verlet`` and ``rotation_splitting``).
+
 Data interface (compiled backends build the same method from these): ``base`` is the registered name of
 the base method and ``gammas`` the tuple of sub-step fractions, applied in order.
 """
@@ -13,6 +17,7 @@ the base method and ``gammas`` the tuple of sub-step fractions, applied in order
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +25,7 @@ import numpy as np
 from ..errors import VPIntegratorError
 from .base import Integrator
 from .newton import eye_like
-from .registry import get_integrator
+from .registry import get_integrator, list_integrators, register_integrator
 
 _CBRT2 = 2.0 ** (1.0 / 3.0)
 _CBRT4 = 4.0 ** (1.0 / 3.0)
@@ -147,3 +152,51 @@ def compositions(bases: tuple[str, ...]) -> list[Composition]:
         for b in bases
         for key, (gammas, order, _) in SCHEMES.items()
     ]
+
+
+def register_compositions(base: str | Integrator, schemes: Sequence[str] | None = None, *,
+                          replace: bool = False) -> list[Composition]:
+    """Register the compositions ``<base>_<scheme>`` of a symmetric order-2 method; returns them.
+
+    Parameters
+    ----------
+    base : str or Integrator
+        A registered method's name, or an :class:`Integrator` instance (registered first when its name is
+        not). It must be symmetric (``step(-h) o step(h) = id``) and of order 2.
+    schemes : names of :data:`SCHEMES`, optional
+        Default all: ``tj4`` (order 4), ``suzuki4`` (order 4), ``y6`` (order 6).
+    replace : bool
+        Replace compositions of these names that are already registered.
+
+    Example::
+
+        register_integrator(MySplitting())          # symmetric, order 2, name "my_splitting"
+        register_compositions("my_splitting")       # my_splitting_tj4, my_splitting_suzuki4, my_splitting_y6
+    """
+    if isinstance(base, Integrator):
+        if base.name not in list_integrators():
+            register_integrator(base)
+        base = base.name
+    if not isinstance(base, str):
+        raise VPIntegratorError(f"register_compositions: base must be a method name or an Integrator; got "
+                                f"{type(base).__name__}")
+    method = get_integrator(base)
+    if not method.symmetric or method.order != 2:
+        raise VPIntegratorError(
+            f"register_compositions: base {base!r} must be a symmetric method of order 2 (the schemes' "
+            f"coefficients assume it); it is {'symmetric' if method.symmetric else 'not symmetric'} of order "
+            f"{method.order}"
+        )
+    keys = tuple(SCHEMES) if schemes is None else tuple(schemes)
+    unknown = [k for k in keys if k not in SCHEMES]
+    if unknown or not keys:
+        raise VPIntegratorError(f"register_compositions: unknown scheme(s) {unknown or list(keys)}; valid schemes: "
+                                f"{', '.join(SCHEMES)}")
+    made = [Composition(base=base, gammas=SCHEMES[k][0], scheme=k, scheme_order=SCHEMES[k][1]) for k in keys]
+    taken = [c.name for c in made if c.name in list_integrators()]
+    if taken and not replace:
+        raise VPIntegratorError(f"register_compositions: {', '.join(taken)} already registered; pass replace=True "
+                                "to replace them")
+    for c in made:
+        register_integrator(c, replace=replace)
+    return made

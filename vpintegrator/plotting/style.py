@@ -67,6 +67,15 @@ INTEGRATOR_STYLES: dict[str, tuple[str, Any, str]] = {
     "stormer_verlet_tj4": (_OI["sky_blue"], "-.", "h"),
     "stormer_verlet_suzuki4": (_OI["sky_blue"], (0, (1, 1.2)), "*"),
     "stormer_verlet_y6": (_OI["sky_blue"], (0, (6, 2)), "X"),
+    # the rigid body's Lie-Poisson rotation splittings (orange, which no other integrator uses)
+    "rotation_splitting": (_OI["orange"], "--", "d"),
+    "rotation_splitting_tj4": (_OI["orange"], "-.", "h"),
+    "rotation_splitting_suzuki4": (_OI["orange"], (0, (1, 1.2)), "*"),
+    "rotation_splitting_y6": (_OI["orange"], (0, (6, 2)), "X"),
+    "rotation_splitting_centred": (_OI["orange"], (0, (5, 1, 1, 1, 1, 1)), "8"),
+    "rotation_splitting_centred_tj4": (_OI["orange"], (0, (3, 1, 1, 1, 1, 1, 1, 1)), "p"),
+    "rotation_splitting_centred_suzuki4": (_OI["orange"], (0, (8, 2, 1, 2)), "P"),
+    "rotation_splitting_centred_y6": (_OI["orange"], (0, (2, 2)), "s"),
     "exact_flow": (_FLOW_COLOR, (0, (1, 1.2)), "x"),
     "dop853": (_FLOW_COLOR, (0, (6, 2)), "+"),
 }
@@ -100,6 +109,8 @@ DISPLAY_NAMES: dict[str, str] = {
     "splitting": "VP splitting",
     "splitting_mclachlan2": "VP splitting (McLachlan 2)",
     "splitting_blanes_moan4": "VP splitting (Blanes–Moan 4)",
+    "rotation_splitting": "rotation splitting",
+    "rotation_splitting_centred": "rotation splitting, centred",
     "exact_flow": "exact flow",
     "dop853": "DOP853",
     "vpff": "VPFF",
@@ -109,7 +120,7 @@ DISPLAY_NAMES: dict[str, str] = {
     "g_sympnet": "G-SympNet",
     "symplectic_transformer": "symplectic transformer",
 }
-for _base in ("implicit_midpoint", "splitting", "stormer_verlet"):
+for _base in ("implicit_midpoint", "splitting", "stormer_verlet", "rotation_splitting", "rotation_splitting_centred"):
     for _suffix, _what in (("tj4", "triple jump 4"), ("suzuki4", "Suzuki 4"), ("y6", "Yoshida 6")):
         DISPLAY_NAMES[f"{_base}_{_suffix}"] = f"{DISPLAY_NAMES[_base]} ({_what})"
 

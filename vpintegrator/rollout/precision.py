@@ -48,7 +48,8 @@ DEFAULT_LADDER = (2.0, 1.0, 0.5, 0.25, 0.125)
 #: the methods of the diagram when none are given: low and high order, symmetric/symplectic compositions
 DEFAULT_METHODS = (
     "rk4", "implicit_midpoint", "gauss_legendre4", "gauss_legendre6", "implicit_midpoint_suzuki4",
-    "implicit_midpoint_y6", "stormer_verlet", "stormer_verlet_y6",
+    "implicit_midpoint_y6", "stormer_verlet", "stormer_verlet_y6", "rotation_splitting", "rotation_splitting_y6",
+    "rotation_splitting_centred_y6",
 )
 #: the tolerances of DOP853's ladder (rtol = atol)
 DOP853_RTOLS = (1e-4, 1e-6, 1e-8, 1e-10)
