@@ -8,7 +8,7 @@ from torch import nn
 
 import vpintegrator as vp
 from vpintegrator.errors import VPIntegratorError
-from vpintegrator.models import load_model, without_attention
+from vpintegrator.models import constant_coupling, load_model, without_attention
 from vpintegrator.nn.attention import MultiHeadAttention, VolumePreservingAttention
 from vpintegrator.nn.symplectic_attention import _SymplecticAttention
 from vpintegrator.testing import attention_coupling, fd_jacobian
@@ -121,3 +121,91 @@ def test_attention_coupling_is_zero_for_position_wise_models_and_checks_windows(
     with pytest.raises(VPIntegratorError, match="windows"):
         attention_coupling(vp.build_model("vpt", dim=3), torch.randn(0, 3, 3))
     assert "n_windows=4" in repr(attention_coupling(vpff, torch.randn(4, 1, 3)))
+
+
+# --- constant_coupling: the Lie–Poisson transformer without cross-state information (issue 32, item 5) -------------
+def _lp_transformer(seed=0):
+    torch.manual_seed(seed)
+    model = vp.build_model("lp_transformer", dim=3, seq_len=3, L=2, n_layers=2, width=4).double()
+    with torch.no_grad():  # a coupling that matters: psi's weights well away from the near-identity start
+        for name, p in model.named_parameters():
+            if name.endswith("psi.w"):
+                p.mul_(10.0)
+    return model
+
+
+def _sphere_windows(n, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 3, 3, generator=g, dtype=torch.float64)
+    return x / x.norm(dim=-1, keepdim=True)
+
+
+def test_constant_coupling_removes_every_cross_state_dependence():
+    model = _lp_transformer()
+    windows = _sphere_windows(64)
+    ablated = constant_coupling(model, windows)
+    x = _sphere_windows(1, seed=2)[0].requires_grad_(True)  # (3, 3): one window
+    jac = torch.autograd.functional.jacobian(lambda w: ablated(w[None])[0], x)  # (3, 3, 3, 3): out state, in state
+    full = torch.autograd.functional.jacobian(lambda w: model(w[None])[0], x)
+    for i in range(3):
+        for j in range(3):
+            if i != j:
+                assert float(jac[i, :, j].abs().max()) == 0.0  # output state i does not depend on input state j
+    assert max(float(full[i, :, j].abs().max()) for i in range(3) for j in range(3) if i != j) > 1e-3
+
+
+def test_constant_coupling_keeps_the_casimir_and_the_original():
+    model = _lp_transformer()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    ablated = constant_coupling(model, _sphere_windows(32))
+    x = _sphere_windows(8, seed=3)
+    torch.testing.assert_close(ablated(x).norm(dim=-1), x.norm(dim=-1), rtol=0, atol=1e-14)
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    frozen = [n for n, p in ablated.named_parameters() if not p.requires_grad]
+    from vpintegrator.models.ablation import attention_layers
+    couplings = [name for name, _ in attention_layers(model)]
+    assert len(couplings) == 2
+    assert sorted(frozen) == sorted(f"{c}.psi.{x}" for c in couplings for x in ("w", "d"))
+
+
+def test_constant_coupling_uses_the_mean_of_psi_on_the_windows():
+    model = _lp_transformer()
+    windows = _sphere_windows(16)
+    ablated = constant_coupling(model, windows)
+    from vpintegrator.models.ablation import attention_layers
+    first = attention_layers(model)[0][1]
+    k = first.axis / first.axis.norm()
+    expected = first.psi((windows @ k) @ first.alpha).mean()
+    got = attention_layers(ablated)[0][1]
+    assert float(got.psi.w.abs().max()) == 0.0
+    torch.testing.assert_close(got.psi.d, expected.detach(), rtol=1e-14, atol=1e-15)
+
+
+@pytest.mark.parametrize("name,dim", [("vpt", 3), ("lpnet", 3)])
+def test_constant_coupling_refuses_models_without_a_coupling(name, dim):
+    with pytest.raises(VPIntegratorError, match="constant_coupling"):
+        constant_coupling(vp.build_model(name, dim=dim).double(), _sphere_windows(4))
+
+
+def test_attention_probe_reports_the_constant_coupling_for_lp_transformers(tmp_path):
+    import numpy as np
+
+    from vpintegrator.data import integrate, write_trajectories
+    from vpintegrator.models import save_model
+    from vpintegrator.studies import attention
+
+    model = _lp_transformer()
+    save_model(model, tmp_path / "lpt.pt")
+    y0 = _sphere_windows(2, seed=5)[:, 0].numpy()  # (2, 3): two ICs on the unit sphere
+    data = integrate("rigid_body", y0, dt=0.2, n_steps=30, method="gauss_legendre4")
+    write_trajectories(tmp_path / "exact.h5", data)
+    out = attention.probe(tmp_path / "lpt.pt", tmp_path / "exact.h5", n_traj=2, t_end=6.0, n_windows=4)
+    assert out["error_constant_coupling"] is not None
+    assert np.isfinite(out["error_constant_coupling"]["median"])
+    assert out["error_constant_coupling"]["median"] != out["error_without_attention"]["median"]
+    lines = attention.section([("lp_transformer", out)])
+    assert "constant coupling" in "\n".join(lines)
+    vpt = vp.build_model("vpt", dim=3).double()
+    save_model(vpt, tmp_path / "vpt.pt")
+    assert attention.probe(tmp_path / "vpt.pt", tmp_path / "exact.h5", n_traj=2, t_end=6.0)["error_constant_coupling"] is None

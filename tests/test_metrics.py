@@ -140,3 +140,21 @@ def test_summary_row_and_tables(tmp_path):
     assert back[0] == pytest.approx(row) and back[1]["final_rel_error"] == np.inf
     md = md_path.read_text()
     assert md.splitlines()[0].startswith("| method | final_rel_error") and md == format_markdown([row, failed])
+
+
+def test_relative_drift_of_a_window_model_is_taken_against_each_states_own_first_window_value():
+    # a window model with T = 3 keeps each state's Casimir exactly; its first window has a reference error
+    first = np.array([[1.0, 1.0 + 3e-12, 1.0 - 2e-12]])
+    values = np.tile(first, (1, 4))  # (1, 12): states k and k mod 3 share the value
+    assert np.max(np.abs(relative_drift(values))) == pytest.approx(3e-12, rel=1e-3)  # the reference's error
+    assert np.max(np.abs(relative_drift(values, period=3))) == 0.0  # the model's own drift
+    moved = values.copy()
+    moved[0, 7] *= 1 + 1e-9  # state 7 descends from state 1
+    d = relative_drift(moved, period=3)
+    assert d[0, 7] == pytest.approx(1e-9, rel=1e-6) and np.count_nonzero(d) == 1
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True])
+def test_relative_drift_refuses_a_bad_period(bad):
+    with pytest.raises(VPIntegratorError, match="period"):
+        relative_drift(np.ones((1, 4)), period=bad)

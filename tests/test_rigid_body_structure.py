@@ -174,3 +174,24 @@ def test_tiny_study_end_to_end(tmp_path):
     assert (tmp_path / "ship" / "rigid_body_lpnet.pt").exists()
     prov = json.loads((tmp_path / "ship" / "provenance.json").read_text())
     assert prov["models"]["rigid_body_lpnet"]["seed"] == 0
+
+
+def test_casimir_drift_of_a_window_model_is_its_own_not_the_first_windows():
+    """The first window comes from DOP853 (Casimir error ~1e-12); a window model keeps each state's Casimir, so
+    its drift is taken against each state's own first-window value (issue 32, item 5). Energy stays against I(z_0)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from vpintegrator.studies.rigid_body_structure import _drifts
+
+    first = np.array([1.0, 1.0 + 3e-12, 1.0 - 2e-12])
+    casimir = np.tile(first, 5)[None]  # (1, 15)
+    inv = {"casimir": casimir, "energy": casimir.copy()}
+    r = SimpleNamespace(
+        methods={"lpt": SimpleNamespace(meta={"seq_len": 3, "pred_window": 3, "overlap": False}),
+                 "lpnet": SimpleNamespace(meta={"seq_len": 1, "pred_window": 1})},
+        metrics={"lpt": SimpleNamespace(invariants=inv), "lpnet": SimpleNamespace(invariants=inv)})
+    assert _drifts(r, "lpt", "casimir").max() == 0.0
+    assert _drifts(r, "lpt", "energy").max() > 2e-12
+    assert _drifts(r, "lpnet", "casimir").max() > 2e-12  # a one-state map: against z_0 as before

@@ -89,7 +89,7 @@ def valid_prediction_time(
     return np.where(exceeded.any(axis=1), t[first], t[-1])
 
 
-def relative_drift(values: np.ndarray, initial: np.ndarray | None = None) -> np.ndarray:
+def relative_drift(values: np.ndarray, initial: np.ndarray | None = None, period: int | None = None) -> np.ndarray:
     """Relative drift ``(I_t − I_0) / |I_0|`` of an invariant along each trajectory.
 
     Parameters
@@ -98,6 +98,11 @@ def relative_drift(values: np.ndarray, initial: np.ndarray | None = None) -> np.
         The invariant along each trajectory (or a torch tensor).
     initial : ndarray, shape (n_traj,), optional
         ``I_0``; default ``values[:, 0]``. Where ``I_0 = 0`` the absolute drift is returned.
+    period : int, optional
+        For a window model that maps T states to the next T (non-overlapping windows): state ``k`` descends
+        from state ``k mod T`` of the first window, so its drift is taken against that state's own value,
+        ``values[:, k % period]``. The first window's states come from a reference whose own error would
+        otherwise be booked to the model. Not with ``initial``.
 
     Returns
     -------
@@ -107,6 +112,12 @@ def relative_drift(values: np.ndarray, initial: np.ndarray | None = None) -> np.
     if xp is np:
         values = np.asarray(values, dtype=np.float64)
         initial = None if initial is None else np.asarray(initial, dtype=np.float64)
+    if period is not None:
+        if initial is not None or isinstance(period, bool) or int(period) != period or period < 1:
+            raise VPIntegratorError(f"relative_drift: period must be an int >= 1 without initial; got {period!r}")
+        own = values[:, np.arange(values.shape[1]) % int(period)]  # (n_traj, n_states): each state's first-window value
+        scale = xp.where(own == 0.0, 1.0, xp.abs(own))
+        return (values - own) / scale
     initial = values[:, 0] if initial is None else initial
     scale = xp.where(initial == 0.0, 1.0, xp.abs(initial))
     return (values - initial[:, None]) / scale[:, None]

@@ -43,7 +43,8 @@ Model file format (``save_model``/``load_model``): one ``torch.save`` dict
 Modules: ``volume`` (VPFF, VPT), ``standard`` (ST), ``symplectic`` (LA-SympNet, G-SympNet, symplectic
 transformer), ``registry`` (names, defaults, ``build_model``), ``files`` (model files, pretrained models),
 ``gml`` (weight files of GeometricMachineLearning.jl: ``read_gml``, ``load_model("gml:FILE.h5")``),
-``ablation`` (``without_attention``: a transformer with its attention layers switched to the identity).
+``ablation`` (``without_attention``: a transformer with its attention layers switched to the identity;
+``constant_coupling``: a Lie–Poisson transformer with its cross-state information removed).
 ``_symmetric`` (the palindromic, time-reversible composition ``symmetric=True`` of vpff, vpt, lpnet and
 lp_transformer: one mixin for ``evolve``, ``inverse`` and ``preserves``).
 """
@@ -51,7 +52,7 @@ lp_transformer: one mixin for ``evolve``, ``inverse`` and ``preserves``).
 from __future__ import annotations
 
 from ._common import count_parameters
-from .ablation import without_attention
+from .ablation import constant_coupling, without_attention
 from .files import (
     MODEL_FORMAT,
     MODEL_FORMAT_VERSION,
@@ -88,6 +89,7 @@ __all__ = [
     "count_parameters",
     "read_torch_file",
     "without_attention",
+    "constant_coupling",
     "LiePoissonNet",
     "LiePoissonTransformer",
     "model_preserves",

@@ -4,6 +4,11 @@
 registry: every attention layer becomes the identity map on the window, and the rest of the network keeps
 its trained weights. Compare the ablated model's rollout error with the original's
 (:func:`vpintegrator.testing.attention_coupling` measures the same question on the Jacobian).
+
+For the Lie–Poisson transformer the identity is not the right control: its coupling rotates state i by
+α_i ψ(s), which is a position-wise rotation (α_i ψ̄) plus the cross-state part (ψ(s) − ψ̄). Zeroing ψ removes
+both. :func:`constant_coupling` removes only the cross-state part: every coupling's ψ becomes the constant ψ̄
+(its mean over given windows), so no state's map depends on another state any more.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from ..nn.attention import MultiHeadAttention, VolumePreservingAttention
 from ..nn.lie_poisson import LiePoissonCoupling
 from ..nn.symplectic_attention import _SymplecticAttention
 
-__all__ = ["without_attention", "attention_layers", "NoAttention"]
+__all__ = ["without_attention", "constant_coupling", "attention_layers", "NoAttention"]
 
 
 class NoAttention(nn.Identity):
@@ -82,4 +87,61 @@ def without_attention(model: nn.Module) -> nn.Module:
             with torch.no_grad():
                 layer.weight.zero_()  # type: ignore[operator]
             layer.weight.requires_grad_(False)  # type: ignore[operator]
+    return ablated
+
+
+def constant_coupling(model: nn.Module, windows: torch.Tensor) -> nn.Module:
+    """A copy of a Lie–Poisson transformer whose every coupling's ψ is a constant: no cross-state information.
+
+    A coupling rotates state i by −α_i ψ(s), s = Σ_j α_j k·z_j. With ψ ≡ ψ̄ the rotation of state i depends on
+    state i alone (a position-wise rotation about k by −α_i ψ̄): the map keeps everything it kept (Casimir,
+    Poisson, volume) and loses exactly the cross-state information. ψ̄ of each coupling is the mean of ψ(s) over
+    ``windows`` as that coupling sees them, the couplings fixed in order (a later coupling sees the earlier ones
+    already constant). The constants are frozen (ψ's ``w = 0``, ``d = ψ̄``, ``requires_grad=False``).
+
+    Parameters
+    ----------
+    model : nn.Module
+        A model with :class:`~vpintegrator.nn.lie_poisson.LiePoissonCoupling` layers (``lp_transformer``).
+    windows : Tensor, shape (n, seq_len, 3)
+        Windows of the data (e.g. held-out exact-flow windows) on which ψ̄ is averaged.
+    """
+    if not isinstance(model, nn.Module):
+        raise VPIntegratorError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+    couplings = [m for _, m in attention_layers(model) if isinstance(m, LiePoissonCoupling)]
+    if not couplings:
+        raise VPIntegratorError(
+            f"model: {type(model).__name__} has no Lie–Poisson coupling to make constant (constant_coupling is "
+            "for lp_transformer; use without_attention for the other transformers)"
+        )
+    ablated = copy.deepcopy(model)
+    param = next(ablated.parameters())
+    x = torch.as_tensor(windows).to(dtype=param.dtype, device=param.device)
+    if x.ndim != 3 or x.shape[0] == 0 or x.shape[2] != 3:
+        raise VPIntegratorError(f"windows: expected shape (n, seq_len, 3) with n >= 1; got {tuple(x.shape)}")
+    for layer in (m for _, m in attention_layers(ablated) if isinstance(m, LiePoissonCoupling)):
+        seen: list[torch.Tensor] = []
+
+        def grab(module, args, _seen=seen):  # the coupling's input windows (batch, seq, 3)
+            _seen.append(args[0].detach())
+
+        handle = layer.register_forward_pre_hook(grab)
+        try:
+            with torch.no_grad():
+                ablated(x)
+        finally:
+            handle.remove()
+        if not seen:
+            raise VPIntegratorError(
+                f"model: {type(model).__name__} never calls its coupling layers as modules; constant_coupling "
+                "needs the plain (non-symmetric) lp_transformer"
+            )
+        with torch.no_grad():
+            k = layer.axis / torch.linalg.vector_norm(layer.axis)
+            s = (seen[0] @ k.to(seen[0].dtype)) @ layer.alpha  # (n,): Σ_j α_j k·z_j
+            mean = layer.psi(s).mean()
+            layer.psi.w.zero_()
+            layer.psi.d.copy_(mean)
+        for p in (layer.psi.w, layer.psi.d):
+            p.requires_grad_(False)
     return ablated

@@ -8,7 +8,10 @@ For one trained window model and a data file of exact-flow trajectories (conditi
 - the relative error ‖z − z_ref‖ / ‖z_ref‖ at ``t_end`` of the model and of
   :func:`~vpintegrator.models.without_attention` (the model with every attention layer the identity), both
   started from the data's first window: median, 10–90 % interval and mean over the trajectories (a blown-up
-  rollout counts as an infinite error).
+  rollout counts as an infinite error);
+- for a Lie–Poisson transformer also the error of :func:`~vpintegrator.models.constant_coupling` (every
+  coupling's ψ the constant ψ̄ of the same windows): zeroing ψ (``without_attention``) removes a position-wise
+  rotation as well as the cross-state information, the constant removes only the cross-state information.
 
 Everything is float64 on the CPU. Run as a study step::
 
@@ -46,7 +49,9 @@ def probe(model_path, data_path, n_traj: int = 20, t_end: float | None = None, n
     import torch
 
     from vpintegrator.data import read_trajectories
-    from vpintegrator.models import build_model, load_model, without_attention
+    from vpintegrator.models import build_model, constant_coupling, load_model, without_attention
+    from vpintegrator.models.ablation import attention_layers
+    from vpintegrator.nn.lie_poisson import LiePoissonCoupling
     from vpintegrator.testing import attention_coupling
 
     model = load_model(model_path).double().eval()
@@ -64,12 +69,15 @@ def probe(model_path, data_path, n_traj: int = 20, t_end: float | None = None, n
         trained = attention_coupling(model, windows)
     torch.manual_seed(0)
     fresh = attention_coupling(build_model(**config).double(), windows)
+    has_coupling = any(isinstance(m, LiePoissonCoupling) for _, m in attention_layers(model))
+    constant = _errors(constant_coupling(model, windows), ref, dt, n_steps) if has_coupling else None
     return {
         "model": str(model_path), "data": str(data_path), "n_traj": n, "t_end": n_steps * dt,
         "coupling": {"median": float(trained.median), "max": float(trained.max)},
         "coupling_fresh": {"median": float(fresh.median), "max": float(fresh.max)},
         "error": _errors(model, ref, dt, n_steps),
         "error_without_attention": _errors(without_attention(model), ref, dt, n_steps),
+        "error_constant_coupling": constant,
     }
 
 
@@ -84,15 +92,18 @@ def section(entries) -> list[str]:
     span = lambda e: f"{f(e['median'])} [{f(e['lo'])}, {f(e['hi'])}]"  # noqa: E731
     body = [[name, f"{f(a['coupling']['median'])} / {f(a['coupling']['max'])}",
              f"{f(a['coupling_fresh']['median'])} / {f(a['coupling_fresh']['max'])}", span(a["error"]),
-             span(a["error_without_attention"])] for name, a in entries]
+             span(a["error_without_attention"]),
+             span(a["error_constant_coupling"]) if a.get("error_constant_coupling") else "–"] for name, a in entries]
     a0 = entries[0][1]
     return ["### Attention", "",
             "Coupling: ‖cross-state Jacobian blocks‖ / ‖own-state blocks‖ of the trained window map on held-out "
             "exact-flow windows (median / max), a fresh initialisation of the same model on the same windows beside "
             f"it; error at t = {a0['t_end']:g} on the first {a0['n_traj']} held-out ICs, median [10–90 %], of the "
-            "model and of `without_attention(model)` (every attention layer the identity), both from the exact first "
-            "window.", "",
-            *md_table(["model", "coupling median / max", "fresh init", "error", "error without attention"], body), ""]
+            "model, of `without_attention(model)` (every attention layer the identity) and, for the Lie–Poisson "
+            "transformer, of `constant_coupling(model)` (every coupling's ψ its mean on the same windows: the "
+            "position-wise rotation kept, all cross-state information removed), all from the exact first window.", "",
+            *md_table(["model", "coupling median / max", "fresh init", "error", "error without attention",
+                       "error, constant coupling"], body), ""]
 
 
 def _main(argv) -> int:
