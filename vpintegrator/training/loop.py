@@ -179,7 +179,7 @@ class Trainer:
         from ..models import save_model
 
         m.save_best(self.steps.models[m.k])
-        save_model(self.steps.member_model(m.k), m.run_dir / "last.pt", overwrite=True,
+        save_model(self.steps.member_model(m.k), m.run_dir / "last.pt", overwrite=True, any_module=True,
                    extra={**self.steps.last_extra(m), **self.split_extra,
                           "provenance": ckpt_io.run_provenance(m.run_dir)})
         ckpt_io.write_summary(m.run_dir, self._summary(m, stopped))
