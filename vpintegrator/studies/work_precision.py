@@ -11,7 +11,6 @@ whose costs bracket the model's (``"interpolated"``), else the nearest rung (``"
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from .stats import fmt_num, md_table
@@ -21,9 +20,7 @@ def at_equal_cost(path, methods=None) -> list[dict]:
     """Per model row of the work-precision CSV at ``path`` and per classical method (``methods`` None: every
     method with a step ladder, DOP853 included): ``{"model", "model_error", "model_cost", "method",
     "error", "how"}``."""
-    import numpy as np
-
-    from vpintegrator.data.work_precision import read_work_precision
+    from vpintegrator.data.work_precision import ladder_value, read_work_precision
 
     rows = read_work_precision(Path(path))
     models = [r for r in rows if r.kind == "model"]
@@ -34,19 +31,10 @@ def at_equal_cost(path, methods=None) -> list[dict]:
     out = []
     for m in models:
         for method, ladder in ladders.items():
-            pts = sorted((r.seconds_per_time, r.error_median) for r in ladder
-                         if r.seconds_per_time > 0 and r.error_median > 0 and math.isfinite(r.error_median))
-            if not pts:
+            e, where = ladder_value([(r.seconds_per_time, r.error_median) for r in ladder], m.seconds_per_time)
+            if where == "none":
                 continue
-            cost = np.log([c for c, _ in pts])
-            err = np.log([e for _, e in pts])
-            x = math.log(m.seconds_per_time)
-            if x < cost[0]:
-                how, e = "cheapest", pts[0][1]
-            elif x > cost[-1]:
-                how, e = "dearest", pts[-1][1]
-            else:
-                how, e = "interpolated", float(np.exp(np.interp(x, cost, err)))
+            how = {"below": "cheapest", "above": "dearest", "inside": "interpolated"}[where]
             out.append({"model": m.method, "model_error": m.error_median, "model_cost": m.seconds_per_time,
                         "model_h": m.h, "method": method, "error": e, "how": how})
     return out
