@@ -185,3 +185,15 @@ def test_cpu_time_adds_up_over_a_resume(tiny_data, tmp_path):
     fit(resume=run, epochs=2)
     second = json.loads((run / "summary.json").read_text())
     assert second["epochs"] == 2 and second["cpu_time"] > first
+
+
+def test_equal_cost_section_shows_break_even_only_where_recorded(tmp_path):
+    from vpintegrator.studies.work_precision import equal_cost_section
+
+    write_work_precision(tmp_path / "trained", with_training_cost(_table()))
+    text = "\n".join(equal_cost_section(tmp_path / "trained.csv"))
+    assert "break-even rollouts" in text and f"{30 / (2 * 1.5e-6):.3g} (rk4)" in text
+    write_work_precision(tmp_path / "never", with_training_cost(_table(model_cost=3e-6)))
+    assert "never (rk4)" in "\n".join(equal_cost_section(tmp_path / "never.csv"))
+    write_work_precision(tmp_path / "bare", _table(train=math.nan))  # rows without training cost: the old table
+    assert "break-even" not in "\n".join(equal_cost_section(tmp_path / "bare.csv"))
