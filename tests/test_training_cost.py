@@ -102,7 +102,9 @@ def test_csv_round_trip_and_an_old_table(tmp_path):
     assert [r.error_median for r in old] == [r.error_median for r in rows]
     assert all(math.isnan(r.train_seconds) and math.isnan(r.break_even_rollouts) and r.break_even_method == ""
                for r in old)
-    assert at_equal_cost(tmp_path / "old.csv") == at_equal_cost(tmp_path / "new.csv")
+    same = ("model", "model_error", "model_cost", "model_h", "method", "error", "how")
+    assert [{k: p[k] for k in same} for p in at_equal_cost(tmp_path / "old.csv")] == \
+           [{k: p[k] for k in same} for p in at_equal_cost(tmp_path / "new.csv")]
     n, method = break_even(old[-1], old)  # not recorded: no N*, but the method that would set it
     assert math.isnan(n) and method == "rk4"
     fig = plot_work_precision(tmp_path / "old.csv", amortise_over=10)  # nothing to amortise: bare points only
@@ -153,11 +155,12 @@ def test_fit_records_cpu_time_and_a_tiny_model_on_the_cli(tiny_data, tmp_path):
     runner = CliRunner()
     out = tmp_path / "r.h5"
     args = ["--data", tiny_data, "--model", str(run), "--integrators", "rk4,implicit_midpoint", "--traj", "0,1",
-            "--t-end", "1.6", "--work-precision", "--amortise", "500", "--out", str(out), "-q"]
+            "--t-end", "1.6", "--work-precision", "--amortise", "500", "--out", str(out)]
     res = runner.invoke(rollout.main, args)
     assert res.exit_code == 0, res.output
     rows = read_work_precision(tmp_path / "r_work_precision.csv")
     (m,) = [r for r in rows if r.kind == "model"]
+    assert f"work-precision: run: trained in {cpu:.3g} CPU s" in res.output
     assert m.train_seconds == cpu and m.amortise_over == 500
     assert m.amortised_seconds_per_time == pytest.approx(m.seconds_per_time + cpu / (500 * m.t_end), rel=1e-12)
     n, method = break_even(m, rows)
@@ -197,3 +200,15 @@ def test_equal_cost_section_shows_break_even_only_where_recorded(tmp_path):
     assert "never (rk4)" in "\n".join(equal_cost_section(tmp_path / "never.csv"))
     write_work_precision(tmp_path / "bare", _table(train=math.nan))  # rows without training cost: the old table
     assert "break-even" not in "\n".join(equal_cost_section(tmp_path / "bare.csv"))
+
+
+def test_work_precision_refuses_bad_training_inputs_before_running():
+    import numpy as np
+
+    from vpintegrator.rollout import work_precision
+
+    y0 = np.array([[1.0, 0.0, 0.0]])
+    with pytest.raises(VPIntegratorError, match="amortise_over"):
+        work_precision("rigid_body", y0, 0.2, 2.0, amortise_over=0)
+    with pytest.raises(VPIntegratorError, match=r"train_seconds\['net'\]"):
+        work_precision("rigid_body", y0, 0.2, 2.0, train_seconds={"net": -1.0})

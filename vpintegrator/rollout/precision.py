@@ -33,7 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from ..data.work_precision import WP_COLUMNS, WorkPrecisionRow, read_work_precision, with_training_cost
+from ..data.work_precision import (
+    WP_COLUMNS, WorkPrecisionRow, check_rollouts, read_work_precision, with_training_cost,
+)
 from ..errors import VPIntegratorError
 
 __all__ = [
@@ -165,6 +167,12 @@ def work_precision(
     from .steps import IntegratorStep, ModelStep
 
     system = get_system(system)
+    if amortise_over is not None:
+        check_rollouts(amortise_over)
+    for label, value in (train_seconds or {}).items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise VPIntegratorError(f"train_seconds[{label!r}]: expected CPU seconds (a number >= 0, or NaN: not "
+                                    f"recorded), got {value!r}", key="train_seconds")
     y0 = np.atleast_2d(np.asarray(y0, dtype=np.float64))
     if y0.ndim != 2 or y0.shape[1] != system.dim or y0.shape[0] == 0:
         raise VPIntegratorError(f"y0: expected shape (n_traj, {system.dim}) with n_traj ≥ 1, got {y0.shape}")
@@ -218,6 +226,21 @@ def work_precision(
                                      _drift(system, tr.y), seconds / t_end, runner,
                                      float((train_seconds or {}).get(label, math.nan))))
     return with_training_cost(rows, amortise_over)
+
+
+def _training_line(row: WorkPrecisionRow) -> str:
+    """What the log says of a model row's training cost."""
+    n, method, spent = row.break_even_rollouts, row.break_even_method, row.train_seconds
+    trained = f"trained in {spent:.3g} CPU s" if math.isfinite(spent) else "training time not recorded"
+    if not method:
+        return f"{trained}; no classical ladder reaches its error {row.error_median:.3g}"
+    if math.isinf(n):
+        return f"{trained}; never pays for it: {method} is cheaper at its error"
+    if math.isnan(n):
+        return f"{trained}; {method} is the cheapest classical method at its error"
+    amortised = (f"; {row.amortised_seconds_per_time:.3g} CPU s per unit time over {row.amortise_over:g} rollouts"
+                 if math.isfinite(row.amortised_seconds_per_time) else "")
+    return f"{trained}; pays for it after {n:.3g} rollouts of T = {row.t_end:g} (vs {method}){amortised}"
 
 
 def training_seconds(source: str | Path) -> float:
@@ -298,5 +321,8 @@ def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], 
         f"{', '.join(f'{m:g}' for m in ladder)}")
     rows = work_precision(system, y0, dt, n_steps * dt, methods=names, ladder=ladder, models=models,
                           repeats=repeats, train_seconds=trained, amortise_over=amortise_over)
+    for r in rows:
+        if r.kind == "model":
+            say(f"work-precision: {r.method}: {_training_line(r)}")
     csv_path, md_path = write_work_precision(stem, rows, overwrite=overwrite)
     return csv_path, md_path, rows
