@@ -278,7 +278,8 @@ def phase_lm(model, x, y, clock, mon, budget, args, rng):
         parts = [jac1(theta, xs[i:i + args.lm_chunk], ys[i:i + args.lm_chunk]) for i in range(0, len(xs), args.lm_chunk)]
         return torch.cat(parts, 0).flatten(0, 1)
 
-    theta = torch.cat([p.detach().flatten() for p in model.parameters()]).clone()
+    params = [p for p in model.parameters() if p.requires_grad]  # window_residuals' theta: trainable ones only
+    theta = torch.cat([p.detach().flatten() for p in params]).clone()
     lam = args.lm_lambda
     t0 = clock.elapsed()
     it = 0
@@ -310,7 +311,7 @@ def phase_lm(model, x, y, clock, mon, budget, args, rng):
                     lam = max(lam / args.lm_down, 1e-12)
                     break
                 lam *= args.lm_up
-            torch.nn.utils.vector_to_parameters(theta, model.parameters())
+            torch.nn.utils.vector_to_parameters(theta, params)
         it += 1
         mon("lm", it, extra=f"lambda {lam:.1e} sub-loss {math.sqrt(cost / float(ys.square().sum())):.3e}"
             + ("" if accepted else " (no decrease)"))

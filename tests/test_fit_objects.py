@@ -116,7 +116,6 @@ def test_a_configs_data_files_are_replaced_by_the_objects(tiny_data, tmp_path):
     (lambda d: fit(model=MODEL, train=d, val=Trajectories(y=np.zeros((2, 16, 2)), t=np.arange(16) * 0.2), **KW),
      r"train has dim = 3 but val has dim = 2"),
     (lambda d: fit(model=torch.nn.Linear(3, 3), train=d, **KW), r"model Linear needs an integer attribute dim"),
-    (lambda d: fit(model=Shift(), train=d, out="x", **KW), r"Shift is not a registry model"),
     (lambda d: fit(model=Shift(), train=d, ensemble=2, **KW), r"give the model by name"),
     (lambda d: fit(model=MODEL, train=(torch.zeros(4, 2, 3), torch.zeros(4, 2, 3)), monitor="val_rollout",
                    val=(torch.zeros(4, 2, 3), torch.zeros(4, 2, 3)), **KW), r"give val as Trajectories"),

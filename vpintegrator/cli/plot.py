@@ -84,6 +84,9 @@ def _list_kinds(ctx, _param, value) -> None:
 )
 @click.option("--max-points", type=int, default=20000, show_default=True, help="Time points per curve, at most (>= 2).")
 @click.option("--dpi", type=int, default=200, show_default=True, help="PNG resolution (> 0).")
+@click.option("--amortise", type=float, default=None, metavar="N",
+              help="Kind work_precision: also draw each model's cost with its training CPU time spread over N "
+              "rollouts of length t_end (an arrow to a hollow marker; default: the N the table was written with).")
 @set_option(
     "A plot option, VALUE in TOML syntax; repeatable: methods=[\"vpt\",\"rk4\"] (methods to draw), "
     "threshold=0.1 (error line), band=true|false (median and band or single curves), sphere=false, "
@@ -96,7 +99,7 @@ def _list_kinds(ctx, _param, value) -> None:
 @version_option
 @click.option("--overwrite", is_flag=True, help="Replace figure files this command drew before (nothing else).")
 @cli_errors
-def main(paths, kind, out, traj, max_points, dpi, set_, print_config, as_json, quiet, overwrite):
+def main(paths, kind, out, traj, max_points, dpi, amortise, set_, print_config, as_json, quiet, overwrite):
     """Draw figures of ROLLOUT.h5 (written by vp-rollout), or training curves of RUN_DIRs (written by
     vp-train), as PDF and PNG into a directory. A figure file that exists is refused unless --overwrite,
     which replaces only figures drawn by matplotlib; other files in the directory are never touched."""
@@ -119,8 +122,11 @@ def main(paths, kind, out, traj, max_points, dpi, set_, print_config, as_json, q
     check_max_points(max_points)
 
     if "work_precision" in kinds or (len(paths) == 1 and paths[0].suffix == ".csv"):
-        _work_precision(paths, kinds, out, which, options, dpi, print_config, as_json, overwrite)
+        _work_precision(paths, kinds, out, which, options, dpi, print_config, as_json, overwrite, amortise)
         return
+    if amortise is not None:
+        raise VPIntegratorError("--amortise N goes with a work-precision table (--kind work_precision)",
+                                key="amortise")
     training = "training" in kinds or (not kinds and all(p.is_dir() and (p / "log.csv").is_file() for p in paths))
     if training:
         _training(paths, kinds, out, which, options, dpi, print_config, as_json, quiet, overwrite)
@@ -205,7 +211,7 @@ def _training(paths, kinds, out, which, options, dpi, print_config=False, as_jso
 
 
 def _work_precision(paths, kinds, out, which, options, dpi, print_config=False, as_json=False,
-                    overwrite=False) -> None:
+                    overwrite=False, amortise=None) -> None:
     from ..errors import VPIntegratorError
     from ..plotting import plot_work_precision
     from ..plotting.style import FORMATS, check_formats, check_out_dir, save_figure
@@ -224,13 +230,18 @@ def _work_precision(paths, kinds, out, which, options, dpi, print_config=False, 
         raise VPIntegratorError(f"set {unused[0]}: a rollout option; the work-precision figure takes only formats "
                                 "and style", key="set")
     table = paths[0]
+    if amortise is not None:
+        from ..data.work_precision import check_rollouts
+
+        check_rollouts(amortise)
     formats = check_formats(options.get("formats", FORMATS))
     out = out if out is not None else table.with_name(f"{table.stem}_figures")
     if print_config:
-        _print_config(dict(paths=[str(table)], kinds=["work_precision"], out=str(out), dpi=dpi, **options))
+        extra = {} if amortise is None else {"amortise": amortise}
+        _print_config(dict(paths=[str(table)], kinds=["work_precision"], out=str(out), dpi=dpi, **options, **extra))
         return
     check_out_dir(out, ["work_precision"], formats, inputs=[table], overwrite=overwrite)
-    fig = plot_work_precision(table, style=options.get("style"))
+    fig = plot_work_precision(table, style=options.get("style"), amortise_over=amortise)
     written = save_figure(fig, Path(out) / "work_precision", formats, dpi, overwrite=overwrite)
     _report(out, written, as_json)
 

@@ -128,6 +128,11 @@ def _config_class():
     "methods) over steps 2h, h, h/2, h/4, h/8 and DOP853 over tolerances, error at t_end against the exact flow, "
     "invariant drift and batch-1 CPU cost; the models as points (draw it with vp-plot FILE.csv).",
 )
+@click.option(
+    "--amortise", "amortise", type=float, default=None, metavar="N",
+    help="With --work-precision: also give each model's cost with its training CPU time (its run directory's "
+    "summary.json cpu_time) spread over N rollouts of length t_end. Break-even N is written in any case.",
+)
 @print_config_option
 @json_option
 @quiet_option
@@ -147,7 +152,7 @@ def _config_class():
 # --- end of issue 23 options --------------------------------------------------------------------------------
 @cli_errors
 def main(config, config_alias, models, integrators, traj, fast_step, jit, flags, set_, fail_on_blowup, work_precision,
-         print_config, as_json, quiet, overwrite, shard, scheduler, n_shards):
+         amortise, print_config, as_json, quiet, overwrite, shard, scheduler, n_shards):
     """Roll out models and classical integrators from a data set's initial conditions.
 
     CONFIG (optional) is a TOML file with RolloutConfig keys (top level or a [rollout] table); flags and
@@ -191,8 +196,15 @@ def main(config, config_alias, models, integrators, traj, fast_step, jit, flags,
         if not quiet:
             click.echo(line, err=True)
 
+    if amortise is not None and not work_precision:
+        raise VPIntegratorError("--amortise N goes with --work-precision (it amortises training on its cost axis)",
+                                key="amortise")
     if work_precision:  # its tables are refused before the rollouts run, not after
+        from ..data.work_precision import check_rollouts
         from ..rollout.precision import check_work_precision_outputs
+
+        if amortise is not None:
+            check_rollouts(amortise)
 
         check_work_precision_outputs(cfg, overwrite)
     report = _run(cfg, log, [config] if config is not None else (), overwrite, shard, scheduler, n_shards,
@@ -201,7 +213,7 @@ def main(config, config_alias, models, integrators, traj, fast_step, jit, flags,
     if work_precision:
         from ..rollout import run_work_precision
 
-        wp = run_work_precision(cfg, overwrite=overwrite, log=log)
+        wp = run_work_precision(cfg, overwrite=overwrite, log=log, amortise_over=amortise)
     if as_json:
         echo_json({"out": report.out, "csv": report.csv, "markdown": report.markdown, "rows": report.rows,
                    "reference": report.reference, "warnings": report.warnings,

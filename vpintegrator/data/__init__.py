@@ -31,6 +31,9 @@ _LAZY: dict[str, str] = {
     "solve_flow": ".generation",
     "WorkPrecisionRow": ".work_precision",
     "read_work_precision": ".work_precision",
+    "break_even": ".work_precision",
+    "amortised_cost": ".work_precision",
+    "with_training_cost": ".work_precision",
 }
 
 __all__ = sorted(_LAZY)

@@ -35,7 +35,7 @@ _RESERVED_KEYS = ("format", "version", "config", "state_dict", "vpintegrator_ver
 
 
 def save_model(model: nn.Module, path: str | os.PathLike, extra: dict[str, Any] | None = None, *,
-               overwrite: bool = False) -> Path:
+               overwrite: bool = False, any_module: bool = False) -> Path:
     """Write ``model`` (config + state_dict) atomically to ``path``.
 
     Parameters
@@ -54,6 +54,11 @@ def save_model(model: nn.Module, path: str | os.PathLike, extra: dict[str, Any] 
     overwrite : bool, default False
         Replace an existing checkpoint at ``path`` (anything else there is never replaced); the file is
         locked against other writers while written.
+    any_module : bool, default False
+        Also write a module that is not a registry model (``fit`` of a user's own module): its config is
+        its own ``config`` dict, if any, with ``"name"`` (default the class name) and ``"module"``
+        (``"package.module.Class"``), and only :func:`load_model` with
+        ``into=`` reads its weights back.
 
     Returns
     -------
@@ -61,7 +66,11 @@ def save_model(model: nn.Module, path: str | os.PathLike, extra: dict[str, Any] 
         The file written.
     """
     config = getattr(model, "config", None)
-    if not isinstance(config, dict) or config.get("name") not in _MODELS:
+    if any_module and not (isinstance(config, dict) and config.get("name") in _MODELS):
+        cls = type(model)
+        own = config if isinstance(config, dict) else {}
+        config = {**own, "name": str(own.get("name") or cls.__name__), "module": f"{cls.__module__}.{cls.__qualname__}"}
+    if not isinstance(config, dict) or config.get("name") not in _MODELS and not any_module:
         raise VPIntegratorError(
             f"save_model: model {type(model).__name__} has no registry config; build it with build_model()"
         )
@@ -189,7 +198,8 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
     return payload
 
 
-def load_model(path: str | os.PathLike, map_location: Any = "cpu", config: dict[str, Any] | None = None) -> nn.Module:
+def load_model(path: str | os.PathLike, map_location: Any = "cpu", config: dict[str, Any] | None = None,
+               into: nn.Module | None = None) -> nn.Module:
     """Rebuild a model from a file written by :func:`save_model`, or read GML weights.
 
     Parameters
@@ -207,6 +217,10 @@ def load_model(path: str | os.PathLike, map_location: Any = "cpu", config: dict[
     config : dict, optional
         Only with ``"gml:..."``: the same keys as the ``?`` suffix (they win over it). A key the file
         determines (dim, n_blocks, L, n_heads, ...) must agree with it.
+    into : nn.Module, optional
+        Load the file's weights into this module (its ``load_state_dict``) instead of building one: the way
+        to read the ``best.pt``/``last.pt`` of ``fit`` with a user's own module (which ``load_model`` cannot
+        build). Returned in eval mode.
 
     Returns
     -------
@@ -232,7 +246,13 @@ def load_model(path: str | os.PathLike, map_location: Any = "cpu", config: dict[
         )
     payload = load_checkpoint(path, map_location=map_location)
     file, config, state = payload["path"], dict(payload["config"]), payload["state_dict"]
+    if into is not None:
+        return _load_into(into, file, state)
     name = config.pop("name", None)
+    if isinstance(config.get("module"), str) and name not in _MODELS:
+        raise VPIntegratorError(
+            f"model file {file}: weights of a user module {config['module']} (not a registry model); load them "
+            f"with load_model({str(file)!r}, into=<a {name} instance>)")
     try:
         model = build_model(name, **config)
     except VPIntegratorError as err:
@@ -252,3 +272,16 @@ def load_model(path: str | os.PathLike, map_location: Any = "cpu", config: dict[
         model.training_split = payload["split"]
         model.training_split_data = payload.get("split_data") if isinstance(payload.get("split_data"), dict) else None
     return model.eval()
+
+
+def _load_into(module: nn.Module, file: str, state: dict[str, Any]) -> nn.Module:
+    """``load_model(..., into=module)``: the file's weights into ``module`` (its dtype and device)."""
+    if not isinstance(module, nn.Module):
+        raise VPIntegratorError(f"load_model: into must be a torch.nn.Module; got {type(module).__name__}", key="into")
+    try:
+        module.load_state_dict(state)
+    except RuntimeError as err:
+        raise VPIntegratorError(
+            f"model file {file}: key 'state_dict' does not fit {type(module).__name__} ({str(err).splitlines()[0]})",
+            key="into") from None
+    return module.eval()

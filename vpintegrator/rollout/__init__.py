@@ -52,6 +52,7 @@ _LAZY: dict[str, str] = {
     "WorkPrecisionRow": ".precision",
     "write_work_precision": ".precision",
     "read_work_precision": ".precision",
+    "training_seconds": ".precision",
     "SCALAR_MAX_BATCH": ".steps",
     "DeviceStepper": ".device",
     "device_stream_rollout": ".device",

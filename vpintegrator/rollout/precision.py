@@ -15,6 +15,11 @@ conditions; each run gives one point
 DOP853 itself appears as a ladder over tolerances (rtol = atol), and trained models as single points at their
 own step (first window from the exact flow, so that the model's error is its own). Everything is float64.
 The reference is the exact flow, never a data generator: a method's error is its true error.
+
+A model row also carries its training cost: ``train_seconds`` (the run directory's ``summary.json``
+``cpu_time``), the break-even number of rollouts N* against the cheapest classical method at the model's error,
+and with ``amortise_over`` = N the cost with training spread over N rollouts of length T
+(:mod:`vpintegrator.data.work_precision`).
 """
 
 from __future__ import annotations
@@ -28,7 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from ..data.work_precision import WP_COLUMNS, WorkPrecisionRow, read_work_precision
+from ..data.work_precision import (
+    WP_COLUMNS, WorkPrecisionRow, check_rollouts, read_work_precision, with_training_cost,
+)
 from ..errors import VPIntegratorError
 
 __all__ = [
@@ -41,6 +48,7 @@ __all__ = [
     "work_precision",
     "write_work_precision",
     "read_work_precision",
+    "training_seconds",
 ]
 
 #: step multipliers of the ladder: 2h, h, h/2, h/4, h/8
@@ -119,6 +127,8 @@ def work_precision(
     models: dict[str, Any] | None = None,
     reference_rtol: float = 1e-13,
     repeats: int = 3,
+    train_seconds: dict[str, float] | None = None,
+    amortise_over: float | None = None,
 ) -> list[WorkPrecisionRow]:
     """Work–precision rows of classical methods over a step ladder, DOP853 over tolerances, and models.
 
@@ -141,6 +151,11 @@ def work_precision(
         rtol = atol of the exact flow (DOP853) the errors are measured against.
     repeats : int
         Timing runs per point (the minimum is kept).
+    train_seconds : {label: CPU seconds}, optional
+        The models' training cost (:func:`training_seconds` reads it from a run directory); a model left out
+        has NaN (not recorded). Every model row gets its break-even number of rollouts.
+    amortise_over : float, optional
+        N: model rows also get their cost with training spread over N rollouts of length ``t_end``.
 
     Returns
     -------
@@ -153,6 +168,12 @@ def work_precision(
     from .steps import IntegratorStep, ModelStep
 
     system = get_system(system)
+    if amortise_over is not None:
+        check_rollouts(amortise_over)
+    for label, value in (train_seconds or {}).items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise VPIntegratorError(f"train_seconds[{label!r}]: expected CPU seconds (a number >= 0, or NaN: not "
+                                    f"recorded), got {value!r}", key="train_seconds")
     y0 = np.atleast_2d(np.asarray(y0, dtype=np.float64))
     if y0.ndim != 2 or y0.shape[1] != system.dim or y0.shape[0] == 0:
         raise VPIntegratorError(f"y0: expected shape (n_traj, {system.dim}) with n_traj ≥ 1, got {y0.shape}")
@@ -203,8 +224,43 @@ def work_precision(
         med, p90, mx = _stats(_relative_error(tr.y[:, -1], ref))
         seconds, runner = _batch1_seconds(lambda: ModelStep(model, device="cpu"), w0[:1], dt, n_steps, repeats)
         rows.append(WorkPrecisionRow(label, "model", dt, math.nan, n_steps, t_end, len(y0), med, p90, mx,
-                                     _drift(system, tr.y), seconds / t_end, runner))
-    return rows
+                                     _drift(system, tr.y), seconds / t_end, runner,
+                                     float((train_seconds or {}).get(label, math.nan))))
+    return with_training_cost(rows, amortise_over)
+
+
+def _training_line(row: WorkPrecisionRow) -> str:
+    """What the log says of a model row's training cost."""
+    n, method, spent = row.break_even_rollouts, row.break_even_method, row.train_seconds
+    trained = f"trained in {spent:.3g} CPU s" if math.isfinite(spent) else "training time not recorded"
+    if not method:
+        return f"{trained}; no classical ladder reaches its error {row.error_median:.3g}"
+    if math.isinf(n):
+        return f"{trained}; never pays for it: {method} is cheaper at its error"
+    if math.isnan(n):
+        return f"{trained}; {method} is the cheapest classical method at its error"
+    amortised = (f"; {row.amortised_seconds_per_time:.3g} CPU s per unit time over {row.amortise_over:g} rollouts"
+                 if math.isfinite(row.amortised_seconds_per_time) else "")
+    return f"{trained}; pays for it after {n:.3g} rollouts of T = {row.t_end:g} (vs {method}){amortised}"
+
+
+def training_seconds(source: str | Path) -> float:
+    """The training CPU seconds of a model file's run: ``cpu_time`` of ``summary.json`` in the run directory
+    ``source`` (or beside its ``best.pt``/``last.pt``); NaN where none is recorded (a pretrained model, a
+    file outside a run directory, a run from before ``cpu_time`` was recorded). An ensemble member's
+    ``cpu_time`` is the whole ensemble's (the process trained all its members)."""
+    import json
+
+    path = Path(str(source))
+    summary = path / "summary.json" if path.is_dir() else (
+        path.parent / "summary.json" if path.name in ("best.pt", "last.pt") else None)
+    if summary is None or not summary.is_file():
+        return math.nan
+    try:
+        value = json.loads(summary.read_text()).get("cpu_time")
+    except (OSError, ValueError, AttributeError):
+        return math.nan
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
 
 
 def write_work_precision(stem: str | Path, rows: Sequence[WorkPrecisionRow], overwrite: bool = False):
@@ -231,14 +287,17 @@ def check_work_precision_outputs(config, overwrite: bool = False) -> None:
 
 
 def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], None] | None = None,
-                       repeats: int = 3) -> tuple[Path, Path, list[WorkPrecisionRow]]:
+                       repeats: int = 3, amortise_over: float | None = None
+                       ) -> tuple[Path, Path, list[WorkPrecisionRow]]:
     """The work–precision table of a ``vp-rollout`` configuration (``vp-rollout --work-precision``).
 
     The initial conditions are the first states of the trajectories the configuration selects (``traj`` /
     ``n_traj``), the base step h is the data's dt, T the configuration's ``t_end`` (or the data's horizon);
     the methods are its integrators (``exact_flow`` left out: DOP853 has its own tolerance ladder), or
     :data:`DEFAULT_METHODS` when it names none, and its models are points at their own step. The ladder is
-    2h, h, h/2, h/4, h/8 (without 2h when T is an odd number of steps). Written to
+    2h, h, h/2, h/4, h/8 (without 2h when T is an odd number of steps). A model loaded from a run directory
+    carries its training CPU seconds (:func:`training_seconds`) and break-even N; ``amortise_over`` = N adds
+    its cost with training spread over N rollouts of length T. Written to
     ``<out stem>_work_precision.csv`` and ``.md`` (under the overwrite rule).
 
     Returns
@@ -253,15 +312,18 @@ def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], 
     data, _meta, system, dt, idx, _t0, n_steps = select(config)
     y0 = read_trajectories(data, traj=idx).y[:, 0]
     names = [n for n in (config.integrators or []) if n != "exact_flow"] or None
-    models = {}
+    models, trained = {}, {}
     for entry in model_entries(config.models):
-        label, model, _source = parse_model_entry(entry)
-        models[label] = model
+        label, model, source = parse_model_entry(entry)
+        models[label], trained[label] = model, training_seconds(source)
     ladder = DEFAULT_LADDER if n_steps % 2 == 0 else DEFAULT_LADDER[1:]
     stem = work_precision_stem(config)
     say(f"work-precision: {len(y0)} initial conditions, T = {n_steps * dt:g}, steps {dt:g} x "
         f"{', '.join(f'{m:g}' for m in ladder)}")
     rows = work_precision(system, y0, dt, n_steps * dt, methods=names, ladder=ladder, models=models,
-                          repeats=repeats)
+                          repeats=repeats, train_seconds=trained, amortise_over=amortise_over)
+    for r in rows:
+        if r.kind == "model":
+            say(f"work-precision: {r.method}: {_training_line(r)}")
     csv_path, md_path = write_work_precision(stem, rows, overwrite=overwrite)
     return csv_path, md_path, rows

@@ -99,7 +99,9 @@ class EnsembleSteps:
         # stacked parameters: one leaf tensor (N, *shape) per parameter; buffers shared when equal
         self.template = copy.deepcopy(models[0])
         params, buffers = stack_module_state(models)
-        self.params = {k: v.detach().requires_grad_(True) for k, v in params.items()}
+        # a parameter the model freezes (requires_grad=False, e.g. without_attention's) stays frozen
+        grad = {k: p.requires_grad for k, p in self.template.named_parameters()}
+        self.params = {k: v.detach().requires_grad_(grad[k]) for k, v in params.items()}
         own = dict(models[0].named_buffers())
         shared = all(torch.equal(dict(m.named_buffers())[k], own[k]) for m in models[1:] for k in own)
         self.buffers = {k: v.clone() for k, v in own.items()} if shared else buffers
@@ -113,8 +115,8 @@ class EnsembleSteps:
                                  self.generators, config)
             self.steps_per_epoch = int(config.lm_iters_per_epoch)
         else:
-            self.optimizer = make_optimizer(config.optimizer, list(self.params.values()), config.lr,
-                                            **config.optimizer_kwargs)
+            trained = [p for p in self.params.values() if p.requires_grad]
+            self.optimizer = make_optimizer(config.optimizer, trained, config.lr, **config.optimizer_kwargs)
             decay_epochs = run.resolved.decay_epochs if run.resolved.decay_epochs is not None else 1.0
             horizon = decay_epochs * (self.steps_per_epoch if config.schedule_per == "step" else 1)
             self.scheduler = make_scheduler(config.scheduler, self.optimizer, config.lr_min / config.lr, horizon)

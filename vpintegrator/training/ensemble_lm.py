@@ -8,7 +8,9 @@ own accept/reject decisions. The work is batched over the members: the residuals
 Jacobians are ``vmap`` over the members of the single run's functions (:func:`~.optim.window_residuals`,
 ``jacrev`` of a ``functional_call``), and the damped normal equations of all members are solved together
 by :func:`~.optim.lm_update`, the arithmetic :class:`~.optim.LevenbergMarquardt` runs for one model; each
-member's candidate is accepted or rejected on its own (a masked update).
+member's candidate is accepted or rejected on its own (a masked update). Parameters the template marks
+``requires_grad=False`` are not in the members' vectors θ_k: they are constants of the residual, passed
+with the buffers, and stay bit-identical.
 """
 
 from __future__ import annotations
@@ -24,17 +26,21 @@ __all__ = ["EnsembleLM"]
 class EnsembleLM:
     """LM on random window subsamples for the stacked members of :class:`~.ensemble.EnsembleSteps`.
 
-    ``params`` are the stacked parameters (name → (N, *shape) leaf tensors, updated in place), ``buffers``
-    the buffers (stacked along dim 0 for ``buffer_dim = 0``, shared for None), ``template`` the module they
-    are evaluated with and ``generators`` the members' generators (seeded ``s_k``).
+    ``params`` are the stacked parameters (name → (N, *shape) leaf tensors, updated in place; those the
+    ``template`` marks ``requires_grad=False`` are never changed), ``buffers`` the buffers (stacked along
+    dim 0 for ``buffer_dim = 0``, shared for None), ``template`` the module they are evaluated with and
+    ``generators`` the members' generators (seeded ``s_k``).
     """
 
     def __init__(self, template: torch.nn.Module, params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor],
                  buffer_dim: int | None, dataset, generators: list[torch.Generator], config, chunk: int = 2048) -> None:
         from torch.func import vmap
 
-        self.params, self.buffers, self.dataset, self.generators = params, buffers, dataset, generators
-        self.names = [name for name, _ in template.named_parameters()]  # the flat vector's order
+        self.params, self.dataset, self.generators = params, dataset, generators
+        # the flat vector's order: the trainable parameters; the frozen ones go with the buffers (per member)
+        self.names = [name for name, p in template.named_parameters() if p.requires_grad]
+        frozen = [name for name, p in template.named_parameters() if not p.requires_grad]
+        self.buffers = {**buffers, **{k: params[k].detach() for k in frozen}}
         self.n = len(generators)
         self.n_windows, self.resample_every = int(config.lm_windows), int(config.lm_resample_every)
         self.check_windows, self.chunk, self.max_tries = int(config.lm_check_windows), int(chunk), 10
@@ -44,7 +50,7 @@ class EnsembleLM:
         self.index: torch.Tensor | None = None  # (N, n_windows) the members' current subsamples
         self.check: torch.Tensor | None = None  # (N, check_windows) windows a member's step must not make worse
         residual, jacobian = window_residuals(template, own_buffers=True)
-        dims = (0, buffer_dim, 0, 0)
+        dims = (0, {**{k: buffer_dim for k in buffers}, **{k: 0 for k in frozen}}, 0, 0)
         self._residual = vmap(residual, in_dims=dims)  # (N, n, P*dim)
         self._jac = vmap(jacobian, in_dims=dims)  # (N, n, P*dim, n_params)
 

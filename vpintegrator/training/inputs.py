@@ -15,9 +15,8 @@ or as window tensors, with no TOML file and no data file.
 ``model``: a registry name or table (built with the paper's defaults and ``dim`` from the data, one per
 seed, so ensembles work) or an ``nn.Module`` trained in place (moved to the device and dtype). A module
 needs integer attributes ``dim`` and ``seq_len``; ``pred_window`` is read from it or found by one forward
-pass of a zero window. Run files are written with ``out``; a module that is not a registry model cannot be
-written into ``best.pt``/``last.pt`` (:func:`vpintegrator.models.save_model`), so it trains with no
-``out``.
+pass of a zero window. Run files are written with ``out``, for a user's module too: its ``best.pt``/``last.pt``
+record the class (``config["module"]``) and load with ``load_model(file, into=module)``.
 """
 
 from __future__ import annotations

@@ -86,7 +86,9 @@ class Trainer:
         # training state
         self.epoch = self.step = 0
         self.wall_before = 0.0  # seconds spent by earlier invocations of this run
+        self.cpu_before = 0.0  # CPU seconds of earlier invocations (NaN: one of them did not record it)
         self.t_start = time.perf_counter()
+        self.c_start = time.process_time()
         self.stop: Any = None
         write = dist.is_main
         self.members = []
@@ -161,6 +163,12 @@ class Trainer:
     def wall(self) -> float:
         return self.wall_before + (time.perf_counter() - self.t_start)
 
+    def cpu(self) -> float:
+        """CPU seconds of the training process (all its threads, every invocation of the run; NaN where an
+        earlier invocation did not record it): summary.json's ``cpu_time``, the training cost that
+        work–precision amortises (``vp-rollout --work-precision --amortise N``)."""
+        return self.cpu_before + (time.process_time() - self.c_start)
+
     def checkpoint_due(self) -> bool:
         """Time for a checkpoint by wall time (rank 0 decides; DDP carries the decision to every rank)."""
         return (self.dist.is_main and self.out is not None
@@ -179,7 +187,7 @@ class Trainer:
         from ..models import save_model
 
         m.save_best(self.steps.models[m.k])
-        save_model(self.steps.member_model(m.k), m.run_dir / "last.pt", overwrite=True,
+        save_model(self.steps.member_model(m.k), m.run_dir / "last.pt", overwrite=True, any_module=True,
                    extra={**self.steps.last_extra(m), **self.split_extra,
                           "provenance": ckpt_io.run_provenance(m.run_dir)})
         ckpt_io.write_summary(m.run_dir, self._summary(m, stopped))
@@ -198,6 +206,7 @@ class Trainer:
             "monitor": self.config.monitor if self.val_set is not None else "train_loss",
             "lr": self.steps.lrs()[m.k],
             "wall_time": round(self.wall(), 3),
+            "cpu_time": ckpt_io.json_float(round(self.cpu(), 3)),
             "stopped": stopped,
             "device": str(self.device),
             "fast_step": self.steps.fast_mode,
@@ -276,6 +285,7 @@ class Trainer:
     def run(self):
         """Train; a :class:`FitResult` (an :class:`EnsembleResult` for an ensemble)."""
         self.t_start = time.perf_counter()
+        self.c_start = time.process_time()
         show = self.progress and self.dist.is_main
         try:
             self._start_files()

@@ -24,6 +24,7 @@ __all__ = [
     "list_schedulers",
     "make_scheduler",
     "window_residuals",
+    "trainable",
     "lm_update",
     "draw_subsample",
     "LevenbergMarquardt",
@@ -168,15 +169,17 @@ def window_residuals(model: torch.nn.Module, own_buffers: bool = False) -> tuple
     Returns ``(residual, jacobian)``: ``residual(theta, x, target)`` with x (n, seq_len, dim) and target
     (n, pred_window, dim) gives ``model_theta(x) − target`` flattened to (n, pred_window·dim);
     ``jacobian(theta, x, target)`` gives its Jacobian per window, (n, pred_window·dim, n_params)
-    (``vmap`` of ``jacrev``). ``theta`` is ``parameters_to_vector(model.parameters())``-ordered;
-    buffers are taken from the model as they are, or with ``own_buffers`` given as the second argument
-    (``residual(theta, buffers, x, target)``, a dict of the model's buffers: the form an ensemble ``vmap``s
-    over its members).
+    (``vmap`` of ``jacrev``). ``theta`` holds the *trainable* parameters (``requires_grad``) in
+    ``parameters_to_vector`` order (:func:`trainable`); frozen parameters are constants, like the buffers.
+    Buffers and frozen parameters are taken from the model as they are, or with ``own_buffers`` given as
+    the second argument (``residual(theta, buffers, x, target)``, a dict of the model's buffers and frozen
+    parameters by name: the form an ensemble ``vmap``s over its members).
     """
     from torch.func import functional_call, jacrev, vmap
 
-    named = list(model.named_parameters())
-    model_buffers = dict(model.named_buffers())
+    named = [(k, p) for k, p in model.named_parameters() if p.requires_grad]
+    model_buffers = {**dict(model.named_buffers()),
+                     **{k: p.detach() for k, p in model.named_parameters() if not p.requires_grad}}
 
     def unflatten(theta: torch.Tensor) -> dict[str, torch.Tensor]:
         out, i = {}, 0
@@ -206,6 +209,12 @@ def window_residuals(model: torch.nn.Module, own_buffers: bool = False) -> tuple
         return residual_b, jacobian_b
     return (lambda theta, x, target: residual_b(theta, model_buffers, x, target),
             lambda theta, x, target: jacobian_b(theta, model_buffers, x, target))
+
+
+def trainable(params) -> list[torch.Tensor]:
+    """The parameters LM moves: those with ``requires_grad`` (frozen ones never change, as with torch's
+    optimisers)."""
+    return [p for p in params if p.requires_grad]
 
 
 def lm_update(theta: torch.Tensor, J: torch.Tensor, r: torch.Tensor, lam: torch.Tensor,
@@ -285,7 +294,8 @@ class LevenbergMarquardt(torch.optim.Optimizer):
 
     :meth:`step` takes a closure that returns *residuals*: ``closure(theta)`` is the residual vector
     ``r(θ)`` (any shape; flattened) at the flat parameter vector ``theta``
-    (``parameters_to_vector(params)`` order) and must not change the parameters. Optional attributes of
+    (``parameters_to_vector`` order of the parameters with ``requires_grad``: frozen ones are not in θ and
+    never change) and must not change the parameters. Optional attributes of
     the closure: ``closure.jacobian(theta)``, the Jacobian (n_residuals, n_params) (default
     ``torch.func.jacrev(closure)``), and ``closure.accept(theta)``, an extra condition a candidate must
     meet. One step solves ``(JᵀJ + λ diag(JᵀJ)) δ = −Jᵀr`` in float64 and accepts ``θ + δ`` if ``‖r‖²``
@@ -306,6 +316,9 @@ class LevenbergMarquardt(torch.optim.Optimizer):
     def __init__(self, params, lam: float = 1e-3, max_tries: int = 10) -> None:
         if not (isinstance(lam, (int, float)) and 0 < lam < math.inf):
             raise VPIntegratorError(f"lm_lambda must be a positive number; got {lam!r}", key="lm_lambda")
+        params = trainable(params)
+        if not params:
+            raise VPIntegratorError("LevenbergMarquardt: no parameter has requires_grad; nothing to train")
         super().__init__(params, dict(lam=float(lam), max_tries=int(max_tries)))
         if len(self.param_groups) != 1:
             raise VPIntegratorError("LevenbergMarquardt takes one parameter group")
@@ -366,7 +379,7 @@ class LMSubsample:
         self.iteration = 0
         self.index: torch.Tensor | None = None  # (n_windows,) the current subsample
         self.check: torch.Tensor | None = None  # (check_windows,) windows a step must not make worse
-        self.params = list(model.parameters())
+        self.params = trainable(model.parameters())
         self._residual, self._jac1 = window_residuals(model)
 
     def _jacobian(self, theta, x, target) -> torch.Tensor:  # (n*P*dim, n_params)

@@ -89,7 +89,7 @@ class RunRecord:
 
         best = copy.deepcopy(model)
         best.load_state_dict(self.best_state)
-        save_model(best, self.run_dir / "best.pt", overwrite=True,
+        save_model(best, self.run_dir / "best.pt", overwrite=True, any_module=True,
                    extra={"epoch": self.best_epoch, "best_loss": float(self.best_loss), "kind": "best",
                           **self.checkpoint_extra, "provenance": ckpt_io.run_provenance(self.run_dir)})
         self.best_dirty = False

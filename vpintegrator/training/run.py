@@ -189,12 +189,7 @@ def _fit_objects(config, model, train, val, callback, progress: bool, overwrite:
     values["data"] = [IN_MEMORY]
     cfg = TrainConfig.from_dict(values)
     cfg.validate()
-    if cfg.out is not None:
-        if module is not None and name is None:
-            raise VPIntegratorError(
-                f"fit: out = {cfg.out}: a {type(module).__name__} is not a registry model and cannot be written "
-                "into best.pt/last.pt; give out = None (train in memory) or build the model with build_model",
-                key="out")
+    if cfg.out is not None:  # a user's own module too: its best.pt/last.pt load with load_model(..., into=module)
         cfg = cfg.replace(out=str(Path(cfg.out).resolve()))
     from ..device import resolve_device
 
