@@ -20,14 +20,18 @@ except ImportError:  # pragma: no cover - exercised only where numba is missing
     AVAILABLE = False
 
 __all__ = ["AVAILABLE", "OP_WIDTH", "OP_RESIDUAL", "OP_VP_ATTENTION", "OP_MH_ATTENTION", "OP_LP_LAYER",
-           "OP_LP_COUPLING"]
+           "OP_LP_COUPLING", "OP_SYMP_LINEAR", "OP_SYMP_ACTIVATION", "OP_SYMP_GRADIENT", "OP_SYMP_ATTENTION"]
 
 OP_RESIDUAL, OP_VP_ATTENTION, OP_MH_ATTENTION, OP_LP_LAYER, OP_LP_COUPLING = 0, 1, 2, 3, 4
+#: the symplectic shears (SympNet layers and symplectic attention): q ← q + f(p) or p ← p + f(q)
+OP_SYMP_LINEAR, OP_SYMP_ACTIVATION, OP_SYMP_GRADIENT, OP_SYMP_ATTENTION = 5, 6, 7, 8
 OP_WIDTH = 8
 #: activation name -> code in the kernel
 ACTIVATIONS = {"identity": 0, "tanh": 1, "sigmoid": 2, "silu": 3}
 #: OP_RESIDUAL matrix kinds: dense, strictly lower, strictly upper (the zero triangle is skipped)
 DENSE, LOWER, UPPER = 0, 1, 2
+#: OP_SYMP_ATTENTION softmax code: over all T² entries of C (GML MatrixSoftmax), over each column (VectorSoftmax)
+SOFTMAXES = {"matrix_softmax": 0, "vector_softmax": 1}
 
 
 def _njit(fn=None, **options):
@@ -216,6 +220,115 @@ def _rollout_rows(ctx, n_calls, adv, params, ops, out):
                         for i in range(T):
                             for c in range(D):
                                 x[i, c] = y[i, c]
+                elif code >= 5:
+                    # ---- the symplectic shears on z = (q, p), n = D/2: the target half (q when ops[k, 1] != 0,
+                    # else p) gains f(source half); source and target are disjoint, so f is read while adding
+                    n = D // 2
+                    tgt = 0 if ops[k, 1] != 0 else n
+                    src = n - tgt
+                    if code == 5:
+                        # ---- OP_SYMP_LINEAR: target += source S (S symmetric n×n, row form), then z += b
+                        s_off = ops[k, 2]
+                        b_off = ops[k, 3]
+                        for t in range(T):
+                            if s_off >= 0:
+                                for i in range(n):
+                                    acc = 0.0
+                                    for j in range(n):
+                                        acc += x[t, src + j] * params[s_off + j * n + i]
+                                    x[t, tgt + i] = x[t, tgt + i] + acc
+                            if b_off >= 0:
+                                for i in range(D):
+                                    x[t, i] = x[t, i] + params[b_off + i]
+                    elif code == 6:
+                        # ---- OP_SYMP_ACTIVATION: target += a ⊙ σ(source)
+                        a_off = ops[k, 2]
+                        act = ops[k, 3]
+                        for t in range(T):
+                            for i in range(n):
+                                x[t, tgt + i] = x[t, tgt + i] + params[a_off + i] * _sigma(x[t, src + i], act)
+                    elif code == 7:
+                        # ---- OP_SYMP_GRADIENT: target += Kᵀ (a ⊙ σ(K source + b)), K (h, n)
+                        k_off = ops[k, 2]
+                        b_off = ops[k, 3]
+                        a_off = ops[k, 4]
+                        width = ops[k, 5]
+                        act = ops[k, 6]
+                        for t in range(T):
+                            for i in range(n):
+                                tmp[i] = 0.0
+                            for m in range(width):
+                                acc = 0.0
+                                row = k_off + m * n
+                                for j in range(n):
+                                    acc += x[t, src + j] * params[row + j]
+                                hm = params[a_off + m] * _sigma(acc + params[b_off + m], act)
+                                for i in range(n):
+                                    tmp[i] += hm * params[row + i]
+                            for i in range(n):
+                                x[t, tgt + i] = x[t, tgt + i] + tmp[i]
+                    else:
+                        # ---- OP_SYMP_ATTENTION: C = Xs A Xsᵀ (T×T), σ = softmax(C) over all entries or per
+                        # column; symmetric A: target += 2 σᵀ Xs A; arbitrary: σ Xs Aᵀ + σᵀ Xs A
+                        a_off = ops[k, 2]
+                        sym = ops[k, 3] != 0
+                        by_column = ops[k, 4] != 0
+                        for t in range(T):  # av = Xs A, y = Xs Aᵀ
+                            for c in range(n):
+                                acc = 0.0
+                                acc2 = 0.0
+                                for j in range(n):
+                                    acc += x[t, src + j] * params[a_off + j * n + c]
+                                    acc2 += x[t, src + j] * params[a_off + c * n + j]
+                                av[t, c] = acc
+                                y[t, c] = acc2
+                        for i in range(T):  # lam = C
+                            for j in range(T):
+                                acc = 0.0
+                                for c in range(n):
+                                    acc += av[i, c] * x[j, src + c]
+                                lam[i, j] = acc
+                        if by_column:
+                            for j in range(T):
+                                top = -math.inf
+                                for i in range(T):
+                                    if lam[i, j] > top:
+                                        top = lam[i, j]
+                                total = 0.0
+                                for i in range(T):
+                                    e = math.exp(lam[i, j] - top)
+                                    lam[i, j] = e
+                                    total += e
+                                for i in range(T):
+                                    lam[i, j] = lam[i, j] / total
+                        else:
+                            top = -math.inf
+                            for i in range(T):
+                                for j in range(T):
+                                    if lam[i, j] > top:
+                                        top = lam[i, j]
+                            total = 0.0
+                            for i in range(T):
+                                for j in range(T):
+                                    e = math.exp(lam[i, j] - top)
+                                    lam[i, j] = e
+                                    total += e
+                            for i in range(T):
+                                for j in range(T):
+                                    lam[i, j] = lam[i, j] / total
+                        for t in range(T):
+                            for c in range(n):
+                                acc = 0.0
+                                for i in range(T):
+                                    acc += lam[i, t] * av[i, c]
+                                if sym:
+                                    acc = 2.0 * acc
+                                else:
+                                    acc2 = 0.0
+                                    for j in range(T):
+                                        acc2 += lam[t, j] * y[j, c]
+                                    acc = acc2 + acc
+                                x[t, tgt + c] = x[t, tgt + c] + acc
                 elif code >= 3:
                     # ---- OP_LP_LAYER / OP_LP_COUPLING (dim 3): z_t ↦ R(k, θ_t) z_t by Rodrigues' formula,
                     # θ_t = −τ ψ(k·z_t) (layer) or −τ α_t ψ(Σ_j α_j k·z_j) (coupling),

@@ -82,14 +82,20 @@ from .numba_kernel import (
     OP_LP_LAYER,
     OP_MH_ATTENTION,
     OP_RESIDUAL,
+    OP_SYMP_ACTIVATION,
+    OP_SYMP_ATTENTION,
+    OP_SYMP_GRADIENT,
+    OP_SYMP_LINEAR,
     OP_VP_ATTENTION,
     OP_WIDTH,
+    SOFTMAXES,
     UPPER,
     _rollout_rows,
 )
 
 __all__ = ["AVAILABLE", "CompiledModel", "pack", "compile_kernels", "OP_RESIDUAL", "OP_VP_ATTENTION", "OP_MH_ATTENTION",
-           "OP_LP_LAYER", "OP_LP_COUPLING"]
+           "OP_LP_LAYER", "OP_LP_COUPLING", "OP_SYMP_LINEAR", "OP_SYMP_ACTIVATION", "OP_SYMP_GRADIENT",
+           "OP_SYMP_ATTENTION"]
 
 # --------------------------------------------------------------------------------------------- packing
 
@@ -237,6 +243,46 @@ def _module(pk: _Packer, m, dim: int) -> None:
         raise _Unsupported("layer dim differs from the model's")
 
 
+def _symplectic(pk: _Packer, m, dim: int) -> None:
+    """One SympNet layer or symplectic attention layer as its shear op (:mod:`vpintegrator.nn.sympnet`,
+    :mod:`vpintegrator.nn.symplectic_attention`); other modules raise :class:`_Unsupported`."""
+    from ..nn.symplectic_attention import SymplecticAttentionP, SymplecticAttentionQ
+    from ..nn.sympnet import (
+        ActivationLayerP,
+        ActivationLayerQ,
+        BiasLayer,
+        GradientLayerP,
+        GradientLayerQ,
+        LinearLayerP,
+        LinearLayerQ,
+    )
+
+    if getattr(m, "dim", None) != dim:
+        raise _Unsupported("layer dim differs from the model's")
+    kind = type(m)  # exact classes: a subclass may change the formula
+    q_side = int(kind in (LinearLayerQ, ActivationLayerQ, GradientLayerQ, SymplecticAttentionQ))
+    if kind is BiasLayer:
+        pk.op(OP_SYMP_LINEAR, 0, -1, pk.add(m.bias))
+    elif kind in (LinearLayerQ, LinearLayerP):
+        s_off = pk.add(m.matrix())
+        pk.op(OP_SYMP_LINEAR, q_side, s_off, -1 if m.bias is None else pk.add(m.bias))
+    elif kind in (ActivationLayerQ, ActivationLayerP):
+        if m.activation not in ACTIVATIONS:
+            raise _Unsupported(f"activation {m.activation!r}")
+        pk.op(OP_SYMP_ACTIVATION, q_side, pk.add(m.scale), ACTIVATIONS[m.activation])
+    elif kind in (GradientLayerQ, GradientLayerP):
+        if m.activation not in ACTIVATIONS:
+            raise _Unsupported(f"activation {m.activation!r}")
+        k_off, b_off, a_off = pk.add(m.weight), pk.add(m.bias), pk.add(m.scale)
+        pk.op(OP_SYMP_GRADIENT, q_side, k_off, b_off, a_off, int(m.h), ACTIVATIONS[m.activation])
+    elif kind in (SymplecticAttentionQ, SymplecticAttentionP):
+        if m.activation not in SOFTMAXES:
+            raise _Unsupported(f"attention activation {m.activation!r}")
+        pk.op(OP_SYMP_ATTENTION, q_side, pk.add(m.weight_matrix()), int(bool(m.symmetric)), SOFTMAXES[m.activation])
+    else:
+        raise _Unsupported(type(m).__name__)
+
+
 def _lie_poisson(pk: _Packer, model) -> None:
     """The schedule of a Lie–Poisson network (:meth:`SymmetricComposition._schedule`: plain or the palindrome),
     one op per step. Each layer's unit axis and ψ are stored once (a palindrome applies a layer twice); the
@@ -287,18 +333,24 @@ def pack(model) -> CompiledModel | None:
     import torch
 
     from ..models import (
+        GSympNet,
+        LASympNet,
         LiePoissonNet,
         LiePoissonTransformer,
         StandardTransformerIntegrator,
+        SymplecticTransformer,
         VolumePreservingFeedForward,
         VolumePreservingTransformer,
     )
 
     lie_poisson = type(model) in (LiePoissonNet, LiePoissonTransformer)
-    if not lie_poisson and type(model) not in (VolumePreservingFeedForward, VolumePreservingTransformer,
-                                               StandardTransformerIntegrator):
+    symplectic = type(model) in (LASympNet, GSympNet, SymplecticTransformer)
+    if not (lie_poisson or symplectic) and type(model) not in (VolumePreservingFeedForward,
+                                                               VolumePreservingTransformer,
+                                                               StandardTransformerIntegrator):
         return None
-    if not lie_poisson and getattr(model, "config", {}).get("symmetric"):  # the VP palindrome: torch runs it
+    # the VP palindrome: torch runs it (the symplectic transformer's ``symmetric`` is its A, not a palindrome)
+    if not (lie_poisson or symplectic) and getattr(model, "config", {}).get("symmetric"):
         return None
     dim, seq, pred = int(model.dim), int(model.seq_len), int(model.pred_window)
     if pred != seq or (lie_poisson and dim != 3):
@@ -308,6 +360,9 @@ def pack(model) -> CompiledModel | None:
         with torch.no_grad():
             if lie_poisson:
                 _lie_poisson(pk, model)
+            elif symplectic:
+                for m in model.window_chain():
+                    _symplectic(pk, m, dim)
             else:
                 for m in model.window_chain():
                     _module(pk, m, dim)
