@@ -11,6 +11,8 @@
     an empty compile cache, once with the cache that run left;
 (a') the model runners at batch 1 (numba kernel, TorchScript trace, eager) and implicit midpoint compiled
     vs NumPy, per call on a shorter horizon;
+(a'') the same for the symplectic models (LA-SympNet, the shipped G-SympNet and symplectic transformer) on the
+    coupled oscillator: µs per call and CPU s per unit simulated time of each runner, measured in the same run;
 (b) batched throughput in state-steps/s for the paper's 1238 trajectories (NumPy integrators, traced models);
 (c) peak memory (RSS and tracemalloc) of a full ``run_rollouts`` streaming to HDF5 at 10^4 and 10^5 steps,
     each in a fresh process, against the in-memory size of what it wrote (flat is the target);
@@ -29,6 +31,7 @@ given (--vpt, --vpff, --st) or --random (random init: its states blow up and the
 
     python scripts/bench_rollout.py [--steps 250000] [--batch-steps 500] [--skip a,a2,b,c] [--vpt RUN ...] [--random]
     python scripts/bench_rollout.py --skip a2,b,c                  # the batch-1 cost table only
+    python scripts/bench_rollout.py --skip a,a2,b,c,d              # (a'') the symplectic models' runners only
     python scripts/bench_rollout.py --steps 20000 --skip a2,b,c    # quicker: t = 50 000 extrapolated
     python scripts/bench_rollout.py --device cuda --skip a,a2,b,c  # (d) only: 10^4 .. 10^6 ICs on the GPU
 """
@@ -227,6 +230,58 @@ def part_a2(args, mods):
         calls_per_step = 1.0 / (1 if name in ("implicit_midpoint", "vpff") else 3)
         print(f"{name:<18}{runner:<18}{1e6 * per:>10.2f}{PAPER_STEPS * calls_per_step * per:>24.2f}"
               f"{per / best[(name, 'numba')]:>21.1f}")
+
+
+SYMPLECTIC_MODELS = {  # (a''): name -> the shipped model, or GML's defaults (random init) where none is shipped
+    "la_sympnet": None,
+    "g_sympnet": "pretrained:coupled_oscillator_g_sympnet",
+    "symplectic_transformer": "pretrained:coupled_oscillator_symplectic_transformer",
+}
+
+
+def part_a3(args):
+    """The symplectic models' runners at batch 1 on the coupled oscillator (h = 0.4), in this process."""
+    from vpintegrator.systems import get_system
+
+    system = get_system("coupled_oscillator")
+    h = system.default_dt
+    y0 = np.array([system.default_y0])
+    rounds = args.rounds
+    n_fast, n_slow = args.runner_steps, args.eager_steps
+    print(f"\n(a'') the symplectic models' runners at batch 1, coupled oscillator from its default condition, h = {h}: "
+          f"minimum over {rounds} alternating rounds of {n_fast} steps (eager and trace: {n_slow}) in this process")
+    mods = {}
+    for name, source in SYMPLECTIC_MODELS.items():
+        if source is not None and source.split(":", 1)[1] in set(list_pretrained()):
+            mods[name] = (load_model(source), f"trained ({source})")
+        else:
+            torch.manual_seed(1234)
+            model = build_model(name, dim=4).double()
+            with torch.no_grad():  # GML's initialisation blows up within 6000 steps here (NaN, restarts); x0.1 stays bounded
+                for p in model.parameters():
+                    p.mul_(0.1)
+            mods[name] = (model, "random init x0.1, GML defaults, dim 4, float64")
+    best: dict[tuple[str, str], float] = {}
+    for _ in range(rounds):
+        for name, (model, _) in mods.items():
+            for runner in RUNNERS:
+                sm = step_map(name, model, runner)
+                steps = n_fast if runner == "numba" else n_slow
+                window = initial_window("coupled_oscillator", y0, h, sm.seq_len)
+                res = rollout(sm, window, h, steps)
+                if res.n_failed:
+                    raise SystemExit(f"{name} ({runner}): the rollout failed (restarts would be timed)")
+                if res.meta.get("runner") != runner:
+                    raise SystemExit(f"{name}: asked for runner {runner!r}, got {res.meta.get('runner')!r}")
+                per = res.meta["seconds"] / n_calls(sm, steps)
+                best[(name, runner)] = min(best.get((name, runner), float("inf")), per)
+    print(f"{'model':<24}{'runner':<18}{'us/call':>10}{'CPU s per unit time':>21}{'x slower than numba':>21}  model")
+    for name, (model, what) in mods.items():
+        for runner in RUNNERS:
+            per = best[(name, runner)]
+            per_unit_time = per / (model.seq_len * h)  # a call advances seq_len steps of h
+            print(f"{name:<24}{runner:<18}{1e6 * per:>10.2f}{per_unit_time:>21.3g}"
+                  f"{per / best[(name, 'numba')]:>21.1f}  {what}")
 
 
 def part_b(args, mods):
@@ -489,13 +544,14 @@ def main():
                         help="(a) steps of the single trajectory (fewer: t = 50 000 extrapolated, labelled)")
     parser.add_argument("--runner-steps", type=int, default=6_000, help="(a') steps per round")
     parser.add_argument("--numpy-steps", type=int, default=1_000, help="(a') steps per round of the NumPy path")
+    parser.add_argument("--eager-steps", type=int, default=600, help="(a'') steps per round of the torch runners")
     parser.add_argument("--rounds", type=int, default=2,
                         help="(a) warm processes per method, (a') alternating rounds (the minimum is kept)")
     parser.add_argument("--batch-steps", type=int, default=500, help="(b) steps of the 1238-trajectory batch")
     parser.add_argument("--memory-steps", type=lambda s: [int(v) for v in s.split(",")], default=[10_000, 100_000])
     parser.add_argument("--memory-traj", type=int, default=16, help="(c) trajectories streamed")
     parser.add_argument("--skip", default="",
-                        help="comma list of parts to skip: a,a2,b,c,d (or parts of d: d1,d2,d3)")
+                        help="comma list of parts to skip: a,a2,a3,b,c,d (or parts of d: d1,d2,d3)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
                         help="(d) cpu or cuda (default: cuda when available)")
     parser.add_argument("--max-ics", type=int, help="(d) up to 10^4, 10^5, 10^6 ICs (default 10^5 on the CPU, 10^6 on CUDA)")
@@ -537,6 +593,8 @@ def main():
     mods = models(args)
     if "a2" not in skip:
         part_a2(args, mods)
+    if "a3" not in skip:
+        part_a3(args)
     if "b" not in skip:
         part_b(args, mods)
     if "c" not in skip:
