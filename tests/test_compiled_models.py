@@ -145,8 +145,10 @@ def test_one_kernel_for_every_weight_set_and_configuration():
     for key in ("lpnet", "lp_transformer_seq4_sym"):  # the Lie–Poisson ops: the same kernel
         packed = cm.pack(lp_case(key))
         packed.forward(sphere_windows(2, packed.seq_len, 3).numpy())
-    for key in ("la_sympnet", "g_sympnet_dim6_sigmoid_lower", "st_sym_vector", "st_arb_matrix_lower"):  # the shears
-        packed = cm.pack(symp_case(key, scale=0.3))
+    for model in [symp_case(key, scale=0.3) for key in ("la_sympnet", "g_sympnet_dim6_sigmoid_lower", "st_sym_vector",
+                                                         "st_arb_matrix_lower")] + [  # the shears
+            sym_vp_case("vpt_sym", scale=0.1), sym_vp_case("vpff_sym", scale=0.1)]:  # flow times and inverses
+        packed = cm.pack(model)
         out = np.empty((2, 5 * packed.seq_len, packed.dim))
         packed.rollout_block(np.ones((2, packed.seq_len, packed.dim)), 5, out)
     assert len(kernel.signatures) == max(before, 1) <= 1  # no recompilation per model
@@ -460,3 +462,80 @@ def test_symplectic_kernel_keeps_the_shears_symplectic():
     omega1 = np.block([[np.zeros((n, n)), np.eye(n)], [-np.eye(n), np.zeros((n, n))]])
     omega = np.kron(np.eye(T), omega1)
     assert np.abs(J.T @ omega @ J - omega).max() < 1e-7
+
+
+# ---- the symmetric (palindromic) VPFF/VPT: half-time members and the triangular layers' explicit inverses
+# (back-substitution), the attention's inverse as the layer at −τ; one op per step of the schedule.
+
+SYM_VP_CASES = {
+    "vpff_sym": ("vpff", dict(dim=3, n_blocks=2, symmetric=True)),
+    "vpff_sym_upper_sigmoid": ("vpff", dict(dim=4, n_blocks=1, n_linear=2, activation="sigmoid", init_upper=True,
+                                            symmetric=True)),
+    "vpt_sym": ("vpt", dict(dim=3, seq_len=3, n_blocks=2, L=3, symmetric=True)),
+    "vpt_sym_seq4_silu": ("vpt", dict(dim=4, seq_len=4, n_blocks=1, L=2, activation="silu", symmetric=True)),
+    "vpt_sym_seq2_upper": ("vpt", dict(dim=3, seq_len=2, n_blocks=1, L=2, init_upper=True, symmetric=True)),
+}
+
+
+def sym_vp_case(key, seed=0, scale=1.0):
+    torch.manual_seed(seed)
+    name, config = SYM_VP_CASES[key]
+    model = build_model(name, **config).double()
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if pname.endswith("bias"):
+                p.uniform_(-0.5, 0.5)
+            p.mul_(scale)
+    return model.eval()
+
+
+@pytest.mark.parametrize("key", SYM_VP_CASES)
+def test_symmetric_vp_forward_rollout_and_inverse(key):
+    model = sym_vp_case(key, scale=0.5)
+    packed = cm.pack(model)
+    assert packed is not None
+    assert len(packed.ops) == len(model._schedule(1.0))  # every layer twice
+    # each layer's matrix (materialised dim×dim) and bias stored once, and one τ per step
+    once = sum(model.dim**2 + (0 if getattr(m, "bias", None) is None else m.bias.numel()) for m in model._flow_layers())
+    assert packed.params.size == once + len(packed.ops)
+    residual = packed.ops[packed.ops[:, 0] == cm.OP_RESIDUAL]
+    np.testing.assert_array_equal(np.abs(packed.params[residual[:, 6]]), 0.5)
+    assert (residual[:, 5] == 2).sum() == (residual[:, 5] == 1).sum() == len(residual) // 2  # half: the inverses
+    x = sphere_windows(4, model.seq_len, model.dim, seed=1)
+    with torch.no_grad():
+        want = model(x).numpy()
+    assert np.abs(want - x.numpy()).max() > 0.1
+    got = packed.forward(x.numpy())
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    with torch.no_grad():  # the model's own inverse undoes the compiled map
+        back = model.inverse(torch.as_tensor(got)).numpy()
+    np.testing.assert_allclose(back, x.numpy(), rtol=1e-12, atol=1e-12)
+    # a rollout of a smaller model (random VPTs are chaotic: roundings grow), end to end over the first calls
+    model = sym_vp_case(key, scale=0.1)
+    packed = cm.pack(model)
+    n_calls, T = 200, model.seq_len
+    window = x[0].numpy()
+    out = np.empty((n_calls * T, model.dim))
+    packed.rollout_block(window, n_calls, out)
+    ref = torch_rollout(model, window, n_calls, False)
+    np.testing.assert_allclose(out[: 10 * T], ref[: 10 * T], rtol=1e-11, atol=1e-11)
+    states = np.concatenate([window, out])
+    for k in range(0, n_calls * T, T):  # every call against torch from the same window
+        w = states[k : k + T]
+        if np.abs(w).max() > 5.0:  # grown states: Cayley of a large C is ill-conditioned either way
+            continue
+        with torch.no_grad():
+            np.testing.assert_allclose(packed.forward(w), model(torch.as_tensor(w)[None])[0].numpy(),
+                                       rtol=1e-12, atol=1e-12)
+
+
+def test_symmetric_vpt_kernel_is_time_symmetric():
+    # Φ_{−1} = Φ_1⁻¹: the packed palindrome with every flow time negated inverts the packed map
+    model = sym_vp_case("vpt_sym", scale=0.5)
+    packed = cm.pack(model)
+    negated = cm.CompiledModel(packed.params.copy(), packed.ops, packed.dim, packed.seq_len, packed.pred_window)
+    tau_offsets = np.concatenate([packed.ops[packed.ops[:, 0] == cm.OP_RESIDUAL, 6],
+                                  packed.ops[packed.ops[:, 0] == cm.OP_VP_ATTENTION, 4]])
+    negated.params[tau_offsets] *= -1.0
+    x = sphere_windows(3, 3, 3, seed=9).numpy()
+    np.testing.assert_allclose(negated.forward(packed.forward(x)), x, rtol=1e-13, atol=1e-13)

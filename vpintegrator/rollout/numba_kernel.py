@@ -101,11 +101,33 @@ def _rollout_rows(ctx, n_calls, adv, params, ops, out):
             for k in range(n_ops):
                 code = ops[k, 0]
                 if code == 0:
-                    # ---- OP_RESIDUAL: x_t ↦ x_t + σ(W x_t + b); kind 1/2: W strictly lower/upper
+                    # ---- OP_RESIDUAL: x_t ↦ x_t + σ(W x_t + b); kind 1/2: W strictly lower/upper; ops[k, 5] = 1:
+                    # with the flow time τ = params[ops[k, 6]], x_t + τ σ(W x_t + b); = 2 (triangular W): that
+                    # map's inverse by back-substitution, x_i = y_i − τ σ(W_i x + b_i) in the order of the
+                    # components W_i reaches (first to last for lower, last to first for upper), in place
                     kind = ops[k, 1]
                     w_off = ops[k, 2]
                     b_off = ops[k, 3]
                     act = ops[k, 4]
+                    timed = ops[k, 5]
+                    tau = params[ops[k, 6]] if timed != 0 else 1.0
+                    if timed == 2:
+                        for t in range(T):
+                            for ii in range(D):
+                                i = ii if kind == 1 else D - 1 - ii
+                                lo = 0
+                                hi = i
+                                if kind == 2:
+                                    lo = i + 1
+                                    hi = D
+                                acc = 0.0
+                                row = w_off + i * D
+                                for j in range(lo, hi):
+                                    acc += params[row + j] * x[t, j]
+                                if b_off >= 0:
+                                    acc += params[b_off + i]
+                                x[t, i] = x[t, i] - tau * _sigma(acc, act)
+                        continue
                     for t in range(T):
                         for i in range(D):
                             lo = 0
@@ -121,14 +143,21 @@ def _rollout_rows(ctx, n_calls, adv, params, ops, out):
                             if b_off >= 0:
                                 acc += params[b_off + i]
                             tmp[i] = acc
-                        for i in range(D):
-                            x[t, i] += _sigma(tmp[i], act)
+                        if timed == 0:
+                            for i in range(D):
+                                x[t, i] += _sigma(tmp[i], act)
+                        else:
+                            for i in range(D):
+                                x[t, i] = x[t, i] + tau * _sigma(tmp[i], act)
                 elif code == 1:
-                    # ---- OP_VP_ATTENTION: x ↦ Λᵀ x, Λ = Cayley(C(x))
+                    # ---- OP_VP_ATTENTION: x ↦ Λᵀ x, Λ = Cayley(C(x)); ops[k, 3] != 0: Cayley(τ C(x)) with the
+                    # flow time τ = params[ops[k, 4]] (the skew layer's inverse is τ → −τ)
                     if T == 1:  # C is the 1×1 zero matrix, Λ = 1
                         continue
                     a_off = ops[k, 1]
                     skew = ops[k, 2] != 0
+                    scaled = ops[k, 3] != 0
+                    tau = params[ops[k, 4]] if scaled else 1.0
                     # av[j] = A x_j for j < T − 1 (x_{T−1} is never on the right of a lower entry)
                     for j in range(T - 1):
                         for i in range(D):
@@ -152,6 +181,10 @@ def _rollout_rows(ctx, n_calls, adv, params, ops, out):
                             w0 = w0 / root_d
                             w1 = w1 / root_d
                             w2 = w2 / root_d
+                        if scaled:
+                            w0 = tau * w0
+                            w1 = tau * w1
+                            w2 = tau * w2
                         s = 2.0 / (1.0 + (w0 * w0 + w1 * w1 + w2 * w2))
                         # Λᵀ = (I + [w]× + w wᵀ) s − I, [w]× = [[0, −w2, w1], [w2, 0, −w0], [−w1, w0, 0]]
                         k00 = (1.0 + w0 * w0) * s - 1.0
@@ -184,6 +217,8 @@ def _rollout_rows(ctx, n_calls, adv, params, ops, out):
                                     acc += x[i, c] * av[j, c]
                                 if not skew:
                                     acc = acc / root_d
+                                if scaled:
+                                    acc = tau * acc
                                 gj[i, j] = acc
                                 gj[j, i] = -acc
                         for col in range(T):
