@@ -71,7 +71,8 @@ batch 1 on the paper's trajectory 1 (``scripts/bench_rollout.py``, one thread): 
 ST 1.0 µs per call, i.e. 0.12 s, 0.12 s and 0.09 s for 250 000 steps. The symplectic models at batch 1 on
 the coupled oscillator (``scripts/bench_rollout.py --skip a,a2,b,c,d``, part (a''), one run, loaded machine):
 the shipped G-SympNet 2.9 µs per call against 550 µs eager, the shipped symplectic transformer (L 4) 9.1 µs
-against 2.4 ms, LA-SympNet (GML defaults) 0.18 µs against 0.62 ms.
+against 2.4 ms; in another run LA-SympNet (GML defaults, weights ×0.1) 0.24 µs against 0.71 ms, and the
+symmetric VPT (paper config) 4.8 µs against 12.7 ms.
 lpnet (8 layers, width 4, seq_len 1) takes 1.6 µs per call against 4.1 µs for the VPT and ~2 ms for torch
 eager, in one run on a loaded machine (``rollout_block``, 10⁵ calls, one thread). A float32 model is computed
 in float64 from its weights. A packed model is a snapshot: later changes of the torch weights are not seen.
