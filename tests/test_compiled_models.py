@@ -398,6 +398,13 @@ def test_shipped_symplectic_models_over_hundreds_of_steps(name):
     np.testing.assert_allclose(out, want, rtol=0, atol=1e-12)
     # and the whole 300-step rollout against torch's own
     np.testing.assert_allclose(out, torch_rollout(model, window, n_calls, False), rtol=0, atol=1e-12)
+    # the rollout engine runs the shipped model compiled, with the same states
+    from vpintegrator.rollout import ModelStep, rollout
+
+    step = ModelStep(model, device="cpu")
+    y = rollout(step, window[None], system.default_dt, n_calls * T + T - 1).y[0]
+    assert step.describe()["runner"] == "numba"
+    np.testing.assert_array_equal(y[T:], out)
 
 
 @pytest.mark.parametrize("key", ["g_sympnet", "st_sym_matrix", "st_arb_vector_L2"])
