@@ -546,3 +546,16 @@ def test_symmetric_vpt_kernel_is_time_symmetric():
     negated.params[tau_offsets] *= -1.0
     x = sphere_windows(3, 3, 3, seed=9).numpy()
     np.testing.assert_allclose(negated.forward(packed.forward(x)), x, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("key", ["st_sym_matrix", "st_arb_vector_L2", "g_sympnet_silu_seq3"])
+def test_symplectic_blow_up_gives_inf_or_nan_not_an_exception(key):
+    model = symp_case(key, scale=40.0)
+    packed = cm.pack(model)
+    out = np.empty((model.seq_len * 400, model.dim))
+    packed.rollout_block(np.full((model.seq_len, model.dim), 10.0), 400, out)  # exp/tanh overflow: no exception
+    assert not np.isfinite(out).all()
+    x = torch.full((1, model.seq_len, model.dim), 1e300, dtype=torch.float64)
+    with torch.no_grad():
+        want = model(x).numpy()[0]
+    np.testing.assert_allclose(packed.forward(x[0].numpy()), want, rtol=1e-12, atol=1e-12, equal_nan=True)
