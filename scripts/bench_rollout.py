@@ -253,7 +253,7 @@ def _a3_models() -> list[tuple[str, torch.nn.Module, str, str, int | None]]:
             continue
         torch.manual_seed(1234)
         model = build_model(name, dim=4).double()
-        with torch.no_grad():  # GML's initialisation blows up within 6000 steps here (NaN, restarts); x0.1 stays bounded
+        with torch.no_grad():  # GML's initialisation overflows within 6000 steps here (NaN, restarts); x0.1 does not
             for p in model.parameters():
                 p.mul_(0.1)
         out.append((name, model, "random init x0.1, GML defaults, dim 4, float64", "coupled_oscillator", None))

@@ -376,8 +376,9 @@ def pack(model) -> CompiledModel | None:
     CompiledModel or None
         None without numba, for other model classes (subclasses included), unknown activations, softmaxes
         or layer kinds (the ST's up/downscaling layers of ``transformer_dim ≠ dim``, the ST's matrix-softmax
-        attention, a layer replaced by another module), or a pred_window other than seq_len. Nothing is compiled here (the kernel compiles, or loads from
-        numba's cache, on the first call; :func:`compile_kernels` does it ahead).
+        attention, a layer replaced by another module), or a pred_window other than seq_len. Nothing is
+        compiled here (the kernel compiles, or loads from numba's cache, on the first call;
+        :func:`compile_kernels` does it ahead).
     """
     if not AVAILABLE:
         return None
