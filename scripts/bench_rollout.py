@@ -11,6 +11,9 @@
     an empty compile cache, once with the cache that run left;
 (a') the model runners at batch 1 (numba kernel, TorchScript trace, eager) and implicit midpoint compiled
     vs NumPy, per call on a shorter horizon;
+(a'') the same for the symplectic models (LA-SympNet, the shipped G-SympNet and symplectic transformer) on the
+    coupled oscillator and the symmetric VPT on the rigid body: µs per call and CPU s per unit simulated time
+    of each runner, measured in the same run;
 (b) batched throughput in state-steps/s for the paper's 1238 trajectories (NumPy integrators, traced models);
 (c) peak memory (RSS and tracemalloc) of a full ``run_rollouts`` streaming to HDF5 at 10^4 and 10^5 steps,
     each in a fresh process, against the in-memory size of what it wrote (flat is the target);
@@ -29,6 +32,7 @@ given (--vpt, --vpff, --st) or --random (random init: its states blow up and the
 
     python scripts/bench_rollout.py [--steps 250000] [--batch-steps 500] [--skip a,a2,b,c] [--vpt RUN ...] [--random]
     python scripts/bench_rollout.py --skip a2,b,c                  # the batch-1 cost table only
+    python scripts/bench_rollout.py --skip a,a2,b,c,d              # (a'') the symplectic models' runners only
     python scripts/bench_rollout.py --steps 20000 --skip a2,b,c    # quicker: t = 50 000 extrapolated
     python scripts/bench_rollout.py --device cuda --skip a,a2,b,c  # (d) only: 10^4 .. 10^6 ICs on the GPU
 """
@@ -227,6 +231,80 @@ def part_a2(args, mods):
         calls_per_step = 1.0 / (1 if name in ("implicit_midpoint", "vpff") else 3)
         print(f"{name:<18}{runner:<18}{1e6 * per:>10.2f}{PAPER_STEPS * calls_per_step * per:>24.2f}"
               f"{per / best[(name, 'numba')]:>21.1f}")
+
+
+SYMPLECTIC_MODELS = {  # (a''): name -> the shipped model, or GML's defaults (random init) where none is shipped
+    "la_sympnet": None,
+    "g_sympnet": "pretrained:coupled_oscillator_g_sympnet",
+    "symplectic_transformer": "pretrained:coupled_oscillator_symplectic_transformer",
+}
+
+
+def _a3_models() -> list[tuple[str, torch.nn.Module, str, str, int | None]]:
+    """(label, model, what, system, step cap) of part (a''): the symplectic models on the coupled oscillator, and
+    the symmetric VPT (paper config, random init x0.1: nothing trained is shipped; its rollout leaves the
+    sphere and overflows within 6000 steps, so its rounds are capped at 600 steps) on the rigid body."""
+    from vpintegrator.models import default_model_config
+
+    out = []
+    for name, source in SYMPLECTIC_MODELS.items():
+        if source is not None and source.split(":", 1)[1] in set(list_pretrained()):
+            out.append((name, load_model(source), f"trained ({source})", "coupled_oscillator", None))
+            continue
+        torch.manual_seed(1234)
+        model = build_model(name, dim=4).double()
+        with torch.no_grad():  # GML's initialisation overflows within 6000 steps here (NaN, restarts); x0.1 does not
+            for p in model.parameters():
+                p.mul_(0.1)
+        out.append((name, model, "random init x0.1, GML defaults, dim 4, float64", "coupled_oscillator", None))
+    torch.manual_seed(1234)
+    vpt = build_model("vpt", dim=3, **{**default_model_config("vpt"), "symmetric": True}).double()
+    with torch.no_grad():
+        for p in vpt.parameters():
+            p.mul_(0.1)
+    out.append(("vpt symmetric", vpt, "random init x0.1, paper config, symmetric=True, float64", "rigid_body", 600))
+    return out
+
+
+def part_a3(args):
+    """The symplectic models' (and the symmetric VPT's) runners at batch 1, in this process."""
+    from vpintegrator.systems import get_system
+
+    rounds = args.rounds
+    n_fast, n_slow = args.runner_steps, args.eager_steps
+    print(f"\n(a'') the symplectic models' runners at batch 1 (coupled oscillator from its default condition, h = 0.4) "
+          f"and the symmetric VPT's (rigid body, trajectory 1, h = {DT}): minimum over {rounds} alternating rounds of "
+          f"{n_fast} steps (eager and trace: {n_slow}; capped where a row says so) in this process")
+    mods = _a3_models()
+    best: dict[tuple[str, str], float] = {}
+    h_of: dict[str, float] = {}
+    for _ in range(rounds):
+        for name, model, _, system_name, cap in mods:
+            system = get_system(system_name)
+            h = DT if system_name == "rigid_body" else system.default_dt
+            h_of[name] = h
+            y0 = (paper_sphere_points()[[paper_trajectory_index(1)]] if system_name == "rigid_body"
+                  else np.array([system.default_y0]))
+            for runner in RUNNERS:
+                sm = step_map(name, model, runner)
+                steps = n_fast if runner == "numba" else n_slow
+                steps = steps if cap is None else min(steps, cap)
+                window = initial_window(system_name, y0, h, sm.seq_len)
+                res = rollout(sm, window, h, steps)
+                if res.n_failed:
+                    raise SystemExit(f"{name} ({runner}): the rollout failed (restarts would be timed)")
+                if res.meta.get("runner") != runner:
+                    raise SystemExit(f"{name}: asked for runner {runner!r}, got {res.meta.get('runner')!r}")
+                per = res.meta["seconds"] / n_calls(sm, steps)
+                best[(name, runner)] = min(best.get((name, runner), float("inf")), per)
+    print(f"{'model':<24}{'runner':<18}{'us/call':>10}{'CPU s per unit time':>21}{'x slower than numba':>21}  model")
+    for name, model, what, _, cap in mods:
+        for runner in RUNNERS:
+            per = best[(name, runner)]
+            per_unit_time = per / (model.seq_len * h_of[name])  # a call advances seq_len steps of h
+            cap_note = f"; {cap} steps per round" if cap is not None else ""
+            print(f"{name:<24}{runner:<18}{1e6 * per:>10.2f}{per_unit_time:>21.3g}"
+                  f"{per / best[(name, 'numba')]:>21.1f}  {what}{cap_note}")
 
 
 def part_b(args, mods):
@@ -489,13 +567,14 @@ def main():
                         help="(a) steps of the single trajectory (fewer: t = 50 000 extrapolated, labelled)")
     parser.add_argument("--runner-steps", type=int, default=6_000, help="(a') steps per round")
     parser.add_argument("--numpy-steps", type=int, default=1_000, help="(a') steps per round of the NumPy path")
+    parser.add_argument("--eager-steps", type=int, default=600, help="(a'') steps per round of the torch runners")
     parser.add_argument("--rounds", type=int, default=2,
                         help="(a) warm processes per method, (a') alternating rounds (the minimum is kept)")
     parser.add_argument("--batch-steps", type=int, default=500, help="(b) steps of the 1238-trajectory batch")
     parser.add_argument("--memory-steps", type=lambda s: [int(v) for v in s.split(",")], default=[10_000, 100_000])
     parser.add_argument("--memory-traj", type=int, default=16, help="(c) trajectories streamed")
     parser.add_argument("--skip", default="",
-                        help="comma list of parts to skip: a,a2,b,c,d (or parts of d: d1,d2,d3)")
+                        help="comma list of parts to skip: a,a2,a3,b,c,d (or parts of d: d1,d2,d3)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
                         help="(d) cpu or cuda (default: cuda when available)")
     parser.add_argument("--max-ics", type=int, help="(d) up to 10^4, 10^5, 10^6 ICs (default 10^5 on the CPU, 10^6 on CUDA)")
@@ -537,6 +616,8 @@ def main():
     mods = models(args)
     if "a2" not in skip:
         part_a2(args, mods)
+    if "a3" not in skip:
+        part_a3(args)
     if "b" not in skip:
         part_b(args, mods)
     if "c" not in skip:

@@ -145,6 +145,12 @@ def test_one_kernel_for_every_weight_set_and_configuration():
     for key in ("lpnet", "lp_transformer_seq4_sym"):  # the Lie–Poisson ops: the same kernel
         packed = cm.pack(lp_case(key))
         packed.forward(sphere_windows(2, packed.seq_len, 3).numpy())
+    for model in [symp_case(key, scale=0.3) for key in ("la_sympnet", "g_sympnet_dim6_sigmoid_lower", "st_sym_vector",
+                                                         "st_arb_matrix_lower")] + [  # the shears
+            sym_vp_case("vpt_sym", scale=0.1), sym_vp_case("vpff_sym", scale=0.1)]:  # flow times and inverses
+        packed = cm.pack(model)
+        out = np.empty((2, 5 * packed.seq_len, packed.dim))
+        packed.rollout_block(np.ones((2, packed.seq_len, packed.dim)), 5, out)
     assert len(kernel.signatures) == max(before, 1) <= 1  # no recompilation per model
     assert kernel._cache.__class__.__name__ != "NullCache"  # cached across processes
 
@@ -282,3 +288,274 @@ def test_lie_poisson_rollouts_run_compiled():
     assert step.describe()["runner"] == "numba"
     want = np.stack([torch_rollout(model, w0[i], 50, False) for i in range(2)])
     np.testing.assert_allclose(y[:, 1:], want, rtol=1e-12, atol=1e-12)
+
+
+# ---- the symplectic architectures: every SympNet layer and the symplectic attention as shear ops.
+
+SYMP_CASES = {
+    "la_sympnet": ("la_sympnet", dict(dim=4)),
+    "la_sympnet_dim6_silu_lower": ("la_sympnet", dict(dim=6, depth=3, nhidden=2, activation="silu",
+                                                      init_upper_linear=False, init_upper_act=False)),
+    "la_sympnet_nhidden0_seq2": ("la_sympnet", dict(dim=4, depth=2, nhidden=0, seq_len=2)),
+    "la_sympnet_sigmoid": ("la_sympnet", dict(dim=2, depth=1, nhidden=1, activation="sigmoid")),
+    "la_sympnet_identity": ("la_sympnet", dict(dim=4, depth=4, nhidden=1, activation="identity")),
+    "g_sympnet": ("g_sympnet", dict(dim=4)),
+    "g_sympnet_dim6_sigmoid_lower": ("g_sympnet", dict(dim=6, upscaling_dimension=10, n_layers=3,
+                                                       activation="sigmoid", init_upper=False)),
+    "g_sympnet_silu_seq3": ("g_sympnet", dict(dim=2, upscaling_dimension=6, n_layers=4, activation="silu", seq_len=3)),
+    "st_sym_matrix": ("symplectic_transformer", dict(dim=4)),
+    "st_sym_vector": ("symplectic_transformer", dict(dim=6, seq_len=5, attention_activation="vector_softmax")),
+    "st_arb_matrix_lower": ("symplectic_transformer", dict(dim=4, seq_len=4, symmetric=False, init_upper=False)),
+    "st_arb_vector_L2": ("symplectic_transformer", dict(dim=4, L=2, symmetric=False,
+                                                        attention_activation="vector_softmax")),
+    "st_seq1_no_sympnet": ("symplectic_transformer", dict(dim=4, seq_len=1, n_sympnet=0, L=2)),
+    "st_silu_up12": ("symplectic_transformer", dict(dim=4, seq_len=2, upscaling_dimension=12,
+                                                    sympnet_activation="silu", L=2)),
+}
+
+
+def symp_case(key, seed=0, scale=1.0):
+    torch.manual_seed(seed)
+    name, config = SYMP_CASES[key]
+    model = build_model(name, **config).double()
+    with torch.no_grad():  # non-zero biases (the gradient layers start at 0), so every bias enters
+        for pname, p in model.named_parameters():
+            if pname.endswith("bias"):
+                p.uniform_(-0.5, 0.5)
+            p.mul_(scale)
+    return model.eval()
+
+
+@pytest.mark.parametrize("key", SYMP_CASES)
+def test_symplectic_forward_equals_torch(key):
+    model = symp_case(key)
+    packed = cm.pack(model)
+    assert packed is not None
+    assert len(packed.ops) == len(model.window_chain())  # one op per layer
+    x = torch.randn(4, model.seq_len, model.dim, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    with torch.no_grad():
+        want = model(x).numpy()
+    assert np.abs(want - x.numpy()).max() > 0.1  # the layers do something
+    np.testing.assert_allclose(packed.forward(x.numpy()), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(packed.forward(x[0].numpy()), want[0], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+@pytest.mark.parametrize("key", ["la_sympnet", "g_sympnet_dim6_sigmoid_lower", "st_sym_matrix", "st_sym_vector",
+                                 "st_arb_matrix_lower", "st_arb_vector_L2"])
+def test_symplectic_rollout_equals_torch(key, overlap):
+    # random models are no integrators: most grow (hyperbolic linear shears; vector softmax with symmetric A
+    # is not even symplectic) and amplify the ~1e-16 per-call roundings, so end to end over the first calls
+    # (weights ×0.1: still bounded there), and every call of the 200 against torch from the same window
+    model = symp_case(key, scale=0.1)
+    packed = cm.pack(model)
+    window = torch.randn(model.seq_len, model.dim, generator=torch.Generator().manual_seed(3),
+                         dtype=torch.float64).numpy()
+    n_calls, T = 200, model.seq_len
+    adv = 1 if overlap else T
+    out = np.empty((n_calls * adv, model.dim))
+    last = packed.rollout_block(window, n_calls, out, overlap=overlap)
+    want = torch_rollout(model, window, n_calls, overlap)
+    k = 30 * adv
+    size = max(1.0, np.abs(want[:k]).max())  # la_sympnet grows to ~1e2 there
+    np.testing.assert_allclose(out[:k], want[:k], rtol=1e-12, atol=1e-12 * size)
+    states = np.concatenate([window, out])
+    attention = key.startswith("st_")
+    checked = 0
+    for k in range(0, n_calls * adv, adv):
+        w = states[k : k + T]
+        size = np.abs(w).max()
+        if attention and size > 10.0:  # grown states: exp of C ~ |x|² magnifies the roundings of C either way
+            continue
+        checked += 1
+        with torch.no_grad():
+            ref = model(torch.as_tensor(w)[None])[0].numpy()
+        np.testing.assert_allclose(packed.forward(w), ref, rtol=1e-12, atol=1e-12 * max(1.0, size))
+    assert checked >= (15 if attention else n_calls)
+    np.testing.assert_array_equal(last, states[-T:])
+
+
+@pytest.mark.parametrize("name", ["coupled_oscillator_g_sympnet", "coupled_oscillator_symplectic_transformer"])
+def test_shipped_symplectic_models_over_hundreds_of_steps(name):
+    if name not in list_pretrained():
+        pytest.skip(f"{name} not shipped")
+    from vpintegrator.rollout import initial_window
+    from vpintegrator.systems import get_system
+
+    model = load_model(f"pretrained:{name}")
+    system = get_system("coupled_oscillator")
+    packed = cm.pack(model)
+    assert packed is not None
+    T = model.seq_len
+    window = initial_window("coupled_oscillator", np.array([system.default_y0]), system.default_dt, T)[0]
+    n_calls = 300 // T
+    out = np.empty((n_calls * T, model.dim))
+    packed.rollout_block(window, n_calls, out)
+    states = np.concatenate([window, out])
+    with torch.no_grad():  # every call against torch from the same window
+        wins = np.stack([states[k : k + T] for k in range(0, n_calls * T, T)])
+        want = model(torch.as_tensor(wins)).numpy().reshape(-1, model.dim)
+    np.testing.assert_allclose(out, want, rtol=0, atol=1e-12)
+    # and the whole 300-step rollout against torch's own
+    np.testing.assert_allclose(out, torch_rollout(model, window, n_calls, False), rtol=0, atol=1e-12)
+    # the rollout engine runs the shipped model compiled, with the same states
+    from vpintegrator.rollout import ModelStep, rollout
+
+    step = ModelStep(model, device="cpu")
+    y = rollout(step, window[None], system.default_dt, n_calls * T + T - 1).y[0]
+    assert step.describe()["runner"] == "numba"
+    np.testing.assert_array_equal(y[T:], out)
+
+
+@pytest.mark.parametrize("key", ["g_sympnet", "st_sym_matrix", "st_arb_vector_L2"])
+def test_symplectic_rollouts_run_compiled(key):
+    from vpintegrator.rollout import ModelStep, rollout
+
+    model = symp_case(key, scale=0.05)
+    w0 = torch.randn(2, model.seq_len, model.dim, generator=torch.Generator().manual_seed(6),
+                     dtype=torch.float64).numpy()
+    step = ModelStep(model, device="cpu")
+    y = rollout(step, w0, 0.4, 60).y
+    assert step.describe()["runner"] == "numba"
+    n_calls = -(-(60 + 1 - model.seq_len) // model.seq_len)
+    want = np.stack([torch_rollout(model, w0[i], n_calls, False) for i in range(2)])
+    np.testing.assert_allclose(y[:, model.seq_len :], want[:, : 61 - model.seq_len], rtol=1e-12, atol=1e-12)
+
+
+def test_symplectic_unpackable_variants_fall_back_to_torch():
+    from vpintegrator.rollout import ModelStep, rollout
+
+    # an activation the kernel does not know (set after construction, as a user's layer could) ...
+    model = symp_case("g_sympnet", scale=0.3)
+    model.layers[1].activation = "gelu"
+    model.layers[1]._sigma = torch.nn.functional.gelu
+    assert cm.pack(model) is None
+    step = ModelStep(model, device="cpu")
+    w0 = np.full((1, 1, 4), 0.3)
+    y = rollout(step, w0, 0.4, 10).y
+    assert step.describe()["runner"] != "numba"
+    np.testing.assert_array_equal(y[0, 1:], torch_rollout(model, w0[0], 10, False))
+    # ... an attention softmax it does not know, a layer subclass that changes the formula, a foreign layer
+    st = symp_case("st_sym_matrix")
+    st.layers[0].activation = "sparsemax"
+    assert cm.pack(st) is None
+    from vpintegrator.nn.sympnet import GradientLayerQ
+
+    class Doubled(GradientLayerQ):
+        def increment(self, source):
+            return 2.0 * super().increment(source)
+
+    g = symp_case("g_sympnet")
+    g.layers[0] = Doubled(4)
+    assert cm.pack(g) is None
+    la = symp_case("la_sympnet")
+    la.layers[0] = torch.nn.Identity()
+    assert cm.pack(la) is None
+
+
+def test_symplectic_kernel_keeps_the_shears_symplectic():
+    # the compiled map's Jacobian (central differences of the kernel itself) satisfies JᵀΩJ = Ω on ℝ^{T·dim}
+    model = symp_case("st_arb_matrix_lower", scale=0.5)
+    packed = cm.pack(model)
+    T, D = model.seq_len, model.dim
+    n = D // 2
+    x0 = torch.randn(T, D, generator=torch.Generator().manual_seed(8), dtype=torch.float64).numpy()
+    eps = 1e-6
+    J = np.empty((T * D, T * D))
+    for k in range(T * D):
+        e = np.zeros(T * D)
+        e[k] = eps
+        J[:, k] = (packed.forward(x0 + e.reshape(T, D)) - packed.forward(x0 - e.reshape(T, D))).ravel() / (2 * eps)
+    omega1 = np.block([[np.zeros((n, n)), np.eye(n)], [-np.eye(n), np.zeros((n, n))]])
+    omega = np.kron(np.eye(T), omega1)
+    assert np.abs(J.T @ omega @ J - omega).max() < 1e-7
+
+
+# ---- the symmetric (palindromic) VPFF/VPT: half-time members and the triangular layers' explicit inverses
+# (back-substitution), the attention's inverse as the layer at −τ; one op per step of the schedule.
+
+SYM_VP_CASES = {
+    "vpff_sym": ("vpff", dict(dim=3, n_blocks=2, symmetric=True)),
+    "vpff_sym_upper_sigmoid": ("vpff", dict(dim=4, n_blocks=1, n_linear=2, activation="sigmoid", init_upper=True,
+                                            symmetric=True)),
+    "vpt_sym": ("vpt", dict(dim=3, seq_len=3, n_blocks=2, L=3, symmetric=True)),
+    "vpt_sym_seq4_silu": ("vpt", dict(dim=4, seq_len=4, n_blocks=1, L=2, activation="silu", symmetric=True)),
+    "vpt_sym_seq2_upper": ("vpt", dict(dim=3, seq_len=2, n_blocks=1, L=2, init_upper=True, symmetric=True)),
+}
+
+
+def sym_vp_case(key, seed=0, scale=1.0):
+    torch.manual_seed(seed)
+    name, config = SYM_VP_CASES[key]
+    model = build_model(name, **config).double()
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if pname.endswith("bias"):
+                p.uniform_(-0.5, 0.5)
+            p.mul_(scale)
+    return model.eval()
+
+
+@pytest.mark.parametrize("key", SYM_VP_CASES)
+def test_symmetric_vp_forward_rollout_and_inverse(key):
+    model = sym_vp_case(key, scale=0.5)
+    packed = cm.pack(model)
+    assert packed is not None
+    assert len(packed.ops) == len(model._schedule(1.0))  # every layer twice
+    # each layer's matrix (materialised dim×dim) and bias stored once, and one τ per step
+    once = sum(model.dim**2 + (0 if getattr(m, "bias", None) is None else m.bias.numel()) for m in model._flow_layers())
+    assert packed.params.size == once + len(packed.ops)
+    residual = packed.ops[packed.ops[:, 0] == cm.OP_RESIDUAL]
+    np.testing.assert_array_equal(np.abs(packed.params[residual[:, 6]]), 0.5)
+    assert (residual[:, 5] == 2).sum() == (residual[:, 5] == 1).sum() == len(residual) // 2  # half: the inverses
+    x = sphere_windows(4, model.seq_len, model.dim, seed=1)
+    with torch.no_grad():
+        want = model(x).numpy()
+    assert np.abs(want - x.numpy()).max() > 0.1
+    got = packed.forward(x.numpy())
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    with torch.no_grad():  # the model's own inverse undoes the compiled map
+        back = model.inverse(torch.as_tensor(got)).numpy()
+    np.testing.assert_allclose(back, x.numpy(), rtol=1e-12, atol=1e-12)
+    # a rollout of a smaller model (random VPTs are chaotic: roundings grow), end to end over the first calls
+    model = sym_vp_case(key, scale=0.1)
+    packed = cm.pack(model)
+    n_calls, T = 200, model.seq_len
+    window = x[0].numpy()
+    out = np.empty((n_calls * T, model.dim))
+    packed.rollout_block(window, n_calls, out)
+    ref = torch_rollout(model, window, n_calls, False)
+    np.testing.assert_allclose(out[: 10 * T], ref[: 10 * T], rtol=1e-11, atol=1e-11)
+    states = np.concatenate([window, out])
+    for k in range(0, n_calls * T, T):  # every call against torch from the same window
+        w = states[k : k + T]
+        if np.abs(w).max() > 5.0:  # grown states: Cayley of a large C is ill-conditioned either way
+            continue
+        with torch.no_grad():
+            np.testing.assert_allclose(packed.forward(w), model(torch.as_tensor(w)[None])[0].numpy(),
+                                       rtol=1e-12, atol=1e-12)
+
+
+def test_symmetric_vpt_kernel_is_time_symmetric():
+    # Φ_{−1} = Φ_1⁻¹: the packed palindrome with every flow time negated inverts the packed map
+    model = sym_vp_case("vpt_sym", scale=0.5)
+    packed = cm.pack(model)
+    negated = cm.CompiledModel(packed.params.copy(), packed.ops, packed.dim, packed.seq_len, packed.pred_window)
+    tau_offsets = np.concatenate([packed.ops[packed.ops[:, 0] == cm.OP_RESIDUAL, 6],
+                                  packed.ops[packed.ops[:, 0] == cm.OP_VP_ATTENTION, 4]])
+    negated.params[tau_offsets] *= -1.0
+    x = sphere_windows(3, 3, 3, seed=9).numpy()
+    np.testing.assert_allclose(negated.forward(packed.forward(x)), x, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("key", ["st_sym_matrix", "st_arb_vector_L2", "g_sympnet_silu_seq3"])
+def test_symplectic_blow_up_gives_inf_or_nan_not_an_exception(key):
+    model = symp_case(key, scale=40.0)
+    packed = cm.pack(model)
+    out = np.empty((model.seq_len * 400, model.dim))
+    packed.rollout_block(np.full((model.seq_len, model.dim), 10.0), 400, out)  # exp/tanh overflow: no exception
+    assert not np.isfinite(out).all()
+    x = torch.full((1, model.seq_len, model.dim), 1e300, dtype=torch.float64)
+    with torch.no_grad():
+        want = model(x).numpy()[0]
+    np.testing.assert_allclose(packed.forward(x[0].numpy()), want, rtol=1e-12, atol=1e-12, equal_nan=True)

@@ -178,16 +178,17 @@ def test_without_attention_keeps_the_palindrome():
     assert_preserves(ablated, atol=1e-12)
 
 
-def test_symmetric_model_rolls_out_with_torch_not_the_numba_kernel():
+def test_symmetric_model_rolls_out_with_the_numba_kernel():
     from vpintegrator.rollout import ModelStep, rollout
-    from vpintegrator.rollout.numba_model import pack
+    from vpintegrator.rollout.numba_model import AVAILABLE, pack
 
     _, sym = _pair("vpt", **SMALL["vpt"])
-    assert pack(sym) is None  # the kernel has no flow time nor inverse layers: torch runs the model
+    # the kernel runs the palindrome: half-time members and the layers' explicit inverses (one op per step)
+    assert (pack(sym) is not None) is AVAILABLE
     w0 = np.random.default_rng(0).normal(size=(1, 3, 3))
     step = ModelStep(sym, device="cpu")
     y = rollout(step, w0, 0.2, 9).y  # 3 calls of the window model
-    assert step.describe()["runner"] != "numba"
+    assert (step.describe()["runner"] == "numba") is AVAILABLE
     with torch.no_grad():
         w = torch.as_tensor(w0)
         expected = [w]

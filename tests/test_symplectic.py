@@ -376,18 +376,21 @@ def test_cli_train_then_rollout(oscillator_data, tmp_path):
     assert out.exists()
 
 
+@pytest.mark.parametrize("scalar_max_batch", [8, 0])
 @pytest.mark.parametrize("name", ["la_sympnet", "g_sympnet", "symplectic_transformer"])
-def test_rollout_runs_the_torch_path(name):
-    """No compiled (numba) kernel for the symplectic models: ModelStep falls back to the trace and agrees."""
+def test_rollout_runs_compiled_or_torch(name, scalar_max_batch):
+    """Small float64 batches run the compiled (numba) kernel; with it off, the trace; both agree with the model."""
     from vpintegrator.rollout import rollout
+    from vpintegrator.rollout.numba_model import AVAILABLE
     from vpintegrator.rollout.steps import ModelStep
 
     torch.manual_seed(0)
     model = build_model(name, dim=4).double()
-    step = ModelStep(model)
+    step = ModelStep(model, scalar_max_batch=scalar_max_batch)
     window0 = np.random.default_rng(0).uniform(-1, 1, size=(2, model.seq_len, 4))
     traj = rollout(step, window0, 0.4, 6)
-    assert step.describe()["runner"] in ("jit.trace+freeze", "eager")
+    compiled = scalar_max_batch > 0 and AVAILABLE
+    assert step.describe()["runner"] in (("numba",) if compiled else ("jit.trace+freeze", "eager"))
     with torch.no_grad():
         want = model(torch.from_numpy(window0)).numpy()
     np.testing.assert_allclose(traj.y[:, model.seq_len:2 * model.seq_len], want, rtol=1e-12, atol=1e-12)

@@ -20,14 +20,18 @@ except ImportError:  # pragma: no cover - exercised only where numba is missing
     AVAILABLE = False
 
 __all__ = ["AVAILABLE", "OP_WIDTH", "OP_RESIDUAL", "OP_VP_ATTENTION", "OP_MH_ATTENTION", "OP_LP_LAYER",
-           "OP_LP_COUPLING"]
+           "OP_LP_COUPLING", "OP_SYMP_LINEAR", "OP_SYMP_ACTIVATION", "OP_SYMP_GRADIENT", "OP_SYMP_ATTENTION"]
 
 OP_RESIDUAL, OP_VP_ATTENTION, OP_MH_ATTENTION, OP_LP_LAYER, OP_LP_COUPLING = 0, 1, 2, 3, 4
+#: the symplectic shears (SympNet layers and symplectic attention): q ← q + f(p) or p ← p + f(q)
+OP_SYMP_LINEAR, OP_SYMP_ACTIVATION, OP_SYMP_GRADIENT, OP_SYMP_ATTENTION = 5, 6, 7, 8
 OP_WIDTH = 8
 #: activation name -> code in the kernel
 ACTIVATIONS = {"identity": 0, "tanh": 1, "sigmoid": 2, "silu": 3}
 #: OP_RESIDUAL matrix kinds: dense, strictly lower, strictly upper (the zero triangle is skipped)
 DENSE, LOWER, UPPER = 0, 1, 2
+#: OP_SYMP_ATTENTION softmax code: over all T² entries of C (GML MatrixSoftmax), over each column (VectorSoftmax)
+SOFTMAXES = {"matrix_softmax": 0, "vector_softmax": 1}
 
 
 def _njit(fn=None, **options):
@@ -97,11 +101,33 @@ def _rollout_rows(ctx, n_calls, adv, params, ops, out):
             for k in range(n_ops):
                 code = ops[k, 0]
                 if code == 0:
-                    # ---- OP_RESIDUAL: x_t ↦ x_t + σ(W x_t + b); kind 1/2: W strictly lower/upper
+                    # ---- OP_RESIDUAL: x_t ↦ x_t + σ(W x_t + b); kind 1/2: W strictly lower/upper; ops[k, 5] = 1:
+                    # with the flow time τ = params[ops[k, 6]], x_t + τ σ(W x_t + b); = 2 (triangular W): that
+                    # map's inverse by back-substitution, x_i = y_i − τ σ(W_i x + b_i) in the order of the
+                    # components W_i reaches (first to last for lower, last to first for upper), in place
                     kind = ops[k, 1]
                     w_off = ops[k, 2]
                     b_off = ops[k, 3]
                     act = ops[k, 4]
+                    timed = ops[k, 5]
+                    tau = params[ops[k, 6]] if timed != 0 else 1.0
+                    if timed == 2:
+                        for t in range(T):
+                            for ii in range(D):
+                                i = ii if kind == 1 else D - 1 - ii
+                                lo = 0
+                                hi = i
+                                if kind == 2:
+                                    lo = i + 1
+                                    hi = D
+                                acc = 0.0
+                                row = w_off + i * D
+                                for j in range(lo, hi):
+                                    acc += params[row + j] * x[t, j]
+                                if b_off >= 0:
+                                    acc += params[b_off + i]
+                                x[t, i] = x[t, i] - tau * _sigma(acc, act)
+                        continue
                     for t in range(T):
                         for i in range(D):
                             lo = 0
@@ -117,14 +143,21 @@ def _rollout_rows(ctx, n_calls, adv, params, ops, out):
                             if b_off >= 0:
                                 acc += params[b_off + i]
                             tmp[i] = acc
-                        for i in range(D):
-                            x[t, i] += _sigma(tmp[i], act)
+                        if timed == 0:
+                            for i in range(D):
+                                x[t, i] += _sigma(tmp[i], act)
+                        else:
+                            for i in range(D):
+                                x[t, i] = x[t, i] + tau * _sigma(tmp[i], act)
                 elif code == 1:
-                    # ---- OP_VP_ATTENTION: x ↦ Λᵀ x, Λ = Cayley(C(x))
+                    # ---- OP_VP_ATTENTION: x ↦ Λᵀ x, Λ = Cayley(C(x)); ops[k, 3] != 0: Cayley(τ C(x)) with the
+                    # flow time τ = params[ops[k, 4]] (the skew layer's inverse is τ → −τ)
                     if T == 1:  # C is the 1×1 zero matrix, Λ = 1
                         continue
                     a_off = ops[k, 1]
                     skew = ops[k, 2] != 0
+                    scaled = ops[k, 3] != 0
+                    tau = params[ops[k, 4]] if scaled else 1.0
                     # av[j] = A x_j for j < T − 1 (x_{T−1} is never on the right of a lower entry)
                     for j in range(T - 1):
                         for i in range(D):
@@ -148,6 +181,10 @@ def _rollout_rows(ctx, n_calls, adv, params, ops, out):
                             w0 = w0 / root_d
                             w1 = w1 / root_d
                             w2 = w2 / root_d
+                        if scaled:
+                            w0 = tau * w0
+                            w1 = tau * w1
+                            w2 = tau * w2
                         s = 2.0 / (1.0 + (w0 * w0 + w1 * w1 + w2 * w2))
                         # Λᵀ = (I + [w]× + w wᵀ) s − I, [w]× = [[0, −w2, w1], [w2, 0, −w0], [−w1, w0, 0]]
                         k00 = (1.0 + w0 * w0) * s - 1.0
@@ -180,6 +217,8 @@ def _rollout_rows(ctx, n_calls, adv, params, ops, out):
                                     acc += x[i, c] * av[j, c]
                                 if not skew:
                                     acc = acc / root_d
+                                if scaled:
+                                    acc = tau * acc
                                 gj[i, j] = acc
                                 gj[j, i] = -acc
                         for col in range(T):
@@ -216,6 +255,115 @@ def _rollout_rows(ctx, n_calls, adv, params, ops, out):
                         for i in range(T):
                             for c in range(D):
                                 x[i, c] = y[i, c]
+                elif code >= 5:
+                    # ---- the symplectic shears on z = (q, p), n = D/2: the target half (q when ops[k, 1] != 0,
+                    # else p) gains f(source half); source and target are disjoint, so f is read while adding
+                    n = D // 2
+                    tgt = 0 if ops[k, 1] != 0 else n
+                    src = n - tgt
+                    if code == 5:
+                        # ---- OP_SYMP_LINEAR: target += source S (S symmetric n×n, row form), then z += b
+                        s_off = ops[k, 2]
+                        b_off = ops[k, 3]
+                        for t in range(T):
+                            if s_off >= 0:
+                                for i in range(n):
+                                    acc = 0.0
+                                    for j in range(n):
+                                        acc += x[t, src + j] * params[s_off + j * n + i]
+                                    x[t, tgt + i] = x[t, tgt + i] + acc
+                            if b_off >= 0:
+                                for i in range(D):
+                                    x[t, i] = x[t, i] + params[b_off + i]
+                    elif code == 6:
+                        # ---- OP_SYMP_ACTIVATION: target += a ⊙ σ(source)
+                        a_off = ops[k, 2]
+                        act = ops[k, 3]
+                        for t in range(T):
+                            for i in range(n):
+                                x[t, tgt + i] = x[t, tgt + i] + params[a_off + i] * _sigma(x[t, src + i], act)
+                    elif code == 7:
+                        # ---- OP_SYMP_GRADIENT: target += Kᵀ (a ⊙ σ(K source + b)), K (h, n)
+                        k_off = ops[k, 2]
+                        b_off = ops[k, 3]
+                        a_off = ops[k, 4]
+                        width = ops[k, 5]
+                        act = ops[k, 6]
+                        for t in range(T):
+                            for i in range(n):
+                                tmp[i] = 0.0
+                            for m in range(width):
+                                acc = 0.0
+                                row = k_off + m * n
+                                for j in range(n):
+                                    acc += x[t, src + j] * params[row + j]
+                                hm = params[a_off + m] * _sigma(acc + params[b_off + m], act)
+                                for i in range(n):
+                                    tmp[i] += hm * params[row + i]
+                            for i in range(n):
+                                x[t, tgt + i] = x[t, tgt + i] + tmp[i]
+                    else:
+                        # ---- OP_SYMP_ATTENTION: C = Xs A Xsᵀ (T×T), σ = softmax(C) over all entries or per
+                        # column; symmetric A: target += 2 σᵀ Xs A; arbitrary: σ Xs Aᵀ + σᵀ Xs A
+                        a_off = ops[k, 2]
+                        sym = ops[k, 3] != 0
+                        by_column = ops[k, 4] != 0
+                        for t in range(T):  # av = Xs A, y = Xs Aᵀ
+                            for c in range(n):
+                                acc = 0.0
+                                acc2 = 0.0
+                                for j in range(n):
+                                    acc += x[t, src + j] * params[a_off + j * n + c]
+                                    acc2 += x[t, src + j] * params[a_off + c * n + j]
+                                av[t, c] = acc
+                                y[t, c] = acc2
+                        for i in range(T):  # lam = C
+                            for j in range(T):
+                                acc = 0.0
+                                for c in range(n):
+                                    acc += av[i, c] * x[j, src + c]
+                                lam[i, j] = acc
+                        if by_column:
+                            for j in range(T):
+                                top = -math.inf
+                                for i in range(T):
+                                    if lam[i, j] > top:
+                                        top = lam[i, j]
+                                total = 0.0
+                                for i in range(T):
+                                    e = math.exp(lam[i, j] - top)
+                                    lam[i, j] = e
+                                    total += e
+                                for i in range(T):
+                                    lam[i, j] = lam[i, j] / total
+                        else:
+                            top = -math.inf
+                            for i in range(T):
+                                for j in range(T):
+                                    if lam[i, j] > top:
+                                        top = lam[i, j]
+                            total = 0.0
+                            for i in range(T):
+                                for j in range(T):
+                                    e = math.exp(lam[i, j] - top)
+                                    lam[i, j] = e
+                                    total += e
+                            for i in range(T):
+                                for j in range(T):
+                                    lam[i, j] = lam[i, j] / total
+                        for t in range(T):
+                            for c in range(n):
+                                acc = 0.0
+                                for i in range(T):
+                                    acc += lam[i, t] * av[i, c]
+                                if sym:
+                                    acc = 2.0 * acc
+                                else:
+                                    acc2 = 0.0
+                                    for j in range(T):
+                                        acc2 += lam[t, j] * y[j, c]
+                                    acc = acc2 + acc
+                                x[t, tgt + c] = x[t, tgt + c] + acc
                 elif code >= 3:
                     # ---- OP_LP_LAYER / OP_LP_COUPLING (dim 3): z_t ↦ R(k, θ_t) z_t by Rodrigues' formula,
                     # θ_t = −τ ψ(k·z_t) (layer) or −τ α_t ψ(Σ_j α_j k·z_j) (coupling),

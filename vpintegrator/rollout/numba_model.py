@@ -1,5 +1,6 @@
-"""The paper architectures (VPFF, VPT, standard transformer) and the Lie–Poisson networks (``lpnet``,
-``lp_transformer``, plain or symmetric) as one numba kernel with the weights as arrays.
+"""The paper architectures (VPFF, VPT, standard transformer; the VPFF/VPT plain or symmetric), the Lie–Poisson
+networks (``lpnet``, ``lp_transformer``, plain or symmetric) and the symplectic ones (LA-SympNet, G-SympNet,
+symplectic transformer) as one numba kernel with the weights as arrays.
 
 At batch 1 a forward pass of the paper models is a few hundred flops on a (seq 3, dim 3) window: torch's
 per-operation overhead (≈ 5 µs per op) is the whole cost. Here a model is *packed* into
@@ -14,10 +15,12 @@ and run by a single ``@njit(cache=True)`` interpreter, :func:`~vpintegrator.roll
 (in :mod:`vpintegrator.rollout.numba_kernel`; this module packs and calls it), that iterates the model for
 many calls without returning to Python (one function body: numba increfs every array handed to a helper,
 which cost a third of the time at ~1 µs per call). Because the weights and the layer layout are arguments, not
-constants, the one compiled kernel serves every weight set and every configuration of the five
+constants, the one compiled kernel serves every weight set and every configuration of the eight
 architectures (any dim, seq_len, n_blocks, n_linear, L, heads, activations, skew or arbitrary
-attention, both multi-head forms; any n_layers, width, L, seq_len and ``symmetric`` of the Lie–Poisson
-networks), and numba's on-disk cache (``cache=True``) keeps it across processes: a new model never compiles
+attention, both multi-head forms, ``symmetric`` of the VPFF/VPT; any n_layers, width, L, seq_len and
+``symmetric`` of the Lie–Poisson networks; any depth, nhidden, n_layers, upscaling, L, n_sympnet,
+activations, ``init_upper*``, symmetric or arbitrary A and either softmax of the symplectic ones), and
+numba's on-disk cache (``cache=True``) keeps it across processes: a new model never compiles
 anything.
 
 Layers (one op each; z a state, a row of the window X (seq, dim)):
@@ -25,13 +28,15 @@ Layers (one op each; z a state, a row of the window X (seq, dim)):
 ``OP_RESIDUAL``
     z ↦ z + σ(W z + b) on every state: the triangular layers of the VPFF/VPT (W strictly lower or upper;
     the zero triangle is skipped) and the ResNet layers of the ST (W dense). σ ∈ identity, tanh,
-    sigmoid, silu.
+    sigmoid, silu. Timed (fields 5, 6): the member z ↦ z + τ σ(W z + b), or its explicit inverse
+    (triangular W) by back-substitution z_i = y_i − τ σ(W_i z + b_i), component after component.
 ``OP_VP_ATTENTION``
     X ↦ Λᵀ X, Λ = Cayley(C), C the skew matrix with lower entries C_ij = z_i·(A z_j) (``skew_sym``) or
     z_i·(A z_j)/√dim (arbitrary weighting). seq 1: identity; seq 3: the closed form of
     :func:`vpintegrator.nn.cayley.cayley3_transpose_apply` (the layer's own fast path, same formula);
     any other seq: (I + S)⁻¹ by Gauss–Jordan elimination with partial pivoting (I + S, S skew, has
-    singular values ≥ 1, so this is as accurate as the closed forms torch uses for seq ≤ 5).
+    singular values ≥ 1, so this is as accurate as the closed forms torch uses for seq ≤ 5). Timed
+    (fields 3, 4): Cayley(τ C) (the skew layer's inverse is the layer at −τ).
 ``OP_MH_ATTENTION``
     :class:`~vpintegrator.nn.MultiHeadAttention`, GML form (qkv = X P, scale 1/√dim, no output
     projection) or standard form (biases, scale 1/√d_head, output projection), softmax over the keys as
@@ -43,16 +48,31 @@ Layers (one op each; z a state, a row of the window X (seq, dim)):
     :class:`~vpintegrator.nn.LiePoissonCoupling` for flow time τ: s = Σ_j α_j k·z_j over the window, state i
     rotated about k by −τ α_i ψ(s).
 
+``OP_SYMP_LINEAR``, ``OP_SYMP_ACTIVATION``, ``OP_SYMP_GRADIENT``
+    The SympNet shears on z = (q, p), q ← q + f(p) (Q layers) or p ← p + f(q) (P layers):
+    f(p) = S p (S symmetric, then optionally + b on the whole state; S absent: GML's ``BiasLayer``),
+    a ⊙ σ(p), Kᵀ (a ⊙ σ(K p + b)) (K ∈ ℝ^{h×n}); σ as for OP_RESIDUAL.
+``OP_SYMP_ATTENTION``
+    Symplectic attention (:mod:`vpintegrator.nn.symplectic_attention`): C = Xp A Xpᵀ (T×T), σ(C) the softmax
+    over all T² entries (GML ``MatrixSoftmax``) or over each column (``VectorSoftmax``), max subtracted;
+    Xq ← Xq + 2 σᵀ Xp A (symmetric A) or σ Xp Aᵀ + σᵀ Xp A (arbitrary A); the P layer with q and p swapped.
+
 A Lie–Poisson network is packed as its schedule
 (:meth:`~vpintegrator.models._symmetric.SymmetricComposition._schedule`: what ``forward`` applies): one op
 per step, so ``symmetric=True`` gives the palindrome of half-time flows (an inverse step at time t is the
-flow at −t; each layer's weights are stored once). Symmetric VPFF/VPT are not packed (torch runs them).
+flow at −t; each layer's weights are stored once). So is a symmetric VPFF/VPT
+(:mod:`vpintegrator.models._symmetric`): the adjoint half ψ*_{1/2} as the layers' inverses at −1/2, last layer
+first (triangular: back-substitution; attention: the layer at +1/2), then every layer at +1/2.
 
 The arithmetic is float64 and follows the layers' formulas; only roundings differ from torch (tanh is
 computed as t / (t + 2), t = expm1(2v), within ~2 ulp of torch's, about twice as fast as libm's tanh), so a
 call agrees with ``model.forward`` of a float64 model to ~1e-15 relative (tests: ≤ 1e-12). Measured at
 batch 1 on the paper's trajectory 1 (``scripts/bench_rollout.py``, one thread): VPFF 0.5 µs, VPT 1.5 µs,
-ST 1.0 µs per call, i.e. 0.12 s, 0.12 s and 0.09 s for 250 000 steps.
+ST 1.0 µs per call, i.e. 0.12 s, 0.12 s and 0.09 s for 250 000 steps. The symplectic models at batch 1 on
+the coupled oscillator (``scripts/bench_rollout.py --skip a,a2,b,c,d``, part (a''), one run, loaded machine):
+the shipped G-SympNet 2.9 µs per call against 550 µs eager, the shipped symplectic transformer (L 4) 9.1 µs
+against 2.4 ms; in another run LA-SympNet (GML defaults, weights ×0.1) 0.24 µs against 0.71 ms, and the
+symmetric VPT (paper config) 4.8 µs against 12.7 ms.
 lpnet (8 layers, width 4, seq_len 1) takes 1.6 µs per call against 4.1 µs for the VPT and ~2 ms for torch
 eager, in one run on a loaded machine (``rollout_block``, 10⁵ calls, one thread). A float32 model is computed
 in float64 from its weights. A packed model is a snapshot: later changes of the torch weights are not seen.
@@ -82,14 +102,20 @@ from .numba_kernel import (
     OP_LP_LAYER,
     OP_MH_ATTENTION,
     OP_RESIDUAL,
+    OP_SYMP_ACTIVATION,
+    OP_SYMP_ATTENTION,
+    OP_SYMP_GRADIENT,
+    OP_SYMP_LINEAR,
     OP_VP_ATTENTION,
     OP_WIDTH,
+    SOFTMAXES,
     UPPER,
     _rollout_rows,
 )
 
 __all__ = ["AVAILABLE", "CompiledModel", "pack", "compile_kernels", "OP_RESIDUAL", "OP_VP_ATTENTION", "OP_MH_ATTENTION",
-           "OP_LP_LAYER", "OP_LP_COUPLING"]
+           "OP_LP_LAYER", "OP_LP_COUPLING", "OP_SYMP_LINEAR", "OP_SYMP_ACTIVATION", "OP_SYMP_GRADIENT",
+           "OP_SYMP_ATTENTION"]
 
 # --------------------------------------------------------------------------------------------- packing
 
@@ -237,6 +263,77 @@ def _module(pk: _Packer, m, dim: int) -> None:
         raise _Unsupported("layer dim differs from the model's")
 
 
+def _vp_schedule(pk: _Packer, model, dim: int) -> None:
+    """The schedule of a symmetric VPFF/VPT (:meth:`SymmetricComposition._schedule`: the palindrome of
+    half-time members, the adjoint half made of the layers' explicit inverses), one op per step with its flow
+    time in ``params``; each layer's weights are stored once."""
+    from ..nn.attention import VolumePreservingAttention
+    from ..nn.feedforward import VolumePreservingLowerLayer, VolumePreservingUpperLayer
+
+    stored: dict[int, tuple[int, int]] = {}
+    for layer, t, inverted in model._schedule(1.0):
+        kind = type(layer)
+        if getattr(layer, "dim", None) != dim:
+            raise _Unsupported("layer dim differs from the model's")
+        if kind in (VolumePreservingLowerLayer, VolumePreservingUpperLayer):
+            if layer.activation not in ACTIVATIONS:
+                raise _Unsupported(f"activation {layer.activation!r}")
+            if id(layer) not in stored:
+                stored[id(layer)] = (pk.add(layer.matrix()), -1 if layer.bias is None else pk.add(layer.bias))
+            w_off, b_off = stored[id(layer)]
+            tri = LOWER if kind is VolumePreservingLowerLayer else UPPER
+            pk.op(OP_RESIDUAL, tri, w_off, b_off, ACTIVATIONS[layer.activation], 2 if inverted else 1, pk.scalar(t))
+        elif kind is VolumePreservingAttention:
+            if inverted and not layer.skew_sym:  # only the skew layer's inverse is the layer at −τ
+                raise _Unsupported("inverse of the arbitrary-weighting attention")
+            if id(layer) not in stored:
+                stored[id(layer)] = (pk.add(layer.weight_matrix()), -1)
+            a_off = stored[id(layer)][0]
+            pk.op(OP_VP_ATTENTION, a_off, int(bool(layer.skew_sym)), 1, pk.scalar(-t if inverted else t))
+        else:
+            raise _Unsupported(kind.__name__)
+
+
+def _symplectic(pk: _Packer, m, dim: int) -> None:
+    """One SympNet layer or symplectic attention layer as its shear op (:mod:`vpintegrator.nn.sympnet`,
+    :mod:`vpintegrator.nn.symplectic_attention`); other modules raise :class:`_Unsupported`."""
+    from ..nn.symplectic_attention import SymplecticAttentionP, SymplecticAttentionQ
+    from ..nn.sympnet import (
+        ActivationLayerP,
+        ActivationLayerQ,
+        BiasLayer,
+        GradientLayerP,
+        GradientLayerQ,
+        LinearLayerP,
+        LinearLayerQ,
+    )
+
+    if getattr(m, "dim", None) != dim:
+        raise _Unsupported("layer dim differs from the model's")
+    kind = type(m)  # exact classes: a subclass may change the formula
+    q_side = int(kind in (LinearLayerQ, ActivationLayerQ, GradientLayerQ, SymplecticAttentionQ))
+    if kind is BiasLayer:
+        pk.op(OP_SYMP_LINEAR, 0, -1, pk.add(m.bias))
+    elif kind in (LinearLayerQ, LinearLayerP):
+        s_off = pk.add(m.matrix())
+        pk.op(OP_SYMP_LINEAR, q_side, s_off, -1 if m.bias is None else pk.add(m.bias))
+    elif kind in (ActivationLayerQ, ActivationLayerP):
+        if m.activation not in ACTIVATIONS:
+            raise _Unsupported(f"activation {m.activation!r}")
+        pk.op(OP_SYMP_ACTIVATION, q_side, pk.add(m.scale), ACTIVATIONS[m.activation])
+    elif kind in (GradientLayerQ, GradientLayerP):
+        if m.activation not in ACTIVATIONS:
+            raise _Unsupported(f"activation {m.activation!r}")
+        k_off, b_off, a_off = pk.add(m.weight), pk.add(m.bias), pk.add(m.scale)
+        pk.op(OP_SYMP_GRADIENT, q_side, k_off, b_off, a_off, int(m.h), ACTIVATIONS[m.activation])
+    elif kind in (SymplecticAttentionQ, SymplecticAttentionP):
+        if m.activation not in SOFTMAXES:
+            raise _Unsupported(f"attention activation {m.activation!r}")
+        pk.op(OP_SYMP_ATTENTION, q_side, pk.add(m.weight_matrix()), int(bool(m.symmetric)), SOFTMAXES[m.activation])
+    else:
+        raise _Unsupported(type(m).__name__)
+
+
 def _lie_poisson(pk: _Packer, model) -> None:
     """The schedule of a Lie–Poisson network (:meth:`SymmetricComposition._schedule`: plain or the palindrome),
     one op per step. Each layer's unit axis and ψ are stored once (a palindrome applies a layer twice); the
@@ -268,37 +365,45 @@ def pack(model) -> CompiledModel | None:
     ----------
     model : torch.nn.Module
         A :class:`~vpintegrator.models.VolumePreservingFeedForward`,
-        :class:`~vpintegrator.models.VolumePreservingTransformer`,
+        :class:`~vpintegrator.models.VolumePreservingTransformer` (plain or symmetric),
         :class:`~vpintegrator.models.StandardTransformerIntegrator`, :class:`~vpintegrator.models.LiePoissonNet`
-        or :class:`~vpintegrator.models.LiePoissonTransformer` (plain or symmetric; any dtype: the weights
-        are read as float64).
+        or :class:`~vpintegrator.models.LiePoissonTransformer` (plain or symmetric),
+        :class:`~vpintegrator.models.LASympNet`, :class:`~vpintegrator.models.GSympNet` or
+        :class:`~vpintegrator.models.SymplecticTransformer` (any dtype: the weights are read as float64).
 
     Returns
     -------
     CompiledModel or None
-        None without numba, for other model classes, symmetric (palindromic) VPFF/VPT (``symmetric=True``:
-        the kernel has no flow time nor inverse layers; torch runs them), unknown activations or layer kinds
-        (the ST's up/downscaling layers of ``transformer_dim ≠ dim``, matrix-softmax attention), or a
-        pred_window other than seq_len. Nothing is compiled here (the kernel compiles, or loads from
-        numba's cache, on the first call; :func:`compile_kernels` does it ahead).
+        None without numba, for other model classes (subclasses included), unknown activations, softmaxes
+        or layer kinds (the ST's up/downscaling layers of ``transformer_dim ≠ dim``, the ST's matrix-softmax
+        attention, a layer replaced by another module), or a pred_window other than seq_len. Nothing is
+        compiled here (the kernel compiles, or loads from numba's cache, on the first call;
+        :func:`compile_kernels` does it ahead).
     """
     if not AVAILABLE:
         return None
     import torch
 
     from ..models import (
+        GSympNet,
+        LASympNet,
         LiePoissonNet,
         LiePoissonTransformer,
         StandardTransformerIntegrator,
+        SymplecticTransformer,
         VolumePreservingFeedForward,
         VolumePreservingTransformer,
     )
 
     lie_poisson = type(model) in (LiePoissonNet, LiePoissonTransformer)
-    if not lie_poisson and type(model) not in (VolumePreservingFeedForward, VolumePreservingTransformer,
-                                               StandardTransformerIntegrator):
+    symplectic = type(model) in (LASympNet, GSympNet, SymplecticTransformer)
+    if not (lie_poisson or symplectic) and type(model) not in (VolumePreservingFeedForward,
+                                                               VolumePreservingTransformer,
+                                                               StandardTransformerIntegrator):
         return None
-    if not lie_poisson and getattr(model, "config", {}).get("symmetric"):  # the VP palindrome: torch runs it
+    # the VP palindrome (the symplectic transformer's ``symmetric`` is its A, not a palindrome)
+    vp_palindrome = not (lie_poisson or symplectic) and bool(getattr(model, "config", {}).get("symmetric"))
+    if vp_palindrome and type(model) is StandardTransformerIntegrator:
         return None
     dim, seq, pred = int(model.dim), int(model.seq_len), int(model.pred_window)
     if pred != seq or (lie_poisson and dim != 3):
@@ -308,6 +413,11 @@ def pack(model) -> CompiledModel | None:
         with torch.no_grad():
             if lie_poisson:
                 _lie_poisson(pk, model)
+            elif symplectic:
+                for m in model.window_chain():
+                    _symplectic(pk, m, dim)
+            elif vp_palindrome:
+                _vp_schedule(pk, model, dim)
             else:
                 for m in model.window_chain():
                     _module(pk, m, dim)

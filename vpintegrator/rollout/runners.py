@@ -3,7 +3,8 @@
 ModelStep takes the first of these that applies and reproduces the model:
 
 ``"numba"``
-    Float64 VPFF, VPT, ST and Lie–Poisson (lpnet, lp_transformer) models on the CPU, rollouts of at most
+    Float64 VPFF, VPT, ST, Lie–Poisson (lpnet, lp_transformer) and symplectic (LA-SympNet, G-SympNet,
+    symplectic transformer) models on the CPU, rollouts of at most
     ``SCALAR_MAX_BATCH`` (8) trajectories: the model packed into arrays
     (:func:`vpintegrator.rollout.numba_model.pack`) and iterated by one numba kernel for a whole block of steps
     (:func:`compiled_model`). At batch 1 a call of the paper models costs ~1-2 µs there against ~60-150 µs for

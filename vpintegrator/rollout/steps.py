@@ -21,7 +21,7 @@ from .engine import StepMap
 
 __all__ = ["IntegratorStep", "ExactFlowStep", "ModelStep", "reference_step_map", "SCALAR_MAX_BATCH"]
 
-#: rollouts of at most this many trajectories run compiled (numba): float64 VPFF/VPT/ST/Lie–Poisson models in
+#: rollouts of at most this many trajectories run compiled (numba): float64 VPFF/VPT/ST/Lie–Poisson/SympNet models in
 #: ModelStep, classical integrators with a kernel in IntegratorStep (one trajectory after the other)
 SCALAR_MAX_BATCH = 8
 #: windows per batched Jacobian of ModelStep's volume metric, on the CPU and on CUDA (where few large
@@ -243,12 +243,12 @@ class ModelStep(StepMap):
         per-call overhead than eager at batch 1, measured; same numbers). It is checked against the eager
         model on the first window and dropped if it differs or cannot be traced.
     scalar_max_batch : int
-        Rollouts of at most this many trajectories of a float64 VPFF, VPT, ST, lpnet or lp_transformer model on
-        the CPU run the model compiled: packed into arrays and iterated by one numba kernel a whole block of
+        Rollouts of at most this many trajectories of a float64 VPFF, VPT (plain or symmetric), ST, lpnet,
+        lp_transformer, LA-SympNet, G-SympNet or symplectic transformer model on the CPU run the model compiled: packed into arrays and iterated by one numba kernel a whole block of
         steps at a time (:mod:`vpintegrator.rollout.numba_model`, runner ``"numba"``), ~1-2 µs per call of the
         paper models at batch 1 against ~60-150 µs for the trace, the same numbers to rounding (≤ 1e-12 per
         call, checked against the model on the first window; otherwise, without numba, and for other models
-        (symmetric VPFF/VPT included), dtypes or devices, torch runs it). 0 turns it off.
+        or layers, dtypes or devices, torch runs it). 0 turns it off.
     """
 
     kind = "model"
