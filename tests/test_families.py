@@ -3,19 +3,33 @@ exact reference, the classical integrators, the invariants, ``--heldout`` and th
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
+from scipy.integrate import solve_ivp
 
-from vpintegrator.data import Trajectories, read_trajectories, write_trajectories
+from vpintegrator.data import Trajectories, generate, load_spec, read_metadata, read_trajectories, write_trajectories
+from vpintegrator.data.param_dists import check_parameters, draw_parameters
 from vpintegrator.errors import VPIntegratorError
-from vpintegrator.systems import CoupledOscillator, RigidBody
+from vpintegrator.systems import CoupledOscillator, RigidBody, get_system
 from vpintegrator.systems.family import SystemFamily, param_columns, param_row, system_with
 
 FIXTURE = Path(__file__).parent / "data" / "trajectories" / "rigid_body_before_params.h5"
 INERTIA = ("inertia[0]", "inertia[1]", "inertia[2]")
+
+
+def _dop853(system, y0, t):
+    """An independent per-trajectory solve: SciPy's DOP853 on the system's own vector field."""
+    sol = solve_ivp(lambda s, z: system.vector_field(z), (t[0], t[-1]), y0, method="DOP853", t_eval=t,
+                    rtol=1e-12, atol=1e-12)
+    return sol.y.T
+
+
+def _small(name, **over):
+    return load_spec(name, **{"n_traj": 5, "t_end": 2.0, "chunk_size": 2, **over})
 
 
 # --------------------------------------------------------------------------- columns and families
@@ -93,3 +107,103 @@ def test_bad_params_refused(tmp_path):
         read_trajectories(tmp_path / "a.h5")
 
 
+# --------------------------------------------------------------------------- the spec section
+
+def test_distributions_are_seeded_and_checked():
+    rb = RigidBody()
+    table = {"inertia": {"dist": "log_uniform", "low": [0.5, 1, 2], "high": 3.0}}
+    cols, a = draw_parameters(rb, table, 50, seed=3)
+    _, b = draw_parameters(rb, table, 50, seed=3)
+    _, c = draw_parameters(rb, table, 50, seed=4)
+    assert cols == INERTIA and np.array_equal(a, b) and not np.array_equal(a, c)
+    assert np.all(a >= [0.5, 1, 2]) and np.all(a <= 3)
+    co = CoupledOscillator()
+    table = {"m": {"dist": "list", "values": [[1.0, 2.0], [3.0, 4.0]]}, "k1": {"dist": "grid", "values": [1, 2, 3]},
+             "k2": {"dist": "grid", "values": [0.1, 0.2]}, "k": {"dist": "normal", "mean": 1.0, "std": 0.1},
+             }
+    cols, v = draw_parameters(co, table, 12, seed=0)
+    assert cols == ("m[0]", "m[1]", "k1", "k2", "k")
+    assert {tuple(r) for r in v[:, :2]} <= {(1.0, 2.0), (3.0, 4.0)}
+    assert [tuple(r) for r in v[:6, 2:4]] == [(1, .1), (1, .2), (2, .1), (2, .2), (3, .1), (3, .2)]
+    np.testing.assert_array_equal(v[6:, 2:4], v[:6, 2:4])  # the grid's points in turn
+    _, f = draw_parameters(co, {"k": {"dist": "fixed", "value": 0.5}}, 3, seed=0)
+    assert f.tolist() == [[0.5]] * 3
+    for bad, match in [({"inertia": {"dist": "uniform", "low": 2, "high": 1}}, "low must be < high"),
+                       ({"inertia": {"dist": "beta"}}, "unknown dist"),
+                       ({"mass": {"dist": "fixed", "value": 1}}, "no parameter 'mass'"),
+                       ({"inertia": {"dist": "uniform", "low": [1, 2], "high": 3}}, "3 numbers"),
+                       ({"inertia": {"dist": "normal", "mean": 1.0}}, "missing std")]:
+        with pytest.raises(VPIntegratorError, match=match):
+            check_parameters(rb, bad)
+    with pytest.raises(VPIntegratorError, match="trajectory 0's draw is not a valid system"):
+        draw_parameters(rb, {"inertia": {"dist": "fixed", "value": -1.0}}, 2, seed=0)
+
+
+def test_shipped_family_specs_and_overrides(tmp_path):
+    spec = load_spec("rigid_body_family")
+    assert spec.parameters["inertia"] == {"dist": "uniform", "low": 0.5, "high": 3.0}
+    assert set(load_spec("coupled_oscillator_family").parameters) == {"m", "k1", "k2", "k"}
+    # the spec written back reads to an equal spec, [parameters] included
+    (tmp_path / "s.toml").write_text(spec.to_toml())
+    assert load_spec(tmp_path / "s.toml").parameters == spec.parameters
+    with pytest.raises(VPIntegratorError, match="unknown dist"):
+        spec.replace(parameters={"inertia": {"dist": "beta"}})
+    from vpintegrator.data.spec import spec_overrides_from_set
+
+    over = spec_overrides_from_set({"parameters": {"inertia": {"dist": "fixed", "value": 1.0}}})
+    assert spec.replace(**over).parameters["inertia"]["dist"] == "fixed"
+
+
+# --------------------------------------------------------------------------- generation
+
+@pytest.mark.parametrize("name", ["rigid_body_family", "coupled_oscillator_family"])
+def test_generate_matches_independent_dop853_per_trajectory(name):
+    spec = _small(name)
+    tr = generate(spec, workers=1)
+    assert tr.params.shape == (5, len(tr.param_names)) and len(np.unique(tr.params[:, 0])) == 5
+    for i in range(tr.n_traj):
+        system = tr.system_for(i)
+        ref = _dop853(system, tr.y[i, 0], tr.t)
+        np.testing.assert_allclose(tr.y[i], ref, rtol=0, atol=1e-10)
+        for inv in system.invariant_names:  # each invariant conserved with the trajectory's own parameters
+            v = system.invariant(inv, tr.y[i])
+            assert np.max(np.abs(v - v[0])) < 1e-9
+    # the initial conditions are those of the same spec without [parameters]: the draws are a stream of their own
+    plain = generate(dataclasses.replace(spec, parameters={}), workers=1)
+    np.testing.assert_array_equal(plain.y[:, 0], tr.y[:, 0])
+    assert plain.params is None
+
+
+def test_constant_parameters_bit_identical_to_a_plain_file(tmp_path):
+    """A [parameters] section that fixes every parameter at the base values gives the plain file's states bit
+    for bit (each trajectory is integrated on its own in both)."""
+    spec = _small("rigid_body", n_traj=6)
+    fixed = spec.replace(parameters={"inertia": {"dist": "fixed", "value": list(RigidBody().inertia)}})
+    a, b = generate(spec, workers=1), generate(fixed, workers=1)
+    np.testing.assert_array_equal(a.y, b.y)
+    assert b.params.shape == (6, 3) and np.all(b.params == RigidBody().inertia)
+
+
+def test_vp_gen_writes_params_and_shards_carry_them(tmp_path):
+    from click.testing import CliRunner
+
+    from vpintegrator.cli.gen import main
+
+    args = ["rigid_body_family", "--set", "n_traj=5", "--set", "t_end=1.0", "--set", "chunk_size=2", "--workers", "1"]
+    res = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "whole.h5")])
+    assert res.exit_code == 0, res.output
+    whole = read_trajectories(tmp_path / "whole.h5")
+    assert whole.param_names == INERTIA and whole.params.shape == (5, 3)
+    assert "parameter_dists" in read_metadata(tmp_path / "whole.h5")
+    for i in (1, 2):
+        res = CliRunner().invoke(main, [*args, "--shard", f"{i}/2", "--out", str(tmp_path / "set.h5")])
+        assert res.exit_code == 0, res.output
+    index = read_trajectories(tmp_path / "set.h5")
+    np.testing.assert_array_equal(index.y, whole.y)
+    np.testing.assert_array_equal(index.params, whole.params)
+    part = read_trajectories(tmp_path / "set.h5", traj=[4, 1])
+    np.testing.assert_array_equal(part.params, whole.params[[4, 1]])
+    with h5py.File(tmp_path / "set.h5") as f:  # the index's own /params: a virtual dataset over the shards'
+        np.testing.assert_array_equal(f["params"][:], whole.params)
+    shard1 = read_trajectories(tmp_path / "set.shard-1-of-2.h5")
+    np.testing.assert_array_equal(shard1.params, whole.params[: shard1.n_traj])
