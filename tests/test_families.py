@@ -207,3 +207,132 @@ def test_vp_gen_writes_params_and_shards_carry_them(tmp_path):
         np.testing.assert_array_equal(f["params"][:], whole.params)
     shard1 = read_trajectories(tmp_path / "set.shard-1-of-2.h5")
     np.testing.assert_array_equal(shard1.params, whole.params[: shard1.n_traj])
+
+
+# --------------------------------------------------------------------------- vp-rollout of a parametric file
+
+@pytest.fixture(scope="module")
+def family_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fam") / "rb_family.h5"
+    generate(_small("rigid_body_family", n_traj=4, t_end=2.0), out=path, workers=1)
+    return path
+
+
+def _rollout(tmp_path, data, name="ro.h5", **kw):
+    from vpintegrator.data.rollouts import read_rollout
+    from vpintegrator.rollout import RolloutConfig, run_rollouts
+
+    cfg = dict(data=str(data), out=str(tmp_path / name), integrators=["rk4", "implicit_midpoint", "exact_flow"],
+               t_end=4.0, workers=1)
+    report = run_rollouts(RolloutConfig(**{**cfg, **kw}))
+    return report, read_rollout(tmp_path / name)
+
+
+def test_rollout_uses_each_trajectorys_parameters(tmp_path, family_file):
+    from vpintegrator.data.integration import integrate
+
+    data = read_trajectories(family_file)
+    _, ro = _rollout(tmp_path, family_file)
+    assert isinstance(ro.system, SystemFamily)
+    np.testing.assert_array_equal(ro.reference.params, data.params)
+    assert ro.meta["parameter_columns"] == list(INERTIA)
+    t = ro.t
+    for i in range(data.n_traj):
+        system = data.system_for(i)
+        # the reference: the data, continued beyond t = 2 by DOP853 with the trajectory's own inertia
+        np.testing.assert_allclose(ro.reference.y[i], _dop853(system, data.y[i, 0], t), rtol=0, atol=1e-9)
+        np.testing.assert_allclose(ro.methods["exact_flow"].y[i], ro.reference.y[i], rtol=0, atol=1e-9)
+        rk4 = integrate(system, data.y[i : i + 1, 0], 0.2, t.size - 1, method="rk4").y[0]
+        np.testing.assert_allclose(ro.methods["rk4"].y[i], rk4, rtol=0, atol=1e-13)
+        for label in ("rk4", "implicit_midpoint", "reference"):
+            got = ro.metrics[label].invariants["energy"][i]
+            states = ro.reference.y[i] if label == "reference" else ro.methods[label].y[i]
+            np.testing.assert_allclose(got, system.invariant("energy", states), rtol=1e-15, atol=0)
+    # implicit midpoint keeps every quadratic invariant of the trajectory's own system to rounding; with
+    # another trajectory's inertia its energy would drift at the level of the method's error
+    row = next(r for r in ro.table if r["method"] == "implicit_midpoint")
+    assert row["max_rel_drift_energy"] < 1e-13 and row["max_rel_drift_casimir"] < 1e-13
+
+
+def test_rollout_of_constant_parameters_bit_identical_to_plain_file(tmp_path):
+    spec = _small("rigid_body", n_traj=4)
+    plain, fixed = tmp_path / "plain.h5", tmp_path / "fixed.h5"
+    generate(spec, out=plain, workers=1)
+    generate(spec.replace(parameters={"inertia": {"dist": "fixed", "value": list(RigidBody().inertia)}}),
+             out=fixed, workers=1)
+    _, a = _rollout(tmp_path, plain, "a.h5")
+    _, b = _rollout(tmp_path, fixed, "b.h5")
+    assert b.reference.params is not None and a.reference.params is None
+    np.testing.assert_array_equal(a.reference.y, b.reference.y)
+    for label in a.methods:
+        np.testing.assert_array_equal(a.methods[label].y, b.methods[label].y)
+        for name in ("energy", "casimir"):
+            np.testing.assert_array_equal(a.metrics[label].invariants[name], b.metrics[label].invariants[name])
+    assert [r["final_rel_error"] for r in a.table] == [r["final_rel_error"] for r in b.table]
+
+
+def test_heldout_draws_new_conditions_and_new_parameters(tmp_path, family_file):
+    import json
+
+    from vpintegrator.rollout.splits import heldout_seed
+
+    data = read_trajectories(family_file)
+    _, ro = _rollout(tmp_path, family_file, heldout=3, n_traj=4, integrators=["rk4"])
+    assert ro.reference.params.shape == (7, 3)
+    np.testing.assert_array_equal(ro.reference.params[:4], data.params)
+    new = ro.reference.params[4:]
+    meta = read_metadata(family_file)
+    seed = heldout_seed(meta, None)
+    assert ro.meta["heldout_seed"] == seed
+    _, expect = draw_parameters(RigidBody(), json.loads(meta["parameter_dists"]), 3, seed)
+    np.testing.assert_array_equal(new, expect)
+    assert not np.isin(new, data.params).any() and np.all((new >= 0.5) & (new <= 3.0))
+    for i in range(4, 7):
+        system = RigidBody(tuple(ro.reference.params[i]))
+        np.testing.assert_allclose(ro.reference.y[i], _dop853(system, ro.reference.y[i, 0], ro.t), rtol=0, atol=1e-9)
+    # another heldout seed: other parameters
+    _, other = _rollout(tmp_path, family_file, "o.h5", heldout=3, n_traj=4, heldout_seed=seed + 1,
+                        integrators=["rk4"])
+    assert not np.array_equal(other.reference.params[4:], new)
+
+
+def test_rollout_shards_and_workers_carry_parameters(tmp_path):
+    from vpintegrator.data.rollouts import read_rollout
+    from vpintegrator.rollout import RolloutConfig, run_rollouts
+
+    path = tmp_path / "d.h5"
+    generate(_small("rigid_body_family", n_traj=10, t_end=1.0), out=path, workers=1)
+    cfg = dict(data=str(path), integrators=["rk4", "implicit_midpoint"], t_end=2.0, workers=1)
+    run_rollouts(RolloutConfig(**cfg, out=str(tmp_path / "whole.h5")))
+    for i in (1, 2):
+        run_rollouts(RolloutConfig(**cfg, out=str(tmp_path / "set.h5")), shard=(i, 2))
+    whole, index = read_rollout(tmp_path / "whole.h5"), read_rollout(tmp_path / "set.h5")
+    np.testing.assert_array_equal(index.reference.params, whole.reference.params)
+    for label in whole.methods:
+        np.testing.assert_array_equal(index.methods[label].y, whole.methods[label].y)
+    run_rollouts(RolloutConfig(**{**cfg, "workers": 2}, out=str(tmp_path / "w2.h5")))
+    w2 = read_rollout(tmp_path / "w2.h5")
+    for label in whole.methods:
+        np.testing.assert_array_equal(w2.methods[label].y, whole.methods[label].y)
+
+
+def test_model_on_a_parametric_file_gets_per_trajectory_rows(tmp_path, family_file):
+    import torch
+
+    from vpintegrator.models import build_model
+
+    torch.manual_seed(0)
+    model = build_model("vpt", dim=3, seq_len=3).double()
+    report, ro = _rollout(tmp_path, family_file, models=[("vpt", model)], integrators=["rk4"], init="rk4")
+    data = read_trajectories(family_file)
+    for i in range(data.n_traj):  # the model's invariants are measured with each trajectory's own energy
+        system = data.system_for(i)
+        states = ro.methods["vpt"].y[i]
+        ok = np.isfinite(states).all(-1)
+        np.testing.assert_allclose(ro.metrics["vpt"].invariants["energy"][i][ok],
+                                   system.invariant("energy", states[ok]), rtol=1e-15)
+        # its first window: RK4 with the trajectory's own inertia
+        from vpintegrator.data.integration import integrate
+
+        np.testing.assert_allclose(states[:3], integrate(system, data.y[i : i + 1, 0], 0.2, 2, method="rk4").y[0],
+                                   rtol=0, atol=1e-14)

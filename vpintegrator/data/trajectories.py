@@ -158,8 +158,8 @@ class Trajectories:
 
         base = self.base_system
         if self.params is None:
-            return SystemFamily([base] * self.n_traj)
-        return SystemFamily(systems_from_table(base, self.param_names, self.params), self.param_names)
+            return SystemFamily([base] * self.n_traj, (), base)
+        return SystemFamily(systems_from_table(base, self.param_names, self.params), self.param_names, base)
 
     def system_for(self, i: int) -> "System":
         """Trajectory ``i``'s system, with its own parameters."""

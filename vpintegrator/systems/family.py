@@ -137,23 +137,25 @@ class SystemFamily:
         One per row, all of one class.
     columns : sequence of str
         The parameter columns that vary (:func:`param_columns` names); for the record.
+    base : System, optional
+        The system the rows' parameters override (default the first row's; needed for no rows).
     """
 
-    def __init__(self, systems: Sequence[System], columns: Sequence[str] = ()) -> None:
+    def __init__(self, systems: Sequence[System], columns: Sequence[str] = (), base: System | None = None) -> None:
         systems = list(systems)
-        if not systems:
-            raise VPIntegratorError("SystemFamily needs at least one system")
-        cls = type(systems[0])
+        if not systems and base is None:
+            raise VPIntegratorError("SystemFamily needs at least one system (or a base system for an empty family)")
+        first = systems[0] if systems else base
+        cls = type(first)
         if any(type(s) is not cls for s in systems):
             raise VPIntegratorError("SystemFamily: every row's system must be of one class")
         self.systems = systems
         self.columns = tuple(columns)
-        first = systems[0]
         self.name = first.name
         self.dim = first.dim
         self.invariant_names = tuple(first.invariant_names)
         self.torch_invariants = bool(first.torch_invariants)
-        self.base = first
+        self.base = first if base is None else base
         self._groups: list[tuple[System, np.ndarray]] | None = None
 
     def __len__(self) -> int:
@@ -166,7 +168,7 @@ class SystemFamily:
         if isinstance(rows, (int, np.integer)):
             return self.systems[int(rows)]
         idx = np.arange(len(self.systems))[rows]
-        return SystemFamily([self.systems[int(i)] for i in np.atleast_1d(idx)], self.columns)
+        return SystemFamily([self.systems[int(i)] for i in np.atleast_1d(idx)], self.columns, self.base)
 
     def __repr__(self) -> str:
         return f"SystemFamily({self.name!r}, n={len(self)}, columns={list(self.columns)})"
