@@ -336,3 +336,54 @@ def test_model_on_a_parametric_file_gets_per_trajectory_rows(tmp_path, family_fi
 
         np.testing.assert_allclose(states[:3], integrate(system, data.y[i : i + 1, 0], 0.2, 2, method="rk4").y[0],
                                    rtol=0, atol=1e-14)
+
+
+# --------------------------------------------------------------------------- parameter splits
+
+@pytest.mark.parametrize("mode", ["interpolation", "extrapolation"])
+def test_parameter_split_holds_out_a_region_of_the_box(mode):
+    from vpintegrator.rollout.splits import parameter_split
+
+    rng = np.random.default_rng(0)
+    params = rng.uniform(0.5, 3.0, size=(200, 3))
+    tr = Trajectories(rng.normal(size=(200, 2, 3)), np.arange(2) * 0.1, {"system": RigidBody()}, params=params,
+                      param_names=INERTIA)
+    rec = parameter_split(tr, mode, test_fraction=0.2, val_fraction=0.1, seed=5)
+    split, by = rec["split"], rec["split_by"]
+    assert len(split["test"]) == 40 and len(split["val"]) == 20 and len(split["train"]) == 140
+    assert sorted(split["train"] + split["val"] + split["test"]) == list(range(200))
+    u = (params - params.min(0)) / (params.max(0) - params.min(0))
+    d = np.max(np.abs(u - np.array(by["center"])), axis=1)
+    test = np.zeros(200, bool)
+    test[split["test"]] = True
+    if mode == "interpolation":  # a cube inside the box: every test point nearer its centre than any other
+        assert np.all((np.array(by["center"]) >= 0.25) & (np.array(by["center"]) <= 0.75))
+        assert d[test].max() <= d[~test].min()
+    else:  # the box's ends: every test point farther from the centre than any other
+        assert by["center"] == [0.5, 0.5, 0.5] and d[test].min() >= d[~test].max()
+    assert by["radius"] == pytest.approx(d[test].max() if mode == "interpolation" else d[test].min())
+    assert parameter_split(tr, mode, 0.2, 0.1, seed=5) == rec
+    with pytest.raises(VPIntegratorError, match="no /params"):
+        parameter_split(read_trajectories(FIXTURE))
+
+
+def test_rollout_labels_rows_by_a_models_parameter_split(tmp_path):
+    import torch
+
+    from vpintegrator.models import build_model
+    from vpintegrator.rollout.splits import parameter_split
+
+    path = tmp_path / "d.h5"
+    generate(_small("rigid_body_family", n_traj=10, t_end=1.0), out=path, workers=1)
+    rec = parameter_split(read_trajectories(path), "extrapolation", test_fraction=0.3, val_fraction=0.2, seed=1)
+    torch.manual_seed(0)
+    model = build_model("vpt", dim=3, seq_len=3).double()
+    model.training_split, model.training_split_data = rec["split"], rec["split_data"]
+    _, ro = _rollout(tmp_path, path, models=[("vpt", model)], integrators=["rk4"], t_end=1.0)
+    assert ro.traj_index.tolist() == rec["split"]["test"]  # the test split rolled out by default
+    assert {r["split"] for r in ro.table} == {"test"}
+    _, ro = _rollout(tmp_path, path, "all.h5", models=[("vpt", model)], integrators=["rk4"], t_end=1.0,
+                     traj=list(range(10)))
+    labels = ro.methods["vpt"].meta["split"]
+    for name in ("train", "val", "test"):
+        assert [i for i, lab in enumerate(labels) if lab == name] == rec["split"][name]
