@@ -387,3 +387,31 @@ def test_rollout_labels_rows_by_a_models_parameter_split(tmp_path):
     labels = ro.methods["vpt"].meta["split"]
     for name in ("train", "val", "test"):
         assert [i for i, lab in enumerate(labels) if lab == name] == rec["split"][name]
+
+
+# --------------------------------------------------------------------------- work-precision
+
+def test_work_precision_of_a_parametric_file_uses_true_parameters(tmp_path, family_file):
+    from vpintegrator.data.integration import integrate
+    from vpintegrator.metrics import relative_error
+    from vpintegrator.rollout import RolloutConfig
+    from vpintegrator.rollout.precision import run_work_precision
+
+    cfg = RolloutConfig(data=str(family_file), out=str(tmp_path / "ro.h5"), integrators=["rk4", "implicit_midpoint"],
+                        t_end=2.0)
+    csv, md, rows = run_work_precision(cfg, repeats=1)
+    assert csv.exists() and md.exists()
+    data = read_trajectories(family_file)
+    rk4 = next(r for r in rows if r.method == "rk4" and r.h == pytest.approx(0.2))
+    errors = []
+    for i in range(data.n_traj):  # independently: RK4 and DOP853 with trajectory i's inertia
+        system = data.system_for(i)
+        y = integrate(system, data.y[i : i + 1, 0], 0.2, 10, method="rk4").y[0, -1]
+        ref = _dop853(system, data.y[i, 0], np.array([0.0, 2.0]))[-1]
+        errors.append(relative_error(y[None, None], ref[None, None])[0, 0])
+    assert rk4.error_max == pytest.approx(max(errors), rel=1e-6)
+    assert rk4.error_median == pytest.approx(np.percentile(errors, 50, method="nearest"), rel=1e-6)
+    # implicit midpoint keeps each trajectory's own energy to rounding at every step size
+    assert all(r.drift_max < 1e-13 for r in rows if r.method == "implicit_midpoint")
+    dop = [r for r in rows if r.method == "dop853"]
+    assert dop and all(r.n_traj == data.n_traj for r in dop)
