@@ -134,7 +134,7 @@ def _read_one(path: Path, traj: Any, steps: Any, allow_nonfinite: bool = False) 
         y = y[:, steps_idx]
         if y.ndim == 2:  # a single step index
             y = y[:, None]
-        params, names = None, ()
+        params, names = None, ()  # type: tuple[np.ndarray | None, tuple[str, ...]]
         if PARAMS_DATASET in f:
             names = _param_names(path, f, n_traj)
             params = _read_rows(f[PARAMS_DATASET], traj_idx)

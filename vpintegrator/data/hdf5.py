@@ -470,7 +470,7 @@ def _read_shards(paths: list[Path], traj: Any, steps: Any, allow: bool = False) 
     seeds = [h[1].get("seed") for h in heads]
     if len(set(map(repr, seeds))) > 1:
         meta["seed"] = seeds
-    params, cols = None, ()
+    params, cols = None, ()  # type: tuple[np.ndarray | None, tuple[str, ...]]
     if parts and parts[0].params is not None:
         cols = parts[0].param_names
         params = np.empty((wanted.size, len(cols)))

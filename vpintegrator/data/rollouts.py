@@ -28,6 +28,7 @@ from .trajectories import Trajectories
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..systems import System
+    from ..systems.family import SystemFamily
 
 __all__ = [
     "ROLLOUT_SCHEMA",
@@ -243,7 +244,7 @@ class RolloutResult:
     table: list
 
     @property
-    def system(self) -> "System":
+    def system(self) -> "System | SystemFamily":
         """The :class:`~vpintegrator.systems.System` the rollout ran on; for a parametric rollout (root
         attributes ``parameter_columns`` and ``traj_params``: each rolled-out row's parameters) a
         :class:`~vpintegrator.systems.family.SystemFamily` of the rows read."""
@@ -370,7 +371,7 @@ def read_rollout(path, traj=None, max_points: int | None = None) -> RolloutResul
         t = f["t"][steps]
         names = tuple(meta.get("invariant_names", ()))
         system_keys = {k: v for k, v in meta.items() if k in ("system", "system_class") or k.startswith("param_")}
-        params, columns = None, ()
+        params, columns = None, ()  # type: tuple[np.ndarray | None, tuple[str, ...]]
         if isinstance(meta.get("traj_params"), list) and meta.get("parameter_columns"):  # a parametric rollout
             columns = tuple(str(c) for c in meta["parameter_columns"])
             params = np.asarray(meta["traj_params"], dtype=np.float64).reshape(-1, len(columns))

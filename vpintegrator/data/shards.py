@@ -249,7 +249,7 @@ def read_shard_set(paths: list[Path], traj: Any = None, steps: Any = None, allow
     shard_of = np.searchsorted(offsets, wanted, side="right") - 1
     t_sel = None
     y = None
-    params, names = None, ()
+    params, names = None, ()  # type: tuple[np.ndarray | None, tuple[str, ...]]
     for i, s in enumerate(shards):
         mask = shard_of == i
         if mask.any() or (i == 0 and wanted.size == 0):

@@ -228,8 +228,10 @@ def _prepare_methods(config: RolloutConfig, system, dt: float, t0: float, n_step
                 f"integrators: unknown integrator {name!r}; valid: {', '.join(valid_int)}{hint}", key="integrators"
             )
         _check_label(name, seen)
-        step_map = step_for(system, (lambda s: ExactFlowStep(s, dt)) if name == "exact_flow"
-                            else (lambda s, name=name: IntegratorStep(s, name, dt)))
+        def make(s, name=name) -> StepMap:
+            return ExactFlowStep(s, dt) if name == "exact_flow" else IntegratorStep(s, name, dt)
+
+        step_map = step_for(system, make)
         methods.append((name, step_map, name))
     if entries is None:
         entries = [parse_model_entry(entry) for entry in model_entries(config.models)]
@@ -346,8 +348,12 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
     methods = _prepare_methods(config, system, dt, t0, n_steps, data, entries)
     if generator is not None:
         label = generator if generator not in {m[0] for m in methods} else "data_generator"
-        step_map = step_for(system, (lambda s: IntegratorStep(s, generator, dt)) if generator in list_integrators()
-                            else (lambda s: ExactFlowStep(s, dt, rtol=float(meta["rtol"]), atol=float(meta["atol"]))))
+        def make_generator(s) -> StepMap:
+            if generator in list_integrators():
+                return IntegratorStep(s, generator, dt)
+            return ExactFlowStep(s, dt, rtol=float(meta["rtol"]), atol=float(meta["atol"]))
+
+        step_map = step_for(system, make_generator)
         methods.append((label, step_map, f"the generator of {data.name}"))
     plan = _Plan(config, data, meta, system, dt, t0, idx, ref_file, n_steps, methods, say,
                  heldout_y0=heldout_y0, heldout_seed=seed, exact_from_ics=exact_from_ics, notes=notes)

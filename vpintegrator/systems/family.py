@@ -146,6 +146,7 @@ class SystemFamily:
         if not systems and base is None:
             raise VPIntegratorError("SystemFamily needs at least one system (or a base system for an empty family)")
         first = systems[0] if systems else base
+        assert first is not None  # (checked above)
         cls = type(first)
         if any(type(s) is not cls for s in systems):
             raise VPIntegratorError("SystemFamily: every row's system must be of one class")
