@@ -415,3 +415,93 @@ def test_work_precision_of_a_parametric_file_uses_true_parameters(tmp_path, fami
     assert all(r.drift_max < 1e-13 for r in rows if r.method == "implicit_midpoint")
     dop = [r for r in rows if r.method == "dop853"]
     assert dop and all(r.n_traj == data.n_traj for r in dop)
+
+
+# --------------------------------------------------------------------------- users' systems, the CLI, torch
+
+USER_SPEC = """description = "a family of a user's harmonic oscillators"
+[system]
+name = "user_systems:HarmonicOscillator"
+[parameters]
+omega = { dist = "log_uniform", low = 0.5, high = 4.0 }
+[initial_conditions]
+sampler = "box"
+n_traj = 4
+low = [-1.0, -1.0]
+high = [1.0, 1.0]
+[integration]
+dt = 0.1
+t_end = 2.0
+seed = 3
+"""
+
+
+def test_users_system_family_generates_and_rolls_out(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from vpintegrator.cli.gen import main as gen_main
+    from vpintegrator.cli.rollout import main as rollout_main
+    from vpintegrator.data.rollouts import read_rollout
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    (tmp_path / "h.toml").write_text(USER_SPEC)
+    res = CliRunner().invoke(gen_main, [str(tmp_path / "h.toml"), "--out", str(tmp_path / "h.h5"), "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    tr = read_trajectories(tmp_path / "h.h5")
+    assert tr.param_names == ("omega",) and len(np.unique(tr.params)) == 4
+    for i in range(4):  # the exact solution of q'' = -omega_i^2 q
+        w = tr.params[i, 0]
+        q0, p0 = tr.y[i, 0]
+        q = q0 * np.cos(w * tr.t) + p0 / w * np.sin(w * tr.t)
+        np.testing.assert_allclose(tr.y[i, :, 0], q, rtol=0, atol=1e-9)
+    res = CliRunner().invoke(rollout_main, ["--data", str(tmp_path / "h.h5"), "--integrators", "implicit_midpoint,rk4",
+                                            "--t-end", "3", "--out", str(tmp_path / "r.h5"), "--heldout", "2",
+                                            "--n-traj", "4"])
+    assert res.exit_code == 0, res.output
+    ro = read_rollout(tmp_path / "r.h5")
+    assert ro.reference.params.shape == (6, 1)
+    for i in range(6):
+        w = ro.reference.params[i, 0]
+        q0, p0 = ro.reference.y[i, 0]
+        np.testing.assert_allclose(ro.reference.y[i, :, 0], q0 * np.cos(w * ro.t) + p0 / w * np.sin(w * ro.t),
+                                   rtol=0, atol=1e-9)
+
+
+def test_bad_parameters_section_is_a_one_line_cli_error(tmp_path):
+    from click.testing import CliRunner
+
+    from vpintegrator.cli.gen import main as gen_main
+
+    (tmp_path / "bad.toml").write_text(USER_SPEC.replace("user_systems:HarmonicOscillator", "rigid_body")
+                                       .replace("omega", "inertia").replace("low = [-1.0, -1.0]", "low = -1.0")
+                                       .replace("high = [1.0, 1.0]", "high = 1.0").replace('"log_uniform", low = 0.5',
+                                                                                          '"log_uniform", low = -0.5'))
+    res = CliRunner().invoke(gen_main, [str(tmp_path / "bad.toml"), "--out", str(tmp_path / "b.h5")])
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert "log_uniform needs low > 0" in res.output and len(res.output.strip().splitlines()) == 1
+    res = CliRunner().invoke(gen_main, ["rigid_body_family", "--set", "n_traj=3", "--set", "t_end=0.4", "--workers",
+                                        "1", "--set", 'parameters.inertia={dist="fixed", value=1.5}',
+                                        "--out", str(tmp_path / "f.h5")])
+    assert res.exit_code == 0, res.output
+    assert np.all(read_trajectories(tmp_path / "f.h5").params == 1.5)
+
+
+def test_family_invariants_on_torch_tensors():
+    torch = pytest.importorskip("torch")
+    systems = [RigidBody((1.0, 2.0, 3.0)), RigidBody((0.7, 1.1, 2.9))]
+    fam = SystemFamily(systems, INERTIA)
+    y = np.random.default_rng(2).normal(size=(2, 5, 3))
+    got = fam.invariants(torch.as_tensor(y))
+    for name, value in fam.invariants(y).items():
+        assert isinstance(got[name], torch.Tensor)
+        np.testing.assert_allclose(got[name].numpy(), value, rtol=1e-15)
+
+
+def test_a_family_where_one_system_is_needed_is_a_clear_error():
+    from vpintegrator.rollout.steps import IntegratorStep
+
+    fam = SystemFamily([RigidBody((1.0, 2.0, 3.0)), RigidBody((0.7, 1.1, 2.9))], INERTIA)
+    with pytest.raises(VPIntegratorError, match="one system per trajectory"):
+        IntegratorStep(fam, "rk4", 0.1)
+    with pytest.raises(VPIntegratorError, match="one system per trajectory"):
+        get_system(fam)
