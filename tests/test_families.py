@@ -505,3 +505,24 @@ def test_a_family_where_one_system_is_needed_is_a_clear_error():
         IntegratorStep(fam, "rk4", 0.1)
     with pytest.raises(VPIntegratorError, match="one system per trajectory"):
         get_system(fam)
+
+
+def test_device_engine_measures_each_trajectorys_invariants(tmp_path, family_file):
+    """The device engine (here on the CPU) evaluates the family's invariants on tensors, row by row: the same
+    metrics as the host engine."""
+    import torch
+
+    from vpintegrator.models import build_model
+
+    torch.manual_seed(0)
+    model = build_model("vpt", dim=3, seq_len=3).double()
+    _, host = _rollout(tmp_path, family_file, "host.h5", models=[("vpt", model)], integrators=[], engine="host",
+                       device="cpu")
+    _, dev = _rollout(tmp_path, family_file, "dev.h5", models=[("vpt", model)], integrators=[], engine="device",
+                      device="cpu")
+    assert dev.methods["vpt"].meta["engine"] == "device"
+    for name in ("energy", "casimir"):
+        np.testing.assert_allclose(dev.metrics["vpt"].invariants[name], host.metrics["vpt"].invariants[name],
+                                   rtol=1e-12)
+        np.testing.assert_allclose(dev.metrics["reference"].invariants[name],
+                                   host.metrics["reference"].invariants[name], rtol=1e-14)
