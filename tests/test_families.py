@@ -439,6 +439,11 @@ seed = 3
 def test_users_system_family_generates_and_rolls_out(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
+    from vpintegrator.systems import registry
+
+    # the user's class registers itself on first use: leave the registry as it was for the other tests
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+
     from vpintegrator.cli.gen import main as gen_main
     from vpintegrator.cli.rollout import main as rollout_main
     from vpintegrator.data.rollouts import read_rollout
