@@ -531,3 +531,23 @@ def test_device_engine_measures_each_trajectorys_invariants(tmp_path, family_fil
                                    rtol=1e-12)
         np.testing.assert_allclose(dev.metrics["reference"].invariants[name],
                                    host.metrics["reference"].invariants[name], rtol=1e-14)
+
+
+def test_a_parametric_rollout_always_has_the_oracle_rows(tmp_path, family_file):
+    """Named no integrator, a rollout of a parametric file still measures the model against the classical
+    methods with each trajectory's true parameters."""
+    import torch
+
+    from vpintegrator.models import build_model
+
+    torch.manual_seed(0)
+    model = build_model("vpt", dim=3, seq_len=3).double()
+    report, ro = _rollout(tmp_path, family_file, models=[("vpt", model)], integrators=[])
+    assert list(ro.methods) == ["rk4", "implicit_midpoint", "gauss_legendre4", "vpt"]
+    assert {r["method"] for r in report.rows} == {"rk4", "implicit_midpoint", "gauss_legendre4", "vpt"}
+    assert ro.metrics["implicit_midpoint"].invariants["energy"].shape == (4, 21)
+    # a plain file gets no rows it was not asked for
+    plain = tmp_path / "plain.h5"
+    generate(_small("rigid_body", n_traj=2), out=plain, workers=1)
+    _, ro = _rollout(tmp_path, plain, "p.h5", models=[("vpt", model)], integrators=[])
+    assert list(ro.methods) == ["vpt"]

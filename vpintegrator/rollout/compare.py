@@ -12,6 +12,7 @@ that a CLI names its own flag.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -330,6 +331,11 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
     exact_from_ics = config.reference == "exact" and not tight
     generator = None  # the data's generator as a row of its own
     names = _integrator_names(config.integrators)
+    if not names and _is_parametric(data):  # the oracle: classical methods with each trajectory's true parameters
+        names = _oracle(system)
+        config = dataclasses.replace(config, integrators=names)
+        notes.append(f"parametric data: the classical methods {', '.join(names)} with each trajectory's true "
+                     "parameters are rows of the table (the oracle); give integrators to choose others")
     if exact_from_ics and method and method not in names and (method in list_integrators() or method == "dop853"):
         generator = method
     n_methods = len(names) + len(entries) + (generator is not None)
@@ -360,6 +366,31 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
     sp.label_rows(plan, model_splits, entries)
     describe_reference(plan, method, tight)
     return plan
+
+
+#: the classical rows of a parametric run that names no integrator (those the system supports)
+ORACLE_INTEGRATORS = ("rk4", "implicit_midpoint", "gauss_legendre4")
+
+
+def _is_parametric(data: Path) -> bool:
+    """Whether the data file holds per-trajectory parameters (``/params``; one row is read)."""
+    from ..data import read_trajectories
+
+    return read_trajectories(data, traj=[0], steps=[0]).params is not None
+
+
+def _oracle(system) -> list[str]:
+    """:data:`ORACLE_INTEGRATORS` that ``system`` supports."""
+    from ..integrators import get_integrator
+
+    out = []
+    for name in ORACLE_INTEGRATORS:
+        try:
+            get_integrator(name).supports(system)
+        except VPIntegratorError:
+            continue
+        out.append(name)
+    return out
 
 
 def _family(ref_file, meta: dict, base, n_new: int, seed, data: Path):
