@@ -405,6 +405,9 @@ class VolumeStream:
     n_traj, seq_len, advance, n_steps : int
         ``advance`` = ``pred_window`` for non-overlapping windows, 1 for overlapping windows and classical
         steps; the trajectory has states ``0 .. n_steps``.
+    by_rows : bool
+        Call ``log_det_fn(windows, rows)`` with each window's trajectory row (n,) too (NumPy chunks only): a
+        parametric rollout's maps differ from row to row.
 
     Notes
     -----
@@ -412,8 +415,10 @@ class VolumeStream:
     ``log_det_fn``'s input, tensor chunks put them in as zeros (no data-dependent shape: no synchronisation).
     """
 
-    def __init__(self, log_det_fn: Callable, n_traj: int, seq_len: int, advance: int, n_steps: int):
+    def __init__(self, log_det_fn: Callable, n_traj: int, seq_len: int, advance: int, n_steps: int,
+                 by_rows: bool = False):
         self.log_det_fn = log_det_fn
+        self.by_rows = by_rows  # log_det_fn(windows, rows): each window's row too (a parametric rollout)
         self.seq_len = seq_len
         self.advance = advance
         self.n_traj = n_traj
@@ -469,7 +474,11 @@ class VolumeStream:
         if xp is np:
             logdet = np.full(flat.shape[0], np.nan)
             if good.any():
-                logdet[good] = self.log_det_fn(flat[good])
+                if self.by_rows:
+                    rows = np.repeat(np.arange(self.n_traj), m)
+                    logdet[good] = self.log_det_fn(flat[good], rows[good])
+                else:
+                    logdet[good] = self.log_det_fn(flat[good])
         else:
             logdet = xp.where(good, self.log_det_fn(xp.where(good[:, None, None], flat, 0.0)), float("nan"))
         logdet = logdet.reshape(self.n_traj, m)

@@ -16,6 +16,8 @@ from .checks import check_finite_t, check_finite_y
 from .trajectories import Trajectories
 
 SCHEMA_VERSION = 2
+#: the per-trajectory parameters of a parametric data set: (n_traj, p) float64, attribute ``names``
+PARAMS_DATASET = "params"
 #: schema versions this module reads (v1: ``n_steps`` counted states)
 READABLE_VERSIONS = (1, 2)
 _HINT = "was it written by vp-gen (vpintegrator.write_trajectories)?"
@@ -64,7 +66,24 @@ def _validate(path: Path, f: h5py.File) -> tuple[int, int, int]:
         raise VPIntegratorError(
             f"{path}: attribute 'dim' is {_from_attr(dim)!r} but dataset '/y' has shape {y.shape} (dim {y.shape[2]})"
         )
+    if PARAMS_DATASET in f:
+        _param_names(path, f, y.shape[0])
     return y.shape
+
+
+def _param_names(path: Path, f: h5py.File, n_traj: int) -> tuple[str, ...]:
+    """The columns of ``/params`` (checked: shape (n_traj, p) float, attribute ``names`` of p strings)."""
+    ds = f[PARAMS_DATASET]
+    names = ds.attrs.get("names") if isinstance(ds, h5py.Dataset) else None
+    names = [] if names is None else _from_attr(names)
+    if not isinstance(ds, h5py.Dataset) or ds.ndim != 2 or ds.shape[0] != n_traj or ds.dtype.kind != "f" \
+            or not isinstance(names, list) or len(names) != ds.shape[1]:
+        shape = getattr(ds, "shape", None)
+        raise VPIntegratorError(
+            f"{path}: dataset '/params' (shape {shape}) must be (n_traj, p) = ({n_traj}, p) float64 with an attribute "
+            f"'names' of p column names; got names {names!r}; {_HINT}"
+        )
+    return tuple(str(n) for n in names)
 
 
 def _index(index: Any, n: int, what: str, path: Path) -> np.ndarray | slice:
@@ -115,7 +134,13 @@ def _read_one(path: Path, traj: Any, steps: Any, allow_nonfinite: bool = False) 
         y = y[:, steps_idx]
         if y.ndim == 2:  # a single step index
             y = y[:, None]
+        params, names = None, ()  # type: tuple[np.ndarray | None, tuple[str, ...]]
+        if PARAMS_DATASET in f:
+            names = _param_names(path, f, n_traj)
+            params = _read_rows(f[PARAMS_DATASET], traj_idx)
+            params = params[None] if params.ndim == 1 else params
     if not allow_nonfinite:
         check_finite_y(path, y, traj_idx, steps_idx, n_traj, n_states)
     meta["n_traj"], meta["n_states"], meta["n_steps"] = int(y.shape[0]), int(y.shape[1]), int(y.shape[1]) - 1
-    return Trajectories(y=np.asarray(y, dtype=np.float64), t=np.asarray(t, dtype=np.float64), meta=meta)
+    return Trajectories(y=np.asarray(y, dtype=np.float64), t=np.asarray(t, dtype=np.float64), meta=meta,
+                        params=None if params is None else np.asarray(params, dtype=np.float64), param_names=names)

@@ -402,9 +402,21 @@ def _generate(spec: GenerationSpec, out: Path | None, progress, overwrite: bool 
     kernel = _compiled_kernel(system) if spec.method == DOP853 else None
     chunk = _chunk_size(spec, n_states, dim, kernel is not None)
     meta = _meta(spec, system, n_whole, t, chunk, kernel is not None)
+    family, params = None, None  # [parameters]: one system per trajectory (drawn on a stream of their own)
+    if spec.parameters:
+        from ..systems.family import systems_from_table
+        from .param_dists import check_parameters, draw_parameters
+
+        columns, table = draw_parameters(system, spec.parameters, n_whole, spec.seed, f"{where}: [parameters]")
+        family = systems_from_table(system, columns, table)
+        params = (columns, table)
+        meta["parameter_dists"] = json.dumps(check_parameters(system, spec.parameters))
+        meta["generator"] += "; each trajectory integrated alone with its own parameters (/params)"
     if shard is not None:  # the block of whole chunks: each trajectory computed as in the unsharded run
         first, last = shard_bounds(n_whole, chunk, shard)
         y0 = y0[first:last]
+        if family is not None and params is not None:
+            family, params = family[first:last], (params[0], params[1][first:last])
         meta.update(shard_index=shard[0], shard_count=shard[1], shard_traj_start=first, shard_traj_stop=last,
                     shard_n_traj=n_whole)
     n_traj = meta["n_traj"] = y0.shape[0]
@@ -416,10 +428,17 @@ def _generate(spec: GenerationSpec, out: Path | None, progress, overwrite: bool 
 
     drift = {name: 0.0 for name in system.invariant_names}
 
+    def solve(start: int) -> tuple[np.ndarray, dict[str, float]]:
+        """The chunk at ``start`` and its invariants' drift (each trajectory with its own system)."""
+        if family is None:
+            y = _integrate_chunk(system, y0[start : start + chunk], t, spec, kernel)
+            return y, _relative_drift(system, y)
+        return _integrate_rows(family[start : start + chunk], y0[start : start + chunk], t, spec)
+
     def integrate_chunk(start: int) -> np.ndarray:
         check_terminated()
-        y = _integrate_chunk(system, y0[start : start + chunk], t, spec, kernel)
-        for name, value in _relative_drift(system, y).items():
+        y, chunk_drift = solve(start)
+        for name, value in chunk_drift.items():
             drift[name] = max(drift[name], value)
         return y
 
@@ -470,9 +489,9 @@ def _generate(spec: GenerationSpec, out: Path | None, progress, overwrite: bool 
 
         def task(start: int):
             check_terminated()
-            y = _integrate_chunk(system, y0[start : start + chunk], t, spec, kernel)
+            y, chunk_drift = solve(start)
             pieces = encode_chunks(y, start, n_traj, *direct) if direct is not None else None
-            return y if pieces is None else None, y.shape[0], _relative_drift(system, y), pieces
+            return y if pieces is None else None, y.shape[0], chunk_drift, pieces
 
         def take(start: int, result) -> None:
             y, k, chunk_drift, pieces = result
@@ -500,9 +519,11 @@ def _generate(spec: GenerationSpec, out: Path | None, progress, overwrite: bool 
             y_all[start : start + y.shape[0]] = y
 
         run_parallel(store) if workers > 1 else run(store)
-        return Trajectories(y=y_all, t=t, meta={**meta, **drift_meta()})
+        return Trajectories(y=y_all, t=t, meta={**meta, **drift_meta()}, params=None if params is None else params[1],
+                            param_names=() if params is None else params[0])
     record = provenance_record([spec.source] if spec.source else [])  # the spec file is the input
-    with TrajectoryWriter(out, n_traj, n_states, dim, t, meta, overwrite=overwrite, provenance=record) as writer:
+    with TrajectoryWriter(out, n_traj, n_states, dim, t, meta, overwrite=overwrite, provenance=record,
+                          params=params) as writer:
         if workers > 1:
             run_parallel(writer.write, writer)
         else:
@@ -540,6 +561,21 @@ def _integrate_chunk(
             return _solve_compiled(kernel, y0, t, spec.rtol, spec.atol)
         return solve_flow(system, y0, t, rtol=spec.rtol, atol=spec.atol, compiled=False)
     return integrate(system, y0, spec.dt, t.size - 1, method=spec.method).y
+
+
+def _integrate_rows(systems: list, y0: np.ndarray, t: np.ndarray,
+                    spec: GenerationSpec) -> tuple[np.ndarray, dict[str, float]]:
+    """Trajectories one by one, each with its own system (a parametric spec), and their invariants' drift:
+    each is exactly what a separate run of its system (DOP853: a per-trajectory ``solve_ivp`` up to rounding)
+    gives."""
+    y = np.empty((y0.shape[0], t.size, y0.shape[1]))
+    drift: dict[str, float] = {}
+    for i, system in enumerate(systems):
+        kernel = _compiled_kernel(system) if spec.method == DOP853 else None
+        y[i : i + 1] = _integrate_chunk(system, y0[i : i + 1], t, spec, kernel)
+        for name, value in _relative_drift(system, y[i : i + 1]).items():
+            drift[name] = max(drift.get(name, 0.0), value)
+    return y, drift
 
 
 def _meta(

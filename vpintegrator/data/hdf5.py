@@ -32,7 +32,8 @@ from ._attrs import _attrs_to_meta, _meta_to_attrs
 from .checks import check_finite_t, check_finite_y, check_output_path, time_grid_problem  # noqa: F401
 from .trajectories import Trajectories
 from .shards import is_shard_set, read_shard_metadata, read_shard_set
-from ._h5read import READABLE_VERSIONS, SCHEMA_VERSION, _HINT, _index, _open, _read_one, _validate  # noqa: F401
+from ._h5read import (READABLE_VERSIONS, SCHEMA_VERSION, PARAMS_DATASET, _HINT, _index, _open, _read_one,  # noqa: F401
+                      _validate)
 
 __all__ = ["SCHEMA_VERSION", "TrajectoryWriter", "read_metadata", "read_trajectories", "write_trajectories"]
 
@@ -100,6 +101,9 @@ class TrajectoryWriter:
     provenance : dict, optional
         The file's ``provenance`` attribute (stored as JSON text; :func:`vpintegrator.provenance.provenance_record`
         with the input files); default a record of this process with no inputs.
+    params : (names, values), optional
+        Per-trajectory system parameters: ``values`` (n_traj, p) stored as ``/params`` with the column
+        names (:func:`vpintegrator.systems.family.param_columns`) as its attribute ``names``.
 
     Examples
     --------
@@ -120,6 +124,7 @@ class TrajectoryWriter:
         compression: str = "gzip",
         overwrite: bool = False,
         provenance: dict[str, Any] | None = None,
+        params: tuple[Sequence[str], np.ndarray] | None = None,
     ) -> None:
         for name, value in (("n_traj", n_traj), ("n_states", n_states), ("dim", dim)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -141,6 +146,7 @@ class TrajectoryWriter:
         # how this file was made (a "provenance" in meta belongs to the file it was read from)
         self._meta["provenance"] = dict(provenance) if provenance is not None else provenance_record()
         self._compression = compression
+        self._params = _check_params(params, int(n_traj))
         self._written = np.zeros(int(n_traj), dtype=bool)
         self._ctx: Any = None  # the atomic temporary file
         self._file: h5py.File | None = None
@@ -174,6 +180,10 @@ class TrajectoryWriter:
                 compression_opts=compression_opts,
                 shuffle=True,
             )
+            if self._params is not None:
+                names, values = self._params
+                ds = self._file.create_dataset(PARAMS_DATASET, data=values)
+                ds.attrs["names"] = np.array(list(names), dtype=h5py.string_dtype())
             self.update_meta({})
         except BaseException as err:
             self._close()
@@ -277,6 +287,27 @@ class TrajectoryWriter:
         return False
 
 
+def _check_params(params: Any, n_traj: int) -> tuple[tuple[str, ...], np.ndarray] | None:
+    """``(names, values)`` checked: values (n_traj, p) finite float64, p distinct non-empty names."""
+    if params is None:
+        return None
+    try:
+        names, values = params
+        names = tuple(str(n) for n in names)
+        values = np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise VPIntegratorError("TrajectoryWriter: params must be (names, values (n_traj, p)); got "
+                                f"{type(params).__name__}") from None
+    if values.shape != (n_traj, len(names)) or not names:
+        raise VPIntegratorError(f"TrajectoryWriter: params values must have shape (n_traj, len(names)) = "
+                                f"({n_traj}, {len(names)}) with at least one name; got {values.shape}")
+    if len(set(names)) != len(names) or not all(names):
+        raise VPIntegratorError(f"TrajectoryWriter: params names must be distinct and non-empty; got {list(names)}")
+    if not np.all(np.isfinite(values)):
+        raise VPIntegratorError("TrajectoryWriter: params values must be finite")
+    return names, values
+
+
 def write_trajectories(path: str | os.PathLike, traj: Trajectories, *, compression: str = "gzip",
                        overwrite: bool = False, provenance: dict[str, Any] | None = None) -> Path:
     """Write a :class:`Trajectories` to an HDF5 file (schema v2), atomically.
@@ -301,8 +332,9 @@ def write_trajectories(path: str | os.PathLike, traj: Trajectories, *, compressi
     """
     if not isinstance(traj, Trajectories):
         raise VPIntegratorError(f"write_trajectories: expected a Trajectories; got {type(traj).__name__}")
+    params = None if traj.params is None else (traj.param_names, traj.params)
     with TrajectoryWriter(path, *traj.y.shape, traj.t, traj.meta, compression=compression,
-                          overwrite=overwrite, provenance=provenance) as writer:
+                          overwrite=overwrite, provenance=provenance, params=params) as writer:
         writer.write(0, traj.y)
     return Path(path)
 
@@ -412,14 +444,19 @@ def _read_shards(paths: list[Path], traj: Any, steps: Any, allow: bool = False) 
     idx = _index(traj, total, "traj", label)
     wanted = np.atleast_1d(np.arange(total)[idx])
     shard_of = np.searchsorted(offsets, wanted, side="right") - 1
-    pieces, positions = [], []
+    pieces, positions, parts = [], [], []
     for i, p in enumerate(paths):
         mask = shard_of == i
         if mask.any():
             part = _read_one(p, wanted[mask] - offsets[i], steps, allow)
             pieces.append(part.y)
             positions.append(np.flatnonzero(mask))
+            parts.append(part)
             t_sel = part.t
+    names = {p.param_names for p in parts}
+    if len(names) > 1 or (parts and len({p.params is None for p in parts}) > 1):
+        raise VPIntegratorError(f"{paths[0]}: the files read together differ in their per-trajectory parameters "
+                                "('/params' present in some, or other columns); read them separately")
     if not pieces:  # empty selection
         t_sel = _read_one(paths[0], [], steps, allow).t
         y = np.empty((0, t_sel.shape[0], dim0))
@@ -433,5 +470,11 @@ def _read_shards(paths: list[Path], traj: Any, steps: Any, allow: bool = False) 
     seeds = [h[1].get("seed") for h in heads]
     if len(set(map(repr, seeds))) > 1:
         meta["seed"] = seeds
-    return Trajectories(y=y, t=t_sel, meta=meta)
+    params, cols = None, ()  # type: tuple[np.ndarray | None, tuple[str, ...]]
+    if parts and parts[0].params is not None:
+        cols = parts[0].param_names
+        params = np.empty((wanted.size, len(cols)))
+        for pos, part in zip(positions, parts):
+            params[pos] = part.params
+    return Trajectories(y=y, t=t_sel, meta=meta, params=params, param_names=cols)
 

@@ -177,6 +177,9 @@ def _merged(shards) -> tuple[dict, dict[str, dict], list[dict]]:
     root = {"n_traj": n_traj, "summary_json": json.dumps(rows)}
     if isinstance(meta.get("traj_split"), list):
         root["traj_split"] = [v for s in shards for v in s.meta.get("traj_split", [])]
+    if isinstance(meta.get("traj_params"), list):  # a parametric rollout: every shard's rows' parameters
+        root["traj_params"] = json.dumps([row for s in shards for row in s.meta.get("traj_params", [])])  # JSON, as
+        # the shards store it (json_keys)
     return root, groups, rows
 
 

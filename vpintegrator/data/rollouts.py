@@ -28,6 +28,7 @@ from .trajectories import Trajectories
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..systems import System
+    from ..systems.family import SystemFamily
 
 __all__ = [
     "ROLLOUT_SCHEMA",
@@ -243,8 +244,12 @@ class RolloutResult:
     table: list
 
     @property
-    def system(self) -> "System":
-        """The :class:`~vpintegrator.systems.System` the rollout ran on."""
+    def system(self) -> "System | SystemFamily":
+        """The :class:`~vpintegrator.systems.System` the rollout ran on; for a parametric rollout (root
+        attributes ``parameter_columns`` and ``traj_params``: each rolled-out row's parameters) a
+        :class:`~vpintegrator.systems.family.SystemFamily` of the rows read."""
+        if self.reference.params is not None:
+            return self.reference.systems()
         from ..systems import system_from_meta
 
         return system_from_meta(self.meta, self.path if self.path is not None else "rollout metadata")
@@ -366,6 +371,14 @@ def read_rollout(path, traj=None, max_points: int | None = None) -> RolloutResul
         t = f["t"][steps]
         names = tuple(meta.get("invariant_names", ()))
         system_keys = {k: v for k, v in meta.items() if k in ("system", "system_class") or k.startswith("param_")}
+        params, columns = None, ()  # type: tuple[np.ndarray | None, tuple[str, ...]]
+        if isinstance(meta.get("traj_params"), list) and meta.get("parameter_columns"):  # a parametric rollout
+            columns = tuple(str(c) for c in meta["parameter_columns"])
+            params = np.asarray(meta["traj_params"], dtype=np.float64).reshape(-1, len(columns))
+            if params.shape[0] != n_traj_file:
+                raise VPIntegratorError(f"{path}: attribute 'traj_params' has {params.shape[0]} rows for "
+                                        f"{n_traj_file} trajectories; the file is damaged")
+            params = params[rows]
 
         def read2(ds, cols):
             return ds[:, cols][rows] if isinstance(rows, np.ndarray) else ds[rows, cols]
@@ -382,7 +395,8 @@ def read_rollout(path, traj=None, max_points: int | None = None) -> RolloutResul
                 ld, cum = read2(g["log_det_J"], ms), read2(g["cum_log_det_J"], ms)
             failed = g["failed_step"][:][rows]
             attrs = {**system_keys, "dt": float(meta["dt"]), **_attrs_to_meta(g.attrs)}
-            return Trajectories(y=y, t=t, meta=attrs, failed_step=failed), MethodMetrics(inv, err, map_t, ld, cum)
+            return (Trajectories(y=y, t=t, meta=attrs, failed_step=failed, params=params, param_names=columns),
+                    MethodMetrics(inv, err, map_t, ld, cum))
 
         reference, ref_metrics = read_group(f["reference"])
         reference.meta.setdefault("label", "reference")

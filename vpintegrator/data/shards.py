@@ -32,7 +32,7 @@ import numpy as np
 from .._io import atomic_path
 from ..errors import VPIntegratorError
 from ._attrs import _attrs_to_meta, _from_attr
-from ._h5read import _index, _open, _read_one, _validate
+from ._h5read import PARAMS_DATASET, _index, _open, _read_one, _validate
 from .trajectories import Trajectories
 
 __all__ = ["parse_shard", "shard_bounds", "shard_path", "write_shard_index", "is_shard_set", "read_shard_set"]
@@ -42,7 +42,7 @@ SHARD_KEYS = ("shard_index", "shard_count", "shard_traj_start", "shard_traj_stop
 INDEX_KEY = "shard_files"
 # metadata that must agree between the shards of one data set (besides the time grid and dim)
 _SAME = ("spec", "system", "system_class", "dt", "t_end", "method", "rtol", "atol", "seed", "sampler",
-         "sampler_args", "chunk_size", "shard_count", "shard_n_traj")
+         "sampler_args", "chunk_size", "shard_count", "shard_n_traj", "parameter_dists")
 _PER_SHARD = (*SHARD_KEYS, "created", "n_traj")
 _SHARD_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
@@ -249,6 +249,7 @@ def read_shard_set(paths: list[Path], traj: Any = None, steps: Any = None, allow
     shard_of = np.searchsorted(offsets, wanted, side="right") - 1
     t_sel = None
     y = None
+    params, names = None, ()  # type: tuple[np.ndarray | None, tuple[str, ...]]
     for i, s in enumerate(shards):
         mask = shard_of == i
         if mask.any() or (i == 0 and wanted.size == 0):
@@ -257,9 +258,17 @@ def read_shard_set(paths: list[Path], traj: Any = None, steps: Any = None, allow
             if y is None:
                 y = np.empty((wanted.size, part.y.shape[1], dim))
             y[np.flatnonzero(mask)] = part.y
+            if part.params is not None:  # a parametric data set: every shard has /params (same parameter_dists)
+                if params is None:
+                    names = part.param_names
+                    params = np.full((wanted.size, len(names)), np.nan)
+                if part.param_names != names:
+                    raise VPIntegratorError(f"{s.path}: its '/params' columns {list(part.param_names)} differ from "
+                                            f"{list(names)}; give only the shards of one vp-gen --shard run")
+                params[np.flatnonzero(mask)] = part.params
     meta = _merged_meta(shards, index)
     meta["n_traj"], meta["n_states"], meta["n_steps"] = int(y.shape[0]), int(y.shape[1]), int(y.shape[1]) - 1
-    return Trajectories(y=y, t=t_sel, meta=meta)
+    return Trajectories(y=y, t=t_sel, meta=meta, params=params, param_names=names)
 
 
 def write_shard_index(out: str | os.PathLike, count: int) -> Path:
@@ -294,4 +303,13 @@ def write_shard_index(out: str | os.PathLike, count: int) -> Path:
                 # relative source name: HDF5 looks for it beside the index file
                 layout[a:b] = h5py.VirtualSource(os.path.relpath(s.path, out.parent), "y", shape=s.shape)
             f.create_virtual_dataset("y", layout, fillvalue=np.nan)
+            if PARAMS_DATASET in src:  # a parametric data set: /params over the shards' too
+                n_p = src[PARAMS_DATASET].shape[1]
+                players = h5py.VirtualLayout(shape=(n_traj, n_p), dtype=np.float64)
+                for s in shards:
+                    a, b = int(s.meta["shard_traj_start"]), int(s.meta["shard_traj_stop"])
+                    players[a:b] = h5py.VirtualSource(os.path.relpath(s.path, out.parent), PARAMS_DATASET,
+                                                      shape=(b - a, n_p))
+                ds = f.create_virtual_dataset(PARAMS_DATASET, players, fillvalue=np.nan)
+                ds.attrs["names"] = src[PARAMS_DATASET].attrs["names"]
     return out

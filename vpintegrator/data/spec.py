@@ -26,6 +26,11 @@ generator::
     [output]
     path = "datasets/rigid_body_paper.h5"   # optional; default datasets/<spec name>.h5
 
+    [parameters]                     # optional: system parameters drawn per trajectory
+    inertia = { dist = "uniform", low = 0.5, high = 3.0 }   # fixed, uniform, log_uniform, normal, list, grid
+
+(the ``[parameters]`` section: :mod:`vpintegrator.data.param_dists`; a spec with one writes ``/params``).
+
 Specs are found by name in the repository's top-level ``systems/`` directory and in the copy shipped
 inside the wheel (``vpintegrator/_specs``), or given as a path to a ``.toml`` file.
 """
@@ -66,13 +71,17 @@ _SECTIONS: dict[str, dict[str, str]] = {
         "chunk_size": "chunk_size",
     },
     "output": {"path": "out"},
+    "parameters": {},
 }
+#: sections whose every key is free (a system parameter, a sampler argument, a parameter's distribution)
+_FREE = {"system": "params", "initial_conditions": "sampler_args", "parameters": "parameters"}
 _TOP_KEYS = ("description", *_SECTIONS)
 _REQUIRED = {"system": "name", "initial_conditions": "sampler"}
 _REQUIRED_INTEGRATION = ("dt", "t_end")
 #: Keys accepted as overrides by :func:`load_spec` (and as ``vp-gen`` flags).
 OVERRIDES = (
-    "n_traj", "dt", "t_end", "method", "rtol", "atol", "seed", "chunk_size", "out", "sampler", "params", "sampler_args"
+    "n_traj", "dt", "t_end", "method", "rtol", "atol", "seed", "chunk_size", "out", "sampler", "params", "sampler_args",
+    "parameters",
 )
 #: Top-level ``--set`` keys: the overrides and the spec's sections (``integration.dt=...``).
 SET_KEYS = (*OVERRIDES, *_SECTIONS)
@@ -149,7 +158,7 @@ def _check_field(name: str, value: Any, where: str) -> Any:
         if not isinstance(value, (str, os.PathLike)) or (not os.fspath(value) and not where.startswith("Gen")):
             raise VPIntegratorError(f"{where} must be a file path; got {value!r}", key=key)
         return os.fspath(value)
-    if name in ("params", "sampler_args"):
+    if name in ("params", "sampler_args", "parameters"):
         return dict(value)
     return value
 
@@ -193,7 +202,11 @@ class GenerationSpec:
         ``"dop853"`` (SciPy, tolerances ``rtol``/``atol`` per trajectory) or a classical integrator name
         (fixed step ``dt``).
     seed : int
-        Seed of ``numpy.random.default_rng`` for the initial conditions.
+        Seed of ``numpy.random.default_rng`` for the initial conditions (and, by another stream, of the
+        per-trajectory parameters).
+    parameters : dict
+        The ``[parameters]`` section: ``{name: {"dist": ..., ...}}``, parameters drawn per trajectory
+        (:mod:`vpintegrator.data.param_dists`); empty: one parameter set (``params``) for all.
     chunk_size : int
         At most this many trajectories are integrated and written at a time.
     out : str
@@ -209,6 +222,7 @@ class GenerationSpec:
     t_end: float = key(type=float, low=0, open_low=True, show_default=_FROM_SPEC, help="Final time (t0 = 0).")
     params: dict[str, Any] = key(default_factory=dict, type=dict, expected=_TABLE, flag="")
     sampler_args: dict[str, Any] = key(default_factory=dict, type=dict, expected=_TABLE, flag="")
+    parameters: dict[str, Any] = key(default_factory=dict, type=dict, expected=_TABLE, flag="")
     n_traj: int | None = key(None, type=int, low=1, optional=True, expected="an integer >= 1", show_default=_FROM_SPEC,
                              help="Number of trajectories (overrides the spec).")
     method: str = key(DOP853, choices=_methods, show_default=_FROM_SPEC,
@@ -256,6 +270,9 @@ class GenerationSpec:
         tables = {section: {key: getattr(self, fld) for key, fld in keys.items()} for section, keys in _SECTIONS.items()}
         tables["system"].update(self.params)
         tables["initial_conditions"].update(self.sampler_args)
+        tables["parameters"].update(self.parameters)
+        if not self.parameters:
+            del tables["parameters"]
         return dump_toml({"description": self.description or None, **tables})
 
     @property
@@ -341,7 +358,7 @@ def _parse(path: Path, data: dict[str, Any]) -> dict[str, Any]:
                 if keys[key] == "out" and value == "":
                     raise VPIntegratorError(f"{path}: key '{section}.{key}' must be a file path; got ''")
                 kwargs[keys[key]] = value
-            elif section in ("system", "initial_conditions"):
+            elif section in _FREE:
                 free[key] = value
             else:
                 raise VPIntegratorError(
@@ -353,10 +370,8 @@ def _parse(path: Path, data: dict[str, Any]) -> dict[str, Any]:
             for key in _REQUIRED_INTEGRATION:
                 if key not in table:
                     raise VPIntegratorError(f"{path}: missing key 'integration.{key}'")
-        if section == "system":
-            kwargs["params"] = free
-        elif section == "initial_conditions":
-            kwargs["sampler_args"] = free
+        if section in _FREE:
+            kwargs[_FREE[section]] = free
     return kwargs
 
 
@@ -371,6 +386,10 @@ def _check_names(spec: GenerationSpec) -> None:
         raise VPIntegratorError(f"{where}: [system] {err}") from None
     except TypeError as err:  # a parameter of the wrong type
         raise VPIntegratorError(f"{where}: [system] bad parameter: {err}") from None
+    if spec.parameters:
+        from .param_dists import check_parameters
+
+        check_parameters(get_system(spec.system, **spec.params), spec.parameters, f"{where}: [parameters]")
     if spec.sampler not in list_samplers():
         raise VPIntegratorError(
             f"{where}: key 'initial_conditions.sampler': unknown sampler {spec.sampler!r}; valid samplers: "
@@ -387,7 +406,8 @@ def _apply_overrides(spec: GenerationSpec, overrides: dict[str, Any]) -> Generat
         if value is None:
             continue
         value = _check_field(key, value, key)
-        changes[key] = {**getattr(spec, key), **value} if key in ("params", "sampler_args") else value  # tables merge
+        changes[key] = ({**getattr(spec, key), **value} if key in ("params", "sampler_args", "parameters")
+                        else value)  # tables merge
     if not changes:
         return spec
     if "method" in changes:
@@ -400,7 +420,7 @@ def _apply_overrides(spec: GenerationSpec, overrides: dict[str, Any]) -> Generat
         raise VPIntegratorError(f"{err} (after overrides {given})", key=err.key) from None
     finally:
         _REPLACING.reset(token)
-    if {"params", "sampler"} & set(changes):
+    if {"params", "sampler", "parameters"} & set(changes):
         _check_names(new)
     return new
 
@@ -429,6 +449,8 @@ def spec_overrides_from_set(values: dict[str, Any]) -> dict[str, Any]:
                     out.setdefault("params", {})[sub] = v
                 elif key == "initial_conditions":
                     out.setdefault("sampler_args", {})[sub] = v
+                elif key == "parameters":
+                    out.setdefault("parameters", {})[sub] = v
                 else:
                     raise VPIntegratorError(
                         f"set: unknown key '{key}.{sub}'; valid keys in [{key}]: {', '.join(fields)}", key="set"

@@ -19,6 +19,7 @@ from ..errors import VPIntegratorError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..systems import System
+    from ..systems.family import SystemFamily
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,12 +38,22 @@ class Trajectories:
     failed_step : ndarray of int, shape (n_traj,), optional
         For rollouts: the first step at which each trajectory failed (non-finite or blown up), −1 if
         never; its states from then on are NaN. None when not recorded.
+    params : ndarray, shape (n_traj, p), optional
+        Per-trajectory system parameters (a parametric data set, ``/params`` of the file): row ``i``
+        holds trajectory ``i``'s values of the columns ``param_names``
+        (:func:`vpintegrator.systems.family.param_columns`: ``k1``, ``inertia[0]``, ...), overriding the
+        ``param_<name>`` of ``meta``. None: one parameter set for all (every file written before
+        parameters varied reads so).
+    param_names : tuple of str
+        The columns of ``params`` (empty when ``params`` is None).
     """
 
     y: np.ndarray
     t: np.ndarray
     meta: dict[str, Any] = field(default_factory=dict)
     failed_step: np.ndarray | None = None
+    params: np.ndarray | None = None
+    param_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         y = np.asarray(self.y)
@@ -70,6 +81,18 @@ class Trajectories:
                 raise VPIntegratorError(
                     f"Trajectories.failed_step must have shape (n_traj,) = ({y.shape[0]},); got shape {failed.shape}"
                 )
+        params, names = self.params, tuple(str(n) for n in self.param_names)
+        if params is not None:
+            params = np.asarray(params, dtype=np.float64)
+            if params.ndim != 2 or params.shape != (y.shape[0], len(names)):
+                raise VPIntegratorError(
+                    f"Trajectories.params must have shape (n_traj, len(param_names)) = ({y.shape[0]}, {len(names)}); "
+                    f"got shape {params.shape}"
+                )
+        elif names:
+            raise VPIntegratorError("Trajectories.param_names given without params; give both or neither")
+        object.__setattr__(self, "params", params)
+        object.__setattr__(self, "param_names", names)
         object.__setattr__(self, "y", y)
         object.__setattr__(self, "t", t)
         object.__setattr__(self, "meta", dict(self.meta))
@@ -108,11 +131,60 @@ class Trajectories:
         return 0 if self.failed_step is None else int(np.sum(self.failed_step >= 0))
 
     @property
-    def system(self) -> "System":
-        """The system these trajectories belong to, rebuilt from ``meta`` (name, class and parameters)."""
+    def parametric(self) -> bool:
+        """Whether the parameters vary per trajectory (``params`` is set)."""
+        return self.params is not None
+
+    @property
+    def base_system(self) -> "System":
+        """The system of ``meta`` (name, class and ``param_<name>``): every trajectory's, unless ``params``
+        overrides some of its parameters per trajectory."""
         from ..systems import system_from_meta
 
         return system_from_meta(self.meta, where=self.meta.get("source", "Trajectories.meta"))
+
+    @property
+    def system(self) -> "System | SystemFamily":
+        """The system these trajectories belong to, rebuilt from ``meta``; for a parametric data set a
+        :class:`~vpintegrator.systems.family.SystemFamily`, one system per trajectory (row ``i`` of a
+        batch is evaluated with trajectory ``i``'s parameters)."""
+        if self.params is None:
+            return self.base_system
+        return self.systems()
+
+    def systems(self) -> "SystemFamily":
+        """One system per trajectory (also for constant parameters: then all rows share the one system)."""
+        from ..systems.family import SystemFamily, systems_from_table
+
+        base = self.base_system
+        if self.params is None:
+            return SystemFamily([base] * self.n_traj, (), base)
+        return SystemFamily(systems_from_table(base, self.param_names, self.params), self.param_names, base)
+
+    def system_for(self, i: int) -> "System":
+        """Trajectory ``i``'s system, with its own parameters."""
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not -self.n_traj <= i < self.n_traj:
+            raise VPIntegratorError(f"system_for: i must be a trajectory index in 0 .. {self.n_traj - 1}; got {i!r}")
+        base = self.base_system
+        if self.params is None:
+            return base
+        from ..systems.family import system_with
+
+        return system_with(base, self.param_names, self.params[int(i)])
+
+    def param_table(self, columns=None) -> tuple[tuple[str, ...], np.ndarray]:
+        """``(names, values)``: every trajectory's parameters, shape (n_traj, p); for constant parameters the
+        file's repeated (columns: ``columns``, default ``param_names`` or every numeric parameter)."""
+        from ..systems.family import param_columns, param_row
+
+        if columns is None and self.params is not None:
+            return self.param_names, self.params.copy()
+        if columns is None:
+            columns = param_columns(self.base_system)
+        columns = tuple(columns)
+        rows = [param_row(self.system_for(i), columns) for i in range(self.n_traj)] if self.params is not None \
+            else [param_row(self.base_system, columns)] * self.n_traj
+        return columns, np.array(rows, dtype=np.float64).reshape(self.n_traj, len(columns))
 
     def select(self, traj=None, steps=None) -> "Trajectories":
         """A subset: ``traj`` indexes trajectories, ``steps`` indexes states (ints, slices or arrays)."""
@@ -124,12 +196,15 @@ class Trajectories:
         y = self.y[traj][:, steps]
         t = self.t[steps]
         failed = None if self.failed_step is None else self.failed_step[traj]
-        return Trajectories(y=y, t=np.atleast_1d(t), meta=self.meta, failed_step=failed)
+        params = None if self.params is None else self.params[traj]
+        return Trajectories(y=y, t=np.atleast_1d(t), meta=self.meta, failed_step=failed, params=params,
+                            param_names=self.param_names)
 
     def __repr__(self) -> str:
         system = self.meta.get("system", "?")
         t = f"[{self.t[0]:g}, {self.t[-1]:g}]" if self.n_states else "[]"
+        params = f", params={list(self.param_names)}" if self.params is not None else ""
         return (
             f"Trajectories(system={system!r}, n_traj={self.n_traj}, n_states={self.n_states}, "
-            f"dim={self.dim}, t={t})"
+            f"dim={self.dim}, t={t}{params})"
         )

@@ -12,6 +12,7 @@ that a CLI names its own flag.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,9 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import VPIntegratorError
-from .engine import StepMap, initial_window, stream_rollout
+from ..systems.family import SystemFamily
+from .engine import StepMap, initial_window, stream_rollout  # noqa: F401 (initial_window re-exported)
+from .family import FamilyStep, family_initial_window, step_for
 from .checks import _check_fits, _check_reference, check_outputs, estimate  # noqa: F401 (estimate re-exported)
 from .config import RolloutConfig, load_rollout_config, model_entries  # noqa: F401 (re-exported)
 from .report import Failure, RolloutReport  # noqa: F401 (re-exported)
@@ -226,7 +229,10 @@ def _prepare_methods(config: RolloutConfig, system, dt: float, t0: float, n_step
                 f"integrators: unknown integrator {name!r}; valid: {', '.join(valid_int)}{hint}", key="integrators"
             )
         _check_label(name, seen)
-        step_map = ExactFlowStep(system, dt) if name == "exact_flow" else IntegratorStep(system, name, dt)
+        def make(s, name=name) -> StepMap:
+            return ExactFlowStep(s, dt) if name == "exact_flow" else IntegratorStep(s, name, dt)
+
+        step_map = step_for(system, make)
         methods.append((name, step_map, name))
     if entries is None:
         entries = [parse_model_entry(entry) for entry in model_entries(config.models)]
@@ -325,20 +331,35 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
     exact_from_ics = config.reference == "exact" and not tight
     generator = None  # the data's generator as a row of its own
     names = _integrator_names(config.integrators)
+    if not names and _is_parametric(data):  # the oracle: classical methods with each trajectory's true parameters
+        names = _oracle(system)
+        config = dataclasses.replace(config, integrators=names)
+        notes.append(f"parametric data: the classical methods {', '.join(names)} with each trajectory's true "
+                     "parameters are rows of the table (the oracle); give integrators to choose others")
     if exact_from_ics and method and method not in names and (method in list_integrators() or method == "dop853"):
         generator = method
     n_methods = len(names) + len(entries) + (generator is not None)
     _check_fits(config, int(idx.size) + n_new, n_steps + 1, system, max(1, n_methods), n_file, data)
     ref_file = read_trajectories(data, traj=idx)
     _check_reference(ref_file, idx, data)
+    if ref_file.params is not None:  # a parametric data set: each row (and held-out condition) its own system
+        system = _family(ref_file, meta, system, n_new, seed, data)
+        notes.append(f"parameters per trajectory ({', '.join(ref_file.param_names)}): the reference, the classical "
+                     "methods and the invariants use each trajectory's own"
+                     + (f"; the {n_new} heldout conditions have new ones from the file's parameter_dists, seed {seed}"
+                        if n_new else ""))
     if float(ref_file.t[0]) != t0:
         t0 = float(ref_file.t[0])
         n_steps = _horizon(config, t0, dt, ref_file.n_states)
     methods = _prepare_methods(config, system, dt, t0, n_steps, data, entries)
     if generator is not None:
         label = generator if generator not in {m[0] for m in methods} else "data_generator"
-        step_map = (IntegratorStep(system, generator, dt) if generator in list_integrators()
-                    else ExactFlowStep(system, dt, rtol=float(meta["rtol"]), atol=float(meta["atol"])))
+        def make_generator(s) -> StepMap:
+            if generator in list_integrators():
+                return IntegratorStep(s, generator, dt)
+            return ExactFlowStep(s, dt, rtol=float(meta["rtol"]), atol=float(meta["atol"]))
+
+        step_map = step_for(system, make_generator)
         methods.append((label, step_map, f"the generator of {data.name}"))
     plan = _Plan(config, data, meta, system, dt, t0, idx, ref_file, n_steps, methods, say,
                  heldout_y0=heldout_y0, heldout_seed=seed, exact_from_ics=exact_from_ics, notes=notes)
@@ -347,14 +368,75 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
     return plan
 
 
+#: the classical rows of a parametric run that names no integrator (those the system supports)
+ORACLE_INTEGRATORS = ("rk4", "implicit_midpoint", "gauss_legendre4")
+
+
+def _is_parametric(data: Path) -> bool:
+    """Whether the data file holds per-trajectory parameters (``/params``; one row is read)."""
+    from ..data import read_trajectories
+
+    return read_trajectories(data, traj=[0], steps=[0]).params is not None
+
+
+def _oracle(system) -> list[str]:
+    """:data:`ORACLE_INTEGRATORS` that ``system`` supports."""
+    from ..integrators import get_integrator
+
+    out = []
+    for name in ORACLE_INTEGRATORS:
+        try:
+            get_integrator(name).supports(system)
+        except VPIntegratorError:
+            continue
+        out.append(name)
+    return out
+
+
+def _family(ref_file, meta: dict, base, n_new: int, seed, data: Path):
+    """The :class:`~vpintegrator.systems.family.SystemFamily` of a parametric run: the selected trajectories'
+    systems, then the held-out conditions' (new parameters from the file's ``parameter_dists``, drawn with
+    the held-out seed)."""
+    import json
+
+    from ..systems.family import SystemFamily, systems_from_table
+
+    systems = list(ref_file.systems())
+    if n_new:
+        from ..data.param_dists import draw_parameters
+
+        dists = meta.get("parameter_dists")
+        if not isinstance(dists, str) or not dists:
+            raise VPIntegratorError(f"heldout: {data} has per-trajectory parameters but no 'parameter_dists' attribute "
+                                    "(not written by vp-gen from a [parameters] spec), so no new ones can be drawn; "
+                                    "give traj instead", key="heldout")
+        try:
+            cols, table = draw_parameters(base, json.loads(dists), n_new, int(seed), f"heldout: {data}: parameter_dists")
+        except ValueError:
+            raise VPIntegratorError(f"heldout: {data} has an unreadable 'parameter_dists' attribute", key="heldout") from None
+        if tuple(cols) != tuple(ref_file.param_names):
+            raise VPIntegratorError(f"heldout: {data}: its parameter_dists draw columns {list(cols)} but '/params' has "
+                                    f"{list(ref_file.param_names)}", key="heldout")
+        systems += systems_from_table(base, cols, table)
+    return SystemFamily(systems, ref_file.param_names, base)
+
+
 def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict:
     """What the rollout file says about the run (its root attributes; the schema is the writer's)."""
     from .._version import __version__
     from ..systems import system_meta
 
     t, n_file, cfg = plan.t, plan.ref_file.n_states, plan.config
+    family = isinstance(plan.system, SystemFamily)
+    params = {}
+    if family:  # every rolled-out row's parameters (data rows, then held-out conditions)
+        from ..systems.family import param_row
+
+        params = {"parameter_columns": list(plan.system.columns),
+                  "traj_params": [param_row(s, plan.system.columns).tolist() for s in plan.system]}
     return {
-        **system_meta(plan.system),
+        **system_meta(plan.system.base if family else plan.system),
+        **params,
         "dim": plan.system.dim,
         "dt": plan.dt,
         "t0": plan.t0,
@@ -400,12 +482,13 @@ def _write_method(writer, plan: _Plan, label: str, step_map: StepMap, source: st
         window0 = yref[:, :T]
         init = "reference" if T > 1 else "initial condition"
     else:
-        window0 = initial_window(system, yref[:, 0], plan.dt, T, method=cfg.init)
+        window0 = family_initial_window(system, yref[:, 0], plan.dt, T, method=cfg.init)
         init = cfg.init
     stream = TrajectoryMetricsStream(system, n_traj, t_center=0.5 * (t[0] + t[-1]))
     vol = None
     if cfg.volume:
-        vol = VolumeStream(step_map.log_abs_det_jacobian, n_traj, T, step_map.advance, n_steps)
+        vol = VolumeStream(step_map.log_abs_det_jacobian, n_traj, T, step_map.advance, n_steps,
+                           by_rows=isinstance(step_map, FamilyStep))
     series = writer.method(label, map_step=None if vol is None else vol.map_step)
     # progress within the method: a line per interval through the log, for methods longer than one
     lines = ProgressLines(f"{label}", n_steps + 1, unit="steps", write=plan.say, first=False)
@@ -539,7 +622,7 @@ def _write_rollouts(plan: _Plan, config: RolloutConfig, outs: list[Path], overwr
 
     from .blocks import Blocks
 
-    reference_gen = reference_step_map(plan.data_meta, plan.system, plan.dt)
+    reference_gen = step_for(plan.system, lambda s: reference_step_map(plan.data_meta, s, plan.dt))
     for line in plan.notes:
         plan.say(line)
     # issue 23: the runners of the whole selection, and the classical methods on worker processes

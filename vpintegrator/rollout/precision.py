@@ -134,7 +134,8 @@ def work_precision(
 
     Parameters
     ----------
-    system : System or str
+    system : System or str, or a SystemFamily (one system per row of ``y0``: a parametric data set's, each
+        row run with its own parameters: the classical methods with the true parameters)
     y0 : ndarray, shape (n_traj, dim)
         The initial conditions (use held-out ones when models are compared).
     dt : float
@@ -164,10 +165,12 @@ def work_precision(
     from ..data import solve_flow
     from ..integrators import get_integrator
     from ..systems import get_system
-    from .engine import initial_window, rollout
+    from ..systems.family import SystemFamily
+    from .engine import rollout
+    from .family import base_system, family_initial_window, solve_flow_rows, step_for
     from .steps import IntegratorStep, ModelStep
 
-    system = get_system(system)
+    system = system if isinstance(system, SystemFamily) else get_system(system)
     if amortise_over is not None:
         check_rollouts(amortise_over)
     for label, value in (train_seconds or {}).items():
@@ -181,14 +184,17 @@ def work_precision(
     if not (dt > 0 and t_end > 0 and math.isfinite(dt) and math.isfinite(t_end)):
         raise VPIntegratorError(f"dt and t_end: expected positive finite numbers, got dt={dt!r}, t_end={t_end!r}")
     ladder = _check_ladder(ladder)
-    ref = solve_flow(system, y0, np.array([0.0, t_end]), rtol=reference_rtol, atol=reference_rtol)[:, -1]
+    if isinstance(system, SystemFamily) and len(system) != y0.shape[0]:
+        raise VPIntegratorError(f"system: {len(system)} parameter sets for {y0.shape[0]} initial conditions")
+    one = base_system(system)  # the batch-1 timings: the first trajectory's system
+    ref = solve_flow_rows(system, y0, np.array([0.0, t_end]), reference_rtol, reference_rtol)[:, -1]
     rows: list[WorkPrecisionRow] = []
     names = list(methods) if methods is not None else list(DEFAULT_METHODS)
     for name in names:
         integrator = get_integrator(name)
         if methods is None:
             try:
-                integrator.supports(system)
+                integrator.supports(one)
             except VPIntegratorError:
                 continue  # a default method the system cannot run (e.g. splitting of a non-separable one)
         for mult in ladder:
@@ -197,21 +203,21 @@ def work_precision(
             if n_steps < 1 or not math.isclose(n_steps * h, t_end, rel_tol=1e-9):
                 raise VPIntegratorError(f"ladder: t_end = {t_end:g} is not a whole number of steps of "
                                         f"h = {h:g} (dt × {mult:g}); choose t_end a multiple of every step")
-            tr = rollout(IntegratorStep(system, integrator, h), y0[:, None], h, n_steps)
+            tr = rollout(step_for(system, lambda s: IntegratorStep(s, integrator, h)), y0[:, None], h, n_steps)
             med, p90, mx = _stats(_relative_error(tr.y[:, -1], ref))
-            seconds, runner = _batch1_seconds(lambda: IntegratorStep(system, integrator, h), y0[:1, None], h,
+            seconds, runner = _batch1_seconds(lambda: IntegratorStep(one, integrator, h), y0[:1, None], h,
                                               n_steps, repeats)
             rows.append(WorkPrecisionRow(integrator.name, "integrator", h, math.nan, n_steps, t_end, len(y0), med,
                                          p90, mx, _drift(system, tr.y), seconds / t_end, runner))
     for rtol in dop853_rtols or ():
         n_out = max(2, round(t_end / dt) + 1)
         t = np.linspace(0.0, t_end, n_out)
-        y = solve_flow(system, y0, t, rtol=rtol, atol=rtol)
+        y = solve_flow_rows(system, y0, t, rtol, rtol)
         med, p90, mx = _stats(_relative_error(y[:, -1], ref))
         best = math.inf
         for _ in range(max(1, repeats)):
             start = time.process_time()
-            solve_flow(system, y0[:1], np.array([0.0, t_end]), rtol=rtol, atol=rtol)
+            solve_flow(one, y0[:1], np.array([0.0, t_end]), rtol=rtol, atol=rtol)
             best = min(best, time.process_time() - start)
         rows.append(WorkPrecisionRow("dop853", "dop853", math.nan, float(rtol), 0, t_end, len(y0), med, p90, mx,
                                      _drift(system, y), best / t_end, "numba"))
@@ -219,7 +225,7 @@ def work_precision(
         n_steps = round(t_end / dt)
         if not math.isclose(n_steps * dt, t_end, rel_tol=1e-9):
             raise VPIntegratorError(f"t_end: {t_end:g} is not a whole number of the models' step dt = {dt:g}")
-        w0 = initial_window(system, y0, dt, model.seq_len, method="exact_flow")
+        w0 = family_initial_window(system, y0, dt, model.seq_len, method="exact_flow")
         tr = rollout(ModelStep(model, device="cpu"), w0, dt, n_steps)
         med, p90, mx = _stats(_relative_error(tr.y[:, -1], ref))
         seconds, runner = _batch1_seconds(lambda: ModelStep(model, device="cpu"), w0[:1], dt, n_steps, repeats)
@@ -310,7 +316,10 @@ def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], 
 
     say = log or (lambda line: None)
     data, _meta, system, dt, idx, _t0, n_steps = select(config)
-    y0 = read_trajectories(data, traj=idx).y[:, 0]
+    first = read_trajectories(data, traj=idx, steps=[0])
+    y0 = first.y[:, 0]
+    if first.params is not None:  # a parametric data set: every method with each trajectory's true parameters
+        system = first.systems()
     names = [n for n in (config.integrators or []) if n != "exact_flow"] or None
     models, trained = {}, {}
     for entry in model_entries(config.models):

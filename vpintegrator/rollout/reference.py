@@ -7,7 +7,8 @@ initial conditions over the whole horizon, unless the data file was itself made 
 <= 1e-12 (then the data is the exact flow within its horizon, continued by the same DOP853 beyond).
 ``reference = "data"``: the data file, continued beyond its horizon with the data's own generator.
 Held-out conditions (``heldout``) are integrated from their initial conditions by the exact flow or, with
-``"data"``, the data's generator.
+``"data"``, the data's generator. A parametric data set's rows (``plan.system`` a
+:class:`~vpintegrator.systems.family.SystemFamily`) are each integrated with their own parameters.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 
 from ..errors import VPIntegratorError
 from .engine import StepMap, stream_rollout
+from .family import for_rows, step_for
 from .steps import ExactFlowStep
 
 __all__ = ["describe_reference", "write_reference"]
@@ -66,7 +68,7 @@ def write_reference(writer, plan, reference_gen: StepMap):
         def sink(k0, chunk):
             series.y[rows, k_first + k0 : k_first + k0 + chunk.shape[1]] = chunk
 
-        res = stream_rollout(step_map, y0, plan.dt, n_steps - k_first, sink, t0=t_first, **kw)
+        res = stream_rollout(for_rows(step_map, rows), y0, plan.dt, n_steps - k_first, sink, t0=t_first, **kw)
         failed = np.where(res.failed_step >= 0, res.failed_step + k_first, -1)
         ref_failed[rows] = failed
         if (failed >= 0).any():
@@ -82,7 +84,7 @@ def write_reference(writer, plan, reference_gen: StepMap):
     if plan.exact_from_ics:
         y0 = ref_file.y[:, 0] if plan.n_new == 0 else np.concatenate([ref_file.y[:, 0], plan.heldout_y0])
         plan.say(f"reference: exact flow (DOP853, rtol = atol = 1e-12) for {n_traj} trajectories x {n_steps} steps")
-        integrate(ExactFlowStep(plan.system, plan.dt), y0, slice(0, n_traj), 0, plan.t0,
+        integrate(step_for(plan.system, lambda s: ExactFlowStep(s, plan.dt)), y0, slice(0, n_traj), 0, plan.t0,
                   "integrating the exact-flow reference (DOP853)")
     else:
         n_take = min(n_file, n_steps + 1)

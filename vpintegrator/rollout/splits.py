@@ -15,6 +15,14 @@ is fine). Labels of the rolled-out conditions:
 An integrator's row (and the reference) is labelled relative to the models of the run: per trajectory the
 least out-of-sample label over the models whose split applies (``train`` before ``val`` before ``test``),
 ``unknown`` when no model's split applies.
+
+A split may hold out initial conditions (``vp-train``'s random split) or, for a data set whose parameters
+vary per trajectory, **parameters** (:func:`parameter_split`): ``interpolation`` holds out the trajectories
+in a random cube inside the parameter box, ``extrapolation`` those at the box's ends (the outer shell).
+Either is recorded like ``vp-train``'s (``split`` and ``split_data``, plus ``split_by`` saying how), so
+``vp-rollout`` labels the rows of a model trained on it the same way. ``heldout`` conditions of a
+parametric data set come with new parameters too (:func:`vpintegrator.rollout.compare` draws them from the
+file's ``parameter_dists`` with the held-out seed).
 """
 
 from __future__ import annotations
@@ -28,7 +36,11 @@ from ..data.summary import SPLIT_LABELS  # the values of the ``split`` column, i
 from ..errors import VPIntegratorError
 
 __all__ = ["SPLIT_LABELS", "ModelSplit", "model_split", "data_digest", "default_traj", "labels_for",
-           "run_labels", "heldout_seed", "draw_heldout", "label_rows", "split_rows"]
+           "run_labels", "heldout_seed", "draw_heldout", "label_rows", "split_rows", "parameter_split",
+           "PARAMETER_SPLITS"]
+
+#: how :func:`parameter_split` holds out parameters
+PARAMETER_SPLITS = ("interpolation", "extrapolation")
 
 #: data-file labels, most in-sample first (the rule for a row relative to several models)
 _RANK = {"train": 0, "val": 1, "test": 2}
@@ -194,3 +206,74 @@ def split_rows(label: str, plan, per_traj, names, cum, res) -> list[dict]:
     mode = plan.reference_attrs.get("reference_mode", plan.config.reference)
     return split_summary_rows(label, per_traj, names, plan.labels[label], mode, max_abs_cum_log_det_J=cum,
                               seconds_per_step=res.seconds_per_step, failed_step=res.failed_step)
+
+
+def parameter_split(traj, mode: str = "interpolation", test_fraction: float = 0.2, val_fraction: float = 0.1,
+                    seed: int = 0) -> dict[str, Any]:
+    """A train/val/test split of a parametric data set's trajectories that holds out **parameters**.
+
+    Each varying column of ``traj.params`` is scaled to [0, 1] over the data's range (the parameter box);
+    ``d_i`` is the sup-norm distance of trajectory ``i``'s parameters from a point ``c`` of the box:
+
+    - ``"interpolation"``: ``c`` uniform in [0.25, 0.75]^p (``numpy.random.default_rng(seed)``); the
+      ``round(test_fraction * n)`` trajectories nearest ``c`` (a cube inside the box) are ``test``;
+    - ``"extrapolation"``: ``c`` the box's centre; the ``round(test_fraction * n)`` farthest (the box's
+      ends, every face) are ``test``.
+
+    ``round(val_fraction * n)`` of the others, at random, are ``val``; the rest ``train``.
+
+    Parameters
+    ----------
+    traj : Trajectories
+        With ``params`` (n_traj, p) (a parametric data set; only ``y[:, 0]`` and ``params`` are used).
+
+    Returns
+    -------
+    dict
+        ``{"split": {"train", "val", "test"}: sorted indices, "split_data": {"n_traj", "first_states_sha256"},
+        "split_by": {"kind": "parameters", "mode", "test_fraction", "val_fraction", "seed", "columns",
+        "low", "high", "center", "radius"}}``: the record ``vp-train`` writes (``split``, ``split_data``), so
+        ``vp-rollout`` applies it to a model that carries it; ``radius`` is the sup-norm distance (in the
+        scaled box) that separates ``test`` from the rest.
+    """
+    from ..data.windows import first_states_digest
+
+    if getattr(traj, "params", None) is None:
+        raise VPIntegratorError("parameter_split: the data set has one parameter set for all trajectories (no "
+                                "/params); split its initial conditions instead (vp-train's split)", key="split")
+    if mode not in PARAMETER_SPLITS:
+        raise VPIntegratorError(f"parameter_split: mode must be one of {', '.join(PARAMETER_SPLITS)}; got {mode!r}",
+                                key="split")
+    for name, f in (("test_fraction", test_fraction), ("val_fraction", val_fraction)):
+        if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 <= f < 1:
+            raise VPIntegratorError(f"parameter_split: {name} must be a number in [0, 1); got {f!r}", key=name)
+    params = np.asarray(traj.params, dtype=np.float64)
+    n = params.shape[0]
+    low, high = params.min(0), params.max(0)
+    varying = high > low
+    if not varying.any():
+        raise VPIntegratorError("parameter_split: no parameter varies over the trajectories; nothing to hold out",
+                                key="split")
+    u = (params[:, varying] - low[varying]) / (high[varying] - low[varying])
+    rng = np.random.default_rng(int(seed))
+    center = rng.uniform(0.25, 0.75, size=u.shape[1]) if mode == "interpolation" else np.full(u.shape[1], 0.5)
+    d = np.max(np.abs(u - center), axis=1)
+    n_test, n_val = int(round(test_fraction * n)), int(round(val_fraction * n))
+    if n_test + n_val >= n:
+        raise VPIntegratorError(f"parameter_split: test_fraction + val_fraction leave no training trajectory of {n}",
+                                key="test_fraction")
+    order = np.argsort(d if mode == "interpolation" else -d, kind="stable")
+    test = np.sort(order[:n_test])
+    rest = np.sort(order[n_test:])
+    val = np.sort(rng.permutation(rest)[:n_val])
+    train = np.setdiff1d(rest, val)
+    radius = float(d[order[n_test - 1]]) if n_test else None
+    return {
+        "split": {"train": [int(i) for i in train], "val": [int(i) for i in val], "test": [int(i) for i in test]},
+        "split_data": {"n_traj": int(n), "first_states_sha256": first_states_digest(np.asarray(traj.y[:, 0]))},
+        "split_by": {"kind": "parameters", "mode": mode, "test_fraction": float(test_fraction),
+                     "val_fraction": float(val_fraction), "seed": int(seed),
+                     "columns": [c for c, v in zip(traj.param_names, varying) if v],
+                     "low": low[varying].tolist(), "high": high[varying].tolist(), "center": center.tolist(),
+                     "radius": radius},
+    }

@@ -111,6 +111,12 @@ def get_system(name: str | System, /, **params: Any) -> System:
     **params
         Parameters of that system (e.g. ``inertia=(1, 2, 2/3)`` for ``rigid_body``).
     """
+    if type(name).__name__ == "SystemFamily":  # .family imports this module: named, not imported
+        raise VPIntegratorError(
+            f"{name!r} holds one system per trajectory (parameters per trajectory), not one system; give "
+            "trajectory i's system (Trajectories.system_for(i)), or run each row with its own "
+            "(vpintegrator.rollout.family.step_for)"
+        )
     cls = type(name) if isinstance(name, System) else system_class(name)
     valid = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(params) - set(valid))
