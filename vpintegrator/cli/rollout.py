@@ -76,7 +76,7 @@ def _integrators() -> list[str]:
     return [*list_integrators(), "exact_flow"]
 
 
-#: --fast-step (the name vp-train uses for the same thing) -> the RolloutConfig key jit
+#: --fast-step (the name vp-train uses for the same thing) -> the RolloutConfig key fast_step
 _FAST_STEP = {"auto": True, "off": False}
 
 
@@ -177,10 +177,13 @@ def main(config, config_alias, models, integrators, traj, fast_step, jit, flags,
         models=[_model_spec(m) for m in models] or None,
         integrators=_names(integrators),
         traj=_int_list(traj),
-        jit=jit if jit is not None else (_FAST_STEP[fast_step] if given(ctx, "fast_step") else None),
+        fast_step=jit if jit is not None else (_FAST_STEP[fast_step] if given(ctx, "fast_step") else None),
         **flags,
     )
-    values = read_set(set_, RolloutConfig.keys(), flags, names={"jit": "--fast-step"})
+    from ..rollout.config import RENAMED_KEYS, renamed_keys
+
+    values = read_set(set_, [*RolloutConfig.keys(), *RENAMED_KEYS], flags, names={"fast_step": "--fast-step"},
+                      translate=lambda v: renamed_keys(v, "--set"))
     cfg = load_rollout_config(config, **{**values, **{k: v for k, v in flags.items() if v is not None}})
     if print_config:
         click.echo(cfg.to_toml(), nl=False)

@@ -45,7 +45,7 @@ from .optim import label
 from .progress import progress_bar
 from .record import Member
 from .results import EpochInfo, FitResult, TrainingInterrupted
-from .setup import Prepared, prepare
+from .setup import SYSTEM_KEYS, Prepared, prepare
 from .single import SingleSteps
 from .sinks import check_logger, make_sinks
 
@@ -75,6 +75,10 @@ class Trainer:
         # None when fit was given its validation data or windows (nothing was split)
         self.data_info = dict(inputs.data_info)
         split = {k: self.data_info.pop(k) for k in ("split", "split_data") if k in self.data_info}
+        # what the model was trained on (setup.system_record: dt, system, its parameters), for vp-rollout's check
+        # (summary.json's "data" keeps its "system" as before)
+        split.update({k: self.data_info[k] if k == "system" else self.data_info.pop(k) for k in SYSTEM_KEYS
+                      if k in self.data_info})
         self.split_extra: dict[str, Any] = split
         self.train_set, self.val_set, self.rollout_validator = inputs.train_set, inputs.val_set, inputs.validator
         self.model = inputs.models[0]
