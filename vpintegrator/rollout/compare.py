@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -353,6 +354,16 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
     return plan
 
 
+def _shown(source: str, where: Path) -> str:
+    """A path as the rollout file records it: relative to the file's directory ``where`` (no absolute path of
+    this machine); ``pretrained:``/``gml:`` names and ``<object>`` labels as they are."""
+    from ..provenance import redact_path
+
+    if not isinstance(source, str) or source.startswith(("pretrained:", "gml:", "<")) or not os.path.isabs(source):
+        return source
+    return redact_path(source, where)
+
+
 def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict:
     """What the rollout file says about the run (its root attributes; the schema is the writer's)."""
     from .._version import __version__
@@ -371,7 +382,7 @@ def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict:
         "invariant_names": list(plan.system.invariant_names),
         "methods": [m[0] for m in plan.methods],
         "method_kinds": [m[1].kind for m in plan.methods],
-        "data_file": str(plan.data),
+        "data_file": _shown(str(plan.data), Path(cfg.out).resolve().parent),  # relative to the rollout file
         "data_method": str(plan.data_meta.get("method", "")),
         "data_n_states": n_file,
         "data_n_steps": n_file - 1,
@@ -453,7 +464,7 @@ def _write_method(writer, plan: _Plan, label: str, step_map: StepMap, source: st
         **{k: v for k, v in res.meta.items() if isinstance(v, (str, int, float, bool))},
         "engine": "device" if device else "host",
         "label": label,
-        "source": source,
+        "source": _shown(source, Path(plan.config.out).resolve().parent),
         "init": init,
         "seconds": float(res.seconds),
         "seconds_per_step": float(res.seconds_per_step),
