@@ -58,9 +58,16 @@ def _list_configs(ctx, _param, value) -> None:
     ctx.exit(0)
 
 
+def _complete_config(ctx, param, incomplete):
+    """Shell completion of CONFIG: the shipped config names, or a file."""
+    from ._common import complete_config
+
+    return complete_config(ctx, param, incomplete)
+
+
 @click.command("vp-train", cls=ConfigCommand, config=_config_class,
                context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("config", required=False, metavar="[CONFIG]")
+@click.argument("config", required=False, metavar="[CONFIG]", shell_complete=_complete_config)
 @click.option("--list", "list_", is_flag=True, is_eager=True, expose_value=False, callback=_list_configs,
               help="List the shipped configs (usable as CONFIG by name) and exit.")
 @click.option(
