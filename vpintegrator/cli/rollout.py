@@ -202,10 +202,7 @@ def main(config, config_alias, models, integrators, traj, fast_step, jit, flags,
         click.echo(cfg.to_toml(), nl=False)
         return
     failed_lines: list[str] = []
-
-    def log(line: str) -> None:
-        if not quiet:
-            click.echo(line, err=True)
+    log = None  # the library's lines come through logging (shown unless --quiet, with --verbose its debug too)
 
     if work_precision:  # its tables are refused before the rollouts run, not after
         from ..rollout.precision import check_work_precision_outputs

@@ -497,6 +497,7 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
     config : RolloutConfig
     log : callable, optional
         Receives one progress line per method, and one line per failed method (blow-up or non-finite).
+        The same lines are INFO records of the logger ``vpintegrator.rollout.compare`` (:mod:`logging`).
     inputs : paths, optional
         More files the run must not write over (e.g. its config file); the data file and the models'
         checkpoints are always protected.
@@ -522,6 +523,9 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
     -------
     RolloutReport
     """
+    from .._progress import log_lines
+
+    log = log_lines(log, __name__)  # every line an INFO record of vpintegrator.rollout.compare, then log's
     if shard is not None:  # issue 23: one block of the trajectories, into a file of its own
         from .blocks import run_shard
 

@@ -253,6 +253,7 @@ class Trainer:
             train_loss=float(m.last_train), val_loss=float(m.last_val), best_loss=float(m.best_loss),
             best_epoch=int(m.best_epoch), wall_time=self.wall(), n_params=int(self.n_params), device=str(self.device),
             dtype=self.resolved.dtype, stopped=m.stopped, history=list(m.history),
+            monitor=self.config.monitor if self.val_set is not None else "train_loss",
         )
 
     # -- the loop ----------------------------------------------------------------------------------
