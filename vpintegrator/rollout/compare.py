@@ -354,14 +354,15 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
     return plan
 
 
-def _shown(source: str, where: Path) -> str:
-    """A path as the rollout file records it: relative to the file's directory ``where`` (no absolute path of
-    this machine); ``pretrained:``/``gml:`` names and ``<object>`` labels as they are."""
+def _shown(source: str) -> str:
+    """A path as the rollout file records it: as given, an absolute one relative to the working directory
+    (:func:`vpintegrator.provenance.redact_path`: no absolute path of this machine); ``pretrained:``/``gml:``
+    names and ``<object>`` labels as they are."""
     from ..provenance import redact_path
 
     if not isinstance(source, str) or source.startswith(("pretrained:", "gml:", "<")) or not os.path.isabs(source):
         return source
-    return redact_path(source, where)
+    return redact_path(source)
 
 
 def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict:
@@ -382,7 +383,7 @@ def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict:
         "invariant_names": list(plan.system.invariant_names),
         "methods": [m[0] for m in plan.methods],
         "method_kinds": [m[1].kind for m in plan.methods],
-        "data_file": _shown(str(plan.data), Path(cfg.out).resolve().parent),  # relative to the rollout file
+        "data_file": _shown(str(plan.data)),
         "data_method": str(plan.data_meta.get("method", "")),
         "data_n_states": n_file,
         "data_n_steps": n_file - 1,
@@ -464,7 +465,7 @@ def _write_method(writer, plan: _Plan, label: str, step_map: StepMap, source: st
         **{k: v for k, v in res.meta.items() if isinstance(v, (str, int, float, bool))},
         "engine": "device" if device else "host",
         "label": label,
-        "source": _shown(source, Path(plan.config.out).resolve().parent),
+        "source": _shown(source),
         "init": init,
         "seconds": float(res.seconds),
         "seconds_per_step": float(res.seconds_per_step),

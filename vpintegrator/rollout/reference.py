@@ -12,8 +12,6 @@ Held-out conditions (``heldout``) are integrated from their initial conditions b
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from ..errors import VPIntegratorError
@@ -52,10 +50,11 @@ def describe_reference(plan, method: str, tight: bool) -> None:
 
 
 def _relative(plan) -> str:
-    """The data file relative to the rollout file's directory (no absolute path of this machine)."""
+    """The data file as given, an absolute path relative to the working directory (no absolute path of this
+    machine)."""
     from ..provenance import redact_path
 
-    return redact_path(plan.data, Path(plan.config.out).resolve().parent)
+    return redact_path(plan.data)
 
 
 def write_reference(writer, plan, reference_gen: StepMap):
