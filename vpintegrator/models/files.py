@@ -69,10 +69,11 @@ def save_model(model: nn.Module, path: str | os.PathLike, extra: dict[str, Any] 
     clash = [k for k in extra if k in _RESERVED_KEYS]
     if clash:
         raise VPIntegratorError(f"save_model: extra key {clash[0]!r} is reserved; rename it")
-    if isinstance(getattr(model, "gml_provenance", None), str):
+    gml_source = getattr(model, "gml_provenance", None)
+    if isinstance(gml_source, str):
         from ..provenance import redact_path
 
-        extra.setdefault("gml_provenance", redact_path(model.gml_provenance))  # no absolute path of this machine
+        extra.setdefault("gml_provenance", redact_path(gml_source))  # no absolute path of this machine
     if "provenance" not in extra:  # how the file was made (vp-train passes its run's, with the data's hashes)
         extra["provenance"] = provenance_record()
     payload = {
@@ -257,6 +258,6 @@ def load_model(path: str | os.PathLike, map_location: Any = "cpu", config: dict[
         model.training_split_data = payload.get("split_data") if isinstance(payload.get("split_data"), dict) else None
     trained_on = {k: payload[k] for k in ("dt", "system", "system_params", "parametric") if k in payload}
     if "dt" in trained_on or "system" in trained_on:  # vp-train's record of its data (older files have none)
-        model.trained_on = trained_on
-    model.source_file = str(file)
+        setattr(model, "trained_on", trained_on)
+    setattr(model, "source_file", str(file))
     return model.eval()
