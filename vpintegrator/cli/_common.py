@@ -244,8 +244,8 @@ class Listed(click.Option):
 
 def dask_scheduler_options(fn: Callable) -> Callable:
     """``--dask-scheduler ADDRESS`` (default ``$DASK_SCHEDULER_ADDRESS``) and its old name ``--scheduler``, kept
-    as a hidden alias (vp-train's ``--scheduler`` is the learning-rate schedule). The callback gets
-    ``dask_scheduler`` only."""
+    as a hidden alias (vp-train's ``--scheduler`` is the learning-rate schedule). The callback gets the
+    address as ``scheduler``."""
     fn = click.option("--scheduler", "scheduler_alias", metavar="ADDRESS", default=None, hidden=True,
                       help="Deprecated alias of --dask-scheduler.")(fn)
     fn = click.option("--dask-scheduler", "dask_scheduler", metavar="ADDRESS", envvar="DASK_SCHEDULER_ADDRESS",
@@ -259,7 +259,7 @@ def dask_scheduler_options(fn: Callable) -> Callable:
         ctx = click.get_current_context()
         if scheduler_alias is not None and dask_scheduler is not None and given(ctx, "dask_scheduler"):
             raise click.UsageError("--scheduler is the old name of --dask-scheduler; give --dask-scheduler only")
-        return fn(*args, dask_scheduler=scheduler_alias if scheduler_alias is not None else dask_scheduler, **kwargs)
+        return fn(*args, scheduler=scheduler_alias if scheduler_alias is not None else dask_scheduler, **kwargs)
 
     return wrapper
 

@@ -104,7 +104,7 @@ def _config_class():
               help="With --dask-scheduler: the number of blocks (default: one per worker of the cluster).")
 # --- end of issue 23 options ------------------------------------------------------------------------------
 @cli_errors
-def main(spec, list_, flags, set_, print_config, as_json, quiet, overwrite, workers, shard, dask_scheduler, n_shards) -> None:
+def main(spec, list_, flags, set_, print_config, as_json, quiet, overwrite, workers, shard, scheduler, n_shards) -> None:
     """Generate the trajectory data set SPEC (a spec name or a TOML file) and write it to HDF5.
 
     Flags override the spec. The file appears only when complete: an interrupted run leaves no partial
@@ -126,12 +126,12 @@ def main(spec, list_, flags, set_, print_config, as_json, quiet, overwrite, work
     if print_config:
         click.echo(cfg.to_toml(), nl=False)
         return
-    if dask_scheduler:
+    if scheduler:
         if shard is not None:
             raise click.UsageError("--shard and --dask-scheduler exclude each other: the scheduler runs every shard")
         from ..data.cluster import generate_on_cluster
 
-        path = generate_on_cluster(cfg, cfg.out, dask_scheduler, n_shards=n_shards, workers=workers, overwrite=overwrite)
+        path = generate_on_cluster(cfg, cfg.out, scheduler, n_shards=n_shards, workers=workers, overwrite=overwrite)
         if as_json:
             echo_json(_json_summary(path))
             return

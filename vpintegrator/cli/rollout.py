@@ -160,7 +160,7 @@ def _config_class():
 # --- end of issue 23 options --------------------------------------------------------------------------------
 @cli_errors
 def main(config, config_alias, models, integrators, traj, fast_step, jit, flags, set_, fail_on_blowup, work_precision,
-         print_config, as_json, quiet, overwrite, shard, dask_scheduler, n_shards):
+         print_config, as_json, quiet, overwrite, shard, scheduler, n_shards):
     """Roll out models and classical integrators from a data set's initial conditions.
 
     CONFIG (optional) is a TOML file with RolloutConfig keys (top level or a [rollout] table); flags and
@@ -202,13 +202,16 @@ def main(config, config_alias, models, integrators, traj, fast_step, jit, flags,
         click.echo(cfg.to_toml(), nl=False)
         return
     failed_lines: list[str] = []
-    log = None  # the library's lines come through logging (shown unless --quiet, with --verbose its debug too)
+
+    def log(line: str) -> None:
+        # the library's lines come through logging (shown unless --quiet, with --verbose its debug too)
+        return None
 
     if work_precision:  # its tables are refused before the rollouts run, not after
         from ..rollout.precision import check_work_precision_outputs
 
         check_work_precision_outputs(cfg, overwrite)
-    report = _run(cfg, log, [config] if config is not None else (), overwrite, shard, dask_scheduler, n_shards,
+    report = _run(cfg, log, [config] if config is not None else (), overwrite, shard, scheduler, n_shards,
                   work_precision)
     wp = None
     if work_precision:
