@@ -221,6 +221,12 @@ class _FakeClient:
     def set_terminated(self, run_id):
         self.runs[run_id]["terminated"] = True
 
+    def set_tag(self, run_id, key, value):
+        self.runs[run_id].setdefault("tags", {})[key] = value
+
+    def log_artifact(self, run_id, local_path, artifact_path=None):
+        self.runs[run_id].setdefault("artifacts", []).append(local_path)
+
 
 def test_mlflow_sink_logs_each_member_to_a_run_of_its_own(tiny_data, tmp_path, monkeypatch):
     fake = types.ModuleType("mlflow")

@@ -91,4 +91,4 @@ def test_cli_scheduler(cluster, tmp_path):
     assert read_trajectories(tmp_path / "data.h5").y.tobytes() == ref.y.tobytes()
     res = CliRunner().invoke(vp_gen, [*args, "--out", str(tmp_path / "x.h5"), "--scheduler",
                                       client.scheduler.address, "--shard", "1/2"])
-    assert res.exit_code == 2 and "--shard and --scheduler exclude each other" in res.output
+    assert res.exit_code == 2 and "--shard and --dask-scheduler exclude each other" in res.output

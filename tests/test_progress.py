@@ -106,8 +106,8 @@ def test_training_lines_name_the_epoch_and_loss():
             update(SimpleNamespace(epoch=epoch, train_loss=0.5 / epoch, val_loss=float("nan"), lr=1e-3), float(epoch))
     got = _lines(out)
     assert len(got) == 2  # the first epoch and the last (all done)
-    assert got[0].startswith("training: 1/3 (33%), 1 epochs/s") and "epoch 1 loss 5.000e-01 lr 1.0e-03" in got[0]
-    assert got[1].startswith("training: 3/3 (100%)") and got[1].endswith("epoch 3 loss 1.667e-01 lr 1.0e-03, "
+    assert got[0].startswith("training: 1/3 (33%), 1 epochs/s") and "epoch 1 train_loss 5.000e-01 lr 1.0e-03" in got[0]
+    assert got[1].startswith("training: 3/3 (100%)") and got[1].endswith("epoch 3 train_loss 1.667e-01 lr 1.0e-03, "
                                                                         "time limit 600 s")
 
 

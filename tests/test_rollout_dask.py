@@ -111,4 +111,4 @@ def test_cli_scheduler(cluster, data, tmp_path):
     _same(read_rollout(local.out), read_rollout(tmp_path / "r.h5"))
     res = CliRunner().invoke(vp_rollout, [*args, "--out", str(tmp_path / "x.h5"), "--scheduler",
                                           client.scheduler.address, "--shard", "1/2"])
-    assert res.exit_code == 2 and "--shard and --scheduler exclude each other" in res.output
+    assert res.exit_code == 2 and "--shard and --dask-scheduler exclude each other" in res.output

@@ -216,7 +216,7 @@ def test_cli_shard_workers_and_plot(data, one, tmp_path):
     res = CliRunner().invoke(vp_rollout, [*base, "--workers", "0"])
     assert res.exit_code != 0 and "--workers" in res.output and "Traceback" not in res.output
     res = CliRunner().invoke(vp_rollout, [*base, "--shards", "2"])
-    assert res.exit_code == 2 and "--shards goes with --scheduler" in res.output
+    assert res.exit_code == 2 and "--shards goes with --dask-scheduler" in res.output
     shards = [str(shard_path(out, (i, 2))) for i in (1, 2)]
     res = CliRunner().invoke(vp_plot, [*shards, "--kind", "error", "--out", str(tmp_path / "fig")])
     assert res.exit_code == 0, res.output

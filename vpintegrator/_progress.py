@@ -108,12 +108,17 @@ class ProgressLines(_Reporter):
     first : bool, default True
         Write a line at the first update. False: the first line comes one interval after the start, and
         the last one only when an earlier one was written (work shorter than an interval stays silent).
+    time_limit : float, optional
+        Seconds after which the work stops whatever is done (``vp-train --time-limit``): the time left is
+        at most what remains of it (and is shown with no ``total``).
     """
 
     def __init__(self, label: str, total: int | None = None, *, unit: str = "", interval: float | None = None,
                  stream: TextIO | None = None, clock: Callable[[], float] = time.monotonic,
-                 write: Callable[[str], None] | None = None, first: bool = True) -> None:
+                 write: Callable[[str], None] | None = None, first: bool = True,
+                 time_limit: float | None = None) -> None:
         self.label, self.total, self.unit = label, total, unit
+        self.time_limit = float(time_limit) if time_limit else None
         self.interval = progress_interval(interval)
         self.stream, self.clock, self.write = stream, clock, write
         self.start = clock()
@@ -149,12 +154,19 @@ class ProgressLines(_Reporter):
         elif self.unit:
             head += f" {self.unit}"
         parts = [head]
+        left = None
         if elapsed > 0 and self.done > 0:
             rate = self.done / elapsed
             unit = self.unit or "done"
             parts.append(f"{rate:.3g} {unit}/s" if rate >= 1 else f"{1 / rate:.3g} s per {_singular(unit)}")
             if self.total and self.done < self.total:
-                parts.append(f"{_duration((self.total - self.done) / rate)} left")
+                left = (self.total - self.done) / rate
+        unfinished = not (self.total and self.done >= self.total)
+        if self.time_limit is not None and unfinished:  # the limit ends the work first when it is sooner
+            budget = max(self.time_limit - elapsed, 0.0)
+            left = budget if left is None else min(left, budget)
+        if left is not None:
+            parts.append(f"{_duration(left)} left")
         parts.append(f"{_duration(elapsed)} elapsed")
         if self.text:
             parts.append(self.text)
@@ -200,3 +212,19 @@ def progress(label: str, total: int, *, unit: str = "", stream: TextIO | None = 
     if on_terminal(stream):
         return _Bar(label, total, stream)
     return ProgressLines(label, total, unit=unit, stream=stream, interval=interval)
+
+
+def log_lines(log: Callable[[str], None] | None, logger: str) -> Callable[[str], None]:
+    """A library function's ``log=`` callback that goes through :mod:`logging` too: each line is an INFO
+    record of the logger ``logger`` (the CLIs show them unless ``--quiet``; a program sets them up with
+    :func:`logging.basicConfig`), then goes to ``log`` when one is given."""
+    import logging
+
+    target = logging.getLogger(logger)
+
+    def say(line: str) -> None:
+        target.info("%s", line)
+        if log is not None:
+            log(line)
+
+    return say

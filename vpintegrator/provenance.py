@@ -7,7 +7,7 @@
      "versions": {"python": "3.11.9", "numpy": "...", "scipy": "...", "torch": "...", "h5py": "...",
                   "numba": "..." or null},
      "platform": "Linux-6.1-x86_64-with-glibc2.36",
-     "command": ["vp-gen", "rigid_body_paper", ...],             # sys.argv
+     "command": ["vp-gen", "rigid_body_paper", ...],             # sys.argv, by name, paths relative
      "time": "2026-11-23T13:20:01Z",                              # UTC, when the record was made
      "inputs": [{"path": "data/train.h5", "sha256": "...", "bytes": 123456}]}
 
@@ -34,7 +34,7 @@ from typing import Any, Iterable
 
 from ._version import __version__
 
-__all__ = ["provenance_record", "provenance_attr", "file_sha256", "parse_provenance"]
+__all__ = ["provenance_record", "provenance_attr", "file_sha256", "parse_provenance", "redact_path", "command_line"]
 
 #: the packages whose versions a record names (``python`` is added first)
 PACKAGES = ("numpy", "scipy", "torch", "h5py", "numba")
@@ -125,14 +125,68 @@ def _static() -> dict[str, Any]:
     return _cache["static"]
 
 
-def _stored_path(path: str | os.PathLike, relative_to: str | os.PathLike | None) -> str:
+_PACKAGE = Path(__file__).resolve().parent
+#: console scripts by the module that implements them (``python -m vpintegrator.cli.gen`` is ``vp-gen``)
+_SCRIPTS = {"gen": "vp-gen", "train": "vp-train", "rollout": "vp-rollout", "plot": "vp-plot"}
+
+
+def redact_path(path: str | os.PathLike, relative_to: str | os.PathLike | None = None) -> str:
+    """``path`` as an output records it, without the producing machine's absolute paths: a file of this
+    package as ``vpintegrator/...``; with ``relative_to`` anything else relative to it; without, a file of
+    the checkout it runs from (a shipped spec or config) relative to the checkout, anything else relative to
+    the working directory, and a relative path as given."""
     text = os.fspath(path)
-    if relative_to is None:
+    if relative_to is None and not os.path.isabs(text):
         return text
     try:
-        return os.path.relpath(Path(text).resolve(), Path(relative_to).resolve())
-    except ValueError:  # another drive (Windows)
+        p = Path(text).resolve()
+    except (OSError, RuntimeError, ValueError):
         return text
+    roots = [(_PACKAGE, "vpintegrator")]
+    if relative_to is None and ((_ROOT / ".git").exists() or (_ROOT / "pyproject.toml").exists()):
+        roots.append((_ROOT, ""))  # a checkout (not site-packages): its shipped specs and configs
+    for root, prefix in roots:
+        if p == root or root in p.parents:
+            rel = p.relative_to(root).as_posix()
+            return f"{prefix}/{rel}" if prefix else rel
+    try:
+        return os.path.relpath(p, Path(relative_to if relative_to is not None else os.getcwd()).resolve())
+    except (OSError, ValueError):  # another drive (Windows)
+        return p.name
+
+
+def _redact_arg(arg: str) -> str:
+    """A command-line argument with an absolute path in it (``/a/b``, ``--out=/a/b``, ``KEY=/a/b``) redacted."""
+    head, sep, tail = arg.rpartition("=")
+    if sep and os.path.isabs(tail):
+        return f"{head}={redact_path(tail)}"
+    return redact_path(arg) if os.path.isabs(arg) else arg
+
+
+def command_line(argv: list[str] | None = None) -> list[str]:
+    """``sys.argv`` as a record holds it: the program by its name (``vp-train``, not the console script's
+    path; ``python -m vpintegrator.cli.train`` also as ``vp-train``), absolute paths among the arguments
+    made relative (:func:`redact_path`)."""
+    argv = [str(a) for a in (sys.argv if argv is None else argv)]
+    if not argv:
+        return []
+    prog = argv[0]
+    p = Path(prog)
+    if p.suffix == ".py" and p.parent.name == "cli" and p.stem in _SCRIPTS:
+        name = _SCRIPTS[p.stem]
+    elif p.name == "__main__.py" and p.parent.name:
+        name = f"python -m {p.parent.name}"
+    elif p.suffix == ".py" and p.parent.name == "studies" and p.parent.parent.name == "vpintegrator":
+        name = f"python -m vpintegrator.studies.{p.stem}"
+    elif os.path.isabs(prog):
+        name = p.name  # a console script or a script elsewhere: its name
+    else:
+        name = prog  # as typed (e.g. scripts/reproduce_rigid_body.py)
+    return [name, *(_redact_arg(a) for a in argv[1:])]
+
+
+def _stored_path(path: str | os.PathLike, relative_to: str | os.PathLike | None) -> str:
+    return redact_path(path, relative_to)
 
 
 def provenance_record(inputs: Iterable[str | os.PathLike] | None = None, *,
@@ -164,14 +218,14 @@ def provenance_record(inputs: Iterable[str | os.PathLike] | None = None, *,
             size = os.path.getsize(p) if sha is not None else None
         except OSError:
             size = None
-        listed.append({"path": _stored_path(p, relative_to) if sha is not None else os.fspath(p),
+        listed.append({"path": _stored_path(p, relative_to) if sha is not None else _redact_arg(os.fspath(p)),
                        "sha256": sha, "bytes": size})
     return {
         "vpintegrator": static["vpintegrator"],
         "git": None if static["git"] is None else dict(static["git"]),
         "versions": dict(static["versions"]),
         "platform": static["platform"],
-        "command": [str(a) for a in sys.argv],
+        "command": command_line(),
         "time": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "inputs": listed,
         **extra,

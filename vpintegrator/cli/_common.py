@@ -240,3 +240,62 @@ class Listed(click.Option):
         if record is None or not isinstance(self.type, Names):
             return record
         return record[0], f"{record[1]}  [choices: {', '.join(self.type.names())}]"
+
+
+def dask_scheduler_options(fn: Callable) -> Callable:
+    """``--dask-scheduler ADDRESS`` (default ``$DASK_SCHEDULER_ADDRESS``) and its old name ``--scheduler``, kept
+    as a hidden alias (vp-train's ``--scheduler`` is the learning-rate schedule). The callback gets the
+    address as ``scheduler``."""
+    fn = click.option("--scheduler", "scheduler_alias", metavar="ADDRESS", default=None, hidden=True,
+                      help="Deprecated alias of --dask-scheduler.")(fn)
+    fn = click.option("--dask-scheduler", "dask_scheduler", metavar="ADDRESS", envvar="DASK_SCHEDULER_ADDRESS",
+                      default=None,
+                      help="Run the blocks on this dask.distributed scheduler (default: $DASK_SCHEDULER_ADDRESS), one "
+                      "shard per block (--shards of them, or one per scheduler worker), and write the index at "
+                      "--out.")(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, dask_scheduler: str | None, scheduler_alias: str | None, **kwargs: Any):
+        ctx = click.get_current_context()
+        if scheduler_alias is not None and dask_scheduler is not None and given(ctx, "dask_scheduler"):
+            raise click.UsageError("--scheduler is the old name of --dask-scheduler; give --dask-scheduler only")
+        return fn(*args, scheduler=scheduler_alias if scheduler_alias is not None else dask_scheduler, **kwargs)
+
+    return wrapper
+
+
+# ---------------------------------------------------------------------------------------------------
+# shell completion (click's: ``eval "$(_VP_GEN_COMPLETE=bash_source vp-gen)"``, see docs/setup.md)
+
+
+def _names_and_files(names: list[str], incomplete: str) -> list:
+    from click.shell_completion import CompletionItem
+
+    items = [CompletionItem(n) for n in names if n.startswith(incomplete)]
+    return items + [CompletionItem(incomplete, type="file")]  # the shell completes a path as well
+
+
+def complete_spec(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
+    """vp-gen's SPEC: the shipped spec names, or a TOML file."""
+    from ..data.spec import list_specs
+
+    return _names_and_files(list_specs(), incomplete)
+
+
+def complete_config(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
+    """vp-train's CONFIG: the shipped config names, or a TOML file."""
+    from .._shipped import list_configs
+
+    return _names_and_files(list_configs(), incomplete)
+
+
+def complete_model(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
+    """A model (vp-rollout --model, vp-train --init-from): ``pretrained:NAME``, or a file or run directory.
+    After ``LABEL=`` the names are offered with the label in front."""
+    from ..models.files import list_pretrained
+
+    label, sep, rest = incomplete.partition("=")
+    if not sep or "/" in label or label.startswith("pretrained:"):
+        label, sep, rest = "", "", incomplete
+    names = [f"{label}{sep}pretrained:{n}" for n in list_pretrained()]
+    return _names_and_files(names, incomplete)

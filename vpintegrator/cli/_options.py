@@ -38,6 +38,10 @@ def _option(name: str, info: Any, default: Any) -> click.Option:
         kwargs.update(default=default, show_default=True)
     elif isinstance(info.show_default, str):
         kwargs["show_default"] = info.show_default
+    if name == "init_from":  # a model: pretrained:NAME names complete in the shell
+        from ._common import complete_model
+
+        kwargs["shell_complete"] = complete_model
     cls = kwargs.pop("cls", click.Option)
     return cls([*decls, name], **{k: v for k, v in kwargs.items() if v is not None})
 

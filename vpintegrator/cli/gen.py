@@ -14,6 +14,8 @@ import click
 
 from ._common import (
     cli_errors,
+    complete_spec,
+    dask_scheduler_options,
     echo_json,
     json_option,
     print_config_option,
@@ -79,7 +81,7 @@ def _config_class():
 
 @click.command("vp-gen", cls=ConfigCommand, config=_config_class,
                context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("spec", required=False)
+@click.argument("spec", required=False, shell_complete=complete_spec)
 @click.option("--list", "list_", is_flag=True, help="List the shipped specs and exit.")
 # here: one option per GenerationSpec key that overrides a spec (its declaration in vpintegrator/data/spec.py)
 @set_option(
@@ -97,11 +99,9 @@ def _config_class():
 @click.option("--shard", metavar="I/N", default=None,
               help="Compute only the I-th of N blocks of the initial conditions into <out stem>.shard-I-of-N.h5; "
               "the last shard to finish writes the index file at --out, which reads as the whole data set.")
-@click.option("--scheduler", metavar="ADDRESS", envvar="DASK_SCHEDULER_ADDRESS", default=None,
-              help="Run the blocks on this dask.distributed scheduler (default: $DASK_SCHEDULER_ADDRESS), one "
-              "shard per block (--shards of them, or one per scheduler worker), and write the index at --out.")
+@dask_scheduler_options
 @click.option("--shards", "n_shards", type=int, default=None,
-              help="With --scheduler: the number of blocks (default: one per worker of the cluster).")
+              help="With --dask-scheduler: the number of blocks (default: one per worker of the cluster).")
 # --- end of issue 23 options ------------------------------------------------------------------------------
 @cli_errors
 def main(spec, list_, flags, set_, print_config, as_json, quiet, overwrite, workers, shard, scheduler, n_shards) -> None:
@@ -128,7 +128,7 @@ def main(spec, list_, flags, set_, print_config, as_json, quiet, overwrite, work
         return
     if scheduler:
         if shard is not None:
-            raise click.UsageError("--shard and --scheduler exclude each other: the scheduler runs every shard")
+            raise click.UsageError("--shard and --dask-scheduler exclude each other: the scheduler runs every shard")
         from ..data.cluster import generate_on_cluster
 
         path = generate_on_cluster(cfg, cfg.out, scheduler, n_shards=n_shards, workers=workers, overwrite=overwrite)
@@ -139,7 +139,7 @@ def main(spec, list_, flags, set_, print_config, as_json, quiet, overwrite, work
         click.echo(_summary(path))
         return
     if n_shards is not None:
-        raise click.UsageError("--shards goes with --scheduler; for one block give --shard I/N")
+        raise click.UsageError("--shards goes with --dask-scheduler; for one block give --shard I/N")
     bar = None if quiet else _Progress(f"{cfg.name} ({cfg.method})")
     try:
         path = generate(cfg, out=cfg.out, progress=bar, overwrite=overwrite, workers=workers, shard=shard)

@@ -17,6 +17,8 @@ from ._common import (
     Listed,
     Names,
     cli_errors,
+    complete_model,
+    dask_scheduler_options,
     echo_json,
     given,
     json_option,
@@ -61,12 +63,24 @@ def _model_spec(text: str):
 
 
 def _list_methods(ctx, _param, value) -> None:
-    """``--list`` (alias ``--list-methods``): print the classical methods and their properties, exit 0."""
+    """``--list`` (alias ``--list-methods``): print the classical methods and their properties and the shipped
+    pretrained models, exit 0."""
     if not value or ctx.resilient_parsing:
         return
     from ..integrators import describe_methods
+    from ..models import load_checkpoint
+    from ..models.files import list_pretrained
 
     click.echo(describe_methods())
+    names = list_pretrained()
+    click.echo("")
+    click.echo("Pretrained models (--model pretrained:NAME):")
+    width = max((len(n) for n in names), default=0)
+    for name in names:
+        config = load_checkpoint(f"pretrained:{name}")["config"]
+        click.echo(f"  {name:<{width}}  {config.get('name')}, dim {config.get('dim')}, seq_len {config.get('seq_len', 1)}")
+    if not names:
+        click.echo("  (none shipped with this install)")
     ctx.exit(0)
 
 
@@ -76,7 +90,7 @@ def _integrators() -> list[str]:
     return [*list_integrators(), "exact_flow"]
 
 
-#: --fast-step (the name vp-train uses for the same thing) -> the RolloutConfig key jit
+#: --fast-step (the name vp-train uses for the same thing) -> the RolloutConfig key fast_step
 _FAST_STEP = {"auto": True, "off": False}
 
 
@@ -91,13 +105,14 @@ def _config_class():
 @click.argument("config", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--list", "--list-methods", is_flag=True, is_eager=True, expose_value=False, callback=_list_methods,
-    help="Print every classical integrator with its order and properties (symplectic, volume, ...) and exit.",
+    help="Print every classical integrator with its order and properties (symplectic, volume, ...) and the "
+    "pretrained models (pretrained:NAME), and exit.",
 )
 @click.option("--config", "config_alias", type=click.Path(dir_okay=False, path_type=Path), hidden=True,
               help="Alias of CONFIG.")
 # here: one option per RolloutConfig key that has a flag (its declaration in vpintegrator/rollout/config.py)
 @click.option(
-    "--model", "models", multiple=True, metavar="[LABEL=]RUN",
+    "--model", "models", multiple=True, metavar="[LABEL=]RUN", shell_complete=complete_model,
     help="Run directory, checkpoint (.pt) or pretrained:NAME; repeatable. Label default: the run's name.",
 )
 @click.option(
@@ -144,11 +159,9 @@ def _config_class():
               help="Roll out only the I-th of N blocks of the selected trajectories into <out stem>.shard-I-of-N.h5; "
               "the last shard to finish writes the index file at --out (and the whole run's table), which reads as "
               "the whole rollout.")
-@click.option("--scheduler", metavar="ADDRESS", envvar="DASK_SCHEDULER_ADDRESS", default=None,
-              help="Run the blocks on this dask.distributed scheduler (default: $DASK_SCHEDULER_ADDRESS), one shard "
-              "per block (--shards of them, or one per scheduler worker), and write the index at --out.")
+@dask_scheduler_options
 @click.option("--shards", "n_shards", type=int, default=None,
-              help="With --scheduler: the number of blocks (default: one per worker of the cluster).")
+              help="With --dask-scheduler: the number of blocks (default: one per worker of the cluster).")
 # --- end of issue 23 options --------------------------------------------------------------------------------
 @cli_errors
 def main(config, config_alias, models, integrators, traj, fast_step, jit, flags, set_, fail_on_blowup, work_precision,
@@ -182,10 +195,13 @@ def main(config, config_alias, models, integrators, traj, fast_step, jit, flags,
         models=[_model_spec(m) for m in models] or None,
         integrators=_names(integrators),
         traj=_int_list(traj),
-        jit=jit if jit is not None else (_FAST_STEP[fast_step] if given(ctx, "fast_step") else None),
+        fast_step=jit if jit is not None else (_FAST_STEP[fast_step] if given(ctx, "fast_step") else None),
         **flags,
     )
-    values = read_set(set_, RolloutConfig.keys(), flags, names={"jit": "--fast-step"})
+    from ..rollout.config import RENAMED_KEYS, renamed_keys
+
+    values = read_set(set_, [*RolloutConfig.keys(), *RENAMED_KEYS], flags, names={"fast_step": "--fast-step"},
+                      translate=lambda v: renamed_keys(v, "--set"))
     cfg = load_rollout_config(config, **{**values, **{k: v for k, v in flags.items() if v is not None}})
     if print_config:
         click.echo(cfg.to_toml(), nl=False)
@@ -193,8 +209,8 @@ def main(config, config_alias, models, integrators, traj, fast_step, jit, flags,
     failed_lines: list[str] = []
 
     def log(line: str) -> None:
-        if not quiet:
-            click.echo(line, err=True)
+        # the library's lines come through logging (shown unless --quiet, with --verbose its debug too)
+        return None
 
     if amortise is not None and not work_precision:
         raise VPIntegratorError("--amortise N goes with --work-precision (it amortises training on its cost axis)",
@@ -247,15 +263,15 @@ def _run(cfg, log, inputs, overwrite, shard, scheduler, n_shards, work_precision
     from ..rollout import run_rollouts
 
     if (shard is not None or scheduler) and work_precision:
-        raise click.UsageError("--work-precision goes with a whole run, not with --shard or --scheduler")
+        raise click.UsageError("--work-precision goes with a whole run, not with --shard or --dask-scheduler")
     if scheduler:
         if shard is not None:
-            raise click.UsageError("--shard and --scheduler exclude each other: the scheduler runs every shard")
+            raise click.UsageError("--shard and --dask-scheduler exclude each other: the scheduler runs every shard")
         from ..rollout.cluster import rollout_on_cluster
 
         return rollout_on_cluster(cfg, scheduler, n_shards=n_shards, inputs=inputs, overwrite=overwrite)
     if n_shards is not None:
-        raise click.UsageError("--shards goes with --scheduler; for one block give --shard I/N")
+        raise click.UsageError("--shards goes with --dask-scheduler; for one block give --shard I/N")
     return run_rollouts(cfg, log=log, inputs=inputs, overwrite=overwrite, shard=shard)
 
 

@@ -58,9 +58,16 @@ def _list_configs(ctx, _param, value) -> None:
     ctx.exit(0)
 
 
+def _complete_config(ctx, param, incomplete):
+    """Shell completion of CONFIG: the shipped config names, or a file."""
+    from ._common import complete_config
+
+    return complete_config(ctx, param, incomplete)
+
+
 @click.command("vp-train", cls=ConfigCommand, config=_config_class,
                context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("config", required=False, metavar="[CONFIG]")
+@click.argument("config", required=False, metavar="[CONFIG]", shell_complete=_complete_config)
 @click.option("--list", "list_", is_flag=True, is_eager=True, expose_value=False, callback=_list_configs,
               help="List the shipped configs (usable as CONFIG by name) and exit.")
 @click.option(
@@ -183,10 +190,12 @@ def main(config, data, model, seq_len, flags, set_, resume, print_config, as_jso
     elif hasattr(result, "members"):
         _report_ensemble(result)
     else:
-        best = "" if result.best_epoch == 0 else f", best {result.best_loss:.3e} at epoch {result.best_epoch}"
+        monitor = getattr(result, "monitor", "val_loss")
+        best = ("" if result.best_epoch == 0 else
+                f", best {monitor} {result.best_loss:.3e} at epoch {result.best_epoch}")
         click.echo(
             f"Trained {result.epochs} epochs ({result.steps} steps, {result.wall_time:.1f} s, stopped: "
-            f"{result.stopped}) on {result.device}, {result.dtype}: loss {result.train_loss:.3e}{best}"
+            f"{result.stopped}) on {result.device}, {result.dtype}: train_loss {result.train_loss:.3e}{best}"
         )
         click.echo(f"Run written to {result.run_dir}")
     if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
@@ -212,7 +221,8 @@ def _json_summary(result) -> dict:
         return {**common, "kind": "ensemble", "members": list(result.table),
                 "selected": None if result.selected is None else result.selected}
     return {**common, "kind": "run", "steps": result.steps, "train_loss": result.train_loss,
-            "best_loss": result.best_loss if result.best_epoch else None, "best_epoch": result.best_epoch}
+            "best_loss": result.best_loss if result.best_epoch else None, "best_epoch": result.best_epoch,
+            "monitor": getattr(result, "monitor", None)}
 
 
 def _report_ensemble(result) -> None:

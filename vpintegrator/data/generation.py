@@ -339,6 +339,11 @@ def generate(
         spec = load_spec(spec)
     workers = check_workers(workers)
     shard = parse_shard(shard)
+    import logging
+
+    logging.getLogger(__name__).debug(
+        "generate %s: system %s, %s trajectories, dt %g, t_end %g, method %s, workers %s, shard %s, out %s",
+        spec.name, spec.system, spec.n_traj, spec.dt, spec.t_end, spec.method, workers or "auto", shard, out)
     if out is None:
         return _generate(spec, None, progress, workers=workers, shard=shard)
     if not isinstance(out, (str, os.PathLike)):

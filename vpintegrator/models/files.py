@@ -78,8 +78,11 @@ def save_model(model: nn.Module, path: str | os.PathLike, extra: dict[str, Any] 
     clash = [k for k in extra if k in _RESERVED_KEYS]
     if clash:
         raise VPIntegratorError(f"save_model: extra key {clash[0]!r} is reserved; rename it")
-    if isinstance(getattr(model, "gml_provenance", None), str):
-        extra.setdefault("gml_provenance", model.gml_provenance)
+    gml_source = getattr(model, "gml_provenance", None)
+    if isinstance(gml_source, str):
+        from ..provenance import redact_path
+
+        extra.setdefault("gml_provenance", redact_path(gml_source))  # no absolute path of this machine
     if "provenance" not in extra:  # how the file was made (vp-train passes its run's, with the data's hashes)
         extra["provenance"] = provenance_record()
     payload = {
@@ -228,7 +231,9 @@ def load_model(path: str | os.PathLike, map_location: Any = "cpu", config: dict[
         In eval mode, with the dtype and device of the saved (mapped) state_dict (GML weights: float64
         unless ``dtype=float32``; ``model.gml_provenance`` names the source file). A file written by
         ``vp-train`` also gives ``model.training_split`` (``{"train", "val", "test"}`` trajectory indices) and
-        ``model.training_split_data`` (what identifies those trajectories); older files have neither.
+        ``model.training_split_data`` (what identifies those trajectories), and ``model.trained_on``
+        (``{"dt", "system", "system_params", "parametric"}`` of its training data; vp-rollout checks them);
+        older files have none of them. ``model.source_file`` is the file read.
     """
     text = os.fspath(path)
     if isinstance(text, str) and text.startswith(GML_PREFIX):
@@ -271,6 +276,10 @@ def load_model(path: str | os.PathLike, map_location: Any = "cpu", config: dict[
     if isinstance(payload.get("split"), dict):  # vp-train's trajectory split (vp-rollout labels rows by it)
         model.training_split = payload["split"]
         model.training_split_data = payload.get("split_data") if isinstance(payload.get("split_data"), dict) else None
+    trained_on = {k: payload[k] for k in ("dt", "system", "system_params", "parametric") if k in payload}
+    if "dt" in trained_on or "system" in trained_on:  # vp-train's record of its data (older files have none)
+        setattr(model, "trained_on", trained_on)
+    setattr(model, "source_file", str(file))
     return model.eval()
 
 

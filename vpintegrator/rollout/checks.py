@@ -112,3 +112,63 @@ def _check_reference(ref_file, idx: np.ndarray, data: Path) -> None:
         f"{data}: the reference is not finite (NaN/Inf) in trajectory {int(idx[i])} at t = {float(ref_file.t[k]):g} "
         f"(state {k}); the data file is damaged: regenerate it with vp-gen, or leave that trajectory out (traj)"
     )
+
+
+def _is_parametric(data: Path) -> bool:
+    """Whether the data file holds per-trajectory parameters (a ``/params`` dataset)."""
+    import h5py
+
+    try:
+        with h5py.File(data, "r") as f:
+            return "params" in f
+    except OSError:
+        return False
+
+
+def check_trained_on(label: str, source: str, model, meta: dict, data: Path, allow_dt_mismatch: bool = False) -> str | None:
+    """Refuse (one line naming both, key ``models``) a model trained on another system, other parameters or,
+    unless ``allow_dt_mismatch``, another step than the data's (``meta``: the data file's metadata;
+    ``model.trained_on``: what :func:`~vpintegrator.models.load_model` read from its checkpoint). Parameters
+    are compared only where neither side is parametric (per-trajectory parameters). Returns a note to say
+    (an allowed step mismatch), else None."""
+    from ..systems.registry import system_params_from_meta
+
+    record = getattr(model, "trained_on", None)
+    source = source if str(source) != label else ""
+    source = f" ({source})" if source else ""
+    if not isinstance(record, dict):  # a model object, or a checkpoint of an older vpintegrator: not checked
+        return None
+    name, data_name = record.get("system"), meta.get("system")
+    if name is not None and data_name is not None and str(name) != str(data_name):
+        raise VPIntegratorError(
+            f"models: {label}{source} was trained on system {name!r}, but data {data} holds {data_name!r}; "
+            "roll it out on data of its own system", key="models")
+    params = record.get("system_params") or {}
+    if params and not record.get("parametric") and not _is_parametric(data):
+        ours = system_params_from_meta(meta)
+        for k, v in sorted(params.items()):
+            if k not in ours:
+                continue
+            try:
+                same = np.allclose(np.asarray(v, dtype=float), np.asarray(ours[k], dtype=float), rtol=1e-9, atol=0)
+            except (TypeError, ValueError):
+                same = v == ours[k]
+            if not same:
+                raise VPIntegratorError(
+                    f"models: {label}{source} was trained on {name or 'a system'} with {k} = {v!r}, but data "
+                    f"{data} has {k} = {_plain(ours[k])!r}; roll it out on data with the parameters it was "
+                    "trained on", key="models")
+    dt, data_dt = record.get("dt"), meta.get("dt")
+    if dt is not None and data_dt is not None and not np.isclose(float(dt), float(data_dt), rtol=1e-9, atol=0):
+        if not allow_dt_mismatch:
+            raise VPIntegratorError(
+                f"models: {label}{source} was trained at dt = {float(dt):g}, but data {data} has dt = "
+                f"{float(data_dt):g}; roll it out on data with dt = {float(dt):g}, or set allow_dt_mismatch "
+                "(vp-rollout --allow-dt-mismatch) to use it at this step", key="models")
+        return (f"{label}: trained at dt = {float(dt):g}, rolled out at the data's dt = {float(data_dt):g} "
+                "(allow_dt_mismatch)")
+    return None
+
+
+def _plain(value):
+    return value.tolist() if hasattr(value, "tolist") else value

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -24,7 +25,7 @@ from ..errors import VPIntegratorError
 from ..systems.family import SystemFamily
 from .engine import StepMap, initial_window, stream_rollout  # noqa: F401 (initial_window re-exported)
 from .family import FamilyStep, family_initial_window, step_for
-from .checks import _check_fits, _check_reference, check_outputs, estimate  # noqa: F401 (estimate re-exported)
+from .checks import _check_fits, _check_reference, check_outputs, check_trained_on, estimate  # noqa: F401 (estimate re-exported)
 from .config import RolloutConfig, load_rollout_config, model_entries  # noqa: F401 (re-exported)
 from .report import Failure, RolloutReport  # noqa: F401 (re-exported)
 from .reference import describe_reference, write_reference
@@ -146,6 +147,7 @@ class _Plan:
     warnings: list = field(default_factory=list)
     notes: list = field(default_factory=list)  # lines for the log once the plan stands
     blocks: Any = None  # issue 23: .blocks.Blocks (a shard's attributes, the workers), None: the whole run
+    model_files: list = field(default_factory=list)  # every model file read (hashed into the provenance)
 
     @property
     def t(self) -> np.ndarray:
@@ -244,7 +246,7 @@ def _prepare_methods(config: RolloutConfig, system, dt: float, t0: float, n_step
                 f"{system.dim} ({system.name} in {data}); roll it out on data of its own system",
                 key="models",
             )
-        step_map = ModelStep(model, device=config.device, overlap=config.overlap, jit=config.jit)
+        step_map = ModelStep(model, device=config.device, overlap=config.overlap, jit=config.fast_step)
         use_device_engine(config.engine, step_map, system)  # an engine the model cannot use: refused now
         if n_steps < step_map.seq_len:
             raise VPIntegratorError(
@@ -302,6 +304,8 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
     t0 = float(meta.get("t0", 0.0))
     n_steps = _horizon(config, t0, dt, n_file)
     entries = [parse_model_entry(entry) for entry in model_entries(config.models)]
+    trained_notes = [check_trained_on(label, src, model, meta, data, config.allow_dt_mismatch)
+                     for label, model, src in entries]
     n_new = int(config.heldout or 0)
     has_split = any(getattr(m, "training_split", None) is not None for _, m, _ in entries)
     first = read_trajectories(data, steps=[0]) if (has_split or n_new) else None
@@ -312,6 +316,7 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
         digest = (first.n_traj, first_states_digest(first.y[:, 0]))
     model_splits = [sp.model_split(label, model, digest, data) for label, model, _ in entries]
     notes = [ms.note for ms in model_splits if ms.note]  # said once the plan stands (errors stay one line)
+    notes += [n for n in trained_notes if n]
     if idx is None:
         idx = np.zeros(0, dtype=np.int64) if n_new else sp.default_traj(model_splits)
         if idx is None:
@@ -363,6 +368,8 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
         methods.append((label, step_map, f"the generator of {data.name}"))
     plan = _Plan(config, data, meta, system, dt, t0, idx, ref_file, n_steps, methods, say,
                  heldout_y0=heldout_y0, heldout_seed=seed, exact_from_ics=exact_from_ics, notes=notes)
+    plan.model_files = [Path(f) for f in dict.fromkeys(getattr(m, "source_file", None) for _, m, _ in entries)
+                        if isinstance(f, str) and Path(f).is_file()]
     sp.label_rows(plan, model_splits, entries)
     describe_reference(plan, method, tight)
     return plan
@@ -447,7 +454,7 @@ def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict:
         "invariant_names": list(plan.system.invariant_names),
         "methods": [m[0] for m in plan.methods],
         "method_kinds": [m[1].kind for m in plan.methods],
-        "data_file": str(plan.data),
+        "data_file": _shown(str(plan.data)),
         "data_method": str(plan.data_meta.get("method", "")),
         "data_n_states": n_file,
         "data_n_steps": n_file - 1,
@@ -503,7 +510,7 @@ def _write_method(writer, plan: _Plan, label: str, step_map: StepMap, source: st
     kw = dict(t0=plan.t0, chunk_steps=cfg.chunk_steps, blowup=cfg.blowup)
     if device:
         res = device_stream_rollout(step_map, window0, plan.dt, n_steps, sink, reference=yref, metrics=stream,
-                                    volume=vol, jit=cfg.jit, **kw)
+                                    volume=vol, jit=cfg.fast_step, **kw)
     else:
         def host_sink(k0, chunk):
             k1 = k0 + chunk.shape[1]
@@ -530,7 +537,7 @@ def _write_method(writer, plan: _Plan, label: str, step_map: StepMap, source: st
         **{k: v for k, v in res.meta.items() if isinstance(v, (str, int, float, bool))},
         "engine": "device" if device else "host",
         "label": label,
-        "source": source,
+        "source": _shown(source),
         "init": init,
         "seconds": float(res.seconds),
         "seconds_per_step": float(res.seconds_per_step),
@@ -563,6 +570,7 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
     config : RolloutConfig
     log : callable, optional
         Receives one progress line per method, and one line per failed method (blow-up or non-finite).
+        The same lines are INFO records of the logger ``vpintegrator.rollout.compare`` (:mod:`logging`).
     inputs : paths, optional
         More files the run must not write over (e.g. its config file); the data file and the models'
         checkpoints are always protected.
@@ -588,6 +596,9 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
     -------
     RolloutReport
     """
+    from .._progress import log_lines
+
+    log = log_lines(log, __name__)  # every line an INFO record of vpintegrator.rollout.compare, then log's
     if shard is not None:  # issue 23: one block of the trajectories, into a file of its own
         from .blocks import run_shard
 
@@ -635,7 +646,8 @@ def _write_rollouts(plan: _Plan, config: RolloutConfig, outs: list[Path], overwr
 
     # where the file came from: the data file and every model file, hashed (directories and pretrained: names
     # are named by their source in the methods' attributes)
-    inputs = [plan.data, *(Path(src) for _, _, src in plan.methods if Path(src).is_file())]
+    inputs = [plan.data, *dict.fromkeys([*(Path(src) for _, _, src in plan.methods if Path(src).is_file()),
+                                         *plan.model_files])]
     provenance = provenance_attr(inputs, relative_to=Path(config.out).resolve().parent)
     with blocks.parts(plan, outs[0], _part) as parts, \
             RolloutWriter(outs[0], _root_attrs(plan, reference_gen), plan.t, plan.traj_index, dim=plan.system.dim,

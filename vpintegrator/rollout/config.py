@@ -12,7 +12,7 @@ Library messages name keys, never flags; each error carries its key so that a CL
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -163,10 +163,15 @@ class RolloutConfig(Config):
         contiguous blocks of trajectories (:mod:`vpintegrator.rollout.blocks`); models run in the calling
         process. Default: every core, when the work repays starting processes; 1: one process. The file
         is the same to the last bit whatever it is (the timings apart).
-    jit : bool
+    fast_step : bool
         Compile model steps for speed: a TorchScript trace (see :class:`~vpintegrator.rollout.ModelStep`),
         and with the device engine on CUDA a CUDA graph of one model step (eager where capture fails).
-        False: eager everywhere.
+        False: eager everywhere. The key ``jit`` (its old name) is still accepted, in files, ``--set``
+        and as ``RolloutConfig(jit=...)``.
+    allow_dt_mismatch : bool
+        Roll out a model whose checkpoint records another step ``dt`` than the data's (by default refused,
+        as a model of another system or other parameters always is; checkpoints without a record are not
+        checked).
     """
 
     data: str | Any = key(check=_check_data, metavar="FILE",
@@ -201,14 +206,25 @@ class RolloutConfig(Config):
     blowup: float = key(BLOWUP, type=float, low=0, open_low=True, expected="a number > 0",
                         help="Failure when |z| > BLOWUP x |z0|.")
     volume: bool = key(True, type=bool, help="Compute log|det J| of every step/window map.")
-    jit: bool = key(True, type=bool, flag="")
+    fast_step: bool = key(True, type=bool, flag="")
+    allow_dt_mismatch: bool = key(False, type=bool,
+                                  help="Roll out models trained at another step dt than the data's (refused "
+                                  "otherwise).")
     # issue 23: the classical integrators' blocks of trajectories on worker processes (rollout/blocks.py)
     workers: int | None = key(None, type=int, low=1, optional=True, expected="an integer >= 1",
                               show_default="every core",
                               help="Processes for the classical integrators and the exact flow (1: one; models run "
                               "in this process). The output does not depend on it.")
 
+    #: the old name of ``fast_step``, still accepted: ``RolloutConfig(jit=False)``
+    jit: InitVar[bool | None] = None
+
     _source_in_messages = False
+
+    def __post_init__(self, jit: bool | None = None) -> None:  # type: ignore[override]
+        if jit is not None:
+            self.fast_step = jit
+        super().__post_init__()
 
     def _check_together(self) -> None:
         if self.traj is not None and self.n_traj is not None:
@@ -229,7 +245,7 @@ def load_rollout_config(path=None, **overrides: Any) -> RolloutConfig:
     valid = RolloutConfig.keys()
     values: dict[str, Any] = {}
     if path is not None:
-        values = read_toml(path, table="rollout", what="rollout config")
+        values = renamed_keys(read_toml(path, table="rollout", what="rollout config"), str(path))
         if not values:
             raise VPIntegratorError(
                 f"rollout config file {path} sets no keys (it is empty); give a TOML file with RolloutConfig "
@@ -237,7 +253,7 @@ def load_rollout_config(path=None, **overrides: Any) -> RolloutConfig:
                 key="config",
             )
         check_keys(values, valid, source=str(path))
-    given = {k: v for k, v in overrides.items() if v is not None}
+    given = renamed_keys({k: v for k, v in overrides.items() if v is not None}, "rollout config")
     check_keys(given, valid, source="rollout config")
     values = merge(values, given)
     if "data" not in values:
@@ -247,6 +263,21 @@ def load_rollout_config(path=None, **overrides: Any) -> RolloutConfig:
         if isinstance(values.get(name), str):
             values[name] = [values[name]]
     return RolloutConfig(**values)
+
+
+#: old key names still accepted -> their names now
+RENAMED_KEYS = {"jit": "fast_step"}
+
+
+def renamed_keys(values: dict[str, Any], source: str = "rollout config") -> dict[str, Any]:
+    """``values`` with the old key names (:data:`RENAMED_KEYS`) under their new names; both given: refused."""
+    out = dict(values)
+    for old, new in RENAMED_KEYS.items():
+        if old in out:
+            if new in out:
+                raise VPIntegratorError(f"{source}: {old} is the old name of {new}; give {new} only", key=new)
+            out[new] = out.pop(old)
+    return out
 
 
 def model_entries(models) -> list:

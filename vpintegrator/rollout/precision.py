@@ -314,7 +314,9 @@ def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], 
     from .compare import parse_model_entry, select
     from .config import model_entries
 
-    say = log or (lambda line: None)
+    from .._progress import log_lines
+
+    say = log_lines(log, __name__)  # INFO records of vpintegrator.rollout.precision, then log's
     data, _meta, system, dt, idx, _t0, n_steps = select(config)
     first = read_trajectories(data, traj=idx, steps=[0])
     y0 = first.y[:, 0]

@@ -26,7 +26,10 @@ __all__ = ["describe_reference", "write_reference"]
 def describe_reference(plan, method: str, tight: bool) -> None:
     """What the errors are measured against: the line above the table and the file's ``reference*``
     attributes."""
+    from ..provenance import redact_path
+
     data, cfg = plan.data, plan.config
+    data = type(data)(redact_path(data))  # as shown and recorded: no absolute path of this machine
     end = float(plan.ref_file.t[-1])
     beyond = plan.n_steps + 1 > plan.ref_file.n_states
     gen = method or "dop853"
@@ -46,6 +49,14 @@ def describe_reference(plan, method: str, tight: bool) -> None:
         if plan.n_new:
             desc += f"; the {plan.n_new} heldout conditions integrated with {gen}"
     plan.reference_desc, plan.reference_attrs = desc, attrs
+
+
+def _relative(plan) -> str:
+    """The data file as given, an absolute path relative to the working directory (no absolute path of this
+    machine)."""
+    from ..provenance import redact_path
+
+    return redact_path(plan.data)
 
 
 def write_reference(writer, plan, reference_gen: StepMap):
@@ -118,7 +129,7 @@ def write_reference(writer, plan, reference_gen: StepMap):
         from ..data.rollout_shards import write_per_traj
 
         write_per_traj(series.group, {k: v for k, v in summary.items() if k.startswith("max_rel_drift_")})
-    series.close(ref_failed, {"label": "reference", "kind": "reference", "source": str(plan.data),
+    series.close(ref_failed, {"label": "reference", "kind": "reference", "source": _relative(plan),
                               "description": plan.reference_desc, "split": list(plan.run_labels),
                               **{f"max_rel_drift_{n}": float(np.max(summary[f"max_rel_drift_{n}"])) for n in names}})
     return yref

@@ -581,3 +581,7 @@ def main(argv: list[str] | None = None) -> int:
     line ``Error: ...`` on stderr), 130 interrupted (rerun with --skip-existing to continue)."""
     argv = sys.argv[1:] if argv is None else argv
     return guarded(lambda: _main(argv), "Error: ", "Interrupted; rerun with --skip-existing to continue.")
+
+
+if __name__ == "__main__":  # python -m vpintegrator.studies.coupled_oscillator
+    raise SystemExit(main())

@@ -369,3 +369,7 @@ def main(argv=None) -> int:
     stderr), 130 interrupted (rerun with --skip-existing to continue)."""
     return guarded(lambda: run_study(argv), "reproduce_rigid_body: error: ",
                    "reproduce_rigid_body: interrupted; rerun with --skip-existing to continue")
+
+
+if __name__ == "__main__":  # python -m vpintegrator.studies.rigid_body
+    raise SystemExit(main())

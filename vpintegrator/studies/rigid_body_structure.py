@@ -418,3 +418,7 @@ def _main(argv) -> int:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     return guarded(lambda: _main(argv), "Error: ", "Interrupted; rerun with --skip-existing to continue.")
+
+
+if __name__ == "__main__":  # python -m vpintegrator.studies.rigid_body_structure
+    raise SystemExit(main())

@@ -29,7 +29,7 @@ import torch
 from ..data.trajectories import Trajectories
 from ..errors import VPIntegratorError
 from .config import TrainConfig
-from .setup import Prepared, check_windows_fit, resolve_config, window_sets
+from .setup import Prepared, check_windows_fit, resolve_config, system_record, window_sets
 from .validation import RolloutValidator
 
 __all__ = ["TensorWindows", "prepare_objects", "IN_MEMORY"]
@@ -170,5 +170,6 @@ def prepare_objects(config: TrainConfig, model: Any, train: Any, val: Any, devic
         validator = RolloutValidator(val, config.val_rollout_steps, seq_len, pred_window,
                                      config.val_rollout_error, config.val_rollout_drift_weight)
     info = {"sources": [], "system": train.meta.get("system") if isinstance(train, Trajectories) else None,
-            "dim": dim, "train_windows": len(train_set), "val_windows": 0 if val_set is None else len(val_set)}
+            "dim": dim, "train_windows": len(train_set), "val_windows": 0 if val_set is None else len(val_set),
+            **(system_record(train) if isinstance(train, Trajectories) else {})}
     return Prepared(models, name, resolved, train_set, val_set, validator, info)

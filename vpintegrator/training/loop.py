@@ -45,7 +45,7 @@ from .optim import label
 from .progress import progress_bar
 from .record import Member
 from .results import EpochInfo, FitResult, TrainingInterrupted
-from .setup import Prepared, prepare
+from .setup import SYSTEM_KEYS, Prepared, prepare
 from .single import SingleSteps
 from .sinks import check_logger, make_sinks
 
@@ -75,6 +75,10 @@ class Trainer:
         # None when fit was given its validation data or windows (nothing was split)
         self.data_info = dict(inputs.data_info)
         split = {k: self.data_info.pop(k) for k in ("split", "split_data") if k in self.data_info}
+        # what the model was trained on (setup.system_record: dt, system, its parameters), for vp-rollout's check
+        # (summary.json's "data" keeps its "system" as before)
+        split.update({k: self.data_info[k] if k == "system" else self.data_info.pop(k) for k in SYSTEM_KEYS
+                      if k in self.data_info})
         self.split_extra: dict[str, Any] = split
         self.train_set, self.val_set, self.rollout_validator = inputs.train_set, inputs.val_set, inputs.validator
         self.model = inputs.models[0]
@@ -247,14 +251,18 @@ class Trainer:
 
     def member_result(self, m: Member) -> FitResult:
         model = self.steps.member_model(m.k)
-        if self.split_extra:  # as load_model gives it from the checkpoint: vp-rollout labels rows by it
+        if "split" in self.split_extra:  # as load_model gives it from the checkpoint: vp-rollout labels rows by it
             model.training_split = self.split_extra["split"]
             model.training_split_data = self.split_extra["split_data"]
+        trained_on = {k: self.split_extra[k] for k in SYSTEM_KEYS if k in self.split_extra}
+        if trained_on:  # as load_model gives it: vp-rollout checks the step and the system
+            model.trained_on = trained_on
         return FitResult(
             run_dir=m.path, model=model, epochs=self.epoch_of(m), steps=self.step_of(m),
             train_loss=float(m.last_train), val_loss=float(m.last_val), best_loss=float(m.best_loss),
             best_epoch=int(m.best_epoch), wall_time=self.wall(), n_params=int(self.n_params), device=str(self.device),
             dtype=self.resolved.dtype, stopped=m.stopped, history=list(m.history),
+            monitor=self.config.monitor if self.val_set is not None else "train_loss",
         )
 
     # -- the loop ----------------------------------------------------------------------------------
@@ -262,10 +270,20 @@ class Trainer:
     def _epochs_left(self) -> int | None:
         return None if self.config.epochs is None else max(self.config.epochs - self.epoch, 0)
 
+    def _make_sinks(self, m: Member) -> None:
+        """``m``'s tracking sinks; the time they take to set up (e.g. MLflow's first connection) is not the
+        run's: ``wall_time`` leaves it out."""
+        t0 = time.perf_counter()
+        m.sinks = make_sinks(self.config, m, self.resolved)
+        self.t_start += time.perf_counter() - t0
+
     def _start_files(self) -> None:
         if not self.dist.is_main or self.out is None:
             for m in self.members:
-                m.sinks = make_sinks(self.config, m, self.resolved) if self.dist.is_main else []
+                if self.dist.is_main:
+                    self._make_sinks(m)
+                else:
+                    m.sinks = []
             return
         from .._io import remove_orphans
 
@@ -280,7 +298,7 @@ class Trainer:
                 remove_orphans(path / name)  # temporary files of a killed earlier invocation
             ckpt_io.write_config(path, self.steps.member_config(m))
             m.start_log()  # the rows up to the checkpoint; epochs are appended from here
-            m.sinks = make_sinks(self.config, m, self.resolved)
+            self._make_sinks(m)
 
     def run(self):
         """Train; a :class:`FitResult` (an :class:`EnsembleResult` for an ensemble)."""
@@ -291,14 +309,14 @@ class Trainer:
             self._start_files()
             with StopRequest() as self.stop, progress_bar(show, self._epochs_left(), self.config.time_limit) as bar:
                 stopped = self._loop(bar)
+            for m in self.members:
+                if m.active:  # the others were written when they stopped
+                    m.stopped = stopped
+                    if m.run_dir is not None:
+                        ckpt_io.write_summary(m.run_dir, self._summary(m, stopped))
         finally:
             for m in self.members:
-                m.close()
-        for m in self.members:
-            if m.active:  # the others were written when they stopped
-                m.stopped = stopped
-                if m.run_dir is not None:
-                    ckpt_io.write_summary(m.run_dir, self._summary(m, stopped))
+                m.close()  # after the final files: a tracking sink takes them as artifacts
         return self._ensemble_result(stopped) if self.ensemble else self._single_result(stopped)
 
     def _single_result(self, stopped: str) -> FitResult:

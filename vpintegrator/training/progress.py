@@ -3,7 +3,10 @@ a terminal; elsewhere (a notebook, a batch-job log) a plain line at the first ep
 interval (``$VPINTEGRATOR_PROGRESS_INTERVAL`` seconds, default 15) and one at the end
 (:class:`vpintegrator._progress.ProgressLines`)::
 
-    training: 40/200 (20%), 2.1 epochs/s, 1 min 16 s left, 19 s elapsed, epoch 40 loss 1.234e-05 val 1.3e-05 lr 1.0e-03
+    training: 40/200 (20%), 2.1 epochs/s, 1 min 16 s left, 19 s elapsed, epoch 40 train_loss 1.234e-05 val_loss 1.3e-05 lr 1.0e-03
+
+The time left is the smaller of what the epochs left take at the current rate and what the time limit
+leaves.
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ def describe(info) -> str | None:
     """One epoch's :class:`~vpintegrator.training.results.EpochInfo` in a few words."""
     if info is None:
         return None
-    val = "" if math.isnan(info.val_loss) else f" val {info.val_loss:.3e}"
-    return f"epoch {info.epoch} loss {info.train_loss:.3e}{val} lr {info.lr:.1e}"
+    val = "" if math.isnan(info.val_loss) else f" val_loss {info.val_loss:.3e}"
+    rollout = "" if math.isnan(getattr(info, "val_rollout", math.nan)) else f" val_rollout {info.val_rollout:.3e}"
+    return f"epoch {info.epoch} train_loss {info.train_loss:.3e}{val}{rollout} lr {info.lr:.1e}"
 
 
 @contextlib.contextmanager
@@ -47,7 +51,7 @@ def progress_lines(epochs_left: int | None, time_limit: float | None, **kwargs: 
     from .._progress import ProgressLines
 
     limit = f", time limit {time_limit:g} s" if time_limit else ""
-    with ProgressLines("training", epochs_left or None, unit="epochs", **kwargs) as lines:
+    with ProgressLines("training", epochs_left or None, unit="epochs", time_limit=time_limit, **kwargs) as lines:
 
         def update(info, elapsed: float) -> None:
             lines.update(lines.done + 1, (describe(info) or "") + limit)

@@ -55,6 +55,9 @@ class FitResult:
     dtype: str
     stopped: str
     history: list[dict[str, float]] = field(default_factory=list)
+    #: what ``best_loss`` measures: the config's ``monitor`` (``val_loss``, ``val_rollout``), or
+    #: ``train_loss`` without validation data
+    monitor: str = "val_loss"
 
     @property
     def best_path(self) -> Path | None:

@@ -210,6 +210,13 @@ def _train(config: TrainConfig, run_dir: Path | None, callback, progress: bool, 
     from ..device import resolve_device
 
     device = resolve_device(config.device) if device is None else device
+    import logging
+
+    logging.getLogger(__name__).debug(
+        "fit: model %s, data %s, out %s, device %s, dtype %s, optimizer %s, lr %g, epochs %s, time_limit %s%s",
+        config.model.get("name"), ", ".join(map(str, config.data)), config.out, device, config.dtype,
+        config.optimizer, config.lr, config.epochs, config.time_limit,
+        f", resumed from {run_dir}" if run_dir is not None else "")
     if config.is_ensemble:
         return _fit_ensemble(config, device, callback, progress, overwrite, inputs)
     dist = ddp.setup(device.type)

@@ -73,7 +73,7 @@ def _load_initial_weights(model, name: str, source: str) -> None:
     from ..models import load_checkpoint
 
     payload = load_checkpoint(source)
-    theirs = dict(payload["config"])
+    theirs = _complete_config(dict(payload["config"]))
     ours = {"name": name, **model.config}
     diff = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
     if diff:
@@ -83,6 +83,21 @@ def _load_initial_weights(model, name: str, source: str) -> None:
             f"{k} = {ours.get(k)!r}; configure the same architecture (its config: {theirs})", key="init_from"
         )
     model.load_state_dict(payload["state_dict"])  # copies into the model's own dtype and device
+
+
+def _complete_config(saved: dict[str, Any]) -> dict[str, Any]:
+    """A saved model config with the class defaults for the keys it lacks (a file written before a key
+    existed, e.g. the shipped ``rigid_body_vpt``'s without ``symmetric``): the config its model is built
+    with (as :func:`~vpintegrator.models.load_model` builds it); ``saved`` as it is when it builds nothing."""
+    from .. import models
+
+    cfg = dict(saved)
+    name = cfg.pop("name", None)
+    try:
+        built = models.build_model(name, **cfg)
+    except (VPIntegratorError, TypeError, ValueError):
+        return saved
+    return {"name": name, **dict(getattr(built, "config", {}) or {})}
 
 
 def check_windows_fit(name: str, seq_len: int, pred_window: int, n_states: int, where: str) -> None:
@@ -136,8 +151,42 @@ def window_sets(config: TrainConfig, data, data_paths: list[str], seq_len: int, 
         "train_windows": len(train_set),
         "val_windows": 0 if val_set is None else len(val_set),
         **split_record(data, train_idx, val_idx, test_idx),
+        **system_record(data),
     }
     return train_set, val_set, validator, info
+
+
+#: the keys of :func:`system_record`: what a checkpoint and ``summary.json`` say the model was trained on
+SYSTEM_KEYS = ("dt", "system", "system_params", "parametric")
+
+
+def _plain(value: Any) -> Any:
+    """A metadata value as plain JSON/torch-loadable data (NumPy scalars and arrays as numbers and lists)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def system_record(data) -> dict[str, Any]:
+    """What the model is trained on, for every checkpoint and ``summary.json``: ``{"dt": float or None,
+    "system": name or None, "system_params": {name: value} (the data's ``param_<name>`` attributes; empty
+    for a parametric data set, whose parameters vary per trajectory), "parametric": bool}``. ``vp-rollout``
+    refuses a model whose step or system differs from its data's (:func:`vpintegrator.rollout.checks.check_trained_on`)."""
+    from ..systems.registry import system_params_from_meta
+
+    meta = getattr(data, "meta", None) or {}
+    parametric = getattr(data, "params", None) is not None
+    dt = getattr(data, "dt", None)
+    try:
+        dt = None if dt is None else float(dt)
+    except (TypeError, ValueError):
+        dt = None
+    params = {} if parametric else {str(k): _plain(v) for k, v in system_params_from_meta(meta).items()}
+    system = meta.get("system")
+    return {"dt": dt, "system": None if system is None else str(system), "system_params": params,
+            "parametric": bool(parametric)}
 
 
 def split_record(data, train_idx, val_idx, test_idx) -> dict[str, Any]:

@@ -3,10 +3,15 @@
 
 - ``tensorboard`` (extra ``[tensorboard]``): ``torch.utils.tensorboard.SummaryWriter`` writing
   ``<run dir>/tensorboard/``; scalars ``train_loss``, ``val_loss``, ``lr``, ``seconds`` and
-  ``val_rollout`` (with that monitor) at global step = epoch.
+  ``val_rollout`` (with that monitor) at global step = epoch; the config as hyperparameters (HParams tab)
+  and the run's ``config.toml`` as the text ``config``.
 - ``mlflow`` (extra ``[mlflow]``): one MLflow run per run directory (an ensemble: one per member), named
-  after the directory, with the config as parameters and the same metrics at step = epoch; the tracking
-  URI and experiment are MLflow's own settings (``MLFLOW_TRACKING_URI``, ``MLFLOW_EXPERIMENT_NAME``).
+  after the directory, tagged with the git commit (from a checkout) and the package versions, with the
+  config as flat parameters (``model.n_blocks``, ...), the same metrics at step = epoch, and the run's
+  ``config.toml``, ``summary.json`` and ``best.pt`` as artifacts when it ends; the tracking URI and
+  experiment are MLflow's own settings (``MLFLOW_TRACKING_URI``, ``MLFLOW_EXPERIMENT_NAME``).
+
+Setting a sink up (e.g. MLflow's first connection) is not counted in the run's ``wall_time``.
 
 Non-finite values (a NaN validation loss without validation data) are not sent.
 """
@@ -37,12 +42,60 @@ def _metrics(row: dict[str, float]) -> dict[str, float]:
     return {k: float(v) for k, v in row.items() if k != "epoch" and math.isfinite(float(v))}
 
 
-class TensorBoardSink:
-    """Per-epoch scalars into a TensorBoard event directory."""
+def flat_params(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A config as flat parameters: tables as dotted keys (``model.n_blocks``), ``None`` values left out;
+    numbers, booleans and strings as they are, anything else (lists) as JSON text."""
+    import json
 
-    def __init__(self, log_dir: Path) -> None:
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flat_params(value, f"{name}."))
+        elif value is None:
+            continue
+        elif isinstance(value, (bool, int, float, str)):
+            out[name] = value
+        else:
+            out[name] = json.dumps(value, default=str)
+    return out
+
+
+def run_tags() -> dict[str, str]:
+    """Tags of a tracking run: the git commit (when run from a checkout), the versions of vpintegrator,
+    Python, torch, NumPy and the platform (:mod:`vpintegrator.provenance`)."""
+    from ..provenance import provenance_record
+
+    record = provenance_record()
+    tags = {"vpintegrator.version": str(record["vpintegrator"]), "platform": str(record["platform"])}
+    tags.update({f"{name}.version": str(v) for name, v in record["versions"].items() if v is not None})
+    if record.get("git"):
+        tags["git.commit"] = str(record["git"]["commit"])
+        tags["git.dirty"] = str(bool(record["git"]["dirty"])).lower()
+    return tags
+
+
+#: the run directory's files a tracking run gets as artifacts when it ends
+ARTIFACTS = ("config.toml", "summary.json", "best.pt")
+
+
+class TensorBoardSink:
+    """Per-epoch scalars into a TensorBoard event directory, with the config as hyperparameters (the HParams
+    tab, its metrics the logged scalars) and as text (``config``: the ``config.toml`` of the run)."""
+
+    def __init__(self, log_dir: Path, params: dict[str, Any] | None = None, config_text: str | None = None,
+                 metrics: tuple[str, ...] = ()) -> None:
         tb = _need("torch.utils.tensorboard", "tensorboard", "tensorboard")
         self.writer = tb.SummaryWriter(log_dir=str(log_dir))
+        if params:
+            from torch.utils.tensorboard.summary import hparams
+
+            hp = {k: v for k, v in params.items() if isinstance(v, (bool, int, float, str))}
+            for event in hparams(hp, {m: math.nan for m in metrics}):
+                self.writer.file_writer.add_summary(event)
+        if config_text:
+            self.writer.add_text("config", "```toml\n" + config_text + "\n```", global_step=0)
+        self.writer.flush()
 
     def log(self, row: dict[str, float]) -> None:
         for key, value in _metrics(row).items():
@@ -55,15 +108,21 @@ class TensorBoardSink:
 
 class MLflowSink:
     """Per-epoch metrics into one MLflow run (through ``MlflowClient``, so an ensemble's members log to
-    runs of their own at the same time)."""
+    runs of their own at the same time): tags (:func:`run_tags`), the config as flat parameters
+    (:func:`flat_params`) and, when it ends, the run directory's ``config.toml``, ``summary.json`` and
+    ``best.pt`` as artifacts."""
 
-    def __init__(self, name: str, params: dict[str, Any]) -> None:
+    def __init__(self, name: str, params: dict[str, Any], run_dir: Path | None = None,
+                 tags: dict[str, str] | None = None) -> None:
         mlflow = _need("mlflow", "mlflow", "mlflow")
         self.client = mlflow.tracking.MlflowClient()
+        self.run_dir = run_dir
         experiment = mlflow.get_experiment_by_name(_experiment_name())
         experiment_id = experiment.experiment_id if experiment is not None else self.client.create_experiment(
             _experiment_name())
         self.run_id = self.client.create_run(experiment_id, run_name=name).info.run_id
+        for key, value in (tags or {}).items():
+            self.client.set_tag(self.run_id, key, value)
         for key, value in params.items():
             self.client.log_param(self.run_id, key, str(value)[:500])
 
@@ -72,7 +131,13 @@ class MLflowSink:
             self.client.log_metric(self.run_id, key, value, step=int(row["epoch"]))
 
     def close(self) -> None:
-        self.client.set_terminated(self.run_id)
+        try:
+            if self.run_dir is not None:
+                for name in ARTIFACTS:
+                    if (self.run_dir / name).is_file():
+                        self.client.log_artifact(self.run_id, str(self.run_dir / name))
+        finally:
+            self.client.set_terminated(self.run_id)
 
 
 def _experiment_name() -> str:
@@ -86,16 +151,21 @@ def make_sinks(config, member, resolved) -> list[Any]:
     logger = config.logger or "none"
     if logger == "none":
         return []
+    values = {k: v for k, v in resolved.to_dict().items() if k not in ("data", "out", "init_from")}
+    params = {**flat_params(values), "seed": member.seed}
     if logger == "tensorboard":
         if member.run_dir is None:
             raise VPIntegratorError("logger = 'tensorboard' writes into the run directory; give out (a directory) "
                                     "or set logger = 'none'", key="logger")
-        return [TensorBoardSink(member.run_dir / "tensorboard")]
+        from .. import config as config_layer
+        from ..rundir import relative_run_paths
+
+        text = config_layer.dump_toml(relative_run_paths(resolved.to_dict(), member.run_dir))
+        metrics = ("train_loss", "val_loss") + (("val_rollout",) if config.monitor == "val_rollout" else ())
+        return [TensorBoardSink(member.run_dir / "tensorboard", params, text, metrics)]
     if logger == "mlflow":
         name = member.path.name if member.path is not None else f"fit-seed-{member.seed}"
-        params = {k: v for k, v in resolved.to_dict().items() if v is not None and k not in ("data",)}
-        params["seed"] = member.seed
-        return [MLflowSink(name, params)]
+        return [MLflowSink(name, params, member.run_dir, run_tags())]
     raise VPIntegratorError(f"logger must be 'none', 'tensorboard' or 'mlflow'; got {logger!r}", key="logger")
 
 

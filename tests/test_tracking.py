@@ -1,0 +1,112 @@
+"""Tracking sinks (issue 33, item 6): TensorBoard gets the config as hyperparameters and as text; MLflow
+gets tags, the config as flat parameters and the run's files as artifacts; setting a sink up is not
+counted in ``wall_time``. mlflow is not a dependency: a fake module stands in for it."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import types
+
+import pytest
+
+from vpintegrator.training import fit
+from vpintegrator.training.sinks import flat_params
+
+MODEL = {"name": "vpt", "seq_len": 2, "L": 1, "n_blocks": 1}
+KW = dict(epochs=2, batch_size=32, lr=3e-3, dtype="float64", device="cpu", seed=5, init_scale=0.1)
+
+
+def test_flat_params_dot_tables_and_keep_numbers():
+    flat = flat_params({"lr": 0.1, "model": {"name": "vpt", "n_blocks": 2}, "betas": [0.9, 0.99], "x": None})
+    assert flat == {"lr": 0.1, "model.name": "vpt", "model.n_blocks": 2, "betas": "[0.9, 0.99]"}
+
+
+def test_tensorboard_gets_hparams_and_the_config_text(tiny_data, tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    fit(dict(data=[tiny_data], model=MODEL, out=str(tmp_path / "run"), logger="tensorboard", **KW))
+    events = EventAccumulator(str(tmp_path / "run" / "tensorboard"), size_guidance={"tensors": 0})
+    events.Reload()
+    content = events.PluginTagToContent("hparams")
+    start = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"])
+    hp = start.session_start_info.hparams
+    assert hp["lr"].number_value == pytest.approx(3e-3) and hp["model.name"].string_value == "vpt"
+    assert hp["model.n_blocks"].number_value == 1 and hp["seed"].number_value == 5
+    experiment = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/experiment"])
+    assert {m.name.tag for m in experiment.experiment.metric_infos} >= {"train_loss", "val_loss"}
+    text = events.Tensors("config/text_summary")[0].tensor_proto.string_val[0].decode()
+    assert "lr = 0.003" in text and 'name = "vpt"' in text
+    assert [s.step for s in events.Scalars("train_loss")] == [1, 2]
+
+
+class _Client:
+    runs: dict = {}
+    setup_seconds = 0.0
+
+    def __init__(self):
+        time.sleep(self.setup_seconds)  # a slow tracking server
+
+    def create_experiment(self, name):
+        return "exp-" + name
+
+    def create_run(self, experiment_id, run_name=None):
+        run_id = f"run{len(self.runs)}"
+        self.runs[run_id] = {"name": run_name, "params": {}, "tags": {}, "artifacts": [], "metrics": []}
+        return types.SimpleNamespace(info=types.SimpleNamespace(run_id=run_id))
+
+    def set_tag(self, run_id, key, value):
+        self.runs[run_id]["tags"][key] = value
+
+    def log_param(self, run_id, key, value):
+        self.runs[run_id]["params"][key] = value
+
+    def log_metric(self, run_id, key, value, step):
+        self.runs[run_id]["metrics"].append((key, value, step))
+
+    def log_artifact(self, run_id, local_path, artifact_path=None):
+        with open(local_path, "rb") as f:  # the file as it is when the run ends
+            self.runs[run_id]["artifacts"].append((local_path, f.read()))
+
+    def set_terminated(self, run_id):
+        self.runs[run_id]["terminated"] = True
+
+
+@pytest.fixture
+def fake_mlflow(monkeypatch):
+    fake = types.ModuleType("mlflow")
+    fake.tracking = types.SimpleNamespace(MlflowClient=_Client)
+    fake.get_experiment_by_name = lambda name: None
+    monkeypatch.setitem(sys.modules, "mlflow", fake)
+    _Client.runs, _Client.setup_seconds = {}, 0.0
+    return _Client
+
+
+def test_mlflow_gets_tags_flat_params_and_artifacts(tiny_data, tmp_path, fake_mlflow):
+    import torch
+
+    from vpintegrator import __version__
+
+    run_dir = tmp_path / "run"
+    fit(dict(data=[tiny_data], model=MODEL, out=str(run_dir), logger="mlflow", **KW))
+    (run,) = fake_mlflow.runs.values()
+    assert run["terminated"]
+    assert run["tags"]["vpintegrator.version"] == __version__ and run["tags"]["torch.version"] == str(torch.__version__)
+    assert "numpy.version" in run["tags"] and "python.version" in run["tags"]
+    assert run["params"]["model.n_blocks"] == "1" and run["params"]["lr"] == "0.003" and "model" not in run["params"]
+    files = {p.rsplit("/", 1)[-1]: blob for p, blob in run["artifacts"]}
+    assert set(files) == {"config.toml", "summary.json", "best.pt"}
+    assert files["summary.json"] == (run_dir / "summary.json").read_bytes()  # the final summary
+    assert json.loads(files["summary.json"])["stopped"] == "epochs"
+
+
+def test_sink_set_up_is_not_in_wall_time(tiny_data, tmp_path, fake_mlflow):
+    fake_mlflow.setup_seconds = 3.0
+    t0 = time.perf_counter()
+    result = fit(dict(data=[tiny_data], model=MODEL, out=str(tmp_path / "run"), logger="mlflow", **KW))
+    assert time.perf_counter() - t0 >= 3.0
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["wall_time"] < 3.0 and result.wall_time < 3.0
