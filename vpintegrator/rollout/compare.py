@@ -428,6 +428,17 @@ def _family(ref_file, meta: dict, base, n_new: int, seed, data: Path):
     return SystemFamily(systems, ref_file.param_names, base)
 
 
+def _shown(source: str) -> str:
+    """A path as the rollout file records it: as given, an absolute one relative to the working directory
+    (:func:`vpintegrator.provenance.redact_path`: no absolute path of this machine); ``pretrained:``/``gml:``
+    names and ``<object>`` labels as they are."""
+    from ..provenance import redact_path
+
+    if not isinstance(source, str) or source.startswith(("pretrained:", "gml:", "<")) or not os.path.isabs(source):
+        return source
+    return redact_path(source)
+
+
 def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict:
     """What the rollout file says about the run (its root attributes; the schema is the writer's)."""
     from .._version import __version__
