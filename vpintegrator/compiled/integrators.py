@@ -168,6 +168,8 @@ class CompiledStepper:
         self.comps, self.coefs = plan["comps"], plan["coefs"]
         self._ws, self._m = workspace(self.dim, self.b.size if self.mid == K.GAUSS_LEGENDRE else 1)
         self._info = np.zeros(4)
+        self._nog = self.gammas if self.base >= 0 else np.zeros(0)
+        self._fast = _fast_runner(self.kid, self.base if self.base >= 0 else self.mid, self.b.size)
         self.status, self.failed_step, self.failed_row, self.last_update = OK, 0, 0, math.inf
 
     def __repr__(self) -> str:
@@ -190,7 +192,14 @@ class CompiledStepper:
         info[:] = 0.0
         info[0] = math.inf
         p, h, ws, m = self.params, self.dt, self._ws, self._m
-        if self.base >= 0:
+        kind, run = self._fast
+        if kind == "explicit":
+            done = run(p, y, h, n, out, self._nog, info)
+        elif kind == "shears":
+            done = run(p, y, self.comps, self.coefs, n, out, info)
+        elif kind == "implicit":
+            done = run(p, y, h, n, out, self._nog, self.tol, self.max_iter, info, ws, m, self.a, self.b, self.c)
+        elif self.base >= 0:
             done = K.run_composition(self.base, self.gammas, self.kid, p, y, h, n, out, ws, m, self.a, self.b,
                                      self.c, self.tol, self.max_iter, info, self.comps, self.coefs)
         elif self.mid == K.SHEARS:
@@ -285,6 +294,21 @@ class CompiledStepper:
         if not np.all(np.isfinite(y)):
             raise VPIntegratorError(f"initial condition {index} is not finite: {y.tolist()}; give finite numbers")
         return y
+
+
+def _fast_runner(kid: int, mid: int, stages: int) -> tuple[str, Any]:
+    """The generated loop (:mod:`.generated`) of method id ``mid`` on system ``kid``: (kind, function),
+    or ("", None) when there is none (then the generic loops of :mod:`.kernels` run)."""
+    from .generated import RUNNERS
+
+    key = {K.EULER: "euler", K.RK4: "rk4", K.SPLITTING: "splitting", K.STORMER_VERLET: "stormer_verlet",
+           K.SHEARS: "shears", K.IMPLICIT_MIDPOINT: "implicit_midpoint",
+           K.GAUSS_LEGENDRE: f"gauss{stages}"}.get(mid)
+    run = RUNNERS.get((kid, key))
+    if run is None:
+        return "", None
+    kind = "shears" if mid == K.SHEARS else "implicit" if mid in (K.IMPLICIT_MIDPOINT, K.GAUSS_LEGENDRE) else "explicit"
+    return kind, run
 
 
 def _count(n_steps: Any) -> int:
