@@ -18,9 +18,9 @@ The loops (names ``run_<method>_<system>``):
   else each step is the composition of sub-steps ``gammas[i] h``;
 - ``shears``: ``run(p, y, comps, coefs, n, out, info)``, the shears ``y_i += c f_i(y)`` in order;
 - implicit (``implicit_midpoint``; ``gauss<s>`` for s = 1..4 stages):
-  ``run(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, a, b, c)`` (tableau a, b, c). Implicit midpoint iterates full
-  Newton (the Jacobian at the current iterate, as the NumPy path) with an unrolled elimination; Gauss-
-  Legendre iterates the stage equations by fixed point ``Z <- h A f(y + Z)``. Both start where NumPy
+  ``run(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, a, b, c)`` (tableau a, b, c). Implicit midpoint iterates by
+  fixed point while that contracts by 4x per iteration or better (h |f'| small), then by full Newton (the
+  Jacobian at the current iterate, as the NumPy path) with an unrolled elimination; Gauss-Legendre iterates the stage equations by fixed point ``Z <- h A f(y + Z)``. Both start where NumPy
   starts and stop on NumPy's test (``max |update| <= tol max(1, |y|_inf)``, or stalled at the rounding
   floor). When the fast iteration fails (no convergence in ``max_iter``, an update that stops shrinking,
   a zero pivot, a non-finite update), the step is redone by the exact NumPy rule of :mod:`.newton`
@@ -160,11 +160,21 @@ def _verlet(sysdef):
 
 
 def _midpoint(sysdef):
-    """Full Newton as NumPy's (Jacobian at each iterate), elimination unrolled without pivoting."""
+    """Fixed point ``z <- y + h f((y + z) / 2)`` while it contracts by 4x per iteration or better, then full
+    Newton as NumPy's (Jacobian at each iterate, elimination unrolled without pivoting); max_iter in all."""
     _, d, _, field, _, jac, _ = sysdef
     pre, J = jac("u")
     lines = field("y", "f") + [f"z{i} = y{i} + h * f{i}" for i in range(d)] + _scale(d)
-    lines += ["c2 = 0.5 * h", "prev = np.inf", "ok = False", "for it in range(max_iter):"]
+    lines += ["c2 = 0.5 * h", "prev = np.inf", "ok = False", "newton = False", "used = 0",
+              "for it in range(max_iter):"]
+    fp = [f"u{i} = 0.5 * (y{i} + z{i})" for i in range(d)] + field("u", "g")
+    fp += [f"r{i} = z{i} - y{i} - h * g{i}" for i in range(d)]  # z - (y + h f(u)): the fixed-point update
+    fp += [f"z{i} = z{i} - r{i}" for i in range(d)]
+    fp += _max_abs("e", [f"r{i}" for i in range(d)])
+    fp += ["used = it + 1", *_EQUILIBRIUM, "if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):", "    ok = True",
+           "    break", "if not e < np.inf or (it > 0 and e > 0.25 * prev):", "    break  # slow: Newton", "prev = e"]
+    lines += _ind(fp, 1)
+    lines += ["if not ok:", "    prev = np.inf", "    for it in range(used, max_iter):"]
     body = [f"u{i} = 0.5 * (y{i} + z{i})" for i in range(d)] + field("u", "g")
     body += [f"r{i} = z{i} - y{i} - h * g{i}" for i in range(d)] + pre
     for i in range(d):
@@ -181,7 +191,12 @@ def _midpoint(sysdef):
     body += [f"z{i} = z{i} - r{i}" for i in range(d)]
     body += _max_abs("e", [f"r{i}" for i in range(d)])
     body += _converged()
-    return lines + _ind(body, 1)
+    return lines + _ind(body, 2)
+
+
+# At an exact equilibrium the first fixed-point update is exactly 0, where NumPy's Newton still forms
+# I - h A (x) f'(y), which may be exactly singular (its failure): leave such steps to Newton / the exact rule.
+_EQUILIBRIUM = ["if it == 0 and e == 0.0:", "    break"]
 
 
 def _converged():
@@ -203,7 +218,7 @@ def _gauss(sysdef, s):
         body += [f"N{j}_{i} = h * ({' + '.join(f'a{j}{l} * F{l}_{i}' for l in range(s))})" for i in range(d)]
     body += _max_abs("e", [f"N{j}_{i} - Z{j}_{i}" for j in range(s) for i in range(d)])
     body += [f"Z{j}_{i} = N{j}_{i}" for j in range(s) for i in range(d)]
-    body += _converged()
+    body += _EQUILIBRIUM + _converged()
     lines += _ind(body, 1) + ["if ok:"]
     fin = []
     for j in range(s):
@@ -213,6 +228,9 @@ def _gauss(sysdef, s):
 
 
 # --- run loops ---------------------------------------------------------------------------------------------------
+_RESET = ["    info[0] = np.inf", "    info[1] = 0.0", "    info[2] = 0.0"]
+
+
 def _store(d):
     """Write z into out[k] and y; on a non-finite state: status 3 at step k + 1 and return k + 1."""
     fin = " and ".join(f"math.isfinite(z{i})" for i in range(d))
@@ -229,7 +247,7 @@ def _explicit_run(name, sysdef, body):
     _, d, params, *_ = sysdef
     step = ["def _step_{0}(p, h, {1}):".format(name, _names("y", d))]
     step += _ind(([params] if params else []) + body + [f"return {_names('z', d)}"], 1)
-    run = [f"def run_{name}(p, y, h, n, out, gammas, info):", f"    {_names('y', d)} = {', '.join(f'y[{i}]' for i in range(d))}",
+    run = [f"def run_{name}(p, y, h, n, out, gammas, info):", *_RESET, f"    {_names('y', d)} = {', '.join(f'y[{i}]' for i in range(d))}",
            "    if gammas.size == 0:", "        for k in range(n):",
            f"            {_names('z', d)} = _step_{name}(p, h, {_names('y', d)})"]
     run += _ind(_store(d), 3)
@@ -242,7 +260,7 @@ def _explicit_run(name, sysdef, body):
 
 def _shears_run(name, sysdef):
     _, d, params, _, comp, *_ = sysdef
-    run = [f"def run_{name}(p, y, comps, coefs, n, out, info):"] + ([f"    {params}"] if params else [])
+    run = [f"def run_{name}(p, y, comps, coefs, n, out, info):", *_RESET] + ([f"    {params}"] if params else [])
     run += [f"    {_names('z', d)} = {', '.join(f'y[{i}]' for i in range(d))}", "    for k in range(n):",
             "        for q in range(comps.size):", "            cq = coefs[q]", "            j = comps[q]"]
     for i in range(d):
@@ -270,7 +288,7 @@ def _implicit_run(name, sysdef, body, exact, stages):
     sub += _ind([f"u[{i}] = x{i}" for i in range(d)] + [exact_call, "if st != 0:"]
                 + _ind(_save(d) + ["info[1] = st", "info[2] = k + 1", "return k"], 1)
                 + [f"z{i} = v[{i}]" for i in range(d)], 1)
-    run = [f"def run_{name}(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):",
+    run = [f"def run_{name}(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):", *_RESET,
            f"    {ys} = {', '.join(f'y[{i}]' for i in range(d))}",
            "    top = ws.shape[0]", f"    u, v = ws[top - 1, :{d}], ws[top - 2, :{d}]",
            "    ng = max(1, gammas.size)", "    for k in range(n):", f"        {_names('x', d)} = {ys}",

@@ -30,6 +30,9 @@ def _step_euler_rigid_body(p, h, y0, y1, y2):
 
 @jit
 def run_euler_rigid_body(p, y, h, n, out, gammas, info):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2 = y[0], y[1], y[2]
     if gammas.size == 0:
         for k in range(n):
@@ -104,6 +107,9 @@ def _step_rk4_rigid_body(p, h, y0, y1, y2):
 
 @jit
 def run_rk4_rigid_body(p, y, h, n, out, gammas, info):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2 = y[0], y[1], y[2]
     if gammas.size == 0:
         for k in range(n):
@@ -161,6 +167,9 @@ def _step_splitting_rigid_body(p, h, y0, y1, y2):
 
 @jit
 def run_splitting_rigid_body(p, y, h, n, out, gammas, info):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2 = y[0], y[1], y[2]
     if gammas.size == 0:
         for k in range(n):
@@ -203,6 +212,9 @@ def run_splitting_rigid_body(p, y, h, n, out, gammas, info):
 
 @jit
 def run_shears_rigid_body(p, y, comps, coefs, n, out, info):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     a, b, c = p[0], p[1], p[2]
     z0, z1, z2 = y[0], y[1], y[2]
     for k in range(n):
@@ -253,6 +265,8 @@ def _step_implicit_midpoint_rigid_body(p, h, y0, y1, y2, tol, max_iter):
     c2 = 0.5 * h
     prev = np.inf
     ok = False
+    newton = False
+    used = 0
     for it in range(max_iter):
         u0 = 0.5 * (y0 + z0)
         u1 = 0.5 * (y1 + z1)
@@ -263,38 +277,6 @@ def _step_implicit_midpoint_rigid_body(p, h, y0, y1, y2, tol, max_iter):
         r0 = z0 - y0 - h * g0
         r1 = z1 - y1 - h * g1
         r2 = z2 - y2 - h * g2
-        M00 = 1.0 - c2 * (0.0)
-        M01 = 0.0 - c2 * (a * u2)
-        M02 = 0.0 - c2 * (a * u1)
-        M10 = 0.0 - c2 * (b * u2)
-        M11 = 1.0 - c2 * (0.0)
-        M12 = 0.0 - c2 * (b * u0)
-        M20 = 0.0 - c2 * (c * u1)
-        M21 = 0.0 - c2 * (c * u0)
-        M22 = 1.0 - c2 * (0.0)
-        if M00 == 0.0:
-            break
-        iv = 1.0 / M00
-        l = M10 * iv
-        M11 -= l * M01
-        M12 -= l * M02
-        r1 -= l * r0
-        l = M20 * iv
-        M21 -= l * M01
-        M22 -= l * M02
-        r2 -= l * r0
-        if M11 == 0.0:
-            break
-        iv = 1.0 / M11
-        l = M21 * iv
-        M22 -= l * M12
-        r2 -= l * r1
-        if M22 == 0.0:
-            break
-        iv = 1.0 / M22
-        r2 = (r2) / M22
-        r1 = (r1 - M12 * r2) / M11
-        r0 = (r0 - M01 * r1 - M02 * r2) / M00
         z0 = z0 - r0
         z1 = z1 - r1
         z2 = z2 - r2
@@ -308,17 +290,86 @@ def _step_implicit_midpoint_rigid_body(p, h, y0, y1, y2, tol, max_iter):
         t = abs(r2)
         if not t <= e:
             e = t
+        used = it + 1
+        if it == 0 and e == 0.0:
+            break
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 1 and e >= prev):
-            break  # diverging or not finite: the exact rule
+        if not e < np.inf or (it > 0 and e > 0.25 * prev):
+            break  # slow: Newton
         prev = e
+    if not ok:
+        prev = np.inf
+        for it in range(used, max_iter):
+            u0 = 0.5 * (y0 + z0)
+            u1 = 0.5 * (y1 + z1)
+            u2 = 0.5 * (y2 + z2)
+            g0 = a * u1 * u2
+            g1 = b * u0 * u2
+            g2 = c * u0 * u1
+            r0 = z0 - y0 - h * g0
+            r1 = z1 - y1 - h * g1
+            r2 = z2 - y2 - h * g2
+            M00 = 1.0 - c2 * (0.0)
+            M01 = 0.0 - c2 * (a * u2)
+            M02 = 0.0 - c2 * (a * u1)
+            M10 = 0.0 - c2 * (b * u2)
+            M11 = 1.0 - c2 * (0.0)
+            M12 = 0.0 - c2 * (b * u0)
+            M20 = 0.0 - c2 * (c * u1)
+            M21 = 0.0 - c2 * (c * u0)
+            M22 = 1.0 - c2 * (0.0)
+            if M00 == 0.0:
+                break
+            iv = 1.0 / M00
+            l = M10 * iv
+            M11 -= l * M01
+            M12 -= l * M02
+            r1 -= l * r0
+            l = M20 * iv
+            M21 -= l * M01
+            M22 -= l * M02
+            r2 -= l * r0
+            if M11 == 0.0:
+                break
+            iv = 1.0 / M11
+            l = M21 * iv
+            M22 -= l * M12
+            r2 -= l * r1
+            if M22 == 0.0:
+                break
+            iv = 1.0 / M22
+            r2 = (r2) / M22
+            r1 = (r1 - M12 * r2) / M11
+            r0 = (r0 - M01 * r1 - M02 * r2) / M00
+            z0 = z0 - r0
+            z1 = z1 - r1
+            z2 = z2 - r2
+            e = 0.0
+            t = abs(r0)
+            if not t <= e:
+                e = t
+            t = abs(r1)
+            if not t <= e:
+                e = t
+            t = abs(r2)
+            if not t <= e:
+                e = t
+            if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
+                ok = True
+                break
+            if not e < np.inf or (it > 1 and e >= prev):
+                break  # diverging or not finite: the exact rule
+            prev = e
     return ok, z0, z1, z2
 
 
 @jit
 def run_implicit_midpoint_rigid_body(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -407,6 +458,8 @@ def _step_gauss1_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         Z0_0 = N0_0
         Z0_1 = N0_1
         Z0_2 = N0_2
+        if it == 0 and e == 0.0:
+            break
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
@@ -428,6 +481,9 @@ def _step_gauss1_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
 
 @jit
 def run_gauss1_rigid_body(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -545,6 +601,8 @@ def _step_gauss2_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         Z1_0 = N1_0
         Z1_1 = N1_1
         Z1_2 = N1_2
+        if it == 0 and e == 0.0:
+            break
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
@@ -572,6 +630,9 @@ def _step_gauss2_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
 
 @jit
 def run_gauss2_rigid_body(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -720,6 +781,8 @@ def _step_gauss3_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         Z2_0 = N2_0
         Z2_1 = N2_1
         Z2_2 = N2_2
+        if it == 0 and e == 0.0:
+            break
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
@@ -753,6 +816,9 @@ def _step_gauss3_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
 
 @jit
 def run_gauss3_rigid_body(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -934,6 +1000,8 @@ def _step_gauss4_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         Z3_0 = N3_0
         Z3_1 = N3_1
         Z3_2 = N3_2
+        if it == 0 and e == 0.0:
+            break
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
@@ -973,6 +1041,9 @@ def _step_gauss4_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
 
 @jit
 def run_gauss4_rigid_body(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -1037,6 +1108,9 @@ def _step_euler_coupled_oscillator(p, h, y0, y1, y2, y3):
 
 @jit
 def run_euler_coupled_oscillator(p, y, h, n, out, gammas, info):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2, y3 = y[0], y[1], y[2], y[3]
     if gammas.size == 0:
         for k in range(n):
@@ -1146,6 +1220,9 @@ def _step_rk4_coupled_oscillator(p, h, y0, y1, y2, y3):
 
 @jit
 def run_rk4_coupled_oscillator(p, y, h, n, out, gammas, info):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2, y3 = y[0], y[1], y[2], y[3]
     if gammas.size == 0:
         for k in range(n):
@@ -1218,6 +1295,9 @@ def _step_stormer_verlet_coupled_oscillator(p, h, y0, y1, y2, y3):
 
 @jit
 def run_stormer_verlet_coupled_oscillator(p, y, h, n, out, gammas, info):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2, y3 = y[0], y[1], y[2], y[3]
     if gammas.size == 0:
         for k in range(n):
@@ -1294,6 +1374,8 @@ def _step_implicit_midpoint_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_it
     c2 = 0.5 * h
     prev = np.inf
     ok = False
+    newton = False
+    used = 0
     for it in range(max_iter):
         u0 = 0.5 * (y0 + z0)
         u1 = 0.5 * (y1 + z1)
@@ -1312,71 +1394,6 @@ def _step_implicit_midpoint_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_it
         r1 = z1 - y1 - h * g1
         r2 = z2 - y2 - h * g2
         r3 = z3 - y3 - h * g3
-        hs = _sigmoid(u0)
-        hds = hs * (1.0 - hs)
-        hdds = hds * (1.0 - 2.0 * hs)
-        hd = u0 - u1
-        h11 = k1 + kc * hs + 2.0 * kc * hds * hd + 0.5 * kc * hdds * hd * hd
-        h12 = -kc * hs - kc * hds * hd
-        h22 = k2 + kc * hs
-        M00 = 1.0 - c2 * (0.0)
-        M01 = 0.0 - c2 * (0.0)
-        M02 = 0.0 - c2 * (1.0 / m1)
-        M03 = 0.0 - c2 * (0.0)
-        M10 = 0.0 - c2 * (0.0)
-        M11 = 1.0 - c2 * (0.0)
-        M12 = 0.0 - c2 * (0.0)
-        M13 = 0.0 - c2 * (1.0 / m2)
-        M20 = 0.0 - c2 * (-h11)
-        M21 = 0.0 - c2 * (-h12)
-        M22 = 1.0 - c2 * (0.0)
-        M23 = 0.0 - c2 * (0.0)
-        M30 = 0.0 - c2 * (-h12)
-        M31 = 0.0 - c2 * (-h22)
-        M32 = 0.0 - c2 * (0.0)
-        M33 = 1.0 - c2 * (0.0)
-        if M00 == 0.0:
-            break
-        iv = 1.0 / M00
-        l = M10 * iv
-        M11 -= l * M01
-        M12 -= l * M02
-        M13 -= l * M03
-        r1 -= l * r0
-        l = M20 * iv
-        M21 -= l * M01
-        M22 -= l * M02
-        M23 -= l * M03
-        r2 -= l * r0
-        l = M30 * iv
-        M31 -= l * M01
-        M32 -= l * M02
-        M33 -= l * M03
-        r3 -= l * r0
-        if M11 == 0.0:
-            break
-        iv = 1.0 / M11
-        l = M21 * iv
-        M22 -= l * M12
-        M23 -= l * M13
-        r2 -= l * r1
-        l = M31 * iv
-        M32 -= l * M12
-        M33 -= l * M13
-        r3 -= l * r1
-        if M22 == 0.0:
-            break
-        iv = 1.0 / M22
-        l = M32 * iv
-        M33 -= l * M23
-        r3 -= l * r2
-        if M33 == 0.0:
-            break
-        iv = 1.0 / M33
-        r3 = (r3) / M33
-        r2 = (r2 - M23 * r3) / M22
-        r1 = (r1 - M12 * r2 - M13 * r3) / M11
-        r0 = (r0 - M01 * r1 - M02 * r2 - M03 * r3) / M00
         z0 = z0 - r0
         z1 = z1 - r1
         z2 = z2 - r2
@@ -1394,17 +1411,131 @@ def _step_implicit_midpoint_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_it
         t = abs(r3)
         if not t <= e:
             e = t
+        used = it + 1
+        if it == 0 and e == 0.0:
+            break
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 1 and e >= prev):
-            break  # diverging or not finite: the exact rule
+        if not e < np.inf or (it > 0 and e > 0.25 * prev):
+            break  # slow: Newton
         prev = e
+    if not ok:
+        prev = np.inf
+        for it in range(used, max_iter):
+            u0 = 0.5 * (y0 + z0)
+            u1 = 0.5 * (y1 + z1)
+            u2 = 0.5 * (y2 + z2)
+            u3 = 0.5 * (y3 + z3)
+            ggs = _sigmoid(u0)
+            ggds = ggs * (1.0 - ggs)
+            ggd = u0 - u1
+            gg0 = k1 * u0 + kc * ggs * ggd + 0.5 * kc * ggds * ggd * ggd
+            gg1 = k2 * u1 - kc * ggs * ggd
+            g0 = u2 / m1
+            g1 = u3 / m2
+            g2 = -gg0
+            g3 = -gg1
+            r0 = z0 - y0 - h * g0
+            r1 = z1 - y1 - h * g1
+            r2 = z2 - y2 - h * g2
+            r3 = z3 - y3 - h * g3
+            hs = _sigmoid(u0)
+            hds = hs * (1.0 - hs)
+            hdds = hds * (1.0 - 2.0 * hs)
+            hd = u0 - u1
+            h11 = k1 + kc * hs + 2.0 * kc * hds * hd + 0.5 * kc * hdds * hd * hd
+            h12 = -kc * hs - kc * hds * hd
+            h22 = k2 + kc * hs
+            M00 = 1.0 - c2 * (0.0)
+            M01 = 0.0 - c2 * (0.0)
+            M02 = 0.0 - c2 * (1.0 / m1)
+            M03 = 0.0 - c2 * (0.0)
+            M10 = 0.0 - c2 * (0.0)
+            M11 = 1.0 - c2 * (0.0)
+            M12 = 0.0 - c2 * (0.0)
+            M13 = 0.0 - c2 * (1.0 / m2)
+            M20 = 0.0 - c2 * (-h11)
+            M21 = 0.0 - c2 * (-h12)
+            M22 = 1.0 - c2 * (0.0)
+            M23 = 0.0 - c2 * (0.0)
+            M30 = 0.0 - c2 * (-h12)
+            M31 = 0.0 - c2 * (-h22)
+            M32 = 0.0 - c2 * (0.0)
+            M33 = 1.0 - c2 * (0.0)
+            if M00 == 0.0:
+                break
+            iv = 1.0 / M00
+            l = M10 * iv
+            M11 -= l * M01
+            M12 -= l * M02
+            M13 -= l * M03
+            r1 -= l * r0
+            l = M20 * iv
+            M21 -= l * M01
+            M22 -= l * M02
+            M23 -= l * M03
+            r2 -= l * r0
+            l = M30 * iv
+            M31 -= l * M01
+            M32 -= l * M02
+            M33 -= l * M03
+            r3 -= l * r0
+            if M11 == 0.0:
+                break
+            iv = 1.0 / M11
+            l = M21 * iv
+            M22 -= l * M12
+            M23 -= l * M13
+            r2 -= l * r1
+            l = M31 * iv
+            M32 -= l * M12
+            M33 -= l * M13
+            r3 -= l * r1
+            if M22 == 0.0:
+                break
+            iv = 1.0 / M22
+            l = M32 * iv
+            M33 -= l * M23
+            r3 -= l * r2
+            if M33 == 0.0:
+                break
+            iv = 1.0 / M33
+            r3 = (r3) / M33
+            r2 = (r2 - M23 * r3) / M22
+            r1 = (r1 - M12 * r2 - M13 * r3) / M11
+            r0 = (r0 - M01 * r1 - M02 * r2 - M03 * r3) / M00
+            z0 = z0 - r0
+            z1 = z1 - r1
+            z2 = z2 - r2
+            z3 = z3 - r3
+            e = 0.0
+            t = abs(r0)
+            if not t <= e:
+                e = t
+            t = abs(r1)
+            if not t <= e:
+                e = t
+            t = abs(r2)
+            if not t <= e:
+                e = t
+            t = abs(r3)
+            if not t <= e:
+                e = t
+            if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
+                ok = True
+                break
+            if not e < np.inf or (it > 1 and e >= prev):
+                break  # diverging or not finite: the exact rule
+            prev = e
     return ok, z0, z1, z2, z3
 
 
 @jit
 def run_implicit_midpoint_coupled_oscillator(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2, y3 = y[0], y[1], y[2], y[3]
     top = ws.shape[0]
     u, v = ws[top - 1, :4], ws[top - 2, :4]
@@ -1521,6 +1652,8 @@ def _step_gauss1_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
         Z0_1 = N0_1
         Z0_2 = N0_2
         Z0_3 = N0_3
+        if it == 0 and e == 0.0:
+            break
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
@@ -1550,6 +1683,9 @@ def _step_gauss1_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
 
 @jit
 def run_gauss1_coupled_oscillator(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2, y3 = y[0], y[1], y[2], y[3]
     top = ws.shape[0]
     u, v = ws[top - 1, :4], ws[top - 2, :4]
@@ -1708,6 +1844,8 @@ def _step_gauss2_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
         Z1_1 = N1_1
         Z1_2 = N1_2
         Z1_3 = N1_3
+        if it == 0 and e == 0.0:
+            break
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
@@ -1750,6 +1888,9 @@ def _step_gauss2_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
 
 @jit
 def run_gauss2_coupled_oscillator(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2, y3 = y[0], y[1], y[2], y[3]
     top = ws.shape[0]
     u, v = ws[top - 1, :4], ws[top - 2, :4]
@@ -1952,6 +2093,8 @@ def _step_gauss3_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
         Z2_1 = N2_1
         Z2_2 = N2_2
         Z2_3 = N2_3
+        if it == 0 and e == 0.0:
+            break
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
@@ -2007,6 +2150,9 @@ def _step_gauss3_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
 
 @jit
 def run_gauss3_coupled_oscillator(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2, y3 = y[0], y[1], y[2], y[3]
     top = ws.shape[0]
     u, v = ws[top - 1, :4], ws[top - 2, :4]
@@ -2255,6 +2401,8 @@ def _step_gauss4_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
         Z3_1 = N3_1
         Z3_2 = N3_2
         Z3_3 = N3_3
+        if it == 0 and e == 0.0:
+            break
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
@@ -2323,6 +2471,9 @@ def _step_gauss4_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
 
 @jit
 def run_gauss4_coupled_oscillator(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2, y3 = y[0], y[1], y[2], y[3]
     top = ws.shape[0]
     u, v = ws[top - 1, :4], ws[top - 2, :4]
@@ -2386,6 +2537,9 @@ def _step_euler_volterra(p, h, y0, y1, y2):
 
 @jit
 def run_euler_volterra(p, y, h, n, out, gammas, info):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2 = y[0], y[1], y[2]
     if gammas.size == 0:
         for k in range(n):
@@ -2459,6 +2613,9 @@ def _step_rk4_volterra(p, h, y0, y1, y2):
 
 @jit
 def run_rk4_volterra(p, y, h, n, out, gammas, info):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2 = y[0], y[1], y[2]
     if gammas.size == 0:
         for k in range(n):
@@ -2518,6 +2675,8 @@ def _step_implicit_midpoint_volterra(p, h, y0, y1, y2, tol, max_iter):
     c2 = 0.5 * h
     prev = np.inf
     ok = False
+    newton = False
+    used = 0
     for it in range(max_iter):
         u0 = 0.5 * (y0 + z0)
         u1 = 0.5 * (y1 + z1)
@@ -2528,38 +2687,6 @@ def _step_implicit_midpoint_volterra(p, h, y0, y1, y2, tol, max_iter):
         r0 = z0 - y0 - h * g0
         r1 = z1 - y1 - h * g1
         r2 = z2 - y2 - h * g2
-        M00 = 1.0 - c2 * (u1 - u2)
-        M01 = 0.0 - c2 * (u0)
-        M02 = 0.0 - c2 * (-u0)
-        M10 = 0.0 - c2 * (-u1)
-        M11 = 1.0 - c2 * (u2 - u0)
-        M12 = 0.0 - c2 * (u1)
-        M20 = 0.0 - c2 * (u2)
-        M21 = 0.0 - c2 * (-u2)
-        M22 = 1.0 - c2 * (u0 - u1)
-        if M00 == 0.0:
-            break
-        iv = 1.0 / M00
-        l = M10 * iv
-        M11 -= l * M01
-        M12 -= l * M02
-        r1 -= l * r0
-        l = M20 * iv
-        M21 -= l * M01
-        M22 -= l * M02
-        r2 -= l * r0
-        if M11 == 0.0:
-            break
-        iv = 1.0 / M11
-        l = M21 * iv
-        M22 -= l * M12
-        r2 -= l * r1
-        if M22 == 0.0:
-            break
-        iv = 1.0 / M22
-        r2 = (r2) / M22
-        r1 = (r1 - M12 * r2) / M11
-        r0 = (r0 - M01 * r1 - M02 * r2) / M00
         z0 = z0 - r0
         z1 = z1 - r1
         z2 = z2 - r2
@@ -2573,17 +2700,86 @@ def _step_implicit_midpoint_volterra(p, h, y0, y1, y2, tol, max_iter):
         t = abs(r2)
         if not t <= e:
             e = t
+        used = it + 1
+        if it == 0 and e == 0.0:
+            break
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 1 and e >= prev):
-            break  # diverging or not finite: the exact rule
+        if not e < np.inf or (it > 0 and e > 0.25 * prev):
+            break  # slow: Newton
         prev = e
+    if not ok:
+        prev = np.inf
+        for it in range(used, max_iter):
+            u0 = 0.5 * (y0 + z0)
+            u1 = 0.5 * (y1 + z1)
+            u2 = 0.5 * (y2 + z2)
+            g0 = u0 * (u1 - u2)
+            g1 = u1 * (u2 - u0)
+            g2 = u2 * (u0 - u1)
+            r0 = z0 - y0 - h * g0
+            r1 = z1 - y1 - h * g1
+            r2 = z2 - y2 - h * g2
+            M00 = 1.0 - c2 * (u1 - u2)
+            M01 = 0.0 - c2 * (u0)
+            M02 = 0.0 - c2 * (-u0)
+            M10 = 0.0 - c2 * (-u1)
+            M11 = 1.0 - c2 * (u2 - u0)
+            M12 = 0.0 - c2 * (u1)
+            M20 = 0.0 - c2 * (u2)
+            M21 = 0.0 - c2 * (-u2)
+            M22 = 1.0 - c2 * (u0 - u1)
+            if M00 == 0.0:
+                break
+            iv = 1.0 / M00
+            l = M10 * iv
+            M11 -= l * M01
+            M12 -= l * M02
+            r1 -= l * r0
+            l = M20 * iv
+            M21 -= l * M01
+            M22 -= l * M02
+            r2 -= l * r0
+            if M11 == 0.0:
+                break
+            iv = 1.0 / M11
+            l = M21 * iv
+            M22 -= l * M12
+            r2 -= l * r1
+            if M22 == 0.0:
+                break
+            iv = 1.0 / M22
+            r2 = (r2) / M22
+            r1 = (r1 - M12 * r2) / M11
+            r0 = (r0 - M01 * r1 - M02 * r2) / M00
+            z0 = z0 - r0
+            z1 = z1 - r1
+            z2 = z2 - r2
+            e = 0.0
+            t = abs(r0)
+            if not t <= e:
+                e = t
+            t = abs(r1)
+            if not t <= e:
+                e = t
+            t = abs(r2)
+            if not t <= e:
+                e = t
+            if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
+                ok = True
+                break
+            if not e < np.inf or (it > 1 and e >= prev):
+                break  # diverging or not finite: the exact rule
+            prev = e
     return ok, z0, z1, z2
 
 
 @jit
 def run_implicit_midpoint_volterra(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -2671,6 +2867,8 @@ def _step_gauss1_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         Z0_0 = N0_0
         Z0_1 = N0_1
         Z0_2 = N0_2
+        if it == 0 and e == 0.0:
+            break
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
@@ -2692,6 +2890,9 @@ def _step_gauss1_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
 
 @jit
 def run_gauss1_volterra(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -2808,6 +3009,8 @@ def _step_gauss2_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         Z1_0 = N1_0
         Z1_1 = N1_1
         Z1_2 = N1_2
+        if it == 0 and e == 0.0:
+            break
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
@@ -2835,6 +3038,9 @@ def _step_gauss2_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
 
 @jit
 def run_gauss2_volterra(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -2982,6 +3188,8 @@ def _step_gauss3_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         Z2_0 = N2_0
         Z2_1 = N2_1
         Z2_2 = N2_2
+        if it == 0 and e == 0.0:
+            break
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
@@ -3015,6 +3223,9 @@ def _step_gauss3_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
 
 @jit
 def run_gauss3_volterra(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -3195,6 +3406,8 @@ def _step_gauss4_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         Z3_0 = N3_0
         Z3_1 = N3_1
         Z3_2 = N3_2
+        if it == 0 and e == 0.0:
+            break
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
@@ -3234,6 +3447,9 @@ def _step_gauss4_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
 
 @jit
 def run_gauss4_volterra(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -3291,6 +3507,9 @@ def _step_euler_abc_flow(p, h, y0, y1, y2):
 
 @jit
 def run_euler_abc_flow(p, y, h, n, out, gammas, info):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2 = y[0], y[1], y[2]
     if gammas.size == 0:
         for k in range(n):
@@ -3365,6 +3584,9 @@ def _step_rk4_abc_flow(p, h, y0, y1, y2):
 
 @jit
 def run_rk4_abc_flow(p, y, h, n, out, gammas, info):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2 = y[0], y[1], y[2]
     if gammas.size == 0:
         for k in range(n):
@@ -3422,6 +3644,9 @@ def _step_splitting_abc_flow(p, h, y0, y1, y2):
 
 @jit
 def run_splitting_abc_flow(p, y, h, n, out, gammas, info):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2 = y[0], y[1], y[2]
     if gammas.size == 0:
         for k in range(n):
@@ -3464,6 +3689,9 @@ def run_splitting_abc_flow(p, y, h, n, out, gammas, info):
 
 @jit
 def run_shears_abc_flow(p, y, comps, coefs, n, out, info):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     A, B, C = p[0], p[1], p[2]
     z0, z1, z2 = y[0], y[1], y[2]
     for k in range(n):
@@ -3514,6 +3742,8 @@ def _step_implicit_midpoint_abc_flow(p, h, y0, y1, y2, tol, max_iter):
     c2 = 0.5 * h
     prev = np.inf
     ok = False
+    newton = False
+    used = 0
     for it in range(max_iter):
         u0 = 0.5 * (y0 + z0)
         u1 = 0.5 * (y1 + z1)
@@ -3524,38 +3754,6 @@ def _step_implicit_midpoint_abc_flow(p, h, y0, y1, y2, tol, max_iter):
         r0 = z0 - y0 - h * g0
         r1 = z1 - y1 - h * g1
         r2 = z2 - y2 - h * g2
-        M00 = 1.0 - c2 * (0.0)
-        M01 = 0.0 - c2 * (-C * math.sin(u1))
-        M02 = 0.0 - c2 * (A * math.cos(u2))
-        M10 = 0.0 - c2 * (B * math.cos(u0))
-        M11 = 1.0 - c2 * (0.0)
-        M12 = 0.0 - c2 * (-A * math.sin(u2))
-        M20 = 0.0 - c2 * (-B * math.sin(u0))
-        M21 = 0.0 - c2 * (C * math.cos(u1))
-        M22 = 1.0 - c2 * (0.0)
-        if M00 == 0.0:
-            break
-        iv = 1.0 / M00
-        l = M10 * iv
-        M11 -= l * M01
-        M12 -= l * M02
-        r1 -= l * r0
-        l = M20 * iv
-        M21 -= l * M01
-        M22 -= l * M02
-        r2 -= l * r0
-        if M11 == 0.0:
-            break
-        iv = 1.0 / M11
-        l = M21 * iv
-        M22 -= l * M12
-        r2 -= l * r1
-        if M22 == 0.0:
-            break
-        iv = 1.0 / M22
-        r2 = (r2) / M22
-        r1 = (r1 - M12 * r2) / M11
-        r0 = (r0 - M01 * r1 - M02 * r2) / M00
         z0 = z0 - r0
         z1 = z1 - r1
         z2 = z2 - r2
@@ -3569,17 +3767,86 @@ def _step_implicit_midpoint_abc_flow(p, h, y0, y1, y2, tol, max_iter):
         t = abs(r2)
         if not t <= e:
             e = t
+        used = it + 1
+        if it == 0 and e == 0.0:
+            break
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 1 and e >= prev):
-            break  # diverging or not finite: the exact rule
+        if not e < np.inf or (it > 0 and e > 0.25 * prev):
+            break  # slow: Newton
         prev = e
+    if not ok:
+        prev = np.inf
+        for it in range(used, max_iter):
+            u0 = 0.5 * (y0 + z0)
+            u1 = 0.5 * (y1 + z1)
+            u2 = 0.5 * (y2 + z2)
+            g0 = A * math.sin(u2) + C * math.cos(u1)
+            g1 = B * math.sin(u0) + A * math.cos(u2)
+            g2 = C * math.sin(u1) + B * math.cos(u0)
+            r0 = z0 - y0 - h * g0
+            r1 = z1 - y1 - h * g1
+            r2 = z2 - y2 - h * g2
+            M00 = 1.0 - c2 * (0.0)
+            M01 = 0.0 - c2 * (-C * math.sin(u1))
+            M02 = 0.0 - c2 * (A * math.cos(u2))
+            M10 = 0.0 - c2 * (B * math.cos(u0))
+            M11 = 1.0 - c2 * (0.0)
+            M12 = 0.0 - c2 * (-A * math.sin(u2))
+            M20 = 0.0 - c2 * (-B * math.sin(u0))
+            M21 = 0.0 - c2 * (C * math.cos(u1))
+            M22 = 1.0 - c2 * (0.0)
+            if M00 == 0.0:
+                break
+            iv = 1.0 / M00
+            l = M10 * iv
+            M11 -= l * M01
+            M12 -= l * M02
+            r1 -= l * r0
+            l = M20 * iv
+            M21 -= l * M01
+            M22 -= l * M02
+            r2 -= l * r0
+            if M11 == 0.0:
+                break
+            iv = 1.0 / M11
+            l = M21 * iv
+            M22 -= l * M12
+            r2 -= l * r1
+            if M22 == 0.0:
+                break
+            iv = 1.0 / M22
+            r2 = (r2) / M22
+            r1 = (r1 - M12 * r2) / M11
+            r0 = (r0 - M01 * r1 - M02 * r2) / M00
+            z0 = z0 - r0
+            z1 = z1 - r1
+            z2 = z2 - r2
+            e = 0.0
+            t = abs(r0)
+            if not t <= e:
+                e = t
+            t = abs(r1)
+            if not t <= e:
+                e = t
+            t = abs(r2)
+            if not t <= e:
+                e = t
+            if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
+                ok = True
+                break
+            if not e < np.inf or (it > 1 and e >= prev):
+                break  # diverging or not finite: the exact rule
+            prev = e
     return ok, z0, z1, z2
 
 
 @jit
 def run_implicit_midpoint_abc_flow(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -3668,6 +3935,8 @@ def _step_gauss1_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         Z0_0 = N0_0
         Z0_1 = N0_1
         Z0_2 = N0_2
+        if it == 0 and e == 0.0:
+            break
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
@@ -3689,6 +3958,9 @@ def _step_gauss1_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
 
 @jit
 def run_gauss1_abc_flow(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -3806,6 +4078,8 @@ def _step_gauss2_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         Z1_0 = N1_0
         Z1_1 = N1_1
         Z1_2 = N1_2
+        if it == 0 and e == 0.0:
+            break
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
@@ -3833,6 +4107,9 @@ def _step_gauss2_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
 
 @jit
 def run_gauss2_abc_flow(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -3981,6 +4258,8 @@ def _step_gauss3_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         Z2_0 = N2_0
         Z2_1 = N2_1
         Z2_2 = N2_2
+        if it == 0 and e == 0.0:
+            break
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
@@ -4014,6 +4293,9 @@ def _step_gauss3_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
 
 @jit
 def run_gauss3_abc_flow(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -4195,6 +4477,8 @@ def _step_gauss4_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         Z3_0 = N3_0
         Z3_1 = N3_1
         Z3_2 = N3_2
+        if it == 0 and e == 0.0:
+            break
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
@@ -4234,6 +4518,9 @@ def _step_gauss4_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
 
 @jit
 def run_gauss4_abc_flow(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]

@@ -52,6 +52,7 @@ from . import kernels as K
 from .newton import NONFINITE, NOT_CONVERGED, OK, SINGULAR, workspace
 from .systems import system_kernel
 
+_F64 = np.dtype(np.float64)
 _GAUSS = re.compile(r"gauss_legendre(\d*)")
 _SIMPLE = {"euler": K.EULER, "rk4": K.RK4, "implicit_midpoint": K.IMPLICIT_MIDPOINT,
            "stormer_verlet": K.STORMER_VERLET, "splitting": K.SPLITTING}
@@ -169,6 +170,7 @@ class CompiledStepper:
         self._ws, self._m = workspace(self.dim, self.b.size if self.mid == K.GAUSS_LEGENDRE else 1)
         self._info = np.zeros(4)
         self._nog = self.gammas if self.base >= 0 else np.zeros(0)
+        self._shape = (self.dim,)
         self._fast = _fast_runner(self.kid, self.base if self.base >= 0 else self.mid, self.b.size)
         self.status, self.failed_step, self.failed_row, self.last_update = OK, 0, 0, math.inf
 
@@ -182,40 +184,53 @@ class CompiledStepper:
         Returns the number of states written; ``status``/``failed_step`` say why it stopped early.
         """
         n = int(n)
+        # the common case first, by identity (this runs once per block of the rollout engine)
+        if not (type(y) is np.ndarray and type(out) is np.ndarray and y.dtype is _F64 and out.dtype is _F64
+                and y.shape == self._shape and out.ndim == 2 and out.shape[0] >= n >= 0
+                and out.shape[1] == self.dim):
+            self._check_block(y, n, out)
+        info = self._info
+        kind, run = self._fast
+        if kind == "explicit":
+            done = run(self.params, y, self.dt, n, out, self._nog, info)
+        elif kind == "shears":
+            done = run(self.params, y, self.comps, self.coefs, n, out, info)
+        elif kind == "implicit":
+            done = run(self.params, y, self.dt, n, out, self._nog, self.tol, self.max_iter, info, self._ws, self._m,
+                       self.a, self.b, self.c)
+        else:
+            done = self._generic_block(y, n, out)
+        last, status, failed = info.tolist()[:3]
+        self.status, self.failed_step, self.failed_row, self.last_update = int(status), int(failed), 0, last
+        return int(done)
+
+    def _check_block(self, y, n: int, out) -> None:
         if not (isinstance(y, np.ndarray) and y.dtype == np.float64 and y.shape == (self.dim,)
                 and isinstance(out, np.ndarray) and out.dtype == np.float64 and out.ndim == 2
                 and out.shape[0] >= n >= 0 and out.shape[1] == self.dim):
             raise VPIntegratorError(
                 f"step_block needs y float64 ({self.dim},) and out float64 (>= {n}, {self.dim}); got "
                 f"{getattr(y, 'shape', y)!r} and {getattr(out, 'shape', out)!r}")
+
+    def _generic_block(self, y, n: int, out) -> int:
+        """:meth:`step_block` by the generic loops of :mod:`.kernels` (methods without a generated loop)."""
         info = self._info
         info[:] = 0.0
         info[0] = math.inf
         p, h, ws, m = self.params, self.dt, self._ws, self._m
-        kind, run = self._fast
-        if kind == "explicit":
-            done = run(p, y, h, n, out, self._nog, info)
-        elif kind == "shears":
-            done = run(p, y, self.comps, self.coefs, n, out, info)
-        elif kind == "implicit":
-            done = run(p, y, h, n, out, self._nog, self.tol, self.max_iter, info, ws, m, self.a, self.b, self.c)
-        elif self.base >= 0:
-            done = K.run_composition(self.base, self.gammas, self.kid, p, y, h, n, out, ws, m, self.a, self.b,
+        if self.base >= 0:
+            return K.run_composition(self.base, self.gammas, self.kid, p, y, h, n, out, ws, m, self.a, self.b,
                                      self.c, self.tol, self.max_iter, info, self.comps, self.coefs)
-        elif self.mid == K.SHEARS:
-            done = K.run_shears(self.kid, p, y, self.comps, self.coefs, n, out, ws, info)
-        elif self.mid == K.IMPLICIT_MIDPOINT:
-            done = K.run_implicit_midpoint(self.kid, p, y, h, n, out, ws, m, self.tol, self.max_iter, info)
-        elif self.mid == K.GAUSS_LEGENDRE:
-            done = K.run_gauss_legendre(self.kid, p, y, h, n, out, ws, m, self.a, self.b, self.c, self.tol,
+        if self.mid == K.SHEARS:
+            return K.run_shears(self.kid, p, y, self.comps, self.coefs, n, out, ws, info)
+        if self.mid == K.IMPLICIT_MIDPOINT:
+            return K.run_implicit_midpoint(self.kid, p, y, h, n, out, ws, m, self.tol, self.max_iter, info)
+        if self.mid == K.GAUSS_LEGENDRE:
+            return K.run_gauss_legendre(self.kid, p, y, h, n, out, ws, m, self.a, self.b, self.c, self.tol,
                                         self.max_iter, info)
-        else:
-            run = {K.EULER: K.run_euler, K.RK4: K.run_rk4, K.STORMER_VERLET: K.run_stormer_verlet,
-                   K.SPLITTING: K.run_splitting}[self.mid]
-            done = run(self.kid, p, y, h, n, out, ws, info)
-        self.status, self.failed_step = int(info[1]), int(info[2])
-        self.failed_row, self.last_update = 0, float(info[0])
-        return int(done)
+        run = {K.EULER: K.run_euler, K.RK4: K.run_rk4, K.STORMER_VERLET: K.run_stormer_verlet,
+               K.SPLITTING: K.run_splitting}[self.mid]
+        return run(self.kid, p, y, h, n, out, ws, info)
 
     def run(self, y0: Any, n_steps: int, t0: float = 0.0) -> np.ndarray:
         """States (n_steps + 1, dim) from y0 (dim,), as ``integrate(...).y[0]``; raises its errors."""
