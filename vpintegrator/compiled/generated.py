@@ -296,7 +296,7 @@ def _step_implicit_midpoint_rigid_body(p, h, y0, y1, y2, tol, max_iter):
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 0 and e > 0.25 * prev):
+        if not e < np.inf or (it > 0 and e > 0.15 * prev):
             break  # slow: Newton
         prev = e
     if not ok:
@@ -359,7 +359,7 @@ def _step_implicit_midpoint_rigid_body(p, h, y0, y1, y2, tol, max_iter):
             if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
                 ok = True
                 break
-            if not e < np.inf or (it > 1 and e >= prev):
+            if not e < np.inf or (it > 1 and e >= 2.0 * prev):
                 break  # diverging or not finite: the exact rule
             prev = e
     return ok, z0, z1, z2
@@ -463,7 +463,7 @@ def _step_gauss1_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 1 and e >= prev):
+        if not e < np.inf or (it > 1 and e >= 2.0 * prev):
             break  # diverging or not finite: the exact rule
         prev = e
     if ok:
@@ -606,7 +606,7 @@ def _step_gauss2_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 1 and e >= prev):
+        if not e < np.inf or (it > 1 and e >= 2.0 * prev):
             break  # diverging or not finite: the exact rule
         prev = e
     if ok:
@@ -786,7 +786,7 @@ def _step_gauss3_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 1 and e >= prev):
+        if not e < np.inf or (it > 1 and e >= 2.0 * prev):
             break  # diverging or not finite: the exact rule
         prev = e
     if ok:
@@ -1005,7 +1005,7 @@ def _step_gauss4_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 1 and e >= prev):
+        if not e < np.inf or (it > 1 and e >= 2.0 * prev):
             break  # diverging or not finite: the exact rule
         prev = e
     if ok:
@@ -1417,7 +1417,7 @@ def _step_implicit_midpoint_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_it
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 0 and e > 0.25 * prev):
+        if not e < np.inf or (it > 0 and e > 0.15 * prev):
             break  # slow: Newton
         prev = e
     if not ok:
@@ -1525,7 +1525,7 @@ def _step_implicit_midpoint_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_it
             if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
                 ok = True
                 break
-            if not e < np.inf or (it > 1 and e >= prev):
+            if not e < np.inf or (it > 1 and e >= 2.0 * prev):
                 break  # diverging or not finite: the exact rule
             prev = e
     return ok, z0, z1, z2, z3
@@ -1657,7 +1657,7 @@ def _step_gauss1_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 1 and e >= prev):
+        if not e < np.inf or (it > 1 and e >= 2.0 * prev):
             break  # diverging or not finite: the exact rule
         prev = e
     if ok:
@@ -1849,7 +1849,7 @@ def _step_gauss2_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 1 and e >= prev):
+        if not e < np.inf or (it > 1 and e >= 2.0 * prev):
             break  # diverging or not finite: the exact rule
         prev = e
     if ok:
@@ -2098,7 +2098,7 @@ def _step_gauss3_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 1 and e >= prev):
+        if not e < np.inf or (it > 1 and e >= 2.0 * prev):
             break  # diverging or not finite: the exact rule
         prev = e
     if ok:
@@ -2406,7 +2406,7 @@ def _step_gauss4_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 1 and e >= prev):
+        if not e < np.inf or (it > 1 and e >= 2.0 * prev):
             break  # diverging or not finite: the exact rule
         prev = e
     if ok:
@@ -2706,7 +2706,7 @@ def _step_implicit_midpoint_volterra(p, h, y0, y1, y2, tol, max_iter):
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 0 and e > 0.25 * prev):
+        if not e < np.inf or (it > 0 and e > 0.15 * prev):
             break  # slow: Newton
         prev = e
     if not ok:
@@ -2769,7 +2769,7 @@ def _step_implicit_midpoint_volterra(p, h, y0, y1, y2, tol, max_iter):
             if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
                 ok = True
                 break
-            if not e < np.inf or (it > 1 and e >= prev):
+            if not e < np.inf or (it > 1 and e >= 2.0 * prev):
                 break  # diverging or not finite: the exact rule
             prev = e
     return ok, z0, z1, z2
@@ -2872,7 +2872,7 @@ def _step_gauss1_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 1 and e >= prev):
+        if not e < np.inf or (it > 1 and e >= 2.0 * prev):
             break  # diverging or not finite: the exact rule
         prev = e
     if ok:
@@ -3014,7 +3014,7 @@ def _step_gauss2_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 1 and e >= prev):
+        if not e < np.inf or (it > 1 and e >= 2.0 * prev):
             break  # diverging or not finite: the exact rule
         prev = e
     if ok:
@@ -3193,7 +3193,7 @@ def _step_gauss3_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 1 and e >= prev):
+        if not e < np.inf or (it > 1 and e >= 2.0 * prev):
             break  # diverging or not finite: the exact rule
         prev = e
     if ok:
@@ -3411,7 +3411,7 @@ def _step_gauss4_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 1 and e >= prev):
+        if not e < np.inf or (it > 1 and e >= 2.0 * prev):
             break  # diverging or not finite: the exact rule
         prev = e
     if ok:
@@ -3773,7 +3773,7 @@ def _step_implicit_midpoint_abc_flow(p, h, y0, y1, y2, tol, max_iter):
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 0 and e > 0.25 * prev):
+        if not e < np.inf or (it > 0 and e > 0.15 * prev):
             break  # slow: Newton
         prev = e
     if not ok:
@@ -3836,7 +3836,7 @@ def _step_implicit_midpoint_abc_flow(p, h, y0, y1, y2, tol, max_iter):
             if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
                 ok = True
                 break
-            if not e < np.inf or (it > 1 and e >= prev):
+            if not e < np.inf or (it > 1 and e >= 2.0 * prev):
                 break  # diverging or not finite: the exact rule
             prev = e
     return ok, z0, z1, z2
@@ -3940,7 +3940,7 @@ def _step_gauss1_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 1 and e >= prev):
+        if not e < np.inf or (it > 1 and e >= 2.0 * prev):
             break  # diverging or not finite: the exact rule
         prev = e
     if ok:
@@ -4083,7 +4083,7 @@ def _step_gauss2_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 1 and e >= prev):
+        if not e < np.inf or (it > 1 and e >= 2.0 * prev):
             break  # diverging or not finite: the exact rule
         prev = e
     if ok:
@@ -4263,7 +4263,7 @@ def _step_gauss3_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 1 and e >= prev):
+        if not e < np.inf or (it > 1 and e >= 2.0 * prev):
             break  # diverging or not finite: the exact rule
         prev = e
     if ok:
@@ -4482,7 +4482,7 @@ def _step_gauss4_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 1 and e >= prev):
+        if not e < np.inf or (it > 1 and e >= 2.0 * prev):
             break  # diverging or not finite: the exact rule
         prev = e
     if ok:

@@ -22,9 +22,16 @@ Compiled methods: ``euler``, ``rk4``, ``implicit_midpoint``, Gauss-Legendre with
 (rigid body, ABC flow), the McLachlan-type shear splittings (any method with a ``_sequence(dim, h)`` of
 shears, e.g. ``splitting_mclachlan2``, ``splitting_blanes_moan4``), and every composition method (an
 integrator with attributes ``base``, a registered base method name, and ``gammas``, the sub-step
-fractions) whose base is compiled (compositions of shear sequences become one shear sequence). The
-implicit methods use the method's ``tol`` and ``max_iter`` and exactly the NumPy Newton rule
-(:mod:`vpintegrator.compiled.newton`); states agree with ``integrate`` to ~1e-15 per step.
+fractions) whose base is compiled (compositions of shear sequences become one shear sequence).
+
+On the shipped systems each method runs a generated loop (:mod:`.generated`, written by :mod:`.codegen`:
+scalar state, stages unrolled, no per-step workspace; Gauss-Legendre up to 4 stages), else the generic
+loops of :mod:`.kernels`. The implicit methods use the method's ``tol`` and ``max_iter`` and NumPy's
+start and convergence test; the generated loops iterate by fixed point (Gauss-Legendre; implicit midpoint
+while it contracts fast, then full Newton with an unrolled elimination) and redo any step that iteration
+cannot do with the exact NumPy Newton rule (:mod:`vpintegrator.compiled.newton`), which then decides
+success or failure. States agree with ``integrate`` to a few ulp per step (the converged iterates differ
+at rounding); failures (status, step, message, last update) are NumPy's.
 
 ``step_block`` semantics: it returns the number of states written to ``out``; on a Newton failure at
 step k it stops with ``out[:k-1]`` written, ``status`` 1 (no convergence) or 2 (singular Newton matrix),
