@@ -325,7 +325,7 @@ def _fast_runner(kid: int, mid: int, stages: int) -> tuple[str, Any]:
 
     key = {K.EULER: "euler", K.RK4: "rk4", K.SPLITTING: "splitting", K.STORMER_VERLET: "stormer_verlet",
            K.SHEARS: "shears", K.IMPLICIT_MIDPOINT: "implicit_midpoint",
-           K.GAUSS_LEGENDRE: f"gauss{stages}"}.get(mid)
+           K.GAUSS_LEGENDRE: f"gauss{stages}"}.get(mid, "")
     run = RUNNERS.get((kid, key))
     if run is None:
         return "", None
