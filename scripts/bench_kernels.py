@@ -341,7 +341,7 @@ def bench(system_name, h, methods, t_end, repeats):
             _lean_seconds(run, p, y0, h, 2, tol, max_iter, gammas, comps, coefs)
         _package_seconds(system, method, h, y0, 2)
         n_m = n  # a method that blows up (euler) is timed on the horizon it survives
-        while n_m > 64 and not np.all(np.isfinite(_lean_seconds(cands[0][1], p, y0, h, n_m, tol, max_iter, gammas,
+        while n_m > 16 and not np.all(np.isfinite(_lean_seconds(cands[0][1], p, y0, h, n_m, tol, max_iter, gammas,
                                                                  comps, coefs)[1])):
             n_m //= 2
         t_m = n_m * h
