@@ -78,9 +78,20 @@ def data_file(tmp_path_factory):
 def test_classical_rollout_equals_integrate_exactly(method, chunk_steps):
     got = rollout(IntegratorStep("rigid_body", method, DT), Y0, DT, 40, chunk_steps=chunk_steps)
     want = integrate("rigid_body", Y0, DT, 40, method=method)
-    assert np.array_equal(got.y, want.y)
+    if _iterates(method):
+        # the compiled loops iterate implicit equations by fixed point / unrolled Newton, NumPy by pivoted
+        # Newton: both converge to tol, so the states differ at rounding; a few ulp per step
+        np.testing.assert_allclose(got.y, want.y, rtol=0, atol=40 * 4 * np.finfo(float).eps)
+    else:
+        assert np.array_equal(got.y, want.y)
     assert np.array_equal(got.t, want.t)
     assert (got.failed_step == -1).all()
+
+
+def _iterates(method: str) -> bool:
+    """Whether ``method`` (or its base) solves implicit equations iteratively."""
+    base = getattr(get_integrator(method), "base", None) or method
+    return base == "implicit_midpoint" or base.startswith("gauss_legendre")
 
 
 def test_coupled_oscillator_stormer_verlet_equals_integrate():
@@ -461,7 +472,8 @@ def test_run_rollouts_writes_everything_and_reads_back(tmp_path, data_file):
     by_hand = [ref.y[:, 0]]
     for _ in range(30):
         by_hand.append(midpoint.step(system, by_hand[-1], DT))
-    np.testing.assert_array_equal(im.y, np.stack(by_hand, axis=1))
+    # the compiled loop (3 trajectories) converges the same equations by its own iteration: a few ulp per step
+    np.testing.assert_allclose(im.y, np.stack(by_hand, axis=1), rtol=0, atol=30 * 4 * np.finfo(float).eps)
     np.testing.assert_allclose(res.metrics["implicit_midpoint"].rel_error, np.linalg.norm(im.y - res.reference.y, axis=-1) / np.linalg.norm(res.reference.y, axis=-1))
     assert im.meta["kind"] == "integrator" and res.methods["run"].meta["kind"] == "model"
     assert res.methods["run"].meta["init"] == "reference"

@@ -23,20 +23,28 @@ Compiled methods: ``euler``, ``rk4``, ``implicit_midpoint``, Gauss-Legendre with
 shears, e.g. ``splitting_mclachlan2``, ``splitting_blanes_moan4``), and every composition method (an
 integrator with attributes ``base``, a registered base method name, and ``gammas``, the sub-step
 fractions) whose base is compiled (compositions of shear sequences become one shear sequence), and the rigid
-body's rotation splittings with their compositions (:mod:`vpintegrator.compiled.lie_poisson`). The
-implicit methods use the method's ``tol`` and ``max_iter`` and exactly the NumPy Newton rule
-(:mod:`vpintegrator.compiled.newton`); states agree with ``integrate`` to ~1e-15 per step.
+body's rotation splittings with their compositions (:mod:`vpintegrator.compiled.lie_poisson`).
+
+On the shipped systems each method runs a generated loop (:mod:`.generated`, written by :mod:`.codegen`:
+scalar state, stages unrolled, no per-step workspace; Gauss-Legendre up to 4 stages), else the generic
+loops of :mod:`.kernels`. The implicit methods use the method's ``tol`` and ``max_iter`` and NumPy's
+start and convergence test; the generated loops iterate by fixed point (Gauss-Legendre; implicit midpoint
+while it contracts fast, then full Newton with an unrolled elimination) and redo any step that iteration
+cannot do with the exact NumPy Newton rule (:mod:`vpintegrator.compiled.newton`), which then decides
+success or failure. States agree with ``integrate`` to a few ulp per step (the converged iterates differ
+at rounding); failures (status, step, message, last update) are NumPy's.
 
 ``step_block`` semantics: it returns the number of states written to ``out``; on a Newton failure at
 step k it stops with ``out[:k-1]`` written, ``status`` 1 (no convergence) or 2 (singular Newton matrix),
 ``failed_step = k`` and ``y`` the last good state; on a non-finite state at step k it writes it
 (``out[k-1]``, count k), sets ``status`` 3 and ``y`` to that state. Statuses persist until the next call.
 
-Kernels compile on first use (0.2-2.7 s per method) and are cached on disk (``cache=True``), so a new
-process only loads them (~10 ms each). Numba keys each cache entry on the file that defines the function
-only: after editing ``systems.py`` or ``newton.py``, also touch ``kernels.py`` (or delete the ``*.nbi``/
-``*.nbc`` files in ``__pycache__``) so the loops recompile. Batch > 1 (``run_batch``) is meant for a
-handful of trajectories; the NumPy path is the faster one for large batches.
+Kernels compile on first use (0.4-7 s per method: implicit midpoint 6.7 s with its exact-rule
+fallback, Gauss-Legendre 4 3.0 s, rk4 0.9 s) and are cached on disk (``cache=True``), so a new process
+only loads them (~10 ms each). Numba keys each cache entry on the file that defines the function only:
+after editing ``systems.py`` or ``newton.py``, also touch ``kernels.py`` and ``generated.py`` (or delete
+the ``*.nbi``/``*.nbc`` files in ``__pycache__``) so the loops recompile. Batch > 1 (``run_batch``, the
+generic loops) is meant for a handful of trajectories; the NumPy path is the faster one for large batches.
 """
 
 from __future__ import annotations
@@ -54,6 +62,7 @@ from . import lie_poisson as LP
 from .newton import NONFINITE, NOT_CONVERGED, OK, SINGULAR, workspace
 from .systems import system_kernel
 
+_F64 = np.dtype(np.float64)
 _GAUSS = re.compile(r"gauss_legendre(\d*)")
 _SIMPLE = {"euler": K.EULER, "rk4": K.RK4, "implicit_midpoint": K.IMPLICIT_MIDPOINT,
            "stormer_verlet": K.STORMER_VERLET, "splitting": K.SPLITTING}
@@ -173,6 +182,9 @@ class CompiledStepper:
         self.comps, self.coefs = plan["comps"], plan["coefs"]
         self._ws, self._m = workspace(self.dim, self.b.size if self.mid == K.GAUSS_LEGENDRE else 1)
         self._info = np.zeros(4)
+        self._nog = self.gammas if self.base >= 0 else np.zeros(0)
+        self._shape = (self.dim,)
+        self._fast = _fast_runner(self.kid, self.base if self.base >= 0 else self.mid, self.b.size)
         self.status, self.failed_step, self.failed_row, self.last_update = OK, 0, 0, math.inf
 
     def __repr__(self) -> str:
@@ -185,12 +197,36 @@ class CompiledStepper:
         Returns the number of states written; ``status``/``failed_step`` say why it stopped early.
         """
         n = int(n)
+        # the common case first, by identity (this runs once per block of the rollout engine)
+        if not (type(y) is np.ndarray and type(out) is np.ndarray and y.dtype is _F64 and out.dtype is _F64
+                and y.shape == self._shape and out.ndim == 2 and out.shape[0] >= n >= 0
+                and out.shape[1] == self.dim):
+            self._check_block(y, n, out)
+        info = self._info
+        kind, run = self._fast
+        if kind == "explicit":
+            done = run(self.params, y, self.dt, n, out, self._nog, info)
+        elif kind == "shears":
+            done = run(self.params, y, self.comps, self.coefs, n, out, info)
+        elif kind == "implicit":
+            done = run(self.params, y, self.dt, n, out, self._nog, self.tol, self.max_iter, info, self._ws, self._m,
+                       self.a, self.b, self.c)
+        else:
+            done = self._generic_block(y, n, out)
+        last, status, failed = info.tolist()[:3]
+        self.status, self.failed_step, self.failed_row, self.last_update = int(status), int(failed), 0, last
+        return int(done)
+
+    def _check_block(self, y, n: int, out) -> None:
         if not (isinstance(y, np.ndarray) and y.dtype == np.float64 and y.shape == (self.dim,)
                 and isinstance(out, np.ndarray) and out.dtype == np.float64 and out.ndim == 2
                 and out.shape[0] >= n >= 0 and out.shape[1] == self.dim):
             raise VPIntegratorError(
                 f"step_block needs y float64 ({self.dim},) and out float64 (>= {n}, {self.dim}); got "
                 f"{getattr(y, 'shape', y)!r} and {getattr(out, 'shape', out)!r}")
+
+    def _generic_block(self, y, n: int, out) -> int:
+        """:meth:`step_block` by the generic loops of :mod:`.kernels` (methods without a generated loop)."""
         if self.mid in LP.MIDS:  # rotation splittings: their own loop (lie_poisson.py)
             return LP.step_block(self, y, n, out)
         info = self._info
@@ -198,22 +234,18 @@ class CompiledStepper:
         info[0] = math.inf
         p, h, ws, m = self.params, self.dt, self._ws, self._m
         if self.base >= 0:
-            done = K.run_composition(self.base, self.gammas, self.kid, p, y, h, n, out, ws, m, self.a, self.b,
+            return K.run_composition(self.base, self.gammas, self.kid, p, y, h, n, out, ws, m, self.a, self.b,
                                      self.c, self.tol, self.max_iter, info, self.comps, self.coefs)
-        elif self.mid == K.SHEARS:
-            done = K.run_shears(self.kid, p, y, self.comps, self.coefs, n, out, ws, info)
-        elif self.mid == K.IMPLICIT_MIDPOINT:
-            done = K.run_implicit_midpoint(self.kid, p, y, h, n, out, ws, m, self.tol, self.max_iter, info)
-        elif self.mid == K.GAUSS_LEGENDRE:
-            done = K.run_gauss_legendre(self.kid, p, y, h, n, out, ws, m, self.a, self.b, self.c, self.tol,
+        if self.mid == K.SHEARS:
+            return K.run_shears(self.kid, p, y, self.comps, self.coefs, n, out, ws, info)
+        if self.mid == K.IMPLICIT_MIDPOINT:
+            return K.run_implicit_midpoint(self.kid, p, y, h, n, out, ws, m, self.tol, self.max_iter, info)
+        if self.mid == K.GAUSS_LEGENDRE:
+            return K.run_gauss_legendre(self.kid, p, y, h, n, out, ws, m, self.a, self.b, self.c, self.tol,
                                         self.max_iter, info)
-        else:
-            run = {K.EULER: K.run_euler, K.RK4: K.run_rk4, K.STORMER_VERLET: K.run_stormer_verlet,
-                   K.SPLITTING: K.run_splitting}[self.mid]
-            done = run(self.kid, p, y, h, n, out, ws, info)
-        self.status, self.failed_step = int(info[1]), int(info[2])
-        self.failed_row, self.last_update = 0, float(info[0])
-        return int(done)
+        run = {K.EULER: K.run_euler, K.RK4: K.run_rk4, K.STORMER_VERLET: K.run_stormer_verlet,
+               K.SPLITTING: K.run_splitting}[self.mid]
+        return run(self.kid, p, y, h, n, out, ws, info)
 
     def run(self, y0: Any, n_steps: int, t0: float = 0.0) -> np.ndarray:
         """States (n_steps + 1, dim) from y0 (dim,), as ``integrate(...).y[0]``; raises its errors."""
@@ -294,6 +326,21 @@ class CompiledStepper:
         if not np.all(np.isfinite(y)):
             raise VPIntegratorError(f"initial condition {index} is not finite: {y.tolist()}; give finite numbers")
         return y
+
+
+def _fast_runner(kid: int, mid: int, stages: int) -> tuple[str, Any]:
+    """The generated loop (:mod:`.generated`) of method id ``mid`` on system ``kid``: (kind, function),
+    or ("", None) when there is none (then the generic loops of :mod:`.kernels` run)."""
+    from .generated import RUNNERS
+
+    key = {K.EULER: "euler", K.RK4: "rk4", K.SPLITTING: "splitting", K.STORMER_VERLET: "stormer_verlet",
+           K.SHEARS: "shears", K.IMPLICIT_MIDPOINT: "implicit_midpoint",
+           K.GAUSS_LEGENDRE: f"gauss{stages}"}.get(mid, "")
+    run = RUNNERS.get((kid, key))
+    if run is None:
+        return "", None
+    kind = "shears" if mid == K.SHEARS else "implicit" if mid in (K.IMPLICIT_MIDPOINT, K.GAUSS_LEGENDRE) else "explicit"
+    return kind, run
 
 
 def _count(n_steps: Any) -> int:

@@ -1,0 +1,397 @@
+"""Batch-1 cost of every compiled classical kernel beside an independent lean reference stepper.
+
+For each registered method that compiles on the rigid body (h = 0.2) and the coupled oscillator (h = 0.4),
+it times the package's path that the work-precision diagram times (``rollout(IntegratorStep(...))``, the
+engine's ``seconds``: the compiled stepper's blocks including their per-block Python overhead, as
+:func:`vpintegrator.rollout.precision._batch1_seconds` measures it) and a lean stepper written here: its own
+numba functions generated per (system, method) from source text (scalar state, stages unrolled, no per-step
+allocation, every state stored into an output array), iterating implicit equations to the same test as the
+package (``e = max |update| <= tol * max(1, |y|_inf)``, or stalled at the rounding floor). Lean implicit
+midpoint is the faster of a fixed-point iteration and a full Newton iteration with an unrolled elimination;
+lean Gauss-Legendre is a fixed-point iteration on the stage increments.
+
+Measurements are interleaved (package, lean, package, ...) and the minimum of each is kept, so load noise
+cancels in the ratio. Prints, per method: package and lean seconds per unit of simulated time, their ratio
+(target <= 1.3), the kernel-only ratio (the stepper's ``step_block`` on one block of all the steps, without
+the engine's per-block overhead; a method that blows up, euler, is timed on the horizon it survives), and the rigid body's seconds to t = 50 000 at h = 0.2 against the Julia anchor (implicit
+midpoint 2.51 s; target <= 0.05x). Usage::
+
+    python scripts/bench_kernels.py [--t-end 2000] [--repeats 5] [--system rigid_body] [--method rk4 ...]
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import math  # noqa: E402
+import time  # noqa: E402
+
+import numba  # noqa: E402
+import numpy as np  # noqa: E402
+
+JULIA_IM_50K = 2.51  # s, implicit midpoint to t = 50 000 at h = 0.2 (the Julia anchor)
+TARGET_RATIO = 1.3
+TARGET_JULIA = 0.05
+
+
+# --- the systems as source text: scalar fields ------------------------------------------------------------
+@numba.njit(cache=False)
+def _sig(x):
+    e = math.exp(-abs(x))
+    if x >= 0:
+        return 1.0 / (1.0 + e)
+    return e / (1.0 + e)
+
+
+class RigidBodySrc:
+    dim = 3
+    params = "a, b, c = p[0], p[1], p[2]"
+
+    @staticmethod
+    def field(x, f):
+        """Lines computing f0..f{d-1} (names f + i) from x0..x{d-1} (names x + i)."""
+        return [f"{f}0 = a * {x}1 * {x}2", f"{f}1 = b * {x}0 * {x}2", f"{f}2 = c * {x}0 * {x}1"]
+
+    @staticmethod
+    def component(x, i):
+        return {0: f"a * {x}1 * {x}2", 1: f"b * {x}0 * {x}2", 2: f"c * {x}0 * {x}1"}[i]
+
+    @staticmethod
+    def jac(x):
+        """d x d expressions of df_i/dx_j ("0.0" where zero)."""
+        return [["0.0", f"a * {x}2", f"a * {x}1"], [f"b * {x}2", "0.0", f"b * {x}0"],
+                [f"c * {x}1", f"c * {x}0", "0.0"]]
+
+
+class OscillatorSrc:
+    dim = 4
+    params = "ma, mb, k1, k2, kk = p[0], p[1], p[2], p[3], p[4]"
+
+    @staticmethod
+    def field(x, f):
+        t = f + "_"
+        return [f"{t}s = _sig({x}0)", f"{t}ds = {t}s * (1.0 - {t}s)", f"{t}d = {x}0 - {x}1",
+                f"{f}0 = {x}2 / ma", f"{f}1 = {x}3 / mb",
+                f"{f}2 = -(k1 * {x}0 + kk * {t}s * {t}d + 0.5 * kk * {t}ds * {t}d * {t}d)",
+                f"{f}3 = -(k2 * {x}1 - kk * {t}s * {t}d)"]
+
+    @staticmethod
+    def jac(x):
+        # the Hessian terms are computed in prelude lines (jac_prelude)
+        return [["0.0", "0.0", "1.0 / ma", "0.0"], ["0.0", "0.0", "0.0", "1.0 / mb"],
+                ["-h11", "-h12", "0.0", "0.0"], ["-h12", "-h22", "0.0", "0.0"]]
+
+    @staticmethod
+    def jac_prelude(x):
+        return [f"hs = _sig({x}0)", "hds = hs * (1.0 - hs)", "hdds = hds * (1.0 - 2.0 * hs)", f"hd = {x}0 - {x}1",
+                "h11 = k1 + kk * hs + 2.0 * kk * hds * hd + 0.5 * kk * hdds * hd * hd",
+                "h12 = -kk * hs - kk * hds * hd", "h22 = k2 + kk * hs"]
+
+    # Stormer-Verlet pieces (q = x0, x1; p = x2, x3)
+    @staticmethod
+    def grad_v(q0, q1, g):
+        return [f"{g}_s = _sig({q0})", f"{g}_ds = {g}_s * (1.0 - {g}_s)", f"{g}_d = {q0} - {q1}",
+                f"{g}0 = k1 * {q0} + kk * {g}_s * {g}_d + 0.5 * kk * {g}_ds * {g}_d * {g}_d",
+                f"{g}1 = k2 * {q1} - kk * {g}_s * {g}_d"]
+
+
+def _ind(lines, n):
+    return ["    " * n + line for line in lines]
+
+
+def _vars(prefix, d):
+    return ", ".join(f"{prefix}{i}" for i in range(d))
+
+
+def _conv_lines(e, d, diffs):
+    """e = max |diff_i| (diffs: expressions)."""
+    out = [f"{e} = 0.0"]
+    for expr in diffs:
+        out += [f"_t = abs({expr})", f"if not (_t <= {e}):", f"    {e} = _t"]
+    return out
+
+
+def _scale_lines(d):
+    out = ["scale = 1.0"]
+    for i in range(d):
+        out += [f"if abs(y{i}) > scale:", f"    scale = abs(y{i})"]
+    return out
+
+
+# --- step generators: each returns the body of ``step(p, h, y0..y{d-1}, tol, max_iter) -> (ok, z0..)`` ----
+def _step_euler(S):
+    d = S.dim
+    return S.field("y", "k") + [f"return True, {', '.join(f'y{i} + h * k{i}' for i in range(d))}"]
+
+
+def _step_rk4(S):
+    d = S.dim
+    L = S.field("y", "k1")
+    L += [f"t{i} = y{i} + 0.5 * h * k1{i}" for i in range(d)] + S.field("t", "k2")
+    L += [f"t{i} = y{i} + 0.5 * h * k2{i}" for i in range(d)] + S.field("t", "k3")
+    L += [f"t{i} = y{i} + h * k3{i}" for i in range(d)] + S.field("t", "k4")
+    L += [f"return True, {', '.join(f'y{i} + h / 6.0 * (k1{i} + 2.0 * k2{i} + 2.0 * k3{i} + k4{i})' for i in range(d))}"]
+    return L
+
+
+def _step_im_fixed(S):
+    d = S.dim
+    L = S.field("y", "f") + [f"z{i} = y{i} + h * f{i}" for i in range(d)] + _scale_lines(d)
+    L += ["prev = np.inf", "for _ in range(max_iter):"]
+    body = [f"m{i} = 0.5 * (y{i} + z{i})" for i in range(d)] + S.field("m", "g")
+    body += [f"n{i} = y{i} + h * g{i}" for i in range(d)]
+    body += _conv_lines("e", d, [f"n{i} - z{i}" for i in range(d)])
+    body += [f"z{i} = n{i}" for i in range(d)]
+    body += ["if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):",
+             f"    return True, {_vars('z', d)}", "prev = e"]
+    L += _ind(body, 1) + [f"return False, {_vars('z', d)}"]
+    return L
+
+
+def _elim_lines(d):
+    """Solve M r = r in place for scalars M{i}{j}, r{i} (Gaussian elimination, no pivoting, unrolled)."""
+    L = []
+    for k in range(d):
+        L.append(f"iv = 1.0 / M{k}{k}")
+        for i in range(k + 1, d):
+            L.append(f"l = M{i}{k} * iv")
+            for j in range(k + 1, d):
+                L.append(f"M{i}{j} -= l * M{k}{j}")
+            L.append(f"r{i} -= l * r{k}")
+    for k in range(d - 1, -1, -1):
+        expr = " - ".join([f"r{k}"] + [f"M{k}{j} * r{j}" for j in range(k + 1, d)])
+        L.append(f"r{k} = ({expr}) / M{k}{k}")
+    return L
+
+
+def _step_im_newton(S):
+    d = S.dim
+    L = S.field("y", "f") + [f"z{i} = y{i} + h * f{i}" for i in range(d)] + _scale_lines(d)
+    L += ["prev = np.inf", "for _ in range(max_iter):"]
+    body = [f"m{i} = 0.5 * (y{i} + z{i})" for i in range(d)] + S.field("m", "g")
+    body += [f"r{i} = z{i} - y{i} - h * g{i}" for i in range(d)]
+    body += getattr(S, "jac_prelude", lambda x: [])("m")
+    jac = S.jac("m")
+    for i in range(d):
+        for j in range(d):
+            eye = "1.0" if i == j else "0.0"
+            body.append(f"M{i}{j} = {eye} - 0.5 * h * ({jac[i][j]})")
+    body += _elim_lines(d)
+    body += [f"z{i} -= r{i}" for i in range(d)]
+    body += _conv_lines("e", d, [f"r{i}" for i in range(d)])
+    body += ["if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):",
+             f"    return True, {_vars('z', d)}", "prev = e"]
+    L += _ind(body, 1) + [f"return False, {_vars('z', d)}"]
+    return L
+
+
+def _gauss_tableau(s):
+    x, w = np.polynomial.legendre.leggauss(s)
+    c = 0.5 * (x + 1.0)
+    b = 0.5 * w
+    powers = np.arange(s)
+    vander = c[None, :] ** powers[:, None]
+    rhs = c[None, :] ** (powers[:, None] + 1) / (powers[:, None] + 1)
+    return np.linalg.solve(vander, rhs).T, b, c
+
+
+def _step_gl_fixed(S, s):
+    d = S.dim
+    a, b, c = _gauss_tableau(s)
+    L = S.field("y", "f") + _scale_lines(d)
+    L += [f"Z{j}_{i} = h * {c[j]!r} * f{i}" for j in range(s) for i in range(d)]
+    L += ["prev = np.inf", "ok = False", "for _ in range(max_iter):"]
+    body = []
+    for j in range(s):
+        body += [f"Y{i} = y{i} + Z{j}_{i}" for i in range(d)] + S.field("Y", f"F{j}_")
+    for j in range(s):
+        for i in range(d):
+            body.append(f"N{j}_{i} = h * ({' + '.join(f'{a[j, l]!r} * F{l}_{i}' for l in range(s))})")
+    body += _conv_lines("e", d, [f"N{j}_{i} - Z{j}_{i}" for j in range(s) for i in range(d)])
+    body += [f"Z{j}_{i} = N{j}_{i}" for j in range(s) for i in range(d)]
+    body += ["if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):", "    ok = True",
+             "    break", "prev = e"]
+    L += _ind(body, 1)
+    for j in range(s):
+        L += [f"Y{i} = y{i} + Z{j}_{i}" for i in range(d)] + S.field("Y", f"F{j}_")
+    sums = [" + ".join(f"{b[j]!r} * F{j}_{i}" for j in range(s)) for i in range(d)]
+    L += [f"return ok, {', '.join(f'y{i} + h * ({sums[i]})' for i in range(d))}"]
+    return L
+
+
+def _step_strang(S):
+    d = S.dim
+    seq = [(i, 0.5) for i in range(d - 1)] + [(d - 1, 1.0)] + [(i, 0.5) for i in range(d - 2, -1, -1)]
+    L = [f"z{i} = y{i}" for i in range(d)]
+    for i, frac in seq:
+        L.append(f"z{i} += {frac!r} * h * ({S.component('z', i)})")
+    return L + [f"return True, {_vars('z', d)}"]
+
+
+def _step_verlet(S):
+    L = S.grad_v("y0", "y1", "g") + ["p0 = y2 - 0.5 * h * g0", "p1 = y3 - 0.5 * h * g1",
+                                      "q0 = y0 + h * p0 / ma", "q1 = y1 + h * p1 / mb"]
+    L += S.grad_v("q0", "q1", "G") + ["return True, q0, q1, p0 - 0.5 * h * G0, p1 - 0.5 * h * G1"]
+    return L
+
+
+def _compile(S, body, gammas=None, shears=None):
+    """A run function ``run(p, y, h, n, out, tol, max_iter) -> states done`` around a step body."""
+    d = S.dim
+    ys = _vars("y", d)
+    src = [f"def step(p, h, {ys}, tol, max_iter):", "    " + S.params] + _ind(body, 1)
+    src += ["", "def run(p, y, h, n, out, tol, max_iter, gammas, comps, coefs):",
+            f"    {ys} = {', '.join(f'y[{i}]' for i in range(d))}"]
+    if shears:
+        src += ["    " + S.params, "    for k in range(n):", "        for q in range(comps.size):",
+                "            cc = coefs[q]", "            w = comps[q]"]
+        for i in range(d):
+            src += [f"            {'if' if i == 0 else 'elif'} w == {i}:", f"                y{i} += cc * ({S.component('y', i)})"]
+        src += [f"        out[k, {i}] = y{i}" for i in range(d)]
+    elif gammas:
+        src += ["    for k in range(n):", "        for g in range(gammas.size):",
+                f"            ok, {ys} = step(p, gammas[g] * h, {ys}, tol, max_iter)",
+                "            if not ok:", "                return k"]
+        src += [f"        out[k, {i}] = y{i}" for i in range(d)]
+    else:
+        src += ["    for k in range(n):", f"        ok, {ys} = step(p, h, {ys}, tol, max_iter)",
+                "        if not ok:", "            return k"]
+        src += [f"        out[k, {i}] = y{i}" for i in range(d)]
+    src += [f"    y[{i}] = y{i}" for i in range(d)] + ["    return n"]
+    text = "\n".join(src)
+    ns = {"np": np, "_sig": _sig, "math": math}
+    exec(compile(text, f"<lean {S.__name__}>", "exec"), ns)  # noqa: S102 - our own generated source
+    ns["step"] = numba.njit(ns["step"])
+    return numba.njit(ns["run"])
+
+
+def lean_runners(S, method) -> list:
+    """Lean run functions (one or two candidates) for ``method`` (an Integrator with its plan) on S."""
+    from vpintegrator.compiled.integrators import _plan
+
+    name = method.name
+    plan = _plan(method, S.dim, 1.0)
+    if plan is None:
+        return []
+    gammas = list(getattr(method, "gammas", None) or []) or None
+    base = getattr(method, "base", None) or name
+    if plan["mid"] == 6:  # a shear sequence (coefficients for h = 1: scaled at run time)
+        return [("shears", _compile(S, [], shears=True))]
+    gauss = {"gauss_legendre2": 1, "gauss_legendre4": 2, "gauss_legendre6": 3, "gauss_legendre8": 4}
+    if base == "implicit_midpoint":
+        bodies = [("fixed point", _step_im_fixed(S)), ("newton", _step_im_newton(S))]
+    elif base in gauss:
+        bodies = [("fixed point", _step_gl_fixed(S, gauss[base]))]
+    else:
+        bodies = [("explicit", {"euler": _step_euler, "rk4": _step_rk4, "splitting": _step_strang,
+                                "stormer_verlet": _step_verlet}[base](S))]
+    return [(label, _compile(S, body, gammas=gammas)) for label, body in bodies]
+
+
+# --- timing ------------------------------------------------------------------------------------------------
+def _package_seconds(system, method, h, y0, n):
+    from vpintegrator.rollout.engine import rollout
+    from vpintegrator.rollout.steps import IntegratorStep
+
+    tr = rollout(IntegratorStep(system, method, h), y0[None, None], h, n)
+    assert tr.meta.get("runner") == "numba", tr.meta.get("runner")
+    return float(tr.meta["seconds"]), tr.y[0, -1]
+
+
+def _lean_seconds(run, p, y0, h, n, tol, max_iter, gammas, comps, coefs):
+    y = y0.copy()
+    start = time.perf_counter()
+    out = np.empty((n, y.size))
+    done = run(p, y, h, n, out, tol, max_iter, gammas, comps, coefs)
+    seconds = time.perf_counter() - start
+    assert done == n, f"lean stepper stopped at step {done}"
+    return seconds, out[-1]
+
+
+def bench(system_name, h, methods, t_end, repeats):
+    from vpintegrator.compiled import compiled_stepper
+    from vpintegrator.compiled.integrators import _plan
+    from vpintegrator.compiled.systems import system_kernel
+    from vpintegrator.integrators import get_integrator
+    from vpintegrator.systems import get_system
+
+    system = get_system(system_name)
+    S = {"rigid_body": RigidBodySrc, "coupled_oscillator": OscillatorSrc}[system_name]
+    _, p = system_kernel(system)
+    y0 = np.array(system.default_y0, dtype=np.float64)
+    n = round(t_end / h)
+    rows = []
+    for name in methods:
+        method = get_integrator(name)
+        try:
+            if compiled_stepper(system, method, h) is None:
+                continue
+        except Exception:  # noqa: BLE001 - not applicable to this system
+            continue
+        plan = _plan(method, S.dim, h)
+        tol, max_iter = plan["tol"], plan["max_iter"]
+        gammas = np.asarray(plan["gammas"], dtype=np.float64)
+        comps, coefs = plan["comps"], plan["coefs"]
+        cands = lean_runners(S, method)
+        for _, run in cands:  # compile
+            _lean_seconds(run, p, y0, h, 2, tol, max_iter, gammas, comps, coefs)
+        _package_seconds(system, method, h, y0, 2)
+        n_m = n  # a method that blows up (euler) is timed on the horizon it survives
+        while n_m > 16 and not np.all(np.isfinite(_lean_seconds(cands[0][1], p, y0, h, n_m, tol, max_iter, gammas,
+                                                                 comps, coefs)[1])):
+            n_m //= 2
+        t_m = n_m * h
+        stepper = compiled_stepper(system, method, h)
+        out = np.empty((n_m, S.dim))
+        best_pkg, best_kernel, best_lean = math.inf, math.inf, {label: math.inf for label, _ in cands}
+        for _ in range(repeats):
+            sec, y_pkg = _package_seconds(system, method, h, y0, n_m)
+            best_pkg = min(best_pkg, sec)
+            y = y0.copy()
+            start = time.perf_counter()
+            stepper.step_block(y, n_m, out)
+            best_kernel = min(best_kernel, time.perf_counter() - start)
+            for label, run in cands:
+                sec, y_lean = _lean_seconds(run, p, y0, h, n_m, tol, max_iter, gammas, comps, coefs)
+                best_lean[label] = min(best_lean[label], sec)
+        label = min(best_lean, key=best_lean.get)
+        lean = best_lean[label]
+        diff = float(np.max(np.abs(y_pkg - y_lean)))
+        rows.append((name, best_pkg / t_m, lean / t_m, best_pkg / lean, label, diff))
+        print(f"{system_name:18s} {name:26s} package {best_pkg / t_m:9.3e}  lean {lean / t_m:9.3e} "
+              f"({label:11s})  ratio {best_pkg / lean:5.2f}  kernel-only ratio {best_kernel / lean:5.2f}  "
+              f"|y_pkg - y_lean|(t={t_m:g}) {diff:.1e}"
+              + ("  [" + ", ".join(f"{k} {v / t_m:.2e}" for k, v in best_lean.items()) + "]" if len(best_lean) > 1 else "")
+              + (f"  t=50000: {best_pkg / t_m * 5e4:6.3f} s = {best_pkg / t_m * 5e4 / JULIA_IM_50K:.3f}x Julia"
+                 if system_name == "rigid_body" else ""), flush=True)
+    return rows
+
+
+def main(argv=None) -> int:
+    from vpintegrator.integrators import list_integrators
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--t-end", type=float, default=2000.0, help="simulated time per measurement")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--system", action="append", choices=["rigid_body", "coupled_oscillator"])
+    ap.add_argument("--method", action="append", help="default: every registered method (+ gauss_legendre6)")
+    args = ap.parse_args(argv)
+    methods = args.method or list(dict.fromkeys([*list_integrators(), "gauss_legendre6"]))
+    systems = args.system or ["rigid_body", "coupled_oscillator"]
+    steps = {"rigid_body": 0.2, "coupled_oscillator": 0.4}
+    print(f"batch 1, s per unit simulated time, t_end = {args.t_end:g}, min of {args.repeats} interleaved repeats; "
+          f"targets: ratio <= {TARGET_RATIO}, t=50000 <= {TARGET_JULIA}x Julia ({JULIA_IM_50K} s)")
+    worst = 0.0
+    for system_name in systems:
+        for row in bench(system_name, steps[system_name], methods, args.t_end, args.repeats):
+            worst = max(worst, row[3])
+    print(f"worst ratio {worst:.2f} (target <= {TARGET_RATIO})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

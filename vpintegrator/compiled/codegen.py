@@ -1,0 +1,359 @@
+"""Writes :mod:`vpintegrator.compiled.generated`: one run loop per (shipped system, method), scalar state.
+
+The generic loops of :mod:`.kernels` dispatch on the system id inside every field call and keep the state
+and stages in workspace rows; measured at batch 1 they cost 2.5-13x a lean stepper with the state in
+local scalars and the stages unrolled (``scripts/bench_kernels.py``). This module writes those lean loops
+as Python source, one per (system, method), from a text template of each system's field (the operation
+order of :mod:`.systems`, so the fields agree with NumPy to rounding), into a real file so that numba's
+on-disk cache (``cache=True``) keeps working. Regenerate after editing a template::
+
+    python -m vpintegrator.compiled.codegen      # rewrites vpintegrator/compiled/generated.py
+
+(``tests/test_compiled_integrators.py`` checks that the file is what this module writes.)
+
+The loops (names ``run_<method>_<system>``):
+
+- explicit (``euler``, ``rk4``, ``splitting`` = Strang shears, ``stormer_verlet``):
+  ``run(p, y, h, n, out, gammas, info) -> states written``; ``gammas`` empty runs plain steps of ``h``,
+  else each step is the composition of sub-steps ``gammas[i] h``;
+- ``shears``: ``run(p, y, comps, coefs, n, out, info)``, the shears ``y_i += c f_i(y)`` in order;
+- implicit (``implicit_midpoint``; ``gauss<s>`` for s = 1..4 stages):
+  ``run(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, a, b, c)`` (tableau a, b, c). Implicit
+  midpoint iterates by fixed point while that contracts by 4x per iteration or better (h |f'| small),
+  then by full Newton (the Jacobian at the current iterate, as the NumPy path) with an unrolled
+  elimination; Gauss-Legendre iterates the stage equations by fixed point ``Z <- h A f(y + Z)``. Both
+  start where NumPy starts and stop on NumPy's test (``max |update| <= tol max(1, |y|_inf)``, or stalled
+  at the rounding floor). When the fast iteration fails (no convergence in ``max_iter``, an update that
+  stops shrinking, a zero pivot, a non-finite update, an exact equilibrium), the step is redone by the
+  exact NumPy rule of :mod:`.newton` (pivoted LU, full Newton), which then decides success or failure
+  with NumPy's status and last update.
+
+Failure semantics are those of :mod:`.kernels` (``info[1]`` status, ``info[2]`` the 1-based step).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# --- the systems as text: (dim, parameter line, field(x, f) -> lines, component(x, i) -> expr, jacobian) ----
+_RB_PARAMS = "a, b, c = p[0], p[1], p[2]"
+_CO_PARAMS = "m1, m2, k1, k2, kc = p[0], p[1], p[2], p[3], p[4]"
+_ABC_PARAMS = "A, B, C = p[0], p[1], p[2]"
+
+
+def _rb_field(x, f):
+    return [f"{f}0 = a * {x}1 * {x}2", f"{f}1 = b * {x}0 * {x}2", f"{f}2 = c * {x}0 * {x}1"]
+
+
+def _rb_comp(x, i):
+    return (f"a * {x}1 * {x}2", f"b * {x}0 * {x}2", f"c * {x}0 * {x}1")[i]
+
+
+def _rb_jac(x):
+    return [], [["0.0", f"a * {x}2", f"a * {x}1"], [f"b * {x}2", "0.0", f"b * {x}0"],
+                [f"c * {x}1", f"c * {x}0", "0.0"]]
+
+
+def _co_grad(q0, q1, g):
+    """V'(q) as in systems.potential_gradient / vector_field."""
+    return [f"{g}s = _sigmoid({q0})", f"{g}ds = {g}s * (1.0 - {g}s)", f"{g}d = {q0} - {q1}",
+            f"{g}0 = k1 * {q0} + kc * {g}s * {g}d + 0.5 * kc * {g}ds * {g}d * {g}d",
+            f"{g}1 = k2 * {q1} - kc * {g}s * {g}d"]
+
+
+def _co_field(x, f):
+    return _co_grad(f"{x}0", f"{x}1", f"{f}g") + [f"{f}0 = {x}2 / m1", f"{f}1 = {x}3 / m2", f"{f}2 = -{f}g0",
+                                                  f"{f}3 = -{f}g1"]
+
+
+def _co_jac(x):
+    pre = [f"hs = _sigmoid({x}0)", "hds = hs * (1.0 - hs)", "hdds = hds * (1.0 - 2.0 * hs)", f"hd = {x}0 - {x}1",
+           "h11 = k1 + kc * hs + 2.0 * kc * hds * hd + 0.5 * kc * hdds * hd * hd",
+           "h12 = -kc * hs - kc * hds * hd", "h22 = k2 + kc * hs"]
+    return pre, [["0.0", "0.0", "1.0 / m1", "0.0"], ["0.0", "0.0", "0.0", "1.0 / m2"],
+                 ["-h11", "-h12", "0.0", "0.0"], ["-h12", "-h22", "0.0", "0.0"]]
+
+
+def _vo_field(x, f):
+    return [f"{f}0 = {x}0 * ({x}1 - {x}2)", f"{f}1 = {x}1 * ({x}2 - {x}0)", f"{f}2 = {x}2 * ({x}0 - {x}1)"]
+
+
+def _vo_jac(x):
+    return [], [[f"{x}1 - {x}2", f"{x}0", f"-{x}0"], [f"-{x}1", f"{x}2 - {x}0", f"{x}1"],
+                [f"{x}2", f"-{x}2", f"{x}0 - {x}1"]]
+
+
+def _abc_field(x, f):
+    return [f"{f}0 = A * math.sin({x}2) + C * math.cos({x}1)", f"{f}1 = B * math.sin({x}0) + A * math.cos({x}2)",
+            f"{f}2 = C * math.sin({x}1) + B * math.cos({x}0)"]
+
+
+def _abc_comp(x, i):
+    return (f"A * math.sin({x}2) + C * math.cos({x}1)", f"B * math.sin({x}0) + A * math.cos({x}2)",
+            f"C * math.sin({x}1) + B * math.cos({x}0)")[i]
+
+
+def _abc_jac(x):
+    return [], [["0.0", f"-C * math.sin({x}1)", f"A * math.cos({x}2)"],
+                [f"B * math.cos({x}0)", "0.0", f"-A * math.sin({x}2)"],
+                [f"-B * math.sin({x}0)", f"C * math.cos({x}1)", "0.0"]]
+
+
+# name: (kid, dim, params, field, component or None (not shear-splittable), jacobian, separable)
+SYSTEMS = {
+    "rigid_body": (0, 3, _RB_PARAMS, _rb_field, _rb_comp, _rb_jac, False),
+    "coupled_oscillator": (1, 4, _CO_PARAMS, _co_field, None, _co_jac, True),
+    "volterra": (2, 3, "", _vo_field, None, _vo_jac, False),
+    "abc_flow": (3, 3, _ABC_PARAMS, _abc_field, _abc_comp, _abc_jac, False),
+}
+MAX_GAUSS_STAGES = 4
+
+
+def _ind(lines, n):
+    return ["    " * n + line if line else "" for line in lines]
+
+
+def _names(prefix, d):
+    return ", ".join(f"{prefix}{i}" for i in range(d))
+
+
+def _max_abs(e, exprs):
+    out = [f"{e} = 0.0"]
+    for expr in exprs:
+        out += [f"t = abs({expr})", f"if not t <= {e}:", f"    {e} = t"]  # NaN -> e NaN (caught below)
+    return out
+
+
+def _scale(d):
+    out = ["scale = 1.0"]
+    for i in range(d):
+        out += [f"if abs(y{i}) > scale:", f"    scale = abs(y{i})"]
+    return out
+
+
+# --- step bodies: statements that map scalars y0.. and step h to z0.. (implicit: or set ok = False) -----
+def _euler(sysdef):
+    _, d, _, field, *_ = sysdef
+    return field("y", "k") + [f"z{i} = y{i} + h * k{i}" for i in range(d)]
+
+
+def _rk4(sysdef):
+    _, d, _, field, *_ = sysdef
+    lines = ["half = 0.5 * h"] + field("y", "k1")
+    for src, k, dst in (("half", "k1", "k2"), ("half", "k2", "k3"), ("h", "k3", "k4")):
+        lines += [f"t{i} = y{i} + {src} * {k}{i}" for i in range(d)] + field("t", dst)
+    lines += ["sixth = h / 6.0"]
+    return lines + [f"z{i} = y{i} + sixth * (k1{i} + 2.0 * k2{i} + 2.0 * k3{i} + k4{i})" for i in range(d)]
+
+
+def _splitting(sysdef):
+    _, d, _, _, comp, *_ = sysdef
+    lines = ["half = 0.5 * h"] + [f"z{i} = y{i}" for i in range(d)]
+    for i in range(2 * d - 1):
+        j = i if i < d else 2 * d - 2 - i
+        lines.append(f"z{j} += {'h' if i == d - 1 else 'half'} * ({comp('z', j)})")
+    return lines
+
+
+def _verlet(sysdef):
+    return (["half = 0.5 * h"] + _co_grad("y0", "y1", "g") + ["v0 = y2 - half * g0", "v1 = y3 - half * g1",
+                                                              "z0 = y0 + h * (v0 / m1)", "z1 = y1 + h * (v1 / m2)"]
+            + _co_grad("z0", "z1", "G") + ["z2 = v0 - half * G0", "z3 = v1 - half * G1"])
+
+
+def _midpoint(sysdef):
+    """Fixed point ``z <- y + h f((y + z) / 2)`` while it contracts by 4x per iteration or better, then full
+    Newton as NumPy's (Jacobian at each iterate, elimination unrolled without pivoting); max_iter in all."""
+    _, d, _, field, _, jac, _ = sysdef
+    pre, J = jac("u")
+    lines = field("y", "f") + [f"z{i} = y{i} + h * f{i}" for i in range(d)] + _scale(d)
+    lines += ["c2 = 0.5 * h", "prev = np.inf", "ok = False", "newton = False", "used = 0",
+              "for it in range(max_iter):"]
+    fp = [f"u{i} = 0.5 * (y{i} + z{i})" for i in range(d)] + field("u", "g")
+    fp += [f"r{i} = z{i} - y{i} - h * g{i}" for i in range(d)]  # z - (y + h f(u)): the fixed-point update
+    fp += [f"z{i} = z{i} - r{i}" for i in range(d)]
+    fp += _max_abs("e", [f"r{i}" for i in range(d)])
+    fp += ["used = it + 1", *_EQUILIBRIUM, "if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):", "    ok = True",
+           "    break", "if not e < np.inf or (it > 0 and e > 0.15 * prev):", "    break  # slow: Newton", "prev = e"]
+    lines += _ind(fp, 1)
+    lines += ["if not ok:", "    prev = np.inf", "    for it in range(used, max_iter):"]
+    body = [f"u{i} = 0.5 * (y{i} + z{i})" for i in range(d)] + field("u", "g")
+    body += [f"r{i} = z{i} - y{i} - h * g{i}" for i in range(d)] + pre
+    for i in range(d):
+        for j in range(d):
+            body.append(f"M{i}{j} = {'1.0' if i == j else '0.0'} - c2 * ({J[i][j]})")
+    for k in range(d):
+        body += [f"if M{k}{k} == 0.0:", "    break", f"iv = 1.0 / M{k}{k}"]
+        for i in range(k + 1, d):
+            body.append(f"l = M{i}{k} * iv")
+            body += [f"M{i}{j} -= l * M{k}{j}" for j in range(k + 1, d)]
+            body.append(f"r{i} -= l * r{k}")
+    for k in range(d - 1, -1, -1):
+        body.append(f"r{k} = ({' - '.join([f'r{k}'] + [f'M{k}{j} * r{j}' for j in range(k + 1, d)])}) / M{k}{k}")
+    body += [f"z{i} = z{i} - r{i}" for i in range(d)]
+    body += _max_abs("e", [f"r{i}" for i in range(d)])
+    body += _converged()
+    return lines + _ind(body, 2)
+
+
+# At an exact equilibrium the first fixed-point update is exactly 0, where NumPy's Newton still forms
+# I - h A (x) f'(y), which may be exactly singular (its failure): leave such steps to Newton / the exact rule.
+_EQUILIBRIUM = ["if it == 0 and e == 0.0:", "    break"]
+
+
+def _converged():
+    return ["if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):", "    ok = True", "    break",
+            "if not e < np.inf or (it > 1 and e >= 2.0 * prev):", "    break  # diverging or not finite: the exact rule",
+            "prev = e"]
+
+
+def _gauss(sysdef, s):
+    """Fixed point on the stage increments Z_j (start h c_j f(y)), then y + h sum_j b_j f(y + Z_j)."""
+    _, d, _, field, *_ = sysdef
+    lines = field("y", "f") + _scale(d)
+    lines += [f"Z{j}_{i} = h * c{j} * f{i}" for j in range(s) for i in range(d)]
+    lines += ["prev = np.inf", "ok = False", "for it in range(max_iter):"]
+    body = []
+    for j in range(s):
+        body += [f"w{i} = y{i} + Z{j}_{i}" for i in range(d)] + field("w", f"F{j}_")
+    for j in range(s):
+        body += [f"N{j}_{i} = h * ({' + '.join(f'a{j}{l} * F{l}_{i}' for l in range(s))})" for i in range(d)]
+    body += _max_abs("e", [f"N{j}_{i} - Z{j}_{i}" for j in range(s) for i in range(d)])
+    body += [f"Z{j}_{i} = N{j}_{i}" for j in range(s) for i in range(d)]
+    body += _EQUILIBRIUM + _converged()
+    lines += _ind(body, 1) + ["if ok:"]
+    fin = []
+    for j in range(s):
+        fin += [f"w{i} = y{i} + Z{j}_{i}" for i in range(d)] + field("w", f"F{j}_")
+    fin += [f"z{i} = y{i} + h * ({' + '.join(f'b{j} * F{j}_{i}' for j in range(s))})" for i in range(d)]
+    return lines + _ind(fin, 1)
+
+
+# --- run loops ---------------------------------------------------------------------------------------------------
+_RESET = ["    info[0] = np.inf", "    info[1] = 0.0", "    info[2] = 0.0"]
+
+
+def _store(d):
+    """Write z into out[k] and y; on a non-finite state: status 3 at step k + 1 and return k + 1."""
+    fin = " and ".join(f"math.isfinite(z{i})" for i in range(d))
+    return ([f"out[k, {i}] = z{i}" for i in range(d)] + [f"y{i} = z{i}" for i in range(d)]
+            + [f"if not ({fin}):"] + _ind(_save(d), 1)
+            + ["    info[1] = 3.0", "    info[2] = k + 1", "    return k + 1"])
+
+
+def _save(d):
+    return [f"y[{i}] = y{i}" for i in range(d)]
+
+
+def _explicit_run(name, sysdef, body):
+    _, d, params, *_ = sysdef
+    step = ["def _step_{0}(p, h, {1}):".format(name, _names("y", d))]
+    step += _ind(([params] if params else []) + body + [f"return {_names('z', d)}"], 1)
+    run = [f"def run_{name}(p, y, h, n, out, gammas, info):", *_RESET, f"    {_names('y', d)} = {', '.join(f'y[{i}]' for i in range(d))}",
+           "    if gammas.size == 0:", "        for k in range(n):",
+           f"            {_names('z', d)} = _step_{name}(p, h, {_names('y', d)})"]
+    run += _ind(_store(d), 3)
+    run += ["    else:", "        for k in range(n):", f"            {_names('z', d)} = {_names('y', d)}",
+            "            for g in range(gammas.size):",
+            f"                {_names('z', d)} = _step_{name}(p, gammas[g] * h, {_names('z', d)})"]
+    run += _ind(_store(d), 3) + _ind(_save(d), 1) + ["    return n"]
+    return ["@jit", *step, "", "", "@jit", *run]
+
+
+def _shears_run(name, sysdef):
+    _, d, params, _, comp, *_ = sysdef
+    run = [f"def run_{name}(p, y, comps, coefs, n, out, info):", *_RESET] + ([f"    {params}"] if params else [])
+    run += [f"    {_names('z', d)} = {', '.join(f'y[{i}]' for i in range(d))}", "    for k in range(n):",
+            "        for q in range(comps.size):", "            cq = coefs[q]", "            j = comps[q]"]
+    for i in range(d):
+        run += [f"            {'if' if i == 0 else 'elif' if i < d - 1 else 'else'}{f' j == {i}' if i < d - 1 else ''}:",
+                f"                z{i} += cq * ({comp('z', i)})"]
+    run += _ind(_store(d), 2) + _ind(_save(d), 1) + ["    return n"]
+    return ["@jit", *run]
+
+
+def _implicit_run(name, sysdef, body, exact, stages):
+    kid, d, params, *_ = sysdef
+    ys = _names("y", d)
+    tab = []
+    if stages:
+        tab = [f"a{i}{j} = ta[{i}, {j}]" for i in range(stages) for j in range(stages)]
+        tab += [f"b{j} = tb[{j}]" for j in range(stages)] + [f"c{j} = tc[{j}]" for j in range(stages)]
+    tabargs = ", ta, tb, tc" if stages else ""
+    step = [f"def _step_{name}(p, h, {ys}, tol, max_iter{tabargs}):"]
+    step += _ind(([params] if params else []) + tab + [f"{_names('z', d)} = {ys}"] + body
+                 + [f"return ok, {_names('z', d)}"], 1)
+    exact_call = (f"st = {exact}({kid}, p, u, hh, v, ws, m, ta, tb, tc, tol, max_iter, info)" if stages
+                  else f"st = {exact}({kid}, p, u, hh, v, ws, m, tol, max_iter, info)")
+    sub = [f"ok, {_names('z', d)} = _step_{name}(p, hh, {_names('x', d)}, tol, max_iter{tabargs})",
+           "if not ok:  # the exact NumPy rule decides"]
+    sub += _ind([f"u[{i}] = x{i}" for i in range(d)] + [exact_call, "if st != 0:"]
+                + _ind(_save(d) + ["info[1] = st", "info[2] = k + 1", "return k"], 1)
+                + [f"z{i} = v[{i}]" for i in range(d)], 1)
+    run = [f"def run_{name}(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):", *_RESET,
+           f"    {ys} = {', '.join(f'y[{i}]' for i in range(d))}",
+           "    top = ws.shape[0]", f"    u, v = ws[top - 1, :{d}], ws[top - 2, :{d}]",
+           "    ng = max(1, gammas.size)", "    for k in range(n):", f"        {_names('x', d)} = {ys}",
+           "        for g in range(ng):", "            hh = h if gammas.size == 0 else gammas[g] * h"]
+    run += _ind(sub, 3) + _ind([f"{_names('x', d)} = {_names('z', d)}"], 3)
+    run += _ind(_store(d), 2) + _ind(_save(d), 1) + ["    return n"]
+    return ["@jit", *step, "", "", "@jit", *run]
+
+
+HEADER = '''"""GENERATED by ``python -m vpintegrator.compiled.codegen``; do not edit (see that module's docstring).
+
+One run loop per (shipped system, method) with the state in local scalars and the stages unrolled.
+"""
+
+# fmt: off
+# ruff: noqa
+# mypy: ignore-errors
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._jit import jit
+from .newton import step_gauss_legendre, step_implicit_midpoint
+from .systems import _sigmoid
+
+'''
+
+
+def source() -> str:
+    """The text of ``generated.py``."""
+    blocks, table = [], []
+    for sname, sysdef in SYSTEMS.items():
+        kid, d, _, _, comp, _, separable = sysdef
+        methods = [("euler", _euler(sysdef)), ("rk4", _rk4(sysdef))]
+        if comp is not None:
+            methods.append(("splitting", _splitting(sysdef)))
+        if separable:
+            methods.append(("stormer_verlet", _verlet(sysdef)))
+        for meth, body in methods:
+            blocks.append(_explicit_run(f"{meth}_{sname}", sysdef, body))
+            table.append(f"    ({kid}, {meth!r}): run_{meth}_{sname},")
+        if comp is not None:
+            blocks.append(_shears_run(f"shears_{sname}", sysdef))
+            table.append(f"    ({kid}, 'shears'): run_shears_{sname},")
+        blocks.append(_implicit_run(f"implicit_midpoint_{sname}", sysdef, _midpoint(sysdef), "step_implicit_midpoint", 0))
+        table.append(f"    ({kid}, 'implicit_midpoint'): run_implicit_midpoint_{sname},")
+        for s in range(1, MAX_GAUSS_STAGES + 1):
+            blocks.append(_implicit_run(f"gauss{s}_{sname}", sysdef, _gauss(sysdef, s), "step_gauss_legendre", s))
+            table.append(f"    ({kid}, 'gauss{s}'): run_gauss{s}_{sname},")
+    text = HEADER + "\n\n".join("\n".join(b) for b in blocks)
+    text += "\n\n\n#: (system id, method) -> run loop\nRUNNERS = {\n" + "\n".join(table) + "\n}\n"
+    return text
+
+
+PATH = Path(__file__).with_name("generated.py")
+
+
+def main() -> None:
+    PATH.write_text(source())
+    print(f"wrote {PATH}")
+
+
+if __name__ == "__main__":
+    main()
