@@ -8,12 +8,16 @@ numba functions generated per (system, method) from source text (scalar state, s
 allocation, every state stored into an output array), iterating implicit equations to the same test as the
 package (``e = max |update| <= tol * max(1, |y|_inf)``, or stalled at the rounding floor). Lean implicit
 midpoint is the faster of a fixed-point iteration and a full Newton iteration with an unrolled elimination;
-lean Gauss-Legendre is a fixed-point iteration on the stage increments.
+lean Gauss-Legendre is a fixed-point iteration on the stage increments. The rigid body's rotation splittings
+(``rotation_splitting*``) are timed against a lean loop of scalar rotations written here (rates 1/I_k from the
+inertia, centred or not, angles per unit z precomputed, rotations of rate 0 dropped; no merging of adjacent
+rotations about one axis, which the package does not do either: it would change the rounding).
 
 Measurements are interleaved (package, lean, package, ...) and the minimum of each is kept, so load noise
 cancels in the ratio. Prints, per method: package and lean seconds per unit of simulated time, their ratio
 (target <= 1.3), the kernel-only ratio (the stepper's ``step_block`` on one block of all the steps, without
-the engine's per-block overhead; a method that blows up, euler, is timed on the horizon it survives), and the rigid body's seconds to t = 50 000 at h = 0.2 against the Julia anchor (implicit
+the engine's per-block overhead; a method that blows up at h, euler, is timed at the largest h / 2^k at which it
+survives the horizon, both sides at that step), and the rigid body's seconds to t = 50 000 at h = 0.2 against the Julia anchor (implicit
 midpoint 2.51 s; target <= 0.05x). Usage::
 
     python scripts/bench_kernels.py [--t-end 2000] [--repeats 5] [--system rigid_body] [--method rk4 ...]
@@ -125,7 +129,8 @@ def _scale_lines(d):
 # --- step generators: each returns the body of ``step(p, h, y0..y{d-1}, tol, max_iter) -> (ok, z0..)`` ----
 def _step_euler(S):
     d = S.dim
-    return S.field("y", "k") + [f"return True, {', '.join(f'y{i} + h * k{i}' for i in range(d))}"]
+    # prefix "e": "k0".."k3" would shadow the oscillator's spring constants k1, k2
+    return S.field("y", "e") + [f"return True, {', '.join(f'y{i} + h * e{i}' for i in range(d))}"]
 
 
 def _step_rk4(S):
@@ -269,6 +274,45 @@ def _compile(S, body, gammas=None, shears=None):
     return numba.njit(ns["run"])
 
 
+def _lean_rotations():
+    """A lean run loop of rigid-body rotations: ``comps`` the axes, ``coefs`` the angles per unit z_axis."""
+
+    @numba.njit
+    def run(p, y, h, n, out, tol, max_iter, gammas, comps, coefs):
+        z0, z1, z2 = y[0], y[1], y[2]
+        for k in range(n):
+            for q in range(comps.size):
+                a = comps[q]
+                if a == 0:
+                    th = coefs[q] * z0
+                    c, s = math.cos(th), math.sin(th)
+                    z1, z2 = c * z1 + s * z2, c * z2 - s * z1
+                elif a == 1:
+                    th = coefs[q] * z1
+                    c, s = math.cos(th), math.sin(th)
+                    z2, z0 = c * z2 + s * z0, c * z0 - s * z2
+                else:
+                    th = coefs[q] * z2
+                    c, s = math.cos(th), math.sin(th)
+                    z0, z1 = c * z0 + s * z1, c * z1 - s * z0
+            out[k, 0] = z0
+            out[k, 1] = z1
+            out[k, 2] = z2
+        y[0], y[1], y[2] = z0, z1, z2
+        return n
+
+    return run
+
+
+def _rotation_angles(system, centred: bool, comps, coefs):
+    """(axes, angle per unit z_axis) of a rotation sequence, rate-0 rotations dropped (rates 1/I_k, centred)."""
+    w = 1.0 / np.asarray(system.inertia, dtype=np.float64)
+    if centred:
+        w = w - w.mean()
+    keep = w[comps] != 0.0
+    return np.ascontiguousarray(comps[keep]), np.ascontiguousarray(coefs[keep] * w[comps[keep]])
+
+
 def lean_runners(S, method) -> list:
     """Lean run functions (one or two candidates) for ``method`` (an Integrator with its plan) on S."""
     from vpintegrator.compiled.integrators import _plan
@@ -279,6 +323,8 @@ def lean_runners(S, method) -> list:
         return []
     gammas = list(getattr(method, "gammas", None) or []) or None
     base = getattr(method, "base", None) or name
+    if plan["mid"] in (100, 101):  # the rigid body's rotation splittings (vpintegrator.compiled.lie_poisson)
+        return [("rotations", _lean_rotations())]
     if plan["mid"] == 6:  # a shear sequence (coefficients for h = 1: scaled at run time)
         return [("shears", _compile(S, [], shears=True))]
     gauss = {"gauss_legendre2": 1, "gauss_legendre4": 2, "gauss_legendre6": 3, "gauss_legendre8": 4}
@@ -295,9 +341,10 @@ def lean_runners(S, method) -> list:
 # --- timing ------------------------------------------------------------------------------------------------
 def _package_seconds(system, method, h, y0, n):
     from vpintegrator.rollout.engine import rollout
+    from vpintegrator.rollout.precision import BATCH1_CHUNK_STEPS
     from vpintegrator.rollout.steps import IntegratorStep
 
-    tr = rollout(IntegratorStep(system, method, h), y0[None, None], h, n)
+    tr = rollout(IntegratorStep(system, method, h), y0[None, None], h, n, chunk_steps=BATCH1_CHUNK_STEPS)
     assert tr.meta.get("runner") == "numba", tr.meta.get("runner")
     return float(tr.meta["seconds"]), tr.y[0, -1]
 
@@ -309,6 +356,7 @@ def _lean_seconds(run, p, y0, h, n, tol, max_iter, gammas, comps, coefs):
     done = run(p, y, h, n, out, tol, max_iter, gammas, comps, coefs)
     seconds = time.perf_counter() - start
     assert done == n, f"lean stepper stopped at step {done}"
+    _lean_seconds.peak = float(np.max(np.abs(out))) if np.all(np.isfinite(out)) else math.inf  # for survives()
     return seconds, out[-1]
 
 
@@ -332,31 +380,47 @@ def bench(system_name, h, methods, t_end, repeats):
                 continue
         except Exception:  # noqa: BLE001 - not applicable to this system
             continue
-        plan = _plan(method, S.dim, h)
-        tol, max_iter = plan["tol"], plan["max_iter"]
-        gammas = np.asarray(plan["gammas"], dtype=np.float64)
-        comps, coefs = plan["comps"], plan["coefs"]
         cands = lean_runners(S, method)
+
+        def args_at(h_m):  # the plan's arrays for step h_m (a shear sequence and rotations hold the step)
+            plan = _plan(method, S.dim, h_m)
+            comps, coefs = plan["comps"], plan["coefs"]
+            if plan["mid"] in (100, 101):  # rotations: axes and angles per unit z_axis, computed here
+                comps, coefs = _rotation_angles(system, plan["mid"] == 101, comps, coefs)
+            return plan["tol"], plan["max_iter"], np.asarray(plan["gammas"], dtype=np.float64), comps, coefs
+
+        def survives(h_m, n_m):  # no state beyond the engine's blow-up bound (BLOWUP x |y0|, rows restart there)
+            _lean_seconds(cands[0][1], p, y0, h_m, n_m, *args_at(h_m))
+            return _lean_seconds.peak <= 1e3 * float(np.max(np.abs(y0)))
+
         for _, run in cands:  # compile
-            _lean_seconds(run, p, y0, h, 2, tol, max_iter, gammas, comps, coefs)
+            _lean_seconds(run, p, y0, h, 2, *args_at(h))
         _package_seconds(system, method, h, y0, 2)
-        n_m = n  # a method that blows up (euler) is timed on the horizon it survives
-        while n_m > 16 and not np.all(np.isfinite(_lean_seconds(cands[0][1], p, y0, h, n_m, tol, max_iter, gammas,
-                                                                 comps, coefs)[1])):
+        # a method that blows up at h (euler) is timed at the largest h / 2^k at which it survives the whole
+        # horizon (both sides at that step: a cost per unit time, not a few steps dominated by per-call set-up),
+        # else on the horizon it survives
+        h_m = h
+        while not survives(h_m, round(t_end / h_m)) and h_m > h / 1024:
+            h_m /= 2
+        if not survives(h_m, round(t_end / h_m)):
+            h_m = h
+        n_m = round(t_end / h_m)
+        while n_m > 16 and not survives(h_m, n_m):
             n_m //= 2
-        t_m = n_m * h
-        stepper = compiled_stepper(system, method, h)
+        t_m = n_m * h_m
+        tol, max_iter, gammas, comps, coefs = args_at(h_m)
+        stepper = compiled_stepper(system, method, h_m)
         out = np.empty((n_m, S.dim))
         best_pkg, best_kernel, best_lean = math.inf, math.inf, {label: math.inf for label, _ in cands}
         for _ in range(repeats):
-            sec, y_pkg = _package_seconds(system, method, h, y0, n_m)
+            sec, y_pkg = _package_seconds(system, method, h_m, y0, n_m)
             best_pkg = min(best_pkg, sec)
             y = y0.copy()
             start = time.perf_counter()
             stepper.step_block(y, n_m, out)
             best_kernel = min(best_kernel, time.perf_counter() - start)
             for label, run in cands:
-                sec, y_lean = _lean_seconds(run, p, y0, h, n_m, tol, max_iter, gammas, comps, coefs)
+                sec, y_lean = _lean_seconds(run, p, y0, h_m, n_m, tol, max_iter, gammas, comps, coefs)
                 best_lean[label] = min(best_lean[label], sec)
         label = min(best_lean, key=best_lean.get)
         lean = best_lean[label]
@@ -364,7 +428,7 @@ def bench(system_name, h, methods, t_end, repeats):
         rows.append((name, best_pkg / t_m, lean / t_m, best_pkg / lean, label, diff))
         print(f"{system_name:18s} {name:26s} package {best_pkg / t_m:9.3e}  lean {lean / t_m:9.3e} "
               f"({label:11s})  ratio {best_pkg / lean:5.2f}  kernel-only ratio {best_kernel / lean:5.2f}  "
-              f"|y_pkg - y_lean|(t={t_m:g}) {diff:.1e}"
+              f"|y_pkg - y_lean|(t={t_m:g}) {diff:.1e}" + (f"  (at h = {h_m:g}: blows up at h = {h:g})" if h_m != h else "")
               + ("  [" + ", ".join(f"{k} {v / t_m:.2e}" for k, v in best_lean.items()) + "]" if len(best_lean) > 1 else "")
               + (f"  t=50000: {best_pkg / t_m * 5e4:6.3f} s = {best_pkg / t_m * 5e4 / JULIA_IM_50K:.3f}x Julia"
                  if system_name == "rigid_body" else ""), flush=True)

@@ -83,22 +83,6 @@ def compress(w, comps, coefs, axes, ts):
 
 
 @jit
-def step_rotations(axes, wts, m, y, y1):
-    """``y1`` = the rotations about ``axes[k]`` by ``wts[k] * z_axis`` (k < m) applied to ``y`` (3,) in order."""
-    y1[0], y1[1], y1[2] = y[0], y[1], y[2]
-    for k in range(m):
-        axis = axes[k]
-        i = axis + 1 if axis < 2 else 0
-        j = 3 - axis - i
-        theta = wts[k] * y1[axis]
-        c, s = math.cos(theta), math.sin(theta)
-        zi, zj = y1[i], y1[j]
-        y1[i] = c * zi + s * zj
-        y1[j] = c * zj - s * zi
-    return OK
-
-
-@jit
 def run_rotations(inertia, centred, comps, coefs, y, n, out, info):
     """n steps of the rotation sequence (comps, coefs) from y (3,) into out (>= n, 3); see the module doc."""
     w = np.empty(3)
@@ -108,17 +92,25 @@ def run_rotations(inertia, centred, comps, coefs, y, n, out, info):
     m = compress(w, comps, coefs, axes, ts)
     for k in range(m):  # angle per unit z_axis: (t h) w_axis, as NumPy's wt = t * rate
         ts[k] = ts[k] * w[axes[k]]
-    y1 = np.empty(3)
-    for k in range(n):
-        step_rotations(axes, ts, m, y, y1)
-        finite = True
-        for i in range(3):
-            v = y1[i]
-            y[i] = v
-            out[k, i] = v
-            if not np.isfinite(v):
-                finite = False
-        if not finite:
+    z0, z1, z2 = y[0], y[1], y[2]
+    for k in range(n):  # the state in scalars; each rotation NumPy's operations in NumPy's order (same bits)
+        for q in range(m):
+            axis = axes[q]
+            if axis == 0:
+                theta = ts[q] * z0
+                c, s = math.cos(theta), math.sin(theta)
+                z1, z2 = c * z1 + s * z2, c * z2 - s * z1
+            elif axis == 1:
+                theta = ts[q] * z1
+                c, s = math.cos(theta), math.sin(theta)
+                z2, z0 = c * z2 + s * z0, c * z0 - s * z2
+            else:
+                theta = ts[q] * z2
+                c, s = math.cos(theta), math.sin(theta)
+                z0, z1 = c * z0 + s * z1, c * z1 - s * z0
+        y[0], y[1], y[2] = z0, z1, z2
+        out[k, 0], out[k, 1], out[k, 2] = z0, z1, z2
+        if not (np.isfinite(z0) and np.isfinite(z1) and np.isfinite(z2)):
             info[1] = NONFINITE
             info[2] = k + 1
             return k + 1
@@ -165,5 +157,5 @@ def run_batch(stepper, y0, n_steps, t0: float = 0.0) -> np.ndarray:
     return out
 
 
-__all__ = ["ROTATIONS", "ROTATIONS_CENTRED", "MIDS", "plan", "run_rotations", "step_rotations", "step_block",
+__all__ = ["ROTATIONS", "ROTATIONS_CENTRED", "MIDS", "plan", "run_rotations", "step_block",
            "run_batch"]
