@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from ulp import assert_ulp_close
 
 import vpintegrator.models as models_module
 from vpintegrator.errors import VPIntegratorError
@@ -113,7 +114,8 @@ def test_float32_agrees_with_float64(key):
 def test_vpff_acts_on_each_state_independently():
     model = paper_model("vpff")
     x = windows(4, 5, 3)
-    torch.testing.assert_close(model(x), torch.cat([model(x[:, i : i + 1]) for i in range(5)], dim=1), rtol=0, atol=0)
+    # the same layers on inputs of another shape (BLAS may pick another kernel): a few ulp
+    assert_ulp_close(model(x).detach().numpy(), torch.cat([model(x[:, i : i + 1]) for i in range(5)], dim=1).detach().numpy(), ulps=16)
 
 
 @pytest.mark.parametrize("dim, seq", [(2, 2), (3, 1), (3, 3), (3, 5), (4, 3), (5, 4)])
