@@ -146,7 +146,7 @@ def test_the_commands_flags_are_the_config_keys():
 def test_resumable_keys_are_declared():
     from vpintegrator.training.config import RESUMABLE_KEYS
 
-    assert set(RESUMABLE_KEYS) == {"epochs", "time_limit", "device", "fast_step", "patience", "min_delta",
+    assert set(RESUMABLE_KEYS) == {"epochs", "time_limit", "cpu_time_limit", "device", "fast_step", "patience", "min_delta",
                                    "checkpoint_every", "checkpoint_seconds", "out"}
 
 

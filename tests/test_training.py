@@ -204,6 +204,29 @@ def test_time_limit(tiny_data, tmp_path):
     assert result.stopped == "time_limit" and result.epochs == 1
 
 
+def test_cpu_time_limit_counts_the_process_cpu_time_not_the_wall_clock(tiny_data, tmp_path, monkeypatch):
+    """A CPU-time budget follows ``time.process_time`` (here a fake clock: 10 CPU s per reading), so a loaded
+    machine's lost wall time does not shorten the training; the wall limit stays a ceiling."""
+    from vpintegrator.training import loop
+
+    clock = {"t": 0.0}
+
+    def fake_process_time():
+        clock["t"] += 10.0
+        return clock["t"]
+
+    monkeypatch.setattr(loop.time, "process_time", fake_process_time)
+    # 50 epochs take well under a wall second here, but each reading of the fake clock spends 10 CPU s
+    result = fit(_config(tiny_data, tmp_path, "cpu", epochs=50, cpu_time_limit=75.0))
+    assert result.stopped == "time_limit" and 1 <= result.epochs < 8
+    assert tomllib.loads((tmp_path / "cpu" / "config.toml").read_text())["cpu_time_limit"] == 75.0
+    assert json.loads((tmp_path / "cpu" / "summary.json").read_text())["cpu_time"] >= 75.0
+    monkeypatch.undo()
+    # a wall ceiling still stops it first
+    result = fit(_config(tiny_data, tmp_path, "both", epochs=None, decay_epochs=10, cpu_time_limit=1e9, time_limit=1e-6))
+    assert result.stopped == "time_limit" and result.epochs == 1
+
+
 def test_callback_can_stop(tiny_data, tmp_path):
     seen = []
     result = fit(_config(tiny_data, tmp_path, epochs=10), callback=lambda info: seen.append(info) or info.epoch == 2)
@@ -265,7 +288,7 @@ def _hdf5_without_schema(tmp_path) -> str:
         (dict(model={"name": "vpt", "seq_len": 2, "width": 4}), r"unknown key 'width'"),
         (dict(device="tpu"), r"unknown device 'tpu'; valid: auto, cpu, cuda, cuda:N"),
         (dict(dtype="float16"), r"dtype must be float32 or float64"),
-        (dict(epochs=None), r"give epochs or time_limit"),
+        (dict(epochs=None), r"give epochs, time_limit or cpu_time_limit"),
         (dict(epochs=0), r"epochs must be a positive integer"),
         (dict(lr_min=1.0), r"lr_min must be a finite number in \[0, lr=0.01\]"),
         (dict(optimizer_kwargs={"momentun": 0.9}), r"optimizer_kwargs for 'adam'"),

@@ -86,7 +86,9 @@ class Trainer:
         # training state
         self.epoch = self.step = 0
         self.wall_before = 0.0  # seconds spent by earlier invocations of this run
+        self.cpu_before = 0.0  # CPU seconds spent by earlier invocations of this run
         self.t_start = time.perf_counter()
+        self.cpu_start = time.process_time()
         self.stop: Any = None
         write = dist.is_main
         self.members = []
@@ -161,6 +163,10 @@ class Trainer:
     def wall(self) -> float:
         return self.wall_before + (time.perf_counter() - self.t_start)
 
+    def cpu(self) -> float:
+        """CPU seconds (this process, every thread) spent on the run, earlier invocations included."""
+        return self.cpu_before + (time.process_time() - self.cpu_start)
+
     def checkpoint_due(self) -> bool:
         """Time for a checkpoint by wall time (rank 0 decides; DDP carries the decision to every rank)."""
         return (self.dist.is_main and self.out is not None
@@ -198,6 +204,7 @@ class Trainer:
             "monitor": self.config.monitor if self.val_set is not None else "train_loss",
             "lr": self.steps.lrs()[m.k],
             "wall_time": round(self.wall(), 3),
+            "cpu_time": round(self.cpu(), 3),
             "stopped": stopped,
             "device": str(self.device),
             "fast_step": self.steps.fast_mode,
@@ -276,10 +283,11 @@ class Trainer:
     def run(self):
         """Train; a :class:`FitResult` (an :class:`EnsembleResult` for an ensemble)."""
         self.t_start = time.perf_counter()
+        self.cpu_start = time.process_time()
         show = self.progress and self.dist.is_main
         try:
             self._start_files()
-            with StopRequest() as self.stop, progress_bar(show, self._epochs_left(), self.config.time_limit) as bar:
+            with StopRequest() as self.stop, progress_bar(show, self._epochs_left(), self.config.time_limit or self.config.cpu_time_limit) as bar:
                 stopped = self._loop(bar)
         finally:
             for m in self.members:
@@ -332,9 +340,10 @@ class Trainer:
     def _loop(self, bar) -> str:
         cfg = self.config
         invocation_start = time.perf_counter()
+        cpu_start = time.process_time()
         self.steps.train_mode()
         while (left := self._epochs_left()) is None or left > 0:
-            t_epoch = time.perf_counter()
+            t_epoch, cpu_epoch = time.perf_counter(), time.process_time()
             step0 = self.step
             try:
                 out = self.steps.epoch(self)
@@ -395,12 +404,16 @@ class Trainer:
             # stop conditions, agreed on by every rank
             last_epoch_seconds = time.perf_counter() - t_epoch
             elapsed = time.perf_counter() - invocation_start
+            cpu_now = time.process_time()
+            over_cpu = (cfg.cpu_time_limit is not None
+                        and (cpu_now - cpu_start) + (cpu_now - cpu_epoch) > cfg.cpu_time_limit)
             asked = False
             if self.callback is not None:
                 asked = bool(self.callback(infos if self.ensemble else infos[0]))
             flags = torch.tensor(
                 [float(self.stop.requested),
-                 float(cfg.time_limit is not None and elapsed + last_epoch_seconds > cfg.time_limit), float(asked)],
+                 float(over_cpu or (cfg.time_limit is not None and elapsed + last_epoch_seconds > cfg.time_limit)),
+                 float(asked)],
                 dtype=torch.float64, device=self.device,
             )
             ddp.all_reduce(flags, self.dist, op="max")

@@ -111,6 +111,7 @@ class SingleSteps:
                 "best_epoch": int(rec.best_epoch),
                 "bad_epochs": int(rec.bad_epochs),
                 "wall_time": float(run.wall()),
+                "cpu_time": float(run.cpu()),
                 "train_loss": float(rec.last_train),
                 "val_loss": float(rec.last_val),
             },
@@ -151,6 +152,7 @@ class SingleSteps:
         self.loss_sum, self.loss_count = float(st["loss_sum"]), int(st["loss_count"])
         rec.best_loss, rec.best_epoch = float(st["best_loss"]), int(st["best_epoch"])
         rec.bad_epochs, run.wall_before = int(st["bad_epochs"]), float(st["wall_time"])
+        run.cpu_before = float(st.get("cpu_time", 0.0))  # older checkpoints carry no CPU time
         rec.last_train, rec.last_val = float(st["train_loss"]), float(st["val_loss"])
         if rec.run_dir is not None:
             rec.history = ckpt_io.read_log(rec.run_dir / "log.csv", max_epoch=run.epoch)
