@@ -199,6 +199,58 @@ def test_the_lock_is_reentrant_in_one_process_and_leaves_no_folders(tmp_path):
     assert list(tmp_path.iterdir()) == []  # the folders made for the lock went with it
 
 
+@pytest.mark.parametrize("target_exists", [True, False])
+def test_a_lock_file_that_is_a_link_is_refused_and_nothing_is_written_through_it(tmp_path, target_exists):
+    """Issue 36: a link in the lock's place was written through (the user's notes.txt changed) and deleted."""
+    notes = tmp_path / "notes.txt"
+    if target_exists:
+        notes.write_text("my notes\n")
+    out = tmp_path / "x.h5"
+    lock_path(out).symlink_to(notes)
+    with pytest.raises(OutputError, match=r"lock file .*x\.h5\.lock is a symbolic link .*locks never follow links"):
+        write_trajectories(out, _traj())
+    assert lock_path(out).is_symlink() and os.readlink(lock_path(out)) == str(notes)  # the link stays
+    assert (notes.read_text() == "my notes\n") if target_exists else not notes.exists()
+    assert not out.exists()
+    # the CLI: one line, exit 1
+    from vpintegrator.cli import gen
+
+    res = CliRunner().invoke(gen.main, ["rigid_body", "--n-traj", "2", "--t-end", "0.4", "--out", str(out)])
+    assert res.exit_code == 1 and res.output.count("\n") == 1 and "symbolic link" in res.output, res.output
+    assert lock_path(out).is_symlink() and not out.exists()
+
+
+@pytest.mark.parametrize("content, what", [(b"my own file\n", "holds something else than a lock"),
+                                           (b"123\nvp-gen\nmore lines of someone's\n", "holds something else than a lock"),
+                                           ("dir", "is not a regular file"), ("fifo", "is not a regular file")])
+def test_a_lock_file_of_foreign_content_is_neither_used_nor_removed(tmp_path, content, what):
+    out = tmp_path / "x.h5"
+    lock = lock_path(out)
+    if content == "dir":
+        lock.mkdir()
+    elif content == "fifo":
+        os.mkfifo(lock)
+    else:
+        lock.write_bytes(content)
+    with pytest.raises(OutputError, match=rf"x\.h5\.lock {what} \(not a lock file of vpintegrator\)"):
+        write_trajectories(out, _traj())
+    if content == "dir":
+        assert lock.is_dir()
+    elif content == "fifo":
+        assert lock.is_fifo()
+    else:
+        assert lock.read_bytes() == content
+    assert not out.exists()
+
+
+def test_the_lock_removes_only_the_file_it_locked(tmp_path):
+    out = tmp_path / "x.h5"
+    with output_lock(out) as lock:
+        lock.unlink()
+        lock.write_text("a file someone put there\n")  # (not a lock: the exit must leave it)
+    assert lock.read_text() == "a file someone put there\n"
+
+
 def test_a_study_into_a_locked_run_is_refused(tmp_path, holder):
     from vpintegrator.studies.runner import StudyError, study_lock
 

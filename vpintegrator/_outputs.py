@@ -13,6 +13,12 @@ whole run: the file ``<output>.lock`` beside it holding the writer's process id,
 ``fcntl.flock`` where available (else created with ``O_EXCL``). A second writer is refused with one line
 naming the live process; a lock left by a process that no longer runs is taken over with one warning
 line on stderr; the lock file is removed when the writer ends. Locks are re-entrant within a process.
+
+A lock never follows a symbolic link and never removes what it did not make: the lock file is opened with
+``O_NOFOLLOW`` (a link in its place is refused with one line, the link and its target untouched), it must
+be a regular file, and a file there that is not a lock of this package (anything but an empty file or
+``<pid>\n<program>\n``) is refused, not taken over. On exit the file is removed only if it is still the
+one this process locked.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import errno
 import logging
 import os
 import re
+import stat
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -281,13 +288,48 @@ def _busy(path: Path, key: str | None, pid: int | None, what: str) -> OutputErro
         f"to finish, or give another path", key=key)
 
 
+#: what a lock file of this package holds: the writer's process id and its program, one line each
+_LOCK_TEXT = re.compile(rb"\A(?:\d{1,10}\n[^\n]{0,200}\n?)?\Z")
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def _open_lock(lock: Path, path: Path, key: str | None, flags: int) -> int:
+    """``os.open(lock, flags)`` never through a symbolic link, and only a regular file holding nothing or
+    a lock of this package; anything else is a one-line :class:`OutputError` (and is left as it is)."""
+    try:
+        fd = os.open(lock, flags | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0), 0o644)  # (a FIFO: no wait)
+    except OSError as err:
+        if err.errno == errno.ELOOP or (err.errno == errno.EEXIST and lock.is_symlink()) or lock.is_symlink():
+            raise OutputError(
+                f"{_label(key, path)}: its lock file {lock} is a symbolic link (to {os.readlink(lock)}); locks never "
+                "follow links: remove the link, or give another path", key=key) from None
+        if err.errno == errno.EISDIR:
+            raise OutputError(
+                f"{_label(key, path)}: {lock} is not a regular file (not a lock file of vpintegrator), so it is neither "
+                "used nor removed: move it away, or give another path", key=key) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        head = os.pread(fd, 512, 0) if stat.S_ISREG(st.st_mode) else b""
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(st.st_mode) or not _LOCK_TEXT.match(head):
+        os.close(fd)
+        what = "is not a regular file" if not stat.S_ISREG(st.st_mode) else "holds something else than a lock"
+        raise OutputError(
+            f"{_label(key, path)}: {lock} {what} (not a lock file of vpintegrator), so it is neither used nor "
+            "removed: move it away, or give another path", key=key)
+    return fd
+
+
 def _took_over(lock: Path, pid: int | None, what: str) -> None:
     logging.getLogger(__name__).warning("took over %s, left by %s, which no longer runs", lock, _who(pid, what))
 
 
 def _acquire_flock(lock: Path, path: Path, key: str | None) -> int:
     while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock(lock, path, key, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as err:
@@ -298,7 +340,7 @@ def _acquire_flock(lock: Path, path: Path, key: str | None) -> int:
             os.close(fd)
             raise _busy(path, key, pid, what) from None
         try:  # the file may have been removed (and made anew) by the writer we waited for: lock the current one
-            same = os.path.samestat(os.fstat(fd), os.stat(lock))
+            same = os.path.samestat(os.fstat(fd), os.lstat(lock))
         except FileNotFoundError:
             same = False
         if same:
@@ -312,7 +354,7 @@ def _acquire_excl(lock: Path, path: Path, key: str | None) -> int:  # pragma: no
             return os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             try:
-                fd = os.open(lock, os.O_RDONLY)
+                fd = _open_lock(lock, path, key, os.O_RDONLY)
             except FileNotFoundError:
                 continue
             pid, what = _read_owner(fd)
@@ -347,7 +389,7 @@ def output_lock(path: str | os.PathLike, *, key: str | None = "out") -> Iterator
         fd = _acquire_flock(lock, path, key) if fcntl is not None else _acquire_excl(lock, path, key)
     except BaseException as err:
         _remove_empty(made)
-        if not isinstance(err, OSError):
+        if not isinstance(err, OSError) or isinstance(err, OutputError):
             raise
         raise OutputError(
             f"{_label(key, path)}: cannot create the lock file {lock} ({err.strerror or err}); give an output in a "
@@ -362,8 +404,9 @@ def output_lock(path: str | os.PathLike, *, key: str | None = "out") -> Iterator
         yield lock
     finally:
         del _held[lock]
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(lock)  # while still locked: a waiting writer then finds the file gone and retries
+        with contextlib.suppress(OSError):
+            if os.path.samestat(os.fstat(fd), os.lstat(lock)):  # only the file this process locked
+                os.unlink(lock)  # while still locked: a waiting writer then finds the file gone and retries
         os.close(fd)
         _remove_empty(made)  # a refused or failed write leaves no new folders behind
 
