@@ -371,7 +371,7 @@ def test_overwrite_replaces_the_commands_own_outputs_and_nothing_else(tmp_path):
     assert res.exit_code == 0, res.output
     assert link.is_symlink() and read_rollout(real).meta["n_traj"] == 3
 
-    # a run directory: replaced whole (vp-plot's figures in it too), once the new run's set-up succeeded
+    # a run directory: vp-train's files (and vp-plot's figures) replaced, once the new run's set-up succeeded
     run = tmp_path / "run"
     train = ["--data", str(data), "--model", "vpt", "--seq-len", "2", "--set", "model.n_blocks=1", "--set",
              "model.L=1", "--device", "cpu", "--no-progress", "--out", str(run)]
@@ -383,6 +383,26 @@ def test_overwrite_replaces_the_commands_own_outputs_and_nothing_else(tmp_path):
     assert res.exit_code == 0, res.output
     assert len((run / "log.csv").read_text().splitlines()) == 2  # header + the new run's one epoch
     assert not (run / "figures").exists() and not list(tmp_path.glob("*.lock"))
+    # issue 36: the user's files in it (a figure of theirs, drawn by matplotlib too, notes) are kept
+    assert runner.invoke(plot_main, [str(run), "--kind", "training"]).exit_code == 0
+    (run / "figures" / "training.png").rename(run / "figures" / "paper_fig3.png")
+    (run / "notes.txt").write_text("mine\n")
+    (run / "drafts").mkdir()
+    (run / "drafts" / "log.csv").write_text("not a run's\n")
+    kept = {p: _sha(p) for p in (run / "figures" / "paper_fig3.png", run / "notes.txt", run / "drafts" / "log.csv")}
+    res = runner.invoke(train_main, [*train, "--epochs", "2", "--overwrite"])
+    assert res.exit_code == 0, res.output
+    assert {p: _sha(p) for p in kept} == kept and len((run / "log.csv").read_text().splitlines()) == 3
+    assert sorted(p.name for p in (run / "figures").iterdir()) == ["paper_fig3.png"]  # training.pdf went
+    # a file of the user's where the new run writes: one line, nothing removed
+    (run / "summary.json").unlink()
+    (run / "summary.json").mkdir()
+    snapshot = _tree(run)
+    res = runner.invoke(train_main, [*train, "--epochs", "1", "--overwrite"])
+    assert res.exit_code == 1 and res.output.count("\n") == 1, res.output
+    assert "summary.json is a directory, not what vp-train writes there; it is never removed" in res.output
+    assert _tree(run) == snapshot
+    (run / "summary.json").rmdir()
     res = runner.invoke(train_main, [*train, "--epochs", "1", "--overwrite", "--data", "nonexistent.h5"])
     assert res.exit_code == 1 and (run / "log.csv").exists()  # a failed set-up leaves the old run
     assert _tree(tmp_path / "rollouts") == before

@@ -2,8 +2,9 @@
 
 **Overwrite rule** (:func:`check_output`): an output that exists is refused with one line unless
 ``overwrite`` is given; even then, only a file of the kind the command writes is replaced: a trajectory
-file for ``vp-gen``, a rollout file and its metrics table for ``vp-rollout``, a run directory holding only
-run files for ``vp-train``, a figure drawn by matplotlib for ``vp-plot``. A checkpoint, a source file, an
+file for ``vp-gen``, a rollout file and its metrics table for ``vp-rollout``, a run directory for ``vp-train``
+(of which only vp-train's own files are removed, by name and kind: :func:`run_dir_removals`; anything
+else in it is kept), a figure drawn by matplotlib for ``vp-plot``. A checkpoint, a source file, an
 HDF5 file of another schema or not written by this package, a directory that is not a run directory,
 is never replaced. Symbolic links are resolved first, so a link to another output or to an input is
 judged by what it points to (and written through).
@@ -46,7 +47,7 @@ except ImportError:  # pragma: no cover - Windows: O_EXCL lock files
     fcntl = None  # type: ignore[assignment]
 
 __all__ = ["KIND_NAMES", "OutputError", "check_output", "check_run_entries", "identify", "lock_path", "output_lock",
-           "output_locks", "replace_run_dir"]
+           "output_locks", "replace_run_dir", "run_dir_removals"]
 
 #: kind -> how a message names it
 KIND_NAMES = {
@@ -220,31 +221,96 @@ def check_output(path: str | os.PathLike, kind: str | tuple[str, ...], overwrite
     return real
 
 
+#: the figures vp-plot draws by default (``plotting.rollout.KINDS``, the training curves, work–precision):
+#: what replacing a run directory removes from its ``figures/`` when matplotlib drew them
+VP_PLOT_STEMS = frozenset({"trajectories3d", "invariants", "error", "volume", "phase", "training", "work_precision"})
+
+
+def _run_file_is_ours(p: Path) -> bool:
+    """Whether ``p`` (named as one of :data:`RUN_FILES`) is what vp-train writes under that name: a regular
+    file (not a link) of that kind (a checkpoint is torch's zip, log.csv starts with its epoch column, a
+    JSON file is an object)."""
+    if p.is_symlink() or not p.is_file():
+        return False
+    try:
+        head = _head(p, 64)
+    except OSError:
+        return False
+    if p.suffix == ".pt":
+        return head.startswith(b"PK\x03\x04")
+    if p.name == "log.csv":
+        return head.startswith(b"epoch,") or head == b""
+    if p.suffix == ".json":
+        return head.lstrip().startswith(b"{")
+    return True  # config.toml, ensemble.csv, ensemble.md: text the run wrote
+
+
+def _leftover(name: str) -> bool:
+    """A temporary file of a killed writer, or the lock file of a run file."""
+    return (name.startswith(".") and name.endswith(".tmp")) or (
+        name.endswith(".lock") and name[: -len(".lock")] in RUN_FILES | RUN_DIRS)
+
+
+def run_dir_removals(path: Path) -> list[Path]:
+    """What replacing the run directory ``path`` removes: vp-train's own files by name and kind (the run
+    files of the run and of each ``member_*``, the ensemble's ``best`` link, temporary and lock files of
+    killed writers, and in ``figures/`` the figures vp-plot draws by default, drawn by matplotlib).
+    Everything else is kept. An entry kept where the new run writes (a ``log.csv`` of yours, a directory
+    named ``best.pt``) is a one-line :class:`OutputError`, before anything is removed."""
+    remove: list[Path] = []
+
+    def conflict(p: Path, what: str) -> OutputError:
+        return OutputError(
+            f"out {path}: {p.relative_to(path)} is {what}, not what vp-train writes there; it is never removed, also "
+            "with overwrite, and the new run would write there: move it away or give another out", key="out")
+
+    def visit(d: Path, top: bool) -> None:
+        for p in sorted(d.iterdir()):
+            name = p.name
+            if name in RUN_FILES:
+                if not _run_file_is_ours(p):
+                    kind = "a link" if p.is_symlink() else "a directory" if p.is_dir() else "a file of yours"
+                    raise conflict(p, kind)
+                remove.append(p)
+            elif _leftover(name) and (p.is_file() or p.is_symlink()):
+                remove.append(p)
+            elif top and name == "best":  # an ensemble's link to its selected member (a copy without links)
+                if p.is_symlink():
+                    remove.append(p)
+                elif p.is_dir():
+                    visit(p, False)
+                else:
+                    raise conflict(p, "a file of yours")
+            elif top and name.startswith("member_") and not p.is_symlink() and p.is_dir():
+                visit(p, False)
+            elif top and name == "figures" and not p.is_symlink() and p.is_dir():
+                for f in sorted(p.iterdir()):
+                    if f.stem in VP_PLOT_STEMS and not f.is_symlink() and f.is_file() and identify(f) == "figure":
+                        remove.append(f)
+            # anything else is the user's: kept
+
+    visit(path, True)
+    return remove
+
+
 def check_run_entries(path: Path) -> None:
-    """Refuse to replace the run directory ``path`` unless every entry is a run file (:data:`RUN_FILES`,
-    :data:`RUN_DIRS`, ``member_*`` directories of an ensemble, temporary files of killed writers)."""
-    for p in sorted(path.iterdir()):
-        ours = (p.name in RUN_FILES and p.is_file() and not p.is_symlink()) or p.name in RUN_DIRS or (
-            p.name.startswith("member_") and p.is_dir() and not p.is_symlink()) or (
-            p.name.startswith(".") and p.name.endswith(".tmp")) or (
-            p.name.endswith(".lock") and p.name[: -len(".lock")] in RUN_FILES | RUN_DIRS)  # left by a killed writer
-        if not ours:
-            raise OutputError(
-                f"out {path} holds {p.name}, which vp-train does not write: the directory is never replaced, also "
-                "with overwrite; move that file away or give another out", key="out")
+    """Refuse (one line) to replace the run directory ``path`` when an entry that would be kept sits where
+    the new run writes (:func:`run_dir_removals`)."""
+    run_dir_removals(path)
 
 
 def replace_run_dir(path: Path) -> None:
-    """Empty the run directory ``path`` that ``overwrite`` replaces (after :func:`check_run_entries`
-    again); call it once the new run's set-up has succeeded."""
-    import shutil
-
-    check_run_entries(path)
-    for p in path.iterdir():
-        if p.is_symlink() or not p.is_dir():
-            p.unlink(missing_ok=True)
-        else:
-            shutil.rmtree(p)
+    """Remove from the run directory ``path`` that ``overwrite`` replaces what vp-train (and vp-plot's
+    default figures) wrote there (:func:`run_dir_removals`, checked again), keeping everything else, and
+    the folders (``member_*``, ``best``, ``figures``) that this left empty; call it once the new run's
+    set-up has succeeded."""
+    removals = run_dir_removals(path)
+    for p in removals:
+        p.unlink(missing_ok=True)
+    for d in sorted((p for p in path.iterdir() if not p.is_symlink() and p.is_dir()
+                     and (p.name.startswith("member_") or p.name in RUN_DIRS)), reverse=True):
+        with contextlib.suppress(OSError):
+            d.rmdir()  # only if nothing of the user's is left in it
 
 
 # --------------------------------------------------------------------------- one writer per output

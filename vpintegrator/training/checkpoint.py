@@ -173,8 +173,9 @@ def log_columns(config: TrainConfig) -> tuple[str, ...]:
 def check_new_run_dir(out: Path, overwrite: bool = False) -> bool:
     """Refuse an ``out`` that is a file, already holds a run, or is a directory with other files in it
     (an empty directory, or one holding only temporary files of killed runs, is fine). With ``overwrite``
-    a directory holding a run is accepted if it holds nothing but run files
-    (:func:`vpintegrator._outputs.replace_run_dir` empties it); return whether it must be emptied."""
+    a directory holding a run is accepted unless a file of the user's sits where the new run writes
+    (:func:`vpintegrator._outputs.replace_run_dir` then removes vp-train's own files and keeps the rest);
+    return whether it must be replaced."""
     from .._outputs import OutputError, check_run_entries, holds_run
 
     if out.exists() and not out.is_dir():
