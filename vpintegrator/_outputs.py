@@ -99,10 +99,13 @@ def _tail(path: Path, n: int = 65536) -> bytes:
 def holds_run(path: Path) -> bool:
     """Whether the directory ``path`` holds a vp-train run (or an ensemble's): what a new run refuses and
     ``overwrite`` may replace. A run writes config.toml first, then log.csv, summary.json and the
-    checkpoints; a killed one may have left last.pt or log.csv alone."""
+    checkpoints; a killed one may have left last.pt or log.csv alone, a killed ensemble its config.toml and
+    the members' directories."""
     names = {p.name for p in path.iterdir()}
     return bool(names & {"last.pt", "log.csv", "ensemble.csv"}) or (
-        "config.toml" in names and bool(names & {"best.pt", "summary.json"}))
+        "config.toml" in names and bool(names & {"best.pt", "summary.json"})) or (
+        "config.toml" in names and any(n.startswith("member_") and (path / n / "config.toml").is_file() for n in names))
+    # (the last: an ensemble killed before its ensemble.csv, its members' directories written)
 
 
 def identify(path: str | os.PathLike) -> str | None:
