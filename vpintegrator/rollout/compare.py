@@ -537,8 +537,9 @@ def _write_rollouts(plan: _Plan, config: RolloutConfig, outs: list[Path], overwr
     from ..data.rollouts import RolloutWriter
     from ..metrics import write_table
 
-    from .blocks import Blocks
+    from .blocks import Blocks, remove_orphan_parts
 
+    remove_orphan_parts(outs[0])  # worker folders of a run killed outright (we hold the lock)
     reference_gen = reference_step_map(plan.data_meta, plan.system, plan.dt)
     for line in plan.notes:
         plan.say(line)
