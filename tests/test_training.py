@@ -670,6 +670,37 @@ def test_resume_is_monotone_and_leaves_the_run_alone(tiny_data, tmp_path):
     assert _hash_dir(run) == before
 
 
+def test_resume_refuses_replaced_data_and_a_lost_log(tiny_data, tmp_path):
+    """Issue 36: a resume after the data file was replaced by another, or after log.csv was deleted, went on
+    (with other data; with a log restarting at one row). Both are one-line errors; nothing changes."""
+    import shutil
+
+    from vpintegrator.data.hdf5 import read_trajectories, write_trajectories
+
+    data = tmp_path / "data.h5"
+    shutil.copy(tiny_data, data)
+    fit(_small(str(data), tmp_path))
+    run = tmp_path / "run"
+    other = read_trajectories(data)
+    other.y[:, :, 0] *= -1.0  # the same shape and meta, other states
+    write_trajectories(tmp_path / "other.h5", other)
+    original = data.read_bytes()
+    shutil.copy(tmp_path / "other.h5", data)
+    before = _hash_dir(run)
+    with pytest.raises(VPIntegratorError, match=r"resume .*run: .*data.h5 has changed since the run's last checkpoint "
+                                                r"\(sha256 \w+… then, \w+… now\)"):
+        fit(resume=run, epochs=5)
+    assert _hash_dir(run) == before
+    data.write_bytes(original)  # the same file again: resumes
+    (run / "log.csv").rename(tmp_path / "log.csv")
+    before = _hash_dir(run)
+    with pytest.raises(VPIntegratorError, match=r"log.csv is missing, but last.pt is at epoch 3"):
+        fit(resume=run, epochs=5)
+    assert _hash_dir(run) == before
+    (tmp_path / "log.csv").rename(run / "log.csv")
+    assert fit(resume=run, epochs=4).epochs == 4
+
+
 def test_time_based_checkpoints_do_not_change_the_run(tiny_data, tmp_path):
     """checkpoint_seconds tiny: last.pt after every step (mid-epoch); same weights as without; exact resume."""
     a = fit(_small(tiny_data, tmp_path / "a"))
