@@ -61,6 +61,7 @@ KIND_NAMES = {
     "source": "a source or text file",
     "directory": "a directory that is not a run directory",
     "file": "a file not written by this command",
+    "special": "not a regular file (a FIFO, socket or device)",
 }
 #: what a run directory may hold (vp-train and vp-plot write these; ``member_*`` are ensemble members)
 RUN_FILES = frozenset({"config.toml", "log.csv", "summary.json", "last.pt", "best.pt", "ensemble.csv",
@@ -118,6 +119,8 @@ def identify(path: str | os.PathLike) -> str | None:
             return "run" if holds_run(p) else "directory"
         except OSError:
             return "directory"
+    if not p.is_file():  # a FIFO (reading it would wait for a writer forever), a socket, a device
+        return "special"
     suffix = p.suffix.lower()
     try:
         head = _head(p)

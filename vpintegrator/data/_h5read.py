@@ -26,6 +26,9 @@ def _open(path: Path) -> h5py.File:
         raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
     if path.is_dir():
         raise VPIntegratorError(f"{path}: is a directory; expected an HDF5 file written by vp-gen")
+    if not path.is_file():  # a FIFO would wait forever for a writer
+        raise VPIntegratorError(f"{path}: is not a regular file (a FIFO, socket or device); expected an HDF5 file "
+                                "written by vp-gen")
     try:
         return h5py.File(path, "r")
     except OSError as err:
