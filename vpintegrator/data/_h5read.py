@@ -4,6 +4,7 @@ and :mod:`.shards`, so that neither imports the other's reader)."""
 from __future__ import annotations
 
 import errno
+import math
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,44 @@ def _validate(path: Path, f: h5py.File) -> tuple[int, int, int]:
         raise VPIntegratorError(
             f"{path}: attribute 'dim' is {_from_attr(dim)!r} but dataset '/y' has shape {y.shape} (dim {y.shape[2]})"
         )
+    _check_grid(path, f)
     return y.shape
+
+
+def _check_grid(path: Path, f: h5py.File) -> None:
+    """The root attribute ``dt`` a finite number > 0, ``/t`` a regular grid (to 1e-9 of its step) and its
+    step ``dt``: windows and horizons are counted in steps of ``dt``, so an irregular ``/t`` or one that
+    disagrees with ``dt`` would give wrong horizons silently. Non-finite or decreasing ``/t`` is reported
+    by the reader with its index."""
+    raw = f.attrs.get("dt")
+    dt = None
+    if raw is not None:
+        try:
+            dt = float(_from_attr(raw))
+        except (TypeError, ValueError):
+            dt = math.nan
+        if not (math.isfinite(dt) and dt > 0):
+            raise VPIntegratorError(
+                f"{path}: root attribute 'dt' is {_from_attr(raw)!r}; expected a finite number > 0 (the step of "
+                "'/t'); regenerate the file with vp-gen")
+    t = np.asarray(f["t"][()], dtype=np.float64)
+    if t.size < 2 or not np.all(np.isfinite(t)):
+        return
+    steps = np.diff(t)
+    if not np.all(steps > 0):
+        return
+    step = float(np.median(steps))
+    tol = 1e-9 * max(step, float(np.max(np.abs(t))) * 1e-6)
+    bad = np.flatnonzero(np.abs(steps - step) > tol)
+    if bad.size:
+        k = int(bad[0])
+        raise VPIntegratorError(
+            f"{path}: dataset '/t' is not a regular grid: t[{k + 1}] - t[{k}] = {steps[k]:.10g}, the other steps "
+            f"{step:.10g}; vpintegrator needs a fixed step (write the states at t0 + k dt)")
+    if dt is not None and abs(dt - step) > tol:
+        raise VPIntegratorError(
+            f"{path}: root attribute 'dt' is {dt:g} but dataset '/t' has step {step:.10g}; they must agree "
+            "(which one is right decides every horizon): regenerate the file with vp-gen")
 
 
 def _index(index: Any, n: int, what: str, path: Path) -> np.ndarray | slice:
