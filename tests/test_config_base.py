@@ -186,3 +186,21 @@ def test_version_and_list_do_not_load_the_config():
             "assert 'torch' not in sys.modules, 'torch imported'")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("item", ["lr=0.5\nepochs=7", "out=runs/x\n[model]\nname = \"st\"", "lr=0.5\r", "seed=1\x00"])
+def test_set_with_a_line_break_is_refused(item):
+    """Issue 36: a --set value with a newline dropped (or injected) a second key: --set $'lr=0.5\\nepochs=7' trained
+    100 epochs, not 7. One KEY=VALUE per --set."""
+    from vpintegrator.errors import VPIntegratorError
+
+    with pytest.raises(VPIntegratorError, match=r"holds a line break \(or NUL\); give one KEY=VALUE per set"):
+        config_layer.parse_set([item])
+    assert config_layer.parse_set(["lr=0.5", "epochs=7"]) == {"lr": 0.5, "epochs": 7}
+
+
+def test_set_with_a_line_break_is_one_line_in_the_cli(tmp_path):
+    from vpintegrator.cli.train import main
+
+    res = CliRunner().invoke(main, ["--data", "x.h5", "--model", "vpt", "--set", "lr=0.5\nepochs=7", "--print-config"])
+    assert res.exit_code == 1 and res.output.count("\n") == 1 and "--set" in res.output, res.output

@@ -719,3 +719,13 @@ def test_config_refuses_non_finite_numbers(tiny_data, tmp_path):
         with pytest.raises(VPIntegratorError, match=key) as info:
             TrainConfig.from_dict(_small(tiny_data, tmp_path) | {key: value})
         assert info.value.key == key
+
+
+def test_the_same_data_file_twice_is_refused(tiny_data, tmp_path):
+    """Issue 36: the same file given twice as data put copies of training trajectories in the test split."""
+    link = tmp_path / "same.h5"
+    link.symlink_to(tiny_data)
+    for data in ([tiny_data, tiny_data], [tiny_data, str(link)]):
+        with pytest.raises(VPIntegratorError, match=r"data lists the same file twice: .* give each file once"):
+            fit(_small(tiny_data, tmp_path) | {"data": data})
+    assert not (tmp_path / "run").exists()

@@ -74,6 +74,9 @@ def parse_set(items: Iterable[str] | None) -> dict[str, Any]:
         key = key.strip()
         if not sep or not key:
             raise VPIntegratorError(f"set: {item!r} is not KEY=VALUE (e.g. lr=1e-3)", key="set")
+        if any(c in str(item) for c in "\n\r\x00"):  # a second line would be a second key (or be dropped)
+            raise VPIntegratorError(f"set: {item!r} holds a line break (or NUL); give one KEY=VALUE per set",
+                                    key="set")
         value = _parse_value(text.strip())
         head, dot, tail = key.partition(".")
         if dot:

@@ -53,6 +53,18 @@ def _check_data(value: Any) -> list[str]:
         )
     if not all(isinstance(p, (str, os.PathLike)) for p in value):
         raise _bad("data", "a list of file paths", value)
+    seen: dict[tuple[int, int], str] = {}
+    for p in value:  # the same file twice would put copies of training trajectories in the held-out split
+        try:
+            st = os.stat(p)
+        except (OSError, ValueError):
+            continue  # a missing file is reported where the data is read
+        if (st.st_dev, st.st_ino) in seen:
+            raise VPIntegratorError(
+                f"data lists the same file twice: {seen[(st.st_dev, st.st_ino)]} and {p} (its trajectories would "
+                "be split as if they were different ones, copies in training and test); give each file once",
+                key="data")
+        seen[(st.st_dev, st.st_ino)] = str(p)
     return [str(p) for p in value]
 
 
