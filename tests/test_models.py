@@ -253,6 +253,16 @@ def test_run_directory_prefers_best_then_last(tmp_path):
         load_model(tmp_path / "empty")
 
 
+def test_a_run_checkpoint_of_another_model_family_is_refused(tmp_path):
+    """Issue 36: a run whose best.pt held another family's model was rolled out silently under the run's name."""
+    (tmp_path / "config.toml").write_text('data = ["d.h5"]\n\n[model]\nname = "vpt"\n')
+    save_model(paper_model("vpff", seed=1), tmp_path / "best.pt")
+    with pytest.raises(VPIntegratorError, match=r"best.pt: holds a 'vpff' model, but the run's config.toml trained 'vpt'"):
+        load_model(tmp_path)
+    save_model(paper_model("vpt", seed=1), tmp_path / "best.pt", overwrite=True)
+    assert load_model(tmp_path).config["name"] == "vpt"
+
+
 def test_save_is_atomic_and_keeps_the_old_file_on_failure(tmp_path, monkeypatch):
     path = save_model(paper_model("vpt", seed=1), tmp_path / "m.pt")
     before = path.read_bytes()

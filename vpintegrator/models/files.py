@@ -202,8 +202,28 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
     for key in ("config", "state_dict"):
         if not isinstance(payload.get(key), dict):
             raise VPIntegratorError(f"model file {file}: key {key!r} is missing or not a dict")
+    _check_run_model(file, payload["config"])
     payload["path"] = str(file)
     return payload
+
+
+def _check_run_model(file: Path, config: dict[str, Any]) -> None:
+    """A checkpoint of a run directory (``best.pt``/``last.pt`` beside its ``config.toml``) must hold the
+    model family the run trained: another family's file put there would be rolled out under the run's name."""
+    toml = file.parent / "config.toml"
+    if file.name not in ("best.pt", "last.pt") or not toml.is_file():
+        return
+    from .._toml import tomllib
+
+    try:
+        model = tomllib.loads(toml.read_text(encoding="utf-8")).get("model")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return  # not a run's config (reading the run reports it)
+    name = model.get("name") if isinstance(model, dict) else None
+    if isinstance(name, str) and name != config.get("name"):
+        raise VPIntegratorError(
+            f"model file {file}: holds a {config.get('name')!r} model, but the run's {toml.name} trained {name!r}; "
+            "was it replaced by another run's file? Give that file itself, or the run's own checkpoint")
 
 
 def load_model(path: str | os.PathLike, map_location: Any = "cpu", config: dict[str, Any] | None = None) -> nn.Module:
