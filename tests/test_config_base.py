@@ -204,3 +204,14 @@ def test_set_with_a_line_break_is_one_line_in_the_cli(tmp_path):
 
     res = CliRunner().invoke(main, ["--data", "x.h5", "--model", "vpt", "--set", "lr=0.5\nepochs=7", "--print-config"])
     assert res.exit_code == 1 and res.output.count("\n") == 1 and "--set" in res.output, res.output
+
+
+def test_toml_nested_too_deep_is_one_line(tmp_path):
+    """Issue 36: a TOML nested 1000 deep raised RecursionError (a traceback)."""
+    from vpintegrator.errors import VPIntegratorError
+
+    deep = tmp_path / "deep.toml"
+    deep.write_text("a = " + "[" * 1000 + "]" * 1000 + "\n")
+    with pytest.raises(VPIntegratorError, match=r"deep.toml: TOML nested too deep to read"):
+        config_layer.read_toml(deep)
+    assert config_layer.parse_set(["x=" + "[" * 1000 + "]" * 1000]) == {"x": "[" * 1000 + "]" * 1000}  # a bare string

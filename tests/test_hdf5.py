@@ -417,3 +417,15 @@ def test_a_regular_grid_far_from_zero_reads(tmp_path):
     traj = Trajectories(traj.y, t0 + dt * np.arange(traj.y.shape[1]), {**traj.meta, "dt": dt, "t0": t0})
     back = read_trajectories(write_trajectories(tmp_path / "d.h5", traj))
     np.testing.assert_array_equal(back.t, traj.t)  # a file read back: the same bytes
+
+
+@pytest.mark.parametrize("link, kind", [(lambda: h5py.SoftLink("/nothere"), "a soft link"),
+                                        (lambda: h5py.ExternalLink("missing.h5", "/y"), "an external link")])
+def test_a_dangling_link_in_place_of_y_is_one_line(tmp_path, link, kind):
+    """Issue 36: a dangling soft link or a missing external link as /y raised h5py's KeyError (a traceback)."""
+    path = write_trajectories(tmp_path / "d.h5", _traj())
+    with h5py.File(path, "a") as f:
+        del f["y"]
+        f["y"] = link()
+    with pytest.raises(VPIntegratorError, match=rf"d.h5: '/y' is {kind} that cannot be opened \(.*\); expected a dataset"):
+        read_trajectories(path)

@@ -49,6 +49,15 @@ def _validate(path: Path, f: h5py.File) -> tuple[int, int, int]:
             f"{' and '.join(map(str, READABLE_VERSIONS))}; regenerate the file with this version's vp-gen"
         )
     for key, expected in (("t", "(n_states,) float64"), ("y", "(n_traj, n_states, dim) float64")):
+        link = f.get(key, getlink=True)
+        if link is not None:
+            try:
+                f[key]
+            except (KeyError, OSError) as err:  # a dangling soft link, a missing external file, a damaged header
+                kind = {h5py.SoftLink: "a soft link", h5py.ExternalLink: "an external link"}.get(type(link), "an object")
+                raise VPIntegratorError(
+                    f"{path}: '/{key}' is {kind} that cannot be opened ({' '.join(str(err).split())}); expected a "
+                    f"dataset {expected}; {_HINT}") from None
         if key not in f or not isinstance(f[key], h5py.Dataset):
             raise VPIntegratorError(f"{path}: missing dataset '/{key}' (expected {expected}); {_HINT}")
     t, y = f["t"], f["y"]
