@@ -97,7 +97,7 @@ def _check_grid(path: Path, f: h5py.File) -> None:
             raise VPIntegratorError(
                 f"{path}: root attribute 'dt' is {_from_attr(raw)!r}; expected a finite number > 0 (the step of "
                 "'/t'); regenerate the file with vp-gen")
-    t = np.asarray(f["t"][()], dtype=np.float64)
+    t = np.asarray(_read_damaged(path, "t", lambda: f["t"][()]), dtype=np.float64)
     if t.size < 2 or not np.all(np.isfinite(t)):
         return
     steps = np.diff(t)
@@ -149,17 +149,28 @@ def _read_rows(ds: h5py.Dataset, rows: np.ndarray | slice) -> np.ndarray:
     return out[0] if np.ndim(rows) == 0 else out
 
 
+def _read_damaged(path: Path, name: str, read: Any) -> Any:
+    """``read()`` of dataset ``/name``; h5py's error on a damaged chunk or header as one line naming the file
+    and the dataset."""
+    try:
+        return read()
+    except (OSError, KeyError, RuntimeError) as err:
+        raise VPIntegratorError(
+            f"{path}: cannot read dataset '/{name}' ({' '.join(str(err).split())}): the file is damaged; "
+            "regenerate it with vp-gen") from None
+
+
 def _read_one(path: Path, traj: Any, steps: Any, allow_nonfinite: bool = False) -> Trajectories:
     with _open(path) as f:
         n_traj, n_states, dim = _validate(path, f)
         meta = _attrs_to_meta(f.attrs)
         steps_idx = _index(steps, n_states, "steps", path)
         traj_idx = _index(traj, n_traj, "traj", path)
-        t_all = f["t"][:]
+        t_all = _read_damaged(path, "t", lambda: f["t"][:])
         if not allow_nonfinite:
             check_finite_t(path, t_all)
         t = np.atleast_1d(t_all[steps_idx])
-        y = _read_rows(f["y"], traj_idx)
+        y = _read_damaged(path, "y", lambda: _read_rows(f["y"], traj_idx))
         if y.ndim == 2:  # a single trajectory index: keep (n_traj, n_states, dim)
             y = y[None]
         y = y[:, steps_idx]
