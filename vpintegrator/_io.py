@@ -65,7 +65,7 @@ def _raise_if_device_error(err: BaseException, target: Path) -> None:
     for _ in range(5):  # the error itself and what it was raised from
         if cause is None:
             break
-        if isinstance(cause, OSError) and cause.errno in DEVICE_ERRNOS:
+        if isinstance(cause, OSError) and cause.errno is not None and cause.errno in DEVICE_ERRNOS:
             found = os.strerror(cause.errno)
             break
         cause = cause.__cause__ or cause.__context__
