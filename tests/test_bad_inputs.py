@@ -118,7 +118,8 @@ def _write_existing_outputs(ws: Path) -> None:
                          ("link_model.pt", "run/best.pt"), ("link_run", "run")):
         (ws / link).symlink_to(target)  # relative: the links stay inside each case's copy
     shutil.copytree(ws / "run", ws / "run_foreign")
-    (ws / "run_foreign" / "notes.txt").write_text("my notes\n")
+    (ws / "run_foreign" / "notes.txt").write_text("my notes\n")  # kept by --overwrite, but:
+    (ws / "run_foreign" / "log.csv").write_text("my own log\n")  # where the new run writes: refused
     (ws / "figs").mkdir()
     fig = plt.figure()
     plt.plot([0, 1])

@@ -246,3 +246,22 @@ def test_progress_honours_the_time_limit():
     assert progress_fraction(3, 4, 2.0, 90.0) == pytest.approx(3 / 4)
     assert progress_fraction(1, None, 45.0, 90.0) == pytest.approx(0.5)
     assert progress_fraction(5, 10, 0.0, None) == 0.5 and progress_fraction(1, 2, 500.0, 90.0) == 1.0
+
+
+def test_resume_from_another_working_directory_with_relative_data(shards, tmp_path, monkeypatch):
+    """The run records its data relative to the run directory: `--resume` finds it from any directory."""
+    import shutil
+
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(shards[0], work / "d.h5")
+    monkeypatch.chdir(work)
+    res = _invoke("--data", "d.h5", "--model", "vpt", "--seq-len", 2, "--set", "model.L=1", "--epochs", 2,
+                  "--batch-size", 16, "--dtype", "float64", "--out", "runs/r", "--no-progress")
+    assert res.exit_code == 0, res.output
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    res = _invoke("--resume", work / "runs" / "r", "--epochs", 3, "--no-progress")
+    assert res.exit_code == 0, res.output
+    assert json.loads((work / "runs" / "r" / "summary.json").read_text())["epochs"] == 3

@@ -146,7 +146,7 @@ def test_the_commands_flags_are_the_config_keys():
 def test_resumable_keys_are_declared():
     from vpintegrator.training.config import RESUMABLE_KEYS
 
-    assert set(RESUMABLE_KEYS) == {"epochs", "time_limit", "device", "fast_step", "patience", "min_delta",
+    assert set(RESUMABLE_KEYS) == {"epochs", "time_limit", "cpu_time_limit", "device", "fast_step", "patience", "min_delta",
                                    "checkpoint_every", "checkpoint_seconds", "out"}
 
 
@@ -186,3 +186,32 @@ def test_version_and_list_do_not_load_the_config():
             "assert 'torch' not in sys.modules, 'torch imported'")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("item", ["lr=0.5\nepochs=7", "out=runs/x\n[model]\nname = \"st\"", "lr=0.5\r", "seed=1\x00"])
+def test_set_with_a_line_break_is_refused(item):
+    """Issue 36: a --set value with a newline dropped (or injected) a second key: --set $'lr=0.5\\nepochs=7' trained
+    100 epochs, not 7. One KEY=VALUE per --set."""
+    from vpintegrator.errors import VPIntegratorError
+
+    with pytest.raises(VPIntegratorError, match=r"holds a line break \(or NUL\); give one KEY=VALUE per set"):
+        config_layer.parse_set([item])
+    assert config_layer.parse_set(["lr=0.5", "epochs=7"]) == {"lr": 0.5, "epochs": 7}
+
+
+def test_set_with_a_line_break_is_one_line_in_the_cli(tmp_path):
+    from vpintegrator.cli.train import main
+
+    res = CliRunner().invoke(main, ["--data", "x.h5", "--model", "vpt", "--set", "lr=0.5\nepochs=7", "--print-config"])
+    assert res.exit_code == 1 and res.output.count("\n") == 1 and "--set" in res.output, res.output
+
+
+def test_toml_nested_too_deep_is_one_line(tmp_path):
+    """Issue 36: a TOML nested 1000 deep raised RecursionError (a traceback)."""
+    from vpintegrator.errors import VPIntegratorError
+
+    deep = tmp_path / "deep.toml"
+    deep.write_text("a = " + "[" * 1000 + "]" * 1000 + "\n")
+    with pytest.raises(VPIntegratorError, match=r"deep.toml: TOML nested too deep to read"):
+        config_layer.read_toml(deep)
+    assert config_layer.parse_set(["x=" + "[" * 1000 + "]" * 1000]) == {"x": "[" * 1000 + "]" * 1000}  # a bare string

@@ -391,3 +391,58 @@ def test_writer_refuses_paths_it_cannot_write(tmp_path):
         write_trajectories(tmp_path / "f.h5" / "sub" / "x.h5", _traj())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d", "f.h5"]
     assert (tmp_path / "f.h5").read_text() == "x"
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda f: f.attrs.__setitem__("dt", -0.2), r"root attribute 'dt' is -0.2; expected a finite number > 0"),
+    (lambda f: f.attrs.__setitem__("dt", float("nan")), r"root attribute 'dt' is nan; expected a finite number > 0"),
+    (lambda f: f["t"].__setitem__(3, f["t"][3] + 0.01), r"dataset '/t' is not a regular grid: t\[3\] - t\[2\] = "),
+    (lambda f: f.attrs.__setitem__("dt", 2 * float(f.attrs["dt"])), r"root attribute 'dt' is .* but dataset '/t' has step"),
+])
+def test_time_grid_and_dt_attribute_are_checked(tmp_path, edit, match):
+    """Issue 36: an irregular /t, or a dt attribute that disagrees with it, was read silently (dt won and every
+    horizon was wrong), and a bad dt was reported without naming the file or the attribute."""
+    path = write_trajectories(tmp_path / "d.h5", _traj())
+    with h5py.File(path, "a") as f:
+        edit(f)
+    with pytest.raises(VPIntegratorError, match=rf"^{tmp_path / 'd.h5'}: {match}"):
+        read_trajectories(path)
+    with pytest.raises(VPIntegratorError, match=match):
+        read_metadata(path)
+
+
+def test_a_regular_grid_far_from_zero_reads(tmp_path):
+    t0, dt = 1e6, 0.01  # rounding of t0 + k dt stays far below the tolerance
+    traj = _traj()
+    traj = Trajectories(traj.y, t0 + dt * np.arange(traj.y.shape[1]), {**traj.meta, "dt": dt, "t0": t0})
+    back = read_trajectories(write_trajectories(tmp_path / "d.h5", traj))
+    np.testing.assert_array_equal(back.t, traj.t)  # a file read back: the same bytes
+
+
+@pytest.mark.parametrize("link, kind", [(lambda: h5py.SoftLink("/nothere"), "a soft link"),
+                                        (lambda: h5py.ExternalLink("missing.h5", "/y"), "an external link")])
+def test_a_dangling_link_in_place_of_y_is_one_line(tmp_path, link, kind):
+    """Issue 36: a dangling soft link or a missing external link as /y raised h5py's KeyError (a traceback)."""
+    path = write_trajectories(tmp_path / "d.h5", _traj())
+    with h5py.File(path, "a") as f:
+        del f["y"]
+        f["y"] = link()
+    with pytest.raises(VPIntegratorError, match=rf"d.h5: '/y' is {kind} that cannot be opened \(.*\); expected a dataset"):
+        read_trajectories(path)
+
+
+def test_a_damaged_chunk_is_one_line(tmp_path):
+    """Issue 36: a damaged chunk of /y raised h5py's OSError (a traceback)."""
+    rng = np.random.default_rng(0)
+    traj = _traj(n_traj=200, n_steps=200)
+    path = write_trajectories(tmp_path / "d.h5", traj)
+    with h5py.File(path) as f:
+        ds = f["y"]
+        if ds.compression is None and not ds.fletcher32:
+            pytest.skip("/y is stored without a filter: damaged bytes read back as values")
+        offset = ds.id.get_chunk_info(0).byte_offset
+    data = bytearray(path.read_bytes())
+    data[offset : offset + 4000] = rng.integers(0, 256, 4000, dtype=np.uint8).tobytes()
+    path.write_bytes(bytes(data))
+    with pytest.raises(VPIntegratorError, match=r"d.h5: cannot read dataset '/y' \(.*\): the file is damaged"):
+        read_trajectories(path)

@@ -199,6 +199,58 @@ def test_the_lock_is_reentrant_in_one_process_and_leaves_no_folders(tmp_path):
     assert list(tmp_path.iterdir()) == []  # the folders made for the lock went with it
 
 
+@pytest.mark.parametrize("target_exists", [True, False])
+def test_a_lock_file_that_is_a_link_is_refused_and_nothing_is_written_through_it(tmp_path, target_exists):
+    """Issue 36: a link in the lock's place was written through (the user's notes.txt changed) and deleted."""
+    notes = tmp_path / "notes.txt"
+    if target_exists:
+        notes.write_text("my notes\n")
+    out = tmp_path / "x.h5"
+    lock_path(out).symlink_to(notes)
+    with pytest.raises(OutputError, match=r"lock file .*x\.h5\.lock is a symbolic link .*locks never follow links"):
+        write_trajectories(out, _traj())
+    assert lock_path(out).is_symlink() and os.readlink(lock_path(out)) == str(notes)  # the link stays
+    assert (notes.read_text() == "my notes\n") if target_exists else not notes.exists()
+    assert not out.exists()
+    # the CLI: one line, exit 1
+    from vpintegrator.cli import gen
+
+    res = CliRunner().invoke(gen.main, ["rigid_body", "--n-traj", "2", "--t-end", "0.4", "--out", str(out)])
+    assert res.exit_code == 1 and res.output.count("\n") == 1 and "symbolic link" in res.output, res.output
+    assert lock_path(out).is_symlink() and not out.exists()
+
+
+@pytest.mark.parametrize("content, what", [(b"my own file\n", "holds something else than a lock"),
+                                           (b"123\nvp-gen\nmore lines of someone's\n", "holds something else than a lock"),
+                                           ("dir", "is not a regular file"), ("fifo", "is not a regular file")])
+def test_a_lock_file_of_foreign_content_is_neither_used_nor_removed(tmp_path, content, what):
+    out = tmp_path / "x.h5"
+    lock = lock_path(out)
+    if content == "dir":
+        lock.mkdir()
+    elif content == "fifo":
+        os.mkfifo(lock)
+    else:
+        lock.write_bytes(content)
+    with pytest.raises(OutputError, match=rf"x\.h5\.lock {what} \(not a lock file of vpintegrator\)"):
+        write_trajectories(out, _traj())
+    if content == "dir":
+        assert lock.is_dir()
+    elif content == "fifo":
+        assert lock.is_fifo()
+    else:
+        assert lock.read_bytes() == content
+    assert not out.exists()
+
+
+def test_the_lock_removes_only_the_file_it_locked(tmp_path):
+    out = tmp_path / "x.h5"
+    with output_lock(out) as lock:
+        lock.unlink()
+        lock.write_text("a file someone put there\n")  # (not a lock: the exit must leave it)
+    assert lock.read_text() == "a file someone put there\n"
+
+
 def test_a_study_into_a_locked_run_is_refused(tmp_path, holder):
     from vpintegrator.studies.runner import StudyError, study_lock
 
@@ -319,7 +371,7 @@ def test_overwrite_replaces_the_commands_own_outputs_and_nothing_else(tmp_path):
     assert res.exit_code == 0, res.output
     assert link.is_symlink() and read_rollout(real).meta["n_traj"] == 3
 
-    # a run directory: replaced whole (vp-plot's figures in it too), once the new run's set-up succeeded
+    # a run directory: vp-train's files (and vp-plot's figures) replaced, once the new run's set-up succeeded
     run = tmp_path / "run"
     train = ["--data", str(data), "--model", "vpt", "--seq-len", "2", "--set", "model.n_blocks=1", "--set",
              "model.L=1", "--device", "cpu", "--no-progress", "--out", str(run)]
@@ -331,6 +383,26 @@ def test_overwrite_replaces_the_commands_own_outputs_and_nothing_else(tmp_path):
     assert res.exit_code == 0, res.output
     assert len((run / "log.csv").read_text().splitlines()) == 2  # header + the new run's one epoch
     assert not (run / "figures").exists() and not list(tmp_path.glob("*.lock"))
+    # issue 36: the user's files in it (a figure of theirs, drawn by matplotlib too, notes) are kept
+    assert runner.invoke(plot_main, [str(run), "--kind", "training"]).exit_code == 0
+    (run / "figures" / "training.png").rename(run / "figures" / "paper_fig3.png")
+    (run / "notes.txt").write_text("mine\n")
+    (run / "drafts").mkdir()
+    (run / "drafts" / "log.csv").write_text("not a run's\n")
+    kept = {p: _sha(p) for p in (run / "figures" / "paper_fig3.png", run / "notes.txt", run / "drafts" / "log.csv")}
+    res = runner.invoke(train_main, [*train, "--epochs", "2", "--overwrite"])
+    assert res.exit_code == 0, res.output
+    assert {p: _sha(p) for p in kept} == kept and len((run / "log.csv").read_text().splitlines()) == 3
+    assert sorted(p.name for p in (run / "figures").iterdir()) == ["paper_fig3.png"]  # training.pdf went
+    # a file of the user's where the new run writes: one line, nothing removed
+    (run / "summary.json").unlink()
+    (run / "summary.json").mkdir()
+    snapshot = _tree(run)
+    res = runner.invoke(train_main, [*train, "--epochs", "1", "--overwrite"])
+    assert res.exit_code == 1 and res.output.count("\n") == 1, res.output
+    assert "summary.json is a directory, not what vp-train writes there; it is never removed" in res.output
+    assert _tree(run) == snapshot
+    (run / "summary.json").rmdir()
     res = runner.invoke(train_main, [*train, "--epochs", "1", "--overwrite", "--data", "nonexistent.h5"])
     assert res.exit_code == 1 and (run / "log.csv").exists()  # a failed set-up leaves the old run
     assert _tree(tmp_path / "rollouts") == before

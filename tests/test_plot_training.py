@@ -157,3 +157,13 @@ def test_axes_style_and_markers(tmp_path):
     from PIL import Image
 
     assert Image.open(written[0]).size[0] == 720
+
+
+@pytest.mark.parametrize("content", [bytes(range(256)) * 4, "epoch,train_loss,val_loss,lr,seconds\n1,1,2,3,4\n".encode("utf-16")])
+def test_a_binary_log_is_one_line(tmp_path, content):
+    """Issue 36: a binary log.csv raised UnicodeDecodeError (a traceback) in vp-plot and on resume."""
+    from vpintegrator.rundir import read_log
+
+    (tmp_path / "log.csv").write_bytes(content)
+    with pytest.raises(VPIntegratorError, match=r"log.csv: not a vp-train log \(not CSV text: \w+\)"):
+        read_log(tmp_path / "log.csv")

@@ -256,6 +256,7 @@ def test_cli_default_and_options(rigid, tmp_path):
     [
         (["--dpi", "0"], "Error: --dpi must be a whole number > 0"),
         (["--dpi", "-5"], "Error: --dpi must be a whole number > 0"),
+        (["--dpi", "100000"], "Error: --dpi must be a whole number > 0 and at most 6000"),  # issue 36: died of memory
         (["--max-points", "1"], "Error: --max-points must be a whole number >= 2"),
         (["--traj", "0"], "Error: --traj 0 is not in"),
         (["--traj", "x"], "Error: --traj must be a comma list of integers"),

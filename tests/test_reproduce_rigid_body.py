@@ -226,6 +226,20 @@ def test_plan_runs_the_paper_setup(tmp_path):
     assert t["timing_vpt"].exclusive and "timing_st_s1" not in t
 
 
+def test_training_budget_is_cpu_time_with_a_wall_ceiling(tmp_path):
+    """Issue 36: a loaded machine gave each "60 s" model 17–20 CPU s; the budget is CPU seconds by default."""
+    def train_flags(*extra):
+        a = rr.parse_args(["--out", str(tmp_path / "run"), "--seeds", "0", "--models", "vpt", "--train-seconds", "50", *extra])
+        cmd = [str(c) for c in rr.plan(a).tasks["train_vpt_s0"].cmd]
+        return {f: cmd[cmd.index(f) + 1] for f in ("--cpu-time-limit", "--time-limit") if f in cmd}
+
+    assert train_flags() == {"--cpu-time-limit": "50", "--time-limit": "200"}
+    assert train_flags("--wall-ceiling", "2") == {"--cpu-time-limit": "50", "--time-limit": "100"}
+    assert train_flags("--budget", "wall") == {"--time-limit": "50"}
+    with pytest.raises(study_runner.StudyError, match="--wall-ceiling"):
+        rr.parse_args(["--out", str(tmp_path / "run"), "--wall-ceiling", "0.5"])
+
+
 def test_quick_plan_trains_on_implicit_midpoint_data_only(tmp_path):
     """--quick leaves out vpt_exact: the paper set and the held-out set by implicit midpoint (the paper's
     data), the RK4 timing reference, and the held-out set by the exact flow only for the attention step."""

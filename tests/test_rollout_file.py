@@ -195,3 +195,19 @@ def test_write_attrs_keeps_earlier_json_keys(tmp_path):
         meta = _attrs_to_meta(f.attrs)
         assert isinstance(f.attrs["s"], str)
     assert meta == {"a": {"x": 1}, "b": 2, "s": "v", "c": [[1, 2], [3, 4]], "a2": "text"}
+
+
+def test_a_listed_method_group_that_is_gone_is_one_line(rollout_file, tmp_path):
+    """Issue 36: a rollout file whose method group was deleted raised h5py's KeyError in vp-plot."""
+    import shutil
+
+    import h5py
+
+    damaged = tmp_path / "damaged.h5"
+    shutil.copy(rollout_file, damaged)
+    with h5py.File(damaged, "a") as f:
+        label = sorted(f["methods"])[0]
+        del f[f"methods/{label}"]
+    with pytest.raises(VPIntegratorError, match=rf"damaged.h5: the rollout file lists 'methods/{label}' but has no "
+                                                r"readable object"):
+        read_rollout(damaged)

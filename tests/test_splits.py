@@ -266,3 +266,19 @@ def test_heldout_needs_a_random_sampler(tmp_path):
     with pytest.raises(VPIntegratorError, match=r"deterministic") as err:
         run_rollouts(RolloutConfig(data=str(data), out=str(tmp_path / "x.h5"), integrators=["rk4"], heldout=2))
     assert err.value.key == "heldout" and not (tmp_path / "x.h5").exists()
+
+
+def test_a_huge_heldout_is_refused_before_drawing(tmp_path, monkeypatch):
+    """Issue 36: --heldout 1000000000 drew the conditions (24 GB) before the size check; now the check comes first."""
+    from vpintegrator.rollout import splits
+
+    data = tmp_path / "d.h5"
+    generate(load_spec("rigid_body", n_traj=4, t_end=0.4), out=data)
+
+    def must_not_draw(*args, **kwargs):
+        raise AssertionError("the held-out conditions were drawn before the size check")
+
+    monkeypatch.setattr(splits, "draw_heldout", must_not_draw)
+    with pytest.raises(VPIntegratorError, match=r"needs about .* of memory .*refused before starting"):
+        run_rollouts(RolloutConfig(data=str(data), out=str(tmp_path / "x.h5"), integrators=["rk4"], heldout=10**9))
+    assert not (tmp_path / "x.h5").exists()

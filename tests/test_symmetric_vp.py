@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from ulp import assert_ulp_close
 
 import vpintegrator as vp
 from vpintegrator.errors import VPIntegratorError
@@ -110,7 +111,7 @@ def test_symmetric_model_is_reversible_and_keeps_every_claim(name):
     with torch.no_grad():
         torch.testing.assert_close(sym.inverse(sym(x)), x, rtol=1e-12, atol=1e-12)
         torch.testing.assert_close(sym(sym.inverse(x)), x, rtol=1e-12, atol=1e-12)
-        torch.testing.assert_close(sym(x[0]), sym(x)[0], rtol=0, atol=0)  # one window
+        assert_ulp_close(sym(x[0]).numpy(), sym(x)[0].numpy(), ulps=16)  # one window: another shape, a few ulp
         torch.testing.assert_close(sym.evolve(x, 1.0), sym(x), rtol=0, atol=0)
         torch.testing.assert_close(sym.evolve(x, 0.0), x, rtol=0, atol=1e-15)
         # the palindrome by hand: the layers' inverses at −1/2, last first, then the layers at 1/2

@@ -204,6 +204,29 @@ def test_time_limit(tiny_data, tmp_path):
     assert result.stopped == "time_limit" and result.epochs == 1
 
 
+def test_cpu_time_limit_counts_the_process_cpu_time_not_the_wall_clock(tiny_data, tmp_path, monkeypatch):
+    """A CPU-time budget follows ``time.process_time`` (here a fake clock: 10 CPU s per reading), so a loaded
+    machine's lost wall time does not shorten the training; the wall limit stays a ceiling."""
+    from vpintegrator.training import loop
+
+    clock = {"t": 0.0}
+
+    def fake_process_time():
+        clock["t"] += 10.0
+        return clock["t"]
+
+    monkeypatch.setattr(loop.time, "process_time", fake_process_time)
+    # 50 epochs take well under a wall second here, but each reading of the fake clock spends 10 CPU s
+    result = fit(_config(tiny_data, tmp_path, "cpu", epochs=50, cpu_time_limit=75.0))
+    assert result.stopped == "time_limit" and 1 <= result.epochs < 8
+    assert tomllib.loads((tmp_path / "cpu" / "config.toml").read_text())["cpu_time_limit"] == 75.0
+    assert json.loads((tmp_path / "cpu" / "summary.json").read_text())["cpu_time"] >= 75.0
+    monkeypatch.undo()
+    # a wall ceiling still stops it first
+    result = fit(_config(tiny_data, tmp_path, "both", epochs=None, decay_epochs=10, cpu_time_limit=1e9, time_limit=1e-6))
+    assert result.stopped == "time_limit" and result.epochs == 1
+
+
 def test_callback_can_stop(tiny_data, tmp_path):
     seen = []
     result = fit(_config(tiny_data, tmp_path, epochs=10), callback=lambda info: seen.append(info) or info.epoch == 2)
@@ -265,7 +288,7 @@ def _hdf5_without_schema(tmp_path) -> str:
         (dict(model={"name": "vpt", "seq_len": 2, "width": 4}), r"unknown key 'width'"),
         (dict(device="tpu"), r"unknown device 'tpu'; valid: auto, cpu, cuda, cuda:N"),
         (dict(dtype="float16"), r"dtype must be float32 or float64"),
-        (dict(epochs=None), r"give epochs or time_limit"),
+        (dict(epochs=None), r"give epochs, time_limit or cpu_time_limit"),
         (dict(epochs=0), r"epochs must be a positive integer"),
         (dict(lr_min=1.0), r"lr_min must be a finite number in \[0, lr=0.01\]"),
         (dict(optimizer_kwargs={"momentun": 0.9}), r"optimizer_kwargs for 'adam'"),
@@ -647,6 +670,37 @@ def test_resume_is_monotone_and_leaves_the_run_alone(tiny_data, tmp_path):
     assert _hash_dir(run) == before
 
 
+def test_resume_refuses_replaced_data_and_a_lost_log(tiny_data, tmp_path):
+    """Issue 36: a resume after the data file was replaced by another, or after log.csv was deleted, went on
+    (with other data; with a log restarting at one row). Both are one-line errors; nothing changes."""
+    import shutil
+
+    from vpintegrator.data.hdf5 import read_trajectories, write_trajectories
+
+    data = tmp_path / "data.h5"
+    shutil.copy(tiny_data, data)
+    fit(_small(str(data), tmp_path))
+    run = tmp_path / "run"
+    other = read_trajectories(data)
+    other.y[:, :, 0] *= -1.0  # the same shape and meta, other states
+    write_trajectories(tmp_path / "other.h5", other)
+    original = data.read_bytes()
+    shutil.copy(tmp_path / "other.h5", data)
+    before = _hash_dir(run)
+    with pytest.raises(VPIntegratorError, match=r"resume .*run: .*data.h5 has changed since the run's last checkpoint "
+                                                r"\(sha256 \w+… then, \w+… now\)"):
+        fit(resume=run, epochs=5)
+    assert _hash_dir(run) == before
+    data.write_bytes(original)  # the same file again: resumes
+    (run / "log.csv").rename(tmp_path / "log.csv")
+    before = _hash_dir(run)
+    with pytest.raises(VPIntegratorError, match=r"log.csv is missing, but last.pt is at epoch 3"):
+        fit(resume=run, epochs=5)
+    assert _hash_dir(run) == before
+    (tmp_path / "log.csv").rename(run / "log.csv")
+    assert fit(resume=run, epochs=4).epochs == 4
+
+
 def test_time_based_checkpoints_do_not_change_the_run(tiny_data, tmp_path):
     """checkpoint_seconds tiny: last.pt after every step (mid-epoch); same weights as without; exact resume."""
     a = fit(_small(tiny_data, tmp_path / "a"))
@@ -665,3 +719,13 @@ def test_config_refuses_non_finite_numbers(tiny_data, tmp_path):
         with pytest.raises(VPIntegratorError, match=key) as info:
             TrainConfig.from_dict(_small(tiny_data, tmp_path) | {key: value})
         assert info.value.key == key
+
+
+def test_the_same_data_file_twice_is_refused(tiny_data, tmp_path):
+    """Issue 36: the same file given twice as data put copies of training trajectories in the test split."""
+    link = tmp_path / "same.h5"
+    link.symlink_to(tiny_data)
+    for data in ([tiny_data, tiny_data], [tiny_data, str(link)]):
+        with pytest.raises(VPIntegratorError, match=r"data lists the same file twice: .* give each file once"):
+            fit(_small(tiny_data, tmp_path) | {"data": data})
+    assert not (tmp_path / "run").exists()

@@ -10,6 +10,7 @@ files of processes that no longer run.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -27,17 +28,58 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_orphans(target)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=f"{suffix}.tmp", dir=target.parent)
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=f"{suffix}.tmp",
+                                        dir=target.parent)
+    except OSError as err:
+        _raise_if_device_error(err, target)
+        raise
     os.close(fd)
     tmp = Path(tmp_name)
     try:
         yield tmp
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files; give the target the usual mode
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+        _raise_if_device_error(err, target)
         raise
+
+
+#: errno values that say the device, not the request, failed: a full disk or quota, an I/O error, read-only
+DEVICE_ERRNOS = {getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EIO", "EROFS", "EFBIG") if hasattr(errno, n)}
+
+
+def _raise_if_device_error(err: BaseException, target: Path) -> None:
+    """A write of ``target`` that failed because the disk is full (or an I/O error, a read-only file system)
+    as one line (:class:`~vpintegrator.errors.VPIntegratorError`); the temporary file is already gone and an
+    earlier ``target`` is intact. Writers that wrap the OS error (torch's ``file write failed``, an error
+    chained from an OSError) are recognised too; anything else is left to the caller."""
+    from .errors import VPIntegratorError
+
+    if isinstance(err, VPIntegratorError):
+        return
+    cause: BaseException | None = err
+    found = None
+    for _ in range(5):  # the error itself and what it was raised from
+        if cause is None:
+            break
+        if isinstance(cause, OSError) and cause.errno is not None and cause.errno in DEVICE_ERRNOS:
+            found = os.strerror(cause.errno)
+            break
+        cause = cause.__cause__ or cause.__context__
+    text = str(err)
+    if found is None and isinstance(err, (OSError, RuntimeError)):  # h5py and torch put the OS error in words
+        found = next((words for words in ("No space left on device", "Disk quota exceeded", "Input/output error",
+                                          "Read-only file system") if words in text), None)
+    if found is None and isinstance(err, RuntimeError) and "file write failed" in text:
+        found = "write failed (torch)"
+    if found is None:
+        return
+    raise VPIntegratorError(
+        f"{target}: cannot write it: {found}; nothing was written (the temporary file is removed, an earlier "
+        f"{target.name} is intact): free space on {target.parent} or write elsewhere") from None
 
 
 def _pid_alive(pid: int) -> bool:

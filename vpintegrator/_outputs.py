@@ -2,8 +2,9 @@
 
 **Overwrite rule** (:func:`check_output`): an output that exists is refused with one line unless
 ``overwrite`` is given; even then, only a file of the kind the command writes is replaced: a trajectory
-file for ``vp-gen``, a rollout file and its metrics table for ``vp-rollout``, a run directory holding only
-run files for ``vp-train``, a figure drawn by matplotlib for ``vp-plot``. A checkpoint, a source file, an
+file for ``vp-gen``, a rollout file and its metrics table for ``vp-rollout``, a run directory for ``vp-train``
+(of which only vp-train's own files are removed, by name and kind: :func:`run_dir_removals`; anything
+else in it is kept), a figure drawn by matplotlib for ``vp-plot``. A checkpoint, a source file, an
 HDF5 file of another schema or not written by this package, a directory that is not a run directory,
 is never replaced. Symbolic links are resolved first, so a link to another output or to an input is
 judged by what it points to (and written through).
@@ -13,6 +14,12 @@ whole run: the file ``<output>.lock`` beside it holding the writer's process id,
 ``fcntl.flock`` where available (else created with ``O_EXCL``). A second writer is refused with one line
 naming the live process; a lock left by a process that no longer runs is taken over with one warning
 line on stderr; the lock file is removed when the writer ends. Locks are re-entrant within a process.
+
+A lock never follows a symbolic link and never removes what it did not make: the lock file is opened with
+``O_NOFOLLOW`` (a link in its place is refused with one line, the link and its target untouched), it must
+be a regular file, and a file there that is not a lock of this package (anything but an empty file or
+``<pid>\n<program>\n``) is refused, not taken over. On exit the file is removed only if it is still the
+one this process locked.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import errno
 import logging
 import os
 import re
+import stat
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -39,7 +47,7 @@ except ImportError:  # pragma: no cover - Windows: O_EXCL lock files
     fcntl = None  # type: ignore[assignment]
 
 __all__ = ["KIND_NAMES", "OutputError", "check_output", "check_run_entries", "identify", "lock_path", "output_lock",
-           "output_locks", "replace_run_dir"]
+           "output_locks", "replace_run_dir", "run_dir_removals"]
 
 #: kind -> how a message names it
 KIND_NAMES = {
@@ -53,6 +61,7 @@ KIND_NAMES = {
     "source": "a source or text file",
     "directory": "a directory that is not a run directory",
     "file": "a file not written by this command",
+    "special": "not a regular file (a FIFO, socket or device)",
 }
 #: what a run directory may hold (vp-train and vp-plot write these; ``member_*`` are ensemble members)
 RUN_FILES = frozenset({"config.toml", "log.csv", "summary.json", "last.pt", "best.pt", "ensemble.csv",
@@ -91,10 +100,13 @@ def _tail(path: Path, n: int = 65536) -> bytes:
 def holds_run(path: Path) -> bool:
     """Whether the directory ``path`` holds a vp-train run (or an ensemble's): what a new run refuses and
     ``overwrite`` may replace. A run writes config.toml first, then log.csv, summary.json and the
-    checkpoints; a killed one may have left last.pt or log.csv alone."""
+    checkpoints; a killed one may have left last.pt or log.csv alone, a killed ensemble its config.toml and
+    the members' directories."""
     names = {p.name for p in path.iterdir()}
     return bool(names & {"last.pt", "log.csv", "ensemble.csv"}) or (
-        "config.toml" in names and bool(names & {"best.pt", "summary.json"}))
+        "config.toml" in names and bool(names & {"best.pt", "summary.json"})) or (
+        "config.toml" in names and any(n.startswith("member_") and (path / n / "config.toml").is_file() for n in names))
+    # (the last: an ensemble killed before its ensemble.csv, its members' directories written)
 
 
 def identify(path: str | os.PathLike) -> str | None:
@@ -107,6 +119,8 @@ def identify(path: str | os.PathLike) -> str | None:
             return "run" if holds_run(p) else "directory"
         except OSError:
             return "directory"
+    if not p.is_file():  # a FIFO (reading it would wait for a writer forever), a socket, a device
+        return "special"
     suffix = p.suffix.lower()
     try:
         head = _head(p)
@@ -213,31 +227,96 @@ def check_output(path: str | os.PathLike, kind: str | tuple[str, ...], overwrite
     return real
 
 
+#: the figures vp-plot draws by default (``plotting.rollout.KINDS``, the training curves, work–precision):
+#: what replacing a run directory removes from its ``figures/`` when matplotlib drew them
+VP_PLOT_STEMS = frozenset({"trajectories3d", "invariants", "error", "volume", "phase", "training", "work_precision"})
+
+
+def _run_file_is_ours(p: Path) -> bool:
+    """Whether ``p`` (named as one of :data:`RUN_FILES`) is what vp-train writes under that name: a regular
+    file (not a link) of that kind (a checkpoint is torch's zip, log.csv starts with its epoch column, a
+    JSON file is an object)."""
+    if p.is_symlink() or not p.is_file():
+        return False
+    try:
+        head = _head(p, 64)
+    except OSError:
+        return False
+    if p.suffix == ".pt":
+        return head.startswith(b"PK\x03\x04")
+    if p.name == "log.csv":
+        return head.startswith(b"epoch,") or head == b""
+    if p.suffix == ".json":
+        return head.lstrip().startswith(b"{")
+    return True  # config.toml, ensemble.csv, ensemble.md: text the run wrote
+
+
+def _leftover(name: str) -> bool:
+    """A temporary file of a killed writer, or the lock file of a run file."""
+    return (name.startswith(".") and name.endswith(".tmp")) or (
+        name.endswith(".lock") and name[: -len(".lock")] in RUN_FILES | RUN_DIRS)
+
+
+def run_dir_removals(path: Path) -> list[Path]:
+    """What replacing the run directory ``path`` removes: vp-train's own files by name and kind (the run
+    files of the run and of each ``member_*``, the ensemble's ``best`` link, temporary and lock files of
+    killed writers, and in ``figures/`` the figures vp-plot draws by default, drawn by matplotlib).
+    Everything else is kept. An entry kept where the new run writes (a ``log.csv`` of yours, a directory
+    named ``best.pt``) is a one-line :class:`OutputError`, before anything is removed."""
+    remove: list[Path] = []
+
+    def conflict(p: Path, what: str) -> OutputError:
+        return OutputError(
+            f"out {path}: {p.relative_to(path)} is {what}, not what vp-train writes there; it is never removed, also "
+            "with overwrite, and the new run would write there: move it away or give another out", key="out")
+
+    def visit(d: Path, top: bool) -> None:
+        for p in sorted(d.iterdir()):
+            name = p.name
+            if name in RUN_FILES:
+                if not _run_file_is_ours(p):
+                    kind = "a link" if p.is_symlink() else "a directory" if p.is_dir() else "a file of yours"
+                    raise conflict(p, kind)
+                remove.append(p)
+            elif _leftover(name) and (p.is_file() or p.is_symlink()):
+                remove.append(p)
+            elif top and name == "best":  # an ensemble's link to its selected member (a copy without links)
+                if p.is_symlink():
+                    remove.append(p)
+                elif p.is_dir():
+                    visit(p, False)
+                else:
+                    raise conflict(p, "a file of yours")
+            elif top and name.startswith("member_") and not p.is_symlink() and p.is_dir():
+                visit(p, False)
+            elif top and name == "figures" and not p.is_symlink() and p.is_dir():
+                for f in sorted(p.iterdir()):
+                    if f.stem in VP_PLOT_STEMS and not f.is_symlink() and f.is_file() and identify(f) == "figure":
+                        remove.append(f)
+            # anything else is the user's: kept
+
+    visit(path, True)
+    return remove
+
+
 def check_run_entries(path: Path) -> None:
-    """Refuse to replace the run directory ``path`` unless every entry is a run file (:data:`RUN_FILES`,
-    :data:`RUN_DIRS`, ``member_*`` directories of an ensemble, temporary files of killed writers)."""
-    for p in sorted(path.iterdir()):
-        ours = (p.name in RUN_FILES and p.is_file() and not p.is_symlink()) or p.name in RUN_DIRS or (
-            p.name.startswith("member_") and p.is_dir() and not p.is_symlink()) or (
-            p.name.startswith(".") and p.name.endswith(".tmp")) or (
-            p.name.endswith(".lock") and p.name[: -len(".lock")] in RUN_FILES | RUN_DIRS)  # left by a killed writer
-        if not ours:
-            raise OutputError(
-                f"out {path} holds {p.name}, which vp-train does not write: the directory is never replaced, also "
-                "with overwrite; move that file away or give another out", key="out")
+    """Refuse (one line) to replace the run directory ``path`` when an entry that would be kept sits where
+    the new run writes (:func:`run_dir_removals`)."""
+    run_dir_removals(path)
 
 
 def replace_run_dir(path: Path) -> None:
-    """Empty the run directory ``path`` that ``overwrite`` replaces (after :func:`check_run_entries`
-    again); call it once the new run's set-up has succeeded."""
-    import shutil
-
-    check_run_entries(path)
-    for p in path.iterdir():
-        if p.is_symlink() or not p.is_dir():
-            p.unlink(missing_ok=True)
-        else:
-            shutil.rmtree(p)
+    """Remove from the run directory ``path`` that ``overwrite`` replaces what vp-train (and vp-plot's
+    default figures) wrote there (:func:`run_dir_removals`, checked again), keeping everything else, and
+    the folders (``member_*``, ``best``, ``figures``) that this left empty; call it once the new run's
+    set-up has succeeded."""
+    removals = run_dir_removals(path)
+    for p in removals:
+        p.unlink(missing_ok=True)
+    for d in sorted((p for p in path.iterdir() if not p.is_symlink() and p.is_dir()
+                     and (p.name.startswith("member_") or p.name in RUN_DIRS)), reverse=True):
+        with contextlib.suppress(OSError):
+            d.rmdir()  # only if nothing of the user's is left in it
 
 
 # --------------------------------------------------------------------------- one writer per output
@@ -281,13 +360,48 @@ def _busy(path: Path, key: str | None, pid: int | None, what: str) -> OutputErro
         f"to finish, or give another path", key=key)
 
 
+#: what a lock file of this package holds: the writer's process id and its program, one line each
+_LOCK_TEXT = re.compile(rb"\A(?:\d{1,10}\n[^\n]{0,200}\n?)?\Z")
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def _open_lock(lock: Path, path: Path, key: str | None, flags: int) -> int:
+    """``os.open(lock, flags)`` never through a symbolic link, and only a regular file holding nothing or
+    a lock of this package; anything else is a one-line :class:`OutputError` (and is left as it is)."""
+    try:
+        fd = os.open(lock, flags | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0), 0o644)  # (a FIFO: no wait)
+    except OSError as err:
+        if err.errno == errno.ELOOP or (err.errno == errno.EEXIST and lock.is_symlink()) or lock.is_symlink():
+            raise OutputError(
+                f"{_label(key, path)}: its lock file {lock} is a symbolic link (to {os.readlink(lock)}); locks never "
+                "follow links: remove the link, or give another path", key=key) from None
+        if err.errno == errno.EISDIR:
+            raise OutputError(
+                f"{_label(key, path)}: {lock} is not a regular file (not a lock file of vpintegrator), so it is neither "
+                "used nor removed: move it away, or give another path", key=key) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        head = os.pread(fd, 512, 0) if stat.S_ISREG(st.st_mode) else b""
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(st.st_mode) or not _LOCK_TEXT.match(head):
+        os.close(fd)
+        what = "is not a regular file" if not stat.S_ISREG(st.st_mode) else "holds something else than a lock"
+        raise OutputError(
+            f"{_label(key, path)}: {lock} {what} (not a lock file of vpintegrator), so it is neither used nor "
+            "removed: move it away, or give another path", key=key)
+    return fd
+
+
 def _took_over(lock: Path, pid: int | None, what: str) -> None:
     logging.getLogger(__name__).warning("took over %s, left by %s, which no longer runs", lock, _who(pid, what))
 
 
 def _acquire_flock(lock: Path, path: Path, key: str | None) -> int:
     while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock(lock, path, key, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as err:
@@ -298,7 +412,7 @@ def _acquire_flock(lock: Path, path: Path, key: str | None) -> int:
             os.close(fd)
             raise _busy(path, key, pid, what) from None
         try:  # the file may have been removed (and made anew) by the writer we waited for: lock the current one
-            same = os.path.samestat(os.fstat(fd), os.stat(lock))
+            same = os.path.samestat(os.fstat(fd), os.lstat(lock))
         except FileNotFoundError:
             same = False
         if same:
@@ -312,7 +426,7 @@ def _acquire_excl(lock: Path, path: Path, key: str | None) -> int:  # pragma: no
             return os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             try:
-                fd = os.open(lock, os.O_RDONLY)
+                fd = _open_lock(lock, path, key, os.O_RDONLY)
             except FileNotFoundError:
                 continue
             pid, what = _read_owner(fd)
@@ -347,7 +461,7 @@ def output_lock(path: str | os.PathLike, *, key: str | None = "out") -> Iterator
         fd = _acquire_flock(lock, path, key) if fcntl is not None else _acquire_excl(lock, path, key)
     except BaseException as err:
         _remove_empty(made)
-        if not isinstance(err, OSError):
+        if not isinstance(err, OSError) or isinstance(err, OutputError):
             raise
         raise OutputError(
             f"{_label(key, path)}: cannot create the lock file {lock} ({err.strerror or err}); give an output in a "
@@ -362,8 +476,9 @@ def output_lock(path: str | os.PathLike, *, key: str | None = "out") -> Iterator
         yield lock
     finally:
         del _held[lock]
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(lock)  # while still locked: a waiting writer then finds the file gone and retries
+        with contextlib.suppress(OSError):
+            if os.path.samestat(os.fstat(fd), os.lstat(lock)):  # only the file this process locked
+                os.unlink(lock)  # while still locked: a waiting writer then finds the file gone and retries
         os.close(fd)
         _remove_empty(made)  # a refused or failed write leaves no new folders behind
 

@@ -42,6 +42,8 @@ def read_toml(path: str | os.PathLike, *, table: str | None = None, what: str = 
         raise VPIntegratorError(f"{what} file {p}: no such file")
     if p.is_dir():
         raise VPIntegratorError(f"{what} file {p}: is a directory; give a .toml file")
+    if not p.is_file():  # a FIFO would wait forever for a writer
+        raise VPIntegratorError(f"{what} file {p}: is not a regular file (a FIFO, socket or device); give a .toml file")
     try:
         text = p.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
@@ -50,6 +52,9 @@ def read_toml(path: str | os.PathLike, *, table: str | None = None, what: str = 
         values = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise VPIntegratorError(f"{what} file {p}: malformed TOML: {' '.join(str(err).split())}") from None
+    except RecursionError:
+        raise VPIntegratorError(f"{what} file {p}: TOML nested too deep to read (arrays or tables inside each other "
+                                "hundreds of levels); a config is a few flat tables") from None
     if table is not None and isinstance(values.get(table), dict):
         values = values[table]
     return values
@@ -59,7 +64,7 @@ def _parse_value(text: str) -> Any:
     """A ``--set`` value: a TOML literal (number, bool, string, array, inline table), else the bare string."""
     try:
         return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
         return text
 
 
@@ -74,6 +79,9 @@ def parse_set(items: Iterable[str] | None) -> dict[str, Any]:
         key = key.strip()
         if not sep or not key:
             raise VPIntegratorError(f"set: {item!r} is not KEY=VALUE (e.g. lr=1e-3)", key="set")
+        if any(c in str(item) for c in "\n\r\x00"):  # a second line would be a second key (or be dropped)
+            raise VPIntegratorError(f"set: {item!r} holds a line break (or NUL); give one KEY=VALUE per set",
+                                    key="set")
         value = _parse_value(text.strip())
         head, dot, tail = key.partition(".")
         if dot:

@@ -48,6 +48,16 @@ def read_log(path: str | Path, max_epoch: int | None = None) -> list[dict[str, f
     path = Path(path)
     if not path.exists():
         return []
+    if not path.is_file():
+        raise VPIntegratorError(f"{path}: not a regular file; a vp-train log.csv is a text file")
+    try:
+        return _read_log(path, max_epoch)
+    except (UnicodeDecodeError, csv.Error) as err:  # a binary or damaged file
+        raise VPIntegratorError(f"{path}: not a vp-train log (not CSV text: {type(err).__name__}); a vp-train log "
+                                f"has columns {', '.join(LOG_COLUMNS)}") from None
+
+
+def _read_log(path: Path, max_epoch: int | None) -> list[dict[str, float]]:
     with open(path, newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
         header = reader.fieldnames or []

@@ -44,7 +44,7 @@ PLACEHOLDERS = {
     "link_rollout": "link_rollout.h5: a symbolic link to rollout.h5",
     "link_model": "link_model.pt: a symbolic link to run/best.pt",
     "link_run": "link_run: a symbolic link to the directory run/",
-    "run_foreign": "run_foreign/: a copy of run/ that also holds the user's notes.txt",
+    "run_foreign": "run_foreign/: a copy of run/ that also holds the user's notes.txt, and the user's log.csv",
     "figs": "figs/: error.pdf, error.png and training.png drawn by matplotlib (as vp-plot draws them)",
     "figs_foreign": "figs_foreign/: error.png and training.png that matplotlib did not draw (the user's own)",
 }

@@ -155,7 +155,7 @@ CASES = [
     _c("out-train-over-file-overwrite", "vp-train", [*_TRAIN, "--out", "{rollout}", *_W],
        r"exists and is not a directory; it is never replaced, also with --overwrite"),
     _c("out-train-run-with-user-file-overwrite", "vp-train", [*_TRAIN, "--out", "{run_foreign}", *_W],
-       r"--out .*run_foreign holds notes.txt, which vp-train does not write: the directory is never replaced"),
+       r"--out .*run_foreign: log.csv is a file of yours, not what vp-train writes there; it is never removed"),
     _c("out-train-resume-overwrite", "vp-train", ["--resume", "{run}", "--epochs", "3", *_W],
        r"--resume .*run with overwrite: a resumed run continues its directory"),
     # --- vp-plot replaces only the figures it draws
@@ -188,7 +188,7 @@ CASES = [
          r"out .*mysys.py exists and is a source or text file, not a vp-rollout file"),
     _api("outapi-rollouts-existing", lambda ws: _rollouts(ws, ws.rollout), r"out .*rollout.h5 already exists"),
     _api("outapi-fit-run-with-user-file", lambda ws: _fit(ws, ws.run_foreign, overwrite=True),
-         r"run_foreign holds notes.txt, which vp-train does not write"),
+         r"run_foreign: log.csv is a file of yours, not what vp-train writes there"),
     _api("outapi-fit-existing-run", lambda ws: _fit(ws, ws.run), r"already holds a run"),
     _api("outapi-fit-resume-overwrite", lambda ws: __import__("vpintegrator").fit(resume=ws.run, overwrite=True),
          r"resume .* with overwrite"),

@@ -11,6 +11,7 @@ import click
 
 from .._signals import interrupts_raise
 from .._toml import tomllib
+from .._io import DEVICE_ERRNOS
 from ..errors import VPIntegratorError
 
 
@@ -37,6 +38,11 @@ def cli_errors(fn: Callable) -> Callable:
             raise click.ClickException(f"file not found: {name}") from None
         except (PermissionError, IsADirectoryError) as err:
             raise click.ClickException(f"cannot access {err.filename}: {err.strerror}") from None
+        except OSError as err:
+            if err.errno not in DEVICE_ERRNOS:  # a full disk, an I/O error, a read-only file system: one line
+                raise
+            raise click.ClickException(f"cannot write {err.filename or 'the output'}: {err.strerror}; free space "
+                                       "or write elsewhere (files written completely before are intact)") from None
         except KeyboardInterrupt:
             click.echo("Interrupted; nothing partial was left at the output path.", err=True)
             sys.exit(130)

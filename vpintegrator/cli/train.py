@@ -93,7 +93,7 @@ def _complete_config(ctx, param, incomplete):
 @quiet_option
 @version_option
 @click.option("--overwrite", is_flag=True,
-              help="Replace the run directory at --out if it holds a run (and nothing but run files).")
+              help="Replace the run at --out: its vp-train files go, any other file in it is kept.")
 @cli_errors
 def main(config, data, model, seq_len, flags, set_, resume, print_config, as_json, quiet, overwrite):
     """Train a neural integrator from CONFIG and/or flags; write a run directory.

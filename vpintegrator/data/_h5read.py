@@ -4,6 +4,7 @@ and :mod:`.shards`, so that neither imports the other's reader)."""
 from __future__ import annotations
 
 import errno
+import math
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,9 @@ def _open(path: Path) -> h5py.File:
         raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
     if path.is_dir():
         raise VPIntegratorError(f"{path}: is a directory; expected an HDF5 file written by vp-gen")
+    if not path.is_file():  # a FIFO would wait forever for a writer
+        raise VPIntegratorError(f"{path}: is not a regular file (a FIFO, socket or device); expected an HDF5 file "
+                                "written by vp-gen")
     try:
         return h5py.File(path, "r")
     except OSError as err:
@@ -47,6 +51,15 @@ def _validate(path: Path, f: h5py.File) -> tuple[int, int, int]:
             f"{' and '.join(map(str, READABLE_VERSIONS))}; regenerate the file with this version's vp-gen"
         )
     for key, expected in (("t", "(n_states,) float64"), ("y", "(n_traj, n_states, dim) float64")):
+        link = f.get(key, getlink=True)
+        if link is not None:
+            try:
+                f[key]
+            except (KeyError, OSError) as err:  # a dangling soft link, a missing external file, a damaged header
+                kind = {h5py.SoftLink: "a soft link", h5py.ExternalLink: "an external link"}.get(type(link), "an object")
+                raise VPIntegratorError(
+                    f"{path}: '/{key}' is {kind} that cannot be opened ({' '.join(str(err).split())}); expected a "
+                    f"dataset {expected}; {_HINT}") from None
         if key not in f or not isinstance(f[key], h5py.Dataset):
             raise VPIntegratorError(f"{path}: missing dataset '/{key}' (expected {expected}); {_HINT}")
     t, y = f["t"], f["y"]
@@ -68,6 +81,7 @@ def _validate(path: Path, f: h5py.File) -> tuple[int, int, int]:
         )
     if PARAMS_DATASET in f:
         _param_names(path, f, y.shape[0])
+    _check_grid(path, f)
     return y.shape
 
 
@@ -84,6 +98,42 @@ def _param_names(path: Path, f: h5py.File, n_traj: int) -> tuple[str, ...]:
             f"'names' of p column names; got names {names!r}; {_HINT}"
         )
     return tuple(str(n) for n in names)
+
+
+def _check_grid(path: Path, f: h5py.File) -> None:
+    """The root attribute ``dt`` a finite number > 0, ``/t`` a regular grid (to 1e-9 of its step) and its
+    step ``dt``: windows and horizons are counted in steps of ``dt``, so an irregular ``/t`` or one that
+    disagrees with ``dt`` would give wrong horizons silently. Non-finite or decreasing ``/t`` is reported
+    by the reader with its index."""
+    raw = f.attrs.get("dt")
+    dt = None
+    if raw is not None:
+        try:
+            dt = float(_from_attr(raw))
+        except (TypeError, ValueError):
+            dt = math.nan
+        if not (math.isfinite(dt) and dt > 0):
+            raise VPIntegratorError(
+                f"{path}: root attribute 'dt' is {_from_attr(raw)!r}; expected a finite number > 0 (the step of "
+                "'/t'); regenerate the file with vp-gen")
+    t = np.asarray(_read_damaged(path, "t", lambda: f["t"][()]), dtype=np.float64)
+    if t.size < 2 or not np.all(np.isfinite(t)):
+        return
+    steps = np.diff(t)
+    if not np.all(steps > 0):
+        return
+    step = float(np.median(steps))
+    tol = 1e-9 * max(step, float(np.max(np.abs(t))) * 1e-6)
+    bad = np.flatnonzero(np.abs(steps - step) > tol)
+    if bad.size:
+        k = int(bad[0])
+        raise VPIntegratorError(
+            f"{path}: dataset '/t' is not a regular grid: t[{k + 1}] - t[{k}] = {steps[k]:.10g}, the other steps "
+            f"{step:.10g}; vpintegrator needs a fixed step (write the states at t0 + k dt)")
+    if dt is not None and abs(dt - step) > tol:
+        raise VPIntegratorError(
+            f"{path}: root attribute 'dt' is {dt:g} but dataset '/t' has step {step:.10g}; they must agree "
+            "(which one is right decides every horizon): regenerate the file with vp-gen")
 
 
 def _index(index: Any, n: int, what: str, path: Path) -> np.ndarray | slice:
@@ -118,17 +168,28 @@ def _read_rows(ds: h5py.Dataset, rows: np.ndarray | slice) -> np.ndarray:
     return out[0] if np.ndim(rows) == 0 else out
 
 
+def _read_damaged(path: Path, name: str, read: Any) -> Any:
+    """``read()`` of dataset ``/name``; h5py's error on a damaged chunk or header as one line naming the file
+    and the dataset."""
+    try:
+        return read()
+    except (OSError, KeyError, RuntimeError) as err:
+        raise VPIntegratorError(
+            f"{path}: cannot read dataset '/{name}' ({' '.join(str(err).split())}): the file is damaged; "
+            "regenerate it with vp-gen") from None
+
+
 def _read_one(path: Path, traj: Any, steps: Any, allow_nonfinite: bool = False) -> Trajectories:
     with _open(path) as f:
         n_traj, n_states, dim = _validate(path, f)
         meta = _attrs_to_meta(f.attrs)
         steps_idx = _index(steps, n_states, "steps", path)
         traj_idx = _index(traj, n_traj, "traj", path)
-        t_all = f["t"][:]
+        t_all = _read_damaged(path, "t", lambda: f["t"][:])
         if not allow_nonfinite:
             check_finite_t(path, t_all)
         t = np.atleast_1d(t_all[steps_idx])
-        y = _read_rows(f["y"], traj_idx)
+        y = _read_damaged(path, "y", lambda: _read_rows(f["y"], traj_idx))
         if y.ndim == 2:  # a single trajectory index: keep (n_traj, n_states, dim)
             y = y[None]
         y = y[:, steps_idx]

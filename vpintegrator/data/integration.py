@@ -63,7 +63,11 @@ def integrate(
     n_steps = int(n_steps)
     t0 = finite_float(t0, "t0")
     y = _check_initial_conditions(system, y0)
+    from ..resources import check_memory
 
+    check_memory(8.0 * y.shape[0] * (n_steps + 1) * system.dim,
+                 f"integrate: {y.shape[0]} trajectories x {n_steps + 1} states x {system.dim}",
+                 "take fewer n_steps or trajectories (vp-gen writes long runs to disk in chunks)", key="n_steps")
     out = np.empty((y.shape[0], n_steps + 1, system.dim))
 
     def produce(i: int, k0: int, n: int) -> np.ndarray:

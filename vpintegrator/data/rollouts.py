@@ -398,6 +398,13 @@ def read_rollout(path, traj=None, max_points: int | None = None) -> RolloutResul
             return (Trajectories(y=y, t=t, meta=attrs, failed_step=failed, params=params, param_names=columns),
                     MethodMetrics(inv, err, map_t, ld, cum))
 
+        for name in ["reference", "traj_index", *(f"methods/{label}" for label in meta.get("methods", []))]:
+            try:
+                f[name]
+            except (KeyError, OSError):  # deleted, or a dangling link: h5py's KeyError would be a traceback
+                raise VPIntegratorError(
+                    f"{path}: the rollout file lists {name!r} but has no readable object '/{name}' (deleted or "
+                    "damaged); write the rollout again with vp-rollout") from None
         reference, ref_metrics = read_group(f["reference"])
         reference.meta.setdefault("label", "reference")
         reference.meta.setdefault("kind", "reference")

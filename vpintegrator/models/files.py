@@ -119,12 +119,26 @@ def _resolve_model_path(path: str | os.PathLike) -> Path:
     p = Path(text)
     if p.is_dir():
         for candidate in ("best.pt", "last.pt"):
+            if (p / candidate).exists() and not (p / candidate).is_file():  # never another file in its place
+                raise VPIntegratorError(
+                    f"model path {p}: its {candidate} is not a regular file ({_special(p / candidate)}); a run "
+                    f"directory's {candidate} is a .pt file written by vp-train: move that away")
             if (p / candidate).is_file():
                 return p / candidate
         raise VPIntegratorError(f"model path {p}: a directory without best.pt or last.pt; pass a run directory or a .pt file")
     if not p.exists():
         raise _MissingFile(f"model file {p} does not exist; give a .pt file, a run directory or pretrained:<name>")
     return p
+
+
+def _special(p: Path) -> str:
+    """What the non-regular file ``p`` is, in words."""
+    import stat
+
+    mode = p.stat().st_mode
+    return ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+            "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else
+            "not a regular file")
 
 
 class _MissingFile(VPIntegratorError, FileNotFoundError):
@@ -143,6 +157,9 @@ def read_torch_file(file: str | os.PathLike, map_location: Any = "cpu", what: st
     file = Path(file)
     if file.is_dir():
         raise VPIntegratorError(f"{what} {file}: is a directory; expected a .pt file written by vpintegrator")
+    if file.exists() and not file.is_file():  # a FIFO would wait forever for a writer
+        raise VPIntegratorError(f"{what} {file}: is not a regular file ({_special(file)}); expected a .pt file "
+                                "written by vpintegrator")
     with open(file, "rb") as f:
         head = f.read(8)
     if not head:
@@ -197,8 +214,28 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
     for key in ("config", "state_dict"):
         if not isinstance(payload.get(key), dict):
             raise VPIntegratorError(f"model file {file}: key {key!r} is missing or not a dict")
+    _check_run_model(file, payload["config"])
     payload["path"] = str(file)
     return payload
+
+
+def _check_run_model(file: Path, config: dict[str, Any]) -> None:
+    """A checkpoint of a run directory (``best.pt``/``last.pt`` beside its ``config.toml``) must hold the
+    model family the run trained: another family's file put there would be rolled out under the run's name."""
+    toml = file.parent / "config.toml"
+    if file.name not in ("best.pt", "last.pt") or not toml.is_file():
+        return
+    from .._toml import tomllib
+
+    try:
+        model = tomllib.loads(toml.read_text(encoding="utf-8")).get("model")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return  # not a run's config (reading the run reports it)
+    name = model.get("name") if isinstance(model, dict) else None
+    if isinstance(name, str) and name != config.get("name"):
+        raise VPIntegratorError(
+            f"model file {file}: holds a {config.get('name')!r} model, but the run's {toml.name} trained {name!r}; "
+            "was it replaced by another run's file? Give that file itself, or the run's own checkpoint")
 
 
 def load_model(path: str | os.PathLike, map_location: Any = "cpu", config: dict[str, Any] | None = None,

@@ -401,10 +401,19 @@ def legend(fig, axes, ncols: int = 6, extra: Sequence = (), own: bool = True) ->
         np.atleast_1d(axes)[0].legend(handles, labels, loc="best", frameon=False)
 
 
+#: the largest dpi: a raster figure of up to ~10 inches stays within matplotlib's 65535 pixels a side (and a
+#: few GiB of memory); a larger request is refused before anything is drawn
+MAX_DPI = 6000
+
+
 def check_dpi(dpi) -> int:
-    """``dpi`` as an int > 0, else a one-line error naming the key ``dpi``."""
+    """``dpi`` as an int in (0, :data:`MAX_DPI`], else a one-line error naming the key ``dpi``."""
     if isinstance(dpi, bool) or not isinstance(dpi, (int, np.integer, float)) or not dpi > 0 or dpi != int(dpi):
         raise VPIntegratorError(f"dpi must be a whole number > 0 (PNG resolution, e.g. 200); got {dpi!r}", key="dpi")
+    if dpi > MAX_DPI:
+        raise VPIntegratorError(
+            f"dpi must be a whole number > 0 and at most {MAX_DPI} (a raster figure of {dpi:g} dpi would need tens "
+            f"of GiB, and matplotlib draws at most 65535 pixels a side); got {dpi!r}", key="dpi")
     return int(dpi)
 
 
@@ -435,6 +444,15 @@ def save_figure(fig, stem: str | Path, formats: Sequence[str] = FORMATS, dpi: in
 
     dpi = check_dpi(dpi)
     formats = check_formats(formats)
+    if any(f in ("png", "jpg") for f in formats):  # a raster image of this figure: refused before allocating it
+        from ..resources import check_memory
+
+        w, h = (float(v) * dpi for v in fig.get_size_inches())
+        if max(w, h) > 65535:
+            raise VPIntegratorError(
+                f"dpi {dpi}: this {fig.get_size_inches()[0]:.3g} x {fig.get_size_inches()[1]:.3g} inch figure would be "
+                f"{w:.0f} x {h:.0f} pixels, above matplotlib's 65535 a side; give a lower dpi", key="dpi")
+        check_memory(4.0 * w * h * 2, f"a {w:.0f} x {h:.0f} pixel figure at dpi {dpi}", "give a lower dpi", key="dpi")
     stem = Path(stem)
     paths = []
     rc = {**STYLE, **_SAVEFIG_RC.get(fig, {})}  # a column-width preset is saved uncropped

@@ -19,6 +19,11 @@ single-trajectory runners serve selections of at most ``SCALAR_MAX_BATCH`` traje
   engine (whose reference invariants are computed on the device), the run is today's single-process one.
   Unset, ``workers`` is every core, used only when the work is large enough to repay starting processes
   (:data:`MIN_WORK` trajectory-steps); given, it is used whenever there are two blocks.
+
+Worker processes die with the process that started them (Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``;
+elsewhere each worker checks its parent before every block), so a ``kill -9`` of vp-rollout leaves no
+worker holding the output's lock; their folder ``.<out>.parts-<pid>-*`` is removed by the next run of the
+same output (:func:`remove_orphan_parts`, called under the output's lock).
 """
 
 from __future__ import annotations
@@ -26,7 +31,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import multiprocessing
+import os
 import shutil
+import signal
+import sys
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -36,7 +44,7 @@ import numpy as np
 
 from .steps import SCALAR_MAX_BATCH, IntegratorStep, ModelStep
 
-__all__ = ["Blocks", "run_shard", "MIN_WORK"]
+__all__ = ["Blocks", "run_shard", "MIN_WORK", "remove_orphan_parts"]
 
 #: trajectory-steps of classical methods below which unset ``workers`` runs in this process only
 MIN_WORK = 20_000_000
@@ -92,14 +100,16 @@ class Blocks:
             yield None
             return
         out = Path(out)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.parts-", dir=out.parent))
+        remove_orphan_parts(out)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.parts-{os.getpid()}-", dir=out.parent))
         try:
             sub = dataclasses.replace(plan.config, models=[], integrators=labels, traj=[int(i) for i in plan.idx],
                                       n_traj=None, out=str(tmp / "part.h5"), workers=1)
             plan.say(f"{', '.join(labels)}: rolling out {plan.n_traj} trajectories x {plan.n_steps} steps on "
                      f"{n} worker processes")
             ctx = _context()
-            with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+            with ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_die_with_parent,
+                                     initargs=(os.getpid(),)) as pool:
                 futures = [pool.submit(task, sub, (i, n), self.n_whole) for i in range(1, n + 1)]
                 try:
                     paths = [Path(f.result()) for f in futures]
@@ -110,6 +120,41 @@ class Blocks:
             yield _Parts(paths, labels, self.per_traj)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def remove_orphan_parts(out: Path) -> list[Path]:
+    """Remove the worker folders (``.<out>.parts-<pid>-*``) that runs of ``out`` killed outright left, whose
+    process no longer runs (a folder of the older form ``.<out>.parts-<random>``, without a pid, too: call
+    it holding ``out``'s lock, so no live writer of ``out`` has one); return what was removed."""
+    from .._io import _pid_alive
+
+    out = Path(out)
+    prefix = f".{out.name}.parts-"
+    removed = []
+    with contextlib.suppress(OSError):
+        for p in out.parent.iterdir():
+            if not p.name.startswith(prefix) or p.is_symlink() or not p.is_dir():
+                continue
+            pid_text = p.name[len(prefix):].split("-", 1)[0]
+            pid = int(pid_text) if pid_text.isdigit() and "-" in p.name[len(prefix):] else None
+            if pid is not None and (pid == os.getpid() or _pid_alive(pid)):
+                continue
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p)
+    return removed
+
+
+def _die_with_parent(parent: int) -> None:
+    """A worker's initializer: be killed when the process that started it dies (Linux's parent-death
+    signal); if it is already gone, exit at once."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    if os.getppid() != parent:  # died before the signal was set
+        os._exit(1)
 
 
 def _context():

@@ -323,12 +323,6 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
             idx = np.arange(n_file_traj)
         elif not n_new:
             notes.append(f"rolling out the test split: {idx.size} of {n_file_traj} trajectories of {data.name}")
-    heldout_y0 = seed = None
-    if n_new:
-        seed = sp.heldout_seed(meta, config.heldout_seed)
-        assert first is not None  # read above whenever n_new
-        heldout_y0 = sp.draw_heldout(meta, system, n_new, seed, first.y[:, 0], data)
-        notes.append(f"heldout: {n_new} new initial conditions from sampler {meta.get('sampler')!r}, seed {seed}")
     # the reference: the exact flow unless the data is (DOP853 at <= 1e-12) or reference = "data"
     method = str(meta.get("method", "")) if meta.get("method") is not None else ""
     tight = (method == "dop853" and meta.get("rtol") is not None and meta.get("atol") is not None
@@ -345,6 +339,13 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
         generator = method
     n_methods = len(names) + len(entries) + (generator is not None)
     _check_fits(config, int(idx.size) + n_new, n_steps + 1, system, max(1, n_methods), n_file, data)
+    # the held-out conditions are drawn once the run is known to fit (issue 36: --heldout 1000000000 drew 24 GB)
+    heldout_y0 = seed = None
+    if n_new:
+        seed = sp.heldout_seed(meta, config.heldout_seed)
+        assert first is not None  # read above whenever n_new
+        heldout_y0 = sp.draw_heldout(meta, system, n_new, seed, first.y[:, 0], data)
+        notes.append(f"heldout: {n_new} new initial conditions from sampler {meta.get('sampler')!r}, seed {seed}")
     ref_file = read_trajectories(data, traj=idx)
     _check_reference(ref_file, idx, data)
     if ref_file.params is not None:  # a parametric data set: each row (and held-out condition) its own system
@@ -642,8 +643,9 @@ def _write_rollouts(plan: _Plan, config: RolloutConfig, outs: list[Path], overwr
     from ..data.rollouts import RolloutWriter
     from ..metrics import write_table
 
-    from .blocks import Blocks
+    from .blocks import Blocks, remove_orphan_parts
 
+    remove_orphan_parts(outs[0])  # worker folders of a run killed outright (we hold the lock)
     reference_gen = step_for(plan.system, lambda s: reference_step_map(plan.data_meta, s, plan.dt))
     for line in plan.notes:
         plan.say(line)

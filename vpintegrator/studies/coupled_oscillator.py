@@ -41,7 +41,8 @@ from pathlib import Path
 from . import _rollouts, attention, export
 from .._shipped import shipped_file
 from ..rundir import read_log
-from .runner import REPO, Runner, StudyError, Task, check_study_out, guarded, study_lock
+from .runner import (REPO, WALL_CEILING, Runner, StudyError, Task, add_budget_arguments, budget_flags,
+                     check_budget_arguments, check_study_out, guarded, study_lock)
 from .stats import (bootstrap_ci, fmt_num, md_table, mean_std, median_interval, read_json, results_provenance,
                     write_json, write_text)
 from .work_precision import equal_cost_section
@@ -78,6 +79,14 @@ def _default_config(model: str) -> str:
     return f"configs/study/coupled_oscillator_{model}.toml"
 
 
+def _budget_text(settings: dict) -> str:
+    """How each model's training was budgeted (a study from before the CPU budget had wall seconds)."""
+    if settings.get("budget", "wall") == "wall":
+        return f"vp-train --time-limit {settings.get('train_seconds')} s each"
+    return (f"vp-train --cpu-time-limit {settings.get('train_seconds')} s each (CPU seconds; wall ceiling "
+            f"{settings.get('wall_ceiling')}x)")
+
+
 @dataclass
 class Settings:
     """The study's settings (written to ``RUN/settings.json``)."""
@@ -96,6 +105,8 @@ class Settings:
     configs: dict[str, str] = field(default_factory=lambda: {m: _default_config(m) for m in MODELS})
     init_scale: float | None = None
     export_pretrained: str | None = None
+    budget: str = "cpu"  # what train_seconds counts: CPU seconds (wall_ceiling x as a wall ceiling) or "wall"
+    wall_ceiling: float = WALL_CEILING
 
     @property
     def t_end(self) -> float:
@@ -128,7 +139,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[Settings, bool]:
     )
     p.add_argument("--out", required=True, help="Run directory (created).")
     p.add_argument("--seeds", help="Comma list of training seeds (default 0,1,2,3,4; --quick: 0).")
-    p.add_argument("--train-seconds", type=float, help="vp-train --time-limit per model (default 120; --quick: 30).")
+    p.add_argument("--train-seconds", type=float,
+                   help="Training budget per model (default 120; --quick: 30): CPU seconds, or wall with --budget wall.")
+    add_budget_arguments(p)
     p.add_argument("--jobs", type=int, help="Subprocesses at a time, one thread each (default 2).")
     p.add_argument("--n-steps", type=int, help="Rollout steps of dt = 0.4 (default 10000; --quick: 2500).")
     p.add_argument("--heldout", type=int, help="Held-out initial conditions (default 100; --quick: 3; 0: none).")
@@ -168,7 +181,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[Settings, bool]:
         models=_models(a.models),
         configs=_configs(a),
         init_scale=a.init_scale,
+        budget=a.budget,
+        wall_ceiling=a.wall_ceiling,
     )
+    check_budget_arguments(a)
     if not (math.isfinite(s.train_seconds) and s.train_seconds > 0):
         raise StudyError(f"--train-seconds must be a positive number of seconds; got {s.train_seconds!r}")
     if s.init_scale is not None and not (math.isfinite(s.init_scale) and s.init_scale > 0):
@@ -269,7 +285,7 @@ def plan(s: Settings) -> Runner:
             if out.exists() and not done:
                 shutil.rmtree(out)  # an unfinished run from an interrupted study: start it again
             runner.add(Task(name, ["vp-train", _resolve(s.configs[model]), "--data", p["train"], "--out", out,
-                                   "--seed", str(seed), "--time-limit", f"{s.train_seconds:g}", *scale,
+                                   "--seed", str(seed), *budget_flags(s, s.train_seconds), *scale,
                                    "--quiet"],
                             [out / "summary.json", out / "log.csv"], ["gen_train"]))
             trains.append(name)
@@ -507,7 +523,7 @@ def write_results(run: Path, commands: list[str] | None = None) -> str:
             _NAMES.get(m, m) for m in settings.get("models", ["vpt", "st"])) + ") vs Störmer–Verlet and RK4",
         "",
         f"{n_steps} steps of dt = {DT} (t in [0, {t_end}]); reference: DOP853 (rtol = atol = 1e-12). Models: "
-        f"seeds {settings.get('seeds')}, vp-train --time-limit {settings.get('train_seconds')} s each "
+        f"seeds {settings.get('seeds')}, {_budget_text(settings)} "
         f"({settings.get('jobs')} at a time, one thread), Levenberg–Marquardt, float64, best.pt = the epoch with the best validation score (configs/study: monitor = val_rollout, the mean relative error of a free rollout of the validation trajectories to t = 200); "
         "first window (3 states) from the reference; non-overlapping windows. Models: mean ± std over seeds "
         "(ddof = 1). Energy drift: max_t |H(t) − H(0)| / |H(0)|; slope: linear fit of the relative drift against t. "

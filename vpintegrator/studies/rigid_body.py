@@ -48,7 +48,8 @@ from .rigid_body_results import (  # noqa: F401  (re-exported: the study's publi
 )
 from . import export
 from .._shipped import shipped_file
-from .runner import Runner, StudyError, Task, check_study_out, guarded, parse_seeds, study_lock
+from .runner import (Runner, StudyError, Task, add_budget_arguments, budget_flags, check_budget_arguments,
+                     check_study_out, guarded, parse_seeds, study_lock)
 from .stats import read_json, write_if_changed, write_json
 
 PRETRAINED = ("vpt", "vpff", "st")
@@ -77,7 +78,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seeds", default=None, help="Comma list of training seeds (default 0,1,2,3,4; --quick 0,1).")
     p.add_argument("--models", default=None,
                    help=f"Comma list out of {','.join(ALL_MODELS)} (default all; --quick {','.join(QUICK_MODELS)}).")
-    p.add_argument("--train-seconds", type=float, default=None, help="Wall seconds per training run (300; --quick 60).")
+    p.add_argument("--train-seconds", type=float, default=None,
+                   help="Seconds per training run (300; --quick 60): CPU seconds, or wall with --budget wall.")
+    add_budget_arguments(p)
     p.add_argument("--jobs", type=int, default=2, help="Subprocesses at a time, each OMP_NUM_THREADS=1 (default 2).")
     p.add_argument("--long-t-end", type=float, default=None, help="Horizon of the long rollout (5000; --quick 1000).")
     p.add_argument("--long-volume", action=argparse.BooleanOptionalAction, default=True,
@@ -121,6 +124,7 @@ def parse_args(argv=None) -> argparse.Namespace:
             raise StudyError(f"{name} must be a number >= {low:g}; got {value!r}")
     if a.jobs < 1:
         raise StudyError(f"--jobs must be >= 1; got {a.jobs}")
+    check_budget_arguments(a)
     if a.n_heldout < 1:
         raise StudyError(f"--n-heldout must be >= 1; got {a.n_heldout}")
     a.out = Path(a.out)
@@ -142,14 +146,17 @@ def _train_task(a, runner: Runner, model: str, seed: int) -> Task:
     out = runner.run / "train" / f"{model}_s{seed}"
     name = f"train_{model}_s{seed}"
     data = runner.run / "data" / ("exact.h5" if model == "vpt_exact" else "im.h5")
-    cmd = ["vp-train", _config(a, model), "--data", data, "--out", out, "--seed", str(seed), "--time-limit",
-           f"{a.train_seconds:g}", "--quiet"]
+    cmd = ["vp-train", _config(a, model), "--data", data, "--out", out, "--seed", str(seed),
+           *budget_flags(a, a.train_seconds), "--quiet"]
     if a.skip_existing and out.exists() and not runner.stamp(name).exists():
         summary = read_json(out / "summary.json")
         if (out / "last.pt").exists() and summary is not None:
-            left = a.train_seconds - float(summary.get("wall_time", 0.0))
+            wall = float(summary.get("wall_time", 0.0))
+            used = wall if a.budget == "wall" else float(summary.get("cpu_time", wall))
             # an unfinished run (killed or interrupted): continue it for the time it has left
-            cmd = ["vp-train", "--resume", out, "--time-limit", f"{max(left, 1.0):.1f}", "--quiet"]
+            left = round(max(a.train_seconds - used, 1.0), 1)
+            cmd = ["vp-train", "--resume", out, *budget_flags(a, left, max(a.train_seconds - wall / a.wall_ceiling, 1.0)),
+                   "--quiet"]
         else:
             shutil.rmtree(out)  # started but never checkpointed: start again
     return Task(name, cmd, [out / "summary.json", out / "log.csv"], ["gen_exact" if model == "vpt_exact" else "gen_im"])
@@ -342,8 +349,8 @@ def _run(a, run: Path) -> int:
     """:func:`run_study` once RUN is checked and locked."""
     t_start = time.perf_counter()
     run.mkdir(parents=True, exist_ok=True)
-    print(f"study: {run} (seeds {','.join(map(str, a.seeds))}; models {','.join(a.models)}; {a.train_seconds:g} s "
-          f"per training; {a.jobs} jobs; long t = {a.long_t_end:g}; timing t = {a.timing_t_end:g})", flush=True)
+    print(f"study: {run} (seeds {','.join(map(str, a.seeds))}; models {','.join(a.models)}; {a.train_seconds:g} "
+          f"{a.budget} s per training; {a.jobs} jobs; long t = {a.long_t_end:g}; timing t = {a.timing_t_end:g})", flush=True)
     runner = plan(a)
     # im.h5 first: the timing spec needs trajectory 1's initial condition from it (the counter counts all)
     if not runner.execute(["gen_im"]):

@@ -33,7 +33,8 @@ from pathlib import Path
 from . import export
 from .rigid_body_results import BAND_TARGET, ERROR_TARGET, PAPER_TRAJ, rollout_values
 from .._shipped import shipped_file
-from .runner import Runner, StudyError, Task, check_study_out, guarded, parse_seeds, study_lock
+from .runner import (Runner, StudyError, Task, add_budget_arguments, budget_flags, check_budget_arguments,
+                     check_study_out, guarded, parse_seeds, study_lock)
 from .stats import fmt_num, md_table, read_json, write_json, write_results_files
 
 PHASES = ("p1", "p2", "p3")
@@ -49,11 +50,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = _Parser(prog="reproduce_rigid_body_quality.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="Run directory.")
     p.add_argument("--seeds", default="0,1,2,3,4", help="Comma list of training seeds (default %(default)s).")
-    p.add_argument("--phase1-seconds", type=float, default=450.0, help="Phase 1 wall seconds (default %(default)s).")
-    p.add_argument("--phase2-seconds", type=float, default=450.0, help="Phase 2 wall seconds (default %(default)s).")
+    p.add_argument("--phase1-seconds", type=float, default=450.0, help="Phase 1 seconds (default %(default)s; CPU, or wall with --budget wall).")
+    p.add_argument("--phase2-seconds", type=float, default=450.0, help="Phase 2 seconds (default %(default)s).")
     p.add_argument("--unroll", type=int, default=3, help="Phase 2's unroll (default %(default)s).")
     p.add_argument("--phase3-seconds", type=float, default=0.0,
-                   help="Phase 3 wall seconds (default 0: no phase 3).")
+                   help="Phase 3 seconds (default 0: no phase 3).")
+    add_budget_arguments(p)
     p.add_argument("--unroll3", type=int, default=5, help="Phase 3's unroll (default %(default)s).")
     p.add_argument("--jobs", type=int, default=2, help="Subprocesses at a time, one thread each (default 2).")
     p.add_argument("--config", default=str(shipped_file("configs/study/rigid_body_vpt.toml")),
@@ -68,6 +70,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "only) to DIR/rigid_body_vpt.pt and record it in DIR/provenance.json.")
     a = p.parse_args(argv)
     a.seeds = parse_seeds(a.seeds)
+    check_budget_arguments(a)
     for name in ("phase1_seconds", "phase2_seconds", "phase3_seconds"):
         v = getattr(a, name)
         if not (math.isfinite(v) and (v > 0 or (name == "phase3_seconds" and v == 0))):
@@ -112,7 +115,7 @@ def plan(a: argparse.Namespace) -> Runner:
             if out.exists() and not r.stamp(name).exists():
                 shutil.rmtree(out)  # an unfinished run of an interrupted study: train it again
             start = [] if previous is None else ["--set", f"unroll={unroll}", "--set", f"init_from={previous / 'best.pt'}"]
-            r.add(Task(name, ["vp-train", a.config, *common, "--out", out, "--time-limit", f"{seconds:g}", *start],
+            r.add(Task(name, ["vp-train", a.config, *common, "--out", out, *budget_flags(a, seconds), *start],
                        [out / "best.pt", out / "summary.json"],
                        ["gen_im"] if previous is None else [f"train_{previous.name}"]))
             for ref, init in (("im", "implicit_midpoint"), ("exact", "reference")):
@@ -166,7 +169,10 @@ def format_results(rows: list[dict], settings: dict) -> str:
     lines = [
         "# Rigid body: the quality targets over seeds", "",
         f"Targets: relative error at t = {T_END:g} ≤ {ERROR_TARGET} and ‖z‖ within 1 ± {BAND_TARGET:g} on "
-        f"[0, {T_END:g}], trajectories 1 and 4 (rows {', '.join(map(str, PAPER_TRAJ.values()))}). Phase 1: "
+        f"[0, {T_END:g}], trajectories 1 and 4 (rows {', '.join(map(str, PAPER_TRAJ.values()))}). "
+        + ("" if settings.get("budget", "wall") == "wall" else
+           f"Budgets in CPU seconds (wall ceiling {settings.get('wall_ceiling')}x). ")
+        + "Phase 1: "
         f"{settings.get('phase1_seconds')} s of one-window LM; phase 2: {settings.get('phase2_seconds')} s more with "
         f"unroll = {settings.get('unroll')} from phase 1's best.pt"
         + (f"; phase 3: {settings.get('phase3_seconds')} s more with unroll = {settings.get('unroll3')} from phase 2's "
@@ -209,7 +215,7 @@ def _main(argv) -> int:
             write_json(run / "settings.json", {
                 "seeds": a.seeds, "phase1_seconds": a.phase1_seconds, "phase2_seconds": a.phase2_seconds,
                 "unroll": a.unroll, "phase3_seconds": a.phase3_seconds, "unroll3": a.unroll3,
-                "config": str(a.config), "jobs": a.jobs,
+                "config": str(a.config), "jobs": a.jobs, "budget": a.budget, "wall_ceiling": a.wall_ceiling,
                 "commands": previous.get("commands", []) + runner.commands})
         if not ok:
             raise runner.failure()

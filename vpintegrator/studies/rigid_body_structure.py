@@ -54,7 +54,8 @@ from typing import Any
 from . import _rollouts, attention, export
 from .._shipped import shipped_file
 from .rigid_body_results import PAPER_TRAJ, _errors_at, write_heldout_spec
-from .runner import Runner, StudyError, Task, check_study_out, guarded, parse_seeds, study_lock
+from .runner import (Runner, StudyError, Task, add_budget_arguments, budget_flags, check_budget_arguments,
+                     check_study_out, guarded, parse_seeds, study_lock)
 from .work_precision import equal_cost_section
 from .stats import (bootstrap_ci, drift_growth, fmt_num, md_table, median_interval, read_json, write_json,
                     write_results_files)
@@ -95,7 +96,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--models", default=",".join(MODELS), help="Comma list of %(default)s (default: all).")
     p.add_argument("--seeds", default="0,1,2,3,4", help="Comma list of training seeds (default %(default)s).")
     p.add_argument("--train-seconds", type=float, default=240.0,
-                   help="Wall seconds of LM per model and seed, one thread (default %(default)s).")
+                   help="Seconds of LM per model and seed, one thread (default %(default)s): CPU seconds, or wall "
+                        "with --budget wall.")
+    add_budget_arguments(p)
     p.add_argument("--n-heldout", type=int, default=100, help="Held-out ICs (default %(default)s).")
     p.add_argument("--n-long", type=int, default=20, help="Held-out ICs rolled out to --long-t-end (default %(default)s).")
     p.add_argument("--long-t-end", type=float, default=10000.0, help="Long horizon (default %(default)s).")
@@ -112,6 +115,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     if bad or len(set(a.models)) != len(a.models):
         raise StudyError(f"--models: {bad or a.models} not distinct names of {', '.join(MODELS)}")
     a.seeds = parse_seeds(a.seeds)
+    check_budget_arguments(a)
     if not (math.isfinite(a.train_seconds) and a.train_seconds > 0):
         raise StudyError(f"--train-seconds must be a positive number; got {a.train_seconds!r}")
     if not (math.isfinite(a.long_t_end) and a.long_t_end > T_EVAL):
@@ -156,7 +160,7 @@ def plan(a: argparse.Namespace) -> Runner:
         for m in a.models:
             out = run / "train" / f"{m}_s{s}"
             r.add(Task(f"train_{m}_s{s}", ["vp-train", _config(m), "--data", d / "exact.h5", "--out", out, "--seed",
-                                             str(s), "--time-limit", f"{a.train_seconds:g}", *SELECTION, q],
+                                             str(s), *budget_flags(a, a.train_seconds), *SELECTION, q],
                        [out / "best.pt", out / "summary.json"], ["gen_exact"]))
     common = ["--device", "cpu", "--init", "reference", q]
     long = ["--traj", ",".join(str(i) for i in range(a.n_long)), "--t-end", f"{a.long_t_end:g}", "--no-volume"]
@@ -353,9 +357,11 @@ def format_results(res: dict) -> str:
     lines = [
         "# Rigid body: structure-preserving learned maps on held-out initial conditions", "",
         f"Training: the paper's 1238 ICs by the exact flow (DOP853, rtol = atol = 1e-12), h = {DT}, t ∈ [0, 20]; "
-        f"{s.get('train_seconds', '?')} s (wall) of Levenberg–Marquardt per model and seed on one thread (the CPU "
-        "seconds each got beside it); best.pt by the "
-        "validation trajectories' rollout (error at t = 100 + 50 × worst invariant drift). Evaluation: "
+        + (f"{s.get('train_seconds', '?')} s (wall) of Levenberg–Marquardt per model and seed on one thread (the CPU "
+           "seconds each got beside it); best.pt by the " if s.get("budget", "wall") == "wall" else
+           f"{s.get('train_seconds', '?')} CPU s (wall ceiling {s.get('wall_ceiling')}x) of Levenberg–Marquardt per "
+           "model and seed on one thread (the wall seconds each took beside it); best.pt by the ")
+        + "validation trajectories' rollout (error at t = 100 + 50 × worst invariant drift). Evaluation: "
         f"{s.get('n_heldout', '?')} held-out ICs uniform on the unit sphere (seed {HELDOUT_SEED}, never trained on), "
         f"errors ‖y − y_exact‖/‖y_exact‖ against the exact flow at t = {T_EVAL:g}; long runs: the first "
         f"{s.get('n_long', '?')} of them to t = {t_long:g}. Drifts are relative, worst IC. 'growth' = max energy "
@@ -404,6 +410,7 @@ def _main(argv) -> int:
             write_json(run / "settings.json", {
                 "models": a.models, "seeds": a.seeds, "train_seconds": a.train_seconds, "n_heldout": a.n_heldout,
                 "n_long": a.n_long, "long_t_end": a.long_t_end, "jobs": a.jobs,
+                "budget": a.budget, "wall_ceiling": a.wall_ceiling,
                 "commands": previous.get("commands", []) + runner.commands})
         if not ok:
             raise runner.failure()
@@ -411,7 +418,7 @@ def _main(argv) -> int:
     if a.export_pretrained:
         export.export_pretrained(run, {f"rigid_body_{a.ship}": a.ship}, a.export_pretrained,
                                  study=f"scripts/reproduce_rigid_body_structure.py --out {run}",
-                                 phases=f"{a.train_seconds:g} s of LM on exact-flow data")
+                                 phases=f"{a.train_seconds:g} {a.budget} s of LM on exact-flow data")
     return 0
 
 

@@ -22,11 +22,18 @@ A study refuses a non-empty RUN unless resumed or replaced (:func:`check_study_o
 (:func:`study_lock`) while it runs: two studies into one RUN are refused.
 
 A failed task does not stop the others; the tasks that need it are reported as not run.
+
+Training budgets (:func:`add_budget_arguments`, :func:`budget_flags`) are CPU seconds by default
+(``vp-train --cpu-time-limit``; each child runs one thread, so on an idle machine a CPU second is a wall
+second), with a wall-time ceiling of ``--wall-ceiling`` times the budget (``--time-limit``): a study on
+a loaded machine trains each model as long as on an idle one, only later. ``--budget wall`` restores the
+wall-time budget.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shlex
 import signal
@@ -35,7 +42,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from .._signals import interrupts_raise
 from .stats import read_json, write_json
@@ -44,6 +51,35 @@ from .stats import read_json, write_json
 REPO = Path(__file__).resolve().parents[2]
 #: the CLIs a task may run, by their console-script name -> module under vpintegrator.cli
 TOOLS = {"vp-gen": "gen", "vp-train": "train", "vp-rollout": "rollout", "vp-plot": "plot"}
+
+
+#: default wall-time ceiling of a CPU-time training budget, as a multiple of the budget
+WALL_CEILING = 4.0
+
+
+def add_budget_arguments(p: Any) -> None:
+    """``--budget {cpu,wall}`` and ``--wall-ceiling FACTOR`` on an argparse parser (see the module docstring)."""
+    p.add_argument("--budget", choices=("cpu", "wall"), default="cpu",
+                   help="What a training budget counts: the training process's CPU seconds (default; the same "
+                        "training on a loaded machine) or wall seconds.")
+    p.add_argument("--wall-ceiling", type=float, default=WALL_CEILING,
+                   help="With --budget cpu: stop a training run after this many times its budget in wall seconds "
+                        "all the same (default %(default)g).")
+
+
+def check_budget_arguments(a: Any) -> None:
+    """Refuse a wall ceiling below 1 or not finite (a :class:`StudyError`)."""
+    if not (math.isfinite(a.wall_ceiling) and a.wall_ceiling >= 1.0):
+        raise StudyError(f"--wall-ceiling must be a number >= 1 (times the budget); got {a.wall_ceiling!r}")
+
+
+def budget_flags(a: Any, seconds: float, wall_seconds: float | None = None) -> list[str]:
+    """vp-train flags for a training budget of ``seconds`` (CPU or wall, as ``a.budget`` says); with a CPU
+    budget the wall ceiling is ``a.wall_ceiling`` times ``wall_seconds`` (default ``seconds``)."""
+    if getattr(a, "budget", "cpu") == "wall":
+        return ["--time-limit", f"{seconds:g}"]
+    ceiling = getattr(a, "wall_ceiling", WALL_CEILING) * (seconds if wall_seconds is None else wall_seconds)
+    return ["--cpu-time-limit", f"{seconds:g}", "--time-limit", f"{ceiling:g}"]
 
 
 class StudyError(Exception):

@@ -40,6 +40,7 @@ __all__ = [
     "run_provenance",
     "json_float",
     "read_log",
+    "check_inputs_unchanged",
     "log_columns",
     "format_row",
     "check_new_run_dir",
@@ -155,6 +156,27 @@ def run_provenance(run_dir: Path) -> dict[str, Any]:
     return provenance_record(_run_inputs(run_dir), relative_to=run_dir)
 
 
+def check_inputs_unchanged(last: Path, ckpt: dict[str, Any]) -> None:
+    """Refuse (one line) to resume from ``last`` (a run's ``last.pt``, read as ``ckpt``) when an input file
+    its ``provenance`` hashed (the data, init_from) now has other contents: the run would go on with other
+    data than it was trained on."""
+    from ..provenance import file_sha256
+
+    record = ckpt.get("provenance")
+    inputs = record.get("inputs") if isinstance(record, dict) else None
+    for item in inputs if isinstance(inputs, list) else []:
+        if not isinstance(item, dict) or not isinstance(item.get("sha256"), str) or not isinstance(item.get("path"), str):
+            continue
+        p = Path(item["path"]).expanduser()
+        p = p if p.is_absolute() else last.parent / p
+        now = file_sha256(p)
+        if now is not None and now != item["sha256"]:
+            raise VPIntegratorError(
+                f"resume {last.parent}: {p} has changed since the run's last checkpoint (sha256 {item['sha256'][:12]}… "
+                f"then, {now[:12]}… now): the run would go on with other data; put the file it was trained on back, "
+                "or train a new run", key="resume")
+
+
 def write_summary(run_dir: Path, values: dict[str, Any]) -> None:
     """Write ``run_dir/summary.json``: ``values`` with the paths relative to ``run_dir`` and the run's
     ``provenance`` (:func:`run_provenance`)."""
@@ -173,8 +195,9 @@ def log_columns(config: TrainConfig) -> tuple[str, ...]:
 def check_new_run_dir(out: Path, overwrite: bool = False) -> bool:
     """Refuse an ``out`` that is a file, already holds a run, or is a directory with other files in it
     (an empty directory, or one holding only temporary files of killed runs, is fine). With ``overwrite``
-    a directory holding a run is accepted if it holds nothing but run files
-    (:func:`vpintegrator._outputs.replace_run_dir` empties it); return whether it must be emptied."""
+    a directory holding a run is accepted unless a file of the user's sits where the new run writes
+    (:func:`vpintegrator._outputs.replace_run_dir` then removes vp-train's own files and keeps the rest);
+    return whether it must be replaced."""
     from .._outputs import OutputError, check_run_entries, holds_run
 
     if out.exists() and not out.is_dir():

@@ -53,6 +53,18 @@ def _check_data(value: Any) -> list[str]:
         )
     if not all(isinstance(p, (str, os.PathLike)) for p in value):
         raise _bad("data", "a list of file paths", value)
+    seen: dict[tuple[int, int], str] = {}
+    for p in value:  # the same file twice would put copies of training trajectories in the held-out split
+        try:
+            st = os.stat(p)
+        except (OSError, ValueError):
+            continue  # a missing file is reported where the data is read
+        if (st.st_dev, st.st_ino) in seen:
+            raise VPIntegratorError(
+                f"data lists the same file twice: {seen[(st.st_dev, st.st_ino)]} and {p} (its trajectories would "
+                "be split as if they were different ones, copies in training and test); give each file once",
+                key="data")
+        seen[(st.st_dev, st.st_ino)] = str(p)
     return [str(p) for p in value]
 
 
@@ -117,11 +129,16 @@ class TrainConfig(Config):
     out : str, optional
         Run directory (default ``runs/<model>-<YYYYmmdd-HHMMSS>``). Must not hold a run already.
     epochs : int, optional
-        Total epochs (an epoch visits every training window once). At least one of ``epochs`` and
-        ``time_limit`` is needed.
+        Total epochs (an epoch visits every training window once). At least one of ``epochs``,
+        ``time_limit`` and ``cpu_time_limit`` is needed.
     time_limit : float, optional
         Wall-time budget in seconds for this invocation. Checked after each epoch: training stops before
         an epoch that would, judging by the last one, end past the budget (at least one epoch runs).
+    cpu_time_limit : float, optional
+        CPU-time budget in seconds for this invocation: the process's CPU time (every thread's, as
+        ``time.process_time``), checked like ``time_limit``. Unlike wall time it does not shrink when
+        other processes load the machine, so a budget buys the same training on a busy box; give
+        ``time_limit`` too as a wall-time ceiling.
     batch_size : int
         Global batch (windows per optimiser step, summed over DDP ranks).
     lr, lr_min : float
@@ -239,6 +256,11 @@ class TrainConfig(Config):
     time_limit: float | None = key(None, type=float, low=0, open_low=True, optional=True, resumable=True,
                                    expected="a finite number of seconds > 0", metavar="SECONDS", show_default="none",
                                    help="Wall-time budget for this invocation (the progress bar's ETA honours it).")
+    cpu_time_limit: float | None = key(None, type=float, low=0, open_low=True, optional=True, resumable=True,
+                                       expected="a finite number of seconds > 0", metavar="SECONDS",
+                                       show_default="none",
+                                       help="CPU-time budget for this invocation (process CPU seconds, all "
+                                            "threads; independent of the machine's load).")
     batch_size: int = key(16384, type=int, low=1, help="Global batch size (windows per optimiser step).")
     lr: float = key(1e-2, type=float, low=0, open_low=True, help="Initial learning rate.")
     lr_min: float = key(1e-6, type=float, low=0, expected="a finite number in [0, lr]",
@@ -347,15 +369,15 @@ class TrainConfig(Config):
     # -- the rules between keys ----------------------------------------------------------------------
 
     def _check_together(self) -> None:
-        if self.epochs is None and self.time_limit is None:
-            raise VPIntegratorError("give epochs or time_limit (or both); neither was set", key="epochs")
+        if self.epochs is None and self.time_limit is None and self.cpu_time_limit is None:
+            raise VPIntegratorError("give epochs, time_limit or cpu_time_limit; none was set", key="epochs")
         if not self.lr_min <= self.lr:
             raise VPIntegratorError(f"lr_min must be a finite number in [0, lr={self.lr}]; got {self.lr_min!r}",
                                     key="lr_min")
         if self.scheduler != "constant" and self.decay_epochs is None and self.epochs is None and self.optimizer != "lm":
             raise VPIntegratorError(
                 f"decay_epochs (the epochs over which lr reaches lr_min) is needed by scheduler {self.scheduler!r} "
-                "with only a time_limit", key="decay_epochs"
+                "with only a time limit", key="decay_epochs"
             )
         if self.scheduler == "exponential" and self.lr_min <= 0:
             raise VPIntegratorError(f"lr_min must be positive for the exponential scheduler; got {self.lr_min!r}",

@@ -307,7 +307,7 @@ class Trainer:
         show = self.progress and self.dist.is_main
         try:
             self._start_files()
-            with StopRequest() as self.stop, progress_bar(show, self._epochs_left(), self.config.time_limit) as bar:
+            with StopRequest() as self.stop, progress_bar(show, self._epochs_left(), self.config.time_limit or self.config.cpu_time_limit) as bar:
                 stopped = self._loop(bar)
             for m in self.members:
                 if m.active:  # the others were written when they stopped
@@ -360,9 +360,10 @@ class Trainer:
     def _loop(self, bar) -> str:
         cfg = self.config
         invocation_start = time.perf_counter()
+        cpu_start = time.process_time()
         self.steps.train_mode()
         while (left := self._epochs_left()) is None or left > 0:
-            t_epoch = time.perf_counter()
+            t_epoch, cpu_epoch = time.perf_counter(), time.process_time()
             step0 = self.step
             try:
                 out = self.steps.epoch(self)
@@ -423,12 +424,16 @@ class Trainer:
             # stop conditions, agreed on by every rank
             last_epoch_seconds = time.perf_counter() - t_epoch
             elapsed = time.perf_counter() - invocation_start
+            cpu_now = time.process_time()
+            over_cpu = (cfg.cpu_time_limit is not None
+                        and (cpu_now - cpu_start) + (cpu_now - cpu_epoch) > cfg.cpu_time_limit)
             asked = False
             if self.callback is not None:
                 asked = bool(self.callback(infos if self.ensemble else infos[0]))
             flags = torch.tensor(
                 [float(self.stop.requested),
-                 float(cfg.time_limit is not None and elapsed + last_epoch_seconds > cfg.time_limit), float(asked)],
+                 float(over_cpu or (cfg.time_limit is not None and elapsed + last_epoch_seconds > cfg.time_limit)),
+                 float(asked)],
                 dtype=torch.float64, device=self.device,
             )
             ddp.all_reduce(flags, self.dist, op="max")

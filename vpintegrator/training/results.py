@@ -95,6 +95,9 @@ def is_ensemble_dir(path: Path) -> bool:
     path = Path(path)
     if (path / "ensemble.csv").exists() or (path / "selected.json").exists():
         return True
+    if (path / "config.toml").is_file() and any(p.name.startswith("member_") and "_seed_" in p.name and p.is_dir()
+                                                for p in path.iterdir()):
+        return True  # killed before its table: the members' directories are there
     return path.name.startswith("member_") and (path.parent / "ensemble.csv").exists() or (
         path.name.startswith("member_") and "_seed_" in path.name and (path / "summary.json").exists()
         and '"ensemble"' in (path / "summary.json").read_text(encoding="utf-8", errors="replace")

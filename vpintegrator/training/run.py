@@ -69,8 +69,9 @@ def fit(
     progress : bool
         Show a click progress bar with the losses on stderr (rank 0).
     overwrite : bool
-        Replace the run directory at ``out`` (a new run only): it must hold nothing but run files, and is
-        emptied once the new run's set-up succeeded. Without it an ``out`` holding a run is refused.
+        Replace the run at ``out`` (a new run only): once the new run's set-up succeeded, vp-train's own
+        files in it are removed (by name and kind) and anything else is kept; a file of yours where the
+        new run writes is refused. Without it an ``out`` holding a run is refused.
         The run directory (``out`` or ``resume``) is locked against other writers for the whole run
         (:func:`vpintegrator._outputs.output_lock`): a second ``fit`` of it, or a resume of a run
         another process is training, is refused.

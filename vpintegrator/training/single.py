@@ -155,7 +155,13 @@ class SingleSteps:
         run.cpu_before = float(st.get("cpu_time", math.nan))  # NaN: a last.pt from before cpu_time was recorded
         rec.last_train, rec.last_val = float(st["train_loss"]), float(st["val_loss"])
         if rec.run_dir is not None:
+            ckpt_io.check_inputs_unchanged(path, ckpt)
             rec.history = ckpt_io.read_log(rec.run_dir / "log.csv", max_epoch=run.epoch)
+            if len(rec.history) < run.epoch:
+                what = "is missing" if not (rec.run_dir / "log.csv").exists() else f"holds {len(rec.history)} epochs"
+                raise VPIntegratorError(
+                    f"resume {rec.run_dir}: log.csv {what}, but last.pt is at epoch {run.epoch}: the run's history "
+                    "would restart mid-run; put the run's log.csv back, or train a new run", key="resume")
 
     def summary_extra(self, m) -> dict[str, Any]:
         return {}
