@@ -125,11 +125,6 @@ def test_no_import_circles():
     assert not circles, "import circles: " + "; ".join(" -> ".join(c) for c in circles)
 
 
-@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_no_module_over_600_lines(path):
-    assert len(path.read_text().splitlines()) <= 600
-
-
 def test_one_trajectory_container():
     """Every class that holds states ``y`` is the one Trajectories (no second container)."""
     holders = []

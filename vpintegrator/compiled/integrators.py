@@ -261,7 +261,7 @@ class CompiledStepper:
     def run_batch(self, y0: Any, n_steps: int, t0: float = 0.0) -> np.ndarray:
         """States (batch, n_steps + 1, dim) of a few trajectories y0 (batch, dim); raises like integrate."""
         if self.mid in LP.MIDS:  # rotation splittings: their own loop (lie_poisson.py)
-            return LP.run_batch(self, y0, n_steps, t0)
+            return LP.run_batch(self, y0, _count(n_steps), t0)
         ys = np.array(y0, dtype=np.float64)
         if ys.ndim == 1:
             ys = ys[None]

@@ -133,8 +133,6 @@ def step_block(stepper, y: np.ndarray, n: int, out: np.ndarray) -> int:
 def run_batch(stepper, y0, n_steps, t0: float = 0.0) -> np.ndarray:
     """:meth:`CompiledStepper.run_batch` of a rotation plan: rows one after the other; on a non-finite state
     the error names the earliest failing step and the first row failing there, as the other loops do."""
-    from .integrators import _count
-
     ys = np.array(y0, dtype=np.float64)
     if ys.ndim == 1:
         ys = ys[None]
@@ -142,7 +140,7 @@ def run_batch(stepper, y0, n_steps, t0: float = 0.0) -> np.ndarray:
         raise VPIntegratorError(f"y0 must have shape (n_traj, {stepper.dim}); got shape {ys.shape}")
     for i in range(ys.shape[0]):
         stepper._initial(ys[i], index=i)
-    n = _count(n_steps)
+    n = int(n_steps)  # counted (checked) by CompiledStepper.run_batch
     out = np.empty((ys.shape[0], n + 1, stepper.dim))
     out[:, 0] = ys
     first = (0, 0)  # (failing step, row)
