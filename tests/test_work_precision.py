@@ -121,7 +121,7 @@ def test_cli_rollout_work_precision_and_plot(tmp_path):
     table = tmp_path / "r_work_precision.csv"
     rows = read_work_precision(table)
     assert {r.method for r in rows} == {"rk4", "implicit_midpoint", "dop853"}
-    assert sorted({r.h for r in rows if r.method == "rk4"}) == [0.0125, 0.025, 0.05, 0.1, 0.2]  # 2h .. h/8, h = 0.1
+    assert sorted({r.h for r in rows if r.method == "rk4"}) == [0.00625, 0.0125, 0.025, 0.05, 0.1, 0.2]  # 2h .. h/16, h = 0.1
     assert "Work-precision table" in res.output
     (tmp_path / "r.h5").unlink()
     (tmp_path / "r.csv").unlink()

@@ -51,8 +51,9 @@ __all__ = [
     "training_seconds",
 ]
 
-#: step multipliers of the ladder: 2h, h, h/2, h/4, h/8
-DEFAULT_LADDER = (2.0, 1.0, 0.5, 0.25, 0.125)
+#: step multipliers of the ladder: 2h, h, h/2, h/4, h/8, h/16 (h/16: a high-order method reaches the learned
+#: models' batch-1 cost inside its ladder instead of at its end)
+DEFAULT_LADDER = (2.0, 1.0, 0.5, 0.25, 0.125, 0.0625)
 #: the methods of the diagram when none are given: low and high order, symmetric/symplectic compositions
 DEFAULT_METHODS = (
     "rk4", "implicit_midpoint", "gauss_legendre4", "gauss_legendre6", "implicit_midpoint_suzuki4",
@@ -306,7 +307,7 @@ def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], 
     ``n_traj``), the base step h is the data's dt, T the configuration's ``t_end`` (or the data's horizon);
     the methods are its integrators (``exact_flow`` left out: DOP853 has its own tolerance ladder), or
     :data:`DEFAULT_METHODS` when it names none, and its models are points at their own step. The ladder is
-    2h, h, h/2, h/4, h/8 (without 2h when T is an odd number of steps). A model loaded from a run directory
+    2h, h, h/2, h/4, h/8, h/16 (without 2h when T is an odd number of steps). A model loaded from a run directory
     carries its training CPU seconds (:func:`training_seconds`) and break-even N; ``amortise_over`` = N adds
     its cost with training spread over N rollouts of length T. Written to
     ``<out stem>_work_precision.csv`` and ``.md`` (under the overwrite rule).
