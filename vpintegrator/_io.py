@@ -70,7 +70,7 @@ def remove_orphans(target: str | os.PathLike) -> list[Path]:
 
 def check_not_input(out: str | os.PathLike | None, inputs, key: str = "out") -> None:
     """Refuse an output path that is one of the inputs (the same file, also through links or relative
-    paths): a one-line :class:`~vpintegrator.errors.VPIntegratorError` before any work starts."""
+    paths): a one-line [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError] before any work starts."""
     from .errors import VPIntegratorError
 
     if out is None:

@@ -1,6 +1,6 @@
 """The overwrite rule and the one-writer rule, for every output of every command.
 
-**Overwrite rule** (:func:`check_output`): an output that exists is refused with one line unless
+**Overwrite rule** (``check_output``): an output that exists is refused with one line unless
 ``overwrite`` is given; even then, only a file of the kind the command writes is replaced: a trajectory
 file for ``vp-gen``, a rollout file and its metrics table for ``vp-rollout``, a run directory holding only
 run files for ``vp-train``, a figure drawn by matplotlib for ``vp-plot``. A checkpoint, a source file, an
@@ -8,7 +8,7 @@ HDF5 file of another schema or not written by this package, a directory that is 
 is never replaced. Symbolic links are resolved first, so a link to another output or to an input is
 judged by what it points to (and written through).
 
-**One writer per output** (:func:`output_lock`): a command holds an exclusive lock on each output for its
+**One writer per output** (``output_lock``): a command holds an exclusive lock on each output for its
 whole run: the file ``<output>.lock`` beside it holding the writer's process id, locked with
 ``fcntl.flock`` where available (else created with ``O_EXCL``). A second writer is refused with one line
 naming the live process; a lock left by a process that no longer runs is taken over with one warning
@@ -29,7 +29,7 @@ from typing import Iterator
 from ._io import _pid_alive
 from .errors import VPIntegratorError
 
-#: the ``schema`` attribute of a rollout file (:mod:`vpintegrator.data.rollouts`, which writes it); here, so
+#: the ``schema`` attribute of a rollout file (``vpintegrator.data.rollouts``, which writes it); here, so
 #: that telling a file's kind needs nothing above this module
 ROLLOUT_SCHEMA = "vpintegrator-rollout"
 
@@ -66,7 +66,7 @@ _MATPLOTLIB_SIGNS = (b"software\x00matplotlib", b"(matplotlib pdf backend", b"<d
 
 
 class OutputError(VPIntegratorError):
-    """A refused output. Like :class:`VPIntegratorError`, and a CLI also renders the word ``overwrite`` as
+    """A refused output. Like [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError], and a CLI also renders the word ``overwrite`` as
     its own flag (``--overwrite``)."""
 
     def render(self, name_of_key) -> str:
@@ -98,7 +98,7 @@ def holds_run(path: Path) -> bool:
 
 
 def identify(path: str | os.PathLike) -> str | None:
-    """The kind of what exists at ``path`` (a key of :data:`KIND_NAMES`), or None when nothing does."""
+    """The kind of what exists at ``path`` (a key of ``KIND_NAMES``), or None when nothing does."""
     p = Path(path)
     if not p.exists():
         return None
@@ -179,7 +179,7 @@ def check_output(path: str | os.PathLike, kind: str | tuple[str, ...], overwrite
     Parameters
     ----------
     path : path of the output (file or, for ``kind="run"``, directory)
-    kind : a key of :data:`KIND_NAMES` (or a tuple of them) that the caller writes
+    kind : a key of ``KIND_NAMES`` (or a tuple of them) that the caller writes
     overwrite : replace an existing output of ``kind``
     key : the configuration key named in the message (a CLI names its flag)
 
@@ -214,8 +214,8 @@ def check_output(path: str | os.PathLike, kind: str | tuple[str, ...], overwrite
 
 
 def check_run_entries(path: Path) -> None:
-    """Refuse to replace the run directory ``path`` unless every entry is a run file (:data:`RUN_FILES`,
-    :data:`RUN_DIRS`, ``member_*`` directories of an ensemble, temporary files of killed writers)."""
+    """Refuse to replace the run directory ``path`` unless every entry is a run file (``RUN_FILES``,
+    ``RUN_DIRS``, ``member_*`` directories of an ensemble, temporary files of killed writers)."""
     for p in sorted(path.iterdir()):
         ours = (p.name in RUN_FILES and p.is_file() and not p.is_symlink()) or p.name in RUN_DIRS or (
             p.name.startswith("member_") and p.is_dir() and not p.is_symlink()) or (
@@ -228,7 +228,7 @@ def check_run_entries(path: Path) -> None:
 
 
 def replace_run_dir(path: Path) -> None:
-    """Empty the run directory ``path`` that ``overwrite`` replaces (after :func:`check_run_entries`
+    """Empty the run directory ``path`` that ``overwrite`` replaces (after ``check_run_entries``
     again); call it once the new run's set-up has succeeded."""
     import shutil
 
@@ -329,7 +329,7 @@ def _acquire_excl(lock: Path, path: Path, key: str | None) -> int:  # pragma: no
 def output_lock(path: str | os.PathLike, *, key: str | None = "out") -> Iterator[Path]:
     """Hold the exclusive lock of the output ``path`` for the block (see the module docstring).
 
-    Yields the lock file's path. A second writer (another process) gets a one-line :class:`OutputError`
+    Yields the lock file's path. A second writer (another process) gets a one-line ``OutputError``
     naming the process that holds it; the same process may take it again (re-entrant).
     """
     path = Path(path)
@@ -378,7 +378,7 @@ def _remove_empty(folders) -> None:
 
 @contextlib.contextmanager
 def output_locks(paths, *, key: str | None = "out") -> Iterator[None]:
-    """:func:`output_lock` on each of ``paths`` (in order), for the block."""
+    """``output_lock`` on each of ``paths`` (in order), for the block."""
     with contextlib.ExitStack() as stack:
         for p in paths:
             stack.enter_context(output_lock(p, key=key))

@@ -36,7 +36,7 @@ def _config_files() -> dict[str, Path]:
 
 def list_configs() -> list[str]:
     """Names of the shipped ``vp-train`` configs (``configs/*.toml``, ``study/...`` for ``configs/study``),
-    usable with ``vp-train NAME`` and :meth:`vpintegrator.training.TrainConfig.from_toml`."""
+    usable with ``vp-train NAME`` and [`vpintegrator.training.TrainConfig.from_toml`][vpintegrator.training.TrainConfig.from_toml]."""
     return list(_config_files())
 
 

@@ -1,6 +1,6 @@
 """Where an output came from: the ``provenance`` record every file this package writes carries.
 
-:func:`provenance_record` gives a JSON-ready dict::
+[`provenance_record`][vpintegrator.provenance.provenance_record] gives a JSON-ready dict::
 
     {"vpintegrator": "0.1.0",
      "git": {"commit": "4c69ec4...", "dirty": false} or null,   # run from a checkout only
@@ -12,8 +12,8 @@
      "inputs": [{"path": "data/train.h5", "sha256": "...", "bytes": 123456}]}
 
 It is stored as the JSON key ``provenance`` of ``summary.json`` and of checkpoints (``last.pt``,
-``best.pt``, :func:`~vpintegrator.models.save_model` files), and as the JSON-text attribute ``provenance``
-(:func:`provenance_attr`) of HDF5 files. Making one is cheap: the git state is read once per process (one
+``best.pt``, [`save_model`][vpintegrator.models.save_model] files), and as the JSON-text attribute ``provenance``
+([`provenance_attr`][vpintegrator.provenance.provenance_attr]) of HDF5 files. Making one is cheap: the git state is read once per process (one
 ``git`` call with a time limit; none outside a checkout, and no error when git is missing), versions are
 read from the installed packages' metadata without importing them, and an input file is hashed once per
 process for a given (path, size, modification time).
@@ -179,7 +179,7 @@ def provenance_record(inputs: Iterable[str | os.PathLike] | None = None, *,
 
 
 def provenance_attr(inputs: Iterable[str | os.PathLike] | None = None, **kwargs: Any) -> str:
-    """:func:`provenance_record` as JSON text: the value of an HDF5 attribute ``provenance``."""
+    """[`provenance_record`][vpintegrator.provenance.provenance_record] as JSON text: the value of an HDF5 attribute ``provenance``."""
     return json.dumps(provenance_record(inputs, **kwargs), sort_keys=True)
 
 

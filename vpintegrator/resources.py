@@ -49,7 +49,7 @@ def size_text(n_bytes: float) -> str:
 
 
 def check_memory(need: float, what: str, way_out: str, key: str | None = None, fraction: float = 0.8) -> None:
-    """Refuse (one-line :class:`VPIntegratorError`, before any work) what needs more than ``fraction`` of
+    """Refuse (one-line [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError], before any work) what needs more than ``fraction`` of
     the available memory; ``what`` says what needs it, ``way_out`` how to make it fit."""
     have = available_memory()
     if need > fraction * have:

@@ -1,7 +1,7 @@
 """``vp-gen SPEC``: generate a trajectory data set from a spec and write it to HDF5.
 
 Reads the spec (a name from ``vp-gen --list`` or a TOML path), applies the flags (flags win), calls
-:func:`vpintegrator.data.generate`, and prints where the output went with a one-line summary. Imports
+[`vpintegrator.data.generate`][vpintegrator.data.generation.generate], and prints where the output went with a one-line summary. Imports
 no torch, so it starts fast.
 """
 
@@ -25,7 +25,7 @@ from ._options import ConfigCommand, read_set, set_option
 
 class _Progress:
     """A ``generate`` progress callback on stderr: a click bar on a terminal, else throttled plain lines
-    (:func:`vpintegrator._progress.progress`)."""
+    (``vpintegrator._progress.progress``)."""
 
     def __init__(self, label: str) -> None:
         self.label = label

@@ -1,7 +1,7 @@
 """``vp-plot ROLLOUT.h5`` / ``vp-plot --kind training RUN_DIR ...``: figures (PDF and PNG).
 
-A rollout file (``vp-rollout`` output) gives the rollout figures (:func:`vpintegrator.plotting.plot_all`);
-``vp-train`` run directories give training curves (:func:`vpintegrator.plotting.plot_training`). Prints
+A rollout file (``vp-rollout`` output) gives the rollout figures ([`vpintegrator.plotting.plot_all`][vpintegrator.plotting.plot_all]);
+``vp-train`` run directories give training curves ([`vpintegrator.plotting.plot_training`][vpintegrator.plotting.plot_training]). Prints
 the files written. Uses matplotlib's Agg backend (no display needed).
 """
 

@@ -12,8 +12,8 @@ The API::
     ys = stepper.run_batch(y0s, n_steps)             # few trajectories (batch, dim) -> (batch, n + 1, dim)
 
 ``compiled_stepper`` takes a system (instance or registry name) and a method (registry name or
-``Integrator``) as :func:`vpintegrator.data.integrate` does. It returns ``None`` when numba is
-missing (:func:`vpintegrator.compiled.available`), when the system is not one of the shipped ones (user
+``Integrator``) as [`vpintegrator.data.integrate`][vpintegrator.data.integration.integrate] does. It returns ``None`` when numba is
+missing (``vpintegrator.compiled.available``), when the system is not one of the shipped ones (user
 systems, subclasses) or when the method has no kernel; it raises the NumPy path's error when the
 method cannot run on the system (``method.supports``) or dt is invalid.
 
@@ -24,7 +24,7 @@ shears, e.g. ``splitting_mclachlan2``, ``splitting_blanes_moan4``), and every co
 integrator with attributes ``base``, a registered base method name, and ``gammas``, the sub-step
 fractions) whose base is compiled (compositions of shear sequences become one shear sequence). The
 implicit methods use the method's ``tol`` and ``max_iter`` and exactly the NumPy Newton rule
-(:mod:`vpintegrator.compiled.newton`); states agree with ``integrate`` to ~1e-15 per step.
+(``vpintegrator.compiled.newton``); states agree with ``integrate`` to ~1e-15 per step.
 
 ``step_block`` semantics: it returns the number of states written to ``out``; on a Newton failure at
 step k it stops with ``out[:k-1]`` written, ``status`` 1 (no convergence) or 2 (singular Newton matrix),

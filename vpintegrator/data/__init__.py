@@ -1,4 +1,4 @@
-"""Data: the trajectory container, generation specs, generation with SciPy or a classical integrator (:func:`integrate`),
+"""Data: the trajectory container, generation specs, generation with SciPy or a classical integrator ([`integrate`][vpintegrator.data.integration.integrate]),
 HDF5 trajectory files and rollout files.
 
 Names are imported lazily (PEP 562): ``import vpintegrator.data`` is cheap, and nothing here imports

@@ -1,14 +1,14 @@
-"""Rollout files (``vp-rollout`` output): the schema, the writer (:class:`RolloutWriter`) and the reader
-(:func:`read_rollout`); attributes by the one codec of both file kinds (:mod:`vpintegrator.data._attrs`).
+"""Rollout files (``vp-rollout`` output): the schema, the writer ([`RolloutWriter`][vpintegrator.data.rollouts.RolloutWriter]) and the reader
+([`read_rollout`][vpintegrator.data.rollouts.read_rollout]); attributes by the one codec of both file kinds (``vpintegrator.data._attrs``).
 
 A rollout file holds, for a set of trajectories of a data file, the reference and every method's states
 with per-step metrics (relative error, invariants) and the volume of every step or window map. The layout
 is written down in ``datasets/README.md`` ("Rollout file schema"). Counts mean what they mean in
-:class:`~vpintegrator.data.trajectories.Trajectories`: ``n_states`` states per trajectory,
+[`Trajectories`][vpintegrator.data.trajectories.Trajectories]: ``n_states`` states per trajectory,
 ``n_steps = n_states - 1`` steps.
 
-Reading gives a :class:`RolloutResult`: states as :class:`Trajectories` (reference and methods), metrics
-as :class:`MethodMetrics`. This module imports neither torch nor the rollout engine.
+Reading gives a [`RolloutResult`][vpintegrator.data.rollouts.RolloutResult]: states as [`Trajectories`][vpintegrator.data.trajectories.Trajectories] (reference and methods), metrics
+as [`MethodMetrics`][vpintegrator.data.rollouts.MethodMetrics]. This module imports neither torch nor the rollout engine.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def _series(group, name: str, shape: tuple, chunks: tuple) -> Any:
 
 class RolloutSeries:
     """One group of a rollout file being written (``/reference`` or ``/methods/<label>``): its per-step
-    datasets, filled block by block by :meth:`write`, then :meth:`close`. ``y`` is the states' dataset
+    datasets, filled block by block by ``write``, then ``close``. ``y`` is the states' dataset
     (n_traj, n_states, dim), readable while the file is written."""
 
     def __init__(self, group, n_traj: int, n_states: int, dim: int, names, chunks, rel_error: bool,
@@ -97,7 +97,7 @@ class RolloutSeries:
 
 class RolloutWriter:
     """Writes one rollout file (layout: ``datasets/README.md``, "Rollout file schema"; read back by
-    :func:`read_rollout`) atomically: at ``path`` only when the ``with`` block succeeds.
+    [`read_rollout`][vpintegrator.data.rollouts.read_rollout]) atomically: at ``path`` only when the ``with`` block succeeds.
 
     Parameters
     ----------
@@ -117,7 +117,7 @@ class RolloutWriter:
 
     Notes
     -----
-    :meth:`reference` and :meth:`method` open the groups (:class:`RolloutSeries`); :meth:`finish` writes
+    [`reference`][vpintegrator.data.rollouts.RolloutWriter.reference] and [`method`][vpintegrator.data.rollouts.RolloutWriter.method] open the groups (``RolloutSeries``); [`finish`][vpintegrator.data.rollouts.RolloutWriter.finish] writes
     the metrics table (``summary_json``).
     """
 
@@ -208,7 +208,7 @@ class MethodMetrics:
 
 @dataclass(eq=False)
 class RolloutResult:
-    """A rollout file read back by :func:`read_rollout`.
+    """A rollout file read back by [`read_rollout`][vpintegrator.data.rollouts.read_rollout].
 
     Attributes
     ----------
@@ -224,11 +224,11 @@ class RolloutResult:
     reference : Trajectories
         The reference states; ``meta`` holds ``label='reference'``, ``kind='reference'``, ``source``.
     methods : dict
-        label -> :class:`Trajectories` of that method, in the order they were run; ``meta`` holds the
+        label -> [`Trajectories`][vpintegrator.data.trajectories.Trajectories] of that method, in the order they were run; ``meta`` holds the
         method's attributes (``label``, ``kind``, ``source``, ``init``, ``seconds_per_step``, ...) plus the
         system's (``system``, ``param_<name>``), so that ``.system`` works; ``failed_step`` is set.
     metrics : dict
-        ``'reference'`` and every method label -> :class:`MethodMetrics`.
+        ``'reference'`` and every method label -> [`MethodMetrics`][vpintegrator.data.rollouts.MethodMetrics].
     table : list of dict
         The metrics table rows (one per method).
     """
@@ -244,7 +244,7 @@ class RolloutResult:
 
     @property
     def system(self) -> "System":
-        """The :class:`~vpintegrator.systems.System` the rollout ran on."""
+        """The [`System`][vpintegrator.systems.System] the rollout ran on."""
         from ..systems import system_from_meta
 
         return system_from_meta(self.meta, self.path if self.path is not None else "rollout metadata")
@@ -292,7 +292,7 @@ def _upgrade_meta(meta: dict, path) -> dict:
 
 
 def read_rollout(path, traj=None, max_points: int | None = None) -> RolloutResult:
-    """Read a rollout file written by ``vp-rollout`` (:func:`vpintegrator.rollout.run_rollouts`).
+    """Read a rollout file written by ``vp-rollout`` ([`vpintegrator.rollout.run_rollouts`][vpintegrator.rollout.compare.run_rollouts]).
 
     Layout (``datasets/README.md``): root attributes; ``/t`` (n_states,); ``/traj_index`` (n_traj,);
     ``/reference/{y, invariants/<name>, failed_step}``; ``/methods/<label>/{y, rel_error,
@@ -303,7 +303,7 @@ def read_rollout(path, traj=None, max_points: int | None = None) -> RolloutResul
     path : path, or a list of paths
         A rollout file; or the shards of one (``vp-rollout --shard I/N``): their index file, or the list
         of the shard files, read as one rollout (checked to belong together;
-        :mod:`vpintegrator.data.rollout_shards`), equal to the unsharded rollout to the last bit (the
+        ``vpintegrator.data.rollout_shards``), equal to the unsharded rollout to the last bit (the
         timings apart).
     traj : int, list of int or None
         Positions in the rollout file (0 .. n_traj − 1, the rows of ``/traj_index``; not data-file

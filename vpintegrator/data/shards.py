@@ -1,7 +1,7 @@
 """Shards of one data set: ``vp-gen ... --shard I/N`` files, their index file, and reading them as one.
 
 A data set of ``n_traj`` initial conditions is cut into ``N`` contiguous blocks along its chunks (the
-chunks :func:`~vpintegrator.data.generate` integrates at a time, so that every trajectory is computed
+chunks [`generate`][vpintegrator.data.generation.generate] integrates at a time, so that every trajectory is computed
 exactly as in the unsharded run, also by methods whose Newton iterations run on a whole chunk). Shard
 ``I`` (1-based) of an output ``data.h5`` is the file ``data.shard-I-of-N.h5`` beside it; it holds
 trajectories ``shard_traj_start : shard_traj_stop`` of the whole set and records, besides the usual
@@ -10,8 +10,8 @@ metadata, ``shard_index``, ``shard_count``, ``shard_traj_start``, ``shard_traj_s
 
 When the last shard is written, the **index file** appears at ``data.h5`` itself: an HDF5 trajectory file
 whose ``/y`` is a virtual dataset over the shards' ``/y`` (any HDF5 tool sees the whole array) and whose
-attribute ``shard_files`` lists the shards relative to it. :func:`~vpintegrator.data.read_trajectories`,
-:func:`~vpintegrator.data.read_metadata` and ``vp-train --data`` open it like any trajectory file; they
+attribute ``shard_files`` lists the shards relative to it. [`read_trajectories`][vpintegrator.data.hdf5.read_trajectories],
+[`read_metadata`][vpintegrator.data.hdf5.read_metadata] and ``vp-train --data`` open it like any trajectory file; they
 read the shards themselves, after checking that they belong together (the same data set: spec, system,
 parameters, dt, seed, sampler, n_traj; every shard present once, no gaps or overlaps). A list of the shard
 files is read the same way, in shard order.
@@ -230,7 +230,7 @@ def _merged_meta(shards: list[_Shard], index: Path | None) -> dict:
 
 
 def read_shard_metadata(paths: list[Path]) -> dict:
-    """:func:`~vpintegrator.data.read_metadata` of an index file or a list of shards (checked)."""
+    """[`read_metadata`][vpintegrator.data.hdf5.read_metadata] of an index file or a list of shards (checked)."""
     shards, index = _collect(paths)
     meta = _merged_meta(shards, index)
     n_traj, n_states = sum(s.shape[0] for s in shards), shards[0].shape[1]
@@ -239,7 +239,7 @@ def read_shard_metadata(paths: list[Path]) -> dict:
 
 
 def read_shard_set(paths: list[Path], traj: Any = None, steps: Any = None, allow: bool = False) -> Trajectories:
-    """The whole data set of an index file or a list of shards, as one :class:`Trajectories`."""
+    """The whole data set of an index file or a list of shards, as one [`Trajectories`][vpintegrator.data.trajectories.Trajectories]."""
     shards, index = _collect(paths)
     counts = np.array([s.shape[0] for s in shards])
     offsets = np.concatenate([[0], np.cumsum(counts)])
@@ -263,7 +263,7 @@ def read_shard_set(paths: list[Path], traj: Any = None, steps: Any = None, allow
 
 
 def write_shard_index(out: str | os.PathLike, count: int) -> Path:
-    """Write the index file ``out`` over shards ``1..count`` of ``out`` (:func:`shard_path`), atomically.
+    """Write the index file ``out`` over shards ``1..count`` of ``out`` (``shard_path``), atomically.
 
     Checks first that the shards form one data set (one-line error naming the missing or foreign one).
     Replaces an index file already at ``out`` (written for the same shards by a shard that finished at

@@ -1,7 +1,7 @@
 """The one trajectory container that flows from data generation to figures.
 
 Generation, classical integration, neural rollout and rollout files all produce a
-:class:`Trajectories`; the HDF5 writer, the training windows, the metrics and the plots all consume one,
+[`Trajectories`][vpintegrator.data.trajectories.Trajectories]; the HDF5 writer, the training windows, the metrics and the plots all consume one,
 so classical and learned predictions compare with no reshaping.
 
 Counts have one meaning everywhere: ``n_states`` states per trajectory, ``n_steps = n_states - 1``

@@ -1,7 +1,7 @@
 """Work–precision tables: the row type and the CSV reader (written by
-:func:`vpintegrator.rollout.write_work_precision`, drawn by :func:`vpintegrator.plotting.plot_work_precision`).
+[`vpintegrator.rollout.write_work_precision`][vpintegrator.rollout.precision.write_work_precision], drawn by [`vpintegrator.plotting.plot_work_precision`][vpintegrator.plotting.plot_work_precision]).
 
-The numbers and what each is measured against: :mod:`vpintegrator.rollout.precision`.
+The numbers and what each is measured against: ``vpintegrator.rollout.precision``.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class WorkPrecisionRow:
 
 
 def read_work_precision(path: str | Path) -> list[WorkPrecisionRow]:
-    """Rows from a CSV written by :func:`write_work_precision` (one-line error for another file)."""
+    """Rows from a CSV written by ``write_work_precision`` (one-line error for another file)."""
     path = Path(path)
     try:
         with open(path, newline="") as fh:

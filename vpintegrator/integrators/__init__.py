@@ -1,12 +1,12 @@
 """Classical one-step integrators, vectorised over a batch of states, float64, with a method registry.
 
-Every method follows the :class:`Integrator` contract (``step``, ``step_jacobian`` with an analytic
-Jacobian, ``supports``, metadata in ``info``); :func:`list_methods` and :func:`describe_methods` give the
+Every method follows the [`Integrator`][vpintegrator.integrators.Integrator] contract (``step``, ``step_jacobian`` with an analytic
+Jacobian, ``supports``, metadata in ``info``); [`list_methods`][vpintegrator.integrators.list_methods] and [`describe_methods`][vpintegrator.integrators.describe_methods] give the
 metadata of every registered method (also ``vp-rollout --list-methods``).
 
 Modules: ``base`` (contract, metadata), ``registry`` (names -> methods), ``newton`` (Newton helpers), ``explicit`` (euler, rk4), ``implicit`` (implicit
 midpoint, Gauss-Legendre of any stage count), ``splitting`` (Stormer-Verlet, the shear splittings),
-``composition`` (triple jump, Suzuki, Yoshida 6 of a symmetric base); :func:`~vpintegrator.data.integrate` (in ``data``: it returns a Trajectories) runs one on a batch.
+``composition`` (triple jump, Suzuki, Yoshida 6 of a symmetric base); [`integrate`][vpintegrator.data.integration.integrate] (in ``data``: it returns a Trajectories) runs one on a batch.
 
 | family      | methods                                                        | preserves                          |
 |-------------|----------------------------------------------------------------|------------------------------------|

@@ -141,7 +141,7 @@ class Composition(Integrator):
 
 
 def compositions(bases: tuple[str, ...]) -> list[Composition]:
-    """Every scheme of :data:`SCHEMES` for every base name, as :class:`Composition` objects."""
+    """Every scheme of [`SCHEMES`][vpintegrator.integrators.SCHEMES] for every base name, as [`Composition`][vpintegrator.integrators.Composition] objects."""
     return [
         Composition(base=b, gammas=gammas, scheme=key, scheme_order=order)
         for b in bases

@@ -1,9 +1,9 @@
 """Ablations of trained models: the same network with a part switched off.
 
-:func:`without_attention` answers "does the attention carry information?" for any transformer of the
+[`without_attention`][vpintegrator.models.without_attention] answers "does the attention carry information?" for any transformer of the
 registry: every attention layer becomes the identity map on the window, and the rest of the network keeps
 its trained weights. Compare the ablated model's rollout error with the original's
-(:func:`vpintegrator.testing.attention_coupling` measures the same question on the Jacobian).
+([`vpintegrator.testing.attention_coupling`][vpintegrator.testing.attention_coupling] measures the same question on the Jacobian).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def without_attention(model: nn.Module) -> nn.Module:
     - volume-preserving attention X ↦ Cayley(C(X))ᵀ X: A = 0, so C = 0 and Cayley(0) = I (both weightings);
     - symplectic attention (Q and P): A = 0, so the shear's increment is 0;
     - Lie–Poisson coupling: ψ = 0 (w = d = 0), so every state's rotation angle is 0;
-    - multi-head attention (the standard transformer): replaced by :class:`NoAttention` (the identity);
+    - multi-head attention (the standard transformer): replaced by ``NoAttention`` (the identity);
       zero projections would not do: the paper's ST has no residual connection, so its attention would
       output 0, not the window.
 

@@ -36,7 +36,7 @@ class _STBlock(nn.Module):
 class _Dense(nn.Module):
     """x ↦ σ(x Wᵀ + b), W ∈ ℝ^{out×in} (GML/AbstractNeuralNetworks ``Dense(in, out, σ)``: z ↦ σ(W z + b)).
 
-    The up- and downscaling layers of :class:`StandardTransformerIntegrator` with ``transformer_dim ≠ dim``.
+    The up- and downscaling layers of [`StandardTransformerIntegrator`][vpintegrator.models.StandardTransformerIntegrator] with ``transformer_dim ≠ dim``.
     Init: W Glorot U(±√(6/(in + out))), b = 0.
     """
 
@@ -84,7 +84,7 @@ class StandardTransformerIntegrator(nn.Module):
     seq_len : int
         Window length (= pred_window).
     form : {"gml", "standard"}
-        Attention form, see :class:`~vpintegrator.nn.MultiHeadAttention`.
+        Attention form, see [`MultiHeadAttention`][vpintegrator.nn.MultiHeadAttention].
     stiefel : bool
         Orthonormal attention projections (gml form).
     activation : str
@@ -95,7 +95,7 @@ class StandardTransformerIntegrator(nn.Module):
         σ_up of the upscaling layer (GML's default: identity); unused when D = dim.
     softmax : {"vector", "matrix"}
         Score normalisation of the attention (GML's ``attention_activation``: ``VectorSoftmax`` or
-        ``MatrixSoftmax``), see :class:`~vpintegrator.nn.MultiHeadAttention`.
+        ``MatrixSoftmax``), see [`MultiHeadAttention`][vpintegrator.nn.MultiHeadAttention].
     """
 
     model_name = "st"
@@ -163,7 +163,7 @@ class StandardTransformerIntegrator(nn.Module):
         return self.downscale(out) if scaled else out
 
     def window_chain(self) -> list[nn.Module]:
-        """The units whose composition is ``forward`` (for :mod:`vpintegrator.testing`)."""
+        """The units whose composition is ``forward`` (for [`vpintegrator.testing`][vpintegrator.testing])."""
         if self.transformer_dim != self.dim:
             return [self.upscale, *self.blocks, self.downscale]
         return list(self.blocks)

@@ -1,20 +1,20 @@
 """Rollout figures: trajectories in state space, invariant drift, relative error, volume, phase portraits.
 
-Every ``plot_*`` function takes a *source* (see :mod:`vpintegrator.plotting.source`: a ``RolloutResult``,
+Every ``plot_*`` function takes a *source* (see ``vpintegrator.plotting.source``: a ``RolloutResult``,
 the path of a rollout file, a ``Trajectories`` or a dict ``{label: Trajectories}`` with an optional
-``reference=``) and returns a :class:`matplotlib.figure.Figure`: a new one, or the one holding the Axes
+``reference=``) and returns a ``matplotlib.figure.Figure``: a new one, or the one holding the Axes
 given by ``ax=`` (one-panel kinds) or ``axes=`` (one Axes per panel), drawn into as they are (the legend
 then goes into the first of them, and there is no figure title). ``style=`` picks a journal preset or a
-``.mplstyle`` file (:func:`~vpintegrator.plotting.style.figure_style`).
+``.mplstyle`` file ([`figure_style`][vpintegrator.plotting.figure_style]).
 
-Methods are named as :func:`~vpintegrator.plotting.style.display_name` says ("Gauss–Legendre 4") and keep
+Methods are named as [`display_name`][vpintegrator.plotting.display_name] says ("Gauss–Legendre 4") and keep
 one colour, dash and marker in every figure; where several trajectories are drawn one curve each, the
 dash tells the trajectory and colour and marker the method.
 
 ``traj`` selects trajectories by their index in the data file (as ``vp-rollout --traj``); by default every
-trajectory is shown: one curve each where there are few (at most :data:`MAX_CURVES`), else the median and
+trajectory is shown: one curve each where there are few (at most [`MAX_CURVES`][vpintegrator.plotting.MAX_CURVES]), else the median and
 the 10-90 % band. State-space figures (``trajectories3d``, ``phase``) cannot show a band; of many
-trajectories they draw :data:`MAX_CURVES` evenly spread ones, and say so in the title. Titles say what is
+trajectories they draw [`MAX_CURVES`][vpintegrator.plotting.MAX_CURVES] evenly spread ones, and say so in the title. Titles say what is
 shown; on the paper's rigid-body set trajectories carry the paper's names ("trajectory 1" is data row 100).
 
 Quantities that span decades (relative error, invariant drift, volume) are on log axes; values that are
@@ -35,7 +35,7 @@ from ..errors import VPIntegratorError
 from .source import MAX_CURVES, PlotData, describe, methods_to_draw, plot_data, select, traj_names
 from .style import FORMATS, WIDTH, MethodStyle, legend, method_styles, save_figure, styled, target_axes
 
-#: figure kinds of :func:`plot_rollout` / ``vp-plot --kind``
+#: figure kinds of ``plot_rollout`` / ``vp-plot --kind``
 KINDS = ("trajectories3d", "invariants", "error", "volume", "phase")
 #: states farther out than this many times the reference's extent are not drawn in state-space plots
 #: (a blown-up method would otherwise shrink everything else to a dot)
@@ -216,7 +216,7 @@ def plot_trajectories3d(source, traj=None, methods: Iterable[str] | None = None,
     ----------
     source : RolloutResult, path, Trajectories or dict of Trajectories
     traj : int or list of int, optional
-        Indices in the data file; default: all, or :data:`MAX_CURVES` evenly spread ones of many.
+        Indices in the data file; default: all, or [`MAX_CURVES`][vpintegrator.plotting.MAX_CURVES] evenly spread ones of many.
     methods : list of str, optional
         Labels to draw (default all).
     sphere : bool, optional
@@ -229,11 +229,11 @@ def plot_trajectories3d(source, traj=None, methods: Iterable[str] | None = None,
         Draw into this Axes (``fig.add_subplot(projection="3d")``) instead of a new figure.
     style : str, path, dict or list, optional
         ``"single"``/``"double"`` journal column, a ``.mplstyle`` file, ...: see
-        :func:`~vpintegrator.plotting.style.figure_style`.
+        [`figure_style`][vpintegrator.plotting.figure_style].
 
     Notes
     -----
-    States beyond :data:`CLIP_FACTOR` times the reference's extent are not drawn.
+    States beyond [`CLIP_FACTOR`][vpintegrator.plotting.CLIP_FACTOR] times the reference's extent are not drawn.
     """
     data, given = _prepare(source, traj, reference, max_points)
     if data.dim < 3:
@@ -276,8 +276,8 @@ def plot_invariants(source, traj=None, methods: Iterable[str] | None = None, ban
     """Relative drift ``|I(t) − I(0)| / |I(0)|`` of every invariant, log scale, one panel each.
 
     ``band``: True draws the median and 10-90 % band, False one curve per trajectory; default: the band
-    for more than :data:`MAX_CURVES` trajectories. ``axes``: one Axes per invariant to draw into. Other
-    parameters as :func:`plot_trajectories3d`.
+    for more than [`MAX_CURVES`][vpintegrator.plotting.MAX_CURVES] trajectories. ``axes``: one Axes per invariant to draw into. Other
+    parameters as [`plot_trajectories3d`][vpintegrator.plotting.plot_trajectories3d].
     """
     data, _ = _prepare(source, traj, reference, max_points)
     names = data.invariant_names
@@ -319,7 +319,7 @@ def plot_error(source, traj=None, methods: Iterable[str] | None = None, threshol
 
     The dotted line marks ``threshold``, whose first crossing is the valid prediction time. Trajectories
     in memory need ``reference=``. ``ax``: the Axes to draw into. Other parameters as
-    :func:`plot_invariants`.
+    [`plot_invariants`][vpintegrator.plotting.plot_invariants].
     """
     data, _ = _prepare(source, traj, reference, max_points)
     labels = [k for k in methods_to_draw(data, methods) if data.metrics[k].rel_error is not None]
@@ -350,7 +350,7 @@ def plot_volume(source, traj=None, methods: Iterable[str] | None = None, band: b
 
     An exactly volume-preserving map stays at rounding level (≈1e-16 per step); a method whose values are
     all exactly 0 is named in a note. Needs a rollout file written with the volume (the default).
-    ``axes``: two Axes (per map, cumulative) to draw into; ``style`` as :func:`plot_trajectories3d`.
+    ``axes``: two Axes (per map, cumulative) to draw into; ``style`` as [`plot_trajectories3d`][vpintegrator.plotting.plot_trajectories3d].
     """
     data, _ = _prepare(source, traj, reference, max_points)
     labels = [k for k in methods_to_draw(data, methods) if data.metrics[k].log_det_J is not None]
@@ -394,7 +394,7 @@ def plot_phase(source, traj=None, methods: Iterable[str] | None = None, referenc
                max_points: int | None = None, axes=None, style=None):
     """Phase portraits: pairs of coordinates (``(q_i, p_i)`` for canonical systems, else the three planes
     of a 3-D state). ``axes``: one Axes per pair to draw into. Other parameters as
-    :func:`plot_trajectories3d`."""
+    [`plot_trajectories3d`][vpintegrator.plotting.plot_trajectories3d]."""
     data, given = _prepare(source, traj, reference, max_points)
     data, what = _state_rows(data, given)
     styles = _styles(data)
@@ -440,7 +440,7 @@ def _check_kinds(kinds) -> list[str]:
 
 
 def plot_rollout(source, kind: str, **kwargs: Any):
-    """The figure of one ``kind`` (see :data:`KINDS`); ``kwargs`` go to its ``plot_*`` function."""
+    """The figure of one ``kind`` (see [`KINDS`][vpintegrator.plotting.KINDS]); ``kwargs`` go to its ``plot_*`` function."""
     _check_kinds([kind])
     return _PLOTTERS[kind](source, **kwargs)
 
@@ -517,7 +517,7 @@ def plot_all(source, out_dir: str | Path, kinds: Sequence[str] = KINDS, traj=Non
 
 
 def _draw_all(source, out_dir: Path, kinds, traj, dpi, reference, max_points, formats, overwrite, options):
-    """:func:`plot_all` once its arguments are checked and ``out_dir`` is locked."""
+    """[`plot_all`][vpintegrator.plotting.plot_all] once its arguments are checked and ``out_dir`` is locked."""
     import inspect
 
     data = plot_data(source, reference=reference, max_points=max_points)

@@ -1,10 +1,10 @@
 """What the figures draw, from a rollout file or from memory.
 
-Every rollout figure takes a *source*: a :class:`~vpintegrator.data.rollouts.RolloutResult`, the path of a
+Every rollout figure takes a *source*: a [`RolloutResult`][vpintegrator.data.rollouts.RolloutResult], the path of a
 rollout file (``vp-rollout`` output), or trajectories in memory — one
-:class:`~vpintegrator.data.trajectories.Trajectories` or a dict ``{label: Trajectories}``, e.g. straight
-from :func:`vpintegrator.integrate` or :func:`vpintegrator.generate` — optionally with a ``reference``
-:class:`Trajectories`. :func:`plot_data` turns any of them into one :class:`PlotData`: states, per-step
+[`Trajectories`][vpintegrator.data.trajectories.Trajectories] or a dict ``{label: Trajectories}``, e.g. straight
+from [`vpintegrator.integrate`][vpintegrator.data.integration.integrate] or [`vpintegrator.generate`][vpintegrator.data.generation.generate] — optionally with a ``reference``
+[`Trajectories`][vpintegrator.data.trajectories.Trajectories]. [`plot_data`][vpintegrator.plotting.plot_data] turns any of them into one [`PlotData`][vpintegrator.plotting.PlotData]: states, per-step
 metrics (invariants from ``traj.system``, relative errors against the reference when there is one) and
 the trajectories' indices in the data file, which is what ``traj`` selects.
 """
@@ -27,7 +27,7 @@ MAX_CURVES = 5
 
 @dataclass(eq=False)
 class Metrics:
-    """Per-step metrics of one method (the fields of :class:`~vpintegrator.data.rollouts.MethodMetrics`)."""
+    """Per-step metrics of one method (the fields of [`MethodMetrics`][vpintegrator.data.rollouts.MethodMetrics])."""
 
     invariants: dict
     rel_error: np.ndarray | None = None
@@ -97,7 +97,7 @@ def check_max_points(max_points) -> int | None:
 
 
 def plot_data(source, reference: Trajectories | None = None, max_points: int | None = None) -> PlotData:
-    """The :class:`PlotData` of any accepted source (see the module docstring)."""
+    """The [`PlotData`][vpintegrator.plotting.PlotData] of any accepted source (see the module docstring)."""
     max_points = check_max_points(max_points)
     if isinstance(source, PlotData):
         if reference is not None:

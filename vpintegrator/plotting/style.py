@@ -5,10 +5,10 @@ Colours are Okabe & Ito's colour-universal-design palette (Okabe and Ito 2008, "
 (CUD): how to make figures and presentations that are friendly to colorblind people",
 https://jfly.uni-koeln.de/color/): its eight colours stay apart under simulated protanopia,
 deuteranopia and tritanopia (``tests/test_plotting.py`` checks a minimum CIE ΔE between them). Colour is
-not the only cue: every method also has its own line style and marker (:class:`MethodStyle`), so that
+not the only cue: every method also has its own line style and marker ([`MethodStyle`][vpintegrator.plotting.MethodStyle]), so that
 curves lying on top of each other (RK4 under Gauss–Legendre 4) stay visible in print and in grey.
 
-Figures are built without pyplot (no global state; any backend, Agg included) under :data:`STYLE`, or
+Figures are built without pyplot (no global state; any backend, Agg included) under [`STYLE`][vpintegrator.plotting.STYLE], or
 under a preset (``"single"``/``"double"`` journal columns) or the user's ``.mplstyle`` file (``style=``).
 """
 
@@ -70,7 +70,7 @@ INTEGRATOR_STYLES: dict[str, tuple[str, Any, str]] = {
     "exact_flow": (_FLOW_COLOR, (0, (1, 1.2)), "x"),
     "dop853": (_FLOW_COLOR, (0, (6, 2)), "+"),
 }
-#: one fixed colour per classical method (from :data:`INTEGRATOR_STYLES`)
+#: one fixed colour per classical method (from ``INTEGRATOR_STYLES``)
 INTEGRATOR_COLORS = {name: style[0] for name, style in INTEGRATOR_STYLES.items()}
 #: colours of models (and of anything else that is not a shipped integrator), in the order of their labels;
 #: the three that no paper-figure integrator uses come first
@@ -116,7 +116,7 @@ for _base in ("implicit_midpoint", "splitting", "stormer_verlet"):
 
 def display_name(label: str) -> str:
     """What figures call ``label``: ``"gauss_legendre4"`` -> ``"Gauss–Legendre 4"``, ``"vpt"`` -> ``"VPT"``;
-    a label not in :data:`DISPLAY_NAMES` (a model's own label) as it is."""
+    a label not in [`DISPLAY_NAMES`][vpintegrator.plotting.DISPLAY_NAMES] (a model's own label) as it is."""
     return DISPLAY_NAMES.get(label, label)
 
 
@@ -140,10 +140,10 @@ STYLE = {
 }
 
 WIDTH = 6.3  # inches: a full text width
-#: file formats :func:`save_figure` writes by default
+#: file formats ``save_figure`` writes by default
 FORMATS = ("pdf", "png")
 
-#: journal presets: figure width (inches; None: each figure its own) and the rcParams on top of :data:`STYLE`.
+#: journal presets: figure width (inches; None: each figure its own) and the rcParams on top of ``STYLE``.
 #: Widths are those of one and two columns of the common two-column journals (3.5 in ≈ 89 mm, 7.2 in ≈ 183
 #: mm); the file is exactly that wide (no tight cropping).
 PRESETS: dict[str, tuple[float | None, dict[str, Any]]] = {
@@ -193,10 +193,10 @@ def method_styles(labels: Sequence[str], kinds: Sequence[str | None] | None = No
     Returns
     -------
     dict
-        label -> :class:`MethodStyle`. The reference is solid black without markers; each shipped
-        integrator has its own (colour, dash, marker) from :data:`INTEGRATOR_STYLES` whatever else is
-        drawn; the other labels (models) are solid and take :data:`MODEL_PALETTE` and
-        :data:`MODEL_MARKERS` in their order in ``labels``, so one call styles a method the same in every
+        label -> [`MethodStyle`][vpintegrator.plotting.MethodStyle]. The reference is solid black without markers; each shipped
+        integrator has its own (colour, dash, marker) from [`INTEGRATOR_STYLES`][vpintegrator.plotting.INTEGRATOR_STYLES] whatever else is
+        drawn; the other labels (models) are solid and take [`MODEL_PALETTE`][vpintegrator.plotting.MODEL_PALETTE] and
+        [`MODEL_MARKERS`][vpintegrator.plotting.MODEL_MARKERS] in their order in ``labels``, so one call styles a method the same in every
         figure it makes.
     """
     kinds = list(kinds) if kinds is not None else [None] * len(labels)
@@ -220,7 +220,7 @@ def method_styles(labels: Sequence[str], kinds: Sequence[str | None] | None = No
 
 
 def method_colors(labels: Sequence[str], kinds: Sequence[str | None] | None = None) -> dict[str, str]:
-    """label -> the fixed colour of each method (the colours of :func:`method_styles`)."""
+    """label -> the fixed colour of each method (the colours of [`method_styles`][vpintegrator.plotting.method_styles])."""
     return {label: style.color for label, style in method_styles(labels, kinds).items()}
 
 
@@ -230,7 +230,7 @@ def method_colors(labels: Sequence[str], kinds: Sequence[str | None] | None = No
 @dataclass(frozen=True)
 class FigureStyle:
     """A resolved ``style=``: the rcParams figures are built under, and the width of every figure in
-    inches (None: each kind its own width, as in :data:`WIDTH`)."""
+    inches (None: each kind its own width, as in ``WIDTH``)."""
 
     width: float | None
     rc: dict
@@ -272,8 +272,8 @@ def _rc_from(item, where: str) -> dict:
 
 
 def figure_style(style: Any = None) -> FigureStyle:
-    """Resolve ``style``: None or ``"default"`` (:data:`STYLE`, each figure its own width), ``"single"``
-    (one journal column, 3.5 in) or ``"double"`` (two columns, 7.2 in) from :data:`PRESETS`, the path of
+    """Resolve ``style``: None or ``"default"`` ([`STYLE`][vpintegrator.plotting.STYLE], each figure its own width), ``"single"``
+    (one journal column, 3.5 in) or ``"double"`` (two columns, 7.2 in) from [`PRESETS`][vpintegrator.plotting.PRESETS], the path of
     a ``.mplstyle`` file, a matplotlib style name, a dict of rcParams, or a list of these applied in
     order (``["single", "paper.mplstyle"]``). A user style that sets ``figure.figsize`` sets the width of
     every figure (heights follow)."""
@@ -310,8 +310,8 @@ _SAVEFIG_RC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def figure(width: float, height: float):
-    """A constrained-layout :class:`~matplotlib.figure.Figure` (no pyplot), ``width`` × ``height``
-    inches, or the width of the current style (:func:`figure_style`) with the height scaled to suit."""
+    """A constrained-layout ``matplotlib.figure.Figure`` (no pyplot), ``width`` × ``height``
+    inches, or the width of the current style ([`figure_style`][vpintegrator.plotting.figure_style]) with the height scaled to suit."""
     import matplotlib
     from matplotlib.figure import Figure
 
@@ -326,7 +326,7 @@ def figure(width: float, height: float):
 
 
 def styled(fn):
-    """Build the figure under ``style=`` (a keyword argument of ``fn``; see :func:`figure_style`): fonts
+    """Build the figure under ``style=`` (a keyword argument of ``fn``; see [`figure_style`][vpintegrator.plotting.figure_style]): fonts
     and lines are read when artists are created."""
 
     @functools.wraps(fn)
@@ -347,7 +347,7 @@ def styled(fn):
 def target_axes(ax, n: int, width: float, height: float, name: str = "ax", projection: str | None = None):
     """``(fig, axes, own)``: ``n`` Axes to draw on, in a new figure (``ax`` None) or the given ones.
 
-    ``ax`` is one :class:`~matplotlib.axes.Axes` or, for figures of several panels, a sequence of exactly
+    ``ax`` is one ``matplotlib.axes.Axes`` or, for figures of several panels, a sequence of exactly
     ``n``; a 3-D figure needs 3-D Axes. Wrong ones are a one-line error naming ``name``.
     """
     if ax is None:
@@ -416,7 +416,7 @@ def save_figure(fig, stem: str | Path, formats: Sequence[str] = FORMATS, dpi: in
     place, so an interrupted call leaves no half-written figure); return the paths. A figure made with a
     column preset (``style="single"``/``"double"``) is saved exactly that wide. An existing file is
     refused unless ``overwrite``, and then replaced only if it is a figure drawn by matplotlib
-    (:func:`vpintegrator._outputs.check_output`); each file is locked while written."""
+    (``vpintegrator._outputs.check_output``); each file is locked while written."""
     import matplotlib
 
     from .._io import atomic_path

@@ -133,7 +133,7 @@ def training_figure(run_dirs, x_axes: Sequence[str] = ("epoch", "seconds"), axes
     rollout score (only when some run logged ``val_rollout``), learning rate (LM: damping λ). The
     epoch ``summary.json`` chose as best is ringed on the monitored curve. ``axes``: the
     Axes to draw into, rows × columns of them (a 2-D array or a flat list in row order); ``style``: a
-    journal preset or a ``.mplstyle`` file (:func:`~vpintegrator.plotting.style.figure_style`).
+    journal preset or a ``.mplstyle`` file ([`figure_style`][vpintegrator.plotting.figure_style]).
     """
     runs = _runs(run_dirs)
     for x in x_axes:
@@ -212,7 +212,7 @@ def plot_training(run_dirs, out: str | Path, dpi: int = 200, formats: Sequence[s
     figure files are refused unless ``overwrite`` (which replaces only figures drawn by matplotlib);
     ``out`` is locked against other writers meanwhile.
 
-    See :func:`training_figure` for what is drawn and ``style``.
+    See [`training_figure`][vpintegrator.plotting.training_figure] for what is drawn and ``style``.
     """
     from .style import check_out_dir
 

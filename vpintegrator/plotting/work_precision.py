@@ -1,7 +1,7 @@
 """The work–precision diagram: error and invariant drift against cost, log–log (``vp-plot --kind work_precision``).
 
-Rows come from :func:`vpintegrator.rollout.precision` (in memory) or the CSV of
-:func:`vpintegrator.rollout.write_work_precision`. Each classical method is a line through its step ladder
+Rows come from ``vpintegrator.rollout.precision`` (in memory) or the CSV of
+[`vpintegrator.rollout.write_work_precision`][vpintegrator.rollout.precision.write_work_precision]. Each classical method is a line through its step ladder
 (DOP853 through its tolerances), each model a single marker; the colours, dashes and markers are the package's
 fixed method styles, so a method looks the same here as in every other figure.
 """
@@ -41,7 +41,7 @@ def plot_work_precision(source, axes=None, style=None):
     source : list of WorkPrecisionRow, or path of a work-precision CSV
     axes : two matplotlib Axes, optional
         Draw into them (error, drift) instead of a new figure.
-    style : see :func:`vpintegrator.plotting.figure_style`
+    style : see [`vpintegrator.plotting.figure_style`][vpintegrator.plotting.figure_style]
 
     Returns
     -------

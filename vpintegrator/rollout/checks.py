@@ -31,7 +31,7 @@ def check_outputs(config: RolloutConfig, extra_inputs=(), overwrite: bool = Fals
     """Refuse (one-line error naming the key ``out``) an output — the rollout file or its metrics table —
     that is one of the run's inputs, or an ``out`` that is a directory; before anything is read. An output
     that exists is refused unless ``overwrite``, and then replaced only if it is a rollout file (its table
-    a metrics table): :func:`vpintegrator._outputs.check_output`. Returns the three outputs, links
+    a metrics table): ``vpintegrator._outputs.check_output``. Returns the three outputs, links
     resolved."""
     from .._io import check_not_input
     from .._outputs import check_output

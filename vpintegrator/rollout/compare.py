@@ -1,10 +1,10 @@
 """Comparison runs (what ``vp-rollout`` does): models and classical integrators from a data set's initial
 conditions, against its reference, to any horizon, streamed to one rollout file plus a metrics table.
 
-:class:`RolloutConfig` holds the keys (the same names as TOML keys, ``--set`` keys and, spelled with
-dashes, CLI flags); :func:`load_rollout_config` reads them from TOML with overrides; :func:`run_rollouts`
+[`RolloutConfig`][vpintegrator.rollout.config.RolloutConfig] holds the keys (the same names as TOML keys, ``--set`` keys and, spelled with
+dashes, CLI flags); [`load_rollout_config`][vpintegrator.rollout.config.load_rollout_config] reads them from TOML with overrides; [`run_rollouts`][vpintegrator.rollout.compare.run_rollouts]
 runs them: what to run and what to measure. The file (layout, writer, reader) is
-:mod:`vpintegrator.data.rollouts`.
+``vpintegrator.data.rollouts``.
 
 Library messages name keys (``t_end``, ``traj``, ``models``), never flags; each error carries its key so
 that a CLI names its own flag.
@@ -212,7 +212,7 @@ def _horizon(config: RolloutConfig, t0: float, dt: float, n_file: int) -> int:
 def _prepare_methods(config: RolloutConfig, system, dt: float, t0: float, n_steps: int, data: Path,
                      entries=None) -> list:
     """Every method's step map, every input checked, nothing computed (``entries``: the models'
-    :func:`parse_model_entry` results, when already loaded)."""
+    [`parse_model_entry`][vpintegrator.rollout.compare.parse_model_entry] results, when already loaded)."""
     from ..integrators import list_integrators
     from .device import use_device_engine
 
@@ -268,8 +268,8 @@ def select(config: RolloutConfig):
 
 
 def select_planned(config: RolloutConfig):
-    """:func:`select` with the trajectories a run rolls out when none are given: a trained model's test split
-    (:func:`vpintegrator.rollout.splits.default_traj`), as :func:`run_rollouts` would; what the shards of
+    """``select`` with the trajectories a run rolls out when none are given: a trained model's test split
+    (``vpintegrator.rollout.splits.default_traj``), as [`run_rollouts`][vpintegrator.rollout.compare.run_rollouts] would; what the shards of
     ``--shard``/``--scheduler`` cut into blocks."""
     chosen = select(config)
     if config.traj is None and config.n_traj is None and config.models:
@@ -386,8 +386,8 @@ def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict:
 def _write_method(writer, plan: _Plan, label: str, step_map: StepMap, source: str, yref) -> tuple[list[dict], Any]:
     """``/methods/<label>``: states, per-step metrics and volume streamed; returns (table row, failure).
 
-    By the host engine (:func:`stream_rollout`, metrics in NumPy) or, for models when the ``engine`` key
-    says so, the device engine (:func:`~vpintegrator.rollout.device.device_stream_rollout`, metrics on the
+    By the host engine ([`stream_rollout`][vpintegrator.rollout.engine.stream_rollout], metrics in NumPy) or, for models when the ``engine`` key
+    says so, the device engine ([`device_stream_rollout`][vpintegrator.rollout.device.device_stream_rollout], metrics on the
     model's device): the same metric streams, the same sink, the same datasets."""
     from ..metrics import TrajectoryMetricsStream, VolumeStream, block_metrics, summary_row
     from .._progress import ProgressLines
@@ -464,15 +464,15 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
     """Roll out models and classical integrators from a data set's initial conditions; write everything.
 
     Writes ``config.out`` (HDF5, atomically; layout in ``datasets/README.md``, reader
-    :func:`vpintegrator.data.rollouts.read_rollout`) and the metrics table beside it (``<stem>.csv``,
+    [`vpintegrator.data.rollouts.read_rollout`][vpintegrator.data.rollouts.read_rollout]) and the metrics table beside it (``<stem>.csv``,
     ``<stem>.md``; one row per method and ``split`` label present, columns ``method``, ``split``, those of
-    :func:`vpintegrator.metrics.summary_row` and ``reference``; the Markdown file says above the table what the
+    ``vpintegrator.metrics.summary_row`` and ``reference``; the Markdown file says above the table what the
     errors are measured against). Which trajectories: ``config.traj``/``n_traj``, else the trained models'
-    test split, plus ``config.heldout`` new conditions (:mod:`vpintegrator.rollout.splits`); the reference:
+    test split, plus ``config.heldout`` new conditions (``vpintegrator.rollout.splits``); the reference:
     ``config.reference`` (the exact flow by default, the data's generator then a row of its own).
     Trajectories, per-step metrics and volume are streamed in chunks of ``config.chunk_steps`` steps,
     computed in NumPy (the host engine) or, for models under ``config.engine`` (``auto``: models on CUDA),
-    on the model's device (:mod:`vpintegrator.rollout.device`); the file and table are the same.
+    on the model's device (``vpintegrator.rollout.device``); the file and table are the same.
     Every input is checked (and every model loaded) before anything is computed.
 
     Parameters
@@ -491,14 +491,14 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
         Roll out only the I-th of N contiguous blocks of the selected trajectories, into
         ``<out stem>.shard-I-of-N.h5`` (and its table); when the last shard is written (and
         ``write_index``), the index file appears at ``out`` with the whole run's table beside it, and
-        :func:`~vpintegrator.data.rollouts.read_rollout` of it (or of the shards' list) equals the unsharded
-        rollout to the last bit (:mod:`vpintegrator.rollout.blocks`).
+        [`read_rollout`][vpintegrator.data.rollouts.read_rollout] of it (or of the shards' list) equals the unsharded
+        rollout to the last bit (``vpintegrator.rollout.blocks``).
     write_index : bool, default True
 
     Notes
     -----
     Before anything is computed: every input is checked, an ``out`` (or its table) that is an input is
-    refused, and so is work whose estimated memory or disk (:func:`estimate`) does not fit. A reference
+    refused, and so is work whose estimated memory or disk (``estimate``) does not fit. A reference
     with NaN/Inf, in the data file or where the data's generator continues it, is an error.
 
     Returns
@@ -522,7 +522,7 @@ def _part(config: RolloutConfig, shard: tuple[int, int], n_whole: int) -> str:
 
 
 def _run(config: RolloutConfig, log, inputs, overwrite: bool, blocks=None) -> RolloutReport:
-    """:func:`run_rollouts` of the whole selection of ``config``, cut as ``blocks`` says (None: no shard)."""
+    """[`run_rollouts`][vpintegrator.rollout.compare.run_rollouts] of the whole selection of ``config``, cut as ``blocks`` says (None: no shard)."""
     from .._outputs import output_locks
 
     plan = _plan(config, log or (lambda line: None), inputs, overwrite)
@@ -533,7 +533,7 @@ def _run(config: RolloutConfig, log, inputs, overwrite: bool, blocks=None) -> Ro
 
 
 def _write_rollouts(plan: _Plan, config: RolloutConfig, outs: list[Path], overwrite: bool) -> RolloutReport:
-    """:func:`run_rollouts` once its outputs (``outs``: file, csv, md; links resolved) are locked."""
+    """[`run_rollouts`][vpintegrator.rollout.compare.run_rollouts] once its outputs (``outs``: file, csv, md; links resolved) are locked."""
     from ..data.rollouts import RolloutWriter
     from ..metrics import write_table
 

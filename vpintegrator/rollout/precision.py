@@ -54,7 +54,7 @@ DEFAULT_METHODS = (
 DOP853_RTOLS = (1e-4, 1e-6, 1e-8, 1e-10)
 
 def _relative_error(y: np.ndarray, ref: np.ndarray) -> np.ndarray:
-    """:func:`vpintegrator.metrics.relative_error` of final states (n, dim); a failed trajectory (NaN or inf)
+    """[`vpintegrator.metrics.relative_error`][vpintegrator.metrics.relative_error] of final states (n, dim); a failed trajectory (NaN or inf)
     counts as an infinite error, never a small one."""
     from ..metrics import relative_error
 
@@ -130,8 +130,8 @@ def work_precision(
         The base step h; the ladder multiplies it. t_end / (dt · multiplier) must be a whole number.
     t_end : float
         The final time T at which the error is measured.
-    methods : names of :func:`vpintegrator.integrators.list_integrators`, optional
-        Default :data:`DEFAULT_METHODS` (those the system supports).
+    methods : names of [`vpintegrator.integrators.list_integrators`][vpintegrator.integrators.list_integrators], optional
+        Default ``DEFAULT_METHODS`` (those the system supports).
     ladder : step multipliers (≥ 4)
     dop853_rtols : tolerances of DOP853's own ladder, or None to leave it out
     models : {label: model}, optional
@@ -207,15 +207,15 @@ def work_precision(
 
 
 def write_work_precision(stem: str | Path, rows: Sequence[WorkPrecisionRow], overwrite: bool = False):
-    """Write the rows as ``<stem>.csv`` and ``<stem>.md`` (:func:`vpintegrator.metrics.write_table`: atomic,
-    under the overwrite rule); columns :data:`WP_COLUMNS`."""
+    """Write the rows as ``<stem>.csv`` and ``<stem>.md`` ([`vpintegrator.metrics.write_table`][vpintegrator.metrics.write_table]: atomic,
+    under the overwrite rule); columns ``WP_COLUMNS``."""
     from ..metrics import write_table
 
     return write_table([dataclasses.asdict(r) for r in rows], stem, overwrite=overwrite)
 
 
 def work_precision_stem(config) -> Path:
-    """``<out stem>_work_precision``: where :func:`run_work_precision` writes its ``.csv`` and ``.md``."""
+    """``<out stem>_work_precision``: where [`run_work_precision`][vpintegrator.rollout.precision.run_work_precision] writes its ``.csv`` and ``.md``."""
     out = Path(config.out)
     return out.with_name(out.stem + "_work_precision")
 
@@ -236,7 +236,7 @@ def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], 
     The initial conditions are the first states of the trajectories the configuration selects (``traj`` /
     ``n_traj``), the base step h is the data's dt, T the configuration's ``t_end`` (or the data's horizon);
     the methods are its integrators (``exact_flow`` left out: DOP853 has its own tolerance ladder), or
-    :data:`DEFAULT_METHODS` when it names none, and its models are points at their own step. The ladder is
+    ``DEFAULT_METHODS`` when it names none, and its models are points at their own step. The ladder is
     2h, h, h/2, h/4, h/8 (without 2h when T is an odd number of steps). Written to
     ``<out stem>_work_precision.csv`` and ``.md`` (under the overwrite rule).
 

@@ -3,7 +3,7 @@ labels of ``vp-rollout`` and its held-out conditions (``heldout``).
 
 A model trained by ``vp-train`` carries its trajectory split (``model.training_split``: ``{"train", "val",
 "test"}`` trajectory indices, and ``model.training_split_data``: the number of trajectories and a digest of
-their initial states; see :func:`vpintegrator.training.setup.split_record`). The split *applies* to a data
+their initial states; see ``vpintegrator.training.setup.split_record``). The split *applies* to a data
 file whose initial conditions are those (same count, same first states in the same order; another horizon
 is fine). Labels of the rolled-out conditions:
 
@@ -69,7 +69,7 @@ def data_digest(path) -> tuple[int, str]:
 
 def model_split(label: str, model: Any, digest: tuple[int, str] | None, data) -> ModelSplit:
     """The split of ``model`` (label ``label``) as it applies to the data file ``data`` whose
-    :func:`data_digest` is ``digest``."""
+    ``data_digest`` is ``digest``."""
     split = getattr(model, "training_split", None)
     if not isinstance(split, dict) or not all(isinstance(split.get(k), list) for k in ("train", "val", "test")):
         return ModelSplit(label, None, f"model {label!r}: no trajectory split recorded (pretrained weights or a "
@@ -166,7 +166,7 @@ def draw_heldout(meta: dict, system, n: int, seed: int, data_y0: np.ndarray, dat
 
 
 def label_rows(plan, model_splits, entries) -> None:
-    """Every method's ``split`` label per rolled-out row (:mod:`vpintegrator.rollout.splits`) and the one
+    """Every method's ``split`` label per rolled-out row (``vpintegrator.rollout.splits``) and the one
     warning line for trajectories a model trained on."""
     plan.run_labels = run_labels(model_splits, plan.idx, plan.n_new)
     by_label = {label: ms for (label, _, _), ms in zip(entries, model_splits)}
@@ -187,7 +187,7 @@ def label_rows(plan, model_splits, entries) -> None:
 def split_rows(label: str, plan, per_traj, names, cum, res) -> list[dict]:
     """The table rows of one method: one per ``split`` label present among its rolled-out rows (in the
     order train, val, test, new, unknown), each aggregating only those trajectories
-    (:func:`vpintegrator.data.summary.split_summary_rows`), with the ``reference`` column (``exact`` or
+    (``vpintegrator.data.summary.split_summary_rows``), with the ``reference`` column (``exact`` or
     ``data``)."""
     from ..data.summary import split_summary_rows
 

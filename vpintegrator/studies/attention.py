@@ -2,11 +2,11 @@
 
 For one trained window model and a data file of exact-flow trajectories (conditions the model never saw):
 
-- the attention coupling (:func:`vpintegrator.testing.attention_coupling`: ‖cross-state Jacobian blocks‖ /
+- the attention coupling ([`vpintegrator.testing.attention_coupling`][vpintegrator.testing.attention_coupling]: ‖cross-state Jacobian blocks‖ /
   ‖own-state blocks‖, median and max over windows) on windows of the data, for the trained model and for a
   freshly initialised one of the same configuration (seed 0), on the same windows;
 - the relative error ‖z − z_ref‖ / ‖z_ref‖ at ``t_end`` of the model and of
-  :func:`~vpintegrator.models.without_attention` (the model with every attention layer the identity), both
+  [`without_attention`][vpintegrator.models.without_attention] (the model with every attention layer the identity), both
   started from the data's first window: median, 10–90 % interval and mean over the trajectories (a blown-up
   rollout counts as an infinite error).
 
@@ -74,7 +74,7 @@ def probe(model_path, data_path, n_traj: int = 20, t_end: float | None = None, n
 
 
 def section(entries) -> list[str]:
-    """Markdown lines: the attention table of ``entries``, (name, :func:`probe` result) pairs; [] if none."""
+    """Markdown lines: the attention table of ``entries``, (name, ``probe`` result) pairs; [] if none."""
     from .stats import fmt_num, md_table
 
     entries = [(name, a) for name, a in entries if a]

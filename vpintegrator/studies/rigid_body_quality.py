@@ -127,7 +127,7 @@ def plan(a: argparse.Namespace) -> Runner:
 
 def _quality(path: Path) -> dict[str, dict[str, list[float]]]:
     """label -> {"error": [traj1, traj4] at t = 100, "band": [traj1, traj4]} of one rollout file (the
-    numbers of the rigid-body study's table, :func:`.rigid_body_results.rollout_values`)."""
+    numbers of the rigid-body study's table, ``vpintegrator.studies.rigid_body_results.rollout_values``)."""
     return {label: {"error": [v[f"err100_{t}"] for t in PAPER_TRAJ], "band": [v[f"band_{t}"] for t in PAPER_TRAJ]}
             for label, v in rollout_values(path).items()}
 

@@ -23,7 +23,7 @@ for ``--train-seconds`` of wall time on one thread. Then::
                                     steps, the first seed's models and the shipped VPT as points (vp-rollout
                                     --work-precision); figures/work_precision/ draws it
       attention/<model>_s<seed>.json  the window models' attention coupling and their held-out error with and
-                                    without attention (:mod:`vpintegrator.studies.attention`; 20 ICs, t = 100)
+                                    without attention (``vpintegrator.studies.attention``; 20 ICs, t = 100)
       results.md, results.json      the table and the targets, per seed
       study.log, logs/              every command, its wall and CPU seconds, its output
 
@@ -60,7 +60,7 @@ from .stats import (bootstrap_ci, drift_growth, fmt_num, md_table, median_interv
                     write_results_files)
 
 MODELS = ("lpnet", "lpnet_sym", "lp_transformer", "vpt", "vpt_sym")
-#: the window models whose attention is measured (:mod:`.attention`: coupling, error without it)
+#: the window models whose attention is measured (``vpintegrator.studies.attention``: coupling, error without it)
 ATTENTION_MODELS = ("lp_transformer", "vpt", "vpt_sym")
 N_ATTENTION = 20  # held-out ICs of the attention step
 CLASSICAL = ("implicit_midpoint", "splitting", "gauss_legendre4")
@@ -236,7 +236,7 @@ def heldout_values(path: Path) -> dict:
 
 def long_values(path: Path) -> dict:
     """label -> worst Casimir and energy drift to the file's horizon, the energy drift's growth (per IC its max
-    over [0, t_end] over its max over [0, 100]; the worst IC) and its fit (:func:`.stats.drift_growth` of the
+    over [0, t_end] over its max over [0, 100]; the worst IC) and its fit (``vpintegrator.studies.stats.drift_growth`` of the
     worst-IC envelope)."""
     import numpy as np
 

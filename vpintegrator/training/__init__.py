@@ -1,4 +1,4 @@
-"""Training a neural integrator on trajectory windows: :func:`fit` and its :class:`TrainConfig`.
+"""Training a neural integrator on trajectory windows: [`fit`][vpintegrator.training.fit] and its [`TrainConfig`][vpintegrator.training.TrainConfig].
 
 The reference protocol (DESIGN §6, GeometricMachineLearning.jl / the paper): every (trajectory, start)
 window once per epoch, shuffled; loss ``‖prediction − target‖_F / ‖target‖_F`` over the whole batch; Adam
@@ -8,13 +8,13 @@ on random subsamples of windows, far faster for these small models (docs/trainin
 
 Modules, each one concern:
 
-``config``      :class:`TrainConfig` (the ``vp-train`` TOML; errors name the key)
-``optim``       the loss, torch optimisers by name, schedules, :class:`LevenbergMarquardt` (over a member axis)
+``config``      [`TrainConfig`][vpintegrator.training.TrainConfig] (the ``vp-train`` TOML; errors name the key)
+``optim``       the loss, torch optimisers by name, schedules, [`LevenbergMarquardt`][vpintegrator.training.LevenbergMarquardt] (over a member axis)
 ``checkpoint``  RNG state, run-directory files (config.toml, log.csv, summary.json, last.pt), resume
 ``validation``  the validation loss and the rollout score of ``monitor = "val_rollout"``
 ``progress``    the progress bar
-``results``     :class:`FitResult`, :class:`EpochInfo`, :class:`TrainingInterrupted`
-``run``         :func:`fit` (a config, a resume, or objects)
+``results``     [`FitResult`][vpintegrator.training.FitResult], [`EpochInfo`][vpintegrator.training.EpochInfo], [`TrainingInterrupted`][vpintegrator.training.TrainingInterrupted]
+``run``         [`fit`][vpintegrator.training.fit] (a config, a resume, or objects)
 ``setup``       the data, the models and the window sets of a config
 ``inputs``      the same from objects: a model, Trajectories or window tensors
 ``loop``        the one epoch loop over a member axis (a single run: 1, an ensemble: N)

@@ -1,13 +1,13 @@
 """Levenberg–Marquardt for a seed ensemble (``optimizer = "lm"`` with ``ensemble``/``seeds``): every member
-takes the iterations its own single LM run (:class:`~vpintegrator.training.optim.LMSubsample`) would.
+takes the iterations its own single LM run (``vpintegrator.training.optim.LMSubsample``) would.
 
 Member ``k`` draws its subsamples (and check windows) from its own generator, seeded with ``s_k`` as
 ``fit(seed=s_k)`` seeds the one it draws them from, so it sees the same sequence of windows; it has its own
 residual ``(pred_k − target_k) / ‖target_k‖_F``, its own Jacobian and its own damping λ_k, adapted by its
 own accept/reject decisions. The work is batched over the members: the residuals and the per-window
-Jacobians are ``vmap`` over the members of the single run's functions (:func:`~.optim.window_residuals`,
+Jacobians are ``vmap`` over the members of the single run's functions (``vpintegrator.training.optim.window_residuals``,
 ``jacrev`` of a ``functional_call``), and the damped normal equations of all members are solved together
-by :func:`~.optim.lm_update`, the arithmetic :class:`~.optim.LevenbergMarquardt` runs for one model; each
+by ``vpintegrator.training.optim.lm_update``, the arithmetic [`LevenbergMarquardt`][vpintegrator.training.LevenbergMarquardt] runs for one model; each
 member's candidate is accepted or rejected on its own (a masked update).
 """
 
@@ -22,7 +22,7 @@ __all__ = ["EnsembleLM"]
 
 
 class EnsembleLM:
-    """LM on random window subsamples for the stacked members of :class:`~.ensemble.EnsembleSteps`.
+    """LM on random window subsamples for the stacked members of ``vpintegrator.training.ensemble.EnsembleSteps``.
 
     ``params`` are the stacked parameters (name → (N, *shape) leaf tensors, updated in place), ``buffers``
     the buffers (stacked along dim 0 for ``buffer_dim = 0``, shared for None), ``template`` the module they

@@ -1,5 +1,5 @@
-"""What stops a training run early: a non-finite loss or weights (:class:`Diverged`), and SIGINT/SIGTERM
-(:class:`StopRequest`: a flag checked between optimiser steps, so that ``last.pt`` is saved)."""
+"""What stops a training run early: a non-finite loss or weights (``Diverged``), and SIGINT/SIGTERM
+(``StopRequest``: a flag checked between optimiser steps, so that ``last.pt`` is saved)."""
 
 from __future__ import annotations
 

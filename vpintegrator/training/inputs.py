@@ -1,10 +1,10 @@
-""":func:`~vpintegrator.training.fit` from objects: a model (a registry name, a model table or any
-``nn.Module``) and training/validation data given as :class:`~vpintegrator.data.trajectories.Trajectories`
+"""[`fit`][vpintegrator.training.fit] from objects: a model (a registry name, a model table or any
+``nn.Module``) and training/validation data given as [`Trajectories`][vpintegrator.data.trajectories.Trajectories]
 or as window tensors, with no TOML file and no data file.
 
 ``train`` / ``val``:
 
-- a :class:`Trajectories` (``y`` shaped (n_traj, n_states, dim)): windows cut as from a data file (every
+- a [`Trajectories`][vpintegrator.data.trajectories.Trajectories] (``y`` shaped (n_traj, n_states, dim)): windows cut as from a data file (every
   start with ``stride``; targets of ``pred_window · unroll`` states). With ``train`` alone the trajectories
   are split by ``val_fraction`` and ``seed`` as a data file is; with ``val`` too, ``train`` is all training
   and ``val`` all validation data, and ``monitor = "val_rollout"`` rolls out ``val``.
@@ -16,7 +16,7 @@ or as window tensors, with no TOML file and no data file.
 seed, so ensembles work) or an ``nn.Module`` trained in place (moved to the device and dtype). A module
 needs integer attributes ``dim`` and ``seq_len``; ``pred_window`` is read from it or found by one forward
 pass of a zero window. Run files are written with ``out``; a module that is not a registry model cannot be
-written into ``best.pt``/``last.pt`` (:func:`vpintegrator.models.save_model`), so it trains with no
+written into ``best.pt``/``last.pt`` ([`vpintegrator.models.save_model`][vpintegrator.models.save_model]), so it trains with no
 ``out``.
 """
 
@@ -41,7 +41,7 @@ IN_MEMORY = "<in memory>"
 
 class TensorWindows:
     """Given windows: ``batch(idx)`` gathers ``(x[idx], target[idx])`` (the interface of
-    :class:`~vpintegrator.data.windows.WindowDataset`)."""
+    ``vpintegrator.data.windows.WindowDataset``)."""
 
     def __init__(self, x: torch.Tensor, target: torch.Tensor) -> None:
         self.x, self.target = x, target

@@ -1,10 +1,10 @@
 """The loss, the optimisers (torch's by name and Levenberg–Marquardt), and the learning-rate schedules.
 
 ``relative_loss`` is the reference loss ``‖prediction − target‖_F / ‖target‖_F`` over a whole batch.
-:func:`make_optimizer` builds a torch optimiser by name with the reference defaults (Adam: betas
-(0.9, 0.99), eps 1e-8); :func:`make_scheduler` a closed-form ``LambdaLR`` (a resumed run reproduces it
-bit for bit). :class:`LevenbergMarquardt` is a ``torch.optim.Optimizer`` whose closure returns residuals
-instead of a loss; :class:`LMSubsample` drives it on random subsamples of training windows
+[`make_optimizer`][vpintegrator.training.make_optimizer] builds a torch optimiser by name with the reference defaults (Adam: betas
+(0.9, 0.99), eps 1e-8); [`make_scheduler`][vpintegrator.training.make_scheduler] a closed-form ``LambdaLR`` (a resumed run reproduces it
+bit for bit). [`LevenbergMarquardt`][vpintegrator.training.LevenbergMarquardt] is a ``torch.optim.Optimizer`` whose closure returns residuals
+instead of a loss; ``LMSubsample`` drives it on random subsamples of training windows
 (``optimizer = "lm"``).
 """
 
@@ -73,8 +73,8 @@ def _fusable(params) -> bool:
 
 
 def list_optimizers() -> list[str]:
-    """Names accepted by ``TrainConfig.optimizer``: the torch ones of :func:`make_optimizer` and ``lm``
-    (:class:`LevenbergMarquardt` on window subsamples, driven by ``fit``)."""
+    """Names accepted by ``TrainConfig.optimizer``: the torch ones of [`make_optimizer`][vpintegrator.training.make_optimizer] and ``lm``
+    ([`LevenbergMarquardt`][vpintegrator.training.LevenbergMarquardt] on window subsamples, driven by ``fit``)."""
     return sorted([*_OPTIMIZERS, "lm"])
 
 
@@ -138,7 +138,7 @@ _SCHEDULERS = {"exponential": _exponential, "cosine": _cosine, "constant": _cons
 
 
 def list_schedulers() -> list[str]:
-    """Names accepted by :func:`make_scheduler`."""
+    """Names accepted by [`make_scheduler`][vpintegrator.training.make_scheduler]."""
     return sorted(_SCHEDULERS)
 
 
@@ -213,7 +213,7 @@ def lm_update(theta: torch.Tensor, J: torch.Tensor, r: torch.Tensor, lam: torch.
               accept: Callable[[torch.Tensor], torch.Tensor] | None = None, max_tries: int = 10,
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """One Levenberg–Marquardt iteration of N independent least-squares problems (a member axis; N = 1 for
-    one model): the arithmetic of :class:`LevenbergMarquardt` and of an ensemble's LM alike.
+    one model): the arithmetic of [`LevenbergMarquardt`][vpintegrator.training.LevenbergMarquardt] and of an ensemble's LM alike.
 
     Problem ``k`` solves ``(J_kᵀJ_k + λ_k diag(J_kᵀJ_k)) δ = −J_kᵀr_k`` in float64 (batched over k) and
     accepts ``θ_k + δ`` if ``cost`` (``‖r‖²`` at the candidate) is finite and lower than ``‖r_k‖²`` and
@@ -283,7 +283,7 @@ def draw_subsample(generator: torch.Generator, n: int, n_windows: int, check_win
 class LevenbergMarquardt(torch.optim.Optimizer):
     """Levenberg–Marquardt behind the ``torch.optim.Optimizer`` interface.
 
-    :meth:`step` takes a closure that returns *residuals*: ``closure(theta)`` is the residual vector
+    [`step`][vpintegrator.training.LevenbergMarquardt.step] takes a closure that returns *residuals*: ``closure(theta)`` is the residual vector
     ``r(θ)`` (any shape; flattened) at the flat parameter vector ``theta``
     (``parameters_to_vector(params)`` order) and must not change the parameters. Optional attributes of
     the closure: ``closure.jacobian(theta)``, the Jacobian (n_residuals, n_params) (default
@@ -321,7 +321,7 @@ class LevenbergMarquardt(torch.optim.Optimizer):
         self.param_groups[0]["lam"] = float(value)
 
     def step(self, closure: Callable[[torch.Tensor], torch.Tensor]) -> float:  # type: ignore[override]
-        """One LM iteration (:func:`lm_update` with one problem); returns the loss ``‖r‖`` before it
+        """One LM iteration (``lm_update`` with one problem); returns the loss ``‖r‖`` before it
         (``self.accepted`` tells whether it moved)."""
         group = self.param_groups[0]
         params = group["params"]
@@ -350,12 +350,12 @@ class LevenbergMarquardt(torch.optim.Optimizer):
 class LMSubsample:
     """Levenberg–Marquardt on random subsamples of training windows (``optimizer = "lm"``).
 
-    Each :meth:`step` draws ``n_windows`` windows from ``generator`` (only every ``resample_every``-th
+    Each ``step`` draws ``n_windows`` windows from ``generator`` (only every ``resample_every``-th
     iteration; in between it reuses them) and gives the optimiser the residual
     ``r = (pred − target) / ‖target‖_F`` of that subsample (flattened, so ``‖r‖`` is its reference loss)
     with its Jacobian per window (``torch.func``, in chunks). With ``check_windows`` it also draws that
     many other windows, and a step must not raise their loss. λ, the iteration count, the subsample and
-    the generator state are the state (:meth:`state_dict`), so a resumed run continues exactly.
+    the generator state are the state (``state_dict``), so a resumed run continues exactly.
     """
 
     def __init__(self, optimizer: LevenbergMarquardt, model: torch.nn.Module, dataset, generator: torch.Generator,

@@ -1,4 +1,4 @@
-"""The set-up of a training run from its config (:func:`prepare`): the data (read through the one shard
+"""The set-up of a training run from its config (``prepare``): the data (read through the one shard
 reader, its system checked), the model of every member (paper defaults for keys left out, ``dim`` from the
 data, the initial-weight scale), the resolved config and the window sets."""
 
@@ -110,7 +110,7 @@ def window_sets(config: TrainConfig, data, data_paths: list[str], seq_len: int, 
     """``(train_set, val_set or None, rollout_validator or None, data_info)``: windows over the seeded
     trajectory split (``config.seed``; the test trajectories get no window), the validation rollout when
     ``monitor = "val_rollout"``, and the data summary for ``summary.json`` (with ``split``, see
-    :func:`split_record`). The windows' targets span ``config.unroll`` model windows."""
+    ``split_record``). The windows' targets span ``config.unroll`` model windows."""
     from ..data.windows import WindowDataset, split_train_val_test, states_tensor
 
     y = states_tensor(data, config.dtype, device)  # (n_traj, n_states, dim), shared by both window sets
@@ -145,7 +145,7 @@ def split_record(data, train_idx, val_idx, test_idx) -> dict[str, Any]:
     {"train": [...], "val": [...], "test": [...]}, "split_data": {"n_traj", "first_states_sha256"}}``.
     ``split`` holds sorted trajectory indices into the training data (its files concatenated in the order
     given); ``split_data`` identifies the trajectories the indices refer to
-    (:func:`~vpintegrator.data.windows.first_states_digest` of their initial states): ``vp-rollout`` applies
+    (``vpintegrator.data.windows.first_states_digest`` of their initial states): ``vp-rollout`` applies
     the split only to data with the same initial conditions in the same order."""
     import numpy as np
 

@@ -1,5 +1,5 @@
 """Tracking sinks of the one log writer (``logger = "tensorboard" | "mlflow"``): every row that
-:meth:`~vpintegrator.training.record.RunRecord.log` appends to ``log.csv`` also goes to each sink.
+``vpintegrator.training.record.RunRecord.log`` appends to ``log.csv`` also goes to each sink.
 
 - ``tensorboard`` (extra ``[tensorboard]``): ``torch.utils.tensorboard.SummaryWriter`` writing
   ``<run dir>/tensorboard/``; scalars ``train_loss``, ``val_loss``, ``lr``, ``seconds`` and
@@ -82,7 +82,7 @@ def _experiment_name() -> str:
 
 
 def make_sinks(config, member, resolved) -> list[Any]:
-    """The sinks of ``config.logger`` for ``member`` (a :class:`~vpintegrator.training.record.Member`)."""
+    """The sinks of ``config.logger`` for ``member`` (a ``vpintegrator.training.record.Member``)."""
     logger = config.logger or "none"
     if logger == "none":
         return []

@@ -39,5 +39,5 @@ class Unrolled(nn.Module):
 
 
 def unrolled(model: nn.Module, k: int) -> nn.Module:
-    """``model`` itself for ``k = 1``, else :class:`Unrolled` ``(model, k)``."""
+    """``model`` itself for ``k = 1``, else ``Unrolled`` ``(model, k)``."""
     return model if int(k) == 1 else Unrolled(model, k)
