@@ -8,6 +8,7 @@ on random subsamples of windows, far faster for these small models (docs/trainin
 
 Modules, each one concern:
 
+``names``       the optimisers, schedules and fast-step modes a config chooses from (torch-free)
 ``config``      [`TrainConfig`][vpintegrator.training.TrainConfig] (the ``vp-train`` TOML; errors name the key)
 ``optim``       the loss, torch optimisers by name, schedules, [`LevenbergMarquardt`][vpintegrator.training.LevenbergMarquardt] (over a member axis)
 ``checkpoint``  RNG state, run-directory files (config.toml, log.csv, summary.json, last.pt), resume
@@ -26,19 +27,45 @@ Modules, each one concern:
 ``ddp``         DistributedDataParallel plumbing for ``torchrun``
 """
 
-from .config import TrainConfig
-from .run import fit
-from .optim import (
-    LevenbergMarquardt,
-    list_optimizers,
-    list_schedulers,
-    make_optimizer,
-    make_scheduler,
-    relative_loss,
-)
-from .results import EpochInfo, FitResult, TrainingInterrupted
-from .ensemble import EnsembleResult
-from .._shipped import list_configs
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+# public name -> module that defines it: imported on first use, so that ``vp-train --help`` (which needs
+# TrainConfig's declared keys) imports no torch
+_LAZY: dict[str, str] = {
+    "fit": ".run",
+    "TrainConfig": ".config",
+    "FitResult": ".results",
+    "EnsembleResult": ".ensemble",
+    "EpochInfo": ".results",
+    "TrainingInterrupted": ".results",
+    "relative_loss": ".optim",
+    "make_optimizer": ".optim",
+    "make_scheduler": ".optim",
+    "list_optimizers": ".names",
+    "list_schedulers": ".names",
+    "list_configs": ".._shipped",
+    "LevenbergMarquardt": ".optim",
+}
+
+# what type checkers, IDEs and the docs' reader see (none runs __getattr__); tests/test_api.py keeps it equal to _LAZY
+if TYPE_CHECKING:  # pragma: no cover
+    from .._shipped import list_configs as list_configs
+    from .config import TrainConfig as TrainConfig
+    from .ensemble import EnsembleResult as EnsembleResult
+    from .names import list_optimizers as list_optimizers
+    from .names import list_schedulers as list_schedulers
+    from .optim import LevenbergMarquardt as LevenbergMarquardt
+    from .optim import make_optimizer as make_optimizer
+    from .optim import make_scheduler as make_scheduler
+    from .optim import relative_loss as relative_loss
+    from .results import EpochInfo as EpochInfo
+    from .results import FitResult as FitResult
+    from .results import TrainingInterrupted as TrainingInterrupted
+    from .run import fit as fit
 
 __all__ = [
     "fit",
@@ -55,3 +82,6 @@ __all__ = [
     "list_configs",
     "LevenbergMarquardt",
 ]
+
+if not TYPE_CHECKING:  # hidden from type checkers, so that a misspelt name is an error there, not Any
+    __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

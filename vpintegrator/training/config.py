@@ -24,8 +24,7 @@ from .. import config as config_layer
 from ..config import Config, declared, key
 from ..device import check_device_name
 from ..errors import VPIntegratorError
-from .fast_step import FAST_STEPS
-from .optim import list_optimizers, list_schedulers
+from .names import FAST_STEPS, list_optimizers, list_schedulers
 
 __all__ = ["TrainConfig", "merge_overrides", "DTYPES", "MONITORS", "SCHEDULE_PER", "RESUMABLE_KEYS"]
 

@@ -46,14 +46,13 @@ from typing import Any, Callable
 import torch
 
 from ..errors import VPIntegratorError
+from .names import FAST_STEPS
 
 __all__ = ["FAST_STEPS", "GRAPH_OPTIMIZERS", "AGREEMENT_RTOL", "GraphStep", "FastStep", "resolve_fast_step",
            "portable_state", "capture_graph", "fast_step_summary"]
 
 _log = logging.getLogger(__name__)
 
-#: the values of the ``fast_step`` config key
-FAST_STEPS = ("auto", "off", "graph", "compile")
 #: optimisers whose step can be captured (a ``capturable`` step; their fresh state is all zeros)
 GRAPH_OPTIMIZERS = ("adam", "adamw", "rmsprop")
 #: eager steps before a capture (the torch CUDA-graph recipe's side-stream warm-up)

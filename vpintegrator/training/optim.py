@@ -16,6 +16,8 @@ from typing import Any, Callable
 import torch
 
 from ..errors import VPIntegratorError
+from .names import OPTIMIZERS as _OPTIMIZERS
+from .names import list_optimizers, list_schedulers
 
 __all__ = [
     "relative_loss",
@@ -49,16 +51,6 @@ def label(name: str):
 # ---------------------------------------------------------------------------------------------------
 # torch optimisers and schedules
 
-_ADAM_DEFAULTS = {"betas": (0.9, 0.99), "eps": 1e-8}
-_OPTIMIZERS: dict[str, tuple[str, dict[str, Any]]] = {
-    "adam": ("Adam", _ADAM_DEFAULTS),
-    "adamw": ("AdamW", _ADAM_DEFAULTS),
-    "sgd": ("SGD", {}),
-    "rmsprop": ("RMSprop", {}),
-    "lbfgs": ("LBFGS", {}),
-}
-
-
 #: optimisers built fused (torch's one-kernel implementation, CPU and CUDA) unless the config sets
 #: ``foreach`` or ``fused`` in ``optimizer_kwargs``
 _FUSED = ("adam", "adamw")
@@ -70,12 +62,6 @@ def _fusable(params) -> bool:
     devices = {p.device for p in tensors}
     return bool(tensors) and len(devices) == 1 and next(iter(devices)).type in ("cpu", "cuda") and all(
         p.is_floating_point() and not p.is_complex() for p in tensors)
-
-
-def list_optimizers() -> list[str]:
-    """Names accepted by ``TrainConfig.optimizer``: the torch ones of [`make_optimizer`][vpintegrator.training.make_optimizer] and ``lm``
-    ([`LevenbergMarquardt`][vpintegrator.training.LevenbergMarquardt] on window subsamples, driven by ``fit``)."""
-    return sorted([*_OPTIMIZERS, "lm"])
 
 
 def make_optimizer(name: str, params, lr: float, **kwargs: Any) -> torch.optim.Optimizer:
@@ -135,11 +121,6 @@ def _constant(ratio: float, horizon: float) -> Callable[[int], float]:
 
 
 _SCHEDULERS = {"exponential": _exponential, "cosine": _cosine, "constant": _constant}
-
-
-def list_schedulers() -> list[str]:
-    """Names accepted by [`make_scheduler`][vpintegrator.training.make_scheduler]."""
-    return sorted(_SCHEDULERS)
 
 
 def make_scheduler(
