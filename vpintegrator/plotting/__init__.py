@@ -10,6 +10,8 @@
 - ``vpintegrator.plotting.rollout``: [`plot_trajectories3d`][vpintegrator.plotting.plot_trajectories3d], [`plot_invariants`][vpintegrator.plotting.plot_invariants], [`plot_error`][vpintegrator.plotting.plot_error],
   [`plot_volume`][vpintegrator.plotting.plot_volume], [`plot_phase`][vpintegrator.plotting.plot_phase], [`plot_rollout`][vpintegrator.plotting.plot_rollout] (by kind), [`plot_all`][vpintegrator.plotting.plot_all] (write them).
 - ``vpintegrator.plotting.training``: [`plot_training`][vpintegrator.plotting.plot_training] (training curves of ``vp-train`` run directories).
+- ``vpintegrator.plotting.display``: [`enable_notebook_display`][vpintegrator.plotting.enable_notebook_display] (figures
+  shown inline in Jupyter; every figure made here turns it on).
 - ``vpintegrator.plotting.work_precision``: [`plot_work_precision`][vpintegrator.plotting.plot_work_precision] (error and invariant drift against cost, log–log).
 
 Every figure is a ``matplotlib.figure.Figure`` built without pyplot (any backend, Agg included); every
@@ -30,6 +32,7 @@ from .rollout import (
     plot_trajectories3d,
     plot_volume,
 )
+from .display import enable_notebook_display
 from .source import MAX_CURVES, PlotData, plot_data
 from .style import (
     DISPLAY_NAMES,
@@ -53,6 +56,7 @@ from .training import plot_training, read_run_log, training_figure
 from .work_precision import plot_work_precision
 
 __all__ = [
+    "enable_notebook_display",
     "plot_work_precision",
     "KINDS",
     "CLIP_FACTOR",

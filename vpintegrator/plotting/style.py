@@ -26,6 +26,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import VPIntegratorError
+from .display import enable_notebook_display
 
 #: Okabe–Ito's eight colours (Okabe & Ito 2008), by their names
 OKABE_ITO = {
@@ -322,6 +323,7 @@ def figure(width: float, height: float):
     with matplotlib.rc_context(current.rc):
         fig = Figure(figsize=(width, height), layout="constrained")
     _SAVEFIG_RC[fig] = {k: v for k, v in current.rc.items() if k.startswith("savefig.")}
+    enable_notebook_display()  # a notebook cell shows the figure, not "<Figure size ...>"
     return fig
 
 
