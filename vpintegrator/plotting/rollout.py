@@ -33,7 +33,8 @@ import numpy as np
 from .._outputs import output_lock
 from ..errors import VPIntegratorError
 from .source import MAX_CURVES, PlotData, describe, methods_to_draw, plot_data, select, traj_names
-from .style import FORMATS, WIDTH, MethodStyle, legend, method_styles, save_figure, styled, target_axes
+from .style import (FORMATS, WIDTH, MethodStyle, check_labels, check_title, legend, method_styles, save_figure,
+                    set_title, styled, system_name, target_axes)
 
 #: figure kinds of ``plot_rollout`` / ``vp-plot --kind``
 KINDS = ("trajectories3d", "invariants", "error", "volume", "phase")
@@ -209,7 +210,8 @@ def _span(data: PlotData) -> str:
 
 @styled
 def plot_trajectories3d(source, traj=None, methods: Iterable[str] | None = None, sphere: bool | None = None,
-                        reference=None, max_points: int | None = None, ax=None, style=None):
+                        reference=None, max_points: int | None = None, ax=None, style=None,
+        title: bool | str = True, labels: dict[str, str] | None = None):
     """Trajectories in state space (the first three coordinates), every method and the reference.
 
     Parameters
@@ -230,6 +232,11 @@ def plot_trajectories3d(source, traj=None, methods: Iterable[str] | None = None,
     style : str, path, dict or list, optional
         ``"single"``/``"double"`` journal column, a ``.mplstyle`` file, ...: see
         [`figure_style`][vpintegrator.plotting.figure_style].
+    title : bool or str, default True
+        The figure's title saying what it shows; False: none (panel names stay); a text: that title.
+    labels : dict, optional
+        What the legend calls a method, over [`display_name`][vpintegrator.plotting.display_name]:
+        ``{"vpt": "VPT (ours)"}``.
 
     Notes
     -----
@@ -265,14 +272,15 @@ def plot_trajectories3d(source, traj=None, methods: Iterable[str] | None = None,
     for setter in (ax.set_xlim, ax.set_ylim, ax.set_zlim):
         setter(-half, half)
     ax.set_box_aspect((1, 1, 1))
-    ax.set_title(f"{data.system_name}, {what}, {_span(data)}")
+    set_title(ax, f"{system_name(data.system_name)}, {what}, {_span(data)}")
     legend(fig, [ax], ncols=4, own=own)
     return fig
 
 
 @styled
 def plot_invariants(source, traj=None, methods: Iterable[str] | None = None, band: bool | None = None,
-                    reference=None, max_points: int | None = None, axes=None, style=None):
+                    reference=None, max_points: int | None = None, axes=None, style=None,
+        title: bool | str = True, labels: dict[str, str] | None = None):
     """Relative drift ``|I(t) − I(0)| / |I(0)|`` of every invariant, log scale, one panel each.
 
     ``band``: True draws the median and 10-90 % band, False one curve per trajectory; default: the band
@@ -307,14 +315,15 @@ def plot_invariants(source, traj=None, methods: Iterable[str] | None = None, ban
         ax.set_ylabel(f"$|{sym}(t) - {sym}(0)|\\,/\\,|{sym}(0)|$")
         ax.set_title(name)
     if own:
-        fig.suptitle(f"invariant drift, {data.system_name}: {describe(data, banded)}")
+        set_title(fig, f"invariant drift, {system_name(data.system_name)}: {describe(data, banded)}")
     legend(fig, axes, extra=_traj_key(data, banded) + _blowup_key(marked), own=own)
     return fig
 
 
 @styled
 def plot_error(source, traj=None, methods: Iterable[str] | None = None, threshold: float = 0.1,
-               band: bool | None = None, reference=None, max_points: int | None = None, ax=None, style=None):
+               band: bool | None = None, reference=None, max_points: int | None = None, ax=None, style=None,
+        title: bool | str = True, labels: dict[str, str] | None = None):
     """Relative error ``‖ẑ(t) − z(t)‖ / ‖z(t)‖`` against the reference, log scale.
 
     The dotted line marks ``threshold``, whose first crossing is the valid prediction time. Trajectories
@@ -338,14 +347,15 @@ def plot_error(source, traj=None, methods: Iterable[str] | None = None, threshol
     ax.set_yscale("log")
     ax.set_xlabel("time $t$")
     ax.set_ylabel(r"$\|\hat z(t) - z(t)\|\,/\,\|z(t)\|$")
-    ax.set_title(f"relative error vs reference, {data.system_name}: {describe(data, banded)}")
+    set_title(ax, f"relative error vs reference, {system_name(data.system_name)}: {describe(data, banded)}")
     legend(fig, [ax], ncols=4, extra=_traj_key(data, banded) + _blowup_key(marked), own=own)
     return fig
 
 
 @styled
 def plot_volume(source, traj=None, methods: Iterable[str] | None = None, band: bool | None = None,
-                reference=None, max_points: int | None = None, axes=None, style=None):
+                reference=None, max_points: int | None = None, axes=None, style=None,
+        title: bool | str = True, labels: dict[str, str] | None = None):
     """Volume: ``|log|det J||`` of every step (window, for models) map and of its cumulative sum, log scale.
 
     An exactly volume-preserving map stays at rounding level (≈1e-16 per step); a method whose values are
@@ -374,7 +384,7 @@ def plot_volume(source, traj=None, methods: Iterable[str] | None = None, band: b
     ax1.set_title("volume change per map")
     ax2.set_title("cumulative")
     if own:
-        fig.suptitle(f"volume, {data.system_name}: {describe(data, banded)}")
+        set_title(fig, f"volume, {system_name(data.system_name)}: {describe(data, banded)}")
     legend(fig, [ax1, ax2], extra=_traj_key(data, banded), own=own)
     return fig
 
@@ -391,7 +401,8 @@ def _phase_pairs(data: PlotData) -> list[tuple[int, int]]:
 
 @styled
 def plot_phase(source, traj=None, methods: Iterable[str] | None = None, reference=None,
-               max_points: int | None = None, axes=None, style=None):
+               max_points: int | None = None, axes=None, style=None,
+        title: bool | str = True, labels: dict[str, str] | None = None):
     """Phase portraits: pairs of coordinates (``(q_i, p_i)`` for canonical systems, else the three planes
     of a 3-D state). ``axes``: one Axes per pair to draw into. Other parameters as
     [`plot_trajectories3d`][vpintegrator.plotting.plot_trajectories3d]."""
@@ -417,7 +428,7 @@ def plot_phase(source, traj=None, methods: Iterable[str] | None = None, referenc
         ax.set_ylim(-half, half)
         ax.set_aspect("equal")
     if own:
-        fig.suptitle(f"{data.system_name}, {what}, {_span(data)}")
+        set_title(fig, f"{system_name(data.system_name)}, {what}, {_span(data)}")
     legend(fig, axes, own=own)
     return fig
 
@@ -466,6 +477,10 @@ def _check_options(options: dict) -> None:
     for key, value in options.items():
         if key == "style":
             figure_style(value)  # an unknown preset or a missing file: an error before anything is drawn
+        elif key == "title":
+            check_title(value)
+        elif key == "labels":
+            check_labels(value)
         elif key == "threshold":
             finite_float(value, "threshold", positive=True, key="threshold")
         elif key in ("band", "sphere") and not (value is None or isinstance(value, bool)):

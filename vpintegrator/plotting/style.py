@@ -115,6 +115,11 @@ for _base in ("implicit_midpoint", "splitting", "stormer_verlet"):
         DISPLAY_NAMES[f"{_base}_{_suffix}"] = f"{DISPLAY_NAMES[_base]} ({_what})"
 
 
+def system_name(name: str) -> str:
+    """What titles call a system: ``"rigid_body"`` -> ``"rigid body"``."""
+    return name.replace("_", " ")
+
+
 def display_name(label: str) -> str:
     """What figures call ``label``: ``"gauss_legendre4"`` -> ``"Gauss–Legendre 4"``, ``"vpt"`` -> ``"VPT"``;
     a label not in [`DISPLAY_NAMES`][vpintegrator.plotting.DISPLAY_NAMES] (a model's own label) as it is."""
@@ -209,14 +214,14 @@ def method_styles(labels: Sequence[str], kinds: Sequence[str | None] | None = No
         if label in styles or label in others:
             continue
         if label == "reference" or kind == "reference":
-            styles[label] = MethodStyle(REFERENCE_COLOR, "-", None, display_name(label))
+            styles[label] = MethodStyle(REFERENCE_COLOR, "-", None, shown_name(label))
         elif label in INTEGRATOR_STYLES and kind in (None, "integrator", "flow"):
-            styles[label] = MethodStyle(*INTEGRATOR_STYLES[label], display_name(label))
+            styles[label] = MethodStyle(*INTEGRATOR_STYLES[label], shown_name(label))
         else:
             others.append(label)
     for i, label in enumerate(others):
         styles[label] = MethodStyle(MODEL_PALETTE[i % len(MODEL_PALETTE)], MODEL_LINESTYLE,
-                                    MODEL_MARKERS[i % len(MODEL_MARKERS)], display_name(label))
+                                    MODEL_MARKERS[i % len(MODEL_MARKERS)], shown_name(label))
     return styles
 
 
@@ -306,6 +311,44 @@ def figure_style(style: Any = None) -> FigureStyle:
 
 
 _CURRENT: contextvars.ContextVar[FigureStyle] = contextvars.ContextVar("vpintegrator_figure_style")
+#: the ``title=`` and ``labels=`` of the figure being built (see ``styled``)
+_TITLE: contextvars.ContextVar[Any] = contextvars.ContextVar("vpintegrator_figure_title", default=True)
+_LABELS: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("vpintegrator_figure_labels", default={})
+
+
+def check_title(title: Any) -> bool | str:
+    """``title=``: True (the figure says what it shows), False (no figure title) or a text of your own."""
+    if title is None:
+        return False
+    if not isinstance(title, (bool, str)):
+        raise VPIntegratorError(f"title must be true, false or a text; got {title!r}", key="title")
+    return title
+
+
+def check_labels(labels: Any) -> dict[str, str]:
+    """``labels=``: a mapping ``{label: shown text}`` over [`display_name`][vpintegrator.plotting.display_name]
+    (``{"vpt": "VPT (ours)", "gauss_legendre4": "GL4"}``)."""
+    if labels is None:
+        return {}
+    if not isinstance(labels, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+        raise VPIntegratorError(f"labels must map method labels to texts, e.g. {{vpt = \"VPT (ours)\"}}; got {labels!r}",
+                                key="labels")
+    return dict(labels)
+
+
+def shown_name(label: str) -> str:
+    """What the figure being built calls ``label``: its ``labels=`` entry, else [`display_name`][vpintegrator.plotting.display_name]."""
+    return _LABELS.get().get(label) or display_name(label)
+
+
+def set_title(target, text: str) -> None:
+    """Give ``target`` (a Figure: its suptitle; an Axes: its title) the figure's descriptive title ``text``,
+    unless the figure is built with ``title=False``; ``title="..."`` replaces it."""
+    title = _TITLE.get()
+    if title is False:
+        return
+    text = title if isinstance(title, str) else text
+    (target.suptitle if hasattr(target, "suptitle") else target.set_title)(text)
 #: figure -> the savefig rcParams of the style it was made under (a column preset is saved uncropped)
 _SAVEFIG_RC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -329,7 +372,8 @@ def figure(width: float, height: float):
 
 def styled(fn):
     """Build the figure under ``style=`` (a keyword argument of ``fn``; see [`figure_style`][vpintegrator.plotting.figure_style]): fonts
-    and lines are read when artists are created."""
+    and lines are read when artists are created; ``title=`` (``set_title``) and ``labels=`` (``shown_name``)
+    hold while it is built."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -337,13 +381,92 @@ def styled(fn):
 
         current = figure_style(kwargs.get("style"))
         token = _CURRENT.set(current)
+        title = _TITLE.set(check_title(kwargs.get("title", True)))
+        labels = _LABELS.set(check_labels(kwargs.get("labels")))
         try:
             with matplotlib.rc_context(current.rc):
-                return fn(*args, **kwargs)
+                fig = fn(*args, **kwargs)
+                if fig in _SAVEFIG_RC:  # a figure made here (not the user's Axes): nothing outside the canvas
+                    fit_to_canvas(fig)
+                return fig
         finally:
             _CURRENT.reset(token)
+            _TITLE.reset(title)
+            _LABELS.reset(labels)
 
     return wrapper
+
+
+#: how far (pixels) an element may reach past the canvas edge before it counts as cropped
+_SLACK = 1.0
+
+
+def _renderer(fig, draw: bool = True):
+    """A renderer measuring ``fig`` as it is saved, after its layout (constrained layout runs at draw)."""
+    canvas = fig.canvas
+    if not hasattr(canvas, "get_renderer"):  # a figure built without pyplot: measure with Agg
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        canvas = FigureCanvasAgg(fig)
+    if draw:
+        fig.draw_without_rendering()
+    return canvas.get_renderer()
+
+
+def _outside(box, fig) -> bool:
+    return box.x0 < -_SLACK or box.y0 < -_SLACK or box.x1 > fig.bbox.width + _SLACK or \
+        box.y1 > fig.bbox.height + _SLACK
+
+
+def _wrap(text, size: float, renderer, vertical: bool) -> bool:
+    """Break ``text`` (a Text artist, centred where it stands) at the space nearest its middle, line by line,
+    until it lies within ``[0, size]`` pixels (vertically for a rotated y label); False when unchanged."""
+    box = text.get_window_extent(renderer)
+    centre = (box.y0 + box.y1) / 2 if vertical else (box.x0 + box.x1) / 2
+    limit = 2 * min(centre, size - centre) - 2 * _SLACK
+
+    def length() -> float:
+        box = text.get_window_extent(renderer)
+        return box.height if vertical else box.width
+
+    changed = False
+    for _ in range(3):
+        if length() <= limit:
+            break
+        lines = text.get_text().split("\n")
+        longest = max(range(len(lines)), key=lambda i: len(lines[i]))
+        line = lines[longest]
+        spaces = [i for i, c in enumerate(line) if c == " " and line[:i].count("$") % 2 == 0]  # not inside math
+        if not spaces:
+            break
+        cut = min(spaces, key=lambda i: abs(i - len(line) / 2))
+        lines[longest:longest + 1] = [line[:cut], line[cut + 1:]]
+        text.set_text("\n".join(lines))
+        changed = True
+    return changed
+
+
+def fit_to_canvas(fig) -> None:
+    """Keep every element of ``fig`` inside its canvas (a column preset saves exactly the figure, uncropped):
+    fewer legend columns, titles and axis labels broken over lines, a smaller 3-D box. Text and data stay."""
+    renderer = _renderer(fig)
+    if not _outside(fig.get_tightbbox(renderer).transformed(fig.dpi_scale_trans), fig):
+        return
+    width, height = fig.bbox.width, fig.bbox.height  # (the legend's columns were fitted when it was made)
+    texts = [(fig._suptitle, width, False)] if fig._suptitle is not None else []
+    for ax in fig.axes:
+        texts += [(ax.title, width, False), (ax.xaxis.label, width, False), (ax.yaxis.label, height, True)]
+    if any([_wrap(t, size, renderer, vertical) for t, size, vertical in texts if t.get_text()]):
+        renderer = _renderer(fig)
+    zoom = 1.0
+    for _ in range(6):  # a 3-D box reaches past the canvas with its tick labels: shrink it a little
+        axes3d = [ax for ax in fig.axes if ax.name == "3d"]
+        if not axes3d or not _outside(fig.get_tightbbox(renderer).transformed(fig.dpi_scale_trans), fig):
+            break
+        zoom *= 0.92
+        for ax in axes3d:
+            ax.set_box_aspect(None, zoom=zoom)
+        renderer = _renderer(fig)
 
 
 def target_axes(ax, n: int, width: float, height: float, name: str = "ax", projection: str | None = None):
@@ -387,7 +510,15 @@ def legend(fig, axes, ncols: int = 6, extra: Sequence = (), own: bool = True) ->
         return
     if own:
         fits = max(2, int(fig.get_figwidth() / 1.05))  # a narrow (single-column) figure: fewer columns
-        fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), ncols, fits), frameon=False)
+        columns = min(len(labels), ncols, fits)
+        renderer = None
+        while True:  # as many columns as fit the figure's width (long names: fewer)
+            leg = fig.legend(handles, labels, loc="outside lower center", ncols=columns, frameon=False)
+            renderer = renderer or _renderer(fig, draw=False)
+            if columns == 1 or leg.get_window_extent(renderer).width <= fig.bbox.width - 2 * _SLACK:
+                break
+            leg.remove()
+            columns -= 1
     else:
         np.atleast_1d(axes)[0].legend(handles, labels, loc="best", frameon=False)
 
