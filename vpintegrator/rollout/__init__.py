@@ -31,6 +31,8 @@ imported lazily: ``import vpintegrator.rollout`` imports neither torch nor h5py.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._lazy import lazy_exports
 
 
@@ -73,7 +75,85 @@ _LAZY: dict[str, str] = {
     "read_rollout": "..data.rollouts",
 }
 
-__all__ = sorted(_LAZY)
+
+# what type checkers and IDEs see (they do not run __getattr__): the same names as _LAZY, from the same
+# modules (tests/test_api.py keeps the two in step). At run time nothing here is imported.
+if TYPE_CHECKING:  # pragma: no cover
+    from ..data.rollouts import MethodMetrics as MethodMetrics
+    from ..data.rollouts import ROLLOUT_SCHEMA as ROLLOUT_SCHEMA
+    from ..data.rollouts import ROLLOUT_SCHEMA_VERSION as ROLLOUT_SCHEMA_VERSION
+    from ..data.rollouts import RolloutResult as RolloutResult
+    from ..data.rollouts import read_rollout as read_rollout
+    from .compare import RolloutReport as RolloutReport
+    from .compare import model_label as model_label
+    from .compare import parse_model_entry as parse_model_entry
+    from .compare import run_rollouts as run_rollouts
+    from .config import ENGINES as ENGINES
+    from .config import RolloutConfig as RolloutConfig
+    from .config import load_rollout_config as load_rollout_config
+    from .device import DeviceStepper as DeviceStepper
+    from .device import device_stream_rollout as device_stream_rollout
+    from .device import use_device_engine as use_device_engine
+    from .engine import BLOWUP as BLOWUP
+    from .engine import CHUNK_STEPS as CHUNK_STEPS
+    from .engine import RolloutStats as RolloutStats
+    from .engine import StepMap as StepMap
+    from .engine import initial_window as initial_window
+    from .engine import rollout as rollout
+    from .engine import stream_rollout as stream_rollout
+    from .precision import WorkPrecisionRow as WorkPrecisionRow
+    from .precision import read_work_precision as read_work_precision
+    from .precision import run_work_precision as run_work_precision
+    from .precision import work_precision as work_precision
+    from .precision import write_work_precision as write_work_precision
+    from .runners import RUNNERS as RUNNERS
+    from .runners import compiled_model as compiled_model
+    from .runners import trace_model as trace_model
+    from .steps import ExactFlowStep as ExactFlowStep
+    from .steps import IntegratorStep as IntegratorStep
+    from .steps import ModelStep as ModelStep
+    from .steps import SCALAR_MAX_BATCH as SCALAR_MAX_BATCH
+    from .steps import reference_step_map as reference_step_map
+
+# a literal list (type checkers read __all__ only in this form): the names of _LAZY, sorted
+__all__ = [
+    "BLOWUP",
+    "CHUNK_STEPS",
+    "DeviceStepper",
+    "ENGINES",
+    "ExactFlowStep",
+    "IntegratorStep",
+    "MethodMetrics",
+    "ModelStep",
+    "ROLLOUT_SCHEMA",
+    "ROLLOUT_SCHEMA_VERSION",
+    "RUNNERS",
+    "RolloutConfig",
+    "RolloutReport",
+    "RolloutResult",
+    "RolloutStats",
+    "SCALAR_MAX_BATCH",
+    "StepMap",
+    "WorkPrecisionRow",
+    "compiled_model",
+    "device_stream_rollout",
+    "initial_window",
+    "load_rollout_config",
+    "model_label",
+    "parse_model_entry",
+    "read_rollout",
+    "read_work_precision",
+    "reference_step_map",
+    "rollout",
+    "run_rollouts",
+    "run_work_precision",
+    "stream_rollout",
+    "trace_model",
+    "use_device_engine",
+    "work_precision",
+    "write_work_precision",
+]
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
+if not TYPE_CHECKING:  # hidden from type checkers, so that a misspelt name is an error there, not Any
+    __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
