@@ -60,3 +60,24 @@ def test_cross_references_name_objects_that_exist():
 @pytest.mark.parametrize("role", [":func:`fit`", ":class:`~vpintegrator.data.Trajectories`", ":mod:`.loop`"])
 def test_the_role_pattern_catches_roles(role):
     assert ROLE.search(f"see {role} for more")
+
+
+INTERNAL = re.compile(r"\bDESIGN\b|\b[Ii]ssue\s+#?\d+|§\s*\d")  # "design" the word is fine
+
+
+def test_no_internal_references_in_docstrings():
+    """Users read the docstrings (the API reference, help()): no "DESIGN §6" or "issue 21" there."""
+    found = [f"{p.relative_to(PACKAGE)}:{line}: {INTERNAL.search(text).group(0)}"
+             for p in SOURCES for line, text in _strings(p) if INTERNAL.search(text)]
+    assert not found, found
+
+
+@pytest.mark.parametrize("command", ["train", "gen", "rollout", "plot"])
+def test_no_internal_references_in_list_and_help(command):
+    from click.testing import CliRunner
+
+    main = importlib.import_module(f"vpintegrator.cli.{command}").main
+    for args in (["--list"], ["--help"]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, result.output
+        assert not INTERNAL.search(result.output), (args, INTERNAL.search(result.output).group(0))

@@ -1,4 +1,4 @@
-"""Long-time metrics of a rollout against a reference, in float64 (DESIGN.md §8).
+"""Long-time metrics of a rollout against a reference, in float64.
 
 Array functions work on whole ``(n_traj, n_states, dim)`` arrays; the ``*Stream`` classes compute the same
 quantities chunk by chunk along time, so that metrics of a rollout of any horizon fit in memory.

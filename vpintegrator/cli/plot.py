@@ -183,7 +183,7 @@ def _labels(items) -> dict[str, str]:
 
 
 def _shards(paths) -> bool:
-    """Whether several paths are shards of a rollout (vp-rollout --shard; issue 23)."""
+    """Whether several paths are shards of a rollout (vp-rollout --shard)."""
     from ..data.shards import is_shard_set
 
     return is_shard_set(list(paths))

@@ -231,7 +231,7 @@ def main(config, config_alias, models, integrators, traj, fast_step, jit, flags,
 
 
 def _run(cfg, log, inputs, overwrite, shard, scheduler, n_shards, work_precision):
-    """run_rollouts, or one shard of it, or all its shards on a dask cluster (issue 23)."""
+    """run_rollouts, or one shard of it, or all its shards on a dask cluster."""
     from ..rollout import run_rollouts
 
     if (shard is not None or scheduler) and work_precision:

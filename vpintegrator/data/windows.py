@@ -1,7 +1,7 @@
 """Training windows cut from trajectories by index arithmetic, never materialised.
 
 A window is the pair ``(y[i, s : s+seq_len], y[i, s+seq_len : s+seq_len+pred_window])`` for a
-trajectory ``i`` and a start ``s`` in ``0, stride, 2*stride, ...`` (DESIGN §6: every (start, trajectory)
+trajectory ``i`` and a start ``s`` in ``0, stride, 2*stride, ...`` (the paper's protocol: every (start, trajectory)
 pair once per epoch). The trajectories stay one tensor ``(n_traj, n_states, dim)``
 (``states_tensor``); a batch of windows is
 one ``index_select`` on it, so memory stays at the data itself (train and validation share it) and a

@@ -1,4 +1,4 @@
-"""Lie–Poisson networks for so(3)* (the rigid body): Casimir-exact, Poisson maps by construction (issue 21).
+"""Lie–Poisson networks for so(3)* (the rigid body): Casimir-exact, Poisson maps by construction.
 
 - [`LiePoissonNet`][vpintegrator.models.LiePoissonNet] (``lpnet``): position-wise, a composition of [`LiePoissonLayer`][vpintegrator.nn.LiePoissonLayer]
   (exact flows of H = Ψ(k·z)); one step z_n -> z_{n+1} (``seq_len`` 1) or each state of a window advanced by

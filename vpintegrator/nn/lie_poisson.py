@@ -1,4 +1,4 @@
-"""Lie–Poisson layers on so(3)*: exact flows of Hamiltonians that keep every Casimir (issue 21).
+"""Lie–Poisson layers on so(3)*: exact flows of Hamiltonians that keep every Casimir.
 
 The rigid body's state z ∈ ℝ³ ≅ so(3)* evolves by ż = z × ∇H(z) (the Lie–Poisson bracket with structure
 matrix B(z) = ẑ, ẑ v = z × v); its Casimir is C(z) = ‖z‖², and every Lie–Poisson flow keeps it. The layers

@@ -514,7 +514,7 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
 
 
 def _part(config: RolloutConfig, shard: tuple[int, int], n_whole: int) -> str:
-    """A block of the classical methods on a worker process (``workers``): its shard file (issue 23)."""
+    """A block of the classical methods on a worker process (``workers``): its shard file."""
     from .blocks import run_shard
 
     return str(run_shard(_run, select, config, None, overwrite=True, shard=shard, write_index=False,

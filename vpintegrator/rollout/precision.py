@@ -1,4 +1,4 @@
-"""Work–precision: error and invariant drift against cost, over a ladder of step sizes (issue 20, item 3).
+"""Work–precision: error and invariant drift against cost, over a ladder of step sizes.
 
 The diagram the numerical-integration community compares methods with (Hairer–Nørsett–Wanner; DiffEq's
 "work-precision diagrams"): each classical method runs over a ladder of step sizes from the same initial

@@ -1,4 +1,4 @@
-"""Does a trained transformer's attention carry information? The studies' attention step (issue 20, item 4).
+"""Does a trained transformer's attention carry information? The studies' attention step.
 
 For one trained window model and a data file of exact-flow trajectories (conditions the model never saw):
 

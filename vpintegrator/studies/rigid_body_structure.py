@@ -1,5 +1,5 @@
-"""The rigid-body structure study (issue 21): learned maps that keep what the system keeps, next to the VPT,
-on held-out initial conditions against the exact flow (the protocol of issue 20).
+"""The rigid-body structure study: learned maps that keep what the system keeps, next to the VPT,
+on held-out initial conditions against the exact flow (the studies' protocol).
 
 The rigid body is Lie–Poisson: every trajectory stays on its sphere ‖z‖ = const (the Casimir) and the flow
 is a Poisson map. Per seed, every model of ``--models`` is trained on the paper's 1238 initial conditions

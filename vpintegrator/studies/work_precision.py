@@ -1,4 +1,4 @@
-"""The studies' work–precision section: classical methods at the learned models' cost (issue 20, item 3).
+"""The studies' work–precision section: classical methods at the learned models' cost.
 
 ``vp-rollout --work-precision`` writes one row per classical method and step (and per DOP853 tolerance), and
 one per model at its own step: the error at the final time against the exact flow (median over the initial

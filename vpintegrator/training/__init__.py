@@ -1,6 +1,6 @@
 """Training a neural integrator on trajectory windows: [`fit`][vpintegrator.training.fit] and its [`TrainConfig`][vpintegrator.training.TrainConfig].
 
-The reference protocol (DESIGN §6, GeometricMachineLearning.jl / the paper): every (trajectory, start)
+The reference protocol (the paper's, as GeometricMachineLearning.jl trains): every (trajectory, start)
 window once per epoch, shuffled; loss ``‖prediction − target‖_F / ‖target‖_F`` over the whole batch; Adam
 with betas (0.9, 0.99) and eps 1e-8; learning rate decaying exponentially from ``lr`` to ``lr_min``
 applied per optimiser step; batch 16384; float32; seed 1234. ``optimizer = "lm"``: Levenberg–Marquardt
