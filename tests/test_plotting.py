@@ -553,7 +553,7 @@ def test_every_element_lies_inside_the_canvas(long_names, tmp_path, preset):
 
 
 def test_title_false_and_label_overrides(rigid, tmp_path):
-    """title=False drops the figure title (panel names stay), title="..." replaces it; labels= renames
+    """title=False drops the figure title (panel names stay), title="..." replaces it; method_names= renames
     methods over the readable defaults; systems read as words ("rigid body")."""
     assert "rigid body" in _title(plot_rollout(rigid, "error")) and "rigid_body" not in _title(plot_rollout(rigid, "error"))
     for kind in KINDS:
@@ -562,13 +562,13 @@ def test_title_false_and_label_overrides(rigid, tmp_path):
     assert [ax.get_title() for ax in plot_rollout(rigid, "volume", title=False).axes] == ["volume change per map",
                                                                                          "cumulative"]
     assert plot_rollout(rigid, "invariants", title="Drift").get_suptitle() == "Drift"
-    labels = _labels(plot_rollout(rigid, "error", labels={"vpt": "VPT (ours)", "rk4": "Runge–Kutta 4"}))
+    labels = _labels(plot_rollout(rigid, "error", method_names={"vpt": "VPT (ours)", "rk4": "Runge–Kutta 4"}))
     assert "VPT (ours)" in labels and "Runge–Kutta 4" in labels and "implicit midpoint" in labels
     assert "VPT" in _labels(plot_rollout(rigid, "error"))  # the override held for that figure only
     with pytest.raises(VPIntegratorError, match="title must be true, false or a text"):
         plot_error(rigid, title=3)
-    with pytest.raises(VPIntegratorError, match="labels must map method labels to texts"):
-        plot_error(rigid, labels=["vpt"])
+    with pytest.raises(VPIntegratorError, match="method_names must map method labels to texts"):
+        plot_error(rigid, method_names=["vpt"])
 
 
 def test_cli_no_title_and_label(rigid, tmp_path, monkeypatch):

@@ -26,7 +26,7 @@ _ROLLOUT_KINDS = ("trajectories3d", "invariants", "error", "volume", "phase")
 _KINDS = (*_ROLLOUT_KINDS, "all", "training", "work_precision")
 #: ``--set`` keys: plot options (and the flags' own keys)
 _SET_KEYS = ("methods", "threshold", "band", "sphere", "formats", "traj", "max_points", "dpi", "style", "title",
-             "labels")
+             "method_names")
 
 
 def _int_list(text: str | None):
@@ -94,7 +94,8 @@ def _list_kinds(ctx, _param, value) -> None:
     "A plot option, VALUE in TOML syntax; repeatable: methods=[\"vpt\",\"rk4\"] (methods to draw), "
     "threshold=0.1 (error line), band=true|false (median and band or single curves), sphere=false, "
     "formats=[\"png\"], traj=[100,719], max_points=5000, dpi=300, style=single|double|PATH.mplstyle "
-    "(journal column width or your own style). A key that has its own flag is given once, by the flag or by --set."
+    "(journal column width or your own style), title=false or title=\"TEXT\", method_names={vpt=\"VPT (ours)\"} "
+    "(as --label). A key that has its own flag is given once, by the flag or by --set."
 )
 @print_config_option
 @json_option
@@ -114,12 +115,12 @@ def main(paths, kind, out, traj, max_points, dpi, no_title, label, set_, print_c
 
     ctx = click.get_current_context()
     flags = given_only(ctx, dict(traj=traj, max_points=max_points, dpi=dpi))
-    flags.update(title=False if no_title else None, labels=_labels(label) or None)
-    options = read_set(set_, _SET_KEYS, flags, names={"title": "--no-title", "labels": "--label"})
+    flags.update(title=False if no_title else None, method_names=_labels(label) or None)
+    options = read_set(set_, _SET_KEYS, flags, names={"title": "--no-title", "method_names": "--label"})
     if no_title:
         options["title"] = False
     if label:
-        options["labels"] = _labels(label)
+        options["method_names"] = _labels(label)
     which = options.pop("traj", None) if traj is None else _int_list(traj)
     which = None if which == "all" else which
     max_points = options.pop("max_points", max_points)
@@ -244,10 +245,10 @@ def _work_precision(paths, kinds, out, which, options, dpi, print_config=False, 
                                 "--work-precision wrote)", key="kind")
     if which is not None:
         raise VPIntegratorError("traj selects rollout trajectories; a work-precision table has none", key="traj")
-    unused = [k for k in options if k not in ("formats", "style", "labels")]
+    unused = [k for k in options if k not in ("formats", "style", "method_names")]
     if unused:
         raise VPIntegratorError(f"set {unused[0]}: a rollout option; the work-precision figure takes only formats, "
-                                "style and labels", key="set")
+                                "style and method_names", key="set")
     table = paths[0]
     formats = check_formats(options.get("formats", FORMATS))
     out = out if out is not None else table.with_name(f"{table.stem}_figures")
@@ -255,7 +256,7 @@ def _work_precision(paths, kinds, out, which, options, dpi, print_config=False, 
         _print_config(dict(paths=[str(table)], kinds=["work_precision"], out=str(out), dpi=dpi, **options))
         return
     check_out_dir(out, ["work_precision"], formats, inputs=[table], overwrite=overwrite)
-    fig = plot_work_precision(table, style=options.get("style"), labels=options.get("labels"))
+    fig = plot_work_precision(table, style=options.get("style"), method_names=options.get("method_names"))
     written = save_figure(fig, Path(out) / "work_precision", formats, dpi, overwrite=overwrite)
     _report(out, written, as_json)
 

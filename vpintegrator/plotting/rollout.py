@@ -33,7 +33,7 @@ import numpy as np
 from .._outputs import output_lock
 from ..errors import VPIntegratorError
 from .source import MAX_CURVES, PlotData, describe, methods_to_draw, plot_data, select, traj_names
-from .style import (FORMATS, WIDTH, MethodStyle, check_labels, check_title, legend, method_styles, save_figure,
+from .style import (FORMATS, WIDTH, MethodStyle, check_names, check_title, legend, method_styles, save_figure,
                     set_title, styled, system_name, target_axes)
 
 #: figure kinds of ``plot_rollout`` / ``vp-plot --kind``
@@ -211,7 +211,7 @@ def _span(data: PlotData) -> str:
 @styled
 def plot_trajectories3d(source, traj=None, methods: Iterable[str] | None = None, sphere: bool | None = None,
                         reference=None, max_points: int | None = None, ax=None, style=None,
-        title: bool | str = True, labels: dict[str, str] | None = None):
+        title: bool | str = True, method_names: dict[str, str] | None = None):
     """Trajectories in state space (the first three coordinates), every method and the reference.
 
     Parameters
@@ -234,7 +234,7 @@ def plot_trajectories3d(source, traj=None, methods: Iterable[str] | None = None,
         [`figure_style`][vpintegrator.plotting.figure_style].
     title : bool or str, default True
         The figure's title saying what it shows; False: none (panel names stay); a text: that title.
-    labels : dict, optional
+    method_names : dict, optional
         What the legend calls a method, over [`display_name`][vpintegrator.plotting.display_name]:
         ``{"vpt": "VPT (ours)"}``.
 
@@ -280,7 +280,7 @@ def plot_trajectories3d(source, traj=None, methods: Iterable[str] | None = None,
 @styled
 def plot_invariants(source, traj=None, methods: Iterable[str] | None = None, band: bool | None = None,
                     reference=None, max_points: int | None = None, axes=None, style=None,
-        title: bool | str = True, labels: dict[str, str] | None = None):
+        title: bool | str = True, method_names: dict[str, str] | None = None):
     """Relative drift ``|I(t) − I(0)| / |I(0)|`` of every invariant, log scale, one panel each.
 
     ``band``: True draws the median and 10-90 % band, False one curve per trajectory; default: the band
@@ -323,7 +323,7 @@ def plot_invariants(source, traj=None, methods: Iterable[str] | None = None, ban
 @styled
 def plot_error(source, traj=None, methods: Iterable[str] | None = None, threshold: float = 0.1,
                band: bool | None = None, reference=None, max_points: int | None = None, ax=None, style=None,
-        title: bool | str = True, labels: dict[str, str] | None = None):
+        title: bool | str = True, method_names: dict[str, str] | None = None):
     """Relative error ``‖ẑ(t) − z(t)‖ / ‖z(t)‖`` against the reference, log scale.
 
     The dotted line marks ``threshold``, whose first crossing is the valid prediction time. Trajectories
@@ -355,7 +355,7 @@ def plot_error(source, traj=None, methods: Iterable[str] | None = None, threshol
 @styled
 def plot_volume(source, traj=None, methods: Iterable[str] | None = None, band: bool | None = None,
                 reference=None, max_points: int | None = None, axes=None, style=None,
-        title: bool | str = True, labels: dict[str, str] | None = None):
+        title: bool | str = True, method_names: dict[str, str] | None = None):
     """Volume: ``|log|det J||`` of every step (window, for models) map and of its cumulative sum, log scale.
 
     An exactly volume-preserving map stays at rounding level (≈1e-16 per step); a method whose values are
@@ -402,7 +402,7 @@ def _phase_pairs(data: PlotData) -> list[tuple[int, int]]:
 @styled
 def plot_phase(source, traj=None, methods: Iterable[str] | None = None, reference=None,
                max_points: int | None = None, axes=None, style=None,
-        title: bool | str = True, labels: dict[str, str] | None = None):
+        title: bool | str = True, method_names: dict[str, str] | None = None):
     """Phase portraits: pairs of coordinates (``(q_i, p_i)`` for canonical systems, else the three planes
     of a 3-D state). ``axes``: one Axes per pair to draw into. Other parameters as
     [`plot_trajectories3d`][vpintegrator.plotting.plot_trajectories3d]."""
@@ -479,8 +479,8 @@ def _check_options(options: dict) -> None:
             figure_style(value)  # an unknown preset or a missing file: an error before anything is drawn
         elif key == "title":
             check_title(value)
-        elif key == "labels":
-            check_labels(value)
+        elif key == "method_names":
+            check_names(value)
         elif key == "threshold":
             finite_float(value, "threshold", positive=True, key="threshold")
         elif key in ("band", "sphere") and not (value is None or isinstance(value, bool)):

@@ -311,9 +311,9 @@ def figure_style(style: Any = None) -> FigureStyle:
 
 
 _CURRENT: contextvars.ContextVar[FigureStyle] = contextvars.ContextVar("vpintegrator_figure_style")
-#: the ``title=`` and ``labels=`` of the figure being built (see ``styled``)
+#: the ``title=`` and ``method_names=`` of the figure being built (see ``styled``)
 _TITLE: contextvars.ContextVar[Any] = contextvars.ContextVar("vpintegrator_figure_title", default=True)
-_LABELS: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("vpintegrator_figure_labels", default={})
+_NAMES: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("vpintegrator_figure_names", default={})
 
 
 def check_title(title: Any) -> bool | str:
@@ -325,20 +325,20 @@ def check_title(title: Any) -> bool | str:
     return title
 
 
-def check_labels(labels: Any) -> dict[str, str]:
-    """``labels=``: a mapping ``{label: shown text}`` over [`display_name`][vpintegrator.plotting.display_name]
+def check_names(names: Any) -> dict[str, str]:
+    """``method_names=``: a mapping ``{label: shown text}`` over [`display_name`][vpintegrator.plotting.display_name]
     (``{"vpt": "VPT (ours)", "gauss_legendre4": "GL4"}``)."""
-    if labels is None:
+    if names is None:
         return {}
-    if not isinstance(labels, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
-        raise VPIntegratorError(f"labels must map method labels to texts, e.g. {{vpt = \"VPT (ours)\"}}; got {labels!r}",
-                                key="labels")
-    return dict(labels)
+    if not isinstance(names, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in names.items()):
+        raise VPIntegratorError(f"method_names must map method labels to texts, e.g. {{vpt = \"VPT (ours)\"}}; got {names!r}",
+                                key="method_names")
+    return dict(names)
 
 
 def shown_name(label: str) -> str:
-    """What the figure being built calls ``label``: its ``labels=`` entry, else [`display_name`][vpintegrator.plotting.display_name]."""
-    return _LABELS.get().get(label) or display_name(label)
+    """What the figure being built calls ``label``: its ``method_names=`` entry, else [`display_name`][vpintegrator.plotting.display_name]."""
+    return _NAMES.get().get(label) or display_name(label)
 
 
 def set_title(target, text: str) -> None:
@@ -372,7 +372,7 @@ def figure(width: float, height: float):
 
 def styled(fn):
     """Build the figure under ``style=`` (a keyword argument of ``fn``; see [`figure_style`][vpintegrator.plotting.figure_style]): fonts
-    and lines are read when artists are created; ``title=`` (``set_title``) and ``labels=`` (``shown_name``)
+    and lines are read when artists are created; ``title=`` (``set_title``) and ``method_names=`` (``shown_name``)
     hold while it is built."""
 
     @functools.wraps(fn)
@@ -382,7 +382,7 @@ def styled(fn):
         current = figure_style(kwargs.get("style"))
         token = _CURRENT.set(current)
         title = _TITLE.set(check_title(kwargs.get("title", True)))
-        labels = _LABELS.set(check_labels(kwargs.get("labels")))
+        names = _NAMES.set(check_names(kwargs.get("method_names")))
         try:
             with matplotlib.rc_context(current.rc):
                 fig = fn(*args, **kwargs)
@@ -392,7 +392,7 @@ def styled(fn):
         finally:
             _CURRENT.reset(token)
             _TITLE.reset(title)
-            _LABELS.reset(labels)
+            _NAMES.reset(names)
 
     return wrapper
 

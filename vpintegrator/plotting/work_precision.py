@@ -33,7 +33,7 @@ def _rows(source) -> list[WorkPrecisionRow]:
 
 
 @styled
-def plot_work_precision(source, axes=None, style=None, labels: dict[str, str] | None = None):
+def plot_work_precision(source, axes=None, style=None, method_names: dict[str, str] | None = None):
     """Error vs cost and invariant drift vs cost, log–log, one point per method and step.
 
     Parameters
@@ -42,7 +42,7 @@ def plot_work_precision(source, axes=None, style=None, labels: dict[str, str] | 
     axes : two matplotlib Axes, optional
         Draw into them (error, drift) instead of a new figure.
     style : see [`vpintegrator.plotting.figure_style`][vpintegrator.plotting.figure_style]
-    labels : dict, optional
+    method_names : dict, optional
         What the legend calls a method, over [`display_name`][vpintegrator.plotting.display_name].
 
     Returns
