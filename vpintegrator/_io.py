@@ -17,7 +17,7 @@ from typing import Iterator
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds.
 
     The temporary name starts with ``.`` and ends in ``.tmp`` so that it is never mistaken for output.
@@ -50,7 +50,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def remove_orphans(target: str | os.PathLike) -> list[Path]:
+def remove_orphans(target: str | os.PathLike[str]) -> list[Path]:
     """Remove the temporary files that writers of ``target`` left when they were killed (their process is
     gone); return what was removed. Temporary files of running processes are left alone."""
     target = Path(target)
@@ -68,7 +68,7 @@ def remove_orphans(target: str | os.PathLike) -> list[Path]:
     return removed
 
 
-def check_not_input(out: str | os.PathLike | None, inputs, key: str = "out") -> None:
+def check_not_input(out: str | os.PathLike[str] | None, inputs, key: str = "out") -> None:
     """Refuse an output path that is one of the inputs (the same file, also through links or relative
     paths): a one-line [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError] before any work starts."""
     from .errors import VPIntegratorError

@@ -97,7 +97,7 @@ def holds_run(path: Path) -> bool:
         "config.toml" in names and bool(names & {"best.pt", "summary.json"}))
 
 
-def identify(path: str | os.PathLike) -> str | None:
+def identify(path: str | os.PathLike[str]) -> str | None:
     """The kind of what exists at ``path`` (a key of ``KIND_NAMES``), or None when nothing does."""
     p = Path(path)
     if not p.exists():
@@ -172,7 +172,7 @@ def _label(key: str | None, path) -> str:
     return f"{key} {path}" if key else str(path)
 
 
-def check_output(path: str | os.PathLike, kind: str | tuple[str, ...], overwrite: bool = False, *,
+def check_output(path: str | os.PathLike[str], kind: str | tuple[str, ...], overwrite: bool = False, *,
                  key: str | None = "out") -> Path:
     """Refuse an output that exists, unless ``overwrite``; refuse one not of ``kind`` even then.
 
@@ -245,7 +245,7 @@ def replace_run_dir(path: Path) -> None:
 _held: dict[Path, list] = {}  # lock path -> [fd, depth]: locks this process holds (re-entrant)
 
 
-def lock_path(path: str | os.PathLike) -> Path:
+def lock_path(path: str | os.PathLike[str]) -> Path:
     """The lock file of the output ``path``: ``<output>.lock`` beside it (links resolved)."""
     real = Path(path).resolve()
     return real.with_name(real.name + ".lock")
@@ -326,7 +326,7 @@ def _acquire_excl(lock: Path, path: Path, key: str | None) -> int:  # pragma: no
 
 
 @contextlib.contextmanager
-def output_lock(path: str | os.PathLike, *, key: str | None = "out") -> Iterator[Path]:
+def output_lock(path: str | os.PathLike[str], *, key: str | None = "out") -> Iterator[Path]:
     """Hold the exclusive lock of the output ``path`` for the block (see the module docstring).
 
     Yields the lock file's path. A second writer (another process) gets a one-line ``OutputError``

@@ -31,7 +31,7 @@ __all__ = ["Config", "Key", "key", "declared", "read_toml", "parse_set", "merge"
            "unknown_key", "dump_toml", "toml_value"]
 
 
-def read_toml(path: str | os.PathLike, *, table: str | None = None, what: str = "config") -> dict[str, Any]:
+def read_toml(path: str | os.PathLike[str], *, table: str | None = None, what: str = "config") -> dict[str, Any]:
     """The TOML file at ``path`` as a dict (the sub-table ``table`` if the file has one).
 
     Raises a one-line [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError] naming the file when it is missing, a directory, not

@@ -47,7 +47,7 @@ _cache: dict[str, Any] = {}
 _hashes: dict[tuple[str, int, int], str] = {}
 
 
-def file_sha256(path: str | os.PathLike) -> str | None:
+def file_sha256(path: str | os.PathLike[str]) -> str | None:
     """The sha256 (hex) of the file ``path``, streamed; None when it is not a readable file.
 
     Cached per process by (resolved path, size, modification time), so a big data file read by several
@@ -125,7 +125,7 @@ def _static() -> dict[str, Any]:
     return _cache["static"]
 
 
-def _stored_path(path: str | os.PathLike, relative_to: str | os.PathLike | None) -> str:
+def _stored_path(path: str | os.PathLike[str], relative_to: str | os.PathLike[str] | None) -> str:
     text = os.fspath(path)
     if relative_to is None:
         return text
@@ -135,8 +135,8 @@ def _stored_path(path: str | os.PathLike, relative_to: str | os.PathLike | None)
         return text
 
 
-def provenance_record(inputs: Iterable[str | os.PathLike] | None = None, *,
-                      relative_to: str | os.PathLike | None = None, **extra: Any) -> dict[str, Any]:
+def provenance_record(inputs: Iterable[str | os.PathLike[str]] | None = None, *,
+                      relative_to: str | os.PathLike[str] | None = None, **extra: Any) -> dict[str, Any]:
     """The provenance of an output made now from the files ``inputs``.
 
     Parameters
@@ -178,7 +178,7 @@ def provenance_record(inputs: Iterable[str | os.PathLike] | None = None, *,
     }
 
 
-def provenance_attr(inputs: Iterable[str | os.PathLike] | None = None, **kwargs: Any) -> str:
+def provenance_attr(inputs: Iterable[str | os.PathLike[str]] | None = None, **kwargs: Any) -> str:
     """[`provenance_record`][vpintegrator.provenance.provenance_record] as JSON text: the value of an HDF5 attribute ``provenance``."""
     return json.dumps(provenance_record(inputs, **kwargs), sort_keys=True)
 

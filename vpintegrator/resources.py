@@ -29,7 +29,7 @@ def available_memory() -> int:
         return 2**63 - 1
 
 
-def free_disk(path: str | os.PathLike) -> int:
+def free_disk(path: str | os.PathLike[str]) -> int:
     """Free bytes on the file system that holds ``path`` (or its nearest existing ancestor)."""
     p = Path(path).absolute()
     while not p.exists() and p != p.parent:

@@ -24,7 +24,7 @@ def _nearest_existing(path: Path) -> Path:
     return p
 
 
-def check_output_path(path: str | os.PathLike, key: str | None = "out") -> Path:
+def check_output_path(path: str | os.PathLike[str], key: str | None = "out") -> Path:
     """Refuse an output file path that cannot be written, before any work starts.
 
     A one-line [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError] (carrying ``key``) when ``path`` is a directory, when a

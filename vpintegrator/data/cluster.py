@@ -76,8 +76,8 @@ def _shard_task(spec: GenerationSpec, out: str, shard: tuple[int, int], workers:
 
 
 def generate_on_cluster(
-    spec: GenerationSpec | str | os.PathLike,
-    out: str | os.PathLike,
+    spec: GenerationSpec | str | os.PathLike[str],
+    out: str | os.PathLike[str],
     scheduler: Any = None,
     *,
     n_shards: int | None = None,

@@ -288,8 +288,8 @@ def _chunk_size(spec: GenerationSpec, n_states: int, dim: int, compiled: bool = 
 
 
 def generate(
-    spec: GenerationSpec | str | os.PathLike,
-    out: str | os.PathLike | None = None,
+    spec: GenerationSpec | str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
     progress: Callable[[int, int], Any] | None = None,
     *,
     overwrite: bool = False,

@@ -110,7 +110,7 @@ class TrajectoryWriter:
 
     def __init__(
         self,
-        path: str | os.PathLike,
+        path: str | os.PathLike[str],
         n_traj: int,
         n_states: int,
         dim: int,
@@ -277,7 +277,7 @@ class TrajectoryWriter:
         return False
 
 
-def write_trajectories(path: str | os.PathLike, traj: Trajectories, *, compression: str = "gzip",
+def write_trajectories(path: str | os.PathLike[str], traj: Trajectories, *, compression: str = "gzip",
                        overwrite: bool = False, provenance: dict[str, Any] | None = None) -> Path:
     """Write a [`Trajectories`][vpintegrator.data.trajectories.Trajectories] to an HDF5 file (schema v2), atomically.
 
@@ -311,7 +311,7 @@ def write_trajectories(path: str | os.PathLike, traj: Trajectories, *, compressi
 # reading
 
 
-def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
+def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The metadata of a trajectory file: its root attributes as a dict (``param_<name>`` kept flat).
 
     Validates the schema like [`read_trajectories`][vpintegrator.data.hdf5.read_trajectories] but reads no arrays. ``n_states`` and
@@ -328,7 +328,7 @@ def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def read_trajectories(
-    path: str | os.PathLike | Sequence[str | os.PathLike],
+    path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     traj: Any = None,
     steps: Any = None,
     *,

@@ -245,7 +245,7 @@ def open_rollout_set(path: Any) -> tuple[h5py.File, Path]:
     return f, index if index is not None else shards[0].path
 
 
-def write_rollout_index(out: str | os.PathLike, count: int) -> list[dict]:
+def write_rollout_index(out: str | os.PathLike[str], count: int) -> list[dict]:
     """Write the index file ``out`` over shards ``1..count`` of ``out`` (atomically); return the whole
     rollout's table rows (for its ``.csv``/``.md``). Checks first that the shards belong together."""
     out = Path(out)

@@ -79,7 +79,7 @@ def shard_bounds(n_traj: int, chunk: int, shard: tuple[int, int]) -> tuple[int, 
     return first * chunk, min(last * chunk, n_traj)
 
 
-def shard_path(out: str | os.PathLike, shard: tuple[int, int]) -> Path:
+def shard_path(out: str | os.PathLike[str], shard: tuple[int, int]) -> Path:
     """Where shard ``I/N`` of the output ``out`` goes: ``<stem>.shard-I-of-N<suffix>`` beside it."""
     out = Path(out)
     i, n = shard
@@ -262,7 +262,7 @@ def read_shard_set(paths: list[Path], traj: Any = None, steps: Any = None, allow
     return Trajectories(y=y, t=t_sel, meta=meta)
 
 
-def write_shard_index(out: str | os.PathLike, count: int) -> Path:
+def write_shard_index(out: str | os.PathLike[str], count: int) -> Path:
     """Write the index file ``out`` over shards ``1..count`` of ``out`` (``shard_path``), atomically.
 
     Checks first that the shards form one data set (one-line error naming the missing or foreign one).

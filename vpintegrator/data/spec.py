@@ -282,7 +282,7 @@ class GenerationSpec:
 # loading
 
 
-def _resolve(name_or_path: str | os.PathLike) -> Path:
+def _resolve(name_or_path: str | os.PathLike[str]) -> Path:
     if not isinstance(name_or_path, (str, os.PathLike)):
         raise VPIntegratorError(
             f"spec must be a spec name or a path to a .toml file (or a GenerationSpec); got {name_or_path!r}"
@@ -444,7 +444,7 @@ def spec_overrides_from_set(values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def load_spec(name_or_path: str | os.PathLike, **overrides: Any) -> GenerationSpec:
+def load_spec(name_or_path: str | os.PathLike[str], **overrides: Any) -> GenerationSpec:
     """Load a generation spec by name (``list_specs()``) or from a TOML file, then apply overrides.
 
     Parameters

@@ -35,7 +35,7 @@ __all__ = [
     "make_window_datasets",
 ]
 
-Source = str | os.PathLike | Trajectories | np.ndarray | torch.Tensor
+Source = str | os.PathLike[str] | Trajectories | np.ndarray | torch.Tensor
 
 
 def states_tensor(data: Trajectories, dtype: str | torch.dtype = "float32", device: Any = "cpu") -> torch.Tensor:
@@ -44,7 +44,7 @@ def states_tensor(data: Trajectories, dtype: str | torch.dtype = "float32", devi
     return torch.as_tensor(np.asarray(data.y), dtype=resolve_dtype(dtype), device=device)
 
 
-def load_trajectories(source: Source | Sequence[str | os.PathLike]) -> Trajectories:
+def load_trajectories(source: Source | Sequence[str | os.PathLike[str]]) -> Trajectories:
     """The training data as one [`Trajectories`][vpintegrator.data.trajectories.Trajectories].
 
     Parameters
@@ -339,7 +339,7 @@ class WindowBatchSampler:
 
 
 def make_window_datasets(
-    source: Source | Sequence[str | os.PathLike],
+    source: Source | Sequence[str | os.PathLike[str]],
     seq_len: int,
     pred_window: int,
     stride: int = 1,

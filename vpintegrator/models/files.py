@@ -34,7 +34,7 @@ PRETRAINED_DIR = Path(__file__).parent.parent / "pretrained"
 _RESERVED_KEYS = ("format", "version", "config", "state_dict", "vpintegrator_version")
 
 
-def save_model(model: nn.Module, path: str | os.PathLike, extra: dict[str, Any] | None = None, *,
+def save_model(model: nn.Module, path: str | os.PathLike[str], extra: dict[str, Any] | None = None, *,
                overwrite: bool = False) -> Path:
     """Write ``model`` (config + state_dict) atomically to ``path``.
 
@@ -95,7 +95,7 @@ def list_pretrained() -> list[str]:
     return sorted(p.stem for p in PRETRAINED_DIR.glob("*.pt"))
 
 
-def _resolve_model_path(path: str | os.PathLike) -> Path:
+def _resolve_model_path(path: str | os.PathLike[str]) -> Path:
     text = os.fspath(path)
     if isinstance(text, str) and text.startswith(PRETRAINED_PREFIX):
         name = text[len(PRETRAINED_PREFIX) :]
@@ -122,7 +122,7 @@ class _MissingFile(VPIntegratorError, FileNotFoundError):
 _ZIP_MAGIC = b"PK\x03\x04"
 
 
-def read_torch_file(file: str | os.PathLike, map_location: Any = "cpu", what: str = "model file") -> Any:
+def read_torch_file(file: str | os.PathLike[str], map_location: Any = "cpu", what: str = "model file") -> Any:
     """``torch.load(file, weights_only=True)`` with one-line errors naming ``file`` (never runs pickled code).
 
     Empty, truncated, HDF5, text and foreign (code-carrying) files each get a message saying what was
@@ -159,7 +159,7 @@ def read_torch_file(file: str | os.PathLike, map_location: Any = "cpu", what: st
         ) from None
 
 
-def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
+def load_checkpoint(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, Any]:
     """Read and validate a model file written by [`save_model`][vpintegrator.models.save_model]; return the whole dict.
 
     ``path`` may be a file, a run directory (``best.pt``, else ``last.pt``) or ``"pretrained:<name>"``.
@@ -189,7 +189,7 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
     return payload
 
 
-def load_model(path: str | os.PathLike, map_location: Any = "cpu", config: dict[str, Any] | None = None) -> nn.Module:
+def load_model(path: str | os.PathLike[str], map_location: Any = "cpu", config: dict[str, Any] | None = None) -> nn.Module:
     """Rebuild a model from a file written by [`save_model`][vpintegrator.models.save_model], or read GML weights.
 
     Parameters

@@ -438,7 +438,7 @@ def _check_file(file: str) -> None:
                                 "GeometricMachineLearning.jl (a .pt file loads without the gml: prefix)")
 
 
-def read_gml(path: str | os.PathLike, name: str | None = None, *, dtype: Any = "float64", **config: Any) -> nn.Module:
+def read_gml(path: str | os.PathLike[str], name: str | None = None, *, dtype: Any = "float64", **config: Any) -> nn.Module:
     """Read a GeometricMachineLearning.jl HDF5 weight file into a VPFF, VPT or ST.
 
     Parameters

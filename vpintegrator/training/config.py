@@ -321,7 +321,7 @@ class TrainConfig(Config):
     # -- construction ------------------------------------------------------------------------------
 
     @classmethod
-    def from_toml(cls, path: str | os.PathLike, **overrides: Any) -> "TrainConfig":
+    def from_toml(cls, path: str | os.PathLike[str], **overrides: Any) -> "TrainConfig":
         """Read a TOML file (a path or a shipped config's name, ``list_configs()``); ``overrides`` that are
         not ``None`` win over the file's values.
 

@@ -24,9 +24,9 @@ __all__ = ["fit"]
 
 
 def fit(
-    config: TrainConfig | dict[str, Any] | str | os.PathLike | None = None,
+    config: TrainConfig | dict[str, Any] | str | os.PathLike[str] | None = None,
     *,
-    resume: str | os.PathLike | None = None,
+    resume: str | os.PathLike[str] | None = None,
     callback: Callable[[EpochInfo], bool | None] | None = None,
     progress: bool = False,
     overwrite: bool = False,
