@@ -224,7 +224,7 @@ def given(ctx: click.Context, name: str) -> bool:
     return ctx.get_parameter_source(name) not in (click.core.ParameterSource.DEFAULT, None)
 
 
-def given_only(ctx: click.Context, values: Mapping[str, Any], params: Mapping[str, str] | None = None) -> dict:
+def given_only(ctx: click.Context, values: Mapping[str, Any], params: Mapping[str, str] | None = None) -> dict[str, Any]:
     """``values`` with ``None`` for every one whose parameter was not given on the command line (so that a
     config file's value wins over a flag's shown default). ``params``: key -> parameter name where they
     differ."""

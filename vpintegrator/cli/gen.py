@@ -153,7 +153,7 @@ def main(spec, list_, flags, set_, print_config, as_json, quiet, overwrite, work
     click.echo(_summary(path))
 
 
-def _json_summary(path: Path) -> dict:
+def _json_summary(path: Path) -> dict[str, Any]:
     """``--json``: the file and what is in it."""
     from ..data.hdf5 import read_metadata
 

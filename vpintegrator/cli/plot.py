@@ -7,6 +7,8 @@ the files written. Uses matplotlib's Agg backend (no display needed).
 
 from __future__ import annotations
 
+from typing import Any
+
 from pathlib import Path
 
 import click
@@ -200,7 +202,7 @@ def _report(out, written, as_json: bool) -> None:
     click.echo(f"Figures written to {out}")
 
 
-def _print_config(values: dict) -> None:
+def _print_config(values: dict[str, Any]) -> None:
     from ..config import dump_toml
 
     click.echo(dump_toml(values), nl=False)

@@ -10,6 +10,8 @@ vpintegrator.cli.train ...``). Ctrl-C or SIGTERM save ``last.pt`` and exit with 
 
 from __future__ import annotations
 
+from typing import Any
+
 import os
 import sys
 from pathlib import Path
@@ -204,7 +206,7 @@ def _print_config(config) -> None:
     click.echo(config.replace(model=model).to_toml(), nl=False)
 
 
-def _json_summary(result) -> dict:
+def _json_summary(result) -> dict[str, Any]:
     """``--json``: what the run did and where it went."""
     common = {"run_dir": result.run_dir, "epochs": result.epochs, "stopped": result.stopped,
               "wall_time": result.wall_time, "device": str(result.device), "dtype": result.dtype}

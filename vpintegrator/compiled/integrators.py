@@ -77,7 +77,7 @@ def compiled_stepper(system: Any, method: Any, dt: float) -> "CompiledStepper | 
     return CompiledStepper(system, method, h, kernel, plan)
 
 
-def _plan(method, dim: int, h: float) -> dict | None:
+def _plan(method, dim: int, h: float) -> dict[str, Any] | None:
     """How to run a compilable method (kernel ids, tableau, shear sequence, Newton options), else None."""
     from ..integrators import get_integrator
 
@@ -118,7 +118,7 @@ def _is_shear_sequence(method) -> bool:
     return callable(getattr(method, "_sequence", None)) and "shear_splittable" in tuple(getattr(method, "needs", ()))
 
 
-def _shears(seq) -> dict:
+def _shears(seq) -> dict[str, Any]:
     comps = np.array([int(i) for i, _ in seq], dtype=np.int64)
     coefs = np.array([float(c) for _, c in seq], dtype=np.float64)
     return {"comps": comps, "coefs": coefs}
@@ -157,7 +157,7 @@ def _tableau(method, s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 class CompiledStepper:
     """One compiled method on one system with one step size; see the module docstring for the API."""
 
-    def __init__(self, system, method, h, kernel, plan: dict) -> None:
+    def __init__(self, system, method, h, kernel, plan: dict[str, Any]) -> None:
         self.system, self.method, self.dt = system, method, float(h)
         self.name = method.name
         self.dim = int(system.dim)

@@ -52,7 +52,7 @@ def _chunk_shape(n_traj: int, n_states: int, dim: int) -> tuple[int, int, int]:
     return c_traj, c_steps, dim
 
 
-def _standard_attrs(n_traj: int, n_states: int, dim: int, t: np.ndarray, meta: dict[str, Any]) -> dict:
+def _standard_attrs(n_traj: int, n_states: int, dim: int, t: np.ndarray, meta: dict[str, Any]) -> dict[str, Any]:
     meta = dict(meta)
     meta.update(
         schema_version=SCHEMA_VERSION,

@@ -92,7 +92,7 @@ def selection_digest(idx: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(idx, dtype="<i8").tobytes()).hexdigest()[:16]
 
 
-def write_per_traj(group, summary: dict, max_abs_cum: Any = None, labels: Any = None) -> None:
+def write_per_traj(group, summary: dict[str, Any], max_abs_cum: Any = None, labels: Any = None) -> None:
     """``<group>/per_traj/<key>`` (n_traj,): the per-trajectory summary values of a method or the reference
     (``TrajectoryMetricsStream.summary()``; ``max_abs_cum_log_det_J`` when the volume was computed), and
     ``per_traj/split`` (bytes), each trajectory's ``split`` label, for a method."""
@@ -115,7 +115,7 @@ def is_rollout_set(path: Any) -> bool:
     return p.is_file() and _is_index(p)
 
 
-def _groups(f: h5py.File, meta: dict) -> list[str]:
+def _groups(f: h5py.File, meta: dict[str, Any]) -> list[str]:
     return ["reference", *(f"methods/{label}" for label in meta.get("methods", []))]
 
 
@@ -180,7 +180,7 @@ def _merged(shards) -> tuple[dict, dict[str, dict], list[dict]]:
     return root, groups, rows
 
 
-def _set(attrs, values: dict) -> None:
+def _set(attrs, values: dict[str, Any]) -> None:
     for key, value in values.items():
         attrs[key] = value
 

@@ -192,7 +192,7 @@ class MethodMetrics:
         ``log|det J|`` of every step/window map, and its running sum.
     """
 
-    invariants: dict
+    invariants: dict[str, Any]
     rel_error: np.ndarray | None
     map_t: np.ndarray | None
     log_det_J: np.ndarray | None
@@ -234,12 +234,12 @@ class RolloutResult:
     """
 
     path: Path | None
-    meta: dict
+    meta: dict[str, Any]
     t: np.ndarray
     traj_index: np.ndarray
     reference: Trajectories
-    methods: dict
-    metrics: dict
+    methods: dict[str, Any]
+    metrics: dict[str, Any]
     table: list
 
     @property
@@ -273,7 +273,7 @@ class RolloutResult:
                 f"dim={self.reference.dim}, t={t}, methods={self.labels})")
 
 
-def _upgrade_meta(meta: dict, path) -> dict:
+def _upgrade_meta(meta: dict[str, Any], path) -> dict[str, Any]:
     """Root attributes with counts in the schema-2 meaning (version 1 stored states in ``n_steps``)."""
     version = meta.get("schema_version", 1)
     if version not in _READABLE_VERSIONS:

@@ -89,7 +89,7 @@ def shard_path(out: str | os.PathLike[str], shard: tuple[int, int]) -> Path:
 @dataclass(frozen=True)
 class _Shard:
     path: Path
-    meta: dict
+    meta: dict[str, Any]
     shape: tuple[int, int, int]
     t: np.ndarray
 
@@ -219,7 +219,7 @@ def _collect(paths: list[Path], kind: ShardKind = GEN) -> tuple[list[_Shard], Pa
     return ordered, index
 
 
-def _merged_meta(shards: list[_Shard], index: Path | None) -> dict:
+def _merged_meta(shards: list[_Shard], index: Path | None) -> dict[str, Any]:
     meta = {k: v for k, v in shards[0].meta.items() if k not in _PER_SHARD}
     for key in [k for k in meta if k.startswith("max_rel_drift_")]:
         meta[key] = max(float(s.meta.get(key, 0.0)) for s in shards)
@@ -229,7 +229,7 @@ def _merged_meta(shards: list[_Shard], index: Path | None) -> dict:
     return meta
 
 
-def read_shard_metadata(paths: list[Path]) -> dict:
+def read_shard_metadata(paths: list[Path]) -> dict[str, Any]:
     """[`read_metadata`][vpintegrator.data.hdf5.read_metadata] of an index file or a list of shards (checked)."""
     shards, index = _collect(paths)
     meta = _merged_meta(shards, index)

@@ -469,7 +469,7 @@ def applicable(data: PlotData, kind: str) -> bool:
     return True
 
 
-def _check_options(options: dict) -> None:
+def _check_options(options: dict[str, Any]) -> None:
     """Types of the plot options (they may come from ``--set`` as any TOML value)."""
     from ..errors import finite_float
     from .style import figure_style

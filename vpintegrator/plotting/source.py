@@ -29,7 +29,7 @@ MAX_CURVES = 5
 class Metrics:
     """Per-step metrics of one method (the fields of [`MethodMetrics`][vpintegrator.data.rollouts.MethodMetrics])."""
 
-    invariants: dict
+    invariants: dict[str, Any]
     rel_error: np.ndarray | None = None
     map_t: np.ndarray | None = None
     log_det_J: np.ndarray | None = None
@@ -50,12 +50,12 @@ class PlotData:
     t: np.ndarray
     traj_index: np.ndarray
     reference: Trajectories | None
-    methods: dict
-    metrics: dict
-    kinds: dict
+    methods: dict[str, Any]
+    metrics: dict[str, Any]
+    kinds: dict[str, Any]
     invariant_names: tuple
     paper: bool = False
-    meta: dict = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
 
     @property
     def n_traj(self) -> int:
@@ -161,7 +161,7 @@ def _kind_of(traj: Trajectories) -> str:
     return "integrator" if method in INTEGRATOR_COLORS else "model"
 
 
-def _from_memory(methods: dict, reference, max_points) -> PlotData:
+def _from_memory(methods: dict[str, Any], reference, max_points) -> PlotData:
     if reference is not None and not isinstance(reference, Trajectories):
         raise VPIntegratorError(f"reference must be a Trajectories; got {type(reference).__name__}")
     if "reference" in methods:
@@ -214,7 +214,7 @@ def _system_or_none(traj: Trajectories):
     return traj.system
 
 
-def _invariants(system, y) -> dict:
+def _invariants(system, y) -> dict[str, Any]:
     if system is None:
         return {}
     with np.errstate(all="ignore"):

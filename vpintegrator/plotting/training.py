@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -44,7 +44,7 @@ class RunLog:
 
     path: Path
     label: str
-    columns: dict = field(default_factory=dict)
+    columns: dict[str, Any] = field(default_factory=dict)
     best_epoch: int | None = None
     monitor: str | None = None
     optimizer: str | None = None

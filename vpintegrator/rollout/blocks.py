@@ -48,7 +48,7 @@ class Blocks:
     attributes of a shard (``attrs``; with them the per-trajectory values are written), and ``workers``."""
 
     n_whole: int
-    attrs: dict = dataclasses.field(default_factory=dict)
+    attrs: dict[str, Any] = dataclasses.field(default_factory=dict)
     workers: int | None = 1
 
     @property

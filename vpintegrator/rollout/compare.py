@@ -124,7 +124,7 @@ class _Plan:
 
     config: RolloutConfig
     data: Path
-    data_meta: dict
+    data_meta: dict[str, Any]
     system: Any
     dt: float
     t0: float
@@ -139,7 +139,7 @@ class _Plan:
     heldout_seed: Any = None
     exact_from_ics: bool = False  # the reference is integrated by DOP853 from the initial conditions
     reference_desc: str = ""
-    reference_attrs: dict = field(default_factory=dict)
+    reference_attrs: dict[str, Any] = field(default_factory=dict)
     warnings: list = field(default_factory=list)
     notes: list = field(default_factory=list)  # lines for the log once the plan stands
     blocks: Any = None  # issue 23: .blocks.Blocks (a shard's attributes, the workers), None: the whole run
@@ -347,7 +347,7 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
     return plan
 
 
-def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict:
+def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict[str, Any]:
     """What the rollout file says about the run (its root attributes; the schema is the writer's)."""
     from .._version import __version__
     from ..systems import system_meta
@@ -547,7 +547,7 @@ def _write_rollouts(plan: _Plan, config: RolloutConfig, outs: list[Path], overwr
     blocks.same_runners([reference_gen, *(m[1] for m in plan.methods)])
     out = Path(config.out)
     rows: list[dict] = []
-    failures: dict = {}
+    failures: dict[str, Any] = {}
     from ..provenance import provenance_attr
 
     # where the file came from: the data file and every model file, hashed (directories and pretrained: names

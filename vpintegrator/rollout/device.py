@@ -201,7 +201,7 @@ class _Layout:
                 offset += n_traj * length * width
         self.size = offset
 
-    def views(self, flat, n: int, m: int) -> dict:
+    def views(self, flat, n: int, m: int) -> dict[str, Any]:
         out = {}
         for key, offset, width, per_step in self.fields:
             length = n if per_step else m

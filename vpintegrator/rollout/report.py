@@ -54,7 +54,7 @@ class RolloutReport:
     csv: Any
     markdown: Any
     rows: list
-    failures: dict = field(default_factory=dict)
+    failures: dict[str, Any] = field(default_factory=dict)
     #: what the errors were measured against (one line; also the rollout file's ``reference`` attribute)
     reference: str = ""
     #: warning lines (a trajectory rolled out that a model trained on)

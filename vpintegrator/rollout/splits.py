@@ -38,7 +38,7 @@ class ModelSplit:
     """A model's split as it applies to the rolled-out data: ``label``, ``split`` (the three index lists, or
     None when it does not apply) and ``note`` (a line saying why not, or None)."""
 
-    def __init__(self, label: str, split: dict | None, note: str | None) -> None:
+    def __init__(self, label: str, split: dict[str, Any] | None, note: str | None) -> None:
         self.label, self.split, self.note = label, split, note
 
     def of(self, i: int) -> str:
@@ -120,7 +120,7 @@ def run_labels(splits: Sequence[ModelSplit], idx: np.ndarray, n_new: int) -> lis
     return out + ["new"] * n_new
 
 
-def heldout_seed(meta: dict, seed: int | None) -> int:
+def heldout_seed(meta: dict[str, Any], seed: int | None) -> int:
     """The seed of the held-out conditions: ``seed`` if given, else one derived from the data's own seed
     (``SeedSequence([data seed, 1]).generate_state(1)``: a stream other than the data's
     ``default_rng(data seed)``, the same on every run)."""
@@ -131,7 +131,7 @@ def heldout_seed(meta: dict, seed: int | None) -> int:
     return int(np.random.SeedSequence([base, 1]).generate_state(1, dtype=np.uint64)[0] >> 1)
 
 
-def draw_heldout(meta: dict, system, n: int, seed: int, data_y0: np.ndarray, data) -> np.ndarray:
+def draw_heldout(meta: dict[str, Any], system, n: int, seed: int, data_y0: np.ndarray, data) -> np.ndarray:
     """``n`` new initial conditions from the data file's own sampler (its ``sampler``/``sampler_args``
     attributes) with ``numpy.random.default_rng(seed)``; a one-line error (key ``heldout``) when the file
     names no sampler, the sampler is deterministic (it would draw the data's own conditions) or a drawn

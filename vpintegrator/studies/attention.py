@@ -17,6 +17,8 @@ Everything is float64 on the CPU. Run as a study step::
 
 from __future__ import annotations
 
+from typing import Any
+
 import argparse
 import math
 import sys
@@ -38,7 +40,7 @@ def _errors(model, ref, dt: float, n_steps: int):
     return {**median_interval(err), "mean": float(np.mean(err))}
 
 
-def probe(model_path, data_path, n_traj: int = 20, t_end: float | None = None, n_windows: int = 10) -> dict:
+def probe(model_path, data_path, n_traj: int = 20, t_end: float | None = None, n_windows: int = 10) -> dict[str, Any]:
     """The coupling and the with/without-attention errors of the model at ``model_path`` (a run directory,
     ``.pt`` file or ``pretrained:<name>``) on the first ``n_traj`` trajectories of ``data_path`` to ``t_end``
     (default: the data's horizon); ``n_windows`` windows per trajectory, evenly spaced."""

@@ -28,6 +28,8 @@ Exit status: 0 done, 2 bad input or a failed step (one line on stderr), 130 inte
 
 from __future__ import annotations
 
+from typing import Any
+
 import argparse
 import math
 import re
@@ -336,7 +338,7 @@ TRAIN_COLUMNS = (
 )
 
 
-def training_info(run_dir: Path) -> dict:
+def training_info(run_dir: Path) -> dict[str, Any]:
     """Losses and time of one vp-train run: the train loss at the best (validation) epoch, whose weights
     (best.pt) are rolled out, the best validation score (summary.json best_loss: the validation loss or,
     with monitor = val_rollout, the validation rollout error), the wall time, epochs, parameters."""
@@ -407,7 +409,7 @@ def _fmt(v: float, blowup: bool = False) -> str:
     return "inf (blew up)" if blowup and text == "inf" else text
 
 
-def _cell(row: dict, key: str) -> str:
+def _cell(row: dict[str, Any], key: str) -> str:
     mean, std = row.get(key, math.nan), row.get(f"{key}_std", math.nan)
     text = _fmt(mean, blowup=key in ("max_rel_energy_drift", "final_rel_error"))
     if std is not None and isinstance(std, float) and math.isfinite(std):

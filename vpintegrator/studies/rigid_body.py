@@ -34,6 +34,8 @@ task runner in ``vpintegrator.studies.runner``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import argparse
 import json
 import math
@@ -294,7 +296,7 @@ seed = 0
 # --------------------------------------------------------------------------- pretrained models
 
 
-def export_pretrained(run: Path, out_dir) -> dict:
+def export_pretrained(run: Path, out_dir) -> dict[str, Any]:
     """Copy, for each of vpt, vpff and st, the best.pt of the seed with the lowest validation score
     (summary.json's best_loss, whatever its monitor) to ``out_dir/rigid_body_<model>.pt``; merge
     ``out_dir/provenance.json`` (seed, scores of every seed, monitor, training summary); return the entries

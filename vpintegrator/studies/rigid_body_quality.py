@@ -24,6 +24,8 @@ Exit status: 0 done, 2 bad input or a failed step (one line on stderr), 130 inte
 
 from __future__ import annotations
 
+from typing import Any
+
 import argparse
 import math
 import shutil
@@ -150,7 +152,7 @@ def build_rows(run: Path) -> list[dict]:
     return rows
 
 
-def format_results(rows: list[dict], settings: dict) -> str:
+def format_results(rows: list[dict], settings: dict[str, Any]) -> str:
     head = ["phase", "seed", "wall s", "train loss", "val score", "err t=100 traj 1 / 4", "‖z‖ band traj 1 / 4",
             "targets (IM)", "err vs exact 1 / 4", "band vs exact 1 / 4", "targets (exact)"]
     body = []

@@ -214,7 +214,7 @@ def _drifts(r, label: str, name: str):
     return np.where(np.isfinite(d), d, np.inf)
 
 
-def heldout_values(path: Path) -> dict:
+def heldout_values(path: Path) -> dict[str, Any]:
     """label -> the t = 100 error over the held-out ICs (median, 10–90 %, mean, per IC) and the worst ‖z‖ band,
     Casimir and energy drift on [0, 100]."""
     import numpy as np
@@ -234,7 +234,7 @@ def heldout_values(path: Path) -> dict:
     return out
 
 
-def long_values(path: Path) -> dict:
+def long_values(path: Path) -> dict[str, Any]:
     """label -> worst Casimir and energy drift to the file's horizon, the energy drift's growth (per IC its max
     over [0, t_end] over its max over [0, 100]; the worst IC) and its fit (``vpintegrator.studies.stats.drift_growth`` of the
     worst-IC envelope)."""
@@ -260,7 +260,7 @@ def long_values(path: Path) -> dict:
     return out
 
 
-def paper_values(path: Path) -> dict:
+def paper_values(path: Path) -> dict[str, Any]:
     """label -> {traj1, traj4: t = 100 error} and the split labels of the two rows."""
     import numpy as np
 
@@ -278,14 +278,14 @@ def paper_values(path: Path) -> dict:
     return out
 
 
-def _met(v: dict) -> dict:
+def _met(v: dict[str, Any]) -> dict[str, Any]:
     return {"error": v.get("median") is not None and v["median"] <= MEDIAN_TARGET and v["hi"] <= P90_TARGET,
             "casimir": v.get("casimir_long", math.inf) <= CASIMIR_TARGET,
             "energy": (v.get("energy_growth", math.inf) <= ENERGY_GROWTH_TARGET
                        or v.get("energy_long", math.inf) <= ROUNDOFF)}
 
 
-def build_results(run: Path) -> dict:
+def build_results(run: Path) -> dict[str, Any]:
     settings = read_json(run / "settings.json") or {}
     rd = run / "rollout"
     rows = []
@@ -320,7 +320,7 @@ def build_results(run: Path) -> dict:
     return {"settings": {**settings, "run": str(run)}, "rows": rows, "classical": classical, "per_model": per_model}
 
 
-def format_results(res: dict) -> str:
+def format_results(res: dict[str, Any]) -> str:
     s = res["settings"]
     f = lambda v: fmt_num(v, 3, small=1e-2, missing="–")  # noqa: E731
     t_long = s.get("long_t_end", 10000.0)

@@ -97,7 +97,7 @@ def resolve_fast_step(mode: str, optimizer: str, device: torch.device, distribut
     return mode
 
 
-def portable_state(state: dict) -> dict:
+def portable_state(state: dict[str, Any]) -> dict[str, Any]:
     """An optimiser or scheduler ``state_dict`` as the eager path writes it: a learning rate held in a device
     tensor (capturable step) becomes its float, ``capturable`` goes back to False, so that ``last.pt`` resumes
     on any device, graph or not."""

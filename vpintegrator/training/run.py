@@ -155,7 +155,7 @@ def fit(
     return _train(cfg, run_dir, callback, progress, overwrite)
 
 
-def _fit_objects(config, model, train, val, callback, progress: bool, overwrite: bool, overrides: dict):
+def _fit_objects(config, model, train, val, callback, progress: bool, overwrite: bool, overrides: dict[str, Any]):
     """[`fit`][vpintegrator.training.fit] with a model object and/or data objects (``vpintegrator.training.inputs``)."""
     from .inputs import IN_MEMORY, prepare_objects
 

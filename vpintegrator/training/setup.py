@@ -170,7 +170,7 @@ class Prepared:
     train_set: Any
     val_set: Any
     validator: Any
-    data_info: dict
+    data_info: dict[str, Any]
 
 
 def prepare(config: TrainConfig, device, dtype, seeds: list[int], ensemble: bool) -> Prepared:
