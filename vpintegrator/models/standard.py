@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -100,6 +102,15 @@ class StandardTransformerIntegrator(nn.Module):
 
     model_name = "st"
     preserves: tuple[str, ...] = ()  # softmax attention and ResNet layers keep nothing by construction
+
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    seq_len: int
+    pred_window: int
+    config: dict[str, Any]
+    upscale: nn.Module
+    blocks: nn.Sequential
+    downscale: nn.Module
 
     def __init__(
         self,

@@ -11,6 +11,8 @@ Layer orders and defaults follow GML ``src/architectures/sympnet.jl`` and ``symp
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -90,7 +92,14 @@ class LASympNet(_PositionWise):
     """
 
     model_name = "la_sympnet"
-    preserves = ("symplectic", "volume")
+    preserves: tuple[str, ...] = ("symplectic", "volume")
+
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    seq_len: int
+    pred_window: int
+    config: dict[str, Any]
+    layers: nn.Sequential
 
     def __init__(
         self,
@@ -156,7 +165,14 @@ class GSympNet(_PositionWise):
     """
 
     model_name = "g_sympnet"
-    preserves = ("symplectic", "volume")
+    preserves: tuple[str, ...] = ("symplectic", "volume")
+
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    seq_len: int
+    pred_window: int
+    config: dict[str, Any]
+    layers: nn.Sequential
 
     def __init__(
         self,
@@ -235,6 +251,13 @@ class SymplecticTransformer(nn.Module):
         """("symplectic", "volume"), or () for vector softmax with symmetric A (not symplectic; GML allows it)."""
         not_symplectic = self.config["symmetric"] and self.config["attention_activation"] == "vector_softmax"
         return () if not_symplectic else ("symplectic", "volume")
+
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    seq_len: int
+    pred_window: int
+    config: dict[str, Any]
+    layers: nn.Sequential
 
     def __init__(
         self,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -72,6 +74,13 @@ class VolumePreservingFeedForward(_SymmetricPlanes, nn.Module):
     """
 
     model_name = "vpff"
+
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    seq_len: int
+    pred_window: int
+    config: dict[str, Any]
+    layers: nn.Sequential
 
     def __init__(
         self,
@@ -201,6 +210,13 @@ class VolumePreservingTransformer(_SymmetricPlanes, nn.Module):
     def _kept(self) -> tuple[str, ...]:
         """("volume",) with skew-symmetric attention; () with arbitrary weighting (not volume preserving)."""
         return ("volume",) if self.config["skew_sym"] else ()
+
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    seq_len: int
+    pred_window: int
+    config: dict[str, Any]
+    blocks: nn.Sequential
 
     def __init__(
         self,

@@ -11,13 +11,16 @@ made with, to continue its reference beyond the file's horizon.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
 from ..errors import VPIntegratorError, finite_float
 from ..stepping import bad_states
 from .engine import StepMap
+
+if TYPE_CHECKING:  # torch is imported when a model step is built, not with the rollout package
+    import torch
 
 __all__ = ["IntegratorStep", "ExactFlowStep", "ModelStep", "reference_step_map", "SCALAR_MAX_BATCH"]
 
@@ -50,6 +53,11 @@ class IntegratorStep(StepMap):
     """
 
     kind = "integrator"
+
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    dt: float
+    name: str
 
     def __init__(self, system, integrator, dt: float, compiled_max_batch: int = SCALAR_MAX_BATCH) -> None:
         from ..integrators import get_integrator
@@ -167,6 +175,13 @@ class ExactFlowStep(StepMap):
 
     kind = "flow"
 
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    dt: float
+    rtol: float
+    atol: float
+    name: str
+
     def __init__(self, system, dt: float, rtol: float = 1e-12, atol: float = 1e-12) -> None:
         from ..systems import get_system
 
@@ -252,6 +267,15 @@ class ModelStep(StepMap):
     """
 
     kind = "model"
+
+    #: set by __init__ (declared for type checkers)
+    device: torch.device
+    dim: int
+    seq_len: int
+    pred_window: int
+    overlap: bool
+    jit: bool
+    name: str
 
     def __init__(
         self,
