@@ -401,6 +401,9 @@ class VolumeStream:
     ``log_det_fn``'s input, tensor chunks put them in as zeros (no data-dependent shape: no synchronisation).
     """
 
+    #: set by __init__ (declared for type checkers)
+    n_maps: int
+
     def __init__(self, log_det_fn: Callable, n_traj: int, seq_len: int, advance: int, n_steps: int):
         self.log_det_fn = log_det_fn
         self.seq_len = seq_len

@@ -157,6 +157,25 @@ def _tableau(method, s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 class CompiledStepper:
     """One compiled method on one system with one step size; see the module docstring for the API."""
 
+    #: set by __init__ (declared for type checkers)
+    dt: float
+    dim: int
+    kid: int
+    mid: int
+    base: int
+    gammas: Any
+    a: Any
+    b: Any
+    c: Any
+    tol: float
+    max_iter: int
+    comps: Any
+    coefs: Any
+    status: int
+    failed_step: int
+    failed_row: int
+    last_update: float
+
     def __init__(self, system, method, h, kernel, plan: dict[str, Any]) -> None:
         self.system, self.method, self.dt = system, method, float(h)
         self.name = method.name

@@ -108,6 +108,10 @@ class TrajectoryWriter:
     ...         writer.write(start, y_chunk)
     """
 
+    #: set by __init__ (declared for type checkers)
+    path: Path
+    shape: tuple[int, int, int]
+
     def __init__(
         self,
         path: str | os.PathLike[str],

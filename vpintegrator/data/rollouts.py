@@ -60,6 +60,9 @@ class RolloutSeries:
     datasets, filled block by block by ``write``, then ``close``. ``y`` is the states' dataset
     (n_traj, n_states, dim), readable while the file is written."""
 
+    #: set by __init__ (declared for type checkers)
+    y: Any
+
     def __init__(self, group, n_traj: int, n_states: int, dim: int, names, chunks, rel_error: bool,
                  map_step: np.ndarray | None) -> None:
         ct, cs = chunks
@@ -120,6 +123,13 @@ class RolloutWriter:
     [`reference`][vpintegrator.data.rollouts.RolloutWriter.reference] and [`method`][vpintegrator.data.rollouts.RolloutWriter.method] open the groups (``RolloutSeries``); [`finish`][vpintegrator.data.rollouts.RolloutWriter.finish] writes
     the metrics table (``summary_json``).
     """
+
+    #: set by __init__ (declared for type checkers)
+    path: Path
+    n_traj: int
+    n_states: int
+    dim: int
+    chunks: tuple[int, int]
 
     def __init__(self, path, attrs: Mapping[str, Any], t: np.ndarray, traj_index: np.ndarray, *, dim: int,
                  invariant_names, chunk_steps: int, extra_attrs: Mapping[str, Any] | None = None) -> None:

@@ -179,6 +179,12 @@ class WindowDataset(torch.utils.data.Dataset):
         Trajectories this dataset uses (default all).
     """
 
+    #: set by __init__ (declared for type checkers)
+    seq_len: int
+    pred_window: int
+    stride: int
+    starts: torch.Tensor
+
     def __init__(
         self,
         y: torch.Tensor,
@@ -295,6 +301,13 @@ class WindowBatchSampler:
         Draws the permutations; its state is the data order (checkpoint it to resume exactly).
     rank, world_size : int
     """
+
+    #: set by __init__ (declared for type checkers)
+    n_windows: int
+    batch_size: int
+    shuffle: bool
+    rank: int
+    world_size: int
 
     def __init__(
         self,

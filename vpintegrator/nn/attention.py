@@ -64,6 +64,11 @@ class VolumePreservingAttention(nn.Module):
     (its strictly-lower triangle depends on the order).
     """
 
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    skew_sym: bool
+    weight: nn.Parameter
+
     def __init__(self, dim: int, skew_sym: bool = True, cayley_method: str | None = None) -> None:
         super().__init__()
         self.dim = check_positive_int(dim, "dim")
@@ -281,6 +286,19 @@ class MultiHeadAttention(nn.Module):
     -----
     Parameter counts: gml 3 dim² ; standard 4 dim² + 4 dim.
     """
+
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    n_heads: int
+    add_connection: bool
+    stiefel: bool
+    d_head: int
+    query: nn.ModuleList
+    key: nn.ModuleList
+    value: nn.ModuleList
+    in_proj_weight: nn.Parameter
+    in_proj_bias: nn.Parameter
+    out_proj: nn.Linear
 
     def __init__(
         self,

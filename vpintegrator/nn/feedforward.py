@@ -188,6 +188,11 @@ class ResNetLayer(nn.Module):
     Init: W Glorot U(±√(6/(2 dim))), b = 0.
     """
 
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    weight: nn.Parameter
+    bias: nn.Parameter | None
+
     def __init__(self, dim: int, activation: str = "tanh", bias: bool = True) -> None:
         super().__init__()
         self.dim = check_positive_int(dim, "dim")

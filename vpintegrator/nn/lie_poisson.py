@@ -44,6 +44,14 @@ def rotate_about(z: torch.Tensor, k: torch.Tensor, theta: torch.Tensor) -> torch
 class ScalarFunction(nn.Module):
     """ψ(s) = d + Σ_m w_m tanh(b_m s + c_m), a learned scalar function of a scalar (``width`` units)."""
 
+    #: set by __init__ (declared for type checkers)
+    width: int
+    b: nn.Parameter
+    c: nn.Parameter
+    w: nn.Parameter
+    d: nn.Parameter
+    init_scale: float
+
     def __init__(self, width: int, init_scale: float = 0.1) -> None:
         super().__init__()
         self.width = check_positive_int(width, "width")
@@ -90,6 +98,10 @@ class LiePoissonLayer(nn.Module):
         Units of ψ.
     """
 
+    #: set by __init__ (declared for type checkers)
+    axis: nn.Parameter
+    psi: ScalarFunction
+
     def __init__(self, width: int = 4) -> None:
         super().__init__()
         self.dim = 3
@@ -119,6 +131,12 @@ class LiePoissonCoupling(nn.Module):
     width : int
         Units of ψ.
     """
+
+    #: set by __init__ (declared for type checkers)
+    seq_len: int
+    axis: nn.Parameter
+    alpha: nn.Parameter
+    psi: ScalarFunction
 
     def __init__(self, seq_len: int, width: int = 4) -> None:
         super().__init__()

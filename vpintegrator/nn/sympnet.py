@@ -284,6 +284,11 @@ class BiasLayer(nn.Module):
     parts. Jacobian I: symplectic.
     """
 
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    n: int
+    bias: nn.Parameter
+
     def __init__(self, dim: int) -> None:
         super().__init__()
         self.dim = check_symplectic_dim(dim, "layer")

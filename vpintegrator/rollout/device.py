@@ -89,6 +89,11 @@ class DeviceStepper:
     [`call`][vpintegrator.rollout.device.DeviceStepper.call] is one model call, [`produce_into`][vpintegrator.rollout.device.DeviceStepper.produce_into] the next states of a block.
     """
 
+    #: set by __init__ (declared for type checkers)
+    seq_len: int
+    advance: int
+    runner: str
+
     def __init__(self, step_map: ModelStep, window0, jit: bool = True) -> None:
         import torch
 

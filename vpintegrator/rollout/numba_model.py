@@ -105,6 +105,12 @@ class CompiledModel:
     name : str
     """
 
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    seq_len: int
+    pred_window: int
+    name: str
+
     def __init__(self, params: np.ndarray, ops: np.ndarray, dim: int, seq_len: int, pred_window: int, name: str = ""):
         self.params = np.ascontiguousarray(params, dtype=np.float64)
         self.ops = np.ascontiguousarray(ops, dtype=np.int64).reshape(-1, OP_WIDTH)

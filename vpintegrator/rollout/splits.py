@@ -38,6 +38,11 @@ class ModelSplit:
     """A model's split as it applies to the rolled-out data: ``label``, ``split`` (the three index lists, or
     None when it does not apply) and ``note`` (a line saying why not, or None)."""
 
+    #: set by __init__ (declared for type checkers)
+    label: str
+    split: dict[str, Any] | None
+    note: str | None
+
     def __init__(self, label: str, split: dict[str, Any] | None, note: str | None) -> None:
         self.label, self.split, self.note = label, split, note
 

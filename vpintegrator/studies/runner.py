@@ -110,6 +110,12 @@ class Runner:
         Run every task again over the outputs of an earlier run.
     """
 
+    #: set by __init__ (declared for type checkers)
+    run: Path
+    jobs: int
+    count: int
+    env: dict[str, str]
+
     def __init__(self, run, jobs: int = 1, skip_existing: bool = False, overwrite: bool = False) -> None:
         self.run = Path(run)
         self.jobs = max(int(jobs), 1)

@@ -82,6 +82,16 @@ class EnsembleSteps:
 
     resumable = False
 
+    #: set by __init__ (declared for type checkers)
+    n: int
+    n_windows: int
+    batch_size: int
+    steps_per_epoch: int
+    params: dict[str, Any]
+    buffers: dict[str, torch.Tensor] | dict[str, Any]
+    fast_mode: str
+    fast: FastStep | None
+
     def __init__(self, run, models: list[torch.nn.Module], train_set, val_set, validator) -> None:
         from torch.func import stack_module_state
 

@@ -29,6 +29,19 @@ class EnsembleLM:
     are evaluated with and ``generators`` the members' generators (seeded ``s_k``).
     """
 
+    #: set by __init__ (declared for type checkers)
+    params: dict[str, torch.Tensor]
+    buffers: dict[str, torch.Tensor]
+    names: list[str]
+    n: int
+    n_windows: int
+    resample_every: int
+    check_windows: int
+    chunk: int
+    max_tries: int
+    lam: torch.Tensor
+    iteration: int
+
     def __init__(self, template: torch.nn.Module, params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor],
                  buffer_dim: int | None, dataset, generators: list[torch.Generator], config, chunk: int = 2048) -> None:
         from torch.func import vmap

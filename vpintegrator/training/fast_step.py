@@ -215,6 +215,10 @@ class GraphStep:
     overwrites (copy or consume it first).
     """
 
+    #: set by __init__ (declared for type checkers)
+    optimizer: torch.optim.Optimizer
+    index: torch.Tensor
+
     def __init__(self, batch_loss: Callable[[torch.Tensor], torch.Tensor], optimizer: torch.optim.Optimizer,
                  shape: tuple[int, ...], device: torch.device, capture: bool) -> None:
         self.batch_loss, self.optimizer = batch_loss, optimizer
@@ -260,6 +264,16 @@ class FastStep:
     one-line [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError] naming ``fast_step``. ``used`` is what runs (``mode``, or ``"off"``
     after a fallback) and ``fallback_reason`` why it fell back (None).
     """
+
+    #: set by __init__ (declared for type checkers)
+    mode: str
+    device: torch.device
+    optimizer: torch.optim.Optimizer
+    fallback: bool
+    used: str
+    fallback_reason: str | None
+    capture: bool
+    check: bool
 
     def __init__(self, mode: str, batch_loss: Callable[[torch.Tensor], torch.Tensor],
                  optimizer: torch.optim.Optimizer, device: torch.device, fallback: bool = False) -> None:

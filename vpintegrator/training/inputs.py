@@ -43,6 +43,10 @@ class TensorWindows:
     """Given windows: ``batch(idx)`` gathers ``(x[idx], target[idx])`` (the interface of
     ``vpintegrator.data.windows.WindowDataset``)."""
 
+    #: set by __init__ (declared for type checkers)
+    x: torch.Tensor
+    target: torch.Tensor
+
     def __init__(self, x: torch.Tensor, target: torch.Tensor) -> None:
         self.x, self.target = x, target
         self.y = x  # the device of the data (what the validation reads)

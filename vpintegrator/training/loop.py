@@ -62,6 +62,24 @@ class Trainer:
     or the objects given to [`fit`][vpintegrator.training.fit]); without them they are prepared from ``config``.
     """
 
+    #: set by __init__ (declared for type checkers)
+    progress: bool
+    resume_dir: Path | None
+    device: torch.device
+    ensemble: bool
+    seeds: list[int]
+    name: str
+    data_info: dict[str, Any]
+    train_set: Any
+    val_set: Any
+    rollout_validator: Any
+    n_params: int
+    log_columns: tuple[str, ...]
+    out: Path | None
+    wall_before: float
+    t_start: float
+    last_save: float
+
     def __init__(self, config: TrainConfig, dist: ddp.DistInfo, device: torch.device, resume: Path | None,
                  callback: Callable[[Any], bool | None] | None, progress: bool, inputs: Prepared | None = None) -> None:
         self.config, self.callback, self.progress, self.resume_dir = config, callback, progress, resume

@@ -284,6 +284,9 @@ class LevenbergMarquardt(torch.optim.Optimizer):
 
     UP, DOWN, LAM_MIN, LAM_MAX = 2.0, 3.0, 1e-12, 1e12
 
+    #: set by __init__ (declared for type checkers)
+    accepted: bool
+
     def __init__(self, params, lam: float = 1e-3, max_tries: int = 10) -> None:
         if not (isinstance(lam, (int, float)) and 0 < lam < math.inf):
             raise VPIntegratorError(f"lm_lambda must be a positive number; got {lam!r}", key="lm_lambda")
@@ -338,6 +341,13 @@ class LMSubsample:
     many other windows, and a step must not raise their loss. λ, the iteration count, the subsample and
     the generator state are the state (``state_dict``), so a resumed run continues exactly.
     """
+
+    #: set by __init__ (declared for type checkers)
+    n_windows: int
+    resample_every: int
+    chunk: int
+    check_windows: int
+    iteration: int
 
     def __init__(self, optimizer: LevenbergMarquardt, model: torch.nn.Module, dataset, generator: torch.Generator,
                  n_windows: int, resample_every: int, check_windows: int = 0, chunk: int = 2048) -> None:

@@ -35,6 +35,17 @@ class RunRecord:
         An epoch improves on the best one when its score is lower by more than this.
     """
 
+    #: set by __init__ (declared for type checkers)
+    run_dir: Path | None
+    log_columns: tuple[str, ...]
+    min_delta: float
+    best_loss: float
+    best_epoch: int
+    bad_epochs: int
+    best_dirty: bool
+    last_train: float
+    last_val: float
+
     def __init__(self, run_dir: Path | None, log_columns: tuple[str, ...], min_delta: float) -> None:
         self.run_dir, self.log_columns, self.min_delta = run_dir, tuple(log_columns), float(min_delta)
         self.best_loss, self.best_epoch, self.bad_epochs = math.inf, 0, 0
@@ -100,6 +111,11 @@ class Member(RunRecord):
     reported directory ``path`` (``run_dir`` is where files go: None on a DDP rank other than 0 or without
     an output directory), and whether it still trains (``active``; ``stopped`` says why not, ``epoch`` and
     ``step`` then where it stopped, ``diverged`` the divergence record)."""
+
+    #: set by __init__ (declared for type checkers)
+    k: int
+    seed: int
+    path: Path | None
 
     def __init__(self, k: int, seed: int, path: Path | None, write: bool, log_columns: tuple[str, ...],
                  min_delta: float) -> None:

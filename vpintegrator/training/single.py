@@ -45,6 +45,15 @@ class SingleSteps:
     n = 1
     resumable = True
 
+    #: set by __init__ (declared for type checkers)
+    steps_per_epoch: int
+    fast_mode: str
+    fast: FastStep | None
+    batch_in_epoch: int
+    epoch_start_state: torch.Tensor | Any
+    loss_sum: float
+    loss_count: int
+
     def __init__(self, run, model: torch.nn.Module, train_set, val_set, validator) -> None:
         from ..data.windows import WindowBatchSampler
 

@@ -40,6 +40,9 @@ def _metrics(row: dict[str, float]) -> dict[str, float]:
 class TensorBoardSink:
     """Per-epoch scalars into a TensorBoard event directory."""
 
+    #: set by __init__ (declared for type checkers)
+    writer: Any
+
     def __init__(self, log_dir: Path) -> None:
         tb = _need("torch.utils.tensorboard", "tensorboard", "tensorboard")
         self.writer = tb.SummaryWriter(log_dir=str(log_dir))
@@ -56,6 +59,10 @@ class TensorBoardSink:
 class MLflowSink:
     """Per-epoch metrics into one MLflow run (through ``MlflowClient``, so an ensemble's members log to
     runs of their own at the same time)."""
+
+    #: set by __init__ (declared for type checkers)
+    client: Any
+    run_id: Any
 
     def __init__(self, name: str, params: dict[str, Any]) -> None:
         mlflow = _need("mlflow", "mlflow", "mlflow")

@@ -76,6 +76,14 @@ class RolloutValidator:
 
     CAP = 10.0
 
+    #: set by __init__ (declared for type checkers)
+    ref: torch.Tensor
+    seq_len: int
+    pred_window: int
+    error: str
+    drift_weight: float
+    initial: torch.Tensor
+
     def __init__(self, val: Trajectories, n_steps: int, seq_len: int, pred_window: int, error: str = "mean",
                  drift_weight: float = 0.0) -> None:
         ref = np.asarray(val.y, dtype=np.float64)
