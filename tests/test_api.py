@@ -156,3 +156,25 @@ def test_generate_stays_the_function_after_its_module_is_imported():
     from vpintegrator.data import generate
 
     assert callable(generate) and generate.__name__ == "generate"
+
+
+@pytest.mark.parametrize("package", ["vpintegrator.data", "vpintegrator.rollout", "vpintegrator.training"])
+def test_type_checkers_see_every_lazy_name_of_the_subpackages(package):
+    """pyright reads neither ``__getattr__`` nor a computed ``__all__``: each lazy name is re-exported under
+    ``if TYPE_CHECKING:`` as ``from .m import x as x`` (its known type, not Unknown), and ``__all__`` is a
+    literal list of the same names."""
+    module = importlib.import_module(package)
+    tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+    seen: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for stmt in node.body:
+                if isinstance(stmt, ast.ImportFrom):
+                    for alias in stmt.names:
+                        assert alias.asname == alias.name, alias.name
+                        seen[alias.name] = "." * stmt.level + (stmt.module or "")
+    assert seen == module._LAZY
+    (node,) = [n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "__all__"]
+    assert isinstance(node.value, ast.List) and {e.value for e in node.value.elts} == set(module._LAZY)
+    for name, where in seen.items():
+        assert getattr(importlib.import_module(where, package), name) is getattr(module, name)

@@ -175,6 +175,38 @@ def test_set_of_a_table_key_conflicts_only_with_that_keys_flag(tmp_path):
         "Error: --set model.name=...: model.name is also given by its own flag --model; give it once\n")
 
 
+@pytest.mark.parametrize("command, args", [
+    ("train", ["--help"]), ("train", ["--version"]), ("train", ["--list"]),
+    ("gen", ["--help"]), ("rollout", ["--help"]), ("plot", ["--help"]),
+])
+def test_help_imports_no_torch(command, args):
+    """``vp-train --help`` lists every TrainConfig key (its flags, choices, defaults) without importing
+    torch: ``vpintegrator.training`` is lazy and the config's choices are torch-free (training/names.py)."""
+    import subprocess
+    import sys
+
+    code = (f"import sys; from click.testing import CliRunner; from vpintegrator.cli.{command} import main; "
+            f"r = CliRunner().invoke(main, {args!r}); assert r.exit_code == 0, r.output; "
+            "assert '--help' not in " + repr(args) + " or '--set' in r.output, r.output; "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_train_help_lists_the_choices_of_the_torch_modules():
+    """The torch-free names (training/names.py) are the ones the torch modules build."""
+    from click.testing import CliRunner
+
+    from vpintegrator.cli.train import main
+    from vpintegrator.training import names, optim
+
+    assert set(optim._SCHEDULERS) == set(names.SCHEDULERS)
+    assert optim.list_optimizers() == names.list_optimizers() and "lm" in names.list_optimizers()
+    out = " ".join(CliRunner().invoke(main, ["--help"], terminal_width=200).output.split())
+    for name in (*names.list_optimizers(), *names.SCHEDULERS, *names.FAST_STEPS):
+        assert name in out
+
+
 def test_version_and_list_do_not_load_the_config():
     """vp-train --version / --list end before any key is read: torch is not imported for them."""
     import subprocess

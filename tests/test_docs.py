@@ -96,3 +96,18 @@ def test_lazy_pages_document_every_name_of_the_package(package):
         where = hook.documented_at(package, name)
         assert _resolves(where), where
         assert f"::: {where}\n" in blocks or f"[`{name}`][{where}]" in blocks, name
+
+
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def test_the_cpu_build_of_torch_is_documented_and_ci_can_use_it():
+    """PyPI's Linux torch is the CUDA build: the README and the set-up page say how to get the CPU one (PyTorch's
+    CPU index as pip's extra index), and CI adds it to every install when VP_CI_TORCH_INDEX is set (only
+    then: a machine that reaches PyPI alone still runs CI)."""
+    command = f"pip install --extra-index-url {CPU_INDEX} -c constraints.txt -e ."
+    assert command in _readme()
+    assert command in (CHECKOUT / "docs" / "setup.md").read_text(encoding="utf-8")
+    ci = (CHECKOUT / ".ci" / "run").read_text(encoding="utf-8")
+    assert 'if [[ -n "${VP_CI_TORCH_INDEX:-}" ]]; then' in ci and "export PIP_EXTRA_INDEX_URL=" in ci
+    assert CPU_INDEX not in ci.split("set -euo pipefail", 1)[1]  # never reached unless asked for

@@ -526,3 +526,71 @@ def test_cli_style_by_set(rigid, tmp_path):
     assert Image.open(out / "error.png").size[0] == 350
     res = _cli(rigid.path, "--out", tmp_path / "bad", "--set", "style=tiny")
     assert res.exit_code == 1 and res.output.startswith("Error: style 'tiny' is not a preset") and res.output.count("\n") == 1, res.output
+
+
+@pytest.fixture(scope="module")
+def long_names(tmp_path_factory):
+    """Methods with long display names: legends wider than a journal column."""
+    return _rollout_file(tmp_path_factory.mktemp("long"), "rigid_body",
+                         ["implicit_midpoint", "rk4", "splitting", "gauss_legendre4", "implicit_midpoint_y6",
+                          "splitting_blanes_moan4"], n_traj=8, traj=[3, 5], dt=0.2)
+
+
+@pytest.mark.parametrize("preset", ["single", "double", None])
+def test_every_element_lies_inside_the_canvas(long_names, tmp_path, preset):
+    """A column preset saves exactly the figure's width (no tight cropping): titles, labels, legend and a
+    3-D box must fit inside it (they were cropped: the legend, the volume figure's y label, the 3-D ticks)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    for kind in KINDS:
+        fig = plot_rollout(long_names, kind, style=preset)
+        save_figure(fig, tmp_path / f"{preset}-{kind}", formats=["png"], dpi=100)
+        box = fig.get_tightbbox(FigureCanvasAgg(fig).get_renderer())  # inches, every artist
+        width, height = fig.get_size_inches()
+        assert box.x0 >= -0.01 and box.y0 >= -0.01 and box.x1 <= width + 0.01 and box.y1 <= height + 0.01, \
+            (kind, box.bounds, (width, height))
+        if kind != "trajectories3d":
+            assert len(_labels(fig)) >= 7  # nothing dropped to make it fit
+
+
+def test_title_false_and_label_overrides(rigid, tmp_path):
+    """title=False drops the figure title (panel names stay), title="..." replaces it; method_names= renames
+    methods over the readable defaults; systems read as words ("rigid body")."""
+    assert "rigid body" in _title(plot_rollout(rigid, "error")) and "rigid_body" not in _title(plot_rollout(rigid, "error"))
+    for kind in KINDS:
+        fig = plot_rollout(rigid, kind, title=False)
+        assert not fig.get_suptitle() and "trajector" not in _title(fig), kind
+    assert [ax.get_title() for ax in plot_rollout(rigid, "volume", title=False).axes] == ["volume change per map",
+                                                                                         "cumulative"]
+    assert plot_rollout(rigid, "invariants", title="Drift").get_suptitle() == "Drift"
+    labels = _labels(plot_rollout(rigid, "error", method_names={"vpt": "VPT (ours)", "rk4": "Runge–Kutta 4"}))
+    assert "VPT (ours)" in labels and "Runge–Kutta 4" in labels and "implicit midpoint" in labels
+    assert "VPT" in _labels(plot_rollout(rigid, "error"))  # the override held for that figure only
+    with pytest.raises(VPIntegratorError, match="title must be true, false or a text"):
+        plot_error(rigid, title=3)
+    with pytest.raises(VPIntegratorError, match="method_names must map method labels to texts"):
+        plot_error(rigid, method_names=["vpt"])
+
+
+def test_cli_no_title_and_label(rigid, tmp_path, monkeypatch):
+    import vpintegrator.plotting.rollout as rollout_module
+
+    seen = {}
+    real = rollout_module.save_figure
+
+    def keep(fig, *args, **kwargs):
+        seen[str(args[0])] = fig
+        return real(fig, *args, **kwargs)
+
+    monkeypatch.setattr(rollout_module, "save_figure", keep)
+    res = _cli(rigid.path, "--out", tmp_path / "f", "--kind", "error", "--kind", "invariants", "--no-title",
+               "--label", "vpt=VPT (ours)", "--set", 'formats=["png"]')
+    assert res.exit_code == 0, res.output
+    assert len(seen) == 2
+    for fig in seen.values():
+        assert not fig.get_suptitle() and "trajector" not in _title(fig)
+        assert "VPT (ours)" in _labels(fig)
+    res = _cli(rigid.path, "--out", tmp_path / "g", "--label", "vpt")
+    assert res.exit_code == 1 and "label 'vpt' is not NAME=TEXT" in res.output and res.output.count("\n") == 1
+    res = _cli(rigid.path, "--out", tmp_path / "h", "--no-title", "--set", "title=false")
+    assert res.exit_code != 0 and "also given by its own flag --no-title" in res.output

@@ -18,7 +18,7 @@ from typing import Iterator
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds.
 
     The temporary name starts with ``.`` and ends in ``.tmp`` so that it is never mistaken for output.
@@ -53,7 +53,7 @@ DEVICE_ERRNOS = {getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EIO", "EROFS",
 
 def _raise_if_device_error(err: BaseException, target: Path) -> None:
     """A write of ``target`` that failed because the disk is full (or an I/O error, a read-only file system)
-    as one line (:class:`~vpintegrator.errors.VPIntegratorError`); the temporary file is already gone and an
+    as one line ([`VPIntegratorError`][vpintegrator.errors.VPIntegratorError]); the temporary file is already gone and an
     earlier ``target`` is intact. Writers that wrap the OS error (torch's ``file write failed``, an error
     chained from an OSError) are recognised too; anything else is left to the caller."""
     from .errors import VPIntegratorError
@@ -92,7 +92,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def remove_orphans(target: str | os.PathLike) -> list[Path]:
+def remove_orphans(target: str | os.PathLike[str]) -> list[Path]:
     """Remove the temporary files that writers of ``target`` left when they were killed (their process is
     gone); return what was removed. Temporary files of running processes are left alone."""
     target = Path(target)
@@ -110,9 +110,9 @@ def remove_orphans(target: str | os.PathLike) -> list[Path]:
     return removed
 
 
-def check_not_input(out: str | os.PathLike | None, inputs, key: str = "out") -> None:
+def check_not_input(out: str | os.PathLike[str] | None, inputs, key: str = "out") -> None:
     """Refuse an output path that is one of the inputs (the same file, also through links or relative
-    paths): a one-line :class:`~vpintegrator.errors.VPIntegratorError` before any work starts."""
+    paths): a one-line [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError] before any work starts."""
     from .errors import VPIntegratorError
 
     if out is None:

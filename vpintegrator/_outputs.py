@@ -1,15 +1,15 @@
 """The overwrite rule and the one-writer rule, for every output of every command.
 
-**Overwrite rule** (:func:`check_output`): an output that exists is refused with one line unless
+**Overwrite rule** (``check_output``): an output that exists is refused with one line unless
 ``overwrite`` is given; even then, only a file of the kind the command writes is replaced: a trajectory
 file for ``vp-gen``, a rollout file and its metrics table for ``vp-rollout``, a run directory for ``vp-train``
-(of which only vp-train's own files are removed, by name and kind: :func:`run_dir_removals`; anything
+(of which only vp-train's own files are removed, by name and kind: ``run_dir_removals``; anything
 else in it is kept), a figure drawn by matplotlib for ``vp-plot``. A checkpoint, a source file, an
 HDF5 file of another schema or not written by this package, a directory that is not a run directory,
 is never replaced. Symbolic links are resolved first, so a link to another output or to an input is
 judged by what it points to (and written through).
 
-**One writer per output** (:func:`output_lock`): a command holds an exclusive lock on each output for its
+**One writer per output** (``output_lock``): a command holds an exclusive lock on each output for its
 whole run: the file ``<output>.lock`` beside it holding the writer's process id, locked with
 ``fcntl.flock`` where available (else created with ``O_EXCL``). A second writer is refused with one line
 naming the live process; a lock left by a process that no longer runs is taken over with one warning
@@ -37,7 +37,7 @@ from typing import Iterator
 from ._io import _pid_alive
 from .errors import VPIntegratorError
 
-#: the ``schema`` attribute of a rollout file (:mod:`vpintegrator.data.rollouts`, which writes it); here, so
+#: the ``schema`` attribute of a rollout file (``vpintegrator.data.rollouts``, which writes it); here, so
 #: that telling a file's kind needs nothing above this module
 ROLLOUT_SCHEMA = "vpintegrator-rollout"
 
@@ -75,7 +75,7 @@ _MATPLOTLIB_SIGNS = (b"software\x00matplotlib", b"(matplotlib pdf backend", b"<d
 
 
 class OutputError(VPIntegratorError):
-    """A refused output. Like :class:`VPIntegratorError`, and a CLI also renders the word ``overwrite`` as
+    """A refused output. Like [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError], and a CLI also renders the word ``overwrite`` as
     its own flag (``--overwrite``)."""
 
     def render(self, name_of_key) -> str:
@@ -109,8 +109,8 @@ def holds_run(path: Path) -> bool:
     # (the last: an ensemble killed before its ensemble.csv, its members' directories written)
 
 
-def identify(path: str | os.PathLike) -> str | None:
-    """The kind of what exists at ``path`` (a key of :data:`KIND_NAMES`), or None when nothing does."""
+def identify(path: str | os.PathLike[str]) -> str | None:
+    """The kind of what exists at ``path`` (a key of ``KIND_NAMES``), or None when nothing does."""
     p = Path(path)
     if not p.exists():
         return None
@@ -186,14 +186,14 @@ def _label(key: str | None, path) -> str:
     return f"{key} {path}" if key else str(path)
 
 
-def check_output(path: str | os.PathLike, kind: str | tuple[str, ...], overwrite: bool = False, *,
+def check_output(path: str | os.PathLike[str], kind: str | tuple[str, ...], overwrite: bool = False, *,
                  key: str | None = "out") -> Path:
     """Refuse an output that exists, unless ``overwrite``; refuse one not of ``kind`` even then.
 
     Parameters
     ----------
     path : path of the output (file or, for ``kind="run"``, directory)
-    kind : a key of :data:`KIND_NAMES` (or a tuple of them) that the caller writes
+    kind : a key of ``KIND_NAMES`` (or a tuple of them) that the caller writes
     overwrite : replace an existing output of ``kind``
     key : the configuration key named in the message (a CLI names its flag)
 
@@ -233,7 +233,7 @@ VP_PLOT_STEMS = frozenset({"trajectories3d", "invariants", "error", "volume", "p
 
 
 def _run_file_is_ours(p: Path) -> bool:
-    """Whether ``p`` (named as one of :data:`RUN_FILES`) is what vp-train writes under that name: a regular
+    """Whether ``p`` (named as one of ``RUN_FILES``) is what vp-train writes under that name: a regular
     file (not a link) of that kind (a checkpoint is torch's zip, log.csv starts with its epoch column, a
     JSON file is an object)."""
     if p.is_symlink() or not p.is_file():
@@ -262,7 +262,7 @@ def run_dir_removals(path: Path) -> list[Path]:
     files of the run and of each ``member_*``, the ensemble's ``best`` link, temporary and lock files of
     killed writers, and in ``figures/`` the figures vp-plot draws by default, drawn by matplotlib).
     Everything else is kept. An entry kept where the new run writes (a ``log.csv`` of yours, a directory
-    named ``best.pt``) is a one-line :class:`OutputError`, before anything is removed."""
+    named ``best.pt``) is a one-line ``OutputError``, before anything is removed."""
     remove: list[Path] = []
 
     def conflict(p: Path, what: str) -> OutputError:
@@ -301,13 +301,13 @@ def run_dir_removals(path: Path) -> list[Path]:
 
 def check_run_entries(path: Path) -> None:
     """Refuse (one line) to replace the run directory ``path`` when an entry that would be kept sits where
-    the new run writes (:func:`run_dir_removals`)."""
+    the new run writes (``run_dir_removals``)."""
     run_dir_removals(path)
 
 
 def replace_run_dir(path: Path) -> None:
     """Remove from the run directory ``path`` that ``overwrite`` replaces what vp-train (and vp-plot's
-    default figures) wrote there (:func:`run_dir_removals`, checked again), keeping everything else, and
+    default figures) wrote there (``run_dir_removals``, checked again), keeping everything else, and
     the folders (``member_*``, ``best``, ``figures``) that this left empty; call it once the new run's
     set-up has succeeded."""
     removals = run_dir_removals(path)
@@ -324,7 +324,7 @@ def replace_run_dir(path: Path) -> None:
 _held: dict[Path, list] = {}  # lock path -> [fd, depth]: locks this process holds (re-entrant)
 
 
-def lock_path(path: str | os.PathLike) -> Path:
+def lock_path(path: str | os.PathLike[str]) -> Path:
     """The lock file of the output ``path``: ``<output>.lock`` beside it (links resolved)."""
     real = Path(path).resolve()
     return real.with_name(real.name + ".lock")
@@ -367,7 +367,7 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 def _open_lock(lock: Path, path: Path, key: str | None, flags: int) -> int:
     """``os.open(lock, flags)`` never through a symbolic link, and only a regular file holding nothing or
-    a lock of this package; anything else is a one-line :class:`OutputError` (and is left as it is)."""
+    a lock of this package; anything else is a one-line ``OutputError`` (and is left as it is)."""
     try:
         fd = os.open(lock, flags | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0), 0o644)  # (a FIFO: no wait)
     except OSError as err:
@@ -440,10 +440,10 @@ def _acquire_excl(lock: Path, path: Path, key: str | None) -> int:  # pragma: no
 
 
 @contextlib.contextmanager
-def output_lock(path: str | os.PathLike, *, key: str | None = "out") -> Iterator[Path]:
+def output_lock(path: str | os.PathLike[str], *, key: str | None = "out") -> Iterator[Path]:
     """Hold the exclusive lock of the output ``path`` for the block (see the module docstring).
 
-    Yields the lock file's path. A second writer (another process) gets a one-line :class:`OutputError`
+    Yields the lock file's path. A second writer (another process) gets a one-line ``OutputError``
     naming the process that holds it; the same process may take it again (re-entrant).
     """
     path = Path(path)
@@ -493,7 +493,7 @@ def _remove_empty(folders) -> None:
 
 @contextlib.contextmanager
 def output_locks(paths, *, key: str | None = "out") -> Iterator[None]:
-    """:func:`output_lock` on each of ``paths`` (in order), for the block."""
+    """``output_lock`` on each of ``paths`` (in order), for the block."""
     with contextlib.ExitStack() as stack:
         for p in paths:
             stack.enter_context(output_lock(p, key=key))

@@ -2,13 +2,13 @@
 
 On a terminal (stderr is a TTY) a click progress bar redraws one line, as before. Elsewhere (a Jupyter
 notebook, a batch job's log file, a pipe) a bar cannot redraw and click shows only its label, so
-:class:`ProgressLines` writes a plain line instead: at the first update, then at most one per interval
-(default :data:`DEFAULT_INTERVAL` seconds; the environment variable :data:`INTERVAL_ENV` sets it, 0 means
+``ProgressLines`` writes a plain line instead: at the first update, then at most one per interval
+(default ``DEFAULT_INTERVAL`` seconds; the environment variable ``INTERVAL_ENV`` sets it, 0 means
 every update), and a last one at the end, each with done/total, the rate and the remaining time::
 
     vp-gen rigid_body_paper: 600/1238 (48%), 41.2 trajectories/s, 15 s left
 
-Torch-free; the training loop (:mod:`vpintegrator.training.progress`), ``vp-gen`` and ``vp-rollout`` use it.
+Torch-free; the training loop (``vpintegrator.training.progress``), ``vp-gen`` and ``vp-rollout`` use it.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ __all__ = ["DEFAULT_INTERVAL", "INTERVAL_ENV", "ProgressLines", "progress_interv
 
 #: seconds between two plain progress lines (off a terminal)
 DEFAULT_INTERVAL = 15.0
-#: the environment variable that overrides :data:`DEFAULT_INTERVAL` (seconds; 0: a line per update)
+#: the environment variable that overrides ``DEFAULT_INTERVAL`` (seconds; 0: a line per update)
 INTERVAL_ENV = "VPINTEGRATOR_PROGRESS_INTERVAL"
 
 
 def progress_interval(value: float | str | None = None) -> float:
     """The interval between plain progress lines: ``value``, else ``$VPINTEGRATOR_PROGRESS_INTERVAL``, else
-    :data:`DEFAULT_INTERVAL`; a value that is not a finite number ≥ 0 falls back to the default."""
+    ``DEFAULT_INTERVAL``; a value that is not a finite number ≥ 0 falls back to the default."""
     if value is None:
         value = os.environ.get(INTERVAL_ENV)
     try:
@@ -87,7 +87,7 @@ class _Reporter:
 
 class ProgressLines(_Reporter):
     """Throttled plain progress lines: the first update, then at most one per ``interval`` seconds, and the
-    last state on :meth:`close` (when it was not written yet).
+    last state on ``close`` (when it was not written yet).
 
     Parameters
     ----------
@@ -98,7 +98,7 @@ class ProgressLines(_Reporter):
     unit : str
         What is counted, plural (``"trajectories"``, ``"epochs"``, ``"steps"``): names the rate.
     interval : float, optional
-        Seconds between lines (default :func:`progress_interval`).
+        Seconds between lines (default ``progress_interval``).
     stream : file, optional
         Where lines go (default: ``sys.stderr`` at the time of writing).
     clock : callable
@@ -184,7 +184,7 @@ class ProgressLines(_Reporter):
 
 
 class _Bar(_Reporter):
-    """A click progress bar with :class:`ProgressLines`' ``update``/``advance``/``close``."""
+    """A click progress bar with ``ProgressLines``' ``update``/``advance``/``close``."""
 
     def __init__(self, label: str, total: int, stream: TextIO | None) -> None:
         import click
@@ -207,7 +207,7 @@ class _Bar(_Reporter):
 
 def progress(label: str, total: int, *, unit: str = "", stream: TextIO | None = None,
              interval: float | None = None) -> "ProgressLines | _Bar":
-    """done/total progress for ``label``: a click bar on a terminal, :class:`ProgressLines` elsewhere. Both
+    """done/total progress for ``label``: a click bar on a terminal, ``ProgressLines`` elsewhere. Both
     have ``update(done, text="")``, ``advance(n, text="")`` and ``close()``, and are context managers."""
     if on_terminal(stream):
         return _Bar(label, total, stream)
@@ -215,9 +215,9 @@ def progress(label: str, total: int, *, unit: str = "", stream: TextIO | None = 
 
 
 def log_lines(log: Callable[[str], None] | None, logger: str) -> Callable[[str], None]:
-    """A library function's ``log=`` callback that goes through :mod:`logging` too: each line is an INFO
+    """A library function's ``log=`` callback that goes through ``logging`` too: each line is an INFO
     record of the logger ``logger`` (the CLIs show them unless ``--quiet``; a program sets them up with
-    :func:`logging.basicConfig`), then goes to ``log`` when one is given."""
+    ``logging.basicConfig``), then goes to ``log`` when one is given."""
     import logging
 
     target = logging.getLogger(logger)

@@ -36,7 +36,7 @@ def _config_files() -> dict[str, Path]:
 
 def list_configs() -> list[str]:
     """Names of the shipped ``vp-train`` configs (``configs/*.toml``, ``study/...`` for ``configs/study``),
-    usable with ``vp-train NAME`` and :meth:`vpintegrator.training.TrainConfig.from_toml`."""
+    usable with ``vp-train NAME`` and [`vpintegrator.training.TrainConfig.from_toml`][vpintegrator.training.TrainConfig.from_toml]."""
     return list(_config_files())
 
 
@@ -53,7 +53,7 @@ def config_description(path: Path) -> str:
     return ""
 
 
-def config_path(name_or_path: str | os.PathLike) -> Path:
+def config_path(name_or_path: str | os.PathLike[str]) -> Path:
     """The file of a ``vp-train`` config given as a path (an existing file) or a shipped name.
 
     A missing file is a one-line error that names the shipped configs, and the shipped name to use when
@@ -79,7 +79,7 @@ def config_path(name_or_path: str | os.PathLike) -> Path:
     raise VPIntegratorError(f"unknown config {text!r}; shipped configs: {names}; or give a path to a .toml file")
 
 
-def shipped_file(relative: str | os.PathLike) -> Path:
+def shipped_file(relative: str | os.PathLike[str]) -> Path:
     """A repository path under ``configs/`` or ``systems/`` (``configs/study/rigid_body_vpt.toml``) as it
     is here: the checkout's file when there is one, else the wheel's copy (which may not exist either:
     callers check and say so)."""

@@ -1,9 +1,9 @@
 """The one signal policy: handlers are installed for a block and the previous ones come back afterwards.
 
 Three users: the CLIs (SIGTERM, and SIGINT where Python's default handler is in place, raise
-``KeyboardInterrupt`` so that ``kill`` cleans up like Ctrl-C: :func:`interrupts_raise`), training (a flag
-checked between optimiser steps: :class:`vpintegrator.training.guards.StopRequest`) and the studies
-(SIGTERM stops the children). All go through :func:`handling`, so an in-process call (a notebook, a test
+``KeyboardInterrupt`` so that ``kill`` cleans up like Ctrl-C: ``interrupts_raise``), training (a flag
+checked between optimiser steps: ``vpintegrator.training.guards.StopRequest``) and the studies
+(SIGTERM stops the children). All go through ``handling``, so an in-process call (a notebook, a test
 driving a CLI through click's runner) leaves the process's handlers as it found them. Outside the main
 thread Python cannot install handlers; the block then runs with the handlers as they are.
 """
@@ -43,7 +43,7 @@ def _raise_keyboard_interrupt(signum, frame):  # pragma: no cover - exercised th
 
 
 def _quiet_interrupts(unraisable) -> None:
-    """An interrupt swallowed in a finaliser is not an error to print: :func:`check_terminated` acts on it."""
+    """An interrupt swallowed in a finaliser is not an error to print: ``check_terminated`` acts on it."""
     if issubclass(unraisable.exc_type, KeyboardInterrupt) and _terminated is not None:
         return
     _quiet_interrupts.previous(unraisable)  # type: ignore[attr-defined]
@@ -52,7 +52,7 @@ def _quiet_interrupts(unraisable) -> None:
 @contextlib.contextmanager
 def interrupts_raise() -> Iterator[None]:
     """Within the block SIGTERM (and SIGINT, unless it is ignored or handled by someone else) raises
-    ``KeyboardInterrupt`` and is remembered for :func:`check_terminated`; an interrupt swallowed in a
+    ``KeyboardInterrupt`` and is remembered for ``check_terminated``; an interrupt swallowed in a
     finaliser is not printed. Everything (handlers, ``sys.unraisablehook``, the remembered signal) is
     restored afterwards."""
     global _terminated
@@ -72,7 +72,7 @@ def interrupts_raise() -> Iterator[None]:
 
 
 def check_terminated() -> None:
-    """Raise ``KeyboardInterrupt`` if SIGTERM (or SIGINT) arrived earlier in :func:`interrupts_raise`.
+    """Raise ``KeyboardInterrupt`` if SIGTERM (or SIGINT) arrived earlier in ``interrupts_raise``.
 
     The handler raises where the signal lands; if that was inside a finaliser or a weakref callback,
     Python prints "Exception ignored" and goes on. Long loops call this between chunks so that such a

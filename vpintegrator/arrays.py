@@ -1,7 +1,7 @@
 """NumPy or torch: the helpers that let one formula run on either (``xp = array_namespace(y)``; NumPy and
 torch share most function names, the few whose spelling differs are here), and the one dtype rule.
 
-Never imports torch itself: a tensor cannot exist without it, and :func:`resolve_dtype` imports it when called.
+Never imports torch itself: a tensor cannot exist without it, and ``resolve_dtype`` imports it when called.
 """
 
 from __future__ import annotations

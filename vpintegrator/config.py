@@ -1,15 +1,15 @@
 """The one config layer under the training, rollout and generation configs: declared keys, TOML,
 overrides, checks.
 
-Each config is a dataclass whose fields are its keys, declared with :func:`key`: the type, default,
+Each config is a dataclass whose fields are its keys, declared with ``key``: the type, default,
 bounds or choices, help text, CLI flag and whether a resumed run may change it. The same keys are TOML
 keys, ``--set KEY=VALUE`` entries and (spelled with dashes) CLI flags; everything else is derived from
-the declaration: the checks (:class:`Config`, run once when a config is built and, for the keys that
-change, by :meth:`Config.replace`), TOML reading and writing, ``--set`` parsing and the CLI options with
-their help (:mod:`vpintegrator.cli._options`). This module also reads TOML files with one-line errors (a
+the declaration: the checks (``Config``, run once when a config is built and, for the keys that
+change, by ``Config.replace``), TOML reading and writing, ``--set`` parsing and the CLI options with
+their help (``vpintegrator.cli._options``). This module also reads TOML files with one-line errors (a
 missing file, a file that is not TOML, bad syntax), merges overrides on top of file values (``None``
 means "not given"), checks keys against the valid ones (with a close match), and writes TOML back (a
-minimal writer: no new dependency). Errors carry the key (:class:`~vpintegrator.errors.VPIntegratorError`
+minimal writer: no new dependency). Errors carry the key ([`VPIntegratorError`][vpintegrator.errors.VPIntegratorError]
 ``key``) so that each CLI can name it as its own flag.
 """
 
@@ -31,10 +31,10 @@ __all__ = ["Config", "Key", "key", "declared", "read_toml", "parse_set", "merge"
            "unknown_key", "dump_toml", "toml_value"]
 
 
-def read_toml(path: str | os.PathLike, *, table: str | None = None, what: str = "config") -> dict[str, Any]:
+def read_toml(path: str | os.PathLike[str], *, table: str | None = None, what: str = "config") -> dict[str, Any]:
     """The TOML file at ``path`` as a dict (the sub-table ``table`` if the file has one).
 
-    Raises a one-line :class:`VPIntegratorError` naming the file when it is missing, a directory, not
+    Raises a one-line [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError] naming the file when it is missing, a directory, not
     UTF-8 text (e.g. an HDF5 file given as a spec) or not valid TOML.
     """
     p = Path(path)
@@ -192,7 +192,7 @@ _META = "vpintegrator.key"
 
 @dataclasses.dataclass(frozen=True)
 class Key:
-    """What one config key is (a field's metadata; build it with :func:`key`).
+    """What one config key is (a field's metadata; build it with ``key``).
 
     ``type``: ``int``, ``float``, ``bool``, ``str``, ``dict`` (a table) or ``None`` (anything; ``check``
     decides). ``low``/``high`` bound numbers (``open_low``/``open_high``: strictly); ``choices`` is a tuple
@@ -299,7 +299,7 @@ class Key:
 
 
 def key(default: Any = _MISSING, *, default_factory: Any = _MISSING, **info: Any) -> Any:
-    """A config field: ``default`` (or ``default_factory``) and its :class:`Key` (``type``, bounds, choices,
+    """A config field: ``default`` (or ``default_factory``) and its ``Key`` (``type``, bounds, choices,
     ``help``, ``flag``, ...). One declaration per key is all a config class needs."""
     kwargs: dict[str, Any] = {"metadata": {_META: Key(**info)}}
     if default_factory is not _MISSING:
@@ -313,7 +313,7 @@ _DECLARED: dict[type, dict[str, Key]] = {}
 
 
 def declared(cls: type) -> dict[str, Key]:
-    """key -> :class:`Key` of a config class, in declaration order (a field without one gets ``Key()``)."""
+    """key -> ``Key`` of a config class, in declaration order (a field without one gets ``Key()``)."""
     found = _DECLARED.get(cls)
     if found is None:
         found = _DECLARED[cls] = {f.name: f.metadata.get(_META, Key()) for f in dataclasses.fields(cls) if f.init}
@@ -321,10 +321,10 @@ def declared(cls: type) -> dict[str, Key]:
 
 
 class Config:
-    """The base of the config dataclasses: a key is one :func:`key` field.
+    """The base of the config dataclasses: a key is one ``key`` field.
 
-    Checked once: every key when a config is built (``Cls(...)``, :meth:`from_dict`, :meth:`from_toml`),
-    then the rules between keys (:meth:`_check_together`); :meth:`replace` checks only the keys it
+    Checked once: every key when a config is built (``Cls(...)``, ``from_dict``, ``from_toml``),
+    then the rules between keys (``_check_together``); ``replace`` checks only the keys it
     changes, then the rules between keys; assigning one key checks that key. Messages start with
     ``source: `` (the file, ``flags`` or ``config``) where the class says so (``_source_in_messages``).
     """
@@ -367,7 +367,7 @@ class Config:
 
     def validate(self, source: str = "config") -> None:
         """Check the rules between keys (every key was checked when it was set: at construction, by
-        :meth:`replace` or by assignment); a config not yet checked gets every check."""
+        ``replace`` or by assignment); a config not yet checked gets every check."""
         if not self.__dict__.get("_ready"):
             self._run_checks(list(declared(type(self))), source)
             return

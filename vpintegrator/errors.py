@@ -1,6 +1,6 @@
 """The one exception type users see.
 
-Every check on user input (arguments, files, TOML keys) raises :class:`VPIntegratorError` with a one-line
+Every check on user input (arguments, files, TOML keys) raises [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError] with a one-line
 message that names the argument, file or key, says what was expected and what came, and how to fix it.
 The CLIs turn it into a one-line ``Error: ...`` and a non-zero exit, never a traceback.
 
@@ -39,7 +39,7 @@ class VPIntegratorError(ValueError):
 
 
 def finite_float(value: object, label: str, positive: bool = False, *, key: str | None = None) -> float:
-    """``value`` as a finite float (and > 0 if ``positive``), else a one-line :class:`VPIntegratorError`.
+    """``value`` as a finite float (and > 0 if ``positive``), else a one-line [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError].
 
     ``label`` names what is checked, e.g. ``"dt"`` or ``"RigidBody parameter 'inertia'"``; booleans are
     refused (``True`` is not a time step). ``key`` is passed on to the error.

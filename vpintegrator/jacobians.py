@@ -1,11 +1,11 @@
 """Jacobians of window maps, shared by the metrics (volume along a rollout) and the structure audits
-(:mod:`vpintegrator.testing`).
+([`vpintegrator.testing`][vpintegrator.testing]).
 
 The *window map* of a model or layer is x ↦ f(x) viewed as ℝ^{seq·dim} → ℝ^{seq·dim} (the input window
 flattened row by row). Jacobians come per sample from ``torch.func.jacrev``, batched with
-``torch.func.vmap`` (:func:`window_jacobian`), layer by layer along :func:`window_chain`
-(:func:`jacobian_slogdet` with ``method="chain"``), or from fourth-order central differences where autograd
-cannot go (:func:`fd_jacobian`).
+``torch.func.vmap`` ([`window_jacobian`][vpintegrator.testing.window_jacobian]), layer by layer along [`window_chain`][vpintegrator.testing.window_chain]
+([`jacobian_slogdet`][vpintegrator.testing.jacobian_slogdet] with ``method="chain"``), or from fourth-order central differences where autograd
+cannot go ([`fd_jacobian`][vpintegrator.testing.fd_jacobian]).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def jacobian_slogdet(
 
 
 def chain_inputs(model, inputs: torch.Tensor) -> list[tuple[nn.Module, torch.Tensor]]:
-    """(layer, its actual input) along :func:`window_chain`, checked to compose to ``model(inputs)``."""
+    """(layer, its actual input) along [`window_chain`][vpintegrator.testing.window_chain], checked to compose to ``model(inputs)``."""
     pairs = []
     x = inputs
     for layer in window_chain(model):
@@ -121,7 +121,7 @@ def fd_jacobian(fn, inputs: torch.Tensor, step: float | None = None) -> torch.Te
 
     Returns
     -------
-    Tensor, shape (batch, seq·dim, seq·dim), as :func:`window_jacobian`.
+    Tensor, shape (batch, seq·dim, seq·dim), as [`window_jacobian`][vpintegrator.testing.window_jacobian].
     """
     batch, seq, dim = inputs.shape
     m = seq * dim

@@ -1,4 +1,4 @@
-"""Long-time metrics of a rollout against a reference, in float64 (DESIGN.md §8).
+"""Long-time metrics of a rollout against a reference, in float64.
 
 Array functions work on whole ``(n_traj, n_states, dim)`` arrays; the ``*Stream`` classes compute the same
 quantities chunk by chunk along time, so that metrics of a rollout of any horizon fit in memory.
@@ -12,13 +12,13 @@ quantities chunk by chunk along time, so that metrics of a rollout of any horizo
   (0 for an exactly volume-preserving map);
 - wall time per step (measured by the rollout engine).
 
-Per-trajectory values are aggregated over trajectories in :func:`summary_row`: the mean for the final
+Per-trajectory values are aggregated over trajectories in ``summary_row``: the mean for the final
 relative error and the valid prediction time, the maximum (the worst trajectory) for drifts and volume.
 
-One implementation for both rollout engines: :func:`relative_error`, :func:`relative_drift` and the
-streams take NumPy arrays (host engine) or torch tensors (device engine, :mod:`vpintegrator.rollout.device`:
+One implementation for both rollout engines: [`relative_error`][vpintegrator.metrics.relative_error], [`relative_drift`][vpintegrator.metrics.relative_drift] and the
+streams take NumPy arrays (host engine) or torch tensors (device engine, ``vpintegrator.rollout.device``:
 on the GPU, no host-device synchronisation) and compute in the namespace given; summaries come back as
-NumPy. :func:`block_metrics` puts together the per-step quantities of a rollout block.
+NumPy. [`block_metrics`][vpintegrator.metrics.block_metrics] puts together the per-step quantities of a rollout block.
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ def window_map(model, overlap: bool = False) -> Callable:
 
 
 def window_log_det_jacobian(model, windows, overlap: bool = False, chunk: int = 4096) -> np.ndarray:
-    """``log|det J|`` of a model's window map (see :func:`window_map`) at each window, via ``torch.func``.
+    """``log|det J|`` of a model's window map (see [`window_map`][vpintegrator.metrics.window_map]) at each window, via ``torch.func``.
 
     Evaluated in the model's dtype; pass a float64 copy (``copy.deepcopy(model).double()``) to measure
     the map's structure rather than float32 rounding.
@@ -415,6 +415,9 @@ class VolumeStream:
     ``log_det_fn``'s input, tensor chunks put them in as zeros (no data-dependent shape: no synchronisation).
     """
 
+    #: set by __init__ (declared for type checkers)
+    n_maps: int
+
     def __init__(self, log_det_fn: Callable, n_traj: int, seq_len: int, advance: int, n_steps: int,
                  by_rows: bool = False):
         self.log_det_fn = log_det_fn
@@ -551,7 +554,7 @@ def write_table(rows: Sequence[Mapping[str, Any]], stem: str | Path, *, overwrit
 
 
 def read_table(path: str | Path) -> list[dict[str, Any]]:
-    """Read a metrics CSV written by :func:`write_table` (numbers parsed)."""
+    """Read a metrics CSV written by [`write_table`][vpintegrator.metrics.write_table] (numbers parsed)."""
     rows = []
     with open(path, newline="") as fh:
         for r in csv.DictReader(fh):

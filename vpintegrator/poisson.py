@@ -1,7 +1,7 @@
 """Structure audits for Lie–Poisson systems (so(3)*: the rigid body) and for symmetric learned maps.
 
-Re-exported by :mod:`vpintegrator.testing` (use them from there): :func:`audit_casimir` (the Casimir of
-each state kept), :func:`audit_poisson` (J B(x) Jᵀ = B(f(x)): a Poisson map), :func:`assert_symmetric`
+Re-exported by [`vpintegrator.testing`][vpintegrator.testing] (use them from there): [`audit_casimir`][vpintegrator.testing.audit_casimir] (the Casimir of
+each state kept), [`audit_poisson`][vpintegrator.testing.audit_poisson] (J B(x) Jᵀ = B(f(x)): a Poisson map), [`assert_symmetric`][vpintegrator.testing.assert_symmetric]
 (ψ(−h) ∘ ψ(h) = id).
 """
 
@@ -33,7 +33,7 @@ def _random_windows(model: nn.Module, n: int, dtype: torch.dtype, seed: int) -> 
 
 class _ErrorSummary:
     """Summaries of an audit's per-input ``error`` (batch,) over its ``inputs`` (batch, seq, dim) (every
-    audit's result: these and :mod:`vpintegrator.testing`'s)."""
+    audit's result: these and [`vpintegrator.testing`][vpintegrator.testing]'s)."""
 
     error: torch.Tensor
     inputs: torch.Tensor
@@ -54,7 +54,7 @@ class _ErrorSummary:
 
 @dataclasses.dataclass(frozen=True)
 class CasimirAudit(_ErrorSummary):
-    """Result of :func:`audit_casimir`: ``error`` (batch,) = max over the window's states of
+    """Result of [`audit_casimir`][vpintegrator.testing.audit_casimir]: ``error`` (batch,) = max over the window's states of
     |C(y_i) − C(x_i)| / |C(x_i)|, the Casimir of each output state against that of the state it advances."""
 
     error: torch.Tensor
@@ -104,7 +104,7 @@ def _hat(z: torch.Tensor) -> torch.Tensor:
 
 @dataclasses.dataclass(frozen=True)
 class PoissonAudit(_ErrorSummary):
-    """Result of :func:`audit_poisson`: ``error`` (batch,) = ‖J B(x) Jᵀ − B(f(x))‖_F / ‖B(f(x))‖_F with B the
+    """Result of [`audit_poisson`][vpintegrator.testing.audit_poisson]: ``error`` (batch,) = ‖J B(x) Jᵀ − B(f(x))‖_F / ‖B(f(x))‖_F with B the
     block-diagonal so(3)* structure over the window's states."""
 
     error: torch.Tensor

@@ -1,6 +1,6 @@
 """Where an output came from: the ``provenance`` record every file this package writes carries.
 
-:func:`provenance_record` gives a JSON-ready dict::
+[`provenance_record`][vpintegrator.provenance.provenance_record] gives a JSON-ready dict::
 
     {"vpintegrator": "0.1.0",
      "git": {"commit": "4c69ec4...", "dirty": false} or null,   # run from a checkout only
@@ -12,8 +12,8 @@
      "inputs": [{"path": "data/train.h5", "sha256": "...", "bytes": 123456}]}
 
 It is stored as the JSON key ``provenance`` of ``summary.json`` and of checkpoints (``last.pt``,
-``best.pt``, :func:`~vpintegrator.models.save_model` files), and as the JSON-text attribute ``provenance``
-(:func:`provenance_attr`) of HDF5 files. Making one is cheap: the git state is read once per process (one
+``best.pt``, [`save_model`][vpintegrator.models.save_model] files), and as the JSON-text attribute ``provenance``
+([`provenance_attr`][vpintegrator.provenance.provenance_attr]) of HDF5 files. Making one is cheap: the git state is read once per process (one
 ``git`` call with a time limit; none outside a checkout, and no error when git is missing), versions are
 read from the installed packages' metadata without importing them, and an input file is hashed once per
 process for a given (path, size, modification time).
@@ -47,7 +47,7 @@ _cache: dict[str, Any] = {}
 _hashes: dict[tuple[str, int, int], str] = {}
 
 
-def file_sha256(path: str | os.PathLike) -> str | None:
+def file_sha256(path: str | os.PathLike[str]) -> str | None:
     """The sha256 (hex) of the file ``path``, streamed; None when it is not a readable file.
 
     Cached per process by (resolved path, size, modification time), so a big data file read by several
@@ -166,7 +166,7 @@ def _redact_arg(arg: str) -> str:
 def command_line(argv: list[str] | None = None) -> list[str]:
     """``sys.argv`` as a record holds it: the program by its name (``vp-train``, not the console script's
     path; ``python -m vpintegrator.cli.train`` also as ``vp-train``), absolute paths among the arguments
-    made relative (:func:`redact_path`)."""
+    made relative ([`redact_path`][vpintegrator.provenance.redact_path])."""
     argv = [str(a) for a in (sys.argv if argv is None else argv)]
     if not argv:
         return []
@@ -189,8 +189,8 @@ def _stored_path(path: str | os.PathLike, relative_to: str | os.PathLike | None)
     return redact_path(path, relative_to)
 
 
-def provenance_record(inputs: Iterable[str | os.PathLike] | None = None, *,
-                      relative_to: str | os.PathLike | None = None, **extra: Any) -> dict[str, Any]:
+def provenance_record(inputs: Iterable[str | os.PathLike[str]] | None = None, *,
+                      relative_to: str | os.PathLike[str] | None = None, **extra: Any) -> dict[str, Any]:
     """The provenance of an output made now from the files ``inputs``.
 
     Parameters
@@ -232,8 +232,8 @@ def provenance_record(inputs: Iterable[str | os.PathLike] | None = None, *,
     }
 
 
-def provenance_attr(inputs: Iterable[str | os.PathLike] | None = None, **kwargs: Any) -> str:
-    """:func:`provenance_record` as JSON text: the value of an HDF5 attribute ``provenance``."""
+def provenance_attr(inputs: Iterable[str | os.PathLike[str]] | None = None, **kwargs: Any) -> str:
+    """[`provenance_record`][vpintegrator.provenance.provenance_record] as JSON text: the value of an HDF5 attribute ``provenance``."""
     return json.dumps(provenance_record(inputs, **kwargs), sort_keys=True)
 
 

@@ -29,7 +29,7 @@ def available_memory() -> int:
         return 2**63 - 1
 
 
-def free_disk(path: str | os.PathLike) -> int:
+def free_disk(path: str | os.PathLike[str]) -> int:
     """Free bytes on the file system that holds ``path`` (or its nearest existing ancestor)."""
     p = Path(path).absolute()
     while not p.exists() and p != p.parent:
@@ -49,7 +49,7 @@ def size_text(n_bytes: float) -> str:
 
 
 def check_memory(need: float, what: str, way_out: str, key: str | None = None, fraction: float = 0.8) -> None:
-    """Refuse (one-line :class:`VPIntegratorError`, before any work) what needs more than ``fraction`` of
+    """Refuse (one-line [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError], before any work) what needs more than ``fraction`` of
     the available memory; ``what`` says what needs it, ``way_out`` how to make it fit."""
     have = available_memory()
     if need > fraction * have:

@@ -1,14 +1,14 @@
 """The files of a ``vp-train`` run directory that are plain text: ``log.csv`` and ``summary.json``.
 
 Torch-free, so that figures and study tables read runs without importing the training code. A run
-directory holds ``config.toml`` (the resolved config), ``log.csv`` (:data:`LOG_COLUMNS` per epoch, plus
-:data:`ROLLOUT_COLUMN` with ``monitor = "val_rollout"``), ``summary.json``, and the checkpoints ``best.pt``
-and ``last.pt`` (written by :mod:`vpintegrator.training.checkpoint`).
+directory holds ``config.toml`` (the resolved config), ``log.csv`` (``LOG_COLUMNS`` per epoch, plus
+``ROLLOUT_COLUMN`` with ``monitor = "val_rollout"``), ``summary.json``, and the checkpoints ``best.pt``
+and ``last.pt`` (written by ``vpintegrator.training.checkpoint``).
 
 The paths a run directory's ``config.toml`` and ``summary.json`` store (``data``, ``init_from``, ``out``;
-``summary.json``'s ``data.sources``) are relative to the run directory (:func:`relative_run_paths`), so a
+``summary.json``'s ``data.sources``) are relative to the run directory (``relative_run_paths``), so a
 published run directory names no home directory and a run directory moved together with its data still
-resumes; readers resolve them against the run directory (:func:`absolute_run_paths`). Runs written before
+resumes; readers resolve them against the run directory (``absolute_run_paths``). Runs written before
 stored absolute paths, which read unchanged.
 """
 
@@ -38,7 +38,7 @@ def format_row(row: dict[str, float], columns: tuple[str, ...] = LOG_COLUMNS) ->
 
 
 def read_log(path: str | Path, max_epoch: int | None = None) -> list[dict[str, float]]:
-    """The rows of a ``log.csv``: every column of :data:`LOG_COLUMNS` (and :data:`ROLLOUT_COLUMN` when the
+    """The rows of a ``log.csv``: every column of ``LOG_COLUMNS`` (and ``ROLLOUT_COLUMN`` when the
     log has it) as floats, ``epoch`` as an int, in file order.
 
     A torn last line (a run killed while writing) ends the rows; so does the first row after
@@ -83,7 +83,7 @@ def _read_log(path: Path, max_epoch: int | None) -> list[dict[str, float]]:
 
 def read_summary(run_dir: str | Path) -> dict[str, Any] | None:
     """``summary.json`` of a run directory, or None when it is missing or unreadable (its paths resolved
-    against ``run_dir``: :func:`absolute_run_paths`)."""
+    against ``run_dir``: ``absolute_run_paths``)."""
     try:
         value = json.loads((Path(run_dir) / "summary.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -117,7 +117,7 @@ def _map_paths(values: dict[str, Any], fn) -> dict[str, Any]:
 
 
 def relative_run_paths(values: dict[str, Any], run_dir: str | Path) -> dict[str, Any]:
-    """``values`` with its paths (:func:`_map_paths`) relative to ``run_dir`` (``out`` becomes ``"."``);
+    """``values`` with its paths (``_map_paths``) relative to ``run_dir`` (``out`` becomes ``"."``);
     a path relative already is taken relative to the working directory first."""
     base = Path(run_dir).resolve()
 

@@ -1,31 +1,31 @@
 """The rollout core: the one window advance, the one failure rule and the one block loop, on NumPy arrays or
 torch tensors.
 
-It sits below ``data`` (imports: arrays, errors) so that :func:`~vpintegrator.data.integrate` runs on it too.
+It sits below ``data`` (imports: arrays, errors) so that [`integrate`][vpintegrator.data.integration.integrate] runs on it too.
 
-Every engine that iterates a map uses these: :func:`~vpintegrator.data.integrate` (the block loop), the host engine (:func:`~vpintegrator.rollout.stream_rollout`,
-NumPy blocks), the device engine (:func:`~vpintegrator.rollout.device_stream_rollout`, tensors on the
-model's device), the step maps that restart their own rows (:class:`~vpintegrator.rollout.IntegratorStep`,
-:class:`~vpintegrator.rollout.ExactFlowStep`), training's rollout validation
-(:class:`~vpintegrator.training.validation.RolloutValidator`) and the unrolled training target
-(:class:`~vpintegrator.training.unroll.Unrolled`).
+Every engine that iterates a map uses these: [`integrate`][vpintegrator.data.integration.integrate] (the block loop), the host engine ([`stream_rollout`][vpintegrator.rollout.engine.stream_rollout],
+NumPy blocks), the device engine ([`device_stream_rollout`][vpintegrator.rollout.device.device_stream_rollout], tensors on the
+model's device), the step maps that restart their own rows ([`IntegratorStep`][vpintegrator.rollout.steps.IntegratorStep],
+[`ExactFlowStep`][vpintegrator.rollout.steps.ExactFlowStep]), training's rollout validation
+(``vpintegrator.training.validation.RolloutValidator``) and the unrolled training target
+(``vpintegrator.training.unroll.Unrolled``).
 
 The window advance. A model maps a window of ``seq_len`` states (batch, seq_len, dim) to the next
 ``pred_window`` states; the next window is the last ``seq_len`` states of the window followed by the first
 ``advance`` predictions (``advance = pred_window`` for non-overlapping windows, 1 for overlapping ones):
-:func:`next_window`. :func:`iterate_windows` applies a model ``n_calls`` times on its own predictions.
-(:class:`~vpintegrator.rollout.ModelStep` writes the same windows into one buffer instead of concatenating,
-so that a batch-1 rollout allocates nothing per call; tests check it against :func:`iterate_windows`.)
+[`next_window`][vpintegrator.stepping.next_window]. [`iterate_windows`][vpintegrator.stepping.iterate_windows] applies a model ``n_calls`` times on its own predictions.
+([`ModelStep`][vpintegrator.rollout.steps.ModelStep] writes the same windows into one buffer instead of concatenating,
+so that a batch-1 rollout allocates nothing per call; tests check it against [`iterate_windows`][vpintegrator.stepping.iterate_windows].)
 
 The failure rule. A trajectory fails at the first state that is not finite or whose norm exceeds
-``limit = blowup × ‖z_0‖`` (‖z_0‖ = 1 where it is 0): :func:`failure_limit`, :func:`bad_states`; the
-engines record that step and set the trajectory's states from then on to NaN (:func:`mark_failures`).
+``limit = blowup × ‖z_0‖`` (‖z_0‖ = 1 where it is 0): [`failure_limit`][vpintegrator.stepping.failure_limit], [`bad_states`][vpintegrator.stepping.bad_states]; the
+engines record that step and set the trajectory's states from then on to NaN ([`mark_failures`][vpintegrator.stepping.mark_failures]).
 
-The block loop. States leave an engine in blocks of steps ``k0 .. k0 + n − 1`` (:func:`block_schedule`);
-:func:`run_blocks` produces each block, applies the failure rule to it, restarts the rows that failed in it
+The block loop. States leave an engine in blocks of steps ``k0 .. k0 + n − 1`` ([`block_schedule`][vpintegrator.stepping.block_schedule]);
+[`run_blocks`][vpintegrator.stepping.run_blocks] produces each block, applies the failure rule to it, restarts the rows that failed in it
 and hands it over. Which blocks (the host engine's generation chunks, the device engine's output blocks,
 ``integrate``'s chunks) is each caller's schedule: the block boundaries are where a step map restarts its own
-solves (:class:`~vpintegrator.rollout.ExactFlowStep`), so each engine keeps its own to keep its numbers.
+solves ([`ExactFlowStep`][vpintegrator.rollout.steps.ExactFlowStep]), so each engine keeps its own to keep its numbers.
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def run_blocks(
     failed in it, ``deliver(i, k0, block)``.
 
     ``limit`` (n_traj,) and ``failed`` (n_traj,) int (−1: not failed) in the blocks' namespace turn the
-    failure rule on (:func:`mark_failures`; None: off, for callers that refuse a bad state where it is
+    failure rule on ([`mark_failures`][vpintegrator.stepping.mark_failures]; None: off, for callers that refuse a bad state where it is
     produced). ``restart(rows)`` gets the rows that failed in the block: a NumPy int array (called only when
     there are any) or, for tensors, the boolean mask (always called: no host synchronisation).
     Returns the failure steps (``failed``).

@@ -17,14 +17,14 @@ Two ways to get det J:
     Jacobian is computed at its actual input and log|det| summed. The composition is checked against
     ``model(inputs)`` so a wrong chain is reported, never silently audited.
 
-Symplecticity (:func:`audit_symplectic`, :func:`assert_symplectic`): with states x = (q, p), dim = 2n, the
+Symplecticity ([`audit_symplectic`][vpintegrator.testing.audit_symplectic], [`assert_symplectic`][vpintegrator.testing.assert_symplectic]): with states x = (q, p), dim = 2n, the
 window map is symplectic on ℝ^{T·dim} iff JᵀΩJ = Ω, Ω = blockdiag over the T states of [[0, I_n], [−I_n, 0]]
 (the same row-by-row flattening). The error reported is ‖JᵀΩJ − Ω‖_F / ‖Ω‖_F per input
 (‖Ω‖_F = √(T·dim)); its rounding floor grows like eps·‖J‖², so prefer ``"chain"`` for deep models.
 ``"chain"`` checks every layer of ``window_chain()`` at its actual input (a composition of symplectic maps is
 symplectic) and reports the worst layer. Any callable (batch, T, dim) -> (batch, T, dim) can be audited,
 e.g. one step of a classical integrator (T = 1); when autograd cannot go through it (NumPy inside), J comes
-from fourth-order central differences (:func:`fd_jacobian`; on one step of the classical integrators of the
+from fourth-order central differences ([`fd_jacobian`][vpintegrator.testing.fd_jacobian]; on one step of the classical integrators of the
 coupled oscillator they agree with the analytic Jacobians to ~5e-13 in float64).
 """
 
@@ -106,7 +106,7 @@ def random_inputs(
 
 @dataclasses.dataclass(frozen=True)
 class VolumeAudit(_ErrorSummary):
-    """Result of :func:`audit_volume`; ``det`` has shape (batch,), ``inputs`` (batch, seq, dim)."""
+    """Result of [`audit_volume`][vpintegrator.testing.audit_volume]; ``det`` has shape (batch,), ``inputs`` (batch, seq, dim)."""
 
     det: torch.Tensor
     inputs: torch.Tensor
@@ -146,7 +146,7 @@ def audit_volume(
     model : nn.Module
         Left unchanged; a copy is cast to ``dtype``/``device`` (``None`` keeps the model's).
     inputs : Tensor, shape (batch, seq, dim), optional
-        Default :func:`random_inputs` (``n``, ``seq``, ``scale``, ``seed``).
+        Default [`random_inputs`][vpintegrator.testing.random_inputs] (``n``, ``seq``, ``scale``, ``seed``).
     method : {"full", "chain"}
         Whole-map Jacobian or product over the layer chain (module docstring).
 
@@ -183,8 +183,8 @@ def assert_volume_preserving(
 ) -> VolumeAudit:
     """Assert |det J − 1| ≤ atol for the window map of ``model`` at every input.
 
-    Parameters as :func:`audit_volume`. Raises ``AssertionError`` naming the worst |det J − 1| and the input
-    that produced it; returns the :class:`VolumeAudit` otherwise.
+    Parameters as [`audit_volume`][vpintegrator.testing.audit_volume]. Raises ``AssertionError`` naming the worst |det J − 1| and the input
+    that produced it; returns the [`VolumeAudit`][vpintegrator.testing.VolumeAudit] otherwise.
     """
     audit = audit_volume(
         model, inputs, n=n, dtype=dtype, device=device, scale=scale, seed=seed, method=method, seq=seq
@@ -208,7 +208,7 @@ JACOBIANS = ("auto", "autograd", "fd")
 def symplectic_form(dim: int, seq: int = 1, dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:
     """Ω = blockdiag over ``seq`` states of [[0, I_n], [−I_n, 0]], shape (seq·dim, seq·dim), dim = 2n.
 
-    Index = position·dim + component, as :func:`window_jacobian` flattens a window.
+    Index = position·dim + component, as [`window_jacobian`][vpintegrator.testing.window_jacobian] flattens a window.
     """
     if not isinstance(dim, int) or dim < 2 or dim % 2:
         raise VPIntegratorError(f"dim must be even (q, p) for a symplectic map; got {dim}")
@@ -221,7 +221,7 @@ def symplectic_form(dim: int, seq: int = 1, dtype: torch.dtype = torch.float64, 
 
 @dataclasses.dataclass(frozen=True)
 class SymplecticAudit(_ErrorSummary):
-    """Result of :func:`audit_symplectic`.
+    """Result of [`audit_symplectic`][vpintegrator.testing.audit_symplectic].
 
     ``error`` (batch,): ‖JᵀΩJ − Ω‖_F / ‖Ω‖_F per input (``"chain"``: the largest over the layers);
     ``layer_errors`` (n_layers, batch) for ``"chain"``, else None; ``inputs`` (batch, seq, dim);
@@ -284,14 +284,14 @@ def audit_symplectic(
         A model or layer (left unchanged; a copy is cast to ``dtype``/``device``), or any callable mapping
         (batch, T, dim) -> (batch, T, dim) with dim even (e.g. one integrator step, T = 1).
     inputs : Tensor, shape (batch, seq, dim), optional
-        Default :func:`random_inputs` (``n``, ``seq``, ``scale``, ``seed``; needs ``model.dim``, so a plain
+        Default [`random_inputs`][vpintegrator.testing.random_inputs] (``n``, ``seq``, ``scale``, ``seed``; needs ``model.dim``, so a plain
         callable without a ``dim`` attribute needs ``inputs``).
     method : {"full", "chain"}
         The whole window map, or each layer of ``window_chain()`` at its actual input (the composition is
         checked against ``model(inputs)``).
     jacobian : {"auto", "autograd", "fd"}
         ``"auto"``: autograd, and for a plain callable that autograd cannot differentiate, finite
-        differences (:func:`fd_jacobian`, step ``fd_step``).
+        differences ([`fd_jacobian`][vpintegrator.testing.fd_jacobian], step ``fd_step``).
 
     Returns
     -------
@@ -351,8 +351,8 @@ def assert_symplectic(
 ) -> SymplecticAudit:
     """Assert ‖JᵀΩJ − Ω‖_F / ‖Ω‖_F ≤ tol for the window map of ``model`` at every input.
 
-    Parameters as :func:`audit_symplectic`. Raises ``AssertionError`` (one line) naming the worst error, the
-    input that produced it and, for ``"chain"``, the worst layer; returns the :class:`SymplecticAudit`.
+    Parameters as [`audit_symplectic`][vpintegrator.testing.audit_symplectic]. Raises ``AssertionError`` (one line) naming the worst error, the
+    input that produced it and, for ``"chain"``, the worst layer; returns the [`SymplecticAudit`][vpintegrator.testing.SymplecticAudit].
     """
     audit = audit_symplectic(
         model, inputs, n=n, dtype=dtype, device=device, scale=scale, seed=seed, method=method, seq=seq,
@@ -372,7 +372,7 @@ def assert_symplectic(
 
 @dataclasses.dataclass(frozen=True)
 class AttentionCoupling:
-    """How much each output state of a window map depends on the other states (:func:`attention_coupling`).
+    """How much each output state of a window map depends on the other states ([`attention_coupling`][vpintegrator.testing.attention_coupling]).
 
     ``per_window[b]`` = max over output states i of ‖J_{i,≠i}‖_F / ‖J_{i,i}‖_F at window b, where J_{i,j}
     = ∂y_i/∂x_j is the (dim × dim) block of output state i and input state j, "≠i" all input states but
@@ -447,8 +447,8 @@ def attention_coupling(model: nn.Module, windows) -> AttentionCoupling:
 def assert_preserves(model: nn.Module, atol: float = 1e-10, system="rigid_body", n: int = 32, seed: int = 0) -> dict:
     """Check every claim of ``model.preserves`` with its audit in float64; returns {claim: max error}.
 
-    ``"volume"`` → :func:`audit_volume` (chain), ``"symplectic"`` → :func:`audit_symplectic` (chain),
-    ``"casimir"`` → :func:`audit_casimir`, ``"poisson"`` → :func:`audit_poisson`. Raises ``AssertionError``
+    ``"volume"`` → [`audit_volume`][vpintegrator.testing.audit_volume] (chain), ``"symplectic"`` → [`audit_symplectic`][vpintegrator.testing.audit_symplectic] (chain),
+    ``"casimir"`` → [`audit_casimir`][vpintegrator.testing.audit_casimir], ``"poisson"`` → [`audit_poisson`][vpintegrator.testing.audit_poisson]. Raises ``AssertionError``
     naming the first claim whose error exceeds ``atol``.
     """
     errors = {}

@@ -90,7 +90,7 @@ def version_option(fn: Callable) -> Callable:
 def quiet_option(fn: Callable) -> Callable:
     """``--quiet``/``-q`` and ``--verbose``/``-v``; the older ``--progress/--no-progress`` stays as a hidden
     alias. The callback gets ``quiet`` (true when either says so) and no ``progress`` or ``verbose``; the
-    library's log messages are set up for the command (:func:`setup_logging`)."""
+    library's log messages are set up for the command (``setup_logging``)."""
 
     fn = click.option("--progress/--no-progress", "progress_alias", default=True, hidden=True,
                       help="Deprecated alias: --no-progress is --quiet.")(fn)
@@ -230,7 +230,7 @@ def given(ctx: click.Context, name: str) -> bool:
     return ctx.get_parameter_source(name) not in (click.core.ParameterSource.DEFAULT, None)
 
 
-def given_only(ctx: click.Context, values: Mapping[str, Any], params: Mapping[str, str] | None = None) -> dict:
+def given_only(ctx: click.Context, values: Mapping[str, Any], params: Mapping[str, str] | None = None) -> dict[str, Any]:
     """``values`` with ``None`` for every one whose parameter was not given on the command line (so that a
     config file's value wins over a flag's shown default). ``params``: key -> parameter name where they
     differ."""
@@ -239,7 +239,7 @@ def given_only(ctx: click.Context, values: Mapping[str, Any], params: Mapping[st
 
 
 class Listed(click.Option):
-    """An option whose ``--help`` line ends with its choices (a :class:`Names` type's, read when shown)."""
+    """An option whose ``--help`` line ends with its choices (a ``Names`` type's, read when shown)."""
 
     def get_help_record(self, ctx: click.Context):
         record = super().get_help_record(ctx)

@@ -1,4 +1,4 @@
-"""CLI options derived from a config class's declared keys (:func:`vpintegrator.config.key`), and the one
+"""CLI options derived from a config class's declared keys (``vpintegrator.config.key``), and the one
 ``--set KEY=VALUE`` handler of every command.
 
 A command built with ``@click.command(cls=ConfigCommand, config=load)`` gets one option per declared key
@@ -108,7 +108,7 @@ class ConfigCommand(click.Command):
 
 
 def set_option(help: str) -> Callable:
-    """``--set KEY=VALUE`` (repeatable); the callback gets ``set_``, read with :func:`read_set`."""
+    """``--set KEY=VALUE`` (repeatable); the callback gets ``set_``, read with ``read_set``."""
     return click.option("--set", "set_", multiple=True, metavar="KEY=VALUE", help=help)
 
 

@@ -1,7 +1,7 @@
 """``vp-gen SPEC``: generate a trajectory data set from a spec and write it to HDF5.
 
 Reads the spec (a name from ``vp-gen --list`` or a TOML path), applies the flags (flags win), calls
-:func:`vpintegrator.data.generate`, and prints where the output went with a one-line summary. Imports
+[`vpintegrator.data.generate`][vpintegrator.data.generation.generate], and prints where the output went with a one-line summary. Imports
 no torch, so it starts fast.
 """
 
@@ -27,7 +27,7 @@ from ._options import ConfigCommand, read_set, set_option
 
 class _Progress:
     """A ``generate`` progress callback on stderr: a click bar on a terminal, else throttled plain lines
-    (:func:`vpintegrator._progress.progress`)."""
+    (``vpintegrator._progress.progress``)."""
 
     def __init__(self, label: str) -> None:
         self.label = label
@@ -153,7 +153,7 @@ def main(spec, list_, flags, set_, print_config, as_json, quiet, overwrite, work
     click.echo(_summary(path))
 
 
-def _json_summary(path: Path) -> dict:
+def _json_summary(path: Path) -> dict[str, Any]:
     """``--json``: the file and what is in it."""
     from ..data.hdf5 import read_metadata
 

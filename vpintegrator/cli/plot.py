@@ -1,11 +1,13 @@
 """``vp-plot ROLLOUT.h5`` / ``vp-plot --kind training RUN_DIR ...``: figures (PDF and PNG).
 
-A rollout file (``vp-rollout`` output) gives the rollout figures (:func:`vpintegrator.plotting.plot_all`);
-``vp-train`` run directories give training curves (:func:`vpintegrator.plotting.plot_training`). Prints
+A rollout file (``vp-rollout`` output) gives the rollout figures ([`vpintegrator.plotting.plot_all`][vpintegrator.plotting.plot_all]);
+``vp-train`` run directories give training curves ([`vpintegrator.plotting.plot_training`][vpintegrator.plotting.plot_training]). Prints
 the files written. Uses matplotlib's Agg backend (no display needed).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from pathlib import Path
 
@@ -25,7 +27,8 @@ from ._options import read_set, set_option
 _ROLLOUT_KINDS = ("trajectories3d", "invariants", "error", "volume", "phase")
 _KINDS = (*_ROLLOUT_KINDS, "all", "training", "work_precision")
 #: ``--set`` keys: plot options (and the flags' own keys)
-_SET_KEYS = ("methods", "threshold", "band", "sphere", "formats", "traj", "max_points", "dpi", "style")
+_SET_KEYS = ("methods", "threshold", "band", "sphere", "formats", "traj", "max_points", "dpi", "style", "title",
+             "method_names")
 
 
 def _int_list(text: str | None):
@@ -87,11 +90,17 @@ def _list_kinds(ctx, _param, value) -> None:
 @click.option("--amortise", type=float, default=None, metavar="N",
               help="Kind work_precision: also draw each model's cost with its training CPU time spread over N "
               "rollouts of length t_end (an arrow to a hollow marker; default: the N the table was written with).")
+@click.option("--no-title", "no_title", is_flag=True, default=None,
+              help="No figure titles (panel names stay); --set title=\"...\" gives your own.")
+@click.option("--label", "label", multiple=True, metavar="NAME=TEXT",
+              help="What the legend calls a method, e.g. --label vpt=\"VPT (ours)\" --label gauss_legendre4=GL4 "
+              "(default: readable names: Gauss–Legendre 4); repeatable.")
 @set_option(
     "A plot option, VALUE in TOML syntax; repeatable: methods=[\"vpt\",\"rk4\"] (methods to draw), "
     "threshold=0.1 (error line), band=true|false (median and band or single curves), sphere=false, "
     "formats=[\"png\"], traj=[100,719], max_points=5000, dpi=300, style=single|double|PATH.mplstyle "
-    "(journal column width or your own style). A key that has its own flag is given once, by the flag or by --set."
+    "(journal column width or your own style), title=false or title=\"TEXT\", method_names={vpt=\"VPT (ours)\"} "
+    "(as --label). A key that has its own flag is given once, by the flag or by --set."
 )
 @print_config_option
 @json_option
@@ -99,7 +108,7 @@ def _list_kinds(ctx, _param, value) -> None:
 @version_option
 @click.option("--overwrite", is_flag=True, help="Replace figure files this command drew before (nothing else).")
 @cli_errors
-def main(paths, kind, out, traj, max_points, dpi, amortise, set_, print_config, as_json, quiet, overwrite):
+def main(paths, kind, out, traj, max_points, dpi, amortise, no_title, label, set_, print_config, as_json, quiet, overwrite):
     """Draw figures of ROLLOUT.h5 (written by vp-rollout), or training curves of RUN_DIRs (written by
     vp-train), as PDF and PNG into a directory. A figure file that exists is refused unless --overwrite,
     which replaces only figures drawn by matplotlib; other files in the directory are never touched."""
@@ -110,7 +119,13 @@ def main(paths, kind, out, traj, max_points, dpi, amortise, set_, print_config, 
     from ..errors import VPIntegratorError
 
     ctx = click.get_current_context()
-    options = read_set(set_, _SET_KEYS, given_only(ctx, dict(traj=traj, max_points=max_points, dpi=dpi)))
+    flags = given_only(ctx, dict(traj=traj, max_points=max_points, dpi=dpi))
+    flags.update(title=False if no_title else None, method_names=_labels(label) or None)
+    options = read_set(set_, _SET_KEYS, flags, names={"title": "--no-title", "method_names": "--label"})
+    if no_title:
+        options["title"] = False
+    if label:
+        options["method_names"] = _labels(label)
     which = options.pop("traj", None) if traj is None else _int_list(traj)
     which = None if which == "all" else which
     max_points = options.pop("max_points", max_points)
@@ -163,8 +178,21 @@ def main(paths, kind, out, traj, max_points, dpi, amortise, set_, print_config, 
     click.echo(f"Figures written to {out}")
 
 
+def _labels(items) -> dict[str, str]:
+    """``--label NAME=TEXT`` entries as ``{NAME: TEXT}``."""
+    from ..errors import VPIntegratorError
+
+    out = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip() or not text.strip():
+            raise VPIntegratorError(f"label {item!r} is not NAME=TEXT (e.g. --label vpt=\"VPT (ours)\")", key="label")
+        out[name.strip()] = text.strip()
+    return out
+
+
 def _shards(paths) -> bool:
-    """Whether several paths are shards of a rollout (vp-rollout --shard; issue 23)."""
+    """Whether several paths are shards of a rollout (vp-rollout --shard)."""
     from ..data.shards import is_shard_set
 
     return is_shard_set(list(paths))
@@ -180,7 +208,7 @@ def _report(out, written, as_json: bool) -> None:
     click.echo(f"Figures written to {out}")
 
 
-def _print_config(values: dict) -> None:
+def _print_config(values: dict[str, Any]) -> None:
     from ..config import dump_toml
 
     click.echo(dump_toml(values), nl=False)
@@ -198,10 +226,10 @@ def _training(paths, kinds, out, which, options, dpi, print_config=False, as_jso
         )
     if which is not None:
         raise VPIntegratorError("traj selects rollout trajectories; training curves have none", key="traj")
-    unused = [k for k in options if k not in ("formats", "style")]
+    unused = [k for k in options if k not in ("formats", "style", "title")]
     if unused:
-        raise VPIntegratorError(f"set {unused[0]}: a rollout option; training curves take only formats and style",
-                                key="set")
+        raise VPIntegratorError(f"set {unused[0]}: a rollout option; training curves take only formats, style and "
+                                "title", key="set")
     out = out if out is not None else default_out(paths)
     if print_config:
         _print_config(dict(paths=[str(p) for p in paths], kinds=["training"], out=str(out), dpi=dpi, **options))
@@ -225,10 +253,10 @@ def _work_precision(paths, kinds, out, which, options, dpi, print_config=False, 
                                 "--work-precision wrote)", key="kind")
     if which is not None:
         raise VPIntegratorError("traj selects rollout trajectories; a work-precision table has none", key="traj")
-    unused = [k for k in options if k not in ("formats", "style")]
+    unused = [k for k in options if k not in ("formats", "style", "method_names")]
     if unused:
-        raise VPIntegratorError(f"set {unused[0]}: a rollout option; the work-precision figure takes only formats "
-                                "and style", key="set")
+        raise VPIntegratorError(f"set {unused[0]}: a rollout option; the work-precision figure takes only formats, "
+                                "style and method_names", key="set")
     table = paths[0]
     if amortise is not None:
         from ..data.work_precision import check_rollouts
@@ -241,7 +269,8 @@ def _work_precision(paths, kinds, out, which, options, dpi, print_config=False, 
         _print_config(dict(paths=[str(table)], kinds=["work_precision"], out=str(out), dpi=dpi, **options, **extra))
         return
     check_out_dir(out, ["work_precision"], formats, inputs=[table], overwrite=overwrite)
-    fig = plot_work_precision(table, style=options.get("style"), amortise_over=amortise)
+    fig = plot_work_precision(table, style=options.get("style"), amortise_over=amortise,
+                              method_names=options.get("method_names"))
     written = save_figure(fig, Path(out) / "work_precision", formats, dpi, overwrite=overwrite)
     _report(out, written, as_json)
 

@@ -1,8 +1,8 @@
 """``vp-rollout [CONFIG]``: roll out trained models and classical integrators far past the training horizon.
 
-Reads an optional TOML (keys of :class:`vpintegrator.rollout.RolloutConfig`, top level or in a
+Reads an optional TOML (keys of [`vpintegrator.rollout.RolloutConfig`][vpintegrator.rollout.config.RolloutConfig], top level or in a
 ``[rollout]`` table), applies ``--set KEY=VALUE`` entries and the flags on top (flags win), calls
-:func:`vpintegrator.rollout.run_rollouts`, prints the metrics table and where the HDF5 file and the table
+[`vpintegrator.rollout.run_rollouts`][vpintegrator.rollout.compare.run_rollouts], prints the metrics table and where the HDF5 file and the table
 (CSV, Markdown) went. The command-line spellings are parsed here: ``--model LABEL=PATH``, comma lists
 of integrators and of trajectory indices.
 """
@@ -259,7 +259,7 @@ def main(config, config_alias, models, integrators, traj, fast_step, jit, flags,
 
 
 def _run(cfg, log, inputs, overwrite, shard, scheduler, n_shards, work_precision):
-    """run_rollouts, or one shard of it, or all its shards on a dask cluster (issue 23)."""
+    """run_rollouts, or one shard of it, or all its shards on a dask cluster."""
     from ..rollout import run_rollouts
 
     if (shard is not None or scheduler) and work_precision:

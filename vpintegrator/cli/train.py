@@ -1,14 +1,16 @@
 """``vp-train [CONFIG]``: train a neural integrator on HDF5 trajectories, write a run directory.
 
-Reads the TOML (keys of :class:`vpintegrator.training.TrainConfig`, model hyper-parameters in a
+Reads the TOML (keys of [`vpintegrator.training.TrainConfig`][vpintegrator.training.TrainConfig], model hyper-parameters in a
 ``[model]`` table), applies the flags and ``--set KEY=VALUE`` entries (they win), calls
-:func:`vpintegrator.training.fit`, and prints where the run went. Without a TOML, ``--data`` and
+[`vpintegrator.training.fit`][vpintegrator.training.fit], and prints where the run went. Without a TOML, ``--data`` and
 ``--model`` suffice: the model gets the paper's hyper-parameters for its architecture, ``dim`` the data's. ``--resume RUN_DIR`` continues a run exactly (``--epochs`` is then the total).
 Under ``torchrun`` it trains with DistributedDataParallel (``torchrun --nproc_per_node=N -m
 vpintegrator.cli.train ...``). Ctrl-C or SIGTERM save ``last.pt`` and exit with status 130.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import os
 import sys
@@ -213,7 +215,7 @@ def _print_config(config) -> None:
     click.echo(config.replace(model=model).to_toml(), nl=False)
 
 
-def _json_summary(result) -> dict:
+def _json_summary(result) -> dict[str, Any]:
     """``--json``: what the run did and where it went."""
     common = {"run_dir": result.run_dir, "epochs": result.epochs, "stopped": result.stopped,
               "wall_time": result.wall_time, "device": str(result.device), "dtype": result.dtype}

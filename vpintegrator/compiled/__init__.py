@@ -1,9 +1,9 @@
 """Compiled (numba) single-trajectory classical integrators; optional, with a NumPy fallback.
 
-Everything here is optional: ``import vpintegrator.compiled`` never fails, :func:`available` says whether
-numba imported, and :func:`compiled_stepper` returns ``None`` whenever it cannot help (no numba, a
+Everything here is optional: ``import vpintegrator.compiled`` never fails, ``available`` says whether
+numba imported, and ``compiled_stepper`` returns ``None`` whenever it cannot help (no numba, a
 user-defined system, a method without a kernel) so that callers fall back to the NumPy path
-(:func:`vpintegrator.data.integrate`). See :mod:`vpintegrator.compiled.integrators` for the API::
+([`vpintegrator.data.integrate`][vpintegrator.data.integration.integrate]). See ``vpintegrator.compiled.integrators`` for the API::
 
     from vpintegrator.compiled import compiled_stepper
     stepper = compiled_stepper("rigid_body", "implicit_midpoint", dt=0.2)   # or None

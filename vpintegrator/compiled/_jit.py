@@ -1,6 +1,6 @@
 """The one place that imports numba: ``jit`` compiles with numba when it is installed and is the identity
-otherwise, so every module of :mod:`vpintegrator.compiled` imports without numba (the kernels are then
-plain Python and are never used: :func:`vpintegrator.compiled.available` is False)."""
+otherwise, so every module of ``vpintegrator.compiled`` imports without numba (the kernels are then
+plain Python and are never used: ``vpintegrator.compiled.available`` is False)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""Writes :mod:`vpintegrator.compiled.generated`: one run loop per (shipped system, method), scalar state.
+"""Writes ``vpintegrator.compiled.generated``: one run loop per (shipped system, method), scalar state.
 
-The generic loops of :mod:`.kernels` dispatch on the system id inside every field call and keep the state
+The generic loops of ``vpintegrator.compiled.kernels`` dispatch on the system id inside every field call and keep the state
 and stages in workspace rows; measured at batch 1 they cost 2.5-13x a lean stepper with the state in
 local scalars and the stages unrolled (``scripts/bench_kernels.py``). This module writes those lean loops
 as Python source, one per (system, method), from a text template of each system's field (the operation
-order of :mod:`.systems`, so the fields agree with NumPy to rounding), into a real file so that numba's
+order of ``vpintegrator.compiled.systems``, so the fields agree with NumPy to rounding), into a real file so that numba's
 on-disk cache (``cache=True``) keeps working. Regenerate after editing a template::
 
     python -m vpintegrator.compiled.codegen      # rewrites vpintegrator/compiled/generated.py
@@ -25,10 +25,10 @@ The loops (names ``run_<method>_<system>``):
   start where NumPy starts and stop on NumPy's test (``max |update| <= tol max(1, |y|_inf)``, or stalled
   at the rounding floor). When the fast iteration fails (no convergence in ``max_iter``, an update that
   stops shrinking, a zero pivot, a non-finite update, an exact equilibrium), the step is redone by the
-  exact NumPy rule of :mod:`.newton` (pivoted LU, full Newton), which then decides success or failure
+  exact NumPy rule of ``vpintegrator.compiled.newton`` (pivoted LU, full Newton), which then decides success or failure
   with NumPy's status and last update.
 
-Failure semantics are those of :mod:`.kernels` (``info[1]`` status, ``info[2]`` the 1-based step).
+Failure semantics are those of ``vpintegrator.compiled.kernels`` (``info[1]`` status, ``info[2]`` the 1-based step).
 """
 
 from __future__ import annotations

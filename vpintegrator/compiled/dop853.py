@@ -1,6 +1,6 @@
 """SciPy's DOP853, compiled with numba, one trajectory at a time with its own step size.
 
-:func:`solve_many` integrates a batch of initial conditions of a shipped system (rigid body, Volterra,
+``solve_many`` integrates a batch of initial conditions of a shipped system (rigid body, Volterra,
 ABC flow, coupled oscillator) with exactly the algorithm of ``scipy.integrate.solve_ivp(method="DOP853",
 t_eval=t, rtol=rtol, atol=atol)`` applied to each trajectory separately:
 
@@ -21,9 +21,9 @@ rounding (different summation order in the dot products; a rounding-level change
 the result by far less than the tolerance). The loop over trajectories is compiled, on one thread
 (``parallel=False``), and releases the GIL.
 
-The vector fields are the compiled kernels of :mod:`vpintegrator.compiled.systems` (one per shipped
+The vector fields are the compiled kernels of ``vpintegrator.compiled.systems`` (one per shipped
 system, parameters as an array); a system is served only when its class is exactly one of the shipped
-classes (a subclass may change the vector field). Without numba, :func:`available` is False and the caller uses
+classes (a subclass may change the vector field). Without numba, ``available`` is False and the caller uses
 its vectorised fallback.
 """
 
@@ -90,7 +90,7 @@ def available() -> bool:
 
 
 def kernel_for(system) -> tuple[int, np.ndarray] | None:
-    """``(kind, params)`` of the compiled vector field of ``system`` (:func:`~.systems.system_kernel`), or
+    """``(kind, params)`` of the compiled vector field of ``system`` (``vpintegrator.compiled.systems.system_kernel``), or
     None: only the shipped classes themselves (not subclasses, which may override ``vector_field``)."""
     return system_kernel(system)
 
@@ -276,8 +276,8 @@ else:  # pragma: no cover
 def solve_many(kind: int, params: np.ndarray, y0: np.ndarray, t: np.ndarray, rtol: float, atol: float):
     """Integrate ``y0`` (n_traj, dim) and sample at ``t``; returns ``(y, status, t_reached)``.
 
-    ``y`` (n_traj, n_t, dim) with ``y[:, 0] = y0``; ``status[i]`` is :data:`OK` or
-    :data:`TOO_SMALL_STEP` (then ``t_reached[i]`` is where trajectory ``i`` stopped and its later
+    ``y`` (n_traj, n_t, dim) with ``y[:, 0] = y0``; ``status[i]`` is ``OK`` or
+    ``TOO_SMALL_STEP`` (then ``t_reached[i]`` is where trajectory ``i`` stopped and its later
     samples are undefined).
     """
     if not NUMBA:

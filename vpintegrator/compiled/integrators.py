@@ -12,8 +12,8 @@ The API::
     ys = stepper.run_batch(y0s, n_steps)             # few trajectories (batch, dim) -> (batch, n + 1, dim)
 
 ``compiled_stepper`` takes a system (instance or registry name) and a method (registry name or
-``Integrator``) as :func:`vpintegrator.data.integrate` does. It returns ``None`` when numba is
-missing (:func:`vpintegrator.compiled.available`), when the system is not one of the shipped ones (user
+``Integrator``) as [`vpintegrator.data.integrate`][vpintegrator.data.integration.integrate] does. It returns ``None`` when numba is
+missing (``vpintegrator.compiled.available``), when the system is not one of the shipped ones (user
 systems, subclasses) or when the method has no kernel; it raises the NumPy path's error when the
 method cannot run on the system (``method.supports``) or dt is invalid.
 
@@ -23,14 +23,14 @@ Compiled methods: ``euler``, ``rk4``, ``implicit_midpoint``, Gauss-Legendre with
 shears, e.g. ``splitting_mclachlan2``, ``splitting_blanes_moan4``), and every composition method (an
 integrator with attributes ``base``, a registered base method name, and ``gammas``, the sub-step
 fractions) whose base is compiled (compositions of shear sequences become one shear sequence), and the rigid
-body's rotation splittings with their compositions (:mod:`vpintegrator.compiled.lie_poisson`).
+body's rotation splittings with their compositions (``vpintegrator.compiled.lie_poisson``).
 
-On the shipped systems each method runs a generated loop (:mod:`.generated`, written by :mod:`.codegen`:
+On the shipped systems each method runs a generated loop (``vpintegrator.compiled.generated``, written by ``vpintegrator.compiled.codegen``:
 scalar state, stages unrolled, no per-step workspace; Gauss-Legendre up to 4 stages), else the generic
-loops of :mod:`.kernels`. The implicit methods use the method's ``tol`` and ``max_iter`` and NumPy's
+loops of ``vpintegrator.compiled.kernels``. The implicit methods use the method's ``tol`` and ``max_iter`` and NumPy's
 start and convergence test; the generated loops iterate by fixed point (Gauss-Legendre; implicit midpoint
 while it contracts fast, then full Newton with an unrolled elimination) and redo any step that iteration
-cannot do with the exact NumPy Newton rule (:mod:`vpintegrator.compiled.newton`), which then decides
+cannot do with the exact NumPy Newton rule (``vpintegrator.compiled.newton``), which then decides
 success or failure. States agree with ``integrate`` to a few ulp per step (the converged iterates differ
 at rounding); failures (status, step, message, last update) are NumPy's.
 
@@ -88,7 +88,7 @@ def compiled_stepper(system: Any, method: Any, dt: float) -> "CompiledStepper | 
     return CompiledStepper(system, method, h, kernel, plan)
 
 
-def _plan(method, dim: int, h: float) -> dict | None:
+def _plan(method, dim: int, h: float) -> dict[str, Any] | None:
     """How to run a compilable method (kernel ids, tableau, shear sequence, Newton options), else None."""
     from ..integrators import get_integrator
 
@@ -132,7 +132,7 @@ def _is_shear_sequence(method) -> bool:
     return callable(getattr(method, "_sequence", None)) and "shear_splittable" in tuple(getattr(method, "needs", ()))
 
 
-def _shears(seq) -> dict:
+def _shears(seq) -> dict[str, Any]:
     comps = np.array([int(i) for i, _ in seq], dtype=np.int64)
     coefs = np.array([float(c) for _, c in seq], dtype=np.float64)
     return {"comps": comps, "coefs": coefs}
@@ -171,7 +171,26 @@ def _tableau(method, s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 class CompiledStepper:
     """One compiled method on one system with one step size; see the module docstring for the API."""
 
-    def __init__(self, system, method, h, kernel, plan: dict) -> None:
+    #: set by __init__ (declared for type checkers)
+    dt: float
+    dim: int
+    kid: int
+    mid: int
+    base: int
+    gammas: Any
+    a: Any
+    b: Any
+    c: Any
+    tol: float
+    max_iter: int
+    comps: Any
+    coefs: Any
+    status: int
+    failed_step: int
+    failed_row: int
+    last_update: float
+
+    def __init__(self, system, method, h, kernel, plan: dict[str, Any]) -> None:
         self.system, self.method, self.dt = system, method, float(h)
         self.name = method.name
         self.dim = int(system.dim)
@@ -226,7 +245,7 @@ class CompiledStepper:
                 f"{getattr(y, 'shape', y)!r} and {getattr(out, 'shape', out)!r}")
 
     def _generic_block(self, y, n: int, out) -> int:
-        """:meth:`step_block` by the generic loops of :mod:`.kernels` (methods without a generated loop)."""
+        """``step_block`` by the generic loops of ``vpintegrator.compiled.kernels`` (methods without a generated loop)."""
         if self.mid in LP.MIDS:  # rotation splittings: their own loop (lie_poisson.py)
             return LP.step_block(self, y, n, out)
         info = self._info
@@ -329,8 +348,8 @@ class CompiledStepper:
 
 
 def _fast_runner(kid: int, mid: int, stages: int) -> tuple[str, Any]:
-    """The generated loop (:mod:`.generated`) of method id ``mid`` on system ``kid``: (kind, function),
-    or ("", None) when there is none (then the generic loops of :mod:`.kernels` run)."""
+    """The generated loop (``vpintegrator.compiled.generated``) of method id ``mid`` on system ``kid``: (kind, function),
+    or ("", None) when there is none (then the generic loops of ``vpintegrator.compiled.kernels`` run)."""
     from .generated import RUNNERS
 
     key = {K.EULER: "euler", K.RK4: "rk4", K.SPLITTING: "splitting", K.STORMER_VERLET: "stormer_verlet",

@@ -3,7 +3,7 @@
 A run loop advances one state ``y`` (dim,) by ``n`` steps of size ``h``, writes the states after steps
 1..n into ``out`` (>= n, dim), leaves the last good state in ``y`` and returns how many states it wrote.
 It stops early on a failure and records it in ``info`` (float64 (4,)): ``info[1]`` the status
-(:mod:`.newton`: 1 no Newton convergence, 2 singular Newton matrix, 3 non-finite state), ``info[2]`` the
+(``vpintegrator.compiled.newton``: 1 no Newton convergence, 2 singular Newton matrix, 3 non-finite state), ``info[2]`` the
 1-based step that failed, ``info[0]`` the last Newton update. A non-finite state is written (it counts in
 the return value); a Newton failure writes nothing for its step.
 

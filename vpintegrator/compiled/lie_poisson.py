@@ -1,4 +1,4 @@
-"""Compiled rigid-body rotation splittings (:mod:`vpintegrator.integrators.lie_poisson`) and their compositions.
+"""Compiled rigid-body rotation splittings (``vpintegrator.integrators.lie_poisson``) and their compositions.
 
 One run loop serves ``rotation_splitting``, ``rotation_splitting_centred`` and every composition of them
 (``<base>_tj4``, ``_suzuki4``, ``_y6`` or a user's ``Composition``): the plan is the method's rotation
@@ -11,10 +11,10 @@ NumPy's in NumPy's order, so the states equal the NumPy path's wherever ``math.s
 adjacent rotations about one axis (exact in arithmetic) would save 6 of Yoshida 6's 35 rotations but change
 the rounding.
 
-The contract is the one of :mod:`.kernels`' run loops: ``run_rotations`` writes the states after steps 1..n
+The contract is the one of ``vpintegrator.compiled.kernels``' run loops: ``run_rotations`` writes the states after steps 1..n
 into ``out``, leaves the last state in ``y``, returns the count, and on a non-finite state at step k writes
-it, stops and sets ``info[1] = 3`` (NONFINITE), ``info[2] = k``. :func:`plan`, :func:`step_block` and
-:func:`run_batch` are the hooks of :class:`~vpintegrator.compiled.integrators.CompiledStepper`.
+it, stops and sets ``info[1] = 3`` (NONFINITE), ``info[2] = k``. ``plan``, ``step_block`` and
+``run_batch`` are the hooks of ``vpintegrator.compiled.integrators.CompiledStepper``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ..errors import VPIntegratorError
 from ._jit import jit
 from .newton import NONFINITE, OK
 
-#: plan ids (``mid``) of the rotation loops (kept clear of the ids of :mod:`.kernels`)
+#: plan ids (``mid``) of the rotation loops (kept clear of the ids of ``vpintegrator.compiled.kernels``)
 ROTATIONS, ROTATIONS_CENTRED = 100, 101
 MIDS = (ROTATIONS, ROTATIONS_CENTRED)
 
@@ -119,7 +119,7 @@ def run_rotations(inertia, centred, comps, coefs, y, n, out, info):
 
 # --- the CompiledStepper hooks ----------------------------------------------------------------------------
 def step_block(stepper, y: np.ndarray, n: int, out: np.ndarray) -> int:
-    """:meth:`CompiledStepper.step_block` of a rotation plan (inputs already checked there)."""
+    """``CompiledStepper.step_block`` of a rotation plan (inputs already checked there)."""
     info = stepper._info
     info[:] = 0.0
     info[0] = math.inf
@@ -131,7 +131,7 @@ def step_block(stepper, y: np.ndarray, n: int, out: np.ndarray) -> int:
 
 
 def run_batch(stepper, y0, n_steps, t0: float = 0.0) -> np.ndarray:
-    """:meth:`CompiledStepper.run_batch` of a rotation plan: rows one after the other; on a non-finite state
+    """``CompiledStepper.run_batch`` of a rotation plan: rows one after the other; on a non-finite state
     the error names the earliest failing step and the first row failing there, as the other loops do."""
     ys = np.array(y0, dtype=np.float64)
     if ys.ndim == 1:

@@ -1,7 +1,7 @@
 """Compiled vector fields and Jacobians of the shipped systems, parameters passed as a float64 array.
 
 One kernel serves every parameter set of a system: the system is a small integer ``kid`` and its
-parameters a float64 array ``p`` (:func:`system_kernel` maps a :class:`~vpintegrator.systems.System`
+parameters a float64 array ``p`` (``system_kernel`` maps a [`System`][vpintegrator.systems.System]
 instance to both). The formulas are written term by term as in the NumPy classes (same operation order,
 no fastmath), so they agree with ``System.vector_field`` / ``System.jacobian`` to rounding (~1e-16).
 
@@ -15,7 +15,7 @@ kid    system                ``p``                                 extra kernels
 =====  ====================  ====================================  =====================================
 
 User-defined systems (and subclasses of the shipped ones, which may override the equations) are not
-compiled: :func:`system_kernel` returns ``None`` and callers fall back to NumPy.
+compiled: ``system_kernel`` returns ``None`` and callers fall back to NumPy.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Data: the trajectory container, generation specs, generation with SciPy or a classical integrator (:func:`integrate`),
+"""Data: the trajectory container, generation specs, generation with SciPy or a classical integrator ([`integrate`][vpintegrator.data.integration.integrate]),
 HDF5 trajectory files and rollout files.
 
 Names are imported lazily (PEP 562): ``import vpintegrator.data`` is cheap, and nothing here imports
@@ -6,6 +6,8 @@ torch (``vpintegrator.data.windows``, which does, is never imported from this fi
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
 
@@ -36,7 +38,53 @@ _LAZY: dict[str, str] = {
     "with_training_cost": ".work_precision",
 }
 
-__all__ = sorted(_LAZY)
+
+# what type checkers and IDEs see (they do not run __getattr__): the same names as _LAZY, from the same
+# modules (tests/test_api.py keeps the two in step). At run time nothing here is imported.
+if TYPE_CHECKING:  # pragma: no cover
+    from .generation import generate as generate
+    from .generation import solve_flow as solve_flow
+    from .hdf5 import SCHEMA_VERSION as SCHEMA_VERSION
+    from .hdf5 import TrajectoryWriter as TrajectoryWriter
+    from .hdf5 import read_metadata as read_metadata
+    from .hdf5 import read_trajectories as read_trajectories
+    from .hdf5 import write_trajectories as write_trajectories
+    from .integration import integrate as integrate
+    from .rollouts import MethodMetrics as MethodMetrics
+    from .rollouts import ROLLOUT_SCHEMA as ROLLOUT_SCHEMA
+    from .rollouts import RolloutResult as RolloutResult
+    from .rollouts import RolloutWriter as RolloutWriter
+    from .rollouts import read_rollout as read_rollout
+    from .spec import GenerationSpec as GenerationSpec
+    from .spec import list_specs as list_specs
+    from .spec import load_spec as load_spec
+    from .trajectories import Trajectories as Trajectories
+    from .work_precision import WorkPrecisionRow as WorkPrecisionRow
+    from .work_precision import read_work_precision as read_work_precision
+
+# a literal list (type checkers read __all__ only in this form): the names of _LAZY, sorted
+__all__ = [
+    "GenerationSpec",
+    "MethodMetrics",
+    "ROLLOUT_SCHEMA",
+    "RolloutResult",
+    "RolloutWriter",
+    "SCHEMA_VERSION",
+    "Trajectories",
+    "TrajectoryWriter",
+    "WorkPrecisionRow",
+    "generate",
+    "integrate",
+    "list_specs",
+    "load_spec",
+    "read_metadata",
+    "read_rollout",
+    "read_trajectories",
+    "read_work_precision",
+    "solve_flow",
+    "write_trajectories",
+]
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
+if not TYPE_CHECKING:  # hidden from type checkers, so that a misspelt name is an error there, not Any
+    __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

@@ -1,9 +1,9 @@
 """Metadata <-> HDF5 attributes, shared by the trajectory and rollout files.
 
-The one attribute codec of both file kinds (trajectory files, :mod:`vpintegrator.data.hdf5`; rollout files,
-:mod:`vpintegrator.data.rollouts`). Scalars and flat lists are stored natively (str subclasses as plain str,
+The one attribute codec of both file kinds (trajectory files, ``vpintegrator.data.hdf5``; rollout files,
+``vpintegrator.data.rollouts``). Scalars and flat lists are stored natively (str subclasses as plain str,
 lists of str as variable-length strings); anything else as JSON text, listed in the ``json_keys``
-attribute. A :class:`~vpintegrator.systems.System` under ``system`` is flattened here, and only here, into
+attribute. A [`System`][vpintegrator.systems.System] under ``system`` is flattened here, and only here, into
 ``system``/``system_class``/``param_<name>``.
 """
 
@@ -57,7 +57,7 @@ def _from_attr(value: Any) -> Any:
 
 
 def _meta_to_attrs(meta: dict[str, Any]) -> dict[str, Any]:
-    """Flatten ``meta`` into HDF5 attributes: a :class:`System` object under ``system`` becomes
+    """Flatten ``meta`` into HDF5 attributes: a [`System`][vpintegrator.systems.System] object under ``system`` becomes
     ``system``/``system_class``/``param_<name>`` (the only place it is flattened); odd values -> JSON."""
     attrs: dict[str, Any] = {}
     json_keys: list[str] = []
@@ -97,7 +97,7 @@ def _attrs_to_meta(attrs: h5py.AttributeManager) -> dict[str, Any]:
 
 
 def write_attrs(obj, meta: dict[str, Any], skip_none: bool = False) -> None:
-    """Store ``meta`` as HDF5 attributes of ``obj`` (a file, group or dataset) by :func:`_meta_to_attrs`,
+    """Store ``meta`` as HDF5 attributes of ``obj`` (a file, group or dataset) by ``_meta_to_attrs``,
     beside those it has (``json_keys``, written where there are any, lists the JSON-stored keys of both); ``skip_none``: keys whose
     value is None are left out (absent rather than stored as JSON null)."""
     if skip_none:

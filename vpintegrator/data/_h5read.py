@@ -1,5 +1,5 @@
-"""Reading trajectory files: open, validate the schema, select rows and steps (shared by :mod:`.hdf5`
-and :mod:`.shards`, so that neither imports the other's reader)."""
+"""Reading trajectory files: open, validate the schema, select rows and steps (shared by ``vpintegrator.data.hdf5``
+and ``vpintegrator.data.shards``, so that neither imports the other's reader)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 """Chunks of a data set on every core: a thread pool over chunks, results taken back in order.
 
-:func:`run_chunks` runs ``task(start)`` for each chunk on ``workers`` threads (the compiled DOP853 and
+``run_chunks`` runs ``task(start)`` for each chunk on ``workers`` threads (the compiled DOP853 and
 zlib release the GIL, so the threads run on separate cores) and hands the results to ``sink`` on the
 calling thread in chunk order, keeping at most ``workers + 1`` chunks in flight. Every trajectory is
 computed by the same code on the same chunk as with one worker, so the output does not depend on
 ``workers``.
 
-:func:`encode_chunks` compresses a block of ``/y`` into HDF5 chunks exactly as the file's filters would
+``encode_chunks`` compresses a block of ``/y`` into HDF5 chunks exactly as the file's filters would
 (shuffle, then deflate at the writer's level), so that the worker threads compress in parallel and the
 writing thread only stores the bytes (``write_direct_chunk``); HDF5 decompresses them like its own.
 """
@@ -35,7 +35,7 @@ def default_workers() -> int:
 
 
 def check_workers(workers: Any, key: str = "workers") -> int:
-    """``workers`` as an int >= 1; None: :func:`default_workers`."""
+    """``workers`` as an int >= 1; None: ``default_workers``."""
     if workers is None:
         return default_workers()
     if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:

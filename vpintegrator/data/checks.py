@@ -1,5 +1,5 @@
 """Checks at the file boundary: output paths that cannot be written, time grids and states that are
-not finite. Each raises a one-line :class:`~vpintegrator.errors.VPIntegratorError` before work starts or
+not finite. Each raises a one-line [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError] before work starts or
 when bad data would enter."""
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ def _nearest_existing(path: Path) -> Path:
     return p
 
 
-def check_output_path(path: str | os.PathLike, key: str | None = "out") -> Path:
+def check_output_path(path: str | os.PathLike[str], key: str | None = "out") -> Path:
     """Refuse an output file path that cannot be written, before any work starts.
 
-    A one-line :class:`VPIntegratorError` (carrying ``key``) when ``path`` is a directory, when a
+    A one-line [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError] (carrying ``key``) when ``path`` is a directory, when a
     folder on the way is a file, or when the folder it would go into is not writable. Creates nothing.
     Returns the nearest existing folder (where the file, or the folders leading to it, will be created).
     """

@@ -1,8 +1,8 @@
 """``vp-gen --scheduler ADDRESS``: the blocks of a data set on a ``dask.distributed`` cluster.
 
-:func:`generate_on_cluster` cuts the data set into shards (:mod:`vpintegrator.data.shards`), sends one
+``generate_on_cluster`` cuts the data set into shards (``vpintegrator.data.shards``), sends one
 task per shard to the scheduler, each task writing its own shard file with
-:func:`~vpintegrator.data.generate` on the worker that runs it, and, once all are done, writes the index
+[`generate`][vpintegrator.data.generation.generate] on the worker that runs it, and, once all are done, writes the index
 file at ``out`` (nothing else on the client). The workers must see ``out``'s folder (a shared file
 system, as on a cluster; or the same machine). A worker that dies mid-task loses only its block: the
 scheduler runs the task again elsewhere, the shard file is written atomically (a half-written one
@@ -76,8 +76,8 @@ def _shard_task(spec: GenerationSpec, out: str, shard: tuple[int, int], workers:
 
 
 def generate_on_cluster(
-    spec: GenerationSpec | str | os.PathLike,
-    out: str | os.PathLike,
+    spec: GenerationSpec | str | os.PathLike[str],
+    out: str | os.PathLike[str],
     scheduler: Any = None,
     *,
     n_shards: int | None = None,
@@ -103,7 +103,7 @@ def generate_on_cluster(
     Returns
     -------
     Path
-        ``out``; :func:`~vpintegrator.data.read_trajectories` of it equals ``generate(spec, ...)`` bit for bit.
+        ``out``; [`read_trajectories`][vpintegrator.data.hdf5.read_trajectories] of it equals ``generate(spec, ...)`` bit for bit.
     """
     if not isinstance(spec, GenerationSpec):
         spec = load_spec(spec)

@@ -1,17 +1,17 @@
 """Generate trajectory data sets: SciPy's DOP853 (the "exact flow") or any classical integrator.
 
-:func:`solve_flow` integrates a batch of initial conditions with DOP853 at per-trajectory tolerances.
-For the shipped systems, with numba installed, it runs :mod:`vpintegrator.compiled.dop853`: SciPy's DOP853
+[`solve_flow`][vpintegrator.data.generation.solve_flow] integrates a batch of initial conditions with DOP853 at per-trajectory tolerances.
+For the shipped systems, with numba installed, it runs ``vpintegrator.compiled.dop853``: SciPy's DOP853
 (tableau, error norm, step-size controller, dense output) compiled, each trajectory with its own step
 size, so each trajectory gets exactly what a separate ``solve_ivp(method="DOP853", rtol, atol)`` call
 gives it. Otherwise (no numba, or a user-defined system) it stacks the batch into one ``solve_ivp`` call
 on the stacked state (a vectorised right-hand side) with tolerances scaled by ``1/sqrt(batch)``.
-:func:`generate` runs a :class:`~vpintegrator.data.spec.GenerationSpec` chunk by chunk and writes each
+[`generate`][vpintegrator.data.generation.generate] runs a [`GenerationSpec`][vpintegrator.data.spec.GenerationSpec] chunk by chunk and writes each
 chunk to HDF5 as it is produced (on the compiled path the next chunk is integrated, on the main thread,
 while a helper thread compresses and writes the previous one), so data sets larger than memory are fine.
 With ``workers > 1`` (the default: every core) chunks are integrated, measured and compressed on that
-many threads at once (:mod:`._parallel`) and stored in order; with ``shard="I/N"`` only the I-th block of
-whole chunks is computed (:mod:`.shards`). Neither changes a bit of any trajectory.
+many threads at once (``vpintegrator.data._parallel``) and stored in order; with ``shard="I/N"`` only the I-th block of
+whole chunks is computed (``vpintegrator.data.shards``). Neither changes a bit of any trajectory.
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ def solve_flow(
     """Integrate a batch of initial conditions with SciPy's DOP853 at per-trajectory tolerances.
 
     Compiled path (``compiled`` None or True; used when numba is installed and ``system`` is one of the
-    shipped classes): :func:`vpintegrator.compiled.dop853.solve_many`, SciPy's DOP853 algorithm (tableau,
+    shipped classes): ``vpintegrator.compiled.dop853.solve_many``, SciPy's DOP853 algorithm (tableau,
     error norm over the trajectory's own components, step-size controller, dense output sampled at
     ``t``) compiled and run on each trajectory with its own step size. Each trajectory gets exactly the
     guarantee of its own ``solve_ivp(method="DOP853", t_eval=t, rtol=rtol, atol=atol)`` call, and the
@@ -288,8 +288,8 @@ def _chunk_size(spec: GenerationSpec, n_states: int, dim: int, compiled: bool = 
 
 
 def generate(
-    spec: GenerationSpec | str | os.PathLike,
-    out: str | os.PathLike | None = None,
+    spec: GenerationSpec | str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
     progress: Callable[[int, int], Any] | None = None,
     *,
     overwrite: bool = False,
@@ -300,18 +300,18 @@ def generate(
     """Generate the data set a spec describes.
 
     Initial conditions come from ``numpy.random.default_rng(spec.seed)``; trajectories are integrated
-    in chunks of at most ``spec.chunk_size`` (and about 32 MiB), with :func:`solve_flow` (``method =
-    "dop853"``) or :func:`vpintegrator.data.integrate`, sampled at ``t = k * dt`` exactly.
+    in chunks of at most ``spec.chunk_size`` (and about 32 MiB), with [`solve_flow`][vpintegrator.data.generation.solve_flow] (``method =
+    "dop853"``) or [`vpintegrator.data.integrate`][vpintegrator.data.integration.integrate], sampled at ``t = k * dt`` exactly.
 
     Parameters
     ----------
-    spec : GenerationSpec, or a spec name / TOML path for :func:`~vpintegrator.data.spec.load_spec`
+    spec : GenerationSpec, or a spec name / TOML path for [`load_spec`][vpintegrator.data.spec.load_spec]
     out : str or PathLike, optional
         Write to this HDF5 file chunk by chunk (atomically: no partial file on error or interrupt) and
         return its path. None: keep everything in memory and return the trajectories. An existing file
         there is refused unless ``overwrite``; even then only a trajectory file is replaced
-        (:func:`vpintegrator._outputs.check_output`). The file is locked against other writers for the
-        whole run (:func:`vpintegrator._outputs.output_lock`).
+        (``vpintegrator._outputs.check_output``). The file is locked against other writers for the
+        whole run (``vpintegrator._outputs.output_lock``).
     progress : callable, optional
         ``progress(n_done, n_traj)`` after sampling (``n_done = 0``) and after each chunk.
     workers : int, optional
@@ -320,9 +320,9 @@ def generate(
         whatever ``workers`` is.
     shard : "I/N" or (I, N), optional
         Compute only the I-th (1-based) of N contiguous blocks of whole chunks of the initial conditions
-        (:mod:`vpintegrator.data.shards`), into ``data.shard-I-of-N.h5`` beside ``out = data.h5``; when
+        (``vpintegrator.data.shards``), into ``data.shard-I-of-N.h5`` beside ``out = data.h5``; when
         the last shard is written (and ``write_index``), the index file appears at ``out``, and
-        :func:`~vpintegrator.data.read_trajectories` of it (or of the shards' list) equals the unsharded
+        [`read_trajectories`][vpintegrator.data.hdf5.read_trajectories] of it (or of the shards' list) equals the unsharded
         data set to the last bit. Without ``out``: the block's trajectories in memory.
     write_index : bool, default True
         With ``shard``: write the index at ``out`` once every shard is there (a scheduler that writes
@@ -384,7 +384,7 @@ def plan_chunks(spec: GenerationSpec) -> tuple[int, int]:
 
 def _generate(spec: GenerationSpec, out: Path | None, progress, overwrite: bool = False,
               folder: Path | None = None, workers: int = 1, shard: tuple[int, int] | None = None) -> Trajectories | Path:
-    """:func:`generate` once the output is checked and locked (``folder``: the nearest existing folder of
+    """[`generate`][vpintegrator.data.generation.generate] once the output is checked and locked (``folder``: the nearest existing folder of
     ``out`` before the lock was taken)."""
     where = spec.source or f"spec {spec.name!r}"
     try:

@@ -4,7 +4,7 @@ Layout: ``/t`` (n_states,) float64, ``/y`` (n_traj, n_states, dim) float64, meta
 (``schema_version``, ``system``, ``system_class`` (user-defined systems), ``dim``, ``dt``, ``method``,
 ``rtol``, ``atol``, ``seed``, ``n_traj``, ``n_states``, ``n_steps`` (= n_states − 1), ``t_end``,
 ``invariant_names``, ``param_<name>`` for each system parameter,
-``vpintegrator_version``, ``provenance`` (JSON text: :mod:`vpintegrator.provenance`; read back as a dict),
+``vpintegrator_version``, ``provenance`` (JSON text: [`vpintegrator.provenance`][vpintegrator.provenance]; read back as a dict),
 and whatever else the producer recorded). ``/y`` is chunked along
 trajectories and gzip-compressed. Every write is atomic: a temporary file beside the target, renamed onto
 it only when complete, so an interrupted write leaves no partial file and an earlier file intact.
@@ -53,7 +53,7 @@ def _chunk_shape(n_traj: int, n_states: int, dim: int) -> tuple[int, int, int]:
     return c_traj, c_steps, dim
 
 
-def _standard_attrs(n_traj: int, n_states: int, dim: int, t: np.ndarray, meta: dict[str, Any]) -> dict:
+def _standard_attrs(n_traj: int, n_states: int, dim: int, t: np.ndarray, meta: dict[str, Any]) -> dict[str, Any]:
     meta = dict(meta)
     meta.update(
         schema_version=SCHEMA_VERSION,
@@ -91,7 +91,7 @@ class TrajectoryWriter:
     t : ndarray, shape (n_states,)
         Sample times.
     meta : dict
-        Metadata for the root attributes (see the module docstring); a :class:`System` object under
+        Metadata for the root attributes (see the module docstring); a [`System`][vpintegrator.systems.System] object under
         ``system`` is stored as ``system``, ``system_class`` and ``param_<name>`` attributes.
     compression : str, default "gzip"
         HDF5 filter for ``/y`` (``"gzip"`` is readable everywhere; ``"lzf"`` is faster but h5py-only).
@@ -99,11 +99,11 @@ class TrajectoryWriter:
         Replace an existing trajectory file at ``path``; anything else there is never replaced. The file
         is locked against other writers while the block runs.
     provenance : dict, optional
-        The file's ``provenance`` attribute (stored as JSON text; :func:`vpintegrator.provenance.provenance_record`
+        The file's ``provenance`` attribute (stored as JSON text; [`vpintegrator.provenance.provenance_record`][vpintegrator.provenance.provenance_record]
         with the input files); default a record of this process with no inputs.
     params : (names, values), optional
         Per-trajectory system parameters: ``values`` (n_traj, p) stored as ``/params`` with the column
-        names (:func:`vpintegrator.systems.family.param_columns`) as its attribute ``names``.
+        names (``vpintegrator.systems.family.param_columns``) as its attribute ``names``.
 
     Examples
     --------
@@ -112,9 +112,13 @@ class TrajectoryWriter:
     ...         writer.write(start, y_chunk)
     """
 
+    #: set by __init__ (declared for type checkers)
+    path: Path
+    shape: tuple[int, int, int]
+
     def __init__(
         self,
-        path: str | os.PathLike,
+        path: str | os.PathLike[str],
         n_traj: int,
         n_states: int,
         dim: int,
@@ -238,14 +242,14 @@ class TrajectoryWriter:
     @property
     def direct(self) -> tuple[tuple[int, int, int], int] | None:
         """``(chunk shape, gzip level)`` of ``/y`` when chunks compressed elsewhere may be stored as they
-        are (:meth:`write_encoded`; gzip + shuffle), else None."""
+        are ([`write_encoded`][vpintegrator.data.hdf5.TrajectoryWriter.write_encoded]; gzip + shuffle), else None."""
         if self._y is None or self._compression != "gzip":
             return None
         return self._y.chunks, 4
 
     def write_encoded(self, start_traj: int, k: int, pieces) -> None:
         """Store trajectories ``start_traj : start_traj + k`` given as compressed HDF5 chunks
-        ``[(offset, bytes), ...]`` (:func:`vpintegrator.data._parallel.encode_chunks` with :attr:`direct`)."""
+        ``[(offset, bytes), ...]`` (``vpintegrator.data._parallel.encode_chunks`` with [`direct`][vpintegrator.data.hdf5.TrajectoryWriter.direct])."""
         if self._y is None:
             raise VPIntegratorError("TrajectoryWriter.write_encoded called outside its `with` block")
         for offset, data in pieces:
@@ -308,9 +312,9 @@ def _check_params(params: Any, n_traj: int) -> tuple[tuple[str, ...], np.ndarray
     return names, values
 
 
-def write_trajectories(path: str | os.PathLike, traj: Trajectories, *, compression: str = "gzip",
+def write_trajectories(path: str | os.PathLike[str], traj: Trajectories, *, compression: str = "gzip",
                        overwrite: bool = False, provenance: dict[str, Any] | None = None) -> Path:
-    """Write a :class:`Trajectories` to an HDF5 file (schema v2), atomically.
+    """Write a [`Trajectories`][vpintegrator.data.trajectories.Trajectories] to an HDF5 file (schema v2), atomically.
 
     Parameters
     ----------
@@ -318,12 +322,12 @@ def write_trajectories(path: str | os.PathLike, traj: Trajectories, *, compressi
         Target file; parent directories are created.
     traj : Trajectories
         ``y`` (n_traj, n_states, dim) and ``t`` (n_states,) are stored as float64; ``meta`` becomes root
-        attributes (a :class:`System` under ``system`` as ``system``/``system_class``/``param_<name>``).
+        attributes (a [`System`][vpintegrator.systems.System] under ``system`` as ``system``/``system_class``/``param_<name>``).
     compression : str, default "gzip"
     overwrite : bool, default False
         Replace an existing trajectory file at ``path`` (anything else there is never replaced).
     provenance : dict, optional
-        As :class:`TrajectoryWriter`'s: the ``provenance`` attribute (default: a record of this process).
+        As [`TrajectoryWriter`][vpintegrator.data.hdf5.TrajectoryWriter]'s: the ``provenance`` attribute (default: a record of this process).
 
     Returns
     -------
@@ -343,10 +347,10 @@ def write_trajectories(path: str | os.PathLike, traj: Trajectories, *, compressi
 # reading
 
 
-def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
+def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The metadata of a trajectory file: its root attributes as a dict (``param_<name>`` kept flat).
 
-    Validates the schema like :func:`read_trajectories` but reads no arrays. ``n_states`` and
+    Validates the schema like [`read_trajectories`][vpintegrator.data.hdf5.read_trajectories] but reads no arrays. ``n_states`` and
     ``n_steps`` (= n_states − 1) are given in the v2 meaning whatever the file's schema version.
     """
     path = Path(path)
@@ -360,13 +364,13 @@ def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def read_trajectories(
-    path: str | os.PathLike | Sequence[str | os.PathLike],
+    path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     traj: Any = None,
     steps: Any = None,
     *,
     allow_nonfinite: bool = False,
 ) -> Trajectories:
-    """Read trajectories from one HDF5 file, or from several shards into one :class:`Trajectories`.
+    """Read trajectories from one HDF5 file, or from several shards into one [`Trajectories`][vpintegrator.data.trajectories.Trajectories].
 
     Parameters
     ----------
@@ -376,7 +380,7 @@ def read_trajectories(
         are concatenated in the order given. The shards of a ``vp-gen --shard I/N`` run (their list, in
         any order, or the index file that run wrote) are checked to form one whole data set (one-line
         error naming the missing or foreign shard) and read in shard order
-        (:mod:`vpintegrator.data.shards`).
+        (``vpintegrator.data.shards``).
     traj, steps : None, int, slice, or 1-d int/bool array, optional
         Which trajectories (over all shards) and which time steps to read (default: all). Only the
         selected trajectories are read from disk.

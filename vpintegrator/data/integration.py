@@ -1,5 +1,5 @@
-""":func:`integrate`: run a classical method on a batch for ``n_steps`` steps into a Trajectories, by the rollout
-core's block loop (:func:`vpintegrator.stepping.run_blocks`)."""
+"""[`integrate`][vpintegrator.data.integration.integrate]: run a classical method on a batch for ``n_steps`` steps into a Trajectories, by the rollout
+core's block loop ([`vpintegrator.stepping.run_blocks`][vpintegrator.stepping.run_blocks])."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def integrate(
     n_steps : int
         Number of steps (>= 0); the result holds n_steps + 1 states including y0.
     method : str or Integrator
-        One of :func:`list_integrators` (or ``gauss_legendre<2s>`` for any s).
+        One of [`list_integrators`][vpintegrator.integrators.list_integrators] (or ``gauss_legendre<2s>`` for any s).
     t0 : float
         Initial time.
     callback : callable, optional
@@ -52,7 +52,7 @@ def integrate(
     Trajectories
         ``y`` (n_traj, n_steps + 1, dim), ``t`` (n_steps + 1,); meta: system, dim, method, dt, t0,
         t_end, n_traj, n_states (= n_steps + 1), n_steps, invariant_names, and the system as
-        ``system``/``param_<name>`` (:func:`~vpintegrator.systems.system_meta`).
+        ``system``/``param_<name>`` ([`system_meta`][vpintegrator.systems.system_meta]).
     """
     system = get_system(system)
     method = get_integrator(method)

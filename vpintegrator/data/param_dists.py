@@ -1,6 +1,6 @@
 """Per-trajectory system parameters of a generation spec: the ``[parameters]`` section.
 
-Each key names a parameter of the spec's system (a dataclass field; :func:`~vpintegrator.systems.family.param_columns`)
+Each key names a parameter of the spec's system (a dataclass field; ``vpintegrator.systems.family.param_columns``)
 and gives how it is drawn, per trajectory::
 
     [parameters]
@@ -126,7 +126,7 @@ def draw_parameters(system, table: Mapping[str, Any], n: int, seed: int,
                     where: str = "parameters") -> tuple[tuple[str, ...], np.ndarray]:
     """Draw ``n`` parameter sets of ``system`` as the ``[parameters]`` ``table`` says.
 
-    Returns ``(columns, values)``: the column names (:func:`~vpintegrator.systems.family.param_columns` of the
+    Returns ``(columns, values)``: the column names (``vpintegrator.systems.family.param_columns`` of the
     named parameters, in the table's order) and a float64 array (n, p). Every row is checked to make a
     valid system (one-line error naming the first row that does not)."""
     from ..systems.family import param_columns, system_with

@@ -1,8 +1,8 @@
 """Shards of one rollout: ``vp-rollout ... --shard I/N`` files, their index file, and reading them as one.
 
-The selected trajectories of a comparison run are cut into ``N`` contiguous blocks (:func:`rollout_bounds`);
+The selected trajectories of a comparison run are cut into ``N`` contiguous blocks (``rollout_bounds``);
 shard ``I`` of an output ``rollout.h5`` is the rollout file ``rollout.shard-I-of-N.h5`` beside it
-(:func:`~vpintegrator.data.shards.shard_path`, as ``vp-gen``). Every method and metric of a rollout is
+(``vpintegrator.data.shards.shard_path``, as ``vp-gen``). Every method and metric of a rollout is
 computed trajectory by trajectory (the Newton iterations of the implicit methods stop per trajectory, the
 metrics are per trajectory, the compiled single-trajectory runners are chosen by the size of the whole
 selection), so a shard's rows are those of the unsharded file to the last bit. Besides a rollout file's
@@ -17,8 +17,8 @@ attributes and table are those of the whole run (``summary_json`` and the method
 recomputed from the shards' per-trajectory values; ``n_traj``, ``n_failed`` summed; the timings
 ``seconds``, ``setup_seconds``, ``seconds_per_step`` summed over the shards: the cost on one core), and
 whose attribute ``shard_files`` lists the shards relative to it.
-:func:`~vpintegrator.data.rollouts.read_rollout` and ``vp-plot`` open the index, or the list of the shard
-files, after checking that the shards belong together (:func:`~vpintegrator.data.shards._collect`:
+[`read_rollout`][vpintegrator.data.rollouts.read_rollout] and ``vp-plot`` open the index, or the list of the shard
+files, after checking that the shards belong together (``vpintegrator.data.shards._collect``:
 every shard present once, no gaps or overlaps, the same run: system, dt, horizon, methods, selection).
 """
 
@@ -79,7 +79,7 @@ ROLLOUT = ShardKind("vp-rollout", _SAME, _head)
 
 def rollout_bounds(n_traj: int, shard: tuple[int, int]) -> tuple[int, int]:
     """Positions ``[start, stop)`` in the selection of shard ``I/N``: the I-th of N contiguous runs of whole
-    blocks of :data:`BLOCK` trajectories (blocks of ``n_traj // N`` when they are fewer than ``N``)."""
+    blocks of ``BLOCK`` trajectories (blocks of ``n_traj // N`` when they are fewer than ``N``)."""
     if shard[1] > n_traj:
         raise VPIntegratorError(f"shard {shard[0]}/{shard[1]}: the run selects only {n_traj} trajectories, and a "
                                 f"shard holds at least one; give at most {n_traj} shards", key="shard")
@@ -92,7 +92,7 @@ def selection_digest(idx: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(idx, dtype="<i8").tobytes()).hexdigest()[:16]
 
 
-def write_per_traj(group, summary: dict, max_abs_cum: Any = None, labels: Any = None) -> None:
+def write_per_traj(group, summary: dict[str, Any], max_abs_cum: Any = None, labels: Any = None) -> None:
     """``<group>/per_traj/<key>`` (n_traj,): the per-trajectory summary values of a method or the reference
     (``TrajectoryMetricsStream.summary()``; ``max_abs_cum_log_det_J`` when the volume was computed), and
     ``per_traj/split`` (bytes), each trajectory's ``split`` label, for a method."""
@@ -115,7 +115,7 @@ def is_rollout_set(path: Any) -> bool:
     return p.is_file() and _is_index(p)
 
 
-def _groups(f: h5py.File, meta: dict) -> list[str]:
+def _groups(f: h5py.File, meta: dict[str, Any]) -> list[str]:
     return ["reference", *(f"methods/{label}" for label in meta.get("methods", []))]
 
 
@@ -183,7 +183,7 @@ def _merged(shards) -> tuple[dict, dict[str, dict], list[dict]]:
     return root, groups, rows
 
 
-def _set(attrs, values: dict) -> None:
+def _set(attrs, values: dict[str, Any]) -> None:
     for key, value in values.items():
         attrs[key] = value
 
@@ -227,7 +227,7 @@ def _build(f: h5py.File, shards, source) -> list[dict]:
 
 def open_rollout_set(path: Any) -> tuple[h5py.File, Path]:
     """The shards of a rollout (a list of shard files, or the index file), checked, as one rollout file:
-    an HDF5 file in memory over them (:func:`~vpintegrator.data.rollouts.read_rollout` reads it); and the
+    an HDF5 file in memory over them ([`read_rollout`][vpintegrator.data.rollouts.read_rollout] reads it); and the
     path to name it by (the index, else the first shard)."""
     paths = [Path(p) for p in (path if isinstance(path, (list, tuple)) else [path])]
     if not paths:
@@ -248,7 +248,7 @@ def open_rollout_set(path: Any) -> tuple[h5py.File, Path]:
     return f, index if index is not None else shards[0].path
 
 
-def write_rollout_index(out: str | os.PathLike, count: int) -> list[dict]:
+def write_rollout_index(out: str | os.PathLike[str], count: int) -> list[dict]:
     """Write the index file ``out`` over shards ``1..count`` of ``out`` (atomically); return the whole
     rollout's table rows (for its ``.csv``/``.md``). Checks first that the shards belong together."""
     out = Path(out)

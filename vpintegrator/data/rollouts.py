@@ -1,14 +1,14 @@
-"""Rollout files (``vp-rollout`` output): the schema, the writer (:class:`RolloutWriter`) and the reader
-(:func:`read_rollout`); attributes by the one codec of both file kinds (:mod:`vpintegrator.data._attrs`).
+"""Rollout files (``vp-rollout`` output): the schema, the writer ([`RolloutWriter`][vpintegrator.data.rollouts.RolloutWriter]) and the reader
+([`read_rollout`][vpintegrator.data.rollouts.read_rollout]); attributes by the one codec of both file kinds (``vpintegrator.data._attrs``).
 
 A rollout file holds, for a set of trajectories of a data file, the reference and every method's states
 with per-step metrics (relative error, invariants) and the volume of every step or window map. The layout
 is written down in ``datasets/README.md`` ("Rollout file schema"). Counts mean what they mean in
-:class:`~vpintegrator.data.trajectories.Trajectories`: ``n_states`` states per trajectory,
+[`Trajectories`][vpintegrator.data.trajectories.Trajectories]: ``n_states`` states per trajectory,
 ``n_steps = n_states - 1`` steps.
 
-Reading gives a :class:`RolloutResult`: states as :class:`Trajectories` (reference and methods), metrics
-as :class:`MethodMetrics`. This module imports neither torch nor the rollout engine.
+Reading gives a [`RolloutResult`][vpintegrator.data.rollouts.RolloutResult]: states as [`Trajectories`][vpintegrator.data.trajectories.Trajectories] (reference and methods), metrics
+as [`MethodMetrics`][vpintegrator.data.rollouts.MethodMetrics]. This module imports neither torch nor the rollout engine.
 """
 
 from __future__ import annotations
@@ -58,8 +58,11 @@ def _series(group, name: str, shape: tuple, chunks: tuple) -> Any:
 
 class RolloutSeries:
     """One group of a rollout file being written (``/reference`` or ``/methods/<label>``): its per-step
-    datasets, filled block by block by :meth:`write`, then :meth:`close`. ``y`` is the states' dataset
+    datasets, filled block by block by ``write``, then ``close``. ``y`` is the states' dataset
     (n_traj, n_states, dim), readable while the file is written."""
+
+    #: set by __init__ (declared for type checkers)
+    y: Any
 
     def __init__(self, group, n_traj: int, n_states: int, dim: int, names, chunks, rel_error: bool,
                  map_step: np.ndarray | None) -> None:
@@ -98,7 +101,7 @@ class RolloutSeries:
 
 class RolloutWriter:
     """Writes one rollout file (layout: ``datasets/README.md``, "Rollout file schema"; read back by
-    :func:`read_rollout`) atomically: at ``path`` only when the ``with`` block succeeds.
+    [`read_rollout`][vpintegrator.data.rollouts.read_rollout]) atomically: at ``path`` only when the ``with`` block succeeds.
 
     Parameters
     ----------
@@ -118,9 +121,16 @@ class RolloutWriter:
 
     Notes
     -----
-    :meth:`reference` and :meth:`method` open the groups (:class:`RolloutSeries`); :meth:`finish` writes
+    [`reference`][vpintegrator.data.rollouts.RolloutWriter.reference] and [`method`][vpintegrator.data.rollouts.RolloutWriter.method] open the groups (``RolloutSeries``); [`finish`][vpintegrator.data.rollouts.RolloutWriter.finish] writes
     the metrics table (``summary_json``).
     """
+
+    #: set by __init__ (declared for type checkers)
+    path: Path
+    n_traj: int
+    n_states: int
+    dim: int
+    chunks: tuple[int, int]
 
     def __init__(self, path, attrs: Mapping[str, Any], t: np.ndarray, traj_index: np.ndarray, *, dim: int,
                  invariant_names, chunk_steps: int, extra_attrs: Mapping[str, Any] | None = None) -> None:
@@ -193,7 +203,7 @@ class MethodMetrics:
         ``log|det J|`` of every step/window map, and its running sum.
     """
 
-    invariants: dict
+    invariants: dict[str, Any]
     rel_error: np.ndarray | None
     map_t: np.ndarray | None
     log_det_J: np.ndarray | None
@@ -209,7 +219,7 @@ class MethodMetrics:
 
 @dataclass(eq=False)
 class RolloutResult:
-    """A rollout file read back by :func:`read_rollout`.
+    """A rollout file read back by [`read_rollout`][vpintegrator.data.rollouts.read_rollout].
 
     Attributes
     ----------
@@ -225,29 +235,29 @@ class RolloutResult:
     reference : Trajectories
         The reference states; ``meta`` holds ``label='reference'``, ``kind='reference'``, ``source``.
     methods : dict
-        label -> :class:`Trajectories` of that method, in the order they were run; ``meta`` holds the
+        label -> [`Trajectories`][vpintegrator.data.trajectories.Trajectories] of that method, in the order they were run; ``meta`` holds the
         method's attributes (``label``, ``kind``, ``source``, ``init``, ``seconds_per_step``, ...) plus the
         system's (``system``, ``param_<name>``), so that ``.system`` works; ``failed_step`` is set.
     metrics : dict
-        ``'reference'`` and every method label -> :class:`MethodMetrics`.
+        ``'reference'`` and every method label -> [`MethodMetrics`][vpintegrator.data.rollouts.MethodMetrics].
     table : list of dict
         The metrics table rows (one per method).
     """
 
     path: Path | None
-    meta: dict
+    meta: dict[str, Any]
     t: np.ndarray
     traj_index: np.ndarray
     reference: Trajectories
-    methods: dict
-    metrics: dict
+    methods: dict[str, Any]
+    metrics: dict[str, Any]
     table: list
 
     @property
     def system(self) -> "System | SystemFamily":
-        """The :class:`~vpintegrator.systems.System` the rollout ran on; for a parametric rollout (root
+        """The [`System`][vpintegrator.systems.System] the rollout ran on; for a parametric rollout (root
         attributes ``parameter_columns`` and ``traj_params``: each rolled-out row's parameters) a
-        :class:`~vpintegrator.systems.family.SystemFamily` of the rows read."""
+        ``vpintegrator.systems.family.SystemFamily`` of the rows read."""
         if self.reference.params is not None:
             return self.reference.systems()
         from ..systems import system_from_meta
@@ -278,7 +288,7 @@ class RolloutResult:
                 f"dim={self.reference.dim}, t={t}, methods={self.labels})")
 
 
-def _upgrade_meta(meta: dict, path) -> dict:
+def _upgrade_meta(meta: dict[str, Any], path) -> dict[str, Any]:
     """Root attributes with counts in the schema-2 meaning (version 1 stored states in ``n_steps``)."""
     version = meta.get("schema_version", 1)
     if version not in _READABLE_VERSIONS:
@@ -297,7 +307,7 @@ def _upgrade_meta(meta: dict, path) -> dict:
 
 
 def read_rollout(path, traj=None, max_points: int | None = None) -> RolloutResult:
-    """Read a rollout file written by ``vp-rollout`` (:func:`vpintegrator.rollout.run_rollouts`).
+    """Read a rollout file written by ``vp-rollout`` ([`vpintegrator.rollout.run_rollouts`][vpintegrator.rollout.compare.run_rollouts]).
 
     Layout (``datasets/README.md``): root attributes; ``/t`` (n_states,); ``/traj_index`` (n_traj,);
     ``/reference/{y, invariants/<name>, failed_step}``; ``/methods/<label>/{y, rel_error,
@@ -308,7 +318,7 @@ def read_rollout(path, traj=None, max_points: int | None = None) -> RolloutResul
     path : path, or a list of paths
         A rollout file; or the shards of one (``vp-rollout --shard I/N``): their index file, or the list
         of the shard files, read as one rollout (checked to belong together;
-        :mod:`vpintegrator.data.rollout_shards`), equal to the unsharded rollout to the last bit (the
+        ``vpintegrator.data.rollout_shards``), equal to the unsharded rollout to the last bit (the
         timings apart).
     traj : int, list of int or None
         Positions in the rollout file (0 .. n_traj − 1, the rows of ``/traj_index``; not data-file

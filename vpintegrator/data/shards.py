@@ -1,7 +1,7 @@
 """Shards of one data set: ``vp-gen ... --shard I/N`` files, their index file, and reading them as one.
 
 A data set of ``n_traj`` initial conditions is cut into ``N`` contiguous blocks along its chunks (the
-chunks :func:`~vpintegrator.data.generate` integrates at a time, so that every trajectory is computed
+chunks [`generate`][vpintegrator.data.generation.generate] integrates at a time, so that every trajectory is computed
 exactly as in the unsharded run, also by methods whose Newton iterations run on a whole chunk). Shard
 ``I`` (1-based) of an output ``data.h5`` is the file ``data.shard-I-of-N.h5`` beside it; it holds
 trajectories ``shard_traj_start : shard_traj_stop`` of the whole set and records, besides the usual
@@ -10,8 +10,8 @@ metadata, ``shard_index``, ``shard_count``, ``shard_traj_start``, ``shard_traj_s
 
 When the last shard is written, the **index file** appears at ``data.h5`` itself: an HDF5 trajectory file
 whose ``/y`` is a virtual dataset over the shards' ``/y`` (any HDF5 tool sees the whole array) and whose
-attribute ``shard_files`` lists the shards relative to it. :func:`~vpintegrator.data.read_trajectories`,
-:func:`~vpintegrator.data.read_metadata` and ``vp-train --data`` open it like any trajectory file; they
+attribute ``shard_files`` lists the shards relative to it. [`read_trajectories`][vpintegrator.data.hdf5.read_trajectories],
+[`read_metadata`][vpintegrator.data.hdf5.read_metadata] and ``vp-train --data`` open it like any trajectory file; they
 read the shards themselves, after checking that they belong together (the same data set: spec, system,
 parameters, dt, seed, sampler, n_traj; every shard present once, no gaps or overlaps). A list of the shard
 files is read the same way, in shard order.
@@ -79,7 +79,7 @@ def shard_bounds(n_traj: int, chunk: int, shard: tuple[int, int]) -> tuple[int, 
     return first * chunk, min(last * chunk, n_traj)
 
 
-def shard_path(out: str | os.PathLike, shard: tuple[int, int]) -> Path:
+def shard_path(out: str | os.PathLike[str], shard: tuple[int, int]) -> Path:
     """Where shard ``I/N`` of the output ``out`` goes: ``<stem>.shard-I-of-N<suffix>`` beside it."""
     out = Path(out)
     i, n = shard
@@ -89,7 +89,7 @@ def shard_path(out: str | os.PathLike, shard: tuple[int, int]) -> Path:
 @dataclass(frozen=True)
 class _Shard:
     path: Path
-    meta: dict
+    meta: dict[str, Any]
     shape: tuple[int, int, int]
     t: np.ndarray
 
@@ -219,7 +219,7 @@ def _collect(paths: list[Path], kind: ShardKind = GEN) -> tuple[list[_Shard], Pa
     return ordered, index
 
 
-def _merged_meta(shards: list[_Shard], index: Path | None) -> dict:
+def _merged_meta(shards: list[_Shard], index: Path | None) -> dict[str, Any]:
     meta = {k: v for k, v in shards[0].meta.items() if k not in _PER_SHARD}
     for key in [k for k in meta if k.startswith("max_rel_drift_")]:
         meta[key] = max(float(s.meta.get(key, 0.0)) for s in shards)
@@ -229,8 +229,8 @@ def _merged_meta(shards: list[_Shard], index: Path | None) -> dict:
     return meta
 
 
-def read_shard_metadata(paths: list[Path]) -> dict:
-    """:func:`~vpintegrator.data.read_metadata` of an index file or a list of shards (checked)."""
+def read_shard_metadata(paths: list[Path]) -> dict[str, Any]:
+    """[`read_metadata`][vpintegrator.data.hdf5.read_metadata] of an index file or a list of shards (checked)."""
     shards, index = _collect(paths)
     meta = _merged_meta(shards, index)
     n_traj, n_states = sum(s.shape[0] for s in shards), shards[0].shape[1]
@@ -239,7 +239,7 @@ def read_shard_metadata(paths: list[Path]) -> dict:
 
 
 def read_shard_set(paths: list[Path], traj: Any = None, steps: Any = None, allow: bool = False) -> Trajectories:
-    """The whole data set of an index file or a list of shards, as one :class:`Trajectories`."""
+    """The whole data set of an index file or a list of shards, as one [`Trajectories`][vpintegrator.data.trajectories.Trajectories]."""
     shards, index = _collect(paths)
     counts = np.array([s.shape[0] for s in shards])
     offsets = np.concatenate([[0], np.cumsum(counts)])
@@ -271,8 +271,8 @@ def read_shard_set(paths: list[Path], traj: Any = None, steps: Any = None, allow
     return Trajectories(y=y, t=t_sel, meta=meta, params=params, param_names=names)
 
 
-def write_shard_index(out: str | os.PathLike, count: int) -> Path:
-    """Write the index file ``out`` over shards ``1..count`` of ``out`` (:func:`shard_path`), atomically.
+def write_shard_index(out: str | os.PathLike[str], count: int) -> Path:
+    """Write the index file ``out`` over shards ``1..count`` of ``out`` (``shard_path``), atomically.
 
     Checks first that the shards form one data set (one-line error naming the missing or foreign one).
     Replaces an index file already at ``out`` (written for the same shards by a shard that finished at

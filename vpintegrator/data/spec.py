@@ -29,7 +29,7 @@ generator::
     [parameters]                     # optional: system parameters drawn per trajectory
     inertia = { dist = "uniform", low = 0.5, high = 3.0 }   # fixed, uniform, log_uniform, normal, list, grid
 
-(the ``[parameters]`` section: :mod:`vpintegrator.data.param_dists`; a spec with one writes ``/params``).
+(the ``[parameters]`` section: ``vpintegrator.data.param_dists``; a spec with one writes ``/params``).
 
 Specs are found by name in the repository's top-level ``systems/`` directory and in the copy shipped
 inside the wheel (``vpintegrator/_specs``), or given as a path to a ``.toml`` file.
@@ -78,7 +78,7 @@ _FREE = {"system": "params", "initial_conditions": "sampler_args", "parameters":
 _TOP_KEYS = ("description", *_SECTIONS)
 _REQUIRED = {"system": "name", "initial_conditions": "sampler"}
 _REQUIRED_INTEGRATION = ("dt", "t_end")
-#: Keys accepted as overrides by :func:`load_spec` (and as ``vp-gen`` flags).
+#: Keys accepted as overrides by ``load_spec`` (and as ``vp-gen`` flags).
 OVERRIDES = (
     "n_traj", "dt", "t_end", "method", "rtol", "atol", "seed", "chunk_size", "out", "sampler", "params", "sampler_args",
     "parameters",
@@ -90,7 +90,7 @@ MAX_SEED = 2**63 - 1
 #: Most steps a time grid may have: t_end / dt must stay an exactly representable count (2**53).
 MAX_STEPS = 2**53
 _FROM_SPEC = "from the spec"
-#: set while :func:`_apply_overrides` builds a spec from a checked one and checked changes
+#: set while ``_apply_overrides`` builds a spec from a checked one and checked changes
 _REPLACING: contextvars.ContextVar[bool] = contextvars.ContextVar("vpintegrator_spec_replacing", default=False)
 _TABLE = "a table of key = value"
 _TOML_KEY = {fld: f"{sec}.{key}" for sec, keys in _SECTIONS.items() for key, fld in keys.items()}
@@ -111,7 +111,7 @@ def _spec_files() -> dict[str, Path]:
 
 
 def list_specs() -> list[str]:
-    """Names of the shipped specs (``systems/*.toml``), usable with :func:`load_spec` and ``vp-gen``."""
+    """Names of the shipped specs (``systems/*.toml``), usable with [`load_spec`][vpintegrator.data.spec.load_spec] and ``vp-gen``."""
     return list(_spec_files())
 
 
@@ -130,7 +130,7 @@ def _is_number(value: Any) -> bool:
 def _check_field(name: str, value: Any, where: str) -> Any:
     """Validate one GenerationSpec field; ``where`` names the file/key or override in the message.
 
-    The type and bounds are the field's declaration (:func:`vpintegrator.config.key`); the rules beyond
+    The type and bounds are the field's declaration (``vpintegrator.config.key``); the rules beyond
     them are here."""
     key = name if where == name else None  # an override: the error is about that key (a CLI shows its flag)
     info = declared(GenerationSpec)[name]
@@ -184,7 +184,7 @@ def _check_method(method: str, where: str) -> None:
 class GenerationSpec:
     """What to generate: system, initial conditions, time grid, generator, output.
 
-    Build one with :func:`load_spec` (from TOML) or directly; ``dataclasses.replace`` re-validates.
+    Build one with [`load_spec`][vpintegrator.data.spec.load_spec] (from TOML) or directly; ``dataclasses.replace`` re-validates.
 
     Parameters
     ----------
@@ -206,7 +206,7 @@ class GenerationSpec:
         per-trajectory parameters).
     parameters : dict
         The ``[parameters]`` section: ``{name: {"dist": ..., ...}}``, parameters drawn per trajectory
-        (:mod:`vpintegrator.data.param_dists`); empty: one parameter set (``params``) for all.
+        (``vpintegrator.data.param_dists``); empty: one parameter set (``params``) for all.
     chunk_size : int
         At most this many trajectories are integrated and written at a time.
     out : str
@@ -264,7 +264,7 @@ class GenerationSpec:
             )
 
     def to_toml(self) -> str:
-        """This spec as a spec TOML file (:func:`load_spec` reads it back to an equal spec)."""
+        """This spec as a spec TOML file ([`load_spec`][vpintegrator.data.spec.load_spec] reads it back to an equal spec)."""
         from ..config import dump_toml
 
         tables = {section: {key: getattr(self, fld) for key, fld in keys.items()} for section, keys in _SECTIONS.items()}
@@ -291,7 +291,7 @@ class GenerationSpec:
         return np.arange(self.n_states) * self.dt
 
     def replace(self, **overrides: Any) -> "GenerationSpec":
-        """A copy with some fields changed (None values are ignored); validated like :func:`load_spec`."""
+        """A copy with some fields changed (None values are ignored); validated like [`load_spec`][vpintegrator.data.spec.load_spec]."""
         return _apply_overrides(self, overrides)
 
 
@@ -299,7 +299,7 @@ class GenerationSpec:
 # loading
 
 
-def _resolve(name_or_path: str | os.PathLike) -> Path:
+def _resolve(name_or_path: str | os.PathLike[str]) -> Path:
     if not isinstance(name_or_path, (str, os.PathLike)):
         raise VPIntegratorError(
             f"spec must be a spec name or a path to a .toml file (or a GenerationSpec); got {name_or_path!r}"
@@ -426,7 +426,7 @@ def _apply_overrides(spec: GenerationSpec, overrides: dict[str, Any]) -> Generat
 
 
 def spec_overrides_from_set(values: dict[str, Any]) -> dict[str, Any]:
-    """``--set`` entries (``vpintegrator.config.parse_set``) as :func:`load_spec` overrides.
+    """``--set`` entries (``vpintegrator.config.parse_set``) as [`load_spec`][vpintegrator.data.spec.load_spec] overrides.
 
     Accepts the override keys (``dt=0.1``), their TOML names (``integration.dt=0.1``,
     ``output.path=x.h5``, ``initial_conditions.n_traj=10``), system parameters (``system.inertia=[1, 2, 3]``)
@@ -466,7 +466,7 @@ def spec_overrides_from_set(values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def load_spec(name_or_path: str | os.PathLike, **overrides: Any) -> GenerationSpec:
+def load_spec(name_or_path: str | os.PathLike[str], **overrides: Any) -> GenerationSpec:
     """Load a generation spec by name (``list_specs()``) or from a TOML file, then apply overrides.
 
     Parameters

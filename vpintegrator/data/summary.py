@@ -1,8 +1,8 @@
 """One row of the metrics table of a rollout: per-trajectory values aggregated over trajectories.
 
-In the data layer (and re-exported by :mod:`vpintegrator.metrics`) because the rollout file's table is
+In the data layer (and re-exported by [`vpintegrator.metrics`][vpintegrator.metrics]) because the rollout file's table is
 also computed here: the merged table of ``vp-rollout --shard`` shards, from their per-trajectory values
-(:mod:`vpintegrator.data.rollout_shards`).
+(``vpintegrator.data.rollout_shards``).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def split_summary_rows(method: str, per_traj: Mapping[str, np.ndarray], invarian
                        labels: Sequence[str], reference: str, *, max_abs_cum_log_det_J: np.ndarray | None,
                        seconds_per_step: float, failed_step: np.ndarray) -> list[dict[str, Any]]:
     """The table rows of one method: one per ``split`` label present in ``labels`` (one per trajectory; in
-    the order of :data:`SPLIT_LABELS`), each a :func:`summary_row` of only those trajectories, with the
+    the order of ``SPLIT_LABELS``), each a ``summary_row`` of only those trajectories, with the
     ``split`` column after ``method`` and the ``reference`` column (``exact`` or ``data``) last."""
     labels_arr = np.asarray([str(x) for x in labels])
     per = {k: np.asarray(to_numpy(v)) for k, v in per_traj.items()}

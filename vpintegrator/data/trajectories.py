@@ -1,7 +1,7 @@
 """The one trajectory container that flows from data generation to figures.
 
 Generation, classical integration, neural rollout and rollout files all produce a
-:class:`Trajectories`; the HDF5 writer, the training windows, the metrics and the plots all consume one,
+[`Trajectories`][vpintegrator.data.trajectories.Trajectories]; the HDF5 writer, the training windows, the metrics and the plots all consume one,
 so classical and learned predictions compare with no reshaping.
 
 Counts have one meaning everywhere: ``n_states`` states per trajectory, ``n_steps = n_states - 1``
@@ -41,7 +41,7 @@ class Trajectories:
     params : ndarray, shape (n_traj, p), optional
         Per-trajectory system parameters (a parametric data set, ``/params`` of the file): row ``i``
         holds trajectory ``i``'s values of the columns ``param_names``
-        (:func:`vpintegrator.systems.family.param_columns`: ``k1``, ``inertia[0]``, ...), overriding the
+        (``vpintegrator.systems.family.param_columns``: ``k1``, ``inertia[0]``, ...), overriding the
         ``param_<name>`` of ``meta``. None: one parameter set for all (every file written before
         parameters varied reads so).
     param_names : tuple of str
@@ -146,7 +146,7 @@ class Trajectories:
     @property
     def system(self) -> "System | SystemFamily":
         """The system these trajectories belong to, rebuilt from ``meta``; for a parametric data set a
-        :class:`~vpintegrator.systems.family.SystemFamily`, one system per trajectory (row ``i`` of a
+        ``vpintegrator.systems.family.SystemFamily``, one system per trajectory (row ``i`` of a
         batch is evaluated with trajectory ``i``'s parameters)."""
         if self.params is None:
             return self.base_system

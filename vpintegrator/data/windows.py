@@ -1,13 +1,13 @@
 """Training windows cut from trajectories by index arithmetic, never materialised.
 
 A window is the pair ``(y[i, s : s+seq_len], y[i, s+seq_len : s+seq_len+pred_window])`` for a
-trajectory ``i`` and a start ``s`` in ``0, stride, 2*stride, ...`` (DESIGN §6: every (start, trajectory)
+trajectory ``i`` and a start ``s`` in ``0, stride, 2*stride, ...`` (the paper's protocol: every (start, trajectory)
 pair once per epoch). The trajectories stay one tensor ``(n_traj, n_states, dim)``
-(:func:`states_tensor`); a batch of windows is
+(``states_tensor``); a batch of windows is
 one ``index_select`` on it, so memory stays at the data itself (train and validation share it) and a
 whole batch costs one gather instead of ``batch`` Python calls.
 
-The split into training, validation and test is by trajectory (:func:`split_train_val_test`): a
+The split into training, validation and test is by trajectory (``split_train_val_test``): a
 validation or test window never shares a state with a training window.
 """
 
@@ -35,7 +35,7 @@ __all__ = [
     "make_window_datasets",
 ]
 
-Source = str | os.PathLike | Trajectories | np.ndarray | torch.Tensor
+Source = str | os.PathLike[str] | Trajectories | np.ndarray | torch.Tensor
 
 
 def states_tensor(data: Trajectories, dtype: str | torch.dtype = "float32", device: Any = "cpu") -> torch.Tensor:
@@ -44,13 +44,13 @@ def states_tensor(data: Trajectories, dtype: str | torch.dtype = "float32", devi
     return torch.as_tensor(np.asarray(data.y), dtype=resolve_dtype(dtype), device=device)
 
 
-def load_trajectories(source: Source | Sequence[str | os.PathLike]) -> Trajectories:
-    """The training data as one :class:`Trajectories`.
+def load_trajectories(source: Source | Sequence[str | os.PathLike[str]]) -> Trajectories:
+    """The training data as one [`Trajectories`][vpintegrator.data.trajectories.Trajectories].
 
     Parameters
     ----------
     source : path, list of paths, Trajectories, or array (n_traj, n_states, dim)
-        Files are read by :func:`vpintegrator.data.hdf5.read_trajectories` (several shards are
+        Files are read by [`vpintegrator.data.hdf5.read_trajectories`][vpintegrator.data.hdf5.read_trajectories] (several shards are
         concatenated along n_traj in the order given, and must agree on system, parameters, dt and time
         grid); an array gets the time grid ``0, 1, ...`` and no metadata.
     """
@@ -83,7 +83,7 @@ def split_trajectories(
     n_traj: int, val_fraction: float = 0.1, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
     """Seeded split of trajectory indices into training and validation (no test set):
-    :func:`split_train_val_test` with ``test_fraction = 0``.
+    ``split_train_val_test`` with ``test_fraction = 0``.
 
     Parameters
     ----------
@@ -110,7 +110,7 @@ def split_train_val_test(
 
     One permutation ``numpy.random.default_rng(seed).permutation(n_traj)``: its first ``n_val`` entries
     are the validation trajectories, the next ``n_test`` the test trajectories, the rest training. So
-    ``test_fraction = 0`` gives exactly the split of :func:`split_trajectories` (and of runs made before
+    ``test_fraction = 0`` gives exactly the split of ``split_trajectories`` (and of runs made before
     the test split existed).
 
     Parameters
@@ -178,6 +178,12 @@ class WindowDataset(torch.utils.data.Dataset):
     traj_indices : array of int, shape (n_sel,), optional
         Trajectories this dataset uses (default all).
     """
+
+    #: set by __init__ (declared for type checkers)
+    seq_len: int
+    pred_window: int
+    stride: int
+    starts: torch.Tensor
 
     def __init__(
         self,
@@ -296,6 +302,13 @@ class WindowBatchSampler:
     rank, world_size : int
     """
 
+    #: set by __init__ (declared for type checkers)
+    n_windows: int
+    batch_size: int
+    shuffle: bool
+    rank: int
+    world_size: int
+
     def __init__(
         self,
         n_windows: int,
@@ -339,7 +352,7 @@ class WindowBatchSampler:
 
 
 def make_window_datasets(
-    source: Source | Sequence[str | os.PathLike],
+    source: Source | Sequence[str | os.PathLike[str]],
     seq_len: int,
     pred_window: int,
     stride: int = 1,
@@ -353,13 +366,13 @@ def make_window_datasets(
 
     Parameters
     ----------
-    source : HDF5 path(s), Trajectories or array (n_traj, n_states, dim); see :func:`load_trajectories`
+    source : HDF5 path(s), Trajectories or array (n_traj, n_states, dim); see ``load_trajectories``
     seq_len, pred_window, stride : int
     val_fraction : float in [0, 1)
         Share of trajectories for validation (0: no validation set, ``None`` is returned for it).
     test_fraction : float in [0, 1)
         Share of trajectories held out for testing (in no returned window set; default 0 here, while
-        ``vp-train``'s ``test_fraction`` defaults to 0.1); :func:`split_train_val_test`.
+        ``vp-train``'s ``test_fraction`` defaults to 0.1); ``split_train_val_test``.
     seed : int
         Seeds the split.
     dtype : "float32" or "float64"

@@ -1,15 +1,15 @@
 """Work–precision tables: the row type and the CSV reader (written by
-:func:`vpintegrator.rollout.write_work_precision`, drawn by :func:`vpintegrator.plotting.plot_work_precision`),
-the log–log interpolation along a method's ladder (:func:`ladder_value`) and a learned model's training cost
-on the cost axis (:func:`amortised_cost`, :func:`break_even`).
+[`vpintegrator.rollout.write_work_precision`][vpintegrator.rollout.precision.write_work_precision], drawn by [`vpintegrator.plotting.plot_work_precision`][vpintegrator.plotting.plot_work_precision]),
+the log–log interpolation along a method's ladder (``ladder_value``) and a learned model's training cost
+on the cost axis ([`amortised_cost`][vpintegrator.data.work_precision.amortised_cost], [`break_even`][vpintegrator.data.work_precision.break_even]).
 
-The numbers and what each is measured against: :mod:`vpintegrator.rollout.precision`.
+The numbers and what each is measured against: ``vpintegrator.rollout.precision``.
 
 **Training cost.** A model row may carry ``train_seconds``, the CPU seconds its training took (the run
 directory's ``summary.json`` ``cpu_time``; NaN: not recorded). With τ the table's horizon ``t_end``, c_m the
 model's ``seconds_per_time`` and e_m its ``error_median``, N rollouts of length τ cost ``T_train + N τ c_m``
 with the model and ``N τ c_cl(e_m)`` with a classical method, where c_cl(e_m) is the cost at which the
-method's ladder reaches e_m (:func:`ladder_value`, log–log along the ladder). The *amortised* cost per unit
+method's ladder reaches e_m (``ladder_value``, log–log along the ladder). The *amortised* cost per unit
 time is ``c_m + T_train / (N τ)``, and the *break-even* number of rollouts, set by the classical method with
 the cheapest c_cl(e_m), is ``N* = T_train / (τ (c_cl(e_m) − c_m))`` if c_cl(e_m) > c_m, else ∞ ("never":
 that method is both cheaper and at least as accurate).
@@ -60,7 +60,7 @@ class WorkPrecisionRow:
 
 
 def read_work_precision(path: str | Path) -> list[WorkPrecisionRow]:
-    """Rows from a CSV written by :func:`write_work_precision` (one-line error for another file)."""
+    """Rows from a CSV written by ``write_work_precision`` (one-line error for another file)."""
     path = Path(path)
     try:
         with open(path, newline="") as fh:
@@ -148,9 +148,9 @@ def break_even(model: WorkPrecisionRow, rows: Sequence[WorkPrecisionRow]) -> tup
 
 def with_training_cost(rows: Sequence[WorkPrecisionRow], amortise_over: float | None = None
                        ) -> list[WorkPrecisionRow]:
-    """The rows with every model row's ``break_even_rollouts`` / ``break_even_method`` (:func:`break_even`)
+    """The rows with every model row's ``break_even_rollouts`` / ``break_even_method`` ([`break_even`][vpintegrator.data.work_precision.break_even])
     and, with ``amortise_over`` = N, ``amortise_over`` and ``amortised_seconds_per_time``
-    (:func:`amortised_cost`); the other rows as they are."""
+    ([`amortised_cost`][vpintegrator.data.work_precision.amortised_cost]); the other rows as they are."""
     n = None if amortise_over is None else check_rollouts(amortise_over)
     out = []
     for r in rows:

@@ -1,14 +1,14 @@
 """Classical one-step integrators, vectorised over a batch of states, float64, with a method registry.
 
-Every method follows the :class:`Integrator` contract (``step``, ``step_jacobian`` with an analytic
-Jacobian, ``supports``, metadata in ``info``); :func:`list_methods` and :func:`describe_methods` give the
+Every method follows the [`Integrator`][vpintegrator.integrators.Integrator] contract (``step``, ``step_jacobian`` with an analytic
+Jacobian, ``supports``, metadata in ``info``); [`list_methods`][vpintegrator.integrators.list_methods] and [`describe_methods`][vpintegrator.integrators.describe_methods] give the
 metadata of every registered method (also ``vp-rollout --list-methods``).
 
 Modules: ``base`` (contract, metadata), ``registry`` (names -> methods), ``newton`` (Newton helpers), ``explicit`` (euler, rk4), ``implicit`` (implicit
 midpoint, Gauss-Legendre of any stage count), ``splitting`` (Stormer-Verlet, the shear splittings),
 ``lie_poisson`` (the rigid body's exact-rotation splittings), ``composition`` (triple jump, Suzuki, Yoshida 6
-of a symmetric base; :func:`register_compositions` for a user's own symmetric method);
-:func:`~vpintegrator.data.integrate` (in ``data``: it returns a Trajectories) runs one on a batch.
+of a symmetric base; [`register_compositions`][vpintegrator.integrators.register_compositions] for a user's own symmetric method);
+[`integrate`][vpintegrator.data.integration.integrate] (in ``data``: it returns a Trajectories) runs one on a batch.
 
 | family      | methods                                                        | preserves                          |
 |-------------|----------------------------------------------------------------|------------------------------------|

@@ -1,5 +1,5 @@
-"""The :class:`Integrator` contract and the per-method metadata (:class:`MethodInfo`); the registry is in
-:mod:`~vpintegrator.integrators.registry`, the Newton helpers in :mod:`~vpintegrator.integrators.newton`."""
+"""The [`Integrator`][vpintegrator.integrators.Integrator] contract and the per-method metadata ([`MethodInfo`][vpintegrator.integrators.MethodInfo]); the registry is in
+``vpintegrator.integrators.registry``, the Newton helpers in ``vpintegrator.integrators.newton``."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ NEEDS: dict[str, tuple[str, str]] = {
 
 @dataclass(frozen=True)
 class MethodInfo:
-    """What a registered method is and what it preserves (one row of :func:`describe_methods`).
+    """What a registered method is and what it preserves (one row of [`describe_methods`][vpintegrator.integrators.describe_methods]).
 
     ``preserves_volume`` means det J = 1 to rounding on every system the method supports (symplectic
     methods also preserve volume on canonical Hamiltonian systems, i.e. ``separable`` ones, but not on
@@ -65,7 +65,7 @@ class MethodInfo:
 class Integrator:
     """Base class of a one-step method, vectorised over a batch of states, float64.
 
-    The contract (every :class:`Integrator`):
+    The contract (every [`Integrator`][vpintegrator.integrators.Integrator]):
 
     - ``step(system, y, dt)`` maps states ``y`` of shape ``(batch, dim)`` to the states one step ``dt``
       later, same shape;
@@ -78,12 +78,12 @@ class Integrator:
       satisfies ``signed_step(-h) o signed_step(h) = id``);
     - ``name``, ``order``, ``implicit`` and the structure flags (``symplectic``, ``symmetric``,
       ``preserves_volume``, ``preserves_quadratic_invariants``, ``needs``, ``description``, ``family``)
-      describe it, collected in :attr:`info` (a :class:`MethodInfo`);
+      describe it, collected in [`info`][vpintegrator.integrators.Integrator.info] (a [`MethodInfo`][vpintegrator.integrators.MethodInfo]);
     - ``supports(system)`` raises if the method cannot run on that system (one ``System`` flag per
       entry of ``needs``: Stormer-Verlet needs ``separable``, the splittings ``shear_splittable``).
 
     Subclasses implement ``_step`` and ``_step_jacobian`` on validated ``(batch, dim)`` float64 arrays
-    with a float step of either sign, and raise :class:`NotConverged` when a solve fails.
+    with a float step of either sign, and raise ``NotConverged`` when a solve fails.
     """
 
     name: ClassVar[str] = ""
@@ -108,7 +108,7 @@ class Integrator:
         )
 
     def supports(self, system: System) -> None:
-        """Raise :class:`VPIntegratorError` if this method cannot integrate ``system``."""
+        """Raise [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError] if this method cannot integrate ``system``."""
         for flag in self.needs:
             if not getattr(system, flag, False):
                 what, tail = NEEDS.get(flag, (f"a system with {flag} = True", "is not"))
@@ -125,12 +125,12 @@ class Integrator:
         return self._run(self._step_jacobian, system, y, float(dt))
 
     def signed_step(self, system: System, y: np.ndarray, h: float) -> np.ndarray:
-        """:meth:`step` with a finite nonzero step ``h`` of either sign."""
+        """[`step`][vpintegrator.integrators.Integrator.step] with a finite nonzero step ``h`` of either sign."""
         y = self._prepare(system, y, h, signed=True)
         return self._run(self._step, system, y, float(h))
 
     def signed_step_jacobian(self, system: System, y: np.ndarray, h: float) -> np.ndarray:
-        """:meth:`step_jacobian` with a finite nonzero step ``h`` of either sign."""
+        """[`step_jacobian`][vpintegrator.integrators.Integrator.step_jacobian] with a finite nonzero step ``h`` of either sign."""
         y = self._prepare(system, y, h, signed=True)
         return self._run(self._step_jacobian, system, y, float(h))
 

@@ -6,7 +6,7 @@ symmetric and of a higher order: Yoshida/Suzuki triple jump (order 4, three sub-
 composition keeps what the base preserves (symplecticity, volume, quadratic invariants) and needs what
 it needs. The Jacobian is the product of the sub-step Jacobians.
 
-:func:`register_compositions` registers ``<base>_tj4``, ``<base>_suzuki4`` and ``<base>_y6`` for any
+[`register_compositions`][vpintegrator.integrators.register_compositions] registers ``<base>_tj4``, ``<base>_suzuki4`` and ``<base>_y6`` for any
 registered symmetric order-2 method, a user's own included (the built-in ones are registered for
 ``implicit_midpoint``, ``splitting``, ``stormer_verlet`` and ``rotation_splitting``).
 
@@ -146,7 +146,7 @@ class Composition(Integrator):
 
 
 def compositions(bases: tuple[str, ...]) -> list[Composition]:
-    """Every scheme of :data:`SCHEMES` for every base name, as :class:`Composition` objects."""
+    """Every scheme of [`SCHEMES`][vpintegrator.integrators.SCHEMES] for every base name, as [`Composition`][vpintegrator.integrators.Composition] objects."""
     return [
         Composition(base=b, gammas=gammas, scheme=key, scheme_order=order)
         for b in bases
@@ -161,9 +161,9 @@ def register_compositions(base: str | Integrator, schemes: Sequence[str] | None 
     Parameters
     ----------
     base : str or Integrator
-        A registered method's name, or an :class:`Integrator` instance (registered first when its name is
+        A registered method's name, or an [`Integrator`][vpintegrator.integrators.Integrator] instance (registered first when its name is
         not). It must be symmetric (``step(-h) o step(h) = id``) and of order 2.
-    schemes : names of :data:`SCHEMES`, optional
+    schemes : names of [`SCHEMES`][vpintegrator.integrators.SCHEMES], optional
         Default all: ``tj4`` (order 4), ``suzuki4`` (order 4), ``y6`` (order 6).
     replace : bool
         Replace compositions of these names that are already registered.

@@ -144,7 +144,7 @@ class GaussLegendre(_Newton):
 
     Stage increments ``Z_i = Y_i - y`` solve ``Z_i = h sum_j a_ij f(y + Z_j)``; then
     ``y1 = y + h sum_j b_j f(y + Z_j)``. Registered as ``gauss_legendre<2s>``; ``stages`` is an option of
-    :func:`get_integrator`.
+    [`get_integrator`][vpintegrator.integrators.get_integrator].
     """
 
     stages: int = 2

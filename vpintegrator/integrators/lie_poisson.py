@@ -1,6 +1,6 @@
 """Lie-Poisson splitting of the free rigid body into exact rotations (Casimir-exact Poisson maps).
 
-The rigid body ``dz/dt = z x I^{-1} z`` (:class:`~vpintegrator.systems.RigidBody`) is the Lie-Poisson system
+The rigid body ``dz/dt = z x I^{-1} z`` ([`RigidBody`][vpintegrator.systems.RigidBody]) is the Lie-Poisson system
 of ``H = sum_k z_k^2 / (2 I_k)`` with Poisson tensor ``B(z) = [z]_x`` (``dz/dt = B(z) grad H``) and Casimir
 ``C = |z|^2``. Split ``H = H_1 + H_2 + H_3``, ``H_k = z_k^2 / (2 I_k)``: the flow ``R_k(t)`` of ``H_k`` keeps
 ``z_k`` and rotates the other two components, ``(i, j) = (k + 1, k + 2) mod 3``, by ``theta = t z_k / I_k``::
@@ -11,7 +11,7 @@ Each ``R_k`` is the exact flow of a Lie-Poisson Hamiltonian, so it conserves ``|
 map (``J B(z) J^T = B(R_k(z))``) and has ``det J = 1``; so is every composition of them.
 ``rotation_splitting`` is the symmetric (Strang) composition ``R_1(h/2) R_2(h/2) R_3(h) R_2(h/2) R_1(h/2)``
 (order 2, explicit, 5 rotations); its triple-jump, Suzuki and Yoshida-6 compositions
-(``rotation_splitting_tj4``, ``_suzuki4``, ``_y6``, :mod:`.composition`) reach orders 4, 4, 6 and keep the
+(``rotation_splitting_tj4``, ``_suzuki4``, ``_y6``, ``vpintegrator.integrators.composition``) reach orders 4, 4, 6 and keep the
 same structure. The energy is not conserved exactly (it oscillates boundedly, as for symplectic methods).
 
 Only differences of the ``1 / I_k`` enter the equations: adding ``s C / 2`` to ``H`` (rates ``1 / I_k + s``)
@@ -22,9 +22,9 @@ two-rotation one. On 20 random points of the unit sphere, h = 0.2, t = 100 (medi
 DOP853 1e-12, ``python scripts/lie_poisson_splittings.py``): plain 0.050 / centred 0.0042, Suzuki 3.6e-5 /
 1.5e-6, Yoshida 6 2.0e-6 / 1.9e-8.
 
-Data interface (the compiled kernel, :mod:`vpintegrator.compiled.lie_poisson`, builds the same method from
-these): :data:`STRANG_ROTATIONS` gives the rotations ``(axis, fraction of the step)`` in time order,
-:func:`rotation_rates` the rates ``w_k`` (``theta = t w_k z_k``).
+Data interface (the compiled kernel, ``vpintegrator.compiled.lie_poisson``, builds the same method from
+these): ``STRANG_ROTATIONS`` gives the rotations ``(axis, fraction of the step)`` in time order,
+``rotation_rates`` the rates ``w_k`` (``theta = t w_k z_k``).
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ class RotationSplitting(Integrator):
 
 @dataclass(frozen=True)
 class CentredRotationSplitting(RotationSplitting):
-    """:class:`RotationSplitting` of ``H - (mean_k 1/I_k) C / 2``: rates ``1 / I_k - mean_j 1 / I_j`` (module doc).
+    """[`RotationSplitting`][vpintegrator.integrators.RotationSplitting] of ``H - (mean_k 1/I_k) C / 2``: rates ``1 / I_k - mean_j 1 / I_j`` (module doc).
 
     The same exact flow is split differently: same order and structure, a smaller error (10x for the plain
     method, 100x for the Yoshida-6 composition on the default body).

@@ -1,5 +1,5 @@
-"""The method registry: names -> :class:`~vpintegrator.integrators.base.Integrator` instances, with
-metadata listing (:func:`list_methods`, :func:`describe_methods`)."""
+"""The method registry: names -> [`Integrator`][vpintegrator.integrators.Integrator] instances, with
+metadata listing ([`list_methods`][vpintegrator.integrators.list_methods], [`describe_methods`][vpintegrator.integrators.describe_methods])."""
 
 from __future__ import annotations
 

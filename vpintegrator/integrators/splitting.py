@@ -64,7 +64,7 @@ class StormerVerlet(Integrator):
 
 
 class _ShearSequence(Integrator):
-    """A composition of exact shear flows ``y_i += c f_i(y)`` given by :meth:`_sequence`."""
+    """A composition of exact shear flows ``y_i += c f_i(y)`` given by ``_sequence``."""
 
     symmetric: ClassVar[bool] = True
     preserves_volume: ClassVar[bool] = True
@@ -139,7 +139,7 @@ class LieTrotterComposition(_ShearSequence):
     """A McLachlan-type shear splitting: ``X(g1 h) X*(g2 h) X(g3 h) ...`` (see the module docstring).
 
     ``gammas`` (even length, palindromic, sum 1) give a symmetric method; ``splitting_order`` is its
-    order. Data interface: ``gammas`` and :func:`shear_sequence` give the shears in time order.
+    order. Data interface: ``gammas`` and ``shear_sequence`` give the shears in time order.
     """
 
     label: str = ""

@@ -10,9 +10,9 @@ below, as ``vp-train --model NAME`` does.
 ===========  =====================================  ====================================================
 name         class                                  paper configuration (parameters)
 ===========  =====================================  ====================================================
-``vpff``     :class:`VolumePreservingFeedForward`   dim 3, n_blocks 6 (135)
-``vpt``      :class:`VolumePreservingTransformer`   dim 3, seq_len 3, n_blocks 2, L 3 (162; 180 arbitrary)
-``st``       :class:`StandardTransformerIntegrator` dim 3, seq_len 3, n_blocks 2, L 3, 1 head (189)
+``vpff``     [`VolumePreservingFeedForward`][vpintegrator.models.VolumePreservingFeedForward]   dim 3, n_blocks 6 (135)
+``vpt``      [`VolumePreservingTransformer`][vpintegrator.models.VolumePreservingTransformer]   dim 3, seq_len 3, n_blocks 2, L 3 (162; 180 arbitrary)
+``st``       [`StandardTransformerIntegrator`][vpintegrator.models.StandardTransformerIntegrator] dim 3, seq_len 3, n_blocks 2, L 3, 1 head (189)
 ===========  =====================================  ====================================================
 
 The symplectic side (states (q, p), dim even; GML's defaults, no paper configuration):
@@ -20,21 +20,21 @@ The symplectic side (states (q, p), dim even; GML's defaults, no paper configura
 ==========================  ==============================  ===================================================
 name                        class                           GML defaults (parameters)
 ==========================  ==============================  ===================================================
-``la_sympnet``              :class:`LASympNet`              dim 4, depth 5, nhidden 1 (42)
-``g_sympnet``               :class:`GSympNet`               dim 4, upscaling 8, n_layers 2 (32)
-``symplectic_transformer``  :class:`SymplecticTransformer`  dim 4, seq_len 3, n_sympnet 2, L 1 (70; L 4: 280)
+``la_sympnet``              [`LASympNet`][vpintegrator.models.LASympNet]              dim 4, depth 5, nhidden 1 (42)
+``g_sympnet``               [`GSympNet`][vpintegrator.models.GSympNet]               dim 4, upscaling 8, n_layers 2 (32)
+``symplectic_transformer``  [`SymplecticTransformer`][vpintegrator.models.SymplecticTransformer]  dim 4, seq_len 3, n_sympnet 2, L 1 (70; L 4: 280)
 ==========================  ==============================  ===================================================
 
-Lie–Poisson networks for so(3)* (the rigid body; Casimir-exact Poisson maps, :mod:`.lie_poisson`):
+Lie–Poisson networks for so(3)* (the rigid body; Casimir-exact Poisson maps, ``vpintegrator.models.lie_poisson``):
 
 ==================  ============================  =====================================================
 name                class                         defaults (parameters)
 ==================  ============================  =====================================================
-``lpnet``           :class:`LiePoissonNet`        dim 3, n_layers 8, width 4 (128)
-``lp_transformer``  :class:`LiePoissonTransformer` dim 3, seq_len 3, L 2, n_layers 4, width 4 (166)
+``lpnet``           [`LiePoissonNet`][vpintegrator.models.LiePoissonNet]        dim 3, n_layers 8, width 4 (128)
+``lp_transformer``  [`LiePoissonTransformer`][vpintegrator.models.LiePoissonTransformer] dim 3, seq_len 3, L 2, n_layers 4, width 4 (166)
 ==================  ============================  =====================================================
 
-What each architecture keeps by construction: ``model.preserves`` / :func:`model_preserves`.
+What each architecture keeps by construction: ``model.preserves`` / [`model_preserves`][vpintegrator.models.model_preserves].
 
 Model file format (``save_model``/``load_model``): one ``torch.save`` dict
 ``{"format": "vpintegrator-model", "version": 1, "config": {...}, "state_dict": {...},

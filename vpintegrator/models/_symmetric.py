@@ -12,7 +12,7 @@ or whose negative-time map is its inverse (the skew volume-preserving attention)
 palindrome reads L_n(τ/2) ∘ … ∘ L_1(τ/2) ∘ L_1(τ/2) ∘ … ∘ L_n(τ/2).
 
 A layer takes part through ``layer(x, tau)`` and ``layer.inverse(y, tau)`` (rows (batch, seq, dim)); a model
-may run the schedule in another layout by overriding :meth:`SymmetricComposition._run_steps`.
+may run the schedule in another layout by overriding ``SymmetricComposition._run_steps``.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class SymmetricComposition:
         return self._windows(y, lambda y: self._run_steps(y, undo))
 
     def _symmetric_chain(self) -> list[nn.Module]:
-        """The steps of the palindrome as modules (for ``window_chain`` and :mod:`vpintegrator.testing`)."""
+        """The steps of the palindrome as modules (for ``window_chain`` and [`vpintegrator.testing`][vpintegrator.testing])."""
         return [TimedStep(layer, t, inverted) for layer, t, inverted in self._schedule(1.0)]
 
 

@@ -1,13 +1,13 @@
 """Ablations of trained models: the same network with a part switched off.
 
-:func:`without_attention` answers "does the attention carry information?" for any transformer of the
+[`without_attention`][vpintegrator.models.without_attention] answers "does the attention carry information?" for any transformer of the
 registry: every attention layer becomes the identity map on the window, and the rest of the network keeps
 its trained weights. Compare the ablated model's rollout error with the original's
-(:func:`vpintegrator.testing.attention_coupling` measures the same question on the Jacobian).
+([`vpintegrator.testing.attention_coupling`][vpintegrator.testing.attention_coupling] measures the same question on the Jacobian).
 
 For the Lie–Poisson transformer the identity is not the right control: its coupling rotates state i by
 α_i ψ(s), which is a position-wise rotation (α_i ψ̄) plus the cross-state part (ψ(s) − ψ̄). Zeroing ψ removes
-both. :func:`constant_coupling` removes only the cross-state part: every coupling's ψ becomes the constant ψ̄
+both. [`constant_coupling`][vpintegrator.models.constant_coupling] removes only the cross-state part: every coupling's ψ becomes the constant ψ̄
 (its mean over given windows), so no state's map depends on another state any more.
 """
 
@@ -51,7 +51,7 @@ def without_attention(model: nn.Module) -> nn.Module:
     - volume-preserving attention X ↦ Cayley(C(X))ᵀ X: A = 0, so C = 0 and Cayley(0) = I (both weightings);
     - symplectic attention (Q and P): A = 0, so the shear's increment is 0;
     - Lie–Poisson coupling: ψ = 0 (w = d = 0), so every state's rotation angle is 0;
-    - multi-head attention (the standard transformer): replaced by :class:`NoAttention` (the identity);
+    - multi-head attention (the standard transformer): replaced by ``NoAttention`` (the identity);
       zero projections would not do: the paper's ST has no residual connection, so its attention would
       output 0, not the window.
 
@@ -102,7 +102,7 @@ def constant_coupling(model: nn.Module, windows: torch.Tensor) -> nn.Module:
     Parameters
     ----------
     model : nn.Module
-        A model with :class:`~vpintegrator.nn.lie_poisson.LiePoissonCoupling` layers (``lp_transformer``).
+        A model with [`LiePoissonCoupling`][vpintegrator.nn.LiePoissonCoupling] layers (``lp_transformer``).
     windows : Tensor, shape (n, seq_len, 3)
         Windows of the data (e.g. held-out exact-flow windows) on which ψ̄ is averaged.
     """

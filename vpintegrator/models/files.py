@@ -3,7 +3,7 @@
 Format: one ``torch.save`` dict ``{"format": "vpintegrator-model", "version": 1, "config": {...},
 "state_dict": {...}, "vpintegrator_version": "...", "provenance": {...}, **extra}``, loadable with
 ``torch.load(weights_only=True)`` (no pickled code). ``load_model("gml:FILE.h5")`` reads GeometricMachineLearning.jl weights instead
-(:mod:`vpintegrator.models.gml`).
+(``vpintegrator.models.gml``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ PRETRAINED_DIR = Path(__file__).parent.parent / "pretrained"
 _RESERVED_KEYS = ("format", "version", "config", "state_dict", "vpintegrator_version")
 
 
-def save_model(model: nn.Module, path: str | os.PathLike, extra: dict[str, Any] | None = None, *,
+def save_model(model: nn.Module, path: str | os.PathLike[str], extra: dict[str, Any] | None = None, *,
                overwrite: bool = False, any_module: bool = False) -> Path:
     """Write ``model`` (config + state_dict) atomically to ``path``.
 
@@ -49,7 +49,7 @@ def save_model(model: nn.Module, path: str | os.PathLike, extra: dict[str, Any] 
         ``torch.load(weights_only=True)`` (tensors, numbers, strings, lists, dicts). Keys must not be one of
         ``format, version, config, state_dict, vpintegrator_version``. A model read from a GML file
         (``gml_provenance`` attribute) also records ``"gml_provenance"``: the source file. ``"provenance"``
-        (:func:`vpintegrator.provenance.provenance_record`: versions, git commit, command line, input files
+        ([`vpintegrator.provenance.provenance_record`][vpintegrator.provenance.provenance_record]: versions, git commit, command line, input files
         with their sha256) defaults to a record of this process without inputs.
     overwrite : bool, default False
         Replace an existing checkpoint at ``path`` (anything else there is never replaced); the file is
@@ -57,7 +57,7 @@ def save_model(model: nn.Module, path: str | os.PathLike, extra: dict[str, Any] 
     any_module : bool, default False
         Also write a module that is not a registry model (``fit`` of a user's own module): its config is
         its own ``config`` dict, if any, with ``"name"`` (default the class name) and ``"module"``
-        (``"package.module.Class"``), and only :func:`load_model` with
+        (``"package.module.Class"``), and only [`load_model`][vpintegrator.models.load_model] with
         ``into=`` reads its weights back.
 
     Returns
@@ -107,7 +107,7 @@ def list_pretrained() -> list[str]:
     return sorted(p.stem for p in PRETRAINED_DIR.glob("*.pt"))
 
 
-def _resolve_model_path(path: str | os.PathLike) -> Path:
+def _resolve_model_path(path: str | os.PathLike[str]) -> Path:
     text = os.fspath(path)
     if isinstance(text, str) and text.startswith(PRETRAINED_PREFIX):
         name = text[len(PRETRAINED_PREFIX) :]
@@ -142,13 +142,13 @@ def _special(p: Path) -> str:
 
 
 class _MissingFile(VPIntegratorError, FileNotFoundError):
-    """A missing model file: a one-line :class:`VPIntegratorError` that is also a ``FileNotFoundError``."""
+    """A missing model file: a one-line [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError] that is also a ``FileNotFoundError``."""
 
 
 _ZIP_MAGIC = b"PK\x03\x04"
 
 
-def read_torch_file(file: str | os.PathLike, map_location: Any = "cpu", what: str = "model file") -> Any:
+def read_torch_file(file: str | os.PathLike[str], map_location: Any = "cpu", what: str = "model file") -> Any:
     """``torch.load(file, weights_only=True)`` with one-line errors naming ``file`` (never runs pickled code).
 
     Empty, truncated, HDF5, text and foreign (code-carrying) files each get a message saying what was
@@ -188,8 +188,8 @@ def read_torch_file(file: str | os.PathLike, map_location: Any = "cpu", what: st
         ) from None
 
 
-def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
-    """Read and validate a model file written by :func:`save_model`; return the whole dict.
+def load_checkpoint(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, Any]:
+    """Read and validate a model file written by [`save_model`][vpintegrator.models.save_model]; return the whole dict.
 
     ``path`` may be a file, a run directory (``best.pt``, else ``last.pt``) or ``"pretrained:<name>"``.
     Loaded with ``torch.load(weights_only=True)``.
@@ -238,16 +238,16 @@ def _check_run_model(file: Path, config: dict[str, Any]) -> None:
             "was it replaced by another run's file? Give that file itself, or the run's own checkpoint")
 
 
-def load_model(path: str | os.PathLike, map_location: Any = "cpu", config: dict[str, Any] | None = None,
+def load_model(path: str | os.PathLike[str], map_location: Any = "cpu", config: dict[str, Any] | None = None,
                into: nn.Module | None = None) -> nn.Module:
-    """Rebuild a model from a file written by :func:`save_model`, or read GML weights.
+    """Rebuild a model from a file written by [`save_model`][vpintegrator.models.save_model], or read GML weights.
 
     Parameters
     ----------
     path : path-like or str
         A ``.pt`` file, a run directory (uses ``best.pt``, else ``last.pt``), ``"pretrained:<name>"``, or
         ``"gml:FILE.h5"``: an HDF5 weight file written by GeometricMachineLearning.jl (VPFF, VPT or ST; the
-        architecture and its sizes are read from the file, see :func:`~vpintegrator.models.gml.read_gml`).
+        architecture and its sizes are read from the file, see [`read_gml`][vpintegrator.models.read_gml]).
         What the weights cannot tell goes after a ``?`` as ``KEY=VALUE`` pairs joined by ``&``:
         ``"gml:FILE.h5?seq_len=3&name=vpt"`` (keys: ``name``, ``dtype`` (float64, the default, or float32)
         and model keys such as ``seq_len``, ``activation``, ``add_connection``; values are numbers,

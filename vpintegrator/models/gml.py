@@ -1,4 +1,4 @@
-"""Weights trained with GeometricMachineLearning.jl (GML): :func:`read_gml` reads its HDF5 weight files.
+"""Weights trained with GeometricMachineLearning.jl (GML): [`read_gml`][vpintegrator.models.read_gml] reads its HDF5 weight files.
 
 File layout (GML's ``save`` to HDF5): top-level groups ``L1 … Ln``, the layers of the network's ``Chain``
 in order; in each, the layer's parameters by name. Special matrices are a group with a ``gml_type``
@@ -21,7 +21,7 @@ MultiHeadAttention (PQ, PK, PV,   V softmax_col((PQᵀZ)ᵀ(PKᵀZ)/√dim)     
 each ``head_1 … head_h``)
 ================================  ==========================================  ============================
 
-GML's P^K plays our query and its P^Q our key (see :class:`~vpintegrator.nn.MultiHeadAttention`): our
+GML's P^K plays our query and its P^Q our key (see [`MultiHeadAttention`][vpintegrator.nn.MultiHeadAttention]): our
 ``query[i].weight`` = PK head_i (Julia (dim, d_head) = h5ᵀ), ``key[i].weight`` = PQ head_i,
 ``value[i].weight`` = PV head_i.
 
@@ -62,7 +62,7 @@ _LAYER_HELP = ("known layers: VolumePreserving{Lower,Upper}Layer (weight[, bias]
 
 
 class GMLMissingFile(VPIntegratorError, FileNotFoundError):
-    """A missing GML weight file: a one-line :class:`VPIntegratorError` that is also a ``FileNotFoundError``."""
+    """A missing GML weight file: a one-line [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError] that is also a ``FileNotFoundError``."""
 
 
 @dataclass
@@ -438,7 +438,7 @@ def _check_file(file: str) -> None:
                                 "GeometricMachineLearning.jl (a .pt file loads without the gml: prefix)")
 
 
-def read_gml(path: str | os.PathLike, name: str | None = None, *, dtype: Any = "float64", **config: Any) -> nn.Module:
+def read_gml(path: str | os.PathLike[str], name: str | None = None, *, dtype: Any = "float64", **config: Any) -> nn.Module:
     """Read a GeometricMachineLearning.jl HDF5 weight file into a VPFF, VPT or ST.
 
     Parameters
@@ -452,7 +452,7 @@ def read_gml(path: str | os.PathLike, name: str | None = None, *, dtype: Any = "
         exact in float64; our rollouts, metrics and compiled kernels compute in float64, so the model
         evaluates the file's weights without adding float32 rounding of its own.
     **config
-        Model keys (see :func:`~vpintegrator.models.build_model`). Keys the file determines (dim, n_blocks,
+        Model keys (see [`build_model`][vpintegrator.models.build_model]). Keys the file determines (dim, n_blocks,
         n_linear, L, n_heads, skew_sym, init_upper, transformer_dim, form, stiefel) are checked against it
         (a contradiction is a one-line error naming the key and the group); the others are taken as given,
         else the defaults (seq_len 3 for vpt/st and 1 for vpff, activation tanh, add_connection False).
@@ -462,7 +462,7 @@ def read_gml(path: str | os.PathLike, name: str | None = None, *, dtype: Any = "
     -------
     nn.Module
         In eval mode, with ``model.config`` (round-trips through ``build_model``) and
-        ``model.gml_provenance`` (the source file; :func:`~vpintegrator.models.save_model` records it).
+        ``model.gml_provenance`` (the source file; [`save_model`][vpintegrator.models.save_model] records it).
     """
     file = os.fspath(path)
     _check_file(file)
@@ -519,7 +519,7 @@ def read_gml(path: str | os.PathLike, name: str | None = None, *, dtype: Any = "
 
 
 def _spec_value(text: str) -> Any:
-    """A ``--set``-style value (:func:`vpintegrator.config._parse_value`: TOML literal, else the string), with
+    """A ``--set``-style value (``vpintegrator.config._parse_value``: TOML literal, else the string), with
     ``none``/``null`` for None and booleans in any case."""
     low = text.lower()
     if low in ("true", "false"):
@@ -533,7 +533,7 @@ def parse_gml_spec(spec: str) -> tuple[str, dict[str, Any]]:
     """``"gml:PATH[?KEY=VALUE[&KEY=VALUE…]]"`` -> (PATH, {KEY: value}).
 
     Values are ints, floats, ``true``/``false``, ``none`` or strings; keys are ``name``, ``dtype`` and
-    model keys (``seq_len``, ``activation``, ...), as :func:`read_gml` takes them.
+    model keys (``seq_len``, ``activation``, ...), as [`read_gml`][vpintegrator.models.read_gml] takes them.
     """
     text = spec[len(GML_PREFIX):] if spec.startswith(GML_PREFIX) else spec
     file, sep, query = text.partition("?")

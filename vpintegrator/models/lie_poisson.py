@@ -1,16 +1,16 @@
-"""Lie–Poisson networks for so(3)* (the rigid body): Casimir-exact, Poisson maps by construction (issue 21).
+"""Lie–Poisson networks for so(3)* (the rigid body): Casimir-exact, Poisson maps by construction.
 
-- :class:`LiePoissonNet` (``lpnet``): position-wise, a composition of :class:`~vpintegrator.nn.LiePoissonLayer`
+- [`LiePoissonNet`][vpintegrator.models.LiePoissonNet] (``lpnet``): position-wise, a composition of [`LiePoissonLayer`][vpintegrator.nn.LiePoissonLayer]
   (exact flows of H = Ψ(k·z)); one step z_n -> z_{n+1} (``seq_len`` 1) or each state of a window advanced by
   itself.
-- :class:`LiePoissonTransformer` (``lp_transformer``): a window model (seq_len T states to the next T):
-  L units of [:class:`~vpintegrator.nn.LiePoissonCoupling` (every state rotated by an angle that depends on
+- [`LiePoissonTransformer`][vpintegrator.models.LiePoissonTransformer] (``lp_transformer``): a window model (seq_len T states to the next T):
+  L units of [[`LiePoissonCoupling`][vpintegrator.nn.LiePoissonCoupling] (every state rotated by an angle that depends on
   all states: the structure-preserving attention), n_layers LiePoissonLayer].
 
 Every layer is the time-1 flow of a Hamiltonian for the Lie–Poisson structure (per state, or of the product
 (so(3)*)^T), so the network is a Poisson map, keeps every state's Casimir ‖z‖² to round-off (each layer is a
 rotation of each state) and preserves volume in ℝ^{3T}. ``preserves`` says so; the audits of
-:mod:`vpintegrator.testing` check it. Every model also has the exact inverse (``inverse``: the layers'
+[`vpintegrator.testing`][vpintegrator.testing] check it. Every model also has the exact inverse (``inverse``: the layers'
 flows backwards, in reverse order).
 """
 
@@ -40,7 +40,7 @@ def _check_dim(dim) -> int:
 
 
 class _LiePoissonBase(SymmetricComposition, nn.Module):
-    """Shared forward/inverse (:class:`~vpintegrator.models._symmetric.SymmetricComposition`). With ``symmetric``
+    """Shared forward/inverse (``vpintegrator.models._symmetric.SymmetricComposition``). With ``symmetric``
     the map is the palindrome ψ_{τ/2} ∘ ψ*_{τ/2} = L_n(τ/2) ∘ … ∘ L_1(τ/2) ∘ L_1(τ/2) ∘ … ∘ L_n(τ/2) (every layer
     is a flow, so its adjoint (L_{−τ})⁻¹ is L_τ), hence Φ_{−τ} = Φ_τ⁻¹: a symmetric (time-reversible) learned
     map. ``evolve(x, tau)`` is the map for the scaled step τ (1: ``forward``)."""
@@ -63,7 +63,7 @@ class _LiePoissonBase(SymmetricComposition, nn.Module):
         return self.evolve(x, 1.0)
 
     def window_chain(self) -> list[nn.Module]:
-        """The layers whose composition is ``forward`` (for :mod:`vpintegrator.testing`); for a symmetric
+        """The layers whose composition is ``forward`` (for [`vpintegrator.testing`][vpintegrator.testing]); for a symmetric
         map the palindrome of half-time flows."""
         return self._symmetric_chain() if self.symmetric else list(self.layers)
 
@@ -83,11 +83,18 @@ class LiePoissonNet(_LiePoissonBase):
     seq_len : int
         Window length it is used with (1: one step); the network acts on each state by itself.
     symmetric : bool
-        The palindromic (time-reversible) composition of the layers (:class:`_LiePoissonBase`): the same
+        The palindromic (time-reversible) composition of the layers (``_LiePoissonBase``): the same
         parameters, each layer applied twice for half the time.
     """
 
     model_name = "lpnet"
+
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    seq_len: int
+    pred_window: int
+    config: dict[str, Any]
+    layers: nn.Sequential
 
     def __init__(self, dim: int, n_layers: int = 8, width: int = 4, seq_len: int = 1, symmetric: bool = False) -> None:
         super().__init__()
@@ -120,10 +127,17 @@ class LiePoissonTransformer(_LiePoissonBase):
     width : int
         Units of every scalar function ψ.
     symmetric : bool
-        The palindromic (time-reversible) composition, as for :class:`LiePoissonNet`.
+        The palindromic (time-reversible) composition, as for [`LiePoissonNet`][vpintegrator.models.LiePoissonNet].
     """
 
     model_name = "lp_transformer"
+
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    seq_len: int
+    pred_window: int
+    config: dict[str, Any]
+    layers: nn.Sequential
 
     def __init__(self, dim: int, seq_len: int = 3, L: int = 2, n_layers: int = 4, width: int = 4,
                  symmetric: bool = False) -> None:

@@ -54,7 +54,7 @@ def default_model_config(name: str) -> dict[str, Any]:
 
 
 def _did_you_mean(name: Any) -> str:
-    """``" (did you mean 'x'?)"`` for the registered model closest to ``name`` (:func:`vpintegrator.config.did_you_mean`)."""
+    """``" (did you mean 'x'?)"`` for the registered model closest to ``name`` (``vpintegrator.config.did_you_mean``)."""
     from ..config import did_you_mean
 
     return did_you_mean(name, list_models())
@@ -64,7 +64,7 @@ def register_model(cls: type[nn.Module], defaults: dict[str, Any] | None = None)
     """Add an architecture to the registry under ``cls.model_name``, with its default hyper-parameters.
 
     ``cls`` is an ``nn.Module`` whose constructor takes ``dim`` plus keyword arguments and records them in
-    ``self.config`` (see the shipped classes); ``defaults`` is what :func:`default_model_config` returns for
+    ``self.config`` (see the shipped classes); ``defaults`` is what [`default_model_config`][vpintegrator.models.default_model_config] returns for
     it (what ``vp-train --model NAME`` trains without a ``[model]`` table). Returns ``cls``.
     """
     name = getattr(cls, "model_name", None)
@@ -78,7 +78,7 @@ def register_model(cls: type[nn.Module], defaults: dict[str, Any] | None = None)
 
 
 def list_models() -> list[str]:
-    """Registry names accepted by :func:`build_model`."""
+    """Registry names accepted by [`build_model`][vpintegrator.models.build_model]."""
     return sorted(_MODELS)
 
 
@@ -88,10 +88,10 @@ def build_model(name: str, **config: Any) -> nn.Module:
     Parameters
     ----------
     name : str
-        One of :func:`list_models` (``"vpff"``, ``"vpt"``, ``"st"``).
+        One of [`list_models`][vpintegrator.models.list_models] (``"vpff"``, ``"vpt"``, ``"st"``).
     **config
         The class's keyword arguments (e.g. ``dim=3, seq_len=3, n_blocks=2, L=3``); ``dim`` is required,
-        and every key left out takes the paper's value (:func:`default_model_config`), as ``vp-train
+        and every key left out takes the paper's value ([`default_model_config`][vpintegrator.models.default_model_config]), as ``vp-train
         --model NAME`` does: ``build_model("vpt", dim=3)`` is the paper's 162-parameter VPT. ``model.config``
         (which contains ``name``) round-trips: ``build_model(**model.config)``.
 
@@ -130,7 +130,7 @@ def model_preserves(model: nn.Module | str, **config: Any) -> tuple[str, ...]:
     defaults, since some claims depend on the configuration: the VPT with arbitrary attention weights keeps
     nothing, the symplectic transformer with vector softmax and symmetric A is not symplectic). A model
     without the attribute (a user's) claims nothing. Every claim is tested by the matching audit of
-    :mod:`vpintegrator.testing` in float64.
+    [`vpintegrator.testing`][vpintegrator.testing] in float64.
     """
     if isinstance(model, str):
         dim = config.pop("dim", 4 if model in ("la_sympnet", "g_sympnet", "symplectic_transformer") else 3)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -36,7 +38,7 @@ class _STBlock(nn.Module):
 class _Dense(nn.Module):
     """x ↦ σ(x Wᵀ + b), W ∈ ℝ^{out×in} (GML/AbstractNeuralNetworks ``Dense(in, out, σ)``: z ↦ σ(W z + b)).
 
-    The up- and downscaling layers of :class:`StandardTransformerIntegrator` with ``transformer_dim ≠ dim``.
+    The up- and downscaling layers of [`StandardTransformerIntegrator`][vpintegrator.models.StandardTransformerIntegrator] with ``transformer_dim ≠ dim``.
     Init: W Glorot U(±√(6/(in + out))), b = 0.
     """
 
@@ -84,7 +86,7 @@ class StandardTransformerIntegrator(nn.Module):
     seq_len : int
         Window length (= pred_window).
     form : {"gml", "standard"}
-        Attention form, see :class:`~vpintegrator.nn.MultiHeadAttention`.
+        Attention form, see [`MultiHeadAttention`][vpintegrator.nn.MultiHeadAttention].
     stiefel : bool
         Orthonormal attention projections (gml form).
     activation : str
@@ -95,11 +97,20 @@ class StandardTransformerIntegrator(nn.Module):
         σ_up of the upscaling layer (GML's default: identity); unused when D = dim.
     softmax : {"vector", "matrix"}
         Score normalisation of the attention (GML's ``attention_activation``: ``VectorSoftmax`` or
-        ``MatrixSoftmax``), see :class:`~vpintegrator.nn.MultiHeadAttention`.
+        ``MatrixSoftmax``), see [`MultiHeadAttention`][vpintegrator.nn.MultiHeadAttention].
     """
 
     model_name = "st"
     preserves: tuple[str, ...] = ()  # softmax attention and ResNet layers keep nothing by construction
+
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    seq_len: int
+    pred_window: int
+    config: dict[str, Any]
+    upscale: nn.Module
+    blocks: nn.Sequential
+    downscale: nn.Module
 
     def __init__(
         self,
@@ -163,7 +174,7 @@ class StandardTransformerIntegrator(nn.Module):
         return self.downscale(out) if scaled else out
 
     def window_chain(self) -> list[nn.Module]:
-        """The units whose composition is ``forward`` (for :mod:`vpintegrator.testing`)."""
+        """The units whose composition is ``forward`` (for [`vpintegrator.testing`][vpintegrator.testing])."""
         if self.transformer_dim != self.dim:
             return [self.upscale, *self.blocks, self.downscale]
         return list(self.blocks)

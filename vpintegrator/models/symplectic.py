@@ -1,15 +1,17 @@
 """The symplectic architectures (GML): LA-SympNet, G-SympNet and the symplectic transformer.
 
 States are x = (q, p) = (x[..., :n], x[..., n:]), dim = 2n. Every layer is a symplectic shear
-(:mod:`vpintegrator.nn.sympnet`, :mod:`vpintegrator.nn.symplectic_attention`), so each network is
+(``vpintegrator.nn.sympnet``, ``vpintegrator.nn.symplectic_attention``), so each network is
 symplectic: per state for the SympNets, on the product space ℝ^{T·dim} (Ω block-diagonal over the T
 states) for the transformer — except with ``attention_activation="vector_softmax"`` and ``symmetric=True``,
-GML's combination that is not (see :mod:`vpintegrator.nn.symplectic_attention`).
+GML's combination that is not (see ``vpintegrator.nn.symplectic_attention``).
 
 Layer orders and defaults follow GML ``src/architectures/sympnet.jl`` and ``symplectic_transformer.jl``.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 from torch import nn
@@ -50,7 +52,7 @@ class _PositionWise(nn.Module):
         return self.layers(x)
 
     def window_chain(self) -> list[nn.Module]:
-        """The layers whose composition is ``forward`` (for :mod:`vpintegrator.testing`)."""
+        """The layers whose composition is ``forward`` (for [`vpintegrator.testing`][vpintegrator.testing])."""
         return list(self.layers)
 
 
@@ -90,7 +92,14 @@ class LASympNet(_PositionWise):
     """
 
     model_name = "la_sympnet"
-    preserves = ("symplectic", "volume")
+    preserves: tuple[str, ...] = ("symplectic", "volume")
+
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    seq_len: int
+    pred_window: int
+    config: dict[str, Any]
+    layers: nn.Sequential
 
     def __init__(
         self,
@@ -148,7 +157,7 @@ class GSympNet(_PositionWise):
     init_upper : bool
         Start with the q-changing layer.
     seq_len : int
-        As :class:`LASympNet`.
+        As [`LASympNet`][vpintegrator.models.LASympNet].
 
     Notes
     -----
@@ -156,7 +165,14 @@ class GSympNet(_PositionWise):
     """
 
     model_name = "g_sympnet"
-    preserves = ("symplectic", "volume")
+    preserves: tuple[str, ...] = ("symplectic", "volume")
+
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    seq_len: int
+    pred_window: int
+    config: dict[str, Any]
+    layers: nn.Sequential
 
     def __init__(
         self,
@@ -236,6 +252,13 @@ class SymplecticTransformer(nn.Module):
         not_symplectic = self.config["symmetric"] and self.config["attention_activation"] == "vector_softmax"
         return () if not_symplectic else ("symplectic", "volume")
 
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    seq_len: int
+    pred_window: int
+    config: dict[str, Any]
+    layers: nn.Sequential
+
     def __init__(
         self,
         dim: int,
@@ -283,5 +306,5 @@ class SymplecticTransformer(nn.Module):
         return self.layers(x)
 
     def window_chain(self) -> list[nn.Module]:
-        """The layers whose composition is ``forward`` (for :mod:`vpintegrator.testing`)."""
+        """The layers whose composition is ``forward`` (for [`vpintegrator.testing`][vpintegrator.testing])."""
         return list(self.layers)

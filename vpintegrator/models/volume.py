@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -17,9 +19,9 @@ __all__ = ["VolumePreservingFeedForward", "VolumePreservingTransformer"]
 
 
 class _SymmetricPlanes(SymmetricComposition):
-    """:class:`SymmetricComposition` run in the (dim, seq, batch) planes layout of the VP layers (one layout swap
+    """``SymmetricComposition`` run in the (dim, seq, batch) planes layout of the VP layers (one layout swap
     each way, not one per layer). The palindrome's steps have flow times ±1/2, so they take the layers'
-    autograd path, never the fused node of :mod:`vpintegrator.nn.fused_attention` (which has no flow time)."""
+    autograd path, never the fused node of ``vpintegrator.nn.fused_attention`` (which has no flow time)."""
 
     def _run_steps(self, x: torch.Tensor, steps: list[Step]) -> torch.Tensor:
         return from_planes(self._run_planes(to_planes(x), steps))
@@ -46,7 +48,7 @@ class VolumePreservingFeedForward(_SymmetricPlanes, nn.Module):
     ``init_upper=True`` swaps lower and upper everywhere. Every layer has det J = 1, so the network does.
 
     ``symmetric=True``: the same layers composed as the palindrome Φ = ψ_{1/2} ∘ ψ*_{1/2}
-    (:mod:`vpintegrator.models._symmetric`): each layer's member ψ_τ: x ↦ x + τ σ(x Lᵀ + b) at τ = 1/2, the
+    (``vpintegrator.models._symmetric``): each layer's member ψ_τ: x ↦ x + τ σ(x Lᵀ + b) at τ = 1/2, the
     adjoint half made of the layers' explicit inverses at τ = −1/2 in reverse order. Φ_{−1} = Φ_1⁻¹ (a
     symmetric, time-reversible map; ``evolve(x, tau)``, ``inverse(y)``), det J = 1 still; every layer is
     applied twice (the inverse costs dim matrix products), and the fused node is not used.
@@ -72,6 +74,13 @@ class VolumePreservingFeedForward(_SymmetricPlanes, nn.Module):
     """
 
     model_name = "vpff"
+
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    seq_len: int
+    pred_window: int
+    config: dict[str, Any]
+    layers: nn.Sequential
 
     def __init__(
         self,
@@ -141,7 +150,7 @@ class VolumePreservingFeedForward(_SymmetricPlanes, nn.Module):
         return ("volume",)
 
     def window_chain(self) -> list[nn.Module]:
-        """The layers whose composition is ``forward`` (for :mod:`vpintegrator.testing`); for a symmetric
+        """The layers whose composition is ``forward`` (for [`vpintegrator.testing`][vpintegrator.testing]); for a symmetric
         network the steps of the palindrome."""
         return self._symmetric_chain() if self.symmetric else list(self.layers)
 
@@ -187,7 +196,7 @@ class VolumePreservingTransformer(_SymmetricPlanes, nn.Module):
         Passed to the feed-forward parts.
     symmetric : bool
         The palindrome Φ = ψ_{1/2} ∘ ψ*_{1/2} of all attention and triangular layers in order, as for
-        :class:`VolumePreservingFeedForward`: the attention's member ψ_τ is X ↦ Cayley(τ C(X))ᵀ X, whose inverse
+        [`VolumePreservingFeedForward`][vpintegrator.models.VolumePreservingFeedForward]: the attention's member ψ_τ is X ↦ Cayley(τ C(X))ᵀ X, whose inverse
         is explicit because C(output) = C(input) (so its adjoint is itself). Needs ``skew_sym=True`` (the
         arbitrary attention has no explicit inverse: refused). ``preserves`` then also has ``"symmetric"``.
 
@@ -201,6 +210,13 @@ class VolumePreservingTransformer(_SymmetricPlanes, nn.Module):
     def _kept(self) -> tuple[str, ...]:
         """("volume",) with skew-symmetric attention; () with arbitrary weighting (not volume preserving)."""
         return ("volume",) if self.config["skew_sym"] else ()
+
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    seq_len: int
+    pred_window: int
+    config: dict[str, Any]
+    blocks: nn.Sequential
 
     def __init__(
         self,
@@ -259,6 +275,6 @@ class VolumePreservingTransformer(_SymmetricPlanes, nn.Module):
         return self._layers()
 
     def window_chain(self) -> list[nn.Module]:
-        """The units whose composition is ``forward`` (for :mod:`vpintegrator.testing`); for a symmetric
+        """The units whose composition is ``forward`` (for [`vpintegrator.testing`][vpintegrator.testing]); for a symmetric
         transformer the steps of the palindrome (every attention and triangular layer, twice)."""
         return self._symmetric_chain() if self.symmetric else list(self.blocks)

@@ -53,7 +53,7 @@ def check_input(
     """Check that ``x`` is a floating (batch, seq, dim) tensor, optionally with a fixed ``seq``.
 
     ``unbatched=True`` (the models) also accepts one window (seq, dim). With ``like`` (a parameter of the
-    module) the dtype and device must match it too. Raises :class:`VPIntegratorError` naming ``owner``
+    module) the dtype and device must match it too. Raises [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError] naming ``owner``
     with the expected and the received shape.
     """
     seq = "seq" if seq_len is None else f"seq_len={seq_len}"
@@ -84,7 +84,7 @@ def to_planes(x: torch.Tensor) -> torch.Tensor:
 
 
 def from_planes(xp: torch.Tensor) -> torch.Tensor:
-    """Contiguous (dim, seq, batch) -> contiguous (batch, seq, dim); inverse of :func:`to_planes`."""
+    """Contiguous (dim, seq, batch) -> contiguous (batch, seq, dim); inverse of ``to_planes``."""
     return _SwapOuterAxes.apply(xp)  # (dim, seq, batch) -> (batch, seq, dim)
 
 

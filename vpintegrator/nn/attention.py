@@ -37,7 +37,7 @@ class VolumePreservingAttention(nn.Module):
 
     ``skew_sym=False`` (GML's default, "arbitrary weighting"): A ∈ ℝ^{dim×dim} arbitrary (``weight``),
     L = tril(X A Xᵀ, −1) / √dim (strictly lower triangle), C = L − Lᵀ. Λ is still orthogonal, but the
-    map is NOT volume preserving (see :mod:`vpintegrator.testing`).
+    map is NOT volume preserving (see [`vpintegrator.testing`][vpintegrator.testing]).
 
     Parameters
     ----------
@@ -47,14 +47,14 @@ class VolumePreservingAttention(nn.Module):
         Skew-symmetric weighting (volume preserving) or arbitrary weighting.
     cayley_method : str, optional
         Fixed Cayley implementation for this layer (``"closed"``, ``"solve"``, ``"inv"``, ``"auto"``);
-        ``None`` follows :func:`vpintegrator.nn.cayley_method`. With the closed form and seq = 3 the
+        ``None`` follows [`vpintegrator.nn.cayley_method`][vpintegrator.nn.cayley_method]. With the closed form and seq = 3 the
         forward pass never inverts: it computes the three lower entries w of C and
-        Λᵀ X = 2 (X + w × X + w (wᵀ X)) / (1 + |w|²) − X  (:func:`~vpintegrator.nn.cayley.cayley3_transpose_apply`).
+        Λᵀ X = 2 (X + w × X + w (wᵀ X)) / (1 + |w|²) − X  (``vpintegrator.nn.cayley.cayley3_transpose_apply``).
 
     Notes
     -----
     With the skew variant at seq = 3 (closed form) the layer runs as one autograd node with a hand-written
-    backward (:mod:`vpintegrator.nn.fused_attention`; bitwise the same forward), except under ``torch.func``
+    backward (``vpintegrator.nn.fused_attention``; bitwise the same forward), except under ``torch.func``
     transforms and for dtypes other than float32/float64, which take the autograd path.
 
     Notes
@@ -63,6 +63,11 @@ class VolumePreservingAttention(nn.Module):
     output P Λᵀ X: the skew layer is permutation-equivariant along seq. The arbitrary variant is not
     (its strictly-lower triangle depends on the order).
     """
+
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    skew_sym: bool
+    weight: nn.Parameter
 
     def __init__(self, dim: int, skew_sym: bool = True, cayley_method: str | None = None) -> None:
         super().__init__()
@@ -103,7 +108,7 @@ class VolumePreservingAttention(nn.Module):
         return torch.mv(self._embed, self.weight).view(self.dim, self.dim)
 
     def reference_weight_matrix(self) -> torch.Tensor:
-        """A built entry by entry in Python: the slow, obviously correct reference of :meth:`weight_matrix`."""
+        """A built entry by entry in Python: the slow, obviously correct reference of [`weight_matrix`][vpintegrator.nn.VolumePreservingAttention.weight_matrix]."""
         if not self.skew_sym:
             return self.weight.detach().cpu().clone()
         A = torch.zeros(self.dim, self.dim, dtype=self.weight.dtype)
@@ -135,7 +140,7 @@ class VolumePreservingAttention(nn.Module):
         ----------
         x : Tensor, shape (batch, seq, dim)
         tau : float
-            Flow time (1: the layer); it scales C. For the skew variant ψ_{−τ} = ψ_τ⁻¹ (:meth:`inverse`).
+            Flow time (1: the layer); it scales C. For the skew variant ψ_{−τ} = ψ_τ⁻¹ ([`inverse`][vpintegrator.nn.VolumePreservingAttention.inverse]).
 
         Returns
         -------
@@ -177,7 +182,7 @@ class VolumePreservingAttention(nn.Module):
         return seq == 3 and resolve_cayley_method(self.cayley_method, 3) == "closed"
 
     def _fused_spec(self) -> str | None:
-        """How :mod:`vpintegrator.nn.fused_attention` fuses this layer (``None``: it does not)."""
+        """How ``vpintegrator.nn.fused_attention`` fuses this layer (``None``: it does not)."""
         return attention_spec(self)
 
     def _forward_planes(self, xp: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
@@ -192,7 +197,7 @@ class VolumePreservingAttention(nn.Module):
         return to_planes(cayley(self._scaled_correlation(x, tau), self.cayley_method).mT @ x)
 
     def _inverse_planes(self, zp: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
-        """:meth:`inverse` on contiguous zp (dim, seq, batch)."""
+        """[`inverse`][vpintegrator.nn.VolumePreservingAttention.inverse] on contiguous zp (dim, seq, batch)."""
         self._check_invertible()
         return self._forward_planes(zp, -tau)
 
@@ -281,6 +286,19 @@ class MultiHeadAttention(nn.Module):
     -----
     Parameter counts: gml 3 dim² ; standard 4 dim² + 4 dim.
     """
+
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    n_heads: int
+    add_connection: bool
+    stiefel: bool
+    d_head: int
+    query: nn.ModuleList
+    key: nn.ModuleList
+    value: nn.ModuleList
+    in_proj_weight: nn.Parameter
+    in_proj_bias: nn.Parameter
+    out_proj: nn.Linear
 
     def __init__(
         self,

@@ -26,7 +26,7 @@ Three implementations, chosen by ``method``:
     ``(I − C) @ torch.linalg.inv(I + C)``: the slow, obviously correct reference and benchmark baseline.
 
 ``"auto"`` (the default) is ``"closed"`` for T ≤ 5 and ``"solve"`` above. The process-wide default can be
-switched with :func:`cayley_method` (a context manager), e.g. for benchmarks.
+switched with [`cayley_method`][vpintegrator.nn.cayley_method] (a context manager), e.g. for benchmarks.
 """
 
 from __future__ import annotations
@@ -56,13 +56,13 @@ def _check_method(method: str) -> str:
 
 
 def get_cayley_method() -> str:
-    """The process-wide default Cayley method (``"auto"`` unless changed by :func:`cayley_method`)."""
+    """The process-wide default Cayley method (``"auto"`` unless changed by [`cayley_method`][vpintegrator.nn.cayley_method])."""
     return _default_method
 
 
 @contextlib.contextmanager
 def cayley_method(method: str) -> Iterator[None]:
-    """Use ``method`` for every :func:`cayley` call with ``method=None`` inside the block.
+    """Use ``method`` for every ``cayley`` call with ``method=None`` inside the block.
 
     Examples
     --------
@@ -79,7 +79,7 @@ def cayley_method(method: str) -> Iterator[None]:
 
 
 def resolve_cayley_method(method: str | None, T: int) -> str:
-    """The concrete method (``"closed"``, ``"solve"`` or ``"inv"``) that :func:`cayley` uses for size T."""
+    """The concrete method (``"closed"``, ``"solve"`` or ``"inv"``) that ``cayley`` uses for size T."""
     method = _check_method(_default_method if method is None else method)
     if method == "auto":
         return "closed" if T <= MAX_CLOSED_T else "solve"
@@ -132,7 +132,7 @@ def cayley(C: torch.Tensor, method: str | None = None) -> torch.Tensor:
     C : Tensor, shape (..., T, T)
         Skew-symmetric matrices (for ``"closed"``/``"auto"`` only the strictly lower triangle is read).
     method : {"auto", "closed", "solve", "inv"}, optional
-        See the module docstring; ``None`` uses :func:`get_cayley_method`.
+        See the module docstring; ``None`` uses [`get_cayley_method`][vpintegrator.nn.get_cayley_method].
 
     Returns
     -------

@@ -16,7 +16,7 @@ from .fused_attention import fused_chain, fused_spec, register_fused_buffers
 
 __all__ = ["VolumePreservingLowerLayer", "VolumePreservingUpperLayer", "ResNetLayer"]
 
-#: activations the fused chain (:mod:`vpintegrator.nn.fused_attention`) differentiates by hand; others use
+#: activations the fused chain (``vpintegrator.nn.fused_attention``) differentiates by hand; others use
 #: autograd per layer
 _CHAIN_ACTIVATIONS = ("tanh", "identity")
 
@@ -59,7 +59,7 @@ class _TriangularLayer(nn.Module):
         return L.index_put((self._rows, self._cols), self.weight)
 
     def reference_matrix(self) -> torch.Tensor:
-        """L built entry by entry in Python: the slow, obviously correct reference of :meth:`matrix`."""
+        """L built entry by entry in Python: the slow, obviously correct reference of ``matrix``."""
         L = torch.zeros(self.dim, self.dim, dtype=self.weight.dtype)
         k = 0
         for i in range(self.dim):
@@ -91,12 +91,12 @@ class _TriangularLayer(nn.Module):
         return from_planes(self._forward_planes_autograd(to_planes(x)))
 
     def inverse(self, y: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
-        """The explicit inverse of ψ_τ (:meth:`_inverse_planes`): y : (batch, seq, dim) -> x with ψ_τ(x) = y."""
+        """The explicit inverse of ψ_τ (``_inverse_planes``): y : (batch, seq, dim) -> x with ψ_τ(x) = y."""
         check_input(y, type(self).__name__, self.dim)
         return from_planes(self._inverse_planes(to_planes(y), tau))
 
     def _fused_spec(self) -> tuple[bool, bool] | None:
-        """(tanh, has bias) for :mod:`vpintegrator.nn.fused_attention`; ``None`` when it cannot fuse the layer."""
+        """(tanh, has bias) for ``vpintegrator.nn.fused_attention``; ``None`` when it cannot fuse the layer."""
         return self._fused
 
     def _forward_planes(self, xp: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
@@ -118,7 +118,7 @@ class _TriangularLayer(nn.Module):
         return self._sigma(y).view_as(xp)  # (dim, seq·batch) -> (dim, seq, batch)
 
     def _forward_planes_autograd(self, xp: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
-        """:meth:`_forward_planes` differentiated by autograd (any activation, ``torch.func`` transforms)."""
+        """``_forward_planes`` differentiated by autograd (any activation, ``torch.func`` transforms)."""
         increment = self._increment(xp)
         return xp + increment if tau == 1.0 else xp + tau * increment
 
@@ -167,7 +167,7 @@ class VolumePreservingLowerLayer(_TriangularLayer):
 class VolumePreservingUpperLayer(_TriangularLayer):
     """x ↦ x + σ(x Uᵀ + b), U strictly upper triangular (GML ``VolumePreservingUpperLayer``).
 
-    Same arguments as :class:`VolumePreservingLowerLayer`; det J = 1 exactly.
+    Same arguments as [`VolumePreservingLowerLayer`][vpintegrator.nn.VolumePreservingLowerLayer]; det J = 1 exactly.
     """
 
     _lower = False
@@ -187,6 +187,11 @@ class ResNetLayer(nn.Module):
     -----
     Init: W Glorot U(±√(6/(2 dim))), b = 0.
     """
+
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    weight: nn.Parameter
+    bias: nn.Parameter | None
 
     def __init__(self, dim: int, activation: str = "tanh", bias: bool = True) -> None:
         super().__init__()

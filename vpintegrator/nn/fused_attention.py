@@ -1,6 +1,6 @@
 """The skew volume-preserving attention (seq = 3) and triangular layers fused into one autograd node.
 
-:func:`fused_chain` applies a chain of layers, each a skew :class:`~vpintegrator.nn.VolumePreservingAttention`
+``fused_chain`` applies a chain of layers, each a skew [`VolumePreservingAttention`][vpintegrator.nn.VolumePreservingAttention]
 or a tanh/identity triangular layer (h ↦ h + σ(L h + b)), as **one** ``torch.autograd.Function`` with a
 hand-written backward. It computes in the (dim, seq, batch) planes layout; its input and output are planes or
 (batch, seq, dim) rows (the layout swaps then happen inside the node). The models run whole stacks through it
@@ -8,7 +8,7 @@ hand-written backward. It computes in the (dim, seq, batch) planes layout; its i
 bitwise the layers' unfused forward (the same elementwise operations on the same operands, the same matrix
 products, reductions over length-3 axes in the same order); the gradients agree with autograd's to rounding.
 The backward is not itself differentiable (``once_differentiable``), and ``torch.func`` transforms (vmap,
-jacrev, grad) and ``torch.compile`` take the layers' unfused autograd path (:func:`fused_spec` returns ``None``
+jacrev, grad) and ``torch.compile`` take the layers' unfused autograd path (``fused_spec`` returns ``None``
 under them: inductor fuses that path itself, measured faster than compiling around this node).
 
 Notation: in the planes layout one sample's window is Z ∈ ℝ^{dim×3} with columns z_j (the seeds' Z ↦ Z Λ).
@@ -38,10 +38,10 @@ H (n, dim + 1, N) whose last row is ones, the backward writes every layer's ḡ 
 G (n, dim, N), and G Hᵀ (n, dim, dim + 1) holds ∂ℒ/∂L (attention: Σ Y Zᵀ) in its first dim columns and
 ∂ℒ/∂b in the last one; one ``take`` reads the free entries.
 
-Layers take part through ``_fused_spec()`` (:data:`ATTENTION`, ``(tanh, has_bias)`` for a triangular layer, or
+Layers take part through ``_fused_spec()`` (``ATTENTION``, ``(tanh, has_bias)`` for a triangular layer, or
 ``None`` when the layer cannot be fused), ``_rows``/``_cols`` (where the free entries of ``weight`` sit in its
-dim×dim matrix) and, for the attention, the buffers ``_c_*`` of :func:`seq3_constants`. The owner of a chain
-registers its index buffers with :func:`register_fused_buffers`.
+dim×dim matrix) and, for the attention, the buffers ``_c_*`` of ``seq3_constants``. The owner of a chain
+registers its index buffers with ``register_fused_buffers``.
 """
 
 from __future__ import annotations
@@ -91,13 +91,13 @@ def seq3_constants() -> dict[str, torch.Tensor]:
 
 
 def attention_spec(layer) -> str | None:
-    """:data:`ATTENTION` when the attention layer can be fused (skew, dim > 1, closed-form Cayley at seq 3)."""
+    """``ATTENTION`` when the attention layer can be fused (skew, dim > 1, closed-form Cayley at seq 3)."""
     fusable = layer.skew_sym and layer.dim > 1 and resolve_cayley_method(layer.cayley_method, 3) == "closed"
     return ATTENTION if fusable else None
 
 
 def fused_spec(layers, xp: torch.Tensor) -> tuple | None:
-    """The chain's spec (one ``_fused_spec()`` per layer), or ``None`` when :func:`fused_chain` does not apply.
+    """The chain's spec (one ``_fused_spec()`` per layer), or ``None`` when ``fused_chain`` does not apply.
 
     It applies to float32/float64 input (rows or planes: seq is axis 1 of both), seq = 3 when the chain has an
     attention layer, and no ``torch.func`` transform active and no ``torch.compile`` tracing (these trace the
@@ -146,10 +146,10 @@ def register_fused_buffers(owner: torch.nn.Module, layers) -> None:
 
 
 def fused_chain(owner: torch.nn.Module, layers, spec: tuple, x: torch.Tensor, rows: bool = False) -> torch.Tensor:
-    """Apply ``layers`` (spec from :func:`fused_spec`) as one autograd node.
+    """Apply ``layers`` (spec from ``fused_spec``) as one autograd node.
 
     x: planes (dim, seq, batch), or rows (batch, seq, dim) with ``rows=True``; the output has the layout of x.
-    ``owner`` holds the buffers of :func:`register_fused_buffers` for exactly these layers. Without gradients
+    ``owner`` holds the buffers of ``register_fused_buffers`` for exactly these layers. Without gradients
     (``no_grad``, or nothing requiring grad) nothing is kept for a backward pass.
     """
     weights = [m.weight for m in layers]
@@ -194,8 +194,8 @@ def _attention_forward(h, A, consts, batch: int, dst):
     """Λᵀ Z for planes h (dim, 3·batch) and the skew A; returns (out, Z, R, out) with Z as (dim, 1, 3, batch) and
     R as (1, 3, 3, batch) (the last three are what the backward needs).
 
-    Bitwise the unfused seq-3 path (:meth:`VolumePreservingAttention._forward_seq3_planes`): the same ``mm``
-    call, C_ij as the same length-dim sums (:func:`_correlations`), K = (I + [w]× + w wᵀ)·(2 / (1 + |w|²)) − I
+    Bitwise the unfused seq-3 path (``VolumePreservingAttention._forward_seq3_planes``): the same ``mm``
+    call, C_ij as the same length-dim sums (``_correlations``), K = (I + [w]× + w wᵀ)·(2 / (1 + |w|²)) − I
     with 2 (t · r) = t · (2 r) (scaling by 2 is exact), and out_i = (K_i0 z_0 + K_i1 z_1) + K_i2 z_2 as a
     length-3 sum.
     """

@@ -1,16 +1,16 @@
-"""Lie–Poisson layers on so(3)*: exact flows of Hamiltonians that keep every Casimir (issue 21).
+"""Lie–Poisson layers on so(3)*: exact flows of Hamiltonians that keep every Casimir.
 
 The rigid body's state z ∈ ℝ³ ≅ so(3)* evolves by ż = z × ∇H(z) (the Lie–Poisson bracket with structure
 matrix B(z) = ẑ, ẑ v = z × v); its Casimir is C(z) = ‖z‖², and every Lie–Poisson flow keeps it. The layers
 here are time-1 flows of Hamiltonians whose flow is known in closed form (the LPNet idea of Eldred,
 Gay-Balmaz, Huraka and Putkaradze, 2023–24; the formulas below are ours):
 
-- :class:`LiePoissonLayer`, H(z) = Ψ(k·z) with a learned unit axis k and a learned scalar function
+- [`LiePoissonLayer`][vpintegrator.nn.LiePoissonLayer], H(z) = Ψ(k·z) with a learned unit axis k and a learned scalar function
   ψ = Ψ'. Then ż = ψ(k·z) z × k, k·z is constant along the flow, and the flow is the rotation of z about k
   by the angle −ψ(k·z) t. So the layer z ↦ R(k, −ψ(k·z)) z is a Poisson map (the flow of a Hamiltonian),
   keeps ‖z‖ exactly (a rotation), and preserves volume in ℝ³ (the vector field ψ(k·z) z × k is
   divergence-free).
-- :class:`LiePoissonCoupling`, on a window Z = (z_1, …, z_T) ∈ (so(3)*)^T with the product structure:
+- [`LiePoissonCoupling`][vpintegrator.nn.LiePoissonCoupling], on a window Z = (z_1, …, z_T) ∈ (so(3)*)^T with the product structure:
   H(Z) = Ψ(s), s = Σ_j α_j k·z_j. Then ż_i = α_i ψ(s) z_i × k; every k·z_j, hence s, is constant, and state i
   rotates about k by −α_i ψ(s). The angle of each state depends on all states of the window (the
   cross-state information an attention carries), and the map is still the exact flow of a Hamiltonian on
@@ -43,6 +43,14 @@ def rotate_about(z: torch.Tensor, k: torch.Tensor, theta: torch.Tensor) -> torch
 
 class ScalarFunction(nn.Module):
     """ψ(s) = d + Σ_m w_m tanh(b_m s + c_m), a learned scalar function of a scalar (``width`` units)."""
+
+    #: set by __init__ (declared for type checkers)
+    width: int
+    b: nn.Parameter
+    c: nn.Parameter
+    w: nn.Parameter
+    d: nn.Parameter
+    init_scale: float
 
     def __init__(self, width: int, init_scale: float = 0.1) -> None:
         super().__init__()
@@ -90,6 +98,10 @@ class LiePoissonLayer(nn.Module):
         Units of ψ.
     """
 
+    #: set by __init__ (declared for type checkers)
+    axis: nn.Parameter
+    psi: ScalarFunction
+
     def __init__(self, width: int = 4) -> None:
         super().__init__()
         self.dim = 3
@@ -109,7 +121,7 @@ class LiePoissonLayer(nn.Module):
 class LiePoissonCoupling(nn.Module):
     """z_i ↦ R(k, −α_i ψ(s)) z_i with s = Σ_j α_j k·z_j: the time-1 flow of H(Z) = Ψ(s) on (so(3)*)^T.
 
-    The structure-preserving "attention" of :class:`~vpintegrator.models.LiePoissonTransformer`: every state's
+    The structure-preserving "attention" of [`LiePoissonTransformer`][vpintegrator.models.LiePoissonTransformer]: every state's
     rotation angle depends on all states of the window (module docstring).
 
     Parameters
@@ -119,6 +131,12 @@ class LiePoissonCoupling(nn.Module):
     width : int
         Units of ψ.
     """
+
+    #: set by __init__ (declared for type checkers)
+    seq_len: int
+    axis: nn.Parameter
+    alpha: nn.Parameter
+    psi: ScalarFunction
 
     def __init__(self, seq_len: int, width: int = 4) -> None:
         super().__init__()

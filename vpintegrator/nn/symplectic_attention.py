@@ -20,7 +20,7 @@ F(P) = logsumexp over all entries of C (matrix softmax) or Σ_j logsumexp_i C_ij
 ∂F/∂C = σ(C) and ∇_P F = A P σᵀ + Aᵀ P σ: the arbitrary formula, symplectic for either σ. For symmetric A
 the matrix softmax of the symmetric C is symmetric and 2 A P σ equals that gradient; the column softmax is
 not symmetric, and 2 A P σ is then no gradient: **vector softmax with symmetric A is not symplectic**
-(:func:`vpintegrator.testing.audit_symplectic` at GML's initialisation, N(0, 1) windows, dim 4-6,
+([`vpintegrator.testing.audit_symplectic`][vpintegrator.testing.audit_symplectic] at GML's initialisation, N(0, 1) windows, dim 4-6,
 T 3-5: ‖JᵀΩJ − Ω‖_F/‖Ω‖_F up to 0.4-4.6 per layer, median 0.1-1.3; the other three combinations ≤ 1e-14).
 """
 
@@ -56,7 +56,7 @@ def symplectic_softmax(c: torch.Tensor, activation: str = "matrix_softmax") -> t
 
 
 class _SymplecticAttention(_SympNetLayer):
-    """The shear of :class:`~.sympnet._SympNetLayer` with a window-wide increment (it mixes the T states)."""
+    """The shear of ``vpintegrator.nn.sympnet._SympNetLayer`` with a window-wide increment (it mixes the T states)."""
 
     def __init__(self, dim: int, symmetric: bool = True, activation: str = "matrix_softmax") -> None:
         super().__init__()
@@ -134,7 +134,7 @@ class SymplecticAttentionQ(_SymplecticAttention):
 class SymplecticAttentionP(_SymplecticAttention):
     """Symplectic attention on the p-part (GML ``SymplecticAttentionP``), q unchanged.
 
-    As :class:`SymplecticAttentionQ` with the roles swapped, C = QᵀAQ:
+    As [`SymplecticAttentionQ`][vpintegrator.nn.SymplecticAttentionQ] with the roles swapped, C = QᵀAQ:
     symmetric P ← P + A Q · 2σ(C) (rows Xp ← Xp + 2 σ(C)ᵀ Xq A); arbitrary
     P ← P + A Q σ(C)ᵀ + Aᵀ Q σ(C). Not symplectic for the vector softmax with symmetric A (offered because
     GML's scripts train it).

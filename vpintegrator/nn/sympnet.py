@@ -155,7 +155,7 @@ class LinearLayerQ(_LinearLayer):
 class LinearLayerP(_LinearLayer):
     """Linear p-shear (GML ``LinearLayerP``): (q, p) ↦ (q, p + S q), S = Sᵀ ∈ ℝ^{n×n}.
 
-    Arguments and parameters as :class:`LinearLayerQ`.
+    Arguments and parameters as [`LinearLayerQ`][vpintegrator.nn.LinearLayerQ].
     """
 
     _changes_q = False
@@ -202,7 +202,7 @@ class ActivationLayerQ(_ActivationLayer):
 class ActivationLayerP(_ActivationLayer):
     """Activation p-shear (GML ``ActivationLayerP``): (q, p) ↦ (q, p + diag(a) σ(q)).
 
-    Arguments and parameters as :class:`ActivationLayerQ`.
+    Arguments and parameters as [`ActivationLayerQ`][vpintegrator.nn.ActivationLayerQ].
     """
 
     _changes_q = False
@@ -264,7 +264,7 @@ class GradientLayerQ(_GradientLayer):
 class GradientLayerP(_GradientLayer):
     """Gradient p-shear (GML ``GradientLayerP``): (q, p) ↦ (q, p + Kᵀ diag(a) σ(K q + b)).
 
-    Arguments and parameters as :class:`GradientLayerQ`.
+    Arguments and parameters as [`GradientLayerQ`][vpintegrator.nn.GradientLayerQ].
     """
 
     _changes_q = False
@@ -283,6 +283,11 @@ class BiasLayer(nn.Module):
     Parameters held: ``bias`` (dim,) = (b_q, b_p), each half U(±√(6/n)) as GML initialises its q and p
     parts. Jacobian I: symplectic.
     """
+
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    n: int
+    bias: nn.Parameter
 
     def __init__(self, dim: int) -> None:
         super().__init__()

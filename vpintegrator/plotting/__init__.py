@@ -1,19 +1,21 @@
 """Figures for papers: rollouts (from files or from memory) and training curves.
 
-- :mod:`.style`: one fixed colour-blind-safe colour (Okabe–Ito), dash and marker per method
-  (:func:`method_styles`, :func:`method_colors`), display names (:func:`display_name`), the paper style and
-  journal presets (:func:`figure_style`: ``"single"``/``"double"`` column, a ``.mplstyle`` file), atomic
-  :func:`save_figure` (PDF and PNG).
-- :mod:`.source`: what a rollout figure accepts — a ``RolloutResult``, the path of a rollout file, a
-  ``Trajectories`` or a dict ``{label: Trajectories}`` (e.g. from :func:`vpintegrator.integrate` or
-  :func:`vpintegrator.generate`) with an optional ``reference=``.
-- :mod:`.rollout`: :func:`plot_trajectories3d`, :func:`plot_invariants`, :func:`plot_error`,
-  :func:`plot_volume`, :func:`plot_phase`, :func:`plot_rollout` (by kind), :func:`plot_all` (write them).
-- :mod:`.training`: :func:`plot_training` (training curves of ``vp-train`` run directories).
-- :mod:`.work_precision`: :func:`plot_work_precision` (error and invariant drift against cost, log–log).
+- ``vpintegrator.plotting.style``: one fixed colour-blind-safe colour (Okabe–Ito), dash and marker per method
+  ([`method_styles`][vpintegrator.plotting.method_styles], [`method_colors`][vpintegrator.plotting.method_colors]), display names ([`display_name`][vpintegrator.plotting.display_name]), the paper style and
+  journal presets ([`figure_style`][vpintegrator.plotting.figure_style]: ``"single"``/``"double"`` column, a ``.mplstyle`` file), atomic
+  [`save_figure`][vpintegrator.plotting.save_figure] (PDF and PNG).
+- ``vpintegrator.plotting.source``: what a rollout figure accepts — a ``RolloutResult``, the path of a rollout file, a
+  ``Trajectories`` or a dict ``{label: Trajectories}`` (e.g. from [`vpintegrator.integrate`][vpintegrator.data.integration.integrate] or
+  [`vpintegrator.generate`][vpintegrator.data.generation.generate]) with an optional ``reference=``.
+- ``vpintegrator.plotting.rollout``: [`plot_trajectories3d`][vpintegrator.plotting.plot_trajectories3d], [`plot_invariants`][vpintegrator.plotting.plot_invariants], [`plot_error`][vpintegrator.plotting.plot_error],
+  [`plot_volume`][vpintegrator.plotting.plot_volume], [`plot_phase`][vpintegrator.plotting.plot_phase], [`plot_rollout`][vpintegrator.plotting.plot_rollout] (by kind), [`plot_all`][vpintegrator.plotting.plot_all] (write them).
+- ``vpintegrator.plotting.training``: [`plot_training`][vpintegrator.plotting.plot_training] (training curves of ``vp-train`` run directories).
+- ``vpintegrator.plotting.display``: [`enable_notebook_display`][vpintegrator.plotting.enable_notebook_display] (figures
+  shown inline in Jupyter; every figure made here turns it on).
+- ``vpintegrator.plotting.work_precision``: [`plot_work_precision`][vpintegrator.plotting.plot_work_precision] (error and invariant drift against cost, log–log).
 
-Every figure is a :class:`matplotlib.figure.Figure` built without pyplot (any backend, Agg included); every
-``plot_*`` function and :func:`training_figure` also draws into existing Axes (``ax=`` / ``axes=``) and
+Every figure is a ``matplotlib.figure.Figure`` built without pyplot (any backend, Agg included); every
+``plot_*`` function and [`training_figure`][vpintegrator.plotting.training_figure] also draws into existing Axes (``ax=`` / ``axes=``) and
 takes ``style=``.
 """
 
@@ -30,6 +32,7 @@ from .rollout import (
     plot_trajectories3d,
     plot_volume,
 )
+from .display import enable_notebook_display
 from .source import MAX_CURVES, PlotData, plot_data
 from .style import (
     DISPLAY_NAMES,
@@ -53,6 +56,7 @@ from .training import plot_training, read_run_log, training_figure
 from .work_precision import plot_work_precision
 
 __all__ = [
+    "enable_notebook_display",
     "plot_work_precision",
     "KINDS",
     "CLIP_FACTOR",

@@ -1,20 +1,20 @@
 """Rollout figures: trajectories in state space, invariant drift, relative error, volume, phase portraits.
 
-Every ``plot_*`` function takes a *source* (see :mod:`vpintegrator.plotting.source`: a ``RolloutResult``,
+Every ``plot_*`` function takes a *source* (see ``vpintegrator.plotting.source``: a ``RolloutResult``,
 the path of a rollout file, a ``Trajectories`` or a dict ``{label: Trajectories}`` with an optional
-``reference=``) and returns a :class:`matplotlib.figure.Figure`: a new one, or the one holding the Axes
+``reference=``) and returns a ``matplotlib.figure.Figure``: a new one, or the one holding the Axes
 given by ``ax=`` (one-panel kinds) or ``axes=`` (one Axes per panel), drawn into as they are (the legend
 then goes into the first of them, and there is no figure title). ``style=`` picks a journal preset or a
-``.mplstyle`` file (:func:`~vpintegrator.plotting.style.figure_style`).
+``.mplstyle`` file ([`figure_style`][vpintegrator.plotting.figure_style]).
 
-Methods are named as :func:`~vpintegrator.plotting.style.display_name` says ("Gauss–Legendre 4") and keep
+Methods are named as [`display_name`][vpintegrator.plotting.display_name] says ("Gauss–Legendre 4") and keep
 one colour, dash and marker in every figure; where several trajectories are drawn one curve each, the
 dash tells the trajectory and colour and marker the method.
 
 ``traj`` selects trajectories by their index in the data file (as ``vp-rollout --traj``); by default every
-trajectory is shown: one curve each where there are few (at most :data:`MAX_CURVES`), else the median and
+trajectory is shown: one curve each where there are few (at most [`MAX_CURVES`][vpintegrator.plotting.MAX_CURVES]), else the median and
 the 10-90 % band. State-space figures (``trajectories3d``, ``phase``) cannot show a band; of many
-trajectories they draw :data:`MAX_CURVES` evenly spread ones, and say so in the title. Titles say what is
+trajectories they draw [`MAX_CURVES`][vpintegrator.plotting.MAX_CURVES] evenly spread ones, and say so in the title. Titles say what is
 shown; on the paper's rigid-body set trajectories carry the paper's names ("trajectory 1" is data row 100).
 
 Quantities that span decades (relative error, invariant drift, volume) are on log axes; values that are
@@ -33,9 +33,10 @@ import numpy as np
 from .._outputs import output_lock
 from ..errors import VPIntegratorError
 from .source import MAX_CURVES, PlotData, describe, methods_to_draw, plot_data, select, traj_names
-from .style import FORMATS, WIDTH, MethodStyle, legend, method_styles, save_figure, styled, target_axes
+from .style import (FORMATS, WIDTH, MethodStyle, check_names, check_title, legend, method_styles, save_figure,
+                    set_title, styled, system_name, target_axes)
 
-#: figure kinds of :func:`plot_rollout` / ``vp-plot --kind``
+#: figure kinds of ``plot_rollout`` / ``vp-plot --kind``
 KINDS = ("trajectories3d", "invariants", "error", "volume", "phase")
 #: states farther out than this many times the reference's extent are not drawn in state-space plots
 #: (a blown-up method would otherwise shrink everything else to a dot)
@@ -209,14 +210,15 @@ def _span(data: PlotData) -> str:
 
 @styled
 def plot_trajectories3d(source, traj=None, methods: Iterable[str] | None = None, sphere: bool | None = None,
-                        reference=None, max_points: int | None = None, ax=None, style=None):
+                        reference=None, max_points: int | None = None, ax=None, style=None,
+        title: bool | str = True, method_names: dict[str, str] | None = None):
     """Trajectories in state space (the first three coordinates), every method and the reference.
 
     Parameters
     ----------
     source : RolloutResult, path, Trajectories or dict of Trajectories
     traj : int or list of int, optional
-        Indices in the data file; default: all, or :data:`MAX_CURVES` evenly spread ones of many.
+        Indices in the data file; default: all, or [`MAX_CURVES`][vpintegrator.plotting.MAX_CURVES] evenly spread ones of many.
     methods : list of str, optional
         Labels to draw (default all).
     sphere : bool, optional
@@ -229,11 +231,16 @@ def plot_trajectories3d(source, traj=None, methods: Iterable[str] | None = None,
         Draw into this Axes (``fig.add_subplot(projection="3d")``) instead of a new figure.
     style : str, path, dict or list, optional
         ``"single"``/``"double"`` journal column, a ``.mplstyle`` file, ...: see
-        :func:`~vpintegrator.plotting.style.figure_style`.
+        [`figure_style`][vpintegrator.plotting.figure_style].
+    title : bool or str, default True
+        The figure's title saying what it shows; False: none (panel names stay); a text: that title.
+    method_names : dict, optional
+        What the legend calls a method, over [`display_name`][vpintegrator.plotting.display_name]:
+        ``{"vpt": "VPT (ours)"}``.
 
     Notes
     -----
-    States beyond :data:`CLIP_FACTOR` times the reference's extent are not drawn.
+    States beyond [`CLIP_FACTOR`][vpintegrator.plotting.CLIP_FACTOR] times the reference's extent are not drawn.
     """
     data, given = _prepare(source, traj, reference, max_points)
     if data.dim < 3:
@@ -265,19 +272,20 @@ def plot_trajectories3d(source, traj=None, methods: Iterable[str] | None = None,
     for setter in (ax.set_xlim, ax.set_ylim, ax.set_zlim):
         setter(-half, half)
     ax.set_box_aspect((1, 1, 1))
-    ax.set_title(f"{data.system_name}, {what}, {_span(data)}")
+    set_title(ax, f"{system_name(data.system_name)}, {what}, {_span(data)}")
     legend(fig, [ax], ncols=4, own=own)
     return fig
 
 
 @styled
 def plot_invariants(source, traj=None, methods: Iterable[str] | None = None, band: bool | None = None,
-                    reference=None, max_points: int | None = None, axes=None, style=None):
+                    reference=None, max_points: int | None = None, axes=None, style=None,
+        title: bool | str = True, method_names: dict[str, str] | None = None):
     """Relative drift ``|I(t) − I(0)| / |I(0)|`` of every invariant, log scale, one panel each.
 
     ``band``: True draws the median and 10-90 % band, False one curve per trajectory; default: the band
-    for more than :data:`MAX_CURVES` trajectories. ``axes``: one Axes per invariant to draw into. Other
-    parameters as :func:`plot_trajectories3d`.
+    for more than [`MAX_CURVES`][vpintegrator.plotting.MAX_CURVES] trajectories. ``axes``: one Axes per invariant to draw into. Other
+    parameters as [`plot_trajectories3d`][vpintegrator.plotting.plot_trajectories3d].
     """
     data, _ = _prepare(source, traj, reference, max_points)
     names = data.invariant_names
@@ -307,19 +315,20 @@ def plot_invariants(source, traj=None, methods: Iterable[str] | None = None, ban
         ax.set_ylabel(f"$|{sym}(t) - {sym}(0)|\\,/\\,|{sym}(0)|$")
         ax.set_title(name)
     if own:
-        fig.suptitle(f"invariant drift, {data.system_name}: {describe(data, banded)}")
+        set_title(fig, f"invariant drift, {system_name(data.system_name)}: {describe(data, banded)}")
     legend(fig, axes, extra=_traj_key(data, banded) + _blowup_key(marked), own=own)
     return fig
 
 
 @styled
 def plot_error(source, traj=None, methods: Iterable[str] | None = None, threshold: float = 0.1,
-               band: bool | None = None, reference=None, max_points: int | None = None, ax=None, style=None):
+               band: bool | None = None, reference=None, max_points: int | None = None, ax=None, style=None,
+        title: bool | str = True, method_names: dict[str, str] | None = None):
     """Relative error ``‖ẑ(t) − z(t)‖ / ‖z(t)‖`` against the reference, log scale.
 
     The dotted line marks ``threshold``, whose first crossing is the valid prediction time. Trajectories
     in memory need ``reference=``. ``ax``: the Axes to draw into. Other parameters as
-    :func:`plot_invariants`.
+    [`plot_invariants`][vpintegrator.plotting.plot_invariants].
     """
     data, _ = _prepare(source, traj, reference, max_points)
     labels = [k for k in methods_to_draw(data, methods) if data.metrics[k].rel_error is not None]
@@ -338,19 +347,20 @@ def plot_error(source, traj=None, methods: Iterable[str] | None = None, threshol
     ax.set_yscale("log")
     ax.set_xlabel("time $t$")
     ax.set_ylabel(r"$\|\hat z(t) - z(t)\|\,/\,\|z(t)\|$")
-    ax.set_title(f"relative error vs reference, {data.system_name}: {describe(data, banded)}")
+    set_title(ax, f"relative error vs reference, {system_name(data.system_name)}: {describe(data, banded)}")
     legend(fig, [ax], ncols=4, extra=_traj_key(data, banded) + _blowup_key(marked), own=own)
     return fig
 
 
 @styled
 def plot_volume(source, traj=None, methods: Iterable[str] | None = None, band: bool | None = None,
-                reference=None, max_points: int | None = None, axes=None, style=None):
+                reference=None, max_points: int | None = None, axes=None, style=None,
+        title: bool | str = True, method_names: dict[str, str] | None = None):
     """Volume: ``|log|det J||`` of every step (window, for models) map and of its cumulative sum, log scale.
 
     An exactly volume-preserving map stays at rounding level (≈1e-16 per step); a method whose values are
     all exactly 0 is named in a note. Needs a rollout file written with the volume (the default).
-    ``axes``: two Axes (per map, cumulative) to draw into; ``style`` as :func:`plot_trajectories3d`.
+    ``axes``: two Axes (per map, cumulative) to draw into; ``style`` as [`plot_trajectories3d`][vpintegrator.plotting.plot_trajectories3d].
     """
     data, _ = _prepare(source, traj, reference, max_points)
     labels = [k for k in methods_to_draw(data, methods) if data.metrics[k].log_det_J is not None]
@@ -374,7 +384,7 @@ def plot_volume(source, traj=None, methods: Iterable[str] | None = None, band: b
     ax1.set_title("volume change per map")
     ax2.set_title("cumulative")
     if own:
-        fig.suptitle(f"volume, {data.system_name}: {describe(data, banded)}")
+        set_title(fig, f"volume, {system_name(data.system_name)}: {describe(data, banded)}")
     legend(fig, [ax1, ax2], extra=_traj_key(data, banded), own=own)
     return fig
 
@@ -391,10 +401,11 @@ def _phase_pairs(data: PlotData) -> list[tuple[int, int]]:
 
 @styled
 def plot_phase(source, traj=None, methods: Iterable[str] | None = None, reference=None,
-               max_points: int | None = None, axes=None, style=None):
+               max_points: int | None = None, axes=None, style=None,
+        title: bool | str = True, method_names: dict[str, str] | None = None):
     """Phase portraits: pairs of coordinates (``(q_i, p_i)`` for canonical systems, else the three planes
     of a 3-D state). ``axes``: one Axes per pair to draw into. Other parameters as
-    :func:`plot_trajectories3d`."""
+    [`plot_trajectories3d`][vpintegrator.plotting.plot_trajectories3d]."""
     data, given = _prepare(source, traj, reference, max_points)
     data, what = _state_rows(data, given)
     styles = _styles(data)
@@ -417,7 +428,7 @@ def plot_phase(source, traj=None, methods: Iterable[str] | None = None, referenc
         ax.set_ylim(-half, half)
         ax.set_aspect("equal")
     if own:
-        fig.suptitle(f"{data.system_name}, {what}, {_span(data)}")
+        set_title(fig, f"{system_name(data.system_name)}, {what}, {_span(data)}")
     legend(fig, axes, own=own)
     return fig
 
@@ -440,7 +451,7 @@ def _check_kinds(kinds) -> list[str]:
 
 
 def plot_rollout(source, kind: str, **kwargs: Any):
-    """The figure of one ``kind`` (see :data:`KINDS`); ``kwargs`` go to its ``plot_*`` function."""
+    """The figure of one ``kind`` (see [`KINDS`][vpintegrator.plotting.KINDS]); ``kwargs`` go to its ``plot_*`` function."""
     _check_kinds([kind])
     return _PLOTTERS[kind](source, **kwargs)
 
@@ -458,7 +469,7 @@ def applicable(data: PlotData, kind: str) -> bool:
     return True
 
 
-def _check_options(options: dict) -> None:
+def _check_options(options: dict[str, Any]) -> None:
     """Types of the plot options (they may come from ``--set`` as any TOML value)."""
     from ..errors import finite_float
     from .style import figure_style
@@ -466,6 +477,10 @@ def _check_options(options: dict) -> None:
     for key, value in options.items():
         if key == "style":
             figure_style(value)  # an unknown preset or a missing file: an error before anything is drawn
+        elif key == "title":
+            check_title(value)
+        elif key == "method_names":
+            check_names(value)
         elif key == "threshold":
             finite_float(value, "threshold", positive=True, key="threshold")
         elif key in ("band", "sphere") and not (value is None or isinstance(value, bool)):
@@ -517,7 +532,7 @@ def plot_all(source, out_dir: str | Path, kinds: Sequence[str] = KINDS, traj=Non
 
 
 def _draw_all(source, out_dir: Path, kinds, traj, dpi, reference, max_points, formats, overwrite, options):
-    """:func:`plot_all` once its arguments are checked and ``out_dir`` is locked."""
+    """[`plot_all`][vpintegrator.plotting.plot_all] once its arguments are checked and ``out_dir`` is locked."""
     import inspect
 
     data = plot_data(source, reference=reference, max_points=max_points)

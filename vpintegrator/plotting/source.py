@@ -1,10 +1,10 @@
 """What the figures draw, from a rollout file or from memory.
 
-Every rollout figure takes a *source*: a :class:`~vpintegrator.data.rollouts.RolloutResult`, the path of a
+Every rollout figure takes a *source*: a [`RolloutResult`][vpintegrator.data.rollouts.RolloutResult], the path of a
 rollout file (``vp-rollout`` output), or trajectories in memory — one
-:class:`~vpintegrator.data.trajectories.Trajectories` or a dict ``{label: Trajectories}``, e.g. straight
-from :func:`vpintegrator.integrate` or :func:`vpintegrator.generate` — optionally with a ``reference``
-:class:`Trajectories`. :func:`plot_data` turns any of them into one :class:`PlotData`: states, per-step
+[`Trajectories`][vpintegrator.data.trajectories.Trajectories] or a dict ``{label: Trajectories}``, e.g. straight
+from [`vpintegrator.integrate`][vpintegrator.data.integration.integrate] or [`vpintegrator.generate`][vpintegrator.data.generation.generate] — optionally with a ``reference``
+[`Trajectories`][vpintegrator.data.trajectories.Trajectories]. [`plot_data`][vpintegrator.plotting.plot_data] turns any of them into one [`PlotData`][vpintegrator.plotting.PlotData]: states, per-step
 metrics (invariants from ``traj.system``, relative errors against the reference when there is one) and
 the trajectories' indices in the data file, which is what ``traj`` selects.
 """
@@ -27,9 +27,9 @@ MAX_CURVES = 5
 
 @dataclass(eq=False)
 class Metrics:
-    """Per-step metrics of one method (the fields of :class:`~vpintegrator.data.rollouts.MethodMetrics`)."""
+    """Per-step metrics of one method (the fields of [`MethodMetrics`][vpintegrator.data.rollouts.MethodMetrics])."""
 
-    invariants: dict
+    invariants: dict[str, Any]
     rel_error: np.ndarray | None = None
     map_t: np.ndarray | None = None
     log_det_J: np.ndarray | None = None
@@ -50,12 +50,12 @@ class PlotData:
     t: np.ndarray
     traj_index: np.ndarray
     reference: Trajectories | None
-    methods: dict
-    metrics: dict
-    kinds: dict
+    methods: dict[str, Any]
+    metrics: dict[str, Any]
+    kinds: dict[str, Any]
     invariant_names: tuple
     paper: bool = False
-    meta: dict = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
 
     @property
     def n_traj(self) -> int:
@@ -97,7 +97,7 @@ def check_max_points(max_points) -> int | None:
 
 
 def plot_data(source, reference: Trajectories | None = None, max_points: int | None = None) -> PlotData:
-    """The :class:`PlotData` of any accepted source (see the module docstring)."""
+    """The [`PlotData`][vpintegrator.plotting.PlotData] of any accepted source (see the module docstring)."""
     max_points = check_max_points(max_points)
     if isinstance(source, PlotData):
         if reference is not None:
@@ -161,7 +161,7 @@ def _kind_of(traj: Trajectories) -> str:
     return "integrator" if method in INTEGRATOR_COLORS else "model"
 
 
-def _from_memory(methods: dict, reference, max_points) -> PlotData:
+def _from_memory(methods: dict[str, Any], reference, max_points) -> PlotData:
     if reference is not None and not isinstance(reference, Trajectories):
         raise VPIntegratorError(f"reference must be a Trajectories; got {type(reference).__name__}")
     if "reference" in methods:
@@ -214,7 +214,7 @@ def _system_or_none(traj: Trajectories):
     return traj.system
 
 
-def _invariants(system, y) -> dict:
+def _invariants(system, y) -> dict[str, Any]:
     if system is None:
         return {}
     with np.errstate(all="ignore"):

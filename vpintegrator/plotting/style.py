@@ -5,10 +5,10 @@ Colours are Okabe & Ito's colour-universal-design palette (Okabe and Ito 2008, "
 (CUD): how to make figures and presentations that are friendly to colorblind people",
 https://jfly.uni-koeln.de/color/): its eight colours stay apart under simulated protanopia,
 deuteranopia and tritanopia (``tests/test_plotting.py`` checks a minimum CIE ΔE between them). Colour is
-not the only cue: every method also has its own line style and marker (:class:`MethodStyle`), so that
+not the only cue: every method also has its own line style and marker ([`MethodStyle`][vpintegrator.plotting.MethodStyle]), so that
 curves lying on top of each other (RK4 under Gauss–Legendre 4) stay visible in print and in grey.
 
-Figures are built without pyplot (no global state; any backend, Agg included) under :data:`STYLE`, or
+Figures are built without pyplot (no global state; any backend, Agg included) under [`STYLE`][vpintegrator.plotting.STYLE], or
 under a preset (``"single"``/``"double"`` journal columns) or the user's ``.mplstyle`` file (``style=``).
 """
 
@@ -26,6 +26,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import VPIntegratorError
+from .display import enable_notebook_display
 
 #: Okabe–Ito's eight colours (Okabe & Ito 2008), by their names
 OKABE_ITO = {
@@ -79,7 +80,7 @@ INTEGRATOR_STYLES: dict[str, tuple[str, Any, str]] = {
     "exact_flow": (_FLOW_COLOR, (0, (1, 1.2)), "x"),
     "dop853": (_FLOW_COLOR, (0, (6, 2)), "+"),
 }
-#: one fixed colour per classical method (from :data:`INTEGRATOR_STYLES`)
+#: one fixed colour per classical method (from ``INTEGRATOR_STYLES``)
 INTEGRATOR_COLORS = {name: style[0] for name, style in INTEGRATOR_STYLES.items()}
 #: colours of models (and of anything else that is not a shipped integrator), in the order of their labels;
 #: the three that no paper-figure integrator uses come first
@@ -125,9 +126,14 @@ for _base in ("implicit_midpoint", "splitting", "stormer_verlet", "rotation_spli
         DISPLAY_NAMES[f"{_base}_{_suffix}"] = f"{DISPLAY_NAMES[_base]} ({_what})"
 
 
+def system_name(name: str) -> str:
+    """What titles call a system: ``"rigid_body"`` -> ``"rigid body"``."""
+    return name.replace("_", " ")
+
+
 def display_name(label: str) -> str:
     """What figures call ``label``: ``"gauss_legendre4"`` -> ``"Gauss–Legendre 4"``, ``"vpt"`` -> ``"VPT"``;
-    a label not in :data:`DISPLAY_NAMES` (a model's own label) as it is."""
+    a label not in [`DISPLAY_NAMES`][vpintegrator.plotting.DISPLAY_NAMES] (a model's own label) as it is."""
     return DISPLAY_NAMES.get(label, label)
 
 
@@ -151,10 +157,10 @@ STYLE = {
 }
 
 WIDTH = 6.3  # inches: a full text width
-#: file formats :func:`save_figure` writes by default
+#: file formats ``save_figure`` writes by default
 FORMATS = ("pdf", "png")
 
-#: journal presets: figure width (inches; None: each figure its own) and the rcParams on top of :data:`STYLE`.
+#: journal presets: figure width (inches; None: each figure its own) and the rcParams on top of ``STYLE``.
 #: Widths are those of one and two columns of the common two-column journals (3.5 in ≈ 89 mm, 7.2 in ≈ 183
 #: mm); the file is exactly that wide (no tight cropping).
 PRESETS: dict[str, tuple[float | None, dict[str, Any]]] = {
@@ -204,10 +210,10 @@ def method_styles(labels: Sequence[str], kinds: Sequence[str | None] | None = No
     Returns
     -------
     dict
-        label -> :class:`MethodStyle`. The reference is solid black without markers; each shipped
-        integrator has its own (colour, dash, marker) from :data:`INTEGRATOR_STYLES` whatever else is
-        drawn; the other labels (models) are solid and take :data:`MODEL_PALETTE` and
-        :data:`MODEL_MARKERS` in their order in ``labels``, so one call styles a method the same in every
+        label -> [`MethodStyle`][vpintegrator.plotting.MethodStyle]. The reference is solid black without markers; each shipped
+        integrator has its own (colour, dash, marker) from [`INTEGRATOR_STYLES`][vpintegrator.plotting.INTEGRATOR_STYLES] whatever else is
+        drawn; the other labels (models) are solid and take [`MODEL_PALETTE`][vpintegrator.plotting.MODEL_PALETTE] and
+        [`MODEL_MARKERS`][vpintegrator.plotting.MODEL_MARKERS] in their order in ``labels``, so one call styles a method the same in every
         figure it makes.
     """
     kinds = list(kinds) if kinds is not None else [None] * len(labels)
@@ -219,19 +225,19 @@ def method_styles(labels: Sequence[str], kinds: Sequence[str | None] | None = No
         if label in styles or label in others:
             continue
         if label == "reference" or kind == "reference":
-            styles[label] = MethodStyle(REFERENCE_COLOR, "-", None, display_name(label))
+            styles[label] = MethodStyle(REFERENCE_COLOR, "-", None, shown_name(label))
         elif label in INTEGRATOR_STYLES and kind in (None, "integrator", "flow"):
-            styles[label] = MethodStyle(*INTEGRATOR_STYLES[label], display_name(label))
+            styles[label] = MethodStyle(*INTEGRATOR_STYLES[label], shown_name(label))
         else:
             others.append(label)
     for i, label in enumerate(others):
         styles[label] = MethodStyle(MODEL_PALETTE[i % len(MODEL_PALETTE)], MODEL_LINESTYLE,
-                                    MODEL_MARKERS[i % len(MODEL_MARKERS)], display_name(label))
+                                    MODEL_MARKERS[i % len(MODEL_MARKERS)], shown_name(label))
     return styles
 
 
 def method_colors(labels: Sequence[str], kinds: Sequence[str | None] | None = None) -> dict[str, str]:
-    """label -> the fixed colour of each method (the colours of :func:`method_styles`)."""
+    """label -> the fixed colour of each method (the colours of [`method_styles`][vpintegrator.plotting.method_styles])."""
     return {label: style.color for label, style in method_styles(labels, kinds).items()}
 
 
@@ -241,7 +247,7 @@ def method_colors(labels: Sequence[str], kinds: Sequence[str | None] | None = No
 @dataclass(frozen=True)
 class FigureStyle:
     """A resolved ``style=``: the rcParams figures are built under, and the width of every figure in
-    inches (None: each kind its own width, as in :data:`WIDTH`)."""
+    inches (None: each kind its own width, as in ``WIDTH``)."""
 
     width: float | None
     rc: dict
@@ -283,8 +289,8 @@ def _rc_from(item, where: str) -> dict:
 
 
 def figure_style(style: Any = None) -> FigureStyle:
-    """Resolve ``style``: None or ``"default"`` (:data:`STYLE`, each figure its own width), ``"single"``
-    (one journal column, 3.5 in) or ``"double"`` (two columns, 7.2 in) from :data:`PRESETS`, the path of
+    """Resolve ``style``: None or ``"default"`` ([`STYLE`][vpintegrator.plotting.STYLE], each figure its own width), ``"single"``
+    (one journal column, 3.5 in) or ``"double"`` (two columns, 7.2 in) from [`PRESETS`][vpintegrator.plotting.PRESETS], the path of
     a ``.mplstyle`` file, a matplotlib style name, a dict of rcParams, or a list of these applied in
     order (``["single", "paper.mplstyle"]``). A user style that sets ``figure.figsize`` sets the width of
     every figure (heights follow)."""
@@ -316,13 +322,51 @@ def figure_style(style: Any = None) -> FigureStyle:
 
 
 _CURRENT: contextvars.ContextVar[FigureStyle] = contextvars.ContextVar("vpintegrator_figure_style")
+#: the ``title=`` and ``method_names=`` of the figure being built (see ``styled``)
+_TITLE: contextvars.ContextVar[Any] = contextvars.ContextVar("vpintegrator_figure_title", default=True)
+_NAMES: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("vpintegrator_figure_names", default={})
+
+
+def check_title(title: Any) -> bool | str:
+    """``title=``: True (the figure says what it shows), False (no figure title) or a text of your own."""
+    if title is None:
+        return False
+    if not isinstance(title, (bool, str)):
+        raise VPIntegratorError(f"title must be true, false or a text; got {title!r}", key="title")
+    return title
+
+
+def check_names(names: Any) -> dict[str, str]:
+    """``method_names=``: a mapping ``{label: shown text}`` over [`display_name`][vpintegrator.plotting.display_name]
+    (``{"vpt": "VPT (ours)", "gauss_legendre4": "GL4"}``)."""
+    if names is None:
+        return {}
+    if not isinstance(names, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in names.items()):
+        raise VPIntegratorError(f"method_names must map method labels to texts, e.g. {{vpt = \"VPT (ours)\"}}; got {names!r}",
+                                key="method_names")
+    return dict(names)
+
+
+def shown_name(label: str) -> str:
+    """What the figure being built calls ``label``: its ``method_names=`` entry, else [`display_name`][vpintegrator.plotting.display_name]."""
+    return _NAMES.get().get(label) or display_name(label)
+
+
+def set_title(target, text: str) -> None:
+    """Give ``target`` (a Figure: its suptitle; an Axes: its title) the figure's descriptive title ``text``,
+    unless the figure is built with ``title=False``; ``title="..."`` replaces it."""
+    title = _TITLE.get()
+    if title is False:
+        return
+    text = title if isinstance(title, str) else text
+    (target.suptitle if hasattr(target, "suptitle") else target.set_title)(text)
 #: figure -> the savefig rcParams of the style it was made under (a column preset is saved uncropped)
 _SAVEFIG_RC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def figure(width: float, height: float):
-    """A constrained-layout :class:`~matplotlib.figure.Figure` (no pyplot), ``width`` × ``height``
-    inches, or the width of the current style (:func:`figure_style`) with the height scaled to suit."""
+    """A constrained-layout ``matplotlib.figure.Figure`` (no pyplot), ``width`` × ``height``
+    inches, or the width of the current style ([`figure_style`][vpintegrator.plotting.figure_style]) with the height scaled to suit."""
     import matplotlib
     from matplotlib.figure import Figure
 
@@ -333,12 +377,14 @@ def figure(width: float, height: float):
     with matplotlib.rc_context(current.rc):
         fig = Figure(figsize=(width, height), layout="constrained")
     _SAVEFIG_RC[fig] = {k: v for k, v in current.rc.items() if k.startswith("savefig.")}
+    enable_notebook_display()  # a notebook cell shows the figure, not "<Figure size ...>"
     return fig
 
 
 def styled(fn):
-    """Build the figure under ``style=`` (a keyword argument of ``fn``; see :func:`figure_style`): fonts
-    and lines are read when artists are created."""
+    """Build the figure under ``style=`` (a keyword argument of ``fn``; see [`figure_style`][vpintegrator.plotting.figure_style]): fonts
+    and lines are read when artists are created; ``title=`` (``set_title``) and ``method_names=`` (``shown_name``)
+    hold while it is built."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -346,19 +392,98 @@ def styled(fn):
 
         current = figure_style(kwargs.get("style"))
         token = _CURRENT.set(current)
+        title = _TITLE.set(check_title(kwargs.get("title", True)))
+        names = _NAMES.set(check_names(kwargs.get("method_names")))
         try:
             with matplotlib.rc_context(current.rc):
-                return fn(*args, **kwargs)
+                fig = fn(*args, **kwargs)
+                if fig in _SAVEFIG_RC:  # a figure made here (not the user's Axes): nothing outside the canvas
+                    fit_to_canvas(fig)
+                return fig
         finally:
             _CURRENT.reset(token)
+            _TITLE.reset(title)
+            _NAMES.reset(names)
 
     return wrapper
+
+
+#: how far (pixels) an element may reach past the canvas edge before it counts as cropped
+_SLACK = 1.0
+
+
+def _renderer(fig, draw: bool = True):
+    """A renderer measuring ``fig`` as it is saved, after its layout (constrained layout runs at draw)."""
+    canvas = fig.canvas
+    if not hasattr(canvas, "get_renderer"):  # a figure built without pyplot: measure with Agg
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        canvas = FigureCanvasAgg(fig)
+    if draw:
+        fig.draw_without_rendering()
+    return canvas.get_renderer()
+
+
+def _outside(box, fig) -> bool:
+    return box.x0 < -_SLACK or box.y0 < -_SLACK or box.x1 > fig.bbox.width + _SLACK or \
+        box.y1 > fig.bbox.height + _SLACK
+
+
+def _wrap(text, size: float, renderer, vertical: bool) -> bool:
+    """Break ``text`` (a Text artist, centred where it stands) at the space nearest its middle, line by line,
+    until it lies within ``[0, size]`` pixels (vertically for a rotated y label); False when unchanged."""
+    box = text.get_window_extent(renderer)
+    centre = (box.y0 + box.y1) / 2 if vertical else (box.x0 + box.x1) / 2
+    limit = 2 * min(centre, size - centre) - 2 * _SLACK
+
+    def length() -> float:
+        box = text.get_window_extent(renderer)
+        return box.height if vertical else box.width
+
+    changed = False
+    for _ in range(3):
+        if length() <= limit:
+            break
+        lines = text.get_text().split("\n")
+        longest = max(range(len(lines)), key=lambda i: len(lines[i]))
+        line = lines[longest]
+        spaces = [i for i, c in enumerate(line) if c == " " and line[:i].count("$") % 2 == 0]  # not inside math
+        if not spaces:
+            break
+        cut = min(spaces, key=lambda i: abs(i - len(line) / 2))
+        lines[longest:longest + 1] = [line[:cut], line[cut + 1:]]
+        text.set_text("\n".join(lines))
+        changed = True
+    return changed
+
+
+def fit_to_canvas(fig) -> None:
+    """Keep every element of ``fig`` inside its canvas (a column preset saves exactly the figure, uncropped):
+    fewer legend columns, titles and axis labels broken over lines, a smaller 3-D box. Text and data stay."""
+    renderer = _renderer(fig)
+    if not _outside(fig.get_tightbbox(renderer).transformed(fig.dpi_scale_trans), fig):
+        return
+    width, height = fig.bbox.width, fig.bbox.height  # (the legend's columns were fitted when it was made)
+    texts = [(fig._suptitle, width, False)] if fig._suptitle is not None else []
+    for ax in fig.axes:
+        texts += [(ax.title, width, False), (ax.xaxis.label, width, False), (ax.yaxis.label, height, True)]
+    if any([_wrap(t, size, renderer, vertical) for t, size, vertical in texts if t.get_text()]):
+        renderer = _renderer(fig)
+    zoom = 1.0
+    for _ in range(6):  # a 3-D box reaches past the canvas with its tick labels: shrink it a little
+        axes3d = [ax for ax in fig.axes if ax.name == "3d"]
+        if not axes3d or not _outside(fig.get_tightbbox(renderer).transformed(fig.dpi_scale_trans), fig):
+            break
+        zoom *= 0.92
+        for ax in axes3d:
+            ax.set_box_aspect(None, zoom=zoom)
+        renderer = _renderer(fig)
 
 
 def target_axes(ax, n: int, width: float, height: float, name: str = "ax", projection: str | None = None):
     """``(fig, axes, own)``: ``n`` Axes to draw on, in a new figure (``ax`` None) or the given ones.
 
-    ``ax`` is one :class:`~matplotlib.axes.Axes` or, for figures of several panels, a sequence of exactly
+    ``ax`` is one ``matplotlib.axes.Axes`` or, for figures of several panels, a sequence of exactly
     ``n``; a 3-D figure needs 3-D Axes. Wrong ones are a one-line error naming ``name``.
     """
     if ax is None:
@@ -396,7 +521,15 @@ def legend(fig, axes, ncols: int = 6, extra: Sequence = (), own: bool = True) ->
         return
     if own:
         fits = max(2, int(fig.get_figwidth() / 1.05))  # a narrow (single-column) figure: fewer columns
-        fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), ncols, fits), frameon=False)
+        columns = min(len(labels), ncols, fits)
+        renderer = None
+        while True:  # as many columns as fit the figure's width (long names: fewer)
+            leg = fig.legend(handles, labels, loc="outside lower center", ncols=columns, frameon=False)
+            renderer = renderer or _renderer(fig, draw=False)
+            if columns == 1 or leg.get_window_extent(renderer).width <= fig.bbox.width - 2 * _SLACK:
+                break
+            leg.remove()
+            columns -= 1
     else:
         np.atleast_1d(axes)[0].legend(handles, labels, loc="best", frameon=False)
 
@@ -407,7 +540,7 @@ MAX_DPI = 6000
 
 
 def check_dpi(dpi) -> int:
-    """``dpi`` as an int in (0, :data:`MAX_DPI`], else a one-line error naming the key ``dpi``."""
+    """``dpi`` as an int in (0, ``MAX_DPI``], else a one-line error naming the key ``dpi``."""
     if isinstance(dpi, bool) or not isinstance(dpi, (int, np.integer, float)) or not dpi > 0 or dpi != int(dpi):
         raise VPIntegratorError(f"dpi must be a whole number > 0 (PNG resolution, e.g. 200); got {dpi!r}", key="dpi")
     if dpi > MAX_DPI:
@@ -436,7 +569,7 @@ def save_figure(fig, stem: str | Path, formats: Sequence[str] = FORMATS, dpi: in
     place, so an interrupted call leaves no half-written figure); return the paths. A figure made with a
     column preset (``style="single"``/``"double"``) is saved exactly that wide. An existing file is
     refused unless ``overwrite``, and then replaced only if it is a figure drawn by matplotlib
-    (:func:`vpintegrator._outputs.check_output`); each file is locked while written."""
+    (``vpintegrator._outputs.check_output``); each file is locked while written."""
     import matplotlib
 
     from .._io import atomic_path

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from .style import (
     check_formats,
     legend,
     save_figure,
+    set_title,
     styled,
     target_axes,
 )
@@ -43,7 +44,7 @@ class RunLog:
 
     path: Path
     label: str
-    columns: dict = field(default_factory=dict)
+    columns: dict[str, Any] = field(default_factory=dict)
     best_epoch: int | None = None
     monitor: str | None = None
     optimizer: str | None = None
@@ -125,7 +126,8 @@ def _positive(values: np.ndarray) -> np.ndarray:
 
 
 @styled
-def training_figure(run_dirs, x_axes: Sequence[str] = ("epoch", "seconds"), axes=None, style=None):
+def training_figure(run_dirs, x_axes: Sequence[str] = ("epoch", "seconds"), axes=None, style=None,
+                    title: bool | str = True):
     """The training-curve figure of one or more run directories (one colour and marker per run, named by
     directory).
 
@@ -133,7 +135,8 @@ def training_figure(run_dirs, x_axes: Sequence[str] = ("epoch", "seconds"), axes
     rollout score (only when some run logged ``val_rollout``), learning rate (LM: damping λ). The
     epoch ``summary.json`` chose as best is ringed on the monitored curve. ``axes``: the
     Axes to draw into, rows × columns of them (a 2-D array or a flat list in row order); ``style``: a
-    journal preset or a ``.mplstyle`` file (:func:`~vpintegrator.plotting.style.figure_style`).
+    journal preset or a ``.mplstyle`` file ([`figure_style`][vpintegrator.plotting.figure_style]); ``title``:
+    False for no figure title, or a text of your own.
     """
     runs = _runs(run_dirs)
     for x in x_axes:
@@ -201,18 +204,18 @@ def training_figure(run_dirs, x_axes: Sequence[str] = ("epoch", "seconds"), axes
     legend(fig, axes.ravel(), ncols=5, extra=extra, own=own)
     n = len(runs)
     if own:
-        fig.suptitle(f"training curves of {n} runs" if n > 1 else f"training curves: {runs[0].label}")
+        set_title(fig, f"training curves of {n} runs" if n > 1 else f"training curves: {runs[0].label}")
     return fig
 
 
 def plot_training(run_dirs, out: str | Path, dpi: int = 200, formats: Sequence[str] = FORMATS,
-                  name: str = "training", style=None, overwrite: bool = False) -> list[Path]:
+                  name: str = "training", style=None, overwrite: bool = False, title: bool | str = True) -> list[Path]:
     """Write the training curves of ``run_dirs`` (one or more ``vp-train`` run directories) into the
     directory ``out`` as ``<name>.pdf`` and ``<name>.png`` (atomically); return the paths. Existing
     figure files are refused unless ``overwrite`` (which replaces only figures drawn by matplotlib);
     ``out`` is locked against other writers meanwhile.
 
-    See :func:`training_figure` for what is drawn and ``style``.
+    See [`training_figure`][vpintegrator.plotting.training_figure] for what is drawn and ``style``.
     """
     from .style import check_out_dir
 
@@ -230,7 +233,7 @@ def plot_training(run_dirs, out: str | Path, dpi: int = 200, formats: Sequence[s
     figure_style(style)  # a bad style is an error before any log is read
     with output_lock(out):
         check_out_dir(out, [name], formats, inputs, overwrite)  # again under the lock
-        fig = training_figure(run_dirs, style=style)
+        fig = training_figure(run_dirs, style=style, title=title)
         return save_figure(fig, Path(out) / name, formats=formats, dpi=dpi, overwrite=overwrite)
 
 

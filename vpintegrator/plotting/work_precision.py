@@ -1,12 +1,12 @@
 """The work–precision diagram: error and invariant drift against cost, log–log (``vp-plot --kind work_precision``).
 
-Rows come from :func:`vpintegrator.rollout.precision` (in memory) or the CSV of
-:func:`vpintegrator.rollout.write_work_precision`. Each classical method is a line through its step ladder
+Rows come from ``vpintegrator.rollout.precision`` (in memory) or the CSV of
+[`vpintegrator.rollout.write_work_precision`][vpintegrator.rollout.precision.write_work_precision]. Each classical method is a line through its step ladder
 (DOP853 through its tolerances), each model a single marker; the colours, dashes and markers are the package's
 fixed method styles, so a method looks the same here as in every other figure. With ``amortise_over`` = N (or a
 table written with one), a model whose training time is recorded also gets an arrow from its bare cost to its
 cost with training spread over N rollouts of length T, ending in a hollow marker (the break-even N* in its
-legend entry; :mod:`vpintegrator.data.work_precision`).
+legend entry; ``vpintegrator.data.work_precision``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def _rows(source) -> list[WorkPrecisionRow]:
 
 
 @styled
-def plot_work_precision(source, axes=None, style=None, amortise_over=None):
+def plot_work_precision(source, axes=None, style=None, amortise_over=None, method_names: dict[str, str] | None = None):
     """Error vs cost and invariant drift vs cost, log–log, one point per method and step.
 
     Parameters
@@ -44,10 +44,12 @@ def plot_work_precision(source, axes=None, style=None, amortise_over=None):
     source : list of WorkPrecisionRow, or path of a work-precision CSV
     axes : two matplotlib Axes, optional
         Draw into them (error, drift) instead of a new figure.
-    style : see :func:`vpintegrator.plotting.figure_style`
+    style : see [`vpintegrator.plotting.figure_style`][vpintegrator.plotting.figure_style]
     amortise_over : float, optional
         N: draw each model's cost with its training spread over N rollouts of length T (an arrow from the bare
         cost to a hollow marker). Default: the N the table was written with, if any (none: bare costs only).
+    method_names : dict, optional
+        What the legend calls a method, over [`display_name`][vpintegrator.plotting.display_name].
 
     Returns
     -------

@@ -1,35 +1,37 @@
 """One rollout engine for any step map: trained multi-step models, classical integrators, the exact flow.
 
-- the rollout core is :mod:`vpintegrator.stepping` (below ``data``, so that ``integrate`` uses it too): the one
+- the rollout core is [`vpintegrator.stepping`][vpintegrator.stepping] (below ``data``, so that ``integrate`` uses it too): the one
   window advance, the one failure rule, the one block loop (``run_blocks``) over NumPy arrays or torch tensors,
   which both engines run.
-- :mod:`~vpintegrator.rollout.engine`: the :class:`StepMap` contract, :func:`rollout` (states in memory,
-  a :class:`~vpintegrator.data.trajectories.Trajectories`), :func:`stream_rollout` (states to a sink),
-  :func:`initial_window`. One argument order, as ``integrate``: ``rollout(step_map, window0, dt, n_steps)``.
-- :mod:`~vpintegrator.rollout.steps`: :class:`IntegratorStep`, :class:`ExactFlowStep`, :class:`ModelStep`,
-  :func:`reference_step_map` (the generator a data file was made with).
-- :mod:`~vpintegrator.rollout.device`: the device engine for models: :func:`device_stream_rollout` keeps
+- ``vpintegrator.rollout.engine``: the [`StepMap`][vpintegrator.rollout.engine.StepMap] contract, [`rollout`][vpintegrator.rollout.engine.rollout] (states in memory,
+  a [`Trajectories`][vpintegrator.data.trajectories.Trajectories]), [`stream_rollout`][vpintegrator.rollout.engine.stream_rollout] (states to a sink),
+  [`initial_window`][vpintegrator.rollout.engine.initial_window]. One argument order, as ``integrate``: ``rollout(step_map, window0, dt, n_steps)``.
+- ``vpintegrator.rollout.steps``: [`IntegratorStep`][vpintegrator.rollout.steps.IntegratorStep], [`ExactFlowStep`][vpintegrator.rollout.steps.ExactFlowStep], [`ModelStep`][vpintegrator.rollout.steps.ModelStep],
+  [`reference_step_map`][vpintegrator.rollout.steps.reference_step_map] (the generator a data file was made with).
+- ``vpintegrator.rollout.device``: the device engine for models: [`device_stream_rollout`][vpintegrator.rollout.device.device_stream_rollout] keeps
   states and metrics (error, invariants, failures, volume) on the model's device, one copy per block to the
-  host, model steps in a CUDA graph on CUDA (:class:`DeviceStepper`); :func:`use_device_engine` (the
+  host, model steps in a CUDA graph on CUDA ([`DeviceStepper`][vpintegrator.rollout.device.DeviceStepper]); [`use_device_engine`][vpintegrator.rollout.device.use_device_engine] (the
   ``engine`` key: ``auto``, ``host``, ``device``).
-- :mod:`~vpintegrator.rollout.runners`: how ModelStep runs a model (the numba kernel of
-  :mod:`vpintegrator.rollout.numba_model`: :func:`compiled_model`; a TorchScript trace: :func:`trace_model`;
+- ``vpintegrator.rollout.runners``: how ModelStep runs a model (the numba kernel of
+  ``vpintegrator.rollout.numba_model``: [`compiled_model`][vpintegrator.rollout.runners.compiled_model]; a TorchScript trace: [`trace_model`][vpintegrator.rollout.runners.trace_model];
   eager).
-- :mod:`~vpintegrator.rollout.config`: :class:`RolloutConfig` (the keys of a comparison run) and
-  :func:`load_rollout_config`; :mod:`~vpintegrator.rollout.checks`: what is refused before a run starts.
-- :mod:`~vpintegrator.rollout.compare`: comparison runs (``vp-rollout``): :func:`run_rollouts`;
-  :mod:`~vpintegrator.rollout.splits`: which conditions it rolls out (the models' test split, ``heldout``)
-  and the ``split`` label of each row; :mod:`~vpintegrator.rollout.reference`: what the errors are measured
+- ``vpintegrator.rollout.config``: [`RolloutConfig`][vpintegrator.rollout.config.RolloutConfig] (the keys of a comparison run) and
+  [`load_rollout_config`][vpintegrator.rollout.config.load_rollout_config]; ``vpintegrator.rollout.checks``: what is refused before a run starts.
+- ``vpintegrator.rollout.compare``: comparison runs (``vp-rollout``): [`run_rollouts`][vpintegrator.rollout.compare.run_rollouts];
+  ``vpintegrator.rollout.splits``: which conditions it rolls out (the models' test split, ``heldout``)
+  and the ``split`` label of each row; ``vpintegrator.rollout.reference``: what the errors are measured
   against (the exact flow by default, or the data).
-- :mod:`~vpintegrator.rollout.precision`: :func:`work_precision` (error and invariant drift against
-  batch-1 cost over a ladder of steps, against the exact flow), :func:`write_work_precision`.
+- ``vpintegrator.rollout.precision``: [`work_precision`][vpintegrator.rollout.precision.work_precision] (error and invariant drift against
+  batch-1 cost over a ladder of steps, against the exact flow), [`write_work_precision`][vpintegrator.rollout.precision.write_work_precision].
 
-Rollout files are written by :class:`~vpintegrator.data.rollouts.RolloutWriter` and read by
-:func:`read_rollout` (one module, :mod:`vpintegrator.data.rollouts`). Names are
+Rollout files are written by [`RolloutWriter`][vpintegrator.data.rollouts.RolloutWriter] and read by
+[`read_rollout`][vpintegrator.data.rollouts.read_rollout] (one module, ``vpintegrator.data.rollouts``). Names are
 imported lazily: ``import vpintegrator.rollout`` imports neither torch nor h5py.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
 
@@ -74,7 +76,85 @@ _LAZY: dict[str, str] = {
     "read_rollout": "..data.rollouts",
 }
 
-__all__ = sorted(_LAZY)
+
+# what type checkers and IDEs see (they do not run __getattr__): the same names as _LAZY, from the same
+# modules (tests/test_api.py keeps the two in step). At run time nothing here is imported.
+if TYPE_CHECKING:  # pragma: no cover
+    from ..data.rollouts import MethodMetrics as MethodMetrics
+    from ..data.rollouts import ROLLOUT_SCHEMA as ROLLOUT_SCHEMA
+    from ..data.rollouts import ROLLOUT_SCHEMA_VERSION as ROLLOUT_SCHEMA_VERSION
+    from ..data.rollouts import RolloutResult as RolloutResult
+    from ..data.rollouts import read_rollout as read_rollout
+    from .compare import RolloutReport as RolloutReport
+    from .compare import model_label as model_label
+    from .compare import parse_model_entry as parse_model_entry
+    from .compare import run_rollouts as run_rollouts
+    from .config import ENGINES as ENGINES
+    from .config import RolloutConfig as RolloutConfig
+    from .config import load_rollout_config as load_rollout_config
+    from .device import DeviceStepper as DeviceStepper
+    from .device import device_stream_rollout as device_stream_rollout
+    from .device import use_device_engine as use_device_engine
+    from .engine import BLOWUP as BLOWUP
+    from .engine import CHUNK_STEPS as CHUNK_STEPS
+    from .engine import RolloutStats as RolloutStats
+    from .engine import StepMap as StepMap
+    from .engine import initial_window as initial_window
+    from .engine import rollout as rollout
+    from .engine import stream_rollout as stream_rollout
+    from .precision import WorkPrecisionRow as WorkPrecisionRow
+    from .precision import read_work_precision as read_work_precision
+    from .precision import run_work_precision as run_work_precision
+    from .precision import work_precision as work_precision
+    from .precision import write_work_precision as write_work_precision
+    from .runners import RUNNERS as RUNNERS
+    from .runners import compiled_model as compiled_model
+    from .runners import trace_model as trace_model
+    from .steps import ExactFlowStep as ExactFlowStep
+    from .steps import IntegratorStep as IntegratorStep
+    from .steps import ModelStep as ModelStep
+    from .steps import SCALAR_MAX_BATCH as SCALAR_MAX_BATCH
+    from .steps import reference_step_map as reference_step_map
+
+# a literal list (type checkers read __all__ only in this form): the names of _LAZY, sorted
+__all__ = [
+    "BLOWUP",
+    "CHUNK_STEPS",
+    "DeviceStepper",
+    "ENGINES",
+    "ExactFlowStep",
+    "IntegratorStep",
+    "MethodMetrics",
+    "ModelStep",
+    "ROLLOUT_SCHEMA",
+    "ROLLOUT_SCHEMA_VERSION",
+    "RUNNERS",
+    "RolloutConfig",
+    "RolloutReport",
+    "RolloutResult",
+    "RolloutStats",
+    "SCALAR_MAX_BATCH",
+    "StepMap",
+    "WorkPrecisionRow",
+    "compiled_model",
+    "device_stream_rollout",
+    "initial_window",
+    "load_rollout_config",
+    "model_label",
+    "parse_model_entry",
+    "read_rollout",
+    "read_work_precision",
+    "reference_step_map",
+    "rollout",
+    "run_rollouts",
+    "run_work_precision",
+    "stream_rollout",
+    "trace_model",
+    "use_device_engine",
+    "work_precision",
+    "write_work_precision",
+]
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
+if not TYPE_CHECKING:  # hidden from type checkers, so that a misspelt name is an error there, not Any
+    __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

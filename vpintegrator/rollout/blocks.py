@@ -4,12 +4,12 @@ Every method and metric of a rollout is computed trajectory by trajectory (check
 ``tests/test_rollout_shards.py``), so the selection can be cut into contiguous blocks, each computed alone,
 without changing a bit, provided every block runs the runner the whole selection would (the compiled
 single-trajectory runners serve selections of at most ``SCALAR_MAX_BATCH`` trajectories:
-:meth:`Blocks.same_runners`).
+``Blocks.same_runners``).
 
-- :func:`run_shard`: shard ``I/N`` of the selection (:func:`~vpintegrator.data.rollout_shards.rollout_bounds`)
+- ``run_shard``: shard ``I/N`` of the selection (``vpintegrator.data.rollout_shards.rollout_bounds``)
   into ``<out stem>.shard-I-of-N.h5`` with the per-trajectory values of the table; the last shard to finish
   writes the index file at ``out`` and the whole run's table beside it
-  (:mod:`vpintegrator.data.rollout_shards`).
+  (``vpintegrator.data.rollout_shards``).
 - ``workers``: the classical integrators and the exact flow (and the reference, continued beyond the data
   by its generator) run as shards of the selection on that many processes (the NumPy integrators hold the
   GIL, and the compiled integrator kernels do not release it, so threads would not help), written to
@@ -18,12 +18,12 @@ single-trajectory runners serve selections of at most ``SCALAR_MAX_BATCH`` traje
   selection of at most ``SCALAR_MAX_BATCH`` trajectories, no classical method, or a model on the device
   engine (whose reference invariants are computed on the device), the run is today's single-process one.
   Unset, ``workers`` is every core, used only when the work is large enough to repay starting processes
-  (:data:`MIN_WORK` trajectory-steps); given, it is used whenever there are two blocks.
+  (``MIN_WORK`` trajectory-steps); given, it is used whenever there are two blocks.
 
 Worker processes die with the process that started them (Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``;
 elsewhere each worker checks its parent before every block), so a ``kill -9`` of vp-rollout leaves no
 worker holding the output's lock; their folder ``.<out>.parts-<pid>-*`` is removed by the next run of the
-same output (:func:`remove_orphan_parts`, called under the output's lock).
+same output (``remove_orphan_parts``, called under the output's lock).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class Blocks:
     attributes of a shard (``attrs``; with them the per-trajectory values are written), and ``workers``."""
 
     n_whole: int
-    attrs: dict = dataclasses.field(default_factory=dict)
+    attrs: dict[str, Any] = dataclasses.field(default_factory=dict)
     workers: int | None = 1
 
     @property
@@ -91,8 +91,8 @@ class Blocks:
     @contextlib.contextmanager
     def parts(self, plan, out: Path, task: Callable):
         """The classical methods of ``plan`` (and its reference) computed on worker processes, each running
-        ``task(config, shard, n_whole)`` (a block of a run: :func:`run_shard`; returns its file): a
-        :class:`_Parts` over their files (None when the run stays in this process); the files are removed
+        ``task(config, shard, n_whole)`` (a block of a run: ``run_shard``; returns its file): a
+        ``_Parts`` over their files (None when the run stays in this process); the files are removed
         on leaving."""
         labels = [label for label, m, _ in plan.methods if m.kind in ("integrator", "flow")]
         n = self.n_parts(plan, labels)
@@ -254,8 +254,8 @@ class _Parts:
 
 def run_shard(run: Callable, select: Callable, config, log, inputs=(), *, overwrite: bool = False, shard: Any,
               write_index: bool = True, n_whole: int | None = None):
-    """``run`` (:func:`vpintegrator.rollout.compare._run`) of shard ``I/N`` of the selection (``select``:
-    :func:`vpintegrator.rollout.compare.select`), into
+    """``run`` (``vpintegrator.rollout.compare._run``) of shard ``I/N`` of the selection (``select``:
+    ``vpintegrator.rollout.compare.select``), into
     ``<out stem>.shard-I-of-N.h5`` (and its table); with ``write_index``, the index file at ``out`` and the
     whole run's table once every shard file is there. ``n_whole``: the size of the selection the runners are
     chosen for (default: this one's)."""

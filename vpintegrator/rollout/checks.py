@@ -31,7 +31,7 @@ def check_outputs(config: RolloutConfig, extra_inputs=(), overwrite: bool = Fals
     """Refuse (one-line error naming the key ``out``) an output — the rollout file or its metrics table —
     that is one of the run's inputs, or an ``out`` that is a directory; before anything is read. An output
     that exists is refused unless ``overwrite``, and then replaced only if it is a rollout file (its table
-    a metrics table): :func:`vpintegrator._outputs.check_output`. Returns the three outputs, links
+    a metrics table): ``vpintegrator._outputs.check_output``. Returns the three outputs, links
     resolved."""
     from .._io import check_not_input
     from .._outputs import check_output
@@ -128,7 +128,7 @@ def _is_parametric(data: Path) -> bool:
 def check_trained_on(label: str, source: str, model, meta: dict, data: Path, allow_dt_mismatch: bool = False) -> str | None:
     """Refuse (one line naming both, key ``models``) a model trained on another system, other parameters or,
     unless ``allow_dt_mismatch``, another step than the data's (``meta``: the data file's metadata;
-    ``model.trained_on``: what :func:`~vpintegrator.models.load_model` read from its checkpoint). Parameters
+    ``model.trained_on``: what [`load_model`][vpintegrator.models.load_model] read from its checkpoint). Parameters
     are compared only where neither side is parametric (per-trajectory parameters). Returns a note to say
     (an allowed step mismatch), else None."""
     from ..systems.registry import system_params_from_meta

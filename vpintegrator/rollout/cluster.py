@@ -1,10 +1,10 @@
 """``vp-rollout --scheduler ADDRESS``: the blocks of a comparison run on a ``dask.distributed`` cluster.
 
-:func:`rollout_on_cluster` cuts the selected trajectories into shards (:mod:`vpintegrator.rollout.blocks`),
+``rollout_on_cluster`` cuts the selected trajectories into shards (``vpintegrator.rollout.blocks``),
 sends one task per shard to the scheduler, each task writing its own shard file (and its table) with
-:func:`~vpintegrator.rollout.run_rollouts` on the worker that runs it, and, once all are done, writes the
+[`run_rollouts`][vpintegrator.rollout.compare.run_rollouts] on the worker that runs it, and, once all are done, writes the
 index file at ``out`` and the whole run's table beside it (nothing else on the client). As for ``vp-gen
---scheduler`` (:mod:`vpintegrator.data.cluster`): the workers must see the data file, the models and
+--scheduler`` (``vpintegrator.data.cluster``): the workers must see the data file, the models and
 ``out``'s folder (a shared file system), a worker that dies mid-task loses only its block (the scheduler
 runs the task again elsewhere; shard files are written atomically and replaced whole), and
 ``dask-jobqueue`` clusters are reached by their scheduler address.
@@ -58,7 +58,7 @@ def rollout_on_cluster(config: RolloutConfig, scheduler: Any = None, *, n_shards
     Returns
     -------
     RolloutReport
-        ``out`` (the index; :func:`~vpintegrator.data.rollouts.read_rollout` of it equals the unsharded
+        ``out`` (the index; [`read_rollout`][vpintegrator.data.rollouts.read_rollout] of it equals the unsharded
         rollout bit for bit, the timings apart) and the whole run's table.
     """
     scheduler = cluster_address(scheduler, n_shards)

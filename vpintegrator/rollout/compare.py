@@ -1,10 +1,10 @@
 """Comparison runs (what ``vp-rollout`` does): models and classical integrators from a data set's initial
 conditions, against its reference, to any horizon, streamed to one rollout file plus a metrics table.
 
-:class:`RolloutConfig` holds the keys (the same names as TOML keys, ``--set`` keys and, spelled with
-dashes, CLI flags); :func:`load_rollout_config` reads them from TOML with overrides; :func:`run_rollouts`
+[`RolloutConfig`][vpintegrator.rollout.config.RolloutConfig] holds the keys (the same names as TOML keys, ``--set`` keys and, spelled with
+dashes, CLI flags); [`load_rollout_config`][vpintegrator.rollout.config.load_rollout_config] reads them from TOML with overrides; [`run_rollouts`][vpintegrator.rollout.compare.run_rollouts]
 runs them: what to run and what to measure. The file (layout, writer, reader) is
-:mod:`vpintegrator.data.rollouts`.
+``vpintegrator.data.rollouts``.
 
 Library messages name keys (``t_end``, ``traj``, ``models``), never flags; each error carries its key so
 that a CLI names its own flag.
@@ -128,7 +128,7 @@ class _Plan:
 
     config: RolloutConfig
     data: Path
-    data_meta: dict
+    data_meta: dict[str, Any]
     system: Any
     dt: float
     t0: float
@@ -143,7 +143,7 @@ class _Plan:
     heldout_seed: Any = None
     exact_from_ics: bool = False  # the reference is integrated by DOP853 from the initial conditions
     reference_desc: str = ""
-    reference_attrs: dict = field(default_factory=dict)
+    reference_attrs: dict[str, Any] = field(default_factory=dict)
     warnings: list = field(default_factory=list)
     notes: list = field(default_factory=list)  # lines for the log once the plan stands
     blocks: Any = None  # issue 23: .blocks.Blocks (a shard's attributes, the workers), None: the whole run
@@ -217,7 +217,7 @@ def _horizon(config: RolloutConfig, t0: float, dt: float, n_file: int) -> int:
 def _prepare_methods(config: RolloutConfig, system, dt: float, t0: float, n_steps: int, data: Path,
                      entries=None) -> list:
     """Every method's step map, every input checked, nothing computed (``entries``: the models'
-    :func:`parse_model_entry` results, when already loaded)."""
+    [`parse_model_entry`][vpintegrator.rollout.compare.parse_model_entry] results, when already loaded)."""
     from ..integrators import list_integrators
     from .device import use_device_engine
 
@@ -276,8 +276,8 @@ def select(config: RolloutConfig):
 
 
 def select_planned(config: RolloutConfig):
-    """:func:`select` with the trajectories a run rolls out when none are given: a trained model's test split
-    (:func:`vpintegrator.rollout.splits.default_traj`), as :func:`run_rollouts` would; what the shards of
+    """``select`` with the trajectories a run rolls out when none are given: a trained model's test split
+    (``vpintegrator.rollout.splits.default_traj``), as [`run_rollouts`][vpintegrator.rollout.compare.run_rollouts] would; what the shards of
     ``--shard``/``--scheduler`` cut into blocks."""
     chosen = select(config)
     if config.traj is None and config.n_traj is None and config.models:
@@ -388,7 +388,7 @@ def _is_parametric(data: Path) -> bool:
 
 
 def _oracle(system) -> list[str]:
-    """:data:`ORACLE_INTEGRATORS` that ``system`` supports."""
+    """``ORACLE_INTEGRATORS`` that ``system`` supports."""
     from ..integrators import get_integrator
 
     out = []
@@ -402,7 +402,7 @@ def _oracle(system) -> list[str]:
 
 
 def _family(ref_file, meta: dict, base, n_new: int, seed, data: Path):
-    """The :class:`~vpintegrator.systems.family.SystemFamily` of a parametric run: the selected trajectories'
+    """The ``vpintegrator.systems.family.SystemFamily`` of a parametric run: the selected trajectories'
     systems, then the held-out conditions' (new parameters from the file's ``parameter_dists``, drawn with
     the held-out seed)."""
     import json
@@ -431,7 +431,7 @@ def _family(ref_file, meta: dict, base, n_new: int, seed, data: Path):
 
 def _shown(source: str) -> str:
     """A path as the rollout file records it: as given, an absolute one relative to the working directory
-    (:func:`vpintegrator.provenance.redact_path`: no absolute path of this machine); ``pretrained:``/``gml:``
+    ([`vpintegrator.provenance.redact_path`][vpintegrator.provenance.redact_path]: no absolute path of this machine); ``pretrained:``/``gml:``
     names and ``<object>`` labels as they are."""
     from ..provenance import redact_path
 
@@ -440,7 +440,7 @@ def _shown(source: str) -> str:
     return redact_path(source)
 
 
-def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict:
+def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict[str, Any]:
     """What the rollout file says about the run (its root attributes; the schema is the writer's)."""
     from .._version import __version__
     from ..systems import system_meta
@@ -487,8 +487,8 @@ def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict:
 def _write_method(writer, plan: _Plan, label: str, step_map: StepMap, source: str, yref) -> tuple[list[dict], Any]:
     """``/methods/<label>``: states, per-step metrics and volume streamed; returns (table row, failure).
 
-    By the host engine (:func:`stream_rollout`, metrics in NumPy) or, for models when the ``engine`` key
-    says so, the device engine (:func:`~vpintegrator.rollout.device.device_stream_rollout`, metrics on the
+    By the host engine ([`stream_rollout`][vpintegrator.rollout.engine.stream_rollout], metrics in NumPy) or, for models when the ``engine`` key
+    says so, the device engine ([`device_stream_rollout`][vpintegrator.rollout.device.device_stream_rollout], metrics on the
     model's device): the same metric streams, the same sink, the same datasets."""
     from ..metrics import TrajectoryMetricsStream, VolumeStream, block_metrics, summary_row
     from .._progress import ProgressLines
@@ -566,15 +566,15 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
     """Roll out models and classical integrators from a data set's initial conditions; write everything.
 
     Writes ``config.out`` (HDF5, atomically; layout in ``datasets/README.md``, reader
-    :func:`vpintegrator.data.rollouts.read_rollout`) and the metrics table beside it (``<stem>.csv``,
+    [`vpintegrator.data.rollouts.read_rollout`][vpintegrator.data.rollouts.read_rollout]) and the metrics table beside it (``<stem>.csv``,
     ``<stem>.md``; one row per method and ``split`` label present, columns ``method``, ``split``, those of
-    :func:`vpintegrator.metrics.summary_row` and ``reference``; the Markdown file says above the table what the
+    ``vpintegrator.metrics.summary_row`` and ``reference``; the Markdown file says above the table what the
     errors are measured against). Which trajectories: ``config.traj``/``n_traj``, else the trained models'
-    test split, plus ``config.heldout`` new conditions (:mod:`vpintegrator.rollout.splits`); the reference:
+    test split, plus ``config.heldout`` new conditions (``vpintegrator.rollout.splits``); the reference:
     ``config.reference`` (the exact flow by default, the data's generator then a row of its own).
     Trajectories, per-step metrics and volume are streamed in chunks of ``config.chunk_steps`` steps,
     computed in NumPy (the host engine) or, for models under ``config.engine`` (``auto``: models on CUDA),
-    on the model's device (:mod:`vpintegrator.rollout.device`); the file and table are the same.
+    on the model's device (``vpintegrator.rollout.device``); the file and table are the same.
     Every input is checked (and every model loaded) before anything is computed.
 
     Parameters
@@ -582,7 +582,7 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
     config : RolloutConfig
     log : callable, optional
         Receives one progress line per method, and one line per failed method (blow-up or non-finite).
-        The same lines are INFO records of the logger ``vpintegrator.rollout.compare`` (:mod:`logging`).
+        The same lines are INFO records of the logger ``vpintegrator.rollout.compare`` (``logging``).
     inputs : paths, optional
         More files the run must not write over (e.g. its config file); the data file and the models'
         checkpoints are always protected.
@@ -594,14 +594,14 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
         Roll out only the I-th of N contiguous blocks of the selected trajectories, into
         ``<out stem>.shard-I-of-N.h5`` (and its table); when the last shard is written (and
         ``write_index``), the index file appears at ``out`` with the whole run's table beside it, and
-        :func:`~vpintegrator.data.rollouts.read_rollout` of it (or of the shards' list) equals the unsharded
-        rollout to the last bit (:mod:`vpintegrator.rollout.blocks`).
+        [`read_rollout`][vpintegrator.data.rollouts.read_rollout] of it (or of the shards' list) equals the unsharded
+        rollout to the last bit (``vpintegrator.rollout.blocks``).
     write_index : bool, default True
 
     Notes
     -----
     Before anything is computed: every input is checked, an ``out`` (or its table) that is an input is
-    refused, and so is work whose estimated memory or disk (:func:`estimate`) does not fit. A reference
+    refused, and so is work whose estimated memory or disk (``estimate``) does not fit. A reference
     with NaN/Inf, in the data file or where the data's generator continues it, is an error.
 
     Returns
@@ -620,7 +620,7 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
 
 
 def _part(config: RolloutConfig, shard: tuple[int, int], n_whole: int) -> str:
-    """A block of the classical methods on a worker process (``workers``): its shard file (issue 23)."""
+    """A block of the classical methods on a worker process (``workers``): its shard file."""
     from .blocks import run_shard
 
     return str(run_shard(_run, select, config, None, overwrite=True, shard=shard, write_index=False,
@@ -628,7 +628,7 @@ def _part(config: RolloutConfig, shard: tuple[int, int], n_whole: int) -> str:
 
 
 def _run(config: RolloutConfig, log, inputs, overwrite: bool, blocks=None) -> RolloutReport:
-    """:func:`run_rollouts` of the whole selection of ``config``, cut as ``blocks`` says (None: no shard)."""
+    """[`run_rollouts`][vpintegrator.rollout.compare.run_rollouts] of the whole selection of ``config``, cut as ``blocks`` says (None: no shard)."""
     from .._outputs import output_locks
 
     plan = _plan(config, log or (lambda line: None), inputs, overwrite)
@@ -639,7 +639,7 @@ def _run(config: RolloutConfig, log, inputs, overwrite: bool, blocks=None) -> Ro
 
 
 def _write_rollouts(plan: _Plan, config: RolloutConfig, outs: list[Path], overwrite: bool) -> RolloutReport:
-    """:func:`run_rollouts` once its outputs (``outs``: file, csv, md; links resolved) are locked."""
+    """[`run_rollouts`][vpintegrator.rollout.compare.run_rollouts] once its outputs (``outs``: file, csv, md; links resolved) are locked."""
     from ..data.rollouts import RolloutWriter
     from ..metrics import write_table
 
@@ -654,7 +654,7 @@ def _write_rollouts(plan: _Plan, config: RolloutConfig, outs: list[Path], overwr
     blocks.same_runners([reference_gen, *(m[1] for m in plan.methods)])
     out = Path(config.out)
     rows: list[dict] = []
-    failures: dict = {}
+    failures: dict[str, Any] = {}
     from ..provenance import provenance_attr
 
     # where the file came from: the data file and every model file, hashed (directories and pretrained: names

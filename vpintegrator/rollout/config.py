@@ -1,10 +1,10 @@
-"""The configuration of a comparison run (``vp-rollout``): :class:`RolloutConfig`, whose fields are the
-keys (TOML keys, ``--set`` keys and, spelled with dashes, CLI flags), and :func:`load_rollout_config`.
+"""The configuration of a comparison run (``vp-rollout``): [`RolloutConfig`][vpintegrator.rollout.config.RolloutConfig], whose fields are the
+keys (TOML keys, ``--set`` keys and, spelled with dashes, CLI flags), and [`load_rollout_config`][vpintegrator.rollout.config.load_rollout_config].
 
-Each key is declared once (:func:`vpintegrator.config.key`); its check and its ``vp-rollout`` flag derive
+Each key is declared once (``vpintegrator.config.key``); its check and its ``vp-rollout`` flag derive
 from the declaration. A config is checked when it is built; what needs the data file or the models (the
 trajectory indices in range, the horizon in steps, model files and their dim) is checked when
-:func:`~vpintegrator.rollout.run_rollouts` plans the run, before anything is written.
+[`run_rollouts`][vpintegrator.rollout.compare.run_rollouts] plans the run, before anything is written.
 
 Library messages name keys, never flags; each error carries its key so that a CLI names its own flag.
 """
@@ -27,12 +27,12 @@ from .engine import BLOWUP, CHUNK_STEPS
 INIT_CHOICES_EXTRA = ("reference", "exact_flow")
 #: what the errors are measured against (the ``reference`` key)
 REFERENCES = ("exact", "data")
-#: rollout engines for models (the ``engine`` key): see :func:`vpintegrator.rollout.device.use_device_engine`
+#: rollout engines for models (the ``engine`` key): see ``vpintegrator.rollout.device.use_device_engine``
 ENGINES = ("auto", "host", "device")
 
 
 def check_engine(engine: Any) -> str:
-    """``engine`` if it is one of :data:`ENGINES`, else a one-line error naming the key."""
+    """``engine`` if it is one of [`ENGINES`][vpintegrator.rollout.config.ENGINES], else a one-line error naming the key."""
     if not isinstance(engine, str) or engine not in ENGINES:
         raise VPIntegratorError(f"engine must be one of {', '.join(ENGINES)}; got {engine!r}", key="engine")
     return engine
@@ -111,13 +111,13 @@ class RolloutConfig(Config):
         Classical integrator names (``vpintegrator.list_integrators()``), or ``"exact_flow"`` (DOP853).
     t_end : float or None
         Horizon (default: the data's). Beyond the data the reference is continued on the fly with the
-        data's own generator (:func:`~vpintegrator.rollout.reference_step_map`), from the file's last state.
+        data's own generator ([`reference_step_map`][vpintegrator.rollout.steps.reference_step_map]), from the file's last state.
     traj : list of int or None
         Trajectory indices into the data file (rows of its ``/y``); ``n_traj``: its first ``n_traj``
         trajectories. Give at most one of the two. Default: with trained models whose recorded split applies
         to this data file, the trajectories in the test split of every such model (an empty intersection is
         an error); otherwise every trajectory of the file. Each row of the metrics table carries a ``split``
-        column (``train``, ``val``, ``test``, ``new``, ``unknown``; :mod:`vpintegrator.rollout.splits`), one
+        column (``train``, ``val``, ``test``, ``new``, ``unknown``; ``vpintegrator.rollout.splits``), one
         row per method and label present; a trajectory in a model's training split is rolled out with one
         warning line.
     heldout : int or None
@@ -128,7 +128,7 @@ class RolloutConfig(Config):
         0 or None: none.
     heldout_seed : int or None
         Seed of the held-out conditions (default: derived from the data's seed, a stream other than the
-        data's own; :func:`vpintegrator.rollout.splits.heldout_seed`). Recorded in the rollout file.
+        data's own; ``vpintegrator.rollout.splits.heldout_seed``). Recorded in the rollout file.
     reference : "exact" or "data"
         What the errors are measured against. ``"exact"`` (default): the exact flow, DOP853 at rtol = atol
         = 1e-12 from the same initial conditions over the whole horizon (the data itself when it was made
@@ -142,14 +142,14 @@ class RolloutConfig(Config):
         trajectory), a classical integrator name (the paper: ``"implicit_midpoint"``) or ``"exact_flow"``.
     overlap : bool
         Overlapping windows for models (advance by one state) instead of non-overlapping ones (not volume
-        preserving even for a VPT; see :class:`~vpintegrator.rollout.ModelStep`).
+        preserving even for a VPT; see [`ModelStep`][vpintegrator.rollout.steps.ModelStep]).
     device : str
         ``auto``, ``cpu``, ``cuda``, ``cuda:N`` (models only; classical integrators run in NumPy).
     engine : str
         Where a model's rollout keeps its states and metrics: ``"device"`` on the model's device
-        (:mod:`vpintegrator.rollout.device`: states, relative error, invariants, failures and volume
+        (``vpintegrator.rollout.device``: states, relative error, invariants, failures and volume
         computed there, in float64, each block copied to the host once), ``"host"`` in NumPy
-        (:func:`~vpintegrator.rollout.stream_rollout`, every block brought back as float64 first), or
+        ([`stream_rollout`][vpintegrator.rollout.engine.stream_rollout], every block brought back as float64 first), or
         ``"auto"`` (the default): the device engine for models on CUDA, the host engine otherwise. The
         same datasets and table either way; classical integrators always run on the host.
     chunk_steps : int
@@ -160,11 +160,11 @@ class RolloutConfig(Config):
         Compute ``log|det J|`` of every step/window map (an extra Jacobian per step).
     workers : int or None
         Processes the classical integrators, the exact flow and the reference's continuation run on, by
-        contiguous blocks of trajectories (:mod:`vpintegrator.rollout.blocks`); models run in the calling
+        contiguous blocks of trajectories (``vpintegrator.rollout.blocks``); models run in the calling
         process. Default: every core, when the work repays starting processes; 1: one process. The file
         is the same to the last bit whatever it is (the timings apart).
     fast_step : bool
-        Compile model steps for speed: a TorchScript trace (see :class:`~vpintegrator.rollout.ModelStep`),
+        Compile model steps for speed: a TorchScript trace (see [`ModelStep`][vpintegrator.rollout.steps.ModelStep]),
         and with the device engine on CUDA a CUDA graph of one model step (eager where capture fails).
         False: eager everywhere. The key ``jit`` (its old name) is still accepted, in files, ``--set``
         and as ``RolloutConfig(jit=...)``.
@@ -232,7 +232,7 @@ class RolloutConfig(Config):
 
 
 def load_rollout_config(path=None, **overrides: Any) -> RolloutConfig:
-    """A :class:`RolloutConfig` from a TOML file (its keys at the top level or in a ``[rollout]`` table)
+    """A [`RolloutConfig`][vpintegrator.rollout.config.RolloutConfig] from a TOML file (its keys at the top level or in a ``[rollout]`` table)
     with ``overrides`` on top (None values are "not given": flags win only when given).
 
     Raises
@@ -270,7 +270,7 @@ RENAMED_KEYS = {"jit": "fast_step"}
 
 
 def renamed_keys(values: dict[str, Any], source: str = "rollout config") -> dict[str, Any]:
-    """``values`` with the old key names (:data:`RENAMED_KEYS`) under their new names; both given: refused."""
+    """``values`` with the old key names (``RENAMED_KEYS``) under their new names; both given: refused."""
     out = dict(values)
     for old, new in RENAMED_KEYS.items():
         if old in out:

@@ -1,19 +1,19 @@
 """The device rollout engine: a model's rollout whose states and metrics stay on the model's device.
 
-The host engine (:func:`~vpintegrator.rollout.stream_rollout`) brings every block of steps back as
-float64 NumPy and computes the metrics there. :func:`device_stream_rollout` keeps the rollout on the
+The host engine ([`stream_rollout`][vpintegrator.rollout.engine.stream_rollout]) brings every block of steps back as
+float64 NumPy and computes the metrics there. [`device_stream_rollout`][vpintegrator.rollout.device.device_stream_rollout] keeps the rollout on the
 model's device (a GPU, or the CPU for testing):
 
 - the windows stay a tensor in the model's dtype; one model call (``advance`` new states) is eager, the
-  TorchScript trace on the CPU (as :class:`~vpintegrator.rollout.ModelStep`), or on CUDA a
+  TorchScript trace on the CPU (as [`ModelStep`][vpintegrator.rollout.steps.ModelStep]), or on CUDA a
   ``torch.cuda.CUDAGraph`` of one window advance captured for the static (n_traj, seq_len, dim) shape
-  (:class:`DeviceStepper`; eager where capture fails or does not reproduce the model);
+  ([`DeviceStepper`][vpintegrator.rollout.device.DeviceStepper]; eager where capture fails or does not reproduce the model);
 - each block of ``chunk_steps`` steps (blocks start at multiples of ``chunk_steps``, as in the host engine;
-  the rollout core's block loop, :func:`~vpintegrator.stepping.run_blocks`, as in the host engine)
+  the rollout core's block loop, [`run_blocks`][vpintegrator.stepping.run_blocks], as in the host engine)
   is cast to float64 there, failures are marked as the host engine marks them (the first step that is not
   finite or has ‖z‖ > blowup × ‖z_0‖; NaN from then on; the row restarts from its first window), and its
   metrics are computed there with the very functions the host engine uses
-  (:func:`vpintegrator.metrics.block_metrics`: relative error against the reference block, moved to the
+  ([`vpintegrator.metrics.block_metrics`][vpintegrator.metrics.block_metrics]: relative error against the reference block, moved to the
   device block by block; the system's invariants; ``log|det J|`` of the window maps in float64), all
   without a host-device synchronisation;
 - the block (states and metrics, laid out field after field in one buffer) goes to the host in one copy
@@ -23,7 +23,7 @@ model's device (a GPU, or the CPU for testing):
 
 The numbers are the host engine's: the same model calls on the same windows in the same dtype, the same
 metric formulas in float64 (tests/test_device_rollout.py compares whole rollout files).
-``run_rollouts`` uses this engine for models when :func:`use_device_engine` says so (the ``engine`` key).
+``run_rollouts`` uses this engine for models when [`use_device_engine`][vpintegrator.rollout.device.use_device_engine] says so (the ``engine`` key).
 """
 
 from __future__ import annotations
@@ -81,13 +81,18 @@ class DeviceStepper:
     jit : bool
         On CUDA: capture one window advance in a CUDA graph (warm-up on a side stream, then checked
         against the eager model on the first windows; eager if either fails). On the CPU: the
-        TorchScript trace of :class:`~vpintegrator.rollout.ModelStep`. False: eager.
+        TorchScript trace of [`ModelStep`][vpintegrator.rollout.steps.ModelStep]. False: eager.
 
     Notes
     -----
-    :attr:`runner` says which runs (``"cuda_graph"``, ``"jit.trace+freeze"``, ``"eager"``);
-    :meth:`call` is one model call, :meth:`produce_into` the next states of a block.
+    ``runner`` says which runs (``"cuda_graph"``, ``"jit.trace+freeze"``, ``"eager"``);
+    [`call`][vpintegrator.rollout.device.DeviceStepper.call] is one model call, [`produce_into`][vpintegrator.rollout.device.DeviceStepper.produce_into] the next states of a block.
     """
+
+    #: set by __init__ (declared for type checkers)
+    seq_len: int
+    advance: int
+    runner: str
 
     def __init__(self, step_map: ModelStep, window0, jit: bool = True) -> None:
         import torch
@@ -120,7 +125,7 @@ class DeviceStepper:
         return pred
 
     def _capture(self) -> None:
-        """The CUDA graph of :meth:`_advance` (the torch docs' recipe), kept when it reproduces eager."""
+        """The CUDA graph of ``_advance`` (the torch docs' recipe), kept when it reproduces eager."""
         import torch
 
         try:
@@ -201,7 +206,7 @@ class _Layout:
                 offset += n_traj * length * width
         self.size = offset
 
-    def views(self, flat, n: int, m: int) -> dict:
+    def views(self, flat, n: int, m: int) -> dict[str, Any]:
         out = {}
         for key, offset, width, per_step in self.fields:
             length = n if per_step else m
@@ -241,13 +246,13 @@ def device_stream_rollout(
 ) -> RolloutStats:
     """Iterate a model to step ``n_steps`` on its device, states and metrics there, each block to ``sink``.
 
-    Parameters are those of :func:`~vpintegrator.rollout.stream_rollout`, except
+    Parameters are those of [`stream_rollout`][vpintegrator.rollout.engine.stream_rollout], except
 
     step_map : ModelStep
         The model (a device engine runs models only).
     sink : callable
         ``sink(k0, block)`` after each block of steps ``k0 .. k0 + n − 1``; ``block`` maps ``"y"`` (n_traj,
-        n, dim) float64 (NaN after a failure) and every key of :func:`vpintegrator.metrics.block_metrics`
+        n, dim) float64 (NaN after a failure) and every key of [`vpintegrator.metrics.block_metrics`][vpintegrator.metrics.block_metrics]
         (``"rel_error"``, ``"invariant/<name>"``, ``"maps"``, ``"log_det_J"``, ``"cum_log_det_J"``, as
         computed) to NumPy arrays, valid during the call only (copy what you keep).
     reference : array-like (n_traj, >= n_steps + 1, dim), optional
@@ -260,7 +265,7 @@ def device_stream_rollout(
         Fed each block on the device; its ``log_det_fn`` must take tensors (``step_map.log_abs_det_jacobian``
         does).
     jit : bool, optional
-        See :class:`DeviceStepper`; default ``step_map.jit``.
+        See [`DeviceStepper`][vpintegrator.rollout.device.DeviceStepper]; default ``step_map.jit``.
 
     Returns
     -------

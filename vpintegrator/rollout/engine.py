@@ -1,4 +1,4 @@
-"""The rollout engine: the step-map contract, :func:`rollout`, :func:`stream_rollout`, :func:`initial_window`.
+"""The rollout engine: the step-map contract, [`rollout`][vpintegrator.rollout.engine.rollout], [`stream_rollout`][vpintegrator.rollout.engine.stream_rollout], [`initial_window`][vpintegrator.rollout.engine.initial_window].
 
 A *step map* advances a batch of state windows: the last ``seq_len`` states give the next
 ``pred_window`` states. Classical integrators and the exact flow are step maps with
@@ -8,7 +8,7 @@ A *step map* advances a batch of state windows: the last ``seq_len`` states give
 - non-overlapping windows (as in the paper): advance by ``pred_window``; overlapping windows
   (``overlap=True``): advance by one state, keeping the first predicted state;
 - the output is produced in blocks of steps and handed to a sink (an in-memory array for
-  :func:`rollout`, a callable or an HDF5 dataset written block by block for :func:`stream_rollout`), so
+  [`rollout`][vpintegrator.rollout.engine.rollout], a callable or an HDF5 dataset written block by block for [`stream_rollout`][vpintegrator.rollout.engine.stream_rollout]), so
   memory does not grow with the horizon;
 - a trajectory *fails* at the first step whose state is not finite or whose norm exceeds
   ``blowup × ‖z_0‖``; the step is recorded (−1 if never), its states from then on are NaN, and the
@@ -47,7 +47,7 @@ MEMORY_FRACTION = 0.8
 
 
 def check_memory(need: float, what: str, way_out: str, key: str | None = None) -> None:
-    """:func:`vpintegrator.resources.check_memory` at :data:`MEMORY_FRACTION`."""
+    """``vpintegrator.resources.check_memory`` at ``MEMORY_FRACTION``."""
     resources.check_memory(need, what, way_out, key=key, fraction=MEMORY_FRACTION)
 
 
@@ -57,16 +57,16 @@ class StepMap:
     A step map maps windows (n_traj, ``seq_len``, ``dim``) to the next (n_traj, ``pred_window``, ``dim``)
     states and keeps its own state between calls. The engine calls, in this order:
 
-    1. :meth:`start` ``(window0, limit)`` once: ``window0`` (n_traj, seq_len, dim) float64 holds steps
+    1. [`start`][vpintegrator.rollout.engine.StepMap.start] ``(window0, limit)`` once: ``window0`` (n_traj, seq_len, dim) float64 holds steps
        0 .. seq_len − 1; ``limit`` (n_traj,) bounds valid norms (for the map's own restarts). One-off
        set-up (tracing, compiling) belongs here: it is timed apart from the steps (``setup_seconds``).
-    2. :meth:`generate` ``(n)`` repeatedly: the next ``n`` states (n_traj, n, dim) float64, continuing
-       from the last ones produced. ``n`` is a multiple of :attr:`advance` except at the end.
-    3. :meth:`reset` ``(rows)`` after a row failed (non-finite or blown up): put those rows back to their
+    2. [`generate`][vpintegrator.rollout.engine.StepMap.generate] ``(n)`` repeatedly: the next ``n`` states (n_traj, n, dim) float64, continuing
+       from the last ones produced. ``n`` is a multiple of [`advance`][vpintegrator.rollout.engine.StepMap.advance] except at the end.
+    3. [`reset`][vpintegrator.rollout.engine.StepMap.reset] ``(rows)`` after a row failed (non-finite or blown up): put those rows back to their
        first window, so that no NaN enters the next call (their output is discarded as NaN anyway).
 
-    :meth:`log_abs_det_jacobian` ``(windows)`` gives ``log|det J|`` of the step or window map at windows
-    (n, seq_len, dim) -> (n,) (the volume metric); :meth:`describe` the metadata recorded with a rollout
+    [`log_abs_det_jacobian`][vpintegrator.rollout.engine.StepMap.log_abs_det_jacobian] ``(windows)`` gives ``log|det J|`` of the step or window map at windows
+    (n, seq_len, dim) -> (n,) (the volume metric); [`describe`][vpintegrator.rollout.engine.StepMap.describe] the metadata recorded with a rollout
     (str/int/float/bool values).
 
     Attributes
@@ -116,7 +116,7 @@ class StepMap:
 
 @dataclass(eq=False)
 class RolloutStats:
-    """What :func:`stream_rollout` reports (the states went to the sink).
+    """What [`stream_rollout`][vpintegrator.rollout.engine.stream_rollout] reports (the states went to the sink).
 
     Attributes
     ----------
@@ -125,10 +125,10 @@ class RolloutStats:
     seconds : float
         Wall time spent producing states (the step map only: no set-up, no sink, no callback).
     setup_seconds : float
-        Wall time of the step map's :meth:`StepMap.start` (e.g. a TorchScript trace).
+        Wall time of the step map's [`StepMap.start`][vpintegrator.rollout.engine.StepMap.start] (e.g. a TorchScript trace).
     n_steps : int
     meta : dict
-        The step map's :meth:`StepMap.describe` plus dt, t0, n_traj, blowup, setup_seconds, seconds,
+        The step map's [`StepMap.describe`][vpintegrator.rollout.engine.StepMap.describe] plus dt, t0, n_traj, blowup, setup_seconds, seconds,
         seconds_per_step.
     """
 
@@ -192,7 +192,7 @@ def _check(step_map, window0, n_steps, chunk_steps, blowup, dt=1.0, t0=0.0) -> n
 
 
 def _run(step_map, w0, dt, n_steps, write, copy_blocks, t0, callback, chunk_steps, blowup, progress) -> RolloutStats:
-    """The host engine: states 0 .. n_steps by the rollout core's block loop (:func:`~vpintegrator.stepping.run_blocks`)
+    """The host engine: states 0 .. n_steps by the rollout core's block loop ([`run_blocks`][vpintegrator.stepping.run_blocks])
     in the map's chunks, re-blocked to multiples of ``chunk_steps`` for ``write``."""
     T, dim, adv = step_map.seq_len, step_map.dim, step_map.advance
     n_steps = int(n_steps)
@@ -270,7 +270,7 @@ def stream_rollout(
 ) -> RolloutStats:
     """Iterate a step map to step ``n_steps``, handing the states to ``sink`` block by block.
 
-    Parameters are those of :func:`rollout`, plus
+    Parameters are those of [`rollout`][vpintegrator.rollout.engine.rollout], plus
 
     sink : callable or h5py.Dataset
         ``sink(k0, block)`` with block (n_traj, n, dim) holding steps ``k0 .. k0+n−1`` (a copy it may
@@ -320,10 +320,10 @@ def rollout(
     Parameters
     ----------
     step_map : StepMap
-        :class:`~vpintegrator.rollout.ModelStep`, :class:`~vpintegrator.rollout.IntegratorStep`,
-        :class:`~vpintegrator.rollout.ExactFlowStep`, or your own :class:`StepMap`.
+        [`ModelStep`][vpintegrator.rollout.steps.ModelStep], [`IntegratorStep`][vpintegrator.rollout.steps.IntegratorStep],
+        [`ExactFlowStep`][vpintegrator.rollout.steps.ExactFlowStep], or your own [`StepMap`][vpintegrator.rollout.engine.StepMap].
     window0 : ndarray, shape (n_traj, seq_len, dim), or (n_traj, dim) when seq_len = 1
-        The first ``seq_len`` states (steps 0 .. seq_len − 1); see :func:`initial_window`.
+        The first ``seq_len`` states (steps 0 .. seq_len − 1); see [`initial_window`][vpintegrator.rollout.engine.initial_window].
     dt : float
         Step size (for the time grid ``t0 + k dt``).
     n_steps : int

@@ -1,11 +1,11 @@
 """Step maps of a parametric data set: a classical method (or the exact flow) with each trajectory's own
 parameters.
 
-A :class:`~vpintegrator.systems.family.SystemFamily` holds one system per rolled-out row;
-:class:`FamilyStep` builds one step map per distinct system (``make(system)``: an
-:class:`~vpintegrator.rollout.steps.IntegratorStep` or :class:`~vpintegrator.rollout.steps.ExactFlowStep`)
+A ``vpintegrator.systems.family.SystemFamily`` holds one system per rolled-out row;
+``FamilyStep`` builds one step map per distinct system (``make(system)``: an
+[`IntegratorStep`][vpintegrator.rollout.steps.IntegratorStep] or [`ExactFlowStep`][vpintegrator.rollout.steps.ExactFlowStep])
 and runs each on its own rows, so row ``i`` is stepped exactly as a rollout of trajectory ``i``'s
-system alone would step it. :func:`step_for` is the one switch: a plain system gets ``make(system)``
+system alone would step it. ``step_for`` is the one switch: a plain system gets ``make(system)``
 itself (the same object, the same numbers as before families existed).
 """
 
@@ -118,7 +118,7 @@ class FamilyStep(StepMap):
 
 
 def step_for(system, make: Callable[[Any], StepMap]) -> StepMap:
-    """``make(system)``, or for a :class:`SystemFamily` a :class:`FamilyStep` of one ``make`` per distinct
+    """``make(system)``, or for a ``SystemFamily`` a ``FamilyStep`` of one ``make`` per distinct
     system."""
     if isinstance(system, SystemFamily):
         return FamilyStep(system, make)
@@ -126,13 +126,13 @@ def step_for(system, make: Callable[[Any], StepMap]) -> StepMap:
 
 
 def for_rows(step_map: StepMap, rows) -> StepMap:
-    """``step_map`` for the rows ``rows`` of a run: a :class:`FamilyStep` restricted to them, any other
+    """``step_map`` for the rows ``rows`` of a run: a ``FamilyStep`` restricted to them, any other
     step map itself (it steps whatever rows it is given alike)."""
     return step_map.for_rows(rows) if isinstance(step_map, FamilyStep) else step_map
 
 
 def family_initial_window(system, y0: np.ndarray, dt: float, seq_len: int, method: str) -> np.ndarray:
-    """:func:`~vpintegrator.rollout.engine.initial_window` row by row with each row's own system."""
+    """[`initial_window`][vpintegrator.rollout.engine.initial_window] row by row with each row's own system."""
     from .engine import initial_window
 
     if not isinstance(system, SystemFamily):
@@ -145,8 +145,8 @@ def family_initial_window(system, y0: np.ndarray, dt: float, seq_len: int, metho
 
 
 def solve_flow_rows(system, y0: np.ndarray, t: np.ndarray, rtol: float, atol: float) -> np.ndarray:
-    """:func:`vpintegrator.data.solve_flow` of ``y0`` (n, dim), row ``i`` with its own system for a
-    :class:`SystemFamily`; shape (n, len(t), dim)."""
+    """[`vpintegrator.data.solve_flow`][vpintegrator.data.generation.solve_flow] of ``y0`` (n, dim), row ``i`` with its own system for a
+    ``SystemFamily``; shape (n, len(t), dim)."""
     from ..data import solve_flow
 
     if not isinstance(system, SystemFamily):
@@ -159,7 +159,7 @@ def solve_flow_rows(system, y0: np.ndarray, t: np.ndarray, rtol: float, atol: fl
 
 
 def base_system(system):
-    """The system of a plain run, the first row's of a :class:`SystemFamily` (e.g. for a batch-1 timing)."""
+    """The system of a plain run, the first row's of a ``SystemFamily`` (e.g. for a batch-1 timing)."""
     if isinstance(system, SystemFamily):
         return system.systems[0] if len(system) else system.base
     return system

@@ -1,8 +1,8 @@
-"""The numba interpreter of packed models (:mod:`vpintegrator.rollout.numba_model` packs them and documents the ops).
+"""The numba interpreter of packed models (``vpintegrator.rollout.numba_model`` packs them and documents the ops).
 
-One ``@njit(cache=True)`` function, :func:`_rollout_rows`, runs an int64 op program (one row of
-:data:`OP_WIDTH` integers per layer) over a flat float64 weight vector for many calls; the layouts of the
-rows are those :func:`vpintegrator.rollout.numba_model.pack` writes.
+One ``@njit(cache=True)`` function, ``_rollout_rows``, runs an int64 op program (one row of
+``OP_WIDTH`` integers per layer) over a flat float64 weight vector for many calls; the layouts of the
+rows are those ``vpintegrator.rollout.numba_model.pack`` writes.
 """
 
 from __future__ import annotations

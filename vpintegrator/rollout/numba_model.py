@@ -8,11 +8,11 @@ per-operation overhead (≈ 5 µs per op) is the whole cost. Here a model is *pa
 - ``params``: one flat float64 vector holding every weight matrix and bias (the skew and triangular
   matrices materialised once as dense dim×dim blocks, the attention projections stacked, the Lie–Poisson
   unit axes k = axis/‖axis‖ computed once, and one flow time τ per Lie–Poisson step), and
-- ``ops``: an int64 program, one row of :data:`OP_WIDTH` integers per layer (its kind, the offsets of its
+- ``ops``: an int64 program, one row of ``OP_WIDTH`` integers per layer (its kind, the offsets of its
   weights in ``params``, activation, flags),
 
-and run by a single ``@njit(cache=True)`` interpreter, :func:`~vpintegrator.rollout.numba_kernel._rollout_rows`
-(in :mod:`vpintegrator.rollout.numba_kernel`; this module packs and calls it), that iterates the model for
+and run by a single ``@njit(cache=True)`` interpreter, ``vpintegrator.rollout.numba_kernel._rollout_rows``
+(in ``vpintegrator.rollout.numba_kernel``; this module packs and calls it), that iterates the model for
 many calls without returning to Python (one function body: numba increfs every array handed to a helper,
 which cost a third of the time at ~1 µs per call). Because the weights and the layer layout are arguments, not
 constants, the one compiled kernel serves every weight set and every configuration of the eight
@@ -33,19 +33,19 @@ Layers (one op each; z a state, a row of the window X (seq, dim)):
 ``OP_VP_ATTENTION``
     X ↦ Λᵀ X, Λ = Cayley(C), C the skew matrix with lower entries C_ij = z_i·(A z_j) (``skew_sym``) or
     z_i·(A z_j)/√dim (arbitrary weighting). seq 1: identity; seq 3: the closed form of
-    :func:`vpintegrator.nn.cayley.cayley3_transpose_apply` (the layer's own fast path, same formula);
+    ``vpintegrator.nn.cayley.cayley3_transpose_apply`` (the layer's own fast path, same formula);
     any other seq: (I + S)⁻¹ by Gauss–Jordan elimination with partial pivoting (I + S, S skew, has
     singular values ≥ 1, so this is as accurate as the closed forms torch uses for seq ≤ 5). Timed
     (fields 3, 4): Cayley(τ C) (the skew layer's inverse is the layer at −τ).
 ``OP_MH_ATTENTION``
-    :class:`~vpintegrator.nn.MultiHeadAttention`, GML form (qkv = X P, scale 1/√dim, no output
+    [`MultiHeadAttention`][vpintegrator.nn.MultiHeadAttention], GML form (qkv = X P, scale 1/√dim, no output
     projection) or standard form (biases, scale 1/√d_head, output projection), softmax over the keys as
     ``torch.softmax`` (max subtracted), optional add connection.
 ``OP_LP_LAYER``
-    :class:`~vpintegrator.nn.LiePoissonLayer` for flow time τ: z ↦ R(k, −τψ(k·z)) z on every state
+    [`LiePoissonLayer`][vpintegrator.nn.LiePoissonLayer] for flow time τ: z ↦ R(k, −τψ(k·z)) z on every state
     (Rodrigues' formula, ψ(s) = d + Σ_m w_m tanh(b_m s + c_m)).
 ``OP_LP_COUPLING``
-    :class:`~vpintegrator.nn.LiePoissonCoupling` for flow time τ: s = Σ_j α_j k·z_j over the window, state i
+    [`LiePoissonCoupling`][vpintegrator.nn.LiePoissonCoupling] for flow time τ: s = Σ_j α_j k·z_j over the window, state i
     rotated about k by −τ α_i ψ(s).
 
 ``OP_SYMP_LINEAR``, ``OP_SYMP_ACTIVATION``, ``OP_SYMP_GRADIENT``
@@ -53,15 +53,15 @@ Layers (one op each; z a state, a row of the window X (seq, dim)):
     f(p) = S p (S symmetric, then optionally + b on the whole state; S absent: GML's ``BiasLayer``),
     a ⊙ σ(p), Kᵀ (a ⊙ σ(K p + b)) (K ∈ ℝ^{h×n}); σ as for OP_RESIDUAL.
 ``OP_SYMP_ATTENTION``
-    Symplectic attention (:mod:`vpintegrator.nn.symplectic_attention`): C = Xp A Xpᵀ (T×T), σ(C) the softmax
+    Symplectic attention (``vpintegrator.nn.symplectic_attention``): C = Xp A Xpᵀ (T×T), σ(C) the softmax
     over all T² entries (GML ``MatrixSoftmax``) or over each column (``VectorSoftmax``), max subtracted;
     Xq ← Xq + 2 σᵀ Xp A (symmetric A) or σ Xp Aᵀ + σᵀ Xp A (arbitrary A); the P layer with q and p swapped.
 
 A Lie–Poisson network is packed as its schedule
-(:meth:`~vpintegrator.models._symmetric.SymmetricComposition._schedule`: what ``forward`` applies): one op
+(``vpintegrator.models._symmetric.SymmetricComposition._schedule``: what ``forward`` applies): one op
 per step, so ``symmetric=True`` gives the palindrome of half-time flows (an inverse step at time t is the
 flow at −t; each layer's weights are stored once). So is a symmetric VPFF/VPT
-(:mod:`vpintegrator.models._symmetric`): the adjoint half ψ*_{1/2} as the layers' inverses at −1/2, last layer
+(``vpintegrator.models._symmetric``): the adjoint half ψ*_{1/2} as the layers' inverses at −1/2, last layer
 first (triangular: back-substitution; attention: the layer at +1/2), then every layer at +1/2.
 
 The arithmetic is float64 and follows the layers' formulas; only roundings differ from torch (tanh is
@@ -77,7 +77,7 @@ lpnet (8 layers, width 4, seq_len 1) takes 1.6 µs per call against 4.1 µs for 
 eager, in one run on a loaded machine (``rollout_block``, 10⁵ calls, one thread). A float32 model is computed
 in float64 from its weights. A packed model is a snapshot: later changes of the torch weights are not seen.
 
-Without numba (``AVAILABLE`` is False) :func:`pack` returns None and callers run torch.
+Without numba (``AVAILABLE`` is False) ``pack`` returns None and callers run torch.
 
 Example
 -------
@@ -121,7 +121,7 @@ __all__ = ["AVAILABLE", "CompiledModel", "pack", "compile_kernels", "OP_RESIDUAL
 
 
 class CompiledModel:
-    """A packed model (:func:`pack`): its weights as ``params`` (float64) and its layers as ``ops`` (int64).
+    """A packed model (``pack``): its weights as ``params`` (float64) and its layers as ``ops`` (int64).
 
     Attributes
     ----------
@@ -130,6 +130,12 @@ class CompiledModel:
     dim, seq_len, pred_window : int
     name : str
     """
+
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    seq_len: int
+    pred_window: int
+    name: str
 
     def __init__(self, params: np.ndarray, ops: np.ndarray, dim: int, seq_len: int, pred_window: int, name: str = ""):
         self.params = np.ascontiguousarray(params, dtype=np.float64)
@@ -264,7 +270,7 @@ def _module(pk: _Packer, m, dim: int) -> None:
 
 
 def _vp_schedule(pk: _Packer, model, dim: int) -> None:
-    """The schedule of a symmetric VPFF/VPT (:meth:`SymmetricComposition._schedule`: the palindrome of
+    """The schedule of a symmetric VPFF/VPT (``SymmetricComposition._schedule``: the palindrome of
     half-time members, the adjoint half made of the layers' explicit inverses), one op per step with its flow
     time in ``params``; each layer's weights are stored once."""
     from ..nn.attention import VolumePreservingAttention
@@ -295,8 +301,8 @@ def _vp_schedule(pk: _Packer, model, dim: int) -> None:
 
 
 def _symplectic(pk: _Packer, m, dim: int) -> None:
-    """One SympNet layer or symplectic attention layer as its shear op (:mod:`vpintegrator.nn.sympnet`,
-    :mod:`vpintegrator.nn.symplectic_attention`); other modules raise :class:`_Unsupported`."""
+    """One SympNet layer or symplectic attention layer as its shear op (``vpintegrator.nn.sympnet``,
+    ``vpintegrator.nn.symplectic_attention``); other modules raise ``_Unsupported``."""
     from ..nn.symplectic_attention import SymplecticAttentionP, SymplecticAttentionQ
     from ..nn.sympnet import (
         ActivationLayerP,
@@ -335,7 +341,7 @@ def _symplectic(pk: _Packer, m, dim: int) -> None:
 
 
 def _lie_poisson(pk: _Packer, model) -> None:
-    """The schedule of a Lie–Poisson network (:meth:`SymmetricComposition._schedule`: plain or the palindrome),
+    """The schedule of a Lie–Poisson network (``SymmetricComposition._schedule``: plain or the palindrome),
     one op per step. Each layer's unit axis and ψ are stored once (a palindrome applies a layer twice); the
     step's flow time τ is a float in ``params`` (an inverse step at time t is the flow at −t)."""
     from ..nn.lie_poisson import LiePoissonCoupling, LiePoissonLayer, _unit
@@ -364,12 +370,12 @@ def pack(model) -> CompiledModel | None:
     Parameters
     ----------
     model : torch.nn.Module
-        A :class:`~vpintegrator.models.VolumePreservingFeedForward`,
-        :class:`~vpintegrator.models.VolumePreservingTransformer` (plain or symmetric),
-        :class:`~vpintegrator.models.StandardTransformerIntegrator`, :class:`~vpintegrator.models.LiePoissonNet`
-        or :class:`~vpintegrator.models.LiePoissonTransformer` (plain or symmetric),
-        :class:`~vpintegrator.models.LASympNet`, :class:`~vpintegrator.models.GSympNet` or
-        :class:`~vpintegrator.models.SymplecticTransformer` (any dtype: the weights are read as float64).
+        A [`VolumePreservingFeedForward`][vpintegrator.models.VolumePreservingFeedForward],
+        [`VolumePreservingTransformer`][vpintegrator.models.VolumePreservingTransformer] (plain or symmetric),
+        [`StandardTransformerIntegrator`][vpintegrator.models.StandardTransformerIntegrator], [`LiePoissonNet`][vpintegrator.models.LiePoissonNet]
+        or [`LiePoissonTransformer`][vpintegrator.models.LiePoissonTransformer] (plain or symmetric),
+        [`LASympNet`][vpintegrator.models.LASympNet], [`GSympNet`][vpintegrator.models.GSympNet] or
+        [`SymplecticTransformer`][vpintegrator.models.SymplecticTransformer] (any dtype: the weights are read as float64).
 
     Returns
     -------
@@ -378,7 +384,7 @@ def pack(model) -> CompiledModel | None:
         or layer kinds (the ST's up/downscaling layers of ``transformer_dim ≠ dim``, the ST's matrix-softmax
         attention, a layer replaced by another module), or a pred_window other than seq_len. Nothing is
         compiled here (the kernel compiles, or loads from numba's cache, on the first call;
-        :func:`compile_kernels` does it ahead).
+        ``compile_kernels`` does it ahead).
     """
     if not AVAILABLE:
         return None

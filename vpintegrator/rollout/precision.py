@@ -1,4 +1,4 @@
-"""Work–precision: error and invariant drift against cost, over a ladder of step sizes (issue 20, item 3).
+"""Work–precision: error and invariant drift against cost, over a ladder of step sizes.
 
 The diagram the numerical-integration community compares methods with (Hairer–Nørsett–Wanner; DiffEq's
 "work-precision diagrams"): each classical method runs over a ladder of step sizes from the same initial
@@ -19,7 +19,7 @@ The reference is the exact flow, never a data generator: a method's error is its
 A model row also carries its training cost: ``train_seconds`` (the run directory's ``summary.json``
 ``cpu_time``), the break-even number of rollouts N* against the cheapest classical method at the model's error,
 and with ``amortise_over`` = N the cost with training spread over N rollouts of length T
-(:mod:`vpintegrator.data.work_precision`).
+(``vpintegrator.data.work_precision``).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ DEFAULT_METHODS = (
 DOP853_RTOLS = (1e-4, 1e-6, 1e-8, 1e-10)
 
 def _relative_error(y: np.ndarray, ref: np.ndarray) -> np.ndarray:
-    """:func:`vpintegrator.metrics.relative_error` of final states (n, dim); a failed trajectory (NaN or inf)
+    """[`vpintegrator.metrics.relative_error`][vpintegrator.metrics.relative_error] of final states (n, dim); a failed trajectory (NaN or inf)
     counts as an infinite error, never a small one."""
     from ..metrics import relative_error
 
@@ -148,8 +148,8 @@ def work_precision(
         The base step h; the ladder multiplies it. t_end / (dt · multiplier) must be a whole number.
     t_end : float
         The final time T at which the error is measured.
-    methods : names of :func:`vpintegrator.integrators.list_integrators`, optional
-        Default :data:`DEFAULT_METHODS` (those the system supports).
+    methods : names of [`vpintegrator.integrators.list_integrators`][vpintegrator.integrators.list_integrators], optional
+        Default ``DEFAULT_METHODS`` (those the system supports).
     ladder : step multipliers (≥ 4)
     dop853_rtols : tolerances of DOP853's own ladder, or None to leave it out
     models : {label: model}, optional
@@ -159,7 +159,7 @@ def work_precision(
     repeats : int
         Timing runs per point (the minimum is kept).
     train_seconds : {label: CPU seconds}, optional
-        The models' training cost (:func:`training_seconds` reads it from a run directory); a model left out
+        The models' training cost ([`training_seconds`][vpintegrator.rollout.precision.training_seconds] reads it from a run directory); a model left out
         has NaN (not recorded). Every model row gets its break-even number of rollouts.
     amortise_over : float, optional
         N: model rows also get their cost with training spread over N rollouts of length ``t_end``.
@@ -276,15 +276,15 @@ def training_seconds(source: str | Path) -> float:
 
 
 def write_work_precision(stem: str | Path, rows: Sequence[WorkPrecisionRow], overwrite: bool = False):
-    """Write the rows as ``<stem>.csv`` and ``<stem>.md`` (:func:`vpintegrator.metrics.write_table`: atomic,
-    under the overwrite rule); columns :data:`WP_COLUMNS`."""
+    """Write the rows as ``<stem>.csv`` and ``<stem>.md`` ([`vpintegrator.metrics.write_table`][vpintegrator.metrics.write_table]: atomic,
+    under the overwrite rule); columns ``WP_COLUMNS``."""
     from ..metrics import write_table
 
     return write_table([dataclasses.asdict(r) for r in rows], stem, overwrite=overwrite)
 
 
 def work_precision_stem(config) -> Path:
-    """``<out stem>_work_precision``: where :func:`run_work_precision` writes its ``.csv`` and ``.md``."""
+    """``<out stem>_work_precision``: where [`run_work_precision`][vpintegrator.rollout.precision.run_work_precision] writes its ``.csv`` and ``.md``."""
     out = Path(config.out)
     return out.with_name(out.stem + "_work_precision")
 
@@ -306,9 +306,9 @@ def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], 
     The initial conditions are the first states of the trajectories the configuration selects (``traj`` /
     ``n_traj``), the base step h is the data's dt, T the configuration's ``t_end`` (or the data's horizon);
     the methods are its integrators (``exact_flow`` left out: DOP853 has its own tolerance ladder), or
-    :data:`DEFAULT_METHODS` when it names none, and its models are points at their own step. The ladder is
+    ``DEFAULT_METHODS`` when it names none, and its models are points at their own step. The ladder is
     2h, h, h/2, h/4, h/8, h/16 (without 2h when T is an odd number of steps). A model loaded from a run directory
-    carries its training CPU seconds (:func:`training_seconds`) and break-even N; ``amortise_over`` = N adds
+    carries its training CPU seconds ([`training_seconds`][vpintegrator.rollout.precision.training_seconds]) and break-even N; ``amortise_over`` = N adds
     its cost with training spread over N rollouts of length T. Written to
     ``<out stem>_work_precision.csv`` and ``.md`` (under the overwrite rule).
 

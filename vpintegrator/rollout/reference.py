@@ -1,6 +1,6 @@
 """The reference of a comparison run (``vp-rollout``'s ``reference`` key): what the errors are measured
-against, described (:func:`describe_reference`: the line above the metrics table and the rollout file's
-``reference*`` attributes) and written (:func:`write_reference`: ``/reference`` of the rollout file).
+against, described (``describe_reference``: the line above the metrics table and the rollout file's
+``reference*`` attributes) and written (``write_reference``: ``/reference`` of the rollout file).
 
 ``reference = "exact"`` (the default): the exact flow, DOP853 at rtol = atol = 1e-12 integrated from the
 initial conditions over the whole horizon, unless the data file was itself made by DOP853 at tolerances
@@ -8,7 +8,7 @@ initial conditions over the whole horizon, unless the data file was itself made 
 ``reference = "data"``: the data file, continued beyond its horizon with the data's own generator.
 Held-out conditions (``heldout``) are integrated from their initial conditions by the exact flow or, with
 ``"data"``, the data's generator. A parametric data set's rows (``plan.system`` a
-:class:`~vpintegrator.systems.family.SystemFamily`) are each integrated with their own parameters.
+``vpintegrator.systems.family.SystemFamily``) are each integrated with their own parameters.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""What a comparison run reports: :class:`RolloutReport` (the files, the table rows, the reference, the
-warnings) and :class:`Failure` (a method that failed: how many trajectories, the first one, its step)."""
+"""What a comparison run reports: [`RolloutReport`][vpintegrator.rollout.compare.RolloutReport] (the files, the table rows, the reference, the
+warnings) and ``Failure`` (a method that failed: how many trajectories, the first one, its step)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ __all__ = ["RolloutReport", "Failure"]
 class Failure(tuple):
     """A failed method: ``(n_failed, traj, step)`` as a tuple (the number of failed trajectories, the
     data-file index of the first one to fail and its step), with ``label``, ``n_traj`` and ``t`` (the
-    time of that step) as attributes; :meth:`line` is the one-line report."""
+    time of that step) as attributes; ``line`` is the one-line report."""
 
     label: str
     n_traj: int
@@ -42,11 +42,11 @@ class Failure(tuple):
 
 @dataclass
 class RolloutReport:
-    """What :func:`run_rollouts` wrote: the HDF5 file, the metrics table (CSV, Markdown) and its rows
+    """What [`run_rollouts`][vpintegrator.rollout.compare.run_rollouts] wrote: the HDF5 file, the metrics table (CSV, Markdown) and its rows
     (one per method and ``split`` label present), the reference the errors were measured against and the
     warning lines.
 
-    ``failures``: label -> :class:`Failure` ``(number failed, data-file index of the first failed
+    ``failures``: label -> ``Failure`` ``(number failed, data-file index of the first failed
     trajectory, its step)``, with ``.t`` its time and ``.line()`` the one-line report.
     """
 
@@ -54,7 +54,7 @@ class RolloutReport:
     csv: Any
     markdown: Any
     rows: list
-    failures: dict = field(default_factory=dict)
+    failures: dict[str, Any] = field(default_factory=dict)
     #: what the errors were measured against (one line; also the rollout file's ``reference`` attribute)
     reference: str = ""
     #: warning lines (a trajectory rolled out that a model trained on)

@@ -1,4 +1,4 @@
-"""How :class:`~vpintegrator.rollout.ModelStep` runs a model: the compiled kernel, a TorchScript trace, or eager.
+"""How [`ModelStep`][vpintegrator.rollout.steps.ModelStep] runs a model: the compiled kernel, a TorchScript trace, or eager.
 
 ModelStep takes the first of these that applies and reproduces the model:
 
@@ -6,13 +6,13 @@ ModelStep takes the first of these that applies and reproduces the model:
     Float64 VPFF, VPT, ST, Lie–Poisson (lpnet, lp_transformer) and symplectic (LA-SympNet, G-SympNet,
     symplectic transformer) models on the CPU, rollouts of at most
     ``SCALAR_MAX_BATCH`` (8) trajectories: the model packed into arrays
-    (:func:`vpintegrator.rollout.numba_model.pack`) and iterated by one numba kernel for a whole block of steps
-    (:func:`compiled_model`). At batch 1 a call of the paper models costs ~1-2 µs there against ~60-150 µs for
+    (``vpintegrator.rollout.numba_model.pack``) and iterated by one numba kernel for a whole block of steps
+    ([`compiled_model`][vpintegrator.rollout.runners.compiled_model]). At batch 1 a call of the paper models costs ~1-2 µs there against ~60-150 µs for
     the trace: torch's per-operation overhead, not arithmetic, is the cost of a (3, 3) window. Checked against
     the model on the first windows (≤ 1e-12); without numba, or for other models, dtypes or devices, the next
     runner runs.
 ``"jit.trace+freeze"``
-    ``torch.jit.trace`` + ``freeze`` for the rollout's batch shape (:func:`trace_model`), checked against
+    ``torch.jit.trace`` + ``freeze`` for the rollout's batch shape ([`trace_model`][vpintegrator.rollout.runners.trace_model]), checked against
     the eager model on the first window.
 ``"eager"``
     The model itself.
@@ -32,7 +32,7 @@ COMPILED_TOL = 1e-12
 
 
 def compiled_model(model, example) -> Any:
-    """The model as a :class:`~vpintegrator.rollout.numba_model.CompiledModel`, checked on ``example``, or None.
+    """The model as a ``vpintegrator.rollout.numba_model.CompiledModel``, checked on ``example``, or None.
 
     Parameters
     ----------
@@ -45,7 +45,7 @@ def compiled_model(model, example) -> Any:
     Returns
     -------
     CompiledModel or None
-        None without numba, for models :func:`~vpintegrator.rollout.numba_model.pack` does not cover, or when
+        None without numba, for models ``vpintegrator.rollout.numba_model.pack`` does not cover, or when
         the check fails.
     """
     import numpy as np

@@ -3,7 +3,7 @@ labels of ``vp-rollout`` and its held-out conditions (``heldout``).
 
 A model trained by ``vp-train`` carries its trajectory split (``model.training_split``: ``{"train", "val",
 "test"}`` trajectory indices, and ``model.training_split_data``: the number of trajectories and a digest of
-their initial states; see :func:`vpintegrator.training.setup.split_record`). The split *applies* to a data
+their initial states; see ``vpintegrator.training.setup.split_record``). The split *applies* to a data
 file whose initial conditions are those (same count, same first states in the same order; another horizon
 is fine). Labels of the rolled-out conditions:
 
@@ -17,11 +17,11 @@ least out-of-sample label over the models whose split applies (``train`` before 
 ``unknown`` when no model's split applies.
 
 A split may hold out initial conditions (``vp-train``'s random split) or, for a data set whose parameters
-vary per trajectory, **parameters** (:func:`parameter_split`): ``interpolation`` holds out the trajectories
+vary per trajectory, **parameters** (``parameter_split``): ``interpolation`` holds out the trajectories
 in a random cube inside the parameter box, ``extrapolation`` those at the box's ends (the outer shell).
 Either is recorded like ``vp-train``'s (``split`` and ``split_data``, plus ``split_by`` saying how), so
 ``vp-rollout`` labels the rows of a model trained on it the same way. ``heldout`` conditions of a
-parametric data set come with new parameters too (:func:`vpintegrator.rollout.compare` draws them from the
+parametric data set come with new parameters too (``vpintegrator.rollout.compare`` draws them from the
 file's ``parameter_dists`` with the held-out seed).
 """
 
@@ -39,7 +39,7 @@ __all__ = ["SPLIT_LABELS", "ModelSplit", "model_split", "data_digest", "default_
            "run_labels", "heldout_seed", "draw_heldout", "label_rows", "split_rows", "parameter_split",
            "PARAMETER_SPLITS"]
 
-#: how :func:`parameter_split` holds out parameters
+#: how ``parameter_split`` holds out parameters
 PARAMETER_SPLITS = ("interpolation", "extrapolation")
 
 #: data-file labels, most in-sample first (the rule for a row relative to several models)
@@ -50,7 +50,12 @@ class ModelSplit:
     """A model's split as it applies to the rolled-out data: ``label``, ``split`` (the three index lists, or
     None when it does not apply) and ``note`` (a line saying why not, or None)."""
 
-    def __init__(self, label: str, split: dict | None, note: str | None) -> None:
+    #: set by __init__ (declared for type checkers)
+    label: str
+    split: dict[str, Any] | None
+    note: str | None
+
+    def __init__(self, label: str, split: dict[str, Any] | None, note: str | None) -> None:
         self.label, self.split, self.note = label, split, note
 
     def of(self, i: int) -> str:
@@ -81,7 +86,7 @@ def data_digest(path) -> tuple[int, str]:
 
 def model_split(label: str, model: Any, digest: tuple[int, str] | None, data) -> ModelSplit:
     """The split of ``model`` (label ``label``) as it applies to the data file ``data`` whose
-    :func:`data_digest` is ``digest``."""
+    ``data_digest`` is ``digest``."""
     split = getattr(model, "training_split", None)
     if not isinstance(split, dict) or not all(isinstance(split.get(k), list) for k in ("train", "val", "test")):
         return ModelSplit(label, None, f"model {label!r}: no trajectory split recorded (pretrained weights or a "
@@ -132,7 +137,7 @@ def run_labels(splits: Sequence[ModelSplit], idx: np.ndarray, n_new: int) -> lis
     return out + ["new"] * n_new
 
 
-def heldout_seed(meta: dict, seed: int | None) -> int:
+def heldout_seed(meta: dict[str, Any], seed: int | None) -> int:
     """The seed of the held-out conditions: ``seed`` if given, else one derived from the data's own seed
     (``SeedSequence([data seed, 1]).generate_state(1)``: a stream other than the data's
     ``default_rng(data seed)``, the same on every run)."""
@@ -143,7 +148,7 @@ def heldout_seed(meta: dict, seed: int | None) -> int:
     return int(np.random.SeedSequence([base, 1]).generate_state(1, dtype=np.uint64)[0] >> 1)
 
 
-def draw_heldout(meta: dict, system, n: int, seed: int, data_y0: np.ndarray, data) -> np.ndarray:
+def draw_heldout(meta: dict[str, Any], system, n: int, seed: int, data_y0: np.ndarray, data) -> np.ndarray:
     """``n`` new initial conditions from the data file's own sampler (its ``sampler``/``sampler_args``
     attributes) with ``numpy.random.default_rng(seed)``; a one-line error (key ``heldout``) when the file
     names no sampler, the sampler is deterministic (it would draw the data's own conditions) or a drawn
@@ -178,7 +183,7 @@ def draw_heldout(meta: dict, system, n: int, seed: int, data_y0: np.ndarray, dat
 
 
 def label_rows(plan, model_splits, entries) -> None:
-    """Every method's ``split`` label per rolled-out row (:mod:`vpintegrator.rollout.splits`) and the one
+    """Every method's ``split`` label per rolled-out row (``vpintegrator.rollout.splits``) and the one
     warning line for trajectories a model trained on."""
     plan.run_labels = run_labels(model_splits, plan.idx, plan.n_new)
     by_label = {label: ms for (label, _, _), ms in zip(entries, model_splits)}
@@ -199,7 +204,7 @@ def label_rows(plan, model_splits, entries) -> None:
 def split_rows(label: str, plan, per_traj, names, cum, res) -> list[dict]:
     """The table rows of one method: one per ``split`` label present among its rolled-out rows (in the
     order train, val, test, new, unknown), each aggregating only those trajectories
-    (:func:`vpintegrator.data.summary.split_summary_rows`), with the ``reference`` column (``exact`` or
+    (``vpintegrator.data.summary.split_summary_rows``), with the ``reference`` column (``exact`` or
     ``data``)."""
     from ..data.summary import split_summary_rows
 

@@ -1,23 +1,26 @@
 """The step maps: classical integrators, the exact flow, the data's own generator, trained models.
 
-Each implements the :class:`~vpintegrator.rollout.engine.StepMap` contract. :class:`IntegratorStep` runs
-in float64, compiled (numba, :func:`vpintegrator.compiled.compiled_stepper`) for rollouts of at most
-``SCALAR_MAX_BATCH`` trajectories when there is a kernel, NumPy otherwise; :class:`ExactFlowStep` in
-NumPy/SciPy; :class:`ModelStep` runs a torch model in its own dtype on its device, by the fastest runner
-that reproduces it (the numba kernel of :mod:`vpintegrator.rollout.numba_model`, a TorchScript trace, or
-eager; :mod:`vpintegrator.rollout.runners`). :func:`reference_step_map` is the generator a data file was
+Each implements the [`StepMap`][vpintegrator.rollout.engine.StepMap] contract. [`IntegratorStep`][vpintegrator.rollout.steps.IntegratorStep] runs
+in float64, compiled (numba, ``vpintegrator.compiled.compiled_stepper``) for rollouts of at most
+``SCALAR_MAX_BATCH`` trajectories when there is a kernel, NumPy otherwise; [`ExactFlowStep`][vpintegrator.rollout.steps.ExactFlowStep] in
+NumPy/SciPy; [`ModelStep`][vpintegrator.rollout.steps.ModelStep] runs a torch model in its own dtype on its device, by the fastest runner
+that reproduces it (the numba kernel of ``vpintegrator.rollout.numba_model``, a TorchScript trace, or
+eager; ``vpintegrator.rollout.runners``). [`reference_step_map`][vpintegrator.rollout.steps.reference_step_map] is the generator a data file was
 made with, to continue its reference beyond the file's horizon.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
 from ..errors import VPIntegratorError, finite_float
 from ..stepping import bad_states
 from .engine import StepMap
+
+if TYPE_CHECKING:  # torch is imported when a model step is built, not with the rollout package
+    import torch
 
 __all__ = ["IntegratorStep", "ExactFlowStep", "ModelStep", "reference_step_map", "SCALAR_MAX_BATCH"]
 
@@ -34,7 +37,7 @@ class IntegratorStep(StepMap):
     """A classical integrator as a step map (``seq_len = pred_window = 1``), float64.
 
     Rollouts of at most ``compiled_max_batch`` trajectories run the compiled single-trajectory stepper
-    (:func:`vpintegrator.compiled.compiled_stepper`, the same numbers to ~1e-15 per step and the same
+    (``vpintegrator.compiled.compiled_stepper``, the same numbers to ~1e-15 per step and the same
     Newton rule) one trajectory after the other, when it has a kernel for the system and method;
     otherwise, and without numba, the NumPy path runs. ``describe()["runner"]`` says which (``"numba"``
     or ``"numpy"``).
@@ -50,6 +53,11 @@ class IntegratorStep(StepMap):
     """
 
     kind = "integrator"
+
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    dt: float
+    name: str
 
     def __init__(self, system, integrator, dt: float, compiled_max_batch: int = SCALAR_MAX_BATCH) -> None:
         from ..integrators import get_integrator
@@ -78,7 +86,7 @@ class IntegratorStep(StepMap):
                 self._runner = "numba"
 
     def _compiled_stepper(self):
-        """The compiled stepper (:mod:`vpintegrator.compiled.integrators`) for this method, or None."""
+        """The compiled stepper (``vpintegrator.compiled.integrators``) for this method, or None."""
         try:
             from ..compiled import compiled_stepper
 
@@ -120,11 +128,11 @@ class IntegratorStep(StepMap):
         return out
 
     def _generate_compiled(self, n):
-        """:meth:`generate` by the compiled stepper, one trajectory after the other.
+        """[`generate`][vpintegrator.rollout.steps.IntegratorStep.generate] by the compiled stepper, one trajectory after the other.
 
         A Newton failure or a non-finite state ends the row's block: the failing step and the rest are NaN
         (the NumPy path's NaN at that step; the engine discards a failed row's later states) and the row
-        restarts from its first state (the engine also calls :meth:`reset` for it, as for a blown-up row).
+        restarts from its first state (the engine also calls [`reset`][vpintegrator.rollout.steps.IntegratorStep.reset] for it, as for a blown-up row).
         """
         out = np.empty((self._y.shape[0], n, self.dim))
         stepper = self._stepper
@@ -155,7 +163,7 @@ class IntegratorStep(StepMap):
 class ExactFlowStep(StepMap):
     """The exact flow (SciPy DOP853 at tight tolerances) as a step map, solved a chunk at a time.
 
-    Each call of :meth:`generate` restarts ``solve_flow`` from the last state, so a long horizon costs
+    Each call of [`generate`][vpintegrator.rollout.steps.ExactFlowStep.generate] restarts ``solve_flow`` from the last state, so a long horizon costs
     no more memory than one chunk.
 
     Parameters
@@ -166,6 +174,13 @@ class ExactFlowStep(StepMap):
     """
 
     kind = "flow"
+
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    dt: float
+    rtol: float
+    atol: float
+    name: str
 
     def __init__(self, system, dt: float, rtol: float = 1e-12, atol: float = 1e-12) -> None:
         from ..systems import get_system
@@ -245,13 +260,22 @@ class ModelStep(StepMap):
     scalar_max_batch : int
         Rollouts of at most this many trajectories of a float64 VPFF, VPT (plain or symmetric), ST, lpnet,
         lp_transformer, LA-SympNet, G-SympNet or symplectic transformer model on the CPU run the model compiled: packed into arrays and iterated by one numba kernel a whole block of
-        steps at a time (:mod:`vpintegrator.rollout.numba_model`, runner ``"numba"``), ~1-2 µs per call of the
+        steps at a time (``vpintegrator.rollout.numba_model``, runner ``"numba"``), ~1-2 µs per call of the
         paper models at batch 1 against ~60-150 µs for the trace, the same numbers to rounding (≤ 1e-12 per
         call, checked against the model on the first window; otherwise, without numba, and for other models
         or layers, dtypes or devices, torch runs it). 0 turns it off.
     """
 
     kind = "model"
+
+    #: set by __init__ (declared for type checkers)
+    device: torch.device
+    dim: int
+    seq_len: int
+    pred_window: int
+    overlap: bool
+    jit: bool
+    name: str
 
     def __init__(
         self,
@@ -314,7 +338,7 @@ class ModelStep(StepMap):
             self._fn, self._runner = traced, "jit.trace+freeze"
 
     def _compile(self, example):
-        """The model as the numba kernel (:func:`vpintegrator.rollout.runners.compiled_model`) when it applies."""
+        """The model as the numba kernel ([`vpintegrator.rollout.runners.compiled_model`][vpintegrator.rollout.runners.compiled_model]) when it applies."""
         import torch
 
         from . import runners
@@ -365,7 +389,7 @@ class ModelStep(StepMap):
             return buf[:, T : T + n].to(device="cpu", dtype=torch.float64, copy=True).numpy()
 
     def _generate_compiled(self, n):
-        """:meth:`generate` by the numba kernel: all calls of the block in compiled code, row after row."""
+        """[`generate`][vpintegrator.rollout.steps.ModelStep.generate] by the numba kernel: all calls of the block in compiled code, row after row."""
         adv = self.advance
         n_calls = -(-n // adv)
         out = np.empty((self._ctx_np.shape[0], n_calls * adv, self.dim))

@@ -1,12 +1,12 @@
 """The package's end-to-end studies, run over its command-line tools.
 
-- :mod:`vpintegrator.studies.rigid_body`: the paper's rigid-body study (Brantner, de Romemont, Kraus, Li,
+- ``vpintegrator.studies.rigid_body``: the paper's rigid-body study (Brantner, de Romemont, Kraus, Li,
   arXiv 2312.11166), entry point ``scripts/reproduce_rigid_body.py``;
-- :mod:`vpintegrator.studies.coupled_oscillator`: VPT against the standard transformer, Störmer–Verlet
+- ``vpintegrator.studies.coupled_oscillator``: VPT against the standard transformer, Störmer–Verlet
   and RK4 on the coupled oscillator, entry point ``scripts/reproduce_coupled_oscillator.py``;
-- :mod:`vpintegrator.studies.runner`: the task runner both use (``vp-gen``, ``vp-train``, ``vp-rollout``
-  and ``vp-plot`` as subprocesses, ``--skip-existing``, logs) and :class:`~.runner.StudyError`;
-- :mod:`vpintegrator.studies.stats`: mean ± std over seeds, number formatting, Markdown tables, strict
+- ``vpintegrator.studies.runner``: the task runner both use (``vp-gen``, ``vp-train``, ``vp-rollout``
+  and ``vp-plot`` as subprocesses, ``--skip-existing``, logs) and ``vpintegrator.studies.runner.StudyError``;
+- ``vpintegrator.studies.stats``: mean ± std over seeds, number formatting, Markdown tables, strict
   JSON and atomic writes.
 
 Nothing here imports torch at import time: the studies run the CLIs in child processes.

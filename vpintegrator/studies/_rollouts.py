@@ -1,7 +1,7 @@
 """Every read of ``vp-rollout`` output the studies do, in one place.
 
-Rollout files are read with :func:`vpintegrator.data.rollouts.read_rollout` (no torch); metrics tables
-with :func:`vpintegrator.metrics.read_table`.
+Rollout files are read with [`vpintegrator.data.rollouts.read_rollout`][vpintegrator.data.rollouts.read_rollout] (no torch); metrics tables
+with [`vpintegrator.metrics.read_table`][vpintegrator.metrics.read_table].
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 
 def read(path):
-    """The :class:`~vpintegrator.data.rollouts.RolloutResult` of the rollout file ``path``; None if there
+    """The [`RolloutResult`][vpintegrator.data.rollouts.RolloutResult] of the rollout file ``path``; None if there
     is no such file."""
     from vpintegrator.data.rollouts import read_rollout
 

@@ -1,15 +1,15 @@
-"""Does a trained transformer's attention carry information? The studies' attention step (issue 20, item 4).
+"""Does a trained transformer's attention carry information? The studies' attention step.
 
 For one trained window model and a data file of exact-flow trajectories (conditions the model never saw):
 
-- the attention coupling (:func:`vpintegrator.testing.attention_coupling`: ‖cross-state Jacobian blocks‖ /
+- the attention coupling ([`vpintegrator.testing.attention_coupling`][vpintegrator.testing.attention_coupling]: ‖cross-state Jacobian blocks‖ /
   ‖own-state blocks‖, median and max over windows) on windows of the data, for the trained model and for a
   freshly initialised one of the same configuration (seed 0), on the same windows;
 - the relative error ‖z − z_ref‖ / ‖z_ref‖ at ``t_end`` of the model and of
-  :func:`~vpintegrator.models.without_attention` (the model with every attention layer the identity), both
+  [`without_attention`][vpintegrator.models.without_attention] (the model with every attention layer the identity), both
   started from the data's first window: median, 10–90 % interval and mean over the trajectories (a blown-up
   rollout counts as an infinite error);
-- for a Lie–Poisson transformer also the error of :func:`~vpintegrator.models.constant_coupling` (every
+- for a Lie–Poisson transformer also the error of [`constant_coupling`][vpintegrator.models.constant_coupling] (every
   coupling's ψ the constant ψ̄ of the same windows): zeroing ψ (``without_attention``) removes a position-wise
   rotation as well as the cross-state information, the constant removes only the cross-state information.
 
@@ -19,6 +19,8 @@ Everything is float64 on the CPU. Run as a study step::
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import argparse
 import math
@@ -41,7 +43,7 @@ def _errors(model, ref, dt: float, n_steps: int):
     return {**median_interval(err), "mean": float(np.mean(err))}
 
 
-def probe(model_path, data_path, n_traj: int = 20, t_end: float | None = None, n_windows: int = 10) -> dict:
+def probe(model_path, data_path, n_traj: int = 20, t_end: float | None = None, n_windows: int = 10) -> dict[str, Any]:
     """The coupling and the with/without-attention errors of the model at ``model_path`` (a run directory,
     ``.pt`` file or ``pretrained:<name>``) on the first ``n_traj`` trajectories of ``data_path`` to ``t_end``
     (default: the data's horizon); ``n_windows`` windows per trajectory, evenly spaced."""
@@ -82,7 +84,7 @@ def probe(model_path, data_path, n_traj: int = 20, t_end: float | None = None, n
 
 
 def section(entries) -> list[str]:
-    """Markdown lines: the attention table of ``entries``, (name, :func:`probe` result) pairs; [] if none."""
+    """Markdown lines: the attention table of ``entries``, (name, ``probe`` result) pairs; [] if none."""
     from .stats import fmt_num, md_table
 
     entries = [(name, a) for name, a in entries if a]

@@ -1,7 +1,7 @@
 """The coupled-oscillator study: VPT against the standard transformer, Störmer–Verlet and RK4, energy drift
 over 10⁴ steps (dt = 0.4, t in [0, 4000]), with figures and a results table.
 
-Runs the package's CLIs (with the task runner of :mod:`vpintegrator.studies.runner`), everything under
+Runs the package's CLIs (with the task runner of ``vpintegrator.studies.runner``), everything under
 ``--out RUN``:
 
 1. ``vp-gen``: ``RUN/data/train.h5`` (``coupled_oscillator_box``: initial conditions uniform in
@@ -27,6 +27,8 @@ Exit status: 0 done, 2 bad input or a failed step (one line on stderr), 130 inte
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import argparse
 import math
@@ -55,7 +57,7 @@ SYMPLECTIC_MODELS = ("symplectic_transformer", "g_sympnet", "la_sympnet")
 INTEGRATORS = ("stormer_verlet", "stormer_verlet_y6", "rk4")  # Yoshida 6 of Störmer–Verlet: the strong classical method at the same step
 DT = 0.4  # the specs' step (coupled_oscillator, coupled_oscillator_box)
 EVAL_SETS = ("default", "heldout")
-#: the window models whose attention is measured (:mod:`.attention`), on N_PROBE held-out ICs to T_PROBE
+#: the window models whose attention is measured (``vpintegrator.studies.attention``), on N_PROBE held-out ICs to T_PROBE
 ATTENTION_MODELS = ("vpt", "st", "symplectic_transformer")
 N_PROBE, T_PROBE = 20, 400.0  # also the work-precision run's ICs and horizon (1000 steps)
 #: the initial weights times this are each config's ``init_scale`` (--init-scale overrides it for every
@@ -260,7 +262,7 @@ def _run_dir(run: Path, model: str, seed: int) -> Path:
 
 
 def plan(s: Settings) -> Runner:
-    """Every step of the study as a :class:`~.runner.Task` of one :class:`~.runner.Runner`: the data
+    """Every step of the study as a ``vpintegrator.studies.runner.Task`` of one ``vpintegrator.studies.runner.Runner``: the data
     (vp-gen), the trainings (vp-train, ``s.jobs`` at a time), the rollouts (vp-rollout), the figures (vp-plot)."""
     run = Path(s.out)
     runner = Runner(run, jobs=s.jobs, skip_existing=s.skip_existing, overwrite=s.overwrite)
@@ -352,7 +354,7 @@ TRAIN_COLUMNS = (
 )
 
 
-def training_info(run_dir: Path) -> dict:
+def training_info(run_dir: Path) -> dict[str, Any]:
     """Losses and time of one vp-train run: the train loss at the best (validation) epoch, whose weights
     (best.pt) are rolled out, the best validation score (summary.json best_loss: the validation loss or,
     with monitor = val_rollout, the validation rollout error), the wall time, epochs, parameters."""
@@ -376,7 +378,7 @@ def training_info(run_dir: Path) -> dict:
 
 
 def _mean_std(values: list[float]) -> tuple[float, float]:
-    """Mean and std (ddof = 1) over seeds: :func:`vpintegrator.studies.stats.mean_std`."""
+    """Mean and std (ddof = 1) over seeds: ``vpintegrator.studies.stats.mean_std``."""
     return mean_std(values)
 
 
@@ -423,7 +425,7 @@ def _fmt(v: float, blowup: bool = False) -> str:
     return "inf (blew up)" if blowup and text == "inf" else text
 
 
-def _cell(row: dict, key: str) -> str:
+def _cell(row: dict[str, Any], key: str) -> str:
     mean, std = row.get(key, math.nan), row.get(f"{key}_std", math.nan)
     text = _fmt(mean, blowup=key in ("max_rel_energy_drift", "final_rel_error"))
     if std is not None and isinstance(std, float) and math.isfinite(std):
@@ -564,7 +566,7 @@ def run_study(s: Settings, argv: list[str] | None = None) -> str:
 
 
 def _run(s: Settings, run: Path, argv: list[str] | None) -> str:
-    """:func:`run_study` once RUN is locked."""
+    """``run_study`` once RUN is locked."""
     run.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     runner = plan(s)

@@ -28,11 +28,13 @@ Usage::
     scripts/reproduce_rigid_body.py --out RUN --skip-existing     # resume a killed study
     scripts/reproduce_rigid_body.py --out RUN --table-only        # rebuild results.md/json only
 
-The results table and the timing summary are in :mod:`vpintegrator.studies.rigid_body_results`; the
-task runner in :mod:`vpintegrator.studies.runner`.
+The results table and the timing summary are in ``vpintegrator.studies.rigid_body_results``; the
+task runner in ``vpintegrator.studies.runner``.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import argparse
 import json
@@ -163,7 +165,7 @@ def _train_task(a, runner: Runner, model: str, seed: int) -> Task:
 
 
 def plan(a) -> Runner:
-    """Every step of the study as a :class:`~.runner.Task` of one :class:`~.runner.Runner`, in order."""
+    """Every step of the study as a ``vpintegrator.studies.runner.Task`` of one ``vpintegrator.studies.runner.Runner``, in order."""
     runner = Runner(a.out, jobs=a.jobs, skip_existing=a.skip_existing, overwrite=a.overwrite)
     add, p = runner.add, runner.run.joinpath
     im_models = [m for m in a.models if m in IM_MODELS]
@@ -301,7 +303,7 @@ seed = 0
 # --------------------------------------------------------------------------- pretrained models
 
 
-def export_pretrained(run: Path, out_dir) -> dict:
+def export_pretrained(run: Path, out_dir) -> dict[str, Any]:
     """Copy, for each of vpt, vpff and st, the best.pt of the seed with the lowest validation score
     (summary.json's best_loss, whatever its monitor) to ``out_dir/rigid_body_<model>.pt``; merge
     ``out_dir/provenance.json`` (seed, scores of every seed, monitor, training summary); return the entries
@@ -330,7 +332,7 @@ def _table_only(a) -> int:
 
 
 def run_study(argv=None) -> int:
-    """The study (raises :class:`~.runner.StudyError`; :func:`main` turns it into one line)."""
+    """The study (raises ``vpintegrator.studies.runner.StudyError``; ``main`` turns it into one line)."""
     a = parse_args(argv)
     run = a.out
     if a.table_only:
@@ -346,7 +348,7 @@ def run_study(argv=None) -> int:
 
 
 def _run(a, run: Path) -> int:
-    """:func:`run_study` once RUN is checked and locked."""
+    """``run_study`` once RUN is checked and locked."""
     t_start = time.perf_counter()
     run.mkdir(parents=True, exist_ok=True)
     print(f"study: {run} (seeds {','.join(map(str, a.seeds))}; models {','.join(a.models)}; {a.train_seconds:g} "

@@ -24,6 +24,8 @@ Exit status: 0 done, 2 bad input or a failed step (one line on stderr), 130 inte
 
 from __future__ import annotations
 
+from typing import Any
+
 import argparse
 import math
 import shutil
@@ -130,7 +132,7 @@ def plan(a: argparse.Namespace) -> Runner:
 
 def _quality(path: Path) -> dict[str, dict[str, list[float]]]:
     """label -> {"error": [traj1, traj4] at t = 100, "band": [traj1, traj4]} of one rollout file (the
-    numbers of the rigid-body study's table, :func:`.rigid_body_results.rollout_values`)."""
+    numbers of the rigid-body study's table, ``vpintegrator.studies.rigid_body_results.rollout_values``)."""
     return {label: {"error": [v[f"err100_{t}"] for t in PAPER_TRAJ], "band": [v[f"band_{t}"] for t in PAPER_TRAJ]}
             for label, v in rollout_values(path).items()}
 
@@ -153,7 +155,7 @@ def build_rows(run: Path) -> list[dict]:
     return rows
 
 
-def format_results(rows: list[dict], settings: dict) -> str:
+def format_results(rows: list[dict], settings: dict[str, Any]) -> str:
     head = ["phase", "seed", "wall s", "train loss", "val score", "err t=100 traj 1 / 4", "‖z‖ band traj 1 / 4",
             "targets (IM)", "err vs exact 1 / 4", "band vs exact 1 / 4", "targets (exact)"]
     body = []

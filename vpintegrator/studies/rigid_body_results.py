@@ -1,8 +1,8 @@
 """The rigid-body study's setup constants, the numbers it extracts from a run directory, its results table
 (``results.md``/``results.json``) and its CPU-timing summary (``timing/timing.json``, ``timing.md``).
 
-See :mod:`vpintegrator.studies.rigid_body` for the study itself. Every read of a rollout file goes through
-:mod:`vpintegrator.studies._rollouts`.
+See ``vpintegrator.studies.rigid_body`` for the study itself. Every read of a rollout file goes through
+``vpintegrator.studies._rollouts``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The rigid-body structure study (issue 21): learned maps that keep what the system keeps, next to the VPT,
-on held-out initial conditions against the exact flow (the protocol of issue 20).
+"""The rigid-body structure study: learned maps that keep what the system keeps, next to the VPT,
+on held-out initial conditions against the exact flow (the studies' protocol).
 
 The rigid body is Lie–Poisson: every trajectory stays on its sphere ‖z‖ = const (the Casimir) and the flow
 is a Poisson map. Per seed, every model of ``--models`` is trained on the paper's 1238 initial conditions
@@ -23,7 +23,7 @@ for ``--train-seconds`` of wall time on one thread. Then::
                                     steps, the first seed's models and the shipped VPT as points (vp-rollout
                                     --work-precision); figures/work_precision/ draws it
       attention/<model>_s<seed>.json  the window models' attention coupling and their held-out error with and
-                                    without attention (:mod:`vpintegrator.studies.attention`; 20 ICs, t = 100)
+                                    without attention (``vpintegrator.studies.attention``; 20 ICs, t = 100)
       results.md, results.json      the table and the targets, per seed
       study.log, logs/              every command, its wall and CPU seconds, its output
 
@@ -61,7 +61,7 @@ from .stats import (bootstrap_ci, drift_growth, fmt_num, md_table, median_interv
                     write_results_files)
 
 MODELS = ("lpnet", "lpnet_sym", "lp_transformer", "vpt", "vpt_sym")
-#: the window models whose attention is measured (:mod:`.attention`: coupling, error without it)
+#: the window models whose attention is measured (``vpintegrator.studies.attention``: coupling, error without it)
 ATTENTION_MODELS = ("lp_transformer", "vpt", "vpt_sym")
 N_ATTENTION = 20  # held-out ICs of the attention step
 CLASSICAL = ("implicit_midpoint", "splitting", "gauss_legendre4")
@@ -211,7 +211,7 @@ def _drifts(r, label: str, name: str):
     """Relative drift of invariant ``name``, shape (n_traj, n); inf where blown up.
 
     The Casimir of a window model (T states to the next T) is measured against each state's own first-window
-    value (:func:`vpintegrator.metrics.relative_drift` with ``period = T``): the first window comes from the exact
+    value ([`vpintegrator.metrics.relative_drift`][vpintegrator.metrics.relative_drift] with ``period = T``): the first window comes from the exact
     flow (DOP853 at rtol 1e-12), whose own Casimir error is not the model's. Everything else against I(z_0).
     """
     import numpy as np
@@ -227,7 +227,7 @@ def _drifts(r, label: str, name: str):
     return np.where(np.isfinite(d), d, np.inf)
 
 
-def heldout_values(path: Path) -> dict:
+def heldout_values(path: Path) -> dict[str, Any]:
     """label -> the t = 100 error over the held-out ICs (median, 10–90 %, mean, per IC) and the worst ‖z‖ band,
     Casimir and energy drift on [0, 100]."""
     import numpy as np
@@ -247,9 +247,9 @@ def heldout_values(path: Path) -> dict:
     return out
 
 
-def long_values(path: Path) -> dict:
+def long_values(path: Path) -> dict[str, Any]:
     """label -> worst Casimir and energy drift to the file's horizon, the energy drift's growth (per IC its max
-    over [0, t_end] over its max over [0, 100]; the worst IC) and its fit (:func:`.stats.drift_growth` of the
+    over [0, t_end] over its max over [0, 100]; the worst IC) and its fit (``vpintegrator.studies.stats.drift_growth`` of the
     worst-IC envelope)."""
     import numpy as np
 
@@ -273,7 +273,7 @@ def long_values(path: Path) -> dict:
     return out
 
 
-def paper_values(path: Path) -> dict:
+def paper_values(path: Path) -> dict[str, Any]:
     """label -> {traj1, traj4: t = 100 error} and the split labels of the two rows."""
     import numpy as np
 
@@ -291,14 +291,14 @@ def paper_values(path: Path) -> dict:
     return out
 
 
-def _met(v: dict) -> dict:
+def _met(v: dict[str, Any]) -> dict[str, Any]:
     return {"error": v.get("median") is not None and v["median"] <= MEDIAN_TARGET and v["hi"] <= P90_TARGET,
             "casimir": v.get("casimir_long", math.inf) <= CASIMIR_TARGET,
             "energy": (v.get("energy_growth", math.inf) <= ENERGY_GROWTH_TARGET
                        or v.get("energy_long", math.inf) <= ROUNDOFF)}
 
 
-def build_results(run: Path) -> dict:
+def build_results(run: Path) -> dict[str, Any]:
     settings = read_json(run / "settings.json") or {}
     rd = run / "rollout"
     rows = []
@@ -333,7 +333,7 @@ def build_results(run: Path) -> dict:
     return {"settings": {**settings, "run": str(run)}, "rows": rows, "classical": classical, "per_model": per_model}
 
 
-def format_results(res: dict) -> str:
+def format_results(res: dict[str, Any]) -> str:
     s = res["settings"]
     f = lambda v: fmt_num(v, 3, small=1e-2, missing="–")  # noqa: E731
     t_long = s.get("long_t_end", 10000.0)

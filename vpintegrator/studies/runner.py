@@ -1,7 +1,7 @@
 """The task runner of the studies: the package's CLIs as subprocesses, with a plan, logs and resumption.
 
-A study first plans every step as a :class:`Task` (a ``vp-gen``/``vp-train``/``vp-rollout``/``vp-plot``
-command line, its output files, the tasks it needs), then has a :class:`Runner` execute them, ``jobs`` at a
+A study first plans every step as a ``Task`` (a ``vp-gen``/``vp-train``/``vp-rollout``/``vp-plot``
+command line, its output files, the tasks it needs), then has a ``Runner`` execute them, ``jobs`` at a
 time, each child with one thread (``OMP_NUM_THREADS=1``). The runner
 
 - runs ``vp-<tool> ARGS`` as ``python -m vpintegrator.cli.<tool> ARGS`` with this interpreter (no PATH
@@ -12,18 +12,18 @@ time, each child with one thread (``OMP_NUM_THREADS=1``). The runner
   with ``skip_existing`` a task whose stamp and outputs exist is not run again;
 - prints one progress line per task, ``[k/N] <task>: ...``, where N is the number of planned tasks,
   fixed from the first line on (a study that runs its plan in phases still counts against all of it);
-- on Ctrl-C or SIGTERM (see :func:`sigterm_as_interrupt`) sends SIGTERM to its children (``vp-train``
+- on Ctrl-C or SIGTERM (see ``sigterm_as_interrupt``) sends SIGTERM to its children (``vp-train``
   saves ``last.pt``), waits for them, and re-raises ``KeyboardInterrupt``: the run can be resumed;
 - passes ``--overwrite`` to the CLIs it runs when the study was asked to (``overwrite``) or resumes
   (``skip_existing``: a step killed after writing its output runs again over it), so a study's own
   outputs are replaced, and only those (the CLIs never replace a file of another kind).
 
-A study refuses a non-empty RUN unless resumed or replaced (:func:`check_study_out`) and holds RUN's lock
-(:func:`study_lock`) while it runs: two studies into one RUN are refused.
+A study refuses a non-empty RUN unless resumed or replaced (``check_study_out``) and holds RUN's lock
+(``study_lock``) while it runs: two studies into one RUN are refused.
 
 A failed task does not stop the others; the tasks that need it are reported as not run.
 
-Training budgets (:func:`add_budget_arguments`, :func:`budget_flags`) are CPU seconds by default
+Training budgets (``add_budget_arguments``, ``budget_flags``) are CPU seconds by default
 (``vp-train --cpu-time-limit``; each child runs one thread, so on an idle machine a CPU second is a wall
 second), with a wall-time ceiling of ``--wall-ceiling`` times the budget (``--time-limit``): a study on
 a loaded machine trains each model as long as on an idle one, only later. ``--budget wall`` restores the
@@ -68,7 +68,7 @@ def add_budget_arguments(p: Any) -> None:
 
 
 def check_budget_arguments(a: Any) -> None:
-    """Refuse a wall ceiling below 1 or not finite (a :class:`StudyError`)."""
+    """Refuse a wall ceiling below 1 or not finite (a ``StudyError``)."""
     if not (math.isfinite(a.wall_ceiling) and a.wall_ceiling >= 1.0):
         raise StudyError(f"--wall-ceiling must be a number >= 1 (times the budget); got {a.wall_ceiling!r}")
 
@@ -132,7 +132,7 @@ def last_line(path: Path) -> str:
 
 
 class Runner:
-    """Runs the planned :class:`Task` s of one run directory; see the module docstring.
+    """Runs the planned ``Task`` s of one run directory; see the module docstring.
 
     Parameters
     ----------
@@ -145,6 +145,12 @@ class Runner:
     overwrite : bool
         Run every task again over the outputs of an earlier run.
     """
+
+    #: set by __init__ (declared for type checkers)
+    run: Path
+    jobs: int
+    count: int
+    env: dict[str, str]
 
     def __init__(self, run, jobs: int = 1, skip_existing: bool = False, overwrite: bool = False) -> None:
         self.run = Path(run)
@@ -292,7 +298,7 @@ class Runner:
 @contextlib.contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
     """Within the block SIGTERM raises ``KeyboardInterrupt`` (so ``kill`` stops the children like Ctrl-C):
-    :func:`vpintegrator._signals.interrupts_raise`, the CLIs' policy; the previous handlers come back
+    ``vpintegrator._signals.interrupts_raise``, the CLIs' policy; the previous handlers come back
     afterwards. Outside the main thread signals are left alone."""
     with interrupts_raise():
         yield
@@ -332,7 +338,7 @@ def check_study_out(out: Path, skip_existing: bool = False, overwrite: bool = Fa
 
 @contextlib.contextmanager
 def study_lock(run: Path) -> Iterator[None]:
-    """Hold RUN's lock (``RUN.lock``, :func:`vpintegrator._outputs.output_lock`) for the block: a second
+    """Hold RUN's lock (``RUN.lock``, ``vpintegrator._outputs.output_lock``) for the block: a second
     study into the same RUN is refused with one line."""
     from .._outputs import output_lock
     from ..errors import VPIntegratorError
@@ -349,7 +355,7 @@ def study_lock(run: Path) -> Iterator[None]:
 
 
 def guarded(body: Callable[[], int], error_prefix: str, interrupted: str) -> int:
-    """Run a study's ``body``: a :class:`StudyError` becomes ``<error_prefix><message>`` on stderr and
+    """Run a study's ``body``: a ``StudyError`` becomes ``<error_prefix><message>`` on stderr and
     exit status 2, Ctrl-C or SIGTERM ``interrupted`` and 130."""
     try:
         with sigterm_as_interrupt():

@@ -41,7 +41,7 @@ def mean_std(values: Iterable) -> tuple[float, float]:
 
 
 def summarize(values: Iterable) -> dict:
-    """``{"mean", "std", "n", "values"}`` of the values that are not None (:func:`mean_std`); mean and std
+    """``{"mean", "std", "n", "values"}`` of the values that are not None (``mean_std``); mean and std
     are None where there is no value, the std None where it is not defined."""
     vals = [float(v) for v in values if v is not None]
     if not vals:
@@ -67,7 +67,7 @@ def median_interval(values: Iterable, lo: float = 10.0, hi: float = 90.0) -> dic
 def bootstrap_ci(values: Iterable, statistic=None, level: float = 0.95, n_resamples: int = 9999,
                  seed: int = 0) -> tuple[float, float]:
     """Percentile-bootstrap confidence interval of ``statistic`` (default: the median) over the values
-    (e.g. one number per seed), with :func:`scipy.stats.bootstrap`; (NaN, NaN) for fewer than 2 values or a
+    (e.g. one number per seed), with ``scipy.stats.bootstrap``; (NaN, NaN) for fewer than 2 values or a
     value that is not finite (an interval over a blow-up is not defined)."""
     import numpy as np
     from scipy.stats import bootstrap  # type: ignore[import-untyped]
@@ -166,7 +166,7 @@ def write_text(path, text: str) -> None:
 
 
 def write_json(path, obj) -> None:
-    """Write ``obj`` as strict, indented JSON (:func:`plain`), atomically."""
+    """Write ``obj`` as strict, indented JSON (``plain``), atomically."""
     write_text(path, json.dumps(plain(obj), indent=2, allow_nan=False) + "\n")
 
 

@@ -1,9 +1,9 @@
-"""The studies' work–precision section: classical methods at the learned models' cost (issue 20, item 3).
+"""The studies' work–precision section: classical methods at the learned models' cost.
 
 ``vp-rollout --work-precision`` writes one row per classical method and step (and per DOP853 tolerance), and
 one per model at its own step: the error at the final time against the exact flow (median over the initial
 conditions), the largest invariant drift and the CPU seconds per unit of simulated time of one trajectory at
-batch 1 (:mod:`vpintegrator.rollout.precision`). :func:`at_equal_cost` reads, for each model, every classical
+batch 1 (``vpintegrator.rollout.precision``). ``at_equal_cost`` reads, for each model, every classical
 method's error at the model's own cost: log–log interpolation along the method's ladder between the two rungs
 whose costs bracket the model's (``"interpolated"``), else the nearest rung (``"cheapest"`` /
 ``"dearest"``: the ladder does not reach that cost).
@@ -43,7 +43,7 @@ def at_equal_cost(path, methods=None) -> list[dict]:
 
 
 def equal_cost_section(path, methods=None, title: str = "At equal cost") -> list[str]:
-    """Markdown lines: :func:`at_equal_cost` as a table (one row per model, one column per method)."""
+    """Markdown lines: ``at_equal_cost`` as a table (one row per model, one column per method)."""
     pairs = at_equal_cost(path, methods)
     if not pairs:
         return []

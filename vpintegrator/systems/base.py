@@ -1,4 +1,4 @@
-"""The :class:`System` contract every physical system follows.
+"""The [`System`][vpintegrator.systems.System] contract every physical system follows.
 
 A system is a small frozen dataclass: its parameters (with defaults) are the dataclass fields, written
 beside its equations in its own module. Every array method is batched over leading axes: a state
@@ -8,7 +8,7 @@ Invariants may also be evaluated on torch tensors (on any device, in the tensor'
 says so with ``torch_invariants = True``: its ``_invariant_<name>`` methods are then written once for
 both, with the functions of ``xp = array_namespace(y)`` (NumPy and torch share the names used: ``sum``,
 ``exp``, ``abs``, ``where``, ...) and Python numbers for constants (no array to move to the tensor's
-device). Every shipped system does; the device rollout engine (:mod:`vpintegrator.rollout.device`) relies
+device). Every shipped system does; the device rollout engine (``vpintegrator.rollout.device``) relies
 on it to keep the metrics on the GPU.
 """
 
@@ -27,7 +27,7 @@ class System:
     """Base class of an autonomous ODE ``dy/dt = f(y)`` on ``R^dim``.
 
     Subclasses are frozen dataclasses whose fields are the parameters, and define ``name``, ``dim``,
-    ``invariant_names``, :meth:`vector_field`, :meth:`jacobian` and one ``_invariant_<name>`` method per
+    ``invariant_names``, [`vector_field`][vpintegrator.systems.System.vector_field], [`jacobian`][vpintegrator.systems.System.jacobian] and one ``_invariant_<name>`` method per
     invariant.
 
     Structure flags used by the integrators:
@@ -35,14 +35,14 @@ class System:
     - ``shear_splittable``: component ``f_i`` never depends on ``y_i``, so each shear flow
       ``y_i += t f_i(y)`` is exact and volume preserving (the ``splitting`` integrator needs this).
     - ``separable``: canonical Hamiltonian ``H(q, p) = T(p) + V(q)`` with state ``(q, p)``; the system
-      then also defines :meth:`kinetic_gradient`, :meth:`potential_gradient` and their Hessians
+      then also defines [`kinetic_gradient`][vpintegrator.systems.System.kinetic_gradient], [`potential_gradient`][vpintegrator.systems.System.potential_gradient] and their Hessians
       (``stormer_verlet`` needs this).
 
     Paper defaults (``default_dt``, ``default_t_end``, ``default_y0``, ``default_sampler``) are class
     attributes; ``None`` where the system has none.
 
     ``torch_invariants``: the ``_invariant_<name>`` methods also take torch tensors (written with
-    :func:`array_namespace`; see the module docstring). False by default: a user's NumPy-only invariants
+    ``array_namespace``; see the module docstring). False by default: a user's NumPy-only invariants
     are evaluated on NumPy arrays only.
     """
 

@@ -2,15 +2,15 @@
 
 A data set may hold trajectories of one system *class* whose parameters differ from trajectory to
 trajectory (``vp-gen`` with a ``[parameters]`` spec section). The parameters are then a float64 table
-``params`` of shape ``(n_traj, p)`` whose columns are named by :func:`param_columns`:
+``params`` of shape ``(n_traj, p)`` whose columns are named by ``param_columns``:
 
 - a scalar parameter is one column under its own name (``k1``);
 - a vector parameter is one column per component, named ``name[i]`` with ``i`` 0-based
   (the rigid body's ``inertia`` is ``inertia[0]``, ``inertia[1]``, ``inertia[2]``: I1, I2, I3).
 
 A table need not name every parameter: the columns it has override a *base* system's (the file's
-``param_<name>`` attributes), the others keep the base's values. :func:`system_with` builds trajectory
-``i``'s system from the base and row ``i``; :class:`SystemFamily` holds one system per row and evaluates
+``param_<name>`` attributes), the others keep the base's values. ``system_with`` builds trajectory
+``i``'s system from the base and row ``i``; ``SystemFamily`` holds one system per row and evaluates
 the vector field and the invariants of a batch row by row, each with its own parameters.
 """
 
@@ -58,7 +58,7 @@ def param_columns(system: System, fields: Sequence[str] | None = None) -> list[s
 
 
 def param_row(system: System, columns: Sequence[str]) -> np.ndarray:
-    """The values of ``columns`` (:func:`param_columns` names) of ``system``; shape (p,)."""
+    """The values of ``columns`` (``param_columns`` names) of ``system``; shape (p,)."""
     out = np.empty(len(columns))
     for j, col in enumerate(columns):
         name, index = _split(system, col)
@@ -110,7 +110,7 @@ def system_with(base: System, columns: Sequence[str], row: Any) -> System:
 
 
 def systems_from_table(base: System, columns: Sequence[str], table: np.ndarray) -> list[System]:
-    """One system per row of ``table`` (n, p): :func:`system_with` of each row (equal rows share one
+    """One system per row of ``table`` (n, p): ``system_with`` of each row (equal rows share one
     object)."""
     table = np.asarray(table, dtype=np.float64)
     cache: dict[bytes, System] = {}
@@ -127,8 +127,8 @@ class SystemFamily:
     """One system per trajectory row: what a batch ``(n_traj, ..., dim)`` of a parametric data set is.
 
     It offers what the metrics and the rollout need of a system, evaluated row by row with each row's own
-    parameters: ``name``, ``dim``, ``invariant_names``, :meth:`invariants`, :meth:`invariant`,
-    :meth:`vector_field`, :meth:`divergence`. Index it (``family[i]``: trajectory ``i``'s system;
+    parameters: ``name``, ``dim``, ``invariant_names``, ``invariants``, ``invariant``,
+    ``vector_field``, ``divergence``. Index it (``family[i]``: trajectory ``i``'s system;
     ``family[rows]``: the family of those rows). Rows with equal parameters are evaluated together.
 
     Parameters
@@ -136,7 +136,7 @@ class SystemFamily:
     systems : sequence of System
         One per row, all of one class.
     columns : sequence of str
-        The parameter columns that vary (:func:`param_columns` names); for the record.
+        The parameter columns that vary (``param_columns`` names); for the record.
     base : System, optional
         The system the rows' parameters override (default the first row's; needed for no rows).
     """

@@ -1,7 +1,7 @@
 """Initial-condition samplers: the paper's sphere set, random on a sphere, random in a box, a list.
 
 Every sampler returns float64 points of shape ``(n, dim)``. Use
-:func:`sample_initial_conditions` with a sampler name; :func:`list_samplers` names them.
+[`sample_initial_conditions`][vpintegrator.systems.sample_initial_conditions] with a sampler name; [`list_samplers`][vpintegrator.systems.list_samplers] names them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from .base import System
 PAPER_SPHERE_FAMILY_SIZE = 619
 #: Number of points in the paper set (two families).
 PAPER_SPHERE_SIZE = 2 * PAPER_SPHERE_FAMILY_SIZE  # 1238
-#: Indices into :func:`paper_sphere_points` of the paper's validation trajectories:
+#: Indices into ``paper_sphere_points`` of the paper's validation trajectories:
 #: trajectory 1 = (sin 1.1, 0, cos 1.1), trajectory 4 = (0, sin 1.1, cos 1.1).
 PAPER_TRAJECTORY_INDEX: dict[int, int] = {1: 100, 4: PAPER_SPHERE_FAMILY_SIZE + 100}
 
@@ -44,7 +44,7 @@ def paper_sphere_points() -> np.ndarray:
 
 
 def paper_trajectory_index(number: int) -> int:
-    """Row of :func:`paper_sphere_points` holding the paper's "trajectory <number>" (1 or 4)."""
+    """Row of [`paper_sphere_points`][vpintegrator.systems.paper_sphere_points] holding the paper's "trajectory <number>" (1 or 4)."""
     if number not in PAPER_TRAJECTORY_INDEX:
         valid = ", ".join(map(str, PAPER_TRAJECTORY_INDEX))
         raise VPIntegratorError(f"paper trajectory number must be one of {valid}; got {number!r}")
@@ -145,7 +145,7 @@ _SAMPLERS: dict[str, Callable[..., np.ndarray]] = {
 
 
 def list_samplers() -> list[str]:
-    """Names accepted by :func:`sample_initial_conditions`."""
+    """Names accepted by [`sample_initial_conditions`][vpintegrator.systems.sample_initial_conditions]."""
     return sorted(_SAMPLERS)
 
 

@@ -1,13 +1,13 @@
 """The system registry, and the one place a system is turned into file metadata and back.
 
 In memory a system is one object (a frozen dataclass whose fields are its parameters). Only at the
-HDF5 boundary is it flattened: :func:`system_meta` gives ``system`` (the registry name),
+HDF5 boundary is it flattened: [`system_meta`][vpintegrator.systems.system_meta] gives ``system`` (the registry name),
 ``system_class`` (``"package.module:ClassName"``, so that a user-defined system is rebuilt in a fresh
 process) and one ``param_<name>`` per parameter (plus derived quantities such as the rigid body's
-coefficients, recorded for readers and ignored on the way back). :func:`system_from_meta` rebuilds
+coefficients, recorded for readers and ignored on the way back). [`system_from_meta`][vpintegrator.systems.system_from_meta] rebuilds
 exactly the system that wrote a file.
 
-User-defined systems: subclass :class:`~vpintegrator.systems.System` as a frozen dataclass in your own
+User-defined systems: subclass [`System`][vpintegrator.systems.System] as a frozen dataclass in your own
 module, then either ``register_system(MySystem)`` from Python, or name it ``"package.module:ClassName"``
 wherever a system name is accepted (specs, ``get_system``, files).
 """
@@ -26,7 +26,7 @@ _REGISTRY: dict[str, type[System]] = {}
 
 
 def register_system(cls: type[System], *, name: str | None = None, replace: bool = False) -> type[System]:
-    """Register a :class:`System` subclass under ``name`` (default: its ``name`` class attribute).
+    """Register a [`System`][vpintegrator.systems.System] subclass under ``name`` (default: its ``name`` class attribute).
 
     Usable as a decorator. Registering another class under a taken name is an error unless ``replace``.
     """
@@ -106,7 +106,7 @@ def get_system(name: str | System, /, **params: Any) -> System:
     Parameters
     ----------
     name : str or System
-        One of :func:`list_systems`, or an import path; a :class:`System` instance is returned as is
+        One of [`list_systems`][vpintegrator.systems.list_systems], or an import path; a [`System`][vpintegrator.systems.System] instance is returned as is
         (with ``params`` replaced, if any).
     **params
         Parameters of that system (e.g. ``inertia=(1, 2, 2/3)`` for ``rigid_body``).

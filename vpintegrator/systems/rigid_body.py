@@ -10,7 +10,7 @@ Divergence free (component i does not depend on z_i), Lie-Poisson. Invariants: e
 
 Default inertia (2, 1, 2/3) (GeometricProblems, and what the paper's scripts ran) gives
 (a, b, c) = (1/2, -1, 1/2). The paper's text says (1, 2, 2/3); both inertias and coefficients are
-recorded by :meth:`RigidBody.params`.
+recorded by [`RigidBody.params`][vpintegrator.systems.System.params].
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Training a neural integrator on trajectory windows: :func:`fit` and its :class:`TrainConfig`.
+"""Training a neural integrator on trajectory windows: [`fit`][vpintegrator.training.fit] and its [`TrainConfig`][vpintegrator.training.TrainConfig].
 
-The reference protocol (DESIGN §6, GeometricMachineLearning.jl / the paper): every (trajectory, start)
+The reference protocol (the paper's, as GeometricMachineLearning.jl trains): every (trajectory, start)
 window once per epoch, shuffled; loss ``‖prediction − target‖_F / ‖target‖_F`` over the whole batch; Adam
 with betas (0.9, 0.99) and eps 1e-8; learning rate decaying exponentially from ``lr`` to ``lr_min``
 applied per optimiser step; batch 16384; float32; seed 1234. ``optimizer = "lm"``: Levenberg–Marquardt
@@ -8,13 +8,14 @@ on random subsamples of windows, far faster for these small models (docs/trainin
 
 Modules, each one concern:
 
-``config``      :class:`TrainConfig` (the ``vp-train`` TOML; errors name the key)
-``optim``       the loss, torch optimisers by name, schedules, :class:`LevenbergMarquardt` (over a member axis)
+``names``       the optimisers, schedules and fast-step modes a config chooses from (torch-free)
+``config``      [`TrainConfig`][vpintegrator.training.TrainConfig] (the ``vp-train`` TOML; errors name the key)
+``optim``       the loss, torch optimisers by name, schedules, [`LevenbergMarquardt`][vpintegrator.training.LevenbergMarquardt] (over a member axis)
 ``checkpoint``  RNG state, run-directory files (config.toml, log.csv, summary.json, last.pt), resume
 ``validation``  the validation loss and the rollout score of ``monitor = "val_rollout"``
 ``progress``    the progress bar
-``results``     :class:`FitResult`, :class:`EpochInfo`, :class:`TrainingInterrupted`
-``run``         :func:`fit` (a config, a resume, or objects)
+``results``     [`FitResult`][vpintegrator.training.FitResult], [`EpochInfo`][vpintegrator.training.EpochInfo], [`TrainingInterrupted`][vpintegrator.training.TrainingInterrupted]
+``run``         [`fit`][vpintegrator.training.fit] (a config, a resume, or objects)
 ``setup``       the data, the models and the window sets of a config
 ``inputs``      the same from objects: a model, Trajectories or window tensors
 ``loop``        the one epoch loop over a member axis (a single run: 1, an ensemble: N)
@@ -26,19 +27,45 @@ Modules, each one concern:
 ``ddp``         DistributedDataParallel plumbing for ``torchrun``
 """
 
-from .config import TrainConfig
-from .run import fit
-from .optim import (
-    LevenbergMarquardt,
-    list_optimizers,
-    list_schedulers,
-    make_optimizer,
-    make_scheduler,
-    relative_loss,
-)
-from .results import EpochInfo, FitResult, TrainingInterrupted
-from .ensemble import EnsembleResult
-from .._shipped import list_configs
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+# public name -> module that defines it: imported on first use, so that ``vp-train --help`` (which needs
+# TrainConfig's declared keys) imports no torch
+_LAZY: dict[str, str] = {
+    "fit": ".run",
+    "TrainConfig": ".config",
+    "FitResult": ".results",
+    "EnsembleResult": ".ensemble",
+    "EpochInfo": ".results",
+    "TrainingInterrupted": ".results",
+    "relative_loss": ".optim",
+    "make_optimizer": ".optim",
+    "make_scheduler": ".optim",
+    "list_optimizers": ".names",
+    "list_schedulers": ".names",
+    "list_configs": ".._shipped",
+    "LevenbergMarquardt": ".optim",
+}
+
+# what type checkers, IDEs and the docs' reader see (none runs __getattr__); tests/test_api.py keeps it equal to _LAZY
+if TYPE_CHECKING:  # pragma: no cover
+    from .._shipped import list_configs as list_configs
+    from .config import TrainConfig as TrainConfig
+    from .ensemble import EnsembleResult as EnsembleResult
+    from .names import list_optimizers as list_optimizers
+    from .names import list_schedulers as list_schedulers
+    from .optim import LevenbergMarquardt as LevenbergMarquardt
+    from .optim import make_optimizer as make_optimizer
+    from .optim import make_scheduler as make_scheduler
+    from .optim import relative_loss as relative_loss
+    from .results import EpochInfo as EpochInfo
+    from .results import FitResult as FitResult
+    from .results import TrainingInterrupted as TrainingInterrupted
+    from .run import fit as fit
 
 __all__ = [
     "fit",
@@ -55,3 +82,6 @@ __all__ = [
     "list_configs",
     "LevenbergMarquardt",
 ]
+
+if not TYPE_CHECKING:  # hidden from type checkers, so that a misspelt name is an error there, not Any
+    __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

@@ -1,9 +1,9 @@
 """The run directory: RNG state, ``config.toml``, ``log.csv``, ``summary.json``, ``last.pt`` and resume.
 
 A run directory holds ``config.toml`` (the resolved config), ``last.pt`` / ``best.pt``
-(:func:`vpintegrator.models.save_model` files; ``last.pt`` also holds the training state), ``log.csv``
+([`vpintegrator.models.save_model`][vpintegrator.models.save_model] files; ``last.pt`` also holds the training state), ``log.csv``
 (``epoch,train_loss,val_loss,lr,seconds`` per epoch, plus ``val_rollout`` with that monitor) and
-``summary.json``. Every file is written atomically (:func:`vpintegrator._io.atomic_path`): an interrupted
+``summary.json``. Every file is written atomically (``vpintegrator._io.atomic_path``): an interrupted
 write leaves the previous file intact. RNG states are stored as tensors, ints and lists so that the
 checkpoints load with ``torch.load(weights_only=True)``.
 """
@@ -75,7 +75,7 @@ def rng_state(device: torch.device) -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any], device: torch.device) -> None:
-    """Restore what :func:`rng_state` saved."""
+    """Restore what ``rng_state`` saved."""
     torch.set_rng_state(state["torch"])
     np_state = state["numpy"]
     np.random.set_state(
@@ -127,7 +127,7 @@ def write_json(path: Path, values: dict[str, Any]) -> None:
 
 def write_config(run_dir: Path, config: TrainConfig) -> None:
     """Write ``run_dir/config.toml``: ``config`` with its paths (data, init_from, out) relative to
-    ``run_dir`` (:func:`vpintegrator.rundir.relative_run_paths`; :meth:`TrainConfig.from_toml` resolves
+    ``run_dir`` (``vpintegrator.rundir.relative_run_paths``; [`TrainConfig.from_toml`][vpintegrator.training.TrainConfig.from_toml] resolves
     them again)."""
     from .. import config as config_layer
 
@@ -150,7 +150,7 @@ def _run_inputs(run_dir: Path) -> list[str]:
 
 
 def run_provenance(run_dir: Path) -> dict[str, Any]:
-    """The ``provenance`` record of the run in ``run_dir`` (:mod:`vpintegrator.provenance`): its input files
+    """The ``provenance`` record of the run in ``run_dir`` ([`vpintegrator.provenance`][vpintegrator.provenance]): its input files
     (data, init_from) from its ``config.toml``, with their sha256 (hashed once per process), the paths
     relative to ``run_dir``."""
     return provenance_record(_run_inputs(run_dir), relative_to=run_dir)
@@ -179,7 +179,7 @@ def check_inputs_unchanged(last: Path, ckpt: dict[str, Any]) -> None:
 
 def write_summary(run_dir: Path, values: dict[str, Any]) -> None:
     """Write ``run_dir/summary.json``: ``values`` with the paths relative to ``run_dir`` and the run's
-    ``provenance`` (:func:`run_provenance`)."""
+    ``provenance`` (``run_provenance``)."""
     write_json(run_dir / "summary.json", {**relative_run_paths(values, run_dir), "provenance": run_provenance(run_dir)})
 
 
@@ -196,7 +196,7 @@ def check_new_run_dir(out: Path, overwrite: bool = False) -> bool:
     """Refuse an ``out`` that is a file, already holds a run, or is a directory with other files in it
     (an empty directory, or one holding only temporary files of killed runs, is fine). With ``overwrite``
     a directory holding a run is accepted unless a file of the user's sits where the new run writes
-    (:func:`vpintegrator._outputs.replace_run_dir` then removes vp-train's own files and keeps the rest);
+    (``vpintegrator._outputs.replace_run_dir`` then removes vp-train's own files and keeps the rest);
     return whether it must be replaced."""
     from .._outputs import OutputError, check_run_entries, holds_run
 
@@ -220,7 +220,7 @@ def check_new_run_dir(out: Path, overwrite: bool = False) -> bool:
 
 
 def resume_config(run_dir: Path, config: TrainConfig | None, overrides: dict[str, Any]) -> TrainConfig:
-    """The config of the run in ``run_dir`` with the allowed changes (:data:`RESUMABLE_KEYS`) applied.
+    """The config of the run in ``run_dir`` with the allowed changes (``RESUMABLE_KEYS``) applied.
 
     ``config``, if given, must agree with the run's on every other key. A run whose ``config.toml`` has no
     ``test_fraction`` (made before the test split existed) keeps its two-way split: ``test_fraction = 0``.

@@ -1,11 +1,11 @@
-"""The training configuration: :class:`TrainConfig`, on the one config layer (:mod:`vpintegrator.config`).
+"""The training configuration: [`TrainConfig`][vpintegrator.training.TrainConfig], on the one config layer (``vpintegrator.config``).
 
-The ``vp-train`` TOML is flat (the keys are the fields of :class:`TrainConfig`) plus a ``[model]`` table.
-Each key is declared once (:func:`vpintegrator.config.key`: type, bounds or choices, help, flag, whether
+The ``vp-train`` TOML is flat (the keys are the fields of [`TrainConfig`][vpintegrator.training.TrainConfig]) plus a ``[model]`` table.
+Each key is declared once (``vpintegrator.config.key``: type, bounds or choices, help, flag, whether
 a resumed run may change it); its check, its ``vp-train`` flag and that flag's help derive from the
-declaration, so a new key is one field. A config is checked when it is built; :meth:`TrainConfig.replace`
+declaration, so a new key is one field. A config is checked when it is built; ``TrainConfig.replace``
 checks the keys it changes. What needs the files (the data exist and agree, the model's hyper-parameters,
-the run directory) is checked when :func:`~vpintegrator.training.fit` starts. Errors are one line and
+the run directory) is checked when [`fit`][vpintegrator.training.fit] starts. Errors are one line and
 carry the offending key (``VPIntegratorError.key``), which a CLI renders as its flag.
 """
 
@@ -24,14 +24,13 @@ from .. import config as config_layer
 from ..config import Config, declared, key
 from ..device import check_device_name
 from ..errors import VPIntegratorError
-from .fast_step import FAST_STEPS
-from .optim import list_optimizers, list_schedulers
+from .names import FAST_STEPS, list_optimizers, list_schedulers
 
 __all__ = ["TrainConfig", "merge_overrides", "DTYPES", "MONITORS", "SCHEDULE_PER", "RESUMABLE_KEYS"]
 
 MONITORS = ("val_loss", "val_rollout")
 SCHEDULE_PER = ("step", "epoch")
-#: the values of the ``logger`` key (:mod:`vpintegrator.training.sinks`)
+#: the values of the ``logger`` key (``vpintegrator.training.sinks``)
 LOGGERS = ("none", "tensorboard", "mlflow")
 
 
@@ -123,8 +122,8 @@ class TrainConfig(Config):
         HDF5 trajectory files (several shards are concatenated along n_traj). Relative paths are
         resolved against the working directory.
     model : dict
-        ``{"name": ..., **kwargs}`` for :func:`vpintegrator.models.build_model`. Keys left out take the
-        paper's values for that architecture (:func:`vpintegrator.models.default_model_config`), ``dim``
+        ``{"name": ..., **kwargs}`` for [`vpintegrator.models.build_model`][vpintegrator.models.build_model]. Keys left out take the
+        paper's values for that architecture ([`vpintegrator.models.default_model_config`][vpintegrator.models.default_model_config]), ``dim``
         the data's. The windows use the model's ``seq_len`` and ``pred_window``.
     out : str, optional
         Run directory (default ``runs/<model>-<YYYYmmdd-HHMMSS>``). Must not hold a run already.
@@ -144,7 +143,7 @@ class TrainConfig(Config):
     lr, lr_min : float
         Initial and final learning rate of the schedule.
     optimizer : str
-        One of :func:`list_optimizers`. ``optimizer_kwargs`` go to the torch optimiser on top of our
+        One of [`list_optimizers`][vpintegrator.training.list_optimizers]. ``optimizer_kwargs`` go to the torch optimiser on top of our
         defaults (adam/adamw: betas (0.9, 0.99), eps 1e-8).
     scheduler : str
         ``exponential`` (lr → lr_min geometrically, then held), ``cosine`` (to lr_min, then held) or
@@ -162,7 +161,7 @@ class TrainConfig(Config):
     test_fraction : float
         Share of trajectories held out for testing (default 0.1; 0 for none): split by trajectory with the
         same seeded permutation, disjoint from the validation ones
-        (:func:`~vpintegrator.data.windows.split_train_val_test`), and never used for training, early
+        (``vpintegrator.data.windows.split_train_val_test``), and never used for training, early
         stopping or model selection. ``val_fraction + test_fraction`` must leave training trajectories.
         The split (trajectory indices into the data, several files concatenated in the order given) is
         recorded as ``split = {"train", "val", "test"}`` in ``summary.json`` and in every checkpoint
@@ -178,7 +177,7 @@ class TrainConfig(Config):
         ``auto`` (cuda if available), ``cpu``, ``cuda`` or ``cuda:N``.
     dtype : "float32" or "float64"
     fast_step : "auto", "off", "graph" or "compile"
-        How a torch optimiser's step runs (:mod:`vpintegrator.training.fast_step`): ``graph`` records the
+        How a torch optimiser's step runs (``vpintegrator.training.fast_step``): ``graph`` records the
         whole step (batch gather, forward, loss, backward, optimiser) in a CUDA graph and replays it (CUDA,
         one process, adam/adamw/rmsprop); ``compile`` runs the loss through ``torch.compile`` first (and
         captures it where a graph can run); ``off`` is the eager step; ``auto`` (default) is ``graph``
@@ -190,7 +189,7 @@ class TrainConfig(Config):
         time have passed since the last write, whichever of the two comes first: a ``kill -9`` loses at
         most ``checkpoint_every`` epochs or ``checkpoint_seconds`` seconds of training (default 30).
     lm_windows, lm_resample_every, lm_iters_per_epoch, lm_lambda
-        ``optimizer = "lm"`` only (Levenberg–Marquardt, see :func:`fit`): windows per random subsample
+        ``optimizer = "lm"`` only (Levenberg–Marquardt, see [`fit`][vpintegrator.training.fit]): windows per random subsample
         (default 1024), redraw it every this many iterations (10), LM iterations per "epoch" (10), initial
         damping λ (1e-3). With ``lm`` an epoch is ``lm_iters_per_epoch`` iterations, not a pass over
         the data; ``batch_size`` then only sets the chunk size of the loss evaluations, and ``lr``,
@@ -223,7 +222,7 @@ class TrainConfig(Config):
         torch tensors (``torch_invariants``).
     ensemble : int, optional
         Train this many independently initialised members at once in one process
-        (:mod:`vpintegrator.training.ensemble`): member ``k`` has seed ``seed + k`` (or ``seeds[k]``) for
+        (``vpintegrator.training.ensemble``): member ``k`` has seed ``seed + k`` (or ``seeds[k]``) for
         its initialisation and its data order; the train/validation split is ``seed``'s for every member.
         ``out`` then holds ``member_<k>_seed_<s>/`` run directories, ``ensemble.csv``/``.md`` and the
         member selected by the validation score (``selected.json``, ``best/``). Torch optimisers with
@@ -231,7 +230,7 @@ class TrainConfig(Config):
     seeds : list of int, optional
         The members' seeds (an ensemble of ``len(seeds)``; with ``ensemble`` too, the lengths must agree).
     unroll : int
-        Windows of free rollout per training target (:mod:`vpintegrator.training.unroll`): with k > 1 the
+        Windows of free rollout per training target (``vpintegrator.training.unroll``): with k > 1 the
         model is iterated k times on its own predictions from each input window and the loss (training
         and validation) compares the k·pred_window predicted states with the data's. 1 (default): one
         window from the true states. Costs k forward passes per window; not with ``ensemble``.
@@ -244,7 +243,7 @@ class TrainConfig(Config):
         One more sink of the per-epoch log row (train and validation loss, lr, seconds, the validation
         rollout score): ``tensorboard`` writes ``<run>/tensorboard/`` (extra ``[tensorboard]``), ``mlflow``
         one MLflow run per run directory (extra ``[mlflow]``; the tracking URI from MLflow's own settings).
-        Left out (None) or ``"none"``: ``log.csv`` only (:mod:`vpintegrator.training.sinks`).
+        Left out (None) or ``"none"``: ``log.csv`` only (``vpintegrator.training.sinks``).
     """
 
     data: list[str] = key(default_factory=list, check=_check_data, flag="")
@@ -344,7 +343,7 @@ class TrainConfig(Config):
     # -- construction ------------------------------------------------------------------------------
 
     @classmethod
-    def from_toml(cls, path: str | os.PathLike, **overrides: Any) -> "TrainConfig":
+    def from_toml(cls, path: str | os.PathLike[str], **overrides: Any) -> "TrainConfig":
         """Read a TOML file (a path or a shipped config's name, ``list_configs()``); ``overrides`` that are
         not ``None`` win over the file's values.
 
@@ -451,7 +450,7 @@ RESUMABLE_KEYS = tuple(name for name, info in declared(TrainConfig).items() if i
 
 def _run_dir_paths(values: dict[str, Any], path: Path) -> dict[str, Any]:
     """A run directory's ``config.toml`` stores its paths relative to the run directory: resolve them
-    (:func:`vpintegrator.rundir.absolute_run_paths`); any other TOML's paths stay as written."""
+    (``vpintegrator.rundir.absolute_run_paths``); any other TOML's paths stay as written."""
     from .._outputs import holds_run
     from ..rundir import absolute_run_paths
 

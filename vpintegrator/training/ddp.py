@@ -62,7 +62,7 @@ def setup(device_type: str) -> DistInfo:
 
 
 def teardown(info: DistInfo) -> None:
-    """Leave the process group if :func:`setup` joined it."""
+    """Leave the process group if ``setup`` joined it."""
     if info.initialized_here and dist.is_initialized():
         dist.destroy_process_group()
 

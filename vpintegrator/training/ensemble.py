@@ -1,26 +1,26 @@
 """Seed ensembles in one process: N independently initialised members trained at once (``ensemble = N`` or
 ``seeds = [...]``; ``vp-train --ensemble N``; ``fit(..., ensemble=N)``).
 
-The members' parameters are stacked (:func:`torch.func.stack_module_state`) and the model is evaluated
-for all of them by ``vmap`` over :func:`torch.func.functional_call`: one forward, one backward and one
+The members' parameters are stacked (``torch.func.stack_module_state``) and the model is evaluated
+for all of them by ``vmap`` over ``torch.func.functional_call``: one forward, one backward and one
 optimiser step per batch for the whole ensemble. Each member ``k`` has
 
 * its own initialisation: the global RNGs seeded with ``s_k`` before the model is built, as
-  :func:`~vpintegrator.training.fit` does with ``seed = s_k``;
+  [`fit`][vpintegrator.training.fit] does with ``seed = s_k``;
 * its own data order: a ``torch.Generator`` seeded with ``s_k`` draws its permutation each epoch (the
-  generator :func:`fit` uses), so member ``k`` sees its batches in the order ``fit(seed=s_k)`` does;
+  generator [`fit`][vpintegrator.training.fit] uses), so member ``k`` sees its batches in the order ``fit(seed=s_k)`` does;
 * its own loss ``‖pred_k − target_k‖_F / ‖target_k‖_F`` over its batch; the ensemble back-propagates the
   *sum* of the members' losses, so the gradient of member ``k``'s slice of the stacked parameters is
   exactly the gradient of its own loss;
 * its own optimiser state: one torch optimiser over the stacked parameters, which for the elementwise
   optimisers (Adam, AdamW, SGD, RMSprop) is the same arithmetic per element as N separate ones. The
   learning-rate schedule is shared (the members take the same number of steps).
-* with ``optimizer = "lm"`` (:mod:`.ensemble_lm`): its own Levenberg–Marquardt iterations, the ones
+* with ``optimizer = "lm"`` (``vpintegrator.training.ensemble_lm``): its own Levenberg–Marquardt iterations, the ones
   ``fit(seed=s_k)`` takes: subsamples (and check windows) drawn from its ``s_k`` generator, its own
   residuals and Jacobian (``vmap`` over the members of the single run's ``jacrev``), its own damping λ_k
   adapted by its own accept/reject; the damped normal equations of all members are solved batched by
-  :func:`~vpintegrator.training.optim.lm_update`, the arithmetic of the single run's
-  :class:`~vpintegrator.training.optim.LevenbergMarquardt`. An epoch is ``lm_iters_per_epoch`` iterations
+  ``vpintegrator.training.optim.lm_update``, the arithmetic of the single run's
+  [`LevenbergMarquardt`][vpintegrator.training.LevenbergMarquardt]. An epoch is ``lm_iters_per_epoch`` iterations
   and its training loss the member's full training loss, as for a single LM run; log.csv's ``lr`` is λ_k.
 
 The train/validation split is ``seed``'s for every member (the members are compared on the same
@@ -32,17 +32,17 @@ amplifying the rounding).
 Per epoch every member's training loss, validation loss and (``monitor = "val_rollout"``) validation
 rollout score are computed (the latter two vmapped as well) and logged in the member's own run directory
 ``out/member_<k>_seed_<s>/`` (config.toml, log.csv, summary.json, best.pt, last.pt: a normal run
-directory, loadable with :func:`vpintegrator.load_model`). A member whose loss turns non-finite is marked
+directory, loadable with [`vpintegrator.load_model`][vpintegrator.models.load_model]). A member whose loss turns non-finite is marked
 diverged (its files keep the last finite state) and the others go on; with ``patience`` a member stops
 (its files freeze) when it alone would have, and the ensemble stops when every member has. All of this is
-the one epoch loop of :mod:`.loop` with a member axis of size N; this module is its vmapped step strategy
-(:class:`EnsembleSteps`) and the ensemble's own files. At the end
+the one epoch loop of ``vpintegrator.training.loop`` with a member axis of size N; this module is its vmapped step strategy
+(``EnsembleSteps``) and the ensemble's own files. At the end
 ``out/ensemble.csv`` and ``out/ensemble.md`` tabulate the members, and the member with the best validation
 score (the monitor: validation loss or rollout score; validation data only) is named in
 ``out/selected.json`` and linked as ``out/best`` (a copy where links are not possible).
 
 Since the loop is the single run's, its rules hold here too: ``callback`` (given the list of the active
-members' :class:`EpochInfo`, each with its ``member`` index and ``model``) is called after every epoch,
+members' [`EpochInfo`][vpintegrator.training.EpochInfo], each with its ``member`` index and ``model``) is called after every epoch,
 the last included; a member reaching ``patience`` in the epoch where the run ends anyway (interrupt,
 ``epochs`` done) stops with the run's reason, as a single run does; an interrupt saves the members' files
 at the step it lands on (``steps`` in their ``summary.json``/``last.pt`` counts that step).
@@ -78,9 +78,19 @@ __all__ = ["EnsembleResult", "EnsembleSteps", "member_dir_name", "is_ensemble_di
 
 class EnsembleSteps:
     """The members of an ensemble stacked and stepped together (see the module docstring); the step
-    strategy of :class:`~vpintegrator.training.loop.Trainer` for ``ensemble``/``seeds``."""
+    strategy of ``vpintegrator.training.loop.Trainer`` for ``ensemble``/``seeds``."""
 
     resumable = False
+
+    #: set by __init__ (declared for type checkers)
+    n: int
+    n_windows: int
+    batch_size: int
+    steps_per_epoch: int
+    params: dict[str, Any]
+    buffers: dict[str, torch.Tensor] | dict[str, Any]
+    fast_mode: str
+    fast: FastStep | None
 
     def __init__(self, run, models: list[torch.nn.Module], train_set, val_set, validator) -> None:
         from torch.func import stack_module_state
@@ -269,7 +279,7 @@ class EnsembleSteps:
 
     @torch.no_grad()
     def val_rollouts(self) -> list[float]:
-        """Every member's validation rollout score (:class:`RolloutValidator`'s, vmapped over the members)."""
+        """Every member's validation rollout score (``RolloutValidator``'s, vmapped over the members)."""
         v = self.validator
         ref = v._ref(next(iter(self.params.values())))
         n = self.n

@@ -1,13 +1,13 @@
 """Levenberg–Marquardt for a seed ensemble (``optimizer = "lm"`` with ``ensemble``/``seeds``): every member
-takes the iterations its own single LM run (:class:`~vpintegrator.training.optim.LMSubsample`) would.
+takes the iterations its own single LM run (``vpintegrator.training.optim.LMSubsample``) would.
 
 Member ``k`` draws its subsamples (and check windows) from its own generator, seeded with ``s_k`` as
 ``fit(seed=s_k)`` seeds the one it draws them from, so it sees the same sequence of windows; it has its own
 residual ``(pred_k − target_k) / ‖target_k‖_F``, its own Jacobian and its own damping λ_k, adapted by its
 own accept/reject decisions. The work is batched over the members: the residuals and the per-window
-Jacobians are ``vmap`` over the members of the single run's functions (:func:`~.optim.window_residuals`,
+Jacobians are ``vmap`` over the members of the single run's functions (``vpintegrator.training.optim.window_residuals``,
 ``jacrev`` of a ``functional_call``), and the damped normal equations of all members are solved together
-by :func:`~.optim.lm_update`, the arithmetic :class:`~.optim.LevenbergMarquardt` runs for one model; each
+by ``vpintegrator.training.optim.lm_update``, the arithmetic [`LevenbergMarquardt`][vpintegrator.training.LevenbergMarquardt] runs for one model; each
 member's candidate is accepted or rejected on its own (a masked update). Parameters the template marks
 ``requires_grad=False`` are not in the members' vectors θ_k: they are constants of the residual, passed
 with the buffers, and stay bit-identical.
@@ -24,13 +24,26 @@ __all__ = ["EnsembleLM"]
 
 
 class EnsembleLM:
-    """LM on random window subsamples for the stacked members of :class:`~.ensemble.EnsembleSteps`.
+    """LM on random window subsamples for the stacked members of ``vpintegrator.training.ensemble.EnsembleSteps``.
 
     ``params`` are the stacked parameters (name → (N, *shape) leaf tensors, updated in place; those the
     ``template`` marks ``requires_grad=False`` are never changed), ``buffers`` the buffers (stacked along
     dim 0 for ``buffer_dim = 0``, shared for None), ``template`` the module they are evaluated with and
     ``generators`` the members' generators (seeded ``s_k``).
     """
+
+    #: set by __init__ (declared for type checkers)
+    params: dict[str, torch.Tensor]
+    buffers: dict[str, torch.Tensor]
+    names: list[str]
+    n: int
+    n_windows: int
+    resample_every: int
+    check_windows: int
+    chunk: int
+    max_tries: int
+    lam: torch.Tensor
+    iteration: int
 
     def __init__(self, template: torch.nn.Module, params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor],
                  buffer_dim: int | None, dataset, generators: list[torch.Generator], config, chunk: int = 2048) -> None:

@@ -2,11 +2,11 @@
 
 The eager step of a small model is hundreds of tiny kernels, each launched from Python (~1300 per step of
 the paper VPT before the fused forward, ~350 after): on a GPU the launches, not the arithmetic, set the
-speed. :class:`GraphStep` records one step (gather the batch's windows by index, forward, loss, backward,
+speed. ``GraphStep`` records one step (gather the batch's windows by index, forward, loss, backward,
 optimiser update) in a ``torch.cuda.CUDAGraph`` once, then replays it with one launch per step:
 
 - static buffers: the batch's window numbers are copied into a device tensor the graph reads; the data set
-  is already resident on the device (:mod:`vpintegrator.data.windows`), the loss is a device scalar the
+  is already resident on the device (``vpintegrator.data.windows``), the loss is a device scalar the
   graph writes (read by the loop once per epoch);
 - the optimiser runs capturable (its step count on the device) with the learning rate a device tensor, so
   the schedule, stepped on the host between replays, writes the new rate into it (one small copy);
@@ -22,17 +22,17 @@ the layers' unfused forward (inductor fuses it itself).
 
 Where a graph cannot be used (CPU, DDP under torchrun, optimisers without a capturable step) ``auto``
 falls back to the eager step; asking for ``graph`` there is an error that says why. Without capture (the
-CPU) the same :class:`GraphStep` runs its body directly: that is how the tests check it on machines
+CPU) the same ``GraphStep`` runs its body directly: that is how the tests check it on machines
 without a GPU (the warm-up, the restore, the static buffers, the partial batch), and CUDA tests check the
 capture.
 
 ``auto`` never fails where ``off`` would work. The first step of each captured (or compiled) batch shape is
 checked: an eager step runs from a copy of the parameters and optimiser state, the state is put back, the
-graph is replayed, and the two results (loss, parameter update) must agree to :data:`AGREEMENT_RTOL` of the
+graph is replayed, and the two results (loss, parameter update) must agree to ``AGREEMENT_RTOL`` of the
 parameters' dtype; the graph's result is kept. If the set-up (warm-up, compilation, capture) raises or the
 check fails, ``auto`` puts parameters and optimiser state back as they were before that step, logs one
-warning line that says why, and runs the eager step from then on: :attr:`FastStep.used` is then ``"off"``
-and :attr:`FastStep.fallback_reason` the why, both in ``summary.json``. The run is then the eager run, bit
+warning line that says why, and runs the eager step from then on: ``FastStep.used`` is then ``"off"``
+and ``FastStep.fallback_reason`` the why, both in ``summary.json``. The run is then the eager run, bit
 for bit on the CPU and to float rounding on CUDA (that step's lr is the float32 value the schedule wrote).
 An explicit ``graph``/``compile`` raises a one-line error naming ``fast_step`` instead.
 """
@@ -46,14 +46,13 @@ from typing import Any, Callable
 import torch
 
 from ..errors import VPIntegratorError
+from .names import FAST_STEPS
 
 __all__ = ["FAST_STEPS", "GRAPH_OPTIMIZERS", "AGREEMENT_RTOL", "GraphStep", "FastStep", "resolve_fast_step",
            "portable_state", "capture_graph", "fast_step_summary"]
 
 _log = logging.getLogger(__name__)
 
-#: the values of the ``fast_step`` config key
-FAST_STEPS = ("auto", "off", "graph", "compile")
 #: optimisers whose step can be captured (a ``capturable`` step; their fresh state is all zeros)
 GRAPH_OPTIMIZERS = ("adam", "adamw", "rmsprop")
 #: eager steps before a capture (the torch CUDA-graph recipe's side-stream warm-up)
@@ -98,7 +97,7 @@ def resolve_fast_step(mode: str, optimizer: str, device: torch.device, distribut
     return mode
 
 
-def portable_state(state: dict) -> dict:
+def portable_state(state: dict[str, Any]) -> dict[str, Any]:
     """An optimiser or scheduler ``state_dict`` as the eager path writes it: a learning rate held in a device
     tensor (capturable step) becomes its float, ``capturable`` goes back to False, so that ``last.pt`` resumes
     on any device, graph or not."""
@@ -128,7 +127,7 @@ def capture_graph(body: Callable[[], torch.Tensor], device: torch.device) -> tup
 
 
 def _captures(device: torch.device) -> bool:
-    """Whether a :class:`FastStep` on ``device`` captures its steps (tests force it on the CPU)."""
+    """Whether a ``FastStep`` on ``device`` captures its steps (tests force it on the CPU)."""
     return device.type == "cuda"
 
 
@@ -148,7 +147,7 @@ def _first_line(err: BaseException) -> str:
 
 
 class _Snapshot:
-    """The parameters and optimiser state, copied; :meth:`restore` writes them back in place (a captured
+    """The parameters and optimiser state, copied; ``restore`` writes them back in place (a captured
     graph reads the tensors' addresses)."""
 
     def __init__(self, optimizer: torch.optim.Optimizer) -> None:
@@ -188,7 +187,7 @@ class _Snapshot:
 def _disagreement(before: _Snapshot, ref_loss: torch.Tensor, ref_values: list[torch.Tensor],
                   loss: torch.Tensor) -> str | None:
     """Why the replayed step (``loss``, the parameters now) differs from the eager one (``ref_loss``, the
-    parameters ``ref_values``), both from ``before``; None when they agree to :data:`AGREEMENT_RTOL`."""
+    parameters ``ref_values``), both from ``before``; None when they agree to ``AGREEMENT_RTOL``."""
     rtol = max(AGREEMENT_RTOL.get(p.dtype, 1e-2) for p in before.params)
     ref, got = ref_loss.detach().double(), loss.detach().double()
     if not bool(torch.isfinite(ref).all()):
@@ -215,6 +214,10 @@ class GraphStep:
     Calling the step with window numbers returns that loss, detached, as a device tensor that the next call
     overwrites (copy or consume it first).
     """
+
+    #: set by __init__ (declared for type checkers)
+    optimizer: torch.optim.Optimizer
+    index: torch.Tensor
 
     def __init__(self, batch_loss: Callable[[torch.Tensor], torch.Tensor], optimizer: torch.optim.Optimizer,
                  shape: tuple[int, ...], device: torch.device, capture: bool) -> None:
@@ -253,14 +256,24 @@ class GraphStep:
 
 
 class FastStep:
-    """The trainer's fast step: one :class:`GraphStep` per index shape met (the full batch, the last partial
-    one), sharing the model, the optimiser and its state; ``mode`` from :func:`resolve_fast_step`.
+    """The trainer's fast step: one ``GraphStep`` per index shape met (the full batch, the last partial
+    one), sharing the model, the optimiser and its state; ``mode`` from ``resolve_fast_step``.
 
     With ``fallback`` (the config said ``auto``) a step that cannot be built or fails the agreement check
     (module docstring) makes it run the eager step from then on, with one warning; without, that is a
-    one-line :class:`VPIntegratorError` naming ``fast_step``. ``used`` is what runs (``mode``, or ``"off"``
+    one-line [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError] naming ``fast_step``. ``used`` is what runs (``mode``, or ``"off"``
     after a fallback) and ``fallback_reason`` why it fell back (None).
     """
+
+    #: set by __init__ (declared for type checkers)
+    mode: str
+    device: torch.device
+    optimizer: torch.optim.Optimizer
+    fallback: bool
+    used: str
+    fallback_reason: str | None
+    capture: bool
+    check: bool
 
     def __init__(self, mode: str, batch_loss: Callable[[torch.Tensor], torch.Tensor],
                  optimizer: torch.optim.Optimizer, device: torch.device, fallback: bool = False) -> None:

@@ -1,5 +1,5 @@
-"""What stops a training run early: a non-finite loss or weights (:class:`Diverged`), and SIGINT/SIGTERM
-(:class:`StopRequest`: a flag checked between optimiser steps, so that ``last.pt`` is saved)."""
+"""What stops a training run early: a non-finite loss or weights (``Diverged``), and SIGINT/SIGTERM
+(``StopRequest``: a flag checked between optimiser steps, so that ``last.pt`` is saved)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,12 @@ from .._signals import handling
 class Diverged(Exception):
     """A non-finite loss or weights: training stops (every rank at the same point)."""
 
+    #: set by __init__ (declared for type checkers)
+    what: str
+    value: float
+    epoch: int
+    step: int
+
     def __init__(self, what: str, value: float, epoch: int, step: int) -> None:
         super().__init__(what)
         self.what, self.value, self.epoch, self.step = what, value, epoch, step
@@ -24,6 +30,9 @@ class Diverged(Exception):
 
 class StopRequest:
     """SIGINT/SIGTERM set a flag checked between optimiser steps; a second signal aborts at once."""
+
+    #: set by __init__ (declared for type checkers)
+    requested: bool
 
     def __init__(self) -> None:
         self.requested = False

@@ -1,10 +1,10 @@
-""":func:`~vpintegrator.training.fit` from objects: a model (a registry name, a model table or any
-``nn.Module``) and training/validation data given as :class:`~vpintegrator.data.trajectories.Trajectories`
+"""[`fit`][vpintegrator.training.fit] from objects: a model (a registry name, a model table or any
+``nn.Module``) and training/validation data given as [`Trajectories`][vpintegrator.data.trajectories.Trajectories]
 or as window tensors, with no TOML file and no data file.
 
 ``train`` / ``val``:
 
-- a :class:`Trajectories` (``y`` shaped (n_traj, n_states, dim)): windows cut as from a data file (every
+- a [`Trajectories`][vpintegrator.data.trajectories.Trajectories] (``y`` shaped (n_traj, n_states, dim)): windows cut as from a data file (every
   start with ``stride``; targets of ``pred_window · unroll`` states). With ``train`` alone the trajectories
   are split by ``val_fraction`` and ``seed`` as a data file is; with ``val`` too, ``train`` is all training
   and ``val`` all validation data, and ``monitor = "val_rollout"`` rolls out ``val``.
@@ -40,7 +40,11 @@ IN_MEMORY = "<in memory>"
 
 class TensorWindows:
     """Given windows: ``batch(idx)`` gathers ``(x[idx], target[idx])`` (the interface of
-    :class:`~vpintegrator.data.windows.WindowDataset`)."""
+    ``vpintegrator.data.windows.WindowDataset``)."""
+
+    #: set by __init__ (declared for type checkers)
+    x: torch.Tensor
+    target: torch.Tensor
 
     def __init__(self, x: torch.Tensor, target: torch.Tensor) -> None:
         self.x, self.target = x, target

@@ -1,13 +1,13 @@
-"""The one epoch loop behind :func:`~vpintegrator.training.fit`: a single run and a seed ensemble alike.
+"""The one epoch loop behind [`fit`][vpintegrator.training.fit]: a single run and a seed ensemble alike.
 
-Design. The loop runs over a *member axis*: a list of :class:`~vpintegrator.training.record.Member` (one
+Design. The loop runs over a *member axis*: a list of ``vpintegrator.training.record.Member`` (one
 run's bookkeeping each: best epoch, patience, history, ``log.csv`` and its sinks, ``best.pt``), one for a
 single run, N for an ensemble. How the optimiser steps of an epoch are taken is a *step strategy*:
 
-- :class:`~vpintegrator.training.single.SingleSteps`: one model and one optimiser: eager torch step, LBFGS,
-  the graph fast step (:mod:`.fast_step`), DDP under ``torchrun``, Levenberg–Marquardt, ``unroll``,
+- ``vpintegrator.training.single.SingleSteps``: one model and one optimiser: eager torch step, LBFGS,
+  the graph fast step (``vpintegrator.training.fast_step``), DDP under ``torchrun``, Levenberg–Marquardt, ``unroll``,
   mid-epoch checkpoints and exact resume (``last.pt`` holds its training state);
-- :class:`~vpintegrator.training.ensemble.EnsembleSteps`: N members stacked and stepped together by
+- ``vpintegrator.training.ensemble.EnsembleSteps``: N members stacked and stepped together by
   ``vmap`` (one forward, backward and optimiser step per batch for all of them).
 
 Everything else is written once, here: per epoch the strategy's ``epoch`` (the members' mean training
@@ -20,7 +20,7 @@ stops when it alone would have; the run when every member has), callback, time l
 that diverges raises one line after writing its files; an ensemble goes on with its other members.
 
 Ctrl-C or SIGTERM finish the current optimiser step, save ``last.pt`` (a single run's mid-epoch state is
-resumable exactly) and raise :class:`TrainingInterrupted` (a ``KeyboardInterrupt``); a second signal
+resumable exactly) and raise [`TrainingInterrupted`][vpintegrator.training.TrainingInterrupted] (a ``KeyboardInterrupt``); a second signal
 aborts at once. Under ``torchrun`` only rank 0 writes files.
 """
 
@@ -56,11 +56,29 @@ _PHRASE = {"loss": "loss is", "validation": "validation loss is", "weights": "we
 
 
 class Trainer:
-    """One training run (one process of it under DDP), of one model or of an ensemble. Built by :func:`fit`.
+    """One training run (one process of it under DDP), of one model or of an ensemble. Built by [`fit`][vpintegrator.training.fit].
 
-    ``inputs`` are the prepared model(s) and window sets (:func:`~vpintegrator.training.setup.prepare`,
-    or the objects given to :func:`fit`); without them they are prepared from ``config``.
+    ``inputs`` are the prepared model(s) and window sets (``vpintegrator.training.setup.prepare``,
+    or the objects given to [`fit`][vpintegrator.training.fit]); without them they are prepared from ``config``.
     """
+
+    #: set by __init__ (declared for type checkers)
+    progress: bool
+    resume_dir: Path | None
+    device: torch.device
+    ensemble: bool
+    seeds: list[int]
+    name: str
+    data_info: dict[str, Any]
+    train_set: Any
+    val_set: Any
+    rollout_validator: Any
+    n_params: int
+    log_columns: tuple[str, ...]
+    out: Path | None
+    wall_before: float
+    t_start: float
+    last_save: float
 
     def __init__(self, config: TrainConfig, dist: ddp.DistInfo, device: torch.device, resume: Path | None,
                  callback: Callable[[Any], bool | None] | None, progress: bool, inputs: Prepared | None = None) -> None:
@@ -301,7 +319,7 @@ class Trainer:
             self._make_sinks(m)
 
     def run(self):
-        """Train; a :class:`FitResult` (an :class:`EnsembleResult` for an ensemble)."""
+        """Train; a [`FitResult`][vpintegrator.training.FitResult] (an [`EnsembleResult`][vpintegrator.training.EnsembleResult] for an ensemble)."""
         self.t_start = time.perf_counter()
         self.c_start = time.process_time()
         show = self.progress and self.dist.is_main

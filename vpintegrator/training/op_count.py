@@ -2,9 +2,9 @@
 so tests can hold the step's overhead to a number (``tests/test_op_count.py``) and ``scripts/count_ops.py``
 can print it.
 
-:func:`make_trainer` builds the real :class:`~vpintegrator.training.loop.Trainer` (the paper's
+``make_trainer`` builds the real ``vpintegrator.training.loop.Trainer`` (the paper's
 hyper-parameters for the model, Adam, exponential schedule per step) on a small synthetic rigid-body-like
-data set; :func:`count_step` runs one warm-up step (Adam's lazy state), then counts with a
+data set; ``count_step`` runs one warm-up step (Adam's lazy state), then counts with a
 ``TorchDispatchMode`` every aten op of one more step of ``Trainer._step`` plus the epoch loop's per-step
 bookkeeping. Phases follow the loop's ``label`` regions: gather, forward (the model and the loss), backward,
 optimizer, schedule (the LR scheduler and the step counter) and loop (the per-step loss accumulation).

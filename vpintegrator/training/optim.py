@@ -1,10 +1,10 @@
 """The loss, the optimisers (torch's by name and Levenberg–Marquardt), and the learning-rate schedules.
 
 ``relative_loss`` is the reference loss ``‖prediction − target‖_F / ‖target‖_F`` over a whole batch.
-:func:`make_optimizer` builds a torch optimiser by name with the reference defaults (Adam: betas
-(0.9, 0.99), eps 1e-8); :func:`make_scheduler` a closed-form ``LambdaLR`` (a resumed run reproduces it
-bit for bit). :class:`LevenbergMarquardt` is a ``torch.optim.Optimizer`` whose closure returns residuals
-instead of a loss; :class:`LMSubsample` drives it on random subsamples of training windows
+[`make_optimizer`][vpintegrator.training.make_optimizer] builds a torch optimiser by name with the reference defaults (Adam: betas
+(0.9, 0.99), eps 1e-8); [`make_scheduler`][vpintegrator.training.make_scheduler] a closed-form ``LambdaLR`` (a resumed run reproduces it
+bit for bit). [`LevenbergMarquardt`][vpintegrator.training.LevenbergMarquardt] is a ``torch.optim.Optimizer`` whose closure returns residuals
+instead of a loss; ``LMSubsample`` drives it on random subsamples of training windows
 (``optimizer = "lm"``).
 """
 
@@ -16,6 +16,8 @@ from typing import Any, Callable
 import torch
 
 from ..errors import VPIntegratorError
+from .names import OPTIMIZERS as _OPTIMIZERS
+from .names import list_optimizers, list_schedulers
 
 __all__ = [
     "relative_loss",
@@ -50,16 +52,6 @@ def label(name: str):
 # ---------------------------------------------------------------------------------------------------
 # torch optimisers and schedules
 
-_ADAM_DEFAULTS = {"betas": (0.9, 0.99), "eps": 1e-8}
-_OPTIMIZERS: dict[str, tuple[str, dict[str, Any]]] = {
-    "adam": ("Adam", _ADAM_DEFAULTS),
-    "adamw": ("AdamW", _ADAM_DEFAULTS),
-    "sgd": ("SGD", {}),
-    "rmsprop": ("RMSprop", {}),
-    "lbfgs": ("LBFGS", {}),
-}
-
-
 #: optimisers built fused (torch's one-kernel implementation, CPU and CUDA) unless the config sets
 #: ``foreach`` or ``fused`` in ``optimizer_kwargs``
 _FUSED = ("adam", "adamw")
@@ -71,12 +63,6 @@ def _fusable(params) -> bool:
     devices = {p.device for p in tensors}
     return bool(tensors) and len(devices) == 1 and next(iter(devices)).type in ("cpu", "cuda") and all(
         p.is_floating_point() and not p.is_complex() for p in tensors)
-
-
-def list_optimizers() -> list[str]:
-    """Names accepted by ``TrainConfig.optimizer``: the torch ones of :func:`make_optimizer` and ``lm``
-    (:class:`LevenbergMarquardt` on window subsamples, driven by ``fit``)."""
-    return sorted([*_OPTIMIZERS, "lm"])
 
 
 def make_optimizer(name: str, params, lr: float, **kwargs: Any) -> torch.optim.Optimizer:
@@ -138,11 +124,6 @@ def _constant(ratio: float, horizon: float) -> Callable[[int], float]:
 _SCHEDULERS = {"exponential": _exponential, "cosine": _cosine, "constant": _constant}
 
 
-def list_schedulers() -> list[str]:
-    """Names accepted by :func:`make_scheduler`."""
-    return sorted(_SCHEDULERS)
-
-
 def make_scheduler(
     name: str, optimizer: torch.optim.Optimizer, lr_min_ratio: float, horizon: float
 ) -> torch.optim.lr_scheduler.LambdaLR:
@@ -170,7 +151,7 @@ def window_residuals(model: torch.nn.Module, own_buffers: bool = False) -> tuple
     (n, pred_window, dim) gives ``model_theta(x) − target`` flattened to (n, pred_window·dim);
     ``jacobian(theta, x, target)`` gives its Jacobian per window, (n, pred_window·dim, n_params)
     (``vmap`` of ``jacrev``). ``theta`` holds the *trainable* parameters (``requires_grad``) in
-    ``parameters_to_vector`` order (:func:`trainable`); frozen parameters are constants, like the buffers.
+    ``parameters_to_vector`` order (``trainable``); frozen parameters are constants, like the buffers.
     Buffers and frozen parameters are taken from the model as they are, or with ``own_buffers`` given as
     the second argument (``residual(theta, buffers, x, target)``, a dict of the model's buffers and frozen
     parameters by name: the form an ensemble ``vmap``s over its members).
@@ -222,7 +203,7 @@ def lm_update(theta: torch.Tensor, J: torch.Tensor, r: torch.Tensor, lam: torch.
               accept: Callable[[torch.Tensor], torch.Tensor] | None = None, max_tries: int = 10,
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """One Levenberg–Marquardt iteration of N independent least-squares problems (a member axis; N = 1 for
-    one model): the arithmetic of :class:`LevenbergMarquardt` and of an ensemble's LM alike.
+    one model): the arithmetic of [`LevenbergMarquardt`][vpintegrator.training.LevenbergMarquardt] and of an ensemble's LM alike.
 
     Problem ``k`` solves ``(J_kᵀJ_k + λ_k diag(J_kᵀJ_k)) δ = −J_kᵀr_k`` in float64 (batched over k) and
     accepts ``θ_k + δ`` if ``cost`` (``‖r‖²`` at the candidate) is finite and lower than ``‖r_k‖²`` and
@@ -292,7 +273,7 @@ def draw_subsample(generator: torch.Generator, n: int, n_windows: int, check_win
 class LevenbergMarquardt(torch.optim.Optimizer):
     """Levenberg–Marquardt behind the ``torch.optim.Optimizer`` interface.
 
-    :meth:`step` takes a closure that returns *residuals*: ``closure(theta)`` is the residual vector
+    [`step`][vpintegrator.training.LevenbergMarquardt.step] takes a closure that returns *residuals*: ``closure(theta)`` is the residual vector
     ``r(θ)`` (any shape; flattened) at the flat parameter vector ``theta``
     (``parameters_to_vector`` order of the parameters with ``requires_grad``: frozen ones are not in θ and
     never change) and must not change the parameters. Optional attributes of
@@ -312,6 +293,9 @@ class LevenbergMarquardt(torch.optim.Optimizer):
     """
 
     UP, DOWN, LAM_MIN, LAM_MAX = 2.0, 3.0, 1e-12, 1e12
+
+    #: set by __init__ (declared for type checkers)
+    accepted: bool
 
     def __init__(self, params, lam: float = 1e-3, max_tries: int = 10) -> None:
         if not (isinstance(lam, (int, float)) and 0 < lam < math.inf):
@@ -334,7 +318,7 @@ class LevenbergMarquardt(torch.optim.Optimizer):
         self.param_groups[0]["lam"] = float(value)
 
     def step(self, closure: Callable[[torch.Tensor], torch.Tensor]) -> float:  # type: ignore[override]
-        """One LM iteration (:func:`lm_update` with one problem); returns the loss ``‖r‖`` before it
+        """One LM iteration (``lm_update`` with one problem); returns the loss ``‖r‖`` before it
         (``self.accepted`` tells whether it moved)."""
         group = self.param_groups[0]
         params = group["params"]
@@ -363,13 +347,20 @@ class LevenbergMarquardt(torch.optim.Optimizer):
 class LMSubsample:
     """Levenberg–Marquardt on random subsamples of training windows (``optimizer = "lm"``).
 
-    Each :meth:`step` draws ``n_windows`` windows from ``generator`` (only every ``resample_every``-th
+    Each ``step`` draws ``n_windows`` windows from ``generator`` (only every ``resample_every``-th
     iteration; in between it reuses them) and gives the optimiser the residual
     ``r = (pred − target) / ‖target‖_F`` of that subsample (flattened, so ``‖r‖`` is its reference loss)
     with its Jacobian per window (``torch.func``, in chunks). With ``check_windows`` it also draws that
     many other windows, and a step must not raise their loss. λ, the iteration count, the subsample and
-    the generator state are the state (:meth:`state_dict`), so a resumed run continues exactly.
+    the generator state are the state (``state_dict``), so a resumed run continues exactly.
     """
+
+    #: set by __init__ (declared for type checkers)
+    n_windows: int
+    resample_every: int
+    chunk: int
+    check_windows: int
+    iteration: int
 
     def __init__(self, optimizer: LevenbergMarquardt, model: torch.nn.Module, dataset, generator: torch.Generator,
                  n_windows: int, resample_every: int, check_windows: int = 0, chunk: int = 2048) -> None:

@@ -1,7 +1,7 @@
-"""The progress of :func:`~vpintegrator.training.fit` (``progress=True``) on stderr: a click progress bar on
+"""The progress of [`fit`][vpintegrator.training.fit] (``progress=True``) on stderr: a click progress bar on
 a terminal; elsewhere (a notebook, a batch-job log) a plain line at the first epoch, then at most one per
 interval (``$VPINTEGRATOR_PROGRESS_INTERVAL`` seconds, default 15) and one at the end
-(:class:`vpintegrator._progress.ProgressLines`)::
+(``vpintegrator._progress.ProgressLines``)::
 
     training: 40/200 (20%), 2.1 epochs/s, 1 min 16 s left, 19 s elapsed, epoch 40 train_loss 1.234e-05 val_loss 1.3e-05 lr 1.0e-03
 
@@ -36,7 +36,7 @@ def progress_fraction(epochs_done: int, epochs_total: int | None, elapsed: float
 
 
 def describe(info) -> str | None:
-    """One epoch's :class:`~vpintegrator.training.results.EpochInfo` in a few words."""
+    """One epoch's [`EpochInfo`][vpintegrator.training.EpochInfo] in a few words."""
     if info is None:
         return None
     val = "" if math.isnan(info.val_loss) else f" val_loss {info.val_loss:.3e}"
@@ -46,8 +46,8 @@ def describe(info) -> str | None:
 
 @contextlib.contextmanager
 def progress_lines(epochs_left: int | None, time_limit: float | None, **kwargs: Any) -> Iterator[Any]:
-    """:func:`progress_bar` off a terminal: throttled plain lines (``kwargs`` go to
-    :class:`~vpintegrator._progress.ProgressLines`: ``interval``, ``stream``, ``clock``)."""
+    """``progress_bar`` off a terminal: throttled plain lines (``kwargs`` go to
+    ``vpintegrator._progress.ProgressLines``: ``interval``, ``stream``, ``clock``)."""
     from .._progress import ProgressLines
 
     limit = f", time limit {time_limit:g} s" if time_limit else ""
@@ -64,7 +64,7 @@ def progress_bar(show: bool, epochs_left: int | None, time_limit: float | None) 
     """Yield ``update(info, elapsed)`` (to call after each epoch) or None when ``show`` is false.
 
     On a terminal a click bar: with only epochs it counts them (``show_pos``); with a time limit it
-    follows :func:`progress_fraction`, so its ETA honours the limit. Elsewhere :func:`progress_lines`.
+    follows ``progress_fraction``, so its ETA honours the limit. Elsewhere ``progress_lines``.
     """
     if not show:
         yield None

@@ -2,9 +2,9 @@
 the monitored score and the best epoch (with its weights and patience), the history and its ``log.csv``,
 and ``best.pt``.
 
-The one epoch loop (:class:`~vpintegrator.training.loop.Trainer`) keeps one :class:`Member` per model on
+The one epoch loop (``vpintegrator.training.loop.Trainer``) keeps one ``Member`` per model on
 its member axis: one for a single run, N for a seed ensemble. The rule that picks the best epoch, the log's
-format (``log.csv`` and the tracking sinks of ``logger``, :mod:`.sinks`) and the best checkpoint are
+format (``log.csv`` and the tracking sinks of ``logger``, ``vpintegrator.training.sinks``) and the best checkpoint are
 therefore written once.
 """
 
@@ -30,10 +30,21 @@ class RunRecord:
     run_dir : Path or None
         Where ``log.csv`` and ``best.pt`` go (None: nothing is written, e.g. a DDP rank other than 0).
     log_columns : tuple of str
-        The columns of ``log.csv`` (:func:`~vpintegrator.training.checkpoint.log_columns`).
+        The columns of ``log.csv`` (``vpintegrator.training.checkpoint.log_columns``).
     min_delta : float
         An epoch improves on the best one when its score is lower by more than this.
     """
+
+    #: set by __init__ (declared for type checkers)
+    run_dir: Path | None
+    log_columns: tuple[str, ...]
+    min_delta: float
+    best_loss: float
+    best_epoch: int
+    bad_epochs: int
+    best_dirty: bool
+    last_train: float
+    last_val: float
 
     def __init__(self, run_dir: Path | None, log_columns: tuple[str, ...], min_delta: float) -> None:
         self.run_dir, self.log_columns, self.min_delta = run_dir, tuple(log_columns), float(min_delta)
@@ -60,7 +71,7 @@ class RunRecord:
         return False
 
     def start_log(self) -> None:
-        """(Re)write ``log.csv``: the header and the rows of :attr:`history` (on resume the rows up to the
+        """(Re)write ``log.csv``: the header and the rows of ``history`` (on resume the rows up to the
         checkpoint: a crash may have left later ones), atomically."""
         if self.run_dir is not None:
             rows = "".join(ckpt_io.format_row(r, self.log_columns) + "\n" for r in self.history)
@@ -100,6 +111,11 @@ class Member(RunRecord):
     reported directory ``path`` (``run_dir`` is where files go: None on a DDP rank other than 0 or without
     an output directory), and whether it still trains (``active``; ``stopped`` says why not, ``epoch`` and
     ``step`` then where it stopped, ``diverged`` the divergence record)."""
+
+    #: set by __init__ (declared for type checkers)
+    k: int
+    seed: int
+    path: Path | None
 
     def __init__(self, k: int, seed: int, path: Path | None, write: bool, log_columns: tuple[str, ...],
                  min_delta: float) -> None:

@@ -1,5 +1,5 @@
-"""What :func:`~vpintegrator.training.fit` returns and reports: :class:`FitResult`, :class:`EpochInfo`
-(what a callback sees) and :class:`TrainingInterrupted`."""
+"""What [`fit`][vpintegrator.training.fit] returns and reports: [`FitResult`][vpintegrator.training.FitResult], [`EpochInfo`][vpintegrator.training.EpochInfo]
+(what a callback sees) and [`TrainingInterrupted`][vpintegrator.training.TrainingInterrupted]."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ class EpochInfo:
 
 @dataclass
 class FitResult:
-    """The outcome of :func:`fit`.
+    """The outcome of [`fit`][vpintegrator.training.fit].
 
     ``model`` holds the last weights (``best.pt`` in ``run_dir`` the best); ``stopped`` is one of
     ``epochs``, ``time_limit``, ``early_stopping``, ``callback``, ``interrupted``.
@@ -75,7 +75,7 @@ class FitResult:
 
 
 class TrainingInterrupted(KeyboardInterrupt):
-    """Ctrl-C / SIGTERM during :func:`fit`: ``last.pt`` was saved; ``.result`` holds the state so far."""
+    """Ctrl-C / SIGTERM during [`fit`][vpintegrator.training.fit]: ``last.pt`` was saved; ``.result`` holds the state so far."""
 
     def __init__(self, message: str, result: FitResult) -> None:
         super().__init__(message)
@@ -106,9 +106,9 @@ def is_ensemble_dir(path: Path) -> bool:
 
 @dataclass
 class EnsembleResult:
-    """The outcome of an ensemble :func:`~vpintegrator.training.fit`.
+    """The outcome of an ensemble [`fit`][vpintegrator.training.fit].
 
-    ``members[k]`` is member ``k``'s :class:`FitResult` (its ``run_dir`` the member directory, ``model``
+    ``members[k]`` is member ``k``'s [`FitResult`][vpintegrator.training.FitResult] (its ``run_dir`` the member directory, ``model``
     its last weights); ``selected`` the index of the member with the best validation score (None without
     validation data or when every member diverged).
     """

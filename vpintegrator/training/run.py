@@ -1,4 +1,4 @@
-"""The training entry point :func:`fit`: config (or resume) in, a run directory and a :class:`FitResult` out."""
+"""The training entry point [`fit`][vpintegrator.training.fit]: config (or resume) in, a run directory and a [`FitResult`][vpintegrator.training.FitResult] out."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ __all__ = ["fit"]
 
 
 def fit(
-    config: TrainConfig | dict[str, Any] | str | os.PathLike | None = None,
+    config: TrainConfig | dict[str, Any] | str | os.PathLike[str] | None = None,
     *,
-    resume: str | os.PathLike | None = None,
+    resume: str | os.PathLike[str] | None = None,
     callback: Callable[[EpochInfo], bool | None] | None = None,
     progress: bool = False,
     overwrite: bool = False,
@@ -37,7 +37,7 @@ def fit(
 ) -> FitResult | "EnsembleResult":
     """Train a model on trajectory windows and write its run directory.
 
-    Two ways in: a config (a TOML file, a dict, a :class:`TrainConfig`) naming data files, or objects,
+    Two ways in: a config (a TOML file, a dict, a [`TrainConfig`][vpintegrator.training.TrainConfig]) naming data files, or objects,
     for a notebook without files::
 
         fit(model="vpt", train=trajectories, epochs=50)                  # split by val_fraction, no files
@@ -49,7 +49,7 @@ def fit(
     model : str, dict or nn.Module, optional
         A registry name or model table: the config key ``model`` (a name replaces the config's model,
         a table merges into it). An ``nn.Module`` (with integer attributes ``dim`` and ``seq_len``) is
-        trained in place, with the config's other settings (:mod:`vpintegrator.training.inputs`).
+        trained in place, with the config's other settings (``vpintegrator.training.inputs``).
     train, val : Trajectories or (x, target), optional
         Training and validation data as objects instead of the config's ``data`` files: trajectories
         (windows cut as from a file; ``train`` alone is split by ``val_fraction``) or window tensors x
@@ -73,11 +73,11 @@ def fit(
         files in it are removed (by name and kind) and anything else is kept; a file of yours where the
         new run writes is refused. Without it an ``out`` holding a run is refused.
         The run directory (``out`` or ``resume``) is locked against other writers for the whole run
-        (:func:`vpintegrator._outputs.output_lock`): a second ``fit`` of it, or a resume of a run
+        (``vpintegrator._outputs.output_lock``): a second ``fit`` of it, or a resume of a run
         another process is training, is refused.
     **overrides
         Config keys that win over ``config`` (``None`` values are ignored). ``ensemble=N`` (or
-        ``seeds=[...]``) trains a seed ensemble in this process (:mod:`vpintegrator.training.ensemble`).
+        ``seeds=[...]``) trains a seed ensemble in this process (``vpintegrator.training.ensemble``).
 
     Returns
     -------
@@ -95,7 +95,7 @@ def fit(
     Notes
     -----
     With ``optimizer = "lm"`` an epoch is ``lm_iters_per_epoch`` Levenberg–Marquardt iterations on
-    random subsamples of ``lm_windows`` windows (:class:`~vpintegrator.training.optim.LMSubsample`);
+    random subsamples of ``lm_windows`` windows (``vpintegrator.training.optim.LMSubsample``);
     ``train_loss`` is then the full training loss after the epoch and ``lr`` the damping λ. Single
     process only.
     """
@@ -156,8 +156,8 @@ def fit(
     return _train(cfg, run_dir, callback, progress, overwrite)
 
 
-def _fit_objects(config, model, train, val, callback, progress: bool, overwrite: bool, overrides: dict):
-    """:func:`fit` with a model object and/or data objects (:mod:`.inputs`)."""
+def _fit_objects(config, model, train, val, callback, progress: bool, overwrite: bool, overrides: dict[str, Any]):
+    """[`fit`][vpintegrator.training.fit] with a model object and/or data objects (``vpintegrator.training.inputs``)."""
     from .inputs import IN_MEMORY, prepare_objects
 
     if not isinstance(overwrite, bool):
@@ -252,7 +252,7 @@ def _inputs(config: TrainConfig, device, inputs):
 def _fit_ensemble(config: TrainConfig, device: torch.device, callback, progress: bool, overwrite: bool = False,
                   inputs=None):
     """``ensemble``/``seeds``: the members trained together in this process (the one loop with a member axis
-    of N, stepped by :class:`~vpintegrator.training.ensemble.EnsembleSteps`)."""
+    of N, stepped by ``vpintegrator.training.ensemble.EnsembleSteps``)."""
     world = os.environ.get("WORLD_SIZE", "1") or "1"
     if world.isdigit() and int(world) > 1:
         raise VPIntegratorError(

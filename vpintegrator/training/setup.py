@@ -1,4 +1,4 @@
-"""The set-up of a training run from its config (:func:`prepare`): the data (read through the one shard
+"""The set-up of a training run from its config (``prepare``): the data (read through the one shard
 reader, its system checked), the model of every member (paper defaults for keys left out, ``dim`` from the
 data, the initial-weight scale), the resolved config and the window sets."""
 
@@ -88,7 +88,7 @@ def _load_initial_weights(model, name: str, source: str) -> None:
 def _complete_config(saved: dict[str, Any]) -> dict[str, Any]:
     """A saved model config with the class defaults for the keys it lacks (a file written before a key
     existed, e.g. the shipped ``rigid_body_vpt``'s without ``symmetric``): the config its model is built
-    with (as :func:`~vpintegrator.models.load_model` builds it); ``saved`` as it is when it builds nothing."""
+    with (as [`load_model`][vpintegrator.models.load_model] builds it); ``saved`` as it is when it builds nothing."""
     from .. import models
 
     cfg = dict(saved)
@@ -125,7 +125,7 @@ def window_sets(config: TrainConfig, data, data_paths: list[str], seq_len: int, 
     """``(train_set, val_set or None, rollout_validator or None, data_info)``: windows over the seeded
     trajectory split (``config.seed``; the test trajectories get no window), the validation rollout when
     ``monitor = "val_rollout"``, and the data summary for ``summary.json`` (with ``split``, see
-    :func:`split_record`). The windows' targets span ``config.unroll`` model windows."""
+    ``split_record``). The windows' targets span ``config.unroll`` model windows."""
     from ..data.windows import WindowDataset, split_train_val_test, states_tensor
 
     y = states_tensor(data, config.dtype, device)  # (n_traj, n_states, dim), shared by both window sets
@@ -156,7 +156,7 @@ def window_sets(config: TrainConfig, data, data_paths: list[str], seq_len: int, 
     return train_set, val_set, validator, info
 
 
-#: the keys of :func:`system_record`: what a checkpoint and ``summary.json`` say the model was trained on
+#: the keys of ``system_record``: what a checkpoint and ``summary.json`` say the model was trained on
 SYSTEM_KEYS = ("dt", "system", "system_params", "parametric")
 
 
@@ -173,7 +173,7 @@ def system_record(data) -> dict[str, Any]:
     """What the model is trained on, for every checkpoint and ``summary.json``: ``{"dt": float or None,
     "system": name or None, "system_params": {name: value} (the data's ``param_<name>`` attributes; empty
     for a parametric data set, whose parameters vary per trajectory), "parametric": bool}``. ``vp-rollout``
-    refuses a model whose step or system differs from its data's (:func:`vpintegrator.rollout.checks.check_trained_on`)."""
+    refuses a model whose step or system differs from its data's (``vpintegrator.rollout.checks.check_trained_on``)."""
     from ..systems.registry import system_params_from_meta
 
     meta = getattr(data, "meta", None) or {}
@@ -194,7 +194,7 @@ def split_record(data, train_idx, val_idx, test_idx) -> dict[str, Any]:
     {"train": [...], "val": [...], "test": [...]}, "split_data": {"n_traj", "first_states_sha256"}}``.
     ``split`` holds sorted trajectory indices into the training data (its files concatenated in the order
     given); ``split_data`` identifies the trajectories the indices refer to
-    (:func:`~vpintegrator.data.windows.first_states_digest` of their initial states): ``vp-rollout`` applies
+    (``vpintegrator.data.windows.first_states_digest`` of their initial states): ``vp-rollout`` applies
     the split only to data with the same initial conditions in the same order."""
     import numpy as np
 
@@ -219,7 +219,7 @@ class Prepared:
     train_set: Any
     val_set: Any
     validator: Any
-    data_info: dict
+    data_info: dict[str, Any]
 
 
 def prepare(config: TrainConfig, device, dtype, seeds: list[int], ensemble: bool) -> Prepared:

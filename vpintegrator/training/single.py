@@ -1,4 +1,4 @@
-"""The single-model step strategy of the one epoch loop (:mod:`.loop`): one model, a torch optimiser (eager,
+"""The single-model step strategy of the one epoch loop (``vpintegrator.training.loop``): one model, a torch optimiser (eager,
 LBFGS, the graph fast step, DDP under ``torchrun``) or Levenberg–Marquardt, mid-epoch checkpoints and
 exact resume.
 
@@ -8,7 +8,7 @@ ranks all-reduce its numerator and denominator before the backward pass: each ra
 ``W · N_r / (2 √(N D))`` (``N = Σ N_r``, ``D = Σ D_r``), whose DDP average is exactly the gradient of
 ``√(N / D)``.
 
-What the loop asks of a strategy (the same for :class:`~vpintegrator.training.ensemble.EnsembleSteps`):
+What the loop asks of a strategy (the same for ``vpintegrator.training.ensemble.EnsembleSteps``):
 ``n`` members, ``epoch(run)`` (one epoch of optimiser steps: the members' mean losses and per-step losses,
 or None when interrupted), ``val_losses()``, ``val_rollouts()``, ``finite_weights()``, ``member_state(k)``,
 ``member_model(k)``, ``lrs()`` (per member; log.csv's ``lr``), ``last_extra(m)``, ``summary_extra(m)``, ``member_config(m)`` and
@@ -38,12 +38,21 @@ __all__ = ["SingleSteps"]
 class SingleSteps:
     """One model trained by one optimiser (one process of it under DDP).
 
-    ``run`` is the loop (:class:`~vpintegrator.training.loop.Trainer`): the strategy advances its ``step``
+    ``run`` is the loop (``vpintegrator.training.loop.Trainer``): the strategy advances its ``step``
     and ``epoch``, reads its ``stop`` request and asks it to ``save()`` mid-epoch.
     """
 
     n = 1
     resumable = True
+
+    #: set by __init__ (declared for type checkers)
+    steps_per_epoch: int
+    fast_mode: str
+    fast: FastStep | None
+    batch_in_epoch: int
+    epoch_start_state: torch.Tensor | Any
+    loss_sum: float
+    loss_count: int
 
     def __init__(self, run, model: torch.nn.Module, train_set, val_set, validator) -> None:
         from ..data.windows import WindowBatchSampler
@@ -272,7 +281,7 @@ class SingleSteps:
 
     def epoch(self, run) -> tuple[list[float], None] | None:
         """One epoch of optimiser steps: ([its mean batch loss] (LM: the full training loss after it), None),
-        or None if interrupted mid-epoch (``last.pt`` then saved). A non-finite loss raises :class:`Diverged`."""
+        or None if interrupted mid-epoch (``last.pt`` then saved). A non-finite loss raises ``Diverged``."""
         loss = self._lm_epoch(run) if self.lm is not None else self._torch_epoch(run)
         if loss is None:
             return None
@@ -286,7 +295,7 @@ class SingleSteps:
 
     def _check_losses(self, losses: torch.Tensor, epoch: int, step0: int) -> None:
         """``losses`` are this epoch's per-step losses from step ``step0 + 1`` on (read only when their sum is
-        not finite): raise :class:`Diverged` naming the first non-finite one."""
+        not finite): raise ``Diverged`` naming the first non-finite one."""
         bad = (~torch.isfinite(losses)).nonzero()
         if len(bad):
             k = int(bad[0, 0])

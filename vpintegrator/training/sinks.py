@@ -1,5 +1,5 @@
 """Tracking sinks of the one log writer (``logger = "tensorboard" | "mlflow"``): every row that
-:meth:`~vpintegrator.training.record.RunRecord.log` appends to ``log.csv`` also goes to each sink.
+``vpintegrator.training.record.RunRecord.log`` appends to ``log.csv`` also goes to each sink.
 
 - ``tensorboard`` (extra ``[tensorboard]``): ``torch.utils.tensorboard.SummaryWriter`` writing
   ``<run dir>/tensorboard/``; scalars ``train_loss``, ``val_loss``, ``lr``, ``seconds`` and
@@ -63,7 +63,7 @@ def flat_params(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def run_tags() -> dict[str, str]:
     """Tags of a tracking run: the git commit (when run from a checkout), the versions of vpintegrator,
-    Python, torch, NumPy and the platform (:mod:`vpintegrator.provenance`)."""
+    Python, torch, NumPy and the platform ([`vpintegrator.provenance`][vpintegrator.provenance])."""
     from ..provenance import provenance_record
 
     record = provenance_record()
@@ -108,8 +108,8 @@ class TensorBoardSink:
 
 class MLflowSink:
     """Per-epoch metrics into one MLflow run (through ``MlflowClient``, so an ensemble's members log to
-    runs of their own at the same time): tags (:func:`run_tags`), the config as flat parameters
-    (:func:`flat_params`) and, when it ends, the run directory's ``config.toml``, ``summary.json`` and
+    runs of their own at the same time): tags (``run_tags``), the config as flat parameters
+    (``flat_params``) and, when it ends, the run directory's ``config.toml``, ``summary.json`` and
     ``best.pt`` as artifacts."""
 
     def __init__(self, name: str, params: dict[str, Any], run_dir: Path | None = None,
@@ -147,7 +147,7 @@ def _experiment_name() -> str:
 
 
 def make_sinks(config, member, resolved) -> list[Any]:
-    """The sinks of ``config.logger`` for ``member`` (a :class:`~vpintegrator.training.record.Member`)."""
+    """The sinks of ``config.logger`` for ``member`` (a ``vpintegrator.training.record.Member``)."""
     logger = config.logger or "none"
     if logger == "none":
         return []

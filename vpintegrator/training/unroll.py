@@ -25,6 +25,12 @@ class Unrolled(nn.Module):
     see the same tensors.
     """
 
+    #: set by __init__ (declared for type checkers)
+    k: int
+    dim: torch.Tensor | nn.Module
+    seq_len: int
+    pred_window: int
+
     def __init__(self, model: nn.Module, k: int) -> None:
         super().__init__()
         self.model = model
@@ -39,5 +45,5 @@ class Unrolled(nn.Module):
 
 
 def unrolled(model: nn.Module, k: int) -> nn.Module:
-    """``model`` itself for ``k = 1``, else :class:`Unrolled` ``(model, k)``."""
+    """``model`` itself for ``k = 1``, else ``Unrolled`` ``(model, k)``."""
     return model if int(k) == 1 else Unrolled(model, k)

@@ -50,8 +50,8 @@ class RolloutValidator:
 
     From each trajectory's first ``seq_len`` states the model is iterated on non-overlapping windows
     over ``n_steps`` steps; the reference is the data, continued beyond its horizon with the data's own
-    generator through the rollout engine (:func:`vpintegrator.rollout.reference_step_map`, as
-    ``vp-rollout`` does). The score (:meth:`score`) is the relative error ‖ŷ − y‖/‖y‖, each error capped
+    generator through the rollout engine ([`vpintegrator.rollout.reference_step_map`][vpintegrator.rollout.steps.reference_step_map], as
+    ``vp-rollout`` does). The score (``score``) is the relative error ‖ŷ − y‖/‖y‖, each error capped
     at ``CAP`` (a blown-up rollout scores CAP), averaged over the predicted steps (``error = "mean"``) or
     taken at the last one (``"final"``), then over the trajectories; plus ``drift_weight`` times the
     largest maximum relative invariant drift per trajectory (capped at ``CAP``), averaged over them.
@@ -75,6 +75,14 @@ class RolloutValidator:
     """
 
     CAP = 10.0
+
+    #: set by __init__ (declared for type checkers)
+    ref: torch.Tensor
+    seq_len: int
+    pred_window: int
+    error: str
+    drift_weight: float
+    initial: torch.Tensor
 
     def __init__(self, val: Trajectories, n_steps: int, seq_len: int, pred_window: int, error: str = "mean",
                  drift_weight: float = 0.0) -> None:
@@ -109,7 +117,7 @@ class RolloutValidator:
     def score(self, pred: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
         """The score of predicted states ``pred`` (..., n_traj, n_steps + 1 − seq_len, dim), float64, for
         each leading index (a member axis, or none), against ``ref`` (the reference in the model's dtype,
-        :meth:`_ref`)."""
+        ``_ref``)."""
         lead = pred.shape[:-3]
         target = ref[:, self.seq_len:].double()
         err = torch.linalg.vector_norm(pred - target, dim=-1) / torch.linalg.vector_norm(target, dim=-1)
