@@ -60,7 +60,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from .spec import load_spec as load_spec
     from .trajectories import Trajectories as Trajectories
     from .work_precision import WorkPrecisionRow as WorkPrecisionRow
+    from .work_precision import amortised_cost as amortised_cost
+    from .work_precision import break_even as break_even
     from .work_precision import read_work_precision as read_work_precision
+    from .work_precision import with_training_cost as with_training_cost
 
 # a literal list (type checkers read __all__ only in this form): the names of _LAZY, sorted
 __all__ = [
@@ -73,6 +76,8 @@ __all__ = [
     "Trajectories",
     "TrajectoryWriter",
     "WorkPrecisionRow",
+    "amortised_cost",
+    "break_even",
     "generate",
     "integrate",
     "list_specs",
@@ -82,6 +87,7 @@ __all__ = [
     "read_trajectories",
     "read_work_precision",
     "solve_flow",
+    "with_training_cost",
     "write_trajectories",
 ]
 

@@ -61,9 +61,6 @@ class RolloutSeries:
     datasets, filled block by block by ``write``, then ``close``. ``y`` is the states' dataset
     (n_traj, n_states, dim), readable while the file is written."""
 
-    #: set by __init__ (declared for type checkers)
-    y: Any
-
     def __init__(self, group, n_traj: int, n_states: int, dim: int, names, chunks, rel_error: bool,
                  map_step: np.ndarray | None) -> None:
         ct, cs = chunks

@@ -105,6 +105,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .precision import WorkPrecisionRow as WorkPrecisionRow
     from .precision import read_work_precision as read_work_precision
     from .precision import run_work_precision as run_work_precision
+    from .precision import training_seconds as training_seconds
     from .precision import work_precision as work_precision
     from .precision import write_work_precision as write_work_precision
     from .runners import RUNNERS as RUNNERS
@@ -150,6 +151,7 @@ __all__ = [
     "run_work_precision",
     "stream_rollout",
     "trace_model",
+    "training_seconds",
     "use_device_engine",
     "work_precision",
     "write_work_precision",
