@@ -551,3 +551,49 @@ def test_a_parametric_rollout_always_has_the_oracle_rows(tmp_path, family_file):
     generate(_small("rigid_body", n_traj=2), out=plain, workers=1)
     _, ro = _rollout(tmp_path, plain, "p.h5", models=[("vpt", model)], integrators=[])
     assert list(ro.methods) == ["vpt"]
+
+
+@pytest.mark.parametrize("mode", ["interpolation", "extrapolation"])
+def test_vp_train_holds_out_parameters_and_vp_rollout_rolls_them_out(tmp_path, mode):
+    """split_by = parameters_*: vp-train's recorded split is parameter_split's, and vp-rollout rolls out the
+    held-out parameters by default (issue 31's parameter splits from the CLI)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from vpintegrator.cli.rollout import main as rollout_main
+    from vpintegrator.cli.train import main as train_main
+    from vpintegrator.rollout.splits import parameter_split
+
+    data = tmp_path / "family.h5"
+    generate(_small("rigid_body_family", n_traj=12, t_end=2.0), out=data, workers=1)
+    run = tmp_path / "run"
+    result = CliRunner().invoke(train_main, [
+        "--data", str(data), "--out", str(run), "--model", "vpff", "--epochs", "1", "--seed", "3",
+        "--set", f"split_by=parameters_{mode}", "--set", "test_fraction=0.25", "--set", "val_fraction=0.25",
+        "--set", "dtype=float64", "--quiet"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((run / "summary.json").read_text())
+    want = parameter_split(read_trajectories(data), mode, test_fraction=0.25, val_fraction=0.25, seed=3)
+    assert summary["split"] == want["split"]
+    assert summary["split_by"]["mode"] == mode and summary["split_by"]["kind"] == "parameters"
+    out = tmp_path / "ro.h5"
+    result = CliRunner().invoke(rollout_main, ["--data", str(data), "--model", f"m={run}", "--integrators", "rk4",
+                                               "--t-end", "1", "--out", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    from vpintegrator.data import read_rollout
+
+    assert read_rollout(out).traj_index.tolist() == want["split"]["test"]
+
+
+def test_split_by_parameters_of_a_plain_file_is_a_one_line_error(tmp_path):
+    from click.testing import CliRunner
+
+    from vpintegrator.cli.train import main as train_main
+
+    data = tmp_path / "plain.h5"
+    generate(_small("rigid_body_paper", n_traj=8, t_end=2.0), out=data, workers=1)
+    result = CliRunner().invoke(train_main, ["--data", str(data), "--out", str(tmp_path / "run"), "--model", "vpff",
+                                             "--epochs", "1", "--set", "split_by=parameters_extrapolation", "--quiet"])
+    assert result.exit_code != 0
+    assert "no /params" in result.output and "Traceback" not in result.output

@@ -29,6 +29,8 @@ from .names import FAST_STEPS, list_optimizers, list_schedulers
 __all__ = ["TrainConfig", "merge_overrides", "DTYPES", "MONITORS", "SCHEDULE_PER", "RESUMABLE_KEYS"]
 
 MONITORS = ("val_loss", "val_rollout")
+#: how the trajectories are split (``split_by``): by initial condition, or holding out parameters of a parametric data set
+SPLITS = ("initial_conditions", "parameters_interpolation", "parameters_extrapolation")
 SCHEDULE_PER = ("step", "epoch")
 #: the values of the ``logger`` key (``vpintegrator.training.sinks``)
 LOGGERS = ("none", "tensorboard", "mlflow")
@@ -168,6 +170,12 @@ class TrainConfig(Config):
         (``best.pt``, ``last.pt``, every ensemble member's); ``vp-rollout`` rolls out a model's test
         trajectories by default. A run made before this key existed resumes with ``test_fraction = 0``
         (its own split).
+    split_by : str
+        ``"initial_conditions"`` (default: the seeded permutation above) or, for a data set with
+        per-trajectory parameters (``/params``), ``"parameters_interpolation"`` (the test trajectories are
+        those whose parameters lie in a seeded cube inside the parameter box) or
+        ``"parameters_extrapolation"`` (the box's ends), with the same ``test_fraction``, ``val_fraction``
+        and ``seed`` (``vpintegrator.rollout.splits.parameter_split``); the record gains ``split_by``.
     patience : int
         Early stopping: stop after this many epochs without the validation loss improving by more
         than ``min_delta``; 0 disables it.
@@ -279,6 +287,10 @@ class TrainConfig(Config):
     test_fraction: float = key(0.1, type=float, low=0, high=1, open_high=True, expected="a number in [0, 1)",
                                help="Share of trajectories held out for testing (never trained on; vp-rollout's "
                                "default trajectories).")
+    split_by: str = key("initial_conditions", choices=SPLITS,
+                        help="Split the trajectories by initial condition, or hold out parameters of a parametric "
+                        "data set: parameters_interpolation (a cube inside the box) or parameters_extrapolation "
+                        "(the box's ends).")
     patience: int = key(0, type=int, low=0, resumable=True,
                         expected="a non-negative integer (0 disables early stopping)",
                         help="Early stopping patience in epochs (0: off).")

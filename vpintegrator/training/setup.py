@@ -129,8 +129,19 @@ def window_sets(config: TrainConfig, data, data_paths: list[str], seq_len: int, 
     from ..data.windows import WindowDataset, split_train_val_test, states_tensor
 
     y = states_tensor(data, config.dtype, device)  # (n_traj, n_states, dim), shared by both window sets
-    train_idx, val_idx, test_idx = split_train_val_test(data.n_traj, config.val_fraction, config.test_fraction,
-                                                        config.seed)
+    split_by = None
+    if config.split_by == "initial_conditions":
+        train_idx, val_idx, test_idx = split_train_val_test(data.n_traj, config.val_fraction, config.test_fraction,
+                                                            config.seed)
+    else:  # hold out parameters of a parametric data set
+        import numpy as np
+
+        from ..rollout.splits import parameter_split
+
+        record = parameter_split(data, config.split_by.removeprefix("parameters_"), config.test_fraction,
+                                 config.val_fraction, config.seed)
+        train_idx, val_idx, test_idx = (np.asarray(record["split"][k], dtype=np.int64) for k in ("train", "val", "test"))
+        split_by = record["split_by"]
     target = pred_window * config.unroll
     train_set = WindowDataset(y, seq_len, target, config.stride, train_idx)
     val_set = WindowDataset(y, seq_len, target, config.stride, val_idx) if len(val_idx) else None
@@ -151,6 +162,7 @@ def window_sets(config: TrainConfig, data, data_paths: list[str], seq_len: int, 
         "train_windows": len(train_set),
         "val_windows": 0 if val_set is None else len(val_set),
         **split_record(data, train_idx, val_idx, test_idx),
+        **({"split_by": split_by} if split_by is not None else {}),
         **system_record(data),
     }
     return train_set, val_set, validator, info
