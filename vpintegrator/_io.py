@@ -82,7 +82,7 @@ def _raise_if_device_error(err: BaseException, target: Path) -> None:
         f"{target.name} is intact): free space on {target.parent} or write elsewhere") from None
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -103,7 +103,7 @@ def remove_orphans(target: str | os.PathLike[str]) -> list[Path]:
             if not (p.name.startswith(prefix) and p.name.endswith(".tmp")):
                 continue
             pid_text = p.name[len(prefix):].split(".", 1)[0]
-            if pid_text.isdigit() and not _pid_alive(int(pid_text)) and int(pid_text) != os.getpid():
+            if pid_text.isdigit() and not pid_alive(int(pid_text)) and int(pid_text) != os.getpid():
                 with contextlib.suppress(FileNotFoundError):
                     p.unlink()
                 removed.append(p)

@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-from ._io import _pid_alive
+from ._io import pid_alive
 from .errors import VPIntegratorError
 
 #: the ``schema`` attribute of a rollout file (``vpintegrator.data.rollouts``, which writes it); here, so
@@ -431,7 +431,7 @@ def _acquire_excl(lock: Path, path: Path, key: str | None) -> int:  # pragma: no
                 continue
             pid, what = _read_owner(fd)
             os.close(fd)
-            if pid is not None and _pid_alive(pid):
+            if pid is not None and pid_alive(pid):
                 raise _busy(path, key, pid, what) from None
             _took_over(lock, pid, what)
             with contextlib.suppress(FileNotFoundError):

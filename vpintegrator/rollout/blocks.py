@@ -126,7 +126,7 @@ def remove_orphan_parts(out: Path) -> list[Path]:
     """Remove the worker folders (``.<out>.parts-<pid>-*``) that runs of ``out`` killed outright left, whose
     process no longer runs (a folder of the older form ``.<out>.parts-<random>``, without a pid, too: call
     it holding ``out``'s lock, so no live writer of ``out`` has one); return what was removed."""
-    from .._io import _pid_alive
+    from .._io import pid_alive
 
     out = Path(out)
     prefix = f".{out.name}.parts-"
@@ -137,7 +137,7 @@ def remove_orphan_parts(out: Path) -> list[Path]:
                 continue
             pid_text = p.name[len(prefix):].split("-", 1)[0]
             pid = int(pid_text) if pid_text.isdigit() and "-" in p.name[len(prefix):] else None
-            if pid is not None and (pid == os.getpid() or _pid_alive(pid)):
+            if pid is not None and (pid == os.getpid() or pid_alive(pid)):
                 continue
             shutil.rmtree(p, ignore_errors=True)
             removed.append(p)
