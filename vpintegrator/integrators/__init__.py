@@ -29,7 +29,8 @@ from __future__ import annotations
 
 from .base import NEEDS, Integrator, MethodInfo, _check_dt
 from .newton import NotConverged, eye_like, newton_solve
-from .registry import describe_methods, get_integrator, list_integrators, list_methods, register_integrator
+from .registry import (describe_methods, get_integrator, list_integrators, list_methods, register_integrator,
+                       supported_integrators)
 from .composition import SCHEMES, Composition, compositions, register_compositions
 from .explicit import RK4, ExplicitEuler
 from .implicit import GaussLegendre, GaussLegendre4, ImplicitMidpoint, gauss_legendre_tableau
@@ -77,6 +78,7 @@ __all__ = [
     "gauss_legendre_tableau",
     "get_integrator",
     "list_integrators",
+    "supported_integrators",
     "list_methods",
     "describe_methods",
     "register_integrator",

@@ -34,6 +34,20 @@ def list_integrators() -> list[str]:
     return list(_REGISTRY)
 
 
+def supported_integrators(names, system) -> list[str]:
+    """The names among ``names`` whose method can run on ``system`` (``supports`` does not refuse it), in order."""
+    from ..errors import VPIntegratorError
+
+    out = []
+    for name in names:
+        try:
+            get_integrator(name).supports(system)
+        except VPIntegratorError:
+            continue  # e.g. a splitting of a non-separable system
+        out.append(name)
+    return out
+
+
 def list_methods() -> list[MethodInfo]:
     """The metadata of every registered method, in registration order."""
     return [method.info for method in _REGISTRY.values()]

@@ -331,7 +331,9 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
     generator = None  # the data's generator as a row of its own
     names = _integrator_names(config.integrators)
     if not names and _is_parametric(data):  # the oracle: classical methods with each trajectory's true parameters
-        names = _oracle(system)
+        from ..integrators import supported_integrators
+
+        names = supported_integrators(ORACLE_INTEGRATORS, system)
         config = dataclasses.replace(config, integrators=names)
         notes.append(f"parametric data: the classical methods {', '.join(names)} with each trajectory's true "
                      "parameters are rows of the table (the oracle); give integrators to choose others")
@@ -385,20 +387,6 @@ def _is_parametric(data: Path) -> bool:
     from ..data import read_trajectories
 
     return read_trajectories(data, traj=[0], steps=[0]).params is not None
-
-
-def _oracle(system) -> list[str]:
-    """``ORACLE_INTEGRATORS`` that ``system`` supports."""
-    from ..integrators import get_integrator
-
-    out = []
-    for name in ORACLE_INTEGRATORS:
-        try:
-            get_integrator(name).supports(system)
-        except VPIntegratorError:
-            continue
-        out.append(name)
-    return out
 
 
 def _family(ref_file, meta: dict, base, n_new: int, seed, data: Path):

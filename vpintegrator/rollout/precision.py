@@ -169,7 +169,7 @@ def work_precision(
     list of WorkPrecisionRow
     """
     from ..data import solve_flow
-    from ..integrators import get_integrator
+    from ..integrators import get_integrator, supported_integrators
     from ..systems import get_system
     from ..systems.family import SystemFamily
     from .engine import rollout
@@ -195,14 +195,10 @@ def work_precision(
     one = base_system(system)  # the batch-1 timings: the first trajectory's system
     ref = solve_flow_rows(system, y0, np.array([0.0, t_end]), reference_rtol, reference_rtol)[:, -1]
     rows: list[WorkPrecisionRow] = []
-    names = list(methods) if methods is not None else list(DEFAULT_METHODS)
+    # the default methods the system can run (e.g. no splitting of a non-separable one); named ones are checked
+    names = list(methods) if methods is not None else supported_integrators(DEFAULT_METHODS, one)
     for name in names:
         integrator = get_integrator(name)
-        if methods is None:
-            try:
-                integrator.supports(one)
-            except VPIntegratorError:
-                continue  # a default method the system cannot run (e.g. splitting of a non-separable one)
         for mult in ladder:
             h = dt * mult
             n_steps = round(t_end / h)
