@@ -168,7 +168,9 @@ def register_compositions(base: str | Integrator, schemes: Sequence[str] | None 
     replace : bool
         Replace compositions of these names that are already registered.
 
-    Example::
+    Examples
+    --------
+    ::
 
         register_integrator(MySplitting())          # symmetric, order 2, name "my_splitting"
         register_compositions("my_splitting")       # my_splitting_tj4, my_splitting_suzuki4, my_splitting_y6
