@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..fastpath import verified
 from ..errors import VPIntegratorError
 from .config import check_engine
 from ..stepping import block_schedule, failure_limit, next_window, run_blocks
@@ -125,32 +126,39 @@ class DeviceStepper:
         return pred
 
     def _capture(self) -> None:
-        """The CUDA graph of ``_advance`` (the torch docs' recipe), kept when it reproduces eager."""
+        """The CUDA graph of ``_advance`` (the torch docs' recipe), kept when it reproduces eager on the first
+        windows (``vpintegrator.fastpath.verified``; eager where capture raises)."""
         import torch
 
-        try:
-            with torch.no_grad():
-                side = torch.cuda.Stream(self.device)
-                side.wait_stream(torch.cuda.current_stream(self.device))
-                with torch.cuda.stream(side):  # warm-up: lazy initialisation and cuBLAS workspaces
-                    for _ in range(3):
-                        self._advance()
-                torch.cuda.current_stream(self.device).wait_stream(side)
-                self.window.copy_(self.init)
-                graph = torch.cuda.CUDAGraph()
-                # captured on the warm-up's stream (its cuBLAS handle and workspace exist), not run: the
-                # window is still the first one
-                with torch.cuda.graph(graph, stream=side):
-                    out = self._advance()
+        def capture():  # the graph, captured; as a fast path: first windows -> its first states
+            side = torch.cuda.Stream(self.device)
+            side.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(side):  # warm-up: lazy initialisation and cuBLAS workspaces
+                for _ in range(3):
+                    self._advance()
+            torch.cuda.current_stream(self.device).wait_stream(side)
+            self.window.copy_(self.init)
+            graph = torch.cuda.CUDAGraph()
+            # captured on the warm-up's stream (its cuBLAS handle and workspace exist), not run: the
+            # window is still the first one
+            with torch.cuda.graph(graph, stream=side):
+                out = self._advance()
+            captured[:] = graph, out
+
+            def replay(window):  # the graph reads its static window, which is ``window`` (the first one)
                 graph.replay()
-                want = self.fn(self.init)[:, : self.advance]
-                tol = 64 * torch.finfo(self.init.dtype).eps
-                ok = torch.allclose(out, want, rtol=tol, atol=tol, equal_nan=True)
-        except Exception:  # an op that cannot be captured: eager
-            ok = False
+                return out
+            return replay
+
+        captured: list = []
+        tol = 64 * torch.finfo(self.init.dtype).eps
+        with torch.no_grad():
+            check = verified(capture, lambda window: self.fn(window)[:, : self.advance], [self.init],
+                             rtol=tol, atol=tol, what="the CUDA graph of a model step")
         self.window.copy_(self.init)
-        if ok:
-            self._graph, self._out, self.runner = graph, out, "cuda_graph"
+        if check.fast:
+            self._graph, self._out = captured
+            self.runner = "cuda_graph"
 
     def call(self):
         """One model call: the next ``advance`` states (n_traj, advance, dim), valid until the next call."""
