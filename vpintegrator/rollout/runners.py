@@ -16,6 +16,9 @@ ModelStep takes the first of these that applies and reproduces the model:
     the eager model on the first window.
 ``"eager"``
     The model itself.
+
+Each check is ``vpintegrator.fastpath.verified`` (the one rule of every fast path): a runner that raises or
+differs is not used, and the reason is logged.
 """
 
 from __future__ import annotations
