@@ -34,10 +34,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .arrays import array_namespace
+from .arrays import array_namespace, copy_array
 
 __all__ = [
     "next_window", "iterate_windows", "failure_limit", "bad_states", "mark_failures", "block_schedule", "run_blocks",
+    "Stage",
 ]
 
 
@@ -153,3 +154,52 @@ def run_blocks(
                     restart(np.flatnonzero(new))
         deliver(i, k0, block)
     return failed
+
+
+class Stage:
+    """The one staging of states into blocks: states (n_traj, k, dim) appended in pieces of any length (model
+    calls, generated chunks) and taken from the front in blocks of any length, in one buffer (NumPy or torch).
+
+    Both engines stage through it: the host engine re-blocks the map's chunks into blocks aligned to
+    ``chunk_steps`` (``vpintegrator.rollout.engine``), the device engine gathers its model calls into the
+    output blocks (``vpintegrator.rollout.device.DeviceStepper``), keeping a call's states beyond a block.
+
+    Parameters
+    ----------
+    buffer : array, shape (n_traj, capacity, dim)
+        The buffer; its first ``n`` states are staged already (e.g. the first window).
+    n : int
+    """
+
+    def __init__(self, buffer: Any, n: int = 0) -> None:
+        self.buffer, self.n = buffer, int(n)
+
+    @property
+    def room(self) -> int:
+        """States that fit before the buffer is full."""
+        return self.buffer.shape[1] - self.n
+
+    def reserve(self, size: int) -> None:
+        """Room for ``size`` states in all (a larger buffer, the staged states copied, when needed)."""
+        if self.buffer.shape[1] < size:
+            old, shape = self.buffer, (self.buffer.shape[0], size, self.buffer.shape[2])
+            self.buffer = np.empty(shape, dtype=old.dtype) if array_namespace(old) is np else old.new_empty(shape)
+            self.buffer[:, : self.n] = old[:, : self.n]
+
+    def put(self, states: Any) -> int:
+        """Append the first states of ``states`` (n_traj, k, dim) that fit; returns how many."""
+        take = min(self.room, states.shape[1])
+        self.buffer[:, self.n : self.n + take] = states[:, :take]
+        self.n += take
+        return take
+
+    def head(self, n: int) -> Any:
+        """The first ``n`` staged states (a view, valid until the next ``drop`` or ``put``)."""
+        return self.buffer[:, :n]
+
+    def drop(self, n: int) -> None:
+        """Remove the first ``n`` staged states; the rest move to the front."""
+        rest = self.n - n
+        if rest:
+            self.buffer[:, :rest] = copy_array(self.buffer[:, n : self.n])
+        self.n = rest

@@ -37,7 +37,7 @@ import numpy as np
 from ..fastpath import verified
 from ..errors import VPIntegratorError
 from .config import check_engine
-from ..stepping import block_schedule, failure_limit, next_window, run_blocks
+from ..stepping import Stage, block_schedule, failure_limit, next_window, run_blocks
 from .engine import BLOWUP, CHUNK_STEPS, RolloutStats, _check, check_memory
 from .steps import ModelStep
 
@@ -113,8 +113,7 @@ class DeviceStepper:
             if traced is not None:
                 self.fn, self.runner = traced, "jit.trace+freeze"
         # states produced but not yet handed out; it starts with the first window (steps 0 .. seq_len - 1)
-        self._stage = self.init.clone()
-        self._n_staged = self.seq_len
+        self._stage = Stage(self.init.clone(), self.seq_len)
 
     def _advance(self):
         """One model call: the next ``advance`` states (n_traj, advance, dim); the window moves on."""
@@ -175,23 +174,14 @@ class DeviceStepper:
         """
         import torch
 
-        n, adv = out.shape[1], self.advance
-        have = self._n_staged
-        calls = max(0, -(-(n - have) // adv))
-        if self._stage.shape[1] < have + calls * adv:
-            stage = torch.empty((self.init.shape[0], have + calls * adv, self.init.shape[2]),
-                                device=self.device, dtype=self.init.dtype)
-            stage[:, :have] = self._stage[:, :have]
-            self._stage = stage
-        pos = have
+        n, adv, stage = out.shape[1], self.advance, self._stage
+        calls = max(0, -(-(n - stage.n) // adv))
+        stage.reserve(stage.n + calls * adv)
         for _ in range(calls):
-            self._stage[:, pos : pos + adv] = self.call()
-            pos += adv
+            stage.put(self.call())
         with torch.no_grad():
-            out.copy_(self._stage[:, :n])
-        self._n_staged = pos - n
-        if self._n_staged:
-            self._stage[:, : self._n_staged] = self._stage[:, n:pos].clone()
+            out.copy_(stage.head(n))
+        stage.drop(n)
 
     def restart(self, rows) -> None:
         """Rows where the boolean tensor ``rows`` is True go on from their first window (no sync)."""
