@@ -188,9 +188,12 @@ class Stage:
 
     def put(self, states: Any) -> int:
         """Append the first states of ``states`` (n_traj, k, dim) that fit; returns how many."""
-        take = min(self.room, states.shape[1])
-        self.buffer[:, self.n : self.n + take] = states[:, :take]
-        self.n += take
+        n, take = self.n, states.shape[1]
+        room = self.buffer.shape[1] - n
+        if take > room:
+            states, take = states[:, :room], room
+        self.buffer[:, n : n + take] = states  # (a model call's states whole: no extra view per call)
+        self.n = n + take
         return take
 
     def head(self, n: int) -> Any:
