@@ -26,6 +26,8 @@ The block loop. States leave an engine in blocks of steps ``k0 .. k0 + n − 1``
 and hands it over. Which blocks (the host engine's generation chunks, the device engine's output blocks,
 ``integrate``'s chunks) is each caller's schedule: the block boundaries are where a step map restarts its own
 solves ([`ExactFlowStep`][vpintegrator.rollout.steps.ExactFlowStep]), so each engine keeps its own to keep its numbers.
+[`Stage`][vpintegrator.stepping.Stage] stages states into blocks for both engines (the host engine's re-blocking
+to ``chunk_steps``, the device engine's model calls).
 """
 
 from __future__ import annotations
