@@ -17,6 +17,7 @@ PACKAGE = Path(vpintegrator.__file__).resolve().parent
 LAYERS = [
     "errors", "_version", "provenance", "_progress", "_lazy", "_toml", "_shipped", "_signals", "_io", "_outputs", "resources", "config", "device",  # no package imports
     "arrays", "rundir",  # NumPy/torch helpers and the dtype rule; run-directory text files (torch-free)
+    "fastpath",  # verified(fast, eager, probe): every fast path checked against eager, else eager
     "stepping",  # the rollout core (window advance, failure rule, block loop): below data, for integrate
     "systems", "integrators", "compiled", "data",  # the NumPy side: equations, methods, kernels, files
     "jacobians", "nn", "models", "metrics", "poisson", "testing",  # the torch side and the shared measurements

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -158,3 +160,49 @@ def test_relative_drift_of_a_window_model_is_taken_against_each_states_own_first
 def test_relative_drift_refuses_a_bad_period(bad):
     with pytest.raises(VPIntegratorError, match="period"):
         relative_drift(np.ones((1, 4)), period=bad)
+
+
+# --------------------------------------------------------------------------- the one formula of each measure
+
+
+def test_the_relative_measures_are_one_formula_on_numpy_and_torch():
+    """vpintegrator.arrays holds each relative measure once; the metrics, the training loss, the data's and
+    work-precision's drift are that formula, on NumPy arrays and torch tensors alike."""
+    import torch
+
+    from vpintegrator import arrays
+    from vpintegrator.training import relative_loss
+
+    rng = np.random.default_rng(3)
+    pred, target = rng.standard_normal((2, 4, 5, 3)), rng.standard_normal((2, 4, 5, 3))
+    # relative error per state: sqrt(Σd²) / sqrt(Σt²), as np.linalg.norm computes it
+    want = np.linalg.norm(pred - target, axis=-1) / np.linalg.norm(target, axis=-1)
+    np.testing.assert_array_equal(arrays.relative_error(pred, target), want)
+    np.testing.assert_array_equal(relative_error(pred[0], target[0]), want[0])
+    got = arrays.relative_error(torch.as_tensor(pred), torch.as_tensor(target))
+    np.testing.assert_allclose(got.numpy(), want, rtol=4e-16)
+    # the training loss: sqrt(Σ(p − t)² / Σt²) over the batch, or per member (start = 1)
+    p, t = torch.as_tensor(pred), torch.as_tensor(target)
+    assert relative_loss is arrays.relative_loss
+    assert float(relative_loss(p, t)) == pytest.approx(
+        math.sqrt(((pred - target) ** 2).sum() / (target**2).sum()), rel=1e-15)
+    per_member = arrays.relative_loss(p, t, start=1)
+    assert per_member.shape == (2,)
+    for k in range(2):
+        assert float(per_member[k]) == pytest.approx(float(relative_loss(p[k], t[k])), rel=1e-15)
+    assert arrays.squared_norm(pred, start=-1).shape == (2, 4, 5)
+    np.testing.assert_allclose(arrays.squared_norm(pred, start=2), (pred**2).sum(axis=(2, 3)), rtol=1e-15)
+
+
+def test_relative_drift_zero_rule_and_floor():
+    from vpintegrator import arrays
+
+    values = np.array([[2.0, 3.0, 1.0], [0.0, 0.5, -0.25]])
+    i0 = values[:, :1]
+    # I₀ = 0: the absolute drift (default), or the floor's scale, or no guard (floor 0: inf)
+    np.testing.assert_array_equal(arrays.relative_drift(values, i0), [[0.0, 0.5, -0.5], [0.0, 0.5, -0.25]])
+    np.testing.assert_array_equal(arrays.relative_drift(values, i0, floor=0.25)[1], [0.0, 2.0, -1.0])
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(arrays.relative_drift(values, i0, floor=0.0)[1], [np.nan, np.inf, -np.inf])
+    # metrics.relative_drift is the same formula (float64, I₀ the first state by default)
+    np.testing.assert_array_equal(relative_drift(values), arrays.relative_drift(values, i0))

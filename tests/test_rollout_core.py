@@ -193,3 +193,29 @@ def test_integrate_is_a_hand_written_loop_of_step(method, monkeypatch):
     np.testing.assert_array_equal(traj.y, np.stack(want, axis=1))
     assert [k for k, _ in calls] == list(range(1, 12))
     np.testing.assert_array_equal(np.stack([y for _, y in calls], 1), traj.y[:, 1:])
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_stage_hands_out_pieces_in_order_in_blocks_of_any_length(kind):
+    """stepping.Stage, the one staging of both engines: pieces in, blocks out, every state once and in
+    order; the buffer grows on reserve and keeps what is staged."""
+    from vpintegrator.arrays import to_numpy
+    from vpintegrator.stepping import Stage
+
+    states = np.arange(2 * 23 * 3, dtype=np.float64).reshape(2, 23, 3)
+    xp_states = torch.as_tensor(states) if kind == "torch" else states
+    buffer = (torch.empty((2, 4, 3), dtype=torch.float64) if kind == "torch" else np.empty((2, 4, 3)))
+    buffer[:, :2] = xp_states[:, :2]
+    stage = Stage(buffer, 2)  # starts with two states staged (a first window)
+    out, j = [], 2
+    for piece, block in [(3, 4), (5, 1), (1, 6), (7, 3), (3, 9)]:
+        stage.reserve(stage.n + piece)
+        assert stage.put(xp_states[:, j : j + piece]) == piece
+        j += piece
+        take = min(block, stage.n)
+        out.append(to_numpy(stage.head(take)).copy())
+        stage.drop(take)
+    out.append(to_numpy(stage.head(stage.n)).copy())
+    np.testing.assert_array_equal(np.concatenate(out, axis=1), states[:, :j])
+    full = Stage(np.empty((2, 3, 3)))
+    assert full.put(states) == 3 and full.room == 0 and full.put(states) == 0

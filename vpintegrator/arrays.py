@@ -13,7 +13,8 @@ import numpy as np
 
 from .errors import VPIntegratorError
 
-__all__ = ["array_namespace", "to_numpy", "as_like", "copy_array", "first_true", "row_max", "DTYPES", "resolve_dtype"]
+__all__ = ["array_namespace", "to_numpy", "as_like", "copy_array", "first_true", "row_max", "squared_norm",
+           "relative_error", "relative_loss", "relative_drift", "DTYPES", "resolve_dtype"]
 
 #: the floating dtypes the package trains and runs models in, by name
 DTYPES = ("float32", "float64")
@@ -49,6 +50,72 @@ def first_true(mask: Any) -> Any:  # index of the first True in each row of (row
 
 def row_max(a: Any) -> Any:  # the maximum of each row of (rows, n), NaN-propagating
     return a.max(axis=1) if array_namespace(a) is np else a.amax(dim=1)
+
+
+# --------------------------------------------------------------------------- the relative measures
+# One formula each, NumPy or torch, in the inputs' dtype (callers convert). Here, the lowest module every
+# user can import (data, poisson, metrics, training, rollout, studies); the float64 checked entries for
+# rollouts are vpintegrator.metrics.relative_error and relative_drift.
+
+
+def squared_norm(x: Any, start: int = 0) -> Any:
+    """``Σ x²`` over the axes from ``start`` on: (d0, .., dk) -> (d0, .., d(start-1)); 0 sums everything.
+
+    torch: ``x.square()`` summed (the whole tensor at ``start = 0``, else ``flatten(start).sum(-1)``).
+    """
+    if array_namespace(x) is np:
+        return (x * x).sum(axis=tuple(range(x.ndim))[start:])
+    sq = x.square()
+    return sq.sum() if start == 0 else sq.flatten(start).sum(-1)
+
+
+def relative_error(pred: Any, target: Any) -> Any:
+    """The relative error ``‖pred − target‖ / ‖target‖`` along the last axis: (..., dim) -> (...).
+
+    The Euclidean norms as ``np.linalg.norm`` computes them (the square root of the sum of squares), each
+    taken on its own; NaN or inf where the target is 0 or a state is not finite, without warnings.
+    """
+    xp = array_namespace(pred)
+    d = pred - target
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return xp.sqrt((d * d).sum(-1)) / xp.sqrt((target * target).sum(-1))
+
+
+def relative_loss(pred: Any, target: Any, start: int = 0) -> Any:
+    """The reference loss ``‖pred − target‖_F / ‖target‖_F`` over the axes from ``start`` on, as
+    ``sqrt(Σ(pred − target)² / Σ target²)`` (``squared_norm`` of each).
+
+    Parameters
+    ----------
+    pred, target : Tensor (or ndarray), shape (..., batch, pred_window, dim)
+    start : int
+        The first axis summed: 0 for one loss over the whole batch (a scalar), 1 for one per member of
+        an ensemble's (n_members, batch, pred_window, dim).
+    """
+    return array_namespace(pred).sqrt(squared_norm(pred - target, start) / squared_norm(target, start))
+
+
+def relative_drift(values: Any, initial: Any, floor: float | None = None) -> Any:
+    """The relative drift ``(I − I₀) / |I₀|`` of an invariant (signed; its modulus is the drift's size).
+
+    Parameters
+    ----------
+    values : array, shape (...)
+        The invariant along trajectories.
+    initial : array, broadcastable to ``values``
+        ``I₀`` (e.g. ``values[:, :1]``).
+    floor : float, optional
+        None: where ``I₀ = 0`` the absolute drift ``I − I₀``; a number: ``|I₀|`` held at least ``floor``
+        (0.0: no guard, a zero ``I₀`` gives inf or NaN).
+
+    Returns
+    -------
+    array, shape of ``values``
+    """
+    xp = array_namespace(values)
+    scale = xp.abs(initial)
+    scale = xp.where(initial == 0.0, 1.0, scale) if floor is None else xp.where(scale < floor, floor, scale)
+    return (values - initial) / scale
 
 
 def resolve_dtype(dtype: Any) -> Any:

@@ -31,6 +31,7 @@ import numpy as np
 
 from .errors import VPIntegratorError
 from .arrays import array_namespace, as_like, copy_array, first_true, row_max, to_numpy
+from .arrays import relative_drift as _relative_drift, relative_error as _relative_error
 from .data.summary import summary_row  # noqa: F401 (the table row; in the data layer, which merges rollout shards)
 
 #: relative error above which a prediction stops being "valid" (valid prediction time)
@@ -60,10 +61,7 @@ def relative_error(y: np.ndarray, y_ref: np.ndarray) -> np.ndarray:
             f"relative_error: prediction shape {tuple(y.shape)} differs from reference shape {tuple(y_ref.shape)}; "
             "compare trajectories on the same (n_traj, n_states, dim) grid"
         )
-    d = y - y_ref
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        # the Euclidean norms as np.linalg.norm computes them: sqrt of the sum of squares
-        return xp.sqrt((d * d).sum(-1)) / xp.sqrt((y_ref * y_ref).sum(-1))
+    return _relative_error(y, y_ref)  # the one formula (vpintegrator.arrays)
 
 
 def valid_prediction_time(
@@ -116,11 +114,9 @@ def relative_drift(values: np.ndarray, initial: np.ndarray | None = None, period
         if initial is not None or isinstance(period, bool) or int(period) != period or period < 1:
             raise VPIntegratorError(f"relative_drift: period must be an int >= 1 without initial; got {period!r}")
         own = values[:, np.arange(values.shape[1]) % int(period)]  # (n_traj, n_states): each state's first-window value
-        scale = xp.where(own == 0.0, 1.0, xp.abs(own))
-        return (values - own) / scale
+        return _relative_drift(values, own)
     initial = values[:, 0] if initial is None else initial
-    scale = xp.where(initial == 0.0, 1.0, xp.abs(initial))
-    return (values - initial[:, None]) / scale[:, None]
+    return _relative_drift(values, initial[:, None])  # the one formula (vpintegrator.arrays)
 
 
 def invariant_drift(system, y: np.ndarray) -> dict[str, np.ndarray]:

@@ -13,6 +13,7 @@ import dataclasses
 import torch
 from torch import nn
 
+from .arrays import relative_drift
 from .errors import VPIntegratorError
 from .jacobians import _name, window_jacobian
 
@@ -90,7 +91,7 @@ def audit_casimir(model: nn.Module, system="rigid_body", inputs: torch.Tensor | 
                                 f"from {tuple(inputs.shape)}")
     c_in = torch.as_tensor(system.invariant("casimir", inputs.detach().cpu().numpy()))
     c_out = torch.as_tensor(system.invariant("casimir", out.detach().cpu().numpy()))
-    error = ((c_out - c_in).abs() / c_in.abs()).amax(dim=-1)
+    error = relative_drift(c_out, c_in, floor=0.0).abs().amax(dim=-1)
     return CasimirAudit(error=error, inputs=inputs.detach())
 
 

@@ -26,6 +26,8 @@ The block loop. States leave an engine in blocks of steps ``k0 .. k0 + n − 1``
 and hands it over. Which blocks (the host engine's generation chunks, the device engine's output blocks,
 ``integrate``'s chunks) is each caller's schedule: the block boundaries are where a step map restarts its own
 solves ([`ExactFlowStep`][vpintegrator.rollout.steps.ExactFlowStep]), so each engine keeps its own to keep its numbers.
+[`Stage`][vpintegrator.stepping.Stage] stages states into blocks for both engines (the host engine's re-blocking
+to ``chunk_steps``, the device engine's model calls).
 """
 
 from __future__ import annotations
@@ -34,10 +36,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .arrays import array_namespace
+from .arrays import array_namespace, copy_array
 
 __all__ = [
     "next_window", "iterate_windows", "failure_limit", "bad_states", "mark_failures", "block_schedule", "run_blocks",
+    "Stage",
 ]
 
 
@@ -153,3 +156,55 @@ def run_blocks(
                     restart(np.flatnonzero(new))
         deliver(i, k0, block)
     return failed
+
+
+class Stage:
+    """The one staging of states into blocks: states (n_traj, k, dim) appended in pieces of any length (model
+    calls, generated chunks) and taken from the front in blocks of any length, in one buffer (NumPy or torch).
+
+    Both engines stage through it: the host engine re-blocks the map's chunks into blocks aligned to
+    ``chunk_steps`` (``vpintegrator.rollout.engine``), the device engine gathers its model calls into the
+    output blocks (``vpintegrator.rollout.device.DeviceStepper``), keeping a call's states beyond a block.
+
+    Parameters
+    ----------
+    buffer : array, shape (n_traj, capacity, dim)
+        The buffer; its first ``n`` states are staged already (e.g. the first window).
+    n : int
+    """
+
+    def __init__(self, buffer: Any, n: int = 0) -> None:
+        self.buffer, self.n = buffer, int(n)
+
+    @property
+    def room(self) -> int:
+        """States that fit before the buffer is full."""
+        return self.buffer.shape[1] - self.n
+
+    def reserve(self, size: int) -> None:
+        """Room for ``size`` states in all (a larger buffer, the staged states copied, when needed)."""
+        if self.buffer.shape[1] < size:
+            old, shape = self.buffer, (self.buffer.shape[0], size, self.buffer.shape[2])
+            self.buffer = np.empty(shape, dtype=old.dtype) if array_namespace(old) is np else old.new_empty(shape)
+            self.buffer[:, : self.n] = old[:, : self.n]
+
+    def put(self, states: Any) -> int:
+        """Append the first states of ``states`` (n_traj, k, dim) that fit; returns how many."""
+        n, take = self.n, states.shape[1]
+        room = self.buffer.shape[1] - n
+        if take > room:
+            states, take = states[:, :room], room
+        self.buffer[:, n : n + take] = states  # (a model call's states whole: no extra view per call)
+        self.n = n + take
+        return take
+
+    def head(self, n: int) -> Any:
+        """The first ``n`` staged states (a view, valid until the next ``drop`` or ``put``)."""
+        return self.buffer[:, :n]
+
+    def drop(self, n: int) -> None:
+        """Remove the first ``n`` staged states; the rest move to the front."""
+        rest = self.n - n
+        if rest:
+            self.buffer[:, :rest] = copy_array(self.buffer[:, n : self.n])
+        self.n = rest

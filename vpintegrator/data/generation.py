@@ -29,6 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 
 from .. import resources
+from ..arrays import relative_drift
 from .._io import check_not_input
 from .._outputs import check_output, output_lock
 from .._signals import check_terminated
@@ -272,9 +273,7 @@ def _relative_drift(system: System, y: np.ndarray) -> dict[str, float]:
     drift = {}
     for name in system.invariant_names:
         values = system.invariant(name, y)  # (k, n_steps)
-        ref = values[:, :1]
-        denom = np.where(ref != 0, np.abs(ref), 1.0)
-        drift[name] = float(np.max(np.abs(values - ref) / denom))
+        drift[name] = float(np.max(np.abs(relative_drift(values, values[:, :1]))))
     return drift
 
 

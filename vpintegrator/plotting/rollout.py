@@ -30,6 +30,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from ..arrays import relative_drift
 from .._outputs import output_lock
 from ..errors import VPIntegratorError
 from .source import MAX_CURVES, PlotData, describe, methods_to_draw, plot_data, select, traj_names
@@ -302,10 +303,8 @@ def plot_invariants(source, traj=None, methods: Iterable[str] | None = None, ban
         missing = []
         for slot, label in enumerate(labels):
             values = np.asarray(data.metrics[label].invariants[name], dtype=np.float64)
-            i0 = values[:, :1]
-            scale = np.where(i0 == 0, 1.0, np.abs(i0))
             with np.errstate(all="ignore"):
-                drift = _positive((values - i0) / scale)
+                drift = _positive(relative_drift(values, values[:, :1]))
             if not _series(ax, data.t, drift, banded, styles[label], slot, len(labels)):
                 missing.append(label)
         _note_missing(ax, missing, "drift exactly 0")

@@ -34,9 +34,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..fastpath import verified
 from ..errors import VPIntegratorError
 from .config import check_engine
-from ..stepping import block_schedule, failure_limit, next_window, run_blocks
+from ..stepping import Stage, block_schedule, failure_limit, next_window, run_blocks
 from .engine import BLOWUP, CHUNK_STEPS, RolloutStats, _check, check_memory
 from .steps import ModelStep
 
@@ -112,8 +113,7 @@ class DeviceStepper:
             if traced is not None:
                 self.fn, self.runner = traced, "jit.trace+freeze"
         # states produced but not yet handed out; it starts with the first window (steps 0 .. seq_len - 1)
-        self._stage = self.init.clone()
-        self._n_staged = self.seq_len
+        self._stage = Stage(self.init.clone(), self.seq_len)
 
     def _advance(self):
         """One model call: the next ``advance`` states (n_traj, advance, dim); the window moves on."""
@@ -125,32 +125,39 @@ class DeviceStepper:
         return pred
 
     def _capture(self) -> None:
-        """The CUDA graph of ``_advance`` (the torch docs' recipe), kept when it reproduces eager."""
+        """The CUDA graph of ``_advance`` (the torch docs' recipe), kept when it reproduces eager on the first
+        windows (``vpintegrator.fastpath.verified``; eager where capture raises)."""
         import torch
 
-        try:
-            with torch.no_grad():
-                side = torch.cuda.Stream(self.device)
-                side.wait_stream(torch.cuda.current_stream(self.device))
-                with torch.cuda.stream(side):  # warm-up: lazy initialisation and cuBLAS workspaces
-                    for _ in range(3):
-                        self._advance()
-                torch.cuda.current_stream(self.device).wait_stream(side)
-                self.window.copy_(self.init)
-                graph = torch.cuda.CUDAGraph()
-                # captured on the warm-up's stream (its cuBLAS handle and workspace exist), not run: the
-                # window is still the first one
-                with torch.cuda.graph(graph, stream=side):
-                    out = self._advance()
+        def capture():  # the graph, captured; as a fast path: first windows -> its first states
+            side = torch.cuda.Stream(self.device)
+            side.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(side):  # warm-up: lazy initialisation and cuBLAS workspaces
+                for _ in range(3):
+                    self._advance()
+            torch.cuda.current_stream(self.device).wait_stream(side)
+            self.window.copy_(self.init)
+            graph = torch.cuda.CUDAGraph()
+            # captured on the warm-up's stream (its cuBLAS handle and workspace exist), not run: the
+            # window is still the first one
+            with torch.cuda.graph(graph, stream=side):
+                out = self._advance()
+            captured[:] = graph, out
+
+            def replay(window):  # the graph reads its static window, which is ``window`` (the first one)
                 graph.replay()
-                want = self.fn(self.init)[:, : self.advance]
-                tol = 64 * torch.finfo(self.init.dtype).eps
-                ok = torch.allclose(out, want, rtol=tol, atol=tol, equal_nan=True)
-        except Exception:  # an op that cannot be captured: eager
-            ok = False
+                return out
+            return replay
+
+        captured: list = []
+        tol = 64 * torch.finfo(self.init.dtype).eps
+        with torch.no_grad():
+            check = verified(capture, lambda window: self.fn(window)[:, : self.advance], [self.init],
+                             rtol=tol, atol=tol, what="the CUDA graph of a model step")
         self.window.copy_(self.init)
-        if ok:
-            self._graph, self._out, self.runner = graph, out, "cuda_graph"
+        if check.fast:
+            self._graph, self._out = captured
+            self.runner = "cuda_graph"
 
     def call(self):
         """One model call: the next ``advance`` states (n_traj, advance, dim), valid until the next call."""
@@ -167,23 +174,14 @@ class DeviceStepper:
         """
         import torch
 
-        n, adv = out.shape[1], self.advance
-        have = self._n_staged
-        calls = max(0, -(-(n - have) // adv))
-        if self._stage.shape[1] < have + calls * adv:
-            stage = torch.empty((self.init.shape[0], have + calls * adv, self.init.shape[2]),
-                                device=self.device, dtype=self.init.dtype)
-            stage[:, :have] = self._stage[:, :have]
-            self._stage = stage
-        pos = have
+        n, adv, stage = out.shape[1], self.advance, self._stage
+        calls = max(0, -(-(n - stage.n) // adv))
+        stage.reserve(stage.n + calls * adv)
         for _ in range(calls):
-            self._stage[:, pos : pos + adv] = self.call()
-            pos += adv
+            stage.put(self.call())
         with torch.no_grad():
-            out.copy_(self._stage[:, :n])
-        self._n_staged = pos - n
-        if self._n_staged:
-            self._stage[:, : self._n_staged] = self._stage[:, n:pos].clone()
+            out.copy_(stage.head(n))
+        stage.drop(n)
 
     def restart(self, rows) -> None:
         """Rows where the boolean tensor ``rows`` is True go on from their first window (no sync)."""

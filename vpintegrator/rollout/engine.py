@@ -30,7 +30,7 @@ import numpy as np
 from ..data.trajectories import Trajectories
 from .. import resources
 from ..errors import VPIntegratorError
-from ..stepping import block_schedule, failure_limit, run_blocks
+from ..stepping import Stage, block_schedule, failure_limit, run_blocks
 
 __all__ = [
     "BLOWUP", "CHUNK_STEPS", "StepMap", "RolloutStats", "rollout", "stream_rollout", "initial_window",
@@ -210,22 +210,19 @@ def _run(step_map, w0, dt, n_steps, write, copy_blocks, t0, callback, chunk_step
     # chunked HDF5 sink gets whole chunks and needs no chunk cache; one block is all the engine holds.
     block_len = int(chunk_steps)
     copy_blocks = copy_blocks or callback is not None or progress is not None
-    stage = np.empty((n_traj, min(block_len, n_steps + 1), dim))
-    staged = 0  # states in `stage`; it holds steps k_stage .. k_stage + staged - 1
+    stage = Stage(np.empty((n_traj, min(block_len, n_steps + 1), dim)))  # steps k_stage .. k_stage + stage.n - 1
     k_stage = 0
 
     def emit(i: int, k0: int, chunk: np.ndarray) -> None:
-        nonlocal staged, k_stage
+        nonlocal k_stage
         j = 0
         while j < chunk.shape[1]:
-            take = min(stage.shape[1] - staged, chunk.shape[1] - j)
-            stage[:, staged : staged + take] = chunk[:, j : j + take]
-            staged += take
-            j += take
-            if staged == stage.shape[1] or k_stage + staged == n_steps + 1:
-                deliver(k_stage, stage[:, :staged].copy() if copy_blocks else stage[:, :staged])
+            j += stage.put(chunk[:, j:])
+            if stage.room == 0 or k_stage + stage.n == n_steps + 1:
+                staged = stage.n
+                deliver(k_stage, stage.head(staged).copy() if copy_blocks else stage.head(staged))
+                stage.drop(staged)
                 k_stage += staged
-                staged = 0
 
     tic = time.perf_counter()
     step_map.start(w0, limit)  # one-off set-up (e.g. the TorchScript trace): not part of the per-step time

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arrays import relative_drift
 from ..data.work_precision import (
     WP_COLUMNS, WorkPrecisionRow, check_rollouts, read_work_precision, with_training_cost,
 )
@@ -78,8 +79,7 @@ def _drift(system, y: np.ndarray) -> float:
     worst = 0.0
     for name in system.invariant_names:
         values = np.asarray(system.invariant(name, y))  # (n, T)
-        scale = np.maximum(np.abs(values[:, :1]), 1e-300)
-        d = np.abs(values - values[:, :1]) / scale
+        d = np.abs(relative_drift(values, values[:, :1], floor=1e-300))
         worst = max(worst, float(np.nanmax(d)) if np.isfinite(d).any() else math.inf)
         if not np.isfinite(d).all():
             worst = math.inf

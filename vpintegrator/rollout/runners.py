@@ -16,11 +16,16 @@ ModelStep takes the first of these that applies and reproduces the model:
     the eager model on the first window.
 ``"eager"``
     The model itself.
+
+Each check is ``vpintegrator.fastpath.verified`` (the one rule of every fast path): a runner that raises or
+differs is not used, and the reason is logged.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from ..fastpath import verified
 
 __all__ = ["RUNNERS", "compiled_model", "trace_model"]
 
@@ -48,7 +53,6 @@ def compiled_model(model, example) -> Any:
         None without numba, for models ``vpintegrator.rollout.numba_model.pack`` does not cover, or when
         the check fails.
     """
-    import numpy as np
     import torch
 
     try:
@@ -58,13 +62,14 @@ def compiled_model(model, example) -> Any:
     compiled = pack(model)
     if compiled is None:
         return None
+
+    def host(x):  # (batch, seq_len, dim) tensor -> float64 NumPy on the host
+        return x.detach().to(device="cpu", dtype=torch.float64).numpy()
+
     with torch.no_grad():
-        for x in (example, 1.01 * example + 0.01):  # a second input without touching the user's RNG
-            want = model(x).detach().to(device="cpu", dtype=torch.float64).numpy()
-            got = compiled.forward(x.detach().to(device="cpu", dtype=torch.float64).numpy())
-            if got.shape != want.shape or not np.allclose(got, want, rtol=COMPILED_TOL, atol=COMPILED_TOL, equal_nan=True):
-                return None
-    return compiled
+        check = verified(lambda: lambda x: compiled.forward(host(x)), lambda x: host(model(x)), _probe(example),
+                         rtol=COMPILED_TOL, atol=COMPILED_TOL, what="the compiled model (numba)")
+    return compiled if check.fast else None
 
 
 def trace_model(model, example) -> Any:
@@ -77,18 +82,23 @@ def trace_model(model, example) -> Any:
 
     import torch
 
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        check = verified(lambda: torch.jit.freeze(torch.jit.trace(model.eval(), example, check_trace=False)),
+                         model, _probe(example), rtol=1e-6, atol=1e-7, what="the TorchScript trace")
+    if not check.fast:  # anything the tracer cannot handle, or a trace that differs: run eagerly
+        return None
+    traced = check.fn
     try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")
-            traced = torch.jit.freeze(torch.jit.trace(model.eval(), example, check_trace=False))
-            probe = 1.01 * example + 0.01  # a second input (no RNG: leave the user's seed alone)
-            for x in (example, probe):
-                want, got = model(x), traced(x)
-                if got.shape != want.shape or not torch.allclose(got, want, rtol=1e-6, atol=1e-7, equal_nan=True):
-                    return None
         with torch.inference_mode():  # TorchScript profiles the first calls (tens of ms): not per-step time
             for _ in range(3):
                 traced(example)
-    except Exception:  # anything the tracer cannot handle: run eagerly
+    except Exception:  # noqa: BLE001 -- a trace that fails here runs eagerly too
         return None
     return traced
+
+
+def _probe(example) -> tuple:
+    """The inputs a runner is checked on: the rollout's first windows and a perturbed copy (no RNG: the
+    user's seed is left alone)."""
+    return example, 1.01 * example + 0.01

@@ -34,11 +34,11 @@ from .stats import median_interval, write_json
 def _errors(model, ref, dt: float, n_steps: int):
     import numpy as np
 
+    from vpintegrator.arrays import relative_error
     from vpintegrator.rollout import ModelStep, rollout
 
     y = rollout(ModelStep(model, device="cpu"), ref[:, : int(getattr(model, "seq_len"))], dt, n_steps).y
-    with np.errstate(invalid="ignore", over="ignore"):
-        err = np.linalg.norm(y[:, n_steps] - ref[:, n_steps], axis=-1) / np.linalg.norm(ref[:, n_steps], axis=-1)
+    err = relative_error(y[:, n_steps], ref[:, n_steps])
     err = np.where(np.isfinite(err), err, np.inf)
     return {**median_interval(err), "mean": float(np.mean(err))}
 

@@ -64,6 +64,7 @@ from typing import Any
 import torch
 
 from . import checkpoint as ckpt_io
+from ..arrays import relative_loss, squared_norm
 from ..stepping import iterate_windows
 from .config import TrainConfig
 from .ensemble_lm import EnsembleLM
@@ -197,9 +198,7 @@ class EnsembleSteps:
             target = target.reshape(n, b, *target.shape[1:])
         with label("vp/forward"):
             pred = self._forward(x)
-        num = (pred - target).square().reshape(n, -1).sum(1)
-        den = target.square().reshape(n, -1).sum(1)
-        return torch.sqrt(num / den)
+        return relative_loss(pred, target, start=1)
 
     def _step(self, idx: torch.Tensor) -> torch.Tensor:
         """One optimiser step of every member on its batch ``idx`` (N, B): the members' losses (N,)."""
@@ -272,8 +271,8 @@ class EnsembleSteps:
         for b in range(-(-len(dataset) // bs)):
             x, target = dataset.batch(order[b * bs : (b + 1) * bs])
             pred = self._forward(x, shared_input=True)
-            num += (pred - target).square().reshape(n, -1).sum(1).double()
-            den += target.square().sum().double()
+            num += squared_norm(pred - target, start=1).double()
+            den += squared_norm(target).double()
         self.template.train()
         return torch.sqrt(num / den).tolist()
 

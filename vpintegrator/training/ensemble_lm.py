@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import torch
 
+from ..arrays import squared_norm
 from .optim import draw_subsample, label, lm_update, window_residuals
 
 __all__ = ["EnsembleLM"]
@@ -93,7 +94,7 @@ class EnsembleLM:
     def _check_cost(self, theta: torch.Tensor, xc: torch.Tensor, tc: torch.Tensor) -> torch.Tensor:
         """(N,) squared relative loss of the members' check windows at ``theta`` (inf where not finite)."""
         r = self._residual(theta, self.buffers, xc, tc).double()
-        value = r.square().flatten(1).sum(1) / tc.double().square().flatten(1).sum(1)
+        value = squared_norm(r, start=1) / squared_norm(tc.double(), start=1)
         return torch.where(torch.isfinite(value), value, torch.full_like(value, math.inf))
 
     def step(self) -> torch.Tensor:
@@ -104,7 +105,7 @@ class EnsembleLM:
             self.index = torch.stack([d[0] for d in draws])
             self.check = None if self.check_windows == 0 else torch.stack([d[1] for d in draws])  # type: ignore[misc]
         x, target = self._windows(self.index)
-        scale = 1.0 / torch.sqrt(target.square().flatten(1).sum(1))  # (N,)
+        scale = 1.0 / torch.sqrt(squared_norm(target, start=1))  # (N,)
         theta = self.theta()
         with label("vp/lm_jacobian"):
             parts = [self._jac(theta, self.buffers, x[:, i : i + self.chunk], target[:, i : i + self.chunk])

@@ -46,6 +46,7 @@ from typing import Any, Callable
 import torch
 
 from ..errors import VPIntegratorError
+from ..fastpath import verified
 from .names import FAST_STEPS
 
 __all__ = ["FAST_STEPS", "GRAPH_OPTIMIZERS", "AGREEMENT_RTOL", "GraphStep", "FastStep", "resolve_fast_step",
@@ -139,11 +140,6 @@ def _step_body(batch_loss: Callable[[torch.Tensor], torch.Tensor], optimizer: to
     (loss.sum() if loss.dim() else loss).backward()
     optimizer.step()
     return loss.detach()
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return f"{type(err).__name__}: {text.splitlines()[0]}" if text else type(err).__name__
 
 
 class _Snapshot:
@@ -311,30 +307,33 @@ class FastStep:
         if step is not None:
             return step(index)
         before = _Snapshot(self.optimizer)
-        try:
-            step = GraphStep(self.batch_loss, self.optimizer, shape, self.device, self.capture)
-            loss = self._first_step(step, index) if self.check else step(index)
-        except Exception as err:  # noqa: BLE001 -- whatever broke, the eager step decides
-            why = (str(err) if isinstance(err, _Disagrees)
-                   else f"building the {self.mode} step raised {_first_line(err)}")
-            return self._give_up(before, why, index, err)
-        self.steps[shape] = step
-        return loss
+        built: list[GraphStep] = []
 
-    def _first_step(self, step: GraphStep, index: torch.Tensor) -> torch.Tensor:
-        """The step's first call, checked against an eager step from the same state (module docstring)."""
+        def build() -> GraphStep:
+            built.append(GraphStep(self.batch_loss, self.optimizer, shape, self.device, self.capture))
+            return built[0]
+
+        # the step's first call, checked against an eager step from the same state (module docstring)
+        check = verified(build, self._reference if self.check else None, [index],
+                         agree=lambda loss, ref: _disagreement(ref[0], ref[1], ref[2], loss),
+                         what=f"building the {self.mode} step", log=None)
+        if not check.fast:
+            return self._give_up(before, str(check.reason), index, check.error)
+        self.steps[shape] = built[0]
+        return check.outputs[0]
+
+    def _reference(self, index: torch.Tensor) -> tuple[_Snapshot, torch.Tensor, list[torch.Tensor]]:
+        """An eager step from the state now, then the state put back: (that state, the step's loss, the
+        parameters after it)."""
         start = _Snapshot(self.optimizer)
         ref_loss = _step_body(self.eager_loss, self.optimizer, index).clone()
         with torch.no_grad():
             ref_values = [p.detach().clone() for p in start.params]
         start.restore(drop_new=False)
-        loss = step(index)
-        why = _disagreement(start, ref_loss, ref_values, loss)
-        if why is not None:
-            raise _Disagrees(why)
-        return loss
+        return start, ref_loss, ref_values
 
-    def _give_up(self, before: _Snapshot, why: str, index: torch.Tensor, err: Exception) -> torch.Tensor:
+    def _give_up(self, before: _Snapshot, why: str, index: torch.Tensor,
+                 err: BaseException | None) -> torch.Tensor:
         """Put the state back as it was before this step; fall back to the eager step, or raise."""
         self.steps.clear()
         if self.device.type == "cuda":  # a warm-up that raised may have left work queued on its side stream
@@ -350,10 +349,6 @@ class FastStep:
         self.used, self.fallback_reason = "off", why
         _log.warning("fast_step = 'auto' runs the eager step from here: %s", why)
         return _step_body(self.eager_loss, self.optimizer, index)
-
-
-class _Disagrees(RuntimeError):
-    """The agreement check failed (its message says how)."""
 
 
 def fast_step_summary(fast: FastStep | None) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import torch
 
+from ..arrays import relative_loss, squared_norm
 from ..errors import VPIntegratorError
 from .names import OPTIMIZERS as _OPTIMIZERS
 from .names import list_optimizers, list_schedulers
@@ -32,16 +33,6 @@ __all__ = [
     "LevenbergMarquardt",
     "LMSubsample",
 ]
-
-
-def relative_loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """The reference loss ``‖pred − target‖_F / ‖target‖_F`` over the whole batch.
-
-    Parameters
-    ----------
-    pred, target : Tensor, shape (batch, pred_window, dim)
-    """
-    return torch.sqrt((pred - target).square().sum() / target.square().sum())
 
 
 def label(name: str):
@@ -384,7 +375,7 @@ class LMSubsample:
             self.index, self.check = draw_subsample(self.generator, len(self.dataset), self.n_windows,
                                                     self.check_windows)
         x, target = self.dataset.batch(self.index)
-        scale = 1.0 / torch.sqrt(target.square().sum())
+        scale = 1.0 / torch.sqrt(squared_norm(target))
         check_cost = self._check_cost(None)
 
         def closure(theta: torch.Tensor) -> torch.Tensor:
@@ -406,7 +397,7 @@ class LMSubsample:
         with torch.no_grad():
             x, target = self.dataset.batch(self.check)
             r = self._residual(theta, x, target).double()
-            value = float(r.square().sum() / target.double().square().sum())
+            value = float(squared_norm(r) / squared_norm(target.double()))
         return value if math.isfinite(value) else math.inf
 
     def state_dict(self) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from ..arrays import squared_norm
 from ..errors import VPIntegratorError
 from . import checkpoint as ckpt_io
 from . import ddp
@@ -223,8 +224,7 @@ class SingleSteps:
             x, target = self.train_set.batch(idx)
         with label("vp/forward"):
             pred = self.net(x)
-        num = (pred - target).square().sum()
-        den = target.square().sum()
+        num, den = squared_norm(pred - target), squared_norm(target)
         if empty:
             num, den = num * 0.0, den * 0.0
         if not self.dist.enabled:

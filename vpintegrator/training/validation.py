@@ -7,6 +7,7 @@ import math
 import numpy as np
 import torch
 
+from ..arrays import relative_drift, squared_norm
 from ..data.trajectories import Trajectories
 from ..errors import VPIntegratorError
 from ..stepping import iterate_windows
@@ -38,8 +39,8 @@ def window_loss(model: torch.nn.Module, dataset, batch_size: int, dist: ddp.Dist
                 continue
         x, target = dataset.batch(idx)
         pred = model(x)
-        n += (pred - target).square().sum().double()
-        d += target.square().sum().double()
+        n += squared_norm(pred - target).double()
+        d += squared_norm(target).double()
     model.train()
     stats = ddp.all_reduce(torch.stack([n, d]), dist)
     return float(torch.sqrt(stats[0] / stats[1]))
@@ -120,6 +121,8 @@ class RolloutValidator:
         ``_ref``)."""
         lead = pred.shape[:-3]
         target = ref[:, self.seq_len:].double()
+        # torch's vector_norm, not arrays.relative_error's sum of squares: a different reduction (last-ulp
+        # differences), and the score is in training logs, which must not change
         err = torch.linalg.vector_norm(pred - target, dim=-1) / torch.linalg.vector_norm(target, dim=-1)
         err = torch.nan_to_num(err, nan=self.CAP, posinf=self.CAP).clamp(max=self.CAP)
         if self.error == "final":
@@ -129,7 +132,7 @@ class RolloutValidator:
         if self.drift_weight > 0:
             initial = self.initial.to(pred.device)[..., None]  # (n_invariants, n_traj, 1)
             values = torch.stack(list(self.system.invariants(pred).values()), dim=-3)  # (..., n_inv, n_traj, n)
-            drift = ((values - initial).abs() / initial.abs()).amax(dim=-1)
+            drift = relative_drift(values, initial, floor=0.0).abs().amax(dim=-1)  # no guard: I₀ = 0 scores CAP
             drift = torch.nan_to_num(drift, nan=self.CAP, posinf=self.CAP).clamp(max=self.CAP).amax(dim=-2)
             score = score + self.drift_weight * drift.mean(-1)
         return score
