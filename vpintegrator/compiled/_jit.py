@@ -31,7 +31,7 @@ def lean_cache_load(dispatcher):
 
     numba's ``Cache.load_overload`` calls ``target_context.refresh()`` before loading: that imports and
     registers every typing and lowering registry of numba (``numba.np.arraymath``, ``linalg``, ``npyimpl``,
-    ...), about 0.5 s of a process (issue 33: most of a small ``vp-gen``'s start-up), though running
+    ...), about 0.5 s of a process (most of a small ``vp-gen``'s start-up), though running
     machine code that is already compiled needs none of it, only numba's runtime (NRT, for the arrays the
     kernels allocate). Here the load initialises the runtime and loads the cached library, exactly as numba
     does otherwise. The machine code is the same cached object, so the numbers are the same. On a cache miss
