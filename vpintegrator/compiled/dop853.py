@@ -33,7 +33,7 @@ import math
 
 import numpy as np
 
-from ._jit import _numba  # numba is optional: without it the vectorised solve_ivp path is used
+from ._jit import _numba, njit  # numba is optional: without it the vectorised solve_ivp path is used
 from .systems import system_kernel, vector_field
 
 __all__ = ["GENERATOR", "available", "kernel_for", "solve_many"]
@@ -267,8 +267,8 @@ def _solve_many_py(kind, p, y0, t, rtol, atol, out, status, t_fail):  # pragma: 
 
 
 if NUMBA:
-    _solve_one = _numba.njit(cache=True, nogil=True)(_solve_one_py)
-    _solve_many = _numba.njit(cache=True, nogil=True)(_solve_many_py)
+    _solve_one = njit(nogil=True)(_solve_one_py)
+    _solve_many = njit(nogil=True)(_solve_many_py)
 else:  # pragma: no cover
     _solve_one = _solve_many = None
 

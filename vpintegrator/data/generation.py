@@ -35,7 +35,6 @@ from .._outputs import check_output, output_lock
 from .._signals import check_terminated
 from ..errors import VPIntegratorError
 from ..provenance import provenance_record
-from .integration import integrate
 from ..systems import System, get_system, sample_initial_conditions, system_meta
 from .trajectories import Trajectories
 from .hdf5 import TrajectoryWriter, check_output_path
@@ -564,6 +563,8 @@ def _integrate_chunk(
         if kernel is not None:
             return _solve_compiled(kernel, y0, t, spec.rtol, spec.atol)
         return solve_flow(system, y0, t, rtol=spec.rtol, atol=spec.atol, compiled=False)
+    from .integration import integrate  # here: the DOP853 path does without the integrators (start-up)
+
     return integrate(system, y0, spec.dt, t.size - 1, method=spec.method).y
 
 

@@ -29,6 +29,7 @@ from ..errors import VPIntegratorError
 from ..provenance import provenance_record
 from ..systems.registry import PARAM_PREFIX
 from ._attrs import _attrs_to_meta, _meta_to_attrs
+from .dimscales import label_trajectory_file
 from .checks import check_finite_t, check_finite_y, check_output_path, time_grid_problem  # noqa: F401
 from .trajectories import Trajectories
 from .shards import is_shard_set, read_shard_metadata, read_shard_set
@@ -188,6 +189,8 @@ class TrajectoryWriter:
                 names, values = self._params
                 ds = self._file.create_dataset(PARAMS_DATASET, data=values)
                 ds.attrs["names"] = np.array(list(names), dtype=h5py.string_dtype())
+            label_trajectory_file(self._file, system=self._meta.get("system_class") or self._meta.get("system"),
+                                  traj_start=int(self._meta.get("shard_traj_start") or 0))
             self.update_meta({})
         except BaseException as err:
             self._close()

@@ -37,6 +37,7 @@ from .._io import atomic_path
 from .._outputs import ROLLOUT_SCHEMA
 from ..errors import VPIntegratorError
 from ._attrs import _attrs_to_meta
+from .dimscales import label_rollout_group, label_rollout_root
 from .shards import INDEX_KEY, SHARD_KEYS, ShardKind, _collect, _is_index, shard_bounds, shard_path
 from .summary import split_summary_rows, summary_row
 
@@ -222,6 +223,17 @@ def _build(f: h5py.File, shards, source) -> list[dict]:
                 virtual(f"{name}/{sub}")
             if "map_step" in first[name]:
                 group.create_dataset("map_step", data=first[name]["map_step"][:])
+        meta = _attrs_to_meta(first.attrs)
+        system = meta.get("system_class") or meta.get("system")
+        if "trajectory" in first:  # shards written with dimension scales: the whole rollout gets them too
+            traj_rows = []
+            for shard in shards:  # from the shards (the virtual /traj_index may not resolve until written)
+                with h5py.File(shard.path, "r") as g:
+                    traj_rows.append(g["traj_index"][()])
+            label_rollout_root(f, system=system, dim=int(first["reference/y"].shape[2]),
+                               traj_index=np.concatenate(traj_rows))
+            for name in _groups(first, meta):
+                label_rollout_group(f[name], system=system)
     return rows
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import VPIntegratorError
 from .._outputs import ROLLOUT_SCHEMA
 from ._attrs import _attrs_to_meta, write_attrs
+from .dimscales import label_rollout_group, label_rollout_root
 from .trajectories import Trajectories
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -94,6 +95,8 @@ class RolloutSeries:
         """The group's ``failed_step`` (n_traj,) int and its attributes (None values left out)."""
         self.group.create_dataset("failed_step", data=np.asarray(failed_step, dtype=np.int64))
         write_attrs(self.group, dict(attrs), skip_none=True)
+        label_rollout_group(self.group, system=self.group.file.attrs.get("system_class") or
+                            self.group.file.attrs.get("system"))
 
 
 class RolloutWriter:
@@ -158,6 +161,8 @@ class RolloutWriter:
             write_attrs(self._file, self.attrs, skip_none=True)
             self._file.create_dataset("t", data=self.t)
             self._file.create_dataset("traj_index", data=self.traj_index)
+            label_rollout_root(self._file, system=self.attrs.get("system_class") or self.attrs.get("system"),
+                               dim=self.dim)
             self._stack = stack.pop_all()
         return self
 

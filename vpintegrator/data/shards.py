@@ -34,6 +34,7 @@ from ..errors import VPIntegratorError
 from ._attrs import _attrs_to_meta, _from_attr
 from ._h5read import PARAMS_DATASET, _index, _open, _read_one, _validate
 from .trajectories import Trajectories
+from .dimscales import label_trajectory_file
 
 __all__ = ["parse_shard", "shard_bounds", "shard_path", "write_shard_index", "is_shard_set", "read_shard_set"]
 
@@ -312,4 +313,5 @@ def write_shard_index(out: str | os.PathLike[str], count: int) -> Path:
                                                       shape=(b - a, n_p))
                 ds = f.create_virtual_dataset(PARAMS_DATASET, players, fillvalue=np.nan)
                 ds.attrs["names"] = src[PARAMS_DATASET].attrs["names"]
+            label_trajectory_file(f, system=meta.get("system_class") or meta.get("system"))
     return out

@@ -170,6 +170,8 @@ def _methods() -> list[str]:
 
 
 def _check_method(method: str, where: str) -> None:
+    if method == DOP853:  # the default needs no integrator registry (vp-gen's start-up)
+        return
     from ..integrators import list_integrators
 
     valid = [DOP853, *list_integrators()]

@@ -200,6 +200,60 @@ class Trajectories:
         return Trajectories(y=y, t=np.atleast_1d(t), meta=self.meta, failed_step=failed, params=params,
                             param_names=self.param_names)
 
+    def to_xarray(self) -> Any:
+        """The trajectories as an ``xarray.Dataset``, laid out as ``xarray.open_dataset(file,
+        engine="h5netcdf")`` reads the file they would be written to.
+
+        Returns
+        -------
+        xarray.Dataset
+            Data variable ``y`` (trajectory, t, state) (and ``failed_step`` (trajectory) when recorded);
+            coordinates ``trajectory`` (row indices; a shard's start at its ``shard_traj_start``), ``t``
+            (the sample times), ``state`` (the system's ``state_names``, else ``y1 .. y<dim>``) and, for a
+            parametric data set, ``params`` (trajectory, param) with ``param`` the column names; attributes
+            the scalar metadata (``system``, ``dt``, ...; a System object as its name). Units: ``"1"``
+            (dimensionless) unless the system declares ``state_units``.
+
+        Raises
+        ------
+        VPIntegratorError
+            When xarray is not installed (``pip install "vpintegrator[xarray]"``).
+        """
+        try:
+            import xarray as xr
+        except ImportError:
+            raise VPIntegratorError("Trajectories.to_xarray needs xarray, which is not installed; "
+                                    "pip install 'vpintegrator[xarray]' (or pip install xarray)") from None
+        from .dimscales import DIMENSIONLESS, state_names, state_units
+
+        system = self.meta.get("system_class") or self.meta.get("system")
+        start = self.meta.get("shard_traj_start")
+        stop = self.meta.get("shard_traj_stop")
+        start = int(start) if isinstance(start, (int, np.integer)) and isinstance(stop, (int, np.integer)) \
+            and int(stop) - int(start) == self.n_traj else 0
+        coords: dict[str, Any] = {
+            "trajectory": ("trajectory", np.arange(start, start + self.n_traj, dtype=np.int64),
+                           {"long_name": "trajectory index"}),
+            "t": ("t", self.t, {"long_name": "time", "units": DIMENSIONLESS}),
+            "state": ("state", np.array(state_names(system, self.dim)), {"long_name": "state component"}),
+        }
+        if self.params is not None:
+            coords["param"] = ("param", np.array(self.param_names), {"long_name": "system parameter"})
+            coords["params"] = (("trajectory", "param"), self.params,
+                                {"long_name": "per-trajectory system parameters", "units": DIMENSIONLESS})
+        data: dict[str, Any] = {
+            "y": (("trajectory", "t", "state"), self.y, {"long_name": "state", "units": state_units(system)})}
+        if self.failed_step is not None:
+            data["failed_step"] = ("trajectory", self.failed_step,
+                                   {"long_name": "first failed step (-1: never)"})
+        attrs = {}
+        for key, value in self.meta.items():
+            if key == "system" and not isinstance(value, str):
+                value = getattr(value, "name", None)
+            if isinstance(value, (str, bool, int, float, np.integer, np.floating)):
+                attrs[key] = value
+        return xr.Dataset(data, coords=coords, attrs=attrs)
+
     def __repr__(self) -> str:
         system = self.meta.get("system", "?")
         t = f"[{self.t[0]:g}, {self.t[-1]:g}]" if self.n_states else "[]"

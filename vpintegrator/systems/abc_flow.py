@@ -38,6 +38,7 @@ class ABCFlow(System):
 
     name: ClassVar[str] = "abc_flow"
     dim: ClassVar[int] = 3
+    state_names: ClassVar[tuple[str, ...]] = ("x", "y", "z")
     invariant_names: ClassVar[tuple[str, ...]] = ()
     shear_splittable: ClassVar[bool] = True
     default_dt: ClassVar[float] = 0.1

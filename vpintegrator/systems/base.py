@@ -44,6 +44,11 @@ class System:
     ``torch_invariants``: the ``_invariant_<name>`` methods also take torch tensors (written with
     ``array_namespace``; see the module docstring). False by default: a user's NumPy-only invariants
     are evaluated on NumPy arrays only.
+
+    ``state_names`` (``dim`` strings, optional) label the state components and ``state_units`` gives their
+    unit (default ``"1"``, dimensionless) in the files written (their ``/state`` dimension scale, the
+    ``units`` of ``/y``; ``vpintegrator.data.dimscales``); without names the components are
+    ``y1 .. y<dim>``.
     """
 
     name: ClassVar[str] = ""
@@ -56,6 +61,8 @@ class System:
     default_y0: ClassVar[tuple[float, ...] | None] = None
     default_sampler: ClassVar[str | None] = None
     torch_invariants: ClassVar[bool] = False
+    state_names: ClassVar[tuple[str, ...]] = ()
+    state_units: ClassVar[str] = "1"
 
     # --- parameters -------------------------------------------------------------------------------
     def params(self) -> dict[str, float | list]:

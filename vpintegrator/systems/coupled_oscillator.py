@@ -55,6 +55,7 @@ class CoupledOscillator(System):
 
     name: ClassVar[str] = "coupled_oscillator"
     dim: ClassVar[int] = 4
+    state_names: ClassVar[tuple[str, ...]] = ("q1", "q2", "p1", "p2")
     invariant_names: ClassVar[tuple[str, ...]] = ("energy",)
     separable: ClassVar[bool] = True
     default_dt: ClassVar[float] = 0.4

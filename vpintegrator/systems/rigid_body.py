@@ -38,6 +38,7 @@ class RigidBody(System):
 
     name: ClassVar[str] = "rigid_body"
     dim: ClassVar[int] = 3
+    state_names: ClassVar[tuple[str, ...]] = ("z1", "z2", "z3")
     invariant_names: ClassVar[tuple[str, ...]] = ("energy", "casimir")
     shear_splittable: ClassVar[bool] = True
     # paper protocol: implicit-midpoint data with h = 0.2 on t in [0, 20] from the 1238 sphere points

@@ -25,6 +25,7 @@ class Volterra(System):
 
     name: ClassVar[str] = "volterra"
     dim: ClassVar[int] = 3
+    state_names: ClassVar[tuple[str, ...]] = ("y1", "y2", "y3")
     invariant_names: ClassVar[tuple[str, ...]] = ("sum", "product")
     default_dt: ClassVar[float] = 0.1
     default_t_end: ClassVar[float] = 20.0

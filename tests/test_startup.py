@@ -1,0 +1,62 @@
+"""vp-gen's start-up (issue 33, item 4): the compiled kernels' cached machine code loads without numba's
+full target refresh (``vpintegrator.compiled._jit.lean_cache_load``), with the same numbers as the
+ordinary load; the DOP853 path imports neither the classical integrators' driver nor numba's array
+library. Timings are measured by scripts/bench_startup.py, not here."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("numba")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PROGRAM = """
+import json, sys
+import numpy as np
+full = sys.argv[1] == "full"
+if full:  # numba's ordinary start-up: every typing and lowering registry, before the load
+    from numba.core.registry import cpu_target
+    cpu_target.target_context.refresh()
+from vpintegrator.data import generate, load_spec
+traj = generate(load_spec(sys.argv[2], n_traj=4, t_end=2.0), workers=1)
+print(json.dumps({"y": traj.y.tobytes().hex(), "arraymath": "numba.np.arraymath" in sys.modules,
+                  "integration": "vpintegrator.data.integration" in sys.modules}))
+"""
+
+
+def _run(mode: str, system: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", PROGRAM, mode, system], env=env, capture_output=True, text=True,
+                         check=True, cwd=ROOT)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("system", ["rigid_body", "coupled_oscillator_box"])
+def test_lean_load_gives_the_numbers_of_the_full_start_up(system):
+    full = _run("full", system)  # also fills numba's cache, so the next process loads it
+    lean = _run("lean", system)
+    assert lean["y"] == full["y"]  # the same machine code, to the bit
+    assert full["arraymath"] and not lean["arraymath"]  # the registries were never loaded
+    assert not lean["integration"]  # the DOP853 path leaves the fixed-step integrators alone
+
+
+def test_a_cache_miss_still_compiles(tmp_path):
+    """With an empty cache (a fresh NUMBA_CACHE_DIR) the lean loader finds nothing and numba compiles as
+    usual (its compiler refreshes the target itself)."""
+    (tmp_path / "kernel_mod.py").write_text(
+        "import numpy as np\nfrom vpintegrator.compiled import _jit\n\n\n"
+        "def _f(x):\n    return np.sum(np.zeros(3) + x)\n\n\nf = _jit.jit(_f)\n")
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}", "OMP_NUM_THREADS": "1",
+           "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    code = "import kernel_mod\nprint(kernel_mod.f(2.0))"
+    for _ in range(2):  # a miss (compiled, then cached), then a hit (loaded lean)
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == "6.0"
+    assert any((tmp_path / "cache").rglob("*.nbi"))
