@@ -36,9 +36,12 @@ def _split_data(values: tuple[str, ...]) -> list[str] | None:
     return paths or None
 
 
-#: model names shown in --help and known to shell completion (the library checks the value;
-#: tests/test_cli_conventions.py keeps them equal to list_models() without importing torch here)
-MODELS = ("vpt", "vpff", "st", "symplectic_transformer", "g_sympnet", "la_sympnet", "lpnet", "lp_transformer")
+def _models() -> list[str]:
+    """The registry's model names, shown in --help and known to shell completion (the library checks the
+    value; read only when shown: it imports torch)."""
+    from ..models import list_models
+
+    return list_models()
 
 
 def _config_class():
@@ -76,8 +79,8 @@ def _complete_config(ctx, param, incomplete):
     "--data", multiple=True, metavar="PATH",
     help="HDF5 trajectory file; repeat the flag or give a comma list for several shards.",
 )
-@click.option("--model", cls=Listed, type=Names(lambda: MODELS),
-              help="Model name; replaces the [model] name.")
+@click.option("--model", cls=Listed, type=Names(_models),
+              help="Model name, or package.module:ClassName of your own model class; replaces the [model] name.")
 @click.option("--seq-len", type=int, show_default="the paper's",
               help="Model window length (sets [model] seq_len).")
 # here: one option per TrainConfig key (its declaration in vpintegrator/training/config.py)

@@ -51,6 +51,8 @@ lp_transformer: one mixin for ``evolve``, ``inverse`` and ``preserves``).
 
 from __future__ import annotations
 
+# the families first, in the registry's order (each registers itself: @register_model beside its class)
+from . import volume, standard, symplectic, lie_poisson  # noqa: F401  isort: skip
 from ._common import count_parameters
 from .ablation import constant_coupling, without_attention
 from .files import (
@@ -65,7 +67,14 @@ from .files import (
 )
 from .gml import read_gml
 from .lie_poisson import LiePoissonNet, LiePoissonTransformer
-from .registry import _did_you_mean, build_model, default_model_config, list_models, model_preserves, register_model
+from .registry import (
+    build_model,
+    default_model_config,
+    list_models,
+    model_class,
+    model_preserves,
+    register_model,
+)
 from .standard import StandardTransformerIntegrator
 from .symplectic import GSympNet, LASympNet, SymplecticTransformer
 from .volume import VolumePreservingFeedForward, VolumePreservingTransformer
@@ -93,4 +102,5 @@ __all__ = [
     "LiePoissonNet",
     "LiePoissonTransformer",
     "model_preserves",
+    "model_class",
 ]
