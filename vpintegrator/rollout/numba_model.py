@@ -114,6 +114,7 @@ from .numba_kernel import (
 )
 
 __all__ = ["AVAILABLE", "CompiledModel", "pack", "compile_kernels", "Packer", "Unsupported", "register_packer",
+           "ACTIVATIONS", "SOFTMAXES", "DENSE", "LOWER", "UPPER", "OP_WIDTH",
            "packer_for", "pack_module", "OP_RESIDUAL", "OP_VP_ATTENTION", "OP_MH_ATTENTION",
            "OP_LP_LAYER", "OP_LP_COUPLING", "OP_SYMP_LINEAR", "OP_SYMP_ACTIVATION", "OP_SYMP_GRADIENT",
            "OP_SYMP_ATTENTION"]
