@@ -57,7 +57,8 @@ def build_model(config: TrainConfig, dim: int, where: str):
             f"model dim = {model.dim} but the data ({where}) has dim = {dim}; set the model's dim to {dim} "
             "or use matching data", key="model"
         )
-    return model, str(model.config.get("name", name))  # a class by import path: its registry name, if it has one
+    described = getattr(model, "config", None)  # a class by import path: its registry name, if it has one
+    return model, str(described.get("name", name)) if isinstance(described, dict) else name
 
 
 def new_model(config: TrainConfig, seed: int, dim: int, where: str, device, dtype):
