@@ -37,11 +37,32 @@ def _split_data(values: tuple[str, ...]) -> list[str] | None:
 
 
 def _models() -> list[str]:
-    """The registry's model names, shown in --help and known to shell completion (the library checks the
-    value; read only when shown: it imports torch)."""
-    from ..models import list_models
+    """The shipped model names, shown in --help and known to shell completion (the library checks the
+    value). Read without importing torch (the registry does): the ``model_name`` of every class of
+    ``vpintegrator/models/`` registered with ``register_model`` (as a decorator or a call), from the source;
+    tests/test_cli_conventions.py keeps them equal to ``list_models()``."""
+    import ast
 
-    return list_models()
+    names: dict[str, str] = {}  # class name -> its model_name
+    registered: set[str] = set()
+
+    def is_register(node: ast.expr) -> bool:
+        node = node.func if isinstance(node, ast.Call) else node
+        return (isinstance(node, ast.Name) and node.id == "register_model") or (
+            isinstance(node, ast.Attribute) and node.attr == "register_model")
+
+    for path in sorted((Path(__file__).resolve().parent.parent / "models").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                for stmt in node.body:
+                    if (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant)
+                            and any(isinstance(t, ast.Name) and t.id == "model_name" for t in stmt.targets)):
+                        names[node.name] = str(stmt.value.value)
+                if any(is_register(d) for d in node.decorator_list):
+                    registered.add(node.name)
+            elif isinstance(node, ast.Call) and is_register(node) and node.args and isinstance(node.args[0], ast.Name):
+                registered.add(node.args[0].id)  # register_model(Cls, defaults)
+    return sorted(names[c] for c in registered if c in names)
 
 
 def _config_class():
