@@ -203,6 +203,15 @@ def test_its_own_layer_is_packed_for_the_compiled_runner_and_it_keeps_volume(use
 
     import my_user_nets
 
+    class Shifted(my_user_nets.Shift):  # a subclass may change the formula: packed only if registered so
+        pass
+
+    model.layers[-1].__class__ = Shifted
+    assert numba_model.pack(model) is None
+    numba_model.register_packer(my_user_nets.Shift, my_user_nets.pack_shift, subclasses=True)
+    assert numba_model.pack(model) is not None
+    model.layers[-1].__class__ = my_user_nets.Shift
+
     numba_model._PACKERS.pop(my_user_nets.Shift)  # a layer without a packer: the model runs in torch
     assert numba_model.pack(model) is None
 

@@ -63,7 +63,8 @@ def import_class(path: str, what: str, base: type[T], kind: str) -> type[T]:
     for part in attr.split("."):
         obj = getattr(obj, part, None)
         if obj is None:
-            raise VPIntegratorError(f"{what} {path!r}: module {module_name!r} has no attribute {attr!r}")
+            raise VPIntegratorError(f"{what} {path!r}: module {module_name!r} has no attribute {attr!r}; check the "
+                                    "class name after ':' (and that the module imported is the one you mean)")
     if not (isinstance(obj, type) and issubclass(obj, base)):
-        raise VPIntegratorError(f"{what} {path!r}: {attr} is not {kind}")
+        raise VPIntegratorError(f"{what} {path!r}: {attr} is not {kind}; name such a class after ':'")
     return obj

@@ -23,6 +23,12 @@ activations, ``init_upper*``, symmetric or arbitrary A and either softmax of the
 numba's on-disk cache (``cache=True``) keeps it across processes: a new model never compiles
 anything.
 
+Which module becomes which ops is a registry, not a list of types: ``register_packer(LayerCls, fn)`` (the
+package's layers and model families register theirs on first use), and a module without a packer is
+walked as a container (``nn.Sequential``, ``window_chain()``), so a model of your own made of these layers
+is packed as it is; a layer of your own gets a packer ``fn(pk, layer, dim)`` that appends its weights
+(``Packer.add``) and op rows (``Packer.op``) or raises ``Unsupported`` (the model then runs in torch).
+
 Layers (one op each; z a state, a row of the window X (seq, dim)):
 
 ``OP_RESIDUAL``
