@@ -24,6 +24,8 @@ SMALL = {
     "02_own_system.ipynb": dict(N_TRAJ=20, EPOCHS=1, LM_WINDOWS=128, TIME_LIMIT=30.0, T_ROLLOUT=5.0, N_ROLLOUT=2),
     "03_hamiltonian_symplectic.ipynb": dict(N_TRAJ=20, T_END=20.0, EPOCHS=1, LM_WINDOWS=128, VAL_ROLLOUT_STEPS=10,
                                             TIME_LIMIT=30.0, T_ROLLOUT=40.0, N_ROLLOUT=2),
+    "04_own_model.ipynb": dict(N_TRAJ=20, T_END=4.0, N_PAIRS=2, EPOCHS=1, LM_WINDOWS=128, TIME_LIMIT=30.0, T_ROLLOUT=8.0,
+                               N_ROLLOUT=2),
 }
 
 
@@ -103,3 +105,22 @@ def test_hamiltonian_symplectic(tmp_path, monkeypatch, tol):
     assert errors["rk4 (one step)"] > 1e-6
     drifts = dict(re.findall(r"^(\S+)\s+max relative energy drift (\S+)", text, re.M))
     assert set(drifts) == {"stormer_verlet", "rk4", "g_sympnet", "coupled_oscillator_symplectic_transformer"}
+
+
+@pytest.mark.slow
+def test_own_model(tmp_path, monkeypatch):
+    text = _run("04_own_model.ipynb", tmp_path, monkeypatch)
+    assert "{'name': 'shear_net', 'n_pairs': 2, 'seq_len': 1, 'dim': 3, 'model_class': 'shearnets:ShearNet'}" in text
+    assert "registered: True | parameters: 27" in text
+    volume = float(re.search(r"^volume: max error (\S+)$", text, re.M).group(1))
+    assert volume < 1e-12
+    assert "summary.json: shear_net shearnets:ShearNet" in text
+    rows = _rows(text)
+    assert set(rows) == {"implicit_midpoint", "rk4", "shear"} and all(r[-2] == "0" for r in rows.values())  # none failed
+    assert all(r[0] == "test" for r in rows.values())  # held-out trajectories
+    from vpintegrator.rollout.numba_model import AVAILABLE
+
+    if AVAILABLE:
+        gap = float(re.search(r"^packed: 5 ops, max \|kernel - forward\| = (\S+)$", text, re.M).group(1))
+        assert gap < 1e-12
+        assert re.search(r"^work-precision: shear error \S+ at T, \S+ s per unit time, runner numba$", text, re.M), text

@@ -36,9 +36,33 @@ def _split_data(values: tuple[str, ...]) -> list[str] | None:
     return paths or None
 
 
-#: model names shown in --help and known to shell completion (the library checks the value;
-#: tests/test_cli_conventions.py keeps them equal to list_models() without importing torch here)
-MODELS = ("vpt", "vpff", "st", "symplectic_transformer", "g_sympnet", "la_sympnet", "lpnet", "lp_transformer")
+def _models() -> list[str]:
+    """The shipped model names, shown in --help and known to shell completion (the library checks the
+    value). Read without importing torch (the registry does): the ``model_name`` of every class of
+    ``vpintegrator/models/`` registered with ``register_model`` (as a decorator or a call), from the source;
+    tests/test_cli_conventions.py keeps them equal to ``list_models()``."""
+    import ast
+
+    names: dict[str, str] = {}  # class name -> its model_name
+    registered: set[str] = set()
+
+    def is_register(node: ast.expr) -> bool:
+        node = node.func if isinstance(node, ast.Call) else node
+        return (isinstance(node, ast.Name) and node.id == "register_model") or (
+            isinstance(node, ast.Attribute) and node.attr == "register_model")
+
+    for path in sorted((Path(__file__).resolve().parent.parent / "models").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                for stmt in node.body:
+                    if (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant)
+                            and any(isinstance(t, ast.Name) and t.id == "model_name" for t in stmt.targets)):
+                        names[node.name] = str(stmt.value.value)
+                if any(is_register(d) for d in node.decorator_list):
+                    registered.add(node.name)
+            elif isinstance(node, ast.Call) and is_register(node) and node.args and isinstance(node.args[0], ast.Name):
+                registered.add(node.args[0].id)  # register_model(Cls, defaults)
+    return sorted(names[c] for c in registered if c in names)
 
 
 def _config_class():
@@ -76,8 +100,8 @@ def _complete_config(ctx, param, incomplete):
     "--data", multiple=True, metavar="PATH",
     help="HDF5 trajectory file; repeat the flag or give a comma list for several shards.",
 )
-@click.option("--model", cls=Listed, type=Names(lambda: MODELS),
-              help="Model name; replaces the [model] name.")
+@click.option("--model", cls=Listed, type=Names(_models),
+              help="Model name, or package.module:ClassName of your own model class; replaces the [model] name.")
 @click.option("--seq-len", type=int, show_default="the paper's",
               help="Model window length (sets [model] seq_len).")
 # here: one option per TrainConfig key (its declaration in vpintegrator/training/config.py)

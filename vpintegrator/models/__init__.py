@@ -36,12 +36,19 @@ name                class                         defaults (parameters)
 
 What each architecture keeps by construction: ``model.preserves`` / [`model_preserves`][vpintegrator.models.model_preserves].
 
+Your own model: an ``nn.Module`` class in your own module, registered beside its class with
+``@register_model(defaults={...})`` (``model_name`` the registry name), or named
+``"package.module:ClassName"`` wherever a model name goes (``build_model``, ``fit``, ``vp-train --model``,
+a config's ``[model] name``). Its ``config`` then records ``model_class`` (the path), so checkpoints,
+``config.toml`` and ``summary.json`` name the class and [`load_model`][vpintegrator.models.load_model]
+imports it again in a fresh process ([`model_class`][vpintegrator.models.model_class] resolves either form).
+
 Model file format (``save_model``/``load_model``): one ``torch.save`` dict
 ``{"format": "vpintegrator-model", "version": 1, "config": {...}, "state_dict": {...},
 "vpintegrator_version": "...", **extra}``, loadable with ``torch.load(weights_only=True)`` (no pickled code).
 
 Modules: ``volume`` (VPFF, VPT), ``standard`` (ST), ``symplectic`` (LA-SympNet, G-SympNet, symplectic
-transformer), ``registry`` (names, defaults, ``build_model``), ``files`` (model files, pretrained models),
+transformer), ``registry`` (names, defaults, ``build_model``, ``register_model``, ``model_class``), ``files`` (model files, pretrained models),
 ``gml`` (weight files of GeometricMachineLearning.jl: ``read_gml``, ``load_model("gml:FILE.h5")``),
 ``ablation`` (``without_attention``: a transformer with its attention layers switched to the identity;
 ``constant_coupling``: a Lie–Poisson transformer with its cross-state information removed).
@@ -51,6 +58,8 @@ lp_transformer: one mixin for ``evolve``, ``inverse`` and ``preserves``).
 
 from __future__ import annotations
 
+# the families first, in the registry's order (each registers itself: @register_model beside its class)
+from . import volume, standard, symplectic, lie_poisson  # noqa: F401  (in this order)
 from ._common import count_parameters
 from .ablation import constant_coupling, without_attention
 from .files import (
@@ -65,7 +74,14 @@ from .files import (
 )
 from .gml import read_gml
 from .lie_poisson import LiePoissonNet, LiePoissonTransformer
-from .registry import _did_you_mean, build_model, default_model_config, list_models, model_preserves, register_model
+from .registry import (
+    build_model,
+    default_model_config,
+    list_models,
+    model_class,
+    model_preserves,
+    register_model,
+)
 from .standard import StandardTransformerIntegrator
 from .symplectic import GSympNet, LASympNet, SymplecticTransformer
 from .volume import VolumePreservingFeedForward, VolumePreservingTransformer
@@ -93,4 +109,5 @@ __all__ = [
     "LiePoissonNet",
     "LiePoissonTransformer",
     "model_preserves",
+    "model_class",
 ]

@@ -23,7 +23,7 @@ from .._version import __version__
 from ..errors import VPIntegratorError
 from ..provenance import provenance_record
 from .gml import GML_PREFIX, parse_gml_spec, read_gml
-from .registry import _MODELS, build_model
+from .registry import build_model, buildable
 
 __all__ = ["save_model", "load_model", "load_checkpoint", "list_pretrained", "read_torch_file"]
 
@@ -41,7 +41,8 @@ def save_model(model: nn.Module, path: str | os.PathLike[str], extra: dict[str, 
     Parameters
     ----------
     model : nn.Module
-        A model built by this package (it has ``config``).
+        A model built by [`build_model`][vpintegrator.models.build_model] (it has ``config``; a class outside
+        the package records its import path as ``model_class``, so that ``load_model`` imports it again).
     path : path-like
         Target file, conventionally ``*.pt``.
     extra : dict, optional
@@ -66,11 +67,11 @@ def save_model(model: nn.Module, path: str | os.PathLike[str], extra: dict[str, 
         The file written.
     """
     config = getattr(model, "config", None)
-    if any_module and not (isinstance(config, dict) and config.get("name") in _MODELS):
+    if any_module and not buildable(config):
         cls = type(model)
         own = config if isinstance(config, dict) else {}
         config = {**own, "name": str(own.get("name") or cls.__name__), "module": f"{cls.__module__}.{cls.__qualname__}"}
-    if not isinstance(config, dict) or config.get("name") not in _MODELS and not any_module:
+    if not isinstance(config, dict) or not buildable(config) and not any_module:
         raise VPIntegratorError(
             f"save_model: model {type(model).__name__} has no registry config; build it with build_model()"
         )
@@ -291,7 +292,7 @@ def load_model(path: str | os.PathLike[str], map_location: Any = "cpu", config: 
     if into is not None:
         return _load_into(into, file, state)
     name = config.pop("name", None)
-    if isinstance(config.get("module"), str) and name not in _MODELS:
+    if isinstance(config.get("module"), str) and not buildable({"name": name, **config}):
         raise VPIntegratorError(
             f"model file {file}: weights of a user module {config['module']} (not a registry model); load them "
             f"with load_model({str(file)!r}, into=<a {name} instance>)")

@@ -26,6 +26,7 @@ from ..nn._common import check_bool, check_positive_int
 from ..nn.lie_poisson import LiePoissonCoupling, LiePoissonLayer
 from ._common import _record_config
 from ._symmetric import SymmetricComposition
+from .registry import register_model
 
 __all__ = ["LiePoissonNet", "LiePoissonTransformer"]
 
@@ -68,6 +69,8 @@ class _LiePoissonBase(SymmetricComposition, nn.Module):
         return self._symmetric_chain() if self.symmetric else list(self.layers)
 
 
+# Lie–Poisson networks for so(3)* (issue 21; no paper configuration: sized like the paper's VPT)
+@register_model(defaults=dict(seq_len=1, n_layers=8, width=4))
 class LiePoissonNet(_LiePoissonBase):
     """Position-wise Lie–Poisson network: ``n_layers`` exact flows of H_l = Ψ_l(k_l·z) (module docstring).
 
@@ -108,6 +111,7 @@ class LiePoissonNet(_LiePoissonBase):
         self.layers = nn.Sequential(*[LiePoissonLayer(width) for _ in range(n_layers)])
 
 
+@register_model(defaults=dict(seq_len=3, L=2, n_layers=4, width=4))
 class LiePoissonTransformer(_LiePoissonBase):
     """Window Lie–Poisson network: L units of [coupling across the window, ``n_layers`` LiePoissonLayer].
 

@@ -1,56 +1,46 @@
-"""The model registry: names, the paper's default hyper-parameters, ``build_model``."""
+"""The model registry: names, default hyper-parameters, ``build_model``; a user's model by import path.
+
+A model family registers itself beside its class: ``@register_model(defaults={...})`` (or bare
+``@register_model``) above ``class MyNet(nn.Module)`` with ``model_name = "my_net"``. A class defined outside
+the package also goes by its import path ``"package.module:ClassName"`` wherever a model name is accepted
+(``build_model``, ``vp-train --model``, a config's ``[model] name``); its models record the path in their
+``config`` as ``model_class`` (and so every checkpoint and ``config.toml``), and a fresh process imports it
+from there (as ``system_class`` does for systems).
+"""
 
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, Callable, TypeVar, overload
 
 from torch import nn
 
 from ..errors import VPIntegratorError
-from .lie_poisson import LiePoissonNet, LiePoissonTransformer
-from .standard import StandardTransformerIntegrator
-from .symplectic import GSympNet, LASympNet, SymplecticTransformer
-from .volume import VolumePreservingFeedForward, VolumePreservingTransformer
+from ..plugins import class_path, import_class, importable_path, is_class_path
 
-__all__ = ["build_model", "list_models", "default_model_config", "register_model", "model_preserves"]
+__all__ = ["build_model", "list_models", "default_model_config", "register_model", "model_preserves", "model_class"]
 
-_MODELS: dict[str, type[nn.Module]] = {
-    cls.model_name: cls
-    for cls in (VolumePreservingFeedForward, VolumePreservingTransformer, StandardTransformerIntegrator,
-                LASympNet, GSympNet, SymplecticTransformer, LiePoissonNet, LiePoissonTransformer)
-}
+M = TypeVar("M", bound=type[nn.Module])
 
-
-# The paper's hyper-parameters per architecture (Brantner et al. 2025; configs/rigid_body_*.toml): what a
-# model gets for every key its config leaves out (``dim`` excepted: it comes from the data).
-_PAPER_CONFIGS: dict[str, dict[str, Any]] = {
-    "vpff": dict(seq_len=1, n_blocks=6, n_linear=1, activation="tanh"),
-    "vpt": dict(seq_len=3, n_blocks=2, n_linear=1, L=3, activation="tanh", skew_sym=True),
-    "st": dict(seq_len=3, n_heads=1, n_blocks=2, L=3, add_connection=False, form="gml", activation="tanh"),
-    # the symplectic side: GML's constructor defaults (no paper configuration; upscaling 2·dim when left out)
-    "la_sympnet": dict(seq_len=1, depth=5, nhidden=1, activation="tanh", init_upper_linear=True, init_upper_act=True),
-    "g_sympnet": dict(seq_len=1, n_layers=2, activation="tanh", init_upper=True),
-    "symplectic_transformer": dict(seq_len=3, n_sympnet=2, L=1, sympnet_activation="tanh",
-                                   attention_activation="matrix_softmax", init_upper=True, symmetric=True),
-    # Lie–Poisson networks for so(3)* (issue 21; no paper configuration: sized like the paper's VPT)
-    "lpnet": dict(seq_len=1, n_layers=8, width=4),
-    "lp_transformer": dict(seq_len=3, L=2, n_layers=4, width=4),
-}
+# name -> class, in registration order (the shipped families register themselves when vpintegrator.models
+# imports their modules: vpff, vpt, st, la_sympnet, g_sympnet, symplectic_transformer, lpnet, lp_transformer)
+_MODELS: dict[str, type[nn.Module]] = {}
+# name -> the hyper-parameters a model gets for every key its config leaves out (``dim`` excepted: it comes
+# from the data); for the shipped families the paper's (Brantner et al. 2025; configs/rigid_body_*.toml)
+# or GML's constructor defaults, given to ``register_model`` beside each class
+_PAPER_CONFIGS: dict[str, dict[str, Any]] = {}
 
 
 def default_model_config(name: str) -> dict[str, Any]:
-    """The paper's hyper-parameters of the architecture ``name`` (without ``dim``, which the data gives).
+    """The default hyper-parameters of the architecture ``name`` (without ``dim``, which the data gives).
 
-    ``vpff``: 6 blocks (135 parameters at dim 3); ``vpt``: seq_len 3, 2 blocks, L 3, skew-symmetric
-    attention (162); ``st``: seq_len 3, 2 blocks, L 3, one head, GML's form (189). Training fills the keys
-    a ``[model]`` table leaves out from here, so ``vp-train --model vpt`` trains the paper's VPT.
+    ``name`` is a registry name or a ``"package.module:ClassName"`` path. ``vpff``: 6 blocks (135
+    parameters at dim 3); ``vpt``: seq_len 3, 2 blocks, L 3, skew-symmetric attention (162); ``st``: seq_len
+    3, 2 blocks, L 3, one head, GML's form (189). Training fills the keys a ``[model]`` table leaves out from
+    here, so ``vp-train --model vpt`` trains the paper's VPT. A class registered without defaults (or not
+    registered) has none: its constructor's own defaults apply.
     """
-    if name not in _MODELS:
-        raise VPIntegratorError(
-            f"model name: unknown model {name!r}{_did_you_mean(name)}; valid names: {', '.join(list_models())}"
-        )
-    return dict(_PAPER_CONFIGS[name])
+    return dict(_PAPER_CONFIGS.get(_key(model_class(name)), {}))
 
 
 def _did_you_mean(name: Any) -> str:
@@ -60,65 +50,152 @@ def _did_you_mean(name: Any) -> str:
     return did_you_mean(name, list_models())
 
 
-def register_model(cls: type[nn.Module], defaults: dict[str, Any] | None = None) -> type[nn.Module]:
+@overload
+def register_model(cls: M, defaults: dict[str, Any] | None = None) -> M: ...
+
+
+@overload
+def register_model(cls: None = None, defaults: dict[str, Any] | None = None) -> Callable[[M], M]: ...
+
+
+def register_model(cls: Any = None, defaults: dict[str, Any] | None = None) -> Any:
     """Add an architecture to the registry under ``cls.model_name``, with its default hyper-parameters.
 
-    ``cls`` is an ``nn.Module`` whose constructor takes ``dim`` plus keyword arguments and records them in
-    ``self.config`` (see the shipped classes); ``defaults`` is what [`default_model_config`][vpintegrator.models.default_model_config] returns for
-    it (what ``vp-train --model NAME`` trains without a ``[model]`` table). Returns ``cls``.
+    Three forms: ``register_model(MyNet, {"width": 8})``, and as a decorator beside the class,
+    ``@register_model(defaults={"width": 8})`` or bare ``@register_model``.
+
+    ``cls`` is an ``nn.Module`` whose constructor takes ``dim`` plus keyword arguments, with attributes
+    ``dim``, ``seq_len``, ``pred_window`` and (optionally) ``config``, the constructor's arguments plus
+    ``"name"`` (the shipped classes record it; [`build_model`][vpintegrator.models.build_model] records
+    one for a class that does not). ``defaults`` is what
+    [`default_model_config`][vpintegrator.models.default_model_config] returns for it (what ``vp-train
+    --model NAME`` trains without a ``[model]`` table). Registering another class under a taken name is an
+    error (the same class again, or a class of the same import path, as a re-run notebook cell makes,
+    replaces it). Returns ``cls`` (the decorator forms: a decorator that does).
     """
+    if cls is None:
+        return lambda c: register_model(c, defaults)
+    if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+        raise VPIntegratorError(f"register_model: {cls!r} is not a torch.nn.Module subclass; register a model class")
+    if defaults is not None and not isinstance(defaults, dict):
+        raise VPIntegratorError(f"register_model: defaults must be a dict of keyword arguments; got {defaults!r}")
     name = getattr(cls, "model_name", None)
-    if not isinstance(name, str) or not name:
-        raise VPIntegratorError(f"register_model: {cls!r} has no model_name string attribute; set one")
-    if name in _MODELS and _MODELS[name] is not cls:
-        raise VPIntegratorError(f"register_model: the name {name!r} is taken by {_MODELS[name].__name__}; choose another")
+    if not isinstance(name, str) or not name or is_class_path(name):
+        raise VPIntegratorError(f"register_model: {cls!r} has no model_name string attribute (without ':'); set one")
+    old = _MODELS.get(name)
+    if old is not None and old is not cls and class_path(old) != class_path(cls):
+        raise VPIntegratorError(f"register_model: the name {name!r} is taken by {old.__name__}; choose another")
     _MODELS[name] = cls
     _PAPER_CONFIGS[name] = dict(defaults or {})
     return cls
 
 
 def list_models() -> list[str]:
-    """Registry names accepted by [`build_model`][vpintegrator.models.build_model]."""
+    """Registry names accepted by [`build_model`][vpintegrator.models.build_model] (and any
+    ``"package.module:ClassName"`` of a model class)."""
     return sorted(_MODELS)
 
 
+def _unknown(name: Any) -> VPIntegratorError:
+    return VPIntegratorError(
+        f"model name: unknown model {name!r}{_did_you_mean(name)}; valid names: {', '.join(list_models())} "
+        "(or your own model class as 'package.module:ClassName')"
+    )
+
+
+def model_class(name: str) -> type[nn.Module]:
+    """The class behind a registry name or a ``"package.module:ClassName"`` path.
+
+    A class imported by path that has a ``model_name`` not taken by another class is registered under it
+    (with no defaults unless its module registered it with some). A missing module or class is a one-line
+    error naming the path and how to fix it (install the package or put its folder on ``PYTHONPATH``).
+    """
+    if isinstance(name, str) and name in _MODELS:
+        return _MODELS[name]
+    if is_class_path(name):
+        cls = import_class(name, "model", nn.Module, "a torch.nn.Module subclass")
+        key = getattr(cls, "model_name", None)
+        if isinstance(key, str) and key and not is_class_path(key) and key not in _MODELS:
+            register_model(cls)
+        return cls
+    raise _unknown(name)
+
+
+def _key(cls: type[nn.Module]) -> str:
+    """The name a model of ``cls`` records: its registry name, else its import path."""
+    key = getattr(cls, "model_name", None)
+    if isinstance(key, str) and _MODELS.get(key) is cls:
+        return key
+    return class_path(cls)
+
+
+def buildable(config: Any) -> bool:
+    """Whether a model ``config`` (a model's ``config`` dict) names a class ``build_model`` can find: a
+    registry name, an import path, or a recorded ``model_class``."""
+    if not isinstance(config, dict):
+        return False
+    name = config.get("name")
+    return name in _MODELS or is_class_path(name) or is_class_path(config.get("model_class"))
+
+
 def build_model(name: str, **config: Any) -> nn.Module:
-    """Build a registered model from its name and keyword configuration.
+    """Build a model from its registry name (or import path) and keyword configuration.
 
     Parameters
     ----------
     name : str
-        One of [`list_models`][vpintegrator.models.list_models] (``"vpff"``, ``"vpt"``, ``"st"``).
+        One of [`list_models`][vpintegrator.models.list_models] (``"vpff"``, ``"vpt"``, ``"st"``, ...), or
+        ``"package.module:ClassName"`` of your own ``nn.Module`` class (docs: *Your own model*).
     **config
         The class's keyword arguments (e.g. ``dim=3, seq_len=3, n_blocks=2, L=3``); ``dim`` is required,
-        and every key left out takes the paper's value ([`default_model_config`][vpintegrator.models.default_model_config]), as ``vp-train
+        and every key left out takes the registered default ([`default_model_config`][vpintegrator.models.default_model_config]), as ``vp-train
         --model NAME`` does: ``build_model("vpt", dim=3)`` is the paper's 162-parameter VPT. ``model.config``
-        (which contains ``name``) round-trips: ``build_model(**model.config)``.
+        (which contains ``name``, and ``model_class`` for a class outside the package) round-trips:
+        ``build_model(**model.config)``; ``model_class`` (an import path) wins over ``name``.
 
     Returns
     -------
     torch.nn.Module
         In float32 (``torch.get_default_dtype()``) on the CPU; use ``.to(dtype=..., device=...)``.
     """
-    if name not in _MODELS:
-        raise VPIntegratorError(
-            f"model name: unknown model {name!r}{_did_you_mean(name)}; valid names: {', '.join(list_models())}"
-        )
-    cls = _MODELS[name]
-    params = {k: p for k, p in inspect.signature(cls.__init__).parameters.items() if k != "self"}
-    for key in config:
-        if key not in params:
+    path = config.pop("model_class", None)
+    if path is not None and not is_class_path(path):
+        raise VPIntegratorError(f"model config for {name!r}: model_class must be 'package.module:ClassName'; got {path!r}")
+    cls = model_class(path if path is not None else name)
+    key = _key(cls)
+    params = {k: p for k, p in inspect.signature(cls.__init__).parameters.items()
+              if k != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    for k in config:
+        if k not in params:
             raise VPIntegratorError(
-                f"model config for {name!r}: unknown key {key!r}; valid keys: {', '.join(params)}"
+                f"model config for {name!r}: unknown key {k!r}; valid keys: {', '.join(params)}"
             )
-    config = {**_PAPER_CONFIGS.get(name, {}), **config}  # the same defaults as vp-train --model NAME
-    for key, p in params.items():
-        if p.default is inspect.Parameter.empty and key not in config:
-            raise VPIntegratorError(f"model config for {name!r}: missing required key {key!r}")
+    config = {**_PAPER_CONFIGS.get(key, {}), **config}  # the same defaults as vp-train --model NAME
+    for k, p in params.items():
+        if p.default is inspect.Parameter.empty and k not in config:
+            raise VPIntegratorError(f"model config for {name!r}: missing required key {k!r}")
     try:
-        return cls(**config)
+        model = cls(**config)
     except VPIntegratorError as err:
         raise VPIntegratorError(f"model config for {name!r}: {err}", key=err.key) from None
+    _describe(model, key, config, params)
+    return model
+
+
+def _describe(model: nn.Module, key: str, config: dict[str, Any], params: dict[str, inspect.Parameter]) -> None:
+    """A model of a class outside the package gets a ``config`` (its own, else its arguments with the
+    constructor's defaults) with ``name`` and ``model_class``; a shipped model's is left as it is."""
+    path = importable_path(type(model))
+    own = getattr(model, "config", None)
+    if path is None and isinstance(own, dict) and "name" in own:
+        return
+    if not isinstance(own, dict):
+        own = {k: p.default for k, p in params.items() if p.default is not inspect.Parameter.empty}
+        own.update(config)
+    own = {"name": own.get("name", key), **{k: v for k, v in own.items() if k != "name"}}
+    if path is not None:
+        own["model_class"] = path
+    model.config = own  # type: ignore[assignment]
 
 
 def model_preserves(model: nn.Module | str, **config: Any) -> tuple[str, ...]:
@@ -126,13 +203,14 @@ def model_preserves(model: nn.Module | str, **config: Any) -> tuple[str, ...]:
     ``"poisson"``, ``"symmetric"`` (time-reversible: ``symmetric=True`` of vpff, vpt, lpnet, lp_transformer)
     (empty: nothing).
 
-    ``model`` is a model (its ``preserves`` attribute) or a registry name (built with ``config`` on the
-    defaults, since some claims depend on the configuration: the VPT with arbitrary attention weights keeps
+    ``model`` is a model (its ``preserves`` attribute) or a registry name or import path (built with
+    ``config`` on the defaults, at the class's ``example_dim`` (3 unless it says otherwise) when ``config``
+    has no ``dim``, since some claims depend on the configuration: the VPT with arbitrary attention weights keeps
     nothing, the symplectic transformer with vector softmax and symmetric A is not symplectic). A model
     without the attribute (a user's) claims nothing. Every claim is tested by the matching audit of
     [`vpintegrator.testing`][vpintegrator.testing] in float64.
     """
     if isinstance(model, str):
-        dim = config.pop("dim", 4 if model in ("la_sympnet", "g_sympnet", "symplectic_transformer") else 3)
+        dim = config.pop("dim", getattr(model_class(model), "example_dim", 3))
         model = build_model(model, dim=dim, **config)
     return tuple(getattr(model, "preserves", ()))

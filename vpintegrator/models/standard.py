@@ -12,6 +12,7 @@ from ..nn._common import check_input, check_positive_int, from_planes, get_activ
 from ..nn.attention import MHA_FORMS, MHA_SOFTMAXES, MultiHeadAttention
 from ..nn.feedforward import ResNetLayer
 from ._common import _first_parameter, _record_config
+from .registry import register_model
 
 __all__ = ["StandardTransformerIntegrator"]
 
@@ -57,6 +58,9 @@ class _Dense(nn.Module):
         return f"{self.dim_in} -> {self.dim_out}, activation={self.activation!r}"
 
 
+# the paper's configuration (Brantner et al. 2025)
+@register_model(defaults=dict(seq_len=3, n_heads=1, n_blocks=2, L=3, add_connection=False, form="gml",
+                             activation="tanh"))
 class StandardTransformerIntegrator(nn.Module):
     """The paper's standard-transformer baseline (GML ``StandardTransformerIntegrator``).
 

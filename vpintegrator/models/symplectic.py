@@ -31,6 +31,7 @@ from ..nn.sympnet import (
     check_upscaling_dimension,
 )
 from ._common import _first_parameter, _record_config
+from .registry import register_model
 
 __all__ = ["LASympNet", "GSympNet", "SymplecticTransformer"]
 
@@ -56,6 +57,9 @@ class _PositionWise(nn.Module):
         return list(self.layers)
 
 
+# GML's constructor defaults (no paper configuration; upscaling 2·dim when left out)
+@register_model(defaults=dict(seq_len=1, depth=5, nhidden=1, activation="tanh", init_upper_linear=True,
+                             init_upper_act=True))
 class LASympNet(_PositionWise):
     """LA-SympNet (GML ``LASympNet``): linear shears, biases and activation shears, position-wise.
 
@@ -92,6 +96,7 @@ class LASympNet(_PositionWise):
     """
 
     model_name = "la_sympnet"
+    example_dim = 4  # (q, p): model_preserves builds it at an even dim
     preserves: tuple[str, ...] = ("symplectic", "volume")
 
     #: set by __init__ (declared for type checkers)
@@ -137,6 +142,7 @@ class LASympNet(_PositionWise):
         self.layers = nn.Sequential(*layers)
 
 
+@register_model(defaults=dict(seq_len=1, n_layers=2, activation="tanh", init_upper=True))
 class GSympNet(_PositionWise):
     """G-SympNet (GML ``GSympNet``): ``n_layers`` gradient shears alternating Q and P, position-wise.
 
@@ -165,6 +171,7 @@ class GSympNet(_PositionWise):
     """
 
     model_name = "g_sympnet"
+    example_dim = 4  # (q, p): model_preserves builds it at an even dim
     preserves: tuple[str, ...] = ("symplectic", "volume")
 
     #: set by __init__ (declared for type checkers)
@@ -200,6 +207,8 @@ def _gradient_block(dim: int, n: int, upscaling: int, activation: str, init_uppe
     return [kinds[i % 2](dim, upscaling, activation) for i in range(n)]
 
 
+@register_model(defaults=dict(seq_len=3, n_sympnet=2, L=1, sympnet_activation="tanh",
+                             attention_activation="matrix_softmax", init_upper=True, symmetric=True))
 class SymplecticTransformer(nn.Module):
     """The symplectic transformer (GML ``SymplecticTransformer``): maps a window of T states to the next T.
 
@@ -245,6 +254,7 @@ class SymplecticTransformer(nn.Module):
     """
 
     model_name = "symplectic_transformer"
+    example_dim = 4  # (q, p): model_preserves builds it at an even dim
 
     @property
     def preserves(self) -> tuple[str, ...]:

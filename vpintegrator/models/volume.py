@@ -14,6 +14,7 @@ from ..nn.feedforward import VolumePreservingLowerLayer, VolumePreservingUpperLa
 from ..nn.fused_attention import fused_chain, fused_spec, register_fused_buffers
 from ._common import _first_parameter, _record_config
 from ._symmetric import Step, SymmetricComposition
+from .registry import register_model
 
 __all__ = ["VolumePreservingFeedForward", "VolumePreservingTransformer"]
 
@@ -33,6 +34,8 @@ class _SymmetricPlanes(SymmetricComposition):
         return xp
 
 
+# the paper's configuration (Brantner et al. 2025; configs/rigid_body_*.toml)
+@register_model(defaults=dict(seq_len=1, n_blocks=6, n_linear=1, activation="tanh"))
 class VolumePreservingFeedForward(_SymmetricPlanes, nn.Module):
     """Volume-preserving feed-forward network (GML ``VolumePreservingFeedForward``), position-wise.
 
@@ -171,6 +174,7 @@ class _VPTBlock(nn.Module):
         return [self.attention, self.feedforward]
 
 
+@register_model(defaults=dict(seq_len=3, n_blocks=2, n_linear=1, L=3, activation="tanh", skew_sym=True))
 class VolumePreservingTransformer(_SymmetricPlanes, nn.Module):
     """The volume-preserving transformer (GML ``VolumePreservingTransformer``).
 

@@ -30,7 +30,7 @@ from torch import nn
 
 from ._common import check_positive_int
 
-__all__ = ["rotate_about", "LiePoissonLayer", "LiePoissonCoupling", "ScalarFunction"]
+__all__ = ["rotate_about", "LiePoissonLayer", "LiePoissonCoupling", "ScalarFunction", "unit_axis"]
 
 
 def rotate_about(z: torch.Tensor, k: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
@@ -77,7 +77,8 @@ class ScalarFunction(nn.Module):
         return f"width={self.width}"
 
 
-def _unit(a: torch.Tensor) -> torch.Tensor:
+def unit_axis(a: torch.Tensor) -> torch.Tensor:
+    """a / ‖a‖ (3,): a layer's unit axis k from its ``axis`` parameter (the compiled runner stores it once)."""
     return a / torch.linalg.vector_norm(a).clamp_min(torch.finfo(a.dtype).tiny)
 
 
@@ -110,7 +111,7 @@ class LiePoissonLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
         """The flow for time ``tau`` (1: the layer), x : (batch, seq, 3) -> (batch, seq, 3)."""
-        k = _unit(self.axis)
+        k = unit_axis(self.axis)
         return rotate_about(x, k, -tau * self.psi(x @ k))
 
     def inverse(self, y: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
@@ -152,7 +153,7 @@ class LiePoissonCoupling(nn.Module):
 
     def forward(self, x: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
         """The flow for time ``tau`` (1: the layer), x : (batch, seq_len, 3) -> (batch, seq_len, 3)."""
-        k = _unit(self.axis)
+        k = unit_axis(self.axis)
         return rotate_about(x, k, -tau * self._angles(x, k))
 
     def inverse(self, y: torch.Tensor, tau: float = 1.0) -> torch.Tensor:

@@ -23,6 +23,12 @@ activations, ``init_upper*``, symmetric or arbitrary A and either softmax of the
 numba's on-disk cache (``cache=True``) keeps it across processes: a new model never compiles
 anything.
 
+Which module becomes which ops is a registry, not a list of types: ``register_packer(LayerCls, fn)`` (the
+package's layers and model families register theirs on first use), and a module without a packer is
+walked as a container (``nn.Sequential``, ``window_chain()``), so a model of your own made of these layers
+is packed as it is; a layer of your own gets a packer ``fn(pk, layer, dim)`` that appends its weights
+(``Packer.add``) and op rows (``Packer.op``) or raises ``Unsupported`` (the model then runs in torch).
+
 Layers (one op each; z a state, a row of the window X (seq, dim)):
 
 ``OP_RESIDUAL``
@@ -89,7 +95,7 @@ Example
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -113,7 +119,9 @@ from .numba_kernel import (
     _rollout_rows,
 )
 
-__all__ = ["AVAILABLE", "CompiledModel", "pack", "compile_kernels", "OP_RESIDUAL", "OP_VP_ATTENTION", "OP_MH_ATTENTION",
+__all__ = ["AVAILABLE", "CompiledModel", "pack", "compile_kernels", "Packer", "Unsupported", "register_packer",
+           "ACTIVATIONS", "SOFTMAXES", "DENSE", "LOWER", "UPPER", "OP_WIDTH",
+           "packer_for", "pack_module", "OP_RESIDUAL", "OP_VP_ATTENTION", "OP_MH_ATTENTION",
            "OP_LP_LAYER", "OP_LP_COUPLING", "OP_SYMP_LINEAR", "OP_SYMP_ACTIVATION", "OP_SYMP_GRADIENT",
            "OP_SYMP_ATTENTION"]
 
@@ -191,7 +199,14 @@ class CompiledModel:
                 f"{len(self.ops)} ops, {self.params.size} params)")
 
 
-class _Packer:
+class Packer:
+    """What a packer fills: ``params`` (float64 chunks) and ``ops`` (rows of ``OP_WIDTH`` int64).
+
+    A packer ``fn(pk, module, dim)`` (``register_packer``) appends its module's weights with ``add`` /
+    ``scalar`` (each returns the offset) and its op rows with ``op(kind, *fields)``; it raises
+    ``Unsupported`` for what the kernel cannot compute (the model then runs in torch).
+    """
+
     def __init__(self) -> None:
         self.chunks: list[np.ndarray] = []
         self.size = 0
@@ -216,60 +231,137 @@ class _Packer:
         return off
 
 
-class _Unsupported(Exception):
-    pass
+class Unsupported(Exception):
+    """Raised by a packer for a module (or setting) the kernel does not compute: ``pack`` returns None."""
 
 
-def _module(pk: _Packer, m, dim: int) -> None:
-    import torch
+#: (pk, module, dim) -> None: appends the module's ops (or raises Unsupported)
+PackFn = Callable[[Packer, Any, int], None]
+# class -> (packer, whether subclasses use it too); the shipped ones are added on first use (_shipped)
+_PACKERS: dict[type, tuple[PackFn, bool]] = {}
+_SHIPPED = False
+
+
+def register_packer(cls: type, fn: PackFn | None = None, *, subclasses: bool = False) -> Any:
+    """Pack modules of class ``cls`` with ``fn(pk, module, dim)`` (a [`Packer`][vpintegrator.rollout.numba_model.Packer],
+    the module, the model's state dimension). Also a decorator: ``@register_packer(MyLayer)``.
+
+    ``cls`` is a layer (its ops), a container or a whole model (a model class's packer replaces the walk
+    over its ``window_chain()``). Only modules of exactly ``cls`` use it unless ``subclasses`` (a subclass
+    may change the formula). The last registration for a class wins. Returns ``fn``.
+    """
+    if not isinstance(cls, type):
+        raise TypeError(f"register_packer: expected a class, got {cls!r}")
+    if fn is None:
+        return lambda f: register_packer(cls, f, subclasses=subclasses)
+    _PACKERS[cls] = (fn, bool(subclasses))
+    return fn
+
+
+def packer_for(module: Any) -> PackFn | None:
+    """The registered packer of ``module``'s class (exact, else the nearest base registered with
+    ``subclasses=True``), or None."""
+    _shipped()
+    entry = _PACKERS.get(type(module))
+    if entry is not None:
+        return entry[0]
+    for base in type(module).__mro__[1:]:
+        entry = _PACKERS.get(base)
+        if entry is not None and entry[1]:
+            return entry[0]
+    return None
+
+
+def pack_module(pk: Packer, m: Any, dim: int) -> None:
+    """Append the ops of module ``m``: its registered packer; else, for a container (``nn.Sequential``, or a
+    module with ``window_chain()``), its parts in order; anything else is ``Unsupported``."""
     from torch import nn
 
-    from ..nn.attention import MultiHeadAttention, VolumePreservingAttention
-    from ..models.standard import _STBlock
-    from ..models.volume import VolumePreservingFeedForward, _VPTBlock
-    from ..nn.feedforward import ResNetLayer, VolumePreservingLowerLayer, VolumePreservingUpperLayer, _TriangularLayer
-
-    if isinstance(m, (_TriangularLayer, ResNetLayer)):
-        if m.activation not in ACTIVATIONS:
-            raise _Unsupported(f"activation {m.activation!r}")
-        if isinstance(m, VolumePreservingLowerLayer):
-            kind, W = LOWER, m.matrix()
-        elif isinstance(m, VolumePreservingUpperLayer):
-            kind, W = UPPER, m.matrix()
-        elif isinstance(m, ResNetLayer):
-            kind, W = DENSE, m.weight
-        else:
-            raise _Unsupported(type(m).__name__)
-        w_off = pk.add(W)
-        b_off = -1 if m.bias is None else pk.add(m.bias)
-        pk.op(OP_RESIDUAL, kind, w_off, b_off, ACTIVATIONS[m.activation])
-    elif isinstance(m, VolumePreservingAttention):
-        pk.op(OP_VP_ATTENTION, pk.add(m.weight_matrix()), int(bool(m.skew_sym)))
-    elif isinstance(m, MultiHeadAttention):
-        if getattr(m, "softmax", "vector") != "vector":  # the kernel normalises per query only
-            raise _Unsupported(f"attention softmax {m.softmax!r}")
-        if m.form == "gml":
-            P = torch.cat([p.weight for g in (m.query, m.key, m.value) for p in g], dim=1)  # (dim, 3 dim)
-            pk.op(OP_MH_ATTENTION, 0, m.n_heads, pk.add(P.mT), -1, -1, -1, int(m.add_connection))
-        elif m.form == "standard":
-            w_off, b_off = pk.add(m.in_proj_weight), pk.add(m.in_proj_bias)
-            o_off, ob_off = pk.add(m.out_proj.weight), pk.add(m.out_proj.bias)
-            pk.op(OP_MH_ATTENTION, 1, m.n_heads, w_off, b_off, o_off, ob_off, int(m.add_connection))
-        else:
-            raise _Unsupported(f"attention form {m.form!r}")
-    elif isinstance(m, nn.Sequential):
-        for child in m:
-            _module(pk, child, dim)
-    elif isinstance(m, (_VPTBlock, _STBlock, VolumePreservingFeedForward)):  # containers of layers
-        for child in m.window_chain():
-            _module(pk, child, dim)
+    fn = packer_for(m)
+    if fn is not None:
+        fn(pk, m, dim)
+        return
+    if isinstance(m, nn.Sequential):
+        parts = list(m)
+    elif callable(getattr(m, "window_chain", None)):
+        parts = list(m.window_chain())
     else:
-        raise _Unsupported(type(m).__name__)
+        raise Unsupported(type(m).__name__)
+    for child in parts:
+        pack_module(pk, child, dim)
+
+
+def _chain(pk: Packer, model: Any, dim: int) -> None:
+    """A model as the composition of its ``window_chain()``, every part packed by ``pack_module``."""
+    for m in model.window_chain():
+        pack_module(pk, m, dim)
+
+
+def _residual(pk: Packer, m: Any, dim: int) -> None:
+    """``OP_RESIDUAL`` of a triangular layer (VPFF/VPT) or a ResNet layer (ST)."""
+    from ..nn.feedforward import ResNetLayer, VolumePreservingLowerLayer, VolumePreservingUpperLayer
+
+    if m.activation not in ACTIVATIONS:
+        raise Unsupported(f"activation {m.activation!r}")
+    if isinstance(m, VolumePreservingLowerLayer):
+        kind, W = LOWER, m.matrix()
+    elif isinstance(m, VolumePreservingUpperLayer):
+        kind, W = UPPER, m.matrix()
+    elif isinstance(m, ResNetLayer):
+        kind, W = DENSE, m.weight
+    else:
+        raise Unsupported(type(m).__name__)
+    w_off = pk.add(W)
+    b_off = -1 if m.bias is None else pk.add(m.bias)
+    pk.op(OP_RESIDUAL, kind, w_off, b_off, ACTIVATIONS[m.activation])
+    _same_dim(m, dim)
+
+
+def _same_dim(m: Any, dim: int) -> None:
     if getattr(m, "dim", dim) != dim:
-        raise _Unsupported("layer dim differs from the model's")
+        raise Unsupported("layer dim differs from the model's")
 
 
-def _vp_schedule(pk: _Packer, model, dim: int) -> None:
+def _vp_attention(pk: Packer, m: Any, dim: int) -> None:
+    pk.op(OP_VP_ATTENTION, pk.add(m.weight_matrix()), int(bool(m.skew_sym)))
+    _same_dim(m, dim)
+
+
+def _mh_attention(pk: Packer, m: Any, dim: int) -> None:
+    import torch
+
+    if getattr(m, "softmax", "vector") != "vector":  # the kernel normalises per query only
+        raise Unsupported(f"attention softmax {m.softmax!r}")
+    if m.form == "gml":
+        P = torch.cat([p.weight for g in (m.query, m.key, m.value) for p in g], dim=1)  # (dim, 3 dim)
+        pk.op(OP_MH_ATTENTION, 0, m.n_heads, pk.add(P.mT), -1, -1, -1, int(m.add_connection))
+    elif m.form == "standard":
+        w_off, b_off = pk.add(m.in_proj_weight), pk.add(m.in_proj_bias)
+        o_off, ob_off = pk.add(m.out_proj.weight), pk.add(m.out_proj.bias)
+        pk.op(OP_MH_ATTENTION, 1, m.n_heads, w_off, b_off, o_off, ob_off, int(m.add_connection))
+    else:
+        raise Unsupported(f"attention form {m.form!r}")
+    _same_dim(m, dim)
+
+
+def _vp_model(pk: Packer, model: Any, dim: int) -> None:
+    """A VPFF or VPT: its chain, or (``symmetric``) its palindrome (``_vp_schedule``)."""
+    if bool(getattr(model, "config", {}).get("symmetric")):
+        _vp_schedule(pk, model, dim)
+    else:
+        _chain(pk, model, dim)
+    _same_dim(model, dim)
+
+
+def _st_model(pk: Packer, model: Any, dim: int) -> None:
+    """The standard transformer: its chain (a ``symmetric`` config has no packed form)."""
+    if bool(getattr(model, "config", {}).get("symmetric")):
+        raise Unsupported("symmetric standard transformer")
+    _chain(pk, model, dim)
+    _same_dim(model, dim)
+
+
+def _vp_schedule(pk: Packer, model, dim: int) -> None:
     """The schedule of a symmetric VPFF/VPT (``SymmetricComposition._schedule``: the palindrome of
     half-time members, the adjoint half made of the layers' explicit inverses), one op per step with its flow
     time in ``params``; each layer's weights are stored once."""
@@ -280,10 +372,10 @@ def _vp_schedule(pk: _Packer, model, dim: int) -> None:
     for layer, t, inverted in model._schedule(1.0):
         kind = type(layer)
         if getattr(layer, "dim", None) != dim:
-            raise _Unsupported("layer dim differs from the model's")
+            raise Unsupported("layer dim differs from the model's")
         if kind in (VolumePreservingLowerLayer, VolumePreservingUpperLayer):
             if layer.activation not in ACTIVATIONS:
-                raise _Unsupported(f"activation {layer.activation!r}")
+                raise Unsupported(f"activation {layer.activation!r}")
             if id(layer) not in stored:
                 stored[id(layer)] = (pk.add(layer.matrix()), -1 if layer.bias is None else pk.add(layer.bias))
             w_off, b_off = stored[id(layer)]
@@ -291,18 +383,18 @@ def _vp_schedule(pk: _Packer, model, dim: int) -> None:
             pk.op(OP_RESIDUAL, tri, w_off, b_off, ACTIVATIONS[layer.activation], 2 if inverted else 1, pk.scalar(t))
         elif kind is VolumePreservingAttention:
             if inverted and not layer.skew_sym:  # only the skew layer's inverse is the layer at −τ
-                raise _Unsupported("inverse of the arbitrary-weighting attention")
+                raise Unsupported("inverse of the arbitrary-weighting attention")
             if id(layer) not in stored:
                 stored[id(layer)] = (pk.add(layer.weight_matrix()), -1)
             a_off = stored[id(layer)][0]
             pk.op(OP_VP_ATTENTION, a_off, int(bool(layer.skew_sym)), 1, pk.scalar(-t if inverted else t))
         else:
-            raise _Unsupported(kind.__name__)
+            raise Unsupported(kind.__name__)
 
 
-def _symplectic(pk: _Packer, m, dim: int) -> None:
+def _symplectic(pk: Packer, m, dim: int) -> None:
     """One SympNet layer or symplectic attention layer as its shear op (``vpintegrator.nn.sympnet``,
-    ``vpintegrator.nn.symplectic_attention``); other modules raise ``_Unsupported``."""
+    ``vpintegrator.nn.symplectic_attention``); registered for exactly these classes."""
     from ..nn.symplectic_attention import SymplecticAttentionP, SymplecticAttentionQ
     from ..nn.sympnet import (
         ActivationLayerP,
@@ -315,7 +407,7 @@ def _symplectic(pk: _Packer, m, dim: int) -> None:
     )
 
     if getattr(m, "dim", None) != dim:
-        raise _Unsupported("layer dim differs from the model's")
+        raise Unsupported("layer dim differs from the model's")
     kind = type(m)  # exact classes: a subclass may change the formula
     q_side = int(kind in (LinearLayerQ, ActivationLayerQ, GradientLayerQ, SymplecticAttentionQ))
     if kind is BiasLayer:
@@ -325,34 +417,43 @@ def _symplectic(pk: _Packer, m, dim: int) -> None:
         pk.op(OP_SYMP_LINEAR, q_side, s_off, -1 if m.bias is None else pk.add(m.bias))
     elif kind in (ActivationLayerQ, ActivationLayerP):
         if m.activation not in ACTIVATIONS:
-            raise _Unsupported(f"activation {m.activation!r}")
+            raise Unsupported(f"activation {m.activation!r}")
         pk.op(OP_SYMP_ACTIVATION, q_side, pk.add(m.scale), ACTIVATIONS[m.activation])
     elif kind in (GradientLayerQ, GradientLayerP):
         if m.activation not in ACTIVATIONS:
-            raise _Unsupported(f"activation {m.activation!r}")
+            raise Unsupported(f"activation {m.activation!r}")
         k_off, b_off, a_off = pk.add(m.weight), pk.add(m.bias), pk.add(m.scale)
         pk.op(OP_SYMP_GRADIENT, q_side, k_off, b_off, a_off, int(m.h), ACTIVATIONS[m.activation])
     elif kind in (SymplecticAttentionQ, SymplecticAttentionP):
         if m.activation not in SOFTMAXES:
-            raise _Unsupported(f"attention activation {m.activation!r}")
+            raise Unsupported(f"attention activation {m.activation!r}")
         pk.op(OP_SYMP_ATTENTION, q_side, pk.add(m.weight_matrix()), int(bool(m.symmetric)), SOFTMAXES[m.activation])
     else:
-        raise _Unsupported(type(m).__name__)
+        raise Unsupported(type(m).__name__)
 
 
-def _lie_poisson(pk: _Packer, model) -> None:
+def _symplectic_model(pk: Packer, model: Any, dim: int) -> None:
+    """A SympNet or symplectic transformer: its chain of shears, nothing else (the model's ``symmetric``
+    is its attention matrix A, not a palindrome)."""
+    for m in model.window_chain():
+        _symplectic(pk, m, dim)
+
+
+def _lie_poisson(pk: Packer, model, dim: int) -> None:
     """The schedule of a Lie–Poisson network (``SymmetricComposition._schedule``: plain or the palindrome),
     one op per step. Each layer's unit axis and ψ are stored once (a palindrome applies a layer twice); the
     step's flow time τ is a float in ``params`` (an inverse step at time t is the flow at −t)."""
-    from ..nn.lie_poisson import LiePoissonCoupling, LiePoissonLayer, _unit
+    from ..nn.lie_poisson import LiePoissonCoupling, LiePoissonLayer, unit_axis
 
+    if dim != 3:
+        raise Unsupported("Lie–Poisson network of dim other than 3")
     stored: dict[int, tuple[int, int, int]] = {}
     for layer, t, inverted in model._schedule(1.0):
         if not isinstance(layer, (LiePoissonLayer, LiePoissonCoupling)):
-            raise _Unsupported(type(layer).__name__)
+            raise Unsupported(type(layer).__name__)
         if id(layer) not in stored:
             psi = layer.psi
-            k_off = pk.add(_unit(layer.axis.double()))
+            k_off = pk.add(unit_axis(layer.axis.double()))
             p_off = pk.add(psi.b)  # ψ as b, c, w (width each), d
             for part in (psi.c, psi.w, psi.d):
                 pk.add(part)
@@ -364,32 +465,13 @@ def _lie_poisson(pk: _Packer, model) -> None:
         pk.op(code, k_off, p_off, int(layer.psi.width), tau_off, a_off)
 
 
-def pack(model) -> CompiledModel | None:
-    """The model's weights and layers for the compiled kernel, or None where it does not apply.
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        A [`VolumePreservingFeedForward`][vpintegrator.models.VolumePreservingFeedForward],
-        [`VolumePreservingTransformer`][vpintegrator.models.VolumePreservingTransformer] (plain or symmetric),
-        [`StandardTransformerIntegrator`][vpintegrator.models.StandardTransformerIntegrator], [`LiePoissonNet`][vpintegrator.models.LiePoissonNet]
-        or [`LiePoissonTransformer`][vpintegrator.models.LiePoissonTransformer] (plain or symmetric),
-        [`LASympNet`][vpintegrator.models.LASympNet], [`GSympNet`][vpintegrator.models.GSympNet] or
-        [`SymplecticTransformer`][vpintegrator.models.SymplecticTransformer] (any dtype: the weights are read as float64).
-
-    Returns
-    -------
-    CompiledModel or None
-        None without numba, for other model classes (subclasses included), unknown activations, softmaxes
-        or layer kinds (the ST's up/downscaling layers of ``transformer_dim ≠ dim``, the ST's matrix-softmax
-        attention, a layer replaced by another module), or a pred_window other than seq_len. Nothing is
-        compiled here (the kernel compiles, or loads from numba's cache, on the first call;
-        ``compile_kernels`` does it ahead).
-    """
-    if not AVAILABLE:
-        return None
-    import torch
-
+def _shipped() -> None:
+    """Register the packers of the package's layers and model families (once, on first use: it imports
+    torch). A new family made of these layers needs none (its ``window_chain()`` is walked)."""
+    global _SHIPPED
+    if _SHIPPED:
+        return
+    _SHIPPED = True
     from ..models import (
         GSympNet,
         LASympNet,
@@ -400,34 +482,86 @@ def pack(model) -> CompiledModel | None:
         VolumePreservingFeedForward,
         VolumePreservingTransformer,
     )
+    from ..nn.attention import MultiHeadAttention, VolumePreservingAttention
+    from ..nn.feedforward import ResNetLayer, VolumePreservingLowerLayer, VolumePreservingUpperLayer
+    from ..nn.symplectic_attention import SymplecticAttentionP, SymplecticAttentionQ
+    from ..nn.sympnet import (
+        ActivationLayerP,
+        ActivationLayerQ,
+        BiasLayer,
+        GradientLayerP,
+        GradientLayerQ,
+        LinearLayerP,
+        LinearLayerQ,
+    )
 
-    lie_poisson = type(model) in (LiePoissonNet, LiePoissonTransformer)
-    symplectic = type(model) in (LASympNet, GSympNet, SymplecticTransformer)
-    if not (lie_poisson or symplectic) and type(model) not in (VolumePreservingFeedForward,
-                                                               VolumePreservingTransformer,
-                                                               StandardTransformerIntegrator):
+    shipped: list[tuple[type, PackFn, bool]] = [
+        (VolumePreservingLowerLayer, _residual, True),
+        (VolumePreservingUpperLayer, _residual, True),
+        (ResNetLayer, _residual, True),
+        (VolumePreservingAttention, _vp_attention, True),
+        (MultiHeadAttention, _mh_attention, True),
+        *((cls, _symplectic, False) for cls in (BiasLayer, LinearLayerQ, LinearLayerP, ActivationLayerQ,
+                                                ActivationLayerP, GradientLayerQ, GradientLayerP,
+                                                SymplecticAttentionQ, SymplecticAttentionP)),
+        (VolumePreservingFeedForward, _vp_model, False),
+        (VolumePreservingTransformer, _vp_model, False),
+        (StandardTransformerIntegrator, _st_model, False),
+        (LASympNet, _symplectic_model, False),
+        (GSympNet, _symplectic_model, False),
+        (SymplecticTransformer, _symplectic_model, False),
+        (LiePoissonNet, _lie_poisson, False),
+        (LiePoissonTransformer, _lie_poisson, False),
+    ]
+    for cls, fn, subclasses in shipped:
+        _PACKERS.setdefault(cls, (fn, subclasses))  # a user's registration made earlier wins
+
+
+def pack(model) -> CompiledModel | None:
+    """The model's weights and layers for the compiled kernel, or None where it does not apply.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A model with ``dim``, ``seq_len`` and ``pred_window``: the shipped families
+        ([`VolumePreservingFeedForward`][vpintegrator.models.VolumePreservingFeedForward],
+        [`VolumePreservingTransformer`][vpintegrator.models.VolumePreservingTransformer] (plain or symmetric),
+        [`StandardTransformerIntegrator`][vpintegrator.models.StandardTransformerIntegrator], [`LiePoissonNet`][vpintegrator.models.LiePoissonNet]
+        or [`LiePoissonTransformer`][vpintegrator.models.LiePoissonTransformer] (plain or symmetric),
+        [`LASympNet`][vpintegrator.models.LASympNet], [`GSympNet`][vpintegrator.models.GSympNet] or
+        [`SymplecticTransformer`][vpintegrator.models.SymplecticTransformer]; any dtype: the weights are read
+        as float64), any class with a packer (``register_packer``), or any model whose ``window_chain()``
+        consists of modules with packers (a user's model made of the package's layers).
+
+    Returns
+    -------
+    CompiledModel or None
+        None without numba, for a model without a packer or ``window_chain()``, unknown activations,
+        softmaxes or layer kinds (the ST's up/downscaling layers of ``transformer_dim ≠ dim``, the ST's
+        matrix-softmax attention, a layer replaced by another module, a subclass of a symplectic layer), or a
+        pred_window other than seq_len: the model then runs in torch, as its callers check the kernel
+        against it anyway ([`compiled_model`][vpintegrator.rollout.runners.compiled_model]). Nothing is
+        compiled here (the kernel compiles, or loads from numba's cache, on the first call;
+        ``compile_kernels`` does it ahead).
+    """
+    if not AVAILABLE:
         return None
-    # the VP palindrome (the symplectic transformer's ``symmetric`` is its A, not a palindrome)
-    vp_palindrome = not (lie_poisson or symplectic) and bool(getattr(model, "config", {}).get("symmetric"))
-    if vp_palindrome and type(model) is StandardTransformerIntegrator:
+    import torch
+
+    try:
+        dim, seq, pred = int(model.dim), int(model.seq_len), int(model.pred_window)
+    except (AttributeError, TypeError, ValueError):
         return None
-    dim, seq, pred = int(model.dim), int(model.seq_len), int(model.pred_window)
-    if pred != seq or (lie_poisson and dim != 3):
+    if pred != seq:
         return None
-    pk = _Packer()
+    fn = packer_for(model)
+    if fn is None and not callable(getattr(model, "window_chain", None)):
+        return None
+    pk = Packer()
     try:
         with torch.no_grad():
-            if lie_poisson:
-                _lie_poisson(pk, model)
-            elif symplectic:
-                for m in model.window_chain():
-                    _symplectic(pk, m, dim)
-            elif vp_palindrome:
-                _vp_schedule(pk, model, dim)
-            else:
-                for m in model.window_chain():
-                    _module(pk, m, dim)
-    except _Unsupported:
+            (fn or _chain)(pk, model, dim)
+    except Unsupported:
         return None
     params = np.concatenate(pk.chunks) if pk.chunks else np.zeros(0)
     ops = np.array(pk.ops, dtype=np.int64).reshape(-1, OP_WIDTH)

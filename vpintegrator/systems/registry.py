@@ -15,10 +15,10 @@ wherever a system name is accepted (specs, ``get_system``, files).
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from typing import Any, Mapping
 
 from ..errors import VPIntegratorError
+from ..plugins import class_path, import_class, importable_path
 from .base import System
 
 PARAM_PREFIX = "param_"
@@ -54,35 +54,8 @@ def list_systems() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def class_path(cls: type) -> str:
-    """``"package.module:ClassName"`` of a class."""
-    return f"{cls.__module__}:{cls.__qualname__}"
-
-
 def _import_class(path: str) -> type[System]:
-    module_name, _, attr = path.partition(":")
-    if not module_name or not attr:
-        raise VPIntegratorError(f"system {path!r}: give a registry name or 'package.module:ClassName'")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise VPIntegratorError(
-            f"system {path!r}: cannot import module {module_name!r} ({err}); make it importable "
-            "(install it, or put its folder on PYTHONPATH)"
-        ) from None
-    except Exception as err:  # the module itself fails: a syntax error, an exception at import time
-        reason = " ".join(f"{type(err).__name__}: {err}".split())
-        raise VPIntegratorError(
-            f"system {path!r}: cannot import module {module_name!r} ({reason}); fix the module"
-        ) from None
-    obj: Any = module
-    for part in attr.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            raise VPIntegratorError(f"system {path!r}: module {module_name!r} has no attribute {attr!r}")
-    if not (isinstance(obj, type) and issubclass(obj, System)):
-        raise VPIntegratorError(f"system {path!r}: {attr} is not a vpintegrator System subclass")
-    return obj
+    return import_class(path, "system", System, "a vpintegrator System subclass")
 
 
 def system_class(name: str) -> type[System]:
@@ -139,8 +112,8 @@ def get_system(name: str | System, /, **params: Any) -> System:
 def system_meta(system: System) -> dict[str, Any]:
     """The flat metadata of a system for file attributes: system, system_class, param_<name>."""
     meta: dict[str, Any] = {"system": system.name}
-    path = class_path(type(system))
-    if not path.startswith("vpintegrator.") and "<" not in path and not path.startswith("__main__:"):
+    path = importable_path(type(system))
+    if path is not None:
         meta["system_class"] = path
     meta.update({PARAM_PREFIX + k: v for k, v in system.params().items()})
     return meta

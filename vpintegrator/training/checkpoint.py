@@ -105,9 +105,9 @@ def seed_everything(seed: int) -> None:
 
 
 def default_out(model_name: str) -> Path:
-    """``runs/<model>-<YYYYmmdd-HHMMSS>``."""
+    """``runs/<model>-<YYYYmmdd-HHMMSS>`` (a model given as ``"package.module:ClassName"``: its class name)."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / f"{model_name}-{stamp}"
+    return Path("runs") / f"{model_name.rpartition(':')[2]}-{stamp}"
 
 
 def write_text(path: Path, text: str) -> None:

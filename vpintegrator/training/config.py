@@ -124,8 +124,9 @@ class TrainConfig(Config):
         HDF5 trajectory files (several shards are concatenated along n_traj). Relative paths are
         resolved against the working directory.
     model : dict
-        ``{"name": ..., **kwargs}`` for [`vpintegrator.models.build_model`][vpintegrator.models.build_model]. Keys left out take the
-        paper's values for that architecture ([`vpintegrator.models.default_model_config`][vpintegrator.models.default_model_config]), ``dim``
+        ``{"name": ..., **kwargs}`` for [`vpintegrator.models.build_model`][vpintegrator.models.build_model]; the name is a registry
+        name or ``"package.module:ClassName"`` of your own model class (recorded as ``model_class``). Keys left out take the
+        registered defaults of that architecture ([`vpintegrator.models.default_model_config`][vpintegrator.models.default_model_config]: the paper's values), ``dim``
         the data's. The windows use the model's ``seq_len`` and ``pred_window``.
     out : str, optional
         Run directory (default ``runs/<model>-<YYYYmmdd-HHMMSS>``). Must not hold a run already.

@@ -217,6 +217,7 @@ class Trainer:
     def _summary(self, m: Member, stopped: str) -> dict[str, Any]:
         return {
             "model": self.name,
+            **{k: v for k, v in self.resolved.model.items() if k == "model_class"},  # a user's class: its import path
             "n_params": int(self.n_params),
             "epochs": int(self.epoch_of(m)),
             "steps": int(self.step_of(m)),

@@ -31,17 +31,25 @@ def load_data(config: TrainConfig):
 
 
 def build_model(config: TrainConfig, dim: int, where: str):
-    """The configured model (paper defaults for keys left out, ``dim`` from the data) and its name."""
+    """The configured model (registered defaults for keys left out, ``dim`` from the data) and its name.
+
+    The ``[model]`` name is a registry name or ``"package.module:ClassName"`` (a user's class; the model's
+    config, and so ``config.toml`` and every checkpoint, records it as ``model_class``)."""
     from .. import models
+
+    from ..config import did_you_mean
+    from ..plugins import is_class_path
 
     model_cfg = dict(config.model)
     name = model_cfg.pop("name")
-    if name not in models.list_models():
+    source = model_cfg.get("model_class", name)  # a run's config.toml records a user's class there
+    if not is_class_path(source) and source not in models.list_models():
         raise VPIntegratorError(
-            f"model name: unknown model {name!r}{models._did_you_mean(name)}; valid: {', '.join(models.list_models())}",
+            f"model name: unknown model {name!r}{did_you_mean(name, models.list_models())}; valid: "
+            f"{', '.join(models.list_models())} (or your own model class as 'package.module:ClassName')",
             key="model",
         )
-    model_cfg = {**models.default_model_config(name), **model_cfg}
+    model_cfg = {**models.default_model_config(source), **model_cfg}
     model_cfg.setdefault("dim", dim)
     model = models.build_model(name, **model_cfg)
     if int(model.dim) != dim:
@@ -49,7 +57,8 @@ def build_model(config: TrainConfig, dim: int, where: str):
             f"model dim = {model.dim} but the data ({where}) has dim = {dim}; set the model's dim to {dim} "
             "or use matching data", key="model"
         )
-    return model, name
+    described = getattr(model, "config", None)  # a class by import path: its registry name, if it has one
+    return model, str(described.get("name", name)) if isinstance(described, dict) else name
 
 
 def new_model(config: TrainConfig, seed: int, dim: int, where: str, device, dtype):
