@@ -42,6 +42,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .._io import DeviceWriteError, device_write_error
 from .steps import SCALAR_MAX_BATCH, IntegratorStep, ModelStep
 
 __all__ = ["Blocks", "run_shard", "MIN_WORK", "remove_orphan_parts"]
@@ -113,9 +114,11 @@ class Blocks:
                 futures = [pool.submit(task, sub, (i, n), self.n_whole) for i in range(1, n + 1)]
                 try:
                     paths = [Path(f.result()) for f in futures]
-                except BaseException:
+                except BaseException as err:
                     for f in futures:
                         f.cancel()
+                    if isinstance(err, DeviceWriteError):  # a worker's part file: the output could not be written
+                        raise device_write_error(out, err.reason) from None
                     raise
             yield _Parts(paths, labels, self.per_traj)
         finally:
