@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .._outputs import check_output, output_lock
-from ..data.cluster import _client, cluster_address, shard_count
+from ..data.cluster import _client, close_client, cluster_address, gather_or_one_line, quiet_dask_logs, shard_count
 from ..data.rollout_shards import rollout_bounds
 from ..data.shards import shard_path
 from .blocks import _index_if_complete
@@ -66,6 +66,12 @@ def rollout_on_cluster(config: RolloutConfig, scheduler: Any = None, *, n_shards
     outs = check_outputs(config, inputs, overwrite)  # the index and the whole run's table
     n_sel = int(select_planned(config)[4].size)
     out = Path(config.out)
+    with quiet_dask_logs():
+        return _rollout_on_cluster(config, scheduler, n_shards, inputs, overwrite, n_sel, outs, out)
+
+
+def _rollout_on_cluster(config: RolloutConfig, scheduler: Any, n_shards: int | None, inputs, overwrite: bool,
+                        n_sel: int, outs: list[Path], out: Path) -> RolloutReport:
     client, owned = _client(scheduler)
     try:
         n_shards = shard_count(client, n_shards, n_sel)
@@ -77,10 +83,10 @@ def rollout_on_cluster(config: RolloutConfig, scheduler: Any = None, *, n_shards
         with output_lock(outs[0]):
             futures = [client.submit(_shard_task, config, s, pure=False,
                                      key=f"vp-rollout-{out.name}-{s[0]}-of-{s[1]}-{uuid.uuid4().hex}") for s in shards]
-            client.gather(futures)
+            gather_or_one_line(client, futures, scheduler, [shard_path(out, s) for s in shards], "vp-rollout")
         check_output(out, "rollout", True)
         rows = _index_if_complete(out, n_shards)
     finally:
         if owned:
-            client.close()
+            close_client(client)
     return RolloutReport(out=out, csv=out.with_suffix(".csv"), markdown=out.with_suffix(".md"), rows=rows or [])
