@@ -123,3 +123,69 @@ def test_a_lost_scheduler_is_one_line_and_the_rerun_computes_only_the_missing_sh
     assert sorted(p.name for p in work.iterdir()) == ["data.h5", *sorted(now)]
     spec = load_spec("rigid_body", n_traj=12000, t_end=20.0, chunk_size=1000)
     assert read_trajectories(out).y.tobytes() == generate(spec, workers=1).y.tobytes()
+
+
+def _rollout(data: Path, out: Path, address: str) -> list[str]:
+    return [sys.executable, "-m", "vpintegrator.cli.rollout", "--data", str(data), "--integrators",
+            "rk4,implicit_midpoint", "--t-end", "300", "--no-volume", "--out", str(out), "--quiet", "--workers", "1",
+            "--dask-scheduler", address, "--shards", "4"]
+
+
+@pytest.mark.slow  # as above, for vp-rollout
+def test_a_lost_cluster_during_vp_rollout_is_one_line_and_the_rerun_computes_only_the_missing_shards(tmp_path):
+    import numpy as np
+
+    from vpintegrator.data import integrate, write_trajectories
+    from vpintegrator.rollout import read_rollout
+
+    rng = np.random.default_rng(0)
+    y0 = rng.normal(size=(16, 3))
+    y0 /= np.linalg.norm(y0, axis=1, keepdims=True)
+    data = tmp_path / "data.h5"
+    write_trajectories(data, integrate("rigid_body", y0, 0.2, 20, method="rk4"))
+    work = tmp_path / "work"
+    work.mkdir()
+    out = work / "r.h5"
+
+    def shards():
+        return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in work.glob("r.shard-*.h5")}
+
+    cluster = _Cluster(tmp_path / "c1")
+    try:
+        proc = subprocess.Popen(_rollout(data, out, cluster.address), env=_ENV, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 240
+        while not shards():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no shard was written"
+            time.sleep(0.05)
+        cluster.kill()
+        _, err = proc.communicate(timeout=240)
+    finally:
+        cluster.close()
+    assert proc.returncode == 1, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert "the dask cluster was lost during the run (" in err and "run the same vp-rollout command again" in err, err
+    kept = shards()
+    assert 1 <= len(kept) < 4 and not out.exists()
+
+    cluster = _Cluster(tmp_path / "c2")
+    try:
+        res = subprocess.run(_rollout(data, out, cluster.address), env=_ENV, capture_output=True, text=True,
+                             timeout=300)
+    finally:
+        cluster.close()
+    assert res.returncode == 0, res.stderr
+    now = shards()
+    assert sorted(now) == [f"r.shard-{i}-of-4.h5" for i in range(1, 5)]
+    assert {k: now[k] for k in kept} == kept  # kept, not computed again
+    assert not [p.name for p in work.iterdir() if p.name.endswith((".tmp", ".lock"))]
+    got = read_rollout(out)
+    local = tmp_path / "local.h5"  # the same run on this machine, unsharded: the same bits
+    cmd = _rollout(data, local, "")
+    subprocess.run(cmd[: cmd.index("--dask-scheduler")], check=True, env=_ENV, capture_output=True, timeout=300)
+    want = read_rollout(local)
+    assert got.methods["rk4"].y.shape == (16, 1501, 3)
+    for m in ("rk4", "implicit_midpoint"):
+        assert got.methods[m].y.tobytes() == want.methods[m].y.tobytes()
+    assert got.reference.y.tobytes() == want.reference.y.tobytes()

@@ -54,7 +54,7 @@ _SAME = ("schema", "schema_version", "system", "system_class", "dim", "dt", "t0"
          "invariant_names", "methods", "method_kinds", "data_method", "data_n_states", "init", "overlap", "blowup",
          "chunk_steps", "engine", "shard_count", "shard_n_traj", "shard_selection")
 # root attributes of a shard that the whole rollout does not have (n_traj and the table are recomputed)
-_PER_SHARD = (*SHARD_KEYS, "shard_selection")
+_PER_SHARD = (*SHARD_KEYS, "shard_selection", "shard_run")
 # timings of a method, summed over the shards
 _TIMES = ("seconds", "setup_seconds", "seconds_per_step")
 
