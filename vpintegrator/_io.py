@@ -135,7 +135,8 @@ def h5_writing(tmp: str | os.PathLike[str], **kwargs: Any) -> Iterator[Any]:
     with a failed write can neither flush nor close its file, and it crashed the process (SIGSEGV or
     SIGBUS) when it tried again at exit. The first failure is raised as an ``OSError`` naming ``tmp``
     when the block ends (or sooner, at ``check_h5_write``), after the file is closed; ``atomic_path``
-    then removes it and says so in one line. The bytes written are the same as HDF5's own driver's.
+    then removes it and says so in one line. The datasets, chunks and attributes are those HDF5's own
+    file driver writes (only where small blocks go inside the file may differ).
     """
     import h5py
 
@@ -155,7 +156,7 @@ def h5_writing(tmp: str | os.PathLike[str], **kwargs: Any) -> Iterator[Any]:
             finally:
                 guard.close()
     except BaseException as err:
-        if guard.error is not None and not _is_device_error(err):
+        if guard.error is not None and isinstance(err, Exception) and not _is_device_error(err):
             raise guard.error from None  # the write that failed first is the cause
         raise
     guard.check()

@@ -119,18 +119,19 @@ def generate_on_cluster(
     check_output_path(out, key="out")
     index = check_output(out, "trajectories", overwrite)
     n_traj, chunk = plan_chunks(spec)
-    n_chunks = -(-n_traj // chunk)
     with quiet_dask_logs():
-        return _generate_on_cluster(spec, out, index, scheduler, n_shards, n_chunks, workers, overwrite)
+        return _generate_on_cluster(spec, out, index, scheduler, n_shards, (n_traj, chunk), workers, overwrite)
 
 
 def _generate_on_cluster(spec: GenerationSpec, out: Any, index: Path, scheduler: Any, n_shards: int | None,
-                         n_chunks: int, workers: int | None, overwrite: bool) -> Path:
+                         plan: tuple[int, int], workers: int | None, overwrite: bool) -> Path:
+    n_traj, chunk = plan
+    n_chunks = -(-n_traj // chunk)
     client, owned = _client(scheduler)
     try:
         n_shards = shard_count(client, n_shards, n_chunks)
         shards = [(i, n_shards) for i in range(1, n_shards + 1)]
-        expected = _expected_meta(spec)
+        expected = {**_expected_meta(spec), "shard_n_traj": n_traj, "chunk_size": chunk}
         done = [s for s in shards if _finished_shard(shard_path(out, s), expected, s)]
         for s in shards:
             if s not in done:
