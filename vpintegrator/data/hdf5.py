@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import h5py
 import numpy as np
 
-from .._io import atomic_path
+from .._io import atomic_path, check_h5_write, h5_writing
 from .._outputs import check_output, output_lock
 from .._version import __version__
 from ..errors import VPIntegratorError
@@ -154,6 +154,7 @@ class TrajectoryWriter:
         self._params = _check_params(params, int(n_traj))
         self._written = np.zeros(int(n_traj), dtype=bool)
         self._ctx: Any = None  # the atomic temporary file
+        self._h5: Any = None  # h5_writing's context: closes the file, or discards it after a failed write
         self._file: h5py.File | None = None
         self._y: h5py.Dataset | None = None
 
@@ -173,7 +174,8 @@ class TrajectoryWriter:
             self._unlock()
             raise
         try:
-            self._file = h5py.File(tmp, "w")
+            self._h5 = h5_writing(tmp)
+            self._file = self._h5.__enter__()
             self._file.create_dataset("t", data=self._t)
             compression_opts = 4 if self._compression == "gzip" else None
             self._y = self._file.create_dataset(
@@ -193,7 +195,7 @@ class TrajectoryWriter:
                                   traj_start=int(self._meta.get("shard_traj_start") or 0))
             self.update_meta({})
         except BaseException as err:
-            self._close()
+            self._close(err)
             try:
                 self._ctx.__exit__(type(err), err, err.__traceback__)
             finally:
@@ -240,6 +242,7 @@ class TrajectoryWriter:
                 f"trajectories [0, {n_traj}) from start_traj={start_traj}; got shape {y_chunk.shape}"
             )
         self._y[start_traj : start_traj + k] = y_chunk
+        check_h5_write(self._file)  # a full disk stops the run here, not at its end
         self._written[start_traj : start_traj + k] = True
 
     @property
@@ -257,13 +260,17 @@ class TrajectoryWriter:
             raise VPIntegratorError("TrajectoryWriter.write_encoded called outside its `with` block")
         for offset, data in pieces:
             self._y.id.write_direct_chunk(offset, data)
+        check_h5_write(self._file)
         self._written[start_traj : start_traj + k] = True
 
-    def _close(self) -> None:
-        if self._file is not None:
-            self._file.close()
+    def _close(self, exc: BaseException | None = None) -> None:
+        """Close the file; after ``exc`` (the file is thrown away) without writing to it again. Raises
+        what the close raised (HDF5 writes its caches there: a full disk shows up here)."""
+        h5, self._h5 = self._h5, None
         self._file = None
         self._y = None
+        if h5 is not None:
+            h5.__exit__(*((None, None, None) if exc is None else (type(exc), exc, exc.__traceback__)))
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         try:
@@ -273,16 +280,19 @@ class TrajectoryWriter:
 
     def _finish(self, exc_type, exc, tb) -> bool:
         incomplete = None
+        if exc_type is None and not self._written.all():
+            missing = int((~self._written).sum())
+            first = int(np.argmin(self._written))
+            incomplete = VPIntegratorError(
+                f"{self.path}: {missing} of {self.shape[0]} trajectories were never written (first: "
+                f"{first}); the file was not created"
+            )
         try:
-            if exc_type is None and not self._written.all():
-                missing = int((~self._written).sum())
-                first = int(np.argmin(self._written))
-                incomplete = VPIntegratorError(
-                    f"{self.path}: {missing} of {self.shape[0]} trajectories were never written (first: "
-                    f"{first}); the file was not created"
-                )
-        finally:
-            self._close()
+            self._close(exc if exc is not None else incomplete)
+        except BaseException as err:  # a write failed (a full disk, an I/O error): the file is thrown away
+            if err is not exc:
+                self._ctx.__exit__(type(err), err, err.__traceback__)  # removes it; a device error: one line
+                raise
         if incomplete is not None:
             try:
                 self._ctx.__exit__(VPIntegratorError, incomplete, None)  # removes the temporary file

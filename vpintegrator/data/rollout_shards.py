@@ -33,7 +33,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from .._io import atomic_path
+from .._io import atomic_path, h5_writing
 from .._outputs import ROLLOUT_SCHEMA
 from ..errors import VPIntegratorError
 from ._attrs import _attrs_to_meta
@@ -55,7 +55,7 @@ _SAME = ("schema", "schema_version", "system", "system_class", "dim", "dt", "t0"
          "invariant_names", "methods", "method_kinds", "data_method", "data_n_states", "init", "overlap", "blowup",
          "chunk_steps", "engine", "shard_count", "shard_n_traj", "shard_selection")
 # root attributes of a shard that the whole rollout does not have (n_traj and the table are recomputed)
-_PER_SHARD = (*SHARD_KEYS, "shard_selection")
+_PER_SHARD = (*SHARD_KEYS, "shard_selection", "shard_run")
 # timings of a method, summed over the shards
 _TIMES = ("seconds", "setup_seconds", "seconds_per_step")
 
@@ -267,7 +267,7 @@ def write_rollout_index(out: str | os.PathLike[str], count: int) -> list[dict]:
     paths = [shard_path(out, (i, count)) for i in range(1, count + 1)]
     shards, _ = _collect(paths, ROLLOUT)
     with atomic_path(out, suffix=".h5") as tmp:
-        with h5py.File(tmp, "w") as f:
+        with h5_writing(tmp) as f:
             # relative source names: HDF5 looks for them beside the index file
             rows = _build(f, shards, lambda p: os.path.relpath(p, out.parent))
             f.attrs["shard_count"] = count

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
+from .._io import check_h5_write
 from ..errors import VPIntegratorError
 from .._outputs import ROLLOUT_SCHEMA
 from ._attrs import _attrs_to_meta, write_attrs
@@ -90,6 +91,7 @@ class RolloutSeries:
         if self._per_map and maps is not None and block["log_det_J"].shape[1]:
             for key, ds in self._per_map.items():
                 ds[:, maps] = block[key]
+        check_h5_write(self.group.file)  # a full disk stops the run here, not at its end
 
     def close(self, failed_step: np.ndarray, attrs: Mapping[str, Any]) -> None:
         """The group's ``failed_step`` (n_traj,) int and its attributes (None values left out)."""
@@ -147,9 +149,7 @@ class RolloutWriter:
     def __enter__(self) -> "RolloutWriter":
         import contextlib
 
-        import h5py
-
-        from .._io import atomic_path
+        from .._io import atomic_path, h5_writing
 
         ct, cs = self.chunks
         # every dataset is written in whole chunks (the engines' blocks are chunk-aligned), so one chunk of
@@ -157,7 +157,7 @@ class RolloutWriter:
         cache = max(1 << 16, 2 * ct * cs * self.dim * 8)
         with contextlib.ExitStack() as stack:
             tmp = stack.enter_context(atomic_path(self.path, suffix=".h5"))
-            self._file = stack.enter_context(h5py.File(tmp, "w", rdcc_nbytes=cache, rdcc_w0=1.0))
+            self._file = stack.enter_context(h5_writing(tmp, rdcc_nbytes=cache, rdcc_w0=1.0))
             write_attrs(self._file, self.attrs, skip_none=True)
             self._file.create_dataset("t", data=self.t)
             self._file.create_dataset("traj_index", data=self.traj_index)

@@ -29,7 +29,7 @@ from typing import Any, Callable
 import h5py
 import numpy as np
 
-from .._io import atomic_path
+from .._io import atomic_path, h5_writing
 from ..errors import VPIntegratorError
 from ._attrs import _attrs_to_meta, _from_attr
 from ._h5read import PARAMS_DATASET, _index, _open, _read_one, _validate
@@ -287,7 +287,7 @@ def write_shard_index(out: str | os.PathLike[str], count: int) -> Path:
     n_traj = sum(s.shape[0] for s in shards)
     _, n_states, dim = shards[0].shape
     with atomic_path(out, suffix=".h5") as tmp:
-        with h5py.File(shards[0].path, "r") as src, h5py.File(tmp, "w") as f:
+        with h5py.File(shards[0].path, "r") as src, h5_writing(tmp) as f:
             for key, value in src.attrs.items():
                 if key not in _PER_SHARD:
                     f.attrs[key] = value

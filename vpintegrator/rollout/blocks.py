@@ -42,9 +42,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .._io import DeviceWriteError, device_write_error
 from .steps import SCALAR_MAX_BATCH, IntegratorStep, ModelStep
 
-__all__ = ["Blocks", "run_shard", "MIN_WORK", "remove_orphan_parts"]
+__all__ = ["Blocks", "run_shard", "run_digest", "MIN_WORK", "remove_orphan_parts"]
 
 #: trajectory-steps of classical methods below which unset ``workers`` runs in this process only
 MIN_WORK = 20_000_000
@@ -113,9 +114,11 @@ class Blocks:
                 futures = [pool.submit(task, sub, (i, n), self.n_whole) for i in range(1, n + 1)]
                 try:
                     paths = [Path(f.result()) for f in futures]
-                except BaseException:
+                except BaseException as err:
                     for f in futures:
                         f.cancel()
+                    if isinstance(err, DeviceWriteError):  # a worker's part file: the output could not be written
+                        raise device_write_error(out, err.reason) from None
                     raise
             yield _Parts(paths, labels, self.per_traj)
         finally:
@@ -252,8 +255,32 @@ class _Parts:
         return rows, failure(label, n_failed, plan.n_traj, int(plan.idx[first]), k, float(plan.t[k]))
 
 
+def run_digest(config) -> str:
+    """What tells a rollout run from any other: its configuration (the output and ``workers`` apart), the
+    sha256 of its data file and model files (a run directory's ``config.toml`` and checkpoints) and this
+    version; stored in each shard as ``shard_run`` so that a run continued after a lost cluster keeps the
+    shards already written (same code, same inputs: the same bits)."""
+    import hashlib
+    import json
+
+    from .._version import __version__
+    from ..provenance import file_sha256
+
+    def digest(path: Any) -> Any:
+        p = Path(str(path))
+        if p.is_dir():
+            return {n: file_sha256(p / n) for n in ("config.toml", "best.pt", "last.pt") if (p / n).is_file()}
+        return file_sha256(p) if p.is_file() else str(path)
+
+    fields = {k: v for k, v in dataclasses.asdict(config).items() if k not in ("out", "workers")}
+    models = config.models.items() if isinstance(config.models, dict) else enumerate(config.models or [])
+    record = {"config": fields, "data": digest(config.data), "models": {str(k): digest(v) for k, v in models},
+              "version": __version__}
+    return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
 def run_shard(run: Callable, select: Callable, config, log, inputs=(), *, overwrite: bool = False, shard: Any,
-              write_index: bool = True, n_whole: int | None = None):
+              write_index: bool = True, n_whole: int | None = None, run_key: str | None = None):
     """``run`` (``vpintegrator.rollout.compare._run``) of shard ``I/N`` of the selection (``select``:
     ``vpintegrator.rollout.compare.select``), into
     ``<out stem>.shard-I-of-N.h5`` (and its table); with ``write_index``, the index file at ``out`` and the
@@ -280,6 +307,8 @@ def run_shard(run: Callable, select: Callable, config, log, inputs=(), *, overwr
     sub = dataclasses.replace(config, traj=[int(i) for i in idx[a:b]], n_traj=None, out=str(shard_path(out, shard)))
     attrs = dict(shard_index=shard[0], shard_count=shard[1], shard_traj_start=a, shard_traj_stop=b,
                  shard_n_traj=int(idx.size), shard_selection=selection_digest(idx))
+    if run_key is not None:  # (a shard of a cluster run: run_digest of the whole run's configuration)
+        attrs["shard_run"] = run_key
     blocks = Blocks(n_whole=int(idx.size) if n_whole is None else int(n_whole), attrs=attrs, workers=config.workers)
     report = run(sub, log, inputs, overwrite, blocks)
     if write_index:
