@@ -38,7 +38,8 @@ def _split_data(values: tuple[str, ...]) -> list[str] | None:
 
 #: model names shown in --help and known to shell completion (the library checks the value;
 #: tests/test_cli_conventions.py keeps them equal to list_models() without importing torch here)
-MODELS = ("vpt", "vpff", "st", "symplectic_transformer", "g_sympnet", "la_sympnet", "lpnet", "lp_transformer")
+MODELS = ("vpt", "vpff", "st", "symplectic_transformer", "g_sympnet", "la_sympnet", "lpnet", "lp_transformer",
+          "lpnet_ctx", "g_sympnet_ctx", "vpff_ctx")
 
 
 def _config_class():

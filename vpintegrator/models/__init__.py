@@ -34,6 +34,17 @@ name                class                         defaults (parameters)
 ``lp_transformer``  [`LiePoissonTransformer`][vpintegrator.models.LiePoissonTransformer] dim 3, seq_len 3, L 2, n_layers 4, width 4 (166)
 ==================  ============================  =====================================================
 
+Context-conditioned models for families of systems (``vpintegrator.models.context``; c read once from the
+first ``context_len`` states, every step structure-preserving for every fixed c):
+
+=================  =======================================  ==================================================
+name               class                                    defaults
+=================  =======================================  ==================================================
+``lpnet_ctx``      [`ContextLiePoissonNet`][vpintegrator.models.ContextLiePoissonNet]   dim 3, context_len 3, n_layers 6, width 4
+``g_sympnet_ctx``  [`ContextGSympNet`][vpintegrator.models.ContextGSympNet]        dim 4, context_len 5, n_layers 4, width 8
+``vpff_ctx``       [`ContextVolumeNet`][vpintegrator.models.ContextVolumeNet]       any dim, context_len 3, n_layers 6
+=================  =======================================  ==================================================
+
 What each architecture keeps by construction: ``model.preserves`` / [`model_preserves`][vpintegrator.models.model_preserves].
 
 Model file format (``save_model``/``load_model``): one ``torch.save`` dict
@@ -63,6 +74,7 @@ from .files import (
     read_torch_file,
     save_model,
 )
+from .context import ContextGSympNet, ContextLiePoissonNet, ContextModel, ContextVolumeNet
 from .gml import read_gml
 from .lie_poisson import LiePoissonNet, LiePoissonTransformer
 from .registry import _did_you_mean, build_model, default_model_config, list_models, model_preserves, register_model
@@ -93,4 +105,8 @@ __all__ = [
     "LiePoissonNet",
     "LiePoissonTransformer",
     "model_preserves",
+    "ContextModel",
+    "ContextLiePoissonNet",
+    "ContextGSympNet",
+    "ContextVolumeNet",
 ]

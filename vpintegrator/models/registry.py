@@ -8,6 +8,7 @@ from typing import Any
 from torch import nn
 
 from ..errors import VPIntegratorError
+from .context import ContextGSympNet, ContextLiePoissonNet, ContextVolumeNet
 from .lie_poisson import LiePoissonNet, LiePoissonTransformer
 from .standard import StandardTransformerIntegrator
 from .symplectic import GSympNet, LASympNet, SymplecticTransformer
@@ -75,6 +76,15 @@ def register_model(cls: type[nn.Module], defaults: dict[str, Any] | None = None)
     _MODELS[name] = cls
     _PAPER_CONFIGS[name] = dict(defaults or {})
     return cls
+
+
+# context-conditioned models for families of systems (issue 34): the probe's rigid-body net (6 layers, a
+# 3-state finite-difference context) and its symplectic and volume-preserving siblings
+register_model(ContextLiePoissonNet, dict(context_len=3, n_layers=6, width=4, encoder="finite_difference",
+                                          system="rigid_body"))
+register_model(ContextGSympNet, dict(context_len=5, n_layers=4, width=8, encoder="finite_difference",
+                                     system="coupled_oscillator"))
+register_model(ContextVolumeNet, dict(context_len=3, n_layers=6, encoder="finite_difference", system="rigid_body"))
 
 
 def list_models() -> list[str]:
