@@ -452,7 +452,7 @@ def assert_preserves(model: nn.Module, atol: float = 1e-10, system="rigid_body",
     ``"casimir"`` → [`audit_casimir`][vpintegrator.testing.audit_casimir], ``"poisson"`` → [`audit_poisson`][vpintegrator.testing.audit_poisson]. Raises ``AssertionError``
     naming the first claim whose error exceeds ``atol``.
 
-    A context model ([`ContextModel`][vpintegrator.models.context.ContextModel]: it has ``bind``) claims its structure for every fixed
+    A context model (``ContextModel``: it has ``bind``) claims its structure for every fixed
     context c: its one-step map with c fixed is audited, c = ``context`` (context_dim,), or when ``context``
     is None, c from the model's encoder on a random prefix (``seed``).
     """

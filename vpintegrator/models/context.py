@@ -7,13 +7,13 @@ context vector c by an **encoder**, and steps with layers conditioned on c
 
 Encoders, prefix (batch, k, dim) -> c (batch, context_dim):
 
-- ``"finite_difference"`` ([`FiniteDifferenceEncoder`][vpintegrator.models.context.FiniteDifferenceEncoder]): a physics estimate, no parameters. The
-  system's vector field is linear in a parameter vector θ, ż = F(z) θ ([`parameter_features`][vpintegrator.models.context.parameter_features]);
+- ``"finite_difference"`` (``FiniteDifferenceEncoder``): a physics estimate, no parameters. The
+  system's vector field is linear in a parameter vector θ, ż = F(z) θ (``parameter_features``);
   central differences (z_{i+1} − z_{i−1}) / 2 = F(z_i)(hθ) + O(h³) at the prefix's interior states give hθ
   by (ridge-regularised) least squares, so c = hθ̂ (the step size h folded in: no dt needed). Needs k >= 3.
-- ``"attention"`` ([`AttentionEncoder`][vpintegrator.models.context.AttentionEncoder]): the package's multi-head attention over the prefix
+- ``"attention"`` (``AttentionEncoder``): the package's multi-head attention over the prefix
   (tokens from each state and its position), pooled by a learned query, then a small MLP.
-- the oracle: c = hθ from the true parameters, given to [`ContextModel.step`][vpintegrator.models.context.ContextModel.step] or to the rollout
+- the oracle: c = hθ from the true parameters, given to ``ContextModel.step`` or to the rollout
   (``vpintegrator.rollout.context``) in place of the estimate; it separates identification error from
   integration error for the same trained step (models with the ``finite_difference`` encoder, whose c is
   hθ).
@@ -64,7 +64,7 @@ def _check_system(system: Any) -> str:
 
 
 def parameter_features(system: str, z: Any) -> Any:
-    """F(z) with ż = F(z) θ: z (..., dim) -> (..., dim, p) (θ in [`THETA_NAMES`][vpintegrator.models.context.THETA_NAMES] order); a torch
+    """F(z) with ż = F(z) θ: z (..., dim) -> (..., dim, p) (θ in ``THETA_NAMES`` order); a torch
     tensor or a NumPy array (the same formula either way)."""
     _check_system(system)
     xp = array_namespace(z)
@@ -104,7 +104,7 @@ def finite_difference_context(system: str, prefix: torch.Tensor, ridge: float = 
 
 
 class FiniteDifferenceEncoder(nn.Module):
-    """c = hθ̂ by [`finite_difference_context`][vpintegrator.models.context.finite_difference_context]; no learnable parameters.
+    """c = hθ̂ by ``finite_difference_context``; no learnable parameters.
     prefix (batch, k, dim) -> (batch, p)."""
 
     def __init__(self, system: str) -> None:
@@ -295,7 +295,7 @@ class ContextGSympNet(ContextModel):
     """Context-conditioned G-SympNet (``g_sympnet_ctx``): ``n_layers`` gradient shears alternating q and p, each
     conditioned on c. Symplectic (hence volume preserving) for every fixed c.
 
-    Parameters as [`ContextLiePoissonNet`][vpintegrator.models.context.ContextLiePoissonNet]; ``dim`` even, ``width`` the hidden units,
+    Parameters as ``ContextLiePoissonNet``; ``dim`` even, ``width`` the hidden units,
     ``system`` default ``coupled_oscillator``.
     """
 
@@ -318,7 +318,7 @@ class ContextGSympNet(ContextModel):
 class ContextVolumeNet(ContextModel):
     """Context-conditioned volume-preserving network (``vpff_ctx``): ``n_layers`` shears
     x ↦ x + a(c) ⊙ tanh(L x + β(c)), L alternately strictly lower and upper triangular. det J = 1 for every
-    fixed c. Parameters as [`ContextLiePoissonNet`][vpintegrator.models.context.ContextLiePoissonNet] (any ``dim``).
+    fixed c. Parameters as ``ContextLiePoissonNet`` (any ``dim``).
     """
 
     model_name = "vpff_ctx"

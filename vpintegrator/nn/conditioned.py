@@ -5,12 +5,12 @@ A context-conditioned integrator reads a prefix of observed states once, turns i
 keeps its structure **for every fixed c**, because c enters only where the unconditioned layer has a free
 parameter that the structure argument does not involve:
 
-- [`ConditionedLiePoissonLayer`][vpintegrator.nn.conditioned.ConditionedLiePoissonLayer]: z ↦ R(k, −ψ(k·z, c)) z on so(3)*, the time-1 flow of
+- ``ConditionedLiePoissonLayer``: z ↦ R(k, −ψ(k·z, c)) z on so(3)*, the time-1 flow of
   H = Ψ(k·z; c) (``vpintegrator.nn.lie_poisson``): for fixed c a rotation of each state, so the Casimir
   ‖z‖² is kept exactly, the map is Poisson and volume preserving.
-- [`ConditionedGradientLayer`][vpintegrator.nn.conditioned.ConditionedGradientLayer]: a SympNet gradient shear (q, p) ↦ (q, p + Kᵀ (a(c) ⊙ σ(K q + β(c))))
+- ``ConditionedGradientLayer``: a SympNet gradient shear (q, p) ↦ (q, p + Kᵀ (a(c) ⊙ σ(K q + β(c))))
   (or the q-shear): p ← p + ∇_q V(q; c) with V = Σ_m a_m(c) Σ(K q + β(c))_m, symplectic for fixed c.
-- [`ConditionedShear`][vpintegrator.nn.conditioned.ConditionedShear]: x ↦ x + a(c) ⊙ σ(L x + β(c)) with L strictly lower (or upper)
+- ``ConditionedShear``: x ↦ x + a(c) ⊙ σ(L x + β(c)) with L strictly lower (or upper)
   triangular: for fixed c the Jacobian is unit triangular, det J = 1.
 
 The dependence on c is affine in the coefficients: a(c) = a + c A, β(c) = β + c B (A, B shaped
@@ -79,7 +79,7 @@ class ConditionedScalarFunction(nn.Module):
 class ConditionedLiePoissonLayer(nn.Module):
     """z ↦ R(k, −τ ψ(k·z; c)) z on every state: the time-τ flow of H = Ψ(k·z; c) (module docstring).
 
-    Learnable: ``axis`` (3,) (k = axis/‖axis‖) and ψ's parameters ([`ConditionedScalarFunction`][vpintegrator.nn.conditioned.ConditionedScalarFunction]).
+    Learnable: ``axis`` (3,) (k = axis/‖axis‖) and ψ's parameters (``ConditionedScalarFunction``).
 
     Parameters
     ----------
