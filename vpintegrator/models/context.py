@@ -69,6 +69,7 @@ def parameter_features(system: str, z: Any) -> Any:
     _check_system(system)
     xp = array_namespace(z)
     zero = z[..., 0] * 0.0
+    rows: list[tuple[Any, ...]]
     if system == "rigid_body":
         z1, z2, z3 = z[..., 0], z[..., 1], z[..., 2]
         rows = [(z2 * z3, zero, zero), (zero, z1 * z3, zero), (zero, zero, z1 * z2)]

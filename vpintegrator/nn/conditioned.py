@@ -180,6 +180,6 @@ class ConditionedShear(nn.Module):
     def forward(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
         """x (batch, seq, dim), c (batch, context_dim) or (context_dim,) -> (batch, seq, dim)."""
         c = broadcast_context(c, x)
-        L = self.weight * self.mask  # strictly triangular: component i reads only x_j, j < i (or > i)
+        L = self.weight * self.get_buffer("mask")  # strictly triangular: component i reads only x_j, j < i (or > i)
         hidden = self._sigma(x @ L.mT + self.bias + c @ self.bias_c)  # (..., dim)
         return x + (self.scale + c @ self.scale_c) * hidden

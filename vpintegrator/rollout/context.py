@@ -84,7 +84,7 @@ class ContextStep(StepMap):
         self.context, self.theta, self.dt = context, theta, dt
         self.noise, self.seed = float(noise), int(seed)
         self.name = str(getattr(model, "config", {}).get("name", type(model).__name__.lower()))
-        self._c = None
+        self._c: Any = None
 
     def start(self, window0, limit):
         self._window0 = np.asarray(window0, dtype=np.float64)
@@ -102,7 +102,7 @@ class ContextStep(StepMap):
                 if theta.shape != (prefix.shape[0], self.model.context_dim):
                     raise VPIntegratorError(f"oracle θ has shape {theta.shape}; expected "
                                             f"({prefix.shape[0]}, {self.model.context_dim})")
-                self._c = torch.as_tensor(float(self.dt) * theta, device=self.device, dtype=self.dtype)
+                self._c = torch.as_tensor(float(self.dt or 0.0) * theta, device=self.device, dtype=self.dtype)
             else:
                 self._c = self.model.encode(prefix)  # (n_traj, context_dim)
         self._z0 = prefix[:, -1:].clone()  # (n_traj, 1, dim)
