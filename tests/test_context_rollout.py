@@ -58,6 +58,7 @@ def test_noise_is_one_draw_shared_by_every_method():
     _, prefix = _family_prefixes()
     a, b = add_noise(prefix, 1e-3, seed=0), add_noise(prefix, 1e-3, seed=0)
     np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(add_noise(prefix[2:4], 1e-3, seed=0), a[2:4])  # a row's draw, in any batch
     assert 1e-4 < np.abs(a - prefix).std() < 1e-2
     theta = identify_parameters(RigidBody(), a, H, "shooting")  # noisy: close, not exact
     assert np.abs(theta - identify_parameters(RigidBody(), prefix, H, "shooting")).max() < 0.5

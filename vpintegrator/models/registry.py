@@ -143,6 +143,6 @@ def model_preserves(model: nn.Module | str, **config: Any) -> tuple[str, ...]:
     [`vpintegrator.testing`][vpintegrator.testing] in float64.
     """
     if isinstance(model, str):
-        dim = config.pop("dim", 4 if model in ("la_sympnet", "g_sympnet", "symplectic_transformer") else 3)
+        dim = config.pop("dim", 4 if model in ("la_sympnet", "g_sympnet", "symplectic_transformer", "g_sympnet_ctx") else 3)
         model = build_model(model, dim=dim, **config)
     return tuple(getattr(model, "preserves", ()))

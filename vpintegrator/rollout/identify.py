@@ -79,11 +79,21 @@ def system_from_theta(base, theta: np.ndarray):
 
 
 def add_noise(prefix: np.ndarray, sigma: float, seed: int = 0) -> np.ndarray:
-    """The prefix with N(0, σ²) observation noise on every component (the same draw for every method)."""
+    """The prefix (n, k, dim) with N(0, σ²) observation noise on every component.
+
+    Row i's draw is seeded by ``seed`` and a hash of row i's states, so a trajectory gets the same noise in
+    every method, in any batch or block of rows and in any process."""
+    import hashlib
+
     prefix = np.asarray(prefix, dtype=np.float64)
     if sigma == 0:
         return prefix.copy()
-    return prefix + sigma * np.random.default_rng(np.random.SeedSequence([int(seed), 34])).normal(size=prefix.shape)
+    out = prefix.copy()
+    for i in range(prefix.shape[0]):
+        digest = hashlib.blake2b(np.ascontiguousarray(prefix[i]).tobytes(), digest_size=8).digest()
+        rng = np.random.default_rng(np.random.SeedSequence([int(seed), 34, int.from_bytes(digest, "little")]))
+        out[i] += sigma * rng.normal(size=prefix.shape[1:])
+    return out
 
 
 def _fd_theta(name: str, prefix: np.ndarray, dt: float) -> np.ndarray:
