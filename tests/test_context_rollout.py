@@ -47,6 +47,12 @@ def test_shooting_recovers_the_oscillator_parameters():
     np.testing.assert_allclose(identify_parameters(CoupledOscillator(), prefix, 0.2, "shooting")[0], theta_of(s), atol=1e-8)
 
 
+def test_too_short_a_prefix_for_the_parameters_is_refused():
+    prefix = np.zeros((2, 3, 4))
+    with pytest.raises(VPIntegratorError, match="context_len >= 4"):
+        identify_parameters(CoupledOscillator(), prefix, 0.2, "fd")
+
+
 def test_the_fitted_system_has_the_fitted_coefficients():
     theta = np.array([0.3, -1.1, 0.8])
     assert np.allclose(system_from_theta(RigidBody(), theta).coefficients, theta, atol=1e-14)

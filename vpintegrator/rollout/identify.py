@@ -133,6 +133,16 @@ def _shoot_one(base, z: np.ndarray, dt: float, theta0: np.ndarray) -> np.ndarray
     return G @ (sol.x[dim:] * scale)
 
 
+def _check_context_len(system, k: int) -> None:
+    """k prefix states give (k − 2)·dim central differences: at least one per parameter."""
+    n_theta = len(theta_of(system))
+    if (k - 2) * system.dim < n_theta:
+        need = 2 + -(-n_theta // system.dim)
+        raise VPIntegratorError(f"context_len: {k} states of {system.name} give {max(0, (k - 2) * system.dim)} central "
+                                f"differences for its {n_theta} parameters; give context_len >= {need}",
+                                key="context_len")
+
+
 def identify_parameters(system, prefix: np.ndarray, dt: float, method: str = "shooting") -> np.ndarray:
     """Each row's θ from its prefix of observed states.
 
@@ -156,6 +166,7 @@ def identify_parameters(system, prefix: np.ndarray, dt: float, method: str = "sh
     if prefix.ndim != 3 or prefix.shape[2] != system.dim or prefix.shape[1] < 3:
         raise VPIntegratorError(f"identify: prefix must be (n, k >= 3, {system.dim}); got {prefix.shape}",
                                 key="context_len")
+    _check_context_len(system, prefix.shape[1])
     if method not in _LONG:
         raise VPIntegratorError(f"identify: method must be one of fd, shooting; got {method!r}", key="integrators")
     theta = _fd_theta(name, prefix, float(dt))
@@ -209,6 +220,7 @@ class IdentifiedStep(StepMap):
             raise VPIntegratorError(f"identification {how!r}: use one of {', '.join(IDENTIFY_METHODS)}",
                                     key="integrators")
         get_integrator(integrator).supports(base)
+        _check_context_len(base, int(context_len))  # checked before anything runs
         self.base, self.how, self.integrator, self.dt = base, how, integrator, float(dt)
         self.dim, self.seq_len = base.dim, int(context_len)
         self.noise, self.seed = float(noise), int(seed)
