@@ -1,4 +1,4 @@
-"""Context-conditioned structure-preserving integrators for families of systems (issue 34).
+"""Context-conditioned structure-preserving integrators for families of systems.
 
 A family's parameters differ from trajectory to trajectory; a parameter-blind map cannot know them. A
 *context model* reads the first ``context_len`` observed states (the prefix) once, turns them into a

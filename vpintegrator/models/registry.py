@@ -78,7 +78,7 @@ def register_model(cls: type[nn.Module], defaults: dict[str, Any] | None = None)
     return cls
 
 
-# context-conditioned models for families of systems (issue 34): the probe's rigid-body net (6 layers, a
+# context-conditioned models for families of systems: the probe's rigid-body net (6 layers, a
 # 3-state finite-difference context) and its symplectic and volume-preserving siblings
 register_model(ContextLiePoissonNet, dict(context_len=3, n_layers=6, width=4, encoder="finite_difference",
                                           system="rigid_body"))

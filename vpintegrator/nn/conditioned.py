@@ -1,4 +1,4 @@
-"""Layers conditioned on a context vector c: structure-preserving for every fixed c (issue 34).
+"""Layers conditioned on a context vector c: structure-preserving for every fixed c.
 
 A context-conditioned integrator reads a prefix of observed states once, turns it into c (shape
 (batch, context_dim) or (context_dim,)), and steps with maps whose parameters depend on c. Each layer here

@@ -109,7 +109,7 @@ class RolloutConfig(Config):
         ``(label, path_or_module)`` pair (a 2-element list in TOML); a dict ``{label: path}`` works too.
     integrators : list of str
         Classical integrator names (``vpintegrator.list_integrators()``), or ``"exact_flow"`` (DOP853), or an
-        identification row ``METHOD+INTEGRATOR`` (``fd+rk4``, ``shooting+gauss_legendre4``; issue 34,
+        identification row ``METHOD+INTEGRATOR`` (``fd+rk4``, ``shooting+gauss_legendre4``;
         ``vpintegrator.rollout.identify``): each row's parameters fitted from its first ``context_len`` states,
         then the integrator with them.
     context_len : int

@@ -1,4 +1,4 @@
-"""Rolling out a context-conditioned model (issue 34): c read once from the first ``context_len`` states,
+"""Rolling out a context-conditioned model: c read once from the first ``context_len`` states,
 then frozen for the whole rollout.
 
 [`ContextStep`][vpintegrator.rollout.context.ContextStep] is the step map: its ``seq_len`` is the model's ``context_len``, so the engine's first

@@ -1,4 +1,4 @@
-"""Identification baselines for families of systems (issue 34): fit each trajectory's parameters from the
+"""Identification baselines for families of systems: fit each trajectory's parameters from the
 same prefix of observed states a context model reads, then integrate the **known** equations with them.
 
 A learned context-conditioned integrator must beat these: they know the equations and only miss the

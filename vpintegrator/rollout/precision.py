@@ -229,7 +229,7 @@ def work_precision(
         if not math.isclose(n_steps * dt, t_end, rel_tol=1e-9):
             raise VPIntegratorError(f"t_end: {t_end:g} is not a whole number of the models' step dt = {dt:g}")
         w0 = family_initial_window(system, y0, dt, model.seq_len, method="exact_flow")
-        tr = rollout(model_step(model, device="cpu"), w0, dt, n_steps)  # a context model: c from w0 (issue 34)
+        tr = rollout(model_step(model, device="cpu"), w0, dt, n_steps)  # a context model: c from w0
         med, p90, mx = _stats(_relative_error(tr.y[:, -1], ref))
         seconds, runner = _batch1_seconds(lambda: model_step(model, device="cpu"), w0[:1], dt, n_steps, repeats)
         rows.append(WorkPrecisionRow(label, "model", dt, math.nan, n_steps, t_end, len(y0), med, p90, mx,
