@@ -147,3 +147,12 @@ def test_cli_trains_and_rolls_out_a_context_model_beside_the_identification_rows
     res = CliRunner().invoke(rollout_main, ["--data", str(data), "--integrators", "fd+magic", "--out",
                                             str(tmp_path / "bad.h5")])
     assert res.exit_code != 0 and "magic" in res.output and "Traceback" not in res.output
+
+
+def test_fit_from_python_trains_a_context_model_on_a_family():
+    from vpintegrator.data import generate, load_spec
+
+    traj = generate(load_spec("rigid_body_family", n_traj=12, t_end=2.0))
+    first = vp.fit(model="lpnet_ctx", train=traj, epochs=1, dtype="float64", seed=0)
+    res = vp.fit(model="lpnet_ctx", train=traj, epochs=15, dtype="float64", optimizer="lm", seed=0)
+    assert res.n_params == 258 and res.best_loss < first.best_loss
