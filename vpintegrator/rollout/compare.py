@@ -264,10 +264,11 @@ def _prepare_methods(config: RolloutConfig, system, dt: float, t0: float, n_step
                 key="t_end",
             )
         methods.append((label, step_map, source))
-        if is_context_model(model) and getattr(model, "oracle_ready", False):  # the same step, the true θ
+        if is_context_model(model) and getattr(model, "oracle_ready", False):  # the same step and start, the true θ
             _check_label(f"{label}_oracle", seen)
             methods.append((f"{label}_oracle", ContextStep(model, device=config.device, context="oracle",
-                                                           theta=oracle_theta(system), dt=dt), source))
+                                                           theta=oracle_theta(system), dt=dt,
+                                                           noise=config.context_noise), source))
     if not methods:
         raise VPIntegratorError("nothing to roll out: give models and/or integrators", key="models")
     return methods
