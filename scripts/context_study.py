@@ -15,6 +15,10 @@ prefix state.
     python scripts/context_study.py --data datasets/rbf300.h5 --out runs/context_study --seeds 0,1 --epochs 30 \
         --noise 0,0.001,0.01
 
+    # the context-length axis: lpnet_ctx read from 5 and 10 states (its runs are trained with that context_len)
+    python scripts/context_study.py --data datasets/rbf300.h5 --out runs/context_study_k5 --context-len 5 \
+        --models lpnet_ctx --seeds 0,1 --epochs 30 --noise 0,0.001,0.01
+
 Writes ``OUT/context_study.md`` and ``OUT/context_study.json``.
 """
 
@@ -49,11 +53,14 @@ def heldout(n: int, seed: int) -> tuple[list[RigidBody], np.ndarray]:
     return systems, y0 / np.linalg.norm(y0, axis=1, keepdims=True)
 
 
-def train(data: Path, out: Path, model: str, seed: int, epochs: int) -> Path:
-    run = out / f"{model}_seed{seed}"
+def train(data: Path, out: Path, model: str, seed: int, epochs: int, k: int) -> Path:
+    context = model.endswith("_ctx")
+    run = out / (f"{model}_k{k}_seed{seed}" if context else f"{model}_seed{seed}")
     if not (run / "best.pt").exists():
         cmd = [sys.executable, "-m", "vpintegrator.cli.train", "--data", str(data), "--model", model, "--optimizer",
                "lm", "--set", f"epochs={epochs}", "--set", "dtype=float64", "--set", f"seed={seed}", "--out", str(run)]
+        if context:
+            cmd += ["--set", f"model.context_len={k}"]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return run
 
@@ -75,7 +82,8 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--n-test", type=int, default=100)
     ap.add_argument("--noise", default="0,0.001,0.01")
-    ap.add_argument("--context-len", type=int, default=3)
+    ap.add_argument("--context-len", type=int, default=3, help="prefix states (the context models' context_len)")
+    ap.add_argument("--models", default="lpnet_ctx,vpff_ctx,lpnet")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -86,8 +94,8 @@ def main() -> None:
     ref = np.stack([solve_flow(s, y0[i : i + 1], H * np.arange(n_steps + 1))[0] for i, s in enumerate(systems)])
     theta = np.stack([theta_of(s) for s in systems])
     rows = []
-    runs = {(m, s): train(args.data, args.out, m, s, args.epochs)
-            for s in seeds for m in ("lpnet_ctx", "vpff_ctx", "lpnet")}
+    models = args.models.split(",")
+    runs = {(m, s): train(args.data, args.out, m, s, args.epochs, k) for s in seeds for m in models}
     for sigma in [float(v) for v in args.noise.split(",")]:
         prefix = ref[:, :k]  # the engine starts every method from these states; each adds the same noise draw
         methods = {
@@ -97,7 +105,7 @@ def main() -> None:
                                                           noise=sigma)),
         }
         for s in seeds:
-            for m in ("lpnet_ctx", "vpff_ctx", "lpnet"):
+            for m in models:
                 _, model, _ = parse_model_entry(("m", str(runs[(m, s)])))
                 if m == "lpnet":
                     methods[f"{m} (blind) seed {s}"] = (model, lambda model=model: ModelStep(model, device="cpu"))
@@ -120,6 +128,8 @@ def main() -> None:
             rows.append({"method": name, "noise": sigma, **errors(y, ref), "casimir_drift": cas,
                          "failed": int((~ok).sum()), "cpu_seconds": cpu})
             print(rows[-1], flush=True)
+    for r in rows:
+        r["context_len"] = k
     (args.out / "context_study.json").write_text(json.dumps(rows, indent=1))
     lines = ["| method | noise σ | median error t = 2 | median error t = 10 | max Casimir drift | failed | CPU s |",
              "|---|---|---|---|---|---|---|"]

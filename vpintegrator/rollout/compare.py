@@ -32,7 +32,7 @@ from .identify import IdentifiedStep, parse_identified
 from .report import Failure, RolloutReport  # noqa: F401 (re-exported)
 from .reference import describe_reference, write_reference
 from .splits import split_rows
-from .steps import ExactFlowStep, IntegratorStep, ModelStep, reference_step_map
+from .steps import ExactFlowStep, IntegratorStep, reference_step_map
 
 __all__ = [
     "RolloutConfig", "RolloutReport", "Failure", "load_rollout_config", "run_rollouts", "parse_model_entry",
