@@ -80,8 +80,8 @@ def test_vpt_units_are_attention_then_full_vpff():
 
 
 def test_registry_and_config_round_trip():
-    assert list_models() == ["g_sympnet", "la_sympnet", "lp_transformer", "lpnet", "st", "symplectic_transformer", "vpff",
-                             "vpt"]
+    assert list_models() == ["g_sympnet", "g_sympnet_ctx", "la_sympnet", "lp_transformer", "lpnet", "lpnet_ctx", "st",
+                             "symplectic_transformer", "vpff", "vpff_ctx", "vpt"]
     for key in PAPER:
         model = paper_model(key)
         assert model.config["name"] == key.split("_")[0]
@@ -167,8 +167,8 @@ def test_permutation_along_seq(key, equivariant):
     "call, match",
     [
         (lambda: build_model("symplectic_transfomer", dim=3),
-         r"unknown model 'symplectic_transfomer' \(did you mean 'symplectic_transformer'\?\); valid names: g_sympnet, la_sympnet, lp_transformer, lpnet, st, "
-         "symplectic_transformer, vpff, vpt"),
+         r"unknown model 'symplectic_transfomer' \(did you mean 'symplectic_transformer'\?\); valid names: g_sympnet, g_sympnet_ctx, la_sympnet, "
+         "lp_transformer, lpnet, lpnet_ctx, st, symplectic_transformer, vpff, vpff_ctx, vpt"),
         (lambda: build_model("vpt", seq_len=3), "missing required key 'dim'"),
         (lambda: build_model("vpt", dim=3, seq_len=3, n_layers=2), "unknown key 'n_layers'; valid keys: dim, seq_len"),
         (lambda: build_model("vpff", dim=3, activation="relu"), "activation: expected one of"),
@@ -402,7 +402,7 @@ def test_default_model_config_is_the_papers(name, n_params):
 # ---------------------------------------------------------------- Python API conventions (every architecture)
 
 
-_DIM = {"lpnet": 3, "lp_transformer": 3}  # so(3)* only; dim 4 fits every other family
+_DIM = {"lpnet": 3, "lp_transformer": 3, "lpnet_ctx": 3, "vpff_ctx": 3}  # so(3)* only; dim 4 fits every other family
 
 
 def _small_or_paper(name: str):
@@ -450,8 +450,8 @@ def test_every_model_takes_an_unbatched_window(name):
     model = _small_or_paper(name)
     x = torch.randn(5, model.seq_len, model.dim, dtype=torch.float64)
     batched = model(x)
-    one = model(x[2])  # (seq, dim) -> (seq, dim)
-    assert one.shape == (model.seq_len, model.dim)
+    one = model(x[2])  # (seq, dim) -> (pred_window, dim)
+    assert one.shape == (model.pred_window, model.dim)
     torch.testing.assert_close(one, batched[2], rtol=1e-12, atol=1e-12)
 
 
@@ -461,8 +461,8 @@ def test_vmap_of_jacrev_over_windows(name):
 
     model = _small_or_paper(name)
     x = torch.randn(3, model.seq_len, model.dim, dtype=torch.float64)
-    J = vmap(jacrev(model))(x)  # (batch, seq, dim, seq, dim)
-    assert J.shape == (3, model.seq_len, model.dim, model.seq_len, model.dim)
+    J = vmap(jacrev(model))(x)  # (batch, pred_window, dim, seq, dim)
+    assert J.shape == (3, model.pred_window, model.dim, model.seq_len, model.dim)
     for b in range(3):  # against autograd's Jacobian of the batched call, one window at a time
         ref = torch.autograd.functional.jacobian(lambda w: model(w.unsqueeze(0))[0], x[b])
         torch.testing.assert_close(J[b], ref, rtol=1e-9, atol=1e-10)

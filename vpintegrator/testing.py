@@ -444,13 +444,27 @@ def attention_coupling(model: nn.Module, windows) -> AttentionCoupling:
     return AttentionCoupling(float(ratio.median()), float(ratio.max()), ratio)
 
 
-def assert_preserves(model: nn.Module, atol: float = 1e-10, system="rigid_body", n: int = 32, seed: int = 0) -> dict:
+def assert_preserves(model: nn.Module, atol: float = 1e-10, system="rigid_body", n: int = 32, seed: int = 0,
+                     context=None) -> dict:
     """Check every claim of ``model.preserves`` with its audit in float64; returns {claim: max error}.
 
     ``"volume"`` → [`audit_volume`][vpintegrator.testing.audit_volume] (chain), ``"symplectic"`` → [`audit_symplectic`][vpintegrator.testing.audit_symplectic] (chain),
     ``"casimir"`` → [`audit_casimir`][vpintegrator.testing.audit_casimir], ``"poisson"`` → [`audit_poisson`][vpintegrator.testing.audit_poisson]. Raises ``AssertionError``
     naming the first claim whose error exceeds ``atol``.
+
+    A context model (``ContextModel``: it has ``bind``) claims its structure for every fixed
+    context c: its one-step map with c fixed is audited, c = ``context`` (context_dim,), or when ``context``
+    is None, c from the model's encoder on a random prefix (``seed``).
     """
+    if callable(getattr(model, "bind", None)) and hasattr(model, "context_len"):
+        work = _prepared(model, torch.float64, None)
+        if context is None:
+            prefix = random_inputs(model, n=1, seq=int(getattr(model, "context_len")), seed=seed) * 0.5
+            with torch.no_grad():
+                context = work.encode(prefix)[0]  # type: ignore[operator]
+        model = work.bind(torch.as_tensor(context, dtype=torch.float64))  # type: ignore[operator]
+    elif context is not None:
+        raise VPIntegratorError(f"{_name(model)}: context given, but the model is not a context model (no bind)")
     errors = {}
     for claim in getattr(model, "preserves", ()):
         if claim == "volume":

@@ -34,6 +34,17 @@ name                class                         defaults (parameters)
 ``lp_transformer``  [`LiePoissonTransformer`][vpintegrator.models.LiePoissonTransformer] dim 3, seq_len 3, L 2, n_layers 4, width 4 (166)
 ==================  ============================  =====================================================
 
+Context-conditioned models for families of systems (``vpintegrator.models.context``; c read once from the
+first ``context_len`` states, every step structure-preserving for every fixed c):
+
+=================  =======================================  ==================================================
+name               class                                    defaults
+=================  =======================================  ==================================================
+``lpnet_ctx``      [`ContextLiePoissonNet`][vpintegrator.models.ContextLiePoissonNet]   dim 3, context_len 3, n_layers 6, width 4
+``g_sympnet_ctx``  [`ContextGSympNet`][vpintegrator.models.ContextGSympNet]        dim 4, context_len 5, n_layers 4, width 8
+``vpff_ctx``       [`ContextVolumeNet`][vpintegrator.models.ContextVolumeNet]       any dim, context_len 3, n_layers 6
+=================  =======================================  ==================================================
+
 What each architecture keeps by construction: ``model.preserves`` / [`model_preserves`][vpintegrator.models.model_preserves].
 
 Your own model: an ``nn.Module`` class in your own module, registered beside its class with
@@ -59,7 +70,7 @@ lp_transformer: one mixin for ``evolve``, ``inverse`` and ``preserves``).
 from __future__ import annotations
 
 # the families first, in the registry's order (each registers itself: @register_model beside its class)
-from . import volume, standard, symplectic, lie_poisson  # noqa: F401  (in this order)
+from . import volume, standard, symplectic, lie_poisson, context  # noqa: F401  (in this order)
 from ._common import count_parameters
 from .ablation import constant_coupling, without_attention
 from .files import (
@@ -72,6 +83,7 @@ from .files import (
     read_torch_file,
     save_model,
 )
+from .context import ContextGSympNet, ContextLiePoissonNet, ContextModel, ContextVolumeNet
 from .gml import read_gml
 from .lie_poisson import LiePoissonNet, LiePoissonTransformer
 from .registry import (
@@ -110,4 +122,8 @@ __all__ = [
     "LiePoissonTransformer",
     "model_preserves",
     "model_class",
+    "ContextModel",
+    "ContextLiePoissonNet",
+    "ContextGSympNet",
+    "ContextVolumeNet",
 ]

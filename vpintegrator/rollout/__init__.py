@@ -74,6 +74,10 @@ _LAZY: dict[str, str] = {
     "MethodMetrics": "..data.rollouts",
     "RolloutResult": "..data.rollouts",
     "read_rollout": "..data.rollouts",
+    "ContextStep": ".context",
+    "model_step": ".context",
+    "IdentifiedStep": ".identify",
+    "identify_parameters": ".identify",
 }
 
 
@@ -90,6 +94,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from .compare import parse_model_entry as parse_model_entry
     from .compare import run_rollouts as run_rollouts
     from .config import ENGINES as ENGINES
+    from .context import ContextStep as ContextStep
+    from .context import model_step as model_step
+    from .identify import IdentifiedStep as IdentifiedStep
+    from .identify import identify_parameters as identify_parameters
     from .config import RolloutConfig as RolloutConfig
     from .config import load_rollout_config as load_rollout_config
     from .device import DeviceStepper as DeviceStepper
@@ -121,9 +129,11 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "BLOWUP",
     "CHUNK_STEPS",
+    "ContextStep",
     "DeviceStepper",
     "ENGINES",
     "ExactFlowStep",
+    "IdentifiedStep",
     "IntegratorStep",
     "MethodMetrics",
     "ModelStep",
@@ -139,9 +149,11 @@ __all__ = [
     "WorkPrecisionRow",
     "compiled_model",
     "device_stream_rollout",
+    "identify_parameters",
     "initial_window",
     "load_rollout_config",
     "model_label",
+    "model_step",
     "parse_model_entry",
     "read_rollout",
     "read_work_precision",

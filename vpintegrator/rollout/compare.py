@@ -27,10 +27,12 @@ from .engine import StepMap, initial_window, stream_rollout  # noqa: F401 (initi
 from .family import FamilyStep, family_initial_window, step_for
 from .checks import _check_fits, _check_reference, check_outputs, check_trained_on, estimate  # noqa: F401 (estimate re-exported)
 from .config import RolloutConfig, load_rollout_config, model_entries  # noqa: F401 (re-exported)
+from .context import ContextStep, is_context_model, model_step, oracle_theta
+from .identify import IdentifiedStep, parse_identified
 from .report import Failure, RolloutReport  # noqa: F401 (re-exported)
 from .reference import describe_reference, write_reference
 from .splits import split_rows
-from .steps import ExactFlowStep, IntegratorStep, ModelStep, reference_step_map
+from .steps import ExactFlowStep, IntegratorStep, reference_step_map
 
 __all__ = [
     "RolloutConfig", "RolloutReport", "Failure", "load_rollout_config", "run_rollouts", "parse_model_entry",
@@ -225,6 +227,12 @@ def _prepare_methods(config: RolloutConfig, system, dt: float, t0: float, n_step
     seen: set = set()
     valid_int = (*list_integrators(), "exact_flow")
     for name in _integrator_names(config.integrators):
+        ident = parse_identified(name)
+        if ident is not None:  # issue 34: fit each row's parameters from its prefix, then integrate
+            _check_label(name, seen)
+            methods.append((name, IdentifiedStep(system, ident[0], ident[1], dt, context_len=config.context_len,
+                                                 noise=config.context_noise), name))
+            continue
         if name not in valid_int:
             hint = " (integrators is a list of names, not a comma list)" if "," in name else ""
             raise VPIntegratorError(
@@ -246,7 +254,8 @@ def _prepare_methods(config: RolloutConfig, system, dt: float, t0: float, n_step
                 f"{system.dim} ({system.name} in {data}); roll it out on data of its own system",
                 key="models",
             )
-        step_map = ModelStep(model, device=config.device, overlap=config.overlap, jit=config.fast_step)
+        step_map = model_step(model, device=config.device, overlap=config.overlap, jit=config.fast_step,
+                              **({"noise": config.context_noise} if is_context_model(model) else {}))
         use_device_engine(config.engine, step_map, system)  # an engine the model cannot use: refused now
         if n_steps < step_map.seq_len:
             raise VPIntegratorError(
@@ -255,6 +264,11 @@ def _prepare_methods(config: RolloutConfig, system, dt: float, t0: float, n_step
                 key="t_end",
             )
         methods.append((label, step_map, source))
+        if is_context_model(model) and getattr(model, "oracle_ready", False):  # the same step and start, the true θ
+            _check_label(f"{label}_oracle", seen)
+            methods.append((f"{label}_oracle", ContextStep(model, device=config.device, context="oracle",
+                                                           theta=oracle_theta(system), dt=dt,
+                                                           noise=config.context_noise), source))
     if not methods:
         raise VPIntegratorError("nothing to roll out: give models and/or integrators", key="models")
     return methods
@@ -495,7 +509,7 @@ def _write_method(writer, plan: _Plan, label: str, step_map: StepMap, source: st
     vol = None
     if cfg.volume:
         vol = VolumeStream(step_map.log_abs_det_jacobian, n_traj, T, step_map.advance, n_steps,
-                           by_rows=isinstance(step_map, FamilyStep))
+                           by_rows=isinstance(step_map, FamilyStep) or bool(getattr(step_map, "by_rows", False)))
     series = writer.method(label, map_step=None if vol is None else vol.map_step)
     # progress within the method: a line per interval through the log, for methods longer than one
     lines = ProgressLines(f"{label}", n_steps + 1, unit="steps", write=plan.say, first=False)

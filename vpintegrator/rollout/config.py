@@ -108,7 +108,15 @@ class RolloutConfig(Config):
         directory's name, the file's stem, for ``best.pt``/``last.pt`` the directory's name, or NAME), or a
         ``(label, path_or_module)`` pair (a 2-element list in TOML); a dict ``{label: path}`` works too.
     integrators : list of str
-        Classical integrator names (``vpintegrator.list_integrators()``), or ``"exact_flow"`` (DOP853).
+        Classical integrator names (``vpintegrator.list_integrators()``), or ``"exact_flow"`` (DOP853), or an
+        identification row ``METHOD+INTEGRATOR`` (``fd+rk4``, ``shooting+gauss_legendre4``;
+        ``vpintegrator.rollout.identify``): each row's parameters fitted from its first ``context_len`` states,
+        then the integrator with them.
+    context_len : int
+        Prefix length of the identification rows (a context model reads its own ``context_len``).
+    context_noise : float
+        σ of the observation noise on the prefix that context models and identification rows read (one
+        draw, seed 0, the same for every method).
     t_end : float or None
         Horizon (default: the data's). Beyond the data the reference is continued on the fly with the
         data's own generator ([`reference_step_map`][vpintegrator.rollout.steps.reference_step_map]), from the file's last state.
@@ -215,6 +223,14 @@ class RolloutConfig(Config):
                               show_default="every core",
                               help="Processes for the classical integrators and the exact flow (1: one; models run "
                               "in this process). The output does not depend on it.")
+
+    # issue 34: the context a context model and the identification rows (fd+rk4, shooting+rk4, ...) read
+    context_len: int = key(3, type=int, low=3, expected="an integer >= 3",
+                           help="Prefix states the identification rows (fd+INTEGRATOR, shooting+INTEGRATOR) fit "
+                           "the parameters from (a context model reads its own context_len).")
+    context_noise: float = key(0.0, type=float, low=0, expected="a number >= 0",
+                               help="Observation noise sigma on the context prefix seen by context models and "
+                               "identification rows (one draw, the same for all).")
 
     #: the old name of ``fast_step``, still accepted: ``RolloutConfig(jit=False)``
     jit: InitVar[bool | None] = None

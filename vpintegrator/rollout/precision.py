@@ -174,7 +174,8 @@ def work_precision(
     from ..systems.family import SystemFamily
     from .engine import rollout
     from .family import base_system, family_initial_window, solve_flow_rows, step_for
-    from .steps import IntegratorStep, ModelStep
+    from .context import model_step
+    from .steps import IntegratorStep
 
     system = system if isinstance(system, SystemFamily) else get_system(system)
     if amortise_over is not None:
@@ -228,9 +229,9 @@ def work_precision(
         if not math.isclose(n_steps * dt, t_end, rel_tol=1e-9):
             raise VPIntegratorError(f"t_end: {t_end:g} is not a whole number of the models' step dt = {dt:g}")
         w0 = family_initial_window(system, y0, dt, model.seq_len, method="exact_flow")
-        tr = rollout(ModelStep(model, device="cpu"), w0, dt, n_steps)
+        tr = rollout(model_step(model, device="cpu"), w0, dt, n_steps)  # a context model: c from w0
         med, p90, mx = _stats(_relative_error(tr.y[:, -1], ref))
-        seconds, runner = _batch1_seconds(lambda: ModelStep(model, device="cpu"), w0[:1], dt, n_steps, repeats)
+        seconds, runner = _batch1_seconds(lambda: model_step(model, device="cpu"), w0[:1], dt, n_steps, repeats)
         rows.append(WorkPrecisionRow(label, "model", dt, math.nan, n_steps, t_end, len(y0), med, p90, mx,
                                      _drift(system, tr.y), seconds / t_end, runner,
                                      float((train_seconds or {}).get(label, math.nan))))
@@ -301,7 +302,8 @@ def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], 
 
     The initial conditions are the first states of the trajectories the configuration selects (``traj`` /
     ``n_traj``), the base step h is the data's dt, T the configuration's ``t_end`` (or the data's horizon);
-    the methods are its integrators (``exact_flow`` left out: DOP853 has its own tolerance ladder), or
+    the methods are its integrators (``exact_flow`` left out: DOP853 has its own tolerance ladder; and the
+    identification rows ``fd+rk4``, ...), or
     ``DEFAULT_METHODS`` when it names none, and its models are points at their own step. The ladder is
     2h, h, h/2, h/4, h/8, h/16 (without 2h when T is an odd number of steps). A model loaded from a run directory
     carries its training CPU seconds ([`training_seconds`][vpintegrator.rollout.precision.training_seconds]) and break-even N; ``amortise_over`` = N adds
@@ -324,7 +326,8 @@ def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], 
     y0 = first.y[:, 0]
     if first.params is not None:  # a parametric data set: every method with each trajectory's true parameters
         system = first.systems()
-    names = [n for n in (config.integrators or []) if n != "exact_flow"] or None
+    # identification rows (fd+rk4, issue 34) fit parameters first: no step-size ladder of their own
+    names = [n for n in (config.integrators or []) if n != "exact_flow" and "+" not in n] or None
     models, trained = {}, {}
     for entry in model_entries(config.models):
         label, model, source = parse_model_entry(entry)
