@@ -13,7 +13,10 @@ HAVE_NUMBA = _numba is not None
 
 
 def jit(fn):
-    """``numba.njit(cache=True, error_model="numpy")`` (no fastmath: same rounding as NumPy), or ``fn``."""
+    """``numba.njit(cache=True, error_model="numpy")`` (no fastmath: same rounding as NumPy), or ``fn``; where
+    numba cannot write its cache, a temporary one or none (``vpintegrator._jitcache``)."""
     if _numba is None:
         return fn
-    return _numba.njit(cache=True, error_model="numpy")(fn)
+    from .._jitcache import njit
+
+    return njit(fn, error_model="numpy")

@@ -267,8 +267,10 @@ def _solve_many_py(kind, p, y0, t, rtol, atol, out, status, t_fail):  # pragma: 
 
 
 if NUMBA:
-    _solve_one = _numba.njit(cache=True, nogil=True)(_solve_one_py)
-    _solve_many = _numba.njit(cache=True, nogil=True)(_solve_many_py)
+    from .._jitcache import njit as _cached_njit  # numba's cache, or a temporary one where it cannot write
+
+    _solve_one = _cached_njit(_solve_one_py, nogil=True)
+    _solve_many = _cached_njit(_solve_many_py, nogil=True)
 else:  # pragma: no cover
     _solve_one = _solve_many = None
 

@@ -65,7 +65,9 @@ from .files import (
 )
 from .gml import read_gml
 from .lie_poisson import LiePoissonNet, LiePoissonTransformer
-from .registry import _did_you_mean, build_model, default_model_config, list_models, model_preserves, register_model
+from .registry import (
+    _did_you_mean, build_model, default_model_config, list_models, model_preserves, model_size, register_model,
+)
 from .standard import StandardTransformerIntegrator
 from .symplectic import GSympNet, LASympNet, SymplecticTransformer
 from .volume import VolumePreservingFeedForward, VolumePreservingTransformer
@@ -93,4 +95,5 @@ __all__ = [
     "LiePoissonNet",
     "LiePoissonTransformer",
     "model_preserves",
+    "model_size",
 ]

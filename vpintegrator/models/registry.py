@@ -13,7 +13,7 @@ from .standard import StandardTransformerIntegrator
 from .symplectic import GSympNet, LASympNet, SymplecticTransformer
 from .volume import VolumePreservingFeedForward, VolumePreservingTransformer
 
-__all__ = ["build_model", "list_models", "default_model_config", "register_model", "model_preserves"]
+__all__ = ["build_model", "list_models", "default_model_config", "register_model", "model_preserves", "model_size"]
 
 _MODELS: dict[str, type[nn.Module]] = {
     cls.model_name: cls
@@ -99,6 +99,13 @@ def build_model(name: str, **config: Any) -> nn.Module:
     -------
     torch.nn.Module
         In float32 (``torch.get_default_dtype()``) on the CPU; use ``.to(dtype=..., device=...)``.
+
+    Raises
+    ------
+    VPIntegratorError
+        An unknown name or key, a bad value, or sizes (``n_blocks``, ``L``, ``width``, ...) whose model
+        would not fit in the memory available: refused before it is built, the estimate in the message
+        (``vpintegrator.models.sizes``).
     """
     if name not in _MODELS:
         raise VPIntegratorError(
@@ -115,10 +122,31 @@ def build_model(name: str, **config: Any) -> nn.Module:
     for key, p in params.items():
         if p.default is inspect.Parameter.empty and key not in config:
             raise VPIntegratorError(f"model config for {name!r}: missing required key {key!r}")
+    from .sizes import check_model_memory
+
+    check_model_memory(name, cls, config)  # a size that cannot fit is refused before anything is built
     try:
         return cls(**config)
     except VPIntegratorError as err:
         raise VPIntegratorError(f"model config for {name!r}: {err}", key=err.key) from None
+
+
+def model_size(name: str, **config: Any):
+    """The size of ``build_model(name, **config)`` without building it (``vpintegrator.models.sizes``): a
+    ``ModelSize`` (``numel`` parameters and buffers, ``objects`` modules and tensors, the ``large`` keys that
+    were probed), or None when every integer key is at most ``sizes.PROBE_MAX`` (a small model) or the
+    name is unknown. Keys left out take the paper's values, as in [`build_model`][vpintegrator.models.build_model].
+
+    Examples
+    --------
+    >>> model_size("vpff", dim=3, n_blocks=10**8).numel
+    2250000000.0
+    """
+    from .sizes import estimate_model_size
+
+    if name not in _MODELS:
+        return None
+    return estimate_model_size(_MODELS[name], {**_PAPER_CONFIGS.get(name, {}), **config})
 
 
 def model_preserves(model: nn.Module | str, **config: Any) -> tuple[str, ...]:
