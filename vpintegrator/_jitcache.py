@@ -1,4 +1,4 @@
-"""numba's on-disk cache of compiled kernels, with a fallback where it cannot write (issue 36).
+"""numba's on-disk cache of compiled kernels, with a fallback where it cannot write.
 
 ``njit(fn, **options)`` is ``numba.njit(cache=True, **options)(fn)``. numba keeps its cache beside the
 source (``__pycache__``) or in ``NUMBA_CACHE_DIR`` (or the user's cache directory) and raises ``cannot cache

@@ -140,7 +140,7 @@ def model_size(name: str, **config: Any):
     Examples
     --------
     >>> model_size("vpff", dim=3, n_blocks=10**8).numel
-    2250000000.0
+    27900000135.0
     """
     from .sizes import estimate_model_size
 

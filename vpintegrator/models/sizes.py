@@ -1,6 +1,6 @@
 """How big a model is before it is built: sizes that a user's config controls are estimated, and refused with
-one line when they cannot fit in memory, before anything is allocated (issue 36: ``model.n_blocks =
-100000000`` took 5 GB before it failed).
+one line when they cannot fit in memory, before anything is allocated (``model.n_blocks = 100000000``
+would take gigabytes of Python objects before failing).
 
 The estimate works for every registered architecture without knowing its layers: the parameter count, the
 number of modules and the number of tensors of a model are polynomials of low degree in each of its integer
