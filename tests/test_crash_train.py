@@ -199,8 +199,8 @@ def _weights_and_logs(run, ensemble: bool) -> dict:
 @pytest.mark.parametrize("moment", [0, 1, 2])
 def test_kill_9_at_random_moments_of_a_run_and_of_its_resume(tmp_path, ensemble, moment):
     """kill -9 at a random moment (start-up, mid-epoch, during a checkpoint's write; the moment drawn from a
-    seeded RNG, the timing the machine's), then kill -9 of the resume too, then a resume from another working
-    directory: it succeeds, no temporary or lock file remains, every checkpoint loads, and the final weights,
+    seeded RNG, the timing the machine's), then kill -9 of a resume started in the same working directory,
+    then a resume from another working directory: it succeeds, no temporary or lock file remains, every checkpoint loads, and the final weights,
     logs and table equal an uninterrupted run's bit for bit (what vp-train promises: one process, the same
     code on the same data; the resumed state is the checkpointed state exactly)."""
     rng = np.random.default_rng(100 * moment + ensemble)
@@ -228,7 +228,8 @@ def test_kill_9_at_random_moments_of_a_run_and_of_its_resume(tmp_path, ensemble,
     state = run / ("ensemble_last.pt" if ensemble else "last.pt")
     if state.exists():  # else killed before its first checkpoint: a rerun with --overwrite is what is left
         torch.load(state, weights_only=True)  # never half-written
-        proc = subprocess.Popen(resume, env=env, cwd=elsewhere, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        here = [*resume[:4], "run", *resume[5:]]  # the killed resume runs in the run's own working directory
+        proc = subprocess.Popen(here, env=env, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _kill_at(proc, lambda: [], 0, float(rng.uniform(2.0, 6.0)))  # somewhere in start-up or training
         res = subprocess.run(resume, env=env, cwd=elsewhere, capture_output=True, text=True, timeout=300)
     else:

@@ -41,7 +41,7 @@ def _use_temporary_cache(err: BaseException) -> None:
             path = ""  # no temporary directory either: compile without a cache
         else:
             atexit.register(shutil.rmtree, path, True)
-            config.CACHE_DIR = path
+            setattr(config, "CACHE_DIR", path)  # numba reads it when a kernel's cache is located
         _state["fallback"] = path
     if not _state["warned"]:
         _state["warned"] = True
