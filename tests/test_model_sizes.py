@@ -95,3 +95,13 @@ def test_vp_train_refuses_before_building(tiny_data, tmp_path, monkeypatch):
     assert res.exit_code == 1 and len(errors) == 1 and "Traceback" not in res.output, res.output
     assert "model.n_blocks = 100000000" in errors[0] and "needs about" in errors[0] and "8.0 GiB" in errors[0]
     assert not (tmp_path / "r").exists()
+
+
+def test_validation_rollout_steps_are_estimated(tiny_data, tmp_path, monkeypatch):
+    """``val_rollout_steps`` (the validation rollouts' length, continued beyond the data by the reference
+    integrator) is refused before the data is continued when its states cannot fit."""
+    monkeypatch.setattr(resources, "available_memory", lambda: 8 * GIB)
+    with pytest.raises(VPIntegratorError, match=r"validation rollouts of val_rollout_steps = 1000000000000 steps "
+                                                r"from \d+ trajectories needs about .* give a smaller val_rollout_steps"):
+        fit(_cfg(tiny_data, tmp_path, model={"name": "vpff"}, monitor="val_rollout", val_rollout_steps=10**12))
+    assert not (tmp_path / "r").exists()

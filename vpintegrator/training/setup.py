@@ -147,6 +147,16 @@ def window_sets(config: TrainConfig, data, data_paths: list[str], seq_len: int, 
     val_set = WindowDataset(y, seq_len, target, config.stride, val_idx) if len(val_idx) else None
     validator = None
     if config.monitor == "val_rollout":
+        from .. import resources
+
+        # the reference (continued beyond the data), its copy in the model's dtype, and per member the
+        # predicted states and their errors: (n_val, val_rollout_steps + 1, dim) float64 each
+        members = len(config.ensemble_seeds())
+        states = float(len(val_idx)) * (config.val_rollout_steps + 1) * data.dim
+        resources.check_memory(
+            8.0 * states * (3 + 2 * members),
+            f"validation rollouts of val_rollout_steps = {config.val_rollout_steps} steps from {len(val_idx)} "
+            f"trajectories", "give a smaller val_rollout_steps (or a smaller val_fraction)", key="val_rollout_steps")
         validator = RolloutValidator(data.select(traj=val_idx), config.val_rollout_steps, seq_len, pred_window,
                                      config.val_rollout_error, config.val_rollout_drift_weight)
     info = {
