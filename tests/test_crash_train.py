@@ -226,8 +226,9 @@ def test_kill_9_at_random_moments_of_a_run_and_of_its_resume(tmp_path, ensemble,
                     float(rng.uniform(0, 0.08))), "vp-train finished before it was killed; give it more epochs"
     resume = [*_train_cmd(ensemble, epochs)[:3], "--resume", "../work/run", "--epochs", str(epochs), "--no-progress"]
     state = run / ("ensemble_last.pt" if ensemble else "last.pt")
+    for ckpt in run.rglob("*.pt"):  # every checkpoint there is complete (a partial one is a hidden .tmp)
+        torch.load(ckpt, weights_only=True)
     if state.exists():  # else killed before its first checkpoint: a rerun with --overwrite is what is left
-        torch.load(state, weights_only=True)  # never half-written
         here = [*resume[:4], "run", *resume[5:]]  # the killed resume runs in the run's own working directory
         proc = subprocess.Popen(here, env=env, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _kill_at(proc, lambda: [], 0, float(rng.uniform(2.0, 6.0)))  # somewhere in start-up or training

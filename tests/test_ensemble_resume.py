@@ -166,3 +166,16 @@ def test_resume_refuses_changed_data(tiny_data, tmp_path):
     shutil.copy(other, data)
     with pytest.raises(VPIntegratorError, match=r"has changed since the run's last checkpoint"):
         fit(resume=tmp_path / "ens", epochs=2)
+
+
+def test_overwrite_replaces_the_state_and_keeps_user_files(tiny_data, tmp_path):
+    """ensemble_last.pt is one of vp-train's own files: --overwrite replaces it with the new run's (a resume then
+    continues the new run), a file of the user's in the directory is kept."""
+    fit(_config(tiny_data, tmp_path, "ens", epochs=3))
+    notes = tmp_path / "ens" / "notes.txt"
+    notes.write_text("mine\n")
+    fit(_config(tiny_data, tmp_path, "ens", epochs=1), overwrite=True)
+    assert torch.load(tmp_path / "ens" / "ensemble_last.pt", weights_only=True)["epoch"] == 1
+    assert notes.read_text() == "mine\n"
+    res = fit(resume=tmp_path / "ens", epochs=2)
+    assert res.epochs == 2 and all(len(read_log_rows(m.run_dir / "log.csv")) == 2 for m in res.members)
