@@ -158,12 +158,12 @@ def test_bad_ensemble_input_is_one_line(tiny_data, tmp_path, args, match):
     assert not (tmp_path / "r").exists()
 
 
-def test_resume_is_refused(tiny_data, tmp_path):
+def test_resume_of_a_member_or_with_ensemble_is_refused(tiny_data, tmp_path):
+    """A member's directory is resumed with its ensemble (tests/test_ensemble_resume.py resumes ensembles)."""
     ens = fit(_config(tiny_data, tmp_path, "ens", ensemble=2, epochs=1))
     member = ens.members[0].run_dir
-    for run in (ens.run_dir, member):
-        with pytest.raises(VPIntegratorError, match=r"an ensemble \(or a member of one\) cannot be resumed"):
-            fit(resume=run, epochs=2)
+    with pytest.raises(VPIntegratorError, match=r"a member of an ensemble is resumed with its ensemble"):
+        fit(resume=member, epochs=2)
     res = CliRunner().invoke(main, ["--resume", str(member), "--ensemble", "2"])
     assert res.exit_code == 1 and "--ensemble with --resume" in res.output
 
@@ -182,7 +182,7 @@ def test_fit_keyword_and_float32(tiny_data, tmp_path):
 
 def test_interrupt_saves_every_member_where_it_stopped(tiny_data, tmp_path, monkeypatch):
     """Ctrl-C mid-epoch (the one loop's interrupt path): each member's last.pt holds the weights after the step
-    the signal landed on, its summary says interrupted, and the error says an ensemble cannot be resumed."""
+    the signal landed on, its summary says interrupted, and the error says where to resume from."""
     import signal
 
     from vpintegrator.training import TrainingInterrupted
@@ -197,7 +197,7 @@ def test_interrupt_saves_every_member_where_it_stopped(tiny_data, tmp_path, monk
         return original(self, index)
 
     monkeypatch.setattr(windows.WindowDataset, "batch", batch_then_signal)
-    with pytest.raises(TrainingInterrupted, match=r"an ensemble cannot be resumed") as info:
+    with pytest.raises(TrainingInterrupted, match=r"\(\+2 batches\); saved .*ensemble_last.pt, resume from") as info:
         fit(_config(tiny_data, tmp_path, "ens", ensemble=2, monitor="val_loss"))
     monkeypatch.setattr(windows.WindowDataset, "batch", original)
     out = tmp_path / "ens"

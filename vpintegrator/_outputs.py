@@ -65,7 +65,7 @@ KIND_NAMES = {
 }
 #: what a run directory may hold (vp-train and vp-plot write these; ``member_*`` are ensemble members)
 RUN_FILES = frozenset({"config.toml", "log.csv", "summary.json", "last.pt", "best.pt", "ensemble.csv",
-                       "ensemble.md", "selected.json"})
+                       "ensemble.md", "selected.json", "ensemble_last.pt"})
 RUN_DIRS = frozenset({"figures", "best"})
 _SOURCE_SUFFIXES = frozenset({".py", ".pyx", ".c", ".h", ".cpp", ".cu", ".jl", ".m", ".r", ".sh", ".toml", ".json",
                               ".yaml", ".yml", ".cfg", ".ini", ".txt", ".ipynb", ".tex", ".rst"})
@@ -103,7 +103,7 @@ def holds_run(path: Path) -> bool:
     checkpoints; a killed one may have left last.pt or log.csv alone, a killed ensemble its config.toml and
     the members' directories."""
     names = {p.name for p in path.iterdir()}
-    return bool(names & {"last.pt", "log.csv", "ensemble.csv"}) or (
+    return bool(names & {"last.pt", "log.csv", "ensemble.csv", "ensemble_last.pt"}) or (
         "config.toml" in names and bool(names & {"best.pt", "summary.json"})) or (
         "config.toml" in names and any(n.startswith("member_") and (path / n / "config.toml").is_file() for n in names))
     # (the last: an ensemble killed before its ensemble.csv, its members' directories written)

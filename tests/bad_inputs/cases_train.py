@@ -153,6 +153,15 @@ CASES = [
     _train(*C, "--set", "optimizer_kwargs={{momentun=0.9}}", "--optimizer", "sgd", *OUT, id="train-set-optimizer-kwargs-unknown",
            match=r"optimizer_kwargs"),
     _train(*C, "--set", "model.foo=1", *OUT, id="train-set-model-unknown-key", match=r"unknown key 'foo'"),
+    # sizes that cannot fit: refused before a model is built, the key and the estimate named (issue 36)
+    _train(*C, "--set", "model.n_blocks=100000000", *OUT, id="train-set-model-huge-n-blocks",
+           match=r"training model 'vpt' with model.n_blocks = 100000000 \(.* parameters.*\) needs about .* of memory "
+                 r".*give a smaller model.n_blocks"),
+    _train(*C, "--set", "model.L=100000000", *OUT, id="train-set-model-huge-L",
+           match=r"model.L = 100000000 .* needs about .*give a smaller model.L"),
+    _train("--data", "{data}", "--model", "lpnet", "--epochs", "1", "--set", "model.width=1000000", "--set",
+           "model.n_layers=100000", *OUT, id="train-set-model-huge-width-and-layers",
+           match=r"model.n_layers = 100000, model.width = 1000000 .* needs about"),
     _train(*C, "--lr", "0.1", "--set", "lr=0.2", *OUT, id="train-set-and-flag", match=r"also given by its own flag"),
     # -- names -----------------------------------------------------------------------------------------------
     _train("--data", "{data}", "--model", "vpx", "--epochs", "1", *OUT, id="train-model-unknown",
@@ -198,7 +207,7 @@ CASES = [
     _train(*C, "--ensemble", "3", "--set", "seeds=[1, 2]", *OUT, id="train-ensemble-seeds-mismatch",
            match=r"ensemble = 3 but seeds lists 2 seeds"),
     _train("--resume", "{run}", "--epochs", "3", "--ensemble", "2", id="train-ensemble-resume",
-           match=r"--ensemble with --resume .*: an ensemble cannot be resumed"),
+           match=r"--ensemble with --resume .*: a resumed run keeps its members"),
     _api("train-ensemble-api-zero", lambda ws: _fit(ws, ensemble=0), r"ensemble must be a positive integer"),
     # -- resume ----------------------------------------------------------------------------------------------
     _train("--resume", "{run}", "--epochs", "1", id="train-resume-fewer-epochs",

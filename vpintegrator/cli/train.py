@@ -167,7 +167,8 @@ def main(config, data, model, seq_len, flags, set_, resume, print_config, as_jso
             raise VPIntegratorError(f"--seq-len or --set model.KEY with --resume {resume}: a resumed run keeps its model")
         overrides["model"] = model_table
     if resume is not None and (overrides.get("ensemble") is not None or overrides.get("seeds") is not None):
-        raise VPIntegratorError(f"--ensemble with --resume {resume}: an ensemble cannot be resumed; train it again")
+        raise VPIntegratorError(f"--ensemble with --resume {resume}: a resumed run keeps its members (an ensemble "
+                                "resumes with all of its own); give --resume alone")
     progress = not quiet
     if resume is not None:
         if config is not None:

@@ -14,15 +14,19 @@ HAVE_NUMBA = _numba is not None
 
 def jit(fn):
     """``numba.njit(cache=True, error_model="numpy")`` (no fastmath: same rounding as NumPy), or ``fn``;
-    its cached machine code loads without numba's full start-up (``lean_cache_load``)."""
+    its cached machine code loads without numba's full start-up (``lean_cache_load``); where numba cannot write
+    its cache, a temporary one or none (``vpintegrator._jitcache``)."""
     if _numba is None:
         return fn
-    return lean_cache_load(_numba.njit(cache=True, error_model="numpy")(fn))
+    return njit(error_model="numpy")(fn)
 
 
 def njit(**options):
-    """``numba.njit(cache=True, **options)`` whose cached machine code loads lean (``lean_cache_load``)."""
-    return lambda fn: lean_cache_load(_numba.njit(cache=True, **options)(fn))
+    """``numba.njit(cache=True, **options)`` whose cached machine code loads lean (``lean_cache_load``); where
+    numba cannot write its cache, a temporary one or none (``vpintegrator._jitcache``)."""
+    from .._jitcache import njit as cached_njit
+
+    return lambda fn: lean_cache_load(cached_njit(fn, **options))
 
 
 def lean_cache_load(dispatcher):

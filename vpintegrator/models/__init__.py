@@ -92,6 +92,7 @@ from .registry import (
     list_models,
     model_class,
     model_preserves,
+    model_size,
     register_model,
 )
 from .standard import StandardTransformerIntegrator
@@ -126,4 +127,5 @@ __all__ = [
     "ContextLiePoissonNet",
     "ContextGSympNet",
     "ContextVolumeNet",
+    "model_size",
 ]

@@ -18,7 +18,7 @@ from torch import nn
 from ..errors import VPIntegratorError
 from ..plugins import class_path, import_class, importable_path, is_class_path
 
-__all__ = ["build_model", "list_models", "default_model_config", "register_model", "model_preserves", "model_class"]
+__all__ = ["build_model", "list_models", "default_model_config", "register_model", "model_preserves", "model_class", "model_size"]
 
 M = TypeVar("M", bound=type[nn.Module])
 
@@ -157,6 +157,13 @@ def build_model(name: str, **config: Any) -> nn.Module:
     -------
     torch.nn.Module
         In float32 (``torch.get_default_dtype()``) on the CPU; use ``.to(dtype=..., device=...)``.
+
+    Raises
+    ------
+    VPIntegratorError
+        An unknown name or key, a bad value, or sizes (``n_blocks``, ``L``, ``width``, ...) whose model
+        would not fit in the memory available: refused before it is built, the estimate in the message
+        (``vpintegrator.models.sizes``).
     """
     path = config.pop("model_class", None)
     if path is not None and not is_class_path(path):
@@ -174,6 +181,9 @@ def build_model(name: str, **config: Any) -> nn.Module:
     for k, p in params.items():
         if p.default is inspect.Parameter.empty and k not in config:
             raise VPIntegratorError(f"model config for {name!r}: missing required key {k!r}")
+    from .sizes import check_model_memory
+
+    check_model_memory(name, cls, config)  # a size that cannot fit is refused before anything is built
     try:
         model = cls(**config)
     except VPIntegratorError as err:
@@ -196,6 +206,25 @@ def _describe(model: nn.Module, key: str, config: dict[str, Any], params: dict[s
     if path is not None:
         own["model_class"] = path
     model.config = own  # type: ignore[assignment]
+
+
+def model_size(name: str, **config: Any):
+    """The size of ``build_model(name, **config)`` without building it (``vpintegrator.models.sizes``): a
+    ``ModelSize`` (``numel`` parameters and buffers, ``objects`` modules and tensors, the ``large`` keys that
+    were probed), or None when every integer key is at most ``sizes.PROBE_MAX`` (a small model) or the
+    name is unknown. Keys left out take the paper's values, as in [`build_model`][vpintegrator.models.build_model].
+
+    Examples
+    --------
+    >>> model_size("vpff", dim=3, n_blocks=10**8).numel
+    27900000135.0
+    """
+    from .sizes import estimate_model_size
+
+    if name not in _MODELS and not is_class_path(name):
+        return None
+    cls = model_class(name)
+    return estimate_model_size(cls, {**_PAPER_CONFIGS.get(_key(cls), {}), **config})
 
 
 def model_preserves(model: nn.Module | str, **config: Any) -> tuple[str, ...]:

@@ -39,7 +39,9 @@ def _njit(fn=None, **options):
         return lambda f: _njit(f, **options)
     if not AVAILABLE:
         return fn
-    return numba.njit(cache=True, nogil=True, **options)(fn)
+    from .._jitcache import njit  # numba's cache, or a temporary one where it cannot write
+
+    return njit(fn, nogil=True, **options)
 
 
 # ---------------------------------------------------------------------------------------------- kernel

@@ -47,8 +47,18 @@ the last included; a member reaching ``patience`` in the epoch where the run end
 ``epochs`` done) stops with the run's reason, as a single run does; an interrupt saves the members' files
 at the step it lands on (``steps`` in their ``summary.json``/``last.pt`` counts that step).
 
+Resume (``fit(resume=out)``, ``vp-train --resume OUT``): every save of the members' files (each checkpoint,
+an interrupt) ends with ``out/ensemble_last.pt`` (``ENSEMBLE_STATE``), one atomically written file holding the
+whole ensemble's training state: the stacked weights, the optimiser and schedule (or each member's LM state),
+the members' data generators (as of the epoch's start), the global RNGs, the position in the epoch and every
+member's bookkeeping (best score and epoch, patience, stopped or diverged, its weights when it stopped). A
+resume loads it, cuts each member's ``log.csv`` back to it and goes on: the continuation is the uninterrupted
+run's, bit for bit (one process, the same code on the same data). A kill loses at most what was trained since
+that file (one checkpoint interval), for every member at once; the members' ``last.pt`` files are their
+weights for [`load_model`][vpintegrator.models.load_model], not resume points of their own.
+
 Not supported, refused with one line: ``optimizer = "lbfgs"`` (its line search couples the members),
-torchrun, and resuming (an ensemble's member directories are not resumable; train again).
+torchrun, and resuming a member's directory alone (resume the ensemble's).
 """
 
 from __future__ import annotations
@@ -56,6 +66,7 @@ from __future__ import annotations
 import copy
 import csv
 import io
+import json
 import math
 import os
 import shutil
@@ -68,20 +79,27 @@ from ..arrays import relative_loss, squared_norm
 from ..stepping import iterate_windows
 from .config import TrainConfig
 from .ensemble_lm import EnsembleLM
-from .fast_step import FastStep, resolve_fast_step
+from .fast_step import FastStep, portable_state, resolve_fast_step
 from .optim import label, make_optimizer, make_scheduler
-from .results import (  # noqa: F401 (is_ensemble_dir, member_dir_name re-exported)
-    TABLE_COLUMNS, EnsembleResult, is_ensemble_dir, member_dir_name,
+from .results import (  # noqa: F401 (is_ensemble_dir, is_ensemble_member, member_dir_name re-exported)
+    TABLE_COLUMNS, EnsembleResult, is_ensemble_dir, is_ensemble_member, member_dir_name,
 )
 
-__all__ = ["EnsembleResult", "EnsembleSteps", "member_dir_name", "is_ensemble_dir"]
+__all__ = ["ENSEMBLE_STATE", "EnsembleResult", "EnsembleSteps", "member_dir_name", "is_ensemble_dir"]
+
+#: the file in an ensemble's directory that holds its whole training state (what a resume continues from)
+ENSEMBLE_STATE = "ensemble_last.pt"
+
+#: the member bookkeeping ``ensemble_last.pt`` keeps (``vpintegrator.training.record.Member`` attributes)
+_MEMBER_FIELDS = ("active", "stopped", "epoch", "step", "diverged", "best_loss", "best_epoch", "bad_epochs",
+                  "last_train", "last_val", "finite_summary")
 
 
 class EnsembleSteps:
     """The members of an ensemble stacked and stepped together (see the module docstring); the step
     strategy of ``vpintegrator.training.loop.Trainer`` for ``ensemble``/``seeds``."""
 
-    resumable = False
+    resumable = True
 
     #: set by __init__ (declared for type checkers)
     n: int
@@ -106,6 +124,11 @@ class EnsembleSteps:
         self.steps_per_epoch = -(-self.n_windows // self.batch_size)
         # each member's data order: the generator fit(seed=s_k) draws its permutations from
         self.generators = [torch.Generator().manual_seed(s) for s in run.seeds]
+        # where in the epoch (a checkpoint mid-epoch, an interrupt): the steps taken, the generators' states
+        # before this epoch's orders were drawn, the members' loss sums and per-step losses so far
+        self.batch_in_epoch = 0
+        self.epoch_start = [g.get_state() for g in self.generators]
+        self.partial: tuple[torch.Tensor, torch.Tensor] | None = None
 
         # stacked parameters: one leaf tensor (N, *shape) per parameter; buffers shared when equal
         self.template = copy.deepcopy(models[0])
@@ -131,13 +154,131 @@ class EnsembleSteps:
             decay_epochs = run.resolved.decay_epochs if run.resolved.decay_epochs is not None else 1.0
             horizon = decay_epochs * (self.steps_per_epoch if config.schedule_per == "step" else 1)
             self.scheduler = make_scheduler(config.scheduler, self.optimizer, config.lr_min / config.lr, horizon)
-        # the whole vmapped step as one CUDA graph where it can run (fast_step "auto"/"graph")
+        # the whole vmapped step as one CUDA graph where it can run (fast_step "auto"/"graph"; made by start,
+        # after a resume loaded the optimiser's state)
         self.fast_mode = resolve_fast_step(config.fast_step, config.optimizer, device, False)
-        self.fast = None if self.fast_mode == "off" else FastStep(
-            self.fast_mode, self._batch_losses, self.optimizer, device, fallback=config.fast_step == "auto")
+        self.fast = None
 
     def start(self) -> None:
-        pass
+        if self.fast_mode != "off":
+            self.fast = FastStep(self.fast_mode, self._batch_losses, self.optimizer, self.device,
+                                 fallback=self.config.fast_step == "auto")
+
+    # -- the ensemble's training state (ensemble_last.pt) ----------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """The whole ensemble's training state, as ``ensemble_last.pt`` holds it (loadable with
+        ``torch.load(weights_only=True)``)."""
+        run = self.run
+        members = []
+        for m in run.members:
+            # plain data only (summary.json's values, e.g. torch's version string class, as JSON has them)
+            rec = json.loads(json.dumps({f: getattr(m, f) for f in _MEMBER_FIELDS}, default=str))
+            rec["frozen"] = self.frozen.get(m.k)
+            rec["best_state"] = m.best_state
+            rec["history_rows"] = len(m.history)
+            members.append(rec)
+        loss_acc, losses = self.partial if self.partial is not None else (None, None)
+        if self.lm is not None:
+            opt: dict[str, Any] = {"lambda": self.lm.lam.clone(), "iteration": int(self.lm.iteration),
+                                   "index": self.lm.index, "check": self.lm.check}
+        else:
+            opt = portable_state(self.optimizer.state_dict())
+        return {
+            "kind": "ensemble_last", "version": 1, "n_members": self.n, "seeds": list(run.seeds),
+            "epoch": int(run.epoch), "step": int(run.step), "batch_in_epoch": int(self.batch_in_epoch),
+            "params": {k: v.detach().clone() for k, v in self.params.items()},
+            "buffers": {k: v.clone() for k, v in self.buffers.items()},
+            "optimizer": opt,
+            "scheduler": {} if self.scheduler is None else portable_state(self.scheduler.state_dict()),
+            "rng": ckpt_io.rng_state(self.device),
+            "generators": [g.get_state() for g in self.generators],
+            "epoch_start": [t.clone() for t in self.epoch_start],
+            "loss_acc": loss_acc, "losses": losses,
+            "members": members,
+            "wall_time": float(run.wall()), "cpu_time": float(run.cpu()),
+        }
+
+    def save_state(self, path) -> None:
+        """Write ``state()`` to ``path`` atomically (after the members' own files)."""
+        from .._io import atomic_path
+
+        payload = {**self.state(), "provenance": ckpt_io.run_provenance(path.parent)}
+        with atomic_path(path, suffix=".pt") as tmp:
+            torch.save(payload, tmp)
+
+    def load(self, path, members) -> None:
+        """Continue from ``ensemble_last.pt`` at ``path``: every member's weights, the optimiser, the
+        generators and RNGs, the position in the epoch and the members' bookkeeping and histories."""
+        from ..errors import VPIntegratorError
+        from ..models import read_torch_file
+
+        run = self.run
+        where = path.parent
+        if not path.is_file():
+            raise VPIntegratorError(
+                f"resume {where}: no {ENSEMBLE_STATE} there (the ensemble's training state, written with its "
+                "first checkpoint); an ensemble killed before it, or written by an older version, cannot be "
+                "resumed: train it again with overwrite", key="resume")
+        state = read_torch_file(path, map_location="cpu", what="checkpoint")
+        if not isinstance(state, dict) or state.get("kind") != "ensemble_last":
+            raise VPIntegratorError(f"checkpoint {path}: not an ensemble's training state (written by vp-train "
+                                    "--ensemble)", key="resume")
+        if list(state.get("seeds", [])) != list(run.seeds) or len(state.get("members", [])) != self.n:
+            raise VPIntegratorError(
+                f"checkpoint {path}: holds the members of seeds {state.get('seeds')}, but {where / 'config.toml'} "
+                f"gives seeds {list(run.seeds)}; was it replaced by another ensemble's?", key="resume")
+        done = int(state["epoch"])
+        if self.config.epochs is not None and self.config.epochs < done:
+            raise VPIntegratorError(
+                f"epochs {self.config.epochs} is less than the {done} epochs the ensemble in {where} has done; "
+                f"epochs is the total: give at least {done} (resume never goes back)", key="epochs")
+        try:
+            with torch.no_grad():
+                for k, v in self.params.items():
+                    v.copy_(state["params"][k])
+                for k, v in self.buffers.items():
+                    v.copy_(state["buffers"][k])
+            if self.lm is not None:
+                opt = state["optimizer"]
+                self.lm.lam = opt["lambda"].to(self.lm.lam.device)
+                self.lm.iteration = int(opt["iteration"])
+                self.lm.index = opt["index"]
+                self.lm.check = opt["check"]
+            else:
+                self.optimizer.load_state_dict(state["optimizer"])
+                self.scheduler.load_state_dict(state["scheduler"])
+        except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise VPIntegratorError(
+                f"checkpoint {path}: its weights or optimizer state do not match the ensemble's model and optimizer "
+                f"in {where / 'config.toml'} ({first}); was it replaced by another run's?", key="resume") from None
+        ckpt_io.check_inputs_unchanged(path, state)
+        ckpt_io.set_rng_state(state["rng"], self.device)
+        for g, s in zip(self.generators, state["generators"]):
+            g.set_state(s)
+        self.epoch_start = list(state["epoch_start"])
+        run.epoch, run.step = done, int(state["step"])
+        self.batch_in_epoch = int(state["batch_in_epoch"])
+        if state["loss_acc"] is not None:
+            self.partial = (state["loss_acc"].to(self.device), state["losses"].to(self.device))
+        run.wall_before, run.cpu_before = float(state["wall_time"]), float(state["cpu_time"])
+        self.frozen = {}
+        for m, rec in zip(members, state["members"]):
+            for f in _MEMBER_FIELDS:
+                setattr(m, f, rec[f])
+            m.best_state, m.best_dirty = rec["best_state"], False
+            if rec["frozen"] is not None:
+                self.frozen[m.k] = rec["frozen"]
+            if m.run_dir is not None:
+                log = m.run_dir / "log.csv"
+                m.history = ckpt_io.read_log(log, max_epoch=run.epoch_of(m))
+                if len(m.history) < int(rec["history_rows"]):
+                    what = "is missing" if not log.exists() else f"holds {len(m.history)} epochs"
+                    raise VPIntegratorError(
+                        f"resume {where}: {log} {what}, but {ENSEMBLE_STATE} is at epoch {run.epoch_of(m)} for that "
+                        "member: its history would restart mid-run; put the member's log.csv back, or train the "
+                        "ensemble again", key="resume")
 
     # -- the vmapped model ------------------------------------------------------------------------
 
@@ -222,20 +363,32 @@ class EnsembleSteps:
         (steps, N)); None if interrupted (the members' files then saved as they are)."""
         if self.lm is not None:
             return self._lm_epoch(run)
+        if self.batch_in_epoch == 0:
+            self.epoch_start = [g.get_state() for g in self.generators]
+        else:  # resumed mid-epoch: this epoch's orders again, from the generators' states at its start
+            for g, s in zip(self.generators, self.epoch_start):
+                g.set_state(s)
         orders = torch.stack([torch.randperm(self.n_windows, generator=g) for g in self.generators]).to(self.device)
         loss_acc = torch.zeros(self.n, dtype=torch.float64, device=self.device)
         losses = torch.empty(self.steps_per_epoch, self.n, dtype=torch.float64, device=self.device)
+        if self.partial is not None:
+            loss_acc.copy_(self.partial[0])
+            losses[: self.batch_in_epoch] = self.partial[1]
+        self.partial = None
         bs = self.batch_size
-        for b in range(self.steps_per_epoch):
+        for b in range(self.batch_in_epoch, self.steps_per_epoch):
             reported = self._step(orders[:, b * bs : (b + 1) * bs])
             losses[b] = reported
             loss_acc += reported.double()
             if run.stop.requested and b + 1 < self.steps_per_epoch:
+                self.batch_in_epoch = b + 1
+                self.partial = (loss_acc.clone(), losses[: b + 1].clone())
                 run.save()
                 return None
         if self.config.schedule_per == "epoch":
             self.scheduler.step()
         run.epoch += 1
+        self.batch_in_epoch = 0
         return (loss_acc / self.steps_per_epoch).tolist(), losses  # the epoch's host sync of the losses
 
     def _lm_epoch(self, run) -> tuple[list[float], torch.Tensor] | None:
@@ -244,12 +397,18 @@ class EnsembleSteps:
         lm = self.lm
         assert lm is not None, "_lm_epoch runs with optimizer = 'lm' only"
         losses = torch.empty(self.steps_per_epoch, self.n, dtype=torch.float64, device=self.device)
-        for b in range(self.steps_per_epoch):
+        if self.partial is not None:
+            losses[: self.batch_in_epoch] = self.partial[1]
+        self.partial = None
+        for b in range(self.batch_in_epoch, self.steps_per_epoch):
             losses[b] = lm.step()
             run.step += 1
             if run.stop.requested and b + 1 < self.steps_per_epoch:
+                self.batch_in_epoch = b + 1
+                self.partial = (torch.zeros(self.n, dtype=torch.float64), losses[: b + 1].clone())
                 run.save()
                 return None
+        self.batch_in_epoch = 0
         with label("vp/train_loss"):
             train = torch.tensor(self.val_losses(self.train_set), dtype=torch.float64)
         train[~torch.isfinite(losses).all(0).cpu()] = math.nan

@@ -19,8 +19,8 @@ stops when it alone would have; the run when every member has), callback, time l
 (every ``checkpoint_every`` epochs and every ``checkpoint_seconds``) and the final files. A single run
 that diverges raises one line after writing its files; an ensemble goes on with its other members.
 
-Ctrl-C or SIGTERM finish the current optimiser step, save ``last.pt`` (a single run's mid-epoch state is
-resumable exactly) and raise [`TrainingInterrupted`][vpintegrator.training.TrainingInterrupted] (a ``KeyboardInterrupt``); a second signal
+Ctrl-C or SIGTERM finish the current optimiser step, save ``last.pt`` (and an ensemble's
+``ensemble_last.pt``; the mid-epoch state is resumable exactly) and raise [`TrainingInterrupted`][vpintegrator.training.TrainingInterrupted] (a ``KeyboardInterrupt``); a second signal
 aborts at once. Under ``torchrun`` only rank 0 writes files.
 """
 
@@ -38,7 +38,7 @@ from ..errors import VPIntegratorError
 from . import checkpoint as ckpt_io
 from . import ddp
 from .config import TrainConfig
-from .ensemble import EnsembleSteps, member_dir_name
+from .ensemble import ENSEMBLE_STATE, EnsembleSteps, member_dir_name
 from .fast_step import fast_step_summary
 from .guards import Diverged, StopRequest
 from .optim import label
@@ -126,7 +126,9 @@ class Trainer:
         else:
             self.steps = SingleSteps(self, self.model, self.train_set, self.val_set, self.rollout_validator)
         self.last_save = time.perf_counter()
-        if resume is not None:
+        if resume is not None and self.ensemble:
+            self.steps.load(resume / ENSEMBLE_STATE, self.members)
+        elif resume is not None:
             self.steps.load(resume / "last.pt", self.members[0])
         self.steps.start()
 
@@ -202,6 +204,8 @@ class Trainer:
         for m in self.members:
             if m.active:
                 self._save_member(m, "running")
+        if self.ensemble and self.out is not None and self.dist.is_main:  # last: the members' files are older
+            self.steps.save_state(self.out / ENSEMBLE_STATE)
 
     def _save_member(self, m: Member, stopped: str) -> None:
         if m.run_dir is None:
@@ -308,6 +312,8 @@ class Trainer:
 
         self.out.mkdir(parents=True, exist_ok=True)
         if self.ensemble:
+            for name in ("config.toml", ENSEMBLE_STATE, "ensemble.csv", "ensemble.md", "selected.json"):
+                remove_orphans(self.out / name)
             ckpt_io.write_config(self.out, self.resolved)
         for m in self.members:
             path = m.path
@@ -359,9 +365,10 @@ class Trainer:
     def _ensemble_result(self, stopped: str):
         result = self.steps.finish(stopped)
         if stopped == "interrupted":
-            where = f"; the member directories in {self.out} hold last.pt and best.pt" if self.out else ""
+            where = (f" (+{self.steps.batch_in_epoch} batches); saved {self.out / ENSEMBLE_STATE}, resume from "
+                     f"{self.out}") if self.out else ""
             raise TrainingInterrupted(
-                f"ensemble training interrupted at epoch {self.epoch} (an ensemble cannot be resumed){where}",
+                f"ensemble training interrupted at epoch {self.epoch}{where}",
                 result._ref(),
             )
         if all(m.diverged is not None for m in self.members):

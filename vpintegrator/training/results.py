@@ -104,6 +104,19 @@ def is_ensemble_dir(path: Path) -> bool:
     )
 
 
+def is_ensemble_member(path: Path) -> bool:
+    """Whether ``path`` is one of an ensemble's member directories (its own ``summary.json`` says so, or it
+    is a ``member_<k>_seed_<s>`` folder of a directory holding an ensemble)."""
+    path = Path(path)
+    if not (path.name.startswith("member_") and "_seed_" in path.name):
+        return False
+    parent = path.parent
+    if (parent / "ensemble.csv").exists() or (parent / "ensemble_last.pt").exists():
+        return True
+    summary = path / "summary.json"
+    return summary.is_file() and '"ensemble"' in summary.read_text(encoding="utf-8", errors="replace")
+
+
 @dataclass
 class EnsembleResult:
     """The outcome of an ensemble [`fit`][vpintegrator.training.fit].

@@ -128,15 +128,16 @@ def fit(
             raise VPIntegratorError(f"resume {resume} with overwrite: a resumed run continues its directory; give "
                                     "one of them", key="resume")
         run_dir = Path(resume)
-        from .ensemble import is_ensemble_dir
+        from .ensemble import is_ensemble_member
 
-        asked = overrides.get("ensemble") is not None or overrides.get("seeds") is not None or (
-            cfg is not None and cfg.is_ensemble)
-        if asked or is_ensemble_dir(run_dir):
+        if is_ensemble_member(run_dir):
             raise VPIntegratorError(
-                f"resume {run_dir}: an ensemble (or a member of one) cannot be resumed; train the ensemble again "
-                "with the epochs you want", key="resume"
-            )
+                f"resume {run_dir}: a member of an ensemble is resumed with its ensemble; give resume = "
+                f"{run_dir.parent} (every member continues from the ensemble's last checkpoint)", key="resume")
+        if overrides.get("ensemble") is not None or overrides.get("seeds") is not None:
+            raise VPIntegratorError(
+                f"resume {run_dir}: ensemble or seeds with resume; a resumed run keeps its members (an ensemble "
+                "resumes with all of its own): give resume alone", key="resume")
         cfg = ckpt_io.resume_config(run_dir, cfg, overrides)
         from .inputs import IN_MEMORY
 
@@ -219,7 +220,7 @@ def _train(config: TrainConfig, run_dir: Path | None, callback, progress: bool, 
         config.optimizer, config.lr, config.epochs, config.time_limit,
         f", resumed from {run_dir}" if run_dir is not None else "")
     if config.is_ensemble:
-        return _fit_ensemble(config, device, callback, progress, overwrite, inputs)
+        return _fit_ensemble(config, device, callback, progress, overwrite, inputs, run_dir)
     dist = ddp.setup(device.type)
     if dist.enabled and device.type == "cuda":
         device = torch.device("cuda", dist.local_rank)
@@ -250,9 +251,9 @@ def _inputs(config: TrainConfig, device, inputs):
 
 
 def _fit_ensemble(config: TrainConfig, device: torch.device, callback, progress: bool, overwrite: bool = False,
-                  inputs=None):
+                  inputs=None, run_dir: Path | None = None):
     """``ensemble``/``seeds``: the members trained together in this process (the one loop with a member axis
-    of N, stepped by ``vpintegrator.training.ensemble.EnsembleSteps``)."""
+    of N, stepped by ``vpintegrator.training.ensemble.EnsembleSteps``); ``run_dir``: resume that ensemble."""
     world = os.environ.get("WORLD_SIZE", "1") or "1"
     if world.isdigit() and int(world) > 1:
         raise VPIntegratorError(
@@ -261,6 +262,9 @@ def _fit_ensemble(config: TrainConfig, device: torch.device, callback, progress:
         )
     if config.out is None:
         return Trainer(config, ddp.DistInfo(), device, None, callback, progress, _inputs(config, device, inputs)).run()
+    if run_dir is not None:
+        with output_lock(run_dir, key="resume"):
+            return Trainer(config, ddp.DistInfo(), device, run_dir, callback, progress).run()
     with output_lock(config.out, key="out"):
         replace = ckpt_io.check_new_run_dir(Path(config.out), overwrite)
         trainer = Trainer(config, ddp.DistInfo(), device, None, callback, progress, _inputs(config, device, inputs))

@@ -156,6 +156,16 @@ def window_sets(config: TrainConfig, data, data_paths: list[str], seq_len: int, 
     val_set = WindowDataset(y, seq_len, target, config.stride, val_idx) if len(val_idx) else None
     validator = None
     if config.monitor == "val_rollout":
+        from .. import resources
+
+        # the reference (continued beyond the data), its copy in the model's dtype, and per member the
+        # predicted states and their errors: (n_val, val_rollout_steps + 1, dim) float64 each
+        members = len(config.ensemble_seeds())
+        states = float(len(val_idx)) * (config.val_rollout_steps + 1) * data.dim
+        resources.check_memory(
+            8.0 * states * (3 + 2 * members),
+            f"validation rollouts of val_rollout_steps = {config.val_rollout_steps} steps from {len(val_idx)} "
+            f"trajectories", "give a smaller val_rollout_steps (or a smaller val_fraction)", key="val_rollout_steps")
         validator = RolloutValidator(data.select(traj=val_idx), config.val_rollout_steps, seq_len, pred_window,
                                      config.val_rollout_error, config.val_rollout_drift_weight)
     info = {
@@ -243,10 +253,44 @@ class Prepared:
     data_info: dict[str, Any]
 
 
+def check_training_memory(config: TrainConfig, dim: int, n_members: int = 1, max_windows: int | None = None) -> None:
+    """Refuse (one line naming the ``model.KEY`` and the estimate, before any model is built) a config whose
+    models would not fit in memory while training: per member the weights, gradients, optimiser state
+    (two moments), the best weights and a checkpoint's copy, plus the stacked copy of an ensemble; with
+    ``optimizer = "lm"`` also each member's Jacobian (``lm_windows`` windows, at most ``max_windows``) and
+    its normal matrix (parameters squared). The model's size is ``vpintegrator.models.model_size``'s."""
+    from .. import models, resources
+
+    model_cfg = dict(config.model)
+    name = model_cfg.pop("name")
+    if name not in models.list_models():
+        return  # build_model's one line
+    model_cfg = {**models.default_model_config(name), **model_cfg}
+    model_cfg.setdefault("dim", dim)
+    size = models.model_size(name, **model_cfg)
+    if size is None:
+        return
+    itemsize = 8 if config.dtype == "float64" else 4
+    copies = 6.0 + (1.0 if n_members > 1 else 0.0)
+    need = n_members * size.nbytes(itemsize, copies)
+    if config.optimizer == "lm":
+        outputs = int(model_cfg.get("seq_len", 1)) * int(model_cfg["dim"]) * int(config.unroll)
+        windows = config.lm_windows + config.lm_check_windows
+        windows = windows if max_windows is None else min(windows, max_windows)
+        need += n_members * 8.0 * size.numel * (size.numel + windows * outputs)
+    keys = ", ".join(f"model.{k} = {v}" for k, v in size.large.items())
+    members = f", {n_members} members" if n_members > 1 else ""
+    resources.check_memory(
+        need, f"training model {name!r} with {keys} ({size.numel:.3g} parameters{members}, {config.dtype}, "
+        f"optimizer {config.optimizer})", f"give a smaller {' or '.join('model.' + k for k in size.large)}",
+        key="model")
+
+
 def prepare(config: TrainConfig, device, dtype, seeds: list[int], ensemble: bool) -> Prepared:
     """Read the data and build the model of each seed in ``seeds`` as ``fit(seed=s)`` would (an ensemble then
     reseeds the global RNGs with ``config.seed``), then the resolved config and the window sets."""
     data_paths, data = load_data(config)
+    check_training_memory(config, data.dim, len(seeds), data.n_traj * data.n_states)
     models = []
     for s in seeds:  # the initialisation fit(seed=s) draws
         model, name = new_model(config, s, data.dim, data_paths[0], device, dtype)
