@@ -256,6 +256,23 @@ def remove_orphans(target: str | os.PathLike[str]) -> list[Path]:
     return removed
 
 
+def resolve_path(path: str | os.PathLike[str], key: str) -> Path:
+    """``Path(path).resolve()``, with a symbolic link loop refused in one line naming ``key`` (Python < 3.13
+    raises RuntimeError for one, later versions OSError(ELOOP))."""
+    from .errors import VPIntegratorError
+
+    try:
+        return Path(path).resolve()
+    except RuntimeError as err:
+        if "loop" not in str(err).lower():
+            raise
+    except OSError as err:
+        if err.errno != errno.ELOOP:
+            raise
+    raise VPIntegratorError(f"{key} {path}: a loop of symbolic links (a link that leads back to itself); point "
+                            "it at a real file or give another path", key=key)
+
+
 def check_not_input(out: str | os.PathLike[str] | None, inputs, key: str = "out") -> None:
     """Refuse an output path that is one of the inputs (the same file, also through links or relative
     paths): a one-line [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError] before any work starts."""
@@ -265,14 +282,17 @@ def check_not_input(out: str | os.PathLike[str] | None, inputs, key: str = "out"
         return
     out_path = Path(out)
     try:
-        out_real = out_path.resolve()
+        out_real = resolve_path(out_path, key)
     except OSError:
         return
     for inp in inputs or ():
         if inp is None:
             continue
         in_path = Path(inp)
-        same = out_real == in_path.resolve()
+        try:
+            same = out_real == resolve_path(in_path, "input")
+        except OSError:
+            continue  # the reader says what is wrong with it
         if not same and out_path.exists() and in_path.exists():
             with contextlib.suppress(OSError):
                 same = os.path.samefile(out_path, in_path)
