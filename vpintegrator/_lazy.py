@@ -54,8 +54,8 @@ def exports_block(source: str) -> tuple[int, int, str]:
     for node in tree.body:
         if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "_LAZY" and node.value is not None:
             lazy = ast.literal_eval(node.value)
-        elif isinstance(node, ast.ImportFrom) and node.level and node.module not in ("_lazy", None):
-            if node.module.split(".")[-1] != "_lazy":
+        elif isinstance(node, ast.ImportFrom) and node.level and node.module is not None:
+            if node.module.split(".")[-1] != "_lazy":  # lazy_exports itself is no export
                 eager += [a.asname or a.name for a in node.names]
         elif isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING" and start is None:
             start = node.lineno

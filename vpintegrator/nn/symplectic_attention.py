@@ -56,8 +56,8 @@ def symplectic_softmax(c: torch.Tensor, activation: str = "matrix_softmax") -> t
 
 
 class SymplecticAttention(_SympNetLayer):
-    """The base of [`SymplecticAttentionQ`][vpintegrator.nn.symplectic_attention.SymplecticAttentionQ] and ``P``: the shear
-    of ``vpintegrator.nn.sympnet._SympNetLayer`` with a window-wide increment (it mixes the T states)."""
+    """The base of ``SymplecticAttentionQ`` and ``SymplecticAttentionP``: the shear of
+    ``vpintegrator.nn.sympnet._SympNetLayer`` with a window-wide increment (it mixes the T states)."""
 
     def __init__(self, dim: int, symmetric: bool = True, activation: str = "matrix_softmax") -> None:
         super().__init__()
