@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from ..errors import VPIntegratorError
-from ._common import check_bool, glorot_uniform_
+from .common import check_bool, glorot_uniform_
 from .sympnet import _SympNetLayer, symmetric_embedding
 
 __all__ = ["SymplecticAttention", "SymplecticAttentionQ", "SymplecticAttentionP", "ATTENTION_ACTIVATIONS", "symplectic_softmax"]
