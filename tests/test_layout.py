@@ -149,11 +149,12 @@ def test_small_root_namespace_and_py_typed():
 # --------------------------------------------------------------------------- private names
 
 
-def _imported_names(path: Path):
-    """(target module parts, imported name, line) of every ``from vpintegrator... import name`` in ``path``."""
+def _imported_names(path: Path, source: str | None = None):
+    """(target module parts, imported name, line) of every ``from vpintegrator... import name`` in ``path``
+    (its text, or ``source``)."""
     here = list(path.relative_to(PACKAGE).with_suffix("").parts)
     pkg = here[:-1]
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(path.read_text() if source is None else source)):
         if not isinstance(node, ast.ImportFrom):
             continue
         if node.level:
@@ -183,6 +184,22 @@ KNOWN_PRIVATE_IMPORTS = {
 }
 
 
+def _private_imports(path: Path, source: str | None = None):
+    """``"file: module.name"`` for each private module or name of another part that ``path`` imports."""
+    part = _part(path)
+    for mod, name, _line in _imported_names(path, source):
+        full = [*mod, name]
+        if full[0] != part and any(_is_private(c) for c in full[1:]):
+            yield f"{path.relative_to(PACKAGE).as_posix()}: {'.'.join(full)}"
+
+
+def test_the_private_import_rule_can_fail():
+    source = ("from ..config import parse_set, _MISSING\nfrom .._io import atomic_path\nfrom ..nn._common import x\n"
+              "from .registry import _MODELS\nfrom vpintegrator.data import _attrs\n")
+    found = sorted(_private_imports(PACKAGE / "models" / "probe.py", source))
+    assert found == ["models/probe.py: config._MISSING", "models/probe.py: data._attrs", "models/probe.py: nn._common.x"]
+
+
 def test_no_private_name_imported_across_packages():
     """A name ``_x`` (a module or an object) is private to its part of the package (``data``, ``models``, a
     root module such as ``config``): another part may not import it (``models`` importing
@@ -190,13 +207,7 @@ def test_no_private_name_imported_across_packages():
     or give the concept one public home. Inside one part (``models.gml`` importing
     ``models.registry._MODELS``) is fine, and so are the root's private modules (``_io``, ``_shipped``:
     the root holds every part)."""
-    found = set()
-    for path in _modules():
-        part = _part(path)
-        for mod, name, _line in _imported_names(path):
-            full = [*mod, name]
-            if full[0] != part and any(_is_private(c) for c in full[1:]):
-                found.add(f"{path.relative_to(PACKAGE).as_posix()}: {'.'.join(mod)}.{name}")
+    found = {hit for path in _modules() for hit in _private_imports(path)}
     assert not found - KNOWN_PRIVATE_IMPORTS, f"private names imported across packages: {sorted(found - KNOWN_PRIVATE_IMPORTS)}"
     assert not KNOWN_PRIVATE_IMPORTS - found, f"gone (remove from KNOWN_PRIVATE_IMPORTS): {sorted(KNOWN_PRIVATE_IMPORTS - found)}"
 
@@ -239,23 +250,26 @@ DECLARED_HOOKS = {
 }
 
 # Module-private objects passed into another module's function that the helper rewriting the job runtime
-# (issue 30: rollout/compare.py's run_shard, data/rollout_shards.py's ShardKind) removes; only shrinks.
+# (issue 30: rollout/compare.py's run_shard, data/rollout_shards.py's ShardKind) removes; only shrinks. A
+# method of an object (``plan.blocks.parts(plan, out, _part)`` in rollout/compare.py) cannot be resolved
+# statically and is not seen by this rule.
 KNOWN_PASSED = {
     "rollout/compare.py: _run -> rollout.blocks.run_shard",
     "data/rollout_shards.py: _head -> data.shards.ShardKind",
 }
 
 
-def _private_objects_passed_out(path: Path):
-    """``"file: _obj -> module.callee"`` for each call in ``path`` that hands a module-level private
-    function or class of ``path`` to a function or class imported from another package module (except a
-    [declared hook][DECLARED_HOOKS])."""
+def _private_objects_passed_out(path: Path, source: str | None = None):
+    """``"file: _obj -> module.callee"`` for each call in ``path`` (its text, or ``source``) that hands a
+    module-level private function or class of ``path`` to a function or class imported from another
+    package module (except a declared hook, ``DECLARED_HOOKS``)."""
     here = list(path.relative_to(PACKAGE).with_suffix("").parts)
-    tree = ast.parse(path.read_text())
+    source = path.read_text() if source is None else source
+    tree = ast.parse(source)
     private = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
                and _is_private(n.name)}
     imported = {}
-    for mod, name, _line in _imported_names(path):
+    for mod, name, _line in _imported_names(path, source):
         imported[name] = [*mod, name]
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):  # the aliases
@@ -263,9 +277,15 @@ def _private_objects_passed_out(path: Path):
                 if alias.asname and alias.name in imported:
                     imported[alias.asname] = imported[alias.name]
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in imported):
+        if not isinstance(node, ast.Call):
             continue
-        target = imported[node.func.id]
+        attrs, root = [], node.func
+        while isinstance(root, ast.Attribute):  # module.function(...) of an imported package module
+            attrs.insert(0, root.attr)
+            root = root.value
+        if not (isinstance(root, ast.Name) and root.id in imported):
+            continue  # a local or third-party callee (click, numba, an executor, Dask): it cannot import us anyway
+        target = [*imported[root.id], *attrs]
         if target[:-1] == here[: len(target) - 1] and len(target) - 1 == len(here):  # its own module
             continue
         params = _callee_params(target) or []
@@ -301,18 +321,14 @@ def test_declared_hooks_exist():
         assert params <= names, (callee, params - names)
 
 
-def test_the_private_pass_rule_can_fail(tmp_path):
-    """The rule finds a private function handed to another module, and not one handed to a declared hook."""
-    probe = PACKAGE / "data" / "_layout_probe_never_committed.py"
-    probe.write_text(
-        "from ..config import key\nfrom .shards import ShardKind\n\n"
-        "def _helper(x):\n    return x\n\nA = ShardKind(_helper)\nB = key(1, check=_helper)\n"
-    )
-    try:
-        found = list(_private_objects_passed_out(probe))
-    finally:
-        probe.unlink()
-    assert found == ["data/_layout_probe_never_committed.py: _helper -> data.shards.ShardKind"]
+def test_the_private_pass_rule_can_fail():
+    """The rule finds a private function handed to another module (by name or through the module), and not
+    one handed to a declared hook or kept in its own module."""
+    source = ("from ..config import key\nfrom . import shards\nfrom .shards import ShardKind\n\n"
+              "def _helper(x):\n    return x\n\ndef own(f):\n    return f\n\n"
+              "A = ShardKind(_helper)\nB = key(1, check=_helper)\nC = shards.ShardKind(_helper)\nD = own(_helper)\n")
+    found = sorted(_private_objects_passed_out(PACKAGE / "data" / "probe.py", source))
+    assert found == ["data/probe.py: _helper -> data.shards.ShardKind"] * 2
 
 
 # --------------------------------------------------------------------------- plug-in surfaces
