@@ -53,6 +53,34 @@ def test_type_checkers_see_every_lazy_name():
     assert vpintegrator.__all__ == ["__version__", "VPIntegratorError", "Trajectories", *lazy]
 
 
+
+@pytest.mark.parametrize("package", ["vpintegrator", "vpintegrator.training"])
+def test_reexport_block_is_written_from_lazy(package):
+    """Each package of ``vpintegrator._lazy.GENERATED`` writes its names once, in ``_LAZY``: its
+    ``if TYPE_CHECKING:`` imports and its ``__all__`` are what ``scripts/write_exports.py`` writes from it
+    (run that after editing ``_LAZY``)."""
+    from vpintegrator._lazy import GENERATED, exports_block
+
+    assert package in GENERATED
+    source = Path(importlib.import_module(package).__file__).read_text(encoding="utf-8")
+    start, end, block = exports_block(source)
+    assert "".join(source.splitlines(keepends=True)[start - 1:end]) == block, "run python scripts/write_exports.py"
+
+
+def test_the_written_block_follows_lazy(tmp_path):
+    """A name added to ``_LAZY`` appears in both generated parts, in the forms type checkers read."""
+    from vpintegrator._lazy import exports_block, write_exports
+
+    init = tmp_path / "__init__.py"
+    init.write_text('from typing import TYPE_CHECKING\nfrom ._lazy import lazy_exports\nfrom .errors import E\n'
+                    '_LAZY: dict[str, str] = {"b": ".m", "a": "..up"}\nif TYPE_CHECKING:\n    pass\n__all__ = []\n'
+                    'tail = 1\n')
+    assert write_exports(str(init)) and not write_exports(str(init))
+    text = init.read_text()
+    assert "    from ..up import a as a\n    from .m import b as b\n" in text
+    assert '__all__ = [\n    "E",\n    "b",\n    "a",\n]\ntail = 1\n' in text
+    assert exports_block(text)[2] in text
+
 def test_all_is_a_literal_list():
     tree = ast.parse(ROOT_INIT.read_text(encoding="utf-8"))
     (node,) = [n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "__all__"]

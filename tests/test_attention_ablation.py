@@ -10,11 +10,11 @@ import vpintegrator as vp
 from vpintegrator.errors import VPIntegratorError
 from vpintegrator.models import constant_coupling, load_model, without_attention
 from vpintegrator.nn.attention import MultiHeadAttention, VolumePreservingAttention
-from vpintegrator.nn.symplectic_attention import _SymplecticAttention
+from vpintegrator.nn.symplectic_attention import SymplecticAttention
 from vpintegrator.testing import attention_coupling, fd_jacobian
 
 TRANSFORMERS = [("vpt", 3, {}), ("vpt", 3, {"skew_sym": False}), ("st", 3, {}), ("symplectic_transformer", 4, {})]
-ATTENTION = (VolumePreservingAttention, _SymplecticAttention, MultiHeadAttention)
+ATTENTION = (VolumePreservingAttention, SymplecticAttention, MultiHeadAttention)
 
 
 def _model(name, dim, kw, seed=0):

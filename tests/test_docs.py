@@ -20,7 +20,7 @@ CHECKOUT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(not (CHECKOUT / "mkdocs.yml").is_file(), reason="repository files (not in the wheel)")
 
 API_MODULES = ("systems", "integrators", "data", "nn", "models", "training", "rollout", "metrics", "testing", "plotting",
-               "provenance", "stepping")
+               "provenance", "stepping", "protocols")
 TEST_COMMAND = 'pip install -c constraints.txt -e ".[test]" && python -m pytest'
 # pages the docs build generates (docs/hooks/notebooks.py: one per executed notebook)
 GENERATED = {f"notebooks/{p.stem}.md" for p in (CHECKOUT / "docs" / "notebooks" / "executed").glob("*.ipynb")}

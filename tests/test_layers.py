@@ -335,7 +335,7 @@ def test_gradcheck_vp_attention(skew_sym, seq):
 
 
 def test_planes_layout_gradients_are_contiguous_and_twice_differentiable():
-    from vpintegrator.nn._common import from_planes, to_planes
+    from vpintegrator.nn.common import from_planes, to_planes
 
     x = windows(4, 3, 2).requires_grad_()  # (batch, seq, dim)
     xp = to_planes(x)
@@ -344,3 +344,13 @@ def test_planes_layout_gradients_are_contiguous_and_twice_differentiable():
     assert grad.is_contiguous()  # the backward pass stays in the contiguous planes layout
     assert torch.autograd.gradcheck(lambda t: from_planes(to_planes(t).square()), (x,))
     assert torch.autograd.gradgradcheck(lambda t: from_planes(to_planes(t).square()), (x,))
+
+
+def test_a_model_pickled_before_the_helpers_moved_still_loads():
+    """The layer helpers moved from ``nn._common`` to the public ``nn.common``; a model pickled whole before
+    names its activation ``vpintegrator.nn._common.identity``, which still resolves to the same function."""
+    import pickle
+
+    from vpintegrator.nn.common import identity
+
+    assert pickle.loads(b"cvpintegrator.nn._common\nidentity\n.") is identity

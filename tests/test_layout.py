@@ -1,8 +1,11 @@
-"""The package layout: imports point one way, modules stay small, the root namespace stays small."""
+"""The package layout: imports point one way with no whitelist, no private name crosses a package, no
+module-private object is handed to another module, every plug-in surface is a ``Protocol`` the shipped
+plug-ins satisfy, and the root namespace stays small."""
 
 from __future__ import annotations
 
 import ast
+import inspect
 from pathlib import Path
 
 import pytest
@@ -15,7 +18,7 @@ PACKAGE = Path(vpintegrator.__file__).resolve().parent
 # (lazy imports inside functions count too). Nothing is whitelisted. The root-level modules are parts of
 # their own; ``__init__`` (the lazy root namespace) and ``__main__`` sit above everything.
 LAYERS = [
-    "errors", "plugins", "_version", "provenance", "_progress", "_lazy", "_toml", "_shipped", "_signals", "_jitcache", "_io", "_outputs", "resources", "config", "device",  # no package imports
+    "errors", "plugins", "protocols", "_version", "provenance", "_progress", "_lazy", "_toml", "_shipped", "_signals", "_jitcache", "_io", "_outputs", "resources", "config", "device",  # no package imports
     "arrays", "rundir",  # NumPy/torch helpers and the dtype rule; run-directory text files (torch-free)
     "fastpath",  # verified(fast, eager, probe): every fast path checked against eager, else eager
     "stepping",  # the rollout core (window advance, failure rule, block loop): below data, for integrate
@@ -141,3 +144,298 @@ def test_one_trajectory_container():
 def test_small_root_namespace_and_py_typed():
     assert len(vpintegrator.__all__) <= 45
     assert (PACKAGE / "py.typed").is_file()
+
+
+# --------------------------------------------------------------------------- private names
+
+
+def _imported_names(path: Path, source: str | None = None):
+    """(target module parts, imported name, line) of every ``from vpintegrator... import name`` in ``path``
+    (its text, or ``source``)."""
+    here = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    pkg = here[:-1]
+    for node in ast.walk(ast.parse(path.read_text() if source is None else source)):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            base = pkg[: len(pkg) - node.level + 1]
+            mod = [*base, *(node.module.split(".") if node.module else [])]
+        elif node.module and node.module.startswith("vpintegrator"):
+            mod = node.module.split(".")[1:]
+        else:
+            continue
+        for alias in node.names:
+            yield mod, alias.name, node.lineno
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+# Imports of a private name across packages that the helper rewriting rollout/blocks.py and
+# rollout/cluster.py (issue 30, the one job runtime) removes; this list only shrinks (the test fails on an
+# entry that no longer occurs, so remove it then).
+KNOWN_PRIVATE_IMPORTS = {
+    "rollout/blocks.py: data.rollout_shards._merged",
+    "rollout/blocks.py: data.shards._collect",
+    "rollout/blocks.py: data._attrs._attrs_to_meta",
+    "rollout/cluster.py: data.cluster._client",
+    "rollout/blocks.py: data._parallel.default_workers",
+}
+
+
+def _private_imports(path: Path, source: str | None = None):
+    """``"file: module.name"`` for each private module or name of another part that ``path`` imports."""
+    part = _part(path)
+    for mod, name, _line in _imported_names(path, source):
+        full = [*mod, name]
+        if full[0] != part and any(_is_private(c) for c in full[1:]):
+            yield f"{path.relative_to(PACKAGE).as_posix()}: {'.'.join(full)}"
+
+
+def test_the_private_import_rule_can_fail():
+    source = ("from ..config import parse_set, _MISSING\nfrom .._io import atomic_path\nfrom ..nn._common import x\n"
+              "from .registry import _MODELS\nfrom vpintegrator.data import _attrs\n")
+    found = sorted(_private_imports(PACKAGE / "models" / "probe.py", source))
+    assert found == ["models/probe.py: config._MISSING", "models/probe.py: data._attrs", "models/probe.py: nn._common.x"]
+
+
+def test_no_private_name_imported_across_packages():
+    """A name ``_x`` (a module or an object) is private to its part of the package (``data``, ``models``, a
+    root module such as ``config``): another part may not import it (``models`` importing
+    ``nn._common.x`` or ``config._parse_value`` is refused). Make it public (in the module's ``__all__``)
+    or give the concept one public home. Inside one part (``models.gml`` importing
+    ``models.registry._MODELS``) is fine, and so are the root's private modules (``_io``, ``_shipped``:
+    the root holds every part)."""
+    found = {hit for path in _modules() for hit in _private_imports(path)}
+    assert not found - KNOWN_PRIVATE_IMPORTS, f"private names imported across packages: {sorted(found - KNOWN_PRIVATE_IMPORTS)}"
+    assert not KNOWN_PRIVATE_IMPORTS - found, f"gone (remove from KNOWN_PRIVATE_IMPORTS): {sorted(KNOWN_PRIVATE_IMPORTS - found)}"
+
+
+# --------------------------------------------------------------------------- module-private objects passed out
+
+
+def _callee_params(target: list[str]) -> list[str] | None:
+    """The parameter names (positional order) of the package function or class ``target`` (module parts +
+    name), read from its source; None when it is not found."""
+    *mod, name = target
+    for candidate in (PACKAGE.joinpath(*mod).with_suffix(".py"), PACKAGE.joinpath(*mod, "__init__.py")):
+        if candidate.is_file():
+            break
+    else:
+        return None
+    for node in ast.parse(candidate.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            fn = node
+            break
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            inits = [n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"]
+            if not inits:
+                return None
+            fn = inits[0]
+            break
+    else:
+        return None
+    args = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)]
+    return [a for a in args if a not in ("self", "cls")]
+
+
+# A declared hook: the parameter of another module's function that exists to take a caller's function (its
+# type is a Callable in the signature and its docstring says what it is called with). A private function
+# handed to one of these is the hook's use, not a way around an import.
+DECLARED_HOOKS = {
+    # a config key's own validator and its lazy list of choices, declared beside the key (fields of config.Key)
+    "config.key": {"check", "choices"},
+    "cli._common.Names": {"load"},  # the lazy list of an option's names (read only for --help / completion)
+}
+
+# Module-private objects passed into another module's function that the helper rewriting the job runtime
+# (issue 30: rollout/compare.py's run_shard, data/rollout_shards.py's ShardKind) removes; only shrinks. A
+# method of an object (``plan.blocks.parts(plan, out, _part)`` in rollout/compare.py) cannot be resolved
+# statically and is not seen by this rule.
+KNOWN_PASSED = {
+    "rollout/compare.py: _run -> rollout.blocks.run_shard",
+    "data/rollout_shards.py: _head -> data.shards.ShardKind",
+}
+
+
+def _private_objects_passed_out(path: Path, source: str | None = None):
+    """``"file: _obj -> module.callee"`` for each call in ``path`` (its text, or ``source``) that hands a
+    module-level private function or class of ``path`` to a function or class imported from another
+    package module (except a declared hook, ``DECLARED_HOOKS``)."""
+    here = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    source = path.read_text() if source is None else source
+    tree = ast.parse(source)
+    private = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+               and _is_private(n.name)}
+    imported = {}
+    for mod, name, _line in _imported_names(path, source):
+        imported[name] = [*mod, name]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):  # the aliases
+            for alias in node.names:
+                if alias.asname and alias.name in imported:
+                    imported[alias.asname] = imported[alias.name]
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        attrs, root = [], node.func
+        while isinstance(root, ast.Attribute):  # module.function(...) of an imported package module
+            attrs.insert(0, root.attr)
+            root = root.value
+        if not (isinstance(root, ast.Name) and root.id in imported):
+            continue  # a local or third-party callee (click, numba, an executor, Dask): it cannot import us anyway
+        target = [*imported[root.id], *attrs]
+        if target[:-1] == here[: len(target) - 1] and len(target) - 1 == len(here):  # its own module
+            continue
+        params = _callee_params(target) or []
+        hooks = DECLARED_HOOKS.get(".".join(target), set())
+        passed = [(params[i] if i < len(params) else None, a) for i, a in enumerate(node.args)]
+        passed += [(k.arg, k.value) for k in node.keywords]
+        for param, arg in passed:
+            if isinstance(arg, ast.Name) and arg.id in private and param not in hooks:
+                yield f"{path.relative_to(PACKAGE).as_posix()}: {arg.id} -> {'.'.join(target)}"
+
+
+def test_no_module_private_object_passed_to_another_module():
+    """A module does not hand its private functions or classes to another module's function so that the
+    other module need not import them (``run_shard(run, select, ...)``): the callee imports what it uses
+    (or what is handed over is a public, typed plug-in). Declared hooks (``DECLARED_HOOKS``) are the
+    exception: a parameter that exists to take a caller's function."""
+    found = {hit for path in _modules() for hit in _private_objects_passed_out(path)}
+    assert not found - KNOWN_PASSED, f"module-private objects passed out: {sorted(found - KNOWN_PASSED)}"
+    assert not KNOWN_PASSED - found, f"gone (remove from KNOWN_PASSED): {sorted(KNOWN_PASSED - found)}"
+
+
+def test_declared_hooks_exist():
+    """Each declared hook names a real parameter of a real package function (the list cannot go stale)."""
+    import dataclasses
+    import importlib
+
+    for callee, params in DECLARED_HOOKS.items():
+        module, _, name = callee.rpartition(".")
+        obj = getattr(importlib.import_module(f"vpintegrator.{module}"), name)
+        names = set(inspect.signature(obj).parameters)
+        if callee == "config.key":  # key(default, **info): info are the fields of Key
+            names |= {f.name for f in dataclasses.fields(importlib.import_module("vpintegrator.config").Key)}
+        assert params <= names, (callee, params - names)
+
+
+def test_the_private_pass_rule_can_fail():
+    """The rule finds a private function handed to another module (by name or through the module), and not
+    one handed to a declared hook or kept in its own module."""
+    source = ("from ..config import key\nfrom . import shards\nfrom .shards import ShardKind\n\n"
+              "def _helper(x):\n    return x\n\ndef own(f):\n    return f\n\n"
+              "A = ShardKind(_helper)\nB = key(1, check=_helper)\nC = shards.ShardKind(_helper)\nD = own(_helper)\n")
+    found = sorted(_private_objects_passed_out(PACKAGE / "data" / "probe.py", source))
+    assert found == ["data/probe.py: _helper -> data.shards.ShardKind"] * 2
+
+
+# --------------------------------------------------------------------------- plug-in surfaces
+
+
+def _shipped_plugins():
+    """(Protocol, plug-in, what) for every shipped plug-in of every surface."""
+    import torch
+
+    from vpintegrator import protocols as P
+    from vpintegrator.integrators import get_integrator, list_integrators
+    from vpintegrator.models import build_model, list_models
+    from vpintegrator.rollout import IntegratorStep, ModelStep
+    from vpintegrator.rollout.numba_model import packer_for
+    from vpintegrator.systems import get_system, list_systems
+    from vpintegrator.training.sinks import MLflowSink, TensorBoardSink
+
+    out = []
+    for name in list_systems():
+        out.append((P.SystemProtocol, get_system(name), f"system {name}"))
+    for name in list_integrators():
+        out.append((P.IntegratorProtocol, get_integrator(name), f"integrator {name}"))
+    torch.manual_seed(0)
+    models = {}
+    for name in list_models():
+        dim = 4 if "symp" in name or name in ("g_sympnet_ctx",) else 3
+        try:
+            model = build_model(name, dim=dim)
+        except Exception:  # a family with other required arguments: its paper configuration
+            from vpintegrator.models import default_model_config
+
+            model = build_model(name, **{"dim": dim, **default_model_config(name)})
+        models[name] = model
+        out.append((P.ModelProtocol, model, f"model {name}"))
+    system = get_system("rigid_body")
+    out.append((P.StepMapProtocol, IntegratorStep(system, "rk4", 0.1), "IntegratorStep"))
+    out.append((P.StepMapProtocol, ModelStep(models["vpt"]), "ModelStep"))
+    for name, model in models.items():
+        for module in model.modules():
+            fn = packer_for(module)
+            if fn is not None:
+                out.append((P.PackerProtocol, fn, f"packer of {type(module).__name__}"))
+    for cls in (TensorBoardSink, MLflowSink):  # classes: their instances need the optional extras
+        out.append((P.SinkProtocol, cls, f"sink {cls.__name__}"))
+    return out
+
+
+def _protocol_members(proto) -> list[str]:
+    """The Protocol's own attributes (annotated) and methods (``__call__`` included)."""
+    names = set(proto.__dict__.get("__annotations__", {}))
+    names |= {n for n, v in vars(proto).items() if (callable(v) or isinstance(v, property))
+              and (not n.startswith("_") or n == "__call__")}
+    return sorted(names)
+
+
+def test_every_registry_has_its_protocol():
+    """Every ``register_*`` function of the package (a plug-in surface) is listed with its Protocol in
+    ``vpintegrator.protocols``' table, and every Protocol there is in ``__all__``."""
+    from vpintegrator import protocols
+
+    doc = protocols.__doc__ or ""
+    registries = set()
+    for path in _modules():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("register_") and not _is_private(node.name):
+                registries.add(node.name)
+    registries -= {"register_fused_buffers", "register_compositions"}  # buffers of a layer; compositions are integrators
+    rows = [line for line in doc.splitlines() if line.startswith("| [`")]
+    for name in registries:
+        assert any(f"``{name}``" in row for row in rows), f"{name}: a plug-in surface without a Protocol row"
+    for row in rows:
+        proto = row.split("`")[1]
+        assert proto in protocols.__all__ and getattr(protocols, proto)._is_protocol, proto
+
+
+def test_shipped_plugins_satisfy_their_protocols():
+    """isinstance against the runtime-checkable Protocol, and each Protocol method accepts the Protocol's
+    arguments (its signature binds them), so a rename or a dropped parameter fails here."""
+    for proto, plugin, what in _shipped_plugins():
+        if isinstance(plugin, type):
+            missing = [m for m in _protocol_members(proto) if not hasattr(plugin, m)]
+            assert not missing, f"{what}: lacks {missing}"
+        else:
+            assert isinstance(plugin, proto), f"{what} is not a {proto.__name__}"
+        for member in _protocol_members(proto):
+            want = vars(proto).get(member)
+            if not callable(want):  # a data attribute or a property: its presence is checked above
+                continue
+            have = plugin if member == "__call__" and inspect.isfunction(plugin) else getattr(plugin, member)
+            params = list(inspect.signature(want).parameters.values())[1:]  # without self
+            args = [object()] * sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+                                    for p in params)
+            sig = inspect.signature(have)
+            if isinstance(plugin, type) and member != "__call__":
+                args = [object(), *args]  # an unbound method takes self
+            sig.bind(*args)  # raises TypeError: the plug-in's member does not take the Protocol's arguments
+
+
+def test_a_non_conforming_plugin_is_refused():
+    from vpintegrator import protocols as P
+
+    class NoStep:
+        name = "x"
+        order = 1
+
+        def supports(self, system):
+            return None
+
+    assert not isinstance(NoStep(), P.IntegratorProtocol)
+    assert not isinstance(object(), P.SystemProtocol)

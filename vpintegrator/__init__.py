@@ -14,8 +14,8 @@ from ._version import __version__
 from .errors import VPIntegratorError
 from .data.trajectories import Trajectories
 
-# public name -> module that defines it (relative to this package): what a user types daily. Everything
-# else lives in the submodules (vpintegrator.systems, .integrators, .data, .nn, .models, .training,
+# The one list of the root names (the block below is written from it): public name -> module that defines
+# it (relative to this package), what a user types daily. Everything else lives in the submodules (vpintegrator.systems, .integrators, .data, .nn, .models, .training,
 # .rollout, .metrics, .plotting, .testing, .studies). The function `vpintegrator.rollout.rollout` is not
 # re-exported: its name is taken by the subpackage.
 _LAZY: dict[str, str] = {
@@ -66,19 +66,20 @@ _LAZY: dict[str, str] = {
     "plot_training": ".plotting",
 }
 
-# What type checkers and IDEs see (they do not run __getattr__): the same names as _LAZY, from the same
-# modules (tests/test_api.py keeps the two in step). At run time nothing here is imported.
+# Written from _LAZY by `python scripts/write_exports.py` (tests/test_api.py checks it is current): what type
+# checkers and IDEs see (they do not run __getattr__), and the literal __all__ (the three names imported above,
+# then _LAZY's). At run time nothing here is imported.
 if TYPE_CHECKING:  # pragma: no cover
     from .data.generation import generate as generate
     from .data.hdf5 import read_metadata as read_metadata
     from .data.hdf5 import read_trajectories as read_trajectories
     from .data.hdf5 import write_trajectories as write_trajectories
+    from .data.integration import integrate as integrate
     from .data.rollouts import RolloutResult as RolloutResult
     from .data.rollouts import read_rollout as read_rollout
     from .data.spec import list_specs as list_specs
     from .data.spec import load_spec as load_spec
     from .integrators import get_integrator as get_integrator
-    from .data.integration import integrate as integrate
     from .integrators import list_integrators as list_integrators
     from .metrics import invariant_drift as invariant_drift
     from .metrics import relative_error as relative_error
@@ -108,18 +109,48 @@ if TYPE_CHECKING:  # pragma: no cover
     from .training import TrainConfig as TrainConfig
     from .training import fit as fit
 
-# a literal list (type checkers read __all__ only in this form); the test checks it is _LAZY plus the three above
 __all__ = [
-    "__version__", "VPIntegratorError", "Trajectories",
-    "System", "get_system", "list_systems", "register_system",
-    "integrate", "get_integrator", "list_integrators",
-    "generate", "load_spec", "list_specs", "read_trajectories", "write_trajectories", "read_metadata",
-    "VolumePreservingFeedForward", "VolumePreservingTransformer", "StandardTransformerIntegrator", "build_model",
-    "list_models", "save_model", "load_model", "list_pretrained", "count_parameters",
-    "fit", "TrainConfig", "FitResult",
-    "ModelStep", "IntegratorStep", "initial_window", "run_rollouts", "RolloutConfig", "read_rollout", "RolloutResult",
-    "relative_error", "valid_prediction_time", "invariant_drift",
-    "plot_all", "plot_rollout", "plot_training",
+    "__version__",
+    "VPIntegratorError",
+    "Trajectories",
+    "System",
+    "get_system",
+    "list_systems",
+    "register_system",
+    "integrate",
+    "get_integrator",
+    "list_integrators",
+    "generate",
+    "load_spec",
+    "list_specs",
+    "read_trajectories",
+    "write_trajectories",
+    "read_metadata",
+    "VolumePreservingFeedForward",
+    "VolumePreservingTransformer",
+    "StandardTransformerIntegrator",
+    "build_model",
+    "list_models",
+    "save_model",
+    "load_model",
+    "list_pretrained",
+    "count_parameters",
+    "fit",
+    "TrainConfig",
+    "FitResult",
+    "ModelStep",
+    "IntegratorStep",
+    "initial_window",
+    "run_rollouts",
+    "RolloutConfig",
+    "read_rollout",
+    "RolloutResult",
+    "relative_error",
+    "valid_prediction_time",
+    "invariant_drift",
+    "plot_all",
+    "plot_rollout",
+    "plot_training",
 ]
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .errors import VPIntegratorError
 
-__all__ = ["shipped_dirs", "shipped_file", "list_configs", "config_path", "config_description"]
+__all__ = ["shipped_dirs", "shipped_file", "list_configs", "config_files", "config_path", "config_description"]
 
 PACKAGE = Path(__file__).resolve().parent
 #: (repository directory, its copy inside the wheel)
@@ -26,7 +26,7 @@ def shipped_dirs(repo_dir: str, packaged: str) -> list[Path]:
     return [d for d in dirs if d.is_dir()]
 
 
-def _config_files() -> dict[str, Path]:
+def config_files() -> dict[str, Path]:
     """Training config name (path below ``configs/`` without ``.toml``: ``study/rigid_body_vpt``) -> file."""
     files: dict[str, Path] = {}
     for d in reversed(shipped_dirs(*CONFIGS)):  # the repository's copy wins over the packaged one
@@ -37,7 +37,7 @@ def _config_files() -> dict[str, Path]:
 def list_configs() -> list[str]:
     """Names of the shipped ``vp-train`` configs (``configs/*.toml``, ``study/...`` for ``configs/study``),
     usable with ``vp-train NAME`` and [`vpintegrator.training.TrainConfig.from_toml`][vpintegrator.training.TrainConfig.from_toml]."""
-    return list(_config_files())
+    return list(config_files())
 
 
 def config_description(path: Path) -> str:
@@ -65,7 +65,7 @@ def config_path(name_or_path: str | os.PathLike[str]) -> Path:
         return path
     if path.is_dir():
         raise VPIntegratorError(f"config {text!r} is a directory; give a .toml file or a config name")
-    files = _config_files()
+    files = config_files()
     if text in files:
         return files[text]
     names = ", ".join(files) or "(none found)"

@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Iterable, Mapping, Sequence
 from ._toml import tomllib
 from .errors import VPIntegratorError
 
-__all__ = ["Config", "Key", "key", "declared", "read_toml", "parse_set", "merge", "check_keys", "did_you_mean",
+__all__ = ["Config", "Key", "key", "declared", "read_toml", "parse_set", "parse_value", "merge", "check_keys", "did_you_mean",
            "unknown_key", "dump_toml", "toml_value"]
 
 
@@ -60,7 +60,7 @@ def read_toml(path: str | os.PathLike[str], *, table: str | None = None, what: s
     return values
 
 
-def _parse_value(text: str) -> Any:
+def parse_value(text: str) -> Any:
     """A ``--set`` value: a TOML literal (number, bool, string, array, inline table), else the bare string."""
     try:
         return tomllib.loads(f"v = {text}")["v"]
@@ -82,7 +82,7 @@ def parse_set(items: Iterable[str] | None) -> dict[str, Any]:
         if any(c in str(item) for c in "\n\r\x00"):  # a second line would be a second key (or be dropped)
             raise VPIntegratorError(f"set: {item!r} holds a line break (or NUL); give one KEY=VALUE per set",
                                     key="set")
-        value = _parse_value(text.strip())
+        value = parse_value(text.strip())
         head, dot, tail = key.partition(".")
         if dot:
             table = out.setdefault(head, {})

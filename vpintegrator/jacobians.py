@@ -15,7 +15,8 @@ from torch import nn
 
 from .errors import VPIntegratorError
 
-__all__ = ["window_jacobian", "window_chain", "jacobian_slogdet", "chain_inputs", "fd_jacobian", "METHODS"]
+__all__ = ["window_jacobian", "window_chain", "jacobian_slogdet", "chain_inputs", "fd_jacobian", "METHODS",
+           "callable_name"]
 
 
 def window_jacobian(model: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
@@ -40,7 +41,7 @@ def window_jacobian(model: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
         y = model(x_flat.reshape(1, seq, dim))  # (seq·dim,) -> (1, seq, dim)
         if y.shape[-2:] != (seq, dim):
             raise VPIntegratorError(
-                f"{_name(model)}: window map must be square, input (seq, dim) = {(seq, dim)} "
+                f"{callable_name(model)}: window map must be square, input (seq, dim) = {(seq, dim)} "
                 f"gave output {tuple(y.shape[-2:])}"
             )
         return y.reshape(seq * dim)  # (1, seq, dim) -> (seq·dim,)
@@ -106,7 +107,7 @@ def chain_inputs(model, inputs: torch.Tensor) -> list[tuple[nn.Module, torch.Ten
         reference = model(inputs)
     if not torch.allclose(x, reference, rtol=1e-5, atol=1e-6 * (1 + float(reference.abs().max()))):
         raise VPIntegratorError(
-            f"{_name(model)}: composing window_chain() does not reproduce forward "
+            f"{callable_name(model)}: composing window_chain() does not reproduce forward "
             f"(max difference {float((x - reference).abs().max()):.3e}); use method='full'"
         )
     return pairs
@@ -137,7 +138,7 @@ def fd_jacobian(fn, inputs: torch.Tensor, step: float | None = None) -> torch.Te
         out = torch.as_tensor(fn(shifted.reshape(4 * m * batch, seq, dim)), dtype=inputs.dtype, device=inputs.device)
     if out.shape != (4 * m * batch, seq, dim):
         raise VPIntegratorError(
-            f"{_name(fn)}: window map must be square, input (seq, dim) = {(seq, dim)} "
+            f"{callable_name(fn)}: window map must be square, input (seq, dim) = {(seq, dim)} "
             f"gave output {tuple(out.shape[1:])}"
         )
     f = out.reshape(4, m, batch, m)  # (k, j, b, i)
@@ -145,5 +146,6 @@ def fd_jacobian(fn, inputs: torch.Tensor, step: float | None = None) -> torch.Te
     return deriv.permute(1, 2, 0)  # (b, i, j)
 
 
-def _name(model) -> str:
+def callable_name(model) -> str:
+    """The name errors use for a model (its class) or a window function (its ``__name__``)."""
     return type(model).__name__ if isinstance(model, nn.Module) else getattr(model, "__name__", type(model).__name__)

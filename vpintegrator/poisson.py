@@ -15,9 +15,9 @@ from torch import nn
 
 from .arrays import relative_drift
 from .errors import VPIntegratorError
-from .jacobians import _name, window_jacobian
+from .jacobians import callable_name, window_jacobian
 
-__all__ = ["CasimirAudit", "audit_casimir", "PoissonAudit", "audit_poisson", "assert_symmetric"]
+__all__ = ["ErrorSummary", "CasimirAudit", "audit_casimir", "PoissonAudit", "audit_poisson", "assert_symmetric"]
 
 
 def _prepared(model: nn.Module, dtype: torch.dtype | None) -> nn.Module:
@@ -32,7 +32,7 @@ def _random_windows(model: nn.Module, n: int, dtype: torch.dtype, seed: int) -> 
     return torch.randn(n, int(seq), int(model.dim), generator=g, dtype=dtype)  # type: ignore[arg-type]
 
 
-class _ErrorSummary:
+class ErrorSummary:
     """Summaries of an audit's per-input ``error`` (batch,) over its ``inputs`` (batch, seq, dim) (every
     audit's result: these and [`vpintegrator.testing`][vpintegrator.testing]'s)."""
 
@@ -54,7 +54,7 @@ class _ErrorSummary:
 
 
 @dataclasses.dataclass(frozen=True)
-class CasimirAudit(_ErrorSummary):
+class CasimirAudit(ErrorSummary):
     """Result of [`audit_casimir`][vpintegrator.testing.audit_casimir]: ``error`` (batch,) = max over the window's states of
     |C(y_i) − C(x_i)| / |C(x_i)|, the Casimir of each output state against that of the state it advances."""
 
@@ -87,7 +87,7 @@ def audit_casimir(model: nn.Module, system="rigid_body", inputs: torch.Tensor | 
     with torch.no_grad():
         out = work(inputs)
     if out.shape != inputs.shape:
-        raise VPIntegratorError(f"{_name(model)}: audit_casimir needs pred_window = seq_len; got {tuple(out.shape)} "
+        raise VPIntegratorError(f"{callable_name(model)}: audit_casimir needs pred_window = seq_len; got {tuple(out.shape)} "
                                 f"from {tuple(inputs.shape)}")
     c_in = torch.as_tensor(system.invariant("casimir", inputs.detach().cpu().numpy()))
     c_out = torch.as_tensor(system.invariant("casimir", out.detach().cpu().numpy()))
@@ -104,7 +104,7 @@ def _hat(z: torch.Tensor) -> torch.Tensor:
 
 
 @dataclasses.dataclass(frozen=True)
-class PoissonAudit(_ErrorSummary):
+class PoissonAudit(ErrorSummary):
     """Result of [`audit_poisson`][vpintegrator.testing.audit_poisson]: ``error`` (batch,) = ‖J B(x) Jᵀ − B(f(x))‖_F / ‖B(f(x))‖_F with B the
     block-diagonal so(3)* structure over the window's states."""
 
@@ -125,7 +125,7 @@ def audit_poisson(model: nn.Module, inputs: torch.Tensor | None = None, n: int =
         inputs = _random_windows(work, n, dtype or torch.float64, seed)
     batch, seq, dim = inputs.shape
     if dim != 3:
-        raise VPIntegratorError(f"{_name(model)}: audit_poisson is for so(3)* states (dim 3), got dim {dim}")
+        raise VPIntegratorError(f"{callable_name(model)}: audit_poisson is for so(3)* states (dim 3), got dim {dim}")
     J = window_jacobian(work, inputs)  # (batch, 3T, 3T)
     with torch.no_grad():
         out = work(inputs)
@@ -146,7 +146,7 @@ def assert_symmetric(model: nn.Module, atol: float = 1e-10, n: int = 32, seed: i
     error; raises ``AssertionError`` above ``atol`` (a one-line error for a model without ``evolve``).
     """
     if not callable(getattr(model, "evolve", None)):
-        raise VPIntegratorError(f"{_name(model)}: has no evolve(x, tau) (the map at a scaled step), so ψ(−h) "
+        raise VPIntegratorError(f"{callable_name(model)}: has no evolve(x, tau) (the map at a scaled step), so ψ(−h) "
                                 "cannot be formed; lpnet, lp_transformer, vpff and vpt have it")
     work = _prepared(model, torch.float64)
     x = _random_windows(work, n, torch.float64, seed)
@@ -155,5 +155,5 @@ def assert_symmetric(model: nn.Module, atol: float = 1e-10, n: int = 32, seed: i
         back = evolve(evolve(x, 1.0), -1.0)
     err = float(((back - x).abs() / x.abs().clamp_min(1.0)).max())
     if not err <= atol:
-        raise AssertionError(f"{_name(model)} is not symmetric: max |ψ(−h)(ψ(h)(x)) − x| = {err:.3e} (atol {atol:g})")
+        raise AssertionError(f"{callable_name(model)} is not symmetric: max |ψ(−h)(ψ(h)(x)) − x| = {err:.3e} (atol {atol:g})")
     return err

@@ -38,8 +38,8 @@ import torch
 from torch import nn
 
 from .errors import VPIntegratorError
-from .jacobians import METHODS, _name, chain_inputs, fd_jacobian, jacobian_slogdet, window_chain, window_jacobian
-from .poisson import CasimirAudit, PoissonAudit, _ErrorSummary, assert_symmetric, audit_casimir, audit_poisson
+from .jacobians import METHODS, callable_name, chain_inputs, fd_jacobian, jacobian_slogdet, window_chain, window_jacobian
+from .poisson import CasimirAudit, PoissonAudit, ErrorSummary, assert_symmetric, audit_casimir, audit_poisson
 
 __all__ = [
     "window_jacobian",
@@ -105,7 +105,7 @@ def random_inputs(
 
 
 @dataclasses.dataclass(frozen=True)
-class VolumeAudit(_ErrorSummary):
+class VolumeAudit(ErrorSummary):
     """Result of [`audit_volume`][vpintegrator.testing.audit_volume]; ``det`` has shape (batch,), ``inputs`` (batch, seq, dim)."""
 
     det: torch.Tensor
@@ -220,7 +220,7 @@ def symplectic_form(dim: int, seq: int = 1, dtype: torch.dtype = torch.float64, 
 
 
 @dataclasses.dataclass(frozen=True)
-class SymplecticAudit(_ErrorSummary):
+class SymplecticAudit(ErrorSummary):
     """Result of [`audit_symplectic`][vpintegrator.testing.audit_symplectic].
 
     ``error`` (batch,): ‖JᵀΩJ − Ω‖_F / ‖Ω‖_F per input (``"chain"``: the largest over the layers);
@@ -312,7 +312,7 @@ def audit_symplectic(
     if inputs is None:
         if not isinstance(getattr(work, "dim", None), int):
             raise VPIntegratorError(
-                f"inputs: {_name(model)} has no integer attribute 'dim'; pass inputs (batch, T, dim)"
+                f"inputs: {callable_name(model)} has no integer attribute 'dim'; pass inputs (batch, T, dim)"
             )
         inputs = random_inputs(work, n, seq=seq, scale=scale, seed=seed, **like)
     elif not isinstance(inputs, torch.Tensor) or inputs.ndim != 3:
@@ -363,7 +363,7 @@ def assert_symplectic(
         if audit.worst_layer is not None:
             where = f" in layer {audit.worst_layer} ({type(window_chain(model)[audit.worst_layer]).__name__})"
         raise AssertionError(
-            f"{_name(model)} is not symplectic within tol={tol:g} (method={method!r}, jacobian={audit.jacobian!r}): "
+            f"{callable_name(model)} is not symplectic within tol={tol:g} (method={method!r}, jacobian={audit.jacobian!r}): "
             f"max ||J^T Omega J - Omega||_F / ||Omega||_F = {audit.max_error:.3e}{where} at input "
             f"{audit.worst_input.tolist()}; median {audit.median_error:.3e} over {audit.error.numel()} inputs"
         )
@@ -423,7 +423,7 @@ def attention_coupling(model: nn.Module, windows) -> AttentionCoupling:
     x = torch.as_tensor(windows, dtype=dtype, device=device)
     if x.ndim != 3 or tuple(x.shape[1:]) != (seq, dim) or x.shape[0] == 0:
         raise VPIntegratorError(
-            f"windows: expected shape (n, seq_len, dim) = (n, {seq}, {dim}) with n ≥ 1 for {_name(model)}, "
+            f"windows: expected shape (n, seq_len, dim) = (n, {seq}, {dim}) with n ≥ 1 for {callable_name(model)}, "
             f"got {tuple(x.shape)}"
         )
     if seq == 1:
@@ -464,7 +464,7 @@ def assert_preserves(model: nn.Module, atol: float = 1e-10, system="rigid_body",
                 context = work.encode(prefix)[0]  # type: ignore[operator]
         model = work.bind(torch.as_tensor(context, dtype=torch.float64))  # type: ignore[operator]
     elif context is not None:
-        raise VPIntegratorError(f"{_name(model)}: context given, but the model is not a context model (no bind)")
+        raise VPIntegratorError(f"{callable_name(model)}: context given, but the model is not a context model (no bind)")
     errors = {}
     for claim in getattr(model, "preserves", ()):
         if claim == "volume":
@@ -478,10 +478,10 @@ def assert_preserves(model: nn.Module, atol: float = 1e-10, system="rigid_body",
         elif claim == "symmetric":
             err = assert_symmetric(model, atol=math.inf, n=n, seed=seed)
         else:
-            raise VPIntegratorError(f"{_name(model)}: unknown claim {claim!r} in preserves (known: volume, "
+            raise VPIntegratorError(f"{callable_name(model)}: unknown claim {claim!r} in preserves (known: volume, "
                                     "symplectic, casimir, poisson, symmetric)")
         if not err <= atol:
-            raise AssertionError(f"{_name(model)} claims {claim!r} but its audit gives a max error of {err:.3e} "
+            raise AssertionError(f"{callable_name(model)} claims {claim!r} but its audit gives a max error of {err:.3e} "
                                  f"(atol {atol:g})")
         errors[claim] = err
     return errors

@@ -75,9 +75,9 @@ def _list_configs(ctx, _param, value) -> None:
     """``--list``: the shipped configs with their first comment line."""
     if not value or ctx.resilient_parsing:
         return
-    from .._shipped import _config_files, config_description
+    from .._shipped import config_files, config_description
 
-    files = _config_files()
+    files = config_files()
     width = max((len(n) for n in files), default=0)
     for name, path in files.items():
         click.echo(f"{name:<{width}}  {config_description(path)}")

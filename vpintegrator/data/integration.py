@@ -10,7 +10,7 @@ import numpy as np
 from ..errors import VPIntegratorError, finite_float
 from ..systems import System, get_system, system_meta
 from ..systems.initial_conditions import as_points
-from ..integrators import Integrator, NotConverged, _check_dt, get_integrator
+from ..integrators import Integrator, NotConverged, check_dt, get_integrator
 from ..stepping import block_schedule, run_blocks
 from .trajectories import Trajectories
 
@@ -57,7 +57,7 @@ def integrate(
     system = get_system(system)
     method = get_integrator(method)
     method.supports(system)
-    h = _check_dt(dt)
+    h = check_dt(dt)
     if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 0:
         raise VPIntegratorError(f"n_steps must be an int >= 0; got {n_steps!r}")
     n_steps = int(n_steps)

@@ -27,7 +27,7 @@ the unit sphere (Gauss-Legendre 4: ~1e-11).
 
 from __future__ import annotations
 
-from .base import NEEDS, Integrator, MethodInfo, _check_dt
+from .base import NEEDS, Integrator, MethodInfo, check_dt
 from .newton import NotConverged, eye_like, newton_solve
 from .registry import (describe_methods, get_integrator, list_integrators, list_methods, register_integrator,
                        supported_integrators)
@@ -83,4 +83,5 @@ __all__ = [
     "describe_methods",
     "register_integrator",
     "register_compositions",
+    "check_dt",
 ]

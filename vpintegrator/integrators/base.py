@@ -156,7 +156,7 @@ class Integrator:
             if h == 0.0:
                 raise VPIntegratorError("h must be a finite nonzero number; got 0.0")
         else:
-            _check_dt(dt)
+            check_dt(dt)
         y = np.asarray(y, dtype=np.float64)
         if y.ndim != 2 or y.shape[1] != system.dim:
             raise VPIntegratorError(
@@ -168,5 +168,6 @@ class Integrator:
         return f"{type(self).__name__}()"
 
 
-def _check_dt(dt: Any) -> float:
+def check_dt(dt: Any) -> float:
+    """``dt`` as a float, or a one-line error unless it is finite and positive."""
     return finite_float(dt, "dt", positive=True)

@@ -22,7 +22,7 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from ..nn._common import check_input
+from ..nn.common import check_input
 from ._common import _first_parameter
 
 #: one step of a schedule: (layer, flow time, apply the layer's inverse instead of the layer)

@@ -21,7 +21,7 @@ from torch import nn
 from ..errors import VPIntegratorError
 from ..nn.attention import MultiHeadAttention, VolumePreservingAttention
 from ..nn.lie_poisson import LiePoissonCoupling
-from ..nn.symplectic_attention import _SymplecticAttention
+from ..nn.symplectic_attention import SymplecticAttention
 
 __all__ = ["without_attention", "constant_coupling", "attention_layers", "NoAttention"]
 
@@ -37,7 +37,7 @@ class NoAttention(nn.Identity):
         return f"dim={self.dim}"
 
 
-_KINDS = (VolumePreservingAttention, _SymplecticAttention, MultiHeadAttention, LiePoissonCoupling)
+_KINDS = (VolumePreservingAttention, SymplecticAttention, MultiHeadAttention, LiePoissonCoupling)
 
 
 def attention_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:

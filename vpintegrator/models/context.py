@@ -37,7 +37,7 @@ from torch import nn
 
 from ..arrays import array_namespace
 from ..errors import VPIntegratorError
-from ..nn._common import check_positive_int
+from ..nn.common import check_positive_int
 from ..nn.attention import MultiHeadAttention
 from ..nn.conditioned import ConditionedGradientLayer, ConditionedLiePoissonLayer, ConditionedShear
 from ._common import _record_config

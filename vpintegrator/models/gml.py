@@ -47,7 +47,7 @@ import torch
 from torch import nn
 
 from ..arrays import resolve_dtype
-from ..config import _parse_value
+from ..config import parse_value
 from ..errors import VPIntegratorError
 from .registry import _MODELS, build_model
 
@@ -519,14 +519,14 @@ def read_gml(path: str | os.PathLike[str], name: str | None = None, *, dtype: An
 
 
 def _spec_value(text: str) -> Any:
-    """A ``--set``-style value (``vpintegrator.config._parse_value``: TOML literal, else the string), with
+    """A ``--set``-style value (``vpintegrator.config.parse_value``: TOML literal, else the string), with
     ``none``/``null`` for None and booleans in any case."""
     low = text.lower()
     if low in ("true", "false"):
         return low == "true"
     if low in ("none", "null"):
         return None
-    return _parse_value(text)
+    return parse_value(text)
 
 
 def parse_gml_spec(spec: str) -> tuple[str, dict[str, Any]]:

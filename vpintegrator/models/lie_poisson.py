@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from ..errors import VPIntegratorError
-from ..nn._common import check_bool, check_positive_int
+from ..nn.common import check_bool, check_positive_int
 from ..nn.lie_poisson import LiePoissonCoupling, LiePoissonLayer
 from ._common import _record_config
 from ._symmetric import SymmetricComposition

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from ..errors import VPIntegratorError
-from ..nn._common import check_bool, check_input, check_positive_int, get_activation
+from ..nn.common import check_bool, check_input, check_positive_int, get_activation
 from ..nn.symplectic_attention import SymplecticAttentionP, SymplecticAttentionQ, check_attention_activation
 from ..nn.sympnet import (
     ActivationLayerP,

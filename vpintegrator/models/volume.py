@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from ..errors import VPIntegratorError
-from ..nn._common import check_bool, check_input, check_positive_int, from_planes, get_activation, to_planes
+from ..nn.common import check_bool, check_input, check_positive_int, from_planes, get_activation, to_planes
 from ..nn.attention import VolumePreservingAttention
 from ..nn.feedforward import VolumePreservingLowerLayer, VolumePreservingUpperLayer
 from ..nn.fused_attention import fused_chain, fused_spec, register_fused_buffers

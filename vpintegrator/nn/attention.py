@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from ..errors import VPIntegratorError
-from ._common import check_bool, check_input, check_positive_int, from_planes, glorot_uniform_, to_planes
+from .common import check_bool, check_input, check_positive_int, from_planes, glorot_uniform_, to_planes
 from .cayley import cayley, cayley3_transpose_apply, resolve_cayley_method
 from .fused_attention import attention_spec, fused_chain, fused_spec, register_fused_buffers, seq3_constants
 

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from ..errors import VPIntegratorError
-from ._common import check_bool, check_positive_int, get_activation
+from .common import check_bool, check_positive_int, get_activation
 from .lie_poisson import rotate_about
 
 __all__ = ["ConditionedScalarFunction", "ConditionedLiePoissonLayer", "ConditionedGradientLayer",

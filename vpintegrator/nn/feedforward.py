@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._common import check_input, check_positive_int, from_planes, get_activation, glorot_uniform_, to_planes
+from .common import check_input, check_positive_int, from_planes, get_activation, glorot_uniform_, to_planes
 from .fused_attention import fused_chain, fused_spec, register_fused_buffers
 
 __all__ = ["VolumePreservingLowerLayer", "VolumePreservingUpperLayer", "ResNetLayer"]

@@ -28,7 +28,7 @@ import math
 import torch
 from torch import nn
 
-from ._common import check_positive_int
+from .common import check_positive_int
 
 __all__ = ["rotate_about", "LiePoissonLayer", "LiePoissonCoupling", "ScalarFunction", "unit_axis"]
 

@@ -30,10 +30,10 @@ import torch
 from torch import nn
 
 from ..errors import VPIntegratorError
-from ._common import check_bool, glorot_uniform_
+from .common import check_bool, glorot_uniform_
 from .sympnet import _SympNetLayer, symmetric_embedding
 
-__all__ = ["SymplecticAttentionQ", "SymplecticAttentionP", "ATTENTION_ACTIVATIONS", "symplectic_softmax"]
+__all__ = ["SymplecticAttention", "SymplecticAttentionQ", "SymplecticAttentionP", "ATTENTION_ACTIVATIONS", "symplectic_softmax"]
 
 #: GML ``MatrixSoftmax`` and ``VectorSoftmax``
 ATTENTION_ACTIVATIONS = ("matrix_softmax", "vector_softmax")
@@ -55,8 +55,9 @@ def symplectic_softmax(c: torch.Tensor, activation: str = "matrix_softmax") -> t
     return torch.softmax(c, dim=-2)  # column j: exp(C_ij) / Σ_i' exp(C_i'j)
 
 
-class _SymplecticAttention(_SympNetLayer):
-    """The shear of ``vpintegrator.nn.sympnet._SympNetLayer`` with a window-wide increment (it mixes the T states)."""
+class SymplecticAttention(_SympNetLayer):
+    """The base of ``SymplecticAttentionQ`` and ``SymplecticAttentionP``: the shear of
+    ``vpintegrator.nn.sympnet._SympNetLayer`` with a window-wide increment (it mixes the T states)."""
 
     def __init__(self, dim: int, symmetric: bool = True, activation: str = "matrix_softmax") -> None:
         super().__init__()
@@ -99,7 +100,7 @@ class _SymplecticAttention(_SympNetLayer):
         return f"dim={self.dim}, symmetric={self.symmetric}, activation={self.activation!r}"
 
 
-class SymplecticAttentionQ(_SymplecticAttention):
+class SymplecticAttentionQ(SymplecticAttention):
     """Symplectic attention on the q-part (GML ``SymplecticAttentionQ``), p unchanged.
 
     With Q, P ∈ ℝ^{n×T} the q- and p-parts of the window (our rows: Xq = Qᵀ, Xp = Pᵀ) and C = PᵀAP:
@@ -131,7 +132,7 @@ class SymplecticAttentionQ(_SymplecticAttention):
     _changes_q = True
 
 
-class SymplecticAttentionP(_SymplecticAttention):
+class SymplecticAttentionP(SymplecticAttention):
     """Symplectic attention on the p-part (GML ``SymplecticAttentionP``), q unchanged.
 
     As [`SymplecticAttentionQ`][vpintegrator.nn.SymplecticAttentionQ] with the roles swapped, C = QᵀAQ:

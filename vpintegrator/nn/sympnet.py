@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from ..errors import VPIntegratorError
-from ._common import check_bool, check_input, check_positive_int, get_activation, glorot_uniform_
+from .common import check_bool, check_input, check_positive_int, get_activation, glorot_uniform_
 
 __all__ = [
     "check_symplectic_dim",
