@@ -43,11 +43,11 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from ..config import declared, key
+from ..config import Config, declared, key
 from ..errors import VPIntegratorError
 
 __all__ = ["DOP853", "GenerationSpec", "list_specs", "load_spec"]
@@ -183,10 +183,14 @@ def _check_method(method: str, where: str) -> None:
 
 
 @dataclass(frozen=True)
-class GenerationSpec:
+class GenerationSpec(Config):
     """What to generate: system, initial conditions, time grid, generator, output.
 
     Build one with [`load_spec`][vpintegrator.data.spec.load_spec] (from TOML) or directly; ``dataclasses.replace`` re-validates.
+    A [`Config`][vpintegrator.config.Config] like the training and rollout configs: each key declared once
+    (``key``: type, bounds, help, ``vp-gen`` flag), checked once by ``Config`` when the spec is built (the
+    message names the file and its ``section.key``), then the rules between keys (``t_end >= dt``, at most
+    2**53 steps).
 
     Parameters
     ----------
@@ -241,15 +245,24 @@ class GenerationSpec:
     description: str = key("", flag="")
     source: str = key("", flag="")
 
+    _source_in_messages: ClassVar[bool] = False  # the messages name the file and key themselves
+
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self) if not _REPLACING.get() else ():  # each field checked once
-            if f.name == "source":
-                continue
-            toml_key = _TOML_KEY.get(f.name, "description" if f.name == "description" else None)
-            if f.name == "out" and self.out == "":
-                toml_key = None  # not given: datasets/<name>.h5 (an empty output.path is refused by _parse)
-            where = f"{self.source}: key '{toml_key}'" if self.source and toml_key else f"GenerationSpec.{f.name}"
-            object.__setattr__(self, f.name, _check_field(f.name, getattr(self, f.name), where))
+        # each key checked once: a spec built from a checked one by checked changes (``_REPLACING``) is not
+        # checked again; the rules between keys always run
+        names = [] if _REPLACING.get() else [n for n in declared(type(self)) if n != "source"]
+        self._run_checks(names, self.source)
+
+    def _checked(self, name: str, value: Any, source: str) -> Any:
+        """One key checked (its declaration, then the spec's rules), the message naming the file and
+        ``section.key`` (or ``GenerationSpec.<key>`` for a spec built in Python)."""
+        toml_key = _TOML_KEY.get(name, "description" if name == "description" else None)
+        if name == "out" and value == "":
+            toml_key = None  # not given: datasets/<name>.h5 (an empty output.path is refused by _parse)
+        where = f"{self.source}: key '{toml_key}'" if self.source and toml_key else f"GenerationSpec.{name}"
+        return _check_field(name, value, where)
+
+    def _check_together(self) -> None:
         if not self.out:
             object.__setattr__(self, "out", f"datasets/{self.name}.h5")
         where = f"{self.source}: " if self.source else ""
@@ -292,7 +305,7 @@ class GenerationSpec:
         """Sample times ``k * dt``, shape (n_states,)."""
         return np.arange(self.n_states) * self.dt
 
-    def replace(self, **overrides: Any) -> "GenerationSpec":
+    def replace(self, **overrides: Any) -> "GenerationSpec":  # type: ignore[override]
         """A copy with some fields changed (None values are ignored); validated like [`load_spec`][vpintegrator.data.spec.load_spec]."""
         return _apply_overrides(self, overrides)
 
