@@ -32,3 +32,31 @@ def test_generation_spec_is_a_config_checked_once():
 def test_generation_spec_flags_come_from_the_declarations():
     keys = declared(GenerationSpec)
     assert keys["dt"].help and keys["name"].flag == ""
+
+
+def test_plot_options_are_a_config_and_vp_plot_derives_from_them(tmp_path):
+    from click.testing import CliRunner
+
+    from vpintegrator.cli import plot
+    from vpintegrator.plotting.options import PlotOptions, check_options
+
+    assert issubclass(PlotOptions, Config)
+    keys = declared(PlotOptions)
+    assert {n for n, k in keys.items() if k.flag != ""} == {"max_points", "dpi"}  # the derived flags
+    help_text = CliRunner().invoke(plot.main, ["--help"], terminal_width=400).output
+    for name, k in keys.items():
+        assert f"{name}: {k.help.rstrip('.')}" in " ".join(help_text.split())  # --set's help: each key once
+    assert "[default: 200]" in help_text and "[default: 20000]" in help_text
+    check_options({"dpi": 300, "band": True, "formats": ["png"], "unknown": 1})  # not a plot option: the caller's
+    with pytest.raises(VPIntegratorError, match=r"^band must be true or false; got 'yes'"):
+        check_options({"band": "yes"})
+    with pytest.raises(VPIntegratorError, match=r"^dpi must be a whole number > 0"):
+        check_options({"dpi": 0})
+    f = tmp_path / "x.h5"
+    f.write_bytes(b"")
+    bad = CliRunner().invoke(plot.main, [str(f), "--set", "dpy=3"])
+    assert bad.exit_code != 0 and "unknown key 'dpy'" in bad.output and "did you mean 'dpi'" in bad.output
+    twice = CliRunner().invoke(plot.main, [str(f), "--dpi", "100", "--set", "dpi=120"])
+    assert twice.exit_code != 0 and "also given by its own flag --dpi" in twice.output
+    zero = CliRunner().invoke(plot.main, [str(f), "--dpi", "0"])
+    assert zero.exit_code != 0 and "dpi must be a whole number > 0" in zero.output
