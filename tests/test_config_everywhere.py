@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from vpintegrator.config import Config, declared
+from vpintegrator.config import Config, declared, documented
 from vpintegrator.data.spec import GenerationSpec, load_spec
 from vpintegrator.errors import VPIntegratorError
 
@@ -60,3 +60,50 @@ def test_plot_options_are_a_config_and_vp_plot_derives_from_them(tmp_path):
     assert twice.exit_code != 0 and "also given by its own flag --dpi" in twice.output
     zero = CliRunner().invoke(plot.main, [str(f), "--dpi", "0"])
     assert zero.exit_code != 0 and "dpi must be a whole number > 0" in zero.output
+
+
+def test_train_config_keys_are_documented_once():
+    """TrainConfig: every key has one documentation, its entry in the class docstring; a flag's help is
+    that entry's first sentence (not a second text on the declaration)."""
+    from vpintegrator.config import documented, first_sentence
+    from vpintegrator.training.config import TrainConfig
+
+    docs = documented(TrainConfig)
+    assert set(TrainConfig.keys()) - set(docs) == {"optimizer_kwargs"}  # documented under optimizer
+    for name, info in declared(TrainConfig).items():
+        field = next(f for f in dataclasses.fields(TrainConfig) if f.name == name)
+        assert not field.metadata["vpintegrator.key"].help, f"{name}: help= on the declaration and a docstring entry"
+        if info.flag != "":
+            assert info.help == first_sentence(docs[name]) and len(info.help) < 300, name
+
+
+def test_documented_and_first_sentence():
+    @dataclasses.dataclass
+    class C(Config):
+        """A config.
+
+        Parameters
+        ----------
+        a, b : int
+            Both keys, e.g. ``a = 1``. More [`text`][vpintegrator.config.key] here.
+        c : str
+            See [`key`][vpintegrator.config.key].
+
+        Notes
+        -----
+        d : not a key
+            never read
+        """
+
+        a: int = 1
+        b: int = 2
+        c: str = ""
+        d: int = 0
+
+    docs = documented(C)
+    assert set(docs) == {"a", "b", "c"}
+    from vpintegrator.config import first_sentence
+
+    assert first_sentence(docs["a"]) == "Both keys, e.g. a = 1."
+    assert declared(C)["c"].help == "See key."
+    assert declared(C)["d"].help == ""
