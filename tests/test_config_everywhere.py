@@ -62,16 +62,21 @@ def test_plot_options_are_a_config_and_vp_plot_derives_from_them(tmp_path):
     assert zero.exit_code != 0 and "dpi must be a whole number > 0" in zero.output
 
 
-def test_train_config_keys_are_documented_once():
-    """TrainConfig: every key has one documentation, its entry in the class docstring; a flag's help is
-    that entry's first sentence (not a second text on the declaration)."""
-    from vpintegrator.config import documented, first_sentence
+@pytest.mark.parametrize("cls_name, inside", [
+    ("TrainConfig", {"optimizer_kwargs"}),  # documented under optimizer
+    ("GenerationSpec", {"params", "sampler_args"}),  # under system and sampler
+])
+def test_config_keys_are_documented_once(cls_name, inside):
+    """TrainConfig and GenerationSpec: every key has one documentation, its entry in the class docstring;
+    a flag's help is that entry's first sentence (not a second text on the declaration)."""
+    from vpintegrator.config import first_sentence
     from vpintegrator.training.config import TrainConfig
 
-    docs = documented(TrainConfig)
-    assert set(TrainConfig.keys()) - set(docs) == {"optimizer_kwargs"}  # documented under optimizer
-    for name, info in declared(TrainConfig).items():
-        field = next(f for f in dataclasses.fields(TrainConfig) if f.name == name)
+    cls = {"TrainConfig": TrainConfig, "GenerationSpec": GenerationSpec}[cls_name]
+    docs = documented(cls)
+    assert set(cls.keys()) - set(docs) == inside
+    for name, info in declared(cls).items():
+        field = next(f for f in dataclasses.fields(cls) if f.name == name)
         assert not field.metadata["vpintegrator.key"].help, f"{name}: help= on the declaration and a docstring entry"
         if info.flag != "":
             assert info.help == first_sentence(docs[name]) and len(info.help) < 300, name

@@ -369,7 +369,7 @@ def first_sentence(text: str) -> str:
     import re
 
     plain = re.sub(r"\[`([^`]+)`\]\[[^\]]+\]", r"\1", text).replace("``", "")
-    plain = re.sub(r"(?<![\w*])\*([^*]+)\*(?!\w)", r"\1", plain)
+    plain = re.sub(r"(?<![\w*])\*(?=\S)([^*]+?)(?<=\S)\*(?!\w)", r"\1", plain)  # *emphasis*, not a * b
     match = re.search(r"(?<!e\.g)(?<!i\.e)(?<!etc)\.(\s|$)", plain)
     return plain[: match.start() + 1] if match else plain
 

@@ -201,22 +201,30 @@ class GenerationSpec(Config):
     sampler : str
         Initial-condition sampler name; ``sampler_args`` its arguments.
     n_traj : int or None
-        Number of trajectories (None: the sampler decides, e.g. 1238 for "paper_sphere").
-    dt, t_end : float
-        Sample times ``t = k * dt`` for ``k = 0 .. n_steps``, ``n_steps = floor(t_end / dt)`` (``n_states = n_steps + 1`` samples).
+        Number of trajectories (overrides the spec). None: the sampler decides, e.g. 1238 for
+        "paper_sphere".
+    dt : float
+        Sampling step: t = k * dt. The sample times are ``t = k * dt`` for ``k = 0 .. n_steps``,
+        ``n_steps = floor(t_end / dt)`` (``n_states = n_steps + 1`` samples).
+    t_end : float
+        Final time (t0 = 0).
     method : str
-        ``"dop853"`` (SciPy, tolerances ``rtol``/``atol`` per trajectory) or a classical integrator name
-        (fixed step ``dt``).
+        'dop853' (SciPy) or a classical integrator, e.g. implicit_midpoint. ``"dop853"`` integrates with
+        the tolerances ``rtol``/``atol`` per trajectory, a classical integrator with the fixed step ``dt``.
+    rtol : float
+        DOP853 relative tolerance (per trajectory).
+    atol : float
+        DOP853 absolute tolerance (per trajectory).
     seed : int
-        Seed of ``numpy.random.default_rng`` for the initial conditions (and, by another stream, of the
-        per-trajectory parameters).
+        Seed for the initial-condition sampler. ``numpy.random.default_rng(seed)`` draws the initial
+        conditions (and, by another stream, the per-trajectory parameters).
     parameters : dict
         The ``[parameters]`` section: ``{name: {"dist": ..., ...}}``, parameters drawn per trajectory
         (``vpintegrator.data.param_dists``); empty: one parameter set (``params``) for all.
     chunk_size : int
-        At most this many trajectories are integrated and written at a time.
+        Trajectories integrated and written at a time (at most).
     out : str
-        Default output path.
+        Output HDF5 file. Default ``datasets/<name>.h5``.
     description, source : str
         One-line description; the TOML file it came from ("" if built in Python).
     """
@@ -224,24 +232,20 @@ class GenerationSpec(Config):
     name: str = key(flag="")
     system: str = key(flag="")
     sampler: str = key(flag="")
-    dt: float = key(type=float, low=0, open_low=True, show_default=_FROM_SPEC, help="Sampling step: t = k * dt.")
-    t_end: float = key(type=float, low=0, open_low=True, show_default=_FROM_SPEC, help="Final time (t0 = 0).")
+    dt: float = key(type=float, low=0, open_low=True, show_default=_FROM_SPEC)
+    t_end: float = key(type=float, low=0, open_low=True, show_default=_FROM_SPEC)
     params: dict[str, Any] = key(default_factory=dict, type=dict, expected=_TABLE, flag="")
     sampler_args: dict[str, Any] = key(default_factory=dict, type=dict, expected=_TABLE, flag="")
     parameters: dict[str, Any] = key(default_factory=dict, type=dict, expected=_TABLE, flag="")
-    n_traj: int | None = key(None, type=int, low=1, optional=True, expected="an integer >= 1", show_default=_FROM_SPEC,
-                             help="Number of trajectories (overrides the spec).")
-    method: str = key(DOP853, choices=_methods, show_default=_FROM_SPEC,
-                      help="'dop853' (SciPy) or a classical integrator, e.g. implicit_midpoint.")
-    rtol: float = key(1e-12, type=float, low=0, open_low=True, show_default=_FROM_SPEC,
-                      help="DOP853 relative tolerance (per trajectory).")
-    atol: float = key(1e-12, type=float, low=0, open_low=True, show_default=_FROM_SPEC,
-                      help="DOP853 absolute tolerance (per trajectory).")
-    seed: int = key(0, type=int, low=0, expected="an integer >= 0", show_default=_FROM_SPEC,
-                    help="Seed for the initial-condition sampler.")
-    chunk_size: int = key(DEFAULT_CHUNK_SIZE, type=int, low=1, expected="an integer >= 1", show_default=_FROM_SPEC,
-                          help="Trajectories integrated and written at a time.")
-    out: str = key("", path="file", show_default="from the spec, datasets/<spec>.h5", help="Output HDF5 file.")
+    n_traj: int | None = key(None, type=int, low=1, optional=True, expected="an integer >= 1",
+                             show_default=_FROM_SPEC)
+    method: str = key(DOP853, choices=_methods, show_default=_FROM_SPEC)
+    rtol: float = key(1e-12, type=float, low=0, open_low=True, show_default=_FROM_SPEC)
+    atol: float = key(1e-12, type=float, low=0, open_low=True, show_default=_FROM_SPEC)
+    seed: int = key(0, type=int, low=0, expected="an integer >= 0", show_default=_FROM_SPEC)
+    chunk_size: int = key(DEFAULT_CHUNK_SIZE, type=int, low=1, expected="an integer >= 1",
+                          show_default=_FROM_SPEC)
+    out: str = key("", path="file", show_default="from the spec, datasets/<spec>.h5")
     description: str = key("", flag="")
     source: str = key("", flag="")
 

@@ -76,7 +76,7 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def add_options(parser: argparse.ArgumentParser, cls: type[Config] = StudyOptions, *,
+def add_options(parser: argparse.ArgumentParser, cls: Any = StudyOptions, *,
                 defaults: Mapping[str, Any] | None = None, helps: Mapping[str, str] | None = None,
                 required: tuple[str, ...] = ()) -> None:
     """The keys of ``cls`` as flags of ``parser`` (``--key-name``); ``defaults`` and ``helps`` replace a key's
