@@ -313,11 +313,65 @@ _DECLARED: dict[type, dict[str, Key]] = {}
 
 
 def declared(cls: type) -> dict[str, Key]:
-    """key -> ``Key`` of a config class, in declaration order (a field without one gets ``Key()``)."""
+    """key -> ``Key`` of a config class, in declaration order (a field without one gets ``Key()``).
+
+    A key documented in the class docstring's ``Parameters`` section and declared without ``help`` gets
+    the first sentence of that entry as its help (``--help``): each key is documented once."""
     found = _DECLARED.get(cls)
     if found is None:
-        found = _DECLARED[cls] = {f.name: f.metadata.get(_META, Key()) for f in dataclasses.fields(cls) if f.init}
+        docs = documented(cls)
+        found = {}
+        for f in dataclasses.fields(cls):
+            if not f.init:
+                continue
+            info = f.metadata.get(_META, Key())
+            if not info.help and info.flag != "" and docs.get(f.name):
+                info = dataclasses.replace(info, help=first_sentence(docs[f.name]))
+            found[f.name] = info
+        _DECLARED[cls] = found
     return found
+
+
+def documented(cls: type) -> dict[str, str]:
+    """key -> its text in the numpy-style ``Parameters`` section of ``cls``'s own docstring (an entry
+    ``a, b : type`` documents both keys)."""
+    import inspect
+
+    lines = inspect.cleandoc(cls.__dict__.get("__doc__") or "").splitlines()
+    out: dict[str, str] = {}
+    names: list[str] = []
+    text: list[str] = []
+
+    def flush() -> None:
+        for name in names:
+            out[name] = " ".join(" ".join(text).split())
+
+    inside = False
+    for i, line in enumerate(lines):
+        heading = i + 1 < len(lines) and lines[i + 1].strip() and set(lines[i + 1].strip()) == {"-"}
+        if heading and not line.startswith(" "):
+            flush()
+            names, text, inside = [], [], line.strip() == "Parameters"
+            continue
+        if not inside or (line.strip() and set(line.strip()) == {"-"}):
+            continue
+        if line.strip() and not line.startswith(" "):  # "name : type" or "a, b : type"
+            flush()
+            names, text = [n.strip() for n in line.split(" : ")[0].split(",") if n.strip()], []
+        else:
+            text.append(line.strip())
+    flush()
+    return out
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of a docstring entry, as plain text (``code`` and [`x`][target] links as x)."""
+    import re
+
+    plain = re.sub(r"\[`([^`]+)`\]\[[^\]]+\]", r"\1", text).replace("``", "")
+    plain = re.sub(r"(?<![\w*])\*(?=\S)([^*]+?)(?<=\S)\*(?!\w)", r"\1", plain)  # *emphasis*, not a * b
+    match = re.search(r"(?<!e\.g)(?<!i\.e)(?<!etc)\.(\s|$)", plain)
+    return plain[: match.start() + 1] if match else plain
 
 
 class Config:

@@ -107,9 +107,30 @@ class ConfigCommand(click.Command):
         return super().invoke(ctx)
 
 
-def set_option(help: str) -> Callable:
-    """``--set KEY=VALUE`` (repeatable); the callback gets ``set_``, read with ``read_set``."""
-    return click.option("--set", "set_", multiple=True, metavar="KEY=VALUE", help=help)
+class _LazyHelp(click.Option):
+    """An option whose help text is made when it is first shown (from a config's declarations, which
+    ``--version`` need not import)."""
+
+    def __init__(self, *args: Any, help: str | Callable[[], str] = "", **kwargs: Any) -> None:
+        self._make_help = help
+        super().__init__(*args, **kwargs)
+
+    @property  # type: ignore[override]
+    def help(self) -> str | None:
+        if callable(self._make_help):
+            self._make_help = self._make_help()
+        return self._make_help
+
+    @help.setter
+    def help(self, value: str | None) -> None:
+        if value is not None:
+            self._make_help = value
+
+
+def set_option(help: str | Callable[[], str]) -> Callable:
+    """``--set KEY=VALUE`` (repeatable); the callback gets ``set_``, read with ``read_set``. ``help`` may be
+    a zero-argument callable (the text made when ``--help`` shows it)."""
+    return click.option("--set", "set_", multiple=True, metavar="KEY=VALUE", cls=_LazyHelp, help=help)
 
 
 def read_set(items: Iterable[str], valid: Iterable[str], flags: Mapping[str, Any] | None = None, *,

@@ -1,5 +1,5 @@
-"""``python -m vpintegrator COMMAND ...``: the four commands under one name (``gen``, ``train``, ``rollout``,
-``plot`` are ``vp-gen``, ``vp-train``, ``vp-rollout``, ``vp-plot``); each is imported when it is run."""
+"""``python -m vpintegrator COMMAND ...``: the commands under one name (``gen``, ``train``, ``rollout``,
+``plot``, ``study`` are ``vp-gen``, ``vp-train``, ``vp-rollout``, ``vp-plot``, ``vp-study``); each is imported when it is run."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ COMMANDS = {
     "train": ("vp-train", "train"),
     "rollout": ("vp-rollout", "rollout"),
     "plot": ("vp-plot", "plot"),
+    "study": ("vp-study", "study"),
 }
 
 
@@ -33,7 +34,7 @@ class _Commands(click.Group):
 @click.pass_context
 def main(ctx: click.Context) -> None:
     """Volume-preserving neural integrators: generate data (gen), train (train), roll out next to
-    classical integrators (rollout) and draw figures (plot).
+    classical integrators (rollout), draw figures (plot) and run the package's studies (study).
 
     COMMAND is the console script without its prefix: python -m vpintegrator gen SPEC is vp-gen SPEC.
     `python -m vpintegrator COMMAND --help` shows a command's options.

@@ -22,13 +22,22 @@ from ._common import (
     quiet_option,
     version_option,
 )
-from ._options import read_set, set_option
+from ._options import ConfigCommand, read_set, set_option
 
 _ROLLOUT_KINDS = ("trajectories3d", "invariants", "error", "volume", "phase")
 _KINDS = (*_ROLLOUT_KINDS, "all", "training", "work_precision")
-#: ``--set`` keys: plot options (and the flags' own keys)
-_SET_KEYS = ("methods", "threshold", "band", "sphere", "formats", "traj", "max_points", "dpi", "style", "title",
-             "method_names")
+
+
+def _config_class():
+    from ..plotting.options import PlotOptions
+
+    return PlotOptions
+
+
+def _set_help() -> str:
+    from ..plotting.options import set_help
+
+    return set_help()
 
 
 def _int_list(text: str | None):
@@ -65,7 +74,8 @@ def _list_kinds(ctx, _param, value) -> None:
     ctx.exit(0)
 
 
-@click.command("vp-plot", context_settings={"help_option_names": ["-h", "--help"]})
+@click.command("vp-plot", cls=ConfigCommand, config=_config_class,
+               context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="ROLLOUT.h5 | RUN_DIR...")
 @click.option("--list", "list_", is_flag=True, is_eager=True, expose_value=False, callback=_list_kinds,
               help="List the figure kinds and exit.")
@@ -85,8 +95,6 @@ def _list_kinds(ctx, _param, value) -> None:
     "trajectory of the rollout, one curve each for up to 5, else the median and the "
     "10-90 % band; state-space kinds draw 5 evenly spread ones of many.",
 )
-@click.option("--max-points", type=int, default=20000, show_default=True, help="Time points per curve, at most (>= 2).")
-@click.option("--dpi", type=int, default=200, show_default=True, help="PNG resolution (> 0).")
 @click.option("--amortise", type=float, default=None, metavar="N",
               help="Kind work_precision: also draw each model's cost with its training CPU time spread over N "
               "rollouts of length t_end (an arrow to a hollow marker; default: the N the table was written with).")
@@ -95,20 +103,14 @@ def _list_kinds(ctx, _param, value) -> None:
 @click.option("--label", "label", multiple=True, metavar="NAME=TEXT",
               help="What the legend calls a method, e.g. --label vpt=\"VPT (ours)\" --label gauss_legendre4=GL4 "
               "(default: readable names: Gauss–Legendre 4); repeatable.")
-@set_option(
-    "A plot option, VALUE in TOML syntax; repeatable: methods=[\"vpt\",\"rk4\"] (methods to draw), "
-    "threshold=0.1 (error line), band=true|false (median and band or single curves), sphere=false, "
-    "formats=[\"png\"], traj=[100,719], max_points=5000, dpi=300, style=single|double|PATH.mplstyle "
-    "(journal column width or your own style), title=false or title=\"TEXT\", method_names={vpt=\"VPT (ours)\"} "
-    "(as --label). A key that has its own flag is given once, by the flag or by --set."
-)
+@set_option(_set_help)
 @print_config_option
 @json_option
 @quiet_option
 @version_option
 @click.option("--overwrite", is_flag=True, help="Replace figure files this command drew before (nothing else).")
 @cli_errors
-def main(paths, kind, out, traj, max_points, dpi, amortise, no_title, label, set_, print_config, as_json, quiet, overwrite):
+def main(paths, kind, out, traj, amortise, no_title, label, set_, print_config, as_json, quiet, overwrite, flags):
     """Draw figures of ROLLOUT.h5 (written by vp-rollout), or training curves of RUN_DIRs (written by
     vp-train), as PDF and PNG into a directory. A figure file that exists is refused unless --overwrite,
     which replaces only figures drawn by matplotlib; other files in the directory are never touched."""
@@ -118,23 +120,22 @@ def main(paths, kind, out, traj, max_points, dpi, amortise, no_title, label, set
     kinds = kind
     from ..errors import VPIntegratorError
 
+    from ..plotting.options import PlotOptions, check_options
+
     ctx = click.get_current_context()
-    flags = given_only(ctx, dict(traj=traj, max_points=max_points, dpi=dpi))
-    flags.update(title=False if no_title else None, method_names=_labels(label) or None)
-    options = read_set(set_, _SET_KEYS, flags, names={"title": "--no-title", "method_names": "--label"})
+    given_flags = {**given_only(ctx, dict(traj=traj)), "max_points": flags.get("max_points"), "dpi": flags.get("dpi")}
+    given_flags.update(title=False if no_title else None, method_names=_labels(label) or None)
+    options = read_set(set_, PlotOptions.keys(), given_flags, names={"title": "--no-title", "method_names": "--label"})
     if no_title:
         options["title"] = False
     if label:
         options["method_names"] = _labels(label)
     which = options.pop("traj", None) if traj is None else _int_list(traj)
     which = None if which == "all" else which
-    max_points = options.pop("max_points", max_points)
-    dpi = options.pop("dpi", dpi)
-    from ..plotting.source import check_max_points
-    from ..plotting.style import check_dpi
-
-    check_dpi(dpi)  # one-line errors before anything is read or drawn
-    check_max_points(max_points)
+    defaults = PlotOptions()
+    max_points = options.pop("max_points", flags.get("max_points", defaults.max_points))
+    dpi = options.pop("dpi", flags.get("dpi", defaults.dpi))
+    check_options(dict(dpi=dpi, max_points=max_points))  # one-line errors before anything is read or drawn
 
     if "work_precision" in kinds or (len(paths) == 1 and paths[0].suffix == ".csv"):
         _work_precision(paths, kinds, out, which, options, dpi, print_config, as_json, overwrite, amortise)

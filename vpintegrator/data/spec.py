@@ -43,11 +43,11 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from ..config import declared, key
+from ..config import Config, declared, key
 from ..errors import VPIntegratorError
 
 __all__ = ["DOP853", "GenerationSpec", "list_specs", "load_spec"]
@@ -183,10 +183,14 @@ def _check_method(method: str, where: str) -> None:
 
 
 @dataclass(frozen=True)
-class GenerationSpec:
+class GenerationSpec(Config):
     """What to generate: system, initial conditions, time grid, generator, output.
 
     Build one with [`load_spec`][vpintegrator.data.spec.load_spec] (from TOML) or directly; ``dataclasses.replace`` re-validates.
+    A [`Config`][vpintegrator.config.Config] like the training and rollout configs: each key declared once
+    (``key``: type, bounds, help, ``vp-gen`` flag), checked once by ``Config`` when the spec is built (the
+    message names the file and its ``section.key``), then the rules between keys (``t_end >= dt``, at most
+    2**53 steps).
 
     Parameters
     ----------
@@ -197,22 +201,30 @@ class GenerationSpec:
     sampler : str
         Initial-condition sampler name; ``sampler_args`` its arguments.
     n_traj : int or None
-        Number of trajectories (None: the sampler decides, e.g. 1238 for "paper_sphere").
-    dt, t_end : float
-        Sample times ``t = k * dt`` for ``k = 0 .. n_steps``, ``n_steps = floor(t_end / dt)`` (``n_states = n_steps + 1`` samples).
+        Number of trajectories (overrides the spec). None: the sampler decides, e.g. 1238 for
+        "paper_sphere".
+    dt : float
+        Sampling step: t = k * dt. The sample times are ``t = k * dt`` for ``k = 0 .. n_steps``,
+        ``n_steps = floor(t_end / dt)`` (``n_states = n_steps + 1`` samples).
+    t_end : float
+        Final time (t0 = 0).
     method : str
-        ``"dop853"`` (SciPy, tolerances ``rtol``/``atol`` per trajectory) or a classical integrator name
-        (fixed step ``dt``).
+        'dop853' (SciPy) or a classical integrator, e.g. implicit_midpoint. ``"dop853"`` integrates with
+        the tolerances ``rtol``/``atol`` per trajectory, a classical integrator with the fixed step ``dt``.
+    rtol : float
+        DOP853 relative tolerance (per trajectory).
+    atol : float
+        DOP853 absolute tolerance (per trajectory).
     seed : int
-        Seed of ``numpy.random.default_rng`` for the initial conditions (and, by another stream, of the
-        per-trajectory parameters).
+        Seed for the initial-condition sampler. ``numpy.random.default_rng(seed)`` draws the initial
+        conditions (and, by another stream, the per-trajectory parameters).
     parameters : dict
         The ``[parameters]`` section: ``{name: {"dist": ..., ...}}``, parameters drawn per trajectory
         (``vpintegrator.data.param_dists``); empty: one parameter set (``params``) for all.
     chunk_size : int
-        At most this many trajectories are integrated and written at a time.
+        Trajectories integrated and written at a time (at most).
     out : str
-        Default output path.
+        Output HDF5 file. Default ``datasets/<name>.h5``.
     description, source : str
         One-line description; the TOML file it came from ("" if built in Python).
     """
@@ -220,36 +232,41 @@ class GenerationSpec:
     name: str = key(flag="")
     system: str = key(flag="")
     sampler: str = key(flag="")
-    dt: float = key(type=float, low=0, open_low=True, show_default=_FROM_SPEC, help="Sampling step: t = k * dt.")
-    t_end: float = key(type=float, low=0, open_low=True, show_default=_FROM_SPEC, help="Final time (t0 = 0).")
+    dt: float = key(type=float, low=0, open_low=True, show_default=_FROM_SPEC)
+    t_end: float = key(type=float, low=0, open_low=True, show_default=_FROM_SPEC)
     params: dict[str, Any] = key(default_factory=dict, type=dict, expected=_TABLE, flag="")
     sampler_args: dict[str, Any] = key(default_factory=dict, type=dict, expected=_TABLE, flag="")
     parameters: dict[str, Any] = key(default_factory=dict, type=dict, expected=_TABLE, flag="")
-    n_traj: int | None = key(None, type=int, low=1, optional=True, expected="an integer >= 1", show_default=_FROM_SPEC,
-                             help="Number of trajectories (overrides the spec).")
-    method: str = key(DOP853, choices=_methods, show_default=_FROM_SPEC,
-                      help="'dop853' (SciPy) or a classical integrator, e.g. implicit_midpoint.")
-    rtol: float = key(1e-12, type=float, low=0, open_low=True, show_default=_FROM_SPEC,
-                      help="DOP853 relative tolerance (per trajectory).")
-    atol: float = key(1e-12, type=float, low=0, open_low=True, show_default=_FROM_SPEC,
-                      help="DOP853 absolute tolerance (per trajectory).")
-    seed: int = key(0, type=int, low=0, expected="an integer >= 0", show_default=_FROM_SPEC,
-                    help="Seed for the initial-condition sampler.")
-    chunk_size: int = key(DEFAULT_CHUNK_SIZE, type=int, low=1, expected="an integer >= 1", show_default=_FROM_SPEC,
-                          help="Trajectories integrated and written at a time.")
-    out: str = key("", path="file", show_default="from the spec, datasets/<spec>.h5", help="Output HDF5 file.")
+    n_traj: int | None = key(None, type=int, low=1, optional=True, expected="an integer >= 1",
+                             show_default=_FROM_SPEC)
+    method: str = key(DOP853, choices=_methods, show_default=_FROM_SPEC)
+    rtol: float = key(1e-12, type=float, low=0, open_low=True, show_default=_FROM_SPEC)
+    atol: float = key(1e-12, type=float, low=0, open_low=True, show_default=_FROM_SPEC)
+    seed: int = key(0, type=int, low=0, expected="an integer >= 0", show_default=_FROM_SPEC)
+    chunk_size: int = key(DEFAULT_CHUNK_SIZE, type=int, low=1, expected="an integer >= 1",
+                          show_default=_FROM_SPEC)
+    out: str = key("", path="file", show_default="from the spec, datasets/<spec>.h5")
     description: str = key("", flag="")
     source: str = key("", flag="")
 
+    _source_in_messages: ClassVar[bool] = False  # the messages name the file and key themselves
+
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self) if not _REPLACING.get() else ():  # each field checked once
-            if f.name == "source":
-                continue
-            toml_key = _TOML_KEY.get(f.name, "description" if f.name == "description" else None)
-            if f.name == "out" and self.out == "":
-                toml_key = None  # not given: datasets/<name>.h5 (an empty output.path is refused by _parse)
-            where = f"{self.source}: key '{toml_key}'" if self.source and toml_key else f"GenerationSpec.{f.name}"
-            object.__setattr__(self, f.name, _check_field(f.name, getattr(self, f.name), where))
+        # each key checked once: a spec built from a checked one by checked changes (``_REPLACING``) is not
+        # checked again; the rules between keys always run
+        names = [] if _REPLACING.get() else [n for n in declared(type(self)) if n != "source"]
+        self._run_checks(names, self.source)
+
+    def _checked(self, name: str, value: Any, source: str) -> Any:
+        """One key checked (its declaration, then the spec's rules), the message naming the file and
+        ``section.key`` (or ``GenerationSpec.<key>`` for a spec built in Python)."""
+        toml_key = _TOML_KEY.get(name, "description" if name == "description" else None)
+        if name == "out" and value == "":
+            toml_key = None  # not given: datasets/<name>.h5 (an empty output.path is refused by _parse)
+        where = f"{self.source}: key '{toml_key}'" if self.source and toml_key else f"GenerationSpec.{name}"
+        return _check_field(name, value, where)
+
+    def _check_together(self) -> None:
         if not self.out:
             object.__setattr__(self, "out", f"datasets/{self.name}.h5")
         where = f"{self.source}: " if self.source else ""
@@ -292,7 +309,7 @@ class GenerationSpec:
         """Sample times ``k * dt``, shape (n_states,)."""
         return np.arange(self.n_states) * self.dt
 
-    def replace(self, **overrides: Any) -> "GenerationSpec":
+    def replace(self, **overrides: Any) -> "GenerationSpec":  # type: ignore[override]
         """A copy with some fields changed (None values are ignored); validated like [`load_spec`][vpintegrator.data.spec.load_spec]."""
         return _apply_overrides(self, overrides)
 

@@ -469,24 +469,11 @@ def applicable(data: PlotData, kind: str) -> bool:
 
 
 def _check_options(options: dict[str, Any]) -> None:
-    """Types of the plot options (they may come from ``--set`` as any TOML value)."""
-    from ..errors import finite_float
-    from .style import figure_style
+    """Types of the plot options (they may come from ``--set`` as any TOML value): their declarations on
+    [`PlotOptions`][vpintegrator.plotting.options.PlotOptions]."""
+    from .options import check_options
 
-    for key, value in options.items():
-        if key == "style":
-            figure_style(value)  # an unknown preset or a missing file: an error before anything is drawn
-        elif key == "title":
-            check_title(value)
-        elif key == "method_names":
-            check_names(value)
-        elif key == "threshold":
-            finite_float(value, "threshold", positive=True, key="threshold")
-        elif key in ("band", "sphere") and not (value is None or isinstance(value, bool)):
-            raise VPIntegratorError(f"{key} must be true or false; got {value!r}", key=key)
-        elif key == "methods" and not (isinstance(value, str) or (
-                isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value))):
-            raise VPIntegratorError(f"methods must be a label or a list of labels; got {value!r}", key="methods")
+    check_options(options)
 
 
 def plot_all(source, out_dir: str | Path, kinds: Sequence[str] = KINDS, traj=None, dpi: int = 200,

@@ -4,6 +4,9 @@
   arXiv 2312.11166), entry point ``scripts/reproduce_rigid_body.py``;
 - ``vpintegrator.studies.coupled_oscillator``: VPT against the standard transformer, Störmer–Verlet
   and RK4 on the coupled oscillator, entry point ``scripts/reproduce_coupled_oscillator.py``;
+- ``vpintegrator.studies.options``: ``StudyOptions`` (the flags every study takes, declared once on a
+  ``Config``) and ``STUDIES``, the studies ``vp-study NAME`` / ``python -m vpintegrator study NAME`` runs
+  (``rigid_body``, ``rigid_body_structure``, ``rigid_body_quality``, ``coupled_oscillator``);
 - ``vpintegrator.studies.runner``: the task runner both use (``vp-gen``, ``vp-train``, ``vp-rollout``
   and ``vp-plot`` as subprocesses, ``--skip-existing``, logs) and ``vpintegrator.studies.runner.StudyError``;
 - ``vpintegrator.studies.stats``: mean ± std over seeds, number formatting, Markdown tables, strict

@@ -43,8 +43,8 @@ from pathlib import Path
 from . import _rollouts, attention, export
 from .._shipped import shipped_file
 from ..rundir import read_log
-from .runner import (REPO, WALL_CEILING, Runner, StudyError, Task, add_budget_arguments, budget_flags,
-                     check_budget_arguments, check_study_out, guarded, study_lock)
+from .options import add_options, checked
+from .runner import REPO, WALL_CEILING, Runner, StudyError, Task, budget_flags, check_study_out, guarded, study_lock
 from .stats import (bootstrap_ci, fmt_num, md_table, mean_std, median_interval, read_json, results_provenance,
                     write_json, write_text)
 from .work_precision import equal_cost_section
@@ -123,28 +123,20 @@ class _Parser(argparse.ArgumentParser):
         raise StudyError(f"{message} (see --help)")
 
 
-def _int_list(text: str, name: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise StudyError(f"{name} must be a comma list of non-negative integers, e.g. 0,1,2; got {text!r}") from None
-    if not values or any(v < 0 for v in values) or len(set(values)) != len(values):
-        raise StudyError(f"{name} must be a non-empty comma list of distinct non-negative integers; got {text!r}")
-    return values
-
-
 def parse_args(argv: list[str] | None = None) -> tuple[Settings, bool]:
     """Parse and validate the command line; returns (settings, table_only)."""
     p = _Parser(
         prog="reproduce_coupled_oscillator.py",
         description="Coupled-oscillator study: VPT vs standard transformer vs Stormer-Verlet and RK4 over 10^4 steps.",
     )
-    p.add_argument("--out", required=True, help="Run directory (created).")
-    p.add_argument("--seeds", help="Comma list of training seeds (default 0,1,2,3,4; --quick: 0).")
+    add_options(p, required=("out",),
+                helps={"out": "Run directory (created).",
+                       "seeds": "Comma list of training seeds (default 0,1,2,3,4; --quick: 0).",
+                       "export_pretrained": "Then copy, per symplectic model trained, the best.pt of the seed with the "
+                       "lowest validation score to DIR/coupled_oscillator_<model>.pt (provenance in "
+                       "DIR/provenance.json)."})
     p.add_argument("--train-seconds", type=float,
                    help="Training budget per model (default 120; --quick: 30): CPU seconds, or wall with --budget wall.")
-    add_budget_arguments(p)
-    p.add_argument("--jobs", type=int, help="Subprocesses at a time, one thread each (default 2).")
     p.add_argument("--n-steps", type=int, help="Rollout steps of dt = 0.4 (default 10000; --quick: 2500).")
     p.add_argument("--heldout", type=int, help="Held-out initial conditions (default 100; --quick: 3; 0: none).")
     p.add_argument("--train-n-traj", type=int, help="Training initial conditions (default 1000; --quick: 300).")
@@ -159,21 +151,15 @@ def parse_args(argv: list[str] | None = None) -> tuple[Settings, bool]:
              "package's Glorot init).",
     )
     p.add_argument("--quick", action="store_true", help="One seed, 30-s trainings, 2500 steps: about 2 minutes.")
-    p.add_argument("--skip-existing", action="store_true", help="Keep the steps already finished in RUN.")
-    p.add_argument("--overwrite", action="store_true",
-                   help="Run every step again over an earlier study in RUN (its own outputs only).")
-    p.add_argument("--table-only", action="store_true", help="Only rebuild RUN/results.md and results.json.")
-    p.add_argument("--export-pretrained", metavar="DIR", default=None,
-                   help="Then copy, per symplectic model trained, the best.pt of the seed with the lowest validation "
-                        "score to DIR/coupled_oscillator_<model>.pt (provenance in DIR/provenance.json).")
     a = p.parse_args(argv)
+    checked(a)  # the shared flags (--seeds, --jobs, --wall-ceiling, ...), each checked once
 
     quick = a.quick
     s = Settings(
         out=a.out,
-        seeds=_int_list(a.seeds, "--seeds") if a.seeds is not None else ([0] if quick else [0, 1, 2, 3, 4]),
+        seeds=a.seeds if a.seeds is not None else ([0] if quick else [0, 1, 2, 3, 4]),
         train_seconds=a.train_seconds if a.train_seconds is not None else (30.0 if quick else 120.0),
-        jobs=a.jobs if a.jobs is not None else 2,
+        jobs=a.jobs,
         n_steps=a.n_steps if a.n_steps is not None else (2500 if quick else 10_000),
         heldout=a.heldout if a.heldout is not None else (3 if quick else 100),
         train_n_traj=a.train_n_traj if a.train_n_traj is not None else (300 if quick else 1000),
@@ -186,13 +172,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[Settings, bool]:
         budget=a.budget,
         wall_ceiling=a.wall_ceiling,
     )
-    check_budget_arguments(a)
     if not (math.isfinite(s.train_seconds) and s.train_seconds > 0):
         raise StudyError(f"--train-seconds must be a positive number of seconds; got {s.train_seconds!r}")
     if s.init_scale is not None and not (math.isfinite(s.init_scale) and s.init_scale > 0):
         raise StudyError(f"--init-scale must be a positive number (1: the package's init); got {s.init_scale!r}")
-    if s.jobs < 1:
-        raise StudyError(f"--jobs must be >= 1 (subprocesses at a time); got {s.jobs}")
     if s.n_steps < 6:
         raise StudyError(f"--n-steps must be >= 6 (two model windows of 3 states); got {s.n_steps}")
     if s.heldout < 0:

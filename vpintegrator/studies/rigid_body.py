@@ -50,8 +50,8 @@ from .rigid_body_results import (  # noqa: F401  (re-exported: the study's publi
 )
 from . import export
 from .._shipped import shipped_file
-from .runner import (Runner, StudyError, Task, add_budget_arguments, budget_flags, check_budget_arguments,
-                     check_study_out, guarded, parse_seeds, study_lock)
+from .options import add_options, checked
+from .runner import Runner, StudyError, Task, budget_flags, check_study_out, guarded, study_lock
 from .stats import read_json, write_if_changed, write_json
 
 PRETRAINED = ("vpt", "vpff", "st")
@@ -76,14 +76,15 @@ def _csv_list(text: str, what: str) -> list[str]:
 def parse_args(argv=None) -> argparse.Namespace:
     p = _Parser(prog="reproduce_rigid_body", description=__doc__.split("\n\n")[0],
                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default="runs/reproduce_rigid_body", help="Run directory (default %(default)s).")
-    p.add_argument("--seeds", default=None, help="Comma list of training seeds (default 0,1,2,3,4; --quick 0,1).")
+    add_options(p, defaults={"out": "runs/reproduce_rigid_body"},
+                helps={"seeds": "Comma list of training seeds (default 0,1,2,3,4; --quick 0,1).",
+                       "export_pretrained": "After the study (or with --table-only), copy the best seed's best.pt of "
+                       "vpt, vpff and st (lowest validation score in summary.json: validation data only, never "
+                       "trajectories 1/4 or the held-out set) to DIR/rigid_body_<model>.pt, with DIR/provenance.json."})
     p.add_argument("--models", default=None,
                    help=f"Comma list out of {','.join(ALL_MODELS)} (default all; --quick {','.join(QUICK_MODELS)}).")
     p.add_argument("--train-seconds", type=float, default=None,
                    help="Seconds per training run (300; --quick 60): CPU seconds, or wall with --budget wall.")
-    add_budget_arguments(p)
-    p.add_argument("--jobs", type=int, default=2, help="Subprocesses at a time, each OMP_NUM_THREADS=1 (default 2).")
     p.add_argument("--long-t-end", type=float, default=None, help="Horizon of the long rollout (5000; --quick 1000).")
     p.add_argument("--long-volume", action=argparse.BooleanOptionalAction, default=True,
                    help="log|det J| in the long rollout (default on).")
@@ -96,20 +97,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                    "else the installed package's copy).")
     p.add_argument("--quick", action="store_true",
                    help="Scaled down (seeds 0,1; models vpff,vpt,st; 60 s per training; t = 1000 long run; t = 5000 timing; 20 held-out ICs).")
-    p.add_argument("--skip-existing", action="store_true",
-                   help="Resume: keep finished steps of an existing RUN (unfinished trainings are resumed).")
-    p.add_argument("--overwrite", action="store_true",
-                   help="Run every step again over an earlier study in RUN (its own outputs only).")
-    p.add_argument("--table-only", action="store_true", help="Only rebuild results.md/json from an existing RUN.")
-    p.add_argument("--export-pretrained", metavar="DIR", default=None,
-                   help="After the study (or with --table-only), copy the best seed's best.pt of vpt, vpff and st "
-                        "(lowest validation score in summary.json: validation data only, never trajectories 1/4 or "
-                        "the held-out set) to DIR/rigid_body_<model>.pt, with DIR/provenance.json.")
     a = p.parse_args(argv)
+    checked(a)  # the shared flags (--seeds, --jobs, --wall-ceiling, ...), each checked once
 
     q = a.quick
-    a.seeds = a.seeds if a.seeds is not None else ("0,1" if q else "0,1,2,3,4")
-    a.seeds = parse_seeds(a.seeds)
+    a.seeds = a.seeds if a.seeds is not None else ([0, 1] if q else [0, 1, 2, 3, 4])
     a.models = _csv_list(a.models if a.models is not None else ",".join(QUICK_MODELS if q else ALL_MODELS), "--models")
     bad = [m for m in a.models if m not in ALL_MODELS]
     if bad:
@@ -124,9 +116,6 @@ def parse_args(argv=None) -> argparse.Namespace:
                              ("--timing-t-end", a.timing_t_end, 10.0)):
         if not math.isfinite(value) or value < low:
             raise StudyError(f"{name} must be a number >= {low:g}; got {value!r}")
-    if a.jobs < 1:
-        raise StudyError(f"--jobs must be >= 1; got {a.jobs}")
-    check_budget_arguments(a)
     if a.n_heldout < 1:
         raise StudyError(f"--n-heldout must be >= 1; got {a.n_heldout}")
     a.out = Path(a.out)

@@ -35,8 +35,8 @@ from pathlib import Path
 from . import export
 from .rigid_body_results import BAND_TARGET, ERROR_TARGET, PAPER_TRAJ, rollout_values
 from .._shipped import shipped_file
-from .runner import (Runner, StudyError, Task, add_budget_arguments, budget_flags, check_budget_arguments,
-                     check_study_out, guarded, parse_seeds, study_lock)
+from .options import add_options, checked
+from .runner import Runner, StudyError, Task, budget_flags, check_study_out, guarded, study_lock
 from .stats import fmt_num, md_table, read_json, write_json, write_results_files
 
 PHASES = ("p1", "p2", "p3")
@@ -50,29 +50,20 @@ class _Parser(argparse.ArgumentParser):
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = _Parser(prog="reproduce_rigid_body_quality.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", required=True, help="Run directory.")
-    p.add_argument("--seeds", default="0,1,2,3,4", help="Comma list of training seeds (default %(default)s).")
+    add_options(p, required=("out",), defaults={"seeds": "0,1,2,3,4"},
+                helps={"export_pretrained": "Then copy phase 2's best.pt of the seed with the lowest validation score "
+                       "(validation data only) to DIR/rigid_body_vpt.pt and record it in DIR/provenance.json."})
     p.add_argument("--phase1-seconds", type=float, default=450.0, help="Phase 1 seconds (default %(default)s; CPU, or wall with --budget wall).")
     p.add_argument("--phase2-seconds", type=float, default=450.0, help="Phase 2 seconds (default %(default)s).")
     p.add_argument("--unroll", type=int, default=3, help="Phase 2's unroll (default %(default)s).")
     p.add_argument("--phase3-seconds", type=float, default=0.0,
                    help="Phase 3 seconds (default 0: no phase 3).")
-    add_budget_arguments(p)
     p.add_argument("--unroll3", type=int, default=5, help="Phase 3's unroll (default %(default)s).")
-    p.add_argument("--jobs", type=int, default=2, help="Subprocesses at a time, one thread each (default 2).")
     p.add_argument("--config", default=str(shipped_file("configs/study/rigid_body_vpt.toml")),
                    help="vp-train TOML (default configs/study/rigid_body_vpt.toml: the repository's, else the "
                    "installed package's copy).")
-    p.add_argument("--skip-existing", action="store_true", help="Keep the steps already finished in --out.")
-    p.add_argument("--overwrite", action="store_true",
-                   help="Run every step again over an earlier study in --out (its own outputs only).")
-    p.add_argument("--table-only", action="store_true", help="Only rebuild results.md/json.")
-    p.add_argument("--export-pretrained", metavar="DIR", default=None,
-                   help="Then copy phase 2's best.pt of the seed with the lowest validation score (validation data "
-                        "only) to DIR/rigid_body_vpt.pt and record it in DIR/provenance.json.")
     a = p.parse_args(argv)
-    a.seeds = parse_seeds(a.seeds)
-    check_budget_arguments(a)
+    checked(a)  # the shared flags (--seeds, --jobs, --wall-ceiling, ...), each checked once
     for name in ("phase1_seconds", "phase2_seconds", "phase3_seconds"):
         v = getattr(a, name)
         if not (math.isfinite(v) and (v > 0 or (name == "phase3_seconds" and v == 0))):
@@ -80,8 +71,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     for name in ("unroll", "unroll3"):
         if getattr(a, name) < 1:
             raise StudyError(f"--{name} must be >= 1; got {getattr(a, name)}")
-    if a.jobs < 1:
-        raise StudyError(f"--jobs must be >= 1; got {a.jobs}")
     if not a.table_only and not Path(a.config).is_file():
         raise StudyError(f"--config {a.config}: no such file; give a vp-train TOML")
     out = Path(a.out)

@@ -54,8 +54,8 @@ from typing import Any
 from . import _rollouts, attention, export
 from .._shipped import shipped_file
 from .rigid_body_results import PAPER_TRAJ, _errors_at, write_heldout_spec
-from .runner import (Runner, StudyError, Task, add_budget_arguments, budget_flags, check_budget_arguments,
-                     check_study_out, guarded, parse_seeds, study_lock)
+from .options import add_options, checked
+from .runner import Runner, StudyError, Task, budget_flags, check_study_out, guarded, study_lock
 from .work_precision import equal_cost_section
 from .stats import (bootstrap_ci, drift_growth, fmt_num, md_table, median_interval, read_json, write_json,
                     write_results_files)
@@ -92,35 +92,28 @@ def _csv(text: str, what: str) -> list[str]:
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = _Parser(prog="reproduce_rigid_body_structure.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", required=True, help="Run directory.")
+    add_options(p, required=("out",), defaults={"seeds": "0,1,2,3,4"},
+                helps={"export_pretrained": "Copy --ship's best.pt of the seed with the best validation score to "
+                       "DIR/rigid_body_<model>.pt."})
     p.add_argument("--models", default=",".join(MODELS), help="Comma list of %(default)s (default: all).")
-    p.add_argument("--seeds", default="0,1,2,3,4", help="Comma list of training seeds (default %(default)s).")
     p.add_argument("--train-seconds", type=float, default=240.0,
                    help="Seconds of LM per model and seed, one thread (default %(default)s): CPU seconds, or wall "
                         "with --budget wall.")
-    add_budget_arguments(p)
     p.add_argument("--n-heldout", type=int, default=100, help="Held-out ICs (default %(default)s).")
     p.add_argument("--n-long", type=int, default=20, help="Held-out ICs rolled out to --long-t-end (default %(default)s).")
     p.add_argument("--long-t-end", type=float, default=10000.0, help="Long horizon (default %(default)s).")
-    p.add_argument("--jobs", type=int, default=2, help="Subprocesses at a time, one thread each (default 2).")
     p.add_argument("--ship", default="lpnet", help="The model --export-pretrained ships (default %(default)s).")
-    p.add_argument("--export-pretrained", metavar="DIR", default=None,
-                   help="Copy --ship's best.pt of the seed with the best validation score to DIR/rigid_body_<model>.pt.")
-    p.add_argument("--skip-existing", action="store_true", help="Keep the steps already finished in --out.")
-    p.add_argument("--overwrite", action="store_true", help="Run every step again over an earlier study in --out.")
-    p.add_argument("--table-only", action="store_true", help="Only rebuild results.md/json.")
     a = p.parse_args(argv)
+    checked(a)  # the shared flags (--seeds, --jobs, --wall-ceiling, ...), each checked once
     a.models = _csv(a.models, "models")
     bad = [m for m in a.models if m not in MODELS]
     if bad or len(set(a.models)) != len(a.models):
         raise StudyError(f"--models: {bad or a.models} not distinct names of {', '.join(MODELS)}")
-    a.seeds = parse_seeds(a.seeds)
-    check_budget_arguments(a)
     if not (math.isfinite(a.train_seconds) and a.train_seconds > 0):
         raise StudyError(f"--train-seconds must be a positive number; got {a.train_seconds!r}")
     if not (math.isfinite(a.long_t_end) and a.long_t_end > T_EVAL):
         raise StudyError(f"--long-t-end must be a number > {T_EVAL:g}; got {a.long_t_end!r}")
-    for name in ("n_heldout", "n_long", "jobs"):
+    for name in ("n_heldout", "n_long"):
         if getattr(a, name) < 1:
             raise StudyError(f"--{name.replace('_', '-')} must be >= 1; got {getattr(a, name)}")
     if a.n_long > a.n_heldout:

@@ -1,9 +1,10 @@
 """The training configuration: [`TrainConfig`][vpintegrator.training.TrainConfig], on the one config layer (``vpintegrator.config``).
 
 The ``vp-train`` TOML is flat (the keys are the fields of [`TrainConfig`][vpintegrator.training.TrainConfig]) plus a ``[model]`` table.
-Each key is declared once (``vpintegrator.config.key``: type, bounds or choices, help, flag, whether
-a resumed run may change it); its check, its ``vp-train`` flag and that flag's help derive from the
-declaration, so a new key is one field. A config is checked when it is built; ``TrainConfig.replace``
+Each key is declared once (``vpintegrator.config.key``: type, bounds or choices, flag, whether a resumed
+run may change it) and documented once, in [`TrainConfig`][vpintegrator.training.TrainConfig]'s
+``Parameters`` section; its check, its ``vp-train`` flag and that flag's help (the first sentence of its
+entry) derive from these, so a new key is one field and one entry. A config is checked when it is built; ``TrainConfig.replace``
 checks the keys it changes. What needs the files (the data exist and agree, the model's hyper-parameters,
 the run directory) is checked when [`fit`][vpintegrator.training.fit] starts. Errors are one line and
 carry the offending key (``VPIntegratorError.key``), which a CLI renders as its flag.
@@ -121,237 +122,217 @@ class TrainConfig(Config):
     Parameters
     ----------
     data : list of str
-        HDF5 trajectory files (several shards are concatenated along n_traj). Relative paths are
-        resolved against the working directory.
+        HDF5 trajectory files (several shards are concatenated along n_traj). Relative paths are resolved
+        against the working directory.
     model : dict
-        ``{"name": ..., **kwargs}`` for [`vpintegrator.models.build_model`][vpintegrator.models.build_model]; the name is a registry
-        name or ``"package.module:ClassName"`` of your own model class (recorded as ``model_class``). Keys left out take the
-        registered defaults of that architecture ([`vpintegrator.models.default_model_config`][vpintegrator.models.default_model_config]: the paper's values), ``dim``
-        the data's. The windows use the model's ``seq_len`` and ``pred_window``.
+        ``{"name": ..., **kwargs}`` for
+        [`vpintegrator.models.build_model`][vpintegrator.models.build_model]; the name is a registry name or
+        ``"package.module:ClassName"`` of your own model class (recorded as ``model_class``). Keys left out
+        take the registered defaults of that architecture
+        ([`vpintegrator.models.default_model_config`][vpintegrator.models.default_model_config]: the paper's
+        values), ``dim`` the data's. The windows use the model's ``seq_len`` and ``pred_window``.
     out : str, optional
-        Run directory (default ``runs/<model>-<YYYYmmdd-HHMMSS>``). Must not hold a run already.
+        Run directory to create. Default ``runs/<model>-<YYYYmmdd-HHMMSS>``; it must not hold a run already.
     epochs : int, optional
-        Total epochs (an epoch visits every training window once). At least one of ``epochs``,
-        ``time_limit`` and ``cpu_time_limit`` is needed.
+        Total epochs (with --resume: the total, not the extra). An epoch visits every training window once.
+        At least one of ``epochs``, ``time_limit`` and ``cpu_time_limit`` is needed.
     time_limit : float, optional
-        Wall-time budget in seconds for this invocation. Checked after each epoch: training stops before
-        an epoch that would, judging by the last one, end past the budget (at least one epoch runs).
+        Wall-time budget in seconds for this invocation (the progress bar's ETA honours it). Checked after
+        each epoch: training stops before an epoch that would, judging by the last one, end past the budget
+        (at least one epoch runs).
     cpu_time_limit : float, optional
-        CPU-time budget in seconds for this invocation: the process's CPU time (every thread's, as
-        ``time.process_time``), checked like ``time_limit``. Unlike wall time it does not shrink when
-        other processes load the machine, so a budget buys the same training on a busy box; give
-        ``time_limit`` too as a wall-time ceiling.
+        CPU-time budget in seconds for this invocation (process CPU seconds, all threads; independent of the
+        machine's load). The process's CPU time (every thread's, as ``time.process_time``), checked like
+        ``time_limit``. Unlike wall time it does not shrink when other processes load the machine, so a
+        budget buys the same training on a busy box; give ``time_limit`` too as a wall-time ceiling.
     batch_size : int
-        Global batch (windows per optimiser step, summed over DDP ranks).
-    lr, lr_min : float
-        Initial and final learning rate of the schedule.
+        Global batch size (windows per optimiser step, summed over DDP ranks).
+    lr : float
+        Initial learning rate of the schedule.
+    lr_min : float
+        Final learning rate of the schedule.
     optimizer : str
-        One of [`list_optimizers`][vpintegrator.training.list_optimizers]. ``optimizer_kwargs`` go to the torch optimiser on top of our
-        defaults (adam/adamw: betas (0.9, 0.99), eps 1e-8).
+        The optimiser, one of [`list_optimizers`][vpintegrator.training.list_optimizers]; lm is
+        Levenberg-Marquardt: an epoch is then --lm-iters-per-epoch iterations, log.csv's lr column is the
+        damping lambda; float64 recommended; no torchrun. ``optimizer_kwargs`` go to the torch optimiser on
+        top of our defaults (adam/adamw: betas (0.9, 0.99), eps 1e-8).
     scheduler : str
-        ``exponential`` (lr → lr_min geometrically, then held), ``cosine`` (to lr_min, then held) or
-        ``constant``.
+        Learning-rate schedule from --lr to --lr-min. ``exponential`` (lr → lr_min geometrically, then
+        held), ``cosine`` (to lr_min, then held) or ``constant``.
     schedule_per : "step" or "epoch"
-        When the schedule advances: after every optimiser step (the reference) or every epoch.
+        Advance the schedule per step or epoch. After every optimiser step is the reference.
     decay_epochs : float, optional
-        Epochs over which lr reaches lr_min (default ``epochs``). GML's scripts computed the decay from
-        the epoch count but applied it per step; ``decay_epochs = epochs / steps_per_epoch``
+        Epochs over which the learning rate reaches --lr-min. Default ``epochs``. GML's scripts computed the
+        decay from the epoch count but applied it per step; ``decay_epochs = epochs / steps_per_epoch``
         reproduces that.
     stride : int
         Distance between window starts.
     val_fraction : float
-        Share of trajectories held out for validation (split by trajectory, seeded); 0 for none.
+        Share of trajectories held out for validation (split by trajectory, seeded; 0: none).
     test_fraction : float
-        Share of trajectories held out for testing (default 0.1; 0 for none): split by trajectory with the
-        same seeded permutation, disjoint from the validation ones
-        (``vpintegrator.data.windows.split_train_val_test``), and never used for training, early
-        stopping or model selection. ``val_fraction + test_fraction`` must leave training trajectories.
-        The split (trajectory indices into the data, several files concatenated in the order given) is
-        recorded as ``split = {"train", "val", "test"}`` in ``summary.json`` and in every checkpoint
-        (``best.pt``, ``last.pt``, every ensemble member's); ``vp-rollout`` rolls out a model's test
-        trajectories by default. A run made before this key existed resumes with ``test_fraction = 0``
+        Share of trajectories held out for testing (never trained on; vp-rollout's default trajectories).
+        Default 0.1; 0 for none. Split by trajectory with the same seeded permutation, disjoint from the
+        validation ones (``vpintegrator.data.windows.split_train_val_test``), and never used for training,
+        early stopping or model selection. ``val_fraction + test_fraction`` must leave training
+        trajectories. The split (trajectory indices into the data, several files concatenated in the order
+        given) is recorded as ``split = {"train", "val", "test"}`` in ``summary.json`` and in every
+        checkpoint (``best.pt``, ``last.pt``, every ensemble member's); ``vp-rollout`` rolls out a model's
+        test trajectories by default. A run made before this key existed resumes with ``test_fraction = 0``
         (its own split).
     split_by : str
-        ``"initial_conditions"`` (default: the seeded permutation above) or, for a data set with
-        per-trajectory parameters (``/params``), ``"parameters_interpolation"`` (the test trajectories are
-        those whose parameters lie in a seeded cube inside the parameter box) or
-        ``"parameters_extrapolation"`` (the box's ends), with the same ``test_fraction``, ``val_fraction``
-        and ``seed`` (``vpintegrator.rollout.splits.parameter_split``); the record gains ``split_by``.
+        Split the trajectories by initial condition, or hold out parameters of a parametric data set:
+        parameters_interpolation (a cube inside the box) or parameters_extrapolation (the box's ends).
+        ``"initial_conditions"`` (default) is the seeded permutation above; for a data set with
+        per-trajectory parameters (``/params``), ``"parameters_interpolation"`` makes the test trajectories
+        those whose parameters lie in a seeded cube inside the parameter box, ``"parameters_extrapolation"``
+        those at the box's ends, with the same ``test_fraction``, ``val_fraction`` and ``seed``
+        (``vpintegrator.rollout.splits.parameter_split``); the record gains ``split_by``.
     patience : int
-        Early stopping: stop after this many epochs without the validation loss improving by more
-        than ``min_delta``; 0 disables it.
+        Early stopping patience in epochs (0: off). Training stops after this many epochs without the
+        validation loss improving by more than ``min_delta``.
+    min_delta : float
+        Early stopping: the least improvement of the validation loss that counts.
     seed : int
-        Seeds the model initialisation, the train/validation/test split and the data order.
+        Seed for initialisation, split and data order: the model initialisation, the train/validation/test
+        split and the data order.
     device : str
-        ``auto`` (cuda if available), ``cpu``, ``cuda`` or ``cuda:N``.
+        auto, cpu, cuda or cuda:N. ``auto`` is cuda if available.
     dtype : "float32" or "float64"
+        Floating-point precision.
     fast_step : "auto", "off", "graph" or "compile"
-        How a torch optimiser's step runs (``vpintegrator.training.fast_step``): ``graph`` records the
-        whole step (batch gather, forward, loss, backward, optimiser) in a CUDA graph and replays it (CUDA,
-        one process, adam/adamw/rmsprop); ``compile`` runs the loss through ``torch.compile`` first (and
-        captures it where a graph can run); ``off`` is the eager step; ``auto`` (default) is ``graph``
-        where it can run, else ``off``. The losses equal the eager path's to float rounding.
+        auto: the whole step as one CUDA graph where possible; off: eager; graph; compile: torch.compile,
+        graph-captured on CUDA. How a torch optimiser's step runs (``vpintegrator.training.fast_step``):
+        ``graph`` records the whole step (batch gather, forward, loss, backward, optimiser) in a CUDA graph
+        and replays it (CUDA, one process, adam/adamw/rmsprop); ``compile`` runs the loss through
+        ``torch.compile`` first (and captures it where a graph can run); ``off`` is the eager step; ``auto``
+        (default) is ``graph`` where it can run, else ``off``. The losses equal the eager path's to float
+        rounding.
     checkpoint_every : int
-        Write ``last.pt``/``best.pt``/``summary.json`` every this many epochs (and always at the end).
+        Write last.pt, best.pt and summary.json every N epochs (and always at the end).
     checkpoint_seconds : float
-        Also write ``last.pt`` (mid-epoch if need be; resumable exactly) once this many seconds of wall
-        time have passed since the last write, whichever of the two comes first: a ``kill -9`` loses at
-        most ``checkpoint_every`` epochs or ``checkpoint_seconds`` seconds of training (default 30).
-    lm_windows, lm_resample_every, lm_iters_per_epoch, lm_lambda
-        ``optimizer = "lm"`` only (Levenberg–Marquardt, see [`fit`][vpintegrator.training.fit]): windows per random subsample
-        (default 1024), redraw it every this many iterations (10), LM iterations per "epoch" (10), initial
-        damping λ (1e-3). With ``lm`` an epoch is ``lm_iters_per_epoch`` iterations, not a pass over
-        the data; ``batch_size`` then only sets the chunk size of the loss evaluations, and ``lr``,
-        ``lr_min``, the scheduler and ``optimizer_kwargs`` are not used.
+        Also write last.pt once this many seconds passed since the last write. The write happens mid-epoch
+        if need be (resumable exactly), whichever of the two comes first: a ``kill -9`` loses at most
+        ``checkpoint_every`` epochs or ``checkpoint_seconds`` seconds of training.
+    lm_windows : int
+        lm: training windows per random subsample. ``optimizer = "lm"`` only (Levenberg–Marquardt, see
+        [`fit`][vpintegrator.training.fit]), as the other ``lm_*`` keys. With ``lm`` an epoch is
+        ``lm_iters_per_epoch`` iterations, not a pass over the data; ``batch_size`` then only sets the chunk
+        size of the loss evaluations, and ``lr``, ``lr_min``, the scheduler and ``optimizer_kwargs`` are not
+        used.
+    lm_resample_every : int
+        lm: redraw the subsample every N iterations.
+    lm_iters_per_epoch : int
+        lm: iterations per epoch.
+    lm_lambda : float
+        lm: initial damping lambda.
     lm_check_windows : int
-        ``lm`` only: with each subsample, draw this many other windows; a step is accepted only if it
-        lowers the subsample's loss *and* does not raise the loss of these (guards against steps that
-        fit the subsample and wreck the rest; 0 turns the check off).
+        lm: windows of a check set a step must not worsen (0: no check). With each subsample, draw this many
+        other windows; a step is accepted only if it lowers the subsample's loss *and* does not raise the
+        loss of these (guards against steps that fit the subsample and wreck the rest).
     init_scale : float
-        Factor applied to the freshly initialised weights (orthogonality-constrained ones excepted);
-        values below 1 start the network closer to a map without nonlinear effects.
+        Factor on the freshly initialised weights. Orthogonality-constrained ones are excepted; values below
+        1 start the network closer to a map without nonlinear effects.
     monitor : "val_loss" or "val_rollout"
-        What ``best.pt`` tracks. ``val_rollout``: the mean relative error of a free rollout of the
-        validation trajectories (non-overlapping windows from their first ``seq_len`` states) over
-        ``val_rollout_steps`` steps, the reference continued beyond the data with the data's own
-        generator; errors are capped at 10 (a blown-up rollout scores 10). Logged in log.csv's extra
-        ``val_rollout`` column. The training loss alone does not rank rollouts (docs/results.md).
+        What best.pt tracks: the validation loss or the mean relative error of a free rollout of the
+        validation trajectories over --val-rollout-steps steps. ``val_rollout``: the rollout runs
+        non-overlapping windows from the trajectories' first ``seq_len`` states, the reference continued
+        beyond the data with the data's own generator; errors are capped at 10 (a blown-up rollout scores
+        10). Logged in log.csv's extra ``val_rollout`` column. The training loss alone does not rank
+        rollouts (docs/results.md).
     val_rollout_steps : int
-        Length of that rollout in steps (500: t = 100 at the paper's h = 0.2).
+        monitor val_rollout: rollout length in steps (500: t = 100 at the paper's h = 0.2).
     val_rollout_error : "mean" or "final"
-        ``val_rollout``'s error term: the relative error averaged over the rollout's steps (``mean``), or
-        the relative error at its last step, the validation horizon (``final``); either averaged over the
-        validation trajectories.
+        monitor val_rollout: the error averaged over the rollout, or at its last step (the validation
+        horizon). Either is the relative error, averaged over the validation trajectories.
     val_rollout_drift_weight : float
-        ``val_rollout`` adds this weight times the invariant drift: for each validation trajectory the
-        largest maximum relative drift ``max_t |I(ŷ_t) − I(y_0)| / |I(y_0)|`` over the system's invariants
-        (capped at 10), averaged over the trajectories. 0 (the default): the error term alone. With weight
-        ``e/b`` the score is ``e`` times (error/``e`` + drift/``b``), so targets "error ≤ e and drift ≤ b"
-        weigh alike (the rigid body's 0.05 and 1e-3: weight 50). The system must evaluate its invariants on
-        torch tensors (``torch_invariants``).
+        monitor val_rollout: add this weight times the invariants' maximum relative drift (0: error alone;
+        rigid-body targets 0.05/1e-3: 50). For each validation trajectory the drift is the largest maximum
+        relative drift ``max_t |I(ŷ_t) − I(y_0)| / |I(y_0)|`` over the system's invariants (capped at 10),
+        averaged over the trajectories. With weight ``e/b`` the score is ``e`` times (error/``e`` +
+        drift/``b``), so targets "error ≤ e and drift ≤ b" weigh alike. The system must evaluate its
+        invariants on torch tensors (``torch_invariants``).
     ensemble : int, optional
-        Train this many independently initialised members at once in one process
-        (``vpintegrator.training.ensemble``): member ``k`` has seed ``seed + k`` (or ``seeds[k]``) for
-        its initialisation and its data order; the train/validation split is ``seed``'s for every member.
-        ``out`` then holds ``member_<k>_seed_<s>/`` run directories, ``ensemble.csv``/``.md`` and the
-        member selected by the validation score (``selected.json``, ``best/``). Torch optimisers with
-        elementwise updates, or ``lm`` (each member its own subsamples and λ); not ``lbfgs``; not resumable.
+        Train N members (seeds SEED, SEED+1, ...; or --set seeds=[...]) at once in this process, OUT getting
+        member_<k>_seed_<s>/ run directories, ensemble.csv/.md and best/ (the member with the best
+        validation score); any optimizer but lbfgs (lm included); not resumable. Member ``k`` has seed
+        ``seed + k`` (or ``seeds[k]``) for its initialisation and its data order
+        (``vpintegrator.training.ensemble``); the train/validation split is ``seed``'s for every member;
+        the selected member is recorded in ``selected.json``. Torch optimisers with elementwise updates, or
+        ``lm`` (each member its own subsamples and λ).
     seeds : list of int, optional
         The members' seeds (an ensemble of ``len(seeds)``; with ``ensemble`` too, the lengths must agree).
     unroll : int
-        Windows of free rollout per training target (``vpintegrator.training.unroll``): with k > 1 the
-        model is iterated k times on its own predictions from each input window and the loss (training
-        and validation) compares the k·pred_window predicted states with the data's. 1 (default): one
-        window from the true states. Costs k forward passes per window; not with ``ensemble``.
+        Windows of free rollout per training target (1: none). With k > 1 the model is iterated k times on
+        its own predictions from each input window (``vpintegrator.training.unroll``) and the loss (training
+        and validation) compares the k·pred_window predicted states with the data's. Costs k forward passes
+        per window; not with ``ensemble``.
     init_from : str, optional
-        Start from the weights of this model (a ``.pt`` file, a run directory or ``pretrained:<name>``)
-        instead of a fresh initialisation (``init_scale`` is then not applied): fine-tuning, e.g. a second
-        phase with ``unroll > 1`` after a one-window phase. Its architecture must equal the configured
-        model's (every hyper-parameter); the optimiser starts afresh. Not with ``ensemble``.
+        Start from the weights of this model (.pt file, run directory or pretrained:NAME). Instead of a fresh
+        initialisation (``init_scale`` is then not applied): fine-tuning, e.g. a second phase with ``unroll
+        > 1`` after a one-window phase. Its architecture must equal the configured model's (every
+        hyper-parameter); the optimiser starts afresh. Not with ``ensemble``.
     logger : "none", "tensorboard" or "mlflow", optional
-        One more sink of the per-epoch log row (train and validation loss, lr, seconds, the validation
-        rollout score): ``tensorboard`` writes ``<run>/tensorboard/`` (extra ``[tensorboard]``), ``mlflow``
-        one MLflow run per run directory (extra ``[mlflow]``; the tracking URI from MLflow's own settings).
-        Left out (None) or ``"none"``: ``log.csv`` only (``vpintegrator.training.sinks``).
+        Also write per-epoch metrics to tensorboard (<run>/tensorboard/) or mlflow (extras [tensorboard],
+        [mlflow]). The per-epoch log row: train and validation loss, lr, seconds, the validation rollout
+        score; ``mlflow`` makes one MLflow run per run directory (the tracking URI from MLflow's own
+        settings). Left out (None) or ``"none"``: ``log.csv`` only (``vpintegrator.training.sinks``).
     """
 
     data: list[str] = key(default_factory=list, check=_check_data, flag="")
     model: dict[str, Any] = key(default_factory=dict, check=_check_model, flag="")
     out: str | None = key(None, optional=True, check=_check_out, path="any", resumable=True,
-                          show_default="runs/<model>-<date>-<time>", help="Run directory to create.")
-    epochs: int | None = key(100, type=int, low=1, optional=True, resumable=True,
-                             help="Total epochs (with --resume: the total, not the extra).")
+                          show_default="runs/<model>-<date>-<time>")
+    epochs: int | None = key(100, type=int, low=1, optional=True, resumable=True)
     time_limit: float | None = key(None, type=float, low=0, open_low=True, optional=True, resumable=True,
-                                   expected="a finite number of seconds > 0", metavar="SECONDS", show_default="none",
-                                   help="Wall-time budget for this invocation (the progress bar's ETA honours it).")
+                                   expected="a finite number of seconds > 0", metavar="SECONDS", show_default="none")
     cpu_time_limit: float | None = key(None, type=float, low=0, open_low=True, optional=True, resumable=True,
                                        expected="a finite number of seconds > 0", metavar="SECONDS",
-                                       show_default="none",
-                                       help="CPU-time budget for this invocation (process CPU seconds, all "
-                                            "threads; independent of the machine's load).")
-    batch_size: int = key(16384, type=int, low=1, help="Global batch size (windows per optimiser step).")
-    lr: float = key(1e-2, type=float, low=0, open_low=True, help="Initial learning rate.")
-    lr_min: float = key(1e-6, type=float, low=0, expected="a finite number in [0, lr]",
-                        help="Final learning rate of the schedule.")
-    optimizer: str = key("adam", choices=list_optimizers, what="optimizer",
-                         help="lm is Levenberg-Marquardt: an epoch is then --lm-iters-per-epoch iterations, log.csv's "
-                         "lr column is the damping lambda; float64 recommended; no torchrun.")
+                                       show_default="none")
+    batch_size: int = key(16384, type=int, low=1)
+    lr: float = key(1e-2, type=float, low=0, open_low=True)
+    lr_min: float = key(1e-6, type=float, low=0, expected="a finite number in [0, lr]")
+    optimizer: str = key("adam", choices=list_optimizers, what="optimizer")
     optimizer_kwargs: dict[str, Any] = key(default_factory=dict, type=dict, flag="")
-    scheduler: str = key("exponential", choices=list_schedulers, what="scheduler",
-                         help="Learning-rate schedule from --lr to --lr-min.")
-    schedule_per: str = key("step", choices=SCHEDULE_PER, help="Advance the schedule per step or epoch.")
-    decay_epochs: float | None = key(None, type=float, low=0, open_low=True, optional=True, show_default="--epochs",
-                                     help="Epochs over which the learning rate reaches --lr-min.")
-    stride: int = key(1, type=int, low=1, help="Distance between window starts.")
-    val_fraction: float = key(0.1, type=float, low=0, high=1, open_high=True, expected="a number in [0, 1)",
-                              help="Share of trajectories held out for validation.")
-    test_fraction: float = key(0.1, type=float, low=0, high=1, open_high=True, expected="a number in [0, 1)",
-                               help="Share of trajectories held out for testing (never trained on; vp-rollout's "
-                               "default trajectories).")
-    split_by: str = key("initial_conditions", choices=SPLITS,
-                        help="Split the trajectories by initial condition, or hold out parameters of a parametric "
-                        "data set: parameters_interpolation (a cube inside the box) or parameters_extrapolation "
-                        "(the box's ends).")
+    scheduler: str = key("exponential", choices=list_schedulers, what="scheduler")
+    schedule_per: str = key("step", choices=SCHEDULE_PER)
+    decay_epochs: float | None = key(None, type=float, low=0, open_low=True, optional=True, show_default="--epochs")
+    stride: int = key(1, type=int, low=1)
+    val_fraction: float = key(0.1, type=float, low=0, high=1, open_high=True, expected="a number in [0, 1)")
+    test_fraction: float = key(0.1, type=float, low=0, high=1, open_high=True, expected="a number in [0, 1)")
+    split_by: str = key("initial_conditions", choices=SPLITS)
     patience: int = key(0, type=int, low=0, resumable=True,
-                        expected="a non-negative integer (0 disables early stopping)",
-                        help="Early stopping patience in epochs (0: off).")
-    min_delta: float = key(0.0, type=float, low=0, expected="a finite number >= 0", resumable=True,
-                           help="Early stopping: the least improvement of the validation loss that counts.")
+                        expected="a non-negative integer (0 disables early stopping)")
+    min_delta: float = key(0.0, type=float, low=0, expected="a finite number >= 0", resumable=True)
     seed: int = key(1234, type=int, low=0, high=2**63, open_high=True,
-                    expected="a non-negative integer (below 2**63)",
-                    help="Seed for initialisation, split and data order.")
-    device: str = key("auto", check=_check_device, metavar="DEVICE", resumable=True,
-                      help="auto, cpu, cuda or cuda:N.")
-    dtype: str = key("float32", choices=DTYPES, expected=" or ".join(DTYPES), help="Floating-point precision.")
-    fast_step: str = key("auto", choices=FAST_STEPS, expected=", ".join(FAST_STEPS), resumable=True,
-                         help="auto: the whole step as one CUDA graph where possible; off: eager; graph; compile: "
-                         "torch.compile, graph-captured on CUDA.")
-    checkpoint_every: int = key(1, type=int, low=1, resumable=True,
-                                help="Write last.pt, best.pt and summary.json every N epochs.")
+                    expected="a non-negative integer (below 2**63)")
+    device: str = key("auto", check=_check_device, metavar="DEVICE", resumable=True)
+    dtype: str = key("float32", choices=DTYPES, expected=" or ".join(DTYPES))
+    fast_step: str = key("auto", choices=FAST_STEPS, expected=", ".join(FAST_STEPS), resumable=True)
+    checkpoint_every: int = key(1, type=int, low=1, resumable=True)
     checkpoint_seconds: float = key(30.0, type=float, low=0, open_low=True, resumable=True,
-                                    expected="a finite number > 0 (seconds between writes of last.pt)",
-                                    help="Also write last.pt once this many seconds passed since the last write.")
-    lm_windows: int = key(1024, type=int, low=1, help="lm: training windows per random subsample.")
-    lm_resample_every: int = key(10, type=int, low=1, help="lm: redraw the subsample every N iterations.")
-    lm_iters_per_epoch: int = key(10, type=int, low=1, help="lm: iterations per epoch.")
+                                    expected="a finite number > 0 (seconds between writes of last.pt)")
+    lm_windows: int = key(1024, type=int, low=1)
+    lm_resample_every: int = key(10, type=int, low=1)
+    lm_iters_per_epoch: int = key(10, type=int, low=1)
     lm_lambda: float = key(1e-3, type=float, low=0, open_low=True,
-                           expected="a finite number > 0 (the initial Levenberg–Marquardt damping)",
-                           help="lm: initial damping lambda.")
-    lm_check_windows: int = key(0, type=int, low=0, expected="a non-negative integer (0: no check set)",
-                                help="lm: windows of a check set a step must not worsen (0: no check).")
+                           expected="a finite number > 0 (the initial Levenberg–Marquardt damping)")
+    lm_check_windows: int = key(0, type=int, low=0, expected="a non-negative integer (0: no check set)")
     init_scale: float = key(1.0, type=float, low=0, open_low=True,
-                            expected="a finite number > 0 (factor on the initial weights)",
-                            help="Factor on the freshly initialised weights.")
-    monitor: str = key("val_loss", choices=MONITORS,
-                       help="What best.pt tracks: the validation loss or the mean relative error of a free rollout "
-                       "of the validation trajectories over --val-rollout-steps steps.")
+                            expected="a finite number > 0 (factor on the initial weights)")
+    monitor: str = key("val_loss", choices=MONITORS)
     val_rollout_steps: int = key(500, type=int, low=1,
-                                 expected="a positive integer (steps of the validation rollout)",
-                                 help="monitor val_rollout: rollout length in steps.")
-    val_rollout_error: str = key("mean", choices=("mean", "final"),
-                                 help="monitor val_rollout: the error averaged over the rollout, or at its last "
-                                 "step (the validation horizon).")
+                                 expected="a positive integer (steps of the validation rollout)")
+    val_rollout_error: str = key("mean", choices=("mean", "final"))
     val_rollout_drift_weight: float = key(0.0, type=float, low=0,
-                                          expected="a number >= 0 (the weight of the invariant drift)",
-                                          help="monitor val_rollout: add this weight times the invariants' maximum "
-                                          "relative drift (0: error alone; rigid-body targets 0.05/1e-3: 50).")
+                                          expected="a number >= 0 (the weight of the invariant drift)")
     ensemble: int | None = key(None, type=int, low=1, optional=True, metavar="N", show_default=False,
-                               expected="a positive integer (the number of members)",
-                               help="Train N members (seeds SEED, SEED+1, ...; or --set seeds=[...]) at once in this "
-                               "process; OUT gets member_<k>_seed_<s>/ run directories, ensemble.csv/.md and best/ "
-                               "(the member with the best validation score). Any optimizer but lbfgs (lm included); "
-                               "not resumable.")
+                               expected="a positive integer (the number of members)")
     seeds: list[int] | None = key(None, optional=True, check=_check_seeds, flag="")
     unroll: int = key(1, type=int, low=1,
-                      expected="a positive integer (windows of free rollout per training target; 1: none)",
-                      help="Windows of free rollout per training target (1: none).")
-    init_from: str | None = key(None, optional=True, check=_check_init_from, metavar="MODEL", show_default=False,
-                                help="Start from the weights of this model (.pt file, run directory or "
-                                "pretrained:NAME).")
+                      expected="a positive integer (windows of free rollout per training target; 1: none)")
+    init_from: str | None = key(None, optional=True, check=_check_init_from, metavar="MODEL", show_default=False)
     logger: str | None = key(None, optional=True, choices=LOGGERS, expected=" or ".join(map(repr, LOGGERS)),
-                             show_default="none",
-                             help="Also write per-epoch metrics to tensorboard (<run>/tensorboard/) or mlflow "
-                             "(extras [tensorboard], [mlflow]).")
+                             show_default="none")
 
     # -- construction ------------------------------------------------------------------------------
 
