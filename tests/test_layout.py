@@ -247,6 +247,7 @@ DECLARED_HOOKS = {
     # a config key's own validator and its lazy list of choices, declared beside the key (fields of config.Key)
     "config.key": {"check", "choices"},
     "cli._common.Names": {"load"},  # the lazy list of an option's names (read only for --help / completion)
+    "cli._options.set_option": {"help"},  # --set's help text, made only when --help shows it
 }
 
 # Module-private objects passed into another module's function that the helper rewriting the job runtime
