@@ -19,6 +19,7 @@ LAYERS = [
     "arrays", "rundir",  # NumPy/torch helpers and the dtype rule; run-directory text files (torch-free)
     "fastpath",  # verified(fast, eager, probe): every fast path checked against eager, else eager
     "stepping",  # the rollout core (window advance, failure rule, block loop): below data, for integrate
+    "jobs",  # the job runtime (shards, part files and the index, executors: threads, processes, Dask) under vp-gen and vp-rollout
     "systems", "integrators", "compiled", "data",  # the NumPy side: equations, methods, kernels, files
     "jacobians", "nn", "models", "metrics", "poisson", "testing",  # the torch side and the shared measurements
     "rollout", "training", "plotting", "studies", "cli",
