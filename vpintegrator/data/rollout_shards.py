@@ -41,7 +41,7 @@ from .._outputs import ROLLOUT_SCHEMA
 from ..errors import VPIntegratorError
 from ._attrs import _attrs_to_meta
 from .dimscales import label_rollout_group, label_rollout_root
-from ..jobs.shards import INDEX_KEY, SHARD_KEYS, ShardKind, collect, is_index, shard_bounds, shard_path
+from ..jobs.shards import INDEX_KEY, SHARD_KEYS, ShardKind, collect, is_index, selection_bounds, shard_path
 from .summary import split_summary_rows, summary_row
 
 __all__ = ["PER_TRAJ", "ROLLOUT", "rollout_bounds", "selection_digest", "write_per_traj", "is_rollout_set",
@@ -84,11 +84,7 @@ ROLLOUT = ShardKind("vp-rollout", _SAME, _head)
 def rollout_bounds(n_traj: int, shard: tuple[int, int]) -> tuple[int, int]:
     """Positions ``[start, stop)`` in the selection of shard ``I/N``: the I-th of N contiguous runs of whole
     blocks of ``BLOCK`` trajectories (blocks of ``n_traj // N`` when they are fewer than ``N``)."""
-    if shard[1] > n_traj:
-        raise VPIntegratorError(f"shard {shard[0]}/{shard[1]}: the run selects only {n_traj} trajectories, and a "
-                                f"shard holds at least one; give at most {n_traj} shards", key="shard")
-    block = max(1, min(BLOCK, n_traj // shard[1]))
-    return shard_bounds(n_traj, block, shard)
+    return selection_bounds(n_traj, shard, BLOCK)
 
 
 def selection_digest(idx: np.ndarray) -> str:

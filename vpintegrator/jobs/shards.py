@@ -26,7 +26,7 @@ import numpy as np
 from .._outputs import check_output, output_lock
 from ..errors import VPIntegratorError
 
-__all__ = ["SHARD_KEYS", "INDEX_KEY", "parse_shard", "shard_bounds", "shard_path", "Shard", "ShardKind",
+__all__ = ["SHARD_KEYS", "INDEX_KEY", "parse_shard", "shard_bounds", "selection_bounds", "shard_path", "Shard", "ShardKind",
            "is_index", "index_files", "collect", "finished_shard", "index_when_complete"]
 
 #: attributes of a shard file (set by its writer) and of the index file
@@ -66,6 +66,16 @@ def shard_bounds(n_traj: int, chunk: int, shard: tuple[int, int]) -> tuple[int, 
             f"made of whole chunks; give at most {n_chunks} shards, or a smaller chunk_size", key="shard")
     first, last = (i - 1) * n_chunks // n, i * n_chunks // n
     return first * chunk, min(last * chunk, n_traj)
+
+
+def selection_bounds(n_traj: int, shard: tuple[int, int], block: int) -> tuple[int, int]:
+    """Positions ``[start, stop)`` in a selection of ``n_traj`` trajectories of shard ``I/N``: the I-th of N
+    contiguous runs of whole blocks of ``block`` trajectories (blocks of ``n_traj // N`` when they are fewer
+    than ``N``); every shard holds at least one trajectory."""
+    if shard[1] > n_traj:
+        raise VPIntegratorError(f"shard {shard[0]}/{shard[1]}: the run selects only {n_traj} trajectories, and a "
+                                f"shard holds at least one; give at most {n_traj} shards", key="shard")
+    return shard_bounds(n_traj, max(1, min(block, n_traj // shard[1])), shard)
 
 
 def shard_path(out: str | os.PathLike[str], shard: tuple[int, int]) -> Path:
