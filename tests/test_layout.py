@@ -26,13 +26,13 @@ LAYERS = [
 ]
 # further parts a part may not import although they are below it (independent branches of the tree)
 ALSO_FORBIDDEN = {
-    "nn": {"systems", "integrators", "compiled", "data", "rundir"},
-    "models": {"systems", "integrators", "compiled", "data", "rundir"},
-    "metrics": {"nn", "models", "rundir"},
-    "testing": {"data", "compiled", "metrics", "rundir"},
-    "poisson": {"data", "compiled", "metrics", "rundir", "nn", "models"},
+    "nn": {"systems", "integrators", "compiled", "data", "rundir", "jobs"},
+    "models": {"systems", "integrators", "compiled", "data", "rundir", "jobs"},
+    "metrics": {"nn", "models", "rundir", "jobs"},
+    "testing": {"data", "compiled", "metrics", "rundir", "jobs"},
+    "poisson": {"data", "compiled", "metrics", "rundir", "nn", "models", "jobs"},
     "plotting": {"nn", "models", "jacobians", "testing", "rollout", "training"},
-    "jacobians": {"systems", "integrators", "compiled", "data", "rundir"},
+    "jacobians": {"systems", "integrators", "compiled", "data", "rundir", "jobs"},
 }
 
 
