@@ -22,19 +22,20 @@ LAYERS = [
     "arrays", "rundir",  # NumPy/torch helpers and the dtype rule; run-directory text files (torch-free)
     "fastpath",  # verified(fast, eager, probe): every fast path checked against eager, else eager
     "stepping",  # the rollout core (window advance, failure rule, block loop): below data, for integrate
+    "jobs",  # the job runtime (shards, part files and the index, executors: threads, processes, Dask) under vp-gen and vp-rollout
     "systems", "integrators", "compiled", "data",  # the NumPy side: equations, methods, kernels, files
     "jacobians", "nn", "models", "metrics", "poisson", "testing",  # the torch side and the shared measurements
     "rollout", "training", "plotting", "studies", "cli",
 ]
 # further parts a part may not import although they are below it (independent branches of the tree)
 ALSO_FORBIDDEN = {
-    "nn": {"systems", "integrators", "compiled", "data", "rundir"},
-    "models": {"systems", "integrators", "compiled", "data", "rundir"},
-    "metrics": {"nn", "models", "rundir"},
-    "testing": {"data", "compiled", "metrics", "rundir"},
-    "poisson": {"data", "compiled", "metrics", "rundir", "nn", "models"},
+    "nn": {"systems", "integrators", "compiled", "data", "rundir", "jobs"},
+    "models": {"systems", "integrators", "compiled", "data", "rundir", "jobs"},
+    "metrics": {"nn", "models", "rundir", "jobs"},
+    "testing": {"data", "compiled", "metrics", "rundir", "jobs"},
+    "poisson": {"data", "compiled", "metrics", "rundir", "nn", "models", "jobs"},
     "plotting": {"nn", "models", "jacobians", "testing", "rollout", "training"},
-    "jacobians": {"systems", "integrators", "compiled", "data", "rundir"},
+    "jacobians": {"systems", "integrators", "compiled", "data", "rundir", "jobs"},
 }
 
 
@@ -172,16 +173,9 @@ def _is_private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 
 
-# Imports of a private name across packages that the helper rewriting rollout/blocks.py and
-# rollout/cluster.py (issue 30, the one job runtime) removes; this list only shrinks (the test fails on an
-# entry that no longer occurs, so remove it then).
-KNOWN_PRIVATE_IMPORTS = {
-    "rollout/blocks.py: data.rollout_shards._merged",
-    "rollout/blocks.py: data.shards._collect",
-    "rollout/blocks.py: data._attrs._attrs_to_meta",
-    "rollout/cluster.py: data.cluster._client",
-    "rollout/blocks.py: data._parallel.default_workers",
-}
+# Imports of a private name across packages that are known and still to be removed: none left (the job
+# runtime of issue 30 removed the last five); the test fails on an entry that no longer occurs.
+KNOWN_PRIVATE_IMPORTS: set[str] = set()
 
 
 def _private_imports(path: Path, source: str | None = None):
@@ -248,16 +242,16 @@ DECLARED_HOOKS = {
     "config.key": {"check", "choices"},
     "cli._common.Names": {"load"},  # the lazy list of an option's names (read only for --help / completion)
     "cli._options.set_option": {"help"},  # --set's help text, made only when --help shows it
+    # the job runtime's executors run a command's own task; a file kind says how its shards are read
+    "jobs.dask.submit_shards": {"task"},
+    "jobs.executors.in_processes": {"task"},
+    "jobs.shards.ShardKind": {"head"},
 }
 
-# Module-private objects passed into another module's function that the helper rewriting the job runtime
-# (issue 30: rollout/compare.py's run_shard, data/rollout_shards.py's ShardKind) removes; only shrinks. A
-# method of an object (``plan.blocks.parts(plan, out, _part)`` in rollout/compare.py) cannot be resolved
-# statically and is not seen by this rule.
-KNOWN_PASSED = {
-    "rollout/compare.py: _run -> rollout.blocks.run_shard",
-    "data/rollout_shards.py: _head -> data.shards.ShardKind",
-}
+# Module-private objects passed into another module's function that are known and still to be removed: none
+# left (the job runtime of issue 30 removed run_shard(run, select, ...) and parts.method(..., Failure, ...));
+# only shrinks.
+KNOWN_PASSED: set[str] = set()
 
 
 def _private_objects_passed_out(path: Path, source: str | None = None):

@@ -86,7 +86,7 @@ def test_workers_give_the_same_file(data, one, tmp_path, workers):
 
 
 def test_workers_one_is_the_single_process_path(data, tmp_path, monkeypatch):
-    import vpintegrator.rollout.blocks as blocks
+    import vpintegrator.jobs.executors as blocks  # (the process pools of the job runtime)
 
     def no_pool(*args, **kwargs):
         raise AssertionError("a process pool was started")

@@ -10,8 +10,8 @@ on the stacked state (a vectorised right-hand side) with tolerances scaled by ``
 chunk to HDF5 as it is produced (on the compiled path the next chunk is integrated, on the main thread,
 while a helper thread compresses and writes the previous one), so data sets larger than memory are fine.
 With ``workers > 1`` (the default: every core) chunks are integrated, measured and compressed on that
-many threads at once (``vpintegrator.data._parallel``) and stored in order; with ``shard="I/N"`` only the I-th block of
-whole chunks is computed (``vpintegrator.data.shards``). Neither changes a bit of any trajectory.
+many threads at once (``vpintegrator.jobs.executors``) and stored in order; with ``shard="I/N"`` only the I-th block of
+whole chunks is computed (``vpintegrator.jobs.shards``). Neither changes a bit of any trajectory.
 """
 
 from __future__ import annotations
@@ -38,8 +38,10 @@ from ..provenance import provenance_record
 from ..systems import System, get_system, sample_initial_conditions, system_meta
 from .trajectories import Trajectories
 from .hdf5 import TrajectoryWriter, check_output_path
-from ._parallel import check_workers, encode_chunks, run_chunks
-from .shards import parse_shard, shard_bounds, shard_path, write_shard_index
+from ..jobs.executors import check_workers, run_chunks
+from ..jobs.shards import index_when_complete, parse_shard, shard_bounds, shard_path
+from ._parallel import encode_chunks
+from .shards import write_shard_index
 from .spec import DOP853, GenerationSpec, load_spec
 from ..compiled import dop853 as _dop853
 
@@ -356,17 +358,10 @@ def generate(
         check_output(out, "trajectories", overwrite)  # again under the lock: a writer we raced may have finished
         _generate(spec, target, progress, overwrite, folder, workers, shard)
     if shard is not None and write_index:
-        _index_if_complete(index, shard[1])
+        index_when_complete(index, shard[1], "trajectories", write_shard_index)
     return Path(out)
 
 
-def _index_if_complete(index: Path, count: int) -> None:
-    """Write the index once every shard file exists (the shard that finishes last sees them all: each
-    looks only after its own file is in place)."""
-    if all(shard_path(index, (i, count)).exists() for i in range(1, count + 1)):
-        with output_lock(index):
-            check_output(index, "trajectories", True)  # an index (or trajectory file) only: never anything else
-            write_shard_index(index, count)
 
 
 def plan_chunks(spec: GenerationSpec) -> tuple[int, int]:

@@ -2,7 +2,7 @@
 
 The selected trajectories of a comparison run are cut into ``N`` contiguous blocks (``rollout_bounds``);
 shard ``I`` of an output ``rollout.h5`` is the rollout file ``rollout.shard-I-of-N.h5`` beside it
-(``vpintegrator.data.shards.shard_path``, as ``vp-gen``). Every method and metric of a rollout is
+(``vpintegrator.jobs.shards.shard_path``, as ``vp-gen``). Every method and metric of a rollout is
 computed trajectory by trajectory (the Newton iterations of the implicit methods stop per trajectory, the
 metrics are per trajectory, the compiled single-trajectory runners are chosen by the size of the whole
 selection), so a shard's rows are those of the unsharded file to the last bit. Besides a rollout file's
@@ -17,8 +17,11 @@ attributes and table are those of the whole run (``summary_json`` and the method
 recomputed from the shards' per-trajectory values; ``n_traj``, ``n_failed`` summed; the timings
 ``seconds``, ``setup_seconds``, ``seconds_per_step`` summed over the shards: the cost on one core), and
 whose attribute ``shard_files`` lists the shards relative to it.
+
+``RolloutParts``: the part files of a run's classical methods (rollout files of blocks of its trajectories,
+written by worker processes: ``vp-rollout --workers``) copied into the one rollout file being written.
 [`read_rollout`][vpintegrator.data.rollouts.read_rollout] and ``vp-plot`` open the index, or the list of the shard
-files, after checking that the shards belong together (``vpintegrator.data.shards._collect``:
+files, after checking that the shards belong together (``vpintegrator.jobs.shards.collect``:
 every shard present once, no gaps or overlaps, the same run: system, dt, horizon, methods, selection).
 """
 
@@ -38,11 +41,11 @@ from .._outputs import ROLLOUT_SCHEMA
 from ..errors import VPIntegratorError
 from ._attrs import _attrs_to_meta
 from .dimscales import label_rollout_group, label_rollout_root
-from .shards import INDEX_KEY, SHARD_KEYS, ShardKind, _collect, _is_index, shard_bounds, shard_path
+from ..jobs.shards import INDEX_KEY, SHARD_KEYS, ShardKind, collect, is_index, selection_bounds, shard_path
 from .summary import split_summary_rows, summary_row
 
 __all__ = ["PER_TRAJ", "ROLLOUT", "rollout_bounds", "selection_digest", "write_per_traj", "is_rollout_set",
-           "open_rollout_set", "write_rollout_index"]
+           "open_rollout_set", "write_rollout_index", "RolloutParts"]
 
 #: the group (in ``/reference`` and every ``/methods/<label>`` of a shard) of per-trajectory summary values
 PER_TRAJ = "per_traj"
@@ -75,17 +78,13 @@ def _head(path: Path) -> tuple[dict, tuple[int, int, int], np.ndarray]:
 
 
 #: the shards of a rollout (vp-rollout)
-ROLLOUT = ShardKind("vp-rollout", _SAME, _head)
+ROLLOUT = ShardKind("vp-rollout", _SAME, head=_head)
 
 
 def rollout_bounds(n_traj: int, shard: tuple[int, int]) -> tuple[int, int]:
     """Positions ``[start, stop)`` in the selection of shard ``I/N``: the I-th of N contiguous runs of whole
     blocks of ``BLOCK`` trajectories (blocks of ``n_traj // N`` when they are fewer than ``N``)."""
-    if shard[1] > n_traj:
-        raise VPIntegratorError(f"shard {shard[0]}/{shard[1]}: the run selects only {n_traj} trajectories, and a "
-                                f"shard holds at least one; give at most {n_traj} shards", key="shard")
-    block = max(1, min(BLOCK, n_traj // shard[1]))
-    return shard_bounds(n_traj, block, shard)
+    return selection_bounds(n_traj, shard, BLOCK)
 
 
 def selection_digest(idx: np.ndarray) -> str:
@@ -113,7 +112,7 @@ def is_rollout_set(path: Any) -> bool:
     if isinstance(path, (list, tuple)):
         return True
     p = Path(path)
-    return p.is_file() and _is_index(p)
+    return p.is_file() and is_index(p)
 
 
 def _groups(f: h5py.File, meta: dict[str, Any]) -> list[str]:
@@ -247,7 +246,7 @@ def open_rollout_set(path: Any) -> tuple[h5py.File, Path]:
     for p in paths:
         if p.is_dir():
             raise VPIntegratorError(f"{p}: is a directory; give the shard files of one vp-rollout --shard run")
-    shards, index = _collect(paths, ROLLOUT)
+    shards, index = collect(paths, ROLLOUT)
     f = h5py.File(f"rollout-set-{id(paths)}.h5", "w", driver="core", backing_store=False)
     try:
         _build(f, shards, lambda p: str(Path(p).resolve()))
@@ -265,7 +264,7 @@ def write_rollout_index(out: str | os.PathLike[str], count: int) -> list[dict]:
     rollout's table rows (for its ``.csv``/``.md``). Checks first that the shards belong together."""
     out = Path(out)
     paths = [shard_path(out, (i, count)) for i in range(1, count + 1)]
-    shards, _ = _collect(paths, ROLLOUT)
+    shards, _ = collect(paths, ROLLOUT)
     with atomic_path(out, suffix=".h5") as tmp:
         with h5_writing(tmp) as f:
             # relative source names: HDF5 looks for them beside the index file
@@ -274,3 +273,70 @@ def write_rollout_index(out: str | os.PathLike[str], count: int) -> list[dict]:
             f.attrs["shard_n_traj"] = int(shards[0].meta["shard_n_traj"])
             f.attrs[INDEX_KEY] = json.dumps([p.name for p in paths])
     return rows
+
+
+class RolloutParts:
+    """The part files of a rollout (rollout files of contiguous blocks of its trajectories, written by worker
+    processes, checked to belong together), copied into the rollout file being written, block by block in
+    the order of the trajectories. ``per_traj``: copy the per-trajectory values too (the run is a shard)."""
+
+    def __init__(self, paths: list[Path], per_traj: bool) -> None:
+        self.per_traj = per_traj
+        self.shards, _ = collect(paths, ROLLOUT)
+        _, self.attrs, _rows = _merged(self.shards)  # the groups' merged attributes
+        self.per: dict[str, np.ndarray] = {}
+        self._first_attrs: dict[str, Any] = {}
+
+    def _copy(self, series, name: str, cs: int) -> np.ndarray:
+        """Copy every dataset of group ``name`` of the parts into ``series``; the merged failed_step."""
+        failed, start = [], 0
+        per: dict[str, list] = {}
+        for s in self.shards:
+            with h5py.File(s.path, "r") as f:
+                g = f[name]
+                names: list[str] = []
+                g.visititems(lambda k, obj: names.append(k) if isinstance(obj, h5py.Dataset) else None)
+                for k in names:
+                    if k.startswith(PER_TRAJ + "/"):
+                        per.setdefault(k, []).append(g[k][()])
+                    if k in ("map_step", "failed_step") or k.startswith(PER_TRAJ + "/"):
+                        continue
+                    src, dst = g[k], series.group[k]
+                    for k0 in range(0, src.shape[1], cs):
+                        dst[start : start + src.shape[0], k0 : k0 + cs] = src[:, k0 : k0 + cs]
+                failed.append(g["failed_step"][:])
+                if start == 0:
+                    self._first_attrs = _attrs_to_meta(g.attrs)
+                start += s.shape[0]
+        self.per = {k.split("/", 1)[1]: np.concatenate(parts) for k, parts in per.items()}
+        if self.per_traj:
+            for k, parts in per.items():
+                if k != f"{PER_TRAJ}/{SPLIT}":  # a method's split labels are this run's (set by method())
+                    series.group.create_dataset(k, data=np.concatenate(parts))
+        return np.concatenate(failed)
+
+    def reference(self, writer, split: list) -> Any:
+        """``/reference`` copied into ``writer`` (a ``RolloutWriter``), with this run's ``split`` labels;
+        its states."""
+        series = writer.reference()
+        failed = self._copy(series, "reference", writer.chunks[1])
+        series.close(failed, {**self._first_attrs, **self.attrs["reference"], "split": list(split)})
+        return series.y
+
+    def method(self, writer, label: str, split: list) -> tuple[dict[str, np.ndarray], Any, np.ndarray, dict]:
+        """Method ``label`` copied into ``writer`` with this run's ``split`` labels: ``(per_traj,
+        max_abs_cum_log_det_J or None, failed_step, attrs)`` over the whole run (the table rows are made from
+        them by the caller)."""
+        name = f"methods/{label}"
+        with h5py.File(self.shards[0].path, "r") as f:
+            map_step = f[name]["map_step"][:] if "map_step" in f[name] else None
+        series = writer.method(label, map_step=map_step)
+        failed = self._copy(series, name, writer.chunks[1])
+        per = dict(self.per)
+        per.pop(SPLIT, None)  # the workers ran without the models: the labels are this run's
+        cum = per.pop("max_abs_cum_log_det_J", None)
+        if self.per_traj:
+            series.group[PER_TRAJ].create_dataset(SPLIT, data=np.asarray(split, dtype="S8"))
+        attrs = {**self._first_attrs, **self.attrs[name], "split": list(split)}
+        series.close(failed, attrs)
+        return per, cum, failed, attrs

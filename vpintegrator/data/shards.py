@@ -15,84 +15,37 @@ attribute ``shard_files`` lists the shards relative to it. [`read_trajectories`]
 read the shards themselves, after checking that they belong together (the same data set: spec, system,
 parameters, dt, seed, sampler, n_traj; every shard present once, no gaps or overlaps). A list of the shard
 files is read the same way, in shard order.
+
+The shard rules themselves (``parse_shard``, ``shard_bounds``, ``shard_path``, the checks that shards form
+one set) are the job runtime's (``vpintegrator.jobs.shards``), shared with ``vp-rollout``; this module is the
+trajectory file kind's part: how a shard is read (``GEN``), the index written and the set read as one.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import h5py
 import numpy as np
 
 from .._io import atomic_path, h5_writing
 from ..errors import VPIntegratorError
-from ._attrs import _attrs_to_meta, _from_attr
+from ..jobs.shards import (INDEX_KEY, SHARD_KEYS, Shard, ShardKind, collect, is_index, parse_shard,
+                           shard_bounds, shard_path)
+from ._attrs import _attrs_to_meta
 from ._h5read import PARAMS_DATASET, _index, _open, _read_one, _validate
 from .trajectories import Trajectories
 from .dimscales import label_trajectory_file
 
 __all__ = ["parse_shard", "shard_bounds", "shard_path", "write_shard_index", "is_shard_set", "read_shard_set"]
 
-#: attributes of a shard file (set by generate) and of the index file
-SHARD_KEYS = ("shard_index", "shard_count", "shard_traj_start", "shard_traj_stop", "shard_n_traj")
-INDEX_KEY = "shard_files"
 # metadata that must agree between the shards of one data set (besides the time grid and dim)
 _SAME = ("spec", "system", "system_class", "dt", "t_end", "method", "rtol", "atol", "seed", "sampler",
          "sampler_args", "chunk_size", "shard_count", "shard_n_traj", "parameter_dists")
 _PER_SHARD = (*SHARD_KEYS, "created", "n_traj")
-_SHARD_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
-
-
-def parse_shard(value: Any, key: str = "shard") -> tuple[int, int] | None:
-    """``"I/N"`` or ``(I, N)`` -> ``(I, N)`` with ``1 <= I <= N`` (None stays None)."""
-    if value is None:
-        return None
-    how = f"give {key} as I/N with 1 <= I <= N, e.g. 2/8 for the second of eight blocks"
-    if isinstance(value, str):
-        m = _SHARD_RE.match(value)
-        if not m:
-            raise VPIntegratorError(f"{key} must be I/N; got {value!r}; {how}", key=key)
-        i, n = int(m.group(1)), int(m.group(2))
-    elif (isinstance(value, (tuple, list)) and len(value) == 2
-          and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value)):
-        i, n = int(value[0]), int(value[1])
-    else:
-        raise VPIntegratorError(f"{key} must be I/N or a pair (I, N); got {value!r}; {how}", key=key)
-    if n < 1 or not 1 <= i <= n:
-        raise VPIntegratorError(f"{key} {i}/{n} is out of range; {how}", key=key)
-    return i, n
-
-
-def shard_bounds(n_traj: int, chunk: int, shard: tuple[int, int]) -> tuple[int, int]:
-    """Trajectories ``[start, stop)`` of shard ``I/N``: the I-th of N contiguous runs of whole chunks."""
-    i, n = shard
-    n_chunks = -(-n_traj // chunk)
-    if n > n_chunks:
-        raise VPIntegratorError(
-            f"shard {i}/{n}: {n_traj} trajectories make only {n_chunks} chunk(s) of {chunk}, and shards are "
-            f"made of whole chunks; give at most {n_chunks} shards, or a smaller chunk_size", key="shard")
-    first, last = (i - 1) * n_chunks // n, i * n_chunks // n
-    return first * chunk, min(last * chunk, n_traj)
-
-
-def shard_path(out: str | os.PathLike[str], shard: tuple[int, int]) -> Path:
-    """Where shard ``I/N`` of the output ``out`` goes: ``<stem>.shard-I-of-N<suffix>`` beside it."""
-    out = Path(out)
-    i, n = shard
-    return out.with_name(f"{out.stem}.shard-{i}-of-{n}{out.suffix or '.h5'}")
-
-
-@dataclass(frozen=True)
-class _Shard:
-    path: Path
-    meta: dict[str, Any]
-    shape: tuple[int, int, int]
-    t: np.ndarray
 
 
 def _head(path: Path) -> tuple[dict, tuple[int, int, int], np.ndarray]:
@@ -101,34 +54,15 @@ def _head(path: Path) -> tuple[dict, tuple[int, int, int], np.ndarray]:
         return _attrs_to_meta(f.attrs), shape, f["t"][:]
 
 
-@dataclass(frozen=True)
-class ShardKind:
-    """What differs between the shards of a data set and those of a rollout (``vp-rollout --shard``):
-    the command that writes them (named in the messages), the metadata that must agree, and how a shard's
-    head is read: ``head(path) -> (meta, (n_traj, n_states, dim), t)``."""
-
-    tool: str
-    same: tuple
-    head: Callable[[Path], tuple[dict, tuple[int, int, int], np.ndarray]]
-
-
 #: the shards of a trajectory data set (vp-gen)
-GEN = ShardKind("vp-gen", _SAME, _head)
-
-
-def _is_index(path: Path) -> bool:
-    try:
-        with h5py.File(path, "r") as f:
-            return INDEX_KEY in f.attrs
-    except (OSError, ValueError):
-        return False
+GEN = ShardKind("vp-gen", _SAME, head=_head)
 
 
 def is_shard_set(paths: list[Path]) -> bool:
     """Whether ``paths`` is an index file, or several shard files (else plain files, read as before; one
     shard alone is read as the block it holds)."""
     if len(paths) == 1:
-        return paths[0].is_file() and _is_index(paths[0])
+        return paths[0].is_file() and is_index(paths[0])
     for p in paths:
         if p.is_file():
             try:
@@ -140,87 +74,12 @@ def is_shard_set(paths: list[Path]) -> bool:
     return False
 
 
-def _index_files(index: Path) -> list[Path]:
-    with _open(index) as f:
-        try:
-            names = json.loads(_from_attr(f.attrs[INDEX_KEY]))
-        except (ValueError, TypeError):
-            names = None
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or not names:
-        raise VPIntegratorError(f"{index}: attribute '{INDEX_KEY}' is not a JSON list of shard files; "
-                                "write the index again (vpintegrator.data.shards.write_shard_index)")
-    return [index.parent / n for n in names]
+def _collect(paths: list[Path]) -> tuple[list[Shard], Path | None]:
+    """The shards of one data set (checked), in shard order; and the index file, if given."""
+    return collect(paths, GEN)
 
 
-def _collect(paths: list[Path], kind: ShardKind = GEN) -> tuple[list[_Shard], Path | None]:
-    """The shards (checked to form one whole data set, or rollout), in shard order; and the index file, if
-    given."""
-    tool = kind.tool
-    index = None
-    if len(paths) == 1 and _is_index(paths[0]):
-        index = paths[0]
-        paths = _index_files(index)
-    elif any(_is_index(p) for p in paths if p.is_file()):
-        raise VPIntegratorError(f"{next(p for p in paths if p.is_file() and _is_index(p))}: is a shard index; "
-                                "give it alone, or the list of its shard files without it")
-    where = f"{index}: " if index is not None else ""
-    shards = []
-    for p in paths:
-        if not p.exists():
-            raise VPIntegratorError(f"{where}shard file {p} is missing; run {tool} again with the --shard it "
-                                    "names (or give the complete list of shards)")
-        meta, shape, t = kind.head(p)
-        if "shard_index" not in meta:
-            raise VPIntegratorError(f"{p}: not a shard (no attribute 'shard_index'), but read together with "
-                                    f"shards; give the shards of one {tool} --shard run only")
-        shards.append(_Shard(p, meta, shape, t))
-    first = shards[0]
-    for s in shards[1:]:
-        for key in kind.same:
-            a, b = first.meta.get(key), s.meta.get(key)
-            if a != b:
-                raise VPIntegratorError(
-                    f"{s.path}: belongs to another data set (attribute '{key}' is {b!r} but {first.path} has "
-                    f"{a!r}); give only the shards of one {tool} --shard run")
-        params = {k for k in {**first.meta, **s.meta} if k.startswith("param_")}
-        for key in sorted(params):
-            if first.meta.get(key) != s.meta.get(key):
-                raise VPIntegratorError(
-                    f"{s.path}: belongs to another data set (attribute '{key}' is {s.meta.get(key)!r} but "
-                    f"{first.path} has {first.meta.get(key)!r}); give only the shards of one {tool} --shard run")
-        if s.shape[1:] != first.shape[1:] or not np.array_equal(s.t, first.t):
-            raise VPIntegratorError(f"{s.path}: belongs to another data set (its '/t' or dim differs from "
-                                    f"{first.path}'s); give only the shards of one {tool} --shard run")
-    count, total = int(first.meta["shard_count"]), int(first.meta["shard_n_traj"])
-    by_index: dict[int, _Shard] = {}
-    for s in shards:
-        i = int(s.meta["shard_index"])
-        if i in by_index:
-            raise VPIntegratorError(f"{s.path}: shard {i}/{count} given twice (also {by_index[i].path}); "
-                                    "give each shard once")
-        by_index[i] = s
-    missing = [i for i in range(1, count + 1) if i not in by_index]
-    if missing:
-        hint = shard_path(index, (missing[0], count)) if index is not None else \
-            f"the file of --shard {missing[0]}/{count}"
-        raise VPIntegratorError(f"{where}shard {missing[0]}/{count} is missing ({len(missing)} of {count} "
-                                f"missing; expected {hint}); run {tool} with --shard {missing[0]}/{count}")
-    ordered = [by_index[i] for i in range(1, count + 1)]
-    stop = 0
-    for s in ordered:
-        a, b = int(s.meta["shard_traj_start"]), int(s.meta["shard_traj_stop"])
-        if a != stop or b - a != s.shape[0]:
-            what = "a gap" if a > stop else "an overlap"
-            raise VPIntegratorError(f"{s.path}: {what} in the trajectories (it holds {a}:{b}, the shards "
-                                    f"before end at {stop}); give only the shards of one {tool} --shard run")
-        stop = b
-    if stop != total:
-        raise VPIntegratorError(f"{ordered[-1].path}: the shards end at trajectory {stop} but the data set "
-                                f"has {total}; give only the shards of one {tool} --shard run")
-    return ordered, index
-
-
-def _merged_meta(shards: list[_Shard], index: Path | None) -> dict[str, Any]:
+def _merged_meta(shards: list[Shard], index: Path | None) -> dict[str, Any]:
     meta = {k: v for k, v in shards[0].meta.items() if k not in _PER_SHARD}
     for key in [k for k in meta if k.startswith("max_rel_drift_")]:
         meta[key] = max(float(s.meta.get(key, 0.0)) for s in shards)

@@ -1,10 +1,10 @@
 """``vp-rollout --scheduler ADDRESS``: the blocks of a comparison run on a ``dask.distributed`` cluster.
 
-``rollout_on_cluster`` cuts the selected trajectories into shards (``vpintegrator.rollout.blocks``),
+``rollout_on_cluster`` cuts the selected trajectories into shards (``vpintegrator.rollout.compare.run_shard``),
 sends one task per shard to the scheduler, each task writing its own shard file (and its table) with
 [`run_rollouts`][vpintegrator.rollout.compare.run_rollouts] on the worker that runs it, and, once all are done, writes the
-index file at ``out`` and the whole run's table beside it (nothing else on the client). As for ``vp-gen
---scheduler`` (``vpintegrator.data.cluster``): the workers must see the data file, the models and
+index file at ``out`` and the whole run's table beside it (nothing else on the client), on the job runtime's
+Dask executor (``vpintegrator.jobs.dask``), as ``vp-gen --scheduler`` (``vpintegrator.data.cluster``): the workers must see the data file, the models and
 ``out``'s folder (a shared file system), a worker that dies mid-task loses only its block (the scheduler
 runs the task again elsewhere; shard files are written atomically and replaced whole), and
 ``dask-jobqueue`` clusters are reached by their scheduler address.
@@ -15,49 +15,30 @@ Needs the optional extra ``vpintegrator[dask]`` (``dask[distributed]``).
 from __future__ import annotations
 
 import dataclasses
-import logging
-import uuid
 from pathlib import Path
 from typing import Any
 
-from .._io import remove_orphans
 from .._outputs import check_output, output_lock
-from ..data.cluster import _client, close_client, cluster_address, gather_or_one_line, quiet_dask_logs, shard_count
-from ..data.rollout_shards import rollout_bounds
-from ..data.shards import shard_path
-from .blocks import _index_if_complete, run_digest, run_shard
+from ..data.rollout_shards import ROLLOUT, rollout_bounds
+from ..jobs.dask import close_client, cluster_address, connect, quiet_dask_logs, shard_count, submit_shards
+from ..jobs.shards import finished_shard, shard_path
+from .blocks import run_digest
 from .checks import check_outputs
-from .compare import RolloutReport, run_rollouts, select_planned
+from .compare import RolloutReport, run_shard, select_planned, write_index_if_complete
 from .config import RolloutConfig
 
 __all__ = ["rollout_on_cluster"]
-
-logger = logging.getLogger(__name__)
 
 
 def _shard_task(config: RolloutConfig, shard: tuple[int, int], run_key: str | None = None) -> str:
     """One block, run on a dask worker: its shard file (replaced when a dead worker had finished it), marked
     with ``run_key`` (``run_digest``: a later run of the same configuration keeps it)."""
-    from .compare import _run
-
-    return str(run_shard(_run, select_planned, config, None, overwrite=True, shard=shard, write_index=False,
-                         run_key=run_key).out)
+    return str(run_shard(config, None, overwrite=True, shard=shard, write_index=False, run_key=run_key).out)
 
 
 def _finished_shard(path: Path, run_key: str, shard: tuple[int, int]) -> bool:
     """Whether ``path`` is shard ``shard`` of the run ``run_key``, complete (written atomically)."""
-    import h5py
-
-    if not path.is_file() or path.is_symlink():
-        return False
-    try:
-        with h5py.File(path, "r") as f:
-            attrs = f.attrs
-            got = (attrs.get("shard_run"), attrs.get("shard_index"), attrs.get("shard_count"))
-    except (OSError, ValueError, KeyError):
-        return False
-    got_key = got[0].decode() if isinstance(got[0], bytes) else got[0]
-    return got_key == run_key and got[1] == shard[0] and got[2] == shard[1]
+    return finished_shard(path, shard, {"shard_run": run_key}, ROLLOUT)
 
 
 def rollout_on_cluster(config: RolloutConfig, scheduler: Any = None, *, n_shards: int | None = None,
@@ -96,7 +77,7 @@ def rollout_on_cluster(config: RolloutConfig, scheduler: Any = None, *, n_shards
 
 def _rollout_on_cluster(config: RolloutConfig, scheduler: Any, n_shards: int | None, inputs, overwrite: bool,
                         n_sel: int, outs: list[Path], out: Path) -> RolloutReport:
-    client, owned = _client(scheduler)
+    client, owned = connect(scheduler)
     try:
         n_shards = shard_count(client, n_shards, n_sel)
         shards = [(i, n_shards) for i in range(1, n_shards + 1)]
@@ -108,20 +89,11 @@ def _rollout_on_cluster(config: RolloutConfig, scheduler: Any, n_shards: int | N
             if s not in done:  # (one an earlier run of this configuration finished is kept)
                 check_outputs(dataclasses.replace(config, out=str(path)), inputs, overwrite)
         with output_lock(outs[0]):
-            if done:
-                logger.info("rollout_on_cluster %s: shard(s) %s of %d written by an earlier run of this configuration "
-                            "are kept; computing the %d others", out, ", ".join(str(s[0]) for s in done), n_shards,
-                            n_shards - len(done))
-            todo = [s for s in shards if s not in done]
-            futures = [client.submit(_shard_task, config, s, run_key, pure=False,
-                                     key=f"vp-rollout-{out.name}-{s[0]}-of-{s[1]}-{uuid.uuid4().hex}") for s in todo]
-            gather_or_one_line(client, futures, scheduler, [shard_path(out, s) for s in todo], "vp-rollout")
-            for s in shards:  # temporary files of writers killed with their worker
-                for p in (shard_path(out, s), shard_path(out, s).with_suffix(".csv"),
-                          shard_path(out, s).with_suffix(".md")):
-                    remove_orphans(p)
+            submit_shards(client, scheduler, "vp-rollout", out, shards, done, _shard_task,
+                          lambda s: (config, s, run_key),
+                          lambda p: (p, p.with_suffix(".csv"), p.with_suffix(".md")))
         check_output(out, "rollout", True)
-        rows = _index_if_complete(out, n_shards)
+        rows = write_index_if_complete(out, n_shards)
     finally:
         if owned:
             close_client(client)

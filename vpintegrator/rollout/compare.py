@@ -12,6 +12,7 @@ that a CLI names its own flag.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from dataclasses import dataclass, field
@@ -614,19 +615,90 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
 
     log = log_lines(log, __name__)  # every line an INFO record of vpintegrator.rollout.compare, then log's
     if shard is not None:  # issue 23: one block of the trajectories, into a file of its own
-        from .blocks import run_shard
-
-        return run_shard(_run, select_planned, config, log, inputs, overwrite=overwrite, shard=shard,
-                         write_index=write_index)
+        return run_shard(config, log, inputs, overwrite=overwrite, shard=shard, write_index=write_index)
     return _run(config, log, inputs, overwrite)
+
+
+def run_shard(config: RolloutConfig, log, inputs=(), *, overwrite: bool = False, shard: Any,
+              write_index: bool = True, n_whole: int | None = None, run_key: str | None = None) -> RolloutReport:
+    """Shard ``I/N`` of the selection of ``config`` into ``<out stem>.shard-I-of-N.h5`` (and its table); with
+    ``write_index``, the index file at ``out`` and the whole run's table once every shard file is there
+    (``vpintegrator.jobs.shards.index_when_complete``). ``n_whole``: the size of the selection the runners
+    are chosen for (default: this one's); ``run_key``: ``run_digest`` of a cluster run, recorded in the shard."""
+    from .._outputs import check_output
+    from ..data.rollout_shards import rollout_bounds, selection_digest
+    from ..jobs.shards import parse_shard, shard_path
+    from .blocks import Blocks
+
+    shard = parse_shard(shard)
+    config.validate()
+    if config.heldout:
+        raise VPIntegratorError(f"shard {shard[0]}/{shard[1]} with heldout = {config.heldout}: each shard would draw "
+                                "its own new conditions; roll out the held-out conditions without --shard",
+                                key="shard")
+    idx = select_planned(config)[4]
+    a, b = rollout_bounds(int(idx.size), shard)
+    out = Path(config.out)
+    if write_index:  # the index and the table come at out at the end: the overwrite rule applies now
+        for path, kind in ((out, "rollout"), (out.with_suffix(".csv"), "table"), (out.with_suffix(".md"), "table")):
+            check_output(path, kind, overwrite, key="out")
+    sub = dataclasses.replace(config, traj=[int(i) for i in idx[a:b]], n_traj=None, out=str(shard_path(out, shard)))
+    attrs = dict(shard_index=shard[0], shard_count=shard[1], shard_traj_start=a, shard_traj_stop=b,
+                 shard_n_traj=int(idx.size), shard_selection=selection_digest(idx))
+    if run_key is not None:  # (a shard of a cluster run: run_digest of the whole run's configuration)
+        attrs["shard_run"] = run_key
+    blocks = Blocks(n_whole=int(idx.size) if n_whole is None else int(n_whole), attrs=attrs, workers=config.workers)
+    report = _run(sub, log, inputs, overwrite, blocks)
+    if write_index:
+        write_index_if_complete(out, shard[1])
+    return report
+
+
+def write_index_if_complete(out: Path, count: int) -> list | None:
+    """The index file at ``out`` and the whole run's table beside it, once every shard file exists; the
+    whole run's table rows (None while shards are missing)."""
+    from ..data.rollout_shards import write_rollout_index
+    from ..jobs.shards import index_when_complete
+    from ..metrics import write_table
+
+    def write(path: Path, n: int) -> list[dict]:
+        rows = write_rollout_index(path, n)
+        write_table(rows, path.with_suffix(""), overwrite=True)
+        return rows
+
+    return index_when_complete(Path(out), count, "rollout", write)
 
 
 def _part(config: RolloutConfig, shard: tuple[int, int], n_whole: int) -> str:
     """A block of the classical methods on a worker process (``workers``): its shard file."""
-    from .blocks import run_shard
+    return str(run_shard(config, None, overwrite=True, shard=shard, write_index=False, n_whole=n_whole).out)
 
-    return str(run_shard(_run, select, config, None, overwrite=True, shard=shard, write_index=False,
-                         n_whole=n_whole).out)
+
+@contextlib.contextmanager
+def _worker_parts(blocks, plan: _Plan, out: Path):
+    """The classical methods of ``plan`` (and its reference) computed on worker processes (``_part`` on
+    each block, by the job runtime): a ``WorkerParts`` over their files (None when the run stays in this
+    process); the files are removed on leaving."""
+    from .._io import DeviceWriteError, device_write_error
+    from ..data.rollout_shards import RolloutParts
+    from ..jobs.executors import in_processes, parts_folder
+    from .blocks import WorkerParts
+
+    labels = blocks.part_labels(plan)
+    n = blocks.n_parts(plan, labels)
+    if n <= 1:
+        yield None
+        return
+    with parts_folder(out) as tmp:
+        sub = dataclasses.replace(plan.config, models=[], integrators=labels, traj=[int(i) for i in plan.idx],
+                                  n_traj=None, out=str(tmp / "part.h5"), workers=1)
+        plan.say(f"{', '.join(labels)}: rolling out {plan.n_traj} trajectories x {plan.n_steps} steps on "
+                 f"{n} worker processes")
+        try:
+            paths = in_processes(_part, [(sub, (i, n), blocks.n_whole) for i in range(1, n + 1)], n)
+        except DeviceWriteError as err:  # a worker's part file: the output could not be written
+            raise device_write_error(out, err.reason) from None
+        yield WorkerParts(RolloutParts([Path(p) for p in paths], blocks.per_traj), labels)
 
 
 def _run(config: RolloutConfig, log, inputs, overwrite: bool, blocks=None) -> RolloutReport:
@@ -664,7 +736,7 @@ def _write_rollouts(plan: _Plan, config: RolloutConfig, outs: list[Path], overwr
     inputs = [plan.data, *dict.fromkeys([*(Path(src) for _, _, src in plan.methods if Path(src).is_file()),
                                          *plan.model_files])]
     provenance = provenance_attr(inputs, relative_to=Path(config.out).resolve().parent)
-    with blocks.parts(plan, outs[0], _part) as parts, \
+    with _worker_parts(blocks, plan, Path(outs[0])) as parts, \
             RolloutWriter(outs[0], _root_attrs(plan, reference_gen), plan.t, plan.traj_index, dim=plan.system.dim,
                           invariant_names=plan.system.invariant_names, chunk_steps=config.chunk_steps,
                           extra_attrs={"provenance": provenance, **blocks.attrs}) as writer:
@@ -672,7 +744,7 @@ def _write_rollouts(plan: _Plan, config: RolloutConfig, outs: list[Path], overwr
         plan.ref_file = None  # the file's states are in /reference now
         for label, step_map, source in plan.methods:
             if parts is not None and label in parts:
-                method_rows, failure = parts.method(writer, plan, label, Failure, split_rows)
+                method_rows, failure = parts.method(writer, plan, label)
             else:
                 method_rows, failure = _write_method(writer, plan, label, step_map, source, yref)
             rows.extend(method_rows)

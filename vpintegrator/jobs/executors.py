@@ -1,0 +1,151 @@
+"""Where the blocks of a job run: inline, on threads, or on worker processes (Dask: ``vpintegrator.jobs.dask``).
+
+- ``run_chunks``: ``task(start)`` for each chunk on ``workers`` threads (the compiled DOP853 and zlib
+  release the GIL, so the threads run on separate cores), the results handed to ``sink`` on the calling
+  thread in chunk order, at most ``workers + 1`` chunks in flight. Every block is computed by the same
+  code on the same data as with one worker, so the output does not depend on ``workers``; one worker
+  with ``run_chunks`` not called is the inline executor.
+- ``in_processes``: ``task(*args)`` for each block on worker processes (for work that holds the GIL),
+  the results in order. Workers die with the process that started them (Linux:
+  ``prctl(PR_SET_PDEATHSIG, SIGKILL)``; elsewhere a worker whose parent is gone exits at once), so a
+  ``kill -9`` of the command leaves no worker holding an output's lock.
+- ``parts_folder``: the temporary folder ``.<out>.parts-<pid>-*`` beside an output where worker
+  processes write their part files, removed on leaving; ``remove_orphan_parts`` removes those of runs
+  killed outright.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from collections import deque
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from .._io import pid_alive
+from ..errors import VPIntegratorError
+
+__all__ = ["default_workers", "check_workers", "run_chunks", "in_processes", "parts_folder", "remove_orphan_parts"]
+
+
+def default_workers() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def check_workers(workers: Any, key: str = "workers") -> int:
+    """``workers`` as an int >= 1; None: ``default_workers``."""
+    if workers is None:
+        return default_workers()
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+        raise VPIntegratorError(
+            f"{key} must be an integer >= 1 (threads integrating at once; 1: one core; unset: every core, "
+            f"{default_workers()} here); got {workers!r}", key=key)
+    return int(workers)
+
+
+def run_chunks(starts: Iterable[int], workers: int, task: Callable[[int], Any], sink: Callable[[int, Any], None]) -> None:
+    """``sink(start, task(start))`` for every start, in order; ``task`` on ``workers`` threads.
+
+    An error or interrupt cancels the chunks not yet started, waits for the running ones (a compiled
+    chunk cannot be stopped half way) and propagates.
+    """
+    pending: deque[tuple[int, Future]] = deque()
+    todo = iter(starts)
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vp-gen-worker")
+    try:
+        for start in todo:
+            pending.append((start, pool.submit(task, start)))
+            if len(pending) > workers:
+                break
+        while pending:
+            start, future = pending.popleft()
+            result = future.result()
+            nxt = next(todo, None)
+            if nxt is not None:
+                pending.append((nxt, pool.submit(task, nxt)))
+            sink(start, result)
+            del result
+    finally:
+        for _, future in pending:
+            future.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def in_processes(task: Callable[..., Any], calls: Sequence[tuple], workers: int) -> list[Any]:
+    """``[task(*args) for args in calls]``, on ``workers`` processes that die with this one; the first
+    error cancels the calls not yet started and propagates."""
+    with ProcessPoolExecutor(max_workers=workers, mp_context=_context(), initializer=_die_with_parent,
+                             initargs=(os.getpid(),)) as pool:
+        futures = [pool.submit(task, *args) for args in calls]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+
+
+@contextlib.contextmanager
+def parts_folder(out: Path) -> Iterator[Path]:
+    """A fresh folder ``.<out>.parts-<pid>-*`` beside ``out`` for worker processes' part files (those of
+    runs killed outright removed first: call it holding ``out``'s lock); removed on leaving."""
+    out = Path(out)
+    remove_orphan_parts(out)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.parts-{os.getpid()}-", dir=out.parent))
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def remove_orphan_parts(out: Path) -> list[Path]:
+    """Remove the worker folders (``.<out>.parts-<pid>-*``) that runs of ``out`` killed outright left, whose
+    process no longer runs (a folder of the older form ``.<out>.parts-<random>``, without a pid, too: call
+    it holding ``out``'s lock, so no live writer of ``out`` has one); return what was removed."""
+    out = Path(out)
+    prefix = f".{out.name}.parts-"
+    removed = []
+    with contextlib.suppress(OSError):
+        for p in out.parent.iterdir():
+            if not p.name.startswith(prefix) or p.is_symlink() or not p.is_dir():
+                continue
+            pid_text = p.name[len(prefix):].split("-", 1)[0]
+            pid = int(pid_text) if pid_text.isdigit() and "-" in p.name[len(prefix):] else None
+            if pid is not None and (pid == os.getpid() or pid_alive(pid)):
+                continue
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p)
+    return removed
+
+
+def _die_with_parent(parent: int) -> None:
+    """A worker's initializer: be killed when the process that started it dies (Linux's parent-death
+    signal); if it is already gone, exit at once."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    if os.getppid() != parent:  # died before the signal was set
+        os._exit(1)
+
+
+def _context():
+    """fork where there is one: the workers run NumPy, SciPy and numba only (never torch, whose threads a
+    fork would not carry), start at once, and do not run the caller's script again (spawn would import its
+    ``__main__``, and a script without ``if __name__ == "__main__"`` would start the run again)."""
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
