@@ -100,6 +100,7 @@ class EnsembleSteps:
     strategy of ``vpintegrator.training.loop.Trainer`` for ``ensemble``/``seeds``."""
 
     resumable = True
+    together = False  # each member diverges alone (the loop judges them after the epoch)
 
     #: set by __init__ (declared for type checkers)
     n: int
@@ -129,6 +130,7 @@ class EnsembleSteps:
         self.batch_in_epoch = 0
         self.epoch_start = [g.get_state() for g in self.generators]
         self.partial: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.orders = torch.empty(0, dtype=torch.long)  # (N, n_windows) the members' orders (begin_epoch)
 
         # stacked parameters: one leaf tensor (N, *shape) per parameter; buffers shared when equal
         self.template = copy.deepcopy(models[0])
@@ -156,6 +158,7 @@ class EnsembleSteps:
             self.scheduler = make_scheduler(config.scheduler, self.optimizer, config.lr_min / config.lr, horizon)
         # the whole vmapped step as one CUDA graph where it can run (fast_step "auto"/"graph"; made by start,
         # after a resume loaded the optimiser's state)
+        self.host_losses = False  # the members' losses stay on the device until the epoch ends
         self.fast_mode = resolve_fast_step(config.fast_step, config.optimizer, device, False)
         self.fast = None
 
@@ -355,65 +358,55 @@ class EnsembleSteps:
                 self.optimizer.step()
         if self.config.schedule_per == "step":
             self.scheduler.step()
-        self.run.step += 1
         return losses.detach()
 
-    def epoch(self, run) -> tuple[list[float], torch.Tensor] | None:
-        """One epoch: (mean batch loss per member (LM: the full training loss after it), per-step losses
-        (steps, N)); None if interrupted (the members' files then saved as they are)."""
-        if self.lm is not None:
-            return self._lm_epoch(run)
-        if self.batch_in_epoch == 0:
-            self.epoch_start = [g.get_state() for g in self.generators]
-        else:  # resumed mid-epoch: this epoch's orders again, from the generators' states at its start
-            for g, s in zip(self.generators, self.epoch_start):
-                g.set_state(s)
-        orders = torch.stack([torch.randperm(self.n_windows, generator=g) for g in self.generators]).to(self.device)
-        loss_acc = torch.zeros(self.n, dtype=torch.float64, device=self.device)
+    # -- one epoch, as the loop asks (vpintegrator.training.strategy) -----------------------------------
+
+    def begin_epoch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each member's order for the epoch (again, from the generators' states at its start, when resumed
+        mid-epoch; LM draws its subsamples as it steps): the members' loss sums (N,) and per-step losses
+        (steps, N), with a mid-epoch checkpoint's rows."""
+        acc = torch.zeros(self.n, dtype=torch.float64, device=self.device)
         losses = torch.empty(self.steps_per_epoch, self.n, dtype=torch.float64, device=self.device)
+        if self.lm is None:
+            if self.batch_in_epoch == 0:
+                self.epoch_start = [g.get_state() for g in self.generators]
+            else:  # resumed mid-epoch: this epoch's orders again, from the generators' states at its start
+                for g, s in zip(self.generators, self.epoch_start):
+                    g.set_state(s)
+            self.orders = torch.stack([torch.randperm(self.n_windows, generator=g)
+                                       for g in self.generators]).to(self.device)
         if self.partial is not None:
-            loss_acc.copy_(self.partial[0])
+            if self.lm is None:
+                acc.copy_(self.partial[0])
             losses[: self.batch_in_epoch] = self.partial[1]
         self.partial = None
+        return acc, losses
+
+    def step(self, b: int, stop: bool, save: bool) -> tuple[torch.Tensor, tuple[bool, bool] | None]:
+        """Batch ``b`` of every member's order (LM: one iteration of every member)."""
+        if self.lm is not None:
+            return self.lm.step(), None
         bs = self.batch_size
-        for b in range(self.batch_in_epoch, self.steps_per_epoch):
-            reported = self._step(orders[:, b * bs : (b + 1) * bs])
-            losses[b] = reported
-            loss_acc += reported.double()
-            if run.stop.requested and b + 1 < self.steps_per_epoch:
-                self.batch_in_epoch = b + 1
-                self.partial = (loss_acc.clone(), losses[: b + 1].clone())
-                run.save()
-                return None
+        return self._step(self.orders[:, b * bs : (b + 1) * bs]), None
+
+    def pause(self, acc: torch.Tensor, losses: torch.Tensor) -> None:
+        if self.lm is not None:
+            self.partial = (torch.zeros(self.n, dtype=torch.float64), losses.clone())
+        else:
+            self.partial = (acc.clone(), losses.clone())
+
+    def end_epoch(self, acc: torch.Tensor, losses: torch.Tensor) -> list[float]:
+        """Mean batch loss per member (LM: the full training loss after the epoch; NaN for a member whose loss
+        before an iteration was not finite: it diverged there, as its single run would)."""
+        if self.lm is not None:
+            with label("vp/train_loss"):
+                train = torch.tensor(self.val_losses(self.train_set), dtype=torch.float64)
+            train[~torch.isfinite(losses).all(0).cpu()] = math.nan
+            return train.tolist()
         if self.config.schedule_per == "epoch":
             self.scheduler.step()
-        run.epoch += 1
-        self.batch_in_epoch = 0
-        return (loss_acc / self.steps_per_epoch).tolist(), losses  # the epoch's host sync of the losses
-
-    def _lm_epoch(self, run) -> tuple[list[float], torch.Tensor] | None:
-        """``lm_iters_per_epoch`` LM iterations of every member, then their full training losses (a member
-        whose loss before an iteration was not finite gets NaN: it diverged there, as its single run would)."""
-        lm = self.lm
-        assert lm is not None, "_lm_epoch runs with optimizer = 'lm' only"
-        losses = torch.empty(self.steps_per_epoch, self.n, dtype=torch.float64, device=self.device)
-        if self.partial is not None:
-            losses[: self.batch_in_epoch] = self.partial[1]
-        self.partial = None
-        for b in range(self.batch_in_epoch, self.steps_per_epoch):
-            losses[b] = lm.step()
-            run.step += 1
-            if run.stop.requested and b + 1 < self.steps_per_epoch:
-                self.batch_in_epoch = b + 1
-                self.partial = (torch.zeros(self.n, dtype=torch.float64), losses[: b + 1].clone())
-                run.save()
-                return None
-        self.batch_in_epoch = 0
-        with label("vp/train_loss"):
-            train = torch.tensor(self.val_losses(self.train_set), dtype=torch.float64)
-        train[~torch.isfinite(losses).all(0).cpu()] = math.nan
-        run.epoch += 1
-        return train.tolist(), losses
+        return (acc / self.steps_per_epoch).tolist()  # the epoch's host sync of the losses
 
     @torch.no_grad()
     def val_losses(self, dataset=None) -> list[float]:
