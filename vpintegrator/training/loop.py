@@ -38,7 +38,7 @@ from ..errors import VPIntegratorError
 from . import checkpoint as ckpt_io
 from . import ddp
 from .config import TrainConfig
-from .ensemble import ENSEMBLE_STATE, EnsembleSteps, member_dir_name
+from .ensemble import ENSEMBLE_STATE, EnsembleSteps, finish_ensemble, member_dir_name
 from .fast_step import fast_step_summary
 from .guards import Diverged, StopRequest
 from .optim import label
@@ -47,7 +47,7 @@ from .record import Member
 from .results import EpochInfo, FitResult, TrainingInterrupted
 from .setup import SYSTEM_KEYS, Prepared, prepare
 from .single import SingleSteps
-from .strategy import StepStrategy
+from .strategy import Clock, StepStrategy
 from .sinks import check_logger, make_sinks
 
 __all__ = ["Trainer"]
@@ -124,13 +124,15 @@ class Trainer:
         self.steps: StepStrategy
         self.ensemble_steps: EnsembleSteps | None = None
         if self.ensemble:
-            self.steps = self.ensemble_steps = EnsembleSteps(self, inputs.models, self.train_set, self.val_set,
-                                                             self.rollout_validator)
+            self.steps = self.ensemble_steps = EnsembleSteps(config, self.resolved, device, self.seeds, inputs.models,
+                                                             self.train_set, self.val_set, self.rollout_validator)
         else:
-            self.steps = SingleSteps(self, self.model, self.train_set, self.val_set, self.rollout_validator)
+            self.steps = SingleSteps(config, self.resolved, dist, device, self.model, self.train_set, self.val_set,
+                                     self.rollout_validator)
         self.last_save = time.perf_counter()
         if resume is not None:
-            self.steps.load(resume / (ENSEMBLE_STATE if self.ensemble else "last.pt"), self.members)
+            at = self.steps.load(resume / (ENSEMBLE_STATE if self.ensemble else "last.pt"), self.members)
+            self.epoch, self.step, self.wall_before, self.cpu_before = at.epoch, at.step, at.wall, at.cpu
         self.steps.start()
 
     @property
@@ -149,6 +151,10 @@ class Trainer:
 
     def step_of(self, m: Member) -> int:
         return self.step if m.active else m.step
+
+    def clock(self, m: Member) -> Clock:
+        """Where member ``m`` stands (its own epoch and step when it stopped) and the run's seconds."""
+        return Clock(self.epoch_of(m), self.step_of(m), self.wall(), self.cpu())
 
     def wall(self) -> float:
         return self.wall_before + (time.perf_counter() - self.t_start)
@@ -171,7 +177,8 @@ class Trainer:
             if m.active:
                 self._save_member(m, "running")
         if self.ensemble_steps is not None and self.out is not None and self.dist.is_main:
-            self.ensemble_steps.save_state(self.out / ENSEMBLE_STATE)  # last: the members' files are older
+            self.ensemble_steps.save_state(self.out / ENSEMBLE_STATE, self.members,  # last: the members' files are older
+                                           Clock(self.epoch, self.step, self.wall(), self.cpu()))
 
     def _save_member(self, m: Member, stopped: str) -> None:
         if m.run_dir is None:
@@ -180,7 +187,7 @@ class Trainer:
 
         m.save_best(self.steps.models[m.k])
         save_model(self.steps.member_model(m.k), m.run_dir / "last.pt", overwrite=True, any_module=True,
-                   extra={**self.steps.last_extra(m), **self.split_extra,
+                   extra={**self.steps.last_extra(m, self.clock(m)), **self.split_extra,
                           "provenance": ckpt_io.run_provenance(m.run_dir)})
         ckpt_io.write_summary(m.run_dir, self._summary(m, stopped))
 
@@ -328,8 +335,9 @@ class Trainer:
         return result
 
     def _ensemble_result(self, stopped: str):
-        assert self.ensemble_steps is not None, "an ensemble's result"
-        result = self.ensemble_steps.finish(stopped)
+        result = finish_ensemble(self.members, [self.member_result(m) for m in self.members], self.config, self.out,
+                                 self.val_set is not None, self.name, self.epoch, stopped, self.wall(),
+                                 str(self.device), self.resolved.dtype)
         if stopped == "interrupted":
             where = (f" (+{self.steps.batch_in_epoch} batches); saved {self.out / ENSEMBLE_STATE}, resume from "
                      f"{self.out}") if self.out else ""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -30,7 +30,12 @@ from . import ddp
 from .fast_step import FastStep, portable_state, resolve_fast_step
 from .optim import LevenbergMarquardt, LMSubsample, label, make_optimizer, make_scheduler, relative_loss
 from .unroll import unrolled
+from .strategy import Clock
 from .validation import window_loss
+
+if TYPE_CHECKING:
+    from .config import TrainConfig
+    from .record import Member
 
 __all__ = ["SingleSteps"]
 
@@ -55,11 +60,11 @@ class SingleSteps:
     loss_sum: float
     loss_count: int
 
-    def __init__(self, run, model: torch.nn.Module, train_set, val_set, validator) -> None:
+    def __init__(self, config: TrainConfig, resolved: TrainConfig, dist: ddp.DistInfo, device: torch.device,
+                 model: torch.nn.Module, train_set, val_set, validator) -> None:
         from ..data.windows import WindowBatchSampler
 
-        config, dist, device = run.config, run.dist, run.device
-        self.run, self.config, self.dist, self.device = run, config, dist, device
+        self.config, self.resolved, self.dist, self.device = config, resolved, dist, device
         self.model = model
         self.models = [model]
         self.objective = unrolled(model, config.unroll)  # what the loss sees (the model for unroll = 1)
@@ -81,7 +86,7 @@ class SingleSteps:
             self.steps_per_epoch = int(config.lm_iters_per_epoch)
         else:
             self.optimizer = make_optimizer(config.optimizer, model.parameters(), config.lr, **config.optimizer_kwargs)
-            decay = run.resolved.decay_epochs if run.resolved.decay_epochs is not None else 1.0
+            decay = resolved.decay_epochs if resolved.decay_epochs is not None else 1.0
             horizon = decay * (self.steps_per_epoch if config.schedule_per == "step" else 1)
             self.scheduler = make_scheduler(config.scheduler, self.optimizer, config.lr_min / config.lr, horizon)
         self.host_losses = self.lm is not None  # LM's loss is a host float every iteration
@@ -106,12 +111,12 @@ class SingleSteps:
 
     # -- checkpoints -------------------------------------------------------------------------------
 
-    def last_extra(self, m) -> dict[str, Any]:
+    def last_extra(self, m: Member, at: Clock) -> dict[str, Any]:
         """What ``last.pt`` holds beside the weights: the training state (exact resume)."""
-        run, rec = self.run, m
+        rec = m
         return {
-            "epoch": run.epoch,
-            "step": run.step,
+            "epoch": at.epoch,
+            "step": at.step,
             "batch_in_epoch": self.batch_in_epoch,
             "optimizer": self.lm.state_dict() if self.lm is not None else portable_state(self.optimizer.state_dict()),
             "scheduler": {} if self.scheduler is None else portable_state(self.scheduler.state_dict()),
@@ -122,17 +127,17 @@ class SingleSteps:
                 "best_loss": float(rec.best_loss),
                 "best_epoch": int(rec.best_epoch),
                 "bad_epochs": int(rec.bad_epochs),
-                "wall_time": float(run.wall()),
-                "cpu_time": float(run.cpu()),
+                "wall_time": float(at.wall),
+                "cpu_time": float(at.cpu),
                 "train_loss": float(rec.last_train),
                 "val_loss": float(rec.last_val),
             },
             "kind": "last",
         }
 
-    def load(self, path: Path, members) -> None:
+    def load(self, path: Path, members: list[Member]) -> Clock:
         """Continue from ``last.pt`` at ``path``: weights, optimiser, RNGs, data order and bookkeeping."""
-        run, config, rec = self.run, self.config, members[0]
+        config, rec = self.config, members[0]
         ckpt = ckpt_io.read_last(path)
         done = int(ckpt["epoch"])
         if config.epochs is not None and config.epochs < done:
@@ -158,28 +163,29 @@ class SingleSteps:
             if "lambda" not in ckpt["optimizer"]:
                 raise VPIntegratorError(f"{path}: no Levenberg–Marquardt state in it; not an optimizer = 'lm' run")
             self.lm.load_state_dict(ckpt["optimizer"])
-        run.epoch, run.step = int(ckpt["epoch"]), int(ckpt["step"])
+        epoch = int(ckpt["epoch"])
         self.batch_in_epoch = int(ckpt["batch_in_epoch"])
         st = ckpt["train_state"]
         self.loss_sum, self.loss_count = float(st["loss_sum"]), int(st["loss_count"])
         rec.best_loss, rec.best_epoch = float(st["best_loss"]), int(st["best_epoch"])
-        rec.bad_epochs, run.wall_before = int(st["bad_epochs"]), float(st["wall_time"])
-        run.cpu_before = float(st.get("cpu_time", math.nan))  # NaN: a last.pt from before cpu_time was recorded
+        rec.bad_epochs = int(st["bad_epochs"])
         rec.last_train, rec.last_val = float(st["train_loss"]), float(st["val_loss"])
         if rec.run_dir is not None:
             ckpt_io.check_inputs_unchanged(path, ckpt)
-            rec.history = ckpt_io.read_log(rec.run_dir / "log.csv", max_epoch=run.epoch)
-            if len(rec.history) < run.epoch:
+            rec.history = ckpt_io.read_log(rec.run_dir / "log.csv", max_epoch=epoch)
+            if len(rec.history) < epoch:
                 what = "is missing" if not (rec.run_dir / "log.csv").exists() else f"holds {len(rec.history)} epochs"
                 raise VPIntegratorError(
-                    f"resume {rec.run_dir}: log.csv {what}, but last.pt is at epoch {run.epoch}: the run's history "
+                    f"resume {rec.run_dir}: log.csv {what}, but last.pt is at epoch {epoch}: the run's history "
                     "would restart mid-run; put the run's log.csv back, or train a new run", key="resume")
+        # cpu_time NaN: a last.pt from before cpu_time was recorded
+        return Clock(epoch, int(ckpt["step"]), float(st["wall_time"]), float(st.get("cpu_time", math.nan)))
 
-    def summary_extra(self, m) -> dict[str, Any]:
+    def summary_extra(self, m: Member) -> dict[str, Any]:
         return {}
 
     def member_config(self, m):
-        return self.run.resolved
+        return self.resolved
 
     # -- the members' view -------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ One epoch, as the loop runs it (``n`` members, ``S = steps_per_epoch``)::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -27,7 +28,18 @@ if TYPE_CHECKING:
     from .fast_step import FastStep
     from .record import Member
 
-__all__ = ["StepStrategy"]
+__all__ = ["Clock", "StepStrategy"]
+
+
+@dataclass(frozen=True)
+class Clock:
+    """Where a run (or one member of it) stands: epochs and optimiser steps done, wall and CPU seconds of
+    every invocation. The loop hands it to a strategy's checkpoint questions; a resume's ``load`` answers one."""
+
+    epoch: int
+    step: int
+    wall: float
+    cpu: float
 
 
 class StepStrategy(Protocol):
@@ -81,11 +93,14 @@ class StepStrategy(Protocol):
 
     def member_config(self, m: Member) -> Any: ...
 
-    def last_extra(self, m: Member) -> dict[str, Any]: ...
+    def last_extra(self, m: Member, at: Clock) -> dict[str, Any]:
+        """What member ``m``'s ``last.pt`` holds beside its weights, at ``at`` (the member's epoch and step)."""
 
     def summary_extra(self, m: Member) -> dict[str, Any]: ...
 
     def freeze(self, k: int, state: dict[str, torch.Tensor] | None) -> None:
         """Member ``k`` stopped: its weights from now on are ``state`` (its current ones for None)."""
 
-    def load(self, path: Path, members: list[Member]) -> None: ...
+    def load(self, path: Path, members: list[Member]) -> Clock:
+        """Continue from the training state at ``path`` (weights, optimiser, RNGs, position, the members'
+        bookkeeping): where the run stood then (``wall``, ``cpu``: the seconds of the earlier invocations)."""
