@@ -106,6 +106,7 @@ class EnsembleSteps:
 
     resumable = True
     together = False  # each member diverges alone (the loop judges them after the epoch)
+    resume_file = ENSEMBLE_STATE
 
     #: set by __init__ (declared for type checkers)
     n: int
@@ -206,10 +207,11 @@ class EnsembleSteps:
             "wall_time": float(at.wall), "cpu_time": float(at.cpu),
         }
 
-    def save_state(self, path: Path, members: list[Member], at: Clock) -> None:
-        """Write ``state(members, at)`` to ``path`` atomically (after the members' own files)."""
+    def save_state(self, out: Path, members: list[Member], at: Clock) -> None:
+        """Write ``state(members, at)`` to ``out/ensemble_last.pt`` atomically (after the members' own files)."""
         from .._io import atomic_path
 
+        path = out / ENSEMBLE_STATE
         payload = {**self.state(members, at), "provenance": ckpt_io.run_provenance(path.parent)}
         with atomic_path(path, suffix=".pt") as tmp:
             torch.save(payload, tmp)

@@ -2,7 +2,8 @@
 
 Design. The loop runs over a *member axis*: a list of ``vpintegrator.training.record.Member`` (one
 run's bookkeeping each: best epoch, patience, history, ``log.csv`` and its sinks, ``best.pt``), one for a
-single run, N for an ensemble. How the optimiser steps of an epoch are taken is a *step strategy*:
+single run, N for an ensemble. How one optimiser step is taken is a *step strategy*, a
+``vpintegrator.training.strategy.StepStrategy`` (a typed ``Protocol``; it never calls the loop):
 
 - ``vpintegrator.training.single.SingleSteps``: one model and one optimiser: eager torch step, LBFGS,
   the graph fast step (``vpintegrator.training.fast_step``), DDP under ``torchrun``, Levenberg–Marquardt, ``unroll``,
@@ -10,8 +11,9 @@ single run, N for an ensemble. How the optimiser steps of an epoch are taken is 
 - ``vpintegrator.training.ensemble.EnsembleSteps``: N members stacked and stepped together by
   ``vmap`` (one forward, backward and optimiser step per batch for all of them).
 
-Everything else is written once, here: per epoch the strategy's ``epoch`` (the members' mean training
-losses), the validation losses and rollout scores, then per active member the divergence checks
+Everything else is written once, here: the batches of each epoch (``_train_epoch``: the step count, a
+single model's divergence at its first non-finite loss, mid-epoch checkpoints every ``checkpoint_seconds``
+and stop requests, for every strategy), then per epoch the validation losses and rollout scores, then per active member the divergence checks
 (non-finite training loss, validation loss or weights: the member stops, its files keep the last finite
 state), the best-epoch rule, the log row, the summary; the callback, the progress bar; the stop
 reasons, agreed by every DDP rank, in the order interrupt, epochs done, patience (per member: a member
@@ -122,16 +124,15 @@ class Trainer:
         # the step strategy (vpintegrator.training.strategy.StepStrategy): SingleSteps (one model; LM, LBFGS,
         # DDP, the graph step) or EnsembleSteps (vmapped members; the ensemble's own files too)
         self.steps: StepStrategy
-        self.ensemble_steps: EnsembleSteps | None = None
         if self.ensemble:
-            self.steps = self.ensemble_steps = EnsembleSteps(config, self.resolved, device, self.seeds, inputs.models,
-                                                             self.train_set, self.val_set, self.rollout_validator)
+            self.steps = EnsembleSteps(config, self.resolved, device, self.seeds, inputs.models, self.train_set,
+                                       self.val_set, self.rollout_validator)
         else:
             self.steps = SingleSteps(config, self.resolved, dist, device, self.model, self.train_set, self.val_set,
                                      self.rollout_validator)
         self.last_save = time.perf_counter()
         if resume is not None:
-            at = self.steps.load(resume / (ENSEMBLE_STATE if self.ensemble else "last.pt"), self.members)
+            at = self.steps.load(resume / self.steps.resume_file, self.members)
             self.epoch, self.step, self.wall_before, self.cpu_before = at.epoch, at.step, at.wall, at.cpu
         self.steps.start()
 
@@ -176,9 +177,8 @@ class Trainer:
         for m in self.members:
             if m.active:
                 self._save_member(m, "running")
-        if self.ensemble_steps is not None and self.out is not None and self.dist.is_main:
-            self.ensemble_steps.save_state(self.out / ENSEMBLE_STATE, self.members,  # last: the members' files are older
-                                           Clock(self.epoch, self.step, self.wall(), self.cpu()))
+        if self.out is not None and self.dist.is_main:  # last: the members' files are older
+            self.steps.save_state(self.out, self.members, Clock(self.epoch, self.step, self.wall(), self.cpu()))
 
     def _save_member(self, m: Member, stopped: str) -> None:
         if m.run_dir is None:

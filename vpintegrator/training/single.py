@@ -8,11 +8,10 @@ ranks all-reduce its numerator and denominator before the backward pass: each ra
 ``W · N_r / (2 √(N D))`` (``N = Σ N_r``, ``D = Σ D_r``), whose DDP average is exactly the gradient of
 ``√(N / D)``.
 
-What the loop asks of a strategy (the same for ``vpintegrator.training.ensemble.EnsembleSteps``):
-``n`` members, ``epoch(run)`` (one epoch of optimiser steps: the members' mean losses and per-step losses,
-or None when interrupted), ``val_losses()``, ``val_rollouts()``, ``finite_weights()``, ``member_state(k)``,
-``member_model(k)``, ``lrs()`` (per member; log.csv's ``lr``), ``last_extra(m)``, ``summary_extra(m)``, ``member_config(m)`` and
-``train_mode()``; a resumable strategy also ``load(path, run)``.
+What the loop asks of it is ``vpintegrator.training.strategy.StepStrategy`` (the same for
+``vpintegrator.training.ensemble.EnsembleSteps``): the loop runs the batches, counts the steps, checks
+divergence, takes the mid-epoch checkpoints and stop requests; this class answers ``begin_epoch``,
+``step``, ``pause``, ``end_epoch`` and the questions about its model and files, and never calls the loop.
 """
 
 from __future__ import annotations
@@ -43,13 +42,14 @@ __all__ = ["SingleSteps"]
 class SingleSteps:
     """One model trained by one optimiser (one process of it under DDP).
 
-    ``run`` is the loop (``vpintegrator.training.loop.Trainer``): the strategy advances its ``step``
-    and ``epoch``, reads its ``stop`` request and asks it to ``save()`` mid-epoch.
+    ``config`` is the run's configuration, ``resolved`` the one its files record (its ``decay_epochs``
+    resolved); the loop (``vpintegrator.training.loop.Trainer``) drives it step by step.
     """
 
     n = 1
     resumable = True
     together = True  # one model: a non-finite loss stops the run
+    resume_file = "last.pt"  # the training state is in the model's last.pt (last_extra)
 
     #: set by __init__ (declared for type checkers)
     steps_per_epoch: int
@@ -134,6 +134,9 @@ class SingleSteps:
             },
             "kind": "last",
         }
+
+    def save_state(self, out: Path, members: list[Member], at: Clock) -> None:
+        """Nothing beside ``last.pt``: it holds the whole training state (``last_extra``)."""
 
     def load(self, path: Path, members: list[Member]) -> Clock:
         """Continue from ``last.pt`` at ``path``: weights, optimiser, RNGs, data order and bookkeeping."""

@@ -5,7 +5,7 @@ mid-epoch checkpoints and stop requests. A strategy answers narrow questions abo
 never calls the loop: ``vpintegrator.training.single.SingleSteps`` (one model: eager, LBFGS, the graph
 step, DDP, Levenberg–Marquardt) and ``vpintegrator.training.ensemble.EnsembleSteps`` (N members stepped
 together by ``vmap``; its LM in ``vpintegrator.training.ensemble_lm``). mypy checks both against
-[`StepStrategy`][vpintegrator.training.strategy.StepStrategy].
+``vpintegrator.training.strategy.StepStrategy``.
 
 One epoch, as the loop runs it (``n`` members, ``S = steps_per_epoch``)::
 
@@ -56,6 +56,8 @@ class StepStrategy(Protocol):
     together: bool
     #: the loss of every step is read on the host (LM): the loop checks it after each step
     host_losses: bool
+    #: the file in the run directory a resume continues from (``last.pt``; an ensemble's ``ensemble_last.pt``)
+    resume_file: str
     fast_mode: str
     fast: FastStep | None
     models: list[torch.nn.Module]
@@ -100,6 +102,10 @@ class StepStrategy(Protocol):
 
     def freeze(self, k: int, state: dict[str, torch.Tensor] | None) -> None:
         """Member ``k`` stopped: its weights from now on are ``state`` (its current ones for None)."""
+
+    def save_state(self, out: Path, members: list[Member], at: Clock) -> None:
+        """After every save of the members' files: the run's own training state in ``out``, where it has one
+        beside the members' ``last.pt`` (an ensemble's ``ensemble_last.pt``)."""
 
     def load(self, path: Path, members: list[Member]) -> Clock:
         """Continue from the training state at ``path`` (weights, optimiser, RNGs, position, the members'
