@@ -404,6 +404,7 @@ class EnsembleSteps:
     def end_epoch(self, acc: torch.Tensor, losses: torch.Tensor) -> list[float]:
         """Mean batch loss per member (LM: the full training loss after the epoch; NaN for a member whose loss
         before an iteration was not finite: it diverged there, as its single run would)."""
+        self.partial = None  # a mid-epoch checkpoint's sums are the epoch's, not the next one's
         if self.lm is not None:
             with label("vp/train_loss"):
                 train = torch.tensor(self.val_losses(self.train_set), dtype=torch.float64)
