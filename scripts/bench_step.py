@@ -42,7 +42,7 @@ def worker(batch: int, threads: int, seconds: float, fast_step: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         trainer = count_ops.make_trainer("vpt", batch, "float32", tmp,
                                          fast_step=None if fast_step == "default" else fast_step)
-        steps = count_ops.single_steps(trainer)
+        steps = trainer.steps  # the single-model step strategy (old and new trees alike: --base)
         idx = steps.sampler.epoch_order()[:batch]
         steps._last_global_batch = idx
         acc = torch.zeros((), dtype=torch.float64)

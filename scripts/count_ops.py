@@ -30,7 +30,7 @@ import tempfile
 
 import torch
 
-from vpintegrator.training.op_count import PHASES, count_step, make_trainer, single_steps  # noqa: F401
+from vpintegrator.training.op_count import PHASES, count_step, make_trainer
 
 
 def main(argv: list[str] | None = None) -> int:
