@@ -42,13 +42,14 @@ def worker(batch: int, threads: int, seconds: float, fast_step: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         trainer = count_ops.make_trainer("vpt", batch, "float32", tmp,
                                          fast_step=None if fast_step == "default" else fast_step)
-        idx = trainer.sampler.epoch_order()[:batch]
-        trainer._last_global_batch = idx
+        steps = trainer.steps  # the single-model step strategy (old and new trees alike: --base)
+        idx = steps.sampler.epoch_order()[:batch]
+        steps._last_global_batch = idx
         acc = torch.zeros((), dtype=torch.float64)
         for _ in range(3):
-            trainer._step(idx)
+            steps._step(idx)
         t0 = time.perf_counter()
-        trainer._step(idx)
+        steps._step(idx)
         one = time.perf_counter() - t0
         n_per = max(1, min(200, int(0.3 / max(one, 1e-6))))  # ~0.3 s chunks
         times = []
@@ -56,7 +57,7 @@ def worker(batch: int, threads: int, seconds: float, fast_step: str) -> None:
         while time.perf_counter() < t_end or len(times) < 3:
             t0 = time.perf_counter()
             for _ in range(n_per):
-                reported, _, _ = trainer._step(idx)
+                reported, _, _ = steps._step(idx)
                 acc += reported.double()
             times.append((time.perf_counter() - t0) / n_per * 1e3)
         float(acc)

@@ -179,3 +179,33 @@ def test_overwrite_replaces_the_state_and_keeps_user_files(tiny_data, tmp_path):
     assert notes.read_text() == "mine\n"
     res = fit(resume=tmp_path / "ens", epochs=2)
     assert res.epochs == 2 and all(len(read_log_rows(m.run_dir / "log.csv")) == 2 for m in res.members)
+
+
+def test_ensemble_checkpoints_mid_epoch_and_resumes_from_there(tiny_data, tmp_path, monkeypatch):
+    """The loop's mid-epoch checkpoints (every ``checkpoint_seconds``) hold for an ensemble too: its
+    ``ensemble_last.pt`` is written between batches, and a resume from one such file ends where the
+    uninterrupted run does, bit for bit."""
+    import shutil
+
+    from vpintegrator.training.ensemble import EnsembleSteps
+
+    full = tmp_path / "full"
+    fit(_config(tiny_data, tmp_path, "full"))
+    original = EnsembleSteps.save_state
+    mid: list[int] = []
+
+    def save_and_keep(self, out, members, at):
+        original(self, out, members, at)
+        if self.batch_in_epoch and not mid:  # the first mid-epoch checkpoint: keep a copy to resume from
+            mid.append(self.batch_in_epoch)
+            shutil.copytree(out, tmp_path / "mid")
+
+    monkeypatch.setattr(EnsembleSteps, "save_state", save_and_keep)
+    fit(_config(tiny_data, tmp_path, "ticking", checkpoint_seconds=1e-9))
+    monkeypatch.undo()
+    assert mid and mid[0] > 0
+    state = torch.load(tmp_path / "mid" / "ensemble_last.pt", weights_only=True)
+    assert state["batch_in_epoch"] == mid[0] and state["losses"].shape[0] == mid[0]
+    _same_members(tmp_path / "ticking", full)
+    fit(resume=tmp_path / "mid")
+    _same_members(tmp_path / "mid", full)

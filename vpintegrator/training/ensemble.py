@@ -70,7 +70,8 @@ import json
 import math
 import os
 import shutil
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -81,11 +82,15 @@ from .config import TrainConfig
 from .ensemble_lm import EnsembleLM
 from .fast_step import FastStep, portable_state, resolve_fast_step
 from .optim import label, make_optimizer, make_scheduler
+from .strategy import Clock
 from .results import (  # noqa: F401 (is_ensemble_dir, is_ensemble_member, member_dir_name re-exported)
-    TABLE_COLUMNS, EnsembleResult, is_ensemble_dir, is_ensemble_member, member_dir_name,
+    TABLE_COLUMNS, EnsembleResult, FitResult, is_ensemble_dir, is_ensemble_member, member_dir_name,
 )
 
-__all__ = ["ENSEMBLE_STATE", "EnsembleResult", "EnsembleSteps", "member_dir_name", "is_ensemble_dir"]
+if TYPE_CHECKING:
+    from .record import Member
+
+__all__ = ["ENSEMBLE_STATE", "EnsembleResult", "EnsembleSteps", "finish_ensemble", "member_dir_name", "is_ensemble_dir"]
 
 #: the file in an ensemble's directory that holds its whole training state (what a resume continues from)
 ENSEMBLE_STATE = "ensemble_last.pt"
@@ -100,6 +105,8 @@ class EnsembleSteps:
     strategy of ``vpintegrator.training.loop.Trainer`` for ``ensemble``/``seeds``."""
 
     resumable = True
+    together = False  # each member diverges alone (the loop judges them after the epoch)
+    resume_file = ENSEMBLE_STATE
 
     #: set by __init__ (declared for type checkers)
     n: int
@@ -111,11 +118,11 @@ class EnsembleSteps:
     fast_mode: str
     fast: FastStep | None
 
-    def __init__(self, run, models: list[torch.nn.Module], train_set, val_set, validator) -> None:
+    def __init__(self, config: TrainConfig, resolved: TrainConfig, device: torch.device, seeds: list[int],
+                 models: list[torch.nn.Module], train_set, val_set, validator) -> None:
         from torch.func import stack_module_state
 
-        config, device = run.config, run.device
-        self.run, self.config, self.device = run, config, device
+        self.config, self.resolved, self.device, self.seeds = config, resolved, device, list(seeds)
         self.models = models
         self.n = len(models)
         self.train_set, self.val_set, self.validator = train_set, val_set, validator
@@ -123,12 +130,13 @@ class EnsembleSteps:
         self.batch_size = int(config.batch_size)
         self.steps_per_epoch = -(-self.n_windows // self.batch_size)
         # each member's data order: the generator fit(seed=s_k) draws its permutations from
-        self.generators = [torch.Generator().manual_seed(s) for s in run.seeds]
+        self.generators = [torch.Generator().manual_seed(s) for s in self.seeds]
         # where in the epoch (a checkpoint mid-epoch, an interrupt): the steps taken, the generators' states
         # before this epoch's orders were drawn, the members' loss sums and per-step losses so far
         self.batch_in_epoch = 0
         self.epoch_start = [g.get_state() for g in self.generators]
         self.partial: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.orders = torch.empty(0, dtype=torch.long)  # (N, n_windows) the members' orders (begin_epoch)
 
         # stacked parameters: one leaf tensor (N, *shape) per parameter; buffers shared when equal
         self.template = copy.deepcopy(models[0])
@@ -151,11 +159,12 @@ class EnsembleSteps:
         else:
             trained = [p for p in self.params.values() if p.requires_grad]
             self.optimizer = make_optimizer(config.optimizer, trained, config.lr, **config.optimizer_kwargs)
-            decay_epochs = run.resolved.decay_epochs if run.resolved.decay_epochs is not None else 1.0
+            decay_epochs = resolved.decay_epochs if resolved.decay_epochs is not None else 1.0
             horizon = decay_epochs * (self.steps_per_epoch if config.schedule_per == "step" else 1)
             self.scheduler = make_scheduler(config.scheduler, self.optimizer, config.lr_min / config.lr, horizon)
         # the whole vmapped step as one CUDA graph where it can run (fast_step "auto"/"graph"; made by start,
         # after a resume loaded the optimiser's state)
+        self.host_losses = False  # the members' losses stay on the device until the epoch ends
         self.fast_mode = resolve_fast_step(config.fast_step, config.optimizer, device, False)
         self.fast = None
 
@@ -166,18 +175,17 @@ class EnsembleSteps:
 
     # -- the ensemble's training state (ensemble_last.pt) ----------------------------------------------
 
-    def state(self) -> dict[str, Any]:
-        """The whole ensemble's training state, as ``ensemble_last.pt`` holds it (loadable with
-        ``torch.load(weights_only=True)``)."""
-        run = self.run
-        members = []
-        for m in run.members:
+    def state(self, members: list[Member], at: Clock) -> dict[str, Any]:
+        """The whole ensemble's training state at ``at``, with the ``members``' bookkeeping, as
+        ``ensemble_last.pt`` holds it (loadable with ``torch.load(weights_only=True)``)."""
+        records = []
+        for m in members:
             # plain data only (summary.json's values, e.g. torch's version string class, as JSON has them)
             rec = json.loads(json.dumps({f: getattr(m, f) for f in _MEMBER_FIELDS}, default=str))
             rec["frozen"] = self.frozen.get(m.k)
             rec["best_state"] = m.best_state
             rec["history_rows"] = len(m.history)
-            members.append(rec)
+            records.append(rec)
         loss_acc, losses = self.partial if self.partial is not None else (None, None)
         if self.lm is not None:
             opt: dict[str, Any] = {"lambda": self.lm.lam.clone(), "iteration": int(self.lm.iteration),
@@ -185,8 +193,8 @@ class EnsembleSteps:
         else:
             opt = portable_state(self.optimizer.state_dict())
         return {
-            "kind": "ensemble_last", "version": 1, "n_members": self.n, "seeds": list(run.seeds),
-            "epoch": int(run.epoch), "step": int(run.step), "batch_in_epoch": int(self.batch_in_epoch),
+            "kind": "ensemble_last", "version": 1, "n_members": self.n, "seeds": list(self.seeds),
+            "epoch": int(at.epoch), "step": int(at.step), "batch_in_epoch": int(self.batch_in_epoch),
             "params": {k: v.detach().clone() for k, v in self.params.items()},
             "buffers": {k: v.clone() for k, v in self.buffers.items()},
             "optimizer": opt,
@@ -195,25 +203,25 @@ class EnsembleSteps:
             "generators": [g.get_state() for g in self.generators],
             "epoch_start": [t.clone() for t in self.epoch_start],
             "loss_acc": loss_acc, "losses": losses,
-            "members": members,
-            "wall_time": float(run.wall()), "cpu_time": float(run.cpu()),
+            "members": records,
+            "wall_time": float(at.wall), "cpu_time": float(at.cpu),
         }
 
-    def save_state(self, path) -> None:
-        """Write ``state()`` to ``path`` atomically (after the members' own files)."""
+    def save_state(self, out: Path, members: list[Member], at: Clock) -> None:
+        """Write ``state(members, at)`` to ``out/ensemble_last.pt`` atomically (after the members' own files)."""
         from .._io import atomic_path
 
-        payload = {**self.state(), "provenance": ckpt_io.run_provenance(path.parent)}
+        path = out / ENSEMBLE_STATE
+        payload = {**self.state(members, at), "provenance": ckpt_io.run_provenance(path.parent)}
         with atomic_path(path, suffix=".pt") as tmp:
             torch.save(payload, tmp)
 
-    def load(self, path, members) -> None:
+    def load(self, path: Path, members: list[Member]) -> Clock:
         """Continue from ``ensemble_last.pt`` at ``path``: every member's weights, the optimiser, the
         generators and RNGs, the position in the epoch and the members' bookkeeping and histories."""
         from ..errors import VPIntegratorError
         from ..models import read_torch_file
 
-        run = self.run
         where = path.parent
         if not path.is_file():
             raise VPIntegratorError(
@@ -224,10 +232,10 @@ class EnsembleSteps:
         if not isinstance(state, dict) or state.get("kind") != "ensemble_last":
             raise VPIntegratorError(f"checkpoint {path}: not an ensemble's training state (written by vp-train "
                                     "--ensemble)", key="resume")
-        if list(state.get("seeds", [])) != list(run.seeds) or len(state.get("members", [])) != self.n:
+        if list(state.get("seeds", [])) != list(self.seeds) or len(state.get("members", [])) != self.n:
             raise VPIntegratorError(
                 f"checkpoint {path}: holds the members of seeds {state.get('seeds')}, but {where / 'config.toml'} "
-                f"gives seeds {list(run.seeds)}; was it replaced by another ensemble's?", key="resume")
+                f"gives seeds {list(self.seeds)}; was it replaced by another ensemble's?", key="resume")
         done = int(state["epoch"])
         if self.config.epochs is not None and self.config.epochs < done:
             raise VPIntegratorError(
@@ -258,11 +266,9 @@ class EnsembleSteps:
         for g, s in zip(self.generators, state["generators"]):
             g.set_state(s)
         self.epoch_start = list(state["epoch_start"])
-        run.epoch, run.step = done, int(state["step"])
         self.batch_in_epoch = int(state["batch_in_epoch"])
         if state["loss_acc"] is not None:
             self.partial = (state["loss_acc"].to(self.device), state["losses"].to(self.device))
-        run.wall_before, run.cpu_before = float(state["wall_time"]), float(state["cpu_time"])
         self.frozen = {}
         for m, rec in zip(members, state["members"]):
             for f in _MEMBER_FIELDS:
@@ -272,13 +278,15 @@ class EnsembleSteps:
                 self.frozen[m.k] = rec["frozen"]
             if m.run_dir is not None:
                 log = m.run_dir / "log.csv"
-                m.history = ckpt_io.read_log(log, max_epoch=run.epoch_of(m))
+                member_epoch = done if m.active else m.epoch
+                m.history = ckpt_io.read_log(log, max_epoch=member_epoch)
                 if len(m.history) < int(rec["history_rows"]):
                     what = "is missing" if not log.exists() else f"holds {len(m.history)} epochs"
                     raise VPIntegratorError(
-                        f"resume {where}: {log} {what}, but {ENSEMBLE_STATE} is at epoch {run.epoch_of(m)} for that "
+                        f"resume {where}: {log} {what}, but {ENSEMBLE_STATE} is at epoch {member_epoch} for that "
                         "member: its history would restart mid-run; put the member's log.csv back, or train the "
                         "ensemble again", key="resume")
+        return Clock(done, int(state["step"]), float(state["wall_time"]), float(state["cpu_time"]))
 
     # -- the vmapped model ------------------------------------------------------------------------
 
@@ -355,65 +363,56 @@ class EnsembleSteps:
                 self.optimizer.step()
         if self.config.schedule_per == "step":
             self.scheduler.step()
-        self.run.step += 1
         return losses.detach()
 
-    def epoch(self, run) -> tuple[list[float], torch.Tensor] | None:
-        """One epoch: (mean batch loss per member (LM: the full training loss after it), per-step losses
-        (steps, N)); None if interrupted (the members' files then saved as they are)."""
-        if self.lm is not None:
-            return self._lm_epoch(run)
-        if self.batch_in_epoch == 0:
-            self.epoch_start = [g.get_state() for g in self.generators]
-        else:  # resumed mid-epoch: this epoch's orders again, from the generators' states at its start
-            for g, s in zip(self.generators, self.epoch_start):
-                g.set_state(s)
-        orders = torch.stack([torch.randperm(self.n_windows, generator=g) for g in self.generators]).to(self.device)
-        loss_acc = torch.zeros(self.n, dtype=torch.float64, device=self.device)
+    # -- one epoch, as the loop asks (vpintegrator.training.strategy) -----------------------------------
+
+    def begin_epoch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each member's order for the epoch (again, from the generators' states at its start, when resumed
+        mid-epoch; LM draws its subsamples as it steps): the members' loss sums (N,) and per-step losses
+        (steps, N), with a mid-epoch checkpoint's rows."""
+        acc = torch.zeros(self.n, dtype=torch.float64, device=self.device)
         losses = torch.empty(self.steps_per_epoch, self.n, dtype=torch.float64, device=self.device)
+        if self.lm is None:
+            if self.batch_in_epoch == 0:
+                self.epoch_start = [g.get_state() for g in self.generators]
+            else:  # resumed mid-epoch: this epoch's orders again, from the generators' states at its start
+                for g, s in zip(self.generators, self.epoch_start):
+                    g.set_state(s)
+            self.orders = torch.stack([torch.randperm(self.n_windows, generator=g)
+                                       for g in self.generators]).to(self.device)
         if self.partial is not None:
-            loss_acc.copy_(self.partial[0])
+            if self.lm is None:
+                acc.copy_(self.partial[0])
             losses[: self.batch_in_epoch] = self.partial[1]
         self.partial = None
+        return acc, losses
+
+    def step(self, b: int, stop: bool, save: bool) -> tuple[torch.Tensor, tuple[bool, bool] | None]:
+        """Batch ``b`` of every member's order (LM: one iteration of every member)."""
+        if self.lm is not None:
+            return self.lm.step(), None
         bs = self.batch_size
-        for b in range(self.batch_in_epoch, self.steps_per_epoch):
-            reported = self._step(orders[:, b * bs : (b + 1) * bs])
-            losses[b] = reported
-            loss_acc += reported.double()
-            if run.stop.requested and b + 1 < self.steps_per_epoch:
-                self.batch_in_epoch = b + 1
-                self.partial = (loss_acc.clone(), losses[: b + 1].clone())
-                run.save()
-                return None
+        return self._step(self.orders[:, b * bs : (b + 1) * bs]), None
+
+    def pause(self, acc: torch.Tensor, losses: torch.Tensor) -> None:
+        if self.lm is not None:
+            self.partial = (torch.zeros(self.n, dtype=torch.float64), losses.clone())
+        else:
+            self.partial = (acc.clone(), losses.clone())
+
+    def end_epoch(self, acc: torch.Tensor, losses: torch.Tensor) -> list[float]:
+        """Mean batch loss per member (LM: the full training loss after the epoch; NaN for a member whose loss
+        before an iteration was not finite: it diverged there, as its single run would)."""
+        self.partial = None  # a mid-epoch checkpoint's sums are the epoch's, not the next one's
+        if self.lm is not None:
+            with label("vp/train_loss"):
+                train = torch.tensor(self.val_losses(self.train_set), dtype=torch.float64)
+            train[~torch.isfinite(losses).all(0).cpu()] = math.nan
+            return train.tolist()
         if self.config.schedule_per == "epoch":
             self.scheduler.step()
-        run.epoch += 1
-        self.batch_in_epoch = 0
-        return (loss_acc / self.steps_per_epoch).tolist(), losses  # the epoch's host sync of the losses
-
-    def _lm_epoch(self, run) -> tuple[list[float], torch.Tensor] | None:
-        """``lm_iters_per_epoch`` LM iterations of every member, then their full training losses (a member
-        whose loss before an iteration was not finite gets NaN: it diverged there, as its single run would)."""
-        lm = self.lm
-        assert lm is not None, "_lm_epoch runs with optimizer = 'lm' only"
-        losses = torch.empty(self.steps_per_epoch, self.n, dtype=torch.float64, device=self.device)
-        if self.partial is not None:
-            losses[: self.batch_in_epoch] = self.partial[1]
-        self.partial = None
-        for b in range(self.batch_in_epoch, self.steps_per_epoch):
-            losses[b] = lm.step()
-            run.step += 1
-            if run.stop.requested and b + 1 < self.steps_per_epoch:
-                self.batch_in_epoch = b + 1
-                self.partial = (torch.zeros(self.n, dtype=torch.float64), losses[: b + 1].clone())
-                run.save()
-                return None
-        self.batch_in_epoch = 0
-        with label("vp/train_loss"):
-            train = torch.tensor(self.val_losses(self.train_set), dtype=torch.float64)
-        train[~torch.isfinite(losses).all(0).cpu()] = math.nan
-        run.epoch += 1
-        return train.tolist(), losses
+        return (acc / self.steps_per_epoch).tolist()  # the epoch's host sync of the losses
 
     @torch.no_grad()
     def val_losses(self, dataset=None) -> list[float]:
@@ -452,39 +451,45 @@ class EnsembleSteps:
     # -- files --------------------------------------------------------------------------------------
 
     def member_config(self, m) -> TrainConfig:
-        cfg = self.run.resolved.replace(seed=m.seed, out=None if m.path is None else str(m.path))
+        cfg = self.resolved.replace(seed=m.seed, out=None if m.path is None else str(m.path))
         cfg.ensemble = cfg.seeds = None  # the member's own config: a single run with its seed
         return cfg
 
-    def last_extra(self, m) -> dict[str, Any]:
-        return {"kind": "last", "epoch": int(self.run.epoch_of(m)), "step": int(self.run.step_of(m)),
+    def last_extra(self, m: Member, at: Clock) -> dict[str, Any]:
+        return {"kind": "last", "epoch": int(at.epoch), "step": int(at.step),
                 "ensemble": {"member": m.k, "seed": m.seed, "n_members": self.n}}
 
     def summary_extra(self, m) -> dict[str, Any]:
         return {"ensemble": {"member": m.k, "seed": m.seed, "n_members": self.n,
-                             "seeds": list(self.run.seeds), "split_seed": int(self.config.seed)}}
+                             "seeds": list(self.seeds), "split_seed": int(self.config.seed)}}
 
-    # -- the table and the selection ------------------------------------------------------------------
 
-    def finish(self, stopped: str) -> EnsembleResult:
-        """The ensemble's result; ``out/ensemble.csv``, ``ensemble.md``, ``selected.json`` and ``best``."""
-        return _Table(self.run).finish(stopped)
+
+def finish_ensemble(members: list[Member], results: list[FitResult], config: TrainConfig, out: Path | None,
+                    validated: bool, name: str, epochs: int, stopped: str, wall_time: float, device: str,
+                    dtype: str) -> EnsembleResult:
+    """The ensemble's result from its ``members``' bookkeeping and ``results`` (one each); with ``out``
+    also ``out/ensemble.csv``, ``ensemble.md``, ``selected.json`` and ``best``. ``validated``: the run has
+    validation data (a member is selected by it only then)."""
+    return _Table(members, config, out, validated, name, epochs).finish(results, stopped, wall_time, device, dtype)
 
 
 class _Table:
     """The ensemble's table and selection, from the loop's members."""
 
-    def __init__(self, run) -> None:
-        self.run, self.members, self.config, self.out = run, run.members, run.config, run.out
-        self.val_set, self.seeds, self.name = run.val_set, run.seeds, run.name
+    def __init__(self, members: list[Member], config: TrainConfig, out: Path | None, validated: bool, name: str,
+                 epochs: int) -> None:
+        self.members, self.config, self.out, self.validated = members, config, out, validated
+        self.seeds, self.name, self.epochs = [m.seed for m in members], name, epochs
 
-    def finish(self, stopped: str) -> EnsembleResult:
+    def finish(self, results: list[FitResult], stopped: str, wall_time: float, device: str,
+               dtype: str) -> EnsembleResult:
         candidates = [m for m in self.members
                       if m.diverged is None and m.best_epoch > 0 and math.isfinite(m.best_loss)]
         selected = None
-        if self.val_set is not None and candidates:  # validation data only
+        if self.validated and candidates:  # validation data only
             selected = min(candidates, key=lambda m: (m.best_loss, m.k)).k
-        monitor = self.config.monitor if self.val_set is not None else "train_loss"
+        monitor = self.config.monitor if self.validated else "train_loss"
         table = []
         for m in self.members:
             table.append({
@@ -492,18 +497,14 @@ class _Table:
                 "best_score": ckpt_io.json_float(m.best_loss), "train_loss": ckpt_io.json_float(m.last_train),
                 "val_loss": ckpt_io.json_float(m.last_val), "stopped": m.stopped, "selected": m.k == selected,
             })
-        results = []
-        for m in self.members:
-            results.append(self.run.member_result(m))
         if self.out is not None:
-            self._write_table(table, monitor, selected)
+            self._write_table(self.out, table, monitor, selected)
         return EnsembleResult(
             run_dir=self.out, seeds=list(self.seeds), members=results, selected=selected, monitor=monitor,
-            stopped=stopped, wall_time=self.run.wall(), device=str(self.run.device), dtype=self.run.resolved.dtype,
-            table=table,
+            stopped=stopped, wall_time=wall_time, device=device, dtype=dtype, table=table,
         )
 
-    def _write_table(self, table: list[dict[str, Any]], monitor: str, selected: int | None) -> None:
+    def _write_table(self, out: Path, table: list[dict[str, Any]], monitor: str, selected: int | None) -> None:
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(TABLE_COLUMNS)
@@ -511,13 +512,13 @@ class _Table:
             writer.writerow([r["member"], r["seed"], r["best_epoch"],
                              *("" if r[c] is None else repr(r[c]) for c in ("best_score", "train_loss", "val_loss")),
                              r["stopped"], int(r["selected"])])
-        ckpt_io.write_text(self.out / "ensemble.csv", buf.getvalue())
+        ckpt_io.write_text(out / "ensemble.csv", buf.getvalue())
 
         def num(v):
             return "–" if v is None else f"{v:.4e}"
 
         score = {"val_rollout": "best val rollout error", "val_loss": "best val loss"}.get(monitor, "best train loss")
-        lines = [f"# Ensemble of {len(table)} ({self.name}, {self.config.optimizer}, {self.run.epoch} epochs)", "",
+        lines = [f"# Ensemble of {len(table)} ({self.name}, {self.config.optimizer}, {self.epochs} epochs)", "",
                  f"| member | seed | best epoch | {score} | final train loss | final val loss | stopped |",
                  "|---:|---:|---:|---:|---:|---:|---|"]
         for r in table:
@@ -526,10 +527,10 @@ class _Table:
                          f"{num(r['train_loss'])} | {num(r['val_loss'])} | {r['stopped']} |")
         lines.append("")
         if selected is None:
-            why = ("no validation data (val_fraction = 0)" if self.val_set is None
+            why = ("no validation data (val_fraction = 0)" if not self.validated
                    else "every member diverged")
             lines.append(f"No member selected: {why}.")
-            info = {"selected": None, "reason": why, "monitor": monitor}
+            info: dict[str, Any] = {"selected": None, "reason": why, "monitor": monitor}
         else:
             m = self.members[selected]
             name = member_dir_name(m.k, m.seed)
@@ -537,12 +538,12 @@ class _Table:
                          f"({m.best_loss:.4e} at epoch {m.best_epoch}); `best/` is `{name}/`.")
             info = {"selected": m.k, "seed": m.seed, "dir": name, "monitor": monitor,
                     "score": float(m.best_loss), "best_epoch": int(m.best_epoch)}
-            link = self.out / "best"
+            link = out / "best"
             if link.is_symlink() or link.exists():
                 link.unlink() if link.is_symlink() else shutil.rmtree(link)
             try:
                 os.symlink(name, link, target_is_directory=True)
             except (OSError, NotImplementedError):
-                shutil.copytree(m.path, link)
-        ckpt_io.write_text(self.out / "ensemble.md", "\n".join(lines) + "\n")
-        ckpt_io.write_json(self.out / "selected.json", info)
+                shutil.copytree(out / name, link)
+        ckpt_io.write_text(out / "ensemble.md", "\n".join(lines) + "\n")
+        ckpt_io.write_json(out / "selected.json", info)

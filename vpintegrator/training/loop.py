@@ -2,7 +2,8 @@
 
 Design. The loop runs over a *member axis*: a list of ``vpintegrator.training.record.Member`` (one
 run's bookkeeping each: best epoch, patience, history, ``log.csv`` and its sinks, ``best.pt``), one for a
-single run, N for an ensemble. How the optimiser steps of an epoch are taken is a *step strategy*:
+single run, N for an ensemble. How one optimiser step is taken is a *step strategy*, a
+``vpintegrator.training.strategy.StepStrategy`` (a typed ``Protocol``; it never calls the loop):
 
 - ``vpintegrator.training.single.SingleSteps``: one model and one optimiser: eager torch step, LBFGS,
   the graph fast step (``vpintegrator.training.fast_step``), DDP under ``torchrun``, Levenberg–Marquardt, ``unroll``,
@@ -10,8 +11,9 @@ single run, N for an ensemble. How the optimiser steps of an epoch are taken is 
 - ``vpintegrator.training.ensemble.EnsembleSteps``: N members stacked and stepped together by
   ``vmap`` (one forward, backward and optimiser step per batch for all of them).
 
-Everything else is written once, here: per epoch the strategy's ``epoch`` (the members' mean training
-losses), the validation losses and rollout scores, then per active member the divergence checks
+Everything else is written once, here: the batches of each epoch (``_train_epoch``: the step count, a
+single model's divergence at its first non-finite loss, mid-epoch checkpoints every ``checkpoint_seconds``
+and stop requests, for every strategy), then per epoch the validation losses and rollout scores, then per active member the divergence checks
 (non-finite training loss, validation loss or weights: the member stops, its files keep the last finite
 state), the best-epoch rule, the log row, the summary; the callback, the progress bar; the stop
 reasons, agreed by every DDP rank, in the order interrupt, epochs done, patience (per member: a member
@@ -38,7 +40,7 @@ from ..errors import VPIntegratorError
 from . import checkpoint as ckpt_io
 from . import ddp
 from .config import TrainConfig
-from .ensemble import ENSEMBLE_STATE, EnsembleSteps, member_dir_name
+from .ensemble import ENSEMBLE_STATE, EnsembleSteps, finish_ensemble, member_dir_name
 from .fast_step import fast_step_summary
 from .guards import Diverged, StopRequest
 from .optim import label
@@ -47,6 +49,7 @@ from .record import Member
 from .results import EpochInfo, FitResult, TrainingInterrupted
 from .setup import SYSTEM_KEYS, Prepared, prepare
 from .single import SingleSteps
+from .strategy import Clock, StepStrategy
 from .sinks import check_logger, make_sinks
 
 __all__ = ["Trainer"]
@@ -118,63 +121,29 @@ class Trainer:
             path = self.out if not self.ensemble or self.out is None else self.out / member_dir_name(k, s)
             self.members.append(Member(k, s, path, write, self.log_columns, config.min_delta))
             self.members[-1].checkpoint_extra = dict(self.split_extra)
-        # the step strategy: SingleSteps (one model; LM, LBFGS, DDP, the graph step, resume) or EnsembleSteps
-        # (vmapped members); the loop calls what both define, the single-run accessors below SingleSteps' own
-        self.steps: Any
+        # the step strategy (vpintegrator.training.strategy.StepStrategy): SingleSteps (one model; LM, LBFGS,
+        # DDP, the graph step) or EnsembleSteps (vmapped members; the ensemble's own files too)
+        self.steps: StepStrategy
         if self.ensemble:
-            self.steps = EnsembleSteps(self, inputs.models, self.train_set, self.val_set, self.rollout_validator)
+            self.steps = EnsembleSteps(config, self.resolved, device, self.seeds, inputs.models, self.train_set,
+                                       self.val_set, self.rollout_validator)
         else:
-            self.steps = SingleSteps(self, self.model, self.train_set, self.val_set, self.rollout_validator)
+            self.steps = SingleSteps(config, self.resolved, dist, device, self.model, self.train_set, self.val_set,
+                                     self.rollout_validator)
         self.last_save = time.perf_counter()
-        if resume is not None and self.ensemble:
-            self.steps.load(resume / ENSEMBLE_STATE, self.members)
-        elif resume is not None:
-            self.steps.load(resume / "last.pt", self.members[0])
+        if resume is not None:
+            at = self.steps.load(resume / self.steps.resume_file, self.members)
+            self.epoch, self.step, self.wall_before, self.cpu_before = at.epoch, at.step, at.wall, at.cpu
         self.steps.start()
-
-    # -- what the single-model step exposes (scripts/bench_step.py, op_count) ----------------------
 
     @property
     def record(self) -> Member:
+        """The (first) member's bookkeeping: a single run's."""
         return self.members[0]
 
     @property
     def run_dir(self) -> Path | None:
         return self.out
-
-    @property
-    def sampler(self):
-        return self.steps.sampler
-
-    @property
-    def optimizer(self):
-        return self.steps.optimizer
-
-    @property
-    def fast(self):
-        return self.steps.fast
-
-    @property
-    def fast_mode(self) -> str:
-        return self.steps.fast_mode
-
-    @property
-    def steps_per_epoch(self) -> int:
-        return self.steps.steps_per_epoch
-
-    @property
-    def _last_global_batch(self) -> torch.Tensor:
-        return self.steps._last_global_batch
-
-    @_last_global_batch.setter
-    def _last_global_batch(self, idx: torch.Tensor) -> None:
-        self.steps._last_global_batch = idx
-
-    def _step(self, idx: torch.Tensor, save: bool = False):
-        return self.steps._step(idx, save)
-
-    def _window_loss(self, idx: torch.Tensor) -> torch.Tensor:
-        return self.steps._window_loss(idx)
 
     # -- per member --------------------------------------------------------------------------------
 
@@ -183,6 +152,10 @@ class Trainer:
 
     def step_of(self, m: Member) -> int:
         return self.step if m.active else m.step
+
+    def clock(self, m: Member) -> Clock:
+        """Where member ``m`` stands (its own epoch and step when it stopped) and the run's seconds."""
+        return Clock(self.epoch_of(m), self.step_of(m), self.wall(), self.cpu())
 
     def wall(self) -> float:
         return self.wall_before + (time.perf_counter() - self.t_start)
@@ -204,8 +177,8 @@ class Trainer:
         for m in self.members:
             if m.active:
                 self._save_member(m, "running")
-        if self.ensemble and self.out is not None and self.dist.is_main:  # last: the members' files are older
-            self.steps.save_state(self.out / ENSEMBLE_STATE)
+        if self.out is not None and self.dist.is_main:  # last: the members' files are older
+            self.steps.save_state(self.out, self.members, Clock(self.epoch, self.step, self.wall(), self.cpu()))
 
     def _save_member(self, m: Member, stopped: str) -> None:
         if m.run_dir is None:
@@ -214,7 +187,7 @@ class Trainer:
 
         m.save_best(self.steps.models[m.k])
         save_model(self.steps.member_model(m.k), m.run_dir / "last.pt", overwrite=True, any_module=True,
-                   extra={**self.steps.last_extra(m), **self.split_extra,
+                   extra={**self.steps.last_extra(m, self.clock(m)), **self.split_extra,
                           "provenance": ckpt_io.run_provenance(m.run_dir)})
         ckpt_io.write_summary(m.run_dir, self._summary(m, stopped))
 
@@ -252,8 +225,7 @@ class Trainer:
         m.stopped = why
         self._save_member(m, why)
         m.epoch, m.step, m.active = self.epoch, self.step, False
-        if self.ensemble:
-            self.steps.freeze(m.k, None)
+        self.steps.freeze(m.k, None)
 
     def _diverge(self, m: Member, what: str, value: float, epoch: int, step: int, step0: int) -> None:
         """Member ``m``'s loss, validation loss or weights turned non-finite: it stops; its files keep the last
@@ -264,7 +236,7 @@ class Trainer:
                                        "val_loss": None}
         m.active, m.stopped = False, "diverged"
         m.epoch, m.step = epoch - 1, step0
-        if m.best_state is not None and self.ensemble:
+        if m.best_state is not None:
             self.steps.freeze(m.k, m.best_state)
         if m.run_dir is not None:
             if m.best_state is not None and math.isfinite(m.best_loss) and all(
@@ -279,7 +251,7 @@ class Trainer:
             model.training_split_data = self.split_extra["split_data"]
         trained_on = {k: self.split_extra[k] for k in SYSTEM_KEYS if k in self.split_extra}
         if trained_on:  # as load_model gives it: vp-rollout checks the step and the system
-            model.trained_on = trained_on
+            model.trained_on = trained_on  # type: ignore[assignment]  # a plain attribute, as load_model sets it
         return FitResult(
             run_dir=m.path, model=model, epochs=self.epoch_of(m), steps=self.step_of(m),
             train_loss=float(m.last_train), val_loss=float(m.last_val), best_loss=float(m.best_loss),
@@ -348,7 +320,7 @@ class Trainer:
         m = self.members[0]
         if m.diverged is not None:
             d, cfg = m.diverged, self.config
-            if self.steps.lm is not None:
+            if cfg.optimizer == "lm":
                 hint, key = f"raise lm_lambda (now {cfg.lm_lambda:g}) or check the data", "lm_lambda"
             else:
                 hint, key = f'lower lr (now {cfg.lr:g}) or use optimizer = "lm"', "lr"
@@ -363,7 +335,9 @@ class Trainer:
         return result
 
     def _ensemble_result(self, stopped: str):
-        result = self.steps.finish(stopped)
+        result = finish_ensemble(self.members, [self.member_result(m) for m in self.members], self.config, self.out,
+                                 self.val_set is not None, self.name, self.epoch, stopped, self.wall(),
+                                 str(self.device), self.resolved.dtype)
         if stopped == "interrupted":
             where = (f" (+{self.steps.batch_in_epoch} batches); saved {self.out / ENSEMBLE_STATE}, resume from "
                      f"{self.out}") if self.out else ""
@@ -383,6 +357,54 @@ class Trainer:
             )
         return result
 
+    def _train_epoch(self) -> tuple[list[float], torch.Tensor] | None:
+        """One epoch of optimiser steps, from the strategy's position in it: (per member its training loss,
+        the per-step losses (steps, n)), or None when a stop request landed mid-epoch (the files then saved,
+        resumable exactly). Counts the steps; asks for mid-epoch checkpoints (every ``checkpoint_seconds``)
+        and writes them; a model whose loss decides the run (``together``) raises ``Diverged`` at its first
+        non-finite loss (read on the host only where the strategy does: each LM step, a checkpoint, the
+        epoch's end)."""
+        s = self.steps
+        acc, losses = s.begin_epoch()
+        first, step0, last = s.batch_in_epoch, self.step, s.steps_per_epoch
+        for b in range(first, last):
+            save = self.checkpoint_due()
+            reported, agreed = s.step(b, self.stop.requested, save)
+            self.step += 1
+            losses[b] = reported
+            acc += reported.double()
+            s.batch_in_epoch = b + 1
+            if s.together and s.host_losses and not math.isfinite(float(reported)):
+                raise Diverged("loss is", float(reported), self.epoch + 1, self.step)
+            stop_now, save_now = agreed if agreed is not None else (self.stop.requested, save)
+            if (stop_now or save_now) and b + 1 < last:
+                if s.together:
+                    self._check_losses(acc, losses, first, b + 1, step0)
+                    if not s.finite_weights()[0]:
+                        raise Diverged("weights are", math.nan, self.epoch + 1, self.step)
+                s.pause(acc, losses[: b + 1])
+                self.save()
+                if stop_now:
+                    return None
+        if s.together:
+            self._check_losses(acc, losses, first, last, step0)
+        train = s.end_epoch(acc, losses)
+        if s.together and not math.isfinite(train[0]):
+            raise Diverged("training loss is", train[0], self.epoch + 1, self.step)
+        self.epoch += 1
+        s.batch_in_epoch = 0
+        return train, losses
+
+    def _check_losses(self, acc: torch.Tensor, losses: torch.Tensor, first: int, end: int, step0: int) -> None:
+        """One model's loss sum ``acc`` (1,) (one host sync); when not finite, raise ``Diverged`` naming the
+        first non-finite of the steps ``first`` to ``end`` of this epoch (steps ``step0 + 1`` on)."""
+        if math.isfinite(float(acc[0])):
+            return
+        bad = (~torch.isfinite(losses[first:end, 0])).nonzero()
+        if len(bad):
+            k = int(bad[0, 0])
+            raise Diverged("loss is", float(losses[first + k, 0]), self.epoch + 1, step0 + k + 1)
+
     def _loop(self, bar) -> str:
         cfg = self.config
         invocation_start = time.perf_counter()
@@ -392,7 +414,7 @@ class Trainer:
             t_epoch, cpu_epoch = time.perf_counter(), time.process_time()
             step0 = self.step
             try:
-                out = self.steps.epoch(self)
+                out = self._train_epoch()
             except Diverged as err:  # a single model's loss (every DDP rank at the same step)
                 for m in self.members:
                     if m.active:

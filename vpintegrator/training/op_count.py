@@ -21,12 +21,16 @@ from __future__ import annotations
 import collections
 import contextlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["PHASES", "OpCounter", "make_trainer", "count_step"]
+if TYPE_CHECKING:
+    from .single import SingleSteps
+
+__all__ = ["PHASES", "OpCounter", "make_trainer", "count_step", "single_steps"]
 
 PHASES = ("gather", "forward", "backward", "optimizer", "schedule", "loop")
 
@@ -75,10 +79,21 @@ def make_trainer(model: str, batch_size: int, dtype: str, tmp: str, seed: int = 
     if fast_step is not None:  # the step path the config would give on CUDA (graph: uncaptured here)
         from .fast_step import FastStep
 
-        trainer.steps.fast_mode = fast_step
-        trainer.steps.fast = None if fast_step == "off" else FastStep(fast_step, trainer._window_loss,
-                                                                       trainer.optimizer, trainer.device)
+        steps = single_steps(trainer)
+        steps.fast_mode = fast_step
+        steps.fast = None if fast_step == "off" else FastStep(fast_step, steps._window_loss, steps.optimizer,
+                                                              trainer.device)
     return trainer
+
+
+def single_steps(trainer) -> SingleSteps:
+    """The single-model step strategy of ``trainer`` (the one the counts are of)."""
+    from .single import SingleSteps
+
+    steps = trainer.steps
+    if not isinstance(steps, SingleSteps):
+        raise TypeError("op counts are of a single model's step, not an ensemble's")
+    return steps
 
 
 class _NoReplay:
@@ -92,17 +107,18 @@ def count_step(trainer) -> OpCounter:
     """Count the ops of one ``Trainer._step`` (after a warm-up step) and the loop's per-step bookkeeping."""
     from . import single as loop_mod  # the single-model step strategy's labels
 
-    order = trainer.sampler.epoch_order()
-    bs = trainer.sampler.batch_size
+    steps = single_steps(trainer)
+    order = steps.sampler.epoch_order()
+    bs = steps.sampler.batch_size
     idx = order[:bs]
-    trainer._last_global_batch = idx
+    steps._last_global_batch = idx
     losses = torch.zeros(4, dtype=torch.float64)
     loss_acc = torch.zeros((), dtype=torch.float64)
-    trainer._step(idx)  # warm-up: Adam's state is created lazily on its first step
-    if trainer.fast is not None:  # graph path: the host's work around one replay
-        for step in trainer.fast.steps.values():
+    steps._step(idx)  # warm-up: Adam's state is created lazily on its first step
+    if steps.fast is not None:  # graph path: the host's work around one replay
+        for step in steps.fast.steps.values():
             step.loss, step.graph = step._body(), _NoReplay()
-        for group in trainer.optimizer.param_groups:  # as on CUDA: the schedule writes lr into a tensor
+        for group in steps.optimizer.param_groups:  # as on CUDA: the schedule writes lr into a tensor
             group["lr"] = torch.tensor(float(group["lr"]))
 
     counter = OpCounter()
@@ -123,9 +139,9 @@ def count_step(trainer) -> OpCounter:
     try:
         with counter:
             counter.phase = "forward"  # zero_grad and anything before the gather
-            reported, _, _ = trainer._step(idx)
+            reported, _, _ = steps._step(idx)
             counter.phase = "loop"
-            losses[1] = reported  # what _torch_epoch does per step
+            losses[1] = reported  # what the loop's epoch (Trainer._train_epoch) does per step
             loss_acc += reported.double()
     finally:
         loop_mod.label = original

@@ -8,18 +8,17 @@ ranks all-reduce its numerator and denominator before the backward pass: each ra
 ``W · N_r / (2 √(N D))`` (``N = Σ N_r``, ``D = Σ D_r``), whose DDP average is exactly the gradient of
 ``√(N / D)``.
 
-What the loop asks of a strategy (the same for ``vpintegrator.training.ensemble.EnsembleSteps``):
-``n`` members, ``epoch(run)`` (one epoch of optimiser steps: the members' mean losses and per-step losses,
-or None when interrupted), ``val_losses()``, ``val_rollouts()``, ``finite_weights()``, ``member_state(k)``,
-``member_model(k)``, ``lrs()`` (per member; log.csv's ``lr``), ``last_extra(m)``, ``summary_extra(m)``, ``member_config(m)`` and
-``train_mode()``; a resumable strategy also ``load(path, run)``.
+What the loop asks of it is ``vpintegrator.training.strategy.StepStrategy`` (the same for
+``vpintegrator.training.ensemble.EnsembleSteps``): the loop runs the batches, counts the steps, checks
+divergence, takes the mid-epoch checkpoints and stop requests; this class answers ``begin_epoch``,
+``step``, ``pause``, ``end_epoch`` and the questions about its model and files, and never calls the loop.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -28,10 +27,14 @@ from ..errors import VPIntegratorError
 from . import checkpoint as ckpt_io
 from . import ddp
 from .fast_step import FastStep, portable_state, resolve_fast_step
-from .guards import Diverged
 from .optim import LevenbergMarquardt, LMSubsample, label, make_optimizer, make_scheduler, relative_loss
 from .unroll import unrolled
+from .strategy import Clock
 from .validation import window_loss
+
+if TYPE_CHECKING:
+    from .config import TrainConfig
+    from .record import Member
 
 __all__ = ["SingleSteps"]
 
@@ -39,12 +42,14 @@ __all__ = ["SingleSteps"]
 class SingleSteps:
     """One model trained by one optimiser (one process of it under DDP).
 
-    ``run`` is the loop (``vpintegrator.training.loop.Trainer``): the strategy advances its ``step``
-    and ``epoch``, reads its ``stop`` request and asks it to ``save()`` mid-epoch.
+    ``config`` is the run's configuration, ``resolved`` the one its files record (its ``decay_epochs``
+    resolved); the loop (``vpintegrator.training.loop.Trainer``) drives it step by step.
     """
 
     n = 1
     resumable = True
+    together = True  # one model: a non-finite loss stops the run
+    resume_file = "last.pt"  # the training state is in the model's last.pt (last_extra)
 
     #: set by __init__ (declared for type checkers)
     steps_per_epoch: int
@@ -55,11 +60,11 @@ class SingleSteps:
     loss_sum: float
     loss_count: int
 
-    def __init__(self, run, model: torch.nn.Module, train_set, val_set, validator) -> None:
+    def __init__(self, config: TrainConfig, resolved: TrainConfig, dist: ddp.DistInfo, device: torch.device,
+                 model: torch.nn.Module, train_set, val_set, validator) -> None:
         from ..data.windows import WindowBatchSampler
 
-        config, dist, device = run.config, run.dist, run.device
-        self.run, self.config, self.dist, self.device = run, config, dist, device
+        self.config, self.resolved, self.dist, self.device = config, resolved, dist, device
         self.model = model
         self.models = [model]
         self.objective = unrolled(model, config.unroll)  # what the loss sees (the model for unroll = 1)
@@ -81,9 +86,11 @@ class SingleSteps:
             self.steps_per_epoch = int(config.lm_iters_per_epoch)
         else:
             self.optimizer = make_optimizer(config.optimizer, model.parameters(), config.lr, **config.optimizer_kwargs)
-            decay = run.resolved.decay_epochs if run.resolved.decay_epochs is not None else 1.0
+            decay = resolved.decay_epochs if resolved.decay_epochs is not None else 1.0
             horizon = decay * (self.steps_per_epoch if config.schedule_per == "step" else 1)
             self.scheduler = make_scheduler(config.scheduler, self.optimizer, config.lr_min / config.lr, horizon)
+        self.host_losses = self.lm is not None  # LM's loss is a host float every iteration
+        self.order = torch.empty(0, dtype=torch.long)  # the epoch's permutation of the windows (begin_epoch)
         self.fast_mode = resolve_fast_step(config.fast_step, config.optimizer, device, dist.enabled)
         self.fast: FastStep | None = None
         self.net = self.objective
@@ -104,12 +111,12 @@ class SingleSteps:
 
     # -- checkpoints -------------------------------------------------------------------------------
 
-    def last_extra(self, m) -> dict[str, Any]:
+    def last_extra(self, m: Member, at: Clock) -> dict[str, Any]:
         """What ``last.pt`` holds beside the weights: the training state (exact resume)."""
-        run, rec = self.run, m
+        rec = m
         return {
-            "epoch": run.epoch,
-            "step": run.step,
+            "epoch": at.epoch,
+            "step": at.step,
             "batch_in_epoch": self.batch_in_epoch,
             "optimizer": self.lm.state_dict() if self.lm is not None else portable_state(self.optimizer.state_dict()),
             "scheduler": {} if self.scheduler is None else portable_state(self.scheduler.state_dict()),
@@ -120,17 +127,20 @@ class SingleSteps:
                 "best_loss": float(rec.best_loss),
                 "best_epoch": int(rec.best_epoch),
                 "bad_epochs": int(rec.bad_epochs),
-                "wall_time": float(run.wall()),
-                "cpu_time": float(run.cpu()),
+                "wall_time": float(at.wall),
+                "cpu_time": float(at.cpu),
                 "train_loss": float(rec.last_train),
                 "val_loss": float(rec.last_val),
             },
             "kind": "last",
         }
 
-    def load(self, path: Path, rec) -> None:
+    def save_state(self, out: Path, members: list[Member], at: Clock) -> None:
+        """Nothing beside ``last.pt``: it holds the whole training state (``last_extra``)."""
+
+    def load(self, path: Path, members: list[Member]) -> Clock:
         """Continue from ``last.pt`` at ``path``: weights, optimiser, RNGs, data order and bookkeeping."""
-        run, config = self.run, self.config
+        config, rec = self.config, members[0]
         ckpt = ckpt_io.read_last(path)
         done = int(ckpt["epoch"])
         if config.epochs is not None and config.epochs < done:
@@ -156,28 +166,29 @@ class SingleSteps:
             if "lambda" not in ckpt["optimizer"]:
                 raise VPIntegratorError(f"{path}: no Levenberg–Marquardt state in it; not an optimizer = 'lm' run")
             self.lm.load_state_dict(ckpt["optimizer"])
-        run.epoch, run.step = int(ckpt["epoch"]), int(ckpt["step"])
+        epoch = int(ckpt["epoch"])
         self.batch_in_epoch = int(ckpt["batch_in_epoch"])
         st = ckpt["train_state"]
         self.loss_sum, self.loss_count = float(st["loss_sum"]), int(st["loss_count"])
         rec.best_loss, rec.best_epoch = float(st["best_loss"]), int(st["best_epoch"])
-        rec.bad_epochs, run.wall_before = int(st["bad_epochs"]), float(st["wall_time"])
-        run.cpu_before = float(st.get("cpu_time", math.nan))  # NaN: a last.pt from before cpu_time was recorded
+        rec.bad_epochs = int(st["bad_epochs"])
         rec.last_train, rec.last_val = float(st["train_loss"]), float(st["val_loss"])
         if rec.run_dir is not None:
             ckpt_io.check_inputs_unchanged(path, ckpt)
-            rec.history = ckpt_io.read_log(rec.run_dir / "log.csv", max_epoch=run.epoch)
-            if len(rec.history) < run.epoch:
+            rec.history = ckpt_io.read_log(rec.run_dir / "log.csv", max_epoch=epoch)
+            if len(rec.history) < epoch:
                 what = "is missing" if not (rec.run_dir / "log.csv").exists() else f"holds {len(rec.history)} epochs"
                 raise VPIntegratorError(
-                    f"resume {rec.run_dir}: log.csv {what}, but last.pt is at epoch {run.epoch}: the run's history "
+                    f"resume {rec.run_dir}: log.csv {what}, but last.pt is at epoch {epoch}: the run's history "
                     "would restart mid-run; put the run's log.csv back, or train a new run", key="resume")
+        # cpu_time NaN: a last.pt from before cpu_time was recorded
+        return Clock(epoch, int(ckpt["step"]), float(st["wall_time"]), float(st.get("cpu_time", math.nan)))
 
-    def summary_extra(self, m) -> dict[str, Any]:
+    def summary_extra(self, m: Member) -> dict[str, Any]:
         return {}
 
     def member_config(self, m):
-        return self.run.resolved
+        return self.resolved
 
     # -- the members' view -------------------------------------------------------------------------
 
@@ -189,6 +200,9 @@ class SingleSteps:
 
     def train_mode(self) -> None:
         self.model.train()
+
+    def freeze(self, k: int, state: dict[str, torch.Tensor] | None) -> None:
+        """The one model stopped: the run ends with it (its files keep the weights it stopped with)."""
 
     def lr(self) -> float:
         """The learning rate now; for ``lm`` the damping λ (what log.csv's ``lr`` column holds)."""
@@ -242,9 +256,10 @@ class SingleSteps:
         x, target = self.train_set.batch(idx)
         return relative_loss(self.objective(x), target)
 
-    def _step(self, idx: torch.Tensor, save: bool = False) -> tuple[torch.Tensor, bool, bool]:
-        """One optimiser step: (the batch's loss, stop now?, checkpoint now?) -- the last two agreed by all ranks."""
-        flag, save_flag = (1.0 if self.run.stop.requested else 0.0), (1.0 if save else 0.0)
+    def _step(self, idx: torch.Tensor, asked: bool = False, save: bool = False) -> tuple[torch.Tensor, bool, bool]:
+        """One optimiser step: (the batch's loss, stop now?, checkpoint now?) -- the last two agreed by all ranks
+        (``asked``, ``save``: this rank's requests)."""
+        flag, save_flag = (1.0 if asked else 0.0), (1.0 if save else 0.0)
         if isinstance(self.optimizer, torch.optim.LBFGS):
             holder: dict[str, torch.Tensor] = {}
 
@@ -271,90 +286,51 @@ class SingleSteps:
                 self.optimizer.step()
         if self.config.schedule_per == "step":
             self.scheduler.step()
-        self.run.step += 1
         if not self.dist.enabled:
-            return reported, self.run.stop.requested, save
+            return reported, asked, save
         stop_now, save_now = (v > 0 for v in stop.tolist())
         return reported, stop_now, save_now
 
-    # -- one epoch ---------------------------------------------------------------------------------
+    # -- one epoch, as the loop asks (vpintegrator.training.strategy) --------------------------------
 
-    def epoch(self, run) -> tuple[list[float], None] | None:
-        """One epoch of optimiser steps: ([its mean batch loss] (LM: the full training loss after it), None),
-        or None if interrupted mid-epoch (``last.pt`` then saved). A non-finite loss raises ``Diverged``."""
-        loss = self._lm_epoch(run) if self.lm is not None else self._torch_epoch(run)
-        if loss is None:
-            return None
-        self.epoch_start_state = self.generator.get_state()
-        return [loss], None
-
-    def _save_mid_epoch(self, run) -> None:
-        if not self.finite_weights()[0]:
-            raise Diverged("weights are", math.nan, run.epoch + (1 if self.batch_in_epoch else 0), run.step)
-        run.save()
-
-    def _check_losses(self, losses: torch.Tensor, epoch: int, step0: int) -> None:
-        """``losses`` are this epoch's per-step losses from step ``step0 + 1`` on (read only when their sum is
-        not finite): raise ``Diverged`` naming the first non-finite one."""
-        bad = (~torch.isfinite(losses)).nonzero()
-        if len(bad):
-            k = int(bad[0, 0])
-            raise Diverged("loss is", float(losses[k]), epoch + 1, step0 + k + 1)
-
-    def _torch_epoch(self, run) -> float | None:
+    def begin_epoch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The epoch's data order (replayed from its starting state when resumed mid-epoch): the running
+        loss sum (1,), continued from a mid-epoch checkpoint's, and room for the per-step losses (S, 1)."""
         if self.batch_in_epoch == 0:
             self.epoch_start_state = self.generator.get_state()
-            self.loss_sum, self.loss_count = 0.0, 0
-        else:  # resuming mid-epoch: replay this epoch's permutation from its starting state
+            if self.lm is None:
+                self.loss_sum, self.loss_count = 0.0, 0
+        elif self.lm is None:  # resuming mid-epoch: replay this epoch's permutation from its starting state
             self.generator.set_state(self.epoch_start_state)
-        order = self.sampler.epoch_order().to(self.device)
+        if self.lm is None:
+            self.order = self.sampler.epoch_order().to(self.device)
         # the running sum continues from a mid-epoch checkpoint's, so a resumed epoch sums exactly as one run
-        loss_acc = torch.tensor(self.loss_sum, dtype=torch.float64, device=self.device)
-        first, count0, step0 = self.batch_in_epoch, self.loss_count, run.step
-        losses = torch.empty(self.steps_per_epoch - first, dtype=torch.float64, device=self.device)
-        bs = self.sampler.batch_size
-        for b in range(first, self.steps_per_epoch):
-            self._last_global_batch = order[b * bs : (b + 1) * bs]
-            reported, stop_now, save_now = self._step(self.sampler.shard(order, b), run.checkpoint_due())
-            losses[b - first] = reported
-            loss_acc += reported.double()
-            self.batch_in_epoch = b + 1
-            self.loss_count = count0 + (b + 1 - first)
-            if (stop_now or save_now) and self.batch_in_epoch < self.steps_per_epoch:
-                self.loss_sum = float(loss_acc)  # a host sync only when checkpointing mid-epoch
-                if not math.isfinite(self.loss_sum):
-                    self._check_losses(losses[: b + 1 - first], run.epoch, step0)
-                self._save_mid_epoch(run)
-                if stop_now:
-                    return None
-        self.loss_sum = float(loss_acc)  # the epoch's one host sync of the loss
-        if not math.isfinite(self.loss_sum):
-            self._check_losses(losses, run.epoch, step0)
-        if self.config.schedule_per == "epoch":
-            self.scheduler.step()
-        run.epoch += 1
-        self.batch_in_epoch = 0
-        return self.loss_sum / max(self.loss_count, 1)
+        acc = torch.tensor([self.loss_sum], dtype=torch.float64, device=self.device)
+        losses = torch.zeros(self.steps_per_epoch, 1, dtype=torch.float64, device=self.device)
+        return acc, losses
 
-    def _lm_epoch(self, run) -> float | None:
-        if self.batch_in_epoch == 0:
-            self.epoch_start_state = self.generator.get_state()
-        lm = self.lm
-        assert lm is not None, "_lm_epoch runs with optimizer = 'lm' only"
-        for b in range(self.batch_in_epoch, self.steps_per_epoch):
-            loss = float(lm.step())
-            run.step += 1
-            if not math.isfinite(loss):
-                raise Diverged("loss is", loss, run.epoch + 1, run.step)
-            self.batch_in_epoch = b + 1
-            if (run.stop.requested or run.checkpoint_due()) and self.batch_in_epoch < self.steps_per_epoch:
-                self._save_mid_epoch(run)
-                if run.stop.requested:
-                    return None
-        with label("vp/train_loss"):
-            train_loss = self.val_losses(self.train_set)[0]  # LM: the full training loss
-        if not math.isfinite(train_loss):
-            raise Diverged("training loss is", train_loss, run.epoch + 1, run.step)
-        run.epoch += 1
-        self.batch_in_epoch = 0
-        return train_loss
+    def step(self, b: int, stop: bool, save: bool) -> tuple[torch.Tensor, tuple[bool, bool] | None]:
+        """Batch ``b`` of the epoch's order (LM: one iteration on its subsample)."""
+        if self.lm is not None:
+            return torch.tensor(self.lm.step(), dtype=torch.float64), None
+        bs = self.sampler.batch_size
+        self._last_global_batch = self.order[b * bs : (b + 1) * bs]
+        reported, stop_now, save_now = self._step(self.sampler.shard(self.order, b), stop, save)
+        return reported, ((stop_now, save_now) if self.dist.enabled else None)
+
+    def pause(self, acc: torch.Tensor, losses: torch.Tensor) -> None:
+        if self.lm is None:
+            self.loss_sum, self.loss_count = float(acc[0]), self.batch_in_epoch
+
+    def end_epoch(self, acc: torch.Tensor, losses: torch.Tensor) -> list[float]:
+        """[the mean batch loss] (LM: the full training loss after the epoch)."""
+        if self.lm is not None:
+            with label("vp/train_loss"):
+                train_loss = self.val_losses(self.train_set)[0]  # LM: the full training loss
+        else:
+            self.loss_sum, self.loss_count = float(acc[0]), self.steps_per_epoch
+            if self.config.schedule_per == "epoch":
+                self.scheduler.step()
+            train_loss = self.loss_sum / max(self.loss_count, 1)
+        self.epoch_start_state = self.generator.get_state()
+        return [train_loss]
