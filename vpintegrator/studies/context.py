@@ -51,8 +51,10 @@ TARGET = (10.0, 1e-3)
 HORIZONS = (1.0, 2.0, 5.0, 10.0, 20.0)
 #: the learned rows, model name -> extra vp-train --set entries (besides context_len / seq_len)
 LEARNED = ("lpnet_ctx", "lpnet", "vpt", "st")
-#: the lpnet_ctx configuration the study trains (registered defaults: 6 layers of width 4; 10 layers measured better)
-LPNET_CTX = {"model.n_layers": 10, "model.width": 4, "lm_windows": 4096}
+#: vp-train settings of every learned row (besides --optimizer lm --dtype float64 --epochs)
+COMMON = {"lm_windows": 4096}
+#: the lpnet_ctx configuration the study trains (10 layers of width 4, 430 parameters)
+LPNET_CTX = {"model.n_layers": 10, "model.width": 4}
 
 
 def heldout_pairs(split_by: dict, n: int, seed: int = 0) -> tuple[list, np.ndarray]:
@@ -155,7 +157,7 @@ def train_run(data: Path, out: Path, model: str, seed: int, epochs: int, k: int,
     cmd = [sys.executable, "-m", "vpintegrator.cli.train", "--data", str(data), "--model", model, "--optimizer", "lm",
            "--epochs", str(epochs), "--dtype", "float64", "--seed", str(seed), "--split-by", f"parameters_{split}",
            "-q", "--out", str(run), "--overwrite"]
-    sets = dict(extra or {})
+    sets = {**COMMON, **(extra or {})}
     if model.endswith("_ctx"):
         sets["model.context_len"] = k
     elif model == "st":
@@ -361,7 +363,7 @@ def export_best(out: Path, out_dir: Path, name: str = "rigid_body_family_lpnet",
             "wall_time": summary.get("wall_time"), "n_params": summary.get("n_params"),
             "split_by": summary.get("split_by"),
             "phases": f"LM (float64) on a rigid_body_family file, split parameters_{split}, vp-train settings "
-                      f"{json.dumps(LPNET_CTX)}, context_len {k}"}
+                      f"{json.dumps({**COMMON, **LPNET_CTX})}, context_len {k}"}
     out_dir.mkdir(parents=True, exist_ok=True)
     with atomic_path(out_dir / info["file"]) as tmp:
         shutil.copyfile(source, tmp)
@@ -378,7 +380,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--data", type=Path, required=True, help="a rigid_body_family file")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seeds", default="0,1,2,3,4")
-    ap.add_argument("--epochs", type=int, default=60)
+    ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--n-test", type=int, default=100)
     ap.add_argument("--models", default=",".join(LEARNED))
     ap.add_argument("--noise", default="0,0.001,0.01", help="σ values on the interpolation split, k = 3")
