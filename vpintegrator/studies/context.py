@@ -85,7 +85,7 @@ def heldout_pairs(split_by: dict, n: int, seed: int = 0) -> tuple[list, np.ndarr
             parts.append(cand[np.abs(cand - 0.5).max(1) >= radius])
         u = np.concatenate(parts)[:n]
     inertia = low + u * (high - low)
-    systems = [RigidBody(tuple(float(v) for v in row)) for row in inertia]
+    systems = [RigidBody((float(row[0]), float(row[1]), float(row[2]))) for row in inertia]
     y0 = rng.normal(size=(n, 3))
     return systems, y0 / np.linalg.norm(y0, axis=1, keepdims=True)
 
