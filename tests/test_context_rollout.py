@@ -155,4 +155,4 @@ def test_fit_from_python_trains_a_context_model_on_a_family():
     traj = generate(load_spec("rigid_body_family", n_traj=12, t_end=2.0))
     first = vp.fit(model="lpnet_ctx", train=traj, epochs=1, dtype="float64", seed=0)
     res = vp.fit(model="lpnet_ctx", train=traj, epochs=15, dtype="float64", optimizer="lm", seed=0)
-    assert res.n_params == 258 and res.best_loss < first.best_loss
+    assert res.n_params == 430 and res.best_loss < first.best_loss

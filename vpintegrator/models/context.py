@@ -256,9 +256,9 @@ def _encoder_args(locals_: dict[str, Any]) -> tuple:
     return (locals_["encoder"], locals_["system"], locals_["context_dim"], locals_["encoder_width"], locals_["n_heads"])
 
 
-# the probe's rigid-body net (6 layers, a 3-state finite-difference context) and its symplectic and
+# the rigid-body net (10 layers: 6 missed the t = 10 target, docs/context.md; a 3-state finite-difference context) and its symplectic and
 # volume-preserving siblings
-@register_model(defaults=dict(context_len=3, n_layers=6, width=4, encoder="finite_difference", system="rigid_body"))
+@register_model(defaults=dict(context_len=3, n_layers=10, width=4, encoder="finite_difference", system="rigid_body"))
 class ContextLiePoissonNet(ContextModel):
     """Context-conditioned Lie–Poisson network on so(3)* (``lpnet_ctx``): ``n_layers`` layers
     z ↦ R(k_l, −ψ_l(k_l·z; c)) z. For every fixed c: Casimir-exact, Poisson, volume preserving.
@@ -283,7 +283,7 @@ class ContextLiePoissonNet(ContextModel):
     model_name = "lpnet_ctx"
     preserves = ("volume", "casimir", "poisson")
 
-    def __init__(self, dim: int, context_len: int = 3, n_layers: int = 6, width: int = 4, pred_window: int = 1,
+    def __init__(self, dim: int, context_len: int = 3, n_layers: int = 10, width: int = 4, pred_window: int = 1,
                  encoder: str = "finite_difference", system: str = "rigid_body", context_dim: int = 4,
                  encoder_width: int = 16, n_heads: int = 2) -> None:
         super().__init__()

@@ -11,6 +11,7 @@ from ..arrays import relative_drift, squared_norm
 from ..data.trajectories import Trajectories
 from ..errors import VPIntegratorError
 from ..stepping import iterate_windows
+from ..systems.family import SystemFamily
 from . import ddp
 
 __all__ = ["window_loss", "RolloutValidator"]
@@ -90,9 +91,11 @@ class RolloutValidator:
         ref = np.asarray(val.y, dtype=np.float64)
         if n_steps > val.n_steps:
             from ..rollout import reference_step_map, rollout
+            from ..rollout.family import step_for
 
-            dt = val.dt
-            cont = rollout(reference_step_map(val.meta, val.system, dt), ref[:, -1], dt, n_steps - val.n_steps)
+            dt = val.dt  # a parametric file: each trajectory continued with its own parameters
+            generator = step_for(val.system, lambda system: reference_step_map(val.meta, system, dt))
+            cont = rollout(generator, ref[:, -1], dt, n_steps - val.n_steps)
             ref = np.concatenate([ref, cont.y[:, 1:]], axis=1)
         self.ref = torch.as_tensor(ref[:, : n_steps + 1])  # (n_traj, n_steps + 1, dim), float64 on the CPU
         self.seq_len, self.pred_window = int(seq_len), int(pred_window)
@@ -131,7 +134,11 @@ class RolloutValidator:
             score = err.reshape(*lead, -1).mean(-1)
         if self.drift_weight > 0:
             initial = self.initial.to(pred.device)[..., None]  # (n_invariants, n_traj, 1)
-            values = torch.stack(list(self.system.invariants(pred).values()), dim=-3)  # (..., n_inv, n_traj, n)
+            if isinstance(self.system, SystemFamily):  # row by row: the trajectory axis first, then back
+                values = torch.stack([v.movedim(0, -2) for v in self.system.invariants(pred.movedim(-3, 0)).values()],
+                                     dim=-3)
+            else:
+                values = torch.stack(list(self.system.invariants(pred).values()), dim=-3)  # (..., n_inv, n_traj, n)
             drift = relative_drift(values, initial, floor=0.0).abs().amax(dim=-1)  # no guard: I₀ = 0 scores CAP
             drift = torch.nan_to_num(drift, nan=self.CAP, posinf=self.CAP).clamp(max=self.CAP).amax(dim=-2)
             score = score + self.drift_weight * drift.mean(-1)

@@ -1,0 +1,420 @@
+"""The context study of the rigid-body family (issue 34, docs/context.md): context-conditioned integrators
+against the parameter-blind models, an unstructured in-context model and identification + classical.
+
+Per seed and split (``parameters_interpolation`` / ``parameters_extrapolation``) each learned model is
+trained with ``vp-train`` (Levenberg–Marquardt, float64, the same epochs for every model) on a
+``rigid_body_family`` file. Each trained run is then rolled out on ``n_test`` **new** (initial condition,
+parameters) pairs drawn from the region its split held out (``heldout_pairs``: the interpolation split's
+cube inside the parameter box, or the extrapolation split's ends of the box; initial conditions uniform on
+the unit sphere), the same pairs for every method of that seed. Every method reads the same prefix of
+``context_len`` exact states (with observation noise σ: one draw per trajectory, the same for every
+method; every method, the oracles included, starts from the noisy last prefix state). Errors are relative
+to the exact flow (DOP853, 1e-12) at the horizons; a row that blew up counts as an infinite error.
+
+Numbers per (method, split, σ, k, horizon): per seed the median over the pairs and its 10–90 % interval
+(``median_interval``); over seeds the median of the per-seed medians with a percentile-bootstrap 95 %
+interval (``bootstrap_ci``) and the number of seeds that meet the target (≤ 1e-3 at t = 10). Structure per
+state: the largest change of the Casimir ‖z‖² between consecutive predicted states, over pairs that did not
+blow up.
+
+Rows: ``lpnet_ctx`` (finite-difference context) and the same trained step with the oracle context (the
+true hθ); the parameter-blind ``lpnet`` and ``vpt``; the unstructured in-context ``st`` (standard
+transformer, ``seq_len = k``); ``fd+rk4`` and ``shooting+rk4`` (identification, then RK4 with the fitted
+parameters); ``oracle rk4`` (RK4 with the true parameters).
+
+    vp-gen rigid_body_family --set n_traj=600 --out datasets/rbf600.h5
+    python -m vpintegrator.studies.context --data datasets/rbf600.h5 --out runs/context_study
+
+Writes ``OUT/context_study.json`` (every per-seed number), ``OUT/context_study.md`` (the tables) and the
+figures ``OUT/context_<axis>.png``/``.svg``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .stats import bootstrap_ci, median_interval, write_json, write_text
+
+__all__ = ["H", "TARGET", "heldout_pairs", "exact_reference", "evaluate_methods", "train_run", "run_study",
+           "summarize_rows", "tables", "figures", "export_best", "main"]
+
+H = 0.2
+#: the issue's target: median error at t = 10 of the context-conditioned Lie–Poisson map
+TARGET = (10.0, 1e-3)
+HORIZONS = (1.0, 2.0, 5.0, 10.0, 20.0)
+#: the learned rows, model name -> extra vp-train --set entries (besides context_len / seq_len)
+LEARNED = ("lpnet_ctx", "lpnet", "vpt", "st")
+#: vp-train settings of every learned row (besides --optimizer lm --dtype float64 --epochs)
+COMMON = {"lm_windows": 4096}
+#: the lpnet_ctx configuration the study trains (10 layers of width 4, 430 parameters)
+LPNET_CTX = {"model.n_layers": 10, "model.width": 4}
+
+
+def heldout_pairs(split_by: dict, n: int, seed: int = 0) -> tuple[list, np.ndarray]:
+    """``n`` new (rigid body, initial condition) pairs from the parameter region a run's split held out.
+
+    ``split_by`` is the record ``vp-train`` writes (``summary.json``): the inertia columns' box
+    ``low``/``high``, ``center`` and ``radius`` in the box scaled to [0, 1]. Interpolation: inertias
+    uniform in the cube ``|u − center|∞ ≤ radius``; extrapolation: uniform in the box with
+    ``|u − 0.5|∞ ≥ radius`` (rejection). Initial conditions uniform on the unit sphere. Returns the
+    systems and y0 (n, 3).
+    """
+    from ..errors import VPIntegratorError
+    from ..systems import RigidBody
+
+    columns = list(split_by.get("columns", []))
+    if columns != ["inertia[0]", "inertia[1]", "inertia[2]"]:
+        raise VPIntegratorError(f"heldout_pairs: the split must hold out the three inertias; got columns {columns}",
+                                key="split_by")
+    low, high = np.asarray(split_by["low"]), np.asarray(split_by["high"])
+    center, radius = np.asarray(split_by["center"]), float(split_by["radius"])
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 34, 2]))
+    if split_by["mode"] == "interpolation":
+        u = center + radius * rng.uniform(-1.0, 1.0, size=(n, 3))
+    else:
+        parts: list[np.ndarray] = []
+        while sum(len(p) for p in parts) < n:
+            cand = rng.uniform(0.0, 1.0, size=(4 * n, 3))
+            parts.append(cand[np.abs(cand - 0.5).max(1) >= radius])
+        u = np.concatenate(parts)[:n]
+    inertia = low + u * (high - low)
+    systems = [RigidBody((float(row[0]), float(row[1]), float(row[2]))) for row in inertia]
+    y0 = rng.normal(size=(n, 3))
+    return systems, y0 / np.linalg.norm(y0, axis=1, keepdims=True)
+
+
+def exact_reference(systems: Sequence, y0: np.ndarray, n_steps: int) -> np.ndarray:
+    """The exact flow (DOP853, 1e-12) of each pair; (n, n_steps + 1, 3)."""
+    from ..data import solve_flow
+
+    t = H * np.arange(n_steps + 1)
+    return np.stack([solve_flow(s, y0[i : i + 1], t)[0] for i, s in enumerate(systems)])
+
+
+def _roll(step, prefix: np.ndarray, sigma: float, n_steps: int) -> np.ndarray:
+    """A step map's rollout from the prefix (n, k, 3): a context/identification step reads the whole prefix
+    (adding the noise itself); a window model of ``seq_len`` s its last s noisy states."""
+    from ..rollout import ContextStep, IdentifiedStep, rollout
+    from ..rollout.identify import add_noise
+
+    if isinstance(step, (ContextStep, IdentifiedStep)):
+        return rollout(step, prefix, H, n_steps).y
+    k, s = prefix.shape[1], int(step.seq_len)
+    start = add_noise(prefix, sigma, 0)[:, k - s :]
+    return np.concatenate([prefix[:, : k - s], rollout(step, start, H, n_steps - (k - s)).y], 1)
+
+
+def evaluate_methods(methods: dict, systems: Sequence, y0: np.ndarray, k: int, sigma: float,
+                     horizons: Sequence[float] = HORIZONS) -> list[dict]:
+    """Roll out each method (label -> a function making its step map) on the pairs; one row per method with
+    per-pair relative errors at the horizons past the prefix, the per-state Casimir change and CPU s."""
+    from ..rollout.family import FamilyStep
+
+    n_steps = int(round(max(horizons) / H))
+    ref = exact_reference(systems, y0, n_steps)
+    prefix = ref[:, :k]
+    rows = []
+    for label, make in methods.items():
+        step = make()
+        tic = time.process_time()
+        if isinstance(step, FamilyStep):  # the classical oracle: from the noisy last prefix state
+            from ..rollout import rollout
+            from ..rollout.identify import add_noise
+
+            start = add_noise(prefix, sigma, 0)[:, -1:]
+            y = np.concatenate([prefix[:, :-1], rollout(step, start, H, n_steps - (k - 1)).y], 1)
+        else:
+            y = _roll(step, prefix, sigma, n_steps)
+        cpu = time.process_time() - tic
+        ok = np.isfinite(y).all(axis=(1, 2))
+        errors = {}
+        for t in horizons:
+            n = int(round(t / H))
+            if n < k:
+                continue  # inside the prefix: not a prediction
+            e = np.linalg.norm(y[:, n] - ref[:, n], axis=-1) / np.linalg.norm(ref[:, n], axis=-1)
+            errors[f"{t:g}"] = np.where(np.isfinite(e), e, np.inf).tolist()
+        cas = np.sum(y[ok, k - 1 :] ** 2, axis=-1)
+        per_state = float(np.abs(np.diff(cas[:, 1:], axis=1)).max()) if ok.any() else None
+        rows.append({"method": label, "errors": errors, "casimir_per_state": per_state,
+                     "failed": int((~ok).sum()), "cpu_seconds": cpu})
+    return rows
+
+
+def train_run(data: Path, out: Path, model: str, seed: int, epochs: int, k: int, split: str,
+              extra: dict | None = None) -> Path:
+    """``vp-train`` of one learned row (skipped when ``OUT/.../best.pt`` exists); the run directory."""
+    run = out / "runs" / f"{model}_k{k}_{split}_seed{seed}"
+    if (run / "best.pt").exists():
+        return run
+    cmd = [sys.executable, "-m", "vpintegrator.cli.train", "--data", str(data), "--model", model, "--optimizer", "lm",
+           "--epochs", str(epochs), "--dtype", "float64", "--seed", str(seed), "--split-by", f"parameters_{split}",
+           "-q", "--out", str(run), "--overwrite"]
+    sets = {**COMMON, **(extra or {})}
+    if model.endswith("_ctx"):
+        sets["model.context_len"] = k
+    elif model == "st":
+        sets["model.seq_len"] = k
+    for key, value in sets.items():
+        cmd += ["--set", f"{key}={value}"]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return run
+
+
+def _methods(runs: dict, split_by: dict, systems: Sequence, k: int, sigma: float) -> dict:
+    from ..models import load_model
+    from ..rollout import ContextStep, IdentifiedStep, IntegratorStep, ModelStep
+    from ..rollout.family import FamilyStep
+    from ..rollout.identify import theta_of
+    from ..systems import RigidBody
+    from ..systems.family import SystemFamily
+
+    family = SystemFamily(list(systems))
+    theta = np.stack([theta_of(s) for s in systems])
+    methods: dict[str, Any] = {
+        "oracle rk4": lambda: FamilyStep(family, lambda s: IntegratorStep(s, "rk4", H)),
+        "fd+rk4": lambda: IdentifiedStep(RigidBody(), "fd", "rk4", H, context_len=k, noise=sigma),
+        "shooting+rk4": lambda: IdentifiedStep(RigidBody(), "shooting", "rk4", H, context_len=k, noise=sigma),
+    }
+    for name, run in runs.items():
+        model = load_model(run / "best.pt").double()
+        if name.endswith("_ctx"):
+            methods[name] = lambda model=model: ContextStep(model, noise=sigma)
+            methods[f"{name} oracle context"] = lambda model=model: ContextStep(model, context="oracle", theta=theta,
+                                                                                 dt=H, noise=sigma)
+        else:
+            methods[name] = lambda model=model: ModelStep(model, device="cpu")
+    return methods
+
+
+def run_study(data: Path, out: Path, seeds: Sequence[int], epochs: int, n_test: int = 100,
+              axes: Sequence[tuple[str, int, float]] = (), models: Sequence[str] = LEARNED,
+              log=print) -> list[dict]:
+    """Train (or reuse) and evaluate every (split, k, σ) of ``axes`` for every seed; the per-seed rows."""
+    import json
+
+    rows: list[dict] = []
+    for split, k, sigma in axes:
+        for seed in seeds:
+            runs = {}
+            for m in models:
+                if m != "lpnet_ctx" and k != 3:
+                    continue  # the other learned rows on the k = 3 settings only
+                runs[m] = train_run(data, out, m, seed, epochs, k, split, LPNET_CTX if m == "lpnet_ctx" else None)
+            first = next(iter(runs.values()))
+            split_by = json.loads((first / "summary.json").read_text())["split_by"]
+            systems, y0 = heldout_pairs(split_by, n_test, seed)
+            for r in evaluate_methods(_methods(runs, split_by, systems, k, sigma), systems, y0, k, sigma):
+                rows.append({"split": split, "context_len": k, "noise": sigma, "seed": seed, **r})
+                log(f"{split} k={k} σ={sigma:g} seed {seed} {r['method']}: "
+                    f"t=10 median {np.median(r['errors'].get('10', [np.nan])):.3g}, failed {r['failed']}")
+    return rows
+
+
+def summarize_rows(rows: list[dict]) -> list[dict]:
+    """Per (split, k, σ, method, horizon): the per-seed medians and 10–90 % intervals, their median over
+    seeds with a bootstrap 95 % interval, the seeds within the target and the largest per-state Casimir change."""
+    keys = sorted({(r["split"], r["context_len"], r["noise"], r["method"]) for r in rows},
+                  key=lambda x: (x[0], x[1], x[2], x[3]))
+    out = []
+    for split, k, sigma, method in keys:
+        mine = [r for r in rows if (r["split"], r["context_len"], r["noise"], r["method"]) == (split, k, sigma, method)]
+        horizons = sorted({h for r in mine for h in r["errors"]}, key=float)
+        for h in horizons:
+            per_seed = [median_interval(r["errors"][h]) for r in mine]
+            medians = [p["median"] for p in per_seed]
+            lo, hi = bootstrap_ci(medians)
+            cas = [r["casimir_per_state"] for r in mine if r["casimir_per_state"] is not None]
+            out.append({"split": split, "context_len": k, "noise": sigma, "method": method, "t": float(h),
+                        "seeds": [r["seed"] for r in mine], "per_seed": per_seed,
+                        "median": float(np.median(medians)), "boot_lo": lo, "boot_hi": hi,
+                        "within_target": int(sum(m <= TARGET[1] for m in medians)),
+                        "casimir_per_state": max(cas) if cas else None,
+                        "failed": int(sum(r["failed"] for r in mine))})
+    return out
+
+
+def _g(x) -> str:
+    return "—" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.2g}"
+
+
+def tables(summary: list[dict]) -> str:
+    """The Markdown tables: one per (split, k, σ), a row per method at each horizon."""
+    lines = []
+    settings = sorted({(s["split"], s["context_len"], s["noise"]) for s in summary})
+    for split, k, sigma in settings:
+        mine = [s for s in summary if (s["split"], s["context_len"], s["noise"]) == (split, k, sigma)]
+        hs = sorted({s["t"] for s in mine})
+        lines += ["", f"### {split}, context_len {k}, noise σ = {sigma:g}", "",
+                  "| method | " + " | ".join(f"t = {h:g}" for h in hs) + " | seeds ≤ 1e-3 at t = 10 | max ΔCasimir per state | failed |",
+                  "|---|" + "---|" * (len(hs) + 3)]
+        for method in sorted({s["method"] for s in mine}, key=_order):
+            cells = []
+            row10 = None
+            for h in hs:
+                s = next((x for x in mine if x["method"] == method and x["t"] == h), None)
+                if s is None:
+                    cells.append("—")
+                    continue
+                row10 = s if h == TARGET[0] else row10
+                p10 = min(p["lo"] for p in s["per_seed"])
+                p90 = max(p["hi"] for p in s["per_seed"])
+                cells.append(f"{_g(s['median'])} [{_g(s['boot_lo'])}, {_g(s['boot_hi'])}] ({_g(p10)}–{_g(p90)})")
+            last = row10 or next(x for x in mine if x["method"] == method)
+            lines.append(f"| {method} | " + " | ".join(cells) +
+                         f" | {last['within_target']}/{len(last['seeds'])} | {_g(last['casimir_per_state'])} | {last['failed']} |")
+    head = ("Cells: the median over seeds of the per-seed median error [bootstrap 95 % interval over seeds] "
+            "(the smallest 10 % and largest 90 % quantile over pairs of any seed).")
+    return head + "\n" + "\n".join(lines) + "\n"
+
+
+_ORDER = ["lpnet_ctx", "lpnet_ctx oracle context", "lpnet", "vpt", "st", "fd+rk4", "shooting+rk4", "oracle rk4"]
+
+
+def _order(method: str) -> int:
+    return _ORDER.index(method) if method in _ORDER else len(_ORDER)
+
+
+def figures(summary: list[dict], out: Path) -> list[Path]:
+    """One figure per axis: error vs horizon (interpolation, k = 3, σ = 0), error at t = 10 vs noise and vs
+    context length; PNG and SVG under ``out``."""
+    from ..plotting.style import figure, save_figure, styled
+
+    paths: list[Path] = []
+
+    @styled
+    def draw(xkey: str, select, xlabel: str, stem: str, logx: bool = True, style=None):
+        fig = figure(4.5, 3.0)
+        ax = fig.add_subplot()
+        rows = [s for s in summary if select(s)]
+        for method in sorted({s["method"] for s in rows}, key=_order):
+            pts = sorted((s[xkey], s["median"], s["boot_lo"], s["boot_hi"]) for s in rows if s["method"] == method)
+            if not pts:
+                continue
+            x = np.array([p[0] for p in pts], dtype=float)
+            if xkey == "noise":
+                x = np.where(x == 0, 1e-4, x)  # σ = 0 drawn at 1e-4 (labelled)
+            y = np.array([p[1] for p in pts])
+            lo = np.array([p[2] if np.isfinite(p[2]) else p[1] for p in pts])
+            hi = np.array([p[3] if np.isfinite(p[3]) else p[1] for p in pts])
+            line, = ax.plot(x, y, marker="o", label=method)
+            ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
+        ax.set_yscale("log")
+        if logx:
+            ax.set_xscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("median relative error")
+        ax.axhline(TARGET[1], color="0.5", linestyle=":", linewidth=0.8)
+        ax.legend(fontsize=6, ncols=2)
+        return fig
+
+    specs = [
+        ("t", lambda s: s["split"] == "interpolation" and s["context_len"] == 3 and s["noise"] == 0, "t",
+         "context_horizon", True),
+        ("noise", lambda s: s["split"] == "interpolation" and s["context_len"] == 3 and s["t"] == 10.0,
+         "observation noise σ (σ = 0 at 1e-4)", "context_noise", True),
+        ("context_len", lambda s: s["split"] == "interpolation" and s["noise"] == 0 and s["t"] == 10.0,
+         "context length k (error at t = 10)", "context_length", False),
+    ]
+    for xkey, select, xlabel, stem, logx in specs:
+        if len({s[xkey] for s in summary if select(s)}) < 2:
+            continue
+        fig = draw(xkey, select, xlabel, stem, logx)
+        paths += save_figure(fig, out / stem, formats=("png", "svg"), overwrite=True)
+    return paths
+
+
+def export_best(out: Path, out_dir: Path, name: str = "rigid_body_family_lpnet", split: str = "interpolation",
+                k: int = 3) -> dict:
+    """Ship the ``lpnet_ctx`` seed of ``OUT/runs`` with the lowest validation score (``summary.json``
+    ``best_loss``: validation data only) as ``out_dir/<name>.pt``; its entry merged into
+    ``out_dir/provenance.json`` (paths relative to ``out``)."""
+    import json
+    import math
+    import shutil
+
+    from .._io import atomic_path
+    from ..errors import VPIntegratorError
+    from ..provenance import provenance_record
+    from .stats import read_json
+
+    scores, summaries = {}, {}
+    for d in sorted((out / "runs").glob(f"lpnet_ctx_k{k}_{split}_seed*")):
+        summary = read_json(d / "summary.json")
+        if d.is_dir() and summary is not None and (d / "best.pt").exists() and math.isfinite(summary["best_loss"]):
+            seed = int(d.name.rsplit("seed", 1)[1])
+            scores[seed], summaries[seed] = float(summary["best_loss"]), summary
+    if not scores:
+        raise VPIntegratorError(f"--export: no finished lpnet_ctx run in {out / 'runs'}", key="export")
+    seed = min(scores, key=scores.__getitem__)
+    source = out / "runs" / f"lpnet_ctx_k{k}_{split}_seed{seed}" / "best.pt"
+    summary = summaries[seed]
+    info = {"file": f"{name}.pt", "study": "python -m vpintegrator.studies.context --out RUN --export DIR",
+            "source": str(source.relative_to(out)), "seed": seed, "monitor": summary.get("monitor"),
+            "best_val": scores[seed], "val_by_seed": {str(s): v for s, v in sorted(scores.items())},
+            "best_epoch": summary.get("best_epoch"), "train_loss_last": summary.get("train_loss"),
+            "wall_time": summary.get("wall_time"), "n_params": summary.get("n_params"),
+            "split_by": summary.get("split_by"),
+            "phases": f"LM (float64) on a rigid_body_family file, split parameters_{split}, vp-train settings "
+                      f"{json.dumps({**COMMON, **LPNET_CTX})}, context_len {k}"}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with atomic_path(out_dir / info["file"]) as tmp:
+        shutil.copyfile(source, tmp)
+    info["provenance"] = provenance_record([source], relative_to=out)
+    previous = read_json(out_dir / "provenance.json") or {}
+    models = {m: v for m, v in (previous.get("models") or {}).items() if m != name}
+    write_json(out_dir / "provenance.json", {"rule": previous.get("rule"), "models": {**models, name: info}})
+    return info
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m vpintegrator.studies.context``: train, evaluate, write the tables and figures."""
+    ap = argparse.ArgumentParser(prog="python -m vpintegrator.studies.context", description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, required=True, help="a rigid_body_family file")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--seeds", default="0,1,2,3,4")
+    ap.add_argument("--epochs", type=int, default=30)
+    ap.add_argument("--n-test", type=int, default=100)
+    ap.add_argument("--models", default=",".join(LEARNED))
+    ap.add_argument("--noise", default="0,0.001,0.01", help="σ values on the interpolation split, k = 3")
+    ap.add_argument("--context-lens", default="3,5,10,20", help="k values on the interpolation split, σ = 0")
+    ap.add_argument("--splits", default="interpolation,extrapolation")
+    ap.add_argument("--figures-only", action="store_true", help="redraw tables and figures from OUT's json")
+    ap.add_argument("--export", type=Path, default=None,
+                    help="ship the best validation seed of lpnet_ctx to this directory and exit")
+    args = ap.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    import json
+
+    path = args.out / "context_study.json"
+    if args.export is not None:
+        info = export_best(args.out, args.export)
+        print(f"pretrained: {args.export / info['file']} <- {info['source']} (seed {info['seed']}, "
+              f"validation {info['best_val']:.4g})")
+        return
+    if args.figures_only:
+        rows = json.loads(path.read_text())["rows"]
+    else:
+        seeds = [int(s) for s in args.seeds.split(",")]
+        axes: list[tuple[str, int, float]] = []
+        for split in args.splits.split(","):
+            axes.append((split, 3, 0.0))
+        axes += [("interpolation", 3, float(s)) for s in args.noise.split(",") if float(s) != 0]
+        axes += [("interpolation", int(k), 0.0) for k in args.context_lens.split(",") if int(k) != 3]
+        rows = run_study(args.data, args.out, seeds, args.epochs, args.n_test, axes, args.models.split(","))
+        write_json(path, {"command": " ".join(sys.argv), "rows": rows})
+    summary = summarize_rows(rows)
+    write_text(args.out / "context_study.md", tables(summary))
+    figures(summary, args.out)
+    print(tables(summary))
+
+
+if __name__ == "__main__":
+    main()
