@@ -374,8 +374,20 @@ def export_best(out: Path, out_dir: Path, name: str = "rigid_body_family_lpnet",
     return info
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m vpintegrator.studies.context``: train, evaluate, write the tables and figures."""
+def _csv(ap: argparse.ArgumentParser, flag: str, text: str, kind: type) -> list:
+    """``text`` as a comma list of ``kind``; a bad entry is argparse's one-line usage error naming ``flag``."""
+    try:
+        values = [kind(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        ap.error(f"{flag}: expected a comma list of {kind.__name__} values; got {text!r}")
+    if not values:
+        ap.error(f"{flag}: give at least one value")
+    return values
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m vpintegrator.studies.context`` (``vp-study context``): train, evaluate, write the tables and
+    figures."""
     ap = argparse.ArgumentParser(prog="python -m vpintegrator.studies.context", description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, required=True, help="a rigid_body_family file")
     ap.add_argument("--out", type=Path, required=True)
@@ -398,23 +410,26 @@ def main(argv: Sequence[str] | None = None) -> None:
         info = export_best(args.out, args.export)
         print(f"pretrained: {args.export / info['file']} <- {info['source']} (seed {info['seed']}, "
               f"validation {info['best_val']:.4g})")
-        return
+        return 0
     if args.figures_only:
         rows = json.loads(path.read_text())["rows"]
     else:
-        seeds = [int(s) for s in args.seeds.split(",")]
-        axes: list[tuple[str, int, float]] = []
-        for split in args.splits.split(","):
-            axes.append((split, 3, 0.0))
-        axes += [("interpolation", 3, float(s)) for s in args.noise.split(",") if float(s) != 0]
-        axes += [("interpolation", int(k), 0.0) for k in args.context_lens.split(",") if int(k) != 3]
+        seeds = _csv(ap, "--seeds", args.seeds, int)
+        splits = _csv(ap, "--splits", args.splits, str)
+        bad = [s for s in splits if s not in ("interpolation", "extrapolation")]
+        if bad:
+            ap.error(f"--splits: unknown split {bad[0]!r}; valid: interpolation, extrapolation")
+        axes: list[tuple[str, int, float]] = [(split, 3, 0.0) for split in splits]
+        axes += [("interpolation", 3, s) for s in _csv(ap, "--noise", args.noise, float) if s != 0]
+        axes += [("interpolation", k, 0.0) for k in _csv(ap, "--context-lens", args.context_lens, int) if k != 3]
         rows = run_study(args.data, args.out, seeds, args.epochs, args.n_test, axes, args.models.split(","))
         write_json(path, {"command": " ".join(sys.argv), "rows": rows})
     summary = summarize_rows(rows)
     write_text(args.out / "context_study.md", tables(summary))
     figures(summary, args.out)
     print(tables(summary))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -32,6 +32,8 @@ STUDIES: dict[str, tuple[str, str]] = {
     "rigid_body_quality": ("rigid_body_quality", "the rigid-body VPT trained in phases (unrolled fine-tuning)"),
     "coupled_oscillator": ("coupled_oscillator", "VPT against the standard transformer, Stormer-Verlet and RK4 on "
                                                  "the coupled oscillator"),
+    "context": ("context", "context-conditioned Lie-Poisson nets on the rigid-body family against identification "
+                           "+ classical methods"),
 }
 
 
