@@ -3,7 +3,6 @@ declared once on ``StudyOptions`` (issue 30, item 4)."""
 
 from __future__ import annotations
 
-
 import argparse
 import importlib
 import subprocess
