@@ -187,7 +187,7 @@ class GenerationSpec(Config):
     """What to generate: system, initial conditions, time grid, generator, output.
 
     Build one with [`load_spec`][vpintegrator.data.spec.load_spec] (from TOML) or directly; ``dataclasses.replace`` re-validates.
-    A [`Config`][vpintegrator.config.Config] like the training and rollout configs: each key declared once
+    A ``vpintegrator.config.Config`` like the training and rollout configs: each key declared once
     (``key``: type, bounds, help, ``vp-gen`` flag), checked once by ``Config`` when the spec is built (the
     message names the file and its ``section.key``), then the rules between keys (``t_end >= dt``, at most
     2**53 steps).
