@@ -1,4 +1,4 @@
-"""The context study of the rigid-body family (issue 34, docs/context.md): context-conditioned integrators
+"""The context study of the rigid-body family (docs/context.md): context-conditioned integrators
 against the parameter-blind models, an unstructured in-context model and identification + classical.
 
 Per seed and split (``parameters_interpolation`` / ``parameters_extrapolation``) each learned model is
