@@ -80,19 +80,15 @@ def _shards(folder: Path) -> dict[str, tuple[int, int]]:
     return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in folder.glob("data.shard-*.h5")}
 
 
-@pytest.mark.slow  # two clusters started, a run killed and resumed: about a minute here
-def test_a_lost_scheduler_is_one_line_and_the_rerun_computes_only_the_missing_shards(tmp_path):
-    from vpintegrator.data import generate, load_spec, read_trajectories
-
-    work = tmp_path / "work"
-    work.mkdir()
-    out = work / "data.h5"
-    cluster = _Cluster(tmp_path / "c1")
+def _kill_cluster_mid_run(command, folder: Path, written):
+    """Run ``command(address)`` on a fresh cluster in ``folder``; once ``written()`` says a first shard exists
+    (the others still running) kill the whole cluster. Returns (the cluster, the run's stderr, its exit code)."""
+    cluster = _Cluster(folder)
     try:
-        proc = subprocess.Popen(_gen(out, cluster.address), env=_ENV, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(command(cluster.address), env=_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
         deadline = time.monotonic() + 240
-        while not _shards(work):  # the first shard is written: kill the cluster while the others run
+        while not written():
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "no shard was written"
             time.sleep(0.05)
@@ -100,7 +96,20 @@ def test_a_lost_scheduler_is_one_line_and_the_rerun_computes_only_the_missing_sh
         _, err = proc.communicate(timeout=240)
     finally:
         cluster.close()
-    assert proc.returncode == 1, err
+    return cluster, err, proc.returncode
+
+
+@pytest.mark.slow  # two clusters started, a run killed and resumed: about a minute here
+def test_a_lost_scheduler_is_one_line_and_the_rerun_computes_only_the_missing_shards(tmp_path):
+    from vpintegrator.data import generate, load_spec, read_trajectories
+
+    work = tmp_path / "work"
+    work.mkdir()
+    out = work / "data.h5"
+    # the first shard is written: kill the cluster while the others run
+    cluster, err, code = _kill_cluster_mid_run(lambda address: _gen(out, address), tmp_path / "c1",
+                                               lambda: _shards(work))
+    assert code == 1, err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert err.startswith(f"Error: scheduler {cluster.address}: the dask cluster was lost during the run ("), err
     assert "shard(s) sent were written whole, none half: run the same vp-gen command again" in err, err
@@ -150,20 +159,8 @@ def test_a_lost_cluster_during_vp_rollout_is_one_line_and_the_rerun_computes_onl
     def shards():
         return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in work.glob("r.shard-*.h5")}
 
-    cluster = _Cluster(tmp_path / "c1")
-    try:
-        proc = subprocess.Popen(_rollout(data, out, cluster.address), env=_ENV, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 240
-        while not shards():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "no shard was written"
-            time.sleep(0.05)
-        cluster.kill()
-        _, err = proc.communicate(timeout=240)
-    finally:
-        cluster.close()
-    assert proc.returncode == 1, err
+    cluster, err, code = _kill_cluster_mid_run(lambda address: _rollout(data, out, address), tmp_path / "c1", shards)
+    assert code == 1, err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert "the dask cluster was lost during the run (" in err and "run the same vp-rollout command again" in err, err
     kept = shards()
