@@ -17,7 +17,9 @@ Workloads (what the one-core refactoring touched):
 - ``train``: ``fit`` of the paper VPT with Adam, 3 epochs on 300 trajectories, batch 1024, float32
   (the epoch loop, the bookkeeping, log.csv, checkpoints);
 - ``train_lm``: ``fit`` with Levenberg–Marquardt, 2 epochs of 5 iterations on 1024-window subsamples;
-- ``ensemble``: a 4-seed ensemble, Adam, 2 epochs.
+- ``ensemble``: a 4-seed ensemble, Adam, 2 epochs;
+- ``generate``: ``generate`` of the paper's rigid-body spec with implicit midpoint, inline and with two worker
+  processes (spec check, the job runtime's shards and index, the HDF5 writer).
 """
 
 from __future__ import annotations
@@ -107,6 +109,13 @@ cfg = dict(data=[str(data)], model={"name": "vpt", "n_blocks": 2, "L": 2}, epoch
            out=str(work / f"e_{os.getpid()}"))
 tic = time.perf_counter()
 vp.fit(cfg)
+print(time.perf_counter() - tic)
+""",
+    "generate": """
+spec = vp.load_spec("rigid_body_paper", method="implicit_midpoint")
+tic = time.perf_counter()
+vp.generate(spec, out=work / f"g_{os.getpid()}.h5")
+vp.generate(spec, out=work / f"gw_{os.getpid()}.h5", workers=2)
 print(time.perf_counter() - tic)
 """,
 }
