@@ -153,3 +153,22 @@ def test_a_bad_plan_file_is_one_line(text, message, tmp_path):
     assert len(lines) == 1 and message in lines[0] and lines[0].startswith("Error: "), lines
     if text and "modls" in text:
         assert "did you mean 'models'?" in lines[0] and str(plan) in lines[0]
+
+
+def test_the_attention_step_is_a_config_too(tmp_path, capsys):
+    """The studies' attention step (``python -m vpintegrator.studies.attention``): its keys documented once,
+    the same one-line errors."""
+    from vpintegrator.studies import attention
+
+    cls = attention.AttentionOptions
+    assert set(documented(cls)) == set(declared(cls))
+    base = ["--model", "m", "--data", str(tmp_path / "d.h5"), "--out", str(tmp_path / "o.json")]
+    for args, message in ((["--n-traj", "0"], "--n-traj must be >= 1; got 0"),
+                          (["--set", "t_end=-1"], "--t-end must be a positive number; got -1"),
+                          (["--set", "ntraj=3"], "did you mean 'n_traj'?")):
+        assert attention.main([*base, *args]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
+    assert attention.main(base[2:]) == 2
+    assert "--model is required" in capsys.readouterr().err
+    assert not (tmp_path / "o.json").exists()

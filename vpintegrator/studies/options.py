@@ -139,10 +139,10 @@ def add_options(parser: argparse.ArgumentParser, cls: Any = StudyOptions, *,
             kwargs["action"] = "append"
         parser.add_argument(k.flag or _flag(name), **kwargs)
     parser.add_argument("--plan", metavar="TOML",
-                        help="A TOML file of this study's keys (the flags' names with underscores, e.g. "
-                             "train_seconds = 60); --set and the flags given go on top.")
+                        help="A TOML file of the keys above (a key is its flag's name with underscores: "
+                             "--n-heldout is n_heldout); --set and the flags given go on top.")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE",
-                        help="Set one key (a TOML value, e.g. --set train_seconds=60); repeatable.")
+                        help="Set one key of the above to a TOML value (KEY as in --plan); repeatable.")
     _PARSERS[parser] = (cls, tuple(required))
 
 
