@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from vpintegrator.cli import group, study
 from vpintegrator.studies import coupled_oscillator, rigid_body, rigid_body_quality, rigid_body_structure
-from vpintegrator.studies.options import STUDIES, StudyOptions, add_options, checked
+from vpintegrator.studies.options import STUDIES, StudyOptions, add_options, checked, parse
 from vpintegrator.studies.runner import StudyError
 
 SHARED = ("--out", "--seeds", "--jobs", "--budget", "--wall-ceiling", "--skip-existing", "--overwrite",
@@ -79,8 +79,10 @@ def test_checked_normalises_and_writes_back():
     assert isinstance(opts, StudyOptions)
     assert a.seeds == [3, 1] and opts.seeds == [3, 1]
     assert (a.jobs, a.budget, a.wall_ceiling, a.skip_existing) == (2, "wall", 4.0, False)
-    with pytest.raises(SystemExit):
-        p.parse_args([])  # --out required
+    a = parse(p, ["--out", "r", "--budget", "wall"])  # the same through parse
+    assert (a.out, a.seeds, a.jobs, a.budget, a.wall_ceiling, a.skip_existing) == ("r", [3, 1], 2, "wall", 4.0, False)
+    with pytest.raises(StudyError, match=r"^--out is required"):
+        parse(p, [])  # --out required (its flag or out in the --plan file)
 
 
 def test_checked_refuses_a_bad_value_naming_the_flag():

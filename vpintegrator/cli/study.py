@@ -4,8 +4,10 @@ studies (``vpintegrator.studies.options.STUDIES``); ``vp-study`` alone lists the
 The options after NAME go to the study as they are (``vp-study rigid_body --quick --out runs/q`` is
 ``scripts/reproduce_rigid_body.py --quick --out runs/q``); ``vp-study NAME --help`` shows them. The shared
 flags (``--out``, ``--seeds``, ``--jobs``, ``--budget``, ``--wall-ceiling``, ``--skip-existing``,
-``--overwrite``, ``--table-only``, ``--export-pretrained``) are ``StudyOptions``' keys. Exit status: the
-study's (0 done, 2 bad input or a failed step, 130 interrupted).
+``--overwrite``, ``--table-only``, ``--export-pretrained``) are ``StudyOptions``' keys, a study's own flags
+the keys of its subclass; ``--plan TOML`` reads a study's keys from a file and ``--set KEY=VALUE`` sets one
+(``vpintegrator.studies.options.parse``). Exit status: the study's (0 done, 2 bad input or a failed step,
+130 interrupted).
 """
 
 from __future__ import annotations

@@ -23,10 +23,12 @@ from __future__ import annotations
 from typing import Any
 
 import argparse
-import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
+from ..config import Config, key
+from .options import add_options, parse
 from .runner import StudyError, guarded
 from .stats import median_interval, write_json
 
@@ -108,18 +110,37 @@ def section(entries) -> list[str]:
                        "error, constant coupling"], body), ""]
 
 
+@dataclass
+class AttentionOptions(Config):
+    """The attention step's keys (flags ``--model``, ``--data``, ``--n-traj``, ``--t-end``, ``--out``).
+
+    Parameters
+    ----------
+    model : str
+        Run directory, .pt file or pretrained:<name>.
+    data : str
+        HDF5 trajectories of the exact flow (held-out conditions).
+    n_traj : int
+        First trajectories of --data (default 20).
+    t_end : float
+        Horizon of the errors (default: the data's).
+    out : str
+        JSON file written.
+    """
+
+    _source_in_messages = False
+
+    model: str | None = key(None, optional=True, type=str)
+    data: str | None = key(None, optional=True, type=str)
+    n_traj: int = key(20, type=int, low=1, expected=">= 1")
+    t_end: float | None = key(None, optional=True, type=float, low=0.0, open_low=True, expected="a positive number")
+    out: str | None = key(None, optional=True, type=str)
+
+
 def _main(argv) -> int:
     p = argparse.ArgumentParser(prog="python -m vpintegrator.studies.attention", description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", required=True, help="Run directory, .pt file or pretrained:<name>.")
-    p.add_argument("--data", required=True, help="HDF5 trajectories of the exact flow (held-out conditions).")
-    p.add_argument("--n-traj", type=int, default=20, help="First trajectories of --data (default %(default)s).")
-    p.add_argument("--t-end", type=float, default=None, help="Horizon of the errors (default: the data's).")
-    p.add_argument("--out", required=True, help="JSON file written.")
-    a = p.parse_args(argv)
-    if a.n_traj < 1:
-        raise StudyError(f"--n-traj must be >= 1; got {a.n_traj}")
-    if a.t_end is not None and not (math.isfinite(a.t_end) and a.t_end > 0):
-        raise StudyError(f"--t-end must be a positive number; got {a.t_end!r}")
+    add_options(p, AttentionOptions, required=("model", "data", "out"))
+    a = parse(p, argv)  # every key checked once; a bad one is a one-line error naming its flag
     import torch
 
     torch.set_num_threads(1)

@@ -43,7 +43,9 @@ from pathlib import Path
 from . import _rollouts, attention, export
 from .._shipped import shipped_file
 from ..rundir import read_log
-from .options import add_options, checked
+from ..config import key
+from ..errors import VPIntegratorError
+from .options import StudyOptions, add_options, comma_list, parse
 from .runner import REPO, WALL_CEILING, Runner, StudyError, Task, budget_flags, check_study_out, guarded, study_lock
 from .stats import (bootstrap_ci, fmt_num, md_table, mean_std, median_interval, read_json, results_provenance,
                     write_json, write_text)
@@ -123,36 +125,75 @@ class _Parser(argparse.ArgumentParser):
         raise StudyError(f"{message} (see --help)")
 
 
+def _config_pairs(value: Any) -> list[str]:
+    """``config``: a list of MODEL=TOML strings (each checked by ``_configs``)."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise VPIntegratorError(f"config must be a list of MODEL=TOML strings; got {value!r}", key="config")
+    return value
+
+
+@dataclass
+class CoupledOscillatorOptions(StudyOptions):
+    """The coupled-oscillator study's own keys, beside the shared ones of ``StudyOptions``.
+
+    Parameters
+    ----------
+    train_seconds : float
+        Training budget per model (default 120; --quick: 30): CPU seconds, or wall with --budget wall.
+    n_steps : int
+        Rollout steps of dt = 0.4 (default 10000; --quick: 2500).
+    heldout : int
+        Held-out initial conditions (default 100; --quick: 3; 0: none).
+    train_n_traj : int
+        Training initial conditions (default 1000; --quick: 300).
+    models : str
+        Comma list out of vpt,st,symplectic_transformer,g_sympnet,la_sympnet (default
+        vpt,st,symplectic_transformer,g_sympnet).
+    config : list of str
+        vp-train TOML of MODEL, as MODEL=TOML (default configs/study/coupled_oscillator_<model>.toml); repeatable.
+    vpt_config : str
+        Same as --config vpt=TOML.
+    st_config : str
+        Same as --config st=TOML.
+    init_scale : float
+        Multiply every model's initial weights by this (default: each config's init_scale; 1: the package's
+        Glorot init).
+    quick : bool
+        One seed, 30-s trainings, 2500 steps: about 2 minutes.
+    """
+
+    train_seconds: float | None = key(None, optional=True, type=float, low=0.0, open_low=True,
+                                      expected="a positive number of seconds")
+    n_steps: int | None = key(None, optional=True, type=int, low=6,
+                              expected=">= 6 (two model windows of 3 states)")
+    heldout: int | None = key(None, optional=True, type=int, low=0,
+                              expected=">= 0 (0: only the default initial condition)")
+    train_n_traj: int | None = key(None, optional=True, type=int, low=2,
+                                   expected=">= 2 (training and validation trajectories)")
+    models: str | None = key(None, optional=True, check=lambda v: comma_list(v, "models"))
+    config: list[str] = key(default_factory=list, check=_config_pairs, metavar="MODEL=TOML")
+    vpt_config: str | None = key(None, optional=True, type=str)
+    st_config: str | None = key(None, optional=True, type=str)
+    init_scale: float | None = key(None, optional=True, type=float, low=0.0, open_low=True,
+                                   expected="a positive number (1: the package's init)")
+    quick: bool = key(False, type=bool)
+
+
 def parse_args(argv: list[str] | None = None) -> tuple[Settings, bool]:
     """Parse and validate the command line; returns (settings, table_only)."""
     p = _Parser(
         prog="reproduce_coupled_oscillator.py",
         description="Coupled-oscillator study: VPT vs standard transformer vs Stormer-Verlet and RK4 over 10^4 steps.",
     )
-    add_options(p, required=("out",),
+    add_options(p, CoupledOscillatorOptions, required=("out",),
                 helps={"out": "Run directory (created).",
                        "seeds": "Comma list of training seeds (default 0,1,2,3,4; --quick: 0).",
                        "export_pretrained": "Then copy, per symplectic model trained, the best.pt of the seed with the "
                        "lowest validation score to DIR/coupled_oscillator_<model>.pt (provenance in "
                        "DIR/provenance.json)."})
-    p.add_argument("--train-seconds", type=float,
-                   help="Training budget per model (default 120; --quick: 30): CPU seconds, or wall with --budget wall.")
-    p.add_argument("--n-steps", type=int, help="Rollout steps of dt = 0.4 (default 10000; --quick: 2500).")
-    p.add_argument("--heldout", type=int, help="Held-out initial conditions (default 100; --quick: 3; 0: none).")
-    p.add_argument("--train-n-traj", type=int, help="Training initial conditions (default 1000; --quick: 300).")
-    p.add_argument("--models", help=f"Comma list out of {','.join(MODELS)} (default {','.join(DEFAULT_MODELS)}).")
-    p.add_argument("--config", action="append", default=[], metavar="MODEL=TOML",
-                   help="vp-train TOML of MODEL (default configs/study/coupled_oscillator_<model>.toml); repeatable.")
-    p.add_argument("--vpt-config", help="Same as --config vpt=TOML.")
-    p.add_argument("--st-config", help="Same as --config st=TOML.")
-    p.add_argument(
-        "--init-scale", type=float,
-        help="Multiply every model's initial weights by this (default: each config's init_scale; 1: the "
-             "package's Glorot init).",
-    )
-    p.add_argument("--quick", action="store_true", help="One seed, 30-s trainings, 2500 steps: about 2 minutes.")
-    a = p.parse_args(argv)
-    checked(a)  # the shared flags (--seeds, --jobs, --wall-ceiling, ...), each checked once
+    a = parse(p, argv)  # every key (shared and the study's own) checked once
 
     quick = a.quick
     s = Settings(
@@ -172,16 +213,6 @@ def parse_args(argv: list[str] | None = None) -> tuple[Settings, bool]:
         budget=a.budget,
         wall_ceiling=a.wall_ceiling,
     )
-    if not (math.isfinite(s.train_seconds) and s.train_seconds > 0):
-        raise StudyError(f"--train-seconds must be a positive number of seconds; got {s.train_seconds!r}")
-    if s.init_scale is not None and not (math.isfinite(s.init_scale) and s.init_scale > 0):
-        raise StudyError(f"--init-scale must be a positive number (1: the package's init); got {s.init_scale!r}")
-    if s.n_steps < 6:
-        raise StudyError(f"--n-steps must be >= 6 (two model windows of 3 states); got {s.n_steps}")
-    if s.heldout < 0:
-        raise StudyError(f"--heldout must be >= 0 (0: only the default initial condition); got {s.heldout}")
-    if s.train_n_traj < 2:
-        raise StudyError(f"--train-n-traj must be >= 2 (training and validation trajectories); got {s.train_n_traj}")
     for model in s.models:
         if not a.table_only and not _resolve(s.configs[model]).is_file():
             flag = {"vpt": "--vpt-config", "st": "--st-config"}.get(model) if getattr(a, f"{model}_config", None) \

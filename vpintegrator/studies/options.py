@@ -1,12 +1,18 @@
-"""The studies' shared options, declared once on a ``Config``, and the list of studies.
+"""The studies' options, declared once on ``Config`` s, their parser and the list of studies.
 
 Every study takes the same nine flags (``--out``, ``--seeds``, ``--jobs``, ``--budget``,
 ``--wall-ceiling``, ``--skip-existing``, ``--overwrite``, ``--table-only``, ``--export-pretrained``):
 they are the keys of ``StudyOptions``, each declared with ``vpintegrator.config.key`` (type, bounds,
-help), and ``add_options`` makes them argparse flags. ``checked`` builds a ``StudyOptions`` from the
-parsed flags (every key checked once, by ``Config``), writes the normalised values back (``--seeds`` as a
-list of integers) and reports a bad value as a one-line ``StudyError`` naming the flag. A study adds its
-own flags beside these on the same parser.
+help). A study's own flags (``--quick``, ``--models``, ``--train-seconds``, ...) are the keys of its
+subclass of ``StudyOptions`` (``RigidBodyOptions``, ... beside the study), each documented once in the
+subclass's docstring: its first sentence is the flag's help.
+
+``add_options`` makes a class's keys argparse flags (``--key-name``), with ``--plan TOML`` (a file of the
+study's keys, e.g. ``models = "vpt,st"``) and ``--set KEY=VALUE``; ``parse`` parses a command line: the
+defaults, then the plan file, then ``--set`` and the flags given on top (a key given by ``--set`` and by its
+own flag is refused), every key checked once by ``Config``, the checked values written into the namespace
+(``--seeds`` as a list of integers). A bad key or value is a one-line ``StudyError`` naming the flag.
+``checked`` checks a namespace parsed without ``parse``.
 
 ``STUDIES`` names the studies ``python -m vpintegrator study NAME`` (``vp-study NAME``) runs: name ->
 (module under ``vpintegrator.studies`` with ``main(argv) -> int``, one line). Adding a study is one entry.
@@ -15,14 +21,16 @@ own flags beside these on the same parser.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import weakref
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-from ..config import Config, declared, key
+from ..config import Config, check_keys, declared, key, parse_set, read_toml
 from ..errors import VPIntegratorError
 from .runner import WALL_CEILING, StudyError, parse_seeds
 
-__all__ = ["STUDIES", "StudyOptions", "add_options", "checked"]
+__all__ = ["STUDIES", "StudyOptions", "add_options", "checked", "comma_list", "parse"]
 
 #: study name -> (module under vpintegrator.studies with ``main(argv) -> int``, what it does)
 STUDIES: dict[str, tuple[str, str]] = {
@@ -48,7 +56,8 @@ def _seeds(value: Any) -> list[int] | None:
 
 @dataclass
 class StudyOptions(Config):
-    """The flags every study takes (see the module docstring); a study's own flags stay on its parser."""
+    """The flags every study takes (see the module docstring); a study's own flags are the keys of its
+    subclass."""
 
     _source_in_messages = False
 
@@ -74,54 +83,132 @@ class StudyOptions(Config):
                                              "(lowest validation score) to DIR, with DIR/provenance.json.")
 
 
+def comma_list(value: Any, name: str) -> str:
+    """A comma-list key's value: a string (``"vpt,st"``) as given, a TOML array of strings joined with
+    commas; else a one-line error naming the key."""
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return ",".join(value)
+    if not isinstance(value, str):
+        raise VPIntegratorError(f"{name} must be a comma list (or an array of strings); got {value!r}", key=name)
+    return value
+
+
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
+
+
+#: parser -> (its options class, its required keys), recorded by ``add_options`` for ``parse``
+_PARSERS: weakref.WeakKeyDictionary[argparse.ArgumentParser, tuple[type[Config], tuple[str, ...]]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _default(f: Any) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    return None if f.default_factory is dataclasses.MISSING else f.default_factory()
 
 
 def add_options(parser: argparse.ArgumentParser, cls: Any = StudyOptions, *,
                 defaults: Mapping[str, Any] | None = None, helps: Mapping[str, str] | None = None,
                 required: tuple[str, ...] = ()) -> None:
-    """The keys of ``cls`` as flags of ``parser`` (``--key-name``); ``defaults`` and ``helps`` replace a key's
-    default and help text for one study; ``required`` keys have no default."""
-    import dataclasses
-
+    """The keys of ``cls`` as flags of ``parser`` (``--key-name``), and ``--plan``/``--set``; ``defaults`` and
+    ``helps`` replace a key's default and help text for one study; ``required`` keys have no default (their
+    flag or the plan file gives them: ``parse`` checks)."""
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for name, k in declared(cls).items():
         if k.flag == "":
             continue
         f = fields[name]
-        default = (defaults or {}).get(name, None if f.default is dataclasses.MISSING else f.default)
-        text = (helps or {}).get(name, k.help)
-        if k.type is bool:
+        default = None if name in required else (defaults or {}).get(name, _default(f))
+        text = (helps or {}).get(name, k.help).replace("%", "%%")
+        if k.type is bool and default is False:
             parser.add_argument(k.flag or _flag(name), action="store_true", help=text)
             continue
-        shown = "" if default is None or name in required or "default" in text else f" (default {default})"
-        kwargs: dict[str, Any] = {"help": (text + shown).replace("%", "%%"), "metavar": k.metavar}
+        if k.type is bool:  # on by default, or "not given" (None): --x and --no-x
+            parser.add_argument(k.flag or _flag(name), action=argparse.BooleanOptionalAction, default=default,
+                                help=text)
+            continue
+        shown = "" if default in (None, []) or "default" in text else f" (default {default})"
+        kwargs: dict[str, Any] = {"help": text + shown, "metavar": k.metavar, "default": default}
         if k.choices is not None:
             kwargs["choices"] = k.choice_list()
             kwargs.pop("metavar")
         elif k.type in (int, float):
             kwargs["type"] = k.type
-        if name in required:
-            kwargs["required"] = True
-        else:
-            kwargs["default"] = default
+        if f.default_factory is list:  # a repeatable flag
+            kwargs["action"] = "append"
         parser.add_argument(k.flag or _flag(name), **kwargs)
+    parser.add_argument("--plan", metavar="TOML",
+                        help="A TOML file of the keys above (a key is its flag's name with underscores: "
+                             "--n-heldout is n_heldout); --set and the flags given go on top.")
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE",
+                        help="Set one key of the above to a TOML value (KEY as in --plan); repeatable.")
+    _PARSERS[parser] = (cls, tuple(required))
+
+
+def _study_error(err: VPIntegratorError) -> StudyError:
+    """``err`` as a ``StudyError`` whose message names the flag (``--jobs must be ...``)."""
+    text = str(err)
+    if err.key and text.startswith(f"{err.key} "):
+        text = _flag(err.key) + text[len(err.key):]
+    elif err.key and text.startswith(f"--{err.key} "):  # parse_seeds' own "--seeds must ..."
+        text = _flag(err.key) + text[len(err.key) + 2:]
+    return StudyError(text)
+
+
+def _build(cls: type[Config], values: Mapping[str, Any]) -> Config:
+    try:
+        return cls.from_dict(values, source="flags")
+    except VPIntegratorError as err:
+        raise _study_error(err) from None
+
+
+def _write_back(a: argparse.Namespace, options: Config, names: Sequence[str]) -> None:
+    keys = declared(type(options))
+    for name in names:
+        value = getattr(options, name)
+        if keys[name].type is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)  # 60 in a TOML file is 60.0, as --train-seconds 60 is
+        setattr(a, name, value)
 
 
 def checked(a: argparse.Namespace, cls: type[Config] = StudyOptions) -> Config:
     """The ``cls`` keys of the parsed flags ``a``, checked once (a bad value: a one-line ``StudyError`` naming
     its flag); the checked values (``--seeds`` as a list) are written back into ``a``."""
     values = {name: getattr(a, name) for name in declared(cls) if hasattr(a, name)}
-    try:
-        options = cls.from_dict(values, source="flags")
-    except VPIntegratorError as err:
-        text = str(err)
-        if err.key and text.startswith(f"{err.key} "):
-            text = _flag(err.key) + text[len(err.key):]
-        elif err.key and text.startswith(f"--{err.key} "):  # parse_seeds' own "--seeds must ..."
-            text = _flag(err.key) + text[len(err.key) + 2:]
-        raise StudyError(text) from None
-    for name in values:
-        setattr(a, name, getattr(options, name))
+    options = _build(cls, values)
+    _write_back(a, options, list(values))
     return options
+
+
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse ``argv`` with a parser of ``add_options``: defaults, then ``--plan``'s keys, then ``--set`` and
+    the flags given, every key checked once; the namespace holds the checked values (see the module
+    docstring). Bad input: a one-line ``StudyError`` naming the flag or key."""
+    cls, required = _PARSERS[parser]
+    names = [n for n, k in declared(cls).items() if k.flag != ""]
+    defaults = {n: parser.get_default(n) for n in names}
+    parser.set_defaults(**{n: None for n in names})  # None: not given on the command line
+    try:
+        a = parser.parse_args(argv)
+    finally:
+        parser.set_defaults(**defaults)
+    given = {n: getattr(a, n) for n in names if getattr(a, n) is not None}
+    try:
+        sets = parse_set(a.set)
+        check_keys(sets, names, "--set")
+        plan = read_toml(a.plan, what="--plan") if a.plan else {}
+        check_keys(plan, names, f"--plan {a.plan}")
+    except VPIntegratorError as err:
+        raise StudyError(str(err)) from None
+    for name in sets:
+        if name in given:
+            raise StudyError(f"--set {name}=...: {name} is also given by its own flag {_flag(name)}; give it once")
+    values = dict(defaults)
+    for layer in (plan, sets, given):
+        values.update({k: v for k, v in layer.items() if v is not None})
+    for name in required:
+        if values.get(name) is None:
+            raise StudyError(f"{_flag(name)} is required (the flag, or {name} in the --plan file)")
+    _write_back(a, _build(cls, values), names)
+    return a

@@ -38,7 +38,7 @@ from typing import Any
 
 import argparse
 import json
-import math
+from dataclasses import dataclass
 import shutil
 import time
 from pathlib import Path
@@ -50,7 +50,8 @@ from .rigid_body_results import (  # noqa: F401  (re-exported: the study's publi
 )
 from . import export
 from .._shipped import shipped_file
-from .options import add_options, checked
+from ..config import key
+from .options import StudyOptions, add_options, comma_list, parse
 from .runner import Runner, StudyError, Task, budget_flags, check_study_out, guarded, study_lock
 from .stats import read_json, write_if_changed, write_json
 
@@ -73,32 +74,54 @@ def _csv_list(text: str, what: str) -> list[str]:
     return items
 
 
+@dataclass
+class RigidBodyOptions(StudyOptions):
+    """The rigid-body study's own keys, beside the shared ones of ``StudyOptions``.
+
+    Parameters
+    ----------
+    models : str
+        Comma list out of vpff, vpt, vpt_arb, st, vpt_exact (default all; --quick vpff,vpt,st).
+    train_seconds : float
+        Seconds per training run (300; --quick 60): CPU seconds, or wall with --budget wall.
+    long_t_end : float
+        Horizon of the long rollout (5000; --quick 1000).
+    long_volume : bool
+        log|det J| in the long rollout (default on).
+    timing_t_end : float
+        Horizon of the CPU timing (50000; --quick 5000).
+    n_heldout : int
+        Held-out random ICs (100; --quick 20).
+    timing_concurrent : bool
+        Run timing processes beside others (default: alone; --quick: concurrent).
+    config_dir : str
+        Directory of rigid_body_<model>.toml (default configs/study: the repository's, else the installed
+        package's copy).
+    quick : bool
+        Scaled down (seeds 0,1; models vpff,vpt,st; 60 s per training; t = 1000 long run; t = 5000 timing; 20
+        held-out ICs).
+    """
+
+    models: str | None = key(None, optional=True, check=lambda v: comma_list(v, "models"))
+    train_seconds: float | None = key(None, optional=True, type=float, low=1.0, expected="a number >= 1")
+    long_t_end: float | None = key(None, optional=True, type=float, low=1.0, expected="a number >= 1")
+    long_volume: bool = key(True, type=bool)
+    timing_t_end: float | None = key(None, optional=True, type=float, low=10.0, expected="a number >= 10")
+    n_heldout: int | None = key(None, optional=True, type=int, low=1, expected=">= 1")
+    timing_concurrent: bool | None = key(None, optional=True, type=bool)
+    config_dir: str = key(default_factory=lambda: str(shipped_file("configs/study")), type=str)
+    quick: bool = key(False, type=bool)
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = _Parser(prog="reproduce_rigid_body", description=__doc__.split("\n\n")[0],
                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_options(p, defaults={"out": "runs/reproduce_rigid_body"},
+    add_options(p, RigidBodyOptions, defaults={"out": "runs/reproduce_rigid_body"},
                 helps={"seeds": "Comma list of training seeds (default 0,1,2,3,4; --quick 0,1).",
                        "export_pretrained": "After the study (or with --table-only), copy the best seed's best.pt of "
                        "vpt, vpff and st (lowest validation score in summary.json: validation data only, never "
                        "trajectories 1/4 or the held-out set) to DIR/rigid_body_<model>.pt, with DIR/provenance.json."})
-    p.add_argument("--models", default=None,
-                   help=f"Comma list out of {','.join(ALL_MODELS)} (default all; --quick {','.join(QUICK_MODELS)}).")
-    p.add_argument("--train-seconds", type=float, default=None,
-                   help="Seconds per training run (300; --quick 60): CPU seconds, or wall with --budget wall.")
-    p.add_argument("--long-t-end", type=float, default=None, help="Horizon of the long rollout (5000; --quick 1000).")
-    p.add_argument("--long-volume", action=argparse.BooleanOptionalAction, default=True,
-                   help="log|det J| in the long rollout (default on).")
-    p.add_argument("--timing-t-end", type=float, default=None, help="Horizon of the CPU timing (50000; --quick 5000).")
-    p.add_argument("--n-heldout", type=int, default=None, help="Held-out random ICs (100; --quick 20).")
-    p.add_argument("--timing-concurrent", action=argparse.BooleanOptionalAction, default=None,
-                   help="Run timing processes beside others (default: alone; --quick: concurrent).")
-    p.add_argument("--config-dir", default=str(shipped_file("configs/study")),
-                   help="Directory of rigid_body_<model>.toml (default configs/study: the repository's, "
-                   "else the installed package's copy).")
-    p.add_argument("--quick", action="store_true",
-                   help="Scaled down (seeds 0,1; models vpff,vpt,st; 60 s per training; t = 1000 long run; t = 5000 timing; 20 held-out ICs).")
-    a = p.parse_args(argv)
-    checked(a)  # the shared flags (--seeds, --jobs, --wall-ceiling, ...), each checked once
+    a = parse(p, argv)  # every key (shared and the study's own) checked once
 
     q = a.quick
     a.seeds = a.seeds if a.seeds is not None else ([0, 1] if q else [0, 1, 2, 3, 4])
@@ -112,12 +135,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     a.timing_t_end = a.timing_t_end if a.timing_t_end is not None else (5000.0 if q else 50000.0)
     a.n_heldout = a.n_heldout if a.n_heldout is not None else (20 if q else 100)
     a.timing_concurrent = q if a.timing_concurrent is None else a.timing_concurrent
-    for name, value, low in (("--train-seconds", a.train_seconds, 1.0), ("--long-t-end", a.long_t_end, 1.0),
-                             ("--timing-t-end", a.timing_t_end, 10.0)):
-        if not math.isfinite(value) or value < low:
-            raise StudyError(f"{name} must be a number >= {low:g}; got {value!r}")
-    if a.n_heldout < 1:
-        raise StudyError(f"--n-heldout must be >= 1; got {a.n_heldout}")
     a.out = Path(a.out)
     return a
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 import argparse
+from dataclasses import dataclass
 import math
 import shutil
 import sys
@@ -35,7 +36,8 @@ from pathlib import Path
 from . import export
 from .rigid_body_results import BAND_TARGET, ERROR_TARGET, PAPER_TRAJ, rollout_values
 from .._shipped import shipped_file
-from .options import add_options, checked
+from ..config import key
+from .options import StudyOptions, add_options, parse
 from .runner import Runner, StudyError, Task, budget_flags, check_study_out, guarded, study_lock
 from .stats import fmt_num, md_table, read_json, write_json, write_results_files
 
@@ -48,29 +50,41 @@ class _Parser(argparse.ArgumentParser):
         raise StudyError(f"{message} (see --help)")
 
 
+@dataclass
+class QualityOptions(StudyOptions):
+    """The quality study's own keys, beside the shared ones of ``StudyOptions``.
+
+    Parameters
+    ----------
+    phase1_seconds : float
+        Phase 1 seconds (default 450.0; CPU, or wall with --budget wall).
+    phase2_seconds : float
+        Phase 2 seconds (default 450.0).
+    unroll : int
+        Phase 2's unroll (default 3).
+    phase3_seconds : float
+        Phase 3 seconds (default 0: no phase 3).
+    unroll3 : int
+        Phase 3's unroll (default 5).
+    config : str
+        vp-train TOML (default configs/study/rigid_body_vpt.toml: the repository's, else the installed
+        package's copy).
+    """
+
+    phase1_seconds: float = key(450.0, type=float, low=0.0, open_low=True, expected="a positive number of seconds")
+    phase2_seconds: float = key(450.0, type=float, low=0.0, open_low=True, expected="a positive number of seconds")
+    unroll: int = key(3, type=int, low=1, expected=">= 1")
+    phase3_seconds: float = key(0.0, type=float, low=0.0, expected="a number of seconds >= 0 (0: no phase 3)")
+    unroll3: int = key(5, type=int, low=1, expected=">= 1")
+    config: str = key(default_factory=lambda: str(shipped_file("configs/study/rigid_body_vpt.toml")), type=str)
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = _Parser(prog="reproduce_rigid_body_quality.py", description=__doc__.split("\n\n")[0])
-    add_options(p, required=("out",), defaults={"seeds": "0,1,2,3,4"},
+    add_options(p, QualityOptions, required=("out",), defaults={"seeds": "0,1,2,3,4"},
                 helps={"export_pretrained": "Then copy phase 2's best.pt of the seed with the lowest validation score "
                        "(validation data only) to DIR/rigid_body_vpt.pt and record it in DIR/provenance.json."})
-    p.add_argument("--phase1-seconds", type=float, default=450.0, help="Phase 1 seconds (default %(default)s; CPU, or wall with --budget wall).")
-    p.add_argument("--phase2-seconds", type=float, default=450.0, help="Phase 2 seconds (default %(default)s).")
-    p.add_argument("--unroll", type=int, default=3, help="Phase 2's unroll (default %(default)s).")
-    p.add_argument("--phase3-seconds", type=float, default=0.0,
-                   help="Phase 3 seconds (default 0: no phase 3).")
-    p.add_argument("--unroll3", type=int, default=5, help="Phase 3's unroll (default %(default)s).")
-    p.add_argument("--config", default=str(shipped_file("configs/study/rigid_body_vpt.toml")),
-                   help="vp-train TOML (default configs/study/rigid_body_vpt.toml: the repository's, else the "
-                   "installed package's copy).")
-    a = p.parse_args(argv)
-    checked(a)  # the shared flags (--seeds, --jobs, --wall-ceiling, ...), each checked once
-    for name in ("phase1_seconds", "phase2_seconds", "phase3_seconds"):
-        v = getattr(a, name)
-        if not (math.isfinite(v) and (v > 0 or (name == "phase3_seconds" and v == 0))):
-            raise StudyError(f"--{name.replace('_', '-')} must be a positive number of seconds; got {v!r}")
-    for name in ("unroll", "unroll3"):
-        if getattr(a, name) < 1:
-            raise StudyError(f"--{name} must be >= 1; got {getattr(a, name)}")
+    a = parse(p, argv)  # every key (shared and the study's own) checked once
     if not a.table_only and not Path(a.config).is_file():
         raise StudyError(f"--config {a.config}: no such file; give a vp-train TOML")
     out = Path(a.out)

@@ -46,6 +46,7 @@ Exit status: 0 done, 2 bad input or a failed step (one line on stderr), 130 inte
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 import math
 import sys
 from pathlib import Path
@@ -54,7 +55,9 @@ from typing import Any
 from . import _rollouts, attention, export
 from .._shipped import shipped_file
 from .rigid_body_results import PAPER_TRAJ, _errors_at, write_heldout_spec
-from .options import add_options, checked
+from ..config import key
+from ..errors import VPIntegratorError
+from .options import StudyOptions, add_options, comma_list, parse
 from .runner import Runner, StudyError, Task, budget_flags, check_study_out, guarded, study_lock
 from .work_precision import equal_cost_section
 from .stats import (bootstrap_ci, drift_growth, fmt_num, md_table, median_interval, read_json, write_json,
@@ -90,34 +93,49 @@ def _csv(text: str, what: str) -> list[str]:
     return items
 
 
+@dataclass
+class StructureOptions(StudyOptions):
+    """The structure study's own keys, beside the shared ones of ``StudyOptions``.
+
+    Parameters
+    ----------
+    models : str
+        Comma list of lpnet,lpnet_sym,lp_transformer,vpt,vpt_sym (default: all).
+    train_seconds : float
+        Seconds of LM per model and seed, one thread (default 240.0): CPU seconds, or wall with --budget wall.
+    n_heldout : int
+        Held-out ICs (default 100).
+    n_long : int
+        Held-out ICs rolled out to --long-t-end (default 20).
+    long_t_end : float
+        Long horizon (default 10000.0).
+    ship : str
+        The model --export-pretrained ships (default lpnet).
+    """
+
+    models: str = key(",".join(MODELS), check=lambda v: comma_list(v, "models"))
+    train_seconds: float = key(240.0, type=float, low=0.0, open_low=True, expected="a positive number")
+    n_heldout: int = key(100, type=int, low=1, expected=">= 1")
+    n_long: int = key(20, type=int, low=1, expected=">= 1")
+    long_t_end: float = key(10000.0, type=float, low=T_EVAL, open_low=True, expected=f"a number > {T_EVAL:g}")
+    ship: str = key("lpnet", type=str)
+
+    def _check_together(self) -> None:
+        if self.n_long > self.n_heldout:
+            raise VPIntegratorError(f"--n-long ({self.n_long}) must be <= --n-heldout ({self.n_heldout}): the long "
+                                    "runs start from held-out ICs", key="n_long")
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = _Parser(prog="reproduce_rigid_body_structure.py", description=__doc__.split("\n\n")[0])
-    add_options(p, required=("out",), defaults={"seeds": "0,1,2,3,4"},
+    add_options(p, StructureOptions, required=("out",), defaults={"seeds": "0,1,2,3,4"},
                 helps={"export_pretrained": "Copy --ship's best.pt of the seed with the best validation score to "
                        "DIR/rigid_body_<model>.pt."})
-    p.add_argument("--models", default=",".join(MODELS), help="Comma list of %(default)s (default: all).")
-    p.add_argument("--train-seconds", type=float, default=240.0,
-                   help="Seconds of LM per model and seed, one thread (default %(default)s): CPU seconds, or wall "
-                        "with --budget wall.")
-    p.add_argument("--n-heldout", type=int, default=100, help="Held-out ICs (default %(default)s).")
-    p.add_argument("--n-long", type=int, default=20, help="Held-out ICs rolled out to --long-t-end (default %(default)s).")
-    p.add_argument("--long-t-end", type=float, default=10000.0, help="Long horizon (default %(default)s).")
-    p.add_argument("--ship", default="lpnet", help="The model --export-pretrained ships (default %(default)s).")
-    a = p.parse_args(argv)
-    checked(a)  # the shared flags (--seeds, --jobs, --wall-ceiling, ...), each checked once
+    a = parse(p, argv)  # every key (shared and the study's own) checked once
     a.models = _csv(a.models, "models")
     bad = [m for m in a.models if m not in MODELS]
     if bad or len(set(a.models)) != len(a.models):
         raise StudyError(f"--models: {bad or a.models} not distinct names of {', '.join(MODELS)}")
-    if not (math.isfinite(a.train_seconds) and a.train_seconds > 0):
-        raise StudyError(f"--train-seconds must be a positive number; got {a.train_seconds!r}")
-    if not (math.isfinite(a.long_t_end) and a.long_t_end > T_EVAL):
-        raise StudyError(f"--long-t-end must be a number > {T_EVAL:g}; got {a.long_t_end!r}")
-    for name in ("n_heldout", "n_long"):
-        if getattr(a, name) < 1:
-            raise StudyError(f"--{name.replace('_', '-')} must be >= 1; got {getattr(a, name)}")
-    if a.n_long > a.n_heldout:
-        raise StudyError(f"--n-long ({a.n_long}) must be <= --n-heldout ({a.n_heldout}): the long runs start from held-out ICs")
     if a.export_pretrained and a.ship not in a.models:
         raise StudyError(f"--ship {a.ship!r} is not one of --models ({', '.join(a.models)}); name a trained model")
     out = Path(a.out)

@@ -1,0 +1,80 @@
+"""The studies plan the same commands, byte for byte, whatever parses their flags: every task (name,
+command line, outputs, dependencies, exclusive) of 10 option sets over the four studies, hashed and compared
+with ``tests/data/study_plans.json`` (written from the main before the studies' flags became ``Config``
+keys; paths under the repository written as ``<repo>``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from vpintegrator.studies import coupled_oscillator, rigid_body, rigid_body_quality, rigid_body_structure
+from vpintegrator.studies.runner import REPO
+
+EXPECTED = Path(__file__).parent / "data" / "study_plans.json"
+
+#: option set name -> (study module, flags); every study-specific flag appears in at least one set
+OPTION_SETS = {
+    "rigid_body": (rigid_body, []),
+    "rigid_body_quick": (rigid_body, ["--quick"]),
+    "rigid_body_custom": (rigid_body, ["--models", "st,vpt_exact,vpt", "--seeds", "2,0", "--no-long-volume",
+                                       "--timing-concurrent", "--budget", "wall", "--train-seconds", "50",
+                                       "--long-t-end", "200", "--timing-t-end", "100", "--n-heldout", "7"]),
+    "rigid_body_structure": (rigid_body_structure, []),
+    "rigid_body_structure_custom": (rigid_body_structure, ["--models", "vpt,lpnet", "--seeds", "1", "--n-heldout", "9",
+                                                           "--n-long", "3", "--long-t-end", "500", "--wall-ceiling",
+                                                           "2", "--train-seconds", "30"]),
+    "rigid_body_quality": (rigid_body_quality, []),
+    "rigid_body_quality_custom": (rigid_body_quality, ["--phase1-seconds", "10", "--phase2-seconds", "20",
+                                                       "--phase3-seconds", "100", "--unroll", "2", "--unroll3", "4",
+                                                       "--budget", "wall", "--seeds", "4"]),
+    "coupled_oscillator": (coupled_oscillator, []),
+    "coupled_oscillator_quick": (coupled_oscillator, ["--quick"]),
+    "coupled_oscillator_custom": (coupled_oscillator, ["--models", "la_sympnet,vpt,st", "--heldout", "0",
+                                                       "--init-scale", "0.5", "--n-steps", "100", "--train-n-traj",
+                                                       "10", "--config", "st=configs/study/coupled_oscillator_st.toml",
+                                                       "--vpt-config", "configs/study/coupled_oscillator_vpt.toml",
+                                                       "--train-seconds", "7", "--wall-ceiling", "3"]),
+}
+
+
+def _text(x) -> str:
+    return str(x).replace(str(REPO), "<repo>")
+
+
+def planned(module, flags: list[str]) -> list[list]:
+    """Every task of the study's plan for ``flags`` (with ``--out runs/plan``, in the working directory)."""
+    parsed = module.parse_args(["--out", "runs/plan", *flags])
+    runner = module.plan(parsed[0] if isinstance(parsed, tuple) else parsed)
+    return [[t.name, [_text(c) for c in t.cmd], [_text(o) for o in t.outputs], list(t.deps), t.exclusive]
+            for t in runner.tasks.values()]
+
+
+def digests() -> dict[str, dict]:
+    out = {}
+    for name, (module, flags) in OPTION_SETS.items():
+        tasks = planned(module, flags)
+        out[name] = {"tasks": len(tasks), "sha256": hashlib.sha256(json.dumps(tasks).encode()).hexdigest()}
+    return out
+
+
+def test_study_plans_are_unchanged(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    expected = json.loads(EXPECTED.read_text())
+    got = digests()
+    assert sum(v["tasks"] for v in got.values()) == sum(v["tasks"] for v in expected.values())
+    for name in OPTION_SETS:
+        assert got[name] == expected[name], name
+
+
+if __name__ == "__main__":  # write the expected digests (from the code before a change): python tests/test_study_plans.py
+    import os
+    import tempfile
+
+    target = EXPECTED.resolve()
+    os.chdir(tempfile.mkdtemp())
+    target.write_text(json.dumps(digests(), indent=1) + "\n")
+    print(target.read_text())
