@@ -14,7 +14,7 @@ Modules, each one concern:
 ``checkpoint``  RNG state, run-directory files (config.toml, log.csv, summary.json, last.pt), resume
 ``validation``  the validation loss and the rollout score of ``monitor = "val_rollout"``
 ``progress``    the progress bar
-``results``     [`FitResult`][vpintegrator.training.FitResult], [`EpochInfo`][vpintegrator.training.EpochInfo], [`TrainingInterrupted`][vpintegrator.training.TrainingInterrupted]
+``results``     [`FitResult`][vpintegrator.training.FitResult] (an ensemble's with members), [`EpochInfo`][vpintegrator.training.EpochInfo], [`TrainingInterrupted`][vpintegrator.training.TrainingInterrupted]
 ``run``         [`fit`][vpintegrator.training.fit] (a config, a resume, or objects)
 ``setup``       the data, the models and the window sets of a config
 ``inputs``      the same from objects: a model, Trajectories or window tensors
@@ -39,7 +39,7 @@ _LAZY: dict[str, str] = {
     "fit": ".run",
     "TrainConfig": ".config",
     "FitResult": ".results",
-    "EnsembleResult": ".ensemble",
+    "EnsembleResult": ".results",
     "EpochInfo": ".results",
     "TrainingInterrupted": ".results",
     "relative_loss": ".optim",
@@ -55,13 +55,13 @@ _LAZY: dict[str, str] = {
 if TYPE_CHECKING:  # pragma: no cover
     from .._shipped import list_configs as list_configs
     from .config import TrainConfig as TrainConfig
-    from .ensemble import EnsembleResult as EnsembleResult
     from .names import list_optimizers as list_optimizers
     from .names import list_schedulers as list_schedulers
     from .optim import LevenbergMarquardt as LevenbergMarquardt
     from .optim import make_optimizer as make_optimizer
     from .optim import make_scheduler as make_scheduler
     from .optim import relative_loss as relative_loss
+    from .results import EnsembleResult as EnsembleResult
     from .results import EpochInfo as EpochInfo
     from .results import FitResult as FitResult
     from .results import TrainingInterrupted as TrainingInterrupted

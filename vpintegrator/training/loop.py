@@ -298,7 +298,7 @@ class Trainer:
             self._make_sinks(m)
 
     def run(self):
-        """Train; a [`FitResult`][vpintegrator.training.FitResult] (an [`EnsembleResult`][vpintegrator.training.EnsembleResult] for an ensemble)."""
+        """Train; a [`FitResult`][vpintegrator.training.FitResult] (with ``members`` for an ensemble)."""
         self.t_start = time.perf_counter()
         self.c_start = time.process_time()
         show = self.progress and self.dist.is_main
@@ -334,7 +334,7 @@ class Trainer:
             )
         return result
 
-    def _ensemble_result(self, stopped: str):
+    def _ensemble_result(self, stopped: str) -> FitResult:
         result = finish_ensemble(self.members, [self.member_result(m) for m in self.members], self.config, self.out,
                                  self.val_set is not None, self.name, self.epoch, stopped, self.wall(),
                                  str(self.device), self.resolved.dtype)
