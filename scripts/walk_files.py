@@ -30,7 +30,8 @@ climbs
 
     Calls within one file never climb. Each pair is counted once, however often it is made.
 
-``--list`` prints the files (and the climbing pairs) of each run. Exit status 0; the script measures,
+``--list`` prints the files (and the climbing pairs) of each run, ``--functions`` with them the names
+of the functions that ran in each file. Exit status 0; the script measures,
 it does not judge.
 """
 
@@ -84,7 +85,7 @@ def rank(rel):
 
 
 def profiled(fn):
-    files, climbs = set(), set()
+    files, climbs = {}, set()
     cache = {}
 
     def rel(code):
@@ -100,7 +101,7 @@ def profiled(fn):
         callee = rel(frame.f_code)
         if not callee:
             return
-        files.add(callee)
+        files.setdefault(callee, set()).add(frame.f_code.co_name)
         below = frame.f_back
         caller = ""
         while below is not None:  # the nearest package frame: the caller
@@ -127,7 +128,7 @@ def profiled(fn):
     finally:
         sys.setprofile(None)
         threading.setprofile(None)
-    return sorted(files), sorted(climbs)
+    return {f: sorted(names) for f, names in sorted(files.items())}, sorted(climbs)
 
 
 def train(out):
@@ -165,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base", type=Path, required=True, help="a checkout of the old commit")
     ap.add_argument("--here", type=Path, default=HERE, help="the tree to compare (default: this checkout)")
     ap.add_argument("--list", action="store_true", help="print the files and climbing pairs")
+    ap.add_argument("--functions", action="store_true", help="with --list: the functions that ran in each file")
     ap.add_argument("--work", type=Path, default=None, help="a directory for the runs (default: a temporary one)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
@@ -181,8 +183,8 @@ def main(argv: list[str] | None = None) -> int:
             for tree, found in walks.items():
                 files, climbs = found[entry]
                 print(f"\n{entry}, {tree}: {len(files)} files")
-                for f in files:
-                    print(f"  {f}")
+                for f, names in files.items():
+                    print(f"  {f}: {', '.join(names)}" if args.functions else f"  {f}")
                 for a, b, kind in climbs:
                     print(f"  climb ({kind}): {a} -> {b}")
     return 0
