@@ -182,7 +182,7 @@ def progress_bar(show: bool, epochs_left: int | None, time_limit: float | None) 
                 bar.update(1, info)
                 return
             target = int(_UNITS * progress_fraction(done["epochs"], epochs_left, elapsed, time_limit))
-            bar.update(max(min(target, bar.length) - bar.pos, 0), info)
+            bar.update(max(min(target, length) - bar.pos, 0), info)  # length: the bar's
 
         yield update
 

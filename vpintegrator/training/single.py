@@ -364,9 +364,10 @@ class Unrolled(nn.Module):
         super().__init__()
         self.model = model
         self.k = int(k)
+        sizes: Any = model  # integer attributes of the model (nn.Module types them as tensors or modules)
         self.dim = model.dim
-        self.seq_len = int(model.seq_len)
-        self.pred_window = self.k * int(model.pred_window)
+        self.seq_len = int(sizes.seq_len)
+        self.pred_window = self.k * int(sizes.pred_window)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         outs = iterate_windows(self.model, x, self.k)  # the rollout core's window advance
