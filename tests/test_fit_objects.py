@@ -17,7 +17,7 @@ from vpintegrator.data import windows
 from vpintegrator.data.trajectories import Trajectories
 from vpintegrator.data.windows import load_trajectories
 from vpintegrator.models import build_model, load_model
-from vpintegrator.training import EnsembleResult, TrainConfig, fit
+from vpintegrator.training import EnsembleResult, FitResult, TrainConfig, fit
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -96,6 +96,26 @@ def test_a_user_module_trains_in_place(tiny_data):
 def test_an_ensemble_of_registry_models_from_objects(tiny_data):
     ens = fit(model=MODEL, train=load_trajectories([tiny_data]), ensemble=2, **KW)
     assert isinstance(ens, EnsembleResult) and ens.run_dir is None and len(ens.members) == 2
+
+
+def test_one_result_type_a_run_and_an_ensemble(tiny_data):
+    """A single run and an ensemble both give a FitResult: the ensemble's with its members and selection,
+    its per-run fields those of its reference member; EnsembleResult (kept for compatibility) is one."""
+    traj = load_trajectories([tiny_data])
+    one = fit(model=MODEL, train=traj, **KW)
+    assert type(one) is FitResult and one.members == [] and one.seeds == [] and one.selected is None
+    assert one.table == [] and not one.is_ensemble and one.runs == [one] and one.best is one
+    ens = fit(model=MODEL, train=traj, ensemble=2, **KW)
+    assert isinstance(ens, FitResult) and ens.is_ensemble and ens.runs == ens.members
+    assert all(type(m) is FitResult and not m.members for m in ens.members)
+    assert len(ens.seeds) == 2 and [row["member"] for row in ens.table] == [0, 1]
+    assert ens.selected is not None and ens.best is ens.members[ens.selected]  # validation data: one is selected
+    ref = ens.members[ens.selected]
+    assert ens.model is ref.model and (ens.epochs, ens.steps, ens.best_loss) == (ref.epochs, ref.steps, ref.best_loss)
+    assert ens.best_path is None and "members=2" in repr(ens)
+    old_style = EnsembleResult(run_dir=None, seeds=ens.seeds, members=ens.members, selected=None, monitor="val_loss",
+                               stopped="epochs", wall_time=1.0, device="cpu", dtype="float64")
+    assert isinstance(old_style, FitResult) and old_style.model is ens.members[0].model and old_style.best is None
 
 
 def test_a_configs_data_files_are_replaced_by_the_objects(tiny_data, tmp_path):

@@ -214,7 +214,7 @@ def main(config, data, model, seq_len, flags, set_, resume, print_config, as_jso
         _exit_distributed()
     if as_json:
         echo_json(_json_summary(result))
-    elif hasattr(result, "members"):
+    elif result.members:
         _report_ensemble(result)
     else:
         monitor = getattr(result, "monitor", "val_loss")
@@ -244,7 +244,7 @@ def _json_summary(result) -> dict[str, Any]:
     """``--json``: what the run did and where it went."""
     common = {"run_dir": result.run_dir, "epochs": result.epochs, "stopped": result.stopped,
               "wall_time": result.wall_time, "device": str(result.device), "dtype": result.dtype}
-    if hasattr(result, "members"):
+    if result.members:
         return {**common, "kind": "ensemble", "members": list(result.table),
                 "selected": None if result.selected is None else result.selected}
     return {**common, "kind": "run", "steps": result.steps, "train_loss": result.train_loss,

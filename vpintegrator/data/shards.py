@@ -33,7 +33,7 @@ import numpy as np
 
 from .._io import atomic_path, h5_writing
 from ..errors import VPIntegratorError
-from ..jobs.shards import (INDEX_KEY, SHARD_KEYS, Shard, ShardKind, collect, is_index, parse_shard,
+from ..jobs.shards import (INDEX_KEY, SHARD_KEYS, Shard, ShardKind, collect, is_shard_set, parse_shard,
                            shard_bounds, shard_path)
 from ._attrs import _attrs_to_meta
 from ._h5read import PARAMS_DATASET, _index, _open, _read_one, _validate
@@ -56,22 +56,6 @@ def _head(path: Path) -> tuple[dict, tuple[int, int, int], np.ndarray]:
 
 #: the shards of a trajectory data set (vp-gen)
 GEN = ShardKind("vp-gen", _SAME, head=_head)
-
-
-def is_shard_set(paths: list[Path]) -> bool:
-    """Whether ``paths`` is an index file, or several shard files (else plain files, read as before; one
-    shard alone is read as the block it holds)."""
-    if len(paths) == 1:
-        return paths[0].is_file() and is_index(paths[0])
-    for p in paths:
-        if p.is_file():
-            try:
-                with h5py.File(p, "r") as f:
-                    if "shard_index" in f.attrs or INDEX_KEY in f.attrs:
-                        return True
-            except (OSError, ValueError):
-                pass
-    return False
 
 
 def _collect(paths: list[Path]) -> tuple[list[Shard], Path | None]:

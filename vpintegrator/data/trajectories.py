@@ -262,3 +262,12 @@ class Trajectories:
             f"Trajectories(system={system!r}, n_traj={self.n_traj}, n_states={self.n_states}, "
             f"dim={self.dim}, t={t}{params})"
         )
+
+
+def first_states_digest(y0: np.ndarray) -> str:
+    """sha256 (hex) of the initial states ``y0`` (n_traj, dim) as little-endian float64: what identifies
+    the trajectories a split's indices refer to (the same initial conditions in the same order, at any
+    horizon)."""
+    import hashlib
+
+    return hashlib.sha256(np.ascontiguousarray(np.asarray(y0, dtype="<f8")).tobytes()).hexdigest()

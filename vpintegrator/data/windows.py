@@ -22,7 +22,7 @@ import torch
 
 from ..arrays import resolve_dtype
 from ..errors import VPIntegratorError
-from .trajectories import Trajectories
+from .trajectories import Trajectories, first_states_digest  # noqa: F401 (re-exported)
 
 __all__ = [
     "states_tensor",
@@ -150,15 +150,6 @@ def split_train_val_test(
     perm = np.random.default_rng(seed).permutation(n_traj)
     val, test, train = perm[:n_val], perm[n_val : n_val + n_test], perm[n_val + n_test :]
     return tuple(np.sort(a).astype(np.int64) for a in (train, val, test))  # type: ignore[return-value]
-
-
-def first_states_digest(y0: np.ndarray) -> str:
-    """sha256 (hex) of the initial states ``y0`` (n_traj, dim) as little-endian float64: what identifies
-    the trajectories a split's indices refer to (the same initial conditions in the same order, at any
-    horizon)."""
-    import hashlib
-
-    return hashlib.sha256(np.ascontiguousarray(np.asarray(y0, dtype="<f8")).tobytes()).hexdigest()
 
 
 class WindowDataset(torch.utils.data.Dataset):

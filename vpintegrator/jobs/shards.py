@@ -27,7 +27,7 @@ from .._outputs import check_output, output_lock
 from ..errors import VPIntegratorError
 
 __all__ = ["SHARD_KEYS", "INDEX_KEY", "parse_shard", "shard_bounds", "selection_bounds", "shard_path", "Shard", "ShardKind",
-           "is_index", "index_files", "collect", "finished_shard", "index_when_complete"]
+           "is_index", "is_shard_set", "index_files", "collect", "finished_shard", "index_when_complete"]
 
 #: attributes of a shard file (set by its writer) and of the index file
 SHARD_KEYS = ("shard_index", "shard_count", "shard_traj_start", "shard_traj_stop", "shard_n_traj")
@@ -121,6 +121,22 @@ def is_index(path: Path) -> bool:
             return INDEX_KEY in f.attrs
     except (OSError, ValueError):
         return False
+
+
+def is_shard_set(paths: list[Path]) -> bool:
+    """Whether ``paths`` is an index file, or several shard files (of any file kind; else plain files, read
+    as before; one shard alone is read as the block it holds)."""
+    if len(paths) == 1:
+        return paths[0].is_file() and is_index(paths[0])
+    for p in paths:
+        if p.is_file():
+            try:
+                with h5py.File(p, "r") as f:
+                    if SHARD_KEYS[0] in f.attrs or INDEX_KEY in f.attrs:
+                        return True
+            except (OSError, ValueError):
+                pass
+    return False
 
 
 def index_files(index: Path) -> list[Path]:

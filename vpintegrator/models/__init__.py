@@ -71,7 +71,7 @@ from __future__ import annotations
 
 # the families first, in the registry's order (each registers itself: @register_model beside its class)
 from . import volume, standard, symplectic, lie_poisson, context  # noqa: F401  (in this order)
-from ._common import count_parameters
+from .registry import count_parameters
 from .ablation import constant_coupling, without_attention
 from .files import (
     MODEL_FORMAT,

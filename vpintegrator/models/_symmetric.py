@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from ..nn.common import check_input
-from ._common import _first_parameter
+from .registry import _first_parameter
 
 #: one step of a schedule: (layer, flow time, apply the layer's inverse instead of the layer)
 Step = tuple[nn.Module, float, bool]

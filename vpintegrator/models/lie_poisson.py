@@ -24,7 +24,7 @@ from torch import nn
 from ..errors import VPIntegratorError
 from ..nn.common import check_bool, check_positive_int
 from ..nn.lie_poisson import LiePoissonCoupling, LiePoissonLayer
-from ._common import _record_config
+from .registry import _record_config
 from ._symmetric import SymmetricComposition
 from .registry import register_model
 

@@ -11,7 +11,7 @@ from ..errors import VPIntegratorError
 from ..nn.common import check_input, check_positive_int, from_planes, get_activation, glorot_uniform_, to_planes
 from ..nn.attention import MHA_FORMS, MHA_SOFTMAXES, MultiHeadAttention
 from ..nn.feedforward import ResNetLayer
-from ._common import _first_parameter, _record_config
+from .registry import _first_parameter, _record_config
 from .registry import register_model
 
 __all__ = ["StandardTransformerIntegrator"]

@@ -30,7 +30,7 @@ from ..nn.sympnet import (
     check_symplectic_dim,
     check_upscaling_dimension,
 )
-from ._common import _first_parameter, _record_config
+from .registry import _first_parameter, _record_config
 from .registry import register_model
 
 __all__ = ["LASympNet", "GSympNet", "SymplecticTransformer"]

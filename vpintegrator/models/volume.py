@@ -12,7 +12,7 @@ from ..nn.common import check_bool, check_input, check_positive_int, from_planes
 from ..nn.attention import VolumePreservingAttention
 from ..nn.feedforward import VolumePreservingLowerLayer, VolumePreservingUpperLayer
 from ..nn.fused_attention import fused_chain, fused_spec, register_fused_buffers
-from ._common import _first_parameter, _record_config
+from .registry import _first_parameter, _record_config
 from ._symmetric import Step, SymmetricComposition
 from .registry import register_model
 

@@ -10,17 +10,18 @@
   [`reference_step_map`][vpintegrator.rollout.steps.reference_step_map] (the generator a data file was made with).
 - ``vpintegrator.rollout.device``: the device engine for models: [`device_stream_rollout`][vpintegrator.rollout.device.device_stream_rollout] keeps
   states and metrics (error, invariants, failures, volume) on the model's device, one copy per block to the
-  host, model steps in a CUDA graph on CUDA ([`DeviceStepper`][vpintegrator.rollout.device.DeviceStepper]); [`use_device_engine`][vpintegrator.rollout.device.use_device_engine] (the
+  host, model steps in a CUDA graph on CUDA ([`DeviceStepper`][vpintegrator.rollout.device.DeviceStepper]); [`use_device_engine`][vpintegrator.rollout.config.use_device_engine] (the
   ``engine`` key: ``auto``, ``host``, ``device``).
 - ``vpintegrator.rollout.runners``: how ModelStep runs a model (the numba kernel of
   ``vpintegrator.rollout.numba_model``: [`compiled_model`][vpintegrator.rollout.runners.compiled_model]; a TorchScript trace: [`trace_model`][vpintegrator.rollout.runners.trace_model];
   eager).
 - ``vpintegrator.rollout.config``: [`RolloutConfig`][vpintegrator.rollout.config.RolloutConfig] (the keys of a comparison run) and
-  [`load_rollout_config`][vpintegrator.rollout.config.load_rollout_config]; ``vpintegrator.rollout.checks``: what is refused before a run starts.
-- ``vpintegrator.rollout.compare``: comparison runs (``vp-rollout``): [`run_rollouts`][vpintegrator.rollout.compare.run_rollouts];
-  ``vpintegrator.rollout.splits``: which conditions it rolls out (the models' test split, ``heldout``)
-  and the ``split`` label of each row; ``vpintegrator.rollout.reference``: what the errors are measured
-  against (the exact flow by default, or the data).
+  [`load_rollout_config`][vpintegrator.rollout.config.load_rollout_config], and which engine runs a model (``use_device_engine``).
+- ``vpintegrator.rollout.compare``: comparison runs (``vp-rollout``): [`run_rollouts`][vpintegrator.rollout.compare.run_rollouts],
+  what is refused before a run starts, what the errors are measured against (the exact flow by default,
+  or the data), the blocks of its selection (shards, workers; ``checks``, ``reference`` and ``blocks``
+  re-export these); ``vpintegrator.rollout.splits``: which conditions it rolls out (the models' test
+  split, ``heldout``) and the ``split`` label of each row.
 - ``vpintegrator.rollout.precision``: [`work_precision`][vpintegrator.rollout.precision.work_precision] (error and invariant drift against
   batch-1 cost over a ladder of steps, against the exact flow), [`write_work_precision`][vpintegrator.rollout.precision.write_work_precision].
 
@@ -58,7 +59,7 @@ _LAZY: dict[str, str] = {
     "SCALAR_MAX_BATCH": ".steps",
     "DeviceStepper": ".device",
     "device_stream_rollout": ".device",
-    "use_device_engine": ".device",
+    "use_device_engine": ".config",
     "ENGINES": ".config",
     "RUNNERS": ".runners",
     "compiled_model": ".runners",
@@ -102,7 +103,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .config import load_rollout_config as load_rollout_config
     from .device import DeviceStepper as DeviceStepper
     from .device import device_stream_rollout as device_stream_rollout
-    from .device import use_device_engine as use_device_engine
+    from .config import use_device_engine as use_device_engine
     from .engine import BLOWUP as BLOWUP
     from .engine import CHUNK_STEPS as CHUNK_STEPS
     from .engine import RolloutStats as RolloutStats

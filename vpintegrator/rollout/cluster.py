@@ -22,9 +22,7 @@ from .._outputs import check_output, output_lock
 from ..data.rollout_shards import ROLLOUT, rollout_bounds
 from ..jobs.dask import close_client, cluster_address, connect, quiet_dask_logs, shard_count, submit_shards
 from ..jobs.shards import finished_shard, shard_path
-from .blocks import run_digest
-from .checks import check_outputs
-from .compare import RolloutReport, run_shard, select_planned, write_index_if_complete
+from .compare import RolloutReport, check_outputs, run_digest, run_shard, select_planned, write_index_if_complete
 from .config import RolloutConfig
 
 __all__ = ["rollout_on_cluster"]

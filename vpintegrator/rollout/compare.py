@@ -17,27 +17,29 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 import os
+import types
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
+from ..data.rollout_shards import RolloutParts
 from ..errors import VPIntegratorError
+from ..jobs.executors import default_workers, remove_orphan_parts
 from ..systems.family import SystemFamily
 from .engine import StepMap, initial_window, stream_rollout  # noqa: F401 (initial_window re-exported)
-from .family import FamilyStep, family_initial_window, step_for
-from .checks import _check_fits, _check_reference, check_outputs, check_trained_on, estimate  # noqa: F401 (estimate re-exported)
-from .config import RolloutConfig, load_rollout_config, model_entries  # noqa: F401 (re-exported)
+from .family import FamilyStep, family_initial_window, for_rows, step_for
+from .config import RolloutConfig, load_rollout_config, model_entries, use_device_engine  # noqa: F401 (re-exported)
 from .context import ContextStep, is_context_model, model_step, oracle_theta
 from .identify import IdentifiedStep, parse_identified
 from .report import Failure, RolloutReport  # noqa: F401 (re-exported)
-from .reference import describe_reference, write_reference
 from .splits import split_rows
-from .steps import ExactFlowStep, IntegratorStep, reference_step_map
+from .steps import SCALAR_MAX_BATCH, ExactFlowStep, IntegratorStep, ModelStep, reference_step_map
 
 __all__ = [
     "RolloutConfig", "RolloutReport", "Failure", "load_rollout_config", "run_rollouts", "parse_model_entry",
-    "model_label", "estimate", "check_outputs",
+    "model_label", "estimate", "check_outputs", "check_trained_on", "describe_reference", "write_reference",
+    "Blocks", "WorkerParts", "run_digest", "MIN_WORK", "remove_orphan_parts",
 ]
 
 
@@ -222,7 +224,6 @@ def _prepare_methods(config: RolloutConfig, system, dt: float, t0: float, n_step
     """Every method's step map, every input checked, nothing computed (``entries``: the models'
     [`parse_model_entry`][vpintegrator.rollout.compare.parse_model_entry] results, when already loaded)."""
     from ..integrators import list_integrators
-    from .device import use_device_engine
 
     methods: list[tuple[str, StepMap, str]] = []
     seen: set = set()
@@ -326,7 +327,7 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
     first = read_trajectories(data, steps=[0]) if (has_split or n_new) else None
     digest = None
     if first is not None:
-        from ..data.windows import first_states_digest
+        from ..data.trajectories import first_states_digest
 
         digest = (first.n_traj, first_states_digest(first.y[:, 0]))
     model_splits = [sp.model_split(label, model, digest, data) for label, model, _ in entries]
@@ -495,7 +496,7 @@ def _write_method(writer, plan: _Plan, label: str, step_map: StepMap, source: st
     model's device): the same metric streams, the same sink, the same datasets."""
     from ..metrics import TrajectoryMetricsStream, VolumeStream, block_metrics, summary_row
     from .._progress import ProgressLines
-    from .device import device_stream_rollout, use_device_engine
+    from .device import device_stream_rollout
 
     cfg, system, t, n_steps = plan.config, plan.system, plan.t, plan.n_steps
     n_traj, names = plan.n_traj, tuple(plan.system.invariant_names)
@@ -628,7 +629,6 @@ def run_shard(config: RolloutConfig, log, inputs=(), *, overwrite: bool = False,
     from .._outputs import check_output
     from ..data.rollout_shards import rollout_bounds, selection_digest
     from ..jobs.shards import parse_shard, shard_path
-    from .blocks import Blocks
 
     shard = parse_shard(shard)
     config.validate()
@@ -682,7 +682,6 @@ def _worker_parts(blocks, plan: _Plan, out: Path):
     from .._io import DeviceWriteError, device_write_error
     from ..data.rollout_shards import RolloutParts
     from ..jobs.executors import in_processes, parts_folder
-    from .blocks import WorkerParts
 
     labels = blocks.part_labels(plan)
     n = blocks.n_parts(plan, labels)
@@ -717,7 +716,6 @@ def _write_rollouts(plan: _Plan, config: RolloutConfig, outs: list[Path], overwr
     from ..data.rollouts import RolloutWriter
     from ..metrics import write_table
 
-    from .blocks import Blocks, remove_orphan_parts
 
     remove_orphan_parts(outs[0])  # worker folders of a run killed outright (we hold the lock)
     reference_gen = step_for(plan.system, lambda s: reference_step_map(plan.data_meta, s, plan.dt))
@@ -756,3 +754,428 @@ def _write_rollouts(plan: _Plan, config: RolloutConfig, outs: list[Path], overwr
     stem = out.with_suffix("")
     return RolloutReport(out=out, csv=stem.with_suffix(".csv"), markdown=stem.with_suffix(".md"), rows=rows,
                          failures=failures, reference=plan.reference_desc, warnings=list(plan.warnings))
+
+
+# --------------------------------------------------------------------------- checks before a run starts
+#
+# Checks a comparison run makes before it starts: no output over an input, work that fits in memory
+# and on disk (estimated from the sizes), a finite reference.
+
+
+def _input_files(config: RolloutConfig, extra=()) -> list[Path]:
+    """Every file the run reads: the data file, model checkpoints (every ``.pt`` of a run directory) and
+    ``extra`` (e.g. the config file)."""
+    files: list[Path] = [Path(config.data)] if isinstance(config.data, (str, Path)) else []
+    for entry in model_entries(config.models):
+        spec = entry[1] if isinstance(entry, (tuple, list)) and len(entry) == 2 else entry
+        if not isinstance(spec, (str, Path)) or str(spec).startswith("pretrained:"):
+            continue
+        p = Path(spec)
+        files.append(p)
+        if p.is_dir():
+            files += sorted(p.glob("*.pt"))
+    files += [Path(e) for e in extra if e is not None]
+    return files
+
+
+def check_outputs(config: RolloutConfig, extra_inputs=(), overwrite: bool = False) -> list[Path]:
+    """Refuse (one-line error naming the key ``out``) an output — the rollout file or its metrics table —
+    that is one of the run's inputs, or an ``out`` that is a directory; before anything is read. An output
+    that exists is refused unless ``overwrite``, and then replaced only if it is a rollout file (its table
+    a metrics table): ``vpintegrator._outputs.check_output``. Returns the three outputs, links
+    resolved."""
+    from .._io import check_not_input
+    from .._outputs import check_output
+
+    if not isinstance(config.out, (str, Path)) or not str(config.out):
+        raise VPIntegratorError(f"out must be a file path; got {config.out!r}", key="out")
+    out = Path(config.out)
+    if out.is_dir():
+        raise VPIntegratorError(f"out {out} is a directory; give the path of the rollout file (e.g. {out / 'rollout.h5'})",
+                                key="out")
+    inputs = _input_files(config, extra_inputs)
+    paths = (out, out.with_suffix(".csv"), out.with_suffix(".md"))  # rollout.shard-1-of-2.csv: the dots kept
+    for path in paths:
+        check_not_input(path, inputs, key="out")
+    return [check_output(path, kind, overwrite) for path, kind in zip(paths, ("rollout", "table", "table"))]
+
+
+def estimate(n_traj: int, n_states: int, dim: int, n_invariants: int, n_methods: int, chunk_steps: int,
+             data_states: int, volume: bool = True) -> tuple[int, int]:
+    """(memory, disk) in bytes of a comparison run of these sizes.
+
+    Memory: everything held at once — the reference as read from the data file (n_traj × data_states ×
+    dim), the time grid and map index (a few × n_states), the engine's and the metric streams' per-chunk
+    buffers (n_traj × chunk × (dim + invariants + 1), a few copies each) and the HDF5 chunk caches.
+    Disk, per method: states, relative error, invariants (n_traj × n_states × (dim + 1 + n_invariants))
+    and the volume (log det J and its running sum per map, the map index); plus the reference and ``/t``.
+    """
+    f = 8
+    chunk = min(int(chunk_steps), n_states)
+    per_chunk = n_traj * chunk * (dim + n_invariants + 1) * f
+    memory = (
+        n_traj * data_states * dim * f  # the reference's file part, read whole
+        + 4 * n_states * f  # /t, the time grid of the metric streams, the volume's map index
+        + 8 * per_chunk  # engine stage + copies, step map output, metric streams, reference chunk
+        + 2 * (3 + n_invariants) * max(1 << 16, 2 * min(n_traj, 64) * chunk * dim * f)  # HDF5 chunk caches
+        + (64 << 20)  # the interpreter, torch and h5py themselves
+    )
+    per_method = n_traj * n_states * (dim + 1 + n_invariants) * f
+    if volume:
+        per_method += 2 * n_traj * n_states * f + n_states * f
+    disk = n_methods * per_method + n_traj * n_states * (dim + n_invariants) * f + n_states * f
+    return memory, disk
+
+
+def _check_fits(config: RolloutConfig, n_traj: int, n_states: int, system, n_methods: int, data_states: int,
+                data: Path) -> None:
+    """Refuse work that cannot fit in memory or on disk, before it starts, with the estimate and a way out."""
+    from .. import resources
+    from . import engine
+
+    gib = resources.size_text
+
+    memory, disk = estimate(n_traj, n_states, system.dim, len(system.invariant_names), n_methods,
+                            int(config.chunk_steps), data_states, bool(config.volume))
+    what = (f"t_end {config.t_end!r} ({n_states} states x {n_traj} trajectories x {n_methods} method(s), "
+            f"dim {system.dim})")
+    way_out = ("give a shorter t_end, fewer trajectories (n_traj or traj), a smaller chunk_steps, "
+               "or volume = false")
+    if config.t_end is None:
+        what = f"{n_traj} trajectories x {n_states} states of {data} x {n_methods} method(s)"
+    engine.check_memory(memory, what, way_out, key="t_end" if config.t_end is not None else "n_traj")
+    free = resources.free_disk(Path(config.out).parent)
+    if disk > free:
+        raise VPIntegratorError(
+            f"{what} needs about {gib(disk)} on disk for out {config.out}, but {gib(free)} are free "
+            f"(refused before starting); {way_out}, or write out elsewhere",
+            key="t_end" if config.t_end is not None else "out",
+        )
+
+
+def _check_reference(ref_file, idx: np.ndarray, data: Path) -> None:
+    """A reference with NaN/Inf is an error (naming the file, trajectory and time), not an inf in the table."""
+    finite = np.isfinite(ref_file.y).all(axis=-1)  # (n_traj, n_states)
+    if finite.all():
+        return
+    i, k = (int(v) for v in np.argwhere(~finite)[0])
+    raise VPIntegratorError(
+        f"{data}: the reference is not finite (NaN/Inf) in trajectory {int(idx[i])} at t = {float(ref_file.t[k]):g} "
+        f"(state {k}); the data file is damaged: regenerate it with vp-gen, or leave that trajectory out (traj)"
+    )
+
+
+def _has_params_dataset(data: Path) -> bool:
+    """Whether the data file holds per-trajectory parameters (a ``/params`` dataset)."""
+    import h5py
+
+    try:
+        with h5py.File(data, "r") as f:
+            return "params" in f
+    except OSError:
+        return False
+
+
+def check_trained_on(label: str, source: str, model, meta: dict, data: Path, allow_dt_mismatch: bool = False) -> str | None:
+    """Refuse (one line naming both, key ``models``) a model trained on another system, other parameters or,
+    unless ``allow_dt_mismatch``, another step than the data's (``meta``: the data file's metadata;
+    ``model.trained_on``: what [`load_model`][vpintegrator.models.load_model] read from its checkpoint). Parameters
+    are compared only where neither side is parametric (per-trajectory parameters). Returns a note to say
+    (an allowed step mismatch), else None."""
+    from ..systems.registry import system_params_from_meta
+
+    record = getattr(model, "trained_on", None)
+    source = source if str(source) != label else ""
+    source = f" ({source})" if source else ""
+    if not isinstance(record, dict):  # a model object, or a checkpoint of an older vpintegrator: not checked
+        return None
+    name, data_name = record.get("system"), meta.get("system")
+    if name is not None and data_name is not None and str(name) != str(data_name):
+        raise VPIntegratorError(
+            f"models: {label}{source} was trained on system {name!r}, but data {data} holds {data_name!r}; "
+            "roll it out on data of its own system", key="models")
+    params = record.get("system_params") or {}
+    if params and not record.get("parametric") and not _has_params_dataset(data):
+        ours = system_params_from_meta(meta)
+        for k, v in sorted(params.items()):
+            if k not in ours:
+                continue
+            try:
+                same = np.allclose(np.asarray(v, dtype=float), np.asarray(ours[k], dtype=float), rtol=1e-9, atol=0)
+            except (TypeError, ValueError):
+                same = v == ours[k]
+            if not same:
+                raise VPIntegratorError(
+                    f"models: {label}{source} was trained on {name or 'a system'} with {k} = {v!r}, but data "
+                    f"{data} has {k} = {_plain(ours[k])!r}; roll it out on data with the parameters it was "
+                    "trained on", key="models")
+    dt, data_dt = record.get("dt"), meta.get("dt")
+    if dt is not None and data_dt is not None and not np.isclose(float(dt), float(data_dt), rtol=1e-9, atol=0):
+        if not allow_dt_mismatch:
+            raise VPIntegratorError(
+                f"models: {label}{source} was trained at dt = {float(dt):g}, but data {data} has dt = "
+                f"{float(data_dt):g}; roll it out on data with dt = {float(dt):g}, or set allow_dt_mismatch "
+                "(vp-rollout --allow-dt-mismatch) to use it at this step", key="models")
+        return (f"{label}: trained at dt = {float(dt):g}, rolled out at the data's dt = {float(data_dt):g} "
+                "(allow_dt_mismatch)")
+    return None
+
+
+def _plain(value):
+    return value.tolist() if hasattr(value, "tolist") else value
+
+
+# --------------------------------------------------------------------------- the reference
+#
+# The reference of a comparison run (``vp-rollout``'s ``reference`` key): what the errors are measured
+# against, described (``describe_reference``: the line above the metrics table and the rollout file's
+# ``reference*`` attributes) and written (``write_reference``: ``/reference`` of the rollout file).
+#
+# ``reference = "exact"`` (the default): the exact flow, DOP853 at rtol = atol = 1e-12 integrated from the
+# initial conditions over the whole horizon, unless the data file was itself made by DOP853 at tolerances
+# <= 1e-12 (then the data is the exact flow within its horizon, continued by the same DOP853 beyond).
+# ``reference = "data"``: the data file, continued beyond its horizon with the data's own generator.
+# Held-out conditions (``heldout``) are integrated from their initial conditions by the exact flow or, with
+# ``"data"``, the data's generator. A parametric data set's rows (``plan.system`` a
+# ``vpintegrator.systems.family.SystemFamily``) are each integrated with their own parameters.
+
+
+def describe_reference(plan, method: str, tight: bool) -> None:
+    """What the errors are measured against: the line above the table and the file's ``reference*``
+    attributes."""
+    from ..provenance import redact_path
+
+    data, cfg = plan.data, plan.config
+    data = type(data)(redact_path(data))  # as shown and recorded: no absolute path of this machine
+    end = float(plan.ref_file.t[-1])
+    beyond = plan.n_steps + 1 > plan.ref_file.n_states
+    gen = method or "dop853"
+    if plan.exact_from_ics:
+        desc = (f"exact flow: DOP853 (rtol = atol = 1e-12) from the initial conditions of {data}, over the whole "
+                f"horizon ({data.name} itself was made with {method or 'an unrecorded method'})")
+        attrs = {"reference_mode": "exact", "reference_method": "dop853", "reference_rtol": 1e-12,
+                 "reference_atol": 1e-12}
+    else:
+        kind = "exact flow" if tight else "data"
+        how = (f"DOP853, rtol = {float(plan.data_meta['rtol']):g}, atol = {float(plan.data_meta['atol']):g}"
+               if gen == "dop853" and plan.data_meta.get("rtol") is not None else gen)
+        desc = f"{kind}: {data} ({how}) for t <= {end:g}" + (f", continued with {gen} beyond" if beyond else "")
+        attrs = {"reference_mode": "exact" if (tight and cfg.reference == "exact") else "data", "reference_method": gen}
+        if gen == "dop853" and plan.data_meta.get("rtol") is not None:
+            attrs.update(reference_rtol=float(plan.data_meta["rtol"]), reference_atol=float(plan.data_meta["atol"]))
+        if plan.n_new:
+            desc += f"; the {plan.n_new} heldout conditions integrated with {gen}"
+    plan.reference_desc, plan.reference_attrs = desc, attrs
+
+
+def _relative(plan) -> str:
+    """The data file as given, an absolute path relative to the working directory (no absolute path of this
+    machine)."""
+    from ..provenance import redact_path
+
+    return redact_path(plan.data)
+
+
+def write_reference(writer, plan, reference_gen: StepMap):
+    """``/reference``: the exact flow from the initial conditions (``plan.exact_from_ics``), or the data file
+    then (beyond it) the data's own generator from its last state; held-out conditions (rows after the data
+    file's) integrated from their initial conditions by the exact flow or the generator."""
+    from ..arrays import to_numpy
+    from ..metrics import TrajectoryMetricsStream
+
+    ref_file, n_steps, t = plan.ref_file, plan.n_steps, plan.t
+    n_traj, cs = plan.n_traj, writer.chunks[1]  # whole chunks of the file along time
+    n_data, n_file = plan.n_data, ref_file.n_states
+    series = writer.reference()
+    ref_failed = np.full(n_traj, -1, dtype=np.int64)
+    kw = dict(chunk_steps=plan.config.chunk_steps, blowup=plan.config.blowup)
+
+    def integrate(step_map, y0, rows: slice, k_first: int, t_first: float, what: str) -> None:
+        """States ``k_first ..`` of ``rows`` by ``step_map`` from ``y0``; a failure is an error."""
+        def sink(k0, chunk):
+            series.y[rows, k_first + k0 : k_first + k0 + chunk.shape[1]] = chunk
+
+        res = stream_rollout(for_rows(step_map, rows), y0, plan.dt, n_steps - k_first, sink, t0=t_first, **kw)
+        failed = np.where(res.failed_step >= 0, res.failed_step + k_first, -1)
+        ref_failed[rows] = failed
+        if (failed >= 0).any():
+            i = int(np.argmin(np.where(failed >= 0, failed, np.iinfo(np.int64).max)))
+            k = int(failed[i])
+            which = plan.traj_index[rows][i]
+            name = f"trajectory {int(which)}" if which >= 0 else f"heldout condition {i}"
+            raise VPIntegratorError(
+                f"{plan.data}: {what} failed (blow-up or non-finite) in {name} at t = {t[k]:g}; give a shorter "
+                f"t_end (before {t[k]:g}) or a larger blowup", key="t_end",
+            )
+
+    if plan.exact_from_ics:
+        y0 = ref_file.y[:, 0] if plan.n_new == 0 else np.concatenate([ref_file.y[:, 0], plan.heldout_y0])
+        plan.say(f"reference: exact flow (DOP853, rtol = atol = 1e-12) for {n_traj} trajectories x {n_steps} steps")
+        integrate(step_for(plan.system, lambda s: ExactFlowStep(s, plan.dt)), y0, slice(0, n_traj), 0, plan.t0,
+                  "integrating the exact-flow reference (DOP853)")
+    else:
+        n_take = min(n_file, n_steps + 1)
+        if n_data:
+            for k0 in range(0, n_take, cs):
+                series.y[:n_data, k0 : min(n_take, k0 + cs)] = ref_file.y[:, k0 : min(n_take, k0 + cs)]
+        if n_steps + 1 > n_file and n_data:
+            plan.say(
+                f"reference: continuing {plan.data.name} from t = {ref_file.t[-1]:g} to {t[-1]:g} with {reference_gen.name}"
+            )
+            integrate(reference_gen, ref_file.y[:, -1], slice(0, n_data), n_file - 1, float(ref_file.t[-1]),
+                      f"continuing the reference beyond t = {ref_file.t[-1]:g} with its generator {reference_gen.name}")
+        if plan.n_new:
+            integrate(reference_gen, plan.heldout_y0, slice(n_data, n_traj), 0, plan.t0,
+                      f"integrating the heldout reference with {reference_gen.name}")
+    names = tuple(plan.system.invariant_names)
+    stream = TrajectoryMetricsStream(plan.system, n_traj, t_center=0.5 * (t[0] + t[-1]))
+    # the reference's invariants where the models' metrics are computed: on the device of the first model
+    # that runs on the device engine (the same formulas), else in NumPy
+    device = next((m[1].device for m in plan.methods if use_device_engine(plan.config.engine, m[1], plan.system)), None)
+    if device is not None:
+        import torch
+    yref = series.y
+    for k0 in range(0, n_steps + 1, cs):
+        k1 = min(n_steps + 1, k0 + cs)
+        block = yref[:, k0:k1] if device is None else torch.as_tensor(yref[:, k0:k1], device=device)
+        per_step = stream.update(t[k0:k1], block, None)
+        series.write(k0, {f"invariant/{name}": to_numpy(per_step[f"invariant/{name}"]) for name in names})
+    summary = stream.summary()
+    if getattr(plan, "blocks", None) is not None and plan.blocks.per_traj:  # a shard: its merged table's values
+        from ..data.rollout_shards import write_per_traj
+
+        write_per_traj(series.group, {k: v for k, v in summary.items() if k.startswith("max_rel_drift_")})
+    series.close(ref_failed, {"label": "reference", "kind": "reference", "source": _relative(plan),
+                              "description": plan.reference_desc, "split": list(plan.run_labels),
+                              **{f"max_rel_drift_{n}": float(np.max(summary[f"max_rel_drift_{n}"])) for n in names}})
+    return yref
+
+
+# --------------------------------------------------------------------------- blocks of the selection (shards, workers)
+#
+# Blocks of a comparison run's trajectories: ``vp-rollout --shard I/N`` and ``--workers N``.
+#
+# Every method and metric of a rollout is computed trajectory by trajectory (checked bitwise by
+# ``tests/test_rollout_shards.py``), so the selection can be cut into contiguous blocks, each computed alone,
+# without changing a bit, provided every block runs the runner the whole selection would (the compiled
+# single-trajectory runners serve selections of at most ``SCALAR_MAX_BATCH`` trajectories:
+# ``Blocks.same_runners``).
+#
+# - ``run_shard`` (``vpintegrator.rollout.compare``): shard ``I/N`` of the selection (``vpintegrator.data.rollout_shards.rollout_bounds``)
+#   into ``<out stem>.shard-I-of-N.h5`` with the per-trajectory values of the table; the last shard to finish
+#   writes the index file at ``out`` and the whole run's table beside it
+#   (``vpintegrator.data.rollout_shards``).
+# - ``workers``: the classical integrators and the exact flow (and the reference, continued beyond the data
+#   by its generator) run as shards of the selection on that many processes (the NumPy integrators hold the
+#   GIL, and the compiled integrator kernels do not release it, so threads would not help), written to
+#   files in a temporary folder beside ``out`` (``vpintegrator.jobs.executors``) and copied into the one rollout
+#   file in order (``vpintegrator.data.rollout_shards.RolloutParts``, the rollout files' module); models run
+#   after them in this process, on the whole selection (torch has its own threads). With one worker, a
+#   selection of at most ``SCALAR_MAX_BATCH`` trajectories, no classical method, or a model on the device
+#   engine (whose reference invariants are computed on the device), the run is today's single-process one.
+#   Unset, ``workers`` is every core, used only when the work is large enough to repay starting processes
+#   (``MIN_WORK`` trajectory-steps); given, it is used whenever there are two blocks.
+#
+# Worker processes die with the process that started them (Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``;
+# elsewhere each worker checks its parent before every block), so a ``kill -9`` of vp-rollout leaves no
+# worker holding the output's lock; their folder ``.<out>.parts-<pid>-*`` is removed by the next run of the
+# same output (``remove_orphan_parts``, called under the output's lock). This section says how a run is cut;
+# the job runtime (``vpintegrator.jobs``) runs the blocks.
+
+
+#: trajectory-steps of classical methods below which unset ``workers`` runs in this process only
+MIN_WORK = 20_000_000
+
+
+@dataclasses.dataclass
+class Blocks:
+    """How a run is cut: ``n_whole`` trajectories in the whole selection (the runners' rule), the root
+    attributes of a shard (``attrs``; with them the per-trajectory values are written), and ``workers``."""
+
+    n_whole: int
+    attrs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    workers: int | None = 1
+
+    @property
+    def per_traj(self) -> bool:
+        return bool(self.attrs)
+
+    def same_runners(self, step_maps) -> None:
+        """The runner the whole selection would use: no compiled single-trajectory runner in a block of a
+        selection too large for it."""
+        if self.n_whole > SCALAR_MAX_BATCH:
+            for step_map in step_maps:
+                if isinstance(step_map, IntegratorStep):
+                    step_map.compiled_max_batch = 0
+                elif isinstance(step_map, ModelStep):
+                    step_map.scalar_max_batch = 0
+
+    def n_parts(self, plan, labels: list[str]) -> int:
+        """Worker processes for the classical methods ``labels`` of ``plan`` (1: none)."""
+
+        workers = self.workers if self.workers is not None else default_workers()
+        n_traj = plan.n_traj
+        if workers <= 1 or not labels or n_traj <= SCALAR_MAX_BATCH or plan.n_new:
+            return 1  # (held-out conditions are drawn once, by this process: no blocks of them)
+        if any(use_device_engine(plan.config.engine, m, plan.system) for _, m, _ in plan.methods if m.kind == "model"):
+            return 1
+        if self.workers is None and n_traj * plan.n_steps * len(labels) < MIN_WORK:
+            return 1
+        return min(workers, n_traj)
+
+    def part_labels(self, plan) -> list[str]:
+        """The methods of ``plan`` worker processes would run: the classical integrators and the exact flow."""
+        return [label for label, m, _ in plan.methods if m.kind in ("integrator", "flow")]
+
+
+class WorkerParts:
+    """The worker processes' part files of the classical methods ``labels`` and the reference
+    (``RolloutParts``), copied into the rollout file being written; the table rows and the failure of a
+    method made from the whole run's per-trajectory values."""
+
+    def __init__(self, files: RolloutParts, labels: list[str]) -> None:
+        self.files = files
+        self.labels = labels
+
+    def __contains__(self, label: str) -> bool:
+        return label in self.labels
+
+    def reference(self, writer, plan):
+        return self.files.reference(writer, plan.run_labels)
+
+    def method(self, writer, plan, label: str) -> tuple[list[dict], Failure | None]:
+        """Method ``label`` copied into ``writer``: (its table rows, its failure or None)."""
+        per, cum, failed, attrs = self.files.method(writer, label, plan.labels[label])
+        res = types.SimpleNamespace(seconds_per_step=float(attrs.get("seconds_per_step", float("nan"))),
+                                    failed_step=failed)
+        rows = split_rows(label, plan, per, tuple(plan.system.invariant_names), cum, res)
+        n_failed = int(np.sum(failed >= 0))
+        if not n_failed:
+            return rows, None
+        first = int(np.argmin(np.where(failed >= 0, failed, np.iinfo(np.int64).max)))
+        k = int(failed[first])
+        return rows, Failure(label, n_failed, plan.n_traj, int(plan.idx[first]), k, float(plan.t[k]))
+
+
+def run_digest(config) -> str:
+    """What tells a rollout run from any other: its configuration (the output and ``workers`` apart), the
+    sha256 of its data file and model files (a run directory's ``config.toml`` and checkpoints) and this
+    version; stored in each shard as ``shard_run`` so that a run continued after a lost cluster keeps the
+    shards already written (same code, same inputs: the same bits)."""
+    import hashlib
+    import json
+
+    from .._version import __version__
+    from ..provenance import file_sha256
+
+    def digest(path: Any) -> Any:
+        p = Path(str(path))
+        if p.is_dir():
+            return {n: file_sha256(p / n) for n in ("config.toml", "best.pt", "last.pt") if (p / n).is_file()}
+        return file_sha256(p) if p.is_file() else str(path)
+
+    fields = {k: v for k, v in dataclasses.asdict(config).items() if k not in ("out", "workers")}
+    models = config.models.items() if isinstance(config.models, dict) else enumerate(config.models or [])
+    record = {"config": fields, "data": digest(config.data), "models": {str(k): digest(v) for k, v in models},
+              "version": __version__}
+    return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:32]

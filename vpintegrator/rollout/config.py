@@ -27,7 +27,7 @@ from .engine import BLOWUP, CHUNK_STEPS
 INIT_CHOICES_EXTRA = ("reference", "exact_flow")
 #: what the errors are measured against (the ``reference`` key)
 REFERENCES = ("exact", "data")
-#: rollout engines for models (the ``engine`` key): see ``vpintegrator.rollout.device.use_device_engine``
+#: rollout engines for models (the ``engine`` key): see ``use_device_engine``
 ENGINES = ("auto", "host", "device")
 
 
@@ -36,6 +36,29 @@ def check_engine(engine: Any) -> str:
     if not isinstance(engine, str) or engine not in ENGINES:
         raise VPIntegratorError(f"engine must be one of {', '.join(ENGINES)}; got {engine!r}", key="engine")
     return engine
+
+
+def use_device_engine(engine: str, step_map, system) -> bool:
+    """Whether ``run_rollouts`` rolls ``step_map`` out with the device engine (the ``engine`` key).
+
+    ``"host"``: never; ``"device"``: for every model; ``"auto"``: for models on CUDA. Classical
+    integrators and the exact flow always run on the host, and so do models of a system whose invariants
+    are NumPy-only (``torch_invariants`` False) under ``"auto"``; under ``"device"`` that is a one-line
+    error naming ``engine``.
+    """
+    from .steps import ModelStep
+
+    if check_engine(engine) == "host" or not isinstance(step_map, ModelStep):
+        return False
+    if system.invariant_names and not getattr(system, "torch_invariants", False):
+        if engine == "device":
+            raise VPIntegratorError(
+                f"engine device: system {system.name!r} evaluates its invariants on NumPy arrays only "
+                "(torch_invariants is False); use engine host or auto",
+                key="engine",
+            )
+        return False
+    return engine == "device" or step_map.device.type == "cuda"
 
 
 def _check_data(value: Any) -> Any:

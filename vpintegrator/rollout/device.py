@@ -23,7 +23,7 @@ model's device (a GPU, or the CPU for testing):
 
 The numbers are the host engine's: the same model calls on the same windows in the same dtype, the same
 metric formulas in float64 (tests/test_device_rollout.py compares whole rollout files).
-``run_rollouts`` uses this engine for models when [`use_device_engine`][vpintegrator.rollout.device.use_device_engine] says so (the ``engine`` key).
+``run_rollouts`` uses this engine for models when [`use_device_engine`][vpintegrator.rollout.config.use_device_engine] says so (the ``engine`` key).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import numpy as np
 
 from ..fastpath import verified
 from ..errors import VPIntegratorError
-from .config import check_engine
+from .config import use_device_engine  # noqa: F401 (re-exported: written beside the engine key)
 from ..stepping import Stage, block_schedule, failure_limit, next_window, run_blocks
 from .engine import BLOWUP, CHUNK_STEPS, RolloutStats, _check, check_memory
 from .steps import ModelStep
@@ -47,27 +47,6 @@ __all__ = ["DeviceStepper", "device_stream_rollout", "use_device_engine"]
 DEVICE_MEMORY_FRACTION = 0.8
 #: temporaries of one block's metrics, in float64 copies of the block's states (estimate)
 TEMPORARIES = 4
-
-
-def use_device_engine(engine: str, step_map, system) -> bool:
-    """Whether ``run_rollouts`` rolls ``step_map`` out with the device engine (the ``engine`` key).
-
-    ``"host"``: never; ``"device"``: for every model; ``"auto"``: for models on CUDA. Classical
-    integrators and the exact flow always run on the host, and so do models of a system whose invariants
-    are NumPy-only (``torch_invariants`` False) under ``"auto"``; under ``"device"`` that is a one-line
-    error naming ``engine``.
-    """
-    if check_engine(engine) == "host" or not isinstance(step_map, ModelStep):
-        return False
-    if system.invariant_names and not getattr(system, "torch_invariants", False):
-        if engine == "device":
-            raise VPIntegratorError(
-                f"engine device: system {system.name!r} evaluates its invariants on NumPy arrays only "
-                "(torch_invariants is False); use engine host or auto",
-                key="engine",
-            )
-        return False
-    return engine == "device" or step_map.device.type == "cuda"
 
 
 class DeviceStepper:

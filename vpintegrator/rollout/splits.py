@@ -78,7 +78,7 @@ class ModelSplit:
 def data_digest(path) -> tuple[int, str]:
     """``(n_traj, first-states digest)`` of a data file (only its first states are read)."""
     from ..data import read_trajectories
-    from ..data.windows import first_states_digest
+    from ..data.trajectories import first_states_digest
 
     first = read_trajectories(path, steps=[0])
     return first.n_traj, first_states_digest(first.y[:, 0])
@@ -241,7 +241,7 @@ def parameter_split(traj, mode: str = "interpolation", test_fraction: float = 0.
         ``vp-rollout`` applies it to a model that carries it; ``radius`` is the sup-norm distance (in the
         scaled box) that separates ``test`` from the rest.
     """
-    from ..data.windows import first_states_digest
+    from ..data.trajectories import first_states_digest
 
     if getattr(traj, "params", None) is None:
         raise VPIntegratorError("parameter_split: the data set has one parameter set for all trajectories (no "

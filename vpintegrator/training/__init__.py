@@ -8,20 +8,21 @@ on random subsamples of windows, far faster for these small models (docs/trainin
 
 Modules, each one concern:
 
-``names``       the optimisers, schedules and fast-step modes a config chooses from (torch-free)
-``config``      [`TrainConfig`][vpintegrator.training.TrainConfig] (the ``vp-train`` TOML; errors name the key)
+``config``      [`TrainConfig`][vpintegrator.training.TrainConfig] (the ``vp-train`` TOML; errors name the key) and the optimisers, schedules
+                and fast-step modes it chooses from (torch-free; ``names`` re-exports them)
 ``optim``       the loss, torch optimisers by name, schedules, [`LevenbergMarquardt`][vpintegrator.training.LevenbergMarquardt] (over a member axis)
 ``checkpoint``  RNG state, run-directory files (config.toml, log.csv, summary.json, last.pt), resume
 ``validation``  the validation loss and the rollout score of ``monitor = "val_rollout"``
-``progress``    the progress bar
-``results``     [`FitResult`][vpintegrator.training.FitResult], [`EpochInfo`][vpintegrator.training.EpochInfo], [`TrainingInterrupted`][vpintegrator.training.TrainingInterrupted]
+``results``     [`FitResult`][vpintegrator.training.FitResult] (an ensemble's with members), [`EpochInfo`][vpintegrator.training.EpochInfo], [`TrainingInterrupted`][vpintegrator.training.TrainingInterrupted]
 ``run``         [`fit`][vpintegrator.training.fit] (a config, a resume, or objects)
 ``setup``       the data, the models and the window sets of a config
 ``inputs``      the same from objects: a model, Trajectories or window tensors
-``loop``        the one epoch loop over a member axis (a single run: 1, an ensemble: N)
+``loop``        the one epoch loop over a member axis (a single run: 1, an ensemble: N), what stops it (divergence,
+                SIGINT/SIGTERM) and its progress bar (``guards`` and ``progress`` re-export them)
 ``record``      one member's bookkeeping: best epoch, patience, history, log.csv and its sinks, best.pt
 ``sinks``       the tracking sinks of ``logger`` (TensorBoard, MLflow)
-``single``      the step strategy of one model (torch optimisers, LBFGS, graph step, DDP, LM; resume)
+``single``      the step strategy of one model (torch optimisers, LBFGS, graph step, DDP, LM; resume; the
+                unrolled targets of ``unroll = k``, which ``unroll`` re-exports)
 ``ensemble``    the step strategy of a seed ensemble (``ensemble = N`` / ``seeds``; vmap) and its files
 ``ensemble_lm`` Levenberg–Marquardt for an ensemble's members (their own subsamples and λ; batched)
 ``ddp``         DistributedDataParallel plumbing for ``torchrun``
@@ -39,14 +40,14 @@ _LAZY: dict[str, str] = {
     "fit": ".run",
     "TrainConfig": ".config",
     "FitResult": ".results",
-    "EnsembleResult": ".ensemble",
+    "EnsembleResult": ".results",
     "EpochInfo": ".results",
     "TrainingInterrupted": ".results",
     "relative_loss": ".optim",
     "make_optimizer": ".optim",
     "make_scheduler": ".optim",
-    "list_optimizers": ".names",
-    "list_schedulers": ".names",
+    "list_optimizers": ".config",
+    "list_schedulers": ".config",
     "list_configs": ".._shipped",
     "LevenbergMarquardt": ".optim",
 }
@@ -55,13 +56,13 @@ _LAZY: dict[str, str] = {
 if TYPE_CHECKING:  # pragma: no cover
     from .._shipped import list_configs as list_configs
     from .config import TrainConfig as TrainConfig
-    from .ensemble import EnsembleResult as EnsembleResult
-    from .names import list_optimizers as list_optimizers
-    from .names import list_schedulers as list_schedulers
+    from .config import list_optimizers as list_optimizers
+    from .config import list_schedulers as list_schedulers
     from .optim import LevenbergMarquardt as LevenbergMarquardt
     from .optim import make_optimizer as make_optimizer
     from .optim import make_scheduler as make_scheduler
     from .optim import relative_loss as relative_loss
+    from .results import EnsembleResult as EnsembleResult
     from .results import EpochInfo as EpochInfo
     from .results import FitResult as FitResult
     from .results import TrainingInterrupted as TrainingInterrupted

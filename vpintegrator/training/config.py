@@ -25,9 +25,38 @@ from .. import config as config_layer
 from ..config import Config, declared, key
 from ..device import check_device_name
 from ..errors import VPIntegratorError
-from .names import FAST_STEPS, list_optimizers, list_schedulers
 
-__all__ = ["TrainConfig", "merge_overrides", "DTYPES", "MONITORS", "SCHEDULE_PER", "RESUMABLE_KEYS"]
+__all__ = ["TrainConfig", "merge_overrides", "DTYPES", "MONITORS", "SCHEDULE_PER", "RESUMABLE_KEYS", "OPTIMIZERS",
+           "SCHEDULERS", "FAST_STEPS", "list_optimizers", "list_schedulers"]
+
+# -- the names a config chooses from: optimisers, learning-rate schedules, fast-step modes (torch-free, so
+# that vp-train --help lists them without importing torch; make_optimizer, make_scheduler and
+# vpintegrator.training.fast_step build what they name) -----------------------------------------------
+
+_ADAM_DEFAULTS = {"betas": (0.9, 0.99), "eps": 1e-8}
+#: torch optimisers by name: the ``torch.optim`` class and our defaults (under the config's ``optimizer_kwargs``)
+OPTIMIZERS: dict[str, tuple[str, dict[str, Any]]] = {
+    "adam": ("Adam", _ADAM_DEFAULTS),
+    "adamw": ("AdamW", _ADAM_DEFAULTS),
+    "sgd": ("SGD", {}),
+    "rmsprop": ("RMSprop", {}),
+    "lbfgs": ("LBFGS", {}),
+}
+#: the learning-rate schedules (their shapes are in ``vpintegrator.training.optim``)
+SCHEDULERS = ("exponential", "cosine", "constant")
+#: the values of the ``fast_step`` config key
+FAST_STEPS = ("auto", "off", "graph", "compile")
+
+
+def list_optimizers() -> list[str]:
+    """Names accepted by ``TrainConfig.optimizer``: the torch ones of [`make_optimizer`][vpintegrator.training.make_optimizer] and ``lm``
+    ([`LevenbergMarquardt`][vpintegrator.training.LevenbergMarquardt] on window subsamples, driven by ``fit``)."""
+    return sorted([*OPTIMIZERS, "lm"])
+
+
+def list_schedulers() -> list[str]:
+    """Names accepted by [`make_scheduler`][vpintegrator.training.make_scheduler]."""
+    return sorted(SCHEDULERS)
 
 MONITORS = ("val_loss", "val_rollout")
 #: how the trajectories are split (``split_by``): by initial condition, or holding out parameters of a parametric data set

@@ -467,8 +467,8 @@ class EnsembleSteps:
 
 def finish_ensemble(members: list[Member], results: list[FitResult], config: TrainConfig, out: Path | None,
                     validated: bool, name: str, epochs: int, stopped: str, wall_time: float, device: str,
-                    dtype: str) -> EnsembleResult:
-    """The ensemble's result from its ``members``' bookkeeping and ``results`` (one each); with ``out``
+                    dtype: str) -> FitResult:
+    """The ensemble's result (a [`FitResult`][vpintegrator.training.FitResult] with members) from its ``members``' bookkeeping and ``results`` (one each); with ``out``
     also ``out/ensemble.csv``, ``ensemble.md``, ``selected.json`` and ``best``. ``validated``: the run has
     validation data (a member is selected by it only then)."""
     return _Table(members, config, out, validated, name, epochs).finish(results, stopped, wall_time, device, dtype)
@@ -483,7 +483,7 @@ class _Table:
         self.seeds, self.name, self.epochs = [m.seed for m in members], name, epochs
 
     def finish(self, results: list[FitResult], stopped: str, wall_time: float, device: str,
-               dtype: str) -> EnsembleResult:
+               dtype: str) -> FitResult:
         candidates = [m for m in self.members
                       if m.diverged is None and m.best_epoch > 0 and math.isfinite(m.best_loss)]
         selected = None
@@ -499,7 +499,7 @@ class _Table:
             })
         if self.out is not None:
             self._write_table(self.out, table, monitor, selected)
-        return EnsembleResult(
+        return FitResult.of_ensemble(
             run_dir=self.out, seeds=list(self.seeds), members=results, selected=selected, monitor=monitor,
             stopped=stopped, wall_time=wall_time, device=device, dtype=dtype, table=table,
         )

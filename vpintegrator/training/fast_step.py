@@ -47,7 +47,7 @@ import torch
 
 from ..errors import VPIntegratorError
 from ..fastpath import verified
-from .names import FAST_STEPS
+from .config import FAST_STEPS
 
 __all__ = ["FAST_STEPS", "GRAPH_OPTIMIZERS", "AGREEMENT_RTOL", "GraphStep", "FastStep", "resolve_fast_step",
            "portable_state", "capture_graph", "fast_step_summary"]

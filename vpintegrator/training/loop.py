@@ -28,13 +28,17 @@ aborts at once. Under ``torchrun`` only rank 0 writes files.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import signal
+import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
+from .._signals import handling
 from .._version import __version__
 from ..errors import VPIntegratorError
 from . import checkpoint as ckpt_io
@@ -42,9 +46,7 @@ from . import ddp
 from .config import TrainConfig
 from .ensemble import ENSEMBLE_STATE, EnsembleSteps, finish_ensemble, member_dir_name
 from .fast_step import fast_step_summary
-from .guards import Diverged, StopRequest
 from .optim import label
-from .progress import progress_bar
 from .record import Member
 from .results import EpochInfo, FitResult, TrainingInterrupted
 from .setup import SYSTEM_KEYS, Prepared, prepare
@@ -52,10 +54,137 @@ from .single import SingleSteps
 from .strategy import Clock, StepStrategy
 from .sinks import check_logger, make_sinks
 
-__all__ = ["Trainer"]
+__all__ = ["Trainer", "Diverged", "StopRequest", "describe", "progress_bar", "progress_fraction", "progress_lines"]
 
 _PHRASE = {"loss": "loss is", "validation": "validation loss is", "weights": "weights are",
            "training": "training loss is"}
+
+
+# -- what stops a run early: a non-finite loss or weights (Diverged), SIGINT/SIGTERM (StopRequest: a flag
+# checked between optimiser steps, so that last.pt is saved) ---------------------------------------
+
+
+class Diverged(Exception):
+    """A non-finite loss or weights: training stops (every rank at the same point)."""
+
+    #: set by __init__ (declared for type checkers)
+    what: str
+    value: float
+    epoch: int
+    step: int
+
+    def __init__(self, what: str, value: float, epoch: int, step: int) -> None:
+        super().__init__(what)
+        self.what, self.value, self.epoch, self.step = what, value, epoch, step
+
+    @property
+    def value_text(self) -> str:
+        return "nan" if math.isnan(self.value) else ("inf" if self.value > 0 else "-inf")
+
+
+class StopRequest:
+    """SIGINT/SIGTERM set a flag checked between optimiser steps; a second signal aborts at once."""
+
+    #: set by __init__ (declared for type checkers)
+    requested: bool
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._handling = handling((signal.SIGINT, signal.SIGTERM), self._handle)
+
+    def _handle(self, signum, frame) -> None:
+        if self.requested:
+            raise KeyboardInterrupt(f"signal {signum} received twice")
+        self.requested = True
+
+    def __enter__(self) -> "StopRequest":
+        self._handling.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._handling.__exit__(*exc)
+
+
+# -- the progress of fit (progress=True) on stderr: a click bar on a terminal; elsewhere (a notebook, a
+# batch-job log) a plain line at the first epoch, then at most one per interval
+# ($VPINTEGRATOR_PROGRESS_INTERVAL seconds, default 15) and one at the end. The time left is the smaller
+# of what the epochs left take at the current rate and what the time limit leaves. ------------------
+
+_UNITS = 1000  # bar length when it follows a fraction of the run
+
+
+def progress_fraction(epochs_done: int, epochs_total: int | None, elapsed: float, time_limit: float | None) -> float:
+    """How far the run is, in [0, 1]: the larger of the epochs done and the time budget spent.
+
+    Whichever ends the run first decides, so the bar's ETA never exceeds the time limit and is not
+    stretched to it when the epochs end first.
+    """
+    parts = []
+    if epochs_total:
+        parts.append(epochs_done / epochs_total)
+    if time_limit:
+        parts.append(elapsed / time_limit)
+    return min(max(parts, default=0.0), 1.0)
+
+
+def describe(info) -> str | None:
+    """One epoch's [`EpochInfo`][vpintegrator.training.EpochInfo] in a few words."""
+    if info is None:
+        return None
+    val = "" if math.isnan(info.val_loss) else f" val_loss {info.val_loss:.3e}"
+    rollout = "" if math.isnan(getattr(info, "val_rollout", math.nan)) else f" val_rollout {info.val_rollout:.3e}"
+    return f"epoch {info.epoch} train_loss {info.train_loss:.3e}{val}{rollout} lr {info.lr:.1e}"
+
+
+@contextlib.contextmanager
+def progress_lines(epochs_left: int | None, time_limit: float | None, **kwargs: Any) -> Iterator[Any]:
+    """``progress_bar`` off a terminal: throttled plain lines (``kwargs`` go to
+    ``vpintegrator._progress.ProgressLines``: ``interval``, ``stream``, ``clock``)."""
+    from .._progress import ProgressLines
+
+    limit = f", time limit {time_limit:g} s" if time_limit else ""
+    with ProgressLines("training", epochs_left or None, unit="epochs", time_limit=time_limit, **kwargs) as lines:
+
+        def update(info, elapsed: float) -> None:
+            lines.update(lines.done + 1, (describe(info) or "") + limit)
+
+        yield update
+
+
+@contextlib.contextmanager
+def progress_bar(show: bool, epochs_left: int | None, time_limit: float | None) -> Iterator[Any]:
+    """Yield ``update(info, elapsed)`` (to call after each epoch) or None when ``show`` is false.
+
+    On a terminal a click bar: with only epochs it counts them (``show_pos``); with a time limit it
+    follows ``progress_fraction``, so its ETA honours the limit. Elsewhere ``progress_lines``.
+    """
+    if not show:
+        yield None
+        return
+    from .._progress import on_terminal
+
+    if not on_terminal():
+        with progress_lines(epochs_left, time_limit) as update:
+            yield update
+        return
+    import click
+
+    by_epochs = time_limit is None
+
+    length = max(epochs_left or 0, 1) if by_epochs else _UNITS
+    with click.progressbar(length=length, label="training", item_show_func=describe, file=sys.stderr,
+                           show_pos=by_epochs) as bar:
+        done = {"epochs": 0}
+
+        def update(info, elapsed: float) -> None:
+            done["epochs"] += 1
+            if by_epochs:
+                bar.update(1, info)
+                return
+            target = int(_UNITS * progress_fraction(done["epochs"], epochs_left, elapsed, time_limit))
+            bar.update(max(min(target, length) - bar.pos, 0), info)  # length: the bar's
+
+        yield update
 
 
 class Trainer:
@@ -298,7 +427,7 @@ class Trainer:
             self._make_sinks(m)
 
     def run(self):
-        """Train; a [`FitResult`][vpintegrator.training.FitResult] (an [`EnsembleResult`][vpintegrator.training.EnsembleResult] for an ensemble)."""
+        """Train; a [`FitResult`][vpintegrator.training.FitResult] (with ``members`` for an ensemble)."""
         self.t_start = time.perf_counter()
         self.c_start = time.process_time()
         show = self.progress and self.dist.is_main
@@ -334,7 +463,7 @@ class Trainer:
             )
         return result
 
-    def _ensemble_result(self, stopped: str):
+    def _ensemble_result(self, stopped: str) -> FitResult:
         result = finish_ensemble(self.members, [self.member_result(m) for m in self.members], self.config, self.out,
                                  self.val_set is not None, self.name, self.epoch, stopped, self.wall(),
                                  str(self.device), self.resolved.dtype)

@@ -17,8 +17,8 @@ import torch
 
 from ..arrays import relative_loss, squared_norm
 from ..errors import VPIntegratorError
-from .names import OPTIMIZERS as _OPTIMIZERS
-from .names import list_optimizers, list_schedulers
+from .config import OPTIMIZERS as _OPTIMIZERS
+from .config import list_optimizers, list_schedulers
 
 __all__ = [
     "relative_loss",

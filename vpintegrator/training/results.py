@@ -10,7 +10,9 @@ from typing import Any
 
 import torch
 
-__all__ = ["EpochInfo", "FitResult", "TrainingInterrupted"]
+from ..errors import VPIntegratorError
+
+__all__ = ["EnsembleResult", "EpochInfo", "FitResult", "TrainingInterrupted"]
 
 
 @dataclass(frozen=True)
@@ -35,10 +37,22 @@ class EpochInfo:
 
 @dataclass
 class FitResult:
-    """The outcome of [`fit`][vpintegrator.training.fit].
+    """The outcome of [`fit`][vpintegrator.training.fit]: one run's, or an ensemble's with its ``members``.
 
     ``model`` holds the last weights (``best.pt`` in ``run_dir`` the best); ``stopped`` is one of
     ``epochs``, ``time_limit``, ``early_stopping``, ``callback``, ``interrupted``.
+
+    An ensemble (``fit(..., ensemble=N)`` or ``seeds``) gives one ``FitResult`` too: ``members[k]`` is
+    member ``k``'s own ``FitResult`` (its ``run_dir`` the member directory, ``model`` its last weights),
+    ``seeds`` the members' seeds, ``selected`` the index of the member with the best validation score
+    (None without validation data or when every member diverged), ``table`` one row per member (the
+    columns of ``ensemble.csv``). Its ``run_dir``, ``stopped``, ``wall_time``, ``device``, ``dtype`` and
+    ``monitor`` are the ensemble's; ``model``, ``epochs``, ``steps``, the losses, ``best_epoch``,
+    ``n_params`` and ``history`` are those of its reference member (the selected one, else member 0).
+
+    A single run has no members: ``members``, ``seeds`` and ``table`` are empty and ``selected`` is None.
+    ``runs`` lists every trained model's result either way (``members``, or ``[self]`` for a single run),
+    and ``best`` the selected one (a single run: itself).
     """
 
     run_dir: Path | None
@@ -58,20 +72,92 @@ class FitResult:
     #: what ``best_loss`` measures: the config's ``monitor`` (``val_loss``, ``val_rollout``), or
     #: ``train_loss`` without validation data
     monitor: str = "val_loss"
+    #: an ensemble's members, one ``FitResult`` each (empty for a single run)
+    members: list[FitResult] = field(default_factory=list, repr=False)
+    #: an ensemble's member seeds (empty for a single run)
+    seeds: list[int] = field(default_factory=list)
+    #: the index of an ensemble's selected member (None: a single run, no validation data, or every member diverged)
+    selected: int | None = None
+    #: an ensemble's table, one dict per member with the columns of ``ensemble.csv`` (empty for a single run)
+    table: list[dict[str, Any]] = field(default_factory=list, repr=False)
+
+    @classmethod
+    def of_ensemble(cls, run_dir: Path | None, seeds: list[int], members: list[FitResult], selected: int | None,
+                    monitor: str, stopped: str, wall_time: float, device: str, dtype: str,
+                    table: list[dict[str, Any]] | None = None) -> FitResult:
+        """An ensemble's result from its ``members``' results (a non-empty list, one per seed); the
+        per-run fields are copied from the reference member (``members[selected]``, else ``members[0]``)."""
+        if not members:
+            raise VPIntegratorError("FitResult.of_ensemble: members is empty; an ensemble has at least one member",
+                                    key="members")
+        ref = members[selected if selected is not None else 0]
+        return EnsembleResult(
+            run_dir=run_dir, model=ref.model, epochs=ref.epochs, steps=ref.steps, train_loss=ref.train_loss,
+            val_loss=ref.val_loss, best_loss=ref.best_loss, best_epoch=ref.best_epoch, wall_time=wall_time,
+            n_params=ref.n_params, device=device, dtype=dtype, stopped=stopped, history=ref.history,
+            monitor=monitor, members=list(members), seeds=list(seeds), selected=selected,
+            table=list(table or []),
+        )
+
+    @property
+    def is_ensemble(self) -> bool:
+        """Whether this is an ensemble's result (it has members)."""
+        return bool(self.members)
+
+    @property
+    def runs(self) -> list[FitResult]:
+        """Every trained model's result: the ``members``, or ``[self]`` for a single run."""
+        return list(self.members) if self.members else [self]
+
+    @property
+    def best(self) -> FitResult | None:
+        """An ensemble's selected member (None when none was selected); a single run's result itself."""
+        if not self.members:
+            return self
+        return None if self.selected is None else self.members[self.selected]
 
     @property
     def best_path(self) -> Path | None:
+        """``run_dir/best.pt``; an ensemble's: its reference member's."""
+        if self.members:
+            return self._ref().best_path
         return None if self.run_dir is None else self.run_dir / "best.pt"
 
     @property
     def last_path(self) -> Path | None:
+        """``run_dir/last.pt``; an ensemble's: its reference member's."""
+        if self.members:
+            return self._ref().last_path
         return None if self.run_dir is None else self.run_dir / "last.pt"
+
+    def _ref(self) -> FitResult:
+        """The reference run: an ensemble's selected member, else its first; a single run itself."""
+        return self.best or self.members[0]
 
     def __repr__(self) -> str:  # one line: the model's name and size, not its module tree or the history
         name = getattr(self.model, "config", {}).get("name", type(self.model).__name__)
-        return (f"FitResult(run_dir={str(self.run_dir) if self.run_dir is not None else None!r}, model={name!r}, "
-                f"n_params={self.n_params}, epochs={self.epochs}, best_epoch={self.best_epoch}, "
+        ens = f"members={len(self.members)}, selected={self.selected}, " if self.members else ""
+        return (f"{type(self).__name__}(run_dir={str(self.run_dir) if self.run_dir is not None else None!r}, "
+                f"model={name!r}, {ens}n_params={self.n_params}, epochs={self.epochs}, best_epoch={self.best_epoch}, "
                 f"best_loss={self.best_loss:.4g}, stopped={self.stopped!r})")
+
+
+class EnsembleResult(FitResult):
+    """An ensemble's [`FitResult`][vpintegrator.training.FitResult] (what an ensemble
+    [`fit`][vpintegrator.training.fit] returns), kept under this name for compatibility: new code reads
+    ``FitResult`` and its ``members``.
+
+    Built as before, ``EnsembleResult(run_dir=..., seeds=..., members=..., selected=..., monitor=...,
+    stopped=..., wall_time=..., device=..., dtype=..., table=...)`` (as
+    [`FitResult.of_ensemble`][vpintegrator.training.FitResult.of_ensemble]), or with ``FitResult``'s own fields.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if args or "model" in kwargs:  # FitResult's own fields (dataclasses.replace, copy)
+            FitResult.__init__(self, *args, **kwargs)
+            return
+        made = FitResult.of_ensemble(**kwargs)
+        self.__dict__.update(made.__dict__)
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -115,40 +201,3 @@ def is_ensemble_member(path: Path) -> bool:
         return True
     summary = path / "summary.json"
     return summary.is_file() and '"ensemble"' in summary.read_text(encoding="utf-8", errors="replace")
-
-
-@dataclass
-class EnsembleResult:
-    """The outcome of an ensemble [`fit`][vpintegrator.training.fit].
-
-    ``members[k]`` is member ``k``'s [`FitResult`][vpintegrator.training.FitResult] (its ``run_dir`` the member directory, ``model``
-    its last weights); ``selected`` the index of the member with the best validation score (None without
-    validation data or when every member diverged).
-    """
-
-    run_dir: Path | None
-    seeds: list[int]
-    members: list[FitResult]
-    selected: int | None
-    monitor: str
-    stopped: str
-    wall_time: float
-    device: str
-    dtype: str
-    table: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def best(self) -> FitResult | None:
-        return None if self.selected is None else self.members[self.selected]
-
-    # FitResult-like conveniences (the selected member's, else the first's)
-    def _ref(self) -> FitResult:
-        return self.best or self.members[0]
-
-    @property
-    def epochs(self) -> int:
-        return self._ref().epochs
-
-    @property
-    def steps(self) -> int:
-        return self._ref().steps

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import torch
 
@@ -16,9 +16,6 @@ from . import ddp
 from .config import TrainConfig, merge_overrides
 from .loop import Trainer
 from .results import EpochInfo, FitResult
-
-if TYPE_CHECKING:
-    from .ensemble import EnsembleResult
 
 __all__ = ["fit"]
 
@@ -34,7 +31,7 @@ def fit(
     train: Any = None,
     val: Any = None,
     **overrides: Any,
-) -> FitResult | "EnsembleResult":
+) -> FitResult:
     """Train a model on trajectory windows and write its run directory.
 
     Two ways in: a config (a TOML file, a dict, a [`TrainConfig`][vpintegrator.training.TrainConfig]) naming data files, or objects,
@@ -81,9 +78,9 @@ def fit(
 
     Returns
     -------
-    FitResult, or EnsembleResult for an ensemble (its ``members`` the members' FitResults, ``best`` the
-    member selected by the validation score; ``callback`` then gets a list of the active members'
-    EpochInfo each epoch)
+    FitResult
+        An ensemble's has ``members`` (the members' FitResults; ``best`` the member selected by the
+        validation score); its ``callback`` gets a list of the active members' EpochInfo each epoch.
 
     Raises
     ------

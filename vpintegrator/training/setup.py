@@ -225,11 +225,11 @@ def split_record(data, train_idx, val_idx, test_idx) -> dict[str, Any]:
     {"train": [...], "val": [...], "test": [...]}, "split_data": {"n_traj", "first_states_sha256"}}``.
     ``split`` holds sorted trajectory indices into the training data (its files concatenated in the order
     given); ``split_data`` identifies the trajectories the indices refer to
-    (``vpintegrator.data.windows.first_states_digest`` of their initial states): ``vp-rollout`` applies
+    (``vpintegrator.data.trajectories.first_states_digest`` of their initial states): ``vp-rollout`` applies
     the split only to data with the same initial conditions in the same order."""
     import numpy as np
 
-    from ..data.windows import first_states_digest
+    from ..data.trajectories import first_states_digest
 
     return {
         "split": {"train": [int(i) for i in train_idx], "val": [int(i) for i in val_idx],

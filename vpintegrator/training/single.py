@@ -21,14 +21,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch import nn
 
 from ..arrays import squared_norm
 from ..errors import VPIntegratorError
+from ..stepping import iterate_windows
 from . import checkpoint as ckpt_io
 from . import ddp
 from .fast_step import FastStep, portable_state, resolve_fast_step
 from .optim import LevenbergMarquardt, LMSubsample, label, make_optimizer, make_scheduler, relative_loss
-from .unroll import unrolled
 from .strategy import Clock
 from .validation import window_loss
 
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from .config import TrainConfig
     from .record import Member
 
-__all__ = ["SingleSteps"]
+__all__ = ["SingleSteps", "Unrolled", "unrolled"]
 
 
 class SingleSteps:
@@ -334,3 +335,45 @@ class SingleSteps:
             train_loss = self.loss_sum / max(self.loss_count, 1)
         self.epoch_start_state = self.generator.get_state()
         return [train_loss]
+
+
+# -- Multi-window (unrolled) training targets: the model iterated on its own predictions.
+#
+# With ``unroll = k`` the training objective of a window is the model's free rollout over ``k`` windows,
+# compared with the data's next ``k·pred_window`` states, instead of one window from the true states. The
+# loss then sees how a window's error propagates into the next ones (phase drift, drift of invariants),
+# which the one-window loss barely constrains. ``k = 1`` is the plain one-window objective.
+
+
+class Unrolled(nn.Module):
+    """``model`` applied ``k`` times on its own output: (batch, seq_len, dim) → (batch, k·pred_window, dim).
+
+    The input of iteration j + 1 is the last ``seq_len`` states of the input and the predictions so far
+    (for pred_window = seq_len: the previous prediction, the non-overlapping windows of a rollout). The
+    parameters are the model's own (``Unrolled(m, k).model is m``), so optimisers, ``torch.func`` and DDP
+    see the same tensors.
+    """
+
+    #: set by __init__ (declared for type checkers)
+    k: int
+    dim: torch.Tensor | nn.Module
+    seq_len: int
+    pred_window: int
+
+    def __init__(self, model: nn.Module, k: int) -> None:
+        super().__init__()
+        self.model = model
+        self.k = int(k)
+        sizes: Any = model  # integer attributes of the model (nn.Module types them as tensors or modules)
+        self.dim = model.dim
+        self.seq_len = int(sizes.seq_len)
+        self.pred_window = self.k * int(sizes.pred_window)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        outs = iterate_windows(self.model, x, self.k)  # the rollout core's window advance
+        return outs[0] if self.k == 1 else torch.cat(outs, 1)
+
+
+def unrolled(model: nn.Module, k: int) -> nn.Module:
+    """``model`` itself for ``k = 1``, else ``Unrolled`` ``(model, k)``."""
+    return model if int(k) == 1 else Unrolled(model, k)

@@ -1,0 +1,194 @@
+"""How many files a parameter's walk through ``fit`` and ``run_rollouts`` visits, in two trees.
+
+    python scripts/walk_files.py --base /path/to/checkout-of-the-old-commit [--list] [--work DIR]
+
+For each tree, in a fresh process (``PYTHONPATH`` set to the tree, one torch thread), it generates a tiny
+data file (rigid body, implicit midpoint, 16 trajectories to t = 2, outside the profile), then runs each
+entry point twice: once to import and compile everything, then again under ``sys.setprofile`` (and
+``threading.setprofile``, for worker threads). Only the second run is counted, so the numbers are the
+walk, not the imports. The entry points:
+
+- ``fit``: 1 epoch of a float64 VPT with Adam (batch 256, validation fraction 0.1, a run directory);
+- ``run_rollouts``: that VPT beside RK4 and implicit midpoint, trajectories 0 and 1 to t = 2.
+
+Counted, per entry point and tree:
+
+files
+    The distinct ``vpintegrator/**.py`` files in which a Python function ran (a profile ``call`` event
+    whose code lives in the tree's package; C functions and other packages are not files of the walk).
+climbs
+    The distinct (caller file, callee file) pairs, caller != callee, of calls that climb. The caller of
+    a call is the nearest frame below it, on the stack, whose code is in the package (a call from the
+    package into torch and from torch back into the package, e.g. a module's ``forward``, has the
+    package frame before torch as its caller). A call climbs when
+
+    (a) *up a layer*: the callee's part (the first folder below ``vpintegrator/``, or the root
+        module's name) sits higher in ``LAYERS`` (the layer list of ``tests/test_layout.py`` as of
+        this script; the same list for both trees) than the caller's part; or
+    (b) *back up the chain*: the callee's file is already on the stack below the caller's frame, left
+        earlier by a call out of it (a callback into a file the walk has left).
+
+    Calls within one file never climb. Each pair is counted once, however often it is made.
+
+``--list`` prints the files (and the climbing pairs) of each run, ``--functions`` with them the names
+of the functions that ran in each file. Exit status 0; the script measures,
+it does not judge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[1]
+
+#: tests/test_layout.py's layers, lowest first (copied so that both trees are counted by the same list)
+LAYERS = [
+    "errors", "plugins", "protocols", "_version", "provenance", "_progress", "_lazy", "_toml", "_shipped",
+    "_signals", "_jitcache", "_io", "_outputs", "resources", "config", "device",
+    "arrays", "rundir", "fastpath", "stepping", "jobs",
+    "systems", "integrators", "compiled", "data",
+    "jacobians", "nn", "models", "metrics", "poisson", "testing",
+    "rollout", "training", "plotting", "studies", "cli", "__init__", "__main__",
+]
+
+PROGRAM = r'''
+import json, sys, threading
+from pathlib import Path
+import torch
+torch.set_num_threads(1)
+import vpintegrator as vp
+from vpintegrator.rollout import RolloutConfig, run_rollouts
+
+LAYERS = json.loads(sys.argv[2])
+work = Path(sys.argv[1])
+work.mkdir(parents=True, exist_ok=True)
+root = str(Path(vp.__file__).resolve().parent) + "/"
+data = work / "data.h5"
+vp.generate(vp.load_spec("rigid_body_paper", method="implicit_midpoint", n_traj=16, t_end=2.0), out=data)
+
+
+def part(rel):
+    head = rel.split("/")[0]
+    return head[:-3] if head.endswith(".py") else head
+
+
+def rank(rel):
+    p = part(rel)
+    return LAYERS.index(p) if p in LAYERS else len(LAYERS)
+
+
+def profiled(fn):
+    files, climbs = {}, set()
+    cache = {}
+
+    def rel(code):
+        f = cache.get(code)
+        if f is None:
+            name = code.co_filename
+            f = cache[code] = name[len(root):] if name.startswith(root) and name.endswith(".py") else ""
+        return f
+
+    def hook(frame, event, arg):
+        if event != "call":
+            return
+        callee = rel(frame.f_code)
+        if not callee:
+            return
+        files.setdefault(callee, set()).add(frame.f_code.co_name)
+        below = frame.f_back
+        caller = ""
+        while below is not None:  # the nearest package frame: the caller
+            caller = rel(below.f_code)
+            if caller:
+                break
+            below = below.f_back
+        if not caller or caller == callee:
+            return
+        if rank(callee) > rank(caller):
+            climbs.add((caller, callee, "layer"))
+            return
+        deeper = below.f_back
+        while deeper is not None:  # the callee's file already on the stack below the caller
+            if rel(deeper.f_code) == callee:
+                climbs.add((caller, callee, "chain"))
+                return
+            deeper = deeper.f_back
+
+    threading.setprofile(hook)
+    sys.setprofile(hook)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)
+    return {f: sorted(names) for f, names in sorted(files.items())}, sorted(climbs)
+
+
+def train(out):
+    vp.fit({"data": [str(data)], "model": {"name": "vpt"}, "epochs": 1, "batch_size": 256, "seed": 7,
+            "val_fraction": 0.1, "out": str(work / out), "dtype": "float64"})
+
+
+def roll(out):
+    run_rollouts(RolloutConfig(data=str(data), models={"vpt": str(work / "run0")},
+                               integrators=["rk4", "implicit_midpoint"], t_end=2.0, traj=[0, 1],
+                               out=str(work / out)))
+
+
+train("run0")  # imports and compiles outside the profile
+result = {"fit": profiled(lambda: train("run1"))}
+roll("roll0.h5")
+result["run_rollouts"] = profiled(lambda: roll("roll1.h5"))
+print("WALK " + json.dumps(result))
+'''
+
+
+def walk(tree: Path, work: Path) -> dict:
+    """``{entry point: (files, climbs)}`` for ``tree``, run in a fresh process."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(PROGRAM), str(work), json.dumps(LAYERS)],
+                          env=env, capture_output=True, text=True, cwd=work.parent)
+    if proc.returncode != 0:
+        raise SystemExit(f"the program failed on {tree}:\n{proc.stderr[-3000:]}")
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("WALK "))
+    return json.loads(line[5:])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--base", type=Path, required=True, help="a checkout of the old commit")
+    ap.add_argument("--here", type=Path, default=HERE, help="the tree to compare (default: this checkout)")
+    ap.add_argument("--list", action="store_true", help="print the files and climbing pairs")
+    ap.add_argument("--functions", action="store_true", help="with --list: the functions that ran in each file")
+    ap.add_argument("--work", type=Path, default=None, help="a directory for the runs (default: a temporary one)")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = args.work or Path(tmp)
+        walks = {"base": walk(args.base.resolve(), work / "base"), "here": walk(args.here.resolve(), work / "here")}
+    print(f"{'entry point':<14} {'tree':<5} {'files':>5} {'climbs':>6} (layer + chain)")
+    for entry in ("fit", "run_rollouts"):
+        for tree, found in walks.items():
+            files, climbs = found[entry]
+            layer = sum(1 for c in climbs if c[2] == "layer")
+            print(f"{entry:<14} {tree:<5} {len(files):>5} {len(climbs):>6} ({layer} + {len(climbs) - layer})")
+    if args.list:
+        for entry in ("fit", "run_rollouts"):
+            for tree, found in walks.items():
+                files, climbs = found[entry]
+                print(f"\n{entry}, {tree}: {len(files)} files")
+                for f, names in files.items():
+                    print(f"  {f}: {', '.join(names)}" if args.functions else f"  {f}")
+                for a, b, kind in climbs:
+                    print(f"  climb ({kind}): {a} -> {b}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

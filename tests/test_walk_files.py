@@ -1,0 +1,31 @@
+"""scripts/walk_files.py: the files and climbs of a parameter's walk through fit and run_rollouts."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_walk_counts_the_same_tree_the_same_and_lists_the_drivers(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "walk_files.py"), "--base", str(ROOT), "--list",
+                          "--work", str(tmp_path)], env=env, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-2000:]
+    rows = {(m[1], m[2]): (int(m[3]), int(m[4]))
+            for m in re.finditer(r"^(?:(\S+)\s+)(base|here)\s+(\d+)\s+(\d+) ", res.stdout, re.M)}
+    for entry in ("fit", "run_rollouts"):
+        files, climbs = rows[(entry, "here")]
+        assert rows[(entry, "base")] == (files, climbs)  # one tree, counted twice: the same walk
+        assert files > 10 and climbs >= 0
+    lists = res.stdout.split("\nfit, here:")[1]
+    fit_files = lists.split("\nrun_rollouts, base:")[0]
+    assert "  training/loop.py\n" in fit_files and "  training/run.py\n" in fit_files
+    assert "  rollout/compare.py\n" in res.stdout.split("\nrun_rollouts, here:")[1]
