@@ -22,7 +22,7 @@
   and the ``split`` label of each row; ``vpintegrator.rollout.reference``: what the errors are measured
   against (the exact flow by default, or the data).
 - ``vpintegrator.rollout.precision``: [`work_precision`][vpintegrator.rollout.precision.work_precision] (error and invariant drift against
-  batch-1 cost over a ladder of steps, against the exact flow), [`write_work_precision`][vpintegrator.rollout.precision.write_work_precision].
+  batch-1 cost over a ladder of steps, against the exact flow), [`write_work_precision`][vpintegrator.data.work_precision.write_work_precision] (the table: ``vpintegrator.data.work_precision``).
 
 Rollout files are written by [`RolloutWriter`][vpintegrator.data.rollouts.RolloutWriter] and read by
 [`read_rollout`][vpintegrator.data.rollouts.read_rollout] (one module, ``vpintegrator.data.rollouts``). Names are
