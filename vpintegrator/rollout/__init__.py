@@ -51,10 +51,10 @@ _LAZY: dict[str, str] = {
     "reference_step_map": ".steps",
     "work_precision": ".precision",
     "run_work_precision": ".precision",
-    "WorkPrecisionRow": ".precision",
-    "write_work_precision": ".precision",
-    "read_work_precision": ".precision",
-    "training_seconds": ".precision",
+    "WorkPrecisionRow": "..data.work_precision",
+    "write_work_precision": "..data.work_precision",
+    "read_work_precision": "..data.work_precision",
+    "training_seconds": "..data.work_precision",
     "SCALAR_MAX_BATCH": ".steps",
     "DeviceStepper": ".device",
     "device_stream_rollout": ".device",
@@ -88,6 +88,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..data.rollouts import ROLLOUT_SCHEMA as ROLLOUT_SCHEMA
     from ..data.rollouts import ROLLOUT_SCHEMA_VERSION as ROLLOUT_SCHEMA_VERSION
     from ..data.rollouts import RolloutResult as RolloutResult
+    from ..data.work_precision import WorkPrecisionRow as WorkPrecisionRow
+    from ..data.work_precision import read_work_precision as read_work_precision
+    from ..data.work_precision import training_seconds as training_seconds
+    from ..data.work_precision import write_work_precision as write_work_precision
     from ..data.rollouts import read_rollout as read_rollout
     from .compare import RolloutReport as RolloutReport
     from .compare import model_label as model_label
@@ -110,12 +114,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .engine import initial_window as initial_window
     from .engine import rollout as rollout
     from .engine import stream_rollout as stream_rollout
-    from .precision import WorkPrecisionRow as WorkPrecisionRow
-    from .precision import read_work_precision as read_work_precision
     from .precision import run_work_precision as run_work_precision
-    from .precision import training_seconds as training_seconds
     from .precision import work_precision as work_precision
-    from .precision import write_work_precision as write_work_precision
     from .runners import RUNNERS as RUNNERS
     from .runners import compiled_model as compiled_model
     from .runners import trace_model as trace_model
