@@ -199,6 +199,36 @@ def test_in_memory_figures_without_a_file(in_memory, tmp_path):
     assert sorted(p.name for p in written) == ["error.png", "invariants.png", "phase.png", "trajectories3d.png"]
 
 
+def test_one_type_for_files_and_memory(rigid, in_memory):
+    """plot_data gives a RolloutResult from a file and from memory alike (PlotData and Metrics are aliases of the
+    rollout file's types), with the figures' fields: kinds, the reference first in drawing order, the name."""
+    from vpintegrator.data.rollouts import MethodMetrics, RolloutResult
+    from vpintegrator.plotting import PlotData, plot_data
+    from vpintegrator.plotting.source import Metrics
+
+    assert PlotData is RolloutResult and Metrics is MethodMetrics
+    ref, methods = in_memory
+    mem = plot_data(methods, reference=ref)
+    assert isinstance(mem, RolloutResult) and mem.path is None and mem.name == "trajectories" and mem.table == []
+    assert mem.labels == ["implicit_midpoint", "rk4"] and mem.all_labels == ["reference", "implicit_midpoint", "rk4"]
+    assert mem.kinds == {"implicit_midpoint": "integrator", "rk4": "integrator"} and not mem.paper
+    assert mem.invariant_names == ("energy", "casimir") and mem.n_traj == 3 and mem.dim == 3
+    assert mem.system_name == "rigid_body" and mem.system.name == "rigid_body"
+    np.testing.assert_array_equal(mem.metrics["rk4"].invariants["energy"],
+                                  ref.system.invariants(methods["rk4"].y)["energy"])
+    no_ref = plot_data(methods)
+    assert no_ref.reference is None and no_ref.all_labels == ["implicit_midpoint", "rk4"] and no_ref.dim == 3
+    data = plot_data(rigid)
+    assert data is rigid and data.name == str(rigid.path) and data.kinds["vpt"] == "model"
+    assert data.all_labels == ["reference", *rigid.labels] and data.states("reference") is rigid.reference
+    thin = plot_data(rigid, max_points=5)
+    assert isinstance(thin, RolloutResult) and len(thin.t) <= 5 and thin.table == rigid.table
+    with pytest.raises(VPIntegratorError, match="a rollout file has its own reference"):
+        plot_data(rigid, reference=ref)
+    with pytest.raises(VPIntegratorError, match="already has its reference"):
+        plot_data(mem, reference=ref)
+
+
 def test_in_memory_errors(in_memory):
     ref, methods = in_memory
     with pytest.raises(VPIntegratorError, match="same"):

@@ -90,6 +90,25 @@ def test_csv_round_trip_and_diagram(rows, tmp_path):
     assert len(rk4.get_xdata()) == 4
 
 
+def test_the_table_module_writes_reads_and_reads_at_equal_cost(rows, tmp_path):
+    """One home for the table: the data layer's module writes it, reads it back equal, and reads the classical
+    methods at the models' cost from rows or from the file alike; the old import paths are the same objects."""
+    import vpintegrator.data.work_precision as table
+    import vpintegrator.rollout as rollout
+    from vpintegrator.studies.work_precision import at_equal_cost
+
+    assert rollout.write_work_precision is table.write_work_precision and at_equal_cost is table.at_equal_cost
+    assert rollout.training_seconds is table.training_seconds and rollout.WorkPrecisionRow is table.WorkPrecisionRow
+    csv_path, md_path = table.write_work_precision(tmp_path / "wp", rows)
+    assert [repr(r) for r in table.read_work_precision(csv_path)] == [repr(r) for r in rows] and md_path.read_text().startswith("| method | kind |")
+    pairs = table.at_equal_cost(rows)
+    assert repr(pairs) == repr(table.at_equal_cost(csv_path)) and {p["method"] for p in pairs} == {
+        "rk4", "implicit_midpoint", "gauss_legendre4", "dop853"}
+    assert all(p["model"] == "VPT" and p["how"] in ("interpolated", "cheapest", "dearest") for p in pairs)
+    with pytest.raises(VPIntegratorError, match="rows: expected WorkPrecisionRow"):
+        table.work_precision_rows([1, 2])
+
+
 def test_bad_input(tmp_path):
     y0 = np.array([[1.0, 0.0, 0.0]])
     with pytest.raises(VPIntegratorError, match="ladder: expected at least 4"):

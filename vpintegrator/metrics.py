@@ -23,8 +23,6 @@ NumPy. [`block_metrics`][vpintegrator.metrics.block_metrics] puts together the p
 
 from __future__ import annotations
 
-import csv
-from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -33,6 +31,8 @@ from .errors import VPIntegratorError
 from .arrays import array_namespace, as_like, copy_array, first_true, row_max, to_numpy
 from .arrays import relative_drift as _relative_drift, relative_error as _relative_error
 from .data.summary import summary_row  # noqa: F401 (the table row; in the data layer, which merges rollout shards)
+# the table's text and files: in the data layer too, where the work-precision table is written
+from .data.summary import format_markdown, format_text, read_table, write_table  # noqa: F401
 
 #: relative error above which a prediction stops being "valid" (valid prediction time)
 VALID_ERROR_THRESHOLD = 0.1
@@ -498,75 +498,3 @@ def block_metrics(stream: TrajectoryMetricsStream | None, volume: VolumeStream |
         out["maps"], out["log_det_J"], out["cum_log_det_J"] = volume.update(y)
     return out
 
-
-# --------------------------------------------------------------------------- summary table
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
-
-
-def format_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The metrics table as a GitHub Markdown table (one row per method)."""
-    if not rows:
-        return ""
-    cols = list(rows[0])
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    lines += ["| " + " | ".join(_fmt(r[c]) for c in cols) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
-
-
-def format_text(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The metrics table as aligned plain text, for the terminal."""
-    if not rows:
-        return ""
-    cols = list(rows[0])
-    cells = [cols] + [[_fmt(r[c]) for c in cols] for r in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
-    return "\n".join("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in cells) + "\n"
-
-
-def write_table(rows: Sequence[Mapping[str, Any]], stem: str | Path, *, overwrite: bool = False,
-                caption: str | None = None) -> tuple[Path, Path]:
-    """Write the table as ``<stem>.csv`` and ``.md`` (atomically; an existing table only with ``overwrite``);
-    ``caption``: a line above the Markdown table (e.g. what the errors are measured against)."""
-    from ._io import atomic_path
-    from ._outputs import check_output, output_locks
-    stem = Path(stem)  # the path without its suffix: a dotted name (rollout.shard-1-of-2) keeps its dots
-    paths = stem.with_name(stem.name + ".csv"), stem.with_name(stem.name + ".md")
-    cols = list(rows[0]) if rows else ["method"]
-    with output_locks(paths):
-        csv_target, md_target = (check_output(p, "table", overwrite) for p in paths)
-        with atomic_path(csv_target) as tmp, open(tmp, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=cols)
-            writer.writeheader()
-            for r in rows:
-                writer.writerow({c: (repr(r[c]) if isinstance(r[c], float) else r[c]) for c in cols})
-        with atomic_path(md_target) as tmp:
-            tmp.write_text((f"{caption}\n\n" if caption else "") + format_markdown(rows))
-    return paths
-
-
-def read_table(path: str | Path) -> list[dict[str, Any]]:
-    """Read a metrics CSV written by [`write_table`][vpintegrator.metrics.write_table] (numbers parsed)."""
-    rows = []
-    with open(path, newline="") as fh:
-        for r in csv.DictReader(fh):
-            rows.append({k: (v if k in _TEXT_COLUMNS else _parse_number(v)) for k, v in r.items()})
-    return rows
-
-
-#: the table's columns that hold text (``split``: train/val/test/new/unknown; ``reference``: exact/data)
-_TEXT_COLUMNS = ("method", "split", "reference")
-
-
-def _parse_number(v: str) -> Any:
-    try:
-        return int(v)
-    except ValueError:
-        try:
-            return float(v)
-        except ValueError:
-            return v

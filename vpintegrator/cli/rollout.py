@@ -216,8 +216,7 @@ def main(config, config_alias, models, integrators, traj, fast_step, jit, flags,
         raise VPIntegratorError("--amortise N goes with --work-precision (it amortises training on its cost axis)",
                                 key="amortise")
     if work_precision:  # its tables are refused before the rollouts run, not after
-        from ..data.work_precision import check_rollouts
-        from ..rollout.precision import check_work_precision_outputs
+        from ..data.work_precision import check_rollouts, check_work_precision_outputs
 
         if amortise is not None:
             check_rollouts(amortise)

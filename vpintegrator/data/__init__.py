@@ -36,6 +36,9 @@ _LAZY: dict[str, str] = {
     "break_even": ".work_precision",
     "amortised_cost": ".work_precision",
     "with_training_cost": ".work_precision",
+    "write_work_precision": ".work_precision",
+    "at_equal_cost": ".work_precision",
+    "training_seconds": ".work_precision",
 }
 
 
@@ -61,9 +64,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from .trajectories import Trajectories as Trajectories
     from .work_precision import WorkPrecisionRow as WorkPrecisionRow
     from .work_precision import amortised_cost as amortised_cost
+    from .work_precision import at_equal_cost as at_equal_cost
     from .work_precision import break_even as break_even
     from .work_precision import read_work_precision as read_work_precision
+    from .work_precision import training_seconds as training_seconds
     from .work_precision import with_training_cost as with_training_cost
+    from .work_precision import write_work_precision as write_work_precision
 
 # a literal list (type checkers read __all__ only in this form): the names of _LAZY, sorted
 __all__ = [
@@ -77,6 +83,7 @@ __all__ = [
     "TrajectoryWriter",
     "WorkPrecisionRow",
     "amortised_cost",
+    "at_equal_cost",
     "break_even",
     "generate",
     "integrate",
@@ -87,8 +94,10 @@ __all__ = [
     "read_trajectories",
     "read_work_precision",
     "solve_flow",
+    "training_seconds",
     "with_training_cost",
     "write_trajectories",
+    "write_work_precision",
 ]
 
 

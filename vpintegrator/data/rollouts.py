@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import errno
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -40,6 +40,7 @@ __all__ = [
     "read_rollout",
     "RolloutWriter",
     "RolloutSeries",
+    "is_paper_set",
 ]
 
 # root attribute ``schema``: ROLLOUT_SCHEMA (defined in vpintegrator._outputs, which tells file kinds apart)
@@ -206,10 +207,10 @@ class MethodMetrics:
     """
 
     invariants: dict[str, Any]
-    rel_error: np.ndarray | None
-    map_t: np.ndarray | None
-    log_det_J: np.ndarray | None
-    cum_log_det_J: np.ndarray | None
+    rel_error: np.ndarray | None = None
+    map_t: np.ndarray | None = None
+    log_det_J: np.ndarray | None = None
+    cum_log_det_J: np.ndarray | None = None
 
     def __repr__(self) -> str:  # one line: names and shapes, never the arrays
         def shape(a):
@@ -221,21 +222,25 @@ class MethodMetrics:
 
 @dataclass(eq=False)
 class RolloutResult:
-    """A rollout file read back by [`read_rollout`][vpintegrator.data.rollouts.read_rollout].
+    """A rollout: a file read back by [`read_rollout`][vpintegrator.data.rollouts.read_rollout], or trajectories in
+    memory put together for the figures (``vpintegrator.plotting.plot_data``, which returns this type).
 
     Attributes
     ----------
     path : Path or None
+        The file (None: built in memory).
     meta : dict
         Root attributes, flat (``system``, ``system_class``, ``param_<name>``, ``dt``, ``t0``, ``t_end``,
         ``n_states``, ``n_steps``, ``methods``, ``invariant_names``, ``data_file``, ``init``, ...), counts
-        in the schema-2 meaning also for version-1 files.
+        in the schema-2 meaning also for version-1 files. In memory: the first trajectories' metadata with
+        ``invariant_names``.
     t : ndarray, shape (n,)
         Times read (every ``stride``-th state when ``max_points`` was given).
     traj_index : ndarray, shape (n_traj,)
-        Indices of the trajectories in the data file (``data_file``).
-    reference : Trajectories
-        The reference states; ``meta`` holds ``label='reference'``, ``kind='reference'``, ``source``.
+        Indices of the trajectories in the data file (``data_file``); in memory their positions.
+    reference : Trajectories or None
+        The reference states; ``meta`` holds ``label='reference'``, ``kind='reference'``, ``source``. None
+        only for trajectories in memory given without one.
     methods : dict
         label -> [`Trajectories`][vpintegrator.data.trajectories.Trajectories] of that method, in the order they were run; ``meta`` holds the
         method's attributes (``label``, ``kind``, ``source``, ``init``, ``seconds_per_step``, ...) plus the
@@ -243,28 +248,50 @@ class RolloutResult:
     metrics : dict
         ``'reference'`` and every method label -> [`MethodMetrics`][vpintegrator.data.rollouts.MethodMetrics].
     table : list of dict
-        The metrics table rows (one per method).
+        The metrics table rows (one per method; empty in memory).
+    kinds : dict
+        label -> what the method is (``"model"``, ``"integrator"``, ``"flow"``, ...): each method's ``kind``
+        attribute (default ``"model"``) unless given.
+    paper_set : bool or None
+        Whether the trajectories are rows of the paper's 1238-point rigid-body set; None: decided from the
+        metadata when first asked (``paper``).
+    name : str
+        What to call the rollout in messages: the file's path (default), ``"rollout"`` without one.
     """
 
     path: Path | None
     meta: dict[str, Any]
     t: np.ndarray
     traj_index: np.ndarray
-    reference: Trajectories
+    reference: Trajectories | None
     methods: dict[str, Any]
     metrics: dict[str, Any]
-    table: list
+    table: list = field(default_factory=list)
+    kinds: dict[str, str] = field(default_factory=dict)
+    paper_set: bool | None = None
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            self.name = str(self.path) if self.path is not None else "rollout"
+        self.kinds = {**{label: str(m.meta.get("kind", "model")) for label, m in self.methods.items()},
+                      **self.kinds}
 
     @property
     def system(self) -> "System | SystemFamily":
         """The [`System`][vpintegrator.systems.System] the rollout ran on; for a parametric rollout (root
         attributes ``parameter_columns`` and ``traj_params``: each rolled-out row's parameters) a
         ``vpintegrator.systems.family.SystemFamily`` of the rows read."""
-        if self.reference.params is not None:
-            return self.reference.systems()
+        if self.first.params is not None:
+            return self.first.systems()
         from ..systems import system_from_meta
 
         return system_from_meta(self.meta, self.path if self.path is not None else "rollout metadata")
+
+    @property
+    def first(self) -> Trajectories:
+        """The reference, else (in memory without one) the first method's trajectories."""
+        return self.reference if self.reference is not None else next(iter(self.methods.values()))
 
     @property
     def dt(self) -> float:
@@ -275,19 +302,82 @@ class RolloutResult:
         return tuple(self.meta.get("invariant_names", ()))
 
     @property
+    def system_name(self) -> str:
+        """The system's registry name (``"?"`` when the metadata has none)."""
+        return str(self.meta.get("system", "?"))
+
+    @property
     def n_traj(self) -> int:
-        return int(self.reference.n_traj)
+        return int(np.shape(self.traj_index)[0])
+
+    @property
+    def dim(self) -> int:
+        return int(self.first.dim)
 
     @property
     def labels(self) -> list:
         """The method labels, in the order they were run (the reference not included)."""
         return list(self.methods)
 
+    @property
+    def all_labels(self) -> list:
+        """``'reference'`` (when there is one) and every method label, in drawing order."""
+        return (["reference"] if self.reference is not None else []) + list(self.methods)
+
+    def states(self, label: str) -> Trajectories:
+        """The trajectories of ``label`` (``'reference'`` or a method)."""
+        return self.reference if label == "reference" and self.reference is not None else self.methods[label]
+
+    def has_volume(self) -> bool:
+        """Whether any method has its map volumes (``log_det_J``)."""
+        return any(self.metrics[k].log_det_J is not None for k in self.methods)
+
+    @property
+    def paper(self) -> bool:
+        """Whether ``traj_index`` are rows of the paper's 1238-point rigid-body set (``is_paper_set``): the
+        data file's metadata (``data_<key>`` root attributes where the writer recorded them, else the data
+        file's own attributes when it is still there)."""
+        if self.paper_set is None:
+            self.paper_set = _rollout_is_paper_set(self.meta, self.path)
+        return self.paper_set
+
     def __repr__(self) -> str:  # one line: what a notebook cell shows, never the arrays
         t = f"[{self.t[0]:g}, {self.t[-1]:g}]" if len(self.t) else "[]"
         return (f"RolloutResult(path={str(self.path) if self.path is not None else None!r}, "
                 f"system={self.meta.get('system', '?')!r}, n_traj={self.n_traj}, n_states={len(self.t)}, "
-                f"dim={self.reference.dim}, t={t}, methods={self.labels})")
+                f"dim={self.dim}, t={t}, methods={self.labels})")
+
+
+def is_paper_set(meta: Mapping[str, Any]) -> bool:
+    """Whether trajectories with this data-file metadata are the paper's 1238-point rigid-body set (so row
+    100 is the paper's "trajectory 1" and row 719 its "trajectory 4")."""
+    from ..systems import PAPER_SPHERE_SIZE
+
+    n = meta.get("n_traj")
+    full = n is None or int(n) == PAPER_SPHERE_SIZE
+    if meta.get("spec") == "rigid_body_paper" and full:
+        return True
+    return meta.get("sampler") == "paper_sphere" and n is not None and int(n) == PAPER_SPHERE_SIZE
+
+
+def _rollout_is_paper_set(meta: Mapping[str, Any], path) -> bool:
+    """The data file's metadata: ``data_<key>`` root attributes of the rollout where the writer recorded
+    them, else the data file's own attributes (when it is still there)."""
+    data_meta = {k[len("data_"):]: v for k, v in meta.items() if k.startswith("data_")}
+    if not any(k in data_meta for k in ("spec", "sampler")):
+        data_file = meta.get("data_file")
+        if not data_file:
+            return False
+        p = Path(str(data_file))
+        if not p.is_absolute() and path is not None and not p.exists():
+            p = Path(path).parent / p
+        try:
+            from .hdf5 import read_metadata
+
+            data_meta = read_metadata(p)
+        except Exception:  # the data file moved or is unreadable: number trajectories by row
+            return False
+    return is_paper_set(data_meta)
 
 
 def _upgrade_meta(meta: dict[str, Any], path) -> dict[str, Any]:

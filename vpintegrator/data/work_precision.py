@@ -1,9 +1,14 @@
-"""Work–precision tables: the row type and the CSV reader (written by
-[`vpintegrator.rollout.write_work_precision`][vpintegrator.rollout.precision.write_work_precision], drawn by [`vpintegrator.plotting.plot_work_precision`][vpintegrator.plotting.plot_work_precision]),
-the log–log interpolation along a method's ladder (``ladder_value``) and a learned model's training cost
-on the cost axis ([`amortised_cost`][vpintegrator.data.work_precision.amortised_cost], [`break_even`][vpintegrator.data.work_precision.break_even]).
+"""The work–precision table, in one place: the row type, the writer
+([`write_work_precision`][vpintegrator.data.work_precision.write_work_precision]: ``<stem>.csv`` and ``.md``)
+and the reader ([`read_work_precision`][vpintegrator.data.work_precision.read_work_precision]), the log–log
+interpolation along a method's ladder (``ladder_value``), each classical method at a model's cost
+([`at_equal_cost`][vpintegrator.data.work_precision.at_equal_cost]) and a learned model's training cost on
+the cost axis ([`training_seconds`][vpintegrator.data.work_precision.training_seconds],
+[`amortised_cost`][vpintegrator.data.work_precision.amortised_cost],
+[`break_even`][vpintegrator.data.work_precision.break_even]). No torch.
 
-The numbers and what each is measured against: ``vpintegrator.rollout.precision``.
+The measurement that builds the rows (what each number is measured against): ``vpintegrator.rollout.precision``;
+the figure: [`vpintegrator.plotting.plot_work_precision`][vpintegrator.plotting.plot_work_precision].
 
 **Training cost.** A model row may carry ``train_seconds``, the CPU seconds its training took (the run
 directory's ``summary.json`` ``cpu_time``; NaN: not recorded). With τ the table's horizon ``t_end``, c_m the
@@ -20,13 +25,15 @@ from __future__ import annotations
 import csv
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..errors import VPIntegratorError
 
-__all__ = ["WP_COLUMNS", "WorkPrecisionRow", "read_work_precision", "ladder_value", "amortised_cost",
-           "break_even", "with_training_cost", "check_rollouts"]
+__all__ = ["WP_COLUMNS", "WorkPrecisionRow", "read_work_precision", "write_work_precision", "work_precision_rows",
+           "work_precision_stem", "check_work_precision_outputs", "ladder_value", "at_equal_cost", "amortised_cost",
+           "break_even", "with_training_cost", "check_rollouts", "training_seconds", "training_summary"]
 
 #: the columns of a table written before training cost was recorded (still read: no training time)
 WP_COLUMNS_V1 = ("method", "kind", "h", "rtol", "n_steps", "t_end", "n_traj", "error_median", "error_p90",
@@ -60,7 +67,7 @@ class WorkPrecisionRow:
 
 
 def read_work_precision(path: str | Path) -> list[WorkPrecisionRow]:
-    """Rows from a CSV written by ``write_work_precision`` (one-line error for another file)."""
+    """Rows from a CSV written by [`write_work_precision`][vpintegrator.data.work_precision.write_work_precision] (one-line error for another file)."""
     path = Path(path)
     try:
         with open(path, newline="") as fh:
@@ -80,6 +87,42 @@ def read_work_precision(path: str | Path) -> list[WorkPrecisionRow]:
         except (TypeError, ValueError) as e:
             raise VPIntegratorError(f"{path}: malformed work-precision row ({e})") from None
     return out
+
+
+def write_work_precision(stem: str | Path, rows: Sequence[WorkPrecisionRow], overwrite: bool = False
+                         ) -> tuple[Path, Path]:
+    """Write the rows as ``<stem>.csv`` and ``<stem>.md`` (``vpintegrator.metrics.write_table``: atomic,
+    under the overwrite rule); columns ``WP_COLUMNS``. Returns (csv path, markdown path)."""
+    from .summary import write_table
+
+    return write_table([dataclasses.asdict(r) for r in rows], stem, overwrite=overwrite)
+
+
+def work_precision_rows(source: str | Path | Iterable[WorkPrecisionRow]) -> list[WorkPrecisionRow]:
+    """The rows of ``source``: the path of a work-precision CSV (read), or rows in memory (checked)."""
+    if isinstance(source, (str, Path)):
+        return read_work_precision(source)
+    rows = list(source)
+    if not rows or not all(isinstance(r, WorkPrecisionRow) for r in rows):
+        raise VPIntegratorError("rows: expected WorkPrecisionRow objects (vpintegrator.rollout.work_precision()) or "
+                                "the path of a work-precision CSV", key="rows")
+    return rows
+
+
+def work_precision_stem(config: Any) -> Path:
+    """``<out stem>_work_precision``: where ``vp-rollout --work-precision`` writes the table of a configuration
+    whose rollout file is ``config.out`` (its ``.csv`` and ``.md``)."""
+    out = Path(config.out)
+    return out.with_name(out.stem + "_work_precision")
+
+
+def check_work_precision_outputs(config: Any, overwrite: bool = False) -> None:
+    """Refuse (before anything runs) work-precision tables that exist, unless ``overwrite``."""
+    from .._outputs import check_output
+
+    stem = work_precision_stem(config)
+    for suffix in (".csv", ".md"):
+        check_output(stem.with_name(stem.name + suffix), "table", overwrite)
 
 
 def ladder_value(points: Sequence[tuple[float, float]], x: float) -> tuple[float, str]:
@@ -102,6 +145,36 @@ def ladder_value(points: Sequence[tuple[float, float]], x: float) -> tuple[float
         return pts[-1][1], "above"
     keys, values = np.log([k for k, _ in pts]), np.log([v for _, v in pts])
     return float(np.exp(np.interp(math.log(x), keys, values))), "inside"
+
+
+def at_equal_cost(source: str | Path | Iterable[WorkPrecisionRow], methods: Sequence[str] | None = None
+                  ) -> list[dict[str, Any]]:
+    """Per model row of the table (a CSV path or rows) and per classical method (``methods`` None: every
+    method with a step ladder, DOP853 included): ``{"model", "model_error", "model_cost", "model_h", "method",
+    "error", "how", "train_seconds", "break_even", "break_even_method"}`` (the last three: the model row's
+    training cost, NaN / "" where not recorded).
+
+    ``error`` is the method's error at the model's own cost: log–log interpolation along its ladder between the
+    two rungs whose costs bracket the model's (``how`` ``"interpolated"``), else the nearest rung
+    (``"cheapest"`` / ``"dearest"``: the ladder does not reach that cost).
+    """
+    rows = work_precision_rows(source)
+    models = [r for r in rows if r.kind == "model"]
+    ladders: dict[str, list[WorkPrecisionRow]] = {}
+    for r in rows:
+        if r.kind != "model" and (methods is None or r.method in methods):
+            ladders.setdefault(r.method, []).append(r)
+    out = []
+    for m in models:
+        for method, ladder in ladders.items():
+            e, where = ladder_value([(r.seconds_per_time, r.error_median) for r in ladder], m.seconds_per_time)
+            if where == "none":
+                continue
+            how = {"below": "cheapest", "above": "dearest", "inside": "interpolated"}[where]
+            out.append({"model": m.method, "model_error": m.error_median, "model_cost": m.seconds_per_time,
+                        "model_h": m.h, "method": method, "error": e, "how": how, "train_seconds": m.train_seconds,
+                        "break_even": m.break_even_rollouts, "break_even_method": m.break_even_method})
+    return out
 
 
 def check_rollouts(n: float) -> float:
@@ -161,3 +234,37 @@ def with_training_cost(rows: Sequence[WorkPrecisionRow], amortise_over: float | 
                 r = dataclasses.replace(r, amortise_over=n, amortised_seconds_per_time=amortised_cost(r, n))
         out.append(r)
     return out
+
+
+def training_seconds(source: str | Path) -> float:
+    """The training CPU seconds of a model file's run: ``cpu_time`` of ``summary.json`` in the run directory
+    ``source`` (or beside its ``best.pt``/``last.pt``); NaN where none is recorded (a pretrained model, a
+    file outside a run directory, a run from before ``cpu_time`` was recorded). An ensemble member's
+    ``cpu_time`` is the whole ensemble's (the process trained all its members)."""
+    import json
+
+    path = Path(str(source))
+    summary = path / "summary.json" if path.is_dir() else (
+        path.parent / "summary.json" if path.name in ("best.pt", "last.pt") else None)
+    if summary is None or not summary.is_file():
+        return math.nan
+    try:
+        value = json.loads(summary.read_text()).get("cpu_time")
+    except (OSError, ValueError, AttributeError):
+        return math.nan
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
+def training_summary(row: WorkPrecisionRow) -> str:
+    """What ``vp-rollout --work-precision`` logs of a model row's training cost (one line)."""
+    n, method, spent = row.break_even_rollouts, row.break_even_method, row.train_seconds
+    trained = f"trained in {spent:.3g} CPU s" if math.isfinite(spent) else "training time not recorded"
+    if not method:
+        return f"{trained}; no classical ladder reaches its error {row.error_median:.3g}"
+    if math.isinf(n):
+        return f"{trained}; never pays for it: {method} is cheaper at its error"
+    if math.isnan(n):
+        return f"{trained}; {method} is the cheapest classical method at its error"
+    amortised = (f"; {row.amortised_seconds_per_time:.3g} CPU s per unit time over {row.amortise_over:g} rollouts"
+                 if math.isfinite(row.amortised_seconds_per_time) else "")
+    return f"{trained}; pays for it after {n:.3g} rollouts of T = {row.t_end:g} (vs {method}){amortised}"

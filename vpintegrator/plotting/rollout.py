@@ -33,7 +33,8 @@ import numpy as np
 from ..arrays import relative_drift
 from .._outputs import output_lock
 from ..errors import VPIntegratorError
-from .source import MAX_CURVES, PlotData, describe, methods_to_draw, plot_data, select, traj_names
+from ..data.rollouts import RolloutResult
+from .source import MAX_CURVES, describe, methods_to_draw, plot_data, select, traj_names
 from .style import (FORMATS, WIDTH, MethodStyle, check_names, check_title, legend, method_styles, save_figure,
                     set_title, styled, system_name, target_axes)
 
@@ -55,18 +56,18 @@ _INVARIANT_SYMBOLS = {"energy": "H", "casimir": "C", "sum": "S", "product": "P"}
 # --------------------------------------------------------------------------- helpers
 
 
-def _prepare(source, traj, reference, max_points) -> tuple[PlotData, bool]:
+def _prepare(source, traj, reference, max_points) -> tuple[RolloutResult, bool]:
     data = plot_data(source, reference=reference, max_points=max_points)
     return select(data, traj)
 
 
-def _styles(data: PlotData) -> dict[str, MethodStyle]:
-    labels = data.labels
+def _styles(data: RolloutResult) -> dict[str, MethodStyle]:
+    labels = data.all_labels
     kinds = ["reference" if k == "reference" else data.kinds.get(k) for k in labels]
     return method_styles(labels, kinds)
 
 
-def _banded(data: PlotData, band: bool | None) -> bool:
+def _banded(data: RolloutResult, band: bool | None) -> bool:
     return data.n_traj > MAX_CURVES if band is None else bool(band) and data.n_traj > 1
 
 
@@ -100,7 +101,7 @@ def _series(ax, x, values, banded: bool, style: MethodStyle, slot: int = 0, n_sl
     return True
 
 
-def _traj_key(data: PlotData, banded: bool) -> list:
+def _traj_key(data: RolloutResult, banded: bool) -> list:
     """Legend entries for the line styles of individual trajectories (when more than one is drawn)."""
     if banded or data.n_traj < 2:
         return []
@@ -121,7 +122,7 @@ def _note_missing(ax, missing: list[str], why: str) -> None:
                 color="0.35", va="bottom", ha="left")
 
 
-def _failure_times(data: PlotData, label: str) -> np.ndarray:
+def _failure_times(data: RolloutResult, label: str) -> np.ndarray:
     """Times at which the drawn trajectories of ``label`` failed (blow-up or non-finite), sorted, unique."""
     traj = data.methods.get(label)
     failed = None if traj is None else traj.failed_step
@@ -141,7 +142,7 @@ def _failure_times(data: PlotData, label: str) -> np.ndarray:
     return np.unique(t0 + float(dt) * failed)
 
 
-def _mark_failures(ax, data: PlotData, labels, styles, banded: bool) -> bool:
+def _mark_failures(ax, data: RolloutResult, labels, styles, banded: bool) -> bool:
     """A vertical tick at each failure time of each method in ``labels`` (banded: the first one only);
     returns whether any was drawn (the legend then gets a "blow-up" entry)."""
     drawn = False
@@ -163,14 +164,14 @@ def _blowup_key(drawn: bool) -> list:
     return [(Line2D([], [], color="0.3", linestyle=BLOWUP_STYLE, linewidth=0.9), "blow-up")]
 
 
-def _coord_names(data: PlotData) -> tuple[str, ...]:
+def _coord_names(data: RolloutResult) -> tuple[str, ...]:
     names = _COORDS.get(data.system_name)
     if names is None or len(names) != data.dim:
         names = tuple(f"z_{i + 1}" for i in range(data.dim))
     return names
 
 
-def _state_rows(data: PlotData, given: bool) -> tuple[PlotData, str]:
+def _state_rows(data: RolloutResult, given: bool) -> tuple[RolloutResult, str]:
     """The trajectories a state-space figure draws (at most MAX_CURVES of many) and their description."""
     if given or data.n_traj <= MAX_CURVES:
         return data, describe(data, False)
@@ -179,7 +180,7 @@ def _state_rows(data: PlotData, given: bool) -> tuple[PlotData, str]:
     return sub, f"{describe(sub, False)} ({len(rows)} of {data.n_traj})"
 
 
-def _clip_states(data: PlotData, labels) -> tuple[float, dict]:
+def _clip_states(data: RolloutResult, labels) -> tuple[float, dict]:
     """A common half-width for state-space axes and each method's drawn states (NaN beyond it)."""
     base = data.reference if data.reference is not None else data.states(labels[0])
     ref = np.asarray(base.y, dtype=np.float64)
@@ -198,11 +199,11 @@ def _clip_states(data: PlotData, labels) -> tuple[float, dict]:
     return 1.08 * reach, clipped
 
 
-def _with_reference(data: PlotData, methods) -> list[str]:
+def _with_reference(data: RolloutResult, methods) -> list[str]:
     return (["reference"] if data.reference is not None else []) + methods_to_draw(data, methods)
 
 
-def _span(data: PlotData) -> str:
+def _span(data: RolloutResult) -> str:
     return f"$t \\in [{data.t[0]:g}, {data.t[-1]:g}]$"
 
 
@@ -388,7 +389,7 @@ def plot_volume(source, traj=None, methods: Iterable[str] | None = None, band: b
     return fig
 
 
-def _phase_pairs(data: PlotData) -> list[tuple[int, int]]:
+def _phase_pairs(data: RolloutResult) -> list[tuple[int, int]]:
     dim = data.dim
     if data.system_name == "coupled_oscillator" or (dim % 2 == 0 and dim >= 4):
         n = dim // 2
@@ -455,7 +456,7 @@ def plot_rollout(source, kind: str, **kwargs: Any):
     return _PLOTTERS[kind](source, **kwargs)
 
 
-def applicable(data: PlotData, kind: str) -> bool:
+def applicable(data: RolloutResult, kind: str) -> bool:
     """Whether ``kind`` has something to show for ``data``."""
     if kind == "invariants":
         return bool(data.invariant_names)

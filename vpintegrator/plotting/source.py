@@ -4,82 +4,36 @@ Every rollout figure takes a *source*: a [`RolloutResult`][vpintegrator.data.rol
 rollout file (``vp-rollout`` output), or trajectories in memory — one
 [`Trajectories`][vpintegrator.data.trajectories.Trajectories] or a dict ``{label: Trajectories}``, e.g. straight
 from [`vpintegrator.integrate`][vpintegrator.data.integration.integrate] or [`vpintegrator.generate`][vpintegrator.data.generation.generate] — optionally with a ``reference``
-[`Trajectories`][vpintegrator.data.trajectories.Trajectories]. [`plot_data`][vpintegrator.plotting.plot_data] turns any of them into one [`PlotData`][vpintegrator.plotting.PlotData]: states, per-step
-metrics (invariants from ``traj.system``, relative errors against the reference when there is one) and
-the trajectories' indices in the data file, which is what ``traj`` selects.
+[`Trajectories`][vpintegrator.data.trajectories.Trajectories]. [`plot_data`][vpintegrator.plotting.plot_data] turns any of them into one
+[`RolloutResult`][vpintegrator.data.rollouts.RolloutResult] (``PlotData`` is its old name here): states,
+per-step metrics (invariants from ``traj.system``, relative errors against the reference when there is one)
+and the trajectories' indices in the data file, which is what ``traj`` selects.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from ..data.rollouts import MethodMetrics, RolloutResult, is_paper_set
 from ..data.trajectories import Trajectories
 from ..errors import VPIntegratorError
+
+__all__ = ["MAX_CURVES", "Metrics", "PlotData", "plot_data", "check_max_points", "select", "methods_to_draw",
+           "is_paper_set", "traj_names", "describe"]
 
 #: more trajectories than this are drawn as a median and a 10-90 % band instead of one curve each
 MAX_CURVES = 5
 
 
-@dataclass(eq=False)
-class Metrics:
-    """Per-step metrics of one method (the fields of [`MethodMetrics`][vpintegrator.data.rollouts.MethodMetrics])."""
-
-    invariants: dict[str, Any]
-    rel_error: np.ndarray | None = None
-    map_t: np.ndarray | None = None
-    log_det_J: np.ndarray | None = None
-    cum_log_det_J: np.ndarray | None = None
-
-
-@dataclass(eq=False)
-class PlotData:
-    """Everything a rollout figure needs, however it was given.
-
-    ``reference`` is None for trajectories in memory given without one; ``traj_index`` holds the index in
-    the data file of every trajectory (for trajectories in memory: their positions); ``paper`` is True
-    when those indices are rows of the paper's 1238-point rigid-body set (titles then use its names).
-    """
-
-    name: str  # what to call the source in messages
-    system_name: str
-    t: np.ndarray
-    traj_index: np.ndarray
-    reference: Trajectories | None
-    methods: dict[str, Any]
-    metrics: dict[str, Any]
-    kinds: dict[str, Any]
-    invariant_names: tuple
-    paper: bool = False
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def n_traj(self) -> int:
-        return int(self.traj_index.shape[0])
-
-    @property
-    def dim(self) -> int:
-        first = self.reference if self.reference is not None else next(iter(self.methods.values()))
-        return int(first.dim)
-
-    @property
-    def labels(self) -> list:
-        """``'reference'`` (when there is one) and every method label, in drawing order."""
-        return (["reference"] if self.reference is not None else []) + list(self.methods)
-
-    def states(self, label: str) -> Trajectories:
-        return self.reference if label == "reference" else self.methods[label]
-
-    def has_volume(self) -> bool:
-        return any(self.metrics[k].log_det_J is not None for k in self.methods)
-
-    def __repr__(self) -> str:  # one line, never the arrays
-        return (f"PlotData(name={self.name!r}, system={self.system_name!r}, n_traj={self.n_traj}, "
-                f"n_times={len(self.t)}, methods={list(self.methods)}, reference={self.reference is not None})")
+#: the per-step metrics of one method: the rollout file's type (an alias kept for old code)
+Metrics = MethodMetrics
+#: what figures draw: a rollout, read from a file or built from memory (an alias kept for old code)
+PlotData = RolloutResult
 
 
 # --------------------------------------------------------------------------- building
@@ -96,12 +50,15 @@ def check_max_points(max_points) -> int | None:
     return int(max_points)
 
 
-def plot_data(source, reference: Trajectories | None = None, max_points: int | None = None) -> PlotData:
-    """The [`PlotData`][vpintegrator.plotting.PlotData] of any accepted source (see the module docstring)."""
+def plot_data(source, reference: Trajectories | None = None, max_points: int | None = None) -> RolloutResult:
+    """The [`RolloutResult`][vpintegrator.data.rollouts.RolloutResult] to draw of any accepted source (see the
+    module docstring): a result itself (thinned to ``max_points``), a file read, or trajectories in memory."""
     max_points = check_max_points(max_points)
-    if isinstance(source, PlotData):
+    if isinstance(source, RolloutResult):
         if reference is not None:
-            raise VPIntegratorError("reference= is for trajectories in memory; this source already has its reference")
+            raise VPIntegratorError("reference= is for trajectories in memory; " + (
+                "a rollout file has its own reference" if source.path is not None
+                else "this source already has its reference"))
         return _thin(source, max_points)
     if isinstance(source, (str, os.PathLike)):
         from ..data.rollouts import read_rollout
@@ -128,23 +85,16 @@ def _is_rollout_result(obj) -> bool:
     return all(hasattr(obj, a) for a in ("reference", "methods", "metrics", "traj_index", "meta", "t"))
 
 
-def _from_rollout(res, reference, max_points) -> PlotData:
+def _from_rollout(res, reference, max_points) -> RolloutResult:
+    """A rollout-like object (the attributes of a ``RolloutResult``) as a ``RolloutResult``."""
     if reference is not None:
         raise VPIntegratorError("reference= is for trajectories in memory; a rollout file has its own reference")
-    meta = dict(res.meta)
-    kinds = {label: str(m.meta.get("kind", "model")) for label, m in res.methods.items()}
-    data = PlotData(
-        name=str(res.path) if res.path is not None else "rollout",
-        system_name=str(meta.get("system", "?")),
-        t=np.asarray(res.t),
-        traj_index=np.asarray(res.traj_index, dtype=np.int64),
-        reference=res.reference,
-        methods=dict(res.methods),
-        metrics=dict(res.metrics),
-        kinds=kinds,
-        invariant_names=tuple(meta.get("invariant_names", ())),
-        paper=_rollout_is_paper_set(meta, res.path),
-        meta=meta,
+    if isinstance(res, RolloutResult):
+        return _thin(res, max_points)
+    data = RolloutResult(
+        path=res.path, meta=dict(res.meta), t=np.asarray(res.t),
+        traj_index=np.asarray(res.traj_index, dtype=np.int64), reference=res.reference,
+        methods=dict(res.methods), metrics=dict(res.metrics), table=list(getattr(res, "table", [])),
     )
     return _thin(data, max_points)
 
@@ -161,7 +111,7 @@ def _kind_of(traj: Trajectories) -> str:
     return "integrator" if method in INTEGRATOR_COLORS else "model"
 
 
-def _from_memory(methods: dict[str, Any], reference, max_points) -> PlotData:
+def _from_memory(methods: dict[str, Any], reference, max_points) -> RolloutResult:
     if reference is not None and not isinstance(reference, Trajectories):
         raise VPIntegratorError(f"reference must be a Trajectories; got {type(reference).__name__}")
     if "reference" in methods:
@@ -186,24 +136,25 @@ def _from_memory(methods: dict[str, Any], reference, max_points) -> PlotData:
     for label, traj in [("reference", reference), *methods.items()]:
         if traj is None:
             continue
-        metrics[label] = Metrics(invariants=_invariants(system, traj.y))
+        metrics[label] = MethodMetrics(invariants=_invariants(system, traj.y))
         if label != "reference" and reference is not None:
             from ..metrics import relative_error
 
             metrics[label].rel_error = relative_error(traj.y, reference.y)
     meta = dict(first.meta)
-    data = PlotData(
-        name="trajectories",
-        system_name=str(meta.get("system", "?")),
+    paper = is_paper_set(meta)
+    meta["invariant_names"] = names
+    data = RolloutResult(
+        path=None,
+        meta=meta,
         t=np.asarray(first.t),
         traj_index=np.arange(first.n_traj, dtype=np.int64),
         reference=reference,
         methods=methods,
         metrics=metrics,
         kinds={label: _kind_of(traj) for label, traj in methods.items()},
-        invariant_names=names,
-        paper=is_paper_set(meta),
-        meta=meta,
+        paper_set=paper,
+        name="trajectories",
     )
     return _thin(data, max_points)
 
@@ -221,7 +172,7 @@ def _invariants(system, y) -> dict[str, Any]:
         return {k: np.asarray(v, dtype=np.float64) for k, v in system.invariants(np.asarray(y, np.float64)).items()}
 
 
-def _thin(data: PlotData, max_points: int | None) -> PlotData:
+def _thin(data: RolloutResult, max_points: int | None) -> RolloutResult:
     """Every k-th time point so that at most about ``max_points`` remain (states and metrics alike)."""
     n = data.t.shape[0]
     if max_points is None or n <= max_points:
@@ -236,7 +187,7 @@ def _thin(data: PlotData, max_points: int | None) -> PlotData:
         ms = slice(None)
         if m.map_t is not None and m.map_t.shape[0] > max_points:
             ms = slice(0, None, -(-m.map_t.shape[0] // max_points))
-        return Metrics(
+        return MethodMetrics(
             invariants={k: v[:, cols] for k, v in m.invariants.items()},
             rel_error=None if m.rel_error is None else m.rel_error[:, cols],
             map_t=None if m.map_t is None else m.map_t[ms],
@@ -244,15 +195,14 @@ def _thin(data: PlotData, max_points: int | None) -> PlotData:
             cum_log_det_J=None if m.cum_log_det_J is None else m.cum_log_det_J[:, ms],
         )
 
-    return PlotData(
-        name=data.name, system_name=data.system_name, t=data.t[cols], traj_index=data.traj_index,
-        reference=thin_traj(data.reference), methods={k: thin_traj(v) for k, v in data.methods.items()},
-        metrics={k: thin_metrics(v) for k, v in data.metrics.items()}, kinds=data.kinds,
-        invariant_names=data.invariant_names, paper=data.paper, meta=data.meta,
+    return dataclasses.replace(
+        data, t=data.t[cols], reference=thin_traj(data.reference),
+        methods={k: thin_traj(v) for k, v in data.methods.items()},
+        metrics={k: thin_metrics(v) for k, v in data.metrics.items()}, paper_set=data.paper_set,
     )
 
 
-def select(data: PlotData, traj) -> tuple[PlotData, bool]:
+def select(data: RolloutResult, traj) -> tuple[RolloutResult, bool]:
     """The trajectories with data-file indices ``traj`` (None: all), and whether ``traj`` was given.
 
     An index that is not in the source is a one-line error naming the key ``traj`` and listing the
@@ -282,14 +232,13 @@ def select(data: PlotData, traj) -> tuple[PlotData, bool]:
         def r(a):
             return None if a is None else a[rows]
 
-        return Metrics({k: v[rows] for k, v in m.invariants.items()}, r(m.rel_error), m.map_t, r(m.log_det_J),
-                       r(m.cum_log_det_J))
+        return MethodMetrics({k: v[rows] for k, v in m.invariants.items()}, r(m.rel_error), m.map_t,
+                             r(m.log_det_J), r(m.cum_log_det_J))
 
-    return PlotData(
-        name=data.name, system_name=data.system_name, t=data.t, traj_index=data.traj_index[rows],
-        reference=pick_traj(data.reference), methods={k: pick_traj(v) for k, v in data.methods.items()},
-        metrics={k: pick_metrics(v) for k, v in data.metrics.items()}, kinds=data.kinds,
-        invariant_names=data.invariant_names, paper=data.paper, meta=data.meta,
+    return dataclasses.replace(
+        data, traj_index=data.traj_index[rows], reference=pick_traj(data.reference),
+        methods={k: pick_traj(v) for k, v in data.methods.items()},
+        metrics={k: pick_metrics(v) for k, v in data.metrics.items()}, paper_set=data.paper,
     ), True
 
 
@@ -300,7 +249,7 @@ def _available(index: np.ndarray, most: int = 20) -> str:
     return ", ".join(idx[: most // 2]) + f", ... ({len(idx)} in all), " + ", ".join(idx[-3:])
 
 
-def methods_to_draw(data: PlotData, methods: Iterable[str] | None) -> list[str]:
+def methods_to_draw(data: RolloutResult, methods: Iterable[str] | None) -> list[str]:
     """The labels to draw (default all, in source order); an unknown label is a one-line error."""
     if methods is None:
         return list(data.methods)
@@ -316,39 +265,7 @@ def methods_to_draw(data: PlotData, methods: Iterable[str] | None) -> list[str]:
 # --------------------------------------------------------------------------- the paper's set and titles
 
 
-def is_paper_set(meta: Mapping[str, Any]) -> bool:
-    """Whether trajectories with this data-file metadata are the paper's 1238-point rigid-body set (so row
-    100 is the paper's "trajectory 1" and row 719 its "trajectory 4")."""
-    from ..systems import PAPER_SPHERE_SIZE
-
-    n = meta.get("n_traj")
-    full = n is None or int(n) == PAPER_SPHERE_SIZE
-    if meta.get("spec") == "rigid_body_paper" and full:
-        return True
-    return meta.get("sampler") == "paper_sphere" and n is not None and int(n) == PAPER_SPHERE_SIZE
-
-
-def _rollout_is_paper_set(meta: Mapping[str, Any], path) -> bool:
-    """The data file's metadata: ``data_<key>`` root attributes of the rollout where the writer recorded
-    them, else the data file's own attributes (when it is still there)."""
-    data_meta = {k[len("data_"):]: v for k, v in meta.items() if k.startswith("data_")}
-    if not any(k in data_meta for k in ("spec", "sampler")):
-        data_file = meta.get("data_file")
-        if not data_file:
-            return False
-        p = Path(str(data_file))
-        if not p.is_absolute() and path is not None and not p.exists():
-            p = Path(path).parent / p
-        try:
-            from ..data.hdf5 import read_metadata
-
-            data_meta = read_metadata(p)
-        except Exception:  # the data file moved or is unreadable: number trajectories by row
-            return False
-    return is_paper_set(data_meta)
-
-
-def traj_names(data: PlotData) -> list[str]:
+def traj_names(data: RolloutResult) -> list[str]:
     """The name of every trajectory: the paper's ("trajectory 1") or its index in the data file."""
     from ..systems import PAPER_TRAJECTORY_INDEX
 
@@ -361,7 +278,7 @@ def _join(words: list[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
-def describe(data: PlotData, banded: bool) -> str:
+def describe(data: RolloutResult, banded: bool) -> str:
     """What a figure of ``data`` shows, for its title: "median and 10–90 % band over 20 trajectories",
     "trajectories 1 and 4", "trajectory 100"."""
     n = data.n_traj

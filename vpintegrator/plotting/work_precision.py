@@ -1,7 +1,7 @@
 """The work–precision diagram: error and invariant drift against cost, log–log (``vp-plot --kind work_precision``).
 
-Rows come from ``vpintegrator.rollout.precision`` (in memory) or the CSV of
-[`vpintegrator.rollout.write_work_precision`][vpintegrator.rollout.precision.write_work_precision]. Each classical method is a line through its step ladder
+The figure only: rows come from ``vpintegrator.rollout.precision`` (in memory) or a CSV, read through the
+table module ``vpintegrator.data.work_precision``. Each classical method is a line through its step ladder
 (DOP853 through its tolerances), each model a single marker; the colours, dashes and markers are the package's
 fixed method styles, so a method looks the same here as in every other figure. With ``amortise_over`` = N (or a
 table written with one), a model whose training time is recorded also gets an arrow from its bare cost to its
@@ -12,27 +12,14 @@ legend entry; ``vpintegrator.data.work_precision``).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from pathlib import Path
 
-from ..data.work_precision import WorkPrecisionRow, amortised_cost, check_rollouts, read_work_precision
-from ..errors import VPIntegratorError
+from ..data.work_precision import WorkPrecisionRow, amortised_cost, check_rollouts, work_precision_rows
 from .style import WIDTH, legend, method_styles, styled, target_axes
 
 __all__ = ["plot_work_precision"]
 
 _PANELS = (("error_median", "relative error at T (median over ICs)"),
            ("drift_max", "max. relative invariant drift on [0, T]"))
-
-
-def _rows(source) -> list[WorkPrecisionRow]:
-    if isinstance(source, (str, Path)):
-        return read_work_precision(source)
-    rows = list(source)
-    if not rows or not all(isinstance(r, WorkPrecisionRow) for r in rows):
-        raise VPIntegratorError("rows: expected WorkPrecisionRow objects (vpintegrator.rollout.work_precision()) or "
-                                "the path of a work-precision CSV", key="rows")
-    return rows
 
 
 @styled
@@ -57,7 +44,7 @@ def plot_work_precision(source, axes=None, style=None, amortise_over=None, metho
     """
     from matplotlib.ticker import NullFormatter
 
-    rows = _rows(source)
+    rows = work_precision_rows(source)
     if amortise_over is not None:
         amortise_over = check_rollouts(amortise_over)
     fig, panels, own = target_axes(axes, 2, WIDTH, 2.8, name="axes")

@@ -23,7 +23,7 @@
   re-export these); ``vpintegrator.rollout.splits``: which conditions it rolls out (the models' test
   split, ``heldout``) and the ``split`` label of each row.
 - ``vpintegrator.rollout.precision``: [`work_precision`][vpintegrator.rollout.precision.work_precision] (error and invariant drift against
-  batch-1 cost over a ladder of steps, against the exact flow), [`write_work_precision`][vpintegrator.rollout.precision.write_work_precision].
+  batch-1 cost over a ladder of steps, against the exact flow), [`write_work_precision`][vpintegrator.data.work_precision.write_work_precision] (the table: ``vpintegrator.data.work_precision``).
 
 Rollout files are written by [`RolloutWriter`][vpintegrator.data.rollouts.RolloutWriter] and read by
 [`read_rollout`][vpintegrator.data.rollouts.read_rollout] (one module, ``vpintegrator.data.rollouts``). Names are
@@ -52,10 +52,10 @@ _LAZY: dict[str, str] = {
     "reference_step_map": ".steps",
     "work_precision": ".precision",
     "run_work_precision": ".precision",
-    "WorkPrecisionRow": ".precision",
-    "write_work_precision": ".precision",
-    "read_work_precision": ".precision",
-    "training_seconds": ".precision",
+    "WorkPrecisionRow": "..data.work_precision",
+    "write_work_precision": "..data.work_precision",
+    "read_work_precision": "..data.work_precision",
+    "training_seconds": "..data.work_precision",
     "SCALAR_MAX_BATCH": ".steps",
     "DeviceStepper": ".device",
     "device_stream_rollout": ".device",
@@ -89,6 +89,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..data.rollouts import ROLLOUT_SCHEMA as ROLLOUT_SCHEMA
     from ..data.rollouts import ROLLOUT_SCHEMA_VERSION as ROLLOUT_SCHEMA_VERSION
     from ..data.rollouts import RolloutResult as RolloutResult
+    from ..data.work_precision import WorkPrecisionRow as WorkPrecisionRow
+    from ..data.work_precision import read_work_precision as read_work_precision
+    from ..data.work_precision import training_seconds as training_seconds
+    from ..data.work_precision import write_work_precision as write_work_precision
     from ..data.rollouts import read_rollout as read_rollout
     from .compare import RolloutReport as RolloutReport
     from .compare import model_label as model_label
@@ -111,12 +115,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .engine import initial_window as initial_window
     from .engine import rollout as rollout
     from .engine import stream_rollout as stream_rollout
-    from .precision import WorkPrecisionRow as WorkPrecisionRow
-    from .precision import read_work_precision as read_work_precision
     from .precision import run_work_precision as run_work_precision
-    from .precision import training_seconds as training_seconds
     from .precision import work_precision as work_precision
-    from .precision import write_work_precision as write_work_precision
     from .runners import RUNNERS as RUNNERS
     from .runners import compiled_model as compiled_model
     from .runners import trace_model as trace_model

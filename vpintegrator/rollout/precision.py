@@ -18,13 +18,14 @@ The reference is the exact flow, never a data generator: a method's error is its
 
 A model row also carries its training cost: ``train_seconds`` (the run directory's ``summary.json``
 ``cpu_time``), the break-even number of rollouts N* against the cheapest classical method at the model's error,
-and with ``amortise_over`` = N the cost with training spread over N rollouts of length T
-(``vpintegrator.data.work_precision``).
+and with ``amortise_over`` = N the cost with training spread over N rollouts of length T.
+
+This module is the measurement only: it builds the rows and hands them to the table's writer. The table
+itself (row type, CSV writer and reader, equal-cost reading, break-even) is ``vpintegrator.data.work_precision``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -34,8 +35,10 @@ from typing import Any
 import numpy as np
 
 from ..arrays import relative_drift
-from ..data.work_precision import (
-    WP_COLUMNS, WorkPrecisionRow, check_rollouts, read_work_precision, with_training_cost,
+# the table (rows, reader, writer, training cost) lives in the data layer; re-exported here
+from ..data.work_precision import (  # noqa: F401 (re-exports)
+    WP_COLUMNS, WorkPrecisionRow, check_rollouts, check_work_precision_outputs, read_work_precision,
+    training_seconds, training_summary, with_training_cost, work_precision_stem, write_work_precision,
 )
 from ..errors import VPIntegratorError
 
@@ -159,7 +162,7 @@ def work_precision(
     repeats : int
         Timing runs per point (the minimum is kept).
     train_seconds : {label: CPU seconds}, optional
-        The models' training cost ([`training_seconds`][vpintegrator.rollout.precision.training_seconds] reads it from a run directory); a model left out
+        The models' training cost ([`training_seconds`][vpintegrator.data.work_precision.training_seconds] reads it from a run directory); a model left out
         has NaN (not recorded). Every model row gets its break-even number of rollouts.
     amortise_over : float, optional
         N: model rows also get their cost with training spread over N rollouts of length ``t_end``.
@@ -238,63 +241,6 @@ def work_precision(
     return with_training_cost(rows, amortise_over)
 
 
-def _training_line(row: WorkPrecisionRow) -> str:
-    """What the log says of a model row's training cost."""
-    n, method, spent = row.break_even_rollouts, row.break_even_method, row.train_seconds
-    trained = f"trained in {spent:.3g} CPU s" if math.isfinite(spent) else "training time not recorded"
-    if not method:
-        return f"{trained}; no classical ladder reaches its error {row.error_median:.3g}"
-    if math.isinf(n):
-        return f"{trained}; never pays for it: {method} is cheaper at its error"
-    if math.isnan(n):
-        return f"{trained}; {method} is the cheapest classical method at its error"
-    amortised = (f"; {row.amortised_seconds_per_time:.3g} CPU s per unit time over {row.amortise_over:g} rollouts"
-                 if math.isfinite(row.amortised_seconds_per_time) else "")
-    return f"{trained}; pays for it after {n:.3g} rollouts of T = {row.t_end:g} (vs {method}){amortised}"
-
-
-def training_seconds(source: str | Path) -> float:
-    """The training CPU seconds of a model file's run: ``cpu_time`` of ``summary.json`` in the run directory
-    ``source`` (or beside its ``best.pt``/``last.pt``); NaN where none is recorded (a pretrained model, a
-    file outside a run directory, a run from before ``cpu_time`` was recorded). An ensemble member's
-    ``cpu_time`` is the whole ensemble's (the process trained all its members)."""
-    import json
-
-    path = Path(str(source))
-    summary = path / "summary.json" if path.is_dir() else (
-        path.parent / "summary.json" if path.name in ("best.pt", "last.pt") else None)
-    if summary is None or not summary.is_file():
-        return math.nan
-    try:
-        value = json.loads(summary.read_text()).get("cpu_time")
-    except (OSError, ValueError, AttributeError):
-        return math.nan
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
-
-
-def write_work_precision(stem: str | Path, rows: Sequence[WorkPrecisionRow], overwrite: bool = False):
-    """Write the rows as ``<stem>.csv`` and ``<stem>.md`` ([`vpintegrator.metrics.write_table`][vpintegrator.metrics.write_table]: atomic,
-    under the overwrite rule); columns ``WP_COLUMNS``."""
-    from ..metrics import write_table
-
-    return write_table([dataclasses.asdict(r) for r in rows], stem, overwrite=overwrite)
-
-
-def work_precision_stem(config) -> Path:
-    """``<out stem>_work_precision``: where [`run_work_precision`][vpintegrator.rollout.precision.run_work_precision] writes its ``.csv`` and ``.md``."""
-    out = Path(config.out)
-    return out.with_name(out.stem + "_work_precision")
-
-
-def check_work_precision_outputs(config, overwrite: bool = False) -> None:
-    """Refuse (before anything runs) work-precision tables that exist, unless ``overwrite``."""
-    from .._outputs import check_output
-
-    stem = work_precision_stem(config)
-    for suffix in (".csv", ".md"):
-        check_output(stem.with_name(stem.name + suffix), "table", overwrite)
-
-
 def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], None] | None = None,
                        repeats: int = 3, amortise_over: float | None = None
                        ) -> tuple[Path, Path, list[WorkPrecisionRow]]:
@@ -306,7 +252,7 @@ def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], 
     identification rows ``fd+rk4``, ...), or
     ``DEFAULT_METHODS`` when it names none, and its models are points at their own step. The ladder is
     2h, h, h/2, h/4, h/8, h/16 (without 2h when T is an odd number of steps). A model loaded from a run directory
-    carries its training CPU seconds ([`training_seconds`][vpintegrator.rollout.precision.training_seconds]) and break-even N; ``amortise_over`` = N adds
+    carries its training CPU seconds ([`training_seconds`][vpintegrator.data.work_precision.training_seconds]) and break-even N; ``amortise_over`` = N adds
     its cost with training spread over N rollouts of length T. Written to
     ``<out stem>_work_precision.csv`` and ``.md`` (under the overwrite rule).
 
@@ -340,6 +286,6 @@ def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], 
                           repeats=repeats, train_seconds=trained, amortise_over=amortise_over)
     for r in rows:
         if r.kind == "model":
-            say(f"work-precision: {r.method}: {_training_line(r)}")
+            say(f"work-precision: {r.method}: {training_summary(r)}")
     csv_path, md_path = write_work_precision(stem, rows, overwrite=overwrite)
     return csv_path, md_path, rows

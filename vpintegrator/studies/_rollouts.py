@@ -1,7 +1,7 @@
 """Every read of ``vp-rollout`` output the studies do, in one place.
 
 Rollout files are read with [`vpintegrator.data.rollouts.read_rollout`][vpintegrator.data.rollouts.read_rollout] (no torch); metrics tables
-with [`vpintegrator.metrics.read_table`][vpintegrator.metrics.read_table].
+with ``vpintegrator.metrics.read_table``.
 """
 
 from __future__ import annotations

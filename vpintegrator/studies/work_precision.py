@@ -1,45 +1,15 @@
-"""The studies' work–precision section: classical methods at the learned models' cost.
+"""The studies' work–precision section: classical methods at the learned models' cost, as Markdown.
 
-``vp-rollout --work-precision`` writes one row per classical method and step (and per DOP853 tolerance), and
-one per model at its own step: the error at the final time against the exact flow (median over the initial
-conditions), the largest invariant drift and the CPU seconds per unit of simulated time of one trajectory at
-batch 1 (``vpintegrator.rollout.precision``). ``at_equal_cost`` reads, for each model, every classical
-method's error at the model's own cost: log–log interpolation along the method's ladder between the two rungs
-whose costs bracket the model's (``"interpolated"``), else the nearest rung (``"cheapest"`` /
-``"dearest"``: the ladder does not reach that cost).
+Formatting only: the table and its equal-cost reading ([`at_equal_cost`][vpintegrator.data.work_precision.at_equal_cost],
+re-exported here) are ``vpintegrator.data.work_precision``.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from ..data.work_precision import at_equal_cost
 from .stats import fmt_num, md_table
 
-
-def at_equal_cost(path, methods=None) -> list[dict]:
-    """Per model row of the work-precision CSV at ``path`` and per classical method (``methods`` None: every
-    method with a step ladder, DOP853 included): ``{"model", "model_error", "model_cost", "method",
-    "error", "how", "train_seconds", "break_even", "break_even_method"}`` (the last three: the model row's
-    training cost, NaN / "" where not recorded)."""
-    from vpintegrator.data.work_precision import ladder_value, read_work_precision
-
-    rows = read_work_precision(Path(path))
-    models = [r for r in rows if r.kind == "model"]
-    ladders: dict[str, list] = {}
-    for r in rows:
-        if r.kind != "model" and (methods is None or r.method in methods):
-            ladders.setdefault(r.method, []).append(r)
-    out = []
-    for m in models:
-        for method, ladder in ladders.items():
-            e, where = ladder_value([(r.seconds_per_time, r.error_median) for r in ladder], m.seconds_per_time)
-            if where == "none":
-                continue
-            how = {"below": "cheapest", "above": "dearest", "inside": "interpolated"}[where]
-            out.append({"model": m.method, "model_error": m.error_median, "model_cost": m.seconds_per_time,
-                        "model_h": m.h, "method": method, "error": e, "how": how, "train_seconds": m.train_seconds,
-                        "break_even": m.break_even_rollouts, "break_even_method": m.break_even_method})
-    return out
+__all__ = ["at_equal_cost", "equal_cost_section"]
 
 
 def equal_cost_section(path, methods=None, title: str = "At equal cost") -> list[str]:
