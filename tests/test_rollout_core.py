@@ -1,6 +1,7 @@
 """The rollout core (vpintegrator.stepping): the one window advance, the
 one failure rule and the one block loop, each against an independent, obviously correct computation, on
-NumPy and on torch; ``integrate`` (a caller of the block loop) against a hand-written loop of ``step``."""
+NumPy and on torch; ``integrate`` (a call of the host driver with the failure policy "raise") against a
+hand-written loop of the method's step, values, errors and callbacks."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import torch
 
 from vpintegrator.models import build_model
 from vpintegrator.rollout import ModelStep
+from vpintegrator.errors import VPIntegratorError
 from vpintegrator.stepping import (
-    bad_states, block_schedule, failure_limit, iterate_windows, mark_failures, next_window, run_blocks,
+    StepMap, bad_states, block_schedule, drive, failure_limit, iterate_windows, mark_failures, next_window, run_blocks,
 )
 
 
@@ -172,27 +174,129 @@ def test_block_loop_without_the_failure_rule_hands_blocks_over_unchanged():
     assert got[0] is blocks[0] and got[1] is blocks[1] and np.isinf(got[1][0, 1, 0])
 
 
-@pytest.mark.parametrize("method", ["implicit_midpoint", "rk4", "splitting", "gauss_legendre4"])
-def test_integrate_is_a_hand_written_loop_of_step(method, monkeypatch):
-    """integrate (the block loop in blocks of 4 steps here) equals the integrator's step applied n times,
-    bit for bit, and calls back once per step in order."""
+def _every_method_on_a_system():
+    from vpintegrator.integrators import list_integrators, supported_integrators
+    from vpintegrator.systems import get_system
+
+    out = []
+    for name in list_integrators():
+        for system in ("rigid_body", "coupled_oscillator"):
+            if supported_integrators([name], get_system(system)):
+                out.append((name, system))
+                break
+    return out
+
+
+def _step_loop(system, method, y0, dt, n_steps, t0=0.0):
+    """The loop ``integrate`` had before it became a call of the driver: the method's own step (the
+    subclass hook ``_step``) ``n_steps`` times, a one-line error at the first failure. (states, calls, error)."""
+    from vpintegrator.integrators import NotConverged
+
+    y, states, calls = np.asarray(y0, dtype=np.float64), [np.asarray(y0, dtype=np.float64)], []
+    for k in range(1, n_steps + 1):
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):
+                y = method._step(system, y, dt)
+        except NotConverged as exc:
+            return states, calls, f"{method.name}: step {k} (t = {t0 + (k - 1) * dt:g} -> {t0 + k * dt:g}): {exc.detail}"
+        finite = np.all(np.isfinite(y), axis=1)
+        if not finite.all():
+            return states, calls, (f"{method.name}: trajectory {int(np.argmin(finite))} became non-finite at step {k} "
+                                   f"(t = {t0 + k * dt:g}); reduce dt or use a stable method")
+        states.append(y)
+        calls.append(k)
+    return states, calls, None
+
+
+@pytest.mark.parametrize("method, system", _every_method_on_a_system())
+def test_integrate_is_a_hand_written_loop_of_step(method, system, monkeypatch):
+    """integrate (the driver in chunks of 4 steps here) equals the method's step applied n times, bit for
+    bit, for every registered method, and calls back once per step in order."""
     from vpintegrator.data import integration
     from vpintegrator.integrators import get_integrator
     from vpintegrator.systems import get_system
 
     monkeypatch.setattr(integration, "CHUNK_STEPS", 4)
-    system = get_system("rigid_body")
-    y0 = np.random.default_rng(0).normal(size=(3, 3))
+    system = get_system(system)
+    y0 = np.random.default_rng(0).normal(size=(3, system.dim))
     calls = []
     traj = integration.integrate(system, y0, 0.1, 11, method, callback=lambda k, y: calls.append((k, y.copy())))
-    step = get_integrator(method)
-    y, want = y0, [y0]
-    for _ in range(11):
-        y = step.step(system, y, 0.1)
-        want.append(y)
-    np.testing.assert_array_equal(traj.y, np.stack(want, axis=1))
-    assert [k for k, _ in calls] == list(range(1, 12))
+    states, want_calls, error = _step_loop(system, get_integrator(method), y0, 0.1, 11)
+    assert error is None
+    np.testing.assert_array_equal(traj.y, np.stack(states, axis=1))
+    assert [k for k, _ in calls] == want_calls == list(range(1, 12))
     np.testing.assert_array_equal(np.stack([y for _, y in calls], 1), traj.y[:, 1:])
+
+
+@pytest.mark.parametrize("system, y0, dt, n_steps, method", [
+    ("volterra", [[1.0, 1.0, 1.0], [1.0, 50.0, -50.0]], 1.0, 50, "euler"),  # a blow-up: non-finite
+    ("rigid_body", [[1.0, 0.0, 0.2], [0.0, 1.0, 0.0]], 0.2, 9, ("implicit_midpoint", 1)),  # Newton: 1 iteration
+    ("volterra", [[1.0, 1.0, 1.0], [1.0, 5.0, -5.0]], 0.05, 40, ("implicit_midpoint", 5)),  # Newton: step 8
+])
+def test_integrate_fails_as_the_hand_written_loop(system, y0, dt, n_steps, method, monkeypatch):
+    """The failure policy "raise": the same one-line error as the step loop (method, step or trajectory,
+    t), and every step before the failing one called back first, whatever the chunk length."""
+    from vpintegrator.data import integration
+    from vpintegrator.errors import VPIntegratorError
+    from vpintegrator.integrators import get_integrator
+    from vpintegrator.systems import get_system
+
+    method = get_integrator(method) if isinstance(method, str) else get_integrator(method[0], max_iter=method[1])
+    system = get_system(system)
+    _, want_calls, error = _step_loop(system, method, np.array(y0), dt, n_steps, t0=0.5)
+    assert error is not None
+    for chunk in (1, 3, 1024):
+        monkeypatch.setattr(integration, "CHUNK_STEPS", chunk)
+        calls = []
+        with pytest.raises(VPIntegratorError) as info:
+            integration.integrate(system, y0, dt, n_steps, method, t0=0.5, callback=lambda k, y: calls.append(k))
+        assert str(info.value) == error and calls == want_calls
+
+
+class _NaNAt(StepMap):
+    """A step map that counts up and gives NaN in row 1 from step ``bad`` on, without StepFailure."""
+
+    name, dim = "nan_at", 2
+
+    def __init__(self, bad):
+        self.bad = bad
+
+    def start(self, window0, limit):
+        self.k, self.limit = 0, limit
+
+    def generate(self, n):
+        k = self.k + 1 + np.arange(n, dtype=np.float64)
+        out = np.repeat(np.stack([k, k], -1)[None], 2, axis=0)
+        out[1, k >= self.bad] = np.nan
+        self.k += n
+        return out
+
+    def reset(self, rows):
+        pass
+
+
+@pytest.mark.parametrize("block_steps", [None, 4])
+def test_driver_raise_policy_checks_the_states_of_any_map(block_steps):
+    """drive(failure="raise") on a map that does not check itself: the states before the first non-finite
+    one are delivered (re-blocked or not), then the one-line error; the map started without a limit."""
+    got = {}
+
+    def deliver(k0, block):
+        for j in range(block.shape[1]):
+            got[k0 + j] = block[:, j].copy()
+
+    step_map = _NaNAt(bad=7)
+    with pytest.raises(VPIntegratorError, match=r"^nan_at: trajectory 1 became non-finite at step 7 \(t = 4\.5\); "):
+        drive(step_map, np.zeros((2, 1, 2)), 20, deliver, chunk_steps=3, block_steps=block_steps, failure="raise",
+              dt=0.5, t0=1.0)
+    assert step_map.limit is None
+    assert sorted(got) == list(range(7)) and all(got[k][0, 0] == k for k in range(7))
+    marked = drive(_NaNAt(bad=7), np.zeros((2, 1, 2)), 20, deliver, chunk_steps=3, block_steps=block_steps)
+    np.testing.assert_array_equal(marked.failed_step, [-1, 7])  # the policy "mark" on the same map
+    fine = drive(_NaNAt(bad=7), np.zeros((2, 1, 2)), 6, deliver, chunk_steps=3, failure="raise")
+    np.testing.assert_array_equal(fine.failed_step, [-1, -1])  # "raise" returns only when nothing failed
+    with pytest.raises(VPIntegratorError, match="failure must be one of"):
+        drive(_NaNAt(bad=7), np.zeros((2, 1, 2)), 5, deliver, chunk_steps=3, failure="ignore")
 
 
 @pytest.mark.parametrize("kind", ["numpy", "torch"])

@@ -8,7 +8,7 @@ ships with it (the base class stays: it supplies checks and defaults; the Protoc
 | [`SystemProtocol`][vpintegrator.protocols.SystemProtocol] | an ODE ``dy/dt = f(y)`` | ``register_system``, ``"module:Class"`` | ``vpintegrator.systems.System`` |
 | [`IntegratorProtocol`][vpintegrator.protocols.IntegratorProtocol] | a one-step method | ``register_integrator`` | ``vpintegrator.integrators.Integrator`` |
 | [`ModelProtocol`][vpintegrator.protocols.ModelProtocol] | a window map (a ``torch.nn.Module``) | ``register_model``, ``"module:Class"`` | ``torch.nn.Module`` |
-| [`StepMapProtocol`][vpintegrator.protocols.StepMapProtocol] | what a rollout advances | ``run_rollouts`` | ``vpintegrator.rollout.engine.StepMap`` |
+| [`StepMapProtocol`][vpintegrator.protocols.StepMapProtocol] | what a rollout advances | ``run_rollouts`` | ``vpintegrator.stepping.StepMap`` |
 | [`PackerProtocol`][vpintegrator.protocols.PackerProtocol] | a layer's packing for the compiled model runner | ``register_packer`` | (a function) |
 | [`SinkProtocol`][vpintegrator.protocols.SinkProtocol] | a tracking sink of the training log | ``make_sinks`` (``logger``) | (none) |
 
@@ -116,8 +116,9 @@ class StepMapProtocol(Protocol):
         """States kept per call."""
         ...
 
-    def start(self, window0: np.ndarray, limit: np.ndarray) -> None:
-        """Once: the first windows (n_traj, seq_len, dim) and the norm bound (n_traj,)."""
+    def start(self, window0: np.ndarray, limit: np.ndarray | None) -> None:
+        """Once: the first windows (n_traj, seq_len, dim) and the norm bound (n_traj,), or None under the
+        failure policy ``"raise"``."""
         ...
 
     def generate(self, n: int) -> np.ndarray:

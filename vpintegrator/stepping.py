@@ -1,14 +1,19 @@
-"""The rollout core: the one window advance, the one failure rule and the one block loop, on NumPy arrays or
-torch tensors.
+"""The rollout core: the step-map contract, the one window advance, the one failure rule, the one block loop
+and the one host driver, on NumPy arrays or torch tensors.
 
 It sits below ``data`` (imports: arrays, errors) so that [`integrate`][vpintegrator.data.integration.integrate] runs on it too.
 
-Every engine that iterates a map uses these: [`integrate`][vpintegrator.data.integration.integrate] (the block loop), the host engine ([`stream_rollout`][vpintegrator.rollout.engine.stream_rollout],
-NumPy blocks), the device engine ([`device_stream_rollout`][vpintegrator.rollout.device.device_stream_rollout], tensors on the
-model's device), the step maps that restart their own rows ([`IntegratorStep`][vpintegrator.rollout.steps.IntegratorStep],
-[`ExactFlowStep`][vpintegrator.rollout.steps.ExactFlowStep]), training's rollout validation
+Every engine that iterates a map uses these: [`integrate`][vpintegrator.data.integration.integrate] and the host engine
+([`rollout`][vpintegrator.rollout.engine.rollout], [`stream_rollout`][vpintegrator.rollout.engine.stream_rollout]) are calls of
+the one host driver [`drive`][vpintegrator.stepping.drive] (NumPy blocks; failure policy ``"raise"`` and ``"mark"``), the device engine
+([`device_stream_rollout`][vpintegrator.rollout.device.device_stream_rollout], tensors on the model's device) runs the block loop, the
+step maps that restart their own rows ([`IntegratorStep`][vpintegrator.rollout.steps.IntegratorStep],
+[`ExactFlowStep`][vpintegrator.rollout.steps.ExactFlowStep]) the failure rule, training's rollout validation
 (``vpintegrator.training.validation.RolloutValidator``) and the unrolled training target
-(``vpintegrator.training.unroll.Unrolled``).
+(``vpintegrator.training.unroll.Unrolled``) the window advance.
+
+The step map. [`StepMap`][vpintegrator.stepping.StepMap] is the contract between a driver and whatever produces states (model,
+integrator, exact flow): ``start``, ``generate``, ``reset``.
 
 The window advance. A model maps a window of ``seq_len`` states (batch, seq_len, dim) to the next
 ``pred_window`` states; the next window is the last ``seq_len`` states of the window followed by the first
@@ -20,28 +25,105 @@ so that a batch-1 rollout allocates nothing per call; tests check it against [`i
 The failure rule. A trajectory fails at the first state that is not finite or whose norm exceeds
 ``limit = blowup × ‖z_0‖`` (‖z_0‖ = 1 where it is 0): [`failure_limit`][vpintegrator.stepping.failure_limit], [`bad_states`][vpintegrator.stepping.bad_states]; the
 engines record that step and set the trajectory's states from then on to NaN ([`mark_failures`][vpintegrator.stepping.mark_failures]).
+That is the failure policy ``"mark"`` of [`drive`][vpintegrator.stepping.drive]; its policy ``"raise"`` (``integrate``) refuses the first
+state that is not finite, or a step the map cannot take ([`StepFailure`][vpintegrator.stepping.StepFailure]), with a one-line error.
 
 The block loop. States leave an engine in blocks of steps ``k0 .. k0 + n − 1`` ([`block_schedule`][vpintegrator.stepping.block_schedule]);
 [`run_blocks`][vpintegrator.stepping.run_blocks] produces each block, applies the failure rule to it, restarts the rows that failed in it
-and hands it over. Which blocks (the host engine's generation chunks, the device engine's output blocks,
-``integrate``'s chunks) is each caller's schedule: the block boundaries are where a step map restarts its own
-solves ([`ExactFlowStep`][vpintegrator.rollout.steps.ExactFlowStep]), so each engine keeps its own to keep its numbers.
-[`Stage`][vpintegrator.stepping.Stage] stages states into blocks for both engines (the host engine's re-blocking
-to ``chunk_steps``, the device engine's model calls).
+and hands it over. Which blocks (the host driver's chunks of ``chunk_steps`` rounded down to the map's advance,
+the device engine's output blocks) is each engine's schedule: the block boundaries are where a step map
+restarts its own solves ([`ExactFlowStep`][vpintegrator.rollout.steps.ExactFlowStep]), so each engine keeps its own to keep its
+numbers. [`Stage`][vpintegrator.stepping.Stage] stages states into blocks for both engines (the host driver's re-blocking
+to ``block_steps``, the device engine's model calls).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 
 from .arrays import array_namespace, copy_array
+from .errors import VPIntegratorError
 
 __all__ = [
+    "StepMap", "StepFailure", "Driven", "drive", "FAILURE_POLICIES",
     "next_window", "iterate_windows", "failure_limit", "bad_states", "mark_failures", "block_schedule", "run_blocks",
     "Stage",
 ]
+
+#: what a driver does with a trajectory that fails: NaN from its failure step on and go on ("mark"), or
+#: a one-line error at the first state that is not finite or step that cannot be taken ("raise")
+FAILURE_POLICIES = ("mark", "raise")
+
+
+class StepMap:
+    """The contract between a driver and whatever produces states (model, integrator, exact flow).
+
+    A step map maps windows (n_traj, ``seq_len``, ``dim``) to the next (n_traj, ``pred_window``, ``dim``)
+    states and keeps its own state between calls. The driver ([`drive`][vpintegrator.stepping.drive]) calls, in this order:
+
+    1. [`start`][vpintegrator.stepping.StepMap.start] ``(window0, limit)`` once: ``window0`` (n_traj, seq_len, dim) float64 holds steps
+       0 .. seq_len − 1; ``limit`` (n_traj,) bounds valid norms (for the map's own restarts), or is None
+       under the failure policy ``"raise"``: then a map that can tell raises [`StepFailure`][vpintegrator.stepping.StepFailure] from
+       ``generate`` at the first step it cannot take or whose state is not finite (the driver checks the
+       states too). One-off set-up (tracing, compiling) belongs here: it is timed apart from the steps
+       (``setup_seconds``).
+    2. [`generate`][vpintegrator.stepping.StepMap.generate] ``(n)`` repeatedly: the next ``n`` states (n_traj, n, dim) float64, continuing
+       from the last ones produced. ``n`` is a multiple of [`advance`][vpintegrator.stepping.StepMap.advance] except at the end.
+    3. [`reset`][vpintegrator.stepping.StepMap.reset] ``(rows)`` after a row failed (non-finite or blown up): put those rows back to their
+       first window, so that no NaN enters the next call (their output is discarded as NaN anyway).
+
+    [`log_abs_det_jacobian`][vpintegrator.stepping.StepMap.log_abs_det_jacobian] ``(windows)`` gives ``log|det J|`` of the step or window map at windows
+    (n, seq_len, dim) -> (n,) (the volume metric); [`describe`][vpintegrator.stepping.StepMap.describe] the metadata recorded with a rollout
+    (str/int/float/bool values).
+
+    Attributes
+    ----------
+    seq_len, pred_window, dim : int
+    kind : str
+        ``"integrator"``, ``"model"`` or ``"flow"``.
+    name : str
+        The method's name (an integrator's registry name, ``"exact_flow"``, a model's registry name).
+    overlap : bool
+        Overlapping windows: advance by one state per call, keeping the first predicted state.
+    """
+
+    name: str
+
+    seq_len: int = 1
+    pred_window: int = 1
+    dim: int = 0
+    kind: str = ""
+    overlap: bool = False
+
+    @property
+    def advance(self) -> int:
+        """States kept per call: ``pred_window`` (non-overlapping windows) or 1 (overlapping)."""
+        return 1 if self.overlap else self.pred_window
+
+    def start(self, window0: np.ndarray, limit: np.ndarray | None) -> None:
+        """Begin from ``window0`` (n_traj, seq_len, dim) float64; ``limit`` (n_traj,) bounds valid norms
+        (None: the failure policy ``"raise"``)."""
+        raise NotImplementedError
+
+    def generate(self, n: int) -> np.ndarray:
+        """The next ``n`` states, (n_traj, n, dim) float64."""
+        raise NotImplementedError
+
+    def reset(self, rows: np.ndarray) -> None:
+        """Restart the rows ``rows`` (int array) from their first window."""
+        raise NotImplementedError
+
+    def log_abs_det_jacobian(self, windows: np.ndarray) -> np.ndarray:
+        """``log|det J|`` of the map at windows (n, seq_len, dim) -> (n,)."""
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        """Metadata recorded with the rollout (str/int/float/bool values)."""
+        return {"kind": self.kind, "seq_len": self.seq_len, "pred_window": self.pred_window, "overlap": self.overlap}
 
 
 def next_window(window: Any, pred: Any, seq_len: int) -> Any:
@@ -155,6 +237,7 @@ def run_blocks(
                 elif new.any():
                     restart(np.flatnonzero(new))
         deliver(i, k0, block)
+        del block  # before the next one is produced: it may reuse the memory
     return failed
 
 
@@ -208,3 +291,182 @@ class Stage:
         if rest:
             self.buffer[:, :rest] = copy_array(self.buffer[:, n : self.n])
         self.n = rest
+
+
+class StepFailure(Exception):
+    """Raised by a step map's ``generate`` under the failure policy ``"raise"`` at the first step it cannot
+    take; [`drive`][vpintegrator.stepping.drive] hands ``states`` over and turns it into a one-line
+    [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError] naming the map, the step and its time.
+
+    Parameters
+    ----------
+    states : ndarray, shape (n_traj, j, dim)
+        The good states this call produced before the failing step (its ``j``-th, 0-based).
+    row : int
+        The first trajectory whose state is not finite (when ``detail`` is None).
+    detail : str or None
+        Why the step could not be taken (e.g. a Newton solve that did not converge); None: a state that
+        is not finite.
+    """
+
+    def __init__(self, states: np.ndarray, row: int = 0, detail: str | None = None) -> None:
+        super().__init__(detail or f"trajectory {row} became non-finite")
+        self.states, self.row, self.detail = states, int(row), detail
+
+
+@dataclass(eq=False)
+class Driven:
+    """What [`drive`][vpintegrator.stepping.drive] reports (the states went to ``deliver``).
+
+    Attributes
+    ----------
+    failed_step : ndarray, shape (n_traj,)
+        int: the first step at which each trajectory failed, −1 if never (all −1 under the policy
+        ``"raise"``, which returns only when nothing failed).
+    seconds : float
+        Wall time of the map's ``generate`` calls.
+    setup_seconds : float
+        Wall time of its ``start``.
+    """
+
+    failed_step: np.ndarray
+    seconds: float
+    setup_seconds: float
+
+
+def drive(
+    step_map: StepMap,
+    window0: np.ndarray,
+    n_steps: int,
+    deliver: Callable[[int, np.ndarray], None],
+    *,
+    chunk_steps: int,
+    block_steps: int | None = None,
+    copy_blocks: bool = False,
+    failure: Literal["mark", "raise"] = "mark",
+    blowup: float = 1e3,
+    dt: float = 1.0,
+    t0: float = 0.0,
+) -> Driven:
+    """The one host driver: iterate ``step_map`` from ``window0`` to step ``n_steps`` by the block loop
+    ([`run_blocks`][vpintegrator.stepping.run_blocks]), handing the states to ``deliver(k0, block)`` (block (n_traj, n, dim): steps
+    ``k0 .. k0 + n − 1``, in order, every step once, starting with the first window).
+
+    The map runs in chunks of ``chunk_steps`` rounded down to a multiple of its advance, from step
+    ``seq_len`` on (where a map that restarts its own solves restarts them: part of the numbers).
+
+    Parameters
+    ----------
+    step_map : StepMap
+    window0 : ndarray, shape (n_traj, seq_len, dim)
+        The first window, float64, checked by the caller.
+    n_steps : int
+        The last step.
+    deliver : callable
+        ``deliver(k0, block)``; the block is the driver's (a view valid until the call returns) unless
+        ``copy_blocks``.
+    chunk_steps : int
+        Steps per call of the map's ``generate``.
+    block_steps : int or None
+        Re-block the states to blocks starting at multiples of ``block_steps`` (one block of buffer; a chunked
+        HDF5 sink gets whole chunks); None: hand the first window and each chunk over as produced.
+    copy_blocks : bool
+        Hand over copies of the re-blocked states (for a ``deliver`` that keeps them).
+    failure : {"mark", "raise"}
+        ``"mark"``: the failure rule ([`mark_failures`][vpintegrator.stepping.mark_failures] with ``blowup``; failed rows restarted by the
+        map's ``reset``); ``"raise"``: the map starts with ``limit`` None and the first state that is not
+        finite, or a [`StepFailure`][vpintegrator.stepping.StepFailure] of the map, is a
+        [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError] (``"<name>: step k (t = a -> b): <detail>"`` or
+        ``"<name>: trajectory i became non-finite at step k (t = b); ..."``, with ``t = t0 + k dt``), after
+        the states before it were delivered.
+    blowup : float
+        The blow-up factor of the policy ``"mark"``.
+    dt, t0 : float
+        The time grid, for the policy ``"raise"``'s message.
+
+    Returns
+    -------
+    Driven
+    """
+    if failure not in FAILURE_POLICIES:
+        raise VPIntegratorError(f"failure must be one of {list(FAILURE_POLICIES)}; got {failure!r}")
+    T, adv = step_map.seq_len, step_map.advance
+    n_steps = int(n_steps)
+    n_traj = window0.shape[0]
+    marking = failure == "mark"
+    limit = failure_limit(window0, blowup) if marking else None
+    restage = None if block_steps is None else _Restage(deliver, window0, n_steps, int(block_steps), copy_blocks)
+    hand: Callable[[int, np.ndarray], None] = deliver if restage is None else restage
+
+    tic = time.perf_counter()
+    step_map.start(window0, limit)  # one-off set-up (e.g. the TorchScript trace): not part of the per-step time
+    setup_seconds = time.perf_counter() - tic
+    seconds = 0.0
+
+    def produce(i: int, k0: int, n: int) -> np.ndarray:
+        nonlocal seconds
+        if i == 0:
+            return window0.copy()  # the first window (steps 0 .. seq_len - 1): checked, not produced
+        tic = time.perf_counter()
+        try:
+            chunk = step_map.generate(n)
+        except StepFailure as exc:
+            seconds += time.perf_counter() - tic
+            stop = exc
+        else:
+            seconds += time.perf_counter() - tic
+            if marking or np.isfinite(chunk).all():  # (one reduction over all: fast)
+                return chunk
+            finite = np.isfinite(chunk).all(axis=2)  # (n_traj, n): a map that does not raise StepFailure itself
+            j = int(np.argmin(finite.all(axis=0)))
+            stop = StepFailure(chunk[:, :j], row=int(np.argmin(finite[:, j])))
+        # the policy "raise": the states before the failing step go out, then the one-line error
+        if stop.states.shape[1]:
+            hand(k0, stop.states)
+        if restage is not None:
+            restage.flush()
+        raise VPIntegratorError(_failure_message(step_map.name, stop, k0 + stop.states.shape[1], dt, t0))
+
+    chunk_len = max(adv, (int(chunk_steps) // adv) * adv)
+    schedule = [(0, T), *block_schedule(T, n_steps + 1, chunk_len)]
+    failed = np.full(n_traj, -1, dtype=np.int64)
+    failed = run_blocks(schedule, produce, lambda i, k0, block: hand(k0, block), limit=limit,
+                        failed=failed, restart=step_map.reset if marking else None)
+    return Driven(failed_step=failed, seconds=seconds, setup_seconds=setup_seconds)
+
+
+def _failure_message(name: str, failure: StepFailure, k: int, dt: float, t0: float) -> str:
+    """The policy ``"raise"``'s one-line message for a failure of the map ``name`` at step ``k`` (time
+    ``t0 + k dt``): ``"<name>: step k (t = a -> b): <detail>"``, or for a state that is not finite
+    ``"<name>: trajectory i became non-finite at step k (t = b); reduce dt or use a stable method"``."""
+    if failure.detail is not None:
+        return f"{name}: step {k} (t = {t0 + (k - 1) * dt:g} -> {t0 + k * dt:g}): {failure.detail}"
+    return (f"{name}: trajectory {failure.row} became non-finite at step {k} (t = {t0 + k * dt:g}); "
+            "reduce dt or use a stable method")
+
+
+class _Restage:
+    """``deliver`` behind a [`Stage`][vpintegrator.stepping.Stage]: pieces in, blocks starting at multiples of ``block_steps`` out
+    (the last one at step ``n_steps``, or at ``flush``)."""
+
+    def __init__(self, deliver: Callable[[int, np.ndarray], None], window0: np.ndarray, n_steps: int,
+                 block_steps: int, copy_blocks: bool) -> None:
+        self.deliver, self.n_end, self.copy = deliver, n_steps + 1, copy_blocks
+        shape = (window0.shape[0], min(block_steps, n_steps + 1), window0.shape[2])
+        self.stage = Stage(np.empty(shape))  # steps k .. k + stage.n - 1
+        self.k = 0
+
+    def __call__(self, k0: int, chunk: np.ndarray) -> None:
+        stage, j = self.stage, 0
+        while j < chunk.shape[1]:
+            j += stage.put(chunk[:, j:])
+            if stage.room == 0 or self.k + stage.n == self.n_end:
+                self.flush()
+
+    def flush(self) -> None:
+        """Hand over what is staged."""
+        staged = self.stage.n
+        if staged:
+            self.deliver(self.k, self.stage.head(staged).copy() if self.copy else self.stage.head(staged))
+            self.stage.drop(staged)
+            self.k += staged

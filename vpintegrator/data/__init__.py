@@ -30,6 +30,7 @@ _LAZY: dict[str, str] = {
     "load_spec": ".spec",
     "generate": ".generation",
     "integrate": ".integration",
+    "IntegratorMap": ".integration",
     "solve_flow": ".generation",
     "WorkPrecisionRow": ".work_precision",
     "read_work_precision": ".work_precision",
@@ -52,6 +53,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .hdf5 import read_metadata as read_metadata
     from .hdf5 import read_trajectories as read_trajectories
     from .hdf5 import write_trajectories as write_trajectories
+    from .integration import IntegratorMap as IntegratorMap
     from .integration import integrate as integrate
     from .rollouts import MethodMetrics as MethodMetrics
     from .rollouts import ROLLOUT_SCHEMA as ROLLOUT_SCHEMA
@@ -74,6 +76,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # a literal list (type checkers read __all__ only in this form): the names of _LAZY, sorted
 __all__ = [
     "GenerationSpec",
+    "IntegratorMap",
     "MethodMetrics",
     "ROLLOUT_SCHEMA",
     "RolloutResult",

@@ -1,9 +1,9 @@
 """One rollout engine for any step map: trained multi-step models, classical integrators, the exact flow.
 
-- the rollout core is [`vpintegrator.stepping`][vpintegrator.stepping] (below ``data``, so that ``integrate`` uses it too): the one
-  window advance, the one failure rule, the one block loop (``run_blocks``) over NumPy arrays or torch tensors,
-  which both engines run.
-- ``vpintegrator.rollout.engine``: the [`StepMap`][vpintegrator.rollout.engine.StepMap] contract, [`rollout`][vpintegrator.rollout.engine.rollout] (states in memory,
+- the rollout core is [`vpintegrator.stepping`][vpintegrator.stepping] (below ``data``, so that ``integrate`` is a call of it): the
+  [`StepMap`][vpintegrator.stepping.StepMap] contract, the one window advance, the one failure rule, the one block loop
+  (``run_blocks``) over NumPy arrays or torch tensors, which both engines run, and the one host driver (``drive``).
+- ``vpintegrator.rollout.engine``: the [`StepMap`][vpintegrator.rollout.engine.StepMap] contract (re-exported), [`rollout`][vpintegrator.rollout.engine.rollout] (states in memory,
   a [`Trajectories`][vpintegrator.data.trajectories.Trajectories]), [`stream_rollout`][vpintegrator.rollout.engine.stream_rollout] (states to a sink),
   [`initial_window`][vpintegrator.rollout.engine.initial_window]. One argument order, as ``integrate``: ``rollout(step_map, window0, dt, n_steps)``.
 - ``vpintegrator.rollout.steps``: [`IntegratorStep`][vpintegrator.rollout.steps.IntegratorStep], [`ExactFlowStep`][vpintegrator.rollout.steps.ExactFlowStep], [`ModelStep`][vpintegrator.rollout.steps.ModelStep],

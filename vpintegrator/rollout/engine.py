@@ -1,4 +1,5 @@
-"""The rollout engine: the step-map contract, [`rollout`][vpintegrator.rollout.engine.rollout], [`stream_rollout`][vpintegrator.rollout.engine.stream_rollout], [`initial_window`][vpintegrator.rollout.engine.initial_window].
+"""The rollout engine: [`rollout`][vpintegrator.rollout.engine.rollout], [`stream_rollout`][vpintegrator.rollout.engine.stream_rollout], [`initial_window`][vpintegrator.rollout.engine.initial_window]; the step-map
+contract [`StepMap`][vpintegrator.stepping.StepMap] (re-exported here) and the host driver they call are in ``vpintegrator.stepping``.
 
 A *step map* advances a batch of state windows: the last ``seq_len`` states give the next
 ``pred_window`` states. Classical integrators and the exact flow are step maps with
@@ -21,7 +22,6 @@ One argument order everywhere, as in ``integrate(system, y0, dt, n_steps, method
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -30,7 +30,7 @@ import numpy as np
 from ..data.trajectories import Trajectories
 from .. import resources
 from ..errors import VPIntegratorError
-from ..stepping import Stage, block_schedule, failure_limit, run_blocks
+from ..stepping import StepMap, drive
 
 __all__ = [
     "BLOWUP", "CHUNK_STEPS", "StepMap", "RolloutStats", "rollout", "stream_rollout", "initial_window",
@@ -49,69 +49,6 @@ MEMORY_FRACTION = 0.8
 def check_memory(need: float, what: str, way_out: str, key: str | None = None) -> None:
     """``vpintegrator.resources.check_memory`` at ``MEMORY_FRACTION``."""
     resources.check_memory(need, what, way_out, key=key, fraction=MEMORY_FRACTION)
-
-
-class StepMap:
-    """The contract between the engine and whatever produces states (model, integrator, exact flow).
-
-    A step map maps windows (n_traj, ``seq_len``, ``dim``) to the next (n_traj, ``pred_window``, ``dim``)
-    states and keeps its own state between calls. The engine calls, in this order:
-
-    1. [`start`][vpintegrator.rollout.engine.StepMap.start] ``(window0, limit)`` once: ``window0`` (n_traj, seq_len, dim) float64 holds steps
-       0 .. seq_len − 1; ``limit`` (n_traj,) bounds valid norms (for the map's own restarts). One-off
-       set-up (tracing, compiling) belongs here: it is timed apart from the steps (``setup_seconds``).
-    2. [`generate`][vpintegrator.rollout.engine.StepMap.generate] ``(n)`` repeatedly: the next ``n`` states (n_traj, n, dim) float64, continuing
-       from the last ones produced. ``n`` is a multiple of [`advance`][vpintegrator.rollout.engine.StepMap.advance] except at the end.
-    3. [`reset`][vpintegrator.rollout.engine.StepMap.reset] ``(rows)`` after a row failed (non-finite or blown up): put those rows back to their
-       first window, so that no NaN enters the next call (their output is discarded as NaN anyway).
-
-    [`log_abs_det_jacobian`][vpintegrator.rollout.engine.StepMap.log_abs_det_jacobian] ``(windows)`` gives ``log|det J|`` of the step or window map at windows
-    (n, seq_len, dim) -> (n,) (the volume metric); [`describe`][vpintegrator.rollout.engine.StepMap.describe] the metadata recorded with a rollout
-    (str/int/float/bool values).
-
-    Attributes
-    ----------
-    seq_len, pred_window, dim : int
-    kind : str
-        ``"integrator"``, ``"model"`` or ``"flow"``.
-    name : str
-        The method's name (an integrator's registry name, ``"exact_flow"``, a model's registry name).
-    overlap : bool
-        Overlapping windows: advance by one state per call, keeping the first predicted state.
-    """
-
-    name: str
-
-    seq_len: int = 1
-    pred_window: int = 1
-    dim: int = 0
-    kind: str = ""
-    overlap: bool = False
-
-    @property
-    def advance(self) -> int:
-        """States kept per call: ``pred_window`` (non-overlapping windows) or 1 (overlapping)."""
-        return 1 if self.overlap else self.pred_window
-
-    def start(self, window0: np.ndarray, limit: np.ndarray) -> None:
-        """Begin from ``window0`` (n_traj, seq_len, dim) float64; ``limit`` (n_traj,) bounds valid norms."""
-        raise NotImplementedError
-
-    def generate(self, n: int) -> np.ndarray:
-        """The next ``n`` states, (n_traj, n, dim) float64."""
-        raise NotImplementedError
-
-    def reset(self, rows: np.ndarray) -> None:
-        """Restart the rows ``rows`` (int array) from their first window."""
-        raise NotImplementedError
-
-    def log_abs_det_jacobian(self, windows: np.ndarray) -> np.ndarray:
-        """``log|det J|`` of the map at windows (n, seq_len, dim) -> (n,)."""
-        raise NotImplementedError
-
-    def describe(self) -> dict[str, Any]:
-        """Metadata recorded with the rollout (str/int/float/bool values)."""
-        return {"kind": self.kind, "seq_len": self.seq_len, "pred_window": self.pred_window, "overlap": self.overlap}
 
 
 @dataclass(eq=False)
@@ -192,12 +129,8 @@ def _check(step_map, window0, n_steps, chunk_steps, blowup, dt=1.0, t0=0.0) -> n
 
 
 def _run(step_map, w0, dt, n_steps, write, copy_blocks, t0, callback, chunk_steps, blowup, progress) -> RolloutStats:
-    """The host engine: states 0 .. n_steps by the rollout core's block loop ([`run_blocks`][vpintegrator.stepping.run_blocks])
-    in the map's chunks, re-blocked to multiples of ``chunk_steps`` for ``write``."""
-    T, dim, adv = step_map.seq_len, step_map.dim, step_map.advance
-    n_steps = int(n_steps)
-    n_traj = w0.shape[0]
-    limit = failure_limit(w0, blowup)
+    """The host engine: states 0 .. n_steps by the one host driver ([`drive`][vpintegrator.stepping.drive], failure policy
+    ``"mark"``), re-blocked to multiples of ``chunk_steps`` for ``write``."""
 
     def deliver(k0: int, block: np.ndarray) -> None:
         write(k0, block)
@@ -208,48 +141,16 @@ def _run(step_map, w0, dt, n_steps, write, copy_blocks, t0, callback, chunk_step
 
     # Output leaves in blocks aligned to multiples of chunk_steps (whatever the map's advance), so that a
     # chunked HDF5 sink gets whole chunks and needs no chunk cache; one block is all the engine holds.
-    block_len = int(chunk_steps)
-    copy_blocks = copy_blocks or callback is not None or progress is not None
-    stage = Stage(np.empty((n_traj, min(block_len, n_steps + 1), dim)))  # steps k_stage .. k_stage + stage.n - 1
-    k_stage = 0
-
-    def emit(i: int, k0: int, chunk: np.ndarray) -> None:
-        nonlocal k_stage
-        j = 0
-        while j < chunk.shape[1]:
-            j += stage.put(chunk[:, j:])
-            if stage.room == 0 or k_stage + stage.n == n_steps + 1:
-                staged = stage.n
-                deliver(k_stage, stage.head(staged).copy() if copy_blocks else stage.head(staged))
-                stage.drop(staged)
-                k_stage += staged
-
-    tic = time.perf_counter()
-    step_map.start(w0, limit)  # one-off set-up (e.g. the TorchScript trace): not part of the per-step time
-    setup_seconds = time.perf_counter() - tic
-    seconds = 0.0
-
-    def produce(i: int, k0: int, n: int) -> np.ndarray:
-        nonlocal seconds
-        if i == 0:
-            return w0.copy()  # the first window (steps 0 .. seq_len - 1): checked, not produced
-        tic = time.perf_counter()
-        chunk = step_map.generate(n)
-        seconds += time.perf_counter() - tic
-        return chunk
-
-    # the map runs in chunks of chunk_steps rounded down to a multiple of its advance, from step seq_len on:
-    # where ExactFlowStep restarts its solve, so these boundaries are part of the numbers
-    chunk_len = max(adv, (block_len // adv) * adv)
-    schedule = [(0, T), *block_schedule(T, n_steps + 1, chunk_len)]
-    failed = run_blocks(schedule, produce, emit, limit=limit, failed=np.full(n_traj, -1, dtype=np.int64),
-                        restart=step_map.reset)
-
+    run = drive(step_map, w0, n_steps, deliver, chunk_steps=int(chunk_steps), block_steps=int(chunk_steps),
+                copy_blocks=copy_blocks or callback is not None or progress is not None, failure="mark",
+                blowup=blowup, dt=dt, t0=t0)
+    seconds, setup_seconds = run.seconds, run.setup_seconds
     meta = {
-        **step_map.describe(), "dt": float(dt), "t0": float(t0), "n_traj": n_traj, "blowup": float(blowup),
-        "setup_seconds": setup_seconds, "seconds": seconds, "seconds_per_step": seconds / max(1, n_steps),
+        **step_map.describe(), "dt": float(dt), "t0": float(t0), "n_traj": w0.shape[0], "blowup": float(blowup),
+        "setup_seconds": setup_seconds, "seconds": seconds, "seconds_per_step": seconds / max(1, int(n_steps)),
     }
-    return RolloutStats(failed_step=failed, seconds=seconds, setup_seconds=setup_seconds, n_steps=n_steps, meta=meta)
+    return RolloutStats(failed_step=run.failed_step, seconds=seconds, setup_seconds=setup_seconds,
+                        n_steps=int(n_steps), meta=meta)
 
 
 def stream_rollout(

@@ -1,8 +1,8 @@
 """The step maps: classical integrators, the exact flow, the data's own generator, trained models.
 
-Each implements the [`StepMap`][vpintegrator.rollout.engine.StepMap] contract. [`IntegratorStep`][vpintegrator.rollout.steps.IntegratorStep] runs
-in float64, compiled (numba, ``vpintegrator.compiled.compiled_stepper``) for rollouts of at most
-``SCALAR_MAX_BATCH`` trajectories when there is a kernel, NumPy otherwise; [`ExactFlowStep`][vpintegrator.rollout.steps.ExactFlowStep] in
+Each implements the [`StepMap`][vpintegrator.stepping.StepMap] contract. [`IntegratorStep`][vpintegrator.rollout.steps.IntegratorStep] (the stepping of
+[`IntegratorMap`][vpintegrator.data.integration.IntegratorMap], which ``integrate`` drives, with the volume metric) runs in float64,
+compiled (numba, ``vpintegrator.compiled.compiled_stepper``) for rollouts of at most ``SCALAR_MAX_BATCH`` trajectories when there is a kernel, NumPy otherwise; [`ExactFlowStep`][vpintegrator.rollout.steps.ExactFlowStep] in
 NumPy/SciPy; [`ModelStep`][vpintegrator.rollout.steps.ModelStep] runs a torch model in its own dtype on its device, by the fastest runner
 that reproduces it (the numba kernel of ``vpintegrator.rollout.numba_model``, a TorchScript trace, or
 eager; ``vpintegrator.rollout.runners``). [`reference_step_map`][vpintegrator.rollout.steps.reference_step_map] is the generator a data file was
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
+from ..data.integration import SCALAR_MAX_BATCH, IntegratorMap
 from ..errors import VPIntegratorError, finite_float
 from ..stepping import bad_states
 from .engine import StepMap
@@ -24,19 +25,17 @@ if TYPE_CHECKING:  # torch is imported when a model step is built, not with the 
 
 __all__ = ["IntegratorStep", "ExactFlowStep", "ModelStep", "reference_step_map", "SCALAR_MAX_BATCH"]
 
-#: rollouts of at most this many trajectories run compiled (numba): float64 VPFF/VPT/ST/Lie–Poisson/SympNet models in
-#: ModelStep, classical integrators with a kernel in IntegratorStep (one trajectory after the other)
-SCALAR_MAX_BATCH = 8
 #: windows per batched Jacobian of ModelStep's volume metric, on the CPU and on CUDA (where few large
 #: batches beat many small launches; ~1 GB of float64 activations for the paper VPT at 65 536)
 VOLUME_CHUNK_CPU = 4096
 VOLUME_CHUNK_CUDA = 65536
 
 
-class IntegratorStep(StepMap):
-    """A classical integrator as a step map (``seq_len = pred_window = 1``), float64.
+class IntegratorStep(IntegratorMap):
+    """A classical integrator as a step map (``seq_len = pred_window = 1``), float64, with its volume metric.
 
-    Rollouts of at most ``compiled_max_batch`` trajectories run the compiled single-trajectory stepper
+    The stepping is [`IntegratorMap`][vpintegrator.data.integration.IntegratorMap]'s (the map ``integrate`` drives): rollouts of at most
+    ``compiled_max_batch`` trajectories run the compiled single-trajectory stepper
     (``vpintegrator.compiled.compiled_stepper``, the same numbers to ~1e-15 per step and the same
     Newton rule) one trajectory after the other, when it has a kernel for the system and method;
     otherwise, and without numba, the NumPy path runs. ``describe()["runner"]`` says which (``"numba"``
@@ -52,112 +51,12 @@ class IntegratorStep(StepMap):
         0 turns the compiled path off.
     """
 
-    kind = "integrator"
-
-    #: set by __init__ (declared for type checkers)
-    dim: int
-    dt: float
-    name: str
-
-    def __init__(self, system, integrator, dt: float, compiled_max_batch: int = SCALAR_MAX_BATCH) -> None:
-        from ..integrators import get_integrator
-        from ..systems import get_system
-
-        self.system = get_system(system)
-        self.integrator = get_integrator(integrator)
-        self.integrator.supports(self.system)
-        self.dim = self.system.dim
-        self.dt = finite_float(dt, "dt (the step size)", positive=True, key="dt")
-        self.name = self.integrator.name
-        if isinstance(compiled_max_batch, bool) or not isinstance(compiled_max_batch, int) or compiled_max_batch < 0:
-            raise VPIntegratorError(f"compiled_max_batch must be an int >= 0 (0: off); got {compiled_max_batch!r}")
-        self.compiled_max_batch = compiled_max_batch
-        self._stepper = None
-        self._runner = "numpy"
-
-    def start(self, window0, limit):
-        self._y0 = np.array(window0[:, -1], dtype=np.float64)  # (n_traj, dim)
-        self._y = self._y0.copy()
-        self._limit = np.asarray(limit, dtype=np.float64)
-        self._stepper, self._runner = None, "numpy"
-        if 0 < self._y.shape[0] <= self.compiled_max_batch:
-            self._stepper = self._compiled_stepper()
-            if self._stepper is not None:
-                self._runner = "numba"
-
-    def _compiled_stepper(self):
-        """The compiled stepper (``vpintegrator.compiled.integrators``) for this method, or None."""
-        try:
-            from ..compiled import compiled_stepper
-
-            stepper = compiled_stepper(self.system, self.integrator, self.dt)
-            if stepper is not None:  # compile (or load from the cache) now: set-up time, not step time
-                y = self._y0[0].copy()
-                stepper.step_block(y, 1, np.empty((1, self.dim)))
-            return stepper
-        except Exception:  # no numba, no module, or a kernel that cannot run: the NumPy path
-            return None
-
-    def _step(self, y: np.ndarray) -> np.ndarray:
-        try:
-            with np.errstate(all="ignore"):
-                return self.integrator.step(self.system, y, self.dt)
-        except VPIntegratorError:
-            # a Newton failure: find the failing rows one by one, mark them NaN (they fail), keep the rest
-            out = np.empty_like(y)
-            for i in range(y.shape[0]):
-                try:
-                    with np.errstate(all="ignore"):
-                        out[i] = self.integrator.step(self.system, y[i : i + 1], self.dt)[0]
-                except VPIntegratorError:
-                    out[i] = np.nan
-            return out
-
-    def generate(self, n):
-        if self._stepper is not None:
-            return self._generate_compiled(n)
-        y = self._y
-        out = np.empty((y.shape[0], n, self.dim))
-        for k in range(n):
-            y = self._step(y)
-            out[:, k] = y
-            bad = bad_states(y, self._limit)
-            if bad.any():  # restart failed rows so that no NaN/overflow enters the next (implicit) step
-                y = np.where(bad[:, None], self._y0, y)
-        self._y = y
-        return out
-
-    def _generate_compiled(self, n):
-        """[`generate`][vpintegrator.rollout.steps.IntegratorStep.generate] by the compiled stepper, one trajectory after the other.
-
-        A Newton failure or a non-finite state ends the row's block: the failing step and the rest are NaN
-        (the NumPy path's NaN at that step; the engine discards a failed row's later states) and the row
-        restarts from its first state (the engine also calls [`reset`][vpintegrator.rollout.steps.IntegratorStep.reset] for it, as for a blown-up row).
-        """
-        out = np.empty((self._y.shape[0], n, self.dim))
-        stepper = self._stepper
-        for i in range(self._y.shape[0]):
-            y = np.ascontiguousarray(self._y[i])
-            done = stepper.step_block(y, n, out[i])
-            if stepper.status != 0:  # Newton failure (done states are good) or a non-finite state (written)
-                out[i, done if stepper.status != 3 else done - 1 :] = np.nan
-                y = self._y0[i].copy()
-            self._y[i] = y  # a row that blew up (finite) within the block is reset by the engine
-        return out
-
-    def reset(self, rows):
-        self._y[rows] = self._y0[rows]
-
     def log_abs_det_jacobian(self, windows):
         from ..metrics import log_abs_det
 
         states = np.asarray(windows, dtype=np.float64)[:, -1]  # (n, dim)
         with np.errstate(all="ignore"):
             return log_abs_det(self.integrator.step_jacobian(self.system, states, self.dt))
-
-    def describe(self):
-        return {**super().describe(), "integrator": self.name, "order": int(self.integrator.order),
-                "runner": self._runner}
 
 
 class ExactFlowStep(StepMap):
