@@ -120,8 +120,8 @@ def heldout_pairs(split_by: dict, n: int, seed: int = 0, system: str = "rigid_bo
         systems = [RigidBody((float(row[0]), float(row[1]), float(row[2]))) for row in values]
         y0 = rng.normal(size=(n, 3))
         return systems, y0 / np.linalg.norm(y0, axis=1, keepdims=True)
-    systems = [system_with(CoupledOscillator(), columns, row) for row in values]
-    return systems, rng.uniform(OSCILLATOR_BOX[0], OSCILLATOR_BOX[1], size=(n, 4))
+    oscillators: list = [system_with(CoupledOscillator(), columns, row) for row in values]
+    return oscillators, rng.uniform(OSCILLATOR_BOX[0], OSCILLATOR_BOX[1], size=(n, 4))
 
 
 def data_system(data: Path) -> tuple[str, float]:
@@ -178,7 +178,7 @@ def structure_per_state(kind: str, y: np.ndarray, systems: Sequence, k: int) -> 
     if kind == "casimir":
         cas = np.sum(y[ok, k - 1 :] ** 2, axis=-1)
         return float(np.abs(np.diff(cas[:, 1:], axis=1)).max())
-    energy = np.stack([systems[i].hamiltonian(y[i, k:]) for i in np.flatnonzero(ok)])
+    energy = np.stack([systems[int(i)].hamiltonian(y[i, k:]) for i in np.flatnonzero(ok)])
     return float((np.abs(energy - energy[:, :1]) / np.abs(energy[:, :1])).max())
 
 
