@@ -1,5 +1,11 @@
-"""The context study of the rigid-body family (docs/context.md): context-conditioned integrators
+"""The context study of a family of systems (docs/context.md): context-conditioned integrators
 against the parameter-blind models, an unstructured in-context model and identification + classical.
+
+The data file's system picks the rows (``SETUPS``): the rigid-body family (below) or the coupled-oscillator
+family (``g_sympnet_ctx`` with the finite-difference context of k = 5 states and its oracle context, the
+parameter-blind ``g_sympnet``, ``st``; identification and oracle with the symplectic ``gauss_legendre4``;
+structure per state: the largest relative energy error, ``structure_per_state``; initial conditions in
+``OSCILLATOR_BOX``).
 
 Per seed and split (``parameters_interpolation`` / ``parameters_extrapolation``) each learned model is
 trained with ``vp-train`` (Levenberg–Marquardt, float64, the same epochs for every model) on a
@@ -20,13 +26,18 @@ blow up.
 Rows: ``lpnet_ctx`` (finite-difference context) and the same trained step with the oracle context (the
 true hθ); the parameter-blind ``lpnet`` and ``vpt``; the unstructured in-context ``st`` (standard
 transformer, ``seq_len = k``); ``fd+rk4`` and ``shooting+rk4`` (identification, then RK4 with the fitted
-parameters); ``oracle rk4`` (RK4 with the true parameters).
+parameters); ``oracle rk4`` (RK4 with the true parameters). The encoder ablation ``lpnet_ctx_attention``
+(``--models lpnet_ctx_attention``): the same net with the attention encoder, trained by its recipe
+(``RECIPES``: Adam).
 
     vp-gen rigid_body_family --set n_traj=600 --out datasets/rbf600.h5
     python -m vpintegrator.studies.context --data datasets/rbf600.h5 --out runs/context_study
 
 Writes ``OUT/context_study.json`` (every per-seed number), ``OUT/context_study.md`` (the tables) and the
-figures ``OUT/context_<axis>.png``/``.svg``.
+figures ``OUT/context_<axis>.png``/``.svg`` (``context_<system>_<axis>`` for a system other than the rigid
+body). The json accumulates: an invocation's rows replace the rows with the same (system, split, k, σ, seed,
+method) and keep every other, so axes run in separate invocations (or on both families) are tabulated
+together; ``--figures-only`` redraws from it.
 """
 
 from __future__ import annotations
@@ -57,8 +68,8 @@ COMMON = {"lm_windows": 4096}
 LPNET_CTX = {"model.n_layers": 10, "model.width": 4}
 #: rows trained by another recipe: row name -> (registered model, optimizer, epochs (None: the study's
 #: --epochs), vp-train --set entries in place of COMMON). The encoder ablation: lpnet_ctx with the attention
-#: encoder (1 868 parameters: LM's Jacobian is too large), Adam in float64, 120 epochs (about lpnet_ctx's
-#: 30 LM epochs in wall time).
+#: encoder (2 076 parameters with 10 layers: LM's Jacobian is too large), Adam in float64, 120 epochs (about
+#: lpnet_ctx's 30 LM epochs in wall time).
 RECIPES: dict[str, tuple[str, str, int | None, dict]] = {
     "lpnet_ctx_attention": ("lpnet_ctx", "adam", 120, {**LPNET_CTX, "model.encoder": "attention",
                                                        "batch_size": 512, "lr": 0.003, "lr_min": 1e-5}),
