@@ -182,3 +182,23 @@ def test_study_on_a_tiny_oscillator_family_accumulates_rows_over_invocations(tmp
     assert main(["--data", str(data), "--out", str(out), "--figures-only"]) == 0
     assert (out / "context_study.json").read_text() == before
     assert (out / "context_coupled_oscillator_noise.png").exists()
+
+
+def test_an_identification_refused_for_one_pair_fails_that_pair_only():
+    from vpintegrator.rollout import IdentifiedStep
+    from vpintegrator.systems import CoupledOscillator
+
+    split = {**OSC, "mode": "interpolation", "center": [0.5] * 5, "radius": 0.3}
+    systems, y0 = heldout_pairs(split, 8, 0, "coupled_oscillator")
+
+    def fd(sigma):
+        return {"fd": lambda: IdentifiedStep(CoupledOscillator(), "fd", "gauss_legendre4", 0.2, context_len=5,
+                                             noise=sigma)}
+
+    # σ = 0.3: pair 3's noisy prefix fits a negative mass (a one-line refusal for the whole batch)
+    noisy = evaluate_methods(fd(0.3), systems, y0, 5, 0.3, (2.0,), 0.2, "energy")[0]
+    assert noisy["failed"] == 1 and noisy["errors"]["2"][3] == np.inf
+    assert np.isfinite(np.delete(noisy["errors"]["2"], 3)).all()
+    # the other pairs are the batch's rollouts of the same noise draw: σ = 0.1 refuses none, row by row or not
+    clean = evaluate_methods(fd(0.1), systems, y0, 5, 0.1, (2.0,), 0.2, "energy")[0]
+    assert clean["failed"] == 0
