@@ -70,3 +70,135 @@ def test_rows_are_the_methods_rollouts_and_the_summary_their_medians():
     assert s["seeds"] == [0, 1, 2] and s["failed"] == 0
     text = tables(summary)
     assert "| fd+rk4 |" in text and "| oracle rk4 |" in text and "context_len 3" in text
+
+
+def test_merge_rows_replaces_a_reruns_own_rows_and_keeps_the_others():
+    from vpintegrator.studies.context import merge_rows
+
+    def row(method, seed, noise=0.0, system=None, value=1.0):
+        r = {"split": "interpolation", "context_len": 3, "noise": noise, "seed": seed, "method": method,
+             "errors": {"10": [value]}}
+        return r if system is None else {"system": system, **r}
+
+    old = [row("lpnet_ctx", 0), row("lpnet_ctx", 1), row("fd+rk4", 0), row("lpnet_ctx", 0, noise=0.01)]
+    new = [row("lpnet_ctx", 0, system="rigid_body", value=2.0), row("g_sympnet_ctx", 0, system="coupled_oscillator")]
+    merged = merge_rows(old, new)
+    # the old rigid-body row (no "system": the rigid body's) with the new row's key is replaced, the rest kept
+    assert len(merged) == 5
+    seed0 = [r for r in merged if r["method"] == "lpnet_ctx" and r["seed"] == 0 and r["noise"] == 0.0]
+    assert len(seed0) == 1 and seed0[0]["errors"]["10"] == [2.0]
+    assert {(r["method"], r["seed"], r["noise"]) for r in merged} == {
+        ("lpnet_ctx", 0, 0.0), ("lpnet_ctx", 1, 0.0), ("fd+rk4", 0, 0.0), ("lpnet_ctx", 0, 0.01),
+        ("g_sympnet_ctx", 0, 0.0)}
+    assert merge_rows(merged, new) == merged  # a re-run of the same keys changes nothing
+
+
+OSC = {"columns": ["m[0]", "m[1]", "k1", "k2", "k"], "low": [0.5, 0.5, 1.0, 0.1, 0.5], "high": [2.0, 2.0, 2.0, 0.5, 1.5]}
+
+
+def test_oscillator_pairs_lie_in_the_held_out_cube_with_box_initial_conditions():
+    split = {**OSC, "mode": "interpolation", "center": [0.3, 0.6, 0.5, 0.4, 0.7], "radius": 0.2}
+    systems, y0 = heldout_pairs(split, 100, 3, "coupled_oscillator")
+    low, high = np.array(OSC["low"]), np.array(OSC["high"])
+    values = np.array([[s.m[0], s.m[1], s.k1, s.k2, s.k] for s in systems])
+    u = (values - low) / (high - low)
+    assert np.abs(u - split["center"]).max() <= 0.2 + 1e-12
+    assert y0.shape == (100, 4) and (np.abs(y0[:, :2]) <= 1).all() and (np.abs(y0[:, 2:]) <= 2).all()
+    assert np.abs(y0[:, 2:]).max() > 1.5  # the momenta fill their box
+    with pytest.raises(VPIntegratorError, match="masses and springs"):
+        heldout_pairs({**BOX, "mode": "interpolation", "center": [0.5] * 3, "radius": 0.1}, 5, 0, "coupled_oscillator")
+
+
+def test_energy_structure_is_the_largest_relative_energy_error_past_the_prefix():
+    from vpintegrator.studies.context import exact_reference, structure_per_state
+
+    split = {**OSC, "mode": "interpolation", "center": [0.5] * 5, "radius": 0.3}
+    systems, y0 = heldout_pairs(split, 3, 0, "coupled_oscillator")
+    ref = exact_reference(systems, y0, 30)
+    assert structure_per_state("energy", ref, systems, 5) < 1e-9  # the exact flow keeps each pair's energy
+    bad = ref.copy()
+    bad[1, 20:, 2:] *= 1.1  # momenta 10 % too large from step 20
+    e = structure_per_state("energy", bad, systems, 5)
+    assert 1e-3 < e < 0.5
+    bad[2, 7] = np.nan  # a blown-up row is left out
+    assert structure_per_state("energy", bad, systems, 5) == pytest.approx(e)
+
+
+def test_the_attention_row_trains_by_its_recipe(tmp_path, monkeypatch):
+    import subprocess
+
+    from vpintegrator.studies import context
+
+    calls = []
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: calls.append(cmd))
+    run = context.train_run(tmp_path / "d.h5", tmp_path, "lpnet_ctx_attention", 2, 30, 3, "interpolation")
+    assert run == tmp_path / "runs" / "lpnet_ctx_attention_k3_interpolation_seed2"
+    cmd = calls[0]
+    assert cmd[cmd.index("--model") + 1] == "lpnet_ctx" and cmd[cmd.index("--optimizer") + 1] == "adam"
+    assert cmd[cmd.index("--epochs") + 1] == "120" and "model.encoder=attention" in cmd
+    assert "model.context_len=3" in cmd and not any(c.startswith("lm_windows") for c in cmd)
+    # the LM rows keep their command line
+    context.train_run(tmp_path / "d.h5", tmp_path, "lpnet_ctx", 2, 30, 3, "interpolation", context.LPNET_CTX)
+    cmd = calls[1]
+    assert cmd[cmd.index("--optimizer") + 1] == "lm" and cmd[cmd.index("--epochs") + 1] == "30"
+    assert [c for c in cmd if "=" in c] == ["lm_windows=4096", "model.n_layers=10", "model.width=4",
+                                            "model.context_len=3"]
+
+
+def test_study_on_a_tiny_oscillator_family_accumulates_rows_over_invocations(tmp_path, capsys):
+    import json
+
+    from click.testing import CliRunner
+
+    from vpintegrator.cli.gen import main as gen_main
+    from vpintegrator.studies.context import main
+
+    data = tmp_path / "cof.h5"
+    res = CliRunner().invoke(gen_main, ["coupled_oscillator_family", "--set", "n_traj=24", "--set", "t_end=4",
+                                        "--dt", "0.2", "--out", str(data), "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "study"
+    base = ["--data", str(data), "--out", str(out), "--seeds", "0", "--epochs", "1", "--n-test", "4",
+            "--models", "g_sympnet_ctx", "--context-lens", "5", "--splits", "interpolation"]
+    assert main([*base, "--noise", "0"]) == 0
+    rows = json.loads((out / "context_study.json").read_text())["rows"]
+    methods = {r["method"] for r in rows}
+    assert methods == {"g_sympnet_ctx", "g_sympnet_ctx oracle context", "fd+gauss_legendre4",
+                       "shooting+gauss_legendre4", "oracle gauss_legendre4"}
+    assert {r["system"] for r in rows} == {"coupled_oscillator"} and all(r["context_len"] == 5 for r in rows)
+    shoot = next(r for r in rows if r["method"] == "shooting+gauss_legendre4")
+    oracle = next(r for r in rows if r["method"] == "oracle gauss_legendre4")
+    assert np.median(shoot["errors"]["10"]) < 1e-3 and oracle["energy_per_state"] < 1e-4
+    # a second invocation on another axis adds its rows; the first invocation's stay
+    assert main([*base, "--noise", "0.01"]) == 0
+    doc = json.loads((out / "context_study.json").read_text())
+    assert sorted({r["noise"] for r in doc["rows"]}) == [0.0, 0.01] and len(doc["rows"]) == 2 * len(rows)
+    assert len(doc["commands"]) == 2
+    text = (out / "context_study.md").read_text()
+    assert "coupled_oscillator: interpolation, context_len 5, noise σ = 0.01" in text
+    assert "max relative energy error" in text
+    # --figures-only redraws from the json and changes nothing in it
+    before = (out / "context_study.json").read_text()
+    assert main(["--data", str(data), "--out", str(out), "--figures-only"]) == 0
+    assert (out / "context_study.json").read_text() == before
+    assert (out / "context_coupled_oscillator_noise.png").exists()
+
+
+def test_an_identification_refused_for_one_pair_fails_that_pair_only():
+    from vpintegrator.rollout import IdentifiedStep
+    from vpintegrator.systems import CoupledOscillator
+
+    split = {**OSC, "mode": "interpolation", "center": [0.5] * 5, "radius": 0.3}
+    systems, y0 = heldout_pairs(split, 8, 0, "coupled_oscillator")
+
+    def fd(sigma):
+        return {"fd": lambda: IdentifiedStep(CoupledOscillator(), "fd", "gauss_legendre4", 0.2, context_len=5,
+                                             noise=sigma)}
+
+    # σ = 0.3: pair 3's noisy prefix fits a negative mass (a one-line refusal for the whole batch)
+    noisy = evaluate_methods(fd(0.3), systems, y0, 5, 0.3, (2.0,), 0.2, "energy")[0]
+    assert noisy["failed"] == 1 and noisy["errors"]["2"][3] == np.inf
+    assert np.isfinite(np.delete(noisy["errors"]["2"], 3)).all()
+    # the other pairs are the batch's rollouts of the same noise draw: σ = 0.1 refuses none, row by row or not
+    clean = evaluate_methods(fd(0.1), systems, y0, 5, 0.1, (2.0,), 0.2, "energy")[0]
+    assert clean["failed"] == 0

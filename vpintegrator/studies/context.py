@@ -1,5 +1,11 @@
-"""The context study of the rigid-body family (docs/context.md): context-conditioned integrators
+"""The context study of a family of systems (docs/context.md): context-conditioned integrators
 against the parameter-blind models, an unstructured in-context model and identification + classical.
+
+The data file's system picks the rows (``SETUPS``): the rigid-body family (below) or the coupled-oscillator
+family (``g_sympnet_ctx`` with the finite-difference context of k = 5 states and its oracle context, the
+parameter-blind ``g_sympnet``, ``st``; identification and oracle with the symplectic ``gauss_legendre4``;
+structure per state: the largest relative energy error, ``structure_per_state``; initial conditions in
+``OSCILLATOR_BOX``).
 
 Per seed and split (``parameters_interpolation`` / ``parameters_extrapolation``) each learned model is
 trained with ``vp-train`` (Levenberg–Marquardt, float64, the same epochs for every model) on a
@@ -20,13 +26,18 @@ blow up.
 Rows: ``lpnet_ctx`` (finite-difference context) and the same trained step with the oracle context (the
 true hθ); the parameter-blind ``lpnet`` and ``vpt``; the unstructured in-context ``st`` (standard
 transformer, ``seq_len = k``); ``fd+rk4`` and ``shooting+rk4`` (identification, then RK4 with the fitted
-parameters); ``oracle rk4`` (RK4 with the true parameters).
+parameters); ``oracle rk4`` (RK4 with the true parameters). The encoder ablation ``lpnet_ctx_attention``
+(``--models lpnet_ctx_attention``): the same net with the attention encoder, trained by its recipe
+(``RECIPES``: Adam).
 
     vp-gen rigid_body_family --set n_traj=600 --out datasets/rbf600.h5
     python -m vpintegrator.studies.context --data datasets/rbf600.h5 --out runs/context_study
 
 Writes ``OUT/context_study.json`` (every per-seed number), ``OUT/context_study.md`` (the tables) and the
-figures ``OUT/context_<axis>.png``/``.svg``.
+figures ``OUT/context_<axis>.png``/``.svg`` (``context_<system>_<axis>`` for a system other than the rigid
+body). The json accumulates: an invocation's rows replace the rows with the same (system, split, k, σ, seed,
+method) and keep every other, so axes run in separate invocations (or on both families) are tabulated
+together; ``--figures-only`` redraws from it.
 """
 
 from __future__ import annotations
@@ -42,7 +53,7 @@ import numpy as np
 
 from .stats import bootstrap_ci, median_interval, write_json, write_text
 
-__all__ = ["H", "TARGET", "heldout_pairs", "exact_reference", "evaluate_methods", "train_run", "run_study",
+__all__ = ["H", "TARGET", "SETUPS", "RECIPES", "heldout_pairs", "merge_rows", "data_system", "exact_reference", "evaluate_methods", "train_run", "run_study",
            "summarize_rows", "tables", "figures", "export_best", "main"]
 
 H = 0.2
@@ -55,110 +66,205 @@ LEARNED = ("lpnet_ctx", "lpnet", "vpt", "st")
 COMMON = {"lm_windows": 4096}
 #: the lpnet_ctx configuration the study trains (10 layers of width 4, 430 parameters)
 LPNET_CTX = {"model.n_layers": 10, "model.width": 4}
+#: rows trained by another recipe: row name -> (registered model, optimizer, epochs (None: the study's
+#: --epochs), vp-train --set entries in place of COMMON). The encoder ablation: lpnet_ctx with the attention
+#: encoder (2 076 parameters with 10 layers: LM's Jacobian is too large), Adam in float64, 120 epochs (about
+#: lpnet_ctx's 30 LM epochs in wall time).
+RECIPES: dict[str, tuple[str, str, int | None, dict]] = {
+    "lpnet_ctx_attention": ("lpnet_ctx", "adam", 120, {**LPNET_CTX, "model.encoder": "attention",
+                                                       "batch_size": 512, "lr": 0.003, "lr_min": 1e-5}),
+}
+#: the coupled-oscillator family's learned rows: the context-conditioned SympNet, the parameter-blind
+#: SympNet, the unstructured in-context standard transformer
+LEARNED_OSCILLATOR = ("g_sympnet_ctx", "g_sympnet", "st")
+#: per system: the context length of the base axis, the learned rows, the row whose context length varies,
+#: the classical integrator of the identification and oracle rows, the per-state structure measure and the
+#: vp-train --set entries of each learned row (besides COMMON and context_len / seq_len)
+SETUPS: dict[str, dict[str, Any]] = {
+    "rigid_body": {"k": 3, "learned": LEARNED, "vary_k": ("lpnet_ctx",), "integrator": "rk4",
+                   "structure": "casimir", "sets": {"lpnet_ctx": LPNET_CTX}},
+    # gauss_legendre4: symplectic like the system's flow, and of order 4 like the rigid body's RK4
+    "coupled_oscillator": {"k": 5, "learned": LEARNED_OSCILLATOR, "vary_k": ("g_sympnet_ctx",),
+                           "integrator": "gauss_legendre4", "structure": "energy", "sets": {}},
+}
+#: the coupled-oscillator family's initial-condition box (q1, q2, p1, p2), as systems/coupled_oscillator_family.toml
+OSCILLATOR_BOX = (np.array([-1.0, -1.0, -2.0, -2.0]), np.array([1.0, 1.0, 2.0, 2.0]))
 
 
-def heldout_pairs(split_by: dict, n: int, seed: int = 0) -> tuple[list, np.ndarray]:
-    """``n`` new (rigid body, initial condition) pairs from the parameter region a run's split held out.
+def heldout_pairs(split_by: dict, n: int, seed: int = 0, system: str = "rigid_body") -> tuple[list, np.ndarray]:
+    """``n`` new (system, initial condition) pairs from the parameter region a run's split held out.
 
-    ``split_by`` is the record ``vp-train`` writes (``summary.json``): the inertia columns' box
-    ``low``/``high``, ``center`` and ``radius`` in the box scaled to [0, 1]. Interpolation: inertias
+    ``split_by`` is the record ``vp-train`` writes (``summary.json``): the parameter columns' box
+    ``low``/``high``, ``center`` and ``radius`` in the box scaled to [0, 1]. Interpolation: parameters
     uniform in the cube ``|u − center|∞ ≤ radius``; extrapolation: uniform in the box with
-    ``|u − 0.5|∞ ≥ radius`` (rejection). Initial conditions uniform on the unit sphere. Returns the
-    systems and y0 (n, 3).
+    ``|u − 0.5|∞ ≥ radius`` (rejection). Initial conditions: rigid body uniform on the unit sphere, coupled
+    oscillator uniform in ``OSCILLATOR_BOX``. Returns the systems and y0 (n, dim).
     """
     from ..errors import VPIntegratorError
-    from ..systems import RigidBody
+    from ..systems import CoupledOscillator, RigidBody
+    from ..systems.family import system_with
 
     columns = list(split_by.get("columns", []))
-    if columns != ["inertia[0]", "inertia[1]", "inertia[2]"]:
-        raise VPIntegratorError(f"heldout_pairs: the split must hold out the three inertias; got columns {columns}",
+    want = {"rigid_body": ["inertia[0]", "inertia[1]", "inertia[2]"],
+            "coupled_oscillator": ["m[0]", "m[1]", "k1", "k2", "k"]}.get(system)
+    if want is None:
+        raise VPIntegratorError(f"heldout_pairs: system must be one of {', '.join(SETUPS)}; got {system!r}",
+                                key="system")
+    if columns != want:
+        what = "the three inertias" if system == "rigid_body" else "the masses and springs " + ", ".join(want)
+        raise VPIntegratorError(f"heldout_pairs: the split must hold out {what}; got columns {columns}",
                                 key="split_by")
+    p = len(columns)
     low, high = np.asarray(split_by["low"]), np.asarray(split_by["high"])
     center, radius = np.asarray(split_by["center"]), float(split_by["radius"])
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 34, 2]))
     if split_by["mode"] == "interpolation":
-        u = center + radius * rng.uniform(-1.0, 1.0, size=(n, 3))
+        u = center + radius * rng.uniform(-1.0, 1.0, size=(n, p))
     else:
         parts: list[np.ndarray] = []
-        while sum(len(p) for p in parts) < n:
-            cand = rng.uniform(0.0, 1.0, size=(4 * n, 3))
+        while sum(len(q) for q in parts) < n:
+            cand = rng.uniform(0.0, 1.0, size=(4 * n, p))
             parts.append(cand[np.abs(cand - 0.5).max(1) >= radius])
         u = np.concatenate(parts)[:n]
-    inertia = low + u * (high - low)
-    systems = [RigidBody((float(row[0]), float(row[1]), float(row[2]))) for row in inertia]
-    y0 = rng.normal(size=(n, 3))
-    return systems, y0 / np.linalg.norm(y0, axis=1, keepdims=True)
+    values = low + u * (high - low)
+    if system == "rigid_body":
+        systems = [RigidBody((float(row[0]), float(row[1]), float(row[2]))) for row in values]
+        y0 = rng.normal(size=(n, 3))
+        return systems, y0 / np.linalg.norm(y0, axis=1, keepdims=True)
+    oscillators: list = [system_with(CoupledOscillator(), columns, row) for row in values]
+    return oscillators, rng.uniform(OSCILLATOR_BOX[0], OSCILLATOR_BOX[1], size=(n, 4))
 
 
-def exact_reference(systems: Sequence, y0: np.ndarray, n_steps: int) -> np.ndarray:
-    """The exact flow (DOP853, 1e-12) of each pair; (n, n_steps + 1, 3)."""
+def data_system(data: Path) -> tuple[str, float]:
+    """The system name and sampling step h of a family data file; a system without a study is a one-line error."""
+    import h5py
+
+    from ..errors import VPIntegratorError
+
+    try:
+        with h5py.File(data, "r") as f:
+            name, dt = str(f.attrs["system"]), float(f.attrs["dt"])
+    except (OSError, KeyError) as exc:
+        raise VPIntegratorError(f"--data {data}: not a trajectory file with 'system' and 'dt' ({exc})",
+                                key="data") from None
+    if name not in SETUPS:
+        raise VPIntegratorError(f"--data {data}: the context study knows the families of {', '.join(SETUPS)}; "
+                                f"got {name!r}", key="data")
+    return name, dt
+
+
+def exact_reference(systems: Sequence, y0: np.ndarray, n_steps: int, h: float = H) -> np.ndarray:
+    """The exact flow (DOP853, 1e-12) of each pair; (n, n_steps + 1, dim)."""
     from ..data import solve_flow
 
-    t = H * np.arange(n_steps + 1)
+    t = h * np.arange(n_steps + 1)
     return np.stack([solve_flow(s, y0[i : i + 1], t)[0] for i, s in enumerate(systems)])
 
 
-def _roll(step, prefix: np.ndarray, sigma: float, n_steps: int) -> np.ndarray:
+def _roll(step, prefix: np.ndarray, sigma: float, n_steps: int, h: float = H) -> np.ndarray:
     """A step map's rollout from the prefix (n, k, 3): a context/identification step reads the whole prefix
     (adding the noise itself); a window model of ``seq_len`` s its last s noisy states."""
     from ..rollout import ContextStep, IdentifiedStep, rollout
     from ..rollout.identify import add_noise
 
     if isinstance(step, (ContextStep, IdentifiedStep)):
-        return rollout(step, prefix, H, n_steps).y
+        return rollout(step, prefix, h, n_steps).y
     k, s = prefix.shape[1], int(step.seq_len)
     start = add_noise(prefix, sigma, 0)[:, k - s :]
-    return np.concatenate([prefix[:, : k - s], rollout(step, start, H, n_steps - (k - s)).y], 1)
+    return np.concatenate([prefix[:, : k - s], rollout(step, start, h, n_steps - (k - s)).y], 1)
+
+
+def structure_per_state(kind: str, y: np.ndarray, systems: Sequence, k: int) -> float | None:
+    """The largest per-state structure error of rollouts y (n, T, dim) past the prefix's k states, over the
+    rows that stayed finite (None if none did).
+
+    ``"casimir"`` (rigid body): the largest |‖z_{n+1}‖² − ‖z_n‖²| between consecutive predicted states.
+    ``"energy"`` (coupled oscillator, a symplectic map keeps no exact invariant but bounds the energy error):
+    the largest relative energy error |H(z_n) − H(z_k)| / |H(z_k)| of a predicted state against the first
+    predicted state, with each pair's true parameters.
+    """
+    ok = np.isfinite(y).all(axis=(1, 2))
+    if not ok.any():
+        return None
+    if kind == "casimir":
+        cas = np.sum(y[ok, k - 1 :] ** 2, axis=-1)
+        return float(np.abs(np.diff(cas[:, 1:], axis=1)).max())
+    energy = np.stack([systems[int(i)].hamiltonian(y[i, k:]) for i in np.flatnonzero(ok)])
+    return float((np.abs(energy - energy[:, :1]) / np.abs(energy[:, :1])).max())
 
 
 def evaluate_methods(methods: dict, systems: Sequence, y0: np.ndarray, k: int, sigma: float,
-                     horizons: Sequence[float] = HORIZONS) -> list[dict]:
+                     horizons: Sequence[float] = HORIZONS, h: float = H, structure: str = "casimir") -> list[dict]:
     """Roll out each method (label -> a function making its step map) on the pairs; one row per method with
-    per-pair relative errors at the horizons past the prefix, the per-state Casimir change and CPU s."""
+    per-pair relative errors at the horizons past the prefix, the per-state structure error
+    (``structure_per_state``: ``casimir_per_state`` or ``energy_per_state``) and CPU s."""
     from ..rollout.family import FamilyStep
 
-    n_steps = int(round(max(horizons) / H))
-    ref = exact_reference(systems, y0, n_steps)
+    n_steps = int(round(max(horizons) / h))
+    ref = exact_reference(systems, y0, n_steps, h)
     prefix = ref[:, :k]
     rows = []
-    for label, make in methods.items():
-        step = make()
-        tic = time.process_time()
+    from ..errors import VPIntegratorError
+
+    def run(step, rows: slice) -> np.ndarray:
         if isinstance(step, FamilyStep):  # the classical oracle: from the noisy last prefix state
             from ..rollout import rollout
             from ..rollout.identify import add_noise
 
-            start = add_noise(prefix, sigma, 0)[:, -1:]
-            y = np.concatenate([prefix[:, :-1], rollout(step, start, H, n_steps - (k - 1)).y], 1)
-        else:
-            y = _roll(step, prefix, sigma, n_steps)
+            start = add_noise(prefix[rows], sigma, 0)[:, -1:]
+            return np.concatenate([prefix[rows, :-1], rollout(step, start, h, n_steps - (k - 1)).y], 1)
+        return _roll(step, prefix[rows], sigma, n_steps, h)
+
+    for label, make in methods.items():
+        tic = time.process_time()
+        try:
+            y = run(make(), slice(None))
+        except VPIntegratorError:
+            from ..rollout import IdentifiedStep
+
+            if not isinstance(make(), IdentifiedStep):
+                raise
+            # an identification that fits parameters no system has (a negative mass from a noisy prefix):
+            # row by row (the noise draw is per row), a refused row counts as failed (infinite error)
+            y = np.full(ref.shape, np.nan)
+            for i in range(len(systems)):
+                try:
+                    y[i] = run(make(), slice(i, i + 1))[0]
+                except VPIntegratorError:
+                    pass
         cpu = time.process_time() - tic
         ok = np.isfinite(y).all(axis=(1, 2))
         errors = {}
         for t in horizons:
-            n = int(round(t / H))
+            n = int(round(t / h))
             if n < k:
                 continue  # inside the prefix: not a prediction
             e = np.linalg.norm(y[:, n] - ref[:, n], axis=-1) / np.linalg.norm(ref[:, n], axis=-1)
             errors[f"{t:g}"] = np.where(np.isfinite(e), e, np.inf).tolist()
-        cas = np.sum(y[ok, k - 1 :] ** 2, axis=-1)
-        per_state = float(np.abs(np.diff(cas[:, 1:], axis=1)).max()) if ok.any() else None
-        rows.append({"method": label, "errors": errors, "casimir_per_state": per_state,
+        per_state = structure_per_state(structure, y, systems, k)
+        rows.append({"method": label, "errors": errors, f"{structure}_per_state": per_state,
                      "failed": int((~ok).sum()), "cpu_seconds": cpu})
     return rows
 
 
 def train_run(data: Path, out: Path, model: str, seed: int, epochs: int, k: int, split: str,
               extra: dict | None = None) -> Path:
-    """``vp-train`` of one learned row (skipped when ``OUT/.../best.pt`` exists); the run directory."""
+    """``vp-train`` of one learned row (skipped when ``OUT/.../best.pt`` exists); the run directory.
+
+    A row of ``RECIPES`` trains its registered model with the recipe's optimizer and settings (in place of
+    LM and ``COMMON``); every other row LM in float64 with ``COMMON`` and ``extra``."""
     run = out / "runs" / f"{model}_k{k}_{split}_seed{seed}"
     if (run / "best.pt").exists():
         return run
-    cmd = [sys.executable, "-m", "vpintegrator.cli.train", "--data", str(data), "--model", model, "--optimizer", "lm",
-           "--epochs", str(epochs), "--dtype", "float64", "--seed", str(seed), "--split-by", f"parameters_{split}",
-           "-q", "--out", str(run), "--overwrite"]
-    sets = {**COMMON, **(extra or {})}
-    if model.endswith("_ctx"):
+    registered, optimizer, sets = model, "lm", {**COMMON, **(extra or {})}
+    if model in RECIPES:
+        registered, optimizer, recipe_epochs, recipe = RECIPES[model]
+        epochs = epochs if recipe_epochs is None else recipe_epochs
+        sets = {**recipe, **(extra or {})}
+    cmd = [sys.executable, "-m", "vpintegrator.cli.train", "--data", str(data), "--model", registered, "--optimizer",
+           optimizer, "--epochs", str(epochs), "--dtype", "float64", "--seed", str(seed), "--split-by",
+           f"parameters_{split}", "-q", "--out", str(run), "--overwrite"]
+    if registered.endswith("_ctx"):
         sets["model.context_len"] = k
     elif model == "st":
         sets["model.seq_len"] = k
@@ -168,27 +274,32 @@ def train_run(data: Path, out: Path, model: str, seed: int, epochs: int, k: int,
     return run
 
 
-def _methods(runs: dict, split_by: dict, systems: Sequence, k: int, sigma: float) -> dict:
+def _methods(runs: dict, split_by: dict, systems: Sequence, k: int, sigma: float, h: float = H,
+             system: str = "rigid_body") -> dict:
     from ..models import load_model
     from ..rollout import ContextStep, IdentifiedStep, IntegratorStep, ModelStep
+    from ..rollout.context import is_context_model
     from ..rollout.family import FamilyStep
     from ..rollout.identify import theta_of
-    from ..systems import RigidBody
+    from ..systems import CoupledOscillator, RigidBody
     from ..systems.family import SystemFamily
 
     family = SystemFamily(list(systems))
     theta = np.stack([theta_of(s) for s in systems])
+    base = RigidBody() if system == "rigid_body" else CoupledOscillator()
+    how = SETUPS[system]["integrator"]
     methods: dict[str, Any] = {
-        "oracle rk4": lambda: FamilyStep(family, lambda s: IntegratorStep(s, "rk4", H)),
-        "fd+rk4": lambda: IdentifiedStep(RigidBody(), "fd", "rk4", H, context_len=k, noise=sigma),
-        "shooting+rk4": lambda: IdentifiedStep(RigidBody(), "shooting", "rk4", H, context_len=k, noise=sigma),
+        f"oracle {how}": lambda: FamilyStep(family, lambda s: IntegratorStep(s, how, h)),
+        f"fd+{how}": lambda: IdentifiedStep(base, "fd", how, h, context_len=k, noise=sigma),
+        f"shooting+{how}": lambda: IdentifiedStep(base, "shooting", how, h, context_len=k, noise=sigma),
     }
     for name, run in runs.items():
         model = load_model(run / "best.pt").double()
-        if name.endswith("_ctx"):
+        if is_context_model(model):
             methods[name] = lambda model=model: ContextStep(model, noise=sigma)
-            methods[f"{name} oracle context"] = lambda model=model: ContextStep(model, context="oracle", theta=theta,
-                                                                                 dt=H, noise=sigma)
+            if getattr(model, "oracle_ready", False):
+                methods[f"{name} oracle context"] = lambda model=model: ContextStep(model, context="oracle",
+                                                                                     theta=theta, dt=h, noise=sigma)
         else:
             methods[name] = lambda model=model: ModelStep(model, device="cpu")
     return methods
@@ -196,47 +307,66 @@ def _methods(runs: dict, split_by: dict, systems: Sequence, k: int, sigma: float
 
 def run_study(data: Path, out: Path, seeds: Sequence[int], epochs: int, n_test: int = 100,
               axes: Sequence[tuple[str, int, float]] = (), models: Sequence[str] = LEARNED,
-              log=print) -> list[dict]:
-    """Train (or reuse) and evaluate every (split, k, σ) of ``axes`` for every seed; the per-seed rows."""
+              log=print, system: str = "rigid_body", h: float = H) -> list[dict]:
+    """Train (or reuse) and evaluate every (split, k, σ) of ``axes`` for every seed; the per-seed rows.
+
+    The rows of ``SETUPS[system]["vary_k"]`` (and ``RECIPES`` rows, ``_ctx`` variants) train at every k;
+    the other learned rows at the system's base k only."""
     import json
 
+    setup = SETUPS[system]
     rows: list[dict] = []
     for split, k, sigma in axes:
         for seed in seeds:
             runs = {}
             for m in models:
-                if m != "lpnet_ctx" and k != 3:
-                    continue  # the other learned rows on the k = 3 settings only
-                runs[m] = train_run(data, out, m, seed, epochs, k, split, LPNET_CTX if m == "lpnet_ctx" else None)
+                if m not in setup["vary_k"] and m not in RECIPES and k != setup["k"]:
+                    continue  # the other learned rows on the base-k settings only
+                runs[m] = train_run(data, out, m, seed, epochs, k, split, setup["sets"].get(m))
             first = next(iter(runs.values()))
             split_by = json.loads((first / "summary.json").read_text())["split_by"]
-            systems, y0 = heldout_pairs(split_by, n_test, seed)
-            for r in evaluate_methods(_methods(runs, split_by, systems, k, sigma), systems, y0, k, sigma):
-                rows.append({"split": split, "context_len": k, "noise": sigma, "seed": seed, **r})
-                log(f"{split} k={k} σ={sigma:g} seed {seed} {r['method']}: "
+            systems, y0 = heldout_pairs(split_by, n_test, seed, system)
+            methods = _methods(runs, split_by, systems, k, sigma, h, system)
+            for r in evaluate_methods(methods, systems, y0, k, sigma, HORIZONS, h, setup["structure"]):
+                rows.append({"system": system, "split": split, "context_len": k, "noise": sigma, "seed": seed, **r})
+                log(f"{system} {split} k={k} σ={sigma:g} seed {seed} {r['method']}: "
                     f"t=10 median {np.median(r['errors'].get('10', [np.nan])):.3g}, failed {r['failed']}")
     return rows
+
+
+def _row_key(row: dict) -> tuple:
+    return (row.get("system", "rigid_body"), row["split"], int(row["context_len"]), float(row["noise"]),
+            int(row["seed"]), row["method"])
+
+
+def merge_rows(old: Sequence[dict], new: Sequence[dict]) -> list[dict]:
+    """The rows of ``old`` whose key (system, split, k, σ, seed, method) no row of ``new`` has, then ``new``:
+    a re-run replaces its own rows and keeps every other (rows without ``system`` are the rigid body's)."""
+    fresh = {_row_key(r) for r in new}
+    return [r for r in old if _row_key(r) not in fresh] + list(new)
 
 
 def summarize_rows(rows: list[dict]) -> list[dict]:
     """Per (split, k, σ, method, horizon): the per-seed medians and 10–90 % intervals, their median over
     seeds with a bootstrap 95 % interval, the seeds within the target and the largest per-state Casimir change."""
-    keys = sorted({(r["split"], r["context_len"], r["noise"], r["method"]) for r in rows},
-                  key=lambda x: (x[0], x[1], x[2], x[3]))
+    def key(r: dict) -> tuple:
+        return (r.get("system", "rigid_body"), r["split"], r["context_len"], r["noise"], r["method"])
+
     out = []
-    for split, k, sigma, method in keys:
-        mine = [r for r in rows if (r["split"], r["context_len"], r["noise"], r["method"]) == (split, k, sigma, method)]
+    for system, split, k, sigma, method in sorted({key(r) for r in rows}):
+        mine = [r for r in rows if key(r) == (system, split, k, sigma, method)]
         horizons = sorted({h for r in mine for h in r["errors"]}, key=float)
         for h in horizons:
             per_seed = [median_interval(r["errors"][h]) for r in mine]
             medians = [p["median"] for p in per_seed]
             lo, hi = bootstrap_ci(medians)
-            cas = [r["casimir_per_state"] for r in mine if r["casimir_per_state"] is not None]
-            out.append({"split": split, "context_len": k, "noise": sigma, "method": method, "t": float(h),
+            kind = SETUPS[system]["structure"]
+            cas = [r[f"{kind}_per_state"] for r in mine if r.get(f"{kind}_per_state") is not None]
+            out.append({"system": system, "split": split, "context_len": k, "noise": sigma, "method": method, "t": float(h),
                         "seeds": [r["seed"] for r in mine], "per_seed": per_seed,
                         "median": float(np.median(medians)), "boot_lo": lo, "boot_hi": hi,
                         "within_target": int(sum(m <= TARGET[1] for m in medians)),
-                        "casimir_per_state": max(cas) if cas else None,
+                        f"{kind}_per_state": max(cas) if cas else None,
                         "failed": int(sum(r["failed"] for r in mine))})
     return out
 
@@ -246,14 +376,19 @@ def _g(x) -> str:
 
 
 def tables(summary: list[dict]) -> str:
-    """The Markdown tables: one per (split, k, σ), a row per method at each horizon."""
+    """The Markdown tables: one per (system, split, k, σ), a row per method at each horizon (the rigid body's
+    headings without the system's name)."""
     lines = []
-    settings = sorted({(s["split"], s["context_len"], s["noise"]) for s in summary})
-    for split, k, sigma in settings:
-        mine = [s for s in summary if (s["split"], s["context_len"], s["noise"]) == (split, k, sigma)]
+    settings = sorted({(s.get("system", "rigid_body"), s["split"], s["context_len"], s["noise"]) for s in summary})
+    for system, split, k, sigma in settings:
+        mine = [s for s in summary
+                if (s.get("system", "rigid_body"), s["split"], s["context_len"], s["noise"]) == (system, split, k, sigma)]
         hs = sorted({s["t"] for s in mine})
-        lines += ["", f"### {split}, context_len {k}, noise σ = {sigma:g}", "",
-                  "| method | " + " | ".join(f"t = {h:g}" for h in hs) + " | seeds ≤ 1e-3 at t = 10 | max ΔCasimir per state | failed |",
+        kind = SETUPS[system]["structure"]
+        label = "max ΔCasimir per state" if kind == "casimir" else "max relative energy error"
+        title = "" if system == "rigid_body" else f"{system}: "
+        lines += ["", f"### {title}{split}, context_len {k}, noise σ = {sigma:g}", "",
+                  "| method | " + " | ".join(f"t = {h:g}" for h in hs) + f" | seeds ≤ 1e-3 at t = 10 | {label} | failed |",
                   "|---|" + "---|" * (len(hs) + 3)]
         for method in sorted({s["method"] for s in mine}, key=_order):
             cells = []
@@ -269,13 +404,15 @@ def tables(summary: list[dict]) -> str:
                 cells.append(f"{_g(s['median'])} [{_g(s['boot_lo'])}, {_g(s['boot_hi'])}] ({_g(p10)}–{_g(p90)})")
             last = row10 or next(x for x in mine if x["method"] == method)
             lines.append(f"| {method} | " + " | ".join(cells) +
-                         f" | {last['within_target']}/{len(last['seeds'])} | {_g(last['casimir_per_state'])} | {last['failed']} |")
+                         f" | {last['within_target']}/{len(last['seeds'])} | {_g(last.get(kind + '_per_state'))} | {last['failed']} |")
     head = ("Cells: the median over seeds of the per-seed median error [bootstrap 95 % interval over seeds] "
             "(the smallest 10 % and largest 90 % quantile over pairs of any seed).")
     return head + "\n" + "\n".join(lines) + "\n"
 
 
-_ORDER = ["lpnet_ctx", "lpnet_ctx oracle context", "lpnet", "vpt", "st", "fd+rk4", "shooting+rk4", "oracle rk4"]
+_ORDER = ["lpnet_ctx", "lpnet_ctx oracle context", "lpnet_ctx_attention", "lpnet", "vpt", "g_sympnet_ctx",
+          "g_sympnet_ctx oracle context", "g_sympnet", "st", "fd+rk4", "shooting+rk4", "oracle rk4",
+          "fd+gauss_legendre4", "shooting+gauss_legendre4", "oracle gauss_legendre4"]
 
 
 def _order(method: str) -> int:
@@ -283,8 +420,18 @@ def _order(method: str) -> int:
 
 
 def figures(summary: list[dict], out: Path) -> list[Path]:
-    """One figure per axis: error vs horizon (interpolation, k = 3, σ = 0), error at t = 10 vs noise and vs
-    context length; PNG and SVG under ``out``."""
+    """Per system, one figure per axis: error vs horizon (interpolation, the base k, σ = 0), error at t = 10
+    vs noise and vs context length; PNG and SVG under ``out`` (``context_<axis>`` for the rigid body,
+    ``context_<system>_<axis>`` for another)."""
+    paths: list[Path] = []
+    for system in sorted({s.get("system", "rigid_body") for s in summary}):
+        mine = [s for s in summary if s.get("system", "rigid_body") == system]
+        paths += _system_figures(mine, out, "context" if system == "rigid_body" else f"context_{system}",
+                                 SETUPS[system]["k"])
+    return paths
+
+
+def _system_figures(summary: list[dict], out: Path, prefix: str, k0: int) -> list[Path]:
     from ..plotting.style import figure, save_figure, styled
 
     paths: list[Path] = []
@@ -316,12 +463,12 @@ def figures(summary: list[dict], out: Path) -> list[Path]:
         return fig
 
     specs = [
-        ("t", lambda s: s["split"] == "interpolation" and s["context_len"] == 3 and s["noise"] == 0, "t",
-         "context_horizon", True),
-        ("noise", lambda s: s["split"] == "interpolation" and s["context_len"] == 3 and s["t"] == 10.0,
-         "observation noise σ (σ = 0 at 1e-4)", "context_noise", True),
+        ("t", lambda s: s["split"] == "interpolation" and s["context_len"] == k0 and s["noise"] == 0, "t",
+         f"{prefix}_horizon", True),
+        ("noise", lambda s: s["split"] == "interpolation" and s["context_len"] == k0 and s["t"] == 10.0,
+         "observation noise σ (σ = 0 at 1e-4)", f"{prefix}_noise", True),
         ("context_len", lambda s: s["split"] == "interpolation" and s["noise"] == 0 and s["t"] == 10.0,
-         "context length k (error at t = 10)", "context_length", False),
+         "context length k (error at t = 10)", f"{prefix}_length", False),
     ]
     for xkey, select, xlabel, stem, logx in specs:
         if len({s[xkey] for s in summary if select(s)}) < 2:
@@ -389,14 +536,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m vpintegrator.studies.context`` (``vp-study context``): train, evaluate, write the tables and
     figures."""
     ap = argparse.ArgumentParser(prog="python -m vpintegrator.studies.context", description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, required=True, help="a rigid_body_family file")
+    ap.add_argument("--data", type=Path, required=True,
+                    help="a rigid_body_family or coupled_oscillator_family file (the system picks the rows)")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--n-test", type=int, default=100)
-    ap.add_argument("--models", default=",".join(LEARNED))
-    ap.add_argument("--noise", default="0,0.001,0.01", help="σ values on the interpolation split, k = 3")
-    ap.add_argument("--context-lens", default="3,5,10,20", help="k values on the interpolation split, σ = 0")
+    ap.add_argument("--models", default=None, help="learned rows (default: the system's, SETUPS)")
+    ap.add_argument("--noise", default="0,0.001,0.01", help="σ values on the interpolation split, the base k")
+    ap.add_argument("--context-lens", default=None,
+                    help="k values on the interpolation split, σ = 0 (default 3,5,10,20; 5,10,20 for the oscillator)")
     ap.add_argument("--splits", default="interpolation,extrapolation")
     ap.add_argument("--figures-only", action="store_true", help="redraw tables and figures from OUT's json")
     ap.add_argument("--export", type=Path, default=None,
@@ -414,16 +563,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.figures_only:
         rows = json.loads(path.read_text())["rows"]
     else:
+        from ..errors import VPIntegratorError
+
+        try:
+            system, h = data_system(args.data)
+        except VPIntegratorError as exc:
+            ap.error(str(exc))
+        k0 = SETUPS[system]["k"]
+        context_lens = args.context_lens or ("3,5,10,20" if system == "rigid_body" else "5,10,20")
+        models = args.models.split(",") if args.models else list(SETUPS[system]["learned"])
         seeds = _csv(ap, "--seeds", args.seeds, int)
         splits = _csv(ap, "--splits", args.splits, str)
         bad = [s for s in splits if s not in ("interpolation", "extrapolation")]
         if bad:
             ap.error(f"--splits: unknown split {bad[0]!r}; valid: interpolation, extrapolation")
-        axes: list[tuple[str, int, float]] = [(split, 3, 0.0) for split in splits]
-        axes += [("interpolation", 3, s) for s in _csv(ap, "--noise", args.noise, float) if s != 0]
-        axes += [("interpolation", k, 0.0) for k in _csv(ap, "--context-lens", args.context_lens, int) if k != 3]
-        rows = run_study(args.data, args.out, seeds, args.epochs, args.n_test, axes, args.models.split(","))
-        write_json(path, {"command": " ".join(sys.argv), "rows": rows})
+        axes: list[tuple[str, int, float]] = [(split, k0, 0.0) for split in splits]
+        axes += [("interpolation", k0, s) for s in _csv(ap, "--noise", args.noise, float) if s != 0]
+        axes += [("interpolation", k, 0.0) for k in _csv(ap, "--context-lens", context_lens, int) if k != k0]
+        new = run_study(args.data, args.out, seeds, args.epochs, args.n_test, axes, models, system=system, h=h)
+        previous = json.loads(path.read_text()) if path.exists() else {}
+        commands = previous.get("commands") or ([previous["command"]] if "command" in previous else [])
+        rows = merge_rows(previous.get("rows", []), new)
+        write_json(path, {"commands": [*commands, " ".join(sys.argv)], "rows": rows})
     summary = summarize_rows(rows)
     write_text(args.out / "context_study.md", tables(summary))
     figures(summary, args.out)
