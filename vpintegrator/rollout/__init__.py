@@ -76,7 +76,7 @@ _LAZY: dict[str, str] = {
     "RolloutResult": "..data.rollouts",
     "read_rollout": "..data.rollouts",
     "ContextStep": ".context",
-    "model_step": ".context",
+    "model_step": ".compare",
     "IdentifiedStep": ".identify",
     "identify_parameters": ".identify",
 }
@@ -100,7 +100,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .compare import run_rollouts as run_rollouts
     from .config import ENGINES as ENGINES
     from .context import ContextStep as ContextStep
-    from .context import model_step as model_step
+    from .compare import model_step as model_step
     from .identify import IdentifiedStep as IdentifiedStep
     from .identify import identify_parameters as identify_parameters
     from .config import RolloutConfig as RolloutConfig

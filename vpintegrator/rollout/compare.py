@@ -30,8 +30,10 @@ from ..systems.family import SystemFamily
 from .engine import StepMap, initial_window, stream_rollout  # noqa: F401 (initial_window re-exported)
 from .family import FamilyStep, family_initial_window, for_rows, step_for
 from .config import RolloutConfig, load_rollout_config, model_entries, use_device_engine  # noqa: F401 (re-exported)
-from .context import ContextStep, is_context_model, model_step, oracle_theta
-from .identify import IdentifiedStep, parse_identified
+from .config import parse_identified
+from .context import ContextStep, oracle_theta
+from .identify import IdentifiedStep
+from .steps import is_context_model
 from .report import Failure, RolloutReport  # noqa: F401 (re-exported)
 from .splits import split_rows
 from .steps import SCALAR_MAX_BATCH, ExactFlowStep, IntegratorStep, ModelStep, reference_step_map
@@ -39,7 +41,7 @@ from .steps import SCALAR_MAX_BATCH, ExactFlowStep, IntegratorStep, ModelStep, r
 __all__ = [
     "RolloutConfig", "RolloutReport", "Failure", "load_rollout_config", "run_rollouts", "parse_model_entry",
     "model_label", "estimate", "check_outputs", "check_trained_on", "describe_reference", "write_reference",
-    "Blocks", "WorkerParts", "run_digest", "MIN_WORK", "remove_orphan_parts",
+    "Blocks", "WorkerParts", "run_digest", "MIN_WORK", "remove_orphan_parts", "model_step",
 ]
 
 
@@ -562,6 +564,17 @@ def _write_method(writer, plan: _Plan, label: str, step_map: StepMap, source: st
         **{f"summary_{k}": v for k, v in row.items() if k != "method"},
     })
     return rows, failure
+
+
+def model_step(model, device: str = "cpu", overlap: bool = False, jit: bool = True, **context: Any) -> StepMap:
+    """The step map of a trained model: [`ContextStep`][vpintegrator.rollout.context.ContextStep] (``context`` its keywords) for a context
+    model, [`ModelStep`][vpintegrator.rollout.steps.ModelStep] otherwise."""
+    if is_context_model(model):
+        if overlap:
+            raise VPIntegratorError("overlap: a context model steps one state at a time; set overlap false",
+                                    key="overlap")
+        return ContextStep(model, device=device, **context)
+    return ModelStep(model, device=device, overlap=overlap, jit=jit)
 
 
 def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None,

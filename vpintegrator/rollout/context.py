@@ -6,7 +6,7 @@ window is the prefix (steps 0 .. k − 1, from the reference as for any window m
 ``generate`` call computes c (timed with the steps: the context is part of the cost) and every step after
 is ``model.step(z, c)`` from the prefix's last state. ``context="oracle"`` puts c = hθ from each row's true
 parameters in place of the estimate (models whose encoder gives hθ: ``oracle_ready``).
-[`model_step`][vpintegrator.rollout.context.model_step] picks ``ContextStep`` for a context model and [`ModelStep`][vpintegrator.rollout.steps.ModelStep] for any other, for
+[`model_step`][vpintegrator.rollout.compare.model_step] picks ``ContextStep`` for a context model and [`ModelStep`][vpintegrator.rollout.steps.ModelStep] for any other, for
 ``vp-rollout`` and the work–precision table alike.
 """
 
@@ -18,14 +18,10 @@ import numpy as np
 
 from ..errors import VPIntegratorError
 from .engine import StepMap
+from .steps import is_context_model
 from .identify import add_noise, theta_of
 
-__all__ = ["ContextStep", "is_context_model", "model_step", "oracle_theta"]
-
-
-def is_context_model(model) -> bool:
-    """Whether ``model`` reads a context prefix (it has ``context_len`` and ``step``)."""
-    return isinstance(getattr(model, "context_len", None), int) and callable(getattr(model, "step", None))
+__all__ = ["ContextStep", "oracle_theta"]
 
 
 def oracle_theta(system) -> np.ndarray:
@@ -160,16 +156,3 @@ class ContextStep(StepMap):
                 "device": str(self.device), "n_params": int(sum(p.numel() for p in self.model.parameters())),
                 "runner": "eager", "context": self.context, "context_len": self.seq_len,
                 "context_noise": self.noise, "torch_version": torch.__version__}
-
-
-def model_step(model, device: str = "cpu", overlap: bool = False, jit: bool = True, **context: Any) -> StepMap:
-    """The step map of a trained model: [`ContextStep`][vpintegrator.rollout.context.ContextStep] (``context`` its keywords) for a context
-    model, [`ModelStep`][vpintegrator.rollout.steps.ModelStep] otherwise."""
-    if is_context_model(model):
-        if overlap:
-            raise VPIntegratorError("overlap: a context model steps one state at a time; set overlap false",
-                                    key="overlap")
-        return ContextStep(model, device=device, **context)
-    from .steps import ModelStep
-
-    return ModelStep(model, device=device, overlap=overlap, jit=jit)

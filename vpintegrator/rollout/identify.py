@@ -29,13 +29,13 @@ import numpy as np
 
 from ..errors import VPIntegratorError
 from ..systems.family import SystemFamily
+from .config import IDENTIFY_METHODS, is_identified, parse_identified
 from .engine import StepMap
 
 __all__ = ["IDENTIFY_METHODS", "theta_of", "system_from_theta", "identify_parameters", "add_noise", "IdentifiedStep",
            "parse_identified", "is_identified"]
 
 #: the identification methods (``vp-rollout`` rows ``METHOD+INTEGRATOR``)
-IDENTIFY_METHODS = ("fd", "shooting")
 _LONG = {"fd": "finite_difference", "shooting": "shooting", "finite_difference": "finite_difference"}
 
 
@@ -173,19 +173,6 @@ def identify_parameters(system, prefix: np.ndarray, dt: float, method: str = "sh
     if _LONG[method] == "shooting":
         theta = np.stack([_shoot_one(system, prefix[i], float(dt), theta[i]) for i in range(prefix.shape[0])])
     return theta
-
-
-def parse_identified(name: str) -> tuple[str, str] | None:
-    """``"fd+rk4"`` -> ("fd", "rk4"); None when ``name`` is not an identification row."""
-    if "+" not in name:
-        return None
-    how, _, integrator = name.partition("+")
-    return (how, integrator) if how in IDENTIFY_METHODS else None
-
-
-def is_identified(name: str) -> bool:
-    """Whether ``name`` names an identification row (``METHOD+INTEGRATOR``)."""
-    return parse_identified(name) is not None
 
 
 class IdentifiedStep(StepMap):

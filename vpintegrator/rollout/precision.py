@@ -177,7 +177,7 @@ def work_precision(
     from ..systems.family import SystemFamily
     from .engine import rollout
     from .family import base_system, family_initial_window, solve_flow_rows, step_for
-    from .context import model_step
+    from .compare import model_step
     from .steps import IntegratorStep
 
     system = system if isinstance(system, SystemFamily) else get_system(system)

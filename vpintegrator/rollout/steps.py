@@ -23,7 +23,7 @@ from .engine import StepMap
 if TYPE_CHECKING:  # torch is imported when a model step is built, not with the rollout package
     import torch
 
-__all__ = ["IntegratorStep", "ExactFlowStep", "ModelStep", "reference_step_map", "SCALAR_MAX_BATCH"]
+__all__ = ["IntegratorStep", "ExactFlowStep", "ModelStep", "reference_step_map", "SCALAR_MAX_BATCH", "is_context_model"]
 
 #: windows per batched Jacobian of ModelStep's volume metric, on the CPU and on CUDA (where few large
 #: batches beat many small launches; ~1 GB of float64 activations for the paper VPT at 65 536)
@@ -332,3 +332,8 @@ class ModelStep(StepMap):
             "runner": self._runner,
             "torch_version": torch.__version__,
         }
+
+
+def is_context_model(model) -> bool:
+    """Whether ``model`` reads a context prefix (it has ``context_len`` and ``step``)."""
+    return isinstance(getattr(model, "context_len", None), int) and callable(getattr(model, "step", None))

@@ -278,7 +278,7 @@ def _methods(runs: dict, split_by: dict, systems: Sequence, k: int, sigma: float
              system: str = "rigid_body") -> dict:
     from ..models import load_model
     from ..rollout import ContextStep, IdentifiedStep, IntegratorStep, ModelStep
-    from ..rollout.context import is_context_model
+    from ..rollout.steps import is_context_model
     from ..rollout.family import FamilyStep
     from ..rollout.identify import theta_of
     from ..systems import CoupledOscillator, RigidBody
