@@ -39,16 +39,8 @@ class IntegratorStep(IntegratorMap):
     (``vpintegrator.compiled.compiled_stepper``, the same numbers to ~1e-15 per step and the same
     Newton rule) one trajectory after the other, when it has a kernel for the system and method;
     otherwise, and without numba, the NumPy path runs. ``describe()["runner"]`` says which (``"numba"``
-    or ``"numpy"``).
-
-    Parameters
-    ----------
-    system : System or str
-    integrator : Integrator or str
-        One of ``vpintegrator.integrators.list_integrators()``.
-    dt : float
-    compiled_max_batch : int
-        0 turns the compiled path off.
+    or ``"numpy"``). Its parameters (``system``, ``integrator``, ``dt``, ``compiled_max_batch``) are
+    [`IntegratorMap`][vpintegrator.data.integration.IntegratorMap]'s.
     """
 
     def log_abs_det_jacobian(self, windows):
