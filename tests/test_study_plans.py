@@ -16,6 +16,11 @@ from vpintegrator.studies.runner import REPO
 
 EXPECTED = Path(__file__).parent / "data" / "study_plans.json"
 
+# the plans name the repository's configs/study files; against an installed wheel they are the wheel's copies,
+# another path, so the digests (written from a checkout) are compared only where the package is this checkout
+pytestmark = pytest.mark.skipif(REPO != Path(__file__).resolve().parents[1],
+                                reason="the package is not this checkout's (an installed wheel): its config paths differ")
+
 #: option set name -> (study module, flags); every study-specific flag appears in at least one set
 OPTION_SETS = {
     "rigid_body": (rigid_body, []),
