@@ -202,3 +202,61 @@ def test_an_identification_refused_for_one_pair_fails_that_pair_only():
     # the other pairs are the batch's rollouts of the same noise draw: σ = 0.1 refuses none, row by row or not
     clean = evaluate_methods(fd(0.1), systems, y0, 5, 0.1, (2.0,), 0.2, "energy")[0]
     assert clean["failed"] == 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--noise", "0,-1"], "--noise must be a comma list of noise values >= 0; got '0,-1'"),
+    (["--context-lens", "2"], "--context-lens must be a comma list of integers >= 3"),
+    (["--context-lens", "3.5"], "--context-lens must be a comma list of integers >= 3"),
+    (["--splits", "interp"], "--splits must be a comma list out of interpolation, extrapolation"),
+    (["--seeds", "1,1"], "--seeds must be distinct"),
+    (["--epochs", "0"], "--epochs must be a positive integer"),
+    (["--set", "n_test=0"], "--n-test must be a positive integer"),
+    ([], "--data is required"),
+    (["--figures-only"], "context_study.json not found"),
+    (["--data", "DATA", "--models", "lpnet_ctxx"], "--models: unknown model 'lpnet_ctxx' (did you mean 'lpnet_ctx'?)"),
+    # a failed training (here: a model path that does not import) is one line naming the run, not a traceback
+    (["--data", "DATA", "--models", "no_such_package:Net", "--splits", "interpolation", "--seeds", "0"],
+     "vp-train of "),
+])
+def test_bad_context_study_input_is_one_line_and_writes_nothing(args, message, tmp_path, capsys):
+    import h5py
+
+    from vpintegrator.studies.context import main
+
+    data = tmp_path / "d.h5"
+    with h5py.File(data, "w") as f:  # what the study reads before it trains: the system and the step
+        f.attrs["system"], f.attrs["dt"] = "rigid_body", 0.2
+    out = tmp_path / "study"
+    argv = [str(data) if a == "DATA" else a for a in args]
+    assert main(["--out", str(out), *argv]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    ours = [line for line in err.splitlines() if line.startswith("context study: error: ")]
+    assert len(ours) == 1 and message in ours[0]
+    if "vp-train" not in message:
+        assert len(err.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_context_study_keys_from_a_plan_file(tmp_path, capsys):
+    """The study's keys are Config keys: a --plan TOML file gives them (arrays or comma lists), --set and
+    the flags go on top, and every value is checked once."""
+    import argparse
+
+    from vpintegrator.studies.context import ContextOptions
+    from vpintegrator.studies.options import add_options, parse
+
+    plan = tmp_path / "plan.toml"
+    plan.write_text('out = "run"\nnoise = [0, 0.01]\ncontext_lens = "5,10"\nsplits = ["extrapolation"]\n'
+                    'seeds = [2, 3]\n')
+    ap = argparse.ArgumentParser()
+    add_options(ap, ContextOptions, required=("out",))
+    a = parse(ap, ["--plan", str(plan), "--set", "epochs=3", "--n-test", "7"])
+    assert (a.out, a.noise, a.context_lens, a.splits, a.seeds, a.epochs, a.n_test) == \
+        ("run", [0.0, 0.01], [5, 10], ["extrapolation"], [2, 3], 3, 7)
+    assert parse(ap, ["--out", "r"]).noise is None  # not given: the study's default axis
+    plan.write_text('out = "run"\nnoise_level = 0.1\n')
+    from vpintegrator.studies.runner import StudyError
+
+    with pytest.raises(StudyError, match="noise_level"):
+        parse(ap, ["--plan", str(plan)])

@@ -46,15 +46,20 @@ import argparse
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from ..config import Config, did_you_mean, key
+from ..errors import VPIntegratorError
+from .options import add_options, comma_list, number_list, parse, seed_list
+from .runner import StudyError, guarded
 from .stats import bootstrap_ci, median_interval, write_json, write_text
 
 __all__ = ["H", "TARGET", "SETUPS", "RECIPES", "heldout_pairs", "merge_rows", "data_system", "exact_reference", "evaluate_methods", "train_run", "run_study",
-           "summarize_rows", "tables", "figures", "export_best", "main"]
+           "summarize_rows", "tables", "figures", "export_best", "ContextOptions", "main"]
 
 H = 0.2
 #: the issue's target: median error at t = 10 of the context-conditioned Lie–Poisson map
@@ -100,7 +105,6 @@ def heldout_pairs(split_by: dict, n: int, seed: int = 0, system: str = "rigid_bo
     ``|u − 0.5|∞ ≥ radius`` (rejection). Initial conditions: rigid body uniform on the unit sphere, coupled
     oscillator uniform in ``OSCILLATOR_BOX``. Returns the systems and y0 (n, dim).
     """
-    from ..errors import VPIntegratorError
     from ..systems import CoupledOscillator, RigidBody
     from ..systems.family import system_with
 
@@ -138,8 +142,6 @@ def heldout_pairs(split_by: dict, n: int, seed: int = 0, system: str = "rigid_bo
 def data_system(data: Path) -> tuple[str, float]:
     """The system name and sampling step h of a family data file; a system without a study is a one-line error."""
     import h5py
-
-    from ..errors import VPIntegratorError
 
     try:
         with h5py.File(data, "r") as f:
@@ -204,7 +206,6 @@ def evaluate_methods(methods: dict, systems: Sequence, y0: np.ndarray, k: int, s
     ref = exact_reference(systems, y0, n_steps, h)
     prefix = ref[:, :k]
     rows = []
-    from ..errors import VPIntegratorError
 
     def run(step, rows: slice) -> np.ndarray:
         if isinstance(step, FamilyStep):  # the classical oracle: from the noisy last prefix state
@@ -488,7 +489,6 @@ def export_best(out: Path, out_dir: Path, name: str = "rigid_body_family_lpnet",
     import shutil
 
     from .._io import atomic_path
-    from ..errors import VPIntegratorError
     from ..provenance import provenance_record
     from .stats import read_json
 
@@ -521,75 +521,144 @@ def export_best(out: Path, out_dir: Path, name: str = "rigid_body_family_lpnet",
     return info
 
 
-def _csv(ap: argparse.ArgumentParser, flag: str, text: str, kind: type) -> list:
-    """``text`` as a comma list of ``kind``; a bad entry is argparse's one-line usage error naming ``flag``."""
-    try:
-        values = [kind(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        ap.error(f"{flag}: expected a comma list of {kind.__name__} values; got {text!r}")
-    if not values:
-        ap.error(f"{flag}: give at least one value")
-    return values
+SPLITS = ("interpolation", "extrapolation")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m vpintegrator.studies.context`` (``vp-study context``): train, evaluate, write the tables and
-    figures."""
-    ap = argparse.ArgumentParser(prog="python -m vpintegrator.studies.context", description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, required=True,
-                    help="a rigid_body_family or coupled_oscillator_family file (the system picks the rows)")
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--seeds", default="0,1,2,3,4")
-    ap.add_argument("--epochs", type=int, default=30)
-    ap.add_argument("--n-test", type=int, default=100)
-    ap.add_argument("--models", default=None, help="learned rows (default: the system's, SETUPS)")
-    ap.add_argument("--noise", default="0,0.001,0.01", help="σ values on the interpolation split, the base k")
-    ap.add_argument("--context-lens", default=None,
-                    help="k values on the interpolation split, σ = 0 (default 3,5,10,20; 5,10,20 for the oscillator)")
-    ap.add_argument("--splits", default="interpolation,extrapolation")
-    ap.add_argument("--figures-only", action="store_true", help="redraw tables and figures from OUT's json")
-    ap.add_argument("--export", type=Path, default=None,
-                    help="ship the best validation seed of lpnet_ctx to this directory and exit")
-    args = ap.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
+def _splits(value: Any) -> list[str]:
+    names = [n.strip() for n in comma_list(value, "splits").split(",") if n.strip()]
+    if not names or any(n not in SPLITS for n in names):
+        raise VPIntegratorError(f"splits must be a comma list out of {', '.join(SPLITS)}; got {value!r}", key="splits")
+    return names
+
+
+@dataclass
+class ContextOptions(Config):
+    """The context study's keys. Its trainings count epochs and run one after another, so it takes none of the
+    budget and job keys the other studies share (``StudyOptions``).
+
+    Parameters
+    ----------
+    data : str
+        A rigid_body_family or coupled_oscillator_family file (its system picks the rows); needed unless
+        --figures-only or --export.
+    out : str
+        Run directory (created): runs/, context_study.json, .md and the figures.
+    seeds : list of int
+        Comma list of training seeds (default 0,1,2,3,4).
+    epochs : int
+        Training epochs of every learned row (a RECIPES row may set its own).
+    n_test : int
+        Held-out (initial condition, parameters) pairs per seed and axis.
+    models : str
+        Comma list of learned rows (default: the system's, SETUPS; lpnet_ctx_attention: the encoder ablation).
+    noise : list of float
+        Observation noise values σ on the interpolation split at the system's base context length (default
+        0,0.001,0.01).
+    context_lens : list of int
+        Context lengths k on the interpolation split at σ = 0 (default 3,5,10,20; 5,10,20 for the oscillator).
+    splits : list of str
+        Comma list out of interpolation, extrapolation (default both).
+    figures_only : bool
+        Redraw the tables and figures from OUT's context_study.json.
+    export : str
+        Ship the best validation seed of lpnet_ctx to this directory (with its provenance) and exit.
+    """
+
+    _source_in_messages = False
+
+    data: str | None = key(None, optional=True, type=str, metavar="H5")
+    out: str | None = key(None, optional=True, type=str, metavar="RUN")
+    seeds: list[int] | None = key(None, optional=True, check=seed_list, metavar="LIST")
+    epochs: int = key(30, type=int, low=1)
+    n_test: int = key(100, type=int, low=1)
+    models: str | None = key(None, optional=True, check=lambda v: comma_list(v, "models"), metavar="LIST")
+    noise: list[float] | None = key(None, optional=True, metavar="LIST",
+                                    check=number_list(float, "noise", 0.0, "noise values >= 0"))
+    context_lens: list[int] | None = key(None, optional=True, metavar="LIST",
+                                         check=number_list(int, "context_lens", 3, "integers >= 3"))
+    splits: list[str] | None = key(None, optional=True, check=_splits, metavar="LIST")
+    figures_only: bool = key(False, type=bool)
+    export: str | None = key(None, optional=True, type=str, metavar="DIR")
+
+
+def _check_models(models: Sequence[str]) -> None:
+    """Every learned row a registered model, a ``RECIPES`` row or a ``module:Class`` path; else a one-line
+    ``StudyError`` naming ``--models``."""
+    from ..models import list_models
+
+    valid = [*list_models(), *RECIPES]
+    for m in models:
+        if ":" not in m and m not in valid:
+            raise StudyError(f"--models: unknown model {m!r}{did_you_mean(m, valid)}; valid: {', '.join(valid)} "
+                             f"(or module:Class)")
+    if not models:
+        raise StudyError("--models: give at least one learned row")
+
+
+def _run(a: argparse.Namespace) -> int:
     import json
 
-    path = args.out / "context_study.json"
-    if args.export is not None:
-        info = export_best(args.out, args.export)
-        print(f"pretrained: {args.export / info['file']} <- {info['source']} (seed {info['seed']}, "
+    out = Path(a.out)
+    if out.exists() and not out.is_dir():
+        raise StudyError(f"--out {out}: exists and is not a directory; choose another --out")
+    path = out / "context_study.json"
+    if a.export is not None:
+        info = export_best(out, Path(a.export))
+        print(f"pretrained: {Path(a.export) / info['file']} <- {info['source']} (seed {info['seed']}, "
               f"validation {info['best_val']:.4g})")
         return 0
-    if args.figures_only:
+    if a.figures_only:
+        if not path.is_file():
+            raise StudyError(f"--figures-only: {path} not found; give the --out of an earlier study")
         rows = json.loads(path.read_text())["rows"]
     else:
-        from ..errors import VPIntegratorError
-
-        try:
-            system, h = data_system(args.data)
-        except VPIntegratorError as exc:
-            ap.error(str(exc))
+        if a.data is None:
+            raise StudyError("--data is required (the flag, or data in the --plan file) unless --figures-only or "
+                             "--export")
+        system, h = data_system(Path(a.data))
         k0 = SETUPS[system]["k"]
-        context_lens = args.context_lens or ("3,5,10,20" if system == "rigid_body" else "5,10,20")
-        models = args.models.split(",") if args.models else list(SETUPS[system]["learned"])
-        seeds = _csv(ap, "--seeds", args.seeds, int)
-        splits = _csv(ap, "--splits", args.splits, str)
-        bad = [s for s in splits if s not in ("interpolation", "extrapolation")]
-        if bad:
-            ap.error(f"--splits: unknown split {bad[0]!r}; valid: interpolation, extrapolation")
-        axes: list[tuple[str, int, float]] = [(split, k0, 0.0) for split in splits]
-        axes += [("interpolation", k0, s) for s in _csv(ap, "--noise", args.noise, float) if s != 0]
-        axes += [("interpolation", k, 0.0) for k in _csv(ap, "--context-lens", context_lens, int) if k != k0]
-        new = run_study(args.data, args.out, seeds, args.epochs, args.n_test, axes, models, system=system, h=h)
+        context_lens = a.context_lens or ([3, 5, 10, 20] if system == "rigid_body" else [5, 10, 20])
+        models = [m.strip() for m in a.models.split(",") if m.strip()] if a.models else list(SETUPS[system]["learned"])
+        _check_models(models)
+        axes: list[tuple[str, int, float]] = [(split, k0, 0.0) for split in (a.splits or SPLITS)]
+        axes += [("interpolation", k0, s) for s in (a.noise if a.noise is not None else [0.0, 0.001, 0.01])
+                 if s != 0]
+        axes += [("interpolation", k, 0.0) for k in context_lens if k != k0]
+        out.mkdir(parents=True, exist_ok=True)
+        try:
+            new = run_study(Path(a.data), out, a.seeds or [0, 1, 2, 3, 4], a.epochs, a.n_test, axes, models,
+                            system=system, h=h)
+        except subprocess.CalledProcessError as exc:
+            run = exc.cmd[exc.cmd.index("--out") + 1]
+            raise StudyError(f"vp-train of {run} failed (exit {exc.returncode}; its message is above); fix it and "
+                             f"run the same command again (finished runs are kept)") from None
         previous = json.loads(path.read_text()) if path.exists() else {}
         commands = previous.get("commands") or ([previous["command"]] if "command" in previous else [])
         rows = merge_rows(previous.get("rows", []), new)
         write_json(path, {"commands": [*commands, " ".join(sys.argv)], "rows": rows})
     summary = summarize_rows(rows)
-    write_text(args.out / "context_study.md", tables(summary))
-    figures(summary, args.out)
+    write_text(out / "context_study.md", tables(summary))
+    figures(summary, out)
     print(tables(summary))
     return 0
+
+
+def _body(argv: Sequence[str] | None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m vpintegrator.studies.context", description=" ".join(__doc__.split("\n\n")[0].split()))
+    add_options(ap, ContextOptions, required=("out",))
+    a = parse(ap, argv)  # every key checked once; a bad one is a one-line StudyError naming its flag
+    try:
+        return _run(a)
+    except VPIntegratorError as err:
+        raise StudyError(str(err)) from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m vpintegrator.studies.context`` (``vp-study context``): train, evaluate, write the tables and
+    figures. Exit status 0 done, 2 bad input or a failed training (one line on stderr), 130 interrupted (run
+    the same command again: finished runs are kept)."""
+    return guarded(lambda: _body(argv), "context study: error: ",
+                   "context study: interrupted; run the same command again (finished runs are kept)")
 
 
 if __name__ == "__main__":

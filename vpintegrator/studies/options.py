@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import weakref
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -30,7 +31,7 @@ from ..config import Config, check_keys, declared, key, parse_set, read_toml
 from ..errors import VPIntegratorError
 from .runner import WALL_CEILING, StudyError, parse_seeds
 
-__all__ = ["STUDIES", "StudyOptions", "add_options", "checked", "comma_list", "parse"]
+__all__ = ["STUDIES", "StudyOptions", "add_options", "checked", "comma_list", "number_list", "parse", "seed_list"]
 
 #: study name -> (module under vpintegrator.studies with ``main(argv) -> int``, what it does)
 STUDIES: dict[str, tuple[str, str]] = {
@@ -45,7 +46,9 @@ STUDIES: dict[str, tuple[str, str]] = {
 }
 
 
-def _seeds(value: Any) -> list[int] | None:
+def seed_list(value: Any) -> list[int] | None:
+    """A seeds key's value (a comma list ``"0,1"`` or a TOML array) as distinct non-negative integers; else a
+    one-line error naming ``seeds``."""
     if value is None or isinstance(value, list):
         return value if value is None else parse_seeds(",".join(str(v) for v in value))
     try:
@@ -62,7 +65,7 @@ class StudyOptions(Config):
     _source_in_messages = False
 
     out: str | None = key(None, optional=True, type=str, metavar="RUN", help="Run directory.")
-    seeds: list[int] | None = key(None, optional=True, check=_seeds, metavar="LIST",
+    seeds: list[int] | None = key(None, optional=True, check=seed_list, metavar="LIST",
                                   help="Comma list of training seeds.")
     jobs: int = key(2, type=int, low=1, expected=">= 1 (subprocesses at a time)",
                     help="Subprocesses at a time, one thread each (OMP_NUM_THREADS=1).")
@@ -91,6 +94,36 @@ def comma_list(value: Any, name: str) -> str:
     if not isinstance(value, str):
         raise VPIntegratorError(f"{name} must be a comma list (or an array of strings); got {value!r}", key=name)
     return value
+
+
+def number_list(kind: type, name: str, low: float, what: str) -> Any:
+    """The check of a key whose value is a comma list of ``kind`` (``int`` or ``float``) values ``>= low``:
+    ``"0,0.01"``, a TOML array or one number in, a list of ``kind`` out; else a one-line error naming
+    ``name`` that says ``what`` the values are."""
+
+    def check(value: Any) -> list:
+        if isinstance(value, str):
+            items: list = [v.strip() for v in value.split(",") if v.strip()]
+        elif isinstance(value, (list, tuple)):
+            items = list(value)
+        else:
+            items = [value]
+        out: list = []
+        for v in items:
+            try:
+                if isinstance(v, bool) or (kind is int and isinstance(v, float)):
+                    raise ValueError
+                x = kind(v)
+            except (TypeError, ValueError):
+                x = None
+            if x is None or not math.isfinite(x) or x < low:
+                raise VPIntegratorError(f"{name} must be a comma list of {what}; got {value!r}", key=name)
+            out.append(x)
+        if not out:
+            raise VPIntegratorError(f"{name} must be a comma list of {what} (at least one); got {value!r}", key=name)
+        return out
+
+    return check
 
 
 def _flag(name: str) -> str:
