@@ -9,6 +9,11 @@ HDF5 file of another schema or not written by this package, a directory that is 
 is never replaced. Symbolic links are resolved first, so a link to another output or to an input is
 judged by what it points to (and written through).
 
+**Run directories**: every rule on where ``vp-train`` may write a run lives here: what holds a run
+(``holds_run``), which ``out`` a new run may take (``check_new_run_dir``), what ``overwrite`` removes and
+keeps (``run_dir_removals``, ``replace_run_dir``). ``vpintegrator.rundir`` reads and writes the run's text
+files; ``vpintegrator.training.checkpoint`` writes the rest.
+
 **One writer per output** (``output_lock``): a command holds an exclusive lock on each output for its
 whole run: the file ``<output>.lock`` beside it holding the writer's process id, locked with
 ``fcntl.flock`` where available (else created with ``O_EXCL``). A second writer is refused with one line
@@ -46,7 +51,7 @@ try:  # POSIX
 except ImportError:  # pragma: no cover - Windows: O_EXCL lock files
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["KIND_NAMES", "OutputError", "check_output", "check_run_entries", "identify", "lock_path", "output_lock",
+__all__ = ["KIND_NAMES", "OutputError", "check_new_run_dir", "check_output", "check_run_entries", "identify", "lock_path", "output_lock",
            "output_locks", "replace_run_dir", "run_dir_removals"]
 
 #: kind -> how a message names it
@@ -303,6 +308,31 @@ def check_run_entries(path: Path) -> None:
     """Refuse (one line) to replace the run directory ``path`` when an entry that would be kept sits where
     the new run writes (``run_dir_removals``)."""
     run_dir_removals(path)
+
+
+def check_new_run_dir(out: Path, overwrite: bool = False) -> bool:
+    """Refuse an ``out`` that is a file, already holds a run, or is a directory with other files in it
+    (an empty directory, or one holding only temporary files of killed runs, is fine). With ``overwrite``
+    a directory holding a run is accepted unless a file of the user's sits where the new run writes
+    (``replace_run_dir`` then removes vp-train's own files and keeps the rest);
+    return whether it must be replaced."""
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"out {out}: exists and is not a directory; it is never replaced, also with overwrite; "
+                          "choose another out", key="out")
+    if out.is_dir() and holds_run(out):
+        if not overwrite:
+            raise OutputError(
+                f"out {out}: already holds a run; continue that run with resume = {out}, choose another out, or "
+                "use overwrite to replace it", key="out",
+            )
+        check_run_entries(out)
+        return True
+    if out.is_dir() and any(not (p.name.startswith(".") and p.name.endswith(".tmp")) for p in out.iterdir()):
+        raise OutputError(
+            f"out {out}: a directory that is not empty and holds no run; it is never replaced, also with "
+            "overwrite; give a new or empty directory as out", key="out",
+        )
+    return False
 
 
 def replace_run_dir(path: Path) -> None:

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from .._io import atomic_path
+from .._outputs import check_new_run_dir
 from ..errors import VPIntegratorError
 from ..provenance import provenance_record
 from ..rundir import LOG_COLUMNS, ROLLOUT_COLUMN, absolute_run_paths, format_row, read_log, relative_run_paths
@@ -189,34 +190,7 @@ def log_columns(config: TrainConfig) -> tuple[str, ...]:
 
 
 # ---------------------------------------------------------------------------------------------------
-# new runs and resumed runs
-
-
-def check_new_run_dir(out: Path, overwrite: bool = False) -> bool:
-    """Refuse an ``out`` that is a file, already holds a run, or is a directory with other files in it
-    (an empty directory, or one holding only temporary files of killed runs, is fine). With ``overwrite``
-    a directory holding a run is accepted unless a file of the user's sits where the new run writes
-    (``vpintegrator._outputs.replace_run_dir`` then removes vp-train's own files and keeps the rest);
-    return whether it must be replaced."""
-    from .._outputs import OutputError, check_run_entries, holds_run
-
-    if out.exists() and not out.is_dir():
-        raise OutputError(f"out {out}: exists and is not a directory; it is never replaced, also with overwrite; "
-                          "choose another out", key="out")
-    if out.is_dir() and holds_run(out):
-        if not overwrite:
-            raise OutputError(
-                f"out {out}: already holds a run; continue that run with resume = {out}, choose another out, or "
-                "use overwrite to replace it", key="out",
-            )
-        check_run_entries(out)
-        return True
-    if out.is_dir() and any(not (p.name.startswith(".") and p.name.endswith(".tmp")) for p in out.iterdir()):
-        raise OutputError(
-            f"out {out}: a directory that is not empty and holds no run; it is never replaced, also with "
-            "overwrite; give a new or empty directory as out", key="out",
-        )
-    return False
+# resumed runs (a new run's directory: check_new_run_dir, in vpintegrator._outputs with the other run-directory rules)
 
 
 def resume_config(run_dir: Path, config: TrainConfig | None, overrides: dict[str, Any]) -> TrainConfig:
