@@ -215,6 +215,7 @@ def test_an_identification_refused_for_one_pair_fails_that_pair_only():
     ([], "--data is required"),
     (["--figures-only"], "context_study.json not found"),
     (["--data", "DATA", "--models", "lpnet_ctxx"], "--models: unknown model 'lpnet_ctxx' (did you mean 'lpnet_ctx'?)"),
+    (["--data", "DATA", "--models", "lpnet,lpnet"], "--models: 'lpnet' is given twice; name each model once"),
     # a failed training (here: a model path that does not import) is one line naming the run, not a traceback
     (["--data", "DATA", "--models", "no_such_package:Net", "--splits", "interpolation", "--seeds", "0"],
      "vp-train of "),

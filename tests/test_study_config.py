@@ -73,6 +73,10 @@ BAD = [
     ("coupled_oscillator", ["--n-steps", "7", "--set", "n_steps=8"], "n_steps is also given by its own flag --n-steps"),
     ("coupled_oscillator", ["--set", "config=3"], "--config must be a list of MODEL=TOML strings"),
     ("coupled_oscillator", ["--set", "nosep"], "set: 'nosep' is not KEY=VALUE"),
+    # the model lists: one reader (options.model_list) for every study
+    ("rigid_body", ["--models", "vpt,vtp"], "--models: unknown model 'vtp' (did you mean 'vpt'?); valid: vpff, vpt"),
+    ("rigid_body_structure", ["--models", "vpt,lpnet,vpt"], "--models: 'vpt' is given twice; name each model once"),
+    ("coupled_oscillator", ["--models", " , "], "--models is empty; give a comma list"),
 ]
 
 

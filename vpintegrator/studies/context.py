@@ -52,10 +52,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..config import Config, did_you_mean, key
+from ..config import Config, key
 from ..errors import VPIntegratorError
-from .options import add_options, comma_list, number_list, parse, seed_list
-from .runner import StudyError, guarded
+from .options import add_options, comma_list, model_list, number_list, parse, seed_list
+from .runner import StudyError, check_out_dir, guarded
 from .stats import bootstrap_ci, median_interval, write_json, write_text
 
 __all__ = ["H", "TARGET", "SETUPS", "RECIPES", "heldout_pairs", "merge_rows", "data_system", "exact_reference", "evaluate_methods", "train_run", "run_study",
@@ -581,26 +581,11 @@ class ContextOptions(Config):
     export: str | None = key(None, optional=True, type=str, metavar="DIR")
 
 
-def _check_models(models: Sequence[str]) -> None:
-    """Every learned row a registered model, a ``RECIPES`` row or a ``module:Class`` path; else a one-line
-    ``StudyError`` naming ``--models``."""
-    from ..models import list_models
-
-    valid = [*list_models(), *RECIPES]
-    for m in models:
-        if ":" not in m and m not in valid:
-            raise StudyError(f"--models: unknown model {m!r}{did_you_mean(m, valid)}; valid: {', '.join(valid)} "
-                             f"(or module:Class)")
-    if not models:
-        raise StudyError("--models: give at least one learned row")
-
-
 def _run(a: argparse.Namespace) -> int:
     import json
 
     out = Path(a.out)
-    if out.exists() and not out.is_dir():
-        raise StudyError(f"--out {out}: exists and is not a directory; choose another --out")
+    check_out_dir(out)
     path = out / "context_study.json"
     if a.export is not None:
         info = export_best(out, Path(a.export))
@@ -618,8 +603,11 @@ def _run(a: argparse.Namespace) -> int:
         system, h = data_system(Path(a.data))
         k0 = SETUPS[system]["k"]
         context_lens = a.context_lens or ([3, 5, 10, 20] if system == "rigid_body" else [5, 10, 20])
-        models = [m.strip() for m in a.models.split(",") if m.strip()] if a.models else list(SETUPS[system]["learned"])
-        _check_models(models)
+        from ..models import list_models
+
+        # the learned rows: registered models, RECIPES rows or module:Class paths
+        models = model_list(a.models, "--models", [*list_models(), *RECIPES], paths=True) if a.models \
+            else list(SETUPS[system]["learned"])
         axes: list[tuple[str, int, float]] = [(split, k0, 0.0) for split in (a.splits or SPLITS)]
         axes += [("interpolation", k0, s) for s in (a.noise if a.noise is not None else [0.0, 0.001, 0.01])
                  if s != 0]

@@ -45,8 +45,8 @@ from .._shipped import shipped_file
 from ..rundir import read_log
 from ..config import key
 from ..errors import VPIntegratorError
-from .options import StudyOptions, add_options, comma_list, parse
-from .runner import REPO, WALL_CEILING, Runner, StudyError, Task, budget_flags, check_study_out, guarded, study_lock
+from .options import StudyOptions, add_options, comma_list, model_list, parse
+from .runner import REPO, WALL_CEILING, Runner, StudyError, Task, budget_flags, check_out_dir, check_study_out, guarded, study_lock
 from .stats import (bootstrap_ci, fmt_num, md_table, mean_std, median_interval, read_json, results_provenance,
                     write_json, write_text)
 from .work_precision import equal_cost_section
@@ -220,8 +220,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Settings, bool]:
             given = f"{flag} {s.configs[model]}" if flag else f"--config {model}={s.configs[model]}"
             raise StudyError(f"{given}: no such file; give a vp-train TOML")
     out = Path(s.out)
-    if out.exists() and not out.is_dir():
-        raise StudyError(f"--out {out}: exists and is not a directory; choose another --out")
+    check_out_dir(out)
     if a.table_only:
         if not out.is_dir():
             raise StudyError(f"--table-only: --out {out} is not a run directory; run the study first")
@@ -234,12 +233,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Settings, bool]:
 def _models(text: str | None) -> list[str]:
     if text is None:
         return list(DEFAULT_MODELS)
-    names = [m.strip() for m in text.split(",") if m.strip()]
-    bad = [m for m in names if m not in MODELS]
-    if not names or bad:
-        raise StudyError(f"--models: unknown model {bad[0]!r}; valid: {', '.join(MODELS)}" if bad
-                         else "--models is empty; give a comma list")
-    return [m for m in MODELS if m in names]  # table order, no duplicates
+    return model_list(text, "--models", MODELS, in_valid_order=True)  # table order, no duplicates
 
 
 def _configs(a: argparse.Namespace) -> dict[str, str]:

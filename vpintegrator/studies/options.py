@@ -27,11 +27,12 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ..config import Config, check_keys, declared, key, parse_set, read_toml
+from ..config import Config, check_keys, declared, did_you_mean, key, parse_set, read_toml
 from ..errors import VPIntegratorError
 from .runner import WALL_CEILING, StudyError, parse_seeds
 
-__all__ = ["STUDIES", "StudyOptions", "add_options", "checked", "comma_list", "number_list", "parse", "seed_list"]
+__all__ = ["STUDIES", "StudyOptions", "add_options", "checked", "comma_list", "model_list", "number_list", "parse",
+           "seed_list"]
 
 #: study name -> (module under vpintegrator.studies with ``main(argv) -> int``, what it does)
 STUDIES: dict[str, tuple[str, str]] = {
@@ -94,6 +95,27 @@ def comma_list(value: Any, name: str) -> str:
     if not isinstance(value, str):
         raise VPIntegratorError(f"{name} must be a comma list (or an array of strings); got {value!r}", key=name)
     return value
+
+
+def model_list(text: str, flag: str, valid: Sequence[str], *, in_valid_order: bool = False,
+               paths: bool = False) -> list[str]:
+    """The model names of a comma-list flag (``"vpt,st"``): at least one, each in ``valid`` (or, with
+    ``paths``, a ``module:Class`` import path); in ``valid``'s order with ``in_valid_order`` (a name given
+    twice then counts once), else as given and each once. Bad input: a one-line ``StudyError`` naming
+    ``flag``, with a did-you-mean for a near miss."""
+    names = [n.strip() for n in str(text).split(",") if n.strip()]
+    if not names:
+        raise StudyError(f"{flag} is empty; give a comma list")
+    for n in names:
+        if n not in valid and not (paths and ":" in n):
+            raise StudyError(f"{flag}: unknown model {n!r}{did_you_mean(n, valid)}; valid: {', '.join(valid)}"
+                             + (" (or module:Class)" if paths else ""))
+    if in_valid_order:
+        return [v for v in valid if v in names]
+    twice = [n for i, n in enumerate(names) if n in names[:i]]
+    if twice:
+        raise StudyError(f"{flag}: {twice[0]!r} is given twice; name each model once")
+    return names
 
 
 def number_list(kind: type, name: str, low: float, what: str) -> Any:

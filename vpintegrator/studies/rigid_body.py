@@ -51,7 +51,7 @@ from .rigid_body_results import (  # noqa: F401  (re-exported: the study's publi
 from . import export
 from .._shipped import shipped_file
 from ..config import key
-from .options import StudyOptions, add_options, comma_list, parse
+from .options import StudyOptions, add_options, comma_list, model_list, parse
 from .runner import Runner, StudyError, Task, budget_flags, check_study_out, guarded, study_lock
 from .stats import read_json, write_if_changed, write_json
 
@@ -65,13 +65,6 @@ ATTENTION_MODELS = ("vpt", "vpt_arb", "st", "vpt_exact")  # the window models (t
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line instead of usage + message
         raise StudyError(f"{message} (see --help)")
-
-
-def _csv_list(text: str, what: str) -> list[str]:
-    items = [x.strip() for x in str(text).split(",") if x.strip()]
-    if not items:
-        raise StudyError(f"{what} is empty; give a comma list")
-    return items
 
 
 @dataclass
@@ -125,11 +118,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
     q = a.quick
     a.seeds = a.seeds if a.seeds is not None else ([0, 1] if q else [0, 1, 2, 3, 4])
-    a.models = _csv_list(a.models if a.models is not None else ",".join(QUICK_MODELS if q else ALL_MODELS), "--models")
-    bad = [m for m in a.models if m not in ALL_MODELS]
-    if bad:
-        raise StudyError(f"--models: unknown model {bad[0]!r}; valid: {', '.join(ALL_MODELS)}")
-    a.models = [m for m in ALL_MODELS if m in a.models]  # canonical order, no duplicates
+    a.models = model_list(a.models if a.models is not None else ",".join(QUICK_MODELS if q else ALL_MODELS),
+                          "--models", ALL_MODELS, in_valid_order=True)  # canonical order, no duplicates
     a.train_seconds = a.train_seconds if a.train_seconds is not None else (60.0 if q else 300.0)
     a.long_t_end = a.long_t_end if a.long_t_end is not None else (1000.0 if q else 5000.0)
     a.timing_t_end = a.timing_t_end if a.timing_t_end is not None else (5000.0 if q else 50000.0)

@@ -38,7 +38,7 @@ from .rigid_body_results import BAND_TARGET, ERROR_TARGET, PAPER_TRAJ, rollout_v
 from .._shipped import shipped_file
 from ..config import key
 from .options import StudyOptions, add_options, parse
-from .runner import Runner, StudyError, Task, budget_flags, check_study_out, guarded, study_lock
+from .runner import Runner, StudyError, Task, budget_flags, check_out_dir, check_study_out, guarded, study_lock
 from .stats import fmt_num, md_table, read_json, write_json, write_results_files
 
 PHASES = ("p1", "p2", "p3")
@@ -88,8 +88,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     if not a.table_only and not Path(a.config).is_file():
         raise StudyError(f"--config {a.config}: no such file; give a vp-train TOML")
     out = Path(a.out)
-    if out.exists() and not out.is_dir():
-        raise StudyError(f"--out {out}: exists and is not a directory; choose another --out")
+    check_out_dir(out)
     if a.table_only and not out.is_dir():
         raise StudyError(f"--table-only: --out {out} is not a run directory; run the study first")
     if not a.table_only:

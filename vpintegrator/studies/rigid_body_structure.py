@@ -57,7 +57,7 @@ from .._shipped import shipped_file
 from .rigid_body_results import PAPER_TRAJ, _errors_at, write_heldout_spec
 from ..config import key
 from ..errors import VPIntegratorError
-from .options import StudyOptions, add_options, comma_list, parse
+from .options import StudyOptions, add_options, comma_list, model_list, parse
 from .runner import Runner, StudyError, Task, budget_flags, check_study_out, guarded, study_lock
 from .work_precision import equal_cost_section
 from .stats import (bootstrap_ci, drift_growth, fmt_num, md_table, median_interval, read_json, write_json,
@@ -84,13 +84,6 @@ SELECTION = ("--set", "val_rollout_error=final", "--set", "val_rollout_drift_wei
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, no usage dump
         raise StudyError(f"{message} (see --help)")
-
-
-def _csv(text: str, what: str) -> list[str]:
-    items = [s.strip() for s in text.split(",") if s.strip()]
-    if not items:
-        raise StudyError(f"--{what} must be a non-empty comma list; got {text!r}")
-    return items
 
 
 @dataclass
@@ -132,10 +125,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                 helps={"export_pretrained": "Copy --ship's best.pt of the seed with the best validation score to "
                        "DIR/rigid_body_<model>.pt."})
     a = parse(p, argv)  # every key (shared and the study's own) checked once
-    a.models = _csv(a.models, "models")
-    bad = [m for m in a.models if m not in MODELS]
-    if bad or len(set(a.models)) != len(a.models):
-        raise StudyError(f"--models: {bad or a.models} not distinct names of {', '.join(MODELS)}")
+    a.models = model_list(a.models, "--models", MODELS)  # as given, each once
     if a.export_pretrained and a.ship not in a.models:
         raise StudyError(f"--ship {a.ship!r} is not one of --models ({', '.join(a.models)}); name a trained model")
     out = Path(a.out)

@@ -320,12 +320,18 @@ def parse_seeds(text: str, flag: str = "--seeds") -> list[int]:
     return seeds
 
 
-def check_study_out(out: Path, skip_existing: bool = False, overwrite: bool = False) -> None:
-    """A study's ``--out``: refuse a file, a non-empty directory unless ``skip_existing`` (continue it) or
-    ``overwrite`` (run it again), and, with ``overwrite``, a non-empty directory that is not a study's."""
-    out = Path(out)
+def check_out_dir(out: Path) -> None:
+    """Refuse a study's ``--out`` that exists and is not a directory (a one-line ``StudyError``)."""
     if out.exists() and not out.is_dir():
         raise StudyError(f"--out {out}: exists and is not a directory; choose another --out")
+
+
+def check_study_out(out: Path, skip_existing: bool = False, overwrite: bool = False) -> None:
+    """A study's ``--out``: refuse a file (``check_out_dir``), a non-empty directory unless ``skip_existing``
+    (continue it) or ``overwrite`` (run it again), and, with ``overwrite``, a non-empty directory that is not a
+    study's."""
+    out = Path(out)
+    check_out_dir(out)
     if not (out.is_dir() and any(out.iterdir())):
         return
     if not (skip_existing or overwrite):
