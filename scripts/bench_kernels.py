@@ -14,7 +14,10 @@ inertia, centred or not, angles per unit z precomputed, rotations of rate 0 drop
 rotations about one axis, which the package does not do either: it would change the rounding).
 
 Measurements are interleaved (package, lean, package, ...) and the minimum of each is kept, so load noise
-cancels in the ratio. Prints, per method: package and lean seconds per unit of simulated time, their ratio
+cancels in the ratio; every time is CPU time of this thread (``vpintegrator.clock.thread_cpu``), which other
+processes on a loaded machine do not bend. Lean implicit midpoint on a 3-dimensional system also tries Newton
+with the explicit 3x3 inverse (adjugate over the determinant), and lean shear sequences are also written out in
+order (the sequence of a method is fixed; its coefficients are read once before the loop). Prints, per method: package and lean seconds per unit of simulated time, their ratio
 (target <= 1.3), the kernel-only ratio (the stepper's ``step_block`` on one block of all the steps, without
 the engine's per-block overhead; a method that blows up at h, euler, is timed at the largest h / 2^k at which it
 survives the horizon, both sides at that step), and the rigid body's seconds to t = 50 000 at h = 0.2 against the Julia anchor (implicit
@@ -32,10 +35,11 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMB
 
 import argparse  # noqa: E402
 import math  # noqa: E402
-import time  # noqa: E402
 
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
+
+from vpintegrator.clock import thread_cpu  # noqa: E402
 
 JULIA_IM_50K = 2.51  # s, implicit midpoint to t = 50 000 at h = 0.2 (the Julia anchor)
 TARGET_RATIO = 1.3
@@ -173,6 +177,17 @@ def _elim_lines(d):
     return L
 
 
+def _adjugate_solve_lines(d):
+    """Solve M r = r for the 3x3 scalars M{i}{j} by the explicit inverse (adjugate / determinant)."""
+    cof = {(0, 0): "M11 * M22 - M12 * M21", (0, 1): "M02 * M21 - M01 * M22", (0, 2): "M01 * M12 - M02 * M11",
+           (1, 0): "M12 * M20 - M10 * M22", (1, 1): "M00 * M22 - M02 * M20", (1, 2): "M02 * M10 - M00 * M12",
+           (2, 0): "M10 * M21 - M11 * M20", (2, 1): "M01 * M20 - M00 * M21", (2, 2): "M00 * M11 - M01 * M10"}
+    L = [f"A{i}{j} = {cof[i, j]}" for i in range(3) for j in range(3)]
+    L += ["iv = 1.0 / (M00 * A00 + M01 * A10 + M02 * A20)"]
+    L += [f"s{i} = (A{i}0 * r0 + A{i}1 * r1 + A{i}2 * r2) * iv" for i in range(3)]
+    return L + [f"r{i} = s{i}" for i in range(3)]
+
+
 def _step_im_newton(S):
     d = S.dim
     L = S.field("y", "f") + [f"z{i} = y{i} + h * f{i}" for i in range(d)] + _scale_lines(d)
@@ -185,7 +200,7 @@ def _step_im_newton(S):
         for j in range(d):
             eye = "1.0" if i == j else "0.0"
             body.append(f"M{i}{j} = {eye} - 0.5 * h * ({jac[i][j]})")
-    body += _elim_lines(d)
+    body += _adjugate_solve_lines(d) if d == 3 else _elim_lines(d)
     body += [f"z{i} -= r{i}" for i in range(d)]
     body += _conv_lines("e", d, [f"r{i}" for i in range(d)])
     body += ["if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):",
@@ -244,14 +259,19 @@ def _step_verlet(S):
     return L
 
 
-def _compile(S, body, gammas=None, shears=None):
-    """A run function ``run(p, y, h, n, out, tol, max_iter) -> states done`` around a step body."""
+def _compile(S, body, gammas=None, shears=None, unrolled=None):
+    """A run function ``run(p, y, h, n, out, tol, max_iter) -> states done`` around a step body; ``unrolled``: the
+    components of a shear sequence, written out in order (its coefficients read once, before the loop)."""
     d = S.dim
     ys = _vars("y", d)
     src = [f"def step(p, h, {ys}, tol, max_iter):", "    " + S.params] + _ind(body, 1)
     src += ["", "def run(p, y, h, n, out, tol, max_iter, gammas, comps, coefs):",
             f"    {ys} = {', '.join(f'y[{i}]' for i in range(d))}"]
-    if shears:
+    if unrolled is not None:
+        src += ["    " + S.params] + [f"    c{q} = coefs[{q}]" for q in range(len(unrolled))]
+        src += ["    for k in range(n):"] + [f"        y{i} += c{q} * ({S.component('y', i)})" for q, i in enumerate(unrolled)]
+        src += [f"        out[k, {i}] = y{i}" for i in range(d)]
+    elif shears:
         src += ["    " + S.params, "    for k in range(n):", "        for q in range(comps.size):",
                 "            cc = coefs[q]", "            w = comps[q]"]
         for i in range(d):
@@ -313,6 +333,20 @@ def _rotation_angles(system, centred: bool, comps, coefs):
     return np.ascontiguousarray(comps[keep]), np.ascontiguousarray(coefs[keep] * w[comps[keep]])
 
 
+def _merged(comps, coefs=None):
+    """A shear sequence with adjacent shears of one component merged (exact for a shear-splittable field, whose
+    component i does not depend on y_i; the rounding differs): (components, coefficients)."""
+    coefs = [0.0] * len(comps) if coefs is None else list(coefs)
+    mc, mk = [], []
+    for c, k in zip(comps, coefs):
+        if mc and mc[-1] == int(c):
+            mk[-1] += float(k)
+        else:
+            mc.append(int(c))
+            mk.append(float(k))
+    return mc, np.array(mk)
+
+
 def lean_runners(S, method) -> list:
     """Lean run functions (one or two candidates) for ``method`` (an Integrator with its plan) on S."""
     from vpintegrator.compiled.integrators import _plan
@@ -326,7 +360,11 @@ def lean_runners(S, method) -> list:
     if plan["mid"] in (100, 101):  # the rigid body's rotation splittings (vpintegrator.compiled.lie_poisson)
         return [("rotations", _lean_rotations())]
     if plan["mid"] == 6:  # a shear sequence (coefficients for h = 1: scaled at run time)
-        return [("shears", _compile(S, [], shears=True))]
+        comps = [int(i) for i in plan["comps"]]
+        cands = [("shears", _compile(S, [], shears=True)), ("unrolled", _compile(S, [], unrolled=comps))]
+        if any(a == b for a, b in zip(comps, comps[1:])):  # a composition: adjacent shears of one component merged
+            cands.append(("merged", _compile(S, [], unrolled=_merged(comps)[0])))
+        return cands
     gauss = {"gauss_legendre2": 1, "gauss_legendre4": 2, "gauss_legendre6": 3, "gauss_legendre8": 4}
     if base == "implicit_midpoint":
         bodies = [("fixed point", _step_im_fixed(S)), ("newton", _step_im_newton(S))]
@@ -351,10 +389,10 @@ def _package_seconds(system, method, h, y0, n):
 
 def _lean_seconds(run, p, y0, h, n, tol, max_iter, gammas, comps, coefs):
     y = y0.copy()
-    start = time.perf_counter()
+    start = thread_cpu()
     out = np.empty((n, y.size))
     done = run(p, y, h, n, out, tol, max_iter, gammas, comps, coefs)
-    seconds = time.perf_counter() - start
+    seconds = thread_cpu() - start
     assert done == n, f"lean stepper stopped at step {done}"
     _lean_seconds.peak = float(np.max(np.abs(out))) if np.all(np.isfinite(out)) else math.inf  # for survives()
     return seconds, out[-1]
@@ -393,8 +431,12 @@ def bench(system_name, h, methods, t_end, repeats):
             _lean_seconds(cands[0][1], p, y0, h_m, n_m, *args_at(h_m))
             return _lean_seconds.peak <= 1e3 * float(np.max(np.abs(y0)))
 
-        for _, run in cands:  # compile
-            _lean_seconds(run, p, y0, h, 2, *args_at(h))
+        def lean_args(label, args):  # the merged sequence has its own coefficients
+            tol, max_iter, gammas, comps, coefs = args
+            return (tol, max_iter, gammas, comps, _merged(comps, coefs)[1]) if label == "merged" else args
+
+        for label, run in cands:  # compile
+            _lean_seconds(run, p, y0, h, 2, *lean_args(label, args_at(h)))
         _package_seconds(system, method, h, y0, 2)
         # a method that blows up at h (euler) is timed at the largest h / 2^k at which it survives the whole
         # horizon (both sides at that step: a cost per unit time, not a few steps dominated by per-call set-up),
@@ -416,11 +458,11 @@ def bench(system_name, h, methods, t_end, repeats):
             sec, y_pkg = _package_seconds(system, method, h_m, y0, n_m)
             best_pkg = min(best_pkg, sec)
             y = y0.copy()
-            start = time.perf_counter()
+            start = thread_cpu()
             stepper.step_block(y, n_m, out)
-            best_kernel = min(best_kernel, time.perf_counter() - start)
+            best_kernel = min(best_kernel, thread_cpu() - start)
             for label, run in cands:
-                sec, y_lean = _lean_seconds(run, p, y0, h_m, n_m, tol, max_iter, gammas, comps, coefs)
+                sec, y_lean = _lean_seconds(run, p, y0, h_m, n_m, *lean_args(label, (tol, max_iter, gammas, comps, coefs)))
                 best_lean[label] = min(best_lean[label], sec)
         label = min(best_lean, key=best_lean.get)
         lean = best_lean[label]

@@ -11,7 +11,7 @@ import math
 import pytest
 
 from vpintegrator.data.work_precision import (
-    WP_COLUMNS, WP_COLUMNS_V1, WorkPrecisionRow, amortised_cost, break_even, read_work_precision, with_training_cost,
+    COST_COLUMNS, WP_COLUMNS, WP_COLUMNS_V1, WP_COLUMNS_V2, WorkPrecisionRow, amortised_cost, break_even, read_work_precision, with_training_cost,
 )
 from vpintegrator.errors import VPIntegratorError
 from vpintegrator.plotting import plot_work_precision
@@ -91,9 +91,16 @@ def test_csv_round_trip_and_an_old_table(tmp_path):
     for a, b in zip(back, rows):
         for x, y in zip(a.__dict__.values(), b.__dict__.values()):
             assert x == y or (isinstance(x, float) and math.isnan(x) and math.isnan(y)), (a, b)
-    # a table written before training cost was recorded: the old columns only
+    # a table written before training cost was recorded: the old columns only, under their old names (before
+    # the cost columns said their clock)
     with open(tmp_path / "new.csv", newline="") as fh:
-        table = list(csv.DictReader(fh))
+        table = [{old: row[COST_COLUMNS.get(old, old)] for old in WP_COLUMNS_V2} for row in csv.DictReader(fh)]
+    with open(tmp_path / "v2.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, WP_COLUMNS_V2)
+        w.writeheader()
+        w.writerows(table)
+    assert [r.__dict__.keys() for r in read_work_precision(tmp_path / "v2.csv")] == [r.__dict__.keys() for r in back]
+    assert [r.seconds_per_time for r in read_work_precision(tmp_path / "v2.csv")] == [r.seconds_per_time for r in back]
     with open(tmp_path / "old.csv", "w", newline="") as fh:
         w = csv.DictWriter(fh, WP_COLUMNS_V1, extrasaction="ignore")
         w.writeheader()

@@ -46,6 +46,7 @@ from typing import Any, Callable, Literal, Sequence
 import numpy as np
 
 from .arrays import array_namespace, copy_array
+from .clock import thread_cpu as cpu_clock
 from .errors import VPIntegratorError
 
 __all__ = [
@@ -324,14 +325,20 @@ class Driven:
         int: the first step at which each trajectory failed, −1 if never (all −1 under the policy
         ``"raise"``, which returns only when nothing failed).
     seconds : float
-        Wall time of the map's ``generate`` calls.
+        CPU seconds of the calling thread (``time.thread_time``) in the map's ``generate`` calls: the cost
+        figure, which a loaded machine does not bend (wall time does: a preempted call's wall time counts
+        the other processes' turns). Work the map hands to other threads (torch's intra-op pool on large
+        batches) is not in it.
     setup_seconds : float
-        Wall time of its ``start``.
+        The same clock around its ``start``.
+    wall_seconds : float
+        Wall time (``time.perf_counter``) of the ``generate`` calls, beside it.
     """
 
     failed_step: np.ndarray
     seconds: float
     setup_seconds: float
+    wall_seconds: float = 0.0
 
 
 def drive(
@@ -398,23 +405,23 @@ def drive(
     restage = None if block_steps is None else _Restage(deliver, window0, n_steps, int(block_steps), copy_blocks)
     hand: Callable[[int, np.ndarray], None] = deliver if restage is None else restage
 
-    tic = time.perf_counter()
+    tic = cpu_clock()
     step_map.start(window0, limit)  # one-off set-up (e.g. the TorchScript trace): not part of the per-step time
-    setup_seconds = time.perf_counter() - tic
-    seconds = 0.0
+    setup_seconds = cpu_clock() - tic
+    seconds = wall = 0.0
 
     def produce(i: int, k0: int, n: int) -> np.ndarray:
-        nonlocal seconds
+        nonlocal seconds, wall
         if i == 0:
             return window0.copy()  # the first window (steps 0 .. seq_len - 1): checked, not produced
-        tic = time.perf_counter()
+        tic, wall_tic = cpu_clock(), time.perf_counter()
         try:
             chunk = step_map.generate(n)
         except StepFailure as exc:
-            seconds += time.perf_counter() - tic
+            seconds, wall = seconds + cpu_clock() - tic, wall + time.perf_counter() - wall_tic
             stop = exc
         else:
-            seconds += time.perf_counter() - tic
+            seconds, wall = seconds + cpu_clock() - tic, wall + time.perf_counter() - wall_tic
             if marking or np.isfinite(chunk).all():  # (one reduction over all: fast)
                 return chunk
             finite = np.isfinite(chunk).all(axis=2)  # (n_traj, n): a map that does not raise StepFailure itself
@@ -432,7 +439,7 @@ def drive(
     failed = np.full(n_traj, -1, dtype=np.int64)
     failed = run_blocks(schedule, produce, lambda i, k0, block: hand(k0, block), limit=limit,
                         failed=failed, restart=step_map.reset if marking else None)
-    return Driven(failed_step=failed, seconds=seconds, setup_seconds=setup_seconds)
+    return Driven(failed_step=failed, seconds=seconds, setup_seconds=setup_seconds, wall_seconds=wall)
 
 
 def _failure_message(name: str, failure: StepFailure, k: int, dt: float, t0: float) -> str:

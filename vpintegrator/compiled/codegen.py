@@ -162,38 +162,41 @@ def _verlet(sysdef):
 
 
 def _midpoint(sysdef):
-    """Fixed point ``z <- y + h f((y + z) / 2)`` while it contracts by 4x per iteration or better, then full
-    Newton as NumPy's (Jacobian at each iterate, elimination unrolled without pivoting); max_iter in all."""
+    """NumPy's Newton iteration for ``z = y + h f((y + z) / 2)`` from its start ``z = y + h f(y)``, with the Jacobian
+    at each iterate and its test on the update; the 3x3 solve by the explicit inverse (adjugate over the
+    determinant: one division, no elimination chain), larger systems by the elimination unrolled without
+    pivoting. A zero determinant or pivot, or an iteration that diverges or does not converge, leaves the step to
+    the exact NumPy rule (``newton.step_implicit_midpoint``), which decides success or failure."""
     _, d, _, field, _, jac, _ = sysdef
     pre, J = jac("u")
     lines = field("y", "f") + [f"z{i} = y{i} + h * f{i}" for i in range(d)] + _scale(d)
-    lines += ["c2 = 0.5 * h", "prev = np.inf", "ok = False", "newton = False", "used = 0",
-              "for it in range(max_iter):"]
-    fp = [f"u{i} = 0.5 * (y{i} + z{i})" for i in range(d)] + field("u", "g")
-    fp += [f"r{i} = z{i} - y{i} - h * g{i}" for i in range(d)]  # z - (y + h f(u)): the fixed-point update
-    fp += [f"z{i} = z{i} - r{i}" for i in range(d)]
-    fp += _max_abs("e", [f"r{i}" for i in range(d)])
-    fp += ["used = it + 1", *_EQUILIBRIUM, "if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):", "    ok = True",
-           "    break", "if not e < np.inf or (it > 0 and e > 0.15 * prev):", "    break  # slow: Newton", "prev = e"]
-    lines += _ind(fp, 1)
-    lines += ["if not ok:", "    prev = np.inf", "    for it in range(used, max_iter):"]
+    lines += ["c2 = 0.5 * h", "prev = np.inf", "ok = False", "for it in range(max_iter):"]
     body = [f"u{i} = 0.5 * (y{i} + z{i})" for i in range(d)] + field("u", "g")
     body += [f"r{i} = z{i} - y{i} - h * g{i}" for i in range(d)] + pre
     for i in range(d):
         for j in range(d):
             body.append(f"M{i}{j} = {'1.0' if i == j else '0.0'} - c2 * ({J[i][j]})")
-    for k in range(d):
-        body += [f"if M{k}{k} == 0.0:", "    break", f"iv = 1.0 / M{k}{k}"]
-        for i in range(k + 1, d):
-            body.append(f"l = M{i}{k} * iv")
-            body += [f"M{i}{j} -= l * M{k}{j}" for j in range(k + 1, d)]
-            body.append(f"r{i} -= l * r{k}")
-    for k in range(d - 1, -1, -1):
-        body.append(f"r{k} = ({' - '.join([f'r{k}'] + [f'M{k}{j} * r{j}' for j in range(k + 1, d)])}) / M{k}{k}")
+    if d == 3:
+        cof = {(0, 0): "M11 * M22 - M12 * M21", (0, 1): "M02 * M21 - M01 * M22", (0, 2): "M01 * M12 - M02 * M11",
+               (1, 0): "M12 * M20 - M10 * M22", (1, 1): "M00 * M22 - M02 * M20", (1, 2): "M02 * M10 - M00 * M12",
+               (2, 0): "M10 * M21 - M11 * M20", (2, 1): "M01 * M20 - M00 * M21", (2, 2): "M00 * M11 - M01 * M10"}
+        body += [f"A{i}{j} = {cof[i, j]}" for i in range(3) for j in range(3)]
+        body += ["det = M00 * A00 + M01 * A10 + M02 * A20", "if det == 0.0:", "    break", "iv = 1.0 / det"]
+        body += [f"s{i} = (A{i}0 * r0 + A{i}1 * r1 + A{i}2 * r2) * iv" for i in range(3)]
+        body += [f"r{i} = s{i}" for i in range(3)]
+    else:
+        for k in range(d):
+            body += [f"if M{k}{k} == 0.0:", "    break", f"iv = 1.0 / M{k}{k}"]
+            for i in range(k + 1, d):
+                body.append(f"l = M{i}{k} * iv")
+                body += [f"M{i}{j} -= l * M{k}{j}" for j in range(k + 1, d)]
+                body.append(f"r{i} -= l * r{k}")
+        for k in range(d - 1, -1, -1):
+            body.append(f"r{k} = ({' - '.join([f'r{k}'] + [f'M{k}{j} * r{j}' for j in range(k + 1, d)])}) / M{k}{k}")
     body += [f"z{i} = z{i} - r{i}" for i in range(d)]
     body += _max_abs("e", [f"r{i}" for i in range(d)])
     body += _converged()
-    return lines + _ind(body, 2)
+    return lines + _ind(body, 1)
 
 
 # At an exact equilibrium the first fixed-point update is exactly 0, where NumPy's Newton still forms

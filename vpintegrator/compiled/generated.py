@@ -265,8 +265,6 @@ def _step_implicit_midpoint_rigid_body(p, h, y0, y1, y2, tol, max_iter):
     c2 = 0.5 * h
     prev = np.inf
     ok = False
-    newton = False
-    used = 0
     for it in range(max_iter):
         u0 = 0.5 * (y0 + z0)
         u1 = 0.5 * (y1 + z1)
@@ -277,6 +275,34 @@ def _step_implicit_midpoint_rigid_body(p, h, y0, y1, y2, tol, max_iter):
         r0 = z0 - y0 - h * g0
         r1 = z1 - y1 - h * g1
         r2 = z2 - y2 - h * g2
+        M00 = 1.0 - c2 * (0.0)
+        M01 = 0.0 - c2 * (a * u2)
+        M02 = 0.0 - c2 * (a * u1)
+        M10 = 0.0 - c2 * (b * u2)
+        M11 = 1.0 - c2 * (0.0)
+        M12 = 0.0 - c2 * (b * u0)
+        M20 = 0.0 - c2 * (c * u1)
+        M21 = 0.0 - c2 * (c * u0)
+        M22 = 1.0 - c2 * (0.0)
+        A00 = M11 * M22 - M12 * M21
+        A01 = M02 * M21 - M01 * M22
+        A02 = M01 * M12 - M02 * M11
+        A10 = M12 * M20 - M10 * M22
+        A11 = M00 * M22 - M02 * M20
+        A12 = M02 * M10 - M00 * M12
+        A20 = M10 * M21 - M11 * M20
+        A21 = M01 * M20 - M00 * M21
+        A22 = M00 * M11 - M01 * M10
+        det = M00 * A00 + M01 * A10 + M02 * A20
+        if det == 0.0:
+            break
+        iv = 1.0 / det
+        s0 = (A00 * r0 + A01 * r1 + A02 * r2) * iv
+        s1 = (A10 * r0 + A11 * r1 + A12 * r2) * iv
+        s2 = (A20 * r0 + A21 * r1 + A22 * r2) * iv
+        r0 = s0
+        r1 = s1
+        r2 = s2
         z0 = z0 - r0
         z1 = z1 - r1
         z2 = z2 - r2
@@ -290,78 +316,12 @@ def _step_implicit_midpoint_rigid_body(p, h, y0, y1, y2, tol, max_iter):
         t = abs(r2)
         if not t <= e:
             e = t
-        used = it + 1
-        if it == 0 and e == 0.0:
-            break
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 0 and e > 0.15 * prev):
-            break  # slow: Newton
+        if not e < np.inf or (it > 1 and e >= 2.0 * prev):
+            break  # diverging or not finite: the exact rule
         prev = e
-    if not ok:
-        prev = np.inf
-        for it in range(used, max_iter):
-            u0 = 0.5 * (y0 + z0)
-            u1 = 0.5 * (y1 + z1)
-            u2 = 0.5 * (y2 + z2)
-            g0 = a * u1 * u2
-            g1 = b * u0 * u2
-            g2 = c * u0 * u1
-            r0 = z0 - y0 - h * g0
-            r1 = z1 - y1 - h * g1
-            r2 = z2 - y2 - h * g2
-            M00 = 1.0 - c2 * (0.0)
-            M01 = 0.0 - c2 * (a * u2)
-            M02 = 0.0 - c2 * (a * u1)
-            M10 = 0.0 - c2 * (b * u2)
-            M11 = 1.0 - c2 * (0.0)
-            M12 = 0.0 - c2 * (b * u0)
-            M20 = 0.0 - c2 * (c * u1)
-            M21 = 0.0 - c2 * (c * u0)
-            M22 = 1.0 - c2 * (0.0)
-            if M00 == 0.0:
-                break
-            iv = 1.0 / M00
-            l = M10 * iv
-            M11 -= l * M01
-            M12 -= l * M02
-            r1 -= l * r0
-            l = M20 * iv
-            M21 -= l * M01
-            M22 -= l * M02
-            r2 -= l * r0
-            if M11 == 0.0:
-                break
-            iv = 1.0 / M11
-            l = M21 * iv
-            M22 -= l * M12
-            r2 -= l * r1
-            if M22 == 0.0:
-                break
-            iv = 1.0 / M22
-            r2 = (r2) / M22
-            r1 = (r1 - M12 * r2) / M11
-            r0 = (r0 - M01 * r1 - M02 * r2) / M00
-            z0 = z0 - r0
-            z1 = z1 - r1
-            z2 = z2 - r2
-            e = 0.0
-            t = abs(r0)
-            if not t <= e:
-                e = t
-            t = abs(r1)
-            if not t <= e:
-                e = t
-            t = abs(r2)
-            if not t <= e:
-                e = t
-            if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
-                ok = True
-                break
-            if not e < np.inf or (it > 1 and e >= 2.0 * prev):
-                break  # diverging or not finite: the exact rule
-            prev = e
     return ok, z0, z1, z2
 
 
@@ -1374,8 +1334,6 @@ def _step_implicit_midpoint_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_it
     c2 = 0.5 * h
     prev = np.inf
     ok = False
-    newton = False
-    used = 0
     for it in range(max_iter):
         u0 = 0.5 * (y0 + z0)
         u1 = 0.5 * (y1 + z1)
@@ -1394,6 +1352,71 @@ def _step_implicit_midpoint_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_it
         r1 = z1 - y1 - h * g1
         r2 = z2 - y2 - h * g2
         r3 = z3 - y3 - h * g3
+        hs = _sigmoid(u0)
+        hds = hs * (1.0 - hs)
+        hdds = hds * (1.0 - 2.0 * hs)
+        hd = u0 - u1
+        h11 = k1 + kc * hs + 2.0 * kc * hds * hd + 0.5 * kc * hdds * hd * hd
+        h12 = -kc * hs - kc * hds * hd
+        h22 = k2 + kc * hs
+        M00 = 1.0 - c2 * (0.0)
+        M01 = 0.0 - c2 * (0.0)
+        M02 = 0.0 - c2 * (1.0 / m1)
+        M03 = 0.0 - c2 * (0.0)
+        M10 = 0.0 - c2 * (0.0)
+        M11 = 1.0 - c2 * (0.0)
+        M12 = 0.0 - c2 * (0.0)
+        M13 = 0.0 - c2 * (1.0 / m2)
+        M20 = 0.0 - c2 * (-h11)
+        M21 = 0.0 - c2 * (-h12)
+        M22 = 1.0 - c2 * (0.0)
+        M23 = 0.0 - c2 * (0.0)
+        M30 = 0.0 - c2 * (-h12)
+        M31 = 0.0 - c2 * (-h22)
+        M32 = 0.0 - c2 * (0.0)
+        M33 = 1.0 - c2 * (0.0)
+        if M00 == 0.0:
+            break
+        iv = 1.0 / M00
+        l = M10 * iv
+        M11 -= l * M01
+        M12 -= l * M02
+        M13 -= l * M03
+        r1 -= l * r0
+        l = M20 * iv
+        M21 -= l * M01
+        M22 -= l * M02
+        M23 -= l * M03
+        r2 -= l * r0
+        l = M30 * iv
+        M31 -= l * M01
+        M32 -= l * M02
+        M33 -= l * M03
+        r3 -= l * r0
+        if M11 == 0.0:
+            break
+        iv = 1.0 / M11
+        l = M21 * iv
+        M22 -= l * M12
+        M23 -= l * M13
+        r2 -= l * r1
+        l = M31 * iv
+        M32 -= l * M12
+        M33 -= l * M13
+        r3 -= l * r1
+        if M22 == 0.0:
+            break
+        iv = 1.0 / M22
+        l = M32 * iv
+        M33 -= l * M23
+        r3 -= l * r2
+        if M33 == 0.0:
+            break
+        iv = 1.0 / M33
+        r3 = (r3) / M33
+        r2 = (r2 - M23 * r3) / M22
+        r1 = (r1 - M12 * r2 - M13 * r3) / M11
+        r0 = (r0 - M01 * r1 - M02 * r2 - M03 * r3) / M00
         z0 = z0 - r0
         z1 = z1 - r1
         z2 = z2 - r2
@@ -1411,123 +1434,12 @@ def _step_implicit_midpoint_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_it
         t = abs(r3)
         if not t <= e:
             e = t
-        used = it + 1
-        if it == 0 and e == 0.0:
-            break
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 0 and e > 0.15 * prev):
-            break  # slow: Newton
+        if not e < np.inf or (it > 1 and e >= 2.0 * prev):
+            break  # diverging or not finite: the exact rule
         prev = e
-    if not ok:
-        prev = np.inf
-        for it in range(used, max_iter):
-            u0 = 0.5 * (y0 + z0)
-            u1 = 0.5 * (y1 + z1)
-            u2 = 0.5 * (y2 + z2)
-            u3 = 0.5 * (y3 + z3)
-            ggs = _sigmoid(u0)
-            ggds = ggs * (1.0 - ggs)
-            ggd = u0 - u1
-            gg0 = k1 * u0 + kc * ggs * ggd + 0.5 * kc * ggds * ggd * ggd
-            gg1 = k2 * u1 - kc * ggs * ggd
-            g0 = u2 / m1
-            g1 = u3 / m2
-            g2 = -gg0
-            g3 = -gg1
-            r0 = z0 - y0 - h * g0
-            r1 = z1 - y1 - h * g1
-            r2 = z2 - y2 - h * g2
-            r3 = z3 - y3 - h * g3
-            hs = _sigmoid(u0)
-            hds = hs * (1.0 - hs)
-            hdds = hds * (1.0 - 2.0 * hs)
-            hd = u0 - u1
-            h11 = k1 + kc * hs + 2.0 * kc * hds * hd + 0.5 * kc * hdds * hd * hd
-            h12 = -kc * hs - kc * hds * hd
-            h22 = k2 + kc * hs
-            M00 = 1.0 - c2 * (0.0)
-            M01 = 0.0 - c2 * (0.0)
-            M02 = 0.0 - c2 * (1.0 / m1)
-            M03 = 0.0 - c2 * (0.0)
-            M10 = 0.0 - c2 * (0.0)
-            M11 = 1.0 - c2 * (0.0)
-            M12 = 0.0 - c2 * (0.0)
-            M13 = 0.0 - c2 * (1.0 / m2)
-            M20 = 0.0 - c2 * (-h11)
-            M21 = 0.0 - c2 * (-h12)
-            M22 = 1.0 - c2 * (0.0)
-            M23 = 0.0 - c2 * (0.0)
-            M30 = 0.0 - c2 * (-h12)
-            M31 = 0.0 - c2 * (-h22)
-            M32 = 0.0 - c2 * (0.0)
-            M33 = 1.0 - c2 * (0.0)
-            if M00 == 0.0:
-                break
-            iv = 1.0 / M00
-            l = M10 * iv
-            M11 -= l * M01
-            M12 -= l * M02
-            M13 -= l * M03
-            r1 -= l * r0
-            l = M20 * iv
-            M21 -= l * M01
-            M22 -= l * M02
-            M23 -= l * M03
-            r2 -= l * r0
-            l = M30 * iv
-            M31 -= l * M01
-            M32 -= l * M02
-            M33 -= l * M03
-            r3 -= l * r0
-            if M11 == 0.0:
-                break
-            iv = 1.0 / M11
-            l = M21 * iv
-            M22 -= l * M12
-            M23 -= l * M13
-            r2 -= l * r1
-            l = M31 * iv
-            M32 -= l * M12
-            M33 -= l * M13
-            r3 -= l * r1
-            if M22 == 0.0:
-                break
-            iv = 1.0 / M22
-            l = M32 * iv
-            M33 -= l * M23
-            r3 -= l * r2
-            if M33 == 0.0:
-                break
-            iv = 1.0 / M33
-            r3 = (r3) / M33
-            r2 = (r2 - M23 * r3) / M22
-            r1 = (r1 - M12 * r2 - M13 * r3) / M11
-            r0 = (r0 - M01 * r1 - M02 * r2 - M03 * r3) / M00
-            z0 = z0 - r0
-            z1 = z1 - r1
-            z2 = z2 - r2
-            z3 = z3 - r3
-            e = 0.0
-            t = abs(r0)
-            if not t <= e:
-                e = t
-            t = abs(r1)
-            if not t <= e:
-                e = t
-            t = abs(r2)
-            if not t <= e:
-                e = t
-            t = abs(r3)
-            if not t <= e:
-                e = t
-            if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
-                ok = True
-                break
-            if not e < np.inf or (it > 1 and e >= 2.0 * prev):
-                break  # diverging or not finite: the exact rule
-            prev = e
     return ok, z0, z1, z2, z3
 
 
@@ -2675,8 +2587,6 @@ def _step_implicit_midpoint_volterra(p, h, y0, y1, y2, tol, max_iter):
     c2 = 0.5 * h
     prev = np.inf
     ok = False
-    newton = False
-    used = 0
     for it in range(max_iter):
         u0 = 0.5 * (y0 + z0)
         u1 = 0.5 * (y1 + z1)
@@ -2687,6 +2597,34 @@ def _step_implicit_midpoint_volterra(p, h, y0, y1, y2, tol, max_iter):
         r0 = z0 - y0 - h * g0
         r1 = z1 - y1 - h * g1
         r2 = z2 - y2 - h * g2
+        M00 = 1.0 - c2 * (u1 - u2)
+        M01 = 0.0 - c2 * (u0)
+        M02 = 0.0 - c2 * (-u0)
+        M10 = 0.0 - c2 * (-u1)
+        M11 = 1.0 - c2 * (u2 - u0)
+        M12 = 0.0 - c2 * (u1)
+        M20 = 0.0 - c2 * (u2)
+        M21 = 0.0 - c2 * (-u2)
+        M22 = 1.0 - c2 * (u0 - u1)
+        A00 = M11 * M22 - M12 * M21
+        A01 = M02 * M21 - M01 * M22
+        A02 = M01 * M12 - M02 * M11
+        A10 = M12 * M20 - M10 * M22
+        A11 = M00 * M22 - M02 * M20
+        A12 = M02 * M10 - M00 * M12
+        A20 = M10 * M21 - M11 * M20
+        A21 = M01 * M20 - M00 * M21
+        A22 = M00 * M11 - M01 * M10
+        det = M00 * A00 + M01 * A10 + M02 * A20
+        if det == 0.0:
+            break
+        iv = 1.0 / det
+        s0 = (A00 * r0 + A01 * r1 + A02 * r2) * iv
+        s1 = (A10 * r0 + A11 * r1 + A12 * r2) * iv
+        s2 = (A20 * r0 + A21 * r1 + A22 * r2) * iv
+        r0 = s0
+        r1 = s1
+        r2 = s2
         z0 = z0 - r0
         z1 = z1 - r1
         z2 = z2 - r2
@@ -2700,78 +2638,12 @@ def _step_implicit_midpoint_volterra(p, h, y0, y1, y2, tol, max_iter):
         t = abs(r2)
         if not t <= e:
             e = t
-        used = it + 1
-        if it == 0 and e == 0.0:
-            break
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 0 and e > 0.15 * prev):
-            break  # slow: Newton
+        if not e < np.inf or (it > 1 and e >= 2.0 * prev):
+            break  # diverging or not finite: the exact rule
         prev = e
-    if not ok:
-        prev = np.inf
-        for it in range(used, max_iter):
-            u0 = 0.5 * (y0 + z0)
-            u1 = 0.5 * (y1 + z1)
-            u2 = 0.5 * (y2 + z2)
-            g0 = u0 * (u1 - u2)
-            g1 = u1 * (u2 - u0)
-            g2 = u2 * (u0 - u1)
-            r0 = z0 - y0 - h * g0
-            r1 = z1 - y1 - h * g1
-            r2 = z2 - y2 - h * g2
-            M00 = 1.0 - c2 * (u1 - u2)
-            M01 = 0.0 - c2 * (u0)
-            M02 = 0.0 - c2 * (-u0)
-            M10 = 0.0 - c2 * (-u1)
-            M11 = 1.0 - c2 * (u2 - u0)
-            M12 = 0.0 - c2 * (u1)
-            M20 = 0.0 - c2 * (u2)
-            M21 = 0.0 - c2 * (-u2)
-            M22 = 1.0 - c2 * (u0 - u1)
-            if M00 == 0.0:
-                break
-            iv = 1.0 / M00
-            l = M10 * iv
-            M11 -= l * M01
-            M12 -= l * M02
-            r1 -= l * r0
-            l = M20 * iv
-            M21 -= l * M01
-            M22 -= l * M02
-            r2 -= l * r0
-            if M11 == 0.0:
-                break
-            iv = 1.0 / M11
-            l = M21 * iv
-            M22 -= l * M12
-            r2 -= l * r1
-            if M22 == 0.0:
-                break
-            iv = 1.0 / M22
-            r2 = (r2) / M22
-            r1 = (r1 - M12 * r2) / M11
-            r0 = (r0 - M01 * r1 - M02 * r2) / M00
-            z0 = z0 - r0
-            z1 = z1 - r1
-            z2 = z2 - r2
-            e = 0.0
-            t = abs(r0)
-            if not t <= e:
-                e = t
-            t = abs(r1)
-            if not t <= e:
-                e = t
-            t = abs(r2)
-            if not t <= e:
-                e = t
-            if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
-                ok = True
-                break
-            if not e < np.inf or (it > 1 and e >= 2.0 * prev):
-                break  # diverging or not finite: the exact rule
-            prev = e
     return ok, z0, z1, z2
 
 
@@ -3742,8 +3614,6 @@ def _step_implicit_midpoint_abc_flow(p, h, y0, y1, y2, tol, max_iter):
     c2 = 0.5 * h
     prev = np.inf
     ok = False
-    newton = False
-    used = 0
     for it in range(max_iter):
         u0 = 0.5 * (y0 + z0)
         u1 = 0.5 * (y1 + z1)
@@ -3754,6 +3624,34 @@ def _step_implicit_midpoint_abc_flow(p, h, y0, y1, y2, tol, max_iter):
         r0 = z0 - y0 - h * g0
         r1 = z1 - y1 - h * g1
         r2 = z2 - y2 - h * g2
+        M00 = 1.0 - c2 * (0.0)
+        M01 = 0.0 - c2 * (-C * math.sin(u1))
+        M02 = 0.0 - c2 * (A * math.cos(u2))
+        M10 = 0.0 - c2 * (B * math.cos(u0))
+        M11 = 1.0 - c2 * (0.0)
+        M12 = 0.0 - c2 * (-A * math.sin(u2))
+        M20 = 0.0 - c2 * (-B * math.sin(u0))
+        M21 = 0.0 - c2 * (C * math.cos(u1))
+        M22 = 1.0 - c2 * (0.0)
+        A00 = M11 * M22 - M12 * M21
+        A01 = M02 * M21 - M01 * M22
+        A02 = M01 * M12 - M02 * M11
+        A10 = M12 * M20 - M10 * M22
+        A11 = M00 * M22 - M02 * M20
+        A12 = M02 * M10 - M00 * M12
+        A20 = M10 * M21 - M11 * M20
+        A21 = M01 * M20 - M00 * M21
+        A22 = M00 * M11 - M01 * M10
+        det = M00 * A00 + M01 * A10 + M02 * A20
+        if det == 0.0:
+            break
+        iv = 1.0 / det
+        s0 = (A00 * r0 + A01 * r1 + A02 * r2) * iv
+        s1 = (A10 * r0 + A11 * r1 + A12 * r2) * iv
+        s2 = (A20 * r0 + A21 * r1 + A22 * r2) * iv
+        r0 = s0
+        r1 = s1
+        r2 = s2
         z0 = z0 - r0
         z1 = z1 - r1
         z2 = z2 - r2
@@ -3767,78 +3665,12 @@ def _step_implicit_midpoint_abc_flow(p, h, y0, y1, y2, tol, max_iter):
         t = abs(r2)
         if not t <= e:
             e = t
-        used = it + 1
-        if it == 0 and e == 0.0:
-            break
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 0 and e > 0.15 * prev):
-            break  # slow: Newton
+        if not e < np.inf or (it > 1 and e >= 2.0 * prev):
+            break  # diverging or not finite: the exact rule
         prev = e
-    if not ok:
-        prev = np.inf
-        for it in range(used, max_iter):
-            u0 = 0.5 * (y0 + z0)
-            u1 = 0.5 * (y1 + z1)
-            u2 = 0.5 * (y2 + z2)
-            g0 = A * math.sin(u2) + C * math.cos(u1)
-            g1 = B * math.sin(u0) + A * math.cos(u2)
-            g2 = C * math.sin(u1) + B * math.cos(u0)
-            r0 = z0 - y0 - h * g0
-            r1 = z1 - y1 - h * g1
-            r2 = z2 - y2 - h * g2
-            M00 = 1.0 - c2 * (0.0)
-            M01 = 0.0 - c2 * (-C * math.sin(u1))
-            M02 = 0.0 - c2 * (A * math.cos(u2))
-            M10 = 0.0 - c2 * (B * math.cos(u0))
-            M11 = 1.0 - c2 * (0.0)
-            M12 = 0.0 - c2 * (-A * math.sin(u2))
-            M20 = 0.0 - c2 * (-B * math.sin(u0))
-            M21 = 0.0 - c2 * (C * math.cos(u1))
-            M22 = 1.0 - c2 * (0.0)
-            if M00 == 0.0:
-                break
-            iv = 1.0 / M00
-            l = M10 * iv
-            M11 -= l * M01
-            M12 -= l * M02
-            r1 -= l * r0
-            l = M20 * iv
-            M21 -= l * M01
-            M22 -= l * M02
-            r2 -= l * r0
-            if M11 == 0.0:
-                break
-            iv = 1.0 / M11
-            l = M21 * iv
-            M22 -= l * M12
-            r2 -= l * r1
-            if M22 == 0.0:
-                break
-            iv = 1.0 / M22
-            r2 = (r2) / M22
-            r1 = (r1 - M12 * r2) / M11
-            r0 = (r0 - M01 * r1 - M02 * r2) / M00
-            z0 = z0 - r0
-            z1 = z1 - r1
-            z2 = z2 - r2
-            e = 0.0
-            t = abs(r0)
-            if not t <= e:
-                e = t
-            t = abs(r1)
-            if not t <= e:
-                e = t
-            t = abs(r2)
-            if not t <= e:
-                e = t
-            if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
-                ok = True
-                break
-            if not e < np.inf or (it > 1 and e >= 2.0 * prev):
-                break  # diverging or not finite: the exact rule
-            prev = e
     return ok, z0, z1, z2
 
 

@@ -10,6 +10,13 @@ the cost axis ([`training_seconds`][vpintegrator.data.work_precision.training_se
 The measurement that builds the rows (what each number is measured against): ``vpintegrator.rollout.precision``;
 the figure: [`vpintegrator.plotting.plot_work_precision`][vpintegrator.plotting.plot_work_precision].
 
+**Clocks.** Every cost is CPU time ([`vpintegrator.clock`][vpintegrator.clock]), which a loaded machine does not bend;
+the file's column names say which clock: ``thread_cpu_seconds_per_time`` (a rollout's cost: the CPU time of
+the thread that ran the batch-1 rollout), ``train_process_cpu_seconds`` (the training process's CPU time,
+every thread) and ``amortised_cpu_seconds_per_time`` (their sum per unit time). The row type keeps the short
+names (``seconds_per_time``, ``train_seconds``, ``amortised_seconds_per_time``); files written before the
+names said their clock are still read.
+
 **Training cost.** A model row may carry ``train_seconds``, the CPU seconds its training took (the run
 directory's ``summary.json`` ``cpu_time``; NaN: not recorded). With τ the table's horizon ``t_end``, c_m the
 model's ``seconds_per_time`` and e_m its ``error_median``, N rollouts of length τ cost ``T_train + N τ c_m``
@@ -38,8 +45,16 @@ __all__ = ["WP_COLUMNS", "WorkPrecisionRow", "read_work_precision", "write_work_
 #: the columns of a table written before training cost was recorded (still read: no training time)
 WP_COLUMNS_V1 = ("method", "kind", "h", "rtol", "n_steps", "t_end", "n_traj", "error_median", "error_p90",
                  "error_max", "drift_max", "seconds_per_time", "runner")
-WP_COLUMNS = (*WP_COLUMNS_V1, "train_seconds", "amortise_over", "amortised_seconds_per_time", "break_even_rollouts",
-              "break_even_method")
+#: the columns of a table written before the costs' names said their clock (still read)
+WP_COLUMNS_V2 = (*WP_COLUMNS_V1, "train_seconds", "amortise_over", "amortised_seconds_per_time",
+                 "break_even_rollouts", "break_even_method")
+#: the file's name of each cost column: it says the clock ([`vpintegrator.clock`][vpintegrator.clock]). A rollout's cost
+#: is the CPU time of the thread that ran it (batch 1: all its work), a training's the CPU time of its whole
+#: process (torch's intra-op threads do the work); the amortised cost adds the two
+COST_COLUMNS = {"seconds_per_time": "thread_cpu_seconds_per_time", "train_seconds": "train_process_cpu_seconds",
+                "amortised_seconds_per_time": "amortised_cpu_seconds_per_time"}
+WP_COLUMNS = tuple(COST_COLUMNS.get(c, c) for c in WP_COLUMNS_V2)
+_FIELD_OF = {v: k for k, v in COST_COLUMNS.items()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,11 +89,12 @@ def read_work_precision(path: str | Path) -> list[WorkPrecisionRow]:
             table = list(csv.DictReader(fh))
     except OSError as e:
         raise VPIntegratorError(f"{path}: cannot read the work-precision table ({e.strerror})") from None
-    if not table or tuple(table[0]) not in (WP_COLUMNS, WP_COLUMNS_V1):
+    if not table or tuple(table[0]) not in (WP_COLUMNS, WP_COLUMNS_V2, WP_COLUMNS_V1):
         raise VPIntegratorError(f"{path}: not a work-precision table (expected the columns {', '.join(WP_COLUMNS)}); "
                                 "write one with vpintegrator.rollout.write_work_precision")
     out = []
     for row in table:
+        row = {_FIELD_OF.get(k, k): v for k, v in row.items()}
         try:
             out.append(WorkPrecisionRow(**{
                 f.name: (str(row[f.name]) if f.type == "str" else int(row[f.name]) if f.type == "int"
@@ -92,10 +108,12 @@ def read_work_precision(path: str | Path) -> list[WorkPrecisionRow]:
 def write_work_precision(stem: str | Path, rows: Sequence[WorkPrecisionRow], overwrite: bool = False
                          ) -> tuple[Path, Path]:
     """Write the rows as ``<stem>.csv`` and ``<stem>.md`` (``vpintegrator.metrics.write_table``: atomic,
-    under the overwrite rule); columns ``WP_COLUMNS``. Returns (csv path, markdown path)."""
+    under the overwrite rule); columns ``WP_COLUMNS`` (the costs named by their clock, ``COST_COLUMNS``).
+    Returns (csv path, markdown path)."""
     from .summary import write_table
 
-    return write_table([dataclasses.asdict(r) for r in rows], stem, overwrite=overwrite)
+    table = [{COST_COLUMNS.get(k, k): v for k, v in dataclasses.asdict(r).items()} for r in rows]
+    return write_table(table, stem, overwrite=overwrite)
 
 
 def work_precision_rows(source: str | Path | Iterable[WorkPrecisionRow]) -> list[WorkPrecisionRow]:

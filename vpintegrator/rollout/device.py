@@ -29,12 +29,14 @@ metric formulas in float64 (tests/test_device_rollout.py compares whole rollout 
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from typing import Any, Callable
 
 import numpy as np
 
 from ..fastpath import verified
+from ..clock import PROCESS_CPU, process_cpu
 from ..errors import VPIntegratorError
 from .config import use_device_engine  # noqa: F401 (re-exported: written beside the engine key)
 from ..stepping import Stage, block_schedule, failure_limit, next_window, run_blocks
@@ -293,18 +295,19 @@ def device_stream_rollout(
     failed = torch.full((n_traj,), -1, dtype=torch.int64, device=device)
     t = torch.as_tensor(float(t0) + float(dt) * np.arange(n_steps + 1), device=device)
 
-    tic = time.perf_counter()
+    tic = process_cpu()  # the set-up's CPU time (a trace, a graph capture): every thread's
     stepper = DeviceStepper(step_map, w0, step_map.jit if jit is None else bool(jit))
     if cuda:
         torch.cuda.synchronize(device)
-    setup_seconds = time.perf_counter() - tic
+    setup_seconds = process_cpu() - tic
 
     packs = [torch.empty(layout.size, dtype=torch.float64, device=device) for _ in range(slots)]
     hosts = [torch.empty(layout.size, dtype=torch.float64, pin_memory=True) for _ in range(slots)] if cuda else packs
     refs = [torch.empty(n_traj * block * dim, dtype=torch.float64, device=device) for _ in range(slots if ref_bytes else 0)]
     staging = [torch.empty(n_traj * block * dim, dtype=torch.float64, pin_memory=True) for _ in refs] if cuda else refs
     blocks = block_schedule(0, n_steps + 1, block)  # the output blocks, the first window included
-    step_seconds: list = []  # CPU: seconds per block; CUDA: (start, end) events per block
+    step_seconds: list = []  # CPU: process CPU seconds per block; CUDA: (start, end) events per block
+    wall_seconds: list[float] = []  # CPU: wall seconds per block (beside the CPU time)
     if cuda:
         current = torch.cuda.current_stream(device)
         copier, uploader = torch.cuda.Stream(device), torch.cuda.Stream(device)
@@ -343,9 +346,10 @@ def device_stream_rollout(
             end.record(current)
             step_seconds.append((start, end))
         else:
-            tic = time.perf_counter()
+            tic, wall_tic = process_cpu(), time.perf_counter()  # torch's intra-op threads do the work: all of them
             stepper.produce_into(y)
-            step_seconds.append(time.perf_counter() - tic)
+            step_seconds.append(process_cpu() - tic)
+            wall_seconds.append(time.perf_counter() - wall_tic)
         return y
 
     pending = None
@@ -399,11 +403,13 @@ def device_stream_rollout(
     if cuda:
         torch.cuda.synchronize(device)
         seconds = sum(a.elapsed_time(b) for a, b in step_seconds) / 1e3
+        clock = "cuda_events"  # device time between CUDA events: the GPU's own clock, not bent by the host's load
     else:
-        seconds = float(sum(step_seconds))
+        seconds, clock = float(sum(step_seconds)), PROCESS_CPU
     meta = {
         **step_map.describe(), "runner": stepper.runner, "engine": "device", "dt": float(dt), "t0": float(t0),
         "n_traj": n_traj, "blowup": float(blowup), "setup_seconds": setup_seconds, "seconds": seconds,
-        "seconds_per_step": seconds / max(1, n_steps),
+        "seconds_per_step": seconds / max(1, n_steps), "clock": clock,
+        "wall_seconds": float(sum(wall_seconds)) if wall_seconds else math.nan,
     }
     return RolloutStats(failed_step=failed_step, seconds=seconds, setup_seconds=setup_seconds, n_steps=n_steps, meta=meta)

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..data.trajectories import Trajectories
 from .. import resources
+from ..clock import THREAD_CPU
 from ..errors import VPIntegratorError
 from ..stepping import StepMap, drive
 
@@ -60,13 +61,16 @@ class RolloutStats:
     failed_step : ndarray, shape (n_traj,)
         First step at which each trajectory failed (non-finite or blown up), −1 if never.
     seconds : float
-        Wall time spent producing states (the step map only: no set-up, no sink, no callback).
+        CPU seconds spent producing states (the step map only: no set-up, no sink, no callback), on the
+        clock ``meta["clock"]`` names: ``"thread_cpu"`` on the host engine (the calling thread,
+        [`vpintegrator.clock`][vpintegrator.clock]), ``"process_cpu"`` on the device engine on a CPU, ``"cuda_events"``
+        (device time) on a GPU.
     setup_seconds : float
-        Wall time of the step map's [`StepMap.start`][vpintegrator.rollout.engine.StepMap.start] (e.g. a TorchScript trace).
+        The same clock around the step map's [`StepMap.start`][vpintegrator.rollout.engine.StepMap.start] (e.g. a TorchScript trace).
     n_steps : int
     meta : dict
         The step map's [`StepMap.describe`][vpintegrator.rollout.engine.StepMap.describe] plus dt, t0, n_traj, blowup, setup_seconds, seconds,
-        seconds_per_step.
+        seconds_per_step, clock, wall_seconds (wall time of the same calls, beside the CPU time).
     """
 
     failed_step: np.ndarray
@@ -77,7 +81,7 @@ class RolloutStats:
 
     @property
     def seconds_per_step(self) -> float:
-        """Wall time of one step of the whole batch."""
+        """CPU seconds of one step of the whole batch (the clock of ``meta["clock"]``)."""
         return self.seconds / max(1, self.n_steps)
 
     @property
@@ -148,6 +152,7 @@ def _run(step_map, w0, dt, n_steps, write, copy_blocks, t0, callback, chunk_step
     meta = {
         **step_map.describe(), "dt": float(dt), "t0": float(t0), "n_traj": w0.shape[0], "blowup": float(blowup),
         "setup_seconds": setup_seconds, "seconds": seconds, "seconds_per_step": seconds / max(1, int(n_steps)),
+        "clock": THREAD_CPU, "wall_seconds": run.wall_seconds,
     }
     return RolloutStats(failed_step=run.failed_step, seconds=seconds, setup_seconds=setup_seconds,
                         n_steps=int(n_steps), meta=meta)
@@ -241,8 +246,8 @@ def rollout(
     -------
     Trajectories
         ``y`` (n_traj, n_steps + 1, dim) float64, ``t``, ``failed_step``; ``meta``: the step map's
-        description, dt, t0, blowup, ``seconds`` (producing states only), ``seconds_per_step``,
-        ``setup_seconds`` (and the system's ``system``/``param_<name>`` when the step map has one).
+        description, dt, t0, blowup, ``seconds`` (CPU seconds of the calling thread producing states:
+        ``clock`` = ``"thread_cpu"``; ``wall_seconds`` beside it), ``seconds_per_step``, ``setup_seconds`` (and the system's ``system``/``param_<name>`` when the step map has one).
     """
     w0 = _check(step_map, window0, n_steps, chunk_steps, blowup, dt, t0)
     states = w0.shape[0] * (int(n_steps) + 1) * step_map.dim * 8

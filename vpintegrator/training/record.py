@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import torch
 
+from ..clock import process_cpu
 from . import checkpoint as ckpt_io
 
 __all__ = ["RunRecord", "Member"]
@@ -55,6 +56,7 @@ class RunRecord:
         self.history: list[dict[str, float]] = []
         self.finite_summary: dict[str, Any] | None = None  # summary.json as of the last finite epoch
         self.sinks: list[Any] = []  # more writers of each logged row (logger = "tensorboard" | "mlflow")
+        self.sink_cpu = 0.0  # process CPU seconds spent in the sinks' calls: not the training's cost
         self.checkpoint_extra: dict[str, Any] = {}  # more keys of best.pt (the run's split)
 
     def judge(self, epoch: int, score: float, state: Callable[[], dict[str, torch.Tensor]]) -> bool:
@@ -83,8 +85,11 @@ class RunRecord:
         if self.run_dir is not None:
             with open(self.run_dir / "log.csv", "a", encoding="utf-8") as f:
                 f.write(ckpt_io.format_row(row, self.log_columns) + "\n")
-        for sink in self.sinks:
-            sink.log(row)
+        if self.sinks:
+            tic = process_cpu()
+            for sink in self.sinks:
+                sink.log(row)
+            self.sink_cpu += process_cpu() - tic
 
     def close(self) -> None:
         """Close the sinks (flush their files, end their tracking runs)."""
