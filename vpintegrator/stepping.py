@@ -50,6 +50,7 @@ from .clock import thread_cpu as cpu_clock
 from .errors import VPIntegratorError
 
 __all__ = [
+    "time_grid",
     "StepMap", "StepFailure", "Driven", "drive", "FAILURE_POLICIES",
     "next_window", "iterate_windows", "failure_limit", "bad_states", "mark_failures", "block_schedule", "run_blocks",
     "Stage",
@@ -154,11 +155,23 @@ def iterate_windows(model, window: Any, n_calls: int, advance: int | None = None
     return outs
 
 
+def time_grid(t0: float, dt: float, n_steps: int) -> np.ndarray:
+    """The times ``t0 + k dt``, k = 0 .. n_steps (float64), bit for bit as ``t0 + dt * np.arange(n_steps + 1)``
+    without the integer array and its conversion (a third of a batch-1 rollout's overhead at 10⁴ steps)."""
+    t = np.arange(int(n_steps) + 1, dtype=np.float64)
+    t *= float(dt)
+    t += float(t0)
+    return t
+
+
 def failure_limit(window0: np.ndarray, blowup: float) -> np.ndarray:
     """The norm bound per trajectory, ``blowup × ‖z_0‖`` (‖z_0‖ = 1 where it is 0), from the first
     windows (n_traj, seq_len, dim) float64."""
-    scale = np.linalg.norm(window0[:, 0], axis=-1)
-    return blowup * np.where(scale > 0, scale, 1.0)
+    first = window0[:, 0]
+    scale = np.sqrt(np.add.reduce(first * first, axis=-1))  # np.linalg.norm's own sum, bit for bit (no dispatch)
+    scale[~(scale > 0)] = 1.0  # 0 (or NaN) -> 1, as np.where(scale > 0, scale, 1.0)
+    scale *= blowup
+    return scale
 
 
 def bad_states(y: Any, limit: Any) -> Any:

@@ -233,15 +233,19 @@ def _gauss(sysdef, s):
 
 
 # --- run loops ---------------------------------------------------------------------------------------------------
-_RESET = ["    info[0] = np.inf", "    info[1] = 0.0", "    info[2] = 0.0"]
+_RESET = ["    info[0] = np.inf", "    info[1] = 0.0", "    info[2] = 0.0", "    lim2 = info[3]"]
 
 
 def _store(d):
-    """Write z into out[k] and y; on a non-finite state: status 3 at step k + 1 and return k + 1."""
+    """Write z into out[k] and y; on a non-finite state (status 3) or one whose squared norm is above
+    ``lim2 = info[3]`` (status 4, the engine's blow-up rule; inf: off) stop at step k + 1 and return k + 1.
+    One comparison per step in the common case (a NaN or an inf fails it too); a finite state whose squared
+    norm overflows goes on when there is no limit."""
     fin = " and ".join(f"math.isfinite(z{i})" for i in range(d))
     return ([f"out[k, {i}] = z{i}" for i in range(d)] + [f"y{i} = z{i}" for i in range(d)]
-            + [f"if not ({fin}):"] + _ind(_save(d), 1)
-            + ["    info[1] = 3.0", "    info[2] = k + 1", "    return k + 1"])
+            + [f"nn = {' + '.join(f'z{i} * z{i}' for i in range(d))}", "if not nn < lim2:"]
+            + _ind(["if not (" + fin + ") or nn > lim2:"] + _ind(_save(d) + [
+                f"info[1] = 3.0 if not ({fin}) else 4.0", "info[2] = k + 1", "return k + 1"], 1), 1))
 
 
 def _save(d):

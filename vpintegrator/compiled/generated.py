@@ -33,6 +33,7 @@ def run_euler_rigid_body(p, y, h, n, out, gammas, info):
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     if gammas.size == 0:
         for k in range(n):
@@ -43,13 +44,15 @@ def run_euler_rigid_body(p, y, h, n, out, gammas, info):
             y0 = z0
             y1 = z1
             y2 = z2
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     else:
         for k in range(n):
             z0, z1, z2 = y0, y1, y2
@@ -61,13 +64,15 @@ def run_euler_rigid_body(p, y, h, n, out, gammas, info):
             y0 = z0
             y1 = z1
             y2 = z2
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -110,6 +115,7 @@ def run_rk4_rigid_body(p, y, h, n, out, gammas, info):
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     if gammas.size == 0:
         for k in range(n):
@@ -120,13 +126,15 @@ def run_rk4_rigid_body(p, y, h, n, out, gammas, info):
             y0 = z0
             y1 = z1
             y2 = z2
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     else:
         for k in range(n):
             z0, z1, z2 = y0, y1, y2
@@ -138,13 +146,15 @@ def run_rk4_rigid_body(p, y, h, n, out, gammas, info):
             y0 = z0
             y1 = z1
             y2 = z2
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -170,6 +180,7 @@ def run_splitting_rigid_body(p, y, h, n, out, gammas, info):
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     if gammas.size == 0:
         for k in range(n):
@@ -180,13 +191,15 @@ def run_splitting_rigid_body(p, y, h, n, out, gammas, info):
             y0 = z0
             y1 = z1
             y2 = z2
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     else:
         for k in range(n):
             z0, z1, z2 = y0, y1, y2
@@ -198,13 +211,15 @@ def run_splitting_rigid_body(p, y, h, n, out, gammas, info):
             y0 = z0
             y1 = z1
             y2 = z2
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -215,6 +230,7 @@ def run_shears_rigid_body(p, y, comps, coefs, n, out, info):
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     a, b, c = p[0], p[1], p[2]
     z0, z1, z2 = y[0], y[1], y[2]
     for k in range(n):
@@ -233,13 +249,15 @@ def run_shears_rigid_body(p, y, comps, coefs, n, out, info):
         y0 = z0
         y1 = z1
         y2 = z2
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -330,6 +348,7 @@ def run_implicit_midpoint_rigid_body(p, y, h, n, out, gammas, tol, max_iter, inf
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -361,13 +380,15 @@ def run_implicit_midpoint_rigid_body(p, y, h, n, out, gammas, tol, max_iter, inf
         y0 = z0
         y1 = z1
         y2 = z2
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -444,6 +465,7 @@ def run_gauss1_rigid_body(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, t
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -475,13 +497,15 @@ def run_gauss1_rigid_body(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, t
         y0 = z0
         y1 = z1
         y2 = z2
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -593,6 +617,7 @@ def run_gauss2_rigid_body(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, t
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -624,13 +649,15 @@ def run_gauss2_rigid_body(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, t
         y0 = z0
         y1 = z1
         y2 = z2
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -779,6 +806,7 @@ def run_gauss3_rigid_body(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, t
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -810,13 +838,15 @@ def run_gauss3_rigid_body(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, t
         y0 = z0
         y1 = z1
         y2 = z2
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -1004,6 +1034,7 @@ def run_gauss4_rigid_body(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, t
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -1035,13 +1066,15 @@ def run_gauss4_rigid_body(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, t
         y0 = z0
         y1 = z1
         y2 = z2
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -1071,6 +1104,7 @@ def run_euler_coupled_oscillator(p, y, h, n, out, gammas, info):
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2, y3 = y[0], y[1], y[2], y[3]
     if gammas.size == 0:
         for k in range(n):
@@ -1083,14 +1117,16 @@ def run_euler_coupled_oscillator(p, y, h, n, out, gammas, info):
             y1 = z1
             y2 = z2
             y3 = z3
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                y[3] = y3
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2 + z3 * z3
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    y[3] = y3
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     else:
         for k in range(n):
             z0, z1, z2, z3 = y0, y1, y2, y3
@@ -1104,14 +1140,16 @@ def run_euler_coupled_oscillator(p, y, h, n, out, gammas, info):
             y1 = z1
             y2 = z2
             y3 = z3
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                y[3] = y3
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2 + z3 * z3
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    y[3] = y3
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -1183,6 +1221,7 @@ def run_rk4_coupled_oscillator(p, y, h, n, out, gammas, info):
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2, y3 = y[0], y[1], y[2], y[3]
     if gammas.size == 0:
         for k in range(n):
@@ -1195,14 +1234,16 @@ def run_rk4_coupled_oscillator(p, y, h, n, out, gammas, info):
             y1 = z1
             y2 = z2
             y3 = z3
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                y[3] = y3
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2 + z3 * z3
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    y[3] = y3
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     else:
         for k in range(n):
             z0, z1, z2, z3 = y0, y1, y2, y3
@@ -1216,14 +1257,16 @@ def run_rk4_coupled_oscillator(p, y, h, n, out, gammas, info):
             y1 = z1
             y2 = z2
             y3 = z3
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                y[3] = y3
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2 + z3 * z3
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    y[3] = y3
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -1258,6 +1301,7 @@ def run_stormer_verlet_coupled_oscillator(p, y, h, n, out, gammas, info):
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2, y3 = y[0], y[1], y[2], y[3]
     if gammas.size == 0:
         for k in range(n):
@@ -1270,14 +1314,16 @@ def run_stormer_verlet_coupled_oscillator(p, y, h, n, out, gammas, info):
             y1 = z1
             y2 = z2
             y3 = z3
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                y[3] = y3
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2 + z3 * z3
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    y[3] = y3
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     else:
         for k in range(n):
             z0, z1, z2, z3 = y0, y1, y2, y3
@@ -1291,14 +1337,16 @@ def run_stormer_verlet_coupled_oscillator(p, y, h, n, out, gammas, info):
             y1 = z1
             y2 = z2
             y3 = z3
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                y[3] = y3
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2 + z3 * z3
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    y[3] = y3
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -1448,6 +1496,7 @@ def run_implicit_midpoint_coupled_oscillator(p, y, h, n, out, gammas, tol, max_i
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2, y3 = y[0], y[1], y[2], y[3]
     top = ws.shape[0]
     u, v = ws[top - 1, :4], ws[top - 2, :4]
@@ -1484,14 +1533,16 @@ def run_implicit_midpoint_coupled_oscillator(p, y, h, n, out, gammas, tol, max_i
         y1 = z1
         y2 = z2
         y3 = z3
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            y[3] = y3
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2 + z3 * z3
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                y[3] = y3
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -1598,6 +1649,7 @@ def run_gauss1_coupled_oscillator(p, y, h, n, out, gammas, tol, max_iter, info, 
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2, y3 = y[0], y[1], y[2], y[3]
     top = ws.shape[0]
     u, v = ws[top - 1, :4], ws[top - 2, :4]
@@ -1634,14 +1686,16 @@ def run_gauss1_coupled_oscillator(p, y, h, n, out, gammas, tol, max_iter, info, 
         y1 = z1
         y2 = z2
         y3 = z3
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            y[3] = y3
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2 + z3 * z3
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                y[3] = y3
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -1803,6 +1857,7 @@ def run_gauss2_coupled_oscillator(p, y, h, n, out, gammas, tol, max_iter, info, 
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2, y3 = y[0], y[1], y[2], y[3]
     top = ws.shape[0]
     u, v = ws[top - 1, :4], ws[top - 2, :4]
@@ -1839,14 +1894,16 @@ def run_gauss2_coupled_oscillator(p, y, h, n, out, gammas, tol, max_iter, info, 
         y1 = z1
         y2 = z2
         y3 = z3
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            y[3] = y3
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2 + z3 * z3
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                y[3] = y3
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -2065,6 +2122,7 @@ def run_gauss3_coupled_oscillator(p, y, h, n, out, gammas, tol, max_iter, info, 
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2, y3 = y[0], y[1], y[2], y[3]
     top = ws.shape[0]
     u, v = ws[top - 1, :4], ws[top - 2, :4]
@@ -2101,14 +2159,16 @@ def run_gauss3_coupled_oscillator(p, y, h, n, out, gammas, tol, max_iter, info, 
         y1 = z1
         y2 = z2
         y3 = z3
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            y[3] = y3
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2 + z3 * z3
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                y[3] = y3
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -2386,6 +2446,7 @@ def run_gauss4_coupled_oscillator(p, y, h, n, out, gammas, tol, max_iter, info, 
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2, y3 = y[0], y[1], y[2], y[3]
     top = ws.shape[0]
     u, v = ws[top - 1, :4], ws[top - 2, :4]
@@ -2422,14 +2483,16 @@ def run_gauss4_coupled_oscillator(p, y, h, n, out, gammas, tol, max_iter, info, 
         y1 = z1
         y2 = z2
         y3 = z3
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            y[3] = y3
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2 + z3 * z3
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                y[3] = y3
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2) and math.isfinite(z3)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -2452,6 +2515,7 @@ def run_euler_volterra(p, y, h, n, out, gammas, info):
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     if gammas.size == 0:
         for k in range(n):
@@ -2462,13 +2526,15 @@ def run_euler_volterra(p, y, h, n, out, gammas, info):
             y0 = z0
             y1 = z1
             y2 = z2
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     else:
         for k in range(n):
             z0, z1, z2 = y0, y1, y2
@@ -2480,13 +2546,15 @@ def run_euler_volterra(p, y, h, n, out, gammas, info):
             y0 = z0
             y1 = z1
             y2 = z2
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -2528,6 +2596,7 @@ def run_rk4_volterra(p, y, h, n, out, gammas, info):
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     if gammas.size == 0:
         for k in range(n):
@@ -2538,13 +2607,15 @@ def run_rk4_volterra(p, y, h, n, out, gammas, info):
             y0 = z0
             y1 = z1
             y2 = z2
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     else:
         for k in range(n):
             z0, z1, z2 = y0, y1, y2
@@ -2556,13 +2627,15 @@ def run_rk4_volterra(p, y, h, n, out, gammas, info):
             y0 = z0
             y1 = z1
             y2 = z2
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -2652,6 +2725,7 @@ def run_implicit_midpoint_volterra(p, y, h, n, out, gammas, tol, max_iter, info,
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -2683,13 +2757,15 @@ def run_implicit_midpoint_volterra(p, y, h, n, out, gammas, tol, max_iter, info,
         y0 = z0
         y1 = z1
         y2 = z2
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -2765,6 +2841,7 @@ def run_gauss1_volterra(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -2796,13 +2873,15 @@ def run_gauss1_volterra(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
         y0 = z0
         y1 = z1
         y2 = z2
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -2913,6 +2992,7 @@ def run_gauss2_volterra(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -2944,13 +3024,15 @@ def run_gauss2_volterra(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
         y0 = z0
         y1 = z1
         y2 = z2
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -3098,6 +3180,7 @@ def run_gauss3_volterra(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -3129,13 +3212,15 @@ def run_gauss3_volterra(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
         y0 = z0
         y1 = z1
         y2 = z2
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -3322,6 +3407,7 @@ def run_gauss4_volterra(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -3353,13 +3439,15 @@ def run_gauss4_volterra(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
         y0 = z0
         y1 = z1
         y2 = z2
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -3382,6 +3470,7 @@ def run_euler_abc_flow(p, y, h, n, out, gammas, info):
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     if gammas.size == 0:
         for k in range(n):
@@ -3392,13 +3481,15 @@ def run_euler_abc_flow(p, y, h, n, out, gammas, info):
             y0 = z0
             y1 = z1
             y2 = z2
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     else:
         for k in range(n):
             z0, z1, z2 = y0, y1, y2
@@ -3410,13 +3501,15 @@ def run_euler_abc_flow(p, y, h, n, out, gammas, info):
             y0 = z0
             y1 = z1
             y2 = z2
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -3459,6 +3552,7 @@ def run_rk4_abc_flow(p, y, h, n, out, gammas, info):
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     if gammas.size == 0:
         for k in range(n):
@@ -3469,13 +3563,15 @@ def run_rk4_abc_flow(p, y, h, n, out, gammas, info):
             y0 = z0
             y1 = z1
             y2 = z2
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     else:
         for k in range(n):
             z0, z1, z2 = y0, y1, y2
@@ -3487,13 +3583,15 @@ def run_rk4_abc_flow(p, y, h, n, out, gammas, info):
             y0 = z0
             y1 = z1
             y2 = z2
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -3519,6 +3617,7 @@ def run_splitting_abc_flow(p, y, h, n, out, gammas, info):
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     if gammas.size == 0:
         for k in range(n):
@@ -3529,13 +3628,15 @@ def run_splitting_abc_flow(p, y, h, n, out, gammas, info):
             y0 = z0
             y1 = z1
             y2 = z2
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     else:
         for k in range(n):
             z0, z1, z2 = y0, y1, y2
@@ -3547,13 +3648,15 @@ def run_splitting_abc_flow(p, y, h, n, out, gammas, info):
             y0 = z0
             y1 = z1
             y2 = z2
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -3564,6 +3667,7 @@ def run_shears_abc_flow(p, y, comps, coefs, n, out, info):
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     A, B, C = p[0], p[1], p[2]
     z0, z1, z2 = y[0], y[1], y[2]
     for k in range(n):
@@ -3582,13 +3686,15 @@ def run_shears_abc_flow(p, y, comps, coefs, n, out, info):
         y0 = z0
         y1 = z1
         y2 = z2
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -3679,6 +3785,7 @@ def run_implicit_midpoint_abc_flow(p, y, h, n, out, gammas, tol, max_iter, info,
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -3710,13 +3817,15 @@ def run_implicit_midpoint_abc_flow(p, y, h, n, out, gammas, tol, max_iter, info,
         y0 = z0
         y1 = z1
         y2 = z2
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -3793,6 +3902,7 @@ def run_gauss1_abc_flow(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -3824,13 +3934,15 @@ def run_gauss1_abc_flow(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
         y0 = z0
         y1 = z1
         y2 = z2
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -3942,6 +4054,7 @@ def run_gauss2_abc_flow(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -3973,13 +4086,15 @@ def run_gauss2_abc_flow(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
         y0 = z0
         y1 = z1
         y2 = z2
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -4128,6 +4243,7 @@ def run_gauss3_abc_flow(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -4159,13 +4275,15 @@ def run_gauss3_abc_flow(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
         y0 = z0
         y1 = z1
         y2 = z2
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -4353,6 +4471,7 @@ def run_gauss4_abc_flow(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -4384,13 +4503,15 @@ def run_gauss4_abc_flow(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
         y0 = z0
         y1 = z1
         y2 = z2
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2

@@ -79,13 +79,36 @@ def compiled_stepper(system: Any, method: Any, dt: float) -> "CompiledStepper | 
     method = get_integrator(method)
     method.supports(system)
     h = finite_float(dt, "dt", positive=True)
-    kernel = system_kernel(system)
-    if kernel is None:
-        return None
-    plan = _plan(method, int(system.dim), h)
-    if plan is None:
-        return None
-    return CompiledStepper(system, method, h, kernel, plan)
+    try:
+        key: Any = (system, method, h)
+        proto = _PLANS.get(key, _NOT_PLANNED)
+    except TypeError:  # a system with an unhashable parameter: planned each time
+        key, proto = None, _NOT_PLANNED
+    if proto is _NOT_PLANNED:
+        kernel = system_kernel(system)
+        plan = None if kernel is None else _plan(method, int(system.dim), h)
+        proto = None if kernel is None or plan is None else CompiledStepper(system, method, h, kernel, plan)
+        if proto is not None and key is not None:  # compile (or load from the disk cache) once, here: warm
+            y0 = getattr(system, "default_y0", None)
+            y = np.array(np.zeros(system.dim) if y0 is None else y0, dtype=np.float64).reshape(system.dim)
+            try:
+                proto.step_block(y, 1, np.empty((1, proto.dim)))
+                proto.warm = True
+            except Exception:  # noqa: BLE001 - a kernel that cannot take this state: the caller warms its own
+                pass
+        if key is not None:
+            if len(_PLANS) >= _PLANS_MAX:
+                _PLANS.pop(next(iter(_PLANS)))
+            _PLANS[key] = proto
+    return None if proto is None else proto.fresh()
+
+
+#: (system, method, h) -> a planned stepper (or None: no kernel): a batch-1 call (``integrate``, a rollout of one
+#: trajectory) does not plan again; each caller gets its own ``fresh()`` copy (its own status and scratch arrays,
+#: the plan's read-only arrays shared); the oldest of ``_PLANS_MAX`` goes first
+_PLANS: dict[Any, Any] = {}
+_PLANS_MAX = 256
+_NOT_PLANNED = object()
 
 
 def _plan(method, dim: int, h: float) -> dict[str, Any] | None:
@@ -189,6 +212,8 @@ class CompiledStepper:
     failed_step: int
     failed_row: int
     last_update: float
+    #: the kernel has run once in this process (compiled or loaded from the disk cache): no warm-up needed
+    warm: bool = False
 
     def __init__(self, system, method, h, kernel, plan: dict[str, Any]) -> None:
         self.system, self.method, self.dt = system, method, float(h)
@@ -200,7 +225,7 @@ class CompiledStepper:
         self.tol, self.max_iter = float(plan["tol"]), int(plan["max_iter"])
         self.comps, self.coefs = plan["comps"], plan["coefs"]
         self._ws, self._m = workspace(self.dim, self.b.size if self.mid == K.GAUSS_LEGENDRE else 1)
-        self._info = np.zeros(4)
+        self._info = np.zeros(4)  # last Newton update, status, failed step; [3] the squared norm limit
         self._nog = self.gammas if self.base >= 0 else np.zeros(0)
         self._shape = (self.dim,)
         self._fast = _fast_runner(self.kid, self.base if self.base >= 0 else self.mid, self.b.size)
@@ -209,13 +234,25 @@ class CompiledStepper:
     def __repr__(self) -> str:
         return f"CompiledStepper({self.system!r}, {self.name!r}, dt={self.dt})"
 
+    def fresh(self) -> "CompiledStepper":
+        """A stepper of the same plan with its own status and scratch arrays (the plan's arrays shared: read only)."""
+        new = object.__new__(CompiledStepper)
+        new.__dict__.update(self.__dict__)
+        new._info = self._info.copy()
+        new._ws, new._m = np.zeros_like(self._ws), np.zeros_like(self._m)
+        new.status, new.failed_step, new.failed_row, new.last_update = OK, 0, 0, math.inf
+        return new
+
     # --- the loops ------------------------------------------------------------------------------------
-    def step_block(self, y: np.ndarray, n: int, out: np.ndarray) -> int:
+    def step_block(self, y: np.ndarray, n: int, out: np.ndarray, limit: float = math.inf) -> int:
         """Advance ``y`` (dim,) float64 contiguous in place by up to ``n`` steps into ``out`` (>= n, dim).
 
-        Returns the number of states written; ``status``/``failed_step`` say why it stopped early.
+        Returns the number of states written; ``status``/``failed_step`` say why it stopped early. ``limit``:
+        the norm above which a state counts as blown up (the engine's failure rule, checked in the loop: status
+        4, the state written, as for a state that is not finite); inf: only states that are not finite stop.
         """
         n = int(n)
+        self._info[3] = limit * limit
         # the common case first, by identity (this runs once per block of the rollout engine)
         if not (type(y) is np.ndarray and type(out) is np.ndarray and y.dtype is _F64 and out.dtype is _F64
                 and y.shape == self._shape and out.ndim == 2 and out.shape[0] >= n >= 0
@@ -249,7 +286,7 @@ class CompiledStepper:
         if self.mid in LP.MIDS:  # rotation splittings: their own loop (lie_poisson.py)
             return LP.step_block(self, y, n, out)
         info = self._info
-        info[:] = 0.0
+        info[:3] = 0.0
         info[0] = math.inf
         p, h, ws, m = self.params, self.dt, self._ws, self._m
         if self.base >= 0:
@@ -294,7 +331,7 @@ class CompiledStepper:
         out[:, 0] = ys
         info = self._info
         info[:] = 0.0
-        info[0] = math.inf
+        info[0] = info[3] = math.inf  # no norm limit: integrate's rule (a state that is not finite fails)
         rows = np.zeros((ys.shape[0], 2))
         base = self.base
         K.run_batch(self.mid, base, self.gammas if base >= 0 else np.zeros(0), self.kid, self.params, ys, self.dt,

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import VPIntegratorError
 from ._jit import jit
-from .newton import NONFINITE, OK
+from .newton import BLOWN_UP, NONFINITE, OK
 
 #: plan ids (``mid``) of the rotation loops (kept clear of the ids of ``vpintegrator.compiled.kernels``)
 ROTATIONS, ROTATIONS_CENTRED = 100, 101
@@ -92,6 +92,7 @@ def run_rotations(inertia, centred, comps, coefs, y, n, out, info):
     m = compress(w, comps, coefs, axes, ts)
     for k in range(m):  # angle per unit z_axis: (t h) w_axis, as NumPy's wt = t * rate
         ts[k] = ts[k] * w[axes[k]]
+    lim2 = info[3]
     z0, z1, z2 = y[0], y[1], y[2]
     for k in range(n):  # the state in scalars; each rotation NumPy's operations in NumPy's order (same bits)
         for q in range(m):
@@ -110,10 +111,13 @@ def run_rotations(inertia, centred, comps, coefs, y, n, out, info):
                 z0, z1 = c * z0 + s * z1, c * z1 - s * z0
         y[0], y[1], y[2] = z0, z1, z2
         out[k, 0], out[k, 1], out[k, 2] = z0, z1, z2
-        if not (np.isfinite(z0) and np.isfinite(z1) and np.isfinite(z2)):
-            info[1] = NONFINITE
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2
+        if not nn < lim2:  # not finite, or above the limit info[3] (the engine's blow-up rule; inf: off)
+            finite = np.isfinite(z0) and np.isfinite(z1) and np.isfinite(z2)
+            if not finite or nn > lim2:
+                info[1] = NONFINITE if not finite else BLOWN_UP
+                info[2] = k + 1
+                return k + 1
     return n
 
 
@@ -121,7 +125,7 @@ def run_rotations(inertia, centred, comps, coefs, y, n, out, info):
 def step_block(stepper, y: np.ndarray, n: int, out: np.ndarray) -> int:
     """``CompiledStepper.step_block`` of a rotation plan (inputs already checked there)."""
     info = stepper._info
-    info[:] = 0.0
+    info[:3] = 0.0
     info[0] = math.inf
     done = run_rotations(stepper.system.inertia, stepper.mid == ROTATIONS_CENTRED, stepper.comps, stepper.coefs,
                          y, int(n), out, info)

@@ -9,7 +9,8 @@ with ``e = max |delta|`` and non-finite ``e`` read as ``inf``, ``scale = max(1, 
 "singular Newton matrix" failure.
 
 Return codes of the step functions: 0 converged, 1 no convergence in ``max_iter`` (``info[0]`` = last
-update), 2 singular Newton matrix.
+update), 2 singular Newton matrix; the run loops add 3 (a state that is not finite) and 4 (a state whose squared
+norm is above the limit ``info[3]``: the engine's blow-up rule).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 from ._jit import jit
 from .systems import jacobian, vector_field
 
-OK, NOT_CONVERGED, SINGULAR, NONFINITE = 0, 1, 2, 3
+OK, NOT_CONVERGED, SINGULAR, NONFINITE, BLOWN_UP = 0, 1, 2, 3, 4
 
 
 @jit

@@ -560,7 +560,7 @@ def _integrate_chunk(
         return solve_flow(system, y0, t, rtol=spec.rtol, atol=spec.atol, compiled=False)
     from .integration import integrate  # here: the DOP853 path does without the integrators (start-up)
 
-    return integrate(system, y0, spec.dt, t.size - 1, method=spec.method).y
+    return integrate(system, y0, spec.dt, t.size - 1, method=spec.method, compiled=False).y  # the NumPy step, bit for bit
 
 
 def _integrate_rows(systems: list, y0: np.ndarray, t: np.ndarray,

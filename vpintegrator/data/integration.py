@@ -4,21 +4,25 @@ Trajectories. The rollouts' [`IntegratorStep`][vpintegrator.rollout.steps.Integr
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
 import numpy as np
 
+from ..clock import thread_cpu
 from ..errors import VPIntegratorError, finite_float
 from ..systems import System, get_system, system_meta
 from ..systems.initial_conditions import as_points
 from ..integrators import Integrator, NotConverged, check_dt, get_integrator
-from ..stepping import StepFailure, StepMap, bad_states, drive
+from ..stepping import StepFailure, StepMap, bad_states, drive, time_grid
 from .trajectories import Trajectories
 
 __all__ = ["IntegratorMap", "integrate", "CHUNK_STEPS", "SCALAR_MAX_BATCH"]
 
 #: steps per call of the map in integrate (any value gives the same states: each step depends on the last only)
 CHUNK_STEPS = 1024
+#: a compiled stepper's statuses from this one on wrote the failing state (not finite, or above the norm limit)
+_WRITTEN = 3
 #: rollouts of at most this many trajectories run compiled (numba): float64 VPFF/VPT/ST/Lie–Poisson/SympNet models in
 #: ModelStep, classical integrators with a kernel in IntegratorStep (one trajectory after the other)
 SCALAR_MAX_BATCH = 8
@@ -85,10 +89,10 @@ class IntegratorMap(StepMap):
     def _compiled_stepper(self):
         """The compiled stepper (``vpintegrator.compiled.integrators``) for this method, or None."""
         try:
-            from ..compiled import compiled_stepper
+            from ..compiled.integrators import compiled_stepper
 
             stepper = compiled_stepper(self.system, self.integrator, self.dt)
-            if stepper is not None:  # compile (or load from the cache) now: set-up time, not step time
+            if stepper is not None and not stepper.warm:  # compile (or load from the cache) now: set-up, not steps
                 y = self._y0[0].copy()
                 stepper.step_block(y, 1, np.empty((1, self.dim)))
             return stepper
@@ -153,15 +157,49 @@ class IntegratorMap(StepMap):
         restarts from its first state (the engine also calls [`reset`][vpintegrator.data.integration.IntegratorMap.reset] for it, as for a blown-up row).
         """
         out = np.empty((self._y.shape[0], n, self.dim))
-        stepper = self._stepper
+        stepper, limit = self._stepper, self._limit
         for i in range(self._y.shape[0]):
             y = np.ascontiguousarray(self._y[i])
-            done = stepper.step_block(y, n, out[i])
-            if stepper.status != 0:  # Newton failure (done states are good) or a non-finite state (written)
-                out[i, done if stepper.status != 3 else done - 1 :] = np.nan
+            done = stepper.step_block(y, n, out[i], float(limit[i]))
+            if stepper.status != 0:  # Newton failure (done states are good), a non-finite or blown-up state (written)
+                out[i, done if stepper.status < _WRITTEN else done - 1 :] = np.nan
                 y = self._y0[i].copy()
-            self._y[i] = y  # a row that blew up (finite) within the block is reset by the engine
+            self._y[i] = y
         return out
+
+    def rollout_direct(self, window0: np.ndarray, n_steps: int, out: np.ndarray, limit: np.ndarray
+                       ) -> tuple[np.ndarray, float, float, float] | None:
+        """The whole rollout in one call, written straight into ``out`` (n_traj, n_steps + 1, dim), under the
+        failure rule ``"mark"`` with the norm ``limit`` (n_traj,): the engine's
+        [`rollout`][vpintegrator.rollout.engine.rollout] takes this path when it exists and answers. The compiled stepper runs each
+        trajectory to the end (the blow-up check is in its loop), with none of the engine's per-block passes: the
+        same states as the block loop (a failed row is NaN from its failing step on, as the engine leaves it).
+
+        Returns (failed_step (n_traj,), seconds, setup_seconds, wall_seconds) on the clock of
+        [`drive`][vpintegrator.stepping.drive] (the calling thread's CPU), or None when this map would not run compiled
+        (more than ``compiled_max_batch`` trajectories, no kernel): the engine's block loop then runs.
+        """
+        n_traj = window0.shape[0]
+        if not 0 < n_traj <= self.compiled_max_batch:
+            return None
+        start = thread_cpu()
+        self._y0 = np.array(window0[:, -1], dtype=np.float64)  # (n_traj, dim); what start() keeps, for reset
+        self._stepper = stepper = self._compiled_stepper()
+        if stepper is None:
+            return None
+        self._runner = "numba"
+        failed = np.full(n_traj, -1, dtype=np.int64)
+        out[:, 0] = window0[:, 0]
+        limits = limit.tolist()
+        tic, wall = thread_cpu(), time.perf_counter()
+        for i in range(n_traj):
+            done = stepper.step_block(self._y0[i].copy(), n_steps, out[i, 1:], limits[i])
+            if stepper.status != 0:
+                k = 1 + (done if stepper.status < _WRITTEN else done - 1)  # the first bad step of the row
+                out[i, k:] = np.nan
+                failed[i] = k
+        toc = thread_cpu()
+        return failed, toc - tic, tic - start, time.perf_counter() - wall
 
     def reset(self, rows):
         self._y[rows] = self._y0[rows]
@@ -179,13 +217,19 @@ def integrate(
     method: str | Integrator = "rk4",
     t0: float = 0.0,
     callback: Callable[[int, np.ndarray], None] | None = None,
+    compiled: bool | None = None,
 ) -> Trajectories:
     """Integrate a batch of initial conditions with a classical method.
 
-    A call of the one host driver ([`drive`][vpintegrator.stepping.drive]) with an [`IntegratorMap`][vpintegrator.data.integration.IntegratorMap] and the failure
-    policy ``"raise"``. The map runs the method's step on the whole batch (the NumPy path, never the
-    compiled single-trajectory stepper, which agrees only to a few ulp per step), so the states are the
-    method's ``step`` applied ``n_steps`` times, bit for bit.
+    At most ``SCALAR_MAX_BATCH`` trajectories (without a ``callback``) run the compiled single-trajectory
+    stepper (numba, ``vpintegrator.compiled.compiled_stepper``) where it has a kernel for the system and method,
+    one trajectory after the other: the states agree with the method's NumPy ``step`` to a few ulp per step
+    (the converged Newton iterates and the order of operations differ at rounding), at the kernel's cost per
+    step (one trajectory of 10⁴ steps: the call costs within 1.3x of the kernel alone,
+    ``scripts/bench_batch1.py``). Otherwise, and with ``compiled=False``, a call of the one host driver
+    ([`drive`][vpintegrator.stepping.drive]) with an [`IntegratorMap`][vpintegrator.data.integration.IntegratorMap] and the failure policy ``"raise"``
+    runs the method's ``step`` on the whole batch: the states are that step applied ``n_steps`` times, bit
+    for bit. A failure on the compiled path is redone on the NumPy path, which raises its own error.
 
     Parameters
     ----------
@@ -204,14 +248,19 @@ def integrate(
     callback : callable, optional
         ``callback(k, y)`` for each step k = 1..n_steps in order, with the states y (n_traj, dim) at
         t0 + k dt (e.g. a progress bar), once the driver has its chunk of steps (``CHUNK_STEPS``); the steps
-        before a failing one are called back before the error.
+        before a failing one are called back before the error. (The NumPy path.)
+    compiled : bool or None
+        None (default): the compiled stepper where it applies (see above); False: the NumPy step, bit for bit
+        (what ``vp-gen`` and the rollouts' first windows use, so that files and shipped numbers do not move
+        with the compiler); True: as None, but an error when no kernel applies.
 
     Returns
     -------
     Trajectories
         ``y`` (n_traj, n_steps + 1, dim), ``t`` (n_steps + 1,); meta: system, dim, method, dt, t0,
-        t_end, n_traj, n_states (= n_steps + 1), n_steps, invariant_names, and the system as
-        ``system``/``param_<name>`` ([`system_meta`][vpintegrator.systems.system_meta]).
+        t_end, n_traj, n_states (= n_steps + 1), n_steps, invariant_names, runner (``"numba"``: compiled,
+        ``"numpy"``: the NumPy step), and the system as ``system``/``param_<name>``
+        ([`system_meta`][vpintegrator.systems.system_meta]).
 
     Raises
     ------
@@ -233,19 +282,30 @@ def integrate(
     check_memory(8.0 * y.shape[0] * (n_steps + 1) * system.dim,
                  f"integrate: {y.shape[0]} trajectories x {n_steps + 1} states x {system.dim}",
                  "take fewer n_steps or trajectories (vp-gen writes long runs to disk in chunks)", key="n_steps")
+    if compiled not in (None, True, False):
+        raise VPIntegratorError(f"compiled must be None (where it applies), True or False; got {compiled!r}",
+                                key="compiled")
     out = np.empty((y.shape[0], n_steps + 1, system.dim))
+    runner = "numpy"
+    if compiled is not False and callback is None and 0 < y.shape[0] <= SCALAR_MAX_BATCH:
+        if _integrate_compiled(system, method, h, y, n_steps, out):
+            runner = "numba"
+    if compiled and runner != "numba":
+        raise VPIntegratorError(f"compiled=True: no compiled kernel runs {method.name} on {system.name} for "
+                                f"{y.shape[0]} trajectories (at most {SCALAR_MAX_BATCH}, no callback, numba "
+                                "installed); leave compiled at None", key="compiled")
+    if runner == "numpy":
+        def deliver(k0: int, block: np.ndarray) -> None:
+            n = block.shape[1]
+            out[:, k0 : k0 + n] = block
+            if callback is not None:
+                for k in range(max(k0, 1), k0 + n):
+                    callback(k, out[:, k])
 
-    def deliver(k0: int, block: np.ndarray) -> None:
-        n = block.shape[1]
-        out[:, k0 : k0 + n] = block
-        if callback is not None:
-            for k in range(max(k0, 1), k0 + n):
-                callback(k, out[:, k])
+        step_map = IntegratorMap(system, method, h, compiled_max_batch=0)
+        drive(step_map, y[:, None], n_steps, deliver, chunk_steps=CHUNK_STEPS, failure="raise", dt=h, t0=t0)
 
-    step_map = IntegratorMap(system, method, h, compiled_max_batch=0)
-    drive(step_map, y[:, None], n_steps, deliver, chunk_steps=CHUNK_STEPS, failure="raise", dt=h, t0=t0)
-
-    t = t0 + h * np.arange(n_steps + 1)
+    t = time_grid(t0, h, n_steps)
     meta: dict[str, Any] = {
         **system_meta(system),
         "dim": system.dim,
@@ -258,8 +318,30 @@ def integrate(
         "n_states": int(out.shape[1]),
         "n_steps": n_steps,
         "invariant_names": list(system.invariant_names),
+        "runner": runner,
     }
     return Trajectories(y=out, t=t, meta=meta)
+
+
+def _integrate_compiled(system: System, method: Integrator, h: float, y: np.ndarray, n_steps: int,
+                        out: np.ndarray) -> bool:
+    """``out`` (n_traj, n_steps + 1, dim) by the compiled stepper, one trajectory after the other; False when
+    there is no kernel (or no numba) or a trajectory failed (the NumPy path then raises its own error)."""
+    try:
+        from ..compiled.integrators import compiled_stepper
+
+        stepper = compiled_stepper(system, method, h)
+    except ImportError:  # pragma: no cover - the compiled package is part of the wheel
+        return False
+    if stepper is None:
+        return False
+    out[:, 0] = y
+    for i in range(y.shape[0]):
+        state = y[i].copy()
+        stepper.step_block(state, n_steps, out[i, 1:])
+        if stepper.status != 0:
+            return False
+    return True
 
 
 def _check_initial_conditions(system: System, y0: Any) -> np.ndarray:

@@ -31,7 +31,7 @@ from ..data.trajectories import Trajectories
 from .. import resources
 from ..clock import THREAD_CPU
 from ..errors import VPIntegratorError
-from ..stepping import StepMap, drive
+from ..stepping import StepMap, drive, failure_limit, time_grid
 
 __all__ = [
     "BLOWUP", "CHUNK_STEPS", "StepMap", "RolloutStats", "rollout", "stream_rollout", "initial_window",
@@ -102,9 +102,8 @@ def _as_window(window0: Any, seq_len: int, dim: int) -> np.ndarray:
             f"window0 must have shape (n_traj, seq_len, dim) = (n_traj, {seq_len}, {dim}) (or (n_traj, {dim}) "
             f"when seq_len = 1); got shape {w.shape}"
         )
-    finite = np.isfinite(w)
-    if not finite.all():
-        i, k, d = (int(v) for v in np.argwhere(~finite)[0])
+    if not np.isfinite(w).all():
+        i, k, d = (int(v) for v in np.argwhere(~np.isfinite(w))[0])
         raise VPIntegratorError(
             f"window0 is not finite (NaN/Inf) at trajectory {i}, state {k}, component {d}; start from finite states"
         )
@@ -148,13 +147,17 @@ def _run(step_map, w0, dt, n_steps, write, copy_blocks, t0, callback, chunk_step
     run = drive(step_map, w0, n_steps, deliver, chunk_steps=int(chunk_steps), block_steps=int(chunk_steps),
                 copy_blocks=copy_blocks or callback is not None or progress is not None, failure="mark",
                 blowup=blowup, dt=dt, t0=t0)
-    seconds, setup_seconds = run.seconds, run.setup_seconds
+    return _stats(step_map, w0, dt, t0, n_steps, blowup, run.failed_step, run.seconds, run.setup_seconds,
+                  run.wall_seconds)
+
+
+def _stats(step_map, w0, dt, t0, n_steps, blowup, failed_step, seconds, setup_seconds, wall) -> RolloutStats:
     meta = {
         **step_map.describe(), "dt": float(dt), "t0": float(t0), "n_traj": w0.shape[0], "blowup": float(blowup),
         "setup_seconds": setup_seconds, "seconds": seconds, "seconds_per_step": seconds / max(1, int(n_steps)),
-        "clock": THREAD_CPU, "wall_seconds": run.wall_seconds,
+        "clock": THREAD_CPU, "wall_seconds": wall,
     }
-    return RolloutStats(failed_step=run.failed_step, seconds=seconds, setup_seconds=setup_seconds,
+    return RolloutStats(failed_step=failed_step, seconds=seconds, setup_seconds=setup_seconds,
                         n_steps=int(n_steps), meta=meta)
 
 
@@ -258,18 +261,27 @@ def rollout(
         "give fewer steps or trajectories, or stream them to a file with stream_rollout", key="n_steps",
     )
     y = np.empty((w0.shape[0], int(n_steps) + 1, step_map.dim))
+    stats = None
+    direct = getattr(step_map, "rollout_direct", None)
+    if direct is not None and callback is None and progress is None:
+        # a map that runs the whole rollout in one call (a compiled classical method of a few trajectories:
+        # IntegratorMap.rollout_direct), into y, with the failure rule in its loop: no per-block passes
+        done = direct(w0, int(n_steps), y, failure_limit(w0, blowup))
+        if done is not None:
+            failed_step, seconds, setup_seconds, wall = done
+            stats = _stats(step_map, w0, dt, t0, n_steps, blowup, failed_step, seconds, setup_seconds, wall)
+    if stats is None:
+        def write(k0, block):
+            y[:, k0 : k0 + block.shape[1]] = block
 
-    def write(k0, block):
-        y[:, k0 : k0 + block.shape[1]] = block
-
-    stats = _run(step_map, w0, dt, n_steps, write, False, t0, callback, chunk_steps, blowup, progress)
+        stats = _run(step_map, w0, dt, n_steps, write, False, t0, callback, chunk_steps, blowup, progress)
     meta = dict(stats.meta)
     system = getattr(step_map, "system", None)
     if system is not None:
         from ..systems import system_meta
 
         meta = {**system_meta(system), **meta}
-    t = float(t0) + float(dt) * np.arange(int(n_steps) + 1)
+    t = time_grid(t0, dt, int(n_steps))
     return Trajectories(y=y, t=t, meta=meta, failed_step=stats.failed_step)
 
 
@@ -297,4 +309,4 @@ def initial_window(system, y0: np.ndarray, dt: float, seq_len: int, method: str 
         return np.asarray(solve_flow(system, y0, float(dt) * np.arange(seq_len)), dtype=np.float64)
     from ..data.integration import integrate
 
-    return integrate(system, y0, dt, seq_len - 1, method=method).y
+    return integrate(system, y0, dt, seq_len - 1, method=method, compiled=False).y  # the NumPy step, bit for bit

@@ -111,9 +111,8 @@ def as_points(values: Any, dim: int, name: str, rows: str = "n", point: str = "p
         arr = arr[None]
     if arr.ndim != 2 or arr.shape[1] != dim or arr.shape[0] == 0:
         raise VPIntegratorError(f"{name} must have shape ({rows}, {dim}){context}; got shape {arr.shape}")
-    bad = ~np.all(np.isfinite(arr), axis=1)
-    if bad.any():
-        i = int(np.argmax(bad))
+    if not np.isfinite(arr).all():
+        i = int(np.argmax(~np.all(np.isfinite(arr), axis=1)))
         raise VPIntegratorError(f"{point} {i} is not finite: {arr[i].tolist()}; give finite numbers")
     return arr
 

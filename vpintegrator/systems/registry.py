@@ -23,6 +23,9 @@ from .base import System
 
 PARAM_PREFIX = "param_"
 _REGISTRY: dict[str, type[System]] = {}
+#: name -> the registered class's default instance (systems are frozen dataclasses); a new registration of the
+#: name is seen by the type check in get_system
+_DEFAULT_INSTANCES: dict[str, System] = {}
 
 
 def register_system(cls: type[System], *, name: str | None = None, replace: bool = False) -> type[System]:
@@ -84,6 +87,21 @@ def get_system(name: str | System, /, **params: Any) -> System:
     **params
         Parameters of that system (e.g. ``inertia=(1, 2, 2/3)`` for ``rigid_body``).
     """
+    if not params:  # the common call (a batch-1 integrate or rollout): no checks to redo
+        if isinstance(name, System):
+            return name
+        if isinstance(name, str):
+            cls = _REGISTRY.get(name)
+            params_of = getattr(cls, "__dataclass_params__", None)
+            if cls is not None and params_of is not None and params_of.frozen:
+                cached = _DEFAULT_INSTANCES.get(name)
+                if cached is not None and type(cached) is cls:
+                    return cached
+                try:
+                    cached = _DEFAULT_INSTANCES[name] = cls()  # frozen: one default instance serves every caller
+                    return cached
+                except Exception:  # noqa: BLE001 - the checked path below says what is wrong
+                    _DEFAULT_INSTANCES.pop(name, None)
     if type(name).__name__ == "SystemFamily":  # .family imports this module: named, not imported
         raise VPIntegratorError(
             f"{name!r} holds one system per trajectory (parameters per trajectory), not one system; give "
@@ -110,13 +128,31 @@ def get_system(name: str | System, /, **params: Any) -> System:
 
 
 def system_meta(system: System) -> dict[str, Any]:
-    """The flat metadata of a system for file attributes: system, system_class, param_<name>."""
+    """The flat metadata of a system for file attributes: system, system_class, param_<name> (a new dict)."""
+    try:
+        cached = _META.get(system)
+    except TypeError:  # an unhashable parameter
+        cached = None
+    if cached is not None and cached[0] is type(system):
+        return dict(cached[1])
     meta: dict[str, Any] = {"system": system.name}
     path = importable_path(type(system))
     if path is not None:
         meta["system_class"] = path
     meta.update({PARAM_PREFIX + k: v for k, v in system.params().items()})
+    params_of = getattr(type(system), "__dataclass_params__", None)
+    if params_of is not None and params_of.frozen:  # a frozen system's metadata never changes
+        try:
+            if len(_META) >= 256:
+                _META.pop(next(iter(_META)))
+            _META[system] = (type(system), dict(meta))
+        except TypeError:
+            pass
     return meta
+
+
+#: system -> (its class, its metadata): a batch-1 call writes the same metadata every time
+_META: dict[Any, tuple[type, dict[str, Any]]] = {}
 
 
 def system_params_from_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
