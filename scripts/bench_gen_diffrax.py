@@ -44,10 +44,10 @@ VP_GEN = str(Path(sys.executable).parent / "vp-gen")
 T_END, DT, TOL = 20.0, 0.2, 1e-12
 
 
-def _vp_gen(n: int, out: str, workers: int | None) -> tuple[float, float]:
+def _vp_gen(n: int, out: str, workers: int | None, compression: str = "gzip") -> tuple[float, float]:
     """(wall s, CPU s) of a whole vp-gen process (its CPU: user + system of it and its workers)."""
     args = [VP_GEN, "rigid_body", "--n-traj", str(n), "--t-end", str(T_END), "--dt", str(DT), "--rtol", str(TOL),
-            "--atol", str(TOL), "--out", out, "--overwrite", "--quiet"]
+            "--atol", str(TOL), "--out", out, "--overwrite", "--quiet", "--compression", compression]
     if workers is not None:
         args += ["--workers", str(workers)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -103,7 +103,9 @@ def _diffrax(y0: np.ndarray, ts: np.ndarray):
 @click.command()
 @click.option("--sizes", default="20000,200000", show_default=True)
 @click.option("--repeat", default=2, show_default=True)
-def main(sizes: str, repeat: int) -> None:
+@click.option("--compression", "compressions", default="gzip,none", show_default=True,
+              help="vp-gen's /y filters to time (gzip is its default)")
+def main(sizes: str, repeat: int, compressions: str) -> None:
     load = lambda: " ".join(f"{x:.2f}" for x in os.getloadavg())  # noqa: E731
     print(f"rigid body, t in [0, {T_END:g}], output every {DT:g}, rtol = atol = {TOL:g}; {os.cpu_count()} CPUs; "
           f"load average before: {load()}")
@@ -112,12 +114,15 @@ def main(sizes: str, repeat: int) -> None:
         _vp_gen(10, f"{tmp}/warm.h5", None)  # numba's cache
         for n in (int(s) for s in sizes.split(",")):
             out = f"{tmp}/vp_{n}.h5"
-            every = min((_vp_gen(n, out, None) for _ in range(repeat)), key=lambda r: r[1])
-            one = min((_vp_gen(n, out, 1) for _ in range(repeat)), key=lambda r: r[1])
+            runs = {}
+            for comp in compressions.split(","):
+                every = min((_vp_gen(n, out, None, comp) for _ in range(repeat)), key=lambda r: r[1])
+                one = min((_vp_gen(n, out, 1, comp) for _ in range(repeat)), key=lambda r: r[1])
+                runs[comp] = (every, one)
+                print(f"N = {n}, --compression {comp}: vp-gen whole process CPU {every[1]:.2f} s (every core; wall "
+                      f"{every[0]:.2f} s), CPU {one[1]:.2f} s (--workers 1; wall {one[0]:.2f} s)", flush=True)
             empty = min((_vp_gen(1, f"{tmp}/one.h5", 1) for _ in range(repeat)), key=lambda r: r[1])
-            print(f"N = {n}: vp-gen whole process CPU {every[1]:.2f} s (every core; wall {every[0]:.2f} s), "
-                  f"CPU {one[1]:.2f} s (--workers 1; wall {one[0]:.2f} s); a 1-trajectory process: CPU {empty[1]:.2f} s "
-                  f"(start-up: imports, file)", flush=True)
+            print(f"  a 1-trajectory process: CPU {empty[1]:.2f} s (start-up: interpreter, imports, the file)", flush=True)
             res = _diffrax(_initial_conditions(n), ts)
             if res is None:
                 print("  diffrax: jax/diffrax not importable; pip install jax diffrax")
@@ -126,10 +131,12 @@ def main(sizes: str, repeat: int) -> None:
             with h5py.File(out, "r") as f:
                 diff = float(np.max(np.abs(f["y"][:] - ys)))
             print(f"  diffrax vmap Dopri8: first call CPU {first:.2f} s (compile + solve), solve alone CPU {solve:.2f} s "
-                  f"(wall {solve_wall:.2f} s); CPU ratio diffrax solve / vp-gen whole process: {solve / every[1]:.2f}x "
-                  f"(every core), {solve / one[1]:.2f}x (--workers 1); without vp-gen's start-up: "
-                  f"{solve / max(one[1] - empty[1], 1e-9):.2f}x; with compilation {first / one[1]:.2f}x; "
-                  f"max |difference| {diff:.1e}", flush=True)
+                  f"(wall {solve_wall:.2f} s); max |difference| {diff:.1e}", flush=True)
+            for comp, (every, one) in runs.items():
+                print(f"  CPU ratio diffrax solve / vp-gen whole process, --compression {comp}: {solve / every[1]:.2f}x "
+                      f"(every core), {solve / one[1]:.2f}x (--workers 1); without vp-gen's start-up: "
+                      f"{solve / max(one[1] - empty[1], 1e-9):.2f}x; diffrax with compilation: {first / one[1]:.2f}x",
+                      flush=True)
     print(f"load average after: {load()}")
 
 

@@ -69,3 +69,40 @@ def test_clocks_are_named_and_monotone():
     a, b = thread_cpu(), process_cpu()
     sum(i * i for i in range(200_000))
     assert thread_cpu() > a and process_cpu() > b
+
+
+def _burn(seconds: float) -> None:
+    start = process_cpu()
+    while process_cpu() - start < seconds:
+        pass
+
+
+class _SlowSink:
+    """A tracking sink that spends CPU in each call (as MLflow's client does)."""
+
+    def __init__(self) -> None:
+        _burn(0.4)
+
+    def log(self, row) -> None:
+        _burn(0.4)
+
+    def close(self) -> None:
+        _burn(0.1)
+
+
+def test_tracking_sinks_do_not_count_in_the_training_cpu_time(tiny_data, tmp_path, monkeypatch):
+    import json
+
+    from vpintegrator.training import fit
+    from vpintegrator.training import loop
+
+    kw = dict(data=[tiny_data], model={"name": "vpt", "seq_len": 2, "L": 1, "n_blocks": 1}, epochs=2, batch_size=32,
+              lr=3e-3, dtype="float64", device="cpu", seed=5)
+    monkeypatch.setattr(loop, "make_sinks", lambda config, member, resolved: [_SlowSink()])
+    result = fit(dict(kw, out=str(tmp_path / "sinks")))
+    summary = json.loads((tmp_path / "sinks" / "summary.json").read_text())
+    # the sink spent 0.4 + 2 x 0.4 s of CPU, none of it the training's (which alone takes ~0.3 s here): counted,
+    # the recorded time would be above 1.2 s
+    assert summary["cpu_time"] < 0.9, summary["cpu_time"]
+    assert [r["cpu_seconds"] for r in result.history] == sorted(r["cpu_seconds"] for r in result.history)
+    assert result.history[-1]["cpu_seconds"] <= summary["cpu_time"]

@@ -188,7 +188,7 @@ def _weights_and_logs(run, ensemble: bool) -> dict:
             for key, t in ckpt["state_dict"].items():
                 out[(d.name, name, key)] = t.numpy().tobytes()
         with open(d / "log.csv", newline="") as f:
-            out[(d.name, "log")] = [{k: v for k, v in r.items() if k != "seconds"} for r in csv.DictReader(f)]
+            out[(d.name, "log")] = [{k: v for k, v in r.items() if k not in ("seconds", "cpu_seconds")} for r in csv.DictReader(f)]
     if ensemble:
         out["table"] = (run / "ensemble.csv").read_text()
     return out

@@ -478,3 +478,20 @@ def test_sampler_can_be_overridden():
 def test_load_spec_refuses_what_is_not_a_spec(bad, match):
     with pytest.raises(VPIntegratorError, match=match):
         load_spec(bad)
+
+
+@pytest.mark.parametrize("compression,filter_name", [("none", None), ("lzf", "lzf"), ("gzip", "gzip")])
+def test_compression_key_sets_the_filter_of_y_and_keeps_the_values(tmp_path, compression, filter_name):
+    import h5py
+
+    spec = load_spec("rigid_body", n_traj=70, t_end=2.0)
+    want = generate(spec).y
+    path = generate(load_spec("rigid_body", n_traj=70, t_end=2.0, compression=compression), out=tmp_path / "c.h5")
+    with h5py.File(path, "r") as f:
+        assert f["y"].compression == filter_name and f["y"].shuffle == (filter_name is not None)
+        np.testing.assert_array_equal(f["y"][:], want)
+
+
+def test_compression_key_refuses_an_unknown_filter():
+    with pytest.raises(VPIntegratorError, match="compression must be 'gzip' or 'lzf' or 'none'; got 'zip'"):
+        load_spec("rigid_body", compression="zip")

@@ -123,7 +123,7 @@ def test_run_directory(tiny_data, tmp_path):
     with open(run / "log.csv") as f:
         reader = csv.DictReader(f)
         rows = list(reader)
-    assert reader.fieldnames == ["epoch", "train_loss", "val_loss", "lr", "seconds"] and len(rows) == 3
+    assert reader.fieldnames == ["epoch", "train_loss", "val_loss", "lr", "seconds", "cpu_seconds"] and len(rows) == 3
     summary = json.loads((run / "summary.json").read_text())
     for key in ("train_loss", "val_loss", "best_loss", "best_epoch", "epochs", "wall_time", "n_params", "device", "dtype"):
         assert key in summary
@@ -428,7 +428,7 @@ def test_lm_deterministic_for_a_seed(tiny_data, tmp_path):
     a = fit(_lm(tiny_data, tmp_path, "a", epochs=2))
     b = fit(_lm(tiny_data, tmp_path, "b", epochs=2))
     c = fit(_lm(tiny_data, tmp_path, "c", epochs=2, seed=7))
-    assert _same_weights(a.model, b.model) and a.history == [dict(h, seconds=ha["seconds"]) for h, ha in
+    assert _same_weights(a.model, b.model) and a.history == [dict(h, seconds=ha["seconds"], cpu_seconds=ha["cpu_seconds"]) for h, ha in
                                                               zip(b.history, a.history)]
     assert not _same_weights(a.model, c.model)
 
@@ -497,7 +497,7 @@ def test_val_rollout_monitor_picks_the_best_rollout(tiny_data, tmp_path):
     result = fit(_lm(tiny_data, tmp_path, epochs=4, monitor="val_rollout", val_rollout_steps=12, val_fraction=0.25))
     with open(tmp_path / "lm" / "log.csv") as f:
         rows = list(csv.DictReader(f))
-    assert list(rows[0]) == ["epoch", "train_loss", "val_loss", "lr", "seconds", "val_rollout"]
+    assert list(rows[0]) == ["epoch", "train_loss", "val_loss", "lr", "seconds", "cpu_seconds", "val_rollout"]
     scores = [float(r["val_rollout"]) for r in rows]
     assert all(math.isfinite(s) and s > 0 for s in scores)
     best_epoch = 1 + int(np.argmin(scores))

@@ -23,11 +23,14 @@ from typing import Any
 
 from .errors import VPIntegratorError
 
-__all__ = ["LOG_COLUMNS", "ROLLOUT_COLUMN", "format_row", "read_log", "read_summary", "relative_run_paths",
+__all__ = ["LOG_COLUMNS", "CPU_COLUMN", "ROLLOUT_COLUMN", "format_row", "read_log", "read_summary", "relative_run_paths",
            "absolute_run_paths"]
 
 #: the columns every log.csv has, in order
 LOG_COLUMNS = ("epoch", "train_loss", "val_loss", "lr", "seconds")
+#: the training process's CPU seconds at the end of each epoch (vpintegrator.clock.process_cpu, tracking sinks
+#: left out: summary.json's cpu_time so far), beside ``seconds`` (wall); logs written before it lack it
+CPU_COLUMN = "cpu_seconds"
 #: log.csv's extra column when monitor = "val_rollout"
 ROLLOUT_COLUMN = "val_rollout"
 
@@ -38,8 +41,8 @@ def format_row(row: dict[str, float], columns: tuple[str, ...] = LOG_COLUMNS) ->
 
 
 def read_log(path: str | Path, max_epoch: int | None = None) -> list[dict[str, float]]:
-    """The rows of a ``log.csv``: every column of ``LOG_COLUMNS`` (and ``ROLLOUT_COLUMN`` when the
-    log has it) as floats, ``epoch`` as an int, in file order.
+    """The rows of a ``log.csv``: every column of ``LOG_COLUMNS`` (and ``CPU_COLUMN`` and ``ROLLOUT_COLUMN`` when
+    the log has them) as floats, ``epoch`` as an int, in file order.
 
     A torn last line (a run killed while writing) ends the rows; so does the first row after
     ``max_epoch`` (rows written after the last checkpoint, when a run resumes). A missing file gives no rows;
@@ -67,7 +70,7 @@ def _read_log(path: Path, max_epoch: int | None) -> list[dict[str, float]]:
                 f"{path}: missing column {missing[0]!r}; a vp-train log has columns {', '.join(LOG_COLUMNS)}"
                 f"[, {ROLLOUT_COLUMN}], found {', '.join(header) or '(none)'}"
             )
-        names = [c for c in header if c in LOG_COLUMNS or c == ROLLOUT_COLUMN]
+        names = [c for c in header if c in LOG_COLUMNS or c in (ROLLOUT_COLUMN, CPU_COLUMN)]
         rows = []
         for row in reader:
             try:

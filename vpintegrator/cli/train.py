@@ -129,7 +129,7 @@ def main(config, data, model, seq_len, flags, set_, resume, print_config, as_jso
 
     The run directory holds config.toml (resolved), best.pt and last.pt (load with
     vpintegrator.load_model or torch.load(weights_only=True)), log.csv
-    (epoch,train_loss,val_loss,lr,seconds) and summary.json. Ctrl-C or SIGTERM save last.pt
+    (epoch,train_loss,val_loss,lr,seconds,cpu_seconds) and summary.json. Ctrl-C or SIGTERM save last.pt
     and exit with status 130; --resume RUN_DIR then continues exactly. Several processes or GPUs:
     torchrun --nproc_per_node=N -m vpintegrator.cli.train CONFIG (--batch-size is global).
     --optimizer lm (Levenberg-Marquardt, e.g. the config rigid_body_vpt_lm) reaches low losses

@@ -520,8 +520,9 @@ def _generate(spec: GenerationSpec, out: Path | None, progress, overwrite: bool 
         return Trajectories(y=y_all, t=t, meta={**meta, **drift_meta()}, params=None if params is None else params[1],
                             param_names=() if params is None else params[0])
     record = provenance_record([spec.source] if spec.source else [])  # the spec file is the input
+    compression = None if spec.compression == "none" else spec.compression
     with TrajectoryWriter(out, n_traj, n_states, dim, t, meta, overwrite=overwrite, provenance=record,
-                          params=params) as writer:
+                          params=params, compression=compression) as writer:
         if workers > 1:
             run_parallel(writer.write, writer)
         else:

@@ -94,8 +94,9 @@ class TrajectoryWriter:
     meta : dict
         Metadata for the root attributes (see the module docstring); a [`System`][vpintegrator.systems.System] object under
         ``system`` is stored as ``system``, ``system_class`` and ``param_<name>`` attributes.
-    compression : str, default "gzip"
-        HDF5 filter for ``/y`` (``"gzip"`` is readable everywhere; ``"lzf"`` is faster but h5py-only).
+    compression : str or None, default "gzip"
+        HDF5 filter for ``/y`` (``"gzip"`` is readable everywhere; ``"lzf"`` is faster but h5py-only; None: no
+        filter, the fastest to write and ~16 % larger for float64 trajectories).
     overwrite : bool, default False
         Replace an existing trajectory file at ``path``; anything else there is never replaced. The file
         is locked against other writers while the block runs.
@@ -126,7 +127,7 @@ class TrajectoryWriter:
         t: np.ndarray,
         meta: dict[str, Any] | None = None,
         *,
-        compression: str = "gzip",
+        compression: str | None = "gzip",
         overwrite: bool = False,
         provenance: dict[str, Any] | None = None,
         params: tuple[Sequence[str], np.ndarray] | None = None,
@@ -185,7 +186,7 @@ class TrajectoryWriter:
                 chunks=_chunk_shape(*self.shape),
                 compression=self._compression,
                 compression_opts=compression_opts,
-                shuffle=True,
+                shuffle=self._compression is not None,
             )
             if self._params is not None:
                 names, values = self._params
@@ -325,7 +326,7 @@ def _check_params(params: Any, n_traj: int) -> tuple[tuple[str, ...], np.ndarray
     return names, values
 
 
-def write_trajectories(path: str | os.PathLike[str], traj: Trajectories, *, compression: str = "gzip",
+def write_trajectories(path: str | os.PathLike[str], traj: Trajectories, *, compression: str | None = "gzip",
                        overwrite: bool = False, provenance: dict[str, Any] | None = None) -> Path:
     """Write a [`Trajectories`][vpintegrator.data.trajectories.Trajectories] to an HDF5 file (schema v2), atomically.
 
@@ -336,7 +337,8 @@ def write_trajectories(path: str | os.PathLike[str], traj: Trajectories, *, comp
     traj : Trajectories
         ``y`` (n_traj, n_states, dim) and ``t`` (n_states,) are stored as float64; ``meta`` becomes root
         attributes (a [`System`][vpintegrator.systems.System] under ``system`` as ``system``/``system_class``/``param_<name>``).
-    compression : str, default "gzip"
+    compression : str or None, default "gzip"
+        As [`TrajectoryWriter`][vpintegrator.data.hdf5.TrajectoryWriter]'s (None: no filter).
     overwrite : bool, default False
         Replace an existing trajectory file at ``path`` (anything else there is never replaced).
     provenance : dict, optional
@@ -350,7 +352,8 @@ def write_trajectories(path: str | os.PathLike[str], traj: Trajectories, *, comp
     if not isinstance(traj, Trajectories):
         raise VPIntegratorError(f"write_trajectories: expected a Trajectories; got {type(traj).__name__}")
     params = None if traj.params is None else (traj.param_names, traj.params)
-    with TrajectoryWriter(path, *traj.y.shape, traj.t, traj.meta, compression=compression,
+    n_traj, n_states, dim = (int(n) for n in traj.y.shape)
+    with TrajectoryWriter(path, n_traj, n_states, dim, traj.t, traj.meta, compression=compression,
                           overwrite=overwrite, provenance=provenance, params=params) as writer:
         writer.write(0, traj.y)
     return Path(path)

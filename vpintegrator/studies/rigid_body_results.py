@@ -49,8 +49,8 @@ PAPER = {
 COLUMNS = {
     # key: (heading, models only)
     "train_loss_best": ("train loss (best.pt epoch)", True),
-    "time_to_target": (f"s to train loss ≤ {LOSS_TARGET:g}", True),
-    "train_time": ("training s (wall)", True),
+    "time_to_target": (f"CPU s to train loss ≤ {LOSS_TARGET:g}", True),
+    "train_time": ("training CPU s", True),
     "best_val": ("best validation", True),
     "band_traj1": ("‖z‖ band traj 1", False),
     "band_traj4": ("‖z‖ band traj 4", False),
@@ -86,8 +86,9 @@ def write_timing(run, t_end: float | None = None) -> dict:
     ``t_end`` and for the short run to ``t_end / 10``; ``cpu_marginal_s`` = the CPU cost of the steps alone,
     extrapolated to ``t_end`` from the difference of the two (start-up, imports, model loading and tracing
     taken out), None (``cpu_marginal_note``: "below resolution") when that difference is within
-    ``RESOLUTION`` of the short run's CPU, i.e. not resolved by two process measurements; ``engine_s`` = the rollout engine's own wall seconds per step (the csv's
-    ``seconds_per_step``) times the steps.
+    ``RESOLUTION`` of the short run's CPU, i.e. not resolved by two process measurements; ``engine_s`` = the rollout engine's own seconds per step (the csv's
+    ``seconds_per_step``: CPU seconds of the rolling-out thread, wall seconds in files written before the engine
+    timed CPU) times the steps.
     """
     run = Path(run)
     td = run / "timing"
@@ -129,7 +130,7 @@ def write_timing(run, t_end: float | None = None) -> dict:
     write_json(td / "timing.json", out)
     lines = [f"CPU seconds to t = {t_end:g} ({n_steps} steps), trajectory 1, batch 1, one process per method, "
              "OMP_NUM_THREADS=1.\n",
-             *md_table(["method", "process CPU s", "process wall s", "CPU s without start-up", "engine wall s",
+             *md_table(["method", "process CPU s", "process wall s", "CPU s without start-up", "engine CPU s",
                         "paper (Julia, t = 50 000) s"],
                        [[label, _num(e.get("cpu_s")), _num(e.get("wall_s")), _num(e.get("cpu_marginal_s")),
                          _num(e.get("engine_s")), _num(e.get("paper_julia_s"))]
@@ -137,7 +138,7 @@ def write_timing(run, t_end: float | None = None) -> dict:
     if any(e.get("cpu_marginal_note") for e in out["methods"].values()):
         lines += ["", f"'—' without start-up: the two runs' CPU times differ by less than {RESOLUTION:.0%} of the "
                   "short run's, so the steps' own cost is below what two process measurements resolve; the engine's "
-                  "wall seconds (timed around the steps) stand for it."]
+                  "CPU seconds (timed around the steps) stand for it."]
     write_text(td / "timing.md", "\n".join(lines) + "\n")
     return out
 
@@ -217,8 +218,9 @@ def _training_values(run_dir: Path) -> dict:
     return {
         "train_loss_best": at_best["train_loss"] if at_best else math.nan,
         "train_loss_last": summary.get("train_loss"),
-        "time_to_target": first["seconds"] if first else None,  # None: not reached
-        "train_time": summary.get("wall_time"),
+        # CPU seconds where the log has them (cpu_seconds), else the wall seconds of an older log; None: not reached
+        "time_to_target": (first.get("cpu_seconds", first["seconds"]) if first else None),
+        "train_time": summary.get("cpu_time", summary.get("wall_time")),
         "best_val": summary.get("best_loss"),
         "monitor": summary.get("monitor", "?"),
         "epochs": summary.get("epochs"),
@@ -488,8 +490,10 @@ def format_results(res: dict) -> str:
               {"train_loss_best": "train_loss", "train_time": "train_time"})
         out.append(f"Train loss: full training loss logged at the epoch of best.pt (the checkpoint rolled out); "
                    f"best validation: summary.json best_loss (monitor: {', '.join(sorted(mons)) or '?'}). "
-                   f"Time to ≤ {LOSS_TARGET:g} (the paper's VPT training loss): `seconds` of the first log.csv "
-                   "row at or below it (wall, one thread).")
+                   f"Time to ≤ {LOSS_TARGET:g} (the paper's VPT training loss): `cpu_seconds` of the first log.csv "
+                   "row at or below it (the training process's CPU time, one thread; a log written before "
+                   "cpu_seconds was recorded gives its wall `seconds`); training: summary.json `cpu_time` "
+                   "(`wall_time` for such runs).")
         out.append("")
     table("The paper's trajectories 1 and 4 (in-sample: rows 100 and 719 of the training data), t ∈ [0, 100]", ["band_traj1", "band_traj4", "err100_traj1", "err100_traj4",
                                                 "vpt_traj1", "vpt_traj4"], [*models, *integ],

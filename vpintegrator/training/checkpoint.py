@@ -2,7 +2,8 @@
 
 A run directory holds ``config.toml`` (the resolved config), ``last.pt`` / ``best.pt``
 ([`vpintegrator.models.save_model`][vpintegrator.models.save_model] files; ``last.pt`` also holds the training state), ``log.csv``
-(``epoch,train_loss,val_loss,lr,seconds`` per epoch, plus ``val_rollout`` with that monitor) and
+(``epoch,train_loss,val_loss,lr,seconds,cpu_seconds`` per epoch: ``seconds`` wall, ``cpu_seconds`` the
+process's CPU time; plus ``val_rollout`` with that monitor) and
 ``summary.json``. Every file is written atomically (``vpintegrator._io.atomic_path``): an interrupted
 write leaves the previous file intact. RNG states are stored as tensors, ints and lists so that the
 checkpoints load with ``torch.load(weights_only=True)``.
@@ -24,10 +25,11 @@ from .._io import atomic_path
 from .._outputs import check_new_run_dir
 from ..errors import VPIntegratorError
 from ..provenance import provenance_record
-from ..rundir import LOG_COLUMNS, ROLLOUT_COLUMN, absolute_run_paths, format_row, read_log, relative_run_paths
+from ..rundir import CPU_COLUMN, LOG_COLUMNS, ROLLOUT_COLUMN, absolute_run_paths, format_row, read_log, relative_run_paths
 from .config import RESUMABLE_KEYS, TrainConfig
 
 __all__ = [
+    "CPU_COLUMN",
     "LOG_COLUMNS",
     "ROLLOUT_COLUMN",
     "rng_state",
@@ -186,7 +188,7 @@ def write_summary(run_dir: Path, values: dict[str, Any]) -> None:
 
 def log_columns(config: TrainConfig) -> tuple[str, ...]:
     """The columns of ``log.csv`` for this config."""
-    return LOG_COLUMNS + ((ROLLOUT_COLUMN,) if config.monitor == "val_rollout" else ())
+    return LOG_COLUMNS + (CPU_COLUMN,) + ((ROLLOUT_COLUMN,) if config.monitor == "val_rollout" else ())
 
 
 # ---------------------------------------------------------------------------------------------------

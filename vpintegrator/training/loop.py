@@ -564,7 +564,7 @@ class Trainer:
                 with label("vp/validate_rollout"):
                     rollouts = self.steps.val_rollouts()
             finite_w = self.steps.finite_weights()
-            lrs, seconds = self.steps.lrs(), self.wall()  # LM: each member's own damping
+            lrs, seconds, cpu_seconds = self.steps.lrs(), self.wall(), self.cpu()  # LM: each member's own damping
             infos = []
             for m in self.members:
                 if not m.active:
@@ -591,7 +591,8 @@ class Trainer:
                     monitor = rollouts[k]
                 m.judge(self.epoch, monitor, lambda: self.steps.member_state(k))
                 lr = lrs[k]
-                row = {"epoch": self.epoch, "train_loss": train[k], "val_loss": vals[k], "lr": lr, "seconds": seconds}
+                row = {"epoch": self.epoch, "train_loss": train[k], "val_loss": vals[k], "lr": lr, "seconds": seconds,
+                       ckpt_io.CPU_COLUMN: cpu_seconds}
                 if self.rollout_validator is not None:
                     row[ckpt_io.ROLLOUT_COLUMN] = rollouts[k]
                 m.log(row)
