@@ -299,7 +299,16 @@ class TrainConfig(Config):
         Start from the weights of this model (.pt file, run directory or pretrained:NAME). Instead of a fresh
         initialisation (``init_scale`` is then not applied): fine-tuning, e.g. a second phase with ``unroll
         > 1`` after a one-window phase. Its architecture must equal the configured model's (every
-        hyper-parameter); the optimiser starts afresh. Not with ``ensemble``.
+        hyper-parameter); the optimiser starts afresh. Not with ``ensemble``. With a torch optimiser the run
+        fine-tunes at ``finetune_lr`` (default ``lr_min``), not at ``lr``: see ``finetune_lr``.
+    finetune_lr : float, optional
+        With init_from: the learning rate to fine-tune at (default lr_min, the schedule's final rate). A fresh
+        optimiser at the from-scratch ``lr`` (1e-2 in the shipped Adam configs) throws the pretrained
+        weights away in a few steps (the loss of ``pretrained:rigid_body_vpt`` on its own kind of data went
+        from 4.5e-5 to 0.59 in one epoch), so with ``init_from`` the schedule runs from ``finetune_lr`` to
+        ``min(lr_min, finetune_lr)`` and ``lr`` is not used; left out, it is ``lr_min`` (a constant rate: where
+        a from-scratch schedule ends; ``1e-4 · lr`` when ``lr_min`` is 0), and one warning line says so. Not used by ``optimizer = "lm"``
+        (Levenberg–Marquardt accepts only steps that lower the loss) or without init_from.
     logger : "none", "tensorboard" or "mlflow", optional
         Also write per-epoch metrics to tensorboard (<run>/tensorboard/) or mlflow (extras [tensorboard],
         [mlflow]). The per-epoch log row: train and validation loss, lr, seconds, the validation rollout
@@ -360,6 +369,8 @@ class TrainConfig(Config):
     unroll: int = key(1, type=int, low=1,
                       expected="a positive integer (windows of free rollout per training target; 1: none)")
     init_from: str | None = key(None, optional=True, check=_check_init_from, metavar="MODEL", show_default=False)
+    finetune_lr: float | None = key(None, type=float, low=0, open_low=True, optional=True, show_default="lr_min",
+                                    expected="a finite number > 0 (the learning rate with init_from)")
     logger: str | None = key(None, optional=True, choices=LOGGERS, expected=" or ".join(map(repr, LOGGERS)),
                              show_default="none")
 
@@ -453,6 +464,23 @@ class TrainConfig(Config):
                 "optimizer 'lbfgs' cannot train an ensemble (its line search couples the members); use adam, "
                 "adamw, sgd, rmsprop or lm, or train the seeds one by one", key="optimizer",
             )
+
+    @property
+    def fine_tunes(self) -> bool:
+        """Whether the run fine-tunes at ``finetune_lr`` (``init_from`` with a torch optimiser)."""
+        return self.init_from is not None and self.optimizer != "lm"
+
+    def learning_rates(self) -> tuple[float, float]:
+        """``(first, last)``: the rates the schedule runs between. ``(lr, lr_min)``; when the run fine-tunes
+        (``init_from``, a torch optimiser) ``(finetune_lr, min(lr_min, finetune_lr))`` with ``finetune_lr``
+        defaulting to ``lr_min`` (``1e-4 · lr`` when ``lr_min`` is 0)."""
+        if not self.fine_tunes:
+            return float(self.lr), float(self.lr_min)
+        if self.finetune_lr is not None:
+            first = float(self.finetune_lr)
+        else:  # where a from-scratch schedule ends (a zero lr_min: the shipped schedules' ratio 1e-4 below lr)
+            first = float(self.lr_min) if self.lr_min > 0 else 1e-4 * float(self.lr)
+        return first, min(float(self.lr_min), first)
 
     @property
     def is_ensemble(self) -> bool:

@@ -457,7 +457,8 @@ class Trainer:
             if cfg.optimizer == "lm":
                 hint, key = f"raise lm_lambda (now {cfg.lm_lambda:g}) or check the data", "lm_lambda"
             else:
-                hint, key = f'lower lr (now {cfg.lr:g}) or use optimizer = "lm"', "lr"
+                lr_key = "finetune_lr" if cfg.fine_tunes else "lr"
+                hint, key = f'lower {lr_key} (now {cfg.learning_rates()[0]:g}) or use optimizer = "lm"', lr_key
             raise VPIntegratorError(f"training diverged: {_PHRASE[d['what']]} {d['value']} at epoch {d['epoch']}, "
                                     f"step {d['step']}; {hint}", key=key)
         result = self.member_result(m)

@@ -69,6 +69,13 @@ def new_model(config: TrainConfig, seed: int, dim: int, where: str, device, dtyp
     model = model.to(device=device, dtype=dtype)
     if config.init_from is not None:
         _load_initial_weights(model, name, config.init_from)
+        if config.fine_tunes and config.finetune_lr is None:
+            import logging
+
+            logging.getLogger(__name__).warning(
+                "init_from %s: fine-tuning at lr = %g (lr_min; not lr = %g: a fresh optimiser at the from-scratch "
+                "rate undoes the pretrained weights); set finetune_lr to choose the rate", config.init_from,
+                config.learning_rates()[0], config.lr)
     elif config.init_scale != 1.0:
         with torch.no_grad():
             for pname, p in model.named_parameters():
