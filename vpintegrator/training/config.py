@@ -197,24 +197,26 @@ class TrainConfig(Config):
     stride : int
         Distance between window starts.
     val_fraction : float
-        Share of trajectories held out for validation (split by trajectory, seeded; 0: none).
+        Share of trajectories held out for validation (split by trajectory, by ``split_seed``; 0: none).
     test_fraction : float
         Share of trajectories held out for testing (never trained on; vp-rollout's default trajectories).
-        Default 0.1; 0 for none. Split by trajectory with the same seeded permutation, disjoint from the
+        Default 0.1; 0 for none. Split by trajectory with the same permutation (``split_seed``), disjoint from the
         validation ones (``vpintegrator.data.windows.split_train_val_test``), and never used for training,
         early stopping or model selection. ``val_fraction + test_fraction`` must leave training
         trajectories. The split (trajectory indices into the data, several files concatenated in the order
         given) is recorded as ``split = {"train", "val", "test"}`` in ``summary.json`` and in every
         checkpoint (``best.pt``, ``last.pt``, every ensemble member's); ``vp-rollout`` rolls out a model's
         test trajectories by default. A run made before this key existed resumes with ``test_fraction = 0``
-        (its own split).
+        (its own split). The split depends on the data and ``split_seed`` only, never on ``seed``: runs of
+        several seeds on one file share their test (and validation) trajectories.
     split_by : str
         Split the trajectories by initial condition, or hold out parameters of a parametric data set:
         parameters_interpolation (a cube inside the box) or parameters_extrapolation (the box's ends).
-        ``"initial_conditions"`` (default) is the seeded permutation above; for a data set with
+        ``"initial_conditions"`` (default) is the permutation above; for a data set with
         per-trajectory parameters (``/params``), ``"parameters_interpolation"`` makes the test trajectories
-        those whose parameters lie in a seeded cube inside the parameter box, ``"parameters_extrapolation"``
-        those at the box's ends, with the same ``test_fraction``, ``val_fraction`` and ``seed``
+        those whose parameters lie in a cube inside the parameter box drawn with ``split_seed``,
+        ``"parameters_extrapolation"`` those at the box's ends, with the same ``test_fraction``,
+        ``val_fraction`` and ``split_seed``
         (``vpintegrator.rollout.splits.parameter_split``); the record gains ``split_by``.
     patience : int
         Early stopping patience in epochs (0: off). Training stops after this many epochs without the
@@ -222,8 +224,16 @@ class TrainConfig(Config):
     min_delta : float
         Early stopping: the least improvement of the validation loss that counts.
     seed : int
-        Seed for initialisation, split and data order: the model initialisation, the train/validation/test
-        split and the data order.
+        Seed for initialisation and data order (the train/validation/test split is split_seed's). The model
+        initialisation and the order of the training windows; not the split (``split_seed``), so runs of
+        several seeds on one data file share their validation and test trajectories.
+    split_seed : int
+        Seed of the train/validation/test split (apart from seed: every seed shares it). The split is a function
+        of the data (its number of trajectories; with ``split_by = "parameters_*"`` their parameters) and of
+        this seed only, as scikit-learn's ``train_test_split(random_state=...)``: two runs with different
+        ``seed`` on one file share their test trajectories. Recorded as ``split_seed`` in ``summary.json`` and
+        every checkpoint, beside the ``split`` itself. A run made before this key existed (its split was
+        ``seed``'s) resumes with ``split_seed = seed``: its own split.
     device : str
         auto, cpu, cuda or cuda:N. ``auto`` is cuda if available.
     dtype : "float32" or "float64"
@@ -285,7 +295,7 @@ class TrainConfig(Config):
         member_<k>_seed_<s>/ run directories, ensemble.csv/.md and best/ (the member with the best
         validation score); any optimizer but lbfgs (lm included); not resumable. Member ``k`` has seed
         ``seed + k`` (or ``seeds[k]``) for its initialisation and its data order
-        (``vpintegrator.training.ensemble``); the train/validation split is ``seed``'s for every member;
+        (``vpintegrator.training.ensemble``); the train/validation split is ``split_seed``'s, as for every run;
         the selected member is recorded in ``selected.json``. Torch optimisers with elementwise updates, or
         ``lm`` (each member its own subsamples and λ).
     seeds : list of int, optional
@@ -343,6 +353,8 @@ class TrainConfig(Config):
     min_delta: float = key(0.0, type=float, low=0, expected="a finite number >= 0", resumable=True)
     seed: int = key(1234, type=int, low=0, high=2**63, open_high=True,
                     expected="a non-negative integer (below 2**63)")
+    split_seed: int = key(0, type=int, low=0, high=2**63, open_high=True,
+                          expected="a non-negative integer (below 2**63)")
     device: str = key("auto", check=_check_device, metavar="DEVICE", resumable=True)
     dtype: str = key("float32", choices=DTYPES, expected=" or ".join(DTYPES))
     fast_step: str = key("auto", choices=FAST_STEPS, expected=", ".join(FAST_STEPS), resumable=True)

@@ -225,7 +225,8 @@ class Trainer:
         # the trajectory split (setup.split_record) goes to the top of summary.json and into every checkpoint;
         # None when fit was given its validation data or windows (nothing was split)
         self.data_info = dict(inputs.data_info)
-        split = {k: self.data_info.pop(k) for k in ("split", "split_data", "split_by") if k in self.data_info}
+        split = {k: self.data_info.pop(k) for k in ("split", "split_data", "split_seed", "split_by")
+                 if k in self.data_info}
         # what the model was trained on (setup.system_record: dt, system, its parameters), for vp-rollout's check
         # (summary.json's "data" keeps its "system" as before)
         split.update({k: self.data_info[k] if k == "system" else self.data_info.pop(k) for k in SYSTEM_KEYS

@@ -138,8 +138,8 @@ def resolve_config(config: TrainConfig, data_paths: list[str], model, name: str,
 
 
 def window_sets(config: TrainConfig, data, data_paths: list[str], seq_len: int, pred_window: int, device):
-    """``(train_set, val_set or None, rollout_validator or None, data_info)``: windows over the seeded
-    trajectory split (``config.seed``; the test trajectories get no window), the validation rollout when
+    """``(train_set, val_set or None, rollout_validator or None, data_info)``: windows over the
+    trajectory split (``config.split_seed``, never ``config.seed``; the test trajectories get no window), the validation rollout when
     ``monitor = "val_rollout"``, and the data summary for ``summary.json`` (with ``split``, see
     ``split_record``). The windows' targets span ``config.unroll`` model windows."""
     from ..data.windows import WindowDataset, split_train_val_test, states_tensor
@@ -148,14 +148,14 @@ def window_sets(config: TrainConfig, data, data_paths: list[str], seq_len: int, 
     split_by = None
     if config.split_by == "initial_conditions":
         train_idx, val_idx, test_idx = split_train_val_test(data.n_traj, config.val_fraction, config.test_fraction,
-                                                            config.seed)
+                                                            config.split_seed)
     else:  # hold out parameters of a parametric data set
         import numpy as np
 
         from ..rollout.splits import parameter_split
 
         record = parameter_split(data, config.split_by.removeprefix("parameters_"), config.test_fraction,
-                                 config.val_fraction, config.seed)
+                                 config.val_fraction, config.split_seed)
         train_idx, val_idx, test_idx = (np.asarray(record["split"][k], dtype=np.int64) for k in ("train", "val", "test"))
         split_by = record["split_by"]
     target = pred_window * config.unroll
@@ -188,6 +188,7 @@ def window_sets(config: TrainConfig, data, data_paths: list[str], seq_len: int, 
         "train_windows": len(train_set),
         "val_windows": 0 if val_set is None else len(val_set),
         **split_record(data, train_idx, val_idx, test_idx),
+        "split_seed": int(config.split_seed),
         **({"split_by": split_by} if split_by is not None else {}),
         **system_record(data),
     }
