@@ -120,7 +120,7 @@ def test_run_directories_load(tiny_data, tmp_path):
 
 
 def test_patience_stops_each_member_as_it_would_alone(tiny_data, tmp_path, monkeypatch, tol):
-    cfg = dict(epochs=8, patience=1, lr=3e-2, monitor="val_loss")
+    cfg = dict(epochs=8, patience=1, lr=3e-2, monitor="val_loss", split_seed=5)  # a split where patience bites
     ens = fit(_config(tiny_data, tmp_path, "ens", seeds=[5], **cfg))
     alone = fit(_config(tiny_data, tmp_path, "alone", seed=5, **cfg))
     _same_history(ens.members[0].history, alone.history, tol)

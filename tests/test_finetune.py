@@ -1,7 +1,7 @@
 """``init_from`` fine-tunes at ``finetune_lr`` (default lr_min), not at the from-scratch ``lr`` (issue 46,
-item 2): one epoch of the shipped config (batches of 256 windows: 20 steps) from ``pretrained:rigid_body_vpt`` on its own kind of data keeps the
-loss near where it starts, one warning line names the key, and the old behaviour (the config's lr = 0.01)
-is what ``finetune_lr = 0.01`` still gives: the loss blows up."""
+item 2): one epoch of the shipped config (batches of 256 windows: 20 steps) from ``pretrained:rigid_body_vpt``
+on its own kind of data keeps the loss near where it starts, one warning line names the key, and the old
+behaviour (the config's lr = 0.01) is what ``finetune_lr = 0.01`` still gives: the loss blows up."""
 
 from __future__ import annotations
 
