@@ -188,7 +188,9 @@ def test_train_finds_a_shipped_config_by_name(tmp_path):
     listed = _invoke(train.main, "--list")
     assert listed.exit_code == 0
     assert {"tiny", "rigid_body_vpt_lm", "study/rigid_body_vpt"} <= set(list_configs())
-    assert {line.split()[0] for line in listed.output.splitlines()} == set(list_configs())
+    configs, _, pretrained = listed.output.partition("\n\n")  # the configs, then the pretrained models
+    assert {line.split()[0] for line in configs.splitlines()} == set(list_configs())
+    assert "pretrained_info" in pretrained and "rigid_body_vpt" in pretrained and "dt = 0.2" in pretrained
     result = _invoke(train.main, "rigid_body_vpt_lm", "--data", "x.h5", "--print-config")
     assert result.exit_code == 0, result.output
     config = tomllib.loads(result.output)

@@ -53,10 +53,7 @@ def test_each_member_equals_the_seed_trained_alone(tiny_data, tmp_path, monkeypa
     seeds = [5, 9, 11]
     ens = fit(_config(tiny_data, tmp_path, "ens", seeds=seeds, schedule_per=schedule_per))
     assert isinstance(ens, EnsembleResult) and ens.seeds == seeds and len(ens.members) == 3
-    split = windows.split_train_val_test
-    for k, s in enumerate(seeds):
-        if k:  # the ensemble splits by `seed` (5) for every member: give the lone run the same split
-            monkeypatch.setattr(windows, "split_train_val_test", lambda n, f, t, _seed: split(n, f, t, 5))
+    for k, s in enumerate(seeds):  # the split is split_seed's for the ensemble and each lone run alike
         alone = fit(_config(tiny_data, tmp_path, f"alone{s}", seed=s, schedule_per=schedule_per))
         member = ens.members[k]
         _same_history(member.history, alone.history, tol)  # train, val loss, lr, val_rollout per epoch
@@ -116,14 +113,14 @@ def test_run_directories_load(tiny_data, tmp_path):
         config = tomllib.loads((run / "config.toml").read_text())
         assert config["seed"] == s and "ensemble" not in config and "seeds" not in config
         summary = json.loads((run / "summary.json").read_text())
-        assert summary["ensemble"]["seed"] == s and summary["ensemble"]["split_seed"] == 5
+        assert summary["ensemble"]["seed"] == s and summary["ensemble"]["split_seed"] == 0
         assert summary["epochs"] == 2 and summary["stopped"] == "epochs"
     assert load_model(out / "best") is not None
     assert tomllib.loads((out / "config.toml").read_text())["seeds"] == [5, 6]
 
 
 def test_patience_stops_each_member_as_it_would_alone(tiny_data, tmp_path, monkeypatch, tol):
-    cfg = dict(epochs=8, patience=1, lr=3e-2, monitor="val_loss")
+    cfg = dict(epochs=8, patience=1, lr=3e-2, monitor="val_loss", split_seed=5)  # a split where patience bites
     ens = fit(_config(tiny_data, tmp_path, "ens", seeds=[5], **cfg))
     alone = fit(_config(tiny_data, tmp_path, "alone", seed=5, **cfg))
     _same_history(ens.members[0].history, alone.history, tol)

@@ -15,7 +15,6 @@ import torch
 from click.testing import CliRunner
 
 from vpintegrator.cli.train import main
-from vpintegrator.data import windows
 from vpintegrator.training import fit
 from vpintegrator.training.ensemble_lm import EnsembleLM
 
@@ -58,10 +57,8 @@ def test_each_lm_member_equals_its_single_lm_run(tiny_data, tmp_path, monkeypatc
     seeds = [5, 9, 11]
     if case == "no_validation_check_windows":  # no split at all: every lone run trains on the same windows
         extra = dict(val_fraction=0.0, test_fraction=0.0, monitor="val_loss", lm_check_windows=16)
-    else:  # the ensemble splits by `seed` (5): the lone runs of the other seeds are given the same split
+    else:  # the split is split_seed's: the ensemble and the lone runs of every seed share it
         extra = dict(monitor="val_rollout", val_rollout_steps=12, val_fraction=0.25)
-        split = windows.split_train_val_test
-        monkeypatch.setattr(windows, "split_train_val_test", lambda n, f, t, _seed: split(n, f, t, 5))
     ens = fit(_config(tiny_data, tmp_path, "ens", seeds=seeds, **extra))
     for k, s in enumerate(seeds):
         alone = fit(_config(tiny_data, tmp_path, f"alone{s}", seed=s, **extra))

@@ -38,7 +38,7 @@ def run(im_data, tmp_path_factory):
     from vpintegrator.training import fit
 
     out = tmp_path_factory.mktemp("run") / "run"
-    fit(dict(data=[str(im_data)], model=MODEL, out=str(out), seed=3, val_fraction=0.2, test_fraction=0.3, **KW))
+    fit(dict(data=[str(im_data)], model=MODEL, out=str(out), seed=3, split_seed=3, val_fraction=0.2, test_fraction=0.3, **KW))
     return out
 
 
@@ -72,7 +72,7 @@ def test_run_records_the_split_in_summary_and_every_checkpoint(run, im_data):
     assert (len(split["train"]), len(split["val"]), len(split["test"])) == (5, 2, 3)
     assert sorted(split["train"] + split["val"] + split["test"]) == list(range(10))
     assert summary["data"]["n_test_traj"] == 3
-    # the split the config's seed gives
+    # the split the config's split_seed gives
     train, val, test = split_train_val_test(10, 0.2, 0.3, 3)
     assert split == {"train": train.tolist(), "val": val.tolist(), "test": test.tolist()}
     for name in ("best.pt", "last.pt"):

@@ -372,7 +372,7 @@ def _full_train_loss(result) -> float:
 
     cfg = TrainConfig.from_toml(result.run_dir / "config.toml")
     data = load_trajectories(cfg.data)
-    train_idx, _, _ = split_train_val_test(data.n_traj, cfg.val_fraction, cfg.test_fraction, cfg.seed)
+    train_idx, _, _ = split_train_val_test(data.n_traj, cfg.val_fraction, cfg.test_fraction, cfg.split_seed)
     y = states_tensor(data, cfg.dtype, device=next(result.model.parameters()).device)  # where fit trained
     x, target = WindowDataset(y, 2, 2, 1, train_idx).windows()
     with torch.no_grad():
@@ -505,7 +505,7 @@ def test_val_rollout_monitor_picks_the_best_rollout(tiny_data, tmp_path):
     assert summary["monitor"] == "val_rollout" and summary["best_epoch"] == best_epoch == result.best_epoch
     assert summary["best_loss"] == pytest.approx(min(scores), rel=1e-12)
     data = load_trajectories([tiny_data])
-    _, val_idx = split_trajectories(data.n_traj, 0.25, 1234)
+    _, val_idx = split_trajectories(data.n_traj, 0.25, 0)  # split_seed 0 (the default)
     best = load_model(tmp_path / "lm" / "best.pt")
     by_hand = _rollout_error_by_hand(best, data.y[val_idx], 12)
     assert by_hand == pytest.approx(min(scores), rel=1e-10)
@@ -518,7 +518,7 @@ def test_val_rollout_continues_the_reference_beyond_the_data(tiny_data, tmp_path
     from vpintegrator.training.validation import RolloutValidator
 
     data = load_trajectories([tiny_data])
-    _, val_idx = split_trajectories(data.n_traj, 0.25, 1234)
+    _, val_idx = split_trajectories(data.n_traj, 0.25, 0)  # split_seed 0 (the default)
     val = data.select(traj=val_idx)
     check = RolloutValidator(val, 40, 2, 2)
     longer = integrate(get_system("rigid_body"), val.y[:, 0], 0.2, 40, method="rk4").y

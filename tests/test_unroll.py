@@ -52,7 +52,7 @@ def test_unrolled_loss_is_logged_and_learned(tiny_data, tmp_path, optimizer):
     assert cfg.unroll == 3
     # the logged validation loss is the 3-window rollout loss of the final model
     data = load_trajectories(cfg.data)
-    _, val_idx = split_trajectories(data.n_traj, cfg.val_fraction, cfg.seed)
+    _, val_idx = split_trajectories(data.n_traj, cfg.val_fraction, cfg.split_seed)
     x, target = WindowDataset(states_tensor(data, "float64"), 2, 6, 1, val_idx).windows()
     with torch.no_grad():
         loss = relative_loss(Unrolled(res.model, 3)(x), target).item()
@@ -90,7 +90,7 @@ def test_init_from_starts_from_those_weights(tiny_data, tmp_path):
                          unroll=2, init_from=str(first.run_dir)))
     cfg = TrainConfig.from_toml(second.run_dir / "config.toml")
     data = load_trajectories(cfg.data)
-    _, val_idx = split_trajectories(data.n_traj, cfg.val_fraction, cfg.seed)
+    _, val_idx = split_trajectories(data.n_traj, cfg.val_fraction, cfg.split_seed)
     x, target = WindowDataset(states_tensor(data, "float64"), 2, 4, 1, val_idx).windows()
     with torch.no_grad():
         loss = relative_loss(Unrolled(first.model, 2)(x), target).item()

@@ -100,13 +100,10 @@ def test_blown_up_rollout_scores_the_cap(setting):
 
 
 def test_ensemble_scores_equal_lone_runs_and_pick_the_best(tiny_data, tmp_path, monkeypatch, tol):
-    from vpintegrator.data import windows
-
     extra = dict(val_rollout_error="final", val_rollout_drift_weight=50.0)
     ens = fit(_config(tiny_data, tmp_path, "ens", seeds=[5, 9], **extra))
     assert isinstance(ens, EnsembleResult)
-    split = windows.split_train_val_test  # the ensemble splits by `seed` (5): give the lone run the same split
-    monkeypatch.setattr(windows, "split_train_val_test", lambda n, f, t, _seed: split(n, f, t, 5))
+    # the split is split_seed's: the ensemble's members and the lone run share it
     alone = fit(_config(tiny_data, tmp_path, "alone", seed=9, **extra))
     got = [r["val_rollout"] for r in ens.members[1].history]
     want = [r["val_rollout"] for r in alone.history]

@@ -44,6 +44,7 @@ _LAZY: dict[str, str] = {
     "save_model": ".models",
     "load_model": ".models",
     "list_pretrained": ".models",
+    "pretrained_info": ".models",
     "count_parameters": ".models",
     # training
     "fit": ".training",
@@ -92,6 +93,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .models import list_models as list_models
     from .models import list_pretrained as list_pretrained
     from .models import load_model as load_model
+    from .models import pretrained_info as pretrained_info
     from .models import save_model as save_model
     from .plotting import plot_all as plot_all
     from .plotting import plot_rollout as plot_rollout
@@ -134,6 +136,7 @@ __all__ = [
     "save_model",
     "load_model",
     "list_pretrained",
+    "pretrained_info",
     "count_parameters",
     "fit",
     "TrainConfig",

@@ -1,4 +1,5 @@
-"""Files shipped with the package, found by name: the generation specs and the training configs.
+"""Files shipped with the package, found by name: the generation specs, the training configs and the
+pretrained models' metadata (``vpintegrator/pretrained/provenance.json``).
 
 A checkout (or an editable install) reads them from the repository's ``systems/`` and ``configs/``; a
 wheel carries copies as ``vpintegrator/_specs`` and ``vpintegrator/_configs`` (pyproject's
@@ -12,12 +13,15 @@ from pathlib import Path
 
 from .errors import VPIntegratorError
 
-__all__ = ["shipped_dirs", "shipped_file", "list_configs", "config_files", "config_path", "config_description"]
+__all__ = ["shipped_dirs", "shipped_file", "list_configs", "config_files", "config_path", "config_description",
+           "PRETRAINED_DIR", "pretrained_names", "pretrained_records"]
 
 PACKAGE = Path(__file__).resolve().parent
 #: (repository directory, its copy inside the wheel)
 SPECS = ("systems", "_specs")
 CONFIGS = ("configs", "_configs")
+#: the shipped pretrained models (``<name>.pt``) and their metadata (``provenance.json``)
+PRETRAINED_DIR = PACKAGE / "pretrained"
 
 
 def shipped_dirs(repo_dir: str, packaged: str) -> list[Path]:
@@ -92,3 +96,28 @@ def shipped_file(relative: str | os.PathLike[str]) -> Path:
                     return d / inside
             return PACKAGE.parent / rel
     return PACKAGE.parent / rel
+
+
+def pretrained_names(directory: Path | None = None) -> list[str]:
+    """Names of the shipped pretrained models (files ``vpintegrator/pretrained/<name>.pt``, or ``directory``'s),
+    sorted."""
+    directory = PRETRAINED_DIR if directory is None else Path(directory)
+    if not directory.is_dir():
+        return []
+    return sorted(p.stem for p in directory.glob("*.pt"))
+
+
+def pretrained_records(directory: Path | None = None) -> dict[str, dict]:
+    """The ``models`` table of ``vpintegrator/pretrained/provenance.json`` (or ``directory``'s; name -> its
+    entry, ``{}`` when the file is missing): how each shipped model was trained and how well it does. Reads
+    JSON only (no torch)."""
+    import json
+
+    path = (PRETRAINED_DIR if directory is None else Path(directory)) / "provenance.json"
+    try:
+        table = json.loads(path.read_text(encoding="utf-8")).get("models", {})
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as err:
+        raise VPIntegratorError(f"pretrained metadata {path.name}: unreadable ({err}); reinstall vpintegrator") from None
+    return table if isinstance(table, dict) else {}

@@ -295,6 +295,29 @@ def complete_config(ctx: click.Context, param: click.Parameter, incomplete: str)
     return _names_and_files(list_configs(), incomplete)
 
 
+def pretrained_lines() -> list[str]:
+    """One line per shipped pretrained model: its name, architecture, parameters and what it was trained on
+    (step and system, from its metadata; no torch), for ``vp-rollout --list`` and ``vp-train --list``."""
+    from .._shipped import pretrained_names, pretrained_records
+
+    names, records = pretrained_names(), pretrained_records()
+    if not names:
+        return ["  (none shipped with this install)"]
+    width = max(len(n) for n in names)
+    lines = []
+    for name in names:
+        entry = records.get(name, {})
+        model, trained = entry.get("model") or {}, entry.get("trained_on") or {}
+        what = [str(model.get("name", "?")), f"dim {model.get('dim', '?')}", f"seq_len {model.get('seq_len', 1)}"]
+        if entry.get("n_params") is not None:
+            what.append(f"{entry['n_params']} parameters")
+        if trained.get("dt") is not None:
+            family = " (parameters per trajectory)" if trained.get("parametric") else ""
+            what.append(f"trained at dt = {float(trained['dt']):g} on {trained.get('system')}{family}")
+        lines.append(f"  {name:<{width}}  {', '.join(what)}")
+    return lines
+
+
 def complete_model(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
     """A model (vp-rollout --model, vp-train --init-from): ``pretrained:NAME``, or a file or run directory.
     After ``LABEL=`` the names are offered with the label in front."""

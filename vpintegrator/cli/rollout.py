@@ -68,19 +68,13 @@ def _list_methods(ctx, _param, value) -> None:
     if not value or ctx.resilient_parsing:
         return
     from ..integrators import describe_methods
-    from ..models import load_checkpoint
-    from ..models.files import list_pretrained
+    from ._common import pretrained_lines
 
     click.echo(describe_methods())
-    names = list_pretrained()
     click.echo("")
-    click.echo("Pretrained models (--model pretrained:NAME):")
-    width = max((len(n) for n in names), default=0)
-    for name in names:
-        config = load_checkpoint(f"pretrained:{name}")["config"]
-        click.echo(f"  {name:<{width}}  {config.get('name')}, dim {config.get('dim')}, seq_len {config.get('seq_len', 1)}")
-    if not names:
-        click.echo("  (none shipped with this install)")
+    click.echo("Pretrained models (--model pretrained:NAME; everything about one: vpintegrator.pretrained_info(NAME)):")
+    for line in pretrained_lines():
+        click.echo(line)
     ctx.exit(0)
 
 

@@ -72,15 +72,21 @@ def _config_class():
 
 
 def _list_configs(ctx, _param, value) -> None:
-    """``--list``: the shipped configs with their first comment line."""
+    """``--list``: the shipped configs with their first comment line, then the pretrained models that
+    ``--init-from pretrained:NAME`` starts from."""
     if not value or ctx.resilient_parsing:
         return
     from .._shipped import config_files, config_description
+    from ._common import pretrained_lines
 
     files = config_files()
     width = max((len(n) for n in files), default=0)
     for name, path in files.items():
         click.echo(f"{name:<{width}}  {config_description(path)}")
+    click.echo("")
+    click.echo("Pretrained models (--init-from pretrained:NAME; everything about one: vpintegrator.pretrained_info(NAME)):")
+    for line in pretrained_lines():
+        click.echo(line)
     ctx.exit(0)
 
 

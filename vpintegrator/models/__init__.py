@@ -80,8 +80,10 @@ from .files import (
     list_pretrained,
     load_checkpoint,
     load_model,
+    pretrained_info,
     read_torch_file,
     save_model,
+    weights_sha256,
 )
 from .context import ContextGSympNet, ContextLiePoissonNet, ContextModel, ContextVolumeNet
 from .gml import read_gml
@@ -115,6 +117,8 @@ __all__ = [
     "load_model",
     "load_checkpoint",
     "list_pretrained",
+    "pretrained_info",
+    "weights_sha256",
     "count_parameters",
     "read_torch_file",
     "without_attention",

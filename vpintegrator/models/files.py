@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from .._io import atomic_path
+from .._shipped import PRETRAINED_DIR, pretrained_names, pretrained_records
 from .._outputs import check_output, output_lock
 from .._version import __version__
 from ..errors import VPIntegratorError
@@ -25,12 +26,12 @@ from ..provenance import provenance_record
 from .gml import GML_PREFIX, parse_gml_spec, read_gml
 from .registry import build_model, buildable
 
-__all__ = ["save_model", "load_model", "load_checkpoint", "list_pretrained", "read_torch_file"]
+__all__ = ["save_model", "load_model", "load_checkpoint", "list_pretrained", "pretrained_info", "read_torch_file",
+           "weights_sha256"]
 
 MODEL_FORMAT = "vpintegrator-model"
 MODEL_FORMAT_VERSION = 1
 PRETRAINED_PREFIX = "pretrained:"
-PRETRAINED_DIR = Path(__file__).parent.parent / "pretrained"
 _RESERVED_KEYS = ("format", "version", "config", "state_dict", "vpintegrator_version")
 
 
@@ -102,10 +103,105 @@ def save_model(model: nn.Module, path: str | os.PathLike[str], extra: dict[str, 
 
 
 def list_pretrained() -> list[str]:
-    """Names usable as ``load_model("pretrained:<name>")`` (files ``vpintegrator/pretrained/<name>.pt``)."""
-    if not PRETRAINED_DIR.is_dir():
-        return []
-    return sorted(p.stem for p in PRETRAINED_DIR.glob("*.pt"))
+    """Names usable as ``load_model("pretrained:<name>")`` (files ``vpintegrator/pretrained/<name>.pt``); what
+    each was trained on: [`pretrained_info`][vpintegrator.models.pretrained_info]."""
+    return pretrained_names(PRETRAINED_DIR)
+
+
+#: the keys of ``pretrained_info``'s dict, in order
+PRETRAINED_INFO_KEYS = ("name", "file", "model", "n_params", "dt", "system", "system_params", "parametric", "data",
+                        "split", "recipe", "metrics", "selection", "weights_sha256")
+
+
+def pretrained_info(name: str) -> dict[str, Any]:
+    """What the shipped pretrained model ``name`` is, was trained on and reaches (torchvision's ``Weights.meta``),
+    read from ``vpintegrator/pretrained/provenance.json`` without loading or building the model.
+
+    Parameters
+    ----------
+    name : str
+        One of [`list_pretrained`][vpintegrator.models.list_pretrained] (a leading ``"pretrained:"`` is accepted).
+
+    Returns
+    -------
+    dict
+        A fresh dict with the keys
+
+        - ``name``, ``file``: the name and its ``.pt`` file name;
+        - ``model``: the architecture's config (``build_model(**model)``), ``n_params``: its parameter count;
+        - ``dt``, ``system``, ``system_params``, ``parametric``: the training data's step, system and parameters
+          (the same record the ``.pt`` file carries: ``vp-rollout`` refuses the model on data of another step
+          unless ``allow_dt_mismatch``, or of another system or parameters);
+        - ``data``: the training data (``spec``, ``command``: the ``vp-gen`` command, ``description``);
+        - ``split``: the trajectory split (``seed``, ``val_fraction``, ``test_fraction``, ``n_traj``,
+          ``n_train``, ``n_val``, ``n_test``; the index lists are in the ``.pt`` file,
+          ``load_model(...).training_split``);
+        - ``recipe``: the training config and the ``vp-train`` command;
+        - ``metrics``: what it reaches on held-out conditions, with the ``protocol`` and the ``command`` that
+          measures it;
+        - ``selection``: how it was chosen among seeds (``rule``, ``seed``, ``monitor``, ``best_val``,
+          ``val_by_seed``, ``best_epoch``, ``wall_time``, ``study``);
+        - ``weights_sha256``: [`weights_sha256`][vpintegrator.models.weights_sha256] of its state_dict.
+
+        A key the metadata lacks is ``None``.
+    """
+    text = str(name)
+    text = text[len(PRETRAINED_PREFIX):] if text.startswith(PRETRAINED_PREFIX) else text
+    available = list_pretrained()
+    if text not in available:
+        from ..config import did_you_mean
+
+        shipped = ", ".join(available) if available else "none are shipped with this install"
+        raise VPIntegratorError(f"pretrained_info: no pretrained model {text!r}{did_you_mean(text, available)}; "
+                                f"available: {shipped}", key="name")
+    import copy
+
+    records = pretrained_records(PRETRAINED_DIR)
+    entry = copy.deepcopy(records.get(text, {}))
+    trained = entry.get("trained_on", {}) or {}
+    split = dict(trained.get("split", {}) or {})
+    selection = {k: entry.get(k) for k in ("seed", "monitor", "best_val", "val_by_seed", "best_epoch", "wall_time",
+                                            "study", "source")}
+    rule = entry.get("rule")
+    selection["rule"] = rule if rule is not None else _PRETRAINED_RULE
+    return {
+        "name": text,
+        "file": entry.get("file", f"{text}.pt"),
+        "model": entry.get("model"),
+        "n_params": entry.get("n_params"),
+        "dt": trained.get("dt"),
+        "system": trained.get("system"),
+        "system_params": trained.get("system_params"),
+        "parametric": trained.get("parametric"),
+        "data": trained.get("data"),
+        "split": split or None,
+        "recipe": entry.get("recipe"),
+        "metrics": entry.get("metrics"),
+        "selection": selection,
+        "weights_sha256": entry.get("weights_sha256"),
+    }
+
+
+#: provenance.json's rule of choosing the shipped seed
+_PRETRAINED_RULE = "lowest validation score (summary.json best_loss) over seeds"
+
+
+def weights_sha256(state_dict: dict[str, Any]) -> str:
+    """A digest of a state_dict's tensors: per key in sorted order, the key, dtype, shape and the bytes of the
+    tensor (on the CPU, contiguous). Equal digests mean bit-identical weights, whatever else a file holds."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for key in sorted(state_dict):
+        value = state_dict[key]
+        digest.update(key.encode())
+        if isinstance(value, torch.Tensor):
+            t = value.detach().cpu().contiguous()
+            digest.update(f"{t.dtype}{tuple(t.shape)}".encode())
+            digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        else:
+            digest.update(repr(value).encode())
+    return digest.hexdigest()
 
 
 def _resolve_model_path(path: str | os.PathLike[str]) -> Path:

@@ -335,12 +335,16 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
     model_splits = [sp.model_split(label, model, digest, data) for label, model, _ in entries]
     notes = [ms.note for ms in model_splits if ms.note]  # said once the plan stands (errors stay one line)
     notes += [n for n in trained_notes if n]
+    shrank = None
     if idx is None:
         idx = np.zeros(0, dtype=np.int64) if n_new else sp.default_traj(model_splits)
         if idx is None:
             idx = np.arange(n_file_traj)
         elif not n_new:
             notes.append(f"rolling out the test split: {idx.size} of {n_file_traj} trajectories of {data.name}")
+            shrank = sp.shrink_note(model_splits, idx)  # the models' test splits differ: say so
+            if shrank:
+                notes.append(shrank)
     # the reference: the exact flow unless the data is (DOP853 at <= 1e-12) or reference = "data"
     method = str(meta.get("method", "")) if meta.get("method") is not None else ""
     tight = (method == "dop853" and meta.get("rtol") is not None and meta.get("atol") is not None
@@ -391,6 +395,8 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
                  heldout_y0=heldout_y0, heldout_seed=seed, exact_from_ics=exact_from_ics, notes=notes)
     plan.model_files = [Path(f) for f in dict.fromkeys(getattr(m, "source_file", None) for _, m, _ in entries)
                         if isinstance(f, str) and Path(f).is_file()]
+    if shrank:
+        plan.warnings.append(shrank)
     sp.label_rows(plan, model_splits, entries)
     describe_reference(plan, method, tight)
     return plan

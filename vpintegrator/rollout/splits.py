@@ -35,7 +35,7 @@ import numpy as np
 from ..data.summary import SPLIT_LABELS  # the values of the ``split`` column, in table order
 from ..errors import VPIntegratorError
 
-__all__ = ["SPLIT_LABELS", "ModelSplit", "model_split", "data_digest", "default_traj", "labels_for",
+__all__ = ["SPLIT_LABELS", "ModelSplit", "model_split", "data_digest", "default_traj", "shrink_note", "labels_for",
            "run_labels", "heldout_seed", "draw_heldout", "label_rows", "split_rows", "parameter_split",
            "PARAMETER_SPLITS"]
 
@@ -117,6 +117,20 @@ def default_traj(splits: Sequence[ModelSplit]) -> np.ndarray | None:
             key="traj",
         )
     return np.array(sorted(common), dtype=np.int64)
+
+
+def shrink_note(splits: Sequence[ModelSplit], idx: np.ndarray) -> str | None:
+    """The line to say when ``default_traj``'s trajectories ``idx`` are fewer than some model's test split (the
+    models' test splits differ: other split seeds, fractions or split kinds), else None: a comparison on the
+    trajectories every model holds out, and how many of each model's test trajectories that is."""
+    known = [s for s in splits if s.split is not None]
+    sizes = [(s.label, len(s.split["test"])) for s in known if s.split is not None]
+    if not sizes or all(n == idx.size for _, n in sizes):
+        return None
+    each = ", ".join(f"{label!r} {n}" for label, n in sizes)
+    return (f"Warning: the models' test splits differ (other split_seed or fractions); the comparison's sample "
+            f"shrank to the {idx.size} of {max(n for _, n in sizes)} test trajectories that every model holds out "
+            f"(test trajectories: {each}); train them with one split_seed, or give traj or heldout")
 
 
 def labels_for(split: ModelSplit, idx: np.ndarray, n_new: int) -> list[str]:

@@ -199,7 +199,8 @@ def resume_config(run_dir: Path, config: TrainConfig | None, overrides: dict[str
     """The config of the run in ``run_dir`` with the allowed changes (``RESUMABLE_KEYS``) applied.
 
     ``config``, if given, must agree with the run's on every other key. A run whose ``config.toml`` has no
-    ``test_fraction`` (made before the test split existed) keeps its two-way split: ``test_fraction = 0``.
+    ``test_fraction`` (made before the test split existed) keeps its two-way split: ``test_fraction = 0``; one
+    without ``split_seed`` (made when the split was ``seed``'s) keeps its split: ``split_seed = seed``.
     """
     path = run_dir / "config.toml"
     if not run_dir.is_dir() or not path.is_file():
@@ -208,9 +209,13 @@ def resume_config(run_dir: Path, config: TrainConfig | None, overrides: dict[str
             key="resume",
         )
     saved = TrainConfig.from_toml(path)  # its relative paths resolved against run_dir
-    legacy = "test_fraction" not in _toml_keys(path)
+    keys = _toml_keys(path)
+    legacy = "test_fraction" not in keys
     if legacy:  # a run made before the test split: it resumes with its own split (whatever config says)
         saved = saved.replace(test_fraction=0.0)
+    seeded_split = "split_seed" not in keys
+    if seeded_split:  # a run made when seed drew the split: it resumes with its own split
+        saved = saved.replace(split_seed=saved.seed)
     missing = [p for p in saved.data if not str(p).startswith("<") and not Path(p).exists()]  # "<in memory>": fit's check
     if missing:
         raise VPIntegratorError(
@@ -221,7 +226,8 @@ def resume_config(run_dir: Path, config: TrainConfig | None, overrides: dict[str
     if config is not None:
         theirs, ours = saved.to_dict(), config.to_dict()
         for key in TrainConfig.keys():
-            if key in RESUMABLE_KEYS or key == "decay_epochs" or (key == "test_fraction" and legacy):
+            if (key in RESUMABLE_KEYS or key == "decay_epochs" or (key == "test_fraction" and legacy)
+                    or (key == "split_seed" and seeded_split)):
                 continue
             if key == "data":
                 same = [str(Path(p).resolve()) for p in ours[key]] == theirs[key]

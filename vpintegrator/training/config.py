@@ -197,24 +197,26 @@ class TrainConfig(Config):
     stride : int
         Distance between window starts.
     val_fraction : float
-        Share of trajectories held out for validation (split by trajectory, seeded; 0: none).
+        Share of trajectories held out for validation (split by trajectory, by ``split_seed``; 0: none).
     test_fraction : float
         Share of trajectories held out for testing (never trained on; vp-rollout's default trajectories).
-        Default 0.1; 0 for none. Split by trajectory with the same seeded permutation, disjoint from the
+        Default 0.1; 0 for none. Split by trajectory with the same permutation (``split_seed``), disjoint from the
         validation ones (``vpintegrator.data.windows.split_train_val_test``), and never used for training,
         early stopping or model selection. ``val_fraction + test_fraction`` must leave training
         trajectories. The split (trajectory indices into the data, several files concatenated in the order
         given) is recorded as ``split = {"train", "val", "test"}`` in ``summary.json`` and in every
         checkpoint (``best.pt``, ``last.pt``, every ensemble member's); ``vp-rollout`` rolls out a model's
         test trajectories by default. A run made before this key existed resumes with ``test_fraction = 0``
-        (its own split).
+        (its own split). The split depends on the data and ``split_seed`` only, never on ``seed``: runs of
+        several seeds on one file share their test (and validation) trajectories.
     split_by : str
         Split the trajectories by initial condition, or hold out parameters of a parametric data set:
         parameters_interpolation (a cube inside the box) or parameters_extrapolation (the box's ends).
-        ``"initial_conditions"`` (default) is the seeded permutation above; for a data set with
+        ``"initial_conditions"`` (default) is the permutation above; for a data set with
         per-trajectory parameters (``/params``), ``"parameters_interpolation"`` makes the test trajectories
-        those whose parameters lie in a seeded cube inside the parameter box, ``"parameters_extrapolation"``
-        those at the box's ends, with the same ``test_fraction``, ``val_fraction`` and ``seed``
+        those whose parameters lie in a cube inside the parameter box drawn with ``split_seed``,
+        ``"parameters_extrapolation"`` those at the box's ends, with the same ``test_fraction``,
+        ``val_fraction`` and ``split_seed``
         (``vpintegrator.rollout.splits.parameter_split``); the record gains ``split_by``.
     patience : int
         Early stopping patience in epochs (0: off). Training stops after this many epochs without the
@@ -222,8 +224,16 @@ class TrainConfig(Config):
     min_delta : float
         Early stopping: the least improvement of the validation loss that counts.
     seed : int
-        Seed for initialisation, split and data order: the model initialisation, the train/validation/test
-        split and the data order.
+        Seed for initialisation and data order (the train/validation/test split is split_seed's). The model
+        initialisation and the order of the training windows; not the split (``split_seed``), so runs of
+        several seeds on one data file share their validation and test trajectories.
+    split_seed : int
+        Seed of the train/validation/test split (apart from seed: every seed shares it). The split is a function
+        of the data (its number of trajectories; with ``split_by = "parameters_*"`` their parameters) and of
+        this seed only, as scikit-learn's ``train_test_split(random_state=...)``: two runs with different
+        ``seed`` on one file share their test trajectories. Recorded as ``split_seed`` in ``summary.json`` and
+        every checkpoint, beside the ``split`` itself. A run made before this key existed (its split was
+        ``seed``'s) resumes with ``split_seed = seed``: its own split.
     device : str
         auto, cpu, cuda or cuda:N. ``auto`` is cuda if available.
     dtype : "float32" or "float64"
@@ -285,7 +295,7 @@ class TrainConfig(Config):
         member_<k>_seed_<s>/ run directories, ensemble.csv/.md and best/ (the member with the best
         validation score); any optimizer but lbfgs (lm included); not resumable. Member ``k`` has seed
         ``seed + k`` (or ``seeds[k]``) for its initialisation and its data order
-        (``vpintegrator.training.ensemble``); the train/validation split is ``seed``'s for every member;
+        (``vpintegrator.training.ensemble``); the train/validation split is ``split_seed``'s, as for every run;
         the selected member is recorded in ``selected.json``. Torch optimisers with elementwise updates, or
         ``lm`` (each member its own subsamples and λ).
     seeds : list of int, optional
@@ -299,7 +309,16 @@ class TrainConfig(Config):
         Start from the weights of this model (.pt file, run directory or pretrained:NAME). Instead of a fresh
         initialisation (``init_scale`` is then not applied): fine-tuning, e.g. a second phase with ``unroll
         > 1`` after a one-window phase. Its architecture must equal the configured model's (every
-        hyper-parameter); the optimiser starts afresh. Not with ``ensemble``.
+        hyper-parameter); the optimiser starts afresh. Not with ``ensemble``. With a torch optimiser the run
+        fine-tunes at ``finetune_lr`` (default ``lr_min``), not at ``lr``: see ``finetune_lr``.
+    finetune_lr : float, optional
+        With init_from: the learning rate to fine-tune at (default lr_min, the schedule's final rate). A fresh
+        optimiser at the from-scratch ``lr`` (1e-2 in the shipped Adam configs) throws the pretrained
+        weights away in a few steps (the loss of ``pretrained:rigid_body_vpt`` on its own kind of data went
+        from 4.5e-5 to 0.59 in one epoch), so with ``init_from`` the schedule runs from ``finetune_lr`` to
+        ``min(lr_min, finetune_lr)`` and ``lr`` is not used; left out, it is ``lr_min`` (a constant rate: where
+        a from-scratch schedule ends; ``1e-4 · lr`` when ``lr_min`` is 0), and one warning line says so. Not used by ``optimizer = "lm"``
+        (Levenberg–Marquardt accepts only steps that lower the loss) or without init_from.
     logger : "none", "tensorboard" or "mlflow", optional
         Also write per-epoch metrics to tensorboard (<run>/tensorboard/) or mlflow (extras [tensorboard],
         [mlflow]). The per-epoch log row: train and validation loss, lr, seconds, the validation rollout
@@ -334,6 +353,8 @@ class TrainConfig(Config):
     min_delta: float = key(0.0, type=float, low=0, expected="a finite number >= 0", resumable=True)
     seed: int = key(1234, type=int, low=0, high=2**63, open_high=True,
                     expected="a non-negative integer (below 2**63)")
+    split_seed: int = key(0, type=int, low=0, high=2**63, open_high=True,
+                          expected="a non-negative integer (below 2**63)")
     device: str = key("auto", check=_check_device, metavar="DEVICE", resumable=True)
     dtype: str = key("float32", choices=DTYPES, expected=" or ".join(DTYPES))
     fast_step: str = key("auto", choices=FAST_STEPS, expected=", ".join(FAST_STEPS), resumable=True)
@@ -360,6 +381,8 @@ class TrainConfig(Config):
     unroll: int = key(1, type=int, low=1,
                       expected="a positive integer (windows of free rollout per training target; 1: none)")
     init_from: str | None = key(None, optional=True, check=_check_init_from, metavar="MODEL", show_default=False)
+    finetune_lr: float | None = key(None, type=float, low=0, open_low=True, optional=True, show_default="lr_min",
+                                    expected="a finite number > 0 (the learning rate with init_from)")
     logger: str | None = key(None, optional=True, choices=LOGGERS, expected=" or ".join(map(repr, LOGGERS)),
                              show_default="none")
 
@@ -453,6 +476,23 @@ class TrainConfig(Config):
                 "optimizer 'lbfgs' cannot train an ensemble (its line search couples the members); use adam, "
                 "adamw, sgd, rmsprop or lm, or train the seeds one by one", key="optimizer",
             )
+
+    @property
+    def fine_tunes(self) -> bool:
+        """Whether the run fine-tunes at ``finetune_lr`` (``init_from`` with a torch optimiser)."""
+        return self.init_from is not None and self.optimizer != "lm"
+
+    def learning_rates(self) -> tuple[float, float]:
+        """``(first, last)``: the rates the schedule runs between. ``(lr, lr_min)``; when the run fine-tunes
+        (``init_from``, a torch optimiser) ``(finetune_lr, min(lr_min, finetune_lr))`` with ``finetune_lr``
+        defaulting to ``lr_min`` (``1e-4 · lr`` when ``lr_min`` is 0)."""
+        if not self.fine_tunes:
+            return float(self.lr), float(self.lr_min)
+        if self.finetune_lr is not None:
+            first = float(self.finetune_lr)
+        else:  # where a from-scratch schedule ends (a zero lr_min: the shipped schedules' ratio 1e-4 below lr)
+            first = float(self.lr_min) if self.lr_min > 0 else 1e-4 * float(self.lr)
+        return first, min(float(self.lr_min), first)
 
     @property
     def is_ensemble(self) -> bool:

@@ -23,9 +23,8 @@ optimiser step per batch for the whole ensemble. Each member ``k`` has
   [`LevenbergMarquardt`][vpintegrator.training.LevenbergMarquardt]. An epoch is ``lm_iters_per_epoch`` iterations
   and its training loss the member's full training loss, as for a single LM run; log.csv's ``lr`` is λ_k.
 
-The train/validation split is ``seed``'s for every member (the members are compared on the same
-validation data). A member whose seed equals ``seed`` -- or any member with ``val_fraction = 0`` -- is
-therefore the run ``fit(seed=s_k)`` would give, up to floating-point reassociation of the batched matrix
+The train/validation split is ``split_seed``'s for every member, as for every run (the members are compared
+on the same validation data). Every member is therefore the run ``fit(seed=s_k)`` would give, up to floating-point reassociation of the batched matrix
 products (tests/test_ensemble.py: ~1e-15 in float64; LM, tests/test_ensemble_lm.py: 1e-10, its solves
 amplifying the rounding).
 
@@ -461,7 +460,7 @@ class EnsembleSteps:
 
     def summary_extra(self, m) -> dict[str, Any]:
         return {"ensemble": {"member": m.k, "seed": m.seed, "n_members": self.n,
-                             "seeds": list(self.seeds), "split_seed": int(self.config.seed)}}
+                             "seeds": list(self.seeds), "split_seed": int(self.config.split_seed)}}
 
 
 

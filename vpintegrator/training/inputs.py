@@ -6,7 +6,7 @@ or as window tensors, with no TOML file and no data file.
 
 - a [`Trajectories`][vpintegrator.data.trajectories.Trajectories] (``y`` shaped (n_traj, n_states, dim)): windows cut as from a data file (every
   start with ``stride``; targets of ``pred_window · unroll`` states). With ``train`` alone the trajectories
-  are split by ``val_fraction`` and ``seed`` as a data file is; with ``val`` too, ``train`` is all training
+  are split by ``val_fraction`` and ``split_seed`` as a data file is; with ``val`` too, ``train`` is all training
   and ``val`` all validation data, and ``monitor = "val_rollout"`` rolls out ``val``.
 - a pair ``(x, target)`` of tensors or arrays, x shaped (n_windows, seq_len, dim) and target
   (n_windows, pred_window · unroll, dim): the windows themselves (no split; ``val`` in the same form or

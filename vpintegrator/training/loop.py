@@ -225,7 +225,8 @@ class Trainer:
         # the trajectory split (setup.split_record) goes to the top of summary.json and into every checkpoint;
         # None when fit was given its validation data or windows (nothing was split)
         self.data_info = dict(inputs.data_info)
-        split = {k: self.data_info.pop(k) for k in ("split", "split_data", "split_by") if k in self.data_info}
+        split = {k: self.data_info.pop(k) for k in ("split", "split_data", "split_seed", "split_by")
+                 if k in self.data_info}
         # what the model was trained on (setup.system_record: dt, system, its parameters), for vp-rollout's check
         # (summary.json's "data" keeps its "system" as before)
         split.update({k: self.data_info[k] if k == "system" else self.data_info.pop(k) for k in SYSTEM_KEYS
@@ -457,7 +458,8 @@ class Trainer:
             if cfg.optimizer == "lm":
                 hint, key = f"raise lm_lambda (now {cfg.lm_lambda:g}) or check the data", "lm_lambda"
             else:
-                hint, key = f'lower lr (now {cfg.lr:g}) or use optimizer = "lm"', "lr"
+                lr_key = "finetune_lr" if cfg.fine_tunes else "lr"
+                hint, key = f'lower {lr_key} (now {cfg.learning_rates()[0]:g}) or use optimizer = "lm"', lr_key
             raise VPIntegratorError(f"training diverged: {_PHRASE[d['what']]} {d['value']} at epoch {d['epoch']}, "
                                     f"step {d['step']}; {hint}", key=key)
         result = self.member_result(m)

@@ -69,6 +69,13 @@ def new_model(config: TrainConfig, seed: int, dim: int, where: str, device, dtyp
     model = model.to(device=device, dtype=dtype)
     if config.init_from is not None:
         _load_initial_weights(model, name, config.init_from)
+        if config.fine_tunes and config.finetune_lr is None:
+            import logging
+
+            logging.getLogger(__name__).warning(
+                "init_from %s: fine-tuning at lr = %g (lr_min; not lr = %g: a fresh optimiser at the from-scratch "
+                "rate undoes the pretrained weights); set finetune_lr to choose the rate", config.init_from,
+                config.learning_rates()[0], config.lr)
     elif config.init_scale != 1.0:
         with torch.no_grad():
             for pname, p in model.named_parameters():
@@ -131,8 +138,8 @@ def resolve_config(config: TrainConfig, data_paths: list[str], model, name: str,
 
 
 def window_sets(config: TrainConfig, data, data_paths: list[str], seq_len: int, pred_window: int, device):
-    """``(train_set, val_set or None, rollout_validator or None, data_info)``: windows over the seeded
-    trajectory split (``config.seed``; the test trajectories get no window), the validation rollout when
+    """``(train_set, val_set or None, rollout_validator or None, data_info)``: windows over the
+    trajectory split (``config.split_seed``, never ``config.seed``; the test trajectories get no window), the validation rollout when
     ``monitor = "val_rollout"``, and the data summary for ``summary.json`` (with ``split``, see
     ``split_record``). The windows' targets span ``config.unroll`` model windows."""
     from ..data.windows import WindowDataset, split_train_val_test, states_tensor
@@ -141,14 +148,14 @@ def window_sets(config: TrainConfig, data, data_paths: list[str], seq_len: int, 
     split_by = None
     if config.split_by == "initial_conditions":
         train_idx, val_idx, test_idx = split_train_val_test(data.n_traj, config.val_fraction, config.test_fraction,
-                                                            config.seed)
+                                                            config.split_seed)
     else:  # hold out parameters of a parametric data set
         import numpy as np
 
         from ..rollout.splits import parameter_split
 
         record = parameter_split(data, config.split_by.removeprefix("parameters_"), config.test_fraction,
-                                 config.val_fraction, config.seed)
+                                 config.val_fraction, config.split_seed)
         train_idx, val_idx, test_idx = (np.asarray(record["split"][k], dtype=np.int64) for k in ("train", "val", "test"))
         split_by = record["split_by"]
     target = pred_window * config.unroll
@@ -181,6 +188,7 @@ def window_sets(config: TrainConfig, data, data_paths: list[str], seq_len: int, 
         "train_windows": len(train_set),
         "val_windows": 0 if val_set is None else len(val_set),
         **split_record(data, train_idx, val_idx, test_idx),
+        "split_seed": int(config.split_seed),
         **({"split_by": split_by} if split_by is not None else {}),
         **system_record(data),
     }

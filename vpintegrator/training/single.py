@@ -86,10 +86,11 @@ class SingleSteps:
                                   config.lm_resample_every, config.lm_check_windows)
             self.steps_per_epoch = int(config.lm_iters_per_epoch)
         else:
-            self.optimizer = make_optimizer(config.optimizer, model.parameters(), config.lr, **config.optimizer_kwargs)
+            lr, lr_min = config.learning_rates()  # with init_from: finetune_lr (default lr_min)
+            self.optimizer = make_optimizer(config.optimizer, model.parameters(), lr, **config.optimizer_kwargs)
             decay = resolved.decay_epochs if resolved.decay_epochs is not None else 1.0
             horizon = decay * (self.steps_per_epoch if config.schedule_per == "step" else 1)
-            self.scheduler = make_scheduler(config.scheduler, self.optimizer, config.lr_min / config.lr, horizon)
+            self.scheduler = make_scheduler(config.scheduler, self.optimizer, lr_min / lr, horizon)
         self.host_losses = self.lm is not None  # LM's loss is a host float every iteration
         self.order = torch.empty(0, dtype=torch.long)  # the epoch's permutation of the windows (begin_epoch)
         self.fast_mode = resolve_fast_step(config.fast_step, config.optimizer, device, dist.enabled)
