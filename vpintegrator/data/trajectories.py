@@ -136,12 +136,27 @@ class Trajectories:
         return self.params is not None
 
     @property
+    def has_system(self) -> bool:
+        """Whether ``meta`` names a system (``system`` or ``system_class``): False for trajectories from
+        elsewhere (a file of ``/t`` and ``/y`` only, ``meta["external"]``; or arrays given without one)."""
+        from ..systems.unknown import has_system
+
+        return has_system(self.meta)
+
+    @property
     def base_system(self) -> "System":
         """The system of ``meta`` (name, class and ``param_<name>``): every trajectory's, unless ``params``
-        overrides some of its parameters per trajectory."""
+        overrides some of its parameters per trajectory. A one-line error when ``meta`` names none
+        (``has_system``)."""
         from ..systems import system_from_meta
 
-        return system_from_meta(self.meta, where=self.meta.get("source", "Trajectories.meta"))
+        where = self.meta.get("source", "Trajectories.meta")
+        if not self.has_system:
+            raise VPIntegratorError(
+                f"{where}: these trajectories name no system (no 'system' in meta"
+                + (": a file of /t and /y only" if self.meta.get("external") else "")
+                + "); what needs their equations (invariants, classical methods, the exact flow) cannot run")
+        return system_from_meta(self.meta, where=where)
 
     @property
     def system(self) -> "System | SystemFamily":

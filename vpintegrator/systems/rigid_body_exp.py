@@ -8,7 +8,7 @@ so, with ``E = exp(z1)`` and the free body's coefficients ``(a, b, c)``
     dz/dt = (a z2 z3,  b z1 z3 + epsilon z3 E,  c z1 z2 - epsilon z2 E)
 
 A system whose field lies outside polynomial and trigonometric libraries (the exponential extra term):
-the one issue 43's study poses where the form of the equations is unknown. Invariants: the energy ``H``
+a problem where the form of the equations is unknown to the approaches compared. Invariants: the energy ``H``
 and the Casimir ``C = |z|^2`` (every Lie-Poisson flow on so(3)* keeps it), both exact first integrals of
 the flow; implicit midpoint and Gauss-Legendre keep ``C`` to rounding (it is quadratic), not ``H``.
 
