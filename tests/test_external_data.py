@@ -67,7 +67,12 @@ def test_read_as_trajectories_without_a_system(bare):
     assert not traj.has_system and traj.meta["external"] is True and "system" not in traj.meta
     np.testing.assert_array_equal(traj.y, _states())
     with pytest.raises(VPIntegratorError, match="name no system") as err:
-        traj.system
+        traj.base_system
+    assert "\n" not in str(err.value)
+    system = traj.system  # the stand-in: a dimension, no invariants, and no equations
+    assert system.dim == 2 and system.invariants(traj.y) == {} and system.name == "unknown"
+    with pytest.raises(VPIntegratorError, match="without a system") as err:
+        system.vector_field(traj.y[:, 0])
     assert "\n" not in str(err.value)
     meta = vp.read_metadata(bare)
     assert meta["dim"] == 2 and meta["n_traj"] == N_TRAJ and meta["n_states"] == N_STATES
@@ -110,6 +115,19 @@ def test_fit_from_python(bare, tmp_path):
     assert np.isfinite(result.history[-1]["train_loss"])
     result = vp.fit(model="vpff", train=vp.read_trajectories(bare), epochs=1, batch_size=32, device="cpu")
     assert np.isfinite(result.history[-1]["train_loss"])
+
+
+def test_validation_rollouts_within_the_file(bare, tmp_path):
+    """monitor = val_rollout scores rollouts against the validation trajectories themselves; past the file's
+    horizon (or with an invariant drift term) there is nothing to continue them with: one line."""
+    base = dict(data=[str(bare)], model={"name": "vpff"}, epochs=1, batch_size=32, device="cpu",
+                monitor="val_rollout")
+    result = vp.fit(dict(base, val_rollout_steps=N_STATES - 1, out=str(tmp_path / "a")))
+    assert np.isfinite(result.history[-1]["val_rollout"])
+    for change in ({"val_rollout_steps": 2 * N_STATES}, {"val_rollout_drift_weight": 1.0}):
+        with pytest.raises(VPIntegratorError, match="without a system") as err:
+            vp.fit(dict(base, **change, out=str(tmp_path / "b")))
+        assert "\n" not in str(err.value) and str(bare) in str(err.value)
 
 
 @pytest.fixture(scope="module")

@@ -54,12 +54,12 @@ def is_external(f: h5py.File) -> bool:
 def file_meta(path: Path, f: h5py.File) -> dict[str, Any]:
     """The metadata of an open, validated trajectory file: its root attributes, or for an external file
     (``is_external``) what its arrays say (``dim``, ``dt`` and ``t0`` from ``/t``, no invariants, ``external``
-    True and no ``system``); an external file's root attributes are not read."""
+    True, ``source`` the path, and no ``system``); an external file's root attributes are not read."""
     if not is_external(f):
         return _attrs_to_meta(f.attrs)
     t = np.asarray(_read_damaged(path, "t", lambda: f["t"][()]), dtype=np.float64)
     return {"dim": int(f["y"].shape[2]), "dt": float((t[-1] - t[0]) / (t.size - 1)), "t0": float(t[0]),
-            "t_end": float(t[-1]), "invariant_names": [], "external": True}
+            "t_end": float(t[-1]), "invariant_names": [], "external": True, "source": str(path)}
 
 
 def _validate_external(path: Path, f: h5py.File) -> tuple[int, int, int]:

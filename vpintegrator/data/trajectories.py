@@ -20,6 +20,7 @@ from ..errors import VPIntegratorError
 if TYPE_CHECKING:  # pragma: no cover
     from ..systems import System
     from ..systems.family import SystemFamily
+    from ..systems.unknown import UnknownSystem
 
 
 @dataclass(frozen=True, eq=False)
@@ -159,10 +160,16 @@ class Trajectories:
         return system_from_meta(self.meta, where=where)
 
     @property
-    def system(self) -> "System | SystemFamily":
+    def system(self) -> "System | SystemFamily | UnknownSystem":
         """The system these trajectories belong to, rebuilt from ``meta``; for a parametric data set a
         ``vpintegrator.systems.family.SystemFamily``, one system per trajectory (row ``i`` of a
-        batch is evaluated with trajectory ``i``'s parameters)."""
+        batch is evaluated with trajectory ``i``'s parameters). Trajectories that name no system
+        (``has_system`` False) give a ``vpintegrator.systems.unknown.UnknownSystem``: their ``dim``, no
+        invariants, and a one-line refusal of anything that needs their equations."""
+        if not self.has_system:
+            from ..systems.unknown import UnknownSystem
+
+            return UnknownSystem(dim=self.dim, source=str(self.meta.get("source", "Trajectories.meta")))
         if self.params is None:
             return self.base_system
         return self.systems()

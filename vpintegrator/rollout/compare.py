@@ -486,7 +486,7 @@ def _shown(source: str) -> str:
     return redact_path(source)
 
 
-def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict[str, Any]:
+def _root_attrs(plan: _Plan, reference_gen: StepMap | None) -> dict[str, Any]:
     """What the rollout file says about the run (its root attributes; the schema is the writer's)."""
     from .._version import __version__
     from ..systems import system_meta
@@ -1013,7 +1013,7 @@ def describe_reference(plan, method: str, tight: bool) -> None:
     if isinstance(plan.system, UnknownSystem):
         desc = (f"data: {data} (its own trajectories; the file names no system, so there is no exact flow) for "
                 f"t <= {end:g}")
-        attrs = {"reference_mode": "data", "reference_method": "none (no system)"}
+        attrs: dict[str, Any] = {"reference_mode": "data", "reference_method": "none (no system)"}
     elif plan.exact_from_ics:
         desc = (f"exact flow: DOP853 (rtol = atol = 1e-12) from the initial conditions of {data}, over the whole "
                 f"horizon ({data.name} itself was made with {method or 'an unrecorded method'})")
@@ -1040,7 +1040,7 @@ def _relative(plan) -> str:
     return redact_path(plan.data)
 
 
-def write_reference(writer, plan, reference_gen: StepMap):
+def write_reference(writer, plan, reference_gen: StepMap | None):
     """``/reference``: the exact flow from the initial conditions (``plan.exact_from_ics``), or the data file
     then (beyond it) the data's own generator from its last state; held-out conditions (rows after the data
     file's) integrated from their initial conditions by the exact flow or the generator."""
@@ -1079,16 +1079,19 @@ def write_reference(writer, plan, reference_gen: StepMap):
                   "integrating the exact-flow reference (DOP853)")
     else:
         n_take = min(n_file, n_steps + 1)
+        # (no generator without a system: the plan refused a horizon past the file and held-out conditions)
         if n_data:
             for k0 in range(0, n_take, cs):
                 series.y[:n_data, k0 : min(n_take, k0 + cs)] = ref_file.y[:, k0 : min(n_take, k0 + cs)]
         if n_steps + 1 > n_file and n_data:
+            assert reference_gen is not None
             plan.say(
                 f"reference: continuing {plan.data.name} from t = {ref_file.t[-1]:g} to {t[-1]:g} with {reference_gen.name}"
             )
             integrate(reference_gen, ref_file.y[:, -1], slice(0, n_data), n_file - 1, float(ref_file.t[-1]),
                       f"continuing the reference beyond t = {ref_file.t[-1]:g} with its generator {reference_gen.name}")
         if plan.n_new:
+            assert reference_gen is not None
             integrate(reference_gen, plan.heldout_y0, slice(n_data, n_traj), 0, plan.t0,
                       f"integrating the heldout reference with {reference_gen.name}")
     names = tuple(plan.system.invariant_names)

@@ -56,7 +56,8 @@ class UnknownSystem:
         """The one-line error for ``what`` (e.g. "integrating its equations") on these trajectories."""
         return VPIntegratorError(
             f"{self.source} holds trajectories without a system (a file of /t and /y only, no 'system' attribute): "
-            f"{what} needs its equations; use models only, with errors against the file's own trajectories"
+            f"{what} needs its equations (the exact flow, a classical integrator, its invariants); use models only, "
+            "with errors against its own trajectories"
         )
 
     def vector_field(self, y: Any) -> Any:
