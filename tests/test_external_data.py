@@ -233,3 +233,17 @@ def test_bad_files_from_vp_train(tmp_path, name, how, key):
     assert result.exit_code != 0
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and path.name in lines[0] and key in lines[0], result.output
+
+
+def test_params_file_trains_and_rolls_out_from_python(tmp_path):
+    """An optional /params is carried along: no oracle rows are added for it (a note says why)."""
+    from vpintegrator.rollout import RolloutConfig, run_rollouts
+
+    path = _write_bare(tmp_path / "p.h5", params=np.random.default_rng(1).uniform(size=(N_TRAJ, 2)))
+    run = tmp_path / "run"
+    vp.fit(dict(data=[str(path)], model={"name": "vpff"}, epochs=1, batch_size=32, device="cpu", out=str(run)))
+    lines: list[str] = []
+    report = run_rollouts(RolloutConfig(data=str(path), models=[str(run)], out=str(tmp_path / "r.h5"), device="cpu"),
+                          log=lines.append)
+    assert [row["method"] for row in report.rows] == ["run"] and report.reference.startswith("data: ")
+    assert any("names no system" in line for line in lines)

@@ -353,7 +353,8 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
     exact_from_ics = config.reference == "exact" and not tight and not unknown
     generator = None  # the data's generator as a row of its own
     names = _integrator_names(config.integrators)
-    if not names and not unknown and _is_parametric(data):  # the oracle: classical methods with each trajectory's true parameters
+    # the oracle: classical methods with each trajectory's true parameters (none without a system)
+    if not names and not unknown and _is_parametric(data):
         from ..integrators import supported_integrators
 
         names = supported_integrators(ORACLE_INTEGRATORS, system)
@@ -409,9 +410,8 @@ def _check_without_system(config: RolloutConfig, system, names: list[str], n_ste
     """Refuse, in one line each and before anything runs, what a run on trajectories without a system
     (``vpintegrator.systems.unknown.UnknownSystem``) cannot do: rows that integrate the system's equations
     (classical integrators, ``exact_flow``, identification rows ``METHOD+INTEGRATOR``; all of them named in
-    one line), new held-out conditions, a horizon
-    beyond the file (the reference is the file itself) and a first window made by an integrator. Rows that
-    learn their equations from the data are not refused here."""
+    one line), new held-out conditions, a horizon beyond the file (the reference is the file itself) and a
+    first window made by an integrator. Rows that learn their equations from the data are not refused here."""
     from ..integrators import list_integrators
 
     # the rows that integrate the system's equations (other names: their own rules, e.g. "unknown integrator")
