@@ -18,7 +18,7 @@ from vpintegrator.integrators import get_integrator, list_integrators
 from vpintegrator.systems import ABCFlow, CoupledOscillator, RigidBody, get_system, list_systems
 
 needs_numba = pytest.mark.skipif(not compiled.available(), reason="numba is not installed")
-SHIPPED = ["rigid_body", "coupled_oscillator", "volterra", "abc_flow"]
+SHIPPED = ["rigid_body", "coupled_oscillator", "volterra", "abc_flow", "rigid_body_exp"]
 N_STEPS = 200
 
 
@@ -77,7 +77,8 @@ def test_system_kernels_match_numpy(name):
 def _other_parameters(name):
     return {"rigid_body": RigidBody(inertia=(1.0, 2.0, 2.0 / 3.0)),
             "coupled_oscillator": CoupledOscillator(m=(1.5, 0.7), k1=0.9, k2=0.4, k=2.0),
-            "volterra": get_system("volterra"), "abc_flow": ABCFlow(A=1.0, B=0.5, C=0.25)}[name]
+            "volterra": get_system("volterra"), "abc_flow": ABCFlow(A=1.0, B=0.5, C=0.25),
+            "rigid_body_exp": get_system("rigid_body_exp", inertia=(1.0, 2.0, 2.0 / 3.0), epsilon=-0.8)}[name]
 
 
 # --- states ------------------------------------------------------------------------------------------------

@@ -192,7 +192,7 @@ def test_metric_streams_on_tensors_equal_numpy():
 
 def test_invariants_on_tensors():
     rng = np.random.default_rng(1)
-    for name in ("rigid_body", "coupled_oscillator", "volterra", "abc_flow"):
+    for name in ("rigid_body", "coupled_oscillator", "volterra", "abc_flow", "rigid_body_exp"):
         system = get_system(name)
         y = rng.normal(size=(3, 5, system.dim))
         want = system.invariants(y)

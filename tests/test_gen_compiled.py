@@ -38,7 +38,7 @@ def _loop(system, y0, t, rtol, atol):
 
 def _y0(name, n, seed=0):
     rng = np.random.default_rng(seed)
-    if name == "rigid_body":
+    if name in ("rigid_body", "rigid_body_exp"):
         y = rng.normal(size=(n, 3))
         return y / np.linalg.norm(y, axis=1, keepdims=True)
     if name == "coupled_oscillator":
@@ -56,7 +56,7 @@ def test_tableau_is_scipys():
     assert (dop853._N_STAGES, dop853._N_EXT) == (dc.N_STAGES, dc.N_STAGES_EXTENDED)
 
 
-@pytest.mark.parametrize("name", ["rigid_body", "volterra", "abc_flow", "coupled_oscillator"])
+@pytest.mark.parametrize("name", ["rigid_body", "volterra", "abc_flow", "coupled_oscillator", "rigid_body_exp"])
 @pytest.mark.parametrize("rtol", [1e-8, 1e-12])
 def test_matches_per_trajectory_solve_ivp(name, rtol):
     system = get_system(name)

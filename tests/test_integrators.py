@@ -19,7 +19,7 @@ from vpintegrator.data.trajectories import Trajectories
 
 METHODS = list_integrators()  # every registered method: a new one is tested automatically
 LEGACY = ["euler", "rk4", "implicit_midpoint", "gauss_legendre4", "stormer_verlet", "splitting"]
-SYSTEMS = ["rigid_body", "coupled_oscillator", "volterra", "abc_flow"]
+SYSTEMS = ["rigid_body", "coupled_oscillator", "volterra", "abc_flow", "rigid_body_exp"]
 DET64 = 1e-10  # team tolerance table, det float64
 
 # initial conditions per system for accuracy tests (Volterra on the positive orthant: periodic orbits)
@@ -28,6 +28,7 @@ Y0 = {
     "coupled_oscillator": np.array([[1.0, 0.0, 2.0, 0.0], [0.5, -0.3, 0.1, 0.4]]),
     "volterra": np.array([[1.0, 2.0, 1.5], [0.5, 1.0, 2.0]]),
     "abc_flow": np.array([[0.1, 0.2, 0.3], [1.0, 2.0, 3.0]]),
+    "rigid_body_exp": 0.8 * paper_sphere_points()[[100, 719, 300]],  # on |z| = 1 GL8 at h = 2 is pre-asymptotic
 }
 
 

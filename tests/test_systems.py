@@ -25,7 +25,7 @@ from vpintegrator.systems import (
     sample_initial_conditions,
 )
 
-SYSTEMS = ["rigid_body", "coupled_oscillator", "volterra", "abc_flow"]
+SYSTEMS = ["rigid_body", "coupled_oscillator", "volterra", "abc_flow", "rigid_body_exp"]
 # allclose float64 tolerance of the team table
 ALLCLOSE64 = 1e-12
 NAN = float("nan")
@@ -86,7 +86,7 @@ def test_divergence_is_zero(name):
     assert np.max(np.abs(fd_trace)) <= 1e-8
 
 
-@pytest.mark.parametrize("name", ["rigid_body", "coupled_oscillator", "volterra"])
+@pytest.mark.parametrize("name", ["rigid_body", "coupled_oscillator", "volterra", "rigid_body_exp"])
 def test_invariants_conserved_along_dop853_flow(name):
     system = get_system(name)
     y0 = _points(system, 3, seed=1)
@@ -98,7 +98,7 @@ def test_invariants_conserved_along_dop853_flow(name):
             assert drift <= 1e-9, (inv_name, drift)
 
 
-@pytest.mark.parametrize("name", ["rigid_body", "coupled_oscillator", "volterra"])
+@pytest.mark.parametrize("name", ["rigid_body", "coupled_oscillator", "volterra", "rigid_body_exp"])
 def test_invariants_have_zero_time_derivative(name):
     """grad I . f = 0 pointwise (finite-difference gradient of each invariant)."""
     system = get_system(name)

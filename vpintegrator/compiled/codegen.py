@@ -39,6 +39,7 @@ from pathlib import Path
 _RB_PARAMS = "a, b, c = p[0], p[1], p[2]"
 _CO_PARAMS = "m1, m2, k1, k2, kc = p[0], p[1], p[2], p[3], p[4]"
 _ABC_PARAMS = "A, B, C = p[0], p[1], p[2]"
+_RBE_PARAMS = "a, b, c, eps = p[0], p[1], p[2], p[3]"
 
 
 def _rb_field(x, f):
@@ -52,6 +53,23 @@ def _rb_comp(x, i):
 def _rb_jac(x):
     return [], [["0.0", f"a * {x}2", f"a * {x}1"], [f"b * {x}2", "0.0", f"b * {x}0"],
                 [f"c * {x}1", f"c * {x}0", "0.0"]]
+
+
+def _rbe_field(x, f):
+    """The exponential rigid body (systems.vector_field's order): E = exp(z1) once per evaluation."""
+    return [f"{f}e = math.exp({x}0)", f"{f}0 = a * {x}1 * {x}2", f"{f}1 = b * {x}0 * {x}2 + eps * {x}2 * {f}e",
+            f"{f}2 = c * {x}0 * {x}1 - eps * {x}1 * {f}e"]
+
+
+def _rbe_comp(x, i):
+    return (f"a * {x}1 * {x}2", f"b * {x}0 * {x}2 + eps * {x}2 * math.exp({x}0)",
+            f"c * {x}0 * {x}1 - eps * {x}1 * math.exp({x}0)")[i]
+
+
+def _rbe_jac(x):
+    return [f"je = math.exp({x}0)"], [["0.0", f"a * {x}2", f"a * {x}1"],
+                                      [f"b * {x}2 + eps * {x}2 * je", "0.0", f"b * {x}0 + eps * je"],
+                                      [f"c * {x}1 - eps * {x}1 * je", f"c * {x}0 - eps * je", "0.0"]]
 
 
 def _co_grad(q0, q1, g):
@@ -105,6 +123,7 @@ SYSTEMS = {
     "coupled_oscillator": (1, 4, _CO_PARAMS, _co_field, None, _co_jac, True),
     "volterra": (2, 3, "", _vo_field, None, _vo_jac, False),
     "abc_flow": (3, 3, _ABC_PARAMS, _abc_field, _abc_comp, _abc_jac, False),
+    "rigid_body_exp": (4, 3, _RBE_PARAMS, _rbe_field, _rbe_comp, _rbe_jac, False),
 }
 MAX_GAUSS_STAGES = 4
 

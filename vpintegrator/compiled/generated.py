@@ -4517,6 +4517,1110 @@ def run_gauss4_abc_flow(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
     y[2] = y2
     return n
 
+@jit
+def _step_euler_rigid_body_exp(p, h, y0, y1, y2):
+    a, b, c, eps = p[0], p[1], p[2], p[3]
+    ke = math.exp(y0)
+    k0 = a * y1 * y2
+    k1 = b * y0 * y2 + eps * y2 * ke
+    k2 = c * y0 * y1 - eps * y1 * ke
+    z0 = y0 + h * k0
+    z1 = y1 + h * k1
+    z2 = y2 + h * k2
+    return z0, z1, z2
+
+
+@jit
+def run_euler_rigid_body_exp(p, y, h, n, out, gammas, info):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
+    y0, y1, y2 = y[0], y[1], y[2]
+    if gammas.size == 0:
+        for k in range(n):
+            z0, z1, z2 = _step_euler_rigid_body_exp(p, h, y0, y1, y2)
+            out[k, 0] = z0
+            out[k, 1] = z1
+            out[k, 2] = z2
+            y0 = z0
+            y1 = z1
+            y2 = z2
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0
+                info[2] = k + 1
+                return k + 1
+    else:
+        for k in range(n):
+            z0, z1, z2 = y0, y1, y2
+            for g in range(gammas.size):
+                z0, z1, z2 = _step_euler_rigid_body_exp(p, gammas[g] * h, z0, z1, z2)
+            out[k, 0] = z0
+            out[k, 1] = z1
+            out[k, 2] = z2
+            y0 = z0
+            y1 = z1
+            y2 = z2
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0
+                info[2] = k + 1
+                return k + 1
+    y[0] = y0
+    y[1] = y1
+    y[2] = y2
+    return n
+
+@jit
+def _step_rk4_rigid_body_exp(p, h, y0, y1, y2):
+    a, b, c, eps = p[0], p[1], p[2], p[3]
+    half = 0.5 * h
+    k1e = math.exp(y0)
+    k10 = a * y1 * y2
+    k11 = b * y0 * y2 + eps * y2 * k1e
+    k12 = c * y0 * y1 - eps * y1 * k1e
+    t0 = y0 + half * k10
+    t1 = y1 + half * k11
+    t2 = y2 + half * k12
+    k2e = math.exp(t0)
+    k20 = a * t1 * t2
+    k21 = b * t0 * t2 + eps * t2 * k2e
+    k22 = c * t0 * t1 - eps * t1 * k2e
+    t0 = y0 + half * k20
+    t1 = y1 + half * k21
+    t2 = y2 + half * k22
+    k3e = math.exp(t0)
+    k30 = a * t1 * t2
+    k31 = b * t0 * t2 + eps * t2 * k3e
+    k32 = c * t0 * t1 - eps * t1 * k3e
+    t0 = y0 + h * k30
+    t1 = y1 + h * k31
+    t2 = y2 + h * k32
+    k4e = math.exp(t0)
+    k40 = a * t1 * t2
+    k41 = b * t0 * t2 + eps * t2 * k4e
+    k42 = c * t0 * t1 - eps * t1 * k4e
+    sixth = h / 6.0
+    z0 = y0 + sixth * (k10 + 2.0 * k20 + 2.0 * k30 + k40)
+    z1 = y1 + sixth * (k11 + 2.0 * k21 + 2.0 * k31 + k41)
+    z2 = y2 + sixth * (k12 + 2.0 * k22 + 2.0 * k32 + k42)
+    return z0, z1, z2
+
+
+@jit
+def run_rk4_rigid_body_exp(p, y, h, n, out, gammas, info):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
+    y0, y1, y2 = y[0], y[1], y[2]
+    if gammas.size == 0:
+        for k in range(n):
+            z0, z1, z2 = _step_rk4_rigid_body_exp(p, h, y0, y1, y2)
+            out[k, 0] = z0
+            out[k, 1] = z1
+            out[k, 2] = z2
+            y0 = z0
+            y1 = z1
+            y2 = z2
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0
+                info[2] = k + 1
+                return k + 1
+    else:
+        for k in range(n):
+            z0, z1, z2 = y0, y1, y2
+            for g in range(gammas.size):
+                z0, z1, z2 = _step_rk4_rigid_body_exp(p, gammas[g] * h, z0, z1, z2)
+            out[k, 0] = z0
+            out[k, 1] = z1
+            out[k, 2] = z2
+            y0 = z0
+            y1 = z1
+            y2 = z2
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0
+                info[2] = k + 1
+                return k + 1
+    y[0] = y0
+    y[1] = y1
+    y[2] = y2
+    return n
+
+@jit
+def _step_splitting_rigid_body_exp(p, h, y0, y1, y2):
+    a, b, c, eps = p[0], p[1], p[2], p[3]
+    half = 0.5 * h
+    z0 = y0
+    z1 = y1
+    z2 = y2
+    z0 += half * (a * z1 * z2)
+    z1 += half * (b * z0 * z2 + eps * z2 * math.exp(z0))
+    z2 += h * (c * z0 * z1 - eps * z1 * math.exp(z0))
+    z1 += half * (b * z0 * z2 + eps * z2 * math.exp(z0))
+    z0 += half * (a * z1 * z2)
+    return z0, z1, z2
+
+
+@jit
+def run_splitting_rigid_body_exp(p, y, h, n, out, gammas, info):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
+    y0, y1, y2 = y[0], y[1], y[2]
+    if gammas.size == 0:
+        for k in range(n):
+            z0, z1, z2 = _step_splitting_rigid_body_exp(p, h, y0, y1, y2)
+            out[k, 0] = z0
+            out[k, 1] = z1
+            out[k, 2] = z2
+            y0 = z0
+            y1 = z1
+            y2 = z2
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0
+                info[2] = k + 1
+                return k + 1
+    else:
+        for k in range(n):
+            z0, z1, z2 = y0, y1, y2
+            for g in range(gammas.size):
+                z0, z1, z2 = _step_splitting_rigid_body_exp(p, gammas[g] * h, z0, z1, z2)
+            out[k, 0] = z0
+            out[k, 1] = z1
+            out[k, 2] = z2
+            y0 = z0
+            y1 = z1
+            y2 = z2
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0
+                info[2] = k + 1
+                return k + 1
+    y[0] = y0
+    y[1] = y1
+    y[2] = y2
+    return n
+
+@jit
+def run_shears_rigid_body_exp(p, y, comps, coefs, n, out, info):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
+    a, b, c, eps = p[0], p[1], p[2], p[3]
+    z0, z1, z2 = y[0], y[1], y[2]
+    for k in range(n):
+        for q in range(comps.size):
+            cq = coefs[q]
+            j = comps[q]
+            if j == 0:
+                z0 += cq * (a * z1 * z2)
+            elif j == 1:
+                z1 += cq * (b * z0 * z2 + eps * z2 * math.exp(z0))
+            else:
+                z2 += cq * (c * z0 * z1 - eps * z1 * math.exp(z0))
+        out[k, 0] = z0
+        out[k, 1] = z1
+        out[k, 2] = z2
+        y0 = z0
+        y1 = z1
+        y2 = z2
+        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
+            y[0] = y0
+            y[1] = y1
+            y[2] = y2
+            info[1] = 3.0
+            info[2] = k + 1
+            return k + 1
+    y[0] = y0
+    y[1] = y1
+    y[2] = y2
+    return n
+
+@jit
+def _step_implicit_midpoint_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter):
+    a, b, c, eps = p[0], p[1], p[2], p[3]
+    z0, z1, z2 = y0, y1, y2
+    fe = math.exp(y0)
+    f0 = a * y1 * y2
+    f1 = b * y0 * y2 + eps * y2 * fe
+    f2 = c * y0 * y1 - eps * y1 * fe
+    z0 = y0 + h * f0
+    z1 = y1 + h * f1
+    z2 = y2 + h * f2
+    scale = 1.0
+    if abs(y0) > scale:
+        scale = abs(y0)
+    if abs(y1) > scale:
+        scale = abs(y1)
+    if abs(y2) > scale:
+        scale = abs(y2)
+    c2 = 0.5 * h
+    prev = np.inf
+    ok = False
+    newton = False
+    used = 0
+    for it in range(max_iter):
+        u0 = 0.5 * (y0 + z0)
+        u1 = 0.5 * (y1 + z1)
+        u2 = 0.5 * (y2 + z2)
+        ge = math.exp(u0)
+        g0 = a * u1 * u2
+        g1 = b * u0 * u2 + eps * u2 * ge
+        g2 = c * u0 * u1 - eps * u1 * ge
+        r0 = z0 - y0 - h * g0
+        r1 = z1 - y1 - h * g1
+        r2 = z2 - y2 - h * g2
+        z0 = z0 - r0
+        z1 = z1 - r1
+        z2 = z2 - r2
+        e = 0.0
+        t = abs(r0)
+        if not t <= e:
+            e = t
+        t = abs(r1)
+        if not t <= e:
+            e = t
+        t = abs(r2)
+        if not t <= e:
+            e = t
+        used = it + 1
+        if it == 0 and e == 0.0:
+            break
+        if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
+            ok = True
+            break
+        if not e < np.inf or (it > 0 and e > 0.15 * prev):
+            break  # slow: Newton
+        prev = e
+    if not ok:
+        prev = np.inf
+        for it in range(used, max_iter):
+            u0 = 0.5 * (y0 + z0)
+            u1 = 0.5 * (y1 + z1)
+            u2 = 0.5 * (y2 + z2)
+            ge = math.exp(u0)
+            g0 = a * u1 * u2
+            g1 = b * u0 * u2 + eps * u2 * ge
+            g2 = c * u0 * u1 - eps * u1 * ge
+            r0 = z0 - y0 - h * g0
+            r1 = z1 - y1 - h * g1
+            r2 = z2 - y2 - h * g2
+            je = math.exp(u0)
+            M00 = 1.0 - c2 * (0.0)
+            M01 = 0.0 - c2 * (a * u2)
+            M02 = 0.0 - c2 * (a * u1)
+            M10 = 0.0 - c2 * (b * u2 + eps * u2 * je)
+            M11 = 1.0 - c2 * (0.0)
+            M12 = 0.0 - c2 * (b * u0 + eps * je)
+            M20 = 0.0 - c2 * (c * u1 - eps * u1 * je)
+            M21 = 0.0 - c2 * (c * u0 - eps * je)
+            M22 = 1.0 - c2 * (0.0)
+            if M00 == 0.0:
+                break
+            iv = 1.0 / M00
+            l = M10 * iv
+            M11 -= l * M01
+            M12 -= l * M02
+            r1 -= l * r0
+            l = M20 * iv
+            M21 -= l * M01
+            M22 -= l * M02
+            r2 -= l * r0
+            if M11 == 0.0:
+                break
+            iv = 1.0 / M11
+            l = M21 * iv
+            M22 -= l * M12
+            r2 -= l * r1
+            if M22 == 0.0:
+                break
+            iv = 1.0 / M22
+            r2 = (r2) / M22
+            r1 = (r1 - M12 * r2) / M11
+            r0 = (r0 - M01 * r1 - M02 * r2) / M00
+            z0 = z0 - r0
+            z1 = z1 - r1
+            z2 = z2 - r2
+            e = 0.0
+            t = abs(r0)
+            if not t <= e:
+                e = t
+            t = abs(r1)
+            if not t <= e:
+                e = t
+            t = abs(r2)
+            if not t <= e:
+                e = t
+            if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
+                ok = True
+                break
+            if not e < np.inf or (it > 1 and e >= 2.0 * prev):
+                break  # diverging or not finite: the exact rule
+            prev = e
+    return ok, z0, z1, z2
+
+
+@jit
+def run_implicit_midpoint_rigid_body_exp(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
+    y0, y1, y2 = y[0], y[1], y[2]
+    top = ws.shape[0]
+    u, v = ws[top - 1, :3], ws[top - 2, :3]
+    ng = max(1, gammas.size)
+    for k in range(n):
+        x0, x1, x2 = y0, y1, y2
+        for g in range(ng):
+            hh = h if gammas.size == 0 else gammas[g] * h
+            ok, z0, z1, z2 = _step_implicit_midpoint_rigid_body_exp(p, hh, x0, x1, x2, tol, max_iter)
+            if not ok:  # the exact NumPy rule decides
+                u[0] = x0
+                u[1] = x1
+                u[2] = x2
+                st = step_implicit_midpoint(4, p, u, hh, v, ws, m, tol, max_iter, info)
+                if st != 0:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = st
+                    info[2] = k + 1
+                    return k
+                z0 = v[0]
+                z1 = v[1]
+                z2 = v[2]
+            x0, x1, x2 = z0, z1, z2
+        out[k, 0] = z0
+        out[k, 1] = z1
+        out[k, 2] = z2
+        y0 = z0
+        y1 = z1
+        y2 = z2
+        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
+            y[0] = y0
+            y[1] = y1
+            y[2] = y2
+            info[1] = 3.0
+            info[2] = k + 1
+            return k + 1
+    y[0] = y0
+    y[1] = y1
+    y[2] = y2
+    return n
+
+@jit
+def _step_gauss1_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
+    a, b, c, eps = p[0], p[1], p[2], p[3]
+    a00 = ta[0, 0]
+    b0 = tb[0]
+    c0 = tc[0]
+    z0, z1, z2 = y0, y1, y2
+    fe = math.exp(y0)
+    f0 = a * y1 * y2
+    f1 = b * y0 * y2 + eps * y2 * fe
+    f2 = c * y0 * y1 - eps * y1 * fe
+    scale = 1.0
+    if abs(y0) > scale:
+        scale = abs(y0)
+    if abs(y1) > scale:
+        scale = abs(y1)
+    if abs(y2) > scale:
+        scale = abs(y2)
+    Z0_0 = h * c0 * f0
+    Z0_1 = h * c0 * f1
+    Z0_2 = h * c0 * f2
+    prev = np.inf
+    ok = False
+    for it in range(max_iter):
+        w0 = y0 + Z0_0
+        w1 = y1 + Z0_1
+        w2 = y2 + Z0_2
+        F0_e = math.exp(w0)
+        F0_0 = a * w1 * w2
+        F0_1 = b * w0 * w2 + eps * w2 * F0_e
+        F0_2 = c * w0 * w1 - eps * w1 * F0_e
+        N0_0 = h * (a00 * F0_0)
+        N0_1 = h * (a00 * F0_1)
+        N0_2 = h * (a00 * F0_2)
+        e = 0.0
+        t = abs(N0_0 - Z0_0)
+        if not t <= e:
+            e = t
+        t = abs(N0_1 - Z0_1)
+        if not t <= e:
+            e = t
+        t = abs(N0_2 - Z0_2)
+        if not t <= e:
+            e = t
+        Z0_0 = N0_0
+        Z0_1 = N0_1
+        Z0_2 = N0_2
+        if it == 0 and e == 0.0:
+            break
+        if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
+            ok = True
+            break
+        if not e < np.inf or (it > 1 and e >= 2.0 * prev):
+            break  # diverging or not finite: the exact rule
+        prev = e
+    if ok:
+        w0 = y0 + Z0_0
+        w1 = y1 + Z0_1
+        w2 = y2 + Z0_2
+        F0_e = math.exp(w0)
+        F0_0 = a * w1 * w2
+        F0_1 = b * w0 * w2 + eps * w2 * F0_e
+        F0_2 = c * w0 * w1 - eps * w1 * F0_e
+        z0 = y0 + h * (b0 * F0_0)
+        z1 = y1 + h * (b0 * F0_1)
+        z2 = y2 + h * (b0 * F0_2)
+    return ok, z0, z1, z2
+
+
+@jit
+def run_gauss1_rigid_body_exp(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
+    y0, y1, y2 = y[0], y[1], y[2]
+    top = ws.shape[0]
+    u, v = ws[top - 1, :3], ws[top - 2, :3]
+    ng = max(1, gammas.size)
+    for k in range(n):
+        x0, x1, x2 = y0, y1, y2
+        for g in range(ng):
+            hh = h if gammas.size == 0 else gammas[g] * h
+            ok, z0, z1, z2 = _step_gauss1_rigid_body_exp(p, hh, x0, x1, x2, tol, max_iter, ta, tb, tc)
+            if not ok:  # the exact NumPy rule decides
+                u[0] = x0
+                u[1] = x1
+                u[2] = x2
+                st = step_gauss_legendre(4, p, u, hh, v, ws, m, ta, tb, tc, tol, max_iter, info)
+                if st != 0:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = st
+                    info[2] = k + 1
+                    return k
+                z0 = v[0]
+                z1 = v[1]
+                z2 = v[2]
+            x0, x1, x2 = z0, z1, z2
+        out[k, 0] = z0
+        out[k, 1] = z1
+        out[k, 2] = z2
+        y0 = z0
+        y1 = z1
+        y2 = z2
+        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
+            y[0] = y0
+            y[1] = y1
+            y[2] = y2
+            info[1] = 3.0
+            info[2] = k + 1
+            return k + 1
+    y[0] = y0
+    y[1] = y1
+    y[2] = y2
+    return n
+
+@jit
+def _step_gauss2_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
+    a, b, c, eps = p[0], p[1], p[2], p[3]
+    a00 = ta[0, 0]
+    a01 = ta[0, 1]
+    a10 = ta[1, 0]
+    a11 = ta[1, 1]
+    b0 = tb[0]
+    b1 = tb[1]
+    c0 = tc[0]
+    c1 = tc[1]
+    z0, z1, z2 = y0, y1, y2
+    fe = math.exp(y0)
+    f0 = a * y1 * y2
+    f1 = b * y0 * y2 + eps * y2 * fe
+    f2 = c * y0 * y1 - eps * y1 * fe
+    scale = 1.0
+    if abs(y0) > scale:
+        scale = abs(y0)
+    if abs(y1) > scale:
+        scale = abs(y1)
+    if abs(y2) > scale:
+        scale = abs(y2)
+    Z0_0 = h * c0 * f0
+    Z0_1 = h * c0 * f1
+    Z0_2 = h * c0 * f2
+    Z1_0 = h * c1 * f0
+    Z1_1 = h * c1 * f1
+    Z1_2 = h * c1 * f2
+    prev = np.inf
+    ok = False
+    for it in range(max_iter):
+        w0 = y0 + Z0_0
+        w1 = y1 + Z0_1
+        w2 = y2 + Z0_2
+        F0_e = math.exp(w0)
+        F0_0 = a * w1 * w2
+        F0_1 = b * w0 * w2 + eps * w2 * F0_e
+        F0_2 = c * w0 * w1 - eps * w1 * F0_e
+        w0 = y0 + Z1_0
+        w1 = y1 + Z1_1
+        w2 = y2 + Z1_2
+        F1_e = math.exp(w0)
+        F1_0 = a * w1 * w2
+        F1_1 = b * w0 * w2 + eps * w2 * F1_e
+        F1_2 = c * w0 * w1 - eps * w1 * F1_e
+        N0_0 = h * (a00 * F0_0 + a01 * F1_0)
+        N0_1 = h * (a00 * F0_1 + a01 * F1_1)
+        N0_2 = h * (a00 * F0_2 + a01 * F1_2)
+        N1_0 = h * (a10 * F0_0 + a11 * F1_0)
+        N1_1 = h * (a10 * F0_1 + a11 * F1_1)
+        N1_2 = h * (a10 * F0_2 + a11 * F1_2)
+        e = 0.0
+        t = abs(N0_0 - Z0_0)
+        if not t <= e:
+            e = t
+        t = abs(N0_1 - Z0_1)
+        if not t <= e:
+            e = t
+        t = abs(N0_2 - Z0_2)
+        if not t <= e:
+            e = t
+        t = abs(N1_0 - Z1_0)
+        if not t <= e:
+            e = t
+        t = abs(N1_1 - Z1_1)
+        if not t <= e:
+            e = t
+        t = abs(N1_2 - Z1_2)
+        if not t <= e:
+            e = t
+        Z0_0 = N0_0
+        Z0_1 = N0_1
+        Z0_2 = N0_2
+        Z1_0 = N1_0
+        Z1_1 = N1_1
+        Z1_2 = N1_2
+        if it == 0 and e == 0.0:
+            break
+        if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
+            ok = True
+            break
+        if not e < np.inf or (it > 1 and e >= 2.0 * prev):
+            break  # diverging or not finite: the exact rule
+        prev = e
+    if ok:
+        w0 = y0 + Z0_0
+        w1 = y1 + Z0_1
+        w2 = y2 + Z0_2
+        F0_e = math.exp(w0)
+        F0_0 = a * w1 * w2
+        F0_1 = b * w0 * w2 + eps * w2 * F0_e
+        F0_2 = c * w0 * w1 - eps * w1 * F0_e
+        w0 = y0 + Z1_0
+        w1 = y1 + Z1_1
+        w2 = y2 + Z1_2
+        F1_e = math.exp(w0)
+        F1_0 = a * w1 * w2
+        F1_1 = b * w0 * w2 + eps * w2 * F1_e
+        F1_2 = c * w0 * w1 - eps * w1 * F1_e
+        z0 = y0 + h * (b0 * F0_0 + b1 * F1_0)
+        z1 = y1 + h * (b0 * F0_1 + b1 * F1_1)
+        z2 = y2 + h * (b0 * F0_2 + b1 * F1_2)
+    return ok, z0, z1, z2
+
+
+@jit
+def run_gauss2_rigid_body_exp(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
+    y0, y1, y2 = y[0], y[1], y[2]
+    top = ws.shape[0]
+    u, v = ws[top - 1, :3], ws[top - 2, :3]
+    ng = max(1, gammas.size)
+    for k in range(n):
+        x0, x1, x2 = y0, y1, y2
+        for g in range(ng):
+            hh = h if gammas.size == 0 else gammas[g] * h
+            ok, z0, z1, z2 = _step_gauss2_rigid_body_exp(p, hh, x0, x1, x2, tol, max_iter, ta, tb, tc)
+            if not ok:  # the exact NumPy rule decides
+                u[0] = x0
+                u[1] = x1
+                u[2] = x2
+                st = step_gauss_legendre(4, p, u, hh, v, ws, m, ta, tb, tc, tol, max_iter, info)
+                if st != 0:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = st
+                    info[2] = k + 1
+                    return k
+                z0 = v[0]
+                z1 = v[1]
+                z2 = v[2]
+            x0, x1, x2 = z0, z1, z2
+        out[k, 0] = z0
+        out[k, 1] = z1
+        out[k, 2] = z2
+        y0 = z0
+        y1 = z1
+        y2 = z2
+        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
+            y[0] = y0
+            y[1] = y1
+            y[2] = y2
+            info[1] = 3.0
+            info[2] = k + 1
+            return k + 1
+    y[0] = y0
+    y[1] = y1
+    y[2] = y2
+    return n
+
+@jit
+def _step_gauss3_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
+    a, b, c, eps = p[0], p[1], p[2], p[3]
+    a00 = ta[0, 0]
+    a01 = ta[0, 1]
+    a02 = ta[0, 2]
+    a10 = ta[1, 0]
+    a11 = ta[1, 1]
+    a12 = ta[1, 2]
+    a20 = ta[2, 0]
+    a21 = ta[2, 1]
+    a22 = ta[2, 2]
+    b0 = tb[0]
+    b1 = tb[1]
+    b2 = tb[2]
+    c0 = tc[0]
+    c1 = tc[1]
+    c2 = tc[2]
+    z0, z1, z2 = y0, y1, y2
+    fe = math.exp(y0)
+    f0 = a * y1 * y2
+    f1 = b * y0 * y2 + eps * y2 * fe
+    f2 = c * y0 * y1 - eps * y1 * fe
+    scale = 1.0
+    if abs(y0) > scale:
+        scale = abs(y0)
+    if abs(y1) > scale:
+        scale = abs(y1)
+    if abs(y2) > scale:
+        scale = abs(y2)
+    Z0_0 = h * c0 * f0
+    Z0_1 = h * c0 * f1
+    Z0_2 = h * c0 * f2
+    Z1_0 = h * c1 * f0
+    Z1_1 = h * c1 * f1
+    Z1_2 = h * c1 * f2
+    Z2_0 = h * c2 * f0
+    Z2_1 = h * c2 * f1
+    Z2_2 = h * c2 * f2
+    prev = np.inf
+    ok = False
+    for it in range(max_iter):
+        w0 = y0 + Z0_0
+        w1 = y1 + Z0_1
+        w2 = y2 + Z0_2
+        F0_e = math.exp(w0)
+        F0_0 = a * w1 * w2
+        F0_1 = b * w0 * w2 + eps * w2 * F0_e
+        F0_2 = c * w0 * w1 - eps * w1 * F0_e
+        w0 = y0 + Z1_0
+        w1 = y1 + Z1_1
+        w2 = y2 + Z1_2
+        F1_e = math.exp(w0)
+        F1_0 = a * w1 * w2
+        F1_1 = b * w0 * w2 + eps * w2 * F1_e
+        F1_2 = c * w0 * w1 - eps * w1 * F1_e
+        w0 = y0 + Z2_0
+        w1 = y1 + Z2_1
+        w2 = y2 + Z2_2
+        F2_e = math.exp(w0)
+        F2_0 = a * w1 * w2
+        F2_1 = b * w0 * w2 + eps * w2 * F2_e
+        F2_2 = c * w0 * w1 - eps * w1 * F2_e
+        N0_0 = h * (a00 * F0_0 + a01 * F1_0 + a02 * F2_0)
+        N0_1 = h * (a00 * F0_1 + a01 * F1_1 + a02 * F2_1)
+        N0_2 = h * (a00 * F0_2 + a01 * F1_2 + a02 * F2_2)
+        N1_0 = h * (a10 * F0_0 + a11 * F1_0 + a12 * F2_0)
+        N1_1 = h * (a10 * F0_1 + a11 * F1_1 + a12 * F2_1)
+        N1_2 = h * (a10 * F0_2 + a11 * F1_2 + a12 * F2_2)
+        N2_0 = h * (a20 * F0_0 + a21 * F1_0 + a22 * F2_0)
+        N2_1 = h * (a20 * F0_1 + a21 * F1_1 + a22 * F2_1)
+        N2_2 = h * (a20 * F0_2 + a21 * F1_2 + a22 * F2_2)
+        e = 0.0
+        t = abs(N0_0 - Z0_0)
+        if not t <= e:
+            e = t
+        t = abs(N0_1 - Z0_1)
+        if not t <= e:
+            e = t
+        t = abs(N0_2 - Z0_2)
+        if not t <= e:
+            e = t
+        t = abs(N1_0 - Z1_0)
+        if not t <= e:
+            e = t
+        t = abs(N1_1 - Z1_1)
+        if not t <= e:
+            e = t
+        t = abs(N1_2 - Z1_2)
+        if not t <= e:
+            e = t
+        t = abs(N2_0 - Z2_0)
+        if not t <= e:
+            e = t
+        t = abs(N2_1 - Z2_1)
+        if not t <= e:
+            e = t
+        t = abs(N2_2 - Z2_2)
+        if not t <= e:
+            e = t
+        Z0_0 = N0_0
+        Z0_1 = N0_1
+        Z0_2 = N0_2
+        Z1_0 = N1_0
+        Z1_1 = N1_1
+        Z1_2 = N1_2
+        Z2_0 = N2_0
+        Z2_1 = N2_1
+        Z2_2 = N2_2
+        if it == 0 and e == 0.0:
+            break
+        if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
+            ok = True
+            break
+        if not e < np.inf or (it > 1 and e >= 2.0 * prev):
+            break  # diverging or not finite: the exact rule
+        prev = e
+    if ok:
+        w0 = y0 + Z0_0
+        w1 = y1 + Z0_1
+        w2 = y2 + Z0_2
+        F0_e = math.exp(w0)
+        F0_0 = a * w1 * w2
+        F0_1 = b * w0 * w2 + eps * w2 * F0_e
+        F0_2 = c * w0 * w1 - eps * w1 * F0_e
+        w0 = y0 + Z1_0
+        w1 = y1 + Z1_1
+        w2 = y2 + Z1_2
+        F1_e = math.exp(w0)
+        F1_0 = a * w1 * w2
+        F1_1 = b * w0 * w2 + eps * w2 * F1_e
+        F1_2 = c * w0 * w1 - eps * w1 * F1_e
+        w0 = y0 + Z2_0
+        w1 = y1 + Z2_1
+        w2 = y2 + Z2_2
+        F2_e = math.exp(w0)
+        F2_0 = a * w1 * w2
+        F2_1 = b * w0 * w2 + eps * w2 * F2_e
+        F2_2 = c * w0 * w1 - eps * w1 * F2_e
+        z0 = y0 + h * (b0 * F0_0 + b1 * F1_0 + b2 * F2_0)
+        z1 = y1 + h * (b0 * F0_1 + b1 * F1_1 + b2 * F2_1)
+        z2 = y2 + h * (b0 * F0_2 + b1 * F1_2 + b2 * F2_2)
+    return ok, z0, z1, z2
+
+
+@jit
+def run_gauss3_rigid_body_exp(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
+    y0, y1, y2 = y[0], y[1], y[2]
+    top = ws.shape[0]
+    u, v = ws[top - 1, :3], ws[top - 2, :3]
+    ng = max(1, gammas.size)
+    for k in range(n):
+        x0, x1, x2 = y0, y1, y2
+        for g in range(ng):
+            hh = h if gammas.size == 0 else gammas[g] * h
+            ok, z0, z1, z2 = _step_gauss3_rigid_body_exp(p, hh, x0, x1, x2, tol, max_iter, ta, tb, tc)
+            if not ok:  # the exact NumPy rule decides
+                u[0] = x0
+                u[1] = x1
+                u[2] = x2
+                st = step_gauss_legendre(4, p, u, hh, v, ws, m, ta, tb, tc, tol, max_iter, info)
+                if st != 0:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = st
+                    info[2] = k + 1
+                    return k
+                z0 = v[0]
+                z1 = v[1]
+                z2 = v[2]
+            x0, x1, x2 = z0, z1, z2
+        out[k, 0] = z0
+        out[k, 1] = z1
+        out[k, 2] = z2
+        y0 = z0
+        y1 = z1
+        y2 = z2
+        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
+            y[0] = y0
+            y[1] = y1
+            y[2] = y2
+            info[1] = 3.0
+            info[2] = k + 1
+            return k + 1
+    y[0] = y0
+    y[1] = y1
+    y[2] = y2
+    return n
+
+@jit
+def _step_gauss4_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
+    a, b, c, eps = p[0], p[1], p[2], p[3]
+    a00 = ta[0, 0]
+    a01 = ta[0, 1]
+    a02 = ta[0, 2]
+    a03 = ta[0, 3]
+    a10 = ta[1, 0]
+    a11 = ta[1, 1]
+    a12 = ta[1, 2]
+    a13 = ta[1, 3]
+    a20 = ta[2, 0]
+    a21 = ta[2, 1]
+    a22 = ta[2, 2]
+    a23 = ta[2, 3]
+    a30 = ta[3, 0]
+    a31 = ta[3, 1]
+    a32 = ta[3, 2]
+    a33 = ta[3, 3]
+    b0 = tb[0]
+    b1 = tb[1]
+    b2 = tb[2]
+    b3 = tb[3]
+    c0 = tc[0]
+    c1 = tc[1]
+    c2 = tc[2]
+    c3 = tc[3]
+    z0, z1, z2 = y0, y1, y2
+    fe = math.exp(y0)
+    f0 = a * y1 * y2
+    f1 = b * y0 * y2 + eps * y2 * fe
+    f2 = c * y0 * y1 - eps * y1 * fe
+    scale = 1.0
+    if abs(y0) > scale:
+        scale = abs(y0)
+    if abs(y1) > scale:
+        scale = abs(y1)
+    if abs(y2) > scale:
+        scale = abs(y2)
+    Z0_0 = h * c0 * f0
+    Z0_1 = h * c0 * f1
+    Z0_2 = h * c0 * f2
+    Z1_0 = h * c1 * f0
+    Z1_1 = h * c1 * f1
+    Z1_2 = h * c1 * f2
+    Z2_0 = h * c2 * f0
+    Z2_1 = h * c2 * f1
+    Z2_2 = h * c2 * f2
+    Z3_0 = h * c3 * f0
+    Z3_1 = h * c3 * f1
+    Z3_2 = h * c3 * f2
+    prev = np.inf
+    ok = False
+    for it in range(max_iter):
+        w0 = y0 + Z0_0
+        w1 = y1 + Z0_1
+        w2 = y2 + Z0_2
+        F0_e = math.exp(w0)
+        F0_0 = a * w1 * w2
+        F0_1 = b * w0 * w2 + eps * w2 * F0_e
+        F0_2 = c * w0 * w1 - eps * w1 * F0_e
+        w0 = y0 + Z1_0
+        w1 = y1 + Z1_1
+        w2 = y2 + Z1_2
+        F1_e = math.exp(w0)
+        F1_0 = a * w1 * w2
+        F1_1 = b * w0 * w2 + eps * w2 * F1_e
+        F1_2 = c * w0 * w1 - eps * w1 * F1_e
+        w0 = y0 + Z2_0
+        w1 = y1 + Z2_1
+        w2 = y2 + Z2_2
+        F2_e = math.exp(w0)
+        F2_0 = a * w1 * w2
+        F2_1 = b * w0 * w2 + eps * w2 * F2_e
+        F2_2 = c * w0 * w1 - eps * w1 * F2_e
+        w0 = y0 + Z3_0
+        w1 = y1 + Z3_1
+        w2 = y2 + Z3_2
+        F3_e = math.exp(w0)
+        F3_0 = a * w1 * w2
+        F3_1 = b * w0 * w2 + eps * w2 * F3_e
+        F3_2 = c * w0 * w1 - eps * w1 * F3_e
+        N0_0 = h * (a00 * F0_0 + a01 * F1_0 + a02 * F2_0 + a03 * F3_0)
+        N0_1 = h * (a00 * F0_1 + a01 * F1_1 + a02 * F2_1 + a03 * F3_1)
+        N0_2 = h * (a00 * F0_2 + a01 * F1_2 + a02 * F2_2 + a03 * F3_2)
+        N1_0 = h * (a10 * F0_0 + a11 * F1_0 + a12 * F2_0 + a13 * F3_0)
+        N1_1 = h * (a10 * F0_1 + a11 * F1_1 + a12 * F2_1 + a13 * F3_1)
+        N1_2 = h * (a10 * F0_2 + a11 * F1_2 + a12 * F2_2 + a13 * F3_2)
+        N2_0 = h * (a20 * F0_0 + a21 * F1_0 + a22 * F2_0 + a23 * F3_0)
+        N2_1 = h * (a20 * F0_1 + a21 * F1_1 + a22 * F2_1 + a23 * F3_1)
+        N2_2 = h * (a20 * F0_2 + a21 * F1_2 + a22 * F2_2 + a23 * F3_2)
+        N3_0 = h * (a30 * F0_0 + a31 * F1_0 + a32 * F2_0 + a33 * F3_0)
+        N3_1 = h * (a30 * F0_1 + a31 * F1_1 + a32 * F2_1 + a33 * F3_1)
+        N3_2 = h * (a30 * F0_2 + a31 * F1_2 + a32 * F2_2 + a33 * F3_2)
+        e = 0.0
+        t = abs(N0_0 - Z0_0)
+        if not t <= e:
+            e = t
+        t = abs(N0_1 - Z0_1)
+        if not t <= e:
+            e = t
+        t = abs(N0_2 - Z0_2)
+        if not t <= e:
+            e = t
+        t = abs(N1_0 - Z1_0)
+        if not t <= e:
+            e = t
+        t = abs(N1_1 - Z1_1)
+        if not t <= e:
+            e = t
+        t = abs(N1_2 - Z1_2)
+        if not t <= e:
+            e = t
+        t = abs(N2_0 - Z2_0)
+        if not t <= e:
+            e = t
+        t = abs(N2_1 - Z2_1)
+        if not t <= e:
+            e = t
+        t = abs(N2_2 - Z2_2)
+        if not t <= e:
+            e = t
+        t = abs(N3_0 - Z3_0)
+        if not t <= e:
+            e = t
+        t = abs(N3_1 - Z3_1)
+        if not t <= e:
+            e = t
+        t = abs(N3_2 - Z3_2)
+        if not t <= e:
+            e = t
+        Z0_0 = N0_0
+        Z0_1 = N0_1
+        Z0_2 = N0_2
+        Z1_0 = N1_0
+        Z1_1 = N1_1
+        Z1_2 = N1_2
+        Z2_0 = N2_0
+        Z2_1 = N2_1
+        Z2_2 = N2_2
+        Z3_0 = N3_0
+        Z3_1 = N3_1
+        Z3_2 = N3_2
+        if it == 0 and e == 0.0:
+            break
+        if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
+            ok = True
+            break
+        if not e < np.inf or (it > 1 and e >= 2.0 * prev):
+            break  # diverging or not finite: the exact rule
+        prev = e
+    if ok:
+        w0 = y0 + Z0_0
+        w1 = y1 + Z0_1
+        w2 = y2 + Z0_2
+        F0_e = math.exp(w0)
+        F0_0 = a * w1 * w2
+        F0_1 = b * w0 * w2 + eps * w2 * F0_e
+        F0_2 = c * w0 * w1 - eps * w1 * F0_e
+        w0 = y0 + Z1_0
+        w1 = y1 + Z1_1
+        w2 = y2 + Z1_2
+        F1_e = math.exp(w0)
+        F1_0 = a * w1 * w2
+        F1_1 = b * w0 * w2 + eps * w2 * F1_e
+        F1_2 = c * w0 * w1 - eps * w1 * F1_e
+        w0 = y0 + Z2_0
+        w1 = y1 + Z2_1
+        w2 = y2 + Z2_2
+        F2_e = math.exp(w0)
+        F2_0 = a * w1 * w2
+        F2_1 = b * w0 * w2 + eps * w2 * F2_e
+        F2_2 = c * w0 * w1 - eps * w1 * F2_e
+        w0 = y0 + Z3_0
+        w1 = y1 + Z3_1
+        w2 = y2 + Z3_2
+        F3_e = math.exp(w0)
+        F3_0 = a * w1 * w2
+        F3_1 = b * w0 * w2 + eps * w2 * F3_e
+        F3_2 = c * w0 * w1 - eps * w1 * F3_e
+        z0 = y0 + h * (b0 * F0_0 + b1 * F1_0 + b2 * F2_0 + b3 * F3_0)
+        z1 = y1 + h * (b0 * F0_1 + b1 * F1_1 + b2 * F2_1 + b3 * F3_1)
+        z2 = y2 + h * (b0 * F0_2 + b1 * F1_2 + b2 * F2_2 + b3 * F3_2)
+    return ok, z0, z1, z2
+
+
+@jit
+def run_gauss4_rigid_body_exp(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
+    y0, y1, y2 = y[0], y[1], y[2]
+    top = ws.shape[0]
+    u, v = ws[top - 1, :3], ws[top - 2, :3]
+    ng = max(1, gammas.size)
+    for k in range(n):
+        x0, x1, x2 = y0, y1, y2
+        for g in range(ng):
+            hh = h if gammas.size == 0 else gammas[g] * h
+            ok, z0, z1, z2 = _step_gauss4_rigid_body_exp(p, hh, x0, x1, x2, tol, max_iter, ta, tb, tc)
+            if not ok:  # the exact NumPy rule decides
+                u[0] = x0
+                u[1] = x1
+                u[2] = x2
+                st = step_gauss_legendre(4, p, u, hh, v, ws, m, ta, tb, tc, tol, max_iter, info)
+                if st != 0:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = st
+                    info[2] = k + 1
+                    return k
+                z0 = v[0]
+                z1 = v[1]
+                z2 = v[2]
+            x0, x1, x2 = z0, z1, z2
+        out[k, 0] = z0
+        out[k, 1] = z1
+        out[k, 2] = z2
+        y0 = z0
+        y1 = z1
+        y2 = z2
+        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
+            y[0] = y0
+            y[1] = y1
+            y[2] = y2
+            info[1] = 3.0
+            info[2] = k + 1
+            return k + 1
+    y[0] = y0
+    y[1] = y1
+    y[2] = y2
+    return n
+
 
 #: (system id, method) -> run loop
 RUNNERS = {
@@ -4553,4 +5657,13 @@ RUNNERS = {
     (3, 'gauss2'): run_gauss2_abc_flow,
     (3, 'gauss3'): run_gauss3_abc_flow,
     (3, 'gauss4'): run_gauss4_abc_flow,
+    (4, 'euler'): run_euler_rigid_body_exp,
+    (4, 'rk4'): run_rk4_rigid_body_exp,
+    (4, 'splitting'): run_splitting_rigid_body_exp,
+    (4, 'shears'): run_shears_rigid_body_exp,
+    (4, 'implicit_midpoint'): run_implicit_midpoint_rigid_body_exp,
+    (4, 'gauss1'): run_gauss1_rigid_body_exp,
+    (4, 'gauss2'): run_gauss2_rigid_body_exp,
+    (4, 'gauss3'): run_gauss3_rigid_body_exp,
+    (4, 'gauss4'): run_gauss4_rigid_body_exp,
 }

@@ -12,6 +12,7 @@ kid    system                ``p``                                 extra kernels
 1      coupled_oscillator    (m1, m2, k1, k2, k)                   ``potential_gradient``, ``kinetic_gradient``
 2      volterra              (none, an empty array)
 3      abc_flow              (A, B, C)
+4      rigid_body_exp        (a, b, c, epsilon)
 =====  ====================  ====================================  =====================================
 
 User-defined systems (and subclasses of the shipped ones, which may override the equations) are not
@@ -26,14 +27,14 @@ import numpy as np
 
 from ._jit import jit
 
-RIGID_BODY, COUPLED_OSCILLATOR, VOLTERRA, ABC_FLOW = 0, 1, 2, 3
+RIGID_BODY, COUPLED_OSCILLATOR, VOLTERRA, ABC_FLOW, RIGID_BODY_EXP = 0, 1, 2, 3, 4
 KERNEL_NAMES = {RIGID_BODY: "rigid_body", COUPLED_OSCILLATOR: "coupled_oscillator", VOLTERRA: "volterra",
-                ABC_FLOW: "abc_flow"}
+                ABC_FLOW: "abc_flow", RIGID_BODY_EXP: "rigid_body_exp"}
 
 
 def system_kernel(system) -> tuple[int, np.ndarray] | None:
     """``(kid, params)`` of a shipped system instance, or ``None`` (user system, subclass, unknown)."""
-    from ..systems import ABCFlow, CoupledOscillator, RigidBody, Volterra
+    from ..systems import ABCFlow, CoupledOscillator, RigidBody, RigidBodyExp, Volterra
 
     kind = type(system)
     if kind is RigidBody:
@@ -45,6 +46,8 @@ def system_kernel(system) -> tuple[int, np.ndarray] | None:
         return VOLTERRA, np.zeros(0, dtype=np.float64)
     if kind is ABCFlow:
         return ABC_FLOW, np.array([system.A, system.B, system.C], dtype=np.float64)
+    if kind is RigidBodyExp:
+        return RIGID_BODY_EXP, np.array([*system.coefficients, system.epsilon], dtype=np.float64)
     return None
 
 
@@ -116,6 +119,13 @@ def vector_field(kid, p, y, out):
         out[0] = y1 * (y2 - y3)
         out[1] = y2 * (y3 - y1)
         out[2] = y3 * (y1 - y2)
+    elif kid == RIGID_BODY_EXP:
+        a, b, c, eps = p[0], p[1], p[2], p[3]
+        z1, z2, z3 = y[0], y[1], y[2]
+        e = math.exp(z1)
+        out[0] = a * z2 * z3
+        out[1] = b * z1 * z3 + eps * z3 * e
+        out[2] = c * z1 * z2 - eps * z2 * e
     else:  # ABC_FLOW
         A, B, C = p[0], p[1], p[2]
         x, yy, z = y[0], y[1], y[2]
@@ -161,6 +171,19 @@ def jacobian(kid, p, y, out):
         out[2, 0] = y3
         out[2, 1] = -y3
         out[2, 2] = y1 - y2
+    elif kid == RIGID_BODY_EXP:
+        a, b, c, eps = p[0], p[1], p[2], p[3]
+        z1, z2, z3 = y[0], y[1], y[2]
+        e = math.exp(z1)
+        out[0, 0] = 0.0
+        out[0, 1] = a * z3
+        out[0, 2] = a * z2
+        out[1, 0] = b * z3 + eps * z3 * e
+        out[1, 1] = 0.0
+        out[1, 2] = b * z1 + eps * e
+        out[2, 0] = c * z2 - eps * z2 * e
+        out[2, 1] = c * z1 - eps * e
+        out[2, 2] = 0.0
     else:  # ABC_FLOW
         A, B, C = p[0], p[1], p[2]
         x, yy, z = y[0], y[1], y[2]

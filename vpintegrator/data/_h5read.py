@@ -39,8 +39,63 @@ def _open(path: Path) -> h5py.File:
         raise VPIntegratorError(f"{path}: not a readable HDF5 file ({reason}); {_HINT}") from None
 
 
+#: root attributes that only vpintegrator writes: a file with none of them is an external one
+OWN_ATTRS = ("schema_version", "system", "system_class")
+_EXTERNAL = ("a file without vpintegrator's attributes (no 'schema_version') is read as trajectories from "
+             "elsewhere: it needs '/t' (n_states,) and '/y' (n_traj, n_states, dim), see datasets/README.md")
+
+
+def is_external(f: h5py.File) -> bool:
+    """Whether an open trajectory file was written outside vpintegrator: none of ``OWN_ATTRS`` at its root (a
+    file of ``/t`` and ``/y`` only, optionally ``/params``, from h5py, xarray or another simulator)."""
+    return not any(key in f.attrs for key in OWN_ATTRS)
+
+
+def file_meta(path: Path, f: h5py.File) -> dict[str, Any]:
+    """The metadata of an open, validated trajectory file: its root attributes, or for an external file
+    (``is_external``) what its arrays say (``dim``, ``dt`` and ``t0`` from ``/t``, no invariants, ``external``
+    True, ``source`` the path, and no ``system``); an external file's root attributes are not read."""
+    if not is_external(f):
+        return _attrs_to_meta(f.attrs)
+    t = np.asarray(_read_damaged(path, "t", lambda: f["t"][()]), dtype=np.float64)
+    return {"dim": int(f["y"].shape[2]), "dt": float((t[-1] - t[0]) / (t.size - 1)), "t0": float(t[0]),
+            "t_end": float(t[-1]), "invariant_names": [], "external": True, "source": str(path)}
+
+
+def _validate_external(path: Path, f: h5py.File) -> tuple[int, int, int]:
+    """``_validate`` of an external file: ``/t`` and ``/y`` (and ``/params`` if there) as datasets of the
+    right rank and dtype, at least two states, a regular and increasing ``/t``."""
+    for key in ("t", "y"):
+        if key not in f or not isinstance(f[key], h5py.Dataset):
+            what = "missing dataset" if key not in f else "not a dataset:"
+            raise VPIntegratorError(f"{path}: {what} '/{key}'; {_EXTERNAL}")
+    t, y = f["t"], f["y"]
+    if y.ndim != 3:
+        raise VPIntegratorError(f"{path}: dataset '/y' has shape {y.shape} (rank {y.ndim}); expected (n_traj, n_states, "
+                                "dim) (one trajectory: add a leading axis of 1; states of one component: a trailing one)")
+    if t.ndim != 1 or t.shape[0] != y.shape[1]:
+        raise VPIntegratorError(
+            f"{path}: dataset '/t' has shape {t.shape}; expected (n_states,) = ({y.shape[1]},) to match '/y' {y.shape}")
+    if y.shape[1] < 2:
+        raise VPIntegratorError(f"{path}: dataset '/y' has shape {y.shape}: one state per trajectory; a step needs "
+                                "at least two (n_states >= 2)")
+    for key, ds in (("t", t), ("y", y)):
+        if ds.dtype.kind not in ("f", "i", "u") or (key == "y" and ds.dtype.kind != "f"):
+            raise VPIntegratorError(f"{path}: dataset '/{key}' has dtype {ds.dtype}; expected float64 (float32 is read "
+                                    "as float64)")
+    if PARAMS_DATASET in f:
+        _param_names(path, f, y.shape[0])
+    t_all = np.asarray(_read_damaged(path, "t", lambda: t[()]), dtype=np.float64)
+    check_finite_t(path, t_all)
+    _check_grid(path, f)
+    return y.shape
+
+
 def _validate(path: Path, f: h5py.File) -> tuple[int, int, int]:
-    """Check schema version, ``/t``, ``/y`` and ``dim``; return (n_traj, n_states, dim)."""
+    """Check schema version, ``/t``, ``/y`` and ``dim``; return (n_traj, n_states, dim). An external file
+    (``is_external``) needs only ``/t`` and ``/y``."""
+    if is_external(f):
+        return _validate_external(path, f)
     version = f.attrs.get("schema_version")
     if version is None:
         raise VPIntegratorError(f"{path}: missing root attribute 'schema_version' (expected {SCHEMA_VERSION}); {_HINT}")
@@ -90,6 +145,8 @@ def _param_names(path: Path, f: h5py.File, n_traj: int) -> tuple[str, ...]:
     ds = f[PARAMS_DATASET]
     names = ds.attrs.get("names") if isinstance(ds, h5py.Dataset) else None
     names = [] if names is None else _from_attr(names)
+    if not names and is_external(f) and isinstance(ds, h5py.Dataset) and ds.ndim == 2:
+        names = [f"params[{i}]" for i in range(ds.shape[1])]  # an external file may leave its columns unnamed
     if not isinstance(ds, h5py.Dataset) or ds.ndim != 2 or ds.shape[0] != n_traj or ds.dtype.kind != "f" \
             or not isinstance(names, list) or len(names) != ds.shape[1]:
         shape = getattr(ds, "shape", None)
@@ -182,7 +239,7 @@ def _read_damaged(path: Path, name: str, read: Any) -> Any:
 def _read_one(path: Path, traj: Any, steps: Any, allow_nonfinite: bool = False) -> Trajectories:
     with _open(path) as f:
         n_traj, n_states, dim = _validate(path, f)
-        meta = _attrs_to_meta(f.attrs)
+        meta = file_meta(path, f)
         steps_idx = _index(steps, n_states, "steps", path)
         traj_idx = _index(traj, n_traj, "traj", path)
         t_all = _read_damaged(path, "t", lambda: f["t"][:])

@@ -74,7 +74,7 @@ def time_grid_problem(t: np.ndarray, offset: int = 0) -> str:
         steps = np.diff(t)
         if not (steps > 0).all():
             i = int(np.argmin(steps > 0)) + 1
-            return f"is not strictly increasing at index {i + offset} ({t[i - 1]!r} then {t[i]!r})"
+            return f"is not strictly increasing at index {i + offset} ({float(t[i - 1])!r} then {float(t[i])!r})"
     return ""
 
 

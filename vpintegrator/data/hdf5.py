@@ -28,13 +28,13 @@ from .._version import __version__
 from ..errors import VPIntegratorError
 from ..provenance import provenance_record
 from ..systems.registry import PARAM_PREFIX
-from ._attrs import _attrs_to_meta, _meta_to_attrs
+from ._attrs import _meta_to_attrs
 from .dimscales import label_trajectory_file
 from .checks import check_finite_t, check_finite_y, check_output_path, time_grid_problem  # noqa: F401
 from .trajectories import Trajectories
 from .shards import is_shard_set, read_shard_metadata, read_shard_set
 from ._h5read import (READABLE_VERSIONS, SCHEMA_VERSION, PARAMS_DATASET, _HINT, _index, _open, _read_one,  # noqa: F401
-                      _validate)
+                      _validate, file_meta)
 
 __all__ = ["SCHEMA_VERSION", "TrajectoryWriter", "read_metadata", "read_trajectories", "write_trajectories"]
 
@@ -374,7 +374,7 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
         return read_shard_metadata([path])
     with _open(path) as f:
         n_traj, n_states, _ = _validate(path, f)
-        meta = _attrs_to_meta(f.attrs)
+        meta = file_meta(path, f)
     meta["n_traj"], meta["n_states"], meta["n_steps"] = int(n_traj), int(n_states), int(n_states) - 1
     return meta
 
@@ -443,7 +443,7 @@ def _read_shards(paths: list[Path], traj: Any, steps: Any, allow: bool = False) 
     for p in paths:
         with _open(p) as f:
             shape = _validate(p, f)
-            heads.append((shape, _attrs_to_meta(f.attrs), f["t"][:]))
+            heads.append((shape, file_meta(p, f), f["t"][:]))
     (_, n_states0, dim0), meta0, t0 = heads[0]
     for p, ((_, n_states, dim), meta, t) in zip(paths[1:], heads[1:]):
         keys = ["system", "system_class", "dt", *sorted(k for k in {**meta0, **meta} if k.startswith(_PARAM_PREFIX))]

@@ -20,6 +20,7 @@ from ..errors import VPIntegratorError
 if TYPE_CHECKING:  # pragma: no cover
     from ..systems import System
     from ..systems.family import SystemFamily
+    from ..systems.unknown import UnknownSystem
 
 
 @dataclass(frozen=True, eq=False)
@@ -136,18 +137,39 @@ class Trajectories:
         return self.params is not None
 
     @property
-    def base_system(self) -> "System":
-        """The system of ``meta`` (name, class and ``param_<name>``): every trajectory's, unless ``params``
-        overrides some of its parameters per trajectory."""
-        from ..systems import system_from_meta
+    def has_system(self) -> bool:
+        """Whether ``meta`` names a system (``system`` or ``system_class``): False for trajectories from
+        elsewhere (a file of ``/t`` and ``/y`` only, ``meta["external"]``; or arrays given without one)."""
+        from ..systems.unknown import has_system
 
-        return system_from_meta(self.meta, where=self.meta.get("source", "Trajectories.meta"))
+        return has_system(self.meta)
 
     @property
-    def system(self) -> "System | SystemFamily":
+    def base_system(self) -> "System":
+        """The system of ``meta`` (name, class and ``param_<name>``): every trajectory's, unless ``params``
+        overrides some of its parameters per trajectory. A one-line error when ``meta`` names none
+        (``has_system``)."""
+        from ..systems import system_from_meta
+
+        where = self.meta.get("source", "Trajectories.meta")
+        if not self.has_system:
+            raise VPIntegratorError(
+                f"{where}: these trajectories name no system (no 'system' in meta"
+                + (": a file of /t and /y only" if self.meta.get("external") else "")
+                + "); what needs their equations (invariants, classical methods, the exact flow) cannot run")
+        return system_from_meta(self.meta, where=where)
+
+    @property
+    def system(self) -> "System | SystemFamily | UnknownSystem":
         """The system these trajectories belong to, rebuilt from ``meta``; for a parametric data set a
         ``vpintegrator.systems.family.SystemFamily``, one system per trajectory (row ``i`` of a
-        batch is evaluated with trajectory ``i``'s parameters)."""
+        batch is evaluated with trajectory ``i``'s parameters). Trajectories that name no system
+        (``has_system`` False) give a ``vpintegrator.systems.unknown.UnknownSystem``: their ``dim``, no
+        invariants, and a one-line refusal of anything that needs their equations."""
+        if not self.has_system:
+            from ..systems.unknown import UnknownSystem
+
+            return UnknownSystem(dim=self.dim, source=str(self.meta.get("source", "Trajectories.meta")))
         if self.params is None:
             return self.base_system
         return self.systems()

@@ -226,6 +226,7 @@ def _prepare_methods(config: RolloutConfig, system, dt: float, t0: float, n_step
     """Every method's step map, every input checked, nothing computed (``entries``: the models'
     [`parse_model_entry`][vpintegrator.rollout.compare.parse_model_entry] results, when already loaded)."""
     from ..integrators import list_integrators
+    from ..systems.unknown import UnknownSystem
 
     methods: list[tuple[str, StepMap, str]] = []
     seen: set = set()
@@ -268,7 +269,8 @@ def _prepare_methods(config: RolloutConfig, system, dt: float, t0: float, n_step
                 key="t_end",
             )
         methods.append((label, step_map, source))
-        if is_context_model(model) and getattr(model, "oracle_ready", False):  # the same step and start, the true θ
+        if is_context_model(model) and getattr(model, "oracle_ready", False) and not isinstance(system, UnknownSystem):
+            # the same step and start, the true θ (none without a system)
             _check_label(f"{label}_oracle", seen)
             methods.append((f"{label}_oracle", ContextStep(model, device=config.device, context="oracle",
                                                            theta=oracle_theta(system), dt=dt,
@@ -282,11 +284,11 @@ def select(config: RolloutConfig):
     """What a configuration selects of its data file, read from the metadata only: ``(data path, meta,
     system, dt, trajectory indices, t0, n_steps)`` (one-line errors for a bad ``traj``/``n_traj``/``t_end``)."""
     from ..data import read_metadata
-    from ..systems import system_from_meta
+    from ..systems.unknown import system_or_unknown
 
     data = Path(config.data)
     meta = read_metadata(data)
-    system = system_from_meta(meta, data)
+    system = system_or_unknown(meta, data)
     dt = float(meta["dt"])
     idx = _select_traj(config, int(meta["n_traj"]), data)
     t0 = float(meta.get("t0", 0.0))
@@ -307,20 +309,23 @@ def select_planned(config: RolloutConfig):
 def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), overwrite: bool = False) -> _Plan:
     from ..data import read_metadata, read_trajectories
     from ..integrators import list_integrators
-    from ..systems import system_from_meta
+    from ..systems.unknown import UnknownSystem, system_or_unknown
     from . import splits as sp
 
     config.validate()
     check_outputs(config, extra_inputs, overwrite)
     data = Path(config.data)
     meta = read_metadata(data)
-    system = system_from_meta(meta, data)
+    system = system_or_unknown(meta, data)
     dt = float(meta["dt"])
     n_file_traj, n_file = int(meta["n_traj"]), int(meta["n_states"])
     explicit = config.traj is not None or config.n_traj is not None
     idx = _select_traj(config, n_file_traj, data) if explicit else None  # bad traj/n_traj: refused first
     t0 = float(meta.get("t0", 0.0))
     n_steps = _horizon(config, t0, dt, n_file)
+    unknown = isinstance(system, UnknownSystem)
+    if unknown:  # issue 43: trajectories from elsewhere; what needs the equations is refused, in one line
+        _check_without_system(config, system, _integrator_names(config.integrators), n_steps, n_file, t0, dt)
     entries = [parse_model_entry(entry) for entry in model_entries(config.models)]
     trained_notes = [check_trained_on(label, src, model, meta, data, config.allow_dt_mismatch)
                      for label, model, src in entries]
@@ -349,10 +354,11 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
     method = str(meta.get("method", "")) if meta.get("method") is not None else ""
     tight = (method == "dop853" and meta.get("rtol") is not None and meta.get("atol") is not None
              and float(meta["rtol"]) <= 1e-12 and float(meta["atol"]) <= 1e-12)
-    exact_from_ics = config.reference == "exact" and not tight
+    exact_from_ics = config.reference == "exact" and not tight and not unknown
     generator = None  # the data's generator as a row of its own
     names = _integrator_names(config.integrators)
-    if not names and _is_parametric(data):  # the oracle: classical methods with each trajectory's true parameters
+    # the oracle: classical methods with each trajectory's true parameters (none without a system)
+    if not names and not unknown and _is_parametric(data):
         from ..integrators import supported_integrators
 
         names = supported_integrators(ORACLE_INTEGRATORS, system)
@@ -372,7 +378,10 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
         notes.append(f"heldout: {n_new} new initial conditions from sampler {meta.get('sampler')!r}, seed {seed}")
     ref_file = read_trajectories(data, traj=idx)
     _check_reference(ref_file, idx, data)
-    if ref_file.params is not None:  # a parametric data set: each row (and held-out condition) its own system
+    if unknown:
+        notes.append(f"{data.name} names no system: errors against its own trajectories; no oracle, exact-flow or "
+                     "classical rows (they need the equations), no invariants")
+    elif ref_file.params is not None:  # a parametric data set: each row (and held-out condition) its own system
         system = _family(ref_file, meta, system, n_new, seed, data)
         notes.append(f"parameters per trajectory ({', '.join(ref_file.param_names)}): the reference, the classical "
                      "methods and the invariants use each trajectory's own"
@@ -400,6 +409,37 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
     sp.label_rows(plan, model_splits, entries)
     describe_reference(plan, method, tight)
     return plan
+
+
+def _check_without_system(config: RolloutConfig, system, names: list[str], n_steps: int, n_file: int, t0: float,
+                          dt: float) -> None:
+    """Refuse, in one line each and before anything runs, what a run on trajectories without a system
+    (``vpintegrator.systems.unknown.UnknownSystem``) cannot do: rows that integrate the system's equations
+    (classical integrators, ``exact_flow``, identification rows ``METHOD+INTEGRATOR``; all of them named in
+    one line), new held-out conditions, a horizon beyond the file (the reference is the file itself) and a
+    first window made by an integrator. Rows that learn their equations from the data are not refused here."""
+    from ..integrators import list_integrators
+
+    # the rows that integrate the system's equations (other names: their own rules, e.g. "unknown integrator")
+    names = [n for n in names if n == "exact_flow" or n in list_integrators() or parse_identified(n) is not None]
+    if names:
+        raise VPIntegratorError(
+            f"integrators: {', '.join(names)}: {system.source} names no system (a file of /t and /y only), so no row "
+            "can integrate its equations (no oracle, exact_flow or classical rows); give models only (their errors "
+            "are against the file's own trajectories), or write the file with vp-gen", key="integrators")
+    if config.heldout:
+        raise VPIntegratorError(
+            f"heldout: {system.source} names no system, so new initial conditions cannot be integrated; roll out "
+            "trajectories of the file itself (a trained model's test split by default, or traj)", key="heldout")
+    if n_steps + 1 > n_file:
+        raise VPIntegratorError(
+            f"t_end: {config.t_end!r} is beyond the last time {t0 + (n_file - 1) * dt:g} of {system.source}, which names "
+            f"no system: the reference (the file itself) cannot be continued past it; give t_end <= "
+            f"{t0 + (n_file - 1) * dt:g}", key="t_end")
+    if config.init != "reference":
+        raise VPIntegratorError(
+            f"init: {config.init!r} integrates the first window, but {system.source} names no system; use init = "
+            "'reference' (the file's own first states)", key="init")
 
 
 #: the classical rows of a parametric run that names no integrator (those the system supports)
@@ -452,7 +492,7 @@ def _shown(source: str) -> str:
     return redact_path(source)
 
 
-def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict[str, Any]:
+def _root_attrs(plan: _Plan, reference_gen: StepMap | None) -> dict[str, Any]:
     """What the rollout file says about the run (its root attributes; the schema is the writer's)."""
     from .._version import __version__
     from ..systems import system_meta
@@ -465,8 +505,10 @@ def _root_attrs(plan: _Plan, reference_gen: StepMap) -> dict[str, Any]:
 
         params = {"parameter_columns": list(plan.system.columns),
                   "traj_params": [param_row(s, plan.system.columns).tolist() for s in plan.system]}
+    from ..systems.unknown import UnknownSystem
+
     return {
-        **system_meta(plan.system.base if family else plan.system),
+        **({} if isinstance(plan.system, UnknownSystem) else system_meta(plan.system.base if family else plan.system)),
         **params,
         "dim": plan.system.dim,
         "dt": plan.dt,
@@ -737,7 +779,11 @@ def _write_rollouts(plan: _Plan, config: RolloutConfig, outs: list[Path], overwr
 
 
     remove_orphan_parts(outs[0])  # worker folders of a run killed outright (we hold the lock)
-    reference_gen = step_for(plan.system, lambda s: reference_step_map(plan.data_meta, s, plan.dt))
+    from ..systems.unknown import UnknownSystem
+
+    # the data's generator continues the reference (none without a system: the data is the whole reference)
+    reference_gen = (None if isinstance(plan.system, UnknownSystem)
+                     else step_for(plan.system, lambda s: reference_step_map(plan.data_meta, s, plan.dt)))
     for line in plan.notes:
         plan.say(line)
     # issue 23: the runners of the whole selection, and the classical methods on worker processes
@@ -963,13 +1009,18 @@ def describe_reference(plan, method: str, tight: bool) -> None:
     """What the errors are measured against: the line above the table and the file's ``reference*``
     attributes."""
     from ..provenance import redact_path
+    from ..systems.unknown import UnknownSystem
 
     data, cfg = plan.data, plan.config
     data = type(data)(redact_path(data))  # as shown and recorded: no absolute path of this machine
     end = float(plan.ref_file.t[-1])
     beyond = plan.n_steps + 1 > plan.ref_file.n_states
     gen = method or "dop853"
-    if plan.exact_from_ics:
+    if isinstance(plan.system, UnknownSystem):
+        desc = (f"data: {data} (its own trajectories; the file names no system, so there is no exact flow) for "
+                f"t <= {end:g}")
+        attrs: dict[str, Any] = {"reference_mode": "data", "reference_method": "none (no system)"}
+    elif plan.exact_from_ics:
         desc = (f"exact flow: DOP853 (rtol = atol = 1e-12) from the initial conditions of {data}, over the whole "
                 f"horizon ({data.name} itself was made with {method or 'an unrecorded method'})")
         attrs = {"reference_mode": "exact", "reference_method": "dop853", "reference_rtol": 1e-12,
@@ -995,7 +1046,7 @@ def _relative(plan) -> str:
     return redact_path(plan.data)
 
 
-def write_reference(writer, plan, reference_gen: StepMap):
+def write_reference(writer, plan, reference_gen: StepMap | None):
     """``/reference``: the exact flow from the initial conditions (``plan.exact_from_ics``), or the data file
     then (beyond it) the data's own generator from its last state; held-out conditions (rows after the data
     file's) integrated from their initial conditions by the exact flow or the generator."""
@@ -1034,16 +1085,19 @@ def write_reference(writer, plan, reference_gen: StepMap):
                   "integrating the exact-flow reference (DOP853)")
     else:
         n_take = min(n_file, n_steps + 1)
+        # (no generator without a system: the plan refused a horizon past the file and held-out conditions)
         if n_data:
             for k0 in range(0, n_take, cs):
                 series.y[:n_data, k0 : min(n_take, k0 + cs)] = ref_file.y[:, k0 : min(n_take, k0 + cs)]
         if n_steps + 1 > n_file and n_data:
+            assert reference_gen is not None
             plan.say(
                 f"reference: continuing {plan.data.name} from t = {ref_file.t[-1]:g} to {t[-1]:g} with {reference_gen.name}"
             )
             integrate(reference_gen, ref_file.y[:, -1], slice(0, n_data), n_file - 1, float(ref_file.t[-1]),
                       f"continuing the reference beyond t = {ref_file.t[-1]:g} with its generator {reference_gen.name}")
         if plan.n_new:
+            assert reference_gen is not None
             integrate(reference_gen, plan.heldout_y0, slice(n_data, n_traj), 0, plan.t0,
                       f"integrating the heldout reference with {reference_gen.name}")
     names = tuple(plan.system.invariant_names)

@@ -10,6 +10,12 @@ Held-out conditions (``heldout``) are integrated from their initial conditions b
 ``"data"``, the data's generator. A parametric data set's rows (``plan.system`` a
 ``vpintegrator.systems.family.SystemFamily``) are each integrated with their own parameters.
 
+Data that names no system (a file of ``/t`` and ``/y`` only: ``plan.system`` a
+``vpintegrator.systems.unknown.UnknownSystem``): the reference is the data file itself, whatever
+``reference`` says (there is no exact flow and no generator); what would need the equations (classical,
+oracle and exact-flow rows, held-out conditions, a horizon past the file, a first window made by an
+integrator) is refused in one line before the run starts.
+
 Written in ``vpintegrator.rollout.compare`` (the comparison run, their only user); importable here too.
 """
 

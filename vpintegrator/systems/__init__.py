@@ -18,6 +18,7 @@ from .initial_conditions import (
     sample_initial_conditions,
 )
 from .rigid_body import RigidBody
+from .rigid_body_exp import RigidBodyExp
 from .registry import (
     get_system,
     list_systems,
@@ -28,13 +29,14 @@ from .registry import (
 )
 from .volterra import Volterra
 
-for _cls in (RigidBody, CoupledOscillator, Volterra, ABCFlow):
+for _cls in (RigidBody, CoupledOscillator, Volterra, ABCFlow, RigidBodyExp):
     register_system(_cls)
 del _cls
 
 __all__ = [
     "System",
     "RigidBody",
+    "RigidBodyExp",
     "CoupledOscillator",
     "Volterra",
     "ABCFlow",

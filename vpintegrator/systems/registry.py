@@ -108,6 +108,8 @@ def get_system(name: str | System, /, **params: Any) -> System:
             "trajectory i's system (Trajectories.system_for(i)), or run each row with its own "
             "(vpintegrator.rollout.family.step_for)"
         )
+    if type(name).__name__ == "UnknownSystem":  # .unknown imports this module: named, not imported
+        raise getattr(name, "refusal")("integrating")
     cls = type(name) if isinstance(name, System) else system_class(name)
     valid = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(params) - set(valid))
