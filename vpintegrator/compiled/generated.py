@@ -4535,6 +4535,7 @@ def run_euler_rigid_body_exp(p, y, h, n, out, gammas, info):
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     if gammas.size == 0:
         for k in range(n):
@@ -4545,13 +4546,15 @@ def run_euler_rigid_body_exp(p, y, h, n, out, gammas, info):
             y0 = z0
             y1 = z1
             y2 = z2
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     else:
         for k in range(n):
             z0, z1, z2 = y0, y1, y2
@@ -4563,13 +4566,15 @@ def run_euler_rigid_body_exp(p, y, h, n, out, gammas, info):
             y0 = z0
             y1 = z1
             y2 = z2
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -4616,6 +4621,7 @@ def run_rk4_rigid_body_exp(p, y, h, n, out, gammas, info):
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     if gammas.size == 0:
         for k in range(n):
@@ -4626,13 +4632,15 @@ def run_rk4_rigid_body_exp(p, y, h, n, out, gammas, info):
             y0 = z0
             y1 = z1
             y2 = z2
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     else:
         for k in range(n):
             z0, z1, z2 = y0, y1, y2
@@ -4644,13 +4652,15 @@ def run_rk4_rigid_body_exp(p, y, h, n, out, gammas, info):
             y0 = z0
             y1 = z1
             y2 = z2
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -4676,6 +4686,7 @@ def run_splitting_rigid_body_exp(p, y, h, n, out, gammas, info):
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     if gammas.size == 0:
         for k in range(n):
@@ -4686,13 +4697,15 @@ def run_splitting_rigid_body_exp(p, y, h, n, out, gammas, info):
             y0 = z0
             y1 = z1
             y2 = z2
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     else:
         for k in range(n):
             z0, z1, z2 = y0, y1, y2
@@ -4704,13 +4717,15 @@ def run_splitting_rigid_body_exp(p, y, h, n, out, gammas, info):
             y0 = z0
             y1 = z1
             y2 = z2
-            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-                y[0] = y0
-                y[1] = y1
-                y[2] = y2
-                info[1] = 3.0
-                info[2] = k + 1
-                return k + 1
+            nn = z0 * z0 + z1 * z1 + z2 * z2
+            if not nn < lim2:
+                if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                    y[0] = y0
+                    y[1] = y1
+                    y[2] = y2
+                    info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                    info[2] = k + 1
+                    return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -4721,6 +4736,7 @@ def run_shears_rigid_body_exp(p, y, comps, coefs, n, out, info):
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     a, b, c, eps = p[0], p[1], p[2], p[3]
     z0, z1, z2 = y[0], y[1], y[2]
     for k in range(n):
@@ -4739,13 +4755,15 @@ def run_shears_rigid_body_exp(p, y, comps, coefs, n, out, info):
         y0 = z0
         y1 = z1
         y2 = z2
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -4772,8 +4790,6 @@ def _step_implicit_midpoint_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter):
     c2 = 0.5 * h
     prev = np.inf
     ok = False
-    newton = False
-    used = 0
     for it in range(max_iter):
         u0 = 0.5 * (y0 + z0)
         u1 = 0.5 * (y1 + z1)
@@ -4785,6 +4801,35 @@ def _step_implicit_midpoint_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter):
         r0 = z0 - y0 - h * g0
         r1 = z1 - y1 - h * g1
         r2 = z2 - y2 - h * g2
+        je = math.exp(u0)
+        M00 = 1.0 - c2 * (0.0)
+        M01 = 0.0 - c2 * (a * u2)
+        M02 = 0.0 - c2 * (a * u1)
+        M10 = 0.0 - c2 * (b * u2 + eps * u2 * je)
+        M11 = 1.0 - c2 * (0.0)
+        M12 = 0.0 - c2 * (b * u0 + eps * je)
+        M20 = 0.0 - c2 * (c * u1 - eps * u1 * je)
+        M21 = 0.0 - c2 * (c * u0 - eps * je)
+        M22 = 1.0 - c2 * (0.0)
+        A00 = M11 * M22 - M12 * M21
+        A01 = M02 * M21 - M01 * M22
+        A02 = M01 * M12 - M02 * M11
+        A10 = M12 * M20 - M10 * M22
+        A11 = M00 * M22 - M02 * M20
+        A12 = M02 * M10 - M00 * M12
+        A20 = M10 * M21 - M11 * M20
+        A21 = M01 * M20 - M00 * M21
+        A22 = M00 * M11 - M01 * M10
+        det = M00 * A00 + M01 * A10 + M02 * A20
+        if det == 0.0:
+            break
+        iv = 1.0 / det
+        s0 = (A00 * r0 + A01 * r1 + A02 * r2) * iv
+        s1 = (A10 * r0 + A11 * r1 + A12 * r2) * iv
+        s2 = (A20 * r0 + A21 * r1 + A22 * r2) * iv
+        r0 = s0
+        r1 = s1
+        r2 = s2
         z0 = z0 - r0
         z1 = z1 - r1
         z2 = z2 - r2
@@ -4798,80 +4843,12 @@ def _step_implicit_midpoint_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter):
         t = abs(r2)
         if not t <= e:
             e = t
-        used = it + 1
-        if it == 0 and e == 0.0:
-            break
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
             ok = True
             break
-        if not e < np.inf or (it > 0 and e > 0.15 * prev):
-            break  # slow: Newton
+        if not e < np.inf or (it > 1 and e >= 2.0 * prev):
+            break  # diverging or not finite: the exact rule
         prev = e
-    if not ok:
-        prev = np.inf
-        for it in range(used, max_iter):
-            u0 = 0.5 * (y0 + z0)
-            u1 = 0.5 * (y1 + z1)
-            u2 = 0.5 * (y2 + z2)
-            ge = math.exp(u0)
-            g0 = a * u1 * u2
-            g1 = b * u0 * u2 + eps * u2 * ge
-            g2 = c * u0 * u1 - eps * u1 * ge
-            r0 = z0 - y0 - h * g0
-            r1 = z1 - y1 - h * g1
-            r2 = z2 - y2 - h * g2
-            je = math.exp(u0)
-            M00 = 1.0 - c2 * (0.0)
-            M01 = 0.0 - c2 * (a * u2)
-            M02 = 0.0 - c2 * (a * u1)
-            M10 = 0.0 - c2 * (b * u2 + eps * u2 * je)
-            M11 = 1.0 - c2 * (0.0)
-            M12 = 0.0 - c2 * (b * u0 + eps * je)
-            M20 = 0.0 - c2 * (c * u1 - eps * u1 * je)
-            M21 = 0.0 - c2 * (c * u0 - eps * je)
-            M22 = 1.0 - c2 * (0.0)
-            if M00 == 0.0:
-                break
-            iv = 1.0 / M00
-            l = M10 * iv
-            M11 -= l * M01
-            M12 -= l * M02
-            r1 -= l * r0
-            l = M20 * iv
-            M21 -= l * M01
-            M22 -= l * M02
-            r2 -= l * r0
-            if M11 == 0.0:
-                break
-            iv = 1.0 / M11
-            l = M21 * iv
-            M22 -= l * M12
-            r2 -= l * r1
-            if M22 == 0.0:
-                break
-            iv = 1.0 / M22
-            r2 = (r2) / M22
-            r1 = (r1 - M12 * r2) / M11
-            r0 = (r0 - M01 * r1 - M02 * r2) / M00
-            z0 = z0 - r0
-            z1 = z1 - r1
-            z2 = z2 - r2
-            e = 0.0
-            t = abs(r0)
-            if not t <= e:
-                e = t
-            t = abs(r1)
-            if not t <= e:
-                e = t
-            t = abs(r2)
-            if not t <= e:
-                e = t
-            if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
-                ok = True
-                break
-            if not e < np.inf or (it > 1 and e >= 2.0 * prev):
-                break  # diverging or not finite: the exact rule
-            prev = e
     return ok, z0, z1, z2
 
 
@@ -4880,6 +4857,7 @@ def run_implicit_midpoint_rigid_body_exp(p, y, h, n, out, gammas, tol, max_iter,
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -4911,13 +4889,15 @@ def run_implicit_midpoint_rigid_body_exp(p, y, h, n, out, gammas, tol, max_iter,
         y0 = z0
         y1 = z1
         y2 = z2
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -4997,6 +4977,7 @@ def run_gauss1_rigid_body_exp(p, y, h, n, out, gammas, tol, max_iter, info, ws, 
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -5028,13 +5009,15 @@ def run_gauss1_rigid_body_exp(p, y, h, n, out, gammas, tol, max_iter, info, ws, 
         y0 = z0
         y1 = z1
         y2 = z2
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -5151,6 +5134,7 @@ def run_gauss2_rigid_body_exp(p, y, h, n, out, gammas, tol, max_iter, info, ws, 
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -5182,13 +5166,15 @@ def run_gauss2_rigid_body_exp(p, y, h, n, out, gammas, tol, max_iter, info, ws, 
         y0 = z0
         y1 = z1
         y2 = z2
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -5344,6 +5330,7 @@ def run_gauss3_rigid_body_exp(p, y, h, n, out, gammas, tol, max_iter, info, ws, 
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -5375,13 +5362,15 @@ def run_gauss3_rigid_body_exp(p, y, h, n, out, gammas, tol, max_iter, info, ws, 
         y0 = z0
         y1 = z1
         y2 = z2
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2
@@ -5578,6 +5567,7 @@ def run_gauss4_rigid_body_exp(p, y, h, n, out, gammas, tol, max_iter, info, ws, 
     info[0] = np.inf
     info[1] = 0.0
     info[2] = 0.0
+    lim2 = info[3]
     y0, y1, y2 = y[0], y[1], y[2]
     top = ws.shape[0]
     u, v = ws[top - 1, :3], ws[top - 2, :3]
@@ -5609,13 +5599,15 @@ def run_gauss4_rigid_body_exp(p, y, h, n, out, gammas, tol, max_iter, info, ws, 
         y0 = z0
         y1 = z1
         y2 = z2
-        if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)):
-            y[0] = y0
-            y[1] = y1
-            y[2] = y2
-            info[1] = 3.0
-            info[2] = k + 1
-            return k + 1
+        nn = z0 * z0 + z1 * z1 + z2 * z2
+        if not nn < lim2:
+            if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) or nn > lim2:
+                y[0] = y0
+                y[1] = y1
+                y[2] = y2
+                info[1] = 3.0 if not (math.isfinite(z0) and math.isfinite(z1) and math.isfinite(z2)) else 4.0
+                info[2] = k + 1
+                return k + 1
     y[0] = y0
     y[1] = y1
     y[2] = y2

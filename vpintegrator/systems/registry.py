@@ -88,7 +88,7 @@ def get_system(name: str | System, /, **params: Any) -> System:
         Parameters of that system (e.g. ``inertia=(1, 2, 2/3)`` for ``rigid_body``).
     """
     if not params:  # the common call (a batch-1 integrate or rollout): no checks to redo
-        if isinstance(name, System):
+        if isinstance(name, System) and type(name).__name__ != "UnknownSystem":
             return name
         if isinstance(name, str):
             cls = _REGISTRY.get(name)
