@@ -100,3 +100,18 @@ def test_vp_rollout_cli_parrot_beside_identification(family, tmp_path):
     result = read_rollout(out)
     assert set(result.methods) >= {"parrot", "fd+rk4"} and result.methods["parrot"].meta["context_len"] == 4
     assert np.isfinite(result.metrics["parrot"].rel_error).all()
+
+
+def test_the_context_study_has_a_parrot_row(family):
+    from vpintegrator.data import read_trajectories
+    from vpintegrator.studies.context import _methods, evaluate_methods, heldout_pairs
+
+    split = {"columns": ["inertia[0]", "inertia[1]", "inertia[2]"], "low": [0.5] * 3, "high": [3.0] * 3,
+             "mode": "interpolation", "center": [0.5] * 3, "radius": 0.3}
+    systems, y0 = heldout_pairs(split, 4, 0)
+    train = read_trajectories(family).y
+    methods = _methods({}, split, systems, 3, 0.0, parrot_context=train)
+    assert "parrot" in methods and "parrot" not in _methods({}, split, systems, 3, 0.0)
+    rows = evaluate_methods({"parrot": methods["parrot"]}, systems, y0, 3, 1e-3, horizons=(2.0, 4.0))
+    assert rows[0]["method"] == "parrot" and rows[0]["failed"] == 0
+    assert np.isfinite(rows[0]["errors"]["4"]).all()
