@@ -254,7 +254,7 @@ def derivatives(y: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
     fd = ps.FiniteDifference(order=order, drop_endpoints=True, axis=0)
     m = order // 2
     z = y[:, m:T - m].reshape(-1, dim)
-    zdot = np.concatenate([np.asarray(fd._differentiate(y[i], float(dt)))[m:T - m] for i in range(n)])
+    zdot = np.concatenate([np.asarray(fd(y[i], float(dt)))[m:T - m] for i in range(n)])
     return z, zdot
 
 
