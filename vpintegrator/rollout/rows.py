@@ -181,8 +181,9 @@ def fit_split(model_splits, n_traj: int) -> FitSplit:
     ``n_traj`` trajectories."""
     for ms in model_splits:
         if ms.split is not None:
-            parts = [np.array(sorted(int(i) for i in ms.split[k]), dtype=np.int64) for k in ("train", "val", "test")]
-            return FitSplit(*parts, source=f"the split of model {ms.label!r}")
+            train, val, test = (np.array(sorted(int(i) for i in ms.split[k]), dtype=np.int64)
+                                for k in ("train", "val", "test"))
+            return FitSplit(train, val, test, source=f"the split of model {ms.label!r}")
     from ..data.windows import split_train_val_test
 
     val_fraction, test_fraction, seed = DEFAULT_SPLIT
