@@ -115,3 +115,10 @@ def test_the_context_study_has_a_parrot_row(family):
     rows = evaluate_methods({"parrot": methods["parrot"]}, systems, y0, 3, 1e-3, horizons=(2.0, 4.0))
     assert rows[0]["method"] == "parrot" and rows[0]["failed"] == 0
     assert np.isfinite(rows[0]["errors"]["4"]).all()
+
+
+def test_a_horizon_shorter_than_the_context_is_refused_before_anything_runs(family, tmp_path):
+    with pytest.raises(VPIntegratorError, match="t_end: the horizon has 2 steps") as err:
+        run_rollouts(RolloutConfig(data=str(family), out=str(tmp_path / "r.h5"), integrators=["rk4", "parrot"],
+                                   context_len=5, t_end=0.4))
+    assert err.value.key == "t_end" and not (tmp_path / "r.h5").exists()

@@ -236,7 +236,12 @@ def _prepare_methods(config: RolloutConfig, system, dt: float, t0: float, n_step
         if row is not None:  # a registered row kind (rollout/rows.py): identification, SINDy, parrot
             _check_label(name, seen)
             request = RowRequest(name, row[1], system, dt, config.context_len, config.context_noise, data, split)
-            methods.append((name, row[0].build(request), name))
+            step_map = row[0].build(request)
+            if n_steps < step_map.seq_len:
+                raise VPIntegratorError(
+                    f"t_end: the horizon has {n_steps} steps, shorter than the {step_map.seq_len} states row {name!r} "
+                    f"reads first (context_len); raise it to at least {t0 + step_map.seq_len * dt:g}", key="t_end")
+            methods.append((name, step_map, name))
             continue
         if name not in valid_int:
             hint = " (integrators is a list of names, not a comma list)" if "," in name else ""

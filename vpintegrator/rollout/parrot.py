@@ -31,8 +31,9 @@ from .engine import StepMap
 
 __all__ = ["MAX_PARROT_STATES", "ParrotStep"]
 
-#: at most this many training states enter the parrot's context (the first trajectories of the split)
-MAX_PARROT_STATES = 2_000_000
+#: at most this many training states enter the parrot's context (the first trajectories of the split; its
+#: windows hold context_len times as many states)
+MAX_PARROT_STATES = 1_000_000
 
 
 class ParrotStep(StepMap):

@@ -86,14 +86,20 @@ class RowKind:
     summary: str
 
 
-def _trajectories(data: Path | None, idx: np.ndarray) -> Callable[[], np.ndarray]:
-    """A reader of the trajectories ``idx`` of ``data`` (n, T, dim), run when the row starts."""
+def _trajectories(data: Path | None, idx: np.ndarray, max_states: int | None = None,
+                  max_traj: int | None = None, n_steps: int | None = None) -> Callable[[], np.ndarray]:
+    """A reader of the trajectories ``idx`` of ``data`` (n, T, dim), run when the row starts: the first of them
+    only, at most ``max_traj`` and ``max_states`` states in all, each to at most step ``n_steps``."""
     def read() -> np.ndarray:
-        from ..data import read_trajectories
+        from ..data import read_metadata, read_trajectories
 
         if data is None or idx.size == 0:
             raise VPIntegratorError("a fitted row needs training trajectories of a data file", key="data")
-        return read_trajectories(data, traj=idx).y
+        n_states = int(read_metadata(data)["n_states"])
+        T = n_states if n_steps is None else min(n_states, n_steps + 1)
+        keep = idx.size if max_states is None else max(1, int(max_states) // T)
+        keep = keep if max_traj is None else min(keep, int(max_traj))
+        return read_trajectories(data, traj=idx[:keep], steps=None if T == n_states else np.arange(T)).y
 
     return read
 
@@ -125,16 +131,20 @@ def _sindy(req: RowRequest) -> StepMap:
             raise VPIntegratorError(f"{req.label}: one training trajectory and no validation one; give data with "
                                     "more trajectories", key="integrators")
         train, val = train[:-n_val], train[-n_val:]
-    return SindyStep(_trajectories(req.data, train), _trajectories(req.data, val), str(req.integrator), req.dt,
+    from .sindy import MAX_FIT_STATES, MAX_VAL_TRAJ, VAL_STEPS
+
+    return SindyStep(_trajectories(req.data, train, MAX_FIT_STATES),
+                     _trajectories(req.data, val, max_traj=MAX_VAL_TRAJ, n_steps=VAL_STEPS), str(req.integrator), req.dt,
                      dim=int(req.system.dim), source=f"{split.source}: {train.size} training, {val.size} validation "
                      "trajectories")
 
 
 def _parrot(req: RowRequest) -> StepMap:
-    from .parrot import ParrotStep
+    from .parrot import MAX_PARROT_STATES, ParrotStep
 
     split = _need_split(req)
-    return ParrotStep(_trajectories(req.data, split.train), context_len=req.context_len, dim=int(req.system.dim),
+    return ParrotStep(_trajectories(req.data, split.train, MAX_PARROT_STATES), context_len=req.context_len,
+                      dim=int(req.system.dim),
                       source=f"{split.source}: {split.train.size} training trajectories")
 
 

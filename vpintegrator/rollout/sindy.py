@@ -15,7 +15,8 @@ h ≤ 0.2 gives ż to ~1e-8, noisy data is not smoothed (this baseline is for cl
 
 **Libraries** (``LIBRARIES``; every one has the constant 1): ``poly1`` … ``poly4`` (all monomials of the
 state components up to that degree), ``trig`` (sin z_j, cos z_j), ``exp`` (exp z_j) and the union
-``poly3+trig+exp``. **Thresholds** ``THRESHOLDS`` (STLSQ's: a coefficient below it in magnitude is set to 0
+``poly3+trig+exp``; one with more than ``MAX_FEATURES`` features (high degrees of a large state) is left out.
+At most ``MAX_FIT_STATES`` training states (the first trajectories) enter the fit. **Thresholds** ``THRESHOLDS`` (STLSQ's: a coefficient below it in magnitude is set to 0
 and the rest refitted, to convergence).
 
 **Selection by validation rollout.** Every (library, threshold) is fitted on the training trajectories and
@@ -47,8 +48,9 @@ from ..errors import VPIntegratorError
 from ..systems.base import System
 from .engine import StepMap
 
-__all__ = ["LIBRARIES", "THRESHOLDS", "VAL_STEPS", "PARSIMONY", "INSTALL", "require_pysindy", "Library",
-           "library", "SindyField", "SindyFit", "derivatives", "fit_sindy", "select_sindy", "SindyStep"]
+__all__ = ["LIBRARIES", "THRESHOLDS", "VAL_STEPS", "PARSIMONY", "INSTALL", "MAX_FIT_STATES", "MAX_VAL_TRAJ",
+           "MAX_FEATURES", "require_pysindy", "Library", "library", "SindyField", "SindyFit", "derivatives",
+           "fit_sindy", "select_sindy", "SindyStep"]
 
 #: the feature libraries of the validation grid
 LIBRARIES = ("poly1", "poly2", "poly3", "poly4", "trig", "exp", "poly3+trig+exp")
@@ -60,9 +62,12 @@ VAL_STEPS = 100
 PARSIMONY = 2.0
 #: what a user without pysindy is told
 INSTALL = 'pip install "vpintegrator[sindy]"'
-#: at most this many training states enter the fit, and this many validation trajectories the selection
+#: at most this many training states enter the fit (the first trajectories of the split), and this many
+#: validation trajectories the selection
 MAX_FIT_STATES = 200_000
 MAX_VAL_TRAJ = 32
+#: a library with more features than this (high degree on many state components) is left out of the grid
+MAX_FEATURES = 1000
 #: the ridge term of STLSQ's iterations (the kept terms are refitted without it)
 RIDGE = 1e-8
 #: the finite-difference order of the derivatives
@@ -203,8 +208,8 @@ class SindyField(System):
     """
 
     name: ClassVar[str] = "sindy"
-    library: Library = None  # type: ignore[assignment]
-    coefficients: np.ndarray = None  # type: ignore[assignment]
+    library: Library
+    coefficients: np.ndarray
 
     @property
     def dim(self) -> int:  # type: ignore[override]
@@ -339,6 +344,8 @@ def select_sindy(train: np.ndarray, val: np.ndarray, dt: float, integrator: str,
     val = val[:MAX_VAL_TRAJ, :VAL_STEPS + 1]
     fits = []
     for lib_name in LIBRARIES if libraries is None else libraries:
+        if library(lib_name, train.shape[2]).n_features > MAX_FEATURES:
+            continue
         for threshold in THRESHOLDS if thresholds is None else thresholds:
             fit = fit_sindy(z, zdot, lib_name, threshold)
             score = 1.0 if fit.field is None else _score(fit.field, integrator, dt, val)
