@@ -122,3 +122,17 @@ def test_a_horizon_shorter_than_the_context_is_refused_before_anything_runs(fami
         run_rollouts(RolloutConfig(data=str(family), out=str(tmp_path / "r.h5"), integrators=["rk4", "parrot"],
                                    context_len=5, t_end=0.4))
     assert err.value.key == "t_end" and not (tmp_path / "r.h5").exists()
+
+
+def test_the_volume_figure_names_the_copy_map(family, tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from vpintegrator.plotting import plot_volume
+
+    report = run_rollouts(RolloutConfig(data=str(family), out=str(tmp_path / "r.h5"), integrators=["parrot", "rk4"],
+                                        t_end=4.0))
+    fig = plot_volume(report.out)
+    notes = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert any("det J = 0" in n and "parrot" in n for n in notes)
+    assert not any("exactly 0" in n for n in notes)
