@@ -79,7 +79,7 @@ def require_pysindy(what: str = "sindy rows"):
     try:
         import pysindy
     except ImportError:
-        raise VPIntegratorError(f"{what} need pysindy, an optional extra: {INSTALL}", key="integrators") from None
+        raise VPIntegratorError(f"{what} uses pysindy, an optional extra: {INSTALL}", key="integrators") from None
     return pysindy
 
 
