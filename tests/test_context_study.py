@@ -164,7 +164,7 @@ def test_study_on_a_tiny_oscillator_family_accumulates_rows_over_invocations(tmp
     rows = json.loads((out / "context_study.json").read_text())["rows"]
     methods = {r["method"] for r in rows}
     assert methods == {"g_sympnet_ctx", "g_sympnet_ctx oracle context", "fd+gauss_legendre4",
-                       "shooting+gauss_legendre4", "oracle gauss_legendre4"}
+                       "shooting+gauss_legendre4", "oracle gauss_legendre4", "parrot"}
     assert {r["system"] for r in rows} == {"coupled_oscillator"} and all(r["context_len"] == 5 for r in rows)
     shoot = next(r for r in rows if r["method"] == "shooting+gauss_legendre4")
     oracle = next(r for r in rows if r["method"] == "oracle gauss_legendre4")

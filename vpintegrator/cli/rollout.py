@@ -111,8 +111,9 @@ def _config_class():
 )
 @click.option(
     "--integrators", cls=Listed, type=Names(_integrators), multiple=True, metavar="LIST",
-    help="Comma list of classical integrators (e.g. implicit_midpoint,rk4,gauss_legendre4,splitting) or exact_flow; "
-    "repeatable.",
+    help="Comma list of classical integrators (e.g. implicit_midpoint,rk4,gauss_legendre4,splitting) or exact_flow, "
+    "and the rows fd+METHOD, shooting+METHOD (identification), sindy+METHOD (sparse regression, the sindy extra), "
+    "parrot (context parroting); repeatable.",
 )
 @click.option(
     "--traj", metavar="LIST",

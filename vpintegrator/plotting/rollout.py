@@ -113,12 +113,12 @@ def _traj_key(data: RolloutResult, banded: bool) -> list:
     ]
 
 
-def _note_missing(ax, missing: list[str], why: str) -> None:
+def _note_missing(ax, missing: list[str], why: str, y: float = 0.01) -> None:
     from .style import display_name
 
     if missing:
         names = ", ".join(display_name(k) for k in missing)
-        ax.text(0.01, 0.01, f"not shown ({why}): {names}", transform=ax.transAxes, fontsize=6,
+        ax.text(0.01, y, f"not shown ({why}): {names}", transform=ax.transAxes, fontsize=6,
                 color="0.35", va="bottom", ha="left")
 
 
@@ -359,7 +359,7 @@ def plot_volume(source, traj=None, methods: Iterable[str] | None = None, band: b
     """Volume: ``|log|det J||`` of every step (window, for models) map and of its cumulative sum, log scale.
 
     An exactly volume-preserving map stays at rounding level (≈1e-16 per step); a method whose values are
-    all exactly 0 is named in a note. Needs a rollout file written with the volume (the default).
+    all exactly 0, or −inf (a map with det J = 0, such as the ``parrot`` row), is named in a note. Needs a rollout file written with the volume (the default).
     ``axes``: two Axes (per map, cumulative) to draw into; ``style`` as [`plot_trajectories3d`][vpintegrator.plotting.plot_trajectories3d].
     """
     data, _ = _prepare(source, traj, reference, max_points)
@@ -376,7 +376,10 @@ def plot_volume(source, traj=None, methods: Iterable[str] | None = None, band: b
         missing = [k for slot, k in enumerate(labels)
                    if not _series(ax, data.metrics[k].map_t, _positive(getattr(data.metrics[k], attr)), banded,
                                   styles[k], slot, len(labels), linewidth=lw)]
-        _note_missing(ax, missing, "exactly 0")
+        # a map that copies (the parrot row) has det J = 0: log|det J| = -inf, not drawable on a log axis either
+        collapsed = [k for k in missing if np.isinf(np.asarray(getattr(data.metrics[k], attr), dtype=float)).any()]
+        _note_missing(ax, [k for k in missing if k not in collapsed], "exactly 0")
+        _note_missing(ax, collapsed, "det J = 0, log|det J| = -inf", y=0.08 if len(collapsed) < len(missing) else 0.01)
         ax.set_yscale("log")
         ax.set_xlabel("time $t$")
     ax1.set_ylabel(r"$|\log|\det J||$ per step / window map")

@@ -79,6 +79,8 @@ _LAZY: dict[str, str] = {
     "model_step": ".compare",
     "IdentifiedStep": ".identify",
     "identify_parameters": ".identify",
+    "SindyStep": ".sindy",
+    "ParrotStep": ".parrot",
 }
 
 
@@ -103,6 +105,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .compare import model_step as model_step
     from .identify import IdentifiedStep as IdentifiedStep
     from .identify import identify_parameters as identify_parameters
+    from .parrot import ParrotStep as ParrotStep
+    from .sindy import SindyStep as SindyStep
     from .config import RolloutConfig as RolloutConfig
     from .config import load_rollout_config as load_rollout_config
     from .device import DeviceStepper as DeviceStepper
@@ -138,6 +142,7 @@ __all__ = [
     "IntegratorStep",
     "MethodMetrics",
     "ModelStep",
+    "ParrotStep",
     "ROLLOUT_SCHEMA",
     "ROLLOUT_SCHEMA_VERSION",
     "RUNNERS",
@@ -146,6 +151,7 @@ __all__ = [
     "RolloutResult",
     "RolloutStats",
     "SCALAR_MAX_BATCH",
+    "SindyStep",
     "StepMap",
     "WorkPrecisionRow",
     "compiled_model",

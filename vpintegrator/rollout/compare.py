@@ -30,9 +30,8 @@ from ..systems.family import SystemFamily
 from .engine import StepMap, initial_window, stream_rollout  # noqa: F401 (initial_window re-exported)
 from .family import FamilyStep, family_initial_window, for_rows, step_for
 from .config import RolloutConfig, load_rollout_config, model_entries, use_device_engine  # noqa: F401 (re-exported)
-from .config import parse_identified
 from .context import ContextStep, oracle_theta
-from .identify import IdentifiedStep
+from .rows import RowRequest, fit_split, fitted_rows, parse_row
 from .steps import is_context_model
 from .report import Failure, RolloutReport  # noqa: F401 (re-exported)
 from .splits import split_rows
@@ -222,26 +221,35 @@ def _horizon(config: RolloutConfig, t0: float, dt: float, n_file: int) -> int:
 
 
 def _prepare_methods(config: RolloutConfig, system, dt: float, t0: float, n_steps: int, data: Path,
-                     entries=None) -> list:
+                     entries=None, split=None) -> list:
     """Every method's step map, every input checked, nothing computed (``entries``: the models'
-    [`parse_model_entry`][vpintegrator.rollout.compare.parse_model_entry] results, when already loaded)."""
+    [`parse_model_entry`][vpintegrator.rollout.compare.parse_model_entry] results, when already loaded;
+    ``split``: the fitted rows' ``FitSplit``)."""
     from ..integrators import list_integrators
     from ..systems.unknown import UnknownSystem
+    from .rows import ROW_KINDS
 
     methods: list[tuple[str, StepMap, str]] = []
     seen: set = set()
     valid_int = (*list_integrators(), "exact_flow")
     for name in _integrator_names(config.integrators):
-        ident = parse_identified(name)
-        if ident is not None:  # issue 34: fit each row's parameters from its prefix, then integrate
+        row = parse_row(name)
+        if row is not None:  # a registered row kind (rollout/rows.py): identification, SINDy, parrot
             _check_label(name, seen)
-            methods.append((name, IdentifiedStep(system, ident[0], ident[1], dt, context_len=config.context_len,
-                                                 noise=config.context_noise), name))
+            request = RowRequest(name, row[1], system, dt, config.context_len, config.context_noise, data, split)
+            step_map = row[0].build(request)
+            if n_steps < step_map.seq_len:
+                raise VPIntegratorError(
+                    f"t_end: the horizon has {n_steps} steps, shorter than the {step_map.seq_len} states row {name!r} "
+                    f"reads first (context_len); raise it to at least {t0 + step_map.seq_len * dt:g}", key="t_end")
+            methods.append((name, step_map, name))
             continue
         if name not in valid_int:
             hint = " (integrators is a list of names, not a comma list)" if "," in name else ""
+            rows = ", ".join(f"{k}+METHOD" if v.takes_integrator else k for k, v in ROW_KINDS.items())
             raise VPIntegratorError(
-                f"integrators: unknown integrator {name!r}; valid: {', '.join(valid_int)}{hint}", key="integrators"
+                f"integrators: unknown integrator {name!r}; valid: {', '.join(valid_int)}, and the rows {rows}{hint}",
+                key="integrators"
             )
         _check_label(name, seen)
         def make(s, name=name) -> StepMap:
@@ -300,7 +308,8 @@ def select_planned(config: RolloutConfig):
     (``vpintegrator.rollout.splits.default_traj``), as [`run_rollouts`][vpintegrator.rollout.compare.run_rollouts] would; what the shards of
     ``--shard``/``--scheduler`` cut into blocks."""
     chosen = select(config)
-    if config.traj is None and config.n_traj is None and config.models:
+    fitted = fitted_rows(_integrator_names(config.integrators))  # rows with a training split of their own
+    if config.traj is None and config.n_traj is None and (config.models or fitted):
         idx = _plan(config, lambda line: None, (), overwrite=True).idx  # outputs are checked by the caller
         chosen = (*chosen[:4], idx, *chosen[5:])
     return chosen
@@ -341,6 +350,16 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
     notes = [ms.note for ms in model_splits if ms.note]  # said once the plan stands (errors stay one line)
     notes += [n for n in trained_notes if n]
     shrank = None
+    # the fitted rows (sindy+METHOD, parrot; rollout/rows.py) learn from the models' split, else vp-train's default
+    fitted = fitted_rows(_integrator_names(config.integrators))
+    row_split = fit_split(model_splits, n_file_traj) if fitted else None
+    if row_split is not None:
+        split_splits = [sp.ModelSplit(name, row_split.as_record(), None) for name in fitted]
+        model_splits, entries_labelled = [*model_splits, *split_splits], [*entries, *((n, None, n) for n in fitted)]
+        notes.append(f"{', '.join(fitted)}: fitted on {row_split.source} ({row_split.train.size} training, "
+                     f"{row_split.val.size} validation trajectories of {data.name})")
+    else:
+        entries_labelled = list(entries)
     if idx is None:
         idx = np.zeros(0, dtype=np.int64) if n_new else sp.default_traj(model_splits)
         if idx is None:
@@ -390,7 +409,7 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
     if float(ref_file.t[0]) != t0:
         t0 = float(ref_file.t[0])
         n_steps = _horizon(config, t0, dt, ref_file.n_states)
-    methods = _prepare_methods(config, system, dt, t0, n_steps, data, entries)
+    methods = _prepare_methods(config, system, dt, t0, n_steps, data, entries, row_split)
     if generator is not None:
         label = generator if generator not in {m[0] for m in methods} else "data_generator"
         def make_generator(s) -> StepMap:
@@ -406,7 +425,7 @@ def _plan(config: RolloutConfig, say: Callable[[str], None], extra_inputs=(), ov
                         if isinstance(f, str) and Path(f).is_file()]
     if shrank:
         plan.warnings.append(shrank)
-    sp.label_rows(plan, model_splits, entries)
+    sp.label_rows(plan, model_splits, entries_labelled)
     describe_reference(plan, method, tight)
     return plan
 
@@ -598,7 +617,9 @@ def _write_method(writer, plan: _Plan, label: str, step_map: StepMap, source: st
         # the earliest failure (the first trajectory to fail, by step)
         first = int(np.argmin(np.where(res.failed_step >= 0, res.failed_step, np.iinfo(np.int64).max)))
         k = int(res.failed_step[first])
-        failure = Failure(label, res.n_failed, n_traj, int(plan.idx[first]), k, float(t[k]))
+        reason = getattr(step_map, "failure_reason", None)  # a fitted row without a model says why
+        failure = Failure(label, res.n_failed, n_traj, int(plan.idx[first]) if first < plan.n_data else -1, k,
+                          float(t[k]), reason=reason if isinstance(reason, str) else None)
     series.close(res.failed_step, {
         **{k: v for k, v in res.meta.items() if isinstance(v, (str, int, float, bool))},
         "engine": "device" if device else "host",

@@ -152,9 +152,13 @@ class RolloutConfig(Config):
         Classical integrator names (``vpintegrator.list_integrators()``), or ``"exact_flow"`` (DOP853), or an
         identification row ``METHOD+INTEGRATOR`` (``fd+rk4``, ``shooting+gauss_legendre4``;
         ``vpintegrator.rollout.identify``): each row's parameters fitted from its first ``context_len`` states,
-        then the integrator with them.
+        then the integrator with them; ``sindy+INTEGRATOR`` (sparse regression on the training trajectories,
+        ``vpintegrator.rollout.sindy``; the ``sindy`` extra) or ``parrot`` (context parroting,
+        ``vpintegrator.rollout.parrot``). The rows besides the classical methods are those of
+        ``vpintegrator.rollout.rows.ROW_KINDS``.
     context_len : int
-        Prefix length of the identification rows (a context model reads its own ``context_len``).
+        Prefix length of the identification rows and the window the ``parrot`` row matches (a context model
+        reads its own ``context_len``).
     context_noise : float
         σ of the observation noise on the prefix that context models and identification rows read (one
         draw, seed 0, the same for every method).
@@ -268,7 +272,8 @@ class RolloutConfig(Config):
     # issue 34: the context a context model and the identification rows (fd+rk4, shooting+rk4, ...) read
     context_len: int = key(3, type=int, low=3, expected="an integer >= 3",
                            help="Prefix states the identification rows (fd+INTEGRATOR, shooting+INTEGRATOR) fit "
-                           "the parameters from (a context model reads its own context_len).")
+                           "the parameters from, and the parrot row matches (a context model reads its own "
+                           "context_len).")
     context_noise: float = key(0.0, type=float, low=0, expected="a number >= 0",
                                help="Observation noise sigma on the context prefix seen by context models and "
                                "identification rows (one draw, the same for all).")

@@ -250,7 +250,7 @@ def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], 
     The initial conditions are the first states of the trajectories the configuration selects (``traj`` /
     ``n_traj``), the base step h is the data's dt, T the configuration's ``t_end`` (or the data's horizon);
     the methods are its integrators (``exact_flow`` left out: DOP853 has its own tolerance ladder; and the
-    identification rows ``fd+rk4``, ...), or
+    rows of ``vpintegrator.rollout.rows``: ``fd+rk4``, ``sindy+rk4``, ``parrot``, ...), or
     ``DEFAULT_METHODS`` when it names none, and its models are points at their own step. The ladder is
     2h, h, h/2, h/4, h/8, h/16 (without 2h when T is an odd number of steps). A model loaded from a run directory
     carries its training CPU seconds ([`training_seconds`][vpintegrator.data.work_precision.training_seconds]) and break-even N; ``amortise_over`` = N adds
@@ -273,8 +273,10 @@ def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], 
     y0 = first.y[:, 0]
     if first.params is not None:  # a parametric data set: every method with each trajectory's true parameters
         system = first.systems()
-    # identification rows (fd+rk4, issue 34) fit parameters first: no step-size ladder of their own
-    names = [n for n in (config.integrators or []) if n != "exact_flow" and "+" not in n] or None
+    # the rows of rollout/rows.py (fd+rk4, sindy+rk4, parrot) fit first: no step-size ladder of their own
+    from .rows import parse_row
+
+    names = [n for n in (config.integrators or []) if n != "exact_flow" and parse_row(n) is None] or None
     models, trained = {}, {}
     for entry in model_entries(config.models):
         label, model, source = parse_model_entry(entry)

@@ -11,16 +11,19 @@ __all__ = ["RolloutReport", "Failure"]
 
 class Failure(tuple):
     """A failed method: ``(n_failed, traj, step)`` as a tuple (the number of failed trajectories, the
-    data-file index of the first one to fail and its step), with ``label``, ``n_traj`` and ``t`` (the
-    time of that step) as attributes; ``line`` is the one-line report."""
+    data-file index of the first one to fail (−1: a held-out condition) and its step), with ``label``,
+    ``n_traj``, ``t`` (the time of that step) and ``reason`` (why a row produced nothing, e.g. a fitted row
+    without a model; None for blow-ups) as attributes; ``line`` is the one-line report."""
 
     label: str
     n_traj: int
     t: float
+    reason: str | None
 
-    def __new__(cls, label: str, n_failed: int, n_traj: int, traj: int, step: int, t: float):
+    def __new__(cls, label: str, n_failed: int, n_traj: int, traj: int, step: int, t: float,
+                reason: str | None = None):
         obj = super().__new__(cls, (n_failed, traj, step))
-        obj.label, obj.n_traj, obj.t = label, n_traj, t
+        obj.label, obj.n_traj, obj.t, obj.reason = label, n_traj, t, reason
         return obj
 
     @property
@@ -36,6 +39,8 @@ class Failure(tuple):
         return self[2]
 
     def line(self) -> str:
+        if self.reason:  # a row that produced nothing (a fitted row without a model)
+            return f"{self.label}: failed, {self.n_failed} of {self.n_traj} trajectories: {self.reason}"
         return (f"{self.label}: {self.n_failed} of {self.n_traj} trajectories failed (blow-up or non-finite); "
                 f"first: trajectory {self.traj} at step {self.step} (t = {self.t:g})")
 

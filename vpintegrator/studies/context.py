@@ -26,7 +26,9 @@ blow up.
 Rows: ``lpnet_ctx`` (finite-difference context) and the same trained step with the oracle context (the
 true hθ); the parameter-blind ``lpnet`` and ``vpt``; the unstructured in-context ``st`` (standard
 transformer, ``seq_len = k``); ``fd+rk4`` and ``shooting+rk4`` (identification, then RK4 with the fitted
-parameters); ``oracle rk4`` (RK4 with the true parameters). The encoder ablation ``lpnet_ctx_attention``
+parameters); ``oracle rk4`` (RK4 with the true parameters); ``parrot`` (context parroting: the training
+trajectories' window nearest to the noisy prefix, its continuation copied; ``vpintegrator.rollout.parrot``;
+in the runs made after it was added). The encoder ablation ``lpnet_ctx_attention``
 (``--models lpnet_ctx_attention``): the same net with the attention encoder, trained by its recipe
 (``RECIPES``: Adam).
 
@@ -276,9 +278,11 @@ def train_run(data: Path, out: Path, model: str, seed: int, epochs: int, k: int,
 
 
 def _methods(runs: dict, split_by: dict, systems: Sequence, k: int, sigma: float, h: float = H,
-             system: str = "rigid_body") -> dict:
+             system: str = "rigid_body", parrot_context: np.ndarray | None = None) -> dict:
+    """The rows (label -> a function making the step map); ``parrot_context`` (n_train, T, dim): the
+    training trajectories of the parrot row (none without them)."""
     from ..models import load_model
-    from ..rollout import ContextStep, IdentifiedStep, IntegratorStep, ModelStep
+    from ..rollout import ContextStep, IdentifiedStep, IntegratorStep, ModelStep, ParrotStep
     from ..rollout.steps import is_context_model
     from ..rollout.family import FamilyStep
     from ..rollout.identify import theta_of
@@ -294,6 +298,8 @@ def _methods(runs: dict, split_by: dict, systems: Sequence, k: int, sigma: float
         f"fd+{how}": lambda: IdentifiedStep(base, "fd", how, h, context_len=k, noise=sigma),
         f"shooting+{how}": lambda: IdentifiedStep(base, "shooting", how, h, context_len=k, noise=sigma),
     }
+    if parrot_context is not None:  # context parroting over the runs' training trajectories (rollout/parrot.py)
+        methods["parrot"] = lambda: ParrotStep(parrot_context, context_len=k)
     for name, run in runs.items():
         model = load_model(run / "best.pt").double()
         if is_context_model(model):
@@ -315,6 +321,8 @@ def run_study(data: Path, out: Path, seeds: Sequence[int], epochs: int, n_test: 
     the other learned rows at the system's base k only."""
     import json
 
+    from ..data import read_trajectories
+
     setup = SETUPS[system]
     rows: list[dict] = []
     for split, k, sigma in axes:
@@ -325,9 +333,11 @@ def run_study(data: Path, out: Path, seeds: Sequence[int], epochs: int, n_test: 
                     continue  # the other learned rows on the base-k settings only
                 runs[m] = train_run(data, out, m, seed, epochs, k, split, setup["sets"].get(m))
             first = next(iter(runs.values()))
-            split_by = json.loads((first / "summary.json").read_text())["split_by"]
+            summary = json.loads((first / "summary.json").read_text())
+            split_by = summary["split_by"]
             systems, y0 = heldout_pairs(split_by, n_test, seed, system)
-            methods = _methods(runs, split_by, systems, k, sigma, h, system)
+            train = read_trajectories(data, traj=summary["split"]["train"]).y  # the parrot's context
+            methods = _methods(runs, split_by, systems, k, sigma, h, system, parrot_context=train)
             for r in evaluate_methods(methods, systems, y0, k, sigma, HORIZONS, h, setup["structure"]):
                 rows.append({"system": system, "split": split, "context_len": k, "noise": sigma, "seed": seed, **r})
                 log(f"{system} {split} k={k} σ={sigma:g} seed {seed} {r['method']}: "
@@ -412,7 +422,7 @@ def tables(summary: list[dict]) -> str:
 
 
 _ORDER = ["lpnet_ctx", "lpnet_ctx oracle context", "lpnet_ctx_attention", "lpnet", "vpt", "g_sympnet_ctx",
-          "g_sympnet_ctx oracle context", "g_sympnet", "st", "fd+rk4", "shooting+rk4", "oracle rk4",
+          "g_sympnet_ctx oracle context", "g_sympnet", "st", "parrot", "fd+rk4", "shooting+rk4", "oracle rk4",
           "fd+gauss_legendre4", "shooting+gauss_legendre4", "oracle gauss_legendre4"]
 
 
