@@ -440,7 +440,11 @@ def _check_without_system(config: RolloutConfig, system, names: list[str], n_ste
     from ..integrators import list_integrators
 
     # the rows that integrate the system's equations (other names: their own rules, e.g. "unknown integrator")
-    names = [n for n in names if n == "exact_flow" or n in list_integrators() or parse_identified(n) is not None]
+    def integrates_equations(name: str) -> bool:
+        row = parse_row(name)
+        return (name == "exact_flow" or name in list_integrators()) if row is None else not row[0].fitted
+
+    names = [n for n in names if integrates_equations(n)]
     if names:
         raise VPIntegratorError(
             f"integrators: {', '.join(names)}: {system.source} names no system (a file of /t and /y only), so no row "
