@@ -143,7 +143,7 @@ step_train() {
 
 step_parity() {
     if [[ -n "$SMOKE" ]]; then
-        run "$PY" scripts/gpu_parity.py --device cpu --n-traj 8 --epochs 2 --ics 16 --steps 30
+        run "$PY" scripts/gpu_parity.py --device cpu --n-traj 4 --epochs 1 --ics 4 --steps 6
     else
         run "$PY" scripts/gpu_parity.py --device cuda
     fi
