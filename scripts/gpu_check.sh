@@ -27,11 +27,11 @@ set -u
 STEP_TABLE="\
 env|90|2|versions of Python, torch, CUDA, NumPy and the dependencies; a CUDA op; numba compiles one function
 pytest_gpu|450|3|python -m pytest -m gpu on the test files holding GPU tests (JUnit: pytest_gpu.xml)
-train|360|2|P2g: paper VPT, Adam, batch 16384, float32, epochs/s: the CUDA-graph step (auto) against eager (off) and the plain loop
+train|300|2|P2g: paper VPT, Adam, batch 16384, float32, epochs/s: the CUDA-graph step (auto) against eager (off) and the plain loop
 parity|240|2|CPU/GPU parity: loss histories (float64, float32; eager and graph step) and rollouts (host and device engine)
-ensemble|420|2|P2e: ensembles of 1, 8, 64 seeds, model-epochs/s (target: 64 seeds >= 5000), graph against eager
+ensemble|390|2|P2e: ensembles of 1, 8, 64 seeds, model-epochs/s (target: 64 seeds >= 5000), graph against eager
 rollout|420|2|P4: 10^4..10^6 initial conditions on the device, state-steps/s (target 10^6 ICs >= 1e9): CUDA graph against eager, with metrics and volume
-ddp|240|2|DDP: torchrun world size 1 over NCCL, and world size 2 over Gloo on the one GPU, each against one plain process
+ddp|180|2|DDP: torchrun world size 1 over NCCL, and world size 2 over Gloo on the one GPU, each against one plain process
 compile|480|2|the torch.compile step (Triton) against eager, paper VPT, batch 16384
 lm|420|3|Levenberg-Marquardt on CUDA, configs/rigid_body_vpt_lm.toml, 240 s (target: training loss <= 5e-4; log: lm_cuda.csv)
 rollout_io|480|2|the whole run_rollouts at 10^6 ICs writing HDF5, device engine against host engine and the I/O bound"

@@ -13,9 +13,8 @@
 # (figures; no step draws one) are optional: name them when the image lacks them and the carry has room.
 # Prints every wheel with its size and the total; exit status 1 when the total passes 64 MiB, what one device
 # call carries (then name fewer packages: scripts/gpu_check.sh --only env says which the image lacks).
-# Measured for 3.12 (2026-11-24): scipy 33.7 MiB, h5py 5.2, matplotlib and its dependencies 24, numba 3.7 +
-# llvmlite 56.9, pytest and its dependencies 1.6, hatchling and its dependencies 0.2: the default set is
-# about 41 MiB; numba with llvmlite alone is 61 MiB (a call of its own, on a machine kept warm).
+# Measured for 3.12 (2026-11-24): the default set 40.9 MiB (scipy 1.18.1 alone 33.7); numba with llvmlite
+# 60.6 MiB (a call of its own, on a machine kept warm); matplotlib with its dependencies 23.9 MiB.
 set -euo pipefail
 DIR="" PYV=3.12 PKGS=()
 while [[ $# -gt 0 ]]; do

@@ -110,7 +110,7 @@ def test_list_gives_every_step_in_order_with_limits_that_fit_a_call():
     (["--only"], "--only needs a step name"),
     (["--only", "nope"], "unknown step 'nope'; the steps: env pytest_gpu train"),
     (["--only", "train,train"], "step 'train' named twice"),
-    (["--only", "train,ensemble"], "steps train ensemble may take 780 s together, more than one device call's 570 s"),
+    (["--only", "train,ensemble"], "steps train ensemble may take 690 s together, more than one device call's 570 s"),
     (["--only", "train", "--all"], "give --only STEP[,STEP...] or --all, not both"),
     (["--fast"], "unknown argument --fast"),
     (["--out"], "--out needs a directory"),
