@@ -36,7 +36,7 @@ compile|480|2|the torch.compile step (Triton) against eager, paper VPT, batch 16
 lm|420|3|Levenberg-Marquardt on CUDA, configs/rigid_body_vpt_lm.toml, 240 s (target: training loss <= 5e-4; log: lm_cuda.csv)
 rollout_io|480|2|the whole run_rollouts at 10^6 ICs writing HDF5, device engine against host engine and the I/O bound"
 
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "gpu_check: $*" >&2; exit 2; }
 
 step_names() { while IFS='|' read -r name _; do echo "$name"; done <<< "$STEP_TABLE"; }

@@ -16,7 +16,7 @@ WHEELS=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --wheels) WHEELS=$2; shift ;;
-        -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "gpu_setup: unknown argument $1 (use --wheels DIR or -h)" >&2; exit 2 ;;
     esac
     shift

@@ -21,7 +21,7 @@ while [[ $# -gt 0 ]]; do
     case "$1" in
         --dir) DIR=$2; shift ;;
         --python-version) PYV=$2; shift ;;
-        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "gpu_wheels: unknown option $1 (use --dir, --python-version or -h)" >&2; exit 2 ;;
         *) PKGS+=("$1") ;;
     esac
