@@ -19,8 +19,8 @@
 #          no figure of a smoke run means anything). --dry-run: print "STEP<TAB>command" per command, run nothing.
 # Exit status: 0 when every step named exited 0; 1 otherwise; 2 on a usage error or, without --smoke or
 # --dry-run, on a machine without CUDA (one line says so and nothing is run or written).
-# Environment: PYTHON (default python), GPU_CHECK_BUDGET (seconds, default 570), GPU_CHECK_STEP_LIMIT (seconds:
-# every step's limit instead of its own, e.g. for a slow machine or a test of the plumbing).
+# Environment: PYTHON (default python, else python3), GPU_CHECK_BUDGET (seconds, default 570),
+# GPU_CHECK_STEP_LIMIT (seconds: every step's limit instead of its own, for a slow machine or a test).
 set -u
 
 # name|limit s|files|what (the order is the order to run them in: the issue's figures first)
@@ -73,6 +73,7 @@ done
 
 REPO=$(cd "$(dirname "$0")/.." && pwd) || exit 1
 PY=${PYTHON:-python}
+[[ -n "${PYTHON:-}" ]] || command -v python >/dev/null || PY=python3  # an image may have python3 only
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's vpintegrator, whatever is installed
 export PYTHONUNBUFFERED=1  # a step killed at its limit leaves in its log what it printed
 DEV=cuda

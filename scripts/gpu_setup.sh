@@ -10,7 +10,7 @@
 #    from DIR); where that fails, scripts/gpu_check.sh still imports this checkout through PYTHONPATH;
 # 3. says what is still missing. Exit status 1 when a required one is (scipy, h5py, click, pytest); numba
 #    (compiled kernels) and matplotlib (figures) are optional: the steps run without them.
-# Safe to run again: what is there is kept. Environment: PYTHON (default python).
+# Safe to run again: what is there is kept. Environment: PYTHON (default python, else python3).
 set -u
 WHEELS=""
 while [[ $# -gt 0 ]]; do
@@ -24,6 +24,7 @@ done
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 cd "$REPO" || exit 1
 PY=${PYTHON:-python}
+[[ -n "${PYTHON:-}" ]] || command -v python >/dev/null || PY=python3  # an image may have python3 only
 WHEELS=$(realpath -m "${WHEELS:-$REPO/.gpu_wheels}")
 REQUIRED=(scipy h5py click pytest)
 OPTIONAL=(numba matplotlib)
