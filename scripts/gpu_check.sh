@@ -296,6 +296,6 @@ for name in "${CHOSEN[@]}"; do
     ((rc == 0)) || status=1
 done
 if [[ -n "$ALL" ]]; then
-    "$PY" scripts/gpu_report.py "$OUT" >/dev/null || status=1
+    "$PY" "$REPO/scripts/gpu_report.py" "$OUT" >/dev/null || status=1
 fi
 exit $status
