@@ -105,6 +105,16 @@ def test_list_gives_every_step_in_order_with_limits_that_fit_a_call():
         assert what
 
 
+def test_the_docs_give_every_step_with_its_limit():
+    """docs/benchmarks.md's table of steps is --list's: same names, order and limits."""
+    import re
+
+    listed = [tuple(line.split("\t")[:2]) for line in _check("--list").stdout.splitlines()]
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    documented = re.findall(r"^\| `(\w+)` \| (\d+ s) \|", text, re.MULTILINE)
+    assert documented == listed
+
+
 @pytest.mark.parametrize("args, message", [
     ([], "name the steps to run: --only STEP[,STEP...] (--list shows them), or --all"),
     (["--only"], "--only needs a step name"),
