@@ -1,6 +1,7 @@
 """The DDP training path through a real process group, even on one device: NCCL on CUDA, Gloo on the CPU.
 
-    torchrun --standalone --nproc_per_node=1 scripts/ddp_check.py --device cuda --out runs/gpu_check/runs/ddp
+    torchrun --standalone --nproc_per_node=1 scripts/ddp_check.py --device cuda --out DIR
+    torchrun --standalone --nproc_per_node=2 scripts/ddp_check.py --device cuda --backend gloo --out DIR
 
 Under ``torchrun`` with ``WORLD_SIZE = 1`` ``vp-train`` trains without DDP (there is nobody to all-reduce
 with), so a machine with one GPU never runs the DDP path through ``vp-train``. This script joins the
@@ -9,6 +10,14 @@ size: the model wrapped in DistributedDataParallel (its gradient all-reduce), th
 denominator all-reduced by the trainer. Rank 0 then trains the same tiny VPT (float64, 3 epochs, a last
 global batch of one window) in one plain process and prints both; the exit status is 1 when the weights
 differ by more than ``--rtol`` (DDP averages the same gradient: equal to float64 rounding).
+
+What each run proves. At world size 1 the gradient all-reduce is a call into the backend with nobody to
+exchange with: over NCCL it shows that the process group starts, DDP wraps the CUDA model and its hooks
+and the trainer's all-reduces run, but no data moves between ranks. At world size 2 the ranks exchange
+gradients and loss sums for real. Ranks take GPU ``local_rank % device_count``, so on a machine with one
+GPU both ranks share it: NCCL refuses two ranks on one GPU, Gloo does not (it all-reduces CUDA tensors
+through host memory), so ``--backend gloo`` with two processes runs the DDP path with CUDA tensors and a real
+exchange, though not NCCL's; NCCL across ranks needs two GPUs.
 """
 
 from __future__ import annotations
@@ -58,6 +67,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda", help="cuda (NCCL) or cpu (Gloo)")
     parser.add_argument("--out", required=True, help="directory for the data and the two runs (made; must be new)")
+    parser.add_argument("--backend", default="auto", choices=["auto", "nccl", "gloo"],
+                        help="process group backend (auto: nccl on CUDA, gloo on the CPU)")
     parser.add_argument("--rtol", type=float, default=1e-9, help="largest relative weight difference accepted")
     args = parser.parse_args()
     if "LOCAL_RANK" not in os.environ:
@@ -68,9 +79,16 @@ def main() -> int:
     from vpintegrator.training.loop import Trainer
 
     cuda = args.device.startswith("cuda")
-    backend = "nccl" if cuda else "gloo"
+    backend = args.backend if args.backend != "auto" else "nccl" if cuda else "gloo"
+    if backend == "nccl" and not cuda:
+        print("ddp_check: --backend nccl needs --device cuda", file=sys.stderr)
+        return 2
     rank, world, local_rank = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
-    device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
+    if cuda and not torch.cuda.is_available():
+        print("ddp_check: --device cuda but torch.cuda.is_available() is False", file=sys.stderr)
+        return 2
+    # one GPU for two ranks: they share it (Gloo only; NCCL refuses two ranks on one device)
+    device = torch.device("cuda", local_rank % torch.cuda.device_count()) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
     out = Path(args.out).resolve()
@@ -97,7 +115,8 @@ def main() -> int:
         scale = float(ref[key].abs().max()) or 1.0
         worst = max(worst, float((value - ref[key]).abs().max()) / scale)
     ok = worst <= args.rtol and ddp_result.steps == single.steps
-    print(f"ddp_check: DDP over {backend}, world size {world}, {device}: train loss {ddp_result.train_loss:.12g}, "
+    shared = " (the ranks share it)" if cuda and world > torch.cuda.device_count() else ""
+    print(f"ddp_check: DDP over {backend}, world size {world}, {device}{shared}: train loss {ddp_result.train_loss:.12g}, "
           f"val loss {ddp_result.val_loss:.12g}, {ddp_result.steps} steps; one process: train loss "
           f"{single.train_loss:.12g}, val loss {single.val_loss:.12g}, {single.steps} steps; largest relative "
           f"weight difference {worst:.3g} (tolerance {args.rtol:g}): {'PASS' if ok else 'FAIL'}")

@@ -1,80 +1,301 @@
 #!/usr/bin/env bash
-# Every GPU check and benchmark in one command, and one report (issue 24):
+# The GPU checks and benchmarks as self-contained steps, each within one call of a lent device (issue 47):
 #
-#   bash scripts/gpu_check.sh [--dry-run] [OUT]        (OUT default: runs/gpu_check in the repository)
+#   bash scripts/gpu_check.sh --list                      the steps in order: name, time limit, files, what
+#   bash scripts/gpu_check.sh --only STEP[,STEP...] [--out DIR] [--smoke] [--dry-run]
+#   bash scripts/gpu_check.sh --all [--out DIR]           every step, then the report (a machine of one's own)
+#   python scripts/gpu_report.py DIR                      the report from the files of every call, put together
 #
-# Runs, each with its log in OUT/<step>.log and its exit status in OUT/steps.tsv:
-#   data           vp-gen rigid_body_paper (only when datasets/rigid_body_paper.h5 is missing)
-#   pytest_gpu     python -m pytest -m gpu (JUnit: OUT/pytest_gpu.xml)
-#   bench_train    paper VPT, Adam, batch 16384, float32 per fast_step auto, off, compile (target >= 300 epochs/s)
-#   bench_ensemble ensembles of 1, 8, 64 seeds (target: 64 seeds >= 5000 model-epochs/s)
-#   bench_rollout  part (d): 10^4, 10^5, 10^6 initial conditions on the device, with and without the volume
-#                  (target: 10^6 ICs >= 1e9 state-steps/s; the whole run_rollouts at the speed of its file I/O)
-#   lm_cuda        configs/rigid_body_vpt_lm.toml on CUDA (target: training loss <= 5e-4)
-#   ddp_nccl       torchrun --nproc_per_node=1 scripts/ddp_check.py: the DDP path through NCCL against one process
-# then writes OUT/gpu_report.md (scripts/gpu_report.py): each figure beside its target, each GPU test's outcome.
-# Exit status: 0 when every step exited 0 and no GPU test failed; 1 otherwise; 2 without a CUDA device (nothing
-# is run; --dry-run prints the steps, one "name<TAB>command" line each, and runs nothing).
-# Environment: PYTHON (default python), GPU_CHECK_STEP_TIMEOUT (seconds per step, default 3600).
+# Each step makes its own small data (in a temporary directory, removed after), warms its own caches (numba,
+# TorchScript, CUDA graphs, Triton/torch.compile) inside its own time limit, and writes at most 3 files into
+# the output directory: STEP.log (everything it printed, after a header naming the machine), STEP.tsv (one
+# line: name, exit status, seconds, limit, commands) and, for some steps, one more (pytest_gpu.xml,
+# lm_cuda.csv). A step past its limit is killed with its process group (exit 124 in STEP.tsv; the log keeps
+# what it printed, Python runs unbuffered). Steps named together run one after the other and must fit one
+# device call: their limits add up to at most GPU_CHECK_BUDGET seconds (default 570) and their files to at
+# most 8, or nothing runs.
+# --out DIR: default $OUT when set (the device tool's folder that comes back), else runs/gpu_check.
+# --smoke: the steps' own commands on the CPU at toy sizes (checks the plumbing on a machine without a GPU;
+#          no figure of a smoke run means anything). --dry-run: print "STEP<TAB>command" per command, run nothing.
+# Exit status: 0 when every step named exited 0; 1 otherwise; 2 on a usage error or, without --smoke or
+# --dry-run, on a machine without CUDA (one line says so and nothing is run or written).
+# Environment: PYTHON (default python, else python3), GPU_CHECK_BUDGET (seconds, default 570),
+# GPU_CHECK_STEP_LIMIT (seconds: every step's limit instead of its own, for a slow machine or a test).
 set -u
-DRY=""
-OUT=""
-for arg in "$@"; do
-    case "$arg" in
-        --dry-run) DRY=1 ;;
-        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        -*) echo "gpu_check: unknown option $arg (use --dry-run or -h)" >&2; exit 2 ;;
-        *) [[ -z "$OUT" ]] || { echo "gpu_check: one OUT directory only (got $OUT and $arg)" >&2; exit 2; }
-           OUT=$arg ;;
-    esac
-done
-REPO=$(cd "$(dirname "$0")/.." && pwd) || exit 1
-OUT=$(realpath -m "${OUT:-$REPO/runs/gpu_check}")  # relative to where it was called from
-cd "$REPO" || exit 1
-PY=${PYTHON:-python}
-LIMIT=${GPU_CHECK_STEP_TIMEOUT:-3600}
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's vpintegrator, whatever is installed
 
-step() {  # step NAME CMD...: run CMD, its output in OUT/NAME.log, a line in OUT/steps.tsv (--dry-run: print it)
-    local name=$1 cmd rc t0
+# name|limit s|files|what (the order is the order to run them in: the issue's figures first)
+STEP_TABLE="\
+env|90|2|versions of Python, torch, CUDA, NumPy and the dependencies; a CUDA op; numba compiles one function
+pytest_gpu|450|3|python -m pytest -m gpu on the test files holding GPU tests (JUnit: pytest_gpu.xml)
+train|300|2|P2g: paper VPT, Adam, batch 16384, float32, epochs/s: the CUDA-graph step (auto) against eager (off) and the plain loop
+parity|240|2|CPU/GPU parity: loss histories (float64, float32; eager and graph step) and rollouts (host and device engine)
+ensemble|390|2|P2e: ensembles of 1, 8, 64 seeds, model-epochs/s (target: 64 seeds >= 5000), graph against eager
+rollout|420|2|P4: 10^4..10^6 initial conditions on the device, state-steps/s (target 10^6 ICs >= 1e9): CUDA graph against eager, with metrics and volume
+ddp|180|2|DDP: torchrun world size 1 over NCCL, and world size 2 over Gloo on the one GPU, each against one plain process
+compile|480|2|the torch.compile step (Triton) against eager, paper VPT, batch 16384
+lm|420|3|Levenberg-Marquardt on CUDA, configs/rigid_body_vpt_lm.toml, 240 s (target: training loss <= 5e-4; log: lm_cuda.csv)
+rollout_io|480|2|the whole run_rollouts at 10^6 ICs writing HDF5, device engine against host engine and the I/O bound"
+
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
+die() { echo "gpu_check: $*" >&2; exit 2; }
+
+step_names() { while IFS='|' read -r name _; do echo "$name"; done <<< "$STEP_TABLE"; }
+step_field() {  # step_field NAME N: field N (2 limit, 3 files, 4 what) of NAME's row
+    local name limit files what
+    while IFS='|' read -r name limit files what; do
+        if [[ "$name" == "$1" ]]; then
+            case $2 in 2) echo "$limit" ;; 3) echo "$files" ;; 4) echo "$what" ;; esac
+            return 0
+        fi
+    done <<< "$STEP_TABLE"
+    return 1
+}
+
+ONLY="" OUT_DIR="" DRY="" SMOKE="" ALL="" LIST="" INNER=""
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --list) LIST=1 ;;
+        --all) ALL=1 ;;
+        --only) [[ $# -ge 2 && -n "$2" ]] || die "--only needs a step name (--list shows them)"
+                ONLY=$2; shift ;;
+        --only=*) ONLY=${1#--only=} ;;
+        --out) [[ $# -ge 2 && -n "$2" ]] || die "--out needs a directory"
+               OUT_DIR=$2; shift ;;
+        --out=*) OUT_DIR=${1#--out=} ;;
+        --smoke) SMOKE=1 ;;
+        --dry-run) DRY=1 ;;
+        --run-step) INNER=$2; shift ;;  # internal: one step's commands, run under its time limit
+        -h|--help) usage; exit 0 ;;
+        *) die "unknown argument $1 (use --list, --only STEP[,STEP...], --all, --out DIR, --smoke, --dry-run or -h)" ;;
+    esac
     shift
+done
+
+REPO=$(cd "$(dirname "$0")/.." && pwd) || exit 1
+PY=${PYTHON:-python}
+[[ -n "${PYTHON:-}" ]] || command -v python >/dev/null || PY=python3  # an image may have python3 only
+export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's vpintegrator, whatever is installed
+export PYTHONUNBUFFERED=1  # a step killed at its limit leaves in its log what it printed
+DEV=cuda
+[[ -n "$SMOKE" ]] && DEV=cpu
+
+# run CMD...: print it (--dry-run: "STEP<TAB>command" and nothing else), else run it
+run() {
+    local cmd
     printf -v cmd '%q ' "$@"
     cmd=${cmd% }
     if [[ -n "$DRY" ]]; then
-        printf '%s\t%s\n' "$name" "$cmd"
-        return
+        printf '%s\t%s\n' "$STEP" "$cmd"
+        return 0
     fi
-    echo "gpu_check: $name: $cmd" >&2
-    t0=$SECONDS
-    timeout --kill-after=30 "$LIMIT" "$@" >"$OUT/$name.log" 2>&1
-    rc=$?
-    printf '%s\t%d\t%d\t%s\n' "$name" "$rc" $((SECONDS - t0)) "$cmd" >>"$OUT/steps.tsv"
-    echo "gpu_check: $name: exit $rc after $((SECONDS - t0)) s" >&2
+    echo "gpu_check: $STEP: \$ $cmd"
+    "$@"
 }
 
-if [[ -z "$DRY" ]]; then
-    if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-        echo "gpu_check: no CUDA device here (torch.cuda.is_available() is False): nothing was run." \
-             "Run it on a machine with a GPU; --dry-run prints the steps." >&2
-        exit 2
+# --- the steps: each runs its commands in a fresh scratch directory ($SCRATCH) and writes to $OUT -----------
+
+step_env() {
+    run "$PY" - "$DEV" <<'EOF'
+import importlib, importlib.metadata, sys, time
+print(f"Python {sys.version.split()[0]} at {sys.executable}")
+missing = []
+for name in ("numpy", "torch", "scipy", "h5py", "click", "matplotlib", "numba", "pytest"):
+    try:
+        importlib.import_module(name)
+        print(f"{name} {importlib.metadata.version(name)}")
+    except Exception as err:  # noqa: BLE001 -- report every missing or broken dependency
+        missing.append(name)
+        print(f"{name}: {type(err).__name__}: {err}")
+import torch
+print(f"CUDA {torch.version.cuda}, available {torch.cuda.is_available()}, {torch.cuda.device_count()} device(s)"
+      + (f": {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ""))
+x = torch.randn(1024, 1024, device=sys.argv[1], dtype=torch.float64)
+print(f"a matmul on {sys.argv[1]}: {float((x @ x.T).trace()):.6g}")
+if "numba" not in missing:
+    import numba
+    tic = time.perf_counter()
+    numba.njit(lambda a: a + 1)(1)
+    print(f"numba compiled one function in {time.perf_counter() - tic:.2f} s")
+import vpintegrator
+print(f"vpintegrator {vpintegrator.__version__} from {vpintegrator.__file__}")
+print("missing: " + (" ".join(missing) or "none"))
+sys.exit(1 if set(missing) & {"numpy", "torch", "scipy", "h5py", "click", "pytest"} else 0)
+EOF
+}
+
+gpu_test_files() {  # the test files that hold GPU tests (collecting only these: fewer imports, less to miss)
+    (cd "$REPO" && grep -l '@pytest.mark.gpu' tests/test_*.py | grep -v test_gpu_check.py)
+}
+
+step_pytest_gpu() {
+    local files
+    mapfile -t files < <(gpu_test_files)
+    run "$PY" -m pytest -m gpu -q -rA -p no:cacheprovider --junitxml="$OUT/pytest_gpu.xml" "${files[@]}"
+}
+
+step_train() {
+    if [[ -n "$SMOKE" ]]; then
+        run "$PY" scripts/bench_train.py --device cpu --fast-steps auto,off --epochs 1 --rounds 1 --no-plain \
+            --no-profile
+    else
+        run "$PY" scripts/bench_train.py --device cuda --fast-steps auto,off --epochs 5 --rounds 2 --no-profile
     fi
-    mkdir -p "$OUT"
-    rm -rf "$OUT/runs" "$OUT/rollout_tmp" "$OUT/steps.tsv" "$OUT/pytest_gpu.xml" "$OUT/gpu_report.md"
-    mkdir -p "$OUT/runs" "$OUT/rollout_tmp"
+}
+
+step_parity() {
+    if [[ -n "$SMOKE" ]]; then
+        run "$PY" scripts/gpu_parity.py --device cpu --n-traj 4 --epochs 1 --ics 4 --steps 6
+    else
+        run "$PY" scripts/gpu_parity.py --device cuda
+    fi
+}
+
+step_ensemble() {
+    if [[ -n "$SMOKE" ]]; then
+        run "$PY" scripts/bench_ensemble.py --device cpu --sizes 1 2 --epochs 1 --n-traj 8 --max-sequential 1
+    else
+        run "$PY" scripts/bench_ensemble.py --device cuda --sizes 1 8 64
+    fi
+}
+
+step_rollout() {
+    if [[ -n "$SMOKE" ]]; then
+        run "$PY" scripts/bench_rollout.py --device cpu --skip a,a2,a3,b,c,d3 --max-ics 10000 --d-steps 6 \
+            --d-metric-steps 3
+    else
+        run "$PY" scripts/bench_rollout.py --device cuda --skip a,a2,a3,b,c,d3 --max-ics 1000000
+    fi
+}
+
+step_ddp() {
+    local nccl=nccl
+    [[ -n "$SMOKE" ]] && nccl=gloo
+    run "$PY" -m torch.distributed.run --standalone --nproc_per_node=1 scripts/ddp_check.py --device "$DEV" \
+        --backend "$nccl" --out "$SCRATCH/ddp1"
+    run "$PY" -m torch.distributed.run --standalone --nproc_per_node=2 scripts/ddp_check.py --device "$DEV" \
+        --backend gloo --out "$SCRATCH/ddp2"
+}
+
+step_compile() {
+    if [[ -n "$SMOKE" ]]; then
+        run "$PY" scripts/bench_train.py --device cpu --fast-steps compile --epochs 1 --rounds 1 --no-plain \
+            --no-profile
+    else
+        run "$PY" scripts/bench_train.py --device cuda --fast-steps compile --epochs 5 --rounds 1 --no-plain \
+            --no-profile
+    fi
+}
+
+step_lm() {
+    local n_traj=() limit=240
+    [[ -n "$SMOKE" ]] && n_traj=(--n-traj 16) && limit=5
+    run "$PY" -m vpintegrator.cli.gen rigid_body_paper "${n_traj[@]}" --out "$SCRATCH/rb.h5" --no-progress
+    run "$PY" -m vpintegrator.cli.train configs/rigid_body_vpt_lm.toml --data "$SCRATCH/rb.h5" --device "$DEV" \
+        --time-limit "$limit" --out "$SCRATCH/lm" --no-progress
+    run cp "$SCRATCH/lm/log.csv" "$OUT/lm_cuda.csv"
+}
+
+step_rollout_io() {
+    if [[ -n "$SMOKE" ]]; then
+        run "$PY" scripts/bench_rollout.py --device cpu --skip a,a2,a3,b,c,d1,d2 --max-ics 10000 \
+            --d-process-steps 3 --workdir "$SCRATCH"
+    else
+        run "$PY" scripts/bench_rollout.py --device cuda --skip a,a2,a3,b,c,d1,d2 --max-ics 1000000 \
+            --workdir "$SCRATCH"
+    fi
+}
+
+# --- one step, under its limit -------------------------------------------------------------------------------
+
+if [[ -n "$INNER" ]]; then  # bash gpu_check.sh --run-step NAME --out DIR [--smoke]: the step's commands
+    STEP=$INNER
+    OUT=$(realpath -m "$OUT_DIR")
+    cd "$REPO" || exit 1
+    SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check_$STEP.XXXXXX") || exit 1
+    trap 'rm -rf "$SCRATCH"' EXIT
+    trap 'exit 143' TERM  # killed at the limit: the scratch directory goes all the same
+    set -e
+    "step_$STEP"
+    exit 0
 fi
 
-if [[ -n "$DRY" || ! -f datasets/rigid_body_paper.h5 ]]; then
-    step data "$PY" -m vpintegrator.cli.gen rigid_body_paper --no-progress
+if [[ -n "$LIST" ]]; then
+    while IFS='|' read -r name limit files what; do
+        printf '%s\t%s s\t%s files\t%s\n' "$name" "$limit" "$files" "$what"
+    done <<< "$STEP_TABLE"
+    exit 0
 fi
-step pytest_gpu "$PY" -m pytest -m gpu -q -rA -p no:cacheprovider --junitxml="$OUT/pytest_gpu.xml"
-step bench_train "$PY" scripts/bench_train.py --device cuda --fast-steps auto,off,compile
-step bench_ensemble "$PY" scripts/bench_ensemble.py --device cuda --sizes 1 8 64
-step bench_rollout "$PY" scripts/bench_rollout.py --device cuda --skip a,a2,b,c --max-ics 1000000 \
-    --workdir "$OUT/rollout_tmp"
-step lm_cuda "$PY" -m vpintegrator.cli.train configs/rigid_body_vpt_lm.toml --device cuda \
-    --out "$OUT/runs/lm_cuda" --no-progress
-step ddp_nccl "$PY" -m torch.distributed.run --standalone --nproc_per_node=1 scripts/ddp_check.py \
-    --device cuda --out "$OUT/runs/ddp"
 
-[[ -n "$DRY" ]] && exit 0
-"$PY" scripts/gpu_report.py "$OUT"
+[[ -n "$ONLY" && -n "$ALL" ]] && die "give --only STEP[,STEP...] or --all, not both"
+if [[ -n "$ALL" ]]; then
+    mapfile -t CHOSEN < <(step_names)
+elif [[ -n "$ONLY" ]]; then
+    IFS=',' read -ra CHOSEN <<< "$ONLY"
+    [[ ${#CHOSEN[@]} -gt 0 ]] || die "--only needs a step name (--list shows them)"
+elif [[ -n "$DRY" ]]; then
+    mapfile -t CHOSEN < <(step_names)
+else
+    die "name the steps to run: --only STEP[,STEP...] (--list shows them), or --all"
+fi
+declare -A SEEN=()
+BUDGET=${GPU_CHECK_BUDGET:-570}
+total_limit=0 total_files=0
+for name in "${CHOSEN[@]}"; do
+    step_field "$name" 2 >/dev/null || die "unknown step '$name'; the steps: $(step_names | tr '\n' ' ')"
+    [[ -z "${SEEN[$name]:-}" ]] || die "step '$name' named twice"
+    SEEN[$name]=1
+    total_limit=$((total_limit + $(step_field "$name" 2)))
+    total_files=$((total_files + $(step_field "$name" 3)))
+done
+if [[ -z "$ALL" && -z "$DRY" && -z "$SMOKE" ]]; then
+    (( total_limit <= BUDGET )) || die "steps ${CHOSEN[*]} may take ${total_limit} s together, more than one device" \
+        "call's ${BUDGET} s (GPU_CHECK_BUDGET): run them in separate calls"
+    (( total_files <= 8 )) || die "steps ${CHOSEN[*]} write up to ${total_files} files, more than the 8 a device call" \
+        "returns: run them in separate calls"
+fi
+
+if [[ -n "$DRY" ]]; then
+    SCRATCH='$SCRATCH'
+    OUT=$(realpath -m "${OUT_DIR:-${OUT:-$REPO/runs/gpu_check}}")
+    cd "$REPO" || exit 1
+    for STEP in "${CHOSEN[@]}"; do "step_$STEP"; done
+    exit 0
+fi
+
+if [[ -z "$SMOKE" ]] && ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    die "no CUDA device here (torch.cuda.is_available() is False): nothing was run. Run it on a machine with a GPU" \
+        "(--smoke runs the steps on the CPU at toy sizes; --dry-run prints them)."
+fi
+OUT=$(realpath -m "${OUT_DIR:-${OUT:-$REPO/runs/gpu_check}}")  # relative to where it was called from
+mkdir -p "$OUT" || exit 1
+MACHINE=$("$PY" -c 'import os, platform, torch
+cuda = torch.cuda.is_available()
+print(f"{platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, torch {torch.__version__}, "
+      f"CUDA {torch.version.cuda}, " + (f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}" if cuda else "no CUDA device"))' 2>&1 | tail -1)
+
+status=0
+for name in "${CHOSEN[@]}"; do
+    limit=${GPU_CHECK_STEP_LIMIT:-$(step_field "$name" 2)}
+    rm -f "$OUT/$name.log" "$OUT/$name.tsv"
+    echo "gpu_check: $name: started (limit $limit s), log in $OUT/$name.log" >&2
+    t0=$SECONDS
+    {
+        echo "gpu_check: machine: $MACHINE"
+        echo "gpu_check: step $name$([[ -n "$SMOKE" ]] && echo ' (smoke: CPU, toy sizes)'): $(step_field "$name" 4)"
+    } >"$OUT/$name.log"
+    args=(--run-step "$name" --out "$OUT")
+    [[ -n "$SMOKE" ]] && args+=(--smoke)
+    timeout --kill-after=10 "$limit" bash "$0" "${args[@]}" >>"$OUT/$name.log" 2>&1
+    rc=$?
+    seconds=$((SECONDS - t0))
+    commands=$(grep -o 'gpu_check: [a-z_0-9]*: \$ .*' "$OUT/$name.log" | sed 's/^gpu_check: [a-z_0-9]*: \$ //' |
+               paste -sd ';' | tr '\t' ' ')
+    printf '%s\t%d\t%d\t%s\n' "$name" "$rc" "$seconds" "$commands" >"$OUT/$name.tsv"
+    echo "gpu_check: $name: exit $rc after $seconds s$( ((rc == 124 || rc == 137)) && echo " (killed at its limit of $limit s)")" |
+        tee -a "$OUT/$name.log" >&2
+    ((rc == 0)) || status=1
+done
+if [[ -n "$ALL" ]]; then
+    "$PY" "$REPO/scripts/gpu_report.py" "$OUT" >/dev/null || status=1
+fi
+exit $status

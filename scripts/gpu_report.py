@@ -2,16 +2,21 @@
 
     python scripts/gpu_report.py OUT_DIR
 
-OUT_DIR holds ``steps.tsv`` (one line per step: name, exit status, seconds, command), each step's log
-``<name>.log``, the GPU tests' JUnit file ``pytest_gpu.xml`` and the runs under ``runs/``. The report gives
-every step's exit status, every GPU test's outcome, and each figure beside its target (issue 24):
+OUT_DIR holds, for each step run (``gpu_check.sh --only STEP``, one device call or several; copy the files
+every call brought back into one directory), ``STEP.tsv`` (one line: name, exit status, seconds, commands)
+and ``STEP.log`` (a header naming the machine, then everything the step printed), and the GPU tests' JUnit
+file ``pytest_gpu.xml`` and the LM run's ``lm_cuda.csv``.
+The report gives every step's exit status, every GPU test's outcome, and each figure beside its target
+(issues 24 and 47):
 
-- paper VPT, Adam, batch 16 384, float32: >= 300 epochs/s (the fast path; the paper: 23 on an RTX 4090);
-- an ensemble of 64 seeds: >= 5 000 model-epochs/s;
-- rollout of 10^6 initial conditions on the device: >= 10^9 state-steps/s (model steps); the whole
+- P2g: paper VPT, Adam, batch 16 384, float32: >= 300 epochs/s (the fast path; the paper: 23 on an RTX
+  4090), and the CUDA-graph step against the eager step in the same run;
+- P2e: an ensemble of 64 seeds: >= 5 000 model-epochs/s;
+- P4: rollout of 10^6 initial conditions on the device: >= 10^9 state-steps/s (model steps); the whole
   ``run_rollouts`` at the speed of its file I/O (device s / I/O s = 1);
 - Levenberg–Marquardt on CUDA: training loss <= 5e-4 (seconds to reach it);
-- DDP through NCCL (``scripts/ddp_check.py``): equal to the one-process run.
+- DDP (``scripts/ddp_check.py``): equal to the one-process run, at world size 1 (NCCL) and 2 (Gloo);
+- CPU/GPU parity of losses and rollouts (``scripts/gpu_parity.py``): its lines as printed.
 
 A figure the logs do not hold is reported as missing, never guessed. Exit status 1 when a step failed or a
 GPU test did not pass (targets missed are reported, not failures).
@@ -39,7 +44,7 @@ LM_TARGET = 5e-4  # training loss
 @dataclass
 class Step:
     name: str
-    rc: int | None  # None: not run (no line in steps.tsv)
+    rc: int | None  # None: not run (no STEP.tsv)
     seconds: int
     command: str
 
@@ -52,20 +57,28 @@ class Step:
         return "timed out" if self.rc in (124, 137) else f"FAILED (exit {self.rc})"
 
 
+# gpu_check.sh's steps in its order (scripts/gpu_check.sh --list); the report lists steps in this order
+STEP_ORDER = ["env", "pytest_gpu", "train", "parity", "ensemble", "rollout", "ddp", "compile", "lm", "rollout_io"]
+
+
 def read_steps(out: Path) -> dict[str, Step]:
+    """Every step's status line (each step's own ``STEP.tsv``), in gpu_check.sh's order."""
+    lines: list[str] = []
+    for path in sorted(out.glob("*.tsv"), key=lambda p: (
+            STEP_ORDER.index(p.stem) if p.stem in STEP_ORDER else len(STEP_ORDER), p.stem)):
+        lines += path.read_text().splitlines()
     steps = {}
-    path = out / "steps.tsv"
-    if path.exists():
-        for line in path.read_text().splitlines():
-            parts = line.split("\t")
-            if len(parts) == 4:
-                steps[parts[0]] = Step(parts[0], int(parts[1]), int(parts[2]), parts[3])
+    for line in lines:
+        parts = line.split("\t")
+        if len(parts) == 4 and parts[1].lstrip("-").isdigit() and parts[2].isdigit():
+            steps[parts[0]] = Step(parts[0], int(parts[1]), int(parts[2]), parts[3])
     return steps
 
 
-def _log(out: Path, name: str) -> str:
-    path = out / f"{name}.log"
-    return path.read_text(errors="replace") if path.exists() else ""
+def _log(out: Path, *names: str) -> str:
+    """The logs of the steps ``names``, one after the other ("" for a log not there)."""
+    paths = [out / f"{name}.log" for name in names]
+    return "\n".join(p.read_text(errors="replace") for p in paths if p.exists())
 
 
 def pytest_results(xml: Path) -> list[tuple[str, str, str]]:
@@ -116,12 +129,12 @@ def rollout_sections(log: str) -> dict[str, list[str]]:
     return sections
 
 
-def rollout_model_rate(section: list[str], ics: int) -> tuple[str, float] | None:
-    """(fast runner, fast state-steps/s) of the row for ``ics`` initial conditions in section (i)."""
+def rollout_model_rate(section: list[str], ics: int) -> tuple[str, float, float] | None:
+    """(fast runner, fast state-steps/s, fast/eager) of the row for ``ics`` initial conditions in section (i)."""
     for line in section[2:]:
         cells = line.split()
         if len(cells) >= 7 and cells[0] == str(ics):
-            return cells[1], float(cells[3])
+            return cells[1], float(cells[3]), float(cells[6])
     return None
 
 
@@ -135,10 +148,9 @@ def rollout_io_ratio(section: list[str], ics: int) -> list[tuple[str, float]]:
     return rows
 
 
-def lm_figures(run: Path) -> dict[str, float | None] | None:
+def lm_figures(path: Path) -> dict[str, float | None] | None:
     """Seconds to the first epoch with training loss <= 5e-4 (None: not reached), the last training loss and
-    the epochs of the LM run in ``run`` (its log.csv); None without one."""
-    path = run / "log.csv"
+    the epochs of the LM run whose log.csv is ``path``; None without one."""
     if not path.exists():
         return None
     with path.open() as f:
@@ -160,8 +172,17 @@ def _fmt(value: float | None, digits: int = 4) -> str:
     return "missing" if value is None else f"{value:.{digits}g}"
 
 
-def _machine() -> list[str]:
-    lines = [f"- host: {platform.node()}, {platform.machine()}, {os.cpu_count()} CPUs, "
+def _machine(out: Path) -> list[str]:
+    """The machines the steps ran on (the header line of each log), else this one's."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted(out.glob("*.log")):
+        m = re.search(r"^gpu_check: machine: (.*)$", path.read_text(errors="replace"), re.MULTILINE)
+        if m:
+            seen.setdefault(m[1], []).append(path.stem)
+    if seen:
+        return [f"- {machine} ({', '.join(steps)})" for machine, steps in seen.items()]
+    lines = ["- (no step log names its machine; this is the machine writing the report)"]
+    lines += [f"- host: {platform.node()}, {platform.machine()}, {os.cpu_count()} CPUs, "
              f"Python {platform.python_version()}"]
     try:
         import torch
@@ -180,13 +201,14 @@ def report(out: Path) -> tuple[str, bool]:
     steps = read_steps(out)
     tests = pytest_results(out / "pytest_gpu.xml")
     lines = ["# GPU check", "", f"Written by `scripts/gpu_report.py` from `{out}` (logs beside it).", ""]
-    lines += _machine()
+    lines += _machine(out)
     lines += ["", "## Steps", "", "| step | status | seconds | command |", "|---|---|---:|---|"]
     for step in steps.values():
         lines.append(f"| {step.name} | {step.status} | {step.seconds} | `{step.command}` |")
+    lines += [f"| {name} | not run | | |" for name in STEP_ORDER if name not in steps]
 
     lines += ["", "## Figures against the targets", "", "| figure | measured | target | |", "|---|---:|---:|---|"]
-    train = train_figures(_log(out, "bench_train"))
+    train = train_figures(_log(out, "train", "compile"))
     if not train:
         lines.append("| bench_train: epochs/s | missing | >= 300 | missing |")
     for mode, ran, rate in train:
@@ -194,22 +216,29 @@ def report(out: Path) -> tuple[str, bool]:
         target = ">= 300" if fast else "(eager baseline; paper 23)"
         lines.append(f"| paper VPT, Adam, batch 16384, float32, fast_step={mode} (ran: {ran}): epochs/s | {rate:.3f} "
                      f"| {target} | {_met(rate, TRAIN_TARGET) if fast else ''} |")
-    ensemble = ensemble_figures(_log(out, "bench_ensemble"))
+    eager = [rate for mode, _, rate in train if mode == "off"]
+    for mode, ran, rate in train:
+        if mode != "off" and eager:
+            lines.append(f"| fast_step={mode} (ran: {ran}) against the eager step: ratio of epochs/s | "
+                         f"{rate / eager[0]:.2f} | | |")
+    ensemble = ensemble_figures(_log(out, "ensemble"))
     if not any(n == 64 for n, _, _ in ensemble):
         lines.append("| ensemble of 64 seeds: model-epochs/s | missing | >= 5000 | missing |")
     for n, rate, ran in ensemble:
         target = n == 64
         lines.append(f"| ensemble of {n} seeds (ran: {ran}): model-epochs/s | {rate:.2f} | "
                      f"{'>= 5000' if target else ''} | {_met(rate, ENSEMBLE_TARGET) if target else ''} |")
-    sections = rollout_sections(_log(out, "bench_rollout"))
+    sections = rollout_sections(_log(out, "rollout", "rollout_io"))
     model = rollout_model_rate(sections.get("i", []), ROLLOUT_ICS)
-    runner, rate = model if model else ("?", None)
+    runner, rate, speedup = model if model else ("?", None, None)
     lines.append(f"| rollout of 10^6 ICs, model steps on the device ({runner}): state-steps/s | {_fmt(rate, 3)} | "
                  f">= 1e9 | {_met(rate, ROLLOUT_TARGET)} |")
+    if speedup is not None:
+        lines.append(f"| rollout of 10^6 ICs, {runner} against eager: ratio of state-steps/s | {speedup:.2f} | | |")
     for volume, ratio in rollout_io_ratio(sections.get("iii", []), ROLLOUT_ICS):
         lines.append(f"| whole run_rollouts, 10^6 ICs, volume {volume}: device s / I/O s | {ratio:.2f} | "
                      "1 (the speed of its file I/O) | |")
-    lm = lm_figures(out / "runs" / "lm_cuda")
+    lm = lm_figures(out / "lm_cuda.csv")
     if lm is None:
         lines.append("| Levenberg–Marquardt on CUDA: seconds to training loss <= 5e-4 | missing | reached | "
                      "missing |")
@@ -219,11 +248,17 @@ def report(out: Path) -> tuple[str, bool]:
                      f"{lm['train_loss']:.3g} after {lm['epochs']} epochs, {lm['seconds']:.0f} s) | "
                      f"{'not reached' if reached is None else f'{reached:.1f}'} | reached (CPU: 51.7 ± 15 s) | "
                      f"{'met' if reached is not None else 'not met'} |")
-    ddp = re.search(r"^ddp_check: .*$", _log(out, "ddp_nccl"), re.MULTILINE)
-    lines.append(f"| DDP through NCCL (torchrun --nproc_per_node=1) against one process | "
-                 f"{ddp[0].rsplit(': ', 1)[-1] if ddp else 'missing'} | PASS | |")
+    ddp = re.findall(r"^ddp_check: DDP over .*$", _log(out, "ddp"), re.MULTILINE)
+    for label, pattern in (("NCCL, world size 1", "over nccl, world size 1,"),
+                           ("Gloo, world size 2", "over gloo, world size 2,")):
+        found = [line for line in ddp if pattern in line]
+        lines.append(f"| DDP ({label}) against one process | "
+                     f"{found[0].rsplit(': ', 1)[-1] if found else 'missing'} | PASS | |")
     if ddp:
-        lines += ["", f"`{ddp[0]}`"]
+        lines += [""] + [f"`{line}`  " for line in ddp]
+    parity = re.findall(r"^parity: .*$", _log(out, "parity"), re.MULTILINE)
+    lines += ["", "## CPU/GPU parity (`scripts/gpu_parity.py`)", ""]
+    lines += [f"- {line.removeprefix('parity: ')}" for line in parity] or ["missing: no parity log."]
 
     if sections:
         lines += ["", "## Rollouts at scale (bench_rollout part d: with and without the volume)", "", "```"]
@@ -256,9 +291,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="the output directory of scripts/gpu_check.sh")
     args = parser.parse_args()
-    if not (args.out / "steps.tsv").exists():
-        print(f"gpu_report: {args.out / 'steps.tsv'} not found: run scripts/gpu_check.sh {args.out} first",
-              file=sys.stderr)
+    if not read_steps(args.out):
+        print(f"gpu_report: no STEP.tsv in {args.out}: run scripts/gpu_check.sh --only STEP --out {args.out} "
+              "first (or copy there the files of each device call)", file=sys.stderr)
         return 2
     text, clean = report(args.out)
     target = args.out / "gpu_report.md"

@@ -1,7 +1,10 @@
-"""scripts/gpu_check.sh (every GPU check and benchmark, one report) on a machine without a GPU: the steps it
-lists parse (each command's flags are accepted by its argparse/click/torchrun parser, nothing is run), it
-refuses to run without CUDA, and scripts/gpu_report.py puts each figure of real-format logs beside its target.
-scripts/ddp_check.py (the DDP path at world size 1) runs here over Gloo."""
+"""scripts/gpu_check.sh (the GPU checks as steps that each fit one device call) on a machine without a GPU:
+--list and the argument errors; every step's commands parse (each flag accepted by its argparse/click/
+torchrun parser, nothing run), on CUDA and in --smoke; it refuses to run without CUDA; the step plumbing
+end to end in --smoke (log, status line, scratch removed, a step killed at its limit); scripts/gpu_report.py
+puts each figure of real-format logs beside its target; scripts/ddp_check.py runs the DDP path at world
+sizes 1 and 2 over Gloo (the world-size-1 run, through gpu_check.sh, under -m slow); scripts/gpu_parity.py
+compares the CPU with itself."""
 
 from __future__ import annotations
 
@@ -20,28 +23,43 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "gpu_check.sh"
 if not SCRIPT.is_file():  # the suite run against an installed wheel (.ci/run) has no scripts/
     pytest.skip("scripts/gpu_check.sh is in the repository, not the wheel", allow_module_level=True)
-STEPS = ["data", "pytest_gpu", "bench_train", "bench_ensemble", "bench_rollout", "lm_cuda", "ddp_nccl"]
+STEPS = ["env", "pytest_gpu", "train", "parity", "ensemble", "rollout", "ddp", "compile", "lm", "rollout_io"]
 
 
-def _env() -> dict:
+def _env(**extra) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "PYTHON"):
+    for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "PYTHON", "OUT",
+                "GPU_CHECK_BUDGET", "GPU_CHECK_STEP_LIMIT"):
         env.pop(key, None)
-    return env
+    return env | extra
+
+
+def _check(*args: str, env: dict | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout,
+                          env=env or _env(), cwd=ROOT)
+
+
+def _dry_run(out: Path, *extra: str) -> dict[str, list[list[str]]]:
+    proc = _check("--dry-run", "--out", str(out), *extra)
+    assert proc.returncode == 0, proc.stderr
+    assert not out.exists()  # a dry run writes nothing
+    steps: dict[str, list[list[str]]] = {}
+    for line in proc.stdout.splitlines():
+        name, command = line.split("\t")
+        steps.setdefault(name, []).append(shlex.split(command))
+    return steps
 
 
 @pytest.fixture(scope="module")
-def dry_run(tmp_path_factory) -> dict[str, list[str]]:
+def dry_runs(tmp_path_factory) -> dict[str, dict[str, list[list[str]]]]:
+    """Each step's commands, as run on a GPU ("cuda") and as run by --smoke on the CPU ("smoke")."""
     out = tmp_path_factory.mktemp("gpu_check") / "out"
-    proc = subprocess.run(["bash", str(SCRIPT), "--dry-run", str(out)], capture_output=True, text=True, timeout=60,
-                          env=_env(), cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
-    assert not out.exists()  # a dry run writes nothing
-    steps = {}
-    for line in proc.stdout.splitlines():
-        name, command = line.split("\t")
-        steps[name] = shlex.split(command)
-    return steps
+    return {"cuda": _dry_run(out), "smoke": _dry_run(out, "--smoke")}
+
+
+@pytest.fixture(params=["cuda", "smoke"])
+def dry_run(request, dry_runs) -> dict[str, list[list[str]]]:
+    return dry_runs[request.param] | {"mode": [[request.param]]}
 
 
 class _Parsed(Exception):
@@ -73,65 +91,197 @@ def _click_args(module: str, args: list[str], monkeypatch):
     return main.make_context(module.rsplit(".", 1)[-1], list(args)).params  # a bad flag raises click's UsageError
 
 
-def test_dry_run_lists_every_step(dry_run):
-    assert list(dry_run) == STEPS
-    assert all(argv[0] == "python" for argv in dry_run.values())
+# -- the steps and their arguments ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name,expected", [
-    ("bench_train", {"device": "cuda", "fast_steps": "auto,off,compile"}),
-    ("bench_ensemble", {"device": "cuda", "sizes": [1, 8, 64]}),
-    ("bench_rollout", {"device": "cuda", "max_ics": 10**6, "skip": "a,a2,b,c"}),
+def test_list_gives_every_step_in_order_with_limits_that_fit_a_call():
+    proc = _check("--list")
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split("\t") for line in proc.stdout.splitlines()]
+    assert [r[0] for r in rows] == STEPS == runpy.run_path(str(ROOT / "scripts" / "gpu_report.py"))["STEP_ORDER"]
+    for name, limit, files, what in rows:
+        assert limit.endswith(" s") and 0 < int(limit[:-2]) <= 540, name  # 9 minutes of a 10-minute call
+        assert files.endswith(" files") and 1 <= int(files[:-6]) <= 3, name
+        assert what
+
+
+def test_the_docs_give_every_step_with_its_limit():
+    """docs/benchmarks.md's table of steps is --list's: same names, order and limits."""
+    import re
+
+    listed = [tuple(line.split("\t")[:2]) for line in _check("--list").stdout.splitlines()]
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    documented = re.findall(r"^\| `(\w+)` \| (\d+ s) \|", text, re.MULTILINE)
+    assert documented == listed
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "name the steps to run: --only STEP[,STEP...] (--list shows them), or --all"),
+    (["--only"], "--only needs a step name"),
+    (["--only", "nope"], "unknown step 'nope'; the steps: env pytest_gpu train"),
+    (["--only", "train,train"], "step 'train' named twice"),
+    (["--only", "train,ensemble"], "steps train ensemble may take 690 s together, more than one device call's 570 s"),
+    (["--only", "train", "--all"], "give --only STEP[,STEP...] or --all, not both"),
+    (["--fast"], "unknown argument --fast"),
+    (["--out"], "--out needs a directory"),
+])
+def test_argument_errors_are_one_line_and_run_nothing(tmp_path, args, message):
+    proc = _check(*args, env=_env(OUT=str(tmp_path / "out")))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_budget_and_file_count_of_steps_named_together(tmp_path):
+    assert "more than the 8 a device call returns" in _check(
+        "--only", "env,pytest_gpu,lm,parity", env=_env(GPU_CHECK_BUDGET="5000")).stderr
+    assert "may take 540 s together" in _check("--only", "env,pytest_gpu", env=_env(GPU_CHECK_BUDGET="500")).stderr
+
+
+def test_dry_run_lists_the_commands_of_every_step(dry_run):
+    assert [name for name in dry_run if name != "mode"] == STEPS
+    assert all(argv[0] in ("python", "cp") for name, cmds in dry_run.items() if name != "mode" for argv in cmds)
+
+
+def _device(dry_run) -> str:
+    return "cpu" if dry_run["mode"] == [["smoke"]] else "cuda"
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("train", {"fast_steps": "auto,off", "batch_size": 16384}),
+    ("compile", {"fast_steps": "compile", "batch_size": 16384}),
+    ("ensemble", {}),
+    ("rollout", {"skip": "a,a2,a3,b,c,d3"}),
+    ("rollout_io", {"skip": "a,a2,a3,b,c,d1,d2"}),
+    ("parity", {}),
 ])
 def test_benchmark_flags_parse(dry_run, monkeypatch, name, expected):
-    argv = dry_run[name]
+    [argv] = dry_run[name]
     namespace = _script_args(argv[1], argv[2:], monkeypatch)
     assert {k: getattr(namespace, k) for k in expected} == expected
+    assert namespace.device == _device(dry_run)
+    if name == "ensemble" and _device(dry_run) == "cuda":
+        assert namespace.sizes == [1, 8, 64]  # P2e: 64 seeds
+    if name == "rollout" and _device(dry_run) == "cuda":
+        assert namespace.max_ics == 10**6  # P4: 10^6 initial conditions
 
 
-def test_cli_steps_parse(dry_run, monkeypatch):
-    gen = dry_run["data"]
+def test_lm_step_makes_its_data_and_parses(dry_run, monkeypatch):
+    gen, train, copy = dry_run["lm"]
     assert gen[1:3] == ["-m", "vpintegrator.cli.gen"]
-    assert _click_args(gen[2], gen[3:], monkeypatch)["spec"] == "rigid_body_paper"
-    train = dry_run["lm_cuda"]
+    params = _click_args(gen[2], gen[3:], monkeypatch)
+    assert params["spec"] == "rigid_body_paper" and str(params["out"]) == "$SCRATCH/rb.h5"
     params = _click_args(train[2], train[3:], monkeypatch)
-    assert str(params["config"]) == "configs/rigid_body_vpt_lm.toml" and params["device"] == "cuda"
+    assert str(params["config"]) == "configs/rigid_body_vpt_lm.toml" and params["device"] == _device(dry_run)
+    assert copy[0] == "cp" and copy[1] == "$SCRATCH/lm/log.csv" and copy[2].endswith("/lm_cuda.csv")
 
 
-def test_torchrun_step_parses(dry_run, monkeypatch):
+def test_ddp_step_runs_world_sizes_one_and_two(dry_run, monkeypatch):
     from torch.distributed.run import get_args_parser
 
-    argv = dry_run["ddp_nccl"]
-    assert argv[1:3] == ["-m", "torch.distributed.run"]
-    launch = get_args_parser().parse_args(argv[3:])
-    assert launch.nproc_per_node == "1" and launch.standalone
-    namespace = _script_args(launch.training_script, launch.training_script_args, monkeypatch)
-    assert namespace.device == "cuda"
+    launched = []
+    for argv in dry_run["ddp"]:
+        assert argv[1:3] == ["-m", "torch.distributed.run"]
+        launch = get_args_parser().parse_args(argv[3:])
+        namespace = _script_args(launch.training_script, launch.training_script_args, monkeypatch)
+        launched.append((launch.nproc_per_node, namespace.backend, namespace.device))
+    nccl = "nccl" if _device(dry_run) == "cuda" else "gloo"
+    assert launched == [("1", nccl, _device(dry_run)), ("2", "gloo", _device(dry_run))]
 
 
-def test_pytest_step_collects_the_gpu_tests(dry_run, tmp_path):
-    argv = dry_run["pytest_gpu"]
+def test_pytest_step_collects_the_gpu_tests(dry_runs, tmp_path):
+    [argv] = dry_runs["cuda"]["pytest_gpu"]
+    assert dry_runs["smoke"]["pytest_gpu"] == [argv]
     assert argv[1:5] == ["-m", "pytest", "-m", "gpu"]
+    files = [a for a in argv if a.startswith("tests/")]
+    assert "tests/test_fast_step.py" in files and "tests/test_training.py" in files
+    assert "tests/test_gpu_check.py" not in files
     args = [a for a in argv[1:] if not a.startswith("--junitxml")] + ["--junitxml", str(tmp_path / "j.xml")]
-    proc = subprocess.run([sys.executable, *args, "--collect-only", "tests/test_fast_step.py"], capture_output=True,
-                          text=True, timeout=300, env=_env(), cwd=ROOT)
+    proc = subprocess.run([sys.executable, *args, "--collect-only"], capture_output=True, text=True, timeout=300,
+                          env=_env(), cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert "test_cuda_graph_step_equals_the_eager_step" in proc.stdout
+    assert "test_lm_on_cuda_equals_lm_on_the_cpu" in proc.stdout
     assert "test_auto_is_eager_on_the_cpu" not in proc.stdout  # -m gpu selects the GPU tests only
+
+
+# -- running steps ----------------------------------------------------------------------------------------
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
 def test_without_cuda_it_says_so_and_runs_nothing(tmp_path):
     out = tmp_path / "out"
-    proc = subprocess.run(["bash", str(SCRIPT), str(out)], capture_output=True, text=True, timeout=120, env=_env())
-    assert proc.returncode == 2
+    proc = _check("--only", "train", "--out", str(out))
+    assert proc.returncode == 2 and proc.stdout == "" and proc.stderr.count("\n") == 1
     assert "no CUDA device here (torch.cuda.is_available() is False): nothing was run" in proc.stderr
     assert not out.exists()
 
 
-def test_unknown_option_is_refused(tmp_path):
-    proc = subprocess.run(["bash", str(SCRIPT), "--fast"], capture_output=True, text=True, timeout=60, env=_env())
-    assert proc.returncode == 2 and "unknown option --fast" in proc.stderr
+def test_smoke_step_writes_its_log_and_status_and_removes_its_scratch(tmp_path):
+    """--smoke --only parity on the CPU: the step's commands under its limit, its two files, nothing else."""
+    out, scratch = tmp_path / "out", tmp_path / "tmp"
+    scratch.mkdir()
+    proc = _check("--smoke", "--only", "parity", "--out", str(out), env=_env(TMPDIR=str(scratch)), timeout=300)
+    assert proc.returncode == 0, proc.stderr + (out / "parity.log").read_text()
+    assert sorted(p.name for p in out.iterdir()) == ["parity.log", "parity.tsv"]
+    name, rc, seconds, command = (out / "parity.tsv").read_text().rstrip("\n").split("\t")
+    assert (name, rc) == ("parity", "0") and int(seconds) >= 0
+    assert command == "python scripts/gpu_parity.py --device cpu --n-traj 4 --epochs 1 --ics 4 --steps 6"
+    log = (out / "parity.log").read_text()
+    assert log.startswith("gpu_check: machine: ") and "no CUDA device" in log.splitlines()[0]
+    assert "parity: PASS" in log and "gpu_check: parity: exit 0 after" in log
+    assert "largest relative difference train loss 0, val loss 0, weights 0" in log
+    assert list(scratch.glob("gpu_check_*")) == []  # the step's scratch directory is gone
+    text, clean = _gpu_report()["report"](out)  # the report from the files the step wrote
+    assert clean and "| parity | ok |" in text and "no CUDA device (parity)" in text
+    assert "- losses, paper VPT, Adam, float64, 4 trajectories, 1 epochs" in text and "\n- PASS\n" in text
+
+
+def test_a_step_past_its_limit_is_killed_and_says_so(tmp_path):
+    out, scratch = tmp_path / "out", tmp_path / "tmp"
+    scratch.mkdir()
+    proc = _check("--smoke", "--only", "parity", "--out", str(out),
+                  env=_env(TMPDIR=str(scratch), GPU_CHECK_STEP_LIMIT="2"))
+    assert proc.returncode == 1
+    assert (out / "parity.tsv").read_text().split("\t")[:2] == ["parity", "124"]
+    assert "gpu_check: parity: exit 124 after" in (out / "parity.log").read_text()
+    assert "(killed at its limit of 2 s)" in proc.stderr
+    assert list(scratch.glob("gpu_check_*")) == []  # the scratch directory goes with the killed step
+
+
+def test_ddp_check_at_world_size_two_exchanges_gradients(tmp_path):
+    """Two ranks over Gloo (what the ddp step runs on a one-GPU machine, there with CUDA tensors): the
+    all-reduced gradients and loss sums give the one-process run's weights to float64 rounding."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           str(ROOT / "scripts" / "ddp_check.py"), "--device", "cpu", "--backend", "gloo", "--out", str(tmp_path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "ddp_check: DDP over gloo, world size 2, cpu:" in proc.stdout and proc.stdout.rstrip().endswith("PASS")
+
+
+@pytest.mark.parametrize("script, args, message", [
+    ("ddp_check.py", ["--device", "cpu", "--backend", "nccl", "--out", "x"], "--backend nccl needs --device cuda"),
+    ("gpu_parity.py", ["--device", "cpu", "--steps", "2"], "need --steps >= 4"),
+])
+def test_script_argument_errors(tmp_path, script, args, message):
+    env = _env(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / script), *args], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=tmp_path)
+    assert proc.returncode == 2 and message in proc.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+def test_parity_refuses_cuda_without_cuda(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_parity.py")], capture_output=True,
+                          text=True, timeout=120, env=_env(), cwd=tmp_path)
+    assert proc.returncode == 2 and "use --device cpu for the plumbing check" in proc.stderr
+
+
+@pytest.mark.parametrize("script", ["gpu_setup.sh", "gpu_wheels.sh"])
+def test_setup_scripts_refuse_unknown_arguments(script):
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / script), "--fast"], capture_output=True, text=True,
+                          timeout=60, env=_env())
+    assert proc.returncode == 2 and "unknown" in proc.stderr and "--fast" in proc.stderr
 
 
 # -- the report ------------------------------------------------------------------------------------------
@@ -185,62 +335,95 @@ def _gpu_report():
     return runpy.run_path(str(ROOT / "scripts" / "gpu_report.py"))
 
 
+DDP_LOG = """\
+gpu_check: machine: h1, 16 CPUs, Python 3.12.3, torch 2.11.0+cu130, CUDA 13.0, 1 x NVIDIA H100 80GB HBM3
+ddp_check: DDP over nccl, world size 1, cuda:0: train loss 12.97, val loss 22.1, 6 steps; one process: train loss 12.97, val loss 22.1, 6 steps; largest relative weight difference 0 (tolerance 1e-09): PASS
+ddp_check: DDP over gloo, world size 2, cuda:0 (the ranks share it): train loss 12.97, val loss 22.1, 6 steps; one process: train loss 12.97, val loss 22.1, 6 steps; largest relative weight difference 6.8e-16 (tolerance 1e-09): PASS
+"""
+PARITY_LOG = """\
+parity: losses, paper VPT, Adam, float64, 64 trajectories, 4 epochs (84 steps), cuda fast_step=off (ran: off) vs cpu eager: largest relative difference train loss 3e-15, val loss 2e-15, weights 1e-14
+parity: PASS
+"""
+
+
+def _steps(out: Path, rows: list[tuple[str, int]]) -> None:
+    """Each step's status file as gpu_check.sh writes it."""
+    for name, rc in rows:
+        (out / f"{name}.tsv").write_text(f"{name}\t{rc}\t7\tpython x --{name}\n")
+
+
 def test_report_puts_each_figure_beside_its_target(tmp_path, junit):
     out = tmp_path / "out"
-    (out / "runs" / "lm_cuda").mkdir(parents=True)
+    out.mkdir()
     junit.rename(out / "pytest_gpu.xml")
-    rows = [("pytest_gpu", 1), ("bench_train", 0), ("bench_ensemble", 0), ("bench_rollout", 0), ("lm_cuda", 0),
-            ("ddp_nccl", 124)]
-    (out / "steps.tsv").write_text("".join(f"{n}\t{rc}\t7\tpython x --{n}\n" for n, rc in rows))
-    (out / "bench_train.log").write_text(TRAIN_LOG)
-    (out / "bench_ensemble.log").write_text(ENSEMBLE_LOG)
-    (out / "bench_rollout.log").write_text(ROLLOUT_LOG)
-    (out / "ddp_nccl.log").write_text("starting\nstill waiting for NCCL\n")
-    (out / "runs" / "lm_cuda" / "log.csv").write_text(
+    _steps(out, [("pytest_gpu", 1), ("train", 0), ("compile", 0), ("ensemble", 0), ("rollout", 0),
+                 ("rollout_io", 0), ("lm", 0), ("ddp", 0), ("parity", 124)])
+    train, compiled = TRAIN_LOG.splitlines(keepends=True)[:2], TRAIN_LOG.splitlines(keepends=True)[2:]
+    (out / "train.log").write_text("".join(train))
+    (out / "compile.log").write_text("".join(compiled))
+    (out / "ensemble.log").write_text(ENSEMBLE_LOG)
+    part_iii = ROLLOUT_LOG.index("    (iii)")
+    (out / "rollout.log").write_text(ROLLOUT_LOG[:part_iii])
+    (out / "rollout_io.log").write_text(ROLLOUT_LOG[part_iii:])
+    (out / "ddp.log").write_text(DDP_LOG)
+    (out / "parity.log").write_text(PARITY_LOG + "still comparing rollouts\n")
+    (out / "lm_cuda.csv").write_text(
         "epoch,train_loss,val_loss,lr,seconds\n1,0.01,0.02,0.001,4.5\n2,0.0004,0.0006,0.0003,9.25\n"
         "3,0.0002,0.0003,0.0001,14.0\n")
     text, clean = _gpu_report()["report"](out)
     assert not clean
-    assert "| pytest_gpu | FAILED (exit 1) | 7 |" in text and "| ddp_nccl | timed out | 7 |" in text
+    assert "- h1, 16 CPUs, Python 3.12.3, torch 2.11.0+cu130, CUDA 13.0, 1 x NVIDIA H100 80GB HBM3 (ddp)" in text
+    assert "| pytest_gpu | FAILED (exit 1) | 7 |" in text and "| parity | timed out | 7 |" in text
+    assert "| env | not run | | |" in text  # every step of gpu_check.sh is listed, run or not
+    assert text.index("| pytest_gpu |") < text.index("| train |") < text.index("| rollout_io |")  # its order
     assert "fast_step=auto (ran: graph): epochs/s | 312.250 | >= 300 | met |" in text
     assert "fast_step=off (ran: off): epochs/s | 20.500 | (eager baseline; paper 23) |" in text
     assert "fast_step=compile (ran: off; fell back: building the compile step raised RuntimeError: x (y)): " \
            "epochs/s | 150.000 | >= 300 | not met |" in text
+    assert "| fast_step=auto (ran: graph) against the eager step: ratio of epochs/s | 15.23 |" in text
     assert "| ensemble of 64 seeds (ran: graph): model-epochs/s | 4000.50 | >= 5000 | not met |" in text
     assert "| ensemble of 1 seeds (ran: graph): model-epochs/s | 300.00 |  |  |" in text
     assert "state-steps/s | 1.5e+09 | >= 1e9 | met |" in text and "(cuda_graph)" in text
+    assert "| rollout of 10^6 ICs, cuda_graph against eager: ratio of state-steps/s | 2.25 |" in text
     assert "volume no: device s / I/O s | 1.25 |" in text and "volume yes: device s / I/O s | 3.50 |" in text
     assert "seconds to training loss <= 5e-4 (last loss 0.0002 after 3 epochs, 14 s) | 9.2 | reached" in text
-    assert "DDP through NCCL (torchrun --nproc_per_node=1) against one process | missing | PASS |" in text
+    assert "| DDP (NCCL, world size 1) against one process | PASS | PASS |" in text
+    assert "| DDP (Gloo, world size 2) against one process | PASS | PASS |" in text
+    assert "- losses, paper VPT, Adam, float64, 64 trajectories" in text and "- PASS" in text
     assert "| test_x::test_ok | passed |" in text and "| test_x::test_skip | skipped | needs CUDA |" in text
     assert "| test_x::test_bad | FAILED | AssertionError: capture broke" in text
     assert "1 passed, 1 FAILED, 1 skipped." in text
-    assert "## ddp_nccl: timed out, last lines of ddp_nccl.log" in text and "still waiting for NCCL" in text
+    assert "## parity: timed out, last lines of parity.log" in text and "still comparing rollouts" in text
     assert "   1000000     yes      2.42" in text  # the rollout tables, with and without the volume
-    assert "**Not clean**: 4 of 6 steps exited 0; GPU tests: 1 of 3 passed." in text
+    assert "**Not clean**: 7 of 9 steps exited 0; GPU tests: 1 of 3 passed." in text
 
 
 def test_report_says_what_is_missing_and_the_cli_writes_it(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    (out / "steps.tsv").write_text("bench_train\t0\t3\tpython scripts/bench_train.py --device cuda\n")
+    _steps(out, [("train", 0)])
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_report.py"), str(out)], capture_output=True,
                           text=True, timeout=120, env=_env())
     assert proc.returncode == 0, proc.stderr  # only a failed step or GPU test makes it 1
     text = (out / "gpu_report.md").read_text()
     assert "| bench_train: epochs/s | missing | >= 300 | missing |" in text
     assert "| ensemble of 64 seeds: model-epochs/s | missing | >= 5000 | missing |" in text
+    assert "| DDP (NCCL, world size 1) against one process | missing | PASS |" in text
     assert "No JUnit file (pytest_gpu.xml): the tests did not run." in text
+    assert "missing: no parity log." in text
     empty = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_report.py"), str(tmp_path / "none")],
                            capture_output=True, text=True, timeout=120, env=_env())
-    assert empty.returncode == 2 and "run scripts/gpu_check.sh" in empty.stderr
+    assert empty.returncode == 2 and "run scripts/gpu_check.sh --only STEP" in empty.stderr
 
 
-def test_ddp_check_runs_the_ddp_path_at_world_size_one(tmp_path):
-    """scripts/ddp_check.py under torchrun --nproc_per_node=1 (Gloo here; NCCL on CUDA): DDP equals one process."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1",
-           str(ROOT / "scripts" / "ddp_check.py"), "--device", "cpu", "--out", str(tmp_path / "ddp")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=_env())
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "ddp_check: DDP over gloo, world size 1, cpu:" in proc.stdout and proc.stdout.rstrip().endswith("PASS")
-    assert (tmp_path / "ddp" / "ddp_gloo_1" / "last.pt").exists()
+@pytest.mark.slow
+def test_report_of_a_smoke_ddp_run(tmp_path):
+    """The ddp step through gpu_check.sh (--smoke: Gloo on the CPU at world sizes 1 and 2) and its report."""
+    out = tmp_path / "out"
+    proc = _check("--smoke", "--only", "ddp", "--out", str(out), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    text, clean = _gpu_report()["report"](out)
+    assert clean and "| ddp | ok |" in text and "no CUDA device (ddp)" in text
+    assert "| DDP (Gloo, world size 2) against one process | PASS | PASS |" in text
+    assert "| DDP (NCCL, world size 1) against one process | missing | PASS |" in text  # Gloo on the CPU
+    assert "ddp_check: DDP over gloo, world size 1, cpu:" in (out / "ddp.log").read_text()

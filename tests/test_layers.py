@@ -311,12 +311,15 @@ def test_layers_run_on_cuda(name):
     torch.manual_seed(0)
     layer = LAYERS[name]().double()
     x = windows(16, 3, 3)
+    # float64, CUDA against the CPU: the kernels sum in another order (~1e-16 relative); atol 1e-10 is the
+    # float64 structure tolerance of these tests, ~1e6 ulps, and catches any float32 step on either side
     torch.testing.assert_close(layer.cuda()(x.cuda()).cpu(), layer.cpu()(x), rtol=0, atol=1e-10)
 
 
 @pytest.mark.gpu
 def test_skew_attention_volume_preserving_on_cuda():
     layer = made(VolumePreservingAttention, 3)
+    # det J in float64 on CUDA: rounding differs from the CPU's by summation order only; the float64 table value
     assert_volume_preserving(layer, windows(64, 3, 3), device="cuda", atol=DET[torch.float64])
 
 

@@ -340,6 +340,7 @@ def test_models_on_cuda_match_cpu_and_load_onto_cuda(tmp_path, key):
     model = paper_model(key)
     x = windows(16, model.seq_len, 3)
     y = model(x)
+    # float64 on both devices: summation order only (~1e-16 relative a layer); atol 1e-10 as for the layers
     torch.testing.assert_close(model.cuda()(x.cuda()).cpu(), y, rtol=0, atol=1e-10)
     path = save_model(model, tmp_path / "m.pt")
     loaded = load_model(path, map_location="cuda")
@@ -349,6 +350,7 @@ def test_models_on_cuda_match_cpu_and_load_onto_cuda(tmp_path, key):
 
 @pytest.mark.gpu
 def test_vpt_volume_preserving_on_cuda():
+    # float64 Jacobian on CUDA: the CPU's tolerance DET64, rounding differing by summation order only
     assert_volume_preserving(paper_model("vpt"), n=64, device="cuda", atol=DET64, method="chain")
 
 

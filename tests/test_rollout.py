@@ -527,5 +527,9 @@ def test_cuda_rollout_matches_cpu():
     step = ModelStep(paper_vpt(torch.float32), "cuda")
     gpu = rollout(step, window, DT, 60)
     assert step.device.type == "cuda" and gpu.y.dtype == np.float64
+    # float32 model, 60 steps: cuBLAS and the CPU's float32 kernels (oneDNN/MKL, FMA or not) round each call
+    # differently, ~1e-7 relative, and the rollout carries the difference along (no contraction on the sphere):
+    # 1e-4 relative leaves room for that growth and is still 1e4 below a wrong state; TF32 stays off (torch's
+    # default), otherwise a step would be off by ~1e-3. The volume is measured in float64 (DET64)
     np.testing.assert_allclose(gpu.y, cpu.y, rtol=1e-4, atol=1e-5)
     assert np.abs(_cum_log_det(step, window, 30).max_abs_cum).max() <= DET64
