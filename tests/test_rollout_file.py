@@ -211,3 +211,17 @@ def test_a_listed_method_group_that_is_gone_is_one_line(rollout_file, tmp_path):
     with pytest.raises(VPIntegratorError, match=rf"damaged.h5: the rollout file lists 'methods/{label}' but has no "
                                                 r"readable object"):
         read_rollout(damaged)
+
+
+def test_a_label_per_trajectory_of_many_trajectories_is_written(tmp_path):
+    """A rollout of 5 000 trajectories: its per-trajectory labels (``traj_split``, over 64 KiB) are an attribute
+    HDF5's earliest format refuses; the rollout files use the 1.8 format, which stores it densely."""
+    from vpintegrator.rollout import RolloutConfig, run_rollouts
+
+    data = generate(load_spec("rigid_body", n_traj=5000, t_end=0.4, dt=0.2, compression="none"),
+                    out=tmp_path / "big.h5")
+    report = run_rollouts(RolloutConfig(data=str(data), out=str(tmp_path / "roll.h5"), integrators=["rk4"],
+                                        t_end=0.4))
+    with h5py.File(report.out, "r") as f:
+        assert len(f.attrs["traj_split"]) == 5000
+    assert read_rollout(report.out).n_traj == 5000

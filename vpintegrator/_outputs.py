@@ -45,6 +45,10 @@ from .errors import VPIntegratorError
 #: the ``schema`` attribute of a rollout file (``vpintegrator.data.rollouts``, which writes it); here, so
 #: that telling a file's kind needs nothing above this module
 ROLLOUT_SCHEMA = "vpintegrator-rollout"
+#: the HDF5 format rollout files are written in: HDF5 1.8's object headers (readable by HDF5 >= 1.8, 2008), which
+#: store attributes over 64 KiB (a label per trajectory, ``traj_split``, for more than ~4 000 trajectories)
+#: densely; the default (earliest) format refuses them
+ROLLOUT_LIBVER = ("v108", "latest")
 
 try:  # POSIX
     import fcntl

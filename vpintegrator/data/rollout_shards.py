@@ -37,7 +37,7 @@ import h5py
 import numpy as np
 
 from .._io import atomic_path, h5_writing
-from .._outputs import ROLLOUT_SCHEMA
+from .._outputs import ROLLOUT_LIBVER, ROLLOUT_SCHEMA
 from ..errors import VPIntegratorError
 from ._attrs import _attrs_to_meta
 from .dimscales import label_rollout_group, label_rollout_root
@@ -266,7 +266,7 @@ def write_rollout_index(out: str | os.PathLike[str], count: int) -> list[dict]:
     paths = [shard_path(out, (i, count)) for i in range(1, count + 1)]
     shards, _ = collect(paths, ROLLOUT)
     with atomic_path(out, suffix=".h5") as tmp:
-        with h5_writing(tmp) as f:
+        with h5_writing(tmp, libver=ROLLOUT_LIBVER) as f:  # a label per trajectory: over 64 KiB of attributes
             # relative source names: HDF5 looks for them beside the index file
             rows = _build(f, shards, lambda p: os.path.relpath(p, out.parent))
             f.attrs["shard_count"] = count

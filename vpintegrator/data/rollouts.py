@@ -23,7 +23,7 @@ import numpy as np
 
 from .._io import check_h5_write
 from ..errors import VPIntegratorError
-from .._outputs import ROLLOUT_SCHEMA
+from .._outputs import ROLLOUT_LIBVER, ROLLOUT_SCHEMA
 from ._attrs import _attrs_to_meta, write_attrs
 from .dimscales import label_rollout_group, label_rollout_root
 from .trajectories import Trajectories
@@ -158,7 +158,7 @@ class RolloutWriter:
         cache = max(1 << 16, 2 * ct * cs * self.dim * 8)
         with contextlib.ExitStack() as stack:
             tmp = stack.enter_context(atomic_path(self.path, suffix=".h5"))
-            self._file = stack.enter_context(h5_writing(tmp, rdcc_nbytes=cache, rdcc_w0=1.0))
+            self._file = stack.enter_context(h5_writing(tmp, rdcc_nbytes=cache, rdcc_w0=1.0, libver=ROLLOUT_LIBVER))
             write_attrs(self._file, self.attrs, skip_none=True)
             self._file.create_dataset("t", data=self.t)
             self._file.create_dataset("traj_index", data=self.traj_index)
