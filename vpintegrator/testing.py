@@ -495,7 +495,7 @@ def assert_field_preserves(model: nn.Module, atol: float = 1e-10, n: int = 32, s
 
     ``"divergence_free"``: |tr Df_θ(z)| (the Jacobian by ``torch.func.jacrev``); ``"energy"``: |∇H_θ·f_θ| /
     (|∇H_θ|·|f_θ|), H_θ the field's own first integral; ``"casimir"``: |z·f_θ| / (|z|·|f_θ|) (‖z‖² a first
-    integral). ``model`` is a [`VectorFieldModel`][vpintegrator.models.vector_field.VectorFieldModel]; its window
+    integral). ``model`` is a [`VectorFieldModel`][vpintegrator.models.VectorFieldModel]; its window
     map (field + method) is audited by [`assert_preserves`][vpintegrator.testing.assert_preserves]. Raises
     ``AssertionError`` naming the first claim whose error exceeds ``atol``.
     """

@@ -70,7 +70,7 @@ def gauss_legendre_tableau(s: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def is_vector_field_model(model: Any) -> bool:
-    """Whether ``model`` is a learned vector field (a [`VectorFieldModel`][vpintegrator.models.vector_field.VectorFieldModel])."""
+    """Whether ``model`` is a learned vector field (a [`VectorFieldModel`][vpintegrator.models.VectorFieldModel])."""
     return isinstance(model, VectorFieldModel)
 
 
@@ -92,7 +92,7 @@ def _converged(delta: torch.Tensor, bound: torch.Tensor) -> bool | None:
 class VectorFieldModel(nn.Module):
     """A learned field f_θ and its window map, ``substeps`` steps of ``method`` (module docstring).
 
-    Subclasses set ``model_name``, the bank of networks (``self.net``, an [`MLPBank`][vpintegrator.nn.mlp_bank.MLPBank]), ``field_order``
+    Subclasses set ``model_name``, the bank of networks (``self.net``, an `MLPBank`), ``field_order``
     (the derivative order of the bank the field needs) and define ``assemble(z, out, G)`` and
     ``assemble_jacobian(z, out, G, H)``, written with array methods and ``xp`` functions only, so the same
     formulas give the torch field (training) and the NumPy float64 field and Jacobian (rollout).
@@ -242,7 +242,7 @@ class HamiltonianNet(VectorFieldModel):
 
     Learnable scalars (H_θ one MLP of ``depth`` hidden layers of ``width``): width·(dim + 1) + (depth − 1)·
     width·(width + 1) + width + 1; dim 4, width 32, depth 2: 1 249. Parameters as
-    [`VectorFieldModel`][vpintegrator.models.vector_field.VectorFieldModel].
+    [`VectorFieldModel`][vpintegrator.models.VectorFieldModel].
     """
 
     model_name = "hnn"
@@ -286,7 +286,7 @@ class LiePoissonHamiltonianNet(VectorFieldModel):
 
     z·f = 0 (the Casimir ‖z‖² is a first integral) and ∇H_θ·f = 0 (so is H_θ); the field is divergence free.
     A Gauss–Legendre step keeps ‖z‖² to round-off (a quadratic invariant). Learnable scalars as
-    [`HamiltonianNet`][vpintegrator.models.vector_field.HamiltonianNet] at dim 3: width 32, depth 2 give 1 217.
+    [`HamiltonianNet`][vpintegrator.models.HamiltonianNet] at dim 3: width 32, depth 2 give 1 217.
     """
 
     model_name = "lphnn"

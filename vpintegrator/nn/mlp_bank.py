@@ -6,7 +6,7 @@ m = 1, input mask) or an unstructured field (K = 1, m = dim). The field needs th
 input gradients, and the field's Jacobian (for Newton's method in the implicit integrators) their second
 derivatives.
 
-[`mlp_bank`][vpintegrator.nn.mlp_bank.mlp_bank] computes all three by forward-mode differentiation written out
+`mlp_bank` computes all three by forward-mode differentiation written out
 layer by layer, with ``einsum`` and ``tanh`` only, so the one formula runs on torch tensors (training: it
 composes with autograd, ``vmap`` and ``jacrev``, where ``torch.autograd.grad`` inside the forward would not) and
 on NumPy float64 arrays (the rollout's ``LearnedField``, ``vpintegrator.rollout.field``). Per network k, with
@@ -138,7 +138,7 @@ class MLPBank(nn.Module):
             self.register_buffer("c", torch.zeros(K, m))
 
     def weights(self) -> list[torch.Tensor]:
-        """``(W_0 ∘ M, b_0, ..., W_L, b_L, C, c)``: the argument of [`mlp_bank`][vpintegrator.nn.mlp_bank.mlp_bank]."""
+        """``(W_0 ∘ M, b_0, ..., W_L, b_L, C, c)``: the argument of `mlp_bank`."""
         hidden = list(self.hidden)
         W0 = hidden[0]  # (K, width, inputs seen)
         if W0.shape[-1] != self.dim:

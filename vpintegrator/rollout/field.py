@@ -1,7 +1,7 @@
 """A learned vector field as a [`System`][vpintegrator.systems.System]: any registered integrator rolls it out at any step.
 
-[`LearnedField`][vpintegrator.rollout.field.LearnedField] evaluates the field of a
-[`VectorFieldModel`][vpintegrator.models.vector_field.VectorFieldModel] (``hnn``, ``lphnn``, ``divfree``,
+`LearnedField` evaluates the field of a
+[`VectorFieldModel`][vpintegrator.models.VectorFieldModel] (``hnn``, ``lphnn``, ``divfree``,
 ``node``) in NumPy float64 with the same formulas as the model's torch field (``vpintegrator.nn.mlp_bank``
 and the family's ``assemble``), and its Jacobian in closed form (the networks' second derivatives by forward
 mode), so the implicit integrators' Newton solves run as on a shipped system. A ``divfree`` field is
