@@ -112,15 +112,48 @@ def test_hnn_gauss_legendre_step_is_symplectic_in_numpy():
                                rtol=0, atol=1e-13)
 
 
-def test_lphnn_implicit_midpoint_keeps_the_casimir_over_ten_thousand_steps():
+@pytest.mark.parametrize("compiled", [True, pytest.param(False, marks=pytest.mark.slow)])
+def test_lphnn_implicit_midpoint_keeps_the_casimir_over_ten_thousand_steps(compiled):
     from vpintegrator.rollout.engine import rollout
+    from vpintegrator.rollout.steps import IntegratorStep
 
     model = _model("lphnn", 3, "implicit_midpoint", width=16)
     y0 = _states(3, n=3, seed=5)
-    tr = rollout(field_step(model, 0.2), y0[:, None], 0.2, 10_000)
+    step = IntegratorStep(LearnedField(model), "implicit_midpoint", 0.2, compiled_max_batch=8 if compiled else 0)
+    tr = rollout(step, y0[:, None], 0.2, 10_000)
     c = np.sum(tr.y ** 2, axis=-1)
     assert np.isfinite(tr.y).all()
     assert float(np.max(np.abs(c - c[:, :1]) / c[:, :1])) <= 1e-12
+
+
+@pytest.mark.parametrize("name,dim", FAMILIES)
+def test_compiled_field_is_the_numpy_field(name, dim):
+    pytest.importorskip("numba")
+    from vpintegrator.compiled.systems import jacobian_rows, vector_field_rows
+
+    system = LearnedField(_model(name, dim, depth=3))
+    kid, p = system.compiled_kernel()
+    z = _states(dim)
+    f, J = np.empty_like(z), np.empty((len(z), dim, dim))
+    vector_field_rows(kid, p, z, f)
+    jacobian_rows(kid, p, z, J)
+    np.testing.assert_allclose(f, system.vector_field(z), rtol=0, atol=1e-14)
+    np.testing.assert_allclose(J, system.jacobian(z), rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize("method", ["rk4", "gauss_legendre4", "splitting"])
+def test_batch1_rollout_runs_compiled_with_the_numpy_numbers(method):
+    pytest.importorskip("numba")
+    from vpintegrator.rollout.engine import rollout
+    from vpintegrator.rollout.steps import IntegratorStep
+
+    model = _model("divfree", 3, width=16)
+    y0 = _states(3, n=1, seed=2)[:, None]
+    fast = IntegratorStep(LearnedField(model), method, 0.1)
+    slow = IntegratorStep(LearnedField(model), method, 0.1, compiled_max_batch=0)
+    a, b = rollout(fast, y0, 0.1, 200), rollout(slow, y0, 0.1, 200)
+    assert fast.describe()["runner"] == "numba" and slow.describe()["runner"] == "numpy"
+    np.testing.assert_allclose(a.y, b.y, rtol=0, atol=1e-12)
 
 
 def test_bad_input_is_one_line():

@@ -12,10 +12,12 @@ kid    system                ``p``                                 extra kernels
 1      coupled_oscillator    (m1, m2, k1, k2, k)                   ``potential_gradient``, ``kinetic_gradient``
 2      volterra              (none, an empty array)
 3      abc_flow              (A, B, C)
+100    a learned field       its networks (``learned_field``)
 =====  ====================  ====================================  =====================================
 
 User-defined systems (and subclasses of the shipped ones, which may override the equations) are not
-compiled: ``system_kernel`` returns ``None`` and callers fall back to NumPy.
+compiled: ``system_kernel`` returns ``None`` and callers fall back to NumPy. A system with a
+``compiled_kernel()`` method (the rollout's ``LearnedField``) gives its own ``(kid, p)``.
 """
 
 from __future__ import annotations
@@ -25,10 +27,13 @@ import math
 import numpy as np
 
 from ._jit import jit
+from .learned_field import learned_jacobian, learned_vector_field
 
 RIGID_BODY, COUPLED_OSCILLATOR, VOLTERRA, ABC_FLOW = 0, 1, 2, 3
+#: a learned vector field (``vpintegrator.compiled.learned_field``; its networks packed into ``p``)
+LEARNED_FIELD = 100
 KERNEL_NAMES = {RIGID_BODY: "rigid_body", COUPLED_OSCILLATOR: "coupled_oscillator", VOLTERRA: "volterra",
-                ABC_FLOW: "abc_flow"}
+                ABC_FLOW: "abc_flow", LEARNED_FIELD: "learned_field"}
 
 
 def system_kernel(system) -> tuple[int, np.ndarray] | None:
@@ -36,6 +41,9 @@ def system_kernel(system) -> tuple[int, np.ndarray] | None:
     from ..systems import ABCFlow, CoupledOscillator, RigidBody, Volterra
 
     kind = type(system)
+    kernel = getattr(system, "compiled_kernel", None)  # a learned field packs its own networks
+    if callable(kernel):
+        return kernel()
     if kind is RigidBody:
         return RIGID_BODY, np.array(system.coefficients, dtype=np.float64)
     if kind is CoupledOscillator:
@@ -116,6 +124,8 @@ def vector_field(kid, p, y, out):
         out[0] = y1 * (y2 - y3)
         out[1] = y2 * (y3 - y1)
         out[2] = y3 * (y1 - y2)
+    elif kid == LEARNED_FIELD:
+        learned_vector_field(p, y, out)
     else:  # ABC_FLOW
         A, B, C = p[0], p[1], p[2]
         x, yy, z = y[0], y[1], y[2]
@@ -161,6 +171,8 @@ def jacobian(kid, p, y, out):
         out[2, 0] = y3
         out[2, 1] = -y3
         out[2, 2] = y1 - y2
+    elif kid == LEARNED_FIELD:
+        learned_jacobian(p, y, out)
     else:  # ABC_FLOW
         A, B, C = p[0], p[1], p[2]
         x, yy, z = y[0], y[1], y[2]

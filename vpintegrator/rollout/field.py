@@ -61,6 +61,14 @@ class LearnedField(System):
     def params(self) -> dict[str, float | list]:
         return {}
 
+    def compiled_kernel(self) -> tuple[int, np.ndarray]:
+        """``(kid, p)`` of the compiled field (``vpintegrator.compiled.learned_field``): the compiled steppers
+        then run this field at batch 1 as they run a shipped system."""
+        from ..compiled.learned_field import pack_learned_field
+        from ..compiled.systems import LEARNED_FIELD
+
+        return LEARNED_FIELD, pack_learned_field(self.model.model_name, self.dim, self._weights)
+
     def _bank(self, y: np.ndarray, order: int):
         from ..nn.mlp_bank import mlp_bank
 
