@@ -33,6 +33,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+from typing import Any
 
 import torch
 from torch import nn
@@ -503,7 +504,7 @@ def assert_field_preserves(model: nn.Module, atol: float = 1e-10, n: int = 32, s
 
     from torch.func import jacrev, vmap
 
-    work = copy.deepcopy(model).to(torch.float64)
+    work: Any = copy.deepcopy(model).to(torch.float64)
     gen = torch.Generator().manual_seed(seed)
     z = torch.randn(n, int(work.dim), generator=gen, dtype=torch.float64)
     f = work.field(z).detach()

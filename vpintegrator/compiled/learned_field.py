@@ -1,7 +1,7 @@
 """The compiled field and Jacobian of a learned vector field (``vpintegrator.models.vector_field``), so that the
 compiled steppers (RK4, implicit midpoint, Gauss–Legendre, splittings) run a learned field at batch 1 as they run
 a shipped system: kernel id ``LEARNED_FIELD`` of ``vpintegrator.compiled.systems``, its networks packed into the
-parameter array ``p`` by [`pack_learned_field`][vpintegrator.compiled.learned_field.pack_learned_field].
+parameter array ``p`` by `pack_learned_field`.
 
 The arithmetic is that of ``vpintegrator.nn.mlp_bank.mlp_bank`` (forward-mode derivatives of K tanh MLPs)
 written element by element, and of each family's ``assemble`` / ``assemble_jacobian``; it agrees with the NumPy

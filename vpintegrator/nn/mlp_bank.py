@@ -102,6 +102,11 @@ class MLPBank(nn.Module):
         A learnable output bias c (False: c = 0, for a potential whose constant does not matter).
     """
 
+    #: set by __init__ (declared for type checkers)
+    cols: torch.Tensor
+    mask: torch.Tensor
+    c: torch.Tensor
+
     def __init__(self, dim: int, n_nets: int, n_out: int, width: int, depth: int, mask: torch.Tensor | None = None,
                  out_bias: bool = True) -> None:
         super().__init__()

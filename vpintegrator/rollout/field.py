@@ -15,7 +15,7 @@ with its training method, or with the integrator named after ``@``: ``--model ru
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -45,6 +45,8 @@ class LearnedField(System):
     """
 
     model: Any = None
+    #: the networks' weights as float64 NumPy arrays (set by __post_init__; not a parameter)
+    _weights: ClassVar[list[np.ndarray]]
 
     def __post_init__(self) -> None:
         if not is_vector_field_model(self.model):
