@@ -171,7 +171,7 @@ def test_bad_input_is_one_line():
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """vp-gen small rigid-body data (and held-out data), vp-train an lphnn for 10 short epochs."""
+    """vp-gen small rigid-body data (and held-out data), vp-train an lphnn for 3 epochs (its config: Levenberg–Marquardt)."""
     from vpintegrator.cli.gen import main as gen_main
     from vpintegrator.cli.train import main as train_main
 
@@ -182,7 +182,7 @@ def trained(tmp_path_factory):
                                        str(seed), "--out", str(root / name), "-q"], catch_exceptions=False)
         assert res.exit_code == 0, res.output
     res = runner.invoke(train_main, ["configs/rigid_body_lphnn.toml", "--data", str(root / "rb.h5"), "--out",
-                                     str(root / "lphnn"), "--epochs", "10", "--batch-size", "16", "-q"], catch_exceptions=False)
+                                     str(root / "lphnn"), "--epochs", "3", "-q"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     return root
 
@@ -196,9 +196,9 @@ def test_trained_lphnn_beats_the_untrained_one_on_heldout_data(trained):
     untrained = build_model(**{**model.config}).double()
     y = torch.tensor(read_trajectories(trained / "heldout.h5").y)
     x, target = y[:, :-1].reshape(-1, 1, 3), y[:, 1:].reshape(-1, 1, 3)
-    with torch.no_grad():
-        loss = [float((m(x) - target).norm() / target.norm()) for m in (model, untrained)]
-    assert loss[0] < 0.5 * loss[1]
+    with torch.no_grad():  # the median over held-out windows of the one-step relative error
+        err = [float(((m(x) - target).norm(dim=-1) / target.norm(dim=-1)).median()) for m in (model, untrained)]
+    assert err[0] < 0.1 * err[1]
 
 
 def test_rollout_with_two_integrators_and_the_ladder(trained):
@@ -232,3 +232,14 @@ def test_at_method_on_a_step_map_model_is_refused(tmp_path):
     save_model(build_model("vpff", dim=3, n_blocks=1), tmp_path / "vpff.pt")
     with pytest.raises(VPIntegratorError, match="not a learned vector field"):
         parse_model_entry(f"{tmp_path / 'vpff.pt'}@rk4")
+
+
+def test_a_window_of_seq_len_states_advances_each_by_seq_len_steps():
+    model = _model("node", 3, "rk4")
+    window = _model("node", 3, "rk4", seq_len=3)
+    window.load_state_dict(model.state_dict())
+    z = torch.tensor(_states(3, n=3))
+    with torch.no_grad():
+        out = window(z[None])[0]  # (3, 3): each state three steps on
+        ref = model(model(model(z[:, None])))[:, 0]
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-15)

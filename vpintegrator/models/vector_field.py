@@ -109,7 +109,8 @@ class VectorFieldModel(nn.Module):
     width, depth : int
         Hidden units and hidden layers of the networks.
     seq_len : int
-        Window length (``pred_window`` equals it); each state is advanced by itself.
+        Window length (``pred_window`` equals it): the window's next seq_len states, each state advanced by
+        itself over seq_len data steps (1: one step z_n -> z_{n+1}).
     tol, max_iter : float, int
         Stopping rule of the implicit methods' fixed-point iteration.
     """
@@ -177,8 +178,8 @@ class VectorFieldModel(nn.Module):
 
     # -- the window map -------------------------------------------------------------------------------
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x : (batch, seq, dim) -> (batch, seq, dim), every state advanced by ``substeps`` steps of
-        ``method`` over dt; one window (seq, dim) -> (seq, dim)."""
+        """x : (batch, seq_len, dim) -> (batch, seq_len, dim), every state advanced by seq_len data steps
+        (``substeps`` steps of ``method`` per data step dt); one window (seq_len, dim) -> (seq_len, dim)."""
         if self.dt is None:
             raise VPIntegratorError(f"{self.model_name}: no step dt; give the model's dt (vp-train fills it from "
                                     "the data's)")
@@ -187,8 +188,9 @@ class VectorFieldModel(nn.Module):
                                     f"{self.dim}); got shape {tuple(x.shape)}")
         shape = x.shape
         z = x.reshape(-1, self.dim)  # (batch·seq, dim): each state by itself
+        # the window's next seq_len states: each state advanced by seq_len data steps
         h = self.dt / self.substeps
-        for _ in range(self.substeps):
+        for _ in range(self.substeps * self.pred_window):
             z = self._rk4(z, h) if self.method == "rk4" else self._collocation(z, h)
         return z.reshape(shape)
 

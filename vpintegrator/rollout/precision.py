@@ -41,7 +41,7 @@ from ..data.work_precision import (  # noqa: F401 (re-exports)
     training_seconds, training_summary, with_training_cost, work_precision_stem, write_work_precision,
 )
 from ..errors import VPIntegratorError
-from .field import is_vector_field_model
+from .field import is_vector_field_model, split_method
 
 __all__ = [
     "run_work_precision",
@@ -306,7 +306,8 @@ def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], 
     models, trained = {}, {}
     for entry in model_entries(config.models):
         label, model, source = parse_model_entry(entry)
-        models[label], trained[label] = model, training_seconds(source)
+        # a learned field given as RUN@METHOD: the run directory holds its training cost
+        models[label], trained[label] = model, training_seconds(split_method(str(source))[0])
     ladder = DEFAULT_LADDER if n_steps % 2 == 0 else DEFAULT_LADDER[1:]
     stem = work_precision_stem(config)
     say(f"work-precision: {len(y0)} initial conditions, T = {n_steps * dt:g}, steps {dt:g} x "
