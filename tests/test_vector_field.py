@@ -164,7 +164,7 @@ def test_bad_input_is_one_line():
     with pytest.raises(VPIntegratorError, match="method"):
         build_model("node", dim=3, method="dopri5")
     with pytest.raises(VPIntegratorError, match="no step dt"):
-        build_model("node", dim=3)(torch.zeros(2, 1, 3))
+        build_model("node", dim=3, dt=None)(torch.zeros(2, 1, 3))
     assert split_method("runs/hnn@gauss_legendre4") == ("runs/hnn", "gauss_legendre4")
     assert split_method("runs/a@b") == ("runs/a@b", None)
 

@@ -101,7 +101,8 @@ class VectorFieldModel(nn.Module):
     -------------------------
     dim : int
     dt : float or None
-        The data's step (``vp-train`` fills it from the data); None: the field only (``forward`` refuses).
+        The data's step: ``vp-train`` and ``fit`` fill it from the data when the ``[model]`` table gives none
+        (0.1 only for windows without a step); None: the field only (``forward`` refuses).
     method : str
         One of ``FIELD_METHODS``: the training window map.
     substeps : int
@@ -253,7 +254,7 @@ class HamiltonianNet(VectorFieldModel):
     field_preserves = ("energy", "divergence_free")
     invariant_names = ("energy",)
 
-    def __init__(self, dim: int, dt: float | None = None, method: str = "implicit_midpoint", substeps: int = 1,
+    def __init__(self, dim: int, dt: float | None = 0.1, method: str = "implicit_midpoint", substeps: int = 1,
                  width: int = 32, depth: int = 2, seq_len: int = 1, tol: float = 1e-14, max_iter: int = 20) -> None:
         super().__init__()
         if isinstance(dim, int) and not isinstance(dim, bool) and dim % 2:
@@ -296,7 +297,7 @@ class LiePoissonHamiltonianNet(VectorFieldModel):
     field_preserves = ("casimir", "energy", "divergence_free")
     invariant_names = ("casimir", "energy")
 
-    def __init__(self, dim: int, dt: float | None = None, method: str = "implicit_midpoint", substeps: int = 1,
+    def __init__(self, dim: int, dt: float | None = 0.1, method: str = "implicit_midpoint", substeps: int = 1,
                  width: int = 32, depth: int = 2, seq_len: int = 1, tol: float = 1e-14, max_iter: int = 20) -> None:
         super().__init__()
         if isinstance(dim, int) and not isinstance(dim, bool) and dim != 3:
@@ -346,7 +347,7 @@ class DivergenceFreeField(VectorFieldModel):
     field_preserves = ("divergence_free",)
     shear_splittable = True
 
-    def __init__(self, dim: int, dt: float | None = None, method: str = "rk4", substeps: int = 1,
+    def __init__(self, dim: int, dt: float | None = 0.1, method: str = "rk4", substeps: int = 1,
                  width: int = 16, depth: int = 2, seq_len: int = 1, tol: float = 1e-14, max_iter: int = 20) -> None:
         super().__init__()
         check_positive_int(dim, "dim", minimum=2)
@@ -374,7 +375,7 @@ class NeuralODE(VectorFieldModel):
     model_name = "node"
     field_order = 0
 
-    def __init__(self, dim: int, dt: float | None = None, method: str = "rk4", substeps: int = 1,
+    def __init__(self, dim: int, dt: float | None = 0.1, method: str = "rk4", substeps: int = 1,
                  width: int = 32, depth: int = 2, seq_len: int = 1, tol: float = 1e-14, max_iter: int = 20) -> None:
         super().__init__()
         self._setup(dim, dt, method, substeps, width, depth, seq_len, tol, max_iter)

@@ -74,11 +74,8 @@ def _fill_dt(model_cfg: dict[str, Any], source: str, dt: float | None, where: st
 
     if model_cfg.get("dt") is not None or "dt" not in inspect.signature(models.model_class(source).__init__).parameters:
         return
-    if dt is None:
-        raise VPIntegratorError(
-            f"model {model_cfg.get('name', source)!r} integrates over the data's step, but the data ({where}) has no "
-            "uniform step dt; give the step as the [model] key dt", key="model")
-    model_cfg["dt"] = float(dt)
+    if dt is not None:  # windows without a step: the class default (0.1), or the [model] key dt
+        model_cfg["dt"] = float(dt)
 
 
 def new_model(config: TrainConfig, seed: int, dim: int, where: str, device, dtype, dt: float | None = None):
