@@ -349,7 +349,9 @@ def _shipped_plugins():
     torch.manual_seed(0)
     models = {}
     for name in list_models():
-        dim = 4 if "symp" in name or name in ("g_sympnet_ctx",) else 3
+        from vpintegrator.models import model_class
+
+        dim = 4 if "symp" in name or name in ("g_sympnet_ctx",) else getattr(model_class(name), "example_dim", 3)
         try:
             model = build_model(name, dim=dim)
         except Exception:  # a family with other required arguments: its paper configuration

@@ -16,7 +16,7 @@ from vpintegrator.nn import LiePoissonCoupling, LiePoissonLayer
 from vpintegrator.nn.lie_poisson import rotate_about
 from vpintegrator.testing import assert_preserves, attention_coupling, audit_casimir, audit_poisson
 
-DIMS = {"la_sympnet": 4, "g_sympnet": 4, "symplectic_transformer": 4, "g_sympnet_ctx": 4}
+DIMS = {"la_sympnet": 4, "g_sympnet": 4, "symplectic_transformer": 4, "g_sympnet_ctx": 4, "hnn": 4}
 
 
 @pytest.mark.parametrize("name", list_models())

@@ -80,7 +80,8 @@ def test_vpt_units_are_attention_then_full_vpff():
 
 
 def test_registry_and_config_round_trip():
-    assert list_models() == ["g_sympnet", "g_sympnet_ctx", "la_sympnet", "lp_transformer", "lpnet", "lpnet_ctx", "st",
+    assert list_models() == ["divfree", "g_sympnet", "g_sympnet_ctx", "hnn", "la_sympnet", "lp_transformer", "lphnn", "lpnet",
+                             "lpnet_ctx", "node", "st",
                              "symplectic_transformer", "vpff", "vpff_ctx", "vpt"]
     for key in PAPER:
         model = paper_model(key)
@@ -167,8 +168,8 @@ def test_permutation_along_seq(key, equivariant):
     "call, match",
     [
         (lambda: build_model("symplectic_transfomer", dim=3),
-         r"unknown model 'symplectic_transfomer' \(did you mean 'symplectic_transformer'\?\); valid names: g_sympnet, g_sympnet_ctx, la_sympnet, "
-         "lp_transformer, lpnet, lpnet_ctx, st, symplectic_transformer, vpff, vpff_ctx, vpt"),
+         r"unknown model 'symplectic_transfomer' \(did you mean 'symplectic_transformer'\?\); valid names: divfree, g_sympnet, g_sympnet_ctx, hnn, "
+         "la_sympnet, lp_transformer, lphnn, lpnet, lpnet_ctx, node, st, symplectic_transformer, vpff, vpff_ctx, vpt"),
         (lambda: build_model("vpt", seq_len=3), "missing required key 'dim'"),
         (lambda: build_model("vpt", dim=3, seq_len=3, n_layers=2), "unknown key 'n_layers'; valid keys: dim, seq_len"),
         (lambda: build_model("vpff", dim=3, activation="relu"), "activation: expected one of"),
@@ -404,7 +405,7 @@ def test_default_model_config_is_the_papers(name, n_params):
 # ---------------------------------------------------------------- Python API conventions (every architecture)
 
 
-_DIM = {"lpnet": 3, "lp_transformer": 3, "lpnet_ctx": 3, "vpff_ctx": 3}  # so(3)* only; dim 4 fits every other family
+_DIM = {"lpnet": 3, "lp_transformer": 3, "lpnet_ctx": 3, "vpff_ctx": 3, "lphnn": 3}  # so(3)* only; dim 4 fits every other family
 
 
 def _small_or_paper(name: str):

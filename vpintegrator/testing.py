@@ -33,6 +33,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+from typing import Any
 
 import torch
 from torch import nn
@@ -42,6 +43,7 @@ from .jacobians import METHODS, callable_name, chain_inputs, fd_jacobian, jacobi
 from .poisson import CasimirAudit, PoissonAudit, ErrorSummary, assert_symmetric, audit_casimir, audit_poisson
 
 __all__ = [
+    "assert_field_preserves",
     "window_jacobian",
     "window_chain",
     "jacobian_slogdet",
@@ -486,3 +488,44 @@ def assert_preserves(model: nn.Module, atol: float = 1e-10, system="rigid_body",
         errors[claim] = err
     return errors
 
+
+
+def assert_field_preserves(model: nn.Module, atol: float = 1e-10, n: int = 32, seed: int = 0) -> dict:
+    """Check every claim of a learned vector field's ``field_preserves`` in float64 by autograd; returns {claim:
+    max error}.
+
+    ``"divergence_free"``: |tr Df_θ(z)| (the Jacobian by ``torch.func.jacrev``); ``"energy"``: |∇H_θ·f_θ| /
+    (|∇H_θ|·|f_θ|), H_θ the field's own first integral; ``"casimir"``: |z·f_θ| / (|z|·|f_θ|) (‖z‖² a first
+    integral). ``model`` is a [`VectorFieldModel`][vpintegrator.models.VectorFieldModel]; its window
+    map (field + method) is audited by [`assert_preserves`][vpintegrator.testing.assert_preserves]. Raises
+    ``AssertionError`` naming the first claim whose error exceeds ``atol``.
+    """
+    import copy
+
+    from torch.func import jacrev, vmap
+
+    work: Any = copy.deepcopy(model).to(torch.float64)
+    gen = torch.Generator().manual_seed(seed)
+    z = torch.randn(n, int(work.dim), generator=gen, dtype=torch.float64)
+    f = work.field(z).detach()
+    tiny = 1e-300
+    errors = {}
+    for claim in getattr(work, "field_preserves", ()):
+        if claim == "divergence_free":
+            J = vmap(jacrev(lambda v: work.field(v[None])[0]))(z)
+            err = float(torch.diagonal(J, dim1=-2, dim2=-1).sum(-1).abs().max().detach())
+        elif claim == "energy":
+            zz = z.clone().requires_grad_(True)
+            out, _, _ = work.net(zz, 0)
+            (g,) = torch.autograd.grad(work.invariant_values(zz, out)["energy"].sum(), zz)
+            err = float(((g * f).sum(-1).abs() / (g.norm(dim=-1) * f.norm(dim=-1) + tiny)).max())
+        elif claim == "casimir":
+            err = float(((z * f).sum(-1).abs() / (z.norm(dim=-1) * f.norm(dim=-1) + tiny)).max())
+        else:
+            raise VPIntegratorError(f"{callable_name(model)}: unknown field claim {claim!r} (known: divergence_free, "
+                                    "energy, casimir)")
+        if not err <= atol:
+            raise AssertionError(f"{callable_name(model)}'s field claims {claim!r} but its audit gives a max error of "
+                                 f"{err:.3e} (atol {atol:g})")
+        errors[claim] = err
+    return errors

@@ -13,10 +13,12 @@ kid    system                ``p``                                 extra kernels
 2      volterra              (none, an empty array)
 3      abc_flow              (A, B, C)
 4      rigid_body_exp        (a, b, c, epsilon)
+100    a learned field       its networks (``learned_field``)
 =====  ====================  ====================================  =====================================
 
 User-defined systems (and subclasses of the shipped ones, which may override the equations) are not
-compiled: ``system_kernel`` returns ``None`` and callers fall back to NumPy.
+compiled: ``system_kernel`` returns ``None`` and callers fall back to NumPy. A system with a
+``compiled_kernel()`` method (the rollout's ``LearnedField``) gives its own ``(kid, p)``.
 """
 
 from __future__ import annotations
@@ -26,10 +28,13 @@ import math
 import numpy as np
 
 from ._jit import jit
+from .learned_field import learned_jacobian, learned_vector_field
 
 RIGID_BODY, COUPLED_OSCILLATOR, VOLTERRA, ABC_FLOW, RIGID_BODY_EXP = 0, 1, 2, 3, 4
+#: a learned vector field (``vpintegrator.compiled.learned_field``; its networks packed into ``p``)
+LEARNED_FIELD = 100
 KERNEL_NAMES = {RIGID_BODY: "rigid_body", COUPLED_OSCILLATOR: "coupled_oscillator", VOLTERRA: "volterra",
-                ABC_FLOW: "abc_flow", RIGID_BODY_EXP: "rigid_body_exp"}
+                ABC_FLOW: "abc_flow", RIGID_BODY_EXP: "rigid_body_exp", LEARNED_FIELD: "learned_field"}
 
 
 def system_kernel(system) -> tuple[int, np.ndarray] | None:
@@ -37,6 +42,9 @@ def system_kernel(system) -> tuple[int, np.ndarray] | None:
     from ..systems import ABCFlow, CoupledOscillator, RigidBody, RigidBodyExp, Volterra
 
     kind = type(system)
+    kernel = getattr(system, "compiled_kernel", None)  # a learned field packs its own networks
+    if callable(kernel):
+        return kernel()
     if kind is RigidBody:
         return RIGID_BODY, np.array(system.coefficients, dtype=np.float64)
     if kind is CoupledOscillator:
@@ -126,6 +134,8 @@ def vector_field(kid, p, y, out):
         out[0] = a * z2 * z3
         out[1] = b * z1 * z3 + eps * z3 * e
         out[2] = c * z1 * z2 - eps * z2 * e
+    elif kid == LEARNED_FIELD:
+        learned_vector_field(p, y, out)
     else:  # ABC_FLOW
         A, B, C = p[0], p[1], p[2]
         x, yy, z = y[0], y[1], y[2]
@@ -184,6 +194,8 @@ def jacobian(kid, p, y, out):
         out[2, 0] = c * z2 - eps * z2 * e
         out[2, 1] = c * z1 - eps * e
         out[2, 2] = 0.0
+    elif kid == LEARNED_FIELD:
+        learned_jacobian(p, y, out)
     else:  # ABC_FLOW
         A, B, C = p[0], p[1], p[2]
         x, yy, z = y[0], y[1], y[2]

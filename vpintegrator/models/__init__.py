@@ -45,6 +45,18 @@ name               class                                    defaults
 ``vpff_ctx``       [`ContextVolumeNet`][vpintegrator.models.ContextVolumeNet]       any dim, context_len 3, n_layers 6
 =================  =======================================  ==================================================
 
+Learned vector fields integrated by a classical method (``vpintegrator.models.vector_field``; the window map is
+``substeps`` steps of ``method`` on f_θ, the rollout integrates f_θ with any registered integrator):
+
+=============  ==================================================================  ===============================
+name           class                                                               defaults (parameters)
+=============  ==================================================================  ===============================
+``hnn``        [`HamiltonianNet`][vpintegrator.models.HamiltonianNet]                       dim 4, width 32, depth 2, implicit midpoint (1 249)
+``lphnn``      [`LiePoissonHamiltonianNet`][vpintegrator.models.LiePoissonHamiltonianNet]   dim 3, width 32, depth 2, implicit midpoint (1 217)
+``divfree``    [`DivergenceFreeField`][vpintegrator.models.DivergenceFreeField]             dim 3, width 16, depth 2, rk4 (1 059)
+``node``       [`NeuralODE`][vpintegrator.models.NeuralODE]                                 dim 3, width 32, depth 2, rk4 (1 283)
+=============  ==================================================================  ===============================
+
 What each architecture keeps by construction: ``model.preserves`` / [`model_preserves`][vpintegrator.models.model_preserves].
 
 Your own model: an ``nn.Module`` class in your own module, registered beside its class with
@@ -70,7 +82,7 @@ lp_transformer: one mixin for ``evolve``, ``inverse`` and ``preserves``).
 from __future__ import annotations
 
 # the families first, in the registry's order (each registers itself: @register_model beside its class)
-from . import volume, standard, symplectic, lie_poisson, context  # noqa: F401  (in this order)
+from . import volume, standard, symplectic, lie_poisson, context, vector_field  # noqa: F401  (in this order)
 from .registry import count_parameters
 from .ablation import constant_coupling, without_attention
 from .files import (
@@ -100,6 +112,7 @@ from .registry import (
 from .standard import StandardTransformerIntegrator
 from .symplectic import GSympNet, LASympNet, SymplecticTransformer
 from .volume import VolumePreservingFeedForward, VolumePreservingTransformer
+from .vector_field import DivergenceFreeField, HamiltonianNet, LiePoissonHamiltonianNet, NeuralODE, VectorFieldModel
 
 __all__ = [
     "read_gml",
@@ -132,4 +145,9 @@ __all__ = [
     "ContextGSympNet",
     "ContextVolumeNet",
     "model_size",
+    "VectorFieldModel",
+    "HamiltonianNet",
+    "LiePoissonHamiltonianNet",
+    "DivergenceFreeField",
+    "NeuralODE",
 ]

@@ -22,6 +22,8 @@
   or the data), the blocks of its selection (shards, workers; ``checks``, ``reference`` and ``blocks``
   re-export these); ``vpintegrator.rollout.splits``: which conditions it rolls out (the models' test
   split, ``heldout``) and the ``split`` label of each row.
+- ``vpintegrator.rollout.field``: ``LearnedField`` (a learned vector field as a System: any integrator rolls
+  it out at any step) and ``field_step`` (its step map).
 - ``vpintegrator.rollout.precision``: [`work_precision`][vpintegrator.rollout.precision.work_precision] (error and invariant drift against
   batch-1 cost over a ladder of steps, against the exact flow), [`write_work_precision`][vpintegrator.data.work_precision.write_work_precision] (the table: ``vpintegrator.data.work_precision``).
 
@@ -51,6 +53,8 @@ _LAZY: dict[str, str] = {
     "ModelStep": ".steps",
     "reference_step_map": ".steps",
     "work_precision": ".precision",
+    "LearnedField": ".field",
+    "field_step": ".field",
     "run_work_precision": ".precision",
     "WorkPrecisionRow": "..data.work_precision",
     "write_work_precision": "..data.work_precision",
@@ -119,6 +123,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .engine import initial_window as initial_window
     from .engine import rollout as rollout
     from .engine import stream_rollout as stream_rollout
+    from .field import LearnedField as LearnedField
+    from .field import field_step as field_step
     from .precision import run_work_precision as run_work_precision
     from .precision import work_precision as work_precision
     from .runners import RUNNERS as RUNNERS
@@ -140,6 +146,7 @@ __all__ = [
     "ExactFlowStep",
     "IdentifiedStep",
     "IntegratorStep",
+    "LearnedField",
     "MethodMetrics",
     "ModelStep",
     "ParrotStep",
@@ -156,6 +163,7 @@ __all__ = [
     "WorkPrecisionRow",
     "compiled_model",
     "device_stream_rollout",
+    "field_step",
     "identify_parameters",
     "initial_window",
     "load_rollout_config",

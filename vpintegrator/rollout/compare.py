@@ -36,6 +36,7 @@ from .steps import is_context_model
 from .report import Failure, RolloutReport  # noqa: F401 (re-exported)
 from .splits import split_rows
 from .steps import SCALAR_MAX_BATCH, ExactFlowStep, IntegratorStep, ModelStep, reference_step_map
+from .field import field_step, is_vector_field_model, split_method
 
 __all__ = [
     "RolloutConfig", "RolloutReport", "Failure", "load_rollout_config", "run_rollouts", "parse_model_entry",
@@ -93,15 +94,32 @@ def parse_model_entry(entry) -> tuple[str, Any, str]:
             )
         label, model = entry
         if isinstance(model, (str, Path)):
-            return str(label), _load(str(model)), str(model)
+            path, method = split_method(str(model))  # a vector-field model's integrator: PATH@METHOD
+            return str(label), _with_method(_load(path), method, str(model)), str(model)
         return str(label), model, f"<{type(model).__name__} object>"
     if isinstance(entry, (str, Path)):
-        text = str(entry)
-        return model_label(text), _load(text), text
+        text, method = split_method(str(entry))
+        label = model_label(text) + (f"+{method}" if method else "")
+        return label, _with_method(_load(text), method, str(entry)), str(entry)
     raise VPIntegratorError(
         f"models: entry of type {type(entry).__name__} is not a path, pretrained:NAME or (label, path) pair",
         key="models",
     )
+
+
+# -- learned vector fields (issue 43): PATH@METHOD names the integrator of a vector-field model's rollout
+
+
+def _with_method(model, method: str | None, spec: str):
+    """``model`` with the integrator of ``PATH@METHOD`` recorded (``rollout_method``); refused for a model that
+    is not a vector field (its step is its own)."""
+    if method is None:
+        return model
+    if not is_vector_field_model(model):
+        raise VPIntegratorError(f"models: {spec}: '@{method}' names an integrator, but this model is a step map, not "
+                                "a learned vector field (hnn, lphnn, divfree, node); leave out '@...'", key="models")
+    model.rollout_method = method
+    return model
 
 
 def _check_label(label: str, seen: set) -> None:
@@ -268,7 +286,8 @@ def _prepare_methods(config: RolloutConfig, system, dt: float, t0: float, n_step
                 key="models",
             )
         step_map = model_step(model, device=config.device, overlap=config.overlap, jit=config.fast_step,
-                              **({"noise": config.context_noise} if is_context_model(model) else {}))
+                              **({"noise": config.context_noise} if is_context_model(model) else {}),
+                              **({"dt": dt} if is_vector_field_model(model) else {}))
         use_device_engine(config.engine, step_map, system)  # an engine the model cannot use: refused now
         if n_steps < step_map.seq_len:
             raise VPIntegratorError(
@@ -639,9 +658,13 @@ def _write_method(writer, plan: _Plan, label: str, step_map: StepMap, source: st
     return rows, failure
 
 
-def model_step(model, device: str = "cpu", overlap: bool = False, jit: bool = True, **context: Any) -> StepMap:
+def model_step(model, device: str = "cpu", overlap: bool = False, jit: bool = True, dt: float | None = None,
+               **context: Any) -> StepMap:
     """The step map of a trained model: [`ContextStep`][vpintegrator.rollout.context.ContextStep] (``context`` its keywords) for a context
-    model, [`ModelStep`][vpintegrator.rollout.steps.ModelStep] otherwise."""
+    model, a learned vector field integrated at step ``dt`` (default its own) by its integrator
+    (``vpintegrator.rollout.field.field_step``), [`ModelStep`][vpintegrator.rollout.steps.ModelStep] otherwise."""
+    if is_vector_field_model(model):
+        return field_step(model, model.dt if dt is None else dt)
     if is_context_model(model):
         if overlap:
             raise VPIntegratorError("overlap: a context model steps one state at a time; set overlap false",

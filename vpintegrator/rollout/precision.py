@@ -41,6 +41,7 @@ from ..data.work_precision import (  # noqa: F401 (re-exports)
     training_seconds, training_summary, with_training_cost, work_precision_stem, write_work_precision,
 )
 from ..errors import VPIntegratorError
+from .field import is_vector_field_model, split_method
 
 __all__ = [
     "run_work_precision",
@@ -125,6 +126,28 @@ def _batch1_seconds(step_map_factory, y0_one: np.ndarray, dt: float, n_steps: in
     return best, runner
 
 
+def _field_rows(label: str, model, system, one, y0: np.ndarray, ref: np.ndarray, dt: float, t_end: float,
+                ladder: tuple[float, ...], repeats: int, train_seconds: float) -> list[WorkPrecisionRow]:
+    """The rows of a learned vector field: its integrator (``vpintegrator.rollout.field.field_step``) at every
+    step of the ladder, like a classical method's; errors and drift of the true system."""
+    from .engine import rollout
+    from .field import field_step
+
+    rows = []
+    for mult in ladder:
+        h = dt * mult
+        n_steps = round(t_end / h)
+        if n_steps < 1 or not math.isclose(n_steps * h, t_end, rel_tol=1e-9):
+            raise VPIntegratorError(f"ladder: t_end = {t_end:g} is not a whole number of steps of h = {h:g} (dt × "
+                                    f"{mult:g}); choose t_end a multiple of every step")
+        tr = rollout(field_step(model, h), y0[:, None], h, n_steps)
+        med, p90, mx = _stats(_relative_error(tr.y[:, -1], ref))
+        seconds, runner = _batch1_seconds(lambda: field_step(model, h), y0[:1, None], h, n_steps, repeats)
+        rows.append(WorkPrecisionRow(label, "model", h, math.nan, n_steps, t_end, len(y0), med, p90, mx,
+                                     _drift(system, tr.y), seconds / t_end, runner, train_seconds))
+    return rows
+
+
 def work_precision(
     system,
     y0: np.ndarray,
@@ -157,7 +180,9 @@ def work_precision(
     ladder : step multipliers (≥ 4)
     dop853_rtols : tolerances of DOP853's own ladder, or None to leave it out
     models : {label: model}, optional
-        Trained models (``pred_window`` states per call, their data's step ``dt``): one point each.
+        Trained models (``pred_window`` states per call, their data's step ``dt``): one point each; a learned
+        vector field (``vpintegrator.models.vector_field``) one point per step of the ladder, integrated by its
+        integrator (``rollout_method``, else its training method).
     reference_rtol : float
         rtol = atol of the exact flow (DOP853) the errors are measured against.
     repeats : int
@@ -229,6 +254,10 @@ def work_precision(
         rows.append(WorkPrecisionRow("dop853", "dop853", math.nan, float(rtol), 0, t_end, len(y0), med, p90, mx,
                                      _drift(system, y), best / t_end, "numba"))
     for label, model in (models or {}).items():
+        if is_vector_field_model(model):  # a learned field: its integrator over the step ladder (issue 43)
+            rows += _field_rows(label, model, system, one, y0, ref, dt, t_end, ladder, repeats,
+                                float((train_seconds or {}).get(label, math.nan)))
+            continue
         n_steps = round(t_end / dt)
         if not math.isclose(n_steps * dt, t_end, rel_tol=1e-9):
             raise VPIntegratorError(f"t_end: {t_end:g} is not a whole number of the models' step dt = {dt:g}")
@@ -280,7 +309,8 @@ def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], 
     models, trained = {}, {}
     for entry in model_entries(config.models):
         label, model, source = parse_model_entry(entry)
-        models[label], trained[label] = model, training_seconds(source)
+        # a learned field given as RUN@METHOD: the run directory holds its training cost
+        models[label], trained[label] = model, training_seconds(split_method(str(source))[0])
     ladder = DEFAULT_LADDER if n_steps % 2 == 0 else DEFAULT_LADDER[1:]
     stem = work_precision_stem(config)
     say(f"work-precision: {len(y0)} initial conditions, T = {n_steps * dt:g}, steps {dt:g} x "

@@ -115,7 +115,7 @@ def prepare_objects(config: TrainConfig, model: Any, train: Any, val: Any, devic
     """What the loop trains, from the objects (module docstring); ``config`` holds every other setting."""
     from ..data.windows import WindowDataset, states_tensor
     from .checkpoint import seed_everything
-    from .setup import new_model
+    from .setup import _data_dt, new_model
 
     for what, value in (("train", train), ("val", val)):
         if value is not None and not isinstance(value, Trajectories):
@@ -136,7 +136,7 @@ def prepare_objects(config: TrainConfig, model: Any, train: Any, val: Any, devic
     else:
         models = []
         for s in seeds:  # the initialisation fit(seed=s) draws
-            m, name = new_model(config, s, dim, "the given data", device, dtype)
+            m, name = new_model(config, s, dim, "the given data", device, dtype, _data_dt(train))
             models.append(m)
         if ensemble:
             seed_everything(config.seed)

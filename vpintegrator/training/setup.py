@@ -30,8 +30,12 @@ def load_data(config: TrainConfig):
     return data_paths, data
 
 
-def build_model(config: TrainConfig, dim: int, where: str):
+def build_model(config: TrainConfig, dim: int, where: str, dt: float | None = None):
     """The configured model (registered defaults for keys left out, ``dim`` from the data) and its name.
+
+    A model whose constructor takes ``dt`` (the learned vector fields, ``vpintegrator.models.vector_field``:
+    their window map integrates over the data's step) gets the data's ``dt`` when its ``[model]`` table
+    gives none.
 
     The ``[model]`` name is a registry name or ``"package.module:ClassName"`` (a user's class; the model's
     config, and so ``config.toml`` and every checkpoint, records it as ``model_class``)."""
@@ -51,6 +55,7 @@ def build_model(config: TrainConfig, dim: int, where: str):
         )
     model_cfg = {**models.default_model_config(source), **model_cfg}
     model_cfg.setdefault("dim", dim)
+    _fill_dt(model_cfg, source, dt, where)
     model = models.build_model(name, **model_cfg)
     if int(model.dim) != dim:
         raise VPIntegratorError(
@@ -61,11 +66,24 @@ def build_model(config: TrainConfig, dim: int, where: str):
     return model, str(described.get("name", name)) if isinstance(described, dict) else name
 
 
-def new_model(config: TrainConfig, seed: int, dim: int, where: str, device, dtype):
+def _fill_dt(model_cfg: dict[str, Any], source: str, dt: float | None, where: str) -> None:
+    """``model_cfg["dt"]`` from the data for a class whose constructor takes ``dt`` (a vector-field model)."""
+    import inspect
+
+    from .. import models
+
+    if model_cfg.get("dt") is not None or "dt" not in inspect.signature(models.model_class(source).__init__).parameters:
+        return
+    if dt is not None:  # windows without a step: the class default (0.1), or the [model] key dt
+        model_cfg["dt"] = float(dt)
+
+
+def new_model(config: TrainConfig, seed: int, dim: int, where: str, device, dtype, dt: float | None = None):
     """``(model, name)``: the model ``fit(seed=seed)`` initialises (global RNGs seeded with ``seed``), on
-    ``device`` in ``dtype``, its weights times ``init_scale`` (not orthogonality-constrained ones)."""
+    ``device`` in ``dtype``, its weights times ``init_scale`` (not orthogonality-constrained ones); ``dt``
+    the data's step (see ``build_model``)."""
     ckpt_io.seed_everything(seed)
-    model, name = build_model(config, dim, where)
+    model, name = build_model(config, dim, where, dt)
     model = model.to(device=device, dtype=dtype)
     if config.init_from is not None:
         _load_initial_weights(model, name, config.init_from)
@@ -114,6 +132,15 @@ def _complete_config(saved: dict[str, Any]) -> dict[str, Any]:
     except (VPIntegratorError, TypeError, ValueError):
         return saved
     return {"name": name, **dict(getattr(built, "config", {}) or {})}
+
+
+def _data_dt(data) -> float | None:
+    """The data's uniform step, or None."""
+    try:
+        dt = getattr(data, "dt", None)
+        return None if dt is None else float(dt)
+    except (TypeError, ValueError, VPIntegratorError):
+        return None
 
 
 def check_windows_fit(name: str, seq_len: int, pred_window: int, n_states: int, where: str) -> None:
@@ -301,7 +328,7 @@ def prepare(config: TrainConfig, device, dtype, seeds: list[int], ensemble: bool
     check_training_memory(config, data.dim, len(seeds), data.n_traj * data.n_states)
     models = []
     for s in seeds:  # the initialisation fit(seed=s) draws
-        model, name = new_model(config, s, data.dim, data_paths[0], device, dtype)
+        model, name = new_model(config, s, data.dim, data_paths[0], device, dtype, _data_dt(data))
         models.append(model)
     if ensemble:
         ckpt_io.seed_everything(config.seed)
