@@ -181,7 +181,7 @@ def trained(tmp_path_factory):
         res = runner.invoke(gen_main, ["rigid_body", "--n-traj", "24", "--dt", "0.2", "--t-end", "4", "--seed",
                                        str(seed), "--out", str(root / name), "-q"], catch_exceptions=False)
         assert res.exit_code == 0, res.output
-    res = runner.invoke(train_main, ["configs/rigid_body_lphnn.toml", "--data", str(root / "rb.h5"), "--out",
+    res = runner.invoke(train_main, ["rigid_body_lphnn", "--data", str(root / "rb.h5"), "--out",
                                      str(root / "lphnn"), "--epochs", "3", "-q"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     return root
