@@ -126,6 +126,20 @@ def _batch1_seconds(step_map_factory, y0_one: np.ndarray, dt: float, n_steps: in
     return best, runner
 
 
+def _ladder_steps(dt: float, t_end: float, ladder: tuple[float, ...]) -> list[tuple[float, int]]:
+    """(h, n_steps to t_end) of each rung dt × multiplier; a one-line error where t_end is not a whole number of
+    steps of a rung."""
+    out = []
+    for mult in ladder:
+        h = dt * mult
+        n_steps = round(t_end / h)
+        if n_steps < 1 or not math.isclose(n_steps * h, t_end, rel_tol=1e-9):
+            raise VPIntegratorError(f"ladder: t_end = {t_end:g} is not a whole number of steps of h = {h:g} (dt × "
+                                    f"{mult:g}); choose t_end a multiple of every step")
+        out.append((h, n_steps))
+    return out
+
+
 def _field_rows(label: str, model, system, one, y0: np.ndarray, ref: np.ndarray, dt: float, t_end: float,
                 ladder: tuple[float, ...], repeats: int, train_seconds: float) -> list[WorkPrecisionRow]:
     """The rows of a learned vector field: its integrator (``vpintegrator.rollout.field.field_step``) at every
@@ -134,12 +148,7 @@ def _field_rows(label: str, model, system, one, y0: np.ndarray, ref: np.ndarray,
     from .field import field_step
 
     rows = []
-    for mult in ladder:
-        h = dt * mult
-        n_steps = round(t_end / h)
-        if n_steps < 1 or not math.isclose(n_steps * h, t_end, rel_tol=1e-9):
-            raise VPIntegratorError(f"ladder: t_end = {t_end:g} is not a whole number of steps of h = {h:g} (dt × "
-                                    f"{mult:g}); choose t_end a multiple of every step")
+    for h, n_steps in _ladder_steps(dt, t_end, ladder):
         tr = rollout(field_step(model, h), y0[:, None], h, n_steps)
         med, p90, mx = _stats(_relative_error(tr.y[:, -1], ref))
         seconds, runner = _batch1_seconds(lambda: field_step(model, h), y0[:1, None], h, n_steps, repeats)
@@ -229,12 +238,7 @@ def work_precision(
     names = list(methods) if methods is not None else supported_integrators(DEFAULT_METHODS, one)
     for name in names:
         integrator = get_integrator(name)
-        for mult in ladder:
-            h = dt * mult
-            n_steps = round(t_end / h)
-            if n_steps < 1 or not math.isclose(n_steps * h, t_end, rel_tol=1e-9):
-                raise VPIntegratorError(f"ladder: t_end = {t_end:g} is not a whole number of steps of "
-                                        f"h = {h:g} (dt × {mult:g}); choose t_end a multiple of every step")
+        for h, n_steps in _ladder_steps(dt, t_end, ladder):
             tr = rollout(step_for(system, lambda s: IntegratorStep(s, integrator, h)), y0[:, None], h, n_steps)
             med, p90, mx = _stats(_relative_error(tr.y[:, -1], ref))
             seconds, runner = _batch1_seconds(lambda: IntegratorStep(one, integrator, h), y0[:1, None], h,

@@ -24,6 +24,20 @@ from ..errors import VPIntegratorError
 from .base import System, _check_positive_finite
 
 
+
+def check_inertia(owner: str, inertia) -> tuple[float, float, float]:
+    """``inertia`` as 3 positive finite floats, or a one-line error naming ``owner``'s parameter."""
+    if isinstance(inertia, (str, bytes, dict)) or not hasattr(inertia, "__len__") or len(inertia) != 3:
+        raise VPIntegratorError(f"{owner} parameter 'inertia' must be 3 positive numbers (I1, I2, I3); got {inertia!r}")
+    i1, i2, i3 = (_check_positive_finite(owner, "inertia", v) for v in inertia)
+    return i1, i2, i3
+
+
+def inertia_coefficients(inertia: tuple[float, float, float]) -> tuple[float, float, float]:
+    """(a, b, c) = (1/I3 − 1/I2, 1/I1 − 1/I3, 1/I2 − 1/I1) of the free rigid body's equations, as written above."""
+    i1, i2, i3 = inertia
+    return ((i2 - i3) / (i2 * i3), (i3 - i1) / (i3 * i1), (i1 - i2) / (i1 * i2))
+
 @dataclass(frozen=True)
 class RigidBody(System):
     """Euler's equations of a free rigid body.
@@ -49,19 +63,12 @@ class RigidBody(System):
     torch_invariants: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        inertia = self.inertia
-        if isinstance(inertia, (str, bytes, dict)) or not hasattr(inertia, "__len__") or len(inertia) != 3:
-            raise VPIntegratorError(
-                f"RigidBody parameter 'inertia' must be 3 positive numbers (I1, I2, I3); got {inertia!r}"
-            )
-        values = tuple(_check_positive_finite("RigidBody", "inertia", v) for v in inertia)
-        object.__setattr__(self, "inertia", values)
+        object.__setattr__(self, "inertia", check_inertia("RigidBody", self.inertia))
 
     @property
     def coefficients(self) -> tuple[float, float, float]:
         """(a, b, c) of the equations above."""
-        i1, i2, i3 = self.inertia
-        return ((i2 - i3) / (i2 * i3), (i3 - i1) / (i3 * i1), (i1 - i2) / (i1 * i2))
+        return inertia_coefficients(self.inertia)
 
     @property
     def a(self) -> float:

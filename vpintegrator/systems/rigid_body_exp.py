@@ -28,8 +28,8 @@ from typing import ClassVar
 import numpy as np
 
 from ..arrays import array_namespace
-from ..errors import VPIntegratorError
-from .base import System, _check_finite, _check_positive_finite
+from .base import System, _check_finite
+from .rigid_body import check_inertia, inertia_coefficients
 
 
 @dataclass(frozen=True)
@@ -59,20 +59,13 @@ class RigidBodyExp(System):
     torch_invariants: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        inertia = self.inertia
-        if isinstance(inertia, (str, bytes, dict)) or not hasattr(inertia, "__len__") or len(inertia) != 3:
-            raise VPIntegratorError(
-                f"RigidBodyExp parameter 'inertia' must be 3 positive numbers (I1, I2, I3); got {inertia!r}"
-            )
-        values = tuple(_check_positive_finite("RigidBodyExp", "inertia", v) for v in inertia)
-        object.__setattr__(self, "inertia", values)
+        object.__setattr__(self, "inertia", check_inertia("RigidBodyExp", self.inertia))
         object.__setattr__(self, "epsilon", _check_finite("RigidBodyExp", "epsilon", self.epsilon))
 
     @property
     def coefficients(self) -> tuple[float, float, float]:
         """(a, b, c) of the quadratic part, as [`RigidBody.coefficients`][vpintegrator.systems.RigidBody.coefficients]."""
-        i1, i2, i3 = self.inertia
-        return ((i2 - i3) / (i2 * i3), (i3 - i1) / (i3 * i1), (i1 - i2) / (i1 * i2))
+        return inertia_coefficients(self.inertia)
 
     def _derived_params(self) -> dict[str, float]:
         a, b, c = self.coefficients
