@@ -189,9 +189,9 @@ step_compile() {
 step_lm() {
     local n_traj=() limit=240
     [[ -n "$SMOKE" ]] && n_traj=(--n-traj 16) && limit=5
-    run "$PY" -m vpintegrator.cli.gen rigid_body_paper "${n_traj[@]}" --out "$SCRATCH/rb.h5" --no-progress
+    run "$PY" -m vpintegrator.cli.gen rigid_body_paper "${n_traj[@]}" --out "$SCRATCH/rb.h5" --quiet
     run "$PY" -m vpintegrator.cli.train configs/rigid_body_vpt_lm.toml --data "$SCRATCH/rb.h5" --device "$DEV" \
-        --time-limit "$limit" --out "$SCRATCH/lm" --no-progress
+        --time-limit "$limit" --out "$SCRATCH/lm" --quiet
     run cp "$SCRATCH/lm/log.csv" "$OUT/lm_cuda.csv"
 }
 

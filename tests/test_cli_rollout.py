@@ -69,11 +69,11 @@ def test_toml_config_and_flags_win(files, tmp_path):
     root, data = files
     cfg = tmp_path / "ro.toml"
     cfg.write_text(f'[rollout]\ndata = "{data}"\nintegrators = ["rk4"]\nt_end = 3.0\nout = "{tmp_path / "a.h5"}"\n')
-    res = run(rollout_main, ["--config", cfg, "--out", tmp_path / "b.h5", "--quiet"])
+    res = run(rollout_main, [cfg, "--out", tmp_path / "b.h5", "--quiet"])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "b.h5").exists() and not (tmp_path / "a.h5").exists()
     cfg.write_text(f'data = "{data}"\nintegrator = "rk4"\n')
-    res = run(rollout_main, ["--config", cfg])
+    res = run(rollout_main, [cfg])
     assert res.exit_code == 1 and "unknown key 'integrator'; valid keys: data" in res.output
 
 
@@ -206,10 +206,10 @@ def test_out_over_an_input_is_refused_before_any_work(files, tmp_path, which):
     if which == "table":  # out r.h5 writes r.csv and r.md beside it: a config named r.md is protected too
         md = tmp_path / "r.md"
         shutil.copy(cfg, md)
-        args = ["--config", md, "--out", tmp_path / "r.h5"]
+        args = [md, "--out", tmp_path / "r.h5"]
     else:
         target = {"data": d, "model": tmp_path / "run" / "best.pt", "config": cfg}[which]
-        args = ["--config", cfg, "--model", tmp_path / "run", "--out", target]
+        args = [cfg, "--model", tmp_path / "run", "--out", target]
     before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in tmp_path.rglob("*") if p.is_file()}
     res = CliRunner().invoke(rollout_main, [str(a) for a in args])
     assert res.exit_code == 1, res.output

@@ -60,7 +60,7 @@ def test_help():
 
 def test_config_and_flags(config_file, tmp_path):
     run = tmp_path / "run"
-    result = _invoke(config_file, "--epochs", 2, "--lr", 0.003, "--out", run, "--no-progress")
+    result = _invoke(config_file, "--epochs", 2, "--lr", 0.003, "--out", run, "--quiet")
     assert result.exit_code == 0, result.output
     assert f"Run written to {run}" in result.output
     resolved = tomllib.loads((run / "config.toml").read_text())
@@ -73,34 +73,34 @@ def test_config_and_flags(config_file, tmp_path):
 def test_flags_only_with_two_shards_and_progress(shards, tmp_path):
     run = tmp_path / "run"
     result = _invoke("--data", ",".join(shards), "--model", "vpff", "--epochs", 2, "--batch-size", 64,
-                     "--out", run, "--progress")
+                     "--out", run)
     assert result.exit_code == 0, result.output
     summary = json.loads((run / "summary.json").read_text())
     assert summary["data"]["n_traj"] == 12 and [str((run / p).resolve()) for p in summary["data"]["sources"]] == shards
     assert summary["model"] == "vpff"
     repeated = _invoke("--data", shards[0], "--data", shards[1], "--model", "vpff", "--epochs", 1,
-                       "--out", tmp_path / "run2", "--no-progress")
+                       "--out", tmp_path / "run2", "--quiet")
     assert repeated.exit_code == 0
     assert json.loads((tmp_path / "run2" / "summary.json").read_text())["data"]["n_traj"] == 12
 
 
 def test_model_flag_replaces_the_architecture(config_file, tmp_path):
-    result = _invoke(config_file, "--model", "st", "--seq-len", 2, "--epochs", 1, "--out", tmp_path / "r", "--no-progress")
+    result = _invoke(config_file, "--model", "st", "--seq-len", 2, "--epochs", 1, "--out", tmp_path / "r", "--quiet")
     assert result.exit_code == 0, result.output
     assert tomllib.loads((tmp_path / "r" / "config.toml").read_text())["model"]["name"] == "st"
 
 
 def test_resume_continues_to_the_total(config_file, tmp_path):
     straight = tmp_path / "straight"
-    assert _invoke(config_file, "--out", straight, "--no-progress").exit_code == 0
+    assert _invoke(config_file, "--out", straight, "--quiet").exit_code == 0
     split = tmp_path / "split"
     # same schedule as the 5-epoch run: the decay horizon is part of the run's config
     config_file.write_text(config_file.read_text().replace("epochs = 5", "epochs = 2\ndecay_epochs = 5"))
-    assert _invoke(config_file, "--out", split, "--no-progress").exit_code == 0
+    assert _invoke(config_file, "--out", split, "--quiet").exit_code == 0
     shown = _invoke("--resume", split, "--epochs", 5, "--print-config")  # the config the resume would run
     assert shown.exit_code == 0, shown.output
     assert tomllib.loads(shown.output)["epochs"] == 5 and tomllib.loads(shown.output)["decay_epochs"] == 5
-    result = _invoke("--resume", split, "--epochs", 5, "--no-progress")
+    result = _invoke("--resume", split, "--epochs", 5, "--quiet")
     assert result.exit_code == 0, result.output
     assert "Trained 5 epochs" in result.output
     a = torch.load(straight / "last.pt", weights_only=True)["state_dict"]
@@ -120,12 +120,12 @@ def test_interrupt_saves_last_and_exits_130(config_file, tmp_path, monkeypatch):
 
     monkeypatch.setattr(windows.WindowDataset, "batch", batch_then_signal)
     run = tmp_path / "run"
-    result = CliRunner().invoke(main, [str(config_file), "--out", str(run), "--no-progress"])
+    result = CliRunner().invoke(main, [str(config_file), "--out", str(run), "--quiet"])
     assert result.exit_code == 130
     assert f"continue with: vp-train --resume {run}" in result.output
     assert torch.load(run / "last.pt", weights_only=True)["batch_in_epoch"] == 3
     monkeypatch.setattr(windows.WindowDataset, "batch", original)
-    assert _invoke("--resume", run, "--no-progress").exit_code == 0
+    assert _invoke("--resume", run, "--quiet").exit_code == 0
 
 
 @pytest.mark.parametrize(
@@ -190,13 +190,13 @@ def test_usage_errors(config_file, tmp_path, args, message):
 def test_optimizer_lm(config_file, tmp_path):
     run = tmp_path / "lm"
     result = _invoke(config_file, "--optimizer", "lm", "--lm-windows", 32, "--lm-iters-per-epoch", 2,
-                     "--lm-resample-every", 1, "--lm-lambda", 0.01, "--epochs", 2, "--out", run, "--no-progress")
+                     "--lm-resample-every", 1, "--lm-lambda", 0.01, "--epochs", 2, "--out", run, "--quiet")
     assert result.exit_code == 0, result.output
     assert "Trained 2 epochs (4 steps" in result.output
     saved = tomllib.loads((run / "config.toml").read_text())
     assert saved["optimizer"] == "lm" and saved["lm_windows"] == 32 and saved["lm_lambda"] == 0.01
     assert torch.load(run / "last.pt", weights_only=True)["optimizer"]["iteration"] == 4
-    again = _invoke("--resume", run, "--epochs", 3, "--no-progress")
+    again = _invoke("--resume", run, "--epochs", 3, "--quiet")
     assert again.exit_code == 0, again.output
     assert "Trained 3 epochs (6 steps" in again.output
     assert "--lm-windows" in _invoke("--help").output
@@ -215,7 +215,7 @@ def test_flags_only_trains_the_paper_model(shards, tmp_path):
     from vpintegrator.models import default_model_config
 
     run = tmp_path / "run"
-    result = _invoke("--data", shards[0], "--model", "vpt", "--epochs", 4, "--out", run, "--no-progress")
+    result = _invoke("--data", shards[0], "--model", "vpt", "--epochs", 4, "--out", run, "--quiet")
     assert result.exit_code == 0, result.output
     assert "Trained 4 epochs" in result.output
     model = tomllib.loads((run / "config.toml").read_text())["model"]
@@ -226,7 +226,7 @@ def test_flags_only_trains_the_paper_model(shards, tmp_path):
 def test_set_entries(config_file, tmp_path):
     run = tmp_path / "run"
     result = _invoke(config_file, "--set", "lm_check_windows=8", "--set", "model.L=2", "--set", "lr=0.002",
-                     "--epochs", 1, "--out", run, "--no-progress")
+                     "--epochs", 1, "--out", run, "--quiet")
     assert result.exit_code == 0, result.output
     resolved = tomllib.loads((run / "config.toml").read_text())
     assert resolved["lm_check_windows"] == 8 and resolved["lr"] == 0.002
@@ -241,7 +241,7 @@ def test_set_entries(config_file, tmp_path):
 def test_progress_honours_the_time_limit():
     """The bar follows whichever of epochs and time limit ends the run first (its ETA never exceeds
     the limit): 1 of 2000 epochs after 2 s of a 90-s budget is 2/90 done, not 1/2000."""
-    from vpintegrator.training.progress import progress_fraction
+    from vpintegrator.training.loop import progress_fraction
 
     assert progress_fraction(1, 2000, 2.0, 90.0) == pytest.approx(2 / 90)
     assert progress_fraction(3, 4, 2.0, 90.0) == pytest.approx(3 / 4)
@@ -258,11 +258,11 @@ def test_resume_from_another_working_directory_with_relative_data(shards, tmp_pa
     shutil.copy(shards[0], work / "d.h5")
     monkeypatch.chdir(work)
     res = _invoke("--data", "d.h5", "--model", "vpt", "--seq-len", 2, "--set", "model.L=1", "--epochs", 2,
-                  "--batch-size", 16, "--dtype", "float64", "--out", "runs/r", "--no-progress")
+                  "--batch-size", 16, "--dtype", "float64", "--out", "runs/r", "--quiet")
     assert res.exit_code == 0, res.output
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    res = _invoke("--resume", work / "runs" / "r", "--epochs", 3, "--no-progress")
+    res = _invoke("--resume", work / "runs" / "r", "--epochs", 3, "--quiet")
     assert res.exit_code == 0, res.output
     assert json.loads((work / "runs" / "r" / "summary.json").read_text())["epochs"] == 3

@@ -181,7 +181,7 @@ def test_set_of_a_table_key_conflicts_only_with_that_keys_flag(tmp_path):
 ])
 def test_help_imports_no_torch(command, args):
     """``vp-train --help`` lists every TrainConfig key (its flags, choices, defaults) without importing
-    torch: ``vpintegrator.training`` is lazy and the config's choices are torch-free (training/names.py)."""
+    torch: ``vpintegrator.training`` is lazy and the config's choices are torch-free (training/config.py)."""
     import subprocess
     import sys
 
@@ -194,11 +194,11 @@ def test_help_imports_no_torch(command, args):
 
 
 def test_train_help_lists_the_choices_of_the_torch_modules():
-    """The torch-free names (training/names.py) are the ones the torch modules build."""
+    """The torch-free names (training/config.py) are the ones the torch modules build."""
     from click.testing import CliRunner
 
     from vpintegrator.cli.train import main
-    from vpintegrator.training import names, optim
+    from vpintegrator.training import config as names, optim
 
     assert set(optim._SCHEDULERS) == set(names.SCHEDULERS)
     assert optim.list_optimizers() == names.list_optimizers() and "lm" in names.list_optimizers()

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs ki
 def _cmd(out: Path, n_traj: int) -> list[str]:
     # t_end 10: 101 states, so a million trajectories are 2.4 GB before compression (minutes of DOP853)
     return [sys.executable, "-m", "vpintegrator.cli.gen", "rigid_body", "--n-traj", str(n_traj), "--t-end", "10",
-            "--out", str(out), "--no-progress"]
+            "--out", str(out), "--quiet"]
 
 
 

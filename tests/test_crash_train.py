@@ -42,7 +42,7 @@ def test_kill_9_then_resume(tmp_path):
     run = tmp_path / "run"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vpintegrator.cli.train", str(config), "--out", str(run), "--no-progress"],
+        [sys.executable, "-m", "vpintegrator.cli.train", str(config), "--out", str(run), "--quiet"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     try:
@@ -70,7 +70,7 @@ def test_kill_9_then_resume(tmp_path):
 
     total = done + 2
     result = subprocess.run(
-        [sys.executable, "-m", "vpintegrator.cli.train", "--resume", str(run), "--epochs", str(total), "--no-progress"],
+        [sys.executable, "-m", "vpintegrator.cli.train", "--resume", str(run), "--epochs", str(total), "--quiet"],
         env=env, capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 0, result.stderr
@@ -118,7 +118,7 @@ def test_kill_9_of_an_ensemble_then_resume_from_another_directory(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "vpintegrator.cli.train", "--data", "data.h5", "--model", "vpt", "--seq-len", "2",
            "--set", "model.L=1", "--set", "model.n_blocks=1", "--batch-size", "16", "--dtype", "float64",
-           "--device", "cpu", "--ensemble", "3", "--out", "ens", "--no-progress"]
+           "--device", "cpu", "--ensemble", "3", "--out", "ens", "--quiet"]
     _kill_after_epochs([*cmd, "--epochs", "400"], "ens/member_*/log.csv", 3, 2, env, work)
     ens = work / "ens"
     assert not (ens / "ensemble.csv").exists() and len(list(ens.glob("member_*"))) == 3
@@ -132,7 +132,7 @@ def test_kill_9_of_an_ensemble_then_resume_from_another_directory(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     res = subprocess.run([sys.executable, "-m", "vpintegrator.cli.train", "--resume", "../work/ens", "--epochs",
-                          str(done + 2), "--no-progress"], env=env, cwd=elsewhere, capture_output=True, text=True,
+                          str(done + 2), "--quiet"], env=env, cwd=elsewhere, capture_output=True, text=True,
                          timeout=120)
     assert res.returncode == 0, res.stderr
     assert "Traceback" not in res.stderr and "cannot be resumed" not in res.stderr
@@ -155,7 +155,7 @@ def _bigger_data(path):
 def _train_cmd(ensemble: bool, epochs: int) -> list[str]:
     return [sys.executable, "-m", "vpintegrator.cli.train", "--data", "data.h5", "--model", "vpt", "--seq-len", "2",
             "--set", "model.L=1", "--set", "model.n_blocks=1", "--batch-size", "32", "--dtype", "float64",
-            "--device", "cpu", "--epochs", str(epochs), "--no-progress", "--set", "lr_min=1e-4",
+            "--device", "cpu", "--epochs", str(epochs), "--quiet", "--set", "lr_min=1e-4",
             *(["--ensemble", "3"] if ensemble else [])]
 
 
@@ -224,7 +224,7 @@ def test_kill_9_at_random_moments_of_a_run_and_of_its_resume(tmp_path, ensemble,
     rows = int(rng.integers(1, 8))
     assert _kill_at(proc, lambda: logs() if (not ensemble or len(logs()) == 3) else [], rows,
                     float(rng.uniform(0, 0.08))), "vp-train finished before it was killed; give it more epochs"
-    resume = [*_train_cmd(ensemble, epochs)[:3], "--resume", "../work/run", "--epochs", str(epochs), "--no-progress"]
+    resume = [*_train_cmd(ensemble, epochs)[:3], "--resume", "../work/run", "--epochs", str(epochs), "--quiet"]
     state = run / ("ensemble_last.pt" if ensemble else "last.pt")
     for ckpt in run.rglob("*.pt"):  # every checkpoint there is complete (a partial one is a hidden .tmp)
         torch.load(ckpt, weights_only=True)

@@ -18,7 +18,7 @@ from vpintegrator import VPIntegratorError
 from vpintegrator.cli.train import main
 from vpintegrator.data import windows
 from vpintegrator.models import load_model
-from vpintegrator.training import EnsembleResult, fit
+from vpintegrator.training import FitResult, fit
 from vpintegrator._toml import tomllib
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -52,7 +52,7 @@ def _same_history(a: list[dict], b: list[dict], tol) -> None:
 def test_each_member_equals_the_seed_trained_alone(tiny_data, tmp_path, monkeypatch, schedule_per, tol):
     seeds = [5, 9, 11]
     ens = fit(_config(tiny_data, tmp_path, "ens", seeds=seeds, schedule_per=schedule_per))
-    assert isinstance(ens, EnsembleResult) and ens.seeds == seeds and len(ens.members) == 3
+    assert isinstance(ens, FitResult) and ens.is_ensemble and ens.seeds == seeds and len(ens.members) == 3
     for k, s in enumerate(seeds):  # the split is split_seed's for the ensemble and each lone run alike
         alone = fit(_config(tiny_data, tmp_path, f"alone{s}", seed=s, schedule_per=schedule_per))
         member = ens.members[k]

@@ -158,7 +158,7 @@ def test_portable_state_makes_a_capturable_state_resumable_anywhere():
 def test_cli_fast_step_flag(tiny_data, tmp_path):
     out = tmp_path / "cli"
     args = ["--data", tiny_data, "--model", "vpt", "--seq-len", "2", "--epochs", "1", "--batch-size", "32",
-            "--device", "cpu", "--out", str(out), "--no-progress"]
+            "--device", "cpu", "--out", str(out), "--quiet"]
     result = CliRunner().invoke(train_main, args + ["--fast-step", "off"])
     assert result.exit_code == 0, result.output
     assert json.loads((out / "summary.json").read_text())["fast_step"] == "off"
@@ -314,7 +314,7 @@ def test_cli_falls_back_with_one_warning_and_explicit_graph_fails_in_one_line(ti
     fake_capture.fail = "all"
     out = tmp_path / "cli"
     args = ["--data", tiny_data, "--model", "vpt", "--seq-len", "2", "--epochs", "1", "--batch-size", "32",
-            "--device", "cpu", "--out", str(out), "--no-progress"]
+            "--device", "cpu", "--out", str(out), "--quiet"]
     with caplog.at_level(logging.WARNING):
         result = CliRunner().invoke(train_main, args)
     assert result.exit_code == 0, result.output

@@ -17,7 +17,7 @@ from vpintegrator.data import windows
 from vpintegrator.data.trajectories import Trajectories
 from vpintegrator.data.windows import load_trajectories
 from vpintegrator.models import build_model, load_model
-from vpintegrator.training import EnsembleResult, FitResult, TrainConfig, fit
+from vpintegrator.training import FitResult, TrainConfig, fit
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -95,12 +95,12 @@ def test_a_user_module_trains_in_place(tiny_data):
 
 def test_an_ensemble_of_registry_models_from_objects(tiny_data):
     ens = fit(model=MODEL, train=load_trajectories([tiny_data]), ensemble=2, **KW)
-    assert isinstance(ens, EnsembleResult) and ens.run_dir is None and len(ens.members) == 2
+    assert isinstance(ens, FitResult) and ens.is_ensemble and ens.run_dir is None and len(ens.members) == 2
 
 
 def test_one_result_type_a_run_and_an_ensemble(tiny_data):
     """A single run and an ensemble both give a FitResult: the ensemble's with its members and selection,
-    its per-run fields those of its reference member; EnsembleResult (kept for compatibility) is one."""
+    its per-run fields those of its reference member (FitResult.of_ensemble builds one from members)."""
     traj = load_trajectories([tiny_data])
     one = fit(model=MODEL, train=traj, **KW)
     assert type(one) is FitResult and one.members == [] and one.seeds == [] and one.selected is None
@@ -113,9 +113,9 @@ def test_one_result_type_a_run_and_an_ensemble(tiny_data):
     ref = ens.members[ens.selected]
     assert ens.model is ref.model and (ens.epochs, ens.steps, ens.best_loss) == (ref.epochs, ref.steps, ref.best_loss)
     assert ens.best_path is None and "members=2" in repr(ens)
-    old_style = EnsembleResult(run_dir=None, seeds=ens.seeds, members=ens.members, selected=None, monitor="val_loss",
-                               stopped="epochs", wall_time=1.0, device="cpu", dtype="float64")
-    assert isinstance(old_style, FitResult) and old_style.model is ens.members[0].model and old_style.best is None
+    built = FitResult.of_ensemble(run_dir=None, seeds=ens.seeds, members=ens.members, selected=None, monitor="val_loss",
+                                  stopped="epochs", wall_time=1.0, device="cpu", dtype="float64")
+    assert type(built) is FitResult and built.model is ens.members[0].model and built.best is None
 
 
 def test_a_configs_data_files_are_replaced_by_the_objects(tiny_data, tmp_path):

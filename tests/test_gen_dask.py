@@ -83,12 +83,12 @@ def test_cli_scheduler(cluster, tmp_path):
 
     _, client = cluster
     args = ["rigid_body", "--n-traj", "300", "--t-end", "0.4", "--chunk-size", "100", "--workers", "1"]
-    res = CliRunner().invoke(vp_gen, [*args, "--out", str(tmp_path / "data.h5"), "--scheduler",
+    res = CliRunner().invoke(vp_gen, [*args, "--out", str(tmp_path / "data.h5"), "--dask-scheduler",
                                       client.scheduler.address, "--shards", "3"])
     assert res.exit_code == 0, res.output
     assert "index of the shards" in res.output
     ref = generate(load_spec("rigid_body", n_traj=300, t_end=0.4, chunk_size=100), workers=1)
     assert read_trajectories(tmp_path / "data.h5").y.tobytes() == ref.y.tobytes()
-    res = CliRunner().invoke(vp_gen, [*args, "--out", str(tmp_path / "x.h5"), "--scheduler",
+    res = CliRunner().invoke(vp_gen, [*args, "--out", str(tmp_path / "x.h5"), "--dask-scheduler",
                                       client.scheduler.address, "--shard", "1/2"])
     assert res.exit_code == 2 and "--shard and --dask-scheduler exclude each other" in res.output

@@ -200,13 +200,11 @@ def test_in_memory_figures_without_a_file(in_memory, tmp_path):
 
 
 def test_one_type_for_files_and_memory(rigid, in_memory):
-    """plot_data gives a RolloutResult from a file and from memory alike (PlotData and Metrics are aliases of the
-    rollout file's types), with the figures' fields: kinds, the reference first in drawing order, the name."""
-    from vpintegrator.data.rollouts import MethodMetrics, RolloutResult
-    from vpintegrator.plotting import PlotData, plot_data
-    from vpintegrator.plotting.source import Metrics
+    """plot_data gives a RolloutResult from a file and from memory alike (the
+    rollout file's type), with the figures' fields: kinds, the reference first in drawing order, the name."""
+    from vpintegrator.data.rollouts import RolloutResult
+    from vpintegrator.plotting import plot_data
 
-    assert PlotData is RolloutResult and Metrics is MethodMetrics
     ref, methods = in_memory
     mem = plot_data(methods, reference=ref)
     assert isinstance(mem, RolloutResult) and mem.path is None and mem.name == "trajectories" and mem.table == []

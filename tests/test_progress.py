@@ -97,7 +97,7 @@ def test_progress_is_a_bar_on_a_terminal_and_lines_elsewhere():
 def test_training_lines_name_the_epoch_and_loss():
     from types import SimpleNamespace
 
-    from vpintegrator.training.progress import progress_lines
+    from vpintegrator.training.loop import progress_lines
 
     clock, out = Clock(), io.StringIO()
     with progress_lines(3, 600.0, interval=30, stream=out, clock=clock) as update:
@@ -157,7 +157,6 @@ def _command():
 @pytest.mark.parametrize(("flags", "expected"), [
     ([], ["doing it", "Warning: careful"]),
     (["--quiet"], ["Warning: careful"]),
-    (["--no-progress"], ["Warning: careful"]),
     (["-v"], ["debug: vpintegrator.some.module: details", "doing it", "Warning: careful"]),
 ])
 def test_cli_shows_library_messages_by_level(flags, expected):

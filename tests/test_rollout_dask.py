@@ -103,12 +103,12 @@ def test_cli_scheduler(cluster, data, tmp_path):
 
     _, client = cluster
     args = ["--set", f"data={json.dumps(str(data))}", "--integrators", "rk4", "--n-traj", "30", "--workers", "1"]
-    res = CliRunner().invoke(vp_rollout, [*args, "--out", str(tmp_path / "r.h5"), "--scheduler",
+    res = CliRunner().invoke(vp_rollout, [*args, "--out", str(tmp_path / "r.h5"), "--dask-scheduler",
                                           client.scheduler.address, "--shards", "3"])
     assert res.exit_code == 0, res.output
     assert "Rollout written to" in res.output
     local = run_rollouts(RolloutConfig(data=str(data), out=str(tmp_path / "l.h5"), integrators=["rk4"], n_traj=30))
     _same(read_rollout(local.out), read_rollout(tmp_path / "r.h5"))
-    res = CliRunner().invoke(vp_rollout, [*args, "--out", str(tmp_path / "x.h5"), "--scheduler",
+    res = CliRunner().invoke(vp_rollout, [*args, "--out", str(tmp_path / "x.h5"), "--dask-scheduler",
                                           client.scheduler.address, "--shard", "1/2"])
     assert res.exit_code == 2 and "--shard and --dask-scheduler exclude each other" in res.output

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from vpintegrator import _signals
 from vpintegrator.cli.gen import main as gen_main
 from vpintegrator.studies.runner import sigterm_as_interrupt
-from vpintegrator.training.guards import StopRequest
+from vpintegrator.training.loop import StopRequest
 
 
 def _mine(signum, frame):  # a user's own handler, which every block must give back

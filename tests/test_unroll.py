@@ -9,7 +9,7 @@ from vpintegrator import VPIntegratorError
 from vpintegrator.data.windows import WindowDataset, load_trajectories, split_trajectories, states_tensor
 from vpintegrator.models import build_model
 from vpintegrator.training import TrainConfig, fit, relative_loss
-from vpintegrator.training.unroll import Unrolled, unrolled
+from vpintegrator.training.single import Unrolled, unrolled
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

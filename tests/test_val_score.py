@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from vpintegrator.cli.train import main as train_main
 from vpintegrator.data.hdf5 import read_trajectories
 from vpintegrator.errors import VPIntegratorError
-from vpintegrator.training import EnsembleResult, TrainConfig, fit
+from vpintegrator.training import FitResult, TrainConfig, fit
 from vpintegrator.training.validation import RolloutValidator
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -102,7 +102,7 @@ def test_blown_up_rollout_scores_the_cap(setting):
 def test_ensemble_scores_equal_lone_runs_and_pick_the_best(tiny_data, tmp_path, monkeypatch, tol):
     extra = dict(val_rollout_error="final", val_rollout_drift_weight=50.0)
     ens = fit(_config(tiny_data, tmp_path, "ens", seeds=[5, 9], **extra))
-    assert isinstance(ens, EnsembleResult)
+    assert isinstance(ens, FitResult) and ens.is_ensemble
     # the split is split_seed's: the ensemble's members and the lone run share it
     alone = fit(_config(tiny_data, tmp_path, "alone", seed=9, **extra))
     got = [r["val_rollout"] for r in ens.members[1].history]

@@ -8,7 +8,7 @@ every update), and a last one at the end, each with done/total, the rate and the
 
     vp-gen rigid_body_paper: 600/1238 (48%), 41.2 trajectories/s, 15 s left
 
-Torch-free; the training loop (``vpintegrator.training.progress``), ``vp-gen`` and ``vp-rollout`` use it.
+Torch-free; the training loop (``vpintegrator.training.loop``), ``vp-gen`` and ``vp-rollout`` use it.
 """
 
 from __future__ import annotations

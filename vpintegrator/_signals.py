@@ -2,7 +2,7 @@
 
 Three users: the CLIs (SIGTERM, and SIGINT where Python's default handler is in place, raise
 ``KeyboardInterrupt`` so that ``kill`` cleans up like Ctrl-C: ``interrupts_raise``), training (a flag
-checked between optimiser steps: ``vpintegrator.training.guards.StopRequest``) and the studies
+checked between optimiser steps: ``vpintegrator.training.loop.StopRequest``) and the studies
 (SIGTERM stops the children). All go through ``handling``, so an in-process call (a notebook, a test
 driving a CLI through click's runner) leaves the process's handlers as it found them. Outside the main
 thread Python cannot install handlers; the block then runs with the handlers as they are.

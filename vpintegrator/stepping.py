@@ -10,7 +10,7 @@ the one host driver [`drive`][vpintegrator.stepping.drive] (NumPy blocks; failur
 step maps that restart their own rows ([`IntegratorStep`][vpintegrator.rollout.steps.IntegratorStep],
 [`ExactFlowStep`][vpintegrator.rollout.steps.ExactFlowStep]) the failure rule, training's rollout validation
 (``vpintegrator.training.validation.RolloutValidator``) and the unrolled training target
-(``vpintegrator.training.unroll.Unrolled``) the window advance.
+(``vpintegrator.training.single.Unrolled``) the window advance.
 
 The step map. [`StepMap`][vpintegrator.stepping.StepMap] is the contract between a driver and whatever produces states (model,
 integrator, exact flow): ``start``, ``generate``, ``reset``.

@@ -88,7 +88,7 @@ CASES = [
     _r("rollout-out-is-data-dotdot", ["--out", "{out}/../data.h5"], r"is the input file", out=False),
     _r("rollout-out-is-model", ["--model", "{model}", "--out", "{model}"], r"is the input file", out=False),
     _r("rollout-out-is-model-in-run", ["--model", "{run}", "--out", "{run}/best.pt"], r"is the input file", out=False),
-    _r("rollout-out-is-config", ["--config", "{rollout_toml}", "--out", "{rollout_toml}"], r"is the input file",
+    _r("rollout-out-is-config", ["{rollout_toml}", "--out", "{rollout_toml}"], r"is the input file",
        base=False, out=False),
     _r("rollout-out-is-data-im", ["--data", "{data_im}", "--integrators", "rk4", "--out", "{data_im}"], r"is the input file", out=False,
        base=False),

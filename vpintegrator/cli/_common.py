@@ -88,20 +88,16 @@ def version_option(fn: Callable) -> Callable:
 
 
 def quiet_option(fn: Callable) -> Callable:
-    """``--quiet``/``-q`` and ``--verbose``/``-v``; the older ``--progress/--no-progress`` stays as a hidden
-    alias. The callback gets ``quiet`` (true when either says so) and no ``progress`` or ``verbose``; the
+    """``--quiet``/``-q`` and ``--verbose``/``-v``. The callback gets ``quiet`` and no ``verbose``; the
     library's log messages are set up for the command (``setup_logging``)."""
 
-    fn = click.option("--progress/--no-progress", "progress_alias", default=True, hidden=True,
-                      help="Deprecated alias: --no-progress is --quiet.")(fn)
     fn = click.option("--verbose", "-v", is_flag=True,
                       help="Also print the library's debug messages on stderr.")(fn)
     fn = click.option("--quiet", "-q", is_flag=True,
                       help="No progress output on stderr (errors and warnings are still printed).")(fn)
 
     @functools.wraps(fn)
-    def wrapper(*args: Any, quiet: bool, progress_alias: bool, verbose: bool, **kwargs: Any):
-        quiet = quiet or not progress_alias
+    def wrapper(*args: Any, quiet: bool, verbose: bool, **kwargs: Any):
         logger = logging.getLogger("vpintegrator")
         level = logger.level
         handler = setup_logging(quiet=quiet, verbose=verbose)
@@ -249,11 +245,8 @@ class Listed(click.Option):
 
 
 def dask_scheduler_options(fn: Callable) -> Callable:
-    """``--dask-scheduler ADDRESS`` (default ``$DASK_SCHEDULER_ADDRESS``) and its old name ``--scheduler``, kept
-    as a hidden alias (vp-train's ``--scheduler`` is the learning-rate schedule). The callback gets the
-    address as ``scheduler``."""
-    fn = click.option("--scheduler", "scheduler_alias", metavar="ADDRESS", default=None, hidden=True,
-                      help="Deprecated alias of --dask-scheduler.")(fn)
+    """``--dask-scheduler ADDRESS`` (default ``$DASK_SCHEDULER_ADDRESS``; not ``--scheduler``, which is
+    vp-train's learning-rate schedule). The callback gets the address as ``scheduler``."""
     fn = click.option("--dask-scheduler", "dask_scheduler", metavar="ADDRESS", envvar="DASK_SCHEDULER_ADDRESS",
                       default=None,
                       help="Run the blocks on this dask.distributed scheduler (default: $DASK_SCHEDULER_ADDRESS), one "
@@ -261,11 +254,8 @@ def dask_scheduler_options(fn: Callable) -> Callable:
                       "--out.")(fn)
 
     @functools.wraps(fn)
-    def wrapper(*args: Any, dask_scheduler: str | None, scheduler_alias: str | None, **kwargs: Any):
-        ctx = click.get_current_context()
-        if scheduler_alias is not None and dask_scheduler is not None and given(ctx, "dask_scheduler"):
-            raise click.UsageError("--scheduler is the old name of --dask-scheduler; give --dask-scheduler only")
-        return fn(*args, scheduler=scheduler_alias if scheduler_alias is not None else dask_scheduler, **kwargs)
+    def wrapper(*args: Any, dask_scheduler: str | None, **kwargs: Any):
+        return fn(*args, scheduler=dask_scheduler, **kwargs)
 
     return wrapper
 

@@ -102,8 +102,6 @@ def _config_class():
     help="Print every classical integrator with its order and properties (symplectic, volume, ...) and the "
     "pretrained models (pretrained:NAME), and exit.",
 )
-@click.option("--config", "config_alias", type=click.Path(dir_okay=False, path_type=Path), hidden=True,
-              help="Alias of CONFIG.")
 # here: one option per RolloutConfig key that has a flag (its declaration in vpintegrator/rollout/config.py)
 @click.option(
     "--model", "models", multiple=True, metavar="[LABEL=]RUN", shell_complete=complete_model,
@@ -123,7 +121,6 @@ def _config_class():
 @click.option("--fast-step", type=click.Choice(tuple(_FAST_STEP)), default="auto", show_default=True,
               help="auto: TorchScript-trace models and CUDA-graph model steps on the device engine; off: eager "
               "(as vp-train --fast-step).")
-@click.option("--jit/--no-jit", default=None, hidden=True, help="Deprecated alias: --no-jit is --fast-step off.")
 @set_option(
     "Any RolloutConfig key, VALUE in TOML syntax (e.g. --set blowup=1e6); repeatable. A key that has its "
     "own flag is given once, by the flag or by --set."
@@ -159,7 +156,7 @@ def _config_class():
               help="With --dask-scheduler: the number of blocks (default: one per worker of the cluster).")
 # --- end of issue 23 options --------------------------------------------------------------------------------
 @cli_errors
-def main(config, config_alias, models, integrators, traj, fast_step, jit, flags, set_, fail_on_blowup, work_precision,
+def main(config, models, integrators, traj, fast_step, flags, set_, fail_on_blowup, work_precision,
          amortise, print_config, as_json, quiet, overwrite, shard, scheduler, n_shards):
     """Roll out models and classical integrators from a data set's initial conditions.
 
@@ -180,17 +177,12 @@ def main(config, config_alias, models, integrators, traj, fast_step, jit, flags,
     from ..metrics import format_text
     from ..rollout import RolloutConfig, load_rollout_config, run_rollouts
 
-    if config is not None and config_alias is not None:
-        raise VPIntegratorError(f"CONFIG given twice ({config} and --config {config_alias}); give it once")
-    config = config if config is not None else config_alias
     ctx = click.get_current_context()
-    if jit is not None and given(ctx, "fast_step"):
-        raise VPIntegratorError("--jit/--no-jit is the old name of --fast-step; give --fast-step only")
     flags = dict(
         models=[_model_spec(m) for m in models] or None,
         integrators=_names(integrators),
         traj=_int_list(traj),
-        fast_step=jit if jit is not None else (_FAST_STEP[fast_step] if given(ctx, "fast_step") else None),
+        fast_step=_FAST_STEP[fast_step] if given(ctx, "fast_step") else None,
         **flags,
     )
     from ..rollout.config import RENAMED_KEYS, renamed_keys

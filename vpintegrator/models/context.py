@@ -40,8 +40,7 @@ from ..errors import VPIntegratorError
 from ..nn.common import check_positive_int
 from ..nn.attention import MultiHeadAttention
 from ..nn.conditioned import ConditionedGradientLayer, ConditionedLiePoissonLayer, ConditionedShear
-from ._common import _record_config
-from .registry import register_model
+from .registry import _record_config, register_model
 
 __all__ = ["THETA_NAMES", "ENCODERS", "parameter_features", "finite_difference_context", "FiniteDifferenceEncoder",
            "AttentionEncoder", "ContextModel", "BoundContextModel", "ContextLiePoissonNet", "ContextGSympNet",

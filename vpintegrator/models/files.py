@@ -3,7 +3,9 @@
 Format: one ``torch.save`` dict ``{"format": "vpintegrator-model", "version": 1, "config": {...},
 "state_dict": {...}, "vpintegrator_version": "...", "provenance": {...}, **extra}``, loadable with
 ``torch.load(weights_only=True)`` (no pickled code). ``load_model("gml:FILE.h5")`` reads GeometricMachineLearning.jl weights instead
-(``vpintegrator.models.gml``).
+(``vpintegrator.models.gml``). A whole pickled object (``torch.save(model)``) written by an earlier version,
+whose pickle names a module that has since gone, loads with [`load_pickled`][vpintegrator.models.load_pickled]
+through the one table of moved modules, ``MOVED_MODULES``.
 """
 
 from __future__ import annotations
@@ -27,12 +29,66 @@ from .gml import GML_PREFIX, parse_gml_spec, read_gml
 from .registry import build_model, buildable
 
 __all__ = ["save_model", "load_model", "load_checkpoint", "list_pretrained", "pretrained_info", "read_torch_file",
-           "weights_sha256"]
+           "weights_sha256", "MOVED_MODULES", "load_pickled"]
 
 MODEL_FORMAT = "vpintegrator-model"
 MODEL_FORMAT_VERSION = 1
 PRETRAINED_PREFIX = "pretrained:"
 _RESERVED_KEYS = ("format", "version", "config", "state_dict", "vpintegrator_version")
+
+#: The one table of moved modules: a module path that pickles written by an earlier version may name ->
+#: the module that holds those objects now. The package keeps no old import paths (0.1.0 promises none);
+#: this table is read only by [`load_pickled`][vpintegrator.models.load_pickled]'s unpickler. Add a row
+#: when a module whose objects can be pickled (layers, activations, models) goes.
+MOVED_MODULES: dict[str, str] = {
+    "vpintegrator.nn._common": "vpintegrator.nn.common",
+    "vpintegrator.models._common": "vpintegrator.models.registry",
+    "vpintegrator.models.sizes": "vpintegrator.models.registry",
+    "vpintegrator.training.unroll": "vpintegrator.training.single",
+    "vpintegrator.training.guards": "vpintegrator.training.loop",
+    "vpintegrator.training.progress": "vpintegrator.training.loop",
+    "vpintegrator.training.names": "vpintegrator.training.config",
+}
+
+
+class _MovedUnpickler(pickle.Unpickler):
+    """``pickle.Unpickler`` that reads a moved module's objects from their new module (``MOVED_MODULES``)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        return super().find_class(MOVED_MODULES.get(module, module), name)
+
+
+class _MovedPickle:
+    """The ``pickle_module`` ``torch.load`` is given: ``pickle`` with the moved-module unpickler."""
+
+    Unpickler = _MovedUnpickler
+    __name__ = "vpintegrator.models.files._MovedPickle"
+
+    @staticmethod
+    def load(file: Any, **kwargs: Any) -> Any:
+        return _MovedUnpickler(file, **kwargs).load()
+
+
+def load_pickled(file: str | os.PathLike[str], map_location: Any = "cpu") -> Any:
+    """``torch.load(file, weights_only=False)`` of a whole pickled object (``torch.save(model)``), with the
+    module paths of ``MOVED_MODULES`` read from where those objects live now.
+
+    This runs the file's pickled code: only for files you trust. Files written by
+    [`save_model`][vpintegrator.models.save_model] and ``vp-train`` hold no code and load with
+    [`load_model`][vpintegrator.models.load_model] instead.
+
+    Parameters
+    ----------
+    file : path-like
+        A file written by ``torch.save(obj)``.
+    map_location : default "cpu"
+        ``torch.load``'s ``map_location``.
+    """
+    file = Path(file)
+    if not file.is_file():
+        raise VPIntegratorError(f"pickled file {file}: not found (or not a regular file); give a file written by "
+                                "torch.save")
+    return torch.load(file, map_location=map_location, weights_only=False, pickle_module=_MovedPickle)
 
 
 def save_model(model: nn.Module, path: str | os.PathLike[str], extra: dict[str, Any] | None = None, *,

@@ -33,7 +33,7 @@ from .rollout import (
     plot_volume,
 )
 from .display import enable_notebook_display
-from .source import MAX_CURVES, PlotData, plot_data
+from .source import MAX_CURVES, plot_data
 from .style import (
     DISPLAY_NAMES,
     INTEGRATOR_COLORS,
@@ -77,7 +77,6 @@ __all__ = [
     "FigureStyle",
     "figure_style",
     "save_figure",
-    "PlotData",
     "plot_data",
     "plot_trajectories3d",
     "plot_invariants",

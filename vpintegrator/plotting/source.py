@@ -5,7 +5,7 @@ rollout file (``vp-rollout`` output), or trajectories in memory — one
 [`Trajectories`][vpintegrator.data.trajectories.Trajectories] or a dict ``{label: Trajectories}``, e.g. straight
 from [`vpintegrator.integrate`][vpintegrator.data.integration.integrate] or [`vpintegrator.generate`][vpintegrator.data.generation.generate] — optionally with a ``reference``
 [`Trajectories`][vpintegrator.data.trajectories.Trajectories]. [`plot_data`][vpintegrator.plotting.plot_data] turns any of them into one
-[`RolloutResult`][vpintegrator.data.rollouts.RolloutResult] (``PlotData`` is its old name here): states,
+[`RolloutResult`][vpintegrator.data.rollouts.RolloutResult]: states,
 per-step metrics (invariants from ``traj.system``, relative errors against the reference when there is one)
 and the trajectories' indices in the data file, which is what ``traj`` selects.
 """
@@ -23,17 +23,11 @@ from ..data.rollouts import MethodMetrics, RolloutResult, is_paper_set
 from ..data.trajectories import Trajectories
 from ..errors import VPIntegratorError
 
-__all__ = ["MAX_CURVES", "Metrics", "PlotData", "plot_data", "check_max_points", "select", "methods_to_draw",
+__all__ = ["MAX_CURVES", "plot_data", "check_max_points", "select", "methods_to_draw",
            "is_paper_set", "traj_names", "describe"]
 
 #: more trajectories than this are drawn as a median and a 10-90 % band instead of one curve each
 MAX_CURVES = 5
-
-
-#: the per-step metrics of one method: the rollout file's type (an alias kept for old code)
-Metrics = MethodMetrics
-#: what figures draw: a rollout, read from a file or built from memory (an alias kept for old code)
-PlotData = RolloutResult
 
 
 # --------------------------------------------------------------------------- building

@@ -9,7 +9,7 @@ on random subsamples of windows, far faster for these small models (docs/trainin
 Modules, each one concern:
 
 ``config``      [`TrainConfig`][vpintegrator.training.TrainConfig] (the ``vp-train`` TOML; errors name the key) and the optimisers, schedules
-                and fast-step modes it chooses from (torch-free; ``names`` re-exports them)
+                and fast-step modes it chooses from (torch-free)
 ``optim``       the loss, torch optimisers by name, schedules, [`LevenbergMarquardt`][vpintegrator.training.LevenbergMarquardt] (over a member axis)
 ``checkpoint``  RNG state, run-directory files (config.toml, log.csv, summary.json, last.pt), resume
 ``validation``  the validation loss and the rollout score of ``monitor = "val_rollout"``
@@ -18,11 +18,11 @@ Modules, each one concern:
 ``setup``       the data, the models and the window sets of a config
 ``inputs``      the same from objects: a model, Trajectories or window tensors
 ``loop``        the one epoch loop over a member axis (a single run: 1, an ensemble: N), what stops it (divergence,
-                SIGINT/SIGTERM) and its progress bar (``guards`` and ``progress`` re-export them)
+                SIGINT/SIGTERM) and its progress bar
 ``record``      one member's bookkeeping: best epoch, patience, history, log.csv and its sinks, best.pt
 ``sinks``       the tracking sinks of ``logger`` (TensorBoard, MLflow)
 ``single``      the step strategy of one model (torch optimisers, LBFGS, graph step, DDP, LM; resume; the
-                unrolled targets of ``unroll = k``, which ``unroll`` re-exports)
+                unrolled targets of ``unroll = k``)
 ``ensemble``    the step strategy of a seed ensemble (``ensemble = N`` / ``seeds``; vmap) and its files
 ``ensemble_lm`` Levenberg–Marquardt for an ensemble's members (their own subsamples and λ; batched)
 ``ddp``         DistributedDataParallel plumbing for ``torchrun``
@@ -40,7 +40,6 @@ _LAZY: dict[str, str] = {
     "fit": ".run",
     "TrainConfig": ".config",
     "FitResult": ".results",
-    "EnsembleResult": ".results",
     "EpochInfo": ".results",
     "TrainingInterrupted": ".results",
     "relative_loss": ".optim",
@@ -62,7 +61,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from .optim import make_optimizer as make_optimizer
     from .optim import make_scheduler as make_scheduler
     from .optim import relative_loss as relative_loss
-    from .results import EnsembleResult as EnsembleResult
     from .results import EpochInfo as EpochInfo
     from .results import FitResult as FitResult
     from .results import TrainingInterrupted as TrainingInterrupted
@@ -72,7 +70,6 @@ __all__ = [
     "fit",
     "TrainConfig",
     "FitResult",
-    "EnsembleResult",
     "EpochInfo",
     "TrainingInterrupted",
     "relative_loss",

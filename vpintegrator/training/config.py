@@ -302,7 +302,7 @@ class TrainConfig(Config):
         The members' seeds (an ensemble of ``len(seeds)``; with ``ensemble`` too, the lengths must agree).
     unroll : int
         Windows of free rollout per training target (1: none). With k > 1 the model is iterated k times on
-        its own predictions from each input window (``vpintegrator.training.unroll``) and the loss (training
+        its own predictions from each input window (``vpintegrator.training.single.Unrolled``) and the loss (training
         and validation) compares the k·pred_window predicted states with the data's. Costs k forward passes
         per window; not with ``ensemble``.
     init_from : str, optional

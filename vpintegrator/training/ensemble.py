@@ -83,13 +83,13 @@ from .fast_step import FastStep, portable_state, resolve_fast_step
 from .optim import label, make_optimizer, make_scheduler
 from .strategy import Clock
 from .results import (  # noqa: F401 (is_ensemble_dir, is_ensemble_member, member_dir_name re-exported)
-    TABLE_COLUMNS, EnsembleResult, FitResult, is_ensemble_dir, is_ensemble_member, member_dir_name,
+    TABLE_COLUMNS, FitResult, is_ensemble_dir, is_ensemble_member, member_dir_name,
 )
 
 if TYPE_CHECKING:
     from .record import Member
 
-__all__ = ["ENSEMBLE_STATE", "EnsembleResult", "EnsembleSteps", "finish_ensemble", "member_dir_name", "is_ensemble_dir"]
+__all__ = ["ENSEMBLE_STATE", "EnsembleSteps", "finish_ensemble", "member_dir_name", "is_ensemble_dir"]
 
 #: the file in an ensemble's directory that holds its whole training state (what a resume continues from)
 ENSEMBLE_STATE = "ensemble_last.pt"

@@ -12,7 +12,7 @@ import torch
 
 from ..errors import VPIntegratorError
 
-__all__ = ["EnsembleResult", "EpochInfo", "FitResult", "TrainingInterrupted"]
+__all__ = ["EpochInfo", "FitResult", "TrainingInterrupted"]
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ class FitResult:
             raise VPIntegratorError("FitResult.of_ensemble: members is empty; an ensemble has at least one member",
                                     key="members")
         ref = members[selected if selected is not None else 0]
-        return EnsembleResult(
+        return cls(
             run_dir=run_dir, model=ref.model, epochs=ref.epochs, steps=ref.steps, train_loss=ref.train_loss,
             val_loss=ref.val_loss, best_loss=ref.best_loss, best_epoch=ref.best_epoch, wall_time=wall_time,
             n_params=ref.n_params, device=device, dtype=dtype, stopped=stopped, history=ref.history,
@@ -140,24 +140,6 @@ class FitResult:
         return (f"{type(self).__name__}(run_dir={str(self.run_dir) if self.run_dir is not None else None!r}, "
                 f"model={name!r}, {ens}n_params={self.n_params}, epochs={self.epochs}, best_epoch={self.best_epoch}, "
                 f"best_loss={self.best_loss:.4g}, stopped={self.stopped!r})")
-
-
-class EnsembleResult(FitResult):
-    """An ensemble's [`FitResult`][vpintegrator.training.FitResult] (what an ensemble
-    [`fit`][vpintegrator.training.fit] returns), kept under this name for compatibility: new code reads
-    ``FitResult`` and its ``members``.
-
-    Built as before, ``EnsembleResult(run_dir=..., seeds=..., members=..., selected=..., monitor=...,
-    stopped=..., wall_time=..., device=..., dtype=..., table=...)`` (as
-    [`FitResult.of_ensemble`][vpintegrator.training.FitResult.of_ensemble]), or with ``FitResult``'s own fields.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        if args or "model" in kwargs:  # FitResult's own fields (dataclasses.replace, copy)
-            FitResult.__init__(self, *args, **kwargs)
-            return
-        made = FitResult.of_ensemble(**kwargs)
-        self.__dict__.update(made.__dict__)
 
 
 class TrainingInterrupted(KeyboardInterrupt):
