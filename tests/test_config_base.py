@@ -247,3 +247,29 @@ def test_toml_nested_too_deep_is_one_line(tmp_path):
     with pytest.raises(VPIntegratorError, match=r"deep.toml: TOML nested too deep to read"):
         config_layer.read_toml(deep)
     assert config_layer.parse_set(["x=" + "[" * 1000 + "]" * 1000]) == {"x": "[" * 1000 + "]" * 1000}  # a bare string
+
+
+def test_dump_toml_round_trips_what_the_configs_hold(tmp_path):
+    """The TOML writer (tomli-w behind ``dump_toml``): NumPy numbers, paths, tuples, nan/inf and nested
+    tables read back as plain values; ``None`` (not set) is left out at every depth; a value TOML cannot
+    hold is one error naming its key."""
+    import math
+
+    import numpy as np
+
+    from vpintegrator.config import dump_toml, read_toml
+
+    values = {"n": np.int64(3), "x": np.float32(0.5), "flag": np.bool_(True), "path": tmp_path / "a b.h5",
+              "pair": (1, 2), "grid": np.array([[1.0, 2.0]]), "inf": float("inf"), "nan": float("nan"), "unset": None,
+              "name": 'quote " and é', "model": {"name": "vpt", "L": 3, "skip": None, "inner": {"k": [0.1]}}}
+    text = dump_toml(values)
+    (tmp_path / "c.toml").write_text(text, encoding="utf-8")
+    back = read_toml(tmp_path / "c.toml")
+    nan = back.pop("nan")
+    assert math.isnan(nan) and "unset" not in back and "skip" not in back["model"]
+    assert back == {"n": 3, "x": 0.5, "flag": True, "path": str(tmp_path / "a b.h5"), "pair": [1, 2],
+                    "grid": [[1.0, 2.0]], "inf": float("inf"), "name": 'quote " and é',
+                    "model": {"name": "vpt", "L": 3, "inner": {"k": [0.1]}}}
+    assert text.index("[model]") > text.index("name =")  # scalars first, then the tables
+    with pytest.raises(VPIntegratorError, match=r"^model\.bad: cannot write NoneType value None to TOML"):
+        dump_toml({"model": {"bad": [1, None]}})

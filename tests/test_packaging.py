@@ -40,9 +40,19 @@ def _requirements() -> list[str]:
     return importlib.metadata.requires("vpintegrator") or []
 
 
+def _requirement(name: str) -> list[str]:
+    return [r for r in _requirements() if re.split(r"[\s<>=!~;\[]", r, maxsplit=1)[0].lower() == name]
+
+
 def test_tomli_is_a_dependency_below_python_311():
-    tomli = [r for r in _requirements() if r.startswith("tomli")]
+    tomli = _requirement("tomli")
     assert len(tomli) == 1 and re.search(r"python_version\s*<\s*['\"]3\.11['\"]", tomli[0]), tomli
+
+
+def test_tomli_w_writes_toml_on_every_python():
+    """``config.dump_toml`` writes through tomli-w: an unconditional dependency."""
+    tomli_w = _requirement("tomli-w")
+    assert len(tomli_w) == 1 and "python_version" not in tomli_w[0], tomli_w
 
 
 def test_every_shipped_config_is_found_by_name_and_valid():

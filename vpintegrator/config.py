@@ -8,8 +8,8 @@ the declaration: the checks (``Config``, run once when a config is built and, fo
 change, by ``Config.replace``), TOML reading and writing, ``--set`` parsing and the CLI options with
 their help (``vpintegrator.cli._options``). This module also reads TOML files with one-line errors (a
 missing file, a file that is not TOML, bad syntax), merges overrides on top of file values (``None``
-means "not given"), checks keys against the valid ones (with a close match), and writes TOML back (a
-minimal writer: no new dependency). Errors carry the key ([`VPIntegratorError`][vpintegrator.errors.VPIntegratorError]
+means "not given"), checks keys against the valid ones (with a close match), and writes TOML back
+(``tomli_w``; ``None`` values left out). Errors carry the key ([`VPIntegratorError`][vpintegrator.errors.VPIntegratorError]
 ``key``) so that each CLI can name it as its own flag.
 """
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextvars
 import copy
 import dataclasses
-import json
 import math
 import os
 from pathlib import Path
@@ -28,7 +27,7 @@ from ._toml import tomllib
 from .errors import VPIntegratorError
 
 __all__ = ["Config", "Key", "key", "declared", "read_toml", "parse_set", "parse_value", "merge", "check_keys", "did_you_mean",
-           "unknown_key", "dump_toml", "toml_value"]
+           "unknown_key", "dump_toml"]
 
 
 def read_toml(path: str | os.PathLike[str], *, table: str | None = None, what: str = "config") -> dict[str, Any]:
@@ -137,50 +136,34 @@ def check_keys(values: Mapping[str, Any], valid: Sequence[str], source: str = "c
         raise VPIntegratorError(unknown_key(unknown[0], valid, source), key=str(unknown[0]))
 
 
-def toml_value(value: Any) -> str:
-    """One value as TOML (bool, int, float incl. nan/inf, str/path, list, inline table)."""
+def _toml_plain(value: Any, where: str) -> Any:
+    """``value`` as what ``tomli_w`` writes: NumPy scalars and arrays as Python numbers and lists, paths as
+    strings, tuples as lists; ``None`` entries of a table are left out (TOML has no null: "not set"). The one
+    place where our values meet the writer's types; ``where`` (the key) names a value it cannot write."""
     import numpy as np
 
-    if isinstance(value, (bool, np.bool_)):
-        return "true" if value else "false"
-    if isinstance(value, (int, np.integer)):
-        return str(int(value))
-    if isinstance(value, (float, np.floating)):
-        value = float(value)
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return repr(value)
-    if isinstance(value, (str, os.PathLike)):
-        return json.dumps(str(value), ensure_ascii=False)  # JSON string escapes are valid TOML
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
-        items = ", ".join(f"{_toml_key(k)} = {toml_value(v)}" for k, v in value.items() if v is not None)
-        return "{" + items + "}"
-    raise VPIntegratorError(f"cannot write {type(value).__name__} value {value!r} to TOML")
-
-
-def _toml_key(key: str) -> str:
-    return key if key.replace("_", "").replace("-", "").isalnum() and key.isascii() else json.dumps(key)
+        return {str(k): _toml_plain(v, f"{where}.{k}" if where else str(k)) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_toml_plain(v, where) for v in (value.tolist() if isinstance(value, np.ndarray) else value)]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value)
+    if isinstance(value, (str, os.PathLike)):
+        return str(value)
+    raise VPIntegratorError(f"{where}: cannot write {type(value).__name__} value {value!r} to TOML (a list holds "
+                            "None?); give numbers, strings, booleans, lists or tables", key=where or None)
 
 
 def dump_toml(values: Mapping[str, Any]) -> str:
-    """Scalars and lists at the top, one level of tables; ``None`` values are left out."""
-    lines, tables = [], []
-    for key, value in values.items():
-        if value is None:
-            continue
-        if isinstance(value, dict):
-            tables.append((key, value))
-        else:
-            lines.append(f"{_toml_key(key)} = {toml_value(value)}")
-    for key, table in tables:
-        lines.append("")
-        lines.append(f"[{_toml_key(key)}]")
-        lines.extend(f"{_toml_key(k)} = {toml_value(v)}" for k, v in table.items() if v is not None)
-    return "\n".join(lines) + "\n"
+    """``values`` as TOML text (written by ``tomli_w``): scalars and lists at the top, then tables; ``None``
+    values are left out (not set), so ``read_toml`` gives back the same values without them."""
+    import tomli_w
+
+    return tomli_w.dumps(_toml_plain(dict(values), ""))
 
 
 # ---------------------------------------------------------------------------------------------------
