@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -60,3 +61,56 @@ def test_a_cache_miss_still_compiles(tmp_path):
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
         assert out.stdout.strip() == "6.0"
     assert any((tmp_path / "cache").rglob("*.nbi"))
+
+
+def test_the_lean_loader_sees_this_numba_as_supported():
+    """The numba internals ``lean_cache_load`` relies on are there in the shape it reproduces. A numba upgrade
+    that changes them fails here (the package then falls back to numba's own loader, with a warning)."""
+    from vpintegrator.compiled import _jit
+
+    assert _jit.lean_load_unsupported() is None
+    kernel = _jit.jit(lambda x: x + 1.0)
+    assert "load_overload" in vars(kernel._cache)  # the lean loader is in place on the dispatcher's cache
+    assert kernel(1.0) == 2.0
+
+
+class _OtherLoad:
+    """The cache of a numba whose ``load_overload`` takes other arguments and no longer refreshes."""
+
+    def load_overload(self, sig, target_context, *, refresh=True):
+        return None
+
+    def _load_overload(self, sig, target_context):
+        return None
+
+    def _guard_against_spurious_io_errors(self):
+        return None
+
+
+class _NoGuard(_OtherLoad):
+    def load_overload(self, sig, target_context):
+        target_context.refresh()
+        return self._load_overload(sig, target_context)
+
+
+class _Dispatcher:
+    def __init__(self, cache):
+        self._cache = cache
+
+
+@pytest.mark.parametrize("cache_class, reason", [
+    (_OtherLoad, r"Cache.load_overload\(self, sig, target_context, \*, refresh=True\), expected \(self, sig, target_context\)"),
+    (_NoGuard, r"Cache.load_overload no longer calls _guard_against_spurious_io_errors"),
+])
+def test_an_unknown_numba_falls_back_to_its_own_loader(cache_class, reason, caplog, monkeypatch):
+    from vpintegrator.compiled import _jit
+
+    monkeypatch.setattr(_jit, "_warned", [])
+    assert _jit.lean_load_unsupported(cache_class) is not None
+    dispatcher = _Dispatcher(cache_class())
+    with caplog.at_level("WARNING", logger="vpintegrator"):
+        assert _jit.lean_cache_load(dispatcher) is dispatcher
+        _jit.lean_cache_load(_Dispatcher(cache_class()))  # one warning per reason and process
+    assert "load_overload" not in vars(dispatcher._cache)  # numba's own loader stays
+    warned = [r.getMessage() for r in caplog.records if "numba's own cache loader" in r.getMessage()]
+    assert len(warned) == 1 and re.search(reason, warned[0]), warned

@@ -4,6 +4,8 @@ plain Python and are never used: ``vpintegrator.compiled.available`` is False)."
 
 from __future__ import annotations
 
+import logging
+
 try:  # pragma: no cover - exercised by the environment
     import numba as _numba
 except Exception:  # ImportError, or a numba that fails against this NumPy
@@ -29,6 +31,60 @@ def njit(**options):
     return lambda fn: lean_cache_load(cached_njit(fn, **options))
 
 
+#: the names numba's ``Cache.load_overload`` calls, in the shape ``lean_cache_load`` reproduces: refresh the
+#: target, then ``self._load_overload(sig, target_context)`` under ``self._guard_against_spurious_io_errors()``
+_LOAD_OVERLOAD_CALLS = ("refresh", "_guard_against_spurious_io_errors", "_load_overload")
+_warned: list[str] = []
+
+
+def lean_load_unsupported(cache_class: type | None = None) -> str | None:
+    """Why ``lean_cache_load`` cannot be used with the installed numba (None: it can).
+
+    Checks every numba internal it relies on, in the shape it relies on: ``Cache.load_overload(self, sig,
+    target_context)`` whose code calls ``refresh``, ``_guard_against_spurious_io_errors`` and
+    ``_load_overload``; ``Cache._load_overload(self, sig, target_context)``; the guard; and
+    ``nrt.rtsys.initialize(ctx)``. numba is bounded below only (``numba>=0.59``): a numba that changes any of
+    these gets numba's own loader and one warning, and tests/test_startup.py fails on it, so the change is
+    seen rather than silent.
+
+    Parameters
+    ----------
+    cache_class : type, optional
+        The dispatcher's cache class (``type(dispatcher._cache)``); default numba's ``Cache``.
+    """
+    import inspect
+
+    if _numba is None:
+        return "numba is not installed"
+    version = getattr(_numba, "__version__", "?")
+    try:
+        from numba.core.caching import Cache
+        from numba.core.runtime import nrt
+    except ImportError as err:
+        return f"numba {version}: {err}"
+    cls = Cache if cache_class is None else cache_class
+    wanted = [("Cache.load_overload", getattr(cls, "load_overload", None), ["self", "sig", "target_context"]),
+              ("Cache._load_overload", getattr(cls, "_load_overload", None), ["self", "sig", "target_context"]),
+              ("nrt.rtsys.initialize", getattr(getattr(nrt, "rtsys", None), "initialize", None), None)]
+    for what, fn, params in wanted:
+        if not callable(fn):
+            return f"numba {version} has no {what}"
+        try:
+            signature = inspect.signature(fn)
+        except (TypeError, ValueError):
+            return f"numba {version}: the signature of {what} cannot be read"
+        names = list(signature.parameters)
+        if (names != params) if params is not None else len(names) != 1:
+            return f"numba {version}: {what}{signature}, expected ({', '.join(params or ['ctx'])})"
+    if not callable(getattr(cls, "_guard_against_spurious_io_errors", None)):
+        return f"numba {version} has no Cache._guard_against_spurious_io_errors"
+    calls = getattr(getattr(cls.load_overload, "__code__", None), "co_names", ())
+    missing = [name for name in _LOAD_OVERLOAD_CALLS if name not in calls]
+    if missing:
+        return f"numba {version}: Cache.load_overload no longer calls {', '.join(missing)}"
+    return None
+
+
 def lean_cache_load(dispatcher):
     """Let ``dispatcher`` (a ``cache=True`` numba function) load its cached machine code without refreshing
     numba's whole CPU target first; returns it.
@@ -39,17 +95,25 @@ def lean_cache_load(dispatcher):
     machine code that is already compiled needs none of it, only numba's runtime (NRT, for the arrays the
     kernels allocate). Here the load initialises the runtime and loads the cached library, exactly as numba
     does otherwise. The machine code is the same cached object, so the numbers are the same. On a cache miss
-    nothing changes: numba compiles, and its compiler refreshes the contexts itself. Without the numba
-    internals this relies on (``_cache._load_overload``, ``rtsys``), the dispatcher is left as it is."""
+    nothing changes: numba compiles, and its compiler refreshes the contexts itself. Where the installed
+    numba's internals are not the ones this relies on (``lean_load_unsupported``),
+    the dispatcher is left as it is (numba's own loader) and one warning per process says why."""
     cache = getattr(dispatcher, "_cache", None)
-    try:
-        from numba.core.runtime import nrt
-
-        rtsys = nrt.rtsys
-        load = cache._load_overload  # type: ignore[union-attr]
-        guard = cache._guard_against_spurious_io_errors  # type: ignore[union-attr]
-    except (ImportError, AttributeError):  # pragma: no cover - another numba's internals
+    if cache is None or not hasattr(cache, "load_overload"):  # no on-disk cache (compiled without one)
         return dispatcher
+    reason = lean_load_unsupported(type(cache))
+    if reason is not None:
+        if reason not in _warned:
+            _warned.append(reason)
+            logging.getLogger("vpintegrator").warning(
+                "%s; the compiled kernels load through numba's own cache loader (the same numbers, a slower "
+                "start-up)", reason)
+        return dispatcher
+    from numba.core.runtime import nrt
+
+    rtsys = nrt.rtsys
+    load = cache._load_overload
+    guard = cache._guard_against_spurious_io_errors
 
     def load_overload(sig, target_context):
         rtsys.initialize(target_context)
@@ -57,5 +121,5 @@ def lean_cache_load(dispatcher):
             return load(sig, target_context)
         return None  # the guard swallowed an I/O error: compile instead
 
-    cache.load_overload = load_overload  # type: ignore[union-attr]
+    cache.load_overload = load_overload
     return dispatcher
