@@ -1,6 +1,7 @@
 """The package layout: imports point one way with no whitelist, no private name crosses a package, no
-module-private object is handed to another module, every plug-in surface is a ``Protocol`` the shipped
-plug-ins satisfy, and the root namespace stays small."""
+module-private object is handed to another module, every plug-in surface has a typed contract (a base
+class or a ``Protocol`` the drivers take) the shipped plug-ins satisfy, no module is a re-export shim, and
+the root namespace stays small."""
 
 from __future__ import annotations
 
@@ -330,27 +331,14 @@ def test_the_private_pass_rule_can_fail():
 
 
 def _shipped_plugins():
-    """(Protocol, plug-in, what) for every shipped plug-in of every surface."""
-    import torch
-
+    """(Protocol, plug-in, what) for every shipped plug-in of the surfaces that have a Protocol."""
     from vpintegrator import protocols as P
-    from vpintegrator.integrators import get_integrator, list_integrators
-    from vpintegrator.models import build_model, list_models
-    from vpintegrator.rollout import IntegratorStep, ModelStep
+    from vpintegrator.models import build_model, list_models, model_class
     from vpintegrator.rollout.numba_model import packer_for
-    from vpintegrator.systems import get_system, list_systems
     from vpintegrator.training.sinks import MLflowSink, TensorBoardSink
 
     out = []
-    for name in list_systems():
-        out.append((P.SystemProtocol, get_system(name), f"system {name}"))
-    for name in list_integrators():
-        out.append((P.IntegratorProtocol, get_integrator(name), f"integrator {name}"))
-    torch.manual_seed(0)
-    models = {}
     for name in list_models():
-        from vpintegrator.models import model_class
-
         dim = 4 if "symp" in name or name in ("g_sympnet_ctx",) else getattr(model_class(name), "example_dim", 3)
         try:
             model = build_model(name, dim=dim)
@@ -358,12 +346,6 @@ def _shipped_plugins():
             from vpintegrator.models import default_model_config
 
             model = build_model(name, **{"dim": dim, **default_model_config(name)})
-        models[name] = model
-        out.append((P.ModelProtocol, model, f"model {name}"))
-    system = get_system("rigid_body")
-    out.append((P.StepMapProtocol, IntegratorStep(system, "rk4", 0.1), "IntegratorStep"))
-    out.append((P.StepMapProtocol, ModelStep(models["vpt"]), "ModelStep"))
-    for name, model in models.items():
         for module in model.modules():
             fn = packer_for(module)
             if fn is not None:
@@ -381,24 +363,39 @@ def _protocol_members(proto) -> list[str]:
     return sorted(names)
 
 
-def test_every_registry_has_its_protocol():
-    """Every ``register_*`` function of the package (a plug-in surface) is listed with its Protocol in
-    ``vpintegrator.protocols``' table, and every Protocol there is in ``__all__``."""
-    from vpintegrator import protocols
-
-    doc = protocols.__doc__ or ""
-    registries = set()
+def _registries() -> dict[str, Path]:
+    """Every public ``register_*`` function of the package (a plug-in surface) -> its file."""
+    found = {}
     for path in _modules():
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.FunctionDef) and node.name.startswith("register_") and not _is_private(node.name):
-                registries.add(node.name)
-    registries -= {"register_fused_buffers", "register_compositions"}  # buffers of a layer; compositions are integrators
-    rows = [line for line in doc.splitlines() if line.startswith("| [`")]
-    for name in registries:
-        assert any(f"``{name}``" in row for row in rows), f"{name}: a plug-in surface without a Protocol row"
-    for row in rows:
-        proto = row.split("`")[1]
-        assert proto in protocols.__all__ and getattr(protocols, proto)._is_protocol, proto
+                found[node.name] = path
+    for name in ("register_fused_buffers", "register_compositions"):  # buffers of a layer; compositions are integrators
+        found.pop(name)
+    return found
+
+
+def test_every_registry_takes_its_contract_as_a_type():
+    """Every ``register_*`` function (a plug-in surface) has its row in ``vpintegrator.protocols``' table, and
+    the contract that row names is the annotation of the plug-in parameter (so mypy checks every
+    registration); every Protocol of the module is the type of some driver's parameter or attribute."""
+    from vpintegrator import protocols
+
+    rows = [line for line in (protocols.__doc__ or "").splitlines() if line.startswith("| ") and "register" in line]
+    contracts = {"register_system": "type[System]", "register_integrator": "Integrator",
+                 "register_model": "M", "register_packer": "PackerProtocol | None"}
+    assert set(_registries()) == set(contracts), "a new plug-in surface: give it a contract and a row"
+    for name, path in _registries().items():
+        assert any(f"``{name}" in row for row in rows), f"{name}: a plug-in surface without a row in protocols"
+        fn = next(n for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef) and n.name == name)
+        args = [*fn.args.posonlyargs, *fn.args.args]
+        plugin = args[1] if name == "register_packer" else args[0]  # register_packer(cls, fn)
+        assert plugin.annotation is not None and ast.unparse(plugin.annotation) == contracts[name], name
+    used = set()
+    for path in _modules():
+        if path.name != "protocols.py":
+            used |= {name for name in protocols.__all__ if name in path.read_text()}
+    assert used == set(protocols.__all__), f"Protocols no module uses as a type: {set(protocols.__all__) - used}"
 
 
 def test_shipped_plugins_satisfy_their_protocols():
@@ -427,15 +424,24 @@ def test_shipped_plugins_satisfy_their_protocols():
 def test_a_non_conforming_plugin_is_refused():
     from vpintegrator import protocols as P
 
-    class NoStep:
-        name = "x"
-        order = 1
-
-        def supports(self, system):
+    class NoClose:
+        def log(self, row):
             return None
 
-    assert not isinstance(NoStep(), P.IntegratorProtocol)
-    assert not isinstance(object(), P.SystemProtocol)
+    assert not isinstance(NoClose(), P.SinkProtocol)
+    assert not isinstance(object(), P.PackerProtocol)
+
+
+def test_the_step_strategy_is_as_wide_as_the_loop_needs():
+    """Every member of ``StepStrategy`` is read by the training loop (``self.steps.X`` or ``s.X``): a member
+    the loop does not use is not part of the contract."""
+    import re
+
+    from vpintegrator.training.strategy import StepStrategy
+
+    loop = (PACKAGE / "training" / "loop.py").read_text()
+    unused = [m for m in _protocol_members(StepStrategy) if not re.search(rf"(self\.steps|\bs)\.{m}\b", loop)]
+    assert not unused, f"StepStrategy members the loop never uses: {unused}"
 
 
 # --------------------------------------------------------------------------- no doorways

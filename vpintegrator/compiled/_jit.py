@@ -78,7 +78,7 @@ def lean_load_unsupported(cache_class: type | None = None) -> str | None:
             return f"numba {version}: {what}{signature}, expected ({', '.join(params or ['ctx'])})"
     if not callable(getattr(cls, "_guard_against_spurious_io_errors", None)):
         return f"numba {version} has no Cache._guard_against_spurious_io_errors"
-    calls = getattr(getattr(cls.load_overload, "__code__", None), "co_names", ())
+    calls = getattr(getattr(getattr(cls, "load_overload", None), "__code__", None), "co_names", ())
     missing = [name for name in _LOAD_OVERLOAD_CALLS if name not in calls]
     if missing:
         return f"numba {version}: Cache.load_overload no longer calls {', '.join(missing)}"

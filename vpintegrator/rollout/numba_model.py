@@ -95,10 +95,11 @@ Example
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
+from ..protocols import PackerProtocol
 from .numba_kernel import (
     ACTIVATIONS,
     AVAILABLE,
@@ -235,14 +236,12 @@ class Unsupported(Exception):
     """Raised by a packer for a module (or setting) the kernel does not compute: ``pack`` returns None."""
 
 
-#: (pk, module, dim) -> None: appends the module's ops (or raises Unsupported)
-PackFn = Callable[[Packer, Any, int], None]
 # class -> (packer, whether subclasses use it too); the shipped ones are added on first use (_shipped)
-_PACKERS: dict[type, tuple[PackFn, bool]] = {}
+_PACKERS: dict[type, tuple[PackerProtocol, bool]] = {}
 _SHIPPED = False
 
 
-def register_packer(cls: type, fn: PackFn | None = None, *, subclasses: bool = False) -> Any:
+def register_packer(cls: type, fn: PackerProtocol | None = None, *, subclasses: bool = False) -> Any:
     """Pack modules of class ``cls`` with ``fn(pk, module, dim)`` (a [`Packer`][vpintegrator.rollout.numba_model.Packer],
     the module, the model's state dimension). Also a decorator: ``@register_packer(MyLayer)``.
 
@@ -258,7 +257,7 @@ def register_packer(cls: type, fn: PackFn | None = None, *, subclasses: bool = F
     return fn
 
 
-def packer_for(module: Any) -> PackFn | None:
+def packer_for(module: Any) -> PackerProtocol | None:
     """The registered packer of ``module``'s class (exact, else the nearest base registered with
     ``subclasses=True``), or None."""
     _shipped()
@@ -495,7 +494,7 @@ def _shipped() -> None:
         LinearLayerQ,
     )
 
-    shipped: list[tuple[type, PackFn, bool]] = [
+    shipped: list[tuple[type, PackerProtocol, bool]] = [
         (VolumePreservingLowerLayer, _residual, True),
         (VolumePreservingUpperLayer, _residual, True),
         (ResNetLayer, _residual, True),

@@ -18,6 +18,7 @@ from typing import Any, Callable
 import torch
 
 from ..clock import process_cpu
+from ..protocols import SinkProtocol
 from . import checkpoint as ckpt_io
 
 __all__ = ["RunRecord", "Member"]
@@ -55,7 +56,7 @@ class RunRecord:
         self.last_train = self.last_val = math.nan
         self.history: list[dict[str, float]] = []
         self.finite_summary: dict[str, Any] | None = None  # summary.json as of the last finite epoch
-        self.sinks: list[Any] = []  # more writers of each logged row (logger = "tensorboard" | "mlflow")
+        self.sinks: list[SinkProtocol] = []  # more writers of each logged row (logger = "tensorboard" | "mlflow")
         self.sink_cpu = 0.0  # process CPU seconds spent in the sinks' calls: not the training's cost
         self.checkpoint_extra: dict[str, Any] = {}  # more keys of best.pt (the run's split)
 

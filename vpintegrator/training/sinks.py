@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import VPIntegratorError
+from ..protocols import SinkProtocol
 
 __all__ = ["make_sinks", "TensorBoardSink", "MLflowSink"]
 
@@ -146,7 +147,7 @@ def _experiment_name() -> str:
     return os.environ.get("MLFLOW_EXPERIMENT_NAME") or "vpintegrator"
 
 
-def make_sinks(config, member, resolved) -> list[Any]:
+def make_sinks(config, member, resolved) -> list[SinkProtocol]:
     """The sinks of ``config.logger`` for ``member`` (a ``vpintegrator.training.record.Member``)."""
     logger = config.logger or "none"
     if logger == "none":

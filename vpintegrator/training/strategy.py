@@ -45,8 +45,6 @@ class Clock:
 class StepStrategy(Protocol):
     """How the optimiser steps of one run are taken (a single model, or an ensemble's stacked members)."""
 
-    #: members (1 for a single model)
-    n: int
     #: optimiser steps per epoch (LM: iterations)
     steps_per_epoch: int
     #: steps of the current epoch already taken (set by the loop; a resume loads it)
