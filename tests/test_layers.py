@@ -347,34 +347,3 @@ def test_planes_layout_gradients_are_contiguous_and_twice_differentiable():
     assert grad.is_contiguous()  # the backward pass stays in the contiguous planes layout
     assert torch.autograd.gradcheck(lambda t: from_planes(to_planes(t).square()), (x,))
     assert torch.autograd.gradgradcheck(lambda t: from_planes(to_planes(t).square()), (x,))
-
-
-def test_a_model_pickled_before_the_helpers_moved_still_loads(tmp_path, monkeypatch):
-    """The layer helpers moved from ``nn._common`` to ``nn.common`` and the old module is gone; a model pickled
-    whole before (``torch.save(model)``) names its activation ``vpintegrator.nn._common.identity``:
-    ``load_pickled`` reads it through the one table of moved modules, plain ``torch.load`` cannot."""
-    import sys
-    import types
-
-    from vpintegrator.models import MOVED_MODULES, load_pickled
-    from vpintegrator.nn import common
-    from vpintegrator.nn.common import identity
-
-    model = torch.nn.Sequential(torch.nn.Linear(3, 3))
-    model.activation = identity  # an attribute that pickles by its module path
-    old = types.ModuleType("vpintegrator.nn._common")
-    old.identity = identity
-    file = tmp_path / "old_model.pt"
-    with monkeypatch.context() as m:  # pickle it as the earlier version did: under the old module path
-        m.setitem(sys.modules, "vpintegrator.nn._common", old)
-        m.setattr(identity, "__module__", "vpintegrator.nn._common")
-        torch.save(model, file)
-    assert b"vpintegrator.nn._common" in file.read_bytes()
-    with pytest.raises(ModuleNotFoundError, match="vpintegrator.nn._common"):
-        torch.load(file, weights_only=False)
-    loaded = load_pickled(file)
-    assert loaded.activation is identity and common.identity is identity
-    assert torch.equal(loaded[0].weight, model[0].weight)
-    assert MOVED_MODULES["vpintegrator.nn._common"] == "vpintegrator.nn.common"
-    with pytest.raises(VPIntegratorError, match="not found"):
-        load_pickled(tmp_path / "missing.pt")

@@ -492,12 +492,18 @@ def test_no_shim_modules():
 
 
 def test_moved_modules_are_gone_and_their_targets_exist():
-    """Each row of the moved-module table names a module that no longer exists and one that does."""
+    """Each row of the moved-module table names a module (or a module's class) that no longer exists and
+    one that does."""
     import importlib
     import importlib.util
 
     from vpintegrator.models import MOVED_MODULES
 
     for old, new in MOVED_MODULES.items():
-        assert importlib.util.find_spec(old) is None, f"{old}: still importable; remove its row or the module"
-        importlib.import_module(new)
+        old_module, _, old_name = old.partition(":")
+        if old_name:
+            assert not hasattr(importlib.import_module(old_module), old_name), f"{old}: still there; remove its row"
+        else:
+            assert importlib.util.find_spec(old_module) is None, f"{old}: still importable; remove its row or the module"
+        new_module, _, new_name = new.partition(":")
+        assert getattr(importlib.import_module(new_module), new_name) if new_name else importlib.import_module(new_module)

@@ -36,11 +36,12 @@ MODEL_FORMAT_VERSION = 1
 PRETRAINED_PREFIX = "pretrained:"
 _RESERVED_KEYS = ("format", "version", "config", "state_dict", "vpintegrator_version")
 
-#: The one table of moved modules: a module path that pickles written by an earlier version may name ->
-#: the module that holds those objects now. The package keeps no old import paths (0.1.0 promises none);
-#: this table is read only by [`load_pickled`][vpintegrator.models.load_pickled]'s unpickler. Add a row
-#: when a module whose objects can be pickled (layers, activations, models) goes.
+#: The one table of moved modules and names: a module path (or ``"module:Name"``) that pickles written by an
+#: earlier version may name -> where those objects live now. The package keeps no old import paths (0.1.0
+#: promises none); this table is read only by [`load_pickled`][vpintegrator.models.load_pickled]'s unpickler.
+#: Add a row when a module or class whose objects can be pickled (layers, activations, models, results) goes.
 MOVED_MODULES: dict[str, str] = {
+    "vpintegrator.training.results:EnsembleResult": "vpintegrator.training.results:FitResult",
     "vpintegrator.nn._common": "vpintegrator.nn.common",
     "vpintegrator.models._common": "vpintegrator.models.registry",
     "vpintegrator.models.sizes": "vpintegrator.models.registry",
@@ -52,9 +53,13 @@ MOVED_MODULES: dict[str, str] = {
 
 
 class _MovedUnpickler(pickle.Unpickler):
-    """``pickle.Unpickler`` that reads a moved module's objects from their new module (``MOVED_MODULES``)."""
+    """``pickle.Unpickler`` that reads a moved module's (or class's) objects from where they are now
+    (``MOVED_MODULES``)."""
 
     def find_class(self, module: str, name: str) -> Any:
+        moved = MOVED_MODULES.get(f"{module}:{name}")
+        if moved is not None:
+            module, _, name = moved.partition(":")
         return super().find_class(MOVED_MODULES.get(module, module), name)
 
 
