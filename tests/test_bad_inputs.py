@@ -83,7 +83,7 @@ def workspace_template(tmp_path_factory) -> Path:
         '[model]\nname = "vpt"\nseq_len = 3\nn_blocks = 1\nL = 2\n'
     )
     (ws / "rollout.toml").write_text(f'data = "{ws / "data.h5"}"\nintegrators = ["rk4"]\nn_traj = 2\n')
-    result = CliRunner().invoke(train_main, [str(ws / "config.toml"), "--out", str(ws / "run"), "--no-progress"])
+    result = CliRunner().invoke(train_main, [str(ws / "config.toml"), "--out", str(ws / "run"), "--quiet"])
     assert result.exit_code == 0, result.output
     result = CliRunner().invoke(rollout_main, ["--data", str(ws / "data.h5"), "--model", f"vpt={ws / 'run'}",
                                                "--integrators", "rk4", "--n-traj", "3", "--device", "cpu",

@@ -44,7 +44,7 @@ def test_two_process_ddp_equals_single_process(tiny_config, tmp_path):
     ddp_run = tmp_path / "ddp"
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-        "-m", "vpintegrator.cli.train", str(tiny_config), "--out", str(ddp_run), "--no-progress",
+        "-m", "vpintegrator.cli.train", str(tiny_config), "--out", str(ddp_run), "--quiet",
     ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]

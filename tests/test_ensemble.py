@@ -131,7 +131,7 @@ def test_cli_ensemble(tiny_data, tmp_path):
     out = tmp_path / "cli"
     args = ["--data", tiny_data, "--model", "vpt", "--set", "model.seq_len=2", "--set", "model.L=2",
             "--set", "model.n_blocks=1", "--epochs", "2", "--batch-size", "32", "--dtype", "float64",
-            "--lr", "3e-3", "--ensemble", "2", "--out", str(out), "--no-progress"]
+            "--lr", "3e-3", "--ensemble", "2", "--out", str(out), "--quiet"]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
     assert "<- selected" in res.output and (out / "ensemble.md").exists()

@@ -117,7 +117,7 @@ def test_cli_lm_ensemble(tiny_data, tmp_path):
             "--set", "model.n_blocks=1", "--epochs", "2", "--batch-size", "32", "--dtype", "float64",
             "--optimizer", "lm", "--lm-windows", "32", "--lm-iters-per-epoch", "2", "--set", "init_scale=0.1",
             "--set", "val_fraction=0.25", "--set", "monitor=val_loss", "--ensemble", "2", "--out", str(out),
-            "--no-progress"]
+            "--quiet"]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
     members = sorted(p.name for p in out.iterdir() if p.name.startswith("member_"))

@@ -267,7 +267,7 @@ def test_a_study_into_a_locked_run_is_refused(tmp_path, holder):
 def _train_cmd(data: Path, out: Path, *extra) -> list[str]:
     return [sys.executable, "-m", "vpintegrator.cli.train", "--data", str(data), "--model", "vpt", "--seq-len", "2",
             "--set", "model.n_blocks=1", "--set", "model.L=1", "--epochs", str(10**6), "--device", "cpu",
-            "--out", str(out), "--no-progress", *extra]
+            "--out", str(out), "--quiet", *extra]
 
 
 def _wait_for_lock(path: Path, proc: subprocess.Popen, timeout: float = 90) -> None:
@@ -298,7 +298,7 @@ def test_two_vp_train_to_one_out_and_a_resume_of_a_live_run_are_refused(tmp_path
     first = subprocess.Popen(_train_cmd(data, out), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         _wait_for_lock(out, first)
-        args = ["--data", str(data), "--model", "vpt", "--epochs", "3", "--no-progress", "--out", str(out)]
+        args = ["--data", str(data), "--model", "vpt", "--epochs", "3", "--quiet", "--out", str(out)]
         for extra in ([], ["--overwrite"]):
             line = _one_error_line(CliRunner().invoke(train_main, [*args, *extra]))
             assert re.search(rf"^Error: --out .*same is being written by process {first.pid} \(vp-train\)", line), line
@@ -306,7 +306,7 @@ def test_two_vp_train_to_one_out_and_a_resume_of_a_live_run_are_refused(tmp_path
         while not (out / "last.pt").exists():  # a checkpoint: a run that --resume would continue
             assert first.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
-        line = _one_error_line(CliRunner().invoke(train_main, ["--resume", str(out), "--epochs", "5", "--no-progress"]))
+        line = _one_error_line(CliRunner().invoke(train_main, ["--resume", str(out), "--epochs", "5", "--quiet"]))
         assert re.search(rf"^Error: --resume .*same is being written by process {first.pid} \(vp-train\)", line), line
         # vp-rollout into the file vp-train is reading: not a rollout file, never replaced
         line = _one_error_line(CliRunner().invoke(rollout_main, [
@@ -374,7 +374,7 @@ def test_overwrite_replaces_the_commands_own_outputs_and_nothing_else(tmp_path):
     # a run directory: vp-train's files (and vp-plot's figures) replaced, once the new run's set-up succeeded
     run = tmp_path / "run"
     train = ["--data", str(data), "--model", "vpt", "--seq-len", "2", "--set", "model.n_blocks=1", "--set",
-             "model.L=1", "--device", "cpu", "--no-progress", "--out", str(run)]
+             "model.L=1", "--device", "cpu", "--quiet", "--out", str(run)]
     assert runner.invoke(train_main, [*train, "--epochs", "3"]).exit_code == 0
     assert runner.invoke(plot_main, [str(run), "--kind", "training"]).exit_code == 0
     assert (run / "figures" / "training.png").exists()
@@ -443,7 +443,7 @@ def test_a_study_passes_overwrite_to_the_commands_it_runs(tmp_path, overwrite):
     out = write_trajectories(tmp_path / "d.h5", _traj(2))
     before = _sha(out)
     r = Runner(tmp_path / "RUN", overwrite=overwrite)
-    r.add(Task("gen", ["vp-gen", "rigid_body", "--n-traj", "2", "--t-end", "0.5", "--out", out, "--no-progress"],
+    r.add(Task("gen", ["vp-gen", "rigid_body", "--n-traj", "2", "--t-end", "0.5", "--out", out, "--quiet"],
                [out]))
     assert r.execute() is overwrite
     assert ("--overwrite" in r.commands[0]) is overwrite

@@ -125,7 +125,7 @@ def test_cli_on_a_real_tiny_run(tmp_path):
         'monitor = "val_rollout"\nval_rollout_steps = 5\n\n[model]\nname = "vpt"\nseq_len = 2\nL = 1\n'
     )
     run = tmp_path / "tiny_run"
-    res = CliRunner().invoke(train_main, [str(config), "--out", str(run), "--no-progress"], catch_exceptions=False)
+    res = CliRunner().invoke(train_main, [str(config), "--out", str(run), "--quiet"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     out = tmp_path / "figs"
     res = CliRunner().invoke(plot_main, ["--kind", "training", str(run), "--out", str(out), "--dpi", "40"])

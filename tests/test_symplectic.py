@@ -360,7 +360,7 @@ def test_cli_train_then_rollout(oscillator_data, tmp_path):
 
     run = tmp_path / "st"
     res = CliRunner().invoke(train_main, ["--data", oscillator_data, "--model", "symplectic_transformer",
-                                          "--epochs", "2", "--out", str(run), "--no-progress"],
+                                          "--epochs", "2", "--out", str(run), "--quiet"],
                              catch_exceptions=False)
     assert res.exit_code == 0, res.output
     assert load_model(run).config["name"] == "symplectic_transformer"

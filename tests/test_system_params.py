@@ -44,7 +44,7 @@ def test_non_default_parameters_through_gen_train_rollout(tmp_path, name):
     data = tmp_path / "data.h5"
     set_args = [x for s in sets for x in ("--set", s)]
     _ok(CliRunner().invoke(gen_main, [spec, "--n-traj", "6", "--t-end", "2.0", "--dt", "0.1", "--method", method,
-                                      *set_args, "--out", str(data), "--no-progress"]))
+                                      *set_args, "--out", str(data), "--quiet"]))
     traj = read_trajectories(data)
     system = traj.system
     expected = get_system(name, **{s.split("=")[0].split(".")[1]: json.loads(s.split("=")[1]) for s in sets})

@@ -80,7 +80,7 @@ def test_user_system_gen_train_rollout_plot_from_the_clis(tmp_path):
     spec = tmp_path / "oscillator.toml"
     spec.write_text(SPEC)
     data = tmp_path / "osc.h5"
-    _ok(CliRunner().invoke(gen_main, [str(spec), "--out", str(data), "--no-progress"]))
+    _ok(CliRunner().invoke(gen_main, [str(spec), "--out", str(data), "--quiet"]))
     traj = read_trajectories(data)
     assert traj.meta["system_class"] == "user_systems:HarmonicOscillator" and traj.meta["param_omega"] == 2.0
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from bad_inputs import Case
 
-_GEN = ["rigid_body", "--n-traj", "3", "--no-progress"]
+_GEN = ["rigid_body", "--n-traj", "3", "--quiet"]
 _ROLL = ["--data", "{data}", "--integrators", "rk4", "--n-traj", "2", "--quiet"]
-_TRAIN = ["--data", "{data}", "--model", "vpt", "--epochs", "3", "--no-progress"]
+_TRAIN = ["--data", "{data}", "--model", "vpt", "--epochs", "3", "--quiet"]
 _W = ["--overwrite"]
 
 _EXISTS = r"already exists \(a {what}\); give another path, or use --overwrite to replace it"
