@@ -93,8 +93,9 @@ def _rollout_on_cluster(config: RolloutConfig, scheduler: Any, n_shards: int | N
                           lambda s: (config, s, run_key),
                           lambda p: (p, p.with_suffix(".csv"), p.with_suffix(".md")))
         check_output(out, "rollout", True)
-        rows = write_index_if_complete(out, n_shards)
+        rows, reference = write_index_if_complete(out, n_shards) or ([], "")
     finally:
         if owned:
             close_client(client)
-    return RolloutReport(out=out, csv=out.with_suffix(".csv"), markdown=out.with_suffix(".md"), rows=rows or [])
+    return RolloutReport(out=out, csv=out.with_suffix(".csv"), markdown=out.with_suffix(".md"), rows=rows,
+                         reference=reference)

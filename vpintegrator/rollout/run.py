@@ -125,19 +125,32 @@ def run_shard(config: RolloutConfig, log, inputs=(), *, overwrite: bool = False,
     return report
 
 
-def write_index_if_complete(out: Path, count: int) -> list | None:
-    """The index file at ``out`` and the whole run's table beside it, once every shard file exists; the
-    whole run's table rows (None while shards are missing)."""
+def write_index_if_complete(out: Path, count: int) -> tuple[list[dict], str] | None:
+    """The index file at ``out`` and the whole run's table beside it, once every shard file exists: (the
+    whole run's table rows, what its errors are measured against), or None while shards are missing. The
+    Markdown table says above it what the errors are measured against, as an unsharded run's does (the line
+    every shard records as its ``reference`` attribute, copied into the index)."""
     from ..data.rollout_shards import write_rollout_index
     from ..jobs.shards import index_when_complete
     from ..metrics import write_table
 
-    def write(path: Path, n: int) -> list[dict]:
+    def write(path: Path, n: int) -> tuple[list[dict], str]:
         rows = write_rollout_index(path, n)
-        write_table(rows, path.with_suffix(""), overwrite=True)
-        return rows
+        reference = index_reference(path)
+        write_table(rows, path.with_suffix(""), overwrite=True,
+                    caption=f"Errors against the {reference}." if reference else None)
+        return rows, reference
 
     return index_when_complete(Path(out), count, "rollout", write)
+
+
+def index_reference(path: Path) -> str:
+    """The ``reference`` line of a rollout file or index (what its errors are measured against; "" if none)."""
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        value = f.attrs.get("reference", "")
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _part(config: RolloutConfig, shard: tuple[int, int], n_whole: int) -> str:
