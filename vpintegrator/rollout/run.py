@@ -270,7 +270,8 @@ class WorkerParts:
         res = types.SimpleNamespace(seconds_per_step=float(attrs.get("seconds_per_step", float("nan"))),
                                     failed_step=failed)
         rows = split_rows(label, plan, per, tuple(plan.system.invariant_names), cum, res)
-        return rows, first_failure(plan, label, failed)
+        reason = attrs.get("failure_reason")  # a row whose step map raised (write.write_method)
+        return rows, first_failure(plan, label, failed, reason if isinstance(reason, str) and reason else None)
 
 
 def run_digest(config: RolloutConfig) -> str:

@@ -19,14 +19,14 @@ import numpy as np
 
 from ..errors import VPIntegratorError
 from .config import use_device_engine
-from .engine import StepMap, stream_rollout
+from .engine import RolloutStats, StepMap, stream_rollout
 from .family import FamilyStep, family_initial_window, for_rows, step_for
 from .plan import RolloutPlan
 from .report import Failure
 from .splits import split_rows
 from .steps import ExactFlowStep, ModelStep
 
-__all__ = ["root_attrs", "write_reference", "write_method", "first_failure", "shown"]
+__all__ = ["root_attrs", "write_reference", "write_method", "first_failure", "shown", "one_line"]
 
 Say = Callable[[str], None]
 
@@ -104,12 +104,7 @@ def write_method(writer: Any, plan: RolloutPlan, say: Say, label: str, step_map:
     system, t, n_steps = plan.system, plan.t, plan.n_steps
     n_traj, names = plan.n_traj, tuple(plan.system.invariant_names)
     T = step_map.seq_len
-    if T == 1 or plan.init == "reference":
-        window0 = yref[:, :T]
-        init = "reference" if T > 1 else "initial condition"
-    else:
-        window0 = family_initial_window(system, yref[:, 0], plan.dt, T, method=plan.init)
-        init = plan.init
+    init = ("reference" if T > 1 else "initial condition") if (T == 1 or plan.init == "reference") else plan.init
     stream = TrajectoryMetricsStream(system, n_traj, t_center=0.5 * (t[0] + t[-1]))
     vol = None
     if plan.volume:
@@ -118,25 +113,39 @@ def write_method(writer: Any, plan: RolloutPlan, say: Say, label: str, step_map:
     series = writer.method(label, map_step=None if vol is None else vol.map_step)
     # progress within the method: a line per interval through the log, for methods longer than one
     lines = ProgressLines(f"{label}", n_steps + 1, unit="steps", write=say, first=False)
+    written = [0]  # states handed to the file so far (whole blocks)
 
     def sink(k0, block):  # block: the states and block_metrics' per-step metrics of steps k0 ..
-        series.write(k0, block)
-        lines.update(k0 + block["y"].shape[1])
+        try:
+            series.write(k0, block)
+        except BaseException as err:  # the output's fault, not the row's: the run stops
+            raise _OutputError() from err
+        written[0] = k0 + block["y"].shape[1]
+        lines.update(written[0])
+
+    def host_sink(k0, chunk, volume=vol):
+        k1 = k0 + chunk.shape[1]
+        sink(k0, {"y": chunk, **block_metrics(stream, volume, t[k0:k1], chunk, yref[:, k0:k1])})
 
     device = use_device_engine(plan.steps.engine, step_map, system)
     how = f"{step_map.kind}, init {init}" + (f", device engine on {getattr(step_map, 'device', None)}" if device else "")
     say(f"{label}: rolling out {n_traj} trajectories x {n_steps} steps ({how})")
-    if device:  # (use_device_engine: a model's step map)
-        res = device_stream_rollout(cast(ModelStep, step_map), window0, plan.dt, n_steps, sink, reference=yref,
-                                    metrics=stream, volume=vol, jit=plan.steps.fast_step, t0=plan.t0,
-                                    chunk_steps=plan.chunk_steps, blowup=plan.blowup)
-    else:
-        def host_sink(k0, chunk):
-            k1 = k0 + chunk.shape[1]
-            sink(k0, {"y": chunk, **block_metrics(stream, vol, t[k0:k1], chunk, yref[:, k0:k1])})
-
-        res = stream_rollout(step_map, window0, plan.dt, n_steps, host_sink, t0=plan.t0, chunk_steps=plan.chunk_steps,
-                             blowup=plan.blowup)
+    error = None
+    try:
+        window0 = (yref[:, :T] if init in ("reference", "initial condition")
+                   else family_initial_window(system, yref[:, 0], plan.dt, T, method=plan.init))
+        if device:  # (use_device_engine: a model's step map)
+            res = device_stream_rollout(cast(ModelStep, step_map), window0, plan.dt, n_steps, sink, reference=yref,
+                                        metrics=stream, volume=vol, jit=plan.steps.fast_step, t0=plan.t0,
+                                        chunk_steps=plan.chunk_steps, blowup=plan.blowup)
+        else:
+            res = stream_rollout(step_map, window0, plan.dt, n_steps, host_sink, t0=plan.t0,
+                                 chunk_steps=plan.chunk_steps, blowup=plan.blowup)
+    except _OutputError as err:
+        raise err.__cause__ from None  # type: ignore[misc]
+    except Exception as err:  # the row's own failure: marked, and the run goes on
+        error = one_line(err)
+        res = _failed_from(series, written[0], n_traj, int(system.dim), n_steps, host_sink, plan.chunk_steps)
     lines.close()
     per_traj = stream.summary()
     cum = None if vol is None else vol.max_abs_cum
@@ -147,7 +156,7 @@ def write_method(writer: Any, plan: RolloutPlan, say: Say, label: str, step_map:
     row = summary_row(label, per_traj, names, max_abs_cum_log_det_J=cum, seconds_per_step=res.seconds_per_step,
                       failed_step=res.failed_step)
     rows = split_rows(label, plan, per_traj, names, cum, res)
-    reason = getattr(step_map, "failure_reason", None)  # a fitted row without a model says why
+    reason = error or getattr(step_map, "failure_reason", None)  # a fitted row without a model says why
     failure = first_failure(plan, label, res.failed_step, reason if isinstance(reason, str) else None)
     series.close(res.failed_step, {
         **{k: v for k, v in res.meta.items() if isinstance(v, (str, int, float, bool))},
@@ -159,9 +168,42 @@ def write_method(writer: Any, plan: RolloutPlan, say: Say, label: str, step_map:
         "seconds_per_step": float(res.seconds_per_step),
         "n_failed": res.n_failed,
         "split": list(plan.labels[label]),
+        **({"failure_reason": reason} if isinstance(reason, str) and reason else {}),
         **{f"summary_{k}": v for k, v in row.items() if k != "method"},
     })
     return rows, failure
+
+
+class _OutputError(Exception):
+    """Raised from a method's sink when the rollout file cannot be written (the cause is the error)."""
+
+
+def one_line(err: BaseException) -> str:
+    """An exception as one line: its type and message, at most 200 characters."""
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text[:200]}" if text else type(err).__name__
+
+
+def _failed_from(series: Any, k_first: int, n_traj: int, dim: int, n_steps: int, host_sink: Callable[..., None],
+                 chunk_steps: int) -> RolloutStats:
+    """The failure rule for a row whose step map raised once ``k_first`` states were written: a trajectory
+    that had not failed yet fails at step ``k_first`` (its first state not computed; one that had, at its
+    first non-finite state, read back from ``series``); the states from there are NaN, as after a blow-up,
+    and go through the same sink and metric streams, block by block (no volume: the map is not called
+    again)."""
+    failed = np.full(n_traj, -1, dtype=np.int64)
+    for k0 in range(0, k_first, chunk_steps):  # the failures before it (NaN from their step on)
+        bad = ~np.isfinite(series.y[:, k0 : min(k_first, k0 + chunk_steps)]).all(axis=-1)
+        new = (failed < 0) & bad.any(axis=1)
+        failed[new] = k0 + np.argmax(bad[new], axis=1)
+    k0 = k_first
+    while k0 <= n_steps:
+        k1 = min(n_steps + 1, (k0 // chunk_steps + 1) * chunk_steps)
+        host_sink(k0, np.full((n_traj, k1 - k0, dim), np.nan), volume=None)
+        k0 = k1
+    failed[failed < 0] = min(k_first, n_steps)
+    return RolloutStats(failed_step=failed, seconds=float("nan"), setup_seconds=float("nan"), n_steps=int(n_steps),
+                        meta={})
 
 
 def first_failure(plan: RolloutPlan, label: str, failed_step: np.ndarray, reason: str | None = None) -> Failure | None:
