@@ -26,7 +26,7 @@ from ..errors import VPIntegratorError
 from ..jobs.executors import default_workers
 from .config import RolloutConfig, model_entries, use_device_engine
 from .engine import StepMap
-from .family import step_for
+from .family import is_parametric, run_family, step_for
 from .methods import Method, StepSettings, check_trained_on, integrator_names, parse_model_entry, prepare_methods
 from .preflight import check_fits, check_outputs, check_reference, input_files
 from .rows import fit_split, fitted_rows, parse_row
@@ -352,7 +352,7 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
     exact_from_ics = config.reference == "exact" and not tight and not unknown
     generator = None  # the data's generator as a row of its own
     # the oracle: classical methods with each trajectory's true parameters (none without a system)
-    if not names and not unknown and _is_parametric(data):
+    if not names and not unknown and is_parametric(data):
         from ..integrators import supported_integrators
 
         names = supported_integrators(ORACLE_INTEGRATORS, system)
@@ -377,7 +377,7 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
         lines.append(f"{data.name} names no system: errors against its own trajectories; no oracle, exact-flow or "
                      "classical rows (they need the equations), no invariants")
     elif ref_file.params is not None:  # a parametric data set: each row (and held-out condition) its own system
-        system = _family(ref_file, meta, system, n_new, seed, data)
+        system = run_family(ref_file, meta, system, n_new, seed, data)
         lines.append(f"parameters per trajectory ({', '.join(ref_file.param_names)}): the reference, the classical "
                      "methods and the invariants use each trajectory's own"
                      + (f"; the {n_new} heldout conditions have new ones from the file's parameter_dists, seed {seed}"
@@ -454,41 +454,6 @@ def _check_without_system(system: Any, names: list[str], n_steps: int, n_file: i
             f"init: {init!r} integrates the first window, but {system.source} names no system; use init = "
             "'reference' (the file's own first states)", key="init")
 
-
-
-def _is_parametric(data: Path) -> bool:
-    """Whether the data file holds per-trajectory parameters (``/params``; one row is read)."""
-    from ..data import read_trajectories
-
-    return read_trajectories(data, traj=[0], steps=[0]).params is not None
-
-
-def _family(ref_file, meta: dict, base, n_new: int, seed, data: Path):
-    """The ``vpintegrator.systems.family.SystemFamily`` of a parametric run: the selected trajectories'
-    systems, then the held-out conditions' (new parameters from the file's ``parameter_dists``, drawn with
-    the held-out seed)."""
-    import json
-
-    from ..systems.family import SystemFamily, systems_from_table
-
-    systems = list(ref_file.systems())
-    if n_new:
-        from ..data.param_dists import draw_parameters
-
-        dists = meta.get("parameter_dists")
-        if not isinstance(dists, str) or not dists:
-            raise VPIntegratorError(f"heldout: {data} has per-trajectory parameters but no 'parameter_dists' attribute "
-                                    "(not written by vp-gen from a [parameters] spec), so no new ones can be drawn; "
-                                    "give traj instead", key="heldout")
-        try:
-            cols, table = draw_parameters(base, json.loads(dists), n_new, int(seed), f"heldout: {data}: parameter_dists")
-        except ValueError:
-            raise VPIntegratorError(f"heldout: {data} has an unreadable 'parameter_dists' attribute", key="heldout") from None
-        if tuple(cols) != tuple(ref_file.param_names):
-            raise VPIntegratorError(f"heldout: {data}: its parameter_dists draw columns {list(cols)} but '/params' has "
-                                    f"{list(ref_file.param_names)}", key="heldout")
-        systems += systems_from_table(base, cols, table)
-    return SystemFamily(systems, ref_file.param_names, base)
 
 
 def describe_reference(data: Path, meta: Mapping[str, Any], system: Any, exact_from_ics: bool, reference: str,
