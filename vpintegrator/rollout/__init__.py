@@ -18,7 +18,7 @@
 - ``vpintegrator.rollout.config``: [`RolloutConfig`][vpintegrator.rollout.config.RolloutConfig] (the keys of a comparison run) and
   [`load_rollout_config`][vpintegrator.rollout.config.load_rollout_config], and which engine runs a model (``use_device_engine``).
 - comparison runs (``vp-rollout``): ``vpintegrator.rollout.plan`` turns a ``RolloutConfig`` into one frozen
-  [`RolloutPlan`][vpintegrator.rollout.plan.RolloutPlan] (which trajectories, the horizon, the rows, the reference,
+  ``vpintegrator.rollout.plan.RolloutPlan`` (which trajectories, the horizon, the rows, the reference,
   the blocks of shards and workers), with the checks of ``vpintegrator.rollout.preflight`` (what is refused
   before a run starts) and the rows of ``vpintegrator.rollout.methods`` (models, classical and registered rows);
   ``vpintegrator.rollout.write`` writes the reference and each method from the plan, and

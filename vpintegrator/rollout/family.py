@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from ..errors import VPIntegratorError
 from ..systems.family import SystemFamily
 from .engine import StepMap
 

@@ -2,8 +2,8 @@
 path)`` pairs, ``PATH@METHOD`` for a learned vector field), their step maps, and the classical and registered rows
 named in ``integrators`` (``vpintegrator.rollout.rows``), each checked against the data before anything runs.
 
-[`prepare_methods`][vpintegrator.rollout.methods.prepare_methods] is called by the plan builder
-([`build_plan`][vpintegrator.rollout.plan.build_plan]) with the values it resolved, never a configuration.
+``vpintegrator.rollout.methods.prepare_methods`` is called by the plan builder
+(``vpintegrator.rollout.plan.build_plan``) with the values it resolved, never a configuration.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The plan of a comparison run (``vp-rollout``, [`run_rollouts`][vpintegrator.rollout.run.run_rollouts]): its
 [`RolloutConfig`][vpintegrator.rollout.config.RolloutConfig] turned once into a frozen, typed
-[`RolloutPlan`][vpintegrator.rollout.plan.RolloutPlan] by [`build_plan`][vpintegrator.rollout.plan.build_plan], with
+``vpintegrator.rollout.plan.RolloutPlan`` by ``vpintegrator.rollout.plan.build_plan``, with
 every check made and every default resolved there: which trajectories (``traj``/``n_traj``, else the trained
 models' test split, plus ``heldout`` new conditions), the horizon, the rows and their step maps
 (``vpintegrator.rollout.methods``), the ``split`` labels, the reference and how the run is cut
-([`Blocks`][vpintegrator.rollout.plan.Blocks]: a shard, worker processes). Nothing below the builder reads a
+(``vpintegrator.rollout.plan.Blocks``: a shard, worker processes). Nothing below the builder reads a
 configuration: the writer (``vpintegrator.rollout.write``) and the runner (``vpintegrator.rollout.run``) take the
 plan.
 
@@ -106,7 +106,7 @@ class Blocks:
 @dataclass(frozen=True)
 class RolloutPlan:
     """Everything a comparison run does, checked and resolved before anything is computed
-    ([`build_plan`][vpintegrator.rollout.plan.build_plan]).
+    (``vpintegrator.rollout.plan.build_plan``).
 
     Attributes
     ----------
@@ -301,7 +301,7 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
     check_outputs(config.out, inputs, overwrite)
     data = Path(config.data)
     meta = read_metadata(data)
-    system = system_or_unknown(meta, data)
+    system: Any = system_or_unknown(meta, data)  # a SystemFamily once per-trajectory parameters are read
     dt = float(meta["dt"])
     n_file_traj, n_file = int(meta["n_traj"]), int(meta["n_states"])
     explicit = config.traj is not None or config.n_traj is not None

@@ -1,7 +1,7 @@
 """The checks a comparison run makes before it starts: no output over an input
-([`check_outputs`][vpintegrator.rollout.preflight.check_outputs]), work that fits in memory and on disk
-(estimated from the sizes: [`estimate`][vpintegrator.rollout.preflight.estimate]), a finite reference. The plan
-builder ([`build_plan`][vpintegrator.rollout.plan.build_plan]) calls them with the values it resolved.
+(``vpintegrator.rollout.preflight.check_outputs``), work that fits in memory and on disk
+(estimated from the sizes: ``vpintegrator.rollout.preflight.estimate``), a finite reference. The plan
+builder (``vpintegrator.rollout.plan.build_plan``) calls them with the values it resolved.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def input_files(data: Any, models: Any, extra: Iterable[Any] = ()) -> list[Path]
 
 def check_outputs(out: Any, inputs: Sequence[Path], overwrite: bool = False) -> list[Path]:
     """Refuse (one-line error naming the key ``out``) an output — the rollout file or its metrics table —
-    that is one of the run's ``inputs`` ([`input_files`][vpintegrator.rollout.preflight.input_files]), or an
+    that is one of the run's ``inputs`` (``vpintegrator.rollout.preflight.input_files``), or an
     ``out`` that is a directory; before anything is read. An output
     that exists is refused unless ``overwrite``, and then replaced only if it is a rollout file (its table
     a metrics table): ``vpintegrator._outputs.check_output``. Returns the three outputs, links

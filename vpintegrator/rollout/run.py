@@ -3,9 +3,9 @@ conditions, against its reference, to any horizon, streamed to one rollout file 
 
 [`run_rollouts`][vpintegrator.rollout.run.run_rollouts] takes a
 [`RolloutConfig`][vpintegrator.rollout.config.RolloutConfig], has it planned once
-([`build_plan`][vpintegrator.rollout.plan.build_plan]) and runs the plan under the outputs' locks: the reference
+(``vpintegrator.rollout.plan.build_plan``) and runs the plan under the outputs' locks: the reference
 and every method written (``vpintegrator.rollout.write``), the classical methods on worker processes when the
-plan's [`Blocks`][vpintegrator.rollout.plan.Blocks] say so, a shard of the selection into a file of its own
+plan's ``vpintegrator.rollout.plan.Blocks`` say so, a shard of the selection into a file of its own
 (``run_shard``; the index file once every shard exists).
 """
 
@@ -69,14 +69,14 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
         ``<out stem>.shard-I-of-N.h5`` (and its table); when the last shard is written (and
         ``write_index``), the index file appears at ``out`` with the whole run's table beside it, and
         [`read_rollout`][vpintegrator.data.rollouts.read_rollout] of it (or of the shards' list) equals the unsharded
-        rollout to the last bit ([`Blocks`][vpintegrator.rollout.plan.Blocks]).
+        rollout to the last bit (``vpintegrator.rollout.plan.Blocks``).
     write_index : bool, default True
 
     Notes
     -----
     Before anything is computed: every input is checked, an ``out`` (or its table) that is an input is
     refused, and so is work whose estimated memory or disk
-    ([`estimate`][vpintegrator.rollout.preflight.estimate]) does not fit. A reference
+    (``vpintegrator.rollout.preflight.estimate``) does not fit. A reference
     with NaN/Inf, in the data file or where the data's generator continues it, is an error.
 
     Returns

@@ -1,4 +1,4 @@
-"""What a comparison run writes, from its plan ([`RolloutPlan`][vpintegrator.rollout.plan.RolloutPlan]): the
+"""What a comparison run writes, from its plan (``vpintegrator.rollout.plan.RolloutPlan``): the
 rollout file's root attributes, ``/reference`` (the exact flow from the initial conditions, or the data file
 continued beyond its horizon by the data's generator; held-out conditions integrated from their initial
 conditions) and each method's group (states, per-step metrics and volume streamed by the host or the device
