@@ -108,3 +108,44 @@ def test_cli_marks_the_row_and_exits_zero(boom, data, tmp_path):
     assert res.exit_code == 0, res.output
     assert "Warning: boom: failed, 2 of 2 trajectories: RuntimeError: boom" in res.output
     assert "Traceback" not in res.output and "rk4" in res.output
+
+
+@pytest.fixture(scope="module")
+def model(data, tmp_path_factory):
+    """A small VPT trained one epoch on ``data``."""
+    from vpintegrator.training import fit
+
+    out = tmp_path_factory.mktemp("model") / "run"
+    fit(dict(data=[str(data)], model={"name": "vpt", "seq_len": 2, "L": 2, "n_blocks": 1}, epochs=1,
+             batch_size=256, dtype="float64", seed=2, out=str(out)))
+    return out
+
+
+@pytest.mark.parametrize("engine", ["host", "device"])
+def test_a_model_that_raises_on_either_engine(data, model, tmp_path, engine):
+    from vpintegrator.models import load_model
+
+    net = load_model(str(model))
+    forward, calls = net.forward, [0]
+
+    def failing(*args, **kw):  # a user's model failing once it has made a few blocks
+        calls[0] += 1
+        if calls[0] > 3:
+            raise RuntimeError("boom: the model's own failure")
+        return forward(*args, **kw)
+
+    net.forward = failing
+    out = tmp_path / "m.h5"
+    report = run_rollouts(RolloutConfig(data=str(data), out=str(out), models=[("m", net)], integrators=["rk4"],
+                                        traj=[0, 4], heldout=1, engine=engine, device="cpu", fast_step=False,
+                                        chunk_steps=2, blowup=1e12, workers=1))
+    f = report.failures["m"]
+    assert f.n_failed == 3 and "RuntimeError: boom" in str(f.reason), (f.line(), calls)
+    assert set(report.failures) == {"m"}
+    res = read_rollout(out)
+    k = int(res.methods["m"].failed_step[0])
+    assert k % 2 == 0 and k >= 2 and res.methods["m"].failed_step.tolist() == [k] * 3
+    assert res.methods["m"].meta["engine"] == engine
+    assert np.isfinite(res.methods["m"].y[:, :k]).all() and np.isnan(res.methods["m"].y[:, k:]).all()
+    assert np.isnan(res.metrics["m"].rel_error[:, k:]).all() and np.isfinite(res.metrics["m"].rel_error[:, :k]).all()
+    assert (res.methods["rk4"].failed_step == -1).all()

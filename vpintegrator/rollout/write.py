@@ -97,6 +97,7 @@ def write_method(writer: Any, plan: RolloutPlan, say: Say, label: str, step_map:
     By the host engine ([`stream_rollout`][vpintegrator.rollout.engine.stream_rollout], metrics in NumPy) or, for models when the ``engine`` key
     says so, the device engine ([`device_stream_rollout`][vpintegrator.rollout.device.device_stream_rollout], metrics on the
     model's device): the same metric streams, the same sink, the same datasets."""
+    from ..arrays import to_numpy
     from ..metrics import TrajectoryMetricsStream, VolumeStream, block_metrics, summary_row
     from .._progress import ProgressLines
     from .device import device_stream_rollout
@@ -123,11 +124,20 @@ def write_method(writer: Any, plan: RolloutPlan, say: Say, label: str, step_map:
         written[0] = k0 + block["y"].shape[1]
         lines.update(written[0])
 
+    device = use_device_engine(plan.steps.engine, step_map, system)
+
     def host_sink(k0, chunk, volume=vol):
         k1 = k0 + chunk.shape[1]
+        if device:  # (the failure rule's NaN blocks of a device-engine row: its metric streams are on the device)
+            import torch
+
+            on = getattr(step_map, "device", "cpu")
+            metrics = block_metrics(stream, volume, torch.as_tensor(t[k0:k1], device=on),
+                                    torch.as_tensor(chunk, device=on), torch.as_tensor(yref[:, k0:k1], device=on))
+            sink(k0, {"y": chunk, **{k: to_numpy(v) for k, v in metrics.items()}})
+            return
         sink(k0, {"y": chunk, **block_metrics(stream, volume, t[k0:k1], chunk, yref[:, k0:k1])})
 
-    device = use_device_engine(plan.steps.engine, step_map, system)
     how = f"{step_map.kind}, init {init}" + (f", device engine on {getattr(step_map, 'device', None)}" if device else "")
     say(f"{label}: rolling out {n_traj} trajectories x {n_steps} steps ({how})")
     error = None
