@@ -36,7 +36,7 @@ import numpy as np
 import vpintegrator as vp
 from vpintegrator.data import solve_flow
 from vpintegrator.rollout import ContextStep, IdentifiedStep, IntegratorStep, ModelStep, rollout
-from vpintegrator.rollout.compare import parse_model_entry
+from vpintegrator.rollout.methods import parse_model_entry
 from vpintegrator.rollout.family import FamilyStep
 from vpintegrator.rollout.identify import add_noise, theta_of
 from vpintegrator.systems import RigidBody

@@ -58,6 +58,10 @@ def test_cluster_equals_local(cluster, data, tmp_path):
     local = run_rollouts(_config(data, tmp_path / "local.h5"))
     _same(read_rollout(local.out), read_rollout(report.out))
     assert [r["method"] for r in report.rows] == ["rk4", "implicit_midpoint", "exact_flow"]
+    # what the errors are measured against: the unsharded run's line, in the report and above the index's table
+    assert report.reference == local.reference and report.reference.startswith("exact flow")
+    caption = f"Errors against the {local.reference}."
+    assert report.markdown.read_text().splitlines()[0] == caption == local.markdown.read_text().splitlines()[0]
     assert _files(tmp_path) == ["r.h5", "r.shard-1-of-3.h5", "r.shard-2-of-3.h5", "r.shard-3-of-3.h5"]
     assert (tmp_path / "r.csv").is_file()
     with pytest.raises(VPIntegratorError, match=r"r\.h5 already exists"):  # the overwrite rule, before work
@@ -107,6 +111,7 @@ def test_cli_scheduler(cluster, data, tmp_path):
                                           client.scheduler.address, "--shards", "3"])
     assert res.exit_code == 0, res.output
     assert "Rollout written to" in res.output
+    assert "Errors against the exact flow" in res.output and "Errors against the ." not in res.output
     local = run_rollouts(RolloutConfig(data=str(data), out=str(tmp_path / "l.h5"), integrators=["rk4"], n_traj=30))
     _same(read_rollout(local.out), read_rollout(tmp_path / "r.h5"))
     res = CliRunner().invoke(vp_rollout, [*args, "--out", str(tmp_path / "x.h5"), "--dask-scheduler",

@@ -131,6 +131,11 @@ def test_shards_read_as_one_equal_the_unsharded_file(data, one, tmp_path, n):
     assert out.with_suffix(".csv").read_text().splitlines()[0] == one.with_suffix(".csv").read_text().splitlines()[0]
     with h5py.File(out) as f, h5py.File(one) as g:
         assert f["methods/implicit_midpoint/y"][()].tobytes() == g["methods/implicit_midpoint/y"][()].tobytes()
+    # the index's table says what its errors are measured against, as the unsharded table does
+    caption = one.with_suffix(".md").read_text().splitlines()[0]
+    assert caption.startswith("Errors against the exact flow") and caption.endswith(".")
+    assert out.with_suffix(".md").read_text().splitlines()[0] == caption
+    assert report.reference and caption == f"Errors against the {report.reference}."
 
 
 def test_shards_with_workers(data, one, tmp_path):

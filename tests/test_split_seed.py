@@ -89,7 +89,7 @@ def test_other_split_seeds_say_the_sample_shrank_or_refuse(root):
     assert len(lines) == 1 and f"shrank to the {n} of 4 test trajectories" in lines[0], result.output
     assert "'a' 4, 'b' 4" in lines[0] and "split_seed" in lines[0]
     assert vp.read_rollout(root / "partial.h5").traj_index.tolist() == sorted(_tests(partial) & _tests(0))
-    from vpintegrator.rollout.compare import run_rollouts
+    from vpintegrator.rollout.run import run_rollouts
     from vpintegrator.rollout.config import RolloutConfig
 
     models = [("a", str(root / "seed1")), ("b", str(root / "partial"))]

@@ -227,7 +227,7 @@ def test_rollout_with_two_integrators_and_the_ladder(trained):
 
 def test_at_method_on_a_step_map_model_is_refused(tmp_path):
     from vpintegrator.models import save_model
-    from vpintegrator.rollout.compare import parse_model_entry
+    from vpintegrator.rollout.methods import parse_model_entry
 
     save_model(build_model("vpff", dim=3, n_blocks=1), tmp_path / "vpff.pt")
     with pytest.raises(VPIntegratorError, match="not a learned vector field"):

@@ -28,4 +28,4 @@ def test_walk_counts_the_same_tree_the_same_and_lists_the_drivers(tmp_path):
     lists = res.stdout.split("\nfit, here:")[1]
     fit_files = lists.split("\nrun_rollouts, base:")[0]
     assert "  training/loop.py\n" in fit_files and "  training/run.py\n" in fit_files
-    assert "  rollout/compare.py\n" in res.stdout.split("\nrun_rollouts, here:")[1]
+    assert "  rollout/plan.py\n" in res.stdout.split("\nrun_rollouts, here:")[1]

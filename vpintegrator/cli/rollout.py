@@ -2,7 +2,7 @@
 
 Reads an optional TOML (keys of [`vpintegrator.rollout.RolloutConfig`][vpintegrator.rollout.config.RolloutConfig], top level or in a
 ``[rollout]`` table), applies ``--set KEY=VALUE`` entries and the flags on top (flags win), calls
-[`vpintegrator.rollout.run_rollouts`][vpintegrator.rollout.compare.run_rollouts], prints the metrics table and where the HDF5 file and the table
+[`vpintegrator.rollout.run_rollouts`][vpintegrator.rollout.run.run_rollouts], prints the metrics table and where the HDF5 file and the table
 (CSV, Markdown) went. The command-line spellings are parsed here: ``--model LABEL=PATH``, comma lists
 of integrators and of trajectory indices.
 """

@@ -399,7 +399,7 @@ def _upgrade_meta(meta: dict[str, Any], path) -> dict[str, Any]:
 
 
 def read_rollout(path, traj=None, max_points: int | None = None) -> RolloutResult:
-    """Read a rollout file written by ``vp-rollout`` ([`vpintegrator.rollout.run_rollouts`][vpintegrator.rollout.compare.run_rollouts]).
+    """Read a rollout file written by ``vp-rollout`` ([`vpintegrator.rollout.run_rollouts`][vpintegrator.rollout.run.run_rollouts]).
 
     Layout (``datasets/README.md``): root attributes; ``/t`` (n_states,); ``/traj_index`` (n_traj,);
     ``/reference/{y, invariants/<name>, failed_step}``; ``/methods/<label>/{y, rel_error,

@@ -17,11 +17,14 @@
   eager).
 - ``vpintegrator.rollout.config``: [`RolloutConfig`][vpintegrator.rollout.config.RolloutConfig] (the keys of a comparison run) and
   [`load_rollout_config`][vpintegrator.rollout.config.load_rollout_config], and which engine runs a model (``use_device_engine``).
-- ``vpintegrator.rollout.compare``: comparison runs (``vp-rollout``): [`run_rollouts`][vpintegrator.rollout.compare.run_rollouts],
-  what is refused before a run starts, what the errors are measured against (the exact flow by default,
-  or the data), the blocks of its selection (shards, workers; ``checks``, ``reference`` and ``blocks``
-  re-export these); ``vpintegrator.rollout.splits``: which conditions it rolls out (the models' test
-  split, ``heldout``) and the ``split`` label of each row.
+- comparison runs (``vp-rollout``): ``vpintegrator.rollout.plan`` turns a ``RolloutConfig`` into one frozen
+  ``vpintegrator.rollout.plan.RolloutPlan`` (which trajectories, the horizon, the rows, the reference,
+  the blocks of shards and workers), with the checks of ``vpintegrator.rollout.preflight`` (what is refused
+  before a run starts) and the rows of ``vpintegrator.rollout.methods`` (models, classical and registered rows);
+  ``vpintegrator.rollout.write`` writes the reference and each method from the plan, and
+  ``vpintegrator.rollout.run`` runs it: [`run_rollouts`][vpintegrator.rollout.run.run_rollouts];
+  ``vpintegrator.rollout.splits``: which conditions it rolls out (the models' test split, ``heldout``) and the
+  ``split`` label of each row.
 - ``vpintegrator.rollout.field``: ``LearnedField`` (a learned vector field as a System: any integrator rolls
   it out at any step) and ``field_step`` (its step map).
 - ``vpintegrator.rollout.precision``: [`work_precision`][vpintegrator.rollout.precision.work_precision] (error and invariant drift against
@@ -69,18 +72,18 @@ _LAZY: dict[str, str] = {
     "compiled_model": ".runners",
     "trace_model": ".runners",
     "RolloutConfig": ".config",
-    "RolloutReport": ".compare",
+    "RolloutReport": ".report",
     "load_rollout_config": ".config",
-    "run_rollouts": ".compare",
-    "parse_model_entry": ".compare",
-    "model_label": ".compare",
+    "run_rollouts": ".run",
+    "parse_model_entry": ".methods",
+    "model_label": ".methods",
     "ROLLOUT_SCHEMA": "..data.rollouts",
     "ROLLOUT_SCHEMA_VERSION": "..data.rollouts",
     "MethodMetrics": "..data.rollouts",
     "RolloutResult": "..data.rollouts",
     "read_rollout": "..data.rollouts",
     "ContextStep": ".context",
-    "model_step": ".compare",
+    "model_step": ".methods",
     "IdentifiedStep": ".identify",
     "identify_parameters": ".identify",
     "SindyStep": ".sindy",
@@ -100,13 +103,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..data.work_precision import training_seconds as training_seconds
     from ..data.work_precision import write_work_precision as write_work_precision
     from ..data.rollouts import read_rollout as read_rollout
-    from .compare import RolloutReport as RolloutReport
-    from .compare import model_label as model_label
-    from .compare import parse_model_entry as parse_model_entry
-    from .compare import run_rollouts as run_rollouts
+    from .report import RolloutReport as RolloutReport
+    from .methods import model_label as model_label
+    from .methods import parse_model_entry as parse_model_entry
+    from .run import run_rollouts as run_rollouts
     from .config import ENGINES as ENGINES
     from .context import ContextStep as ContextStep
-    from .compare import model_step as model_step
+    from .methods import model_step as model_step
     from .identify import IdentifiedStep as IdentifiedStep
     from .identify import identify_parameters as identify_parameters
     from .parrot import ParrotStep as ParrotStep

@@ -1,8 +1,8 @@
 """``vp-rollout --scheduler ADDRESS``: the blocks of a comparison run on a ``dask.distributed`` cluster.
 
-``rollout_on_cluster`` cuts the selected trajectories into shards (``vpintegrator.rollout.compare.run_shard``),
+``rollout_on_cluster`` cuts the selected trajectories into shards (``vpintegrator.rollout.run.run_shard``),
 sends one task per shard to the scheduler, each task writing its own shard file (and its table) with
-[`run_rollouts`][vpintegrator.rollout.compare.run_rollouts] on the worker that runs it, and, once all are done, writes the
+[`run_rollouts`][vpintegrator.rollout.run.run_rollouts] on the worker that runs it, and, once all are done, writes the
 index file at ``out`` and the whole run's table beside it (nothing else on the client), on the job runtime's
 Dask executor (``vpintegrator.jobs.dask``), as ``vp-gen --scheduler`` (``vpintegrator.data.cluster``): the workers must see the data file, the models and
 ``out``'s folder (a shared file system), a worker that dies mid-task loses only its block (the scheduler
@@ -14,7 +14,6 @@ Needs the optional extra ``vpintegrator[dask]`` (``dask[distributed]``).
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,10 @@ from .._outputs import check_output, output_lock
 from ..data.rollout_shards import ROLLOUT, rollout_bounds
 from ..jobs.dask import close_client, cluster_address, connect, quiet_dask_logs, shard_count, submit_shards
 from ..jobs.shards import finished_shard, shard_path
-from .compare import RolloutReport, check_outputs, run_digest, run_shard, select_planned, write_index_if_complete
+from .plan import select_planned
+from .preflight import check_outputs, input_files
+from .report import RolloutReport
+from .run import run_digest, run_shard, write_index_if_complete
 from .config import RolloutConfig
 
 __all__ = ["rollout_on_cluster"]
@@ -66,8 +68,8 @@ def rollout_on_cluster(config: RolloutConfig, scheduler: Any = None, *, n_shards
     """
     scheduler = cluster_address(scheduler, n_shards)
     config.validate()
-    outs = check_outputs(config, inputs, overwrite)  # the index and the whole run's table
-    n_sel = int(select_planned(config)[4].size)
+    outs = check_outputs(config.out, input_files(config.data, config.models, inputs), overwrite)  # the index, its table
+    n_sel = int(select_planned(config).size)
     out = Path(config.out)
     with quiet_dask_logs():
         return _rollout_on_cluster(config, scheduler, n_shards, inputs, overwrite, n_sel, outs, out)
@@ -85,14 +87,15 @@ def _rollout_on_cluster(config: RolloutConfig, scheduler: Any, n_shards: int | N
             rollout_bounds(n_sel, s)  # shards of at least one trajectory
             path = shard_path(out, s)
             if s not in done:  # (one an earlier run of this configuration finished is kept)
-                check_outputs(dataclasses.replace(config, out=str(path)), inputs, overwrite)
+                check_outputs(path, input_files(config.data, config.models, inputs), overwrite)
         with output_lock(outs[0]):
             submit_shards(client, scheduler, "vp-rollout", out, shards, done, _shard_task,
                           lambda s: (config, s, run_key),
                           lambda p: (p, p.with_suffix(".csv"), p.with_suffix(".md")))
         check_output(out, "rollout", True)
-        rows = write_index_if_complete(out, n_shards)
+        rows, reference = write_index_if_complete(out, n_shards) or ([], "")
     finally:
         if owned:
             close_client(client)
-    return RolloutReport(out=out, csv=out.with_suffix(".csv"), markdown=out.with_suffix(".md"), rows=rows or [])
+    return RolloutReport(out=out, csv=out.with_suffix(".csv"), markdown=out.with_suffix(".md"), rows=rows,
+                         reference=reference)

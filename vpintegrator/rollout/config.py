@@ -4,7 +4,7 @@ keys (TOML keys, ``--set`` keys and, spelled with dashes, CLI flags), and [`load
 Each key is declared once (``vpintegrator.config.key``); its check and its ``vp-rollout`` flag derive
 from the declaration. A config is checked when it is built; what needs the data file or the models (the
 trajectory indices in range, the horizon in steps, model files and their dim) is checked when
-[`run_rollouts`][vpintegrator.rollout.compare.run_rollouts] plans the run, before anything is written.
+[`run_rollouts`][vpintegrator.rollout.run.run_rollouts] plans the run, before anything is written.
 
 Library messages name keys, never flags; each error carries its key so that a CLI names its own flag.
 """
@@ -213,7 +213,7 @@ class RolloutConfig(Config):
         Compute ``log|det J|`` of every step/window map (an extra Jacobian per step).
     workers : int or None
         Processes the classical integrators, the exact flow and the reference's continuation run on, by
-        contiguous blocks of trajectories (``vpintegrator.rollout.blocks``); models run in the calling
+        contiguous blocks of trajectories (``vpintegrator.rollout.plan.Blocks``); models run in the calling
         process. Default: every core, when the work repays starting processes; 1: one process. The file
         is the same to the last bit whatever it is (the timings apart).
     fast_step : bool

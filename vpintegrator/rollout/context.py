@@ -6,7 +6,7 @@ window is the prefix (steps 0 .. k − 1, from the reference as for any window m
 ``generate`` call computes c (timed with the steps: the context is part of the cost) and every step after
 is ``model.step(z, c)`` from the prefix's last state. ``context="oracle"`` puts c = hθ from each row's true
 parameters in place of the estimate (models whose encoder gives hθ: ``oracle_ready``).
-[`model_step`][vpintegrator.rollout.compare.model_step] picks ``ContextStep`` for a context model and [`ModelStep`][vpintegrator.rollout.steps.ModelStep] for any other, for
+[`model_step`][vpintegrator.rollout.methods.model_step] picks ``ContextStep`` for a context model and [`ModelStep`][vpintegrator.rollout.steps.ModelStep] for any other, for
 ``vp-rollout`` and the work–precision table alike.
 """
 

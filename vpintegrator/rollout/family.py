@@ -11,14 +11,16 @@ itself (the same object, the same numbers as before families existed).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from ..errors import VPIntegratorError
 from ..systems.family import SystemFamily
 from .engine import StepMap
 
-__all__ = ["FamilyStep", "step_for", "for_rows", "family_initial_window"]
+__all__ = ["FamilyStep", "step_for", "for_rows", "family_initial_window", "is_parametric", "run_family"]
 
 #: the compiled single-trajectory runner for groups of any size
 _ALWAYS = 2**62
@@ -163,3 +165,39 @@ def base_system(system):
     if isinstance(system, SystemFamily):
         return system.systems[0] if len(system) else system.base
     return system
+
+
+def is_parametric(data: Path) -> bool:
+    """Whether the data file holds per-trajectory parameters (``/params``; one row is read)."""
+    from ..data import read_trajectories
+
+    return read_trajectories(data, traj=[0], steps=[0]).params is not None
+
+
+def run_family(ref_file: Any, meta: Mapping[str, Any], base: Any, n_new: int, seed: int | None, data: Path) -> SystemFamily:
+    """The ``vpintegrator.systems.family.SystemFamily`` of a parametric run: the selected trajectories'
+    systems, then the held-out conditions' (new parameters from the file's ``parameter_dists``, drawn with
+    the held-out seed)."""
+    import json
+
+    from ..systems.family import systems_from_table
+
+    systems = list(ref_file.systems())
+    if n_new:
+        from ..data.param_dists import draw_parameters
+
+        dists = meta.get("parameter_dists")
+        if not isinstance(dists, str) or not dists:
+            raise VPIntegratorError(f"heldout: {data} has per-trajectory parameters but no 'parameter_dists' attribute "
+                                    "(not written by vp-gen from a [parameters] spec), so no new ones can be drawn; "
+                                    "give traj instead", key="heldout")
+        assert seed is not None  # (the plan draws the held-out seed whenever n_new)
+        try:
+            cols, table = draw_parameters(base, json.loads(dists), n_new, int(seed), f"heldout: {data}: parameter_dists")
+        except ValueError:
+            raise VPIntegratorError(f"heldout: {data} has an unreadable 'parameter_dists' attribute", key="heldout") from None
+        if tuple(cols) != tuple(ref_file.param_names):
+            raise VPIntegratorError(f"heldout: {data}: its parameter_dists draw columns {list(cols)} but '/params' has "
+                                    f"{list(ref_file.param_names)}", key="heldout")
+        systems += systems_from_table(base, cols, table)
+    return SystemFamily(systems, ref_file.param_names, base)

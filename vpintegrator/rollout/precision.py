@@ -212,7 +212,7 @@ def work_precision(
     from ..systems.family import SystemFamily
     from .engine import rollout
     from .family import base_system, family_initial_window, solve_flow_rows, step_for
-    from .compare import model_step
+    from .methods import model_step
     from .steps import IntegratorStep
 
     system = system if isinstance(system, SystemFamily) else get_system(system)
@@ -295,7 +295,8 @@ def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], 
     (csv path, markdown path, rows)
     """
     from ..data import read_trajectories
-    from .compare import parse_model_entry, select
+    from .methods import parse_model_entry
+    from .plan import select
     from .config import model_entries
 
     from .._progress import log_lines

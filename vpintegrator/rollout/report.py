@@ -1,4 +1,4 @@
-"""What a comparison run reports: [`RolloutReport`][vpintegrator.rollout.compare.RolloutReport] (the files, the table rows, the reference, the
+"""What a comparison run reports: [`RolloutReport`][vpintegrator.rollout.report.RolloutReport] (the files, the table rows, the reference, the
 warnings) and ``Failure`` (a method that failed: how many trajectories, the first one, its step)."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class Failure(tuple):
 
 @dataclass
 class RolloutReport:
-    """What [`run_rollouts`][vpintegrator.rollout.compare.run_rollouts] wrote: the HDF5 file, the metrics table (CSV, Markdown) and its rows
+    """What [`run_rollouts`][vpintegrator.rollout.run.run_rollouts] wrote: the HDF5 file, the metrics table (CSV, Markdown) and its rows
     (one per method and ``split`` label present), the reference the errors were measured against and the
     warning lines.
 

@@ -21,7 +21,7 @@ vary per trajectory, **parameters** (``parameter_split``): ``interpolation`` hol
 in a random cube inside the parameter box, ``extrapolation`` those at the box's ends (the outer shell).
 Either is recorded like ``vp-train``'s (``split`` and ``split_data``, plus ``split_by`` saying how), so
 ``vp-rollout`` labels the rows of a model trained on it the same way. ``heldout`` conditions of a
-parametric data set come with new parameters too (``vpintegrator.rollout.compare`` draws them from the
+parametric data set come with new parameters too (``vpintegrator.rollout.plan`` draws them from the
 file's ``parameter_dists`` with the held-out seed).
 """
 
@@ -196,23 +196,25 @@ def draw_heldout(meta: dict[str, Any], system, n: int, seed: int, data_y0: np.nd
     return y0
 
 
-def label_rows(plan, model_splits, entries) -> None:
-    """Every method's ``split`` label per rolled-out row (``vpintegrator.rollout.splits``) and the one
-    warning line for trajectories a model trained on."""
-    plan.run_labels = run_labels(model_splits, plan.idx, plan.n_new)
+def label_rows(idx: np.ndarray, n_new: int, model_splits: Sequence[ModelSplit], entries: Sequence[tuple[str, Any, str]],
+               methods: Sequence[str]) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]], str | None]:
+    """The ``split`` labels of a run rolling out the data file's trajectories ``idx`` and ``n_new`` held-out
+    conditions: ``(the run's labels per row, method label -> its labels per row, the one warning line for
+    trajectories a model trained on or None)``; ``model_splits`` are those of ``entries`` (label, model,
+    source), in order, and ``methods`` every method's label."""
+    labels_run = tuple(run_labels(model_splits, idx, n_new))
     by_label = {label: ms for (label, _, _), ms in zip(entries, model_splits)}
-    for label, _, _ in plan.methods:
-        ms = by_label.get(label)
-        plan.labels[label] = (labels_for(ms, plan.idx, plan.n_new) if ms is not None else list(plan.run_labels))
+    labels = {label: (tuple(labels_for(by_label[label], idx, n_new)) if label in by_label else labels_run)
+              for label in methods}
     trained = [ms.label for ms in model_splits if ms.split is not None
-               and any(ms.of(int(i)) == "train" for i in plan.idx)]
-    if trained:
-        rows = sorted({int(i) for ms in model_splits if ms.split is not None for i in plan.idx if ms.of(int(i)) == "train"})
-        shown = ", ".join(map(str, rows[:10])) + (", ..." if len(rows) > 10 else "")
-        line = (f"Warning: {len(rows)} of the {plan.n_data} rolled-out trajectories ({shown}) are in the training split "
-                f"of model(s) {', '.join(map(repr, trained))}; their rows are labelled 'train' (not out of sample)")
-        plan.warnings.append(line)
-        plan.notes.append(line)
+               and any(ms.of(int(i)) == "train" for i in idx)]
+    if not trained:
+        return labels_run, labels, None
+    rows = sorted({int(i) for ms in model_splits if ms.split is not None for i in idx if ms.of(int(i)) == "train"})
+    shown = ", ".join(map(str, rows[:10])) + (", ..." if len(rows) > 10 else "")
+    return labels_run, labels, (f"Warning: {len(rows)} of the {idx.size} rolled-out trajectories ({shown}) are in the "
+                                f"training split of model(s) {', '.join(map(repr, trained))}; their rows are labelled "
+                                "'train' (not out of sample)")
 
 
 def split_rows(label: str, plan, per_traj, names, cum, res) -> list[dict]:
@@ -222,8 +224,8 @@ def split_rows(label: str, plan, per_traj, names, cum, res) -> list[dict]:
     ``data``)."""
     from ..data.summary import split_summary_rows
 
-    mode = plan.reference_attrs.get("reference_mode", plan.config.reference)
-    return split_summary_rows(label, per_traj, names, plan.labels[label], mode, max_abs_cum_log_det_J=cum,
+    mode = plan.reference_attrs.get("reference_mode", plan.reference)
+    return split_summary_rows(label, per_traj, names, list(plan.labels[label]), mode, max_abs_cum_log_det_J=cum,
                               seconds_per_step=res.seconds_per_step, failed_step=res.failed_step)
 
 

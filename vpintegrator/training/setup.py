@@ -239,7 +239,7 @@ def system_record(data) -> dict[str, Any]:
     """What the model is trained on, for every checkpoint and ``summary.json``: ``{"dt": float or None,
     "system": name or None, "system_params": {name: value} (the data's ``param_<name>`` attributes; empty
     for a parametric data set, whose parameters vary per trajectory), "parametric": bool}``. ``vp-rollout``
-    refuses a model whose step or system differs from its data's (``vpintegrator.rollout.checks.check_trained_on``)."""
+    refuses a model whose step or system differs from its data's (``vpintegrator.rollout.methods.check_trained_on``)."""
     from ..systems.registry import system_params_from_meta
 
     meta = getattr(data, "meta", None) or {}

@@ -1,0 +1,92 @@
+"""The plan of a comparison run: ``build_plan`` turns a ``RolloutConfig`` into one frozen, typed
+``RolloutPlan`` (every check and default resolved there, nothing written), and nothing below it in
+``vpintegrator.rollout`` takes a configuration; the old doorway modules are gone."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib
+import typing
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import vpintegrator
+from vpintegrator.data import generate, load_spec
+from vpintegrator.errors import VPIntegratorError
+from vpintegrator.rollout import RolloutConfig
+from vpintegrator.rollout.plan import Blocks, RolloutPlan, build_plan
+
+ROLLOUT = Path(vpintegrator.__file__).parent / "rollout"
+
+#: the functions of vpintegrator/rollout that take a configuration: the entry points and the plan builder
+#: (a worker process's or a dask task's block plans itself from one), nothing below them
+TAKES_CONFIG = {
+    "plan.py": {"select", "select_planned", "build_plan"},
+    "run.py": {"run_rollouts", "run_shard", "_run", "_part", "run_digest"},
+    "cluster.py": {"rollout_on_cluster", "_rollout_on_cluster", "_shard_task"},
+    "precision.py": {"run_work_precision"},
+}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    path = tmp_path_factory.mktemp("data") / "data.h5"
+    generate(load_spec("rigid_body", n_traj=6, t_end=1.0), path, workers=1)
+    return path
+
+
+def test_nothing_below_the_plan_builder_takes_a_config():
+    found = {}
+    for path in sorted(ROLLOUT.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                if {"config", "cfg"} & {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}:
+                    found.setdefault(path.name, set()).add(node.name)
+    assert found == TAKES_CONFIG
+
+
+@pytest.mark.parametrize("name", ["compare", "blocks", "checks", "reference"])
+def test_the_doorway_modules_are_gone(name):
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(f"vpintegrator.rollout.{name}")
+
+
+def test_the_plan_is_frozen_and_typed():
+    assert dataclasses.is_dataclass(RolloutPlan) and RolloutPlan.__dataclass_params__.frozen
+    assert Blocks.__dataclass_params__.frozen
+    hints = typing.get_type_hints(RolloutPlan)
+    untyped = sorted(name for name, hint in hints.items() if hint is typing.Any)
+    assert untyped == ["system"]  # System, SystemFamily or UnknownSystem: no common base class
+
+
+def test_build_plan_resolves_everything_and_writes_nothing(data, tmp_path):
+    out = tmp_path / "r.h5"
+    config = RolloutConfig(data=str(data), out=str(out), integrators=["rk4", "exact_flow"], heldout=2, t_end=0.5)
+    plan, states = build_plan(config)
+    assert not out.exists() and not out.with_suffix(".csv").exists()
+    assert [m.label for m in plan.methods] == ["rk4", "exact_flow"]
+    assert (plan.n_steps, plan.n_data, plan.n_new, plan.n_traj) == (5, 0, 2, 2)  # heldout only: no data rows
+    assert plan.traj_index.tolist() == [-1, -1] and plan.heldout_y0.shape == (2, 3)
+    assert plan.labels == {"rk4": ("new", "new"), "exact_flow": ("new", "new")} and plan.run_labels == ("new", "new")
+    assert plan.reference == "exact" and plan.reference_desc and plan.reference_attrs["reference_mode"] == "exact"
+    assert plan.blocks == Blocks(n_whole=2, workers=None) and not plan.blocks.per_traj
+    assert plan.out == out and Path(data) in plan.inputs and plan.steps.engine == "auto"
+    assert states.y.shape[0] == 0  # the data file's selected trajectories, for /reference
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.n_steps = 3  # type: ignore[misc]
+    plan2, _ = build_plan(dataclasses.replace(config, heldout=None, traj=[4, 1]))
+    assert plan2.idx.tolist() == [4, 1] and plan2.n_new == 0 and plan2.heldout_y0 is None
+    np.testing.assert_array_equal(plan2.t, plan2.t0 + plan2.dt * np.arange(6))
+
+
+def test_build_plan_checks_first(data, tmp_path):
+    with pytest.raises(VPIntegratorError, match="traj index 9 is out of range"):
+        build_plan(RolloutConfig(data=str(data), out=str(tmp_path / "r.h5"), integrators=["rk4"], traj=[9]))
+    with pytest.raises(VPIntegratorError, match="unknown integrator 'nope'"):
+        build_plan(RolloutConfig(data=str(data), out=str(tmp_path / "r.h5"), integrators=["nope"]))
+    with pytest.raises(VPIntegratorError, match="out"):
+        build_plan(RolloutConfig(data=str(data), out=str(data), integrators=["rk4"]))

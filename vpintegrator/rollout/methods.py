@@ -1,0 +1,289 @@
+"""The rows of a comparison run: the models (``models``: paths, ``pretrained:NAME``, ``gml:FILE``, ``(label,
+path)`` pairs, ``PATH@METHOD`` for a learned vector field), their step maps, and the classical and registered rows
+named in ``integrators`` (``vpintegrator.rollout.rows``), each checked against the data before anything runs.
+
+``vpintegrator.rollout.methods.prepare_methods`` is called by the plan builder
+(``vpintegrator.rollout.plan.build_plan``) with the values it resolved, never a configuration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple, Sequence
+
+import numpy as np
+
+from ..errors import VPIntegratorError
+from .config import use_device_engine
+from .context import ContextStep, oracle_theta
+from .engine import StepMap
+from .field import field_step, is_vector_field_model, split_method
+from .family import step_for
+from .rows import FitSplit, RowRequest, parse_row
+from .steps import ExactFlowStep, IntegratorStep, ModelStep, is_context_model
+
+__all__ = ["Method", "StepSettings", "model_label", "parse_model_entry", "model_step", "integrator_names", "prepare_methods",
+           "check_trained_on"]
+
+
+class Method(NamedTuple):
+    """One row of a run: its label, its step map and where it comes from (a path, a name)."""
+
+    label: str
+    step_map: StepMap
+    source: str
+
+def model_label(spec: str) -> str:
+    """The label of a model given by path, ``pretrained:NAME`` or ``gml:FILE.h5``: NAME, FILE's stem, the run directory's name, the
+    directory's name for ``best.pt``/``last.pt``, else the file's stem."""
+    if spec.startswith("pretrained:"):
+        return spec.split(":", 1)[1]
+    if spec.startswith("gml:"):
+        return Path(spec[4:].partition("?")[0]).stem
+    p = Path(spec)
+    if p.suffix == ".pt" and p.stem in ("best", "last") and p.parent.name:
+        return p.parent.name
+    return p.stem if p.suffix else p.name
+
+
+def _load(spec: str):
+    from ..models import load_model
+
+    if not spec.startswith(("pretrained:", "gml:")) and not Path(spec).exists():
+        raise VPIntegratorError(
+            f"models: {spec}: no such checkpoint file or run directory; give a vp-train run directory, a .pt "
+            "file or pretrained:NAME",
+            key="models",
+        )
+    try:
+        return load_model(spec)
+    except VPIntegratorError:
+        raise
+    except (FileNotFoundError, PermissionError, IsADirectoryError):
+        raise
+    except Exception as err:  # whatever a damaged or foreign file raises: one line naming it
+        raise VPIntegratorError(
+            f"models: {spec}: not a loadable vpintegrator checkpoint ({type(err).__name__}: "
+            f"{' '.join(str(err).split())[:200]}); give a vp-train run directory, a .pt checkpoint it wrote or "
+            "pretrained:NAME",
+            key="models",
+        ) from None
+
+
+def parse_model_entry(entry) -> tuple[str, Any, str]:
+    """One entry of ``models`` -> (label, model, source): a path / ``pretrained:NAME`` (label derived), or
+    a ``(label, path_or_module)`` pair."""
+    if isinstance(entry, (tuple, list)):
+        if len(entry) != 2:
+            raise VPIntegratorError(
+                f"models: entry {entry!r} is not a (label, path) pair or a path", key="models"
+            )
+        label, model = entry
+        if isinstance(model, (str, Path)):
+            path, method = split_method(str(model))  # a vector-field model's integrator: PATH@METHOD
+            return str(label), _with_method(_load(path), method, str(model)), str(model)
+        return str(label), model, f"<{type(model).__name__} object>"
+    if isinstance(entry, (str, Path)):
+        text, method = split_method(str(entry))
+        label = model_label(text) + (f"+{method}" if method else "")
+        return label, _with_method(_load(text), method, str(entry)), str(entry)
+    raise VPIntegratorError(
+        f"models: entry of type {type(entry).__name__} is not a path, pretrained:NAME or (label, path) pair",
+        key="models",
+    )
+
+
+# -- learned vector fields (issue 43): PATH@METHOD names the integrator of a vector-field model's rollout
+
+
+def _with_method(model, method: str | None, spec: str):
+    """``model`` with the integrator of ``PATH@METHOD`` recorded (``rollout_method``); refused for a model that
+    is not a vector field (its step is its own)."""
+    if method is None:
+        return model
+    if not is_vector_field_model(model):
+        raise VPIntegratorError(f"models: {spec}: '@{method}' names an integrator, but this model is a step map, not "
+                                "a learned vector field (hnn, lphnn, divfree, node); leave out '@...'", key="models")
+    model.rollout_method = method
+    return model
+
+
+def _check_label(label: str, seen: set) -> None:
+    if not label or "/" in label or label == "reference":
+        raise VPIntegratorError(
+            f"method label {label!r} is not usable; labels must be non-empty, contain no '/' and not be "
+            "'reference' (give models as (label, path) pairs)",
+            key="models",
+        )
+    if label in seen:
+        raise VPIntegratorError(
+            f"method label {label!r} is used twice; give models distinct labels as (label, path) pairs",
+            key="models",
+        )
+    seen.add(label)
+
+
+def integrator_names(integrators: Any) -> list[str]:
+    """The names of the ``integrators`` key (a name or a list of them), stripped, empty ones left out."""
+    if isinstance(integrators, str):
+        integrators = [integrators]
+    return [str(n).strip() for n in integrators or [] if str(n).strip()]
+
+
+def model_step(model, device: str = "cpu", overlap: bool = False, jit: bool = True, dt: float | None = None,
+               **context: Any) -> StepMap:
+    """The step map of a trained model: [`ContextStep`][vpintegrator.rollout.context.ContextStep] (``context`` its keywords) for a context
+    model, a learned vector field integrated at step ``dt`` (default its own) by its integrator
+    (``vpintegrator.rollout.field.field_step``), [`ModelStep`][vpintegrator.rollout.steps.ModelStep] otherwise."""
+    if is_vector_field_model(model):
+        return field_step(model, model.dt if dt is None else dt)
+    if is_context_model(model):
+        if overlap:
+            raise VPIntegratorError("overlap: a context model steps one state at a time; set overlap false",
+                                    key="overlap")
+        return ContextStep(model, device=device, **context)
+    return ModelStep(model, device=device, overlap=overlap, jit=jit)
+
+
+@dataclass(frozen=True)
+class StepSettings:
+    """How the models' step maps run and what the identification and fitted rows read: the keys ``device``,
+    ``overlap``, ``fast_step``, ``engine``, ``context_len`` and ``context_noise``, resolved."""
+
+    device: str = "cpu"
+    overlap: bool = False
+    fast_step: bool = True
+    engine: str = "auto"
+    context_len: int = 3
+    context_noise: float = 0.0
+
+
+def prepare_methods(names: Sequence[str], entries: Sequence[tuple[str, Any, str]], system: Any, dt: float,
+                    t0: float, n_steps: int, data: Path, settings: StepSettings,
+                    split: FitSplit | None = None) -> list[Method]:
+    """Every method's step map, every input checked, nothing computed: the rows ``names`` (classical
+    integrators, ``exact_flow``, registered rows of ``vpintegrator.rollout.rows``) and the models ``entries``
+    ([`parse_model_entry`][vpintegrator.rollout.methods.parse_model_entry] results; a context model brings
+    its oracle row); ``split``: the fitted rows' ``FitSplit``."""
+    from ..integrators import list_integrators
+    from ..systems.unknown import UnknownSystem
+    from .rows import ROW_KINDS
+
+    methods: list[Method] = []
+    seen: set = set()
+    valid_int = (*list_integrators(), "exact_flow")
+    for name in names:
+        row = parse_row(name)
+        if row is not None:  # a registered row kind (rollout/rows.py): identification, SINDy, parrot
+            _check_label(name, seen)
+            request = RowRequest(name, row[1], system, dt, settings.context_len, settings.context_noise, data, split)
+            step_map = row[0].build(request)
+            if n_steps < step_map.seq_len:
+                raise VPIntegratorError(
+                    f"t_end: the horizon has {n_steps} steps, shorter than the {step_map.seq_len} states row {name!r} "
+                    f"reads first (context_len); raise it to at least {t0 + step_map.seq_len * dt:g}", key="t_end")
+            methods.append(Method(name, step_map, name))
+            continue
+        if name not in valid_int:
+            hint = " (integrators is a list of names, not a comma list)" if "," in name else ""
+            rows = ", ".join(f"{k}+METHOD" if v.takes_integrator else k for k, v in ROW_KINDS.items())
+            raise VPIntegratorError(
+                f"integrators: unknown integrator {name!r}; valid: {', '.join(valid_int)}, and the rows {rows}{hint}",
+                key="integrators"
+            )
+        _check_label(name, seen)
+        def make(s, name=name) -> StepMap:
+            return ExactFlowStep(s, dt) if name == "exact_flow" else IntegratorStep(s, name, dt)
+
+        step_map = step_for(system, make)
+        methods.append(Method(name, step_map, name))
+    for label, model, source in entries:
+        _check_label(label, seen)
+        if int(getattr(model, "dim", -1)) != system.dim:
+            raise VPIntegratorError(
+                f"models: {source}: model dim {getattr(model, 'dim', None)} does not match the data's dim "
+                f"{system.dim} ({system.name} in {data}); roll it out on data of its own system",
+                key="models",
+            )
+        step_map = model_step(model, device=settings.device, overlap=settings.overlap, jit=settings.fast_step,
+                              **({"noise": settings.context_noise} if is_context_model(model) else {}),
+                              **({"dt": dt} if is_vector_field_model(model) else {}))
+        use_device_engine(settings.engine, step_map, system)  # an engine the model cannot use: refused now
+        if n_steps < step_map.seq_len:
+            raise VPIntegratorError(
+                f"t_end: the horizon has {n_steps} steps, shorter than seq_len = {step_map.seq_len} of model "
+                f"{label!r}; raise it to at least {t0 + step_map.seq_len * dt:g}",
+                key="t_end",
+            )
+        methods.append(Method(label, step_map, source))
+        if is_context_model(model) and getattr(model, "oracle_ready", False) and not isinstance(system, UnknownSystem):
+            # the same step and start, the true θ (none without a system)
+            _check_label(f"{label}_oracle", seen)
+            methods.append(Method(f"{label}_oracle", ContextStep(model, device=settings.device, context="oracle",
+                                                                 theta=oracle_theta(system), dt=dt,
+                                                                 noise=settings.context_noise), source))
+    if not methods:
+        raise VPIntegratorError("nothing to roll out: give models and/or integrators", key="models")
+    return methods
+
+
+def _has_params_dataset(data: Path) -> bool:
+    """Whether the data file holds per-trajectory parameters (a ``/params`` dataset)."""
+    import h5py
+
+    try:
+        with h5py.File(data, "r") as f:
+            return "params" in f
+    except OSError:
+        return False
+
+
+def check_trained_on(label: str, source: str, model, meta: dict, data: Path, allow_dt_mismatch: bool = False) -> str | None:
+    """Refuse (one line naming both, key ``models``) a model trained on another system, other parameters or,
+    unless ``allow_dt_mismatch``, another step than the data's (``meta``: the data file's metadata;
+    ``model.trained_on``: what [`load_model`][vpintegrator.models.load_model] read from its checkpoint). Parameters
+    are compared only where neither side is parametric (per-trajectory parameters). Returns a note to say
+    (an allowed step mismatch), else None."""
+    from ..systems.registry import system_params_from_meta
+
+    record = getattr(model, "trained_on", None)
+    source = source if str(source) != label else ""
+    source = f" ({source})" if source else ""
+    if not isinstance(record, dict):  # a model object, or a checkpoint of an older vpintegrator: not checked
+        return None
+    name, data_name = record.get("system"), meta.get("system")
+    if name is not None and data_name is not None and str(name) != str(data_name):
+        raise VPIntegratorError(
+            f"models: {label}{source} was trained on system {name!r}, but data {data} holds {data_name!r}; "
+            "roll it out on data of its own system", key="models")
+    params = record.get("system_params") or {}
+    if params and not record.get("parametric") and not _has_params_dataset(data):
+        ours = system_params_from_meta(meta)
+        for k, v in sorted(params.items()):
+            if k not in ours:
+                continue
+            try:
+                same = np.allclose(np.asarray(v, dtype=float), np.asarray(ours[k], dtype=float), rtol=1e-9, atol=0)
+            except (TypeError, ValueError):
+                same = v == ours[k]
+            if not same:
+                raise VPIntegratorError(
+                    f"models: {label}{source} was trained on {name or 'a system'} with {k} = {v!r}, but data "
+                    f"{data} has {k} = {_plain(ours[k])!r}; roll it out on data with the parameters it was "
+                    "trained on", key="models")
+    dt, data_dt = record.get("dt"), meta.get("dt")
+    if dt is not None and data_dt is not None and not np.isclose(float(dt), float(data_dt), rtol=1e-9, atol=0):
+        if not allow_dt_mismatch:
+            raise VPIntegratorError(
+                f"models: {label}{source} was trained at dt = {float(dt):g}, but data {data} has dt = "
+                f"{float(data_dt):g}; roll it out on data with dt = {float(dt):g}, or set allow_dt_mismatch "
+                "(vp-rollout --allow-dt-mismatch) to use it at this step", key="models")
+        return (f"{label}: trained at dt = {float(dt):g}, rolled out at the data's dt = {float(data_dt):g} "
+                "(allow_dt_mismatch)")
+    return None
+
+
+def _plain(value):
+    return value.tolist() if hasattr(value, "tolist") else value
+

@@ -1,0 +1,498 @@
+"""The plan of a comparison run (``vp-rollout``, [`run_rollouts`][vpintegrator.rollout.run.run_rollouts]): its
+[`RolloutConfig`][vpintegrator.rollout.config.RolloutConfig] turned once into a frozen, typed
+``vpintegrator.rollout.plan.RolloutPlan`` by ``vpintegrator.rollout.plan.build_plan``, with
+every check made and every default resolved there: which trajectories (``traj``/``n_traj``, else the trained
+models' test split, plus ``heldout`` new conditions), the horizon, the rows and their step maps
+(``vpintegrator.rollout.methods``), the ``split`` labels, the reference and how the run is cut
+(``vpintegrator.rollout.plan.Blocks``: a shard, worker processes). Nothing below the builder reads a
+configuration: the writer (``vpintegrator.rollout.write``) and the runner (``vpintegrator.rollout.run``) take the
+plan.
+
+Library messages name keys (``t_end``, ``traj``, ``models``), never flags; each error carries its key so
+that a CLI names its own flag.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import VPIntegratorError
+from ..jobs.executors import default_workers
+from .config import RolloutConfig, model_entries, use_device_engine
+from .engine import StepMap
+from .family import is_parametric, run_family, step_for
+from .methods import Method, StepSettings, check_trained_on, integrator_names, parse_model_entry, prepare_methods
+from .preflight import check_fits, check_outputs, check_reference, input_files
+from .rows import fit_split, fitted_rows, parse_row
+from .steps import SCALAR_MAX_BATCH, ExactFlowStep, IntegratorStep, ModelStep
+
+if TYPE_CHECKING:
+    from ..data.trajectories import Trajectories
+
+__all__ = ["RolloutPlan", "Blocks", "MIN_WORK", "ORACLE_INTEGRATORS", "build_plan", "select", "select_planned"]
+
+#: trajectory-steps of classical methods below which unset ``workers`` runs in this process only
+MIN_WORK = 20_000_000
+
+#: the classical rows of a parametric run that names no integrator (those the system supports)
+ORACLE_INTEGRATORS = ("rk4", "implicit_midpoint", "gauss_legendre4")
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """How a run is cut (``vp-rollout --shard I/N`` and ``--workers N``): ``n_whole`` trajectories in the whole
+    selection (the runners' rule), the root attributes of a shard (``attrs``; with them the per-trajectory
+    values are written), and ``workers``.
+
+    Every method and metric of a rollout is computed trajectory by trajectory (checked bitwise by
+    ``tests/test_rollout_shards.py``), so the selection can be cut into contiguous blocks, each computed alone,
+    without changing a bit, provided every block runs the runner the whole selection would (the compiled
+    single-trajectory runners serve selections of at most ``SCALAR_MAX_BATCH`` trajectories:
+    ``same_runners``). A shard (``vpintegrator.rollout.run.run_shard``) writes ``<out stem>.shard-I-of-N.h5``
+    with the per-trajectory values of the table; the last shard to finish writes the index file at ``out`` and
+    the whole run's table beside it (``vpintegrator.data.rollout_shards``). ``workers``: the classical
+    integrators and the exact flow (and the reference, continued beyond the data by its generator) run as
+    shards of the selection on that many processes (the NumPy integrators hold the GIL, and the compiled
+    kernels do not release it), copied into the one rollout file in order; models run after them in this
+    process. With one worker, a selection of at most ``SCALAR_MAX_BATCH`` trajectories, held-out conditions,
+    no classical method, or a model on the device engine, the run stays in one process. Unset, ``workers`` is
+    every core, used only when the work repays starting processes (``MIN_WORK`` trajectory-steps); given, it
+    is used whenever there are two blocks. Worker processes die with the process that started them; their
+    folder is removed by the next run of the same output (``vpintegrator.jobs.executors``).
+    """
+
+    n_whole: int
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+    workers: int | None = 1
+
+    @property
+    def per_traj(self) -> bool:
+        return bool(self.attrs)
+
+    def same_runners(self, step_maps: Sequence[StepMap | None]) -> None:
+        """The runner the whole selection would use: no compiled single-trajectory runner in a block of a
+        selection too large for it."""
+        if self.n_whole > SCALAR_MAX_BATCH:
+            for step_map in step_maps:
+                if isinstance(step_map, IntegratorStep):
+                    step_map.compiled_max_batch = 0
+                elif isinstance(step_map, ModelStep):
+                    step_map.scalar_max_batch = 0
+
+    def part_labels(self, plan: RolloutPlan) -> list[str]:
+        """The methods of ``plan`` worker processes would run: the classical integrators and the exact flow."""
+        return [m.label for m in plan.methods if m.step_map.kind in ("integrator", "flow")]
+
+    def n_parts(self, plan: RolloutPlan, labels: Sequence[str]) -> int:
+        """Worker processes for the classical methods ``labels`` of ``plan`` (1: none)."""
+        workers = self.workers if self.workers is not None else default_workers()
+        n_traj = plan.n_traj
+        if workers <= 1 or not labels or n_traj <= SCALAR_MAX_BATCH or plan.n_new:
+            return 1  # (held-out conditions are drawn once, by this process: no blocks of them)
+        if any(use_device_engine(plan.steps.engine, m.step_map, plan.system) for m in plan.methods
+               if m.step_map.kind == "model"):
+            return 1
+        if self.workers is None and n_traj * plan.n_steps * len(labels) < MIN_WORK:
+            return 1
+        return min(workers, n_traj)
+
+
+@dataclass(frozen=True)
+class RolloutPlan:
+    """Everything a comparison run does, checked and resolved before anything is computed
+    (``vpintegrator.rollout.plan.build_plan``).
+
+    Attributes
+    ----------
+    data : Path
+        The data file; ``data_meta`` its metadata, ``data_n_states`` its states per trajectory and
+        ``data_t_end`` its last time.
+    system : System, SystemFamily or UnknownSystem
+        The system of the rows (a ``SystemFamily``: each row its own parameters, held-out conditions last).
+    dt, t0 : float
+    n_steps : int
+        The horizon in steps (states ``0 .. n_steps``).
+    idx : ndarray of int64, shape (n_data,)
+        The data file's trajectories rolled out (first rows), then ``heldout_y0`` (n_new, dim) new conditions.
+    methods : tuple of Method
+        Every row: (label, step map, source), in the order they run.
+    labels : mapping
+        Method label -> its ``split`` label per rolled-out row; ``run_labels`` the run's own.
+    reference : str
+        The ``reference`` key (``exact`` or ``data``); ``exact_from_ics``: the reference is DOP853 from the
+        initial conditions; ``reference_desc`` the line above the table, ``reference_attrs`` the file's
+        ``reference*`` attributes.
+    out, inputs : Path, tuple of Path
+        The rollout file and every file the run reads (never written over).
+    steps : StepSettings
+        How the models' step maps run.
+    init, overlap, blowup, chunk_steps, volume : the keys of those names
+    blocks : Blocks
+        How the run is cut (``attrs`` empty and ``workers`` the key's value for a whole run).
+    notes, warnings : tuple of str
+        Lines for the log once the plan stands; the warnings also go to the report.
+    model_files : tuple of Path
+        Every model file read (hashed into the provenance).
+    config : RolloutConfig
+        The configuration as resolved (the oracle's integrators filled in), kept only for the worker
+        processes, which plan a block of their own; nothing reads a setting from it.
+    """
+
+    data: Path
+    data_meta: Mapping[str, Any]
+    data_n_states: int
+    data_t_end: float
+    system: Any  # System, SystemFamily or UnknownSystem (no common base class)
+    dt: float
+    t0: float
+    n_steps: int
+    idx: np.ndarray
+    heldout_y0: np.ndarray | None
+    heldout_seed: int | None
+    methods: tuple[Method, ...]
+    labels: Mapping[str, tuple[str, ...]]
+    run_labels: tuple[str, ...]
+    reference: str
+    exact_from_ics: bool
+    reference_desc: str
+    reference_attrs: Mapping[str, str | float]
+    out: Path
+    inputs: tuple[Path, ...]
+    steps: StepSettings
+    init: str
+    overlap: bool
+    blowup: float
+    chunk_steps: int
+    volume: bool
+    blocks: Blocks
+    notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    model_files: tuple[Path, ...] = ()
+    config: RolloutConfig | None = None
+
+    @property
+    def t(self) -> np.ndarray:
+        return self.t0 + self.dt * np.arange(self.n_steps + 1)
+
+    @property
+    def n_data(self) -> int:
+        return int(self.idx.size)
+
+    @property
+    def n_new(self) -> int:
+        return 0 if self.heldout_y0 is None else int(self.heldout_y0.shape[0])
+
+    @property
+    def n_traj(self) -> int:
+        return self.n_data + self.n_new
+
+    @property
+    def traj_index(self) -> np.ndarray:
+        """``/traj_index`` of the rollout file: data-file rows, then -1 for each held-out condition."""
+        return np.concatenate([self.idx, np.full(self.n_new, -1, dtype=np.int64)]).astype(np.int64)
+
+
+def _select_traj(traj: Any, n_traj: Any, n_file: int, where: Path) -> np.ndarray:
+    """The trajectories the keys ``traj`` / ``n_traj`` select of a file of ``n_file`` (all when neither)."""
+    if traj is not None:
+        try:
+            idx = np.array([int(i) for i in traj], dtype=np.int64)
+        except (TypeError, ValueError):
+            raise VPIntegratorError(f"traj must be integer indices; got {traj!r}", key="traj") from None
+        if idx.size == 0:
+            raise VPIntegratorError("traj is empty; give trajectory indices into the data file", key="traj")
+        bad = idx[(idx < 0) | (idx >= n_file)]
+        if bad.size:
+            raise VPIntegratorError(
+                f"traj index {int(bad[0])} is out of range: {where} has {n_file} trajectories (0 .. {n_file - 1})",
+                key="traj",
+            )
+        if np.unique(idx).size != idx.size:
+            raise VPIntegratorError(f"traj lists an index twice: {traj!r}", key="traj")
+        return idx
+    if n_traj is not None:
+        n = n_traj
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= n_file:
+            raise VPIntegratorError(
+                f"n_traj must be an int in 1 .. {n_file} (trajectories in {where}); got {n!r}", key="n_traj"
+            )
+        return np.arange(int(n))
+    return np.arange(n_file)
+
+
+def _horizon(t_end_key: Any, t0: float, dt: float, n_file: int) -> int:
+    """Steps of ``dt`` from ``t0`` to the key ``t_end`` (None: the file's last state)."""
+    if t_end_key is None:
+        return n_file - 1
+    try:
+        t_end = float(t_end_key)
+    except (TypeError, ValueError):
+        raise VPIntegratorError(f"t_end must be a number; got {t_end_key!r}", key="t_end") from None
+    n_steps = int(round((t_end - t0) / dt)) if math.isfinite(t_end) else 0
+    if not math.isfinite(t_end) or n_steps < 1:
+        raise VPIntegratorError(
+            f"t_end {t_end_key!r} gives {n_steps} steps of dt = {dt:g} from t0 = {t0:g}; give at least {t0 + dt:g}",
+            key="t_end",
+        )
+    return n_steps
+
+
+
+def select(config: RolloutConfig) -> tuple[Path, dict[str, Any], Any, float, np.ndarray, float, int]:
+    """What a configuration selects of its data file, read from the metadata only: ``(data path, meta,
+    system, dt, trajectory indices, t0, n_steps)`` (one-line errors for a bad ``traj``/``n_traj``/``t_end``)."""
+    from ..data import read_metadata
+    from ..systems.unknown import system_or_unknown
+
+    data = Path(config.data)
+    meta = read_metadata(data)
+    system = system_or_unknown(meta, data)
+    dt = float(meta["dt"])
+    idx = _select_traj(config.traj, config.n_traj, int(meta["n_traj"]), data)
+    t0 = float(meta.get("t0", 0.0))
+    return data, meta, system, dt, idx, t0, _horizon(config.t_end, t0, dt, int(meta["n_states"]))
+
+
+def select_planned(config: RolloutConfig) -> np.ndarray:
+    """The trajectories of the data file a run of ``config`` rolls out: ``traj``/``n_traj``, else a trained
+    model's test split (``vpintegrator.rollout.splits.default_traj``), as
+    [`run_rollouts`][vpintegrator.rollout.run.run_rollouts] would; what the shards of ``--shard``/``--scheduler``
+    cut into blocks. The outputs are the caller's to check."""
+    fitted = fitted_rows(integrator_names(config.integrators))  # rows with a training split of their own
+    if config.traj is None and config.n_traj is None and (config.models or fitted):
+        return build_plan(config, overwrite=True)[0].idx
+    return select(config)[4]
+
+
+def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: bool = False,
+               blocks: Blocks | None = None) -> tuple[RolloutPlan, Trajectories]:
+    """The plan of a run of ``config``: every key checked, every model loaded and checked against the data,
+    every default resolved; nothing computed, nothing written.
+
+    Parameters
+    ----------
+    config : RolloutConfig
+    inputs : paths, optional
+        More files the run must not write over (its config file).
+    overwrite : bool
+        The overwrite rule of the outputs (checked here, before anything is read).
+    blocks : Blocks, optional
+        How the run is cut (a shard); default: the whole selection, ``workers`` as the key says.
+
+    Returns
+    -------
+    (RolloutPlan, Trajectories)
+        The plan, and the data file's selected trajectories (n_data, data_n_states, dim), the reference's
+        file part: handed to the writer apart from the plan, so that it is freed once written.
+    """
+    from ..data import read_metadata, read_trajectories
+    from ..integrators import list_integrators
+    from ..systems.unknown import UnknownSystem, system_or_unknown
+    from . import splits as sp
+
+    config.validate()
+    inputs = tuple(input_files(config.data, config.models, inputs))
+    check_outputs(config.out, inputs, overwrite)
+    data = Path(config.data)
+    meta = read_metadata(data)
+    system: Any = system_or_unknown(meta, data)  # a SystemFamily once per-trajectory parameters are read
+    dt = float(meta["dt"])
+    n_file_traj, n_file = int(meta["n_traj"]), int(meta["n_states"])
+    explicit = config.traj is not None or config.n_traj is not None
+    idx = _select_traj(config.traj, config.n_traj, n_file_traj, data) if explicit else None  # refused first
+    t0 = float(meta.get("t0", 0.0))
+    n_steps = _horizon(config.t_end, t0, dt, n_file)
+    names = integrator_names(config.integrators)
+    unknown = isinstance(system, UnknownSystem)
+    if unknown:  # trajectories from elsewhere: what needs the equations is refused, in one line
+        _check_without_system(system, names, n_steps, n_file, t0, dt, heldout=config.heldout, t_end=config.t_end,
+                              init=config.init)
+    entries = [parse_model_entry(entry) for entry in model_entries(config.models)]
+    notes = [check_trained_on(label, src, model, meta, data, config.allow_dt_mismatch) for label, model, src in entries]
+    n_new = int(config.heldout or 0)
+    has_split = any(getattr(m, "training_split", None) is not None for _, m, _ in entries)
+    first = read_trajectories(data, steps=[0]) if (has_split or n_new) else None
+    digest = None
+    if first is not None:
+        from ..data.trajectories import first_states_digest
+
+        digest = (first.n_traj, first_states_digest(first.y[:, 0]))
+    model_splits = [sp.model_split(label, model, digest, data) for label, model, _ in entries]
+    lines = [ms.note for ms in model_splits if ms.note] + [n for n in notes if n]  # said once the plan stands
+    warnings: list[str] = []
+    # the fitted rows (sindy+METHOD, parrot; rollout/rows.py) learn from the models' split, else vp-train's default
+    fitted = fitted_rows(names)
+    row_split = fit_split(model_splits, n_file_traj) if fitted else None
+    entries_labelled: list[tuple[str, Any, str]] = list(entries)
+    if row_split is not None:
+        model_splits += [sp.ModelSplit(name, row_split.as_record(), None) for name in fitted]
+        entries_labelled += [(n, None, n) for n in fitted]
+        lines.append(f"{', '.join(fitted)}: fitted on {row_split.source} ({row_split.train.size} training, "
+                     f"{row_split.val.size} validation trajectories of {data.name})")
+    if idx is None:
+        idx = np.zeros(0, dtype=np.int64) if n_new else sp.default_traj(model_splits)
+        if idx is None:
+            idx = np.arange(n_file_traj)
+        elif not n_new:
+            lines.append(f"rolling out the test split: {idx.size} of {n_file_traj} trajectories of {data.name}")
+            shrank = sp.shrink_note(model_splits, idx)  # the models' test splits differ: say so
+            if shrank:
+                lines.append(shrank)
+                warnings.append(shrank)
+    # the reference: the exact flow unless the data is (DOP853 at <= 1e-12) or reference = "data"
+    method = str(meta.get("method", "")) if meta.get("method") is not None else ""
+    tight = (method == "dop853" and meta.get("rtol") is not None and meta.get("atol") is not None
+             and float(meta["rtol"]) <= 1e-12 and float(meta["atol"]) <= 1e-12)
+    exact_from_ics = config.reference == "exact" and not tight and not unknown
+    generator = None  # the data's generator as a row of its own
+    # the oracle: classical methods with each trajectory's true parameters (none without a system)
+    if not names and not unknown and is_parametric(data):
+        from ..integrators import supported_integrators
+
+        names = supported_integrators(ORACLE_INTEGRATORS, system)
+        config = dataclasses.replace(config, integrators=names)
+        lines.append(f"parametric data: the classical methods {', '.join(names)} with each trajectory's true "
+                     "parameters are rows of the table (the oracle); give integrators to choose others")
+    if exact_from_ics and method and method not in names and (method in list_integrators() or method == "dop853"):
+        generator = method
+    n_methods = len(names) + len(entries) + (generator is not None)
+    check_fits(int(idx.size) + n_new, n_steps + 1, system, max(1, n_methods), n_file, data, t_end=config.t_end,
+               chunk_steps=int(config.chunk_steps), volume=bool(config.volume), out=Path(config.out))
+    # the held-out conditions are drawn once the run is known to fit (--heldout 1000000000 drew 24 GB)
+    heldout_y0 = seed = None
+    if n_new:
+        seed = sp.heldout_seed(meta, config.heldout_seed)
+        assert first is not None  # read above whenever n_new
+        heldout_y0 = sp.draw_heldout(meta, system, n_new, seed, first.y[:, 0], data)
+        lines.append(f"heldout: {n_new} new initial conditions from sampler {meta.get('sampler')!r}, seed {seed}")
+    ref_file = read_trajectories(data, traj=idx)
+    check_reference(ref_file, idx, data)
+    if unknown:
+        lines.append(f"{data.name} names no system: errors against its own trajectories; no oracle, exact-flow or "
+                     "classical rows (they need the equations), no invariants")
+    elif ref_file.params is not None:  # a parametric data set: each row (and held-out condition) its own system
+        system = run_family(ref_file, meta, system, n_new, seed, data)
+        lines.append(f"parameters per trajectory ({', '.join(ref_file.param_names)}): the reference, the classical "
+                     "methods and the invariants use each trajectory's own"
+                     + (f"; the {n_new} heldout conditions have new ones from the file's parameter_dists, seed {seed}"
+                        if n_new else ""))
+    if float(ref_file.t[0]) != t0:
+        t0 = float(ref_file.t[0])
+        n_steps = _horizon(config.t_end, t0, dt, ref_file.n_states)
+    settings = StepSettings(device=str(config.device), overlap=bool(config.overlap), fast_step=bool(config.fast_step),
+                            engine=str(config.engine), context_len=int(config.context_len),
+                            context_noise=float(config.context_noise))
+    methods = prepare_methods(names, entries, system, dt, t0, n_steps, data, settings, row_split)
+    if generator is not None:
+        label = generator if generator not in {m.label for m in methods} else "data_generator"
+        gen_name = generator
+
+        def make_generator(s) -> StepMap:
+            if gen_name in list_integrators():
+                return IntegratorStep(s, gen_name, dt)
+            return ExactFlowStep(s, dt, rtol=float(meta["rtol"]), atol=float(meta["atol"]))
+
+        methods.append(Method(label, step_for(system, make_generator), f"the generator of {data.name}"))
+    model_files = tuple(Path(f) for f in dict.fromkeys(getattr(m, "source_file", None) for _, m, _ in entries)
+                        if isinstance(f, str) and Path(f).is_file())
+    run_labels, labels, trained = sp.label_rows(idx, n_new, model_splits, entries_labelled, [m.label for m in methods])
+    if trained:
+        warnings.append(trained)
+        lines.append(trained)
+    data_t_end, data_n_states = float(ref_file.t[-1]), int(ref_file.n_states)
+    desc, attrs = describe_reference(data, meta, system, exact_from_ics, config.reference, method, tight,
+                                     data_t_end=data_t_end, beyond=n_steps + 1 > data_n_states, n_new=n_new)
+    plan = RolloutPlan(
+        data=data, data_meta=meta, data_n_states=data_n_states, data_t_end=data_t_end, system=system, dt=dt, t0=t0,
+        n_steps=n_steps, idx=idx, heldout_y0=heldout_y0, heldout_seed=seed, methods=tuple(methods), labels=labels,
+        run_labels=run_labels, reference=str(config.reference), exact_from_ics=exact_from_ics, reference_desc=desc,
+        reference_attrs=attrs, out=Path(config.out), inputs=inputs, steps=settings, init=str(config.init),
+        overlap=bool(config.overlap), blowup=float(config.blowup), chunk_steps=int(config.chunk_steps),
+        volume=bool(config.volume),
+        blocks=blocks if blocks is not None else Blocks(n_whole=int(idx.size) + n_new, workers=config.workers),
+        notes=tuple(lines), warnings=tuple(warnings), model_files=model_files, config=config)
+    return plan, ref_file
+
+
+def _check_without_system(system: Any, names: list[str], n_steps: int, n_file: int, t0: float, dt: float, *,
+                          heldout: Any, t_end: Any, init: str) -> None:
+    """Refuse, in one line each and before anything runs, what a run on trajectories without a system
+    (``vpintegrator.systems.unknown.UnknownSystem``) cannot do: rows that integrate the system's equations
+    (classical integrators, ``exact_flow``, identification rows ``METHOD+INTEGRATOR``; all of them named in
+    one line), new held-out conditions, a horizon beyond the file (the reference is the file itself) and a
+    first window made by an integrator. Rows that learn their equations from the data are not refused here."""
+    from ..integrators import list_integrators
+
+    # the rows that integrate the system's equations (other names: their own rules, e.g. "unknown integrator")
+    def integrates_equations(name: str) -> bool:
+        row = parse_row(name)
+        return (name == "exact_flow" or name in list_integrators()) if row is None else not row[0].fitted
+
+    names = [n for n in names if integrates_equations(n)]
+    if names:
+        raise VPIntegratorError(
+            f"integrators: {', '.join(names)}: {system.source} names no system (a file of /t and /y only), so no row "
+            "can integrate its equations (no oracle, exact_flow or classical rows); give models only (their errors "
+            "are against the file's own trajectories), or write the file with vp-gen", key="integrators")
+    if heldout:
+        raise VPIntegratorError(
+            f"heldout: {system.source} names no system, so new initial conditions cannot be integrated; roll out "
+            "trajectories of the file itself (a trained model's test split by default, or traj)", key="heldout")
+    if n_steps + 1 > n_file:
+        raise VPIntegratorError(
+            f"t_end: {t_end!r} is beyond the last time {t0 + (n_file - 1) * dt:g} of {system.source}, which names "
+            f"no system: the reference (the file itself) cannot be continued past it; give t_end <= "
+            f"{t0 + (n_file - 1) * dt:g}", key="t_end")
+    if init != "reference":
+        raise VPIntegratorError(
+            f"init: {init!r} integrates the first window, but {system.source} names no system; use init = "
+            "'reference' (the file's own first states)", key="init")
+
+
+
+def describe_reference(data: Path, meta: Mapping[str, Any], system: Any, exact_from_ics: bool, reference: str,
+                       method: str, tight: bool, *, data_t_end: float, beyond: bool,
+                       n_new: int) -> tuple[str, dict[str, str | float]]:
+    """What the errors are measured against: the line above the table and the rollout file's ``reference*``
+    attributes.
+
+    ``reference = "exact"`` (the default): the exact flow, DOP853 at rtol = atol = 1e-12 integrated from the
+    initial conditions over the whole horizon (``exact_from_ics``), unless the data file was itself made by
+    DOP853 at tolerances <= 1e-12 (``tight``: then the data is the exact flow within its horizon, continued by
+    the same DOP853 beyond). ``reference = "data"``: the data file, continued beyond its horizon (``beyond``)
+    with the data's own generator ``method``. Held-out conditions are integrated from their initial conditions
+    by the exact flow or, with ``"data"``, the data's generator. Data that names no system (``system`` an
+    ``UnknownSystem``): the data file itself, whatever ``reference`` says."""
+    from ..provenance import redact_path
+    from ..systems.unknown import UnknownSystem
+
+    data = type(data)(redact_path(data))  # as shown and recorded: no absolute path of this machine
+    end = data_t_end
+    gen = method or "dop853"
+    attrs: dict[str, str | float]
+    if isinstance(system, UnknownSystem):
+        desc = (f"data: {data} (its own trajectories; the file names no system, so there is no exact flow) for "
+                f"t <= {end:g}")
+        attrs = {"reference_mode": "data", "reference_method": "none (no system)"}
+    elif exact_from_ics:
+        desc = (f"exact flow: DOP853 (rtol = atol = 1e-12) from the initial conditions of {data}, over the whole "
+                f"horizon ({data.name} itself was made with {method or 'an unrecorded method'})")
+        attrs = {"reference_mode": "exact", "reference_method": "dop853", "reference_rtol": 1e-12,
+                 "reference_atol": 1e-12}
+    else:
+        kind = "exact flow" if tight else "data"
+        how = (f"DOP853, rtol = {float(meta['rtol']):g}, atol = {float(meta['atol']):g}"
+               if gen == "dop853" and meta.get("rtol") is not None else gen)
+        desc = f"{kind}: {data} ({how}) for t <= {end:g}" + (f", continued with {gen} beyond" if beyond else "")
+        attrs = {"reference_mode": "exact" if (tight and reference == "exact") else "data", "reference_method": gen}
+        if gen == "dop853" and meta.get("rtol") is not None:
+            attrs.update(reference_rtol=float(meta["rtol"]), reference_atol=float(meta["atol"]))
+        if n_new:
+            desc += f"; the {n_new} heldout conditions integrated with {gen}"
+    return desc, attrs

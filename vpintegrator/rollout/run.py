@@ -1,0 +1,298 @@
+"""Comparison runs (what ``vp-rollout`` does): models and classical integrators from a data set's initial
+conditions, against its reference, to any horizon, streamed to one rollout file plus a metrics table.
+
+[`run_rollouts`][vpintegrator.rollout.run.run_rollouts] takes a
+[`RolloutConfig`][vpintegrator.rollout.config.RolloutConfig], has it planned once
+(``vpintegrator.rollout.plan.build_plan``) and runs the plan under the outputs' locks: the reference
+and every method written (``vpintegrator.rollout.write``), the classical methods on worker processes when the
+plan's ``vpintegrator.rollout.plan.Blocks`` say so, a shard of the selection into a file of its own
+(``run_shard``; the index file once every shard exists).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import types
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from ..data.rollout_shards import RolloutParts
+from ..errors import VPIntegratorError
+from ..jobs.executors import remove_orphan_parts
+from .config import RolloutConfig
+from .family import step_for
+from .plan import Blocks, RolloutPlan, build_plan, select_planned
+from .preflight import check_outputs
+from .report import Failure, RolloutReport
+from .splits import split_rows
+from .steps import reference_step_map
+from .write import Say, first_failure, root_attrs, write_method, write_reference
+
+__all__ = ["run_rollouts", "run_shard", "write_index_if_complete", "run_digest", "WorkerParts"]
+
+
+def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None,
+                 inputs=(), *, overwrite: bool = False, shard: str | tuple[int, int] | None = None,
+                 write_index: bool = True) -> RolloutReport:
+    """Roll out models and classical integrators from a data set's initial conditions; write everything.
+
+    Writes ``config.out`` (HDF5, atomically; layout in ``datasets/README.md``, reader
+    [`vpintegrator.data.rollouts.read_rollout`][vpintegrator.data.rollouts.read_rollout]) and the metrics table beside it (``<stem>.csv``,
+    ``<stem>.md``; one row per method and ``split`` label present, columns ``method``, ``split``, those of
+    ``vpintegrator.metrics.summary_row`` and ``reference``; the Markdown file says above the table what the
+    errors are measured against). Which trajectories: ``config.traj``/``n_traj``, else the trained models'
+    test split, plus ``config.heldout`` new conditions (``vpintegrator.rollout.splits``); the reference:
+    ``config.reference`` (the exact flow by default, the data's generator then a row of its own).
+    Trajectories, per-step metrics and volume are streamed in chunks of ``config.chunk_steps`` steps,
+    computed in NumPy (the host engine) or, for models under ``config.engine`` (``auto``: models on CUDA),
+    on the model's device (``vpintegrator.rollout.device``); the file and table are the same.
+    Every input is checked (and every model loaded) before anything is computed.
+
+    Parameters
+    ----------
+    config : RolloutConfig
+    log : callable, optional
+        Receives one progress line per method, and one line per failed method (blow-up or non-finite).
+        The same lines are INFO records of the logger ``vpintegrator.rollout.run`` (``logging``).
+    inputs : paths, optional
+        More files the run must not write over (e.g. its config file); the data file and the models'
+        checkpoints are always protected.
+    overwrite : bool, default False
+        Replace an existing rollout file at ``config.out`` and its metrics table; without it an existing
+        output is refused. Anything that is not a rollout file (a metrics table) is never replaced.
+        The three outputs are locked against other writers while they are written.
+    shard : "I/N" or (I, N), optional
+        Roll out only the I-th of N contiguous blocks of the selected trajectories, into
+        ``<out stem>.shard-I-of-N.h5`` (and its table); when the last shard is written (and
+        ``write_index``), the index file appears at ``out`` with the whole run's table beside it, and
+        [`read_rollout`][vpintegrator.data.rollouts.read_rollout] of it (or of the shards' list) equals the unsharded
+        rollout to the last bit (``vpintegrator.rollout.plan.Blocks``).
+    write_index : bool, default True
+
+    Notes
+    -----
+    Before anything is computed: every input is checked, an ``out`` (or its table) that is an input is
+    refused, and so is work whose estimated memory or disk
+    (``vpintegrator.rollout.preflight.estimate``) does not fit. A reference
+    with NaN/Inf, in the data file or where the data's generator continues it, is an error.
+
+    Returns
+    -------
+    RolloutReport
+    """
+    from .._progress import log_lines
+
+    log = log_lines(log, __name__)  # every line an INFO record of vpintegrator.rollout.run, then log's
+    if shard is not None:  # issue 23: one block of the trajectories, into a file of its own
+        return run_shard(config, log, inputs, overwrite=overwrite, shard=shard, write_index=write_index)
+    return _run(config, log, inputs, overwrite)
+
+
+def run_shard(config: RolloutConfig, log, inputs=(), *, overwrite: bool = False, shard: Any,
+              write_index: bool = True, n_whole: int | None = None, run_key: str | None = None) -> RolloutReport:
+    """Shard ``I/N`` of the selection of ``config`` into ``<out stem>.shard-I-of-N.h5`` (and its table); with
+    ``write_index``, the index file at ``out`` and the whole run's table once every shard file is there
+    (``vpintegrator.jobs.shards.index_when_complete``). ``n_whole``: the size of the selection the runners
+    are chosen for (default: this one's); ``run_key``: ``run_digest`` of a cluster run, recorded in the shard."""
+    from .._outputs import check_output
+    from ..data.rollout_shards import rollout_bounds, selection_digest
+    from ..jobs.shards import parse_shard, shard_path
+
+    shard = parse_shard(shard)
+    config.validate()
+    if config.heldout:
+        raise VPIntegratorError(f"shard {shard[0]}/{shard[1]} with heldout = {config.heldout}: each shard would draw "
+                                "its own new conditions; roll out the held-out conditions without --shard",
+                                key="shard")
+    idx = select_planned(config)
+    a, b = rollout_bounds(int(idx.size), shard)
+    out = Path(config.out)
+    if write_index:  # the index and the table come at out at the end: the overwrite rule applies now
+        for path, kind in ((out, "rollout"), (out.with_suffix(".csv"), "table"), (out.with_suffix(".md"), "table")):
+            check_output(path, kind, overwrite, key="out")
+    sub = dataclasses.replace(config, traj=[int(i) for i in idx[a:b]], n_traj=None, out=str(shard_path(out, shard)))
+    attrs = dict(shard_index=shard[0], shard_count=shard[1], shard_traj_start=a, shard_traj_stop=b,
+                 shard_n_traj=int(idx.size), shard_selection=selection_digest(idx))
+    if run_key is not None:  # (a shard of a cluster run: run_digest of the whole run's configuration)
+        attrs["shard_run"] = run_key
+    blocks = Blocks(n_whole=int(idx.size) if n_whole is None else int(n_whole), attrs=attrs, workers=config.workers)
+    report = _run(sub, log, inputs, overwrite, blocks)
+    if write_index:
+        write_index_if_complete(out, shard[1])
+    return report
+
+
+def write_index_if_complete(out: Path, count: int) -> tuple[list[dict], str] | None:
+    """The index file at ``out`` and the whole run's table beside it, once every shard file exists: (the
+    whole run's table rows, what its errors are measured against), or None while shards are missing. The
+    Markdown table says above it what the errors are measured against, as an unsharded run's does (the line
+    every shard records as its ``reference`` attribute, copied into the index)."""
+    from ..data.rollout_shards import write_rollout_index
+    from ..jobs.shards import index_when_complete
+    from ..metrics import write_table
+
+    def write(path: Path, n: int) -> tuple[list[dict], str]:
+        rows = write_rollout_index(path, n)
+        reference = index_reference(path)
+        write_table(rows, path.with_suffix(""), overwrite=True,
+                    caption=f"Errors against the {reference}." if reference else None)
+        return rows, reference
+
+    return index_when_complete(Path(out), count, "rollout", write)
+
+
+def index_reference(path: Path) -> str:
+    """The ``reference`` line of a rollout file or index (what its errors are measured against; "" if none)."""
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        value = f.attrs.get("reference", "")
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _part(config: RolloutConfig, shard: tuple[int, int], n_whole: int) -> str:
+    """A block of the classical methods on a worker process (``workers``): its shard file."""
+    return str(run_shard(config, None, overwrite=True, shard=shard, write_index=False, n_whole=n_whole).out)
+
+
+@contextlib.contextmanager
+def _worker_parts(plan: RolloutPlan, say: Say, out: Path) -> Iterator[WorkerParts | None]:
+    """The classical methods of ``plan`` (and its reference) computed on worker processes (``_part`` on
+    each block, by the job runtime), as its ``blocks`` say: a ``WorkerParts`` over their files (None when the
+    run stays in this process); the files are removed on leaving."""
+    from .._io import DeviceWriteError, device_write_error
+    from ..jobs.executors import in_processes, parts_folder
+
+    blocks = plan.blocks
+    labels = blocks.part_labels(plan)
+    n = blocks.n_parts(plan, labels)
+    if n <= 1 or plan.config is None:
+        yield None
+        return
+    with parts_folder(out) as tmp:
+        # each worker plans its block from the configuration, with only the classical rows
+        sub = dataclasses.replace(plan.config, models=[], integrators=labels, traj=[int(i) for i in plan.idx],
+                                  n_traj=None, out=str(tmp / "part.h5"), workers=1)
+        say(f"{', '.join(labels)}: rolling out {plan.n_traj} trajectories x {plan.n_steps} steps on "
+            f"{n} worker processes")
+        try:
+            paths = in_processes(_part, [(sub, (i, n), blocks.n_whole) for i in range(1, n + 1)], n)
+        except DeviceWriteError as err:  # a worker's part file: the output could not be written
+            raise device_write_error(out, err.reason) from None
+        yield WorkerParts(RolloutParts([Path(p) for p in paths], blocks.per_traj), labels)
+
+
+def _run(config: RolloutConfig, log: Say | None, inputs: Sequence[Any], overwrite: bool,
+         blocks: Blocks | None = None) -> RolloutReport:
+    """[`run_rollouts`][vpintegrator.rollout.run.run_rollouts] of the whole selection of ``config``, cut as
+    ``blocks`` says (None: no shard): planned once, then run under the outputs' locks."""
+    from .._outputs import output_locks
+
+    plan, data_states = build_plan(config, inputs, overwrite, blocks)
+    held = [data_states]  # handed on, so that the file's states are freed once /reference is written
+    del data_states
+    with output_locks(check_outputs(plan.out, plan.inputs, overwrite)):
+        # again under the locks: a writer we raced may have finished meanwhile
+        outs = check_outputs(plan.out, plan.inputs, overwrite)
+        return _write_rollouts(plan, log or (lambda line: None), held, outs, overwrite)
+
+
+def _write_rollouts(plan: RolloutPlan, say: Say, held: list[Any], outs: list[Path],
+                    overwrite: bool) -> RolloutReport:
+    """[`run_rollouts`][vpintegrator.rollout.run.run_rollouts] once its outputs (``outs``: file, csv, md; links
+    resolved) are locked; ``held``: the data file's selected trajectories (taken out, then freed)."""
+    from ..data.rollouts import RolloutWriter
+    from ..metrics import write_table
+    from ..provenance import provenance_attr
+    from ..systems.unknown import UnknownSystem
+
+    remove_orphan_parts(outs[0])  # worker folders of a run killed outright (we hold the lock)
+    # the data's generator continues the reference (none without a system: the data is the whole reference)
+    reference_gen = (None if isinstance(plan.system, UnknownSystem)
+                     else step_for(plan.system, lambda s: reference_step_map(plan.data_meta, s, plan.dt)))
+    for line in plan.notes:
+        say(line)
+    # the runners of the whole selection, and the classical methods on worker processes
+    plan.blocks.same_runners([reference_gen, *(m.step_map for m in plan.methods)])
+    out = plan.out
+    rows: list[dict] = []
+    failures: dict[str, Failure] = {}
+    # where the file came from: the data file and every model file, hashed (directories and pretrained: names
+    # are named by their source in the methods' attributes)
+    inputs = [plan.data, *dict.fromkeys([*(Path(m.source) for m in plan.methods if Path(m.source).is_file()),
+                                         *plan.model_files])]
+    provenance = provenance_attr(inputs, relative_to=out.resolve().parent)
+    with _worker_parts(plan, say, Path(outs[0])) as parts, \
+            RolloutWriter(outs[0], root_attrs(plan), plan.t, plan.traj_index, dim=plan.system.dim,
+                          invariant_names=plan.system.invariant_names, chunk_steps=plan.chunk_steps,
+                          extra_attrs={"provenance": provenance, **plan.blocks.attrs}) as writer:
+        ref_file = held.pop()
+        yref = (write_reference(writer, plan, say, ref_file, reference_gen) if parts is None
+                else parts.reference(writer, plan))
+        del ref_file  # the file's states are in /reference now
+        for label, step_map, source in plan.methods:
+            if parts is not None and label in parts:
+                method_rows, failure = parts.method(writer, plan, label)
+            else:
+                method_rows, failure = write_method(writer, plan, say, label, step_map, source, yref)
+            rows.extend(method_rows)
+            if failure is not None:
+                failures[label] = failure
+                say(failure.line())
+        writer.finish(rows)
+    write_table(rows, out.with_suffix(""), overwrite=overwrite, caption=f"Errors against the {plan.reference_desc}.")
+    stem = out.with_suffix("")
+    return RolloutReport(out=out, csv=stem.with_suffix(".csv"), markdown=stem.with_suffix(".md"), rows=rows,
+                         failures=failures, reference=plan.reference_desc, warnings=list(plan.warnings))
+
+
+class WorkerParts:
+    """The worker processes' part files of the classical methods ``labels`` and the reference
+    (``RolloutParts``), copied into the rollout file being written; the table rows and the failure of a
+    method made from the whole run's per-trajectory values."""
+
+    def __init__(self, files: RolloutParts, labels: list[str]) -> None:
+        self.files = files
+        self.labels = labels
+
+    def __contains__(self, label: str) -> bool:
+        return label in self.labels
+
+    def reference(self, writer: Any, plan: RolloutPlan) -> Any:
+        return self.files.reference(writer, list(plan.run_labels))
+
+    def method(self, writer: Any, plan: RolloutPlan, label: str) -> tuple[list[dict], Failure | None]:
+        """Method ``label`` copied into ``writer``: (its table rows, its failure or None)."""
+        per, cum, failed, attrs = self.files.method(writer, label, list(plan.labels[label]))
+        res = types.SimpleNamespace(seconds_per_step=float(attrs.get("seconds_per_step", float("nan"))),
+                                    failed_step=failed)
+        rows = split_rows(label, plan, per, tuple(plan.system.invariant_names), cum, res)
+        reason = attrs.get("failure_reason")  # a row whose step map raised (write.write_method)
+        return rows, first_failure(plan, label, failed, reason if isinstance(reason, str) and reason else None)
+
+
+def run_digest(config: RolloutConfig) -> str:
+    """What tells a rollout run from any other: its configuration (the output and ``workers`` apart), the
+    sha256 of its data file and model files (a run directory's ``config.toml`` and checkpoints) and this
+    version; stored in each shard as ``shard_run`` so that a run continued after a lost cluster keeps the
+    shards already written (same code, same inputs: the same bits)."""
+    import hashlib
+    import json
+
+    from .._version import __version__
+    from ..provenance import file_sha256
+
+    def digest(path: Any) -> Any:
+        p = Path(str(path))
+        if p.is_dir():
+            return {n: file_sha256(p / n) for n in ("config.toml", "best.pt", "last.pt") if (p / n).is_file()}
+        return file_sha256(p) if p.is_file() else str(path)
+
+    fields = {k: v for k, v in dataclasses.asdict(config).items() if k not in ("out", "workers")}
+    models = config.models.items() if isinstance(config.models, dict) else enumerate(config.models or [])
+    record = {"config": fields, "data": digest(config.data), "models": {str(k): digest(v) for k, v in models},
+              "version": __version__}
+    return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:32]

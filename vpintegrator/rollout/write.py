@@ -1,0 +1,316 @@
+"""What a comparison run writes, from its plan (``vpintegrator.rollout.plan.RolloutPlan``): the
+rollout file's root attributes, ``/reference`` (the exact flow from the initial conditions, or the data file
+continued beyond its horizon by the data's generator; held-out conditions integrated from their initial
+conditions) and each method's group (states, per-step metrics and volume streamed by the host or the device
+engine). The file's layout, writer and reader are ``vpintegrator.data.rollouts``.
+
+**The failure rule** (every row kind, whatever the selection): a row whose trajectories blow up, or whose step
+map raises, is marked (its ``failed_step``, the ``failed`` column of the table, the report's ``failures``
+with the row's first failed trajectory by its ``/traj_index``: −1 for a held-out condition) and the rest of
+the run goes on; an error of the writer itself (the output's disk) stops the run.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, cast
+
+import numpy as np
+
+from ..errors import VPIntegratorError
+from .config import use_device_engine
+from .engine import RolloutStats, StepMap, stream_rollout
+from .family import FamilyStep, family_initial_window, for_rows, step_for
+from .plan import RolloutPlan
+from .report import Failure
+from .splits import split_rows
+from .steps import ExactFlowStep, ModelStep
+
+__all__ = ["root_attrs", "write_reference", "write_method", "first_failure", "shown", "one_line"]
+
+Say = Callable[[str], None]
+
+
+def shown(source: str) -> str:
+    """A path as the rollout file records it: as given, an absolute one relative to the working directory
+    ([`vpintegrator.provenance.redact_path`][vpintegrator.provenance.redact_path]: no absolute path of this machine); ``pretrained:``/``gml:``
+    names and ``<object>`` labels as they are."""
+    from ..provenance import redact_path
+
+    if not isinstance(source, str) or source.startswith(("pretrained:", "gml:", "<")) or not os.path.isabs(source):
+        return source
+    return redact_path(source)
+
+
+def root_attrs(plan: RolloutPlan) -> dict[str, Any]:
+    """What the rollout file says about the run (its root attributes; the schema is the writer's)."""
+    from .._version import __version__
+    from ..systems import system_meta
+
+    t, n_file = plan.t, plan.data_n_states
+    from ..systems.family import SystemFamily
+
+    family = isinstance(plan.system, SystemFamily)
+    params = {}
+    if family:  # every rolled-out row's parameters (data rows, then held-out conditions)
+        from ..systems.family import param_row
+
+        params = {"parameter_columns": list(plan.system.columns),
+                  "traj_params": [param_row(s, plan.system.columns).tolist() for s in plan.system]}
+    from ..systems.unknown import UnknownSystem
+
+    return {
+        **({} if isinstance(plan.system, UnknownSystem) else system_meta(plan.system.base if family else plan.system)),
+        **params,
+        "dim": plan.system.dim,
+        "dt": plan.dt,
+        "t0": plan.t0,
+        "t_end": float(t[-1]),
+        "n_traj": plan.n_traj,
+        "n_states": plan.n_steps + 1,
+        "n_steps": plan.n_steps,
+        "invariant_names": list(plan.system.invariant_names),
+        "methods": [m.label for m in plan.methods],
+        "method_kinds": [m.step_map.kind for m in plan.methods],
+        "data_file": shown(str(plan.data)),
+        "data_method": str(plan.data_meta.get("method", "")),
+        "data_n_states": n_file,
+        "data_n_steps": n_file - 1,
+        "reference": plan.reference_desc,
+        **plan.reference_attrs,
+        "traj_split": list(plan.run_labels),
+        "heldout": plan.n_new,
+        "heldout_seed": plan.heldout_seed,
+        "init": plan.init,
+        "overlap": plan.overlap,
+        "blowup": plan.blowup,
+        "chunk_steps": plan.chunk_steps,
+        "engine": plan.steps.engine,
+        "vpintegrator_version": __version__,
+    }
+
+
+def write_method(writer: Any, plan: RolloutPlan, say: Say, label: str, step_map: StepMap, source: str,
+                 yref: Any) -> tuple[list[dict], Failure | None]:
+    """``/methods/<label>``: states, per-step metrics and volume streamed; returns (table row, failure).
+
+    By the host engine ([`stream_rollout`][vpintegrator.rollout.engine.stream_rollout], metrics in NumPy) or, for models when the ``engine`` key
+    says so, the device engine ([`device_stream_rollout`][vpintegrator.rollout.device.device_stream_rollout], metrics on the
+    model's device): the same metric streams, the same sink, the same datasets."""
+    from ..arrays import to_numpy
+    from ..metrics import TrajectoryMetricsStream, VolumeStream, block_metrics, summary_row
+    from .._progress import ProgressLines
+    from .device import device_stream_rollout
+
+    system, t, n_steps = plan.system, plan.t, plan.n_steps
+    n_traj, names = plan.n_traj, tuple(plan.system.invariant_names)
+    T = step_map.seq_len
+    init = ("reference" if T > 1 else "initial condition") if (T == 1 or plan.init == "reference") else plan.init
+    stream = TrajectoryMetricsStream(system, n_traj, t_center=0.5 * (t[0] + t[-1]))
+    vol = None
+    if plan.volume:
+        vol = VolumeStream(step_map.log_abs_det_jacobian, n_traj, T, step_map.advance, n_steps,
+                           by_rows=isinstance(step_map, FamilyStep) or bool(getattr(step_map, "by_rows", False)))
+    series = writer.method(label, map_step=None if vol is None else vol.map_step)
+    # progress within the method: a line per interval through the log, for methods longer than one
+    lines = ProgressLines(f"{label}", n_steps + 1, unit="steps", write=say, first=False)
+    written = [0]  # states handed to the file so far (whole blocks)
+
+    def sink(k0, block):  # block: the states and block_metrics' per-step metrics of steps k0 ..
+        try:
+            series.write(k0, block)
+        except BaseException as err:  # the output's fault, not the row's: the run stops
+            raise _OutputError() from err
+        written[0] = k0 + block["y"].shape[1]
+        lines.update(written[0])
+
+    device = use_device_engine(plan.steps.engine, step_map, system)
+
+    def host_sink(k0, chunk, volume=vol):
+        k1 = k0 + chunk.shape[1]
+        if device:  # (the failure rule's NaN blocks of a device-engine row: its metric streams are on the device)
+            import torch
+
+            on = getattr(step_map, "device", "cpu")
+            metrics = block_metrics(stream, volume, torch.as_tensor(t[k0:k1], device=on),
+                                    torch.as_tensor(chunk, device=on), torch.as_tensor(yref[:, k0:k1], device=on))
+            sink(k0, {"y": chunk, **{k: to_numpy(v) for k, v in metrics.items()}})
+            return
+        sink(k0, {"y": chunk, **block_metrics(stream, volume, t[k0:k1], chunk, yref[:, k0:k1])})
+
+    how = f"{step_map.kind}, init {init}" + (f", device engine on {getattr(step_map, 'device', None)}" if device else "")
+    say(f"{label}: rolling out {n_traj} trajectories x {n_steps} steps ({how})")
+    error = None
+    try:
+        window0 = (yref[:, :T] if init in ("reference", "initial condition")
+                   else family_initial_window(system, yref[:, 0], plan.dt, T, method=plan.init))
+        if device:  # (use_device_engine: a model's step map)
+            res = device_stream_rollout(cast(ModelStep, step_map), window0, plan.dt, n_steps, sink, reference=yref,
+                                        metrics=stream, volume=vol, jit=plan.steps.fast_step, t0=plan.t0,
+                                        chunk_steps=plan.chunk_steps, blowup=plan.blowup)
+        else:
+            res = stream_rollout(step_map, window0, plan.dt, n_steps, host_sink, t0=plan.t0,
+                                 chunk_steps=plan.chunk_steps, blowup=plan.blowup)
+    except _OutputError as err:
+        raise err.__cause__ from None  # type: ignore[misc]
+    except Exception as err:  # the row's own failure: marked, and the run goes on
+        error = one_line(err)
+        res = _failed_from(series, written[0], n_traj, int(system.dim), n_steps, host_sink, plan.chunk_steps)
+    lines.close()
+    per_traj = stream.summary()
+    cum = None if vol is None else vol.max_abs_cum
+    if plan.blocks.per_traj:  # a shard: the values its merged table is made of
+        from ..data.rollout_shards import write_per_traj
+
+        write_per_traj(series.group, per_traj, cum, labels=plan.labels[label])
+    row = summary_row(label, per_traj, names, max_abs_cum_log_det_J=cum, seconds_per_step=res.seconds_per_step,
+                      failed_step=res.failed_step)
+    rows = split_rows(label, plan, per_traj, names, cum, res)
+    reason = error or getattr(step_map, "failure_reason", None)  # a fitted row without a model says why
+    failure = first_failure(plan, label, res.failed_step, reason if isinstance(reason, str) else None)
+    series.close(res.failed_step, {
+        **{k: v for k, v in res.meta.items() if isinstance(v, (str, int, float, bool))},
+        "engine": "device" if device else "host",
+        "label": label,
+        "source": shown(source),
+        "init": init,
+        "seconds": float(res.seconds),
+        "seconds_per_step": float(res.seconds_per_step),
+        "n_failed": res.n_failed,
+        "split": list(plan.labels[label]),
+        **({"failure_reason": reason} if isinstance(reason, str) and reason else {}),
+        **{f"summary_{k}": v for k, v in row.items() if k != "method"},
+    })
+    return rows, failure
+
+
+class _OutputError(Exception):
+    """Raised from a method's sink when the rollout file cannot be written (the cause is the error)."""
+
+
+def one_line(err: BaseException) -> str:
+    """An exception as one line: its type and message, at most 200 characters."""
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text[:200]}" if text else type(err).__name__
+
+
+def _failed_from(series: Any, k_first: int, n_traj: int, dim: int, n_steps: int, host_sink: Callable[..., None],
+                 chunk_steps: int) -> RolloutStats:
+    """The failure rule for a row whose step map raised once ``k_first`` states were written: a trajectory
+    that had not failed yet fails at step ``k_first`` (its first state not computed; one that had, at its
+    first non-finite state, read back from ``series``); the states from there are NaN, as after a blow-up,
+    and go through the same sink and metric streams, block by block (no volume: the map is not called
+    again)."""
+    failed = np.full(n_traj, -1, dtype=np.int64)
+    for k0 in range(0, k_first, chunk_steps):  # the failures before it (NaN from their step on)
+        bad = ~np.isfinite(series.y[:, k0 : min(k_first, k0 + chunk_steps)]).all(axis=-1)
+        new = (failed < 0) & bad.any(axis=1)
+        failed[new] = k0 + np.argmax(bad[new], axis=1)
+    k0 = k_first
+    while k0 <= n_steps:
+        k1 = min(n_steps + 1, (k0 // chunk_steps + 1) * chunk_steps)
+        host_sink(k0, np.full((n_traj, k1 - k0, dim), np.nan), volume=None)
+        k0 = k1
+    failed[failed < 0] = min(k_first, n_steps)
+    return RolloutStats(failed_step=failed, seconds=float("nan"), setup_seconds=float("nan"), n_steps=int(n_steps),
+                        meta={})
+
+
+def first_failure(plan: RolloutPlan, label: str, failed_step: np.ndarray, reason: str | None = None) -> Failure | None:
+    """The failure of method ``label`` from its ``failed_step`` per rolled-out row (−1: none), None when no row
+    failed: how many, and the earliest (by step) row's ``/traj_index`` (its data-file index, −1 for a
+    held-out condition), step and time."""
+    failed = np.asarray(failed_step)
+    n_failed = int(np.sum(failed >= 0))
+    if not n_failed:
+        return None
+    first = int(np.argmin(np.where(failed >= 0, failed, np.iinfo(np.int64).max)))
+    k = int(failed[first])
+    return Failure(label, n_failed, plan.n_traj, int(plan.traj_index[first]), k, float(plan.t[k]), reason=reason)
+
+
+def shown_data(plan: RolloutPlan) -> str:
+    """The data file as given, an absolute path relative to the working directory (no absolute path of this
+    machine)."""
+    from ..provenance import redact_path
+
+    return redact_path(plan.data)
+
+
+def write_reference(writer: Any, plan: RolloutPlan, say: Say, ref_file: Any, reference_gen: StepMap | None) -> Any:
+    """``/reference``: the exact flow from the initial conditions (``plan.exact_from_ics``), or the data file
+    then (beyond it) the data's own generator from its last state; held-out conditions (rows after the data
+    file's) integrated from their initial conditions by the exact flow or the generator."""
+    from ..arrays import to_numpy
+    from ..metrics import TrajectoryMetricsStream
+
+    n_steps, t = plan.n_steps, plan.t
+    n_traj, cs = plan.n_traj, writer.chunks[1]  # whole chunks of the file along time
+    n_data, n_file = plan.n_data, ref_file.n_states
+    series = writer.reference()
+    ref_failed = np.full(n_traj, -1, dtype=np.int64)
+
+    def integrate(step_map, y0, rows: slice, k_first: int, t_first: float, what: str) -> None:
+        """States ``k_first ..`` of ``rows`` by ``step_map`` from ``y0``; a failure is an error."""
+        def sink(k0, chunk):
+            series.y[rows, k_first + k0 : k_first + k0 + chunk.shape[1]] = chunk
+
+        res = stream_rollout(for_rows(step_map, rows), y0, plan.dt, n_steps - k_first, sink, t0=t_first,
+                             chunk_steps=plan.chunk_steps, blowup=plan.blowup)
+        failed = np.where(res.failed_step >= 0, res.failed_step + k_first, -1)
+        ref_failed[rows] = failed
+        if (failed >= 0).any():
+            i = int(np.argmin(np.where(failed >= 0, failed, np.iinfo(np.int64).max)))
+            k = int(failed[i])
+            which = plan.traj_index[rows][i]
+            name = f"trajectory {int(which)}" if which >= 0 else f"heldout condition {i}"
+            raise VPIntegratorError(
+                f"{plan.data}: {what} failed (blow-up or non-finite) in {name} at t = {t[k]:g}; give a shorter "
+                f"t_end (before {t[k]:g}) or a larger blowup", key="t_end",
+            )
+
+    if plan.exact_from_ics:
+        y0 = ref_file.y[:, 0] if plan.n_new == 0 else np.concatenate([ref_file.y[:, 0], plan.heldout_y0])
+        say(f"reference: exact flow (DOP853, rtol = atol = 1e-12) for {n_traj} trajectories x {n_steps} steps")
+        integrate(step_for(plan.system, lambda s: ExactFlowStep(s, plan.dt)), y0, slice(0, n_traj), 0, plan.t0,
+                  "integrating the exact-flow reference (DOP853)")
+    else:
+        n_take = min(n_file, n_steps + 1)
+        # (no generator without a system: the plan refused a horizon past the file and held-out conditions)
+        if n_data:
+            for k0 in range(0, n_take, cs):
+                series.y[:n_data, k0 : min(n_take, k0 + cs)] = ref_file.y[:, k0 : min(n_take, k0 + cs)]
+        if n_steps + 1 > n_file and n_data:
+            assert reference_gen is not None
+            say(
+                f"reference: continuing {plan.data.name} from t = {ref_file.t[-1]:g} to {t[-1]:g} with {reference_gen.name}"
+            )
+            integrate(reference_gen, ref_file.y[:, -1], slice(0, n_data), n_file - 1, float(ref_file.t[-1]),
+                      f"continuing the reference beyond t = {ref_file.t[-1]:g} with its generator {reference_gen.name}")
+        if plan.n_new:
+            assert reference_gen is not None
+            integrate(reference_gen, plan.heldout_y0, slice(n_data, n_traj), 0, plan.t0,
+                      f"integrating the heldout reference with {reference_gen.name}")
+    names = tuple(plan.system.invariant_names)
+    stream = TrajectoryMetricsStream(plan.system, n_traj, t_center=0.5 * (t[0] + t[-1]))
+    # the reference's invariants where the models' metrics are computed: on the device of the first model
+    # that runs on the device engine (the same formulas), else in NumPy
+    device = next((getattr(m.step_map, "device", None) for m in plan.methods
+                   if use_device_engine(plan.steps.engine, m.step_map, plan.system)), None)
+    if device is not None:
+        import torch
+    yref = series.y
+    for k0 in range(0, n_steps + 1, cs):
+        k1 = min(n_steps + 1, k0 + cs)
+        block = yref[:, k0:k1] if device is None else torch.as_tensor(yref[:, k0:k1], device=device)
+        per_step = stream.update(t[k0:k1], block, None)
+        series.write(k0, {f"invariant/{name}": to_numpy(per_step[f"invariant/{name}"]) for name in names})
+    summary = stream.summary()
+    if plan.blocks.per_traj:  # a shard: its merged table's values
+        from ..data.rollout_shards import write_per_traj
+
+        write_per_traj(series.group, {k: v for k, v in summary.items() if k.startswith("max_rel_drift_")})
+    series.close(ref_failed, {"label": "reference", "kind": "reference", "source": shown_data(plan),
+                              "description": plan.reference_desc, "split": list(plan.run_labels),
+                              **{f"max_rel_drift_{n}": float(np.max(summary[f"max_rel_drift_{n}"])) for n in names}})
+    return yref
