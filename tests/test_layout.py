@@ -470,7 +470,7 @@ def _is_shim(source: str) -> bool:
 
 # Doorway modules still to be removed: the three rollout ones go with the split of rollout/compare.py (issue
 # 44, item 1). Only shrinks; empty it when they are gone.
-KNOWN_SHIMS = {"rollout/blocks.py", "rollout/checks.py", "rollout/reference.py"}
+KNOWN_SHIMS: set[str] = set()
 
 
 def test_the_shim_rule_can_fail():
