@@ -10,8 +10,9 @@ time, each child with one thread (``OMP_NUM_THREADS=1``). The runner
   CPU seconds (the child's user + system time), to ``RUN/study.log``;
 - marks a finished task with a stamp ``RUN/.tasks/<task>.json`` (its command, exit status and times);
   with ``skip_existing`` a task whose stamp and outputs exist is not run again;
-- prints one progress line per task, ``[k/N] <task>: ...``, where N is the number of planned tasks,
-  fixed from the first line on (a study that runs its plan in phases still counts against all of it);
+- logs one progress line per task, ``[k/N] <task>: ...`` (logger ``vpintegrator.studies``, level INFO; the
+  command line of each step it starts at DEBUG), where N is the number of planned tasks, fixed from the first
+  line on (a study that runs its plan in phases still counts against all of it);
 - on Ctrl-C or SIGTERM (see ``sigterm_as_interrupt``) sends SIGTERM to its children (``vp-train``
   saves ``last.pt``), waits for them, and re-raises ``KeyboardInterrupt``: the run can be resumed;
 - passes ``--overwrite`` to the CLIs it runs when the study was asked to (``overwrite``) or resumes
@@ -23,7 +24,7 @@ A study refuses a non-empty RUN unless resumed or replaced (``check_study_out``)
 
 A failed task does not stop the others; the tasks that need it are reported as not run.
 
-Training budgets (``add_budget_arguments``, ``budget_flags``) are CPU seconds by default
+Training budgets (``budget_flags``) are CPU seconds by default
 (``vp-train --cpu-time-limit``; each child runs one thread, so on an idle machine a CPU second is a wall
 second), with a wall-time ceiling of ``--wall-ceiling`` times the budget (``--time-limit``): a study on
 a loaded machine trains each model as long as on an idle one, only later. ``--budget wall`` restores the
@@ -33,7 +34,7 @@ wall-time budget.
 from __future__ import annotations
 
 import contextlib
-import math
+import logging
 import os
 import shlex
 import signal
@@ -47,6 +48,8 @@ from typing import Any, Callable, Iterable, Iterator
 from .._signals import interrupts_raise
 from .stats import read_json, write_json
 
+logger = logging.getLogger("vpintegrator.studies")
+
 #: the repository root (for its ``configs/``) when the package is installed in editable mode
 REPO = Path(__file__).resolve().parents[2]
 #: the CLIs a task may run, by their console-script name -> module under vpintegrator.cli
@@ -55,22 +58,6 @@ TOOLS = {"vp-gen": "gen", "vp-train": "train", "vp-rollout": "rollout", "vp-plot
 
 #: default wall-time ceiling of a CPU-time training budget, as a multiple of the budget
 WALL_CEILING = 4.0
-
-
-def add_budget_arguments(p: Any) -> None:
-    """``--budget {cpu,wall}`` and ``--wall-ceiling FACTOR`` on an argparse parser (see the module docstring)."""
-    p.add_argument("--budget", choices=("cpu", "wall"), default="cpu",
-                   help="What a training budget counts: the training process's CPU seconds (default; the same "
-                        "training on a loaded machine) or wall seconds.")
-    p.add_argument("--wall-ceiling", type=float, default=WALL_CEILING,
-                   help="With --budget cpu: stop a training run after this many times its budget in wall seconds "
-                        "all the same (default %(default)g).")
-
-
-def check_budget_arguments(a: Any) -> None:
-    """Refuse a wall ceiling below 1 or not finite (a ``StudyError``)."""
-    if not (math.isfinite(a.wall_ceiling) and a.wall_ceiling >= 1.0):
-        raise StudyError(f"--wall-ceiling must be a number >= 1 (times the budget); got {a.wall_ceiling!r}")
 
 
 def budget_flags(a: Any, seconds: float, wall_seconds: float | None = None) -> list[str]:
@@ -184,7 +171,7 @@ class Runner:
     def _progress(self, t: Task, text: str) -> None:
         self.count += 1
         width = len(str(self.total))
-        print(f"[{self.count:{width}d}/{self.total}] {t.name}: {text}", flush=True)
+        logger.info(f"[{self.count:{width}d}/{self.total}] {t.name}: {text}")
 
     # ------------------------------------------------------------------ running
 
@@ -242,6 +229,7 @@ class Runner:
         log.write(f"$ {shell(argv(t.cmd))}\n")
         log.flush()
         self.commands.append(shell(t.cmd))
+        logger.debug(f"{t.name}: {shell(t.cmd)} (log: {self.log_path(t.name)})")
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv(t.cmd), stdout=log, stderr=subprocess.STDOUT, env=self.env)
         t.status = "running"
@@ -372,3 +360,111 @@ def guarded(body: Callable[[], int], error_prefix: str, interrupted: str) -> int
     except KeyboardInterrupt:
         print(interrupted, file=sys.stderr)
         return 130
+
+
+# --------------------------------------------------------------------------- the one study driver
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to ``sys.stderr`` as it is when a record comes (pytest and click's test runner swap it)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:  # logging.StreamHandler.__init__ assigns it
+        pass
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = record.getMessage()
+        if record.levelno >= logging.WARNING:
+            return f"{'Error' if record.levelno >= logging.ERROR else 'Warning'}: {text}"
+        return text if record.levelno >= logging.INFO else f"debug: {record.name}: {text}"
+
+
+@contextlib.contextmanager
+def study_logging(quiet: bool = False, verbose: bool = False) -> Iterator[None]:
+    """The package's log messages (logger ``vpintegrator``: the runner's progress lines among them) on stderr
+    for the block: warnings always, progress unless ``quiet``, each step's command line and debug messages
+    with ``verbose``; the logger is left as it was found afterwards."""
+    logger = logging.getLogger("vpintegrator")
+    level = logger.level
+    handler = _StderrHandler()
+    handler.setLevel(logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO)
+    logger.setLevel(handler.level)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def load(name: str) -> Any:
+    """The ``Study`` of the study ``name`` (an entry of ``vpintegrator.studies.options.STUDIES``); an unknown
+    name is a one-line ``StudyError`` listing the valid ones."""
+    import importlib
+
+    from ..config import did_you_mean
+    from .options import STUDIES
+
+    if name not in STUDIES:
+        raise StudyError(f"unknown study {name!r}{did_you_mean(name, STUDIES)}; valid: {', '.join(STUDIES)}")
+    return importlib.import_module(f"vpintegrator.studies.{STUDIES[name][0]}").STUDY
+
+
+def _summary(name: str, a: Any, status: int) -> dict[str, Any]:
+    out = Path(a.out) if getattr(a, "out", None) else None
+    files: list[str] = []
+    if out is not None and out.is_dir():
+        files = sorted(str(p) for p in out.iterdir() if p.is_file() and p.suffix in (".md", ".json", ".csv"))
+    elif out is not None and out.is_file():
+        files = [str(out)]
+    return {"study": name, "exit_status": status, "out": None if out is None else str(out), "files": files}
+
+
+def main(study: Any, argv: Iterable[str] | None = None, prog: str | None = None) -> int:
+    """Run one study from its command line: the one driver of every study (``vp-study NAME ARGS``,
+    ``scripts/reproduce_*.py``, ``python -m vpintegrator.studies.<step>``).
+
+    ``study`` is a ``Study`` or the name of one (``STUDIES``); ``argv`` its arguments (default
+    ``sys.argv[1:]``); ``prog`` the command name in its help and messages. Parses once (``options.parse``:
+    ``--plan``, ``--set``, the flags), answers ``--help`` and ``--print-config`` without running, runs the
+    study with its progress on stderr (``-q`` none, ``-v`` each step's command line too) and, with
+    ``--json``, prints one JSON object on stdout (study, exit status, out, the result files) while the
+    study's own text goes to stderr. Returns the exit status: 0 done, 2 bad input or a failed step (one
+    line on stderr), 130 interrupted.
+    """
+    import json
+
+    from .options import HelpShown, config_toml, parse
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    name = study if isinstance(study, str) else (study.prog or "study")
+    try:
+        plan = load(study) if isinstance(study, str) else study
+    except StudyError as err:
+        print(f"Error: {err}", file=sys.stderr)
+        return 2
+    command = prog or (f"vp-study {study}" if isinstance(study, str) else plan.prog) or None
+
+    def body() -> int:
+        try:
+            a = parse(plan, args, command)
+        except HelpShown as shown:
+            return shown.code
+        if a.print_config:
+            sys.stdout.write(config_toml(plan, a))
+            return 0
+        text = contextlib.redirect_stdout(sys.stderr) if a.as_json else contextlib.nullcontext()
+        with study_logging(a.quiet, a.verbose), text:
+            status = plan.run(a if plan.prepare is None else plan.prepare(a))
+        if a.as_json:
+            sys.stdout.write(json.dumps(_summary(name, a, status)) + "\n")
+        return status
+
+    return guarded(body, plan.error_prefix, plan.interrupted)
