@@ -34,8 +34,9 @@ from ..arrays import relative_drift
 from .._outputs import output_lock
 from ..errors import VPIntegratorError
 from ..data.rollouts import RolloutResult
+from .display import FigureFiles
 from .source import MAX_CURVES, describe, methods_to_draw, plot_data, select, traj_names
-from .style import (FORMATS, WIDTH, MethodStyle, check_names, check_title, legend, method_styles, save_figure,
+from .style import (FORMATS, call_tag, WIDTH, MethodStyle, check_names, check_title, legend, method_styles, save_figure,
                     set_title, styled, system_name, target_axes)
 
 #: figure kinds of ``plot_rollout`` / ``vp-plot --kind``
@@ -482,21 +483,24 @@ def _check_options(options: dict[str, Any]) -> None:
 
 def plot_all(source, out_dir: str | Path, kinds: Sequence[str] = KINDS, traj=None, dpi: int = 200,
              reference=None, max_points: int | None = None, formats: Sequence[str] = FORMATS,
-             overwrite: bool = False, **options: Any) -> list[Path]:
+             overwrite: bool | None = None, **options: Any) -> FigureFiles:
     """Draw and save every figure kind in ``kinds`` into ``out_dir`` as ``<kind>.pdf`` and ``<kind>.png``.
 
     ``source``, ``traj``, ``reference``, ``max_points`` as in the ``plot_*`` functions (the source is read
     once); ``options`` (``methods``, ``threshold``, ``band``, ``sphere``, ``style``) go to the kinds that
     take them (``style="single"`` writes every figure one journal column wide).
     Kinds that do not apply (no invariants, dim < 3, no volume data, no reference) are skipped with no
-    file. Every file is written atomically. A figure file that exists is refused unless ``overwrite``,
-    which replaces only figures drawn by matplotlib; ``out_dir`` is locked against other writers
-    while the figures are drawn and written.
+    file. Every file is written atomically. ``overwrite=None`` (the default) replaces the files an earlier
+    call with the same source wrote (each PDF, PNG and SVG carries a tag of its call in its metadata:
+    re-running a notebook cell works) and refuses any other existing file; ``True`` replaces any figure drawn
+    by matplotlib, ``False`` refuses every existing file. ``out_dir`` is locked against other writers while
+    the figures are drawn and written.
 
     Returns
     -------
-    list of Path
-        The files written.
+    FigureFiles
+        The files written (a list of ``Path``), shown in a notebook as the figures
+        ([`FigureFiles`][vpintegrator.plotting.FigureFiles]).
     """
     import inspect
 
@@ -515,13 +519,15 @@ def plot_all(source, out_dir: str | Path, kinds: Sequence[str] = KINDS, traj=Non
     formats = check_formats(formats)
     source_path = getattr(source, "path", None) if not isinstance(source, (str, os.PathLike)) else source
     inputs = [source_path] if source_path is not None else []
-    out_dir = check_out_dir(out_dir, kinds, formats, inputs, overwrite)
+    tag = call_tag("plot_all", inputs)
+    out_dir = check_out_dir(out_dir, kinds, formats, inputs, overwrite, tag)
     with output_lock(out_dir):
-        check_out_dir(out_dir, kinds, formats, inputs, overwrite)  # again under the lock
-        return _draw_all(source, out_dir, kinds, traj, dpi, reference, max_points, formats, overwrite, options)
+        check_out_dir(out_dir, kinds, formats, inputs, overwrite, tag)  # again under the lock
+        return _draw_all(source, out_dir, kinds, traj, dpi, reference, max_points, formats, overwrite, options, tag)
 
 
-def _draw_all(source, out_dir: Path, kinds, traj, dpi, reference, max_points, formats, overwrite, options):
+def _draw_all(source, out_dir: Path, kinds, traj, dpi, reference, max_points, formats, overwrite, options,
+              tag=None) -> FigureFiles:
     """[`plot_all`][vpintegrator.plotting.plot_all] once its arguments are checked and ``out_dir`` is locked."""
     import inspect
 
@@ -535,7 +541,7 @@ def _draw_all(source, out_dir: Path, kinds, traj, dpi, reference, max_points, fo
         accepted = inspect.signature(fn).parameters
         kw = {k: v for k, v in options.items() if k in accepted}
         figures.append((kind, fn(data, traj=traj, **kw)))
-    written: list[Path] = []
+    written = FigureFiles()
     for kind, fig in figures:
-        written += save_figure(fig, out_dir / kind, formats=formats, dpi=dpi, overwrite=overwrite)
+        written += save_figure(fig, out_dir / kind, formats=formats, dpi=dpi, overwrite=overwrite, tag=tag)
     return written

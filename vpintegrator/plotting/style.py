@@ -563,13 +563,42 @@ def check_formats(formats) -> tuple[str, ...]:
     return formats
 
 
+#: the formats whose files carry a ``call_tag`` (matplotlib writes their metadata as plain text)
+TAGGED = ("pdf", "png", "svg")
+
+
+def call_tag(call: str, inputs: Sequence[Any] = ()) -> str:
+    """The tag a figure file carries of the call that wrote it: ``call`` (``"plot_all"``) and its input
+    files (resolved). A later call with the same tag replaces that file without ``overwrite``
+    (``replaces``): re-running a notebook cell does not fail because its own figures exist."""
+    import hashlib
+
+    key = "|".join([call, *sorted(str(Path(p).resolve()) for p in inputs if p is not None)])
+    return "vpintegrator-call-" + hashlib.sha1(key.encode()).hexdigest()[:20]
+
+
+def replaces(target: str | Path, overwrite: bool | None, tag: str | None) -> bool:
+    """Whether to replace ``target``: ``overwrite`` when it is True or False; with ``None``, whether it
+    exists and carries ``tag`` (it was written by the same call: see ``call_tag``)."""
+    if overwrite is not None:
+        return bool(overwrite)
+    if tag is None:
+        return False
+    try:
+        return tag.encode() in Path(target).read_bytes()
+    except OSError:
+        return False
+
+
 def save_figure(fig, stem: str | Path, formats: Sequence[str] = FORMATS, dpi: int = 200, *,
-                overwrite: bool = False) -> list[Path]:
+                overwrite: bool | None = False, tag: str | None = None) -> list[Path]:
     """Write ``fig`` as ``<stem>.pdf`` and ``<stem>.png`` (each atomically: a temporary file renamed into
     place, so an interrupted call leaves no half-written figure); return the paths. A figure made with a
     column preset (``style="single"``/``"double"``) is saved exactly that wide. An existing file is
     refused unless ``overwrite``, and then replaced only if it is a figure drawn by matplotlib
-    (``vpintegrator._outputs.check_output``); each file is locked while written."""
+    (``vpintegrator._outputs.check_output``); each file is locked while written. ``tag`` (``call_tag``)
+    is written into the metadata of a PDF, PNG or SVG; with ``overwrite=None`` a file carrying the same tag
+    is replaced (``replaces``), any other refused."""
     import matplotlib
 
     from .._io import atomic_path
@@ -592,18 +621,21 @@ def save_figure(fig, stem: str | Path, formats: Sequence[str] = FORMATS, dpi: in
     with matplotlib.rc_context(rc):
         for fmt in formats:
             target = stem.with_name(f"{stem.name}.{fmt}")
-            with output_lock(check_output(target, "figure", overwrite)):
-                with atomic_path(check_output(target, "figure", overwrite), suffix=f".{fmt}") as tmp:
-                    fig.savefig(tmp, format=fmt, dpi=dpi)
+            replace = replaces(target, overwrite, tag)
+            metadata = {"Keywords": tag} if tag and fmt in TAGGED else None
+            with output_lock(check_output(target, "figure", replace)):
+                with atomic_path(check_output(target, "figure", replace), suffix=f".{fmt}") as tmp:
+                    fig.savefig(tmp, format=fmt, dpi=dpi, metadata=metadata)
             paths.append(target)
     return paths
 
 
 def check_out_dir(out_dir: str | Path, stems: Sequence[str], formats: Sequence[str], inputs=(),
-                  overwrite: bool = False) -> Path:
+                  overwrite: bool | None = False, tag: str | None = None) -> Path:
     """Refuse, before anything is drawn, an output directory that is a file or one of ``inputs``, or a
     figure ``<out_dir>/<stem>.<format>`` that would overwrite an input, that exists (unless
-    ``overwrite``) or that is not a figure drawn by matplotlib (one-line errors naming ``out``)."""
+    ``overwrite``, or with ``overwrite=None`` unless it carries ``tag``: ``replaces``) or that is not a figure
+    drawn by matplotlib (one-line errors naming ``out``)."""
     from .._io import check_not_input
     from .._outputs import check_output
 
@@ -617,5 +649,6 @@ def check_out_dir(out_dir: str | Path, stems: Sequence[str], formats: Sequence[s
     for stem in stems:
         for fmt in formats:
             check_not_input(out_dir / f"{stem}.{fmt}", inputs, key="out")
-            check_output(out_dir / f"{stem}.{fmt}", "figure", overwrite)
+            target = out_dir / f"{stem}.{fmt}"
+            check_output(target, "figure", replaces(target, overwrite, tag))
     return out_dir

@@ -11,11 +11,14 @@ made with, to continue its reference beyond the file's horizon.
 
 from __future__ import annotations
 
+import logging
+
 from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
 from ..data.integration import SCALAR_MAX_BATCH, IntegratorMap
+from ..fastpath import fast_step_on
 from ..errors import VPIntegratorError, finite_float
 from ..stepping import bad_states
 from .engine import StepMap
@@ -197,7 +200,7 @@ class ModelStep(StepMap):
         self.volume_dtype = torch.float64 if volume_dtype is None else volume_dtype
         self._volume_model = None
         self._buf = None
-        self.jit = bool(jit)
+        self.jit = fast_step_on(jit)  # a fast_step name ("off": eager) or a bool
         if isinstance(scalar_max_batch, bool) or not isinstance(scalar_max_batch, int) or scalar_max_batch < 0:
             raise VPIntegratorError(f"scalar_max_batch must be an int >= 0 (0: off); got {scalar_max_batch!r}")
         self.scalar_max_batch = scalar_max_batch
@@ -222,6 +225,9 @@ class ModelStep(StepMap):
             self._ctx = torch.from_numpy(self._ctx_np)
         elif self.jit:
             self._use_trace()
+        logging.getLogger(__name__).debug(
+            "model step %s: runner %s on %s (%s), %d trajectories, fast_step %s", self.name, self._runner,
+            self.device, str(self.dtype).replace("torch.", ""), w.shape[0], "on" if self.jit else "off")
 
     def _use_trace(self) -> None:
         traced = self._trace(self._init)

@@ -1,0 +1,140 @@
+"""Figures in a notebook: plot_all and plot_training return FigureFiles (shown as the images through
+_repr_html_/_repr_png_), and re-running the same call replaces its own files instead of failing; another
+call's files and files not drawn here are still refused (issue 46, item 5)."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from vpintegrator.data import generate, load_spec
+from vpintegrator.errors import VPIntegratorError
+from vpintegrator.data import integrate
+from vpintegrator.plotting import FigureFiles, plot_all, plot_training
+from vpintegrator.plotting.style import call_tag, replaces
+
+from test_plot_training import _run
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def result():
+    ref = generate(load_spec("rigid_body", n_traj=2, t_end=1.0, dt=0.2))
+    rk4 = integrate("rigid_body", ref.y[:, 0], dt=0.2, n_steps=ref.n_steps, method="rk4")
+    return {"rk4": rk4}, ref
+
+
+def test_plot_training_is_shown_as_its_image_and_reruns(tmp_path):
+    run = _run(tmp_path / "run")
+    files = plot_training(run, tmp_path / "figs", dpi=40)
+    assert isinstance(files, FigureFiles) and isinstance(files, list)
+    assert sorted(p.name for p in files) == ["training.pdf", "training.png"]
+    png = files._repr_png_()
+    assert png is not None and png.startswith(PNG) and png == (tmp_path / "figs" / "training.png").read_bytes()
+    html = files._repr_html_()
+    assert base64.b64encode(png).decode() in html and "training.pdf" in html
+    again = plot_training(run, tmp_path / "figs", dpi=40)  # the same cell run again: its own files replaced
+    assert again == files
+    with pytest.raises(VPIntegratorError, match="exists"):
+        plot_training(run, tmp_path / "figs", dpi=40, overwrite=False)  # False still refuses
+    other = _run(tmp_path / "other")
+    with pytest.raises(VPIntegratorError, match="exists"):  # another call's figures are not replaced ...
+        plot_training(other, tmp_path / "figs", dpi=40)
+    assert plot_training(other, tmp_path / "figs", dpi=40, overwrite=True) == files  # ... unless asked
+
+
+def test_plot_all_shows_every_png_and_reruns(result, tmp_path):
+    files = plot_all(result[0], tmp_path / "figs", kinds=["trajectories3d", "error"], dpi=30, reference=result[1])
+    pngs = files.pngs()
+    assert [p.name for p in pngs] == ["trajectories3d.png", "error.png"]
+    assert files._repr_png_() is None  # two images: the HTML shows both
+    html = files._repr_html_()
+    assert html.count("<img ") == 2
+    assert all(base64.b64encode(p.read_bytes()).decode() in html for p in pngs)
+    assert plot_all(result[0], tmp_path / "figs", kinds=["trajectories3d", "error"], dpi=30, reference=result[1]) == files
+
+
+def test_a_file_not_written_by_the_call_is_refused(result, tmp_path):
+    figs = tmp_path / "figs"
+    figs.mkdir()
+    (figs / "error.png").write_bytes(b"not a figure")
+    with pytest.raises(VPIntegratorError, match="error.png"):
+        plot_all(result[0], figs, kinds=["error"], formats=["png"], dpi=30, reference=result[1])
+    assert (figs / "error.png").read_bytes() == b"not a figure"
+
+
+def test_call_tags():
+    assert call_tag("plot_all", ["a.h5"]) == call_tag("plot_all", ["./a.h5"])
+    assert call_tag("plot_all", ["a.h5"]) != call_tag("plot_all", ["b.h5"]) != call_tag("plot_training", ["b.h5"])
+    assert replaces("missing.png", None, call_tag("plot_all")) is False
+    assert replaces("missing.png", True, None) is True and replaces("x", False, "t") is False
+
+
+def test_no_png_written_lists_the_files(result, tmp_path):
+    files = plot_all(result[0], tmp_path / "figs", kinds=["error"], formats=["pdf"], dpi=30, reference=result[1])
+    assert files._repr_png_() is None
+    assert "error.pdf" in files._repr_html_() and "<img" not in files._repr_html_()
+
+
+class _FakeTqdm:
+    made: list = []
+
+    def __init__(self, total=None, desc="", unit="it", leave=True):
+        self.total, self.desc, self.unit, self.n, self.postfix, self.closed = total, desc, unit, 0, "", False
+        _FakeTqdm.made.append(self)
+
+    def update(self, n):
+        self.n += n
+
+    def set_postfix_str(self, text, refresh=True):
+        self.postfix = text
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.fixture
+def notebook(monkeypatch):
+    """A Jupyter kernel with tqdm: tqdm.auto is a recording fake."""
+    import sys
+    import types
+
+    from vpintegrator import _progress
+
+    _FakeTqdm.made = []
+    monkeypatch.setattr(_progress, "in_notebook", lambda: True)
+    monkeypatch.setitem(sys.modules, "tqdm.auto", types.SimpleNamespace(tqdm=_FakeTqdm))
+    return _FakeTqdm.made
+
+
+def test_progress_in_a_notebook_is_tqdms_widget(notebook):
+    from vpintegrator._progress import progress
+
+    with progress("vp-gen rigid_body", 10, unit="trajectories") as bar:
+        bar.update(4)
+        bar.advance(6, "done")
+    (made,) = notebook
+    assert (made.desc, made.total, made.unit, made.n, made.postfix, made.closed) == \
+        ("vp-gen rigid_body", 10, "trajectory", 10, "done", True)
+
+
+def test_training_progress_in_a_notebook_is_tqdms_widget(notebook):
+    from types import SimpleNamespace
+
+    from vpintegrator.training.loop import progress_bar
+
+    info = SimpleNamespace(epoch=1, train_loss=0.5, val_loss=float("nan"), lr=1e-3)
+    with progress_bar(True, 3, None) as update:
+        update(info, 0.1)
+        update(info, 0.2)
+    (made,) = notebook
+    assert (made.desc, made.total, made.n, made.closed) == ("training", 3, 2, True)
+    assert "train_loss 5.000e-01" in made.postfix
+
+
+def test_outside_a_notebook_no_widget():
+    from vpintegrator._progress import in_notebook, notebook_widget
+
+    assert in_notebook() is False and notebook_widget("x", 3) is None
