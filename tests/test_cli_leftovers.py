@@ -184,3 +184,15 @@ def test_vp_train_prints_paths_relative_to_the_working_directory(tiny_data, tmp_
     assert result.exit_code == 0, result.output
     assert "Run written to runs/a\n" in result.output and str(tmp_path) not in result.output
     assert shown_path(tmp_path) == "." and shown_path("/") == "/"  # outside the working directory: as given
+
+
+def test_vp_train_list_descriptions_are_whole_sentences():
+    """Each shipped config's description is the first sentence of its leading comment, whole (it may span
+    comment lines), never a line cut mid-sentence."""
+    from vpintegrator._shipped import config_description, config_files
+
+    out = _invoke(train, "--list").output
+    for name, path in config_files().items():
+        text = config_description(path)
+        assert text.endswith(".") and "  " not in text, (name, text)
+        assert text in out

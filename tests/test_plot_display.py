@@ -138,3 +138,21 @@ def test_outside_a_notebook_no_widget():
     from vpintegrator._progress import in_notebook, notebook_widget
 
     assert in_notebook() is False and notebook_widget("x", 3) is None
+
+
+@pytest.mark.parametrize("name", ["vpt", "runs/reproduce_rigid_body/train/vpt_seed0_phase2_unrolled_long_name_of_a_run@best"])
+def test_single_column_error_legend_is_not_clipped(result, tmp_path, name):
+    """style="single": the error figure's legend lies inside the 3.5-inch file at print resolution (the
+    labels wrap when one column is still too wide); no ink touches the file's left or right edge."""
+    import numpy as np
+    from PIL import Image
+
+    from vpintegrator.plotting import plot_error
+    from vpintegrator.plotting.style import save_figure
+
+    methods, ref = result
+    fig = plot_error({name: methods["rk4"], "rk4": methods["rk4"]}, reference=ref, style="single")
+    (png,) = save_figure(fig, tmp_path / "error", formats=["png"], dpi=300)
+    ink = np.asarray(Image.open(png).convert("L")) < 200  # (rows, columns)
+    assert ink.shape[1] == 1050  # 3.5 in at 300 dpi
+    assert not ink[:, :6].any() and not ink[:, -6:].any()
