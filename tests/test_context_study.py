@@ -152,7 +152,7 @@ def test_study_on_a_tiny_oscillator_family_accumulates_rows_over_invocations(tmp
 
     from vpintegrator.cli.gen import main as gen_main
     from vpintegrator.studies.context import STUDY
-    from vpintegrator.studies.runner import main as run_study
+    from vpintegrator.studies.driver import main as run_study
 
     data = tmp_path / "cof.h5"
     res = CliRunner().invoke(gen_main, ["coupled_oscillator_family", "--set", "n_traj=24", "--set", "t_end=4",
@@ -225,7 +225,7 @@ def test_bad_context_study_input_is_one_line_and_writes_nothing(args, message, t
     import h5py
 
     from vpintegrator.studies.context import STUDY
-    from vpintegrator.studies.runner import main as run_study
+    from vpintegrator.studies.driver import main as run_study
 
     data = tmp_path / "d.h5"
     with h5py.File(data, "w") as f:  # what the study reads before it trains: the system and the step

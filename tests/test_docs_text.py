@@ -96,7 +96,7 @@ def test_no_internal_references_on_the_docs_site():
 
 def test_no_internal_references_in_the_study_helps(capsys):
     from vpintegrator.studies.options import STUDIES
-    from vpintegrator.studies.runner import main
+    from vpintegrator.studies.driver import main
 
     for name in STUDIES:
         assert main(name, ["--help"]) == 0

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from vpintegrator.studies import coupled_oscillator
-from vpintegrator.studies.runner import main as run_study
+from vpintegrator.studies.driver import main as run_study
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "reproduce_coupled_oscillator.py"
 # the script in a checkout; its one line (the study's main) where the tests run against an installed wheel
 RUN = ([sys.executable, str(SCRIPT)] if SCRIPT.is_file() else
-       [sys.executable, "-c", "from vpintegrator.studies.runner import main; raise SystemExit(main(\'coupled_oscillator\'))"])
+       [sys.executable, "-c", "from vpintegrator.studies.driver import main; raise SystemExit(main(\'coupled_oscillator\'))"])
 
 
 @pytest.fixture(scope="module")

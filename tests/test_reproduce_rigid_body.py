@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "reproduce_rigid_body.py"
 # the script in a checkout; its one line (the study's main) where the tests run against an installed wheel
 RUN = ([sys.executable, str(SCRIPT)] if SCRIPT.is_file() else
-       [sys.executable, "-c", "from vpintegrator.studies.runner import main; raise SystemExit(main(\'rigid_body\'))"])
+       [sys.executable, "-c", "from vpintegrator.studies.driver import main; raise SystemExit(main(\'rigid_body\'))"])
 
 
 def _write_training(run_dir: Path, losses, seconds, best_epoch: int, wall: float) -> None:

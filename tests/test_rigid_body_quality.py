@@ -8,7 +8,7 @@ import pytest
 
 from vpintegrator.studies import rigid_body_quality as study
 from vpintegrator.studies.runner import Task
-from vpintegrator.studies.runner import main as run_study
+from vpintegrator.studies.driver import main as run_study
 
 
 def test_plan_two_phases_per_seed(tmp_path):

@@ -14,12 +14,12 @@ import pytest
 
 from vpintegrator.studies import rigid_body_structure as study
 from vpintegrator.studies.runner import TOOLS, Task
-from vpintegrator.studies.runner import main as run_study
+from vpintegrator.studies.driver import main as run_study
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "reproduce_rigid_body_structure.py"
 RUN = ([sys.executable, str(SCRIPT)] if SCRIPT.is_file() else
-       [sys.executable, "-c", "from vpintegrator.studies.runner import main; raise SystemExit(main(\'rigid_body_structure\'))"])
+       [sys.executable, "-c", "from vpintegrator.studies.driver import main; raise SystemExit(main(\'rigid_body_structure\'))"])
 
 
 def test_plan_trains_every_model_on_exact_data_and_evaluates_held_out(tmp_path):

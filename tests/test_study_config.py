@@ -16,7 +16,7 @@ from vpintegrator.cli import study
 from vpintegrator.config import declared, documented, first_sentence
 from vpintegrator.studies import coupled_oscillator, rigid_body, rigid_body_quality, rigid_body_structure
 from vpintegrator.studies.options import StudyOptions
-from vpintegrator.studies.runner import main as run_study
+from vpintegrator.studies.driver import main as run_study
 
 OPTIONS = {
     "rigid_body": (rigid_body, rigid_body.RigidBodyOptions),

@@ -16,7 +16,7 @@ from vpintegrator.cli import group, study
 from vpintegrator.studies import coupled_oscillator, rigid_body, rigid_body_quality, rigid_body_structure
 from vpintegrator.studies.options import STUDIES, Study, StudyOptions, parse
 from vpintegrator.studies.runner import StudyError
-from vpintegrator.studies.runner import main as run_study
+from vpintegrator.studies.driver import main as run_study
 
 SHARED = ("--out", "--seeds", "--jobs", "--budget", "--wall-ceiling", "--skip-existing", "--overwrite",
           "--table-only", "--export-pretrained")

@@ -10,7 +10,7 @@ ships with it (the base class stays: it supplies checks and defaults; the Protoc
 | [`ModelProtocol`][vpintegrator.protocols.ModelProtocol] | a window map (a ``torch.nn.Module``) | ``register_model``, ``"module:Class"`` | ``torch.nn.Module`` |
 | [`StepMapProtocol`][vpintegrator.protocols.StepMapProtocol] | what a rollout advances | ``run_rollouts`` | ``vpintegrator.stepping.StepMap`` |
 | [`PackerProtocol`][vpintegrator.protocols.PackerProtocol] | a layer's packing for the compiled model runner | ``register_packer`` | (a function) |
-| [`SinkProtocol`][vpintegrator.protocols.SinkProtocol] | a tracking sink of the training log | ``make_sinks`` (``logger``) | (none) |
+| [`SinkProtocol`][vpintegrator.protocols.SinkProtocol] | a tracking sink of the training log | ``fit(..., logger=obj)``, ``make_sinks`` (``logger``) | (none) |
 
 All are ``runtime_checkable``: ``isinstance(x, SystemProtocol)`` checks that the members exist (not their
 signatures; ``tests/test_layout.py`` also checks that the shipped plug-ins accept the Protocols'
@@ -149,7 +149,8 @@ class PackerProtocol(Protocol):
 
 @runtime_checkable
 class SinkProtocol(Protocol):
-    """A tracking sink: every row of ``log.csv`` (``epoch`` and the logged values) goes to ``log``."""
+    """A tracking sink: every row of ``log.csv`` (``epoch`` and the logged values) goes to ``log``. A user's
+    object passed as ``fit(..., logger=obj)`` needs only ``log``; its ``close`` is called once at the end."""
 
     def log(self, row: dict[str, float]) -> None:
         ...

@@ -3,7 +3,7 @@ studies (``vpintegrator.studies.options.STUDIES``); ``vp-study --list`` (or ``vp
 
 The options after NAME are the study's (``vp-study rigid_body --quick --out runs/q`` is
 ``scripts/reproduce_rigid_body.py --quick --out runs/q``); ``vp-study NAME --help`` shows them. Every study is
-parsed and run by one driver, ``vpintegrator.studies.runner.main``: the shared keys of ``StudyOptions``
+parsed and run by one driver, ``vpintegrator.studies.driver.main``: the shared keys of ``StudyOptions``
 (``--out``, ``--seeds``, ``--jobs``, ``--budget``, ``--wall-ceiling``, ``--skip-existing``, ``--overwrite``,
 ``--table-only``, ``--export-pretrained``), a study's own keys, ``--plan TOML``, ``--set KEY=VALUE`` and the
 conventions of the other commands: ``--print-config`` (the resolved keys as TOML, a ``--plan`` file),
@@ -42,7 +42,7 @@ def main(ctx: click.Context, name: str | None, args: tuple[str, ...], list_: boo
         else:
             click.echo("studies (vp-study NAME --help for a study's options):\n" + _listing())
         return
-    from ..studies.runner import main as run
+    from ..studies.driver import main as run
 
     ctx.exit(run(name, [*args, *(["--json"] if as_json else [])]))
 

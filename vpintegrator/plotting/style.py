@@ -505,7 +505,7 @@ def target_axes(ax, n: int, width: float, height: float, name: str = "ax", proje
     return given[0].get_figure(root=True), given, False
 
 
-def _wrap(label: str, chars: int) -> str:
+def _wrap_label(label: str, chars: int) -> str:
     """``label`` broken into lines of at most ``chars`` characters (at spaces, ``/`` or ``_`` where it can)."""
     import re
     import textwrap
@@ -565,7 +565,7 @@ def legend(fig, axes, ncols: int = 6, extra: Sequence = (), own: bool = True) ->
                 columns -= 1
             else:  # one column still too wide (a single-column figure, a long run name): wrap the labels
                 chars = max(8, min(longest - 1, int(longest * room / width)))
-                shown = [_wrap(lab, chars) for lab in labels]
+                shown = [_wrap_label(lab, chars) for lab in labels]
     else:
         np.atleast_1d(axes)[0].legend(handles, labels, loc="best", frameon=False)
 

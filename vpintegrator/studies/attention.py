@@ -135,7 +135,7 @@ class AttentionOptions(Config):
     out: str | None = key(None, optional=True, type=str)
 
 
-def _run(a: argparse.Namespace) -> int:
+def run(a: argparse.Namespace) -> int:
     import torch
 
     torch.set_num_threads(1)
@@ -145,11 +145,11 @@ def _run(a: argparse.Namespace) -> int:
 
 
 #: the step as the runner runs it (``python -m vpintegrator.studies.attention``)
-STUDY = Study(AttentionOptions, _run, doc=__doc__, required=("model", "data", "out"),
+STUDY = Study(AttentionOptions, run, doc=__doc__, required=("model", "data", "out"),
               prog="python -m vpintegrator.studies.attention", interrupted="Interrupted.")
 
 
 if __name__ == "__main__":
-    from .runner import main
+    from .driver import main
 
     raise SystemExit(main(STUDY))

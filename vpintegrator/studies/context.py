@@ -641,7 +641,7 @@ def _run(a: argparse.Namespace) -> int:
     return 0
 
 
-def _checked_run(a: argparse.Namespace) -> int:
+def run(a: argparse.Namespace) -> int:
     try:
         return _run(a)
     except VPIntegratorError as err:
@@ -649,12 +649,12 @@ def _checked_run(a: argparse.Namespace) -> int:
 
 
 #: the study as the runner runs it (``vp-study context``, ``python -m vpintegrator.studies.context``)
-STUDY = Study(ContextOptions, _checked_run, doc=__doc__, required=("out",),
+STUDY = Study(ContextOptions, run, doc=__doc__, required=("out",),
               prog="python -m vpintegrator.studies.context", error_prefix="context study: error: ",
               interrupted="context study: interrupted; run the same command again (finished runs are kept)")
 
 
 if __name__ == "__main__":
-    from .runner import main
+    from .driver import main
 
     sys.exit(main(STUDY))

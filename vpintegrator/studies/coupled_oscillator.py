@@ -176,7 +176,7 @@ class CoupledOscillatorOptions(StudyOptions):
     quick: bool = key(False, type=bool)
 
 
-def _prepare(a: argparse.Namespace) -> tuple[Settings, argparse.Namespace]:
+def prepare(a: argparse.Namespace) -> tuple[Settings, argparse.Namespace]:
     """The checked keys as the study's ``Settings`` (the --quick defaults filled in, the configs checked), and
     the namespace (``table_only``, ``argv``)."""
     quick = a.quick
@@ -574,7 +574,7 @@ def _run(s: Settings, run: Path, argv: list[str] | None) -> str:
     return write_results(run)
 
 
-def _main(prepared: tuple[Settings, argparse.Namespace]) -> int:
+def run(prepared: tuple[Settings, argparse.Namespace]) -> int:
     s, a = prepared
     text = write_results(Path(s.out)) if a.table_only else run_study(s, a.argv)
     print(text)
@@ -587,7 +587,7 @@ def _main(prepared: tuple[Settings, argparse.Namespace]) -> int:
 
 
 #: the study as the runner runs it (``vp-study coupled_oscillator``, ``scripts/reproduce_coupled_oscillator.py``)
-STUDY = Study(CoupledOscillatorOptions, _main, _prepare, prog="reproduce_coupled_oscillator.py",
+STUDY = Study(CoupledOscillatorOptions, run, prepare, prog="reproduce_coupled_oscillator.py",
               doc="Coupled-oscillator study: VPT vs standard transformer vs Stormer-Verlet and RK4 over 10^4 steps.",
               required=("out",),
               helps={"out": "Run directory (created).",
@@ -598,6 +598,6 @@ STUDY = Study(CoupledOscillatorOptions, _main, _prepare, prog="reproduce_coupled
 
 
 if __name__ == "__main__":  # python -m vpintegrator.studies.coupled_oscillator
-    from .runner import main
+    from .driver import main
 
     raise SystemExit(main(STUDY))

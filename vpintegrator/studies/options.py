@@ -7,7 +7,7 @@ help). A study's own flags (``--quick``, ``--models``, ``--train-seconds``, ...)
 subclass of ``StudyOptions`` (``RigidBodyOptions``, ... beside the study), each documented once in the
 subclass's docstring: its first sentence is the flag's help.
 
-A study is a plan the one runner runs (``vpintegrator.studies.runner.main``): its module defines
+A study is a plan the one runner runs (``vpintegrator.studies.driver.main``): its module defines
 ``STUDY = Study(options=..., run=..., prepare=..., doc=__doc__, ...)``. ``Study.command`` makes the keys click
 options (``--key-name``), with ``--plan TOML`` (a file of the study's keys, e.g. ``models = "vpt,st"``),
 ``--set KEY=VALUE`` and the conventions of the other commands (``--print-config``, ``--json``, ``-q``/``-v``,
@@ -164,7 +164,7 @@ def _default(f: Any) -> Any:
 
 @dataclass(frozen=True)
 class Study:
-    """One study as ``vpintegrator.studies.runner.main`` runs it: its keys, how they are resolved and what
+    """One study as ``vpintegrator.studies.driver.main`` runs it: its keys, how they are resolved and what
     runs.
 
     A study module defines ``STUDY = Study(...)`` (and an entry in ``STUDIES``); the runner parses its

@@ -101,7 +101,7 @@ class RigidBodyOptions(StudyOptions):
     quick: bool = key(False, type=bool)
 
 
-def _prepare(a: argparse.Namespace) -> argparse.Namespace:
+def prepare(a: argparse.Namespace) -> argparse.Namespace:
     """The checked keys with the --quick defaults filled in."""
     q = a.quick
     a.seeds = a.seeds if a.seeds is not None else ([0, 1] if q else [0, 1, 2, 3, 4])
@@ -357,7 +357,7 @@ def _run(a, run: Path) -> int:
 
 
 #: the study as the runner runs it (``vp-study rigid_body``, ``scripts/reproduce_rigid_body.py``)
-STUDY = Study(RigidBodyOptions, run_study, _prepare, doc=__doc__, prog="reproduce_rigid_body",
+STUDY = Study(RigidBodyOptions, run_study, prepare, doc=__doc__, prog="reproduce_rigid_body",
               defaults={"out": "runs/reproduce_rigid_body"},
               helps={"seeds": "Comma list of training seeds (default 0,1,2,3,4; --quick 0,1).",
                      "export_pretrained": "After the study (or with --table-only), copy the best seed's best.pt of "
@@ -368,6 +368,6 @@ STUDY = Study(RigidBodyOptions, run_study, _prepare, doc=__doc__, prog="reproduc
 
 
 if __name__ == "__main__":  # python -m vpintegrator.studies.rigid_body
-    from .runner import main
+    from .driver import main
 
     raise SystemExit(main(STUDY))

@@ -74,7 +74,7 @@ class QualityOptions(StudyOptions):
     config: str = key(default_factory=lambda: str(shipped_file("configs/study/rigid_body_vpt.toml")), type=str)
 
 
-def _prepare(a: argparse.Namespace) -> argparse.Namespace:
+def prepare(a: argparse.Namespace) -> argparse.Namespace:
     """The checked keys, with the checks that need the file system."""
     if not a.table_only and not Path(a.config).is_file():
         raise StudyError(f"--config {a.config}: no such file; give a vp-train TOML")
@@ -198,7 +198,7 @@ def write_results(run: Path) -> str:
     return write_results_files(run, format_results(rows, settings), {"settings": settings, "rows": rows})
 
 
-def _main(a: argparse.Namespace) -> int:
+def run(a: argparse.Namespace) -> int:
     run = Path(a.out)
     if not a.table_only:
         with study_lock(run):
@@ -225,13 +225,13 @@ def _main(a: argparse.Namespace) -> int:
 
 
 #: the study as the runner runs it (``vp-study rigid_body_quality``, ``scripts/reproduce_rigid_body_quality.py``)
-STUDY = Study(QualityOptions, _main, _prepare, doc=__doc__, prog="reproduce_rigid_body_quality.py",
+STUDY = Study(QualityOptions, run, prepare, doc=__doc__, prog="reproduce_rigid_body_quality.py",
               required=("out",), defaults={"seeds": "0,1,2,3,4"},
               helps={"export_pretrained": "Then copy phase 2's best.pt of the seed with the lowest validation score "
               "(validation data only) to DIR/rigid_body_vpt.pt and record it in DIR/provenance.json."})
 
 
 if __name__ == "__main__":  # python -m vpintegrator.studies.rigid_body_quality
-    from .runner import main
+    from .driver import main
 
     raise SystemExit(main(STUDY))

@@ -114,7 +114,7 @@ class StructureOptions(StudyOptions):
                                     "runs start from held-out ICs", key="n_long")
 
 
-def _prepare(a: argparse.Namespace) -> argparse.Namespace:
+def prepare(a: argparse.Namespace) -> argparse.Namespace:
     """The checked keys, with the checks that need the file system."""
     a.models = model_list(a.models, "--models", MODELS)  # as given, each once
     if a.export_pretrained and a.ship not in a.models:
@@ -389,7 +389,7 @@ def write_results(run: Path) -> str:
     return write_results_files(run, format_results(res), res)
 
 
-def _main(a: argparse.Namespace) -> int:
+def run(a: argparse.Namespace) -> int:
     run = Path(a.out)
     if not a.table_only:
         with study_lock(run):
@@ -414,13 +414,13 @@ def _main(a: argparse.Namespace) -> int:
 
 
 #: the study as the runner runs it (``vp-study rigid_body_structure``, ``scripts/reproduce_rigid_body_structure.py``)
-STUDY = Study(StructureOptions, _main, _prepare, doc=__doc__, prog="reproduce_rigid_body_structure.py",
+STUDY = Study(StructureOptions, run, prepare, doc=__doc__, prog="reproduce_rigid_body_structure.py",
               required=("out",), defaults={"seeds": "0,1,2,3,4"},
               helps={"export_pretrained": "Copy --ship's best.pt of the seed with the best validation score to "
               "DIR/rigid_body_<model>.pt."})
 
 
 if __name__ == "__main__":  # python -m vpintegrator.studies.rigid_body_structure
-    from .runner import main
+    from .driver import main
 
     raise SystemExit(main(STUDY))
