@@ -156,3 +156,17 @@ def test_single_column_error_legend_is_not_clipped(result, tmp_path, name):
     ink = np.asarray(Image.open(png).convert("L")) < 200  # (rows, columns)
     assert ink.shape[1] == 1050  # 3.5 in at 300 dpi
     assert not ink[:, :6].any() and not ink[:, -6:].any()
+
+
+def test_volume_notes_call_a_singular_map_undefined_never_exactly_zero():
+    """A map with det J = 0 (log|det J| = -inf, the standard transformer's) is 'not defined', not 'exactly 0';
+    one singular at some maps is named although its other maps are drawn; all-zero values are 'exactly 0'."""
+    import numpy as np
+
+    from vpintegrator.plotting.rollout import _volume_notes
+
+    values = {"st": np.array([[-np.inf, -223.8]]), "parrot": np.full((1, 2), -np.inf),
+              "exact": np.zeros((1, 2)), "broken": np.full((1, 2), np.nan), "vpt": np.array([[1e-15, -2e-15]])}
+    notes = dict((why, names) for names, why in _volume_notes(values, missing=["parrot", "exact", "broken"]))
+    assert notes == {"not shown (exactly 0)": ["exact"], "not shown (det J = 0: not defined)": ["parrot"],
+                     "det J = 0 at some maps (not drawn)": ["st"], "not shown (not defined: NaN)": ["broken"]}

@@ -114,13 +114,29 @@ def _traj_key(data: RolloutResult, banded: bool) -> list:
     ]
 
 
-def _note_missing(ax, missing: list[str], why: str, y: float = 0.01) -> None:
+def _note_missing(ax, missing: list[str], why: str, y: float = 0.01, prefix: str = "not shown ") -> None:
     from .style import display_name
 
     if missing:
         names = ", ".join(display_name(k) for k in missing)
-        ax.text(0.01, y, f"not shown ({why}): {names}", transform=ax.transAxes, fontsize=6,
+        ax.text(0.01, y, f"{prefix}({why}): {names}" if prefix else f"{why}: {names}", transform=ax.transAxes, fontsize=6,
                 color="0.35", va="bottom", ha="left")
+
+
+def _volume_notes(values: dict[str, np.ndarray], missing: list[str]) -> list[tuple[list[str], str]]:
+    """The notes of a volume panel: (methods, why) for the methods not drawn (``missing``) or drawn only in
+    part. A map with det J = 0 has log|det J| = −inf: its volume change is not defined (never "exactly 0")."""
+    singular = [k for k, v in values.items() if np.isinf(v).any()]
+    gone = [k for k in missing if k in singular]
+    part = [k for k in singular if k not in missing]
+    nan = [k for k in missing if k not in singular and np.isnan(v := values[k]).any() and not np.isfinite(v).any()]
+    zero = [k for k in missing if k not in singular and k not in nan]
+    return [(names, why) for names, why in (
+        (zero, "not shown (exactly 0)"),
+        (gone, "not shown (det J = 0: not defined)"),
+        (part, "det J = 0 at some maps (not drawn)"),
+        (nan, "not shown (not defined: NaN)"),
+    ) if names]
 
 
 def _failure_times(data: RolloutResult, label: str) -> np.ndarray:
@@ -360,7 +376,9 @@ def plot_volume(source, traj=None, methods: Iterable[str] | None = None, band: b
     """Volume: ``|log|det J||`` of every step (window, for models) map and of its cumulative sum, log scale.
 
     An exactly volume-preserving map stays at rounding level (≈1e-16 per step); a method whose values are
-    all exactly 0, or −inf (a map with det J = 0, such as the ``parrot`` row), is named in a note. Needs a rollout file written with the volume (the default).
+    all exactly 0 is named in a note, and so is one with singular maps (det J = 0: log|det J| = −inf, the
+    volume change not defined, as for the standard transformer or the ``parrot`` row; "singular" when some
+    maps are, the others drawn) or with no defined value at all (NaN). Needs a rollout file written with the volume (the default).
     ``axes``: two Axes (per map, cumulative) to draw into; ``style`` as [`plot_trajectories3d`][vpintegrator.plotting.plot_trajectories3d].
     """
     data, _ = _prepare(source, traj, reference, max_points)
@@ -377,10 +395,9 @@ def plot_volume(source, traj=None, methods: Iterable[str] | None = None, band: b
         missing = [k for slot, k in enumerate(labels)
                    if not _series(ax, data.metrics[k].map_t, _positive(getattr(data.metrics[k], attr)), banded,
                                   styles[k], slot, len(labels), linewidth=lw)]
-        # a map that copies (the parrot row) has det J = 0: log|det J| = -inf, not drawable on a log axis either
-        collapsed = [k for k in missing if np.isinf(np.asarray(getattr(data.metrics[k], attr), dtype=float)).any()]
-        _note_missing(ax, [k for k in missing if k not in collapsed], "exactly 0")
-        _note_missing(ax, collapsed, "det J = 0, log|det J| = -inf", y=0.08 if len(collapsed) < len(missing) else 0.01)
+        notes = _volume_notes({k: np.asarray(getattr(data.metrics[k], attr), dtype=float) for k in labels}, missing)
+        for i, (names, why) in enumerate(notes):
+            _note_missing(ax, names, why, y=0.01 + 0.07 * i, prefix="")
         ax.set_yscale("log")
         ax.set_xlabel("time $t$")
     ax1.set_ylabel(r"$|\log|\det J||$ per step / window map")

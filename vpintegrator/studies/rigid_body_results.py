@@ -552,7 +552,9 @@ def format_results(res: dict) -> str:
         lt = next((rows[m]["long_t_end"][0] for m in long_ if rows[m].get("long_t_end")), None)
         tt = meta.get("timing_t_end")
         out.append(f"Long run: trajectories 1 and 4 to t = {lt or math.nan:g} (worst of the two); cum. log det J: the "
-                   f"volume change of all step/window maps, 0 for a volume-preserving map. CPU: t = {tt or math.nan:g}, "
+                   f"volume change of all step/window maps, 0 for a volume-preserving map; inf for a map that is "
+                   f"singular somewhere (det J = 0, log det J = −∞: its volume change is not defined, not 0, as for the "
+                   f"standard transformer). CPU: t = {tt or math.nan:g}, "
                    f"trajectory 1, batch 1, one process per method, OMP_NUM_THREADS=1, seed {seeds[0] if seeds else '?'}'s "
                    "models (timing/timing.md); 'steps only' takes the process start-up out. Paper: Julia, t = 50 000.")
         out.append("")
