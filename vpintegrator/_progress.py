@@ -243,8 +243,10 @@ def notebook_widget(label: str, total: int | None, unit: str = "") -> "_Widget |
     installed; else None (the caller writes lines)."""
     if not in_notebook():
         return None
+    import importlib
+
     try:
-        from tqdm.auto import tqdm
+        tqdm = importlib.import_module("tqdm.auto").tqdm  # optional (the notebook extra): no stubs needed
     except ImportError:
         return None
     return _Widget(tqdm(total=total, desc=label, unit=_singular(unit) if unit else "it", leave=True))

@@ -288,7 +288,7 @@ class RolloutConfig(Config):
 
     def __post_init__(self, jit: bool | None = None) -> None:  # type: ignore[override]
         if jit is not None:
-            self.fast_step = jit
+            self.fast_step = check_fast_step(jit)
         super().__post_init__()
 
     def _check_together(self) -> None:

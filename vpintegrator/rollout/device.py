@@ -221,7 +221,7 @@ def device_stream_rollout(
     t0: float = 0.0,
     chunk_steps: int = CHUNK_STEPS,
     blowup: float = BLOWUP,
-    jit: bool | None = None,
+    jit: bool | str | None = None,
 ) -> RolloutStats:
     """Iterate a model to step ``n_steps`` on its device, states and metrics there, each block to ``sink``.
 
@@ -243,8 +243,8 @@ def device_stream_rollout(
     volume : VolumeStream, optional
         Fed each block on the device; its ``log_det_fn`` must take tensors (``step_map.log_abs_det_jacobian``
         does).
-    jit : bool, optional
-        See [`DeviceStepper`][vpintegrator.rollout.device.DeviceStepper]; default ``step_map.jit``.
+    jit : bool or str, optional
+        See [`DeviceStepper`][vpintegrator.rollout.device.DeviceStepper]; default ``step_map.jit`` (a ``fast_step`` name: ``"off"`` is eager).
 
     Returns
     -------

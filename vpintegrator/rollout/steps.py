@@ -147,10 +147,11 @@ class ModelStep(StepMap):
     volume_dtype : torch.dtype or None
         dtype of the copy of the model whose Jacobian measures the volume (default float64, so that the
         measured log det reflects the map and not float32 rounding).
-    jit : bool
+    jit : bool or str
         Run a ``torch.jit.trace`` + ``freeze`` of the model for the rollout's batch shape (3-8x less
         per-call overhead than eager at batch 1, measured; same numbers). It is checked against the eager
-        model on the first window and dropped if it differs or cannot be traced.
+        model on the first window and dropped if it differs or cannot be traced. A ``fast_step`` name is taken
+        too: ``"off"`` is False, the others True.
     scalar_max_batch : int
         Rollouts of at most this many trajectories of a float64 VPFF, VPT (plain or symmetric), ST, lpnet,
         lp_transformer, LA-SympNet, G-SympNet or symplectic transformer model on the CPU run the model compiled: packed into arrays and iterated by one numba kernel a whole block of
@@ -177,7 +178,7 @@ class ModelStep(StepMap):
         device: str = "auto",
         overlap: bool = False,
         volume_dtype=None,
-        jit: bool = True,
+        jit: bool | str = True,
         scalar_max_batch: int = SCALAR_MAX_BATCH,
     ) -> None:
         import torch

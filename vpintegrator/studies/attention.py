@@ -28,6 +28,7 @@ from pathlib import Path
 
 from ..config import Config, key
 from .options import Study
+from .runner import StudyError
 from .stats import median_interval, write_json
 
 
