@@ -14,7 +14,7 @@ What it runs and writes: ``vpintegrator/studies/coupled_oscillator.py``.
 Exit status: 0 done, 2 bad input or a failed step (one line on stderr), 130 interrupted.
 """
 
-from vpintegrator.studies.coupled_oscillator import main
+from vpintegrator.studies.driver import main
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main("coupled_oscillator", prog="scripts/reproduce_coupled_oscillator.py"))

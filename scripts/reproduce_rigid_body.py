@@ -14,7 +14,7 @@ What it runs and writes (the run directory's layout): ``vpintegrator/studies/rig
 Exit status: 0 done, 2 bad input or a failed step (one line on stderr), 130 interrupted.
 """
 
-from vpintegrator.studies.rigid_body import main
+from vpintegrator.studies.driver import main
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main("rigid_body", prog="scripts/reproduce_rigid_body.py"))

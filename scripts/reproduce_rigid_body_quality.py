@@ -11,7 +11,7 @@ Usage::
 What it runs and writes: ``vpintegrator/studies/rigid_body_quality.py``.
 """
 
-from vpintegrator.studies.rigid_body_quality import main
+from vpintegrator.studies.driver import main
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main("rigid_body_quality", prog="scripts/reproduce_rigid_body_quality.py"))

@@ -12,7 +12,7 @@ Usage::
 What it runs and writes: ``vpintegrator/studies/rigid_body_structure.py``.
 """
 
-from vpintegrator.studies.rigid_body_structure import main
+from vpintegrator.studies.driver import main
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main("rigid_body_structure", prog="scripts/reproduce_rigid_body_structure.py"))

@@ -50,16 +50,48 @@ def test_rollout_key_fast_step_with_jit_accepted(tmp_path, tiny_data):
     from vpintegrator.rollout import RolloutConfig, load_rollout_config
 
     assert "fast_step" in RolloutConfig.keys() and "jit" not in RolloutConfig.keys()
-    assert RolloutConfig(data=tiny_data, jit=False).fast_step is False
+    assert RolloutConfig(data=tiny_data, jit=False).fast_step == "off"
     old = tmp_path / "old.toml"
     old.write_text(f'data = "{tiny_data}"\njit = false\n')
-    assert load_rollout_config(old).fast_step is False
+    assert load_rollout_config(old).fast_step == "off"
     new = tmp_path / "new.toml"
     new.write_text(f'data = "{tiny_data}"\nfast_step = false\njit = true\n')
     with pytest.raises(Exception, match="jit is the old name of fast_step"):
         load_rollout_config(new)
     printed = _invoke(rollout, "--data", tiny_data, "--set", "jit=false", "--print-config").output
-    assert "fast_step = false" in printed and "jit" not in printed
+    assert 'fast_step = "off"' in printed and "jit" not in printed
+
+
+def test_fast_step_is_one_type_in_vp_train_and_vp_rollout(tmp_path, tiny_data):
+    """fast_step is a name in both commands: a TOML that one command's --print-config wrote loads in the
+    other with the same value; true/false (older rollout configs) are auto/off."""
+    from vpintegrator.cli import train
+    from vpintegrator.fastpath import FAST_STEPS
+    from vpintegrator.rollout import RolloutConfig, load_rollout_config
+    from vpintegrator.training import TrainConfig
+
+    assert declared_choices(RolloutConfig) == declared_choices(TrainConfig) == list(FAST_STEPS)
+    printed = _invoke(rollout, "--data", tiny_data, "--fast-step", "off", "--print-config").output
+    line = next(x for x in printed.splitlines() if x.startswith("fast_step"))
+    assert line == 'fast_step = "off"'
+    assert TrainConfig.from_dict({"data": tiny_data, "model": "vpt", "fast_step": "off"}).fast_step == "off"
+    trained = _invoke(train, "--data", tiny_data, "--set", "model=vpt", "--fast-step", "off", "--print-config")
+    assert trained.exit_code == 0, trained.output
+    train_line = next(x for x in trained.output.splitlines() if x.startswith("fast_step"))
+    assert train_line == line
+    toml = tmp_path / "r.toml"
+    toml.write_text(f'data = "{tiny_data}"\n{train_line}\n')
+    assert load_rollout_config(toml).fast_step == "off"
+    assert RolloutConfig(data=tiny_data, fast_step=True).fast_step == "auto"
+    assert TrainConfig.from_dict({"data": tiny_data, "model": "vpt", "fast_step": False}).fast_step == "off"
+    with pytest.raises(Exception, match="fast_step must be auto, off, graph, compile"):
+        RolloutConfig(data=tiny_data, fast_step="fast")
+
+
+def declared_choices(cls):
+    from vpintegrator.config import declared
+
+    return declared(cls)["fast_step"].choice_list()
 
 
 def test_eta_honours_the_time_limit():
@@ -97,6 +129,11 @@ def test_verbose_shows_the_library_messages_through_logging(tiny_data, tmp_path,
                    "-v")
     assert quiet.exit_code == loud.exit_code == 0
     assert "rk4: rolling out" not in quiet.output and "rk4: rolling out" in loud.output
+    # -v adds detail, through logging (debug records of the rollout modules); without it there is none
+    assert "debug: vpintegrator.rollout.engine: host engine: " in loud.output
+    assert "debug:" not in quiet.output
+    plain = _invoke(rollout, "--data", tiny_data, "--integrators", "rk4", "--out", tmp_path / "d.h5", "--n-traj", 2)
+    assert plain.exit_code == 0 and "rk4: rolling out" in plain.output and "debug:" not in plain.output
 
 
 def test_rollout_list_shows_the_pretrained_models():
@@ -135,3 +172,26 @@ def test_verbose_shows_debug_messages_of_generate_and_fit(tiny_data, tmp_path):
     fit = _invoke(train, "--data", tiny_data, "--model", "vpt", "--seq-len", 2, "--epochs", 1, "--out",
                   tmp_path / "run", "--set", "model.n_blocks=1", "-v")
     assert fit.exit_code == 0 and "debug: vpintegrator.training.run: fit: model vpt" in fit.output
+
+
+def test_vp_train_prints_paths_relative_to_the_working_directory(tiny_data, tmp_path, monkeypatch):
+    from vpintegrator.cli._common import shown_path
+
+    monkeypatch.chdir(tmp_path)
+    result = _invoke(train, "--data", tiny_data, "--model", "vpt", "--seq-len", 2, "--epochs", 1, "--out",
+                     tmp_path / "runs" / "a", "--set", "model.n_blocks=1", "-q")
+    assert result.exit_code == 0, result.output
+    assert "Run written to runs/a\n" in result.output and str(tmp_path) not in result.output
+    assert shown_path(tmp_path) == "." and shown_path("/") == "/"  # outside the working directory: as given
+
+
+def test_vp_train_list_descriptions_are_whole_sentences():
+    """Each shipped config's description is the first sentence of its leading comment, whole (it may span
+    comment lines), never a line cut mid-sentence."""
+    from vpintegrator._shipped import config_description, config_files
+
+    out = _invoke(train, "--list").output
+    for name, path in config_files().items():
+        text = config_description(path)
+        assert text.endswith(".") and "  " not in text, (name, text)
+        assert text in out

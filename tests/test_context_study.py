@@ -151,7 +151,8 @@ def test_study_on_a_tiny_oscillator_family_accumulates_rows_over_invocations(tmp
     from click.testing import CliRunner
 
     from vpintegrator.cli.gen import main as gen_main
-    from vpintegrator.studies.context import main
+    from vpintegrator.studies.context import STUDY
+    from vpintegrator.studies.driver import main as run_study
 
     data = tmp_path / "cof.h5"
     res = CliRunner().invoke(gen_main, ["coupled_oscillator_family", "--set", "n_traj=24", "--set", "t_end=4",
@@ -160,7 +161,7 @@ def test_study_on_a_tiny_oscillator_family_accumulates_rows_over_invocations(tmp
     out = tmp_path / "study"
     base = ["--data", str(data), "--out", str(out), "--seeds", "0", "--epochs", "1", "--n-test", "4",
             "--models", "g_sympnet_ctx", "--context-lens", "5", "--splits", "interpolation"]
-    assert main([*base, "--noise", "0"]) == 0
+    assert run_study(STUDY, [*base, "--noise", "0"]) == 0
     rows = json.loads((out / "context_study.json").read_text())["rows"]
     methods = {r["method"] for r in rows}
     assert methods == {"g_sympnet_ctx", "g_sympnet_ctx oracle context", "fd+gauss_legendre4",
@@ -170,7 +171,7 @@ def test_study_on_a_tiny_oscillator_family_accumulates_rows_over_invocations(tmp
     oracle = next(r for r in rows if r["method"] == "oracle gauss_legendre4")
     assert np.median(shoot["errors"]["10"]) < 1e-3 and oracle["energy_per_state"] < 1e-4
     # a second invocation on another axis adds its rows; the first invocation's stay
-    assert main([*base, "--noise", "0.01"]) == 0
+    assert run_study(STUDY, [*base, "--noise", "0.01"]) == 0
     doc = json.loads((out / "context_study.json").read_text())
     assert sorted({r["noise"] for r in doc["rows"]}) == [0.0, 0.01] and len(doc["rows"]) == 2 * len(rows)
     assert len(doc["commands"]) == 2
@@ -179,7 +180,7 @@ def test_study_on_a_tiny_oscillator_family_accumulates_rows_over_invocations(tmp
     assert "max relative energy error" in text
     # --figures-only redraws from the json and changes nothing in it
     before = (out / "context_study.json").read_text()
-    assert main(["--data", str(data), "--out", str(out), "--figures-only"]) == 0
+    assert run_study(STUDY, ["--data", str(data), "--out", str(out), "--figures-only"]) == 0
     assert (out / "context_study.json").read_text() == before
     assert (out / "context_coupled_oscillator_noise.png").exists()
 
@@ -223,14 +224,15 @@ def test_an_identification_refused_for_one_pair_fails_that_pair_only():
 def test_bad_context_study_input_is_one_line_and_writes_nothing(args, message, tmp_path, capsys):
     import h5py
 
-    from vpintegrator.studies.context import main
+    from vpintegrator.studies.context import STUDY
+    from vpintegrator.studies.driver import main as run_study
 
     data = tmp_path / "d.h5"
     with h5py.File(data, "w") as f:  # what the study reads before it trains: the system and the step
         f.attrs["system"], f.attrs["dt"] = "rigid_body", 0.2
     out = tmp_path / "study"
     argv = [str(data) if a == "DATA" else a for a in args]
-    assert main(["--out", str(out), *argv]) == 2
+    assert run_study(STUDY, ["--out", str(out), *argv]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
     ours = [line for line in err.splitlines() if line.startswith("context study: error: ")]
@@ -242,22 +244,18 @@ def test_bad_context_study_input_is_one_line_and_writes_nothing(args, message, t
 def test_context_study_keys_from_a_plan_file(tmp_path, capsys):
     """The study's keys are Config keys: a --plan TOML file gives them (arrays or comma lists), --set and
     the flags go on top, and every value is checked once."""
-    import argparse
-
-    from vpintegrator.studies.context import ContextOptions
-    from vpintegrator.studies.options import add_options, parse
+    from vpintegrator.studies.context import STUDY
+    from vpintegrator.studies.options import parse
 
     plan = tmp_path / "plan.toml"
     plan.write_text('out = "run"\nnoise = [0, 0.01]\ncontext_lens = "5,10"\nsplits = ["extrapolation"]\n'
                     'seeds = [2, 3]\n')
-    ap = argparse.ArgumentParser()
-    add_options(ap, ContextOptions, required=("out",))
-    a = parse(ap, ["--plan", str(plan), "--set", "epochs=3", "--n-test", "7"])
+    a = parse(STUDY, ["--plan", str(plan), "--set", "epochs=3", "--n-test", "7"])
     assert (a.out, a.noise, a.context_lens, a.splits, a.seeds, a.epochs, a.n_test) == \
         ("run", [0.0, 0.01], [5, 10], ["extrapolation"], [2, 3], 3, 7)
-    assert parse(ap, ["--out", "r"]).noise is None  # not given: the study's default axis
+    assert parse(STUDY, ["--out", "r"]).noise is None  # not given: the study's default axis
     plan.write_text('out = "run"\nnoise_level = 0.1\n')
     from vpintegrator.studies.runner import StudyError
 
     with pytest.raises(StudyError, match="noise_level"):
-        parse(ap, ["--plan", str(plan)])
+        parse(STUDY, ["--plan", str(plan)])

@@ -81,3 +81,24 @@ def test_no_internal_references_in_list_and_help(command):
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 0, result.output
         assert not INTERNAL.search(result.output), (args, INTERNAL.search(result.output).group(0))
+
+
+def test_no_internal_references_on_the_docs_site():
+    """The docs pages say what a tracker reference meant ("the structure study's targets"), never "issue 21"
+    or "the issue's"."""
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    pattern = re.compile(r"\b[Ii]ssue[\s-]+#?\d+|\bthe issue's\b")
+    found = [f"{p.relative_to(docs)}:{i}: {pattern.search(line).group(0)}"
+             for p in sorted(docs.rglob("*.md")) for i, line in enumerate(p.read_text().splitlines(), 1)
+             if pattern.search(line)]
+    assert not found, found
+
+
+def test_no_internal_references_in_the_study_helps(capsys):
+    from vpintegrator.studies.options import STUDIES
+    from vpintegrator.studies.driver import main
+
+    for name in STUDIES:
+        assert main(name, ["--help"]) == 0
+        out = capsys.readouterr().out
+        assert not INTERNAL.search(out), (name, INTERNAL.search(out).group(0))

@@ -96,8 +96,8 @@ def test_the_studies_find_their_configs():
 
     for model in coupled_oscillator.MODELS:
         assert coupled_oscillator._resolve(coupled_oscillator._default_config(model)).is_file(), model
-    assert Path(rigid_body.parse_args(["--out", "x"]).config_dir, "rigid_body_vpt.toml").is_file()
-    assert Path(rigid_body_quality.parse_args(["--out", "x"]).config).is_file()
+    assert Path(rigid_body.STUDY.parse(["--out", "x"]).config_dir, "rigid_body_vpt.toml").is_file()
+    assert Path(rigid_body_quality.STUDY.parse(["--out", "x"]).config).is_file()
 
 
 def test_specs_ship_too():

@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 from vpintegrator.studies import coupled_oscillator
+from vpintegrator.studies.driver import main as run_study
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "reproduce_coupled_oscillator.py"
 # the script in a checkout; its one line (the study's main) where the tests run against an installed wheel
 RUN = ([sys.executable, str(SCRIPT)] if SCRIPT.is_file() else
-       [sys.executable, "-c", "from vpintegrator.studies.coupled_oscillator import main; raise SystemExit(main())"])
+       [sys.executable, "-c", "from vpintegrator.studies.driver import main; raise SystemExit(main(\'coupled_oscillator\'))"])
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +101,7 @@ def test_mean_std(study, values, mean, std):
 
 
 def test_table_only_rebuilds_results(study, fake_run, capsys):
-    assert study.main(["--out", str(fake_run), "--table-only"]) == 0
+    assert run_study(study.STUDY, ["--out", str(fake_run), "--table-only"]) == 0
     md = (fake_run / "results.md").read_text()
     assert "| VPT (volume-preserving transformer) | 2 | 0.02 ± 0.0141 |" in md
     assert "| Störmer–Verlet | – | 0.02 |" in md
@@ -129,7 +130,7 @@ def test_table_only_rebuilds_results(study, fake_run, capsys):
     ],
 )
 def test_bad_input_is_one_line(study, tmp_path, capsys, args, needle):
-    assert study.main(["--out", str(tmp_path / "run"), *args]) == 2
+    assert run_study(study.STUDY, ["--out", str(tmp_path / "run"), *args]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: ") and needle in lines[0], lines
     assert not (tmp_path / "run").exists()
@@ -138,12 +139,12 @@ def test_bad_input_is_one_line(study, tmp_path, capsys, args, needle):
 def test_bad_run_directories(study, tmp_path, capsys):
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("")
-    assert study.main(["--out", str(tmp_path / "full")]) == 2  # not empty, no --skip-existing
-    assert study.main(["--out", str(tmp_path / "missing"), "--table-only"]) == 2
+    assert run_study(study.STUDY, ["--out", str(tmp_path / "full")]) == 2  # not empty, no --skip-existing
+    assert run_study(study.STUDY, ["--out", str(tmp_path / "missing"), "--table-only"]) == 2
     (tmp_path / "empty").mkdir()
-    assert study.main(["--out", str(tmp_path / "empty"), "--table-only"]) == 2  # no rollout tables
+    assert run_study(study.STUDY, ["--out", str(tmp_path / "empty"), "--table-only"]) == 2  # no rollout tables
     (tmp_path / "file").write_text("")
-    assert study.main(["--out", str(tmp_path / "file")]) == 2
+    assert run_study(study.STUDY, ["--out", str(tmp_path / "file")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 4 and all(line.startswith("Error: ") for line in err)
 
@@ -158,9 +159,9 @@ def test_both_studies_plan_on_the_one_runner(tmp_path):
     from vpintegrator.studies import rigid_body, runner
 
     assert coupled_oscillator.StudyError is rigid_body.StudyError is runner.StudyError
-    settings, _ = coupled_oscillator.parse_args(["--out", str(tmp_path / "co"), "--seeds", "0,1", "--models", "st,vpt",
+    settings, _ = coupled_oscillator.STUDY.parse(["--out", str(tmp_path / "co"), "--seeds", "0,1", "--models", "st,vpt",
                                                  "--init-scale", "0.3"])
-    plans = [coupled_oscillator.plan(settings), rigid_body.plan(rigid_body.parse_args(["--out", str(tmp_path / "rb")]))]
+    plans = [coupled_oscillator.plan(settings), rigid_body.plan(rigid_body.STUDY.parse(["--out", str(tmp_path / "rb")]))]
     for plan in plans:
         assert type(plan) is runner.Runner and plan.tasks
         assert all(type(t) is runner.Task and (t.cmd[0] in runner.TOOLS or t.cmd[:3] == ["python", "-m", "vpintegrator.studies.attention"])

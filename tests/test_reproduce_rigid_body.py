@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "reproduce_rigid_body.py"
 # the script in a checkout; its one line (the study's main) where the tests run against an installed wheel
 RUN = ([sys.executable, str(SCRIPT)] if SCRIPT.is_file() else
-       [sys.executable, "-c", "from vpintegrator.studies.rigid_body import main; raise SystemExit(main())"])
+       [sys.executable, "-c", "from vpintegrator.studies.driver import main; raise SystemExit(main(\'rigid_body\'))"])
 
 
 def _write_training(run_dir: Path, losses, seconds, best_epoch: int, wall: float) -> None:
@@ -217,7 +217,7 @@ def test_write_timing_reports_no_steps_cost_below_resolution(tmp_path, short_cpu
 
 
 def test_plan_runs_the_paper_setup(tmp_path):
-    args = rr.parse_args(["--out", str(tmp_path / "run"), "--seeds", "0,1", "--models", "vpt,vpt_exact,st"])
+    args = rr.STUDY.parse(["--out", str(tmp_path / "run"), "--seeds", "0,1", "--models", "vpt,vpt_exact,st"])
     t = rr.plan(args).tasks
     assert [k for k in t if k.startswith("train_")] == [
         "train_vpt_s0", "train_st_s0", "train_vpt_exact_s0", "train_vpt_s1", "train_st_s1", "train_vpt_exact_s1"]
@@ -240,7 +240,7 @@ def test_plan_runs_the_paper_setup(tmp_path):
 def test_training_budget_is_cpu_time_with_a_wall_ceiling(tmp_path):
     """Issue 36: a loaded machine gave each "60 s" model 17–20 CPU s; the budget is CPU seconds by default."""
     def train_flags(*extra):
-        a = rr.parse_args(["--out", str(tmp_path / "run"), "--seeds", "0", "--models", "vpt", "--train-seconds", "50", *extra])
+        a = rr.STUDY.parse(["--out", str(tmp_path / "run"), "--seeds", "0", "--models", "vpt", "--train-seconds", "50", *extra])
         cmd = [str(c) for c in rr.plan(a).tasks["train_vpt_s0"].cmd]
         return {f: cmd[cmd.index(f) + 1] for f in ("--cpu-time-limit", "--time-limit") if f in cmd}
 
@@ -248,13 +248,13 @@ def test_training_budget_is_cpu_time_with_a_wall_ceiling(tmp_path):
     assert train_flags("--wall-ceiling", "2") == {"--cpu-time-limit": "50", "--time-limit": "100"}
     assert train_flags("--budget", "wall") == {"--time-limit": "50"}
     with pytest.raises(study_runner.StudyError, match="--wall-ceiling"):
-        rr.parse_args(["--out", str(tmp_path / "run"), "--wall-ceiling", "0.5"])
+        rr.STUDY.parse(["--out", str(tmp_path / "run"), "--wall-ceiling", "0.5"])
 
 
 def test_quick_plan_trains_on_implicit_midpoint_data_only(tmp_path):
     """--quick leaves out vpt_exact: the paper set and the held-out set by implicit midpoint (the paper's
     data), the RK4 timing reference, and the held-out set by the exact flow only for the attention step."""
-    t = rr.plan(rr.parse_args(["--quick", "--out", str(tmp_path / "run")])).tasks
+    t = rr.plan(rr.STUDY.parse(["--quick", "--out", str(tmp_path / "run")])).tasks
     gens = {k: [str(c) for c in v.cmd] for k, v in t.items() if v.cmd[0] == "vp-gen"}
     assert sorted(gens) == ["gen_heldout_exact", "gen_heldout_im", "gen_im", "gen_timing_ref"]
     assert [k for k, cmd in gens.items() if "dop853" in cmd] == ["gen_heldout_exact"]
@@ -265,10 +265,10 @@ def test_quick_plan_trains_on_implicit_midpoint_data_only(tmp_path):
 
 
 def test_quick_defaults():
-    a = rr.parse_args(["--quick"])
+    a = rr.STUDY.parse(["--quick"])
     assert (a.seeds, a.train_seconds, a.long_t_end, a.timing_t_end, a.n_heldout) == ([0, 1], 60.0, 1000.0, 5000.0, 20)
     assert a.models == ["vpff", "vpt", "st"]
-    a = rr.parse_args([])
+    a = rr.STUDY.parse([])
     assert (a.seeds, a.train_seconds, a.long_t_end, a.timing_t_end) == ([0, 1, 2, 3, 4], 300.0, 5000.0, 50000.0)
     assert a.models == ["vpff", "vpt", "vpt_arb", "st", "vpt_exact"]
 
@@ -280,7 +280,7 @@ def test_quick_defaults():
         (["--seeds", "0,x"], "--seeds must be a comma list of integers"),
         (["--jobs", "0"], "--jobs must be >= 1"),
         (["--train-seconds", "nan"], "--train-seconds must be a number"),
-        (["--no-such-flag"], "unrecognized arguments"),
+        (["--no-such-flag"], "No such option"),
         (["__existing__"], "exists and is not empty"),
         (["--table-only"], "holds no study"),
     ],
@@ -379,14 +379,19 @@ def _counter_lines(out: str) -> list[tuple[int, int, str]]:
     return [(int(m[1]), int(m[2]), m[3] + ": " + m[4]) for m in found if m]
 
 
-def test_runner_counts_every_planned_task_once_against_a_fixed_total(tmp_path, capsys):
+def test_runner_counts_every_planned_task_once_against_a_fixed_total(tmp_path, caplog):
     """[1/N] ... [N/N] with N = all planned tasks from the first line on, also when the plan runs in two
-    phases (as the rigid-body study does: its paper data first); --skip-existing keeps what succeeded."""
+    phases (as the rigid-body study does: its paper data first); --skip-existing keeps what succeeded. The
+    lines are log records (logger vpintegrator.studies, INFO): -q hides them."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="vpintegrator.studies")
     run = tmp_path / "run"
     r = _plan_counter_tasks(run)
     assert r.execute(["a"]) is True  # phase 1
     assert r.execute() is False  # phase 2: c fails, d cannot run
-    lines = _counter_lines(capsys.readouterr().out)
+    lines = _counter_lines("\n".join(caplog.messages))
+    caplog.clear()
     assert [(k, n) for k, n, _ in lines] == [(k, 5) for k in range(1, 6)]
     status = {text.split(":")[0]: text for _, _, text in lines}
     assert status["c"].startswith("c: FAILED (exit 3): c broke")
@@ -402,7 +407,7 @@ def test_runner_counts_every_planned_task_once_against_a_fixed_total(tmp_path, c
     # resumed: the three that succeeded are skipped (counted first), c is tried again
     again = _plan_counter_tasks(run)
     assert again.execute() is False
-    lines = _counter_lines(capsys.readouterr().out)
+    lines = _counter_lines("\n".join(caplog.messages))
     assert [(k, n) for k, n, _ in lines] == [(k, 5) for k in range(1, 6)]
     assert [text for _, _, text in lines[:3]] == [f"{x}: done before, skipped" for x in "abe"]
     assert len((run / "study.log").read_text().splitlines()) == 5
@@ -440,3 +445,27 @@ def test_sigterm_stops_the_children_and_exits_130(tmp_path):
     with pytest.raises(ProcessLookupError):  # the child is gone (reaped by the study)
         os.kill(child, 0)
     assert not (run / ".tasks" / "sleep.json").exists()  # not marked done: --skip-existing runs it again
+
+
+def _budget_run(path: Path, cpu: float, wall: float, stopped: str = "time_limit", budget: float = 60.0) -> Path:
+    path.mkdir(parents=True)
+    (path / "config.toml").write_text(f"cpu_time_limit = {budget}\ntime_limit = {4 * budget}\n")
+    (path / "summary.json").write_text(json.dumps({"cpu_time": cpu, "wall_time": wall, "stopped": stopped}))
+    return path
+
+
+def test_results_say_which_trainings_a_wall_limit_stopped_before_their_cpu_budget(tmp_path):
+    """A quick study on a loaded machine: the runs stopped at their wall ceiling with CPU seconds of their
+    budget left are named in results.md with the CPU seconds they used; the others are not."""
+    from vpintegrator.studies import rigid_body_results as results
+
+    cut = results.training_budget(_budget_run(tmp_path / "vpt_s0", cpu=51.3, wall=240.0))
+    full = results.training_budget(_budget_run(tmp_path / "vpt_s1", cpu=60.02, wall=75.0))
+    early = results.training_budget(_budget_run(tmp_path / "st_s0", cpu=20.0, wall=21.0, stopped="early_stopping"))
+    assert (cut["wall_limited"], full["wall_limited"], early["wall_limited"]) == (True, False, False)
+    assert results.training_budget(tmp_path / "missing") is None
+    lines = results.budget_lines([{"model": "vpt", "seed": 0, **cut}, {"model": "vpt", "seed": 1, **full},
+                             {"model": "st", "seed": 0, **early}])
+    assert "1 of 3 trainings stopped at their wall-time ceiling before their CPU budget" in lines[0]
+    assert "vpt seed 0: 51 of 60 CPU s (240 s wall)" in lines[0] and "seed 1" not in lines[0]
+    assert "none at its wall ceiling" in results.budget_lines([{"model": "vpt", "seed": 1, **full}])[0]

@@ -8,10 +8,11 @@ import pytest
 
 from vpintegrator.studies import rigid_body_quality as study
 from vpintegrator.studies.runner import Task
+from vpintegrator.studies.driver import main as run_study
 
 
 def test_plan_two_phases_per_seed(tmp_path):
-    a = study.parse_args(["--out", str(tmp_path / "run"), "--seeds", "0,3", "--unroll", "2"])
+    a = study.STUDY.parse(["--out", str(tmp_path / "run"), "--seeds", "0,3", "--unroll", "2"])
     tasks = study.plan(a).tasks
     assert list(tasks) == ["gen_im", "gen_exact", "train_p1_s0", "rollout_im_p1_s0", "rollout_exact_p1_s0",
                            "train_p2_s0", "rollout_im_p2_s0", "rollout_exact_p2_s0",
@@ -21,7 +22,7 @@ def test_plan_two_phases_per_seed(tmp_path):
     assert "unroll=2" in p2 and f"init_from={tmp_path / 'run' / 'train' / 'p1_s3' / 'best.pt'}" in p2
     assert tasks["train_p2_s3"].deps == ["train_p1_s3"] and all(isinstance(t, Task) for t in tasks.values())
     assert not (tmp_path / "run").exists()  # planning writes nothing
-    a = study.parse_args(["--out", str(tmp_path / "run"), "--seeds", "1", "--phase3-seconds", "60", "--unroll3", "4"])
+    a = study.STUDY.parse(["--out", str(tmp_path / "run"), "--seeds", "1", "--phase3-seconds", "60", "--unroll3", "4"])
     tasks = study.plan(a).tasks
     assert list(tasks)[-3:] == ["train_p3_s1", "rollout_im_p3_s1", "rollout_exact_p3_s1"]
     p3 = [str(c) for c in tasks["train_p3_s1"].cmd]
@@ -35,7 +36,7 @@ def test_plan_two_phases_per_seed(tmp_path):
     (["--config", "no/such.toml"], "--config"), (["--table-only"], "--table-only"), (["--bogus"], "--bogus"),
 ])
 def test_bad_input_is_one_line(tmp_path, capsys, args, needle):
-    assert study.main(["--out", str(tmp_path / "run"), *args]) == 2
+    assert run_study(study.STUDY, ["--out", str(tmp_path / "run"), *args]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: ") and needle in lines[0], lines
     assert not (tmp_path / "run").exists()

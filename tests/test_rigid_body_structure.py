@@ -14,15 +14,16 @@ import pytest
 
 from vpintegrator.studies import rigid_body_structure as study
 from vpintegrator.studies.runner import TOOLS, Task
+from vpintegrator.studies.driver import main as run_study
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "reproduce_rigid_body_structure.py"
 RUN = ([sys.executable, str(SCRIPT)] if SCRIPT.is_file() else
-       [sys.executable, "-c", "from vpintegrator.studies.rigid_body_structure import main; raise SystemExit(main())"])
+       [sys.executable, "-c", "from vpintegrator.studies.driver import main; raise SystemExit(main(\'rigid_body_structure\'))"])
 
 
 def test_plan_trains_every_model_on_exact_data_and_evaluates_held_out(tmp_path):
-    a = study.parse_args(["--out", str(tmp_path / "run"), "--seeds", "0,2", "--models", "lpnet,vpt",
+    a = study.STUDY.parse(["--out", str(tmp_path / "run"), "--seeds", "0,2", "--models", "lpnet,vpt",
                           "--n-heldout", "30", "--n-long", "4"])
     tasks = study.plan(a).tasks
     assert [k for k in tasks if k.startswith("train_")] == ["train_lpnet_s0", "train_vpt_s0", "train_lpnet_s2",
@@ -72,7 +73,7 @@ def test_heldout_spec_draws_fresh_conditions_on_the_sphere(tmp_path):
     (["--bogus"], "--bogus"),
 ])
 def test_bad_input_is_one_line(tmp_path, capsys, args, needle):
-    assert study.main(["--out", str(tmp_path / "run"), *args]) == 2
+    assert run_study(study.STUDY, ["--out", str(tmp_path / "run"), *args]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: ") and needle in lines[0], lines
     assert not (tmp_path / "run").exists()

@@ -16,6 +16,7 @@ from vpintegrator.cli import study
 from vpintegrator.config import declared, documented, first_sentence
 from vpintegrator.studies import coupled_oscillator, rigid_body, rigid_body_quality, rigid_body_structure
 from vpintegrator.studies.options import StudyOptions
+from vpintegrator.studies.driver import main as run_study
 
 OPTIONS = {
     "rigid_body": (rigid_body, rigid_body.RigidBodyOptions),
@@ -83,7 +84,7 @@ BAD = [
 @pytest.mark.parametrize("name, args, message", BAD)
 def test_a_bad_key_or_value_is_one_line_naming_it(name, args, message, tmp_path, capsys):
     run = tmp_path / "run"
-    assert OPTIONS[name][0].main(["--out", str(run), *args]) == 2
+    assert run_study(OPTIONS[name][0].STUDY, ["--out", str(run), *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
     result = CliRunner().invoke(study.main, [name, "--out", str(run), *args])
@@ -115,7 +116,7 @@ PLANS = {
 
 
 def _tasks(module, argv):
-    parsed = module.parse_args(argv)
+    parsed = module.STUDY.parse(argv)
     runner = module.plan(parsed[0] if isinstance(parsed, tuple) else parsed)
     return [[t.name, [str(c) for c in t.cmd], [str(o) for o in t.outputs], t.deps, t.exclusive]
             for t in runner.tasks.values()]
@@ -135,9 +136,9 @@ def test_flags_and_set_go_on_top_of_the_plan_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     plan = tmp_path / "plan.toml"
     plan.write_text(_toml({"out": "runs/a", "train_seconds": 50, "n_steps": 100, "quick": True}))
-    s, _ = coupled_oscillator.parse_args(["--plan", str(plan), "--train-seconds", "60", "--set", "n_steps=200"])
+    s, _ = coupled_oscillator.STUDY.parse(["--plan", str(plan), "--train-seconds", "60", "--set", "n_steps=200"])
     assert (s.out, s.train_seconds, s.n_steps, s.quick, s.seeds) == ("runs/a", 60.0, 200, True, [0])
-    s, _ = coupled_oscillator.parse_args(["--plan", str(plan), "--out", "runs/b"])
+    s, _ = coupled_oscillator.STUDY.parse(["--plan", str(plan), "--out", "runs/b"])
     assert (s.out, s.train_seconds) == ("runs/b", 50.0) and isinstance(s.train_seconds, float)
 
 
@@ -170,9 +171,9 @@ def test_the_attention_step_is_a_config_too(tmp_path, capsys):
     for args, message in ((["--n-traj", "0"], "--n-traj must be >= 1; got 0"),
                           (["--set", "t_end=-1"], "--t-end must be a positive number; got -1"),
                           (["--set", "ntraj=3"], "did you mean 'n_traj'?")):
-        assert attention.main([*base, *args]) == 2
+        assert run_study(attention.STUDY, [*base, *args]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0], err
-    assert attention.main(base[2:]) == 2
+    assert run_study(attention.STUDY, base[2:]) == 2
     assert "--model is required" in capsys.readouterr().err
     assert not (tmp_path / "o.json").exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import subprocess
 import sys
 
@@ -13,8 +14,9 @@ from click.testing import CliRunner
 
 from vpintegrator.cli import group, study
 from vpintegrator.studies import coupled_oscillator, rigid_body, rigid_body_quality, rigid_body_structure
-from vpintegrator.studies.options import STUDIES, StudyOptions, add_options, checked, parse
+from vpintegrator.studies.options import STUDIES, Study, StudyOptions, parse
 from vpintegrator.studies.runner import StudyError
+from vpintegrator.studies.driver import main as run_study
 
 SHARED = ("--out", "--seeds", "--jobs", "--budget", "--wall-ceiling", "--skip-existing", "--overwrite",
           "--table-only", "--export-pretrained")
@@ -31,16 +33,14 @@ def test_every_study_is_listed_and_takes_the_shared_flags():
     assert result.exit_code == 0
     for name in STUDIES:
         assert name in result.output
-        with pytest.raises(SystemExit) as exc:  # argparse's --help
-            {**MODULES, **own}[name].main(["--help"])
-        assert exc.value.code == 0
+        assert run_study({**MODULES, **own}[name].STUDY, ["--help"]) == 0  # click's help, exit status 0
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_shared_flags_in_each_study_help(name, capsys):
-    with pytest.raises(SystemExit):
-        MODULES[name].main(["--help"])
+    assert run_study(name, ["--help"]) == 0
     out = capsys.readouterr().out
+    assert out.startswith(f"Usage: vp-study {name} [OPTIONS]")
     for flag in SHARED:
         assert flag in out, (name, flag)
 
@@ -57,7 +57,7 @@ def test_shared_checks_are_the_same_in_every_study(name, args, message, tmp_path
     """One checker: the same bad shared flag gets the same one-line error (exit 2) from every study,
     through the driver as through the module."""
     argv = ["--out", str(tmp_path / "run"), *args]
-    assert MODULES[name].main(argv) == 2
+    assert run_study(MODULES[name].STUDY, argv) == 2
     assert message in capsys.readouterr().err
     result = CliRunner().invoke(study.main, [name, *argv])
     assert result.exit_code == 2
@@ -71,27 +71,87 @@ def test_unknown_study_is_one_line_with_a_close_match():
     assert "Traceback" not in result.output
 
 
-def test_checked_normalises_and_writes_back():
-    p = argparse.ArgumentParser()
-    add_options(p, required=("out",), defaults={"seeds": "3,1"})
-    a = p.parse_args(["--out", "r", "--budget", "wall"])
-    opts = checked(a)
-    assert isinstance(opts, StudyOptions)
-    assert a.seeds == [3, 1] and opts.seeds == [3, 1]
-    assert (a.jobs, a.budget, a.wall_ceiling, a.skip_existing) == (2, "wall", 4.0, False)
-    a = parse(p, ["--out", "r", "--budget", "wall"])  # the same through parse
+def test_parse_normalises_and_checks_once():
+    shared = Study(StudyOptions, lambda a: 0, required=("out",), defaults={"seeds": "3,1"})
+    a = parse(shared, ["--out", "r", "--budget", "wall"])
     assert (a.out, a.seeds, a.jobs, a.budget, a.wall_ceiling, a.skip_existing) == ("r", [3, 1], 2, "wall", 4.0, False)
     with pytest.raises(StudyError, match=r"^--out is required"):
-        parse(p, [])  # --out required (its flag or out in the --plan file)
-
-
-def test_checked_refuses_a_bad_value_naming_the_flag():
+        parse(shared, [])  # --out required (its flag or out in the --plan file)
     with pytest.raises(StudyError, match=r"^--jobs must be >= 1"):
-        checked(argparse.Namespace(out="r", seeds=None, jobs=-1, budget="cpu", wall_ceiling=4.0,
-                                   skip_existing=False, overwrite=False, table_only=False, export_pretrained=None))
+        parse(shared, ["--out", "r", "--jobs", "-1"])
+    with pytest.raises(StudyError, match=r"No such option '--job'.*see --help"):
+        parse(shared, ["--out", "r", "--job", "1"])
 
 
 def test_python_m_vpintegrator_study_lists_the_studies():
     assert "study" in group.COMMANDS
     out = subprocess.run([sys.executable, "-m", "vpintegrator", "study"], capture_output=True, text=True, check=True)
     assert all(name in out.stdout for name in STUDIES)
+
+
+def test_vp_study_list_and_list_json():
+    result = CliRunner().invoke(study.main, ["--list"])
+    assert result.exit_code == 0 and all(name in result.output for name in STUDIES)
+    result = CliRunner().invoke(study.main, ["--list", "--json"])
+    assert result.exit_code == 0
+    listed = json.loads(result.output)["studies"]
+    assert [s["name"] for s in listed] == list(STUDIES)
+    assert all(s["description"] and s["module"].startswith("vpintegrator.studies.") for s in listed)
+
+
+@pytest.mark.parametrize("name", sorted(STUDIES))
+def test_print_config_is_a_plan_file_of_the_same_study(name, tmp_path):
+    """--print-config prints the resolved keys as TOML without running; given back as --plan it resolves to
+    the same keys (the flags and --set it was printed with included)."""
+    argv = ["--seeds", "4,2", "--set", "out=" + repr(str(tmp_path / "r2"))]
+    first = CliRunner().invoke(study.main, [name, *argv, "--print-config"])
+    assert first.exit_code == 0, first.output
+    assert "seeds = [4, 2]" in first.output and "r2" in first.output
+    plan = tmp_path / "plan.toml"
+    plan.write_text(first.output)
+    again = CliRunner().invoke(study.main, [name, "--plan", str(plan), "--print-config"])
+    assert again.exit_code == 0 and again.output == first.output
+    assert not (tmp_path / "r2").exists()  # nothing ran
+
+
+def _echo_study(tmp_path):
+    """A Study whose run executes one real task through the Runner (a python -c child)."""
+    import sys as _sys
+
+    from vpintegrator.studies.runner import Runner, Task
+
+    def run(a):
+        r = Runner(a.out)
+        r.add(Task("hello", [_sys.executable, "-c", "print('hi')"], []))
+        assert r.execute()
+        print("the study's own text")
+        return 0
+
+    return Study(StudyOptions, run, required=("out",), prog="echo-study")
+
+
+@pytest.mark.parametrize("flags, progress, command", [([], True, False), (["-q"], False, False),
+                                                      (["-v"], True, True)])
+def test_quiet_and_verbose(flags, progress, command, tmp_path, capsys):
+    """Progress lines go to stderr through logging: -q hides them, -v adds each step's command line."""
+    assert run_study(_echo_study(tmp_path), ["--out", str(tmp_path / "run"), *flags]) == 0
+    out, err = capsys.readouterr()
+    assert "the study's own text" in out
+    assert ("[1/1] hello:" in err) == progress
+    assert ("debug: vpintegrator.studies: hello: " in err and "print" in err) == command
+
+
+def test_json_is_the_only_thing_on_stdout(tmp_path, capsys):
+    assert run_study(_echo_study(tmp_path), ["--out", str(tmp_path / "run"), "--json"]) == 0
+    out, err = capsys.readouterr()
+    summary = json.loads(out)
+    assert summary["exit_status"] == 0 and summary["out"] == str(tmp_path / "run")
+    assert "the study's own text" in err and "[1/1] hello:" in err
+
+
+def test_a_study_help_is_clicks(capsys):
+    assert run_study("context", ["-h"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Usage: vp-study context [OPTIONS]")
+    for flag in ("--plan TOML", "--set KEY=VALUE", "--print-config", "--json", "-q, --quiet", "-v, --verbose"):
+        assert flag in out

@@ -52,7 +52,7 @@ def _text(x) -> str:
 
 def planned(module, flags: list[str]) -> list[list]:
     """Every task of the study's plan for ``flags`` (with ``--out runs/plan``, in the working directory)."""
-    parsed = module.parse_args(["--out", "runs/plan", *flags])
+    parsed = module.STUDY.parse(["--out", "runs/plan", *flags])
     runner = module.plan(parsed[0] if isinstance(parsed, tuple) else parsed)
     return [[t.name, [_text(c) for c in t.cmd], [_text(o) for o in t.outputs], list(t.deps), t.exclusive]
             for t in runner.tasks.values()]

@@ -110,3 +110,42 @@ def test_sink_set_up_is_not_in_wall_time(tiny_data, tmp_path, fake_mlflow):
     assert time.perf_counter() - t0 >= 3.0
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["wall_time"] < 3.0 and result.wall_time < 3.0
+
+
+class Collector:
+    """A user's own logger: the sink methods, nothing else (what a W&B wrapper would be)."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict] = []
+        self.closed = 0
+
+    def log(self, row):
+        self.rows.append(dict(row))
+
+    def close(self):
+        self.closed += 1
+
+
+def test_a_sink_object_gets_every_row_and_is_closed_once(tiny_data, tmp_path):
+    import csv
+
+    mine, rows_only = Collector(), types.SimpleNamespace(rows=[])
+    rows_only.log = rows_only.rows.append  # log alone (no close) is enough
+    result = fit(dict(data=[tiny_data], model=MODEL, out=str(tmp_path / "run"), **KW), logger=[mine, rows_only])
+    assert [r["epoch"] for r in mine.rows] == [1, 2] == [r["epoch"] for r in rows_only.rows]
+    with open(tmp_path / "run" / "log.csv") as f:
+        logged = list(csv.DictReader(f))
+    assert [float(r["train_loss"]) for r in logged] == pytest.approx([r["train_loss"] for r in mine.rows])
+    assert mine.closed == 1 and result.epochs == 2
+    ens = Collector()  # an ensemble: one object, each member's rows with member and seed
+    fit(dict(data=[tiny_data], model=MODEL, **KW), ensemble=2, logger=ens)
+    assert sorted({(r["member"], r["seed"]) for r in ens.rows}) == [(0, 5), (1, 6)] and ens.closed == 1
+
+
+@pytest.mark.parametrize("bad", [object(), [Collector(), 3]])
+def test_a_sink_object_without_log_is_one_line(bad, tiny_data):
+    from vpintegrator import VPIntegratorError
+
+    with pytest.raises(VPIntegratorError, match=r"logger must be .* an object with a log\(row\) method") as info:
+        fit(dict(data=[tiny_data], model=MODEL, **KW), logger=bad)
+    assert info.value.key == "logger"

@@ -8,6 +8,9 @@ every update), and a last one at the end, each with done/total, the rate and the
 
     vp-gen rigid_body_paper: 600/1238 (48%), 41.2 trajectories/s, 15 s left
 
+In a Jupyter notebook with tqdm installed, progress is tqdm's notebook widget instead (``tqdm.auto``:
+``notebook_widget``), with the same ``update``/``advance``/``close``.
+
 Torch-free; the training loop (``vpintegrator.training.loop``), ``vp-gen`` and ``vp-rollout`` use it.
 """
 
@@ -19,7 +22,8 @@ import sys
 import time
 from typing import Any, Callable, TextIO
 
-__all__ = ["DEFAULT_INTERVAL", "INTERVAL_ENV", "ProgressLines", "progress_interval", "on_terminal", "progress"]
+__all__ = ["DEFAULT_INTERVAL", "INTERVAL_ENV", "ProgressLines", "in_notebook", "notebook_widget", "progress_interval",
+           "on_terminal", "progress"]
 
 #: seconds between two plain progress lines (off a terminal)
 DEFAULT_INTERVAL = 15.0
@@ -46,6 +50,14 @@ def on_terminal(stream: TextIO | None = None) -> bool:
         return bool(stream.isatty())
     except (AttributeError, ValueError, OSError):  # a closed or foreign stream
         return False
+
+
+def in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (an IPython shell with a kernel; IPython is never imported
+    here: only a running shell matters)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    return shell is not None and getattr(shell, "kernel", None) is not None
 
 
 def _singular(unit: str) -> str:
@@ -205,10 +217,49 @@ class _Bar(_Reporter):
             self.bar = None
 
 
+class _Widget(_Reporter):
+    """A tqdm bar (``tqdm.auto``: the notebook widget in Jupyter) with ``ProgressLines``' ``update``/
+    ``advance``/``close``; ``text`` is its postfix."""
+
+    def __init__(self, bar: Any) -> None:
+        self.bar = bar
+        self.done = 0
+
+    def update(self, done: int, text: str = "") -> bool:
+        if text:
+            self.bar.set_postfix_str(text, refresh=False)
+        self.bar.update(max(int(done) - self.done, 0))
+        self.done = int(done)
+        return True
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def notebook_widget(label: str, total: int | None, unit: str = "") -> "_Widget | None":
+    """tqdm's notebook widget for ``label`` (``tqdm.auto.tqdm``) when this is a Jupyter kernel and tqdm is
+    installed; else None (the caller writes lines)."""
+    if not in_notebook():
+        return None
+    import importlib
+
+    try:
+        tqdm = importlib.import_module("tqdm.auto").tqdm  # optional (the notebook extra): no stubs needed
+    except ImportError:
+        return None
+    return _Widget(tqdm(total=total, desc=label, unit=_singular(unit) if unit else "it", leave=True))
+
+
 def progress(label: str, total: int, *, unit: str = "", stream: TextIO | None = None,
-             interval: float | None = None) -> "ProgressLines | _Bar":
-    """done/total progress for ``label``: a click bar on a terminal, ``ProgressLines`` elsewhere. Both
-    have ``update(done, text="")``, ``advance(n, text="")`` and ``close()``, and are context managers."""
+             interval: float | None = None) -> "ProgressLines | _Bar | _Widget":
+    """done/total progress for ``label``: a click bar on a terminal, tqdm's widget in a notebook (with tqdm
+    installed), ``ProgressLines`` elsewhere. All have ``update(done, text="")``, ``advance(n, text="")``
+    and ``close()``, and are context managers."""
+    widget = notebook_widget(label, total, unit) if stream is None else None
+    if widget is not None:
+        return widget
     if on_terminal(stream):
         return _Bar(label, total, stream)
     return ProgressLines(label, total, unit=unit, stream=stream, interval=interval)

@@ -45,16 +45,28 @@ def list_configs() -> list[str]:
 
 
 def config_description(path: Path) -> str:
-    """The first comment line of a config file (its one-line description), or ``""``."""
+    """The one-line description of a config file: the first sentence of its leading comment (the comment
+    lines up to a blank one, an indented command line or the first key, joined), whole; or ``""``."""
+    import re
+
+    lines: list[str] = []
     try:
         for line in path.read_text(encoding="utf-8").splitlines():
-            if line.startswith("#"):
-                return line.lstrip("#").strip()
-            if line.strip():
-                break
+            if not line.startswith("#"):
+                if line.strip() or lines:
+                    break
+                continue
+            text = line[1:]
+            if not text.strip() or text.startswith(("   ", "\t")):  # a blank comment line or a command
+                if lines:
+                    break
+                continue
+            lines.append(text.strip())
     except (OSError, UnicodeDecodeError):
-        pass
-    return ""
+        return ""
+    text = " ".join(lines)
+    end = re.search(r"(?<!e\.g)(?<!i\.e)(?<!etc)(?<!\bal)\.(?=\s+[A-Z(`]|\s*$)", text)
+    return text[: end.start() + 1] if end else text
 
 
 def config_path(name_or_path: str | os.PathLike[str]) -> Path:

@@ -18,6 +18,27 @@ import logging
 import sys
 from typing import Any, Callable, Iterable
 
+#: the values of the ``fast_step`` key, one type in ``vp-train`` and ``vp-rollout`` (a TOML of one loads in the
+#: other): ``off`` is the eager path; a rollout runs ``auto``, ``graph`` and ``compile`` alike (its compiled step)
+FAST_STEPS = ("auto", "off", "graph", "compile")
+
+
+def check_fast_step(value: Any) -> str:
+    """A ``fast_step`` value as its name: one of ``FAST_STEPS``; ``True``/``False`` (older rollout configs)
+    are ``"auto"``/``"off"``. Else a one-line error naming ``fast_step``."""
+    from .errors import VPIntegratorError
+
+    if isinstance(value, bool):
+        return "auto" if value else "off"
+    if not isinstance(value, str) or value not in FAST_STEPS:
+        raise VPIntegratorError(f"fast_step must be {', '.join(FAST_STEPS)}; got {value!r}", key="fast_step")
+    return value
+
+
+def fast_step_on(value: Any) -> bool:
+    """Whether a ``fast_step`` value (a name or a bool) asks for the fast path: anything but ``"off"``/False."""
+    return value not in (False, "off", None)
+
 import numpy as np
 
 from .arrays import array_namespace

@@ -11,7 +11,7 @@ checks and defaults); only the two surfaces without one have a Protocol, here:
 | ``torch.nn.Module`` | a window map | ``register_model``, ``"module:Class"`` | ``register_model(cls)``, ``cls`` bound to ``type[nn.Module]`` |
 | ``vpintegrator.stepping.StepMap`` (base class) | what a rollout advances | ``run_rollouts``, ``rollout`` | ``drive(step_map: StepMap, ...)`` |
 | [`PackerProtocol`][vpintegrator.protocols.PackerProtocol] | a layer's packing for the compiled model runner | ``register_packer`` | ``register_packer(cls, fn: PackerProtocol)`` |
-| [`SinkProtocol`][vpintegrator.protocols.SinkProtocol] | a tracking sink of the training log | ``make_sinks`` (``logger``) | ``Member.sinks: list[SinkProtocol]`` |
+| [`SinkProtocol`][vpintegrator.protocols.SinkProtocol] | a tracking sink of the training log | ``fit(..., logger=obj)``, ``make_sinks`` (``logger``) | ``Member.sinks: list[SinkProtocol]`` |
 
 Both Protocols are ``runtime_checkable``: ``isinstance(x, SinkProtocol)`` checks that the members exist
 (not their signatures; ``tests/test_layout.py`` also checks that the shipped plug-ins accept the
@@ -36,7 +36,8 @@ class PackerProtocol(Protocol):
 
 @runtime_checkable
 class SinkProtocol(Protocol):
-    """A tracking sink: every row of ``log.csv`` (``epoch`` and the logged values) goes to ``log``."""
+    """A tracking sink: every row of ``log.csv`` (``epoch`` and the logged values) goes to ``log``. A user's
+    object passed as ``fit(..., logger=obj)`` needs only ``log``; its ``close`` is called once at the end."""
 
     def log(self, row: dict[str, float]) -> None:
         ...

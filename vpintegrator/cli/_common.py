@@ -76,6 +76,23 @@ def _flag_namer() -> Callable[[str], str]:
     return name
 
 
+def shown_path(path: Any) -> str:
+    """``path`` as a command prints it: relative to the working directory when it lies under it
+    (``runs/a``, not ``/home/me/project/runs/a``), else as it is."""
+    import os
+    from pathlib import Path
+
+    if path is None:
+        return "None"
+    try:
+        p, cwd = Path(path).resolve(), Path.cwd().resolve()
+    except (OSError, RuntimeError, ValueError):
+        return str(path)
+    if p == cwd:
+        return "."
+    return p.relative_to(cwd).as_posix() if cwd in p.parents else os.fspath(path)
+
+
 # ---------------------------------------------------------------------------------------------------
 # the options every command spells the same way
 

@@ -84,8 +84,8 @@ def _integrators() -> list[str]:
     return [*list_integrators(), "exact_flow"]
 
 
-#: --fast-step (the name vp-train uses for the same thing) -> the RolloutConfig key fast_step
-_FAST_STEP = {"auto": True, "off": False}
+#: --fast-step's names: vp-train's, the RolloutConfig key fast_step (off: eager; the others: the compiled step)
+_FAST_STEP = ("auto", "off", "graph", "compile")
 
 
 def _config_class():
@@ -120,7 +120,7 @@ def _config_class():
 )
 @click.option("--fast-step", type=click.Choice(tuple(_FAST_STEP)), default="auto", show_default=True,
               help="auto: TorchScript-trace models and CUDA-graph model steps on the device engine; off: eager "
-              "(as vp-train --fast-step).")
+              "(vp-train --fast-step's names: graph and compile run as auto here).")
 @set_option(
     "Any RolloutConfig key, VALUE in TOML syntax (e.g. --set blowup=1e6); repeatable. A key that has its "
     "own flag is given once, by the flag or by --set."
@@ -182,7 +182,7 @@ def main(config, models, integrators, traj, fast_step, flags, set_, fail_on_blow
         models=[_model_spec(m) for m in models] or None,
         integrators=_names(integrators),
         traj=_int_list(traj),
-        fast_step=_FAST_STEP[fast_step] if given(ctx, "fast_step") else None,
+        fast_step=fast_step if given(ctx, "fast_step") else None,
         **flags,
     )
     from ..rollout.config import RENAMED_KEYS, renamed_keys

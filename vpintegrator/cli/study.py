@@ -1,24 +1,22 @@
 """``vp-study NAME [OPTIONS]`` / ``python -m vpintegrator study NAME [OPTIONS]``: run one of the package's
-studies (``vpintegrator.studies.options.STUDIES``); ``vp-study`` alone lists them.
+studies (``vpintegrator.studies.options.STUDIES``); ``vp-study --list`` (or ``vp-study`` alone) lists them.
 
-The options after NAME go to the study as they are (``vp-study rigid_body --quick --out runs/q`` is
-``scripts/reproduce_rigid_body.py --quick --out runs/q``); ``vp-study NAME --help`` shows them. The shared
-flags (``--out``, ``--seeds``, ``--jobs``, ``--budget``, ``--wall-ceiling``, ``--skip-existing``,
-``--overwrite``, ``--table-only``, ``--export-pretrained``) are ``StudyOptions``' keys, a study's own flags
-the keys of its subclass; ``--plan TOML`` reads a study's keys from a file and ``--set KEY=VALUE`` sets one
-(``vpintegrator.studies.options.parse``). Exit status: the study's (0 done, 2 bad input or a failed step,
-130 interrupted).
+The options after NAME are the study's (``vp-study rigid_body --quick --out runs/q`` is
+``scripts/reproduce_rigid_body.py --quick --out runs/q``); ``vp-study NAME --help`` shows them. Every study is
+parsed and run by one driver, ``vpintegrator.studies.driver.main``: the shared keys of ``StudyOptions``
+(``--out``, ``--seeds``, ``--jobs``, ``--budget``, ``--wall-ceiling``, ``--skip-existing``, ``--overwrite``,
+``--table-only``, ``--export-pretrained``), a study's own keys, ``--plan TOML``, ``--set KEY=VALUE`` and the
+conventions of the other commands: ``--print-config`` (the resolved keys as TOML, a ``--plan`` file),
+``--json`` (one JSON object on stdout), ``-q`` (no progress lines) and ``-v`` (each step's command line).
+Exit status: the study's (0 done, 2 bad input or a failed step, 130 interrupted).
 """
 
 from __future__ import annotations
 
-import importlib
-
 import click
 
-from ..config import did_you_mean
 from ..studies.options import STUDIES
-from ._common import version_option
+from ._common import echo_json, json_option, version_option
 
 
 def _listing() -> str:
@@ -30,20 +28,23 @@ def _listing() -> str:
                                              "allow_interspersed_args": False})
 @click.argument("name", required=False, metavar="NAME")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[OPTIONS]...")
+@click.option("--list", "list_", is_flag=True, help="List the studies (NAME and what it runs) and exit.")
+@json_option
 @version_option
 @click.pass_context
-def main(ctx: click.Context, name: str | None, args: tuple[str, ...]) -> None:
-    """Run the study NAME with its OPTIONS (`vp-study NAME --help` lists them); without NAME, list the
-    studies."""
-    if name is None:
-        click.echo("studies (vp-study NAME --help for a study's options):\n" + _listing())
+def main(ctx: click.Context, name: str | None, args: tuple[str, ...], list_: bool, as_json: bool) -> None:
+    """Run the study NAME with its OPTIONS (`vp-study NAME --help` lists them); with --list or without NAME,
+    list the studies."""
+    if list_ or name is None:
+        if as_json:
+            echo_json({"studies": [{"name": n, "module": f"vpintegrator.studies.{m}", "description": what}
+                                   for n, (m, what) in STUDIES.items()]})
+        else:
+            click.echo("studies (vp-study NAME --help for a study's options):\n" + _listing())
         return
-    if name not in STUDIES:
-        click.echo(f"Error: unknown study {name!r}{did_you_mean(name, STUDIES)}; valid: {', '.join(STUDIES)}",
-                   err=True)
-        ctx.exit(2)
-    module = importlib.import_module(f"vpintegrator.studies.{STUDIES[name][0]}")
-    ctx.exit(module.main(list(args)))
+    from ..studies.driver import main as run
+
+    ctx.exit(run(name, [*args, *(["--json"] if as_json else [])]))
 
 
 if __name__ == "__main__":

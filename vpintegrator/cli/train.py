@@ -23,6 +23,7 @@ from ._common import (
     Names,
     cli_errors,
     echo_json,
+    shown_path,
     json_option,
     print_config_option,
     quiet_option,
@@ -213,7 +214,7 @@ def main(config, data, model, seq_len, flags, set_, resume, print_config, as_jso
             click.echo(f"Interrupted: {err}", err=True)
             sys.exit(130)
         run_dir = err.result.run_dir
-        hint = f"; continue with: vp-train --resume {run_dir}" if run_dir is not None else ""
+        hint = f"; continue with: vp-train --resume {shown_path(run_dir)}" if run_dir is not None else ""
         click.echo(f"Interrupted: {err}{hint}", err=True)
         sys.exit(130)
     if os.environ.get("RANK", "0") != "0":  # torchrun: rank 0 reports
@@ -230,7 +231,7 @@ def main(config, data, model, seq_len, flags, set_, resume, print_config, as_jso
             f"Trained {result.epochs} epochs ({result.steps} steps, {result.wall_time:.1f} s, stopped: "
             f"{result.stopped}) on {result.device}, {result.dtype}: train_loss {result.train_loss:.3e}{best}"
         )
-        click.echo(f"Run written to {result.run_dir}")
+        click.echo(f"Run written to {shown_path(result.run_dir)}")
     if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
         _exit_distributed()
 
@@ -270,7 +271,7 @@ def _report_ensemble(result) -> None:
                    f"train loss {loss}, {row['stopped']}{mark}")
     if result.selected is None:
         click.echo("No member selected (no validation data or every member diverged)", err=True)
-    click.echo(f"Ensemble written to {result.run_dir} (ensemble.md, selected.json"
+    click.echo(f"Ensemble written to {shown_path(result.run_dir)} (ensemble.md, selected.json"
                f"{', best/' if result.selected is not None else ''})")
 
 

@@ -11,7 +11,8 @@
   [`plot_volume`][vpintegrator.plotting.plot_volume], [`plot_phase`][vpintegrator.plotting.plot_phase], [`plot_rollout`][vpintegrator.plotting.plot_rollout] (by kind), [`plot_all`][vpintegrator.plotting.plot_all] (write them).
 - ``vpintegrator.plotting.training``: [`plot_training`][vpintegrator.plotting.plot_training] (training curves of ``vp-train`` run directories).
 - ``vpintegrator.plotting.display``: [`enable_notebook_display`][vpintegrator.plotting.enable_notebook_display] (figures
-  shown inline in Jupyter; every figure made here turns it on).
+  shown inline in Jupyter; every figure made here turns it on) and [`FigureFiles`][vpintegrator.plotting.FigureFiles] (the
+  files ``plot_all`` and ``plot_training`` wrote, shown in a notebook as the figures).
 - ``vpintegrator.plotting.work_precision``: [`plot_work_precision`][vpintegrator.plotting.plot_work_precision] (error and invariant drift against cost, log–log).
 
 Every figure is a ``matplotlib.figure.Figure`` built without pyplot (any backend, Agg included); every
@@ -32,7 +33,7 @@ from .rollout import (
     plot_trajectories3d,
     plot_volume,
 )
-from .display import enable_notebook_display
+from .display import FigureFiles, enable_notebook_display
 from .source import MAX_CURVES, plot_data
 from .style import (
     DISPLAY_NAMES,
@@ -56,6 +57,7 @@ from .training import plot_training, read_run_log, training_figure
 from .work_precision import plot_work_precision
 
 __all__ = [
+    "FigureFiles",
     "enable_notebook_display",
     "plot_work_precision",
     "KINDS",

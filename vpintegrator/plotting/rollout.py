@@ -34,8 +34,9 @@ from ..arrays import relative_drift
 from .._outputs import output_lock
 from ..errors import VPIntegratorError
 from ..data.rollouts import RolloutResult
+from .display import FigureFiles
 from .source import MAX_CURVES, describe, methods_to_draw, plot_data, select, traj_names
-from .style import (FORMATS, WIDTH, MethodStyle, check_names, check_title, legend, method_styles, save_figure,
+from .style import (FORMATS, call_tag, WIDTH, MethodStyle, check_names, check_title, legend, method_styles, save_figure,
                     set_title, styled, system_name, target_axes)
 
 #: figure kinds of ``plot_rollout`` / ``vp-plot --kind``
@@ -113,13 +114,29 @@ def _traj_key(data: RolloutResult, banded: bool) -> list:
     ]
 
 
-def _note_missing(ax, missing: list[str], why: str, y: float = 0.01) -> None:
+def _note_missing(ax, missing: list[str], why: str, y: float = 0.01, prefix: str = "not shown ") -> None:
     from .style import display_name
 
     if missing:
         names = ", ".join(display_name(k) for k in missing)
-        ax.text(0.01, y, f"not shown ({why}): {names}", transform=ax.transAxes, fontsize=6,
+        ax.text(0.01, y, f"{prefix}({why}): {names}" if prefix else f"{why}: {names}", transform=ax.transAxes, fontsize=6,
                 color="0.35", va="bottom", ha="left")
+
+
+def _volume_notes(values: dict[str, np.ndarray], missing: list[str]) -> list[tuple[list[str], str]]:
+    """The notes of a volume panel: (methods, why) for the methods not drawn (``missing``) or drawn only in
+    part. A map with det J = 0 has log|det J| = −inf: its volume change is not defined (never "exactly 0")."""
+    singular = [k for k, v in values.items() if np.isinf(v).any()]
+    gone = [k for k in missing if k in singular]
+    part = [k for k in singular if k not in missing]
+    nan = [k for k in missing if k not in singular and np.isnan(v := values[k]).any() and not np.isfinite(v).any()]
+    zero = [k for k in missing if k not in singular and k not in nan]
+    return [(names, why) for names, why in (
+        (zero, "not shown (exactly 0)"),
+        (gone, "not shown (det J = 0: not defined)"),
+        (part, "det J = 0 at some maps (not drawn)"),
+        (nan, "not shown (not defined: NaN)"),
+    ) if names]
 
 
 def _failure_times(data: RolloutResult, label: str) -> np.ndarray:
@@ -359,7 +376,9 @@ def plot_volume(source, traj=None, methods: Iterable[str] | None = None, band: b
     """Volume: ``|log|det J||`` of every step (window, for models) map and of its cumulative sum, log scale.
 
     An exactly volume-preserving map stays at rounding level (≈1e-16 per step); a method whose values are
-    all exactly 0, or −inf (a map with det J = 0, such as the ``parrot`` row), is named in a note. Needs a rollout file written with the volume (the default).
+    all exactly 0 is named in a note, and so is one with singular maps (det J = 0: log|det J| = −inf, the
+    volume change not defined, as for the standard transformer or the ``parrot`` row; "singular" when some
+    maps are, the others drawn) or with no defined value at all (NaN). Needs a rollout file written with the volume (the default).
     ``axes``: two Axes (per map, cumulative) to draw into; ``style`` as [`plot_trajectories3d`][vpintegrator.plotting.plot_trajectories3d].
     """
     data, _ = _prepare(source, traj, reference, max_points)
@@ -376,10 +395,9 @@ def plot_volume(source, traj=None, methods: Iterable[str] | None = None, band: b
         missing = [k for slot, k in enumerate(labels)
                    if not _series(ax, data.metrics[k].map_t, _positive(getattr(data.metrics[k], attr)), banded,
                                   styles[k], slot, len(labels), linewidth=lw)]
-        # a map that copies (the parrot row) has det J = 0: log|det J| = -inf, not drawable on a log axis either
-        collapsed = [k for k in missing if np.isinf(np.asarray(getattr(data.metrics[k], attr), dtype=float)).any()]
-        _note_missing(ax, [k for k in missing if k not in collapsed], "exactly 0")
-        _note_missing(ax, collapsed, "det J = 0, log|det J| = -inf", y=0.08 if len(collapsed) < len(missing) else 0.01)
+        notes = _volume_notes({k: np.asarray(getattr(data.metrics[k], attr), dtype=float) for k in labels}, missing)
+        for i, (names, why) in enumerate(notes):
+            _note_missing(ax, names, why, y=0.01 + 0.07 * i, prefix="")
         ax.set_yscale("log")
         ax.set_xlabel("time $t$")
     ax1.set_ylabel(r"$|\log|\det J||$ per step / window map")
@@ -482,21 +500,24 @@ def _check_options(options: dict[str, Any]) -> None:
 
 def plot_all(source, out_dir: str | Path, kinds: Sequence[str] = KINDS, traj=None, dpi: int = 200,
              reference=None, max_points: int | None = None, formats: Sequence[str] = FORMATS,
-             overwrite: bool = False, **options: Any) -> list[Path]:
+             overwrite: bool | None = None, **options: Any) -> FigureFiles:
     """Draw and save every figure kind in ``kinds`` into ``out_dir`` as ``<kind>.pdf`` and ``<kind>.png``.
 
     ``source``, ``traj``, ``reference``, ``max_points`` as in the ``plot_*`` functions (the source is read
     once); ``options`` (``methods``, ``threshold``, ``band``, ``sphere``, ``style``) go to the kinds that
     take them (``style="single"`` writes every figure one journal column wide).
     Kinds that do not apply (no invariants, dim < 3, no volume data, no reference) are skipped with no
-    file. Every file is written atomically. A figure file that exists is refused unless ``overwrite``,
-    which replaces only figures drawn by matplotlib; ``out_dir`` is locked against other writers
-    while the figures are drawn and written.
+    file. Every file is written atomically. ``overwrite=None`` (the default) replaces the files an earlier
+    call with the same source wrote (each PDF, PNG and SVG carries a tag of its call in its metadata:
+    re-running a notebook cell works) and refuses any other existing file; ``True`` replaces any figure drawn
+    by matplotlib, ``False`` refuses every existing file. ``out_dir`` is locked against other writers while
+    the figures are drawn and written.
 
     Returns
     -------
-    list of Path
-        The files written.
+    FigureFiles
+        The files written (a list of ``Path``), shown in a notebook as the figures
+        ([`FigureFiles`][vpintegrator.plotting.FigureFiles]).
     """
     import inspect
 
@@ -515,13 +536,15 @@ def plot_all(source, out_dir: str | Path, kinds: Sequence[str] = KINDS, traj=Non
     formats = check_formats(formats)
     source_path = getattr(source, "path", None) if not isinstance(source, (str, os.PathLike)) else source
     inputs = [source_path] if source_path is not None else []
-    out_dir = check_out_dir(out_dir, kinds, formats, inputs, overwrite)
+    tag = call_tag("plot_all", inputs)
+    out_dir = check_out_dir(out_dir, kinds, formats, inputs, overwrite, tag)
     with output_lock(out_dir):
-        check_out_dir(out_dir, kinds, formats, inputs, overwrite)  # again under the lock
-        return _draw_all(source, out_dir, kinds, traj, dpi, reference, max_points, formats, overwrite, options)
+        check_out_dir(out_dir, kinds, formats, inputs, overwrite, tag)  # again under the lock
+        return _draw_all(source, out_dir, kinds, traj, dpi, reference, max_points, formats, overwrite, options, tag)
 
 
-def _draw_all(source, out_dir: Path, kinds, traj, dpi, reference, max_points, formats, overwrite, options):
+def _draw_all(source, out_dir: Path, kinds, traj, dpi, reference, max_points, formats, overwrite, options,
+              tag=None) -> FigureFiles:
     """[`plot_all`][vpintegrator.plotting.plot_all] once its arguments are checked and ``out_dir`` is locked."""
     import inspect
 
@@ -535,7 +558,7 @@ def _draw_all(source, out_dir: Path, kinds, traj, dpi, reference, max_points, fo
         accepted = inspect.signature(fn).parameters
         kw = {k: v for k, v in options.items() if k in accepted}
         figures.append((kind, fn(data, traj=traj, **kw)))
-    written: list[Path] = []
+    written = FigureFiles()
     for kind, fig in figures:
-        written += save_figure(fig, out_dir / kind, formats=formats, dpi=dpi, overwrite=overwrite)
+        written += save_figure(fig, out_dir / kind, formats=formats, dpi=dpi, overwrite=overwrite, tag=tag)
     return written

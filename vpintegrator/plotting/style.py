@@ -505,6 +505,30 @@ def target_axes(ax, n: int, width: float, height: float, name: str = "ax", proje
     return given[0].get_figure(root=True), given, False
 
 
+def _wrap_label(label: str, chars: int) -> str:
+    """``label`` broken into lines of at most ``chars`` characters (at spaces, ``/`` or ``_`` where it can)."""
+    import re
+    import textwrap
+
+    if len(label) <= chars:
+        return label
+    parts = re.split(r"(?<=[/_ ])", label)  # break after a separator, keeping it
+    lines, line = [], ""
+    for part in parts:
+        while len(part) > chars:  # a piece longer than a line: cut it
+            if line:
+                lines.append(line)
+                line = ""
+            lines.append(part[:chars])
+            part = part[chars:]
+        if len(line) + len(part) > chars:
+            lines.append(line)
+            line = ""
+        line += part
+    lines.append(line)
+    return "\n".join(x.rstrip() for x in lines if x.strip()) or textwrap.fill(label, chars)
+
+
 def legend(fig, axes, ncols: int = 6, extra: Sequence = (), own: bool = True) -> None:
     """One legend with each label once, only for artists that were drawn with a label: below the figure
     (``own``), else in the first of the given Axes."""
@@ -523,13 +547,25 @@ def legend(fig, axes, ncols: int = 6, extra: Sequence = (), own: bool = True) ->
         fits = max(2, int(fig.get_figwidth() / 1.05))  # a narrow (single-column) figure: fewer columns
         columns = min(len(labels), ncols, fits)
         renderer = None
-        while True:  # as many columns as fit the figure's width (long names: fewer)
-            leg = fig.legend(handles, labels, loc="outside lower center", ncols=columns, frameon=False)
+        # text measured at the figure's 100 dpi is hinted narrower than it prints at 300 dpi (up to ~5 % at
+        # the single-column 6-pt size): leave that much room, so that no saved resolution clips the legend
+        room = (fig.bbox.width - 2 * _SLACK) * 0.93
+        shown = list(labels)
+        while True:  # as many columns as fit the figure's width (long names: fewer, then wrapped)
+            leg = fig.legend(handles, shown, loc="outside lower center", ncols=columns, frameon=False)
             renderer = renderer or _renderer(fig, draw=False)
-            if columns == 1 or leg.get_window_extent(renderer).width <= fig.bbox.width - 2 * _SLACK:
+            width = leg.get_window_extent(renderer).width
+            if width <= room:
+                break
+            longest = max(len(x) for lab in shown for x in lab.split("\n"))
+            if columns == 1 and longest <= 8:
                 break
             leg.remove()
-            columns -= 1
+            if columns > 1:
+                columns -= 1
+            else:  # one column still too wide (a single-column figure, a long run name): wrap the labels
+                chars = max(8, min(longest - 1, int(longest * room / width)))
+                shown = [_wrap_label(lab, chars) for lab in labels]
     else:
         np.atleast_1d(axes)[0].legend(handles, labels, loc="best", frameon=False)
 
@@ -563,13 +599,42 @@ def check_formats(formats) -> tuple[str, ...]:
     return formats
 
 
+#: the formats whose files carry a ``call_tag`` (matplotlib writes their metadata as plain text)
+TAGGED = ("pdf", "png", "svg")
+
+
+def call_tag(call: str, inputs: Sequence[Any] = ()) -> str:
+    """The tag a figure file carries of the call that wrote it: ``call`` (``"plot_all"``) and its input
+    files (resolved). A later call with the same tag replaces that file without ``overwrite``
+    (``replaces``): re-running a notebook cell does not fail because its own figures exist."""
+    import hashlib
+
+    key = "|".join([call, *sorted(str(Path(p).resolve()) for p in inputs if p is not None)])
+    return "vpintegrator-call-" + hashlib.sha1(key.encode()).hexdigest()[:20]
+
+
+def replaces(target: str | Path, overwrite: bool | None, tag: str | None) -> bool:
+    """Whether to replace ``target``: ``overwrite`` when it is True or False; with ``None``, whether it
+    exists and carries ``tag`` (it was written by the same call: see ``call_tag``)."""
+    if overwrite is not None:
+        return bool(overwrite)
+    if tag is None:
+        return False
+    try:
+        return tag.encode() in Path(target).read_bytes()
+    except OSError:
+        return False
+
+
 def save_figure(fig, stem: str | Path, formats: Sequence[str] = FORMATS, dpi: int = 200, *,
-                overwrite: bool = False) -> list[Path]:
+                overwrite: bool | None = False, tag: str | None = None) -> list[Path]:
     """Write ``fig`` as ``<stem>.pdf`` and ``<stem>.png`` (each atomically: a temporary file renamed into
     place, so an interrupted call leaves no half-written figure); return the paths. A figure made with a
     column preset (``style="single"``/``"double"``) is saved exactly that wide. An existing file is
     refused unless ``overwrite``, and then replaced only if it is a figure drawn by matplotlib
-    (``vpintegrator._outputs.check_output``); each file is locked while written."""
+    (``vpintegrator._outputs.check_output``); each file is locked while written. ``tag`` (``call_tag``)
+    is written into the metadata of a PDF, PNG or SVG; with ``overwrite=None`` a file carrying the same tag
+    is replaced (``replaces``), any other refused."""
     import matplotlib
 
     from .._io import atomic_path
@@ -592,18 +657,21 @@ def save_figure(fig, stem: str | Path, formats: Sequence[str] = FORMATS, dpi: in
     with matplotlib.rc_context(rc):
         for fmt in formats:
             target = stem.with_name(f"{stem.name}.{fmt}")
-            with output_lock(check_output(target, "figure", overwrite)):
-                with atomic_path(check_output(target, "figure", overwrite), suffix=f".{fmt}") as tmp:
-                    fig.savefig(tmp, format=fmt, dpi=dpi)
+            replace = replaces(target, overwrite, tag)
+            metadata = {"Keywords": tag} if tag and fmt in TAGGED else None
+            with output_lock(check_output(target, "figure", replace)):
+                with atomic_path(check_output(target, "figure", replace), suffix=f".{fmt}") as tmp:
+                    fig.savefig(tmp, format=fmt, dpi=dpi, metadata=metadata)
             paths.append(target)
     return paths
 
 
 def check_out_dir(out_dir: str | Path, stems: Sequence[str], formats: Sequence[str], inputs=(),
-                  overwrite: bool = False) -> Path:
+                  overwrite: bool | None = False, tag: str | None = None) -> Path:
     """Refuse, before anything is drawn, an output directory that is a file or one of ``inputs``, or a
     figure ``<out_dir>/<stem>.<format>`` that would overwrite an input, that exists (unless
-    ``overwrite``) or that is not a figure drawn by matplotlib (one-line errors naming ``out``)."""
+    ``overwrite``, or with ``overwrite=None`` unless it carries ``tag``: ``replaces``) or that is not a figure
+    drawn by matplotlib (one-line errors naming ``out``)."""
     from .._io import check_not_input
     from .._outputs import check_output
 
@@ -617,5 +685,6 @@ def check_out_dir(out_dir: str | Path, stems: Sequence[str], formats: Sequence[s
     for stem in stems:
         for fmt in formats:
             check_not_input(out_dir / f"{stem}.{fmt}", inputs, key="out")
-            check_output(out_dir / f"{stem}.{fmt}", "figure", overwrite)
+            target = out_dir / f"{stem}.{fmt}"
+            check_output(target, "figure", replaces(target, overwrite, tag))
     return out_dir

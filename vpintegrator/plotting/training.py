@@ -18,7 +18,9 @@ import numpy as np
 from .._toml import tomllib
 from ..errors import VPIntegratorError
 from ..rundir import ROLLOUT_COLUMN, read_log, read_summary
+from .display import FigureFiles
 from .style import (
+    call_tag,
     FORMATS,
     MARKS_PER_LINE,
     RUN_MARKERS,
@@ -209,11 +211,14 @@ def training_figure(run_dirs, x_axes: Sequence[str] = ("epoch", "seconds"), axes
 
 
 def plot_training(run_dirs, out: str | Path, dpi: int = 200, formats: Sequence[str] = FORMATS,
-                  name: str = "training", style=None, overwrite: bool = False, title: bool | str = True) -> list[Path]:
+                  name: str = "training", style=None, overwrite: bool | None = None,
+                  title: bool | str = True) -> FigureFiles:
     """Write the training curves of ``run_dirs`` (one or more ``vp-train`` run directories) into the
-    directory ``out`` as ``<name>.pdf`` and ``<name>.png`` (atomically); return the paths. Existing
-    figure files are refused unless ``overwrite`` (which replaces only figures drawn by matplotlib);
-    ``out`` is locked against other writers meanwhile.
+    directory ``out`` as ``<name>.pdf`` and ``<name>.png`` (atomically); return the paths as
+    [`FigureFiles`][vpintegrator.plotting.FigureFiles] (a notebook shows the figure). ``overwrite=None``
+    (the default) replaces the files an earlier call with the same run directories wrote (re-running a
+    notebook cell works) and refuses any other existing file; ``True`` replaces any figure drawn by
+    matplotlib, ``False`` refuses every existing file. ``out`` is locked against other writers meanwhile.
 
     See [`training_figure`][vpintegrator.plotting.training_figure] for what is drawn and ``style``.
     """
@@ -229,12 +234,14 @@ def plot_training(run_dirs, out: str | Path, dpi: int = 200, formats: Sequence[s
     from .._outputs import output_lock
     from .style import figure_style
 
-    check_out_dir(out, [name], formats, inputs, overwrite)
+    tag = call_tag("plot_training", run_dirs)
+    check_out_dir(out, [name], formats, inputs, overwrite, tag)
     figure_style(style)  # a bad style is an error before any log is read
     with output_lock(out):
-        check_out_dir(out, [name], formats, inputs, overwrite)  # again under the lock
+        check_out_dir(out, [name], formats, inputs, overwrite, tag)  # again under the lock
         fig = training_figure(run_dirs, style=style, title=title)
-        return save_figure(fig, Path(out) / name, formats=formats, dpi=dpi, overwrite=overwrite)
+        return FigureFiles(save_figure(fig, Path(out) / name, formats=formats, dpi=dpi, overwrite=overwrite,
+                                       tag=tag))
 
 
 def default_out(run_dirs: Sequence[Path]) -> Path:

@@ -21,6 +21,7 @@ import numpy as np
 from ..config import Config, key
 from ..device import check_device_name
 from ..errors import VPIntegratorError
+from ..fastpath import FAST_STEPS, check_fast_step
 from .engine import BLOWUP, CHUNK_STEPS
 
 #: first-window sources besides the classical integrators
@@ -216,10 +217,12 @@ class RolloutConfig(Config):
         contiguous blocks of trajectories (``vpintegrator.rollout.plan.Blocks``); models run in the calling
         process. Default: every core, when the work repays starting processes; 1: one process. The file
         is the same to the last bit whatever it is (the timings apart).
-    fast_step : bool
-        Compile model steps for speed: a TorchScript trace (see [`ModelStep`][vpintegrator.rollout.steps.ModelStep]),
-        and with the device engine on CUDA a CUDA graph of one model step (eager where capture fails).
-        False: eager everywhere. The key ``jit`` (its old name) is still accepted, in files, ``--set``
+    fast_step : "auto", "off", "graph" or "compile"
+        Compile model steps for speed (auto, default): a TorchScript trace (see
+        [`ModelStep`][vpintegrator.rollout.steps.ModelStep]), and with the device engine on CUDA a CUDA graph
+        of one model step (eager where capture fails); off: eager everywhere. The names are ``vp-train``'s
+        (a TOML of one command loads in the other; graph and compile run as auto here); ``true``/``false``
+        (older configs) are auto/off. The key ``jit`` (its old name) is still accepted, in files, ``--set``
         and as ``RolloutConfig(jit=...)``.
     allow_dt_mismatch : bool
         Roll out a model whose checkpoint records another step ``dt`` than the data's (by default refused,
@@ -259,7 +262,7 @@ class RolloutConfig(Config):
     blowup: float = key(BLOWUP, type=float, low=0, open_low=True, expected="a number > 0",
                         help="Failure when |z| > BLOWUP x |z0|.")
     volume: bool = key(True, type=bool, help="Compute log|det J| of every step/window map.")
-    fast_step: bool = key(True, type=bool, flag="")
+    fast_step: str = key("auto", choices=FAST_STEPS, check=check_fast_step, flag="")
     allow_dt_mismatch: bool = key(False, type=bool,
                                   help="Roll out models trained at another step dt than the data's (refused "
                                   "otherwise).")
@@ -285,7 +288,7 @@ class RolloutConfig(Config):
 
     def __post_init__(self, jit: bool | None = None) -> None:  # type: ignore[override]
         if jit is not None:
-            self.fast_step = jit
+            self.fast_step = check_fast_step(jit)
         super().__post_init__()
 
     def _check_together(self) -> None:

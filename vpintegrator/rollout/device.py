@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..fastpath import verified
+from ..fastpath import fast_step_on, verified
 from ..clock import PROCESS_CPU, process_cpu
 from ..errors import VPIntegratorError
 from .config import use_device_engine  # noqa: F401 (re-exported: written beside the engine key)
@@ -221,7 +221,7 @@ def device_stream_rollout(
     t0: float = 0.0,
     chunk_steps: int = CHUNK_STEPS,
     blowup: float = BLOWUP,
-    jit: bool | None = None,
+    jit: bool | str | None = None,
 ) -> RolloutStats:
     """Iterate a model to step ``n_steps`` on its device, states and metrics there, each block to ``sink``.
 
@@ -243,8 +243,8 @@ def device_stream_rollout(
     volume : VolumeStream, optional
         Fed each block on the device; its ``log_det_fn`` must take tensors (``step_map.log_abs_det_jacobian``
         does).
-    jit : bool, optional
-        See [`DeviceStepper`][vpintegrator.rollout.device.DeviceStepper]; default ``step_map.jit``.
+    jit : bool or str, optional
+        See [`DeviceStepper`][vpintegrator.rollout.device.DeviceStepper]; default ``step_map.jit`` (a ``fast_step`` name: ``"off"`` is eager).
 
     Returns
     -------
@@ -296,7 +296,7 @@ def device_stream_rollout(
     t = torch.as_tensor(float(t0) + float(dt) * np.arange(n_steps + 1), device=device)
 
     tic = process_cpu()  # the set-up's CPU time (a trace, a graph capture): every thread's
-    stepper = DeviceStepper(step_map, w0, step_map.jit if jit is None else bool(jit))
+    stepper = DeviceStepper(step_map, w0, step_map.jit if jit is None else fast_step_on(jit))
     if cuda:
         torch.cuda.synchronize(device)
     setup_seconds = process_cpu() - tic

@@ -22,6 +22,7 @@ One argument order everywhere, as in ``integrate(system, y0, dt, n_steps, method
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -142,6 +143,9 @@ def _run(step_map, w0, dt, n_steps, write, copy_blocks, t0, callback, chunk_step
         if progress is not None:
             progress(block.shape[1])
 
+    logging.getLogger(__name__).debug(
+        "host engine: %s, %d trajectories x %d steps of dt = %g in blocks of %d steps, blow-up at %g x |z0|",
+        getattr(step_map, "kind", type(step_map).__name__), w0.shape[0], n_steps, dt, chunk_steps, blowup)
     # Output leaves in blocks aligned to multiples of chunk_steps (whatever the map's advance), so that a
     # chunked HDF5 sink gets whole chunks and needs no chunk cache; one block is all the engine holds.
     run = drive(step_map, w0, n_steps, deliver, chunk_steps=int(chunk_steps), block_steps=int(chunk_steps),

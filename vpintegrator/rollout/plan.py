@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..fastpath import fast_step_on
 from ..errors import VPIntegratorError
 from ..jobs.executors import default_workers
 from .config import RolloutConfig, model_entries, use_device_engine
@@ -385,7 +386,7 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
     if float(ref_file.t[0]) != t0:
         t0 = float(ref_file.t[0])
         n_steps = _horizon(config.t_end, t0, dt, ref_file.n_states)
-    settings = StepSettings(device=str(config.device), overlap=bool(config.overlap), fast_step=bool(config.fast_step),
+    settings = StepSettings(device=str(config.device), overlap=bool(config.overlap), fast_step=fast_step_on(config.fast_step),
                             engine=str(config.engine), context_len=int(config.context_len),
                             context_noise=float(config.context_noise))
     methods = prepare_methods(names, entries, system, dt, t0, n_steps, data, settings, row_split)

@@ -11,11 +11,14 @@ made with, to continue its reference beyond the file's horizon.
 
 from __future__ import annotations
 
+import logging
+
 from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
 from ..data.integration import SCALAR_MAX_BATCH, IntegratorMap
+from ..fastpath import fast_step_on
 from ..errors import VPIntegratorError, finite_float
 from ..stepping import bad_states
 from .engine import StepMap
@@ -144,10 +147,11 @@ class ModelStep(StepMap):
     volume_dtype : torch.dtype or None
         dtype of the copy of the model whose Jacobian measures the volume (default float64, so that the
         measured log det reflects the map and not float32 rounding).
-    jit : bool
+    jit : bool or str
         Run a ``torch.jit.trace`` + ``freeze`` of the model for the rollout's batch shape (3-8x less
         per-call overhead than eager at batch 1, measured; same numbers). It is checked against the eager
-        model on the first window and dropped if it differs or cannot be traced.
+        model on the first window and dropped if it differs or cannot be traced. A ``fast_step`` name is taken
+        too: ``"off"`` is False, the others True.
     scalar_max_batch : int
         Rollouts of at most this many trajectories of a float64 VPFF, VPT (plain or symmetric), ST, lpnet,
         lp_transformer, LA-SympNet, G-SympNet or symplectic transformer model on the CPU run the model compiled: packed into arrays and iterated by one numba kernel a whole block of
@@ -174,7 +178,7 @@ class ModelStep(StepMap):
         device: str = "auto",
         overlap: bool = False,
         volume_dtype=None,
-        jit: bool = True,
+        jit: bool | str = True,
         scalar_max_batch: int = SCALAR_MAX_BATCH,
     ) -> None:
         import torch
@@ -197,7 +201,7 @@ class ModelStep(StepMap):
         self.volume_dtype = torch.float64 if volume_dtype is None else volume_dtype
         self._volume_model = None
         self._buf = None
-        self.jit = bool(jit)
+        self.jit = fast_step_on(jit)  # a fast_step name ("off": eager) or a bool
         if isinstance(scalar_max_batch, bool) or not isinstance(scalar_max_batch, int) or scalar_max_batch < 0:
             raise VPIntegratorError(f"scalar_max_batch must be an int >= 0 (0: off); got {scalar_max_batch!r}")
         self.scalar_max_batch = scalar_max_batch
@@ -222,6 +226,9 @@ class ModelStep(StepMap):
             self._ctx = torch.from_numpy(self._ctx_np)
         elif self.jit:
             self._use_trace()
+        logging.getLogger(__name__).debug(
+            "model step %s: runner %s on %s (%s), %d trajectories, fast_step %s", self.name, self._runner,
+            self.device, str(self.dtype).replace("torch.", ""), w.shape[0], "on" if self.jit else "off")
 
     def _use_trace(self) -> None:
         traced = self._trace(self._init)

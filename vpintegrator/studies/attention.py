@@ -23,13 +23,12 @@ from __future__ import annotations
 from typing import Any
 
 import argparse
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import Config, key
-from .options import add_options, parse
-from .runner import StudyError, guarded
+from .options import Study
+from .runner import StudyError
 from .stats import median_interval, write_json
 
 
@@ -137,10 +136,7 @@ class AttentionOptions(Config):
     out: str | None = key(None, optional=True, type=str)
 
 
-def _main(argv) -> int:
-    p = argparse.ArgumentParser(prog="python -m vpintegrator.studies.attention", description=__doc__.split("\n\n")[0])
-    add_options(p, AttentionOptions, required=("model", "data", "out"))
-    a = parse(p, argv)  # every key checked once; a bad one is a one-line error naming its flag
+def run(a: argparse.Namespace) -> int:
     import torch
 
     torch.set_num_threads(1)
@@ -149,10 +145,12 @@ def _main(argv) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    return guarded(lambda: _main(argv), "Error: ", "Interrupted.")
+#: the step as the runner runs it (``python -m vpintegrator.studies.attention``)
+STUDY = Study(AttentionOptions, run, doc=__doc__, required=("model", "data", "out"),
+              prog="python -m vpintegrator.studies.attention", interrupted="Interrupted.")
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from .driver import main
+
+    raise SystemExit(main(STUDY))

@@ -56,12 +56,12 @@ import numpy as np
 
 from ..config import Config, key
 from ..errors import VPIntegratorError
-from .options import add_options, comma_list, model_list, number_list, parse, seed_list
-from .runner import StudyError, check_out_dir, guarded
+from .options import Study, comma_list, model_list, number_list, seed_list
+from .runner import StudyError, check_out_dir
 from .stats import bootstrap_ci, median_interval, write_json, write_text
 
 __all__ = ["H", "TARGET", "SETUPS", "RECIPES", "heldout_pairs", "merge_rows", "data_system", "exact_reference", "evaluate_methods", "train_run", "run_study",
-           "summarize_rows", "tables", "figures", "export_best", "ContextOptions", "main"]
+           "summarize_rows", "tables", "figures", "export_best", "ContextOptions", "STUDY"]
 
 H = 0.2
 #: the issue's target: median error at t = 10 of the context-conditioned Lie–Poisson map
@@ -641,23 +641,20 @@ def _run(a: argparse.Namespace) -> int:
     return 0
 
 
-def _body(argv: Sequence[str] | None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m vpintegrator.studies.context", description=" ".join(__doc__.split("\n\n")[0].split()))
-    add_options(ap, ContextOptions, required=("out",))
-    a = parse(ap, argv)  # every key checked once; a bad one is a one-line StudyError naming its flag
+def run(a: argparse.Namespace) -> int:
     try:
         return _run(a)
     except VPIntegratorError as err:
         raise StudyError(str(err)) from None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m vpintegrator.studies.context`` (``vp-study context``): train, evaluate, write the tables and
-    figures. Exit status 0 done, 2 bad input or a failed training (one line on stderr), 130 interrupted (run
-    the same command again: finished runs are kept)."""
-    return guarded(lambda: _body(argv), "context study: error: ",
-                   "context study: interrupted; run the same command again (finished runs are kept)")
+#: the study as the runner runs it (``vp-study context``, ``python -m vpintegrator.studies.context``)
+STUDY = Study(ContextOptions, run, doc=__doc__, required=("out",),
+              prog="python -m vpintegrator.studies.context", error_prefix="context study: error: ",
+              interrupted="context study: interrupted; run the same command again (finished runs are kept)")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .driver import main
+
+    sys.exit(main(STUDY))

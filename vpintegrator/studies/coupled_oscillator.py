@@ -45,8 +45,8 @@ from .._shipped import shipped_file
 from ..rundir import read_log
 from ..config import key
 from ..errors import VPIntegratorError
-from .options import StudyOptions, add_options, comma_list, model_list, parse
-from .runner import REPO, WALL_CEILING, Runner, StudyError, Task, budget_flags, check_out_dir, check_study_out, guarded, study_lock
+from .options import Study, StudyOptions, comma_list, model_list
+from .runner import REPO, WALL_CEILING, Runner, StudyError, Task, budget_flags, check_out_dir, check_study_out, study_lock
 from .stats import (bootstrap_ci, fmt_num, md_table, mean_std, median_interval, read_json, results_provenance,
                     write_json, write_text)
 from .work_precision import equal_cost_section
@@ -120,11 +120,6 @@ class Settings:
 # --------------------------------------------------------------------------- arguments
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, no usage dump
-        raise StudyError(f"{message} (see --help)")
-
-
 def _config_pairs(value: Any) -> list[str]:
     """``config``: a list of MODEL=TOML strings (each checked by ``_configs``)."""
     if isinstance(value, str):
@@ -181,20 +176,9 @@ class CoupledOscillatorOptions(StudyOptions):
     quick: bool = key(False, type=bool)
 
 
-def parse_args(argv: list[str] | None = None) -> tuple[Settings, bool]:
-    """Parse and validate the command line; returns (settings, table_only)."""
-    p = _Parser(
-        prog="reproduce_coupled_oscillator.py",
-        description="Coupled-oscillator study: VPT vs standard transformer vs Stormer-Verlet and RK4 over 10^4 steps.",
-    )
-    add_options(p, CoupledOscillatorOptions, required=("out",),
-                helps={"out": "Run directory (created).",
-                       "seeds": "Comma list of training seeds (default 0,1,2,3,4; --quick: 0).",
-                       "export_pretrained": "Then copy, per symplectic model trained, the best.pt of the seed with the "
-                       "lowest validation score to DIR/coupled_oscillator_<model>.pt (provenance in "
-                       "DIR/provenance.json)."})
-    a = parse(p, argv)  # every key (shared and the study's own) checked once
-
+def prepare(a: argparse.Namespace) -> tuple[Settings, argparse.Namespace]:
+    """The checked keys as the study's ``Settings`` (the --quick defaults filled in, the configs checked), and
+    the namespace (``table_only``, ``argv``)."""
     quick = a.quick
     s = Settings(
         out=a.out,
@@ -227,7 +211,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Settings, bool]:
     else:
         check_study_out(out, s.skip_existing, s.overwrite)
     s.export_pretrained = a.export_pretrained
-    return s, a.table_only
+    return s, a
 
 
 def _models(text: str | None) -> list[str]:
@@ -590,9 +574,9 @@ def _run(s: Settings, run: Path, argv: list[str] | None) -> str:
     return write_results(run)
 
 
-def _main(argv: list[str] | None) -> int:
-    s, table_only = parse_args(argv)
-    text = write_results(Path(s.out)) if table_only else run_study(s, argv)
+def run(prepared: tuple[Settings, argparse.Namespace]) -> int:
+    s, a = prepared
+    text = write_results(Path(s.out)) if a.table_only else run_study(s, a.argv)
     print(text)
     print(f"Results: {Path(s.out) / 'results.md'} and results.json")
     if s.export_pretrained:
@@ -602,12 +586,18 @@ def _main(argv: list[str] | None) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``scripts/reproduce_coupled_oscillator.py``: exit status 0 done, 2 bad input or a failed step (one
-    line ``Error: ...`` on stderr), 130 interrupted (rerun with --skip-existing to continue)."""
-    argv = sys.argv[1:] if argv is None else argv
-    return guarded(lambda: _main(argv), "Error: ", "Interrupted; rerun with --skip-existing to continue.")
+#: the study as the runner runs it (``vp-study coupled_oscillator``, ``scripts/reproduce_coupled_oscillator.py``)
+STUDY = Study(CoupledOscillatorOptions, run, prepare, prog="reproduce_coupled_oscillator.py",
+              doc="Coupled-oscillator study: VPT vs standard transformer vs Stormer-Verlet and RK4 over 10^4 steps.",
+              required=("out",),
+              helps={"out": "Run directory (created).",
+                     "seeds": "Comma list of training seeds (default 0,1,2,3,4; --quick: 0).",
+                     "export_pretrained": "Then copy, per symplectic model trained, the best.pt of the seed with the "
+                     "lowest validation score to DIR/coupled_oscillator_<model>.pt (provenance in "
+                     "DIR/provenance.json)."})
 
 
 if __name__ == "__main__":  # python -m vpintegrator.studies.coupled_oscillator
-    raise SystemExit(main())
+    from .driver import main
+
+    raise SystemExit(main(STUDY))

@@ -7,15 +7,17 @@ help). A study's own flags (``--quick``, ``--models``, ``--train-seconds``, ...)
 subclass of ``StudyOptions`` (``RigidBodyOptions``, ... beside the study), each documented once in the
 subclass's docstring: its first sentence is the flag's help.
 
-``add_options`` makes a class's keys argparse flags (``--key-name``), with ``--plan TOML`` (a file of the
-study's keys, e.g. ``models = "vpt,st"``) and ``--set KEY=VALUE``; ``parse`` parses a command line: the
-defaults, then the plan file, then ``--set`` and the flags given on top (a key given by ``--set`` and by its
-own flag is refused), every key checked once by ``Config``, the checked values written into the namespace
-(``--seeds`` as a list of integers). A bad key or value is a one-line ``StudyError`` naming the flag.
-``checked`` checks a namespace parsed without ``parse``.
+A study is a plan the one runner runs (``vpintegrator.studies.driver.main``): its module defines
+``STUDY = Study(options=..., run=..., prepare=..., doc=__doc__, ...)``. ``Study.command`` makes the keys click
+options (``--key-name``), with ``--plan TOML`` (a file of the study's keys, e.g. ``models = "vpt,st"``),
+``--set KEY=VALUE`` and the conventions of the other commands (``--print-config``, ``--json``, ``-q``/``-v``,
+``-h``/``--help``); ``parse`` parses a command line: the defaults, then the plan file, then ``--set`` and the
+flags given on top (a key given by ``--set`` and by its own flag is refused), every key checked once by
+``Config``, the checked values written into the namespace (``--seeds`` as a list of integers). A bad key or
+value is a one-line ``StudyError`` naming the flag.
 
 ``STUDIES`` names the studies ``python -m vpintegrator study NAME`` (``vp-study NAME``) runs: name ->
-(module under ``vpintegrator.studies`` with ``main(argv) -> int``, one line). Adding a study is one entry.
+(module under ``vpintegrator.studies`` that defines ``STUDY``, one line). Adding a study is one entry.
 """
 
 from __future__ import annotations
@@ -23,18 +25,20 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import weakref
+import sys
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from ..config import Config, check_keys, declared, did_you_mean, key, parse_set, read_toml
+import click
+
+from ..config import Config, check_keys, declared, did_you_mean, dump_toml, key, parse_set, read_toml
 from ..errors import VPIntegratorError
 from .runner import WALL_CEILING, StudyError, parse_seeds
 
-__all__ = ["STUDIES", "StudyOptions", "add_options", "checked", "comma_list", "model_list", "number_list", "parse",
-           "seed_list"]
+__all__ = ["STUDIES", "HelpShown", "Study", "StudyOptions", "comma_list", "config_toml", "model_list", "number_list",
+           "parse", "seed_list"]
 
-#: study name -> (module under vpintegrator.studies with ``main(argv) -> int``, what it does)
+#: study name -> (module under vpintegrator.studies that defines ``STUDY``, what it does)
 STUDIES: dict[str, tuple[str, str]] = {
     "rigid_body": ("rigid_body", "the paper's rigid-body study: VPFF, VPT and ST against classical methods"),
     "rigid_body_structure": ("rigid_body_structure", "structure-preserving models on the rigid body (Lie-Poisson, "
@@ -152,53 +156,165 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-#: parser -> (its options class, its required keys), recorded by ``add_options`` for ``parse``
-_PARSERS: weakref.WeakKeyDictionary[argparse.ArgumentParser, tuple[type[Config], tuple[str, ...]]] = \
-    weakref.WeakKeyDictionary()
-
-
 def _default(f: Any) -> Any:
     if f.default is not dataclasses.MISSING:
         return f.default
     return None if f.default_factory is dataclasses.MISSING else f.default_factory()
 
 
-def add_options(parser: argparse.ArgumentParser, cls: Any = StudyOptions, *,
-                defaults: Mapping[str, Any] | None = None, helps: Mapping[str, str] | None = None,
-                required: tuple[str, ...] = ()) -> None:
-    """The keys of ``cls`` as flags of ``parser`` (``--key-name``), and ``--plan``/``--set``; ``defaults`` and
-    ``helps`` replace a key's default and help text for one study; ``required`` keys have no default (their
-    flag or the plan file gives them: ``parse`` checks)."""
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    for name, k in declared(cls).items():
-        if k.flag == "":
-            continue
-        f = fields[name]
-        default = None if name in required else (defaults or {}).get(name, _default(f))
-        text = (helps or {}).get(name, k.help).replace("%", "%%")
-        if k.type is bool and default is False:
-            parser.add_argument(k.flag or _flag(name), action="store_true", help=text)
-            continue
-        if k.type is bool:  # on by default, or "not given" (None): --x and --no-x
-            parser.add_argument(k.flag or _flag(name), action=argparse.BooleanOptionalAction, default=default,
-                                help=text)
-            continue
-        shown = "" if default in (None, []) or "default" in text else f" (default {default})"
-        kwargs: dict[str, Any] = {"help": text + shown, "metavar": k.metavar, "default": default}
-        if k.choices is not None:
-            kwargs["choices"] = k.choice_list()
-            kwargs.pop("metavar")
-        elif k.type in (int, float):
-            kwargs["type"] = k.type
-        if f.default_factory is list:  # a repeatable flag
-            kwargs["action"] = "append"
-        parser.add_argument(k.flag or _flag(name), **kwargs)
-    parser.add_argument("--plan", metavar="TOML",
-                        help="A TOML file of the keys above (a key is its flag's name with underscores: "
-                             "--n-heldout is n_heldout); --set and the flags given go on top.")
-    parser.add_argument("--set", action="append", metavar="KEY=VALUE",
-                        help="Set one key of the above to a TOML value (KEY as in --plan); repeatable.")
-    _PARSERS[parser] = (cls, tuple(required))
+@dataclass(frozen=True)
+class Study:
+    """One study as ``vpintegrator.studies.driver.main`` runs it: its keys, how they are resolved and what
+    runs.
+
+    A study module defines ``STUDY = Study(...)`` (and an entry in ``STUDIES``); the runner parses its
+    command line once (``parse``), with every study's conventions (``--plan``, ``--set``, ``--print-config``,
+    ``--json``, ``-q``/``-v``, ``--help``), and calls ``run``.
+
+    Parameters
+    ----------
+    options : type
+        The study's ``Config`` (a subclass of ``StudyOptions`` for a study of trainings): one flag per key.
+    run : callable
+        ``run(a) -> int``: the study, from what ``prepare`` returned (exit status 0 when done; bad input or a
+        failed step raises ``StudyError``).
+    prepare : callable, optional
+        ``prepare(namespace) -> a``: the study's own resolution of the checked keys (``--quick`` defaults, checks
+        that need the file system); default: the namespace as it is.
+    doc : str
+        The help's description (the module docstring: its first paragraph is shown).
+    required : tuple of str
+        Keys with no default (their flag or the ``--plan`` file gives them).
+    defaults, helps : mapping
+        A key's default and help text for this study in place of the declared ones.
+    prog : str
+        The command name in messages and ``--help`` (``vp-study NAME`` when the runner runs it by name).
+    error_prefix, interrupted : str
+        What a ``StudyError`` line starts with on stderr, and the line printed on Ctrl-C.
+    """
+
+    options: type
+    run: Callable[[Any], int]
+    prepare: Callable[[argparse.Namespace], Any] | None = None
+    doc: str = ""
+    required: tuple[str, ...] = ()
+    defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    helps: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    prog: str = ""
+    error_prefix: str = "Error: "
+    interrupted: str = "Interrupted; rerun with --skip-existing to continue."
+
+    def keys(self) -> list[str]:
+        """The keys that have a flag, in declaration order."""
+        return [n for n, k in declared(self.options).items() if k.flag != ""]
+
+    def command(self, prog: str | None = None) -> click.Command:
+        """The study's command line as a click command (its ``--help``); ``parse`` parses with it."""
+        fields = {f.name: f for f in dataclasses.fields(self.options)}
+        params: list[click.Parameter] = []
+        for name, k in declared(self.options).items():
+            if k.flag == "":
+                continue
+            default = None if name in self.required else self.defaults.get(name, _default(fields[name]))
+            text = self.helps.get(name, k.help)
+            flag = "--" + k.flag if k.flag else _flag(name)
+            if k.type is bool:
+                decls = [flag] if default is False else [f"{flag}/--no-{flag[2:]}"]
+                params.append(click.Option([*decls, name], is_flag=True, default=default, help=text))
+                continue
+            shown = "" if default in (None, []) or "default" in text else f" (default {_shown(default)})"
+            kwargs: dict[str, Any] = {"help": text + shown, "metavar": k.metavar, "default": default}
+            if k.choices is not None:
+                kwargs["type"] = click.Choice(k.choice_list())
+                kwargs.pop("metavar")
+            elif k.type in (int, float):
+                kwargs["type"] = click.INT if k.type is int else click.FLOAT
+            if fields[name].default_factory is list:  # a repeatable flag
+                kwargs.update(multiple=True, default=())
+            params.append(click.Option([flag, name], **{a: v for a, v in kwargs.items() if v is not None}))
+        params += [
+            click.Option(["--plan"], metavar="TOML", help="A TOML file of the keys above (a key is its flag's name "
+                         "with underscores: --n-heldout is n_heldout); --set and the flags given go on top."),
+            click.Option(["--set", "set_"], multiple=True, metavar="KEY=VALUE",
+                         help="Set one key of the above to a TOML value (KEY as in --plan); repeatable."),
+            click.Option(["--print-config"], is_flag=True, help="Print the resolved keys (TOML: --plan, --set and "
+                         "flags applied; a --plan file for the same study) and exit without running."),
+            click.Option(["--json", "as_json"], is_flag=True, help="Print a machine-readable summary (one JSON "
+                         "object) on stdout; the study's own text goes to stderr."),
+            click.Option(["--quiet", "-q"], is_flag=True, help="No progress lines on stderr (errors and warnings "
+                         "are still printed)."),
+            click.Option(["--verbose", "-v"], is_flag=True, help="Also log each step's command line and the "
+                         "library's debug messages on stderr."),
+        ]
+        description = " ".join(self.doc.split("\n\n")[0].split())
+        return click.Command(prog or self.prog or "vp-study", params=params, help=description,
+                             context_settings={"help_option_names": ["-h", "--help"], "terminal_width": 110,
+                                               "max_content_width": 110})
+
+    def parse(self, argv: Sequence[str] | None = None, prog: str | None = None) -> Any:
+        """``argv`` parsed (``parse``) and resolved by ``prepare``: what ``run`` takes."""
+        a = parse(self, argv, prog)
+        return a if self.prepare is None else self.prepare(a)
+
+
+def _shown(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+class HelpShown(Exception):
+    """``--help`` was given: the help was printed (``code`` is the exit status)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def parse(study: Study, argv: Sequence[str] | None = None, prog: str | None = None) -> argparse.Namespace:
+    """Parse a study's command line: the defaults, then ``--plan``'s keys, then ``--set`` and the flags given (a
+    key given by ``--set`` and by its own flag is refused), every key checked once by its ``Config``; the
+    namespace holds the checked values (``--seeds`` as a list of integers) and ``plan``, ``set_``,
+    ``print_config``, ``as_json``, ``quiet``, ``verbose`` and ``argv`` (the arguments as given). Bad input: a one-line ``StudyError`` naming the
+    flag or key; ``--help`` prints the help and raises ``HelpShown``."""
+    from click.core import ParameterSource
+
+    cmd = study.command(prog)
+    try:
+        ctx = cmd.make_context(cmd.name, list(sys.argv[1:] if argv is None else argv))
+    except click.exceptions.Exit as exc:  # --help
+        raise HelpShown(exc.exit_code) from None
+    except click.UsageError as err:
+        raise StudyError(f"{' '.join(err.format_message().split())} (see --help)") from None
+    names = study.keys()
+    params = ctx.params
+    given = {n: (list(params[n]) if isinstance(params[n], tuple) else params[n]) for n in names
+             if ctx.get_parameter_source(n) == ParameterSource.COMMANDLINE and params[n] not in (None, ())}
+    defaults = {n: (list(params[n]) if isinstance(params[n], tuple) else params[n]) for n in names}
+    try:
+        sets = parse_set(params["set_"])
+        check_keys(sets, names, "--set")
+        plan = read_toml(params["plan"], what="--plan") if params["plan"] else {}
+        check_keys(plan, names, f"--plan {params['plan']}")
+    except VPIntegratorError as err:
+        raise StudyError(str(err)) from None
+    for name in sets:
+        if name in given:
+            raise StudyError(f"--set {name}=...: {name} is also given by its own flag {_flag(name)}; give it once")
+    values = dict(defaults)
+    for layer in (plan, sets, given):
+        values.update({k: v for k, v in layer.items() if v is not None})
+    for name in study.required:
+        if values.get(name) is None and not params["print_config"]:
+            raise StudyError(f"{_flag(name)} is required (the flag, or {name} in the --plan file)")
+    a = argparse.Namespace(**{k: v for k, v in params.items() if k not in names})
+    a.argv = list(sys.argv[1:] if argv is None else argv)  # the command line as given (recorded by some studies)
+    _write_back(a, _build(study.options, values), names)
+    return a
+
+
+def config_toml(study: Study, a: argparse.Namespace) -> str:
+    """The resolved keys of a parsed namespace ``a`` as TOML: a ``--plan`` file that gives the same study
+    (keys not set are left out)."""
+    return dump_toml({n: getattr(a, n) for n in study.keys()})
 
 
 def _study_error(err: VPIntegratorError) -> StudyError:
@@ -225,45 +341,3 @@ def _write_back(a: argparse.Namespace, options: Config, names: Sequence[str]) ->
         if keys[name].type is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)  # 60 in a TOML file is 60.0, as --train-seconds 60 is
         setattr(a, name, value)
-
-
-def checked(a: argparse.Namespace, cls: type[Config] = StudyOptions) -> Config:
-    """The ``cls`` keys of the parsed flags ``a``, checked once (a bad value: a one-line ``StudyError`` naming
-    its flag); the checked values (``--seeds`` as a list) are written back into ``a``."""
-    values = {name: getattr(a, name) for name in declared(cls) if hasattr(a, name)}
-    options = _build(cls, values)
-    _write_back(a, options, list(values))
-    return options
-
-
-def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """Parse ``argv`` with a parser of ``add_options``: defaults, then ``--plan``'s keys, then ``--set`` and
-    the flags given, every key checked once; the namespace holds the checked values (see the module
-    docstring). Bad input: a one-line ``StudyError`` naming the flag or key."""
-    cls, required = _PARSERS[parser]
-    names = [n for n, k in declared(cls).items() if k.flag != ""]
-    defaults = {n: parser.get_default(n) for n in names}
-    parser.set_defaults(**{n: None for n in names})  # None: not given on the command line
-    try:
-        a = parser.parse_args(argv)
-    finally:
-        parser.set_defaults(**defaults)
-    given = {n: getattr(a, n) for n in names if getattr(a, n) is not None}
-    try:
-        sets = parse_set(a.set)
-        check_keys(sets, names, "--set")
-        plan = read_toml(a.plan, what="--plan") if a.plan else {}
-        check_keys(plan, names, f"--plan {a.plan}")
-    except VPIntegratorError as err:
-        raise StudyError(str(err)) from None
-    for name in sets:
-        if name in given:
-            raise StudyError(f"--set {name}=...: {name} is also given by its own flag {_flag(name)}; give it once")
-    values = dict(defaults)
-    for layer in (plan, sets, given):
-        values.update({k: v for k, v in layer.items() if v is not None})
-    for name in required:
-        if values.get(name) is None:
-            raise StudyError(f"{_flag(name)} is required (the flag, or {name} in the --plan file)")
-    _write_back(a, _build(cls, values), names)
-    return a

@@ -51,8 +51,8 @@ from .rigid_body_results import (  # noqa: F401  (re-exported: the study's publi
 from . import export
 from .._shipped import shipped_file
 from ..config import key
-from .options import StudyOptions, add_options, comma_list, model_list, parse
-from .runner import Runner, StudyError, Task, budget_flags, check_study_out, guarded, study_lock
+from .options import Study, StudyOptions, comma_list, model_list
+from .runner import Runner, StudyError, Task, budget_flags, check_study_out, study_lock
 from .stats import read_json, write_if_changed, write_json
 
 PRETRAINED = ("vpt", "vpff", "st")
@@ -60,11 +60,6 @@ ATTENTION_MODELS = ("vpt", "vpt_arb", "st", "vpt_exact")  # the window models (t
 
 
 # --------------------------------------------------------------------------- arguments
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line instead of usage + message
-        raise StudyError(f"{message} (see --help)")
 
 
 @dataclass
@@ -106,16 +101,8 @@ class RigidBodyOptions(StudyOptions):
     quick: bool = key(False, type=bool)
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = _Parser(prog="reproduce_rigid_body", description=__doc__.split("\n\n")[0],
-                formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_options(p, RigidBodyOptions, defaults={"out": "runs/reproduce_rigid_body"},
-                helps={"seeds": "Comma list of training seeds (default 0,1,2,3,4; --quick 0,1).",
-                       "export_pretrained": "After the study (or with --table-only), copy the best seed's best.pt of "
-                       "vpt, vpff and st (lowest validation score in summary.json: validation data only, never "
-                       "trajectories 1/4 or the held-out set) to DIR/rigid_body_<model>.pt, with DIR/provenance.json."})
-    a = parse(p, argv)  # every key (shared and the study's own) checked once
-
+def prepare(a: argparse.Namespace) -> argparse.Namespace:
+    """The checked keys with the --quick defaults filled in."""
     q = a.quick
     a.seeds = a.seeds if a.seeds is not None else ([0, 1] if q else [0, 1, 2, 3, 4])
     a.models = model_list(a.models if a.models is not None else ",".join(QUICK_MODELS if q else ALL_MODELS),
@@ -327,9 +314,9 @@ def _table_only(a) -> int:
     return 0
 
 
-def run_study(argv=None) -> int:
-    """The study (raises ``vpintegrator.studies.runner.StudyError``; ``main`` turns it into one line)."""
-    a = parse_args(argv)
+def run_study(a: argparse.Namespace) -> int:
+    """The study from its resolved keys (raises ``vpintegrator.studies.runner.StudyError``; the runner turns
+    it into one line)."""
     run = a.out
     if a.table_only:
         return _table_only(a)
@@ -369,12 +356,18 @@ def _run(a, run: Path) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    """``scripts/reproduce_rigid_body.py``: exit status 0 done, 2 bad input or a failed step (one line on
-    stderr), 130 interrupted (rerun with --skip-existing to continue)."""
-    return guarded(lambda: run_study(argv), "reproduce_rigid_body: error: ",
-                   "reproduce_rigid_body: interrupted; rerun with --skip-existing to continue")
+#: the study as the runner runs it (``vp-study rigid_body``, ``scripts/reproduce_rigid_body.py``)
+STUDY = Study(RigidBodyOptions, run_study, prepare, doc=__doc__, prog="reproduce_rigid_body",
+              defaults={"out": "runs/reproduce_rigid_body"},
+              helps={"seeds": "Comma list of training seeds (default 0,1,2,3,4; --quick 0,1).",
+                     "export_pretrained": "After the study (or with --table-only), copy the best seed's best.pt of "
+                     "vpt, vpff and st (lowest validation score in summary.json: validation data only, never "
+                     "trajectories 1/4 or the held-out set) to DIR/rigid_body_<model>.pt, with DIR/provenance.json."},
+              error_prefix="reproduce_rigid_body: error: ",
+              interrupted="reproduce_rigid_body: interrupted; rerun with --skip-existing to continue")
 
 
 if __name__ == "__main__":  # python -m vpintegrator.studies.rigid_body
-    raise SystemExit(main())
+    from .driver import main
+
+    raise SystemExit(main(STUDY))

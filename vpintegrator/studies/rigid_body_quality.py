@@ -37,17 +37,12 @@ from . import export
 from .rigid_body_results import BAND_TARGET, ERROR_TARGET, PAPER_TRAJ, rollout_values
 from .._shipped import shipped_file
 from ..config import key
-from .options import StudyOptions, add_options, parse
-from .runner import Runner, StudyError, Task, budget_flags, check_out_dir, check_study_out, guarded, study_lock
+from .options import Study, StudyOptions
+from .runner import Runner, StudyError, Task, budget_flags, check_out_dir, check_study_out, study_lock
 from .stats import fmt_num, md_table, read_json, write_json, write_results_files
 
 PHASES = ("p1", "p2", "p3")
 T_END = 100.0
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, no usage dump
-        raise StudyError(f"{message} (see --help)")
 
 
 @dataclass
@@ -79,12 +74,8 @@ class QualityOptions(StudyOptions):
     config: str = key(default_factory=lambda: str(shipped_file("configs/study/rigid_body_vpt.toml")), type=str)
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = _Parser(prog="reproduce_rigid_body_quality.py", description=__doc__.split("\n\n")[0])
-    add_options(p, QualityOptions, required=("out",), defaults={"seeds": "0,1,2,3,4"},
-                helps={"export_pretrained": "Then copy phase 2's best.pt of the seed with the lowest validation score "
-                       "(validation data only) to DIR/rigid_body_vpt.pt and record it in DIR/provenance.json."})
-    a = parse(p, argv)  # every key (shared and the study's own) checked once
+def prepare(a: argparse.Namespace) -> argparse.Namespace:
+    """The checked keys, with the checks that need the file system."""
     if not a.table_only and not Path(a.config).is_file():
         raise StudyError(f"--config {a.config}: no such file; give a vp-train TOML")
     out = Path(a.out)
@@ -207,8 +198,7 @@ def write_results(run: Path) -> str:
     return write_results_files(run, format_results(rows, settings), {"settings": settings, "rows": rows})
 
 
-def _main(argv) -> int:
-    a = parse_args(argv)
+def run(a: argparse.Namespace) -> int:
     run = Path(a.out)
     if not a.table_only:
         with study_lock(run):
@@ -234,10 +224,14 @@ def _main(argv) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    return guarded(lambda: _main(argv), "Error: ", "Interrupted; rerun with --skip-existing to continue.")
+#: the study as the runner runs it (``vp-study rigid_body_quality``, ``scripts/reproduce_rigid_body_quality.py``)
+STUDY = Study(QualityOptions, run, prepare, doc=__doc__, prog="reproduce_rigid_body_quality.py",
+              required=("out",), defaults={"seeds": "0,1,2,3,4"},
+              helps={"export_pretrained": "Then copy phase 2's best.pt of the seed with the lowest validation score "
+              "(validation data only) to DIR/rigid_body_vpt.pt and record it in DIR/provenance.json."})
 
 
 if __name__ == "__main__":  # python -m vpintegrator.studies.rigid_body_quality
-    raise SystemExit(main())
+    from .driver import main
+
+    raise SystemExit(main(STUDY))

@@ -206,6 +206,43 @@ def _seeds(run: Path) -> list[int]:
     return sorted(seeds)
 
 
+def training_budget(run_dir: Path) -> dict | None:
+    """How a vp-train run used its budget: ``{"cpu_s", "cpu_budget_s", "wall_s", "wall_limit_s", "stopped",
+    "wall_limited"}``, ``wall_limited`` true when it stopped at its wall-time limit (the CPU budget's
+    ceiling) with CPU seconds of its budget left (a loaded machine); None without a CPU budget or summary."""
+    from .._toml import tomllib
+
+    summary = read_json(run_dir / "summary.json")
+    try:
+        config = tomllib.loads((run_dir / "config.toml").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    budget, wall_limit = config.get("cpu_time_limit"), config.get("time_limit")
+    if summary is None or not budget:
+        return None
+    cpu, wall = summary.get("cpu_time"), summary.get("wall_time")
+    limited = (summary.get("stopped") == "time_limit" and cpu is not None and wall is not None
+               and wall_limit is not None and cpu < 0.99 * float(budget) and wall >= 0.99 * float(wall_limit))
+    return {"cpu_s": cpu, "cpu_budget_s": float(budget), "wall_s": wall,
+            "wall_limit_s": None if wall_limit is None else float(wall_limit), "stopped": summary.get("stopped"),
+            "wall_limited": bool(limited)}
+
+
+def budget_lines(budgets: list[dict]) -> list[str]:
+    """The results' lines on the training budgets (``budgets``: ``training_budget`` with ``model`` and
+    ``seed``): the runs a wall limit stopped before their CPU budget, with the CPU seconds they used."""
+    if not budgets:
+        return []
+    cut = [b for b in budgets if b["wall_limited"]]
+    if not cut:
+        return [f"Every training used its CPU budget or stopped for another reason ({len(budgets)} runs; none "
+                "at its wall ceiling first).", ""]
+    runs = "; ".join(f"{b['model']} seed {b['seed']}: {b['cpu_s']:.0f} of {b['cpu_budget_s']:g} CPU s "
+                     f"({b['wall_s']:.0f} s wall)" for b in cut)
+    return [f"**{len(cut)} of {len(budgets)} trainings stopped at their wall-time ceiling before their CPU budget** "
+            f"(a loaded machine: raise --wall-ceiling, or run with fewer --jobs): {runs}.", ""]
+
+
 def _training_values(run_dir: Path) -> dict:
     """Training numbers of one vp-train run directory (empty if it is missing)."""
     summary = read_json(run_dir / "summary.json")
@@ -423,8 +460,10 @@ def build_results(run_dir) -> dict:
                     "mean_met": st["mean"] is not None and st["mean"] <= limit,
                     "ratio": (st["mean"] / limit) if st["mean"] is not None else None,
                 })
+    budgets = [{"model": m, "seed": s, **b} for s in seeds for m in models
+               if (b := training_budget(run / "train" / f"{m}_s{s}")) is not None]
     meta = {"run": str(run), "seeds": seeds, "models": models, "integrators": list(INTEGRATORS),
-            "timing_t_end": timing.get("t_end"), "reference": REFERENCE}
+            "timing_t_end": timing.get("t_end"), "reference": REFERENCE, "budgets": budgets}
     return {"meta": meta, "columns": {k: v[0] for k, v in COLUMNS.items()}, "rows": rows,
             "paper": PAPER, "targets": targets, "attention": attention}
 
@@ -498,6 +537,7 @@ def format_results(res: dict) -> str:
                    "cpu_seconds was recorded gives its wall `seconds`); training: summary.json `cpu_time` "
                    "(`wall_time` for such runs).")
         out.append("")
+        out.extend(budget_lines(meta.get("budgets", [])))
     table("The paper's trajectories 1 and 4 (in-sample: rows 100 and 719 of the training data), t ∈ [0, 100]", ["band_traj1", "band_traj4", "err100_traj1", "err100_traj4",
                                                 "vpt_traj1", "vpt_traj4"], [*models, *integ],
           {"band_traj1": "band", "err100_traj1": "err100"})
@@ -512,7 +552,9 @@ def format_results(res: dict) -> str:
         lt = next((rows[m]["long_t_end"][0] for m in long_ if rows[m].get("long_t_end")), None)
         tt = meta.get("timing_t_end")
         out.append(f"Long run: trajectories 1 and 4 to t = {lt or math.nan:g} (worst of the two); cum. log det J: the "
-                   f"volume change of all step/window maps, 0 for a volume-preserving map. CPU: t = {tt or math.nan:g}, "
+                   f"volume change of all step/window maps, 0 for a volume-preserving map; inf for a map that is "
+                   f"singular somewhere (det J = 0, log det J = −∞: its volume change is not defined, not 0, as for the "
+                   f"standard transformer). CPU: t = {tt or math.nan:g}, "
                    f"trajectory 1, batch 1, one process per method, OMP_NUM_THREADS=1, seed {seeds[0] if seeds else '?'}'s "
                    "models (timing/timing.md); 'steps only' takes the process start-up out. Paper: Julia, t = 50 000.")
         out.append("")

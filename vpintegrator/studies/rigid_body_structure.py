@@ -57,8 +57,8 @@ from .._shipped import shipped_file
 from .rigid_body_results import PAPER_TRAJ, _errors_at, write_heldout_spec
 from ..config import key
 from ..errors import VPIntegratorError
-from .options import StudyOptions, add_options, comma_list, model_list, parse
-from .runner import Runner, StudyError, Task, budget_flags, check_study_out, guarded, study_lock
+from .options import Study, StudyOptions, comma_list, model_list
+from .runner import Runner, StudyError, Task, budget_flags, check_study_out, study_lock
 from .work_precision import equal_cost_section
 from .stats import (bootstrap_ci, drift_growth, fmt_num, md_table, median_interval, read_json, write_json,
                     write_results_files)
@@ -79,11 +79,6 @@ ENERGY_GROWTH_TARGET = 3.0  # max energy drift over [0, long-t-end] / over [0, 1
 ROUNDOFF = 1e-12  # a drift below this is round-off: conserved, whatever its ratio or slope
 #: the selection score of issue 21 item 4 for every model of this study (the VPT's config has the old one)
 SELECTION = ("--set", "val_rollout_error=final", "--set", "val_rollout_drift_weight=50")
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, no usage dump
-        raise StudyError(f"{message} (see --help)")
 
 
 @dataclass
@@ -119,12 +114,8 @@ class StructureOptions(StudyOptions):
                                     "runs start from held-out ICs", key="n_long")
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = _Parser(prog="reproduce_rigid_body_structure.py", description=__doc__.split("\n\n")[0])
-    add_options(p, StructureOptions, required=("out",), defaults={"seeds": "0,1,2,3,4"},
-                helps={"export_pretrained": "Copy --ship's best.pt of the seed with the best validation score to "
-                       "DIR/rigid_body_<model>.pt."})
-    a = parse(p, argv)  # every key (shared and the study's own) checked once
+def prepare(a: argparse.Namespace) -> argparse.Namespace:
+    """The checked keys, with the checks that need the file system."""
     a.models = model_list(a.models, "--models", MODELS)  # as given, each once
     if a.export_pretrained and a.ship not in a.models:
         raise StudyError(f"--ship {a.ship!r} is not one of --models ({', '.join(a.models)}); name a trained model")
@@ -398,8 +389,7 @@ def write_results(run: Path) -> str:
     return write_results_files(run, format_results(res), res)
 
 
-def _main(argv) -> int:
-    a = parse_args(argv)
+def run(a: argparse.Namespace) -> int:
     run = Path(a.out)
     if not a.table_only:
         with study_lock(run):
@@ -423,10 +413,14 @@ def _main(argv) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    return guarded(lambda: _main(argv), "Error: ", "Interrupted; rerun with --skip-existing to continue.")
+#: the study as the runner runs it (``vp-study rigid_body_structure``, ``scripts/reproduce_rigid_body_structure.py``)
+STUDY = Study(StructureOptions, run, prepare, doc=__doc__, prog="reproduce_rigid_body_structure.py",
+              required=("out",), defaults={"seeds": "0,1,2,3,4"},
+              helps={"export_pretrained": "Copy --ship's best.pt of the seed with the best validation score to "
+              "DIR/rigid_body_<model>.pt."})
 
 
 if __name__ == "__main__":  # python -m vpintegrator.studies.rigid_body_structure
-    raise SystemExit(main())
+    from .driver import main
+
+    raise SystemExit(main(STUDY))

@@ -10,8 +10,9 @@ time, each child with one thread (``OMP_NUM_THREADS=1``). The runner
   CPU seconds (the child's user + system time), to ``RUN/study.log``;
 - marks a finished task with a stamp ``RUN/.tasks/<task>.json`` (its command, exit status and times);
   with ``skip_existing`` a task whose stamp and outputs exist is not run again;
-- prints one progress line per task, ``[k/N] <task>: ...``, where N is the number of planned tasks,
-  fixed from the first line on (a study that runs its plan in phases still counts against all of it);
+- logs one progress line per task, ``[k/N] <task>: ...`` (logger ``vpintegrator.studies``, level INFO; the
+  command line of each step it starts at DEBUG), where N is the number of planned tasks, fixed from the first
+  line on (a study that runs its plan in phases still counts against all of it);
 - on Ctrl-C or SIGTERM (see ``sigterm_as_interrupt``) sends SIGTERM to its children (``vp-train``
   saves ``last.pt``), waits for them, and re-raises ``KeyboardInterrupt``: the run can be resumed;
 - passes ``--overwrite`` to the CLIs it runs when the study was asked to (``overwrite``) or resumes
@@ -23,7 +24,7 @@ A study refuses a non-empty RUN unless resumed or replaced (``check_study_out``)
 
 A failed task does not stop the others; the tasks that need it are reported as not run.
 
-Training budgets (``add_budget_arguments``, ``budget_flags``) are CPU seconds by default
+Training budgets (``budget_flags``) are CPU seconds by default
 (``vp-train --cpu-time-limit``; each child runs one thread, so on an idle machine a CPU second is a wall
 second), with a wall-time ceiling of ``--wall-ceiling`` times the budget (``--time-limit``): a study on
 a loaded machine trains each model as long as on an idle one, only later. ``--budget wall`` restores the
@@ -33,7 +34,7 @@ wall-time budget.
 from __future__ import annotations
 
 import contextlib
-import math
+import logging
 import os
 import shlex
 import signal
@@ -47,6 +48,8 @@ from typing import Any, Callable, Iterable, Iterator
 from .._signals import interrupts_raise
 from .stats import read_json, write_json
 
+logger = logging.getLogger("vpintegrator.studies")
+
 #: the repository root (for its ``configs/``) when the package is installed in editable mode
 REPO = Path(__file__).resolve().parents[2]
 #: the CLIs a task may run, by their console-script name -> module under vpintegrator.cli
@@ -55,22 +58,6 @@ TOOLS = {"vp-gen": "gen", "vp-train": "train", "vp-rollout": "rollout", "vp-plot
 
 #: default wall-time ceiling of a CPU-time training budget, as a multiple of the budget
 WALL_CEILING = 4.0
-
-
-def add_budget_arguments(p: Any) -> None:
-    """``--budget {cpu,wall}`` and ``--wall-ceiling FACTOR`` on an argparse parser (see the module docstring)."""
-    p.add_argument("--budget", choices=("cpu", "wall"), default="cpu",
-                   help="What a training budget counts: the training process's CPU seconds (default; the same "
-                        "training on a loaded machine) or wall seconds.")
-    p.add_argument("--wall-ceiling", type=float, default=WALL_CEILING,
-                   help="With --budget cpu: stop a training run after this many times its budget in wall seconds "
-                        "all the same (default %(default)g).")
-
-
-def check_budget_arguments(a: Any) -> None:
-    """Refuse a wall ceiling below 1 or not finite (a ``StudyError``)."""
-    if not (math.isfinite(a.wall_ceiling) and a.wall_ceiling >= 1.0):
-        raise StudyError(f"--wall-ceiling must be a number >= 1 (times the budget); got {a.wall_ceiling!r}")
 
 
 def budget_flags(a: Any, seconds: float, wall_seconds: float | None = None) -> list[str]:
@@ -184,7 +171,7 @@ class Runner:
     def _progress(self, t: Task, text: str) -> None:
         self.count += 1
         width = len(str(self.total))
-        print(f"[{self.count:{width}d}/{self.total}] {t.name}: {text}", flush=True)
+        logger.info(f"[{self.count:{width}d}/{self.total}] {t.name}: {text}")
 
     # ------------------------------------------------------------------ running
 
@@ -242,6 +229,7 @@ class Runner:
         log.write(f"$ {shell(argv(t.cmd))}\n")
         log.flush()
         self.commands.append(shell(t.cmd))
+        logger.debug(f"{t.name}: {shell(t.cmd)} (log: {self.log_path(t.name)})")
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv(t.cmd), stdout=log, stderr=subprocess.STDOUT, env=self.env)
         t.status = "running"

@@ -25,6 +25,7 @@ from .. import config as config_layer
 from ..config import Config, declared, key
 from ..device import check_device_name
 from ..errors import VPIntegratorError
+from ..fastpath import FAST_STEPS as _FAST_STEPS, check_fast_step
 
 __all__ = ["TrainConfig", "merge_overrides", "DTYPES", "MONITORS", "SCHEDULE_PER", "RESUMABLE_KEYS", "OPTIMIZERS",
            "SCHEDULERS", "FAST_STEPS", "list_optimizers", "list_schedulers"]
@@ -45,7 +46,7 @@ OPTIMIZERS: dict[str, tuple[str, dict[str, Any]]] = {
 #: the learning-rate schedules (their shapes are in ``vpintegrator.training.optim``)
 SCHEDULERS = ("exponential", "cosine", "constant")
 #: the values of the ``fast_step`` config key
-FAST_STEPS = ("auto", "off", "graph", "compile")
+FAST_STEPS = _FAST_STEPS  # vpintegrator.fastpath's: the same names in vp-rollout
 
 
 def list_optimizers() -> list[str]:
@@ -245,7 +246,8 @@ class TrainConfig(Config):
         and replays it (CUDA, one process, adam/adamw/rmsprop); ``compile`` runs the loss through
         ``torch.compile`` first (and captures it where a graph can run); ``off`` is the eager step; ``auto``
         (default) is ``graph`` where it can run, else ``off``. The losses equal the eager path's to float
-        rounding.
+        rounding. The same key of ``vp-rollout`` takes the same names (``true``/``false`` of older rollout
+        configs are auto/off).
     checkpoint_every : int
         Write last.pt, best.pt and summary.json every N epochs (and always at the end).
     checkpoint_seconds : float
@@ -357,7 +359,7 @@ class TrainConfig(Config):
                           expected="a non-negative integer (below 2**63)")
     device: str = key("auto", check=_check_device, metavar="DEVICE", resumable=True)
     dtype: str = key("float32", choices=DTYPES, expected=" or ".join(DTYPES))
-    fast_step: str = key("auto", choices=FAST_STEPS, expected=", ".join(FAST_STEPS), resumable=True)
+    fast_step: str = key("auto", choices=FAST_STEPS, check=check_fast_step, resumable=True)
     checkpoint_every: int = key(1, type=int, low=1, resumable=True)
     checkpoint_seconds: float = key(30.0, type=float, low=0, open_low=True, resumable=True,
                                     expected="a finite number > 0 (seconds between writes of last.pt)")

@@ -157,12 +157,24 @@ def progress_bar(show: bool, epochs_left: int | None, time_limit: float | None) 
     """Yield ``update(info, elapsed)`` (to call after each epoch) or None when ``show`` is false.
 
     On a terminal a click bar: with only epochs it counts them (``show_pos``); with a time limit it
-    follows ``progress_fraction``, so its ETA honours the limit. Elsewhere ``progress_lines``.
+    follows ``progress_fraction``, so its ETA honours the limit. In a Jupyter notebook with tqdm installed,
+    tqdm's widget (``vpintegrator._progress.notebook_widget``). Elsewhere ``progress_lines``.
     """
     if not show:
         yield None
         return
-    from .._progress import on_terminal
+    from .._progress import notebook_widget, on_terminal
+
+    widget = notebook_widget("training", epochs_left or None, "epochs")
+    if widget is not None:
+        limit = f", time limit {time_limit:g} s" if time_limit else ""
+
+        def advance(info, elapsed: float) -> None:
+            widget.update(widget.done + 1, (describe(info) or "") + limit)
+
+        with widget:
+            yield advance
+        return
 
     if not on_terminal():
         with progress_lines(epochs_left, time_limit) as update:

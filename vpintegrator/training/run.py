@@ -75,6 +75,9 @@ def fit(
     **overrides
         Config keys that win over ``config`` (``None`` values are ignored). ``ensemble=N`` (or
         ``seeds=[...]``) trains a seed ensemble in this process (``vpintegrator.training.ensemble``).
+        ``logger`` may also be a tracking sink object of yours (or a list of them): anything with
+        ``log(row)`` and optionally ``close()`` gets every row of ``log.csv``
+        (``vpintegrator.training.sinks``; [`SinkProtocol`][vpintegrator.protocols.SinkProtocol]).
 
     Returns
     -------
@@ -96,6 +99,14 @@ def fit(
     ``train_loss`` is then the full training loss after the epoch and ``lr`` the damping λ. Single
     process only.
     """
+    from .sinks import sink_objects, user_sinks
+
+    objects = sink_objects(overrides.get("logger"))
+    if objects:  # the user's sink objects: beside the config's named logger, for this call
+        overrides.pop("logger")
+        with user_sinks(objects):
+            return fit(config, resume=resume, callback=callback, progress=progress, overwrite=overwrite,
+                       model=model, train=train, val=val, **overrides)
     if isinstance(model, torch.nn.Module) or train is not None or val is not None:
         if resume is not None:
             raise VPIntegratorError("fit: resume continues a run from its directory's config and data files; give "

@@ -11,6 +11,12 @@
   ``config.toml``, ``summary.json`` and ``best.pt`` as artifacts when it ends; the tracking URI and
   experiment are MLflow's own settings (``MLFLOW_TRACKING_URI``, ``MLFLOW_EXPERIMENT_NAME``).
 
+A sink can also be an object of the user's (a W&B or Lightning-style logger wrapper, a list collecting
+rows): ``fit(..., logger=obj)`` or ``logger=[obj, ...]`` (``user_sinks``). Each object needs ``log(row)``
+(``row``: ``epoch`` and the logged values, as in ``log.csv``; an ensemble's rows also carry ``member`` and
+``seed``) and may have ``close()``, called once when ``fit`` returns (also on an error or Ctrl-C); they run
+beside the named logger of the config (``logger = "mlflow"`` and an object: both get every row).
+
 Setting a sink up (e.g. MLflow's first connection) is not counted in the run's ``wall_time``.
 
 Non-finite values (a NaN validation loss without validation data) are not sent.
@@ -18,15 +24,63 @@ Non-finite values (a NaN validation loss without validation data) are not sent.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ..errors import VPIntegratorError
 from ..protocols import SinkProtocol
 
-__all__ = ["make_sinks", "TensorBoardSink", "MLflowSink"]
+__all__ = ["make_sinks", "TensorBoardSink", "MLflowSink", "user_sinks", "sink_objects"]
+
+#: the user's sink objects of the ``fit`` call running in this context (``user_sinks``)
+_USER: contextvars.ContextVar[tuple] = contextvars.ContextVar("vpintegrator_user_sinks", default=())
+
+
+def sink_objects(logger: Any) -> tuple:
+    """The sink objects in a ``logger`` argument of ``fit``: ``()`` for a name (the config key) or None; else
+    the object, or each object of a list, checked to have ``log(row)`` (a one-line error naming ``logger``)."""
+    if logger is None or isinstance(logger, str):
+        return ()
+    objects = tuple(logger) if isinstance(logger, (list, tuple)) else (logger,)
+    for obj in objects:
+        if isinstance(obj, str) or not callable(getattr(obj, "log", None)):
+            raise VPIntegratorError(
+                f"logger must be 'none', 'tensorboard', 'mlflow' or an object with a log(row) method (and optionally "
+                f"close()), or a list of such objects; got {obj!r}", key="logger")
+    return objects
+
+
+@contextlib.contextmanager
+def user_sinks(objects: tuple) -> Iterator[None]:
+    """Within the block every run's sinks (``make_sinks``) include ``objects`` (see the module docstring);
+    their ``close()`` is called once at the end."""
+    token = _USER.set(tuple(objects))
+    try:
+        yield
+    finally:
+        _USER.reset(token)
+        for obj in objects:
+            close = getattr(obj, "close", None)
+            if callable(close):
+                close()
+
+
+class _UserSink:
+    """One member's view of a user's sink object: its rows (with ``member`` and ``seed`` in an ensemble);
+    ``close`` is left to ``user_sinks`` (the object may serve several members)."""
+
+    def __init__(self, obj: Any, member: Any, ensemble: bool) -> None:
+        self.obj, self.extra = obj, ({"member": member.k, "seed": member.seed} if ensemble else {})
+
+    def log(self, row: dict[str, float]) -> None:
+        self.obj.log({**row, **self.extra})
+
+    def close(self) -> None:
+        pass
 
 
 def _need(module: str, extra: str, logger: str):
@@ -148,7 +202,13 @@ def _experiment_name() -> str:
 
 
 def make_sinks(config, member, resolved) -> list[SinkProtocol]:
-    """The sinks of ``config.logger`` for ``member`` (a ``vpintegrator.training.record.Member``)."""
+    """The sinks of ``config.logger`` for ``member`` (a ``vpintegrator.training.record.Member``), then the
+    user's sink objects of the running ``fit`` (``user_sinks``)."""
+    ensemble = bool(getattr(config, "ensemble", None) or getattr(config, "seeds", None))
+    return [*_named_sinks(config, member, resolved), *(_UserSink(o, member, ensemble) for o in _USER.get())]
+
+
+def _named_sinks(config, member, resolved) -> list[Any]:
     logger = config.logger or "none"
     if logger == "none":
         return []

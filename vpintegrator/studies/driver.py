@@ -1,0 +1,126 @@
+"""The one study driver: ``main(study, argv)`` parses a study's command line once and runs it.
+
+Every way of running a study goes through ``main``: ``vp-study NAME ARGS`` (``vpintegrator.cli.study``),
+``scripts/reproduce_NAME.py ARGS`` and ``python -m vpintegrator.studies.NAME ARGS``. A study is a
+``vpintegrator.studies.options.Study`` (its module's ``STUDY``); ``main`` parses with
+``vpintegrator.studies.options.parse`` (the keys, ``--plan``, ``--set``), answers ``--help`` and
+``--print-config`` without running, shows the runner's progress lines on stderr through ``logging``
+(``study_logging``: ``-q`` none, ``-v`` each step's command line too), and with ``--json`` prints one JSON
+object on stdout. Errors are one line (``vpintegrator.studies.runner.guarded``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from .options import HelpShown, config_toml, parse
+from .runner import StudyError, guarded
+
+__all__ = ["load", "main", "study_logging"]
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to ``sys.stderr`` as it is when a record comes (pytest and click's test runner swap it)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:  # logging.StreamHandler.__init__ assigns it
+        pass
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = record.getMessage()
+        if record.levelno >= logging.WARNING:
+            return f"{'Error' if record.levelno >= logging.ERROR else 'Warning'}: {text}"
+        return text if record.levelno >= logging.INFO else f"debug: {record.name}: {text}"
+
+
+@contextlib.contextmanager
+def study_logging(quiet: bool = False, verbose: bool = False) -> Iterator[None]:
+    """The package's log messages (logger ``vpintegrator``: the runner's progress lines among them) on stderr
+    for the block: warnings always, progress unless ``quiet``, each step's command line and debug messages
+    with ``verbose``; the logger is left as it was found afterwards."""
+    logger = logging.getLogger("vpintegrator")
+    level = logger.level
+    handler = _StderrHandler()
+    handler.setLevel(logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO)
+    logger.setLevel(handler.level)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def load(name: str) -> Any:
+    """The ``Study`` of the study ``name`` (an entry of ``vpintegrator.studies.options.STUDIES``); an unknown
+    name is a one-line ``StudyError`` listing the valid ones."""
+    import importlib
+
+    from ..config import did_you_mean
+    from .options import STUDIES
+
+    if name not in STUDIES:
+        raise StudyError(f"unknown study {name!r}{did_you_mean(name, STUDIES)}; valid: {', '.join(STUDIES)}")
+    return importlib.import_module(f"vpintegrator.studies.{STUDIES[name][0]}").STUDY
+
+
+def _summary(name: str, a: Any, status: int) -> dict[str, Any]:
+    out = Path(a.out) if getattr(a, "out", None) else None
+    files: list[str] = []
+    if out is not None and out.is_dir():
+        files = sorted(str(p) for p in out.iterdir() if p.is_file() and p.suffix in (".md", ".json", ".csv"))
+    elif out is not None and out.is_file():
+        files = [str(out)]
+    return {"study": name, "exit_status": status, "out": None if out is None else str(out), "files": files}
+
+
+def main(study: Any, argv: Iterable[str] | None = None, prog: str | None = None) -> int:
+    """Run one study from its command line: the one driver of every study (``vp-study NAME ARGS``,
+    ``scripts/reproduce_*.py``, ``python -m vpintegrator.studies.<step>``).
+
+    ``study`` is a ``Study`` or the name of one (``STUDIES``); ``argv`` its arguments (default
+    ``sys.argv[1:]``); ``prog`` the command name in its help and messages. Parses once (``options.parse``:
+    ``--plan``, ``--set``, the flags), answers ``--help`` and ``--print-config`` without running, runs the
+    study with its progress on stderr (``-q`` none, ``-v`` each step's command line too) and, with
+    ``--json``, prints one JSON object on stdout (study, exit status, out, the result files) while the
+    study's own text goes to stderr. Returns the exit status: 0 done, 2 bad input or a failed step (one
+    line on stderr), 130 interrupted.
+    """
+    import json
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    name = study if isinstance(study, str) else (study.prog or "study")
+    try:
+        plan = load(study) if isinstance(study, str) else study
+    except StudyError as err:
+        print(f"Error: {err}", file=sys.stderr)
+        return 2
+    command = prog or (f"vp-study {study}" if isinstance(study, str) else plan.prog) or None
+
+    def body() -> int:
+        try:
+            a = parse(plan, args, command)
+        except HelpShown as shown:
+            return shown.code
+        if a.print_config:
+            sys.stdout.write(config_toml(plan, a))
+            return 0
+        text = contextlib.redirect_stdout(sys.stderr) if a.as_json else contextlib.nullcontext()
+        with study_logging(a.quiet, a.verbose), text:
+            status = plan.run(a if plan.prepare is None else plan.prepare(a))
+        if a.as_json:
+            sys.stdout.write(json.dumps(_summary(name, a, status)) + "\n")
+        return status
+
+    return guarded(body, plan.error_prefix, plan.interrupted)
