@@ -73,7 +73,7 @@ KIND_NAMES = {
     "special": "not a regular file (a FIFO, socket or device)",
 }
 #: what a run directory may hold (vp-train and vp-plot write these; ``member_*`` are ensemble members)
-RUN_FILES = frozenset({"config.toml", "log.csv", "summary.json", "last.pt", "best.pt", "ensemble.csv",
+RUN_FILES = frozenset({"config.toml", "log.csv", "summary.json", "last.pt", "best.pt", "complete.json", "ensemble.csv",
                        "ensemble.md", "selected.json", "ensemble_last.pt"})
 RUN_DIRS = frozenset({"figures", "best"})
 _SOURCE_SUFFIXES = frozenset({".py", ".pyx", ".c", ".h", ".cpp", ".cu", ".jl", ".m", ".r", ".sh", ".toml", ".json",

@@ -55,7 +55,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..config import Config, key
+from .._signals import run_child
 from ..errors import VPIntegratorError
+from ..rundir import is_complete, read_own_json
 from .options import add_options, comma_list, model_list, number_list, parse, seed_list
 from .runner import StudyError, check_out_dir, guarded
 from .stats import bootstrap_ci, median_interval, write_json, write_text
@@ -252,12 +254,14 @@ def evaluate_methods(methods: dict, systems: Sequence, y0: np.ndarray, k: int, s
 
 def train_run(data: Path, out: Path, model: str, seed: int, epochs: int, k: int, split: str,
               extra: dict | None = None) -> Path:
-    """``vp-train`` of one learned row (skipped when ``OUT/.../best.pt`` exists); the run directory.
+    """``vp-train`` of one learned row (skipped when its run finished: ``vpintegrator.rundir.is_complete``, the
+    completion record, never the presence of ``best.pt``; an interrupted run is trained again); the run
+    directory.
 
     A row of ``RECIPES`` trains its registered model with the recipe's optimizer and settings (in place of
     LM and ``COMMON``); every other row LM in float64 with ``COMMON`` and ``extra``."""
     run = out / "runs" / f"{model}_k{k}_{split}_seed{seed}"
-    if (run / "best.pt").exists():
+    if is_complete(run):
         return run
     registered, optimizer, sets = model, "lm", {**COMMON, **(extra or {})}
     if model in RECIPES:
@@ -273,7 +277,7 @@ def train_run(data: Path, out: Path, model: str, seed: int, epochs: int, k: int,
         sets["model.seq_len"] = k
     for key, value in sets.items():
         cmd += ["--set", f"{key}={value}"]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    run_child(cmd, check=True, stdout=subprocess.DEVNULL)  # dies with the study
     return run
 
 
@@ -505,7 +509,8 @@ def export_best(out: Path, out_dir: Path, name: str = "rigid_body_family_lpnet",
     scores, summaries = {}, {}
     for d in sorted((out / "runs").glob(f"lpnet_ctx_k{k}_{split}_seed*")):
         summary = read_json(d / "summary.json")
-        if d.is_dir() and summary is not None and (d / "best.pt").exists() and math.isfinite(summary["best_loss"]):
+        if d.is_dir() and summary is not None and is_complete(d) and (d / "best.pt").exists() \
+                and math.isfinite(summary["best_loss"]):
             seed = int(d.name.rsplit("seed", 1)[1])
             scores[seed], summaries[seed] = float(summary["best_loss"]), summary
     if not scores:
@@ -605,7 +610,7 @@ def _run(a: argparse.Namespace) -> int:
     if a.figures_only:
         if not path.is_file():
             raise StudyError(f"--figures-only: {path} not found; give the --out of an earlier study")
-        rows = json.loads(path.read_text())["rows"]
+        rows = read_study_json(path)["rows"]
     else:
         if a.data is None:
             raise StudyError("--data is required (the flag, or data in the --plan file) unless --figures-only or "
@@ -630,7 +635,7 @@ def _run(a: argparse.Namespace) -> int:
             run = exc.cmd[exc.cmd.index("--out") + 1]
             raise StudyError(f"vp-train of {run} failed (exit {exc.returncode}; its message is above); fix it and "
                              f"run the same command again (finished runs are kept)") from None
-        previous = json.loads(path.read_text()) if path.exists() else {}
+        previous = read_study_json(path) if path.exists() else {}
         commands = previous.get("commands") or ([previous["command"]] if "command" in previous else [])
         rows = merge_rows(previous.get("rows", []), new)
         write_json(path, {"commands": [*commands, " ".join(sys.argv)], "rows": rows})
@@ -639,6 +644,20 @@ def _run(a: argparse.Namespace) -> int:
     figures(summary, out)
     print(tables(summary))
     return 0
+
+
+def read_study_json(path: Path) -> dict:
+    """``context_study.json`` as this study wrote it (``{"commands": [...], "rows": [{...}, ...]}``), checked:
+    a missing, empty, damaged or foreign file is a one-line error naming it and saying to delete it."""
+    fix = (f"delete it and run the study again without --figures-only (the finished runs in {path.parent / 'runs'} "
+           "are kept)")
+    doc = read_own_json(path, "the context study's results", fix)
+    rows = doc.get("rows") if isinstance(doc, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and {"method", "errors"} <= r.keys()
+                                             for r in rows):
+        raise VPIntegratorError(f"{path}: not the context study's results (expected an object with 'rows', each with "
+                                f"'method' and 'errors'); {fix}")
+    return doc
 
 
 def _body(argv: Sequence[str] | None) -> int:
@@ -654,9 +673,10 @@ def _body(argv: Sequence[str] | None) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m vpintegrator.studies.context`` (``vp-study context``): train, evaluate, write the tables and
     figures. Exit status 0 done, 2 bad input or a failed training (one line on stderr), 130 interrupted (run
-    the same command again: finished runs are kept)."""
+    the same command again: finished runs are kept, an unfinished one is trained again)."""
     return guarded(lambda: _body(argv), "context study: error: ",
-                   "context study: interrupted; run the same command again (finished runs are kept)")
+                   "context study: interrupted; run the same command again: the finished runs (those with a "
+                   "complete.json) are kept, an unfinished one is trained again")
 
 
 if __name__ == "__main__":

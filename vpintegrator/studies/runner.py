@@ -12,8 +12,10 @@ time, each child with one thread (``OMP_NUM_THREADS=1``). The runner
   with ``skip_existing`` a task whose stamp and outputs exist is not run again;
 - prints one progress line per task, ``[k/N] <task>: ...``, where N is the number of planned tasks,
   fixed from the first line on (a study that runs its plan in phases still counts against all of it);
-- on Ctrl-C or SIGTERM (see ``sigterm_as_interrupt``) sends SIGTERM to its children (``vp-train``
-  saves ``last.pt``), waits for them, and re-raises ``KeyboardInterrupt``: the run can be resumed;
+- starts each child so that it dies with the study (``vpintegrator._signals.child_options``: a ``kill -9``
+  of the study leaves no orphan training on); on Ctrl-C or SIGTERM (see ``sigterm_as_interrupt``) sends
+  SIGTERM to its children's process groups (``vp-train`` saves ``last.pt``), waits for them, and re-raises
+  ``KeyboardInterrupt``: the run can be resumed;
 - passes ``--overwrite`` to the CLIs it runs when the study was asked to (``overwrite``) or resumes
   (``skip_existing``: a step killed after writing its output runs again over it), so a study's own
   outputs are replaced, and only those (the CLIs never replace a file of another kind).
@@ -44,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from .._signals import interrupts_raise
+from .._signals import child_options, interrupts_raise, stop_children
 from .stats import read_json, write_json
 
 #: the repository root (for its ``configs/``) when the package is installed in editable mode
@@ -243,7 +245,7 @@ class Runner:
         log.flush()
         self.commands.append(shell(t.cmd))
         t0 = time.perf_counter()
-        proc = subprocess.Popen(argv(t.cmd), stdout=log, stderr=subprocess.STDOUT, env=self.env)
+        proc = subprocess.Popen(argv(t.cmd), stdout=log, stderr=subprocess.STDOUT, env=self.env, **child_options())
         t.status = "running"
         return proc, t0, log
 
@@ -269,16 +271,13 @@ class Runner:
             self._progress(t, f"FAILED ({why}): {last_line(self.log_path(t.name))} (log: {self.log_path(t.name)})")
 
     def _stop(self, running: dict) -> None:
-        for _, proc, _, _ in running.values():
-            with contextlib.suppress(OSError):
-                proc.send_signal(signal.SIGTERM)  # vp-train saves last.pt; --skip-existing resumes it
-        for _, proc, _, log in running.values():
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            log.close()
+        """SIGTERM to every running child's process group (``vp-train`` saves ``last.pt``; an unfinished run has
+        no completion record, so ``--skip-existing`` resumes or redoes it), SIGKILL after 60 s."""
+        try:
+            stop_children([proc for _, proc, _, _ in running.values()], timeout=60)
+        finally:
+            for _, _, _, log in running.values():
+                log.close()
 
     # ------------------------------------------------------------------ reporting
 
