@@ -503,8 +503,11 @@ def output_lock(path: str | os.PathLike[str], *, key: str | None = "out") -> Ite
     pid, what = _read_owner(fd)
     if pid is not None and pid != os.getpid():
         _took_over(lock, pid, what)
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n{_program()}\n".encode(), 0)
+    try:  # the owner, for the messages of a second writer; a full disk leaves it empty (the flock still holds)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n{_program()}\n".encode(), 0)
+    except OSError:
+        pass
     _held[lock] = [fd, 1]
     try:
         yield lock
