@@ -627,6 +627,7 @@ def _run(a: argparse.Namespace) -> int:
         axes += [("interpolation", k0, s) for s in (a.noise if a.noise is not None else [0.0, 0.001, 0.01])
                  if s != 0]
         axes += [("interpolation", k, 0.0) for k in context_lens if k != k0]
+        check_study_sizes(Path(a.data), a.n_test, axes, len(models), h)  # before any training
         out.mkdir(parents=True, exist_ok=True)
         try:
             new = run_study(Path(a.data), out, a.seeds or [0, 1, 2, 3, 4], a.epochs, a.n_test, axes, models,
@@ -644,6 +645,32 @@ def _run(a: argparse.Namespace) -> int:
     figures(summary, out)
     print(tables(summary))
     return 0
+
+
+def check_study_sizes(data: Path, n_test: int, axes: Sequence[tuple[str, int, float]], n_models: int,
+                      h: float) -> None:
+    """Refuse, before any training, what the evaluation could not hold or cut: the test rollouts of ``n_test``
+    pairs (``vpintegrator.resources.check_size``: every method's rollout and the reference, (n_test,
+    n_steps + 1, dim) float64 each) and a context length that is not shorter than the rollout (``HORIZONS``)
+    or than the data's trajectories (a training window needs the context and a next state)."""
+    import h5py
+
+    from ..resources import check_size
+
+    with h5py.File(data, "r") as f:
+        n_states, dim = (int(n) for n in f["y"].shape[1:]) if "y" in f else (0, 3)
+    n_steps = int(round(max(HORIZONS) / h))
+    check_size("n_test", int(n_test) * (n_steps + 1) * dim, 8, f"the test rollouts ({n_test} pairs × {n_steps + 1} "
+               f"states × {dim}, per method)", copies=n_models + 6)
+    for _, k, _ in axes:
+        if k >= n_steps:
+            raise VPIntegratorError(f"context_lens: a context of {k} states is not shorter than the test rollout "
+                                    f"({n_steps} steps to t = {max(HORIZONS):g}); give context lengths < {n_steps}",
+                                    key="context_lens")
+        if n_states and k >= n_states:
+            raise VPIntegratorError(f"context_lens: a context of {k} states is not shorter than the trajectories of "
+                                    f"--data {data} ({n_states} states); give context lengths < {n_states} or longer "
+                                    "trajectories", key="context_lens")
 
 
 def read_study_json(path: Path) -> dict:
@@ -667,7 +694,7 @@ def _body(argv: Sequence[str] | None) -> int:
     try:
         return _run(a)
     except VPIntegratorError as err:
-        raise StudyError(str(err)) from None
+        raise StudyError(err.render(lambda key: "--" + key.replace("_", "-"))) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
