@@ -87,7 +87,10 @@ def check_size(key: str, n_elements: float, itemsize: int = 8, what: str = "the 
     n = float(n_elements) if not isinstance(n_elements, int) else n_elements
     if n != n or n < 0:
         raise ValueError(f"check_size({key!r}): a count of {n_elements!r}")
-    need = float(n) * itemsize * copies if n != math.inf else math.inf
+    try:
+        need = float(n) * itemsize * copies
+    except OverflowError:  # a product of sizes past float range
+        need = math.inf
     have = available_memory()
     if need > fraction * have:
         count = f"{n_elements:,}" if isinstance(n_elements, int) else f"{n_elements:.3g}"
