@@ -205,6 +205,13 @@ def _index(index: Any, n: int, what: str, path: Path) -> np.ndarray | slice:
     if index is None:
         return slice(None)
     if isinstance(index, slice):
+        for part in ("start", "stop", "step"):
+            v = getattr(index, part)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
+                raise VPIntegratorError(f"{path}: {what} slice {part} must be an integer or None; got {v!r}")
+        if index.step is not None and index.step < 1:
+            raise VPIntegratorError(f"{path}: {what} slice step must be an integer >= 1 (every step-th entry, in order); "
+                                    f"got {index.step}; give an index array for another order")
         return index
     arr = np.asarray(index)
     if arr.size == 0 and arr.ndim == 1:
