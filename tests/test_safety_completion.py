@@ -89,3 +89,26 @@ def test_figures_only_on_a_damaged_study_json_is_one_line(tmp_path, capsys, text
     assert main(["--out", str(tmp_path), "--figures-only"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "context_study.json" in err and "delete it" in err
+
+
+def test_a_study_step_without_its_stamp_runs_again_and_a_damaged_stamp_is_one_line(tmp_path, capsys):
+    """The study runner's completion record is the step's stamp, written after the step succeeded: outputs
+    without a stamp (a step killed after writing them) are made again; a damaged stamp is one line."""
+    from vpintegrator.studies.runner import Runner, Task
+
+    run = tmp_path / "run"
+    out = tmp_path / "out.txt"
+    out.write_text("half")  # what a killed step left
+    cmd = ["python", "-c", f"open({str(out)!r}, 'w').write('whole')"]
+    r = Runner(run, skip_existing=True)
+    r.add(Task("write", cmd, outputs=[out]))
+    assert r.execute() and out.read_text() == "whole"
+    again = Runner(run, skip_existing=True)
+    again.add(Task("write", cmd, outputs=[out]))
+    out.write_text("kept")
+    assert again.execute() and out.read_text() == "kept"  # finished: skipped
+    again.stamp("write").write_text("{")
+    third = Runner(run, skip_existing=True)
+    third.add(Task("write", cmd, outputs=[out]))
+    with pytest.raises(VPIntegratorError, match=r"write.json: damaged, .*delete it"):
+        third.execute()

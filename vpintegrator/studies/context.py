@@ -323,8 +323,6 @@ def run_study(data: Path, out: Path, seeds: Sequence[int], epochs: int, n_test: 
 
     The rows of ``SETUPS[system]["vary_k"]`` (and ``RECIPES`` rows, ``_ctx`` variants) train at every k;
     the other learned rows at the system's base k only."""
-    import json
-
     from ..data import read_trajectories
 
     setup = SETUPS[system]
@@ -337,7 +335,8 @@ def run_study(data: Path, out: Path, seeds: Sequence[int], epochs: int, n_test: 
                     continue  # the other learned rows on the base-k settings only
                 runs[m] = train_run(data, out, m, seed, epochs, k, split, setup["sets"].get(m))
             first = next(iter(runs.values()))
-            summary = json.loads((first / "summary.json").read_text())
+            summary = read_own_json(first / "summary.json", "a vp-train summary",
+                                    f"delete the run directory {first} (it is trained again)")
             split_by = summary["split_by"]
             systems, y0 = heldout_pairs(split_by, n_test, seed, system)
             train = read_trajectories(data, traj=summary["split"]["train"]).y  # the parrot's context
@@ -597,8 +596,6 @@ class ContextOptions(Config):
 
 
 def _run(a: argparse.Namespace) -> int:
-    import json
-
     out = Path(a.out)
     check_out_dir(out)
     path = out / "context_study.json"

@@ -362,11 +362,16 @@ def study_lock(run: Path) -> Iterator[None]:
 def guarded(body: Callable[[], int], error_prefix: str, interrupted: str) -> int:
     """Run a study's ``body``: a ``StudyError`` becomes ``<error_prefix><message>`` on stderr and
     exit status 2, Ctrl-C or SIGTERM ``interrupted`` and 130."""
+    from ..errors import VPIntegratorError
+
     try:
         with sigterm_as_interrupt():
             return body()
     except StudyError as err:
         print(f"{error_prefix}{err}", file=sys.stderr)
+        return 2
+    except VPIntegratorError as err:  # the library's one line (a damaged file of the study's own, ...)
+        print(f"{error_prefix}{err.render(lambda key: '--' + key.replace('_', '-'))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(interrupted, file=sys.stderr)
