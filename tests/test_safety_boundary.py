@@ -189,3 +189,13 @@ def test_plot_all_of_nothing(tmp_path, source, words):
     with pytest.raises(VPIntegratorError, match=words):
         plot_all(source, tmp_path / "figs")
     assert not (tmp_path / "figs").exists()
+
+
+def test_vp_train_verbose_shows_the_user_traceback(user_module, tiny_data, tmp_path):
+    from vpintegrator.cli.train import main
+
+    res = CliRunner().invoke(main, ["--data", tiny_data, "--model", "mynets:Broken", "--epochs", "1",
+                                    "--out", str(tmp_path / "run"), "-v"])
+    assert res.exit_code == 1
+    assert "Traceback" in res.output and 'raise RuntimeError("my layer is not finished")' in res.output
+    assert res.output.strip().splitlines()[-1].startswith("Error: mynets:Broken raised RuntimeError")
