@@ -90,23 +90,31 @@ def check_terminated() -> None:
 _PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent(sig: int = signal.SIGTERM, parent: int | None = None) -> None:
+def _prctl() -> Any:
+    """libc's ``prctl`` (Linux), or None; looked up in the parent, so that a freshly forked child only calls it
+    (no ``dlopen`` between fork and exec, which could wait on a lock another thread of the parent held)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # pragma: no cover - no libc prctl
+        return None
+
+
+def die_with_parent(sig: int = signal.SIGTERM, parent: int | None = None, prctl: Any = None) -> None:
     """Ask the kernel to send ``sig`` to this process when its parent dies (Linux's parent-death signal,
     ``prctl(PR_SET_PDEATHSIG)`` through ctypes; elsewhere nothing can be asked); if the parent ``parent``
     (a process id) is already gone, exit at once.
 
     The one way every process the package starts is tied to its parent: ``child_options`` runs it in the
-    child before ``exec`` (``subprocess``), the worker pools as their initializer. A ``kill -9`` of a command
-    thus leaves no child training, integrating or holding an output's lock. Safe in a freshly forked child
-    (no allocation beyond ctypes' call, no locks)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-        except (OSError, AttributeError):  # pragma: no cover - no libc prctl
-            pass
+    child before ``exec`` (``subprocess``, with ``prctl`` looked up in the parent: ``_prctl``), the worker
+    pools as their initializer. A ``kill -9`` of a command thus leaves no child training, integrating or
+    holding an output's lock."""
+    prctl = prctl if prctl is not None else _prctl()
+    if prctl is not None:
+        prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
     if parent is not None and os.getppid() != parent:  # died before the signal was set
         os._exit(1)
 
@@ -119,8 +127,10 @@ def child_options() -> dict[str, Any]:
     children in order)."""
     if os.name != "posix":  # pragma: no cover - Windows: no parent-death signal
         return {}
-    parent = os.getpid()
-    return {"preexec_fn": lambda: die_with_parent(signal.SIGTERM, parent), "start_new_session": True}
+    parent, prctl = os.getpid(), _prctl()
+    if prctl is None:  # pragma: no cover - POSIX without prctl (macOS): the process group only
+        return {"start_new_session": True}
+    return {"preexec_fn": lambda: die_with_parent(signal.SIGTERM, parent, prctl), "start_new_session": True}
 
 
 def stop_children(procs: Iterable[Any], timeout: float = 60.0) -> None:
