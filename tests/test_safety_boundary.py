@@ -152,7 +152,10 @@ def test_a_user_system_raising_in_init_is_one_line(tmp_path, monkeypatch):
     '''))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delenv(TRACEBACK_ENV, raising=False)
-    from vpintegrator.systems import get_system
+    from vpintegrator.systems import get_system, registry
+
+    for table in ("_REGISTRY", "_DEFAULT_INSTANCES"):  # the class registers itself on import: not for other tests
+        monkeypatch.setattr(registry, table, dict(getattr(registry, table)))
 
     with pytest.raises(UserCodeError, match=r"mysys:Fussy raised LookupError: no table when asked to build the system"):
         get_system("mysys:Fussy")
