@@ -125,12 +125,10 @@ def test_energy_structure_is_the_largest_relative_energy_error_past_the_prefix()
 
 
 def test_the_attention_row_trains_by_its_recipe(tmp_path, monkeypatch):
-    import subprocess
-
     from vpintegrator.studies import context
 
     calls = []
-    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: calls.append(cmd))
+    monkeypatch.setattr(context, "run_child", lambda cmd, **kw: calls.append(cmd))
     run = context.train_run(tmp_path / "d.h5", tmp_path, "lpnet_ctx_attention", 2, 30, 3, "interpolation")
     assert run == tmp_path / "runs" / "lpnet_ctx_attention_k3_interpolation_seed2"
     cmd = calls[0]

@@ -24,6 +24,7 @@ def _sha(p):
     OSError(errno.EIO, "Input/output error"),
     RuntimeError("[enforce fail at inline_container.cc:595] . PytorchStreamWriter failed writing file data/0: "
                  "file write failed"),
+    RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 1536 vs 1430"),  # a short write
     OSError("Can't write data (file write failed: time = ..., errno = 28, error message = 'No space left on device')"),
 ])
 def test_atomic_write_on_a_full_disk_is_one_line_and_keeps_the_earlier_file(tmp_path, failure):

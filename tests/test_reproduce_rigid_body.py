@@ -331,7 +331,9 @@ def test_tiny_study_end_to_end(tmp_path):
 
 
 def test_export_pretrained_takes_the_seed_with_the_best_validation_score(tmp_path):
-    """Per model, the best.pt of the seed with the lowest summary best_loss is copied, bit for bit."""
+    """Per model, the best.pt of the finished seed with the lowest summary best_loss is copied, bit for bit."""
+    from vpintegrator.rundir import write_complete
+
     run = tmp_path / "run"
     scores = {"vpt": [0.3, 0.1, 0.2], "vpff": [0.05, 0.07, 0.06], "st": [0.9, 0.8, float("nan")]}
     for model, vals in scores.items():
@@ -340,6 +342,11 @@ def test_export_pretrained_takes_the_seed_with_the_best_validation_score(tmp_pat
             d.mkdir(parents=True)
             (d / "best.pt").write_bytes(f"{model}{seed}".encode())
             (d / "summary.json").write_text(json.dumps({"best_loss": v, "monitor": "val_rollout", "best_epoch": 3}))
+            write_complete(d, "epochs", 3)
+    unfinished = run / "train" / "vpt_s3"  # the best score, but no completion record: never exported
+    unfinished.mkdir()
+    (unfinished / "best.pt").write_bytes(b"half")
+    (unfinished / "summary.json").write_text(json.dumps({"best_loss": 0.01, "monitor": "val_rollout", "best_epoch": 1}))
     chosen = rr.export_pretrained(run, tmp_path / "out")
     assert {m: c["seed"] for m, c in chosen.items()} == {"vpt": 1, "vpff": 0, "st": 1}
     for model, c in chosen.items():

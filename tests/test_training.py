@@ -119,7 +119,8 @@ def test_run_directory(tiny_data, tmp_path):
     result = fit(_config(tiny_data, tmp_path, epochs=3))
     run = tmp_path / "run"
     assert result.run_dir == run
-    assert sorted(p.name for p in run.iterdir()) == ["best.pt", "config.toml", "last.pt", "log.csv", "summary.json"]
+    assert sorted(p.name for p in run.iterdir()) == ["best.pt", "complete.json", "config.toml", "last.pt", "log.csv",
+                                                     "summary.json"]
     with open(run / "log.csv") as f:
         reader = csv.DictReader(f)
         rows = list(reader)

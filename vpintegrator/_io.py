@@ -201,8 +201,9 @@ def _raise_if_device_error(err: BaseException, target: Path) -> None:
         code = re.search(r"errno = (\d+)", text)  # HDF5's "file write failed: ..., errno = 28, ..."
         if found is None and code and int(code.group(1)) in DEVICE_ERRNOS:
             found = os.strerror(int(code.group(1)))
-    if found is None and isinstance(err, RuntimeError) and "file write failed" in text:
-        found = "write failed (torch)"
+    if found is None and isinstance(err, RuntimeError) and (
+            "file write failed" in text or ("inline_container" in text and "unexpected pos" in text)):
+        found = "write failed (torch)"  # torch's zip writer: a failed or short write (a full disk)
     if found is None:
         return
     raise device_write_error(target, found) from None

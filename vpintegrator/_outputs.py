@@ -73,7 +73,7 @@ KIND_NAMES = {
     "special": "not a regular file (a FIFO, socket or device)",
 }
 #: what a run directory may hold (vp-train and vp-plot write these; ``member_*`` are ensemble members)
-RUN_FILES = frozenset({"config.toml", "log.csv", "summary.json", "last.pt", "best.pt", "ensemble.csv",
+RUN_FILES = frozenset({"config.toml", "log.csv", "summary.json", "last.pt", "best.pt", "complete.json", "ensemble.csv",
                        "ensemble.md", "selected.json", "ensemble_last.pt"})
 RUN_DIRS = frozenset({"figures", "best"})
 _SOURCE_SUFFIXES = frozenset({".py", ".pyx", ".c", ".h", ".cpp", ".cu", ".jl", ".m", ".r", ".sh", ".toml", ".json",
@@ -503,8 +503,11 @@ def output_lock(path: str | os.PathLike[str], *, key: str | None = "out") -> Ite
     pid, what = _read_owner(fd)
     if pid is not None and pid != os.getpid():
         _took_over(lock, pid, what)
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n{_program()}\n".encode(), 0)
+    try:  # the owner, for the messages of a second writer; a full disk leaves it empty (the flock still holds)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n{_program()}\n".encode(), 0)
+    except OSError:
+        pass
     _held[lock] = [fd, 1]
     try:
         yield lock

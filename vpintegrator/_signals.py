@@ -11,12 +11,14 @@ thread Python cannot install handlers; the block then runs with the handlers as 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import threading
 from typing import Any, Callable, Iterable, Iterator
 
-__all__ = ["handling", "interrupts_raise", "check_terminated"]
+__all__ = ["handling", "interrupts_raise", "check_terminated", "die_with_parent", "child_options", "stop_children",
+           "run_child"]
 
 _terminated: int | None = None  # the signal number once SIGTERM or SIGINT has arrived in interrupts_raise
 
@@ -80,3 +82,99 @@ def check_terminated() -> None:
     """
     if _terminated is not None:
         raise KeyboardInterrupt(f"terminated by signal {_terminated}")
+
+
+# --------------------------------------------------------------------------- children die with their parents
+
+#: Linux's ``prctl`` option that sets the signal a process gets when its parent dies
+_PR_SET_PDEATHSIG = 1
+
+
+def _prctl() -> Any:
+    """libc's ``prctl`` (Linux), or None; looked up in the parent, so that a freshly forked child only calls it
+    (no ``dlopen`` between fork and exec, which could wait on a lock another thread of the parent held)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # pragma: no cover - no libc prctl
+        return None
+
+
+def die_with_parent(sig: int = signal.SIGTERM, parent: int | None = None, prctl: Any = None) -> None:
+    """Ask the kernel to send ``sig`` to this process when its parent dies (Linux's parent-death signal,
+    ``prctl(PR_SET_PDEATHSIG)`` through ctypes; elsewhere nothing can be asked); if the parent ``parent``
+    (a process id) is already gone, exit at once.
+
+    The one way every process the package starts is tied to its parent: ``child_options`` runs it in the
+    child before ``exec`` (``subprocess``, with ``prctl`` looked up in the parent: ``_prctl``), the worker
+    pools as their initializer. A ``kill -9`` of a command thus leaves no child training, integrating or
+    holding an output's lock."""
+    prctl = prctl if prctl is not None else _prctl()
+    if prctl is not None:
+        prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    if parent is not None and os.getppid() != parent:  # died before the signal was set
+        os._exit(1)
+
+
+def child_options() -> dict[str, Any]:
+    """Keyword arguments for ``subprocess.Popen``/``subprocess.run`` that start a child which dies with this
+    process: the parent-death signal SIGTERM (``die_with_parent``: the child cleans up as after ``kill``,
+    e.g. ``vp-train`` saves ``last.pt``) and, on POSIX, a process group of its own, so that ``stop_children``
+    reaches the child's own children and a Ctrl-C in the terminal reaches the parent only (which stops the
+    children in order)."""
+    if os.name != "posix":  # pragma: no cover - Windows: no parent-death signal
+        return {}
+    parent, prctl = os.getpid(), _prctl()
+    if prctl is None:  # pragma: no cover - POSIX without prctl (macOS): the process group only
+        return {"start_new_session": True}
+    return {"preexec_fn": lambda: die_with_parent(signal.SIGTERM, parent, prctl), "start_new_session": True}
+
+
+def stop_children(procs: Iterable[Any], timeout: float = 60.0) -> None:
+    """Stop the children ``procs`` (``subprocess.Popen`` objects started with ``child_options``): SIGTERM to
+    each child's process group, then wait up to ``timeout`` seconds in all, then SIGKILL to the group of each
+    one still running."""
+    import time
+
+    procs = [p for p in procs if p.poll() is None]
+    for p in procs:
+        _signal_group(p, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        try:
+            p.wait(timeout=max(deadline - time.monotonic(), 0.01))
+        except Exception:  # subprocess.TimeoutExpired
+            _signal_group(p, getattr(signal, "SIGKILL", signal.SIGTERM))
+            p.wait()
+
+
+def _signal_group(proc: Any, sig: int) -> None:
+    try:
+        if os.name == "posix" and os.getpgid(proc.pid) == proc.pid:  # its own group (child_options)
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+
+
+def run_child(cmd: list[str], **kwargs: Any) -> Any:
+    """``subprocess.run(cmd, **kwargs)`` with the child started by ``child_options``; an interrupt (Ctrl-C,
+    SIGTERM through ``interrupts_raise``) or error here stops the child (``stop_children``) before it
+    propagates. Returns the ``CompletedProcess``; ``check=True`` raises ``CalledProcessError`` as
+    ``subprocess.run`` does."""
+    import subprocess
+
+    check = kwargs.pop("check", False)
+    with subprocess.Popen(cmd, **child_options(), **kwargs) as proc:
+        try:
+            proc.wait()
+        except BaseException:
+            stop_children([proc])
+            raise
+    if check and proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, cmd)
+    return subprocess.CompletedProcess(cmd, proc.returncode)

@@ -8,12 +8,53 @@ the class again. This module only imports; each registry decides what a valid cl
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-from typing import Any, TypeVar
+import logging
+import os
+from typing import Any, Iterator, TypeVar
 
 from .errors import VPIntegratorError
 
-__all__ = ["class_path", "importable_path", "import_class", "is_class_path"]
+__all__ = ["class_path", "importable_path", "import_class", "is_class_path", "user_code", "UserCodeError",
+           "TRACEBACK_ENV"]
+
+#: set this environment variable to 1 for the full traceback of an error raised by a user's code
+TRACEBACK_ENV = "VP_TRACEBACK"
+
+
+class UserCodeError(VPIntegratorError):
+    """An exception raised by a user's class (a system, a model, a packer), as one line naming the class and
+    what it was asked to do; the original exception is its ``__cause__``."""
+
+
+def _owner_name(owner: Any) -> str:
+    if isinstance(owner, str):
+        return owner
+    cls = owner if isinstance(owner, type) else type(owner)
+    return cls.__qualname__ if cls.__module__.startswith("vpintegrator.") else class_path(cls)
+
+
+@contextlib.contextmanager
+def user_code(owner: Any, what: str) -> Iterator[None]:
+    """Run the block, a call into ``owner``'s code (a class, an instance, or a name), at the boundary: an
+    exception it raises (other than a [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError], an
+    interrupt or ``MemoryError``) becomes one line, a ``UserCodeError``, naming the class, what it was asked to
+    do (``what``: "build it with dim=3", "map a (1, 3, 3) window") and the exception. The full traceback: the
+    CLIs' ``-v`` (logged at debug level), or ``VP_TRACEBACK=1`` in the environment (the exception is then
+    raised as it is)."""
+    try:
+        yield
+    except (VPIntegratorError, MemoryError):
+        raise
+    except Exception as err:
+        if os.environ.get(TRACEBACK_ENV, "") not in ("", "0"):
+            raise
+        name = _owner_name(owner)
+        logging.getLogger("vpintegrator").debug("%s raised when asked to %s", name, what, exc_info=err)
+        reason = " ".join(f"{type(err).__name__}: {err}".split())[:300]
+        raise UserCodeError(f"{name} raised {reason} when asked to {what}; fix the class (-v or {TRACEBACK_ENV}=1 "
+                            "shows the full traceback)") from err
 
 T = TypeVar("T")
 

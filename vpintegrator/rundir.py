@@ -10,6 +10,12 @@ The paths a run directory's ``config.toml`` and ``summary.json`` store (``data``
 published run directory names no home directory and a run directory moved together with its data still
 resumes; readers resolve them against the run directory (``absolute_run_paths``). Runs written before
 stored absolute paths, which read unchanged.
+
+**A run is finished only when it says so**: ``complete.json`` (``COMPLETE``) is written last, atomically, when a
+training ends by its own rule (epochs, a time limit, patience), and removed when a training starts in the
+directory (a resumed run is unfinished until it ends again). ``best.pt`` alone says nothing: a run killed
+after its first checkpoint has one. Whatever skips finished work asks ``is_complete``; an unfinished run is
+resumed or trained again, never reported.
 """
 
 from __future__ import annotations
@@ -23,8 +29,75 @@ from typing import Any
 
 from .errors import VPIntegratorError
 
-__all__ = ["LOG_COLUMNS", "CPU_COLUMN", "ROLLOUT_COLUMN", "format_row", "read_log", "read_summary", "relative_run_paths",
+__all__ = ["read_own_json", "COMPLETE", "write_complete", "read_complete", "is_complete", "clear_complete", "LOG_COLUMNS", "CPU_COLUMN", "ROLLOUT_COLUMN", "format_row", "read_log", "read_summary", "relative_run_paths",
            "absolute_run_paths"]
+
+#: the completion record of a run directory, written last when the run ends by its own rule
+COMPLETE = "complete.json"
+#: the keys a completion record holds
+_COMPLETE_KEYS = ("finished", "stopped", "epochs")
+
+
+def write_complete(run_dir: str | Path, stopped: str, epochs: int) -> Path:
+    """Write ``run_dir/complete.json`` (atomically: ``vpintegrator._io.atomic_path``): the run in ``run_dir``
+    ended by its own rule ``stopped`` (``"epochs"``, ``"time_limit"``, ``"patience"``, ...) after ``epochs``
+    epochs. Call it after every other file of the run is written."""
+    from ._io import atomic_path
+
+    path = Path(run_dir) / COMPLETE
+    record = {"finished": True, "stopped": str(stopped), "epochs": int(epochs)}
+    with atomic_path(path, suffix=".json") as tmp:
+        tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def clear_complete(run_dir: str | Path) -> None:
+    """Remove ``run_dir/complete.json``: a training starts (or resumes) there, so the run is unfinished."""
+    (Path(run_dir) / COMPLETE).unlink(missing_ok=True)
+
+
+def read_complete(run_dir: str | Path) -> dict[str, Any] | None:
+    """The completion record of ``run_dir`` (``{"finished": True, "stopped": ..., "epochs": ...}``), or None when
+    the run did not finish (no record: interrupted, killed, or still running). A record that is not one (a
+    damaged file) is a one-line error naming it and saying to delete it (the run is then trained again)."""
+    path = Path(run_dir) / COMPLETE
+    if not path.exists():
+        return None
+    value = read_own_json(path, "a run's completion record", f"delete it (the run in {Path(run_dir)} is then "
+                          "trained again or resumed)")
+    if not isinstance(value, dict) or value.get("finished") is not True or any(k not in value for k in _COMPLETE_KEYS):
+        raise VPIntegratorError(f"{path}: not a completion record of vp-train (expected the keys "
+                                f"{', '.join(_COMPLETE_KEYS)}); delete it (the run in {Path(run_dir)} is then trained "
+                                "again or resumed)")
+    return value
+
+
+def is_complete(run_dir: str | Path) -> bool:
+    """Whether the run in ``run_dir`` finished (its ``complete.json`` is there: ``read_complete``)."""
+    return read_complete(run_dir) is not None
+
+
+def read_own_json(path: str | Path, what: str, fix: str) -> Any:
+    """The JSON of ``path``, a file this package wrote (``what`` says which kind: "a study's results"); a file
+    that is missing, empty, damaged or not JSON is a one-line [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError]
+    naming it and saying ``fix`` (which file to delete or regenerate, and how)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise VPIntegratorError(f"{path}: not found ({what}); {fix}") from None
+    except IsADirectoryError:
+        raise VPIntegratorError(f"{path}: a directory, not {what}; {fix}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise VPIntegratorError(f"{path}: cannot read {what} ({getattr(err, 'strerror', None) or type(err).__name__}); "
+                                f"{fix}") from None
+    if not text.strip():
+        raise VPIntegratorError(f"{path}: empty, not {what} (a write was cut short?); {fix}")
+    try:
+        return json.loads(text)
+    except ValueError as err:
+        raise VPIntegratorError(f"{path}: damaged, not {what} (not JSON: {str(err).split(':')[0]}); {fix}") from None
+
 
 #: the columns every log.csv has, in order
 LOG_COLUMNS = ("epoch", "train_loss", "val_loss", "lr", "seconds")

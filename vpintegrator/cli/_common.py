@@ -152,6 +152,8 @@ class _Formatter(logging.Formatter):
         if record.levelno >= logging.WARNING:
             return f"Warning: {text}"
         if record.levelno < logging.INFO:
+            if record.exc_info:  # with --verbose: the full traceback of an error in a user's class (plugins.user_code)
+                text = f"{text}\n{self.formatException(record.exc_info)}"
             return f"debug: {record.name}: {text}"
         return text
 

@@ -293,6 +293,17 @@ def solve_many(kind: int, params: np.ndarray, y0: np.ndarray, t: np.ndarray, rto
     t_fail = np.zeros(n_traj)
     if n_traj and t.size > 1:
         rtol = max(float(rtol), _RTOL_FLOOR)  # what solve_ivp does (with a warning)
-        _solve_many(int(kind), np.ascontiguousarray(params, dtype=np.float64), y0, t, rtol, float(atol), out, status, t_fail)
+        try:
+            _solve_many(int(kind), np.ascontiguousarray(params, dtype=np.float64), y0, t, rtol, float(atol), out, status,
+                        t_fail)
+        except ZeroDivisionError:  # an error norm that overflowed float64 to inf (numba raises where NumPy gives inf)
+            from ..errors import VPIntegratorError
+
+            with np.errstate(all="ignore"):
+                big = float(np.max(np.abs(y0))) if y0.size else 0.0
+            raise VPIntegratorError(
+                f"integration: intermediate values overflow float64 (system parameters "
+                f"{np.asarray(params).ravel().tolist()}, largest |initial state| {big:.3g}); the parameters or initial "
+                "conditions are too large or too small for double precision: rescale them") from None
     out[:, 0] = y0
     return out, status, t_fail

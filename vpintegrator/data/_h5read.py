@@ -154,7 +154,14 @@ def _param_names(path: Path, f: h5py.File, n_traj: int) -> tuple[str, ...]:
             f"{path}: dataset '/params' (shape {shape}) must be (n_traj, p) = ({n_traj}, p) float64 with an attribute "
             f"'names' of p column names; got names {names!r}; {_HINT}"
         )
-    return tuple(str(n) for n in names)
+    seen = [str(n) for n in names]
+    repeated = next((n for i, n in enumerate(seen) if n in seen[:i]), None)
+    if repeated is not None:  # every reader would take one of the columns for the other without a word
+        raise VPIntegratorError(
+            f"{path}: dataset '/params' names the column {repeated!r} twice (names {seen!r}); each column must be named "
+            f"once: rename or drop the repeated column; {_HINT}"
+        )
+    return tuple(seen)
 
 
 def _check_grid(path: Path, f: h5py.File) -> None:
@@ -198,6 +205,13 @@ def _index(index: Any, n: int, what: str, path: Path) -> np.ndarray | slice:
     if index is None:
         return slice(None)
     if isinstance(index, slice):
+        for part in ("start", "stop", "step"):
+            v = getattr(index, part)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
+                raise VPIntegratorError(f"{path}: {what} slice {part} must be an integer or None; got {v!r}")
+        if index.step is not None and index.step < 1:
+            raise VPIntegratorError(f"{path}: {what} slice step must be an integer >= 1 (every step-th entry, in order); "
+                                    f"got {index.step}; give an index array for another order")
         return index
     arr = np.asarray(index)
     if arr.size == 0 and arr.ndim == 1:

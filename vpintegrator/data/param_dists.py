@@ -24,13 +24,13 @@ The draws come from ``numpy.random.default_rng(SeedSequence([seed, 2]))`` (``see
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Any, Mapping
 
 import numpy as np
 
 from ..errors import VPIntegratorError
+from ..resources import check_size
 
 __all__ = ["DISTRIBUTIONS", "check_parameters", "draw_parameters", "parameter_rng"]
 
@@ -136,7 +136,9 @@ def draw_parameters(system, table: Mapping[str, Any], n: int, seed: int,
     columns: list[str] = []
     blocks: list[np.ndarray] = []
     grid_names = [name for name, e in table.items() if e["dist"] == "grid"]
-    grid = list(itertools.product(*[range(len(table[g]["values"])) for g in grid_names]))
+    grid_sizes = [len(table[g]["values"]) for g in grid_names]  # the product is never built: point i by its digits
+    check_size("n_traj", n * sum(len(param_columns(system, [name])) for name in table), 8,
+               f"{where}: the drawn parameters")
     for name, e in table.items():
         cols = param_columns(system, [name])
         k = len(cols)
@@ -153,7 +155,9 @@ def draw_parameters(system, table: Mapping[str, Any], n: int, seed: int,
             block = np.array(e["values"])[rng.integers(len(e["values"]), size=n)]
         else:  # grid: point i mod G of the product
             j = grid_names.index(name)
-            block = np.array(e["values"])[[grid[i % len(grid)][j] for i in range(n)]]
+            period = math.prod(grid_sizes[j + 1:])  # the grids listed after this one vary faster
+            block = np.array(e["values"])[(np.arange(n, dtype=np.int64) // period if period <= n else
+                                           np.zeros(n, dtype=np.int64)) % grid_sizes[j]]
         columns.extend(cols)
         blocks.append(np.asarray(block, dtype=np.float64).reshape(n, k))
     values = np.concatenate(blocks, axis=1) if blocks else np.empty((n, 0))

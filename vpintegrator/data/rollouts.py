@@ -55,6 +55,10 @@ _READABLE_VERSIONS = (1, 2)
 def _series(group, name: str, shape: tuple, chunks: tuple) -> Any:
     """A float64 dataset ``group[name]`` of ``shape`` chunked by ``chunks`` (clipped to the shape); the
     engines' blocks fill it in whole chunks along time, so one chunk of cache per dataset suffices."""
+    if any(int(s) < 1 for s in shape):  # h5py would refuse the chunks with a ValueError of its own
+        raise VPIntegratorError(f"the rollout's {name} would have shape {tuple(int(s) for s in shape)}: nothing to "
+                                "write (a context_len or seq_len as long as the rollout, or no trajectories?); give "
+                                "a longer t_end, a shorter context_len or more trajectories")
     chunks = tuple(max(1, min(int(s), int(c))) for s, c in zip(shape, chunks))
     return group.create_dataset(name, shape=tuple(shape), dtype=np.float64, chunks=chunks)
 

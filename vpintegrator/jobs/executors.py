@@ -21,7 +21,6 @@ import multiprocessing
 import os
 import shutil
 import signal
-import sys
 import tempfile
 from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
@@ -31,6 +30,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from .._io import pid_alive
+from .._signals import die_with_parent
 from ..errors import VPIntegratorError
 
 __all__ = ["default_workers", "check_workers", "run_chunks", "in_processes", "parts_folder", "remove_orphan_parts"]
@@ -131,16 +131,10 @@ def remove_orphan_parts(out: Path) -> list[Path]:
 
 
 def _die_with_parent(parent: int) -> None:
-    """A worker's initializer: be killed when the process that started it dies (Linux's parent-death
-    signal); if it is already gone, exit at once."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
-    if os.getppid() != parent:  # died before the signal was set
-        os._exit(1)
+    """A worker's initializer: killed when the process that started it dies
+    (``vpintegrator._signals.die_with_parent``, SIGKILL: a worker holds nothing to clean up); if it is already
+    gone, exit at once."""
+    die_with_parent(signal.SIGKILL, parent)
 
 
 def _context():

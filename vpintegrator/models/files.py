@@ -430,6 +430,9 @@ def load_model(path: str | os.PathLike[str], map_location: Any = "cpu", config: 
         (``{"dt", "system", "system_params", "parametric"}`` of its training data; vp-rollout checks them);
         older files have none of them. ``model.source_file`` is the file read.
     """
+    if not isinstance(path, (str, os.PathLike)) or (isinstance(path, str) and not path.strip()):
+        raise VPIntegratorError(f"load_model: path must be a checkpoint file (.pt), a run directory, "
+                                f"'pretrained:NAME' or 'gml:FILE.h5'; got {path!r}")
     text = os.fspath(path)
     if isinstance(text, str) and text.startswith(GML_PREFIX):
         file, params = parse_gml_spec(text)

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from ..errors import VPIntegratorError
-from ..plugins import class_path, import_class, importable_path, is_class_path
+from ..plugins import UserCodeError, class_path, import_class, importable_path, is_class_path, user_code
 
 __all__ = ["build_model", "list_models", "default_model_config", "register_model", "model_preserves", "model_class", "model_size",
            "ModelSize", "PROBE_MAX", "OBJECT_BYTES", "estimate_model_size", "check_model_memory", "count_parameters"]
@@ -103,6 +103,9 @@ def register_model(cls: Any = None, defaults: dict[str, Any] | None = None) -> A
     """
     if cls is None:
         return lambda c: register_model(c, defaults)
+    if isinstance(cls, nn.Module):
+        raise VPIntegratorError(f"register_model: got an instance of {type(cls).__name__}, not a class; register the "
+                                f"class itself: register_model({type(cls).__name__})")
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
         raise VPIntegratorError(f"register_model: {cls!r} is not a torch.nn.Module subclass; register a model class")
     if defaults is not None and not isinstance(defaults, dict):
@@ -211,9 +214,15 @@ def build_model(name: str, **config: Any) -> nn.Module:
             raise VPIntegratorError(f"model config for {name!r}: missing required key {k!r}")
     check_model_memory(name, cls, config)  # a size that cannot fit is refused before anything is built
     try:
-        model = cls(**config)
+        with user_code(cls, f"build the model {name!r} with " + ", ".join(f"{k}={v!r}" for k, v in config.items())):
+            model = cls(**config)
+    except UserCodeError:
+        raise
     except VPIntegratorError as err:
         raise VPIntegratorError(f"model config for {name!r}: {err}", key=err.key) from None
+    if not isinstance(model, nn.Module):
+        raise VPIntegratorError(f"model {name!r}: {class_path(cls)}(...) gave a {type(model).__name__}, not a "
+                                "torch.nn.Module; a model class must build a module")
     _describe(model, key, config, params)
     return model
 

@@ -69,6 +69,13 @@ def plot_data(source, reference: Trajectories | None = None, max_points: int | N
         return _from_memory({label: source}, reference, max_points)
     if isinstance(source, Mapping) and source and all(isinstance(v, Trajectories) for v in source.values()):
         return _from_memory(dict(source), reference, max_points)
+    if isinstance(source, (Mapping, list, tuple)) and not source:
+        raise VPIntegratorError(f"plot source is an empty {type(source).__name__}: nothing to draw; give a dict "
+                                "{label: Trajectories} with at least one entry, or rollout files")
+    if isinstance(source, Mapping):
+        label, value = next((k, v) for k, v in source.items() if not isinstance(v, Trajectories))
+        raise VPIntegratorError(f"plot source: the entry {label!r} is a {type(value).__name__}, not a Trajectories; a "
+                                "dict source maps labels to Trajectories")
     raise VPIntegratorError(
         "plot source must be a RolloutResult, the path of a rollout file, a Trajectories or a dict "
         f"{{label: Trajectories}}; got {type(source).__name__}"

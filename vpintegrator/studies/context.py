@@ -55,7 +55,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..config import Config, key
+from .._signals import run_child
 from ..errors import VPIntegratorError
+from ..rundir import is_complete, read_own_json
 from .options import Study, comma_list, model_list, number_list, seed_list
 from .runner import StudyError, check_out_dir
 from .stats import bootstrap_ci, median_interval, write_json, write_text
@@ -252,12 +254,14 @@ def evaluate_methods(methods: dict, systems: Sequence, y0: np.ndarray, k: int, s
 
 def train_run(data: Path, out: Path, model: str, seed: int, epochs: int, k: int, split: str,
               extra: dict | None = None) -> Path:
-    """``vp-train`` of one learned row (skipped when ``OUT/.../best.pt`` exists); the run directory.
+    """``vp-train`` of one learned row (skipped when its run finished: ``vpintegrator.rundir.is_complete``, the
+    completion record, never the presence of ``best.pt``; an interrupted run is trained again); the run
+    directory.
 
     A row of ``RECIPES`` trains its registered model with the recipe's optimizer and settings (in place of
     LM and ``COMMON``); every other row LM in float64 with ``COMMON`` and ``extra``."""
     run = out / "runs" / f"{model}_k{k}_{split}_seed{seed}"
-    if (run / "best.pt").exists():
+    if is_complete(run):
         return run
     registered, optimizer, sets = model, "lm", {**COMMON, **(extra or {})}
     if model in RECIPES:
@@ -273,7 +277,7 @@ def train_run(data: Path, out: Path, model: str, seed: int, epochs: int, k: int,
         sets["model.seq_len"] = k
     for key, value in sets.items():
         cmd += ["--set", f"{key}={value}"]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    run_child(cmd, check=True, stdout=subprocess.DEVNULL)  # dies with the study
     return run
 
 
@@ -319,8 +323,6 @@ def run_study(data: Path, out: Path, seeds: Sequence[int], epochs: int, n_test: 
 
     The rows of ``SETUPS[system]["vary_k"]`` (and ``RECIPES`` rows, ``_ctx`` variants) train at every k;
     the other learned rows at the system's base k only."""
-    import json
-
     from ..data import read_trajectories
 
     setup = SETUPS[system]
@@ -333,7 +335,8 @@ def run_study(data: Path, out: Path, seeds: Sequence[int], epochs: int, n_test: 
                     continue  # the other learned rows on the base-k settings only
                 runs[m] = train_run(data, out, m, seed, epochs, k, split, setup["sets"].get(m))
             first = next(iter(runs.values()))
-            summary = json.loads((first / "summary.json").read_text())
+            summary = read_own_json(first / "summary.json", "a vp-train summary",
+                                    f"delete the run directory {first} (it is trained again)")
             split_by = summary["split_by"]
             systems, y0 = heldout_pairs(split_by, n_test, seed, system)
             train = read_trajectories(data, traj=summary["split"]["train"]).y  # the parrot's context
@@ -505,7 +508,8 @@ def export_best(out: Path, out_dir: Path, name: str = "rigid_body_family_lpnet",
     scores, summaries = {}, {}
     for d in sorted((out / "runs").glob(f"lpnet_ctx_k{k}_{split}_seed*")):
         summary = read_json(d / "summary.json")
-        if d.is_dir() and summary is not None and (d / "best.pt").exists() and math.isfinite(summary["best_loss"]):
+        if d.is_dir() and summary is not None and is_complete(d) and (d / "best.pt").exists() \
+                and math.isfinite(summary["best_loss"]):
             seed = int(d.name.rsplit("seed", 1)[1])
             scores[seed], summaries[seed] = float(summary["best_loss"]), summary
     if not scores:
@@ -592,8 +596,6 @@ class ContextOptions(Config):
 
 
 def _run(a: argparse.Namespace) -> int:
-    import json
-
     out = Path(a.out)
     check_out_dir(out)
     path = out / "context_study.json"
@@ -605,7 +607,7 @@ def _run(a: argparse.Namespace) -> int:
     if a.figures_only:
         if not path.is_file():
             raise StudyError(f"--figures-only: {path} not found; give the --out of an earlier study")
-        rows = json.loads(path.read_text())["rows"]
+        rows = read_study_json(path)["rows"]
     else:
         if a.data is None:
             raise StudyError("--data is required (the flag, or data in the --plan file) unless --figures-only or "
@@ -622,6 +624,7 @@ def _run(a: argparse.Namespace) -> int:
         axes += [("interpolation", k0, s) for s in (a.noise if a.noise is not None else [0.0, 0.001, 0.01])
                  if s != 0]
         axes += [("interpolation", k, 0.0) for k in context_lens if k != k0]
+        check_study_sizes(Path(a.data), a.n_test, axes, len(models), h)  # before any training
         out.mkdir(parents=True, exist_ok=True)
         try:
             new = run_study(Path(a.data), out, a.seeds or [0, 1, 2, 3, 4], a.epochs, a.n_test, axes, models,
@@ -630,7 +633,7 @@ def _run(a: argparse.Namespace) -> int:
             run = exc.cmd[exc.cmd.index("--out") + 1]
             raise StudyError(f"vp-train of {run} failed (exit {exc.returncode}; its message is above); fix it and "
                              f"run the same command again (finished runs are kept)") from None
-        previous = json.loads(path.read_text()) if path.exists() else {}
+        previous = read_study_json(path) if path.exists() else {}
         commands = previous.get("commands") or ([previous["command"]] if "command" in previous else [])
         rows = merge_rows(previous.get("rows", []), new)
         write_json(path, {"commands": [*commands, " ".join(sys.argv)], "rows": rows})
@@ -641,17 +644,58 @@ def _run(a: argparse.Namespace) -> int:
     return 0
 
 
+def check_study_sizes(data: Path, n_test: int, axes: Sequence[tuple[str, int, float]], n_models: int,
+                      h: float) -> None:
+    """Refuse, before any training, what the evaluation could not hold or cut: the test rollouts of ``n_test``
+    pairs (``vpintegrator.resources.check_size``: every method's rollout and the reference, (n_test,
+    n_steps + 1, dim) float64 each) and a context length that is not shorter than the rollout (``HORIZONS``)
+    or than the data's trajectories (a training window needs the context and a next state)."""
+    import h5py
+
+    from ..resources import check_size
+
+    with h5py.File(data, "r") as f:
+        n_states, dim = (int(n) for n in f["y"].shape[1:]) if "y" in f else (0, 3)
+    n_steps = int(round(max(HORIZONS) / h))
+    check_size("n_test", int(n_test) * (n_steps + 1) * dim, 8, f"the test rollouts ({n_test} pairs × {n_steps + 1} "
+               f"states × {dim}, per method)", copies=n_models + 6)
+    for _, k, _ in axes:
+        if k >= n_steps:
+            raise VPIntegratorError(f"context_lens: a context of {k} states is not shorter than the test rollout "
+                                    f"({n_steps} steps to t = {max(HORIZONS):g}); give context lengths < {n_steps}",
+                                    key="context_lens")
+        if n_states and k >= n_states:
+            raise VPIntegratorError(f"context_lens: a context of {k} states is not shorter than the trajectories of "
+                                    f"--data {data} ({n_states} states); give context lengths < {n_states} or longer "
+                                    "trajectories", key="context_lens")
+
+
+def read_study_json(path: Path) -> dict:
+    """``context_study.json`` as this study wrote it (``{"commands": [...], "rows": [{...}, ...]}``), checked:
+    a missing, empty, damaged or foreign file is a one-line error naming it and saying to delete it."""
+    fix = (f"delete it and run the study again without --figures-only (the finished runs in {path.parent / 'runs'} "
+           "are kept)")
+    doc = read_own_json(path, "the context study's results", fix)
+    rows = doc.get("rows") if isinstance(doc, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and {"method", "errors"} <= r.keys()
+                                             for r in rows):
+        raise VPIntegratorError(f"{path}: not the context study's results (expected an object with 'rows', each with "
+                                f"'method' and 'errors'); {fix}")
+    return doc
+
+
 def run(a: argparse.Namespace) -> int:
     try:
         return _run(a)
     except VPIntegratorError as err:
-        raise StudyError(str(err)) from None
+        raise StudyError(err.render(lambda key: "--" + key.replace("_", "-"))) from None
 
 
 #: the study as the runner runs it (``vp-study context``, ``python -m vpintegrator.studies.context``)
 STUDY = Study(ContextOptions, run, doc=__doc__, required=("out",),
               prog="python -m vpintegrator.studies.context", error_prefix="context study: error: ",
-              interrupted="context study: interrupted; run the same command again (finished runs are kept)")
+              interrupted="context study: interrupted; run the same command again: the finished runs (those with a "
+                          "complete.json) are kept, an unfinished one is trained again")
 
 
 if __name__ == "__main__":

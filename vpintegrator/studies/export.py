@@ -21,12 +21,13 @@ RULE = "lowest validation score (summary.json best_loss) over seeds"
 
 
 def best_seed(run: Path, prefix: str, flag: str = "--export-pretrained") -> tuple[int, dict[int, float], dict]:
-    """``(seed, {seed: score}, summary of that seed)`` over ``run/train/<prefix>_s<seed>`` with a best.pt."""
+    """``(seed, {seed: score}, summary of that seed)`` over the finished runs ``run/train/<prefix>_s<seed>``
+    (a completion record, ``vpintegrator.rundir.is_complete``, and a best.pt)."""
     scores, summaries = {}, {}
     for d in sorted((Path(run) / "train").glob(f"{prefix}_s*")):
         seed = d.name[len(prefix) + 2:]
         summary = read_json(d / "summary.json")
-        if summary is None or not (d / "best.pt").exists() or not seed.isdigit():
+        if summary is None or not (d / "best.pt").exists() or not seed.isdigit() or not _finished(d):
             continue
         score = summary.get("best_loss")
         if score is not None and math.isfinite(float(score)):
@@ -35,6 +36,16 @@ def best_seed(run: Path, prefix: str, flag: str = "--export-pretrained") -> tupl
         raise StudyError(f"{flag}: no finished {prefix} training in {Path(run) / 'train'}")
     seed = min(scores, key=scores.get)
     return seed, scores, summaries[seed]
+
+
+def _finished(run_dir: Path) -> bool:
+    from ..errors import VPIntegratorError
+    from ..rundir import is_complete
+
+    try:
+        return is_complete(run_dir)
+    except VPIntegratorError as err:
+        raise StudyError(str(err)) from None
 
 
 def export_pretrained(run, picks: dict[str, str], out_dir, study: str, flag: str = "--export-pretrained",

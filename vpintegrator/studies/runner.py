@@ -13,8 +13,10 @@ time, each child with one thread (``OMP_NUM_THREADS=1``). The runner
 - logs one progress line per task, ``[k/N] <task>: ...`` (logger ``vpintegrator.studies``, level INFO; the
   command line of each step it starts at DEBUG), where N is the number of planned tasks, fixed from the first
   line on (a study that runs its plan in phases still counts against all of it);
-- on Ctrl-C or SIGTERM (see ``sigterm_as_interrupt``) sends SIGTERM to its children (``vp-train``
-  saves ``last.pt``), waits for them, and re-raises ``KeyboardInterrupt``: the run can be resumed;
+- starts each child so that it dies with the study (``vpintegrator._signals.child_options``: a ``kill -9``
+  of the study leaves no orphan training on); on Ctrl-C or SIGTERM (see ``sigterm_as_interrupt``) sends
+  SIGTERM to its children's process groups (``vp-train`` saves ``last.pt``), waits for them, and re-raises
+  ``KeyboardInterrupt``: the run can be resumed;
 - passes ``--overwrite`` to the CLIs it runs when the study was asked to (``overwrite``) or resumes
   (``skip_existing``: a step killed after writing its output runs again over it), so a study's own
   outputs are replaced, and only those (the CLIs never replace a file of another kind).
@@ -45,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from .._signals import interrupts_raise
+from .._signals import child_options, interrupts_raise, stop_children
 from .stats import read_json, write_json
 
 logger = logging.getLogger("vpintegrator.studies")
@@ -231,7 +233,7 @@ class Runner:
         self.commands.append(shell(t.cmd))
         logger.debug(f"{t.name}: {shell(t.cmd)} (log: {self.log_path(t.name)})")
         t0 = time.perf_counter()
-        proc = subprocess.Popen(argv(t.cmd), stdout=log, stderr=subprocess.STDOUT, env=self.env)
+        proc = subprocess.Popen(argv(t.cmd), stdout=log, stderr=subprocess.STDOUT, env=self.env, **child_options())
         t.status = "running"
         return proc, t0, log
 
@@ -257,16 +259,13 @@ class Runner:
             self._progress(t, f"FAILED ({why}): {last_line(self.log_path(t.name))} (log: {self.log_path(t.name)})")
 
     def _stop(self, running: dict) -> None:
-        for _, proc, _, _ in running.values():
-            with contextlib.suppress(OSError):
-                proc.send_signal(signal.SIGTERM)  # vp-train saves last.pt; --skip-existing resumes it
-        for _, proc, _, log in running.values():
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            log.close()
+        """SIGTERM to every running child's process group (``vp-train`` saves ``last.pt``; an unfinished run has
+        no completion record, so ``--skip-existing`` resumes or redoes it), SIGKILL after 60 s."""
+        try:
+            stop_children([proc for _, proc, _, _ in running.values()], timeout=60)
+        finally:
+            for _, _, _, log in running.values():
+                log.close()
 
     # ------------------------------------------------------------------ reporting
 
@@ -351,11 +350,16 @@ def study_lock(run: Path) -> Iterator[None]:
 def guarded(body: Callable[[], int], error_prefix: str, interrupted: str) -> int:
     """Run a study's ``body``: a ``StudyError`` becomes ``<error_prefix><message>`` on stderr and
     exit status 2, Ctrl-C or SIGTERM ``interrupted`` and 130."""
+    from ..errors import VPIntegratorError
+
     try:
         with sigterm_as_interrupt():
             return body()
     except StudyError as err:
         print(f"{error_prefix}{err}", file=sys.stderr)
+        return 2
+    except VPIntegratorError as err:  # the library's one line (a damaged file of the study's own, ...)
+        print(f"{error_prefix}{err.render(lambda key: '--' + key.replace('_', '-'))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(interrupted, file=sys.stderr)

@@ -152,11 +152,16 @@ def plain(obj):
 
 
 def read_json(path):
-    """The JSON in ``path``, or None if it is missing or not JSON."""
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+    """The JSON in ``path`` (a file a study wrote: a step's stamp, a summary, settings, timings), or None if it
+    is missing. A file that is there but empty, damaged or not JSON is a one-line error naming it
+    (``vpintegrator.rundir.read_own_json``) and saying to delete it: the step that writes it runs again."""
+    from ..rundir import read_own_json
+
+    path = Path(path)
+    if not path.exists():
         return None
+    return read_own_json(path, "a file this study wrote", "delete it and run the same command again with "
+                         "--skip-existing (the step that writes it runs again)")
 
 
 def write_text(path, text: str) -> None:

@@ -18,7 +18,7 @@ import dataclasses
 from typing import Any, Mapping
 
 from ..errors import VPIntegratorError
-from ..plugins import class_path, import_class, importable_path
+from ..plugins import UserCodeError, class_path, import_class, importable_path, user_code
 from .base import System
 
 PARAM_PREFIX = "param_"
@@ -121,12 +121,16 @@ def get_system(name: str | System, /, **params: Any) -> System:
     if isinstance(name, System) and not params:
         return name
     try:
-        return dataclasses.replace(name, **params) if isinstance(name, System) else cls(**params)
-    except VPIntegratorError:
+        with user_code(cls, f"build the system {cls.name!r} with parameters {params}"):
+            try:
+                return dataclasses.replace(name, **params) if isinstance(name, System) else cls(**params)
+            except (TypeError, ValueError, ArithmeticError) as err:
+                if isinstance(err, VPIntegratorError):
+                    raise
+                reason = " ".join(str(err).split())
+                raise VPIntegratorError(f"system {cls.name!r}: bad parameters {params}: {reason}") from None
+    except UserCodeError:
         raise
-    except (TypeError, ValueError, ArithmeticError) as err:
-        reason = " ".join(str(err).split())
-        raise VPIntegratorError(f"system {cls.name!r}: bad parameters {params}: {reason}") from None
 
 
 def system_meta(system: System) -> dict[str, Any]:

@@ -29,7 +29,7 @@ import torch
 from ..data.trajectories import Trajectories
 from ..errors import VPIntegratorError
 from .config import TrainConfig
-from .setup import Prepared, check_windows_fit, resolve_config, system_record, window_sets
+from .setup import Prepared, check_model, check_windows_fit, resolve_config, system_record, window_sets
 from .validation import RolloutValidator
 
 __all__ = ["TensorWindows", "prepare_objects", "IN_MEMORY"]
@@ -80,22 +80,6 @@ def _dim(value: Any) -> int:
     return int(value.dim) if isinstance(value, Trajectories) else int(value[0].shape[-1])
 
 
-def _pred_window(model: torch.nn.Module, seq_len: int, dim: int, dtype, device) -> int:
-    declared = getattr(model, "pred_window", None)
-    if isinstance(declared, int):
-        return declared
-    was = model.training
-    model.eval()
-    with torch.no_grad():
-        out = model(torch.zeros(1, seq_len, dim, dtype=dtype, device=device))
-    model.train(was)
-    if not isinstance(out, torch.Tensor) or out.ndim != 3 or out.shape[0] != 1 or out.shape[2] != dim:
-        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        raise VPIntegratorError(f"fit: model {type(model).__name__} maps a (1, {seq_len}, {dim}) window to {shape}; "
-                                f"expected (1, pred_window, {dim})", key="model")
-    return int(out.shape[1])
-
-
 def _user_model(model: torch.nn.Module, dim: int, dtype, device) -> tuple[torch.nn.Module, str]:
     name = type(model).__name__
     for attr in ("dim", "seq_len"):
@@ -140,8 +124,7 @@ def prepare_objects(config: TrainConfig, model: Any, train: Any, val: Any, devic
             models.append(m)
         if ensemble:
             seed_everything(config.seed)
-    seq_len = int(getattr(models[0], "seq_len"))
-    pred_window = _pred_window(models[0], seq_len, dim, dtype, device)
+    seq_len, pred_window = check_model(models[0], name, dim, dtype, device)
     target_len = pred_window * config.unroll
     extra = {"seeds": list(seeds), "ensemble": len(seeds)} if ensemble else {}
     resolved = resolve_config(config, [IN_MEMORY], models[0], name, **extra)

@@ -42,6 +42,7 @@ from .._signals import handling
 from ..clock import process_cpu
 from .._version import __version__
 from ..errors import VPIntegratorError
+from ..rundir import clear_complete, write_complete
 from . import checkpoint as ckpt_io
 from . import ddp
 from .config import TrainConfig
@@ -430,6 +431,7 @@ class Trainer:
         from .._io import remove_orphans
 
         self.out.mkdir(parents=True, exist_ok=True)
+        clear_complete(self.out)  # unfinished until it ends by its own rule (vpintegrator.rundir.COMPLETE)
         if self.ensemble:
             for name in ("config.toml", ENSEMBLE_STATE, "ensemble.csv", "ensemble.md", "selected.json"):
                 remove_orphans(self.out / name)
@@ -438,6 +440,7 @@ class Trainer:
             path = m.path
             assert path is not None  # a member's directory: out itself, or out/member-K-seed-S
             path.mkdir(parents=True, exist_ok=True)
+            clear_complete(path)
             for name in ("config.toml", "log.csv", "summary.json", "last.pt", "best.pt"):
                 remove_orphans(path / name)  # temporary files of a killed earlier invocation
             ckpt_io.write_config(path, self.steps.member_config(m))
@@ -461,7 +464,19 @@ class Trainer:
         finally:
             for m in self.members:
                 m.close()  # after the final files: a tracking sink takes them as artifacts
-        return self._ensemble_result(stopped) if self.ensemble else self._single_result(stopped)
+        result = self._ensemble_result(stopped) if self.ensemble else self._single_result(stopped)
+        self._write_complete(stopped)  # last: an interrupted or diverged run (raised above) has no record
+        return result
+
+    def _write_complete(self, stopped: str) -> None:
+        """The completion records (``vpintegrator.rundir.write_complete``), after every other file: each
+        member's, then the ensemble directory's."""
+        if self.out is None or not self.dist.is_main:
+            return
+        for m in self.members:
+            if m.run_dir is not None and m.path != self.out:
+                write_complete(m.run_dir, m.stopped or stopped, self.epoch_of(m))
+        write_complete(self.out, stopped, self.epoch)
 
     def _single_result(self, stopped: str) -> FitResult:
         m = self.members[0]

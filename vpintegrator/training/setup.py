@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..errors import VPIntegratorError
@@ -141,6 +142,42 @@ def _data_dt(data) -> float | None:
         return None if dt is None else float(dt)
     except (TypeError, ValueError, VPIntegratorError):
         return None
+
+
+def check_model(model: torch.nn.Module, name: str, dim: int, dtype, device) -> tuple[int, int]:
+    """``(seq_len, pred_window)`` of a model about to be trained, after the checks a user's class may fail, each
+    one line (``key`` model): integer ``seq_len`` (and ``pred_window`` if it declares one), at least one
+    parameter, and one forward pass of a zero window (1, seq_len, dim) that gives (1, pred_window, dim) (an
+    exception there: ``vpintegrator.plugins.user_code``)."""
+    from ..plugins import user_code
+
+    cls = type(model).__name__
+    seq_len = getattr(model, "seq_len", None)
+    if isinstance(seq_len, bool) or not isinstance(seq_len, (int, np.integer)) or seq_len < 1:
+        raise VPIntegratorError(f"model {name} ({cls}) needs an integer attribute seq_len >= 1 (the input window "
+                                f"length); got {seq_len!r}", key="model")
+    if sum(p.numel() for p in model.parameters()) == 0:
+        raise VPIntegratorError(f"model {name} ({cls}) has no parameters: nothing to train; give it parameters "
+                                "(torch.nn.Parameter attributes or layers)", key="model")
+    declared = getattr(model, "pred_window", None)
+    if declared is not None and (isinstance(declared, bool) or not isinstance(declared, (int, np.integer))
+                                 or declared < 1):
+        raise VPIntegratorError(f"model {name} ({cls}) has pred_window = {declared!r}; it must be an integer >= 1 "
+                                "(the states one call predicts)", key="model")
+    was = model.training
+    model.eval()
+    try:
+        with torch.no_grad(), user_code(model, f"map a (1, {seq_len}, {dim}) window (a forward pass)"):
+            out = model(torch.zeros(1, int(seq_len), dim, dtype=dtype, device=device))
+    finally:
+        model.train(was)
+    want = f"(1, {declared if declared is not None else 'pred_window'}, {dim})"
+    if not isinstance(out, torch.Tensor) or out.ndim != 3 or out.shape[0] != 1 or out.shape[2] != dim or (
+            declared is not None and out.shape[1] != declared) or out.shape[1] < 1:
+        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise VPIntegratorError(f"model {name} ({cls}) maps a (1, {seq_len}, {dim}) window to {shape}; expected "
+                                f"{want}: a model maps (batch, seq_len, dim) to (batch, pred_window, dim)", key="model")
+    return int(seq_len), int(out.shape[1])
 
 
 def check_windows_fit(name: str, seq_len: int, pred_window: int, n_states: int, where: str) -> None:
@@ -332,7 +369,7 @@ def prepare(config: TrainConfig, device, dtype, seeds: list[int], ensemble: bool
         models.append(model)
     if ensemble:
         ckpt_io.seed_everything(config.seed)
-    seq_len, pred_window = int(models[0].seq_len), int(models[0].pred_window)
+    seq_len, pred_window = check_model(models[0], name, data.dim, dtype, device)
     check_windows_fit(name, seq_len, pred_window * config.unroll, data.n_states, data_paths[0])
     extra = {"seeds": list(seeds), "ensemble": len(seeds)} if ensemble else {}
     resolved = resolve_config(config, data_paths, models[0], name, **extra)

@@ -1,0 +1,131 @@
+"""Children die with their parents: every process the package starts (a study's vp-train, the context study's
+training, worker pools) is tied to its parent (``vpintegrator._signals.child_options``, ``die_with_parent``),
+so a ``kill -9`` of the parent leaves no orphan; a lock left by a writer that died is taken over."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+
+_SLEEPER = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(120)"
+
+PARENTS = {
+    "child_options": """
+        import subprocess, sys
+        from vpintegrator._signals import child_options
+        subprocess.Popen([sys.executable, "-c", SLEEPER, PIDFILE], **child_options()).wait()
+    """,
+    "run_child": """
+        import sys
+        from vpintegrator._signals import run_child
+        run_child([sys.executable, "-c", SLEEPER, PIDFILE])
+    """,
+    "study runner": """
+        import sys
+        from vpintegrator.studies.runner import Runner, Task
+        r = Runner(RUN)
+        r.add(Task("sleep", ["python", "-c", SLEEPER, PIDFILE], outputs=[]))
+        r.execute()
+    """,
+    "worker pool": """
+        import os, time
+        from vpintegrator.jobs.executors import in_processes
+        def task(path):
+            open(path, "w").write(str(os.getpid()))
+            time.sleep(120)
+        in_processes(task, [(PIDFILE,)], 1)
+    """,
+}
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state in ("Z", "X")  # a zombie not yet reaped by init has stopped running
+
+
+@pytest.mark.parametrize("how", list(PARENTS))
+def test_kill_9_of_the_parent_ends_its_child(tmp_path, how):
+    pidfile = tmp_path / "child.pid"
+    code = (f"SLEEPER = {_SLEEPER!r}\nPIDFILE = {str(pidfile)!r}\nRUN = {str(tmp_path / 'run')!r}\n"
+            + textwrap.dedent(PARENTS[how]))
+    parent = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        deadline = time.monotonic() + 120
+        while not (pidfile.exists() and pidfile.read_text().strip()):
+            assert parent.poll() is None, f"the parent ended first (exit {parent.returncode})"
+            assert time.monotonic() < deadline, "the child never started"
+            time.sleep(0.05)
+        child = int(pidfile.read_text())
+        assert not _gone(child)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 20
+        while not _gone(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _gone(child), f"child {child} outlived its parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        if pidfile.exists() and pidfile.read_text().strip() and not _gone(int(pidfile.read_text())):
+            os.kill(int(pidfile.read_text()), signal.SIGKILL)
+
+
+def test_stop_children_ends_the_childs_own_children(tmp_path):
+    """SIGTERM reaches the child's process group: a grandchild (a tool the child started) stops too."""
+    from vpintegrator._signals import child_options, stop_children
+
+    pidfile = tmp_path / "grandchild.pid"
+    code = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {_SLEEPER!r}, {str(pidfile)!r}]).wait()"
+    proc = subprocess.Popen([sys.executable, "-c", code], **child_options())
+    deadline = time.monotonic() + 60
+    while not (pidfile.exists() and pidfile.read_text().strip()):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    grandchild = int(pidfile.read_text())
+    stop_children([proc], timeout=20)
+    deadline = time.monotonic() + 20
+    while not _gone(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.returncode is not None and _gone(grandchild)
+
+
+def test_a_lock_whose_writer_died_is_taken_over_and_removed(tmp_path):
+    """A lock file left by a writer that no longer runs (killed, or a disk-full failure) is taken over; after
+    the new writer the lock file is gone."""
+    from vpintegrator._outputs import lock_path, output_lock
+
+    out = tmp_path / "best.pt"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    lock_path(out).write_text(f"{int(dead.stdout)}\nvp-train\n")
+    with output_lock(out, key=None):
+        assert lock_path(out).read_text().startswith(f"{os.getpid()}\n")
+    assert not lock_path(out).exists()
+
+
+def test_a_lock_is_removed_when_writing_its_owner_fails(tmp_path, monkeypatch):
+    """A full disk while the lock records its owner: the lock still works and is removed at the end."""
+    import errno
+
+    from vpintegrator import _outputs
+
+    def full(*a):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(_outputs.os, "pwrite", full)
+    out = tmp_path / "best.pt"
+    with _outputs.output_lock(out, key=None):
+        assert _outputs.lock_path(out).exists()
+    assert not _outputs.lock_path(out).exists()
