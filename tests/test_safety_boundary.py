@@ -108,7 +108,7 @@ def test_vp_train_of_a_bad_user_model_is_one_line(user_module, tiny_data, tmp_pa
     from vpintegrator.cli.train import main
 
     res = CliRunner().invoke(main, ["--data", tiny_data, "--model", f"mynets:{cls}", "--epochs", "1",
-                                    "--out", str(tmp_path / "run"), "--no-progress"])
+                                    "--out", str(tmp_path / "run"), "--quiet"])
     assert res.exit_code == 1, res.output
     line = res.output.strip().splitlines()[-1]
     assert line.startswith("Error: ") and len(res.output.strip().splitlines()) == 1

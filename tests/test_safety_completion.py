@@ -17,7 +17,7 @@ def _train(tiny_data, out, *extra):
     from vpintegrator.cli.train import main
 
     return CliRunner().invoke(main, ["--data", tiny_data, "--model", "vpff", "--epochs", "2", "--batch-size", "64",
-                                     "--out", str(out), "--no-progress", *map(str, extra)])
+                                     "--out", str(out), "--quiet", *map(str, extra)])
 
 
 def test_a_training_that_ends_writes_its_record_last_and_a_restart_removes_it(tiny_data, tmp_path):
@@ -83,7 +83,11 @@ def test_the_context_study_trains_again_a_run_without_a_record(tmp_path, monkeyp
 
 @pytest.mark.parametrize("text", ["", "{", "[]", '{"rows": [1]}', '{"commands": []}'])
 def test_figures_only_on_a_damaged_study_json_is_one_line(tmp_path, capsys, text):
-    from vpintegrator.studies.context import main
+    from vpintegrator.studies.context import STUDY
+    from vpintegrator.studies.driver import main as drive
+
+    def main(argv):
+        return drive(STUDY, argv)
 
     (tmp_path / "context_study.json").write_text(text)
     assert main(["--out", str(tmp_path), "--figures-only"]) == 2

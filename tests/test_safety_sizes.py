@@ -103,7 +103,11 @@ def test_a_params_column_named_twice_is_refused(tmp_path, tiny_data):
                                                                      "shorter than the test rollout"),
                                          (["--context-lens", "25"], "not shorter than the trajectories")])
 def test_the_context_study_refuses_sizes_before_training(tmp_path, capsys, args, words):
-    from vpintegrator.studies.context import main
+    from vpintegrator.studies.context import STUDY
+    from vpintegrator.studies.driver import main as drive
+
+    def main(argv):
+        return drive(STUDY, argv)
 
     data = _family(tmp_path)
     out = tmp_path / "study"
