@@ -426,26 +426,32 @@ def plateau(curve: dict[str, list[float]]) -> dict:
 
 def run_study(out: Path, systems: Sequence[str], seeds: Sequence[int], noises: Sequence[float], *,
               n_train: int, n_test: int, budget: float, sweep: int, jobs: int = 2, ceiling: float = 3.0,
-              data: Path | None = None, overwrite: bool = False, log: Callable[[str], None] = print) -> list[dict]:
+              data: Path | None = None, overwrite: bool = False, log: Callable[[str], None] = print,
+              save: Callable[[list[dict]], None] | None = None) -> list[dict]:
     """Generate the data (``data``: a training file of the first system in place of the generated one), train
-    every approach's sweep per (system, σ, seed) and evaluate every row."""
+    every approach's sweep per (seed, system, σ) and evaluate every row. Seeds are the outer loop, and
+    ``save`` (if given) receives the rows after every (seed, system, σ): a run stopped early keeps whole
+    seeds of every system."""
     rows: list[dict] = []
+    files = {}
     for system in systems:
         train_clean, test_file = make_data(out, system, n_train, n_test)
-        if data is not None:
-            train_clean = data
-        for sigma in noises:
-            train_file = _noisy_copy(train_clean, sigma)
-            for seed in seeds:
+        files[system] = (data if data is not None else train_clean, test_file)
+    for seed in seeds:
+        for system in systems:
+            train_clean, test_file = files[system]
+            for sigma in noises:
+                train_file = _noisy_copy(train_clean, sigma)
                 jobs_list = [(a, p, _run_dir(out, system, sigma, a, p, seed)) for a in APPROACHES[system]
                              for p in range(min(sweep, len(RECIPES[a][3])))]
                 with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
                     list(pool.map(lambda j: _train_one(train_file, j[2], j[0], j[1], seed, budget, ceiling,
-                                                             overwrite),
-                                  jobs_list))
+                                                       overwrite), jobs_list))
                 trained = {a: chosen(out, a, [r for b, _, r in jobs_list if b == a]) for a in APPROACHES[system]}
                 for r in evaluate_seed(system, sigma, seed, trained, train_file, test_file, log):
                     rows.append({"system": system, "noise": float(sigma), "seed": int(seed), **r})
+                if save is not None:
+                    save(rows)
     return rows
 
 
@@ -487,7 +493,9 @@ def summarize_rows(rows: list[dict], amortise_over: float = 1e5) -> list[dict]:
         train_cpu = float(np.median([_num(r["train_cpu"]) for r in mine]))
         structure = [_num(r["structure"]) for r in mine if r.get("structure") is not None]
         t10 = horizons.get(f"{TARGETS['t']:g}")
+        runners = sorted({str(r.get("runner", "?")) for r in mine if r.get("runner") not in (None, "?")})
         s = {"system": system, "noise": sigma, "method": method, "approach": mine[0].get("approach"),
+             "runner": ",".join(runners) or "?",
              "seeds": [int(r["seed"]) for r in mine], "horizons": horizons, "cost": cost, "train_cpu": train_cpu,
              "amortised_cost": cost + train_cpu / (amortise_over * max(HORIZONS)), "amortise_over": amortise_over,
              "structure": max(structure) if structure else None, "structure_kind": SYSTEMS[system]["structure"],
@@ -538,8 +546,9 @@ def tables(summary: list[dict]) -> str:
     structure, failures), then the per-seed target verdicts and the plateau check of every training run."""
     lines = ["Cells: the median over seeds of the per-seed median relative error over held-out initial conditions "
              "[bootstrap 95 % interval over seeds] (the smallest 10 % and largest 90 % quantile of any seed). "
-             "Cost: batch-1 thread CPU seconds per unit time (median over seeds); amortised: + training CPU / "
-             "(N · 10) with N the rollouts it is spread over."]
+             "Cost: batch-1 thread CPU seconds per unit time (median over seeds), with the stepper that ran it "
+             "(numba: the compiled kernel; numpy: the NumPy path, which a fitted SINDy field takes: no compiled "
+             "kernel exists for it); amortised: + training CPU / (N · 10) with N the rollouts it is spread over."]
     for system in [s for s in SYSTEMS if any(x["system"] == s for x in summary)]:
         for sigma in sorted({x["noise"] for x in summary if x["system"] == system}):
             mine = sorted((x for x in summary if x["system"] == system and x["noise"] == sigma),
@@ -564,7 +573,7 @@ def tables(summary: list[dict]) -> str:
                     p90 = max(_num(p["hi"]) for p in c["per_seed"])
                     cells.append(f"{_g(c['median'])} [{_g(c['boot_lo'])}, {_g(c['boot_hi'])}] ({_g(p10)}–{_g(p90)})")
                 failed = str(x["failed"]) + (f" ({'; '.join(x['failures'])})" if x["failures"] else "")
-                lines.append(f"| {x['method']} | " + " | ".join(cells) + f" | {_g(x['cost'])} | {_g(x['train_cpu'])} "
+                lines.append(f"| {x['method']} | " + " | ".join(cells) + f" | {_g(x['cost'])} ({x.get('runner', '?')}) | {_g(x['train_cpu'])} "
                              f"| {_g(x['amortised_cost'])} | {_g(x['structure'])} | {failed} |")
     verdicts = [x for x in summary if "target" in x]
     if verdicts:
@@ -754,19 +763,25 @@ def _run(a: argparse.Namespace) -> int:
         if a.data is not None:
             check_data(Path(a.data), systems)
         out.mkdir(parents=True, exist_ok=True)
+        previous = read_json(path) or {}
+        command = " ".join(sys.argv)
+
+        def save(new: list[dict]) -> None:  # after every (seed, system, σ): nothing finished is lost
+            write_json(path, {"commands": [*previous.get("commands", []), command],
+                              "rows": merge_rows(previous.get("rows", []), new)})
+
         try:
             new = run_study(out, systems, seeds, pick("noise"), n_train=pick("n_train"),
                             n_test=pick("n_test"), budget=float(pick("budget_seconds")), sweep=pick("sweep"),
                             jobs=a.jobs, ceiling=a.wall_ceiling, data=None if a.data is None else Path(a.data),
-                            overwrite=a.overwrite)
+                            overwrite=a.overwrite, save=save)
         except subprocess.CalledProcessError as exc:
             what = exc.cmd[exc.cmd.index("--out") + 1] if "--out" in exc.cmd else " ".join(exc.cmd)
             raise StudyError(f"{Path(exc.cmd[2]).name if len(exc.cmd) > 2 else 'a step'} of {what} failed (exit "
                              f"{exc.returncode}; its message is above); fix it and run the same command again "
                              f"(finished runs are kept)") from None
-        previous = read_json(path) or {}
+        save(new)
         rows = merge_rows(previous.get("rows", []), new)
-        write_json(path, {"commands": [*previous.get("commands", []), " ".join(sys.argv)], "rows": rows})
     summary = summarize_rows(rows, a.amortise_over)
     text = tables(summary)
     write_text(out / "unknown_form.md", text)
