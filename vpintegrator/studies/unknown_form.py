@@ -57,6 +57,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -134,8 +135,8 @@ ORACLE = "gauss_legendre4"
 FITTED = ("sindy+gauss_legendre4", "poly2+gauss_legendre4", "oracle gauss_legendre4")
 FLOW_MAPS = ("lpnet", "g_sympnet")
 #: default and --quick sizes
-DEFAULTS = {"n_train": 100, "n_test": 100, "budget_seconds": 40.0, "sweep": 2, "noise": [0.0, 1e-3]}
-QUICK = {"n_train": 100, "n_test": 20, "budget_seconds": 5.0, "sweep": 1, "noise": [0.0]}
+DEFAULTS: dict[str, Any] = {"n_train": 100, "n_test": 100, "budget_seconds": 40.0, "sweep": 2, "noise": [0.0, 1e-3]}
+QUICK: dict[str, Any] = {"n_train": 100, "n_test": 20, "budget_seconds": 5.0, "sweep": 1, "noise": [0.0]}
 
 
 # --------------------------------------------------------------------------- data
@@ -242,7 +243,7 @@ def train_approach(data: Path, out: Path, system: str, sigma: float, approach: s
 def chosen(out: Path, approach: str, runs: Sequence[Path]) -> dict:
     """The sweep of ``approach`` from its finished runs (point i in ``runs[i]``) and the point with the lowest
     validation loss (``summary.json`` ``best_loss``)."""
-    sweep = []
+    sweep: list[dict[str, Any]] = []
     points = range(len(runs))
     for p, run in zip(points, runs):
         s = read_json(run / "summary.json") or {}
@@ -342,12 +343,11 @@ def evaluate_seed(system: str, sigma: float, seed: int, trained: dict[str, dict]
         extra = {"point": info["point"], "n_params": info["sweep"][info["point"]]["n_params"]}
         methods = RECIPES[approach][2]
         if methods is None:
-            makers.append((approach, approach, lambda model=model: ModelStep(model, device="cpu"), info["train_cpu"],
-                           extra))
+            makers.append((approach, approach, partial(ModelStep, model, device="cpu"), info["train_cpu"], extra))
         else:
             for m in methods:
-                makers.append((f"{approach}@{m}", approach, lambda model=model, m=m: field_step(model, H, m),
-                               info["train_cpu"], extra))
+                makers.append((f"{approach}@{m}", approach, partial(field_step, model, H, m), info["train_cpu"],
+                               extra))
     tic = time.process_time()
     sindy = SindyStep(train, val, ORACLE, H)
     fit = sindy.fit_now()
@@ -482,7 +482,7 @@ def summarize_rows(rows: list[dict], amortise_over: float = 1e5) -> list[dict]:
     for system, sigma, method in keys:
         mine = sorted((r for r in rows if (r["system"], float(r["noise"]), r["method"]) == (system, sigma, method)),
                       key=lambda r: int(r["seed"]))
-        horizons = {}
+        horizons: dict[str, dict[str, Any]] = {}
         for h in sorted({h for r in mine for h in r["errors"]}, key=float):
             per_seed = [median_interval(_num(v) for v in r["errors"].get(h, [])) for r in mine]
             medians = [p["median"] for p in per_seed]
@@ -494,7 +494,7 @@ def summarize_rows(rows: list[dict], amortise_over: float = 1e5) -> list[dict]:
         structure = [_num(r["structure"]) for r in mine if r.get("structure") is not None]
         t10 = horizons.get(f"{TARGETS['t']:g}")
         runners = sorted({str(r.get("runner", "?")) for r in mine if r.get("runner") not in (None, "?")})
-        s = {"system": system, "noise": sigma, "method": method, "approach": mine[0].get("approach"),
+        s: dict[str, Any] = {"system": system, "noise": sigma, "method": method, "approach": mine[0].get("approach"),
              "runner": ",".join(runners) or "?",
              "seeds": [int(r["seed"]) for r in mine], "horizons": horizons, "cost": cost, "train_cpu": train_cpu,
              "amortised_cost": cost + train_cpu / (amortise_over * max(HORIZONS)), "amortise_over": amortise_over,
@@ -751,7 +751,10 @@ def _run(a: argparse.Namespace) -> int:
         rows = data["rows"]
     else:
         size = QUICK if a.quick else DEFAULTS
-        pick = lambda name: getattr(a, name) if getattr(a, name) is not None else size[name]  # noqa: E731
+
+        def pick(name: str) -> Any:
+            return getattr(a, name) if getattr(a, name) is not None else size[name]
+
         seeds = a.seeds or ([0] if a.quick else [0, 1, 2, 3, 4])
         try:
             from ..rollout.sindy import require_pysindy
