@@ -1,4 +1,4 @@
-"""The study "when the equations are unknown" (docs/unknown_form.md; issue 43 item 5): every approach that
+"""The study "when the equations are unknown" (docs/unknown_form.md): every approach that
 does not know the equations, against the oracle that does, at equal batch-1 CPU cost.
 
 Systems (``SYSTEMS``): ``rigid_body_exp`` (Lie–Poisson, H with an exp term: outside every library),
@@ -121,7 +121,7 @@ RECIPES: dict[str, tuple[str, str, tuple[str, ...] | None, list[dict[str, Any]]]
 }
 #: vp-train settings of every run: 90 training / 10 validation trajectories (no test split: the held-out file
 #: is the test set), best.pt and the sweep's choice by the validation trajectories' free rollout error at t = 10
-#: (recipe43's finding: with this monitor LM's lpnet reaches the issue's target)
+#: (with this monitor the LM-trained lpnet reaches the target on rigid_body_exp)
 VALIDATION: dict[str, Any] = {"val_fraction": 0.1, "test_fraction": 0.0, "monitor": "val_rollout",
                               "val_rollout_steps": 50, "val_rollout_error": "final", "patience": 0}
 #: per system: the learned approaches
