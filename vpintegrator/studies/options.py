@@ -48,6 +48,8 @@ STUDIES: dict[str, tuple[str, str]] = {
                                                  "the coupled oscillator"),
     "context": ("context", "context-conditioned Lie-Poisson nets on the rigid-body family against identification "
                            "+ classical methods"),
+    "unknown_form": ("unknown_form", "when the equations are unknown: flow maps, learned vector fields, SINDy, the "
+                                     "wrong model class and the oracle at equal CPU cost"),
 }
 
 

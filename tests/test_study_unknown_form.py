@@ -1,0 +1,170 @@
+"""The unknown-form study (vpintegrator/studies/unknown_form.py): tables and figures from its JSON, the
+per-seed target verdicts, the plateau check, bad input in one line, and a tiny end-to-end run (slow)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from vpintegrator.studies import unknown_form as uf
+from vpintegrator.studies.stats import write_json
+
+
+def _main(argv):
+    from vpintegrator.studies.driver import main
+
+    return main(uf.STUDY, argv)
+
+
+def _row(system, method, seed, median, structure=1e-15, noise=0.0, **extra):
+    rng = np.random.default_rng(seed)
+    errors = {f"{t:g}": list(median * t / 10 * rng.uniform(0.5, 1.5, 20)) for t in uf.HORIZONS}
+    return {"system": system, "noise": noise, "seed": seed, "method": method, "approach": method.split("@")[0],
+            "errors": errors, "structure": structure, "structure_kind": uf.SYSTEMS[system]["structure"],
+            "failed": 0, "cost": 1e-5, "runner": "numba", "train_cpu": 40.0, **extra}
+
+
+def _rows():
+    curve = {"cpu": [1.0, 2.0, 4.0, 8.0], "val": [1e-2, 1e-4, 2e-5, 1.9e-5]}
+    sweep = [{"point": 0, "best_loss": 1.9e-5, "cpu_seconds": 8.0, "n_params": 128, "curve": curve},
+             {"point": 1, "best_loss": 3e-5, "cpu_seconds": 8.0, "n_params": 448,
+              "curve": {"cpu": [1.0, 2.0, 4.0, 8.0], "val": [1e-2, 1e-3, 1e-4, 1e-5]}}]
+    rows = []
+    for seed in range(5):
+        # the flow map meets the target on 4 seeds of 5 (seed 4: 3e-4)
+        rows.append(_row("rigid_body_exp", "lpnet", seed, 3e-4 if seed == 4 else 5e-5, point=0, sweep=sweep))
+        rows.append(_row("rigid_body_exp", "lphnn@implicit_midpoint", seed, 1e-2, casimir_long=2e-15))
+        rows.append(_row("rigid_body_exp", "oracle gauss_legendre4", seed, 2e-6, train_cpu=0.0))
+        rows.append(_row("coupled_oscillator", "g_sympnet", seed, 1e-3, structure=1e-4))
+    rows.append({**_row("rigid_body_exp", "poly2+gauss_legendre4", 0, 1.0), "errors": {f"{t:g}": [math.inf]
+                 for t in uf.HORIZONS}, "failed": -1, "cost": math.nan, "structure": None,
+                 "failure": "no degree-2 polynomial fit has skill on the validation trajectories"})
+    return rows
+
+
+def test_summary_holds_per_seed_verdicts_and_bootstrap_intervals():
+    summary = uf.summarize_rows(_rows())
+    lp = next(s for s in summary if s["method"] == "lpnet")
+    assert lp["target"]["per_seed"] == [True, True, True, True, False]
+    assert lp["target"]["met"] == 4 and lp["target"]["verdict"] is True
+    t10 = lp["horizons"]["10"]
+    assert len(t10["per_seed"]) == 5 and t10["boot_lo"] <= t10["median"] <= t10["boot_hi"]
+    for p in t10["per_seed"]:
+        assert p["lo"] <= p["median"] <= p["hi"] and p["n"] == 20
+    mid = next(s for s in summary if s["method"] == "lphnn@implicit_midpoint")
+    assert mid["target"]["verdict"] is True and mid["casimir_long"] == [2e-15] * 5
+    # the amortised cost adds the training CPU spread over N rollouts of length 10
+    assert lp["amortised_cost"] == pytest.approx(1e-5 + 40.0 / (1e5 * 10))
+    # the canonical system has no flow-map Casimir target
+    assert "target" not in next(s for s in summary if s["method"] == "g_sympnet")
+    wrong = next(s for s in summary if s["method"] == "poly2+gauss_legendre4")
+    assert wrong["horizons"]["10"]["median"] == math.inf and wrong["failures"]
+
+
+def test_plateau_is_the_gain_of_the_second_half_of_the_budget():
+    flat = uf.plateau({"cpu": [1.0, 2.0, 4.0, 8.0], "val": [1e-2, 1e-4, 2e-5, 1.9e-5]})
+    assert flat["plateaued"] is True and flat["gain_last_half"] == pytest.approx(2e-5 / 1.9e-5)
+    steep = uf.plateau({"cpu": [1.0, 2.0, 4.0, 8.0], "val": [1e-2, 1e-3, 1e-4, 1e-5]})
+    assert steep["plateaued"] is False and steep["gain_last_half"] == pytest.approx(10.0)
+    assert uf.plateau({"cpu": [1.0], "val": [1.0]})["plateaued"] is None
+
+
+def test_merge_rows_replaces_a_reruns_rows_and_keeps_the_others():
+    old = [_row("rigid_body", "lpnet", 0, 1e-3), _row("rigid_body", "lpnet", 1, 1e-3)]
+    new = [_row("rigid_body", "lpnet", 1, 5e-4)]
+    merged = uf.merge_rows(old, new)
+    assert [(r["seed"], np.median(r["errors"]["10"]) < 8e-4) for r in merged] == [(0, False), (1, True)]
+
+
+def test_tables_and_figures_regenerate_from_the_json(tmp_path, capsys):
+    out = tmp_path / "run"
+    write_json(out / "unknown_form.json", {"commands": ["test"], "rows": _rows()})
+    assert _main(["--out", str(out), "--table-only"]) == 0
+    md = (out / "unknown_form.md").read_text()
+    assert "### rigid_body_exp" in md and "### coupled_oscillator" in md
+    assert "| lpnet |" in md and "4/5" in md and "s4:no" in md
+    assert "Casimir ≤ 1e-12 over 10000 steps" in md
+    assert "no degree-2 polynomial fit has skill" in md
+    assert "### Plateau check" in md and "| rigid_body_exp | 0 | lpnet | 0 | 0 | yes |" in md
+    for stem in ("unknown_form_cost_rigid_body_exp", "unknown_form_cost_coupled_oscillator",
+                 "unknown_form_plateau_rigid_body_exp"):
+        assert (out / f"{stem}.png").is_file() and (out / f"{stem}.svg").is_file()
+    assert capsys.readouterr().out.startswith("Cells:")
+    # --figures-only is the same path
+    (out / "unknown_form.md").unlink()
+    assert _main(["--out", str(out), "--figures-only"]) == 0 and (out / "unknown_form.md").is_file()
+
+
+def _yt_file(path):
+    import h5py
+
+    with h5py.File(path, "w") as f:
+        f["t"] = np.arange(11) * 0.2
+        f["y"] = np.ones((4, 11, 3))
+    return path
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--systems", "pendulum"], "--systems must be a comma list out of rigid_body_exp, coupled_oscillator, "
+                                "rigid_body"),
+    (["--noise", "-1"], "--noise must be a comma list of noise values >= 0"),
+    (["--sweep", "3"], "--sweep"),
+    (["--table-only"], "unknown_form.json not found"),
+    (["--export-pretrained", "x"], "ships no pretrained model"),
+    (["--systems", "rigid_body_exp", "--data", "YT"], "names no system (only /t and /y): the study's held-out "
+                                                      "errors against the exact flow and its oracle row need"),
+    (["--data", "YT"], "give the one system it holds with --systems"),
+])
+def test_bad_input_is_one_line_and_writes_nothing(argv, message, tmp_path, capsys):
+    yt = str(_yt_file(tmp_path / "yt.h5"))
+    out = tmp_path / "run"
+    assert _main(["--out", str(out), *[yt if a == "YT" else a for a in argv]]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err and err.startswith("unknown_form study: error: ")
+    assert not out.exists()
+
+
+def test_a_file_of_another_system_is_refused(tmp_path, capsys):
+    import h5py
+
+    path = _yt_file(tmp_path / "rb.h5")
+    with h5py.File(path, "a") as f:
+        f.attrs["system"] = "rigid_body"
+    assert _main(["--out", str(tmp_path / "run"), "--systems", "rigid_body_exp", "--data", str(path)]) == 2
+    assert "holds system 'rigid_body', not 'rigid_body_exp'" in capsys.readouterr().err
+
+
+def test_listed_as_a_study():
+    from vpintegrator.studies.options import STUDIES
+
+    assert STUDIES["unknown_form"][0] == "unknown_form"
+
+
+@pytest.mark.slow
+def test_tiny_end_to_end_run_on_the_control_system(tmp_path, capsys):
+    """The whole code path on the rigid body (every row, one seed, σ = 0 and 1e-3, 1 CPU s per training)."""
+    out = tmp_path / "run"
+    argv = ["--out", str(out), "--systems", "rigid_body", "--seeds", "0", "--n-train", "20", "--n-test", "6",
+            "--budget-seconds", "1", "--sweep", "1", "--jobs", "1"]
+    assert _main([*argv, "--noise", "0,0.001"]) == 0
+    rows = json.loads((out / "unknown_form.json").read_text())["rows"]
+    methods = {r["method"] for r in rows}
+    assert methods == {"lpnet", "lphnn@implicit_midpoint", "lphnn@gauss_legendre4", "node@rk4",
+                       "sindy+gauss_legendre4", "poly2+gauss_legendre4", "oracle gauss_legendre4"}
+    assert {r["noise"] for r in rows} == {0.0, 0.001}
+    clean = {r["method"]: r for r in rows if r["noise"] == 0}
+    # the control: the true field is in the degree-2 library, so SINDy and the "wrong class" find it
+    for m in ("sindy+gauss_legendre4", "poly2+gauss_legendre4", "oracle gauss_legendre4"):
+        assert np.median(clean[m]["errors"]["10"]) < 1e-4, m
+        assert clean[m]["cost"] > 0
+    assert clean["oracle gauss_legendre4"]["structure"] < 1e-12
+    assert clean["lpnet"]["structure"] < 1e-12 and clean["lpnet"]["sweep"][0]["curve"]["cpu"]
+    assert all(len(r["errors"]["10"]) == 6 for r in rows if r.get("failed", 0) >= 0)
+    assert (out / "unknown_form.md").is_file() and (out / "unknown_form_cost_rigid_body.png").is_file()
+    # a second invocation reuses the finished runs and replaces its own rows only
+    assert _main([*argv, "--noise", "0"]) == 0
+    again = json.loads((out / "unknown_form.json").read_text())["rows"]
+    assert len(again) == len(rows)
