@@ -771,7 +771,7 @@ def _run(a: argparse.Namespace) -> int:
             check_data(Path(a.data), systems)
         out.mkdir(parents=True, exist_ok=True)
         previous = read_json(path) or {}
-        command = " ".join(sys.argv)
+        command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])  # no absolute path of the install
 
         def save(new: list[dict]) -> None:  # after every (seed, system, σ): nothing finished is lost
             write_json(path, {"commands": [*previous.get("commands", []), command],
