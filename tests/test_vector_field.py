@@ -191,7 +191,7 @@ def test_trained_lphnn_beats_the_untrained_one_on_heldout_data(trained):
     from vpintegrator.data import read_trajectories
 
     model = load_model(trained / "lphnn").double()
-    assert model.dt == pytest.approx(0.2) and model.method == "implicit_midpoint"
+    assert model.dt == pytest.approx(0.2) and model.method == "gauss_legendre4"
     torch.manual_seed(1234)  # vp-train's seed: the initial weights
     untrained = build_model(**{**model.config}).double()
     y = torch.tensor(read_trajectories(trained / "heldout.h5").y)
