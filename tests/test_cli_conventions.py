@@ -60,7 +60,7 @@ def test_no_hidden_flags(name):
     assert not hidden, f"{name}: hidden options {hidden}"
 
 
-@pytest.mark.parametrize("name, old", [("vp-gen", "--quiet"), ("vp-train", "--quiet"),
+@pytest.mark.parametrize("name, old", [("vp-gen", "--no-progress"), ("vp-train", "--no-progress"),
                                        ("vp-rollout", "--config"), ("vp-rollout", "--no-jit")])
 def test_old_spellings_are_refused(name, old):
     result = _invoke(COMMANDS[name], old)
