@@ -9,6 +9,7 @@ from typing import Any, Callable, Mapping
 
 import click
 
+from .._logging import StderrHandler
 from .._signals import interrupts_raise
 from .._toml import tomllib
 from .._io import DEVICE_ERRNOS
@@ -127,21 +128,6 @@ def quiet_option(fn: Callable) -> Callable:
     return wrapper
 
 
-class _StderrHandler(logging.StreamHandler):
-    """A handler writing to ``sys.stderr`` as it is when a record comes (click's test runner swaps it)."""
-
-    def __init__(self) -> None:
-        super().__init__(sys.stderr)
-
-    @property
-    def stream(self):  # type: ignore[override]
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value) -> None:  # logging.StreamHandler.__init__ assigns it
-        pass
-
-
 class _Formatter(logging.Formatter):
     """``message`` for information, ``Warning: message`` / ``Error: message`` above, ``debug: name: message``."""
 
@@ -165,7 +151,7 @@ def setup_logging(quiet: bool = False, verbose: bool = False) -> logging.Handler
     logger = logging.getLogger("vpintegrator")
     for old in [h for h in logger.handlers if getattr(h, "_vpintegrator_cli", False)]:
         logger.removeHandler(old)
-    handler = _StderrHandler()
+    handler = StderrHandler()
     handler._vpintegrator_cli = True  # type: ignore[attr-defined]
     handler.setFormatter(_Formatter())
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO

@@ -17,25 +17,15 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from .._logging import StderrHandler
 from .options import HelpShown, config_toml, parse
 from .runner import StudyError, guarded
 
 __all__ = ["load", "main", "study_logging"]
 
 
-class _StderrHandler(logging.StreamHandler):
-    """Writes to ``sys.stderr`` as it is when a record comes (pytest and click's test runner swap it)."""
-
-    def __init__(self) -> None:
-        super().__init__(sys.stderr)
-
-    @property
-    def stream(self):  # type: ignore[override]
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value) -> None:  # logging.StreamHandler.__init__ assigns it
-        pass
+class _StderrHandler(StderrHandler):
+    """The study's lines: ``message``, ``Warning: ``/``Error: `` above, ``debug: name: message`` below."""
 
     def format(self, record: logging.LogRecord) -> str:
         text = record.getMessage()
