@@ -214,22 +214,12 @@ def _train_one(data: Path, run: Path, approach: str, point: int, seed: int, budg
 
 def _curve(run: Path) -> dict[str, list[float]]:
     """The run's monitored validation score (``val_rollout``: the validation trajectories' rollout error at
-    t = 10; ``val_loss`` where the run has no such column) against its CPU seconds (``log.csv``)."""
-    import csv
+    t = 10; ``val_loss`` where the run has no such column) against its CPU seconds (``log.csv``, read by
+    ``vpintegrator.rundir.read_log``)."""
+    from ..rundir import CPU_COLUMN, ROLLOUT_COLUMN, read_log
 
-    cpu, val = [], []
-    try:
-        with open(run / "log.csv", newline="") as f:
-            for row in csv.DictReader(f):
-                try:
-                    c, v = float(row["cpu_seconds"]), float(row.get("val_rollout") or row["val_loss"])
-                except (KeyError, TypeError, ValueError):
-                    continue
-                cpu.append(c)
-                val.append(v)
-    except OSError:
-        pass
-    return {"cpu": cpu, "val": val}
+    rows = [r for r in read_log(run / "log.csv") if CPU_COLUMN in r]
+    return {"cpu": [r[CPU_COLUMN] for r in rows], "val": [r.get(ROLLOUT_COLUMN, r["val_loss"]) for r in rows]}
 
 
 def train_approach(data: Path, out: Path, system: str, sigma: float, approach: str, seed: int, budget: float,
