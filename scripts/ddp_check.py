@@ -77,6 +77,7 @@ def main() -> int:
         return 2
     from vpintegrator.training import TrainConfig, fit
     from vpintegrator.training.loop import Trainer
+    from vpintegrator.training.plan import build_plan
 
     cuda = args.device.startswith("cuda")
     backend = args.backend if args.backend != "auto" else "nccl" if cuda else "gloo"
@@ -101,7 +102,7 @@ def main() -> int:
         dist.barrier()
         config = TrainConfig.from_dict(_config(data, out / f"ddp_{backend}_{world}", str(device)))
         config.validate()
-        ddp_result = Trainer(config, _distinfo_class()(rank, world, local_rank, True), device, None, None,
+        ddp_result = Trainer(build_plan(config), _distinfo_class()(rank, world, local_rank, True), device, None,
                              False).run()
     finally:
         dist.destroy_process_group()

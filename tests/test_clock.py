@@ -98,7 +98,7 @@ def test_tracking_sinks_do_not_count_in_the_training_cpu_time(tiny_data, tmp_pat
 
     kw = dict(data=[tiny_data], model={"name": "vpt", "seq_len": 2, "L": 1, "n_blocks": 1}, epochs=2, batch_size=32,
               lr=3e-3, dtype="float64", device="cpu", seed=5)
-    monkeypatch.setattr(loop, "make_sinks", lambda config, member, resolved: [_SlowSink()])
+    monkeypatch.setattr(loop, "make_sinks", lambda *args: [_SlowSink()])
     result = fit(dict(kw, out=str(tmp_path / "sinks")))
     summary = json.loads((tmp_path / "sinks" / "summary.json").read_text())
     # the sink spent 0.4 + 2 x 0.4 s of CPU, none of it the training's (which alone takes ~0.3 s here): counted,

@@ -82,10 +82,10 @@ def test_lm_single_run_leaves_frozen_parameters_bit_identical(tiny_data, which):
 def _initial(name: str, member_seed: int, **kw) -> torch.nn.Module:
     """The model ``fit(seed=member_seed)`` initialises (init_scale applied)."""
     from vpintegrator.training import TrainConfig
-    from vpintegrator.training.setup import new_model
+    from vpintegrator.training.plan import build_plan, new_model
 
-    cfg = TrainConfig.from_dict(dict(data=["x.h5"], model={"name": name}, **kw))
-    return new_model(cfg, member_seed, 3, "the test", "cpu", torch.float64)[0]
+    plan = build_plan(TrainConfig.from_dict(dict(data=["x.h5"], model={"name": name}, **kw)))
+    return new_model(plan.model, plan.optim, member_seed, 3, "the test", "cpu", torch.float64)[0]
 
 
 def test_lm_ensemble_leaves_frozen_parameters_bit_identical(tiny_data, tmp_path, frozen_vpt):
@@ -109,6 +109,7 @@ def test_lm_ensemble_class_skips_frozen_parameters(tiny_data):
     from vpintegrator.data import windows
     from vpintegrator.training import TrainConfig
     from vpintegrator.training.ensemble_lm import EnsembleLM
+    from vpintegrator.training.plan import build_plan
 
     models = []
     for s in (1, 2):
@@ -118,8 +119,8 @@ def test_lm_ensemble_class_skips_frozen_parameters(tiny_data):
     params = {k: v.detach().requires_grad_(True) for k, v in params.items()}
     y = windows.states_tensor(load_trajectories([tiny_data]), "float64")
     ds = windows.WindowDataset(y, 2, 2)
-    cfg = TrainConfig.from_dict(dict(data=[tiny_data], model=MODEL, **LM))
-    lm = EnsembleLM(models[0], params, buffers, 0, ds, [torch.Generator().manual_seed(s) for s in (1, 2)], cfg)
+    lm_plan = build_plan(TrainConfig.from_dict(dict(data=[tiny_data], model=MODEL, **LM))).optim.lm
+    lm = EnsembleLM(models[0], params, buffers, 0, ds, [torch.Generator().manual_seed(s) for s in (1, 2)], lm_plan)
     n_trainable = sum(p.numel() for p in models[0].parameters() if p.requires_grad)
     assert lm.theta().shape == (2, n_trainable)
     for _ in range(3):

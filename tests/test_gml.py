@@ -181,12 +181,12 @@ def test_st_predicts_implicit_midpoint(reference):
 def test_load_model_gml_spec_and_config():
     m = load_model(f"gml:{ST}?seq_len=5&name=st&dtype=float32")
     assert m.seq_len == 5 and m.config["name"] == "st" and next(m.parameters()).dtype == torch.float32
-    m = load_model(f"gml:{ST}?seq_len=5", config={"seq_len": 4, "add_connection": True})
+    m = load_model(f"gml:{ST}?seq_len=5", hparams={"seq_len": 4, "add_connection": True})
     assert m.seq_len == 4 and m.config["add_connection"] is True
     m = load_model(f"gml:{VPFF}")
     assert m.config["name"] == "vpff" and m.seq_len == 1 and not m.training
-    with pytest.raises(VPIntegratorError, match=r"config is only for gml:FILE.h5"):
-        load_model("pretrained:rigid_body_vpt", config={"seq_len": 3})
+    with pytest.raises(VPIntegratorError, match=r"hparams is only for gml:FILE.h5"):
+        load_model("pretrained:rigid_body_vpt", hparams={"seq_len": 3})
 
 
 def test_saved_gml_model_reloads_identically(tmp_path, reference):

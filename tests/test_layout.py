@@ -507,3 +507,62 @@ def test_moved_modules_are_gone_and_their_targets_exist():
             assert importlib.util.find_spec(old_module) is None, f"{old}: still importable; remove its row or the module"
         new_module, _, new_name = new.partition(":")
         assert getattr(importlib.import_module(new_module), new_name) if new_name else importlib.import_module(new_module)
+
+
+# --------------------------------------------------------------------------- one plan per command
+
+
+#: the library functions (below vpintegrator/cli/) that take a parameter named config or cfg: each command's
+#: Python entry point and its one plan builder; everything below a builder takes the plan (or a piece of it)
+ALLOWED_CONFIG_TAKERS = {
+    "training/run.py:fit",  # vp-train's Python entry point: a config, a dict, a TOML path or a shipped name
+    "training/plan.py:build_plan",  # vp-train's plan builder: TrainConfig -> TrainPlan (every check there)
+    "rollout/run.py:run_rollouts",  # vp-rollout's Python entry point
+    "rollout/plan.py:build_plan",  # vp-rollout's plan builder: RolloutConfig -> RolloutPlan
+}
+#: rollout and data functions that still take a config on main; roll44 (issue 44) is emptying this set
+_NOT_YET = {
+    "data/work_precision.py:work_precision_stem",
+    "data/work_precision.py:check_work_precision_outputs",
+    "rollout/cluster.py:_shard_task",
+    "rollout/cluster.py:rollout_on_cluster",
+    "rollout/cluster.py:_rollout_on_cluster",
+    "rollout/plan.py:select",
+    "rollout/plan.py:select_planned",
+    "rollout/precision.py:run_work_precision",
+    "rollout/run.py:run_shard",
+    "rollout/run.py:_part",
+    "rollout/run.py:_run",
+    "rollout/run.py:run_digest",
+}
+
+
+def _config_takers(source: str, where: str) -> set[str]:
+    """``where:function`` for every function in ``source`` with a parameter named ``config`` or ``cfg``."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            if {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)} & {"config", "cfg"}:
+                found.add(f"{where}:{node.name}")
+    return found
+
+
+def test_the_config_rule_can_fail():
+    snippet = ("def build_plan(config):\n    return run(plan)\n\n"
+               "class Steps:\n    def __init__(self, cfg, model):\n        self.lr = cfg.lr\n\n"
+               "def step(plan, *, config=None):\n    pass\n\ndef fine(plan, hparams):\n    pass\n")
+    assert _config_takers(snippet, "x.py") == {"x.py:build_plan", "x.py:__init__", "x.py:step"}
+
+
+def test_no_config_below_the_plan_builders():
+    """A command's config is turned into a frozen, typed plan once, by its plan builder; below it every
+    function takes the plan (or the piece it needs), never the config (STYLE.md "Plans, not configs")."""
+    found = set()
+    for path in _modules():
+        rel = path.relative_to(PACKAGE)
+        if rel.parts[0] != "cli":
+            found |= _config_takers(path.read_text(), rel.as_posix())
+    assert found - _NOT_YET == ALLOWED_CONFIG_TAKERS, (
+        f"new config takers (take the plan instead): {sorted(found - _NOT_YET - ALLOWED_CONFIG_TAKERS)}; "
+        f"gone from the allowed set (remove them there): {sorted(ALLOWED_CONFIG_TAKERS - found)}")

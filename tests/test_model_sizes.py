@@ -72,7 +72,7 @@ def test_training_counts_the_optimizer_the_members_and_lm(tiny_data, tmp_path, m
     """vpff with 2000 blocks: 5.58e5 numbers (4.5 MB in float64). Adam trains it in 8 GiB; so does an
     ensemble of 3; Levenberg–Marquardt's normal matrix ((5.58e5)² · 8 B = 2.3 TiB) is refused before the
     model is built, and so is a 3000-member ensemble (7 copies · 3000 · 4.5 MB = 87 GiB)."""
-    import vpintegrator.training.setup as setup
+    import vpintegrator.training.plan as setup
 
     monkeypatch.setattr(resources, "available_memory", lambda: 8 * GIB)
     built = []
@@ -84,7 +84,7 @@ def test_training_counts_the_optimizer_the_members_and_lm(tiny_data, tmp_path, m
     with pytest.raises(VPIntegratorError, match=r"3000 members, float64, optimizer adam\) needs about"):
         fit(_cfg(tiny_data, tmp_path, ensemble=3000))
     assert not built and not (tmp_path / "r").exists()
-    setup.check_training_memory(setup.TrainConfig.from_dict(_cfg(tiny_data, tmp_path, ensemble=3)), 3, 3)
+    setup.check_training_memory(setup.build_plan(_cfg(tiny_data, tmp_path, ensemble=3)), 3, 3)
 
 
 def test_vp_train_refuses_before_building(tiny_data, tmp_path, monkeypatch):

@@ -416,11 +416,10 @@ def _small_or_paper(name: str):
 
 @pytest.mark.parametrize("name", models_module.list_models())
 def test_build_model_defaults_are_the_clis(name):
-    from vpintegrator.training import TrainConfig
-    from vpintegrator.training.setup import build_model as train_build_model
+    from vpintegrator.training.plan import build_model as train_build_model
 
     dim = _DIM.get(name, 4)
-    cli_model, _ = train_build_model(TrainConfig(data=["x.h5"], model={"name": name}), dim, "test data")
+    cli_model, _ = train_build_model({"name": name}, dim, "test data")
     assert build_model(name, dim=dim).config == cli_model.config
     assert count_parameters(build_model(name, dim=dim)) == count_parameters(cli_model)
 

@@ -17,7 +17,7 @@ from vpintegrator.cli import rollout as rollout_cli
 from vpintegrator.data.hdf5 import write_trajectories
 from vpintegrator.data.windows import split_train_val_test
 from vpintegrator.models import load_checkpoint
-from vpintegrator.training.checkpoint import resume_config
+from vpintegrator.training.plan import build_plan
 
 N_TRAJ, TEST = 20, 0.2  # 4 test trajectories per split
 
@@ -114,8 +114,8 @@ def test_a_run_from_before_split_seed_resumes_and_rolls_out_on_its_own_split(roo
         torch.save(payload, old / name)
     recorded = load_checkpoint(old / "best.pt")["split"]
     assert set(recorded["test"]) == _tests(3) != _tests(0)
-    resumed = resume_config(old, None, {"epochs": 2})
-    assert resumed.split_seed == 3 == resumed.seed
+    resumed = build_plan(resume=old, epochs=2)
+    assert resumed.data.split_seed == 3 == resumed.seed
     result = vp.fit(resume=str(old), epochs=2)
     assert result.epochs == 2
     assert json.loads((old / "summary.json").read_text())["split"] == recorded

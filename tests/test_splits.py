@@ -86,11 +86,11 @@ def test_run_records_the_split_in_summary_and_every_checkpoint(run, im_data):
 
 def test_test_trajectories_are_never_in_the_training_windows(im_data):
     from vpintegrator.training.config import TrainConfig
-    from vpintegrator.training.setup import load_data, window_sets
+    from vpintegrator.training.plan import build_plan, load_data, window_sets
 
-    cfg = TrainConfig.from_dict(dict(data=[str(im_data)], model=MODEL, seed=11, test_fraction=0.3, **KW))
-    paths, data = load_data(cfg)
-    train_set, val_set, _, info = window_sets(cfg, data, paths, 2, 1, "cpu")
+    plan = build_plan(TrainConfig.from_dict(dict(data=[str(im_data)], model=MODEL, seed=11, test_fraction=0.3, **KW)))
+    paths, data = load_data(plan.data.files)
+    train_set, val_set, _, info = window_sets(plan, data, paths, 2, 1, "cpu")
     test = set(info["split"]["test"])
     assert test and not test & set(train_set.traj_indices.tolist())
     assert not test & set(val_set.traj_indices.tolist())
@@ -110,14 +110,14 @@ def test_ensemble_members_share_the_split(im_data, tmp_path):
 
 def test_old_run_without_test_fraction_resumes_with_its_own_split(im_data, tmp_path):
     """A run directory from before the key (config.toml without test_fraction) resumes with test_fraction 0."""
-    from vpintegrator.training.checkpoint import resume_config
     from vpintegrator.training import fit
+    from vpintegrator.training.plan import build_plan
 
     out = tmp_path / "old"
     fit(dict(data=[str(im_data)], model=MODEL, out=str(out), **KW))
     toml = out / "config.toml"
     toml.write_text("".join(ln for ln in toml.read_text().splitlines(True) if not ln.startswith("test_fraction")))
-    assert resume_config(out, None, {}).test_fraction == 0.0
+    assert build_plan(resume=out).data.test_fraction == 0.0
     result = fit(dict(data=[str(im_data)], model=MODEL, out=str(out), **{**KW, "epochs": 2}), resume=out)
     assert result.epochs == 2
     assert json.loads((out / "summary.json").read_text())["split"]["test"] == []

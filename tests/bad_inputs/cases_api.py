@@ -89,7 +89,7 @@ CASES = [
     Case("api-root-unknown-name", api=lambda ws: __import__("vpintegrator").VPIntegratorError("x") and _device("gpu"),
          match=r"unknown device 'gpu'"),
     Case("api-volume-not-a-model", api=lambda ws: _volume("vpt"), match=r"model|Module"),
-    # GeometricMachineLearning.jl weight files: load_model("gml:FILE.h5[?KEY=VALUE&...]", config=...)
+    # GeometricMachineLearning.jl weight files: load_model("gml:FILE.h5[?KEY=VALUE&...]", hparams=...)
     Case("api-gml-missing-file", api=lambda ws: _gml(ws.out + "/missing.h5"), match=r"missing.h5 does not exist"),
     Case("api-gml-text-file", api=lambda ws: _gml(ws.text), match=r"notes.txt: not an HDF5 file"),
     Case("api-gml-empty-file", api=lambda ws: _gml(ws.empty), match=r"empty.h5: not an HDF5 file"),
@@ -100,13 +100,13 @@ CASES = [
     Case("api-gml-rollout-file", api=lambda ws: _gml(ws.rollout), match=r"rollout.h5: no groups L1 … Ln"),
     Case("api-gml-config-contradicts-file", api=lambda ws: _gml("?n_blocks=3"),
          match=r"config n_blocks = 3 contradicts group L1…L26, which gives n_blocks = 6"),
-    Case("api-gml-name-contradicts-file", api=lambda ws: _gml("?", config={"name": "st"}),
+    Case("api-gml-name-contradicts-file", api=lambda ws: _gml("?", hparams={"name": "st"}),
          match=r"name 'st' contradicts group L1 \(VolumePreservingLowerLayer\): the file holds a 'vpff' network"),
     Case("api-gml-symmetric", api=lambda ws: _gml("?symmetric=true"),
          match=r"symmetric = true: GML has no symmetric \(palindromic\) variant, its weights define the plain composition"),
     Case("api-gml-spec-no-value", api=lambda ws: _gml("?seq_len"), match=r"'seq_len' is not KEY=VALUE"),
     Case("api-gml-unknown-key", api=lambda ws: _gml("?depth=2"), match=r"unknown key 'depth'"),
     Case("api-gml-bad-dtype", api=lambda ws: _gml("?dtype=float16"), match=r"dtype must be one of float32, float64; got 'float16'"),
-    Case("api-load-model-config-not-gml", api=lambda ws: _load_model(ws.model, config={"seq_len": 3}),
-         match=r"config is only for gml:FILE.h5 weight files"),
+    Case("api-load-model-hparams-not-gml", api=lambda ws: _load_model(ws.model, hparams={"seq_len": 3}),
+         match=r"hparams is only for gml:FILE.h5 weight files"),
 ]

@@ -377,7 +377,7 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: Any = "cpu") -> 
     return payload
 
 
-def _check_run_model(file: Path, config: dict[str, Any]) -> None:
+def _check_run_model(file: Path, hparams: dict[str, Any]) -> None:
     """A checkpoint of a run directory (``best.pt``/``last.pt`` beside its ``config.toml``) must hold the
     model family the run trained: another family's file put there would be rolled out under the run's name."""
     toml = file.parent / "config.toml"
@@ -390,13 +390,13 @@ def _check_run_model(file: Path, config: dict[str, Any]) -> None:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return  # not a run's config (reading the run reports it)
     name = model.get("name") if isinstance(model, dict) else None
-    if isinstance(name, str) and name != config.get("name"):
+    if isinstance(name, str) and name != hparams.get("name"):
         raise VPIntegratorError(
-            f"model file {file}: holds a {config.get('name')!r} model, but the run's {toml.name} trained {name!r}; "
+            f"model file {file}: holds a {hparams.get('name')!r} model, but the run's {toml.name} trained {name!r}; "
             "was it replaced by another run's file? Give that file itself, or the run's own checkpoint")
 
 
-def load_model(path: str | os.PathLike[str], map_location: Any = "cpu", config: dict[str, Any] | None = None,
+def load_model(path: str | os.PathLike[str], map_location: Any = "cpu", hparams: dict[str, Any] | None = None,
                into: nn.Module | None = None) -> nn.Module:
     """Rebuild a model from a file written by [`save_model`][vpintegrator.models.save_model], or read GML weights.
 
@@ -412,8 +412,8 @@ def load_model(path: str | os.PathLike[str], map_location: Any = "cpu", config: 
         ``true``/``false`` or words). Defaults: seq_len 3 (vpt, st) or 1 (vpff), tanh, no add connection.
     map_location : str or torch.device
         Device to load onto (``torch.load``'s ``map_location``).
-    config : dict, optional
-        Only with ``"gml:..."``: the same keys as the ``?`` suffix (they win over it). A key the file
+    hparams : dict, optional
+        The model's hyper-parameters, only with ``"gml:..."``: the same keys as the ``?`` suffix (they win over it). A key the file
         determines (dim, n_blocks, L, n_heads, ...) must agree with it.
     into : nn.Module, optional
         Load the file's weights into this module (its ``load_state_dict``) instead of building one: the way
@@ -436,16 +436,17 @@ def load_model(path: str | os.PathLike[str], map_location: Any = "cpu", config: 
     text = os.fspath(path)
     if isinstance(text, str) and text.startswith(GML_PREFIX):
         file, params = parse_gml_spec(text)
-        params.update(config or {})
+        params.update(hparams or {})
         name = params.pop("name", None)
         dtype = params.pop("dtype", "float64")
         model = read_gml(file, name, dtype=dtype, **params)
         if isinstance(map_location, (str, torch.device)):
             model = model.to(map_location)
         return model.eval()
-    if config is not None:
+    if hparams is not None:
         raise VPIntegratorError(
-            f"load_model: config is only for gml:FILE.h5 weight files; {text} carries its own config (drop config=)"
+            f"load_model: hparams is only for gml:FILE.h5 weight files; {text} carries its own model "
+            "hyper-parameters (drop hparams=)"
         )
     payload = load_checkpoint(path, map_location=map_location)
     file, config, state = payload["path"], dict(payload["config"]), payload["state_dict"]

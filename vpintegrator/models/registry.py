@@ -160,13 +160,13 @@ def _key(cls: type[nn.Module]) -> str:
     return class_path(cls)
 
 
-def buildable(config: Any) -> bool:
-    """Whether a model ``config`` (a model's ``config`` dict) names a class ``build_model`` can find: a
-    registry name, an import path, or a recorded ``model_class``."""
-    if not isinstance(config, dict):
+def buildable(hparams: Any) -> bool:
+    """Whether a model's hyper-parameters ``hparams`` (a model's ``config`` dict) name a class ``build_model``
+    can find: a registry name, an import path, or a recorded ``model_class``."""
+    if not isinstance(hparams, dict):
         return False
-    name = config.get("name")
-    return name in _MODELS or is_class_path(name) or is_class_path(config.get("model_class"))
+    name = hparams.get("name")
+    return name in _MODELS or is_class_path(name) or is_class_path(hparams.get("model_class"))
 
 
 def build_model(name: str, **config: Any) -> nn.Module:
@@ -227,7 +227,7 @@ def build_model(name: str, **config: Any) -> nn.Module:
     return model
 
 
-def _describe(model: nn.Module, key: str, config: dict[str, Any], params: dict[str, inspect.Parameter]) -> None:
+def _describe(model: nn.Module, key: str, hparams: dict[str, Any], params: dict[str, inspect.Parameter]) -> None:
     """A model of a class outside the package gets a ``config`` (its own, else its arguments with the
     constructor's defaults) with ``name`` and ``model_class``; a shipped model's is left as it is."""
     path = importable_path(type(model))
@@ -236,7 +236,7 @@ def _describe(model: nn.Module, key: str, config: dict[str, Any], params: dict[s
         return
     if not isinstance(own, dict):
         own = {k: p.default for k, p in params.items() if p.default is not inspect.Parameter.empty}
-        own.update(config)
+        own.update(hparams)
     own = {"name": own.get("name", key), **{k: v for k, v in own.items() if k != "name"}}
     if path is not None:
         own["model_class"] = path
@@ -327,11 +327,11 @@ class ModelSize:
         return self.numel * itemsize * copies + self.objects * OBJECT_BYTES
 
 
-def _count(cls, config: dict[str, Any]) -> tuple[int, int]:
+def _count(cls, hparams: dict[str, Any]) -> tuple[int, int]:
     import torch
 
     with torch.random.fork_rng(devices=[]):  # building draws initial weights: leave the caller's RNGs alone
-        model = cls(**config)
+        model = cls(**hparams)
     tensors = list(model.parameters()) + list(model.buffers())
     return int(sum(t.numel() for t in tensors)), len(list(model.modules())) + len(tensors)
 
@@ -349,10 +349,10 @@ def _lagrange(xs: tuple[int, ...], x: int) -> list[Fraction]:
     return out
 
 
-def estimate_model_size(cls, config: dict[str, Any]) -> ModelSize | None:
-    """The size of ``cls(**config)`` without building it; None when no integer key exceeds ``PROBE_MAX``
+def estimate_model_size(cls, hparams: dict[str, Any]) -> ModelSize | None:
+    """The size of ``cls(**hparams)`` without building it; None when no integer key exceeds ``PROBE_MAX``
     (then the model is small), or when the probes cannot be built (the constructor's own checks then speak)."""
-    large = {k: v for k, v in config.items() if type(v) is int and v > PROBE_MAX}
+    large = {k: v for k, v in hparams.items() if type(v) is int and v > PROBE_MAX}
     if not large or len(large) > _MAX_PROBED:
         return None
     keys = list(large)
@@ -362,7 +362,7 @@ def estimate_model_size(cls, config: dict[str, Any]) -> ModelSize | None:
         # dimension is then a polynomial along them too, and the probes stay above the small special cases
         nodes = [tuple(_first(v, period) + i * period for i in range(n_nodes)) for v in large.values()]
         try:
-            grid = {combo: _count(cls, {**config, **dict(zip(keys, combo))}) for combo in itertools.product(*nodes)}
+            grid = {combo: _count(cls, {**hparams, **dict(zip(keys, combo))}) for combo in itertools.product(*nodes)}
         except Exception:  # the constructor's own checks speak for the real model
             continue
         break
@@ -379,15 +379,15 @@ def estimate_model_size(cls, config: dict[str, Any]) -> ModelSize | None:
     return ModelSize(max(float(numel), 0.0), max(float(objects), 0.0), dict(large))
 
 
-def check_model_memory(name: str, cls, config: dict[str, Any], *, itemsize: int = 4, copies: float = 1.0,
+def check_model_memory(name: str, cls, hparams: dict[str, Any], *, itemsize: int = 4, copies: float = 1.0,
                        extra: float = 0.0, what: str | None = None, key: str | None = "model",
                        prefix: str = "") -> ModelSize | None:
-    """Refuse (one line, before building) a ``cls(**config)`` whose ``copies`` copies at ``itemsize`` bytes,
+    """Refuse (one line, before building) a ``cls(**hparams)`` whose ``copies`` copies at ``itemsize`` bytes,
     its objects and ``extra`` bytes exceed the memory available (``vpintegrator.resources.check_memory``);
     the message names the large keys (``prefix`` before each, e.g. ``"model."``) and the estimate."""
     from .. import resources
 
-    size = estimate_model_size(cls, config)
+    size = estimate_model_size(cls, hparams)
     if size is None:
         return None
     keys = ", ".join(f"{prefix}{k} = {v}" for k, v in size.large.items())

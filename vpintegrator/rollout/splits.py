@@ -3,7 +3,7 @@ labels of ``vp-rollout`` and its held-out conditions (``heldout``).
 
 A model trained by ``vp-train`` carries its trajectory split (``model.training_split``: ``{"train", "val",
 "test"}`` trajectory indices, and ``model.training_split_data``: the number of trajectories and a digest of
-their initial states; see ``vpintegrator.training.setup.split_record``). The split *applies* to a data
+their initial states; see ``vpintegrator.training.plan.split_record``). The split *applies* to a data
 file whose initial conditions are those (same count, same first states in the same order; another horizon
 is fine). Labels of the rolled-out conditions:
 

@@ -14,8 +14,9 @@ Modules, each one concern:
 ``checkpoint``  RNG state, run-directory files (config.toml, log.csv, summary.json, last.pt), resume
 ``validation``  the validation loss and the rollout score of ``monitor = "val_rollout"``
 ``results``     [`FitResult`][vpintegrator.training.FitResult] (an ensemble's with members), [`EpochInfo`][vpintegrator.training.EpochInfo], [`TrainingInterrupted`][vpintegrator.training.TrainingInterrupted]
-``run``         [`fit`][vpintegrator.training.fit] (a config, a resume, or objects)
-``setup``       the data, the models and the window sets of a config
+``run``         [`fit`][vpintegrator.training.fit]: build the plan, run it
+``plan``        the frozen, typed ``TrainPlan`` built once from a config, a resume or objects (every check and
+                default resolved there); from it the data, the models and the window sets
 ``inputs``      the same from objects: a model, Trajectories or window tensors
 ``loop``        the one epoch loop over a member axis (a single run: 1, an ensemble: N), what stops it (divergence,
                 SIGINT/SIGTERM) and its progress bar

@@ -11,12 +11,13 @@ checkpoints load with ``torch.load(weights_only=True)``.
 
 from __future__ import annotations
 
+import copy
 import datetime
 import json
 import math
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import torch
@@ -26,7 +27,6 @@ from .._outputs import check_new_run_dir
 from ..errors import VPIntegratorError
 from ..provenance import provenance_record
 from ..rundir import CPU_COLUMN, LOG_COLUMNS, ROLLOUT_COLUMN, absolute_run_paths, format_row, read_log, relative_run_paths
-from .config import RESUMABLE_KEYS, TrainConfig
 
 __all__ = [
     "CPU_COLUMN",
@@ -47,7 +47,6 @@ __all__ = [
     "log_columns",
     "format_row",
     "check_new_run_dir",
-    "resume_config",
     "read_last",
 ]
 
@@ -128,13 +127,13 @@ def write_json(path: Path, values: dict[str, Any]) -> None:
     write_text(path, json.dumps(values, indent=2) + "\n")
 
 
-def write_config(run_dir: Path, config: TrainConfig) -> None:
-    """Write ``run_dir/config.toml``: ``config`` with its paths (data, init_from, out) relative to
+def write_config(run_dir: Path, values: Mapping[str, Any]) -> None:
+    """Write ``run_dir/config.toml``: the config's ``values`` (a run's resolved record) with their paths (data, init_from, out) relative to
     ``run_dir`` (``vpintegrator.rundir.relative_run_paths``; [`TrainConfig.from_toml`][vpintegrator.training.TrainConfig.from_toml] resolves
     them again)."""
     from .. import config as config_layer
 
-    write_text(run_dir / "config.toml", config_layer.dump_toml(relative_run_paths(config.to_dict(), run_dir)))
+    write_text(run_dir / "config.toml", config_layer.dump_toml(relative_run_paths(copy.deepcopy(dict(values)), run_dir)))
 
 
 def _run_inputs(run_dir: Path) -> list[str]:
@@ -186,76 +185,14 @@ def write_summary(run_dir: Path, values: dict[str, Any]) -> None:
     write_json(run_dir / "summary.json", {**relative_run_paths(values, run_dir), "provenance": run_provenance(run_dir)})
 
 
-def log_columns(config: TrainConfig) -> tuple[str, ...]:
-    """The columns of ``log.csv`` for this config."""
-    return LOG_COLUMNS + (CPU_COLUMN,) + ((ROLLOUT_COLUMN,) if config.monitor == "val_rollout" else ())
+def log_columns(monitor: str) -> tuple[str, ...]:
+    """The columns of ``log.csv`` of a run that watches ``monitor``."""
+    return LOG_COLUMNS + (CPU_COLUMN,) + ((ROLLOUT_COLUMN,) if monitor == "val_rollout" else ())
 
 
 # ---------------------------------------------------------------------------------------------------
-# resumed runs (a new run's directory: check_new_run_dir, in vpintegrator._outputs with the other run-directory rules)
-
-
-def resume_config(run_dir: Path, config: TrainConfig | None, overrides: dict[str, Any]) -> TrainConfig:
-    """The config of the run in ``run_dir`` with the allowed changes (``RESUMABLE_KEYS``) applied.
-
-    ``config``, if given, must agree with the run's on every other key. A run whose ``config.toml`` has no
-    ``test_fraction`` (made before the test split existed) keeps its two-way split: ``test_fraction = 0``; one
-    without ``split_seed`` (made when the split was ``seed``'s) keeps its split: ``split_seed = seed``.
-    """
-    path = run_dir / "config.toml"
-    if not run_dir.is_dir() or not path.is_file():
-        raise VPIntegratorError(
-            f"resume {run_dir}: not a run directory (no config.toml); give a directory written by vp-train",
-            key="resume",
-        )
-    saved = TrainConfig.from_toml(path)  # its relative paths resolved against run_dir
-    keys = _toml_keys(path)
-    legacy = "test_fraction" not in keys
-    if legacy:  # a run made before the test split: it resumes with its own split (whatever config says)
-        saved = saved.replace(test_fraction=0.0)
-    seeded_split = "split_seed" not in keys
-    if seeded_split:  # a run made when seed drew the split: it resumes with its own split
-        saved = saved.replace(split_seed=saved.seed)
-    missing = [p for p in saved.data if not str(p).startswith("<") and not Path(p).exists()]  # "<in memory>": fit's check
-    if missing:
-        raise VPIntegratorError(
-            f"resume {run_dir}: data file {missing[0]} not found (config.toml gives the data relative to the run "
-            "directory); move or copy the run directory together with its data, or correct data in "
-            f"{path}", key="resume",
-        )
-    if config is not None:
-        theirs, ours = saved.to_dict(), config.to_dict()
-        for key in TrainConfig.keys():
-            if (key in RESUMABLE_KEYS or key == "decay_epochs" or (key == "test_fraction" and legacy)
-                    or (key == "split_seed" and seeded_split)):
-                continue
-            if key == "data":
-                same = [str(Path(p).resolve()) for p in ours[key]] == theirs[key]
-            elif key == "model":
-                same = all(theirs["model"].get(k) == v for k, v in ours["model"].items())
-            else:
-                same = ours[key] == theirs[key]
-            if not same:
-                raise VPIntegratorError(
-                    f"resume {run_dir}: {key} differs from the run's ({theirs[key]!r} there, {ours[key]!r} "
-                    f"here); only {', '.join(RESUMABLE_KEYS)} may change, or start a new run",
-                    key="resume",
-                )
-        overrides = {k: getattr(config, k) for k in RESUMABLE_KEYS if k != "out"} | overrides
-    bad = sorted(k for k, v in overrides.items() if v is not None and k not in RESUMABLE_KEYS)
-    if bad:
-        raise VPIntegratorError(
-            f"resume {run_dir}: cannot change {', '.join(bad)} of a run; only {', '.join(RESUMABLE_KEYS)} "
-            "may change (start a new run in another out directory for the others)",
-            key="resume",
-        )
-    return saved.replace(**{**overrides, "out": str(run_dir)})
-
-
-def _toml_keys(path: Path) -> set[str]:
-    from .. import config as config_layer
-
-    return set(config_layer.read_toml(path))
+# resumed runs (their settings: vpintegrator.training.plan.resumed; a new run's directory: check_new_run_dir, in
+# vpintegrator._outputs with the other run-directory rules)
 
 
 def read_last(path: Path) -> dict[str, Any]:

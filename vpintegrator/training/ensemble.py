@@ -77,7 +77,6 @@ import torch
 from . import checkpoint as ckpt_io
 from ..arrays import relative_loss, squared_norm
 from ..stepping import iterate_windows
-from .config import TrainConfig
 from .ensemble_lm import EnsembleLM
 from .fast_step import FastStep, portable_state, resolve_fast_step
 from .optim import label, make_optimizer, make_scheduler
@@ -117,16 +116,18 @@ class EnsembleSteps:
     fast_mode: str
     fast: FastStep | None
 
-    def __init__(self, config: TrainConfig, resolved: TrainConfig, device: torch.device, seeds: list[int],
-                 models: list[torch.nn.Module], train_set, val_set, validator) -> None:
+    def __init__(self, plan: TrainPlan, record: dict[str, Any], device: torch.device, models: list[torch.nn.Module],
+                 train_set, val_set, validator) -> None:
         from torch.func import stack_module_state
 
-        self.config, self.resolved, self.device, self.seeds = config, resolved, device, list(seeds)
+        optim = plan.optim
+        self.optim, self.epochs, self.split_seed = optim, plan.stop.epochs, plan.data.split_seed
+        self.record, self.device, self.seeds = record, device, list(plan.seeds)
         self.models = models
         self.n = len(models)
         self.train_set, self.val_set, self.validator = train_set, val_set, validator
         self.n_windows = len(train_set)
-        self.batch_size = int(config.batch_size)
+        self.batch_size = int(optim.batch_size)
         self.steps_per_epoch = -(-self.n_windows // self.batch_size)
         # each member's data order: the generator fit(seed=s_k) draws its permutations from
         self.generators = [torch.Generator().manual_seed(s) for s in self.seeds]
@@ -151,26 +152,27 @@ class EnsembleSteps:
         self.lm: EnsembleLM | None = None
         self.optimizer: Any = None  # a torch optimiser over the stacked parameters; none for LM
         self.scheduler: Any = None
-        if config.optimizer == "lm":  # an "epoch" is lm_iters_per_epoch iterations of every member; no schedule
+        if optim.name == "lm":  # an "epoch" is lm_iters_per_epoch iterations of every member; no schedule
             self.lm = EnsembleLM(self.template, self.params, self.buffers, self.buffer_dim, train_set,
-                                 self.generators, config)
-            self.steps_per_epoch = int(config.lm_iters_per_epoch)
+                                 self.generators, optim.lm)
+            self.steps_per_epoch = int(optim.lm.iters_per_epoch)
         else:
             trained = [p for p in self.params.values() if p.requires_grad]
-            self.optimizer = make_optimizer(config.optimizer, trained, config.lr, **config.optimizer_kwargs)
-            decay_epochs = resolved.decay_epochs if resolved.decay_epochs is not None else 1.0
-            horizon = decay_epochs * (self.steps_per_epoch if config.schedule_per == "step" else 1)
-            self.scheduler = make_scheduler(config.scheduler, self.optimizer, config.lr_min / config.lr, horizon)
+            lr, lr_min = optim.rates  # (lr, lr_min): an ensemble does not fine-tune (no init_from)
+            self.optimizer = make_optimizer(optim.name, trained, lr, **optim.kwargs)
+            decay_epochs = optim.decay_epochs if optim.decay_epochs is not None else 1.0
+            horizon = decay_epochs * (self.steps_per_epoch if optim.schedule_per == "step" else 1)
+            self.scheduler = make_scheduler(optim.scheduler, self.optimizer, lr_min / lr, horizon)
         # the whole vmapped step as one CUDA graph where it can run (fast_step "auto"/"graph"; made by start,
         # after a resume loaded the optimiser's state)
         self.host_losses = False  # the members' losses stay on the device until the epoch ends
-        self.fast_mode = resolve_fast_step(config.fast_step, config.optimizer, device, False)
+        self.fast_mode = resolve_fast_step(optim.fast_step, optim.name, device, False)
         self.fast = None
 
     def start(self) -> None:
         if self.fast_mode != "off":
             self.fast = FastStep(self.fast_mode, self._batch_losses, self.optimizer, self.device,
-                                 fallback=self.config.fast_step == "auto")
+                                 fallback=self.optim.fast_step == "auto")
 
     # -- the ensemble's training state (ensemble_last.pt) ----------------------------------------------
 
@@ -236,9 +238,9 @@ class EnsembleSteps:
                 f"checkpoint {path}: holds the members of seeds {state.get('seeds')}, but {where / 'config.toml'} "
                 f"gives seeds {list(self.seeds)}; was it replaced by another ensemble's?", key="resume")
         done = int(state["epoch"])
-        if self.config.epochs is not None and self.config.epochs < done:
+        if self.epochs is not None and self.epochs < done:
             raise VPIntegratorError(
-                f"epochs {self.config.epochs} is less than the {done} epochs the ensemble in {where} has done; "
+                f"epochs {self.epochs} is less than the {done} epochs the ensemble in {where} has done; "
                 f"epochs is the total: give at least {done} (resume never goes back)", key="epochs")
         try:
             with torch.no_grad():
@@ -360,7 +362,7 @@ class EnsembleSteps:
                 losses.sum().backward()  # member k's slice gets exactly the gradient of its own loss
             with label("vp/optimizer"):
                 self.optimizer.step()
-        if self.config.schedule_per == "step":
+        if self.optim.schedule_per == "step":
             self.scheduler.step()
         return losses.detach()
 
@@ -409,7 +411,7 @@ class EnsembleSteps:
                 train = torch.tensor(self.val_losses(self.train_set), dtype=torch.float64)
             train[~torch.isfinite(losses).all(0).cpu()] = math.nan
             return train.tolist()
-        if self.config.schedule_per == "epoch":
+        if self.optim.schedule_per == "epoch":
             self.scheduler.step()
         return (acc / self.steps_per_epoch).tolist()  # the epoch's host sync of the losses
 
@@ -449,10 +451,10 @@ class EnsembleSteps:
 
     # -- files --------------------------------------------------------------------------------------
 
-    def member_config(self, m) -> TrainConfig:
-        cfg = self.resolved.replace(seed=m.seed, out=None if m.path is None else str(m.path))
-        cfg.ensemble = cfg.seeds = None  # the member's own config: a single run with its seed
-        return cfg
+    def member_record(self, m) -> dict[str, Any]:
+        # the member's own config: a single run with its seed
+        return {**self.record, "seed": m.seed, "out": self.record.get("out") if m.path is None else str(m.path), "ensemble": None,
+                "seeds": None}
 
     def last_extra(self, m: Member, at: Clock) -> dict[str, Any]:
         return {"kind": "last", "epoch": int(at.epoch), "step": int(at.step),
@@ -460,25 +462,26 @@ class EnsembleSteps:
 
     def summary_extra(self, m) -> dict[str, Any]:
         return {"ensemble": {"member": m.k, "seed": m.seed, "n_members": self.n,
-                             "seeds": list(self.seeds), "split_seed": int(self.config.split_seed)}}
+                             "seeds": list(self.seeds), "split_seed": int(self.split_seed)}}
 
 
 
-def finish_ensemble(members: list[Member], results: list[FitResult], config: TrainConfig, out: Path | None,
+def finish_ensemble(members: list[Member], results: list[FitResult], monitor: str, optimizer: str, out: Path | None,
                     validated: bool, name: str, epochs: int, stopped: str, wall_time: float, device: str,
                     dtype: str) -> FitResult:
     """The ensemble's result (a [`FitResult`][vpintegrator.training.FitResult] with members) from its ``members``' bookkeeping and ``results`` (one each); with ``out``
     also ``out/ensemble.csv``, ``ensemble.md``, ``selected.json`` and ``best``. ``validated``: the run has
-    validation data (a member is selected by it only then)."""
-    return _Table(members, config, out, validated, name, epochs).finish(results, stopped, wall_time, device, dtype)
+    validation data (a member is selected by it only then); ``monitor`` what the run watched, ``optimizer`` its
+    optimiser's name."""
+    return _Table(members, monitor, optimizer, out, validated, name, epochs).finish(results, stopped, wall_time, device, dtype)
 
 
 class _Table:
     """The ensemble's table and selection, from the loop's members."""
 
-    def __init__(self, members: list[Member], config: TrainConfig, out: Path | None, validated: bool, name: str,
-                 epochs: int) -> None:
-        self.members, self.config, self.out, self.validated = members, config, out, validated
+    def __init__(self, members: list[Member], monitor: str, optimizer: str, out: Path | None, validated: bool,
+                 name: str, epochs: int) -> None:
+        self.members, self.monitor, self.optimizer, self.out, self.validated = members, monitor, optimizer, out, validated
         self.seeds, self.name, self.epochs = [m.seed for m in members], name, epochs
 
     def finish(self, results: list[FitResult], stopped: str, wall_time: float, device: str,
@@ -488,7 +491,7 @@ class _Table:
         selected = None
         if self.validated and candidates:  # validation data only
             selected = min(candidates, key=lambda m: (m.best_loss, m.k)).k
-        monitor = self.config.monitor if self.validated else "train_loss"
+        monitor = self.monitor if self.validated else "train_loss"
         table = []
         for m in self.members:
             table.append({
@@ -517,7 +520,7 @@ class _Table:
             return "–" if v is None else f"{v:.4e}"
 
         score = {"val_rollout": "best val rollout error", "val_loss": "best val loss"}.get(monitor, "best train loss")
-        lines = [f"# Ensemble of {len(table)} ({self.name}, {self.config.optimizer}, {self.epochs} epochs)", "",
+        lines = [f"# Ensemble of {len(table)} ({self.name}, {self.optimizer}, {self.epochs} epochs)", "",
                  f"| member | seed | best epoch | {score} | final train loss | final val loss | stopped |",
                  "|---:|---:|---:|---:|---:|---:|---|"]
         for r in table:

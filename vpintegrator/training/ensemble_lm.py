@@ -16,10 +16,15 @@ with the buffers, and stay bit-identical.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
+
 import torch
 
 from ..arrays import squared_norm
 from .optim import draw_subsample, label, lm_update, window_residuals
+
+if TYPE_CHECKING:
+    from .plan import LMPlan
 
 __all__ = ["EnsembleLM"]
 
@@ -47,7 +52,7 @@ class EnsembleLM:
     iteration: int
 
     def __init__(self, template: torch.nn.Module, params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor],
-                 buffer_dim: int | None, dataset, generators: list[torch.Generator], config, chunk: int = 2048) -> None:
+                 buffer_dim: int | None, dataset, generators: list[torch.Generator], lm: LMPlan, chunk: int = 2048) -> None:
         from torch.func import vmap
 
         self.params, self.dataset, self.generators = params, dataset, generators
@@ -56,10 +61,10 @@ class EnsembleLM:
         frozen = [name for name, p in template.named_parameters() if not p.requires_grad]
         self.buffers = {**buffers, **{k: params[k].detach() for k in frozen}}
         self.n = len(generators)
-        self.n_windows, self.resample_every = int(config.lm_windows), int(config.lm_resample_every)
-        self.check_windows, self.chunk, self.max_tries = int(config.lm_check_windows), int(chunk), 10
+        self.n_windows, self.resample_every = int(lm.windows), int(lm.resample_every)
+        self.check_windows, self.chunk, self.max_tries = int(lm.check_windows), int(chunk), 10
         first = next(iter(params.values()))
-        self.lam = torch.full((self.n,), float(config.lm_lambda), dtype=torch.float64, device=first.device)
+        self.lam = torch.full((self.n,), float(lm.lam), dtype=torch.float64, device=first.device)
         self.iteration = 0
         self.index: torch.Tensor | None = None  # (N, n_windows) the members' current subsamples
         self.check: torch.Tensor | None = None  # (N, check_windows) windows a member's step must not make worse

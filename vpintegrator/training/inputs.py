@@ -28,14 +28,11 @@ import torch
 
 from ..data.trajectories import Trajectories
 from ..errors import VPIntegratorError
-from .config import TrainConfig
-from .setup import Prepared, check_model, check_windows_fit, resolve_config, system_record, window_sets
+from .plan import (IN_MEMORY, Prepared, TrainPlan, check_model, check_windows_fit, resolved_record, system_record,
+                   window_sets)
 from .validation import RolloutValidator
 
 __all__ = ["TensorWindows", "prepare_objects", "IN_MEMORY"]
-
-#: what ``config.toml`` records as the data of a run trained from objects
-IN_MEMORY = "<in memory>"
 
 
 class TensorWindows:
@@ -94,12 +91,13 @@ def _user_model(model: torch.nn.Module, dim: int, dtype, device) -> tuple[torch.
     return model.to(device=device, dtype=dtype), name
 
 
-def prepare_objects(config: TrainConfig, model: Any, train: Any, val: Any, device, dtype, seeds: list[int],
-                    ensemble: bool) -> Prepared:
-    """What the loop trains, from the objects (module docstring); ``config`` holds every other setting."""
+def prepare_objects(plan: TrainPlan, model: Any, train: Any, val: Any, device: torch.device) -> Prepared:
+    """What the loop trains, from the objects (module docstring); ``plan`` holds every other setting."""
     from ..data.windows import WindowDataset, states_tensor
     from .checkpoint import seed_everything
-    from .setup import _data_dt, new_model
+    from .plan import _data_dt, new_model
+
+    dtype, seeds, ensemble, cut, stop = plan.torch_dtype, plan.seeds, plan.ensemble, plan.data, plan.stop
 
     for what, value in (("train", train), ("val", val)):
         if value is not None and not isinstance(value, Trajectories):
@@ -120,43 +118,43 @@ def prepare_objects(config: TrainConfig, model: Any, train: Any, val: Any, devic
     else:
         models = []
         for s in seeds:  # the initialisation fit(seed=s) draws
-            m, name = new_model(config, s, dim, "the given data", device, dtype, _data_dt(train))
+            m, name = new_model(plan.model, plan.optim, s, dim, "the given data", device, dtype, _data_dt(train))
             models.append(m)
         if ensemble:
-            seed_everything(config.seed)
+            seed_everything(plan.seed)
     seq_len, pred_window = check_model(models[0], name, dim, dtype, device)
-    target_len = pred_window * config.unroll
+    target_len = pred_window * cut.unroll
     extra = {"seeds": list(seeds), "ensemble": len(seeds)} if ensemble else {}
-    resolved = resolve_config(config, [IN_MEMORY], models[0], name, **extra)
+    record = resolved_record(plan, [IN_MEMORY], models[0], name, **extra)
 
     if isinstance(train, Trajectories) and val is None:
         check_windows_fit(name, seq_len, target_len, train.n_states, "train")
-        train_set, val_set, validator, info = window_sets(config, train, [], seq_len, pred_window, device)
-        return Prepared(models, name, resolved, train_set, val_set, validator, info)
+        train_set, val_set, validator, info = window_sets(plan, train, [], seq_len, pred_window, device)
+        return Prepared(models, name, record, train_set, val_set, validator, info)
 
     def windows(value, what):
         if isinstance(value, Trajectories):
             check_windows_fit(name, seq_len, target_len, value.n_states, what)
-            y = states_tensor(value, config.dtype, device)
-            return WindowDataset(y, seq_len, target_len, config.stride, np.arange(value.n_traj))
+            y = states_tensor(value, plan.dtype, device)
+            return WindowDataset(y, seq_len, target_len, cut.stride, np.arange(value.n_traj))
         x, target = _windows(value, what, dtype, device)
         if x.shape[1] != seq_len or target.shape[1] != target_len:
             raise VPIntegratorError(
                 f"fit: {what} windows are {tuple(x.shape)} -> {tuple(target.shape)}, but the model takes "
                 f"(n, {seq_len}, {dim}) -> (n, {target_len}, {dim}) (seq_len = {seq_len}, pred_window = "
-                f"{pred_window}, unroll = {config.unroll}); cut windows of those lengths", key=what)
+                f"{pred_window}, unroll = {cut.unroll}); cut windows of those lengths", key=what)
         return TensorWindows(x, target)
 
     train_set = windows(train, "train")
     val_set = windows(val, "val") if val is not None else None
     validator = None
-    if config.monitor == "val_rollout":
+    if stop.monitor == "val_rollout":
         if not isinstance(val, Trajectories):
             raise VPIntegratorError("fit: monitor = 'val_rollout' rolls out validation trajectories; give val as "
                                     "Trajectories (or monitor = 'val_loss')", key="monitor")
-        validator = RolloutValidator(val, config.val_rollout_steps, seq_len, pred_window,
-                                     config.val_rollout_error, config.val_rollout_drift_weight)
+        validator = RolloutValidator(val, stop.rollout_steps, seq_len, pred_window, stop.rollout_error,
+                                     stop.rollout_drift_weight)
     info = {"sources": [], "system": train.meta.get("system") if isinstance(train, Trajectories) else None,
             "dim": dim, "train_windows": len(train_set), "val_windows": 0 if val_set is None else len(val_set),
             **(system_record(train) if isinstance(train, Trajectories) else {})}
-    return Prepared(models, name, resolved, train_set, val_set, validator, info)
+    return Prepared(models, name, record, train_set, val_set, validator, info)

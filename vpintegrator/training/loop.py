@@ -45,13 +45,12 @@ from ..errors import VPIntegratorError
 from ..rundir import clear_complete, write_complete
 from . import checkpoint as ckpt_io
 from . import ddp
-from .config import TrainConfig
 from .ensemble import ENSEMBLE_STATE, EnsembleSteps, finish_ensemble, member_dir_name
 from .fast_step import fast_step_summary
 from .optim import label
 from .record import Member
 from .results import EpochInfo, FitResult, TrainingInterrupted
-from .setup import SYSTEM_KEYS, Prepared, prepare
+from .plan import SYSTEM_KEYS, Prepared, TrainPlan, prepare
 from .single import SingleSteps
 from .strategy import Clock, StepStrategy
 from .sinks import check_logger, make_sinks
@@ -204,8 +203,8 @@ def progress_bar(show: bool, epochs_left: int | None, time_limit: float | None) 
 class Trainer:
     """One training run (one process of it under DDP), of one model or of an ensemble. Built by [`fit`][vpintegrator.training.fit].
 
-    ``inputs`` are the prepared model(s) and window sets (``vpintegrator.training.setup.prepare``,
-    or the objects given to [`fit`][vpintegrator.training.fit]); without them they are prepared from ``config``.
+    ``inputs`` are the prepared model(s) and window sets (``vpintegrator.training.plan.prepare``,
+    or the objects given to [`fit`][vpintegrator.training.fit]); without them they are prepared from ``plan``.
     """
 
     #: set by __init__ (declared for type checkers)
@@ -226,15 +225,17 @@ class Trainer:
     t_start: float
     last_save: float
 
-    def __init__(self, config: TrainConfig, dist: ddp.DistInfo, device: torch.device, resume: Path | None,
+    def __init__(self, plan: TrainPlan, dist: ddp.DistInfo, device: torch.device,
                  callback: Callable[[Any], bool | None] | None, progress: bool, inputs: Prepared | None = None) -> None:
-        self.config, self.callback, self.progress, self.resume_dir = config, callback, progress, resume
+        resume = plan.output.resume
+        self.plan, self.stop_plan = plan, plan.stop
+        self.callback, self.progress, self.resume_dir = callback, progress, resume
         self.dist, self.device = dist, device
-        self.dtype = torch.float64 if config.dtype == "float64" else torch.float32
-        self.ensemble = config.is_ensemble
-        self.seeds = config.ensemble_seeds()
-        inputs = inputs if inputs is not None else prepare(config, device, self.dtype, self.seeds, self.ensemble)
-        self.name, self.resolved = inputs.name, inputs.resolved
+        self.dtype = plan.torch_dtype
+        self.ensemble = plan.ensemble
+        self.seeds = list(plan.seeds)
+        inputs = inputs if inputs is not None else prepare(plan, device)
+        self.name, self.record_values = inputs.name, inputs.record
         # the trajectory split (setup.split_record) goes to the top of summary.json and into every checkpoint;
         # None when fit was given its validation data or windows (nothing was split)
         self.data_info = dict(inputs.data_info)
@@ -248,9 +249,9 @@ class Trainer:
         self.train_set, self.val_set, self.rollout_validator = inputs.train_set, inputs.val_set, inputs.validator
         self.model = inputs.models[0]
         self.n_params = sum(p.numel() for p in self.model.parameters())
-        self.log_columns = ckpt_io.log_columns(config)
-        self.out = Path(self.resolved.out) if self.resolved.out is not None else None
-        check_logger(config, self.out is not None)
+        self.log_columns = ckpt_io.log_columns(plan.stop.monitor)
+        self.out = Path(plan.output.out) if plan.output.out is not None else None
+        check_logger(plan.output.logger, self.out is not None)
 
         # training state
         self.epoch = self.step = 0
@@ -263,16 +264,16 @@ class Trainer:
         self.members = []
         for k, s in enumerate(self.seeds):
             path = self.out if not self.ensemble or self.out is None else self.out / member_dir_name(k, s)
-            self.members.append(Member(k, s, path, write, self.log_columns, config.min_delta))
+            self.members.append(Member(k, s, path, write, self.log_columns, plan.stop.min_delta))
             self.members[-1].checkpoint_extra = dict(self.split_extra)
         # the step strategy (vpintegrator.training.strategy.StepStrategy): SingleSteps (one model; LM, LBFGS,
         # DDP, the graph step) or EnsembleSteps (vmapped members; the ensemble's own files too)
         self.steps: StepStrategy
         if self.ensemble:
-            self.steps = EnsembleSteps(config, self.resolved, device, self.seeds, inputs.models, self.train_set,
-                                       self.val_set, self.rollout_validator)
+            self.steps = EnsembleSteps(plan, self.record_values, device, inputs.models, self.train_set, self.val_set,
+                                       self.rollout_validator)
         else:
-            self.steps = SingleSteps(config, self.resolved, dist, device, self.model, self.train_set, self.val_set,
+            self.steps = SingleSteps(plan, self.record_values, dist, device, self.model, self.train_set, self.val_set,
                                      self.rollout_validator)
         self.last_save = time.perf_counter()
         if resume is not None:
@@ -315,7 +316,7 @@ class Trainer:
     def checkpoint_due(self) -> bool:
         """Time for a checkpoint by wall time (rank 0 decides; DDP carries the decision to every rank)."""
         return (self.dist.is_main and self.out is not None
-                and time.perf_counter() - self.last_save >= self.config.checkpoint_seconds)
+                and time.perf_counter() - self.last_save >= self.plan.output.checkpoint_seconds)
 
     def save(self) -> None:
         """Write every active member's best.pt (when it changed), last.pt and summary.json."""
@@ -340,7 +341,7 @@ class Trainer:
     def _summary(self, m: Member, stopped: str) -> dict[str, Any]:
         return {
             "model": self.name,
-            **{k: v for k, v in self.resolved.model.items() if k == "model_class"},  # a user's class: its import path
+            **{k: v for k, v in self.record_values["model"].items() if k == "model_class"},  # a user's class: its import path
             "n_params": int(self.n_params),
             "epochs": int(self.epoch_of(m)),
             "steps": int(self.step_of(m)),
@@ -349,7 +350,7 @@ class Trainer:
             "val_loss": ckpt_io.json_float(m.last_val),
             "best_loss": ckpt_io.json_float(m.best_loss),
             "best_epoch": int(m.best_epoch),
-            "monitor": self.config.monitor if self.val_set is not None else "train_loss",
+            "monitor": self.stop_plan.monitor if self.val_set is not None else "train_loss",
             "lr": self.steps.lrs()[m.k],
             "wall_time": round(self.wall(), 3),
             "cpu_time": ckpt_io.json_float(round(self.cpu(), 3)),
@@ -357,7 +358,7 @@ class Trainer:
             "device": str(self.device),
             "fast_step": self.steps.fast_mode,
             **fast_step_summary(self.steps.fast),
-            "dtype": self.resolved.dtype,
+            "dtype": self.plan.dtype,
             "world_size": self.dist.world_size,
             "data": self.data_info,
             **self.split_extra,
@@ -402,21 +403,21 @@ class Trainer:
             run_dir=m.path, model=model, epochs=self.epoch_of(m), steps=self.step_of(m),
             train_loss=float(m.last_train), val_loss=float(m.last_val), best_loss=float(m.best_loss),
             best_epoch=int(m.best_epoch), wall_time=self.wall(), n_params=int(self.n_params), device=str(self.device),
-            dtype=self.resolved.dtype, stopped=m.stopped, history=list(m.history),
-            monitor=self.config.monitor if self.val_set is not None else "train_loss",
+            dtype=self.plan.dtype, stopped=m.stopped, history=list(m.history),
+            monitor=self.stop_plan.monitor if self.val_set is not None else "train_loss",
         )
 
     # -- the loop ----------------------------------------------------------------------------------
 
     def _epochs_left(self) -> int | None:
-        return None if self.config.epochs is None else max(self.config.epochs - self.epoch, 0)
+        return None if self.stop_plan.epochs is None else max(self.stop_plan.epochs - self.epoch, 0)
 
     def _make_sinks(self, m: Member) -> None:
         """``m``'s tracking sinks; the time they take to set up (e.g. MLflow's first connection and imports)
         is not the run's: ``wall_time`` and ``cpu_time`` leave it out (and ``cpu_time`` the sinks' calls:
         ``Member.sink_cpu``)."""
         t0, c0 = time.perf_counter(), process_cpu()
-        m.sinks = make_sinks(self.config, m, self.resolved)
+        m.sinks = make_sinks(self.plan.output.logger, self.stop_plan.monitor, self.ensemble, m, self.record_values)
         self.t_start += time.perf_counter() - t0
         m.sink_cpu += process_cpu() - c0
 
@@ -435,7 +436,7 @@ class Trainer:
         if self.ensemble:
             for name in ("config.toml", ENSEMBLE_STATE, "ensemble.csv", "ensemble.md", "selected.json"):
                 remove_orphans(self.out / name)
-            ckpt_io.write_config(self.out, self.resolved)
+            ckpt_io.write_config(self.out, self.record_values)
         for m in self.members:
             path = m.path
             assert path is not None  # a member's directory: out itself, or out/member-K-seed-S
@@ -443,7 +444,7 @@ class Trainer:
             clear_complete(path)
             for name in ("config.toml", "log.csv", "summary.json", "last.pt", "best.pt"):
                 remove_orphans(path / name)  # temporary files of a killed earlier invocation
-            ckpt_io.write_config(path, self.steps.member_config(m))
+            ckpt_io.write_config(path, self.steps.member_record(m))
             m.start_log()  # the rows up to the checkpoint; epochs are appended from here
             self._make_sinks(m)
 
@@ -454,7 +455,7 @@ class Trainer:
         show = self.progress and self.dist.is_main
         try:
             self._start_files()
-            with StopRequest() as self.stop, progress_bar(show, self._epochs_left(), self.config.time_limit or self.config.cpu_time_limit) as bar:
+            with StopRequest() as self.stop, progress_bar(show, self._epochs_left(), self.stop_plan.time_limit or self.stop_plan.cpu_time_limit) as bar:
                 stopped = self._loop(bar)
             for m in self.members:
                 if m.active:  # the others were written when they stopped
@@ -481,12 +482,12 @@ class Trainer:
     def _single_result(self, stopped: str) -> FitResult:
         m = self.members[0]
         if m.diverged is not None:
-            d, cfg = m.diverged, self.config
-            if cfg.optimizer == "lm":
-                hint, key = f"raise lm_lambda (now {cfg.lm_lambda:g}) or check the data", "lm_lambda"
+            d, optim = m.diverged, self.plan.optim
+            if optim.name == "lm":
+                hint, key = f"raise lm_lambda (now {optim.lm.lam:g}) or check the data", "lm_lambda"
             else:
-                lr_key = "finetune_lr" if cfg.fine_tunes else "lr"
-                hint, key = f'lower {lr_key} (now {cfg.learning_rates()[0]:g}) or use optimizer = "lm"', lr_key
+                lr_key = "finetune_lr" if optim.fine_tunes else "lr"
+                hint, key = f'lower {lr_key} (now {optim.rates[0]:g}) or use optimizer = "lm"', lr_key
             raise VPIntegratorError(f"training diverged: {_PHRASE[d['what']]} {d['value']} at epoch {d['epoch']}, "
                                     f"step {d['step']}; {hint}", key=key)
         result = self.member_result(m)
@@ -498,9 +499,9 @@ class Trainer:
         return result
 
     def _ensemble_result(self, stopped: str) -> FitResult:
-        result = finish_ensemble(self.members, [self.member_result(m) for m in self.members], self.config, self.out,
-                                 self.val_set is not None, self.name, self.epoch, stopped, self.wall(),
-                                 str(self.device), self.resolved.dtype)
+        result = finish_ensemble(self.members, [self.member_result(m) for m in self.members], self.stop_plan.monitor,
+                                 self.plan.optim.name, self.out, self.val_set is not None, self.name, self.epoch,
+                                 stopped, self.wall(), str(self.device), self.plan.dtype)
         if stopped == "interrupted":
             where = (f" (+{self.steps.batch_in_epoch} batches); saved {self.out / ENSEMBLE_STATE}, resume from "
                      f"{self.out}") if self.out else ""
@@ -511,9 +512,9 @@ class Trainer:
         if all(m.diverged is not None for m in self.members):
             d = self.members[0].diverged
             assert d is not None
-            cfg = self.config
-            hint, key = ((f"raise lm_lambda (now {cfg.lm_lambda:g}) or check the data", "lm_lambda")
-                         if cfg.optimizer == "lm" else (f"lower lr (now {cfg.lr:g})", "lr"))
+            optim = self.plan.optim
+            hint, key = ((f"raise lm_lambda (now {optim.lm.lam:g}) or check the data", "lm_lambda")
+                         if optim.name == "lm" else (f"lower lr (now {optim.lr:g})", "lr"))
             raise VPIntegratorError(
                 f"training diverged: every member of the ensemble has a non-finite loss (member 0 at epoch "
                 f"{d['epoch']}, step {d['step']}); {hint}", key=key
@@ -569,7 +570,7 @@ class Trainer:
             raise Diverged("loss is", float(losses[first + k, 0]), self.epoch + 1, step0 + k + 1)
 
     def _loop(self, bar) -> str:
-        cfg = self.config
+        cfg = self.stop_plan
         invocation_start = time.perf_counter()
         cpu_start = process_cpu()
         self.steps.train_mode()
@@ -666,7 +667,7 @@ class Trainer:
                     reason = "callback"
                 elif flags[1] > 0:
                     reason = "time_limit"
-            if reason is not None or self.epoch % cfg.checkpoint_every == 0 or self.checkpoint_due():
+            if reason is not None or self.epoch % self.plan.output.checkpoint_every == 0 or self.checkpoint_due():
                 with label("vp/checkpoint"):
                     self.save()
             if reason is not None:

@@ -62,6 +62,7 @@ def make_trainer(model: str, batch_size: int, dtype: str, tmp: str, seed: int = 
     from .config import TrainConfig
     from .ddp import DistInfo
     from .loop import Trainer
+    from .plan import build_plan
 
     n_states = 101
     n_traj = max(4, -(-batch_size // (n_states - 6)) + 1)
@@ -74,7 +75,7 @@ def make_trainer(model: str, batch_size: int, dtype: str, tmp: str, seed: int = 
         device="cpu", dtype=dtype, seed=1234, optimizer="adam", lr=1e-2, lr_min=1e-6,
         scheduler="exponential", schedule_per="step", out=str(Path(tmp) / "run"),
     ))
-    trainer = Trainer(config, DistInfo(), torch.device("cpu"), None, None, False)
+    trainer = Trainer(build_plan(config), DistInfo(), torch.device("cpu"), None, False)
     trainer.stop = type("NoStop", (), {"requested": False})()  # run() installs the Ctrl-C handler
     if fast_step is not None:  # the step path the config would give on CUDA (graph: uncaptured here)
         from .fast_step import FastStep

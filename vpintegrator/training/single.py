@@ -34,7 +34,7 @@ from .strategy import Clock
 from .validation import window_loss
 
 if TYPE_CHECKING:
-    from .config import TrainConfig
+    from .plan import TrainPlan
     from .record import Member
 
 __all__ = ["SingleSteps", "Unrolled", "unrolled"]
@@ -43,8 +43,8 @@ __all__ = ["SingleSteps", "Unrolled", "unrolled"]
 class SingleSteps:
     """One model trained by one optimiser (one process of it under DDP).
 
-    ``config`` is the run's configuration, ``resolved`` the one its files record (its ``decay_epochs``
-    resolved); the loop (``vpintegrator.training.loop.Trainer``) drives it step by step.
+    ``plan`` is the run's plan, ``record`` the config its files record (``config.toml``); the loop
+    (``vpintegrator.training.loop.Trainer``) drives it step by step.
     """
 
     n = 1
@@ -61,39 +61,40 @@ class SingleSteps:
     loss_sum: float
     loss_count: int
 
-    def __init__(self, config: TrainConfig, resolved: TrainConfig, dist: ddp.DistInfo, device: torch.device,
+    def __init__(self, plan: TrainPlan, record: dict[str, Any], dist: ddp.DistInfo, device: torch.device,
                  model: torch.nn.Module, train_set, val_set, validator) -> None:
         from ..data.windows import WindowBatchSampler
 
-        self.config, self.resolved, self.dist, self.device = config, resolved, dist, device
+        optim = plan.optim
+        self.optim, self.epochs, self.record, self.dist, self.device = optim, plan.stop.epochs, record, dist, device
         self.model = model
         self.models = [model]
-        self.objective = unrolled(model, config.unroll)  # what the loss sees (the model for unroll = 1)
+        self.objective = unrolled(model, plan.data.unroll)  # what the loss sees (the model for unroll = 1)
         self.train_set, self.val_set, self.validator = train_set, val_set, validator
 
         # data order: a generator of its own (same seed on every rank: same global permutation)
-        self.generator = torch.Generator().manual_seed(config.seed)
-        self.sampler = WindowBatchSampler(len(train_set), config.batch_size, True, self.generator, dist.rank,
+        self.generator = torch.Generator().manual_seed(plan.seed)
+        self.sampler = WindowBatchSampler(len(train_set), optim.batch_size, True, self.generator, dist.rank,
                                           dist.world_size)
         self.steps_per_epoch = len(self.sampler)
         self.lm: LMSubsample | None = None
         self.scheduler: Any = None  # a LambdaLR; none for LM
         self.optimizer: torch.optim.Optimizer
-        if config.optimizer == "lm":
+        if optim.name == "lm":
             # an "epoch" of LM is lm_iters_per_epoch iterations; no lr schedule
-            self.optimizer = LevenbergMarquardt(model.parameters(), lam=config.lm_lambda)
-            self.lm = LMSubsample(self.optimizer, self.objective, train_set, self.generator, config.lm_windows,
-                                  config.lm_resample_every, config.lm_check_windows)
-            self.steps_per_epoch = int(config.lm_iters_per_epoch)
+            self.optimizer = LevenbergMarquardt(model.parameters(), lam=optim.lm.lam)
+            self.lm = LMSubsample(self.optimizer, self.objective, train_set, self.generator, optim.lm.windows,
+                                  optim.lm.resample_every, optim.lm.check_windows)
+            self.steps_per_epoch = int(optim.lm.iters_per_epoch)
         else:
-            lr, lr_min = config.learning_rates()  # with init_from: finetune_lr (default lr_min)
-            self.optimizer = make_optimizer(config.optimizer, model.parameters(), lr, **config.optimizer_kwargs)
-            decay = resolved.decay_epochs if resolved.decay_epochs is not None else 1.0
-            horizon = decay * (self.steps_per_epoch if config.schedule_per == "step" else 1)
-            self.scheduler = make_scheduler(config.scheduler, self.optimizer, lr_min / lr, horizon)
+            lr, lr_min = optim.rates  # with init_from: finetune_lr (default lr_min)
+            self.optimizer = make_optimizer(optim.name, model.parameters(), lr, **optim.kwargs)
+            decay = optim.decay_epochs if optim.decay_epochs is not None else 1.0
+            horizon = decay * (self.steps_per_epoch if optim.schedule_per == "step" else 1)
+            self.scheduler = make_scheduler(optim.scheduler, self.optimizer, lr_min / lr, horizon)
         self.host_losses = self.lm is not None  # LM's loss is a host float every iteration
         self.order = torch.empty(0, dtype=torch.long)  # the epoch's permutation of the windows (begin_epoch)
-        self.fast_mode = resolve_fast_step(config.fast_step, config.optimizer, device, dist.enabled)
+        self.fast_mode = resolve_fast_step(optim.fast_step, optim.name, device, dist.enabled)
         self.fast: FastStep | None = None
         self.net = self.objective
         if dist.enabled:
@@ -109,7 +110,7 @@ class SingleSteps:
         """After a resume's state is loaded: the fast step (a CUDA graph of the whole step) where it runs."""
         if self.fast_mode != "off":
             self.fast = FastStep(self.fast_mode, self._window_loss, self.optimizer, self.device,
-                                 fallback=self.config.fast_step == "auto")
+                                 fallback=self.optim.fast_step == "auto")
 
     # -- checkpoints -------------------------------------------------------------------------------
 
@@ -142,12 +143,12 @@ class SingleSteps:
 
     def load(self, path: Path, members: list[Member]) -> Clock:
         """Continue from ``last.pt`` at ``path``: weights, optimiser, RNGs, data order and bookkeeping."""
-        config, rec = self.config, members[0]
+        rec = members[0]
         ckpt = ckpt_io.read_last(path)
         done = int(ckpt["epoch"])
-        if config.epochs is not None and config.epochs < done:
+        if self.epochs is not None and self.epochs < done:
             raise VPIntegratorError(
-                f"epochs {config.epochs} is less than the {done} epochs the run in {path.parent} has done; "
+                f"epochs {self.epochs} is less than the {done} epochs the run in {path.parent} has done; "
                 f"epochs is the total: give at least {done} (resume never goes back)", key="epochs"
             )
         try:
@@ -189,8 +190,8 @@ class SingleSteps:
     def summary_extra(self, m: Member) -> dict[str, Any]:
         return {}
 
-    def member_config(self, m):
-        return self.resolved
+    def member_record(self, m) -> dict[str, Any]:
+        return self.record
 
     # -- the members' view -------------------------------------------------------------------------
 
@@ -223,7 +224,7 @@ class SingleSteps:
     def val_losses(self, dataset=None) -> list[float]:
         """The reference loss over the whole validation set (or ``dataset``)."""
         dataset = self.val_set if dataset is None else dataset
-        return [window_loss(self.objective, dataset, self.config.batch_size, self.dist)]
+        return [window_loss(self.objective, dataset, self.optim.batch_size, self.dist)]
 
     def val_rollouts(self) -> list[float]:
         return [self.validator(self.model)]
@@ -286,7 +287,7 @@ class SingleSteps:
                 loss.backward()
             with label("vp/optimizer"):
                 self.optimizer.step()
-        if self.config.schedule_per == "step":
+        if self.optim.schedule_per == "step":
             self.scheduler.step()
         if not self.dist.enabled:
             return reported, asked, save
@@ -331,7 +332,7 @@ class SingleSteps:
                 train_loss = self.val_losses(self.train_set)[0]  # LM: the full training loss
         else:
             self.loss_sum, self.loss_count = float(acc[0]), self.steps_per_epoch
-            if self.config.schedule_per == "epoch":
+            if self.optim.schedule_per == "epoch":
                 self.scheduler.step()
             train_loss = self.loss_sum / max(self.loss_count, 1)
         self.epoch_start_state = self.generator.get_state()

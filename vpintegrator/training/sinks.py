@@ -25,11 +25,12 @@ Non-finite values (a NaN validation loss without validation data) are not sent.
 from __future__ import annotations
 
 import contextlib
+import copy
 import contextvars
 import importlib
 import math
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from ..errors import VPIntegratorError
 from ..protocols import SinkProtocol
@@ -201,18 +202,17 @@ def _experiment_name() -> str:
     return os.environ.get("MLFLOW_EXPERIMENT_NAME") or "vpintegrator"
 
 
-def make_sinks(config, member, resolved) -> list[SinkProtocol]:
-    """The sinks of ``config.logger`` for ``member`` (a ``vpintegrator.training.record.Member``), then the
-    user's sink objects of the running ``fit`` (``user_sinks``)."""
-    ensemble = bool(getattr(config, "ensemble", None) or getattr(config, "seeds", None))
-    return [*_named_sinks(config, member, resolved), *(_UserSink(o, member, ensemble) for o in _USER.get())]
+def make_sinks(logger: str, monitor: str, ensemble: bool, member, record: Mapping[str, Any]) -> list[SinkProtocol]:
+    """The sinks of ``logger`` (the plan's: ``"none"``, ``"tensorboard"``, ``"mlflow"``) for ``member`` (a
+    ``vpintegrator.training.loop.Member``; ``record`` its ``config.toml``, ``monitor`` what the run watches),
+    then the user's sink objects of the running ``fit`` (``user_sinks``)."""
+    return [*_named_sinks(logger, monitor, member, record), *(_UserSink(o, member, ensemble) for o in _USER.get())]
 
 
-def _named_sinks(config, member, resolved) -> list[Any]:
-    logger = config.logger or "none"
+def _named_sinks(logger: str, monitor: str, member, record: Mapping[str, Any]) -> list[Any]:
     if logger == "none":
         return []
-    values = {k: v for k, v in resolved.to_dict().items() if k not in ("data", "out", "init_from")}
+    values = {k: copy.deepcopy(v) for k, v in record.items() if k not in ("data", "out", "init_from")}
     params = {**flat_params(values), "seed": member.seed}
     if logger == "tensorboard":
         if member.run_dir is None:
@@ -221,8 +221,8 @@ def _named_sinks(config, member, resolved) -> list[Any]:
         from .. import config as config_layer
         from ..rundir import relative_run_paths
 
-        text = config_layer.dump_toml(relative_run_paths(resolved.to_dict(), member.run_dir))
-        metrics = ("train_loss", "val_loss") + (("val_rollout",) if config.monitor == "val_rollout" else ())
+        text = config_layer.dump_toml(relative_run_paths(copy.deepcopy(dict(record)), member.run_dir))
+        metrics = ("train_loss", "val_loss") + (("val_rollout",) if monitor == "val_rollout" else ())
         return [TensorBoardSink(member.run_dir / "tensorboard", params, text, metrics)]
     if logger == "mlflow":
         name = member.path.name if member.path is not None else f"fit-seed-{member.seed}"
@@ -230,10 +230,9 @@ def _named_sinks(config, member, resolved) -> list[Any]:
     raise VPIntegratorError(f"logger must be 'none', 'tensorboard' or 'mlflow'; got {logger!r}", key="logger")
 
 
-def check_logger(config, has_out: bool) -> None:
+def check_logger(logger: str, has_out: bool) -> None:
     """Refuse a ``logger`` whose package is missing (or ``tensorboard`` without a run directory) before any
     file is written."""
-    logger = config.logger or "none"
     if logger == "tensorboard":
         _need("torch.utils.tensorboard", "tensorboard", "tensorboard")
         if not has_out:

@@ -1,0 +1,666 @@
+"""The plan of a training run: [`build_plan`][vpintegrator.training.plan.build_plan] turns the config (a
+[`TrainConfig`][vpintegrator.training.TrainConfig], a dict, a TOML file, a resumed run's ``config.toml``,
+or the settings beside [`fit`][vpintegrator.training.fit]'s objects) into a frozen, typed
+[`TrainPlan`][vpintegrator.training.plan.TrainPlan] once, every check and default resolved there; nothing
+below it reads a config. ``prepare`` then turns the plan into what the loop trains: the data (read through
+the one shard reader, its system checked), the model of every member (paper defaults for keys left out,
+``dim`` from the data, the initial-weight scale), the record ``config.toml`` keeps and the window sets."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+
+from ..errors import VPIntegratorError
+from . import checkpoint as ckpt_io
+from .config import RESUMABLE_KEYS, TrainConfig, merge_overrides
+from .validation import RolloutValidator
+
+#: what ``config.toml`` records as the data of a run trained from objects (``vpintegrator.training.inputs``)
+IN_MEMORY = "<in memory>"
+
+
+@dataclass(frozen=True)
+class DataPlan:
+    """The data and how it is cut: ``files`` (as given; ``(IN_MEMORY,)`` for objects), the trajectory split
+    (``split_by``, ``val_fraction``, ``test_fraction``, ``split_seed``) and the windows (``stride``, targets of
+    ``unroll`` model windows)."""
+
+    files: tuple[str, ...]
+    split_by: str
+    val_fraction: float
+    test_fraction: float
+    split_seed: int
+    stride: int
+    unroll: int
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    """The model: ``hparams`` (the ``[model]`` table, ``name`` included), the weights it starts from
+    (``init_from``) or their scale (``init_scale``)."""
+
+    hparams: Mapping[str, Any]
+    init_from: str | None
+    init_scale: float
+
+
+@dataclass(frozen=True)
+class LMPlan:
+    """Levenberg–Marquardt (``optimizer = "lm"``): subsample size, redraw period, iterations per epoch,
+    initial damping, check windows (the ``lm_*`` keys)."""
+
+    windows: int
+    resample_every: int
+    iters_per_epoch: int
+    lam: float
+    check_windows: int
+
+
+@dataclass(frozen=True)
+class OptimPlan:
+    """The optimiser and its schedule. ``rates`` is ``(first, last)``, the learning rates the schedule runs
+    between (``TrainConfig.learning_rates``: with ``init_from`` the fine-tuning rates); ``lr`` the
+    config's (for messages); ``decay_epochs`` resolved (default ``epochs``; None with only a time limit)."""
+
+    name: str
+    kwargs: Mapping[str, Any]
+    lr: float
+    rates: tuple[float, float]
+    fine_tunes: bool
+    default_finetune_lr: bool
+    scheduler: str
+    schedule_per: str
+    decay_epochs: float | None
+    batch_size: int
+    fast_step: str
+    lm: LMPlan
+
+
+@dataclass(frozen=True)
+class StopPlan:
+    """When training stops: ``epochs`` (the total), the wall and CPU budgets, early stopping (``patience``,
+    ``min_delta``); what it watches: ``monitor`` and the validation rollout's steps, error and drift weight."""
+
+    epochs: int | None
+    time_limit: float | None
+    cpu_time_limit: float | None
+    patience: int
+    min_delta: float
+    monitor: str
+    rollout_steps: int
+    rollout_error: str
+    rollout_drift_weight: float
+
+
+@dataclass(frozen=True)
+class OutputPlan:
+    """What is written: the run directory ``out`` (absolute; None: nothing), ``resume`` (the run continued,
+    or None), checkpoint periods (epochs, seconds) and the ``logger`` (``"none"``, ``"tensorboard"``,
+    ``"mlflow"``)."""
+
+    out: str | None
+    resume: Path | None
+    checkpoint_every: int
+    checkpoint_seconds: float
+    logger: str
+
+
+@dataclass(frozen=True)
+class TrainPlan:
+    """A training run, resolved: its parts, the members' ``seeds`` (one for a single run; ``ensemble`` says
+    whether they train as an ensemble), ``seed`` (the ensemble's global RNG seed), the ``device`` and
+    ``dtype``. ``values`` are the config's keys as plain data: what ``config.toml`` records (completed by
+    ``prepare`` with the model's full hyper-parameters and the data paths); nothing reads settings from it."""
+
+    data: DataPlan
+    model: ModelPlan
+    optim: OptimPlan
+    stop: StopPlan
+    output: OutputPlan
+    seeds: tuple[int, ...]
+    seed: int
+    ensemble: bool
+    device: torch.device
+    dtype: str
+    values: Mapping[str, Any]
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return torch.float64 if self.dtype == "float64" else torch.float32
+
+
+def build_plan(config: TrainConfig | dict[str, Any] | str | os.PathLike[str] | None = None, *,
+               resume: str | os.PathLike[str] | None = None, overwrite: bool = False, objects: bool = False,
+               module: torch.nn.Module | None = None, **overrides: Any) -> TrainPlan:
+    """The [`TrainPlan`][vpintegrator.training.plan.TrainPlan] of ``fit(config, resume=..., **overrides)``
+    (see [`fit`][vpintegrator.training.fit]); ``objects``: the run trains on objects (its data
+    ``IN_MEMORY``; ``module`` the user's model, else ``overrides["model"]`` names one). Every check of the
+    config, the run directory and the resume is here (one-line ``VPIntegratorError``)."""
+    from .._shipped import config_path
+
+    if not isinstance(overwrite, bool):
+        raise VPIntegratorError(f"overwrite must be True or False; got {overwrite!r}", key="overwrite")
+    config_file = None
+    if isinstance(config, (str, os.PathLike)):
+        config = config_file = config_path(config)  # a file, or a shipped config by name
+    run_dir = None
+    cfg: TrainConfig | None
+    if objects:
+        cfg = _objects_config(config, module, overrides)
+    else:
+        if config is None or isinstance(config, TrainConfig):
+            cfg = config
+        else:
+            if isinstance(config, dict):
+                cfg = TrainConfig.from_dict(merge_overrides(config, overrides))
+            else:
+                cfg = TrainConfig.from_toml(config, **overrides)
+            overrides = {}
+        if resume is not None:
+            if overwrite:
+                raise VPIntegratorError(f"resume {resume} with overwrite: a resumed run continues its directory; give "
+                                        "one of them", key="resume")
+            run_dir = Path(resume)
+            from .results import is_ensemble_member
+
+            if is_ensemble_member(run_dir):
+                raise VPIntegratorError(
+                    f"resume {run_dir}: a member of an ensemble is resumed with its ensemble; give resume = "
+                    f"{run_dir.parent} (every member continues from the ensemble's last checkpoint)", key="resume")
+            if overrides.get("ensemble") is not None or overrides.get("seeds") is not None:
+                raise VPIntegratorError(
+                    f"resume {run_dir}: ensemble or seeds with resume; a resumed run keeps its members (an ensemble "
+                    "resumes with all of its own): give resume alone", key="resume")
+            cfg = resumed(run_dir, None if cfg is None else cfg.to_dict(), overrides)
+            if IN_MEMORY in cfg.data:
+                raise VPIntegratorError(
+                    f"resume {run_dir}: the run was trained from objects (data {IN_MEMORY}), not files; train it again "
+                    "with fit(model=..., train=...)", key="resume")
+        else:
+            if cfg is None:
+                raise VPIntegratorError("fit: give a config (TrainConfig, dict or TOML path) or resume=RUN_DIR")
+            cfg = cfg.replace(**overrides) if overrides else cfg
+            out = Path(cfg.out) if cfg.out is not None else ckpt_io.default_out(cfg.model["name"])
+            cfg = cfg.replace(out=str(out.resolve()))
+            from .._io import check_not_input
+
+            check_not_input(cfg.out, [*cfg.data, config_file], key="out")
+    from ..device import resolve_device
+
+    decay = cfg.decay_epochs if cfg.decay_epochs is not None or cfg.epochs is None else float(cfg.epochs)
+    return TrainPlan(
+        data=DataPlan(tuple(str(p) for p in cfg.data), cfg.split_by, float(cfg.val_fraction),
+                      float(cfg.test_fraction), int(cfg.split_seed), int(cfg.stride), int(cfg.unroll)),
+        model=ModelPlan(dict(cfg.model), cfg.init_from, float(cfg.init_scale)),
+        optim=OptimPlan(cfg.optimizer, dict(cfg.optimizer_kwargs), float(cfg.lr), cfg.learning_rates(),
+                        cfg.fine_tunes, cfg.fine_tunes and cfg.finetune_lr is None, cfg.scheduler,
+                        cfg.schedule_per, decay, int(cfg.batch_size), cfg.fast_step,
+                        LMPlan(int(cfg.lm_windows), int(cfg.lm_resample_every), int(cfg.lm_iters_per_epoch),
+                               float(cfg.lm_lambda), int(cfg.lm_check_windows))),
+        stop=StopPlan(cfg.epochs, cfg.time_limit, cfg.cpu_time_limit, int(cfg.patience), float(cfg.min_delta),
+                      cfg.monitor, int(cfg.val_rollout_steps), cfg.val_rollout_error,
+                      float(cfg.val_rollout_drift_weight)),
+        output=OutputPlan(cfg.out, run_dir, int(cfg.checkpoint_every), float(cfg.checkpoint_seconds),
+                          cfg.logger or "none"),
+        seeds=tuple(cfg.ensemble_seeds()), seed=int(cfg.seed), ensemble=cfg.is_ensemble,
+        device=resolve_device(cfg.device), dtype=cfg.dtype, values=cfg.to_dict())
+
+
+def _objects_config(given: TrainConfig | dict[str, Any] | str | os.PathLike[str] | None, module: torch.nn.Module | None,
+                    overrides: dict[str, Any]) -> TrainConfig:
+    """The settings of a run on objects: ``given``'s keys (its data files are not read), ``overrides`` on
+    top, the data ``IN_MEMORY``; a ``module``'s name as the model's."""
+    if isinstance(given, (str, os.PathLike)):
+        values = TrainConfig.from_toml(given).to_dict()
+    elif isinstance(given, TrainConfig):
+        values = given.to_dict()
+    elif isinstance(given, dict) or given is None:
+        values = dict(given or {})
+    else:
+        raise VPIntegratorError(f"fit: config must be a TrainConfig, a dict or a TOML path; got {type(given).__name__}")
+    if module is not None:
+        described = getattr(module, "config", None)
+        name = described.get("name") if isinstance(described, dict) else None
+        values["model"] = {"name": name or type(module).__name__}
+    if overrides.get("data"):
+        raise VPIntegratorError("fit: give data either as files (data) or as train/val objects, not both",
+                                key="data")
+    values.pop("data", None)  # the objects are the data (a config's files, e.g. a shipped recipe's, are not read)
+    values = merge_overrides(values, overrides)
+    values["data"] = [IN_MEMORY]
+    cfg = TrainConfig.from_dict(values)
+    cfg.validate()
+    if cfg.out is not None:  # a user's own module too: its best.pt/last.pt load with load_model(..., into=module)
+        cfg = cfg.replace(out=str(Path(cfg.out).resolve()))
+    return cfg
+
+
+def resumed(run_dir: Path, given: dict[str, Any] | None, overrides: dict[str, Any]) -> TrainConfig:
+    """The settings of the run in ``run_dir`` (its ``config.toml``) with the allowed changes
+    (``RESUMABLE_KEYS``) applied.
+
+    ``given`` (a config's keys), if given, must agree with the run's on every other key. A run whose
+    ``config.toml`` has no ``test_fraction`` (made before the test split existed) keeps its two-way split:
+    ``test_fraction = 0``; one without ``split_seed`` (made when the split was ``seed``'s) keeps its split:
+    ``split_seed = seed``.
+    """
+    from .. import config as config_layer
+
+    path = run_dir / "config.toml"
+    if not run_dir.is_dir() or not path.is_file():
+        raise VPIntegratorError(
+            f"resume {run_dir}: not a run directory (no config.toml); give a directory written by vp-train",
+            key="resume",
+        )
+    saved = TrainConfig.from_toml(path)  # its relative paths resolved against run_dir
+    keys = set(config_layer.read_toml(path))
+    legacy = "test_fraction" not in keys
+    if legacy:  # a run made before the test split: it resumes with its own split (whatever config says)
+        saved = saved.replace(test_fraction=0.0)
+    seeded_split = "split_seed" not in keys
+    if seeded_split:  # a run made when seed drew the split: it resumes with its own split
+        saved = saved.replace(split_seed=saved.seed)
+    missing = [p for p in saved.data if not str(p).startswith("<") and not Path(p).exists()]  # "<in memory>": fit's check
+    if missing:
+        raise VPIntegratorError(
+            f"resume {run_dir}: data file {missing[0]} not found (config.toml gives the data relative to the run "
+            "directory); move or copy the run directory together with its data, or correct data in "
+            f"{path}", key="resume",
+        )
+    if given is not None:
+        theirs, ours = saved.to_dict(), given
+        for key in TrainConfig.keys():
+            if (key in RESUMABLE_KEYS or key == "decay_epochs" or (key == "test_fraction" and legacy)
+                    or (key == "split_seed" and seeded_split)):
+                continue
+            if key == "data":
+                same = [str(Path(p).resolve()) for p in ours[key]] == theirs[key]
+            elif key == "model":
+                same = all(theirs["model"].get(k) == v for k, v in ours["model"].items())
+            else:
+                same = ours[key] == theirs[key]
+            if not same:
+                raise VPIntegratorError(
+                    f"resume {run_dir}: {key} differs from the run's ({theirs[key]!r} there, {ours[key]!r} "
+                    f"here); only {', '.join(RESUMABLE_KEYS)} may change, or start a new run",
+                    key="resume",
+                )
+        overrides = {k: given[k] for k in RESUMABLE_KEYS if k != "out"} | overrides
+    bad = sorted(k for k, v in overrides.items() if v is not None and k not in RESUMABLE_KEYS)
+    if bad:
+        raise VPIntegratorError(
+            f"resume {run_dir}: cannot change {', '.join(bad)} of a run; only {', '.join(RESUMABLE_KEYS)} "
+            "may change (start a new run in another out directory for the others)",
+            key="resume",
+        )
+    return saved.replace(**{**overrides, "out": str(run_dir)})
+
+
+# -- what the loop trains (the plan's data, models and windows) ---------------------------------------
+
+
+def load_data(files: tuple[str, ...] | list[str]):
+    """``(data_paths, Trajectories)``: the data ``files`` read as one data set; data whose system the rest
+    of the package would refuse (unknown system) is refused here too."""
+    from ..data.windows import load_trajectories
+
+    data_paths = [str(Path(p).expanduser().resolve()) for p in files]
+    data = load_trajectories(data_paths)
+    if data.meta.get("system") is not None or data.meta.get("system_class") is not None:
+        from ..systems import system_from_meta
+
+        system_from_meta(data.meta, where=", ".join(data_paths))
+    return data_paths, data
+
+
+def build_model(hparams: Mapping[str, Any], dim: int, where: str, dt: float | None = None):
+    """The model of the ``[model]`` table ``hparams`` (registered defaults for keys left out, ``dim`` from the data) and its name.
+
+    A model whose constructor takes ``dt`` (the learned vector fields, ``vpintegrator.models.vector_field``:
+    their window map integrates over the data's step) gets the data's ``dt`` when its ``[model]`` table
+    gives none.
+
+    The ``[model]`` name is a registry name or ``"package.module:ClassName"`` (a user's class; the model's
+    config, and so ``config.toml`` and every checkpoint, records it as ``model_class``)."""
+    from .. import models
+
+    from ..config import did_you_mean
+    from ..plugins import is_class_path
+
+    model_cfg = dict(hparams)
+    name = model_cfg.pop("name")
+    source = model_cfg.get("model_class", name)  # a run's config.toml records a user's class there
+    if not is_class_path(source) and source not in models.list_models():
+        raise VPIntegratorError(
+            f"model name: unknown model {name!r}{did_you_mean(name, models.list_models())}; valid: "
+            f"{', '.join(models.list_models())} (or your own model class as 'package.module:ClassName')",
+            key="model",
+        )
+    model_cfg = {**models.default_model_config(source), **model_cfg}
+    model_cfg.setdefault("dim", dim)
+    _fill_dt(model_cfg, source, dt, where)
+    model = models.build_model(name, **model_cfg)
+    if int(model.dim) != dim:
+        raise VPIntegratorError(
+            f"model dim = {model.dim} but the data ({where}) has dim = {dim}; set the model's dim to {dim} "
+            "or use matching data", key="model"
+        )
+    described = getattr(model, "config", None)  # a class by import path: its registry name, if it has one
+    return model, str(described.get("name", name)) if isinstance(described, dict) else name
+
+
+def _fill_dt(model_cfg: dict[str, Any], source: str, dt: float | None, where: str) -> None:
+    """``model_cfg["dt"]`` from the data for a class whose constructor takes ``dt`` (a vector-field model)."""
+    import inspect
+
+    from .. import models
+
+    if model_cfg.get("dt") is not None or "dt" not in inspect.signature(models.model_class(source).__init__).parameters:
+        return
+    if dt is not None:  # windows without a step: the class default (0.1), or the [model] key dt
+        model_cfg["dt"] = float(dt)
+
+
+def new_model(plan: ModelPlan, optim: OptimPlan, seed: int, dim: int, where: str, device, dtype, dt: float | None = None):
+    """``(model, name)``: the model ``fit(seed=seed)`` initialises (global RNGs seeded with ``seed``), on
+    ``device`` in ``dtype``, its weights times ``init_scale`` (not orthogonality-constrained ones); ``dt``
+    the data's step (see ``build_model``)."""
+    ckpt_io.seed_everything(seed)
+    model, name = build_model(plan.hparams, dim, where, dt)
+    model = model.to(device=device, dtype=dtype)
+    if plan.init_from is not None:
+        _load_initial_weights(model, name, plan.init_from)
+        if optim.default_finetune_lr:
+            import logging
+
+            logging.getLogger(__name__).warning(
+                "init_from %s: fine-tuning at lr = %g (lr_min; not lr = %g: a fresh optimiser at the from-scratch "
+                "rate undoes the pretrained weights); set finetune_lr to choose the rate", plan.init_from,
+                optim.rates[0], optim.lr)
+    elif plan.init_scale != 1.0:
+        with torch.no_grad():
+            for pname, p in model.named_parameters():
+                if "parametrizations." not in pname:
+                    p.mul_(plan.init_scale)
+    return model, name
+
+
+def _load_initial_weights(model, name: str, source: str) -> None:
+    """``init_from``: copy the weights of the model file ``source`` into ``model`` (same architecture)."""
+    from ..models import load_checkpoint
+
+    payload = load_checkpoint(source)
+    theirs = _complete_config(dict(payload["config"]))
+    ours = {"name": name, **model.config}
+    diff = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
+    if diff:
+        k = diff[0]
+        raise VPIntegratorError(
+            f"init_from {source}: its model has {k} = {theirs.get(k)!r} but the configured model has "
+            f"{k} = {ours.get(k)!r}; configure the same architecture (its config: {theirs})", key="init_from"
+        )
+    model.load_state_dict(payload["state_dict"])  # copies into the model's own dtype and device
+
+
+def _complete_config(saved: dict[str, Any]) -> dict[str, Any]:
+    """A saved model config with the class defaults for the keys it lacks (a file written before a key
+    existed, e.g. the shipped ``rigid_body_vpt``'s without ``symmetric``): the config its model is built
+    with (as [`load_model`][vpintegrator.models.load_model] builds it); ``saved`` as it is when it builds nothing."""
+    from .. import models
+
+    cfg = dict(saved)
+    name = cfg.pop("name", None)
+    try:
+        built = models.build_model(name, **cfg)
+    except (VPIntegratorError, TypeError, ValueError):
+        return saved
+    return {"name": name, **dict(getattr(built, "config", {}) or {})}
+
+
+def _data_dt(data) -> float | None:
+    """The data's uniform step, or None."""
+    try:
+        dt = getattr(data, "dt", None)
+        return None if dt is None else float(dt)
+    except (TypeError, ValueError, VPIntegratorError):
+        return None
+
+
+def check_model(model: torch.nn.Module, name: str, dim: int, dtype, device) -> tuple[int, int]:
+    """``(seq_len, pred_window)`` of a model about to be trained, after the checks a user's class may fail, each
+    one line (``key`` model): integer ``seq_len`` (and ``pred_window`` if it declares one), at least one
+    parameter, and one forward pass of a zero window (1, seq_len, dim) that gives (1, pred_window, dim) (an
+    exception there: ``vpintegrator.plugins.user_code``)."""
+    from ..plugins import user_code
+
+    cls = type(model).__name__
+    seq_len = getattr(model, "seq_len", None)
+    if isinstance(seq_len, bool) or not isinstance(seq_len, (int, np.integer)) or seq_len < 1:
+        raise VPIntegratorError(f"model {name} ({cls}) needs an integer attribute seq_len >= 1 (the input window "
+                                f"length); got {seq_len!r}", key="model")
+    if sum(p.numel() for p in model.parameters()) == 0:
+        raise VPIntegratorError(f"model {name} ({cls}) has no parameters: nothing to train; give it parameters "
+                                "(torch.nn.Parameter attributes or layers)", key="model")
+    declared = getattr(model, "pred_window", None)
+    if declared is not None and (isinstance(declared, bool) or not isinstance(declared, (int, np.integer))
+                                 or declared < 1):
+        raise VPIntegratorError(f"model {name} ({cls}) has pred_window = {declared!r}; it must be an integer >= 1 "
+                                "(the states one call predicts)", key="model")
+    was = model.training
+    model.eval()
+    try:
+        with torch.no_grad(), user_code(model, f"map a (1, {seq_len}, {dim}) window (a forward pass)"):
+            out = model(torch.zeros(1, int(seq_len), dim, dtype=dtype, device=device))
+    finally:
+        model.train(was)
+    want = f"(1, {declared if declared is not None else 'pred_window'}, {dim})"
+    if not isinstance(out, torch.Tensor) or out.ndim != 3 or out.shape[0] != 1 or out.shape[2] != dim or (
+            declared is not None and out.shape[1] != declared) or out.shape[1] < 1:
+        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise VPIntegratorError(f"model {name} ({cls}) maps a (1, {seq_len}, {dim}) window to {shape}; expected "
+                                f"{want}: a model maps (batch, seq_len, dim) to (batch, pred_window, dim)", key="model")
+    return int(seq_len), int(out.shape[1])
+
+
+def check_windows_fit(name: str, seq_len: int, pred_window: int, n_states: int, where: str) -> None:
+    span = seq_len + pred_window
+    if span > n_states:
+        raise VPIntegratorError(
+            f"model {name!r}: seq_len + pred_window = {seq_len} + {pred_window} = {span} exceeds the "
+            f"n_states = {n_states} of the data ({where}); use longer trajectories or shorter windows",
+            key="model",
+        )
+
+
+def resolved_record(plan: TrainPlan, data_paths: list[str], model, name: str, **extra: Any) -> dict[str, Any]:
+    """What ``config.toml`` records: the plan's ``values`` with the data paths, the model's full
+    hyper-parameters and the decay horizon (``extra``: an ensemble's ``seeds`` and ``ensemble``)."""
+    resolved_model = {"name": name, **dict(getattr(model, "config", {}) or {})}
+    resolved_model["name"] = name
+    record = {**dict(plan.values), "data": list(data_paths), "model": resolved_model, **extra}
+    record["decay_epochs"] = plan.optim.decay_epochs
+    return record
+
+
+def window_sets(plan: TrainPlan, data, data_paths: list[str], seq_len: int, pred_window: int, device):
+    """``(train_set, val_set or None, rollout_validator or None, data_info)``: windows over the
+    trajectory split (``plan.data.split_seed``, never ``plan.seed``; the test trajectories get no window), the validation rollout when
+    ``monitor = "val_rollout"``, and the data summary for ``summary.json`` (with ``split``, see
+    ``split_record``). The windows' targets span ``plan.data.unroll`` model windows."""
+    from ..data.windows import WindowDataset, split_train_val_test, states_tensor
+
+    cut, stop = plan.data, plan.stop
+    y = states_tensor(data, plan.dtype, device)  # (n_traj, n_states, dim), shared by both window sets
+    split_by = None
+    if cut.split_by == "initial_conditions":
+        train_idx, val_idx, test_idx = split_train_val_test(data.n_traj, cut.val_fraction, cut.test_fraction,
+                                                            cut.split_seed)
+    else:  # hold out parameters of a parametric data set
+        import numpy as np
+
+        from ..rollout.splits import parameter_split
+
+        record = parameter_split(data, cut.split_by.removeprefix("parameters_"), cut.test_fraction,
+                                 cut.val_fraction, cut.split_seed)
+        train_idx, val_idx, test_idx = (np.asarray(record["split"][k], dtype=np.int64) for k in ("train", "val", "test"))
+        split_by = record["split_by"]
+    target = pred_window * cut.unroll
+    train_set = WindowDataset(y, seq_len, target, cut.stride, train_idx)
+    val_set = WindowDataset(y, seq_len, target, cut.stride, val_idx) if len(val_idx) else None
+    validator = None
+    if stop.monitor == "val_rollout":
+        from .. import resources
+
+        # the reference (continued beyond the data), its copy in the model's dtype, and per member the
+        # predicted states and their errors: (n_val, val_rollout_steps + 1, dim) float64 each
+        members = len(plan.seeds)
+        states = float(len(val_idx)) * (stop.rollout_steps + 1) * data.dim
+        resources.check_memory(
+            8.0 * states * (3 + 2 * members),
+            f"validation rollouts of val_rollout_steps = {stop.rollout_steps} steps from {len(val_idx)} "
+            f"trajectories", "give a smaller val_rollout_steps (or a smaller val_fraction)", key="val_rollout_steps")
+        validator = RolloutValidator(data.select(traj=val_idx), stop.rollout_steps, seq_len, pred_window,
+                                     stop.rollout_error, stop.rollout_drift_weight)
+    info = {
+        "sources": data_paths,
+        "system": data.meta.get("system"),
+        "n_traj": data.n_traj,
+        "n_train_traj": int(len(train_idx)),
+        "n_val_traj": int(len(val_idx)),
+        "n_test_traj": int(len(test_idx)),
+        "n_states": data.n_states,
+        "n_steps": data.n_steps,
+        "dim": data.dim,
+        "train_windows": len(train_set),
+        "val_windows": 0 if val_set is None else len(val_set),
+        **split_record(data, train_idx, val_idx, test_idx),
+        "split_seed": int(cut.split_seed),
+        **({"split_by": split_by} if split_by is not None else {}),
+        **system_record(data),
+    }
+    return train_set, val_set, validator, info
+
+
+#: the keys of ``system_record``: what a checkpoint and ``summary.json`` say the model was trained on
+SYSTEM_KEYS = ("dt", "system", "system_params", "parametric")
+
+
+def _plain(value: Any) -> Any:
+    """A metadata value as plain JSON/torch-loadable data (NumPy scalars and arrays as numbers and lists)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def system_record(data) -> dict[str, Any]:
+    """What the model is trained on, for every checkpoint and ``summary.json``: ``{"dt": float or None,
+    "system": name or None, "system_params": {name: value} (the data's ``param_<name>`` attributes; empty
+    for a parametric data set, whose parameters vary per trajectory), "parametric": bool}``. ``vp-rollout``
+    refuses a model whose step or system differs from its data's (``vpintegrator.rollout.methods.check_trained_on``)."""
+    from ..systems.registry import system_params_from_meta
+
+    meta = getattr(data, "meta", None) or {}
+    parametric = getattr(data, "params", None) is not None
+    dt = getattr(data, "dt", None)
+    try:
+        dt = None if dt is None else float(dt)
+    except (TypeError, ValueError):
+        dt = None
+    params = {} if parametric else {str(k): _plain(v) for k, v in system_params_from_meta(meta).items()}
+    system = meta.get("system")
+    return {"dt": dt, "system": None if system is None else str(system), "system_params": params,
+            "parametric": bool(parametric)}
+
+
+def split_record(data, train_idx, val_idx, test_idx) -> dict[str, Any]:
+    """The run's trajectory split as recorded in ``summary.json`` and in every checkpoint: ``{"split":
+    {"train": [...], "val": [...], "test": [...]}, "split_data": {"n_traj", "first_states_sha256"}}``.
+    ``split`` holds sorted trajectory indices into the training data (its files concatenated in the order
+    given); ``split_data`` identifies the trajectories the indices refer to
+    (``vpintegrator.data.trajectories.first_states_digest`` of their initial states): ``vp-rollout`` applies
+    the split only to data with the same initial conditions in the same order."""
+    import numpy as np
+
+    from ..data.trajectories import first_states_digest
+
+    return {
+        "split": {"train": [int(i) for i in train_idx], "val": [int(i) for i in val_idx],
+                  "test": [int(i) for i in test_idx]},
+        "split_data": {"n_traj": int(data.n_traj),
+                       "first_states_sha256": first_states_digest(np.asarray(data.y[:, 0]))},
+    }
+
+
+@dataclass
+class Prepared:
+    """What the loop trains: the members' models (one for a single run), the model's name, the record
+    ``config.toml`` keeps (``resolved_record``), the window sets, the rollout validator and the data summary."""
+
+    models: list
+    name: str
+    record: dict[str, Any]
+    train_set: Any
+    val_set: Any
+    validator: Any
+    data_info: dict[str, Any]
+
+
+def check_training_memory(plan: TrainPlan, dim: int, n_members: int = 1, max_windows: int | None = None) -> None:
+    """Refuse (one line naming the ``model.KEY`` and the estimate, before any model is built) a plan whose
+    models would not fit in memory while training: per member the weights, gradients, optimiser state
+    (two moments), the best weights and a checkpoint's copy, plus the stacked copy of an ensemble; with
+    ``optimizer = "lm"`` also each member's Jacobian (``lm_windows`` windows, at most ``max_windows``) and
+    its normal matrix (parameters squared). The model's size is ``vpintegrator.models.model_size``'s."""
+    from .. import models, resources
+
+    model_cfg = dict(plan.model.hparams)
+    name = model_cfg.pop("name")
+    if name not in models.list_models():
+        return  # build_model's one line
+    model_cfg = {**models.default_model_config(name), **model_cfg}
+    model_cfg.setdefault("dim", dim)
+    size = models.model_size(name, **model_cfg)
+    if size is None:
+        return
+    itemsize = 8 if plan.dtype == "float64" else 4
+    copies = 6.0 + (1.0 if n_members > 1 else 0.0)
+    need = n_members * size.nbytes(itemsize, copies)
+    if plan.optim.name == "lm":
+        outputs = int(model_cfg.get("seq_len", 1)) * int(model_cfg["dim"]) * int(plan.data.unroll)
+        windows = plan.optim.lm.windows + plan.optim.lm.check_windows
+        windows = windows if max_windows is None else min(windows, max_windows)
+        need += n_members * 8.0 * size.numel * (size.numel + windows * outputs)
+    keys = ", ".join(f"model.{k} = {v}" for k, v in size.large.items())
+    members = f", {n_members} members" if n_members > 1 else ""
+    resources.check_memory(
+        need, f"training model {name!r} with {keys} ({size.numel:.3g} parameters{members}, {plan.dtype}, "
+        f"optimizer {plan.optim.name})", f"give a smaller {' or '.join('model.' + k for k in size.large)}",
+        key="model")
+
+
+def prepare(plan: TrainPlan, device: torch.device) -> Prepared:
+    """Read the data and build the model of each of the plan's seeds as ``fit(seed=s)`` would (an ensemble
+    then reseeds the global RNGs with ``plan.seed``), then the record of ``config.toml`` and the window sets."""
+    data_paths, data = load_data(plan.data.files)
+    seeds, dtype = plan.seeds, plan.torch_dtype
+    check_training_memory(plan, data.dim, len(seeds), data.n_traj * data.n_states)
+    models = []
+    for s in seeds:  # the initialisation fit(seed=s) draws
+        model, name = new_model(plan.model, plan.optim, s, data.dim, data_paths[0], device, dtype, _data_dt(data))
+        models.append(model)
+    if plan.ensemble:
+        ckpt_io.seed_everything(plan.seed)
+    seq_len, pred_window = check_model(models[0], name, data.dim, dtype, device)
+    check_windows_fit(name, seq_len, pred_window * plan.data.unroll, data.n_states, data_paths[0])
+    extra = {"seeds": list(seeds), "ensemble": len(seeds)} if plan.ensemble else {}
+    record = resolved_record(plan, data_paths, models[0], name, **extra)
+    train_set, val_set, validator, info = window_sets(plan, data, data_paths, seq_len, pred_window, device)
+    return Prepared(models, name, record, train_set, val_set, validator, info)
