@@ -1,7 +1,7 @@
-"""The plan of a training run: [`build_plan`][vpintegrator.training.plan.build_plan] turns the config (a
+"""The plan of a training run: ``build_plan`` turns the config (a
 [`TrainConfig`][vpintegrator.training.TrainConfig], a dict, a TOML file, a resumed run's ``config.toml``,
 or the settings beside [`fit`][vpintegrator.training.fit]'s objects) into a frozen, typed
-[`TrainPlan`][vpintegrator.training.plan.TrainPlan] once, every check and default resolved there; nothing
+``TrainPlan`` once, every check and default resolved there; nothing
 below it reads a config. ``prepare`` then turns the plan into what the loop trains: the data (read through
 the one shard reader, its system checked), the model of every member (paper defaults for keys left out,
 ``dim`` from the data, the initial-weight scale), the record ``config.toml`` keeps and the window sets."""
@@ -138,7 +138,7 @@ class TrainPlan:
 def build_plan(config: TrainConfig | dict[str, Any] | str | os.PathLike[str] | None = None, *,
                resume: str | os.PathLike[str] | None = None, overwrite: bool = False, objects: bool = False,
                module: torch.nn.Module | None = None, **overrides: Any) -> TrainPlan:
-    """The [`TrainPlan`][vpintegrator.training.plan.TrainPlan] of ``fit(config, resume=..., **overrides)``
+    """The ``TrainPlan`` of ``fit(config, resume=..., **overrides)``
     (see [`fit`][vpintegrator.training.fit]); ``objects``: the run trains on objects (its data
     ``IN_MEMORY``; ``module`` the user's model, else ``overrides["model"]`` names one). Every check of the
     config, the run directory and the resume is here (one-line ``VPIntegratorError``)."""
