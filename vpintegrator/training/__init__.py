@@ -11,7 +11,9 @@ Modules, each one concern:
 ``config``      [`TrainConfig`][vpintegrator.training.TrainConfig] (the ``vp-train`` TOML; errors name the key) and the optimisers, schedules
                 and fast-step modes it chooses from (torch-free)
 ``optim``       the loss, torch optimisers by name, schedules, [`LevenbergMarquardt`][vpintegrator.training.LevenbergMarquardt] (over a member axis)
-``checkpoint``  RNG state, run-directory files (config.toml, log.csv, summary.json, last.pt), resume
+``checkpoint``  RNG state, run-directory files (config.toml, log.csv, summary.json, last.pt, best.pt), one
+                member's record (best epoch, patience, history, the one log writer) and the tracking sinks of
+                ``logger`` (TensorBoard, MLflow, the user's objects)
 ``validation``  the validation loss and the rollout score of ``monitor = "val_rollout"``
 ``results``     [`FitResult`][vpintegrator.training.FitResult] (an ensemble's with members), [`EpochInfo`][vpintegrator.training.EpochInfo], [`TrainingInterrupted`][vpintegrator.training.TrainingInterrupted]
 ``run``         [`fit`][vpintegrator.training.fit]: build the plan, run it
@@ -20,8 +22,6 @@ Modules, each one concern:
 ``inputs``      the same from objects: a model, Trajectories or window tensors
 ``loop``        the one epoch loop over a member axis (a single run: 1, an ensemble: N), what stops it (divergence,
                 SIGINT/SIGTERM) and its progress bar
-``record``      one member's bookkeeping: best epoch, patience, history, log.csv and its sinks, best.pt
-``sinks``       the tracking sinks of ``logger`` (TensorBoard, MLflow)
 ``single``      the step strategy of one model (torch optimisers, LBFGS, graph step, DDP, LM; resume; the
                 unrolled targets of ``unroll = k``)
 ``ensemble``    the step strategy of a seed ensemble (``ensemble = N`` / ``seeds``; vmap) and its files

@@ -63,7 +63,7 @@ MONITORS = ("val_loss", "val_rollout")
 #: how the trajectories are split (``split_by``): by initial condition, or holding out parameters of a parametric data set
 SPLITS = ("initial_conditions", "parameters_interpolation", "parameters_extrapolation")
 SCHEDULE_PER = ("step", "epoch")
-#: the values of the ``logger`` key (``vpintegrator.training.sinks``)
+#: the values of the ``logger`` key (``vpintegrator.training.checkpoint``)
 LOGGERS = ("none", "tensorboard", "mlflow")
 
 
@@ -325,7 +325,7 @@ class TrainConfig(Config):
         Also write per-epoch metrics to tensorboard (<run>/tensorboard/) or mlflow (extras [tensorboard],
         [mlflow]). The per-epoch log row: train and validation loss, lr, seconds, the validation rollout
         score; ``mlflow`` makes one MLflow run per run directory (the tracking URI from MLflow's own
-        settings). Left out (None) or ``"none"``: ``log.csv`` only (``vpintegrator.training.sinks``).
+        settings). Left out (None) or ``"none"``: ``log.csv`` only (``vpintegrator.training.checkpoint``).
     """
 
     data: list[str] = key(default_factory=list, check=_check_data, flag="")

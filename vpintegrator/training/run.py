@@ -78,7 +78,7 @@ def fit(
         ``seeds=[...]``) trains a seed ensemble in this process (``vpintegrator.training.ensemble``).
         ``logger`` may also be a tracking sink object of yours (or a list of them): anything with
         ``log(row)`` and optionally ``close()`` gets every row of ``log.csv``
-        (``vpintegrator.training.sinks``; [`SinkProtocol`][vpintegrator.protocols.SinkProtocol]).
+        (``vpintegrator.training.checkpoint``; [`SinkProtocol`][vpintegrator.protocols.SinkProtocol]).
 
     Returns
     -------
@@ -100,7 +100,7 @@ def fit(
     ``train_loss`` is then the full training loss after the epoch and ``lr`` the damping λ. Single
     process only.
     """
-    from .sinks import sink_objects, user_sinks
+    from .checkpoint import sink_objects, user_sinks
 
     objects = sink_objects(overrides.get("logger"))
     if objects:  # the user's sink objects: beside the config's named logger, for this call

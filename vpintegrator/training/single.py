@@ -35,7 +35,7 @@ from .validation import window_loss
 
 if TYPE_CHECKING:
     from .plan import TrainPlan
-    from .record import Member
+    from .checkpoint import Member
 
 __all__ = ["SingleSteps", "Unrolled", "unrolled"]
 
