@@ -31,13 +31,42 @@ from . import ddp
 from .fast_step import FastStep, portable_state, resolve_fast_step
 from .optim import LevenbergMarquardt, LMSubsample, label, make_optimizer, make_scheduler, relative_loss
 from .strategy import Clock
-from .validation import window_loss
 
 if TYPE_CHECKING:
-    from .plan import TrainPlan
     from .checkpoint import Member
+    from .plan import TrainPlan
 
-__all__ = ["SingleSteps", "Unrolled", "unrolled"]
+__all__ = ["SingleSteps", "Unrolled", "unrolled", "window_loss"]
+
+
+@torch.no_grad()
+def window_loss(model: torch.nn.Module, dataset, batch_size: int, dist: ddp.DistInfo | None = None) -> float:
+    """The reference loss ``‖pred − target‖_F / ‖target‖_F`` over every window of ``dataset``.
+
+    Numerator and denominator are summed in float64 over batches of ``batch_size`` windows (split across
+    DDP ranks and all-reduced); NaN for no dataset. The model is left in training mode.
+    """
+    if dataset is None:
+        return math.nan
+    dist = dist or ddp.DistInfo()
+    device = dataset.y.device
+    model.eval()
+    n = torch.zeros((), dtype=torch.float64, device=device)
+    d = torch.zeros((), dtype=torch.float64, device=device)
+    order = torch.arange(len(dataset), device=device)
+    for b in range(-(-len(dataset) // batch_size)):
+        idx = order[b * batch_size : (b + 1) * batch_size]
+        if dist.enabled:
+            idx = torch.tensor_split(idx, dist.world_size)[dist.rank]
+            if idx.numel() == 0:
+                continue
+        x, target = dataset.batch(idx)
+        pred = model(x)
+        n += squared_norm(pred - target).double()
+        d += squared_norm(target).double()
+    model.train()
+    stats = ddp.all_reduce(torch.stack([n, d]), dist)
+    return float(torch.sqrt(stats[0] / stats[1]))
 
 
 class SingleSteps:

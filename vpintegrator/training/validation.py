@@ -1,50 +1,18 @@
-"""Validation: the reference loss over a whole window set, and the rollout score of ``monitor = "val_rollout"``."""
+"""Validation by rollout: the score of ``monitor = "val_rollout"`` (the loss over a whole window set is
+``vpintegrator.training.single.window_loss``, beside its one caller)."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import torch
 
-from ..arrays import relative_drift, squared_norm
+from ..arrays import relative_drift
 from ..data.trajectories import Trajectories
 from ..errors import VPIntegratorError
 from ..stepping import iterate_windows
 from ..systems.family import SystemFamily
-from . import ddp
 
-__all__ = ["window_loss", "RolloutValidator"]
-
-
-@torch.no_grad()
-def window_loss(model: torch.nn.Module, dataset, batch_size: int, dist: ddp.DistInfo | None = None) -> float:
-    """The reference loss ``‖pred − target‖_F / ‖target‖_F`` over every window of ``dataset``.
-
-    Numerator and denominator are summed in float64 over batches of ``batch_size`` windows (split across
-    DDP ranks and all-reduced); NaN for no dataset. The model is left in training mode.
-    """
-    if dataset is None:
-        return math.nan
-    dist = dist or ddp.DistInfo()
-    device = dataset.y.device
-    model.eval()
-    n = torch.zeros((), dtype=torch.float64, device=device)
-    d = torch.zeros((), dtype=torch.float64, device=device)
-    order = torch.arange(len(dataset), device=device)
-    for b in range(-(-len(dataset) // batch_size)):
-        idx = order[b * batch_size : (b + 1) * batch_size]
-        if dist.enabled:
-            idx = torch.tensor_split(idx, dist.world_size)[dist.rank]
-            if idx.numel() == 0:
-                continue
-        x, target = dataset.batch(idx)
-        pred = model(x)
-        n += squared_norm(pred - target).double()
-        d += squared_norm(target).double()
-    model.train()
-    stats = ddp.all_reduce(torch.stack([n, d]), dist)
-    return float(torch.sqrt(stats[0] / stats[1]))
+__all__ = ["RolloutValidator"]
 
 
 class RolloutValidator:
