@@ -87,6 +87,7 @@ from .results import (  # noqa: F401 (is_ensemble_dir, is_ensemble_member, membe
 
 if TYPE_CHECKING:
     from .checkpoint import Member
+    from .plan import TrainPlan
 
 __all__ = ["ENSEMBLE_STATE", "EnsembleSteps", "finish_ensemble", "member_dir_name", "is_ensemble_dir"]
 

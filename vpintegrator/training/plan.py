@@ -346,7 +346,7 @@ def build_model(hparams: Mapping[str, Any], dim: int, where: str, dt: float | No
     model_cfg.setdefault("dim", dim)
     _fill_dt(model_cfg, source, dt, where)
     model = models.build_model(name, **model_cfg)
-    if int(model.dim) != dim:
+    if int(getattr(model, "dim")) != dim:  # a module attribute (torch types it Tensor | Module)
         raise VPIntegratorError(
             f"model dim = {model.dim} but the data ({where}) has dim = {dim}; set the model's dim to {dim} "
             "or use matching data", key="model"
