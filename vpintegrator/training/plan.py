@@ -27,9 +27,8 @@ IN_MEMORY = "<in memory>"
 
 @dataclass(frozen=True)
 class DataPlan:
-    """The data and how it is cut: ``files`` (as given; ``(IN_MEMORY,)`` for objects), the trajectory split
-    (``split_by``, ``val_fraction``, ``test_fraction``, ``split_seed``) and the windows (``stride``, targets of
-    ``unroll`` model windows)."""
+    """The data ``files`` (``(IN_MEMORY,)`` for objects), the trajectory split and the windows' stride and
+    ``unroll`` (targets of that many model windows)."""
 
     files: tuple[str, ...]
     split_by: str
@@ -42,8 +41,7 @@ class DataPlan:
 
 @dataclass(frozen=True)
 class ModelPlan:
-    """The model: ``hparams`` (the ``[model]`` table, ``name`` included), the weights it starts from
-    (``init_from``) or their scale (``init_scale``)."""
+    """The ``[model]`` table (``hparams``, ``name`` included) and the initial weights' source or scale."""
 
     hparams: Mapping[str, Any]
     init_from: str | None
@@ -52,8 +50,7 @@ class ModelPlan:
 
 @dataclass(frozen=True)
 class LMPlan:
-    """Levenberg–Marquardt (``optimizer = "lm"``): subsample size, redraw period, iterations per epoch,
-    initial damping, check windows (the ``lm_*`` keys)."""
+    """Levenberg–Marquardt: the ``lm_*`` keys (``lam``: the initial damping ``lm_lambda``)."""
 
     windows: int
     resample_every: int
@@ -64,9 +61,9 @@ class LMPlan:
 
 @dataclass(frozen=True)
 class OptimPlan:
-    """The optimiser and its schedule. ``rates`` is ``(first, last)``, the learning rates the schedule runs
-    between (``TrainConfig.learning_rates``: with ``init_from`` the fine-tuning rates); ``lr`` the
-    config's (for messages); ``decay_epochs`` resolved (default ``epochs``; None with only a time limit)."""
+    """The optimiser ``name`` and ``kwargs``, the schedule between ``rates`` (``TrainConfig.learning_rates``:
+    with ``init_from`` the fine-tuning rates; ``lr`` the config's, for messages) over ``decay_epochs``
+    (resolved: default ``epochs``), the batch size, the fast-step mode."""
 
     name: str
     kwargs: Mapping[str, Any]
@@ -84,8 +81,8 @@ class OptimPlan:
 
 @dataclass(frozen=True)
 class StopPlan:
-    """When training stops: ``epochs`` (the total), the wall and CPU budgets, early stopping (``patience``,
-    ``min_delta``); what it watches: ``monitor`` and the validation rollout's steps, error and drift weight."""
+    """When training stops (epochs, wall and CPU budgets, patience) and what it watches (``monitor``, the
+    validation rollout's steps, error and drift weight)."""
 
     epochs: int | None
     time_limit: float | None
@@ -100,9 +97,8 @@ class StopPlan:
 
 @dataclass(frozen=True)
 class OutputPlan:
-    """What is written: the run directory ``out`` (absolute; None: nothing), ``resume`` (the run continued,
-    or None), checkpoint periods (epochs, seconds) and the ``logger`` (``"none"``, ``"tensorboard"``,
-    ``"mlflow"``)."""
+    """The run directory ``out`` (absolute; None: nothing written), the run it continues (``resume``), the
+    checkpoint periods and the ``logger``."""
 
     out: str | None
     resume: Path | None
@@ -113,10 +109,9 @@ class OutputPlan:
 
 @dataclass(frozen=True)
 class TrainPlan:
-    """A training run, resolved: its parts, the members' ``seeds`` (one for a single run; ``ensemble`` says
-    whether they train as an ensemble), ``seed`` (the ensemble's global RNG seed), the ``device`` and
-    ``dtype``. ``values`` are the config's keys as plain data: what ``config.toml`` records (completed by
-    ``prepare`` with the model's full hyper-parameters and the data paths); nothing reads settings from it."""
+    """A training run, resolved: its parts, the members' ``seeds`` (``ensemble``: trained as one), the global
+    ``seed``, ``device`` and ``dtype``. ``values`` are the config's keys as plain data, what ``config.toml``
+    records (``resolved_record``); nothing reads settings from them."""
 
     data: DataPlan
     model: ModelPlan

@@ -142,9 +142,16 @@ def _train(plan: TrainPlan, callback, progress: bool, overwrite: bool,
         plan.model.hparams.get("name"), ", ".join(plan.data.files), out, device, plan.dtype,
         plan.optim.name, plan.optim.lr, plan.stop.epochs, plan.stop.time_limit,
         f", resumed from {run_dir}" if run_dir is not None else "")
-    if plan.ensemble:
-        return _fit_ensemble(plan, callback, progress, overwrite, inputs)
-    dist = ddp.setup(device.type)
+    if plan.ensemble:  # the members trained together in this process (the one loop with a member axis of N)
+        world = os.environ.get("WORLD_SIZE", "1") or "1"
+        if world.isdigit() and int(world) > 1:
+            raise VPIntegratorError(
+                f"an ensemble trains in one process; got WORLD_SIZE = {world} under torchrun: run it without "
+                "torchrun (the members share one device)", key="ensemble"
+            )
+        dist = ddp.DistInfo()
+    else:
+        dist = ddp.setup(device.type)
     if dist.enabled and device.type == "cuda":
         device = torch.device("cuda", dist.local_rank)
     try:
@@ -167,27 +174,3 @@ def _train(plan: TrainPlan, callback, progress: bool, overwrite: bool,
             return trainer.run()
     finally:
         ddp.teardown(dist)
-
-
-def _fit_ensemble(plan: TrainPlan, callback, progress: bool, overwrite: bool,
-                  inputs: Callable[[torch.device], Prepared] | None) -> FitResult:
-    """``ensemble``/``seeds``: the members trained together in this process (the one loop with a member axis
-    of N, stepped by ``vpintegrator.training.ensemble.EnsembleSteps``); a plan that resumes: that ensemble."""
-    world = os.environ.get("WORLD_SIZE", "1") or "1"
-    if world.isdigit() and int(world) > 1:
-        raise VPIntegratorError(
-            f"an ensemble trains in one process; got WORLD_SIZE = {world} under torchrun: run it without torchrun "
-            "(the members share one device)", key="ensemble"
-        )
-    device, run_dir, out = plan.device, plan.output.resume, plan.output.out
-    if out is None:
-        return Trainer(plan, ddp.DistInfo(), device, callback, progress, None if inputs is None else inputs(device)).run()
-    if run_dir is not None:
-        with output_lock(run_dir, key="resume"):
-            return Trainer(plan, ddp.DistInfo(), device, callback, progress).run()
-    with output_lock(out, key="out"):
-        replace = ckpt_io.check_new_run_dir(Path(out), overwrite)
-        trainer = Trainer(plan, ddp.DistInfo(), device, callback, progress, None if inputs is None else inputs(device))
-        if replace:
-            replace_run_dir(Path(out))
-        return trainer.run()
