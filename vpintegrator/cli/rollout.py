@@ -208,7 +208,7 @@ def main(config, models, integrators, traj, fast_step, flags, set_, fail_on_blow
         if amortise is not None:
             check_rollouts(amortise)
 
-        check_work_precision_outputs(cfg, overwrite)
+        check_work_precision_outputs(cfg.out, overwrite)
     report = _run(cfg, log, [config] if config is not None else (), overwrite, shard, scheduler, n_shards,
                   work_precision)
     wp = None
@@ -253,9 +253,7 @@ def _run(cfg, log, inputs, overwrite, shard, scheduler, n_shards, work_precision
     if scheduler:
         if shard is not None:
             raise click.UsageError("--shard and --dask-scheduler exclude each other: the scheduler runs every shard")
-        from ..rollout.cluster import rollout_on_cluster
-
-        return rollout_on_cluster(cfg, scheduler, n_shards=n_shards, inputs=inputs, overwrite=overwrite)
+        return run_rollouts(cfg, log=log, inputs=inputs, overwrite=overwrite, scheduler=scheduler, n_shards=n_shards)
     if n_shards is not None:
         raise click.UsageError("--shards goes with --dask-scheduler; for one block give --shard I/N")
     return run_rollouts(cfg, log=log, inputs=inputs, overwrite=overwrite, shard=shard)

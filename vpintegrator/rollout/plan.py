@@ -36,7 +36,7 @@ from .steps import SCALAR_MAX_BATCH, ExactFlowStep, IntegratorStep, ModelStep
 if TYPE_CHECKING:
     from ..data.trajectories import Trajectories
 
-__all__ = ["RolloutPlan", "Blocks", "MIN_WORK", "ORACLE_INTEGRATORS", "build_plan", "select", "select_planned"]
+__all__ = ["RolloutPlan", "Blocks", "MIN_WORK", "ORACLE_INTEGRATORS", "build_plan", "select", "run_digest"]
 
 #: trajectory-steps of classical methods below which unset ``workers`` runs in this process only
 MIN_WORK = 20_000_000
@@ -71,6 +71,7 @@ class Blocks:
     n_whole: int
     attrs: Mapping[str, Any] = field(default_factory=dict)
     workers: int | None = 1
+    index: Path | None = None  # a shard's run: where the index comes once every shard file exists
 
     @property
     def per_traj(self) -> bool:
@@ -140,9 +141,6 @@ class RolloutPlan:
         Lines for the log once the plan stands; the warnings also go to the report.
     model_files : tuple of Path
         Every model file read (hashed into the provenance).
-    config : RolloutConfig
-        The configuration as resolved (the oracle's integrators filled in), kept only for the worker
-        processes, which plan a block of their own; nothing reads a setting from it.
     """
 
     data: Path
@@ -175,7 +173,6 @@ class RolloutPlan:
     notes: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     model_files: tuple[Path, ...] = ()
-    config: RolloutConfig | None = None
 
     @property
     def t(self) -> np.ndarray:
@@ -197,6 +194,26 @@ class RolloutPlan:
     def traj_index(self) -> np.ndarray:
         """``/traj_index`` of the rollout file: data-file rows, then -1 for each held-out condition."""
         return np.concatenate([self.idx, np.full(self.n_new, -1, dtype=np.int64)]).astype(np.int64)
+
+    def part(self, labels: Sequence[str], shard: tuple[int, int], out: Path) -> RolloutPlan:
+        """Block ``shard`` of this plan's rows with the methods ``labels`` only, into the file ``out``: what a
+        worker process computes (its per-trajectory values, one worker, the whole selection's runners);
+        every row is stepped as in the whole plan (a family's step maps cut to the block's rows). Plans
+        with held-out conditions are not cut (``Blocks.n_parts``)."""
+        from ..data.rollout_shards import rollout_bounds, selection_digest
+        from ..systems.family import SystemFamily
+        from .family import for_rows
+
+        a, b = rollout_bounds(self.n_data, shard)
+        rows = slice(a, b)
+        attrs = dict(shard_index=shard[0], shard_count=shard[1], shard_traj_start=a, shard_traj_stop=b,
+                     shard_n_traj=self.n_data, shard_selection=selection_digest(self.idx))
+        return dataclasses.replace(
+            self, idx=self.idx[rows], system=self.system[rows] if isinstance(self.system, SystemFamily) else self.system,
+            methods=tuple(Method(m.label, for_rows(m.step_map, rows), m.source) for m in self.methods
+                          if m.label in labels),
+            labels={k: v[rows] for k, v in self.labels.items() if k in labels}, run_labels=self.run_labels[rows],
+            out=out, notes=(), warnings=(), blocks=Blocks(n_whole=self.blocks.n_whole, attrs=attrs, workers=1))
 
 
 def _select_traj(traj: Any, n_traj: Any, n_file: int, where: Path) -> np.ndarray:
@@ -245,34 +262,64 @@ def _horizon(t_end_key: Any, t0: float, dt: float, n_file: int) -> int:
 
 
 
-def select(config: RolloutConfig) -> tuple[Path, dict[str, Any], Any, float, np.ndarray, float, int]:
-    """What a configuration selects of its data file, read from the metadata only: ``(data path, meta,
-    system, dt, trajectory indices, t0, n_steps)`` (one-line errors for a bad ``traj``/``n_traj``/``t_end``)."""
+def select(data: Path, traj: Any, n_traj: Any, t_end: Any) -> tuple[dict[str, Any], Any, float, np.ndarray, float,
+                                                                   int]:
+    """What the keys ``traj``/``n_traj``/``t_end`` select of the data file ``data``, read from its metadata
+    only: ``(meta, system, dt, trajectory indices, t0, n_steps)`` (one-line errors naming the key)."""
     from ..data import read_metadata
     from ..systems.unknown import system_or_unknown
 
-    data = Path(config.data)
     meta = read_metadata(data)
     system = system_or_unknown(meta, data)
     dt = float(meta["dt"])
-    idx = _select_traj(config.traj, config.n_traj, int(meta["n_traj"]), data)
+    idx = _select_traj(traj, n_traj, int(meta["n_traj"]), data)
     t0 = float(meta.get("t0", 0.0))
-    return data, meta, system, dt, idx, t0, _horizon(config.t_end, t0, dt, int(meta["n_states"]))
+    return meta, system, dt, idx, t0, _horizon(t_end, t0, dt, int(meta["n_states"]))
 
 
-def select_planned(config: RolloutConfig) -> np.ndarray:
-    """The trajectories of the data file a run of ``config`` rolls out: ``traj``/``n_traj``, else a trained
-    model's test split (``vpintegrator.rollout.splits.default_traj``), as
-    [`run_rollouts`][vpintegrator.rollout.run.run_rollouts] would; what the shards of ``--shard``/``--scheduler``
-    cut into blocks. The outputs are the caller's to check."""
-    fitted = fitted_rows(integrator_names(config.integrators))  # rows with a training split of their own
-    if config.traj is None and config.n_traj is None and (config.models or fitted):
-        return build_plan(config, overwrite=True)[0].idx
-    return select(config)[4]
+def _cut(idx: np.ndarray, shard: tuple[int, int], cluster: bool, run_key: str | None
+         ) -> tuple[np.ndarray, tuple[int, int], dict[str, Any]]:
+    """Shard ``shard`` of the selection ``idx`` (a cluster's count at most one per trajectory): its indices,
+    the shard, and the shard file's attributes."""
+    from ..data.rollout_shards import rollout_bounds, selection_digest
+
+    if cluster:
+        shard = (shard[0], min(shard[1], int(idx.size)))
+    a, b = rollout_bounds(int(idx.size), shard)
+    attrs: dict[str, Any] = dict(shard_index=shard[0], shard_count=shard[1], shard_traj_start=a, shard_traj_stop=b,
+                                 shard_n_traj=int(idx.size), shard_selection=selection_digest(idx))
+    if run_key is not None:  # (a shard of a cluster run: the whole run's digest)
+        attrs["shard_run"] = run_key
+    return idx[a:b], shard, attrs
 
 
-def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: bool = False,
-               blocks: Blocks | None = None) -> tuple[RolloutPlan, Trajectories]:
+def run_digest(fields: Mapping[str, Any], data: Any, models: Any) -> str:
+    """What tells a rollout run from any other: its keys ``fields`` (the output and ``workers`` apart), the
+    sha256 of its data file and model files ``models`` (a run directory's ``config.toml`` and checkpoints)
+    and this version; stored in each shard of a cluster run as ``shard_run`` so that a run continued after a
+    lost cluster keeps the shards already written (same code, same inputs: the same bits)."""
+    import hashlib
+    import json
+
+    from .._version import __version__
+    from ..provenance import file_sha256
+
+    def digest(path: Any) -> Any:
+        p = Path(str(path))
+        if p.is_dir():
+            return {n: file_sha256(p / n) for n in ("config.toml", "best.pt", "last.pt") if (p / n).is_file()}
+        return file_sha256(p) if p.is_file() else str(path)
+
+    keys = {k: v for k, v in fields.items() if k not in ("out", "workers")}
+    items = models.items() if isinstance(models, dict) else enumerate(models or [])
+    record = {"config": keys, "data": digest(data), "models": {str(k): digest(v) for k, v in items},
+              "version": __version__}
+    return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: bool = False, *,
+               shard: str | tuple[int, int] | None = None, write_index: bool = True, cluster: bool = False,
+               run_key: str | None = None) -> tuple[RolloutPlan, Trajectories]:
     """The plan of a run of ``config``: every key checked, every model loaded and checked against the data,
     every default resolved; nothing computed, nothing written.
 
@@ -283,8 +330,13 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
         More files the run must not write over (its config file).
     overwrite : bool
         The overwrite rule of the outputs (checked here, before anything is read).
-    blocks : Blocks, optional
-        How the run is cut (a shard); default: the whole selection, ``workers`` as the key says.
+    shard : "I/N" or (I, N), optional
+        Plan only the I-th of N contiguous blocks of the selection (``Blocks``), into
+        ``<out stem>.shard-I-of-N.h5``; with ``write_index`` the index at ``out`` and its table are checked
+        here too (they come once every shard exists). Refused with ``heldout``.
+    cluster : bool
+        A shard of a cluster run: ``N`` cut to at most one shard per trajectory, and the run's digest
+        (``run_key``, default ``run_digest`` of ``config``) recorded in the shard as ``shard_run``.
 
     Returns
     -------
@@ -292,14 +344,28 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
         The plan, and the data file's selected trajectories (n_data, data_n_states, dim), the reference's
         file part: handed to the writer apart from the plan, so that it is freed once written.
     """
+    from .._outputs import check_output
     from ..data import read_metadata, read_trajectories
     from ..integrators import list_integrators
+    from ..jobs.shards import parse_shard, shard_path
     from ..systems.unknown import UnknownSystem, system_or_unknown
     from . import splits as sp
 
+    shard = parse_shard(shard)
     config.validate()
+    index = out = Path(config.out)
     inputs = tuple(input_files(config.data, config.models, inputs))
-    check_outputs(config.out, inputs, overwrite)
+    if shard is None:
+        check_outputs(out, inputs, overwrite)
+    elif config.heldout:
+        raise VPIntegratorError(f"shard {shard[0]}/{shard[1]} with heldout = {config.heldout}: each shard would draw "
+                                "its own new conditions; roll out the held-out conditions without --shard",
+                                key="shard")
+    elif write_index:  # the index and the table come at out at the end: the overwrite rule applies now
+        for path, kind in ((out, "rollout"), (out.with_suffix(".csv"), "table"), (out.with_suffix(".md"), "table")):
+            check_output(path, kind, overwrite, key="out")
+    if cluster and run_key is None:
+        run_key = run_digest(dataclasses.asdict(config), config.data, config.models)
     data = Path(config.data)
     meta = read_metadata(data)
     system: Any = system_or_unknown(meta, data)  # a SystemFamily once per-trajectory parameters are read
@@ -346,6 +412,11 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
             if shrank:
                 lines.append(shrank)
                 warnings.append(shrank)
+    n_whole, attrs = int(idx.size) + n_new, dict[str, Any]()
+    if shard is not None:  # the block of the selection, into a file of its own (the outputs checked now)
+        idx, shard, attrs = _cut(idx, shard, cluster, run_key)
+        out = shard_path(index, shard)
+        check_outputs(out, inputs, overwrite)
     # the reference: the exact flow unless the data is (DOP853 at <= 1e-12) or reference = "data"
     method = str(meta.get("method", "")) if meta.get("method") is not None else ""
     tight = (method == "dop853" and meta.get("rtol") is not None and meta.get("atol") is not None
@@ -357,14 +428,13 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
         from ..integrators import supported_integrators
 
         names = supported_integrators(ORACLE_INTEGRATORS, system)
-        config = dataclasses.replace(config, integrators=names)
         lines.append(f"parametric data: the classical methods {', '.join(names)} with each trajectory's true "
                      "parameters are rows of the table (the oracle); give integrators to choose others")
     if exact_from_ics and method and method not in names and (method in list_integrators() or method == "dop853"):
         generator = method
     n_methods = len(names) + len(entries) + (generator is not None)
     check_fits(int(idx.size) + n_new, n_steps + 1, system, max(1, n_methods), n_file, data, t_end=config.t_end,
-               chunk_steps=int(config.chunk_steps), volume=bool(config.volume), out=Path(config.out))
+               chunk_steps=int(config.chunk_steps), volume=bool(config.volume), out=out)
     # the held-out conditions are drawn once the run is known to fit (--heldout 1000000000 drew 24 GB)
     heldout_y0 = seed = None
     if n_new:
@@ -407,17 +477,18 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
         warnings.append(trained)
         lines.append(trained)
     data_t_end, data_n_states = float(ref_file.t[-1]), int(ref_file.n_states)
-    desc, attrs = describe_reference(data, meta, system, exact_from_ics, config.reference, method, tight,
+    desc, ref_attrs = describe_reference(data, meta, system, exact_from_ics, config.reference, method, tight,
                                      data_t_end=data_t_end, beyond=n_steps + 1 > data_n_states, n_new=n_new)
     plan = RolloutPlan(
         data=data, data_meta=meta, data_n_states=data_n_states, data_t_end=data_t_end, system=system, dt=dt, t0=t0,
         n_steps=n_steps, idx=idx, heldout_y0=heldout_y0, heldout_seed=seed, methods=tuple(methods), labels=labels,
         run_labels=run_labels, reference=str(config.reference), exact_from_ics=exact_from_ics, reference_desc=desc,
-        reference_attrs=attrs, out=Path(config.out), inputs=inputs, steps=settings, init=str(config.init),
+        reference_attrs=ref_attrs, out=out, inputs=inputs, steps=settings, init=str(config.init),
         overlap=bool(config.overlap), blowup=float(config.blowup), chunk_steps=int(config.chunk_steps),
         volume=bool(config.volume),
-        blocks=blocks if blocks is not None else Blocks(n_whole=int(idx.size) + n_new, workers=config.workers),
-        notes=tuple(lines), warnings=tuple(warnings), model_files=model_files, config=config)
+        blocks=Blocks(n_whole=n_whole, attrs=attrs, workers=config.workers,
+                      index=index if shard is not None and write_index else None),
+        notes=tuple(lines), warnings=tuple(warnings), model_files=model_files)
     return plan, ref_file
 
 

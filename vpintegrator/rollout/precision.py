@@ -302,7 +302,8 @@ def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], 
     from .._progress import log_lines
 
     say = log_lines(log, __name__)  # INFO records of vpintegrator.rollout.precision, then log's
-    data, _meta, system, dt, idx, _t0, n_steps = select(config)
+    data = Path(config.data)
+    _meta, system, dt, idx, _t0, n_steps = select(data, config.traj, config.n_traj, config.t_end)
     first = read_trajectories(data, traj=idx, steps=[0])
     y0 = first.y[:, 0]
     if first.params is not None:  # a parametric data set: every method with each trajectory's true parameters
@@ -317,7 +318,7 @@ def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], 
         # a learned field given as RUN@METHOD: the run directory holds its training cost
         models[label], trained[label] = model, training_seconds(split_method(str(source))[0])
     ladder = DEFAULT_LADDER if n_steps % 2 == 0 else DEFAULT_LADDER[1:]
-    stem = work_precision_stem(config)
+    stem = work_precision_stem(config.out)
     say(f"work-precision: {len(y0)} initial conditions, T = {n_steps * dt:g}, steps {dt:g} x "
         f"{', '.join(f'{m:g}' for m in ladder)}")
     rows = work_precision(system, y0, dt, n_steps * dt, methods=names, ladder=ladder, models=models,
