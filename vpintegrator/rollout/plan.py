@@ -28,8 +28,8 @@ from ..jobs.executors import default_workers
 from .config import RolloutConfig, model_entries, use_device_engine
 from .engine import StepMap
 from .family import is_parametric, run_family, step_for
-from .methods import Method, StepSettings, check_trained_on, integrator_names, parse_model_entry, prepare_methods
-from .rows import fit_split, fitted_rows, parse_row
+from .methods import (Method, StepSettings, check_trained_on, fit_split, fitted_rows, integrator_names,
+                      parse_model_entry, parse_row, prepare_methods)
 from .steps import SCALAR_MAX_BATCH, ExactFlowStep, IntegratorStep, ModelStep
 
 if TYPE_CHECKING:
@@ -393,7 +393,7 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
     model_splits = [sp.model_split(label, model, digest, data) for label, model, _ in entries]
     lines = [ms.note for ms in model_splits if ms.note] + [n for n in notes if n]  # said once the plan stands
     warnings: list[str] = []
-    # the fitted rows (sindy+METHOD, parrot; rollout/rows.py) learn from the models' split, else vp-train's default
+    # the fitted rows (sindy+METHOD, parrot; rollout/methods.py) learn from the models' split, else vp-train's default
     fitted = fitted_rows(names)
     row_split = fit_split(model_splits, n_file_traj) if fitted else None
     entries_labelled: list[tuple[str, Any, str]] = list(entries)

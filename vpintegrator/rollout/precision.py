@@ -283,7 +283,7 @@ def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], 
     The initial conditions are the first states of the trajectories the configuration selects (``traj`` /
     ``n_traj``), the base step h is the data's dt, T the configuration's ``t_end`` (or the data's horizon);
     the methods are its integrators (``exact_flow`` left out: DOP853 has its own tolerance ladder; and the
-    rows of ``vpintegrator.rollout.rows``: ``fd+rk4``, ``sindy+rk4``, ``parrot``, ...), or
+    rows of ``vpintegrator.rollout.methods``: ``fd+rk4``, ``sindy+rk4``, ``parrot``, ...), or
     ``DEFAULT_METHODS`` when it names none, and its models are points at their own step. The ladder is
     2h, h, h/2, h/4, h/8, h/16 (without 2h when T is an odd number of steps). A model loaded from a run directory
     carries its training CPU seconds ([`training_seconds`][vpintegrator.data.work_precision.training_seconds]) and break-even N; ``amortise_over`` = N adds
@@ -308,8 +308,8 @@ def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], 
     y0 = first.y[:, 0]
     if first.params is not None:  # a parametric data set: every method with each trajectory's true parameters
         system = first.systems()
-    # the rows of rollout/rows.py (fd+rk4, sindy+rk4, parrot) fit first: no step-size ladder of their own
-    from .rows import parse_row
+    # the rows of rollout/methods.py (fd+rk4, sindy+rk4, parrot) fit first: no step-size ladder of their own
+    from .methods import parse_row
 
     names = [n for n in (config.integrators or []) if n != "exact_flow" and parse_row(n) is None] or None
     models, trained = {}, {}
