@@ -35,8 +35,7 @@ from .._io import atomic_path, h5_writing
 from ..errors import VPIntegratorError
 from ..jobs.shards import (INDEX_KEY, SHARD_KEYS, Shard, ShardKind, collect, finished_shard, is_shard_set,
                            parse_shard, shard_bounds, shard_path)
-from ._attrs import _attrs_to_meta
-from ._h5read import PARAMS_DATASET, _index, _open, _read_one, _validate
+from .hdf5 import PARAMS_DATASET, _attrs_to_meta, _index, _open, _read_one, _validate
 from .trajectories import Trajectories
 from .dimscales import label_trajectory_file
 
