@@ -24,8 +24,7 @@ import numpy as np
 from .._io import check_h5_write
 from ..errors import VPIntegratorError
 from .._outputs import ROLLOUT_LIBVER, ROLLOUT_SCHEMA
-from .hdf5 import _attrs_to_meta, write_attrs
-from .dimscales import label_rollout_group, label_rollout_root
+from .hdf5 import _attrs_to_meta, label_rollout_group, label_rollout_root, write_attrs
 from .trajectories import Trajectories
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -35,9 +35,8 @@ from .._io import atomic_path, h5_writing
 from ..errors import VPIntegratorError
 from ..jobs.shards import (INDEX_KEY, SHARD_KEYS, Shard, ShardKind, collect, finished_shard, is_shard_set,
                            parse_shard, shard_bounds, shard_path)
-from .hdf5 import PARAMS_DATASET, _attrs_to_meta, _index, _open, _read_one, _validate
+from .hdf5 import PARAMS_DATASET, _attrs_to_meta, _index, _open, _read_one, _validate, label_trajectory_file
 from .trajectories import Trajectories
-from .dimscales import label_trajectory_file
 
 __all__ = ["parse_shard", "shard_bounds", "shard_path", "write_shard_index", "is_shard_set", "read_shard_set",
            "finished_gen_shard"]
