@@ -36,12 +36,12 @@ from ..errors import VPIntegratorError
 from .config import IDENTIFY_METHODS, use_device_engine
 from .context import ContextStep, oracle_theta
 from .engine import StepMap
-from .field import field_step, is_vector_field_model, split_method
+from .field import field_step
 from .family import step_for
 from .steps import ExactFlowStep, IntegratorStep, ModelStep, is_context_model
 
 __all__ = ["Method", "StepSettings", "model_label", "parse_model_entry", "model_step", "integrator_names", "prepare_methods",
-           "check_trained_on", "RowKind", "RowRequest", "FitSplit", "ROW_KINDS", "DEFAULT_SPLIT", "parse_row", "fitted_rows",
+           "check_trained_on", "split_method", "RowKind", "RowRequest", "FitSplit", "ROW_KINDS", "DEFAULT_SPLIT", "parse_row", "fitted_rows",
            "fit_split"]
 
 
@@ -225,6 +225,17 @@ class Method(NamedTuple):
     step_map: StepMap
     source: str
 
+def split_method(spec: str) -> tuple[str, str | None]:
+    """``"runs/hnn@gauss_legendre4"`` -> ``("runs/hnn", "gauss_legendre4")``; a spec without a registered
+    integrator after its last ``@`` is returned whole, with None."""
+    from ..integrators import list_integrators
+
+    path, at, method = str(spec).rpartition("@")
+    if at and path and method in list_integrators():
+        return path, method
+    return str(spec), None
+
+
 def model_label(spec: str) -> str:
     """The label of a model given by path, ``pretrained:NAME`` or ``gml:FILE.h5``: NAME, FILE's stem, the run directory's name, the
     directory's name for ``best.pt``/``last.pt``, else the file's stem."""
@@ -291,6 +302,7 @@ def parse_model_entry(entry) -> tuple[str, Any, str]:
 def _with_method(model, method: str | None, spec: str):
     """``model`` with the integrator of ``PATH@METHOD`` recorded (``rollout_method``); refused for a model that
     is not a vector field (its step is its own)."""
+    from ..models.vector_field import is_vector_field_model
     if method is None:
         return model
     if not is_vector_field_model(model):
@@ -327,6 +339,7 @@ def model_step(model, device: str = "cpu", overlap: bool = False, jit: bool = Tr
     """The step map of a trained model: [`ContextStep`][vpintegrator.rollout.context.ContextStep] (``context`` its keywords) for a context
     model, a learned vector field integrated at step ``dt`` (default its own) by its integrator
     (``vpintegrator.rollout.field.field_step``), [`ModelStep`][vpintegrator.rollout.steps.ModelStep] otherwise."""
+    from ..models.vector_field import is_vector_field_model
     if is_vector_field_model(model):
         return field_step(model, model.dt if dt is None else dt)
     if is_context_model(model):
@@ -357,6 +370,7 @@ def prepare_methods(names: Sequence[str], entries: Sequence[tuple[str, Any, str]
     integrators, ``exact_flow``, registered rows (``ROW_KINDS``)) and the models ``entries``
     ([`parse_model_entry`][vpintegrator.rollout.methods.parse_model_entry] results; a context model brings
     its oracle row); ``split``: the fitted rows' ``FitSplit``."""
+    from ..models.vector_field import is_vector_field_model
     from ..integrators import list_integrators
     from ..systems.unknown import UnknownSystem
 

@@ -41,7 +41,7 @@ from ..data.work_precision import (  # noqa: F401 (re-exports)
     training_seconds, training_summary, with_training_cost, work_precision_stem, write_work_precision,
 )
 from ..errors import VPIntegratorError
-from .field import is_vector_field_model, split_method
+from .methods import split_method
 
 __all__ = [
     "run_work_precision",
@@ -206,6 +206,7 @@ def work_precision(
     -------
     list of WorkPrecisionRow
     """
+    from ..models.vector_field import is_vector_field_model
     from ..data import solve_flow
     from ..integrators import get_integrator, supported_integrators
     from ..systems import get_system
