@@ -4,9 +4,11 @@
 every check made and every default resolved there: which trajectories (``traj``/``n_traj``, else the trained
 models' test split, plus ``heldout`` new conditions), the horizon, the rows and their step maps
 (``vpintegrator.rollout.methods``), the ``split`` labels, the reference and how the run is cut
-(``vpintegrator.rollout.plan.Blocks``: a shard, worker processes). Nothing below the builder reads a
-configuration: the writer (``vpintegrator.rollout.write``) and the runner (``vpintegrator.rollout.run``) take the
-plan.
+(``vpintegrator.rollout.plan.Blocks``: a shard, worker processes), and what is refused before anything runs
+(outputs over inputs, work that does not fit in memory or on disk, a reference that is not finite: the checks
+at the end of this module). Nothing below the builder reads a configuration: the writer
+(``vpintegrator.rollout.write``) and the runner (``vpintegrator.rollout.run``) take the plan, and a shard, a
+dask task or a worker process gets the plan of its block (``RolloutPlan.part`` cuts a worker's).
 
 Library messages name keys (``t_end``, ``traj``, ``models``), never flags; each error carries its key so
 that a CLI names its own flag.
@@ -49,13 +51,14 @@ ORACLE_INTEGRATORS = ("rk4", "implicit_midpoint", "gauss_legendre4")
 class Blocks:
     """How a run is cut (``vp-rollout --shard I/N`` and ``--workers N``): ``n_whole`` trajectories in the whole
     selection (the runners' rule), the root attributes of a shard (``attrs``; with them the per-trajectory
-    values are written), and ``workers``.
+    values are written), ``workers``, and ``index``: where a shard's run writes the index once every shard
+    file exists (None: a whole run, or a shard whose scheduler writes the index itself).
 
     Every method and metric of a rollout is computed trajectory by trajectory (checked bitwise by
     ``tests/test_rollout_shards.py``), so the selection can be cut into contiguous blocks, each computed alone,
     without changing a bit, provided every block runs the runner the whole selection would (the compiled
     single-trajectory runners serve selections of at most ``SCALAR_MAX_BATCH`` trajectories:
-    ``same_runners``). A shard (``vpintegrator.rollout.run.run_shard``) writes ``<out stem>.shard-I-of-N.h5``
+    ``same_runners``). A shard (``build_plan(config, shard=(I, N))``) writes ``<out stem>.shard-I-of-N.h5``
     with the per-trajectory values of the table; the last shard to finish writes the index file at ``out`` and
     the whole run's table beside it (``vpintegrator.data.rollout_shards``). ``workers``: the classical
     integrators and the exact flow (and the reference, continued beyond the data by its generator) run as
