@@ -14,7 +14,6 @@ distributed = pytest.importorskip("distributed")
 
 from dask_helpers import local_cluster, with_a_worker_killed  # noqa: E402
 from vpintegrator.data import generate, load_spec, read_trajectories  # noqa: E402
-from vpintegrator.data.cluster import generate_on_cluster  # noqa: E402
 from vpintegrator.errors import VPIntegratorError  # noqa: E402
 
 
@@ -35,19 +34,19 @@ def _files(folder):
 def test_cluster_equals_local(cluster, tmp_path):
     _, client = cluster
     spec = load_spec("rigid_body", n_traj=600, t_end=1.0, chunk_size=100)
-    out = generate_on_cluster(spec, tmp_path / "data.h5", client.scheduler.address, n_shards=3, workers=1)
+    out = generate(spec, tmp_path / "data.h5", scheduler=client.scheduler.address, n_shards=3, workers=1)
     got, ref = read_trajectories(out), _local(spec, tmp_path)
     assert got.y.tobytes() == ref.y.tobytes() and got.t.tobytes() == ref.t.tobytes()
     assert _files(tmp_path) == ["data.h5", "data.shard-1-of-3.h5", "data.shard-2-of-3.h5", "data.shard-3-of-3.h5"]
     with pytest.raises(VPIntegratorError, match=r"data\.h5 already exists"):  # the overwrite rule, before work
-        generate_on_cluster(spec, tmp_path / "data.h5", client, n_shards=3)
+        generate(spec, tmp_path / "data.h5", scheduler=client, n_shards=3)
 
 
 def test_default_one_shard_per_worker_and_env_address(cluster, tmp_path, monkeypatch):
     _, client = cluster
     monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", client.scheduler.address)
     spec = load_spec("rigid_body_paper", t_end=0.4, chunk_size=300)  # the deterministic sampler
-    generate_on_cluster(spec, tmp_path / "data.h5", workers=1)
+    generate(spec, tmp_path / "data.h5", scheduler=True, workers=1)
     assert _files(tmp_path) == ["data.h5", "data.shard-1-of-2.h5", "data.shard-2-of-2.h5"]
     assert read_trajectories(tmp_path / "data.h5").y.tobytes() == _local(spec, tmp_path).y.tobytes()
 
@@ -58,7 +57,7 @@ def test_killed_worker_block_is_recomputed(cluster, tmp_path):
     # blocks of a second or more each on this machine: long enough to be killed in the middle of one
     spec = load_spec("rigid_body", n_traj=12000, t_end=20.0, chunk_size=1000)
     killed = with_a_worker_killed(
-        client, lambda: generate_on_cluster(spec, tmp_path / "data.h5", client, n_shards=4, workers=1),
+        client, lambda: generate(spec, tmp_path / "data.h5", scheduler=client, n_shards=4, workers=1),
         settle=0.2, deadline=60)
     out = tmp_path / "data.h5"
     assert killed, "no worker was busy to be killed"
@@ -73,7 +72,7 @@ def test_killed_worker_block_is_recomputed(cluster, tmp_path):
 def test_no_scheduler_is_one_line_error(tmp_path, monkeypatch):
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
     with pytest.raises(VPIntegratorError, match=r"scheduler not given and DASK_SCHEDULER_ADDRESS not set"):
-        generate_on_cluster("rigid_body", tmp_path / "d.h5")
+        generate("rigid_body", tmp_path / "d.h5", scheduler=True)
 
 
 def test_cli_scheduler(cluster, tmp_path):

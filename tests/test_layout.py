@@ -244,7 +244,7 @@ DECLARED_HOOKS = {
     "cli._common.Names": {"load"},  # the lazy list of an option's names (read only for --help / completion)
     "cli._options.set_option": {"help"},  # --set's help text, made only when --help shows it
     # the job runtime's executors run a command's own task; a file kind says how its shards are read
-    "jobs.dask.submit_shards": {"task"},
+    "jobs.dask.ShardJob": {"task"},
     "jobs.executors.in_processes": {"task"},
     "jobs.shards.ShardKind": {"head"},
 }

@@ -80,7 +80,7 @@ def test_parrot_row_on_a_family_file(family, tmp_path):
 
 def test_parrot_reproduces_a_training_trajectory_of_the_file(family, tmp_path):
     from vpintegrator.data.windows import split_train_val_test
-    from vpintegrator.rollout.rows import DEFAULT_SPLIT
+    from vpintegrator.rollout.methods import DEFAULT_SPLIT
 
     i = int(split_train_val_test(30, *DEFAULT_SPLIT)[0][3])
     report = run_rollouts(RolloutConfig(data=str(family), out=str(tmp_path / "r.h5"), integrators=["parrot"],

@@ -17,7 +17,6 @@ from dask_helpers import local_cluster, with_a_worker_killed  # noqa: E402
 from vpintegrator.data import generate, load_spec  # noqa: E402
 from vpintegrator.errors import VPIntegratorError  # noqa: E402
 from vpintegrator.rollout import RolloutConfig, read_rollout, run_rollouts  # noqa: E402
-from vpintegrator.rollout.cluster import rollout_on_cluster  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +53,7 @@ def _files(folder, stem="r"):
 
 def test_cluster_equals_local(cluster, data, tmp_path):
     _, client = cluster
-    report = rollout_on_cluster(_config(data, tmp_path / "r.h5"), client.scheduler.address, n_shards=3)
+    report = run_rollouts(_config(data, tmp_path / "r.h5"), scheduler=client.scheduler.address, n_shards=3)
     local = run_rollouts(_config(data, tmp_path / "local.h5"))
     _same(read_rollout(local.out), read_rollout(report.out))
     assert [r["method"] for r in report.rows] == ["rk4", "implicit_midpoint", "exact_flow"]
@@ -65,13 +64,13 @@ def test_cluster_equals_local(cluster, data, tmp_path):
     assert _files(tmp_path) == ["r.h5", "r.shard-1-of-3.h5", "r.shard-2-of-3.h5", "r.shard-3-of-3.h5"]
     assert (tmp_path / "r.csv").is_file()
     with pytest.raises(VPIntegratorError, match=r"r\.h5 already exists"):  # the overwrite rule, before work
-        rollout_on_cluster(_config(data, tmp_path / "r.h5"), client, n_shards=3)
+        run_rollouts(_config(data, tmp_path / "r.h5"), scheduler=client, n_shards=3)
 
 
 def test_default_one_shard_per_worker_and_env_address(cluster, data, tmp_path, monkeypatch):
     _, client = cluster
     monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", client.scheduler.address)
-    rollout_on_cluster(_config(data, tmp_path / "r.h5", n_traj=50))
+    run_rollouts(_config(data, tmp_path / "r.h5", n_traj=50), scheduler=True)
     assert _files(tmp_path) == ["r.h5", "r.shard-1-of-2.h5", "r.shard-2-of-2.h5"]
     local = run_rollouts(_config(data, tmp_path / "local.h5", n_traj=50))
     _same(read_rollout(local.out), read_rollout(tmp_path / "r.h5"))
@@ -85,7 +84,7 @@ def test_killed_worker_block_is_recomputed(cluster, tmp_path):
     # blocks of a second or more each: implicit midpoint far beyond the data (its generator continues it)
     config = RolloutConfig(data=str(data), out=str(tmp_path / "r.h5"), integrators=["implicit_midpoint"],
                            t_end=60.0, workers=1, volume=False)
-    killed = with_a_worker_killed(client, lambda: rollout_on_cluster(config, client, n_shards=4),
+    killed = with_a_worker_killed(client, lambda: run_rollouts(config, scheduler=client, n_shards=4),
                                   settle=0.3, deadline=120)
     assert killed, "no worker was busy to be killed"
     local = run_rollouts(RolloutConfig(**{**config.to_dict(), "out": str(tmp_path / "local.h5")}))
@@ -97,7 +96,7 @@ def test_killed_worker_block_is_recomputed(cluster, tmp_path):
 def test_no_scheduler_is_one_line_error(data, tmp_path, monkeypatch):
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
     with pytest.raises(VPIntegratorError, match=r"scheduler not given and DASK_SCHEDULER_ADDRESS not set"):
-        rollout_on_cluster(_config(data, tmp_path / "r.h5"))
+        run_rollouts(_config(data, tmp_path / "r.h5"), scheduler=True)
 
 
 def test_cli_scheduler(cluster, data, tmp_path):

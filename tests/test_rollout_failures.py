@@ -12,7 +12,7 @@ import pytest
 from vpintegrator.data import generate, load_spec
 from vpintegrator.jobs.shards import shard_path
 from vpintegrator.rollout import RolloutConfig, read_rollout, run_rollouts
-from vpintegrator.rollout import rows as row_registry
+from vpintegrator.rollout import methods as row_registry
 from vpintegrator.rollout.steps import IntegratorStep
 
 N_STEPS, CHUNK = 20, 8  # the row raises in its second block: states 0 .. 7 written, failure at step 8

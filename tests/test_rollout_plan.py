@@ -21,12 +21,11 @@ from vpintegrator.rollout.plan import Blocks, RolloutPlan, build_plan
 
 ROLLOUT = Path(vpintegrator.__file__).parent / "rollout"
 
-#: the functions of vpintegrator/rollout that take a configuration: the entry points and the plan builder
-#: (a worker process's or a dask task's block plans itself from one), nothing below them
+#: the functions of vpintegrator/rollout that take a configuration: the entry points and the plan builder,
+#: nothing below them (a shard, a dask task and a worker process get the plan of their block)
 TAKES_CONFIG = {
-    "plan.py": {"select", "select_planned", "build_plan"},
-    "run.py": {"run_rollouts", "run_shard", "_run", "_part", "run_digest"},
-    "cluster.py": {"rollout_on_cluster", "_rollout_on_cluster", "_shard_task"},
+    "plan.py": {"build_plan"},
+    "run.py": {"run_rollouts"},
     "precision.py": {"run_work_precision"},
 }
 

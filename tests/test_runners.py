@@ -1,4 +1,4 @@
-"""The model runners of ModelStep (``vpintegrator.rollout.runners``): the numba kernel checked against the
+"""The model runners of ModelStep (``vpintegrator.rollout.steps``): the numba kernel checked against the
 model, the TorchScript trace, eager; and the compiled classical integrators of IntegratorStep."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def model_of(key, dtype=torch.float64):
 def test_runner_names_and_no_generated_code():
     import vpintegrator.nn as nn_package
     import vpintegrator.rollout as rollout
-    import vpintegrator.rollout.runners as runners
+    import vpintegrator.rollout.steps as runners
 
     assert rollout.RUNNERS == ("numba", "jit.trace+freeze", "eager")
     assert rollout.compiled_model is runners.compiled_model and rollout.trace_model is runners.trace_model
@@ -44,7 +44,7 @@ def test_runner_names_and_no_generated_code():
 @pytest.mark.parametrize("batch", [1, 4])
 def test_compiled_model_is_checked_and_equals_forward(key, batch):
     from vpintegrator.rollout.numba_model import AVAILABLE
-    from vpintegrator.rollout.runners import compiled_model
+    from vpintegrator.rollout.steps import compiled_model
 
     if not AVAILABLE:
         pytest.skip("numba not installed")
@@ -59,7 +59,7 @@ def test_compiled_model_is_checked_and_equals_forward(key, batch):
 
 def test_compiled_model_refuses_what_it_does_not_reproduce(monkeypatch):
     import vpintegrator.rollout.numba_model as cm
-    from vpintegrator.rollout.runners import compiled_model
+    from vpintegrator.rollout.steps import compiled_model
 
     model = model_of("vpt")
     x = windows(2, 3, 3)
@@ -78,7 +78,7 @@ def test_compiled_model_refuses_what_it_does_not_reproduce(monkeypatch):
 
 
 def test_trace_model_equals_eager():
-    from vpintegrator.rollout.runners import trace_model
+    from vpintegrator.rollout.steps import trace_model
 
     model = model_of("vpt", torch.float32)
     x = windows(3, 3, 3).float()

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from vpintegrator.data import generate, load_spec, read_rollout, solve_flow
 from vpintegrator.errors import VPIntegratorError
 from vpintegrator.rollout import RolloutConfig, run_rollouts
-from vpintegrator.rollout.rows import DEFAULT_SPLIT, parse_row
+from vpintegrator.rollout.methods import DEFAULT_SPLIT, parse_row
 from vpintegrator.systems import RigidBody
 
 H = 0.2

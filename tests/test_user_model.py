@@ -191,7 +191,7 @@ def test_its_own_layer_is_packed_for_the_compiled_runner_and_it_keeps_volume(use
     numba_model = pytest.importorskip("vpintegrator.rollout.numba_model")
     if not numba_model.AVAILABLE:
         pytest.skip("numba is not installed")
-    from vpintegrator.rollout.runners import compiled_model
+    from vpintegrator.rollout.steps import compiled_model
 
     model = _randomise(build_model(PATH, dim=3, n_pairs=3).double())
     errors = assert_preserves(model, atol=1e-12)

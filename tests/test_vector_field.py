@@ -13,7 +13,8 @@ from click.testing import CliRunner
 from vpintegrator.errors import VPIntegratorError
 from vpintegrator.integrators import get_integrator
 from vpintegrator.models import build_model, load_model, model_preserves
-from vpintegrator.rollout.field import LearnedField, field_step, split_method
+from vpintegrator.rollout.field import LearnedField, field_step
+from vpintegrator.rollout.methods import split_method
 from vpintegrator.testing import assert_field_preserves, assert_preserves
 
 FAMILIES = [("hnn", 4), ("lphnn", 3), ("divfree", 3), ("node", 3)]

@@ -129,9 +129,8 @@ def main(spec, list_, flags, set_, print_config, as_json, quiet, overwrite, work
     if scheduler:
         if shard is not None:
             raise click.UsageError("--shard and --dask-scheduler exclude each other: the scheduler runs every shard")
-        from ..data.cluster import generate_on_cluster
-
-        path = generate_on_cluster(cfg, cfg.out, scheduler, n_shards=n_shards, workers=workers, overwrite=overwrite)
+        generate(cfg, cfg.out, scheduler=scheduler, n_shards=n_shards, workers=workers, overwrite=overwrite)
+        path = Path(cfg.out)  # the index, the shards beside it
         if as_json:
             echo_json(_json_summary(path))
             return

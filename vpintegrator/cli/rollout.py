@@ -208,9 +208,10 @@ def main(config, models, integrators, traj, fast_step, flags, set_, fail_on_blow
         if amortise is not None:
             check_rollouts(amortise)
 
-        check_work_precision_outputs(cfg, overwrite)
-    report = _run(cfg, log, [config] if config is not None else (), overwrite, shard, scheduler, n_shards,
-                  work_precision)
+        check_work_precision_outputs(cfg.out, overwrite)
+    _check_blocks(shard, scheduler, n_shards, work_precision)
+    report = run_rollouts(cfg, log=log, inputs=[config] if config is not None else (), overwrite=overwrite, shard=shard,
+                          scheduler=scheduler or None, n_shards=n_shards)
     wp = None
     if work_precision:
         from ..rollout import run_work_precision
@@ -244,21 +245,14 @@ def main(config, models, integrators, traj, fast_step, flags, set_, fail_on_blow
         )
 
 
-def _run(cfg, log, inputs, overwrite, shard, scheduler, n_shards, work_precision):
-    """run_rollouts, or one shard of it, or all its shards on a dask cluster."""
-    from ..rollout import run_rollouts
-
+def _check_blocks(shard, scheduler, n_shards, work_precision) -> None:
+    """The flags of a run cut into blocks that go together (usage errors naming the flags)."""
     if (shard is not None or scheduler) and work_precision:
         raise click.UsageError("--work-precision goes with a whole run, not with --shard or --dask-scheduler")
-    if scheduler:
-        if shard is not None:
-            raise click.UsageError("--shard and --dask-scheduler exclude each other: the scheduler runs every shard")
-        from ..rollout.cluster import rollout_on_cluster
-
-        return rollout_on_cluster(cfg, scheduler, n_shards=n_shards, inputs=inputs, overwrite=overwrite)
-    if n_shards is not None:
+    if scheduler and shard is not None:
+        raise click.UsageError("--shard and --dask-scheduler exclude each other: the scheduler runs every shard")
+    if n_shards is not None and not scheduler:
         raise click.UsageError("--shards goes with --dask-scheduler; for one block give --shard I/N")
-    return run_rollouts(cfg, log=log, inputs=inputs, overwrite=overwrite, shard=shard)
 
 
 if __name__ == "__main__":

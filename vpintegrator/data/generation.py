@@ -296,6 +296,8 @@ def generate(
     workers: int | None = None,
     shard: str | tuple[int, int] | None = None,
     write_index: bool = True,
+    scheduler: Any = None,
+    n_shards: int | None = None,
 ) -> Trajectories | Path:
     """Generate the data set a spec describes.
 
@@ -327,6 +329,14 @@ def generate(
     write_index : bool, default True
         With ``shard``: write the index at ``out`` once every shard is there (a scheduler that writes
         the index itself passes False).
+    scheduler : str, distributed.Client or True, optional
+        Compute every shard on a ``dask.distributed`` cluster (``vp-gen --dask-scheduler``; docs/cluster.md):
+        the scheduler's address, a connected client, or True for ``$DASK_SCHEDULER_ADDRESS``. One task per
+        shard writes its shard file on the worker that runs it (``workers`` threads there); the index file at
+        ``out`` comes once all are done, and a shard a finished earlier run of the same data set left is kept
+        (``vpintegrator.jobs.dask.run_on_cluster``). The workers must see ``out``'s folder.
+    n_shards : int, optional
+        With ``scheduler``: the number of blocks (default: one per worker of the cluster, at most one per chunk).
 
     Returns
     -------
@@ -337,6 +347,8 @@ def generate(
     """
     if not isinstance(spec, GenerationSpec):
         spec = load_spec(spec)
+    if scheduler is not None:
+        return _on_cluster(spec, out, scheduler, n_shards, workers, overwrite, shard)
     workers = check_workers(workers)
     shard = parse_shard(shard)
     import logging
@@ -362,6 +374,45 @@ def generate(
     return Path(out)
 
 
+
+
+def _on_cluster(spec: GenerationSpec, out: Any, scheduler: Any, n_shards: int | None, workers: int | None,
+                overwrite: bool, shard: Any) -> Path:
+    """[`generate`][vpintegrator.data.generation.generate] with ``scheduler``: the shards' jobs, handed to the
+    job runtime's one cluster path (``vpintegrator.jobs.dask.run_on_cluster``)."""
+    from ..jobs.dask import ShardJob, cluster_address, run_on_cluster
+    from .shards import finished_gen_shard
+
+    if shard is not None:
+        raise VPIntegratorError("shard and scheduler exclude each other: the scheduler runs every shard", key="shard")
+    if out is None or not isinstance(out, (str, os.PathLike)):
+        raise VPIntegratorError(f"out must be a file path (the index file; the shards go beside it); got {out!r}",
+                                key="out")
+    scheduler = cluster_address(scheduler, n_shards)
+    check_not_input(out, [spec.source] if spec.source else [], key="out")
+    check_output_path(out, key="out")
+    index = check_output(out, "trajectories", overwrite)
+    n_traj, chunk = plan_chunks(spec)
+
+    def jobs(n: int) -> list[ShardJob]:
+        n = min(n, -(-n_traj // chunk))  # at most one shard per chunk
+        shards = []
+        for s in ((i, n) for i in range(1, n + 1)):
+            path = shard_path(out, s)
+            if finished_gen_shard(path, spec, n_traj, chunk, s):
+                shards.append(ShardJob(s, (path,)))  # (one an earlier run of this data set finished is kept)
+                continue
+            check_output(path, "trajectories", overwrite, key="out")
+            shards.append(ShardJob(s, (path,), task=_shard_task, args=(spec, str(out), s, workers)))
+        return shards
+
+    run_on_cluster(scheduler, n_shards, "vp-gen", Path(out), index, jobs, lambda n: write_shard_index(index, n))
+    return Path(out)
+
+
+def _shard_task(spec: GenerationSpec, out: str, shard: tuple[int, int], workers: int | None) -> str:
+    """One block, run on a dask worker: its shard file (replaced when a dead worker had finished it)."""
+    return str(generate(spec, out, shard=shard, workers=workers, overwrite=True, write_index=False))
 
 
 def plan_chunks(spec: GenerationSpec) -> tuple[int, int]:

@@ -11,10 +11,20 @@ it only when complete, so an interrupted write leaves no partial file and an ear
 
 Schema v1 files (whose ``n_steps`` counted states) are still read; their metadata comes back in the v2
 meaning.
+
+Here too, each a part of the one file format: the attribute codec of both file kinds (trajectory files and
+rollout files, ``vpintegrator.data.rollouts``: scalars and flat lists natively, anything else as JSON text
+listed in ``json_keys``; a System under ``system`` flattened, here only, into ``system``/``system_class``/
+``param_<name>``), the checks at the file boundary (output paths that cannot be written, time grids and
+states that are not finite: one-line errors before work starts or when bad data would enter), and the
+reader (open, validate the schema, select rows and steps), which ``vpintegrator.data.shards`` uses too.
 """
 
 from __future__ import annotations
 
+import errno
+import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -26,18 +36,474 @@ from .._io import atomic_path, check_h5_write, h5_writing
 from .._outputs import check_output, output_lock
 from .._version import __version__
 from ..errors import VPIntegratorError
-from ..provenance import provenance_record
-from ..systems.registry import PARAM_PREFIX
-from ._attrs import _meta_to_attrs
-from .dimscales import label_trajectory_file
-from .checks import check_finite_t, check_finite_y, check_output_path, time_grid_problem  # noqa: F401
+from ..jobs.shards import is_shard_set
+from ..provenance import parse_provenance, provenance_record
+from ..systems.registry import PARAM_PREFIX, System, system_meta
 from .trajectories import Trajectories
-from .shards import is_shard_set, read_shard_metadata, read_shard_set
-from ._h5read import (READABLE_VERSIONS, SCHEMA_VERSION, PARAMS_DATASET, _HINT, _index, _open, _read_one,  # noqa: F401
-                      _validate, file_meta)
 
-__all__ = ["SCHEMA_VERSION", "TrajectoryWriter", "read_metadata", "read_trajectories", "write_trajectories"]
+__all__ = ["SCHEMA_VERSION", "TrajectoryWriter", "read_metadata", "read_trajectories", "write_trajectories",
+           "DIMENSIONLESS", "label_rollout_group", "label_rollout_root", "label_trajectory_file", "state_names",
+           "state_units"]
 
+
+# --- the attribute codec of both file kinds -----------------------------------------------------------------
+
+# Attribute listing the keys whose values were stored as JSON strings (dicts, None, nested lists).
+_JSON_KEYS_ATTR = "json_keys"
+
+
+def _is_native(value: Any) -> bool:
+    """Whether an attribute value round-trips through HDF5 natively (scalar or flat list)."""
+    if isinstance(value, (bool, int, float, str, np.bool_, np.integer, np.floating)):
+        return True
+    if isinstance(value, (list, tuple, np.ndarray)):
+        arr = np.asarray(value)
+        if arr.ndim != 1 or arr.dtype == object:
+            return False
+        return arr.dtype.kind in "biufU" and (arr.size > 0 or isinstance(value, np.ndarray))
+    return False
+
+
+def _to_attr(value: Any) -> Any:
+    if isinstance(value, str):  # str subclasses (TorchVersion, np.str_) would become fixed-width numpy
+        return str(value)
+    if isinstance(value, (list, tuple, np.ndarray)):
+        arr = np.asarray(value)
+        if arr.dtype.kind == "U":
+            return np.array([str(v) for v in arr], dtype=h5py.string_dtype())
+        return arr
+    return value
+
+
+def _from_attr(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, np.ndarray):
+        return [_from_attr(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _meta_to_attrs(meta: dict[str, Any]) -> dict[str, Any]:
+    """Flatten ``meta`` into HDF5 attributes: a [`System`][vpintegrator.systems.System] object under ``system`` becomes
+    ``system``/``system_class``/``param_<name>`` (the only place it is flattened); odd values -> JSON."""
+    attrs: dict[str, Any] = {}
+    json_keys: list[str] = []
+    if isinstance(meta.get("system"), System):
+        meta = {**meta, **system_meta(meta["system"])}
+    for key, value in meta.items():
+        if key == _JSON_KEYS_ATTR:
+            continue
+        attrs[key] = value
+    out: dict[str, Any] = {}
+    for key, value in attrs.items():
+        if key == "invariant_names":  # always a list of str, even when empty
+            out[key] = np.array([str(v) for v in value], dtype=h5py.string_dtype())
+        elif _is_native(value):
+            out[key] = _to_attr(value)
+        else:
+            try:
+                out[key] = json.dumps(value if not isinstance(value, np.ndarray) else value.tolist())
+            except TypeError:
+                raise VPIntegratorError(
+                    f"metadata key {key!r} has a value of type {type(value).__name__} that cannot be stored "
+                    "in HDF5 attributes; use str, bool, int, float, lists of these, or dicts of them"
+                ) from None
+            json_keys.append(key)
+    out[_JSON_KEYS_ATTR] = np.array(json_keys, dtype=h5py.string_dtype())
+    return out
+
+
+def _attrs_to_meta(attrs: h5py.AttributeManager) -> dict[str, Any]:
+    """Attributes -> meta (flat, like ``integrate``'s: system parameters stay ``param_<name>``)."""
+    raw = {key: _from_attr(attrs[key]) for key in attrs.keys()}
+    json_keys = set(raw.pop(_JSON_KEYS_ATTR, []) or [])
+    meta = {key: json.loads(value) if key in json_keys else value for key, value in raw.items()}
+    if isinstance(meta.get("provenance"), str):  # JSON text written without json_keys (provenance_attr)
+        meta["provenance"] = parse_provenance(meta["provenance"])
+    return meta
+
+
+def write_attrs(obj, meta: dict[str, Any], skip_none: bool = False) -> None:
+    """Store ``meta`` as HDF5 attributes of ``obj`` (a file, group or dataset) by ``_meta_to_attrs``,
+    beside those it has (``json_keys``, written where there are any, lists the JSON-stored keys of both); ``skip_none``: keys whose
+    value is None are left out (absent rather than stored as JSON null)."""
+    if skip_none:
+        meta = {key: value for key, value in meta.items() if value is not None}
+    attrs = _meta_to_attrs(meta)
+    new_json = [str(k) for k in _from_attr(attrs.pop(_JSON_KEYS_ATTR))]
+    old_json = [k for k in _from_attr(obj.attrs.get(_JSON_KEYS_ATTR, np.array([]))) if k not in attrs]
+    for key, value in attrs.items():
+        obj.attrs[key] = value
+    if old_json or new_json:  # written only where there are any
+        obj.attrs[_JSON_KEYS_ATTR] = np.array(old_json + new_json, dtype=h5py.string_dtype())
+
+# --- checks at the file boundary ----------------------------------------------------------------------------
+
+#: states checked for non-finite values at a time, in bytes (bounds the temporary boolean array)
+CHECK_BYTES = 8 * 2**20
+
+
+def _nearest_existing(path: Path) -> Path:
+    """``path`` or its nearest ancestor that exists."""
+    p = path.absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def check_output_path(path: str | os.PathLike[str], key: str | None = "out") -> Path:
+    """Refuse an output file path that cannot be written, before any work starts.
+
+    A one-line [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError] (carrying ``key``) when ``path`` is a directory, when a
+    folder on the way is a file, or when the folder it would go into is not writable. Creates nothing.
+    Returns the nearest existing folder (where the file, or the folders leading to it, will be created).
+    """
+    label = f"{key} {path}" if key else str(path)
+    p = Path(path)
+    if not os.fspath(path):
+        raise VPIntegratorError(f"{label}: empty output path; give a file path such as data.h5", key=key)
+    if p.is_dir():
+        raise VPIntegratorError(
+            f"{label} is a directory; give a file path, e.g. {p / 'data.h5'}", key=key
+        )
+    folder = _nearest_existing(p.parent)
+    if not folder.is_dir():
+        raise VPIntegratorError(
+            f"{label}: {folder} is a file, not a directory; give a path in an existing or new folder", key=key
+        )
+    reason = "permission denied" if not os.access(folder, os.W_OK | os.X_OK) else _probe_write(folder)
+    if reason:
+        raise VPIntegratorError(
+            f"{label}: cannot write in folder {folder} ({reason}); give a path in a folder you can write", key=key
+        )
+    return folder
+
+
+def _probe_write(folder: Path) -> str:
+    """"" if a file can be created in ``folder`` (an unnamed temporary file, gone when closed), else why."""
+    import tempfile
+
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        return err.strerror or str(err)
+    return ""
+
+
+def time_grid_problem(t: np.ndarray, offset: int = 0) -> str:
+    """Why ``t`` is not a finite, strictly increasing time grid ("" when it is)."""
+    finite = np.isfinite(t)
+    if not finite.all():
+        i = int(np.argmin(finite))
+        return f"holds {_nonfinite_name(t[i])} at [{i + offset}]"
+    if t.size > 1:
+        steps = np.diff(t)
+        if not (steps > 0).all():
+            i = int(np.argmin(steps > 0)) + 1
+            return f"is not strictly increasing at index {i + offset} ({float(t[i - 1])!r} then {float(t[i])!r})"
+    return ""
+
+
+def _nonfinite_name(value: float) -> str:
+    return "NaN" if np.isnan(value) else ("+Inf" if value > 0 else "-Inf")
+
+
+def check_finite_t(path: Path, t: np.ndarray) -> None:
+    bad = time_grid_problem(t)
+    if bad:
+        raise VPIntegratorError(
+            f"{path}: dataset '/t' {bad}; the sample times must be finite and strictly increasing; "
+            "regenerate the file"
+        )
+
+
+def check_finite_y(path: Path, y: np.ndarray, traj_idx: Any, steps_idx: Any, n_traj: int, n_states: int) -> None:
+    """Refuse non-finite values in the states read from ``path``, block by block of trajectories;
+    the message gives the first bad index in the file's own coordinates."""
+    if y.size == 0:
+        return
+    per_traj = max(1, y[0].size)
+    block = max(1, CHECK_BYTES // per_traj)
+    for start in range(0, y.shape[0], block):
+        part = y[start : start + block]
+        if np.isfinite(part).all():
+            continue
+        i, k, d = (int(v) for v in np.unravel_index(int(np.argmin(np.isfinite(part))), part.shape))
+        i += start
+        file_i = int(np.atleast_1d(np.arange(n_traj)[traj_idx])[i])
+        file_k = int(np.atleast_1d(np.arange(n_states)[steps_idx])[k]) if steps_idx is not None else k
+        raise VPIntegratorError(
+            f"{path}: dataset '/y' holds {_nonfinite_name(y[i, k, d])} at [{file_i}, {file_k}, {d}] "
+            f"(trajectory {file_i}, state {file_k}); regenerate it, or pass allow_nonfinite=True to inspect it"
+        )
+
+# --- reading trajectory files -------------------------------------------------------------------------------
+
+SCHEMA_VERSION = 2
+#: the per-trajectory parameters of a parametric data set: (n_traj, p) float64, attribute ``names``
+PARAMS_DATASET = "params"
+#: schema versions this module reads (v1: ``n_steps`` counted states)
+READABLE_VERSIONS = (1, 2)
+_HINT = "was it written by vp-gen (vpintegrator.write_trajectories)?"
+
+
+def _open(path: Path) -> h5py.File:
+    if not path.exists():
+        raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
+    if path.is_dir():
+        raise VPIntegratorError(f"{path}: is a directory; expected an HDF5 file written by vp-gen")
+    if not path.is_file():  # a FIFO would wait forever for a writer
+        raise VPIntegratorError(f"{path}: is not a regular file (a FIFO, socket or device); expected an HDF5 file "
+                                "written by vp-gen")
+    try:
+        return h5py.File(path, "r")
+    except OSError as err:
+        reason = " ".join(str(err).split())
+        raise VPIntegratorError(f"{path}: not a readable HDF5 file ({reason}); {_HINT}") from None
+
+
+#: root attributes that only vpintegrator writes: a file with none of them is an external one
+OWN_ATTRS = ("schema_version", "system", "system_class")
+_EXTERNAL = ("a file without vpintegrator's attributes (no 'schema_version') is read as trajectories from "
+             "elsewhere: it needs '/t' (n_states,) and '/y' (n_traj, n_states, dim), see datasets/README.md")
+
+
+def is_external(f: h5py.File) -> bool:
+    """Whether an open trajectory file was written outside vpintegrator: none of ``OWN_ATTRS`` at its root (a
+    file of ``/t`` and ``/y`` only, optionally ``/params``, from h5py, xarray or another simulator)."""
+    return not any(key in f.attrs for key in OWN_ATTRS)
+
+
+def file_meta(path: Path, f: h5py.File) -> dict[str, Any]:
+    """The metadata of an open, validated trajectory file: its root attributes, or for an external file
+    (``is_external``) what its arrays say (``dim``, ``dt`` and ``t0`` from ``/t``, no invariants, ``external``
+    True, ``source`` the path, and no ``system``); an external file's root attributes are not read."""
+    if not is_external(f):
+        return _attrs_to_meta(f.attrs)
+    t = np.asarray(_read_damaged(path, "t", lambda: f["t"][()]), dtype=np.float64)
+    return {"dim": int(f["y"].shape[2]), "dt": float((t[-1] - t[0]) / (t.size - 1)), "t0": float(t[0]),
+            "t_end": float(t[-1]), "invariant_names": [], "external": True, "source": str(path)}
+
+
+def _validate_external(path: Path, f: h5py.File) -> tuple[int, int, int]:
+    """``_validate`` of an external file: ``/t`` and ``/y`` (and ``/params`` if there) as datasets of the
+    right rank and dtype, at least two states, a regular and increasing ``/t``."""
+    for key in ("t", "y"):
+        if key not in f or not isinstance(f[key], h5py.Dataset):
+            what = "missing dataset" if key not in f else "not a dataset:"
+            raise VPIntegratorError(f"{path}: {what} '/{key}'; {_EXTERNAL}")
+    t, y = f["t"], f["y"]
+    if y.ndim != 3:
+        raise VPIntegratorError(f"{path}: dataset '/y' has shape {y.shape} (rank {y.ndim}); expected (n_traj, n_states, "
+                                "dim) (one trajectory: add a leading axis of 1; states of one component: a trailing one)")
+    if t.ndim != 1 or t.shape[0] != y.shape[1]:
+        raise VPIntegratorError(
+            f"{path}: dataset '/t' has shape {t.shape}; expected (n_states,) = ({y.shape[1]},) to match '/y' {y.shape}")
+    if y.shape[1] < 2:
+        raise VPIntegratorError(f"{path}: dataset '/y' has shape {y.shape}: one state per trajectory; a step needs "
+                                "at least two (n_states >= 2)")
+    for key, ds in (("t", t), ("y", y)):
+        if ds.dtype.kind not in ("f", "i", "u") or (key == "y" and ds.dtype.kind != "f"):
+            raise VPIntegratorError(f"{path}: dataset '/{key}' has dtype {ds.dtype}; expected float64 (float32 is read "
+                                    "as float64)")
+    if PARAMS_DATASET in f:
+        _param_names(path, f, y.shape[0])
+    t_all = np.asarray(_read_damaged(path, "t", lambda: t[()]), dtype=np.float64)
+    check_finite_t(path, t_all)
+    _check_grid(path, f)
+    return y.shape
+
+
+def _validate(path: Path, f: h5py.File) -> tuple[int, int, int]:
+    """Check schema version, ``/t``, ``/y`` and ``dim``; return (n_traj, n_states, dim). An external file
+    (``is_external``) needs only ``/t`` and ``/y``."""
+    if is_external(f):
+        return _validate_external(path, f)
+    version = f.attrs.get("schema_version")
+    if version is None:
+        raise VPIntegratorError(f"{path}: missing root attribute 'schema_version' (expected {SCHEMA_VERSION}); {_HINT}")
+    version = _from_attr(version)
+    if version not in READABLE_VERSIONS:
+        raise VPIntegratorError(
+            f"{path}: attribute 'schema_version' is {version!r}, this vpintegrator reads schema "
+            f"{' and '.join(map(str, READABLE_VERSIONS))}; regenerate the file with this version's vp-gen"
+        )
+    for key, expected in (("t", "(n_states,) float64"), ("y", "(n_traj, n_states, dim) float64")):
+        link = f.get(key, getlink=True)
+        if link is not None:
+            try:
+                f[key]
+            except (KeyError, OSError) as err:  # a dangling soft link, a missing external file, a damaged header
+                kind = {h5py.SoftLink: "a soft link", h5py.ExternalLink: "an external link"}.get(type(link), "an object")
+                raise VPIntegratorError(
+                    f"{path}: '/{key}' is {kind} that cannot be opened ({' '.join(str(err).split())}); expected a "
+                    f"dataset {expected}; {_HINT}") from None
+        if key not in f or not isinstance(f[key], h5py.Dataset):
+            raise VPIntegratorError(f"{path}: missing dataset '/{key}' (expected {expected}); {_HINT}")
+    t, y = f["t"], f["y"]
+    if y.ndim != 3:
+        raise VPIntegratorError(f"{path}: dataset '/y' has shape {y.shape}; expected (n_traj, n_states, dim)")
+    if t.shape != (y.shape[1],):
+        raise VPIntegratorError(
+            f"{path}: dataset '/t' has shape {t.shape}; expected (n_states,) = ({y.shape[1]},) to match '/y' {y.shape}"
+        )
+    for key, ds in (("t", t), ("y", y)):
+        if ds.dtype.kind != "f":
+            raise VPIntegratorError(f"{path}: dataset '/{key}' has dtype {ds.dtype}; expected float64")
+    dim = f.attrs.get("dim")
+    if dim is None:
+        raise VPIntegratorError(f"{path}: missing root attribute 'dim' (expected {y.shape[2]}); {_HINT}")
+    if _from_attr(dim) != y.shape[2]:
+        raise VPIntegratorError(
+            f"{path}: attribute 'dim' is {_from_attr(dim)!r} but dataset '/y' has shape {y.shape} (dim {y.shape[2]})"
+        )
+    if PARAMS_DATASET in f:
+        _param_names(path, f, y.shape[0])
+    _check_grid(path, f)
+    return y.shape
+
+
+def _param_names(path: Path, f: h5py.File, n_traj: int) -> tuple[str, ...]:
+    """The columns of ``/params`` (checked: shape (n_traj, p) float, attribute ``names`` of p strings)."""
+    ds = f[PARAMS_DATASET]
+    names = ds.attrs.get("names") if isinstance(ds, h5py.Dataset) else None
+    names = [] if names is None else _from_attr(names)
+    if not names and is_external(f) and isinstance(ds, h5py.Dataset) and ds.ndim == 2:
+        names = [f"params[{i}]" for i in range(ds.shape[1])]  # an external file may leave its columns unnamed
+    if not isinstance(ds, h5py.Dataset) or ds.ndim != 2 or ds.shape[0] != n_traj or ds.dtype.kind != "f" \
+            or not isinstance(names, list) or len(names) != ds.shape[1]:
+        shape = getattr(ds, "shape", None)
+        raise VPIntegratorError(
+            f"{path}: dataset '/params' (shape {shape}) must be (n_traj, p) = ({n_traj}, p) float64 with an attribute "
+            f"'names' of p column names; got names {names!r}; {_HINT}"
+        )
+    seen = [str(n) for n in names]
+    repeated = next((n for i, n in enumerate(seen) if n in seen[:i]), None)
+    if repeated is not None:  # every reader would take one of the columns for the other without a word
+        raise VPIntegratorError(
+            f"{path}: dataset '/params' names the column {repeated!r} twice (names {seen!r}); each column must be named "
+            f"once: rename or drop the repeated column; {_HINT}"
+        )
+    return tuple(seen)
+
+
+def _check_grid(path: Path, f: h5py.File) -> None:
+    """The root attribute ``dt`` a finite number > 0, ``/t`` a regular grid (to 1e-9 of its step) and its
+    step ``dt``: windows and horizons are counted in steps of ``dt``, so an irregular ``/t`` or one that
+    disagrees with ``dt`` would give wrong horizons silently. Non-finite or decreasing ``/t`` is reported
+    by the reader with its index."""
+    raw = f.attrs.get("dt")
+    dt = None
+    if raw is not None:
+        try:
+            dt = float(_from_attr(raw))
+        except (TypeError, ValueError):
+            dt = math.nan
+        if not (math.isfinite(dt) and dt > 0):
+            raise VPIntegratorError(
+                f"{path}: root attribute 'dt' is {_from_attr(raw)!r}; expected a finite number > 0 (the step of "
+                "'/t'); regenerate the file with vp-gen")
+    t = np.asarray(_read_damaged(path, "t", lambda: f["t"][()]), dtype=np.float64)
+    if t.size < 2 or not np.all(np.isfinite(t)):
+        return
+    steps = np.diff(t)
+    if not np.all(steps > 0):
+        return
+    step = float(np.median(steps))
+    tol = 1e-9 * max(step, float(np.max(np.abs(t))) * 1e-6)
+    bad = np.flatnonzero(np.abs(steps - step) > tol)
+    if bad.size:
+        k = int(bad[0])
+        raise VPIntegratorError(
+            f"{path}: dataset '/t' is not a regular grid: t[{k + 1}] - t[{k}] = {steps[k]:.10g}, the other steps "
+            f"{step:.10g}; vpintegrator needs a fixed step (write the states at t0 + k dt)")
+    if dt is not None and abs(dt - step) > tol:
+        raise VPIntegratorError(
+            f"{path}: root attribute 'dt' is {dt:g} but dataset '/t' has step {step:.10g}; they must agree "
+            "(which one is right decides every horizon): regenerate the file with vp-gen")
+
+
+def _index(index: Any, n: int, what: str, path: Path) -> np.ndarray | slice:
+    """Normalise a ``traj``/``steps`` selection to a slice or a (0-d or 1-d) array of indices >= 0."""
+    if index is None:
+        return slice(None)
+    if isinstance(index, slice):
+        for part in ("start", "stop", "step"):
+            v = getattr(index, part)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
+                raise VPIntegratorError(f"{path}: {what} slice {part} must be an integer or None; got {v!r}")
+        if index.step is not None and index.step < 1:
+            raise VPIntegratorError(f"{path}: {what} slice step must be an integer >= 1 (every step-th entry, in order); "
+                                    f"got {index.step}; give an index array for another order")
+        return index
+    arr = np.asarray(index)
+    if arr.size == 0 and arr.ndim == 1:
+        arr = arr.astype(np.intp)
+    if arr.dtype == bool:
+        if arr.shape != (n,):
+            raise VPIntegratorError(f"{path}: boolean {what} selection must have shape ({n},); got {arr.shape}")
+        return np.flatnonzero(arr)
+    if arr.dtype.kind not in "iu" or arr.ndim > 1:
+        raise VPIntegratorError(f"{path}: {what} must be None, an int, a slice or a 1-d int array; got {index!r}")
+    if arr.size and (arr.min() < -n or arr.max() >= n):
+        raise VPIntegratorError(f"{path}: {what} index out of range for {n} {what} entries; got {index!r}")
+    return np.where(arr < 0, arr + n, arr)
+
+
+def _read_rows(ds: h5py.Dataset, rows: np.ndarray | slice) -> np.ndarray:
+    """``ds[rows]`` along axis 0 for any int array (h5py wants increasing unique indices)."""
+    if isinstance(rows, slice):
+        return ds[rows]
+    flat = np.atleast_1d(rows)
+    if flat.size == 0:
+        return np.empty((0, *ds.shape[1:]), dtype=ds.dtype)
+    uniq, inverse = np.unique(flat, return_inverse=True)
+    out = ds[uniq][inverse]
+    return out[0] if np.ndim(rows) == 0 else out
+
+
+def _read_damaged(path: Path, name: str, read: Any) -> Any:
+    """``read()`` of dataset ``/name``; h5py's error on a damaged chunk or header as one line naming the file
+    and the dataset."""
+    try:
+        return read()
+    except (OSError, KeyError, RuntimeError) as err:
+        raise VPIntegratorError(
+            f"{path}: cannot read dataset '/{name}' ({' '.join(str(err).split())}): the file is damaged; "
+            "regenerate it with vp-gen") from None
+
+
+def _read_one(path: Path, traj: Any, steps: Any, allow_nonfinite: bool = False) -> Trajectories:
+    with _open(path) as f:
+        n_traj, n_states, dim = _validate(path, f)
+        meta = file_meta(path, f)
+        steps_idx = _index(steps, n_states, "steps", path)
+        traj_idx = _index(traj, n_traj, "traj", path)
+        t_all = _read_damaged(path, "t", lambda: f["t"][:])
+        if not allow_nonfinite:
+            check_finite_t(path, t_all)
+        t = np.atleast_1d(t_all[steps_idx])
+        y = _read_damaged(path, "y", lambda: _read_rows(f["y"], traj_idx))
+        if y.ndim == 2:  # a single trajectory index: keep (n_traj, n_states, dim)
+            y = y[None]
+        y = y[:, steps_idx]
+        if y.ndim == 2:  # a single step index
+            y = y[:, None]
+        params, names = None, ()  # type: tuple[np.ndarray | None, tuple[str, ...]]
+        if PARAMS_DATASET in f:
+            names = _param_names(path, f, n_traj)
+            params = _read_rows(f[PARAMS_DATASET], traj_idx)
+            params = params[None] if params.ndim == 1 else params
+    if not allow_nonfinite:
+        check_finite_y(path, y, traj_idx, steps_idx, n_traj, n_states)
+    meta["n_traj"], meta["n_states"], meta["n_steps"] = int(y.shape[0]), int(y.shape[1]), int(y.shape[1]) - 1
+    return Trajectories(y=np.asarray(y, dtype=np.float64), t=np.asarray(t, dtype=np.float64), meta=meta,
+                        params=None if params is None else np.asarray(params, dtype=np.float64), param_names=names)
+
+# --- trajectory files: write and read -----------------------------------------------------------------------
 
 # Metadata keys that describe the arrays; the writer computes them and they win over ``meta``.
 _SHAPE_KEYS = ("schema_version", "dim", "n_traj", "n_states", "n_steps", "vpintegrator_version")
@@ -371,6 +837,8 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
     """
     path = Path(path)
     if is_shard_set([path]):
+        from .shards import read_shard_metadata  # (the index of shards: read by the shard set's reader)
+
         return read_shard_metadata([path])
     with _open(path) as f:
         n_traj, n_states, _ = _validate(path, f)
@@ -432,6 +900,8 @@ def read_trajectories(
     if not paths:
         raise VPIntegratorError("read_trajectories: got an empty list of files; give at least one path")
     if is_shard_set(paths):
+        from .shards import read_shard_set
+
         return read_shard_set(paths, traj, steps, allow)
     if len(paths) == 1:
         return _read_one(paths[0], traj, steps, allow)
@@ -498,3 +968,158 @@ def _read_shards(paths: list[Path], traj: Any, steps: Any, allow: bool = False) 
             params[pos] = part.params
     return Trajectories(y=y, t=t_sel, meta=meta, params=params, param_names=cols)
 
+# --- HDF5 dimension scales and units --------------------------------------------------------------------------------
+#
+# HDF5 dimension scales and units of the files the package writes (trajectory files, their shard index,
+# rollout files), so that netCDF readers (``xarray.open_dataset(path, engine="h5netcdf")``) and generic HDF5
+# tools see named dimensions with coordinates instead of phony ones.
+#
+# Root datasets that are dimension scales (each dimension is named after its dataset):
+#
+# - ``/t`` (n_states,): the sample times, the time axis of every per-step dataset;
+# - ``/trajectory`` (n_traj,) int64: each row's index in the whole data set (a shard's rows start at its
+#   ``shard_traj_start``; a rollout's rows are its ``traj_index``), the trajectory axis;
+# - ``/state`` (dim,) str: the names of the state components (the system's ``state_names``, else
+#   ``y1 .. y<dim>``), the state axis;
+# - ``/param`` (p,) str: the columns of ``/params`` (parametric data sets only);
+# - ``map_step`` of a rollout method group: the map axis of ``log_det_J`` and ``cum_log_det_J``.
+#
+# Units: the systems are dimensionless (model time, nondimensional states), so ``/t``, ``/y`` and the
+# parameters carry ``units = "1"`` (the CF/UDUNITS spelling of "dimensionless") unless the system declares
+# ``state_units``. The numbers of ``/t``, ``/y`` and ``/params`` are not touched: only attributes and the
+# small label datasets above are added, and readers ignore both.
+
+
+#: the ``units`` of a dimensionless quantity (CF conventions / UDUNITS)
+DIMENSIONLESS = "1"
+TRAJECTORY, TIME, STATE, PARAM, MAP = "trajectory", "t", "state", "param", "map_step"
+
+
+def _system_class(system: Any) -> Any:
+    """The System class behind a System (or family) object or a registry name; None if unknown."""
+    if system is None:
+        return None
+    if isinstance(system, str):
+        from ..errors import VPIntegratorError
+        from ..systems.registry import system_class
+
+        try:
+            return system_class(system)
+        except VPIntegratorError:
+            return None
+    base = getattr(system, "base", None)  # a SystemFamily: its rows' class
+    return type(base) if base is not None else type(system)
+
+
+def state_names(system: Any, dim: int) -> tuple[str, ...]:
+    """The names of the ``dim`` state components: the system class's ``state_names`` when it declares
+    ``dim`` of them, else ``("y1", ..., "y<dim>")``."""
+    names = tuple(getattr(_system_class(system), "state_names", ()) or ())
+    if len(names) == dim and all(isinstance(n, str) and n for n in names):
+        return names
+    return tuple(f"y{i + 1}" for i in range(dim))
+
+
+def state_units(system: Any) -> str:
+    """The ``units`` of the states: the system class's ``state_units``, else ``"1"`` (dimensionless)."""
+    units = getattr(_system_class(system), "state_units", None)
+    return units if isinstance(units, str) and units else DIMENSIONLESS
+
+
+def _strings(values: Sequence[str]) -> np.ndarray:
+    """Fixed-length UTF-8 bytes (read back as the same bytes by every tool; ``_Encoding`` tells netCDF
+    readers to decode them)."""
+    return np.array([str(v).encode("utf-8") for v in values])
+
+
+def _scale(f: h5py.Group, name: str, data: np.ndarray | None, long_name: str, units: str | None) -> h5py.Dataset:
+    """``f[name]`` made a dimension scale named ``name`` (created from ``data`` unless it exists)."""
+    ds = f[name] if data is None else f.create_dataset(name, data=data)
+    if ds.dtype.kind == "S":
+        ds.attrs["_Encoding"] = "utf-8"
+    ds.make_scale(name)
+    ds.attrs["long_name"] = long_name
+    if units is not None:
+        ds.attrs["units"] = units
+    return ds
+
+
+def _attach(ds: h5py.Dataset, *axes: str | None) -> None:
+    """Attach the root scales named ``axes`` (None: leave that axis) to ``ds``'s dimensions."""
+    root = ds.file
+    for i, axis in enumerate(axes):
+        if axis is not None and axis in root and i < ds.ndim:
+            ds.dims[i].attach_scale(root[axis])
+
+
+def label_trajectory_file(f: h5py.File, *, system: Any, traj_start: int = 0) -> None:
+    """Dimension scales and units of a trajectory file holding ``/t``, ``/y`` and maybe ``/params``.
+
+    Parameters
+    ----------
+    f : h5py.File
+        Open for writing; ``/t`` (n_states,), ``/y`` (n_traj, n_states, dim) exist.
+    system : System, SystemFamily, str or None
+        Where the state names and units come from (a registry name or class path is looked up).
+    traj_start : int, default 0
+        The whole data set's index of row 0 (a shard's ``shard_traj_start``).
+    """
+    y = f["y"]
+    n_traj, _, dim = y.shape
+    _scale(f, TIME, None, "time", DIMENSIONLESS)
+    _scale(f, TRAJECTORY, np.arange(traj_start, traj_start + n_traj, dtype=np.int64), "trajectory index", None)
+    _scale(f, STATE, _strings(state_names(system, dim)), "state component", None)
+    y.attrs["long_name"] = "state"
+    y.attrs["units"] = state_units(system)
+    _attach(y, TRAJECTORY, TIME, STATE)
+    if "params" in f:
+        params = f["params"]
+        names = [n.decode() if isinstance(n, bytes) else str(n) for n in params.attrs["names"]]
+        _scale(f, PARAM, _strings(names), "system parameter", None)
+        params.attrs["long_name"] = "per-trajectory system parameters"
+        params.attrs["units"] = DIMENSIONLESS
+        _attach(params, TRAJECTORY, PARAM)
+
+
+def label_rollout_root(f: h5py.File, *, system: Any, dim: int, traj_index: np.ndarray | None = None) -> None:
+    """The root scales of a rollout file holding ``/t`` and ``/traj_index``: ``/t``, ``/trajectory`` (the
+    rows' indices in the data file: ``traj_index``, default ``/traj_index``'s values) and ``/state``; its
+    groups are labelled by [`label_rollout_group`][vpintegrator.data.hdf5.label_rollout_group]."""
+    rows = f["traj_index"][()] if traj_index is None else traj_index
+    _scale(f, TIME, None, "time", DIMENSIONLESS)
+    _scale(f, TRAJECTORY, np.asarray(rows, dtype=np.int64), "trajectory index in the data file", None)
+    _scale(f, STATE, _strings(state_names(system, dim)), "state component", None)
+    _attach(f["traj_index"], TRAJECTORY)
+
+
+def label_rollout_group(group: h5py.Group, *, system: Any = None) -> None:
+    """Attach the root scales to the datasets of a rollout group (``/reference`` or ``/methods/<label>``):
+    ``y`` (trajectory, t, state), ``rel_error`` and ``invariants/*`` (trajectory, t), ``log_det_J`` and
+    ``cum_log_det_J`` (trajectory, map_step; ``map_step`` becomes the group's scale), ``failed_step`` and
+    ``per_traj/*`` (trajectory). A file without root scales (an older writer's) is left as it is."""
+    if TRAJECTORY not in group.file:
+        return
+    n_traj = group.file[TRAJECTORY].shape[0]
+    if "y" in group:
+        group["y"].attrs["units"] = state_units(system)
+        _attach(group["y"], TRAJECTORY, TIME, STATE)
+    if "rel_error" in group:
+        group["rel_error"].attrs["units"] = DIMENSIONLESS
+        _attach(group["rel_error"], TRAJECTORY, TIME)
+    for sub in ("invariants", "per_traj"):
+        if sub in group:
+            for ds in group[sub].values():
+                if isinstance(ds, h5py.Dataset) and ds.ndim >= 1 and ds.shape[0] == n_traj:
+                    _attach(ds, TRAJECTORY, TIME if sub == "invariants" else None)
+    if "failed_step" in group:
+        _attach(group["failed_step"], TRAJECTORY)
+    if MAP in group:
+        maps = group[MAP]
+        if not maps.is_scale:
+            maps.make_scale(MAP)
+            maps.attrs["long_name"] = "step of the last state of each step or window map"
+        for key in ("log_det_J", "cum_log_det_J"):
+            if key in group:
+                ds = group[key]
+                _attach(ds, TRAJECTORY)
+                ds.dims[1].attach_scale(maps)

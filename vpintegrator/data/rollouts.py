@@ -1,5 +1,5 @@
 """Rollout files (``vp-rollout`` output): the schema, the writer ([`RolloutWriter`][vpintegrator.data.rollouts.RolloutWriter]) and the reader
-([`read_rollout`][vpintegrator.data.rollouts.read_rollout]); attributes by the one codec of both file kinds (``vpintegrator.data._attrs``).
+([`read_rollout`][vpintegrator.data.rollouts.read_rollout]); attributes by the one codec of both file kinds (``vpintegrator.data.hdf5``).
 
 A rollout file holds, for a set of trajectories of a data file, the reference and every method's states
 with per-step metrics (relative error, invariants) and the volume of every step or window map. The layout
@@ -24,8 +24,7 @@ import numpy as np
 from .._io import check_h5_write
 from ..errors import VPIntegratorError
 from .._outputs import ROLLOUT_LIBVER, ROLLOUT_SCHEMA
-from ._attrs import _attrs_to_meta, write_attrs
-from .dimscales import label_rollout_group, label_rollout_root
+from .hdf5 import _attrs_to_meta, label_rollout_group, label_rollout_root, write_attrs
 from .trajectories import Trajectories
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -33,14 +33,13 @@ import numpy as np
 
 from .._io import atomic_path, h5_writing
 from ..errors import VPIntegratorError
-from ..jobs.shards import (INDEX_KEY, SHARD_KEYS, Shard, ShardKind, collect, is_shard_set, parse_shard,
-                           shard_bounds, shard_path)
-from ._attrs import _attrs_to_meta
-from ._h5read import PARAMS_DATASET, _index, _open, _read_one, _validate
+from ..jobs.shards import (INDEX_KEY, SHARD_KEYS, Shard, ShardKind, collect, finished_shard, is_shard_set,
+                           parse_shard, shard_bounds, shard_path)
+from .hdf5 import PARAMS_DATASET, _attrs_to_meta, _index, _open, _read_one, _validate, label_trajectory_file
 from .trajectories import Trajectories
-from .dimscales import label_trajectory_file
 
-__all__ = ["parse_shard", "shard_bounds", "shard_path", "write_shard_index", "is_shard_set", "read_shard_set"]
+__all__ = ["parse_shard", "shard_bounds", "shard_path", "write_shard_index", "is_shard_set", "read_shard_set",
+           "finished_gen_shard"]
 
 # metadata that must agree between the shards of one data set (besides the time grid and dim)
 _SAME = ("spec", "system", "system_class", "dt", "t_end", "method", "rtol", "atol", "seed", "sampler",
@@ -158,3 +157,24 @@ def write_shard_index(out: str | os.PathLike[str], count: int) -> Path:
                 ds.attrs["names"] = src[PARAMS_DATASET].attrs["names"]
             label_trajectory_file(f, system=meta.get("system_class") or meta.get("system"))
     return out
+
+
+def finished_gen_shard(path: Path, spec: Any, n_traj: int, chunk: int, shard: tuple[int, int]) -> bool:
+    """Whether ``path`` is shard ``shard`` of the data set ``spec`` (a ``GenerationSpec``, ``n_traj``
+    trajectories in chunks of ``chunk``: ``plan_chunks``), complete and computed by this version: the same
+    code then computes the same bits, so a cluster run continued after a lost cluster keeps it (shards are
+    renamed into place only when complete)."""
+    from .._version import __version__
+    from ..systems import get_system, system_meta
+
+    system = get_system(spec.system, **spec.params)
+    extra: dict[str, Any] = {}
+    if spec.parameters:
+        from .param_dists import check_parameters
+
+        extra["parameter_dists"] = json.dumps(check_parameters(system, spec.parameters))
+    expected = {**system_meta(system), **extra, "spec": spec.name, "dt": spec.dt, "t_end": float(spec.t[-1]),
+                "method": spec.method, "rtol": spec.rtol, "atol": spec.atol, "seed": spec.seed,
+                "sampler": spec.sampler, "sampler_args": json.dumps(spec.sampler_args),
+                "vpintegrator_version": __version__, "shard_n_traj": n_traj, "chunk_size": chunk}
+    return finished_shard(path, shard, expected, GEN)

@@ -246,7 +246,7 @@ class Trajectories:
         except ImportError:
             raise VPIntegratorError("Trajectories.to_xarray needs xarray, which is not installed; "
                                     "pip install 'vpintegrator[xarray]' (or pip install xarray)") from None
-        from .dimscales import DIMENSIONLESS, state_names, state_units
+        from .hdf5 import DIMENSIONLESS, state_names, state_units
 
         system = self.meta.get("system_class") or self.meta.get("system")
         start = self.meta.get("shard_traj_start")

@@ -127,18 +127,19 @@ def work_precision_rows(source: str | Path | Iterable[WorkPrecisionRow]) -> list
     return rows
 
 
-def work_precision_stem(config: Any) -> Path:
-    """``<out stem>_work_precision``: where ``vp-rollout --work-precision`` writes the table of a configuration
-    whose rollout file is ``config.out`` (its ``.csv`` and ``.md``)."""
-    out = Path(config.out)
+def work_precision_stem(out: str | Path) -> Path:
+    """``<out stem>_work_precision``: where ``vp-rollout --work-precision`` writes the table of a run whose
+    rollout file is ``out`` (its ``.csv`` and ``.md``)."""
+    out = Path(out)
     return out.with_name(out.stem + "_work_precision")
 
 
-def check_work_precision_outputs(config: Any, overwrite: bool = False) -> None:
-    """Refuse (before anything runs) work-precision tables that exist, unless ``overwrite``."""
+def check_work_precision_outputs(out: str | Path, overwrite: bool = False) -> None:
+    """Refuse (before anything runs) the work-precision tables of the rollout file ``out`` that exist, unless
+    ``overwrite``."""
     from .._outputs import check_output
 
-    stem = work_precision_stem(config)
+    stem = work_precision_stem(out)
     for suffix in (".csv", ".md"):
         check_output(stem.with_name(stem.name + suffix), "table", overwrite)
 

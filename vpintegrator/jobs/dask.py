@@ -18,14 +18,17 @@ import logging
 import os
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 from .._io import remove_orphans
+from .._outputs import output_lock
 from ..errors import VPIntegratorError
-from .shards import shard_path
 
-__all__ = ["cluster_address", "connect", "close_client", "shard_count", "gather_or_one_line", "quiet_dask_logs",
-           "submit_shards"]
+__all__ = ["ShardJob", "run_on_cluster", "cluster_address", "connect", "close_client", "gather_or_one_line",
+           "quiet_dask_logs"]
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -34,20 +37,14 @@ def cluster_address(scheduler: Any, n_shards: Any) -> Any:
     """The scheduler to use (``scheduler``, else ``$DASK_SCHEDULER_ADDRESS``), after the checks of the
     cluster arguments shared by ``vp-gen`` and ``vp-rollout`` (one-line errors naming ``scheduler`` or
     ``n_shards``)."""
-    scheduler = scheduler if scheduler is not None else os.environ.get("DASK_SCHEDULER_ADDRESS")
+    if scheduler is None or scheduler is True:  # (True: the entry points' "on the cluster of the environment")
+        scheduler = os.environ.get("DASK_SCHEDULER_ADDRESS")
     if scheduler is None:
         raise VPIntegratorError("scheduler not given and DASK_SCHEDULER_ADDRESS not set; give the address of "
                                 "a dask scheduler (tcp://HOST:PORT)", key="scheduler")
     if n_shards is not None and (isinstance(n_shards, bool) or not isinstance(n_shards, int) or n_shards < 1):
         raise VPIntegratorError(f"n_shards must be an integer >= 1; got {n_shards!r}", key="n_shards")
     return scheduler
-
-
-def shard_count(client: Any, n_shards: int | None, limit: int) -> int:
-    """``n_shards`` (default: one per worker of the cluster), at most ``limit`` (blocks of work)."""
-    if n_shards is None:
-        n_shards = max(1, len(client.scheduler_info().get("workers", {})))
-    return min(n_shards, limit)
 
 
 def connect(scheduler: Any) -> tuple[Any, bool]:
@@ -71,21 +68,52 @@ def connect(scheduler: Any) -> tuple[Any, bool]:
                                 "dask scheduler running there?", key="scheduler") from None
 
 
-def submit_shards(client: Any, scheduler: Any, tool: str, out: Path, shards: Sequence[tuple[int, int]],
-                  done: Sequence[tuple[int, int]], task: Callable[..., str], args: Callable[[tuple[int, int]], tuple],
-                  siblings: Callable[[Path], Sequence[Path]] = lambda p: [p]) -> None:
-    """Run ``task(*args(shard))`` on the cluster for every shard of ``out`` not in ``done`` (each writes
-    its shard file), a lost cluster one line; then remove the temporary files of writers killed with their
-    worker (of each shard file and its ``siblings``)."""
+@dataclass(frozen=True)
+class ShardJob:
+    """One shard of a command's run for a dask worker: ``task(*args)`` writes the shard file ``files[0]`` (and
+    its siblings, the rest of ``files``); ``task`` None: a shard an earlier run of the same job finished, kept."""
+
+    shard: tuple[int, int]
+    files: tuple[Path, ...]
+    task: Callable[..., str] | None = None
+    args: tuple = ()
+
+
+def run_on_cluster(scheduler: Any, n_shards: int | None, tool: str, out: Path, lock: Path,
+                   jobs: Callable[[int], Sequence[ShardJob]], finish: Callable[[int], T]) -> T:
+    """The one cluster path of ``vp-gen`` and ``vp-rollout``: connect to ``scheduler`` (checked by
+    ``cluster_address``), ask the command for its shards' jobs (``jobs(n)``: ``n`` is ``n_shards``, else one
+    per worker of the cluster; the command may cut fewer, and applies its overwrite rule to the shards it
+    computes), run every job not finished by an earlier run (a lost cluster one line), remove the temporary
+    files of writers killed with their worker, and return ``finish(count)`` (the command's index), all under
+    the lock of ``lock`` (the index file); the client is closed at the end unless it was given."""
+    with quiet_dask_logs():
+        client, owned = connect(scheduler)
+        try:
+            n = n_shards if n_shards is not None else max(1, len(client.scheduler_info().get("workers", {})))
+            shards = list(jobs(n))
+            with output_lock(lock):
+                _submit(client, scheduler, tool, out, shards)
+                return finish(len(shards))
+        finally:
+            if owned:
+                close_client(client)
+
+
+def _submit(client: Any, scheduler: Any, tool: str, out: Path, jobs: Sequence[ShardJob]) -> None:
+    """Run every job of ``jobs`` with a task on the cluster, a lost cluster one line; then remove the
+    temporary files of writers killed with their worker (of each shard file and its siblings)."""
+    done = [j.shard for j in jobs if j.task is None]
     if done:
-        logger.info("%s %s: shard(s) %s of %d written by an earlier run of this job are kept; computing the %d "
-                    "others", tool, out, ", ".join(str(s[0]) for s in done), len(shards), len(shards) - len(done))
-    todo = [s for s in shards if s not in done]
-    futures = [client.submit(task, *args(s), pure=False,
-                             key=f"{tool}-{Path(out).name}-{s[0]}-of-{s[1]}-{uuid.uuid4().hex}") for s in todo]
-    gather_or_one_line(client, futures, scheduler, [shard_path(out, s) for s in todo], tool)
-    for s in shards:
-        for p in siblings(shard_path(out, s)):
+        logger.info("%s %s: shard(s) %s written by an earlier run of this job are kept; computing the %d "
+                    "others", tool, out, ", ".join(str(s[0]) for s in done), len(jobs), len(jobs) - len(done))
+    todo = [j for j in jobs if j.task is not None]
+    futures = [client.submit(j.task, *j.args, pure=False,
+                             key=f"{tool}-{Path(out).name}-{j.shard[0]}-of-{j.shard[1]}-{uuid.uuid4().hex}")
+               for j in todo]
+    gather_or_one_line(client, futures, scheduler, [j.files[0] for j in todo], tool)
+    for j in jobs:
+        for p in j.files:
             remove_orphans(p)
 
 

@@ -7,19 +7,18 @@
   a [`Trajectories`][vpintegrator.data.trajectories.Trajectories]), [`stream_rollout`][vpintegrator.rollout.engine.stream_rollout] (states to a sink),
   [`initial_window`][vpintegrator.rollout.engine.initial_window]. One argument order, as ``integrate``: ``rollout(step_map, window0, dt, n_steps)``.
 - ``vpintegrator.rollout.steps``: [`IntegratorStep`][vpintegrator.rollout.steps.IntegratorStep], [`ExactFlowStep`][vpintegrator.rollout.steps.ExactFlowStep], [`ModelStep`][vpintegrator.rollout.steps.ModelStep],
-  [`reference_step_map`][vpintegrator.rollout.steps.reference_step_map] (the generator a data file was made with).
+  [`reference_step_map`][vpintegrator.rollout.steps.reference_step_map] (the generator a data file was made with), and how ModelStep
+  runs a model (the numba kernel of ``vpintegrator.rollout.numba_model``: [`compiled_model`][vpintegrator.rollout.steps.compiled_model];
+  a TorchScript trace: [`trace_model`][vpintegrator.rollout.steps.trace_model]; eager).
 - ``vpintegrator.rollout.device``: the device engine for models: [`device_stream_rollout`][vpintegrator.rollout.device.device_stream_rollout] keeps
   states and metrics (error, invariants, failures, volume) on the model's device, one copy per block to the
   host, model steps in a CUDA graph on CUDA ([`DeviceStepper`][vpintegrator.rollout.device.DeviceStepper]); [`use_device_engine`][vpintegrator.rollout.config.use_device_engine] (the
   ``engine`` key: ``auto``, ``host``, ``device``).
-- ``vpintegrator.rollout.runners``: how ModelStep runs a model (the numba kernel of
-  ``vpintegrator.rollout.numba_model``: [`compiled_model`][vpintegrator.rollout.runners.compiled_model]; a TorchScript trace: [`trace_model`][vpintegrator.rollout.runners.trace_model];
-  eager).
 - ``vpintegrator.rollout.config``: [`RolloutConfig`][vpintegrator.rollout.config.RolloutConfig] (the keys of a comparison run) and
   [`load_rollout_config`][vpintegrator.rollout.config.load_rollout_config], and which engine runs a model (``use_device_engine``).
 - comparison runs (``vp-rollout``): ``vpintegrator.rollout.plan`` turns a ``RolloutConfig`` into one frozen
   ``vpintegrator.rollout.plan.RolloutPlan`` (which trajectories, the horizon, the rows, the reference,
-  the blocks of shards and workers), with the checks of ``vpintegrator.rollout.preflight`` (what is refused
+  the blocks of shards and workers) with every check made there (what is refused
   before a run starts) and the rows of ``vpintegrator.rollout.methods`` (models, classical and registered rows);
   ``vpintegrator.rollout.write`` writes the reference and each method from the plan, and
   ``vpintegrator.rollout.run`` runs it: [`run_rollouts`][vpintegrator.rollout.run.run_rollouts];
@@ -68,9 +67,9 @@ _LAZY: dict[str, str] = {
     "device_stream_rollout": ".device",
     "use_device_engine": ".config",
     "ENGINES": ".config",
-    "RUNNERS": ".runners",
-    "compiled_model": ".runners",
-    "trace_model": ".runners",
+    "RUNNERS": ".steps",
+    "compiled_model": ".steps",
+    "trace_model": ".steps",
     "RolloutConfig": ".config",
     "RolloutReport": ".report",
     "load_rollout_config": ".config",
@@ -130,9 +129,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .field import field_step as field_step
     from .precision import run_work_precision as run_work_precision
     from .precision import work_precision as work_precision
-    from .runners import RUNNERS as RUNNERS
-    from .runners import compiled_model as compiled_model
-    from .runners import trace_model as trace_model
+    from .steps import RUNNERS as RUNNERS
+    from .steps import compiled_model as compiled_model
+    from .steps import trace_model as trace_model
     from .steps import ExactFlowStep as ExactFlowStep
     from .steps import IntegratorStep as IntegratorStep
     from .steps import ModelStep as ModelStep

@@ -156,7 +156,7 @@ class RolloutConfig(Config):
         then the integrator with them; ``sindy+INTEGRATOR`` (sparse regression on the training trajectories,
         ``vpintegrator.rollout.sindy``; the ``sindy`` extra) or ``parrot`` (context parroting,
         ``vpintegrator.rollout.parrot``). The rows besides the classical methods are those of
-        ``vpintegrator.rollout.rows.ROW_KINDS``.
+        ``vpintegrator.rollout.methods.ROW_KINDS``.
     context_len : int
         Prefix length of the identification rows and the window the ``parrot`` row matches (a context model
         reads its own ``context_len``).

@@ -55,6 +55,11 @@ class FamilyStep(StepMap):
             self._row_group[rows] = g
             self._pos[rows] = np.arange(rows.size)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy for another process (a worker's block of a plan) steps its rows; ``make`` (often a closure)
+        stays here, so the copy is not cut again (``for_rows``)."""
+        return {**self.__dict__, "_make": None}
+
     def for_rows(self, rows) -> "FamilyStep":
         """The same method on the rows ``rows`` (a slice or int array) of the family only."""
         return FamilyStep(self.family[rows], self._make)

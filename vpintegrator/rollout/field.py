@@ -22,14 +22,7 @@ import numpy as np
 from ..errors import VPIntegratorError
 from ..systems.base import System
 
-__all__ = ["LearnedField", "field_step", "split_method", "is_vector_field_model"]
-
-
-def is_vector_field_model(model: Any) -> bool:
-    """Whether ``model`` is a learned vector field (``vpintegrator.models.vector_field``)."""
-    from ..models.vector_field import is_vector_field_model as check
-
-    return check(model)
+__all__ = ["LearnedField", "field_step"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -49,6 +42,7 @@ class LearnedField(System):
     _weights: ClassVar[list[np.ndarray]]
 
     def __post_init__(self) -> None:
+        from ..models.vector_field import is_vector_field_model
         if not is_vector_field_model(self.model):
             raise VPIntegratorError(f"LearnedField: expected a vector-field model (hnn, lphnn, divfree, node), got "
                                     f"{type(self.model).__name__}")
@@ -91,17 +85,6 @@ class LearnedField(System):
             raise VPIntegratorError(f"{self.name} has no invariant {name!r}; valid: {', '.join(self.invariant_names) or '(none)'}")
         shape, flat, (out, _, _) = self._bank(np.asarray(y, dtype=np.float64), 0)
         return np.asarray(self.model.invariant_values(flat, out)[name]).reshape(shape[:-1])
-
-
-def split_method(spec: str) -> tuple[str, str | None]:
-    """``"runs/hnn@gauss_legendre4"`` -> ``("runs/hnn", "gauss_legendre4")``; a spec without a registered
-    integrator after its last ``@`` is returned whole, with None."""
-    from ..integrators import list_integrators
-
-    path, at, method = str(spec).rpartition("@")
-    if at and path and method in list_integrators():
-        return path, method
-    return str(spec), None
 
 
 def field_step(model, dt: float, method: str | None = None):

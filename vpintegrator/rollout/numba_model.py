@@ -539,7 +539,7 @@ def pack(model) -> CompiledModel | None:
         softmaxes or layer kinds (the ST's up/downscaling layers of ``transformer_dim ≠ dim``, the ST's
         matrix-softmax attention, a layer replaced by another module, a subclass of a symplectic layer), or a
         pred_window other than seq_len: the model then runs in torch, as its callers check the kernel
-        against it anyway ([`compiled_model`][vpintegrator.rollout.runners.compiled_model]). Nothing is
+        against it anyway ([`compiled_model`][vpintegrator.rollout.steps.compiled_model]). Nothing is
         compiled here (the kernel compiles, or loads from numba's cache, on the first call;
         ``compile_kernels`` does it ahead).
     """

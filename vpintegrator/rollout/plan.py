@@ -4,9 +4,11 @@
 every check made and every default resolved there: which trajectories (``traj``/``n_traj``, else the trained
 models' test split, plus ``heldout`` new conditions), the horizon, the rows and their step maps
 (``vpintegrator.rollout.methods``), the ``split`` labels, the reference and how the run is cut
-(``vpintegrator.rollout.plan.Blocks``: a shard, worker processes). Nothing below the builder reads a
-configuration: the writer (``vpintegrator.rollout.write``) and the runner (``vpintegrator.rollout.run``) take the
-plan.
+(``vpintegrator.rollout.plan.Blocks``: a shard, worker processes), and what is refused before anything runs
+(outputs over inputs, work that does not fit in memory or on disk, a reference that is not finite: the checks
+at the end of this module). Nothing below the builder reads a configuration: the writer
+(``vpintegrator.rollout.write``) and the runner (``vpintegrator.rollout.run``) take the plan, and a shard, a
+dask task or a worker process gets the plan of its block (``RolloutPlan.part`` cuts a worker's).
 
 Library messages name keys (``t_end``, ``traj``, ``models``), never flags; each error carries its key so
 that a CLI names its own flag.
@@ -18,7 +20,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -28,15 +30,15 @@ from ..jobs.executors import default_workers
 from .config import RolloutConfig, model_entries, use_device_engine
 from .engine import StepMap
 from .family import is_parametric, run_family, step_for
-from .methods import Method, StepSettings, check_trained_on, integrator_names, parse_model_entry, prepare_methods
-from .preflight import check_fits, check_outputs, check_reference, input_files
-from .rows import fit_split, fitted_rows, parse_row
+from .methods import (Method, StepSettings, check_trained_on, fit_split, fitted_rows, integrator_names,
+                      parse_model_entry, parse_row, prepare_methods)
 from .steps import SCALAR_MAX_BATCH, ExactFlowStep, IntegratorStep, ModelStep
 
 if TYPE_CHECKING:
     from ..data.trajectories import Trajectories
 
-__all__ = ["RolloutPlan", "Blocks", "MIN_WORK", "ORACLE_INTEGRATORS", "build_plan", "select", "select_planned"]
+__all__ = ["RolloutPlan", "Blocks", "MIN_WORK", "ORACLE_INTEGRATORS", "build_plan", "select", "run_digest", "input_files",
+           "check_outputs", "estimate", "check_fits", "check_reference"]
 
 #: trajectory-steps of classical methods below which unset ``workers`` runs in this process only
 MIN_WORK = 20_000_000
@@ -49,13 +51,14 @@ ORACLE_INTEGRATORS = ("rk4", "implicit_midpoint", "gauss_legendre4")
 class Blocks:
     """How a run is cut (``vp-rollout --shard I/N`` and ``--workers N``): ``n_whole`` trajectories in the whole
     selection (the runners' rule), the root attributes of a shard (``attrs``; with them the per-trajectory
-    values are written), and ``workers``.
+    values are written), ``workers``, and ``index``: where a shard's run writes the index once every shard
+    file exists (None: a whole run, or a shard whose scheduler writes the index itself).
 
     Every method and metric of a rollout is computed trajectory by trajectory (checked bitwise by
     ``tests/test_rollout_shards.py``), so the selection can be cut into contiguous blocks, each computed alone,
     without changing a bit, provided every block runs the runner the whole selection would (the compiled
     single-trajectory runners serve selections of at most ``SCALAR_MAX_BATCH`` trajectories:
-    ``same_runners``). A shard (``vpintegrator.rollout.run.run_shard``) writes ``<out stem>.shard-I-of-N.h5``
+    ``same_runners``). A shard (``build_plan(config, shard=(I, N))``) writes ``<out stem>.shard-I-of-N.h5``
     with the per-trajectory values of the table; the last shard to finish writes the index file at ``out`` and
     the whole run's table beside it (``vpintegrator.data.rollout_shards``). ``workers``: the classical
     integrators and the exact flow (and the reference, continued beyond the data by its generator) run as
@@ -71,6 +74,7 @@ class Blocks:
     n_whole: int
     attrs: Mapping[str, Any] = field(default_factory=dict)
     workers: int | None = 1
+    index: Path | None = None  # a shard's run: where the index comes once every shard file exists
 
     @property
     def per_traj(self) -> bool:
@@ -140,9 +144,6 @@ class RolloutPlan:
         Lines for the log once the plan stands; the warnings also go to the report.
     model_files : tuple of Path
         Every model file read (hashed into the provenance).
-    config : RolloutConfig
-        The configuration as resolved (the oracle's integrators filled in), kept only for the worker
-        processes, which plan a block of their own; nothing reads a setting from it.
     """
 
     data: Path
@@ -175,7 +176,6 @@ class RolloutPlan:
     notes: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     model_files: tuple[Path, ...] = ()
-    config: RolloutConfig | None = None
 
     @property
     def t(self) -> np.ndarray:
@@ -197,6 +197,26 @@ class RolloutPlan:
     def traj_index(self) -> np.ndarray:
         """``/traj_index`` of the rollout file: data-file rows, then -1 for each held-out condition."""
         return np.concatenate([self.idx, np.full(self.n_new, -1, dtype=np.int64)]).astype(np.int64)
+
+    def part(self, labels: Sequence[str], shard: tuple[int, int], out: Path) -> RolloutPlan:
+        """Block ``shard`` of this plan's rows with the methods ``labels`` only, into the file ``out``: what a
+        worker process computes (its per-trajectory values, one worker, the whole selection's runners);
+        every row is stepped as in the whole plan (a family's step maps cut to the block's rows). Plans
+        with held-out conditions are not cut (``Blocks.n_parts``)."""
+        from ..data.rollout_shards import rollout_bounds, selection_digest
+        from ..systems.family import SystemFamily
+        from .family import for_rows
+
+        a, b = rollout_bounds(self.n_data, shard)
+        rows = slice(a, b)
+        attrs = dict(shard_index=shard[0], shard_count=shard[1], shard_traj_start=a, shard_traj_stop=b,
+                     shard_n_traj=self.n_data, shard_selection=selection_digest(self.idx))
+        return dataclasses.replace(
+            self, idx=self.idx[rows], system=self.system[rows] if isinstance(self.system, SystemFamily) else self.system,
+            methods=tuple(Method(m.label, for_rows(m.step_map, rows), m.source) for m in self.methods
+                          if m.label in labels),
+            labels={k: v[rows] for k, v in self.labels.items() if k in labels}, run_labels=self.run_labels[rows],
+            out=out, notes=(), warnings=(), blocks=Blocks(n_whole=self.blocks.n_whole, attrs=attrs, workers=1))
 
 
 def _select_traj(traj: Any, n_traj: Any, n_file: int, where: Path) -> np.ndarray:
@@ -245,34 +265,64 @@ def _horizon(t_end_key: Any, t0: float, dt: float, n_file: int) -> int:
 
 
 
-def select(config: RolloutConfig) -> tuple[Path, dict[str, Any], Any, float, np.ndarray, float, int]:
-    """What a configuration selects of its data file, read from the metadata only: ``(data path, meta,
-    system, dt, trajectory indices, t0, n_steps)`` (one-line errors for a bad ``traj``/``n_traj``/``t_end``)."""
+def select(data: Path, traj: Any, n_traj: Any, t_end: Any) -> tuple[dict[str, Any], Any, float, np.ndarray, float,
+                                                                   int]:
+    """What the keys ``traj``/``n_traj``/``t_end`` select of the data file ``data``, read from its metadata
+    only: ``(meta, system, dt, trajectory indices, t0, n_steps)`` (one-line errors naming the key)."""
     from ..data import read_metadata
     from ..systems.unknown import system_or_unknown
 
-    data = Path(config.data)
     meta = read_metadata(data)
     system = system_or_unknown(meta, data)
     dt = float(meta["dt"])
-    idx = _select_traj(config.traj, config.n_traj, int(meta["n_traj"]), data)
+    idx = _select_traj(traj, n_traj, int(meta["n_traj"]), data)
     t0 = float(meta.get("t0", 0.0))
-    return data, meta, system, dt, idx, t0, _horizon(config.t_end, t0, dt, int(meta["n_states"]))
+    return meta, system, dt, idx, t0, _horizon(t_end, t0, dt, int(meta["n_states"]))
 
 
-def select_planned(config: RolloutConfig) -> np.ndarray:
-    """The trajectories of the data file a run of ``config`` rolls out: ``traj``/``n_traj``, else a trained
-    model's test split (``vpintegrator.rollout.splits.default_traj``), as
-    [`run_rollouts`][vpintegrator.rollout.run.run_rollouts] would; what the shards of ``--shard``/``--scheduler``
-    cut into blocks. The outputs are the caller's to check."""
-    fitted = fitted_rows(integrator_names(config.integrators))  # rows with a training split of their own
-    if config.traj is None and config.n_traj is None and (config.models or fitted):
-        return build_plan(config, overwrite=True)[0].idx
-    return select(config)[4]
+def _cut(idx: np.ndarray, shard: tuple[int, int], cluster: bool, run_key: str | None
+         ) -> tuple[np.ndarray, tuple[int, int], dict[str, Any]]:
+    """Shard ``shard`` of the selection ``idx`` (a cluster's count at most one per trajectory): its indices,
+    the shard, and the shard file's attributes."""
+    from ..data.rollout_shards import rollout_bounds, selection_digest
+
+    if cluster:
+        shard = (shard[0], min(shard[1], int(idx.size)))
+    a, b = rollout_bounds(int(idx.size), shard)
+    attrs: dict[str, Any] = dict(shard_index=shard[0], shard_count=shard[1], shard_traj_start=a, shard_traj_stop=b,
+                                 shard_n_traj=int(idx.size), shard_selection=selection_digest(idx))
+    if run_key is not None:  # (a shard of a cluster run: the whole run's digest)
+        attrs["shard_run"] = run_key
+    return idx[a:b], shard, attrs
 
 
-def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: bool = False,
-               blocks: Blocks | None = None) -> tuple[RolloutPlan, Trajectories]:
+def run_digest(fields: Mapping[str, Any], data: Any, models: Any) -> str:
+    """What tells a rollout run from any other: its keys ``fields`` (the output and ``workers`` apart), the
+    sha256 of its data file and model files ``models`` (a run directory's ``config.toml`` and checkpoints)
+    and this version; stored in each shard of a cluster run as ``shard_run`` so that a run continued after a
+    lost cluster keeps the shards already written (same code, same inputs: the same bits)."""
+    import hashlib
+    import json
+
+    from .._version import __version__
+    from ..provenance import file_sha256
+
+    def digest(path: Any) -> Any:
+        p = Path(str(path))
+        if p.is_dir():
+            return {n: file_sha256(p / n) for n in ("config.toml", "best.pt", "last.pt") if (p / n).is_file()}
+        return file_sha256(p) if p.is_file() else str(path)
+
+    keys = {k: v for k, v in fields.items() if k not in ("out", "workers")}
+    items = models.items() if isinstance(models, dict) else enumerate(models or [])
+    record = {"config": keys, "data": digest(data), "models": {str(k): digest(v) for k, v in items},
+              "version": __version__}
+    return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: bool = False, *,
+               shard: str | tuple[int, int] | None = None, write_index: bool = True, cluster: bool = False,
+               run_key: str | None = None) -> tuple[RolloutPlan, Trajectories]:
     """The plan of a run of ``config``: every key checked, every model loaded and checked against the data,
     every default resolved; nothing computed, nothing written.
 
@@ -283,8 +333,13 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
         More files the run must not write over (its config file).
     overwrite : bool
         The overwrite rule of the outputs (checked here, before anything is read).
-    blocks : Blocks, optional
-        How the run is cut (a shard); default: the whole selection, ``workers`` as the key says.
+    shard : "I/N" or (I, N), optional
+        Plan only the I-th of N contiguous blocks of the selection (``Blocks``), into
+        ``<out stem>.shard-I-of-N.h5``; with ``write_index`` the index at ``out`` and its table are checked
+        here too (they come once every shard exists). Refused with ``heldout``.
+    cluster : bool
+        A shard of a cluster run: ``N`` cut to at most one shard per trajectory, and the run's digest
+        (``run_key``, default ``run_digest`` of ``config``) recorded in the shard as ``shard_run``.
 
     Returns
     -------
@@ -292,14 +347,28 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
         The plan, and the data file's selected trajectories (n_data, data_n_states, dim), the reference's
         file part: handed to the writer apart from the plan, so that it is freed once written.
     """
+    from .._outputs import check_output
     from ..data import read_metadata, read_trajectories
     from ..integrators import list_integrators
+    from ..jobs.shards import parse_shard, shard_path
     from ..systems.unknown import UnknownSystem, system_or_unknown
     from . import splits as sp
 
+    shard = parse_shard(shard)
     config.validate()
+    index = out = Path(config.out)
     inputs = tuple(input_files(config.data, config.models, inputs))
-    check_outputs(config.out, inputs, overwrite)
+    if shard is None:
+        check_outputs(out, inputs, overwrite)
+    elif config.heldout:
+        raise VPIntegratorError(f"shard {shard[0]}/{shard[1]} with heldout = {config.heldout}: each shard would draw "
+                                "its own new conditions; roll out the held-out conditions without --shard",
+                                key="shard")
+    elif write_index:  # the index and the table come at out at the end: the overwrite rule applies now
+        for path, kind in ((out, "rollout"), (out.with_suffix(".csv"), "table"), (out.with_suffix(".md"), "table")):
+            check_output(path, kind, overwrite, key="out")
+    if cluster and run_key is None:
+        run_key = run_digest(dataclasses.asdict(config), config.data, config.models)
     data = Path(config.data)
     meta = read_metadata(data)
     system: Any = system_or_unknown(meta, data)  # a SystemFamily once per-trajectory parameters are read
@@ -327,7 +396,7 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
     model_splits = [sp.model_split(label, model, digest, data) for label, model, _ in entries]
     lines = [ms.note for ms in model_splits if ms.note] + [n for n in notes if n]  # said once the plan stands
     warnings: list[str] = []
-    # the fitted rows (sindy+METHOD, parrot; rollout/rows.py) learn from the models' split, else vp-train's default
+    # the fitted rows (sindy+METHOD, parrot; rollout/methods.py) learn from the models' split, else vp-train's default
     fitted = fitted_rows(names)
     row_split = fit_split(model_splits, n_file_traj) if fitted else None
     entries_labelled: list[tuple[str, Any, str]] = list(entries)
@@ -346,6 +415,11 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
             if shrank:
                 lines.append(shrank)
                 warnings.append(shrank)
+    n_whole, attrs = int(idx.size) + n_new, dict[str, Any]()
+    if shard is not None:  # the block of the selection, into a file of its own (the outputs checked now)
+        idx, shard, attrs = _cut(idx, shard, cluster, run_key)
+        out = shard_path(index, shard)
+        check_outputs(out, inputs, overwrite)
     # the reference: the exact flow unless the data is (DOP853 at <= 1e-12) or reference = "data"
     method = str(meta.get("method", "")) if meta.get("method") is not None else ""
     tight = (method == "dop853" and meta.get("rtol") is not None and meta.get("atol") is not None
@@ -357,14 +431,13 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
         from ..integrators import supported_integrators
 
         names = supported_integrators(ORACLE_INTEGRATORS, system)
-        config = dataclasses.replace(config, integrators=names)
         lines.append(f"parametric data: the classical methods {', '.join(names)} with each trajectory's true "
                      "parameters are rows of the table (the oracle); give integrators to choose others")
     if exact_from_ics and method and method not in names and (method in list_integrators() or method == "dop853"):
         generator = method
     n_methods = len(names) + len(entries) + (generator is not None)
     check_fits(int(idx.size) + n_new, n_steps + 1, system, max(1, n_methods), n_file, data, t_end=config.t_end,
-               chunk_steps=int(config.chunk_steps), volume=bool(config.volume), out=Path(config.out))
+               chunk_steps=int(config.chunk_steps), volume=bool(config.volume), out=out)
     # the held-out conditions are drawn once the run is known to fit (--heldout 1000000000 drew 24 GB)
     heldout_y0 = seed = None
     if n_new:
@@ -407,17 +480,18 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
         warnings.append(trained)
         lines.append(trained)
     data_t_end, data_n_states = float(ref_file.t[-1]), int(ref_file.n_states)
-    desc, attrs = describe_reference(data, meta, system, exact_from_ics, config.reference, method, tight,
+    desc, ref_attrs = describe_reference(data, meta, system, exact_from_ics, config.reference, method, tight,
                                      data_t_end=data_t_end, beyond=n_steps + 1 > data_n_states, n_new=n_new)
     plan = RolloutPlan(
         data=data, data_meta=meta, data_n_states=data_n_states, data_t_end=data_t_end, system=system, dt=dt, t0=t0,
         n_steps=n_steps, idx=idx, heldout_y0=heldout_y0, heldout_seed=seed, methods=tuple(methods), labels=labels,
         run_labels=run_labels, reference=str(config.reference), exact_from_ics=exact_from_ics, reference_desc=desc,
-        reference_attrs=attrs, out=Path(config.out), inputs=inputs, steps=settings, init=str(config.init),
+        reference_attrs=ref_attrs, out=out, inputs=inputs, steps=settings, init=str(config.init),
         overlap=bool(config.overlap), blowup=float(config.blowup), chunk_steps=int(config.chunk_steps),
         volume=bool(config.volume),
-        blocks=blocks if blocks is not None else Blocks(n_whole=int(idx.size) + n_new, workers=config.workers),
-        notes=tuple(lines), warnings=tuple(warnings), model_files=model_files, config=config)
+        blocks=Blocks(n_whole=n_whole, attrs=attrs, workers=config.workers,
+                      index=index if shard is not None and write_index else None),
+        notes=tuple(lines), warnings=tuple(warnings), model_files=model_files)
     return plan, ref_file
 
 
@@ -497,3 +571,110 @@ def describe_reference(data: Path, meta: Mapping[str, Any], system: Any, exact_f
         if n_new:
             desc += f"; the {n_new} heldout conditions integrated with {gen}"
     return desc, attrs
+
+
+# --- the checks the builder makes before anything runs: no output over an input, work that fits in memory
+# and on disk (estimated from the sizes), a finite reference ---------------------------------------------------
+
+def input_files(data: Any, models: Any, extra: Iterable[Any] = ()) -> list[Path]:
+    """Every file a run reads: the data file, model checkpoints (every ``.pt`` of a run directory; ``models``
+    the ``models`` key) and ``extra`` (e.g. the config file)."""
+    files: list[Path] = [Path(data)] if isinstance(data, (str, Path)) else []
+    for entry in model_entries(models):
+        spec = entry[1] if isinstance(entry, (tuple, list)) and len(entry) == 2 else entry
+        if not isinstance(spec, (str, Path)) or str(spec).startswith("pretrained:"):
+            continue
+        p = Path(spec)
+        files.append(p)
+        if p.is_dir():
+            files += sorted(p.glob("*.pt"))
+    files += [Path(e) for e in extra if e is not None]
+    return files
+
+
+def check_outputs(out: Any, inputs: Sequence[Path], overwrite: bool = False) -> list[Path]:
+    """Refuse (one-line error naming the key ``out``) an output — the rollout file or its metrics table —
+    that is one of the run's ``inputs`` (``vpintegrator.rollout.plan.input_files``), or an
+    ``out`` that is a directory; before anything is read. An output
+    that exists is refused unless ``overwrite``, and then replaced only if it is a rollout file (its table
+    a metrics table): ``vpintegrator._outputs.check_output``. Returns the three outputs, links
+    resolved."""
+    from .._io import check_not_input
+    from .._outputs import check_output
+
+    if not isinstance(out, (str, Path)) or not str(out):
+        raise VPIntegratorError(f"out must be a file path; got {out!r}", key="out")
+    out = Path(out)
+    if out.is_dir():
+        raise VPIntegratorError(f"out {out} is a directory; give the path of the rollout file (e.g. {out / 'rollout.h5'})",
+                                key="out")
+    paths = (out, out.with_suffix(".csv"), out.with_suffix(".md"))  # rollout.shard-1-of-2.csv: the dots kept
+    for path in paths:
+        check_not_input(path, inputs, key="out")
+    return [check_output(path, kind, overwrite) for path, kind in zip(paths, ("rollout", "table", "table"))]
+
+
+def estimate(n_traj: int, n_states: int, dim: int, n_invariants: int, n_methods: int, chunk_steps: int,
+             data_states: int, volume: bool = True) -> tuple[int, int]:
+    """(memory, disk) in bytes of a comparison run of these sizes.
+
+    Memory: everything held at once — the reference as read from the data file (n_traj × data_states ×
+    dim), the time grid and map index (a few × n_states), the engine's and the metric streams' per-chunk
+    buffers (n_traj × chunk × (dim + invariants + 1), a few copies each) and the HDF5 chunk caches.
+    Disk, per method: states, relative error, invariants (n_traj × n_states × (dim + 1 + n_invariants))
+    and the volume (log det J and its running sum per map, the map index); plus the reference and ``/t``.
+    """
+    f = 8
+    chunk = min(int(chunk_steps), n_states)
+    per_chunk = n_traj * chunk * (dim + n_invariants + 1) * f
+    memory = (
+        n_traj * data_states * dim * f  # the reference's file part, read whole
+        + 4 * n_states * f  # /t, the time grid of the metric streams, the volume's map index
+        + 8 * per_chunk  # engine stage + copies, step map output, metric streams, reference chunk
+        + 2 * (3 + n_invariants) * max(1 << 16, 2 * min(n_traj, 64) * chunk * dim * f)  # HDF5 chunk caches
+        + (64 << 20)  # the interpreter, torch and h5py themselves
+    )
+    per_method = n_traj * n_states * (dim + 1 + n_invariants) * f
+    if volume:
+        per_method += 2 * n_traj * n_states * f + n_states * f
+    disk = n_methods * per_method + n_traj * n_states * (dim + n_invariants) * f + n_states * f
+    return memory, disk
+
+
+def check_fits(n_traj: int, n_states: int, system: Any, n_methods: int, data_states: int, data: Path, *,
+               t_end: Any, chunk_steps: int, volume: bool, out: Path) -> None:
+    """Refuse work that cannot fit in memory or on disk, before it starts, with the estimate and a way out."""
+    from .. import resources
+    from . import engine
+
+    gib = resources.size_text
+
+    memory, disk = estimate(n_traj, n_states, system.dim, len(system.invariant_names), n_methods,
+                            int(chunk_steps), data_states, bool(volume))
+    what = (f"t_end {t_end!r} ({n_states} states x {n_traj} trajectories x {n_methods} method(s), "
+            f"dim {system.dim})")
+    way_out = ("give a shorter t_end, fewer trajectories (n_traj or traj), a smaller chunk_steps, "
+               "or volume = false")
+    if t_end is None:
+        what = f"{n_traj} trajectories x {n_states} states of {data} x {n_methods} method(s)"
+    engine.check_memory(memory, what, way_out, key="t_end" if t_end is not None else "n_traj")
+    free = resources.free_disk(Path(out).parent)
+    if disk > free:
+        raise VPIntegratorError(
+            f"{what} needs about {gib(disk)} on disk for out {out}, but {gib(free)} are free "
+            f"(refused before starting); {way_out}, or write out elsewhere",
+            key="t_end" if t_end is not None else "out",
+        )
+
+
+def check_reference(ref_file, idx: np.ndarray, data: Path) -> None:
+    """A reference with NaN/Inf is an error (naming the file, trajectory and time), not an inf in the table."""
+    finite = np.isfinite(ref_file.y).all(axis=-1)  # (n_traj, n_states)
+    if finite.all():
+        return
+    i, k = (int(v) for v in np.argwhere(~finite)[0])
+    raise VPIntegratorError(
+        f"{data}: the reference is not finite (NaN/Inf) in trajectory {int(idx[i])} at t = {float(ref_file.t[k]):g} "
+        f"(state {k}); the data file is damaged: regenerate it with vp-gen, or leave that trajectory out (traj)"
+    )
+

@@ -41,7 +41,7 @@ from ..data.work_precision import (  # noqa: F401 (re-exports)
     training_seconds, training_summary, with_training_cost, work_precision_stem, write_work_precision,
 )
 from ..errors import VPIntegratorError
-from .field import is_vector_field_model, split_method
+from .methods import split_method
 
 __all__ = [
     "run_work_precision",
@@ -206,6 +206,7 @@ def work_precision(
     -------
     list of WorkPrecisionRow
     """
+    from ..models.vector_field import is_vector_field_model
     from ..data import solve_flow
     from ..integrators import get_integrator, supported_integrators
     from ..systems import get_system
@@ -283,7 +284,7 @@ def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], 
     The initial conditions are the first states of the trajectories the configuration selects (``traj`` /
     ``n_traj``), the base step h is the data's dt, T the configuration's ``t_end`` (or the data's horizon);
     the methods are its integrators (``exact_flow`` left out: DOP853 has its own tolerance ladder; and the
-    rows of ``vpintegrator.rollout.rows``: ``fd+rk4``, ``sindy+rk4``, ``parrot``, ...), or
+    rows of ``vpintegrator.rollout.methods``: ``fd+rk4``, ``sindy+rk4``, ``parrot``, ...), or
     ``DEFAULT_METHODS`` when it names none, and its models are points at their own step. The ladder is
     2h, h, h/2, h/4, h/8, h/16 (without 2h when T is an odd number of steps). A model loaded from a run directory
     carries its training CPU seconds ([`training_seconds`][vpintegrator.data.work_precision.training_seconds]) and break-even N; ``amortise_over`` = N adds
@@ -302,13 +303,14 @@ def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], 
     from .._progress import log_lines
 
     say = log_lines(log, __name__)  # INFO records of vpintegrator.rollout.precision, then log's
-    data, _meta, system, dt, idx, _t0, n_steps = select(config)
+    data = Path(config.data)
+    _meta, system, dt, idx, _t0, n_steps = select(data, config.traj, config.n_traj, config.t_end)
     first = read_trajectories(data, traj=idx, steps=[0])
     y0 = first.y[:, 0]
     if first.params is not None:  # a parametric data set: every method with each trajectory's true parameters
         system = first.systems()
-    # the rows of rollout/rows.py (fd+rk4, sindy+rk4, parrot) fit first: no step-size ladder of their own
-    from .rows import parse_row
+    # the rows of rollout/methods.py (fd+rk4, sindy+rk4, parrot) fit first: no step-size ladder of their own
+    from .methods import parse_row
 
     names = [n for n in (config.integrators or []) if n != "exact_flow" and parse_row(n) is None] or None
     models, trained = {}, {}
@@ -317,7 +319,7 @@ def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], 
         # a learned field given as RUN@METHOD: the run directory holds its training cost
         models[label], trained[label] = model, training_seconds(split_method(str(source))[0])
     ladder = DEFAULT_LADDER if n_steps % 2 == 0 else DEFAULT_LADDER[1:]
-    stem = work_precision_stem(config)
+    stem = work_precision_stem(config.out)
     say(f"work-precision: {len(y0)} initial conditions, T = {n_steps * dt:g}, steps {dt:g} x "
         f"{', '.join(f'{m:g}' for m in ladder)}")
     rows = work_precision(system, y0, dt, n_steps * dt, methods=names, ladder=ladder, models=models,

@@ -5,38 +5,37 @@ conditions, against its reference, to any horizon, streamed to one rollout file 
 [`RolloutConfig`][vpintegrator.rollout.config.RolloutConfig], has it planned once
 (``vpintegrator.rollout.plan.build_plan``) and runs the plan under the outputs' locks: the reference
 and every method written (``vpintegrator.rollout.write``), the classical methods on worker processes when the
-plan's ``vpintegrator.rollout.plan.Blocks`` say so, a shard of the selection into a file of its own
-(``run_shard``; the index file once every shard exists).
+plan's ``vpintegrator.rollout.plan.Blocks`` say so (each process given its block of the plan), a shard of the
+selection into a file of its own (the index file once every shard exists), or every shard on a dask cluster
+(one plan per shard, handed to the job runtime's one cluster path, ``vpintegrator.jobs.dask.run_on_cluster``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import types
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator
 
-import numpy as np
 
 from ..data.rollout_shards import RolloutParts
 from ..errors import VPIntegratorError
 from ..jobs.executors import remove_orphan_parts
+from ..jobs.shards import shard_path
 from .config import RolloutConfig
 from .family import step_for
-from .plan import Blocks, RolloutPlan, build_plan, select_planned
-from .preflight import check_outputs
+from .plan import RolloutPlan, build_plan, check_outputs, input_files
 from .report import Failure, RolloutReport
 from .splits import split_rows
 from .steps import reference_step_map
 from .write import Say, first_failure, root_attrs, write_method, write_reference
 
-__all__ = ["run_rollouts", "run_shard", "write_index_if_complete", "run_digest", "WorkerParts"]
+__all__ = ["run_rollouts", "write_index_if_complete", "WorkerParts"]
 
 
 def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None,
                  inputs=(), *, overwrite: bool = False, shard: str | tuple[int, int] | None = None,
-                 write_index: bool = True) -> RolloutReport:
+                 write_index: bool = True, scheduler: Any = None, n_shards: int | None = None) -> RolloutReport:
     """Roll out models and classical integrators from a data set's initial conditions; write everything.
 
     Writes ``config.out`` (HDF5, atomically; layout in ``datasets/README.md``, reader
@@ -71,12 +70,23 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
         [`read_rollout`][vpintegrator.data.rollouts.read_rollout] of it (or of the shards' list) equals the unsharded
         rollout to the last bit (``vpintegrator.rollout.plan.Blocks``).
     write_index : bool, default True
+    scheduler : str, distributed.Client or True, optional
+        Roll out every shard on a ``dask.distributed`` cluster (``vp-rollout --dask-scheduler``;
+        docs/cluster.md): the scheduler's address, a connected client, or True for
+        ``$DASK_SCHEDULER_ADDRESS``. Each shard is planned here and rolled out, into its shard file, by the
+        worker that runs it (``workers`` applies there); once all are done the index file is written at
+        ``out`` with the whole run's table beside it. A shard that a finished earlier run of the same
+        configuration and inputs left is kept. The workers must see the data file, the models and ``out``'s
+        folder; the overwrite rule applies, before anything is sent, to the index, its table and every shard.
+    n_shards : int, optional
+        With ``scheduler``: the number of blocks (default: one per worker of the cluster, at most one per
+        trajectory).
 
     Notes
     -----
     Before anything is computed: every input is checked, an ``out`` (or its table) that is an input is
     refused, and so is work whose estimated memory or disk
-    (``vpintegrator.rollout.preflight.estimate``) does not fit. A reference
+    (``vpintegrator.rollout.plan.estimate``) does not fit. A reference
     with NaN/Inf, in the data file or where the data's generator continues it, is an error.
 
     Returns
@@ -86,43 +96,51 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
     from .._progress import log_lines
 
     log = log_lines(log, __name__)  # every line an INFO record of vpintegrator.rollout.run, then log's
-    if shard is not None:  # issue 23: one block of the trajectories, into a file of its own
-        return run_shard(config, log, inputs, overwrite=overwrite, shard=shard, write_index=write_index)
-    return _run(config, log, inputs, overwrite)
-
-
-def run_shard(config: RolloutConfig, log, inputs=(), *, overwrite: bool = False, shard: Any,
-              write_index: bool = True, n_whole: int | None = None, run_key: str | None = None) -> RolloutReport:
-    """Shard ``I/N`` of the selection of ``config`` into ``<out stem>.shard-I-of-N.h5`` (and its table); with
-    ``write_index``, the index file at ``out`` and the whole run's table once every shard file is there
-    (``vpintegrator.jobs.shards.index_when_complete``). ``n_whole``: the size of the selection the runners
-    are chosen for (default: this one's); ``run_key``: ``run_digest`` of a cluster run, recorded in the shard."""
+    if scheduler is None:
+        plan, data_states = build_plan(config, inputs, overwrite, shard=shard, write_index=write_index)
+        return _run(plan, data_states, log, overwrite)
     from .._outputs import check_output
-    from ..data.rollout_shards import rollout_bounds, selection_digest
-    from ..jobs.shards import parse_shard, shard_path
+    from ..data.rollout_shards import ROLLOUT
+    from ..jobs.dask import ShardJob, cluster_address, run_on_cluster
+    from ..jobs.shards import finished_shard, shard_path
 
-    shard = parse_shard(shard)
+    if shard is not None:
+        raise VPIntegratorError("shard and scheduler exclude each other: the scheduler runs every shard", key="shard")
+    scheduler = cluster_address(scheduler, n_shards)
     config.validate()
-    if config.heldout:
-        raise VPIntegratorError(f"shard {shard[0]}/{shard[1]} with heldout = {config.heldout}: each shard would draw "
-                                "its own new conditions; roll out the held-out conditions without --shard",
-                                key="shard")
-    idx = select_planned(config)
-    a, b = rollout_bounds(int(idx.size), shard)
     out = Path(config.out)
-    if write_index:  # the index and the table come at out at the end: the overwrite rule applies now
-        for path, kind in ((out, "rollout"), (out.with_suffix(".csv"), "table"), (out.with_suffix(".md"), "table")):
-            check_output(path, kind, overwrite, key="out")
-    sub = dataclasses.replace(config, traj=[int(i) for i in idx[a:b]], n_traj=None, out=str(shard_path(out, shard)))
-    attrs = dict(shard_index=shard[0], shard_count=shard[1], shard_traj_start=a, shard_traj_stop=b,
-                 shard_n_traj=int(idx.size), shard_selection=selection_digest(idx))
-    if run_key is not None:  # (a shard of a cluster run: run_digest of the whole run's configuration)
-        attrs["shard_run"] = run_key
-    blocks = Blocks(n_whole=int(idx.size) if n_whole is None else int(n_whole), attrs=attrs, workers=config.workers)
-    report = _run(sub, log, inputs, overwrite, blocks)
-    if write_index:
-        write_index_if_complete(out, shard[1])
-    return report
+    outs = check_outputs(out, input_files(config.data, config.models, inputs), overwrite)  # the index, its table
+
+    def jobs(n: int) -> list[ShardJob]:
+        """The shards' plans, made here (the first one says how many shards the selection has)."""
+        first, _ = build_plan(config, inputs, True, shard=(1, n), write_index=False, cluster=True)
+        n, run_key = int(first.blocks.attrs["shard_count"]), str(first.blocks.attrs["shard_run"])
+        shards = []
+        for s in ((i, n) for i in range(1, n + 1)):
+            path = shard_path(out, s)
+            files = (path, path.with_suffix(".csv"), path.with_suffix(".md"))
+            if finished_shard(path, s, {"shard_run": run_key}, ROLLOUT):
+                shards.append(ShardJob(s, files))  # (one an earlier run of this configuration finished is kept)
+                continue
+            check_outputs(path, first.inputs, overwrite)
+            plan = first if s[0] == 1 else build_plan(config, inputs, True, shard=s, write_index=False, cluster=True,
+                                                      run_key=run_key)[0]
+            shards.append(ShardJob(s, files, task=_shard_task, args=(plan,)))
+        return shards
+
+    def finish(n: int) -> RolloutReport:
+        check_output(out, "rollout", True)
+        rows, reference = write_index_if_complete(out, n) or ([], "")
+        return RolloutReport(out=out, csv=out.with_suffix(".csv"), markdown=out.with_suffix(".md"), rows=rows,
+                             reference=reference)
+
+    return run_on_cluster(scheduler, n_shards, "vp-rollout", out, outs[0], jobs, finish)
+
+
+def _shard_task(plan: RolloutPlan) -> str:
+    """One shard of a cluster run, on a dask worker: its shard file (replaced when a dead worker had finished
+    it), marked with the run's digest (``shard_run``: a later run of the same configuration keeps it)."""
+    return str(_run(plan, None, None, True).out)
 
 
 def write_index_if_complete(out: Path, count: int) -> tuple[list[dict], str] | None:
@@ -153,51 +171,54 @@ def index_reference(path: Path) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _part(config: RolloutConfig, shard: tuple[int, int], n_whole: int) -> str:
-    """A block of the classical methods on a worker process (``workers``): its shard file."""
-    return str(run_shard(config, None, overwrite=True, shard=shard, write_index=False, n_whole=n_whole).out)
+def _part(plan: RolloutPlan) -> str:
+    """A block of the classical methods on a worker process (``workers``): its part file."""
+    return str(_run(plan, None, None, True).out)
 
 
 @contextlib.contextmanager
 def _worker_parts(plan: RolloutPlan, say: Say, out: Path) -> Iterator[WorkerParts | None]:
     """The classical methods of ``plan`` (and its reference) computed on worker processes (``_part`` on
-    each block, by the job runtime), as its ``blocks`` say: a ``WorkerParts`` over their files (None when the
-    run stays in this process); the files are removed on leaving."""
+    each block of the plan, by the job runtime), as its ``blocks`` say: a ``WorkerParts`` over their files
+    (None when the run stays in this process); the files are removed on leaving."""
     from .._io import DeviceWriteError, device_write_error
     from ..jobs.executors import in_processes, parts_folder
 
     blocks = plan.blocks
     labels = blocks.part_labels(plan)
     n = blocks.n_parts(plan, labels)
-    if n <= 1 or plan.config is None:
+    if n <= 1:
         yield None
         return
     with parts_folder(out) as tmp:
-        # each worker plans its block from the configuration, with only the classical rows
-        sub = dataclasses.replace(plan.config, models=[], integrators=labels, traj=[int(i) for i in plan.idx],
-                                  n_traj=None, out=str(tmp / "part.h5"), workers=1)
         say(f"{', '.join(labels)}: rolling out {plan.n_traj} trajectories x {plan.n_steps} steps on "
             f"{n} worker processes")
+        parts = [(plan.part(labels, (i, n), shard_path(tmp / "part.h5", (i, n))),) for i in range(1, n + 1)]
         try:
-            paths = in_processes(_part, [(sub, (i, n), blocks.n_whole) for i in range(1, n + 1)], n)
+            paths = in_processes(_part, parts, n)
         except DeviceWriteError as err:  # a worker's part file: the output could not be written
             raise device_write_error(out, err.reason) from None
         yield WorkerParts(RolloutParts([Path(p) for p in paths], blocks.per_traj), labels)
 
 
-def _run(config: RolloutConfig, log: Say | None, inputs: Sequence[Any], overwrite: bool,
-         blocks: Blocks | None = None) -> RolloutReport:
-    """[`run_rollouts`][vpintegrator.rollout.run.run_rollouts] of the whole selection of ``config``, cut as
-    ``blocks`` says (None: no shard): planned once, then run under the outputs' locks."""
+def _run(plan: RolloutPlan, data_states: Any, log: Say | None, overwrite: bool) -> RolloutReport:
+    """[`run_rollouts`][vpintegrator.rollout.run.run_rollouts] of ``plan`` under the outputs' locks;
+    ``data_states``: the data file's selected trajectories (None: read here, as a worker does); a shard's
+    index (``plan.blocks.index``) once every shard file exists."""
     from .._outputs import output_locks
+    from ..data import read_trajectories
 
-    plan, data_states = build_plan(config, inputs, overwrite, blocks)
+    if data_states is None:
+        data_states = read_trajectories(plan.data, traj=plan.idx)
     held = [data_states]  # handed on, so that the file's states are freed once /reference is written
     del data_states
     with output_locks(check_outputs(plan.out, plan.inputs, overwrite)):
         # again under the locks: a writer we raced may have finished meanwhile
         outs = check_outputs(plan.out, plan.inputs, overwrite)
-        return _write_rollouts(plan, log or (lambda line: None), held, outs, overwrite)
+        report = _write_rollouts(plan, log or (lambda line: None), held, outs, overwrite)
+    if plan.blocks.index is not None:
+        write_index_if_complete(plan.blocks.index, int(plan.blocks.attrs["shard_count"]))
+    return report
 
 
 def _write_rollouts(plan: RolloutPlan, say: Say, held: list[Any], outs: list[Path],
@@ -272,27 +293,3 @@ class WorkerParts:
         rows = split_rows(label, plan, per, tuple(plan.system.invariant_names), cum, res)
         reason = attrs.get("failure_reason")  # a row whose step map raised (write.write_method)
         return rows, first_failure(plan, label, failed, reason if isinstance(reason, str) and reason else None)
-
-
-def run_digest(config: RolloutConfig) -> str:
-    """What tells a rollout run from any other: its configuration (the output and ``workers`` apart), the
-    sha256 of its data file and model files (a run directory's ``config.toml`` and checkpoints) and this
-    version; stored in each shard as ``shard_run`` so that a run continued after a lost cluster keeps the
-    shards already written (same code, same inputs: the same bits)."""
-    import hashlib
-    import json
-
-    from .._version import __version__
-    from ..provenance import file_sha256
-
-    def digest(path: Any) -> Any:
-        p = Path(str(path))
-        if p.is_dir():
-            return {n: file_sha256(p / n) for n in ("config.toml", "best.pt", "last.pt") if (p / n).is_file()}
-        return file_sha256(p) if p.is_file() else str(path)
-
-    fields = {k: v for k, v in dataclasses.asdict(config).items() if k not in ("out", "workers")}
-    models = config.models.items() if isinstance(config.models, dict) else enumerate(config.models or [])
-    record = {"config": fields, "data": digest(config.data), "models": {str(k): digest(v) for k, v in models},
-              "version": __version__}
-    return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:32]

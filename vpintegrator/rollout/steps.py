@@ -5,7 +5,7 @@ Each implements the [`StepMap`][vpintegrator.stepping.StepMap] contract. [`Integ
 compiled (numba, ``vpintegrator.compiled.compiled_stepper``) for rollouts of at most ``SCALAR_MAX_BATCH`` trajectories when there is a kernel, NumPy otherwise; [`ExactFlowStep`][vpintegrator.rollout.steps.ExactFlowStep] in
 NumPy/SciPy; [`ModelStep`][vpintegrator.rollout.steps.ModelStep] runs a torch model in its own dtype on its device, by the fastest runner
 that reproduces it (the numba kernel of ``vpintegrator.rollout.numba_model``, a TorchScript trace, or
-eager; ``vpintegrator.rollout.runners``). [`reference_step_map`][vpintegrator.rollout.steps.reference_step_map] is the generator a data file was
+eager; the runners below). [`reference_step_map`][vpintegrator.rollout.steps.reference_step_map] is the generator a data file was
 made with, to continue its reference beyond the file's horizon.
 """
 
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from ..data.integration import SCALAR_MAX_BATCH, IntegratorMap
-from ..fastpath import fast_step_on
+from ..fastpath import fast_step_on, verified
 from ..errors import VPIntegratorError, finite_float
 from ..stepping import bad_states
 from .engine import StepMap
@@ -26,7 +26,8 @@ from .engine import StepMap
 if TYPE_CHECKING:  # torch is imported when a model step is built, not with the rollout package
     import torch
 
-__all__ = ["IntegratorStep", "ExactFlowStep", "ModelStep", "reference_step_map", "SCALAR_MAX_BATCH", "is_context_model"]
+__all__ = ["IntegratorStep", "ExactFlowStep", "ModelStep", "reference_step_map", "SCALAR_MAX_BATCH", "is_context_model",
+           "RUNNERS", "compiled_model", "trace_model"]
 
 #: windows per batched Jacobian of ModelStep's volume metric, on the CPU and on CUDA (where few large
 #: batches beat many small launches; ~1 GB of float64 activations for the paper VPT at 65 536)
@@ -236,10 +237,8 @@ class ModelStep(StepMap):
             self._fn, self._runner = traced, "jit.trace+freeze"
 
     def _compile(self, example):
-        """The model as the numba kernel ([`vpintegrator.rollout.runners.compiled_model`][vpintegrator.rollout.runners.compiled_model]) when it applies."""
+        """The model as the numba kernel ([`vpintegrator.rollout.steps.compiled_model`][vpintegrator.rollout.steps.compiled_model]) when it applies."""
         import torch
-
-        from . import runners
 
         if not (
             0 < example.shape[0] <= self.scalar_max_batch
@@ -248,15 +247,13 @@ class ModelStep(StepMap):
         ):
             return None
         try:
-            return runners.compiled_model(self.model, example)
+            return compiled_model(self.model, example)
         except Exception:  # a model the packer or the kernel cannot take: torch runs it
             return None
 
     def _trace(self, example):
         """A frozen TorchScript trace of the model for inputs shaped like ``example``, or None."""
-        from . import runners
-
-        return runners.trace_model(self.model, example)
+        return trace_model(self.model, example)
 
     def generate(self, n):
         import torch
@@ -336,3 +333,101 @@ class ModelStep(StepMap):
 def is_context_model(model) -> bool:
     """Whether ``model`` reads a context prefix (it has ``context_len`` and ``step``)."""
     return isinstance(getattr(model, "context_len", None), int) and callable(getattr(model, "step", None))
+
+# --- how ModelStep runs a model -----------------------------------------------------------------------------
+#
+# How [`ModelStep`][vpintegrator.rollout.steps.ModelStep] runs a model: the compiled kernel, a TorchScript trace, or eager.
+#
+# ModelStep takes the first of these that applies and reproduces the model:
+#
+# ``"numba"``
+#     Float64 VPFF, VPT, ST, Lie–Poisson (lpnet, lp_transformer) and symplectic (LA-SympNet, G-SympNet,
+#     symplectic transformer) models on the CPU, rollouts of at most
+#     ``SCALAR_MAX_BATCH`` (8) trajectories: the model packed into arrays
+#     (``vpintegrator.rollout.numba_model.pack``) and iterated by one numba kernel for a whole block of steps
+#     ([`compiled_model`][vpintegrator.rollout.steps.compiled_model]). At batch 1 a call of the paper models costs ~1-2 µs there against ~60-150 µs for
+#     the trace: torch's per-operation overhead, not arithmetic, is the cost of a (3, 3) window. Checked against
+#     the model on the first windows (≤ 1e-12); without numba, or for other models, dtypes or devices, the next
+#     runner runs.
+# ``"jit.trace+freeze"``
+#     ``torch.jit.trace`` + ``freeze`` for the rollout's batch shape ([`trace_model`][vpintegrator.rollout.steps.trace_model]), checked against
+#     the eager model on the first window.
+# ``"eager"``
+#     The model itself.
+#
+# Each check is ``vpintegrator.fastpath.verified`` (the one rule of every fast path): a runner that raises or
+# differs is not used, and the reason is logged.
+
+#: the runner names ModelStep reports in ``describe()["runner"]``, fastest first
+RUNNERS = ("numba", "jit.trace+freeze", "eager")
+
+#: per-call agreement required of the compiled kernel with the model (float64)
+COMPILED_TOL = 1e-12
+
+
+def compiled_model(model, example) -> Any:
+    """The model as a ``vpintegrator.rollout.numba_model.CompiledModel``, checked on ``example``, or None.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A float64 model on the CPU (others are the caller's to exclude).
+    example : torch.Tensor (batch, seq_len, dim)
+        The rollout's first windows: the kernel must agree with ``model(example)`` and with the model on a
+        perturbed copy to ``COMPILED_TOL`` (relative and absolute), NaN where the model gives NaN.
+
+    Returns
+    -------
+    CompiledModel or None
+        None without numba, for models ``vpintegrator.rollout.numba_model.pack`` does not cover, or when
+        the check fails.
+    """
+    import torch
+
+    try:
+        from .numba_model import pack
+    except ImportError:  # pragma: no cover - numba or the module missing: torch runs the model
+        return None
+    compiled = pack(model)
+    if compiled is None:
+        return None
+
+    def host(x):  # (batch, seq_len, dim) tensor -> float64 NumPy on the host
+        return x.detach().to(device="cpu", dtype=torch.float64).numpy()
+
+    with torch.no_grad():
+        check = verified(lambda: lambda x: compiled.forward(host(x)), lambda x: host(model(x)), _probe(example),
+                         rtol=COMPILED_TOL, atol=COMPILED_TOL, what="the compiled model (numba)")
+    return compiled if check.fast else None
+
+
+def trace_model(model, example) -> Any:
+    """A frozen TorchScript trace of the model for inputs shaped like ``example``, or None.
+
+    Checked against the eager model on ``example`` and a perturbed copy (rtol 1e-6, atol 1e-7); None
+    when it differs or the tracer cannot handle the model.
+    """
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        check = verified(lambda: torch.jit.freeze(torch.jit.trace(model.eval(), example, check_trace=False)),
+                         model, _probe(example), rtol=1e-6, atol=1e-7, what="the TorchScript trace")
+    if not check.fast:  # anything the tracer cannot handle, or a trace that differs: run eagerly
+        return None
+    traced = check.fn
+    try:
+        with torch.inference_mode():  # TorchScript profiles the first calls (tens of ms): not per-step time
+            for _ in range(3):
+                traced(example)
+    except Exception:  # noqa: BLE001 -- a trace that fails here runs eagerly too
+        return None
+    return traced
+
+
+def _probe(example) -> tuple:
+    """The inputs a runner is checked on: the rollout's first windows and a perturbed copy (no RNG: the
+    user's seed is left alone)."""
+    return example, 1.01 * example + 0.01
