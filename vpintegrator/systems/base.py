@@ -49,6 +49,23 @@ class System:
     unit (default ``"1"``, dimensionless) in the files written (their ``/state`` dimension scale, the
     ``units`` of ``/y``; ``vpintegrator.data.dimscales``); without names the components are
     ``y1 .. y<dim>``.
+
+    **Linear parameter form** (optional; the finite-difference context encoder,
+    ``vpintegrator.models.context``, and the identification baselines, ``vpintegrator.rollout.identify``,
+    need it): a system whose field is linear in a parameter vector θ, ``f(y) = F(y) θ``, says so with
+
+    - ``theta_names`` (p strings, the order of θ),
+    - [`parameter_features`][vpintegrator.systems.System.parameter_features] (a classmethod: F(z), written with
+      ``array_namespace`` so that NumPy arrays and torch tensors both work),
+    - [`theta`][vpintegrator.systems.System.theta] (this instance's θ) and
+      [`with_theta`][vpintegrator.systems.System.with_theta] (the system of the same class with θ; a θ no
+      system has is a one-line ``VPIntegratorError``),
+    - optionally [`theta_basis`][vpintegrator.systems.System.theta_basis] (G with θ = G φ when only the
+      parameters φ act on the motion; default the identity).
+
+    A user's own system supplies them the same way (override the four in its class); a system without them
+    is refused by those callers with a one-line error naming what is missing
+    ([`linear_form_missing`][vpintegrator.systems.System.linear_form_missing]).
     """
 
     name: ClassVar[str] = ""
@@ -63,6 +80,7 @@ class System:
     torch_invariants: ClassVar[bool] = False
     state_names: ClassVar[tuple[str, ...]] = ()
     state_units: ClassVar[str] = "1"
+    theta_names: ClassVar[tuple[str, ...]] = ()
 
     # --- parameters -------------------------------------------------------------------------------
     def params(self) -> dict[str, float | list]:
@@ -142,6 +160,41 @@ class System:
             f"system {self.name!r} is not a separable Hamiltonian H(q, p) = T(p) + V(q); "
             "use a method that does not need the split (e.g. implicit_midpoint)"
         )
+
+    # --- the linear parameter form f(y) = F(y) θ (optional; see the class docstring) -----------------
+    @classmethod
+    def parameter_features(cls, z: Any) -> Any:
+        """F(z) with f(z) = F(z) θ: z (..., dim) -> (..., dim, p), θ in ``theta_names`` order; a NumPy array
+        or a torch tensor (the same formula either way)."""
+        raise cls._no_linear_form("parameter_features")
+
+    def theta(self) -> np.ndarray:
+        """This system's θ (``theta_names`` order): (p,) float64."""
+        raise self._no_linear_form("theta")
+
+    def with_theta(self, theta: np.ndarray) -> "System":
+        """The system of this class (its other parameters kept) whose θ is ``theta`` (p,)."""
+        raise self._no_linear_form("with_theta")
+
+    @classmethod
+    def theta_basis(cls) -> np.ndarray:
+        """G (p, q) with θ = G φ: the identifiable parameters φ (default the identity: all of θ)."""
+        return np.eye(len(cls.theta_names))
+
+    @classmethod
+    def linear_form_missing(cls) -> list[str]:
+        """The pieces of the linear parameter form this class lacks (empty: it has one)."""
+        missing = [] if cls.theta_names else ["theta_names"]
+        missing += [name for name in ("parameter_features", "theta", "with_theta")
+                    if getattr(cls, name).__qualname__.startswith("System.")]
+        return missing
+
+    @classmethod
+    def _no_linear_form(cls, what: str) -> VPIntegratorError:
+        missing = cls.linear_form_missing() or [what]
+        return VPIntegratorError(
+            f"system {cls.name or cls.__name__!r} has no linear parameter form f = F(y) θ: define "
+            f"{', '.join(missing)} on its class (see vpintegrator.systems.System)")
 
     # --- helpers ----------------------------------------------------------------------------------
     def _check_state(self, y: np.ndarray) -> np.ndarray:

@@ -13,10 +13,13 @@ so ``dq_i/dt = p_i / m_i`` and::
 Defaults (GeometricProblems): m = (2, 1), k1 = 1.5, k2 = 0.3, k = 1; y0 = (1, 0, 2, 0); h = 0.4;
 t in [0, 100]. Hamiltonian flows preserve phase-space volume (Liouville). Invariant: energy ``H``.
 Separable, so Stormer-Verlet applies.
+
+Linear parameter form: θ = (1/m1, 1/m2, k1, k2, k) (``parameter_features``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -63,6 +66,7 @@ class CoupledOscillator(System):
     default_y0: ClassVar[tuple[float, ...]] = (1.0, 0.0, 2.0, 0.0)
     default_sampler: ClassVar[str] = "list"
     torch_invariants: ClassVar[bool] = True
+    theta_names: ClassVar[tuple[str, ...]] = ("1/m1", "1/m2", "k1", "k2", "k")
 
     def __post_init__(self) -> None:
         m = self.m
@@ -73,6 +77,30 @@ class CoupledOscillator(System):
         object.__setattr__(self, "m", tuple(_check_positive_finite("CoupledOscillator", "m", v) for v in m))
         for name in ("k1", "k2", "k"):
             object.__setattr__(self, name, _check_finite("CoupledOscillator", name, getattr(self, name)))
+
+    # --- the linear parameter form (module docstring) ---------------------------------------------
+    @classmethod
+    def parameter_features(cls, z):
+        xp = array_namespace(z)
+        zero = z[..., 0] * 0.0
+        q1, q2, p1, p2 = z[..., 0], z[..., 1], z[..., 2], z[..., 3]
+        s = 1.0 / (1.0 + xp.exp(-q1))  # σ(q1)
+        d = q1 - q2
+        rows = [(p1, zero, zero, zero, zero), (zero, p2, zero, zero, zero),
+                (zero, zero, -q1, zero, -(s * d) - 0.5 * d * d * s * (1.0 - s)),
+                (zero, zero, zero, -q2, s * d)]
+        return xp.stack([xp.stack(r, -1) for r in rows], -2)
+
+    def theta(self) -> np.ndarray:
+        return np.array([1.0 / self.m[0], 1.0 / self.m[1], self.k1, self.k2, self.k], dtype=np.float64)
+
+    def with_theta(self, theta: np.ndarray) -> "CoupledOscillator":
+        theta = np.asarray(theta, dtype=np.float64)
+        if not (theta[0] > 0 and theta[1] > 0):
+            raise VPIntegratorError(f"CoupledOscillator.with_theta: 1/m = {theta[:2]} is not positive (theta = "
+                                    "(1/m1, 1/m2, k1, k2, k))")
+        return dataclasses.replace(self, m=(float(1.0 / theta[0]), float(1.0 / theta[1])), k1=float(theta[2]),
+                                   k2=float(theta[3]), k=float(theta[4]))
 
     # --- the separable split ----------------------------------------------------------------------
     def kinetic_gradient(self, p: np.ndarray) -> np.ndarray:
