@@ -1,4 +1,4 @@
-"""Writes ``vpintegrator.compiled.generated``: one run loop per (shipped system, method), scalar state.
+"""Writes ``vpintegrator.compiled._generated``: one run loop per (shipped system, method), scalar state.
 
 The generic loops of ``vpintegrator.compiled.kernels`` dispatch on the system id inside every field call and keep the state
 and stages in workspace rows; measured at batch 1 they cost 2.5-13x a lean stepper with the state in
@@ -7,7 +7,7 @@ as Python source, one per (system, method), from a text template of each system'
 order of ``vpintegrator.compiled.systems``, so the fields agree with NumPy to rounding), into a real file so that numba's
 on-disk cache (``cache=True``) keeps working. Regenerate after editing a template::
 
-    python -m vpintegrator.compiled.codegen      # rewrites vpintegrator/compiled/generated.py
+    python -m vpintegrator.compiled.codegen      # rewrites vpintegrator/compiled/_generated.py
 
 (``tests/test_compiled_integrators.py`` checks that the file is what this module writes.)
 
@@ -348,7 +348,7 @@ from .systems import _sigmoid
 
 
 def source() -> str:
-    """The text of ``generated.py``."""
+    """The text of ``_generated.py``."""
     blocks, table = [], []
     for sname, sysdef in SYSTEMS.items():
         kid, d, _, _, comp, _, separable = sysdef
@@ -373,7 +373,7 @@ def source() -> str:
     return text
 
 
-PATH = Path(__file__).with_name("generated.py")
+PATH = Path(__file__).with_name("_generated.py")
 
 
 def main() -> None:
