@@ -42,7 +42,8 @@ step k it stops with ``out[:k-1]`` written, ``status`` 1 (no convergence) or 2 (
 Kernels compile on first use (0.4-7 s per method: implicit midpoint 6.7 s with its exact-rule
 fallback, Gauss-Legendre 4 3.0 s, rk4 0.9 s) and are cached on disk (``cache=True``), so a new process
 only loads them (~10 ms each). Numba keys each cache entry on the file that defines the function only:
-after editing ``systems.py`` or ``newton.py``, also touch ``kernels.py`` and ``_generated.py`` (or delete
+after editing a shipped system's ``field`` (``vpintegrator/systems/<name>.py``), ``systems.py`` or ``newton.py``,
+also touch ``systems.py``, ``kernels.py`` and ``_generated.py`` (or delete
 the ``*.nbi``/``*.nbc`` files in ``__pycache__``) so the loops recompile. Batch > 1 (``run_batch``, the
 generic loops) is meant for a handful of trajectories; the NumPy path is the faster one for large batches.
 """

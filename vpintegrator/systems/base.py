@@ -50,6 +50,16 @@ class System:
     ``units`` of ``/y``; ``vpintegrator.data.dimscales``); without names the components are
     ``y1 .. y<dim>``.
 
+    **The field written once** (every shipped system): ``field(p, x)`` and ``field_jacobian(p, x)`` are plain
+    static functions on a tuple of components ``x = (x0, .., x_{dim-1})`` and the parameter vector
+    ``p = field_params()`` (a float64 array), returning a tuple (the Jacobian: ``dim`` row tuples), written with
+    arithmetic and NumPy ufuncs only (``np.exp``, ``np.sin``, ``np.where``, ...; plain module-level functions
+    they call are listed in ``field_helpers``). NumPy evaluates them on
+    arrays of components (``vector_field`` and ``jacobian`` here: batched, elementwise) and numba compiles the
+    very same functions on scalars (``vpintegrator.compiled.systems``; the generated loops call them), so the
+    three paths share one definition. A user's system may define them to get ``vector_field`` and
+    ``jacobian`` (or override those two directly, as before).
+
     **Linear parameter form** (optional; the finite-difference context encoder,
     ``vpintegrator.models.context``, and the identification baselines, ``vpintegrator.rollout.identify``,
     need it): a system whose field is linear in a parameter vector θ, ``f(y) = F(y) θ``, says so with
@@ -96,13 +106,33 @@ class System:
         return {}
 
     # --- dynamics ---------------------------------------------------------------------------------
+    #: f on a tuple of components, ``field(p, x) -> (f_0, .., f_{dim-1})`` (a staticmethod; class docstring)
+    field: ClassVar[Any] = None
+    #: df/dy on a tuple of components, ``field_jacobian(p, x) -> ((J_00, ..), .., (.., J_{dim-1,dim-1}))``
+    field_jacobian: ClassVar[Any] = None
+    #: module-level plain functions that ``field`` / ``field_jacobian`` call (numba compiles them with the field)
+    field_helpers: ClassVar[tuple[Any, ...]] = ()
+
+    def field_params(self) -> np.ndarray:
+        """The parameter vector ``p`` that ``field`` and ``field_jacobian`` read: (n_p,) float64 (empty by
+        default)."""
+        return np.zeros(0, dtype=np.float64)
+
     def vector_field(self, y: np.ndarray) -> np.ndarray:
-        """``f(y)``; y (..., dim) -> (..., dim)."""
-        raise NotImplementedError
+        """``f(y)``; y (..., dim) -> (..., dim) (by default ``field`` on the components of y)."""
+        if type(self).field is None:
+            raise NotImplementedError
+        y = self._check_state(y)
+        return _stack(type(self).field(self.field_params(), _components(y)), y.shape[:-1], -1)
 
     def jacobian(self, y: np.ndarray) -> np.ndarray:
-        """``df/dy``; y (..., dim) -> (..., dim, dim), entry ``[..., i, j] = d f_i / d y_j``."""
-        raise NotImplementedError
+        """``df/dy``; y (..., dim) -> (..., dim, dim), entry ``[..., i, j] = d f_i / d y_j`` (by default
+        ``field_jacobian`` on the components of y)."""
+        if type(self).field_jacobian is None:
+            raise NotImplementedError
+        y = self._check_state(y)
+        rows = type(self).field_jacobian(self.field_params(), _components(y))
+        return np.stack([_stack(row, y.shape[:-1], -1) for row in rows], axis=-2)
 
     def divergence(self, y: np.ndarray) -> np.ndarray:
         """Trace of the Jacobian; y (..., dim) -> (...). Zero for every shipped system."""
@@ -204,6 +234,16 @@ class System:
                 f"state for system {self.name!r} must have shape (..., {self.dim}); got shape {y.shape}"
             )
         return y
+
+
+def _components(y: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The components of y (..., dim) as a tuple of (...) arrays (the argument ``x`` of ``System.field``)."""
+    return tuple(y[..., i] for i in range(y.shape[-1]))
+
+
+def _stack(parts: Any, shape: tuple[int, ...], axis: int) -> np.ndarray:
+    """Components (arrays of ``shape`` or constants such as 0.0) stacked on ``axis`` as float64."""
+    return np.stack([np.broadcast_to(np.asarray(v, dtype=np.float64), shape) for v in parts], axis=axis)
 
 
 def _plain(value: Any) -> float | list:

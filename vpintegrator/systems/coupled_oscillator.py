@@ -37,6 +37,36 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return xp.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
+def sigmoid(x):
+    """σ(x) from exp(-|x|) (never overflows), with NumPy ufuncs only: arrays, or scalars in numba."""
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0, e) / (1.0 + e)
+
+
+def potential_gradient_of(p, q1, q2):
+    """V'(q) = (dV/dq1, dV/dq2) on components; p = (m1, m2, k1, k2, k) (``CoupledOscillator.field``)."""
+    k1, k2, k = p[2], p[3], p[4]
+    s = sigmoid(q1)
+    ds = s * (1.0 - s)
+    d = q1 - q2
+    return (k1 * q1 + k * s * d + 0.5 * k * ds * d * d, k2 * q2 - k * s * d)
+
+
+def kinetic_gradient_of(p, p1, p2):
+    """T'(p) = (p1 / m1, p2 / m2) on components."""
+    return (p1 / p[0], p2 / p[1])
+
+
+def potential_hessian_of(p, q1, q2):
+    """V''(q) entries (h11, h12, h22) on components."""
+    k1, k2, k = p[2], p[3], p[4]
+    s = sigmoid(q1)
+    ds = s * (1.0 - s)
+    dds = ds * (1.0 - 2.0 * s)
+    d = q1 - q2
+    return (k1 + k * s + 2.0 * k * ds * d + 0.5 * k * dds * d * d, -k * s - k * ds * d, k2 + k * s)
+
+
 @dataclass(frozen=True)
 class CoupledOscillator(System):
     """Coupled harmonic oscillator, state (q1, q2, p1, p2).
@@ -67,6 +97,7 @@ class CoupledOscillator(System):
     default_sampler: ClassVar[str] = "list"
     torch_invariants: ClassVar[bool] = True
     theta_names: ClassVar[tuple[str, ...]] = ("1/m1", "1/m2", "k1", "k2", "k")
+    field_helpers: ClassVar[tuple] = (sigmoid, potential_gradient_of, kinetic_gradient_of, potential_hessian_of)
 
     def __post_init__(self) -> None:
         m = self.m
@@ -102,9 +133,10 @@ class CoupledOscillator(System):
         return dataclasses.replace(self, m=(float(1.0 / theta[0]), float(1.0 / theta[1])), k1=float(theta[2]),
                                    k2=float(theta[3]), k=float(theta[4]))
 
-    # --- the separable split ----------------------------------------------------------------------
+    # --- the separable split (on the components' functions above) ------------------------------------
     def kinetic_gradient(self, p: np.ndarray) -> np.ndarray:
-        return np.asarray(p, dtype=np.float64) / np.asarray(self.m)
+        p = np.asarray(p, dtype=np.float64)
+        return np.stack(kinetic_gradient_of(self.field_params(), p[..., 0], p[..., 1]), axis=-1)
 
     def kinetic_hessian(self, p: np.ndarray) -> np.ndarray:
         p = np.asarray(p, dtype=np.float64)
@@ -112,39 +144,30 @@ class CoupledOscillator(System):
 
     def potential_gradient(self, q: np.ndarray) -> np.ndarray:
         q = np.asarray(q, dtype=np.float64)
-        q1, q2 = q[..., 0], q[..., 1]
-        s = _sigmoid(q1)
-        ds = s * (1.0 - s)
-        d = q1 - q2
-        g1 = self.k1 * q1 + self.k * s * d + 0.5 * self.k * ds * d * d
-        g2 = self.k2 * q2 - self.k * s * d
-        return np.stack([g1, g2], axis=-1)
+        return np.stack(potential_gradient_of(self.field_params(), q[..., 0], q[..., 1]), axis=-1)
 
     def potential_hessian(self, q: np.ndarray) -> np.ndarray:
         q = np.asarray(q, dtype=np.float64)
-        q1, q2 = q[..., 0], q[..., 1]
-        s = _sigmoid(q1)
-        ds = s * (1.0 - s)
-        dds = ds * (1.0 - 2.0 * s)
-        d = q1 - q2
-        h11 = self.k1 + self.k * s + 2.0 * self.k * ds * d + 0.5 * self.k * dds * d * d
-        h12 = -self.k * s - self.k * ds * d
-        h22 = self.k2 + self.k * s
+        h11, h12, h22 = potential_hessian_of(self.field_params(), q[..., 0], q[..., 1])
         return np.stack([np.stack([h11, h12], -1), np.stack([h12, h22], -1)], axis=-2)
 
-    # --- System API -------------------------------------------------------------------------------
-    def vector_field(self, y: np.ndarray) -> np.ndarray:
-        y = self._check_state(y)
-        q, p = y[..., :2], y[..., 2:]
-        return np.concatenate([self.kinetic_gradient(p), -self.potential_gradient(q)], axis=-1)
+    # --- System API: the field on components (``System`` docstring) ------------------------------------
+    def field_params(self) -> np.ndarray:
+        """p = (m1, m2, k1, k2, k)."""
+        return np.array([self.m[0], self.m[1], self.k1, self.k2, self.k], dtype=np.float64)
 
-    def jacobian(self, y: np.ndarray) -> np.ndarray:
-        y = self._check_state(y)
-        q, p = y[..., :2], y[..., 2:]
-        jac = np.zeros(y.shape[:-1] + (4, 4))
-        jac[..., :2, 2:] = self.kinetic_hessian(p)
-        jac[..., 2:, :2] = -self.potential_hessian(q)
-        return jac
+    @staticmethod
+    def field(p, x):
+        q1, q2, p1, p2 = x[0], x[1], x[2], x[3]
+        g1, g2 = potential_gradient_of(p, q1, q2)
+        v1, v2 = kinetic_gradient_of(p, p1, p2)
+        return (v1, v2, -g1, -g2)
+
+    @staticmethod
+    def field_jacobian(p, x):
+        h11, h12, h22 = potential_hessian_of(p, x[0], x[1])
+        return ((0.0, 0.0, 1.0 / p[0], 0.0), (0.0, 0.0, 0.0, 1.0 / p[1]), (-h11, -h12, 0.0, 0.0),
+                (-h12, -h22, 0.0, 0.0))
 
     def hamiltonian(self, y: np.ndarray) -> np.ndarray:
         """``H(q, p)``; y (..., 4) -> (...)."""

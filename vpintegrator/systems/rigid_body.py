@@ -117,23 +117,22 @@ class RigidBody(System):
         a, b, c = self.coefficients
         return {"a": a, "b": b, "c": c}
 
-    def vector_field(self, y: np.ndarray) -> np.ndarray:
-        y = self._check_state(y)
-        a, b, c = self.coefficients
-        z1, z2, z3 = y[..., 0], y[..., 1], y[..., 2]
-        return np.stack([a * z2 * z3, b * z1 * z3, c * z1 * z2], axis=-1)
+    def field_params(self) -> np.ndarray:
+        """p = (a, b, c)."""
+        return np.array(self.coefficients, dtype=np.float64)
 
-    def jacobian(self, y: np.ndarray) -> np.ndarray:
-        y = self._check_state(y)
-        a, b, c = self.coefficients
-        z1, z2, z3 = y[..., 0], y[..., 1], y[..., 2]
-        zero = np.zeros_like(z1)
-        rows = [
-            np.stack([zero, a * z3, a * z2], axis=-1),
-            np.stack([b * z3, zero, b * z1], axis=-1),
-            np.stack([c * z2, c * z1, zero], axis=-1),
-        ]
-        return np.stack(rows, axis=-2)
+    @staticmethod
+    def field(p, x):
+        """f on components (``System`` docstring): p = (a, b, c)."""
+        a, b, c = p[0], p[1], p[2]
+        z1, z2, z3 = x[0], x[1], x[2]
+        return (a * z2 * z3, b * z1 * z3, c * z1 * z2)
+
+    @staticmethod
+    def field_jacobian(p, x):
+        a, b, c = p[0], p[1], p[2]
+        z1, z2, z3 = x[0], x[1], x[2]
+        return ((0.0, a * z3, a * z2), (b * z3, 0.0, b * z1), (c * z2, c * z1, 0.0))
 
     # NumPy arrays or torch tensors (torch_invariants)
     def _invariant_energy(self, y: np.ndarray) -> np.ndarray:
