@@ -33,17 +33,17 @@ import numpy as np
 from ._jit import jit, jit_helpers
 from .learned_field import learned_jacobian, learned_vector_field
 
-from ..systems import ABCFlow, CoupledOscillator, RigidBody, RigidBodyExp, Volterra
+from ..systems import ABCFlow, CoupledOscillator, RigidBody, RigidBodyExp, System, Volterra
 from ..systems.coupled_oscillator import kinetic_gradient_of, potential_gradient_of
 
 RIGID_BODY, COUPLED_OSCILLATOR, VOLTERRA, ABC_FLOW, RIGID_BODY_EXP = 0, 1, 2, 3, 4
 #: a learned vector field (``vpintegrator.compiled.learned_field``; its networks packed into ``p``)
 LEARNED_FIELD = 100
 #: kid -> the shipped class whose ``field`` / ``field_jacobian`` the kernels compile
-SHIPPED = {RIGID_BODY: RigidBody, COUPLED_OSCILLATOR: CoupledOscillator, VOLTERRA: Volterra, ABC_FLOW: ABCFlow,
-           RIGID_BODY_EXP: RigidBodyExp}
+SHIPPED: dict[int, type[System]] = {RIGID_BODY: RigidBody, COUPLED_OSCILLATOR: CoupledOscillator,
+                                    VOLTERRA: Volterra, ABC_FLOW: ABCFlow, RIGID_BODY_EXP: RigidBodyExp}
 KERNEL_NAMES = {**{kid: cls.name for kid, cls in SHIPPED.items()}, LEARNED_FIELD: "learned_field"}
-_KIDS = {cls: kid for kid, cls in SHIPPED.items()}
+_KIDS: dict[type[System], int] = {cls: kid for kid, cls in SHIPPED.items()}
 
 
 def system_kernel(system) -> tuple[int, np.ndarray] | None:

@@ -79,7 +79,7 @@ def parameter_features(system: Any, z: Any) -> Any:
     return _check_system(system).parameter_features(z)
 
 
-def finite_difference_context(system: str, prefix: torch.Tensor, ridge: float = 1e-10) -> torch.Tensor:
+def finite_difference_context(system: Any, prefix: torch.Tensor, ridge: float = 1e-10) -> torch.Tensor:
     """hθ̂ from central differences of a prefix (module docstring): (batch, k, dim) -> (batch, p); k >= 3.
 
     Least squares over every interior state and component, with a ridge ``ridge · tr(AᵀA)/p`` that only

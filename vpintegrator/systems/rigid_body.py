@@ -90,7 +90,8 @@ class RigidBody(System):
         theta = np.asarray(theta, dtype=np.float64)
         u = np.array([0.0, theta[2], -theta[1]])  # 1/I up to a shift (the gauge): a = u3 − u2 holds by a + b + c = 0
         u = u - u.min() + 1.0
-        return dataclasses.replace(self, inertia=tuple(float(v) for v in 1.0 / u))
+        i1, i2, i3 = (float(v) for v in 1.0 / u)
+        return dataclasses.replace(self, inertia=(i1, i2, i3))
 
     @classmethod
     def theta_basis(cls) -> np.ndarray:
