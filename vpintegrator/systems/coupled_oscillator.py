@@ -40,7 +40,8 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 def sigmoid(x):
     """σ(x) from exp(-|x|) (never overflows), with NumPy ufuncs only: arrays, or scalars in numba."""
     e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1.0, e) / (1.0 + e)
+    t = (x >= 0) * 1.0  # 1 or 0: the numerator is exactly 1 (x >= 0) or e (no select: numba's scalar np.where allocates)
+    return (t + (1.0 - t) * e) / (1.0 + e)
 
 
 def potential_gradient_of(p, q1, q2):
