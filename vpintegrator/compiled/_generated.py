@@ -31,7 +31,8 @@ from .systems import (
 
 @jit
 def _step_euler_rigid_body(p, h, y0, y1, y2):
-    k0, k1, k2 = rigid_body_field(p, (y0, y1, y2))
+    pp = (p[0], p[1], p[2])
+    k0, k1, k2 = rigid_body_field(pp, (y0, y1, y2))
     z0 = y0 + h * k0
     z1 = y1 + h * k1
     z2 = y2 + h * k2
@@ -90,20 +91,21 @@ def run_euler_rigid_body(p, y, h, n, out, gammas, info):
 
 @jit
 def _step_rk4_rigid_body(p, h, y0, y1, y2):
+    pp = (p[0], p[1], p[2])
     half = 0.5 * h
-    k10, k11, k12 = rigid_body_field(p, (y0, y1, y2))
+    k10, k11, k12 = rigid_body_field(pp, (y0, y1, y2))
     t0 = y0 + half * k10
     t1 = y1 + half * k11
     t2 = y2 + half * k12
-    k20, k21, k22 = rigid_body_field(p, (t0, t1, t2))
+    k20, k21, k22 = rigid_body_field(pp, (t0, t1, t2))
     t0 = y0 + half * k20
     t1 = y1 + half * k21
     t2 = y2 + half * k22
-    k30, k31, k32 = rigid_body_field(p, (t0, t1, t2))
+    k30, k31, k32 = rigid_body_field(pp, (t0, t1, t2))
     t0 = y0 + h * k30
     t1 = y1 + h * k31
     t2 = y2 + h * k32
-    k40, k41, k42 = rigid_body_field(p, (t0, t1, t2))
+    k40, k41, k42 = rigid_body_field(pp, (t0, t1, t2))
     sixth = h / 6.0
     z0 = y0 + sixth * (k10 + 2.0 * k20 + 2.0 * k30 + k40)
     z1 = y1 + sixth * (k11 + 2.0 * k21 + 2.0 * k31 + k41)
@@ -163,15 +165,16 @@ def run_rk4_rigid_body(p, y, h, n, out, gammas, info):
 
 @jit
 def _step_splitting_rigid_body(p, h, y0, y1, y2):
+    pp = (p[0], p[1], p[2])
     half = 0.5 * h
     z0 = y0
     z1 = y1
     z2 = y2
-    z0 += half * (rigid_body_field(p, (z0, z1, z2))[0])
-    z1 += half * (rigid_body_field(p, (z0, z1, z2))[1])
-    z2 += h * (rigid_body_field(p, (z0, z1, z2))[2])
-    z1 += half * (rigid_body_field(p, (z0, z1, z2))[1])
-    z0 += half * (rigid_body_field(p, (z0, z1, z2))[0])
+    z0 += half * (rigid_body_field(pp, (z0, z1, z2))[0])
+    z1 += half * (rigid_body_field(pp, (z0, z1, z2))[1])
+    z2 += h * (rigid_body_field(pp, (z0, z1, z2))[2])
+    z1 += half * (rigid_body_field(pp, (z0, z1, z2))[1])
+    z0 += half * (rigid_body_field(pp, (z0, z1, z2))[0])
     return z0, z1, z2
 
 
@@ -231,17 +234,18 @@ def run_shears_rigid_body(p, y, comps, coefs, n, out, info):
     info[1] = 0.0
     info[2] = 0.0
     lim2 = info[3]
+    pp = (p[0], p[1], p[2])
     z0, z1, z2 = y[0], y[1], y[2]
     for k in range(n):
         for q in range(comps.size):
             cq = coefs[q]
             j = comps[q]
             if j == 0:
-                z0 += cq * (rigid_body_field(p, (z0, z1, z2))[0])
+                z0 += cq * (rigid_body_field(pp, (z0, z1, z2))[0])
             elif j == 1:
-                z1 += cq * (rigid_body_field(p, (z0, z1, z2))[1])
+                z1 += cq * (rigid_body_field(pp, (z0, z1, z2))[1])
             else:
-                z2 += cq * (rigid_body_field(p, (z0, z1, z2))[2])
+                z2 += cq * (rigid_body_field(pp, (z0, z1, z2))[2])
         out[k, 0] = z0
         out[k, 1] = z1
         out[k, 2] = z2
@@ -264,8 +268,9 @@ def run_shears_rigid_body(p, y, comps, coefs, n, out, info):
 
 @jit
 def _step_implicit_midpoint_rigid_body(p, h, y0, y1, y2, tol, max_iter):
+    pp = (p[0], p[1], p[2])
     z0, z1, z2 = y0, y1, y2
-    f0, f1, f2 = rigid_body_field(p, (y0, y1, y2))
+    f0, f1, f2 = rigid_body_field(pp, (y0, y1, y2))
     z0 = y0 + h * f0
     z1 = y1 + h * f1
     z2 = y2 + h * f2
@@ -283,11 +288,11 @@ def _step_implicit_midpoint_rigid_body(p, h, y0, y1, y2, tol, max_iter):
         u0 = 0.5 * (y0 + z0)
         u1 = 0.5 * (y1 + z1)
         u2 = 0.5 * (y2 + z2)
-        g0, g1, g2 = rigid_body_field(p, (u0, u1, u2))
+        g0, g1, g2 = rigid_body_field(pp, (u0, u1, u2))
         r0 = z0 - y0 - h * g0
         r1 = z1 - y1 - h * g1
         r2 = z2 - y2 - h * g2
-        J = rigid_body_jacobian(p, (u0, u1, u2))
+        J = rigid_body_jacobian(pp, (u0, u1, u2))
         M00 = 1.0 - c2 * (J[0][0])
         M01 = 0.0 - c2 * (J[0][1])
         M02 = 0.0 - c2 * (J[0][2])
@@ -391,11 +396,12 @@ def run_implicit_midpoint_rigid_body(p, y, h, n, out, gammas, tol, max_iter, inf
 
 @jit
 def _step_gauss1_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
+    pp = (p[0], p[1], p[2])
     a00 = ta[0, 0]
     b0 = tb[0]
     c0 = tc[0]
     z0, z1, z2 = y0, y1, y2
-    f0, f1, f2 = rigid_body_field(p, (y0, y1, y2))
+    f0, f1, f2 = rigid_body_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -412,7 +418,7 @@ def _step_gauss1_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = rigid_body_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = rigid_body_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0)
         N0_1 = h * (a00 * F0_1)
         N0_2 = h * (a00 * F0_2)
@@ -441,7 +447,7 @@ def _step_gauss1_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = rigid_body_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = rigid_body_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0)
         z1 = y1 + h * (b0 * F0_1)
         z2 = y2 + h * (b0 * F0_2)
@@ -501,6 +507,7 @@ def run_gauss1_rigid_body(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, t
 
 @jit
 def _step_gauss2_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
+    pp = (p[0], p[1], p[2])
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a10 = ta[1, 0]
@@ -510,7 +517,7 @@ def _step_gauss2_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
     c0 = tc[0]
     c1 = tc[1]
     z0, z1, z2 = y0, y1, y2
-    f0, f1, f2 = rigid_body_field(p, (y0, y1, y2))
+    f0, f1, f2 = rigid_body_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -530,11 +537,11 @@ def _step_gauss2_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = rigid_body_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = rigid_body_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0, F1_1, F1_2 = rigid_body_field(p, (w0, w1, w2))
+        F1_0, F1_1, F1_2 = rigid_body_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2)
@@ -578,11 +585,11 @@ def _step_gauss2_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = rigid_body_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = rigid_body_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0, F1_1, F1_2 = rigid_body_field(p, (w0, w1, w2))
+        F1_0, F1_1, F1_2 = rigid_body_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2)
@@ -642,6 +649,7 @@ def run_gauss2_rigid_body(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, t
 
 @jit
 def _step_gauss3_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
+    pp = (p[0], p[1], p[2])
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a02 = ta[0, 2]
@@ -658,7 +666,7 @@ def _step_gauss3_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
     c1 = tc[1]
     c2 = tc[2]
     z0, z1, z2 = y0, y1, y2
-    f0, f1, f2 = rigid_body_field(p, (y0, y1, y2))
+    f0, f1, f2 = rigid_body_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -681,15 +689,15 @@ def _step_gauss3_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = rigid_body_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = rigid_body_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0, F1_1, F1_2 = rigid_body_field(p, (w0, w1, w2))
+        F1_0, F1_1, F1_2 = rigid_body_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0, F2_1, F2_2 = rigid_body_field(p, (w0, w1, w2))
+        F2_0, F2_1, F2_2 = rigid_body_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0 + a02 * F2_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1 + a02 * F2_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2 + a02 * F2_2)
@@ -748,15 +756,15 @@ def _step_gauss3_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = rigid_body_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = rigid_body_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0, F1_1, F1_2 = rigid_body_field(p, (w0, w1, w2))
+        F1_0, F1_1, F1_2 = rigid_body_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0, F2_1, F2_2 = rigid_body_field(p, (w0, w1, w2))
+        F2_0, F2_1, F2_2 = rigid_body_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0 + b2 * F2_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1 + b2 * F2_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2 + b2 * F2_2)
@@ -816,6 +824,7 @@ def run_gauss3_rigid_body(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, t
 
 @jit
 def _step_gauss4_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
+    pp = (p[0], p[1], p[2])
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a02 = ta[0, 2]
@@ -841,7 +850,7 @@ def _step_gauss4_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
     c2 = tc[2]
     c3 = tc[3]
     z0, z1, z2 = y0, y1, y2
-    f0, f1, f2 = rigid_body_field(p, (y0, y1, y2))
+    f0, f1, f2 = rigid_body_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -867,19 +876,19 @@ def _step_gauss4_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = rigid_body_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = rigid_body_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0, F1_1, F1_2 = rigid_body_field(p, (w0, w1, w2))
+        F1_0, F1_1, F1_2 = rigid_body_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0, F2_1, F2_2 = rigid_body_field(p, (w0, w1, w2))
+        F2_0, F2_1, F2_2 = rigid_body_field(pp, (w0, w1, w2))
         w0 = y0 + Z3_0
         w1 = y1 + Z3_1
         w2 = y2 + Z3_2
-        F3_0, F3_1, F3_2 = rigid_body_field(p, (w0, w1, w2))
+        F3_0, F3_1, F3_2 = rigid_body_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0 + a02 * F2_0 + a03 * F3_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1 + a02 * F2_1 + a03 * F3_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2 + a02 * F2_2 + a03 * F3_2)
@@ -953,19 +962,19 @@ def _step_gauss4_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = rigid_body_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = rigid_body_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0, F1_1, F1_2 = rigid_body_field(p, (w0, w1, w2))
+        F1_0, F1_1, F1_2 = rigid_body_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0, F2_1, F2_2 = rigid_body_field(p, (w0, w1, w2))
+        F2_0, F2_1, F2_2 = rigid_body_field(pp, (w0, w1, w2))
         w0 = y0 + Z3_0
         w1 = y1 + Z3_1
         w2 = y2 + Z3_2
-        F3_0, F3_1, F3_2 = rigid_body_field(p, (w0, w1, w2))
+        F3_0, F3_1, F3_2 = rigid_body_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0 + b2 * F2_0 + b3 * F3_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1 + b2 * F2_1 + b3 * F3_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2 + b2 * F2_2 + b3 * F3_2)
@@ -1025,7 +1034,8 @@ def run_gauss4_rigid_body(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, t
 
 @jit
 def _step_euler_coupled_oscillator(p, h, y0, y1, y2, y3):
-    k0, k1, k2, k3 = coupled_oscillator_field(p, (y0, y1, y2, y3))
+    pp = (p[0], p[1], p[2], p[3], p[4])
+    k0, k1, k2, k3 = coupled_oscillator_field(pp, (y0, y1, y2, y3))
     z0 = y0 + h * k0
     z1 = y1 + h * k1
     z2 = y2 + h * k2
@@ -1092,23 +1102,24 @@ def run_euler_coupled_oscillator(p, y, h, n, out, gammas, info):
 
 @jit
 def _step_rk4_coupled_oscillator(p, h, y0, y1, y2, y3):
+    pp = (p[0], p[1], p[2], p[3], p[4])
     half = 0.5 * h
-    k10, k11, k12, k13 = coupled_oscillator_field(p, (y0, y1, y2, y3))
+    k10, k11, k12, k13 = coupled_oscillator_field(pp, (y0, y1, y2, y3))
     t0 = y0 + half * k10
     t1 = y1 + half * k11
     t2 = y2 + half * k12
     t3 = y3 + half * k13
-    k20, k21, k22, k23 = coupled_oscillator_field(p, (t0, t1, t2, t3))
+    k20, k21, k22, k23 = coupled_oscillator_field(pp, (t0, t1, t2, t3))
     t0 = y0 + half * k20
     t1 = y1 + half * k21
     t2 = y2 + half * k22
     t3 = y3 + half * k23
-    k30, k31, k32, k33 = coupled_oscillator_field(p, (t0, t1, t2, t3))
+    k30, k31, k32, k33 = coupled_oscillator_field(pp, (t0, t1, t2, t3))
     t0 = y0 + h * k30
     t1 = y1 + h * k31
     t2 = y2 + h * k32
     t3 = y3 + h * k33
-    k40, k41, k42, k43 = coupled_oscillator_field(p, (t0, t1, t2, t3))
+    k40, k41, k42, k43 = coupled_oscillator_field(pp, (t0, t1, t2, t3))
     sixth = h / 6.0
     z0 = y0 + sixth * (k10 + 2.0 * k20 + 2.0 * k30 + k40)
     z1 = y1 + sixth * (k11 + 2.0 * k21 + 2.0 * k31 + k41)
@@ -1176,14 +1187,15 @@ def run_rk4_coupled_oscillator(p, y, h, n, out, gammas, info):
 
 @jit
 def _step_stormer_verlet_coupled_oscillator(p, h, y0, y1, y2, y3):
+    pp = (p[0], p[1], p[2], p[3], p[4])
     half = 0.5 * h
-    g0, g1 = coupled_oscillator_potential_gradient(p, y0, y1)
+    g0, g1 = coupled_oscillator_potential_gradient(pp, y0, y1)
     v0 = y2 - half * g0
     v1 = y3 - half * g1
-    t0, t1 = coupled_oscillator_kinetic_gradient(p, v0, v1)
+    t0, t1 = coupled_oscillator_kinetic_gradient(pp, v0, v1)
     z0 = y0 + h * t0
     z1 = y1 + h * t1
-    G0, G1 = coupled_oscillator_potential_gradient(p, z0, z1)
+    G0, G1 = coupled_oscillator_potential_gradient(pp, z0, z1)
     z2 = v0 - half * G0
     z3 = v1 - half * G1
     return z0, z1, z2, z3
@@ -1248,8 +1260,9 @@ def run_stormer_verlet_coupled_oscillator(p, y, h, n, out, gammas, info):
 
 @jit
 def _step_implicit_midpoint_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter):
+    pp = (p[0], p[1], p[2], p[3], p[4])
     z0, z1, z2, z3 = y0, y1, y2, y3
-    f0, f1, f2, f3 = coupled_oscillator_field(p, (y0, y1, y2, y3))
+    f0, f1, f2, f3 = coupled_oscillator_field(pp, (y0, y1, y2, y3))
     z0 = y0 + h * f0
     z1 = y1 + h * f1
     z2 = y2 + h * f2
@@ -1271,12 +1284,12 @@ def _step_implicit_midpoint_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_it
         u1 = 0.5 * (y1 + z1)
         u2 = 0.5 * (y2 + z2)
         u3 = 0.5 * (y3 + z3)
-        g0, g1, g2, g3 = coupled_oscillator_field(p, (u0, u1, u2, u3))
+        g0, g1, g2, g3 = coupled_oscillator_field(pp, (u0, u1, u2, u3))
         r0 = z0 - y0 - h * g0
         r1 = z1 - y1 - h * g1
         r2 = z2 - y2 - h * g2
         r3 = z3 - y3 - h * g3
-        J = coupled_oscillator_jacobian(p, (u0, u1, u2, u3))
+        J = coupled_oscillator_jacobian(pp, (u0, u1, u2, u3))
         M00 = 1.0 - c2 * (J[0][0])
         M01 = 0.0 - c2 * (J[0][1])
         M02 = 0.0 - c2 * (J[0][2])
@@ -1421,11 +1434,12 @@ def run_implicit_midpoint_coupled_oscillator(p, y, h, n, out, gammas, tol, max_i
 
 @jit
 def _step_gauss1_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb, tc):
+    pp = (p[0], p[1], p[2], p[3], p[4])
     a00 = ta[0, 0]
     b0 = tb[0]
     c0 = tc[0]
     z0, z1, z2, z3 = y0, y1, y2, y3
-    f0, f1, f2, f3 = coupled_oscillator_field(p, (y0, y1, y2, y3))
+    f0, f1, f2, f3 = coupled_oscillator_field(pp, (y0, y1, y2, y3))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -1446,7 +1460,7 @@ def _step_gauss1_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
         w3 = y3 + Z0_3
-        F0_0, F0_1, F0_2, F0_3 = coupled_oscillator_field(p, (w0, w1, w2, w3))
+        F0_0, F0_1, F0_2, F0_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         N0_0 = h * (a00 * F0_0)
         N0_1 = h * (a00 * F0_1)
         N0_2 = h * (a00 * F0_2)
@@ -1481,7 +1495,7 @@ def _step_gauss1_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
         w3 = y3 + Z0_3
-        F0_0, F0_1, F0_2, F0_3 = coupled_oscillator_field(p, (w0, w1, w2, w3))
+        F0_0, F0_1, F0_2, F0_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         z0 = y0 + h * (b0 * F0_0)
         z1 = y1 + h * (b0 * F0_1)
         z2 = y2 + h * (b0 * F0_2)
@@ -1549,6 +1563,7 @@ def run_gauss1_coupled_oscillator(p, y, h, n, out, gammas, tol, max_iter, info, 
 
 @jit
 def _step_gauss2_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb, tc):
+    pp = (p[0], p[1], p[2], p[3], p[4])
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a10 = ta[1, 0]
@@ -1558,7 +1573,7 @@ def _step_gauss2_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
     c0 = tc[0]
     c1 = tc[1]
     z0, z1, z2, z3 = y0, y1, y2, y3
-    f0, f1, f2, f3 = coupled_oscillator_field(p, (y0, y1, y2, y3))
+    f0, f1, f2, f3 = coupled_oscillator_field(pp, (y0, y1, y2, y3))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -1583,12 +1598,12 @@ def _step_gauss2_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
         w3 = y3 + Z0_3
-        F0_0, F0_1, F0_2, F0_3 = coupled_oscillator_field(p, (w0, w1, w2, w3))
+        F0_0, F0_1, F0_2, F0_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
         w3 = y3 + Z1_3
-        F1_0, F1_1, F1_2, F1_3 = coupled_oscillator_field(p, (w0, w1, w2, w3))
+        F1_0, F1_1, F1_2, F1_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2)
@@ -1643,12 +1658,12 @@ def _step_gauss2_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
         w3 = y3 + Z0_3
-        F0_0, F0_1, F0_2, F0_3 = coupled_oscillator_field(p, (w0, w1, w2, w3))
+        F0_0, F0_1, F0_2, F0_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
         w3 = y3 + Z1_3
-        F1_0, F1_1, F1_2, F1_3 = coupled_oscillator_field(p, (w0, w1, w2, w3))
+        F1_0, F1_1, F1_2, F1_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2)
@@ -1716,6 +1731,7 @@ def run_gauss2_coupled_oscillator(p, y, h, n, out, gammas, tol, max_iter, info, 
 
 @jit
 def _step_gauss3_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb, tc):
+    pp = (p[0], p[1], p[2], p[3], p[4])
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a02 = ta[0, 2]
@@ -1732,7 +1748,7 @@ def _step_gauss3_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
     c1 = tc[1]
     c2 = tc[2]
     z0, z1, z2, z3 = y0, y1, y2, y3
-    f0, f1, f2, f3 = coupled_oscillator_field(p, (y0, y1, y2, y3))
+    f0, f1, f2, f3 = coupled_oscillator_field(pp, (y0, y1, y2, y3))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -1761,17 +1777,17 @@ def _step_gauss3_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
         w3 = y3 + Z0_3
-        F0_0, F0_1, F0_2, F0_3 = coupled_oscillator_field(p, (w0, w1, w2, w3))
+        F0_0, F0_1, F0_2, F0_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
         w3 = y3 + Z1_3
-        F1_0, F1_1, F1_2, F1_3 = coupled_oscillator_field(p, (w0, w1, w2, w3))
+        F1_0, F1_1, F1_2, F1_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
         w3 = y3 + Z2_3
-        F2_0, F2_1, F2_2, F2_3 = coupled_oscillator_field(p, (w0, w1, w2, w3))
+        F2_0, F2_1, F2_2, F2_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0 + a02 * F2_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1 + a02 * F2_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2 + a02 * F2_2)
@@ -1846,17 +1862,17 @@ def _step_gauss3_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
         w3 = y3 + Z0_3
-        F0_0, F0_1, F0_2, F0_3 = coupled_oscillator_field(p, (w0, w1, w2, w3))
+        F0_0, F0_1, F0_2, F0_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
         w3 = y3 + Z1_3
-        F1_0, F1_1, F1_2, F1_3 = coupled_oscillator_field(p, (w0, w1, w2, w3))
+        F1_0, F1_1, F1_2, F1_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
         w3 = y3 + Z2_3
-        F2_0, F2_1, F2_2, F2_3 = coupled_oscillator_field(p, (w0, w1, w2, w3))
+        F2_0, F2_1, F2_2, F2_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0 + b2 * F2_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1 + b2 * F2_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2 + b2 * F2_2)
@@ -1924,6 +1940,7 @@ def run_gauss3_coupled_oscillator(p, y, h, n, out, gammas, tol, max_iter, info, 
 
 @jit
 def _step_gauss4_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb, tc):
+    pp = (p[0], p[1], p[2], p[3], p[4])
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a02 = ta[0, 2]
@@ -1949,7 +1966,7 @@ def _step_gauss4_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
     c2 = tc[2]
     c3 = tc[3]
     z0, z1, z2, z3 = y0, y1, y2, y3
-    f0, f1, f2, f3 = coupled_oscillator_field(p, (y0, y1, y2, y3))
+    f0, f1, f2, f3 = coupled_oscillator_field(pp, (y0, y1, y2, y3))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -1982,22 +1999,22 @@ def _step_gauss4_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
         w3 = y3 + Z0_3
-        F0_0, F0_1, F0_2, F0_3 = coupled_oscillator_field(p, (w0, w1, w2, w3))
+        F0_0, F0_1, F0_2, F0_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
         w3 = y3 + Z1_3
-        F1_0, F1_1, F1_2, F1_3 = coupled_oscillator_field(p, (w0, w1, w2, w3))
+        F1_0, F1_1, F1_2, F1_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
         w3 = y3 + Z2_3
-        F2_0, F2_1, F2_2, F2_3 = coupled_oscillator_field(p, (w0, w1, w2, w3))
+        F2_0, F2_1, F2_2, F2_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         w0 = y0 + Z3_0
         w1 = y1 + Z3_1
         w2 = y2 + Z3_2
         w3 = y3 + Z3_3
-        F3_0, F3_1, F3_2, F3_3 = coupled_oscillator_field(p, (w0, w1, w2, w3))
+        F3_0, F3_1, F3_2, F3_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0 + a02 * F2_0 + a03 * F3_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1 + a02 * F2_1 + a03 * F3_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2 + a02 * F2_2 + a03 * F3_2)
@@ -2092,22 +2109,22 @@ def _step_gauss4_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
         w3 = y3 + Z0_3
-        F0_0, F0_1, F0_2, F0_3 = coupled_oscillator_field(p, (w0, w1, w2, w3))
+        F0_0, F0_1, F0_2, F0_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
         w3 = y3 + Z1_3
-        F1_0, F1_1, F1_2, F1_3 = coupled_oscillator_field(p, (w0, w1, w2, w3))
+        F1_0, F1_1, F1_2, F1_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
         w3 = y3 + Z2_3
-        F2_0, F2_1, F2_2, F2_3 = coupled_oscillator_field(p, (w0, w1, w2, w3))
+        F2_0, F2_1, F2_2, F2_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         w0 = y0 + Z3_0
         w1 = y1 + Z3_1
         w2 = y2 + Z3_2
         w3 = y3 + Z3_3
-        F3_0, F3_1, F3_2, F3_3 = coupled_oscillator_field(p, (w0, w1, w2, w3))
+        F3_0, F3_1, F3_2, F3_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0 + b2 * F2_0 + b3 * F3_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1 + b2 * F2_1 + b3 * F3_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2 + b2 * F2_2 + b3 * F3_2)
@@ -2175,7 +2192,8 @@ def run_gauss4_coupled_oscillator(p, y, h, n, out, gammas, tol, max_iter, info, 
 
 @jit
 def _step_euler_volterra(p, h, y0, y1, y2):
-    k0, k1, k2 = volterra_field(p, (y0, y1, y2))
+    pp = ()
+    k0, k1, k2 = volterra_field(pp, (y0, y1, y2))
     z0 = y0 + h * k0
     z1 = y1 + h * k1
     z2 = y2 + h * k2
@@ -2234,20 +2252,21 @@ def run_euler_volterra(p, y, h, n, out, gammas, info):
 
 @jit
 def _step_rk4_volterra(p, h, y0, y1, y2):
+    pp = ()
     half = 0.5 * h
-    k10, k11, k12 = volterra_field(p, (y0, y1, y2))
+    k10, k11, k12 = volterra_field(pp, (y0, y1, y2))
     t0 = y0 + half * k10
     t1 = y1 + half * k11
     t2 = y2 + half * k12
-    k20, k21, k22 = volterra_field(p, (t0, t1, t2))
+    k20, k21, k22 = volterra_field(pp, (t0, t1, t2))
     t0 = y0 + half * k20
     t1 = y1 + half * k21
     t2 = y2 + half * k22
-    k30, k31, k32 = volterra_field(p, (t0, t1, t2))
+    k30, k31, k32 = volterra_field(pp, (t0, t1, t2))
     t0 = y0 + h * k30
     t1 = y1 + h * k31
     t2 = y2 + h * k32
-    k40, k41, k42 = volterra_field(p, (t0, t1, t2))
+    k40, k41, k42 = volterra_field(pp, (t0, t1, t2))
     sixth = h / 6.0
     z0 = y0 + sixth * (k10 + 2.0 * k20 + 2.0 * k30 + k40)
     z1 = y1 + sixth * (k11 + 2.0 * k21 + 2.0 * k31 + k41)
@@ -2307,8 +2326,9 @@ def run_rk4_volterra(p, y, h, n, out, gammas, info):
 
 @jit
 def _step_implicit_midpoint_volterra(p, h, y0, y1, y2, tol, max_iter):
+    pp = ()
     z0, z1, z2 = y0, y1, y2
-    f0, f1, f2 = volterra_field(p, (y0, y1, y2))
+    f0, f1, f2 = volterra_field(pp, (y0, y1, y2))
     z0 = y0 + h * f0
     z1 = y1 + h * f1
     z2 = y2 + h * f2
@@ -2326,11 +2346,11 @@ def _step_implicit_midpoint_volterra(p, h, y0, y1, y2, tol, max_iter):
         u0 = 0.5 * (y0 + z0)
         u1 = 0.5 * (y1 + z1)
         u2 = 0.5 * (y2 + z2)
-        g0, g1, g2 = volterra_field(p, (u0, u1, u2))
+        g0, g1, g2 = volterra_field(pp, (u0, u1, u2))
         r0 = z0 - y0 - h * g0
         r1 = z1 - y1 - h * g1
         r2 = z2 - y2 - h * g2
-        J = volterra_jacobian(p, (u0, u1, u2))
+        J = volterra_jacobian(pp, (u0, u1, u2))
         M00 = 1.0 - c2 * (J[0][0])
         M01 = 0.0 - c2 * (J[0][1])
         M02 = 0.0 - c2 * (J[0][2])
@@ -2434,11 +2454,12 @@ def run_implicit_midpoint_volterra(p, y, h, n, out, gammas, tol, max_iter, info,
 
 @jit
 def _step_gauss1_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
+    pp = ()
     a00 = ta[0, 0]
     b0 = tb[0]
     c0 = tc[0]
     z0, z1, z2 = y0, y1, y2
-    f0, f1, f2 = volterra_field(p, (y0, y1, y2))
+    f0, f1, f2 = volterra_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -2455,7 +2476,7 @@ def _step_gauss1_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = volterra_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = volterra_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0)
         N0_1 = h * (a00 * F0_1)
         N0_2 = h * (a00 * F0_2)
@@ -2484,7 +2505,7 @@ def _step_gauss1_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = volterra_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = volterra_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0)
         z1 = y1 + h * (b0 * F0_1)
         z2 = y2 + h * (b0 * F0_2)
@@ -2544,6 +2565,7 @@ def run_gauss1_volterra(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
 
 @jit
 def _step_gauss2_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
+    pp = ()
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a10 = ta[1, 0]
@@ -2553,7 +2575,7 @@ def _step_gauss2_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
     c0 = tc[0]
     c1 = tc[1]
     z0, z1, z2 = y0, y1, y2
-    f0, f1, f2 = volterra_field(p, (y0, y1, y2))
+    f0, f1, f2 = volterra_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -2573,11 +2595,11 @@ def _step_gauss2_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = volterra_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = volterra_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0, F1_1, F1_2 = volterra_field(p, (w0, w1, w2))
+        F1_0, F1_1, F1_2 = volterra_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2)
@@ -2621,11 +2643,11 @@ def _step_gauss2_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = volterra_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = volterra_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0, F1_1, F1_2 = volterra_field(p, (w0, w1, w2))
+        F1_0, F1_1, F1_2 = volterra_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2)
@@ -2685,6 +2707,7 @@ def run_gauss2_volterra(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
 
 @jit
 def _step_gauss3_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
+    pp = ()
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a02 = ta[0, 2]
@@ -2701,7 +2724,7 @@ def _step_gauss3_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
     c1 = tc[1]
     c2 = tc[2]
     z0, z1, z2 = y0, y1, y2
-    f0, f1, f2 = volterra_field(p, (y0, y1, y2))
+    f0, f1, f2 = volterra_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -2724,15 +2747,15 @@ def _step_gauss3_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = volterra_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = volterra_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0, F1_1, F1_2 = volterra_field(p, (w0, w1, w2))
+        F1_0, F1_1, F1_2 = volterra_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0, F2_1, F2_2 = volterra_field(p, (w0, w1, w2))
+        F2_0, F2_1, F2_2 = volterra_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0 + a02 * F2_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1 + a02 * F2_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2 + a02 * F2_2)
@@ -2791,15 +2814,15 @@ def _step_gauss3_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = volterra_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = volterra_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0, F1_1, F1_2 = volterra_field(p, (w0, w1, w2))
+        F1_0, F1_1, F1_2 = volterra_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0, F2_1, F2_2 = volterra_field(p, (w0, w1, w2))
+        F2_0, F2_1, F2_2 = volterra_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0 + b2 * F2_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1 + b2 * F2_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2 + b2 * F2_2)
@@ -2859,6 +2882,7 @@ def run_gauss3_volterra(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
 
 @jit
 def _step_gauss4_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
+    pp = ()
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a02 = ta[0, 2]
@@ -2884,7 +2908,7 @@ def _step_gauss4_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
     c2 = tc[2]
     c3 = tc[3]
     z0, z1, z2 = y0, y1, y2
-    f0, f1, f2 = volterra_field(p, (y0, y1, y2))
+    f0, f1, f2 = volterra_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -2910,19 +2934,19 @@ def _step_gauss4_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = volterra_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = volterra_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0, F1_1, F1_2 = volterra_field(p, (w0, w1, w2))
+        F1_0, F1_1, F1_2 = volterra_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0, F2_1, F2_2 = volterra_field(p, (w0, w1, w2))
+        F2_0, F2_1, F2_2 = volterra_field(pp, (w0, w1, w2))
         w0 = y0 + Z3_0
         w1 = y1 + Z3_1
         w2 = y2 + Z3_2
-        F3_0, F3_1, F3_2 = volterra_field(p, (w0, w1, w2))
+        F3_0, F3_1, F3_2 = volterra_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0 + a02 * F2_0 + a03 * F3_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1 + a02 * F2_1 + a03 * F3_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2 + a02 * F2_2 + a03 * F3_2)
@@ -2996,19 +3020,19 @@ def _step_gauss4_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = volterra_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = volterra_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0, F1_1, F1_2 = volterra_field(p, (w0, w1, w2))
+        F1_0, F1_1, F1_2 = volterra_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0, F2_1, F2_2 = volterra_field(p, (w0, w1, w2))
+        F2_0, F2_1, F2_2 = volterra_field(pp, (w0, w1, w2))
         w0 = y0 + Z3_0
         w1 = y1 + Z3_1
         w2 = y2 + Z3_2
-        F3_0, F3_1, F3_2 = volterra_field(p, (w0, w1, w2))
+        F3_0, F3_1, F3_2 = volterra_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0 + b2 * F2_0 + b3 * F3_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1 + b2 * F2_1 + b3 * F3_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2 + b2 * F2_2 + b3 * F3_2)
@@ -3068,7 +3092,8 @@ def run_gauss4_volterra(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
 
 @jit
 def _step_euler_abc_flow(p, h, y0, y1, y2):
-    k0, k1, k2 = abc_flow_field(p, (y0, y1, y2))
+    pp = (p[0], p[1], p[2])
+    k0, k1, k2 = abc_flow_field(pp, (y0, y1, y2))
     z0 = y0 + h * k0
     z1 = y1 + h * k1
     z2 = y2 + h * k2
@@ -3127,20 +3152,21 @@ def run_euler_abc_flow(p, y, h, n, out, gammas, info):
 
 @jit
 def _step_rk4_abc_flow(p, h, y0, y1, y2):
+    pp = (p[0], p[1], p[2])
     half = 0.5 * h
-    k10, k11, k12 = abc_flow_field(p, (y0, y1, y2))
+    k10, k11, k12 = abc_flow_field(pp, (y0, y1, y2))
     t0 = y0 + half * k10
     t1 = y1 + half * k11
     t2 = y2 + half * k12
-    k20, k21, k22 = abc_flow_field(p, (t0, t1, t2))
+    k20, k21, k22 = abc_flow_field(pp, (t0, t1, t2))
     t0 = y0 + half * k20
     t1 = y1 + half * k21
     t2 = y2 + half * k22
-    k30, k31, k32 = abc_flow_field(p, (t0, t1, t2))
+    k30, k31, k32 = abc_flow_field(pp, (t0, t1, t2))
     t0 = y0 + h * k30
     t1 = y1 + h * k31
     t2 = y2 + h * k32
-    k40, k41, k42 = abc_flow_field(p, (t0, t1, t2))
+    k40, k41, k42 = abc_flow_field(pp, (t0, t1, t2))
     sixth = h / 6.0
     z0 = y0 + sixth * (k10 + 2.0 * k20 + 2.0 * k30 + k40)
     z1 = y1 + sixth * (k11 + 2.0 * k21 + 2.0 * k31 + k41)
@@ -3200,15 +3226,16 @@ def run_rk4_abc_flow(p, y, h, n, out, gammas, info):
 
 @jit
 def _step_splitting_abc_flow(p, h, y0, y1, y2):
+    pp = (p[0], p[1], p[2])
     half = 0.5 * h
     z0 = y0
     z1 = y1
     z2 = y2
-    z0 += half * (abc_flow_field(p, (z0, z1, z2))[0])
-    z1 += half * (abc_flow_field(p, (z0, z1, z2))[1])
-    z2 += h * (abc_flow_field(p, (z0, z1, z2))[2])
-    z1 += half * (abc_flow_field(p, (z0, z1, z2))[1])
-    z0 += half * (abc_flow_field(p, (z0, z1, z2))[0])
+    z0 += half * (abc_flow_field(pp, (z0, z1, z2))[0])
+    z1 += half * (abc_flow_field(pp, (z0, z1, z2))[1])
+    z2 += h * (abc_flow_field(pp, (z0, z1, z2))[2])
+    z1 += half * (abc_flow_field(pp, (z0, z1, z2))[1])
+    z0 += half * (abc_flow_field(pp, (z0, z1, z2))[0])
     return z0, z1, z2
 
 
@@ -3268,17 +3295,18 @@ def run_shears_abc_flow(p, y, comps, coefs, n, out, info):
     info[1] = 0.0
     info[2] = 0.0
     lim2 = info[3]
+    pp = (p[0], p[1], p[2])
     z0, z1, z2 = y[0], y[1], y[2]
     for k in range(n):
         for q in range(comps.size):
             cq = coefs[q]
             j = comps[q]
             if j == 0:
-                z0 += cq * (abc_flow_field(p, (z0, z1, z2))[0])
+                z0 += cq * (abc_flow_field(pp, (z0, z1, z2))[0])
             elif j == 1:
-                z1 += cq * (abc_flow_field(p, (z0, z1, z2))[1])
+                z1 += cq * (abc_flow_field(pp, (z0, z1, z2))[1])
             else:
-                z2 += cq * (abc_flow_field(p, (z0, z1, z2))[2])
+                z2 += cq * (abc_flow_field(pp, (z0, z1, z2))[2])
         out[k, 0] = z0
         out[k, 1] = z1
         out[k, 2] = z2
@@ -3301,8 +3329,9 @@ def run_shears_abc_flow(p, y, comps, coefs, n, out, info):
 
 @jit
 def _step_implicit_midpoint_abc_flow(p, h, y0, y1, y2, tol, max_iter):
+    pp = (p[0], p[1], p[2])
     z0, z1, z2 = y0, y1, y2
-    f0, f1, f2 = abc_flow_field(p, (y0, y1, y2))
+    f0, f1, f2 = abc_flow_field(pp, (y0, y1, y2))
     z0 = y0 + h * f0
     z1 = y1 + h * f1
     z2 = y2 + h * f2
@@ -3320,11 +3349,11 @@ def _step_implicit_midpoint_abc_flow(p, h, y0, y1, y2, tol, max_iter):
         u0 = 0.5 * (y0 + z0)
         u1 = 0.5 * (y1 + z1)
         u2 = 0.5 * (y2 + z2)
-        g0, g1, g2 = abc_flow_field(p, (u0, u1, u2))
+        g0, g1, g2 = abc_flow_field(pp, (u0, u1, u2))
         r0 = z0 - y0 - h * g0
         r1 = z1 - y1 - h * g1
         r2 = z2 - y2 - h * g2
-        J = abc_flow_jacobian(p, (u0, u1, u2))
+        J = abc_flow_jacobian(pp, (u0, u1, u2))
         M00 = 1.0 - c2 * (J[0][0])
         M01 = 0.0 - c2 * (J[0][1])
         M02 = 0.0 - c2 * (J[0][2])
@@ -3428,11 +3457,12 @@ def run_implicit_midpoint_abc_flow(p, y, h, n, out, gammas, tol, max_iter, info,
 
 @jit
 def _step_gauss1_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
+    pp = (p[0], p[1], p[2])
     a00 = ta[0, 0]
     b0 = tb[0]
     c0 = tc[0]
     z0, z1, z2 = y0, y1, y2
-    f0, f1, f2 = abc_flow_field(p, (y0, y1, y2))
+    f0, f1, f2 = abc_flow_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -3449,7 +3479,7 @@ def _step_gauss1_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = abc_flow_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = abc_flow_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0)
         N0_1 = h * (a00 * F0_1)
         N0_2 = h * (a00 * F0_2)
@@ -3478,7 +3508,7 @@ def _step_gauss1_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = abc_flow_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = abc_flow_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0)
         z1 = y1 + h * (b0 * F0_1)
         z2 = y2 + h * (b0 * F0_2)
@@ -3538,6 +3568,7 @@ def run_gauss1_abc_flow(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
 
 @jit
 def _step_gauss2_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
+    pp = (p[0], p[1], p[2])
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a10 = ta[1, 0]
@@ -3547,7 +3578,7 @@ def _step_gauss2_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
     c0 = tc[0]
     c1 = tc[1]
     z0, z1, z2 = y0, y1, y2
-    f0, f1, f2 = abc_flow_field(p, (y0, y1, y2))
+    f0, f1, f2 = abc_flow_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -3567,11 +3598,11 @@ def _step_gauss2_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = abc_flow_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = abc_flow_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0, F1_1, F1_2 = abc_flow_field(p, (w0, w1, w2))
+        F1_0, F1_1, F1_2 = abc_flow_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2)
@@ -3615,11 +3646,11 @@ def _step_gauss2_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = abc_flow_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = abc_flow_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0, F1_1, F1_2 = abc_flow_field(p, (w0, w1, w2))
+        F1_0, F1_1, F1_2 = abc_flow_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2)
@@ -3679,6 +3710,7 @@ def run_gauss2_abc_flow(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
 
 @jit
 def _step_gauss3_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
+    pp = (p[0], p[1], p[2])
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a02 = ta[0, 2]
@@ -3695,7 +3727,7 @@ def _step_gauss3_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
     c1 = tc[1]
     c2 = tc[2]
     z0, z1, z2 = y0, y1, y2
-    f0, f1, f2 = abc_flow_field(p, (y0, y1, y2))
+    f0, f1, f2 = abc_flow_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -3718,15 +3750,15 @@ def _step_gauss3_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = abc_flow_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = abc_flow_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0, F1_1, F1_2 = abc_flow_field(p, (w0, w1, w2))
+        F1_0, F1_1, F1_2 = abc_flow_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0, F2_1, F2_2 = abc_flow_field(p, (w0, w1, w2))
+        F2_0, F2_1, F2_2 = abc_flow_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0 + a02 * F2_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1 + a02 * F2_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2 + a02 * F2_2)
@@ -3785,15 +3817,15 @@ def _step_gauss3_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = abc_flow_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = abc_flow_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0, F1_1, F1_2 = abc_flow_field(p, (w0, w1, w2))
+        F1_0, F1_1, F1_2 = abc_flow_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0, F2_1, F2_2 = abc_flow_field(p, (w0, w1, w2))
+        F2_0, F2_1, F2_2 = abc_flow_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0 + b2 * F2_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1 + b2 * F2_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2 + b2 * F2_2)
@@ -3853,6 +3885,7 @@ def run_gauss3_abc_flow(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
 
 @jit
 def _step_gauss4_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
+    pp = (p[0], p[1], p[2])
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a02 = ta[0, 2]
@@ -3878,7 +3911,7 @@ def _step_gauss4_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
     c2 = tc[2]
     c3 = tc[3]
     z0, z1, z2 = y0, y1, y2
-    f0, f1, f2 = abc_flow_field(p, (y0, y1, y2))
+    f0, f1, f2 = abc_flow_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -3904,19 +3937,19 @@ def _step_gauss4_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = abc_flow_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = abc_flow_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0, F1_1, F1_2 = abc_flow_field(p, (w0, w1, w2))
+        F1_0, F1_1, F1_2 = abc_flow_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0, F2_1, F2_2 = abc_flow_field(p, (w0, w1, w2))
+        F2_0, F2_1, F2_2 = abc_flow_field(pp, (w0, w1, w2))
         w0 = y0 + Z3_0
         w1 = y1 + Z3_1
         w2 = y2 + Z3_2
-        F3_0, F3_1, F3_2 = abc_flow_field(p, (w0, w1, w2))
+        F3_0, F3_1, F3_2 = abc_flow_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0 + a02 * F2_0 + a03 * F3_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1 + a02 * F2_1 + a03 * F3_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2 + a02 * F2_2 + a03 * F3_2)
@@ -3990,19 +4023,19 @@ def _step_gauss4_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = abc_flow_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = abc_flow_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0, F1_1, F1_2 = abc_flow_field(p, (w0, w1, w2))
+        F1_0, F1_1, F1_2 = abc_flow_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0, F2_1, F2_2 = abc_flow_field(p, (w0, w1, w2))
+        F2_0, F2_1, F2_2 = abc_flow_field(pp, (w0, w1, w2))
         w0 = y0 + Z3_0
         w1 = y1 + Z3_1
         w2 = y2 + Z3_2
-        F3_0, F3_1, F3_2 = abc_flow_field(p, (w0, w1, w2))
+        F3_0, F3_1, F3_2 = abc_flow_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0 + b2 * F2_0 + b3 * F3_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1 + b2 * F2_1 + b3 * F3_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2 + b2 * F2_2 + b3 * F3_2)
@@ -4062,7 +4095,8 @@ def run_gauss4_abc_flow(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
 
 @jit
 def _step_euler_rigid_body_exp(p, h, y0, y1, y2):
-    k0, k1, k2 = rigid_body_exp_field(p, (y0, y1, y2))
+    pp = (p[0], p[1], p[2], p[3])
+    k0, k1, k2 = rigid_body_exp_field(pp, (y0, y1, y2))
     z0 = y0 + h * k0
     z1 = y1 + h * k1
     z2 = y2 + h * k2
@@ -4121,20 +4155,21 @@ def run_euler_rigid_body_exp(p, y, h, n, out, gammas, info):
 
 @jit
 def _step_rk4_rigid_body_exp(p, h, y0, y1, y2):
+    pp = (p[0], p[1], p[2], p[3])
     half = 0.5 * h
-    k10, k11, k12 = rigid_body_exp_field(p, (y0, y1, y2))
+    k10, k11, k12 = rigid_body_exp_field(pp, (y0, y1, y2))
     t0 = y0 + half * k10
     t1 = y1 + half * k11
     t2 = y2 + half * k12
-    k20, k21, k22 = rigid_body_exp_field(p, (t0, t1, t2))
+    k20, k21, k22 = rigid_body_exp_field(pp, (t0, t1, t2))
     t0 = y0 + half * k20
     t1 = y1 + half * k21
     t2 = y2 + half * k22
-    k30, k31, k32 = rigid_body_exp_field(p, (t0, t1, t2))
+    k30, k31, k32 = rigid_body_exp_field(pp, (t0, t1, t2))
     t0 = y0 + h * k30
     t1 = y1 + h * k31
     t2 = y2 + h * k32
-    k40, k41, k42 = rigid_body_exp_field(p, (t0, t1, t2))
+    k40, k41, k42 = rigid_body_exp_field(pp, (t0, t1, t2))
     sixth = h / 6.0
     z0 = y0 + sixth * (k10 + 2.0 * k20 + 2.0 * k30 + k40)
     z1 = y1 + sixth * (k11 + 2.0 * k21 + 2.0 * k31 + k41)
@@ -4194,15 +4229,16 @@ def run_rk4_rigid_body_exp(p, y, h, n, out, gammas, info):
 
 @jit
 def _step_splitting_rigid_body_exp(p, h, y0, y1, y2):
+    pp = (p[0], p[1], p[2], p[3])
     half = 0.5 * h
     z0 = y0
     z1 = y1
     z2 = y2
-    z0 += half * (rigid_body_exp_field(p, (z0, z1, z2))[0])
-    z1 += half * (rigid_body_exp_field(p, (z0, z1, z2))[1])
-    z2 += h * (rigid_body_exp_field(p, (z0, z1, z2))[2])
-    z1 += half * (rigid_body_exp_field(p, (z0, z1, z2))[1])
-    z0 += half * (rigid_body_exp_field(p, (z0, z1, z2))[0])
+    z0 += half * (rigid_body_exp_field(pp, (z0, z1, z2))[0])
+    z1 += half * (rigid_body_exp_field(pp, (z0, z1, z2))[1])
+    z2 += h * (rigid_body_exp_field(pp, (z0, z1, z2))[2])
+    z1 += half * (rigid_body_exp_field(pp, (z0, z1, z2))[1])
+    z0 += half * (rigid_body_exp_field(pp, (z0, z1, z2))[0])
     return z0, z1, z2
 
 
@@ -4262,17 +4298,18 @@ def run_shears_rigid_body_exp(p, y, comps, coefs, n, out, info):
     info[1] = 0.0
     info[2] = 0.0
     lim2 = info[3]
+    pp = (p[0], p[1], p[2], p[3])
     z0, z1, z2 = y[0], y[1], y[2]
     for k in range(n):
         for q in range(comps.size):
             cq = coefs[q]
             j = comps[q]
             if j == 0:
-                z0 += cq * (rigid_body_exp_field(p, (z0, z1, z2))[0])
+                z0 += cq * (rigid_body_exp_field(pp, (z0, z1, z2))[0])
             elif j == 1:
-                z1 += cq * (rigid_body_exp_field(p, (z0, z1, z2))[1])
+                z1 += cq * (rigid_body_exp_field(pp, (z0, z1, z2))[1])
             else:
-                z2 += cq * (rigid_body_exp_field(p, (z0, z1, z2))[2])
+                z2 += cq * (rigid_body_exp_field(pp, (z0, z1, z2))[2])
         out[k, 0] = z0
         out[k, 1] = z1
         out[k, 2] = z2
@@ -4295,8 +4332,9 @@ def run_shears_rigid_body_exp(p, y, comps, coefs, n, out, info):
 
 @jit
 def _step_implicit_midpoint_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter):
+    pp = (p[0], p[1], p[2], p[3])
     z0, z1, z2 = y0, y1, y2
-    f0, f1, f2 = rigid_body_exp_field(p, (y0, y1, y2))
+    f0, f1, f2 = rigid_body_exp_field(pp, (y0, y1, y2))
     z0 = y0 + h * f0
     z1 = y1 + h * f1
     z2 = y2 + h * f2
@@ -4314,11 +4352,11 @@ def _step_implicit_midpoint_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter):
         u0 = 0.5 * (y0 + z0)
         u1 = 0.5 * (y1 + z1)
         u2 = 0.5 * (y2 + z2)
-        g0, g1, g2 = rigid_body_exp_field(p, (u0, u1, u2))
+        g0, g1, g2 = rigid_body_exp_field(pp, (u0, u1, u2))
         r0 = z0 - y0 - h * g0
         r1 = z1 - y1 - h * g1
         r2 = z2 - y2 - h * g2
-        J = rigid_body_exp_jacobian(p, (u0, u1, u2))
+        J = rigid_body_exp_jacobian(pp, (u0, u1, u2))
         M00 = 1.0 - c2 * (J[0][0])
         M01 = 0.0 - c2 * (J[0][1])
         M02 = 0.0 - c2 * (J[0][2])
@@ -4422,11 +4460,12 @@ def run_implicit_midpoint_rigid_body_exp(p, y, h, n, out, gammas, tol, max_iter,
 
 @jit
 def _step_gauss1_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
+    pp = (p[0], p[1], p[2], p[3])
     a00 = ta[0, 0]
     b0 = tb[0]
     c0 = tc[0]
     z0, z1, z2 = y0, y1, y2
-    f0, f1, f2 = rigid_body_exp_field(p, (y0, y1, y2))
+    f0, f1, f2 = rigid_body_exp_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -4443,7 +4482,7 @@ def _step_gauss1_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = rigid_body_exp_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0)
         N0_1 = h * (a00 * F0_1)
         N0_2 = h * (a00 * F0_2)
@@ -4472,7 +4511,7 @@ def _step_gauss1_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = rigid_body_exp_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0)
         z1 = y1 + h * (b0 * F0_1)
         z2 = y2 + h * (b0 * F0_2)
@@ -4532,6 +4571,7 @@ def run_gauss1_rigid_body_exp(p, y, h, n, out, gammas, tol, max_iter, info, ws, 
 
 @jit
 def _step_gauss2_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
+    pp = (p[0], p[1], p[2], p[3])
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a10 = ta[1, 0]
@@ -4541,7 +4581,7 @@ def _step_gauss2_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
     c0 = tc[0]
     c1 = tc[1]
     z0, z1, z2 = y0, y1, y2
-    f0, f1, f2 = rigid_body_exp_field(p, (y0, y1, y2))
+    f0, f1, f2 = rigid_body_exp_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -4561,11 +4601,11 @@ def _step_gauss2_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = rigid_body_exp_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0, F1_1, F1_2 = rigid_body_exp_field(p, (w0, w1, w2))
+        F1_0, F1_1, F1_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2)
@@ -4609,11 +4649,11 @@ def _step_gauss2_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = rigid_body_exp_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0, F1_1, F1_2 = rigid_body_exp_field(p, (w0, w1, w2))
+        F1_0, F1_1, F1_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2)
@@ -4673,6 +4713,7 @@ def run_gauss2_rigid_body_exp(p, y, h, n, out, gammas, tol, max_iter, info, ws, 
 
 @jit
 def _step_gauss3_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
+    pp = (p[0], p[1], p[2], p[3])
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a02 = ta[0, 2]
@@ -4689,7 +4730,7 @@ def _step_gauss3_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
     c1 = tc[1]
     c2 = tc[2]
     z0, z1, z2 = y0, y1, y2
-    f0, f1, f2 = rigid_body_exp_field(p, (y0, y1, y2))
+    f0, f1, f2 = rigid_body_exp_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -4712,15 +4753,15 @@ def _step_gauss3_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = rigid_body_exp_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0, F1_1, F1_2 = rigid_body_exp_field(p, (w0, w1, w2))
+        F1_0, F1_1, F1_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0, F2_1, F2_2 = rigid_body_exp_field(p, (w0, w1, w2))
+        F2_0, F2_1, F2_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0 + a02 * F2_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1 + a02 * F2_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2 + a02 * F2_2)
@@ -4779,15 +4820,15 @@ def _step_gauss3_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = rigid_body_exp_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0, F1_1, F1_2 = rigid_body_exp_field(p, (w0, w1, w2))
+        F1_0, F1_1, F1_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0, F2_1, F2_2 = rigid_body_exp_field(p, (w0, w1, w2))
+        F2_0, F2_1, F2_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0 + b2 * F2_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1 + b2 * F2_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2 + b2 * F2_2)
@@ -4847,6 +4888,7 @@ def run_gauss3_rigid_body_exp(p, y, h, n, out, gammas, tol, max_iter, info, ws, 
 
 @jit
 def _step_gauss4_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
+    pp = (p[0], p[1], p[2], p[3])
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a02 = ta[0, 2]
@@ -4872,7 +4914,7 @@ def _step_gauss4_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
     c2 = tc[2]
     c3 = tc[3]
     z0, z1, z2 = y0, y1, y2
-    f0, f1, f2 = rigid_body_exp_field(p, (y0, y1, y2))
+    f0, f1, f2 = rigid_body_exp_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -4898,19 +4940,19 @@ def _step_gauss4_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = rigid_body_exp_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0, F1_1, F1_2 = rigid_body_exp_field(p, (w0, w1, w2))
+        F1_0, F1_1, F1_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0, F2_1, F2_2 = rigid_body_exp_field(p, (w0, w1, w2))
+        F2_0, F2_1, F2_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         w0 = y0 + Z3_0
         w1 = y1 + Z3_1
         w2 = y2 + Z3_2
-        F3_0, F3_1, F3_2 = rigid_body_exp_field(p, (w0, w1, w2))
+        F3_0, F3_1, F3_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0 + a02 * F2_0 + a03 * F3_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1 + a02 * F2_1 + a03 * F3_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2 + a02 * F2_2 + a03 * F3_2)
@@ -4984,19 +5026,19 @@ def _step_gauss4_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0, F0_1, F0_2 = rigid_body_exp_field(p, (w0, w1, w2))
+        F0_0, F0_1, F0_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0, F1_1, F1_2 = rigid_body_exp_field(p, (w0, w1, w2))
+        F1_0, F1_1, F1_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0, F2_1, F2_2 = rigid_body_exp_field(p, (w0, w1, w2))
+        F2_0, F2_1, F2_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         w0 = y0 + Z3_0
         w1 = y1 + Z3_1
         w2 = y2 + Z3_2
-        F3_0, F3_1, F3_2 = rigid_body_exp_field(p, (w0, w1, w2))
+        F3_0, F3_1, F3_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0 + b2 * F2_0 + b3 * F3_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1 + b2 * F2_1 + b3 * F3_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2 + b2 * F2_2 + b3 * F3_2)

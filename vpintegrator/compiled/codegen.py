@@ -39,7 +39,7 @@ from .systems import SHIPPED
 
 # --- the systems: calls of their own ``field`` / ``field_jacobian`` (compiled in ``compiled/systems.py``) -----
 def _call(fn, x, d):
-    return f"{fn}(p, ({', '.join(f'{x}{i}' for i in range(d))}))"
+    return f"{fn}(pp, ({', '.join(f'{x}{i}' for i in range(d))}))"
 
 
 def _system(kid, cls):
@@ -47,6 +47,9 @@ def _system(kid, cls):
     every piece a call of the system's jitted ``field`` / ``field_jacobian`` (``compiled.systems``), which numba
     inlines; no formula is written here."""
     name, d = cls.name, cls.dim
+    n_p = len(cls().field_params())
+    # the parameters read once into a tuple ``pp`` (not from the array in every field call)
+    params = f"pp = ({', '.join(f'p[{i}]' for i in range(n_p))}{',' if n_p == 1 else ''})"
 
     def field(x, f):
         return [f"{', '.join(f'{f}{i}' for i in range(d))} = {_call(f'{name}_field', x, d)}"]
@@ -57,7 +60,7 @@ def _system(kid, cls):
     def jac(x):
         return [f"J = {_call(f'{name}_jacobian', x, d)}"], [[f"J[{i}][{j}]" for j in range(d)] for i in range(d)]
 
-    return (kid, d, "", field, comp if cls.shear_splittable else None, jac, cls.separable, name)
+    return (kid, d, params, field, comp if cls.shear_splittable else None, jac, cls.separable, name)
 
 
 SYSTEMS = {cls.name: _system(kid, cls) for kid, cls in SHIPPED.items()}
@@ -113,9 +116,9 @@ def _splitting(sysdef):
 def _verlet(sysdef):
     """Stormer-Verlet on a separable system of dim 4 (its ``potential_gradient_of`` / ``kinetic_gradient_of``)."""
     name = sysdef[-1]
-    return (["half = 0.5 * h", f"g0, g1 = {name}_potential_gradient(p, y0, y1)", "v0 = y2 - half * g0",
-             "v1 = y3 - half * g1", f"t0, t1 = {name}_kinetic_gradient(p, v0, v1)", "z0 = y0 + h * t0",
-             "z1 = y1 + h * t1", f"G0, G1 = {name}_potential_gradient(p, z0, z1)", "z2 = v0 - half * G0",
+    return (["half = 0.5 * h", f"g0, g1 = {name}_potential_gradient(pp, y0, y1)", "v0 = y2 - half * g0",
+             "v1 = y3 - half * g1", f"t0, t1 = {name}_kinetic_gradient(pp, v0, v1)", "z0 = y0 + h * t0",
+             "z1 = y1 + h * t1", f"G0, G1 = {name}_potential_gradient(pp, z0, z1)", "z2 = v0 - half * G0",
              "z3 = v1 - half * G1"])
 
 
