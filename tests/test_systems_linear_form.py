@@ -81,3 +81,45 @@ def test_a_system_without_the_form_is_a_one_line_error_naming_what_is_missing():
         with pytest.raises(VPIntegratorError, match="theta_names, parameter_features, theta, with_theta") as err:
             call()
         assert "\n" not in str(err.value)
+
+
+def test_one_definition_of_each_shipped_field():
+    """The compiled kernels are numba's compilation of the systems' own field functions (no second formula)."""
+    from vpintegrator.compiled import systems as compiled_systems
+
+    for kid, cls in compiled_systems.SHIPPED.items():
+        for what, fn in (("field", cls.field), ("jacobian", cls.field_jacobian)):
+            jitted = getattr(compiled_systems, f"{cls.name}_{what}")
+            assert getattr(jitted, "py_func", jitted) is fn
+        s = cls()
+        assert compiled_systems.system_kernel(s)[0] == kid
+
+
+@dataclass(frozen=True)
+class Rotation(System):
+    """A user's system giving only the field on components: vector_field and jacobian come from it."""
+
+    w: float = 2.0
+    name: ClassVar[str] = "test_rotation"
+    dim: ClassVar[int] = 2
+
+    def field_params(self):
+        return np.array([self.w])
+
+    @staticmethod
+    def field(p, x):
+        return (-p[0] * x[1], p[0] * x[0])
+
+    @staticmethod
+    def field_jacobian(p, x):
+        return ((0.0, -p[0]), (p[0], 0.0))
+
+
+def test_a_users_field_on_components_gives_vector_field_and_jacobian():
+    y = np.random.default_rng(1).normal(size=(4, 3, 2))
+    s = Rotation()
+    np.testing.assert_array_equal(s.vector_field(y), np.stack([-2.0 * y[..., 1], 2.0 * y[..., 0]], -1))
+    assert s.jacobian(y).shape == (4, 3, 2, 2)
+    np.testing.assert_array_equal(s.jacobian(y)[1, 2], [[0.0, -2.0], [2.0, 0.0]])
+    with pytest.raises(NotImplementedError):
+        Bare().jacobian(y[0, 0])
