@@ -234,7 +234,7 @@ def test_every_shipped_system_is_covered():
 
 # --- the generated loops ------------------------------------------------------------------------------------
 def test_generated_kernels_are_up_to_date():
-    """generated.py is exactly what codegen writes (regenerate: python -m vpintegrator.compiled.codegen)."""
+    """_generated.py is exactly what codegen writes (regenerate: python -m vpintegrator.compiled.codegen)."""
     from vpintegrator.compiled import codegen
 
     assert codegen.PATH.read_text() == codegen.source()

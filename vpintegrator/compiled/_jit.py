@@ -23,6 +23,23 @@ def jit(fn):
     return njit(error_model="numpy")(fn)
 
 
+def jit_helpers(*functions) -> None:
+    """Let compiled code call the plain Python ``functions`` (a system's helpers beside its ``field``, listed in
+    its ``field_helpers``): each is registered with numba (``register_jitable``, NumPy's error model), so a
+    jitted ``field`` that calls one compiles it on the spot; without numba, nothing to do."""
+    if _numba is None:
+        return
+    from numba.extending import register_jitable
+
+    for fn in functions:
+        if fn not in _helpers:
+            register_jitable(error_model="numpy")(fn)
+            _helpers.append(fn)
+
+
+_helpers: list = []
+
+
 def njit(**options):
     """``numba.njit(cache=True, **options)`` whose cached machine code loads lean (``lean_cache_load``); where
     numba cannot write its cache, a temporary one or none (``vpintegrator._jitcache``)."""

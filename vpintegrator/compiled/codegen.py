@@ -1,4 +1,4 @@
-"""Writes ``vpintegrator.compiled.generated``: one run loop per (shipped system, method), scalar state.
+"""Writes ``vpintegrator.compiled._generated``: one run loop per (shipped system, method), scalar state.
 
 The generic loops of ``vpintegrator.compiled.kernels`` dispatch on the system id inside every field call and keep the state
 and stages in workspace rows; measured at batch 1 they cost 2.5-13x a lean stepper with the state in
@@ -7,7 +7,7 @@ as Python source, one per (system, method), from a text template of each system'
 order of ``vpintegrator.compiled.systems``, so the fields agree with NumPy to rounding), into a real file so that numba's
 on-disk cache (``cache=True``) keeps working. Regenerate after editing a template::
 
-    python -m vpintegrator.compiled.codegen      # rewrites vpintegrator/compiled/generated.py
+    python -m vpintegrator.compiled.codegen      # rewrites vpintegrator/compiled/_generated.py
 
 (``tests/test_compiled_integrators.py`` checks that the file is what this module writes.)
 
@@ -35,96 +35,35 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# --- the systems as text: (dim, parameter line, field(x, f) -> lines, component(x, i) -> expr, jacobian) ----
-_RB_PARAMS = "a, b, c = p[0], p[1], p[2]"
-_CO_PARAMS = "m1, m2, k1, k2, kc = p[0], p[1], p[2], p[3], p[4]"
-_ABC_PARAMS = "A, B, C = p[0], p[1], p[2]"
-_RBE_PARAMS = "a, b, c, eps = p[0], p[1], p[2], p[3]"
+from .systems import SHIPPED
+
+# --- the systems: calls of their own ``field`` / ``field_jacobian`` (compiled in ``compiled/systems.py``) -----
+def _call(fn, x, d):
+    return f"{fn}(pp, ({', '.join(f'{x}{i}' for i in range(d))}))"
 
 
-def _rb_field(x, f):
-    return [f"{f}0 = a * {x}1 * {x}2", f"{f}1 = b * {x}0 * {x}2", f"{f}2 = c * {x}0 * {x}1"]
+def _system(kid, cls):
+    """(kid, dim, params line, field(x, f) -> lines, component(x, i) -> expr or None, jacobian(x), separable):
+    every piece a call of the system's jitted ``field`` / ``field_jacobian`` (``compiled.systems``), which numba
+    inlines; no formula is written here."""
+    name, d = cls.name, cls.dim
+    n_p = len(cls().field_params())
+    # the parameters read once into a tuple ``pp`` (not from the array in every field call)
+    params = f"pp = ({', '.join(f'p[{i}]' for i in range(n_p))}{',' if n_p == 1 else ''})"
+
+    def field(x, f):
+        return [f"{', '.join(f'{f}{i}' for i in range(d))} = {_call(f'{name}_field', x, d)}"]
+
+    def comp(x, i):
+        return f"{_call(f'{name}_field', x, d)}[{i}]"
+
+    def jac(x):
+        return [f"J = {_call(f'{name}_jacobian', x, d)}"], [[f"J[{i}][{j}]" for j in range(d)] for i in range(d)]
+
+    return (kid, d, params, field, comp if cls.shear_splittable else None, jac, cls.separable, name)
 
 
-def _rb_comp(x, i):
-    return (f"a * {x}1 * {x}2", f"b * {x}0 * {x}2", f"c * {x}0 * {x}1")[i]
-
-
-def _rb_jac(x):
-    return [], [["0.0", f"a * {x}2", f"a * {x}1"], [f"b * {x}2", "0.0", f"b * {x}0"],
-                [f"c * {x}1", f"c * {x}0", "0.0"]]
-
-
-def _rbe_field(x, f):
-    """The exponential rigid body (systems.vector_field's order): E = exp(z1) once per evaluation."""
-    return [f"{f}e = math.exp({x}0)", f"{f}0 = a * {x}1 * {x}2", f"{f}1 = b * {x}0 * {x}2 + eps * {x}2 * {f}e",
-            f"{f}2 = c * {x}0 * {x}1 - eps * {x}1 * {f}e"]
-
-
-def _rbe_comp(x, i):
-    return (f"a * {x}1 * {x}2", f"b * {x}0 * {x}2 + eps * {x}2 * math.exp({x}0)",
-            f"c * {x}0 * {x}1 - eps * {x}1 * math.exp({x}0)")[i]
-
-
-def _rbe_jac(x):
-    return [f"je = math.exp({x}0)"], [["0.0", f"a * {x}2", f"a * {x}1"],
-                                      [f"b * {x}2 + eps * {x}2 * je", "0.0", f"b * {x}0 + eps * je"],
-                                      [f"c * {x}1 - eps * {x}1 * je", f"c * {x}0 - eps * je", "0.0"]]
-
-
-def _co_grad(q0, q1, g):
-    """V'(q) as in systems.potential_gradient / vector_field."""
-    return [f"{g}s = _sigmoid({q0})", f"{g}ds = {g}s * (1.0 - {g}s)", f"{g}d = {q0} - {q1}",
-            f"{g}0 = k1 * {q0} + kc * {g}s * {g}d + 0.5 * kc * {g}ds * {g}d * {g}d",
-            f"{g}1 = k2 * {q1} - kc * {g}s * {g}d"]
-
-
-def _co_field(x, f):
-    return _co_grad(f"{x}0", f"{x}1", f"{f}g") + [f"{f}0 = {x}2 / m1", f"{f}1 = {x}3 / m2", f"{f}2 = -{f}g0",
-                                                  f"{f}3 = -{f}g1"]
-
-
-def _co_jac(x):
-    pre = [f"hs = _sigmoid({x}0)", "hds = hs * (1.0 - hs)", "hdds = hds * (1.0 - 2.0 * hs)", f"hd = {x}0 - {x}1",
-           "h11 = k1 + kc * hs + 2.0 * kc * hds * hd + 0.5 * kc * hdds * hd * hd",
-           "h12 = -kc * hs - kc * hds * hd", "h22 = k2 + kc * hs"]
-    return pre, [["0.0", "0.0", "1.0 / m1", "0.0"], ["0.0", "0.0", "0.0", "1.0 / m2"],
-                 ["-h11", "-h12", "0.0", "0.0"], ["-h12", "-h22", "0.0", "0.0"]]
-
-
-def _vo_field(x, f):
-    return [f"{f}0 = {x}0 * ({x}1 - {x}2)", f"{f}1 = {x}1 * ({x}2 - {x}0)", f"{f}2 = {x}2 * ({x}0 - {x}1)"]
-
-
-def _vo_jac(x):
-    return [], [[f"{x}1 - {x}2", f"{x}0", f"-{x}0"], [f"-{x}1", f"{x}2 - {x}0", f"{x}1"],
-                [f"{x}2", f"-{x}2", f"{x}0 - {x}1"]]
-
-
-def _abc_field(x, f):
-    return [f"{f}0 = A * math.sin({x}2) + C * math.cos({x}1)", f"{f}1 = B * math.sin({x}0) + A * math.cos({x}2)",
-            f"{f}2 = C * math.sin({x}1) + B * math.cos({x}0)"]
-
-
-def _abc_comp(x, i):
-    return (f"A * math.sin({x}2) + C * math.cos({x}1)", f"B * math.sin({x}0) + A * math.cos({x}2)",
-            f"C * math.sin({x}1) + B * math.cos({x}0)")[i]
-
-
-def _abc_jac(x):
-    return [], [["0.0", f"-C * math.sin({x}1)", f"A * math.cos({x}2)"],
-                [f"B * math.cos({x}0)", "0.0", f"-A * math.sin({x}2)"],
-                [f"-B * math.sin({x}0)", f"C * math.cos({x}1)", "0.0"]]
-
-
-# name: (kid, dim, params, field, component or None (not shear-splittable), jacobian, separable)
-SYSTEMS = {
-    "rigid_body": (0, 3, _RB_PARAMS, _rb_field, _rb_comp, _rb_jac, False),
-    "coupled_oscillator": (1, 4, _CO_PARAMS, _co_field, None, _co_jac, True),
-    "volterra": (2, 3, "", _vo_field, None, _vo_jac, False),
-    "abc_flow": (3, 3, _ABC_PARAMS, _abc_field, _abc_comp, _abc_jac, False),
-    "rigid_body_exp": (4, 3, _RBE_PARAMS, _rbe_field, _rbe_comp, _rbe_jac, False),
-}
+SYSTEMS = {cls.name: _system(kid, cls) for kid, cls in SHIPPED.items()}
 MAX_GAUSS_STAGES = 4
 
 
@@ -175,9 +114,12 @@ def _splitting(sysdef):
 
 
 def _verlet(sysdef):
-    return (["half = 0.5 * h"] + _co_grad("y0", "y1", "g") + ["v0 = y2 - half * g0", "v1 = y3 - half * g1",
-                                                              "z0 = y0 + h * (v0 / m1)", "z1 = y1 + h * (v1 / m2)"]
-            + _co_grad("z0", "z1", "G") + ["z2 = v0 - half * G0", "z3 = v1 - half * G1"])
+    """Stormer-Verlet on a separable system of dim 4 (its ``potential_gradient_of`` / ``kinetic_gradient_of``)."""
+    name = sysdef[-1]
+    return (["half = 0.5 * h", f"g0, g1 = {name}_potential_gradient(pp, y0, y1)", "v0 = y2 - half * g0",
+             "v1 = y3 - half * g1", f"t0, t1 = {name}_kinetic_gradient(pp, v0, v1)", "z0 = y0 + h * t0",
+             "z1 = y1 + h * t1", f"G0, G1 = {name}_potential_gradient(pp, z0, z1)", "z2 = v0 - half * G0",
+             "z3 = v1 - half * G1"])
 
 
 def _midpoint(sysdef):
@@ -186,7 +128,7 @@ def _midpoint(sysdef):
     determinant: one division, no elimination chain), larger systems by the elimination unrolled without
     pivoting. A zero determinant or pivot, or an iteration that diverges or does not converge, leaves the step to
     the exact NumPy rule (``newton.step_implicit_midpoint``), which decides success or failure."""
-    _, d, _, field, _, jac, _ = sysdef
+    _, d, _, field, _, jac, *_ = sysdef
     pre, J = jac("u")
     lines = field("y", "f") + [f"z{i} = y{i} + h * f{i}" for i in range(d)] + _scale(d)
     lines += ["c2 = 0.5 * h", "prev = np.inf", "ok = False", "for it in range(max_iter):"]
@@ -342,16 +284,23 @@ import numpy as np
 
 from ._jit import jit
 from .newton import step_gauss_legendre, step_implicit_midpoint
-from .systems import _sigmoid
-
 '''
 
 
+def _imports() -> str:
+    names = []
+    for cls in SHIPPED.values():
+        names += [f"{cls.name}_field", f"{cls.name}_jacobian"]
+        if cls.separable:
+            names += [f"{cls.name}_kinetic_gradient", f"{cls.name}_potential_gradient"]
+    return "from .systems import (\n" + "".join(f"    {n},\n" for n in names) + ")\n\n"
+
+
 def source() -> str:
-    """The text of ``generated.py``."""
+    """The text of ``_generated.py``."""
     blocks, table = [], []
     for sname, sysdef in SYSTEMS.items():
-        kid, d, _, _, comp, _, separable = sysdef
+        kid, d, _, _, comp, _, separable, _ = sysdef
         methods = [("euler", _euler(sysdef)), ("rk4", _rk4(sysdef))]
         if comp is not None:
             methods.append(("splitting", _splitting(sysdef)))
@@ -368,12 +317,12 @@ def source() -> str:
         for s in range(1, MAX_GAUSS_STAGES + 1):
             blocks.append(_implicit_run(f"gauss{s}_{sname}", sysdef, _gauss(sysdef, s), "step_gauss_legendre", s))
             table.append(f"    ({kid}, 'gauss{s}'): run_gauss{s}_{sname},")
-    text = HEADER + "\n\n".join("\n".join(b) for b in blocks)
+    text = HEADER + _imports() + "\n\n".join("\n".join(b) for b in blocks)
     text += "\n\n\n#: (system id, method) -> run loop\nRUNNERS = {\n" + "\n".join(table) + "\n}\n"
     return text
 
 
-PATH = Path(__file__).with_name("generated.py")
+PATH = Path(__file__).with_name("_generated.py")
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ integrator with attributes ``base``, a registered base method name, and ``gammas
 fractions) whose base is compiled (compositions of shear sequences become one shear sequence), and the rigid
 body's rotation splittings with their compositions (``vpintegrator.compiled.lie_poisson``).
 
-On the shipped systems each method runs a generated loop (``vpintegrator.compiled.generated``, written by ``vpintegrator.compiled.codegen``:
+On the shipped systems each method runs a generated loop (``vpintegrator.compiled._generated``, written by ``vpintegrator.compiled.codegen``:
 scalar state, stages unrolled, no per-step workspace; Gauss-Legendre up to 4 stages), else the generic
 loops of ``vpintegrator.compiled.kernels``. The implicit methods use the method's ``tol`` and ``max_iter`` and NumPy's
 start and convergence test; the generated loops iterate by fixed point (Gauss-Legendre; implicit midpoint
@@ -42,7 +42,8 @@ step k it stops with ``out[:k-1]`` written, ``status`` 1 (no convergence) or 2 (
 Kernels compile on first use (0.4-7 s per method: implicit midpoint 6.7 s with its exact-rule
 fallback, Gauss-Legendre 4 3.0 s, rk4 0.9 s) and are cached on disk (``cache=True``), so a new process
 only loads them (~10 ms each). Numba keys each cache entry on the file that defines the function only:
-after editing ``systems.py`` or ``newton.py``, also touch ``kernels.py`` and ``generated.py`` (or delete
+after editing a shipped system's ``field`` (``vpintegrator/systems/<name>.py``), ``systems.py`` or ``newton.py``,
+also touch ``systems.py``, ``kernels.py`` and ``_generated.py`` (or delete
 the ``*.nbi``/``*.nbc`` files in ``__pycache__``) so the loops recompile. Batch > 1 (``run_batch``, the
 generic loops) is meant for a handful of trajectories; the NumPy path is the faster one for large batches.
 """
@@ -385,9 +386,9 @@ class CompiledStepper:
 
 
 def _fast_runner(kid: int, mid: int, stages: int) -> tuple[str, Any]:
-    """The generated loop (``vpintegrator.compiled.generated``) of method id ``mid`` on system ``kid``: (kind, function),
+    """The generated loop (``vpintegrator.compiled._generated``) of method id ``mid`` on system ``kid``: (kind, function),
     or ("", None) when there is none (then the generic loops of ``vpintegrator.compiled.kernels`` run)."""
-    from .generated import RUNNERS
+    from ._generated import RUNNERS
 
     key = {K.EULER: "euler", K.RK4: "rk4", K.SPLITTING: "splitting", K.STORMER_VERLET: "stormer_verlet",
            K.SHEARS: "shears", K.IMPLICIT_MIDPOINT: "implicit_midpoint",

@@ -2,11 +2,14 @@
 
 One kernel serves every parameter set of a system: the system is a small integer ``kid`` and its
 parameters a float64 array ``p`` (``system_kernel`` maps a [`System`][vpintegrator.systems.System]
-instance to both). The formulas are written term by term as in the NumPy classes (same operation order,
-no fastmath), so they agree with ``System.vector_field`` / ``System.jacobian`` to rounding (~1e-16).
+instance to both: ``p = system.field_params()``). The formulas are not written here: each kernel is numba's
+compilation of the system's own ``field`` / ``field_jacobian`` (plain functions on a tuple of components,
+which NumPy evaluates on arrays in ``System.vector_field`` / ``System.jacobian``), so the paths share one
+definition (no fastmath; numba's scalar ``np.exp``/``np.sin`` are libm's, NumPy's array ones may differ in
+the last bit).
 
 =====  ====================  ====================================  =====================================
-kid    system                ``p``                                 extra kernels
+kid    system                ``p`` (``field_params()``)            extra kernels
 =====  ====================  ====================================  =====================================
 0      rigid_body            (a, b, c) = ``RigidBody.coefficients``
 1      coupled_oscillator    (m1, m2, k1, k2, k)                   ``potential_gradient``, ``kinetic_gradient``
@@ -16,6 +19,8 @@ kid    system                ``p``                                 extra kernels
 100    a learned field       its networks (``learned_field``)
 =====  ====================  ====================================  =====================================
 
+``SHIPPED`` (kid -> class) is the one table of compiled systems: ``codegen`` writes the lean loops of each.
+
 User-defined systems (and subclasses of the shipped ones, which may override the equations) are not
 compiled: ``system_kernel`` returns ``None`` and callers fall back to NumPy. A system with a
 ``compiled_kernel()`` method (the rollout's ``LearnedField``) gives its own ``(kid, p)``.
@@ -23,81 +28,69 @@ compiled: ``system_kernel`` returns ``None`` and callers fall back to NumPy. A s
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from ._jit import jit
+from ._jit import jit, jit_helpers
 from .learned_field import learned_jacobian, learned_vector_field
+
+from ..systems import ABCFlow, CoupledOscillator, RigidBody, RigidBodyExp, System, Volterra
+from ..systems.coupled_oscillator import kinetic_gradient_of, potential_gradient_of
 
 RIGID_BODY, COUPLED_OSCILLATOR, VOLTERRA, ABC_FLOW, RIGID_BODY_EXP = 0, 1, 2, 3, 4
 #: a learned vector field (``vpintegrator.compiled.learned_field``; its networks packed into ``p``)
 LEARNED_FIELD = 100
-KERNEL_NAMES = {RIGID_BODY: "rigid_body", COUPLED_OSCILLATOR: "coupled_oscillator", VOLTERRA: "volterra",
-                ABC_FLOW: "abc_flow", RIGID_BODY_EXP: "rigid_body_exp", LEARNED_FIELD: "learned_field"}
+#: kid -> the shipped class whose ``field`` / ``field_jacobian`` the kernels compile
+SHIPPED: dict[int, type[System]] = {RIGID_BODY: RigidBody, COUPLED_OSCILLATOR: CoupledOscillator,
+                                    VOLTERRA: Volterra, ABC_FLOW: ABCFlow, RIGID_BODY_EXP: RigidBodyExp}
+KERNEL_NAMES = {**{kid: cls.name for kid, cls in SHIPPED.items()}, LEARNED_FIELD: "learned_field"}
+_KIDS: dict[type[System], int] = {cls: kid for kid, cls in SHIPPED.items()}
 
 
 def system_kernel(system) -> tuple[int, np.ndarray] | None:
-    """``(kid, params)`` of a shipped system instance, or ``None`` (user system, subclass, unknown)."""
-    from ..systems import ABCFlow, CoupledOscillator, RigidBody, RigidBodyExp, Volterra
-
-    kind = type(system)
+    """``(kid, params)`` of a shipped system instance (``params = system.field_params()``), or ``None`` (user
+    system, subclass, unknown)."""
     kernel = getattr(system, "compiled_kernel", None)  # a learned field packs its own networks
     if callable(kernel):
         return kernel()
-    if kind is RigidBody:
-        return RIGID_BODY, np.array(system.coefficients, dtype=np.float64)
-    if kind is CoupledOscillator:
-        m1, m2 = system.m
-        return COUPLED_OSCILLATOR, np.array([m1, m2, system.k1, system.k2, system.k], dtype=np.float64)
-    if kind is Volterra:
-        return VOLTERRA, np.zeros(0, dtype=np.float64)
-    if kind is ABCFlow:
-        return ABC_FLOW, np.array([system.A, system.B, system.C], dtype=np.float64)
-    if kind is RigidBodyExp:
-        return RIGID_BODY_EXP, np.array([*system.coefficients, system.epsilon], dtype=np.float64)
-    return None
+    kid = _KIDS.get(type(system))
+    return None if kid is None else (kid, np.asarray(system.field_params(), dtype=np.float64))
 
 
-# --- the coupled oscillator's pieces (NumPy: vpintegrator/systems/coupled_oscillator.py) --------------
-@jit
-def _sigmoid(x):
-    e = math.exp(-abs(x))
-    if x >= 0:
-        return 1.0 / (1.0 + e)
-    return e / (1.0 + e)
+# --- the systems' own definitions (``System.field``: one definition, NumPy on arrays, numba on scalars) ------
+for _cls in SHIPPED.values():
+    jit_helpers(*_cls.field_helpers)
+rigid_body_field, rigid_body_jacobian = jit(RigidBody.field), jit(RigidBody.field_jacobian)
+coupled_oscillator_field = jit(CoupledOscillator.field)
+coupled_oscillator_jacobian = jit(CoupledOscillator.field_jacobian)
+volterra_field, volterra_jacobian = jit(Volterra.field), jit(Volterra.field_jacobian)
+abc_flow_field, abc_flow_jacobian = jit(ABCFlow.field), jit(ABCFlow.field_jacobian)
+rigid_body_exp_field, rigid_body_exp_jacobian = jit(RigidBodyExp.field), jit(RigidBodyExp.field_jacobian)
+coupled_oscillator_potential_gradient = jit(potential_gradient_of)
+coupled_oscillator_kinetic_gradient = jit(kinetic_gradient_of)
 
 
 @jit
 def potential_gradient(kid, p, q, out):
     """``V'(q)`` into ``out`` (2,) (coupled oscillator only)."""
-    k1, k2, k = p[2], p[3], p[4]
-    q1, q2 = q[0], q[1]
-    s = _sigmoid(q1)
-    ds = s * (1.0 - s)
-    d = q1 - q2
-    out[0] = k1 * q1 + k * s * d + 0.5 * k * ds * d * d
-    out[1] = k2 * q2 - k * s * d
+    out[0], out[1] = coupled_oscillator_potential_gradient(p, q[0], q[1])
 
 
 @jit
 def kinetic_gradient(kid, p, mom, out):
     """``T'(p) = p / m`` into ``out`` (2,) (coupled oscillator only)."""
-    out[0] = mom[0] / p[0]
-    out[1] = mom[1] / p[1]
+    out[0], out[1] = coupled_oscillator_kinetic_gradient(p, mom[0], mom[1])
 
 
 @jit
-def _potential_hessian(p, q1, q2):
-    k1, k2, k = p[2], p[3], p[4]
-    s = _sigmoid(q1)
-    ds = s * (1.0 - s)
-    dds = ds * (1.0 - 2.0 * s)
-    d = q1 - q2
-    h11 = k1 + k * s + 2.0 * k * ds * d + 0.5 * k * dds * d * d
-    h12 = -k * s - k * ds * d
-    h22 = k2 + k * s
-    return h11, h12, h22
+def _put3(f, out):
+    out[0], out[1], out[2] = f[0], f[1], f[2]
+
+
+@jit
+def _put33(J, out):
+    for i in range(3):
+        for j in range(3):
+            out[i, j] = J[i][j]
 
 
 # --- the dispatchers ---------------------------------------------------------------------------------
@@ -105,109 +98,37 @@ def _potential_hessian(p, q1, q2):
 def vector_field(kid, p, y, out):
     """``f(y)`` of system ``kid`` with parameters ``p`` into ``out``; y, out (dim,)."""
     if kid == RIGID_BODY:
-        a, b, c = p[0], p[1], p[2]
-        z1, z2, z3 = y[0], y[1], y[2]
-        out[0] = a * z2 * z3
-        out[1] = b * z1 * z3
-        out[2] = c * z1 * z2
+        _put3(rigid_body_field(p, (y[0], y[1], y[2])), out)
     elif kid == COUPLED_OSCILLATOR:
-        k1, k2, k = p[2], p[3], p[4]
-        q1, q2 = y[0], y[1]
-        s = _sigmoid(q1)
-        ds = s * (1.0 - s)
-        d = q1 - q2
-        g1 = k1 * q1 + k * s * d + 0.5 * k * ds * d * d
-        g2 = k2 * q2 - k * s * d
-        out[0] = y[2] / p[0]
-        out[1] = y[3] / p[1]
-        out[2] = -g1
-        out[3] = -g2
+        out[0], out[1], out[2], out[3] = coupled_oscillator_field(p, (y[0], y[1], y[2], y[3]))
     elif kid == VOLTERRA:
-        y1, y2, y3 = y[0], y[1], y[2]
-        out[0] = y1 * (y2 - y3)
-        out[1] = y2 * (y3 - y1)
-        out[2] = y3 * (y1 - y2)
+        _put3(volterra_field(p, (y[0], y[1], y[2])), out)
     elif kid == RIGID_BODY_EXP:
-        a, b, c, eps = p[0], p[1], p[2], p[3]
-        z1, z2, z3 = y[0], y[1], y[2]
-        e = math.exp(z1)
-        out[0] = a * z2 * z3
-        out[1] = b * z1 * z3 + eps * z3 * e
-        out[2] = c * z1 * z2 - eps * z2 * e
+        _put3(rigid_body_exp_field(p, (y[0], y[1], y[2])), out)
     elif kid == LEARNED_FIELD:
         learned_vector_field(p, y, out)
     else:  # ABC_FLOW
-        A, B, C = p[0], p[1], p[2]
-        x, yy, z = y[0], y[1], y[2]
-        out[0] = A * math.sin(z) + C * math.cos(yy)
-        out[1] = B * math.sin(x) + A * math.cos(z)
-        out[2] = C * math.sin(yy) + B * math.cos(x)
+        _put3(abc_flow_field(p, (y[0], y[1], y[2])), out)
 
 
 @jit
 def jacobian(kid, p, y, out):
     """``df/dy`` of system ``kid`` into ``out`` (dim, dim), ``out[i, j] = d f_i / d y_j``."""
     if kid == RIGID_BODY:
-        a, b, c = p[0], p[1], p[2]
-        z1, z2, z3 = y[0], y[1], y[2]
-        out[0, 0] = 0.0
-        out[0, 1] = a * z3
-        out[0, 2] = a * z2
-        out[1, 0] = b * z3
-        out[1, 1] = 0.0
-        out[1, 2] = b * z1
-        out[2, 0] = c * z2
-        out[2, 1] = c * z1
-        out[2, 2] = 0.0
+        _put33(rigid_body_jacobian(p, (y[0], y[1], y[2])), out)
     elif kid == COUPLED_OSCILLATOR:
-        h11, h12, h22 = _potential_hessian(p, y[0], y[1])
+        J = coupled_oscillator_jacobian(p, (y[0], y[1], y[2], y[3]))
         for i in range(4):
             for j in range(4):
-                out[i, j] = 0.0
-        out[0, 2] = 1.0 / p[0]
-        out[1, 3] = 1.0 / p[1]
-        out[2, 0] = -h11
-        out[2, 1] = -h12
-        out[3, 0] = -h12
-        out[3, 1] = -h22
+                out[i, j] = J[i][j]
     elif kid == VOLTERRA:
-        y1, y2, y3 = y[0], y[1], y[2]
-        out[0, 0] = y2 - y3
-        out[0, 1] = y1
-        out[0, 2] = -y1
-        out[1, 0] = -y2
-        out[1, 1] = y3 - y1
-        out[1, 2] = y2
-        out[2, 0] = y3
-        out[2, 1] = -y3
-        out[2, 2] = y1 - y2
+        _put33(volterra_jacobian(p, (y[0], y[1], y[2])), out)
     elif kid == RIGID_BODY_EXP:
-        a, b, c, eps = p[0], p[1], p[2], p[3]
-        z1, z2, z3 = y[0], y[1], y[2]
-        e = math.exp(z1)
-        out[0, 0] = 0.0
-        out[0, 1] = a * z3
-        out[0, 2] = a * z2
-        out[1, 0] = b * z3 + eps * z3 * e
-        out[1, 1] = 0.0
-        out[1, 2] = b * z1 + eps * e
-        out[2, 0] = c * z2 - eps * z2 * e
-        out[2, 1] = c * z1 - eps * e
-        out[2, 2] = 0.0
+        _put33(rigid_body_exp_jacobian(p, (y[0], y[1], y[2])), out)
     elif kid == LEARNED_FIELD:
         learned_jacobian(p, y, out)
     else:  # ABC_FLOW
-        A, B, C = p[0], p[1], p[2]
-        x, yy, z = y[0], y[1], y[2]
-        out[0, 0] = 0.0
-        out[0, 1] = -C * math.sin(yy)
-        out[0, 2] = A * math.cos(z)
-        out[1, 0] = B * math.cos(x)
-        out[1, 1] = 0.0
-        out[1, 2] = -A * math.sin(z)
-        out[2, 0] = -B * math.sin(x)
-        out[2, 1] = C * math.cos(yy)
-        out[2, 2] = 0.0
+        _put33(abc_flow_jacobian(p, (y[0], y[1], y[2])), out)
 
 
 @jit

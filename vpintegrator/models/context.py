@@ -24,8 +24,10 @@ windows cut anywhere in a trajectory it learns to read the parameters from any k
 are constant along a trajectory); ``vp-rollout`` freezes c from the first k states
 ([`ContextStep`][vpintegrator.rollout.context.ContextStep]).
 
-θ per system: ``rigid_body`` (a, b, c) with ż = (a z₂z₃, b z₁z₃, c z₁z₂); ``coupled_oscillator``
-(1/m₁, 1/m₂, k₁, k₂, k).
+θ, F and the system's dimension are the system's: its linear parameter form
+([`System.parameter_features`][vpintegrator.systems.System.parameter_features], ``theta_names``), looked up
+by the registry name (shipped: ``rigid_body`` (a, b, c), ``coupled_oscillator`` (1/m₁, 1/m₂, k₁, k₂, k); a
+user's system that defines the form works the same way).
 """
 
 from __future__ import annotations
@@ -35,55 +37,49 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..arrays import array_namespace
 from ..errors import VPIntegratorError
 from ..nn.common import check_positive_int
 from ..nn.attention import MultiHeadAttention
 from ..nn.conditioned import ConditionedGradientLayer, ConditionedLiePoissonLayer, ConditionedShear
+from ..systems import System, system_class
 from .registry import _record_config, register_model
 
-__all__ = ["THETA_NAMES", "ENCODERS", "parameter_features", "finite_difference_context", "FiniteDifferenceEncoder",
+__all__ = ["ENCODERS", "parameter_features", "finite_difference_context", "FiniteDifferenceEncoder",
            "AttentionEncoder", "ContextModel", "BoundContextModel", "ContextLiePoissonNet", "ContextGSympNet",
            "ContextVolumeNet"]
 
-#: the parameter vector θ of each system whose vector field is linear in it (ż = F(z) θ)
-THETA_NAMES: dict[str, tuple[str, ...]] = {
-    "rigid_body": ("a", "b", "c"),
-    "coupled_oscillator": ("1/m1", "1/m2", "k1", "k2", "k"),
-}
 #: the context encoders a context model can use
 ENCODERS = ("finite_difference", "attention")
-_SYSTEM_DIM = {"rigid_body": 3, "coupled_oscillator": 4}
 
 
-def _check_system(system: Any) -> str:
-    if system not in THETA_NAMES:
-        raise VPIntegratorError(f"system: the finite-difference encoder knows {', '.join(THETA_NAMES)}; got "
-                                f"{system!r}; use encoder='attention' for another system", key="system")
-    return str(system)
-
-
-def parameter_features(system: str, z: Any) -> Any:
-    """F(z) with ż = F(z) θ: z (..., dim) -> (..., dim, p) (θ in ``THETA_NAMES`` order); a torch
-    tensor or a NumPy array (the same formula either way)."""
-    _check_system(system)
-    xp = array_namespace(z)
-    zero = z[..., 0] * 0.0
-    rows: list[tuple[Any, ...]]
-    if system == "rigid_body":
-        z1, z2, z3 = z[..., 0], z[..., 1], z[..., 2]
-        rows = [(z2 * z3, zero, zero), (zero, z1 * z3, zero), (zero, zero, z1 * z2)]
+def _check_system(system: Any) -> type[System]:
+    """The class of ``system`` (a registry name, ``"package.module:ClassName"`` or a System) with a linear
+    parameter form, or a one-line error naming what is missing."""
+    if isinstance(system, System) or (isinstance(system, type) and issubclass(system, System)):
+        cls = system if isinstance(system, type) else type(system)
     else:
-        q1, q2, p1, p2 = z[..., 0], z[..., 1], z[..., 2], z[..., 3]
-        s = 1.0 / (1.0 + xp.exp(-q1))  # σ(q1)
-        d = q1 - q2
-        rows = [(p1, zero, zero, zero, zero), (zero, p2, zero, zero, zero),
-                (zero, zero, -q1, zero, -(s * d) - 0.5 * d * d * s * (1.0 - s)),
-                (zero, zero, zero, -q2, s * d)]
-    return xp.stack([xp.stack(r, -1) for r in rows], -2)
+        try:
+            cls = system_class(system)
+        except VPIntegratorError as err:
+            raise VPIntegratorError(f"system: the finite-difference encoder knows the systems with a linear "
+                                    f"parameter form; {err}", key="system") from None
+    missing = cls.linear_form_missing()
+    if missing:
+        raise VPIntegratorError(f"system: the finite-difference encoder knows the systems with a linear parameter "
+                                f"form f = F(y) θ; {cls.name or cls.__name__!r} lacks {', '.join(missing)}; use "
+                                "encoder='attention', or define them on the system (vpintegrator.systems.System)",
+                                key="system")
+    return cls
 
 
-def finite_difference_context(system: str, prefix: torch.Tensor, ridge: float = 1e-10) -> torch.Tensor:
+def parameter_features(system: Any, z: Any) -> Any:
+    """F(z) with ż = F(z) θ of ``system`` (a name or a System): z (..., dim) -> (..., dim, p), θ in the system's
+    ``theta_names`` order; a torch tensor or a NumPy array
+    ([`System.parameter_features`][vpintegrator.systems.System.parameter_features])."""
+    return _check_system(system).parameter_features(z)
+
+
+def finite_difference_context(system: Any, prefix: torch.Tensor, ridge: float = 1e-10) -> torch.Tensor:
     """hθ̂ from central differences of a prefix (module docstring): (batch, k, dim) -> (batch, p); k >= 3.
 
     Least squares over every interior state and component, with a ridge ``ridge · tr(AᵀA)/p`` that only
@@ -110,8 +106,8 @@ class FiniteDifferenceEncoder(nn.Module):
 
     def __init__(self, system: str) -> None:
         super().__init__()
-        self.system = _check_system(system)
-        self.context_dim = len(THETA_NAMES[system])
+        self.system = system
+        self.context_dim = len(_check_system(system).theta_names)
 
     def forward(self, prefix: torch.Tensor) -> torch.Tensor:
         return finite_difference_context(self.system, prefix)
@@ -205,15 +201,15 @@ class ContextModel(nn.Module):
             raise VPIntegratorError(f"encoder: expected one of {', '.join(ENCODERS)}, got {encoder!r}", key="encoder")
         self.encoder_kind = encoder
         if encoder == "finite_difference":
-            _check_system(system)
-            if _SYSTEM_DIM[system] != dim:
-                raise VPIntegratorError(f"system: {system!r} has dim {_SYSTEM_DIM[system]} but the model has dim {dim}; "
+            cls = _check_system(system)
+            if cls.dim != dim:
+                raise VPIntegratorError(f"system: {system!r} has dim {cls.dim} but the model has dim {dim}; "
                                         "give the system of the data", key="system")
             if context_len < 3:
                 raise VPIntegratorError(f"context_len: the finite-difference encoder needs at least 3 states; got "
                                         f"{context_len}", key="context_len")
             self.encoder: nn.Module = FiniteDifferenceEncoder(system)
-            self.context_dim = len(THETA_NAMES[system])
+            self.context_dim = len(cls.theta_names)
         else:
             self.context_dim = check_positive_int(context_dim, "context_dim")
             self.encoder = AttentionEncoder(dim, context_len, self.context_dim, check_positive_int(encoder_width, "encoder_width"),

@@ -3,17 +3,16 @@ same prefix of observed states a context model reads, then integrate the **known
 
 A learned context-conditioned integrator must beat these: they know the equations and only miss the
 parameters. The vector fields the package knows how to fit are linear in a parameter vector θ,
-ż = F(z) θ (``vpintegrator.models.context.parameter_features``; rigid body θ = (a, b, c), coupled
-oscillator θ = (1/m₁, 1/m₂, k₁, k₂, k)).
+ż = F(z) θ: the system's linear parameter form ([`System.parameter_features`][vpintegrator.systems.System.parameter_features],
+``theta``, ``with_theta``, ``theta_basis``; rigid body θ = (a, b, c), coupled oscillator θ = (1/m₁, 1/m₂, k₁, k₂, k)).
 
 - ``"finite_difference"``: central differences of the prefix, least squares for θ (second order in h);
 - ``"shooting"``: Gauss–Newton / Levenberg–Marquardt (``scipy.optimize.least_squares``) on the flow of the
   known vector field (DOP853, rtol = atol = 1e-12): the initial state and the parameters that make the
   flow pass through the observed prefix; started from the finite-difference estimate.
 
-For the rigid body only differences of the 1/I_k act on the motion ((a, b, c) with a + b + c = 0): the fit
-is in u = (1/I₂ − 1/I₁, 1/I₃ − 1/I₁), and the fitted system's inertia is one representative
-(1/I = (0, u₂, u₃) shifted to be positive), which has the fitted (a, b, c) exactly.
+The fit is in the identifiable parameters φ, θ = G φ (``System.theta_basis``; for the rigid body only
+differences of the 1/I_k act on the motion, a + b + c = 0), and the fitted system is ``System.with_theta``.
 
 [`IdentifiedStep`][vpintegrator.rollout.identify.IdentifiedStep] is a step map: it reads a prefix of ``context_len`` states (its ``seq_len``),
 identifies each row's parameters (timed with the steps: the identification is part of the cost) and steps
@@ -28,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import VPIntegratorError
+from ..systems import System
 from ..systems.family import SystemFamily
 from .config import IDENTIFY_METHODS, is_identified, parse_identified
 from .engine import StepMap
@@ -39,43 +39,31 @@ __all__ = ["IDENTIFY_METHODS", "theta_of", "system_from_theta", "identify_parame
 _LONG = {"fd": "finite_difference", "shooting": "shooting", "finite_difference": "finite_difference"}
 
 
-def _name(system) -> str:
-    name = getattr(system, "name", None)
-    from ..models.context import THETA_NAMES
-
-    if name not in THETA_NAMES:
-        raise VPIntegratorError(f"identification knows the systems {', '.join(THETA_NAMES)}; got {name!r}",
-                                key="integrators")
-    return str(name)
+def _check_form(system) -> None:
+    """A one-line error unless ``system`` has a linear parameter form (``System.linear_form_missing``)."""
+    missing = type(system).linear_form_missing() if isinstance(system, System) else ["a System"]
+    if missing:
+        name = getattr(system, "name", None) or type(system).__name__
+        raise VPIntegratorError(f"identification knows the systems with a linear parameter form f = F(y) θ; "
+                                f"{name!r} lacks {', '.join(missing)} (define them on the system: "
+                                "vpintegrator.systems.System)", key="integrators")
 
 
 def theta_of(system) -> np.ndarray:
-    """θ of a system (``vpintegrator.models.context.THETA_NAMES`` order): (p,)."""
-    if _name(system) == "rigid_body":
-        return np.array(system.coefficients, dtype=np.float64)
-    return np.array([1.0 / system.m[0], 1.0 / system.m[1], system.k1, system.k2, system.k], dtype=np.float64)
-
-
-def _basis(name: str) -> np.ndarray:
-    """G with θ = G φ: the identifiable parameters φ (rigid body: u = (1/I₂ − 1/I₁, 1/I₃ − 1/I₁))."""
-    if name == "rigid_body":  # a = u3 - u2, b = -u3, c = u2
-        return np.array([[-1.0, 1.0], [0.0, -1.0], [1.0, 0.0]])
-    return np.eye(5)
+    """θ of a system (its ``theta_names`` order; [`System.theta`][vpintegrator.systems.System.theta]): (p,)."""
+    _check_form(system)
+    return system.theta()
 
 
 def system_from_theta(base, theta: np.ndarray):
-    """The system of ``base``'s class with parameters θ (p,); a θ no system has is a one-line error."""
-    name = _name(base)
-    theta = np.asarray(theta, dtype=np.float64)
-    if name == "rigid_body":
-        u = np.array([0.0, theta[2], -theta[1]])  # 1/I up to a shift (the gauge): a = u3 − u2 holds by a + b + c = 0
-        u = u - u.min() + 1.0
-        return dataclasses.replace(base, inertia=tuple(float(v) for v in 1.0 / u))
-    if not (theta[0] > 0 and theta[1] > 0):
-        raise VPIntegratorError(f"identification: fitted 1/m = {theta[:2]} is not positive; give a longer or less "
-                                "noisy prefix", key="integrators")
-    return dataclasses.replace(base, m=(float(1.0 / theta[0]), float(1.0 / theta[1])), k1=float(theta[2]),
-                               k2=float(theta[3]), k=float(theta[4]))
+    """The system of ``base``'s class with parameters θ (p,) ([`System.with_theta`][vpintegrator.systems.System.with_theta]);
+    a θ no system has is a one-line error."""
+    _check_form(base)
+    try:
+        return base.with_theta(np.asarray(theta, dtype=np.float64))
+    except VPIntegratorError as err:
+        raise VPIntegratorError(f"identification: {err}; give a longer or less noisy prefix",
+                                key="integrators") from None
 
 
 def add_noise(prefix: np.ndarray, sigma: float, seed: int = 0) -> np.ndarray:
@@ -96,13 +84,13 @@ def add_noise(prefix: np.ndarray, sigma: float, seed: int = 0) -> np.ndarray:
     return out
 
 
-def _fd_theta(name: str, prefix: np.ndarray, dt: float) -> np.ndarray:
+def _fd_theta(system, prefix: np.ndarray, dt: float) -> np.ndarray:
     import torch
 
     from ..models.context import finite_difference_context
 
-    c = finite_difference_context(name, torch.as_tensor(prefix, dtype=torch.float64)).numpy()  # (n, p): hθ
-    G = _basis(name)  # the least-squares θ projected on the identifiable set θ = G φ
+    c = finite_difference_context(type(system), torch.as_tensor(prefix, dtype=torch.float64)).numpy()  # (n, p): hθ
+    G = system.theta_basis()  # the least-squares θ projected on the identifiable set θ = G φ
     phi = np.linalg.lstsq(G, (c / dt).T, rcond=None)[0]  # (q, n)
     return (G @ phi).T
 
@@ -112,8 +100,7 @@ def _shoot_one(base, z: np.ndarray, dt: float, theta0: np.ndarray) -> np.ndarray
 
     from ..data import solve_flow
 
-    name = _name(base)
-    G = _basis(name)
+    G = base.theta_basis()
     k, dim = z.shape
     t = dt * np.arange(k)
     phi0 = np.linalg.lstsq(G, theta0, rcond=None)[0]
@@ -161,7 +148,7 @@ def identify_parameters(system, prefix: np.ndarray, dt: float, method: str = "sh
     ndarray, shape (n, p)
         θ̂ per row (rigid body (a, b, c), a + b + c = 0).
     """
-    name = _name(system)
+    _check_form(system)
     prefix = np.asarray(prefix, dtype=np.float64)
     if prefix.ndim != 3 or prefix.shape[2] != system.dim or prefix.shape[1] < 3:
         raise VPIntegratorError(f"identify: prefix must be (n, k >= 3, {system.dim}); got {prefix.shape}",
@@ -169,7 +156,7 @@ def identify_parameters(system, prefix: np.ndarray, dt: float, method: str = "sh
     _check_context_len(system, prefix.shape[1])
     if method not in _LONG:
         raise VPIntegratorError(f"identify: method must be one of fd, shooting; got {method!r}", key="integrators")
-    theta = _fd_theta(name, prefix, float(dt))
+    theta = _fd_theta(system, prefix, float(dt))
     if _LONG[method] == "shooting":
         theta = np.stack([_shoot_one(system, prefix[i], float(dt), theta[i]) for i in range(prefix.shape[0])])
     return theta
@@ -202,7 +189,7 @@ class IdentifiedStep(StepMap):
         from ..integrators import get_integrator
 
         base = system.base if isinstance(system, SystemFamily) else system
-        _name(base)
+        _check_form(base)
         if how not in IDENTIFY_METHODS:
             raise VPIntegratorError(f"identification {how!r}: use one of {', '.join(IDENTIFY_METHODS)}",
                                     key="integrators")

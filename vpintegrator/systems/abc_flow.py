@@ -51,23 +51,20 @@ class ABCFlow(System):
         for name in ("A", "B", "C"):
             object.__setattr__(self, name, _check_finite("ABCFlow", name, getattr(self, name)))
 
-    def vector_field(self, y: np.ndarray) -> np.ndarray:
-        y = self._check_state(y)
-        x, yy, z = y[..., 0], y[..., 1], y[..., 2]
-        A, B, C = self.A, self.B, self.C
-        return np.stack(
-            [A * np.sin(z) + C * np.cos(yy), B * np.sin(x) + A * np.cos(z), C * np.sin(yy) + B * np.cos(x)],
-            axis=-1,
-        )
+    def field_params(self) -> np.ndarray:
+        """p = (A, B, C)."""
+        return np.array([self.A, self.B, self.C], dtype=np.float64)
 
-    def jacobian(self, y: np.ndarray) -> np.ndarray:
-        y = self._check_state(y)
-        x, yy, z = y[..., 0], y[..., 1], y[..., 2]
-        A, B, C = self.A, self.B, self.C
-        zero = np.zeros_like(x)
-        rows = [
-            np.stack([zero, -C * np.sin(yy), A * np.cos(z)], axis=-1),
-            np.stack([B * np.cos(x), zero, -A * np.sin(z)], axis=-1),
-            np.stack([-B * np.sin(x), C * np.cos(yy), zero], axis=-1),
-        ]
-        return np.stack(rows, axis=-2)
+    @staticmethod
+    def field(p, x):
+        """f on components (``System`` docstring): p = (A, B, C)."""
+        A, B, C = p[0], p[1], p[2]
+        xx, yy, z = x[0], x[1], x[2]
+        return (A * np.sin(z) + C * np.cos(yy), B * np.sin(xx) + A * np.cos(z), C * np.sin(yy) + B * np.cos(xx))
+
+    @staticmethod
+    def field_jacobian(p, x):
+        A, B, C = p[0], p[1], p[2]
+        xx, yy, z = x[0], x[1], x[2]
+        return ((0.0, -C * np.sin(yy), A * np.cos(z)), (B * np.cos(xx), 0.0, -A * np.sin(z)),
+                (-B * np.sin(xx), C * np.cos(yy), 0.0))

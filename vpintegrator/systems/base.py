@@ -49,6 +49,33 @@ class System:
     unit (default ``"1"``, dimensionless) in the files written (their ``/state`` dimension scale, the
     ``units`` of ``/y``; ``vpintegrator.data.hdf5``); without names the components are
     ``y1 .. y<dim>``.
+
+    **The field written once** (every shipped system): ``field(p, x)`` and ``field_jacobian(p, x)`` are plain
+    static functions on a tuple of components ``x = (x0, .., x_{dim-1})`` and the parameter vector
+    ``p = field_params()`` (a float64 array), returning a tuple (the Jacobian: ``dim`` row tuples), written with
+    arithmetic and NumPy ufuncs only (``np.exp``, ``np.sin``, ``np.where``, ...; plain module-level functions
+    they call are listed in ``field_helpers``). NumPy evaluates them on
+    arrays of components (``vector_field`` and ``jacobian`` here: batched, elementwise) and numba compiles the
+    very same functions on scalars (``vpintegrator.compiled.systems``; the generated loops call them), so the
+    three paths share one definition. A user's system may define them to get ``vector_field`` and
+    ``jacobian`` (or override those two directly, as before).
+
+    **Linear parameter form** (optional; the finite-difference context encoder,
+    ``vpintegrator.models.context``, and the identification baselines, ``vpintegrator.rollout.identify``,
+    need it): a system whose field is linear in a parameter vector θ, ``f(y) = F(y) θ``, says so with
+
+    - ``theta_names`` (p strings, the order of θ),
+    - [`parameter_features`][vpintegrator.systems.System.parameter_features] (a classmethod: F(z), written with
+      ``array_namespace`` so that NumPy arrays and torch tensors both work),
+    - [`theta`][vpintegrator.systems.System.theta] (this instance's θ) and
+      [`with_theta`][vpintegrator.systems.System.with_theta] (the system of the same class with θ; a θ no
+      system has is a one-line ``VPIntegratorError``),
+    - optionally [`theta_basis`][vpintegrator.systems.System.theta_basis] (G with θ = G φ when only the
+      parameters φ act on the motion; default the identity).
+
+    A user's own system supplies them the same way (override the four in its class); a system without them
+    is refused by those callers with a one-line error naming what is missing
+    ([`linear_form_missing`][vpintegrator.systems.System.linear_form_missing]).
     """
 
     name: ClassVar[str] = ""
@@ -63,6 +90,7 @@ class System:
     torch_invariants: ClassVar[bool] = False
     state_names: ClassVar[tuple[str, ...]] = ()
     state_units: ClassVar[str] = "1"
+    theta_names: ClassVar[tuple[str, ...]] = ()
 
     # --- parameters -------------------------------------------------------------------------------
     def params(self) -> dict[str, float | list]:
@@ -78,13 +106,33 @@ class System:
         return {}
 
     # --- dynamics ---------------------------------------------------------------------------------
+    #: f on a tuple of components, ``field(p, x) -> (f_0, .., f_{dim-1})`` (a staticmethod; class docstring)
+    field: ClassVar[Any] = None
+    #: df/dy on a tuple of components, ``field_jacobian(p, x) -> ((J_00, ..), .., (.., J_{dim-1,dim-1}))``
+    field_jacobian: ClassVar[Any] = None
+    #: module-level plain functions that ``field`` / ``field_jacobian`` call (numba compiles them with the field)
+    field_helpers: ClassVar[tuple[Any, ...]] = ()
+
+    def field_params(self) -> np.ndarray:
+        """The parameter vector ``p`` that ``field`` and ``field_jacobian`` read: (n_p,) float64 (empty by
+        default)."""
+        return np.zeros(0, dtype=np.float64)
+
     def vector_field(self, y: np.ndarray) -> np.ndarray:
-        """``f(y)``; y (..., dim) -> (..., dim)."""
-        raise NotImplementedError
+        """``f(y)``; y (..., dim) -> (..., dim) (by default ``field`` on the components of y)."""
+        if type(self).field is None:
+            raise NotImplementedError
+        y = self._check_state(y)
+        return _stack(type(self).field(self.field_params(), _components(y)), y.shape[:-1], -1)
 
     def jacobian(self, y: np.ndarray) -> np.ndarray:
-        """``df/dy``; y (..., dim) -> (..., dim, dim), entry ``[..., i, j] = d f_i / d y_j``."""
-        raise NotImplementedError
+        """``df/dy``; y (..., dim) -> (..., dim, dim), entry ``[..., i, j] = d f_i / d y_j`` (by default
+        ``field_jacobian`` on the components of y)."""
+        if type(self).field_jacobian is None:
+            raise NotImplementedError
+        y = self._check_state(y)
+        rows = type(self).field_jacobian(self.field_params(), _components(y))
+        return np.stack([_stack(row, y.shape[:-1], -1) for row in rows], axis=-2)
 
     def divergence(self, y: np.ndarray) -> np.ndarray:
         """Trace of the Jacobian; y (..., dim) -> (...). Zero for every shipped system."""
@@ -143,6 +191,41 @@ class System:
             "use a method that does not need the split (e.g. implicit_midpoint)"
         )
 
+    # --- the linear parameter form f(y) = F(y) θ (optional; see the class docstring) -----------------
+    @classmethod
+    def parameter_features(cls, z: Any) -> Any:
+        """F(z) with f(z) = F(z) θ: z (..., dim) -> (..., dim, p), θ in ``theta_names`` order; a NumPy array
+        or a torch tensor (the same formula either way)."""
+        raise cls._no_linear_form("parameter_features")
+
+    def theta(self) -> np.ndarray:
+        """This system's θ (``theta_names`` order): (p,) float64."""
+        raise self._no_linear_form("theta")
+
+    def with_theta(self, theta: np.ndarray) -> "System":
+        """The system of this class (its other parameters kept) whose θ is ``theta`` (p,)."""
+        raise self._no_linear_form("with_theta")
+
+    @classmethod
+    def theta_basis(cls) -> np.ndarray:
+        """G (p, q) with θ = G φ: the identifiable parameters φ (default the identity: all of θ)."""
+        return np.eye(len(cls.theta_names))
+
+    @classmethod
+    def linear_form_missing(cls) -> list[str]:
+        """The pieces of the linear parameter form this class lacks (empty: it has one)."""
+        missing = [] if cls.theta_names else ["theta_names"]
+        missing += [name for name in ("parameter_features", "theta", "with_theta")
+                    if getattr(cls, name).__qualname__.startswith("System.")]
+        return missing
+
+    @classmethod
+    def _no_linear_form(cls, what: str) -> VPIntegratorError:
+        missing = cls.linear_form_missing() or [what]
+        return VPIntegratorError(
+            f"system {cls.name or cls.__name__!r} has no linear parameter form f = F(y) θ: define "
+            f"{', '.join(missing)} on its class (see vpintegrator.systems.System)")
+
     # --- helpers ----------------------------------------------------------------------------------
     def _check_state(self, y: np.ndarray) -> np.ndarray:
         y = np.asarray(y, dtype=np.float64)
@@ -151,6 +234,16 @@ class System:
                 f"state for system {self.name!r} must have shape (..., {self.dim}); got shape {y.shape}"
             )
         return y
+
+
+def _components(y: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The components of y (..., dim) as a tuple of (...) arrays (the argument ``x`` of ``System.field``)."""
+    return tuple(y[..., i] for i in range(y.shape[-1]))
+
+
+def _stack(parts: Any, shape: tuple[int, ...], axis: int) -> np.ndarray:
+    """Components (arrays of ``shape`` or constants such as 0.0) stacked on ``axis`` as float64."""
+    return np.stack([np.broadcast_to(np.asarray(v, dtype=np.float64), shape) for v in parts], axis=axis)
 
 
 def _plain(value: Any) -> float | list:

@@ -13,10 +13,13 @@ so ``dq_i/dt = p_i / m_i`` and::
 Defaults (GeometricProblems): m = (2, 1), k1 = 1.5, k2 = 0.3, k = 1; y0 = (1, 0, 2, 0); h = 0.4;
 t in [0, 100]. Hamiltonian flows preserve phase-space volume (Liouville). Invariant: energy ``H``.
 Separable, so Stormer-Verlet applies.
+
+Linear parameter form: θ = (1/m1, 1/m2, k1, k2, k) (``parameter_features``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -32,6 +35,37 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     xp = array_namespace(x)
     e = xp.exp(-xp.abs(x))
     return xp.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def sigmoid(x):
+    """σ(x) from exp(-|x|) (never overflows), with NumPy ufuncs only: arrays, or scalars in numba."""
+    e = np.exp(-np.abs(x))
+    t = (x >= 0) * 1.0  # 1 or 0: the numerator is exactly 1 (x >= 0) or e (no select: numba's scalar np.where allocates)
+    return (t + (1.0 - t) * e) / (1.0 + e)
+
+
+def potential_gradient_of(p, q1, q2):
+    """V'(q) = (dV/dq1, dV/dq2) on components; p = (m1, m2, k1, k2, k) (``CoupledOscillator.field``)."""
+    k1, k2, k = p[2], p[3], p[4]
+    s = sigmoid(q1)
+    ds = s * (1.0 - s)
+    d = q1 - q2
+    return (k1 * q1 + k * s * d + 0.5 * k * ds * d * d, k2 * q2 - k * s * d)
+
+
+def kinetic_gradient_of(p, p1, p2):
+    """T'(p) = (p1 / m1, p2 / m2) on components."""
+    return (p1 / p[0], p2 / p[1])
+
+
+def potential_hessian_of(p, q1, q2):
+    """V''(q) entries (h11, h12, h22) on components."""
+    k1, k2, k = p[2], p[3], p[4]
+    s = sigmoid(q1)
+    ds = s * (1.0 - s)
+    dds = ds * (1.0 - 2.0 * s)
+    d = q1 - q2
+    return (k1 + k * s + 2.0 * k * ds * d + 0.5 * k * dds * d * d, -k * s - k * ds * d, k2 + k * s)
 
 
 @dataclass(frozen=True)
@@ -63,6 +97,8 @@ class CoupledOscillator(System):
     default_y0: ClassVar[tuple[float, ...]] = (1.0, 0.0, 2.0, 0.0)
     default_sampler: ClassVar[str] = "list"
     torch_invariants: ClassVar[bool] = True
+    theta_names: ClassVar[tuple[str, ...]] = ("1/m1", "1/m2", "k1", "k2", "k")
+    field_helpers: ClassVar[tuple] = (sigmoid, potential_gradient_of, kinetic_gradient_of, potential_hessian_of)
 
     def __post_init__(self) -> None:
         m = self.m
@@ -74,9 +110,34 @@ class CoupledOscillator(System):
         for name in ("k1", "k2", "k"):
             object.__setattr__(self, name, _check_finite("CoupledOscillator", name, getattr(self, name)))
 
-    # --- the separable split ----------------------------------------------------------------------
+    # --- the linear parameter form (module docstring) ---------------------------------------------
+    @classmethod
+    def parameter_features(cls, z):
+        xp = array_namespace(z)
+        zero = z[..., 0] * 0.0
+        q1, q2, p1, p2 = z[..., 0], z[..., 1], z[..., 2], z[..., 3]
+        s = 1.0 / (1.0 + xp.exp(-q1))  # σ(q1)
+        d = q1 - q2
+        rows = [(p1, zero, zero, zero, zero), (zero, p2, zero, zero, zero),
+                (zero, zero, -q1, zero, -(s * d) - 0.5 * d * d * s * (1.0 - s)),
+                (zero, zero, zero, -q2, s * d)]
+        return xp.stack([xp.stack(r, -1) for r in rows], -2)
+
+    def theta(self) -> np.ndarray:
+        return np.array([1.0 / self.m[0], 1.0 / self.m[1], self.k1, self.k2, self.k], dtype=np.float64)
+
+    def with_theta(self, theta: np.ndarray) -> "CoupledOscillator":
+        theta = np.asarray(theta, dtype=np.float64)
+        if not (theta[0] > 0 and theta[1] > 0):
+            raise VPIntegratorError(f"CoupledOscillator.with_theta: 1/m = {theta[:2]} is not positive (theta = "
+                                    "(1/m1, 1/m2, k1, k2, k))")
+        return dataclasses.replace(self, m=(float(1.0 / theta[0]), float(1.0 / theta[1])), k1=float(theta[2]),
+                                   k2=float(theta[3]), k=float(theta[4]))
+
+    # --- the separable split (on the components' functions above) ------------------------------------
     def kinetic_gradient(self, p: np.ndarray) -> np.ndarray:
-        return np.asarray(p, dtype=np.float64) / np.asarray(self.m)
+        p = np.asarray(p, dtype=np.float64)
+        return np.stack(kinetic_gradient_of(self.field_params(), p[..., 0], p[..., 1]), axis=-1)
 
     def kinetic_hessian(self, p: np.ndarray) -> np.ndarray:
         p = np.asarray(p, dtype=np.float64)
@@ -84,39 +145,30 @@ class CoupledOscillator(System):
 
     def potential_gradient(self, q: np.ndarray) -> np.ndarray:
         q = np.asarray(q, dtype=np.float64)
-        q1, q2 = q[..., 0], q[..., 1]
-        s = _sigmoid(q1)
-        ds = s * (1.0 - s)
-        d = q1 - q2
-        g1 = self.k1 * q1 + self.k * s * d + 0.5 * self.k * ds * d * d
-        g2 = self.k2 * q2 - self.k * s * d
-        return np.stack([g1, g2], axis=-1)
+        return np.stack(potential_gradient_of(self.field_params(), q[..., 0], q[..., 1]), axis=-1)
 
     def potential_hessian(self, q: np.ndarray) -> np.ndarray:
         q = np.asarray(q, dtype=np.float64)
-        q1, q2 = q[..., 0], q[..., 1]
-        s = _sigmoid(q1)
-        ds = s * (1.0 - s)
-        dds = ds * (1.0 - 2.0 * s)
-        d = q1 - q2
-        h11 = self.k1 + self.k * s + 2.0 * self.k * ds * d + 0.5 * self.k * dds * d * d
-        h12 = -self.k * s - self.k * ds * d
-        h22 = self.k2 + self.k * s
+        h11, h12, h22 = potential_hessian_of(self.field_params(), q[..., 0], q[..., 1])
         return np.stack([np.stack([h11, h12], -1), np.stack([h12, h22], -1)], axis=-2)
 
-    # --- System API -------------------------------------------------------------------------------
-    def vector_field(self, y: np.ndarray) -> np.ndarray:
-        y = self._check_state(y)
-        q, p = y[..., :2], y[..., 2:]
-        return np.concatenate([self.kinetic_gradient(p), -self.potential_gradient(q)], axis=-1)
+    # --- System API: the field on components (``System`` docstring) ------------------------------------
+    def field_params(self) -> np.ndarray:
+        """p = (m1, m2, k1, k2, k)."""
+        return np.array([self.m[0], self.m[1], self.k1, self.k2, self.k], dtype=np.float64)
 
-    def jacobian(self, y: np.ndarray) -> np.ndarray:
-        y = self._check_state(y)
-        q, p = y[..., :2], y[..., 2:]
-        jac = np.zeros(y.shape[:-1] + (4, 4))
-        jac[..., :2, 2:] = self.kinetic_hessian(p)
-        jac[..., 2:, :2] = -self.potential_hessian(q)
-        return jac
+    @staticmethod
+    def field(p, x):
+        q1, q2, p1, p2 = x[0], x[1], x[2], x[3]
+        g1, g2 = potential_gradient_of(p, q1, q2)
+        v1, v2 = kinetic_gradient_of(p, p1, p2)
+        return (v1, v2, -g1, -g2)
+
+    @staticmethod
+    def field_jacobian(p, x):
+        h11, h12, h22 = potential_hessian_of(p, x[0], x[1])
+        return ((0.0, 0.0, 1.0 / p[0], 0.0), (0.0, 0.0, 0.0, 1.0 / p[1]), (-h11, -h12, 0.0, 0.0),
+                (-h12, -h22, 0.0, 0.0))
 
     def hamiltonian(self, y: np.ndarray) -> np.ndarray:
         """``H(q, p)``; y (..., 4) -> (...)."""

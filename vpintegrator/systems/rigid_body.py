@@ -11,6 +11,11 @@ Divergence free (component i does not depend on z_i), Lie-Poisson. Invariants: e
 Default inertia (2, 1, 2/3) (GeometricProblems, and what the paper's scripts ran) gives
 (a, b, c) = (1/2, -1, 1/2). The paper's text says (1, 2, 2/3); both inertias and coefficients are
 recorded by [`RigidBody.params`][vpintegrator.systems.System.params].
+
+Linear parameter form: θ = (a, b, c), F(z) = diag(z2 z3, z1 z3, z1 z2). Only differences of the 1/I_k act on
+the motion (a + b + c = 0): the identifiable parameters are u = (1/I2 − 1/I1, 1/I3 − 1/I1), θ = G u, and
+``with_theta`` builds one representative inertia (1/I = (0, u2, u3) shifted to be positive), which has the
+given (a, b, c) exactly.
 """
 
 from __future__ import annotations
@@ -18,8 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import dataclasses
+
 import numpy as np
 
+from ..arrays import array_namespace
 from ..errors import VPIntegratorError
 from .base import System, _check_positive_finite
 
@@ -61,9 +69,33 @@ class RigidBody(System):
     default_y0: ClassVar[tuple[float, ...]] = (float(np.sin(1.1)), 0.0, float(np.cos(1.1)))
     default_sampler: ClassVar[str] = "paper_sphere"
     torch_invariants: ClassVar[bool] = True
+    theta_names: ClassVar[tuple[str, ...]] = ("a", "b", "c")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "inertia", check_inertia("RigidBody", self.inertia))
+
+    # --- the linear parameter form (module docstring) ---------------------------------------------
+    @classmethod
+    def parameter_features(cls, z):
+        xp = array_namespace(z)
+        zero = z[..., 0] * 0.0
+        z1, z2, z3 = z[..., 0], z[..., 1], z[..., 2]
+        rows = [(z2 * z3, zero, zero), (zero, z1 * z3, zero), (zero, zero, z1 * z2)]
+        return xp.stack([xp.stack(r, -1) for r in rows], -2)
+
+    def theta(self) -> np.ndarray:
+        return np.array(self.coefficients, dtype=np.float64)
+
+    def with_theta(self, theta: np.ndarray) -> "RigidBody":
+        theta = np.asarray(theta, dtype=np.float64)
+        u = np.array([0.0, theta[2], -theta[1]])  # 1/I up to a shift (the gauge): a = u3 − u2 holds by a + b + c = 0
+        u = u - u.min() + 1.0
+        i1, i2, i3 = (float(v) for v in 1.0 / u)
+        return dataclasses.replace(self, inertia=(i1, i2, i3))
+
+    @classmethod
+    def theta_basis(cls) -> np.ndarray:
+        return np.array([[-1.0, 1.0], [0.0, -1.0], [1.0, 0.0]])  # a = u3 - u2, b = -u3, c = u2
 
     @property
     def coefficients(self) -> tuple[float, float, float]:
@@ -86,23 +118,22 @@ class RigidBody(System):
         a, b, c = self.coefficients
         return {"a": a, "b": b, "c": c}
 
-    def vector_field(self, y: np.ndarray) -> np.ndarray:
-        y = self._check_state(y)
-        a, b, c = self.coefficients
-        z1, z2, z3 = y[..., 0], y[..., 1], y[..., 2]
-        return np.stack([a * z2 * z3, b * z1 * z3, c * z1 * z2], axis=-1)
+    def field_params(self) -> np.ndarray:
+        """p = (a, b, c)."""
+        return np.array(self.coefficients, dtype=np.float64)
 
-    def jacobian(self, y: np.ndarray) -> np.ndarray:
-        y = self._check_state(y)
-        a, b, c = self.coefficients
-        z1, z2, z3 = y[..., 0], y[..., 1], y[..., 2]
-        zero = np.zeros_like(z1)
-        rows = [
-            np.stack([zero, a * z3, a * z2], axis=-1),
-            np.stack([b * z3, zero, b * z1], axis=-1),
-            np.stack([c * z2, c * z1, zero], axis=-1),
-        ]
-        return np.stack(rows, axis=-2)
+    @staticmethod
+    def field(p, x):
+        """f on components (``System`` docstring): p = (a, b, c)."""
+        a, b, c = p[0], p[1], p[2]
+        z1, z2, z3 = x[0], x[1], x[2]
+        return (a * z2 * z3, b * z1 * z3, c * z1 * z2)
+
+    @staticmethod
+    def field_jacobian(p, x):
+        a, b, c = p[0], p[1], p[2]
+        z1, z2, z3 = x[0], x[1], x[2]
+        return ((0.0, a * z3, a * z2), (b * z3, 0.0, b * z1), (c * z2, c * z1, 0.0))
 
     # NumPy arrays or torch tensors (torch_invariants)
     def _invariant_energy(self, y: np.ndarray) -> np.ndarray:

@@ -77,27 +77,25 @@ class RigidBodyExp(System):
         i1, i2, i3 = self.inertia
         return np.stack([y[..., 0] / i1 + self.epsilon * np.exp(y[..., 0]), y[..., 1] / i2, y[..., 2] / i3], axis=-1)
 
-    def vector_field(self, y: np.ndarray) -> np.ndarray:
-        y = self._check_state(y)
-        a, b, c = self.coefficients
-        eps = self.epsilon
-        z1, z2, z3 = y[..., 0], y[..., 1], y[..., 2]
-        e = np.exp(z1)
-        return np.stack([a * z2 * z3, b * z1 * z3 + eps * z3 * e, c * z1 * z2 - eps * z2 * e], axis=-1)
+    def field_params(self) -> np.ndarray:
+        """p = (a, b, c, epsilon)."""
+        return np.array([*self.coefficients, self.epsilon], dtype=np.float64)
 
-    def jacobian(self, y: np.ndarray) -> np.ndarray:
-        y = self._check_state(y)
-        a, b, c = self.coefficients
-        eps = self.epsilon
-        z1, z2, z3 = y[..., 0], y[..., 1], y[..., 2]
+    @staticmethod
+    def field(p, x):
+        """f on components (``System`` docstring): p = (a, b, c, epsilon); E = exp(z1) once."""
+        a, b, c, eps = p[0], p[1], p[2], p[3]
+        z1, z2, z3 = x[0], x[1], x[2]
         e = np.exp(z1)
-        zero = np.zeros_like(z1)
-        rows = [
-            np.stack([zero, a * z3, a * z2], axis=-1),
-            np.stack([b * z3 + eps * z3 * e, zero, b * z1 + eps * e], axis=-1),
-            np.stack([c * z2 - eps * z2 * e, c * z1 - eps * e, zero], axis=-1),
-        ]
-        return np.stack(rows, axis=-2)
+        return (a * z2 * z3, b * z1 * z3 + eps * z3 * e, c * z1 * z2 - eps * z2 * e)
+
+    @staticmethod
+    def field_jacobian(p, x):
+        a, b, c, eps = p[0], p[1], p[2], p[3]
+        z1, z2, z3 = x[0], x[1], x[2]
+        e = np.exp(z1)
+        return ((0.0, a * z3, a * z2), (b * z3 + eps * z3 * e, 0.0, b * z1 + eps * e),
+                (c * z2 - eps * z2 * e, c * z1 - eps * e, 0.0))
 
     # NumPy arrays or torch tensors (torch_invariants)
     def _invariant_energy(self, y: np.ndarray) -> np.ndarray:

@@ -33,20 +33,16 @@ class Volterra(System):
     default_sampler: ClassVar[str] = "box"
     torch_invariants: ClassVar[bool] = True  # the invariants are arithmetic: NumPy arrays or torch tensors
 
-    def vector_field(self, y: np.ndarray) -> np.ndarray:
-        y = self._check_state(y)
-        y1, y2, y3 = y[..., 0], y[..., 1], y[..., 2]
-        return np.stack([y1 * (y2 - y3), y2 * (y3 - y1), y3 * (y1 - y2)], axis=-1)
+    @staticmethod
+    def field(p, x):
+        """f on components (``System`` docstring); no parameters (p empty)."""
+        y1, y2, y3 = x[0], x[1], x[2]
+        return (y1 * (y2 - y3), y2 * (y3 - y1), y3 * (y1 - y2))
 
-    def jacobian(self, y: np.ndarray) -> np.ndarray:
-        y = self._check_state(y)
-        y1, y2, y3 = y[..., 0], y[..., 1], y[..., 2]
-        rows = [
-            np.stack([y2 - y3, y1, -y1], axis=-1),
-            np.stack([-y2, y3 - y1, y2], axis=-1),
-            np.stack([y3, -y3, y1 - y2], axis=-1),
-        ]
-        return np.stack(rows, axis=-2)
+    @staticmethod
+    def field_jacobian(p, x):
+        y1, y2, y3 = x[0], x[1], x[2]
+        return ((y2 - y3, y1, -y1), (-y2, y3 - y1, y2), (y3, -y3, y1 - y2))
 
     def _invariant_sum(self, y: np.ndarray) -> np.ndarray:
         return y[..., 0] + y[..., 1] + y[..., 2]

@@ -14,14 +14,25 @@ import numpy as np
 
 from ._jit import jit
 from .newton import step_gauss_legendre, step_implicit_midpoint
-from .systems import _sigmoid
+from .systems import (
+    rigid_body_field,
+    rigid_body_jacobian,
+    coupled_oscillator_field,
+    coupled_oscillator_jacobian,
+    coupled_oscillator_kinetic_gradient,
+    coupled_oscillator_potential_gradient,
+    volterra_field,
+    volterra_jacobian,
+    abc_flow_field,
+    abc_flow_jacobian,
+    rigid_body_exp_field,
+    rigid_body_exp_jacobian,
+)
 
 @jit
 def _step_euler_rigid_body(p, h, y0, y1, y2):
-    a, b, c = p[0], p[1], p[2]
-    k0 = a * y1 * y2
-    k1 = b * y0 * y2
-    k2 = c * y0 * y1
+    pp = (p[0], p[1], p[2])
+    k0, k1, k2 = rigid_body_field(pp, (y0, y1, y2))
     z0 = y0 + h * k0
     z1 = y1 + h * k1
     z2 = y2 + h * k2
@@ -80,29 +91,21 @@ def run_euler_rigid_body(p, y, h, n, out, gammas, info):
 
 @jit
 def _step_rk4_rigid_body(p, h, y0, y1, y2):
-    a, b, c = p[0], p[1], p[2]
+    pp = (p[0], p[1], p[2])
     half = 0.5 * h
-    k10 = a * y1 * y2
-    k11 = b * y0 * y2
-    k12 = c * y0 * y1
+    k10, k11, k12 = rigid_body_field(pp, (y0, y1, y2))
     t0 = y0 + half * k10
     t1 = y1 + half * k11
     t2 = y2 + half * k12
-    k20 = a * t1 * t2
-    k21 = b * t0 * t2
-    k22 = c * t0 * t1
+    k20, k21, k22 = rigid_body_field(pp, (t0, t1, t2))
     t0 = y0 + half * k20
     t1 = y1 + half * k21
     t2 = y2 + half * k22
-    k30 = a * t1 * t2
-    k31 = b * t0 * t2
-    k32 = c * t0 * t1
+    k30, k31, k32 = rigid_body_field(pp, (t0, t1, t2))
     t0 = y0 + h * k30
     t1 = y1 + h * k31
     t2 = y2 + h * k32
-    k40 = a * t1 * t2
-    k41 = b * t0 * t2
-    k42 = c * t0 * t1
+    k40, k41, k42 = rigid_body_field(pp, (t0, t1, t2))
     sixth = h / 6.0
     z0 = y0 + sixth * (k10 + 2.0 * k20 + 2.0 * k30 + k40)
     z1 = y1 + sixth * (k11 + 2.0 * k21 + 2.0 * k31 + k41)
@@ -162,16 +165,16 @@ def run_rk4_rigid_body(p, y, h, n, out, gammas, info):
 
 @jit
 def _step_splitting_rigid_body(p, h, y0, y1, y2):
-    a, b, c = p[0], p[1], p[2]
+    pp = (p[0], p[1], p[2])
     half = 0.5 * h
     z0 = y0
     z1 = y1
     z2 = y2
-    z0 += half * (a * z1 * z2)
-    z1 += half * (b * z0 * z2)
-    z2 += h * (c * z0 * z1)
-    z1 += half * (b * z0 * z2)
-    z0 += half * (a * z1 * z2)
+    z0 += half * (rigid_body_field(pp, (z0, z1, z2))[0])
+    z1 += half * (rigid_body_field(pp, (z0, z1, z2))[1])
+    z2 += h * (rigid_body_field(pp, (z0, z1, z2))[2])
+    z1 += half * (rigid_body_field(pp, (z0, z1, z2))[1])
+    z0 += half * (rigid_body_field(pp, (z0, z1, z2))[0])
     return z0, z1, z2
 
 
@@ -231,18 +234,18 @@ def run_shears_rigid_body(p, y, comps, coefs, n, out, info):
     info[1] = 0.0
     info[2] = 0.0
     lim2 = info[3]
-    a, b, c = p[0], p[1], p[2]
+    pp = (p[0], p[1], p[2])
     z0, z1, z2 = y[0], y[1], y[2]
     for k in range(n):
         for q in range(comps.size):
             cq = coefs[q]
             j = comps[q]
             if j == 0:
-                z0 += cq * (a * z1 * z2)
+                z0 += cq * (rigid_body_field(pp, (z0, z1, z2))[0])
             elif j == 1:
-                z1 += cq * (b * z0 * z2)
+                z1 += cq * (rigid_body_field(pp, (z0, z1, z2))[1])
             else:
-                z2 += cq * (c * z0 * z1)
+                z2 += cq * (rigid_body_field(pp, (z0, z1, z2))[2])
         out[k, 0] = z0
         out[k, 1] = z1
         out[k, 2] = z2
@@ -265,11 +268,9 @@ def run_shears_rigid_body(p, y, comps, coefs, n, out, info):
 
 @jit
 def _step_implicit_midpoint_rigid_body(p, h, y0, y1, y2, tol, max_iter):
-    a, b, c = p[0], p[1], p[2]
+    pp = (p[0], p[1], p[2])
     z0, z1, z2 = y0, y1, y2
-    f0 = a * y1 * y2
-    f1 = b * y0 * y2
-    f2 = c * y0 * y1
+    f0, f1, f2 = rigid_body_field(pp, (y0, y1, y2))
     z0 = y0 + h * f0
     z1 = y1 + h * f1
     z2 = y2 + h * f2
@@ -287,21 +288,20 @@ def _step_implicit_midpoint_rigid_body(p, h, y0, y1, y2, tol, max_iter):
         u0 = 0.5 * (y0 + z0)
         u1 = 0.5 * (y1 + z1)
         u2 = 0.5 * (y2 + z2)
-        g0 = a * u1 * u2
-        g1 = b * u0 * u2
-        g2 = c * u0 * u1
+        g0, g1, g2 = rigid_body_field(pp, (u0, u1, u2))
         r0 = z0 - y0 - h * g0
         r1 = z1 - y1 - h * g1
         r2 = z2 - y2 - h * g2
-        M00 = 1.0 - c2 * (0.0)
-        M01 = 0.0 - c2 * (a * u2)
-        M02 = 0.0 - c2 * (a * u1)
-        M10 = 0.0 - c2 * (b * u2)
-        M11 = 1.0 - c2 * (0.0)
-        M12 = 0.0 - c2 * (b * u0)
-        M20 = 0.0 - c2 * (c * u1)
-        M21 = 0.0 - c2 * (c * u0)
-        M22 = 1.0 - c2 * (0.0)
+        J = rigid_body_jacobian(pp, (u0, u1, u2))
+        M00 = 1.0 - c2 * (J[0][0])
+        M01 = 0.0 - c2 * (J[0][1])
+        M02 = 0.0 - c2 * (J[0][2])
+        M10 = 0.0 - c2 * (J[1][0])
+        M11 = 1.0 - c2 * (J[1][1])
+        M12 = 0.0 - c2 * (J[1][2])
+        M20 = 0.0 - c2 * (J[2][0])
+        M21 = 0.0 - c2 * (J[2][1])
+        M22 = 1.0 - c2 * (J[2][2])
         A00 = M11 * M22 - M12 * M21
         A01 = M02 * M21 - M01 * M22
         A02 = M01 * M12 - M02 * M11
@@ -396,14 +396,12 @@ def run_implicit_midpoint_rigid_body(p, y, h, n, out, gammas, tol, max_iter, inf
 
 @jit
 def _step_gauss1_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
-    a, b, c = p[0], p[1], p[2]
+    pp = (p[0], p[1], p[2])
     a00 = ta[0, 0]
     b0 = tb[0]
     c0 = tc[0]
     z0, z1, z2 = y0, y1, y2
-    f0 = a * y1 * y2
-    f1 = b * y0 * y2
-    f2 = c * y0 * y1
+    f0, f1, f2 = rigid_body_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -420,9 +418,7 @@ def _step_gauss1_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0 = a * w1 * w2
-        F0_1 = b * w0 * w2
-        F0_2 = c * w0 * w1
+        F0_0, F0_1, F0_2 = rigid_body_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0)
         N0_1 = h * (a00 * F0_1)
         N0_2 = h * (a00 * F0_2)
@@ -451,9 +447,7 @@ def _step_gauss1_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0 = a * w1 * w2
-        F0_1 = b * w0 * w2
-        F0_2 = c * w0 * w1
+        F0_0, F0_1, F0_2 = rigid_body_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0)
         z1 = y1 + h * (b0 * F0_1)
         z2 = y2 + h * (b0 * F0_2)
@@ -513,7 +507,7 @@ def run_gauss1_rigid_body(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, t
 
 @jit
 def _step_gauss2_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
-    a, b, c = p[0], p[1], p[2]
+    pp = (p[0], p[1], p[2])
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a10 = ta[1, 0]
@@ -523,9 +517,7 @@ def _step_gauss2_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
     c0 = tc[0]
     c1 = tc[1]
     z0, z1, z2 = y0, y1, y2
-    f0 = a * y1 * y2
-    f1 = b * y0 * y2
-    f2 = c * y0 * y1
+    f0, f1, f2 = rigid_body_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -545,15 +537,11 @@ def _step_gauss2_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0 = a * w1 * w2
-        F0_1 = b * w0 * w2
-        F0_2 = c * w0 * w1
+        F0_0, F0_1, F0_2 = rigid_body_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0 = a * w1 * w2
-        F1_1 = b * w0 * w2
-        F1_2 = c * w0 * w1
+        F1_0, F1_1, F1_2 = rigid_body_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2)
@@ -597,15 +585,11 @@ def _step_gauss2_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0 = a * w1 * w2
-        F0_1 = b * w0 * w2
-        F0_2 = c * w0 * w1
+        F0_0, F0_1, F0_2 = rigid_body_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0 = a * w1 * w2
-        F1_1 = b * w0 * w2
-        F1_2 = c * w0 * w1
+        F1_0, F1_1, F1_2 = rigid_body_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2)
@@ -665,7 +649,7 @@ def run_gauss2_rigid_body(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, t
 
 @jit
 def _step_gauss3_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
-    a, b, c = p[0], p[1], p[2]
+    pp = (p[0], p[1], p[2])
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a02 = ta[0, 2]
@@ -682,9 +666,7 @@ def _step_gauss3_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
     c1 = tc[1]
     c2 = tc[2]
     z0, z1, z2 = y0, y1, y2
-    f0 = a * y1 * y2
-    f1 = b * y0 * y2
-    f2 = c * y0 * y1
+    f0, f1, f2 = rigid_body_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -707,21 +689,15 @@ def _step_gauss3_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0 = a * w1 * w2
-        F0_1 = b * w0 * w2
-        F0_2 = c * w0 * w1
+        F0_0, F0_1, F0_2 = rigid_body_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0 = a * w1 * w2
-        F1_1 = b * w0 * w2
-        F1_2 = c * w0 * w1
+        F1_0, F1_1, F1_2 = rigid_body_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0 = a * w1 * w2
-        F2_1 = b * w0 * w2
-        F2_2 = c * w0 * w1
+        F2_0, F2_1, F2_2 = rigid_body_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0 + a02 * F2_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1 + a02 * F2_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2 + a02 * F2_2)
@@ -780,21 +756,15 @@ def _step_gauss3_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0 = a * w1 * w2
-        F0_1 = b * w0 * w2
-        F0_2 = c * w0 * w1
+        F0_0, F0_1, F0_2 = rigid_body_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0 = a * w1 * w2
-        F1_1 = b * w0 * w2
-        F1_2 = c * w0 * w1
+        F1_0, F1_1, F1_2 = rigid_body_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0 = a * w1 * w2
-        F2_1 = b * w0 * w2
-        F2_2 = c * w0 * w1
+        F2_0, F2_1, F2_2 = rigid_body_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0 + b2 * F2_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1 + b2 * F2_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2 + b2 * F2_2)
@@ -854,7 +824,7 @@ def run_gauss3_rigid_body(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, t
 
 @jit
 def _step_gauss4_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
-    a, b, c = p[0], p[1], p[2]
+    pp = (p[0], p[1], p[2])
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a02 = ta[0, 2]
@@ -880,9 +850,7 @@ def _step_gauss4_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
     c2 = tc[2]
     c3 = tc[3]
     z0, z1, z2 = y0, y1, y2
-    f0 = a * y1 * y2
-    f1 = b * y0 * y2
-    f2 = c * y0 * y1
+    f0, f1, f2 = rigid_body_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -908,27 +876,19 @@ def _step_gauss4_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0 = a * w1 * w2
-        F0_1 = b * w0 * w2
-        F0_2 = c * w0 * w1
+        F0_0, F0_1, F0_2 = rigid_body_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0 = a * w1 * w2
-        F1_1 = b * w0 * w2
-        F1_2 = c * w0 * w1
+        F1_0, F1_1, F1_2 = rigid_body_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0 = a * w1 * w2
-        F2_1 = b * w0 * w2
-        F2_2 = c * w0 * w1
+        F2_0, F2_1, F2_2 = rigid_body_field(pp, (w0, w1, w2))
         w0 = y0 + Z3_0
         w1 = y1 + Z3_1
         w2 = y2 + Z3_2
-        F3_0 = a * w1 * w2
-        F3_1 = b * w0 * w2
-        F3_2 = c * w0 * w1
+        F3_0, F3_1, F3_2 = rigid_body_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0 + a02 * F2_0 + a03 * F3_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1 + a02 * F2_1 + a03 * F3_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2 + a02 * F2_2 + a03 * F3_2)
@@ -1002,27 +962,19 @@ def _step_gauss4_rigid_body(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0 = a * w1 * w2
-        F0_1 = b * w0 * w2
-        F0_2 = c * w0 * w1
+        F0_0, F0_1, F0_2 = rigid_body_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0 = a * w1 * w2
-        F1_1 = b * w0 * w2
-        F1_2 = c * w0 * w1
+        F1_0, F1_1, F1_2 = rigid_body_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0 = a * w1 * w2
-        F2_1 = b * w0 * w2
-        F2_2 = c * w0 * w1
+        F2_0, F2_1, F2_2 = rigid_body_field(pp, (w0, w1, w2))
         w0 = y0 + Z3_0
         w1 = y1 + Z3_1
         w2 = y2 + Z3_2
-        F3_0 = a * w1 * w2
-        F3_1 = b * w0 * w2
-        F3_2 = c * w0 * w1
+        F3_0, F3_1, F3_2 = rigid_body_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0 + b2 * F2_0 + b3 * F3_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1 + b2 * F2_1 + b3 * F3_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2 + b2 * F2_2 + b3 * F3_2)
@@ -1082,16 +1034,8 @@ def run_gauss4_rigid_body(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, t
 
 @jit
 def _step_euler_coupled_oscillator(p, h, y0, y1, y2, y3):
-    m1, m2, k1, k2, kc = p[0], p[1], p[2], p[3], p[4]
-    kgs = _sigmoid(y0)
-    kgds = kgs * (1.0 - kgs)
-    kgd = y0 - y1
-    kg0 = k1 * y0 + kc * kgs * kgd + 0.5 * kc * kgds * kgd * kgd
-    kg1 = k2 * y1 - kc * kgs * kgd
-    k0 = y2 / m1
-    k1 = y3 / m2
-    k2 = -kg0
-    k3 = -kg1
+    pp = (p[0], p[1], p[2], p[3], p[4])
+    k0, k1, k2, k3 = coupled_oscillator_field(pp, (y0, y1, y2, y3))
     z0 = y0 + h * k0
     z1 = y1 + h * k1
     z2 = y2 + h * k2
@@ -1158,56 +1102,24 @@ def run_euler_coupled_oscillator(p, y, h, n, out, gammas, info):
 
 @jit
 def _step_rk4_coupled_oscillator(p, h, y0, y1, y2, y3):
-    m1, m2, k1, k2, kc = p[0], p[1], p[2], p[3], p[4]
+    pp = (p[0], p[1], p[2], p[3], p[4])
     half = 0.5 * h
-    k1gs = _sigmoid(y0)
-    k1gds = k1gs * (1.0 - k1gs)
-    k1gd = y0 - y1
-    k1g0 = k1 * y0 + kc * k1gs * k1gd + 0.5 * kc * k1gds * k1gd * k1gd
-    k1g1 = k2 * y1 - kc * k1gs * k1gd
-    k10 = y2 / m1
-    k11 = y3 / m2
-    k12 = -k1g0
-    k13 = -k1g1
+    k10, k11, k12, k13 = coupled_oscillator_field(pp, (y0, y1, y2, y3))
     t0 = y0 + half * k10
     t1 = y1 + half * k11
     t2 = y2 + half * k12
     t3 = y3 + half * k13
-    k2gs = _sigmoid(t0)
-    k2gds = k2gs * (1.0 - k2gs)
-    k2gd = t0 - t1
-    k2g0 = k1 * t0 + kc * k2gs * k2gd + 0.5 * kc * k2gds * k2gd * k2gd
-    k2g1 = k2 * t1 - kc * k2gs * k2gd
-    k20 = t2 / m1
-    k21 = t3 / m2
-    k22 = -k2g0
-    k23 = -k2g1
+    k20, k21, k22, k23 = coupled_oscillator_field(pp, (t0, t1, t2, t3))
     t0 = y0 + half * k20
     t1 = y1 + half * k21
     t2 = y2 + half * k22
     t3 = y3 + half * k23
-    k3gs = _sigmoid(t0)
-    k3gds = k3gs * (1.0 - k3gs)
-    k3gd = t0 - t1
-    k3g0 = k1 * t0 + kc * k3gs * k3gd + 0.5 * kc * k3gds * k3gd * k3gd
-    k3g1 = k2 * t1 - kc * k3gs * k3gd
-    k30 = t2 / m1
-    k31 = t3 / m2
-    k32 = -k3g0
-    k33 = -k3g1
+    k30, k31, k32, k33 = coupled_oscillator_field(pp, (t0, t1, t2, t3))
     t0 = y0 + h * k30
     t1 = y1 + h * k31
     t2 = y2 + h * k32
     t3 = y3 + h * k33
-    k4gs = _sigmoid(t0)
-    k4gds = k4gs * (1.0 - k4gs)
-    k4gd = t0 - t1
-    k4g0 = k1 * t0 + kc * k4gs * k4gd + 0.5 * kc * k4gds * k4gd * k4gd
-    k4g1 = k2 * t1 - kc * k4gs * k4gd
-    k40 = t2 / m1
-    k41 = t3 / m2
-    k42 = -k4g0
-    k43 = -k4g1
+    k40, k41, k42, k43 = coupled_oscillator_field(pp, (t0, t1, t2, t3))
     sixth = h / 6.0
     z0 = y0 + sixth * (k10 + 2.0 * k20 + 2.0 * k30 + k40)
     z1 = y1 + sixth * (k11 + 2.0 * k21 + 2.0 * k31 + k41)
@@ -1275,22 +1187,15 @@ def run_rk4_coupled_oscillator(p, y, h, n, out, gammas, info):
 
 @jit
 def _step_stormer_verlet_coupled_oscillator(p, h, y0, y1, y2, y3):
-    m1, m2, k1, k2, kc = p[0], p[1], p[2], p[3], p[4]
+    pp = (p[0], p[1], p[2], p[3], p[4])
     half = 0.5 * h
-    gs = _sigmoid(y0)
-    gds = gs * (1.0 - gs)
-    gd = y0 - y1
-    g0 = k1 * y0 + kc * gs * gd + 0.5 * kc * gds * gd * gd
-    g1 = k2 * y1 - kc * gs * gd
+    g0, g1 = coupled_oscillator_potential_gradient(pp, y0, y1)
     v0 = y2 - half * g0
     v1 = y3 - half * g1
-    z0 = y0 + h * (v0 / m1)
-    z1 = y1 + h * (v1 / m2)
-    Gs = _sigmoid(z0)
-    Gds = Gs * (1.0 - Gs)
-    Gd = z0 - z1
-    G0 = k1 * z0 + kc * Gs * Gd + 0.5 * kc * Gds * Gd * Gd
-    G1 = k2 * z1 - kc * Gs * Gd
+    t0, t1 = coupled_oscillator_kinetic_gradient(pp, v0, v1)
+    z0 = y0 + h * t0
+    z1 = y1 + h * t1
+    G0, G1 = coupled_oscillator_potential_gradient(pp, z0, z1)
     z2 = v0 - half * G0
     z3 = v1 - half * G1
     return z0, z1, z2, z3
@@ -1355,17 +1260,9 @@ def run_stormer_verlet_coupled_oscillator(p, y, h, n, out, gammas, info):
 
 @jit
 def _step_implicit_midpoint_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter):
-    m1, m2, k1, k2, kc = p[0], p[1], p[2], p[3], p[4]
+    pp = (p[0], p[1], p[2], p[3], p[4])
     z0, z1, z2, z3 = y0, y1, y2, y3
-    fgs = _sigmoid(y0)
-    fgds = fgs * (1.0 - fgs)
-    fgd = y0 - y1
-    fg0 = k1 * y0 + kc * fgs * fgd + 0.5 * kc * fgds * fgd * fgd
-    fg1 = k2 * y1 - kc * fgs * fgd
-    f0 = y2 / m1
-    f1 = y3 / m2
-    f2 = -fg0
-    f3 = -fg1
+    f0, f1, f2, f3 = coupled_oscillator_field(pp, (y0, y1, y2, y3))
     z0 = y0 + h * f0
     z1 = y1 + h * f1
     z2 = y2 + h * f2
@@ -1387,42 +1284,28 @@ def _step_implicit_midpoint_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_it
         u1 = 0.5 * (y1 + z1)
         u2 = 0.5 * (y2 + z2)
         u3 = 0.5 * (y3 + z3)
-        ggs = _sigmoid(u0)
-        ggds = ggs * (1.0 - ggs)
-        ggd = u0 - u1
-        gg0 = k1 * u0 + kc * ggs * ggd + 0.5 * kc * ggds * ggd * ggd
-        gg1 = k2 * u1 - kc * ggs * ggd
-        g0 = u2 / m1
-        g1 = u3 / m2
-        g2 = -gg0
-        g3 = -gg1
+        g0, g1, g2, g3 = coupled_oscillator_field(pp, (u0, u1, u2, u3))
         r0 = z0 - y0 - h * g0
         r1 = z1 - y1 - h * g1
         r2 = z2 - y2 - h * g2
         r3 = z3 - y3 - h * g3
-        hs = _sigmoid(u0)
-        hds = hs * (1.0 - hs)
-        hdds = hds * (1.0 - 2.0 * hs)
-        hd = u0 - u1
-        h11 = k1 + kc * hs + 2.0 * kc * hds * hd + 0.5 * kc * hdds * hd * hd
-        h12 = -kc * hs - kc * hds * hd
-        h22 = k2 + kc * hs
-        M00 = 1.0 - c2 * (0.0)
-        M01 = 0.0 - c2 * (0.0)
-        M02 = 0.0 - c2 * (1.0 / m1)
-        M03 = 0.0 - c2 * (0.0)
-        M10 = 0.0 - c2 * (0.0)
-        M11 = 1.0 - c2 * (0.0)
-        M12 = 0.0 - c2 * (0.0)
-        M13 = 0.0 - c2 * (1.0 / m2)
-        M20 = 0.0 - c2 * (-h11)
-        M21 = 0.0 - c2 * (-h12)
-        M22 = 1.0 - c2 * (0.0)
-        M23 = 0.0 - c2 * (0.0)
-        M30 = 0.0 - c2 * (-h12)
-        M31 = 0.0 - c2 * (-h22)
-        M32 = 0.0 - c2 * (0.0)
-        M33 = 1.0 - c2 * (0.0)
+        J = coupled_oscillator_jacobian(pp, (u0, u1, u2, u3))
+        M00 = 1.0 - c2 * (J[0][0])
+        M01 = 0.0 - c2 * (J[0][1])
+        M02 = 0.0 - c2 * (J[0][2])
+        M03 = 0.0 - c2 * (J[0][3])
+        M10 = 0.0 - c2 * (J[1][0])
+        M11 = 1.0 - c2 * (J[1][1])
+        M12 = 0.0 - c2 * (J[1][2])
+        M13 = 0.0 - c2 * (J[1][3])
+        M20 = 0.0 - c2 * (J[2][0])
+        M21 = 0.0 - c2 * (J[2][1])
+        M22 = 1.0 - c2 * (J[2][2])
+        M23 = 0.0 - c2 * (J[2][3])
+        M30 = 0.0 - c2 * (J[3][0])
+        M31 = 0.0 - c2 * (J[3][1])
+        M32 = 0.0 - c2 * (J[3][2])
+        M33 = 1.0 - c2 * (J[3][3])
         if M00 == 0.0:
             break
         iv = 1.0 / M00
@@ -1551,20 +1434,12 @@ def run_implicit_midpoint_coupled_oscillator(p, y, h, n, out, gammas, tol, max_i
 
 @jit
 def _step_gauss1_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb, tc):
-    m1, m2, k1, k2, kc = p[0], p[1], p[2], p[3], p[4]
+    pp = (p[0], p[1], p[2], p[3], p[4])
     a00 = ta[0, 0]
     b0 = tb[0]
     c0 = tc[0]
     z0, z1, z2, z3 = y0, y1, y2, y3
-    fgs = _sigmoid(y0)
-    fgds = fgs * (1.0 - fgs)
-    fgd = y0 - y1
-    fg0 = k1 * y0 + kc * fgs * fgd + 0.5 * kc * fgds * fgd * fgd
-    fg1 = k2 * y1 - kc * fgs * fgd
-    f0 = y2 / m1
-    f1 = y3 / m2
-    f2 = -fg0
-    f3 = -fg1
+    f0, f1, f2, f3 = coupled_oscillator_field(pp, (y0, y1, y2, y3))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -1585,15 +1460,7 @@ def _step_gauss1_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
         w3 = y3 + Z0_3
-        F0_gs = _sigmoid(w0)
-        F0_gds = F0_gs * (1.0 - F0_gs)
-        F0_gd = w0 - w1
-        F0_g0 = k1 * w0 + kc * F0_gs * F0_gd + 0.5 * kc * F0_gds * F0_gd * F0_gd
-        F0_g1 = k2 * w1 - kc * F0_gs * F0_gd
-        F0_0 = w2 / m1
-        F0_1 = w3 / m2
-        F0_2 = -F0_g0
-        F0_3 = -F0_g1
+        F0_0, F0_1, F0_2, F0_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         N0_0 = h * (a00 * F0_0)
         N0_1 = h * (a00 * F0_1)
         N0_2 = h * (a00 * F0_2)
@@ -1628,15 +1495,7 @@ def _step_gauss1_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
         w3 = y3 + Z0_3
-        F0_gs = _sigmoid(w0)
-        F0_gds = F0_gs * (1.0 - F0_gs)
-        F0_gd = w0 - w1
-        F0_g0 = k1 * w0 + kc * F0_gs * F0_gd + 0.5 * kc * F0_gds * F0_gd * F0_gd
-        F0_g1 = k2 * w1 - kc * F0_gs * F0_gd
-        F0_0 = w2 / m1
-        F0_1 = w3 / m2
-        F0_2 = -F0_g0
-        F0_3 = -F0_g1
+        F0_0, F0_1, F0_2, F0_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         z0 = y0 + h * (b0 * F0_0)
         z1 = y1 + h * (b0 * F0_1)
         z2 = y2 + h * (b0 * F0_2)
@@ -1704,7 +1563,7 @@ def run_gauss1_coupled_oscillator(p, y, h, n, out, gammas, tol, max_iter, info, 
 
 @jit
 def _step_gauss2_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb, tc):
-    m1, m2, k1, k2, kc = p[0], p[1], p[2], p[3], p[4]
+    pp = (p[0], p[1], p[2], p[3], p[4])
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a10 = ta[1, 0]
@@ -1714,15 +1573,7 @@ def _step_gauss2_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
     c0 = tc[0]
     c1 = tc[1]
     z0, z1, z2, z3 = y0, y1, y2, y3
-    fgs = _sigmoid(y0)
-    fgds = fgs * (1.0 - fgs)
-    fgd = y0 - y1
-    fg0 = k1 * y0 + kc * fgs * fgd + 0.5 * kc * fgds * fgd * fgd
-    fg1 = k2 * y1 - kc * fgs * fgd
-    f0 = y2 / m1
-    f1 = y3 / m2
-    f2 = -fg0
-    f3 = -fg1
+    f0, f1, f2, f3 = coupled_oscillator_field(pp, (y0, y1, y2, y3))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -1747,28 +1598,12 @@ def _step_gauss2_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
         w3 = y3 + Z0_3
-        F0_gs = _sigmoid(w0)
-        F0_gds = F0_gs * (1.0 - F0_gs)
-        F0_gd = w0 - w1
-        F0_g0 = k1 * w0 + kc * F0_gs * F0_gd + 0.5 * kc * F0_gds * F0_gd * F0_gd
-        F0_g1 = k2 * w1 - kc * F0_gs * F0_gd
-        F0_0 = w2 / m1
-        F0_1 = w3 / m2
-        F0_2 = -F0_g0
-        F0_3 = -F0_g1
+        F0_0, F0_1, F0_2, F0_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
         w3 = y3 + Z1_3
-        F1_gs = _sigmoid(w0)
-        F1_gds = F1_gs * (1.0 - F1_gs)
-        F1_gd = w0 - w1
-        F1_g0 = k1 * w0 + kc * F1_gs * F1_gd + 0.5 * kc * F1_gds * F1_gd * F1_gd
-        F1_g1 = k2 * w1 - kc * F1_gs * F1_gd
-        F1_0 = w2 / m1
-        F1_1 = w3 / m2
-        F1_2 = -F1_g0
-        F1_3 = -F1_g1
+        F1_0, F1_1, F1_2, F1_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2)
@@ -1823,28 +1658,12 @@ def _step_gauss2_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
         w3 = y3 + Z0_3
-        F0_gs = _sigmoid(w0)
-        F0_gds = F0_gs * (1.0 - F0_gs)
-        F0_gd = w0 - w1
-        F0_g0 = k1 * w0 + kc * F0_gs * F0_gd + 0.5 * kc * F0_gds * F0_gd * F0_gd
-        F0_g1 = k2 * w1 - kc * F0_gs * F0_gd
-        F0_0 = w2 / m1
-        F0_1 = w3 / m2
-        F0_2 = -F0_g0
-        F0_3 = -F0_g1
+        F0_0, F0_1, F0_2, F0_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
         w3 = y3 + Z1_3
-        F1_gs = _sigmoid(w0)
-        F1_gds = F1_gs * (1.0 - F1_gs)
-        F1_gd = w0 - w1
-        F1_g0 = k1 * w0 + kc * F1_gs * F1_gd + 0.5 * kc * F1_gds * F1_gd * F1_gd
-        F1_g1 = k2 * w1 - kc * F1_gs * F1_gd
-        F1_0 = w2 / m1
-        F1_1 = w3 / m2
-        F1_2 = -F1_g0
-        F1_3 = -F1_g1
+        F1_0, F1_1, F1_2, F1_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2)
@@ -1912,7 +1731,7 @@ def run_gauss2_coupled_oscillator(p, y, h, n, out, gammas, tol, max_iter, info, 
 
 @jit
 def _step_gauss3_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb, tc):
-    m1, m2, k1, k2, kc = p[0], p[1], p[2], p[3], p[4]
+    pp = (p[0], p[1], p[2], p[3], p[4])
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a02 = ta[0, 2]
@@ -1929,15 +1748,7 @@ def _step_gauss3_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
     c1 = tc[1]
     c2 = tc[2]
     z0, z1, z2, z3 = y0, y1, y2, y3
-    fgs = _sigmoid(y0)
-    fgds = fgs * (1.0 - fgs)
-    fgd = y0 - y1
-    fg0 = k1 * y0 + kc * fgs * fgd + 0.5 * kc * fgds * fgd * fgd
-    fg1 = k2 * y1 - kc * fgs * fgd
-    f0 = y2 / m1
-    f1 = y3 / m2
-    f2 = -fg0
-    f3 = -fg1
+    f0, f1, f2, f3 = coupled_oscillator_field(pp, (y0, y1, y2, y3))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -1966,41 +1777,17 @@ def _step_gauss3_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
         w3 = y3 + Z0_3
-        F0_gs = _sigmoid(w0)
-        F0_gds = F0_gs * (1.0 - F0_gs)
-        F0_gd = w0 - w1
-        F0_g0 = k1 * w0 + kc * F0_gs * F0_gd + 0.5 * kc * F0_gds * F0_gd * F0_gd
-        F0_g1 = k2 * w1 - kc * F0_gs * F0_gd
-        F0_0 = w2 / m1
-        F0_1 = w3 / m2
-        F0_2 = -F0_g0
-        F0_3 = -F0_g1
+        F0_0, F0_1, F0_2, F0_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
         w3 = y3 + Z1_3
-        F1_gs = _sigmoid(w0)
-        F1_gds = F1_gs * (1.0 - F1_gs)
-        F1_gd = w0 - w1
-        F1_g0 = k1 * w0 + kc * F1_gs * F1_gd + 0.5 * kc * F1_gds * F1_gd * F1_gd
-        F1_g1 = k2 * w1 - kc * F1_gs * F1_gd
-        F1_0 = w2 / m1
-        F1_1 = w3 / m2
-        F1_2 = -F1_g0
-        F1_3 = -F1_g1
+        F1_0, F1_1, F1_2, F1_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
         w3 = y3 + Z2_3
-        F2_gs = _sigmoid(w0)
-        F2_gds = F2_gs * (1.0 - F2_gs)
-        F2_gd = w0 - w1
-        F2_g0 = k1 * w0 + kc * F2_gs * F2_gd + 0.5 * kc * F2_gds * F2_gd * F2_gd
-        F2_g1 = k2 * w1 - kc * F2_gs * F2_gd
-        F2_0 = w2 / m1
-        F2_1 = w3 / m2
-        F2_2 = -F2_g0
-        F2_3 = -F2_g1
+        F2_0, F2_1, F2_2, F2_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0 + a02 * F2_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1 + a02 * F2_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2 + a02 * F2_2)
@@ -2075,41 +1862,17 @@ def _step_gauss3_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
         w3 = y3 + Z0_3
-        F0_gs = _sigmoid(w0)
-        F0_gds = F0_gs * (1.0 - F0_gs)
-        F0_gd = w0 - w1
-        F0_g0 = k1 * w0 + kc * F0_gs * F0_gd + 0.5 * kc * F0_gds * F0_gd * F0_gd
-        F0_g1 = k2 * w1 - kc * F0_gs * F0_gd
-        F0_0 = w2 / m1
-        F0_1 = w3 / m2
-        F0_2 = -F0_g0
-        F0_3 = -F0_g1
+        F0_0, F0_1, F0_2, F0_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
         w3 = y3 + Z1_3
-        F1_gs = _sigmoid(w0)
-        F1_gds = F1_gs * (1.0 - F1_gs)
-        F1_gd = w0 - w1
-        F1_g0 = k1 * w0 + kc * F1_gs * F1_gd + 0.5 * kc * F1_gds * F1_gd * F1_gd
-        F1_g1 = k2 * w1 - kc * F1_gs * F1_gd
-        F1_0 = w2 / m1
-        F1_1 = w3 / m2
-        F1_2 = -F1_g0
-        F1_3 = -F1_g1
+        F1_0, F1_1, F1_2, F1_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
         w3 = y3 + Z2_3
-        F2_gs = _sigmoid(w0)
-        F2_gds = F2_gs * (1.0 - F2_gs)
-        F2_gd = w0 - w1
-        F2_g0 = k1 * w0 + kc * F2_gs * F2_gd + 0.5 * kc * F2_gds * F2_gd * F2_gd
-        F2_g1 = k2 * w1 - kc * F2_gs * F2_gd
-        F2_0 = w2 / m1
-        F2_1 = w3 / m2
-        F2_2 = -F2_g0
-        F2_3 = -F2_g1
+        F2_0, F2_1, F2_2, F2_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0 + b2 * F2_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1 + b2 * F2_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2 + b2 * F2_2)
@@ -2177,7 +1940,7 @@ def run_gauss3_coupled_oscillator(p, y, h, n, out, gammas, tol, max_iter, info, 
 
 @jit
 def _step_gauss4_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb, tc):
-    m1, m2, k1, k2, kc = p[0], p[1], p[2], p[3], p[4]
+    pp = (p[0], p[1], p[2], p[3], p[4])
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a02 = ta[0, 2]
@@ -2203,15 +1966,7 @@ def _step_gauss4_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
     c2 = tc[2]
     c3 = tc[3]
     z0, z1, z2, z3 = y0, y1, y2, y3
-    fgs = _sigmoid(y0)
-    fgds = fgs * (1.0 - fgs)
-    fgd = y0 - y1
-    fg0 = k1 * y0 + kc * fgs * fgd + 0.5 * kc * fgds * fgd * fgd
-    fg1 = k2 * y1 - kc * fgs * fgd
-    f0 = y2 / m1
-    f1 = y3 / m2
-    f2 = -fg0
-    f3 = -fg1
+    f0, f1, f2, f3 = coupled_oscillator_field(pp, (y0, y1, y2, y3))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -2244,54 +1999,22 @@ def _step_gauss4_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
         w3 = y3 + Z0_3
-        F0_gs = _sigmoid(w0)
-        F0_gds = F0_gs * (1.0 - F0_gs)
-        F0_gd = w0 - w1
-        F0_g0 = k1 * w0 + kc * F0_gs * F0_gd + 0.5 * kc * F0_gds * F0_gd * F0_gd
-        F0_g1 = k2 * w1 - kc * F0_gs * F0_gd
-        F0_0 = w2 / m1
-        F0_1 = w3 / m2
-        F0_2 = -F0_g0
-        F0_3 = -F0_g1
+        F0_0, F0_1, F0_2, F0_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
         w3 = y3 + Z1_3
-        F1_gs = _sigmoid(w0)
-        F1_gds = F1_gs * (1.0 - F1_gs)
-        F1_gd = w0 - w1
-        F1_g0 = k1 * w0 + kc * F1_gs * F1_gd + 0.5 * kc * F1_gds * F1_gd * F1_gd
-        F1_g1 = k2 * w1 - kc * F1_gs * F1_gd
-        F1_0 = w2 / m1
-        F1_1 = w3 / m2
-        F1_2 = -F1_g0
-        F1_3 = -F1_g1
+        F1_0, F1_1, F1_2, F1_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
         w3 = y3 + Z2_3
-        F2_gs = _sigmoid(w0)
-        F2_gds = F2_gs * (1.0 - F2_gs)
-        F2_gd = w0 - w1
-        F2_g0 = k1 * w0 + kc * F2_gs * F2_gd + 0.5 * kc * F2_gds * F2_gd * F2_gd
-        F2_g1 = k2 * w1 - kc * F2_gs * F2_gd
-        F2_0 = w2 / m1
-        F2_1 = w3 / m2
-        F2_2 = -F2_g0
-        F2_3 = -F2_g1
+        F2_0, F2_1, F2_2, F2_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         w0 = y0 + Z3_0
         w1 = y1 + Z3_1
         w2 = y2 + Z3_2
         w3 = y3 + Z3_3
-        F3_gs = _sigmoid(w0)
-        F3_gds = F3_gs * (1.0 - F3_gs)
-        F3_gd = w0 - w1
-        F3_g0 = k1 * w0 + kc * F3_gs * F3_gd + 0.5 * kc * F3_gds * F3_gd * F3_gd
-        F3_g1 = k2 * w1 - kc * F3_gs * F3_gd
-        F3_0 = w2 / m1
-        F3_1 = w3 / m2
-        F3_2 = -F3_g0
-        F3_3 = -F3_g1
+        F3_0, F3_1, F3_2, F3_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0 + a02 * F2_0 + a03 * F3_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1 + a02 * F2_1 + a03 * F3_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2 + a02 * F2_2 + a03 * F3_2)
@@ -2386,54 +2109,22 @@ def _step_gauss4_coupled_oscillator(p, h, y0, y1, y2, y3, tol, max_iter, ta, tb,
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
         w3 = y3 + Z0_3
-        F0_gs = _sigmoid(w0)
-        F0_gds = F0_gs * (1.0 - F0_gs)
-        F0_gd = w0 - w1
-        F0_g0 = k1 * w0 + kc * F0_gs * F0_gd + 0.5 * kc * F0_gds * F0_gd * F0_gd
-        F0_g1 = k2 * w1 - kc * F0_gs * F0_gd
-        F0_0 = w2 / m1
-        F0_1 = w3 / m2
-        F0_2 = -F0_g0
-        F0_3 = -F0_g1
+        F0_0, F0_1, F0_2, F0_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
         w3 = y3 + Z1_3
-        F1_gs = _sigmoid(w0)
-        F1_gds = F1_gs * (1.0 - F1_gs)
-        F1_gd = w0 - w1
-        F1_g0 = k1 * w0 + kc * F1_gs * F1_gd + 0.5 * kc * F1_gds * F1_gd * F1_gd
-        F1_g1 = k2 * w1 - kc * F1_gs * F1_gd
-        F1_0 = w2 / m1
-        F1_1 = w3 / m2
-        F1_2 = -F1_g0
-        F1_3 = -F1_g1
+        F1_0, F1_1, F1_2, F1_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
         w3 = y3 + Z2_3
-        F2_gs = _sigmoid(w0)
-        F2_gds = F2_gs * (1.0 - F2_gs)
-        F2_gd = w0 - w1
-        F2_g0 = k1 * w0 + kc * F2_gs * F2_gd + 0.5 * kc * F2_gds * F2_gd * F2_gd
-        F2_g1 = k2 * w1 - kc * F2_gs * F2_gd
-        F2_0 = w2 / m1
-        F2_1 = w3 / m2
-        F2_2 = -F2_g0
-        F2_3 = -F2_g1
+        F2_0, F2_1, F2_2, F2_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         w0 = y0 + Z3_0
         w1 = y1 + Z3_1
         w2 = y2 + Z3_2
         w3 = y3 + Z3_3
-        F3_gs = _sigmoid(w0)
-        F3_gds = F3_gs * (1.0 - F3_gs)
-        F3_gd = w0 - w1
-        F3_g0 = k1 * w0 + kc * F3_gs * F3_gd + 0.5 * kc * F3_gds * F3_gd * F3_gd
-        F3_g1 = k2 * w1 - kc * F3_gs * F3_gd
-        F3_0 = w2 / m1
-        F3_1 = w3 / m2
-        F3_2 = -F3_g0
-        F3_3 = -F3_g1
+        F3_0, F3_1, F3_2, F3_3 = coupled_oscillator_field(pp, (w0, w1, w2, w3))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0 + b2 * F2_0 + b3 * F3_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1 + b2 * F2_1 + b3 * F3_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2 + b2 * F2_2 + b3 * F3_2)
@@ -2501,9 +2192,8 @@ def run_gauss4_coupled_oscillator(p, y, h, n, out, gammas, tol, max_iter, info, 
 
 @jit
 def _step_euler_volterra(p, h, y0, y1, y2):
-    k0 = y0 * (y1 - y2)
-    k1 = y1 * (y2 - y0)
-    k2 = y2 * (y0 - y1)
+    pp = ()
+    k0, k1, k2 = volterra_field(pp, (y0, y1, y2))
     z0 = y0 + h * k0
     z1 = y1 + h * k1
     z2 = y2 + h * k2
@@ -2562,28 +2252,21 @@ def run_euler_volterra(p, y, h, n, out, gammas, info):
 
 @jit
 def _step_rk4_volterra(p, h, y0, y1, y2):
+    pp = ()
     half = 0.5 * h
-    k10 = y0 * (y1 - y2)
-    k11 = y1 * (y2 - y0)
-    k12 = y2 * (y0 - y1)
+    k10, k11, k12 = volterra_field(pp, (y0, y1, y2))
     t0 = y0 + half * k10
     t1 = y1 + half * k11
     t2 = y2 + half * k12
-    k20 = t0 * (t1 - t2)
-    k21 = t1 * (t2 - t0)
-    k22 = t2 * (t0 - t1)
+    k20, k21, k22 = volterra_field(pp, (t0, t1, t2))
     t0 = y0 + half * k20
     t1 = y1 + half * k21
     t2 = y2 + half * k22
-    k30 = t0 * (t1 - t2)
-    k31 = t1 * (t2 - t0)
-    k32 = t2 * (t0 - t1)
+    k30, k31, k32 = volterra_field(pp, (t0, t1, t2))
     t0 = y0 + h * k30
     t1 = y1 + h * k31
     t2 = y2 + h * k32
-    k40 = t0 * (t1 - t2)
-    k41 = t1 * (t2 - t0)
-    k42 = t2 * (t0 - t1)
+    k40, k41, k42 = volterra_field(pp, (t0, t1, t2))
     sixth = h / 6.0
     z0 = y0 + sixth * (k10 + 2.0 * k20 + 2.0 * k30 + k40)
     z1 = y1 + sixth * (k11 + 2.0 * k21 + 2.0 * k31 + k41)
@@ -2643,10 +2326,9 @@ def run_rk4_volterra(p, y, h, n, out, gammas, info):
 
 @jit
 def _step_implicit_midpoint_volterra(p, h, y0, y1, y2, tol, max_iter):
+    pp = ()
     z0, z1, z2 = y0, y1, y2
-    f0 = y0 * (y1 - y2)
-    f1 = y1 * (y2 - y0)
-    f2 = y2 * (y0 - y1)
+    f0, f1, f2 = volterra_field(pp, (y0, y1, y2))
     z0 = y0 + h * f0
     z1 = y1 + h * f1
     z2 = y2 + h * f2
@@ -2664,21 +2346,20 @@ def _step_implicit_midpoint_volterra(p, h, y0, y1, y2, tol, max_iter):
         u0 = 0.5 * (y0 + z0)
         u1 = 0.5 * (y1 + z1)
         u2 = 0.5 * (y2 + z2)
-        g0 = u0 * (u1 - u2)
-        g1 = u1 * (u2 - u0)
-        g2 = u2 * (u0 - u1)
+        g0, g1, g2 = volterra_field(pp, (u0, u1, u2))
         r0 = z0 - y0 - h * g0
         r1 = z1 - y1 - h * g1
         r2 = z2 - y2 - h * g2
-        M00 = 1.0 - c2 * (u1 - u2)
-        M01 = 0.0 - c2 * (u0)
-        M02 = 0.0 - c2 * (-u0)
-        M10 = 0.0 - c2 * (-u1)
-        M11 = 1.0 - c2 * (u2 - u0)
-        M12 = 0.0 - c2 * (u1)
-        M20 = 0.0 - c2 * (u2)
-        M21 = 0.0 - c2 * (-u2)
-        M22 = 1.0 - c2 * (u0 - u1)
+        J = volterra_jacobian(pp, (u0, u1, u2))
+        M00 = 1.0 - c2 * (J[0][0])
+        M01 = 0.0 - c2 * (J[0][1])
+        M02 = 0.0 - c2 * (J[0][2])
+        M10 = 0.0 - c2 * (J[1][0])
+        M11 = 1.0 - c2 * (J[1][1])
+        M12 = 0.0 - c2 * (J[1][2])
+        M20 = 0.0 - c2 * (J[2][0])
+        M21 = 0.0 - c2 * (J[2][1])
+        M22 = 1.0 - c2 * (J[2][2])
         A00 = M11 * M22 - M12 * M21
         A01 = M02 * M21 - M01 * M22
         A02 = M01 * M12 - M02 * M11
@@ -2773,13 +2454,12 @@ def run_implicit_midpoint_volterra(p, y, h, n, out, gammas, tol, max_iter, info,
 
 @jit
 def _step_gauss1_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
+    pp = ()
     a00 = ta[0, 0]
     b0 = tb[0]
     c0 = tc[0]
     z0, z1, z2 = y0, y1, y2
-    f0 = y0 * (y1 - y2)
-    f1 = y1 * (y2 - y0)
-    f2 = y2 * (y0 - y1)
+    f0, f1, f2 = volterra_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -2796,9 +2476,7 @@ def _step_gauss1_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0 = w0 * (w1 - w2)
-        F0_1 = w1 * (w2 - w0)
-        F0_2 = w2 * (w0 - w1)
+        F0_0, F0_1, F0_2 = volterra_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0)
         N0_1 = h * (a00 * F0_1)
         N0_2 = h * (a00 * F0_2)
@@ -2827,9 +2505,7 @@ def _step_gauss1_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0 = w0 * (w1 - w2)
-        F0_1 = w1 * (w2 - w0)
-        F0_2 = w2 * (w0 - w1)
+        F0_0, F0_1, F0_2 = volterra_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0)
         z1 = y1 + h * (b0 * F0_1)
         z2 = y2 + h * (b0 * F0_2)
@@ -2889,6 +2565,7 @@ def run_gauss1_volterra(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
 
 @jit
 def _step_gauss2_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
+    pp = ()
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a10 = ta[1, 0]
@@ -2898,9 +2575,7 @@ def _step_gauss2_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
     c0 = tc[0]
     c1 = tc[1]
     z0, z1, z2 = y0, y1, y2
-    f0 = y0 * (y1 - y2)
-    f1 = y1 * (y2 - y0)
-    f2 = y2 * (y0 - y1)
+    f0, f1, f2 = volterra_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -2920,15 +2595,11 @@ def _step_gauss2_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0 = w0 * (w1 - w2)
-        F0_1 = w1 * (w2 - w0)
-        F0_2 = w2 * (w0 - w1)
+        F0_0, F0_1, F0_2 = volterra_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0 = w0 * (w1 - w2)
-        F1_1 = w1 * (w2 - w0)
-        F1_2 = w2 * (w0 - w1)
+        F1_0, F1_1, F1_2 = volterra_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2)
@@ -2972,15 +2643,11 @@ def _step_gauss2_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0 = w0 * (w1 - w2)
-        F0_1 = w1 * (w2 - w0)
-        F0_2 = w2 * (w0 - w1)
+        F0_0, F0_1, F0_2 = volterra_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0 = w0 * (w1 - w2)
-        F1_1 = w1 * (w2 - w0)
-        F1_2 = w2 * (w0 - w1)
+        F1_0, F1_1, F1_2 = volterra_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2)
@@ -3040,6 +2707,7 @@ def run_gauss2_volterra(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
 
 @jit
 def _step_gauss3_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
+    pp = ()
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a02 = ta[0, 2]
@@ -3056,9 +2724,7 @@ def _step_gauss3_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
     c1 = tc[1]
     c2 = tc[2]
     z0, z1, z2 = y0, y1, y2
-    f0 = y0 * (y1 - y2)
-    f1 = y1 * (y2 - y0)
-    f2 = y2 * (y0 - y1)
+    f0, f1, f2 = volterra_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -3081,21 +2747,15 @@ def _step_gauss3_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0 = w0 * (w1 - w2)
-        F0_1 = w1 * (w2 - w0)
-        F0_2 = w2 * (w0 - w1)
+        F0_0, F0_1, F0_2 = volterra_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0 = w0 * (w1 - w2)
-        F1_1 = w1 * (w2 - w0)
-        F1_2 = w2 * (w0 - w1)
+        F1_0, F1_1, F1_2 = volterra_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0 = w0 * (w1 - w2)
-        F2_1 = w1 * (w2 - w0)
-        F2_2 = w2 * (w0 - w1)
+        F2_0, F2_1, F2_2 = volterra_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0 + a02 * F2_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1 + a02 * F2_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2 + a02 * F2_2)
@@ -3154,21 +2814,15 @@ def _step_gauss3_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0 = w0 * (w1 - w2)
-        F0_1 = w1 * (w2 - w0)
-        F0_2 = w2 * (w0 - w1)
+        F0_0, F0_1, F0_2 = volterra_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0 = w0 * (w1 - w2)
-        F1_1 = w1 * (w2 - w0)
-        F1_2 = w2 * (w0 - w1)
+        F1_0, F1_1, F1_2 = volterra_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0 = w0 * (w1 - w2)
-        F2_1 = w1 * (w2 - w0)
-        F2_2 = w2 * (w0 - w1)
+        F2_0, F2_1, F2_2 = volterra_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0 + b2 * F2_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1 + b2 * F2_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2 + b2 * F2_2)
@@ -3228,6 +2882,7 @@ def run_gauss3_volterra(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
 
 @jit
 def _step_gauss4_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
+    pp = ()
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a02 = ta[0, 2]
@@ -3253,9 +2908,7 @@ def _step_gauss4_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
     c2 = tc[2]
     c3 = tc[3]
     z0, z1, z2 = y0, y1, y2
-    f0 = y0 * (y1 - y2)
-    f1 = y1 * (y2 - y0)
-    f2 = y2 * (y0 - y1)
+    f0, f1, f2 = volterra_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -3281,27 +2934,19 @@ def _step_gauss4_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0 = w0 * (w1 - w2)
-        F0_1 = w1 * (w2 - w0)
-        F0_2 = w2 * (w0 - w1)
+        F0_0, F0_1, F0_2 = volterra_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0 = w0 * (w1 - w2)
-        F1_1 = w1 * (w2 - w0)
-        F1_2 = w2 * (w0 - w1)
+        F1_0, F1_1, F1_2 = volterra_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0 = w0 * (w1 - w2)
-        F2_1 = w1 * (w2 - w0)
-        F2_2 = w2 * (w0 - w1)
+        F2_0, F2_1, F2_2 = volterra_field(pp, (w0, w1, w2))
         w0 = y0 + Z3_0
         w1 = y1 + Z3_1
         w2 = y2 + Z3_2
-        F3_0 = w0 * (w1 - w2)
-        F3_1 = w1 * (w2 - w0)
-        F3_2 = w2 * (w0 - w1)
+        F3_0, F3_1, F3_2 = volterra_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0 + a02 * F2_0 + a03 * F3_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1 + a02 * F2_1 + a03 * F3_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2 + a02 * F2_2 + a03 * F3_2)
@@ -3375,27 +3020,19 @@ def _step_gauss4_volterra(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0 = w0 * (w1 - w2)
-        F0_1 = w1 * (w2 - w0)
-        F0_2 = w2 * (w0 - w1)
+        F0_0, F0_1, F0_2 = volterra_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0 = w0 * (w1 - w2)
-        F1_1 = w1 * (w2 - w0)
-        F1_2 = w2 * (w0 - w1)
+        F1_0, F1_1, F1_2 = volterra_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0 = w0 * (w1 - w2)
-        F2_1 = w1 * (w2 - w0)
-        F2_2 = w2 * (w0 - w1)
+        F2_0, F2_1, F2_2 = volterra_field(pp, (w0, w1, w2))
         w0 = y0 + Z3_0
         w1 = y1 + Z3_1
         w2 = y2 + Z3_2
-        F3_0 = w0 * (w1 - w2)
-        F3_1 = w1 * (w2 - w0)
-        F3_2 = w2 * (w0 - w1)
+        F3_0, F3_1, F3_2 = volterra_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0 + b2 * F2_0 + b3 * F3_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1 + b2 * F2_1 + b3 * F3_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2 + b2 * F2_2 + b3 * F3_2)
@@ -3455,10 +3092,8 @@ def run_gauss4_volterra(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
 
 @jit
 def _step_euler_abc_flow(p, h, y0, y1, y2):
-    A, B, C = p[0], p[1], p[2]
-    k0 = A * math.sin(y2) + C * math.cos(y1)
-    k1 = B * math.sin(y0) + A * math.cos(y2)
-    k2 = C * math.sin(y1) + B * math.cos(y0)
+    pp = (p[0], p[1], p[2])
+    k0, k1, k2 = abc_flow_field(pp, (y0, y1, y2))
     z0 = y0 + h * k0
     z1 = y1 + h * k1
     z2 = y2 + h * k2
@@ -3517,29 +3152,21 @@ def run_euler_abc_flow(p, y, h, n, out, gammas, info):
 
 @jit
 def _step_rk4_abc_flow(p, h, y0, y1, y2):
-    A, B, C = p[0], p[1], p[2]
+    pp = (p[0], p[1], p[2])
     half = 0.5 * h
-    k10 = A * math.sin(y2) + C * math.cos(y1)
-    k11 = B * math.sin(y0) + A * math.cos(y2)
-    k12 = C * math.sin(y1) + B * math.cos(y0)
+    k10, k11, k12 = abc_flow_field(pp, (y0, y1, y2))
     t0 = y0 + half * k10
     t1 = y1 + half * k11
     t2 = y2 + half * k12
-    k20 = A * math.sin(t2) + C * math.cos(t1)
-    k21 = B * math.sin(t0) + A * math.cos(t2)
-    k22 = C * math.sin(t1) + B * math.cos(t0)
+    k20, k21, k22 = abc_flow_field(pp, (t0, t1, t2))
     t0 = y0 + half * k20
     t1 = y1 + half * k21
     t2 = y2 + half * k22
-    k30 = A * math.sin(t2) + C * math.cos(t1)
-    k31 = B * math.sin(t0) + A * math.cos(t2)
-    k32 = C * math.sin(t1) + B * math.cos(t0)
+    k30, k31, k32 = abc_flow_field(pp, (t0, t1, t2))
     t0 = y0 + h * k30
     t1 = y1 + h * k31
     t2 = y2 + h * k32
-    k40 = A * math.sin(t2) + C * math.cos(t1)
-    k41 = B * math.sin(t0) + A * math.cos(t2)
-    k42 = C * math.sin(t1) + B * math.cos(t0)
+    k40, k41, k42 = abc_flow_field(pp, (t0, t1, t2))
     sixth = h / 6.0
     z0 = y0 + sixth * (k10 + 2.0 * k20 + 2.0 * k30 + k40)
     z1 = y1 + sixth * (k11 + 2.0 * k21 + 2.0 * k31 + k41)
@@ -3599,16 +3226,16 @@ def run_rk4_abc_flow(p, y, h, n, out, gammas, info):
 
 @jit
 def _step_splitting_abc_flow(p, h, y0, y1, y2):
-    A, B, C = p[0], p[1], p[2]
+    pp = (p[0], p[1], p[2])
     half = 0.5 * h
     z0 = y0
     z1 = y1
     z2 = y2
-    z0 += half * (A * math.sin(z2) + C * math.cos(z1))
-    z1 += half * (B * math.sin(z0) + A * math.cos(z2))
-    z2 += h * (C * math.sin(z1) + B * math.cos(z0))
-    z1 += half * (B * math.sin(z0) + A * math.cos(z2))
-    z0 += half * (A * math.sin(z2) + C * math.cos(z1))
+    z0 += half * (abc_flow_field(pp, (z0, z1, z2))[0])
+    z1 += half * (abc_flow_field(pp, (z0, z1, z2))[1])
+    z2 += h * (abc_flow_field(pp, (z0, z1, z2))[2])
+    z1 += half * (abc_flow_field(pp, (z0, z1, z2))[1])
+    z0 += half * (abc_flow_field(pp, (z0, z1, z2))[0])
     return z0, z1, z2
 
 
@@ -3668,18 +3295,18 @@ def run_shears_abc_flow(p, y, comps, coefs, n, out, info):
     info[1] = 0.0
     info[2] = 0.0
     lim2 = info[3]
-    A, B, C = p[0], p[1], p[2]
+    pp = (p[0], p[1], p[2])
     z0, z1, z2 = y[0], y[1], y[2]
     for k in range(n):
         for q in range(comps.size):
             cq = coefs[q]
             j = comps[q]
             if j == 0:
-                z0 += cq * (A * math.sin(z2) + C * math.cos(z1))
+                z0 += cq * (abc_flow_field(pp, (z0, z1, z2))[0])
             elif j == 1:
-                z1 += cq * (B * math.sin(z0) + A * math.cos(z2))
+                z1 += cq * (abc_flow_field(pp, (z0, z1, z2))[1])
             else:
-                z2 += cq * (C * math.sin(z1) + B * math.cos(z0))
+                z2 += cq * (abc_flow_field(pp, (z0, z1, z2))[2])
         out[k, 0] = z0
         out[k, 1] = z1
         out[k, 2] = z2
@@ -3702,11 +3329,9 @@ def run_shears_abc_flow(p, y, comps, coefs, n, out, info):
 
 @jit
 def _step_implicit_midpoint_abc_flow(p, h, y0, y1, y2, tol, max_iter):
-    A, B, C = p[0], p[1], p[2]
+    pp = (p[0], p[1], p[2])
     z0, z1, z2 = y0, y1, y2
-    f0 = A * math.sin(y2) + C * math.cos(y1)
-    f1 = B * math.sin(y0) + A * math.cos(y2)
-    f2 = C * math.sin(y1) + B * math.cos(y0)
+    f0, f1, f2 = abc_flow_field(pp, (y0, y1, y2))
     z0 = y0 + h * f0
     z1 = y1 + h * f1
     z2 = y2 + h * f2
@@ -3724,21 +3349,20 @@ def _step_implicit_midpoint_abc_flow(p, h, y0, y1, y2, tol, max_iter):
         u0 = 0.5 * (y0 + z0)
         u1 = 0.5 * (y1 + z1)
         u2 = 0.5 * (y2 + z2)
-        g0 = A * math.sin(u2) + C * math.cos(u1)
-        g1 = B * math.sin(u0) + A * math.cos(u2)
-        g2 = C * math.sin(u1) + B * math.cos(u0)
+        g0, g1, g2 = abc_flow_field(pp, (u0, u1, u2))
         r0 = z0 - y0 - h * g0
         r1 = z1 - y1 - h * g1
         r2 = z2 - y2 - h * g2
-        M00 = 1.0 - c2 * (0.0)
-        M01 = 0.0 - c2 * (-C * math.sin(u1))
-        M02 = 0.0 - c2 * (A * math.cos(u2))
-        M10 = 0.0 - c2 * (B * math.cos(u0))
-        M11 = 1.0 - c2 * (0.0)
-        M12 = 0.0 - c2 * (-A * math.sin(u2))
-        M20 = 0.0 - c2 * (-B * math.sin(u0))
-        M21 = 0.0 - c2 * (C * math.cos(u1))
-        M22 = 1.0 - c2 * (0.0)
+        J = abc_flow_jacobian(pp, (u0, u1, u2))
+        M00 = 1.0 - c2 * (J[0][0])
+        M01 = 0.0 - c2 * (J[0][1])
+        M02 = 0.0 - c2 * (J[0][2])
+        M10 = 0.0 - c2 * (J[1][0])
+        M11 = 1.0 - c2 * (J[1][1])
+        M12 = 0.0 - c2 * (J[1][2])
+        M20 = 0.0 - c2 * (J[2][0])
+        M21 = 0.0 - c2 * (J[2][1])
+        M22 = 1.0 - c2 * (J[2][2])
         A00 = M11 * M22 - M12 * M21
         A01 = M02 * M21 - M01 * M22
         A02 = M01 * M12 - M02 * M11
@@ -3833,14 +3457,12 @@ def run_implicit_midpoint_abc_flow(p, y, h, n, out, gammas, tol, max_iter, info,
 
 @jit
 def _step_gauss1_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
-    A, B, C = p[0], p[1], p[2]
+    pp = (p[0], p[1], p[2])
     a00 = ta[0, 0]
     b0 = tb[0]
     c0 = tc[0]
     z0, z1, z2 = y0, y1, y2
-    f0 = A * math.sin(y2) + C * math.cos(y1)
-    f1 = B * math.sin(y0) + A * math.cos(y2)
-    f2 = C * math.sin(y1) + B * math.cos(y0)
+    f0, f1, f2 = abc_flow_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -3857,9 +3479,7 @@ def _step_gauss1_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0 = A * math.sin(w2) + C * math.cos(w1)
-        F0_1 = B * math.sin(w0) + A * math.cos(w2)
-        F0_2 = C * math.sin(w1) + B * math.cos(w0)
+        F0_0, F0_1, F0_2 = abc_flow_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0)
         N0_1 = h * (a00 * F0_1)
         N0_2 = h * (a00 * F0_2)
@@ -3888,9 +3508,7 @@ def _step_gauss1_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0 = A * math.sin(w2) + C * math.cos(w1)
-        F0_1 = B * math.sin(w0) + A * math.cos(w2)
-        F0_2 = C * math.sin(w1) + B * math.cos(w0)
+        F0_0, F0_1, F0_2 = abc_flow_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0)
         z1 = y1 + h * (b0 * F0_1)
         z2 = y2 + h * (b0 * F0_2)
@@ -3950,7 +3568,7 @@ def run_gauss1_abc_flow(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
 
 @jit
 def _step_gauss2_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
-    A, B, C = p[0], p[1], p[2]
+    pp = (p[0], p[1], p[2])
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a10 = ta[1, 0]
@@ -3960,9 +3578,7 @@ def _step_gauss2_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
     c0 = tc[0]
     c1 = tc[1]
     z0, z1, z2 = y0, y1, y2
-    f0 = A * math.sin(y2) + C * math.cos(y1)
-    f1 = B * math.sin(y0) + A * math.cos(y2)
-    f2 = C * math.sin(y1) + B * math.cos(y0)
+    f0, f1, f2 = abc_flow_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -3982,15 +3598,11 @@ def _step_gauss2_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0 = A * math.sin(w2) + C * math.cos(w1)
-        F0_1 = B * math.sin(w0) + A * math.cos(w2)
-        F0_2 = C * math.sin(w1) + B * math.cos(w0)
+        F0_0, F0_1, F0_2 = abc_flow_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0 = A * math.sin(w2) + C * math.cos(w1)
-        F1_1 = B * math.sin(w0) + A * math.cos(w2)
-        F1_2 = C * math.sin(w1) + B * math.cos(w0)
+        F1_0, F1_1, F1_2 = abc_flow_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2)
@@ -4034,15 +3646,11 @@ def _step_gauss2_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0 = A * math.sin(w2) + C * math.cos(w1)
-        F0_1 = B * math.sin(w0) + A * math.cos(w2)
-        F0_2 = C * math.sin(w1) + B * math.cos(w0)
+        F0_0, F0_1, F0_2 = abc_flow_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0 = A * math.sin(w2) + C * math.cos(w1)
-        F1_1 = B * math.sin(w0) + A * math.cos(w2)
-        F1_2 = C * math.sin(w1) + B * math.cos(w0)
+        F1_0, F1_1, F1_2 = abc_flow_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2)
@@ -4102,7 +3710,7 @@ def run_gauss2_abc_flow(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
 
 @jit
 def _step_gauss3_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
-    A, B, C = p[0], p[1], p[2]
+    pp = (p[0], p[1], p[2])
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a02 = ta[0, 2]
@@ -4119,9 +3727,7 @@ def _step_gauss3_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
     c1 = tc[1]
     c2 = tc[2]
     z0, z1, z2 = y0, y1, y2
-    f0 = A * math.sin(y2) + C * math.cos(y1)
-    f1 = B * math.sin(y0) + A * math.cos(y2)
-    f2 = C * math.sin(y1) + B * math.cos(y0)
+    f0, f1, f2 = abc_flow_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -4144,21 +3750,15 @@ def _step_gauss3_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0 = A * math.sin(w2) + C * math.cos(w1)
-        F0_1 = B * math.sin(w0) + A * math.cos(w2)
-        F0_2 = C * math.sin(w1) + B * math.cos(w0)
+        F0_0, F0_1, F0_2 = abc_flow_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0 = A * math.sin(w2) + C * math.cos(w1)
-        F1_1 = B * math.sin(w0) + A * math.cos(w2)
-        F1_2 = C * math.sin(w1) + B * math.cos(w0)
+        F1_0, F1_1, F1_2 = abc_flow_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0 = A * math.sin(w2) + C * math.cos(w1)
-        F2_1 = B * math.sin(w0) + A * math.cos(w2)
-        F2_2 = C * math.sin(w1) + B * math.cos(w0)
+        F2_0, F2_1, F2_2 = abc_flow_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0 + a02 * F2_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1 + a02 * F2_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2 + a02 * F2_2)
@@ -4217,21 +3817,15 @@ def _step_gauss3_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0 = A * math.sin(w2) + C * math.cos(w1)
-        F0_1 = B * math.sin(w0) + A * math.cos(w2)
-        F0_2 = C * math.sin(w1) + B * math.cos(w0)
+        F0_0, F0_1, F0_2 = abc_flow_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0 = A * math.sin(w2) + C * math.cos(w1)
-        F1_1 = B * math.sin(w0) + A * math.cos(w2)
-        F1_2 = C * math.sin(w1) + B * math.cos(w0)
+        F1_0, F1_1, F1_2 = abc_flow_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0 = A * math.sin(w2) + C * math.cos(w1)
-        F2_1 = B * math.sin(w0) + A * math.cos(w2)
-        F2_2 = C * math.sin(w1) + B * math.cos(w0)
+        F2_0, F2_1, F2_2 = abc_flow_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0 + b2 * F2_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1 + b2 * F2_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2 + b2 * F2_2)
@@ -4291,7 +3885,7 @@ def run_gauss3_abc_flow(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
 
 @jit
 def _step_gauss4_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
-    A, B, C = p[0], p[1], p[2]
+    pp = (p[0], p[1], p[2])
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a02 = ta[0, 2]
@@ -4317,9 +3911,7 @@ def _step_gauss4_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
     c2 = tc[2]
     c3 = tc[3]
     z0, z1, z2 = y0, y1, y2
-    f0 = A * math.sin(y2) + C * math.cos(y1)
-    f1 = B * math.sin(y0) + A * math.cos(y2)
-    f2 = C * math.sin(y1) + B * math.cos(y0)
+    f0, f1, f2 = abc_flow_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -4345,27 +3937,19 @@ def _step_gauss4_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0 = A * math.sin(w2) + C * math.cos(w1)
-        F0_1 = B * math.sin(w0) + A * math.cos(w2)
-        F0_2 = C * math.sin(w1) + B * math.cos(w0)
+        F0_0, F0_1, F0_2 = abc_flow_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0 = A * math.sin(w2) + C * math.cos(w1)
-        F1_1 = B * math.sin(w0) + A * math.cos(w2)
-        F1_2 = C * math.sin(w1) + B * math.cos(w0)
+        F1_0, F1_1, F1_2 = abc_flow_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0 = A * math.sin(w2) + C * math.cos(w1)
-        F2_1 = B * math.sin(w0) + A * math.cos(w2)
-        F2_2 = C * math.sin(w1) + B * math.cos(w0)
+        F2_0, F2_1, F2_2 = abc_flow_field(pp, (w0, w1, w2))
         w0 = y0 + Z3_0
         w1 = y1 + Z3_1
         w2 = y2 + Z3_2
-        F3_0 = A * math.sin(w2) + C * math.cos(w1)
-        F3_1 = B * math.sin(w0) + A * math.cos(w2)
-        F3_2 = C * math.sin(w1) + B * math.cos(w0)
+        F3_0, F3_1, F3_2 = abc_flow_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0 + a02 * F2_0 + a03 * F3_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1 + a02 * F2_1 + a03 * F3_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2 + a02 * F2_2 + a03 * F3_2)
@@ -4439,27 +4023,19 @@ def _step_gauss4_abc_flow(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_0 = A * math.sin(w2) + C * math.cos(w1)
-        F0_1 = B * math.sin(w0) + A * math.cos(w2)
-        F0_2 = C * math.sin(w1) + B * math.cos(w0)
+        F0_0, F0_1, F0_2 = abc_flow_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_0 = A * math.sin(w2) + C * math.cos(w1)
-        F1_1 = B * math.sin(w0) + A * math.cos(w2)
-        F1_2 = C * math.sin(w1) + B * math.cos(w0)
+        F1_0, F1_1, F1_2 = abc_flow_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_0 = A * math.sin(w2) + C * math.cos(w1)
-        F2_1 = B * math.sin(w0) + A * math.cos(w2)
-        F2_2 = C * math.sin(w1) + B * math.cos(w0)
+        F2_0, F2_1, F2_2 = abc_flow_field(pp, (w0, w1, w2))
         w0 = y0 + Z3_0
         w1 = y1 + Z3_1
         w2 = y2 + Z3_2
-        F3_0 = A * math.sin(w2) + C * math.cos(w1)
-        F3_1 = B * math.sin(w0) + A * math.cos(w2)
-        F3_2 = C * math.sin(w1) + B * math.cos(w0)
+        F3_0, F3_1, F3_2 = abc_flow_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0 + b2 * F2_0 + b3 * F3_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1 + b2 * F2_1 + b3 * F3_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2 + b2 * F2_2 + b3 * F3_2)
@@ -4519,11 +4095,8 @@ def run_gauss4_abc_flow(p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta,
 
 @jit
 def _step_euler_rigid_body_exp(p, h, y0, y1, y2):
-    a, b, c, eps = p[0], p[1], p[2], p[3]
-    ke = math.exp(y0)
-    k0 = a * y1 * y2
-    k1 = b * y0 * y2 + eps * y2 * ke
-    k2 = c * y0 * y1 - eps * y1 * ke
+    pp = (p[0], p[1], p[2], p[3])
+    k0, k1, k2 = rigid_body_exp_field(pp, (y0, y1, y2))
     z0 = y0 + h * k0
     z1 = y1 + h * k1
     z2 = y2 + h * k2
@@ -4582,33 +4155,21 @@ def run_euler_rigid_body_exp(p, y, h, n, out, gammas, info):
 
 @jit
 def _step_rk4_rigid_body_exp(p, h, y0, y1, y2):
-    a, b, c, eps = p[0], p[1], p[2], p[3]
+    pp = (p[0], p[1], p[2], p[3])
     half = 0.5 * h
-    k1e = math.exp(y0)
-    k10 = a * y1 * y2
-    k11 = b * y0 * y2 + eps * y2 * k1e
-    k12 = c * y0 * y1 - eps * y1 * k1e
+    k10, k11, k12 = rigid_body_exp_field(pp, (y0, y1, y2))
     t0 = y0 + half * k10
     t1 = y1 + half * k11
     t2 = y2 + half * k12
-    k2e = math.exp(t0)
-    k20 = a * t1 * t2
-    k21 = b * t0 * t2 + eps * t2 * k2e
-    k22 = c * t0 * t1 - eps * t1 * k2e
+    k20, k21, k22 = rigid_body_exp_field(pp, (t0, t1, t2))
     t0 = y0 + half * k20
     t1 = y1 + half * k21
     t2 = y2 + half * k22
-    k3e = math.exp(t0)
-    k30 = a * t1 * t2
-    k31 = b * t0 * t2 + eps * t2 * k3e
-    k32 = c * t0 * t1 - eps * t1 * k3e
+    k30, k31, k32 = rigid_body_exp_field(pp, (t0, t1, t2))
     t0 = y0 + h * k30
     t1 = y1 + h * k31
     t2 = y2 + h * k32
-    k4e = math.exp(t0)
-    k40 = a * t1 * t2
-    k41 = b * t0 * t2 + eps * t2 * k4e
-    k42 = c * t0 * t1 - eps * t1 * k4e
+    k40, k41, k42 = rigid_body_exp_field(pp, (t0, t1, t2))
     sixth = h / 6.0
     z0 = y0 + sixth * (k10 + 2.0 * k20 + 2.0 * k30 + k40)
     z1 = y1 + sixth * (k11 + 2.0 * k21 + 2.0 * k31 + k41)
@@ -4668,16 +4229,16 @@ def run_rk4_rigid_body_exp(p, y, h, n, out, gammas, info):
 
 @jit
 def _step_splitting_rigid_body_exp(p, h, y0, y1, y2):
-    a, b, c, eps = p[0], p[1], p[2], p[3]
+    pp = (p[0], p[1], p[2], p[3])
     half = 0.5 * h
     z0 = y0
     z1 = y1
     z2 = y2
-    z0 += half * (a * z1 * z2)
-    z1 += half * (b * z0 * z2 + eps * z2 * math.exp(z0))
-    z2 += h * (c * z0 * z1 - eps * z1 * math.exp(z0))
-    z1 += half * (b * z0 * z2 + eps * z2 * math.exp(z0))
-    z0 += half * (a * z1 * z2)
+    z0 += half * (rigid_body_exp_field(pp, (z0, z1, z2))[0])
+    z1 += half * (rigid_body_exp_field(pp, (z0, z1, z2))[1])
+    z2 += h * (rigid_body_exp_field(pp, (z0, z1, z2))[2])
+    z1 += half * (rigid_body_exp_field(pp, (z0, z1, z2))[1])
+    z0 += half * (rigid_body_exp_field(pp, (z0, z1, z2))[0])
     return z0, z1, z2
 
 
@@ -4737,18 +4298,18 @@ def run_shears_rigid_body_exp(p, y, comps, coefs, n, out, info):
     info[1] = 0.0
     info[2] = 0.0
     lim2 = info[3]
-    a, b, c, eps = p[0], p[1], p[2], p[3]
+    pp = (p[0], p[1], p[2], p[3])
     z0, z1, z2 = y[0], y[1], y[2]
     for k in range(n):
         for q in range(comps.size):
             cq = coefs[q]
             j = comps[q]
             if j == 0:
-                z0 += cq * (a * z1 * z2)
+                z0 += cq * (rigid_body_exp_field(pp, (z0, z1, z2))[0])
             elif j == 1:
-                z1 += cq * (b * z0 * z2 + eps * z2 * math.exp(z0))
+                z1 += cq * (rigid_body_exp_field(pp, (z0, z1, z2))[1])
             else:
-                z2 += cq * (c * z0 * z1 - eps * z1 * math.exp(z0))
+                z2 += cq * (rigid_body_exp_field(pp, (z0, z1, z2))[2])
         out[k, 0] = z0
         out[k, 1] = z1
         out[k, 2] = z2
@@ -4771,12 +4332,9 @@ def run_shears_rigid_body_exp(p, y, comps, coefs, n, out, info):
 
 @jit
 def _step_implicit_midpoint_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter):
-    a, b, c, eps = p[0], p[1], p[2], p[3]
+    pp = (p[0], p[1], p[2], p[3])
     z0, z1, z2 = y0, y1, y2
-    fe = math.exp(y0)
-    f0 = a * y1 * y2
-    f1 = b * y0 * y2 + eps * y2 * fe
-    f2 = c * y0 * y1 - eps * y1 * fe
+    f0, f1, f2 = rigid_body_exp_field(pp, (y0, y1, y2))
     z0 = y0 + h * f0
     z1 = y1 + h * f1
     z2 = y2 + h * f2
@@ -4794,23 +4352,20 @@ def _step_implicit_midpoint_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter):
         u0 = 0.5 * (y0 + z0)
         u1 = 0.5 * (y1 + z1)
         u2 = 0.5 * (y2 + z2)
-        ge = math.exp(u0)
-        g0 = a * u1 * u2
-        g1 = b * u0 * u2 + eps * u2 * ge
-        g2 = c * u0 * u1 - eps * u1 * ge
+        g0, g1, g2 = rigid_body_exp_field(pp, (u0, u1, u2))
         r0 = z0 - y0 - h * g0
         r1 = z1 - y1 - h * g1
         r2 = z2 - y2 - h * g2
-        je = math.exp(u0)
-        M00 = 1.0 - c2 * (0.0)
-        M01 = 0.0 - c2 * (a * u2)
-        M02 = 0.0 - c2 * (a * u1)
-        M10 = 0.0 - c2 * (b * u2 + eps * u2 * je)
-        M11 = 1.0 - c2 * (0.0)
-        M12 = 0.0 - c2 * (b * u0 + eps * je)
-        M20 = 0.0 - c2 * (c * u1 - eps * u1 * je)
-        M21 = 0.0 - c2 * (c * u0 - eps * je)
-        M22 = 1.0 - c2 * (0.0)
+        J = rigid_body_exp_jacobian(pp, (u0, u1, u2))
+        M00 = 1.0 - c2 * (J[0][0])
+        M01 = 0.0 - c2 * (J[0][1])
+        M02 = 0.0 - c2 * (J[0][2])
+        M10 = 0.0 - c2 * (J[1][0])
+        M11 = 1.0 - c2 * (J[1][1])
+        M12 = 0.0 - c2 * (J[1][2])
+        M20 = 0.0 - c2 * (J[2][0])
+        M21 = 0.0 - c2 * (J[2][1])
+        M22 = 1.0 - c2 * (J[2][2])
         A00 = M11 * M22 - M12 * M21
         A01 = M02 * M21 - M01 * M22
         A02 = M01 * M12 - M02 * M11
@@ -4905,15 +4460,12 @@ def run_implicit_midpoint_rigid_body_exp(p, y, h, n, out, gammas, tol, max_iter,
 
 @jit
 def _step_gauss1_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
-    a, b, c, eps = p[0], p[1], p[2], p[3]
+    pp = (p[0], p[1], p[2], p[3])
     a00 = ta[0, 0]
     b0 = tb[0]
     c0 = tc[0]
     z0, z1, z2 = y0, y1, y2
-    fe = math.exp(y0)
-    f0 = a * y1 * y2
-    f1 = b * y0 * y2 + eps * y2 * fe
-    f2 = c * y0 * y1 - eps * y1 * fe
+    f0, f1, f2 = rigid_body_exp_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -4930,10 +4482,7 @@ def _step_gauss1_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_e = math.exp(w0)
-        F0_0 = a * w1 * w2
-        F0_1 = b * w0 * w2 + eps * w2 * F0_e
-        F0_2 = c * w0 * w1 - eps * w1 * F0_e
+        F0_0, F0_1, F0_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0)
         N0_1 = h * (a00 * F0_1)
         N0_2 = h * (a00 * F0_2)
@@ -4962,10 +4511,7 @@ def _step_gauss1_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_e = math.exp(w0)
-        F0_0 = a * w1 * w2
-        F0_1 = b * w0 * w2 + eps * w2 * F0_e
-        F0_2 = c * w0 * w1 - eps * w1 * F0_e
+        F0_0, F0_1, F0_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0)
         z1 = y1 + h * (b0 * F0_1)
         z2 = y2 + h * (b0 * F0_2)
@@ -5025,7 +4571,7 @@ def run_gauss1_rigid_body_exp(p, y, h, n, out, gammas, tol, max_iter, info, ws, 
 
 @jit
 def _step_gauss2_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
-    a, b, c, eps = p[0], p[1], p[2], p[3]
+    pp = (p[0], p[1], p[2], p[3])
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a10 = ta[1, 0]
@@ -5035,10 +4581,7 @@ def _step_gauss2_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
     c0 = tc[0]
     c1 = tc[1]
     z0, z1, z2 = y0, y1, y2
-    fe = math.exp(y0)
-    f0 = a * y1 * y2
-    f1 = b * y0 * y2 + eps * y2 * fe
-    f2 = c * y0 * y1 - eps * y1 * fe
+    f0, f1, f2 = rigid_body_exp_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -5058,17 +4601,11 @@ def _step_gauss2_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_e = math.exp(w0)
-        F0_0 = a * w1 * w2
-        F0_1 = b * w0 * w2 + eps * w2 * F0_e
-        F0_2 = c * w0 * w1 - eps * w1 * F0_e
+        F0_0, F0_1, F0_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_e = math.exp(w0)
-        F1_0 = a * w1 * w2
-        F1_1 = b * w0 * w2 + eps * w2 * F1_e
-        F1_2 = c * w0 * w1 - eps * w1 * F1_e
+        F1_0, F1_1, F1_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2)
@@ -5112,17 +4649,11 @@ def _step_gauss2_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_e = math.exp(w0)
-        F0_0 = a * w1 * w2
-        F0_1 = b * w0 * w2 + eps * w2 * F0_e
-        F0_2 = c * w0 * w1 - eps * w1 * F0_e
+        F0_0, F0_1, F0_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_e = math.exp(w0)
-        F1_0 = a * w1 * w2
-        F1_1 = b * w0 * w2 + eps * w2 * F1_e
-        F1_2 = c * w0 * w1 - eps * w1 * F1_e
+        F1_0, F1_1, F1_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2)
@@ -5182,7 +4713,7 @@ def run_gauss2_rigid_body_exp(p, y, h, n, out, gammas, tol, max_iter, info, ws, 
 
 @jit
 def _step_gauss3_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
-    a, b, c, eps = p[0], p[1], p[2], p[3]
+    pp = (p[0], p[1], p[2], p[3])
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a02 = ta[0, 2]
@@ -5199,10 +4730,7 @@ def _step_gauss3_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
     c1 = tc[1]
     c2 = tc[2]
     z0, z1, z2 = y0, y1, y2
-    fe = math.exp(y0)
-    f0 = a * y1 * y2
-    f1 = b * y0 * y2 + eps * y2 * fe
-    f2 = c * y0 * y1 - eps * y1 * fe
+    f0, f1, f2 = rigid_body_exp_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -5225,24 +4753,15 @@ def _step_gauss3_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_e = math.exp(w0)
-        F0_0 = a * w1 * w2
-        F0_1 = b * w0 * w2 + eps * w2 * F0_e
-        F0_2 = c * w0 * w1 - eps * w1 * F0_e
+        F0_0, F0_1, F0_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_e = math.exp(w0)
-        F1_0 = a * w1 * w2
-        F1_1 = b * w0 * w2 + eps * w2 * F1_e
-        F1_2 = c * w0 * w1 - eps * w1 * F1_e
+        F1_0, F1_1, F1_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_e = math.exp(w0)
-        F2_0 = a * w1 * w2
-        F2_1 = b * w0 * w2 + eps * w2 * F2_e
-        F2_2 = c * w0 * w1 - eps * w1 * F2_e
+        F2_0, F2_1, F2_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0 + a02 * F2_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1 + a02 * F2_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2 + a02 * F2_2)
@@ -5301,24 +4820,15 @@ def _step_gauss3_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_e = math.exp(w0)
-        F0_0 = a * w1 * w2
-        F0_1 = b * w0 * w2 + eps * w2 * F0_e
-        F0_2 = c * w0 * w1 - eps * w1 * F0_e
+        F0_0, F0_1, F0_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_e = math.exp(w0)
-        F1_0 = a * w1 * w2
-        F1_1 = b * w0 * w2 + eps * w2 * F1_e
-        F1_2 = c * w0 * w1 - eps * w1 * F1_e
+        F1_0, F1_1, F1_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_e = math.exp(w0)
-        F2_0 = a * w1 * w2
-        F2_1 = b * w0 * w2 + eps * w2 * F2_e
-        F2_2 = c * w0 * w1 - eps * w1 * F2_e
+        F2_0, F2_1, F2_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0 + b2 * F2_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1 + b2 * F2_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2 + b2 * F2_2)
@@ -5378,7 +4888,7 @@ def run_gauss3_rigid_body_exp(p, y, h, n, out, gammas, tol, max_iter, info, ws, 
 
 @jit
 def _step_gauss4_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
-    a, b, c, eps = p[0], p[1], p[2], p[3]
+    pp = (p[0], p[1], p[2], p[3])
     a00 = ta[0, 0]
     a01 = ta[0, 1]
     a02 = ta[0, 2]
@@ -5404,10 +4914,7 @@ def _step_gauss4_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
     c2 = tc[2]
     c3 = tc[3]
     z0, z1, z2 = y0, y1, y2
-    fe = math.exp(y0)
-    f0 = a * y1 * y2
-    f1 = b * y0 * y2 + eps * y2 * fe
-    f2 = c * y0 * y1 - eps * y1 * fe
+    f0, f1, f2 = rigid_body_exp_field(pp, (y0, y1, y2))
     scale = 1.0
     if abs(y0) > scale:
         scale = abs(y0)
@@ -5433,31 +4940,19 @@ def _step_gauss4_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_e = math.exp(w0)
-        F0_0 = a * w1 * w2
-        F0_1 = b * w0 * w2 + eps * w2 * F0_e
-        F0_2 = c * w0 * w1 - eps * w1 * F0_e
+        F0_0, F0_1, F0_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_e = math.exp(w0)
-        F1_0 = a * w1 * w2
-        F1_1 = b * w0 * w2 + eps * w2 * F1_e
-        F1_2 = c * w0 * w1 - eps * w1 * F1_e
+        F1_0, F1_1, F1_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_e = math.exp(w0)
-        F2_0 = a * w1 * w2
-        F2_1 = b * w0 * w2 + eps * w2 * F2_e
-        F2_2 = c * w0 * w1 - eps * w1 * F2_e
+        F2_0, F2_1, F2_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         w0 = y0 + Z3_0
         w1 = y1 + Z3_1
         w2 = y2 + Z3_2
-        F3_e = math.exp(w0)
-        F3_0 = a * w1 * w2
-        F3_1 = b * w0 * w2 + eps * w2 * F3_e
-        F3_2 = c * w0 * w1 - eps * w1 * F3_e
+        F3_0, F3_1, F3_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         N0_0 = h * (a00 * F0_0 + a01 * F1_0 + a02 * F2_0 + a03 * F3_0)
         N0_1 = h * (a00 * F0_1 + a01 * F1_1 + a02 * F2_1 + a03 * F3_1)
         N0_2 = h * (a00 * F0_2 + a01 * F1_2 + a02 * F2_2 + a03 * F3_2)
@@ -5531,31 +5026,19 @@ def _step_gauss4_rigid_body_exp(p, h, y0, y1, y2, tol, max_iter, ta, tb, tc):
         w0 = y0 + Z0_0
         w1 = y1 + Z0_1
         w2 = y2 + Z0_2
-        F0_e = math.exp(w0)
-        F0_0 = a * w1 * w2
-        F0_1 = b * w0 * w2 + eps * w2 * F0_e
-        F0_2 = c * w0 * w1 - eps * w1 * F0_e
+        F0_0, F0_1, F0_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         w0 = y0 + Z1_0
         w1 = y1 + Z1_1
         w2 = y2 + Z1_2
-        F1_e = math.exp(w0)
-        F1_0 = a * w1 * w2
-        F1_1 = b * w0 * w2 + eps * w2 * F1_e
-        F1_2 = c * w0 * w1 - eps * w1 * F1_e
+        F1_0, F1_1, F1_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         w0 = y0 + Z2_0
         w1 = y1 + Z2_1
         w2 = y2 + Z2_2
-        F2_e = math.exp(w0)
-        F2_0 = a * w1 * w2
-        F2_1 = b * w0 * w2 + eps * w2 * F2_e
-        F2_2 = c * w0 * w1 - eps * w1 * F2_e
+        F2_0, F2_1, F2_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         w0 = y0 + Z3_0
         w1 = y1 + Z3_1
         w2 = y2 + Z3_2
-        F3_e = math.exp(w0)
-        F3_0 = a * w1 * w2
-        F3_1 = b * w0 * w2 + eps * w2 * F3_e
-        F3_2 = c * w0 * w1 - eps * w1 * F3_e
+        F3_0, F3_1, F3_2 = rigid_body_exp_field(pp, (w0, w1, w2))
         z0 = y0 + h * (b0 * F0_0 + b1 * F1_0 + b2 * F2_0 + b3 * F3_0)
         z1 = y1 + h * (b0 * F0_1 + b1 * F1_1 + b2 * F2_1 + b3 * F3_1)
         z2 = y2 + h * (b0 * F0_2 + b1 * F1_2 + b2 * F2_2 + b3 * F3_2)
