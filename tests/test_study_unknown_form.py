@@ -162,6 +162,11 @@ def test_tiny_end_to_end_run_on_the_control_system(tmp_path, capsys):
         assert clean[m]["cost"] > 0
     assert clean["oracle gauss_legendre4"]["structure"] < 1e-12
     assert clean["lpnet"]["structure"] < 1e-12 and clean["lpnet"]["sweep"][0]["curve"]["cpu"]
+    # node: an Adam warm start, then LM from its best.pt; the point's CPU is both phases'
+    node = clean["node@rk4"]["sweep"][0]
+    assert (out / node["run"]).with_name(node["run"].split("/")[-1] + "_adam").joinpath("best.pt").is_file()
+    assert node["model_run"] in (node["run"], node["run"] + "_adam") and node["cpu_seconds"] > 0
+    assert clean["lphnn@implicit_midpoint"]["casimir_long"] < 1e-12
     assert all(len(r["errors"]["10"]) == 6 for r in rows if r.get("failed", 0) >= 0)
     assert (out / "unknown_form.md").is_file() and (out / "unknown_form_cost_rigid_body.png").is_file()
     # a second invocation reuses the finished runs and replaces its own rows only
