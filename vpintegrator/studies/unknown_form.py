@@ -150,7 +150,7 @@ ORACLE = "gauss_legendre4"
 FITTED = ("sindy+gauss_legendre4", "poly2+gauss_legendre4", "oracle gauss_legendre4")
 FLOW_MAPS = ("lpnet", "g_sympnet")
 #: default and --quick sizes
-#: (the default's plan, ``plan``: 180 training runs x 50 CPU s, about 1.9 h on 2 free cores; --quick: 9 runs x 10 s)
+#: (the default's plan, ``plan``: 180 training runs x 50 CPU s, about 1.6 h on 2 free cores; --quick: 9 runs x 10 s)
 DEFAULTS: dict[str, Any] = {"n_train": 100, "n_test": 100, "budget_seconds": 50.0, "sweep": 2, "noise": [0.0, 1e-3]}
 QUICK: dict[str, Any] = {"n_train": 100, "n_test": 20, "budget_seconds": 10.0, "sweep": 1, "noise": [0.0]}
 
@@ -462,11 +462,12 @@ def plateau(curve: dict[str, list[float]]) -> dict:
 # --------------------------------------------------------------------------- the study
 
 
-#: measured on this 2-core machine (docs/unknown_form.md): process CPU seconds of one vp-train run beyond its
-#: budget (interpreter, torch and numba start-up, data, checkpoints), of one (system, σ, seed) evaluation (every
-#: row's rollouts, the SINDy selection, the costs, the Casimir check) and of one system's data files
-STARTUP_CPU = 8.0
-EVAL_CPU = 40.0
+#: process CPU seconds, rounded up from what --quick measured on this 2-core machine (docs/unknown_form.md): of
+#: one vp-train run beyond its budget (interpreter, torch and numba start-up, data, checkpoints: about 2), of one
+#: (system, σ, seed) evaluation (every row's rollouts, the SINDy selection, the costs, the Casimir check) and of
+#: one system's data files (coupled_oscillator's about 30, the rigid bodies' about 1)
+STARTUP_CPU = 3.0
+EVAL_CPU = 20.0
 DATA_CPU = 15.0
 
 
