@@ -162,9 +162,80 @@ def test_tiny_end_to_end_run_on_the_control_system(tmp_path, capsys):
         assert clean[m]["cost"] > 0
     assert clean["oracle gauss_legendre4"]["structure"] < 1e-12
     assert clean["lpnet"]["structure"] < 1e-12 and clean["lpnet"]["sweep"][0]["curve"]["cpu"]
+    # node: an Adam warm start, then LM from its best.pt; the point's CPU is both phases'
+    node = clean["node@rk4"]["sweep"][0]
+    assert (out / node["run"]).with_name(node["run"].split("/")[-1] + "_adam").joinpath("best.pt").is_file()
+    assert node["model_run"] in (node["run"], node["run"] + "_adam") and node["cpu_seconds"] > 0
+    assert clean["lphnn@implicit_midpoint"]["casimir_long"] < 1e-12
     assert all(len(r["errors"]["10"]) == 6 for r in rows if r.get("failed", 0) >= 0)
     assert (out / "unknown_form.md").is_file() and (out / "unknown_form_cost_rigid_body.png").is_file()
     # a second invocation reuses the finished runs and replaces its own rows only
     assert _main([*argv, "--noise", "0"]) == 0
     again = json.loads((out / "unknown_form.json").read_text())["rows"]
     assert len(again) == len(rows)
+
+
+def test_recipes_train_fields_through_their_rollout_method_and_warm_start_hnn_and_node():
+    """lphnn is trained through Gauss–Legendre 4 and rolled out by it first (implicit midpoint is the Casimir
+    check); hnn and node start with Adam, then LM from Adam's best.pt, in the same budget."""
+    model, optimizer, methods, sweep = uf.RECIPES["lphnn"]
+    assert optimizer == "lm" and methods == ("gauss_legendre4", "implicit_midpoint")
+    assert all(p["model.method"] == "gauss_legendre4" and p["lm_check_windows"] > 0 for p in sweep)
+    for approach, method in (("hnn", "gauss_legendre4"), ("node", "rk4")):
+        _, optimizer, methods, sweep = uf.RECIPES[approach]
+        assert optimizer == "lm" and methods == (method,)
+        assert all(p["model.method"] == method for p in sweep)
+        phases = uf._phases(uf.Path("runs/x_p0_seed0"), approach, 0)
+        (adam, adam_set, adam_share), (lm, lm_set, lm_share) = phases
+        assert adam.name == "x_p0_seed0_adam" and lm.name == "x_p0_seed0"
+        assert adam_set["optimizer"] == "adam" and adam_set["model.width"] == lm_set["model.width"]
+        assert lm_set["init_from"] == str(adam / "best.pt") and "warm_start" not in lm_set
+        assert adam_share + lm_share == pytest.approx(1.0)
+    assert len(uf._phases(uf.Path("runs/y"), "lpnet", 1)) == 1
+
+
+def _fake_run(path, cpu, val, best, cpu_time, n_params=100):
+    path.mkdir(parents=True)
+    lines = ["epoch,train_loss,val_loss,lr,seconds,cpu_seconds,val_rollout"]
+    lines += [f"{i},1.0,1.0,0.001,{c},{c},{v}" for i, (c, v) in enumerate(zip(cpu, val))]
+    (path / "log.csv").write_text("\n".join(lines) + "\n")
+    write_json(path / "summary.json", {"best_loss": best, "cpu_time": cpu_time, "n_params": n_params})
+
+
+def test_a_warm_started_point_sums_its_phases_and_keeps_the_better_model(tmp_path):
+    run = tmp_path / "runs" / "s" / "hnn_p0_seed0"
+    _fake_run(run.with_name("hnn_p0_seed0_adam"), [1.0, 2.0], [1e-2, 5e-3], 5e-3, 2.5)
+    _fake_run(run, [1.0, 3.0], [1e-3, 2e-4], 2e-4, 3.5)
+    p = uf._point(tmp_path, "hnn", 0, run)
+    assert p["cpu_seconds"] == pytest.approx(6.0) and p["best_loss"] == 2e-4
+    assert p["curve"]["cpu"] == [1.0, 2.0, 3.5, 5.5] and p["curve"]["val"] == [1e-2, 5e-3, 1e-3, 2e-4]
+    assert p["model_run"] == "runs/s/hnn_p0_seed0"
+    # an LM phase that never beat Adam's validation score leaves Adam's best.pt as the model
+    run2 = tmp_path / "runs" / "s" / "hnn_p1_seed0"
+    _fake_run(run2.with_name("hnn_p1_seed0_adam"), [1.0, 2.0], [1e-2, 5e-3], 5e-3, 2.5)
+    _fake_run(run2, [1.0], [9e-3], 9e-3, 1.0)
+    info = uf.chosen(tmp_path, "hnn", [run, run2])
+    assert info["sweep"][1]["model_run"] == "runs/s/hnn_p1_seed0_adam"
+    assert info["point"] == 0 and info["run"] == run and info["train_cpu"] == pytest.approx(9.5)
+
+
+def test_the_plan_counts_runs_and_the_default_fits_two_hours_on_two_cores():
+    default = uf.plan(list(uf.SYSTEMS), range(5), uf.DEFAULTS["noise"], uf.DEFAULTS["budget_seconds"],
+                      uf.DEFAULTS["sweep"])
+    assert default["cells"] == 30 and default["trainings"] == 30 * 6
+    # warm-started points (hnn, node) are two vp-train processes each
+    assert default["processes"] == 10 * (8 + 10 + 8)
+    assert default["training_cpu"] == pytest.approx(180 * uf.DEFAULTS["budget_seconds"] + 260 * uf.STARTUP_CPU)
+    assert default["wall"] <= 2 * 3600
+    quick = uf.plan(list(uf.SYSTEMS), [0], uf.QUICK["noise"], uf.QUICK["budget_seconds"], uf.QUICK["sweep"])
+    assert quick["trainings"] == 9 and quick["wall"] <= 600
+    assert "180 training runs" in uf.plan_line(default)
+
+
+def test_estimate_prints_the_plan_and_runs_nothing(tmp_path, capsys):
+    pytest.importorskip("pysindy")
+    out = tmp_path / "run"
+    assert _main(["--out", str(out), "--estimate"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("unknown_form plan: 30 (seed, system, σ) cells, 180 training runs") and "\n" not in line
+    assert not out.exists()

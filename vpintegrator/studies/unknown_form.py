@@ -11,18 +11,23 @@ copy (one Gaussian draw of σ per state) and every approach, the oracle included
 initial condition; errors are against the exact flow from the clean one.
 
 Approaches (rows, ``APPROACHES``): the flow maps (``lpnet`` for the Lie–Poisson systems, ``g_sympnet`` for
-the canonical one), the vector-field models rolled out by a classical method (``lphnn@implicit_midpoint``
-and ``lphnn@gauss_legendre4``, ``hnn@gauss_legendre4``, the unstructured control ``node@rk4``), SINDy with
-its library and threshold chosen by validation (``sindy+gauss_legendre4``, ``vpintegrator.rollout.sindy``),
-the wrong model class (SINDy restricted to the degree-2 polynomial library → Gauss–Legendre 4:
-``poly2+gauss_legendre4``; for ``rigid_body`` that class is the right one) and the oracle (the true
-equations → ``gauss_legendre4``).
+the canonical one), the vector-field models rolled out by the classical method they were trained through
+(``lphnn@gauss_legendre4``, ``hnn@gauss_legendre4``, the unstructured control ``node@rk4``; a learned field
+learns its training method's modified equations, so it is never rolled out by a cheaper method), the
+Casimir check ``lphnn@implicit_midpoint`` (the same GL4-trained field rolled out by implicit midpoint, which
+keeps ‖z‖² whatever the field; over CASIMIR_STEPS steps), SINDy with its library and threshold chosen by
+validation (``sindy+gauss_legendre4``, ``vpintegrator.rollout.sindy``), the wrong model class (SINDy
+restricted to the degree-2 polynomial library → Gauss–Legendre 4: ``poly2+gauss_legendre4``; for
+``rigid_body`` that class is the right one) and the oracle (the true equations → ``gauss_legendre4``).
 
-Training: every learned approach gets the same CPU budget per training run (``vp-train --set
-cpu_time_limit``, process CPU seconds) at each point of its small validation sweep (``RECIPES``: two
-settings each); the point with the lowest validation loss (``summary.json`` ``best_loss``, validation
-trajectories only) is the approach's model, never chosen on the held-out set. The fitted rows (SINDy) fit on
-the same training trajectories and choose on the same validation trajectories.
+Training (``RECIPES``): every learned approach gets the same process CPU budget per training run (``vp-train
+--set cpu_time_limit``) at each point of its small validation sweep (two settings each): Levenberg–Marquardt
+for the flow maps and for ``lphnn`` (trained through Gauss–Legendre 4, with check windows); for ``hnn`` and
+``node`` (LM from scratch stalls) an Adam warm start for WARM_FRACTION of the budget, then LM with check
+windows from Adam's ``best.pt`` for the rest. The point with the lowest validation score (``summary.json``
+``best_loss``, the validation trajectories' rollout error at t = 10) is the approach's model, never chosen on
+the held-out set. The fitted rows (SINDy) fit on the same training trajectories and choose on the same
+validation trajectories. ``plan`` gives the planned CPU total before anything runs (``--estimate``).
 
 Cost: batch-1 thread CPU seconds per unit time of the row's rollout (the engine's ``seconds``, min over
 repeats, ``vpintegrator.clock.thread_cpu``), and the amortised cost ``cost + training CPU / (N · t_end)``
@@ -71,7 +76,7 @@ from .runner import StudyError, check_out_dir
 from .stats import bootstrap_ci, median_interval, read_json, write_json, write_text
 
 __all__ = ["H", "HORIZONS", "SYSTEMS", "APPROACHES", "RECIPES", "TARGETS", "make_data", "train_approach",
-           "evaluate_seed", "plateau", "run_study", "merge_rows", "summarize_rows", "tables", "figures",
+           "evaluate_seed", "plateau", "plan", "plan_line", "run_study", "merge_rows", "summarize_rows", "tables", "figures",
            "UnknownFormOptions", "STUDY", "run"]
 
 #: the data step (the issue's probe)
@@ -92,33 +97,42 @@ SYSTEMS: dict[str, dict[str, str]] = {
                    "SINDy's polynomial library (the control)"},
 }
 #: learned approach -> (registered model, optimizer, rollout methods (None: a flow map), vp-train --set entries
-#: of every sweep point; an entry "optimizer" replaces the approach's for that point)
+#: of every sweep point; an entry "optimizer" replaces the approach's for that point, an entry "warm_start" (the
+#: Adam phase's own --set entries) makes the point two runs: Adam for WARM_FRACTION of the budget, then the
+#: approach's optimizer from Adam's best.pt (``init_from``) for the rest)
 LM = {"lm_windows": 1024, "lm_resample_every": 10, "lm_iters_per_epoch": 10, "lm_lambda": 1e-3,
       "batch_size": 16384}
+#: LM with check windows (a step is accepted only if it lowers the loss on 512 other windows too): the recipe
+#: of the learned vector fields (docs/vector_fields.md: without them a step blew the field up)
+LM_CHECK = {**LM, "lm_iters_per_epoch": 5, "lm_check_windows": 512}
 #: Adam at a constant rate: a CPU budget sets no epoch count for a decaying schedule to end at
 ADAM = {"batch_size": 128, "lr": 3e-3, "scheduler": "constant"}
+#: the share of a two-phase point's budget that its Adam warm start gets
+WARM_FRACTION = 0.4
+GL4 = "gauss_legendre4"
 RECIPES: dict[str, tuple[str, str, tuple[str, ...] | None, list[dict[str, Any]]]] = {
-    # the probe's flow map: 8 layers of width 4 (128 parameters) and 28 (448)
+    # the probe's flow map: 8 layers of width 4 (128 parameters) and 28 (448: deep-narrow beats 16 x 8 at equal
+    # parameters)
     "lpnet": ("lpnet", "lm", None, [{**LM, "model.n_layers": 8, "model.width": 4},
                                     {**LM, "model.n_layers": 28, "model.width": 4}]),
     "g_sympnet": ("g_sympnet", "lm", None, [{**LM, "init_scale": 0.3, "model.upscaling_dimension": 16,
                                              "model.n_layers": 8},
                                             {**LM, "init_scale": 0.3, "model.upscaling_dimension": 8,
                                              "model.n_layers": 4}]),
-    # the sweep is over the recipe: LM with check windows (docs/vector_fields.md: without them a step blew the
-    # field up) or Adam
-    "lphnn": ("lphnn", "lm", ("implicit_midpoint", "gauss_legendre4"),
-              [{**LM, "lm_iters_per_epoch": 5, "lm_check_windows": 512, "model.method": "implicit_midpoint",
-                "model.width": 16, "model.depth": 2},
-               {**ADAM, "optimizer": "adam", "model.method": "implicit_midpoint", "model.width": 16,
-                "model.depth": 2}]),
-    # Adam (LM stalled near the identity's loss for an hnn on the coupled oscillator)
-    "hnn": ("hnn", "adam", ("gauss_legendre4",), [{**ADAM, "model.method": "gauss_legendre4", "model.width": 16,
-                                                   "model.depth": 2},
-                                                  {**ADAM, "model.method": "gauss_legendre4", "model.width": 32,
-                                                   "model.depth": 2}]),
-    "node": ("node", "adam", ("rk4",), [{**ADAM, "model.method": "rk4", "model.width": 16, "model.depth": 2},
-                                        {**ADAM, "model.method": "rk4", "model.width": 32, "model.depth": 2}]),
+    # trained THROUGH Gauss–Legendre 4 and rolled out by it (a field learns its training method's modified
+    # equations: through implicit midpoint it plateaus 80x worse on rigid_body_exp); LM from scratch with check
+    # windows; the sweep is over the width. Its second rollout, implicit midpoint, is the Casimir check only
+    # (the method keeps ‖z‖² exactly whatever the field; a cheaper method than the training one, so its error is
+    # not the field's)
+    "lphnn": ("lphnn", "lm", (GL4, "implicit_midpoint"),
+              [{**LM_CHECK, "model.method": GL4, "model.width": 16, "model.depth": 2},
+               {**LM_CHECK, "model.method": GL4, "model.width": 32, "model.depth": 2}]),
+    # LM from scratch stalls near the identity's loss for hnn and node: Adam warm start, then LM with check
+    # windows (10-100x better than Adam alone at the same budget)
+    "hnn": ("hnn", "lm", (GL4,), [{**LM_CHECK, "model.method": GL4, "model.width": w, "model.depth": 2,
+                                   "warm_start": {**ADAM, "optimizer": "adam"}} for w in (16, 32)]),
+    "node": ("node", "lm", ("rk4",), [{**LM_CHECK, "model.method": "rk4", "model.width": w, "model.depth": 2,
+                                       "warm_start": {**ADAM, "optimizer": "adam"}} for w in (16, 32)]),
 }
 #: vp-train settings of every run: 90 training / 10 validation trajectories (no test split: the held-out file
 #: is the test set), best.pt and the sweep's choice by the validation trajectories' free rollout error at t = 10
@@ -136,8 +150,9 @@ ORACLE = "gauss_legendre4"
 FITTED = ("sindy+gauss_legendre4", "poly2+gauss_legendre4", "oracle gauss_legendre4")
 FLOW_MAPS = ("lpnet", "g_sympnet")
 #: default and --quick sizes
-DEFAULTS: dict[str, Any] = {"n_train": 100, "n_test": 100, "budget_seconds": 40.0, "sweep": 2, "noise": [0.0, 1e-3]}
-QUICK: dict[str, Any] = {"n_train": 100, "n_test": 20, "budget_seconds": 5.0, "sweep": 1, "noise": [0.0]}
+#: (the default's plan, ``plan``: 180 training runs x 50 CPU s, about 1.6 h on 2 free cores; --quick: 9 runs x 10 s)
+DEFAULTS: dict[str, Any] = {"n_train": 100, "n_test": 100, "budget_seconds": 50.0, "sweep": 2, "noise": [0.0, 1e-3]}
+QUICK: dict[str, Any] = {"n_train": 100, "n_test": 20, "budget_seconds": 10.0, "sweep": 1, "noise": [0.0]}
 
 
 # --------------------------------------------------------------------------- data
@@ -188,27 +203,42 @@ def _run_dir(out: Path, system: str, sigma: float, approach: str, point: int, se
     return out / "runs" / f"{system}_noise{sigma:g}" / f"{approach}_p{point}_seed{seed}"
 
 
+def _phases(run: Path, approach: str, point: int) -> list[tuple[Path, dict[str, Any], float]]:
+    """The runs of one sweep point: ``[(run dir, its --set entries, its share of the budget)]``; one run, or
+    with a ``warm_start`` entry two: Adam in ``RUN_adam`` (WARM_FRACTION of the budget, the point's model
+    settings), then the approach's optimizer in ``RUN`` from Adam's ``best.pt``."""
+    settings = dict(RECIPES[approach][3][point])
+    warm = settings.pop("warm_start", None)
+    if warm is None:
+        return [(run, settings, 1.0)]
+    first = run.with_name(run.name + "_adam")
+    model = {k: v for k, v in settings.items() if k.startswith("model.")}
+    return [(first, {**model, **warm}, WARM_FRACTION),
+            (run, {**settings, "init_from": str(first / "best.pt")}, 1.0 - WARM_FRACTION)]
+
+
 def _train_one(data: Path, run: Path, approach: str, point: int, seed: int, budget: float, ceiling: float,
                overwrite: bool = False) -> Path:
-    """``vp-train`` of one sweep point (skipped when the run is finished: its ``complete.json``,
-    ``vpintegrator.rundir.is_complete``; an interrupted run is trained again; ``overwrite`` retrains)."""
+    """``vp-train`` of one sweep point (each of its phases, ``_phases``, skipped when finished: its
+    ``complete.json``, ``vpintegrator.rundir.is_complete``; an interrupted run is trained again; ``overwrite``
+    retrains)."""
     from ..rundir import is_complete
 
-    if not overwrite and is_complete(run):
-        return run
-    model, optimizer, _, sweep = RECIPES[approach]
-    settings = dict(sweep[point])
-    optimizer = str(settings.pop("optimizer", optimizer))
-    cmd = [sys.executable, "-m", "vpintegrator.cli.train", "--data", str(data), "--model", model, "--optimizer",
-           optimizer, "--epochs", "100000", "--dtype", "float64", "--seed", str(seed), "-q", "--out", str(run),
-           "--overwrite", "--set", f"cpu_time_limit={budget:g}", "--set", f"time_limit={budget * ceiling:g}",
-           "--set", "device='cpu'"]
-    for k, v in VALIDATION.items():
-        cmd += ["--set", f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}"]
-    for k, v in settings.items():
-        cmd += ["--set", f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    run_child(cmd, check=True, stdout=subprocess.DEVNULL, env=env)  # dies with the study
+    model, optimizer, _, _ = RECIPES[approach]
+    for path, phase, share in _phases(run, approach, point):
+        if not overwrite and is_complete(path):
+            continue
+        settings = dict(phase)
+        opt = str(settings.pop("optimizer", optimizer))
+        cmd = [sys.executable, "-m", "vpintegrator.cli.train", "--data", str(data), "--model", model, "--optimizer",
+               opt, "--epochs", "100000", "--dtype", "float64", "--seed", str(seed), "-q", "--out", str(path),
+               "--overwrite", "--set", f"cpu_time_limit={budget * share:g}",
+               "--set", f"time_limit={budget * share * ceiling:g}", "--set", "device='cpu'"]
+        for k, v in {**VALIDATION, **settings}.items():
+            cmd += ["--set", f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}"]
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        run_child(cmd, check=True, stdout=subprocess.DEVNULL, env=env)  # dies with the study
+        overwrite = True  # a retrained warm start retrains what follows it
     return run
 
 
@@ -234,19 +264,33 @@ def train_approach(data: Path, out: Path, system: str, sigma: float, approach: s
     return chosen(out, approach, runs)
 
 
+def _point(out: Path, approach: str, p: int, run: Path) -> dict[str, Any]:
+    """One finished sweep point: its phases' CPU seconds summed, its curve (the phases' curves end to end on
+    the CPU axis), and the phase whose ``best.pt`` scored best on the validation trajectories (``model_run``)."""
+    cpu: list[float] = []
+    val: list[float] = []
+    total, best_loss, model_run, n_params = 0.0, math.inf, run, None
+    for path, _, _ in _phases(run, approach, p):
+        s = read_json(path / "summary.json") or {}
+        c = _curve(path) if (path / "log.csv").is_file() else {"cpu": [], "val": []}
+        cpu += [total + x for x in c["cpu"]]
+        val += c["val"]
+        total += float(s.get("cpu_time") or math.nan)
+        loss = s.get("best_loss")
+        if loss is not None and math.isfinite(float(loss)) and float(loss) <= best_loss:
+            best_loss, model_run = float(loss), path
+        n_params = s.get("n_params", n_params)
+    return {"point": p, "settings": RECIPES[approach][3][p], "best_loss": best_loss, "cpu_seconds": total,
+            "n_params": n_params, "run": str(run.relative_to(out)), "model_run": str(model_run.relative_to(out)),
+            "curve": {"cpu": cpu, "val": val}}
+
+
 def chosen(out: Path, approach: str, runs: Sequence[Path]) -> dict:
     """The sweep of ``approach`` from its finished runs (point i in ``runs[i]``) and the point with the lowest
-    validation loss (``summary.json`` ``best_loss``)."""
-    sweep: list[dict[str, Any]] = []
-    points = range(len(runs))
-    for p, run in zip(points, runs):
-        s = read_json(run / "summary.json") or {}
-        loss = s.get("best_loss")
-        sweep.append({"point": p, "settings": RECIPES[approach][3][p], "best_loss": loss if loss is not None else
-                      math.inf, "cpu_seconds": float(s.get("cpu_time") or math.nan),
-                      "n_params": s.get("n_params"), "run": str(run.relative_to(out)), "curve": _curve(run)})
+    validation score (``summary.json`` ``best_loss``: the monitored validation rollout error)."""
+    sweep = [_point(out, approach, p, run) for p, run in enumerate(runs)]
     best = min(sweep, key=lambda r: r["best_loss"] if math.isfinite(r["best_loss"]) else math.inf)
-    return {"run": out / best["run"], "point": best["point"], "sweep": sweep,
+    return {"run": out / best["model_run"], "point": best["point"], "sweep": sweep,
             "train_cpu": float(np.nansum([r["cpu_seconds"] for r in sweep]))}
 
 
@@ -418,6 +462,47 @@ def plateau(curve: dict[str, list[float]]) -> dict:
 # --------------------------------------------------------------------------- the study
 
 
+#: process CPU seconds, rounded up from what --quick measured on this 2-core machine (docs/unknown_form.md): of
+#: one vp-train run beyond its budget (interpreter, torch and numba start-up, data, checkpoints: about 2), of one
+#: (system, σ, seed) evaluation (every row's rollouts, the SINDy selection, the costs, the Casimir check) and of
+#: one system's data files (coupled_oscillator's about 30, the rigid bodies' about 1)
+STARTUP_CPU = 3.0
+EVAL_CPU = 20.0
+DATA_CPU = 15.0
+
+
+def plan(systems: Sequence[str], seeds: Sequence[int], noises: Sequence[float], budget: float, sweep: int,
+         jobs: int = 2) -> dict[str, Any]:
+    """The study's planned CPU before it runs: ``cells`` (seed, system, σ), ``trainings`` (sweep points; each
+    gets ``budget`` CPU seconds), ``processes`` (vp-train runs: a warm-started point is two),
+    ``training_cpu`` = trainings · budget + processes · STARTUP_CPU, ``evaluation_cpu`` = cells · EVAL_CPU,
+    ``data_cpu``, ``total_cpu`` and ``wall`` (seconds on ``jobs`` free cores: the trainings of a cell run
+    ``jobs`` at a time, its evaluation and the data on one)."""
+    trainings = processes = 0
+    for system in systems:
+        for approach in APPROACHES[system]:
+            for p in range(min(sweep, len(RECIPES[approach][3]))):
+                trainings += 1
+                processes += len(_phases(Path("run"), approach, p))
+    per = len(seeds) * len(noises)
+    training = per * (trainings * budget + processes * STARTUP_CPU)
+    evaluation = per * len(systems) * EVAL_CPU
+    data = len(systems) * DATA_CPU
+    return {"cells": per * len(systems), "trainings": per * trainings, "processes": per * processes,
+            "budget": float(budget), "training_cpu": training, "evaluation_cpu": evaluation, "data_cpu": data,
+            "total_cpu": training + evaluation + data,
+            "wall": training / max(1, min(jobs, 2)) + evaluation + data}
+
+
+def plan_line(p: dict[str, Any]) -> str:
+    """``plan``'s numbers in one line."""
+    return (f"unknown_form plan: {p['cells']} (seed, system, σ) cells, {p['trainings']} training runs x "
+            f"{p['budget']:g} CPU s ({p['processes']} vp-train processes, ~{STARTUP_CPU:g} s start-up each) = "
+            f"{p['training_cpu']:.0f} CPU s, evaluation ~{p['evaluation_cpu']:.0f}, data ~{p['data_cpu']:.0f}: "
+            f"total ~{p['total_cpu']:.0f} CPU s ({p['total_cpu'] / 3600:.2f} h), ~{p['wall'] / 3600:.2f} h of wall "
+            f"time on 2 free cores")
+
+
 def run_study(out: Path, systems: Sequence[str], seeds: Sequence[int], noises: Sequence[float], *,
               n_train: int, n_test: int, budget: float, sweep: int, jobs: int = 2, ceiling: float = 3.0,
               data: Path | None = None, overwrite: bool = False, log: Callable[[str], None] = print,
@@ -527,7 +612,7 @@ def _g(x: Any) -> str:
     return "inf" if math.isinf(x) else f"{x:.2g}"
 
 
-_ORDER = ["lpnet", "g_sympnet", "lphnn@implicit_midpoint", "lphnn@gauss_legendre4", "hnn@gauss_legendre4",
+_ORDER = ["lpnet", "g_sympnet", "lphnn@gauss_legendre4", "lphnn@implicit_midpoint", "hnn@gauss_legendre4",
           "node@rk4", "sindy+gauss_legendre4", "poly2+gauss_legendre4", "oracle gauss_legendre4"]
 
 
@@ -666,7 +751,7 @@ class UnknownFormOptions(StudyOptions):
     Parameters
     ----------
     quick : bool
-        A small run (seed 0, σ = 0, 20 held-out conditions, 5 CPU s per training, one sweep point): the same
+        A small run (seed 0, σ = 0, 20 held-out conditions, 10 CPU s per training, one sweep point): the same
         code path in a few minutes.
     systems : list of str
         Comma list out of rigid_body_exp, coupled_oscillator, rigid_body (default all three).
@@ -677,13 +762,16 @@ class UnknownFormOptions(StudyOptions):
     n_test : int
         Held-out initial conditions per system (default 100).
     budget_seconds : float
-        CPU seconds of every training run (each sweep point; default 40).
+        CPU seconds of every training run (each sweep point, both phases of a warm-started one; default 50).
     sweep : int
         Sweep points per approach (1 or 2; default 2).
     amortise_over : float
         Rollouts of length 10 the training CPU is spread over on the amortised cost axis (default 1e5).
     figures_only : bool
         The same as --table-only: rebuild the tables and figures from OUT/unknown_form.json.
+    estimate : bool
+        Print the planned CPU total (``plan``: training runs x budget + start-up + evaluation + data) and stop;
+        every run prints it before it starts.
     data : str
         A training file of your own (in place of the generated one) for the one system given by --systems; it
         must name that system (the held-out exact flow and the oracle row need its equations).
@@ -700,6 +788,7 @@ class UnknownFormOptions(StudyOptions):
     amortise_over: float = key(1e5, type=float, low=1.0)
     figures_only: bool = key(False, type=bool)
     data: str | None = key(None, optional=True, type=str, metavar="H5")
+    estimate: bool = key(False, type=bool)
 
 
 def check_data(data: Path, systems: Sequence[str]) -> None:
@@ -759,6 +848,10 @@ def _run(a: argparse.Namespace) -> int:
         systems = a.systems or list(SYSTEMS)
         if a.data is not None:
             check_data(Path(a.data), systems)
+        line = plan_line(plan(systems, seeds, pick("noise"), float(pick("budget_seconds")), pick("sweep"), a.jobs))
+        print(line, flush=True)
+        if a.estimate:
+            return 0
         out.mkdir(parents=True, exist_ok=True)
         previous = read_json(path) or {}
         command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])  # no absolute path of the install
