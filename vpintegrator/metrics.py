@@ -427,7 +427,7 @@ class VolumeStream:
         self._k = 0  # first step of the next chunk
         self._next_map = 0
         self._cum = np.zeros(n_traj)
-        self.max_abs_cum = np.zeros(n_traj)
+        self.max_abs_cum: Any = np.zeros(n_traj)
 
     def update(self, y: np.ndarray) -> tuple[slice, np.ndarray, np.ndarray]:
         """Consume the next chunk of states.

@@ -27,7 +27,7 @@ from .shards import shard_path
 __all__ = ["cluster_address", "connect", "close_client", "shard_count", "gather_or_one_line", "quiet_dask_logs",
            "submit_shards"]
 
-logger = logging.getLogger(__name__)
+logger: logging.Logger = logging.getLogger(__name__)
 
 
 def cluster_address(scheduler: Any, n_shards: Any) -> Any:

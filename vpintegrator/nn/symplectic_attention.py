@@ -63,11 +63,11 @@ class SymplecticAttention(_SympNetLayer):
         super().__init__()
         self._init_dim(dim)
         n = self.n
-        self.symmetric = check_bool(symmetric, "symmetric")
-        self.activation = check_attention_activation(activation)
+        self.symmetric: bool = check_bool(symmetric, "symmetric")
+        self.activation: str = check_attention_activation(activation)
         if symmetric:
             self.register_buffer("_embed", symmetric_embedding(n), persistent=False)
-            self.weight = nn.Parameter(torch.empty(n * (n + 1) // 2))
+            self.weight: nn.Parameter = nn.Parameter(torch.empty(n * (n + 1) // 2))
         else:
             self.weight = nn.Parameter(torch.empty(n, n))
         self.reset_parameters()

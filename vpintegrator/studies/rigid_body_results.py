@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 from ..rundir import read_log
 from . import _rollouts, attention
@@ -425,7 +426,7 @@ def build_results(run_dir) -> dict:
     rows = {}
     for label in labels:
         src = per_seed.get(label, {})
-        row = {k: summarize(v) for k, v in src.items() if not k.startswith("_") and k not in PER_IC}
+        row: dict[str, Any] = {k: summarize(v) for k, v in src.items() if not k.startswith("_") and k not in PER_IC}
         if "time_to_target" in src:
             reached = [v for v in src["time_to_target"] if v is not None and math.isfinite(v)]
             row["time_to_target"] = {**summarize(reached), "reached": len(reached), "runs": len(src["time_to_target"])}

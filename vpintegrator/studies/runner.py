@@ -50,7 +50,7 @@ from typing import Any, Callable, Iterable, Iterator
 from .._signals import child_options, interrupts_raise, stop_children
 from .stats import read_json, write_json
 
-logger = logging.getLogger("vpintegrator.studies")
+logger: logging.Logger = logging.getLogger("vpintegrator.studies")
 
 #: the repository root (for its ``configs/``) when the package is installed in editable mode
 REPO = Path(__file__).resolve().parents[2]
