@@ -268,18 +268,18 @@ class HamiltonianNet(VectorFieldModel):
         return ("symplectic", "volume") if self.method in _STAGES else ()
 
     @staticmethod
-    def assemble(z, out, G, xp):
+    def assemble(z: Any, out: Any, G: Any, xp: Any) -> Any:
         g = G[:, 0, 0, :]  # ∇H (n, dim)
         n = g.shape[-1] // 2
         return xp.concatenate([g[:, n:], -g[:, :n]], axis=-1)  # (∂H/∂p, −∂H/∂q)
 
     @staticmethod
-    def assemble_jacobian(z, out, G, H, xp):
+    def assemble_jacobian(z: Any, out: Any, G: Any, H: Any, xp: Any) -> Any:
         hess = H[:, 0, 0]  # (n, dim, dim)
         n = hess.shape[-1] // 2
         return xp.concatenate([hess[:, n:, :], -hess[:, :n, :]], axis=-2)
 
-    def invariant_values(self, z, out):
+    def invariant_values(self, z: Any, out: Any) -> dict[str, Any]:
         return {"energy": out[:, 0, 0]}
 
 
@@ -312,12 +312,12 @@ class LiePoissonHamiltonianNet(VectorFieldModel):
         return ("casimir",) if self.method in _STAGES else ()
 
     @staticmethod
-    def assemble(z, out, G, xp):
+    def assemble(z: Any, out: Any, G: Any, xp: Any) -> Any:
         g = G[:, 0, 0, :]  # ∇H (n, 3)
         return z[:, [1, 2, 0]] * g[:, [2, 0, 1]] - z[:, [2, 0, 1]] * g[:, [1, 2, 0]]  # z × ∇H
 
     @staticmethod
-    def assemble_jacobian(z, out, G, H, xp):
+    def assemble_jacobian(z: Any, out: Any, G: Any, H: Any, xp: Any) -> Any:
         g, hess = G[:, 0, 0, :], H[:, 0, 0]  # (n, 3), (n, 3, 3)
         # d(z × g) = dz × g + z × (Hess dz): column l of the first term is e_l × g
         zx = z[:, [1, 2, 0], None] * hess[:, [2, 0, 1], :] - z[:, [2, 0, 1], None] * hess[:, [1, 2, 0], :]
@@ -327,7 +327,7 @@ class LiePoissonHamiltonianNet(VectorFieldModel):
                        xp.stack([g[:, 1], -g[:, 0], zero], axis=-1)], axis=-2)  # [i, l] = (e_l × g)_i
         return zx + gx
 
-    def invariant_values(self, z, out):
+    def invariant_values(self, z: Any, out: Any) -> dict[str, Any]:
         return {"casimir": (z * z).sum(-1), "energy": out[:, 0, 0]}
 
 
@@ -356,11 +356,11 @@ class DivergenceFreeField(VectorFieldModel):
         self.net: MLPBank = MLPBank(dim, dim, 1, width, depth, mask=1.0 - torch.eye(dim))
 
     @staticmethod
-    def assemble(z, out, G, xp):
+    def assemble(z: Any, out: Any, G: Any, xp: Any) -> Any:
         return out[:, :, 0]  # (n, dim): component i from network i
 
     @staticmethod
-    def assemble_jacobian(z, out, G, H, xp):
+    def assemble_jacobian(z: Any, out: Any, G: Any, H: Any, xp: Any) -> Any:
         return G[:, :, 0, :]  # [i, j] = ∂g_i/∂z_j, 0 on the diagonal
 
 
@@ -383,9 +383,9 @@ class NeuralODE(VectorFieldModel):
         self.net: MLPBank = MLPBank(dim, 1, dim, width, depth)
 
     @staticmethod
-    def assemble(z, out, G, xp):
+    def assemble(z: Any, out: Any, G: Any, xp: Any) -> Any:
         return out[:, 0, :]
 
     @staticmethod
-    def assemble_jacobian(z, out, G, H, xp):
+    def assemble_jacobian(z: Any, out: Any, G: Any, H: Any, xp: Any) -> Any:
         return G[:, 0]

@@ -150,6 +150,6 @@ class MLPBank(nn.Module):
             W0 = W0.gather(2, self.cols[:, None, :].expand(W0.shape[0], W0.shape[1], self.dim)) * self.mask
         return [W0, *hidden[1:], self.C, self.c]
 
-    def forward(self, z: torch.Tensor, order: int = 0):
+    def forward(self, z: torch.Tensor, order: int = 0) -> tuple[Any, Any, Any]:
         """z (n, dim) -> ``mlp_bank(z, self.weights(), order, torch)``."""
         return mlp_bank(z, self.weights(), order, torch)
