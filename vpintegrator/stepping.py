@@ -140,7 +140,7 @@ def next_window(window: Any, pred: Any, seq_len: int) -> Any:
     return joined[..., -seq_len:, :]
 
 
-def iterate_windows(model, window: Any, n_calls: int, advance: int | None = None) -> list[Any]:
+def iterate_windows(model: Any, window: Any, n_calls: int, advance: int | None = None) -> list[Any]:
     """The predictions of ``n_calls`` calls of ``model`` on its own output, starting from ``window``
     (..., seq_len, dim): a list of ``n_calls`` arrays (..., advance, dim) (``advance`` default: every
     predicted state, the non-overlapping windows of the paper). Differentiable when ``model`` is."""
