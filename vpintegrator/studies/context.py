@@ -533,6 +533,11 @@ def _shipped_system(out: Path, split: str) -> str:
     return found[0]
 
 
+def _shown(path: Path | None, placeholder: str) -> str:
+    """``path`` as a shipped record may show it: relative as given, else (absolute, or none) ``placeholder``."""
+    return placeholder if path is None or Path(path).is_absolute() else Path(path).as_posix()
+
+
 def _data_facts(data: Path | None) -> dict[str, Any] | None:
     """What ``pretrained_info(name)["data"]`` says of the training file: its spec, the ``vp-gen`` command that
     makes it again (from the file's own attributes: spec, dt, t_end, n_traj) and its description."""
@@ -545,7 +550,7 @@ def _data_facts(data: Path | None) -> dict[str, Any] | None:
                               int(f.attrs["n_traj"]))
         description = str(f.attrs.get("description", ""))
     return {"spec": spec, "overrides": {"dt": dt, "t_end": t_end, "n_traj": n},
-            "command": f"vp-gen {spec} --dt {dt:g} --t-end {t_end:g} --n-traj {n} --out {Path(data).as_posix()}",
+            "command": f"vp-gen {spec} --dt {dt:g} --t-end {t_end:g} --n-traj {n} --out {_shown(data, 'DATA.h5')}",
             "description": description}
 
 
@@ -618,7 +623,8 @@ def export_best(out: Path, out_dir: Path, name: str | None = None, split: str = 
     info["recipe"] = {
         "config": f"python -m vpintegrator.studies.context ({model}, LM float64, {epochs} epochs, "
                   f"lm_windows {COMMON['lm_windows']})",
-        "command": f"python -m vpintegrator.studies.context --data DATA --out RUN --seeds {','.join(map(str, sorted(scores)))} "
+        "command": f"python -m vpintegrator.studies.context --data {_shown(data, 'DATA')} --out {_shown(out, 'RUN')} "
+                   f"--seeds {','.join(map(str, sorted(scores)))} "
                    f"--epochs {epochs} --models {model} --context-lens {k} --splits {split}"}
     metric = _seed_metric(out, system, model, split, k, seed)
     if metric is not None:
