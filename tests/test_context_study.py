@@ -283,3 +283,27 @@ def test_context_study_keys_from_a_plan_file(tmp_path, capsys):
 
     with pytest.raises(StudyError, match="noise_level"):
         parse(STUDY, ["--plan", str(plan)])
+
+
+def test_shipped_oscillator_results_redraw_the_docs_tables():
+    """docs/data/context_oscillator.json is the results file the coupled-oscillator tables of docs/context.md
+    (section 7) come from (issue 46, item 4): its 5-seed medians at t = 10 [bootstrap 95 %] are the ones the
+    page prints, and every command it records is the study's module (no path of the machine it ran on)."""
+    from pathlib import Path
+
+    from vpintegrator.studies.context import _g, read_study_json, summarize_rows
+
+    root = Path(__file__).resolve().parent.parent
+    doc = read_study_json(root / "docs" / "data" / "context_oscillator.json")
+    assert doc["commands"] and all(c.startswith("python -m vpintegrator.studies.context ") for c in doc["commands"])
+    summary = summarize_rows(doc["rows"])
+    text = (root / "docs" / "context.md").read_text()
+
+    def shown(x):
+        return _g(x).replace("e-0", "e-")
+
+    for method in ("g_sympnet_ctx", "g_sympnet", "shooting+gauss_legendre4", "oracle gauss_legendre4"):
+        s = next(x for x in summary if (x["system"], x["split"], x["context_len"], x["noise"], x["method"], x["t"])
+                 == ("coupled_oscillator", "interpolation", 5, 0.0, method, 10.0))
+        assert sorted(s["seeds"]) == [0, 1, 2, 3, 4]
+        assert f"{shown(s['median'])} [{shown(s['boot_lo'])}, {shown(s['boot_hi'])}]" in text, method
