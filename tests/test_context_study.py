@@ -181,6 +181,30 @@ def test_study_on_a_tiny_oscillator_family_accumulates_rows_over_invocations(tmp
     assert run_study(STUDY, ["--data", str(data), "--out", str(out), "--figures-only"]) == 0
     assert (out / "context_study.json").read_text() == before
     assert (out / "context_coupled_oscillator_noise.png").exists()
+    # --figures-only --results: the tables of a results file (e.g. the shipped one) redrawn into another --out
+    redraw = tmp_path / "redraw"
+    results = str(out / "context_study.json")
+    assert run_study(STUDY, ["--out", str(redraw), "--figures-only", "--results", results]) == 0
+    assert (redraw / "context_study.md").read_text() == text
+    assert (redraw / "context_coupled_oscillator_noise.png").exists() and not (redraw / "context_study.json").exists()
+    # --export ships the family's g_sympnet_ctx seed with the lowest validation loss, with what it was
+    # trained on (the data file's vp-gen command), its recipe and its seed's median error at t = 10
+    ship = tmp_path / "ship"
+    assert run_study(STUDY, ["--data", str(data), "--out", str(out), "--export", str(ship)]) == 0
+    entry = json.loads((ship / "provenance.json").read_text())["models"]["coupled_oscillator_family_g_sympnet_ctx"]
+    assert entry["file"] == "coupled_oscillator_family_g_sympnet_ctx.pt" and entry["seed"] == 0
+    assert entry["source"] == "runs/g_sympnet_ctx_k5_interpolation_seed0/best.pt"
+    assert entry["trained_on"]["data"]["command"].startswith("vp-gen coupled_oscillator_family --dt 0.2 --t-end 4 ")
+    assert entry["trained_on"]["split"]["split_by"] == "parameters_interpolation"
+    assert "--models g_sympnet_ctx" in entry["recipe"]["command"] and "--epochs 1" in entry["recipe"]["command"]
+    seed0 = next(r for r in rows if r["method"] == "g_sympnet_ctx" and r["noise"] == 0)
+    from vpintegrator.studies.stats import median_interval
+
+    assert entry["metrics"]["rel_error_t10_median"] == median_interval(seed0["errors"]["10"])["median"]
+    import torch
+
+    shipped = torch.load(ship / entry["file"], weights_only=True)
+    assert shipped["dt"] == 0.2 and shipped["system"] == "coupled_oscillator" and shipped["parametric"] is True
 
 
 def test_an_identification_refused_for_one_pair_fails_that_pair_only():
@@ -213,6 +237,8 @@ def test_an_identification_refused_for_one_pair_fails_that_pair_only():
     (["--set", "n_test=0"], "--n-test must be a positive integer"),
     ([], "--data is required"),
     (["--figures-only"], "context_study.json not found"),
+    (["--figures-only", "--results", "no.json"], "--results: no.json not found"),
+    (["--results", "x.json"], "--results is read by --figures-only only"),
     (["--data", "DATA", "--models", "lpnet_ctxx"], "--models: unknown model 'lpnet_ctxx' (did you mean 'lpnet_ctx'?)"),
     (["--data", "DATA", "--models", "lpnet,lpnet"], "--models: 'lpnet' is given twice; name each model once"),
     # a failed training (here: a model path that does not import) is one line naming the run, not a traceback
@@ -257,3 +283,27 @@ def test_context_study_keys_from_a_plan_file(tmp_path, capsys):
 
     with pytest.raises(StudyError, match="noise_level"):
         parse(STUDY, ["--plan", str(plan)])
+
+
+def test_shipped_oscillator_results_redraw_the_docs_tables():
+    """docs/data/context_oscillator.json is the results file the coupled-oscillator tables of docs/context.md
+    (section 7) come from (issue 46, item 4): its 5-seed medians at t = 10 [bootstrap 95 %] are the ones the
+    page prints, and every command it records is the study's module (no path of the machine it ran on)."""
+    from pathlib import Path
+
+    from vpintegrator.studies.context import _g, read_study_json, summarize_rows
+
+    root = Path(__file__).resolve().parent.parent
+    doc = read_study_json(root / "docs" / "data" / "context_oscillator.json")
+    assert doc["commands"] and all(c.startswith("python -m vpintegrator.studies.context ") for c in doc["commands"])
+    summary = summarize_rows(doc["rows"])
+    text = (root / "docs" / "context.md").read_text()
+
+    def shown(x):
+        return _g(x).replace("e-0", "e-")
+
+    for method in ("g_sympnet_ctx", "g_sympnet", "shooting+gauss_legendre4", "oracle gauss_legendre4"):
+        s = next(x for x in summary if (x["system"], x["split"], x["context_len"], x["noise"], x["method"], x["t"])
+                 == ("coupled_oscillator", "interpolation", 5, 0.0, method, 10.0))
+        assert sorted(s["seeds"]) == [0, 1, 2, 3, 4]
+        assert f"{shown(s['median'])} [{shown(s['boot_lo'])}, {shown(s['boot_hi'])}]" in text, method

@@ -22,6 +22,7 @@ from vpintegrator.models import count_parameters, load_checkpoint, weights_sha25
 NAMES = vp.list_pretrained()
 #: the weights of the shipped files as they were before issue 46 re-saved them with their record
 OLD_WEIGHTS = {
+    "coupled_oscillator_family_g_sympnet_ctx": "b01d6c8c8e43",  # shipped with its record (issue 46, item 4)
     "coupled_oscillator_g_sympnet": "5b9b7f32808b",
     "coupled_oscillator_symplectic_transformer": "61ccc8c71c25",
     "rigid_body_family_lpnet": "c4c494a22633",

@@ -20,7 +20,7 @@ __all__ = ["array_namespace", "to_numpy", "as_like", "copy_array", "first_true",
 DTYPES = ("float32", "float64")
 
 
-def array_namespace(y: Any):
+def array_namespace(y: Any) -> Any:
     """The module whose functions evaluate formulas on ``y``: ``torch`` for a torch tensor, else ``numpy``.
 
     Never imports torch (a tensor cannot exist without it).

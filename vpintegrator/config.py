@@ -21,7 +21,7 @@ import dataclasses
 import math
 import os
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Iterable, Mapping, Sequence, TypeVar
 
 from ._toml import tomllib
 from .errors import VPIntegratorError
@@ -200,7 +200,7 @@ class Key:
     check: Any = None
     help: str = ""
     flag: str | None = None
-    short: tuple = ()
+    short: tuple[str, ...] = ()
     metavar: str | None = None
     path: str | None = None
     show_default: Any = True
@@ -357,6 +357,10 @@ def first_sentence(text: str) -> str:
     return plain[: match.start() + 1] if match else plain
 
 
+#: a Config subclass (the type ``from_dict`` and ``replace`` return)
+_C = TypeVar("_C", bound="Config")
+
+
 class Config:
     """The base of the config dataclasses: a key is one ``key`` field.
 
@@ -420,7 +424,7 @@ class Config:
         return list(declared(cls))
 
     @classmethod
-    def from_dict(cls, values: Mapping[str, Any], source: str = "config"):
+    def from_dict(cls: type[_C], values: Mapping[str, Any], source: str = "config") -> _C:
         """Build from a (TOML) mapping; an unknown key is an error with a close match and the valid keys."""
         check_keys(values, cls.keys(), source)
         token = _source_var.set(source)
@@ -433,7 +437,7 @@ class Config:
         """``values`` with the ``overrides`` that are not ``None`` on top (a subclass may merge tables)."""
         return {**values, **{k: v for k, v in overrides.items() if v is not None}}
 
-    def replace(self, **overrides: Any):
+    def replace(self: _C, **overrides: Any) -> _C:
         """A copy with ``overrides`` that are not ``None`` applied; only the changed keys are checked (and
         the rules between keys)."""
         check_keys(overrides, self.keys(), "config")

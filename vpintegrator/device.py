@@ -18,7 +18,7 @@ def check_device_name(device: Any, key: str = "device") -> str:
     return name
 
 
-def resolve_device(device: Any = "auto", key: str = "device"):
+def resolve_device(device: Any = "auto", key: str = "device") -> Any:
     """``auto`` -> cuda if available else cpu; ``cuda`` without CUDA is an error that says so."""
     import torch
 

@@ -11,6 +11,7 @@ Library messages name configuration keys as keys (``t_end``); an error about one
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 
 class VPIntegratorError(ValueError):
@@ -28,14 +29,15 @@ class VPIntegratorError(ValueError):
         super().__init__(message)
         self.key = key
 
-    def render(self, name_of_key) -> str:
+    def render(self, name_of_key: Callable[[str], str]) -> str:
         """The message with the first whole-word mention of ``key`` replaced by ``name_of_key(key)``."""
         text = str(self)
         if not self.key:
             return text
         import re
 
-        return re.sub(rf"(?<![\w-]){re.escape(self.key)}(?![\w-])", lambda m: name_of_key(self.key), text, count=1)
+        key = self.key
+        return re.sub(rf"(?<![\w-]){re.escape(key)}(?![\w-])", lambda m: name_of_key(key), text, count=1)
 
 
 def finite_float(value: object, label: str, positive: bool = False, *, key: str | None = None) -> float:

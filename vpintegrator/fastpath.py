@@ -67,7 +67,7 @@ class Verified:
     fast: bool
     reason: str | None = None
     error: BaseException | None = None
-    outputs: list = dataclasses.field(default_factory=list)
+    outputs: list[Any] = dataclasses.field(default_factory=list)
 
 
 def allclose(got: Any, want: Any, rtol: float, atol: float) -> bool:

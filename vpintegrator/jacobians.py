@@ -10,6 +10,8 @@ cannot go ([`fd_jacobian`][vpintegrator.testing.fd_jacobian]).
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import torch
 from torch import nn
 
@@ -95,7 +97,7 @@ def jacobian_slogdet(
     return sign, logabsdet
 
 
-def chain_inputs(model, inputs: torch.Tensor) -> list[tuple[nn.Module, torch.Tensor]]:
+def chain_inputs(model: nn.Module, inputs: torch.Tensor) -> list[tuple[nn.Module, torch.Tensor]]:
     """(layer, its actual input) along [`window_chain`][vpintegrator.testing.window_chain], checked to compose to ``model(inputs)``."""
     pairs = []
     x = inputs
@@ -113,7 +115,7 @@ def chain_inputs(model, inputs: torch.Tensor) -> list[tuple[nn.Module, torch.Ten
     return pairs
 
 
-def fd_jacobian(fn, inputs: torch.Tensor, step: float | None = None) -> torch.Tensor:
+def fd_jacobian(fn: Callable[[torch.Tensor], torch.Tensor], inputs: torch.Tensor, step: float | None = None) -> torch.Tensor:
     """Jacobian of the window map of ``fn`` by fourth-order central differences (no autograd needed).
 
     J[:, :, j] ≈ (−f(x + 2δe_j) + 8 f(x + δe_j) − 8 f(x − δe_j) + f(x − 2δe_j)) / (12 δ_j), with
@@ -146,6 +148,6 @@ def fd_jacobian(fn, inputs: torch.Tensor, step: float | None = None) -> torch.Te
     return deriv.permute(1, 2, 0)  # (b, i, j)
 
 
-def callable_name(model) -> str:
+def callable_name(model: Any) -> str:
     """The name errors use for a model (its class) or a window function (its ``__name__``)."""
     return type(model).__name__ if isinstance(model, nn.Module) else getattr(model, "__name__", type(model).__name__)

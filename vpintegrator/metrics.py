@@ -119,7 +119,7 @@ def relative_drift(values: np.ndarray, initial: np.ndarray | None = None, period
     return _relative_drift(values, initial[:, None])  # the one formula (vpintegrator.arrays)
 
 
-def invariant_drift(system, y: np.ndarray) -> dict[str, np.ndarray]:
+def invariant_drift(system: Any, y: np.ndarray) -> dict[str, np.ndarray]:
     """Relative drift of every invariant of ``system`` along ``y``.
 
     Parameters
@@ -160,7 +160,7 @@ def log_abs_det(jacobian: np.ndarray) -> np.ndarray:
     return np.linalg.slogdet(np.asarray(jacobian, dtype=np.float64))[1]
 
 
-def step_log_det_jacobian(system, integrator, y: np.ndarray, dt: float) -> np.ndarray:
+def step_log_det_jacobian(system: Any, integrator: Any, y: np.ndarray, dt: float) -> np.ndarray:
     """``log|det J|`` of every step map of a classical integrator along trajectories.
 
     Parameters
@@ -182,7 +182,7 @@ def step_log_det_jacobian(system, integrator, y: np.ndarray, dt: float) -> np.nd
     return log_abs_det(jac).reshape(n_traj, n_states - 1)
 
 
-def window_map(model, overlap: bool = False) -> Callable:
+def window_map(model: Any, overlap: bool = False) -> Callable[..., Any]:
     """The square map of state windows a multi-step model induces, as a function of one window.
 
     Non-overlapping (``overlap=False``): ``X ↦ last seq_len states of [X, f(X)]`` (for
@@ -210,7 +210,7 @@ def window_map(model, overlap: bool = False) -> Callable:
     return fn
 
 
-def window_log_det_jacobian(model, windows, overlap: bool = False, chunk: int = 4096) -> np.ndarray:
+def window_log_det_jacobian(model: Any, windows: Any, overlap: bool = False, chunk: int = 4096) -> np.ndarray:
     """``log|det J|`` of a model's window map (see [`window_map`][vpintegrator.metrics.window_map]) at each window, via ``torch.func``.
 
     Evaluated in the model's dtype; pass a float64 copy (``copy.deepcopy(model).double()``) to measure
@@ -307,9 +307,10 @@ class TrajectoryMetricsStream:
         Relative error bounding the valid prediction time.
     """
 
-    def __init__(self, system, n_traj: int, t_center: float = 0.0, threshold: float = VALID_ERROR_THRESHOLD):
-        self.system = system
-        self.names = tuple(system.invariant_names)
+    def __init__(self, system: Any, n_traj: int, t_center: float = 0.0,
+                 threshold: float = VALID_ERROR_THRESHOLD) -> None:
+        self.system: Any = system
+        self.names: tuple[str, ...] = tuple(system.invariant_names)
         self.threshold = threshold
         self.n_traj = n_traj
         self._initial: dict[str, np.ndarray] | None = None
@@ -422,12 +423,12 @@ class VolumeStream:
         self.advance = advance
         self.n_traj = n_traj
         self.n_maps = max(0, -(-(n_steps + 1 - seq_len) // advance))
-        self.map_step = np.minimum(seq_len + advance * np.arange(self.n_maps) + advance - 1, n_steps)
+        self.map_step: np.ndarray = np.minimum(seq_len + advance * np.arange(self.n_maps) + advance - 1, n_steps)
         self._tail: np.ndarray | None = None  # (n_traj, <= seq_len, dim): states just before the chunk
         self._k = 0  # first step of the next chunk
         self._next_map = 0
         self._cum = np.zeros(n_traj)
-        self.max_abs_cum = np.zeros(n_traj)
+        self.max_abs_cum: Any = np.zeros(n_traj)
 
     def update(self, y: np.ndarray) -> tuple[slice, np.ndarray, np.ndarray]:
         """Consume the next chunk of states.
@@ -488,7 +489,8 @@ class VolumeStream:
         return maps, logdet, cum
 
 
-def block_metrics(stream: TrajectoryMetricsStream | None, volume: VolumeStream | None, t, y, y_ref) -> dict[str, Any]:
+def block_metrics(stream: TrajectoryMetricsStream | None, volume: VolumeStream | None, t: Any, y: Any,
+                  y_ref: Any) -> dict[str, Any]:
     """The per-step metrics of one block of a rollout, keyed as a rollout file stores them (both engines):
     ``stream.update(t, y, y_ref)`` (``"rel_error"``, ``"invariant/<name>"``) and, with a volume stream,
     ``"maps"`` (the slice of map indices finished in the block), ``"log_det_J"`` and ``"cum_log_det_J"``

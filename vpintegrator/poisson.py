@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from typing import Any
 
 import torch
 from torch import nn
@@ -62,7 +63,7 @@ class CasimirAudit(ErrorSummary):
     inputs: torch.Tensor
 
 
-def audit_casimir(model: nn.Module, system="rigid_body", inputs: torch.Tensor | None = None, n: int = 256,
+def audit_casimir(model: nn.Module, system: Any = "rigid_body", inputs: torch.Tensor | None = None, n: int = 256,
                   dtype: torch.dtype | None = torch.float64, seed: int = 0) -> CasimirAudit:
     """The relative change of the system's Casimir under the window map (0 for a Casimir-exact model).
 

@@ -130,7 +130,7 @@ _PACKAGE = Path(__file__).resolve().parent
 _SCRIPTS = {"gen": "vp-gen", "train": "vp-train", "rollout": "vp-rollout", "plot": "vp-plot"}
 
 
-def redact_path(path: str | os.PathLike, relative_to: str | os.PathLike | None = None) -> str:
+def redact_path(path: str | os.PathLike[str], relative_to: str | os.PathLike[str] | None = None) -> str:
     """``path`` as an output records it, without the producing machine's absolute paths: a file of this
     package as ``vpintegrator/...``; with ``relative_to`` anything else relative to it; without, a file of
     the checkout it runs from (a shipped spec or config) relative to the checkout, anything else relative to

@@ -15,6 +15,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 from .errors import VPIntegratorError
 
@@ -100,7 +101,7 @@ def check_size(key: str, n_elements: float, itemsize: int = 8, what: str = "the 
             f"{way_out or 'lower it'}", key=key)
 
 
-def check_finite(key: str, values, what: str = "values") -> None:
+def check_finite(key: str, values: Any, what: str = "values") -> None:
     """Refuse (one line naming the input ``key``) ``values`` (a number or an array) with a NaN or an infinity:
     an input whose intermediate values overflow float64 (a parameter of 1e300 squared, data near 1e308) is
     named here, before it turns into a ZeroDivisionError or a NaN far away."""

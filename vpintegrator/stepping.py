@@ -140,7 +140,7 @@ def next_window(window: Any, pred: Any, seq_len: int) -> Any:
     return joined[..., -seq_len:, :]
 
 
-def iterate_windows(model, window: Any, n_calls: int, advance: int | None = None) -> list[Any]:
+def iterate_windows(model: Any, window: Any, n_calls: int, advance: int | None = None) -> list[Any]:
     """The predictions of ``n_calls`` calls of ``model`` on its own output, starting from ``window``
     (..., seq_len, dim): a list of ``n_calls`` arrays (..., advance, dim) (``advance`` default: every
     predicted state, the non-overlapping windows of the paper). Differentiable when ``model`` is."""
@@ -271,7 +271,8 @@ class Stage:
     """
 
     def __init__(self, buffer: Any, n: int = 0) -> None:
-        self.buffer, self.n = buffer, int(n)
+        self.buffer: Any = buffer
+        self.n: int = int(n)
 
     @property
     def room(self) -> int:
@@ -325,7 +326,9 @@ class StepFailure(Exception):
 
     def __init__(self, states: np.ndarray, row: int = 0, detail: str | None = None) -> None:
         super().__init__(detail or f"trajectory {row} became non-finite")
-        self.states, self.row, self.detail = states, int(row), detail
+        self.states: np.ndarray = states
+        self.row: int = int(row)
+        self.detail: str | None = detail
 
 
 @dataclass(eq=False)

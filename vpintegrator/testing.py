@@ -207,7 +207,8 @@ def assert_volume_preserving(
 JACOBIANS = ("auto", "autograd", "fd")
 
 
-def symplectic_form(dim: int, seq: int = 1, dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:
+def symplectic_form(dim: int, seq: int = 1, dtype: torch.dtype = torch.float64,
+                    device: torch.device | str | None = None) -> torch.Tensor:
     """Ω = blockdiag over ``seq`` states of [[0, I_n], [−I_n, 0]], shape (seq·dim, seq·dim), dim = 2n.
 
     Index = position·dim + component, as [`window_jacobian`][vpintegrator.testing.window_jacobian] flattens a window.
@@ -266,7 +267,7 @@ def _symplectic_errors(fn, inputs: torch.Tensor, jacobian: str, step: float | No
 
 
 def audit_symplectic(
-    model,
+    model: Any,
     inputs: torch.Tensor | None = None,
     n: int = 64,
     dtype: torch.dtype | None = torch.float64,
@@ -338,7 +339,7 @@ def audit_symplectic(
 
 
 def assert_symplectic(
-    model,
+    model: Any,
     inputs: torch.Tensor | None = None,
     n: int = 64,
     dtype: torch.dtype | None = torch.float64,
@@ -390,7 +391,7 @@ class AttentionCoupling:
         return f"AttentionCoupling(median={self.median:.3g}, max={self.max:.3g}, n_windows={self.per_window.numel()})"
 
 
-def attention_coupling(model: nn.Module, windows) -> AttentionCoupling:
+def attention_coupling(model: nn.Module, windows: torch.Tensor) -> AttentionCoupling:
     """Cross-state coupling of a window model: does the attention carry information between the states?
 
     For each input window (seq_len, dim) the Jacobian of the output window (pred_window, dim) is split into
@@ -446,8 +447,8 @@ def attention_coupling(model: nn.Module, windows) -> AttentionCoupling:
     return AttentionCoupling(float(ratio.median()), float(ratio.max()), ratio)
 
 
-def assert_preserves(model: nn.Module, atol: float = 1e-10, system="rigid_body", n: int = 32, seed: int = 0,
-                     context=None) -> dict:
+def assert_preserves(model: nn.Module, atol: float = 1e-10, system: Any = "rigid_body", n: int = 32, seed: int = 0,
+                     context: Any = None) -> dict[str, float]:
     """Check every claim of ``model.preserves`` with its audit in float64; returns {claim: max error}.
 
     ``"volume"`` → [`audit_volume`][vpintegrator.testing.audit_volume] (chain), ``"symplectic"`` → [`audit_symplectic`][vpintegrator.testing.audit_symplectic] (chain),
@@ -490,7 +491,7 @@ def assert_preserves(model: nn.Module, atol: float = 1e-10, system="rigid_body",
 
 
 
-def assert_field_preserves(model: nn.Module, atol: float = 1e-10, n: int = 32, seed: int = 0) -> dict:
+def assert_field_preserves(model: nn.Module, atol: float = 1e-10, n: int = 32, seed: int = 0) -> dict[str, float]:
     """Check every claim of a learned vector field's ``field_preserves`` in float64 by autograd; returns {claim:
     max error}.
 

@@ -17,7 +17,7 @@ import errno
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -67,11 +67,12 @@ class RolloutSeries:
     datasets, filled block by block by ``write``, then ``close``. ``y`` is the states' dataset
     (n_traj, n_states, dim), readable while the file is written."""
 
-    def __init__(self, group, n_traj: int, n_states: int, dim: int, names, chunks, rel_error: bool,
+    def __init__(self, group: Any, n_traj: int, n_states: int, dim: int, names: Sequence[str],
+                 chunks: tuple[int, int], rel_error: bool,
                  map_step: np.ndarray | None) -> None:
         ct, cs = chunks
-        self.group = group
-        self.y = _series(group, "y", (n_traj, n_states, dim), (ct, cs, dim))
+        self.group: Any = group
+        self.y: Any = _series(group, "y", (n_traj, n_states, dim), (ct, cs, dim))
         self._per_step = {"y": self.y}
         if rel_error:
             self._per_step["rel_error"] = _series(group, "rel_error", (n_traj, n_states), (ct, cs))
@@ -269,7 +270,7 @@ class RolloutResult:
     reference: Trajectories | None
     methods: dict[str, Any]
     metrics: dict[str, Any]
-    table: list = field(default_factory=list)
+    table: list[dict[str, Any]] = field(default_factory=list)
     kinds: dict[str, str] = field(default_factory=dict)
     paper_set: bool | None = None
     name: str = ""
@@ -301,7 +302,7 @@ class RolloutResult:
         return float(self.meta["dt"])
 
     @property
-    def invariant_names(self) -> tuple:
+    def invariant_names(self) -> tuple[str, ...]:
         return tuple(self.meta.get("invariant_names", ()))
 
     @property
@@ -318,12 +319,12 @@ class RolloutResult:
         return int(self.first.dim)
 
     @property
-    def labels(self) -> list:
+    def labels(self) -> list[str]:
         """The method labels, in the order they were run (the reference not included)."""
         return list(self.methods)
 
     @property
-    def all_labels(self) -> list:
+    def all_labels(self) -> list[str]:
         """``'reference'`` (when there is one) and every method label, in drawing order."""
         return (["reference"] if self.reference is not None else []) + list(self.methods)
 

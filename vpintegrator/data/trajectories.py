@@ -11,7 +11,7 @@ steps between them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -194,7 +194,7 @@ class Trajectories:
 
         return system_with(base, self.param_names, self.params[int(i)])
 
-    def param_table(self, columns=None) -> tuple[tuple[str, ...], np.ndarray]:
+    def param_table(self, columns: Sequence[str] | None = None) -> tuple[tuple[str, ...], np.ndarray]:
         """``(names, values)``: every trajectory's parameters, shape (n_traj, p); for constant parameters the
         file's repeated (columns: ``columns``, default ``param_names`` or every numeric parameter)."""
         from ..systems.family import param_columns, param_row
@@ -208,7 +208,7 @@ class Trajectories:
             else [param_row(self.base_system, columns)] * self.n_traj
         return columns, np.array(rows, dtype=np.float64).reshape(self.n_traj, len(columns))
 
-    def select(self, traj=None, steps=None) -> "Trajectories":
+    def select(self, traj: Any = None, steps: Any = None) -> "Trajectories":
         """A subset: ``traj`` indexes trajectories, ``steps`` indexes states (ints, slices or arrays)."""
         traj = slice(None) if traj is None else traj
         steps = slice(None) if steps is None else steps

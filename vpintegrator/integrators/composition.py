@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import VPIntegratorError
+from ..systems import System
 from .base import Integrator
 from .newton import eye_like
 from .registry import get_integrator, list_integrators, register_integrator
@@ -126,7 +127,7 @@ class Composition(Integrator):
         about = SCHEMES[self.scheme][2] if self.scheme in SCHEMES else f"{len(self.gammas)} sub-steps"
         return f"{about} of {self.base}"
 
-    def supports(self, system):
+    def supports(self, system: System) -> None:
         super().supports(system)
         self.base_method.supports(system)
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ..errors import VPIntegratorError
 from .base import Integrator, MethodInfo
 from .implicit import GaussLegendre
+
+if TYPE_CHECKING:
+    from ..systems.base import System
 
 
 _REGISTRY: dict[str, Integrator] = {}
@@ -34,7 +37,7 @@ def list_integrators() -> list[str]:
     return list(_REGISTRY)
 
 
-def supported_integrators(names, system) -> list[str]:
+def supported_integrators(names: Iterable[str], system: System) -> list[str]:
     """The names among ``names`` whose method can run on ``system`` (``supports`` does not refuse it), in order."""
     from ..errors import VPIntegratorError
 

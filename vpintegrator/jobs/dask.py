@@ -30,7 +30,7 @@ __all__ = ["ShardJob", "run_on_cluster", "cluster_address", "connect", "close_cl
 
 T = TypeVar("T")
 
-logger = logging.getLogger(__name__)
+logger: logging.Logger = logging.getLogger(__name__)
 
 
 def cluster_address(scheduler: Any, n_shards: Any) -> Any:
@@ -122,7 +122,8 @@ _LOSS = ("CommClosedError", "FutureCancelledError", "CancelledError", "KilledWor
          "StreamClosedError", "ConnectionRefusedError", "ConnectionResetError", "BrokenPipeError")
 
 
-def gather_or_one_line(client: Any, futures: list, scheduler: Any, files: list[Path], tool: str) -> list:
+def gather_or_one_line(client: Any, futures: list[Any], scheduler: Any, files: list[Path],
+                       tool: str) -> list[Any]:
     """``client.gather(futures)``; a cluster lost meanwhile (its scheduler, or the workers a block kept dying
     on) is one line saying which of ``files`` were written (they are complete: shards are written
     atomically) and that the same command computes only the missing ones. A task's own error passes."""

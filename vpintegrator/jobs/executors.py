@@ -83,7 +83,7 @@ def run_chunks(starts: Iterable[int], workers: int, task: Callable[[int], Any], 
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def in_processes(task: Callable[..., Any], calls: Sequence[tuple], workers: int) -> list[Any]:
+def in_processes(task: Callable[..., Any], calls: Sequence[tuple[Any, ...]], workers: int) -> list[Any]:
     """``[task(*args) for args in calls]``, on ``workers`` processes that die with this one; the first
     error cancels the calls not yet started and propagates."""
     with ProcessPoolExecutor(max_workers=workers, mp_context=_context(), initializer=_die_with_parent,

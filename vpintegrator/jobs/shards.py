@@ -100,7 +100,7 @@ class ShardHead(Protocol):
     """How a file kind's shard is read: ``head(path) -> (meta, (n_traj, n_states, dim), t)``; a file that
     is not of the kind is a one-line ``VPIntegratorError``."""
 
-    def __call__(self, path: Path) -> tuple[dict, tuple[int, int, int], np.ndarray]: ...
+    def __call__(self, path: Path) -> tuple[dict[str, Any], tuple[int, int, int], np.ndarray]: ...
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ class ShardKind:
     head is read."""
 
     tool: str
-    same: tuple
+    same: tuple[str, ...]
     head: ShardHead
 
 

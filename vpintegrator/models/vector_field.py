@@ -137,15 +137,15 @@ class VectorFieldModel(nn.Module):
                 raise VPIntegratorError(f"dt: expected a positive finite step (the data's), got {dt!r}")
             dt = float(dt)
         self.dt = dt
-        self.method = _check_method(method)
-        self.substeps = check_positive_int(substeps, "substeps")
+        self.method: str = _check_method(method)
+        self.substeps: int = check_positive_int(substeps, "substeps")
         check_positive_int(width, "width")
         check_positive_int(depth, "depth")
         self.seq_len = self.pred_window = check_positive_int(seq_len, "seq_len")
         if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not (np.isfinite(tol) and tol > 0):
             raise VPIntegratorError(f"tol: expected a positive number (the fixed-point tolerance), got {tol!r}")
-        self.tol = float(tol)
-        self.max_iter = check_positive_int(max_iter, "max_iter")
+        self.tol: float = float(tol)
+        self.max_iter: int = check_positive_int(max_iter, "max_iter")
         self._iterations: int | None = None  # what the last plain call of an implicit method needed
         if self.method != "rk4":
             A, b = gauss_legendre_tableau(_STAGES[self.method])
@@ -251,8 +251,8 @@ class HamiltonianNet(VectorFieldModel):
     model_name = "hnn"
     example_dim = 4
     field_order = 1
-    field_preserves = ("energy", "divergence_free")
-    invariant_names = ("energy",)
+    field_preserves: tuple[str, ...] = ("energy", "divergence_free")
+    invariant_names: tuple[str, ...] = ("energy",)
 
     def __init__(self, dim: int, dt: float | None = 0.1, method: str = "implicit_midpoint", substeps: int = 1,
                  width: int = 32, depth: int = 2, seq_len: int = 1, tol: float = 1e-14, max_iter: int = 20) -> None:
@@ -260,26 +260,26 @@ class HamiltonianNet(VectorFieldModel):
         if isinstance(dim, int) and not isinstance(dim, bool) and dim % 2:
             raise VPIntegratorError(f"dim: a Hamiltonian network acts on (q, p) states: dim must be even, got {dim}")
         self._setup(dim, dt, method, substeps, width, depth, seq_len, tol, max_iter)
-        self.config = _record_config(self, self.model_name, locals())
-        self.net = MLPBank(dim, 1, 1, width, depth, out_bias=False)
+        self.config: dict[str, Any] = _record_config(self, self.model_name, locals())
+        self.net: MLPBank = MLPBank(dim, 1, 1, width, depth, out_bias=False)
 
     @property
     def preserves(self) -> tuple[str, ...]:
         return ("symplectic", "volume") if self.method in _STAGES else ()
 
     @staticmethod
-    def assemble(z, out, G, xp):
+    def assemble(z: Any, out: Any, G: Any, xp: Any) -> Any:
         g = G[:, 0, 0, :]  # ∇H (n, dim)
         n = g.shape[-1] // 2
         return xp.concatenate([g[:, n:], -g[:, :n]], axis=-1)  # (∂H/∂p, −∂H/∂q)
 
     @staticmethod
-    def assemble_jacobian(z, out, G, H, xp):
+    def assemble_jacobian(z: Any, out: Any, G: Any, H: Any, xp: Any) -> Any:
         hess = H[:, 0, 0]  # (n, dim, dim)
         n = hess.shape[-1] // 2
         return xp.concatenate([hess[:, n:, :], -hess[:, :n, :]], axis=-2)
 
-    def invariant_values(self, z, out):
+    def invariant_values(self, z: Any, out: Any) -> dict[str, Any]:
         return {"energy": out[:, 0, 0]}
 
 
@@ -294,8 +294,8 @@ class LiePoissonHamiltonianNet(VectorFieldModel):
 
     model_name = "lphnn"
     field_order = 1
-    field_preserves = ("casimir", "energy", "divergence_free")
-    invariant_names = ("casimir", "energy")
+    field_preserves: tuple[str, ...] = ("casimir", "energy", "divergence_free")
+    invariant_names: tuple[str, ...] = ("casimir", "energy")
 
     def __init__(self, dim: int, dt: float | None = 0.1, method: str = "implicit_midpoint", substeps: int = 1,
                  width: int = 32, depth: int = 2, seq_len: int = 1, tol: float = 1e-14, max_iter: int = 20) -> None:
@@ -304,20 +304,20 @@ class LiePoissonHamiltonianNet(VectorFieldModel):
             raise VPIntegratorError(f"dim: the Lie–Poisson Hamiltonian network acts on so(3)* (the rigid body): dim "
                                     f"must be 3, got {dim}")
         self._setup(dim, dt, method, substeps, width, depth, seq_len, tol, max_iter)
-        self.config = _record_config(self, self.model_name, locals())
-        self.net = MLPBank(dim, 1, 1, width, depth, out_bias=False)
+        self.config: dict[str, Any] = _record_config(self, self.model_name, locals())
+        self.net: MLPBank = MLPBank(dim, 1, 1, width, depth, out_bias=False)
 
     @property
     def preserves(self) -> tuple[str, ...]:
         return ("casimir",) if self.method in _STAGES else ()
 
     @staticmethod
-    def assemble(z, out, G, xp):
+    def assemble(z: Any, out: Any, G: Any, xp: Any) -> Any:
         g = G[:, 0, 0, :]  # ∇H (n, 3)
         return z[:, [1, 2, 0]] * g[:, [2, 0, 1]] - z[:, [2, 0, 1]] * g[:, [1, 2, 0]]  # z × ∇H
 
     @staticmethod
-    def assemble_jacobian(z, out, G, H, xp):
+    def assemble_jacobian(z: Any, out: Any, G: Any, H: Any, xp: Any) -> Any:
         g, hess = G[:, 0, 0, :], H[:, 0, 0]  # (n, 3), (n, 3, 3)
         # d(z × g) = dz × g + z × (Hess dz): column l of the first term is e_l × g
         zx = z[:, [1, 2, 0], None] * hess[:, [2, 0, 1], :] - z[:, [2, 0, 1], None] * hess[:, [1, 2, 0], :]
@@ -327,7 +327,7 @@ class LiePoissonHamiltonianNet(VectorFieldModel):
                        xp.stack([g[:, 1], -g[:, 0], zero], axis=-1)], axis=-2)  # [i, l] = (e_l × g)_i
         return zx + gx
 
-    def invariant_values(self, z, out):
+    def invariant_values(self, z: Any, out: Any) -> dict[str, Any]:
         return {"casimir": (z * z).sum(-1), "energy": out[:, 0, 0]}
 
 
@@ -344,7 +344,7 @@ class DivergenceFreeField(VectorFieldModel):
 
     model_name = "divfree"
     field_order = 0
-    field_preserves = ("divergence_free",)
+    field_preserves: tuple[str, ...] = ("divergence_free",)
     shear_splittable = True
 
     def __init__(self, dim: int, dt: float | None = 0.1, method: str = "rk4", substeps: int = 1,
@@ -352,15 +352,15 @@ class DivergenceFreeField(VectorFieldModel):
         super().__init__()
         check_positive_int(dim, "dim", minimum=2)
         self._setup(dim, dt, method, substeps, width, depth, seq_len, tol, max_iter)
-        self.config = _record_config(self, self.model_name, locals())
-        self.net = MLPBank(dim, dim, 1, width, depth, mask=1.0 - torch.eye(dim))
+        self.config: dict[str, Any] = _record_config(self, self.model_name, locals())
+        self.net: MLPBank = MLPBank(dim, dim, 1, width, depth, mask=1.0 - torch.eye(dim))
 
     @staticmethod
-    def assemble(z, out, G, xp):
+    def assemble(z: Any, out: Any, G: Any, xp: Any) -> Any:
         return out[:, :, 0]  # (n, dim): component i from network i
 
     @staticmethod
-    def assemble_jacobian(z, out, G, H, xp):
+    def assemble_jacobian(z: Any, out: Any, G: Any, H: Any, xp: Any) -> Any:
         return G[:, :, 0, :]  # [i, j] = ∂g_i/∂z_j, 0 on the diagonal
 
 
@@ -379,13 +379,13 @@ class NeuralODE(VectorFieldModel):
                  width: int = 32, depth: int = 2, seq_len: int = 1, tol: float = 1e-14, max_iter: int = 20) -> None:
         super().__init__()
         self._setup(dim, dt, method, substeps, width, depth, seq_len, tol, max_iter)
-        self.config = _record_config(self, self.model_name, locals())
-        self.net = MLPBank(dim, 1, dim, width, depth)
+        self.config: dict[str, Any] = _record_config(self, self.model_name, locals())
+        self.net: MLPBank = MLPBank(dim, 1, dim, width, depth)
 
     @staticmethod
-    def assemble(z, out, G, xp):
+    def assemble(z: Any, out: Any, G: Any, xp: Any) -> Any:
         return out[:, 0, :]
 
     @staticmethod
-    def assemble_jacobian(z, out, G, H, xp):
+    def assemble_jacobian(z: Any, out: Any, G: Any, H: Any, xp: Any) -> Any:
         return G[:, 0]

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -33,14 +33,14 @@ def get_activation(name: str, argument: str = "activation") -> Callable[[torch.T
     return ACTIVATIONS[name]
 
 
-def check_positive_int(value, argument: str, minimum: int = 1) -> int:
+def check_positive_int(value: Any, argument: str, minimum: int = 1) -> int:
     """Validate an integer hyper-parameter (``bool`` is rejected) and return it."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise VPIntegratorError(f"{argument}: expected an integer >= {minimum}, got {value!r}")
     return value
 
 
-def check_bool(value, argument: str) -> bool:
+def check_bool(value: Any, argument: str) -> bool:
     """Validate a flag (only ``True``/``False``; 0/1 or strings are rejected) and return it."""
     if not isinstance(value, bool):
         raise VPIntegratorError(f"{argument}: expected true or false, got {value!r}")

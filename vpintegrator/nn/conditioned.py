@@ -55,16 +55,16 @@ class ConditionedScalarFunction(nn.Module):
 
     def __init__(self, width: int, context_dim: int, init_scale: float = 0.1) -> None:
         super().__init__()
-        self.width = check_positive_int(width, "width")
-        self.context_dim = check_positive_int(context_dim, "context_dim")
-        self.b = nn.Parameter(torch.empty(width).uniform_(-1.0, 1.0))
-        self.g = nn.Parameter(torch.empty(width).uniform_(-1.0, 1.0))
-        self.w = nn.Parameter(torch.empty(width).uniform_(-init_scale, init_scale))
-        self.d = nn.Parameter(torch.zeros(()))
+        self.width: int = check_positive_int(width, "width")
+        self.context_dim: int = check_positive_int(context_dim, "context_dim")
+        self.b: nn.Parameter = nn.Parameter(torch.empty(width).uniform_(-1.0, 1.0))
+        self.g: nn.Parameter = nn.Parameter(torch.empty(width).uniform_(-1.0, 1.0))
+        self.w: nn.Parameter = nn.Parameter(torch.empty(width).uniform_(-init_scale, init_scale))
+        self.d: nn.Parameter = nn.Parameter(torch.zeros(()))
         bound = 1.0 / math.sqrt(context_dim)
         self.U = nn.Parameter(torch.empty(context_dim, width).uniform_(-bound, bound))
         self.V = nn.Parameter(torch.empty(context_dim, width).uniform_(-init_scale * bound, init_scale * bound))
-        self.e = nn.Parameter(torch.zeros(context_dim))
+        self.e: nn.Parameter = nn.Parameter(torch.zeros(context_dim))
 
     def forward(self, s: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
         cu = c @ self.U  # (..., width)
@@ -91,8 +91,8 @@ class ConditionedLiePoissonLayer(nn.Module):
         super().__init__()
         self.dim = 3
         v = torch.randn(3)
-        self.axis = nn.Parameter(v / v.norm())
-        self.psi = ConditionedScalarFunction(width, context_dim)
+        self.axis: nn.Parameter = nn.Parameter(v / v.norm())
+        self.psi: ConditionedScalarFunction = ConditionedScalarFunction(width, context_dim)
 
     def forward(self, x: torch.Tensor, c: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
         """x (batch, seq, 3), c (batch, context_dim) or (context_dim,) -> (batch, seq, 3)."""
@@ -123,21 +123,23 @@ class ConditionedGradientLayer(nn.Module):
 
     def __init__(self, dim: int, width: int, context_dim: int, side: str = "p", activation: str = "tanh") -> None:
         super().__init__()
-        self.dim = check_positive_int(dim, "dim")
+        self.dim: int = check_positive_int(dim, "dim")
         if dim % 2:
             raise VPIntegratorError(f"dim must be even (q, p) for a symplectic layer; got {dim}")
         if side not in ("q", "p"):
             raise VPIntegratorError(f"side: expected 'q' or 'p', got {side!r}")
-        self.n, self.side, self.activation = dim // 2, side, activation
+        self.n: int = dim // 2
+        self.side: str = side
+        self.activation: str = activation
         self._sigma = get_activation(activation)
         width = check_positive_int(width, "width")
         bound = math.sqrt(6.0 / (width + self.n))
-        self.weight = nn.Parameter(torch.empty(width, self.n).uniform_(-bound, bound))  # K (h, n)
-        self.bias = nn.Parameter(torch.zeros(width))
-        self.scale = nn.Parameter(torch.empty(width).uniform_(-0.1, 0.1))
+        self.weight: nn.Parameter = nn.Parameter(torch.empty(width, self.n).uniform_(-bound, bound))  # K (h, n)
+        self.bias: nn.Parameter = nn.Parameter(torch.zeros(width))
+        self.scale: nn.Parameter = nn.Parameter(torch.empty(width).uniform_(-0.1, 0.1))
         cb = 1.0 / math.sqrt(context_dim)
-        self.bias_c = nn.Parameter(torch.empty(context_dim, width).uniform_(-cb, cb))  # B
-        self.scale_c = nn.Parameter(torch.empty(context_dim, width).uniform_(-0.1 * cb, 0.1 * cb))  # A
+        self.bias_c: nn.Parameter = nn.Parameter(torch.empty(context_dim, width).uniform_(-cb, cb))  # B
+        self.scale_c: nn.Parameter = nn.Parameter(torch.empty(context_dim, width).uniform_(-0.1 * cb, 0.1 * cb))  # A
 
     def forward(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
         """x (batch, seq, 2n), c (batch, context_dim) or (context_dim,) -> (batch, seq, 2n)."""
@@ -163,19 +165,19 @@ class ConditionedShear(nn.Module):
 
     def __init__(self, dim: int, context_dim: int, lower: bool = True, activation: str = "tanh") -> None:
         super().__init__()
-        self.dim = check_positive_int(dim, "dim")
-        self.lower = check_bool(lower, "lower")
+        self.dim: int = check_positive_int(dim, "dim")
+        self.lower: bool = check_bool(lower, "lower")
         self.activation = activation
         self._sigma = get_activation(activation)
         mask = torch.ones(dim, dim).tril(-1) if lower else torch.ones(dim, dim).triu(1)
         self.register_buffer("mask", mask)
         bound = math.sqrt(6.0 / (2 * dim))
-        self.weight = nn.Parameter(torch.empty(dim, dim).uniform_(-bound, bound))
-        self.bias = nn.Parameter(torch.zeros(dim))
-        self.scale = nn.Parameter(torch.ones(dim))
+        self.weight: nn.Parameter = nn.Parameter(torch.empty(dim, dim).uniform_(-bound, bound))
+        self.bias: nn.Parameter = nn.Parameter(torch.zeros(dim))
+        self.scale: nn.Parameter = nn.Parameter(torch.ones(dim))
         cb = 1.0 / math.sqrt(context_dim)
-        self.bias_c = nn.Parameter(torch.empty(context_dim, dim).uniform_(-cb, cb))
-        self.scale_c = nn.Parameter(torch.empty(context_dim, dim).uniform_(-0.1 * cb, 0.1 * cb))
+        self.bias_c: nn.Parameter = nn.Parameter(torch.empty(context_dim, dim).uniform_(-cb, cb))
+        self.scale_c: nn.Parameter = nn.Parameter(torch.empty(context_dim, dim).uniform_(-0.1 * cb, 0.1 * cb))
 
     def forward(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
         """x (batch, seq, dim), c (batch, context_dim) or (context_dim,) -> (batch, seq, dim)."""

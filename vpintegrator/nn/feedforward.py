@@ -28,8 +28,8 @@ class _TriangularLayer(nn.Module):
 
     def __init__(self, dim: int, activation: str = "identity", bias: bool = True) -> None:
         super().__init__()
-        self.dim = check_positive_int(dim, "dim")
-        self.activation = activation
+        self.dim: int = check_positive_int(dim, "dim")
+        self.activation: str = activation
         self._sigma = get_activation(activation)
         n_free = dim * (dim - 1) // 2
         # only the dim(dim−1)/2 free entries are parameters; the index pair scatters them into L
@@ -38,8 +38,8 @@ class _TriangularLayer(nn.Module):
             rows, cols = cols, rows
         self.register_buffer("_rows", rows, persistent=False)
         self.register_buffer("_cols", cols, persistent=False)
-        self.weight = nn.Parameter(torch.empty(n_free))
-        self.bias = nn.Parameter(torch.zeros(dim)) if bias else None
+        self.weight: nn.Parameter = nn.Parameter(torch.empty(n_free))
+        self.bias: nn.Parameter | None = nn.Parameter(torch.zeros(dim)) if bias else None
         fusable = activation in _CHAIN_ACTIVATIONS and dim > 1
         self._fused = (activation == "tanh", self.bias is not None) if fusable else None
         register_fused_buffers(self, [self])
@@ -195,11 +195,11 @@ class ResNetLayer(nn.Module):
 
     def __init__(self, dim: int, activation: str = "tanh", bias: bool = True) -> None:
         super().__init__()
-        self.dim = check_positive_int(dim, "dim")
-        self.activation = activation
+        self.dim: int = check_positive_int(dim, "dim")
+        self.activation: str = activation
         self._sigma = get_activation(activation)
-        self.weight = nn.Parameter(glorot_uniform_(torch.empty(dim, dim), 2 * dim))
-        self.bias = nn.Parameter(torch.zeros(dim)) if bias else None
+        self.weight: nn.Parameter = nn.Parameter(glorot_uniform_(torch.empty(dim, dim), 2 * dim))
+        self.bias: nn.Parameter | None = nn.Parameter(torch.zeros(dim)) if bias else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x : (batch, seq, dim) -> (batch, seq, dim)."""

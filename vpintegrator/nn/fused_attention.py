@@ -47,7 +47,7 @@ registers its index buffers with ``register_fused_buffers``.
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import Any, NamedTuple, Sequence
 
 import torch
 
@@ -90,13 +90,13 @@ def seq3_constants() -> dict[str, torch.Tensor]:
     }
 
 
-def attention_spec(layer) -> str | None:
+def attention_spec(layer: Any) -> str | None:
     """``ATTENTION`` when the attention layer can be fused (skew, dim > 1, closed-form Cayley at seq 3)."""
     fusable = layer.skew_sym and layer.dim > 1 and resolve_cayley_method(layer.cayley_method, 3) == "closed"
     return ATTENTION if fusable else None
 
 
-def fused_spec(layers, xp: torch.Tensor) -> tuple | None:
+def fused_spec(layers: Sequence[Any], xp: torch.Tensor) -> tuple[Any, ...] | None:
     """The chain's spec (one ``_fused_spec()`` per layer), or ``None`` when ``fused_chain`` does not apply.
 
     It applies to float32/float64 input (rows or planes: seq is axis 1 of both), seq = 3 when the chain has an
@@ -113,7 +113,7 @@ def fused_spec(layers, xp: torch.Tensor) -> tuple | None:
     return spec
 
 
-def register_fused_buffers(owner: torch.nn.Module, layers) -> None:
+def register_fused_buffers(owner: torch.nn.Module, layers: Sequence[Any]) -> None:
     """Register the index buffers of the chain ``layers`` on ``owner`` (not saved with the state).
 
     The node builds 2n stacked dim×dim matrices at once, ``_fused_mat_base.index_put(_fused_mat_index, values)``
@@ -145,7 +145,8 @@ def register_fused_buffers(owner: torch.nn.Module, layers) -> None:
     owner.register_buffer("_fused_grad_index", torch.cat(grad + bias), persistent=False)
 
 
-def fused_chain(owner: torch.nn.Module, layers, spec: tuple, x: torch.Tensor, rows: bool = False) -> torch.Tensor:
+def fused_chain(owner: torch.nn.Module, layers: Sequence[Any], spec: tuple[Any, ...], x: torch.Tensor,
+                rows: bool = False) -> torch.Tensor:
     """Apply ``layers`` (spec from ``fused_spec``) as one autograd node.
 
     x: planes (dim, seq, batch), or rows (batch, seq, dim) with ``rows=True``; the output has the layout of x.

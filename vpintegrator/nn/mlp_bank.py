@@ -110,7 +110,7 @@ class MLPBank(nn.Module):
     def __init__(self, dim: int, n_nets: int, n_out: int, width: int, depth: int, mask: torch.Tensor | None = None,
                  out_bias: bool = True) -> None:
         super().__init__()
-        self.dim = check_positive_int(dim, "dim")
+        self.dim: int = check_positive_int(dim, "dim")
         K = check_positive_int(n_nets, "n_nets")
         m = check_positive_int(n_out, "n_out")
         width = check_positive_int(width, "width")
@@ -128,7 +128,7 @@ class MLPBank(nn.Module):
             cols[k, c] = torch.arange(n_in)
         self.register_buffer("cols", cols, persistent=False)
         self.register_buffer("mask", mask.reshape(K, 1, dim), persistent=False)
-        self.hidden = nn.ParameterList()
+        self.hidden: nn.ParameterList = nn.ParameterList()
         fan_in = n_in
         for _ in range(depth):
             bound = 1.0 / math.sqrt(fan_in)  # torch.nn.Linear's default initialisation
@@ -150,6 +150,6 @@ class MLPBank(nn.Module):
             W0 = W0.gather(2, self.cols[:, None, :].expand(W0.shape[0], W0.shape[1], self.dim)) * self.mask
         return [W0, *hidden[1:], self.C, self.c]
 
-    def forward(self, z: torch.Tensor, order: int = 0):
+    def forward(self, z: torch.Tensor, order: int = 0) -> tuple[Any, Any, Any]:
         """z (n, dim) -> ``mlp_bank(z, self.weights(), order, torch)``."""
         return mlp_bank(z, self.weights(), order, torch)

@@ -26,6 +26,8 @@ T 3-5: ‖JᵀΩJ − Ω‖_F/‖Ω‖_F up to 0.4-4.6 per layer, median 0.1-1.3
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -39,7 +41,7 @@ __all__ = ["SymplecticAttention", "SymplecticAttentionQ", "SymplecticAttentionP"
 ATTENTION_ACTIVATIONS = ("matrix_softmax", "vector_softmax")
 
 
-def check_attention_activation(activation, argument: str = "activation") -> str:
+def check_attention_activation(activation: Any, argument: str = "activation") -> str:
     """Validate the name of a symplectic-attention softmax and return it."""
     if activation not in ATTENTION_ACTIVATIONS:
         raise VPIntegratorError(
@@ -63,11 +65,11 @@ class SymplecticAttention(_SympNetLayer):
         super().__init__()
         self._init_dim(dim)
         n = self.n
-        self.symmetric = check_bool(symmetric, "symmetric")
-        self.activation = check_attention_activation(activation)
+        self.symmetric: bool = check_bool(symmetric, "symmetric")
+        self.activation: str = check_attention_activation(activation)
         if symmetric:
             self.register_buffer("_embed", symmetric_embedding(n), persistent=False)
-            self.weight = nn.Parameter(torch.empty(n * (n + 1) // 2))
+            self.weight: nn.Parameter = nn.Parameter(torch.empty(n * (n + 1) // 2))
         else:
             self.weight = nn.Parameter(torch.empty(n, n))
         self.reset_parameters()

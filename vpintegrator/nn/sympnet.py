@@ -13,6 +13,8 @@ U(±√(6/Σ size)) (a vector of length m: ±√(6/m); an h×n matrix: ±√(6/(
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -33,7 +35,7 @@ __all__ = [
 ]
 
 
-def check_symplectic_dim(dim, what: str = "model") -> int:
+def check_symplectic_dim(dim: Any, what: str = "model") -> int:
     """Validate ``dim`` of a symplectic layer or model: a positive even integer (states (q, p))."""
     dim = check_positive_int(dim, "dim")
     if dim % 2:
@@ -41,7 +43,7 @@ def check_symplectic_dim(dim, what: str = "model") -> int:
     return dim
 
 
-def check_upscaling_dimension(dim: int, upscaling_dimension) -> int:
+def check_upscaling_dimension(dim: int, upscaling_dimension: int | None) -> int:
     """GML's default upscaling dimension 2·dim for ``None``; otherwise a positive even integer (h = M/2)."""
     if upscaling_dimension is None:
         return 2 * dim
@@ -74,8 +76,8 @@ class _SympNetLayer(nn.Module):
     _changes_q: bool
 
     def _init_dim(self, dim: int) -> None:
-        self.dim = check_symplectic_dim(dim, "layer")
-        self.n = dim // 2
+        self.dim: int = check_symplectic_dim(dim, "layer")
+        self.n: int = dim // 2
 
     def increment(self, source: torch.Tensor) -> torch.Tensor:
         """f(source), shape (..., n) -> (..., n): the added term."""
@@ -106,8 +108,8 @@ class _LinearLayer(_SympNetLayer):
         check_bool(bias, "bias")
         n = self.n
         self.register_buffer("_embed", symmetric_embedding(n), persistent=False)
-        self.weight = nn.Parameter(torch.empty(n * (n + 1) // 2))
-        self.bias = nn.Parameter(torch.empty(dim)) if bias else None
+        self.weight: nn.Parameter = nn.Parameter(torch.empty(n * (n + 1) // 2))
+        self.bias: nn.Parameter | None = nn.Parameter(torch.empty(dim)) if bias else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -165,9 +167,9 @@ class _ActivationLayer(_SympNetLayer):
     def __init__(self, dim: int, activation: str = "tanh") -> None:
         super().__init__()
         self._init_dim(dim)
-        self.activation = activation
+        self.activation: str = activation
         self._sigma = get_activation(activation)
-        self.scale = nn.Parameter(torch.empty(self.n))
+        self.scale: nn.Parameter = nn.Parameter(torch.empty(self.n))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -213,13 +215,13 @@ class _GradientLayer(_SympNetLayer):
         super().__init__()
         self._init_dim(dim)
         upscaling_dimension = check_upscaling_dimension(dim, upscaling_dimension)
-        self.upscaling_dimension = upscaling_dimension
-        self.h = upscaling_dimension // 2
-        self.activation = activation
+        self.upscaling_dimension: int = upscaling_dimension
+        self.h: int = upscaling_dimension // 2
+        self.activation: str = activation
         self._sigma = get_activation(activation)
-        self.weight = nn.Parameter(torch.empty(self.h, self.n))
-        self.bias = nn.Parameter(torch.empty(self.h))
-        self.scale = nn.Parameter(torch.empty(self.h))
+        self.weight: nn.Parameter = nn.Parameter(torch.empty(self.h, self.n))
+        self.bias: nn.Parameter = nn.Parameter(torch.empty(self.h))
+        self.scale: nn.Parameter = nn.Parameter(torch.empty(self.h))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -291,9 +293,9 @@ class BiasLayer(nn.Module):
 
     def __init__(self, dim: int) -> None:
         super().__init__()
-        self.dim = check_symplectic_dim(dim, "layer")
-        self.n = dim // 2
-        self.bias = nn.Parameter(torch.empty(dim))
+        self.dim: int = check_symplectic_dim(dim, "layer")
+        self.n: int = dim // 2
+        self.bias: nn.Parameter = nn.Parameter(torch.empty(dim))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

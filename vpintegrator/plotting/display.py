@@ -49,7 +49,7 @@ def enable_notebook_display() -> bool:
     return True
 
 
-class FigureFiles(list):
+class FigureFiles(list[Path]):
     """The figure files a call wrote: a ``list`` of ``Path`` (in the order written) that a notebook shows as
     the figures themselves.
 

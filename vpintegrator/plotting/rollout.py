@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -34,8 +34,9 @@ from ..arrays import relative_drift
 from .._outputs import output_lock
 from ..errors import VPIntegratorError
 from ..data.rollouts import RolloutResult
+from ..data.trajectories import Trajectories
 from .display import FigureFiles
-from .source import MAX_CURVES, describe, methods_to_draw, plot_data, select, traj_names
+from .source import MAX_CURVES, PlotSource, TrajSelection, describe, methods_to_draw, plot_data, select, traj_names
 from .style import (FORMATS, call_tag, WIDTH, MethodStyle, check_names, check_title, legend, method_styles, save_figure,
                     set_title, styled, system_name, target_axes)
 
@@ -49,6 +50,9 @@ TRAJ_STYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)))
 
 #: line style of the vertical tick that marks where a method failed (blow-up or non-finite)
 BLOWUP_STYLE = (0, (2, 1.5))
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 _COORDS = {"coupled_oscillator": ("q_1", "q_2", "p_1", "p_2")}
 _INVARIANT_SYMBOLS = {"energy": "H", "casimir": "C", "sum": "S", "product": "P"}
@@ -228,9 +232,9 @@ def _span(data: RolloutResult) -> str:
 
 
 @styled
-def plot_trajectories3d(source, traj=None, methods: Iterable[str] | None = None, sphere: bool | None = None,
-                        reference=None, max_points: int | None = None, ax=None, style=None,
-        title: bool | str = True, method_names: dict[str, str] | None = None):
+def plot_trajectories3d(source: PlotSource, traj: TrajSelection = None, methods: Iterable[str] | None = None, sphere: bool | None = None,
+                        reference: Trajectories | None = None, max_points: int | None = None, ax: Any = None, style: Any = None,
+        title: bool | str = True, method_names: dict[str, str] | None = None) -> Figure:
     """Trajectories in state space (the first three coordinates), every method and the reference.
 
     Parameters
@@ -297,9 +301,9 @@ def plot_trajectories3d(source, traj=None, methods: Iterable[str] | None = None,
 
 
 @styled
-def plot_invariants(source, traj=None, methods: Iterable[str] | None = None, band: bool | None = None,
-                    reference=None, max_points: int | None = None, axes=None, style=None,
-        title: bool | str = True, method_names: dict[str, str] | None = None):
+def plot_invariants(source: PlotSource, traj: TrajSelection = None, methods: Iterable[str] | None = None, band: bool | None = None,
+                    reference: Trajectories | None = None, max_points: int | None = None, axes: Any = None, style: Any = None,
+        title: bool | str = True, method_names: dict[str, str] | None = None) -> Figure:
     """Relative drift ``|I(t) − I(0)| / |I(0)|`` of every invariant, log scale, one panel each.
 
     ``band``: True draws the median and 10-90 % band, False one curve per trajectory; default: the band
@@ -338,9 +342,9 @@ def plot_invariants(source, traj=None, methods: Iterable[str] | None = None, ban
 
 
 @styled
-def plot_error(source, traj=None, methods: Iterable[str] | None = None, threshold: float = 0.1,
-               band: bool | None = None, reference=None, max_points: int | None = None, ax=None, style=None,
-        title: bool | str = True, method_names: dict[str, str] | None = None):
+def plot_error(source: PlotSource, traj: TrajSelection = None, methods: Iterable[str] | None = None, threshold: float = 0.1,
+               band: bool | None = None, reference: Trajectories | None = None, max_points: int | None = None, ax: Any = None, style: Any = None,
+        title: bool | str = True, method_names: dict[str, str] | None = None) -> Figure:
     """Relative error ``‖ẑ(t) − z(t)‖ / ‖z(t)‖`` against the reference, log scale.
 
     The dotted line marks ``threshold``, whose first crossing is the valid prediction time. Trajectories
@@ -370,9 +374,9 @@ def plot_error(source, traj=None, methods: Iterable[str] | None = None, threshol
 
 
 @styled
-def plot_volume(source, traj=None, methods: Iterable[str] | None = None, band: bool | None = None,
-                reference=None, max_points: int | None = None, axes=None, style=None,
-        title: bool | str = True, method_names: dict[str, str] | None = None):
+def plot_volume(source: PlotSource, traj: TrajSelection = None, methods: Iterable[str] | None = None, band: bool | None = None,
+                reference: Trajectories | None = None, max_points: int | None = None, axes: Any = None, style: Any = None,
+        title: bool | str = True, method_names: dict[str, str] | None = None) -> Figure:
     """Volume: ``|log|det J||`` of every step (window, for models) map and of its cumulative sum, log scale.
 
     An exactly volume-preserving map stays at rounding level (≈1e-16 per step); a method whose values are
@@ -421,9 +425,9 @@ def _phase_pairs(data: RolloutResult) -> list[tuple[int, int]]:
 
 
 @styled
-def plot_phase(source, traj=None, methods: Iterable[str] | None = None, reference=None,
-               max_points: int | None = None, axes=None, style=None,
-        title: bool | str = True, method_names: dict[str, str] | None = None):
+def plot_phase(source: PlotSource, traj: TrajSelection = None, methods: Iterable[str] | None = None, reference: Trajectories | None = None,
+               max_points: int | None = None, axes: Any = None, style: Any = None,
+        title: bool | str = True, method_names: dict[str, str] | None = None) -> Figure:
     """Phase portraits: pairs of coordinates (``(q_i, p_i)`` for canonical systems, else the three planes
     of a 3-D state). ``axes``: one Axes per pair to draw into. Other parameters as
     [`plot_trajectories3d`][vpintegrator.plotting.plot_trajectories3d]."""
@@ -454,7 +458,7 @@ def plot_phase(source, traj=None, methods: Iterable[str] | None = None, referenc
     return fig
 
 
-_PLOTTERS = {
+_PLOTTERS: dict[str, Callable[..., Figure]] = {
     "trajectories3d": plot_trajectories3d,
     "invariants": plot_invariants,
     "error": plot_error,
@@ -471,7 +475,7 @@ def _check_kinds(kinds) -> list[str]:
     return kinds
 
 
-def plot_rollout(source, kind: str, **kwargs: Any):
+def plot_rollout(source: PlotSource, kind: str, **kwargs: Any) -> Figure:
     """The figure of one ``kind`` (see [`KINDS`][vpintegrator.plotting.KINDS]); ``kwargs`` go to its ``plot_*`` function."""
     _check_kinds([kind])
     return _PLOTTERS[kind](source, **kwargs)
@@ -498,8 +502,8 @@ def _check_options(options: dict[str, Any]) -> None:
     check_options(options)
 
 
-def plot_all(source, out_dir: str | Path, kinds: Sequence[str] = KINDS, traj=None, dpi: int = 200,
-             reference=None, max_points: int | None = None, formats: Sequence[str] = FORMATS,
+def plot_all(source: PlotSource, out_dir: str | Path, kinds: Sequence[str] = KINDS, traj: TrajSelection = None,
+             dpi: int = 200, reference: Trajectories | None = None, max_points: int | None = None, formats: Sequence[str] = FORMATS,
              overwrite: bool | None = None, **options: Any) -> FigureFiles:
     """Draw and save every figure kind in ``kinds`` into ``out_dir`` as ``<kind>.pdf`` and ``<kind>.png``.
 

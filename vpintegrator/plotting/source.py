@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence, Union
 
 import numpy as np
 
@@ -23,8 +23,14 @@ from ..data.rollouts import MethodMetrics, RolloutResult, is_paper_set
 from ..data.trajectories import Trajectories
 from ..errors import VPIntegratorError
 
-__all__ = ["MAX_CURVES", "plot_data", "check_max_points", "select", "methods_to_draw",
+__all__ = ["MAX_CURVES", "PlotSource", "TrajSelection", "plot_data", "check_max_points", "select", "methods_to_draw",
            "is_paper_set", "traj_names", "describe"]
+
+#: what the ``plot_*`` functions draw: a rollout result, the path of a rollout (or trajectory) file, trajectories
+#: in memory or a dict of them (label -> trajectories)
+PlotSource = Union[RolloutResult, str, "os.PathLike[str]", Trajectories, Mapping[str, Trajectories]]
+#: the trajectories to draw: an index in the data file, a list of them, or None (all, or a spread of many)
+TrajSelection = Union[int, Sequence[int], None]
 
 #: more trajectories than this are drawn as a median and a 10-90 % band instead of one curve each
 MAX_CURVES = 5
@@ -33,7 +39,7 @@ MAX_CURVES = 5
 # --------------------------------------------------------------------------- building
 
 
-def check_max_points(max_points) -> int | None:
+def check_max_points(max_points: Any) -> int | None:
     """``max_points`` as an int >= 2 (or None: every point), else a one-line error naming the key."""
     if max_points is None:
         return None
@@ -44,7 +50,7 @@ def check_max_points(max_points) -> int | None:
     return int(max_points)
 
 
-def plot_data(source, reference: Trajectories | None = None, max_points: int | None = None) -> RolloutResult:
+def plot_data(source: PlotSource, reference: Trajectories | None = None, max_points: int | None = None) -> RolloutResult:
     """The [`RolloutResult`][vpintegrator.data.rollouts.RolloutResult] to draw of any accepted source (see the
     module docstring): a result itself (thinned to ``max_points``), a file read, or trajectories in memory."""
     max_points = check_max_points(max_points)
@@ -203,7 +209,7 @@ def _thin(data: RolloutResult, max_points: int | None) -> RolloutResult:
     )
 
 
-def select(data: RolloutResult, traj) -> tuple[RolloutResult, bool]:
+def select(data: RolloutResult, traj: Any) -> tuple[RolloutResult, bool]:
     """The trajectories with data-file indices ``traj`` (None: all), and whether ``traj`` was given.
 
     An index that is not in the source is a one-line error naming the key ``traj`` and listing the

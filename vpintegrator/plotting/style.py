@@ -21,12 +21,18 @@ import os
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar, cast
 
 import numpy as np
 
 from ..errors import VPIntegratorError
 from .display import enable_notebook_display
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 #: Okabe–Ito's eight colours (Okabe & Ito 2008), by their names
 OKABE_ITO = {
@@ -138,7 +144,7 @@ def display_name(label: str) -> str:
 
 
 #: the paper look: small fonts, thin lines (applied to every figure made here)
-STYLE = {
+STYLE: dict[str, Any] = {
     "font.size": 8,
     "axes.labelsize": 8,
     "axes.titlesize": 8,
@@ -250,7 +256,7 @@ class FigureStyle:
     inches (None: each kind its own width, as in ``WIDTH``)."""
 
     width: float | None
-    rc: dict
+    rc: Any  # dict of rcParams
 
 
 class _Collect(logging.Handler):
@@ -352,7 +358,7 @@ def shown_name(label: str) -> str:
     return _NAMES.get().get(label) or display_name(label)
 
 
-def set_title(target, text: str) -> None:
+def set_title(target: Figure | Axes, text: str) -> None:
     """Give ``target`` (a Figure: its suptitle; an Axes: its title) the figure's descriptive title ``text``,
     unless the figure is built with ``title=False``; ``title="..."`` replaces it."""
     title = _TITLE.get()
@@ -364,7 +370,7 @@ def set_title(target, text: str) -> None:
 _SAVEFIG_RC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def figure(width: float, height: float):
+def figure(width: float, height: float) -> Figure:
     """A constrained-layout ``matplotlib.figure.Figure`` (no pyplot), ``width`` × ``height``
     inches, or the width of the current style ([`figure_style`][vpintegrator.plotting.figure_style]) with the height scaled to suit."""
     import matplotlib
@@ -381,7 +387,7 @@ def figure(width: float, height: float):
     return fig
 
 
-def styled(fn):
+def styled(fn: _F) -> _F:
     """Build the figure under ``style=`` (a keyword argument of ``fn``; see [`figure_style`][vpintegrator.plotting.figure_style]): fonts
     and lines are read when artists are created; ``title=`` (``set_title``) and ``method_names=`` (``shown_name``)
     hold while it is built."""
@@ -405,7 +411,7 @@ def styled(fn):
             _TITLE.reset(title)
             _NAMES.reset(names)
 
-    return wrapper
+    return cast(_F, wrapper)
 
 
 #: how far (pixels) an element may reach past the canvas edge before it counts as cropped
@@ -457,7 +463,7 @@ def _wrap(text, size: float, renderer, vertical: bool) -> bool:
     return changed
 
 
-def fit_to_canvas(fig) -> None:
+def fit_to_canvas(fig: Any) -> None:
     """Keep every element of ``fig`` inside its canvas (a column preset saves exactly the figure, uncropped):
     fewer legend columns, titles and axis labels broken over lines, a smaller 3-D box. Text and data stay."""
     renderer = _renderer(fig)
@@ -480,7 +486,8 @@ def fit_to_canvas(fig) -> None:
         renderer = _renderer(fig)
 
 
-def target_axes(ax, n: int, width: float, height: float, name: str = "ax", projection: str | None = None):
+def target_axes(ax: Any, n: int, width: float, height: float, name: str = "ax",
+                projection: str | None = None) -> tuple[Any, list[Any], bool]:
     """``(fig, axes, own)``: ``n`` Axes to draw on, in a new figure (``ax`` None) or the given ones.
 
     ``ax`` is one ``matplotlib.axes.Axes`` or, for figures of several panels, a sequence of exactly
@@ -529,7 +536,7 @@ def _wrap_label(label: str, chars: int) -> str:
     return "\n".join(x.rstrip() for x in lines if x.strip()) or textwrap.fill(label, chars)
 
 
-def legend(fig, axes, ncols: int = 6, extra: Sequence = (), own: bool = True) -> None:
+def legend(fig: Any, axes: Any, ncols: int = 6, extra: Sequence[Any] = (), own: bool = True) -> None:
     """One legend with each label once, only for artists that were drawn with a label: below the figure
     (``own``), else in the first of the given Axes."""
     handles, labels = [], []
@@ -575,7 +582,7 @@ def legend(fig, axes, ncols: int = 6, extra: Sequence = (), own: bool = True) ->
 MAX_DPI = 6000
 
 
-def check_dpi(dpi) -> int:
+def check_dpi(dpi: Any) -> int:
     """``dpi`` as an int in (0, ``MAX_DPI``], else a one-line error naming the key ``dpi``."""
     if isinstance(dpi, bool) or not isinstance(dpi, (int, np.integer, float)) or not dpi > 0 or dpi != int(dpi):
         raise VPIntegratorError(f"dpi must be a whole number > 0 (PNG resolution, e.g. 200); got {dpi!r}", key="dpi")
@@ -586,7 +593,7 @@ def check_dpi(dpi) -> int:
     return int(dpi)
 
 
-def check_formats(formats) -> tuple[str, ...]:
+def check_formats(formats: str | Sequence[str]) -> tuple[str, ...]:
     """``formats`` (a name or a list of names) checked against matplotlib's savers."""
     formats = (formats,) if isinstance(formats, str) else tuple(formats)
     valid = ("pdf", "png", "svg", "eps", "jpg")
@@ -626,7 +633,7 @@ def replaces(target: str | Path, overwrite: bool | None, tag: str | None) -> boo
         return False
 
 
-def save_figure(fig, stem: str | Path, formats: Sequence[str] = FORMATS, dpi: int = 200, *,
+def save_figure(fig: Figure, stem: str | Path, formats: Sequence[str] = FORMATS, dpi: int = 200, *,
                 overwrite: bool | None = False, tag: str | None = None) -> list[Path]:
     """Write ``fig`` as ``<stem>.pdf`` and ``<stem>.png`` (each atomically: a temporary file renamed into
     place, so an interrupted call leaves no half-written figure); return the paths. A figure made with a
@@ -666,7 +673,7 @@ def save_figure(fig, stem: str | Path, formats: Sequence[str] = FORMATS, dpi: in
     return paths
 
 
-def check_out_dir(out_dir: str | Path, stems: Sequence[str], formats: Sequence[str], inputs=(),
+def check_out_dir(out_dir: str | Path, stems: Sequence[str], formats: Sequence[str], inputs: Sequence[Any] = (),
                   overwrite: bool | None = False, tag: str | None = None) -> Path:
     """Refuse, before anything is drawn, an output directory that is a file or one of ``inputs``, or a
     figure ``<out_dir>/<stem>.<format>`` that would overwrite an input, that exists (unless

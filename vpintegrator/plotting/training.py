@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, Union
 
 import numpy as np
 
@@ -34,6 +34,12 @@ from .style import (
     styled,
     target_axes,
 )
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+#: one run directory or several (``vp-train --out`` directories)
+RunDirs = Union[str, Path, Sequence[Union[str, Path]]]
 
 
 @dataclass(eq=False)
@@ -128,8 +134,8 @@ def _positive(values: np.ndarray) -> np.ndarray:
 
 
 @styled
-def training_figure(run_dirs, x_axes: Sequence[str] = ("epoch", "seconds"), axes=None, style=None,
-                    title: bool | str = True):
+def training_figure(run_dirs: RunDirs, x_axes: Sequence[str] = ("epoch", "seconds"), axes: Any = None,
+                    style: Any = None, title: bool | str = True) -> Figure:
     """The training-curve figure of one or more run directories (one colour and marker per run, named by
     directory).
 
@@ -210,8 +216,8 @@ def training_figure(run_dirs, x_axes: Sequence[str] = ("epoch", "seconds"), axes
     return fig
 
 
-def plot_training(run_dirs, out: str | Path, dpi: int = 200, formats: Sequence[str] = FORMATS,
-                  name: str = "training", style=None, overwrite: bool | None = None,
+def plot_training(run_dirs: RunDirs, out: str | Path, dpi: int = 200, formats: Sequence[str] = FORMATS,
+                  name: str = "training", style: Any = None, overwrite: bool | None = None,
                   title: bool | str = True) -> FigureFiles:
     """Write the training curves of ``run_dirs`` (one or more ``vp-train`` run directories) into the
     directory ``out`` as ``<name>.pdf`` and ``<name>.png`` (atomically); return the paths as

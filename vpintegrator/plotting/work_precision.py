@@ -12,9 +12,14 @@ legend entry; ``vpintegrator.data.work_precision``).
 from __future__ import annotations
 
 import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ..data.work_precision import WorkPrecisionRow, amortised_cost, check_rollouts, work_precision_rows
 from .style import WIDTH, legend, method_styles, styled, target_axes
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["plot_work_precision"]
 
@@ -23,7 +28,9 @@ _PANELS = (("error_median", "relative error at T (median over ICs)"),
 
 
 @styled
-def plot_work_precision(source, axes=None, style=None, amortise_over=None, method_names: dict[str, str] | None = None):
+def plot_work_precision(source: str | Path | Iterable[WorkPrecisionRow], axes: Any = None,
+                        style: Any = None, amortise_over: float | None = None,
+                        method_names: dict[str, str] | None = None) -> Figure:
     """Error vs cost and invariant drift vs cost, log–log, one point per method and step.
 
     Parameters

@@ -44,7 +44,7 @@ def _errors(model, ref, dt: float, n_steps: int):
     return {**median_interval(err), "mean": float(np.mean(err))}
 
 
-def probe(model_path, data_path, n_traj: int = 20, t_end: float | None = None, n_windows: int = 10) -> dict[str, Any]:
+def probe(model_path: str | Path, data_path: str | Path, n_traj: int = 20, t_end: float | None = None, n_windows: int = 10) -> dict[str, Any]:
     """The coupling and the with/without-attention errors of the model at ``model_path`` (a run directory,
     ``.pt`` file or ``pretrained:<name>``) on the first ``n_traj`` trajectories of ``data_path`` to ``t_end``
     (default: the data's horizon); ``n_windows`` windows per trajectory, evenly spaced."""
@@ -84,7 +84,7 @@ def probe(model_path, data_path, n_traj: int = 20, t_end: float | None = None, n
     }
 
 
-def section(entries) -> list[str]:
+def section(entries: Any) -> list[str]:
     """Markdown lines: the attention table of ``entries``, (name, ``probe`` result) pairs; [] if none."""
     from .stats import fmt_num, md_table
 

@@ -35,11 +35,12 @@ in the runs made after it was added). The encoder ablation ``lpnet_ctx_attention
     vp-gen rigid_body_family --set n_traj=600 --out datasets/rbf600.h5
     python -m vpintegrator.studies.context --data datasets/rbf600.h5 --out runs/context_study
 
-Writes ``OUT/context_study.json`` (every per-seed number), ``OUT/context_study.md`` (the tables) and the
-figures ``OUT/context_<axis>.png``/``.svg`` (``context_<system>_<axis>`` for a system other than the rigid
-body). The json accumulates: an invocation's rows replace the rows with the same (system, split, k, σ, seed,
-method) and keep every other, so axes run in separate invocations (or on both families) are tabulated
-together; ``--figures-only`` redraws from it.
+Writes ``OUT/context_study.json`` (every per-seed number; the per-pair errors to ``ERROR_DIGITS``
+significant digits), ``OUT/context_study.md`` (the tables) and the figures ``OUT/context_<axis>.png``/``.svg``
+(``context_<system>_<axis>`` for a system other than the rigid body). The json accumulates: an invocation's
+rows replace the rows with the same (system, split, k, σ, seed, method) and keep every other, so axes run in
+separate invocations (or on both families) are tabulated together; ``--figures-only`` redraws from it (or,
+with ``--results FILE``, from a shipped copy such as ``docs/data/context_oscillator.json``).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -63,7 +64,7 @@ from .runner import StudyError, check_out_dir
 from .stats import bootstrap_ci, median_interval, write_json, write_text
 
 __all__ = ["H", "TARGET", "SETUPS", "RECIPES", "heldout_pairs", "merge_rows", "data_system", "exact_reference", "evaluate_methods", "train_run", "run_study",
-           "summarize_rows", "tables", "figures", "export_best", "ContextOptions", "STUDY"]
+           "summarize_rows", "tables", "figures", "export_best", "SHIPPED", "ContextOptions", "STUDY"]
 
 H = 0.2
 #: the issue's target: median error at t = 10 of the context-conditioned Lie–Poisson map
@@ -79,7 +80,7 @@ LPNET_CTX = {"model.n_layers": 10, "model.width": 4}
 #: --epochs), vp-train --set entries in place of COMMON). The encoder ablation: lpnet_ctx with the attention
 #: encoder (2 076 parameters with 10 layers: LM's Jacobian is too large), Adam in float64, 120 epochs (about
 #: lpnet_ctx's 30 LM epochs in wall time).
-RECIPES: dict[str, tuple[str, str, int | None, dict]] = {
+RECIPES: dict[str, tuple[str, str, int | None, dict[str, Any]]] = {
     "lpnet_ctx_attention": ("lpnet_ctx", "adam", 120, {**LPNET_CTX, "model.encoder": "attention",
                                                        "batch_size": 512, "lr": 0.003, "lr_min": 1e-5}),
 }
@@ -100,7 +101,8 @@ SETUPS: dict[str, dict[str, Any]] = {
 OSCILLATOR_BOX = (np.array([-1.0, -1.0, -2.0, -2.0]), np.array([1.0, 1.0, 2.0, 2.0]))
 
 
-def heldout_pairs(split_by: dict, n: int, seed: int = 0, system: str = "rigid_body") -> tuple[list, np.ndarray]:
+def heldout_pairs(split_by: dict[str, Any], n: int, seed: int = 0,
+                  system: str = "rigid_body") -> tuple[list[Any], np.ndarray]:
     """``n`` new (system, initial condition) pairs from the parameter region a run's split held out.
 
     ``split_by`` is the record ``vp-train`` writes (``summary.json``): the parameter columns' box
@@ -159,7 +161,7 @@ def data_system(data: Path) -> tuple[str, float]:
     return name, dt
 
 
-def exact_reference(systems: Sequence, y0: np.ndarray, n_steps: int, h: float = H) -> np.ndarray:
+def exact_reference(systems: Sequence[Any], y0: np.ndarray, n_steps: int, h: float = H) -> np.ndarray:
     """The exact flow (DOP853, 1e-12) of each pair; (n, n_steps + 1, dim)."""
     from ..data import solve_flow
 
@@ -180,7 +182,7 @@ def _roll(step, prefix: np.ndarray, sigma: float, n_steps: int, h: float = H) ->
     return np.concatenate([prefix[:, : k - s], rollout(step, start, h, n_steps - (k - s)).y], 1)
 
 
-def structure_per_state(kind: str, y: np.ndarray, systems: Sequence, k: int) -> float | None:
+def structure_per_state(kind: str, y: np.ndarray, systems: Sequence[Any], k: int) -> float | None:
     """The largest per-state structure error of rollouts y (n, T, dim) past the prefix's k states, over the
     rows that stayed finite (None if none did).
 
@@ -199,8 +201,9 @@ def structure_per_state(kind: str, y: np.ndarray, systems: Sequence, k: int) -> 
     return float((np.abs(energy - energy[:, :1]) / np.abs(energy[:, :1])).max())
 
 
-def evaluate_methods(methods: dict, systems: Sequence, y0: np.ndarray, k: int, sigma: float,
-                     horizons: Sequence[float] = HORIZONS, h: float = H, structure: str = "casimir") -> list[dict]:
+def evaluate_methods(methods: dict[str, Callable[[], Any]], systems: Sequence[Any], y0: np.ndarray, k: int,
+                     sigma: float, horizons: Sequence[float] = HORIZONS, h: float = H,
+                     structure: str = "casimir") -> list[dict[str, Any]]:
     """Roll out each method (label -> a function making its step map) on the pairs; one row per method with
     per-pair relative errors at the horizons past the prefix, the per-state structure error
     (``structure_per_state``: ``casimir_per_state`` or ``energy_per_state``) and CPU s."""
@@ -253,7 +256,7 @@ def evaluate_methods(methods: dict, systems: Sequence, y0: np.ndarray, k: int, s
 
 
 def train_run(data: Path, out: Path, model: str, seed: int, epochs: int, k: int, split: str,
-              extra: dict | None = None) -> Path:
+              extra: dict[str, Any] | None = None) -> Path:
     """``vp-train`` of one learned row (skipped when its run finished: ``vpintegrator.rundir.is_complete``, the
     completion record, never the presence of ``best.pt``; an interrupted run is trained again); the run
     directory.
@@ -318,7 +321,8 @@ def _methods(runs: dict, split_by: dict, systems: Sequence, k: int, sigma: float
 
 def run_study(data: Path, out: Path, seeds: Sequence[int], epochs: int, n_test: int = 100,
               axes: Sequence[tuple[str, int, float]] = (), models: Sequence[str] = LEARNED,
-              log=print, system: str = "rigid_body", h: float = H) -> list[dict]:
+              log: Callable[[str], Any] = print, system: str = "rigid_body",
+              h: float = H) -> list[dict[str, Any]]:
     """Train (or reuse) and evaluate every (split, k, σ) of ``axes`` for every seed; the per-seed rows.
 
     The rows of ``SETUPS[system]["vary_k"]`` (and ``RECIPES`` rows, ``_ctx`` variants) train at every k;
@@ -348,19 +352,39 @@ def run_study(data: Path, out: Path, seeds: Sequence[int], epochs: int, n_test: 
     return rows
 
 
+#: significant digits of the per-pair errors in ``context_study.json`` (the tables show 2; the file stays ~1 MB)
+ERROR_DIGITS = 4
+
+
+def rounded_errors(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with its per-pair errors rounded to ``ERROR_DIGITS`` significant digits (inf, or the "inf" a
+    written file holds, stays inf)."""
+    errors = {h: [float(f"{float(e):.{ERROR_DIGITS}g}") for e in v] for h, v in row["errors"].items()}
+    return {**row, "errors": errors}
+
+
+def write_compact_json(path: Path, doc: dict[str, Any]) -> None:
+    """``doc`` as strict JSON on one line (no indentation: 100 errors per row), atomically."""
+    import json
+
+    from .stats import plain
+
+    write_text(path, json.dumps(plain(doc), allow_nan=False, separators=(",", ":")) + "\n")
+
+
 def _row_key(row: dict) -> tuple:
     return (row.get("system", "rigid_body"), row["split"], int(row["context_len"]), float(row["noise"]),
             int(row["seed"]), row["method"])
 
 
-def merge_rows(old: Sequence[dict], new: Sequence[dict]) -> list[dict]:
+def merge_rows(old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows of ``old`` whose key (system, split, k, σ, seed, method) no row of ``new`` has, then ``new``:
     a re-run replaces its own rows and keeps every other (rows without ``system`` are the rigid body's)."""
     fresh = {_row_key(r) for r in new}
     return [r for r in old if _row_key(r) not in fresh] + list(new)
 
 
-def summarize_rows(rows: list[dict]) -> list[dict]:
+def summarize_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (split, k, σ, method, horizon): the per-seed medians and 10–90 % intervals, their median over
     seeds with a bootstrap 95 % interval, the seeds within the target and the largest per-state Casimir change."""
     def key(r: dict) -> tuple:
@@ -389,7 +413,7 @@ def _g(x) -> str:
     return "—" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.2g}"
 
 
-def tables(summary: list[dict]) -> str:
+def tables(summary: list[dict[str, Any]]) -> str:
     """The Markdown tables: one per (system, split, k, σ), a row per method at each horizon (the rigid body's
     headings without the system's name)."""
     lines = []
@@ -433,7 +457,7 @@ def _order(method: str) -> int:
     return _ORDER.index(method) if method in _ORDER else len(_ORDER)
 
 
-def figures(summary: list[dict], out: Path) -> list[Path]:
+def figures(summary: list[dict[str, Any]], out: Path) -> list[Path]:
     """Per system, one figure per axis: error vs horizon (interpolation, the base k, σ = 0), error at t = 10
     vs noise and vs context length; PNG and SVG under ``out`` (``context_<axis>`` for the rigid body,
     ``context_<system>_<axis>`` for another)."""
@@ -492,11 +516,66 @@ def _system_figures(summary: list[dict], out: Path, prefix: str, k0: int) -> lis
     return paths
 
 
-def export_best(out: Path, out_dir: Path, name: str = "rigid_body_family_lpnet", split: str = "interpolation",
-                k: int = 3) -> dict:
-    """Ship the ``lpnet_ctx`` seed of ``OUT/runs`` with the lowest validation score (``summary.json``
-    ``best_loss``: validation data only) as ``out_dir/<name>.pt``; its entry merged into
-    ``out_dir/provenance.json`` (paths relative to ``out``)."""
+#: per system: the learned row ``--export`` ships and the name it is shipped under (``pretrained:<name>``)
+SHIPPED = {"rigid_body": ("lpnet_ctx", "rigid_body_family_lpnet"),
+           "coupled_oscillator": ("g_sympnet_ctx", "coupled_oscillator_family_g_sympnet_ctx")}
+
+
+def _shipped_system(out: Path, split: str) -> str:
+    """The system whose shipped row has finished runs under ``out/runs`` (``--export`` without ``--data``)."""
+    found = [s for s, (model, _) in SHIPPED.items()
+             if any(is_complete(d) for d in (out / "runs").glob(f"{model}_k{SETUPS[s]['k']}_{split}_seed*"))]
+    if len(found) != 1:
+        what = "no finished run of " + " or ".join(m for m, _ in SHIPPED.values()) if not found else \
+            "runs of both families"
+        raise VPIntegratorError(f"--export: {what} in {out / 'runs'}; give the --out of a context study (and --data "
+                                "to pick the family when it holds both)", key="export")
+    return found[0]
+
+
+def _shown(path: Path | None, placeholder: str) -> str:
+    """``path`` as a shipped record may show it: relative as given, else (absolute, or none) ``placeholder``."""
+    return placeholder if path is None or Path(path).is_absolute() else Path(path).as_posix()
+
+
+def _data_facts(data: Path | None) -> dict[str, Any] | None:
+    """What ``pretrained_info(name)["data"]`` says of the training file: its spec, the ``vp-gen`` command that
+    makes it again (from the file's own attributes: spec, dt, t_end, n_traj) and its description."""
+    if data is None:
+        return None
+    import h5py
+
+    with h5py.File(data, "r") as f:
+        spec, dt, t_end, n = (str(f.attrs["spec"]), float(f.attrs["dt"]), float(f.attrs["t_end"]),
+                              int(f.attrs["n_traj"]))
+        description = str(f.attrs.get("description", ""))
+    return {"spec": spec, "overrides": {"dt": dt, "t_end": t_end, "n_traj": n},
+            "command": f"vp-gen {spec} --dt {dt:g} --t-end {t_end:g} --n-traj {n} --out {_shown(data, 'DATA.h5')}",
+            "description": description}
+
+
+def _seed_metric(out: Path, system: str, model: str, split: str, k: int, seed: int) -> float | None:
+    """The shipped seed's median relative error at t = 10 over its held-out pairs (σ = 0), from the study's
+    ``context_study.json`` (None before the study evaluated it)."""
+    path = out / "context_study.json"
+    if not path.is_file():
+        return None
+    for r in read_study_json(path)["rows"]:
+        if (r.get("system", "rigid_body"), r["split"], int(r["context_len"]), float(r["noise"]), int(r["seed"]),
+                r["method"]) == (system, split, k, 0.0, seed, model):
+            return median_interval(r["errors"][f"{TARGET[0]:g}"])["median"]
+    return None
+
+
+def export_best(out: Path, out_dir: Path, name: str | None = None, split: str = "interpolation",
+                k: int | None = None, system: str | None = None, data: Path | None = None) -> dict[str, Any]:
+    """Ship the seed of the system's shipped row (``SHIPPED``: ``lpnet_ctx`` for the rigid body,
+    ``g_sympnet_ctx`` for the coupled oscillator) in ``OUT/runs`` with the lowest validation score
+    (``summary.json`` ``best_loss``: validation data only) as ``out_dir/<name>.pt``; its entry merged into
+    ``out_dir/provenance.json`` (paths relative to ``out``): the selection, how it was trained (``recipe``, the
+    split and, with ``data``, the ``vp-gen`` command of the training file) and its median error at t = 10 on
+    its seed's held-out pairs (``metrics``, when ``OUT/context_study.json`` has it). ``system`` None: the one
+    whose runs ``out`` holds (or ``data``'s)."""
     import json
     import math
     import shutil
@@ -505,26 +584,57 @@ def export_best(out: Path, out_dir: Path, name: str = "rigid_body_family_lpnet",
     from ..provenance import provenance_record
     from .stats import read_json
 
+    if system is None:
+        system = data_system(data)[0] if data is not None else _shipped_system(out, split)
+    model, default_name = SHIPPED[system]
+    name = name or default_name
+    k = SETUPS[system]["k"] if k is None else k
     scores, summaries = {}, {}
-    for d in sorted((out / "runs").glob(f"lpnet_ctx_k{k}_{split}_seed*")):
+    for d in sorted((out / "runs").glob(f"{model}_k{k}_{split}_seed*")):
         summary = read_json(d / "summary.json")
         if d.is_dir() and summary is not None and is_complete(d) and (d / "best.pt").exists() \
                 and math.isfinite(summary["best_loss"]):
             seed = int(d.name.rsplit("seed", 1)[1])
             scores[seed], summaries[seed] = float(summary["best_loss"]), summary
     if not scores:
-        raise VPIntegratorError(f"--export: no finished lpnet_ctx run in {out / 'runs'}", key="export")
+        raise VPIntegratorError(f"--export: no finished {model} run in {out / 'runs'}", key="export")
     seed = min(scores, key=scores.__getitem__)
-    source = out / "runs" / f"lpnet_ctx_k{k}_{split}_seed{seed}" / "best.pt"
+    source = out / "runs" / f"{model}_k{k}_{split}_seed{seed}" / "best.pt"
     summary = summaries[seed]
-    info = {"file": f"{name}.pt", "study": "python -m vpintegrator.studies.context --out RUN --export DIR",
-            "source": str(source.relative_to(out)), "seed": seed, "monitor": summary.get("monitor"),
-            "best_val": scores[seed], "val_by_seed": {str(s): v for s, v in sorted(scores.items())},
-            "best_epoch": summary.get("best_epoch"), "train_loss_last": summary.get("train_loss"),
-            "wall_time": summary.get("wall_time"), "n_params": summary.get("n_params"),
-            "split_by": summary.get("split_by"),
-            "phases": f"LM (float64) on a rigid_body_family file, split parameters_{split}, vp-train settings "
-                      f"{json.dumps({**COMMON, **LPNET_CTX})}, context_len {k}"}
+    sets = {**COMMON, **SETUPS[system]["sets"].get(model, {})}
+    epochs = summary.get("epochs")
+    info: dict[str, Any] = {
+        "file": f"{name}.pt", "study": "python -m vpintegrator.studies.context --out RUN --export DIR",
+        "source": str(source.relative_to(out)), "seed": seed, "monitor": summary.get("monitor"),
+        "best_val": scores[seed], "val_by_seed": {str(s): v for s, v in sorted(scores.items())},
+        "best_epoch": summary.get("best_epoch"), "train_loss_last": summary.get("train_loss"),
+        "wall_time": summary.get("wall_time"), "n_params": summary.get("n_params"),
+        "split_by": summary.get("split_by"),
+        "phases": f"LM (float64) on a {system}_family file, split parameters_{split}, vp-train settings "
+                  f"{json.dumps(sets)}, context_len {k}"}
+    split_by = summary.get("split_by") or {}
+    info["trained_on"] = {
+        "data": _data_facts(data),
+        "parametric": True,
+        "split": {"seed": seed, "val_fraction": split_by.get("val_fraction"),
+                  "test_fraction": split_by.get("test_fraction"), "split_by": f"parameters_{split}"},
+        "recorded": "by the context study's export (the .pt file carries dt, system and split as vp-train wrote them)",
+    }
+    info["recipe"] = {
+        "config": f"python -m vpintegrator.studies.context ({model}, LM float64, {epochs} epochs, "
+                  f"lm_windows {COMMON['lm_windows']})",
+        "command": f"python -m vpintegrator.studies.context --data {_shown(data, 'DATA')} --out {_shown(out, 'RUN')} "
+                   f"--seeds {','.join(map(str, sorted(scores)))} "
+                   f"--epochs {epochs} --models {model} --context-lens {k} --splits {split}"}
+    metric = _seed_metric(out, system, model, split, k, seed)
+    if metric is not None:
+        info["metrics"] = {
+            "protocol": f"100 held-out (initial condition, parameters) pairs inside seed {seed}'s held-out "
+                        f"parameter region ({split}), prefix of {k} exact states, against the exact flow (DOP853, "
+                        "1e-12)",
+            "rel_error_t10_median": metric,
+            "command": info["recipe"]["command"],
+            "source": "context_study.json of the study (docs/context.md)"}
     out_dir.mkdir(parents=True, exist_ok=True)
     with atomic_path(out_dir / info["file"]) as tmp:
         shutil.copyfile(source, tmp)
@@ -573,9 +683,13 @@ class ContextOptions(Config):
     splits : list of str
         Comma list out of interpolation, extrapolation (default both).
     figures_only : bool
-        Redraw the tables and figures from OUT's context_study.json.
+        Redraw the tables and figures from OUT's context_study.json (or from --results).
+    results : str
+        With --figures-only: the results file to redraw from in place of OUT's context_study.json (e.g. the
+        shipped docs/data/context_oscillator.json); the tables and figures are written to OUT.
     export : str
-        Ship the best validation seed of lpnet_ctx to this directory (with its provenance) and exit.
+        Ship the best validation seed of the family's context model (lpnet_ctx, g_sympnet_ctx) to this directory
+        (with its provenance; --data adds the training file's vp-gen command) and exit.
     """
 
     _source_in_messages = False
@@ -592,6 +706,7 @@ class ContextOptions(Config):
                                          check=number_list(int, "context_lens", 3, "integers >= 3"))
     splits: list[str] | None = key(None, optional=True, check=_splits, metavar="LIST")
     figures_only: bool = key(False, type=bool)
+    results: str | None = key(None, optional=True, type=str, metavar="JSON")
     export: str | None = key(None, optional=True, type=str, metavar="DIR")
 
 
@@ -600,14 +715,23 @@ def _run(a: argparse.Namespace) -> int:
     check_out_dir(out)
     path = out / "context_study.json"
     if a.export is not None:
-        info = export_best(out, Path(a.export))
+        info = export_best(out, Path(a.export), data=Path(a.data) if a.data is not None else None)
         print(f"pretrained: {Path(a.export) / info['file']} <- {info['source']} (seed {info['seed']}, "
               f"validation {info['best_val']:.4g})")
         return 0
+    if a.results is not None and not a.figures_only:
+        raise StudyError("--results is read by --figures-only only; add --figures-only to redraw the tables and "
+                         "figures from it")
     if a.figures_only:
-        if not path.is_file():
-            raise StudyError(f"--figures-only: {path} not found; give the --out of an earlier study")
+        if a.results is not None:
+            path = Path(a.results)
+            if not path.is_file():
+                raise StudyError(f"--results: {path} not found; give a context_study.json (e.g. "
+                                 "docs/data/context_oscillator.json)")
+        elif not path.is_file():
+            raise StudyError(f"--figures-only: {path} not found; give the --out of an earlier study (or --results)")
         rows = read_study_json(path)["rows"]
+        out.mkdir(parents=True, exist_ok=True)
     else:
         if a.data is None:
             raise StudyError("--data is required (the flag, or data in the --plan file) unless --figures-only or "
@@ -635,8 +759,9 @@ def _run(a: argparse.Namespace) -> int:
                              f"run the same command again (finished runs are kept)") from None
         previous = read_study_json(path) if path.exists() else {}
         commands = previous.get("commands") or ([previous["command"]] if "command" in previous else [])
-        rows = merge_rows(previous.get("rows", []), new)
-        write_json(path, {"commands": [*commands, " ".join(sys.argv)], "rows": rows})
+        rows = [rounded_errors(r) for r in merge_rows(previous.get("rows", []), new)]
+        command = " ".join(["python -m vpintegrator.studies.context", *sys.argv[1:]])  # no path of this machine
+        write_compact_json(path, {"commands": [*commands, command], "rows": rows})
     summary = summarize_rows(rows)
     write_text(out / "context_study.md", tables(summary))
     figures(summary, out)
@@ -670,7 +795,7 @@ def check_study_sizes(data: Path, n_test: int, axes: Sequence[tuple[str, int, fl
                                     "trajectories", key="context_lens")
 
 
-def read_study_json(path: Path) -> dict:
+def read_study_json(path: Path) -> dict[str, Any]:
     """``context_study.json`` as this study wrote it (``{"commands": [...], "rows": [{...}, ...]}``), checked:
     a missing, empty, damaged or foreign file is a one-line error naming it and saying to delete it."""
     fix = (f"delete it and run the study again without --figures-only (the finished runs in {path.parent / 'runs'} "

@@ -374,7 +374,7 @@ def _mean_std(values: list[float]) -> tuple[float, float]:
     return mean_std(values)
 
 
-def build_rows(run: Path, eval_set: str) -> list[dict]:
+def build_rows(run: Path, eval_set: str) -> list[dict[str, Any]]:
     """One row per method of ``RUN/rollout/<eval_set>.csv``: integrators as they are, models aggregated
     over seeds (``<key>`` mean and ``<key>_std``, ddof = 1) with their training numbers; ``blowup_t``:
     the earliest blow-up time of each (seed's) rollout over its trajectories (NaN: none blew up)."""
@@ -425,7 +425,7 @@ def _cell(row: dict[str, Any], key: str) -> str:
     return text
 
 
-def format_table(rows: list[dict]) -> str:
+def format_table(rows: list[dict[str, Any]]) -> str:
     """A Markdown table: one row per method; models mean ± std over seeds (ddof = 1)."""
     head = ["method", "seeds"] + [h for _, _, h in ROLLOUT_COLUMNS] + [h for _, h in TRAIN_COLUMNS] + ["params"]
     body = []
@@ -444,7 +444,7 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(md_table(head, body)) + "\n"
 
 
-def heldout_statistics(run: Path) -> list[dict]:
+def heldout_statistics(run: Path) -> list[dict[str, Any]]:
     """Per method of ``rollout/heldout.h5``, over the held-out ICs: the relative error at t_end and the maximum
     relative energy drift, median and 10–90 % interval (models: over every (seed, IC) pair); for models also
     each seed's median error and a bootstrap 95 % interval over seeds of that median. A blown-up rollout

@@ -12,6 +12,7 @@ import math
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 from .runner import StudyError
 from ..provenance import provenance_record
@@ -20,7 +21,8 @@ from .stats import read_json, write_json
 RULE = "lowest validation score (summary.json best_loss) over seeds"
 
 
-def best_seed(run: Path, prefix: str, flag: str = "--export-pretrained") -> tuple[int, dict[int, float], dict]:
+def best_seed(run: Path, prefix: str,
+              flag: str = "--export-pretrained") -> tuple[int, dict[int, float], dict[str, Any]]:
     """``(seed, {seed: score}, summary of that seed)`` over the finished runs ``run/train/<prefix>_s<seed>``
     (a completion record, ``vpintegrator.rundir.is_complete``, and a best.pt)."""
     scores, summaries = {}, {}
@@ -34,8 +36,8 @@ def best_seed(run: Path, prefix: str, flag: str = "--export-pretrained") -> tupl
             scores[int(seed)], summaries[int(seed)] = float(score), summary
     if not scores:
         raise StudyError(f"{flag}: no finished {prefix} training in {Path(run) / 'train'}")
-    seed = min(scores, key=scores.get)
-    return seed, scores, summaries[seed]
+    best = min(scores, key=scores.__getitem__)
+    return best, scores, summaries[best]
 
 
 def _finished(run_dir: Path) -> bool:
@@ -48,8 +50,8 @@ def _finished(run_dir: Path) -> bool:
         raise StudyError(str(err)) from None
 
 
-def export_pretrained(run, picks: dict[str, str], out_dir, study: str, flag: str = "--export-pretrained",
-                      **extra) -> dict[str, dict]:
+def export_pretrained(run: str | Path, picks: dict[str, str], out_dir: str | Path, study: str,
+                      flag: str = "--export-pretrained", **extra: Any) -> dict[str, dict[str, Any]]:
     """Copy ``run/train/<prefix>_s<best seed>/best.pt`` to ``out_dir/<name>.pt`` for each ``name: prefix``
     of ``picks``; merge the entries into ``out_dir/provenance.json``; return them by name."""
     from .._io import atomic_path

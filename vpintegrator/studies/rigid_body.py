@@ -147,7 +147,7 @@ def _train_task(a, runner: Runner, model: str, seed: int) -> Task:
     return Task(name, cmd, [out / "summary.json", out / "log.csv"], ["gen_exact" if model == "vpt_exact" else "gen_im"])
 
 
-def plan(a) -> Runner:
+def plan(a: argparse.Namespace) -> Runner:
     """Every step of the study as a ``vpintegrator.studies.runner.Task`` of one ``vpintegrator.studies.runner.Runner``, in order."""
     runner = Runner(a.out, jobs=a.jobs, skip_existing=a.skip_existing, overwrite=a.overwrite)
     add, p = runner.add, runner.run.joinpath
@@ -250,7 +250,7 @@ def plan(a) -> Runner:
     return runner
 
 
-def write_specs(a) -> None:
+def write_specs(a: argparse.Namespace) -> None:
     """The held-out and timing-reference specs (small TOML files in RUN, so the data can be remade); needs
     ``RUN/data/im.h5`` (the timing reference starts at its trajectory 1)."""
     from vpintegrator.data import load_spec, read_trajectories
@@ -286,7 +286,7 @@ seed = 0
 # --------------------------------------------------------------------------- pretrained models
 
 
-def export_pretrained(run: Path, out_dir) -> dict[str, Any]:
+def export_pretrained(run: Path, out_dir: str | Path) -> dict[str, Any]:
     """Copy, for each of vpt, vpff and st, the best.pt of the seed with the lowest validation score
     (summary.json's best_loss, whatever its monitor) to ``out_dir/rigid_body_<model>.pt``; merge
     ``out_dir/provenance.json`` (seed, scores of every seed, monitor, training summary); return the entries

@@ -130,7 +130,7 @@ def _quality(path: Path) -> dict[str, dict[str, list[float]]]:
             for label, v in rollout_values(path).items()}
 
 
-def build_rows(run: Path) -> list[dict]:
+def build_rows(run: Path) -> list[dict[str, Any]]:
     rows = []
     for p in sorted((run / "train").glob("p[123]_s*"), key=lambda p: (p.name[:2], int(p.name.split("_s")[1]))):
         phase, seed = p.name.split("_s")
@@ -148,7 +148,7 @@ def build_rows(run: Path) -> list[dict]:
     return rows
 
 
-def format_results(rows: list[dict], settings: dict[str, Any]) -> str:
+def format_results(rows: list[dict[str, Any]], settings: dict[str, Any]) -> str:
     head = ["phase", "seed", "wall s", "train loss", "val score", "err t=100 traj 1 / 4", "‖z‖ band traj 1 / 4",
             "targets (IM)", "err vs exact 1 / 4", "band vs exact 1 / 4", "targets (exact)"]
     body = []

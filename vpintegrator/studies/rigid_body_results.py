@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 from ..rundir import read_log
 from . import _rollouts, attention
@@ -36,7 +37,7 @@ REFERENCE = ("the exact flow (DOP853, rtol = atol = 1e-12: vp-rollout's default)
 
 #: the paper's numbers (arXiv 2312.11166: the rigid-body section's training table, figures and CPU
 #: timings). Strings where the paper gives a range or a figure reading, numbers where it gives a value.
-PAPER = {
+PAPER: dict[str, Any] = {
     "vpt": {"train_loss": "≈ 5e-4", "train_time": "5 h 59 min (RTX 4090, 500 000 epochs)",
             "band": "≤ 5e-3 (traj 1)", "err100": "≈ 0.2–0.3", "cpu_50000": 0.71},
     "vpff": {"train_loss": "≈ 5e-4", "train_time": "4 h 02 min (RTX 4090)",
@@ -79,7 +80,7 @@ def _num(x, digits: int = 3) -> str:
 RESOLUTION = 0.05
 
 
-def write_timing(run, t_end: float | None = None) -> dict:
+def write_timing(run: str | Path, t_end: float | None = None) -> dict[str, Any]:
     """Collect the timing runs of ``run`` into ``timing/timing.json`` and ``timing/timing.md``; return the dict.
 
     Per method: the child process's CPU seconds (user + sys, ``wait4``) and wall seconds for the run to
@@ -181,7 +182,7 @@ seed = {seed}
     return path
 
 
-def z_band(y):
+def z_band(y: Any) -> Any:
     """max over t of | ||z(t)|| − 1 | per trajectory (inf where the rollout failed).
 
     Parameters
@@ -206,7 +207,7 @@ def _seeds(run: Path) -> list[int]:
     return sorted(seeds)
 
 
-def training_budget(run_dir: Path) -> dict | None:
+def training_budget(run_dir: Path) -> dict[str, Any] | None:
     """How a vp-train run used its budget: ``{"cpu_s", "cpu_budget_s", "wall_s", "wall_limit_s", "stopped",
     "wall_limited"}``, ``wall_limited`` true when it stopped at its wall-time limit (the CPU budget's
     ceiling) with CPU seconds of its budget left (a loaded machine); None without a CPU budget or summary."""
@@ -228,7 +229,7 @@ def training_budget(run_dir: Path) -> dict | None:
             "wall_limited": bool(limited)}
 
 
-def budget_lines(budgets: list[dict]) -> list[str]:
+def budget_lines(budgets: list[dict[str, Any]]) -> list[str]:
     """The results' lines on the training budgets (``budgets``: ``training_budget`` with ``model`` and
     ``seed``): the runs a wall limit stopped before their CPU budget, with the CPU seconds they used."""
     if not budgets:
@@ -273,7 +274,7 @@ def _errors_at(r, label: str, k: int):
     return rel, np.where(np.isnan(rel[:, k]), np.inf, rel[:, k])
 
 
-def rollout_values(path: Path, labels=None) -> dict:
+def rollout_values(path: Path, labels: Any = None) -> dict[str, Any]:
     """label -> per-trajectory numbers of a paper-style rollout (trajectories 1 and 4); ``labels`` None:
     every method of the file."""
     import numpy as np
@@ -332,7 +333,7 @@ def _heldout_values(path: Path, labels) -> dict:
 PER_IC = ("heldout_errors", "heldout_bands")  # per-seed lists of per-IC values: heldout_statistics, not summarize
 
 
-def heldout_statistics(errors: list, bands: list) -> dict:
+def heldout_statistics(errors: list[Any], bands: list[Any]) -> dict[str, Any]:
     """Over held-out ICs, from per-seed lists (one list of per-IC values per seed): the error at t = 100 and
     the ‖z‖ band, median and 10–90 % interval over every (seed, IC) pair; per seed the median error and band,
     whether that seed meets each target on the held-out conditions (its median within the bound) and the share
@@ -371,7 +372,7 @@ def _long_values(path: Path, labels) -> dict:
 # --------------------------------------------------------------------------- the table
 
 
-def build_results(run_dir) -> dict:
+def build_results(run_dir: str | Path) -> dict[str, Any]:
     """Read a study's run directory and compute the results table (mean ± std over seeds).
 
     Returns
@@ -425,7 +426,7 @@ def build_results(run_dir) -> dict:
     rows = {}
     for label in labels:
         src = per_seed.get(label, {})
-        row = {k: summarize(v) for k, v in src.items() if not k.startswith("_") and k not in PER_IC}
+        row: dict[str, Any] = {k: summarize(v) for k, v in src.items() if not k.startswith("_") and k not in PER_IC}
         if "time_to_target" in src:
             reached = [v for v in src["time_to_target"] if v is not None and math.isfinite(v)]
             row["time_to_target"] = {**summarize(reached), "reached": len(reached), "runs": len(src["time_to_target"])}
@@ -503,7 +504,7 @@ def _heldout_section(rows: dict, methods: list, models: list) -> list[str]:
                       body), ""]
 
 
-def format_results(res: dict) -> str:
+def format_results(res: dict[str, Any]) -> str:
     """The results as Markdown: training table, rollout tables with the paper's numbers, targets."""
     rows, meta = res["rows"], res["meta"]
     models = [m for m in meta["models"] if m in rows]
@@ -590,7 +591,7 @@ def format_results(res: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_results(run_dir) -> tuple[dict, str]:
+def write_results(run_dir: str | Path) -> tuple[dict[str, Any], str]:
     """Build the results of ``run_dir`` and write ``results.json`` (strict JSON) and ``results.md``."""
     run = Path(run_dir)
     res = build_results(run)

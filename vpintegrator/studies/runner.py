@@ -50,7 +50,7 @@ from typing import Any, Callable, Iterable, Iterator
 from .._signals import child_options, interrupts_raise, stop_children
 from .stats import read_json, write_json
 
-logger = logging.getLogger("vpintegrator.studies")
+logger: logging.Logger = logging.getLogger("vpintegrator.studies")
 
 #: the repository root (for its ``configs/``) when the package is installed in editable mode
 REPO = Path(__file__).resolve().parents[2]
@@ -86,17 +86,17 @@ class Task:
     """
 
     name: str
-    cmd: list
-    outputs: list
-    deps: list = field(default_factory=list)
+    cmd: list[Any]
+    outputs: list[Any]
+    deps: list[str] = field(default_factory=list)
     exclusive: bool = False
     after: Callable[[], object] | None = None
     status: str = "pending"  # pending, running, done, skipped, failed
-    record: dict | None = None
+    record: dict[str, Any] | None = None
     rc: int | None = None
 
 
-def argv(cmd: Iterable) -> list[str]:
+def argv(cmd: Iterable[Any]) -> list[str]:
     """The argv that runs ``cmd``: ``vp-<tool> ARGS`` -> ``[python, "-m", "vpintegrator.cli.<tool>", ARGS]``."""
     cmd = [str(c) for c in cmd]
     if cmd and cmd[0] in TOOLS:
@@ -106,7 +106,7 @@ def argv(cmd: Iterable) -> list[str]:
     return cmd
 
 
-def shell(cmd: Iterable) -> str:
+def shell(cmd: Iterable[Any]) -> str:
     """``cmd`` as one shell-quoted line."""
     return shlex.join(str(c) for c in cmd)
 
@@ -141,7 +141,7 @@ class Runner:
     count: int
     env: dict[str, str]
 
-    def __init__(self, run, jobs: int = 1, skip_existing: bool = False, overwrite: bool = False) -> None:
+    def __init__(self, run: str | Path, jobs: int = 1, skip_existing: bool = False, overwrite: bool = False) -> None:
         self.run = Path(run)
         self.jobs = max(int(jobs), 1)
         self.skip_existing = skip_existing

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 from .._io import atomic_path
 from ..provenance import provenance_record
@@ -20,7 +20,7 @@ from ..provenance import provenance_record
 # --------------------------------------------------------------------------- statistics
 
 
-def mean_std(values: Iterable) -> tuple[float, float]:
+def mean_std(values: Iterable[float]) -> tuple[float, float]:
     """Mean and std (ddof = 1) of the values that are not None; NaN where not defined.
 
     No values: (NaN, NaN). One value: (it, NaN). A value ±inf and none NaN: the mean is ±inf (NaN if both
@@ -40,7 +40,7 @@ def mean_std(values: Iterable) -> tuple[float, float]:
     return mean, (float(arr.std(ddof=1)) if arr.size > 1 else math.nan)
 
 
-def summarize(values: Iterable) -> dict:
+def summarize(values: Iterable[float]) -> dict[str, Any]:
     """``{"mean", "std", "n", "values"}`` of the values that are not None (``mean_std``); mean and std
     are None where there is no value, the std None where it is not defined."""
     vals = [float(v) for v in values if v is not None]
@@ -50,7 +50,7 @@ def summarize(values: Iterable) -> dict:
     return {"mean": mean, "std": None if math.isnan(std) else std, "n": len(vals), "values": vals}
 
 
-def median_interval(values: Iterable, lo: float = 10.0, hi: float = 90.0) -> dict:
+def median_interval(values: Iterable[float], lo: float = 10.0, hi: float = 90.0) -> dict[str, Any]:
     """``{"median", "lo", "hi", "n"}`` over the values (e.g. initial conditions): the median and the
     ``lo``–``hi`` % interval, each an observed value (``method="nearest"``), so a blown-up condition (inf)
     counts as the worst, never averaged away. None entries are left out; no values: all None."""
@@ -64,7 +64,7 @@ def median_interval(values: Iterable, lo: float = 10.0, hi: float = 90.0) -> dic
     return {"median": float(q[1]), "lo": float(q[0]), "hi": float(q[2]), "n": int(vals.size)}
 
 
-def bootstrap_ci(values: Iterable, statistic=None, level: float = 0.95, n_resamples: int = 9999,
+def bootstrap_ci(values: Iterable[float], statistic: Callable[..., Any] | None = None, level: float = 0.95, n_resamples: int = 9999,
                  seed: int = 0) -> tuple[float, float]:
     """Percentile-bootstrap confidence interval of ``statistic`` (default: the median) over the values
     (e.g. one number per seed), with ``scipy.stats.bootstrap``; (NaN, NaN) for fewer than 2 values or a
@@ -82,7 +82,7 @@ def bootstrap_ci(values: Iterable, statistic=None, level: float = 0.95, n_resamp
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
-def drift_growth(t: Iterable, band: Iterable, bounded_below: float = 0.25) -> dict:
+def drift_growth(t: Iterable[float], band: Iterable[float], bounded_below: float = 0.25) -> dict[str, Any]:
     """Is an invariant's drift bounded or secular? The least-squares slope p of log(band) against log(t)
     over the later half of the run (t > t_end / 2, band > 0): ``{"exponent": p, "kind": "bounded" if
     p < bounded_below else "secular"}``; ``kind`` None when fewer than 3 usable points (or a blow-up).
@@ -107,7 +107,7 @@ def drift_growth(t: Iterable, band: Iterable, bounded_below: float = 0.25) -> di
 # --------------------------------------------------------------------------- formatting
 
 
-def fmt_num(x, digits: int = 3, small: float = 1e-3, missing: str = "—") -> str:
+def fmt_num(x: float | str | None, digits: int = 3, small: float = 1e-3, missing: str = "—") -> str:
     """A number for a table: ``digits`` significant digits between ``small`` and 1e4 (and 0), else in
     exponent form with one digit less; ``missing`` for None and NaN; ``inf``/``-inf``; strings as they are."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
@@ -123,11 +123,11 @@ def fmt_num(x, digits: int = 3, small: float = 1e-3, missing: str = "—") -> st
     return f"{x:.{max(digits - 1, 1)}e}"
 
 
-def md_row(cells: Iterable) -> str:
+def md_row(cells: Iterable[Any]) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
-def md_table(head: list, rows: Iterable[Iterable]) -> list[str]:
+def md_table(head: list[str], rows: Iterable[Iterable[Any]]) -> list[str]:
     """A Markdown table as lines: the header, the rule, one line per row of cells."""
     return [md_row(head), "|" + "|".join("---" for _ in head) + "|", *(md_row(r) for r in rows)]
 
@@ -135,7 +135,7 @@ def md_table(head: list, rows: Iterable[Iterable]) -> list[str]:
 # --------------------------------------------------------------------------- files
 
 
-def plain(obj):
+def plain(obj: Any) -> Any:
     """``obj`` for strict JSON: NaN -> None, ±inf -> ``"inf"``/``"-inf"``, numpy scalars and arrays ->
     Python numbers and lists, tuples -> lists, paths -> strings."""
     if isinstance(obj, dict):
@@ -151,7 +151,7 @@ def plain(obj):
     return obj
 
 
-def read_json(path):
+def read_json(path: str | Path) -> Any:
     """The JSON in ``path`` (a file a study wrote: a step's stamp, a summary, settings, timings), or None if it
     is missing. A file that is there but empty, damaged or not JSON is a one-line error naming it
     (``vpintegrator.rundir.read_own_json``) and saying to delete it: the step that writes it runs again."""
@@ -164,25 +164,25 @@ def read_json(path):
                          "--skip-existing (the step that writes it runs again)")
 
 
-def write_text(path, text: str) -> None:
+def write_text(path: str | Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically (parents created)."""
     with atomic_path(path) as tmp:
         tmp.write_text(text)
 
 
-def write_json(path, obj) -> None:
+def write_json(path: str | Path, obj: Any) -> None:
     """Write ``obj`` as strict, indented JSON (``plain``), atomically."""
     write_text(path, json.dumps(plain(obj), indent=2, allow_nan=False) + "\n")
 
 
-def write_if_changed(path, text: str) -> None:
+def write_if_changed(path: str | Path, text: str) -> None:
     """Write ``text`` unless ``path`` already holds it (keeps the file's time for make-like checks)."""
     path = Path(path)
     if not path.exists() or path.read_text() != text:
         write_text(path, text)
 
 
-def results_provenance(run) -> dict:
+def results_provenance(run: str | Path) -> dict[str, Any]:
     """The ``provenance`` record of a study's results built from the run directory ``run``: its input
     files are the tables and records there (every ``*.csv`` and ``*.json`` under ``run`` but the results
     themselves), hashed, with paths relative to ``run``."""
@@ -192,7 +192,7 @@ def results_provenance(run) -> dict:
     return provenance_record(inputs, relative_to=run)
 
 
-def write_results_files(run, text: str, payload: dict) -> str:
+def write_results_files(run: str | Path, text: str, payload: dict[str, Any]) -> str:
     """A study's ``results.md`` (``text``) and ``results.json`` (``payload`` plus its ``provenance``, from the
     run directory), both atomically; returns ``text``."""
     run = Path(run)

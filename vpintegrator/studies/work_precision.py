@@ -6,13 +6,16 @@ re-exported here) are ``vpintegrator.data.work_precision``.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Sequence
+
 from ..data.work_precision import at_equal_cost
 from .stats import fmt_num, md_table
 
 __all__ = ["at_equal_cost", "equal_cost_section"]
 
 
-def equal_cost_section(path, methods=None, title: str = "At equal cost") -> list[str]:
+def equal_cost_section(path: str | Path, methods: Sequence[str] | None = None, title: str = "At equal cost") -> list[str]:
     """Markdown lines: ``at_equal_cost`` as a table (one row per model, one column per method)."""
     pairs = at_equal_cost(path, methods)
     if not pairs:

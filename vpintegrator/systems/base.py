@@ -93,9 +93,9 @@ class System:
     theta_names: ClassVar[tuple[str, ...]] = ()
 
     # --- parameters -------------------------------------------------------------------------------
-    def params(self) -> dict[str, float | list]:
+    def params(self) -> dict[str, float | list[Any]]:
         """Every parameter as plain floats / lists of floats (fit for HDF5 attributes)."""
-        out: dict[str, float | list] = {}
+        out: dict[str, float | list[Any]] = {}
         for f in dataclasses.fields(self):  # type: ignore[arg-type]
             out[f.name] = _plain(getattr(self, f.name))
         out.update({k: _plain(v) for k, v in self._derived_params().items()})

@@ -151,12 +151,12 @@ class SystemFamily:
         if any(type(s) is not cls for s in systems):
             raise VPIntegratorError("SystemFamily: every row's system must be of one class")
         self.systems = systems
-        self.columns = tuple(columns)
-        self.name = first.name
-        self.dim = first.dim
-        self.invariant_names = tuple(first.invariant_names)
-        self.torch_invariants = bool(first.torch_invariants)
-        self.base = first if base is None else base
+        self.columns: tuple[str, ...] = tuple(columns)
+        self.name: str = first.name
+        self.dim: int = first.dim
+        self.invariant_names: tuple[str, ...] = tuple(first.invariant_names)
+        self.torch_invariants: bool = bool(first.torch_invariants)
+        self.base: System = first if base is None else base
         self._groups: list[tuple[System, np.ndarray]] | None = None
 
     def __len__(self) -> int:
@@ -165,7 +165,7 @@ class SystemFamily:
     def __iter__(self) -> Iterator[System]:
         return iter(self.systems)
 
-    def __getitem__(self, rows):
+    def __getitem__(self, rows: Any) -> Any:
         if isinstance(rows, (int, np.integer)):
             return self.systems[int(rows)]
         idx = np.arange(len(self.systems))[rows]
