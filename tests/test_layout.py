@@ -520,21 +520,7 @@ ALLOWED_CONFIG_TAKERS = {
     "training/plan.py:build_plan",  # vp-train's plan builder: TrainConfig -> TrainPlan (every check there)
     "rollout/run.py:run_rollouts",  # vp-rollout's Python entry point
     "rollout/plan.py:build_plan",  # vp-rollout's plan builder: RolloutConfig -> RolloutPlan
-}
-#: rollout and data functions that still take a config on main; roll44 (issue 44) is emptying this set
-_NOT_YET = {
-    "data/work_precision.py:work_precision_stem",
-    "data/work_precision.py:check_work_precision_outputs",
-    "rollout/cluster.py:_shard_task",
-    "rollout/cluster.py:rollout_on_cluster",
-    "rollout/cluster.py:_rollout_on_cluster",
-    "rollout/plan.py:select",
-    "rollout/plan.py:select_planned",
-    "rollout/precision.py:run_work_precision",
-    "rollout/run.py:run_shard",
-    "rollout/run.py:_part",
-    "rollout/run.py:_run",
-    "rollout/run.py:run_digest",
+    "rollout/precision.py:run_work_precision",  # the work-precision ladder's Python entry point (builds its plan)
 }
 
 
@@ -564,6 +550,6 @@ def test_no_config_below_the_plan_builders():
         rel = path.relative_to(PACKAGE)
         if rel.parts[0] != "cli":
             found |= _config_takers(path.read_text(), rel.as_posix())
-    assert found - _NOT_YET == ALLOWED_CONFIG_TAKERS, (
-        f"new config takers (take the plan instead): {sorted(found - _NOT_YET - ALLOWED_CONFIG_TAKERS)}; "
+    assert found == ALLOWED_CONFIG_TAKERS, (
+        f"new config takers (take the plan instead): {sorted(found - ALLOWED_CONFIG_TAKERS)}; "
         f"gone from the allowed set (remove them there): {sorted(ALLOWED_CONFIG_TAKERS - found)}")

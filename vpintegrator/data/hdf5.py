@@ -36,10 +36,10 @@ from .._io import atomic_path, check_h5_write, h5_writing
 from .._outputs import check_output, output_lock
 from .._version import __version__
 from ..errors import VPIntegratorError
-from ..jobs.shards import is_shard_set
+from ..jobs.shards import SHARD_KEYS, Shard, ShardKind, collect, is_shard_set
 from ..provenance import parse_provenance, provenance_record
 from ..systems.registry import PARAM_PREFIX, System, system_meta
-from .trajectories import Trajectories
+from .trajectories import DIMENSIONLESS, Trajectories, state_names, state_units  # noqa: F401
 
 __all__ = ["SCHEMA_VERSION", "TrajectoryWriter", "read_metadata", "read_trajectories", "write_trajectories",
            "DIMENSIONLESS", "label_rollout_group", "label_rollout_root", "label_trajectory_file", "state_names",
@@ -837,8 +837,6 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
     """
     path = Path(path)
     if is_shard_set([path]):
-        from .shards import read_shard_metadata  # (the index of shards: read by the shard set's reader)
-
         return read_shard_metadata([path])
     with _open(path) as f:
         n_traj, n_states, _ = _validate(path, f)
@@ -900,8 +898,6 @@ def read_trajectories(
     if not paths:
         raise VPIntegratorError("read_trajectories: got an empty list of files; give at least one path")
     if is_shard_set(paths):
-        from .shards import read_shard_set
-
         return read_shard_set(paths, traj, steps, allow)
     if len(paths) == 1:
         return _read_one(paths[0], traj, steps, allow)
@@ -990,40 +986,7 @@ def _read_shards(paths: list[Path], traj: Any, steps: Any, allow: bool = False) 
 # small label datasets above are added, and readers ignore both.
 
 
-#: the ``units`` of a dimensionless quantity (CF conventions / UDUNITS)
-DIMENSIONLESS = "1"
 TRAJECTORY, TIME, STATE, PARAM, MAP = "trajectory", "t", "state", "param", "map_step"
-
-
-def _system_class(system: Any) -> Any:
-    """The System class behind a System (or family) object or a registry name; None if unknown."""
-    if system is None:
-        return None
-    if isinstance(system, str):
-        from ..errors import VPIntegratorError
-        from ..systems.registry import system_class
-
-        try:
-            return system_class(system)
-        except VPIntegratorError:
-            return None
-    base = getattr(system, "base", None)  # a SystemFamily: its rows' class
-    return type(base) if base is not None else type(system)
-
-
-def state_names(system: Any, dim: int) -> tuple[str, ...]:
-    """The names of the ``dim`` state components: the system class's ``state_names`` when it declares
-    ``dim`` of them, else ``("y1", ..., "y<dim>")``."""
-    names = tuple(getattr(_system_class(system), "state_names", ()) or ())
-    if len(names) == dim and all(isinstance(n, str) and n for n in names):
-        return names
-    return tuple(f"y{i + 1}" for i in range(dim))
-
-
-def state_units(system: Any) -> str:
-    """The ``units`` of the states: the system class's ``state_units``, else ``"1"`` (dimensionless)."""
-    units = getattr(_system_class(system), "state_units", None)
-    return units if isinstance(units, str) and units else DIMENSIONLESS
 
 
 def _strings(values: Sequence[str]) -> np.ndarray:
@@ -1123,3 +1086,78 @@ def label_rollout_group(group: h5py.Group, *, system: Any = None) -> None:
                 ds = group[key]
                 _attach(ds, TRAJECTORY)
                 ds.dims[1].attach_scale(maps)
+
+
+# --------------------------------------------------------------------------- reading a shard set
+
+# metadata that must agree between the shards of one data set (besides the time grid and dim)
+_SAME = ("spec", "system", "system_class", "dt", "t_end", "method", "rtol", "atol", "seed", "sampler",
+         "sampler_args", "chunk_size", "shard_count", "shard_n_traj", "parameter_dists")
+_PER_SHARD = (*SHARD_KEYS, "created", "n_traj")
+
+
+def _head(path: Path) -> tuple[dict, tuple[int, int, int], np.ndarray]:
+    with _open(path) as f:
+        shape = _validate(path, f)
+        return _attrs_to_meta(f.attrs), shape, f["t"][:]
+
+
+#: the shards of a trajectory data set (vp-gen)
+GEN = ShardKind("vp-gen", _SAME, head=_head)
+
+
+def _collect(paths: list[Path]) -> tuple[list[Shard], Path | None]:
+    """The shards of one data set (checked), in shard order; and the index file, if given."""
+    return collect(paths, GEN)
+
+
+def _merged_meta(shards: list[Shard], index: Path | None) -> dict[str, Any]:
+    meta = {k: v for k, v in shards[0].meta.items() if k not in _PER_SHARD}
+    for key in [k for k in meta if k.startswith("max_rel_drift_")]:
+        meta[key] = max(float(s.meta.get(key, 0.0)) for s in shards)
+    meta["source_files"] = [str(s.path) for s in shards]
+    if index is not None:
+        meta["index_file"] = str(index)
+    return meta
+
+
+def read_shard_metadata(paths: list[Path]) -> dict[str, Any]:
+    """[`read_metadata`][vpintegrator.data.hdf5.read_metadata] of an index file or a list of shards (checked)."""
+    shards, index = _collect(paths)
+    meta = _merged_meta(shards, index)
+    n_traj, n_states = sum(s.shape[0] for s in shards), shards[0].shape[1]
+    meta["n_traj"], meta["n_states"], meta["n_steps"] = n_traj, n_states, n_states - 1
+    return meta
+
+
+def read_shard_set(paths: list[Path], traj: Any = None, steps: Any = None, allow: bool = False) -> Trajectories:
+    """The whole data set of an index file or a list of shards, as one [`Trajectories`][vpintegrator.data.trajectories.Trajectories]."""
+    shards, index = _collect(paths)
+    counts = np.array([s.shape[0] for s in shards])
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    total, dim = int(offsets[-1]), shards[0].shape[2]
+    idx = _index(traj, total, "traj", index or shards[0].path)
+    wanted = np.atleast_1d(np.arange(total)[idx])
+    shard_of = np.searchsorted(offsets, wanted, side="right") - 1
+    t_sel = None
+    y = None
+    params, names = None, ()  # type: tuple[np.ndarray | None, tuple[str, ...]]
+    for i, s in enumerate(shards):
+        mask = shard_of == i
+        if mask.any() or (i == 0 and wanted.size == 0):
+            part = _read_one(s.path, wanted[mask] - offsets[i], steps, allow)
+            t_sel = part.t
+            if y is None:
+                y = np.empty((wanted.size, part.y.shape[1], dim))
+            y[np.flatnonzero(mask)] = part.y
+            if part.params is not None:  # a parametric data set: every shard has /params (same parameter_dists)
+                if params is None:
+                    names = part.param_names
+                    params = np.full((wanted.size, len(names)), np.nan)
+                if part.param_names != names:
+                    raise VPIntegratorError(f"{s.path}: its '/params' columns {list(part.param_names)} differ from "
+                                            f"{list(names)}; give only the shards of one vp-gen --shard run")
+                params[np.flatnonzero(mask)] = part.params
+    meta = _merged_meta(shards, index)
+    meta["n_traj"], meta["n_states"], meta["n_steps"] = int(y.shape[0]), int(y.shape[1]), int(y.shape[1]) - 1
+    return Trajectories(y=y, t=t_sel, meta=meta, params=params, param_names=names)

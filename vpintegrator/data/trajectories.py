@@ -246,7 +246,6 @@ class Trajectories:
         except ImportError:
             raise VPIntegratorError("Trajectories.to_xarray needs xarray, which is not installed; "
                                     "pip install 'vpintegrator[xarray]' (or pip install xarray)") from None
-        from .hdf5 import DIMENSIONLESS, state_names, state_units
 
         system = self.meta.get("system_class") or self.meta.get("system")
         start = self.meta.get("shard_traj_start")
@@ -293,3 +292,40 @@ def first_states_digest(y0: np.ndarray) -> str:
     import hashlib
 
     return hashlib.sha256(np.ascontiguousarray(np.asarray(y0, dtype="<f8")).tobytes()).hexdigest()
+
+
+# --------------------------------------------------------------------------- naming the states (the files' and xarray's labels)
+
+#: the ``units`` of a dimensionless quantity (CF conventions / UDUNITS)
+DIMENSIONLESS = "1"
+
+
+def _system_class(system: Any) -> Any:
+    """The System class behind a System (or family) object or a registry name; None if unknown."""
+    if system is None:
+        return None
+    if isinstance(system, str):
+        from ..errors import VPIntegratorError
+        from ..systems.registry import system_class
+
+        try:
+            return system_class(system)
+        except VPIntegratorError:
+            return None
+    base = getattr(system, "base", None)  # a SystemFamily: its rows' class
+    return type(base) if base is not None else type(system)
+
+
+def state_names(system: Any, dim: int) -> tuple[str, ...]:
+    """The names of the ``dim`` state components: the system class's ``state_names`` when it declares
+    ``dim`` of them, else ``("y1", ..., "y<dim>")``."""
+    names = tuple(getattr(_system_class(system), "state_names", ()) or ())
+    if len(names) == dim and all(isinstance(n, str) and n for n in names):
+        return names
+    return tuple(f"y{i + 1}" for i in range(dim))
+
+
+def state_units(system: Any) -> str:
+    """The ``units`` of the states: the system class's ``state_units``, else ``"1"`` (dimensionless)."""
+    units = getattr(_system_class(system), "state_units", None)
+    return units if isinstance(units, str) and units else DIMENSIONLESS
