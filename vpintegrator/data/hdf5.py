@@ -1158,6 +1158,7 @@ def read_shard_set(paths: list[Path], traj: Any = None, steps: Any = None, allow
                     raise VPIntegratorError(f"{s.path}: its '/params' columns {list(part.param_names)} differ from "
                                             f"{list(names)}; give only the shards of one vp-gen --shard run")
                 params[np.flatnonzero(mask)] = part.params
+    assert y is not None and t_sel is not None  # shard 0 is always read (an empty selection reads its grid)
     meta = _merged_meta(shards, index)
     meta["n_traj"], meta["n_states"], meta["n_steps"] = int(y.shape[0]), int(y.shape[1]), int(y.shape[1]) - 1
     return Trajectories(y=y, t=t_sel, meta=meta, params=params, param_names=names)
