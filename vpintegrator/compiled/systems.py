@@ -17,13 +17,14 @@ kid    system                ``p`` (``field_params()``)            extra kernels
 3      abc_flow              (A, B, C)
 4      rigid_body_exp        (a, b, c, epsilon)
 100    a learned field       its networks (``learned_field``)
+101    a fitted library      its features and coefficients (``library_field``: SINDy's Θ(z) Ξ)
 =====  ====================  ====================================  =====================================
 
 ``SHIPPED`` (kid -> class) is the one table of compiled systems: ``codegen`` writes the lean loops of each.
 
 User-defined systems (and subclasses of the shipped ones, which may override the equations) are not
 compiled: ``system_kernel`` returns ``None`` and callers fall back to NumPy. A system with a
-``compiled_kernel()`` method (the rollout's ``LearnedField``) gives its own ``(kid, p)``.
+``compiled_kernel()`` method (the rollout's ``LearnedField`` and ``SindyField``) gives its own ``(kid, p)``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import numpy as np
 
 from ._jit import jit, jit_helpers
 from .learned_field import learned_jacobian, learned_vector_field
+from .library_field import library_jacobian, library_vector_field
 
 from ..systems import ABCFlow, CoupledOscillator, RigidBody, RigidBodyExp, System, Volterra
 from ..systems.coupled_oscillator import kinetic_gradient_of, potential_gradient_of
@@ -39,10 +41,13 @@ from ..systems.coupled_oscillator import kinetic_gradient_of, potential_gradient
 RIGID_BODY, COUPLED_OSCILLATOR, VOLTERRA, ABC_FLOW, RIGID_BODY_EXP = 0, 1, 2, 3, 4
 #: a learned vector field (``vpintegrator.compiled.learned_field``; its networks packed into ``p``)
 LEARNED_FIELD = 100
+#: a fitted library field Θ(z) Ξ (``vpintegrator.compiled.library_field``; SINDy's rows)
+LIBRARY_FIELD = 101
 #: kid -> the shipped class whose ``field`` / ``field_jacobian`` the kernels compile
 SHIPPED: dict[int, type[System]] = {RIGID_BODY: RigidBody, COUPLED_OSCILLATOR: CoupledOscillator,
                                     VOLTERRA: Volterra, ABC_FLOW: ABCFlow, RIGID_BODY_EXP: RigidBodyExp}
-KERNEL_NAMES = {**{kid: cls.name for kid, cls in SHIPPED.items()}, LEARNED_FIELD: "learned_field"}
+KERNEL_NAMES = {**{kid: cls.name for kid, cls in SHIPPED.items()}, LEARNED_FIELD: "learned_field",
+                LIBRARY_FIELD: "library_field"}
 _KIDS: dict[type[System], int] = {cls: kid for kid, cls in SHIPPED.items()}
 
 
@@ -107,6 +112,8 @@ def vector_field(kid, p, y, out):
         _put3(rigid_body_exp_field(p, (y[0], y[1], y[2])), out)
     elif kid == LEARNED_FIELD:
         learned_vector_field(p, y, out)
+    elif kid == LIBRARY_FIELD:
+        library_vector_field(p, y, out)
     else:  # ABC_FLOW
         _put3(abc_flow_field(p, (y[0], y[1], y[2])), out)
 
@@ -127,6 +134,8 @@ def jacobian(kid, p, y, out):
         _put33(rigid_body_exp_jacobian(p, (y[0], y[1], y[2])), out)
     elif kid == LEARNED_FIELD:
         learned_jacobian(p, y, out)
+    elif kid == LIBRARY_FIELD:
+        library_jacobian(p, y, out)
     else:  # ABC_FLOW
         _put33(abc_flow_jacobian(p, (y[0], y[1], y[2])), out)
 

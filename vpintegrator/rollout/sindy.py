@@ -229,6 +229,15 @@ class SindyField(System):
         J = np.einsum("nfj,fi->nij", self.library.gradient(flat), self.coefficients)  # (n, dim, dim): ∂f_i/∂z_j
         return J.reshape(*y.shape, self.dim)
 
+    def compiled_kernel(self) -> tuple[int, np.ndarray]:
+        """``(kid, p)`` of the compiled field (``vpintegrator.compiled.library_field``): the compiled steppers run
+        the fitted field at batch 1 as they run a shipped system."""
+        from ..compiled.library_field import pack_library_field
+        from ..compiled.systems import LIBRARY_FIELD
+
+        lib = self.library
+        return LIBRARY_FIELD, pack_library_field(lib.powers, lib.sin, lib.cos, lib.exp, self.coefficients)
+
     def equations(self, precision: int = 6) -> list[str]:
         """One readable line per component: ``x0' = 0.500000 x1 x2 - 0.250000 x0`` (``0`` when empty)."""
         names = self.library.names()
@@ -366,9 +375,11 @@ class SindyStep(StepMap):
 
     The fit and the selection run in ``start`` (timed as set-up, ``setup_seconds``, like a model's training
     is not part of its step cost); the steps are those of an
-    [`IntegratorStep`][vpintegrator.rollout.steps.IntegratorStep] on the fitted field (NumPy path: no
-    compiled kernel exists for a fitted field). When no candidate has skill every state is NaN (the row
-    fails by the failure rule; ``describe()["fit_failure"]`` says why).
+    [`IntegratorStep`][vpintegrator.rollout.steps.IntegratorStep] on the fitted field: a rollout of at most a
+    few trajectories runs the compiled stepper on the fitted field's kernel (``compiled/library_field.py``), as
+    the oracle's and the learned fields' rows do, a larger one the NumPy path (``describe()["runner"]``). When
+    no candidate has skill every state is NaN (the row fails by the failure rule; ``describe()["fit_failure"]``
+    says why).
 
     Parameters
     ----------
@@ -433,8 +444,29 @@ class SindyStep(StepMap):
         self._n = int(np.asarray(window0).shape[0])
         self._inner = None
         if self.field is not None:
-            self._inner = IntegratorStep(self.field, self.integrator, self.dt, compiled_max_batch=0)
+            self._inner = IntegratorStep(self.field, self.integrator, self.dt)
             self._inner.start(window0, limit)
+
+    def rollout_direct(self, window0: np.ndarray, n_steps: int, out: np.ndarray, limit: np.ndarray
+                       ) -> tuple[np.ndarray, float, float, float] | None:
+        """The engine's whole-rollout path (``IntegratorMap.rollout_direct``) of the fitted field: the fit and the
+        selection are set-up (``setup_seconds``), the compiled stepper's run the seconds; None (the engine's
+        block loop then runs) when no candidate has skill or the selection is too large to run compiled."""
+        from ..clock import thread_cpu
+        from .steps import IntegratorStep
+
+        tic = thread_cpu()
+        self.fit_now()
+        fit_seconds = thread_cpu() - tic
+        if self.field is None:
+            return None
+        inner = IntegratorStep(self.field, self.integrator, self.dt)
+        done = inner.rollout_direct(window0, n_steps, out, limit)
+        if done is None:
+            return None
+        self._inner, self._n = inner, int(np.asarray(window0).shape[0])
+        failed, seconds, setup_seconds, wall = done
+        return failed, seconds, setup_seconds + fit_seconds, wall
 
     def generate(self, n):
         if self._inner is None:
@@ -460,7 +492,8 @@ class SindyStep(StepMap):
                 f"{zero} all-zero, the others with validation error >= 1 or blowing up)")
 
     def describe(self) -> dict[str, Any]:
-        info: dict[str, Any] = {**super().describe(), "integrator": self.integrator, "runner": "numpy"}
+        runner = "numpy" if self._inner is None else self._inner.describe().get("runner", "numpy")
+        info: dict[str, Any] = {**super().describe(), "integrator": self.integrator, "runner": runner}
         if self.source:
             info["fit_source"] = self.source
         if self._fitted:

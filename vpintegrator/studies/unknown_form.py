@@ -626,8 +626,9 @@ def tables(summary: list[dict]) -> str:
     lines = ["Cells: the median over seeds of the per-seed median relative error over held-out initial conditions "
              "[bootstrap 95 % interval over seeds] (the smallest 10 % and largest 90 % quantile of any seed). "
              "Cost: batch-1 thread CPU seconds per unit time (median over seeds), with the stepper that ran it "
-             "(numba: the compiled kernel; numpy: the NumPy path, which a fitted SINDy field takes: no compiled "
-             "kernel exists for it); amortised: + training CPU / (N · 10) with N the rollouts it is spread over."]
+             "(numba: the compiled kernel, a fitted SINDy field's included; numpy: the NumPy path, which runs "
+             "a fitted SINDy field in results recorded before its compiled kernel existed); amortised: + training "
+             "CPU / (N · 10) with N the rollouts it is spread over."]
     for system in [s for s in SYSTEMS if any(x["system"] == s for x in summary)]:
         for sigma in sorted({x["noise"] for x in summary if x["system"] == system}):
             mine = sorted((x for x in summary if x["system"] == system and x["noise"] == sigma),
