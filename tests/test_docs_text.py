@@ -102,3 +102,17 @@ def test_no_internal_references_in_the_study_helps(capsys):
         assert main(name, ["--help"]) == 0
         out = capsys.readouterr().out
         assert not INTERNAL.search(out), (name, INTERNAL.search(out).group(0))
+
+
+def test_no_internal_references_in_the_shipped_text_files():
+    """The text files a user reads outside the docs site carry no tracker reference either: the wheel's
+    pretrained README and provenance.json (what ``vp.pretrained_info`` reads), and the README (the package's
+    PyPI page) where a clone has one."""
+    pattern = re.compile(r"\b[Ii]ssue[\s-]+#?\d+|\bthe issue's\b")
+    files = [PACKAGE / "pretrained" / "README.md", PACKAGE / "pretrained" / "provenance.json"]
+    readme = PACKAGE.parent / "README.md"
+    if (PACKAGE.parent / "pyproject.toml").is_file() and readme.is_file():  # a clone, not the installed wheel
+        files.append(readme)
+    found = [f"{p.name}:{i}: {pattern.search(line).group(0)}" for p in files
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    assert not found, found
