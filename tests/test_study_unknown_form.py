@@ -72,6 +72,37 @@ def test_plateau_is_the_gain_of_the_second_half_of_the_budget():
     assert uf.plateau({"cpu": [1.0], "val": [1.0]})["plateaued"] is None
 
 
+def test_the_tables_say_which_trainings_a_wall_ceiling_cut_short():
+    rows = _rows()
+    summary = uf.summarize_rows(rows)
+    assert "10 runs recorded before the study noted it: not known" in uf.wall_ceiling_line(summary)
+    for r in rows:
+        for i, point in enumerate(r.get("sweep") or []):
+            r["sweep"][i] = {**point, "wall_limited": False}
+    assert uf.wall_ceiling_line(uf.summarize_rows(rows)).startswith(
+        "Every training run used its CPU budget or stopped for another reason: none stopped at its wall-time "
+        "ceiling first (10 runs).")
+    rows[0] = {**rows[0], "sweep": [{**rows[0]["sweep"][0], "wall_limited": True, "cpu_seconds": 31.0},
+                                    rows[0]["sweep"][1]]}
+    line = uf.wall_ceiling_line(uf.summarize_rows(rows))
+    assert line.startswith("**1 of 10 training runs stopped at their wall-time ceiling before their CPU budget**")
+    assert "rigid_body_exp σ = 0 lpnet seed 0 point 0: 31 CPU s" in line
+    assert line in uf.tables(uf.summarize_rows(rows))
+
+
+def test_a_wall_limited_phase_marks_its_sweep_point(tmp_path):
+    run = tmp_path / "rigid_body_exp" / "lpnet_p0"
+    run.mkdir(parents=True)
+    (run / "config.toml").write_text("cpu_time_limit = 50.0\ntime_limit = 200.0\n")
+    write_json(run / "summary.json", {"cpu_time": 31.0, "wall_time": 200.5, "stopped": "time_limit",
+                                           "best_loss": 1e-5, "n_params": 128})
+    point = uf._point(tmp_path, "lpnet", 0, run)
+    assert point["wall_limited"] is True and point["cpu_seconds"] == 31.0
+    write_json(run / "summary.json", {"cpu_time": 50.1, "wall_time": 80.0, "stopped": "time_limit",
+                                           "best_loss": 1e-5, "n_params": 128})
+    assert uf._point(tmp_path, "lpnet", 0, run)["wall_limited"] is False
+
+
 def test_merge_rows_replaces_a_reruns_rows_and_keeps_the_others():
     old = [_row("rigid_body", "lpnet", 0, 1e-3), _row("rigid_body", "lpnet", 1, 1e-3)]
     new = [_row("rigid_body", "lpnet", 1, 5e-4)]

@@ -267,11 +267,16 @@ def train_approach(data: Path, out: Path, system: str, sigma: float, approach: s
 def _point(out: Path, approach: str, p: int, run: Path) -> dict[str, Any]:
     """One finished sweep point: its phases' CPU seconds summed, its curve (the phases' curves end to end on
     the CPU axis), and the phase whose ``best.pt`` scored best on the validation trajectories (``model_run``)."""
+    from .rigid_body_results import training_budget
+
     cpu: list[float] = []
     val: list[float] = []
     total, best_loss, model_run, n_params = 0.0, math.inf, run, None
+    wall_limited = False
     for path, _, _ in _phases(run, approach, p):
         s = read_json(path / "summary.json") or {}
+        budget = training_budget(path)
+        wall_limited = wall_limited or bool(budget and budget["wall_limited"])
         c = _curve(path) if (path / "log.csv").is_file() else {"cpu": [], "val": []}
         cpu += [total + x for x in c["cpu"]]
         val += c["val"]
@@ -282,7 +287,7 @@ def _point(out: Path, approach: str, p: int, run: Path) -> dict[str, Any]:
         n_params = s.get("n_params", n_params)
     return {"point": p, "settings": RECIPES[approach][3][p], "best_loss": best_loss, "cpu_seconds": total,
             "n_params": n_params, "run": str(run.relative_to(out)), "model_run": str(model_run.relative_to(out)),
-            "curve": {"cpu": cpu, "val": val}}
+            "wall_limited": wall_limited, "curve": {"cpu": cpu, "val": val}}
 
 
 def chosen(out: Path, approach: str, runs: Sequence[Path]) -> dict:
@@ -599,6 +604,7 @@ def summarize_rows(rows: list[dict], amortise_over: float = 1e5) -> list[dict]:
         for r in mine:
             for p in r.get("sweep") or []:
                 plateaus.append({"seed": int(r["seed"]), "point": p["point"], "chosen": p["point"] == r.get("point"),
+                                 "cpu_seconds": p.get("cpu_seconds"), "wall_limited": p.get("wall_limited"),
                                  **plateau(p.get("curve") or {})})
         s["plateau"] = plateaus
         out.append(s)
@@ -678,7 +684,24 @@ def tables(summary: list[dict]) -> str:
                              f"{'yes' if p['chosen'] else ''} | {_g(p.get('cpu_end'))} | {_g(p.get('best'))} | "
                              f"{_g(p.get('gain_last_half'))} | "
                              f"{'—' if p.get('plateaued') is None else ('yes' if p['plateaued'] else 'no')} |")
+        lines += ["", wall_ceiling_line(plateaus)]
     return "\n".join(lines) + "\n"
+
+
+def wall_ceiling_line(summary: Sequence[dict]) -> str:
+    """Whether a training stopped at its wall-time ceiling before its CPU budget (a loaded machine): the runs it
+    did, those that ran before the study recorded it, or that none did."""
+    runs = [(x, p) for x in summary for p in x["plateau"]]
+    cut = [(x, p) for x, p in runs if p.get("wall_limited")]
+    unknown = sum(p.get("wall_limited") is None for _, p in runs)
+    note = f" ({unknown} runs recorded before the study noted it: not known)" if unknown else ""
+    if not cut:
+        return (f"Every training run used its CPU budget or stopped for another reason: none stopped at its wall-time "
+                f"ceiling first ({len(runs) - unknown} runs){note}.")
+    which = "; ".join(f"{x['system']} σ = {x['noise']:g} {x['approach']} seed {p['seed']} point {p['point']}: "
+                      f"{_g(p.get('cpu_seconds'))} CPU s" for x, p in cut)
+    return (f"**{len(cut)} of {len(runs) - unknown} training runs stopped at their wall-time ceiling before their CPU "
+            f"budget** (a loaded machine: raise --wall-ceiling, or run with fewer --jobs){note}: {which}.")
 
 
 def figures(summary: list[dict], out: Path, rows: Sequence[dict] = ()) -> list[Path]:
