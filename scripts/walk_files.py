@@ -1,15 +1,16 @@
-"""How many files a parameter's walk through ``fit`` and ``run_rollouts`` visits, in two trees.
+"""How many files a parameter's walk through ``fit``, ``run_rollouts`` and ``generate`` visits, in one or two trees.
 
-    python scripts/walk_files.py --base /path/to/checkout-of-the-old-commit [--list] [--work DIR]
+    python scripts/walk_files.py [--base /path/to/checkout-of-the-old-commit] [--list] [--work DIR]
 
-For each tree, in a fresh process (``PYTHONPATH`` set to the tree, one torch thread), it generates a tiny
-data file (rigid body, implicit midpoint, 16 trajectories to t = 2, outside the profile), then runs each
-entry point twice: once to import and compile everything, then again under ``sys.setprofile`` (and
+For this checkout (and, with ``--base``, an older one), in a fresh process (``PYTHONPATH`` set to the
+tree, one torch thread), it generates a tiny data file (rigid body, implicit midpoint, 16 trajectories to
+t = 2, outside the profile), then runs each entry point twice: once to import and compile everything, then again under ``sys.setprofile`` (and
 ``threading.setprofile``, for worker threads). Only the second run is counted, so the numbers are the
 walk, not the imports. The entry points:
 
 - ``fit``: 1 epoch of a float64 VPT with Adam (batch 256, validation fraction 0.1, a run directory);
-- ``run_rollouts``: that VPT beside RK4 and implicit midpoint, trajectories 0 and 1 to t = 2.
+- ``run_rollouts``: that VPT beside RK4 and implicit midpoint, trajectories 0 and 1 to t = 2;
+- ``generate``: the shipped spec ``rigid_body`` (its own method), 4 trajectories to t = 2, into a file.
 
 Counted, per entry point and tree:
 
@@ -48,15 +49,19 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
 
-#: tests/test_layout.py's layers, lowest first (copied so that both trees are counted by the same list)
+#: tests/test_layout.py's layers, lowest first, then the root namespace (copied so that both trees are counted by
+#: the same list; tests/test_walk_files.py checks the copy against the test's list)
 LAYERS = [
-    "errors", "plugins", "protocols", "_version", "provenance", "_progress", "_lazy", "_toml", "_shipped",
-    "_signals", "_jitcache", "_io", "_outputs", "resources", "config", "device",
+    "errors", "plugins", "protocols", "_version", "provenance", "_progress", "_logging", "_lazy", "_toml",
+    "_shipped", "_signals", "_jitcache", "_io", "_outputs", "resources", "config", "device", "clock",
     "arrays", "rundir", "fastpath", "stepping", "jobs",
     "systems", "integrators", "compiled", "data",
     "jacobians", "nn", "models", "metrics", "poisson", "testing",
     "rollout", "training", "plotting", "studies", "cli", "__init__", "__main__",
 ]
+
+#: the entry points, in the order the program runs them
+ENTRIES = ("fit", "run_rollouts", "generate")
 
 PROGRAM = r'''
 import json, sys, threading
@@ -146,6 +151,14 @@ train("run0")  # imports and compiles outside the profile
 result = {"fit": profiled(lambda: train("run1"))}
 roll("roll0.h5")
 result["run_rollouts"] = profiled(lambda: roll("roll1.h5"))
+
+
+def gen(out):
+    vp.generate(vp.load_spec("rigid_body", n_traj=4, t_end=2.0), out=work / out)
+
+
+gen("gen0.h5")
+result["generate"] = profiled(lambda: gen("gen1.h5"))
 print("WALK " + json.dumps(result))
 '''
 
@@ -163,7 +176,7 @@ def walk(tree: Path, work: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--base", type=Path, required=True, help="a checkout of the old commit")
+    ap.add_argument("--base", type=Path, default=None, help="a checkout of an older commit to compare with")
     ap.add_argument("--here", type=Path, default=HERE, help="the tree to compare (default: this checkout)")
     ap.add_argument("--list", action="store_true", help="print the files and climbing pairs")
     ap.add_argument("--functions", action="store_true", help="with --list: the functions that ran in each file")
@@ -171,15 +184,16 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or Path(tmp)
-        walks = {"base": walk(args.base.resolve(), work / "base"), "here": walk(args.here.resolve(), work / "here")}
+        walks = {"base": walk(args.base.resolve(), work / "base")} if args.base is not None else {}
+        walks["here"] = walk(args.here.resolve(), work / "here")
     print(f"{'entry point':<14} {'tree':<5} {'files':>5} {'climbs':>6} (layer + chain)")
-    for entry in ("fit", "run_rollouts"):
+    for entry in ENTRIES:
         for tree, found in walks.items():
             files, climbs = found[entry]
             layer = sum(1 for c in climbs if c[2] == "layer")
             print(f"{entry:<14} {tree:<5} {len(files):>5} {len(climbs):>6} ({layer} + {len(climbs) - layer})")
     if args.list:
-        for entry in ("fit", "run_rollouts"):
+        for entry in ENTRIES:
             for tree, found in walks.items():
                 files, climbs = found[entry]
                 print(f"\n{entry}, {tree}: {len(files)} files")

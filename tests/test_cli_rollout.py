@@ -242,7 +242,7 @@ def test_disk_estimate_refuses_before_starting(files, tmp_path, monkeypatch):
     import shutil
     from collections import namedtuple
 
-    from vpintegrator.rollout.plan import estimate
+    from vpintegrator.rollout.preflight import estimate
 
     root, data = files
     usage = namedtuple("usage", "total used free")

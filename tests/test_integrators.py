@@ -358,14 +358,14 @@ def test_user_defined_system_and_singular_newton_matrix():
 
 def test_gauss_legendre4_keeps_its_closed_form_tableau():
     """gauss_legendre4 is the s = 2 member of the family with today's closed-form numbers (same results)."""
-    from vpintegrator.integrators import GaussLegendre, GaussLegendre4, gauss_legendre_tableau
+    from vpintegrator.integrators import GaussLegendre, gauss_legendre_tableau
 
     r = np.sqrt(3.0) / 6.0
     a, b, c = gauss_legendre_tableau(2)
     np.testing.assert_array_equal(a, np.array([[0.25, 0.25 - r], [0.25 + r, 0.25]]))
     np.testing.assert_array_equal(b, [0.5, 0.5])
     np.testing.assert_array_equal(c, [0.5 - r, 0.5 + r])
-    assert get_integrator("gauss_legendre4") == GaussLegendre(stages=2) == GaussLegendre4()
+    assert get_integrator("gauss_legendre4") == GaussLegendre(stages=2) == GaussLegendre()
     assert get_integrator("gauss_legendre", stages=2).name == "gauss_legendre4"
 
 

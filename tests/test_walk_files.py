@@ -29,3 +29,17 @@ def test_walk_counts_the_same_tree_the_same_and_lists_the_drivers(tmp_path):
     fit_files = lists.split("\nrun_rollouts, base:")[0]
     assert "  training/loop.py\n" in fit_files and "  training/run.py\n" in fit_files
     assert "  rollout/plan.py\n" in res.stdout.split("\nrun_rollouts, here:")[1]
+
+
+@pytest.mark.skipif(not (ROOT / "scripts" / "walk_files.py").is_file(), reason="repository files (not in the wheel)")
+def test_the_walk_counts_climbs_by_the_layouts_layers():
+    """The script's copy of the layers is tests/test_layout.py's list and the root namespace on top: a part
+    missing from the copy ranks above everything, and every call into it would count as a climb."""
+    import ast
+
+    def layers(path):
+        tree = ast.parse(path.read_text())
+        node = next(n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "LAYERS")
+        return ast.literal_eval(node.value)
+
+    assert layers(ROOT / "scripts" / "walk_files.py") == [*layers(ROOT / "tests" / "test_layout.py"), "__init__", "__main__"]

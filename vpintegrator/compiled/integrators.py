@@ -177,7 +177,7 @@ def _tableau(method, s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         tab = tab() if callable(tab) else tab
         a, b, c = (np.ascontiguousarray(np.asarray(x, dtype=np.float64)) for x in tab)
         return a, b, c
-    if s == 2:  # exactly the constants of the NumPy GaussLegendre4
+    if s == 2:  # exactly the constants of the NumPy gauss_legendre4 (GaussLegendre(stages=2))
         sq3 = math.sqrt(3.0)
         return (np.array([[0.25, 0.25 - sq3 / 6.0], [0.25 + sq3 / 6.0, 0.25]]), np.array([0.5, 0.5]),
                 np.array([0.5 - sq3 / 6.0, 0.5 + sq3 / 6.0]))

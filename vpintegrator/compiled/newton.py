@@ -1,6 +1,6 @@
 """Compiled implicit steps: implicit midpoint and s-stage Gauss-Legendre, Newton as in the NumPy code.
 
-Mirrors ``vpintegrator.integrators`` (``_Newton``, ``ImplicitMidpoint``, ``GaussLegendre4``) on one
+Mirrors ``vpintegrator.integrators`` (``_Newton``, ``ImplicitMidpoint``, ``GaussLegendre``) on one
 state: the same start guess (explicit Euler for the midpoint, ``Z_i = h c_i f(y)`` for the stages), the
 same update (a full Newton step with the system Jacobian at the current iterate), the same test
 (``e <= tol * scale``, or stalled at the rounding floor: ``e <= 1e3 tol scale`` and ``e >= prev / 2``,

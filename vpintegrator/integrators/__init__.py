@@ -33,7 +33,7 @@ from .registry import (describe_methods, get_integrator, list_integrators, list_
                        supported_integrators)
 from .composition import SCHEMES, Composition, compositions, register_compositions
 from .explicit import RK4, ExplicitEuler
-from .implicit import GaussLegendre, GaussLegendre4, ImplicitMidpoint, gauss_legendre_tableau
+from .implicit import GaussLegendre, ImplicitMidpoint, gauss_legendre_tableau
 from .splitting import SPLITTINGS, LieTrotterComposition, ShearSplitting, StormerVerlet
 from .lie_poisson import CentredRotationSplitting, RotationSplitting
 
@@ -66,7 +66,6 @@ __all__ = [
     "RK4",
     "ImplicitMidpoint",
     "GaussLegendre",
-    "GaussLegendre4",
     "StormerVerlet",
     "ShearSplitting",
     "LieTrotterComposition",

@@ -224,6 +224,3 @@ class GaussLegendre(_Newton):
         jac = system.jacobian(stages)  # (batch, s, d, d)
         return np.eye(d) + h * np.einsum("j,njab,njbc->nac", self.tableau[1], jac, dstages)
 
-
-#: the two-stage method under its historical class name (``GaussLegendre4()`` is ``gauss_legendre4``)
-GaussLegendre4 = GaussLegendre

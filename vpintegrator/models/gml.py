@@ -438,7 +438,7 @@ def _check_file(file: str) -> None:
                                 "GeometricMachineLearning.jl (a .pt file loads without the gml: prefix)")
 
 
-def read_gml(path: str | os.PathLike[str], name: str | None = None, *, dtype: Any = "float64", **config: Any) -> nn.Module:
+def read_gml(path: str | os.PathLike[str], name: str | None = None, *, dtype: Any = "float64", **hparams: Any) -> nn.Module:
     """Read a GeometricMachineLearning.jl HDF5 weight file into a VPFF, VPT or ST.
 
     Parameters
@@ -451,7 +451,7 @@ def read_gml(path: str | os.PathLike[str], name: str | None = None, *, dtype: An
         Of the parameters. Default float64: GML trained these networks in float32, and float32 values are
         exact in float64; our rollouts, metrics and compiled kernels compute in float64, so the model
         evaluates the file's weights without adding float32 rounding of its own.
-    **config
+    **hparams
         Model keys (see [`build_model`][vpintegrator.models.build_model]). Keys the file determines (dim, n_blocks,
         n_linear, L, n_heads, skew_sym, init_upper, transformer_dim, form, stiefel) are checked against it
         (a contradiction is a one-line error naming the key and the group); the others are taken as given,
@@ -481,7 +481,7 @@ def read_gml(path: str | os.PathLike[str], name: str | None = None, *, dtype: An
             f"{file}: name {name!r} contradicts group {layers[0].group} ({_GML_NAMES[layers[0].kind]}): the file holds a "
             f"{inferred_name!r} network; drop name or give {inferred_name!r}"
         )
-    for key, given in config.items():
+    for key, given in hparams.items():
         if key not in inferred:
             continue
         value, group = inferred[key]
@@ -494,14 +494,14 @@ def read_gml(path: str | os.PathLike[str], name: str | None = None, *, dtype: An
                 f"{file}: config {key} = {given!r} contradicts group {group}, which gives {key} = {value!r}; "
                 f"drop {key} or give {value!r}"
             )
-    if config.get("symmetric"):
+    if hparams.get("symmetric"):
         raise VPIntegratorError(f"{file}: symmetric = true: GML has no symmetric (palindromic) variant, its weights "
                                 "define the plain composition; drop symmetric")
     merged = {key: value for key, (value, _) in inferred.items()}
     merged.update({"seq_len": 1 if inferred_name == "vpff" else 3})
     if inferred_name == "st":
         merged["add_connection"] = False
-    merged.update(config)
+    merged.update(hparams)
     if merged.get("transformer_dim") is None and inferred_name == "st":
         merged.pop("transformer_dim")  # the class default (None) for an unscaled file
     try:

@@ -169,15 +169,15 @@ def buildable(hparams: Any) -> bool:
     return name in _MODELS or is_class_path(name) or is_class_path(hparams.get("model_class"))
 
 
-def build_model(name: str, **config: Any) -> nn.Module:
-    """Build a model from its registry name (or import path) and keyword configuration.
+def build_model(name: str, **hparams: Any) -> nn.Module:
+    """Build a model from its registry name (or import path) and keyword hyper-parameters.
 
     Parameters
     ----------
     name : str
         One of [`list_models`][vpintegrator.models.list_models] (``"vpff"``, ``"vpt"``, ``"st"``, ...), or
         ``"package.module:ClassName"`` of your own ``nn.Module`` class (docs: *Your own model*).
-    **config
+    **hparams
         The class's keyword arguments (e.g. ``dim=3, seq_len=3, n_blocks=2, L=3``); ``dim`` is required,
         and every key left out takes the registered default ([`default_model_config`][vpintegrator.models.default_model_config]), as ``vp-train
         --model NAME`` does: ``build_model("vpt", dim=3)`` is the paper's 162-parameter VPT. ``model.config``
@@ -196,26 +196,26 @@ def build_model(name: str, **config: Any) -> nn.Module:
         would not fit in the memory available: refused before it is built, the estimate in the message
         (below).
     """
-    path = config.pop("model_class", None)
+    path = hparams.pop("model_class", None)
     if path is not None and not is_class_path(path):
         raise VPIntegratorError(f"model config for {name!r}: model_class must be 'package.module:ClassName'; got {path!r}")
     cls = model_class(path if path is not None else name)
     key = _key(cls)
     params = {k: p for k, p in inspect.signature(cls.__init__).parameters.items()
               if k != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
-    for k in config:
+    for k in hparams:
         if k not in params:
             raise VPIntegratorError(
                 f"model config for {name!r}: unknown key {k!r}; valid keys: {', '.join(params)}"
             )
-    config = {**_PAPER_CONFIGS.get(key, {}), **config}  # the same defaults as vp-train --model NAME
+    hparams = {**_PAPER_CONFIGS.get(key, {}), **hparams}  # the same defaults as vp-train --model NAME
     for k, p in params.items():
-        if p.default is inspect.Parameter.empty and k not in config:
+        if p.default is inspect.Parameter.empty and k not in hparams:
             raise VPIntegratorError(f"model config for {name!r}: missing required key {k!r}")
-    check_model_memory(name, cls, config)  # a size that cannot fit is refused before anything is built
+    check_model_memory(name, cls, hparams)  # a size that cannot fit is refused before anything is built
     try:
-        with user_code(cls, f"build the model {name!r} with " + ", ".join(f"{k}={v!r}" for k, v in config.items())):
-            model = cls(**config)
+        with user_code(cls, f"build the model {name!r} with " + ", ".join(f"{k}={v!r}" for k, v in hparams.items())):
+            model = cls(**hparams)
     except UserCodeError:
         raise
     except VPIntegratorError as err:
@@ -223,7 +223,7 @@ def build_model(name: str, **config: Any) -> nn.Module:
     if not isinstance(model, nn.Module):
         raise VPIntegratorError(f"model {name!r}: {class_path(cls)}(...) gave a {type(model).__name__}, not a "
                                 "torch.nn.Module; a model class must build a module")
-    _describe(model, key, config, params)
+    _describe(model, key, hparams, params)
     return model
 
 
@@ -243,8 +243,8 @@ def _describe(model: nn.Module, key: str, hparams: dict[str, Any], params: dict[
     model.config = own  # type: ignore[assignment]
 
 
-def model_size(name: str, **config: Any):
-    """The size of ``build_model(name, **config)`` without building it (below): a
+def model_size(name: str, **hparams: Any):
+    """The size of ``build_model(name, **hparams)`` without building it (below): a
     ``ModelSize`` (``numel`` parameters and buffers, ``objects`` modules and tensors, the ``large`` keys that
     were probed), or None when every integer key is at most ``PROBE_MAX`` (a small model) or the
     name is unknown. Keys left out take the paper's values, as in [`build_model`][vpintegrator.models.build_model].
@@ -257,24 +257,24 @@ def model_size(name: str, **config: Any):
     if name not in _MODELS and not is_class_path(name):
         return None
     cls = model_class(name)
-    return estimate_model_size(cls, {**_PAPER_CONFIGS.get(_key(cls), {}), **config})
+    return estimate_model_size(cls, {**_PAPER_CONFIGS.get(_key(cls), {}), **hparams})
 
 
-def model_preserves(model: nn.Module | str, **config: Any) -> tuple[str, ...]:
+def model_preserves(model: nn.Module | str, **hparams: Any) -> tuple[str, ...]:
     """What an architecture keeps by construction: a tuple of ``"volume"``, ``"symplectic"``, ``"casimir"``,
     ``"poisson"``, ``"symmetric"`` (time-reversible: ``symmetric=True`` of vpff, vpt, lpnet, lp_transformer)
     (empty: nothing).
 
     ``model`` is a model (its ``preserves`` attribute) or a registry name or import path (built with
-    ``config`` on the defaults, at the class's ``example_dim`` (3 unless it says otherwise) when ``config``
+    ``hparams`` on the defaults, at the class's ``example_dim`` (3 unless it says otherwise) when ``hparams``
     has no ``dim``, since some claims depend on the configuration: the VPT with arbitrary attention weights keeps
     nothing, the symplectic transformer with vector softmax and symmetric A is not symplectic). A model
     without the attribute (a user's) claims nothing. Every claim is tested by the matching audit of
     [`vpintegrator.testing`][vpintegrator.testing] in float64.
     """
     if isinstance(model, str):
-        dim = config.pop("dim", getattr(model_class(model), "example_dim", 3))
-        model = build_model(model, dim=dim, **config)
+        dim = hparams.pop("dim", getattr(model_class(model), "example_dim", 3))
+        model = build_model(model, dim=dim, **hparams)
     return tuple(getattr(model, "preserves", ()))
 
 

@@ -24,7 +24,8 @@ from ..jobs.executors import remove_orphan_parts
 from ..jobs.shards import shard_path
 from .config import RolloutConfig
 from .family import step_for
-from .plan import RolloutPlan, build_plan, check_outputs, input_files
+from .plan import RolloutPlan, build_plan
+from .preflight import check_outputs, input_files
 from .report import Failure, RolloutReport
 from .splits import split_rows
 from .steps import reference_step_map
@@ -86,7 +87,7 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
     -----
     Before anything is computed: every input is checked, an ``out`` (or its table) that is an input is
     refused, and so is work whose estimated memory or disk
-    (``vpintegrator.rollout.plan.estimate``) does not fit. A reference
+    (``vpintegrator.rollout.preflight.estimate``) does not fit. A reference
     with NaN/Inf, in the data file or where the data's generator continues it, is an error.
 
     Returns
