@@ -48,50 +48,34 @@ def _ipow(x, e):
 
 
 @jit
-def _features(p, y, theta, dtheta, order):
-    """Θ(y) into theta (n_features,) and, for order >= 1, ∂Θ/∂y into dtheta (n_features, dim)."""
-    dim, n_mono, n_sin, n_cos, n_exp = int(p[0]), int(p[1]), int(p[2]), int(p[3]), int(p[4])
-    off = _HEADER
-    for m in range(n_mono):
-        v = 1.0
-        for j in range(dim):
-            v *= _ipow(y[j], int(p[off + m * dim + j]))
-        theta[m] = v
-        if order >= 1:
-            for j in range(dim):
-                e = int(p[off + m * dim + j])
-                if e == 0:
-                    dtheta[m, j] = 0.0
-                    continue
-                d = float(e)
-                for k in range(dim):
-                    d *= _ipow(y[k], int(p[off + m * dim + k]) - (1 if k == j else 0))
-                dtheta[m, j] = d
-    off += n_mono * dim
-    f = n_mono
-    for kind in range(3):
-        count = n_sin if kind == 0 else (n_cos if kind == 1 else n_exp)
-        for i in range(count):
-            c = int(p[off + i])
-            x = y[c]
-            if kind == 0:
-                theta[f] = math.sin(x)
-            elif kind == 1:
-                theta[f] = math.cos(x)
-            else:
-                theta[f] = math.exp(x)
-            if order >= 1:
-                for j in range(dim):
-                    dtheta[f, j] = 0.0
-                if kind == 0:
-                    dtheta[f, c] = math.cos(x)
-                elif kind == 1:
-                    dtheta[f, c] = -math.sin(x)
-                else:
-                    dtheta[f, c] = theta[f]
-            f += 1
-        off += count
-    return off
+def _feature(p, y, f, j):
+    """Feature f of Θ at y (j < 0), or its derivative ∂Θ_f/∂y_j (j >= 0); no array is allocated (the steppers
+    call the field a few times a step)."""
+    dim, n_mono, n_sin, n_cos = int(p[0]), int(p[1]), int(p[2]), int(p[3])
+    if f < n_mono:
+        row = _HEADER + f * dim
+        if j < 0:
+            v = 1.0
+            for k in range(dim):
+                v *= _ipow(y[k], int(p[row + k]))
+            return v
+        e = int(p[row + j])
+        if e == 0:
+            return 0.0
+        d = float(e)
+        for k in range(dim):
+            d *= _ipow(y[k], int(p[row + k]) - (1 if k == j else 0))
+        return d
+    g = f - n_mono
+    c = int(p[_HEADER + n_mono * dim + g])  # the component (sin, cos and exp components follow one another)
+    if j >= 0 and j != c:
+        return 0.0
+    x = y[c]
+    if g < n_sin:
+        return math.sin(x) if j < 0 else math.cos(x)
+    if g < n_sin + n_cos:
+        return math.cos(x) if j < 0 else -math.sin(x)
+    return math.exp(x)
 
 
 @jit
@@ -99,14 +83,13 @@ def library_vector_field(p, y, out):
     """Θ(y) Ξ into out (dim,)."""
     dim = int(p[0])
     n = int(p[1]) + int(p[2]) + int(p[3]) + int(p[4])
-    theta = np.empty(n)
-    dtheta = np.empty((1, 1))
-    off = _features(p, y, theta, dtheta, 0)
+    xi = _HEADER + int(p[1]) * dim + n - int(p[1])
     for i in range(dim):
-        acc = 0.0
-        for f in range(n):
-            acc += theta[f] * p[off + f * dim + i]
-        out[i] = acc
+        out[i] = 0.0
+    for f in range(n):
+        v = _feature(p, y, f, -1)
+        for i in range(dim):
+            out[i] += v * p[xi + f * dim + i]
 
 
 @jit
@@ -114,12 +97,13 @@ def library_jacobian(p, y, out):
     """∂(Θ(y) Ξ)_i / ∂y_j into out (dim, dim)."""
     dim = int(p[0])
     n = int(p[1]) + int(p[2]) + int(p[3]) + int(p[4])
-    theta = np.empty(n)
-    dtheta = np.empty((n, dim))
-    off = _features(p, y, theta, dtheta, 1)
+    xi = _HEADER + int(p[1]) * dim + n - int(p[1])
     for i in range(dim):
         for j in range(dim):
-            acc = 0.0
-            for f in range(n):
-                acc += dtheta[f, j] * p[off + f * dim + i]
-            out[i, j] = acc
+            out[i, j] = 0.0
+    for f in range(n):
+        for j in range(dim):
+            d = _feature(p, y, f, j)
+            if d != 0.0:
+                for i in range(dim):
+                    out[i, j] += d * p[xi + f * dim + i]
