@@ -79,7 +79,7 @@ def _feature(p, y, f, j):
 
 
 @jit
-def library_vector_field(p, y, out):
+def library_vector_field(p: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
     """Θ(y) Ξ into out (dim,)."""
     dim = int(p[0])
     n = int(p[1]) + int(p[2]) + int(p[3]) + int(p[4])
@@ -93,7 +93,7 @@ def library_vector_field(p, y, out):
 
 
 @jit
-def library_jacobian(p, y, out):
+def library_jacobian(p: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
     """∂(Θ(y) Ξ)_i / ∂y_j into out (dim, dim)."""
     dim = int(p[0])
     n = int(p[1]) + int(p[2]) + int(p[3]) + int(p[4])

@@ -243,7 +243,7 @@ def _describe(model: nn.Module, key: str, hparams: dict[str, Any], params: dict[
     model.config = own  # type: ignore[assignment]
 
 
-def model_size(name: str, **hparams: Any):
+def model_size(name: str, **hparams: Any) -> "ModelSize | None":
     """The size of ``build_model(name, **hparams)`` without building it (below): a
     ``ModelSize`` (``numel`` parameters and buffers, ``objects`` modules and tensors, the ``large`` keys that
     were probed), or None when every integer key is at most ``PROBE_MAX`` (a small model) or the
@@ -349,7 +349,7 @@ def _lagrange(xs: tuple[int, ...], x: int) -> list[Fraction]:
     return out
 
 
-def estimate_model_size(cls, hparams: dict[str, Any]) -> ModelSize | None:
+def estimate_model_size(cls: type, hparams: dict[str, Any]) -> ModelSize | None:
     """The size of ``cls(**hparams)`` without building it; None when no integer key exceeds ``PROBE_MAX``
     (then the model is small), or when the probes cannot be built (the constructor's own checks then speak)."""
     large = {k: v for k, v in hparams.items() if type(v) is int and v > PROBE_MAX}
@@ -379,7 +379,7 @@ def estimate_model_size(cls, hparams: dict[str, Any]) -> ModelSize | None:
     return ModelSize(max(float(numel), 0.0), max(float(objects), 0.0), dict(large))
 
 
-def check_model_memory(name: str, cls, hparams: dict[str, Any], *, itemsize: int = 4, copies: float = 1.0,
+def check_model_memory(name: str, cls: type, hparams: dict[str, Any], *, itemsize: int = 4, copies: float = 1.0,
                        extra: float = 0.0, what: str | None = None, key: str | None = "model",
                        prefix: str = "") -> ModelSize | None:
     """Refuse (one line, before building) a ``cls(**hparams)`` whose ``copies`` copies at ``itemsize`` bytes,

@@ -7,13 +7,16 @@ without a system cannot do (``check_without_system``). Each refusal is one line 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
 from ..errors import VPIntegratorError
 from .config import model_entries
 from .methods import parse_row
+
+if TYPE_CHECKING:
+    from ..data.trajectories import Trajectories
 
 __all__ = ["input_files", "check_outputs", "estimate", "check_fits", "check_reference", "check_without_system"]
 
@@ -109,7 +112,7 @@ def check_fits(n_traj: int, n_states: int, system: Any, n_methods: int, data_sta
         )
 
 
-def check_reference(ref_file, idx: np.ndarray, data: Path) -> None:
+def check_reference(ref_file: Trajectories, idx: np.ndarray, data: Path) -> None:
     """A reference with NaN/Inf is an error (naming the file, trajectory and time), not an inf in the table."""
     finite = np.isfinite(ref_file.y).all(axis=-1)  # (n_traj, n_states)
     if finite.all():

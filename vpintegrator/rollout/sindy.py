@@ -40,7 +40,7 @@ from __future__ import annotations
 import itertools
 import json
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
@@ -74,7 +74,7 @@ RIDGE = 1e-8
 FD_ORDER = 8
 
 
-def require_pysindy(what: str = "sindy rows"):
+def require_pysindy(what: str = "sindy rows") -> Any:
     """pysindy, or a one-line error saying how to install it (key ``integrators``)."""
     try:
         import pysindy
@@ -332,7 +332,8 @@ def _score(field: SindyField, integrator: str, dt: float, val: np.ndarray) -> fl
 
 
 def select_sindy(train: np.ndarray, val: np.ndarray, dt: float, integrator: str,
-                 libraries=None, thresholds=None) -> tuple[SindyFit | None, list[SindyFit]]:
+                 libraries: Sequence[str] | None = None, thresholds: Sequence[float] | None = None
+                 ) -> tuple[SindyFit | None, list[SindyFit]]:
     """Fit every (library, threshold) on ``train`` and pick by validation rollout on ``val`` (module
     docstring): ``(the chosen fit or None when none has skill, every candidate with its score)``.
 
@@ -393,6 +394,14 @@ class SindyStep(StepMap):
     """
 
     kind = "fitted"
+    #: set by __init__ (declared for type checkers)
+    integrator: str
+    dt: float
+    dim: int
+    seq_len: int
+    pred_window: int
+    name: str
+    source: str
 
     def __init__(self, train: np.ndarray | Callable[[], np.ndarray], val: np.ndarray | Callable[[], np.ndarray],
                  integrator: str, dt: float, dim: int | None = None, source: str = "") -> None:

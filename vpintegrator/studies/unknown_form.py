@@ -85,7 +85,7 @@ H = 0.2
 HORIZONS = (1.0, 2.0, 5.0, 10.0)
 #: the issue's targets: the best flow map's median at t = 10 on rigid_body_exp, its Casimir drift, and the
 #: Casimir drift of lphnn + implicit midpoint over CASIMIR_STEPS steps
-TARGETS = {"t": 10.0, "error": 1e-4, "casimir": 1e-12, "seeds_needed": 4}
+TARGETS: dict[str, Any] = {"t": 10.0, "error": 1e-4, "casimir": 1e-12, "seeds_needed": 4}
 CASIMIR_STEPS = 10_000
 #: study system -> the vp-gen spec of its data, its structure measure, its class
 SYSTEMS: dict[str, dict[str, str]] = {
@@ -100,13 +100,13 @@ SYSTEMS: dict[str, dict[str, str]] = {
 #: of every sweep point; an entry "optimizer" replaces the approach's for that point, an entry "warm_start" (the
 #: Adam phase's own --set entries) makes the point two runs: Adam for WARM_FRACTION of the budget, then the
 #: approach's optimizer from Adam's best.pt (``init_from``) for the rest)
-LM = {"lm_windows": 1024, "lm_resample_every": 10, "lm_iters_per_epoch": 10, "lm_lambda": 1e-3,
+LM: dict[str, Any] = {"lm_windows": 1024, "lm_resample_every": 10, "lm_iters_per_epoch": 10, "lm_lambda": 1e-3,
       "batch_size": 16384}
 #: LM with check windows (a step is accepted only if it lowers the loss on 512 other windows too): the recipe
 #: of the learned vector fields (docs/vector_fields.md: without them a step blew the field up)
-LM_CHECK = {**LM, "lm_iters_per_epoch": 5, "lm_check_windows": 512}
+LM_CHECK: dict[str, Any] = {**LM, "lm_iters_per_epoch": 5, "lm_check_windows": 512}
 #: Adam at a constant rate: a CPU budget sets no epoch count for a decaying schedule to end at
-ADAM = {"batch_size": 128, "lr": 3e-3, "scheduler": "constant"}
+ADAM: dict[str, Any] = {"batch_size": 128, "lr": 3e-3, "scheduler": "constant"}
 #: the share of a two-phase point's budget that its Adam warm start gets
 WARM_FRACTION = 0.4
 GL4 = "gauss_legendre4"
@@ -253,7 +253,7 @@ def _curve(run: Path) -> dict[str, list[float]]:
 
 
 def train_approach(data: Path, out: Path, system: str, sigma: float, approach: str, seed: int, budget: float,
-                   n_points: int, ceiling: float = 3.0, jobs: int = 1) -> dict:
+                   n_points: int, ceiling: float = 3.0, jobs: int = 1) -> dict[str, Any]:
     """Train the first ``n_points`` sweep points of ``approach`` (same CPU budget each) and choose the one
     with the lowest validation loss: ``{"run", "point", "sweep": [{point, settings, best_loss, cpu_seconds,
     n_params}], "train_cpu": the whole sweep's CPU seconds, "curves"}``."""
@@ -290,7 +290,7 @@ def _point(out: Path, approach: str, p: int, run: Path) -> dict[str, Any]:
             "wall_limited": wall_limited, "curve": {"cpu": cpu, "val": val}}
 
 
-def chosen(out: Path, approach: str, runs: Sequence[Path]) -> dict:
+def chosen(out: Path, approach: str, runs: Sequence[Path]) -> dict[str, Any]:
     """The sweep of ``approach`` from its finished runs (point i in ``runs[i]``) and the point with the lowest
     validation score (``summary.json`` ``best_loss``: the monitored validation rollout error)."""
     sweep = [_point(out, approach, p, run) for p, run in enumerate(runs)]
@@ -348,8 +348,8 @@ def _casimir_long(model, y0: np.ndarray) -> float:
     return worst
 
 
-def evaluate_seed(system: str, sigma: float, seed: int, trained: dict[str, dict], train_file: Path,
-                  test_file: Path, log: Callable[[str], None] = print) -> list[dict]:
+def evaluate_seed(system: str, sigma: float, seed: int, trained: dict[str, dict[str, Any]], train_file: Path,
+                  test_file: Path, log: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """Every row of one (system, σ, seed): per held-out initial condition the relative error at HORIZONS,
     the structure measure, batch-1 cost and training CPU; one dict per row."""
     from ..data import read_trajectories
@@ -379,7 +379,7 @@ def evaluate_seed(system: str, sigma: float, seed: int, trained: dict[str, dict]
         tr_idx, va_idx = order[: int(0.8 * len(data))], order[int(0.8 * len(data)) : int(0.9 * len(data))]
     train, val = data[np.asarray(tr_idx)], data[np.asarray(va_idx)]
 
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     makers: list[tuple[str, str, Callable[[], Any], float, dict]] = []  # label, approach, make, train_cpu, extra
     for approach, info in trained.items():
         model = load_model(info["run"] / "best.pt").double()
@@ -441,13 +441,13 @@ def evaluate_seed(system: str, sigma: float, seed: int, trained: dict[str, dict]
     return rows
 
 
-def _failed_row(label: str, why: str, horizons: Sequence[float], train_cpu: float) -> dict:
+def _failed_row(label: str, why: str, horizons: Sequence[float], train_cpu: float) -> dict[str, Any]:
     return {"method": label, "approach": label.split("+")[0], "errors": {f"{t:g}": [math.inf] for t in horizons},
             "structure": None, "structure_kind": None, "failed": -1, "cost": math.nan, "runner": "?",
             "train_cpu": float(train_cpu), "failure": why}
 
 
-def plateau(curve: dict[str, list[float]]) -> dict:
+def plateau(curve: dict[str, list[float]]) -> dict[str, Any]:
     """Did a run reach its validation plateau? From its best-so-far validation loss v(c) against CPU seconds:
     ``gain_last_half`` = v(c_end / 2) / v(c_end) (the factor the second half of the budget bought; ≈ 1 at a
     plateau) and ``plateaued`` = gain < 1.25; a doubling of the budget is estimated to buy about that factor
@@ -511,12 +511,12 @@ def plan_line(p: dict[str, Any]) -> str:
 def run_study(out: Path, systems: Sequence[str], seeds: Sequence[int], noises: Sequence[float], *,
               n_train: int, n_test: int, budget: float, sweep: int, jobs: int = 2, ceiling: float = 3.0,
               data: Path | None = None, overwrite: bool = False, log: Callable[[str], None] = print,
-              save: Callable[[list[dict]], None] | None = None) -> list[dict]:
+              save: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
     """Generate the data (``data``: a training file of the first system in place of the generated one), train
     every approach's sweep per (seed, system, σ) and evaluate every row. Seeds are the outer loop, and
     ``save`` (if given) receives the rows after every (seed, system, σ): a run stopped early keeps whole
     seeds of every system."""
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     files = {}
     for system in systems:
         train_clean, test_file = make_data(out, system, n_train, n_test)
@@ -543,7 +543,7 @@ def _row_key(r: dict) -> tuple:
     return (r["system"], float(r["noise"]), int(r["seed"]), r["method"])
 
 
-def merge_rows(old: Sequence[dict], new: Sequence[dict]) -> list[dict]:
+def merge_rows(old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows of ``old`` whose (system, σ, seed, method) no row of ``new`` has, then ``new``."""
     fresh = {_row_key(r) for r in new}
     return [r for r in old if _row_key(r) not in fresh] + list(new)
@@ -557,7 +557,7 @@ def _num(x: Any) -> float:
     return float(x)
 
 
-def summarize_rows(rows: list[dict], amortise_over: float = 1e5) -> list[dict]:
+def summarize_rows(rows: list[dict[str, Any]], amortise_over: float = 1e5) -> list[dict[str, Any]]:
     """Per (system, σ, method): per horizon the per-seed medians and 10–90 % intervals, their median over
     seeds and bootstrap 95 % interval; the median cost, training CPU, amortised cost; the largest structure
     error; the per-seed target verdicts where they apply."""
@@ -626,7 +626,7 @@ def _order(method: str) -> int:
     return _ORDER.index(method) if method in _ORDER else len(_ORDER)
 
 
-def tables(summary: list[dict]) -> str:
+def tables(summary: list[dict[str, Any]]) -> str:
     """The Markdown tables: per (system, σ) a row per method (errors at the horizons, cost, amortised cost,
     structure, failures), then the per-seed target verdicts and the plateau check of every training run."""
     lines = ["Cells: the median over seeds of the per-seed median relative error over held-out initial conditions "
@@ -688,7 +688,7 @@ def tables(summary: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def wall_ceiling_line(summary: Sequence[dict]) -> str:
+def wall_ceiling_line(summary: Sequence[dict[str, Any]]) -> str:
     """Whether a training stopped at its wall-time ceiling before its CPU budget (a loaded machine): the runs it
     did, those that ran before the study recorded it, or that none did."""
     runs = [(x, p) for x in summary for p in x["plateau"]]
@@ -704,7 +704,7 @@ def wall_ceiling_line(summary: Sequence[dict]) -> str:
             f"budget** (a loaded machine: raise --wall-ceiling, or run with fewer --jobs){note}: {which}.")
 
 
-def figures(summary: list[dict], out: Path, rows: Sequence[dict] = ()) -> list[Path]:
+def figures(summary: list[dict[str, Any]], out: Path, rows: Sequence[dict[str, Any]] = ()) -> list[Path]:
     """Per system: error at t = 10 against batch-1 cost (filled: the rollout alone, open: amortised), one
     marker per (method, σ); and the plateau curves (the monitored validation score, ``_curve``, vs CPU seconds
     of the chosen run of every approach and seed, σ = 0). PNG and SVG under ``out``."""
@@ -880,7 +880,7 @@ def _run(a: argparse.Namespace) -> int:
         previous = read_json(path) or {}
         command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])  # no absolute path of the install
 
-        def save(new: list[dict]) -> None:  # after every (seed, system, σ): nothing finished is lost
+        def save(new: list[dict[str, Any]]) -> None:  # after every (seed, system, σ): nothing finished is lost
             write_json(path, {"commands": [*previous.get("commands", []), command],
                               "rows": merge_rows(previous.get("rows", []), new)})
 
