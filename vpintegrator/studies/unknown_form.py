@@ -713,7 +713,7 @@ def figures(summary: list[dict[str, Any]], out: Path, rows: Sequence[dict[str, A
     paths: list[Path] = []
     for system in [s for s in SYSTEMS if any(x["system"] == s for x in summary)]:
         mine = [x for x in summary if x["system"] == system]
-        fig = figure(5.0, 3.4)
+        fig = figure(7.0, 3.4)
         ax = fig.add_subplot()
         for i, x in enumerate(sorted(mine, key=lambda x: (_order(x["method"]), x["noise"]))):
             c = x["horizons"].get(f"{TARGETS['t']:g}")
@@ -731,7 +731,7 @@ def figures(summary: list[dict[str, Any]], out: Path, rows: Sequence[dict[str, A
         ax.set_yscale("log")
         ax.set_xlabel("batch-1 CPU s per unit time (open: training amortised)")
         ax.set_ylabel("median relative error at t = 10")
-        ax.legend(fontsize=5, ncols=2)
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)  # beside, off the points
         paths += save_figure(fig, out / f"unknown_form_cost_{system}", formats=("png", "svg"), overwrite=True)
         fig = figure(5.0, 3.4)
         ax = fig.add_subplot()
