@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -270,3 +271,17 @@ def test_estimate_prints_the_plan_and_runs_nothing(tmp_path, capsys):
     line = capsys.readouterr().out.strip()
     assert line.startswith("unknown_form plan: 30 (seed, system, σ) cells, 180 training runs") and "\n" not in line
     assert not out.exists()
+
+
+@pytest.mark.skipif(not (Path(__file__).resolve().parent.parent / "docs" / "data" / "unknown_form.json").is_file(),
+                    reason="repository files (not in the wheel)")
+def test_the_shipped_results_are_the_docs_tables():
+    """docs/data/unknown_form.json is the file the tables of docs/unknown_form.md come from: every line of the
+    tables `--table-only` draws from it is on the page, so no number there is typed by hand."""
+    root = Path(__file__).resolve().parent.parent
+    doc = json.loads((root / "docs" / "data" / "unknown_form.json").read_text(encoding="utf-8"))
+    assert doc["commands"] and all(c.startswith("vp-study unknown_form ") for c in doc["commands"])
+    text = (root / "docs" / "unknown_form.md").read_text(encoding="utf-8")
+    drawn = uf.tables(uf.summarize_rows(doc["rows"])).splitlines()
+    missing = [line for line in drawn if line.startswith("|") and line not in text]
+    assert len(drawn) > 20 and not missing, missing[:3]
