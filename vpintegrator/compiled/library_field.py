@@ -79,11 +79,17 @@ def _feature(p, y, f, j):
 
 
 @jit
+def _layout(p):
+    """(dim, the number of features, the offset of Ξ) of a packed field ``p``."""
+    dim, n_mono = int(p[0]), int(p[1])
+    n = n_mono + int(p[2]) + int(p[3]) + int(p[4])
+    return dim, n, _HEADER + n_mono * dim + n - n_mono
+
+
+@jit
 def library_vector_field(p: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
     """Θ(y) Ξ into out (dim,)."""
-    dim = int(p[0])
-    n = int(p[1]) + int(p[2]) + int(p[3]) + int(p[4])
-    xi = _HEADER + int(p[1]) * dim + n - int(p[1])
+    dim, n, xi = _layout(p)
     for i in range(dim):
         out[i] = 0.0
     for f in range(n):
@@ -95,9 +101,7 @@ def library_vector_field(p: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
 @jit
 def library_jacobian(p: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
     """∂(Θ(y) Ξ)_i / ∂y_j into out (dim, dim)."""
-    dim = int(p[0])
-    n = int(p[1]) + int(p[2]) + int(p[3]) + int(p[4])
-    xi = _HEADER + int(p[1]) * dim + n - int(p[1])
+    dim, n, xi = _layout(p)
     for i in range(dim):
         for j in range(dim):
             out[i, j] = 0.0
