@@ -9,18 +9,18 @@
     to the paper's Julia figure where it has one (implicit midpoint 2.51 s, VPFF 6.44 s, VPT 0.71 s, ST
     0.20 s) and the ratio to implicit midpoint. Each method runs in fresh processes (one thread): once with
     an empty compile cache, once with the cache that run left;
-(a') the model runners at batch 1 (numba kernel, TorchScript trace, eager) and implicit midpoint compiled
+(a') the model runners at batch 1 (numba kernel, eager) and implicit midpoint compiled
     vs NumPy, per call on a shorter horizon;
 (a'') the same for the symplectic models (LA-SympNet, the shipped G-SympNet and symplectic transformer) on the
     coupled oscillator and the symmetric VPT on the rigid body: µs per call and CPU s per unit simulated time
     of each runner, measured in the same run;
-(b) batched throughput in state-steps/s for the paper's 1238 trajectories (NumPy integrators, traced models);
+(b) batched throughput in state-steps/s for the paper's 1238 trajectories (NumPy integrators, models in torch);
 (c) peak memory (RSS and tracemalloc) of a full ``run_rollouts`` streaming to HDF5 at 10^4 and 10^5 steps,
     each in a fresh process, against the in-memory size of what it wrote (flat is the target);
 (d) rollouts at scale on --device (cpu or cuda; issue 5 item 5): the paper VPT in float32 (the shipped
     ``pretrained:rigid_body_vpt`` cast to float32, or --vpt RUN, or --random) from 10^4, 10^5 (and up to
     --max-ics, default 10^5 on the CPU, 10^6 on CUDA) initial conditions, in state-steps/s (trajectories x
-    steps / seconds): (i) model steps only, the fast path (CUDA graph on CUDA, TorchScript trace on the CPU)
+    steps / seconds): (i) model steps only, the fast path (CUDA graph on CUDA, torch.compile on the CPU)
     against eager; (ii) steps with every metric on the device (the device engine, ``device_stream_rollout``:
     error, invariants, failures; then also the volume) against the host engine with the same metrics;
     (iii) the whole ``run_rollouts`` writing the HDF5 file, device engine against host engine, and the I/O
@@ -120,9 +120,8 @@ def rigid_body_methods() -> list[str]:
     return out
 
 
-RUNNERS = {  # ModelStep options per runner
+RUNNERS = {  # ModelStep options per runner (torch.compile against these: scripts/bench_model_runners.py)
     "numba": dict(jit=True),
-    "jit.trace+freeze": dict(jit=True, scalar_max_batch=0),
     "eager": dict(jit=False, scalar_max_batch=0),
 }
 
@@ -274,7 +273,7 @@ def part_a3(args):
     n_fast, n_slow = args.runner_steps, args.eager_steps
     print(f"\n(a'') the symplectic models' runners at batch 1 (coupled oscillator from its default condition, h = 0.4) "
           f"and the symmetric VPT's (rigid body, trajectory 1, h = {DT}): minimum over {rounds} alternating rounds of "
-          f"{n_fast} steps (eager and trace: {n_slow}; capped where a row says so) in this process")
+          f"{n_fast} steps (eager: {n_slow}; capped where a row says so) in this process")
     mods = _a3_models()
     best: dict[tuple[str, str], float] = {}
     h_of: dict[str, float] = {}
@@ -332,7 +331,7 @@ def memory_child(n_steps: int, workdir: str, n_traj: int) -> None:
             device="cpu",
         ))
 
-    once(2000, "warmup.h5")  # imports, the trace, the Jacobian machinery: one-off allocations
+    once(2000, "warmup.h5")  # imports, the kernels, the Jacobian machinery: one-off allocations
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     tracemalloc.start()
     tic = time.perf_counter()
@@ -397,13 +396,14 @@ def part_d1(args, model, ics):
     """(i) model steps only: DeviceStepper.call, fast path against eager."""
     steps = args.d_steps
     print(f"\n    (i) model steps only ({steps} steps = {-(-steps // 3)} calls of 3 states, states stay on the device; "
-          "fast: CUDA graph on CUDA, TorchScript trace on the CPU)")
+          "fast: CUDA graph on CUDA, torch.compile on the CPU)")
     print(f"{'ICs':>10}{'fast runner':>18}{'fast s':>9}{'state-steps/s':>15}{'eager s':>9}{'state-steps/s':>15}"
           f"{'fast/eager':>12}")
     for n in ics:
         window = _d_case(n, steps)[1]
         seconds, runners = {}, {}
-        for jit in (True, False):
+        fast = "compile" if args.device == "cpu" else "auto"
+        for jit in (fast, "off"):
             stepper = DeviceStepper(ModelStep(model, args.device), window, jit=jit)
             stepper.call()  # first-call overheads are set-up, not steps
             _sync(args.device)
@@ -414,8 +414,8 @@ def part_d1(args, model, ics):
             seconds[jit], runners[jit] = time.perf_counter() - tic, stepper.runner
             del stepper
         done = 3 * -(-steps // 3)
-        print(f"{n:>10}{runners[True]:>18}{seconds[True]:>9.3f}{_rate(n, done, seconds[True]):>15}{seconds[False]:>9.3f}"
-              f"{_rate(n, done, seconds[False]):>15}{seconds[False] / seconds[True]:>12.2f}")
+        print(f"{n:>10}{runners[fast]:>18}{seconds[fast]:>9.3f}{_rate(n, done, seconds[fast]):>15}{seconds['off']:>9.3f}"
+              f"{_rate(n, done, seconds['off']):>15}{seconds['off'] / seconds[fast]:>12.2f}")
 
 
 def part_d2(args, model, ics):

@@ -13,7 +13,7 @@ Workloads (what the one-core refactoring touched):
   with RK4 and a float32 VPT (block loop, failure rule, metrics, HDF5 file);
 - ``rollout_batch1``: one trajectory, 20 000 steps of the float64 VPT (numba runner) and of implicit midpoint
   (compiled stepper) through ``rollout``;
-- ``rollout_trace``: one trajectory, 2 000 steps of the VPT with the TorchScript runner (numba off);
+- ``rollout_trace``: one trajectory, 2 000 steps of the VPT with the torch runner (numba off);
 - ``train``: ``fit`` of the paper VPT with Adam, 3 epochs on 300 trajectories, batch 1024, float32
   (the epoch loop, the bookkeeping, log.csv, checkpoints);
 - ``train_lm``: ``fit`` with Levenberg–Marquardt, 2 epochs of 5 iterations on 1024-window subsamples;

@@ -41,7 +41,7 @@ def paper_vpt(dtype=torch.float64, seed=0, scale=0.1):
 
 @pytest.fixture(scope="module")
 def data_file(tmp_path_factory):
-    # 10 trajectories: more than SCALAR_MAX_BATCH, so the host engine runs the same TorchScript trace
+    # 10 trajectories: the host engine runs the numba kernel, the device engine torch (per call ~1e-14 apart)
     path = tmp_path_factory.mktemp("data") / "rb.h5"
     generate(load_spec("rigid_body", n_traj=10, t_end=2.0, dt=DT), out=path)
     return path
@@ -89,7 +89,7 @@ def test_device_engine_writes_the_host_engine_file(tmp_path, data_file, overlap,
     a, b = assert_same_files(host, device, tol("engines"))
     assert np.isfinite(b["methods/vpt/y"]).all() and (b["methods/vpt/failed_step"] == -1).all()
     assert b["methods/vpt/log_det_J"].shape == (10, 28 if overlap else 10)
-    assert b["attrs"]["runner"] == "jit.trace+freeze" and b["attrs"]["n_failed"] == 0
+    assert b["attrs"]["runner"] == "eager" and b["attrs"]["n_failed"] == 0
     if not overlap:  # a VPT's window map preserves volume
         assert np.abs(b["methods/vpt/cum_log_det_J"]).max() < 1e-10
 

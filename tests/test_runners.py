@@ -1,7 +1,9 @@
 """The model runners of ModelStep (``vpintegrator.rollout.steps``): the numba kernel checked against the
-model, the TorchScript trace, eager; and the compiled classical integrators of IntegratorStep."""
+model, ``torch.compile``, eager; and the compiled classical integrators of IntegratorStep."""
 
 from __future__ import annotations
+
+import shutil
 
 import numpy as np
 import pytest
@@ -15,6 +17,11 @@ PAPER = {
     "vpt_arbitrary": dict(dim=3, seq_len=3, n_blocks=2, n_linear=1, L=3, skew_sym=False),
     "st": dict(dim=3, seq_len=3, n_heads=1, n_blocks=2, L=3, add_connection=False),
 }
+
+
+#: torch.compile's inductor builds C++ on the CPU: without a compiler it cannot (and the runner is eager)
+needs_c_compiler = pytest.mark.skipif(not any(shutil.which(c) for c in ("cc", "gcc", "clang")),
+                                      reason="no C compiler for torch.compile's inductor")
 
 
 def windows(n, seq, dim, seed=0):
@@ -32,9 +39,9 @@ def test_runner_names_and_no_generated_code():
     import vpintegrator.rollout as rollout
     import vpintegrator.rollout.steps as runners
 
-    assert rollout.RUNNERS == ("numba", "jit.trace+freeze", "eager")
-    assert rollout.compiled_model is runners.compiled_model and rollout.trace_model is runners.trace_model
-    for gone in ("compile_scalar", "ScalarForward", "ScalarUnsupported"):
+    assert rollout.RUNNERS == ("numba", "torch.compile", "eager")
+    assert rollout.compiled_model is runners.compiled_model and rollout.compile_model is runners.compile_model
+    for gone in ("compile_scalar", "ScalarForward", "ScalarUnsupported", "trace_model"):  # TorchScript: gone
         assert not hasattr(runners, gone) and not hasattr(nn_package, gone)
         with pytest.raises(AttributeError):
             getattr(rollout, gone)
@@ -77,16 +84,44 @@ def test_compiled_model_refuses_what_it_does_not_reproduce(monkeypatch):
     assert compiled_model(model, x) is None
 
 
-def test_trace_model_equals_eager():
-    from vpintegrator.rollout.steps import trace_model
+@needs_c_compiler
+def test_compile_model_equals_eager():
+    from vpintegrator.rollout.steps import compile_model
 
-    model = model_of("vpt", torch.float32)
-    x = windows(3, 3, 3).float()
-    traced = trace_model(model, x)
-    assert traced is not None
+    model = model_of("vpt")
+    x = windows(3, 3, 3)
+    compiled = compile_model(model, x)
+    assert compiled is not None
     with torch.no_grad():
-        torch.testing.assert_close(traced(x), model(x))
-    assert trace_model(lambda z: z, x) is None  # untraceable: None, the caller runs eagerly
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-12, atol=1e-12)
+
+
+@needs_c_compiler
+def test_the_compile_runner_rolls_out_the_eager_numbers():
+    from vpintegrator.rollout import ModelStep, initial_window, rollout
+
+    model = model_of("vpt")
+    y0 = windows(12, 1, 3)[:, 0].numpy()
+    window = initial_window("rigid_body", y0, 0.1, 3)
+    eager = rollout(ModelStep(model, "cpu", jit="off", scalar_max_batch=0), window, 0.1, 30)
+    step = ModelStep(model, "cpu", jit="compile", scalar_max_batch=0)
+    got = rollout(step, window, 0.1, 30)
+    assert eager.meta["runner"] == "eager" and got.meta["runner"] == "torch.compile"
+    np.testing.assert_allclose(got.y, eager.y, rtol=1e-10, atol=1e-12)
+    # "auto" runs torch eagerly: the compilation (seconds) is asked for, never paid unasked
+    assert rollout(ModelStep(model, "cpu", scalar_max_batch=0), window, 0.1, 6).meta["runner"] == "eager"
+
+
+def test_compile_model_that_cannot_be_built_is_none(monkeypatch, caplog):
+    from vpintegrator.rollout.steps import compile_model
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no C compiler\nmore")
+
+    monkeypatch.setattr(torch, "compile", broken)
+    with caplog.at_level("INFO", logger="vpintegrator.fastpath"):
+        assert compile_model(model_of("vpt"), windows(3, 3, 3)) is None  # the caller runs eagerly
+    assert "torch.compile of the model raised RuntimeError: no C compiler" in caplog.text
 
 
 # --- the compiled classical integrators in IntegratorStep ----------------------------------------------

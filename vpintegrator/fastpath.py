@@ -1,6 +1,6 @@
 """Fast paths checked against eager: one rule for every "fast path, checked, else fall back".
 
-The compiled rollout kernel and the TorchScript trace of ``ModelStep`` (``vpintegrator.rollout.steps``),
+The compiled rollout kernel and the ``torch.compile`` runner of ``ModelStep`` (``vpintegrator.rollout.steps``),
 the CUDA graph of a device rollout's step (``vpintegrator.rollout.device``) and the graph or compiled
 training step (``vpintegrator.training.fast_step``) are each taken through
 [`verified`][vpintegrator.fastpath.verified]: the fast path is built, run beside the eager path on probe

@@ -422,7 +422,7 @@ def drive(
     hand: Callable[[int, np.ndarray], None] = deliver if restage is None else restage
 
     tic = cpu_clock()
-    step_map.start(window0, limit)  # one-off set-up (e.g. the TorchScript trace): not part of the per-step time
+    step_map.start(window0, limit)  # one-off set-up (e.g. a torch.compile build): not part of the per-step time
     setup_seconds = cpu_clock() - tic
     seconds = wall = 0.0
 

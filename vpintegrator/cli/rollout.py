@@ -84,7 +84,7 @@ def _integrators() -> list[str]:
     return [*list_integrators(), "exact_flow"]
 
 
-#: --fast-step's names: vp-train's, the RolloutConfig key fast_step (off: eager; the others: the compiled step)
+#: --fast-step's names: vp-train's, the RolloutConfig key fast_step
 _FAST_STEP = ("auto", "off", "graph", "compile")
 
 
@@ -119,8 +119,9 @@ def _config_class():
     help="Trajectories to roll out: row indices of the DATA file (0-based, its /y first axis), comma list (e.g. 0,3).",
 )
 @click.option("--fast-step", type=click.Choice(tuple(_FAST_STEP)), default="auto", show_default=True,
-              help="auto: TorchScript-trace models and CUDA-graph model steps on the device engine; off: eager "
-              "(vp-train --fast-step's names: graph and compile run as auto here).")
+              help="auto/graph: CUDA-graph model steps on the device engine, eager torch elsewhere; compile: "
+              "torch.compile the model (seconds to build: long rollouts of big batches); off: eager (small "
+              "float64 batches run compiled numba whatever it is).")
 @set_option(
     "Any RolloutConfig key, VALUE in TOML syntax (e.g. --set blowup=1e6); repeatable. A key that has its "
     "own flag is given once, by the flag or by --set."

@@ -161,7 +161,7 @@ def fused_chain(owner: torch.nn.Module, layers: Sequence[Any], spec: tuple[Any, 
         consts = (att._c_index, att._c_coef, att._c_shift, att._c_neg_eye)
     save = torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in weights + biases))
     index = [getattr(owner, name) for name in _BUFFERS]
-    # every tensor a top-level argument (torch.jit.trace records the node's inputs from these)
+    # every tensor a top-level argument (autograd and graph tracers record the node's inputs from these)
     return _FusedChain.apply(spec, rows, save, *index, *consts, x, *weights, *biases)
 
 

@@ -9,7 +9,7 @@
 - ``vpintegrator.rollout.steps``: [`IntegratorStep`][vpintegrator.rollout.steps.IntegratorStep], [`ExactFlowStep`][vpintegrator.rollout.steps.ExactFlowStep], [`ModelStep`][vpintegrator.rollout.steps.ModelStep],
   [`reference_step_map`][vpintegrator.rollout.steps.reference_step_map] (the generator a data file was made with), and how ModelStep
   runs a model (the numba kernel of ``vpintegrator.rollout.numba_model``: [`compiled_model`][vpintegrator.rollout.steps.compiled_model];
-  a TorchScript trace: [`trace_model`][vpintegrator.rollout.steps.trace_model]; eager).
+  ``torch.compile`` under ``fast_step = "compile"``: [`compile_model`][vpintegrator.rollout.steps.compile_model]; eager).
 - ``vpintegrator.rollout.device``: the device engine for models: [`device_stream_rollout`][vpintegrator.rollout.device.device_stream_rollout] keeps
   states and metrics (error, invariants, failures, volume) on the model's device, one copy per block to the
   host, model steps in a CUDA graph on CUDA ([`DeviceStepper`][vpintegrator.rollout.device.DeviceStepper]); [`use_device_engine`][vpintegrator.rollout.config.use_device_engine] (the
@@ -69,7 +69,8 @@ _LAZY: dict[str, str] = {
     "ENGINES": ".config",
     "RUNNERS": ".steps",
     "compiled_model": ".steps",
-    "trace_model": ".steps",
+    "compile_model": ".steps",
+    "MODEL_MAX_BATCH": ".steps",
     "RolloutConfig": ".config",
     "RolloutReport": ".report",
     "load_rollout_config": ".config",
@@ -131,7 +132,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .precision import work_precision as work_precision
     from .steps import RUNNERS as RUNNERS
     from .steps import compiled_model as compiled_model
-    from .steps import trace_model as trace_model
+    from .steps import compile_model as compile_model
+    from .steps import MODEL_MAX_BATCH as MODEL_MAX_BATCH
     from .steps import ExactFlowStep as ExactFlowStep
     from .steps import IntegratorStep as IntegratorStep
     from .steps import ModelStep as ModelStep
@@ -160,10 +162,12 @@ __all__ = [
     "RolloutResult",
     "RolloutStats",
     "SCALAR_MAX_BATCH",
+    "MODEL_MAX_BATCH",
     "SindyStep",
     "StepMap",
     "WorkPrecisionRow",
     "compiled_model",
+    "compile_model",
     "device_stream_rollout",
     "field_step",
     "identify_parameters",
@@ -179,7 +183,6 @@ __all__ = [
     "run_rollouts",
     "run_work_precision",
     "stream_rollout",
-    "trace_model",
     "training_seconds",
     "use_device_engine",
     "work_precision",

@@ -218,11 +218,13 @@ class RolloutConfig(Config):
         process. Default: every core, when the work repays starting processes; 1: one process. The file
         is the same to the last bit whatever it is (the timings apart).
     fast_step : "auto", "off", "graph" or "compile"
-        Compile model steps for speed (auto, default): a TorchScript trace (see
-        [`ModelStep`][vpintegrator.rollout.steps.ModelStep]), and with the device engine on CUDA a CUDA graph
-        of one model step (eager where capture fails); off: eager everywhere. The names are ``vp-train``'s
-        (a TOML of one command loads in the other; graph and compile run as auto here); ``true``/``false``
-        (older configs) are auto/off. The key ``jit`` (its old name) is still accepted, in files, ``--set``
+        How torch runs model steps (see [`ModelStep`][vpintegrator.rollout.steps.ModelStep]; rollouts of at
+        most 128 trajectories of a float64 model on the CPU run the compiled numba kernel whatever it is).
+        auto (default) and graph: eager, and with the device engine on CUDA a CUDA graph of one model step
+        (eager where capture fails); compile: ``torch.compile`` of the model for the rollout's batch shape
+        (its first call costs seconds: for long rollouts of large batches), the CUDA graph on CUDA; off:
+        eager everywhere. The names are ``vp-train``'s (a TOML of one command loads in the other);
+        ``true``/``false`` (older configs) are auto/off. The key ``jit`` (its old name) is still accepted, in files, ``--set``
         and as ``RolloutConfig(jit=...)``.
     allow_dt_mismatch : bool
         Roll out a model whose checkpoint records another step ``dt`` than the data's (by default refused,

@@ -4,8 +4,8 @@ The host engine ([`stream_rollout`][vpintegrator.rollout.engine.stream_rollout])
 float64 NumPy and computes the metrics there. [`device_stream_rollout`][vpintegrator.rollout.device.device_stream_rollout] keeps the rollout on the
 model's device (a GPU, or the CPU for testing):
 
-- the windows stay a tensor in the model's dtype; one model call (``advance`` new states) is eager, the
-  TorchScript trace on the CPU (as [`ModelStep`][vpintegrator.rollout.steps.ModelStep]), or on CUDA a
+- the windows stay a tensor in the model's dtype; one model call (``advance`` new states) is eager (or
+  ``torch.compile`` under ``fast_step = "compile"``, as in [`ModelStep`][vpintegrator.rollout.steps.ModelStep]), or on CUDA a
   ``torch.cuda.CUDAGraph`` of one window advance captured for the static (n_traj, seq_len, dim) shape
   ([`DeviceStepper`][vpintegrator.rollout.device.DeviceStepper]; eager where capture fails or does not reproduce the model);
 - each block of ``chunk_steps`` steps (blocks start at multiples of ``chunk_steps``, as in the host engine;
@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..fastpath import fast_step_on, verified
+from ..fastpath import check_fast_step, verified
 from ..clock import PROCESS_CPU, process_cpu
 from ..errors import VPIntegratorError
 from .config import use_device_engine  # noqa: F401 (re-exported: written beside the engine key)
@@ -60,14 +60,15 @@ class DeviceStepper:
         The model, its device, dtype and windowing (``seq_len``, ``advance``, ``overlap``).
     window0 : array, shape (n_traj, seq_len, dim)
         The first windows (float64; cast to the model's dtype).
-    jit : bool
-        On CUDA: capture one window advance in a CUDA graph (warm-up on a side stream, then checked
-        against the eager model on the first windows; eager if either fails). On the CPU: the
-        TorchScript trace of [`ModelStep`][vpintegrator.rollout.steps.ModelStep]. False: eager.
+    jit : bool or str
+        A ``fast_step`` name (True: ``"auto"``, False: ``"off"``). On CUDA, anything but ``"off"``: capture one
+        window advance in a CUDA graph (warm-up on a side stream, then checked against the eager model on the
+        first windows; eager if either fails). On the CPU: ``"compile"`` is the ``torch.compile`` of
+        [`ModelStep.torch_runner`][vpintegrator.rollout.steps.ModelStep.torch_runner]; the others are eager.
 
     Notes
     -----
-    ``runner`` says which runs (``"cuda_graph"``, ``"jit.trace+freeze"``, ``"eager"``);
+    ``runner`` says which runs (``"cuda_graph"``, ``"torch.compile"``, ``"eager"``);
     [`call`][vpintegrator.rollout.device.DeviceStepper.call] is one model call, [`produce_into`][vpintegrator.rollout.device.DeviceStepper.produce_into] the next states of a block.
     """
 
@@ -76,7 +77,7 @@ class DeviceStepper:
     advance: int
     runner: str
 
-    def __init__(self, step_map: ModelStep, window0, jit: bool = True) -> None:
+    def __init__(self, step_map: ModelStep, window0, jit: bool | str = True) -> None:
         import torch
 
         self.step_map = step_map
@@ -87,12 +88,11 @@ class DeviceStepper:
         self.window = self.init.clone()  # the graph's static input: always updated in place
         self.fn, self.runner = step_map.model, "eager"
         self._graph = self._out = None
-        if jit and self.device.type == "cuda":
+        fast_step = check_fast_step(jit)
+        if fast_step != "off" and self.device.type == "cuda":
             self._capture()
-        elif jit:
-            traced = step_map._trace(self.init)
-            if traced is not None:
-                self.fn, self.runner = traced, "jit.trace+freeze"
+        elif fast_step == "compile":
+            self.fn, self.runner = step_map.torch_runner(self.init, fast_step)
         # states produced but not yet handed out; it starts with the first window (steps 0 .. seq_len - 1)
         self._stage = Stage(self.init.clone(), self.seq_len)
 
@@ -244,7 +244,7 @@ def device_stream_rollout(
         Fed each block on the device; its ``log_det_fn`` must take tensors (``step_map.log_abs_det_jacobian``
         does).
     jit : bool or str, optional
-        See [`DeviceStepper`][vpintegrator.rollout.device.DeviceStepper]; default ``step_map.jit`` (a ``fast_step`` name: ``"off"`` is eager).
+        See [`DeviceStepper`][vpintegrator.rollout.device.DeviceStepper]; default ``step_map.fast_step``.
 
     Returns
     -------
@@ -296,7 +296,7 @@ def device_stream_rollout(
     t = torch.as_tensor(float(t0) + float(dt) * np.arange(n_steps + 1), device=device)
 
     tic = process_cpu()  # the set-up's CPU time (a trace, a graph capture): every thread's
-    stepper = DeviceStepper(step_map, w0, step_map.jit if jit is None else fast_step_on(jit))
+    stepper = DeviceStepper(step_map, w0, step_map.fast_step if jit is None else jit)
     if cuda:
         torch.cuda.synchronize(device)
     setup_seconds = process_cpu() - tic

@@ -67,7 +67,7 @@ class RolloutStats:
         [`vpintegrator.clock`][vpintegrator.clock]), ``"process_cpu"`` on the device engine on a CPU, ``"cuda_events"``
         (device time) on a GPU.
     setup_seconds : float
-        The same clock around the step map's [`StepMap.start`][vpintegrator.rollout.engine.StepMap.start] (e.g. a TorchScript trace).
+        The same clock around the step map's [`StepMap.start`][vpintegrator.rollout.engine.StepMap.start] (e.g. a ``torch.compile`` build).
     n_steps : int
     meta : dict
         The step map's [`StepMap.describe`][vpintegrator.rollout.engine.StepMap.describe] plus dt, t0, n_traj, blowup, setup_seconds, seconds,

@@ -334,7 +334,7 @@ def integrator_names(integrators: Any) -> list[str]:
     return [str(n).strip() for n in integrators or [] if str(n).strip()]
 
 
-def model_step(model, device: str = "cpu", overlap: bool = False, jit: bool = True, dt: float | None = None,
+def model_step(model, device: str = "cpu", overlap: bool = False, jit: bool | str = True, dt: float | None = None,
                **context: Any) -> StepMap:
     """The step map of a trained model: [`ContextStep`][vpintegrator.rollout.context.ContextStep] (``context`` its keywords) for a context
     model, a learned vector field integrated at step ``dt`` (default its own) by its integrator
@@ -357,7 +357,7 @@ class StepSettings:
 
     device: str = "cpu"
     overlap: bool = False
-    fast_step: bool = True
+    fast_step: str = "auto"  # a fast_step name (vpintegrator.fastpath.FAST_STEPS)
     engine: str = "auto"
     context_len: int = 3
     context_noise: float = 0.0

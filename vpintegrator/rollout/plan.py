@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..fastpath import fast_step_on
 from ..errors import VPIntegratorError
 from ..jobs.executors import default_workers
 from .config import RolloutConfig, model_entries, use_device_engine
@@ -83,12 +82,11 @@ class Blocks:
     def same_runners(self, step_maps: Sequence[StepMap | None]) -> None:
         """The runner the whole selection would use: no compiled single-trajectory runner in a block of a
         selection too large for it."""
-        if self.n_whole > SCALAR_MAX_BATCH:
-            for step_map in step_maps:
-                if isinstance(step_map, IntegratorStep):
-                    step_map.compiled_max_batch = 0
-                elif isinstance(step_map, ModelStep):
-                    step_map.scalar_max_batch = 0
+        for step_map in step_maps:
+            if isinstance(step_map, IntegratorStep) and self.n_whole > step_map.compiled_max_batch:
+                step_map.compiled_max_batch = 0
+            elif isinstance(step_map, ModelStep) and self.n_whole > step_map.scalar_max_batch:
+                step_map.scalar_max_batch = 0
 
     def part_labels(self, plan: RolloutPlan) -> list[str]:
         """The methods of ``plan`` worker processes would run: the classical integrators and the exact flow."""
@@ -459,7 +457,7 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
     if float(ref_file.t[0]) != t0:
         t0 = float(ref_file.t[0])
         n_steps = _horizon(config.t_end, t0, dt, ref_file.n_states)
-    settings = StepSettings(device=str(config.device), overlap=bool(config.overlap), fast_step=fast_step_on(config.fast_step),
+    settings = StepSettings(device=str(config.device), overlap=bool(config.overlap), fast_step=str(config.fast_step),
                             engine=str(config.engine), context_len=int(config.context_len),
                             context_noise=float(config.context_noise))
     methods = prepare_methods(names, entries, system, dt, t0, n_steps, data, settings, row_split)

@@ -4,8 +4,8 @@ Each implements the [`StepMap`][vpintegrator.stepping.StepMap] contract. [`Integ
 [`IntegratorMap`][vpintegrator.data.integration.IntegratorMap], which ``integrate`` drives, with the volume metric) runs in float64,
 compiled (numba, ``vpintegrator.compiled.compiled_stepper``) for rollouts of at most ``SCALAR_MAX_BATCH`` trajectories when there is a kernel, NumPy otherwise; [`ExactFlowStep`][vpintegrator.rollout.steps.ExactFlowStep] in
 NumPy/SciPy; [`ModelStep`][vpintegrator.rollout.steps.ModelStep] runs a torch model in its own dtype on its device, by the fastest runner
-that reproduces it (the numba kernel of ``vpintegrator.rollout.numba_model``, a TorchScript trace, or
-eager; the runners below). [`reference_step_map`][vpintegrator.rollout.steps.reference_step_map] is the generator a data file was
+that reproduces it (the numba kernel of ``vpintegrator.rollout.numba_model``, ``torch.compile`` when
+asked, or eager; the runners below). [`reference_step_map`][vpintegrator.rollout.steps.reference_step_map] is the generator a data file was
 made with, to continue its reference beyond the file's horizon.
 """
 
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from ..data.integration import SCALAR_MAX_BATCH, IntegratorMap
-from ..fastpath import fast_step_on, verified
+from ..fastpath import check_fast_step, fast_step_on, verified
 from ..errors import VPIntegratorError, finite_float
 from ..stepping import bad_states
 from .engine import StepMap
@@ -27,7 +27,11 @@ if TYPE_CHECKING:  # torch is imported when a model step is built, not with the 
     import torch
 
 __all__ = ["IntegratorStep", "ExactFlowStep", "ModelStep", "reference_step_map", "SCALAR_MAX_BATCH", "is_context_model",
-           "RUNNERS", "compiled_model", "trace_model"]
+           "RUNNERS", "MODEL_MAX_BATCH", "compiled_model", "compile_model"]
+
+#: the compiled (numba) model runner's limit, in trajectories: up to 128 it beats torch eager and the old
+#: TorchScript trace for every shipped model (``scripts/bench_model_runners.py``); at 1024 eager wins for some
+MODEL_MAX_BATCH = 128
 
 #: windows per batched Jacobian of ModelStep's volume metric, on the CPU and on CUDA (where few large
 #: batches beat many small launches; ~1 GB of float64 activations for the paper VPT at 65 536)
@@ -149,17 +153,20 @@ class ModelStep(StepMap):
         dtype of the copy of the model whose Jacobian measures the volume (default float64, so that the
         measured log det reflects the map and not float32 rounding).
     jit : bool or str
-        Run a ``torch.jit.trace`` + ``freeze`` of the model for the rollout's batch shape (3-8x less
-        per-call overhead than eager at batch 1, measured; same numbers). It is checked against the eager
-        model on the first window and dropped if it differs or cannot be traced. A ``fast_step`` name is taken
-        too: ``"off"`` is False, the others True.
+        A ``fast_step`` name (or a bool: True is ``"auto"``, False ``"off"``): how torch runs the model when
+        the compiled runner does not. ``"compile"``: ``torch.compile`` (inductor, ``dynamic=False``) for the
+        rollout's batch shape, checked against the eager model on the first windows and dropped if it differs
+        or cannot be built; its first call costs seconds (3-24 s measured per model on the CPU), so it pays
+        only over long rollouts of large batches. ``"auto"``, ``"graph"``, ``"off"``: eager, under
+        ``torch.inference_mode``.
     scalar_max_batch : int
-        Rollouts of at most this many trajectories of a float64 VPFF, VPT (plain or symmetric), ST, lpnet,
-        lp_transformer, LA-SympNet, G-SympNet or symplectic transformer model on the CPU run the model compiled: packed into arrays and iterated by one numba kernel a whole block of
-        steps at a time (``vpintegrator.rollout.numba_model``, runner ``"numba"``), ~1-2 µs per call of the
-        paper models at batch 1 against ~60-150 µs for the trace, the same numbers to rounding (≤ 1e-12 per
-        call, checked against the model on the first window; otherwise, without numba, and for other models
-        or layers, dtypes or devices, torch runs it). 0 turns it off.
+        Rollouts of at most this many trajectories (default ``MODEL_MAX_BATCH``, 128) of a float64 VPFF, VPT
+        (plain or symmetric), ST, lpnet, lp_transformer, LA-SympNet, G-SympNet or symplectic transformer
+        model on the CPU run the model compiled: packed into arrays and iterated by one numba kernel a whole
+        block of steps at a time (``vpintegrator.rollout.numba_model``, runner ``"numba"``), ~1-2 µs per call
+        of the paper models at batch 1 against ~200-500 µs for torch, the same numbers to rounding (≤ 1e-12
+        per call, checked against the model on the first window; otherwise, without numba, and for other
+        models or layers, dtypes or devices, torch runs it). 0 turns it off.
     """
 
     kind = "model"
@@ -180,7 +187,7 @@ class ModelStep(StepMap):
         overlap: bool = False,
         volume_dtype=None,
         jit: bool | str = True,
-        scalar_max_batch: int = SCALAR_MAX_BATCH,
+        scalar_max_batch: int = MODEL_MAX_BATCH,
     ) -> None:
         import torch
 
@@ -202,7 +209,8 @@ class ModelStep(StepMap):
         self.volume_dtype = torch.float64 if volume_dtype is None else volume_dtype
         self._volume_model = None
         self._buf = None
-        self.jit = fast_step_on(jit)  # a fast_step name ("off": eager) or a bool
+        self.fast_step = check_fast_step(jit)  # a fast_step name; True/False are "auto"/"off"
+        self.jit = fast_step_on(self.fast_step)
         if isinstance(scalar_max_batch, bool) or not isinstance(scalar_max_batch, int) or scalar_max_batch < 0:
             raise VPIntegratorError(f"scalar_max_batch must be an int >= 0 (0: off); got {scalar_max_batch!r}")
         self.scalar_max_batch = scalar_max_batch
@@ -225,16 +233,21 @@ class ModelStep(StepMap):
             # reset() and a later torch runner see the same windows
             self._ctx_np = np.ascontiguousarray(self._ctx.numpy())
             self._ctx = torch.from_numpy(self._ctx_np)
-        elif self.jit:
-            self._use_trace()
+        elif self.fast_step == "compile":
+            self._fn, self._runner = self.torch_runner(self._init)
         logging.getLogger(__name__).debug(
             "model step %s: runner %s on %s (%s), %d trajectories, fast_step %s", self.name, self._runner,
-            self.device, str(self.dtype).replace("torch.", ""), w.shape[0], "on" if self.jit else "off")
+            self.device, str(self.dtype).replace("torch.", ""), w.shape[0], self.fast_step)
 
-    def _use_trace(self) -> None:
-        traced = self._trace(self._init)
-        if traced is not None:
-            self._fn, self._runner = traced, "jit.trace+freeze"
+    def torch_runner(self, example, fast_step: str | None = None) -> tuple[Any, str]:
+        """How torch runs the model on inputs shaped like ``example``: ``(fn, runner name)``, the
+        ``torch.compile`` of [`compile_model`][vpintegrator.rollout.steps.compile_model] under ``fast_step =
+        "compile"`` (default this step's ``fast_step``) when it builds and agrees, else the eager model."""
+        if (self.fast_step if fast_step is None else fast_step) == "compile":
+            compiled = compile_model(self.model, example)
+            if compiled is not None:
+                return compiled, "torch.compile"
+        return self.model, "eager"
 
     def _compile(self, example):
         """The model as the numba kernel ([`vpintegrator.rollout.steps.compiled_model`][vpintegrator.rollout.steps.compiled_model]) when it applies."""
@@ -250,10 +263,6 @@ class ModelStep(StepMap):
             return compiled_model(self.model, example)
         except Exception:  # a model the packer or the kernel cannot take: torch runs it
             return None
-
-    def _trace(self, example):
-        """A frozen TorchScript trace of the model for inputs shaped like ``example``, or None."""
-        return trace_model(self.model, example)
 
     def generate(self, n):
         import torch
@@ -336,30 +345,35 @@ def is_context_model(model) -> bool:
 
 # --- how ModelStep runs a model -----------------------------------------------------------------------------
 #
-# How [`ModelStep`][vpintegrator.rollout.steps.ModelStep] runs a model: the compiled kernel, a TorchScript trace, or eager.
+# How [`ModelStep`][vpintegrator.rollout.steps.ModelStep] runs a model: the compiled kernel, ``torch.compile``, or eager.
 #
 # ModelStep takes the first of these that applies and reproduces the model:
 #
 # ``"numba"``
 #     Float64 VPFF, VPT, ST, Lie–Poisson (lpnet, lp_transformer) and symplectic (LA-SympNet, G-SympNet,
-#     symplectic transformer) models on the CPU, rollouts of at most
-#     ``SCALAR_MAX_BATCH`` (8) trajectories: the model packed into arrays
-#     (``vpintegrator.rollout.numba_model.pack``) and iterated by one numba kernel for a whole block of steps
-#     ([`compiled_model`][vpintegrator.rollout.steps.compiled_model]). At batch 1 a call of the paper models costs ~1-2 µs there against ~60-150 µs for
-#     the trace: torch's per-operation overhead, not arithmetic, is the cost of a (3, 3) window. Checked against
-#     the model on the first windows (≤ 1e-12); without numba, or for other models, dtypes or devices, the next
-#     runner runs.
-# ``"jit.trace+freeze"``
-#     ``torch.jit.trace`` + ``freeze`` for the rollout's batch shape ([`trace_model`][vpintegrator.rollout.steps.trace_model]), checked against
-#     the eager model on the first window.
+#     symplectic transformer) models on the CPU, rollouts of at most ``MODEL_MAX_BATCH`` (128) trajectories:
+#     the model packed into arrays (``vpintegrator.rollout.numba_model.pack``) and iterated by one numba
+#     kernel for a whole block of steps ([`compiled_model`][vpintegrator.rollout.steps.compiled_model]). At
+#     batch 1 a call of the paper models costs ~1-2 µs there against ~200-500 µs in torch: torch's
+#     per-operation overhead, not arithmetic, is the cost of a (3, 3) window. Checked against the model on the
+#     first windows (≤ 1e-12); without numba, or for other models, dtypes or devices, the next runner runs.
+# ``"torch.compile"``
+#     Only under ``fast_step = "compile"``: ``torch.compile`` of the model for the rollout's batch shape
+#     ([`compile_model`][vpintegrator.rollout.steps.compile_model]), checked against the eager model on the
+#     first windows.
 # ``"eager"``
-#     The model itself.
+#     The model itself, under ``torch.inference_mode``.
 #
 # Each check is ``vpintegrator.fastpath.verified`` (the one rule of every fast path): a runner that raises or
 # differs is not used, and the reason is logged.
+#
+# TorchScript (``torch.jit.trace`` + ``freeze``, the torch runner up to 2026-11-25) is gone: it is
+# deprecated upstream. Measured against it (``scripts/bench_model_runners.py``, docs/benchmarks.md), the
+# numba runner is 1.18-326x faster per step up to 128 trajectories for every shipped model, and eager beyond
+# runs at 0.50-0.91x its speed at 1024 trajectories (``torch.compile``: 0.70-1.43x).
 
 #: the runner names ModelStep reports in ``describe()["runner"]``, fastest first
-RUNNERS = ("numba", "jit.trace+freeze", "eager")
+RUNNERS = ("numba", "torch.compile", "eager")
 
 #: per-call agreement required of the compiled kernel with the model (float64)
 COMPILED_TOL = 1e-12
@@ -401,30 +415,28 @@ def compiled_model(model, example) -> Any:
     return compiled if check.fast else None
 
 
-def trace_model(model, example) -> Any:
-    """A frozen TorchScript trace of the model for inputs shaped like ``example``, or None.
+def compile_model(model, example) -> Any:
+    """``torch.compile`` of the model (inductor, ``dynamic=False``) for inputs shaped like ``example``, or None.
 
-    Checked against the eager model on ``example`` and a perturbed copy (rtol 1e-6, atol 1e-7); None
-    when it differs or the tracer cannot handle the model.
+    Built and run once on ``example`` (the compilation: seconds, not per-step time), then checked against the
+    eager model on ``example`` and a perturbed copy (rtol 1e-6, atol 1e-7); None when it differs or cannot be
+    built (no C compiler for inductor on the CPU, a model dynamo cannot take), the reason logged.
     """
-    import warnings
-
     import torch
 
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        check = verified(lambda: torch.jit.freeze(torch.jit.trace(model.eval(), example, check_trace=False)),
-                         model, _probe(example), rtol=1e-6, atol=1e-7, what="the TorchScript trace")
-    if not check.fast:  # anything the tracer cannot handle, or a trace that differs: run eagerly
-        return None
-    traced = check.fn
-    try:
-        with torch.inference_mode():  # TorchScript profiles the first calls (tens of ms): not per-step time
-            for _ in range(3):
-                traced(example)
-    except Exception:  # noqa: BLE001 -- a trace that fails here runs eagerly too
-        return None
-    return traced
+    def build():
+        compiled = torch.compile(model.eval(), dynamic=False)
+
+        def run(x):  # one layout: a window sliced from the rollout's buffer has that buffer's strides, and
+            return compiled(x.contiguous())  # each new stride would recompile (8 at most, then eager)
+
+        with torch.inference_mode():
+            run(example)
+        return run
+
+    with torch.inference_mode():
+        check = verified(build, model, _probe(example), rtol=1e-6, atol=1e-7, what="torch.compile of the model")
+    return check.fn if check.fast else None
 
 
 def _probe(example) -> tuple:
