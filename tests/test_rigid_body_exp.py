@@ -9,8 +9,6 @@ DOP853 and dI/dt = 0 (tests/test_systems.py), the convergence order of every met
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -140,19 +138,6 @@ def test_compiled_steppers_exist_and_agree():
         for k in range(50):
             y = step.step(system, y, 0.2)
             np.testing.assert_allclose(ys[k + 1], y[0], rtol=0, atol=1e-12)  # ys[0] is y0
-
-
-def test_cached_kernel_files_name_every_compiled_system():
-    """numba caches a file's kernels on that file alone; the files that inline the systems' dispatchers
-    list every compiled system, so that adding one changes them (and invalidates their caches)."""
-    from vpintegrator.compiled.systems import KERNEL_NAMES
-
-    folder = Path(vp.__file__).parent / "compiled"
-    for name in ("kernels.py", "dop853.py", "newton.py"):
-        text = (folder / name).read_text()
-        match = re.search(r"Compiled systems:\n# (.+)\n", text)
-        assert match, name
-        assert match.group(1).split(", ") == list(KERNEL_NAMES.values()), name
 
 
 def test_bad_parameters_are_one_line():

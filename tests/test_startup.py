@@ -63,6 +63,43 @@ def test_a_cache_miss_still_compiles(tmp_path):
     assert any((tmp_path / "cache").rglob("*.nbi"))
 
 
+def test_every_kernel_cache_is_keyed_on_the_files_kernels_inline():
+    """numba keys a cache on the function's own file; the package's kernels inline the systems' dispatchers
+    and fields from other files, so their key also holds those files' stamps (vpintegrator._jitcache). A numba
+    whose cache index has no ``_source_stamp`` fails here (the package then warns that caches may be stale)."""
+    from vpintegrator import _jitcache
+    from vpintegrator.compiled import kernels
+
+    stamp = _jitcache.dependency_stamp()
+    names = {path for path, _, _ in stamp}
+    assert {"compiled/systems.py", "systems/rigid_body.py", "rollout/numba_kernel.py"} <= names
+    dispatcher = next(v for v in vars(kernels).values() if hasattr(v, "_cache") and hasattr(v, "py_func"))
+    assert dispatcher._cache._cache_file._source_stamp[1] == stamp
+
+
+def test_a_new_dependency_stamp_makes_the_cached_kernel_stale(tmp_path, monkeypatch):
+    import importlib.util
+
+    from vpintegrator import _jitcache
+
+    src = tmp_path / "kern.py"
+    src.write_text("def f(x):\n    return x + 1.0\n")
+
+    def load():
+        spec = importlib.util.spec_from_file_location("kern", src)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        kernel = _jitcache.njit(module.f)
+        assert kernel(1.0) == 2.0
+        return kernel.stats
+
+    monkeypatch.setitem(_jitcache._state, "stamp", (("systems/a.py", 1, 1),))
+    assert load().cache_misses and load().cache_hits  # compiled and cached, then loaded
+    monkeypatch.setitem(_jitcache._state, "stamp", (("systems/a.py", 1, 1), ("systems/b.py", 2, 2)))
+    stats = load()
+    assert stats.cache_misses and not stats.cache_hits  # a file it can inline changed: compiled again
+
+
 def test_the_lean_loader_sees_this_numba_as_supported():
     """The numba internals ``lean_cache_load`` relies on are there in the shape it reproduces. A numba upgrade
     that changes them fails here (the package then falls back to numba's own loader, with a warning)."""

@@ -6,6 +6,13 @@ function`` when none is writable: an installed read-only ``site-packages`` with 
 kernels are cached in a temporary directory of this process (removed at exit), or, where there is none,
 compiled without a cache; one warning says so, once per process. Every module that jits a function
 (``vpintegrator.compiled``, ``vpintegrator.rollout.numba_kernel``) goes through here.
+
+numba keys a function's cache on its own file only (the file's time and size), but the package's kernels
+inline code from other files: the generic loops of ``compiled/kernels.py`` call the systems' dispatchers of
+``compiled/systems.py``, which call the fields written once in ``systems/<name>.py``. So every kernel's key
+here also holds the time and size of each file compiled code can reach (``DEPENDENCIES``,
+[`dependency_stamp`][vpintegrator._jitcache.dependency_stamp]): adding a system or editing a field
+invalidates every cache, with no file to touch by hand.
 """
 
 from __future__ import annotations
@@ -14,9 +21,14 @@ import atexit
 import logging
 import shutil
 import tempfile
+from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["njit", "fallback_dir"]
+__all__ = ["njit", "fallback_dir", "dependency_stamp", "DEPENDENCIES"]
+
+#: the package's sources compiled code can reach, folders or files relative to the package: part of every
+#: kernel's cache key (``dependency_stamp``)
+DEPENDENCIES = ("compiled", "systems", "rollout/numba_kernel.py", "rollout/numba_model.py")
 
 _state: dict[str, Any] = {"fallback": None, "warned": False}
 
@@ -24,6 +36,38 @@ _state: dict[str, Any] = {"fallback": None, "warned": False}
 def fallback_dir() -> str | None:
     """The temporary cache directory in use (None: numba's own place, or no cache at all)."""
     return _state["fallback"] or None
+
+
+def dependency_stamp() -> tuple[tuple[str, int, int], ...]:
+    """``(path, mtime_ns, size)`` of every ``.py`` file of ``DEPENDENCIES`` (numba's own freshness rule, the
+    file's time and size, over every file a kernel can inline), read once per process."""
+    if "stamp" not in _state:
+        root = Path(__file__).resolve().parent
+        files = sorted(f for d in DEPENDENCIES
+                       for f in ((root / d).glob("*.py") if (root / d).is_dir() else [root / d]) if f.is_file())
+        _state["stamp"] = tuple((f.relative_to(root).as_posix(), st.st_mtime_ns, st.st_size)
+                                for f in files for st in [f.stat()])
+    return _state["stamp"]
+
+
+def key_on_dependencies(dispatcher: Any) -> Any:
+    """Add [`dependency_stamp`][vpintegrator._jitcache.dependency_stamp] to the freshness stamp of
+    ``dispatcher``'s cache index (numba's ``IndexDataCacheFile._source_stamp``, which its index is saved with
+    and compared against); returns the dispatcher. A numba without that attribute keeps its own key, and one
+    warning per process says that edits to other files may then load stale kernels
+    (tests/test_startup.py fails on it, so the change is seen)."""
+    cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
+    if cache_file is None:  # compiled without an on-disk cache
+        return dispatcher
+    if not hasattr(cache_file, "_source_stamp"):
+        if not _state.get("warned_stamp"):
+            _state["warned_stamp"] = True
+            logging.getLogger("vpintegrator").warning(
+                "this numba's cache index has no _source_stamp: the compiled kernels' caches are keyed on their "
+                "own files only (clear NUMBA_CACHE_DIR or the package's __pycache__ after editing a system)")
+        return dispatcher
+    cache_file._source_stamp = (cache_file._source_stamp, dependency_stamp())
+    return dispatcher
 
 
 def _cannot_cache(err: BaseException) -> bool:
@@ -60,14 +104,14 @@ def njit(fn: Callable[..., Any], **options: Any):
 
     if _state["fallback"] is None:
         try:
-            return numba.njit(cache=True, **options)(fn)
+            return key_on_dependencies(numba.njit(cache=True, **options)(fn))
         except RuntimeError as err:
             if not _cannot_cache(err):
                 raise
             _use_temporary_cache(err)
     if _state["fallback"]:
         try:
-            return numba.njit(cache=True, **options)(fn)
+            return key_on_dependencies(numba.njit(cache=True, **options)(fn))
         except RuntimeError as err:
             if not _cannot_cache(err):
                 raise

@@ -35,9 +35,6 @@ import numpy as np
 
 from ._jit import _numba, njit  # numba is optional: without it the vectorised solve_ivp path is used
 from .systems import system_kernel, vector_field
-# numba caches this file's kernels keyed on this file only, not on .systems whose dispatchers they inline:
-# adding a system there must change this line (tests/test_rigid_body_exp.py checks it). Compiled systems:
-# rigid_body, coupled_oscillator, volterra, abc_flow, rigid_body_exp, learned_field, library_field
 
 __all__ = ["GENERATOR", "available", "kernel_for", "solve_many"]
 

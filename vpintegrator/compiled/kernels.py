@@ -21,9 +21,6 @@ import numpy as np
 from ._jit import jit
 from .newton import BLOWN_UP, NONFINITE, OK, step_gauss_legendre, step_implicit_midpoint
 from .systems import kinetic_gradient, potential_gradient, vector_field
-# numba caches this file's kernels keyed on this file only, not on .systems whose dispatchers they inline:
-# adding a system there must change this line (tests/test_rigid_body_exp.py checks it). Compiled systems:
-# rigid_body, coupled_oscillator, volterra, abc_flow, rigid_body_exp, learned_field, library_field
 
 EULER, RK4, IMPLICIT_MIDPOINT, GAUSS_LEGENDRE, STORMER_VERLET, SPLITTING, SHEARS = 0, 1, 2, 3, 4, 5, 6
 METHODS = {"euler": EULER, "rk4": RK4, "implicit_midpoint": IMPLICIT_MIDPOINT,

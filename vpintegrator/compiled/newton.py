@@ -19,9 +19,6 @@ import numpy as np
 
 from ._jit import jit
 from .systems import jacobian, vector_field
-# numba caches this file's kernels keyed on this file only, not on .systems whose dispatchers they inline:
-# adding a system there must change this line (tests/test_rigid_body_exp.py checks it). Compiled systems:
-# rigid_body, coupled_oscillator, volterra, abc_flow, rigid_body_exp, learned_field, library_field
 
 OK, NOT_CONVERGED, SINGULAR, NONFINITE, BLOWN_UP = 0, 1, 2, 3, 4
 

@@ -151,6 +151,18 @@ def plain(obj: Any) -> Any:
     return obj
 
 
+def unplain(obj: Any) -> Any:
+    """The numbers of [`plain`][vpintegrator.studies.stats.plain] JSON back: ``"inf"``/``"-inf"`` -> ±inf
+    (``null``, a NaN or a missing value, stays None: the tables print both as missing)."""
+    if isinstance(obj, dict):
+        return {k: unplain(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [unplain(v) for v in obj]
+    if obj in ("inf", "-inf"):
+        return math.inf if obj == "inf" else -math.inf
+    return obj
+
+
 def read_json(path: str | Path) -> Any:
     """The JSON in ``path`` (a file a study wrote: a step's stamp, a summary, settings, timings), or None if it
     is missing. A file that is there but empty, damaged or not JSON is a one-line error naming it
