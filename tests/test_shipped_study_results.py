@@ -1,0 +1,49 @@
+"""The result files the study tables of docs/results.md come from, shipped in docs/data/ so that every number
+of those tables can be checked without re-running hours of training:
+
+- ``rigid_body_study.json``: ``scripts/reproduce_rigid_body.py``'s ``results.json`` (section 2);
+- ``coupled_oscillator_study.json``: ``scripts/reproduce_coupled_oscillator.py``'s (section 4).
+
+Each test draws the tables from the shipped file with the study's own formatting code and finds every line
+of them on the page, so a number edited on the page, or a file shipped from another run, fails here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from vpintegrator.studies.stats import unplain
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "docs" / "data"
+PAGE = ROOT / "docs" / "results.md"
+
+
+def _section(text: str, start: str, end: str) -> str:
+    a = text.index(start)
+    return text[a:text.index(end, a)]
+
+
+def _missing(lines: list[str], page: str) -> list[str]:
+    return [line for line in lines if line not in page]
+
+
+def test_the_rigid_body_tables_are_drawn_from_the_shipped_results():
+    from vpintegrator.studies.rigid_body_results import format_results, read_results
+
+    res = read_results(DATA / "rigid_body_study.json")
+    assert res["meta"]["seeds"] == [0, 1, 2, 3, 4]
+    assert res["meta"]["models"] == ["vpff", "vpt", "vpt_arb", "st"]
+    page = _section(PAGE.read_text(encoding="utf-8"), "## 2. Rigid body", "## 3. ")
+    drawn = [line for line in format_results(res).splitlines() if line.startswith(("| ", "- "))]
+    assert len(drawn) > 40
+    missing = _missing(drawn, page)
+    assert not missing, missing[:3]
+
+
+def test_the_shipped_results_hold_no_path_of_the_machine_they_ran_on():
+    for name in ("rigid_body_study.json",):
+        text = (DATA / name).read_text(encoding="utf-8")
+        for prefix in ("/work/", "/tmp/", "/home/", "/root/", "/Users/", "C:\\\\"):
+            assert prefix not in text, (name, prefix)
