@@ -10,10 +10,7 @@ of them on the page, so a number edited on the page, or a file shipped from anot
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-
-from vpintegrator.studies.stats import unplain
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "docs" / "data"
@@ -42,8 +39,22 @@ def test_the_rigid_body_tables_are_drawn_from_the_shipped_results():
     assert not missing, missing[:3]
 
 
+def test_the_coupled_oscillator_tables_are_drawn_from_the_shipped_results():
+    from vpintegrator.studies.coupled_oscillator import EVAL_SETS, _statistics_section, format_table, read_results
+
+    doc = read_results(DATA / "coupled_oscillator_study.json")
+    assert doc["settings"]["seeds"] == [0, 1, 2, 3, 4]
+    page = _section(PAGE.read_text(encoding="utf-8"), "## 4. Coupled oscillator", "## 5. ")
+    drawn = [line for name in EVAL_SETS for line in format_table(doc["tables"][name]).splitlines()]
+    drawn += [line for line in _statistics_section(doc["heldout_statistics"], float(doc["settings"]["t_end"]))
+              if line.startswith("| ")]
+    assert len(drawn) > 20
+    missing = _missing(drawn, page)
+    assert not missing, missing[:3]
+
+
 def test_the_shipped_results_hold_no_path_of_the_machine_they_ran_on():
-    for name in ("rigid_body_study.json",):
+    for name in ("rigid_body_study.json", "coupled_oscillator_study.json"):
         text = (DATA / name).read_text(encoding="utf-8")
         for prefix in ("/work/", "/tmp/", "/home/", "/root/", "/Users/", "C:\\\\"):
             assert prefix not in text, (name, prefix)
