@@ -156,7 +156,7 @@ class ModelStep(StepMap):
         A ``fast_step`` name (or a bool: True is ``"auto"``, False ``"off"``): how torch runs the model when
         the compiled runner does not. ``"compile"``: ``torch.compile`` (inductor, ``dynamic=False``) for the
         rollout's batch shape, checked against the eager model on the first windows and dropped if it differs
-        or cannot be built; its first call costs seconds (3-24 s measured per model on the CPU), so it pays
+        or cannot be built; its first call costs seconds (1-24 s measured per model and shape on the CPU), so it pays
         only over long rollouts of large batches. ``"auto"``, ``"graph"``, ``"off"``: eager, under
         ``torch.inference_mode``.
     scalar_max_batch : int
