@@ -35,10 +35,6 @@ def check_fast_step(value: Any) -> str:
     return value
 
 
-def fast_step_on(value: Any) -> bool:
-    """Whether a ``fast_step`` value (a name or a bool) asks for the fast path: anything but ``"off"``/False."""
-    return value not in (False, "off", None)
-
 import numpy as np
 
 from .arrays import array_namespace

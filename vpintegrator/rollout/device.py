@@ -91,7 +91,7 @@ class DeviceStepper:
         fast_step = check_fast_step(jit)
         if fast_step != "off" and self.device.type == "cuda":
             self._capture()
-        elif fast_step == "compile":
+        else:
             self.fn, self.runner = step_map.torch_runner(self.init, fast_step)
         # states produced but not yet handed out; it starts with the first window (steps 0 .. seq_len - 1)
         self._stage = Stage(self.init.clone(), self.seq_len)

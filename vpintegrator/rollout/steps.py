@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from ..data.integration import SCALAR_MAX_BATCH, IntegratorMap
-from ..fastpath import check_fast_step, fast_step_on, verified
+from ..fastpath import check_fast_step, verified
 from ..errors import VPIntegratorError, finite_float
 from ..stepping import bad_states
 from .engine import StepMap
@@ -177,7 +177,7 @@ class ModelStep(StepMap):
     seq_len: int
     pred_window: int
     overlap: bool
-    jit: bool
+    fast_step: str
     name: str
 
     def __init__(
@@ -210,7 +210,6 @@ class ModelStep(StepMap):
         self._volume_model = None
         self._buf = None
         self.fast_step = check_fast_step(jit)  # a fast_step name; True/False are "auto"/"off"
-        self.jit = fast_step_on(self.fast_step)
         if isinstance(scalar_max_batch, bool) or not isinstance(scalar_max_batch, int) or scalar_max_batch < 0:
             raise VPIntegratorError(f"scalar_max_batch must be an int >= 0 (0: off); got {scalar_max_batch!r}")
         self.scalar_max_batch = scalar_max_batch
@@ -233,7 +232,7 @@ class ModelStep(StepMap):
             # reset() and a later torch runner see the same windows
             self._ctx_np = np.ascontiguousarray(self._ctx.numpy())
             self._ctx = torch.from_numpy(self._ctx_np)
-        elif self.fast_step == "compile":
+        else:
             self._fn, self._runner = self.torch_runner(self._init)
         logging.getLogger(__name__).debug(
             "model step %s: runner %s on %s (%s), %d trajectories, fast_step %s", self.name, self._runner,

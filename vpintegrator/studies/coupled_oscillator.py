@@ -48,7 +48,7 @@ from ..errors import VPIntegratorError
 from .options import Study, StudyOptions, comma_list, model_list
 from .runner import REPO, WALL_CEILING, Runner, StudyError, Task, budget_flags, check_out_dir, check_study_out, study_lock
 from .stats import (bootstrap_ci, fmt_num, md_table, mean_std, median_interval, read_json, results_provenance,
-                    unplain, write_json, write_text)
+                    read_results_json, unplain, write_json, write_text)
 from .work_precision import equal_cost_section
 
 ROOT = REPO
@@ -500,22 +500,9 @@ def read_results(path: str | Path) -> dict[str, Any]:
     its numbers as the study computed them (±inf restored, ``null`` the NaN it was), so that
     [`format_table`][vpintegrator.studies.coupled_oscillator.format_table] and the held-out statistics draw
     its tables without the run directory."""
-    doc = read_json(path)
-    if doc is None:
-        raise StudyError(f"{path}: no such file; give the results.json of a reproduce_coupled_oscillator.py run")
-    if not isinstance(doc, dict) or not {"settings", "tables", "heldout_statistics"} <= doc.keys():
-        raise StudyError(f"{path}: not this study's results.json (expected settings, tables and "
-                         "heldout_statistics); give the results.json of a reproduce_coupled_oscillator.py run")
-
-    def nan(x: Any) -> Any:
-        if isinstance(x, dict):
-            return {k: nan(v) for k, v in x.items()}
-        if isinstance(x, list):
-            return [nan(v) for v in x]
-        return math.nan if x is None else x
-
-    doc = unplain(doc)
-    return {**doc, "tables": nan(doc["tables"]), "heldout_statistics": nan(doc["heldout_statistics"])}
+    doc = read_results_json(path, ("settings", "tables", "heldout_statistics"), "reproduce_coupled_oscillator.py")
+    return {**doc, "tables": unplain(doc["tables"], math.nan),
+            "heldout_statistics": unplain(doc["heldout_statistics"], math.nan)}
 
 
 def write_results(run: Path, commands: list[str] | None = None) -> str:

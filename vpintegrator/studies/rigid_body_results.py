@@ -15,7 +15,7 @@ from ..rundir import read_log
 from . import _rollouts, attention
 from .runner import StudyError
 from .stats import (bootstrap_ci, fmt_num, md_row, md_table, median_interval, read_json, results_provenance,
-                    summarize, unplain, write_if_changed, write_json, write_text)
+                    read_results_json, summarize, write_if_changed, write_json, write_text)
 
 IM_MODELS = ("vpff", "vpt", "vpt_arb", "st")
 ALL_MODELS = (*IM_MODELS, "vpt_exact")
@@ -596,13 +596,7 @@ def read_results(path: str | Path) -> dict[str, Any]:
     [`build_results`][vpintegrator.studies.rigid_body_results.build_results] gives it (±inf restored), so that
     [`format_results`][vpintegrator.studies.rigid_body_results.format_results] draws its tables without the run
     directory."""
-    res = read_json(path)
-    if res is None:
-        raise StudyError(f"{path}: no such file; give the results.json of a reproduce_rigid_body.py run")
-    if not isinstance(res, dict) or not {"meta", "rows", "targets", "columns"} <= res.keys():
-        raise StudyError(f"{path}: not this study's results.json (expected meta, rows, targets and columns); "
-                         "give the results.json of a reproduce_rigid_body.py run")
-    return unplain(res)
+    return read_results_json(path, ("meta", "rows", "targets", "columns"), "reproduce_rigid_body.py")
 
 
 def write_results(run_dir: str | Path) -> tuple[dict[str, Any], str]:

@@ -151,16 +151,33 @@ def plain(obj: Any) -> Any:
     return obj
 
 
-def unplain(obj: Any) -> Any:
-    """The numbers of [`plain`][vpintegrator.studies.stats.plain] JSON back: ``"inf"``/``"-inf"`` -> ±inf
-    (``null``, a NaN or a missing value, stays None: the tables print both as missing)."""
+def unplain(obj: Any, null: Any = None) -> Any:
+    """The numbers of [`plain`][vpintegrator.studies.stats.plain] JSON back: ``"inf"``/``"-inf"`` -> ±inf,
+    ``null`` (a NaN or a missing value) -> ``null`` (default None)."""
     if isinstance(obj, dict):
-        return {k: unplain(v) for k, v in obj.items()}
+        return {k: unplain(v, null) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [unplain(v) for v in obj]
+        return [unplain(v, null) for v in obj]
+    if obj is None:
+        return null
     if obj in ("inf", "-inf"):
         return math.inf if obj == "inf" else -math.inf
     return obj
+
+
+def read_results_json(path: str | Path, keys: Iterable[str], script: str) -> dict[str, Any]:
+    """The ``results.json`` a study's ``script`` wrote (a shipped one in ``docs/data/``), its numbers back
+    (``unplain``); a missing file, or one without the top-level ``keys``, is a one-line error naming it."""
+    from ..errors import VPIntegratorError
+
+    doc = read_json(path)
+    fix = f"give the results.json of a {script} run"
+    if doc is None:
+        raise VPIntegratorError(f"{path}: no such file; {fix}")
+    keys = list(keys)
+    if not isinstance(doc, dict) or not set(keys) <= doc.keys():
+        raise VPIntegratorError(f"{path}: not the results.json of {script} (expected {', '.join(keys)}); {fix}")
+    return unplain(doc)
 
 
 def read_json(path: str | Path) -> Any:
