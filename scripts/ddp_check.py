@@ -125,4 +125,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from vpintegrator.training.ddp import exit_rank
+
+    exit_rank(main())  # not sys.exit: DDP leaves Gloo threads that can abort the interpreter's teardown

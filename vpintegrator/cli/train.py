@@ -149,6 +149,7 @@ def main(config, data, model, seq_len, flags, set_, resume, print_config, as_jso
     from ..errors import VPIntegratorError
     from ..training import TrainConfig, TrainingInterrupted, fit
     from ..training.config import merge_overrides
+    from ..training.ddp import exit_rank
     from .._io import check_not_input
 
     if config is not None:
@@ -218,7 +219,7 @@ def main(config, data, model, seq_len, flags, set_, resume, print_config, as_jso
         click.echo(f"Interrupted: {err}{hint}", err=True)
         sys.exit(130)
     if os.environ.get("RANK", "0") != "0":  # torchrun: rank 0 reports
-        _exit_distributed()
+        exit_rank()
     if as_json:
         echo_json(_json_summary(result))
     elif result.members:
@@ -233,7 +234,7 @@ def main(config, data, model, seq_len, flags, set_, resume, print_config, as_jso
         )
         click.echo(f"Run written to {shown_path(result.run_dir)}")
     if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
-        _exit_distributed()
+        exit_rank()
 
 
 def _print_config(config) -> None:
@@ -273,15 +274,6 @@ def _report_ensemble(result) -> None:
         click.echo("No member selected (no validation data or every member diverged)", err=True)
     click.echo(f"Ensemble written to {shown_path(result.run_dir)} (ensemble.md, selected.json"
                f"{', best/' if result.selected is not None else ''})")
-
-
-def _exit_distributed() -> None:
-    """End a torchrun rank now: every file is written and the process group is gone. The interpreter's own
-    teardown is skipped because torch's Gloo threads sometimes abort there ("terminate called without an
-    active exception", SIGABRT), turning a finished run into a failed torchrun."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ and training is a plain single process.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -65,6 +66,24 @@ def teardown(info: DistInfo) -> None:
     """Leave the process group if ``setup`` joined it."""
     if info.initialized_here and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def exit_rank(code: int = 0) -> None:
+    """End a rank that used DistributedDataParallel over Gloo now, after its files are written and the process
+    group is destroyed: stdout and stderr are flushed and the interpreter's own teardown is skipped.
+
+    Why: DDP keeps the C++ process group alive after ``destroy_process_group`` (its Gloo run-loop threads
+    live on until exit, while a process group used without DDP is joined there). A run-loop thread drops
+    its reference to the last collective's work after it signalled completion; when that drop comes late
+    (a loaded machine) it falls into interpreter finalization, where the tensors' Python objects need the
+    GIL, Python ends the thread with ``pthread_exit``, the forced unwind crosses a ``noexcept`` destructor
+    and ``std::terminate`` aborts the rank ("terminate called without an active exception", SIGABRT) and
+    with it a finished torchrun. Seen under load in 1 of 8 to 1 of 24 two-rank runs (gdb: the abort is in
+    ``ProcessGroupGloo::runLoop`` -> ``~AsyncAllreduceWork`` -> ``take_gil`` during ``Py_FinalizeEx``).
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def all_reduce(tensor: torch.Tensor, info: DistInfo, op: str = "sum") -> torch.Tensor:
