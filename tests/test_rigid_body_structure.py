@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vpintegrator.errors import VPIntegratorError
 from vpintegrator.studies import rigid_body_structure as study
 from vpintegrator.studies.runner import TOOLS, Task
 from vpintegrator.studies.driver import main as run_study
@@ -129,6 +131,23 @@ def test_numbers_and_targets_from_rollouts(tmp_path, monkeypatch):
     assert res["per_model"]["lpnet"]["met_all"] == 1 and res["per_model"]["vpt"]["met_all"] == 0
     text = study.format_results(res)
     assert "| lpnet | 0 |" in text and "error casimir energy" in text
+    # the results.json it writes draws the same page without the run directory (a shipped file, docs/data/)
+    study.write_results_files(run, text, res)
+    shutil.rmtree(run / "rollout")
+    back = study.read_results(run / "results.json")
+    assert back["rows"][1]["energy_growth"] == pytest.approx(3.0, rel=1e-9) and study.format_results(back) == text
+
+
+def test_results_carry_the_equal_cost_table(tmp_path, monkeypatch):
+    monkeypatch.setattr(study, "equal_cost_section", lambda path, title: [f"### {title}", "| a | b |"])
+    run = tmp_path / "run"
+    (run / "rollout").mkdir(parents=True)
+    (run / "rollout" / "work_precision_work_precision.csv").touch()
+    res = study.build_results(run)
+    assert res["equal_cost"][1] == "| a | b |" and "| a | b |" in study.format_results(res)
+    with pytest.raises(VPIntegratorError, match="not the results.json of reproduce_rigid_body_structure.py"):
+        (tmp_path / "other.json").write_text('{"rows": []}')
+        study.read_results(tmp_path / "other.json")
 
 
 def test_a_drift_at_round_off_counts_as_conserved(monkeypatch):

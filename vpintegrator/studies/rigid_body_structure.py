@@ -60,14 +60,15 @@ from ..errors import VPIntegratorError
 from .options import Study, StudyOptions, comma_list, model_list
 from .runner import Runner, StudyError, Task, budget_flags, check_study_out, study_lock
 from .work_precision import equal_cost_section
-from .stats import (bootstrap_ci, drift_growth, fmt_num, md_table, median_interval, read_json, write_json,
-                    write_results_files)
+from .stats import (bootstrap_ci, drift_growth, fmt_num, md_table, median_interval, read_json,
+                    read_results_json, write_json, write_results_files)
 
 MODELS = ("lpnet", "lpnet_sym", "lp_transformer", "vpt", "vpt_sym")
 #: the window models whose attention is measured (``vpintegrator.studies.attention``: coupling, error without it)
 ATTENTION_MODELS = ("lp_transformer", "vpt", "vpt_sym")
 N_ATTENTION = 20  # held-out ICs of the attention step
 CLASSICAL = ("implicit_midpoint", "splitting", "gauss_legendre4")
+EQUAL_COST_TITLE = "Work–precision: the classical methods at the models' cost"
 SHIPPED_VPT = "pretrained:rigid_body_vpt"
 HELDOUT_SEED = 20262  # the held-out ICs' sampler seed (training uses the paper's deterministic 1238 points)
 T_EVAL = 100.0
@@ -322,7 +323,19 @@ def build_results(run: Path) -> dict[str, Any]:
             "selected_seed": min(sel, key=lambda r: r["val_score"] if r["val_score"] is not None else math.inf)["seed"]
             if sel else None,
         }
-    return {"settings": {**settings, "run": str(run)}, "rows": rows, "classical": classical, "per_model": per_model}
+    wp = rd / "work_precision_work_precision.csv"
+    equal_cost = equal_cost_section(wp, title=EQUAL_COST_TITLE) if wp.is_file() else []
+    return {"settings": {**settings, "run": str(run)}, "rows": rows, "classical": classical, "per_model": per_model,
+            "equal_cost": equal_cost}
+
+
+def read_results(path: str | Path) -> dict[str, Any]:
+    """A ``results.json`` this study wrote (the shipped one: ``docs/data/rigid_body_structure_study.json``) as
+    [`build_results`][vpintegrator.studies.rigid_body_structure.build_results] gives it (±inf restored), so that
+    [`format_results`][vpintegrator.studies.rigid_body_structure.format_results] draws its tables without the
+    run directory."""
+    return read_results_json(path, ("settings", "rows", "classical", "per_model"),
+                             "reproduce_rigid_body_structure.py")
 
 
 def format_results(res: dict[str, Any]) -> str:
@@ -372,9 +385,8 @@ def format_results(res: dict[str, Any]) -> str:
                      f"{pm['met_casimir']}, energy growth by {pm['met_energy']}, all three by {pm['met_all']}; "
                      f"median error over seeds, bootstrap 95 % interval [{f(lo)}, {f(hi)}]; the validation score "
                      f"selects seed {pm['selected_seed']}")
-    wp = Path(s.get("run", "")) / "rollout" / "work_precision_work_precision.csv"
-    if wp.is_file():
-        lines += ["", *equal_cost_section(wp, title="Work–precision: the classical methods at the models' cost"),
+    if res.get("equal_cost"):
+        lines += ["", *res["equal_cost"],
                   "Figure: `figures/work_precision/` (error and invariant drift against cost; the first seed's models "
                   "and the shipped VPT as points).", ""]
     lines += ["", *attention.section((f"{r['model']} s{r['seed']}", r.get("attention")) for r in res["rows"])]
