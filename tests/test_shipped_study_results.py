@@ -2,7 +2,8 @@
 of those tables can be checked without re-running hours of training:
 
 - ``rigid_body_study.json``: ``scripts/reproduce_rigid_body.py``'s ``results.json`` (section 2);
-- ``coupled_oscillator_study.json``: ``scripts/reproduce_coupled_oscillator.py``'s (section 4).
+- ``coupled_oscillator_study.json``: ``scripts/reproduce_coupled_oscillator.py``'s (section 4);
+- ``rigid_body_structure_study.json``: ``scripts/reproduce_rigid_body_structure.py``'s (section 1).
 
 Each test draws the tables from the shipped file with the study's own formatting code and finds every line
 of them on the page, so a number edited on the page, or a file shipped from another run, fails here.
@@ -58,8 +59,22 @@ def test_the_coupled_oscillator_tables_are_drawn_from_the_shipped_results():
     assert not missing, missing[:3]
 
 
+def test_the_structure_tables_are_drawn_from_the_shipped_results():
+    from vpintegrator.studies.rigid_body_structure import MODELS, format_results, read_results
+
+    res = read_results(DATA / "rigid_body_structure_study.json")
+    assert res["settings"]["seeds"] == [0, 1, 2, 3, 4] and res["settings"]["models"] == list(MODELS)
+    assert res["settings"]["budget"] == "cpu"  # CPU seconds: a loaded machine does not cut a training short
+    page = _section(PAGE.read_text(encoding="utf-8"), "## 1. Rigid body", "## 2. ")
+    drawn = [line for line in format_results(res).splitlines() if line.startswith(("| ", "- "))]
+    assert len(drawn) > 40 and any(line.startswith("| lpnet | 4 |") for line in drawn)
+    missing = _missing(drawn, page)
+    assert not missing, missing[:3]
+
+
 def test_the_shipped_results_hold_no_path_of_the_machine_they_ran_on():
-    for name in ("rigid_body_study.json", "coupled_oscillator_study.json"):
+    for name in ("rigid_body_study.json", "coupled_oscillator_study.json", "rigid_body_structure_study.json"):
         text = (DATA / name).read_text(encoding="utf-8")
+        assert "../.." not in text, name
         for prefix in ("/work/", "/tmp/", "/home/", "/root/", "/Users/", "C:\\\\"):
             assert prefix not in text, (name, prefix)
