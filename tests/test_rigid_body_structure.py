@@ -145,8 +145,8 @@ def test_results_carry_the_equal_cost_table(tmp_path, monkeypatch):
     (run / "rollout" / "work_precision_work_precision.csv").touch()
     res = study.build_results(run)
     assert res["equal_cost"][1] == "| a | b |" and "| a | b |" in study.format_results(res)
+    (tmp_path / "other.json").write_text('{"rows": []}')
     with pytest.raises(VPIntegratorError, match="not the results.json of reproduce_rigid_body_structure.py"):
-        (tmp_path / "other.json").write_text('{"rows": []}')
         study.read_results(tmp_path / "other.json")
 
 

@@ -63,7 +63,8 @@ def setup(device_type: str) -> DistInfo:
 
 
 def teardown(info: DistInfo) -> None:
-    """Leave the process group if ``setup`` joined it."""
+    """Leave the process group if ``setup`` joined it. A rank that trained with DDP should then end with
+    [`exit_rank`][vpintegrator.training.ddp.exit_rank], not the interpreter's own exit."""
     if info.initialized_here and dist.is_initialized():
         dist.destroy_process_group()
 
