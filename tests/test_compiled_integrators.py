@@ -232,6 +232,30 @@ def test_every_shipped_system_is_covered():
     assert set(SHIPPED) <= set(list_systems())
 
 
+def test_the_kernel_table_is_read_from_the_self_registered_classes():
+    """A shipped system is one module: its class registers itself and carries its kernel id, and the compiled
+    table is built from the classes (no list of systems elsewhere); a subclass, which may change the equations,
+    is not compiled."""
+    from dataclasses import dataclass
+
+    from vpintegrator.compiled import systems as compiled_systems
+    from vpintegrator.systems import RigidBody, shipped_systems, system_class
+
+    assert [cls.name for cls in shipped_systems()] == SHIPPED
+    assert {kid: cls.name for kid, cls in compiled_systems.SHIPPED.items()} == dict(enumerate(SHIPPED))
+    for name in SHIPPED:  # registered by their own module, found by the package's import of its folder
+        cls = system_class(name)
+        assert cls.__module__ == f"vpintegrator.systems.{name}" and compiled_systems.SHIPPED[cls.kernel_id] is cls
+
+    @dataclass(frozen=True)
+    class Heavier(RigidBody):  # inherits kernel_id 0, but its field may differ: NumPy only
+        pass
+
+    assert Heavier.kernel_id == 0 and compiled_systems.system_kernel(Heavier()) is None
+    kid, p = compiled_systems.system_kernel(RigidBody())
+    assert kid == 0 and p.dtype == np.float64
+
+
 # --- the generated loops ------------------------------------------------------------------------------------
 def test_generated_kernels_are_up_to_date():
     """_generated.py is exactly what codegen writes (regenerate: python -m vpintegrator.compiled.codegen)."""

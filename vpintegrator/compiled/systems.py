@@ -20,7 +20,9 @@ kid    system                ``p`` (``field_params()``)            extra kernels
 101    a fitted library      its features and coefficients (``library_field``: SINDy's Θ(z) Ξ)
 =====  ====================  ====================================  =====================================
 
-``SHIPPED`` (kid -> class) is the one table of compiled systems: ``codegen`` writes the lean loops of each.
+``SHIPPED`` (kid -> class) is the one table of compiled systems, read from the classes' ``kernel_id``:
+``codegen`` writes the lean loops of each. A new shipped system adds its two ``jit(...)`` lines and its
+branch of each dispatcher here; its class (with its ``kernel_id``) is the only other file.
 
 User-defined systems (and subclasses of the shipped ones, which may override the equations) are not
 compiled: ``system_kernel`` returns ``None`` and callers fall back to NumPy. A system with a
@@ -35,17 +37,23 @@ from ._jit import jit, jit_helpers
 from .learned_field import learned_jacobian, learned_vector_field
 from .library_field import library_jacobian, library_vector_field
 
-from ..systems import ABCFlow, CoupledOscillator, RigidBody, RigidBodyExp, System, Volterra
+from ..errors import VPIntegratorError
+from ..systems import ABCFlow, CoupledOscillator, RigidBody, RigidBodyExp, System, Volterra, shipped_systems
 from ..systems.coupled_oscillator import kinetic_gradient_of, potential_gradient_of
 
-RIGID_BODY, COUPLED_OSCILLATOR, VOLTERRA, ABC_FLOW, RIGID_BODY_EXP = 0, 1, 2, 3, 4
+#: kid -> the shipped class whose ``field`` / ``field_jacobian`` the kernels compile (each class's own
+#: ``kernel_id``; the systems register themselves, so this table needs no line per system)
+SHIPPED: dict[int, type[System]] = {int(cls.kernel_id): cls for cls in shipped_systems()}  # type: ignore[arg-type]
+if len(SHIPPED) != len(shipped_systems()):
+    raise VPIntegratorError("two shipped systems share a kernel_id: "
+                            + ", ".join(f"{c.name}={c.kernel_id}" for c in shipped_systems()))
+# the dispatch branches below (numba reads these module constants at compile time)
+RIGID_BODY, COUPLED_OSCILLATOR, VOLTERRA, ABC_FLOW, RIGID_BODY_EXP = (
+    cls.kernel_id for cls in (RigidBody, CoupledOscillator, Volterra, ABCFlow, RigidBodyExp))
 #: a learned vector field (``vpintegrator.compiled.learned_field``; its networks packed into ``p``)
 LEARNED_FIELD = 100
 #: a fitted library field Θ(z) Ξ (``vpintegrator.compiled.library_field``; SINDy's rows)
 LIBRARY_FIELD = 101
-#: kid -> the shipped class whose ``field`` / ``field_jacobian`` the kernels compile
-SHIPPED: dict[int, type[System]] = {RIGID_BODY: RigidBody, COUPLED_OSCILLATOR: CoupledOscillator,
-                                    VOLTERRA: Volterra, ABC_FLOW: ABCFlow, RIGID_BODY_EXP: RigidBodyExp}
 KERNEL_NAMES = {**{kid: cls.name for kid, cls in SHIPPED.items()}, LEARNED_FIELD: "learned_field",
                 LIBRARY_FIELD: "library_field"}
 _KIDS: dict[type[System], int] = {cls: kid for kid, cls in SHIPPED.items()}

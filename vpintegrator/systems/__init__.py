@@ -2,9 +2,17 @@
 
 ``get_system(name, **params)`` builds one by registry name (or ``"package.module:ClassName"`` for a
 user-defined system); ``list_systems()`` names them; ``register_system(cls)`` adds one.
+
+A shipped system registers itself beside its class (``@register_system`` above the dataclass in
+``systems/<name>.py``), and this package imports every module of its folder, so a new system's module is
+the one file of the package that names it (with its ``kernel_id``, the branch of the compiled dispatchers
+in ``vpintegrator.compiled.systems``; ``docs/architecture.md``, "A system's maths is written once").
 """
 
 from __future__ import annotations
+
+import importlib
+import pkgutil
 
 from .abc_flow import ABCFlow
 from .base import System
@@ -23,15 +31,17 @@ from .registry import (
     get_system,
     list_systems,
     register_system,
+    shipped_systems,
     system_class,
     system_from_meta,
     system_meta,
 )
 from .volterra import Volterra
 
-for _cls in (RigidBody, CoupledOscillator, Volterra, ABCFlow, RigidBodyExp):
-    register_system(_cls)
-del _cls
+
+for _module in pkgutil.iter_modules(__path__):  # each system module registers its class beside it
+    importlib.import_module(f"{__name__}.{_module.name}")
+del _module
 
 __all__ = [
     "System",
@@ -43,6 +53,7 @@ __all__ = [
     "get_system",
     "list_systems",
     "register_system",
+    "shipped_systems",
     "system_meta",
     "system_from_meta",
     "sample_initial_conditions",

@@ -20,8 +20,10 @@ from typing import ClassVar
 import numpy as np
 
 from .base import System, _check_finite
+from .registry import register_system
 
 
+@register_system
 @dataclass(frozen=True)
 class ABCFlow(System):
     """ABC flow on R^3 (periodic in each coordinate with period 2 pi).
@@ -37,6 +39,7 @@ class ABCFlow(System):
     C: float = 1.0
 
     name: ClassVar[str] = "abc_flow"
+    kernel_id: ClassVar[int | None] = 3  # compiled/systems.py
     dim: ClassVar[int] = 3
     state_names: ClassVar[tuple[str, ...]] = ("x", "y", "z")
     invariant_names: ClassVar[tuple[str, ...]] = ()

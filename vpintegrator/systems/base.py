@@ -112,6 +112,9 @@ class System:
     field_jacobian: ClassVar[Any] = None
     #: module-level plain functions that ``field`` / ``field_jacobian`` call (numba compiles them with the field)
     field_helpers: ClassVar[tuple[Any, ...]] = ()
+    #: a shipped system's id in the compiled kernels (its branch of ``vpintegrator.compiled.systems``'s dispatchers),
+    #: set in the class's own body; ``None`` (and every subclass, which may change the equations): NumPy only
+    kernel_id: ClassVar[int | None] = None
 
     def field_params(self) -> np.ndarray:
         """The parameter vector ``p`` that ``field`` and ``field_jacobian`` read: (n_p,) float64 (empty by

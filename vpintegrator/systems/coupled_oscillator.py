@@ -28,6 +28,7 @@ import numpy as np
 from ..errors import VPIntegratorError
 from ..arrays import array_namespace
 from .base import System, _check_finite, _check_positive_finite
+from .registry import register_system
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -68,6 +69,7 @@ def potential_hessian_of(p, q1, q2):
     return (k1 + k * s + 2.0 * k * ds * d + 0.5 * k * dds * d * d, -k * s - k * ds * d, k2 + k * s)
 
 
+@register_system
 @dataclass(frozen=True)
 class CoupledOscillator(System):
     """Coupled harmonic oscillator, state (q1, q2, p1, p2).
@@ -88,6 +90,7 @@ class CoupledOscillator(System):
     k: float = 1.0
 
     name: ClassVar[str] = "coupled_oscillator"
+    kernel_id: ClassVar[int | None] = 1  # compiled/systems.py
     dim: ClassVar[int] = 4
     state_names: ClassVar[tuple[str, ...]] = ("q1", "q2", "p1", "p2")
     invariant_names: ClassVar[tuple[str, ...]] = ("energy",)

@@ -57,6 +57,15 @@ def list_systems() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def shipped_systems() -> list[type[System]]:
+    """The package's own systems with a compiled kernel (``kernel_id`` set in the class's own body, not
+    inherited: a subclass may change the equations), in kernel-id order; ``vpintegrator.compiled.systems``
+    builds its table from them."""
+    own = [cls for cls in _REGISTRY.values()
+           if vars(cls).get("kernel_id") is not None and cls.__module__.startswith(f"{__package__}.")]
+    return sorted(own, key=lambda cls: int(vars(cls)["kernel_id"]))
+
+
 def _import_class(path: str) -> type[System]:
     return import_class(path, "system", System, "a vpintegrator System subclass")
 

@@ -30,6 +30,7 @@ import numpy as np
 from ..arrays import array_namespace
 from ..errors import VPIntegratorError
 from .base import System, _check_positive_finite
+from .registry import register_system
 
 
 
@@ -46,6 +47,7 @@ def inertia_coefficients(inertia: tuple[float, float, float]) -> tuple[float, fl
     i1, i2, i3 = inertia
     return ((i2 - i3) / (i2 * i3), (i3 - i1) / (i3 * i1), (i1 - i2) / (i1 * i2))
 
+@register_system
 @dataclass(frozen=True)
 class RigidBody(System):
     """Euler's equations of a free rigid body.
@@ -59,6 +61,7 @@ class RigidBody(System):
     inertia: tuple[float, float, float] = (2.0, 1.0, 2.0 / 3.0)
 
     name: ClassVar[str] = "rigid_body"
+    kernel_id: ClassVar[int | None] = 0  # compiled/systems.py
     dim: ClassVar[int] = 3
     state_names: ClassVar[tuple[str, ...]] = ("z1", "z2", "z3")
     invariant_names: ClassVar[tuple[str, ...]] = ("energy", "casimir")

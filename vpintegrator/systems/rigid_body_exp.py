@@ -29,9 +29,11 @@ import numpy as np
 
 from ..arrays import array_namespace
 from .base import System, _check_finite
+from .registry import register_system
 from .rigid_body import check_inertia, inertia_coefficients
 
 
+@register_system
 @dataclass(frozen=True)
 class RigidBodyExp(System):
     """Rigid body with an exponential term in its Hamiltonian, ``H = sum z_i^2 / (2 I_i) + epsilon exp(z1)``.
@@ -48,6 +50,7 @@ class RigidBodyExp(System):
     epsilon: float = 0.5
 
     name: ClassVar[str] = "rigid_body_exp"
+    kernel_id: ClassVar[int | None] = 4  # compiled/systems.py
     dim: ClassVar[int] = 3
     state_names: ClassVar[tuple[str, ...]] = ("z1", "z2", "z3")
     invariant_names: ClassVar[tuple[str, ...]] = ("energy", "casimir")

@@ -17,13 +17,16 @@ from typing import ClassVar
 import numpy as np
 
 from .base import System
+from .registry import register_system
 
 
+@register_system
 @dataclass(frozen=True)
 class Volterra(System):
     """The 3-D Volterra system (no parameters)."""
 
     name: ClassVar[str] = "volterra"
+    kernel_id: ClassVar[int | None] = 2  # compiled/systems.py
     dim: ClassVar[int] = 3
     state_names: ClassVar[tuple[str, ...]] = ("y1", "y2", "y3")
     invariant_names: ClassVar[tuple[str, ...]] = ("sum", "product")
