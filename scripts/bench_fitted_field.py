@@ -5,9 +5,9 @@ The rigid body's Euler equations written as a library field (``SindyField``: the
 degree-2 library with their coefficients, what SINDy recovers on the control system) and the shipped
 ``RigidBody`` are stepped at batch 1, h = 0.2, by
 
-- **oracle, lean**: the rigid body's generated loop (``compiled/_generated.py``), what the study's oracle row runs;
+- **oracle, lean**: the rigid body's lean loop (``compiled/lean.py``), what the study's oracle row runs;
 - **oracle, generic**: the same system through the generic loops of ``compiled/kernels.py`` (the loops a
-  learned or fitted field runs; its generated loop switched off for this measurement);
+  learned or fitted field runs; its lean loop switched off for this measurement);
 - **library field**: the fitted field through the generic loops (kernel id 101, ``compiled/library_field.py``);
 - **library field, NumPy**: the NumPy path, what a ``sindy+METHOD`` row ran before the kernel existed.
 
@@ -49,7 +49,7 @@ def euler_as_library_field() -> SindyField:
 def compiled_seconds(system, method: str, n: int, generic: bool):
     stepper = compiled_stepper(system, method, H)
     if generic:
-        stepper._fast = ("", None)  # the generic loops of compiled/kernels.py, as a fitted field runs them
+        stepper._fast = ("", None, ())  # the generic loops of compiled/kernels.py, as a fitted field runs them
     out = np.empty((n, 3))
     out.fill(0.0)
     y = np.array([0.6, 0.3, 0.74])

@@ -95,7 +95,7 @@ def test_states_match_numpy(system_name, method, references):
             stepper.run(y0, N_STEPS)
         assert str(err.value) == str(ref)
         return
-    # one step from every NumPy state: the one-step maps agree to rounding (the generated loops converge the
+    # one step from every NumPy state: the one-step maps agree to rounding (the lean loops converge the
     # implicit equations by fixed point / unrolled Newton, NumPy by pivoted Newton, both to tol: not bitwise)
     out = np.empty((1, system.dim))
     for k in range(N_STEPS):
@@ -256,21 +256,14 @@ def test_the_kernel_table_is_read_from_the_self_registered_classes():
     assert kid == 0 and p.dtype == np.float64
 
 
-# --- the generated loops ------------------------------------------------------------------------------------
-def test_generated_kernels_are_up_to_date():
-    """_generated.py is exactly what codegen writes (regenerate: python -m vpintegrator.compiled.codegen)."""
-    from vpintegrator.compiled import codegen
-
-    assert codegen.PATH.read_text() == codegen.source()
-
-
+# --- the lean loops ------------------------------------------------------------------------------------
 @needs_numba
 @pytest.mark.parametrize(("system_name", "method"), [("rigid_body", "gauss_legendre4"),
                                                       ("coupled_oscillator", "implicit_midpoint_tj4"),
                                                       ("rigid_body", "splitting_y6"),
                                                       ("coupled_oscillator", "stormer_verlet_y6")])
-def test_generated_loop_runs_the_method(system_name, method):
-    """The stepper runs the generated scalar loop for these methods, and its states match NumPy's."""
+def test_lean_loop_runs_the_method(system_name, method):
+    """The stepper runs the lean scalar loop for these methods, and its states match NumPy's."""
     system = get_system(system_name)
     stepper = compiled_stepper(system, method, system.default_dt)
     assert stepper._fast[1] is not None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 from pathlib import Path
 
 import pytest
@@ -490,6 +491,41 @@ def test_no_shim_modules():
     found = {path.relative_to(PACKAGE).as_posix() for path in _modules()
              if path.name not in ("__init__.py", "__main__.py") and _is_shim(path.read_text())}
     assert not found - KNOWN_SHIMS, f"re-export shims (move their users, remove them): {sorted(found - KNOWN_SHIMS)}"
+
+
+_SOURCE_LINE = re.compile(r"^\s*(def \w+|class \w+[(:]|@jit\b|import \w|from [\w.]+ import )", re.M)
+
+
+def _writes_source(text: str) -> list[str]:
+    """What in a module runs or writes Python source: calls of ``exec``/``eval``/``compile``, and string literals
+    (f-strings too, docstrings not) with a line of code in them (``def f(``, ``import x``, ``@jit``)."""
+    tree = ast.parse(text)
+    docstrings = {id(node.value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("exec", "eval", "compile"):
+            found.append(f"{node.func.id}()")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            if _SOURCE_LINE.search(node.value):
+                found.append(f"line {node.lineno}: {node.value.strip().splitlines()[0][:40]!r}")
+    return found
+
+
+def test_the_source_rule_can_fail():
+    assert _writes_source("exec('x = 1')") == ["exec()"]
+    assert _writes_source('step = [f"def _step_{name}(p, h):"]\n')
+    assert _writes_source('HEADER = """Generated.\n\nimport math\nfrom ._jit import jit\n"""\n')
+    assert not _writes_source('"""A docstring that shows code:\n\n    from vpintegrator import x\n"""\n'
+                              'import re\nre.compile("x")\nmodel.eval()\nmsg = "use import_class"\n')
+
+
+def test_no_python_written_as_strings():
+    """No module runs or writes Python source (the lean loops of ``compiled/lean.py`` are numba's
+    specialisations of one function per method, not a generated file)."""
+    found = {path.relative_to(PACKAGE).as_posix(): hits for path in _modules()
+             if (hits := _writes_source(path.read_text()))}
+    assert not found, f"modules that write or run source text: {found}"
 
 
 def test_moved_modules_are_gone_and_their_targets_exist():

@@ -25,11 +25,11 @@ integrator with attributes ``base``, a registered base method name, and ``gammas
 fractions) whose base is compiled (compositions of shear sequences become one shear sequence), and the rigid
 body's rotation splittings with their compositions (``vpintegrator.compiled.lie_poisson``).
 
-On the shipped systems each method runs a generated loop (``vpintegrator.compiled._generated``, written by ``vpintegrator.compiled.codegen``:
-scalar state, stages unrolled, no per-step workspace; Gauss-Legendre up to 4 stages), else the generic
-loops of ``vpintegrator.compiled.kernels``. The implicit methods use the method's ``tol`` and ``max_iter`` and NumPy's
-start and convergence test; the generated loops iterate by fixed point (Gauss-Legendre; implicit midpoint
-while it contracts fast, then full Newton with an unrolled elimination) and redo any step that iteration
+On the shipped systems each method runs a lean loop (``vpintegrator.compiled.lean``: one loop per method that
+numba specialises per system, scalar state, stages unrolled, no per-step workspace; Gauss-Legendre up to 4
+stages), else the generic loops of ``vpintegrator.compiled.kernels``. The implicit methods use the method's
+``tol`` and ``max_iter`` and NumPy's start and convergence test; the lean loops iterate by full Newton
+(implicit midpoint, the solve unrolled) or by fixed point (Gauss-Legendre) and redo any step that iteration
 cannot do with the exact NumPy Newton rule (``vpintegrator.compiled.newton``), which then decides
 success or failure. States agree with ``integrate`` to a few ulp per step (the converged iterates differ
 at rounding); failures (status, step, message, last update) are NumPy's.
@@ -41,10 +41,9 @@ step k it stops with ``out[:k-1]`` written, ``status`` 1 (no convergence) or 2 (
 
 Kernels compile on first use (0.4-7 s per method: implicit midpoint 6.7 s with its exact-rule
 fallback, Gauss-Legendre 4 3.0 s, rk4 0.9 s) and are cached on disk (``cache=True``), so a new process
-only loads them (~10 ms each). Numba keys each cache entry on the file that defines the function only:
-after editing a shipped system's ``field`` (``vpintegrator/systems/<name>.py``), ``systems.py`` or ``newton.py``,
-also touch ``systems.py``, ``kernels.py`` and ``_generated.py`` (or delete
-the ``*.nbi``/``*.nbc`` files in ``__pycache__``) so the loops recompile. Batch > 1 (``run_batch``, the
+only loads them (~10 ms each). Numba keys each cache entry on the file that defines the function only;
+every kernel's key here also holds the time and size of each file compiled code can reach
+(``vpintegrator._jitcache.dependency_stamp``), so editing a system's ``field`` recompiles them. Batch > 1 (``run_batch``, the
 generic loops) is meant for a handful of trajectories; the NumPy path is the faster one for large batches.
 """
 
@@ -229,7 +228,8 @@ class CompiledStepper:
         self._info = np.zeros(4)  # last Newton update, status, failed step; [3] the squared norm limit
         self._nog = self.gammas if self.base >= 0 else np.zeros(0)
         self._shape = (self.dim,)
-        self._fast = _fast_runner(self.kid, self.base if self.base >= 0 else self.mid, self.b.size)
+        self._fast = _fast_runner(self.kid, self.base if self.base >= 0 else self.mid, self.b, self.a, self.c,
+                                  self.params)
         self.status, self.failed_step, self.failed_row, self.last_update = OK, 0, 0, math.inf
 
     def __repr__(self) -> str:
@@ -260,14 +260,15 @@ class CompiledStepper:
                 and out.shape[1] == self.dim):
             self._check_block(y, n, out)
         info = self._info
-        kind, run = self._fast
+        kind, run, lead = self._fast
         if kind == "explicit":
-            done = run(self.params, y, self.dt, n, out, self._nog, info)
+            done = run(*lead, y, self.dt, n, out, self._nog, info)
         elif kind == "shears":
-            done = run(self.params, y, self.comps, self.coefs, n, out, info)
+            done = run(*lead, y, self.comps, self.coefs, n, out, info)
         elif kind == "implicit":
-            done = run(self.params, y, self.dt, n, out, self._nog, self.tol, self.max_iter, info, self._ws, self._m,
-                       self.a, self.b, self.c)
+            tag, pp, p, tab = lead
+            done = run(tag, pp, p, y, self.dt, n, out, self._nog, self.tol, self.max_iter, info, self._ws, self._m,
+                       self.a, self.b, self.c, tab)
         else:
             done = self._generic_block(y, n, out)
         last, status, failed = info.tolist()[:3]
@@ -283,7 +284,7 @@ class CompiledStepper:
                 f"{getattr(y, 'shape', y)!r} and {getattr(out, 'shape', out)!r}")
 
     def _generic_block(self, y, n: int, out) -> int:
-        """``step_block`` by the generic loops of ``vpintegrator.compiled.kernels`` (methods without a generated loop)."""
+        """``step_block`` by the generic loops of ``vpintegrator.compiled.kernels`` (methods without a lean loop)."""
         if self.mid in LP.MIDS:  # rotation splittings: their own loop (lie_poisson.py)
             return LP.step_block(self, y, n, out)
         info = self._info
@@ -385,19 +386,29 @@ class CompiledStepper:
         return y
 
 
-def _fast_runner(kid: int, mid: int, stages: int) -> tuple[str, Any]:
-    """The generated loop (``vpintegrator.compiled._generated``) of method id ``mid`` on system ``kid``: (kind, function),
-    or ("", None) when there is none (then the generic loops of ``vpintegrator.compiled.kernels`` run)."""
-    from ._generated import RUNNERS
+def _fast_runner(kid: int, mid: int, b: np.ndarray, a: np.ndarray, c: np.ndarray,
+                 params: np.ndarray) -> tuple[str, Any, tuple]:
+    """The lean loop (``vpintegrator.compiled.lean``) of method id ``mid`` on system ``kid``: (kind, function, the
+    arguments before the state), or ("", None, ()) when there is none (then the generic loops of
+    ``vpintegrator.compiled.kernels`` run)."""
+    from . import lean
+    from .systems import SHIPPED
 
+    cls = SHIPPED.get(kid)
     key = {K.EULER: "euler", K.RK4: "rk4", K.SPLITTING: "splitting", K.STORMER_VERLET: "stormer_verlet",
-           K.SHEARS: "shears", K.IMPLICIT_MIDPOINT: "implicit_midpoint",
-           K.GAUSS_LEGENDRE: f"gauss{stages}"}.get(mid, "")
-    run = RUNNERS.get((kid, key))
-    if run is None:
-        return "", None
-    kind = "shears" if mid == K.SHEARS else "implicit" if mid in (K.IMPLICIT_MIDPOINT, K.GAUSS_LEGENDRE) else "explicit"
-    return kind, run
+           K.SHEARS: "shears", K.IMPLICIT_MIDPOINT: "implicit_midpoint", K.GAUSS_LEGENDRE: "gauss"}.get(mid)
+    if (cls is None or key is None or (key in ("splitting", "shears") and not cls.shear_splittable)
+            or (key == "stormer_verlet" and not cls.separable) or (key == "gauss" and b.size > lean.MAX_STAGES)):
+        return "", None, ()
+    kind, run, tag = lean.RUNNERS[key]
+    pp = lean.params_tuple(kid, params)
+    if kind == "shears":
+        return kind, run, (pp,)
+    if kind == "explicit":
+        return kind, run, (tag, pp)
+    tab = (tuple(tuple(float(v) for v in row) for row in a), tuple(float(v) for v in b),
+           tuple(float(v) for v in c)) if key == "gauss" else ()
+    return kind, run, (tag, pp, params, tab)
 
 
 def _count(n_steps: Any) -> int:

@@ -20,9 +20,10 @@ kid    system                ``p`` (``field_params()``)            extra kernels
 101    a fitted library      its features and coefficients (``library_field``: SINDy's Θ(z) Ξ)
 =====  ====================  ====================================  =====================================
 
-``SHIPPED`` (kid -> class) is the one table of compiled systems, read from the classes' ``kernel_id``:
-``codegen`` writes the lean loops of each. A new shipped system adds its two ``jit(...)`` lines and its
-branch of each dispatcher here; its class (with its ``kernel_id``) is the only other file.
+``SHIPPED`` (kid -> class) is the one table of compiled systems, read from the classes' ``kernel_id``; the
+lean loops (``compiled.lean``) are specialised for each on first use. A new shipped system adds its two
+``jit(...)`` lines and its branch of each dispatcher here; its class (with its ``kernel_id``) is the only
+other file.
 
 User-defined systems (and subclasses of the shipped ones, which may override the equations) are not
 compiled: ``system_kernel`` returns ``None`` and callers fall back to NumPy. A system with a

@@ -56,7 +56,7 @@ class System:
     arithmetic and NumPy ufuncs only (``np.exp``, ``np.sin``, ``np.where``, ...; plain module-level functions
     they call are listed in ``field_helpers``). NumPy evaluates them on
     arrays of components (``vector_field`` and ``jacobian`` here: batched, elementwise) and numba compiles the
-    very same functions on scalars (``vpintegrator.compiled.systems``; the generated loops call them), so the
+    very same functions on scalars (``vpintegrator.compiled.systems``; the lean loops of ``vpintegrator.compiled.lean`` call them), so the
     three paths share one definition. A user's system may define them to get ``vector_field`` and
     ``jacobian`` (or override those two directly, as before).
 

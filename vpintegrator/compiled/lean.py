@@ -1,0 +1,619 @@
+"""The lean loops: one run loop per method, which numba specialises for each shipped system, state in local scalars.
+
+The generic loops of ``vpintegrator.compiled.kernels`` dispatch on the system id inside every field call and keep
+the state and stages in workspace rows; measured at batch 1 they cost 2.5-13x a lean stepper with the state in
+local scalars and the stages unrolled (``scripts/bench_kernels.py``). These loops are that lean stepper, written
+once for every system: the state is a tuple of floats, and the system is a type. Each shipped system has a
+parameter tuple class (``params_tuple(kid, p)``: ``RigidBodyParams(p0, p1, p2)``, one per class in
+``compiled.systems.SHIPPED``), and a loop called with it is compiled for that system alone: ``field(pp, x)``
+below resolves, while numba types the loop, to the system's own jitted ``field`` (numba inlines it), and the
+dimension is the tuple's length, so every loop over components has a constant trip count that LLVM unrolls
+into scalars. No source is written; numba's on-disk cache keeps the compiled loops (the parameter classes
+live in this module, so a cached signature names them).
+
+The loops (``RUNNERS``: method -> (kind, run loop, method tag)):
+
+- explicit (``euler``, ``rk4``, ``splitting`` = Strang shears, ``stormer_verlet``):
+  ``run_explicit(tag, pp, y, h, n, out, gammas, info) -> states written``; ``gammas`` empty runs plain steps
+  of ``h``, else each step is the composition of sub-steps ``gammas[i] h``;
+- ``shears``: ``run_shears(pp, y, comps, coefs, n, out, info)``, the shears ``y_i += c f_i(y)`` in order;
+- implicit (``implicit_midpoint``; ``gauss`` for any number of stages, the tableau as tuples ``tab``):
+  ``run_implicit(tag, pp, p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc, tab)``. Implicit
+  midpoint iterates by full Newton (the Jacobian at the current iterate, as the NumPy path) with the 3x3 solve
+  by the explicit inverse (adjugate over the determinant) and larger systems by elimination without pivoting;
+  Gauss-Legendre iterates the stage equations by fixed point ``Z <- h A f(y + Z)``. Both start where NumPy
+  starts and stop on NumPy's test (``max |update| <= tol max(1, |y|_inf)``, or stalled at the rounding
+  floor). When the fast iteration fails (no convergence in ``max_iter``, an update that stops shrinking, a
+  zero pivot, a non-finite update, an exact equilibrium), the step is redone by the exact NumPy rule of
+  ``vpintegrator.compiled.newton`` (pivoted LU, full Newton), which then decides success or failure with
+  NumPy's status and last update.
+
+Failure semantics are those of ``vpintegrator.compiled.kernels`` (``info[1]`` status, ``info[2]`` the 1-based
+step). Every loop does the operations of the NumPy path in its order, so the states agree to rounding, and
+a change here changes no number unless it changes that order (``tests/test_compiled_integrators.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+from typing import Any
+
+import numpy as np
+
+from ._jit import HAVE_NUMBA, jit
+from .newton import step_gauss_legendre, step_implicit_midpoint
+from .systems import SHIPPED
+
+
+# --- the systems as types ------------------------------------------------------------------------------------
+def _params_class(cls) -> type:
+    tag = namedtuple(f"{cls.__name__}Params", [f"p{i}" for i in range(len(cls().field_params()))])  # type: ignore
+    tag.__module__ = __name__
+    globals()[tag.__name__] = tag  # importable by name: numba's cache index pickles the signature
+    return tag
+
+
+#: the most stages of a Gauss-Legendre method with a lean loop (more: the generic loop of ``compiled.kernels``)
+MAX_STAGES = 4
+#: kid -> the parameter tuple class of a shipped system
+PARAMS: dict[int, type] = {kid: _params_class(cls) for kid, cls in SHIPPED.items()}
+#: parameter tuple class -> (kid, system class)
+_SYSTEM_OF = {tag: (kid, SHIPPED[kid]) for kid, tag in PARAMS.items()}
+
+
+def params_tuple(kid: int, p: np.ndarray) -> Any:
+    """The parameters ``p`` (float64) of shipped system ``kid`` as its parameter tuple (what the loops take)."""
+    return PARAMS[kid](*(float(v) for v in p))
+
+
+def _typed(signature: str, doc: str) -> Any:
+    """A function of compiled code whose implementation numba picks per argument type (``@overload`` below)."""
+    def typed(*args: Any) -> Any:
+        raise NotImplementedError(f"{signature} runs in compiled code only")
+    typed.__name__ = typed.__qualname__ = signature.split("(")[0]
+    typed.__doc__ = f"``{signature}``: {doc}"
+    return typed
+
+
+# the methods as types (a loop is compiled once per method it runs)
+Euler = namedtuple("Euler", ["unused"])
+RK4 = namedtuple("RK4", ["unused"])
+Splitting = namedtuple("Splitting", ["unused"])
+StormerVerlet = namedtuple("StormerVerlet", ["unused"])
+Midpoint = namedtuple("Midpoint", ["unused"])
+Gauss = namedtuple("Gauss", ["unused"])
+
+
+field = _typed("field(pp, x)", "The system's ``field(pp, x)`` (typed per parameter class: its own jitted function).")
+jacobian = _typed("jacobian(pp, x)", "The system's ``field_jacobian(pp, x)``.")
+shear = _typed("shear(pp, z, j, c)",
+               "The shear of component ``j``: ``z_j += c f_j(z)``, with only that component of the field computed (a "
+               "branch per component, each with its index a constant).")
+gradients = _typed("gradients(pp, a, b, potential)",
+                   "A separable system's ``V'(q)`` (``potential``) or ``T'(p)`` at (a, b).")
+load = _typed("load(pp, y)", "The state array y (dim,) as a tuple of the system's dimension.")
+system_id = _typed("system_id(pp)", "The system's kernel id (for the exact rule of ``compiled.newton``).")
+stage_fields = _typed("stage_fields(pp, y, Z)", "(f(y + Z_0), .., f(y + Z_{s-1})): the field at every stage.")
+stage_rows = _typed("stage_rows(h, A, F)",
+                    "Row j: h (A_j0 F_0 + .. + A_j,s-1 F_{s-1}), componentwise, for every row A_j of A.")
+scaled_rows = _typed("scaled_rows(h, c, f)", "Row j: (h c_j) f, componentwise.")
+newton_matrix = _typed("newton_matrix(J, c2, rest)",
+                       "I - c2 J as a tuple of rows (``rest``: the rows still to build; start with J).")
+newton_solve = _typed("newton_solve(M, r)",
+                      "M^{-1} r, or ``ok`` False on a zero determinant or pivot: 3x3 by the adjugate over the "
+                      "determinant, larger systems by elimination without pivoting (the operations of NumPy's path, "
+                      "in its order).")
+eliminate = _typed("eliminate(M, r, rest)",
+                   "Gaussian elimination without pivoting of (M, r), pivots ``len(M) - len(rest)`` on: (ok, M, r); a "
+                   "zero pivot is ``ok`` False.")
+back_substitute = _typed("back_substitute(M, r, rest)",
+                         "Solve the upper triangle of M for r, rows ``len(rest) - 1`` down to 0.")
+exact = _typed("exact(tag, pp, p, u, h, v, ws, m, ta, tb, tc, tol, max_iter, info)",
+               "The exact NumPy rule of ``compiled.newton`` for the implicit method ``tag`` (u -> v; its status).")
+step = _typed("step(tag, pp, h, x, tol, max_iter, tab)",
+              "One step of the method ``tag``: explicit ones return the new state, implicit ones ``(ok, state)``.")
+
+
+def _jitted(kid: int, what: str):
+    from . import systems as compiled_systems
+
+    return getattr(compiled_systems, f"{SHIPPED[kid].name}_{what}")
+
+
+if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (compiled.available() is False)
+    from numba.cpython.unsafe.tuple import tuple_setitem
+    from numba.extending import overload
+    from numba.np.unsafe.ndarray import to_fixed_tuple
+
+    def _impl(fn, **options):
+        return overload(fn, strict=False, **options)  # the stubs take *args
+
+    def _system(pp):
+        return _SYSTEM_OF.get(getattr(pp, "instance_class", None), (None, None))
+
+    @_impl(field)
+    def _field(pp, x):
+        kid, cls = _system(pp)
+        if cls is not None:
+            fn = _jitted(kid, "field")
+            return lambda pp, x: fn(pp, x)
+
+    @_impl(jacobian)
+    def _jacobian(pp, x):
+        kid, cls = _system(pp)
+        if cls is not None:
+            fn = _jitted(kid, "jacobian")
+            return lambda pp, x: fn(pp, x)
+
+    @_impl(gradients)
+    def _gradients(pp, a, b, potential):
+        kid, cls = _system(pp)
+        if cls is not None and cls.separable:
+            pot, kin = _jitted(kid, "potential_gradient"), _jitted(kid, "kinetic_gradient")
+            return lambda pp, a, b, potential: pot(pp, a, b) if potential else kin(pp, a, b)
+
+    @_impl(load)
+    def _load(pp, y):
+        kid, cls = _system(pp)
+        if cls is not None:
+            d = cls.dim
+            return lambda pp, y: to_fixed_tuple(y, d)
+
+    @_impl(system_id)
+    def _system_id(pp):
+        kid, cls = _system(pp)
+        if cls is not None:
+            return lambda pp: kid
+
+    def _shear_from(pp, z, j, c, rest):
+        raise NotImplementedError("compiled code only")
+
+    @_impl(_shear_from)
+    def _shear_from_impl(pp, z, j, c, rest):
+        # rest: a tuple whose length counts the components left; the one tested is i = len(z) - len(rest)
+        i = len(z) - len(rest)
+        if len(rest) == 1:
+            return lambda pp, z, j, c, rest: tuple_setitem(z, i, z[i] + c * field(pp, z)[i])
+        return lambda pp, z, j, c, rest: (tuple_setitem(z, i, z[i] + c * field(pp, z)[i]) if j == i
+                                          else _shear_from(pp, z, j, c, rest[1:]))
+
+    @_impl(shear)
+    def _shear(pp, z, j, c):
+        return lambda pp, z, j, c: _shear_from(pp, z, j, c, z)
+
+    # --- recursions over a tuple's entries, so that each index is a constant of the compiled code ----------
+    @_impl(stage_fields, inline="always")  # inlined in numba's IR: LLVM alone leaves the 4x4 stages in memory
+    def _stage_fields(pp, y, Z):
+        if len(Z) == 1:
+            return lambda pp, y, Z: (field(pp, _add(y, Z[0])),)
+        return lambda pp, y, Z: (field(pp, _add(y, Z[0])),) + stage_fields(pp, y, Z[1:])
+
+    @_impl(stage_rows, inline="always")
+    def _stage_rows(h, A, F):
+        if len(A) == 1:
+            return lambda h, A, F: (_weighted(h, A[0], F),)
+        return lambda h, A, F: (_weighted(h, A[0], F),) + stage_rows(h, A[1:], F)
+
+    @_impl(scaled_rows)
+    def _scaled_rows(h, c, f):
+        if len(c) == 1:
+            return lambda h, c, f: (_scaled(h * c[0], f),)
+        return lambda h, c, f: (_scaled(h * c[0], f),) + scaled_rows(h, c[1:], f)
+
+    @_impl(newton_matrix)
+    def _newton_matrix(J, c2, rest):
+        i = len(J) - len(rest)  # the row built here
+        if len(rest) == 1:
+            return lambda J, c2, rest: (_newton_row(J[i], c2, i),)
+        return lambda J, c2, rest: (_newton_row(J[i], c2, i),) + newton_matrix(J, c2, rest[1:])
+
+    @_impl(newton_solve)
+    def _newton_solve(M, r):
+        if len(r) != 3:  # elimination without pivoting
+            def general(M, r):
+                ok, M, r = eliminate(M, r, M)
+                return (True, back_substitute(M, r, r)) if ok else (False, r)
+            return general
+
+        def adjugate(M, r):  # the explicit inverse: one division, no elimination chain
+            A00 = M[1][1] * M[2][2] - M[1][2] * M[2][1]
+            A01 = M[0][2] * M[2][1] - M[0][1] * M[2][2]
+            A02 = M[0][1] * M[1][2] - M[0][2] * M[1][1]
+            A10 = M[1][2] * M[2][0] - M[1][0] * M[2][2]
+            A11 = M[0][0] * M[2][2] - M[0][2] * M[2][0]
+            A12 = M[0][2] * M[1][0] - M[0][0] * M[1][2]
+            A20 = M[1][0] * M[2][1] - M[1][1] * M[2][0]
+            A21 = M[0][1] * M[2][0] - M[0][0] * M[2][1]
+            A22 = M[0][0] * M[1][1] - M[0][1] * M[1][0]
+            det = M[0][0] * A00 + M[0][1] * A10 + M[0][2] * A20
+            if det == 0.0:
+                return False, r
+            iv = 1.0 / det
+            return True, ((A00 * r[0] + A01 * r[1] + A02 * r[2]) * iv, (A10 * r[0] + A11 * r[1] + A12 * r[2]) * iv,
+                          (A20 * r[0] + A21 * r[1] + A22 * r[2]) * iv)
+        return adjugate
+
+    @_impl(eliminate)
+    def _eliminate(M, r, rest):
+        k = len(M) - len(rest)  # the pivot of this stage
+        d = len(M)
+        if len(rest) == 0:
+            return lambda M, r, rest: (True, M, r)
+
+        def impl(M, r, rest):
+            if M[k][k] == 0.0:
+                return False, M, r
+            iv = 1.0 / M[k][k]
+            for i in range(k + 1, d):
+                l = M[i][k] * iv
+                row = M[i]
+                for j in range(k + 1, d):
+                    row = tuple_setitem(row, j, row[j] - l * M[k][j])
+                M = tuple_setitem(M, i, row)
+                r = tuple_setitem(r, i, r[i] - l * r[k])
+            return eliminate(M, r, rest[1:])
+        return impl
+
+    @_impl(back_substitute)
+    def _back_substitute(M, r, rest):
+        k = len(rest) - 1  # the row solved here: the last first
+        d = len(M)
+        if len(rest) == 0:
+            return lambda M, r, rest: r
+
+        def impl(M, r, rest):
+            acc = r[k]
+            for j in range(k + 1, d):
+                acc = acc - M[k][j] * r[j]
+            return back_substitute(M, tuple_setitem(r, k, acc / M[k][k]), rest[1:])
+        return impl
+
+    @_impl(exact)
+    def _exact(tag, pp, p, u, h, v, ws, m, ta, tb, tc, tol, max_iter, info):
+        kind = getattr(tag, "instance_class", None)
+        if kind is Midpoint:
+            return (lambda tag, pp, p, u, h, v, ws, m, ta, tb, tc, tol, max_iter, info:
+                    step_implicit_midpoint(system_id(pp), p, u, h, v, ws, m, tol, max_iter, info))
+        if kind is Gauss:
+            return (lambda tag, pp, p, u, h, v, ws, m, ta, tb, tc, tol, max_iter, info:
+                    step_gauss_legendre(system_id(pp), p, u, h, v, ws, m, ta, tb, tc, tol, max_iter, info))
+
+    @_impl(step)
+    def _step(tag, pp, h, x, tol, max_iter, tab):
+        kind = getattr(tag, "instance_class", None)
+        if kind is Euler:
+            return lambda tag, pp, h, x, tol, max_iter, tab: _euler(pp, h, x)
+        if kind is RK4:
+            return lambda tag, pp, h, x, tol, max_iter, tab: _rk4(pp, h, x)
+        if kind is Splitting:
+            return lambda tag, pp, h, x, tol, max_iter, tab: _splitting(pp, h, x)
+        if kind is StormerVerlet:
+            return lambda tag, pp, h, x, tol, max_iter, tab: _stormer_verlet(pp, h, x)
+        if kind is Midpoint:
+            return lambda tag, pp, h, x, tol, max_iter, tab: _midpoint(pp, h, x, tol, max_iter)
+        if kind is Gauss:
+            return lambda tag, pp, h, x, tol, max_iter, tab: _gauss(pp, h, x, tol, max_iter, tab)
+
+else:  # pragma: no cover
+    def tuple_setitem(t, i, v):
+        return t[:i] + (v,) + t[i + 1:]
+
+
+# --- tuple arithmetic (component loops of constant length: unrolled to scalars) ---------------------------
+@jit
+def _axpy(x, a, k):
+    """x + a k, componentwise."""
+    z = x
+    for i in range(len(x)):
+        z = tuple_setitem(z, i, x[i] + a * k[i])
+    return z
+
+
+@jit
+def _add(x, k):
+    """x + k, componentwise."""
+    z = x
+    for i in range(len(x)):
+        z = tuple_setitem(z, i, x[i] + k[i])
+    return z
+
+
+@jit
+def _scaled(a, f):
+    """a f, componentwise."""
+    z = f
+    for i in range(len(f)):
+        z = tuple_setitem(z, i, a * f[i])
+    return z
+
+
+@jit
+def _weighted(h, a, F):
+    """h (a_0 F_0 + a_1 F_1 + ..), componentwise, summed left to right."""
+    z = F[0]
+    for i in range(len(z)):
+        acc = a[0] * F[0][i]
+        for l in range(1, len(a)):
+            acc = acc + a[l] * F[l][i]
+        z = tuple_setitem(z, i, h * acc)
+    return z
+
+
+@jit
+def _newton_row(Ji, c2, i):
+    """Row i of I - c2 J."""
+    row = Ji
+    for j in range(len(Ji)):
+        row = tuple_setitem(row, j, (1.0 if i == j else 0.0) - c2 * (Ji[j]))
+    return row
+
+
+@jit
+def _scale(y):
+    """max(1, |y|_inf) in NumPy's order (a NaN component leaves it)."""
+    scale = 1.0
+    for i in range(len(y)):
+        if abs(y[i]) > scale:
+            scale = abs(y[i])
+    return scale
+
+
+@jit
+def _max_abs(e, x):
+    """max(e, |x_i|) over i; a NaN makes it NaN (caught by the convergence test)."""
+    for i in range(len(x)):
+        t = abs(x[i])
+        if not t <= e:
+            e = t
+    return e
+
+
+@jit
+def _max_diff(e, x, z):
+    """max(e, |x_i - z_i|) over i, in order; a NaN makes it NaN."""
+    for i in range(len(x)):
+        t = abs(x[i] - z[i])
+        if not t <= e:
+            e = t
+    return e
+
+
+@jit
+def _converged(e, tol, scale, prev):
+    """NumPy's stopping test: the update at the tolerance, or stalled at the rounding floor."""
+    return e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev)
+
+
+@jit
+def _diverging(e, it, prev):
+    """Not finite, or growing: the exact rule takes the step."""
+    return not e < np.inf or (it > 1 and e >= 2.0 * prev)
+
+
+# --- the steps -------------------------------------------------------------------------------------------
+@jit
+def _euler(pp, h, y):
+    return _axpy(y, h, field(pp, y))
+
+
+@jit
+def _rk4(pp, h, y):
+    half = 0.5 * h
+    k1 = field(pp, y)
+    k2 = field(pp, _axpy(y, half, k1))
+    k3 = field(pp, _axpy(y, half, k2))
+    k4 = field(pp, _axpy(y, h, k3))
+    sixth = h / 6.0
+    z = y
+    for i in range(len(y)):
+        z = tuple_setitem(z, i, y[i] + sixth * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i]))
+    return z
+
+
+@jit
+def _splitting(pp, h, y):
+    """Strang splitting into the component shears: components 0 .. d-1 by h/2 (the last by h), then back."""
+    half = 0.5 * h
+    d = len(y)
+    z = y
+    for i in range(2 * d - 1):
+        j = i if i < d else 2 * d - 2 - i
+        z = shear(pp, z, j, h if i == d - 1 else half)
+    return z
+
+
+@jit
+def _stormer_verlet(pp, h, y):
+    """Stormer-Verlet on a separable system (q, p) of dim 4 (``potential_gradient_of`` / ``kinetic_gradient_of``)."""
+    half = 0.5 * h
+    g0, g1 = gradients(pp, y[0], y[1], True)
+    v0 = y[2] - half * g0
+    v1 = y[3] - half * g1
+    t0, t1 = gradients(pp, v0, v1, False)
+    z0 = y[0] + h * t0
+    z1 = y[1] + h * t1
+    G0, G1 = gradients(pp, z0, z1, True)
+    return (z0, z1, v0 - half * G0, v1 - half * G1)
+
+
+@jit
+def _midpoint(pp, h, y, tol, max_iter):
+    """NumPy's Newton iteration for ``z = y + h f((y + z) / 2)`` from its start ``z = y + h f(y)``, with the
+    Jacobian at each iterate and its test on the update. A zero determinant or pivot, or an iteration that
+    diverges or does not converge, leaves the step to the exact NumPy rule, which decides success or failure."""
+    z = _axpy(y, h, field(pp, y))
+    scale = _scale(y)
+    c2 = 0.5 * h
+    prev = np.inf
+    for it in range(max_iter):
+        u = y
+        for i in range(len(y)):
+            u = tuple_setitem(u, i, 0.5 * (y[i] + z[i]))
+        g = field(pp, u)
+        r = y
+        for i in range(len(y)):
+            r = tuple_setitem(r, i, z[i] - y[i] - h * g[i])
+        solved, r = newton_solve(newton_matrix(jacobian(pp, u), c2, u), r)
+        if not solved:
+            return False, z
+        for i in range(len(y)):
+            z = tuple_setitem(z, i, z[i] - r[i])
+        e = _max_abs(0.0, r)
+        if _converged(e, tol, scale, prev):
+            return True, z
+        if _diverging(e, it, prev):
+            return False, z
+        prev = e
+    return False, z
+
+
+@jit
+def _gauss(pp, h, y, tol, max_iter, tab):
+    """Fixed point on the stage increments Z_j (start h c_j f(y)), then y + h sum_j b_j f(y + Z_j); the
+    tableau ``tab = (a, b, c)`` as tuples (its number of stages a constant of the compiled loop)."""
+    a, b, c = tab
+    f = field(pp, y)
+    scale = _scale(y)
+    Z = scaled_rows(h, c, f)
+    prev = np.inf
+    ok = False
+    for it in range(max_iter):
+        N = stage_rows(h, a, stage_fields(pp, y, Z))
+        e = 0.0
+        for j in range(len(N)):
+            e = _max_diff(e, N[j], Z[j])
+        Z = N
+        if it == 0 and e == 0.0:  # an exact equilibrium: NumPy's Newton may find I - h A (x) f' singular
+            break
+        if _converged(e, tol, scale, prev):
+            ok = True
+            break
+        if _diverging(e, it, prev):
+            break
+        prev = e
+    z = y
+    if ok:
+        z = _add(y, stage_rows(h, (b,), stage_fields(pp, y, Z))[0])
+    return ok, z
+
+
+# --- the run loops ---------------------------------------------------------------------------------------
+@jit
+def _store(out, k, z):
+    """z into out[k]; returns |z|^2 (summed in component order)."""
+    nn = z[0] * z[0]
+    out[k, 0] = z[0]
+    for i in range(1, len(z)):
+        out[k, i] = z[i]
+        nn += z[i] * z[i]
+    return nn
+
+
+@jit
+def _finite(z):
+    for i in range(len(z)):
+        if not math.isfinite(z[i]):
+            return False
+    return True
+
+
+@jit
+def _save(y, z):
+    for i in range(len(z)):
+        y[i] = z[i]
+
+
+@jit
+def _reset(info):
+    info[0] = np.inf
+    info[1] = 0.0
+    info[2] = 0.0
+    return info[3]
+
+
+@jit
+def _stopped(y, z, nn, lim2, info, k):
+    """On a non-finite state (status 3) or one whose squared norm is above ``lim2 = info[3]`` (status 4, the
+    engine's blow-up rule; inf: off): save it into y, record the step, True. One comparison in the common
+    case (a NaN or an inf fails it too); a finite state whose squared norm overflows goes on without a limit."""
+    if nn < lim2:
+        return False
+    finite = _finite(z)
+    if finite and not nn > lim2:
+        return False
+    _save(y, z)
+    info[1] = 4.0 if finite else 3.0
+    info[2] = k + 1
+    return True
+
+
+@jit
+def run_explicit(tag, pp, y, h, n, out, gammas, info):
+    lim2 = _reset(info)
+    x = load(pp, y)
+    for k in range(n):
+        if gammas.size == 0:
+            x = step(tag, pp, h, x, 0.0, 0, ())
+        else:
+            for g in range(gammas.size):
+                x = step(tag, pp, gammas[g] * h, x, 0.0, 0, ())
+        if _stopped(y, x, _store(out, k, x), lim2, info, k):
+            return k + 1
+    _save(y, x)
+    return n
+
+
+@jit
+def run_shears(pp, y, comps, coefs, n, out, info):
+    lim2 = _reset(info)
+    z = load(pp, y)
+    for k in range(n):
+        for q in range(comps.size):
+            z = shear(pp, z, comps[q], coefs[q])
+        if _stopped(y, z, _store(out, k, z), lim2, info, k):
+            return k + 1
+    _save(y, z)
+    return n
+
+
+@jit
+def run_implicit(tag, pp, p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc, tab):
+    lim2 = _reset(info)
+    x = load(pp, y)
+    d = len(x)
+    top = ws.shape[0]
+    u, v = ws[top - 1, :d], ws[top - 2, :d]
+    ng = max(1, gammas.size)
+    for k in range(n):
+        z = x
+        for g in range(ng):
+            hh = h if gammas.size == 0 else gammas[g] * h
+            ok, w = step(tag, pp, hh, z, tol, max_iter, tab)
+            if not ok:  # the exact NumPy rule decides
+                _save(u, z)
+                st = exact(tag, pp, p, u, hh, v, ws, m, ta, tb, tc, tol, max_iter, info)
+                if st != 0:
+                    _save(y, x)
+                    info[1] = st
+                    info[2] = k + 1
+                    return k
+                w = load(pp, v)
+            z = w
+        x = z
+        if _stopped(y, x, _store(out, k, x), lim2, info, k):
+            return k + 1
+    _save(y, x)
+    return n
+
+
+#: method name -> (kind, run loop, method tag); ``gauss`` serves every number of stages
+RUNNERS = {
+    "euler": ("explicit", run_explicit, Euler(0)),
+    "rk4": ("explicit", run_explicit, RK4(0)),
+    "splitting": ("explicit", run_explicit, Splitting(0)),
+    "stormer_verlet": ("explicit", run_explicit, StormerVerlet(0)),
+    "shears": ("shears", run_shears, None),
+    "implicit_midpoint": ("implicit", run_implicit, Midpoint(0)),
+    "gauss": ("implicit", run_implicit, Gauss(0)),
+}
