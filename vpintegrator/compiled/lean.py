@@ -132,19 +132,17 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
     def _system(pp):
         return _SYSTEM_OF.get(getattr(pp, "instance_class", None), (None, None))
 
-    @_impl(field)
-    def _field(pp, x):
-        kid, cls = _system(pp)
-        if cls is not None:
-            fn = _jitted(kid, "field")
-            return lambda pp, x: fn(pp, x)
+    def _system_function(what):
+        """The implementation of ``field`` / ``jacobian``: the system's own jitted function."""
+        def of_system(pp, x):
+            kid, cls = _system(pp)
+            if cls is not None:
+                fn = _jitted(kid, what)
+                return lambda pp, x: fn(pp, x)
+        return of_system
 
-    @_impl(jacobian)
-    def _jacobian(pp, x):
-        kid, cls = _system(pp)
-        if cls is not None:
-            fn = _jitted(kid, "jacobian")
-            return lambda pp, x: fn(pp, x)
+    _impl(field)(_system_function("field"))
+    _impl(jacobian)(_system_function("jacobian"))
 
     @_impl(gradients)
     def _gradients(pp, a, b, potential):
