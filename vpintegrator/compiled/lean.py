@@ -294,7 +294,7 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
             return lambda tag, pp, h, x, tol, max_iter, tab: _gauss(pp, h, x, tol, max_iter, tab)
 
 else:  # pragma: no cover
-    def tuple_setitem(t, i, v):
+    def tuple_setitem(t, i, v):  # type: ignore[misc]  # plain Python, never run (no numba: no lean loops)
         return t[:i] + (v,) + t[i + 1:]
 
 
