@@ -43,7 +43,7 @@ import numpy as np
 
 from ._jit import HAVE_NUMBA, jit
 from .newton import step_gauss_legendre, step_implicit_midpoint
-from .systems import SHIPPED
+from .systems import FIELDS, GRADIENTS, SHIPPED
 
 
 # --- the systems as types ------------------------------------------------------------------------------------
@@ -115,12 +115,6 @@ step = _typed("step(tag, pp, h, x, tol, max_iter, tab)",
               "One step of the method ``tag``: explicit ones return the new state, implicit ones ``(ok, state)``.")
 
 
-def _jitted(kid: int, what: str):
-    from . import systems as compiled_systems
-
-    return getattr(compiled_systems, f"{SHIPPED[kid].name}_{what}")
-
-
 if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (compiled.available() is False)
     from numba.cpython.unsafe.tuple import tuple_setitem
     from numba.extending import overload
@@ -132,23 +126,23 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
     def _system(pp):
         return _SYSTEM_OF.get(getattr(pp, "instance_class", None), (None, None))
 
-    def _system_function(what):
-        """The implementation of ``field`` / ``jacobian``: the system's own jitted function."""
+    def _system_function(which):
+        """The implementation of ``field`` (0) / ``jacobian`` (1): the system's own jitted function."""
         def of_system(pp, x):
             kid, cls = _system(pp)
             if cls is not None:
-                fn = _jitted(kid, what)
+                fn = FIELDS[kid][which]
                 return lambda pp, x: fn(pp, x)
         return of_system
 
-    _impl(field)(_system_function("field"))
-    _impl(jacobian)(_system_function("jacobian"))
+    _impl(field)(_system_function(0))
+    _impl(jacobian)(_system_function(1))
 
     @_impl(gradients)
     def _gradients(pp, a, b, potential):
         kid, cls = _system(pp)
-        if cls is not None and cls.separable:
-            pot, kin = _jitted(kid, "potential_gradient"), _jitted(kid, "kinetic_gradient")
+        if kid in GRADIENTS:
+            pot, kin = GRADIENTS[kid]
             return lambda pp, a, b, potential: pot(pp, a, b) if potential else kin(pp, a, b)
 
     @_impl(load)

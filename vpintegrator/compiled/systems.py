@@ -21,9 +21,9 @@ kid    system                ``p`` (``field_params()``)            extra kernels
 =====  ====================  ====================================  =====================================
 
 ``SHIPPED`` (kid -> class) is the one table of compiled systems, read from the classes' ``kernel_id``; the
-lean loops (``compiled.lean``) are specialised for each on first use. A new shipped system adds its two
-``jit(...)`` lines and its branch of each dispatcher here; its class (with its ``kernel_id``) is the only
-other file.
+lean loops (``compiled.lean``) are specialised for each on first use, with its jitted pair in ``FIELDS``. A
+new shipped system adds the line naming its pair and its branch of each dispatcher here; its class (with
+its ``kernel_id``) is the only other file.
 
 User-defined systems (and subclasses of the shipped ones, which may override the equations) are not
 compiled: ``system_kernel`` returns ``None`` and callers fall back to NumPy. A system with a
@@ -47,7 +47,7 @@ from ..systems.coupled_oscillator import kinetic_gradient_of, potential_gradient
 SHIPPED: dict[int, type[System]] = {int(cls.kernel_id): cls for cls in shipped_systems()}  # type: ignore[arg-type]
 if len(SHIPPED) != len(shipped_systems()):
     raise VPIntegratorError("two shipped systems share a kernel_id: "
-                            + ", ".join(f"{c.name}={c.kernel_id}" for c in shipped_systems()))
+                            + ", ".join(f"{c.name}={c.kernel_id}" for c in SHIPPED.values()))
 # the dispatch branches below (numba reads these module constants at compile time)
 RIGID_BODY, COUPLED_OSCILLATOR, VOLTERRA, ABC_FLOW, RIGID_BODY_EXP = (
     cls.kernel_id for cls in (RigidBody, CoupledOscillator, Volterra, ABCFlow, RigidBodyExp))
@@ -73,14 +73,18 @@ def system_kernel(system) -> tuple[int, np.ndarray] | None:
 # --- the systems' own definitions (``System.field``: one definition, NumPy on arrays, numba on scalars) ------
 for _cls in SHIPPED.values():
     jit_helpers(*_cls.field_helpers)
-rigid_body_field, rigid_body_jacobian = jit(RigidBody.field), jit(RigidBody.field_jacobian)
-coupled_oscillator_field = jit(CoupledOscillator.field)
-coupled_oscillator_jacobian = jit(CoupledOscillator.field_jacobian)
-volterra_field, volterra_jacobian = jit(Volterra.field), jit(Volterra.field_jacobian)
-abc_flow_field, abc_flow_jacobian = jit(ABCFlow.field), jit(ABCFlow.field_jacobian)
-rigid_body_exp_field, rigid_body_exp_jacobian = jit(RigidBodyExp.field), jit(RigidBodyExp.field_jacobian)
+#: kid -> the jitted ``(field, field_jacobian)`` of a shipped system (what ``compiled.lean`` specialises its loops
+#: with); the dispatchers below name each pair once
+FIELDS = {kid: (jit(cls.field), jit(cls.field_jacobian)) for kid, cls in SHIPPED.items()}
+rigid_body_field, rigid_body_jacobian = FIELDS[RIGID_BODY]
+coupled_oscillator_field, coupled_oscillator_jacobian = FIELDS[COUPLED_OSCILLATOR]
+volterra_field, volterra_jacobian = FIELDS[VOLTERRA]
+abc_flow_field, abc_flow_jacobian = FIELDS[ABC_FLOW]
+rigid_body_exp_field, rigid_body_exp_jacobian = FIELDS[RIGID_BODY_EXP]
 coupled_oscillator_potential_gradient = jit(potential_gradient_of)
 coupled_oscillator_kinetic_gradient = jit(kinetic_gradient_of)
+#: kid -> the jitted ``(V'(q), T'(p))`` of a separable shipped system (Stormer-Verlet's lean loop)
+GRADIENTS = {COUPLED_OSCILLATOR: (coupled_oscillator_potential_gradient, coupled_oscillator_kinetic_gradient)}
 
 
 @jit
