@@ -48,9 +48,6 @@ SHIPPED: dict[int, type[System]] = {int(cls.kernel_id): cls for cls in shipped_s
 if len(SHIPPED) != len(shipped_systems()):
     raise VPIntegratorError("two shipped systems share a kernel_id: "
                             + ", ".join(f"{c.name}={c.kernel_id}" for c in SHIPPED.values()))
-# the dispatch branches below (numba reads these module constants at compile time)
-RIGID_BODY, COUPLED_OSCILLATOR, VOLTERRA, ABC_FLOW, RIGID_BODY_EXP = (
-    cls.kernel_id for cls in (RigidBody, CoupledOscillator, Volterra, ABCFlow, RigidBodyExp))
 #: a learned vector field (``vpintegrator.compiled.learned_field``; its networks packed into ``p``)
 LEARNED_FIELD = 100
 #: a fitted library field Θ(z) Ξ (``vpintegrator.compiled.library_field``; SINDy's rows)
@@ -58,6 +55,9 @@ LIBRARY_FIELD = 101
 KERNEL_NAMES = {**{kid: cls.name for kid, cls in SHIPPED.items()}, LEARNED_FIELD: "learned_field",
                 LIBRARY_FIELD: "library_field"}
 _KIDS: dict[type[System], int] = {cls: kid for kid, cls in SHIPPED.items()}
+# the dispatch branches below (numba reads these module constants at compile time)
+RIGID_BODY, COUPLED_OSCILLATOR, VOLTERRA, ABC_FLOW, RIGID_BODY_EXP = (
+    _KIDS[cls] for cls in (RigidBody, CoupledOscillator, Volterra, ABCFlow, RigidBodyExp))
 
 
 def system_kernel(system) -> tuple[int, np.ndarray] | None:
