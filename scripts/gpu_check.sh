@@ -2,6 +2,8 @@
 # The GPU checks and benchmarks as self-contained steps, each within one call of a lent device (issue 47):
 #
 #   bash scripts/gpu_check.sh --list                      the steps in order: name, time limit, files, what
+#   bash scripts/gpu_check.sh --groups                    the groups: name, steps, their limits together, what
+#   bash scripts/gpu_check.sh --group NAME [--out DIR]    one group: the steps that fit one device call together
 #   bash scripts/gpu_check.sh --only STEP[,STEP...] [--out DIR] [--smoke] [--dry-run]
 #   bash scripts/gpu_check.sh --all [--out DIR]           every step, then the report (a machine of one's own)
 #   python scripts/gpu_report.py DIR                      the report from the files of every call, put together
@@ -13,30 +15,40 @@
 # lm_cuda.csv). A step past its limit is killed with its process group (exit 124 in STEP.tsv; the log keeps
 # what it printed, Python runs unbuffered). Steps named together run one after the other and must fit one
 # device call: their limits add up to at most GPU_CHECK_BUDGET seconds (default 570) and their files to at
-# most 8, or nothing runs.
+# most 8, or nothing runs. A lent machine's session has 15 minutes of device time, its start included, so one
+# group (--groups) per session: figures first, then tests, extras, compile, io.
 # --out DIR: default $OUT when set (the device tool's folder that comes back), else runs/gpu_check.
 # --smoke: the steps' own commands on the CPU at toy sizes (checks the plumbing on a machine without a GPU;
 #          no figure of a smoke run means anything). --dry-run: print "STEP<TAB>command" per command, run nothing.
 # Exit status: 0 when every step named exited 0; 1 otherwise; 2 on a usage error or, without --smoke or
 # --dry-run, on a machine without CUDA (one line says so and nothing is run or written).
-# Environment: PYTHON (default python, else python3), GPU_CHECK_BUDGET (seconds, default 570),
+# Environment: PYTHON (default python3, else python), GPU_CHECK_BUDGET (seconds, default 570),
 # GPU_CHECK_STEP_LIMIT (seconds: every step's limit instead of its own, for a slow machine or a test).
 set -u
 
 # name|limit s|files|what (the order is the order to run them in: the issue's figures first)
 STEP_TABLE="\
-env|90|2|versions of Python, torch, CUDA, NumPy and the dependencies; a CUDA op; numba compiles one function
+env|45|2|versions of Python, torch, CUDA, NumPy and the dependencies; a CUDA op; numba compiles one function
 pytest_gpu|450|3|python -m pytest -m gpu on the test files holding GPU tests (JUnit: pytest_gpu.xml)
-train|300|2|P2g: paper VPT, Adam, batch 16384, float32, epochs/s: the CUDA-graph step (auto) against eager (off) and the plain loop
-parity|240|2|CPU/GPU parity: loss histories (float64, float32; eager and graph step) and rollouts (host and device engine)
-ensemble|390|2|P2e: ensembles of 1, 8, 64 seeds, model-epochs/s (target: 64 seeds >= 5000), graph against eager
-rollout|420|2|P4: 10^4..10^6 initial conditions on the device, state-steps/s (target 10^6 ICs >= 1e9): CUDA graph against eager, with metrics and volume
+train|130|2|P2g: paper VPT, Adam, batch 16384, float32, epochs/s: the CUDA-graph step (auto) against eager (off) and the plain loop
+parity|110|2|CPU/GPU parity: loss histories (float64, float32; eager and graph step) and rollouts (host and device engine)
+ensemble|130|2|P2e: ensembles of 1 and 64 seeds, model-epochs/s (target: 64 seeds >= 5000), graph against eager
+rollout|150|2|P4: 10^4..10^6 initial conditions on the device, state-steps/s (target 10^6 ICs >= 1e9): CUDA graph against eager, with metrics and volume
 ddp|180|2|DDP: torchrun world size 1 over NCCL, and world size 2 over Gloo on the one GPU, each against one plain process
-compile|480|2|the torch.compile step (Triton) against eager, paper VPT, batch 16384
-lm|420|3|Levenberg-Marquardt on CUDA, configs/rigid_body_vpt_lm.toml, 240 s (target: training loss <= 5e-4; log: lm_cuda.csv)
+compile|300|2|the torch.compile step (Triton) against eager, paper VPT, batch 16384
+lm|240|3|Levenberg-Marquardt on CUDA, configs/rigid_body_vpt_lm.toml, 150 s (target: training loss <= 5e-4; log: lm_cuda.csv)
 rollout_io|480|2|the whole run_rollouts at 10^6 ICs writing HDF5, device engine against host engine and the I/O bound"
 
-usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
+# name|steps|what: the steps in groups that each fit ONE device call of a lent machine's session (15 minutes of
+# device time, the machine's start of 1-2 minutes included: one call of at most GPU_CHECK_BUDGET s per session)
+GROUP_TABLE="\
+figures|train,ensemble,rollout,parity|the issue's figures: P2g, P2e, P4 and CPU/GPU parity (8 files: the env step runs with tests)
+tests|env,pytest_gpu|every GPU test
+extras|ddp,lm|DDP at world sizes 1 and 2, Levenberg-Marquardt on CUDA
+compile|compile|the torch.compile step
+io|rollout_io|the whole run_rollouts at 10^6 ICs writing HDF5"
+
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "gpu_check: $*" >&2; exit 2; }
 
 step_names() { while IFS='|' read -r name _; do echo "$name"; done <<< "$STEP_TABLE"; }
@@ -51,10 +63,14 @@ step_field() {  # step_field NAME N: field N (2 limit, 3 files, 4 what) of NAME'
     return 1
 }
 
-ONLY="" OUT_DIR="" DRY="" SMOKE="" ALL="" LIST="" INNER=""
+ONLY="" OUT_DIR="" DRY="" SMOKE="" ALL="" LIST="" INNER="" GROUP="" LIST_GROUPS=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --list) LIST=1 ;;
+        --groups) LIST_GROUPS=1 ;;
+        --group) [[ $# -ge 2 && -n "$2" ]] || die "--group needs a group name (--groups shows them)"
+                 GROUP=$2; shift ;;
+        --group=*) GROUP=${1#--group=} ;;
         --all) ALL=1 ;;
         --only) [[ $# -ge 2 && -n "$2" ]] || die "--only needs a step name (--list shows them)"
                 ONLY=$2; shift ;;
@@ -66,14 +82,14 @@ while [[ $# -gt 0 ]]; do
         --dry-run) DRY=1 ;;
         --run-step) INNER=$2; shift ;;  # internal: one step's commands, run under its time limit
         -h|--help) usage; exit 0 ;;
-        *) die "unknown argument $1 (use --list, --only STEP[,STEP...], --all, --out DIR, --smoke, --dry-run or -h)" ;;
+        *) die "unknown argument $1 (use --list, --groups, --only STEP[,STEP...], --group NAME, --all, --out DIR, --smoke, --dry-run or -h)" ;;
     esac
     shift
 done
 
 REPO=$(cd "$(dirname "$0")/.." && pwd) || exit 1
-PY=${PYTHON:-python}
-[[ -n "${PYTHON:-}" ]] || command -v python >/dev/null || PY=python3  # an image may have python3 only
+PY=${PYTHON:-python3}
+[[ -n "${PYTHON:-}" ]] || command -v python3 >/dev/null || PY=python  # the device image's torch is python3's
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's vpintegrator, whatever is installed
 export PYTHONUNBUFFERED=1  # a step killed at its limit leaves in its log what it printed
 DEV=cuda
@@ -95,14 +111,15 @@ run() {
 # --- the steps: each runs its commands in a fresh scratch directory ($SCRATCH) and writes to $OUT -----------
 
 step_env() {
-    run "$PY" - "$DEV" <<'EOF'
+    run "$PY" - "$DEV" "$("$PY" scripts/gpu_deps.py --required)" "$("$PY" scripts/gpu_deps.py --optional)" <<'EOF'
 import importlib, importlib.metadata, sys, time
 print(f"Python {sys.version.split()[0]} at {sys.executable}")
+required, optional = sys.argv[2].split(), sys.argv[3].split()  # pyproject's, through scripts/gpu_deps.py
 missing = []
-for name in ("numpy", "torch", "scipy", "h5py", "click", "matplotlib", "numba", "pytest"):
+for name in required + optional:
     try:
         importlib.import_module(name)
-        print(f"{name} {importlib.metadata.version(name)}")
+        print(f"{name} {importlib.metadata.version(name.replace('_', '-'))}")
     except Exception as err:  # noqa: BLE001 -- report every missing or broken dependency
         missing.append(name)
         print(f"{name}: {type(err).__name__}: {err}")
@@ -119,7 +136,7 @@ if "numba" not in missing:
 import vpintegrator
 print(f"vpintegrator {vpintegrator.__version__} from {vpintegrator.__file__}")
 print("missing: " + (" ".join(missing) or "none"))
-sys.exit(1 if set(missing) & {"numpy", "torch", "scipy", "h5py", "click", "pytest"} else 0)
+sys.exit(1 if set(missing) & set(required) else 0)
 EOF
 }
 
@@ -138,7 +155,7 @@ step_train() {
         run "$PY" scripts/bench_train.py --device cpu --fast-steps auto,off --epochs 1 --rounds 1 --no-plain \
             --no-profile
     else
-        run "$PY" scripts/bench_train.py --device cuda --fast-steps auto,off --epochs 5 --rounds 2 --no-profile
+        run "$PY" scripts/bench_train.py --device cuda --fast-steps auto,off --epochs 5 --rounds 1 --no-profile
     fi
 }
 
@@ -154,7 +171,7 @@ step_ensemble() {
     if [[ -n "$SMOKE" ]]; then
         run "$PY" scripts/bench_ensemble.py --device cpu --sizes 1 2 --epochs 1 --n-traj 8 --max-sequential 1
     else
-        run "$PY" scripts/bench_ensemble.py --device cuda --sizes 1 8 64
+        run "$PY" scripts/bench_ensemble.py --device cuda --sizes 1 64 --max-sequential 2
     fi
 }
 
@@ -181,13 +198,13 @@ step_compile() {
         run "$PY" scripts/bench_train.py --device cpu --fast-steps compile --epochs 1 --rounds 1 --no-plain \
             --no-profile
     else
-        run "$PY" scripts/bench_train.py --device cuda --fast-steps compile --epochs 5 --rounds 1 --no-plain \
+        run "$PY" scripts/bench_train.py --device cuda --fast-steps compile --epochs 3 --rounds 1 --no-plain \
             --no-profile
     fi
 }
 
 step_lm() {
-    local n_traj=() limit=240
+    local n_traj=() limit=150
     [[ -n "$SMOKE" ]] && n_traj=(--n-traj 16) && limit=5
     run "$PY" -m vpintegrator.cli.gen rigid_body_paper "${n_traj[@]}" --out "$SCRATCH/rb.h5" --quiet
     run "$PY" -m vpintegrator.cli.train configs/rigid_body_vpt_lm.toml --data "$SCRATCH/rb.h5" --device "$DEV" \
@@ -226,6 +243,20 @@ if [[ -n "$LIST" ]]; then
     exit 0
 fi
 
+if [[ -n "$LIST_GROUPS" ]]; then
+    while IFS='|' read -r name steps what; do
+        limits=0
+        IFS=',' read -ra members <<< "$steps"
+        for member in "${members[@]}"; do limits=$((limits + $(step_field "$member" 2))); done
+        printf '%s\t%s\t%s s\t%s\n' "$name" "$steps" "$limits" "$what"
+    done <<< "$GROUP_TABLE"
+    exit 0
+fi
+if [[ -n "$GROUP" ]]; then
+    [[ -z "$ONLY" && -z "$ALL" ]] || die "give --group NAME, --only STEP[,STEP...] or --all, one of them"
+    ONLY=$(while IFS='|' read -r name steps _; do [[ "$name" == "$GROUP" ]] && echo "$steps"; done <<< "$GROUP_TABLE")
+    [[ -n "$ONLY" ]] || die "unknown group '$GROUP'; the groups: $(cut -d'|' -f1 <<< "$GROUP_TABLE" | tr '\n' ' ')"
+fi
 [[ -n "$ONLY" && -n "$ALL" ]] && die "give --only STEP[,STEP...] or --all, not both"
 if [[ -n "$ALL" ]]; then
     mapfile -t CHOSEN < <(step_names)

@@ -3,31 +3,33 @@
 #
 #   bash scripts/gpu_setup.sh [--wheels DIR]          (DIR default .gpu_wheels: scripts/gpu_wheels.sh made it)
 #
-# 1. every dependency the image lacks (scipy, h5py, click, pytest; numba, matplotlib when their wheels are in
-#    DIR) from DIR only: pip install --no-index --find-links DIR, with the image's torch and NumPy pinned as
+# 1. every dependency the image lacks (pyproject's, read by scripts/gpu_deps.py: scipy, h5py, click, tomli_w, and
+#    pytest; numba, matplotlib when their wheels are in DIR) from DIR only: pip install --no-index --find-links DIR, with the image's torch and NumPy pinned as
 #    constraints, so that nothing replaces them;
 # 2. the package itself: pip install --no-index --find-links DIR --no-deps -e . (its build backend hatchling
 #    from DIR); where that fails, scripts/gpu_check.sh still imports this checkout through PYTHONPATH;
-# 3. says what is still missing. Exit status 1 when a required one is (scipy, h5py, click, pytest); numba
+# 3. says what is still missing. Exit status 1 when a required one is (all but numba and matplotlib); numba
 #    (compiled kernels) and matplotlib (figures) are optional: the steps run without them.
-# Safe to run again: what is there is kept. Environment: PYTHON (default python, else python3).
+# Safe to run again: what is there is kept. Environment: PYTHON (default python3, the image's Python with
+# torch; else python).
 set -u
 WHEELS=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --wheels) WHEELS=$2; shift ;;
-        -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "gpu_setup: unknown argument $1 (use --wheels DIR or -h)" >&2; exit 2 ;;
     esac
     shift
 done
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 cd "$REPO" || exit 1
-PY=${PYTHON:-python}
-[[ -n "${PYTHON:-}" ]] || command -v python >/dev/null || PY=python3  # an image may have python3 only
+PY=${PYTHON:-python3}
+[[ -n "${PYTHON:-}" ]] || command -v python3 >/dev/null || PY=python  # the device image's torch is python3's
 WHEELS=$(realpath -m "${WHEELS:-$REPO/.gpu_wheels}")
-REQUIRED=(scipy h5py click pytest)
-OPTIONAL=(numba matplotlib)
+# one list, pyproject's (scripts/gpu_deps.py): the set-up cannot drift from the package's imports
+read -ra REQUIRED <<< "$("$PY" "$REPO/scripts/gpu_deps.py" --required)" || exit 1
+read -ra OPTIONAL <<< "$("$PY" "$REPO/scripts/gpu_deps.py" --optional)" || exit 1
 
 lacks() { ! "$PY" -c "import $1" >/dev/null 2>&1; }
 

@@ -7,8 +7,9 @@
 # Downloads each PACKAGE with its dependencies as binary wheels for CPython X.Y (default 3.12, the device
 # image's) on manylinux x86_64 into DIR (default .gpu_wheels in the repository, ignored by git), then drops
 # the wheels the image has its own of (numpy, torch, triton, nvidia-*, cuda-*): installing those would
-# replace the image's CUDA build. Default packages: the run-time dependencies the steps need and the test
-# runner: scipy h5py click pytest, and hatchling with editables (the build backend of `pip install -e .`). numba (the
+# replace the image's CUDA build. Default packages: pyproject's run-time dependencies (scripts/gpu_deps.py
+# --wheels: scipy h5py click tomli-w today) and the test runner pytest, and hatchling with editables (the build
+# backend of `pip install -e .`). numba (the
 # compiled kernels: without it generation falls back to solve_ivp and CPU rollouts to torch) and matplotlib
 # (figures; no step draws one) are optional: name them when the image lacks them and the carry has room.
 # Prints every wheel with its size and the total; exit status 1 when the total passes 64 MiB, what one device
@@ -21,7 +22,7 @@ while [[ $# -gt 0 ]]; do
     case "$1" in
         --dir) DIR=$2; shift ;;
         --python-version) PYV=$2; shift ;;
-        -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "gpu_wheels: unknown option $1 (use --dir, --python-version or -h)" >&2; exit 2 ;;
         *) PKGS+=("$1") ;;
     esac
@@ -29,7 +30,9 @@ while [[ $# -gt 0 ]]; do
 done
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 DIR=$(realpath -m "${DIR:-$REPO/.gpu_wheels}")
-[[ ${#PKGS[@]} -gt 0 ]] || PKGS=(scipy h5py click pytest hatchling editables)
+if [[ ${#PKGS[@]} -eq 0 ]]; then  # one list, pyproject's: the wheels cannot drift from the package's imports
+    read -ra PKGS <<< "$(python "$REPO/scripts/gpu_deps.py" --wheels --python-version "$PYV")" || exit 1
+fi
 ABI="cp${PYV/./}"
 mkdir -p "$DIR"
 python -m pip download --progress-bar off --only-binary=:all: --python-version "$PYV" --implementation cp \

@@ -226,7 +226,7 @@ def lm_update(theta: torch.Tensor, J: torch.Tensor, r: torch.Tensor, lam: torch.
     H = J.mT @ J  # (N, n_params, n_params), float64 whatever the model dtype
     g = J.mT @ r.unsqueeze(-1)
     D = torch.diag_embed(torch.diagonal(H, dim1=-2, dim2=-1).clamp_min(1e-12))
-    lam = lam.double().clone()
+    lam = lam.to(device=H.device, dtype=torch.float64).clone()  # the dampings live where H does (CUDA)
     trying = torch.ones_like(cost0, dtype=torch.bool)
     accepted = torch.zeros_like(trying)
     out = theta.clone()
