@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from bad_inputs import PLACEHOLDERS, Case
 from vpintegrator.errors import VPIntegratorError
 
-AREAS = ("gen", "train", "rollout", "plot", "api", "outputs", "shards")
+AREAS = ("gen", "train", "rollout", "plot", "api", "outputs", "shards", "external", "sindy", "study")
 CASES: list[Case] = []
 for _area in AREAS:
     try:
