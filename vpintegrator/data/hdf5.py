@@ -365,6 +365,24 @@ def file_state_names(f: h5py.File) -> tuple[str, ...]:
     return names
 
 
+def component_names(path: str | os.PathLike[str], system: Any = None) -> tuple[str, ...]:
+    """The names of the state components of the data file ``path``: its ``/state`` axis (``file_state_names``),
+    else the ``state_names`` that ``system``'s class declares, else () (the caller's own ``x0 ..``)."""
+    try:
+        with h5py.File(path, "r") as f:
+            names = file_state_names(f)
+            dim = int(f["y"].shape[-1]) if isinstance(f.get("y"), h5py.Dataset) else None
+    except (OSError, KeyError, RuntimeError, TypeError, ValueError):
+        names, dim = (), None
+    if names:
+        return names
+    from .trajectories import _system_class
+
+    declared = tuple(getattr(_system_class(system), "state_names", ()) or ())
+    n = dim if dim is not None else getattr(system, "dim", None)
+    return declared if declared and len(declared) == n and all(isinstance(x, str) and x for x in declared) else ()
+
+
 def _validate_external(path: Path, f: h5py.File) -> tuple[int, int, int]:
     """``_validate`` of an external file, every dataset it reads checked for dtype, shape, meaning and
     finiteness: the time axis (``/t`` or ``/time``, ``time_key``) and ``/y`` as datasets of the right rank and

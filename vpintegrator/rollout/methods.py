@@ -146,10 +146,13 @@ def _sindy(req: RowRequest) -> StepMap:
         train, val = train[:-n_val], train[-n_val:]
     from .sindy import MAX_FIT_STATES, MAX_VAL_TRAJ, VAL_STEPS
 
+    from ..data.hdf5 import component_names
+
     return SindyStep(_trajectories(req.data, train, MAX_FIT_STATES),
                      _trajectories(req.data, val, max_traj=MAX_VAL_TRAJ, n_steps=VAL_STEPS), str(req.integrator), req.dt,
                      dim=int(req.system.dim), source=f"{split.source}: {train.size} training, {val.size} validation "
-                     "trajectories")
+                     "trajectories",
+                     component_names=() if req.data is None else component_names(req.data, req.system))
 
 
 def _parrot(req: RowRequest) -> StepMap:
