@@ -242,7 +242,7 @@ def test_an_identification_refused_for_one_pair_fails_that_pair_only():
     (["--figures-only", "--results", "no.json"], "--results: no.json not found"),
     (["--results", "x.json"], "--results is read by --figures-only only"),
     (["--data", "DATA", "--models", "lpnet_ctxx"], "--models: unknown model 'lpnet_ctxx' (did you mean 'lpnet_ctx'?)"),
-    (["--data", "DATA", "--models", "lpnet,lpnet"], "--models: 'lpnet' is given twice; name each model once"),
+    (["--data", "DATA", "--models", "lpnet,lpnet"], "--models: 'lpnet' is given twice; give each once"),
     # a failed training (here: a model path that does not import) is one line naming the run, not a traceback
     (["--data", "DATA", "--models", "no_such_package:Net", "--splits", "interpolation", "--seeds", "0"],
      "vp-train of "),

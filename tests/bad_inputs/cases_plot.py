@@ -140,4 +140,5 @@ CASES = [
          match=r"axes: this figure draws 2 panels"),
     Case("plotapi-training-style-unknown", api=lambda ws: _plot_training([ws.run], ws.out + "/f", style="tiny"),
          match=r"style 'tiny'"),
+    _p("plot-traj-repeated", [*_R, "--traj", "0,0", "--out", "{out}/f"], r"--traj: 0 is given twice; give each once"),
 ]

@@ -43,11 +43,14 @@ def _set_help() -> str:
 def _int_list(text: str | None):
     if text is None or text.strip() == "all":  # 'all': every trajectory (the default)
         return None
-    try:
-        return [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        from ..errors import VPIntegratorError
+    from ..config import distinct
+    from ..errors import VPIntegratorError
 
+    try:
+        return distinct([int(v) for v in text.split(",") if v.strip()], "traj")
+    except ValueError as err:
+        if isinstance(err, VPIntegratorError):
+            raise
         raise VPIntegratorError(f"traj must be a comma list of integers, e.g. 100,719; got {text!r}", key="traj") from None
 
 

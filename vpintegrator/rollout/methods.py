@@ -256,6 +256,16 @@ def _load(spec: str):
     from ..models import load_model
 
     if not spec.startswith(("pretrained:", "gml:")) and not Path(spec).exists():
+        head, at, method = spec.rpartition("@")
+        if at and head and (head.startswith(("pretrained:", "gml:")) or Path(head).exists()):  # RUN@METHOD: say which part
+            from ..config import did_you_mean
+            from ..integrators import list_integrators
+
+            raise VPIntegratorError(
+                f"models: {spec}: the run {head} exists, but {method!r} after '@' is no integrator a learned vector "
+                f"field can be rolled out by{did_you_mean(method, list_integrators())}; give {head}@METHOD with a "
+                f"classical method (list_integrators(), vp-rollout --list), e.g. {head}@gauss_legendre4, or {head} "
+                "alone", key="models")
         raise VPIntegratorError(
             f"models: {spec}: no such checkpoint file or run directory; give a vp-train run directory, a .pt "
             "file or pretrained:NAME",
