@@ -234,7 +234,7 @@ def test_an_identification_refused_for_one_pair_fails_that_pair_only():
     (["--context-lens", "2"], "--context-lens must be a comma list of integers >= 3"),
     (["--context-lens", "3.5"], "--context-lens must be a comma list of integers >= 3"),
     (["--splits", "interp"], "--splits must be a comma list out of interpolation, extrapolation"),
-    (["--seeds", "1,1"], "--seeds must be distinct"),
+    (["--seeds", "1,1"], "--seeds: 1 is given twice; give each once"),
     (["--epochs", "0"], "--epochs must be a positive integer"),
     (["--set", "n_test=0"], "--n-test must be a positive integer"),
     ([], "--data is required"),
