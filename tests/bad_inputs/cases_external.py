@@ -60,8 +60,17 @@ def _transposed(ws) -> str:
     return str(path)
 
 
-def _train_cli(path: str, ws) -> list:
-    return ["--data", path, "--model", "vpff", "--epochs", "1", "--device", "cpu", "--out", ws.out + "/run"]
+def _fit(path: str, ws, **kw):
+    from vpintegrator import fit
+
+    return fit(dict(data=[path], model={"name": "vpff"}, epochs=1, device="cpu", out=ws.out + "/run", **kw))
+
+
+def _fit_objects(ws, scale: float):
+    from vpintegrator import Trajectories, fit
+
+    return fit(model="vpff", train=Trajectories(y=_states() * scale, t=np.arange(T) * DT, meta={"dt": DT}), epochs=1,
+               device="cpu", dtype="float64")
 
 
 CASES = [
@@ -89,4 +98,12 @@ CASES = [
     Case("ext-y-no-trajectory", api=lambda ws: _read(_write(ws, "yn", y=np.zeros((0, T, 2)))),
          match=r"'/y' has shape \(0, 11, 2\): no trajectory"),
     Case("ext-y-complex", api=lambda ws: _read(_write(ws, "yc", y=_states() + 0j)), match=r"'/y' has dtype complex128"),
+    # data near 1e300 would train to NaN: the message is about the data's scale, not the learning rate
+    Case("ext-scale-1e300-float32", api=lambda ws: _fit(_write(ws, "big", y=_states() * 1e300), ws),
+         match=r"data: .*big.h5: the states reach 9.97e\+299 in magnitude; in float32 the loss squares them .* rescale "
+               r"the data"),
+    Case("ext-scale-1e300-float64", api=lambda ws: _fit(_write(ws, "big64", y=_states() * 1e300), ws, dtype="float64"),
+         match=r"states reach 9.97e\+299 in magnitude; in float64 .*whatever the learning rate"),
+    Case("ext-scale-objects", api=lambda ws: _fit_objects(ws, 1e200),
+         match=r"train: the given train data: the states reach 9.97e\+199 in magnitude"),
 ]
