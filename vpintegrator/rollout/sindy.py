@@ -525,8 +525,9 @@ def _fit(z: np.ndarray, zdot: np.ndarray, label: str, lib: Library, threshold: f
 
     from ..resources import check_size
 
-    check_size("library", z.shape[0] * lib.n_features, 8, f"Θ of the SINDy fit on library {label} ({z.shape[0]} "
-               f"samples × {lib.n_features} features)", copies=3)
+    # Θ (samples × features) and the monomials' intermediate (samples × features × components), before either exists
+    check_size("library", z.shape[0] * lib.n_features * (z.shape[1] + 3), 8, f"Θ of the SINDy fit on library {label} "
+               f"({z.shape[0]} samples × {lib.n_features} features × {z.shape[1]} components)")
     theta = lib.transform(z)
     if optimizer is None:
         opt = ps.STLSQ(threshold=float(threshold), alpha=RIDGE, max_iter=50)
