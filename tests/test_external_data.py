@@ -341,3 +341,15 @@ def test_nan_params_are_refused_by_vp_train_and_nothing_is_written(tmp_path, own
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "'/params' holds NaN at [7, 0]" in lines[0], result.output
     assert not (tmp_path / "run").exists() and _sha(path) == before
+
+
+def test_numpy_datetimes_are_read_in_seconds_and_nat_is_refused(tmp_path):
+    """h5py's opaque datetime64 (what h5py writes for numpy dates): seconds since 1970; a NaT is a NaN time."""
+    t = (np.datetime64("2020-01-01T00:00:00", "ns") + np.arange(N_STATES) * np.timedelta64(100, "ms"))
+    path = _write_bare(tmp_path / "dates.h5", t=t.astype(h5py.opaque_dtype(t.dtype)))
+    traj = vp.read_trajectories(path)
+    assert traj.dt == pytest.approx(DT, rel=1e-6) and traj.t[0] == pytest.approx(1577836800.0)
+    t[4] = np.datetime64("NaT")
+    bad = _write_bare(tmp_path / "nat.h5", t=t.astype(h5py.opaque_dtype(t.dtype)))
+    with pytest.raises(VPIntegratorError, match=r"dataset '/t' holds NaN at \[4\]"):
+        vp.read_trajectories(bad)

@@ -40,4 +40,6 @@ CASES = [
                                          "interpolation,interpolation"], r"--splits: 'interpolation' is given twice"),
     _s("study-context-noise-repeated", ["context", "--print-config", "--out", "{out}/cx", "--noise", "0.01,0.01"],
        r"--noise: 0.01 is given twice"),
+    _s("study-config-repeated", ["coupled_oscillator", "--table-only", "--out", "{out}/co", "--config", "vpt=a.toml",
+                                 "--config", "vpt=b.toml"], r"--config: 'vpt' is given twice; give each once"),
 ]

@@ -330,10 +330,9 @@ def read_time(path: Path, f: h5py.File) -> tuple[np.ndarray, float]:
     ds = f[key]
     raw = np.asarray(_read_damaged(path, key, lambda: ds[()]))
     fix = ("write the sample times as numbers (seconds from the start, or CF '<unit> since <date>' integers)")
-    if raw.dtype.kind == "M":  # numpy datetimes (h5py's opaque datetime64): seconds since 1970
-        return raw.astype("datetime64[ns]").astype(np.int64).astype(np.float64) * 1e-9, 0.0
-    if raw.dtype.kind == "m":
-        return raw.astype("timedelta64[ns]").astype(np.int64).astype(np.float64) * 1e-9, 0.0
+    if raw.dtype.kind in ("M", "m"):  # numpy datetimes (h5py's opaque datetime64): seconds since 1970; NaT is NaN
+        ns = raw.astype(f"{'datetime64' if raw.dtype.kind == 'M' else 'timedelta64'}[ns]")
+        return np.where(np.isnat(ns), np.nan, ns.astype(np.int64).astype(np.float64) * 1e-9), 0.0
     if raw.dtype.kind not in ("f", "i", "u"):
         raise VPIntegratorError(f"{path}: dataset '/{key}' has dtype {raw.dtype} (not numbers: dates as text?); {fix}")
     units = _text(ds.attrs.get("units")) if is_external(f) else None
