@@ -321,6 +321,14 @@ def _with_method(model, method: str | None, spec: str):
     if not is_vector_field_model(model):
         raise VPIntegratorError(f"models: {spec}: '@{method}' names an integrator, but this model is a step map, not "
                                 "a learned vector field (hnn, lphnn, divfree, node); leave out '@...'", key="models")
+    from ..integrators import get_integrator
+    from .field import LearnedField
+
+    try:  # a method the learned field lacks the structure for: say so now, naming the model and the method
+        get_integrator(method).supports(LearnedField(model))
+    except VPIntegratorError as err:
+        raise VPIntegratorError(f"models: {spec}: the model loads, but '@{method}' cannot roll it out: {err}",
+                                key="models") from None
     model.rollout_method = method
     return model
 
