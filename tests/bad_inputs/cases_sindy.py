@@ -81,7 +81,7 @@ CASES = [
          match=r"SINDy thresholds: 0.01 is given twice"),
     Case("sindy-libraries-empty", api=lambda ws: _select(libraries=[]), match=r"SINDy libraries is empty"),
     Case("sindy-libraries-repeated", api=lambda ws: _select(libraries=["poly2", "poly2"]),
-         match=r"SINDy libraries: poly2 is given twice"),
+         match=r"SINDy libraries: 'poly2' is given twice; give each once"),
     Case("sindy-library-no-features", api=lambda ws: _fit(library=_ps().PolynomialLibrary(degree=0, include_bias=False)),
          match=r"SINDy library PolynomialLibrary\(degree=0, include_bias=False\): it has no features"),
     Case("sindy-library-degree-60-name", api=lambda ws: _fit(library="poly60"),
