@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from bad_inputs import PLACEHOLDERS, Case
 from vpintegrator.errors import VPIntegratorError
 
-AREAS = ("gen", "train", "rollout", "plot", "api", "outputs", "shards")
+AREAS = ("gen", "train", "rollout", "plot", "api", "outputs", "shards", "external", "sindy", "study")
 CASES: list[Case] = []
 for _area in AREAS:
     try:
@@ -30,7 +30,7 @@ for _area in AREAS:
         if err.name != f"bad_inputs.cases_{_area}":
             raise
 
-COMMANDS = {"vp-gen": "gen", "vp-train": "train", "vp-rollout": "rollout", "vp-plot": "plot"}
+COMMANDS = {"vp-gen": "gen", "vp-train": "train", "vp-rollout": "rollout", "vp-plot": "plot", "vp-study": "study"}
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -98,7 +98,27 @@ def workspace_template(tmp_path_factory) -> Path:
     (ws / "adir").mkdir()
     (ws / "out").mkdir()
     _write_existing_outputs(ws)
+    _write_study_results(ws)
     return ws
+
+
+def _write_study_results(ws: Path) -> None:
+    """studies/<case>/unknown_form.json: result files that are not what the unknown_form study wrote."""
+    import json
+
+    row = {"system": "rigid_body", "noise": 0.0, "seed": 0, "method": "node@rk4", "approach": "node",
+           "errors": {"10": [1e-3, 2e-3]}, "structure": None, "failed": 0, "cost": 1e-5, "train_cpu": 3.0}
+    docs = {
+        "other_study": {"study": "rigid_body", "results": [{"model": "vpt", "seed": 0}]},
+        "missing_key": {"rows": [row, {k: v for k, v in row.items() if k != "errors"}]},
+        "wrong_type": {"rows": [{**row, "seed": "zero"}]},
+        "errors_text": {"rows": [{**row, "errors": {"10": "small"}}]},
+        "rows_not_list": {"rows": {"0": row}},
+        "unknown_system": {"rows": [{**row, "system": "pendulum"}]},
+    }
+    for name, doc in docs.items():
+        (ws / "studies" / name).mkdir(parents=True)
+        (ws / "studies" / name / "unknown_form.json").write_text(json.dumps(doc))
 
 
 def _write_existing_outputs(ws: Path) -> None:
@@ -141,6 +161,7 @@ def _paths(ws: Path) -> dict[str, str]:
         "source": "mysys.py", "foreign_h5": "foreign.h5", "other_schema": "other_schema.h5",
         "link_data": "link_data.h5", "link_rollout": "link_rollout.h5", "link_model": "link_model.pt",
         "link_run": "link_run", "run_foreign": "run_foreign", "figs": "figs", "figs_foreign": "figs_foreign",
+        "studies": "studies",
     }
     assert set(files) == set(PLACEHOLDERS)
     return {k: str(ws / v) for k, v in files.items()}
@@ -176,7 +197,7 @@ def test_bad_input(case: Case, workspace_template, tmp_path, monkeypatch):
         output = result.output
         assert "Traceback" not in output, output
         assert result.exit_code == case.exit_code, (result.exit_code, output, result.exception)
-        errors = [ln for ln in output.splitlines() if ln.startswith("Error:")]
+        errors = [ln for ln in output.splitlines() if ln.startswith("Error:") or re.match(r"[\w ]+: error: ", ln)]
         assert len(errors) == 1, output
         line = errors[0]
     assert re.search(case.match, line), line

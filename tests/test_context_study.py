@@ -234,7 +234,7 @@ def test_an_identification_refused_for_one_pair_fails_that_pair_only():
     (["--context-lens", "2"], "--context-lens must be a comma list of integers >= 3"),
     (["--context-lens", "3.5"], "--context-lens must be a comma list of integers >= 3"),
     (["--splits", "interp"], "--splits must be a comma list out of interpolation, extrapolation"),
-    (["--seeds", "1,1"], "--seeds must be distinct"),
+    (["--seeds", "1,1"], "--seeds: 1 is given twice; give each once"),
     (["--epochs", "0"], "--epochs must be a positive integer"),
     (["--set", "n_test=0"], "--n-test must be a positive integer"),
     ([], "--data is required"),
@@ -242,7 +242,7 @@ def test_an_identification_refused_for_one_pair_fails_that_pair_only():
     (["--figures-only", "--results", "no.json"], "--results: no.json not found"),
     (["--results", "x.json"], "--results is read by --figures-only only"),
     (["--data", "DATA", "--models", "lpnet_ctxx"], "--models: unknown model 'lpnet_ctxx' (did you mean 'lpnet_ctx'?)"),
-    (["--data", "DATA", "--models", "lpnet,lpnet"], "--models: 'lpnet' is given twice; name each model once"),
+    (["--data", "DATA", "--models", "lpnet,lpnet"], "--models: 'lpnet' is given twice; give each once"),
     # a failed training (here: a model path that does not import) is one line naming the run, not a traceback
     (["--data", "DATA", "--models", "no_such_package:Net", "--splits", "interpolation", "--seeds", "0"],
      "vp-train of "),

@@ -247,3 +247,109 @@ def test_params_file_trains_and_rolls_out_from_python(tmp_path):
                           log=lines.append)
     assert [row["method"] for row in report.rows] == ["run"] and report.reference.startswith("data: ")
     assert any("names no system" in line for line in lines)
+
+
+# --- issue 58 / 57: one validation of a data-only file; the CF time axis ------------------------------------------
+
+
+def test_float32_time_axis_is_a_regular_grid_at_its_own_precision(tmp_path):
+    """float32 sample times (steps 0.200000003 and 0.2000000477 as float64) are one step of 0.2."""
+    t32 = (np.arange(N_STATES) * np.float32(0.2)).astype(np.float32)
+    steps = np.diff(t32.astype(np.float64))
+    assert steps.max() - steps.min() > 1e-9 * 0.2  # irregular at float64's tolerance: the case of the issue
+    traj = vp.read_trajectories(_write_bare(tmp_path / "t32.h5", t=t32))
+    assert traj.dt == 0.2 and traj.meta["dt"] == 0.2
+    np.testing.assert_array_equal(traj.t, t32.astype(np.float64))
+    far = (np.arange(N_STATES) ** 1.05 * 0.2).astype(np.float32)  # irregular beyond float32's precision: refused
+    with pytest.raises(VPIntegratorError, match=r"not a regular grid.*written as float32"):
+        vp.read_trajectories(_write_bare(tmp_path / "far.h5", t=far))
+
+
+def _xarray_file(path: Path, time, *, dims=("trajectory", "time", "state"), names=("z1", "z2")) -> Path:
+    """A data file as an xarray user writes it (h5py where xarray or h5netcdf is missing: the same layout)."""
+    y = _states()
+    try:
+        import xarray as xr
+
+        import h5netcdf  # noqa: F401
+    except ImportError:
+        with h5py.File(path, "w") as f:
+            f["time"] = time
+            f["state"] = np.array(names, dtype="S")
+            f["y"] = y
+        return path
+    data = np.transpose(y, [("trajectory", "time", "state").index(d) for d in dims])
+    xr.Dataset({"y": (dims, data)}, coords={"time": time, "state": list(names)}).to_netcdf(path, engine="h5netcdf")
+    return path
+
+
+def test_a_time_axis_named_time_is_read_as_t(tmp_path):
+    path = _xarray_file(tmp_path / "cf.h5", np.arange(N_STATES) * DT)
+    traj = vp.read_trajectories(path)
+    assert traj.dt == pytest.approx(DT) and traj.y.shape == (N_TRAJ, N_STATES, 2)
+    np.testing.assert_array_equal(traj.y, _states())
+    meta = vp.read_metadata(path)
+    assert meta["time_name"] == "time" and meta["state_names"] == ["z1", "z2"] and meta["n_states"] == N_STATES
+    assert vp.read_trajectories(path, steps=slice(0, 5)).t.tolist() == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4])
+
+
+def test_a_datetime_time_axis_is_read_in_seconds(tmp_path):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("xarray")
+    pytest.importorskip("h5netcdf")
+    times = pd.date_range("2020-01-01", periods=N_STATES, freq="100ms")
+    traj = vp.read_trajectories(_xarray_file(tmp_path / "dates.h5", times))
+    assert traj.dt == pytest.approx(DT) and traj.t[0] == 0.0 and traj.t[-1] == pytest.approx((N_STATES - 1) * DT)
+
+
+def test_transposed_xarray_file_is_refused_not_read_swapped(tmp_path):
+    pytest.importorskip("xarray")
+    pytest.importorskip("h5netcdf")
+    path = _xarray_file(tmp_path / "tr.h5", np.arange(N_STATES) * DT, dims=("time", "trajectory", "state"))
+    with pytest.raises(VPIntegratorError, match=r"time axis 'time' is axis 0.*transpose") as err:
+        vp.read_trajectories(path)
+    assert "\n" not in str(err.value)
+
+
+def test_a_time_file_trains_and_rolls_out_from_the_clis(tmp_path):
+    path = _xarray_file(tmp_path / "cf.h5", np.arange(N_STATES) * DT)
+    before = _sha(path)
+    run = tmp_path / "run"
+    _ok(CliRunner().invoke(train_main, ["--data", str(path), "--model", "vpff", "--epochs", "1", "--batch-size", "32",
+                                        "--device", "cpu", "--out", str(run)]))
+    _ok(CliRunner().invoke(rollout_main, ["--data", str(path), "--model", f"vpff={run}", "--device", "cpu",
+                                          "--out", str(tmp_path / "r.h5")]))
+    assert read_rollout(tmp_path / "r.h5").methods["vpff"].y.shape[1] > 1 and _sha(path) == before
+
+
+@pytest.mark.parametrize("own", [False, True], ids=["external", "vp-gen"])
+def test_nan_params_are_refused_by_vp_train_and_nothing_is_written(tmp_path, own):
+    params = np.random.default_rng(1).uniform(size=(N_TRAJ, 2))
+    params[7, 0] = np.nan
+    if own:
+        traj = vp.Trajectories(y=_states(), t=np.arange(N_STATES) * DT, meta={"system": "volterra", "dt": DT})
+        path = vp.write_trajectories(tmp_path / "d.h5", traj)
+        with h5py.File(path, "a") as f:
+            f["params"] = params
+            f["params"].attrs["names"] = ["a", "b"]
+    else:
+        path = _write_bare(tmp_path / "p.h5", params=params)
+    before = _sha(path)
+    result = CliRunner().invoke(train_main, ["--data", str(path), "--model", "vpff", "--epochs", "1",
+                                             "--device", "cpu", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 1
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "'/params' holds NaN at [7, 0]" in lines[0], result.output
+    assert not (tmp_path / "run").exists() and _sha(path) == before
+
+
+def test_numpy_datetimes_are_read_in_seconds_and_nat_is_refused(tmp_path):
+    """h5py's opaque datetime64 (what h5py writes for numpy dates): seconds since 1970; a NaT is a NaN time."""
+    t = (np.datetime64("2020-01-01T00:00:00", "ns") + np.arange(N_STATES) * np.timedelta64(100, "ms"))
+    path = _write_bare(tmp_path / "dates.h5", t=t.astype(h5py.opaque_dtype(t.dtype)))
+    traj = vp.read_trajectories(path)
+    assert traj.dt == pytest.approx(DT, rel=1e-6) and traj.t[0] == pytest.approx(1577836800.0)
+    t[4] = np.datetime64("NaT")
+    bad = _write_bare(tmp_path / "nat.h5", t=t.astype(h5py.opaque_dtype(t.dtype)))
+    with pytest.raises(VPIntegratorError, match=r"dataset '/t' holds NaN at \[4\]"):
+        vp.read_trajectories(bad)

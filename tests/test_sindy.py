@@ -93,7 +93,7 @@ def test_sindy_gauss_legendre4_held_out_error_at_t10(data, tmp_path):
     assert err.shape[0] == 5 and np.max(err[:, -1]) <= 1e-5
     attrs = result.methods["sindy+gauss_legendre4"].meta
     assert attrs["kind"] == "fitted" and attrs["sindy_library"] == "poly2"
-    assert attrs["sindy_equations"].splitlines()[0] == "x0' = 0.500000 x1 x2"
+    assert attrs["sindy_equations"].splitlines()[0] == "z1' = 0.500000 z2 z3"  # the file's /state names
     assert len(json.loads(attrs["sindy_candidates"])) > 10
     assert "default split" in attrs["fit_source"]
 
@@ -161,4 +161,72 @@ def test_vp_rollout_cli_runs_a_sindy_row(data, tmp_path):
     res = CliRunner().invoke(main, ["--data", str(data), "--integrators", "sindy+implicit_midpoint", "--t-end", "4",
                                     "--out", str(out), "-q"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
-    assert "x1' = -1.000000 x0 x2" in read_rollout(out).methods["sindy+implicit_midpoint"].meta["sindy_equations"]
+    assert "z2' = -1.000000 z1 z3" in read_rollout(out).methods["sindy+implicit_midpoint"].meta["sindy_equations"]
+
+
+# --- issue 57: a user's own pysindy objects and the file's state names ---------------------------------------------
+
+
+@pytest.mark.parametrize("make", [
+    lambda ps: ps.PolynomialLibrary(degree=3),
+    lambda ps: ps.PolynomialLibrary(degree=3, include_bias=False),
+    lambda ps: ps.PolynomialLibrary(degree=3, include_interaction=False),
+    lambda ps: ps.PolynomialLibrary(degree=3, interaction_only=True),
+    lambda ps: ps.IdentityLibrary(),
+    lambda ps: ps.FourierLibrary(),
+    lambda ps: ps.FourierLibrary(include_cos=False),
+    lambda ps: ps.PolynomialLibrary(degree=2) + ps.FourierLibrary(),
+], ids=["poly3", "no-bias", "no-interaction", "interaction-only", "identity", "fourier", "sin-only", "sum"])
+def test_a_pysindy_library_becomes_the_same_features(make):
+    """The features built here from a pysindy library object are pysindy's own columns (as a set: the order is ours)."""
+    ps = pytest.importorskip("pysindy")
+    from vpintegrator.rollout.sindy import _library_of
+
+    lib = make(ps)
+    z = np.random.default_rng(4).normal(size=(7, 3))
+    ours = _library_of(lib, 3).transform(z)
+    theirs = np.asarray(lib.fit_transform(z))
+    assert ours.shape == theirs.shape
+    key = lambda cols: sorted(map(tuple, np.round(cols.T, 10)))  # noqa: E731
+    assert key(ours) == key(theirs)
+
+
+def test_own_library_optimizer_and_names_from_python():
+    ps = pytest.importorskip("pysindy")
+    from vpintegrator.rollout import SindyStep
+
+    y = _rigid_body()
+    step = SindyStep(y[:20], y[20:], "gauss_legendre4", H, libraries=[ps.PolynomialLibrary(degree=2)],
+                     optimizer=ps.STLSQ(threshold=0.01, alpha=1e-8), component_names=("p", "q", "r"))
+    fit = step.fit_now()
+    assert fit is not None and fit.n_terms == 3 and len(step.candidates) == 1 and np.isnan(fit.threshold)
+    assert [line.split(" = ")[0] for line in fit.field.equations()] == ["p'", "q'", "r'"]
+    assert fit.field.equations(3)[0] == "p' = 0.500 q r"
+    z = np.random.default_rng(2).normal(size=(4, 3))
+    np.testing.assert_allclose(fit.field.vector_field(z), RigidBody().vector_field(z), atol=1e-6)
+    info = step.describe()
+    assert sorted(json.loads(info["sindy_features"])) == ["p q", "p r", "q r"]
+    assert json.loads(info["sindy_candidates"])[0]["threshold"] is None
+    # with thresholds, each is set on (a clone of) the optimizer; the user's object is not changed
+    opt = ps.STLSQ(threshold=0.5)
+    from vpintegrator.rollout.sindy import select_sindy
+
+    chosen, candidates = select_sindy(y[:20], y[20:], H, "rk4", libraries=["poly2"], thresholds=[1e-3, 1e-2],
+                                      optimizer=opt)
+    assert [c.threshold for c in candidates] == [1e-3, 1e-2] and opt.threshold == 0.5 and chosen.n_terms == 3
+
+
+def test_equations_name_the_components_of_a_data_only_file(tmp_path):
+    """A file from elsewhere whose /state names its components: the row's equations use the names."""
+    pytest.importorskip("pysindy")
+    import h5py
+
+    y = _rigid_body(n=20)
+    path = tmp_path / "mine.h5"
+    with h5py.File(path, "w") as f:
+        f["time"] = H * np.arange(y.shape[1])
+        f["y"] = y
+        f["state"] = np.array(["wx", "wy", "wz"], dtype="S")
+    report = run_rollouts(RolloutConfig(data=str(path), out=str(tmp_path / "r.h5"), integrators=["sindy+rk4"]))
+    equations = read_rollout(report.out).methods["sindy+rk4"].meta["sindy_equations"].splitlines()
+    assert equations == ["wx' = 0.500000 wy wz", "wy' = -1.000000 wx wz", "wz' = 0.500000 wx wy"]

@@ -76,7 +76,7 @@ BAD = [
     ("coupled_oscillator", ["--set", "nosep"], "set: 'nosep' is not KEY=VALUE"),
     # the model lists: one reader (options.model_list) for every study
     ("rigid_body", ["--models", "vpt,vtp"], "--models: unknown model 'vtp' (did you mean 'vpt'?); valid: vpff, vpt"),
-    ("rigid_body_structure", ["--models", "vpt,lpnet,vpt"], "--models: 'vpt' is given twice; name each model once"),
+    ("rigid_body_structure", ["--models", "vpt,lpnet,vpt"], "--models: 'vpt' is given twice; give each once"),
     ("coupled_oscillator", ["--models", " , "], "--models is empty; give a comma list"),
 ]
 

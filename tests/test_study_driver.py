@@ -52,7 +52,7 @@ def test_shared_flags_in_each_study_help(name, capsys):
     (["--wall-ceiling", "0.5"], "--wall-ceiling must be a number >= 1"),
     (["--wall-ceiling", "inf"], "--wall-ceiling must be a number >= 1"),
     (["--seeds", "0,x"], "--seeds must be a comma list of integers"),
-    (["--seeds", "1,1"], "--seeds must be distinct"),
+    (["--seeds", "1,1"], "--seeds: 1 is given twice; give each once"),
 ])
 def test_shared_checks_are_the_same_in_every_study(name, args, message, tmp_path, capsys):
     """One checker: the same bad shared flag gets the same one-line error (exit 2) from every study,

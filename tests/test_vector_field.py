@@ -235,6 +235,23 @@ def test_at_method_on_a_step_map_model_is_refused(tmp_path):
         parse_model_entry(f"{tmp_path / 'vpff.pt'}@rk4")
 
 
+def test_at_method_the_field_cannot_use_names_the_method(tmp_path):
+    """RUN@METHOD of a run that exists: a method the field lacks the structure for, or no integrator at all, is
+    refused by naming the method (issue 58), not as a missing run."""
+    from vpintegrator.models import save_model
+    from vpintegrator.rollout.methods import parse_model_entry
+
+    save_model(_model("node", 3, "rk4"), tmp_path / "node.pt")
+    with pytest.raises(VPIntegratorError, match=r"node.pt@stormer_verlet: the model loads, but '@stormer_verlet' "
+                                                r"cannot roll it out: method 'stormer_verlet' needs a separable") as err:
+        parse_model_entry(f"{tmp_path / 'node.pt'}@stormer_verlet")
+    assert err.value.key == "models"
+    with pytest.raises(VPIntegratorError, match=r"node.pt exists, but 'dopri5' after '@' is no integrator"):
+        parse_model_entry(f"{tmp_path / 'node.pt'}@dopri5")
+    label, model, _ = parse_model_entry(f"{tmp_path / 'node.pt'}@gauss_legendre4")
+    assert label == "node+gauss_legendre4" and model.rollout_method == "gauss_legendre4"
+
+
 def test_a_window_of_seq_len_states_advances_each_by_seq_len_steps():
     model = _model("node", 3, "rk4")
     window = _model("node", 3, "rk4", seq_len=3)

@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Iterable, Mapping, Sequence, TypeVar
 from ._toml import tomllib
 from .errors import VPIntegratorError
 
-__all__ = ["Config", "Key", "key", "declared", "read_toml", "parse_set", "parse_value", "merge", "check_keys", "did_you_mean",
+__all__ = ["Config", "Key", "key", "declared", "read_toml", "distinct", "parse_set", "parse_value", "merge", "check_keys", "did_you_mean",
            "unknown_key", "dump_toml"]
 
 
@@ -65,6 +65,18 @@ def parse_value(text: str) -> Any:
         return tomllib.loads(f"v = {text}")["v"]
     except (tomllib.TOMLDecodeError, RecursionError):
         return text
+
+
+def distinct(items: Iterable[Any], name: str, *, label: str | None = None) -> list[Any]:
+    """The one rule of every list option and list key (``--systems``, ``--seeds``, ``--models``, ``--integrators``,
+    ``--traj``, ``--data``, ...): a value given twice is refused, one line naming the key (``name``; ``label``
+    the flag where the message spells it, e.g. a study's ``--seeds``), never planned twice or merged silently.
+    Values are compared as given (``0`` and ``0.0`` are one noise level). Returns the items as a list."""
+    out = list(items)
+    for i, item in enumerate(out):
+        if item in out[:i]:
+            raise VPIntegratorError(f"{label or name}: {item!r} is given twice; give each once", key=name)
+    return out
 
 
 def parse_set(items: Iterable[str] | None) -> dict[str, Any]:

@@ -47,6 +47,9 @@ PLACEHOLDERS = {
     "run_foreign": "run_foreign/: a copy of run/ that also holds the user's notes.txt, and the user's log.csv",
     "figs": "figs/: error.pdf, error.png and training.png drawn by matplotlib (as vp-plot draws them)",
     "figs_foreign": "figs_foreign/: error.png and training.png that matplotlib did not draw (the user's own)",
+    # results files a study did not write (tests/bad_inputs/cases_study.py)
+    "studies": "studies/<case>/unknown_form.json: other_study (another study's JSON), missing_key (a row without "
+               "'errors'), wrong_type (a seed 'zero'), errors_text, rows_not_list, unknown_system",
 }
 
 
@@ -57,7 +60,8 @@ class Case:
     id : str
         Unique, short, kebab-case (the test id).
     command : str or None
-        ``vp-gen``, ``vp-train``, ``vp-rollout`` or ``vp-plot``; None for an API case.
+        ``vp-gen``, ``vp-train``, ``vp-rollout``, ``vp-plot`` or ``vp-study`` (its error line is
+        ``NAME study: error: ...``, its usage exit code 2); None for an API case.
     args : list of str
         Arguments, with ``{placeholder}`` paths.
     match : str

@@ -140,4 +140,9 @@ CASES = [
          match=r"axes: this figure draws 2 panels"),
     Case("plotapi-training-style-unknown", api=lambda ws: _plot_training([ws.run], ws.out + "/f", style="tiny"),
          match=r"style 'tiny'"),
+    _p("plot-traj-repeated", [*_R, "--traj", "0,0", "--out", "{out}/f"], r"--traj: 0 is given twice; give each once"),
+    _p("plot-kind-repeated", [*_R, "--kind", "error", "--kind", "error", "--out", "{out}/f"],
+       r"--kind: 'error' is given twice; give each once"),
+    _p("plot-label-repeated", [*_R, "--label", "rk4=A", "--label", "rk4=B", "--out", "{out}/f"],
+       r"--label: 'rk4' is given twice; give each once"),
 ]

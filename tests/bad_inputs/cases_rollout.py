@@ -228,4 +228,11 @@ CASES = [
     Case("rollapi-load-config-unknown-key", api=lambda ws: _load_cfg(ws.rollout_toml, bogus=1), match=r"bogus"),
     Case("rollapi-initial-window-method", api=lambda ws: _initial_window("rigid_body", _w0(), 0.1, 3, method="nope"),
          match=r"nope"),
+    # issue 58: one rule for repeated names in list options; RUN@METHOD says which part is wrong
+    _r("rollout-integrators-repeated", ["--integrators", "rk4,gauss_legendre4,rk4"],
+       r"--integrators: 'rk4' is given twice; give each once"),
+    _r("rollout-traj-repeated", ["--traj", "1,2,1"], r"--traj: 1 is given twice; give each once"),
+    _r("rollout-run-at-unknown-method", ["--model", "{run}@dopri5"],
+       r"--model: .*run@dopri5: the run .*run exists, but 'dopri5' after '@' is no integrator"),
+    _r("rollout-run-at-near-method", ["--model", "{run}@rk5"], r"'rk5' after '@' .*\(did you mean 'rk4'\?\)"),
 ]

@@ -282,4 +282,6 @@ CASES = [
         resume=ws.run, epochs=1), r"epochs 1 is less than the 2 epochs"),
     _api("model-fit-resume-dir", lambda ws: __import__("vpintegrator.training", fromlist=["x"]).fit(resume=ws.dir, epochs=3),
          r"not a run directory"),
+    _train(*C, "--data", "{data},{data}", *OUT, id="train-data-repeated",
+           match=r"--data: '.*data.h5' is given twice; give each once"),
 ]

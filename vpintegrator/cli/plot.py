@@ -43,11 +43,14 @@ def _set_help() -> str:
 def _int_list(text: str | None):
     if text is None or text.strip() == "all":  # 'all': every trajectory (the default)
         return None
-    try:
-        return [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        from ..errors import VPIntegratorError
+    from ..config import distinct
+    from ..errors import VPIntegratorError
 
+    try:
+        return distinct([int(v) for v in text.split(",") if v.strip()], "traj")
+    except ValueError as err:
+        if isinstance(err, VPIntegratorError):
+            raise
         raise VPIntegratorError(f"traj must be a comma list of integers, e.g. 100,719; got {text!r}", key="traj") from None
 
 
@@ -117,10 +120,12 @@ def main(paths, kind, out, traj, amortise, no_title, label, set_, print_config, 
     import matplotlib
 
     matplotlib.use("Agg")
-    kinds = kind
+    from ..config import distinct
     from ..errors import VPIntegratorError
 
     from ..plotting.options import PlotOptions, check_options
+
+    kinds = tuple(distinct(kind, "kind"))  # a kind given twice: the one rule of list options
 
     ctx = click.get_current_context()
     given_flags = {**given_only(ctx, dict(traj=traj)), "max_points": flags.get("max_points"), "dpi": flags.get("dpi")}
@@ -183,12 +188,15 @@ def _labels(items) -> dict[str, str]:
     """``--label NAME=TEXT`` entries as ``{NAME: TEXT}``."""
     from ..errors import VPIntegratorError
 
+    from ..config import distinct
+
     out = {}
     for item in items:
         name, sep, text = item.partition("=")
         if not sep or not name.strip() or not text.strip():
             raise VPIntegratorError(f"label {item!r} is not NAME=TEXT (e.g. --label vpt=\"VPT (ours)\")", key="label")
         out[name.strip()] = text.strip()
+    distinct([item.partition("=")[0].strip() for item in items], "label")  # one text per method
     return out
 
 

@@ -42,16 +42,22 @@ def _int_list(text: str | None) -> list[int] | None:
 
     if text is None:
         return None
+    from ..config import distinct
+
     try:
-        return [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
+        return distinct([int(v) for v in text.split(",") if v.strip()], "traj")
+    except ValueError as err:
+        if isinstance(err, VPIntegratorError):
+            raise
         raise VPIntegratorError(f"traj must be a comma list of integers, e.g. 0,3,7; got {text!r}", key="traj") from None
 
 
-def _names(items) -> list[str] | None:
-    """Repeated comma lists -> one list of names."""
+def _names(items, key: str = "integrators") -> list[str] | None:
+    """Repeated comma lists -> one list of names, each once (the one rule of list options)."""
+    from ..config import distinct
+
     names = [n.strip() for item in items for n in str(item).split(",") if n.strip()]
-    return names or None
+    return distinct(names, key) or None
 
 
 def _model_spec(text: str):

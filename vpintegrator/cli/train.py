@@ -33,8 +33,10 @@ from ._options import ConfigCommand, read_set, set_option
 
 
 def _split_data(values: tuple[str, ...]) -> list[str] | None:
+    from ..config import distinct
+
     paths = [p.strip() for v in values for p in v.split(",") if p.strip()]
-    return paths or None
+    return distinct(paths, "data") or None
 
 
 def _models() -> list[str]:

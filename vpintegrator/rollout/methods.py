@@ -146,10 +146,13 @@ def _sindy(req: RowRequest) -> StepMap:
         train, val = train[:-n_val], train[-n_val:]
     from .sindy import MAX_FIT_STATES, MAX_VAL_TRAJ, VAL_STEPS
 
+    from ..data.hdf5 import component_names
+
     return SindyStep(_trajectories(req.data, train, MAX_FIT_STATES),
                      _trajectories(req.data, val, max_traj=MAX_VAL_TRAJ, n_steps=VAL_STEPS), str(req.integrator), req.dt,
                      dim=int(req.system.dim), source=f"{split.source}: {train.size} training, {val.size} validation "
-                     "trajectories")
+                     "trajectories",
+                     component_names=() if req.data is None else component_names(req.data, req.system))
 
 
 def _parrot(req: RowRequest) -> StepMap:
@@ -253,6 +256,16 @@ def _load(spec: str):
     from ..models import load_model
 
     if not spec.startswith(("pretrained:", "gml:")) and not Path(spec).exists():
+        head, at, method = spec.rpartition("@")
+        if at and head and (head.startswith(("pretrained:", "gml:")) or Path(head).exists()):  # RUN@METHOD: say which part
+            from ..config import did_you_mean
+            from ..integrators import list_integrators
+
+            raise VPIntegratorError(
+                f"models: {spec}: the run {head} exists, but {method!r} after '@' is no integrator a learned vector "
+                f"field can be rolled out by{did_you_mean(method, list_integrators())}; give {head}@METHOD with a "
+                f"classical method (list_integrators(), vp-rollout --list), e.g. {head}@gauss_legendre4, or {head} "
+                "alone", key="models")
         raise VPIntegratorError(
             f"models: {spec}: no such checkpoint file or run directory; give a vp-train run directory, a .pt "
             "file or pretrained:NAME",
@@ -308,6 +321,14 @@ def _with_method(model, method: str | None, spec: str):
     if not is_vector_field_model(model):
         raise VPIntegratorError(f"models: {spec}: '@{method}' names an integrator, but this model is a step map, not "
                                 "a learned vector field (hnn, lphnn, divfree, node); leave out '@...'", key="models")
+    from ..integrators import get_integrator
+    from .field import LearnedField
+
+    try:  # a method the learned field lacks the structure for: say so now, naming the model and the method
+        get_integrator(method).supports(LearnedField(model))
+    except VPIntegratorError as err:
+        raise VPIntegratorError(f"models: {spec}: the model loads, but '@{method}' cannot roll it out: {err}",
+                                key="models") from None
     model.rollout_method = method
     return model
 

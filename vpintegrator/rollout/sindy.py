@@ -13,7 +13,7 @@ order 8 on each trajectory (``pysindy.FiniteDifference(order=8)``, the 4 states 
 shorter trajectory takes the highest even order its length allows), error ~1e-3 h⁸ ‖z⁽⁹⁾‖: clean data at
 h ≤ 0.2 gives ż to ~1e-8, noisy data is not smoothed (this baseline is for clean files).
 
-**Libraries** (``LIBRARIES``; every one has the constant 1): ``poly1`` … ``poly4`` (all monomials of the
+**Libraries** (``LIBRARIES``, built by ``vpintegrator.rollout.sindy_library``; every one has the constant 1): ``poly1`` … ``poly4`` (all monomials of the
 state components up to that degree), ``trig`` (sin z_j, cos z_j), ``exp`` (exp z_j) and the union
 ``poly3+trig+exp``; one with more than ``MAX_FEATURES`` features (high degrees of a large state) is left out.
 At most ``MAX_FIT_STATES`` training states (the first trajectories) enter the fit. **Thresholds** ``THRESHOLDS`` (STLSQ's: a coefficient below it in magnitude is set to 0
@@ -30,27 +30,42 @@ trajectory) the row has no model: [`SindyStep`][vpintegrator.rollout.sindy.Sindy
 the rollout's failure rule fails that row alone (its ``fit_failure`` attribute and the failure line say
 why) and the rest of the run goes on.
 
-The chosen equations are written in readable form (``x0' = 0.500000 x1 x2 - ...``, the state components
-named ``x0 .. x<dim-1>``) with the library, the threshold, the validation score and every candidate's score,
-into the rollout file's attributes of the row (``describe``).
+The chosen equations are written in readable form (``z1' = 0.500000 z2 z3 - ...``, the state components named
+as the data file names them (its ``/state`` axis or its system's ``state_names``), else ``x0 .. x<dim-1>``)
+with the library, the threshold, the validation score and every candidate's score, into the rollout file's
+attributes of the row (``describe``).
+
+**Your own pysindy objects** (Python): ``libraries`` may hold pysindy feature libraries (``PolynomialLibrary``,
+``FourierLibrary(n_frequencies=1)``, ``IdentityLibrary`` and their sums ``a + b``), each turned into the exact
+features here (so the field keeps its analytic Jacobian and compiled kernel); ``optimizer`` any pysindy
+optimizer (``STLSQ``, ``SR3``, ...), cloned for each fit (with ``thresholds`` given, each set as its
+``threshold``; without, it is fitted as configured). **The boundary**: every argument is checked before any
+work, each bad one a one-line [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError] naming it (a
+threshold that is not a finite number >= 0, an empty list, a library of no features or of more than
+``MAX_FEATURES`` (counted before it is built: ``poly60`` is refused at once, not built), Θ larger than the
+memory (samples × features), training data that are not finite); pysindy's and scikit-learn's own exceptions
+come out as one line naming the library and threshold.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
+from ..config import distinct
 from ..errors import VPIntegratorError
 from ..systems.base import System
 from .engine import StepMap
+from .sindy_library import (INSTALL, MAX_FEATURES, Library, _label, _library_of, _one_line, library, library_size,
+                            require_pysindy)
 
 __all__ = ["LIBRARIES", "THRESHOLDS", "VAL_STEPS", "PARSIMONY", "INSTALL", "MAX_FIT_STATES", "MAX_VAL_TRAJ",
-           "MAX_FEATURES", "require_pysindy", "Library", "library", "SindyField", "SindyFit", "derivatives",
-           "fit_sindy", "select_sindy", "SindyStep"]
+           "MAX_FEATURES", "require_pysindy", "Library", "library", "library_size", "SindyField", "SindyFit",
+           "derivatives", "fit_sindy", "select_sindy", "SindyStep"]
 
 #: the feature libraries of the validation grid
 LIBRARIES = ("poly1", "poly2", "poly3", "poly4", "trig", "exp", "poly3+trig+exp")
@@ -60,135 +75,14 @@ THRESHOLDS = (1e-4, 1e-3, 1e-2, 3e-2, 1e-1)
 VAL_STEPS = 100
 #: candidates within this factor of the best validation score compete on the number of terms
 PARSIMONY = 2.0
-#: what a user without pysindy is told
-INSTALL = 'pip install "vpintegrator[sindy]"'
 #: at most this many training states enter the fit (the first trajectories of the split), and this many
 #: validation trajectories the selection
 MAX_FIT_STATES = 200_000
 MAX_VAL_TRAJ = 32
-#: a library with more features than this (high degree on many state components) is left out of the grid
-MAX_FEATURES = 1000
 #: the ridge term of STLSQ's iterations (the kept terms are refitted without it)
 RIDGE = 1e-8
 #: the finite-difference order of the derivatives
 FD_ORDER = 8
-
-
-def require_pysindy(what: str = "sindy rows") -> Any:
-    """pysindy, or a one-line error saying how to install it (key ``integrators``)."""
-    try:
-        import pysindy
-    except ImportError:
-        raise VPIntegratorError(f"{what} uses pysindy, an optional extra: {INSTALL}", key="integrators") from None
-    return pysindy
-
-
-# --------------------------------------------------------------------------- the feature libraries
-
-
-@dataclass(frozen=True)
-class Library:
-    """A feature library Θ(z): monomials (exponent rows), then sin z_j, cos z_j, exp z_j for the listed j.
-
-    Attributes
-    ----------
-    name : str
-    dim : int
-    powers : ndarray, shape (n_mono, dim)
-        Exponents of the monomials (the constant first when present).
-    sin, cos, exp : tuple of int
-        The components of the trigonometric and exponential features.
-    """
-
-    name: str
-    dim: int
-    powers: np.ndarray
-    sin: tuple[int, ...] = ()
-    cos: tuple[int, ...] = ()
-    exp: tuple[int, ...] = ()
-
-    @property
-    def n_features(self) -> int:
-        return int(self.powers.shape[0]) + len(self.sin) + len(self.cos) + len(self.exp)
-
-    def names(self) -> list[str]:
-        """The features' names: ``1``, ``x0``, ``x0^2 x1``, ``sin(x2)``, ``exp(x0)``."""
-        out = []
-        for row in self.powers:
-            parts = [f"x{j}" + (f"^{int(p)}" if p > 1 else "") for j, p in enumerate(row) if p > 0]
-            out.append(" ".join(parts) or "1")
-        out += [f"sin(x{j})" for j in self.sin] + [f"cos(x{j})" for j in self.cos] + [f"exp(x{j})" for j in self.exp]
-        return out
-
-    def select(self, keep: np.ndarray) -> "Library":
-        """The library of the features ``keep`` (bool, n_features) only (in the same order)."""
-        n_mono = self.powers.shape[0]
-        keep = np.asarray(keep, dtype=bool)
-        k_mono, rest = keep[:n_mono], keep[n_mono:]
-        a, b = len(self.sin), len(self.cos)
-        pick = lambda comps, mask: tuple(c for c, m in zip(comps, mask) if m)  # noqa: E731
-        return Library(self.name, self.dim, self.powers[k_mono], pick(self.sin, rest[:a]), pick(self.cos, rest[a:a + b]),
-                       pick(self.exp, rest[a + b:]))
-
-    def transform(self, z: np.ndarray) -> np.ndarray:
-        """Θ(z); z (n, dim) -> (n, n_features)."""
-        z = np.asarray(z, dtype=np.float64)
-        cols = [np.prod(z[:, None, :] ** self.powers[None], axis=-1)] if self.powers.shape[0] else []
-        if self.sin:
-            cols.append(np.sin(z[:, list(self.sin)]))
-        if self.cos:
-            cols.append(np.cos(z[:, list(self.cos)]))
-        if self.exp:
-            cols.append(np.exp(z[:, list(self.exp)]))
-        return np.concatenate(cols, axis=1) if cols else np.zeros((z.shape[0], 0))
-
-    def gradient(self, z: np.ndarray) -> np.ndarray:
-        """∂Θ/∂z; z (n, dim) -> (n, n_features, dim), analytic."""
-        z = np.asarray(z, dtype=np.float64)
-        n, dim = z.shape
-        out = np.zeros((n, self.n_features, dim))
-        m = self.powers.shape[0]
-        for j in range(dim):
-            if m:
-                lowered = self.powers.copy()
-                lowered[:, j] = np.maximum(lowered[:, j] - 1, 0)
-                out[:, :m, j] = self.powers[None, :, j] * np.prod(z[:, None, :] ** lowered[None], axis=-1)
-        col = m
-        for comps, d in ((self.sin, np.cos), (self.cos, lambda x: -np.sin(x)), (self.exp, np.exp)):
-            for c in comps:
-                out[:, col, c] = d(z[:, c])
-                col += 1
-        return out
-
-
-def _monomials(dim: int, degree: int) -> np.ndarray:
-    """Exponent rows of every monomial of degree 0 .. ``degree`` (graded, then lexicographic)."""
-    rows = [np.zeros(dim, dtype=np.int64)]
-    for d in range(1, degree + 1):
-        for combo in itertools.combinations_with_replacement(range(dim), d):
-            row = np.zeros(dim, dtype=np.int64)
-            for j in combo:
-                row[j] += 1
-            rows.append(row)
-    return np.array(rows, dtype=np.int64)
-
-
-def library(name: str, dim: int) -> Library:
-    """The library ``name`` (``polyD``, ``trig``, ``exp``, or a ``+`` union of them) on states of ``dim``."""
-    degree, trig, exp = 0, False, False
-    for part in name.split("+"):
-        if part.startswith("poly") and part[4:].isdigit() and int(part[4:]) >= 1:
-            degree = max(degree, int(part[4:]))
-        elif part == "trig":
-            trig = True
-        elif part == "exp":
-            exp = True
-        else:
-            raise VPIntegratorError(f"SINDy library {name!r}: parts are polyD (D >= 1), trig and exp, joined by '+'",
-                                    key="library")
-    comps = tuple(range(dim))
-    return Library(name, dim, _monomials(dim, degree), comps if trig else (), comps if trig else (),
-                   comps if exp else ())
 
 
 # --------------------------------------------------------------------------- the fitted field
@@ -210,6 +104,8 @@ class SindyField(System):
     name: ClassVar[str] = "sindy"
     library: Library
     coefficients: np.ndarray
+    #: the names of the state components in ``equations`` (the data file's; empty: ``x0 .. x<dim-1>``)
+    component_names: tuple[str, ...] = ()
 
     @property
     def dim(self) -> int:  # type: ignore[override]
@@ -239,8 +135,10 @@ class SindyField(System):
         return LIBRARY_FIELD, pack_library_field(lib.powers, lib.sin, lib.cos, lib.exp, self.coefficients)
 
     def equations(self, precision: int = 6) -> list[str]:
-        """One readable line per component: ``x0' = 0.500000 x1 x2 - 0.250000 x0`` (``0`` when empty)."""
-        names = self.library.names()
+        """One readable line per component: ``x0' = 0.500000 x1 x2 - 0.250000 x0`` (``0`` when empty), the
+        components named by ``component_names`` when it has one per component (``z1' = 0.500000 z2 z3``)."""
+        names = self.library.names(self.component_names)
+        v = self.component_names if len(self.component_names) == self.dim else [f"x{i}" for i in range(self.dim)]
         lines = []
         for i in range(self.dim):
             terms = [(c, n) for c, n in zip(self.coefficients[:, i], names) if c != 0]
@@ -248,18 +146,42 @@ class SindyField(System):
             for k, (c, n) in enumerate(terms):
                 mag = f"{abs(c):.{precision}f}" + ("" if n == "1" else f" {n}")
                 text += (("-" if c < 0 else "") + mag) if k == 0 else ((" - " if c < 0 else " + ") + mag)
-            lines.append(f"x{i}' = {text or '0'}")
+            lines.append(f"{v[i]}' = {text or '0'}")
         return lines
 
 
 # --------------------------------------------------------------------------- fitting and selection
 
 
+def _finite_array(value: Any, what: str, ndim: int, dim: int | None = None) -> np.ndarray:
+    """``value`` as a float64 array of ``ndim`` axes (at least one row, ``dim`` components when given), every
+    entry finite; else one line naming ``data`` and ``what``."""
+    try:
+        a = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise VPIntegratorError(f"SINDy {what}: not an array of numbers ({' '.join(str(err).split())[:120]})",
+                                key="data") from None
+    shape = "(n, T, dim)" if ndim == 3 else "(n, dim)"
+    if a.ndim != ndim or a.shape[0] == 0 or a.shape[-1] == 0 or (dim is not None and a.shape[-1] != dim):
+        want = shape if dim is None else shape.replace("dim", str(dim))
+        raise VPIntegratorError(f"SINDy {what} must be {want} with n >= 1; got shape {a.shape}", key="data")
+    finite = np.isfinite(a)
+    if not finite.all():
+        at = tuple(int(i) for i in np.unravel_index(int(np.argmin(finite)), a.shape))
+        raise VPIntegratorError(f"SINDy {what} hold {'NaN' if np.isnan(a[at]) else 'Inf'} at {list(at)}; the fit needs "
+                                "finite data (drop or repair those trajectories)", key="data")
+    return a
+
+
 def derivatives(y: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
     """States and their central-difference derivatives (order ``FD_ORDER``, fewer where the trajectories
     are short) of trajectories y (n, T, dim): ``(z, ż)``, each (n · (T − 2m), dim), the m end states of
     each trajectory dropped."""
+    from ..errors import finite_float
+
     ps = require_pysindy()
+    y = _finite_array(y, "training trajectories", 3)
+    dt = finite_float(dt, "dt (the step size)", positive=True, key="dt")
     n, T, dim = y.shape
     order = min(FD_ORDER, 2 * ((T - 1) // 2))
     if order < 2:
@@ -275,7 +197,8 @@ def derivatives(y: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
 @dataclass(frozen=True)
 class SindyFit:
     """A fitted candidate: its library and threshold, the field (None: every coefficient 0), its number of
-    terms and its validation score (NaN before validation)."""
+    terms and its validation score (NaN before validation). ``threshold`` is NaN for a user's optimizer
+    fitted as configured."""
 
     library: str
     threshold: float
@@ -284,30 +207,133 @@ class SindyFit:
     score: float = float("nan")
 
 
-def fit_sindy(z: np.ndarray, zdot: np.ndarray, library_name: str, threshold: float) -> SindyFit:
-    """STLSQ (pysindy; ridge ``RIDGE``, then the unregularised refit) of ż on Θ(z) for one library and threshold.
+def _threshold(value: Any) -> float:
+    """A threshold: a finite number >= 0, else one line naming ``thresholds``."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        x = math.nan
+    if isinstance(value, bool) or not math.isfinite(x) or x < 0:
+        raise VPIntegratorError(f"SINDy threshold must be a finite number >= 0; got {value!r}", key="thresholds")
+    return x
+
+
+def _check_optimizer(optimizer: Any) -> Any:
+    """A pysindy optimizer object (``pysindy.optimizers.BaseOptimizer``: ``STLSQ``, ``SR3``, ...), its
+    ``threshold`` (when it has one) a finite number >= 0; else one line naming ``optimizer``."""
+    if optimizer is None:
+        return None
+    ps = require_pysindy("a pysindy optimizer")
+    if isinstance(optimizer, type) or not isinstance(optimizer, ps.optimizers.BaseOptimizer):
+        raise VPIntegratorError(f"SINDy optimizer {_one_line(optimizer)[:80]}: give a pysindy optimizer object, e.g. "
+                                "pysindy.STLSQ(threshold=0.05) or pysindy.SR3()", key="optimizer")
+    params = optimizer.get_params(deep=False)
+    if "threshold" in params:
+        try:
+            _threshold(params["threshold"])
+        except VPIntegratorError as err:
+            raise VPIntegratorError(f"SINDy optimizer {_one_line(optimizer)}: {err}", key="optimizer") from None
+    return optimizer
+
+
+def _grid(libraries: Any, thresholds: Any, optimizer: Any, dim: int) -> tuple[list[tuple[str, Library]], list[float | None]]:
+    """The checked grid: ``[(label, Library)]`` and the thresholds (``[None]``: a user's optimizer as
+    configured). Every library is counted before it is built; the default grid leaves out the ones larger than
+    ``MAX_FEATURES``, a library asked for by name or object is refused."""
+    optimizer = _check_optimizer(optimizer)
+    if libraries is None:
+        libs = [(name, library(name, dim)) for name in LIBRARIES if library_size(name, dim) <= MAX_FEATURES]
+    else:
+        specs = [libraries] if isinstance(libraries, str) or not isinstance(libraries, (list, tuple)) else list(libraries)
+        if not specs:
+            raise VPIntegratorError("SINDy libraries is empty; give at least one (e.g. ['poly2'])", key="libraries")
+        distinct([_label(spec) for spec in specs], "libraries", label="SINDy libraries")
+        libs = [(_label(spec), _library_of(spec, dim)) for spec in specs]
+    if thresholds is None:
+        grid: list[float | None] = list(THRESHOLDS) if optimizer is None else [None]
+    else:
+        values = list(thresholds) if isinstance(thresholds, (list, tuple, np.ndarray)) else [thresholds]
+        if not values:
+            raise VPIntegratorError("SINDy thresholds is empty; give at least one (e.g. [0.01])", key="thresholds")
+        grid = [_threshold(v) for v in values]
+        distinct(grid, "thresholds", label="SINDy thresholds")
+        if optimizer is not None and "threshold" not in optimizer.get_params(deep=False):
+            raise VPIntegratorError(f"SINDy thresholds: the optimizer {type(optimizer).__name__} has no threshold; "
+                                    "leave thresholds out (it is fitted as configured)", key="thresholds")
+    return libs, grid
+
+
+def fit_sindy(z: np.ndarray, zdot: np.ndarray, library_name: Any, threshold: float | None,
+              optimizer: Any = None, component_names: Sequence[str] = ()) -> SindyFit:
+    """STLSQ (pysindy; ridge ``RIDGE``, then the unregularised refit) of ż on Θ(z) for one library and threshold,
+    or ``optimizer`` (a pysindy optimizer, cloned; ``threshold`` set as its threshold unless None).
 
     Parameters
     ----------
     z, zdot : ndarray, shape (n, dim)
-    library_name : str
-    threshold : float
+    library_name : str or pysindy feature library
+    threshold : float or None
+        None only with ``optimizer`` (fitted as configured).
+    optimizer : pysindy optimizer, optional
+    component_names : sequence of str, optional
+        The state components' names in the field's equations.
     """
     ps = require_pysindy()
+    z = _finite_array(z, "states z", 2)
+    zdot = _finite_array(zdot, "derivatives zdot", 2, z.shape[1])
+    if zdot.shape != z.shape:
+        raise VPIntegratorError(f"SINDy derivatives zdot must have the shape of z {z.shape}; got {zdot.shape}",
+                                key="data")
+    optimizer = _check_optimizer(optimizer)
+    if threshold is None and optimizer is None:
+        raise VPIntegratorError("SINDy threshold must be a finite number >= 0; got None", key="thresholds")
+    threshold = None if threshold is None else _threshold(threshold)
+    lib = _library_of(library_name, z.shape[1])
+    return _fit(z, zdot, _label(library_name), lib, threshold, optimizer, tuple(component_names), ps)
+
+
+def _fit(z: np.ndarray, zdot: np.ndarray, label: str, lib: Library, threshold: float | None, optimizer: Any,
+         names: tuple[str, ...], ps: Any) -> SindyFit:
+    """``fit_sindy`` on checked arguments; pysindy's and scikit-learn's own errors as one line."""
     import warnings
 
-    lib = library(library_name, z.shape[1])
+    from ..resources import check_size
+
+    # Θ (samples × features) and the monomials' intermediate (samples × features × components), before either exists
+    check_size("library", z.shape[0] * lib.n_features * (z.shape[1] + 3), 8, f"Θ of the SINDy fit on library {label} "
+               f"({z.shape[0]} samples × {lib.n_features} features × {z.shape[1]} components)")
     theta = lib.transform(z)
-    with warnings.catch_warnings():  # an unfittable library warns (ill-conditioned, all-zero): scored below
-        warnings.simplefilter("ignore")
-        with np.errstate(all="ignore"):
-            opt = ps.STLSQ(threshold=float(threshold), alpha=RIDGE, max_iter=50).fit(theta, zdot)
-    xi = np.asarray(opt.coef_, dtype=np.float64).T  # (n_features, dim)
+    if optimizer is None:
+        opt = ps.STLSQ(threshold=float(threshold), alpha=RIDGE, max_iter=50)
+    else:
+        from sklearn.base import clone
+
+        opt = clone(optimizer)
+        if threshold is not None:
+            opt.set_params(threshold=float(threshold))
+    try:
+        with warnings.catch_warnings():  # an unfittable library warns (ill-conditioned, all-zero): scored below
+            warnings.simplefilter("ignore")
+            with np.errstate(all="ignore"):
+                opt.fit(theta, zdot)
+        xi = np.asarray(opt.coef_, dtype=np.float64).T  # (n_features, dim)
+    except (MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as err:  # pysindy's and scikit-learn's own exceptions: one line naming what was fitted
+        raise VPIntegratorError(
+            f"SINDy fit of library {label} ({'as configured' if threshold is None else f'threshold {threshold:g}'}) "
+            f"by {type(opt).__name__} failed: "
+            f"{type(err).__name__}: {' '.join(str(err).split())[:200]}",
+            key="library" if optimizer is None else "optimizer") from None
+    if xi.shape != (lib.n_features, z.shape[1]):
+        raise VPIntegratorError(f"SINDy optimizer {type(opt).__name__}: coef_ has shape {xi.T.shape}, expected "
+                                f"({z.shape[1]}, {lib.n_features}) (one row per component)", key="optimizer")
     keep = np.any(xi != 0, axis=1) & np.all(np.isfinite(xi), axis=1)
+    th = math.nan if threshold is None else float(threshold)
     if not keep.any() or not np.all(np.isfinite(xi)):
-        return SindyFit(library_name, float(threshold), None, 0)
-    field = SindyField(library=lib.select(keep), coefficients=xi[keep])
-    return SindyFit(library_name, float(threshold), field, int(np.count_nonzero(xi)))
+        return SindyFit(label, th, None, 0)
+    field = SindyField(library=lib.select(keep), coefficients=xi[keep], component_names=names)
+    return SindyFit(label, th, field, int(np.count_nonzero(xi)))
 
 
 def _score(field: SindyField, integrator: str, dt: float, val: np.ndarray) -> float:
@@ -332,10 +358,12 @@ def _score(field: SindyField, integrator: str, dt: float, val: np.ndarray) -> fl
 
 
 def select_sindy(train: np.ndarray, val: np.ndarray, dt: float, integrator: str,
-                 libraries: Sequence[str] | None = None, thresholds: Sequence[float] | None = None
+                 libraries: Sequence[Any] | None = None, thresholds: Sequence[float] | None = None,
+                 optimizer: Any = None, component_names: Sequence[str] = ()
                  ) -> tuple[SindyFit | None, list[SindyFit]]:
     """Fit every (library, threshold) on ``train`` and pick by validation rollout on ``val`` (module
-    docstring): ``(the chosen fit or None when none has skill, every candidate with its score)``.
+    docstring): ``(the chosen fit or None when none has skill, every candidate with its score)``. Every
+    argument is checked before anything is fitted (module docstring, "The boundary").
 
     Parameters
     ----------
@@ -344,20 +372,32 @@ def select_sindy(train: np.ndarray, val: np.ndarray, dt: float, integrator: str,
     dt : float
     integrator : str
         The method the validation rollouts (and the row) use.
-    libraries, thresholds : sequence, optional
-        The grid (default ``LIBRARIES`` × ``THRESHOLDS``).
+    libraries : sequence of names or pysindy feature libraries, optional
+        The libraries (default ``LIBRARIES``).
+    thresholds : sequence of float, optional
+        STLSQ's thresholds, or the optimizer's (default ``THRESHOLDS``; with ``optimizer``, the optimizer as
+        configured).
+    optimizer : pysindy optimizer, optional
+        Fitted (a clone) in place of the package's STLSQ.
+    component_names : sequence of str, optional
+        The state components' names in the equations (default ``x0 .. x<dim-1>``).
     """
+    from ..errors import finite_float
     from ..integrators import get_integrator
 
+    ps = require_pysindy()
     get_integrator(integrator)
+    dt = finite_float(dt, "dt (the step size)", positive=True, key="dt")
+    train = _finite_array(train, "training trajectories", 3)
+    val = _finite_array(val, "validation trajectories", 3, train.shape[2])
+    libs, grid = _grid(libraries, thresholds, optimizer, train.shape[2])
+    names = tuple(str(n) for n in component_names)
     z, zdot = derivatives(train, dt)
     val = val[:MAX_VAL_TRAJ, :VAL_STEPS + 1]
     fits = []
-    for lib_name in LIBRARIES if libraries is None else libraries:
-        if library(lib_name, train.shape[2]).n_features > MAX_FEATURES:
-            continue
-        for threshold in THRESHOLDS if thresholds is None else thresholds:
-            fit = fit_sindy(z, zdot, lib_name, threshold)
+    for label, lib in libs:
+        for threshold in grid:
+            fit = _fit(z, zdot, label, lib, threshold, optimizer, names, ps)
             score = 1.0 if fit.field is None else _score(fit.field, integrator, dt, val)
             fits.append(SindyFit(fit.library, fit.threshold, fit.field, fit.n_terms, score))
     usable = [f for f in fits if f.field is not None and f.score < 1.0]
@@ -391,6 +431,11 @@ class SindyStep(StepMap):
     integrator : str
     dt : float
         The step of the data and of the rollout.
+    libraries, thresholds, optimizer : optional
+        The grid and the optimizer of [`select_sindy`][vpintegrator.rollout.sindy.select_sindy] (names or pysindy
+        feature libraries; thresholds; a pysindy optimizer), checked here, before anything is read or fitted.
+    component_names : sequence of str, optional
+        The state components' names in the equations (default ``x0 .. x<dim-1>``).
     """
 
     kind = "fitted"
@@ -404,7 +449,9 @@ class SindyStep(StepMap):
     source: str
 
     def __init__(self, train: np.ndarray | Callable[[], np.ndarray], val: np.ndarray | Callable[[], np.ndarray],
-                 integrator: str, dt: float, dim: int | None = None, source: str = "") -> None:
+                 integrator: str, dt: float, dim: int | None = None, source: str = "", *,
+                 libraries: Sequence[Any] | None = None, thresholds: Sequence[float] | None = None,
+                 optimizer: Any = None, component_names: Sequence[str] = ()) -> None:
         from ..errors import finite_float
         from ..integrators import get_integrator
 
@@ -415,8 +462,17 @@ class SindyStep(StepMap):
         if dim is None:
             if callable(train):
                 raise VPIntegratorError("SindyStep: give dim with a callable train")
-            dim = int(np.asarray(train).shape[-1])
+            dim = int(_finite_array(train, "training trajectories", 3).shape[-1])
+        for what, given in (("training", train), ("validation", val)):
+            if not callable(given):  # arrays: checked here (a callable's when the row starts)
+                _finite_array(given, f"{what} trajectories", 3, int(dim))
         self.dim, self.seq_len, self.pred_window = int(dim), 1, 1
+        _grid(libraries, thresholds, optimizer, self.dim)  # the boundary: every argument checked before any work
+        self._grid_args = (libraries, thresholds, optimizer)
+        self.component_names = tuple(str(n) for n in component_names)
+        if self.component_names and len(self.component_names) != self.dim:
+            raise VPIntegratorError(f"sindy+{integrator}: component_names has "
+                                    f"{len(self.component_names)} names for {self.dim} components", key="component_names")
         self.name, self.source = f"sindy+{integrator}", source
         self.fit: SindyFit | None = None
         self.candidates: list[SindyFit] = []
@@ -426,11 +482,8 @@ class SindyStep(StepMap):
     def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
         train = self._train() if callable(self._train) else self._train
         val = self._val() if callable(self._val) else self._val
-        train, val = np.asarray(train, dtype=np.float64), np.asarray(val, dtype=np.float64)
-        for what, a in (("train", train), ("val", val)):
-            if a.ndim != 3 or a.shape[2] != self.dim or a.shape[0] == 0:
-                raise VPIntegratorError(f"{self.name}: {what} trajectories must be (n >= 1, T, {self.dim}); got "
-                                        f"{a.shape}", key="data")
+        train = _finite_array(train, f"{self.name}: training trajectories", 3, self.dim)
+        val = _finite_array(val, f"{self.name}: validation trajectories", 3, self.dim)
         keep = max(1, MAX_FIT_STATES // max(1, train.shape[1]))
         return train[:keep], val
 
@@ -438,7 +491,9 @@ class SindyStep(StepMap):
         """Fit and select (once); the chosen fit or None."""
         if not self._fitted:
             train, val = self._arrays()
-            self.fit, self.candidates = select_sindy(train, val, self.dt, self.integrator)
+            libraries, thresholds, optimizer = self._grid_args
+            self.fit, self.candidates = select_sindy(train, val, self.dt, self.integrator, libraries, thresholds,
+                                                     optimizer, self.component_names)
             self._fitted = True
         return self.fit
 
@@ -507,7 +562,8 @@ class SindyStep(StepMap):
             info["fit_source"] = self.source
         if self._fitted:
             info["sindy_candidates"] = json.dumps([
-                {"library": f.library, "threshold": f.threshold, "n_terms": f.n_terms,
+                {"library": f.library, "threshold": None if not np.isfinite(f.threshold) else f.threshold,
+                 "n_terms": f.n_terms,
                  "validation_error": None if not np.isfinite(f.score) else f.score} for f in self.candidates])
             info["sindy_selection"] = (f"validation rollout by {self.integrator}: mean over validation trajectories of "
                                        f"the largest relative error (capped at 1) over <= {VAL_STEPS} steps; fewest "
@@ -516,7 +572,7 @@ class SindyStep(StepMap):
             info.update(sindy_library=self.fit.library, sindy_threshold=self.fit.threshold,
                         sindy_n_terms=self.fit.n_terms, sindy_validation_error=self.fit.score,
                         sindy_equations="\n".join(self.field.equations()),
-                        sindy_features=json.dumps(self.field.library.names()),
+                        sindy_features=json.dumps(self.field.library.names(self.component_names)),
                         sindy_coefficients=json.dumps(self.field.coefficients.tolist()))
         elif self.failure_reason:
             info["fit_failure"] = self.failure_reason

@@ -652,7 +652,9 @@ def _splits(value: Any) -> list[str]:
     names = [n.strip() for n in comma_list(value, "splits").split(",") if n.strip()]
     if not names or any(n not in SPLITS for n in names):
         raise VPIntegratorError(f"splits must be a comma list out of {', '.join(SPLITS)}; got {value!r}", key="splits")
-    return names
+    from ..config import distinct
+
+    return distinct(names, "splits")
 
 
 @dataclass

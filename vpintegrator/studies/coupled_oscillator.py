@@ -228,6 +228,12 @@ def _configs(a: argparse.Namespace) -> dict[str, str]:
         if not sep or model not in MODELS or not path:
             raise StudyError(f"--config must be MODEL=TOML with MODEL one of {', '.join(MODELS)}; got {pair!r}")
         configs[model] = path
+    from ..config import distinct
+
+    try:  # one config per model (the one rule of list options; --vpt-config counts as a --config vpt=...)
+        distinct([pair.partition("=")[0] for pair in pairs], "config", label="--config")
+    except VPIntegratorError as err:
+        raise StudyError(str(err)) from None
     return configs
 
 

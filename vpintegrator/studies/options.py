@@ -31,7 +31,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import click
 
-from ..config import Config, check_keys, declared, did_you_mean, dump_toml, key, parse_set, read_toml
+from ..config import Config, check_keys, declared, did_you_mean, distinct, dump_toml, key, parse_set, read_toml
 from ..errors import VPIntegratorError
 from .runner import WALL_CEILING, StudyError, parse_seeds
 
@@ -116,11 +116,12 @@ def model_list(text: str, flag: str, valid: Sequence[str], *, in_valid_order: bo
         if n not in valid and not (paths and ":" in n):
             raise StudyError(f"{flag}: unknown model {n!r}{did_you_mean(n, valid)}; valid: {', '.join(valid)}"
                              + (" (or module:Class)" if paths else ""))
+    try:
+        distinct(names, flag.lstrip("-").replace("-", "_"), label=flag)  # the one rule of every list option
+    except VPIntegratorError as err:
+        raise StudyError(str(err)) from None
     if in_valid_order:
         return [v for v in valid if v in names]
-    twice = [n for i, n in enumerate(names) if n in names[:i]]
-    if twice:
-        raise StudyError(f"{flag}: {twice[0]!r} is given twice; name each model once")
     return names
 
 
@@ -149,7 +150,7 @@ def number_list(kind: type, name: str, low: float, what: str) -> Any:
             out.append(x)
         if not out:
             raise VPIntegratorError(f"{name} must be a comma list of {what} (at least one); got {value!r}", key=name)
-        return out
+        return distinct(out, name)
 
     return check
 
@@ -322,7 +323,7 @@ def config_toml(study: Study, a: argparse.Namespace) -> str:
 def _study_error(err: VPIntegratorError) -> StudyError:
     """``err`` as a ``StudyError`` whose message names the flag (``--jobs must be ...``)."""
     text = str(err)
-    if err.key and text.startswith(f"{err.key} "):
+    if err.key and text.startswith((f"{err.key} ", f"{err.key}:")):  # "seeds must ...", "systems: 'x' is given twice"
         text = _flag(err.key) + text[len(err.key):]
     elif err.key and text.startswith(f"--{err.key} "):  # parse_seeds' own "--seeds must ..."
         text = _flag(err.key) + text[len(err.key) + 2:]

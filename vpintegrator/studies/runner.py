@@ -302,9 +302,15 @@ def parse_seeds(text: str, flag: str = "--seeds") -> list[int]:
         seeds = [int(s) for s in str(text).split(",") if s.strip()]
     except ValueError:
         raise StudyError(f"{flag} must be a comma list of integers; got {text!r}") from None
-    if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+    if not seeds or any(s < 0 for s in seeds):
         raise StudyError(f"{flag} must be distinct non-negative integers; got {text!r}")
-    return seeds
+    from ..config import distinct
+    from ..errors import VPIntegratorError
+
+    try:
+        return distinct(seeds, "seeds", label=flag)
+    except VPIntegratorError as err:
+        raise StudyError(str(err)) from None
 
 
 def check_out_dir(out: Path) -> None:

@@ -55,6 +55,7 @@ command again); ``--overwrite`` trains them again.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import subprocess
@@ -539,6 +540,81 @@ def run_study(out: Path, systems: Sequence[str], seeds: Sequence[int], noises: S
     return rows
 
 
+# what a row of unknown_form.json holds: key -> kind ("number?": a number, "inf"/"-inf", or null for NaN)
+_ROW_REQUIRED = {"system": "system", "noise": "number", "seed": "int", "method": "str", "errors": "errors",
+                 "failed": "int", "cost": "number?", "train_cpu": "number"}
+_ROW_OPTIONAL = {"approach": "str", "structure": "number?", "structure_kind": "str?", "runner": "str",
+                 "eval_cpu": "number?", "point": "int?", "n_params": "int?", "sweep": "sweep", "equations": "list?",
+                 "library": "str?", "threshold": "number?", "casimir_long": "number?", "failure": "str"}
+
+
+def _is_number(x: Any, null: bool) -> bool:
+    if x is None:
+        return null
+    return (isinstance(x, (int, float)) and not isinstance(x, bool)) or x in ("inf", "-inf")
+
+
+def _kind_problem(x: Any, kind: str) -> str:
+    """Why ``x`` is not of ``kind`` ("" when it is)."""
+    null = kind.endswith("?")
+    base = kind.rstrip("?")
+    if x is None and null:
+        return ""
+    if base == "number":
+        return "" if _is_number(x, null) else "a number"
+    if base == "int":
+        return "" if isinstance(x, int) and not isinstance(x, bool) else "an integer"
+    if base == "str":
+        return "" if isinstance(x, str) else "a string"
+    if base == "list":
+        return "" if isinstance(x, list) else "a list"
+    if base == "system":
+        return "" if isinstance(x, str) and x in SYSTEMS else f"one of {', '.join(SYSTEMS)}"
+    if base == "errors":
+        good = isinstance(x, dict) and x and all(
+            isinstance(k, str) and _is_number(_horizon(k), False) and isinstance(v, list)
+            and all(_is_number(e, True) for e in v) for k, v in x.items())
+        return "" if good else "an object {horizon: [relative errors]}"
+    if base == "sweep":
+        good = isinstance(x, list) and all(
+            isinstance(p, dict) and isinstance(p.get("point"), int) and isinstance(p.get("curve") or {}, dict)
+            and all(isinstance(v, list) and all(_is_number(e, True) for e in v) for v in (p.get("curve") or {}).values())
+            for p in x)
+        return "" if good else "a list of {point, curve, ...} objects"
+    raise AssertionError(kind)
+
+
+def _horizon(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def check_rows(doc: Any, path: Path) -> list[dict[str, Any]]:
+    """The rows of ``unknown_form.json`` (``doc``, read from ``path``), checked against this study before any
+    table is drawn: a JSON object with a list ``rows``, each row an object with every key of ``_ROW_REQUIRED`` of
+    its kind, the optional keys of theirs. Anything else (another study's JSON, a row missing a key or with a
+    field of the wrong type) is one line naming the file, the row and the key."""
+    fix = ("it was not written by this version of the unknown_form study: run the study again into this --out "
+           "(without --table-only), or give the --out of an unknown_form run")
+    if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
+        other = f" (its top-level keys: {', '.join(sorted(map(str, doc))[:6])})" if isinstance(doc, dict) else ""
+        raise StudyError(f"{path}: not an unknown_form study's results: no list 'rows'{other}; {fix}")
+    for i, row in enumerate(doc["rows"]):
+        if not isinstance(row, dict):
+            raise StudyError(f"{path}: row {i} is {type(row).__name__}, not an object; {fix}")
+        where = f"row {i}" + (f" ({row['method']})" if isinstance(row.get("method"), str) else "")
+        for key, kind in _ROW_REQUIRED.items():
+            if key not in row:
+                raise StudyError(f"{path}: {where} has no key {key!r}; {fix}")
+        for key, kind in {**_ROW_REQUIRED, **_ROW_OPTIONAL}.items():
+            why = _kind_problem(row[key], kind) if key in row else ""
+            if why:
+                raise StudyError(f"{path}: {where}: {key!r} is {json.dumps(row[key])[:60]}, expected {why}; {fix}")
+    return doc["rows"]
+
+
 def _row_key(r: dict) -> tuple:
     return (r["system"], float(r["noise"]), int(r["seed"]), r["method"])
 
@@ -765,7 +841,9 @@ def _systems(value: Any) -> list[str]:
     if not names or bad:
         raise VPIntegratorError(f"systems must be a comma list out of {', '.join(SYSTEMS)}; got {value!r}",
                                 key="systems")
-    return names
+    from ..config import distinct
+
+    return distinct(names, "systems")
 
 
 @dataclass
@@ -852,10 +930,9 @@ def _run(a: argparse.Namespace) -> int:
                          "OUT/runs)")
     if a.table_only or a.figures_only:
         data = read_json(path)
-        if data is None or "rows" not in data:
-            raise StudyError(f"--table-only: {path} not found (or not this study's JSON); give the --out of an "
-                             f"earlier unknown_form study")
-        rows = data["rows"]
+        if data is None:
+            raise StudyError(f"--table-only: {path} not found; give the --out of an earlier unknown_form study")
+        rows = check_rows(data, path)
     else:
         size = QUICK if a.quick else DEFAULTS
 
@@ -878,6 +955,8 @@ def _run(a: argparse.Namespace) -> int:
             return 0
         out.mkdir(parents=True, exist_ok=True)
         previous = read_json(path) or {}
+        if previous:  # merged with the new rows below: checked first
+            check_rows(previous, path)
         command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])  # no absolute path of the install
 
         def save(new: list[dict[str, Any]]) -> None:  # after every (seed, system, σ): nothing finished is lost

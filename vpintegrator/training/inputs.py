@@ -99,9 +99,16 @@ def prepare_objects(plan: TrainPlan, model: Any, train: Any, val: Any, device: t
 
     dtype, seeds, ensemble, cut, stop = plan.torch_dtype, plan.seeds, plan.ensemble, plan.data, plan.stop
 
+    from .plan import check_data_scale
+
     for what, value in (("train", train), ("val", val)):
         if value is not None and not isinstance(value, Trajectories):
             _windows(value, what, dtype, "cpu")  # the type and shape checks
+        if value is not None:
+            arrays = [value.y] if isinstance(value, Trajectories) else list(value)
+            for a in arrays:
+                check_data_scale(a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a, plan.dtype,
+                                 f"the given {what} data", key=what)
     if train is None:
         raise VPIntegratorError("fit: val without train; give train (Trajectories or (x, target) windows)", key="train")
     dim = _dim(train)

@@ -8,6 +8,7 @@ the one shard reader, its system checked), the model of every member (paper defa
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -312,6 +313,23 @@ def load_data(files: tuple[str, ...] | list[str]):
 
         system_from_meta(data.meta, where=", ".join(data_paths))
     return data_paths, data
+
+
+def check_data_scale(y: Any, dtype: str, where: str, key: str = "data") -> None:
+    """Refuse states so large that training in ``dtype`` can only end in NaN: the loss squares them, and past
+    ``sqrt(finfo(dtype).max) / 1e4`` (float64 ~1.3e150, float32 ~1.8e15) the squares (and the products in the
+    network) overflow whatever the learning rate; one line naming ``key`` and ``where`` says to rescale the data."""
+    a = np.asarray(y)
+    if a.size == 0:
+        return
+    scale = float(np.nanmax(np.abs(a))) if np.isfinite(a).any() else 0.0
+    limit = math.sqrt(float(np.finfo(np.float64 if dtype == "float64" else np.float32).max)) / 1e4
+    if scale > limit:
+        raise VPIntegratorError(
+            f"{key}: {where}: the states reach {scale:.3g} in magnitude; in {dtype} the loss squares them past "
+            f"{limit:.2g} and overflows, so training would end in NaN whatever the learning rate: rescale the data "
+            f"(divide the states by a typical magnitude, e.g. {10 ** math.floor(math.log10(scale)):.0e}) and train "
+            "on that", key=key)
 
 
 def build_model(hparams: Mapping[str, Any], dim: int, where: str, dt: float | None = None):
@@ -645,6 +663,7 @@ def prepare(plan: TrainPlan, device: torch.device) -> Prepared:
     """Read the data and build the model of each of the plan's seeds as ``fit(seed=s)`` would (an ensemble
     then reseeds the global RNGs with ``plan.seed``), then the record of ``config.toml`` and the window sets."""
     data_paths, data = load_data(plan.data.files)
+    check_data_scale(data.y, plan.dtype, ", ".join(data_paths))
     seeds, dtype = plan.seeds, plan.torch_dtype
     check_training_memory(plan, data.dim, len(seeds), data.n_traj * data.n_states)
     models = []

@@ -1,0 +1,45 @@
+"""Bad inputs to ``vp-study`` (ids ``study-``): result files a study did not write, drawn into tables by
+``--table-only`` (issue 58: checked against the study before any table is drawn), and repeated names in list
+options (one rule for every comma list). A study's error line is ``NAME study: error: ...``, exit code 2."""
+
+from bad_inputs import Case
+
+
+def _s(cid, args, match):
+    return Case(cid, "vp-study", list(args), match, exit_code=2)
+
+
+_UF = ["unknown_form", "--table-only", "--out"]
+_FIX = r"; it was not written by this version of the unknown_form study"
+
+CASES = [
+    _s("study-table-only-other-study", [*_UF, "{studies}/other_study"],
+       r"other_study/unknown_form.json: not an unknown_form study's results: no list 'rows' \(its top-level keys: "
+       r"results, study\)" + _FIX),
+    _s("study-table-only-missing-key", [*_UF, "{studies}/missing_key"], r"row 1 \(node@rk4\) has no key 'errors'" + _FIX),
+    _s("study-table-only-wrong-type", [*_UF, "{studies}/wrong_type"],
+       r"row 0 \(node@rk4\): 'seed' is \"zero\", expected an integer" + _FIX),
+    _s("study-table-only-errors-text", [*_UF, "{studies}/errors_text"],
+       r"'errors' is \{\"10\": \"small\"\}, expected an object \{horizon: \[relative errors\]\}"),
+    _s("study-table-only-rows-not-list", [*_UF, "{studies}/rows_not_list"], r"no list 'rows'"),
+    _s("study-table-only-unknown-system", [*_UF, "{studies}/unknown_system"],
+       r"'system' is \"pendulum\", expected one of rigid_body_exp"),
+    _s("study-figures-only-missing-key", ["unknown_form", "--figures-only", "--out", "{studies}/missing_key"],
+       r"has no key 'errors'"),
+    _s("study-systems-repeated", ["unknown_form", "--estimate", "--out", "{out}/uf", "--systems", "rigid_body,rigid_body"],
+       r"--systems: 'rigid_body' is given twice; give each once"),
+    _s("study-noise-repeated", ["unknown_form", "--estimate", "--out", "{out}/uf", "--noise", "0,0.0"],
+       r"--noise: 0.0 is given twice; give each once"),
+    _s("study-seeds-repeated", ["unknown_form", "--estimate", "--out", "{out}/uf", "--seeds", "1,1"],
+       r"--seeds: 1 is given twice; give each once"),
+    _s("study-models-repeated", ["rigid_body", "--table-only", "--out", "{out}/rb", "--models", "vpt,vpt"],
+       r"--models: 'vpt' is given twice; give each once"),
+    _s("study-models-repeated-merged-before", ["coupled_oscillator", "--table-only", "--out", "{out}/co", "--models",
+                                               "vpt,st,vpt"], r"--models: 'vpt' is given twice; give each once"),
+    _s("study-context-splits-repeated", ["context", "--print-config", "--out", "{out}/cx", "--splits",
+                                         "interpolation,interpolation"], r"--splits: 'interpolation' is given twice"),
+    _s("study-context-noise-repeated", ["context", "--print-config", "--out", "{out}/cx", "--noise", "0.01,0.01"],
+       r"--noise: 0.01 is given twice"),
+    _s("study-config-repeated", ["coupled_oscillator", "--table-only", "--out", "{out}/co", "--config", "vpt=a.toml",
+                                 "--config", "vpt=b.toml"], r"--config: 'vpt' is given twice; give each once"),
+]
