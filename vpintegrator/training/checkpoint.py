@@ -88,6 +88,8 @@ __all__ = [
     "RunRecord",
     "Member",
     "make_sinks",
+    "config_text",
+    "check_same_call",
     "check_logger",
     "TensorBoardSink",
     "MLflowSink",
@@ -176,9 +178,40 @@ def write_config(run_dir: Path, values: Mapping[str, Any]) -> None:
     """Write ``run_dir/config.toml``: the config's ``values`` (a run's resolved record) with their paths (data, init_from, out) relative to
     ``run_dir`` (``vpintegrator.rundir.relative_run_paths``; [`TrainConfig.from_toml`][vpintegrator.training.TrainConfig.from_toml] resolves
     them again)."""
+    write_text(run_dir / "config.toml", config_text(run_dir, values))
+
+
+def config_text(run_dir: Path, values: Mapping[str, Any]) -> str:
+    """The text of the ``config.toml`` that ``write_config`` writes into ``run_dir`` for ``values``."""
     from .. import config as config_layer
 
-    write_text(run_dir / "config.toml", config_layer.dump_toml(relative_run_paths(copy.deepcopy(dict(values)), run_dir)))
+    return config_layer.dump_toml(relative_run_paths(copy.deepcopy(dict(values)), run_dir))
+
+
+def check_same_call(run_dir: Path, values: Mapping[str, Any]) -> None:
+    """``fit``'s default (``overwrite=None``) for an ``out`` that holds a run: it is replaced only when the
+    same call wrote it (a notebook cell run again): the run finished and its ``config.toml`` is the one
+    this call writes (``config_text``). Else a one-line ``OutputError`` naming ``out`` (relative) and what to
+    do: an unfinished run is resumed, another configuration's run kept."""
+    from .._outputs import OutputError
+    from ..provenance import redact_path
+    from ..rundir import is_complete
+
+    shown = redact_path(run_dir)
+    try:
+        finished = is_complete(run_dir)
+    except VPIntegratorError:
+        finished = False
+    if not finished:
+        raise OutputError(f"out {shown}: holds an unfinished run; continue it with resume = {shown}, or pass "
+                          "overwrite=True to train it again from the start", key="out")
+    try:
+        same = (run_dir / "config.toml").read_text(encoding="utf-8") == config_text(run_dir, values)
+    except (OSError, UnicodeDecodeError):
+        same = False
+    if not same:
+        raise OutputError(f"out {shown}: holds a run of another configuration (its config.toml); choose another "
+                          "out, or pass overwrite=True to replace it", key="out")
 
 
 def _run_inputs(run_dir: Path) -> list[str]:
