@@ -1,4 +1,4 @@
-"""The context study of a family of systems (docs/context.md): context-conditioned integrators
+"""The context study of a family of systems: context-conditioned integrators
 against the parameter-blind models, an unstructured in-context model and identification + classical.
 
 The data file's system picks the rows (``SETUPS``): the rigid-body family (below) or the coupled-oscillator
@@ -634,7 +634,7 @@ def export_best(out: Path, out_dir: Path, name: str | None = None, split: str = 
                         "1e-12)",
             "rel_error_t10_median": metric,
             "command": info["recipe"]["command"],
-            "source": "context_study.json of the study (docs/context.md)"}
+            "source": "context_study.json of the study (vp-study context)"}
     out_dir.mkdir(parents=True, exist_ok=True)
     with atomic_path(out_dir / info["file"]) as tmp:
         shutil.copyfile(source, tmp)
@@ -685,8 +685,8 @@ class ContextOptions(Config):
     figures_only : bool
         Redraw the tables and figures from OUT's context_study.json (or from --results).
     results : str
-        With --figures-only: the results file to redraw from in place of OUT's context_study.json (e.g. the
-        shipped docs/data/context_oscillator.json); the tables and figures are written to OUT.
+        With --figures-only: the results file to redraw from in place of OUT's context_study.json; the tables
+        and figures are written to OUT.
     export : str
         Ship the best validation seed of the family's context model (lpnet_ctx, g_sympnet_ctx) to this directory
         (with its provenance; --data adds the training file's vp-gen command) and exit.
@@ -726,8 +726,8 @@ def _run(a: argparse.Namespace) -> int:
         if a.results is not None:
             path = Path(a.results)
             if not path.is_file():
-                raise StudyError(f"--results: {path} not found; give a context_study.json (e.g. "
-                                 "docs/data/context_oscillator.json)")
+                raise StudyError(f"--results: {path} not found; give a context_study.json (the --out of an "
+                                 "earlier study has one)")
         elif not path.is_file():
             raise StudyError(f"--figures-only: {path} not found; give the --out of an earlier study (or --results)")
         rows = read_study_json(path)["rows"]

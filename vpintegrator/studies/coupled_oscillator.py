@@ -147,7 +147,8 @@ class CoupledOscillatorOptions(StudyOptions):
         Comma list out of vpt,st,symplectic_transformer,g_sympnet,la_sympnet (default
         vpt,st,symplectic_transformer,g_sympnet).
     config : list of str
-        vp-train TOML of MODEL, as MODEL=TOML (default configs/study/coupled_oscillator_<model>.toml); repeatable.
+        vp-train TOML of MODEL, as MODEL=TOML (default: the shipped config study/coupled_oscillator_<model>,
+        vp-train --list); repeatable.
     vpt_config : str
         Same as --config vpt=TOML.
     st_config : str
@@ -528,7 +529,7 @@ def write_results(run: Path, commands: list[str] | None = None) -> str:
         "",
         f"{n_steps} steps of dt = {DT} (t in [0, {t_end}]); reference: DOP853 (rtol = atol = 1e-12). Models: "
         f"seeds {settings.get('seeds')}, {_budget_text(settings)} "
-        f"({settings.get('jobs')} at a time, one thread), Levenberg–Marquardt, float64, best.pt = the epoch with the best validation score (configs/study: monitor = val_rollout, the mean relative error of a free rollout of the validation trajectories to t = 200); "
+        f"({settings.get('jobs')} at a time, one thread), Levenberg–Marquardt, float64, best.pt = the epoch with the best validation score (the study configs: monitor = val_rollout, the mean relative error of a free rollout of the validation trajectories to t = 200); "
         "first window (3 states) from the reference; non-overlapping windows. Models: mean ± std over seeds "
         "(ddof = 1). Energy drift: max_t |H(t) − H(0)| / |H(0)|; slope: linear fit of the relative drift against t. "
         "Valid prediction time: first t with relative error > 0.1. log det J: per step (integrators) or per "
@@ -573,7 +574,7 @@ def _run(s: Settings, run: Path, argv: list[str] | None) -> str:
     t0 = time.perf_counter()
     runner = plan(s)
     ok = runner.execute()
-    invocation = "python scripts/reproduce_coupled_oscillator.py " + " ".join(
+    invocation = "vp-study coupled_oscillator " + " ".join(
         shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
     previous = (read_json(run / "settings.json") or {}) if s.skip_existing else {}
     record = {**asdict(s), "t_end": s.t_end, "wall_seconds": round(time.perf_counter() - t0, 1),
@@ -592,7 +593,7 @@ def run(prepared: tuple[Settings, argparse.Namespace]) -> int:
     if s.export_pretrained:
         picks = {f"coupled_oscillator_{m}": m for m in s.models if m in SYMPLECTIC_MODELS}
         export.export_pretrained(s.out, picks, s.export_pretrained,
-                                 study=f"scripts/reproduce_coupled_oscillator.py --out {s.out}")
+                                 study=f"vp-study coupled_oscillator --out {s.out}")
     return 0
 
 

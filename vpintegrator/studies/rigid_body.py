@@ -83,8 +83,8 @@ class RigidBodyOptions(StudyOptions):
     timing_concurrent : bool
         Run timing processes beside others (default: alone; --quick: concurrent).
     config_dir : str
-        Directory of rigid_body_<model>.toml (default configs/study: the repository's, else the installed
-        package's copy).
+        Directory of rigid_body_<model>.toml (default: the shipped study configs, vp-train --list's
+        study/rigid_body_<model>).
     quick : bool
         Scaled down (seeds 0,1; models vpff,vpt,st; 60 s per training; t = 1000 long run; t = 5000 timing; 20
         held-out ICs).
@@ -258,7 +258,7 @@ def write_specs(a: argparse.Namespace) -> None:
     inertia = load_spec("rigid_body_paper").params["inertia"]
     d = a.out / "data"
     write_heldout_spec(d / "heldout.toml", a.n_heldout, HELDOUT_SEED, "implicit_midpoint",
-                       "the rigid-body study (scripts/reproduce_rigid_body.py)")
+                       "the rigid-body study (vp-study rigid_body)")
     td = a.out / "timing"
     td.mkdir(parents=True, exist_ok=True)
     y0 = read_trajectories(d / "im.h5", traj=[PAPER_TRAJ["traj1"]], steps=[0]).y[0, 0]
@@ -292,7 +292,7 @@ def export_pretrained(run: Path, out_dir: str | Path) -> dict[str, Any]:
     ``out_dir/provenance.json`` (seed, scores of every seed, monitor, training summary); return the entries
     by model."""
     chosen = export.export_pretrained(run, {f"rigid_body_{m}": m for m in PRETRAINED}, out_dir,
-                                      study=f"scripts/reproduce_rigid_body.py --out {run}")
+                                      study=f"vp-study rigid_body --out {run}")
     return {m: chosen[f"rigid_body_{m}"] for m in PRETRAINED}
 
 

@@ -62,8 +62,7 @@ class QualityOptions(StudyOptions):
     unroll3 : int
         Phase 3's unroll (default 5).
     config : str
-        vp-train TOML (default configs/study/rigid_body_vpt.toml: the repository's, else the installed
-        package's copy).
+        vp-train TOML (default: the shipped config study/rigid_body_vpt, vp-train --list).
     """
 
     phase1_seconds: float = key(450.0, type=float, low=0.0, open_low=True, expected="a positive number of seconds")
@@ -220,7 +219,7 @@ def run(a: argparse.Namespace) -> int:
         if a.phase3_seconds > 0:
             phases += f", then {a.phase3_seconds:g} s with unroll = {a.unroll3}"
         export.export_pretrained(run, {"rigid_body_vpt": last}, a.export_pretrained,
-                                 study=f"scripts/reproduce_rigid_body_quality.py --out {run}", phases=phases)
+                                 study=f"vp-study rigid_body_quality --out {run}", phases=phases)
     return 0
 
 

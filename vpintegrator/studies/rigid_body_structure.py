@@ -139,7 +139,7 @@ def _rollout_outputs(h5: Path) -> list[Path]:
 def write_spec(run: Path, n: int) -> Path:
     """The held-out ICs' spec (RUN/data/heldout.toml): by the exact flow, seed HELDOUT_SEED."""
     return write_heldout_spec(run / "data" / "heldout.toml", n, HELDOUT_SEED, "dop853",
-                              "the rigid-body structure study (scripts/reproduce_rigid_body_structure.py)")
+                              "the rigid-body structure study (vp-study rigid_body_structure)")
 
 
 def plan(a: argparse.Namespace) -> Runner:
@@ -420,7 +420,7 @@ def run(a: argparse.Namespace) -> int:
     print(write_results(run))
     if a.export_pretrained:
         export.export_pretrained(run, {f"rigid_body_{a.ship}": a.ship}, a.export_pretrained,
-                                 study=f"scripts/reproduce_rigid_body_structure.py --out {run}",
+                                 study=f"vp-study rigid_body_structure --out {run}",
                                  phases=f"{a.train_seconds:g} {a.budget} s of LM on exact-flow data")
     return 0
 

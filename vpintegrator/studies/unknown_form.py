@@ -1,4 +1,4 @@
-"""The study "when the equations are unknown" (docs/unknown_form.md): every approach that
+"""The study "when the equations are unknown": every approach that
 does not know the equations, against the oracle that does, at equal batch-1 CPU cost.
 
 Systems (``SYSTEMS``): ``rigid_body_exp`` (Lie–Poisson, H with an exp term: outside every library),
