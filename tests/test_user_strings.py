@@ -19,7 +19,7 @@ from vpintegrator.cli import gen, plot, rollout, study, train
 
 PACKAGE = Path(vpintegrator.__file__).resolve().parent
 #: a path into the repository (not in the wheel): docs/x.md, scripts/x.py, configs/x.toml, systems/x.toml
-REPO_PATH = re.compile(r"(?<![\w.])(?:docs|scripts|configs|systems)/[\w./-]+")
+REPO_PATH = re.compile(r"(?<![\w.])(?:(?:docs|scripts|configs|systems)/[\w./-]+|datasets/README\.md)")
 COMMANDS = {"vp-gen": gen.main, "vp-train": train.main, "vp-rollout": rollout.main, "vp-plot": plot.main,
             "vp-study": study.main}
 
@@ -46,8 +46,9 @@ def test_help_texts_and_listings_cite_no_repository_path():
 
 
 def test_the_pattern_finds_what_it_must():
-    assert REPO_PATH.findall("see docs/vector_fields.md and scripts/structure_audit.py; as configs/tiny.toml") == [
-        "docs/vector_fields.md", "scripts/structure_audit.py", "configs/tiny.toml"]
+    assert REPO_PATH.findall("see docs/vector_fields.md and scripts/structure_audit.py; as configs/tiny.toml, "
+                             "datasets/README.md") == [
+        "docs/vector_fields.md", "scripts/structure_audit.py", "configs/tiny.toml", "datasets/README.md"]
     assert not REPO_PATH.findall("vp-gen writes datasets/rb.h5 and runs/x/figures/a.pdf; RUN/data/train.h5")
 
 
