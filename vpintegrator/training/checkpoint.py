@@ -560,7 +560,7 @@ class MLflowSink:
         active_run = getattr(mlflow, "active_run", None)
         active = active_run() if callable(active_run) else None
         self.owned = active is None or nested  # a run of the user's is left open
-        if not self.owned:
+        if active is not None and not nested:
             self.run_id = active.info.run_id
             _check_params(self.client, self.run_id, params)
         else:
