@@ -90,7 +90,8 @@ class RowRequest:
 @dataclass(frozen=True)
 class RowKind:
     """A kind of row: its name (``sindy`` in ``sindy+rk4``), whether it takes ``+METHOD``, whether it is
-    fitted to the data file's training trajectories, and the function that builds its step map."""
+    fitted to the data file's training trajectories, the function that builds its step map, its one-line
+    ``summary`` and what it ``needs`` (both for ``describe_rows``: ``vp-rollout --list``)."""
 
     name: str
     takes_integrator: bool
