@@ -239,8 +239,9 @@ def test_an_identification_refused_for_one_pair_fails_that_pair_only():
     (["--set", "n_test=0"], "--n-test must be a positive integer"),
     ([], "--data is required"),
     (["--figures-only"], "context_study.json not found"),
-    (["--figures-only", "--results", "no.json"], "--results: no.json not found"),
-    (["--results", "x.json"], "--results is read by --figures-only only"),
+    (["--figures-only", "--results", "no.json"], "--results: 'no.json' is neither a file nor a shipped results name; "
+                                                 "shipped: context_oscillator"),
+    (["--results", "x.json"], "--results is read by --table-only only"),
     (["--data", "DATA", "--models", "lpnet_ctxx"], "--models: unknown model 'lpnet_ctxx' (did you mean 'lpnet_ctx'?)"),
     (["--data", "DATA", "--models", "lpnet,lpnet"], "--models: 'lpnet' is given twice; give each once"),
     # a failed training (here: a model path that does not import) is one line naming the run, not a traceback

@@ -353,3 +353,22 @@ def test_numpy_datetimes_are_read_in_seconds_and_nat_is_refused(tmp_path):
     bad = _write_bare(tmp_path / "nat.h5", t=t.astype(h5py.opaque_dtype(t.dtype)))
     with pytest.raises(VPIntegratorError, match=r"dataset '/t' holds NaN at \[4\]"):
         vp.read_trajectories(bad)
+
+def test_the_table_caption_names_the_horizon_asked(bare, tiny_data, tmp_path):
+    """The line above the table says where the errors end: the --t-end asked when it is within the data
+    (issue 57: it said the file's last time), the file's last time when the run goes beyond it."""
+    from vpintegrator.models import build_model
+    from vpintegrator.rollout import RolloutConfig, run_rollouts
+
+    model = build_model("vpff", dim=2)
+    for t_end, caption_end in ((1.0, "for t <= 1."), (None, "for t <= 3.")):  # the bare file: t in [0, 3]
+        out = tmp_path / f"bare_{t_end}.h5"
+        run_rollouts(RolloutConfig(data=str(bare), models=[("m", model)], t_end=t_end, out=str(out), device="cpu"))
+        caption = out.with_suffix(".md").read_text().splitlines()[0]
+        assert caption.startswith("Errors against the data") and caption.endswith(caption_end), caption
+    for t_end, caption_end in ((1.0, "for t <= 1."), (5.0, "for t <= 3, continued with rk4 beyond.")):  # t <= 3
+        out = tmp_path / f"rb_{t_end}.h5"
+        run_rollouts(RolloutConfig(data=tiny_data, integrators=["implicit_midpoint"], reference="data", t_end=t_end,
+                                   out=str(out)))
+        caption = out.with_suffix(".md").read_text().splitlines()[0]
+        assert caption.startswith("Errors against the data") and caption.endswith(caption_end), caption

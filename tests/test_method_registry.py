@@ -117,8 +117,33 @@ def test_describe_methods_and_cli_list_methods():
         assert any(line.split()[0] == name for line in text.splitlines() if line.strip())
     result = CliRunner().invoke(main, ["--list-methods"])
     assert result.exit_code == 0, result.output
-    assert result.output.strip().startswith(text.strip())  # the method table, then the pretrained models
-    assert "Pretrained models" in result.output and "rigid_body_lpnet" in result.output[len(text.strip()):]
+    assert text.strip() in result.output  # the method table, then the other rows, then the pretrained models
+    assert "Pretrained models" in result.output and "rigid_body_lpnet" in result.output.split(text.strip())[1]
+
+
+def test_list_names_every_row_and_model_form_that_a_run_accepts():
+    """vp-rollout --list names everything ``integrators`` and ``models`` accept besides the classical methods:
+    exact_flow, every registered row (fd+, shooting+, sindy+METHOD, parrot) with what it needs (the sindy extra),
+    the oracle row and every model form; each row it lists parses as a row (``parse_row``)."""
+    from vpintegrator.cli.rollout import main
+    from vpintegrator.rollout import describe_rows
+    from vpintegrator.rollout.methods import MODEL_FORMS, ROW_KINDS, parse_row
+
+    text = describe_rows()
+    output = CliRunner().invoke(main, ["--list"]).output
+    assert text in output
+    listed = {line.split()[0] for line in text.splitlines() if line.startswith("  ")}
+    for name, kind in ROW_KINDS.items():
+        row = f"{name}+METHOD" if kind.takes_integrator else name
+        assert row in listed
+        spelled = row.replace("METHOD", "rk4")
+        assert parse_row(spelled)[0] is kind
+    assert {"exact_flow", "LABEL_oracle"} <= listed
+    assert {form for form, _ in MODEL_FORMS} <= listed
+    sindy_line = next(line for line in text.splitlines() if line.split()[:1] == ["sindy+METHOD"])
+    assert "vpintegrator[sindy]" in sindy_line
+    with pytest.raises(VPIntegratorError, match="sindy\\+METHOD"):  # the name a user is told to give
+        parse_row("sindy")
 
 
 # --- composition data interface --------------------------------------------------------------------

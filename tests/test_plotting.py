@@ -159,6 +159,25 @@ def test_rigid_body_sphere_is_drawn(rigid):
     assert not any(isinstance(c, Line3DCollection) for c in plot_trajectories3d(rigid, sphere=False).axes[0].collections)
 
 
+def test_the_cumulative_volume_panel_draws_the_running_maximum(rigid):
+    """Issue 57: the cumulative |Σ log det J| of implicit midpoint oscillates over decades and covered the
+    other lines; the panel draws its running maximum (monotone in t), labelled so, from the file's values."""
+    from vpintegrator.plotting.rollout import _running_max
+
+    assert np.array_equal(_running_max(np.array([[0.0, -1e-3, 1e-9, 0.0, -2e-3, 1e-12]])),
+                          np.array([[np.nan, 1e-3, 1e-3, 1e-3, 2e-3, 2e-3]]), equal_nan=True)
+    fig = plot_volume(rigid, methods=["implicit_midpoint"], band=False)
+    cum = rigid.metrics["implicit_midpoint"].cum_log_det_J
+    lines = [ln for ln in fig.axes[1].get_lines() if len(ln.get_ydata()) > 1]
+    assert len(lines) == cum.shape[0]
+    for line, row in zip(lines, cum):
+        y = np.asarray(line.get_ydata(), dtype=float)
+        want = np.maximum.accumulate(np.abs(np.asarray(row, dtype=float)))  # the slow obvious reference
+        np.testing.assert_allclose(y[np.isfinite(y)], want[np.isfinite(y)], rtol=0, atol=0)
+        assert np.all(np.diff(y[np.isfinite(y)]) >= 0)
+    assert "max" in fig.axes[1].get_ylabel()
+
+
 def test_log_scales(rigid):
     assert plot_rollout(rigid, "error").axes[0].get_yscale() == "log"
     assert all(ax.get_yscale() == "log" for ax in plot_rollout(rigid, "invariants").axes)
@@ -588,8 +607,8 @@ def test_title_false_and_label_overrides(rigid, tmp_path):
     for kind in KINDS:
         fig = plot_rollout(rigid, kind, title=False)
         assert not fig.get_suptitle() and "trajector" not in _title(fig), kind
-    assert [ax.get_title() for ax in plot_rollout(rigid, "volume", title=False).axes] == ["volume change per map",
-                                                                                         "cumulative"]
+    assert [ax.get_title() for ax in plot_rollout(rigid, "volume", title=False).axes] == [
+        "volume change per map", "cumulative, running maximum"]
     assert plot_rollout(rigid, "invariants", title="Drift").get_suptitle() == "Drift"
     labels = _labels(plot_rollout(rigid, "error", method_names={"vpt": "VPT (ours)", "rk4": "Runge–Kutta 4"}))
     assert "VPT (ours)" in labels and "Runge–Kutta 4" in labels and "implicit midpoint" in labels

@@ -297,7 +297,7 @@ def test_bad_input_is_one_line(tmp_path, extra, expect):
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("reproduce_rigid_body: error:") and expect in lines[0]
+    assert lines[0].startswith("rigid_body study: error:") and expect in lines[0]
     assert "Traceback" not in proc.stderr
 
 

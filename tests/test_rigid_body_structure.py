@@ -146,7 +146,7 @@ def test_results_carry_the_equal_cost_table(tmp_path, monkeypatch):
     res = study.build_results(run)
     assert res["equal_cost"][1] == "| a | b |" and "| a | b |" in study.format_results(res)
     (tmp_path / "other.json").write_text('{"rows": []}')
-    with pytest.raises(VPIntegratorError, match="not the results.json of reproduce_rigid_body_structure.py"):
+    with pytest.raises(VPIntegratorError, match="not the results.json of vp-study rigid_body_structure"):
         study.read_results(tmp_path / "other.json")
 
 

@@ -11,6 +11,7 @@ import types
 
 import pytest
 
+from vpintegrator.errors import VPIntegratorError
 from vpintegrator.training import fit
 from vpintegrator.training.checkpoint import flat_params
 
@@ -74,6 +75,9 @@ class _Client:
     def set_terminated(self, run_id):
         self.runs[run_id]["terminated"] = True
 
+    def get_run(self, run_id):
+        return types.SimpleNamespace(data=types.SimpleNamespace(params=dict(self.runs[run_id]["params"])))
+
 
 @pytest.fixture
 def fake_mlflow(monkeypatch):
@@ -101,6 +105,68 @@ def test_mlflow_gets_tags_flat_params_and_artifacts(tiny_data, tmp_path, fake_ml
     assert set(files) == {"config.toml", "summary.json", "best.pt"}
     assert files["summary.json"] == (run_dir / "summary.json").read_bytes()  # the final summary
     assert json.loads(files["summary.json"])["stopped"] == "epochs"
+
+
+def _open_run(fake, experiment_id="exp-mine"):
+    """What ``mlflow.start_run()`` does to the fake: a run of the user's, made active."""
+    run_id = fake().create_run(experiment_id, run_name="mine").info.run_id
+    return types.SimpleNamespace(info=types.SimpleNamespace(run_id=run_id, experiment_id=experiment_id))
+
+
+def test_mlflow_logs_into_the_run_the_user_opened_and_leaves_it_open(tiny_data, tmp_path, fake_mlflow):
+    """``with mlflow.start_run(): fit(...)``: the metrics, parameters and artifacts go to the user's run (as
+    mlflow.autolog does), no run of the package's is made, and the user's run is not ended."""
+    mine = _open_run(fake_mlflow)
+    sys.modules["mlflow"].active_run = lambda: mine
+    result = fit(dict(data=[tiny_data], model=MODEL, out=str(tmp_path / "run"), logger="mlflow", **KW))
+    assert list(fake_mlflow.runs) == [mine.info.run_id]
+    run = fake_mlflow.runs[mine.info.run_id]
+    assert "terminated" not in run
+    assert [(v, s) for k, v, s in run["metrics"] if k == "train_loss"] == [
+        (r["train_loss"], r["epoch"]) for r in result.history]
+    assert run["params"]["lr"] == "0.003" and {p.rsplit("/", 1)[-1] for p, _ in run["artifacts"]} == {
+        "config.toml", "summary.json", "best.pt"}
+    # a second fit with another lr in the same run: parameters are written once in MLflow; one line says what to do
+    with pytest.raises(VPIntegratorError, match=r"^logger = 'mlflow': the active MLflow run already has the "
+                       r"parameter lr = '0.003', this fit has '0.001'; open a run per fit") as info:
+        fit(dict(data=[tiny_data], model=MODEL, out=str(tmp_path / "run2"), logger="mlflow", **{**KW, "lr": 1e-3}))
+    assert "\n" not in str(info.value)
+
+
+def test_mlflow_ensemble_members_are_child_runs_of_the_users_run(tiny_data, tmp_path, fake_mlflow):
+    mine = _open_run(fake_mlflow)
+    sys.modules["mlflow"].active_run = lambda: mine
+    fit(dict(data=[tiny_data], model=MODEL, out=str(tmp_path / "ens"), seeds=[5, 8], logger="mlflow", **KW))
+    children = {k: r for k, r in fake_mlflow.runs.items() if k != mine.info.run_id}
+    assert sorted(r["name"] for r in children.values()) == ["member_0_seed_5", "member_1_seed_8"]
+    for run in children.values():
+        assert run["tags"]["mlflow.parentRunId"] == mine.info.run_id and run["terminated"]
+        assert {k for k, _, _ in run["metrics"]} >= {"train_loss", "val_loss"}
+    assert "terminated" not in fake_mlflow.runs[mine.info.run_id]
+
+
+def test_real_mlflow_active_run_gets_the_fit(tiny_data, tmp_path, monkeypatch):
+    """The same with MLflow itself (skipped where it is not installed: it is an extra, not a dependency)."""
+    mlflow = pytest.importorskip("mlflow")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3: the file store without a database
+    mlflow.set_tracking_uri((tmp_path / "mlruns").as_uri())
+    with mlflow.start_run() as mine:
+        fit(dict(data=[tiny_data], model=MODEL, out=str(tmp_path / "run"), logger="mlflow", **KW))
+        assert mlflow.active_run().info.run_id == mine.info.run_id  # left open
+    client = mlflow.tracking.MlflowClient()
+    run = client.get_run(mine.info.run_id)
+    assert run.data.params["lr"] == "0.003" and "train_loss" in run.data.metrics
+    assert len(client.search_runs([mine.info.experiment_id])) == 1  # no run of the package's
+    with mlflow.start_run() as parent:
+        fit(dict(data=[tiny_data], model=MODEL, out=str(tmp_path / "ens"), seeds=[5, 8], logger="mlflow", **KW))
+        with pytest.raises(VPIntegratorError, match="already has the parameter lr"):  # the user's run got params
+            mlflow.log_param("lr", "0.1")
+            fit(dict(data=[tiny_data], model=MODEL, out=str(tmp_path / "run3"), logger="mlflow", **KW))
+    children = [r for r in client.search_runs([mine.info.experiment_id])
+                if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert sorted(r.info.run_name for r in children) == ["member_0_seed_5", "member_1_seed_8"]
+    assert all(r.info.status == "FINISHED" and "train_loss" in r.data.metrics for r in children)
 
 
 def test_sink_set_up_is_not_in_wall_time(tiny_data, tmp_path, fake_mlflow):

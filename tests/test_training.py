@@ -335,7 +335,34 @@ def test_wrong_schema_data_file(tmp_path):
 def test_out_holding_a_run_is_refused(tiny_data, tmp_path):
     fit(_config(tiny_data, tmp_path, epochs=1))
     with pytest.raises(VPIntegratorError, match="already holds a run; continue that run with resume"):
+        fit(_config(tiny_data, tmp_path, epochs=1), overwrite=False)  # vp-train's default
+
+
+def test_a_notebook_cell_run_again_replaces_its_own_run_only(tiny_data, tmp_path, monkeypatch):
+    """fit's default overwrite=None: the same call run again (a notebook cell) replaces the run it wrote (the
+    same weights again; a file of the user's in the directory kept); a run of another configuration or an
+    unfinished one is refused with one line naming out relative to the working directory, and left as it is."""
+    from vpintegrator.rundir import COMPLETE
+
+    monkeypatch.chdir(tmp_path)
+    first = fit(_config(tiny_data, tmp_path, epochs=1))
+    (tmp_path / "run" / "notes.txt").write_text("mine")
+    again = fit(_config(tiny_data, tmp_path, epochs=1))
+    assert _same_weights(first.model, again.model) and (tmp_path / "run" / "notes.txt").read_text() == "mine"
+    before = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir() if p.is_file()}
+    with pytest.raises(VPIntegratorError) as info:
+        fit(_config(tiny_data, tmp_path, epochs=1, lr=0.5))
+    assert str(info.value) == ("out run: holds a run of another configuration (its config.toml); choose another out, "
+                               "or pass overwrite=True to replace it")
+    (tmp_path / "run" / COMPLETE).unlink()  # as a run killed before its end leaves it
+    del before[COMPLETE]
+    with pytest.raises(VPIntegratorError) as info:
         fit(_config(tiny_data, tmp_path, epochs=1))
+    assert str(info.value) == ("out run: holds an unfinished run; continue it with resume = run, or pass "
+                               "overwrite=True to train it again from the start")
+    assert {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir() if p.is_file()} == before
+    with pytest.raises(VPIntegratorError, match="overwrite must be True, False or None"):
+        fit(_config(tiny_data, tmp_path, epochs=1), overwrite="yes")
 
 
 def test_resume_refuses_other_settings(tiny_data, tmp_path):

@@ -319,21 +319,24 @@ def check_new_run_dir(out: Path, overwrite: bool = False) -> bool:
     (an empty directory, or one holding only temporary files of killed runs, is fine). With ``overwrite``
     a directory holding a run is accepted unless a file of the user's sits where the new run writes
     (``replace_run_dir`` then removes vp-train's own files and keeps the rest);
-    return whether it must be replaced."""
+    return whether it must be replaced. The messages name ``out`` relative to the working directory."""
+    from .provenance import redact_path
+
+    shown = redact_path(out)
     if out.exists() and not out.is_dir():
-        raise OutputError(f"out {out}: exists and is not a directory; it is never replaced, also with overwrite; "
+        raise OutputError(f"out {shown}: exists and is not a directory; it is never replaced, also with overwrite; "
                           "choose another out", key="out")
     if out.is_dir() and holds_run(out):
         if not overwrite:
             raise OutputError(
-                f"out {out}: already holds a run; continue that run with resume = {out}, choose another out, or "
+                f"out {shown}: already holds a run; continue that run with resume = {shown}, choose another out, or "
                 "use overwrite to replace it", key="out",
             )
         check_run_entries(out)
         return True
     if out.is_dir() and any(not (p.name.startswith(".") and p.name.endswith(".tmp")) for p in out.iterdir()):
         raise OutputError(
-            f"out {out}: a directory that is not empty and holds no run; it is never replaced, also with "
+            f"out {shown}: a directory that is not empty and holds no run; it is never replaced, also with "
             "overwrite; give a new or empty directory as out", key="out",
         )
     return False

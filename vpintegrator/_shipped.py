@@ -1,9 +1,10 @@
-"""Files shipped with the package, found by name: the generation specs, the training configs and the
-pretrained models' metadata (``vpintegrator/pretrained/provenance.json``).
+"""Files shipped with the package, found by name: the generation specs, the training configs, the studies'
+results files and the pretrained models' metadata (``vpintegrator/pretrained/provenance.json``).
 
-A checkout (or an editable install) reads them from the repository's ``systems/`` and ``configs/``; a
-wheel carries copies as ``vpintegrator/_specs`` and ``vpintegrator/_configs`` (pyproject's
-force-include). The repository's copy wins where both exist. Imports no torch.
+A checkout (or an editable install) reads them from the repository's ``systems/``, ``configs/`` and
+``docs/data/``; a wheel carries copies as ``vpintegrator/_specs``, ``vpintegrator/_configs`` and
+``vpintegrator/_results`` (pyproject's force-include). The repository's copy wins where both exist. Imports
+no torch.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from pathlib import Path
 from .errors import VPIntegratorError
 
 __all__ = ["shipped_dirs", "shipped_file", "list_configs", "config_files", "config_path", "config_description",
-           "PRETRAINED_DIR", "pretrained_names", "pretrained_records"]
+           "results_files", "results_path", "PRETRAINED_DIR", "pretrained_names", "pretrained_records"]
 
 PACKAGE = Path(__file__).resolve().parent
 #: (repository directory, its copy inside the wheel)
 SPECS = ("systems", "_specs")
 CONFIGS = ("configs", "_configs")
+#: the studies' results files (``<name>.json``), from which their tables and figures redraw without a run
+RESULTS = ("docs/data", "_results")
 #: the shipped pretrained models (``<name>.pt``) and their metadata (``provenance.json``)
 PRETRAINED_DIR = PACKAGE / "pretrained"
 
@@ -93,6 +96,31 @@ def config_path(name_or_path: str | os.PathLike[str]) -> Path:
             f"config file {text!r} not found{hint}; give an existing .toml file or a shipped config name ({names})"
         )
     raise VPIntegratorError(f"unknown config {text!r}; shipped configs: {names}; or give a path to a .toml file")
+
+
+def results_files() -> dict[str, Path]:
+    """Shipped results file name (``rigid_body_study``: its file's stem) -> file, sorted by name."""
+    files: dict[str, Path] = {}
+    for d in reversed(shipped_dirs(*RESULTS)):  # the repository's copy wins over the packaged one
+        files.update({p.stem: p for p in sorted(d.glob("*.json"))})
+    return dict(sorted(files.items()))
+
+
+def results_path(name_or_path: str | os.PathLike[str], key: str = "results") -> Path:
+    """The results file given as a path (an existing file) or a shipped name (``coupled_oscillator_study``,
+    with or without ``.json``); else a one-line error naming ``key`` and the shipped names."""
+    text = os.fsdecode(os.fspath(name_or_path))
+    path = Path(text)
+    if path.is_file():
+        return path
+    files = results_files()
+    name = text[:-5] if text.endswith(".json") else text
+    if name in files:
+        return files[name]
+    stem = Path(name).name
+    hint = f"; it ships with the package: give the name {stem!r}" if stem != name and stem in files else ""
+    raise VPIntegratorError(f"{key}: {text!r} is neither a file nor a shipped results name{hint}; shipped: "
+                            f"{', '.join(files) or '(none found)'}", key=key)
 
 
 def shipped_file(relative: str | os.PathLike[str]) -> Path:

@@ -189,7 +189,7 @@ CASES = [
     _api("outapi-rollouts-existing", lambda ws: _rollouts(ws, ws.rollout), r"out .*rollout.h5 already exists"),
     _api("outapi-fit-run-with-user-file", lambda ws: _fit(ws, ws.run_foreign, overwrite=True),
          r"run_foreign: log.csv is a file of yours, not what vp-train writes there"),
-    _api("outapi-fit-existing-run", lambda ws: _fit(ws, ws.run), r"already holds a run"),
+    _api("outapi-fit-existing-run", lambda ws: _fit(ws, ws.run), r"holds a run"),
     _api("outapi-fit-resume-overwrite", lambda ws: __import__("vpintegrator").fit(resume=ws.run, overwrite=True),
          r"resume .* with overwrite"),
     _api("outapi-write-table-over-log", lambda ws: __import__("vpintegrator.metrics").metrics.write_table(

@@ -69,14 +69,19 @@ def _model_spec(text: str):
 
 
 def _list_methods(ctx, _param, value) -> None:
-    """``--list`` (alias ``--list-methods``): print the classical methods and their properties and the shipped
+    """``--list`` (alias ``--list-methods``): print everything a run can name (the classical methods and their
+    properties, the other rows, the model forms: ``describe_methods`` and ``describe_rows``) and the shipped
     pretrained models, exit 0."""
     if not value or ctx.resilient_parsing:
         return
     from ..integrators import describe_methods
+    from ..rollout.methods import describe_rows
     from ._common import pretrained_lines
 
+    click.echo("Classical integrators (--integrators):")
     click.echo(describe_methods())
+    click.echo("")
+    click.echo(describe_rows())
     click.echo("")
     click.echo("Pretrained models (--model pretrained:NAME; everything about one: vpintegrator.pretrained_info(NAME)):")
     for line in pretrained_lines():
@@ -105,8 +110,9 @@ def _config_class():
 @click.argument("config", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--list", "--list-methods", is_flag=True, is_eager=True, expose_value=False, callback=_list_methods,
-    help="Print every classical integrator with its order and properties (symplectic, volume, ...) and the "
-    "pretrained models (pretrained:NAME), and exit.",
+    help="Print everything a run can name: every classical integrator with its order and properties (symplectic, "
+    "volume, ...), exact_flow, the rows fd+/shooting+/sindy+METHOD and parrot, the oracle row, the --model forms "
+    "and the pretrained models (pretrained:NAME), each with what it needs, and exit.",
 )
 # here: one option per RolloutConfig key that has a flag (its declaration in vpintegrator/rollout/config.py)
 @click.option(

@@ -1,11 +1,12 @@
 """``vp-study NAME [OPTIONS]`` / ``python -m vpintegrator study NAME [OPTIONS]``: run one of the package's
 studies (``vpintegrator.studies.options.STUDIES``); ``vp-study --list`` (or ``vp-study`` alone) lists them.
 
-The options after NAME are the study's (``vp-study rigid_body --quick --out runs/q`` is
-``scripts/reproduce_rigid_body.py --quick --out runs/q``); ``vp-study NAME --help`` shows them. Every study is
+The options after NAME are the study's (``vp-study rigid_body --quick --out runs/q``); ``vp-study NAME
+--help`` shows them. ``--list`` also names the results files shipped with the package, from which a study's
+tables redraw without its runs (``vp-study NAME --table-only --results FILE --out DIR``). Every study is
 parsed and run by one driver, ``vpintegrator.studies.driver.main``: the shared keys of ``StudyOptions``
 (``--out``, ``--seeds``, ``--jobs``, ``--budget``, ``--wall-ceiling``, ``--skip-existing``, ``--overwrite``,
-``--table-only``, ``--export-pretrained``), a study's own keys, ``--plan TOML``, ``--set KEY=VALUE`` and the
+``--table-only``, ``--results``, ``--export-pretrained``), a study's own keys, ``--plan TOML``, ``--set KEY=VALUE`` and the
 conventions of the other commands: ``--print-config`` (the resolved keys as TOML, a ``--plan`` file),
 ``--json`` (one JSON object on stdout), ``-q`` (no progress lines) and ``-v`` (each step's command line).
 Exit status: the study's (0 done, 2 bad input or a failed step, 130 interrupted).
@@ -15,13 +16,20 @@ from __future__ import annotations
 
 import click
 
-from ..studies.options import STUDIES
+from ..studies.options import SHIPPED_RESULTS, STUDIES
 from ._common import echo_json, json_option, version_option
 
 
 def _listing() -> str:
+    from .._shipped import results_files
+
     width = max(map(len, STUDIES))
-    return "\n".join(f"  {name:<{width}}  {what}" for name, (_, what) in STUDIES.items())
+    lines = [f"  {name:<{width}}  {what}" for name, (_, what) in STUDIES.items()]
+    files = results_files()
+    lines += ["", "shipped results (vp-study NAME --table-only --results FILE --out DIR draws their tables):"]
+    lines += [f"  {name:<{width}}  {', '.join(f for f in SHIPPED_RESULTS.get(name, ()) if f in files) or '(none)'}"
+              for name in STUDIES]
+    return "\n".join(lines)
 
 
 @click.command("vp-study", context_settings={"help_option_names": ["-h", "--help"], "ignore_unknown_options": True,
@@ -37,7 +45,8 @@ def main(ctx: click.Context, name: str | None, args: tuple[str, ...], list_: boo
     list the studies."""
     if list_ or name is None:
         if as_json:
-            echo_json({"studies": [{"name": n, "module": f"vpintegrator.studies.{m}", "description": what}
+            echo_json({"studies": [{"name": n, "module": f"vpintegrator.studies.{m}", "description": what,
+                                    "shipped_results": list(SHIPPED_RESULTS.get(n, ()))}
                                    for n, (m, what) in STUDIES.items()]})
         else:
             click.echo("studies (vp-study NAME --help for a study's options):\n" + _listing())

@@ -268,7 +268,8 @@ def _open(path: Path) -> h5py.File:
 #: root attributes that only vpintegrator writes: a file with none of them is an external one
 OWN_ATTRS = ("schema_version", "system", "system_class")
 _EXTERNAL = ("a file without vpintegrator's attributes (no 'schema_version') is read as trajectories from "
-             "elsewhere: it needs '/t' (n_states,) and '/y' (n_traj, n_states, dim), see datasets/README.md")
+             "elsewhere: it needs '/t' (n_states,) and '/y' (n_traj, n_states, dim), see the docs page 'Bringing "
+             "your own trajectories'")
 
 
 def is_external(f: h5py.File) -> bool:

@@ -376,7 +376,7 @@ def _parse(path: Path, data: dict[str, Any]) -> dict[str, Any]:
         table = data.get(section)
         if table is None:
             if section in _REQUIRED or section == "integration":
-                raise VPIntegratorError(f"{path}: missing table [{section}]; see systems/rigid_body.toml")
+                raise VPIntegratorError(f"{path}: missing table [{section}]; for an example: vp-gen rigid_body --print-config")
             continue
         if not isinstance(table, dict):
             raise VPIntegratorError(f"{path}: key {section!r} must be a table [{section}]; got {table!r}")

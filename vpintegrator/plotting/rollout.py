@@ -82,6 +82,13 @@ def _positive(values: np.ndarray) -> np.ndarray:
     return np.where(a > 0, a, np.nan)
 
 
+def _running_max(values: np.ndarray) -> np.ndarray:
+    """The running maximum over time (the last axis) of ``|values|``, zeros as NaN until the first nonzero
+    value (``_positive``): the largest volume error so far. A cumulative sum that oscillates over decades
+    (the implicit midpoint rule's, Gauss–Legendre's) then reads as its envelope and covers no other line."""
+    return np.fmax.accumulate(_positive(values), axis=-1)
+
+
 def _series(ax, x, values, banded: bool, style: MethodStyle, slot: int = 0, n_slots: int = 1, **kw) -> bool:
     """Draw ``values`` (n_traj, n) against ``x``: one line per row, or median + band over all rows, in the
     method's ``style`` (markers staggered by ``slot`` of ``n_slots``; several rows: the dash tells the row).
@@ -377,7 +384,8 @@ def plot_error(source: PlotSource, traj: TrajSelection = None, methods: Iterable
 def plot_volume(source: PlotSource, traj: TrajSelection = None, methods: Iterable[str] | None = None, band: bool | None = None,
                 reference: Trajectories | None = None, max_points: int | None = None, axes: Any = None, style: Any = None,
         title: bool | str = True, method_names: dict[str, str] | None = None) -> Figure:
-    """Volume: ``|log|det J||`` of every step (window, for models) map and of its cumulative sum, log scale.
+    """Volume: ``|log|det J||`` of every step (window, for models) map, and the running maximum over time of
+    ``|Σ log|det J||``, its cumulative sum (``_running_max``: an oscillating sum as its envelope), log scale.
 
     An exactly volume-preserving map stays at rounding level (≈1e-16 per step); a method whose values are
     all exactly 0 is named in a note, and so is one with singular maps (det J = 0: log|det J| = −inf, the
@@ -395,9 +403,9 @@ def plot_volume(source: PlotSource, traj: TrajSelection = None, methods: Iterabl
     banded = _banded(data, band)
     styles = _styles(data)
     fig, (ax1, ax2), own = target_axes(axes, 2, WIDTH, 2.6, name="axes")
-    for ax, attr, lw in ((ax1, "log_det_J", 0.7), (ax2, "cum_log_det_J", 1.0)):
+    for ax, attr, lw, shown in ((ax1, "log_det_J", 0.7, _positive), (ax2, "cum_log_det_J", 1.0, _running_max)):
         missing = [k for slot, k in enumerate(labels)
-                   if not _series(ax, data.metrics[k].map_t, _positive(getattr(data.metrics[k], attr)), banded,
+                   if not _series(ax, data.metrics[k].map_t, shown(getattr(data.metrics[k], attr)), banded,
                                   styles[k], slot, len(labels), linewidth=lw)]
         notes = _volume_notes({k: np.asarray(getattr(data.metrics[k], attr), dtype=float) for k in labels}, missing)
         for i, (names, why) in enumerate(notes):
@@ -405,9 +413,9 @@ def plot_volume(source: PlotSource, traj: TrajSelection = None, methods: Iterabl
         ax.set_yscale("log")
         ax.set_xlabel("time $t$")
     ax1.set_ylabel(r"$|\log|\det J||$ per step / window map")
-    ax2.set_ylabel(r"$|\sum \log|\det J||$ (log volume ratio)")
+    ax2.set_ylabel(r"$\max_{s \leq t}\,|\sum \log|\det J||$ (log volume ratio)")
     ax1.set_title("volume change per map")
-    ax2.set_title("cumulative")
+    ax2.set_title("cumulative, running maximum")
     if own:
         set_title(fig, f"volume, {system_name(data.system_name)}: {describe(data, banded)}")
     legend(fig, [ax1, ax2], extra=_traj_key(data, banded), own=own)

@@ -77,6 +77,7 @@ _LAZY: dict[str, str] = {
     "run_rollouts": ".run",
     "parse_model_entry": ".methods",
     "model_label": ".methods",
+    "describe_rows": ".methods",
     "ROLLOUT_SCHEMA": "..data.rollouts",
     "ROLLOUT_SCHEMA_VERSION": "..data.rollouts",
     "MethodMetrics": "..data.rollouts",
@@ -105,6 +106,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..data.rollouts import read_rollout as read_rollout
     from .report import RolloutReport as RolloutReport
     from .methods import model_label as model_label
+    from .methods import describe_rows as describe_rows
     from .methods import parse_model_entry as parse_model_entry
     from .run import run_rollouts as run_rollouts
     from .config import ENGINES as ENGINES
@@ -168,6 +170,7 @@ __all__ = [
     "WorkPrecisionRow",
     "compiled_model",
     "compile_model",
+    "describe_rows",
     "device_stream_rollout",
     "field_step",
     "identify_parameters",

@@ -42,7 +42,7 @@ from .steps import ExactFlowStep, IntegratorStep, ModelStep, is_context_model
 
 __all__ = ["Method", "StepSettings", "model_label", "parse_model_entry", "model_step", "integrator_names", "prepare_methods",
            "check_trained_on", "split_method", "RowKind", "RowRequest", "FitSplit", "ROW_KINDS", "DEFAULT_SPLIT", "parse_row", "fitted_rows",
-           "fit_split"]
+           "fit_split", "MODEL_FORMS", "describe_rows"]
 
 
 #: vp-train's default trajectory split (``TrainConfig``'s val_fraction, test_fraction, seed): the split of the
@@ -90,13 +90,15 @@ class RowRequest:
 @dataclass(frozen=True)
 class RowKind:
     """A kind of row: its name (``sindy`` in ``sindy+rk4``), whether it takes ``+METHOD``, whether it is
-    fitted to the data file's training trajectories, and the function that builds its step map."""
+    fitted to the data file's training trajectories, the function that builds its step map, its one-line
+    ``summary`` and what it ``needs`` (both for ``describe_rows``: ``vp-rollout --list``)."""
 
     name: str
     takes_integrator: bool
     fitted: bool
     build: Callable[[RowRequest], StepMap]
     summary: str
+    needs: str = "-"
 
 
 def _trajectories(data: Path | None, idx: np.ndarray, max_states: int | None = None,
@@ -167,12 +169,50 @@ def _parrot(req: RowRequest) -> StepMap:
 #: name -> row kind: every name ``run_rollouts`` accepts in ``integrators`` besides the classical integrators
 ROW_KINDS: dict[str, RowKind] = {
     **{how: RowKind(how, True, False, _identified(how), "identification from the first context_len states, then "
-                    "METHOD with the fitted parameters") for how in IDENTIFY_METHODS},
+                    "METHOD with the fitted parameters",
+                    needs="a system linear in its parameters (System.parameter_features)")
+       for how in IDENTIFY_METHODS},
     "sindy": RowKind("sindy", True, True, _sindy, "SINDy on the training trajectories (library and threshold by "
-                     "validation rollout), integrated by METHOD"),
+                     "validation rollout), integrated by METHOD",
+                     needs='pysindy: pip install "vpintegrator[sindy]"'),
     "parrot": RowKind("parrot", False, True, _parrot, "context parroting: the nearest training window of "
                       "context_len states, its continuation copied"),
 }
+
+
+#: the spellings of an entry of ``models`` (``vp-rollout --model``): (form, what it is)
+MODEL_FORMS: tuple[tuple[str, str], ...] = (
+    ("RUN", "a vp-train run directory (its best.pt), labelled by the directory's name"),
+    ("PATH.pt", "a checkpoint vp-train wrote (best.pt/last.pt labelled by their directory)"),
+    ("pretrained:NAME", "a model shipped with the package (the list below; vpintegrator.list_pretrained())"),
+    ("gml:FILE.h5", "a network trained by GeometricMachineLearning.jl, saved to HDF5"),
+    ("PATH@METHOD", "a learned vector field (hnn, lphnn, divfree, node) integrated by the classical METHOD"),
+    ("LABEL=ANY", "any of the above under the row label LABEL (Python: a (label, path) pair)"),
+)
+
+
+def describe_rows() -> str:
+    """A text table of everything a comparison run names besides the classical integrators (those are
+    [`describe_methods`][vpintegrator.integrators.describe_methods]): ``exact_flow``, the registered rows
+    (``ROW_KINDS``: identification, SINDy, parrot), the oracle row of a context model, and the forms of a
+    ``models`` entry; one line each saying what it is and what it needs (``vp-rollout --list``)."""
+    rows = [("exact_flow", "the exact flow: SciPy DOP853 at tight tolerances, as a row next to the others",
+             "a known system (not an unknown-form data file)")]
+    for name, kind in ROW_KINDS.items():
+        needs = kind.needs
+        if kind.fitted:
+            needs = "training trajectories of the data file" + ("" if needs == "-" else f"; {needs}")
+        rows.append((f"{name}+METHOD" if kind.takes_integrator else name, kind.summary, needs))
+    rows.append(("LABEL_oracle", "added for a context model with the finite-difference encoder: its step with the "
+                 "true parameters' context", "a known system (the true parameters)"))
+    head = ("row (integrators)", "what", "needs")
+    width = [max(len(r[i]) for r in (head, *rows)) for i in range(2)]
+    out = ["Other rows (--integrators; METHOD: a classical integrator above):"]
+    out += ["  " + "  ".join(c.ljust(w) for c, w in zip(r[:2], width)) + "  " + r[2] for r in (head, *rows)]
+    fw = max(len(f) for f, _ in MODEL_FORMS)
+    out += ["", "Model forms (--model, repeatable; Python: run_rollouts(models=[...])):"]
+    out += [f"  {form:<{fw}}  {what}" for form, what in MODEL_FORMS]
+    return "\n".join(out)
 
 
 def parse_row(name: str) -> tuple[RowKind, str | None] | None:

@@ -479,7 +479,8 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
         lines.append(trained)
     data_t_end, data_n_states = float(ref_file.t[-1]), int(ref_file.n_states)
     desc, ref_attrs = describe_reference(data, meta, system, exact_from_ics, config.reference, method, tight,
-                                     data_t_end=data_t_end, beyond=n_steps + 1 > data_n_states, n_new=n_new)
+                                     data_t_end=data_t_end, beyond=n_steps + 1 > data_n_states, n_new=n_new,
+                                     t_end=t0 + n_steps * dt)
     plan = RolloutPlan(
         data=data, data_meta=meta, data_n_states=data_n_states, data_t_end=data_t_end, system=system, dt=dt, t0=t0,
         n_steps=n_steps, idx=idx, heldout_y0=heldout_y0, heldout_seed=seed, methods=tuple(methods), labels=labels,
@@ -495,7 +496,7 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
 
 def describe_reference(data: Path, meta: Mapping[str, Any], system: Any, exact_from_ics: bool, reference: str,
                        method: str, tight: bool, *, data_t_end: float, beyond: bool,
-                       n_new: int) -> tuple[str, dict[str, str | float]]:
+                       n_new: int, t_end: float | None = None) -> tuple[str, dict[str, str | float]]:
     """What the errors are measured against: the line above the table and the rollout file's ``reference*``
     attributes.
 
@@ -505,12 +506,13 @@ def describe_reference(data: Path, meta: Mapping[str, Any], system: Any, exact_f
     the same DOP853 beyond). ``reference = "data"``: the data file, continued beyond its horizon (``beyond``)
     with the data's own generator ``method``. Held-out conditions are integrated from their initial conditions
     by the exact flow or, with ``"data"``, the data's generator. Data that names no system (``system`` an
-    ``UnknownSystem``): the data file itself, whatever ``reference`` says."""
+    ``UnknownSystem``): the data file itself, whatever ``reference`` says. ``t_end`` (the horizon asked,
+    ``t0 + n_steps dt``): where the line says the data reference ends, when that is within the data."""
     from ..provenance import redact_path
     from ..systems.unknown import UnknownSystem
 
     data = type(data)(redact_path(data))  # as shown and recorded: no absolute path of this machine
-    end = data_t_end
+    end = data_t_end if t_end is None or beyond else min(data_t_end, t_end)  # the horizon asked, within the data
     gen = method or "dop853"
     attrs: dict[str, str | float]
     if isinstance(system, UnknownSystem):

@@ -1,4 +1,4 @@
-"""The context study of a family of systems (docs/context.md): context-conditioned integrators
+"""The context study of a family of systems: context-conditioned integrators
 against the parameter-blind models, an unstructured in-context model and identification + classical.
 
 The data file's system picks the rows (``SETUPS``): the rigid-body family (below) or the coupled-oscillator
@@ -634,7 +634,7 @@ def export_best(out: Path, out_dir: Path, name: str | None = None, split: str = 
                         "1e-12)",
             "rel_error_t10_median": metric,
             "command": info["recipe"]["command"],
-            "source": "context_study.json of the study (docs/context.md)"}
+            "source": "context_study.json of the study (vp-study context)"}
     out_dir.mkdir(parents=True, exist_ok=True)
     with atomic_path(out_dir / info["file"]) as tmp:
         shutil.copyfile(source, tmp)
@@ -686,9 +686,12 @@ class ContextOptions(Config):
         Comma list out of interpolation, extrapolation (default both).
     figures_only : bool
         Redraw the tables and figures from OUT's context_study.json (or from --results).
+    table_only : bool
+        The same as --figures-only (the flag of every study).
     results : str
-        With --figures-only: the results file to redraw from in place of OUT's context_study.json (e.g. the
-        shipped docs/data/context_oscillator.json); the tables and figures are written to OUT.
+        With --figures-only: the results file to redraw from in place of OUT's context_study.json, the name of
+        one shipped with the package (vp-study --list names them: context_oscillator) or a path; the tables
+        and figures are written to OUT.
     export : str
         Ship the best validation seed of the family's context model (lpnet_ctx, g_sympnet_ctx) to this directory
         (with its provenance; --data adds the training file's vp-gen command) and exit.
@@ -708,7 +711,8 @@ class ContextOptions(Config):
                                          check=number_list(int, "context_lens", 3, "integers >= 3"))
     splits: list[str] | None = key(None, optional=True, check=_splits, metavar="LIST")
     figures_only: bool = key(False, type=bool)
-    results: str | None = key(None, optional=True, type=str, metavar="JSON")
+    table_only: bool = key(False, type=bool)
+    results: str | None = key(None, optional=True, type=str, metavar="NAME|JSON")
     export: str | None = key(None, optional=True, type=str, metavar="DIR")
 
 
@@ -721,15 +725,12 @@ def _run(a: argparse.Namespace) -> int:
         print(f"pretrained: {Path(a.export) / info['file']} <- {info['source']} (seed {info['seed']}, "
               f"validation {info['best_val']:.4g})")
         return 0
-    if a.results is not None and not a.figures_only:
-        raise StudyError("--results is read by --figures-only only; add --figures-only to redraw the tables and "
-                         "figures from it")
-    if a.figures_only:
+    figures_only = a.figures_only or a.table_only  # --results without either: refused when parsed (options.parse)
+    if figures_only:
         if a.results is not None:
-            path = Path(a.results)
-            if not path.is_file():
-                raise StudyError(f"--results: {path} not found; give a context_study.json (e.g. "
-                                 "docs/data/context_oscillator.json)")
+            from .._shipped import results_path
+
+            path = results_path(a.results, key="results")  # a file, or a shipped results file by name
         elif not path.is_file():
             raise StudyError(f"--figures-only: {path} not found; give the --out of an earlier study (or --results)")
         rows = read_study_json(path)["rows"]

@@ -48,7 +48,7 @@ from ..errors import VPIntegratorError
 from .options import Study, StudyOptions, comma_list, model_list
 from .runner import REPO, WALL_CEILING, Runner, StudyError, Task, budget_flags, check_out_dir, check_study_out, study_lock
 from .stats import (bootstrap_ci, fmt_num, md_table, mean_std, median_interval, read_json, results_provenance,
-                    read_results_json, unplain, write_json, write_text)
+                    read_results_json, redraw_from, unplain, write_json, write_text)
 from .work_precision import equal_cost_section
 
 ROOT = REPO
@@ -147,7 +147,8 @@ class CoupledOscillatorOptions(StudyOptions):
         Comma list out of vpt,st,symplectic_transformer,g_sympnet,la_sympnet (default
         vpt,st,symplectic_transformer,g_sympnet).
     config : list of str
-        vp-train TOML of MODEL, as MODEL=TOML (default configs/study/coupled_oscillator_<model>.toml); repeatable.
+        vp-train TOML of MODEL, as MODEL=TOML (default: the shipped config study/coupled_oscillator_<model>,
+        vp-train --list); repeatable.
     vpt_config : str
         Same as --config vpt=TOML.
     st_config : str
@@ -205,9 +206,13 @@ def prepare(a: argparse.Namespace) -> tuple[Settings, argparse.Namespace]:
             raise StudyError(f"{given}: no such file; give a vp-train TOML")
     out = Path(s.out)
     check_out_dir(out)
+    if a.results is not None and a.export_pretrained:
+        raise StudyError("--export-pretrained copies the best checkpoints of a RUN; a results file has none: leave out "
+                         "--results")
     if a.table_only:
-        if not out.is_dir():
-            raise StudyError(f"--table-only: --out {out} is not a run directory; run the study first")
+        if a.results is None and not out.is_dir():
+            raise StudyError(f"--table-only: --out {out} is not a run directory; run the study first (or draw a "
+                             "results file with --results)")
     else:
         check_study_out(out, s.skip_existing, s.overwrite)
     s.export_pretrained = a.export_pretrained
@@ -506,7 +511,7 @@ def read_results(path: str | Path) -> dict[str, Any]:
     its numbers as the study computed them (±inf restored, ``null`` the NaN it was), so that
     [`format_table`][vpintegrator.studies.coupled_oscillator.format_table] and the held-out statistics draw
     its tables without the run directory."""
-    doc = read_results_json(path, ("settings", "tables", "heldout_statistics"), "reproduce_coupled_oscillator.py")
+    doc = read_results_json(path, ("settings", "tables", "heldout_statistics"), "vp-study coupled_oscillator")
     return {**doc, "tables": unplain(doc["tables"], math.nan),
             "heldout_statistics": unplain(doc["heldout_statistics"], math.nan)}
 
@@ -516,11 +521,24 @@ def write_results(run: Path, commands: list[str] | None = None) -> str:
     Markdown."""
     run = Path(run)
     settings = read_json(run / "settings.json") or {}
-    if commands is None:
-        commands = settings.get("commands", [])
+    if commands is not None:
+        settings = {**settings, "commands": commands}
     tables = {name: build_rows(run, name) for name in EVAL_SETS}
     if not any(tables.values()):
         raise StudyError(f"{run}: no rollout tables (rollout/default.csv); run the study first (without --table-only)")
+    doc = {"settings": settings, "tables": tables, "heldout_statistics": heldout_statistics(run)}
+    text = format_results(doc, run)
+    write_text(run / "results.md", text)
+    write_json(run / "results.json", {**doc, "provenance": results_provenance(run)})
+    return text
+
+
+def format_results(doc: dict[str, Any], run: Path | None = None) -> str:
+    """The Markdown of a results document (``read_results``: ``settings``, ``tables``, ``heldout_statistics``);
+    with ``run``, its run directory, also the sections drawn from its files alone (the attention records,
+    the work-precision table)."""
+    settings, tables, stats = doc["settings"], doc["tables"], doc["heldout_statistics"]
+    commands = settings.get("commands", [])
     n_steps = settings.get("n_steps")
     t_end = settings.get("t_end")
     titles = {
@@ -534,7 +552,7 @@ def write_results(run: Path, commands: list[str] | None = None) -> str:
         "",
         f"{n_steps} steps of dt = {DT} (t in [0, {t_end}]); reference: DOP853 (rtol = atol = 1e-12). Models: "
         f"seeds {settings.get('seeds')}, {_budget_text(settings)} "
-        f"({settings.get('jobs')} at a time, one thread), Levenberg–Marquardt, float64, best.pt = the epoch with the best validation score (configs/study: monitor = val_rollout, the mean relative error of a free rollout of the validation trajectories to t = 200); "
+        f"({settings.get('jobs')} at a time, one thread), Levenberg–Marquardt, float64, best.pt = the epoch with the best validation score (the study configs: monitor = val_rollout, the mean relative error of a free rollout of the validation trajectories to t = 200); "
         "first window (3 states) from the reference; non-overlapping windows. Models: mean ± std over seeds "
         "(ddof = 1). Energy drift: max_t |H(t) − H(0)| / |H(0)|; slope: linear fit of the relative drift against t. "
         "Valid prediction time: first t with relative error > 0.1. log det J: per step (integrators) or per "
@@ -546,21 +564,17 @@ def write_results(run: Path, commands: list[str] | None = None) -> str:
         if tables[name]:
             md += [f"## {titles[name]}", "", format_table(tables[name]).rstrip("\n"), "",
                    f"Figures: `figures/{name}/` (invariants = energy, error, volume).", ""]
-    stats = heldout_statistics(run)
     if stats:
         md += _statistics_section(stats, float(t_end if t_end is not None else math.nan))
-    md += attention.section((p.stem, read_json(p)) for p in sorted((run / "attention").glob("*_s*.json")))
-    wp = run / "rollout" / "work_precision_work_precision.csv"
-    if wp.exists():
+    if run is not None:
+        md += attention.section((p.stem, read_json(p)) for p in sorted((run / "attention").glob("*_s*.json")))
+    wp = None if run is None else run / "rollout" / "work_precision_work_precision.csv"
+    if wp is not None and wp.exists():
         md += equal_cost_section(wp, title="Work–precision: the classical methods at the models' cost")
         md += ["Figure: `figures/work_precision/` (error and invariant drift against cost, every classical method "
                "over its step ladder, the first seed's models as points).", ""]
     md += ["## Commands", "", "```sh", *commands, "```", ""]
-    text = "\n".join(md)
-    write_text(run / "results.md", text)
-    write_json(run / "results.json", {"settings": settings, "tables": tables, "heldout_statistics": stats,
-                                      "provenance": results_provenance(run)})
-    return text
+    return "\n".join(md)
 
 
 # --------------------------------------------------------------------------- main
@@ -579,7 +593,7 @@ def _run(s: Settings, run: Path, argv: list[str] | None) -> str:
     t0 = time.perf_counter()
     runner = plan(s)
     ok = runner.execute()
-    invocation = "python scripts/reproduce_coupled_oscillator.py " + " ".join(
+    invocation = "vp-study coupled_oscillator " + " ".join(
         shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
     previous = (read_json(run / "settings.json") or {}) if s.skip_existing else {}
     record = {**asdict(s), "t_end": s.t_end, "wall_seconds": round(time.perf_counter() - t0, 1),
@@ -592,13 +606,16 @@ def _run(s: Settings, run: Path, argv: list[str] | None) -> str:
 
 def run(prepared: tuple[Settings, argparse.Namespace]) -> int:
     s, a = prepared
+    if a.results is not None:  # the tables of a results file (a shipped one by name), no run directory
+        print(redraw_from(Path(s.out), a.results, read_results, format_results)[2])
+        return 0
     text = write_results(Path(s.out)) if a.table_only else run_study(s, a.argv)
     print(text)
     print(f"Results: {Path(s.out) / 'results.md'} and results.json")
     if s.export_pretrained:
         picks = {f"coupled_oscillator_{m}": m for m in s.models if m in SYMPLECTIC_MODELS}
         export.export_pretrained(s.out, picks, s.export_pretrained,
-                                 study=f"scripts/reproduce_coupled_oscillator.py --out {s.out}")
+                                 study=f"vp-study coupled_oscillator --out {s.out}")
     return 0
 
 

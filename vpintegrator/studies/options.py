@@ -35,7 +35,7 @@ from ..config import Config, check_keys, declared, did_you_mean, distinct, dump_
 from ..errors import VPIntegratorError
 from .runner import WALL_CEILING, StudyError, parse_seeds
 
-__all__ = ["STUDIES", "HelpShown", "Study", "StudyOptions", "comma_list", "config_toml", "model_list", "number_list",
+__all__ = ["STUDIES", "SHIPPED_RESULTS", "HelpShown", "Study", "StudyOptions", "comma_list", "config_toml", "model_list", "number_list",
            "parse", "seed_list"]
 
 #: study name -> (module under vpintegrator.studies that defines ``STUDY``, what it does)
@@ -50,6 +50,17 @@ STUDIES: dict[str, tuple[str, str]] = {
                            "+ classical methods"),
     "unknown_form": ("unknown_form", "when the equations are unknown: flow maps, learned vector fields, SINDy, the "
                                      "wrong model class and the oracle at equal CPU cost"),
+}
+
+#: study name -> the results files shipped with the package that its tables redraw from, by name
+#: (``vp-study NAME --table-only --results FILE --out DIR``; ``vpintegrator._shipped.results_path``). The
+#: rigid-body quality study and the context study of the rigid-body family ship none.
+SHIPPED_RESULTS: dict[str, tuple[str, ...]] = {
+    "rigid_body": ("rigid_body_study",),
+    "rigid_body_structure": ("rigid_body_structure_study",),
+    "coupled_oscillator": ("coupled_oscillator_study",),
+    "context": ("context_oscillator",),
+    "unknown_form": ("unknown_form",),
 }
 
 
@@ -87,7 +98,12 @@ class StudyOptions(Config):
                                                      "trainings are resumed).")
     overwrite: bool = key(False, type=bool, help="Run every step again over an earlier study in RUN (its own outputs "
                                                  "only).")
-    table_only: bool = key(False, type=bool, help="Only rebuild results.md/json from an existing RUN.")
+    table_only: bool = key(False, type=bool, help="Only rebuild results.md/json from an existing RUN (or, with "
+                                                   "--results, from a results file).")
+    results: str | None = key(None, optional=True, type=str, metavar="NAME|JSON",
+                              help="With --table-only: draw the tables into RUN from this results file instead of "
+                                   "RUN's runs: the name of one shipped with the package (vp-study --list names "
+                                   "them) or a path.")
     export_pretrained: str | None = key(None, optional=True, type=str, metavar="DIR",
                                         help="After the study (or with --table-only), copy the best seed's best.pt "
                                              "(lowest validation score) to DIR, with DIR/provenance.json.")
@@ -311,6 +327,9 @@ def parse(study: Study, argv: Sequence[str] | None = None, prog: str | None = No
     a = argparse.Namespace(**{k: v for k, v in params.items() if k not in names})
     a.argv = list(sys.argv[1:] if argv is None else argv)  # the command line as given (recorded by some studies)
     _write_back(a, _build(study.options, values), names)
+    if getattr(a, "results", None) is not None and not (getattr(a, "table_only", False)
+                                                        or getattr(a, "figures_only", False)):
+        raise StudyError("--results is read by --table-only only; add --table-only to draw the tables from it")
     return a
 
 

@@ -45,7 +45,8 @@ from pathlib import Path
 
 from .rigid_body_results import (  # noqa: F401  (re-exported: the study's public names)
     ALL_MODELS, BAND_TARGET, COLUMNS, ERROR_TARGET, HELDOUT_SEED, IM_MODELS, INTEGRATORS, LOSS_TARGET, PAPER,
-    PAPER_T, PAPER_TRAJ, QUICK_MODELS, build_results, format_results, write_heldout_spec, write_results, write_timing,
+    PAPER_T, PAPER_TRAJ, QUICK_MODELS, build_results, format_results, read_results, write_heldout_spec, write_results,
+    write_timing,
     z_band,
 )
 from . import export
@@ -53,7 +54,7 @@ from .._shipped import shipped_file
 from ..config import key
 from .options import Study, StudyOptions, comma_list, model_list
 from .runner import Runner, StudyError, Task, budget_flags, check_study_out, study_lock
-from .stats import read_json, write_if_changed, write_json
+from .stats import read_json, redraw_from, write_if_changed, write_json
 
 PRETRAINED = ("vpt", "vpff", "st")
 ATTENTION_MODELS = ("vpt", "vpt_arb", "st", "vpt_exact")  # the window models (the VPFF has no attention)
@@ -83,8 +84,8 @@ class RigidBodyOptions(StudyOptions):
     timing_concurrent : bool
         Run timing processes beside others (default: alone; --quick: concurrent).
     config_dir : str
-        Directory of rigid_body_<model>.toml (default configs/study: the repository's, else the installed
-        package's copy).
+        Directory of rigid_body_<model>.toml (default: the shipped study configs, vp-train --list's
+        study/rigid_body_<model>).
     quick : bool
         Scaled down (seeds 0,1; models vpff,vpt,st; 60 s per training; t = 1000 long run; t = 5000 timing; 20
         held-out ICs).
@@ -258,7 +259,7 @@ def write_specs(a: argparse.Namespace) -> None:
     inertia = load_spec("rigid_body_paper").params["inertia"]
     d = a.out / "data"
     write_heldout_spec(d / "heldout.toml", a.n_heldout, HELDOUT_SEED, "implicit_midpoint",
-                       "the rigid-body study (scripts/reproduce_rigid_body.py)")
+                       "the rigid-body study (vp-study rigid_body)")
     td = a.out / "timing"
     td.mkdir(parents=True, exist_ok=True)
     y0 = read_trajectories(d / "im.h5", traj=[PAPER_TRAJ["traj1"]], steps=[0]).y[0, 0]
@@ -292,7 +293,7 @@ def export_pretrained(run: Path, out_dir: str | Path) -> dict[str, Any]:
     ``out_dir/provenance.json`` (seed, scores of every seed, monitor, training summary); return the entries
     by model."""
     chosen = export.export_pretrained(run, {f"rigid_body_{m}": m for m in PRETRAINED}, out_dir,
-                                      study=f"scripts/reproduce_rigid_body.py --out {run}")
+                                      study=f"vp-study rigid_body --out {run}")
     return {m: chosen[f"rigid_body_{m}"] for m in PRETRAINED}
 
 
@@ -301,6 +302,14 @@ def export_pretrained(run: Path, out_dir: str | Path) -> dict[str, Any]:
 
 def _table_only(a) -> int:
     run = a.out
+    if a.results is not None:  # the tables of a results file (a shipped one by name), no run directory
+        if a.export_pretrained:
+            raise StudyError("--export-pretrained copies the best checkpoints of a RUN; a results file has none: "
+                             "leave out --results")
+        _, _, text = redraw_from(run, a.results, read_results, format_results)
+        print(text)
+        print(f"results: {run / 'results.md'} (drawn from {a.results})")
+        return 0
     if not (run / "rollout").is_dir() and not (run / "train").is_dir():
         raise StudyError(f"--table-only: {run} holds no study (no train/ or rollout/); give the RUN of an earlier study")
     if (run / "timing").is_dir():
@@ -363,7 +372,7 @@ STUDY = Study(RigidBodyOptions, run_study, prepare, doc=__doc__, prog="reproduce
                      "export_pretrained": "After the study (or with --table-only), copy the best seed's best.pt of "
                      "vpt, vpff and st (lowest validation score in summary.json: validation data only, never "
                      "trajectories 1/4 or the held-out set) to DIR/rigid_body_<model>.pt, with DIR/provenance.json."},
-              error_prefix="reproduce_rigid_body: error: ",
+              error_prefix="rigid_body study: error: ",
               interrupted="reproduce_rigid_body: interrupted; rerun with --skip-existing to continue")
 
 

@@ -39,7 +39,7 @@ from .._shipped import shipped_file
 from ..config import key
 from .options import Study, StudyOptions
 from .runner import Runner, StudyError, Task, budget_flags, check_out_dir, check_study_out, study_lock
-from .stats import fmt_num, md_table, read_json, write_json, write_results_files
+from .stats import fmt_num, md_table, read_json, read_results_json, redraw_from, write_json, write_results_files
 
 PHASES = ("p1", "p2", "p3")
 T_END = 100.0
@@ -62,8 +62,7 @@ class QualityOptions(StudyOptions):
     unroll3 : int
         Phase 3's unroll (default 5).
     config : str
-        vp-train TOML (default configs/study/rigid_body_vpt.toml: the repository's, else the installed
-        package's copy).
+        vp-train TOML (default: the shipped config study/rigid_body_vpt, vp-train --list).
     """
 
     phase1_seconds: float = key(450.0, type=float, low=0.0, open_low=True, expected="a positive number of seconds")
@@ -80,11 +79,19 @@ def prepare(a: argparse.Namespace) -> argparse.Namespace:
         raise StudyError(f"--config {a.config}: no such file; give a vp-train TOML")
     out = Path(a.out)
     check_out_dir(out)
-    if a.table_only and not out.is_dir():
+    if a.table_only and a.results is None and not out.is_dir():
         raise StudyError(f"--table-only: --out {out} is not a run directory; run the study first")
+    if a.results is not None and a.export_pretrained:
+        raise StudyError("--export-pretrained copies a checkpoint of a RUN; a results file has none: leave out "
+                         "--results")
     if not a.table_only:
         check_study_out(out, a.skip_existing, a.overwrite)
     return a
+
+
+def read_results(path: str | Path) -> dict[str, Any]:
+    """A ``results.json`` this study wrote (none ships with the package), its numbers back."""
+    return read_results_json(path, ("settings", "rows"), "vp-study rigid_body_quality")
 
 
 def phases(a: argparse.Namespace) -> list[tuple[str, float, int]]:
@@ -200,6 +207,9 @@ def write_results(run: Path) -> str:
 
 def run(a: argparse.Namespace) -> int:
     run = Path(a.out)
+    if a.results is not None:  # the tables of a results.json of this study, no run directory
+        print(redraw_from(run, a.results, read_results, lambda r: format_results(r["rows"], r["settings"]))[2])
+        return 0
     if not a.table_only:
         with study_lock(run):
             run.mkdir(parents=True, exist_ok=True)
@@ -220,7 +230,7 @@ def run(a: argparse.Namespace) -> int:
         if a.phase3_seconds > 0:
             phases += f", then {a.phase3_seconds:g} s with unroll = {a.unroll3}"
         export.export_pretrained(run, {"rigid_body_vpt": last}, a.export_pretrained,
-                                 study=f"scripts/reproduce_rigid_body_quality.py --out {run}", phases=phases)
+                                 study=f"vp-study rigid_body_quality --out {run}", phases=phases)
     return 0
 
 

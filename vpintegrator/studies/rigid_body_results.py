@@ -596,7 +596,7 @@ def read_results(path: str | Path) -> dict[str, Any]:
     [`build_results`][vpintegrator.studies.rigid_body_results.build_results] gives it (±inf restored), so that
     [`format_results`][vpintegrator.studies.rigid_body_results.format_results] draws its tables without the run
     directory."""
-    return read_results_json(path, ("meta", "rows", "targets", "columns"), "reproduce_rigid_body.py")
+    return read_results_json(path, ("meta", "rows", "targets", "columns"), "vp-study rigid_body")
 
 
 def write_results(run_dir: str | Path) -> tuple[dict[str, Any], str]:

@@ -61,7 +61,7 @@ from .options import Study, StudyOptions, comma_list, model_list
 from .runner import Runner, StudyError, Task, budget_flags, check_study_out, study_lock
 from .work_precision import equal_cost_section
 from .stats import (bootstrap_ci, drift_growth, fmt_num, md_table, median_interval, read_json,
-                    read_results_json, write_json, write_results_files)
+                    read_results_json, redraw_from, write_json, write_results_files)
 
 MODELS = ("lpnet", "lpnet_sym", "lp_transformer", "vpt", "vpt_sym")
 #: the window models whose attention is measured (``vpintegrator.studies.attention``: coupling, error without it)
@@ -121,8 +121,12 @@ def prepare(a: argparse.Namespace) -> argparse.Namespace:
     if a.export_pretrained and a.ship not in a.models:
         raise StudyError(f"--ship {a.ship!r} is not one of --models ({', '.join(a.models)}); name a trained model")
     out = Path(a.out)
-    if a.table_only and not out.is_dir():
-        raise StudyError(f"--table-only: --out {out} is not a run directory; run the study first")
+    if a.table_only and a.results is None and not out.is_dir():
+        raise StudyError(f"--table-only: --out {out} is not a run directory; run the study first (or draw a results "
+                         "file with --results)")
+    if a.results is not None and a.export_pretrained:
+        raise StudyError("--export-pretrained copies a checkpoint of a RUN; a results file has none: leave out "
+                         "--results")
     if not a.table_only:
         check_study_out(out, a.skip_existing, a.overwrite)
     return a
@@ -139,7 +143,7 @@ def _rollout_outputs(h5: Path) -> list[Path]:
 def write_spec(run: Path, n: int) -> Path:
     """The held-out ICs' spec (RUN/data/heldout.toml): by the exact flow, seed HELDOUT_SEED."""
     return write_heldout_spec(run / "data" / "heldout.toml", n, HELDOUT_SEED, "dop853",
-                              "the rigid-body structure study (scripts/reproduce_rigid_body_structure.py)")
+                              "the rigid-body structure study (vp-study rigid_body_structure)")
 
 
 def plan(a: argparse.Namespace) -> Runner:
@@ -335,7 +339,7 @@ def read_results(path: str | Path) -> dict[str, Any]:
     [`format_results`][vpintegrator.studies.rigid_body_structure.format_results] draws its tables without the
     run directory."""
     return read_results_json(path, ("settings", "rows", "classical", "per_model"),
-                             "reproduce_rigid_body_structure.py")
+                             "vp-study rigid_body_structure")
 
 
 def format_results(res: dict[str, Any]) -> str:
@@ -403,6 +407,9 @@ def write_results(run: Path) -> str:
 
 def run(a: argparse.Namespace) -> int:
     run = Path(a.out)
+    if a.results is not None:  # the tables of a results file (a shipped one by name), no run directory
+        print(redraw_from(run, a.results, read_results, format_results)[2])
+        return 0
     if not a.table_only:
         with study_lock(run):
             run.mkdir(parents=True, exist_ok=True)
@@ -420,7 +427,7 @@ def run(a: argparse.Namespace) -> int:
     print(write_results(run))
     if a.export_pretrained:
         export.export_pretrained(run, {f"rigid_body_{a.ship}": a.ship}, a.export_pretrained,
-                                 study=f"scripts/reproduce_rigid_body_structure.py --out {run}",
+                                 study=f"vp-study rigid_body_structure --out {run}",
                                  phases=f"{a.train_seconds:g} {a.budget} s of LM on exact-flow data")
     return 0
 

@@ -166,8 +166,9 @@ def unplain(obj: Any, null: Any = None) -> Any:
 
 
 def read_results_json(path: str | Path, keys: Iterable[str], script: str) -> dict[str, Any]:
-    """The ``results.json`` a study's ``script`` wrote (a shipped one in ``docs/data/``), its numbers back
-    (``unplain``); a missing file, or one without the top-level ``keys``, is a one-line error naming it."""
+    """The ``results.json`` a study (``script``: the command that runs it) wrote (the shipped ones:
+    ``vpintegrator._shipped.results_path``), its numbers back (``unplain``); a missing file, or one without the
+    top-level ``keys``, is a one-line error naming it."""
     from ..errors import VPIntegratorError
 
     doc = read_json(path)
@@ -228,3 +229,38 @@ def write_results_files(run: str | Path, text: str, payload: dict[str, Any]) -> 
     write_text(run / "results.md", text)
     write_json(run / "results.json", {**payload, "provenance": results_provenance(run)})
     return text
+
+
+#: what a directory a results file is redrawn into may already hold (an earlier redraw's files)
+REDRAWN = ("results.md", "results.json", "figures")
+
+
+def redraw_from(out: str | Path, source: str, read: Callable[[Path], Any], draw: Callable[[Any], str],
+                key: str = "results", figures: str | None = None) -> tuple[Path, Any, str]:
+    """``--table-only --results SOURCE``: a study's tables drawn from a results file, a shipped one by name
+    (``vpintegrator._shipped.results_path``: the repository's ``docs/data/`` or the wheel's copy) or a path,
+    without its run directory: ``OUT/results.md``, and the file copied to ``OUT/results.json``. ``read``
+    gives the results of a file, ``draw`` their Markdown. ``OUT`` must be new, empty or an earlier redraw
+    (``REDRAWN``, and files named ``figures*`` where the study draws its figures into OUT itself): a study's
+    run directory is never written over. Returns (the file, its results, the text)."""
+    import shutil
+
+    from .._shipped import results_path
+    from ..errors import VPIntegratorError
+
+    out = Path(out)
+    path = results_path(source, key=key)
+    def redrawn(name: str) -> bool:
+        return name in REDRAWN or (figures is not None and name.startswith(figures))
+
+    if out.exists() and (not out.is_dir() or not all(redrawn(p.name) for p in out.iterdir())):
+        raise VPIntegratorError(f"--out {out}: holds other files (a study's run?); give a new or empty directory to "
+                                f"redraw --{key} {source} into", key="out")
+    res = read(path)
+    text = draw(res)
+    out.mkdir(parents=True, exist_ok=True)
+    write_text(out / "results.md", text)
+    if not (out / "results.json").exists() or not (out / "results.json").samefile(path):
+        with atomic_path(out / "results.json") as tmp:
+            shutil.copyfile(path, tmp)
+    return path, res, text

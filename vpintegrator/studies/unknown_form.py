@@ -1,4 +1,4 @@
-"""The study "when the equations are unknown" (docs/unknown_form.md): every approach that
+"""The study "when the equations are unknown": every approach that
 does not know the equations, against the oracle that does, at equal batch-1 CPU cost.
 
 Systems (``SYSTEMS``): ``rigid_body_exp`` (Lie–Poisson, H with an exp term: outside every library),
@@ -74,7 +74,7 @@ from ..config import key
 from ..errors import VPIntegratorError
 from .options import Study, StudyOptions, comma_list, number_list
 from .runner import StudyError, check_out_dir
-from .stats import bootstrap_ci, median_interval, read_json, write_json, write_text
+from .stats import bootstrap_ci, median_interval, read_json, redraw_from, write_json, write_text
 
 __all__ = ["H", "HORIZONS", "SYSTEMS", "APPROACHES", "RECIPES", "TARGETS", "make_data", "train_approach",
            "evaluate_seed", "plateau", "plan", "plan_line", "run_study", "merge_rows", "summarize_rows", "tables", "figures",
@@ -928,6 +928,19 @@ def _run(a: argparse.Namespace) -> int:
     if a.export_pretrained is not None:
         raise StudyError("--export-pretrained: the unknown_form study ships no pretrained model (its runs are under "
                          "OUT/runs)")
+    if a.results is not None:  # the tables and figures of a results file (the shipped one by name), no runs
+        def read(p: Path) -> list[dict[str, Any]]:
+            data = read_json(p)
+            if not isinstance(data, dict) or "rows" not in data:
+                raise StudyError(f"--results: {p.name} is not this study's results (no 'rows'); give an "
+                                 "unknown_form.json")
+            return data["rows"]
+
+        _, rows, text = redraw_from(out, a.results, read, lambda r: tables(summarize_rows(r, a.amortise_over)),
+                                    figures="unknown_form_")
+        figures(summarize_rows(rows, a.amortise_over), out, rows)
+        print(text)
+        return 0
     if a.table_only or a.figures_only:
         data = read_json(path)
         if data is None:

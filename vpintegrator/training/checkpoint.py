@@ -26,7 +26,9 @@ Tracking sinks of the one log writer (``logger = "tensorboard" | "mlflow"``): ev
   after the directory, tagged with the git commit (from a checkout) and the package versions, with the
   config as flat parameters (``model.n_blocks``, ...), the same metrics at step = epoch, and the run's
   ``config.toml``, ``summary.json`` and ``best.pt`` as artifacts when it ends; the tracking URI and
-  experiment are MLflow's own settings (``MLFLOW_TRACKING_URI``, ``MLFLOW_EXPERIMENT_NAME``).
+  experiment are MLflow's own settings (``MLFLOW_TRACKING_URI``, ``MLFLOW_EXPERIMENT_NAME``). Inside a run
+  the user opened (``with mlflow.start_run(): fit(...)``) a single run logs into that run and leaves it open,
+  as ``mlflow.autolog`` does; an ensemble's members get child runs of it (``MLflowSink``).
 
 A sink can also be an object of the user's (a W&B or Lightning-style logger wrapper, a list collecting
 rows): ``fit(..., logger=obj)`` or ``logger=[obj, ...]`` (``user_sinks``). Each object needs ``log(row)``
@@ -86,6 +88,8 @@ __all__ = [
     "RunRecord",
     "Member",
     "make_sinks",
+    "config_text",
+    "check_same_call",
     "check_logger",
     "TensorBoardSink",
     "MLflowSink",
@@ -174,9 +178,40 @@ def write_config(run_dir: Path, values: Mapping[str, Any]) -> None:
     """Write ``run_dir/config.toml``: the config's ``values`` (a run's resolved record) with their paths (data, init_from, out) relative to
     ``run_dir`` (``vpintegrator.rundir.relative_run_paths``; [`TrainConfig.from_toml`][vpintegrator.training.TrainConfig.from_toml] resolves
     them again)."""
+    write_text(run_dir / "config.toml", config_text(run_dir, values))
+
+
+def config_text(run_dir: Path, values: Mapping[str, Any]) -> str:
+    """The text of the ``config.toml`` that ``write_config`` writes into ``run_dir`` for ``values``."""
     from .. import config as config_layer
 
-    write_text(run_dir / "config.toml", config_layer.dump_toml(relative_run_paths(copy.deepcopy(dict(values)), run_dir)))
+    return config_layer.dump_toml(relative_run_paths(copy.deepcopy(dict(values)), run_dir))
+
+
+def check_same_call(run_dir: Path, values: Mapping[str, Any]) -> None:
+    """``fit``'s default (``overwrite=None``) for an ``out`` that holds a run: it is replaced only when the
+    same call wrote it (a notebook cell run again): the run finished and its ``config.toml`` is the one
+    this call writes (``config_text``). Else a one-line ``OutputError`` naming ``out`` (relative) and what to
+    do: an unfinished run is resumed, another configuration's run kept."""
+    from .._outputs import OutputError
+    from ..provenance import redact_path
+    from ..rundir import is_complete
+
+    shown = redact_path(run_dir)
+    try:
+        finished = is_complete(run_dir)
+    except VPIntegratorError:
+        finished = False
+    if not finished:
+        raise OutputError(f"out {shown}: holds an unfinished run; continue it with resume = {shown}, or pass "
+                          "overwrite=True to train it again from the start", key="out")
+    try:
+        same = (run_dir / "config.toml").read_text(encoding="utf-8") == config_text(run_dir, values)
+    except (OSError, UnicodeDecodeError):
+        same = False
+    if not same:
+        raise OutputError(f"out {shown}: holds a run of another configuration (its config.toml); choose another "
+                          "out, or pass overwrite=True to replace it", key="out")
 
 
 def _run_inputs(run_dir: Path) -> list[str]:
@@ -509,17 +544,35 @@ class MLflowSink:
     """Per-epoch metrics into one MLflow run (through ``MlflowClient``, so an ensemble's members log to
     runs of their own at the same time): tags (``run_tags``), the config as flat parameters
     (``flat_params``) and, when it ends, the run directory's ``config.toml``, ``summary.json`` and
-    ``best.pt`` as artifacts."""
+    ``best.pt`` as artifacts.
+
+    Where the run is: with an MLflow run of the user's open (``mlflow.active_run()``, e.g. ``with
+    mlflow.start_run(): fit(...)``), a single run logs into it, as ``mlflow.autolog`` does, and leaves it open
+    (``nested=False``); an ensemble member (``nested=True``) gets a child run of it (tag ``mlflow.parentRunId``,
+    the parent's experiment). Without one, a run of its own in the experiment ``MLFLOW_EXPERIMENT_NAME``
+    (default ``vpintegrator``), ended with the sink."""
 
     def __init__(self, name: str, params: dict[str, Any], run_dir: Path | None = None,
-                 tags: dict[str, str] | None = None) -> None:
+                 tags: dict[str, str] | None = None, nested: bool = False) -> None:
         mlflow = _need("mlflow", "mlflow", "mlflow")
         self.client = mlflow.tracking.MlflowClient()
         self.run_dir = run_dir
-        experiment = mlflow.get_experiment_by_name(_experiment_name())
-        experiment_id = experiment.experiment_id if experiment is not None else self.client.create_experiment(
-            _experiment_name())
-        self.run_id = self.client.create_run(experiment_id, run_name=name).info.run_id
+        active_run = getattr(mlflow, "active_run", None)
+        active = active_run() if callable(active_run) else None
+        self.owned = active is None or nested  # a run of the user's is left open
+        if active is not None and not nested:
+            self.run_id = active.info.run_id
+            _check_params(self.client, self.run_id, params)
+        else:
+            if active is not None:
+                experiment_id = active.info.experiment_id
+            else:
+                experiment = mlflow.get_experiment_by_name(_experiment_name())
+                experiment_id = experiment.experiment_id if experiment is not None else self.client.create_experiment(
+                    _experiment_name())
+            self.run_id = self.client.create_run(experiment_id, run_name=name).info.run_id
+            if active is not None:
+                self.client.set_tag(self.run_id, "mlflow.parentRunId", active.info.run_id)
         for key, value in (tags or {}).items():
             self.client.set_tag(self.run_id, key, value)
         for key, value in params.items():
@@ -536,7 +589,20 @@ class MLflowSink:
                     if (self.run_dir / name).is_file():
                         self.client.log_artifact(self.run_id, str(self.run_dir / name))
         finally:
-            self.client.set_terminated(self.run_id)
+            if self.owned:
+                self.client.set_terminated(self.run_id)
+
+
+def _check_params(client: Any, run_id: str, params: dict[str, Any]) -> None:
+    """Refuse (one line, key ``logger``) to log into the user's active run a parameter it already holds with
+    another value (MLflow's parameters are written once: a second ``fit`` in the same run)."""
+    held = client.get_run(run_id).data.params
+    for key, value in params.items():
+        if key in held and held[key] != str(value)[:500]:
+            raise VPIntegratorError(
+                f"logger = 'mlflow': the active MLflow run already has the parameter {key} = {held[key]!r}, this fit "
+                f"has {str(value)[:60]!r}; open a run per fit (with mlflow.start_run(nested=True): fit(...))",
+                key="logger")
 
 
 def _experiment_name() -> str:
@@ -549,10 +615,11 @@ def make_sinks(logger: str, monitor: str, ensemble: bool, member, record: Mappin
     """The sinks of ``logger`` (the plan's: ``"none"``, ``"tensorboard"``, ``"mlflow"``) for ``member`` (a
     ``vpintegrator.training.loop.Member``; ``record`` its ``config.toml``, ``monitor`` what the run watches),
     then the user's sink objects of the running ``fit`` (``user_sinks``)."""
-    return [*_named_sinks(logger, monitor, member, record), *(_UserSink(o, member, ensemble) for o in _USER.get())]
+    return [*_named_sinks(logger, monitor, member, record, ensemble),
+            *(_UserSink(o, member, ensemble) for o in _USER.get())]
 
 
-def _named_sinks(logger: str, monitor: str, member, record: Mapping[str, Any]) -> list[Any]:
+def _named_sinks(logger: str, monitor: str, member, record: Mapping[str, Any], ensemble: bool = False) -> list[Any]:
     if logger == "none":
         return []
     values = {k: copy.deepcopy(v) for k, v in record.items() if k not in ("data", "out", "init_from")}
@@ -569,7 +636,7 @@ def _named_sinks(logger: str, monitor: str, member, record: Mapping[str, Any]) -
         return [TensorBoardSink(member.run_dir / "tensorboard", params, text, metrics)]
     if logger == "mlflow":
         name = member.path.name if member.path is not None else f"fit-seed-{member.seed}"
-        return [MLflowSink(name, params, member.run_dir, run_tags())]
+        return [MLflowSink(name, params, member.run_dir, run_tags(), nested=ensemble)]
     raise VPIntegratorError(f"logger must be 'none', 'tensorboard' or 'mlflow'; got {logger!r}", key="logger")
 
 

@@ -325,7 +325,8 @@ class TrainConfig(Config):
         Also write per-epoch metrics to tensorboard (<run>/tensorboard/) or mlflow (extras [tensorboard],
         [mlflow]). The per-epoch log row: train and validation loss, lr, seconds, the validation rollout
         score; ``mlflow`` makes one MLflow run per run directory (the tracking URI from MLflow's own
-        settings). Left out (None) or ``"none"``: ``log.csv`` only (``vpintegrator.training.checkpoint``).
+        settings), or logs into the user's active MLflow run (``mlflow.start_run()``; an ensemble's
+        members: child runs of it). Left out (None) or ``"none"``: ``log.csv`` only (``vpintegrator.training.checkpoint``).
     """
 
     data: list[str] = key(default_factory=list, check=_check_data, flag="")

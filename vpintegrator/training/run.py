@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import torch
 
-from .._outputs import output_lock, replace_run_dir
+from .._outputs import holds_run, output_lock, replace_run_dir
 from ..errors import VPIntegratorError
 from . import checkpoint as ckpt_io
 from . import ddp
@@ -27,7 +27,7 @@ def fit(
     resume: str | os.PathLike[str] | None = None,
     callback: Callable[[EpochInfo], bool | None] | None = None,
     progress: bool = False,
-    overwrite: bool = False,
+    overwrite: bool | None = None,
     model: str | dict[str, Any] | torch.nn.Module | None = None,
     train: Any = None,
     val: Any = None,
@@ -66,10 +66,14 @@ def fit(
         score (``monitor = "val_rollout"``; NaN otherwise).
     progress : bool
         Show a click progress bar with the losses on stderr (rank 0).
-    overwrite : bool
-        Replace the run at ``out`` (a new run only): once the new run's set-up succeeded, vp-train's own
+    overwrite : bool or None
+        True: replace the run at ``out`` (a new run only): once the new run's set-up succeeded, vp-train's own
         files in it are removed (by name and kind) and anything else is kept; a file of yours where the
-        new run writes is refused. Without it an ``out`` holding a run is refused.
+        new run writes is refused. False: an ``out`` holding a run is refused (``vp-train``'s default).
+        None (the default, for notebooks): the run at ``out`` is replaced only when the same call wrote it,
+        so that re-running a cell works: it finished and its ``config.toml`` is the one this call writes
+        (``vpintegrator.training.checkpoint.check_same_call``); an unfinished run or one of another
+        configuration is refused with one line saying what to do.
         The run directory (``out`` or ``resume``) is locked against other writers for the whole run
         (``vpintegrator._outputs.output_lock``): a second ``fit`` of it, or a resume of a run
         another process is training, is refused.
@@ -102,6 +106,8 @@ def fit(
     """
     from .checkpoint import sink_objects, user_sinks
 
+    if overwrite is not None and not isinstance(overwrite, bool):
+        raise VPIntegratorError(f"overwrite must be True, False or None; got {overwrite!r}", key="overwrite")
     objects = sink_objects(overrides.get("logger"))
     if objects:  # the user's sink objects: beside the config's named logger, for this call
         overrides.pop("logger")
@@ -114,23 +120,22 @@ def fit(
             raise VPIntegratorError("fit: resume continues a run from its directory's config and data files; give "
                                     "resume alone, without model, train or val objects", key="resume")
         if train is None:
-            if not isinstance(overwrite, bool):
-                raise VPIntegratorError(f"overwrite must be True or False; got {overwrite!r}", key="overwrite")
             raise VPIntegratorError("fit: give train (Trajectories or (x, target) windows) with model or val objects",
                                     key="train")
         if module is None and model is not None:
             overrides["model"] = model
-        plan = build_plan(config, overwrite=overwrite, objects=True, module=module, **overrides)
+        plan = build_plan(config, overwrite=overwrite is True, objects=True, module=module, **overrides)
         from .inputs import prepare_objects
 
         return _train(plan, callback, progress, overwrite,
                       lambda device: prepare_objects(plan, module, train, val, device))
     if model is not None:
         overrides["model"] = model  # a name or a table: the config key
-    return _train(build_plan(config, resume=resume, overwrite=overwrite, **overrides), callback, progress, overwrite)
+    return _train(build_plan(config, resume=resume, overwrite=overwrite is True, **overrides), callback, progress,
+                  overwrite)
 
 
-def _train(plan: TrainPlan, callback, progress: bool, overwrite: bool,
+def _train(plan: TrainPlan, callback, progress: bool, overwrite: bool | None,
            inputs: Callable[[torch.device], Prepared] | None = None) -> FitResult:
     """Run ``plan`` (a new run, or the run it resumes): lock the run directory, set up, run; ``inputs``
     prepares what the loop trains from objects (else the plan's files are read)."""
@@ -167,8 +172,11 @@ def _train(plan: TrainPlan, callback, progress: bool, overwrite: bool,
             lock = output_lock(target, key="resume" if run_dir is not None else "out")
         with lock:
             new = Path(out) if run_dir is None and dist.is_main and out is not None else None
-            replace = new is not None and ckpt_io.check_new_run_dir(new, overwrite)
+            again = overwrite is None and new is not None and new.is_dir() and holds_run(new)  # a cell run again?
+            replace = new is not None and ckpt_io.check_new_run_dir(new, overwrite is True or again)
             trainer = Trainer(plan, dist, device, callback, progress, None if inputs is None else inputs(device))
+            if again and new is not None:
+                ckpt_io.check_same_call(new, trainer.record_values)
             if replace and new is not None:  # the new run's set-up succeeded: now the old run goes
                 replace_run_dir(new)
             return trainer.run()

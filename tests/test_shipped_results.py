@@ -1,0 +1,104 @@
+"""The studies' results files ship with the package (issue 57): the wheel carries ``docs/data/*.json`` as
+``vpintegrator/_results`` (pyproject's force-include), every study with a shipped file redraws its tables
+from it by name, ``vp-study NAME --table-only --results FILE --out DIR``, from the installed package alone
+(no clone, no run directory), and the tables are the ones the study draws from that file."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from vpintegrator import _shipped
+from vpintegrator.errors import VPIntegratorError
+from vpintegrator.studies.driver import main as run_study
+from vpintegrator.studies.options import SHIPPED_RESULTS, STUDIES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def installed(tmp_path, monkeypatch):
+    """The package as a wheel installs it: ``site/vpintegrator/_results`` holds the results files and there is
+    no repository beside it (no ``docs/data``)."""
+    package = tmp_path / "site" / "vpintegrator"
+    (package / "_results").mkdir(parents=True)
+    for name, path in _shipped.results_files().items():
+        shutil.copyfile(path, package / "_results" / f"{name}.json")
+    monkeypatch.setattr(_shipped, "PACKAGE", package)
+    monkeypatch.chdir(tmp_path)
+    return package / "_results"
+
+
+def test_the_wheel_ships_the_results_files():
+    if not (ROOT / "pyproject.toml").is_file():
+        pytest.skip("repository file (not in the wheel)")
+    from vpintegrator._toml import tomllib
+
+    build = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"]
+    assert build["force-include"]["docs/data"] == "vpintegrator/_results"
+    assert _shipped.RESULTS == ("docs/data", "_results")
+    shipped = {n for names in SHIPPED_RESULTS.values() for n in names}
+    assert shipped == set(_shipped.results_files())  # every shipped file has its study, every named one ships
+    assert set(SHIPPED_RESULTS) <= set(STUDIES)
+
+
+@pytest.mark.parametrize("study", sorted(SHIPPED_RESULTS))
+def test_each_study_redraws_its_shipped_results_from_the_installed_package(study, installed, tmp_path, capsys):
+    (name,) = SHIPPED_RESULTS[study]
+    out = tmp_path / "redraw"
+    assert run_study(study, ["--table-only", "--results", name, "--out", str(out), "-q"]) == 0
+    assert not (tmp_path / "site" / "docs").exists()
+    md = out / ("context_study.md" if study == "context" else "results.md")
+    text = md.read_text(encoding="utf-8")
+    assert text.count("\n| ") > 10, text[:300]
+    if study != "context":  # the file itself beside its tables
+        assert (out / "results.json").read_bytes() == (installed / f"{name}.json").read_bytes()
+    assert _expected(study, installed / f"{name}.json") == text
+
+
+def _expected(study: str, path: Path) -> str:
+    """The study's own drawing of the results file (what its run writes from the same numbers)."""
+    if study == "rigid_body":
+        from vpintegrator.studies.rigid_body_results import format_results, read_results
+
+        return format_results(read_results(path))
+    if study == "rigid_body_structure":
+        from vpintegrator.studies.rigid_body_structure import format_results, read_results
+
+        return format_results(read_results(path))
+    if study == "coupled_oscillator":
+        from vpintegrator.studies.coupled_oscillator import format_results, read_results
+
+        return format_results(read_results(path))
+    if study == "context":
+        from vpintegrator.studies.context import read_study_json, summarize_rows, tables
+
+        return tables(summarize_rows(read_study_json(path)["rows"]))
+    from vpintegrator.studies.stats import read_json
+    from vpintegrator.studies.unknown_form import tables, summarize_rows
+
+    return tables(summarize_rows(read_json(path)["rows"], 1e5))
+
+
+def test_a_name_that_ships_nothing_is_one_line_naming_what_ships(installed, tmp_path, capsys):
+    assert run_study("rigid_body", ["--table-only", "--results", "rigid_body_quality", "--out", "x"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.endswith("--results: 'rigid_body_quality' is neither a file nor a shipped results "
+                                            "name; shipped: context_oscillator, coupled_oscillator_study, "
+                                            "rigid_body_structure_study, rigid_body_study, unknown_form")
+    with pytest.raises(VPIntegratorError, match=r"it ships with the package: give the name 'rigid_body_study'"):
+        _shipped.results_path("docs/data/rigid_body_study.json")
+    assert _shipped.results_path("rigid_body_study.json") == installed / "rigid_body_study.json"
+
+
+def test_a_redraw_never_writes_into_a_run_directory(installed, tmp_path, capsys):
+    run = tmp_path / "run"
+    (run / "train").mkdir(parents=True)
+    (run / "results.md").write_text("the run's own")
+    assert run_study("rigid_body", ["--table-only", "--results", "rigid_body_study", "--out", str(run)]) == 2
+    assert "holds other files" in capsys.readouterr().err
+    assert (run / "results.md").read_text() == "the run's own"
+    assert run_study("rigid_body", ["--results", "rigid_body_study", "--out", str(run)]) == 2
+    assert "--results is read by --table-only only" in capsys.readouterr().err
