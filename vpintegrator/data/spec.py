@@ -162,9 +162,20 @@ def _check_field(name: str, value: Any, where: str) -> Any:
         if not isinstance(value, (str, os.PathLike)) or (not os.fspath(value) and not where.startswith("Gen")):
             raise VPIntegratorError(f"{where} must be a file path; got {value!r}", key=key)
         return os.fspath(value)
+    if name == "sampler_args":
+        taken = sorted(set(value) & _SAMPLER_OWN)
+        if taken:  # the sampler's own arguments: a table key of that name would be passed twice
+            raise VPIntegratorError(
+                f"{where}: initial_conditions.{taken[0]} is not a sampler argument "
+                + ("(the number of trajectories is initial_conditions.n_traj, e.g. --set initial_conditions.n_traj=4)"
+                   if taken[0] == "n" else "(vp-gen sets it: remove it)"), key=key)
     if name in ("params", "sampler_args", "parameters"):
         return dict(value)
     return value
+
+
+#: what ``sample_initial_conditions`` takes itself: never a key of a spec's [initial_conditions] table
+_SAMPLER_OWN = frozenset({"n", "rng", "system"})
 
 
 def _methods() -> list[str]:
