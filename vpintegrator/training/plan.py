@@ -93,6 +93,16 @@ class StopPlan:
     rollout_steps: int
     rollout_error: str
     rollout_drift_weight: float
+    #: the plateau rule's relative improvement (``min_rel_delta``) and the step budget (``max_steps``)
+    min_rel_delta: float = 0.0
+    max_steps: int | None = None
+
+    def rule(self) -> dict[str, Any]:
+        """The run's stop rule as ``summary.json`` records it (``stop_rule``): every key that can stop it,
+        None where unset (``patience`` 0: no plateau rule)."""
+        return {"epochs": self.epochs, "time_limit": self.time_limit, "cpu_time_limit": self.cpu_time_limit,
+                "max_steps": self.max_steps, "patience": self.patience, "min_delta": self.min_delta,
+                "min_rel_delta": self.min_rel_delta, "monitor": self.monitor}
 
 
 @dataclass(frozen=True)
@@ -200,7 +210,8 @@ def build_plan(config: TrainConfig | dict[str, Any] | str | os.PathLike[str] | N
                                float(cfg.lm_lambda), int(cfg.lm_check_windows))),
         stop=StopPlan(cfg.epochs, cfg.time_limit, cfg.cpu_time_limit, int(cfg.patience), float(cfg.min_delta),
                       cfg.monitor, int(cfg.val_rollout_steps), cfg.val_rollout_error,
-                      float(cfg.val_rollout_drift_weight)),
+                      float(cfg.val_rollout_drift_weight), float(cfg.min_rel_delta),
+                      None if cfg.max_steps is None else int(cfg.max_steps)),
         output=OutputPlan(cfg.out, run_dir, int(cfg.checkpoint_every), float(cfg.checkpoint_seconds),
                           cfg.logger or "none"),
         seeds=tuple(cfg.ensemble_seeds()), seed=int(cfg.seed), ensemble=cfg.is_ensemble,
