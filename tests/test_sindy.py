@@ -39,7 +39,7 @@ def test_default_split_is_vp_trains():
     from vpintegrator.training import TrainConfig
 
     defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
-    assert DEFAULT_SPLIT == (defaults["val_fraction"], defaults["test_fraction"], defaults["seed"])
+    assert DEFAULT_SPLIT == (defaults["val_fraction"], defaults["test_fraction"], defaults["split_seed"])
 
 
 @pytest.mark.parametrize("name", ["poly3", "trig", "exp", "poly2+trig+exp"])

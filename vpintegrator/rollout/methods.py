@@ -16,8 +16,10 @@ The rows a comparison run takes in its ``integrators`` key besides the classical
 
 A **fitted** row learns from the data file's training trajectories (``FitSplit``):
 the split of the first model of the run whose recorded split applies to the data file (the same trajectories
-the models learnt from), else ``vp-train``'s default split of the file (``DEFAULT_SPLIT``: val_fraction 0.1,
-test_fraction 0.1, seed 1234). Its rows are labelled by that split (``train``/``val``/``test``, ``new`` for
+the models learnt from), else ``vp-train``'s default split of the file
+(``vpintegrator.data.windows.default_split``: val_fraction 0.1, test_fraction 0.1, split_seed 0, the one rule
+``vp-train`` splits by with its defaults, so a run without a model fits on the trajectories a default
+``vp-train`` run trains on). Its rows are labelled by that split (``train``/``val``/``test``, ``new`` for
 held-out conditions), and a run that names no trajectory rolls out its test split, as for a trained model
 (``vpintegrator.rollout.splits``). A row kind's ``build`` receives a ``RowRequest``
 (no configuration) and returns the row's step map; nothing is computed before the row runs (a fit runs in
@@ -32,6 +34,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
+from ..data.windows import DEFAULT_SPLIT, default_split
 from ..errors import VPIntegratorError
 from .config import IDENTIFY_METHODS, use_device_engine
 from .context import ContextStep, oracle_theta
@@ -45,9 +48,6 @@ __all__ = ["Method", "StepSettings", "model_label", "parse_model_entry", "model_
            "fit_split"]
 
 
-#: vp-train's default trajectory split (``TrainConfig``'s val_fraction, test_fraction, seed): the split of the
-#: fitted rows of a run without a model whose split applies
-DEFAULT_SPLIT = (0.1, 0.1, 1234)
 
 
 @dataclass(frozen=True)
@@ -200,22 +200,20 @@ def fitted_rows(names) -> list[str]:
 
 def fit_split(model_splits, n_traj: int) -> FitSplit:
     """The fitted rows' split: that of the first model whose recorded split applies (``model_splits``:
-    ``vpintegrator.rollout.splits.ModelSplit`` per model of the run), else ``DEFAULT_SPLIT`` of the file's
-    ``n_traj`` trajectories."""
+    ``vpintegrator.rollout.splits.ModelSplit`` per model of the run), else vp-train's default split of the
+    file's ``n_traj`` trajectories (``vpintegrator.data.windows.default_split``)."""
     for ms in model_splits:
         if ms.split is not None:
             train, val, test = (np.array(sorted(int(i) for i in ms.split[k]), dtype=np.int64)
                                 for k in ("train", "val", "test"))
             return FitSplit(train, val, test, source=f"the split of model {ms.label!r}")
-    from ..data.windows import split_train_val_test
-
     val_fraction, test_fraction, seed = DEFAULT_SPLIT
     if n_traj < 3:
         raise VPIntegratorError(f"fitted rows (sindy+METHOD, parrot) hold out validation and test trajectories: the "
                                 f"data file has {n_traj}; give one with at least 3", key="integrators")
-    train, val, test = split_train_val_test(n_traj, val_fraction, test_fraction, seed)
+    train, val, test = default_split(n_traj)
     return FitSplit(train, val, test, source=f"vp-train's default split (val_fraction {val_fraction}, test_fraction "
-                    f"{test_fraction}, seed {seed})")
+                    f"{test_fraction}, split_seed {seed})")
 
 
 class Method(NamedTuple):

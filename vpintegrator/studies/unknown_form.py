@@ -374,9 +374,11 @@ def evaluate_seed(system: str, sigma: float, seed: int, trained: dict[str, dict[
     data = read_trajectories(train_file).y
     if summary and "split" in summary:
         tr_idx, va_idx = summary["split"]["train"], summary["split"]["val"]
-    else:
-        order = np.random.default_rng(seed).permutation(len(data))
-        tr_idx, va_idx = order[: int(0.8 * len(data))], order[int(0.8 * len(data)) : int(0.9 * len(data))]
+    else:  # no learned run recorded one: vp-train's split of these settings (the one rule, split_seed 0)
+        from ..data.windows import DEFAULT_SPLIT, split_train_val_test
+
+        tr_idx, va_idx, _ = split_train_val_test(len(data), VALIDATION["val_fraction"], VALIDATION["test_fraction"],
+                                                 DEFAULT_SPLIT[2])
     train, val = data[np.asarray(tr_idx)], data[np.asarray(va_idx)]
 
     rows: list[dict[str, Any]] = []

@@ -23,6 +23,7 @@ import numpy as np
 from ..arrays import DTYPES
 from .. import config as config_layer
 from ..config import Config, declared, key
+from ..data.windows import DEFAULT_SPLIT
 from ..device import check_device_name
 from ..errors import VPIntegratorError
 from ..fastpath import FAST_STEPS as _FAST_STEPS, check_fast_step
@@ -357,8 +358,10 @@ class TrainConfig(Config):
     schedule_per: str = key("step", choices=SCHEDULE_PER)
     decay_epochs: float | None = key(None, type=float, low=0, open_low=True, optional=True, show_default="--epochs")
     stride: int = key(1, type=int, low=1)
-    val_fraction: float = key(0.1, type=float, low=0, high=1, open_high=True, expected="a number in [0, 1)")
-    test_fraction: float = key(0.1, type=float, low=0, high=1, open_high=True, expected="a number in [0, 1)")
+    val_fraction: float = key(DEFAULT_SPLIT[0], type=float, low=0, high=1, open_high=True,
+                              expected="a number in [0, 1)")
+    test_fraction: float = key(DEFAULT_SPLIT[1], type=float, low=0, high=1, open_high=True,
+                               expected="a number in [0, 1)")
     split_by: str = key("initial_conditions", choices=SPLITS)
     patience: int = key(0, type=int, low=0, resumable=True,
                         expected="a non-negative integer (0 disables early stopping)")
@@ -368,7 +371,7 @@ class TrainConfig(Config):
     max_steps: int | None = key(None, type=int, low=1, optional=True, resumable=True, show_default="none")
     seed: int = key(1234, type=int, low=0, high=2**63, open_high=True,
                     expected="a non-negative integer (below 2**63)")
-    split_seed: int = key(0, type=int, low=0, high=2**63, open_high=True,
+    split_seed: int = key(DEFAULT_SPLIT[2], type=int, low=0, high=2**63, open_high=True,
                           expected="a non-negative integer (below 2**63)")
     device: str = key("auto", check=_check_device, metavar="DEVICE", resumable=True)
     dtype: str = key("float32", choices=DTYPES, expected=" or ".join(DTYPES))
