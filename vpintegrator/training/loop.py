@@ -240,7 +240,7 @@ class Trainer:
         # the trajectory split (setup.split_record) goes to the top of summary.json and into every checkpoint;
         # None when fit was given its validation data or windows (nothing was split)
         self.data_info = dict(inputs.data_info)
-        split = {k: self.data_info.pop(k) for k in ("split", "split_data", "split_seed", "split_by")
+        split = {k: self.data_info.pop(k) for k in ("split", "split_data", "split_seed", "split_by", "ancestors")
                  if k in self.data_info}
         # what the model was trained on (setup.system_record: dt, system, its parameters), for vp-rollout's check
         # (summary.json's "data" keeps its "system" as before)
@@ -403,6 +403,8 @@ class Trainer:
         if "split" in self.split_extra:  # as load_model gives it from the checkpoint: vp-rollout labels rows by it
             model.training_split = self.split_extra["split"]
             model.training_split_data = self.split_extra["split_data"]
+        if "ancestors" in self.split_extra:  # the models it was fine-tuned from (init_from): what they trained on
+            model.training_ancestors = self.split_extra["ancestors"]
         trained_on = {k: self.split_extra[k] for k in SYSTEM_KEYS if k in self.split_extra}
         if trained_on:  # as load_model gives it: vp-rollout checks the step and the system
             model.trained_on = trained_on  # type: ignore[assignment]  # a plain attribute, as load_model sets it

@@ -669,4 +669,28 @@ def prepare(plan: TrainPlan, device: torch.device) -> Prepared:
     extra = {"seeds": list(seeds), "ensemble": len(seeds)} if plan.ensemble else {}
     record = resolved_record(plan, data_paths, models[0], name, **extra)
     train_set, val_set, validator, info = window_sets(plan, data, data_paths, seq_len, pred_window, device)
+    if plan.model.init_from is not None:  # the split travels with the weights: the ancestors' trajectories
+        info["ancestors"] = ancestry(plan.model.init_from)
     return Prepared(models, name, record, train_set, val_set, validator, info)
+
+
+def ancestry(source: str) -> list[dict[str, Any]]:
+    """What the model file ``source`` (``init_from``: a file, a run directory, ``pretrained:NAME``) and the
+    models it was itself fine-tuned from trained on, nearest first: per ancestor ``{"source", "split",
+    "split_data"}`` (its recorded trajectory split and what identifies those trajectories, None where it
+    recorded none; ``split_by`` too where it held out parameters). A run that starts from ``source`` records
+    the list as ``ancestors`` (``summary.json`` and every checkpoint), so that ``vp-rollout`` labels a
+    trajectory that an ancestor trained or validated on ``ancestor_seen``, never ``test``
+    (``vpintegrator.rollout.splits``)."""
+    from ..models import load_checkpoint
+
+    payload = load_checkpoint(source)
+    own: dict[str, Any] = {"source": str(source)}
+    for k in ("split", "split_data", "split_by"):
+        value = payload.get(k)
+        if isinstance(value, dict):
+            own[k] = value
+        elif k != "split_by":
+            own[k] = None
+    earlier = payload.get("ancestors")
+    return [own, *([a for a in earlier if isinstance(a, dict)] if isinstance(earlier, list) else [])]
