@@ -238,17 +238,34 @@ def test_plan_runs_the_paper_setup(tmp_path):
 
 
 def test_training_budget_is_cpu_time_with_a_wall_ceiling(tmp_path):
-    """Issue 36: a loaded machine gave each "60 s" model 17–20 CPU s; the budget is CPU seconds by default."""
+    """Issue 36: a loaded machine gave each "60 s" model 17–20 CPU s; --budget cpu counts CPU seconds."""
     def train_flags(*extra):
         a = rr.STUDY.parse(["--out", str(tmp_path / "run"), "--seeds", "0", "--models", "vpt", "--train-seconds", "50", *extra])
         cmd = [str(c) for c in rr.plan(a).tasks["train_vpt_s0"].cmd]
         return {f: cmd[cmd.index(f) + 1] for f in ("--cpu-time-limit", "--time-limit") if f in cmd}
 
-    assert train_flags() == {"--cpu-time-limit": "50", "--time-limit": "200"}
-    assert train_flags("--wall-ceiling", "2") == {"--cpu-time-limit": "50", "--time-limit": "100"}
+    assert train_flags("--budget", "cpu") == {"--cpu-time-limit": "50", "--time-limit": "200"}
+    assert train_flags("--budget", "cpu", "--wall-ceiling", "2") == {"--cpu-time-limit": "50", "--time-limit": "100"}
     assert train_flags("--budget", "wall") == {"--time-limit": "50"}
     with pytest.raises(study_runner.StudyError, match="--wall-ceiling"):
         rr.STUDY.parse(["--out", str(tmp_path / "run"), "--wall-ceiling", "0.5"])
+
+
+def test_the_study_stops_each_training_by_a_rule_no_load_moves_by_default(tmp_path):
+    """Issue 54: a CPU budget is not machine-independent (an epoch costs 15–25 % more CPU on a loaded machine);
+    by default each training stops at its validation plateau or after a count of optimiser steps."""
+    def cmd(*extra):
+        a = rr.STUDY.parse(["--out", str(tmp_path / "run"), "--seeds", "0", "--models", "vpt", *extra])
+        return [str(c) for c in rr.plan(a).tasks["train_vpt_s0"].cmd]
+
+    quick = cmd("--quick")
+    assert "--cpu-time-limit" not in quick
+    sets = [quick[i + 1] for i, c in enumerate(quick) if c == "--set"]
+    assert sets == ["patience=10", "min_rel_delta=0.01", f"max_steps={rr.MAX_STEPS_QUICK}"]
+    assert quick[quick.index("--time-limit") + 1] == "240"  # the wall ceiling stays, a safety net
+    full = cmd("--patience", "4", "--max-steps", "77")
+    assert [full[i + 1] for i, c in enumerate(full) if c == "--set"] == ["patience=4", "min_rel_delta=0.01",
+                                                                         "max_steps=77"]
 
 
 def test_quick_plan_trains_on_implicit_midpoint_data_only(tmp_path):
