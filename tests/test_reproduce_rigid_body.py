@@ -262,7 +262,7 @@ def test_the_study_stops_each_training_by_a_rule_no_load_moves_by_default(tmp_pa
     assert "--cpu-time-limit" not in quick
     sets = [quick[i + 1] for i, c in enumerate(quick) if c == "--set"]
     assert sets == ["patience=10", "min_rel_delta=0.01", f"max_steps={rr.MAX_STEPS_QUICK}"]
-    assert quick[quick.index("--time-limit") + 1] == "240"  # the wall ceiling stays, a safety net
+    assert quick[quick.index("--time-limit") + 1] == "2400"  # the wall ceiling stays, a safety net: 10 x 4 x 60 s
     full = cmd("--patience", "4", "--max-steps", "77")
     assert [full[i + 1] for i, c in enumerate(full) if c == "--set"] == ["patience=4", "min_rel_delta=0.01",
                                                                          "max_steps=77"]

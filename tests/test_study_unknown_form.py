@@ -139,7 +139,7 @@ def test_the_tables_print_the_stop_rule_and_say_whether_the_gaps_are_at_plateau(
 def test_the_plateau_rule_is_vp_trains_patience_and_min_rel_delta_with_a_step_cap():
     rule = uf.StopRule()
     assert rule.flags("lm", 50.0, 3.0) == ["--set", "patience=10", "--set", "min_rel_delta=0.01", "--set",
-                                           f"max_steps={uf.MAX_STEPS['lm']}", "--set", "time_limit=150"]
+                                           f"max_steps={uf.MAX_STEPS['lm']}", "--set", "time_limit=1500"]
     assert f"max_steps={uf.MAX_STEPS['adam']}" in rule.flags("adam", 20.0, 3.0)
     assert uf.StopRule("cpu").flags("lm", 50.0, 3.0) == ["--set", "cpu_time_limit=50", "--set", "time_limit=150"]
     a = uf.STUDY.parse(["--out", "x"])

@@ -52,7 +52,7 @@ from . import export
 from .._shipped import shipped_file
 from ..config import key
 from .options import BUDGETS, PLATEAU_HELP, Study, StudyOptions, comma_list, model_list
-from .runner import Runner, StudyError, Task, budget_flags, check_study_out, study_lock
+from .runner import PLATEAU_WALL_FACTOR, Runner, StudyError, Task, budget_flags, check_study_out, study_lock
 from .stats import read_json, write_if_changed, write_json
 
 PRETRAINED = ("vpt", "vpff", "st")
@@ -78,7 +78,7 @@ class RigidBodyOptions(StudyOptions):
         Comma list out of vpff, vpt, vpt_arb, st, vpt_exact (default all; --quick vpff,vpt,st).
     train_seconds : float
         Seconds per training run (300; --quick 60): CPU seconds with --budget cpu, wall with --budget wall;
-        with --budget plateau the wall ceiling is --wall-ceiling times it.
+        with --budget plateau the wall ceiling is 10 times --wall-ceiling times it.
     long_t_end : float
         Horizon of the long rollout (5000; --quick 1000).
     long_volume : bool
@@ -138,7 +138,7 @@ def _rule(a) -> str:
     """What stops each training, in a few words."""
     if a.budget == "plateau":
         return (f"plateau (patience {a.patience} epochs, 1 percent) or {a.max_steps} steps, wall ceiling "
-                f"{a.wall_ceiling * a.train_seconds:g} s,")
+                f"{PLATEAU_WALL_FACTOR * a.wall_ceiling * a.train_seconds:g} s,")
     return f"{a.train_seconds:g} {a.budget} s"
 
 

@@ -69,14 +69,17 @@ WALL_CEILING = 4.0
 PLATEAU_REL_DELTA = 0.01
 #: the default ``--patience`` of ``--budget plateau``, in epochs
 PLATEAU_PATIENCE = 10
+#: ``--budget plateau``'s wall ceiling, a safety net that should never be what stops a run: this many times the
+#: CPU budget's (``--wall-ceiling`` times the seconds): a run to its plateau may take several times a budget's CPU
+PLATEAU_WALL_FACTOR = 10.0
 
 
 def budget_flags(a: Any, seconds: float, wall_seconds: float | None = None, max_steps: int | None = None) -> list[str]:
     """vp-train flags for a training budget of ``seconds`` (as ``a.budget`` says: CPU or wall seconds, or
     ``plateau``); with a CPU budget the wall ceiling is ``a.wall_ceiling`` times ``wall_seconds`` (default
     ``seconds``). ``plateau``: stop by rules no load moves, the plateau rule (``a.patience`` epochs,
-    ``PLATEAU_REL_DELTA``) and a step budget (``a.max_steps``, else the study's ``max_steps``), the wall
-    ceiling kept as a safety net; each run's ``summary.json`` records which stopped it, and its CPU seconds."""
+    ``PLATEAU_REL_DELTA``) and a step budget (``a.max_steps``, else the study's ``max_steps``), a wall
+    ceiling ``PLATEAU_WALL_FACTOR`` times the CPU budget's kept as a safety net; each run's ``summary.json`` records which stopped it, and its CPU seconds."""
     budget = getattr(a, "budget", "cpu")
     if budget == "wall":
         return ["--time-limit", f"{seconds:g}"]
@@ -85,7 +88,8 @@ def budget_flags(a: Any, seconds: float, wall_seconds: float | None = None, max_
         steps = getattr(a, "max_steps", None) or max_steps
         return ["--set", f"patience={int(getattr(a, 'patience', PLATEAU_PATIENCE))}",
                 "--set", f"min_rel_delta={PLATEAU_REL_DELTA:g}",
-                *(["--set", f"max_steps={int(steps)}"] if steps else []), "--time-limit", f"{ceiling:g}"]
+                *(["--set", f"max_steps={int(steps)}"] if steps else []),
+                "--time-limit", f"{PLATEAU_WALL_FACTOR * ceiling:g}"]
     return ["--cpu-time-limit", f"{seconds:g}", "--time-limit", f"{ceiling:g}"]
 
 

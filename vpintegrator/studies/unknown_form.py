@@ -228,7 +228,8 @@ class StopRule:
     ``patience`` epochs without a ``PLATEAU_REL_DELTA`` relative fall of the monitored score, or ``max_steps``
     optimiser steps by optimiser, ``MAX_STEPS``: rules no load on the machine moves), ``"cpu"`` (the
     ``budget_seconds`` CPU budget, as the shipped results were made) or ``"wall"``; a wall ceiling of
-    ``ceiling`` times the budget seconds stays a safety net either way. Each run's ``summary.json`` records
+    ``ceiling`` times the budget seconds (``PLATEAU_WALL_FACTOR`` times that with the plateau rule) stays a
+    safety net. Each run's ``summary.json`` records
     which stopped it (``stopped``, ``stop_clock``) and its CPU seconds."""
 
     budget: str = "plateau"
@@ -237,16 +238,15 @@ class StopRule:
 
     def flags(self, optimizer: str, seconds: float, ceiling: float) -> list[str]:
         """``vp-train --set`` entries of one phase (``optimizer``) with ``seconds`` of budget."""
-        from .runner import PLATEAU_REL_DELTA
+        from .runner import PLATEAU_REL_DELTA, PLATEAU_WALL_FACTOR
 
-        wall = ["--set", f"time_limit={seconds * ceiling:g}"]
         if self.budget == "wall":
             return ["--set", f"time_limit={seconds:g}"]
         if self.budget == "cpu":
-            return ["--set", f"cpu_time_limit={seconds:g}", *wall]
+            return ["--set", f"cpu_time_limit={seconds:g}", "--set", f"time_limit={seconds * ceiling:g}"]
         steps = (self.max_steps or MAX_STEPS)[optimizer if optimizer in (self.max_steps or MAX_STEPS) else "lm"]
         return ["--set", f"patience={self.patience}", "--set", f"min_rel_delta={PLATEAU_REL_DELTA:g}",
-                "--set", f"max_steps={steps}", *wall]
+                "--set", f"max_steps={steps}", "--set", f"time_limit={PLATEAU_WALL_FACTOR * seconds * ceiling:g}"]
 
     def describe(self) -> str:
         """The rule in one line (the tables print it)."""
@@ -881,7 +881,7 @@ class UnknownFormOptions(StudyOptions):
         Held-out initial conditions per system (default 100).
     budget_seconds : float
         CPU seconds of every training run with --budget cpu (each sweep point, both phases of a warm-started one;
-        default 50); with --budget plateau the wall ceiling is --wall-ceiling times it.
+        default 50); with --budget plateau the wall ceiling is 10 times --wall-ceiling times it.
     sweep : int
         Sweep points per approach (1 or 2; default 2).
     amortise_over : float
