@@ -149,8 +149,8 @@ def default_traj(splits: Sequence[ModelSplit]) -> np.ndarray | None:
         names = ", ".join(repr(s.label) for s in known)
         seen = [s.label for s in known if s.seen and not s.held_out() and s.split["test"]]
         if seen:
-            what = ("has no test trajectory that the models it was fine-tuned from did not train or validate on "
-                    f"(model(s) {', '.join(map(repr, seen))})")
+            what = ("ha" + ("s" if len(known) == 1 else "ve") + " no test trajectory that the models "
+                    + ("it was" if len(known) == 1 else "they were") + " fine-tuned from did not train or validate on")
         elif len(known) == 1:
             what = "has an empty test split (test_fraction = 0)"
         else:
