@@ -125,12 +125,12 @@ def test_the_tables_print_the_stop_rule_and_say_whether_the_gaps_are_at_plateau(
     text = uf.tables(uf.summarize_rows(rows))
     assert text.startswith("Stop rule of the trainings: the validation plateau: patience 7 epochs without a 1 "
                            "percent fall of the monitored score, or a cap of 300 LM steps, 900 Adam steps.")
-    assert "Every training run stopped at its validation plateau (10 runs): the gaps between the rows are at " \
+    assert "Every vp-train run stopped at its validation plateau (10 runs): the gaps between the rows are at " \
            "plateau." in text
     assert "| plateau (patience) |" in text
     rows[0] = {**rows[0], "sweep": [{**rows[0]["sweep"][0], "stopped": ["step budget"]}, rows[0]["sweep"][1]]}
     text = uf.tables(uf.summarize_rows(rows))
-    assert "9 of 10 training runs stopped at their validation plateau (9 by plateau (patience), 1 by step " \
+    assert "9 of 10 vp-train runs stopped at their validation plateau (9 by plateau (patience), 1 by step " \
            "budget)" in text
     old = uf.tables(uf.summarize_rows(_rows()))  # rows from before the record: said, not guessed
     assert "Stop rule of the trainings: not recorded" in old and "not shown to be at plateau" in old
@@ -223,7 +223,7 @@ def test_tiny_end_to_end_run_on_the_control_system(tmp_path, capsys):
     """The whole code path on the rigid body (every row, one seed, σ = 0 and 1e-3, 1 CPU s per training)."""
     out = tmp_path / "run"
     argv = ["--out", str(out), "--systems", "rigid_body", "--seeds", "0", "--n-train", "20", "--n-test", "6",
-            "--budget-seconds", "1", "--sweep", "1", "--jobs", "1"]
+            "--budget-seconds", "1", "--sweep", "1", "--jobs", "1", "--max-steps", "20"]
     assert _main([*argv, "--noise", "0,0.001"]) == 0
     rows = json.loads((out / "unknown_form.json").read_text())["rows"]
     methods = {r["method"] for r in rows}
@@ -244,6 +244,10 @@ def test_tiny_end_to_end_run_on_the_control_system(tmp_path, capsys):
     assert clean["lphnn@implicit_midpoint"]["casimir_long"] < 1e-12
     assert all(len(r["errors"]["10"]) == 6 for r in rows if r.get("failed", 0) >= 0)
     assert (out / "unknown_form.md").is_file() and (out / "unknown_form_cost_rigid_body.png").is_file()
+    # the plateau rule by default: every phase stopped at its plateau or its 20-step cap, as its record says
+    stops = {s for r in rows for p in r.get("sweep") or [] for s in p["stopped"]}
+    assert stops <= {"plateau (patience)", "step budget", "wall ceiling"} and stops
+    assert "Stop rule of the trainings: the validation plateau" in (out / "unknown_form.md").read_text()
     # a second invocation reuses the finished runs and replaces its own rows only
     assert _main([*argv, "--noise", "0"]) == 0
     again = json.loads((out / "unknown_form.json").read_text())["rows"]

@@ -765,13 +765,13 @@ def stop_rule_lines(summary: Sequence[dict[str, Any]]) -> list[str]:
                       "recorded it): the gaps between the rows are at the budget, not shown to be at plateau.", ""]
     at = sum(s == "plateau (patience)" for s in phases)
     if at == len(phases):
-        return [rule, f"Every training run stopped at its validation plateau ({len(phases)} runs): the gaps between "
+        return [rule, f"Every vp-train run stopped at its validation plateau ({len(phases)} runs): the gaps between "
                       "the rows are at plateau.", ""]
     counts: dict[str, int] = {}
     for s in phases:
         counts[s] = counts.get(s, 0) + 1
     how = ", ".join(f"{n} by {what}" for what, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-    return [rule, f"{at} of {len(phases)} training runs stopped at their validation plateau ({how}): the gaps "
+    return [rule, f"{at} of {len(phases)} vp-train runs stopped at their validation plateau ({how}): the gaps "
                   "between the rows are at plateau only where every run of both rows did.", ""]
 
 
