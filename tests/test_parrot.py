@@ -68,7 +68,7 @@ def test_bad_context_is_one_line():
 
 
 def test_parrot_row_on_a_family_file(family, tmp_path):
-    report = run_rollouts(RolloutConfig(data=str(family), out=str(tmp_path / "r.h5"), integrators=["parrot"],
+    report = run_rollouts(RolloutConfig(fit_on_data=True, data=str(family), out=str(tmp_path / "r.h5"), integrators=["parrot"],
                                         heldout=4, t_end=10.0))
     result = read_rollout(report.out)
     err = result.metrics["parrot"].rel_error
@@ -83,7 +83,7 @@ def test_parrot_reproduces_a_training_trajectory_of_the_file(family, tmp_path):
     from vpintegrator.rollout.methods import DEFAULT_SPLIT
 
     i = int(split_train_val_test(30, *DEFAULT_SPLIT)[0][3])
-    report = run_rollouts(RolloutConfig(data=str(family), out=str(tmp_path / "r.h5"), integrators=["parrot"],
+    report = run_rollouts(RolloutConfig(fit_on_data=True, data=str(family), out=str(tmp_path / "r.h5"), integrators=["parrot"],
                                         traj=[i], reference="data"))
     assert report.rows[0]["split"] == "train"
     np.testing.assert_array_equal(read_rollout(report.out).metrics["parrot"].rel_error, 0.0)
@@ -93,7 +93,7 @@ def test_vp_rollout_cli_parrot_beside_identification(family, tmp_path):
     from vpintegrator.cli.rollout import main
 
     out = tmp_path / "cli.h5"
-    res = CliRunner().invoke(main, ["--data", str(family), "--integrators", "parrot,fd+rk4", "--context-len", "4",
+    res = CliRunner().invoke(main, ["--data", str(family), "--fit-on-data", "--integrators", "parrot,fd+rk4", "--context-len", "4",
                                     "--t-end", "8", "--out", str(out)], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     assert "parrot: fitted on vp-train's default split" in res.output
@@ -119,7 +119,7 @@ def test_the_context_study_has_a_parrot_row(family):
 
 def test_a_horizon_shorter_than_the_context_is_refused_before_anything_runs(family, tmp_path):
     with pytest.raises(VPIntegratorError, match="t_end: the horizon has 2 steps") as err:
-        run_rollouts(RolloutConfig(data=str(family), out=str(tmp_path / "r.h5"), integrators=["rk4", "parrot"],
+        run_rollouts(RolloutConfig(fit_on_data=True, data=str(family), out=str(tmp_path / "r.h5"), integrators=["rk4", "parrot"],
                                    context_len=5, t_end=0.4))
     assert err.value.key == "t_end" and not (tmp_path / "r.h5").exists()
 
@@ -130,7 +130,7 @@ def test_the_volume_figure_names_the_copy_map(family, tmp_path):
     matplotlib.use("Agg")
     from vpintegrator.plotting import plot_volume
 
-    report = run_rollouts(RolloutConfig(data=str(family), out=str(tmp_path / "r.h5"), integrators=["parrot", "rk4"],
+    report = run_rollouts(RolloutConfig(fit_on_data=True, data=str(family), out=str(tmp_path / "r.h5"), integrators=["parrot", "rk4"],
                                         t_end=4.0))
     fig = plot_volume(report.out)
     notes = [t.get_text() for ax in fig.axes for t in ax.texts]

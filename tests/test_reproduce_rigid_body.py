@@ -238,17 +238,34 @@ def test_plan_runs_the_paper_setup(tmp_path):
 
 
 def test_training_budget_is_cpu_time_with_a_wall_ceiling(tmp_path):
-    """Issue 36: a loaded machine gave each "60 s" model 17–20 CPU s; the budget is CPU seconds by default."""
+    """Issue 36: a loaded machine gave each "60 s" model 17–20 CPU s; --budget cpu counts CPU seconds."""
     def train_flags(*extra):
         a = rr.STUDY.parse(["--out", str(tmp_path / "run"), "--seeds", "0", "--models", "vpt", "--train-seconds", "50", *extra])
         cmd = [str(c) for c in rr.plan(a).tasks["train_vpt_s0"].cmd]
         return {f: cmd[cmd.index(f) + 1] for f in ("--cpu-time-limit", "--time-limit") if f in cmd}
 
-    assert train_flags() == {"--cpu-time-limit": "50", "--time-limit": "200"}
-    assert train_flags("--wall-ceiling", "2") == {"--cpu-time-limit": "50", "--time-limit": "100"}
+    assert train_flags("--budget", "cpu") == {"--cpu-time-limit": "50", "--time-limit": "200"}
+    assert train_flags("--budget", "cpu", "--wall-ceiling", "2") == {"--cpu-time-limit": "50", "--time-limit": "100"}
     assert train_flags("--budget", "wall") == {"--time-limit": "50"}
     with pytest.raises(study_runner.StudyError, match="--wall-ceiling"):
         rr.STUDY.parse(["--out", str(tmp_path / "run"), "--wall-ceiling", "0.5"])
+
+
+def test_the_study_stops_each_training_by_a_rule_no_load_moves_by_default(tmp_path):
+    """Issue 54: a CPU budget is not machine-independent (an epoch costs 15–25 % more CPU on a loaded machine);
+    by default each training stops at its validation plateau or after a count of optimiser steps."""
+    def cmd(*extra):
+        a = rr.STUDY.parse(["--out", str(tmp_path / "run"), "--seeds", "0", "--models", "vpt", *extra])
+        return [str(c) for c in rr.plan(a).tasks["train_vpt_s0"].cmd]
+
+    quick = cmd("--quick")
+    assert "--cpu-time-limit" not in quick
+    sets = [quick[i + 1] for i, c in enumerate(quick) if c == "--set"]
+    assert sets == ["patience=10", "min_rel_delta=0.01", f"max_steps={rr.MAX_STEPS_QUICK}"]
+    assert quick[quick.index("--time-limit") + 1] == "2400"  # the wall ceiling stays, a safety net: 10 x 4 x 60 s
+    full = cmd("--patience", "4", "--max-steps", "77")
+    assert [full[i + 1] for i, c in enumerate(full) if c == "--set"] == ["patience=4", "min_rel_delta=0.01",
+                                                                         "max_steps=77"]
 
 
 def test_quick_plan_trains_on_implicit_midpoint_data_only(tmp_path):
@@ -454,25 +471,36 @@ def test_sigterm_stops_the_children_and_exits_130(tmp_path):
     assert not (run / ".tasks" / "sleep.json").exists()  # not marked done: --skip-existing runs it again
 
 
-def _budget_run(path: Path, cpu: float, wall: float, stopped: str = "time_limit", budget: float = 60.0) -> Path:
+def _budget_run(path: Path, cpu: float, wall: float, stopped: str = "time_limit", budget: float = 60.0,
+                clock: str | None = "cpu") -> Path:
     path.mkdir(parents=True)
     (path / "config.toml").write_text(f"cpu_time_limit = {budget}\ntime_limit = {4 * budget}\n")
-    (path / "summary.json").write_text(json.dumps({"cpu_time": cpu, "wall_time": wall, "stopped": stopped}))
+    record = {"cpu_time": cpu, "wall_time": wall, "stopped": stopped}
+    if clock != "absent":
+        record["stop_clock"] = clock if stopped == "time_limit" else None
+    (path / "summary.json").write_text(json.dumps(record))
     return path
 
 
 def test_results_say_which_trainings_a_wall_limit_stopped_before_their_cpu_budget(tmp_path):
-    """A quick study on a loaded machine: the runs stopped at their wall ceiling with CPU seconds of their
-    budget left are named in results.md with the CPU seconds they used; the others are not."""
+    """A quick study on a loaded machine: the runs their wall ceiling stopped are named in results.md with the
+    CPU seconds they used, read from the run's own record (``stop_clock``), not guessed from the seconds: the
+    loop stops *before* an epoch that would overrun, so a wall-cut run ends short of its limit (231 of 240 s
+    here, which the old ``wall >= 0.99 * limit`` rule counted as not cut)."""
     from vpintegrator.studies import rigid_body_results as results
 
-    cut = results.training_budget(_budget_run(tmp_path / "vpt_s0", cpu=51.3, wall=240.0))
+    cut = results.training_budget(_budget_run(tmp_path / "vpt_s0", cpu=39.3, wall=231.0, clock="wall"))
     full = results.training_budget(_budget_run(tmp_path / "vpt_s1", cpu=60.02, wall=75.0))
     early = results.training_budget(_budget_run(tmp_path / "st_s0", cpu=20.0, wall=21.0, stopped="early_stopping"))
+    old = results.training_budget(_budget_run(tmp_path / "st_s1", cpu=50.0, wall=239.0, clock="absent"))
     assert (cut["wall_limited"], full["wall_limited"], early["wall_limited"]) == (True, False, False)
+    assert old["wall_limited"] is None  # recorded before the clock was: not known
     assert results.training_budget(tmp_path / "missing") is None
     lines = results.budget_lines([{"model": "vpt", "seed": 0, **cut}, {"model": "vpt", "seed": 1, **full},
-                             {"model": "st", "seed": 0, **early}])
-    assert "1 of 3 trainings stopped at their wall-time ceiling before their CPU budget" in lines[0]
-    assert "vpt seed 0: 51 of 60 CPU s (240 s wall)" in lines[0] and "seed 1" not in lines[0]
-    assert "none at its wall ceiling" in results.budget_lines([{"model": "vpt", "seed": 1, **full}])[0]
+                                  {"model": "st", "seed": 0, **early}])
+    assert "1 of 3 trainings stopped at their wall-time ceiling" in lines[0]
+    assert "vpt seed 0: 39 of 60 CPU s (231 s wall)" in lines[0] and "seed 1" not in lines[0]
+    assert "1 by their CPU budget" in lines[0] and "1 by their wall ceiling" in lines[0]
+    assert "1 at plateau (patience)" in lines[0]
+    assert results.budget_lines([{"model": "vpt", "seed": 1, **full}])[0] == (
+        "How the 1 trainings stopped (each run's summary.json): 1 by their CPU budget.")

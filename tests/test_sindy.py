@@ -39,7 +39,7 @@ def test_default_split_is_vp_trains():
     from vpintegrator.training import TrainConfig
 
     defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
-    assert DEFAULT_SPLIT == (defaults["val_fraction"], defaults["test_fraction"], defaults["seed"])
+    assert DEFAULT_SPLIT == (defaults["val_fraction"], defaults["test_fraction"], defaults["split_seed"])
 
 
 @pytest.mark.parametrize("name", ["poly3", "trig", "exp", "poly2+trig+exp"])
@@ -85,7 +85,7 @@ def test_degree_two_library_recovers_the_euler_equations():
 
 def test_sindy_gauss_legendre4_held_out_error_at_t10(data, tmp_path):
     pytest.importorskip("pysindy")
-    report = run_rollouts(RolloutConfig(data=str(data), out=str(tmp_path / "r.h5"), heldout=5, t_end=10.0,
+    report = run_rollouts(RolloutConfig(fit_on_data=True, data=str(data), out=str(tmp_path / "r.h5"), heldout=5, t_end=10.0,
                                         integrators=["sindy+gauss_legendre4"]))
     assert not report.failures
     result = read_rollout(report.out)
@@ -102,13 +102,13 @@ def test_the_test_split_is_rolled_out_and_labelled(data, tmp_path):
     pytest.importorskip("pysindy")
     from vpintegrator.data.windows import split_train_val_test
 
-    report = run_rollouts(RolloutConfig(data=str(data), out=str(tmp_path / "r.h5"), integrators=["sindy+rk4", "rk4"]))
+    report = run_rollouts(RolloutConfig(fit_on_data=True, data=str(data), out=str(tmp_path / "r.h5"), integrators=["sindy+rk4", "rk4"]))
     test = split_train_val_test(20, *DEFAULT_SPLIT)[2]
     assert sorted(read_rollout(report.out).traj_index) == sorted(test.tolist())
     assert {r["split"] for r in report.rows} == {"test"}
     # a training trajectory asked for by name is labelled so, with one warning
-    report = run_rollouts(RolloutConfig(data=str(data), out=str(tmp_path / "t.h5"), integrators=["sindy+rk4"],
-                                        traj=[int(split_train_val_test(20, *DEFAULT_SPLIT)[0][0])]))
+    report = run_rollouts(RolloutConfig(fit_on_data=True, data=str(data), out=str(tmp_path / "t.h5"),
+                                        integrators=["sindy+rk4"], traj=[int(split_train_val_test(20, *DEFAULT_SPLIT)[0][0])]))
     assert [r["split"] for r in report.rows] == ["train"] and "training split" in report.warnings[0]
 
 
@@ -118,7 +118,7 @@ def test_a_row_without_a_model_fails_alone(data, tmp_path, monkeypatch):
 
     monkeypatch.setattr(sindy, "THRESHOLDS", (1e3,))  # every candidate all-zero: nothing fits
     lines = []
-    report = run_rollouts(RolloutConfig(data=str(data), out=str(tmp_path / "r.h5"), integrators=["sindy+rk4", "rk4"]),
+    report = run_rollouts(RolloutConfig(fit_on_data=True, data=str(data), out=str(tmp_path / "r.h5"), integrators=["sindy+rk4", "rk4"]),
                           log=lines.append)
     assert set(report.failures) == {"sindy+rk4"}
     line = report.failures["sindy+rk4"].line()
@@ -132,7 +132,7 @@ def test_a_row_without_a_model_fails_alone(data, tmp_path, monkeypatch):
 def test_without_pysindy_one_line_says_how_to_install(data, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "pysindy", None)  # import pysindy raises ImportError
     with pytest.raises(VPIntegratorError, match=r'pip install "vpintegrator\[sindy\]"') as err:
-        run_rollouts(RolloutConfig(data=str(data), out=str(tmp_path / "r.h5"), integrators=["sindy+rk4"]))
+        run_rollouts(RolloutConfig(fit_on_data=True, data=str(data), out=str(tmp_path / "r.h5"), integrators=["sindy+rk4"]))
     assert "\n" not in str(err.value) and not (tmp_path / "r.h5").exists()
 
 
@@ -158,7 +158,7 @@ def test_vp_rollout_cli_runs_a_sindy_row(data, tmp_path):
     from vpintegrator.cli.rollout import main
 
     out = tmp_path / "cli.h5"
-    res = CliRunner().invoke(main, ["--data", str(data), "--integrators", "sindy+implicit_midpoint", "--t-end", "4",
+    res = CliRunner().invoke(main, ["--data", str(data), "--fit-on-data", "--integrators", "sindy+implicit_midpoint", "--t-end", "4",
                                     "--out", str(out), "-q"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     assert "z2' = -1.000000 z1 z3" in read_rollout(out).methods["sindy+implicit_midpoint"].meta["sindy_equations"]

@@ -74,34 +74,76 @@ def test_plateau_is_the_gain_of_the_second_half_of_the_budget():
 
 
 def test_the_tables_say_which_trainings_a_wall_ceiling_cut_short():
+    """Read from each run's own record (the sweep point's ``stopped``), never from its seconds."""
     rows = _rows()
     summary = uf.summarize_rows(rows)
-    assert "10 runs recorded before the study noted it: not known" in uf.wall_ceiling_line(summary)
+    assert uf.wall_ceiling_line(summary).startswith("Whether a wall-time ceiling stopped any of the 10 training "
+                                                    "runs is not known")
     for r in rows:
         for i, point in enumerate(r.get("sweep") or []):
-            r["sweep"][i] = {**point, "wall_limited": False}
-    assert uf.wall_ceiling_line(uf.summarize_rows(rows)).startswith(
-        "Every training run used its CPU budget or stopped for another reason: none stopped at its wall-time "
-        "ceiling first (10 runs).")
-    rows[0] = {**rows[0], "sweep": [{**rows[0]["sweep"][0], "wall_limited": True, "cpu_seconds": 31.0},
-                                    rows[0]["sweep"][1]]}
+            r["sweep"][i] = {**point, "wall_limited": False, "stopped": ["plateau (patience)"]}
+    assert uf.wall_ceiling_line(uf.summarize_rows(rows)) == (
+        "No training run stopped at its wall-time ceiling (10 runs, each run's own record).")
+    rows[0] = {**rows[0], "sweep": [{**rows[0]["sweep"][0], "wall_limited": True, "cpu_seconds": 31.0,
+                                     "stopped": ["wall ceiling"]}, rows[0]["sweep"][1]]}
     line = uf.wall_ceiling_line(uf.summarize_rows(rows))
-    assert line.startswith("**1 of 10 training runs stopped at their wall-time ceiling before their CPU budget**")
+    assert line.startswith("**1 of 10 training runs stopped at their wall-time ceiling**")
     assert "rigid_body_exp σ = 0 lpnet seed 0 point 0: 31 CPU s" in line
     assert line in uf.tables(uf.summarize_rows(rows))
 
 
-def test_a_wall_limited_phase_marks_its_sweep_point(tmp_path):
-    run = tmp_path / "rigid_body_exp" / "lpnet_p0"
-    run.mkdir(parents=True)
+def _record(run, cpu, wall, stopped="time_limit", clock="wall", **extra):
+    run.mkdir(parents=True, exist_ok=True)
     (run / "config.toml").write_text("cpu_time_limit = 50.0\ntime_limit = 200.0\n")
-    write_json(run / "summary.json", {"cpu_time": 31.0, "wall_time": 200.5, "stopped": "time_limit",
-                                           "best_loss": 1e-5, "n_params": 128})
+    write_json(run / "summary.json", {"cpu_time": cpu, "wall_time": wall, "stopped": stopped, "best_loss": 1e-5,
+                                      "n_params": 128, **({"stop_clock": clock} if clock != "absent" else {}),
+                                      **extra})
+
+
+def test_a_wall_limited_phase_marks_its_sweep_point(tmp_path):
+    """The loop stops before an epoch that would overrun: a wall-cut run ends short of its ceiling (193 of 200
+    s here, which the old ``wall >= 0.99 * limit`` rule missed); the run's stop_clock says it."""
+    run = tmp_path / "rigid_body_exp" / "lpnet_p0"
+    _record(run, 31.0, 193.0)
     point = uf._point(tmp_path, "lpnet", 0, run)
-    assert point["wall_limited"] is True and point["cpu_seconds"] == 31.0
-    write_json(run / "summary.json", {"cpu_time": 50.1, "wall_time": 80.0, "stopped": "time_limit",
-                                           "best_loss": 1e-5, "n_params": 128})
+    assert point["wall_limited"] is True and point["cpu_seconds"] == 31.0 and point["stopped"] == ["wall ceiling"]
+    _record(run, 50.1, 80.0, clock="cpu")
     assert uf._point(tmp_path, "lpnet", 0, run)["wall_limited"] is False
+    _record(run, 20.0, 30.0, stopped="early_stopping", clock=None)
+    point = uf._point(tmp_path, "lpnet", 0, run)
+    assert point["wall_limited"] is False and point["stopped"] == ["plateau (patience)"]
+    _record(run, 31.0, 199.0, clock="absent")  # a run from before the record: not known, not guessed
+    assert uf._point(tmp_path, "lpnet", 0, run)["wall_limited"] is None
+
+
+def test_the_tables_print_the_stop_rule_and_say_whether_the_gaps_are_at_plateau():
+    rule = uf.StopRule(patience=7, max_steps={"lm": 300, "adam": 900})
+    rows = [{**r, "stop_rule": rule.describe()} for r in _rows()]
+    for r in rows:
+        for i, point in enumerate(r.get("sweep") or []):
+            r["sweep"][i] = {**point, "wall_limited": False, "stopped": ["plateau (patience)"]}
+    text = uf.tables(uf.summarize_rows(rows))
+    assert text.startswith("Stop rule of the trainings: the validation plateau: patience 7 epochs without a 1 "
+                           "percent fall of the monitored score, or a cap of 300 LM steps, 900 Adam steps.")
+    assert "Every vp-train run stopped at its validation plateau (10 runs): the gaps between the rows are at " \
+           "plateau." in text
+    assert "| plateau (patience) |" in text
+    rows[0] = {**rows[0], "sweep": [{**rows[0]["sweep"][0], "stopped": ["step budget"]}, rows[0]["sweep"][1]]}
+    text = uf.tables(uf.summarize_rows(rows))
+    assert "9 of 10 vp-train runs stopped at their validation plateau (9 by plateau (patience), 1 by step " \
+           "budget)" in text
+    old = uf.tables(uf.summarize_rows(_rows()))  # rows from before the record: said, not guessed
+    assert "Stop rule of the trainings: not recorded" in old and "not shown to be at plateau" in old
+
+
+def test_the_plateau_rule_is_vp_trains_patience_and_min_rel_delta_with_a_step_cap():
+    rule = uf.StopRule()
+    assert rule.flags("lm", 50.0, 3.0) == ["--set", "patience=10", "--set", "min_rel_delta=0.01", "--set",
+                                           f"max_steps={uf.MAX_STEPS['lm']}", "--set", "time_limit=1500"]
+    assert f"max_steps={uf.MAX_STEPS['adam']}" in rule.flags("adam", 20.0, 3.0)
+    assert uf.StopRule("cpu").flags("lm", 50.0, 3.0) == ["--set", "cpu_time_limit=50", "--set", "time_limit=150"]
+    a = uf.STUDY.parse(["--out", "x"])
+    assert a.budget == "plateau" and a.patience == 10
 
 
 def test_merge_rows_replaces_a_reruns_rows_and_keeps_the_others():
@@ -124,7 +166,8 @@ def test_tables_and_figures_regenerate_from_the_json(tmp_path, capsys):
     for stem in ("unknown_form_cost_rigid_body_exp", "unknown_form_cost_coupled_oscillator",
                  "unknown_form_plateau_rigid_body_exp"):
         assert (out / f"{stem}.png").is_file() and (out / f"{stem}.svg").is_file()
-    assert capsys.readouterr().out.startswith("Cells:")
+    printed = capsys.readouterr().out
+    assert printed.startswith("Stop rule of the trainings:") and "\nCells:" in printed
     # --figures-only is the same path
     (out / "unknown_form.md").unlink()
     assert _main(["--out", str(out), "--figures-only"]) == 0 and (out / "unknown_form.md").is_file()
@@ -180,7 +223,7 @@ def test_tiny_end_to_end_run_on_the_control_system(tmp_path, capsys):
     """The whole code path on the rigid body (every row, one seed, σ = 0 and 1e-3, 1 CPU s per training)."""
     out = tmp_path / "run"
     argv = ["--out", str(out), "--systems", "rigid_body", "--seeds", "0", "--n-train", "20", "--n-test", "6",
-            "--budget-seconds", "1", "--sweep", "1", "--jobs", "1"]
+            "--budget-seconds", "1", "--sweep", "1", "--jobs", "1", "--max-steps", "20"]
     assert _main([*argv, "--noise", "0,0.001"]) == 0
     rows = json.loads((out / "unknown_form.json").read_text())["rows"]
     methods = {r["method"] for r in rows}
@@ -201,6 +244,10 @@ def test_tiny_end_to_end_run_on_the_control_system(tmp_path, capsys):
     assert clean["lphnn@implicit_midpoint"]["casimir_long"] < 1e-12
     assert all(len(r["errors"]["10"]) == 6 for r in rows if r.get("failed", 0) >= 0)
     assert (out / "unknown_form.md").is_file() and (out / "unknown_form_cost_rigid_body.png").is_file()
+    # the plateau rule by default: every phase stopped at its plateau or its 20-step cap, as its record says
+    stops = {s for r in rows for p in r.get("sweep") or [] for s in p["stopped"]}
+    assert stops <= {"plateau (patience)", "step budget", "wall ceiling"} and stops
+    assert "Stop rule of the trainings: the validation plateau" in (out / "unknown_form.md").read_text()
     # a second invocation reuses the finished runs and replaces its own rows only
     assert _main([*argv, "--noise", "0"]) == 0
     again = json.loads((out / "unknown_form.json").read_text())["rows"]

@@ -11,7 +11,9 @@ Two clocks, each named where it is used:
   cost of a batch-1 rollout, a compiled kernel, one trajectory's solve: work that runs in this thread. Other
   threads of the process (a progress bar, a Dask worker, a second rollout in a thread pool) do not count.
 - [`process_cpu`][vpintegrator.clock.process_cpu] (``time.process_time``): every thread of the process. The
-  cost of work that torch spreads over its intra-op threads (training, large-batch device rollouts).
+  cost of work that torch spreads over its intra-op threads (training, large-batch device rollouts, and a
+  host rollout of a torch model that torch runs with more than one thread: the step map's ``cpu_clock``
+  chooses, ``vpintegrator.stepping.StepMap.cpu_clock``, so that no thread's work is left out).
 
 ``CLOCKS`` names them as the files do (``"thread_cpu"``, ``"process_cpu"``), so that a column or attribute
 says which clock it holds.

@@ -46,7 +46,7 @@ from typing import Any, Callable, Literal, Sequence
 import numpy as np
 
 from .arrays import array_namespace, copy_array
-from .clock import thread_cpu as cpu_clock
+from .clock import PROCESS_CPU, THREAD_CPU, process_cpu, thread_cpu
 from .errors import VPIntegratorError
 
 __all__ = [
@@ -126,6 +126,14 @@ class StepMap:
     def describe(self) -> dict[str, Any]:
         """Metadata recorded with the rollout (str/int/float/bool values)."""
         return {"kind": self.kind, "seq_len": self.seq_len, "pred_window": self.pred_window, "overlap": self.overlap}
+
+    @property
+    def cpu_clock(self) -> str:
+        """The clock that counts all the CPU this map's steps use, read by the driver after ``start``:
+        ``"thread_cpu"`` (the default: the steps run in the calling thread) or ``"process_cpu"`` (a map that
+        hands work to other threads, e.g. torch's intra-op pool: every thread of the process counts;
+        [`vpintegrator.clock`][vpintegrator.clock])."""
+        return THREAD_CPU
 
 
 def next_window(window: Any, pred: Any, seq_len: int) -> Any:
@@ -341,20 +349,24 @@ class Driven:
         int: the first step at which each trajectory failed, −1 if never (all −1 under the policy
         ``"raise"``, which returns only when nothing failed).
     seconds : float
-        CPU seconds of the calling thread (``time.thread_time``) in the map's ``generate`` calls: the cost
-        figure, which a loaded machine does not bend (wall time does: a preempted call's wall time counts
-        the other processes' turns). Work the map hands to other threads (torch's intra-op pool on large
-        batches) is not in it.
+        CPU seconds in the map's ``generate`` calls on the clock ``clock`` names: the cost figure, which a
+        loaded machine does not bend (wall time does: a preempted call's wall time counts the other
+        processes' turns). The map's [`cpu_clock`][vpintegrator.stepping.StepMap.cpu_clock] chooses it: the
+        calling thread's (``time.thread_time``), or every thread's of the process (``time.process_time``) for
+        a map that hands work to other threads (torch's intra-op pool), so that no thread's work is left out.
     setup_seconds : float
         The same clock around its ``start``.
     wall_seconds : float
         Wall time (``time.perf_counter``) of the ``generate`` calls, beside it.
+    clock : str
+        ``"thread_cpu"`` or ``"process_cpu"``: the clock of ``seconds`` and ``setup_seconds``.
     """
 
     failed_step: np.ndarray
     seconds: float
     setup_seconds: float
     wall_seconds: float = 0.0
+    clock: str = THREAD_CPU
 
 
 def drive(
@@ -421,9 +433,11 @@ def drive(
     restage = None if block_steps is None else _Restage(deliver, window0, n_steps, int(block_steps), copy_blocks)
     hand: Callable[[int, np.ndarray], None] = deliver if restage is None else restage
 
-    tic = cpu_clock()
+    tic_thread, tic_process = thread_cpu(), process_cpu()
     step_map.start(window0, limit)  # one-off set-up (e.g. a torch.compile build): not part of the per-step time
-    setup_seconds = cpu_clock() - tic
+    clock = getattr(step_map, "cpu_clock", THREAD_CPU)  # known once the map chose how it runs (its runner)
+    cpu_clock = process_cpu if clock == PROCESS_CPU else thread_cpu
+    setup_seconds = process_cpu() - tic_process if clock == PROCESS_CPU else thread_cpu() - tic_thread
     seconds = wall = 0.0
 
     def produce(i: int, k0: int, n: int) -> np.ndarray:
@@ -455,7 +469,8 @@ def drive(
     failed = np.full(n_traj, -1, dtype=np.int64)
     failed = run_blocks(schedule, produce, lambda i, k0, block: hand(k0, block), limit=limit,
                         failed=failed, restart=step_map.reset if marking else None)
-    return Driven(failed_step=failed, seconds=seconds, setup_seconds=setup_seconds, wall_seconds=wall)
+    return Driven(failed_step=failed, seconds=seconds, setup_seconds=setup_seconds, wall_seconds=wall,
+                  clock=clock)
 
 
 def _failure_message(name: str, failure: StepFailure, k: int, dt: float, t0: float) -> str:

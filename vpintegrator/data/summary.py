@@ -22,7 +22,7 @@ __all__ = ["summary_row", "split_summary_rows", "SPLIT_LABELS", "format_markdown
            "read_table"]
 
 #: the ``split`` labels of rolled-out conditions, in table order
-SPLIT_LABELS = ("train", "val", "test", "new", "unknown")
+SPLIT_LABELS = ("train", "val", "ancestor_seen", "test", "new", "unknown")
 
 
 def summary_row(

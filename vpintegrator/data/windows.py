@@ -31,6 +31,8 @@ __all__ = [
     "load_trajectories",
     "split_trajectories",
     "split_train_val_test",
+    "default_split",
+    "DEFAULT_SPLIT",
     "first_states_digest",
     "make_window_datasets",
 ]
@@ -100,6 +102,20 @@ def split_trajectories(
     """
     train, val, _ = split_train_val_test(n_traj, val_fraction, 0.0, seed)
     return train, val
+
+
+#: vp-train's default trajectory split: (val_fraction, test_fraction, split_seed), ``TrainConfig``'s defaults; the
+#: one rule of every row that learns from data without a model's recorded split (``default_split``)
+DEFAULT_SPLIT: tuple[float, float, int] = (0.1, 0.1, 0)
+
+
+def default_split(n_traj: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(train, val, test)`` of ``n_traj`` trajectories by vp-train's default split (``DEFAULT_SPLIT``:
+    ``split_train_val_test`` with ``TrainConfig``'s default ``val_fraction``, ``test_fraction`` and
+    ``split_seed``): the trajectories a model trained on the file with the default settings trains on,
+    validates and holds out, so that a data-fitted row (SINDy, parrot) fits on the same ones."""
+    val_fraction, test_fraction, split_seed = DEFAULT_SPLIT
+    return split_train_val_test(n_traj, val_fraction, test_fraction, split_seed)
 
 
 def split_train_val_test(

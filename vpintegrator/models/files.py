@@ -428,6 +428,9 @@ def load_model(path: str | os.PathLike[str], map_location: Any = "cpu", hparams:
         ``vp-train`` also gives ``model.training_split`` (``{"train", "val", "test"}`` trajectory indices) and
         ``model.training_split_data`` (what identifies those trajectories), and ``model.trained_on``
         (``{"dt", "system", "system_params", "parametric"}`` of its training data; vp-rollout checks them);
+        a model fine-tuned from another (``init_from``) also gives ``model.training_ancestors`` (per ancestor,
+        nearest first, ``{"source", "split", "split_data"}``: what it trained on; vp-rollout labels their
+        trajectories ``ancestor_seen``);
         older files have none of them. ``model.source_file`` is the file read.
     """
     if not isinstance(path, (str, os.PathLike)) or (isinstance(path, str) and not path.strip()):
@@ -475,6 +478,8 @@ def load_model(path: str | os.PathLike[str], map_location: Any = "cpu", hparams:
     if isinstance(payload.get("split"), dict):  # vp-train's trajectory split (vp-rollout labels rows by it)
         model.training_split = payload["split"]
         model.training_split_data = payload.get("split_data") if isinstance(payload.get("split_data"), dict) else None
+    if isinstance(payload.get("ancestors"), list):  # fine-tuned (init_from): what the models it started from saw
+        model.training_ancestors = [a for a in payload["ancestors"] if isinstance(a, dict)]
     trained_on = {k: payload[k] for k in ("dt", "system", "system_params", "parametric") if k in payload}
     if "dt" in trained_on or "system" in trained_on:  # vp-train's record of its data (older files have none)
         setattr(model, "trained_on", trained_on)

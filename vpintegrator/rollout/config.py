@@ -226,6 +226,16 @@ class RolloutConfig(Config):
         eager everywhere. The names are ``vp-train``'s (a TOML of one command loads in the other);
         ``true``/``false`` (older configs) are auto/off. The key ``jit`` (its old name) is still accepted, in files, ``--set``
         and as ``RolloutConfig(jit=...)``.
+    fit_data : str or None
+        A vp-gen file the fitted rows (``sindy+INTEGRATOR``, ``parrot``) fit on: its training trajectories (the
+        split of the first model whose recorded split applies to it, else vp-train's default split), with the
+        data's state dimension and step. The rows are scored on ``data``; the output names the file each
+        fitted row was fitted on (a log line, the rollout file's ``fit_source``).
+    fit_on_data : bool
+        Fit the fitted rows on ``data`` itself (its training trajectories: the models' split, else vp-train's
+        default split) and score them on the rest. Without ``fit_data`` or this key a run with a fitted row that
+        rolls out trajectories of ``data`` is refused: a fitted row never fits on the file it is scored on unless
+        asked (a run of ``heldout`` conditions only, drawn anew, scores none of the file's).
     allow_dt_mismatch : bool
         Roll out a model whose checkpoint records another step ``dt`` than the data's (by default refused,
         as a model of another system or other parameters always is; checkpoints without a record are not
@@ -282,6 +292,12 @@ class RolloutConfig(Config):
     context_noise: float = key(0.0, type=float, low=0, expected="a number >= 0",
                                help="Observation noise sigma on the context prefix seen by context models and "
                                "identification rows (one draw, the same for all).")
+    fit_data: str | None = key(None, optional=True, type=str, metavar="FILE", show_default="none",
+                               help="Training file the fitted rows (sindy+INTEGRATOR, parrot) fit on; they are "
+                               "scored on --data.")
+    fit_on_data: bool = key(False, type=bool,
+                            help="Let the fitted rows fit on --data itself (its training split; they score the "
+                            "rest): refused unless asked.")
 
     #: the old name of ``fast_step``, still accepted: ``RolloutConfig(jit=False)``
     jit: InitVar[bool | None] = None

@@ -63,9 +63,10 @@ class RolloutStats:
         First step at which each trajectory failed (non-finite or blown up), −1 if never.
     seconds : float
         CPU seconds spent producing states (the step map only: no set-up, no sink, no callback), on the
-        clock ``meta["clock"]`` names: ``"thread_cpu"`` on the host engine (the calling thread,
-        [`vpintegrator.clock`][vpintegrator.clock]), ``"process_cpu"`` on the device engine on a CPU, ``"cuda_events"``
-        (device time) on a GPU.
+        clock ``meta["clock"]`` names: on the host engine ``"thread_cpu"`` (the calling thread,
+        [`vpintegrator.clock`][vpintegrator.clock]) or, for a step map that hands work to other threads (a torch
+        model run by torch with more than one intra-op thread: its ``cpu_clock``), ``"process_cpu"`` (every
+        thread); ``"process_cpu"`` on the device engine on a CPU, ``"cuda_events"`` (device time) on a GPU.
     setup_seconds : float
         The same clock around the step map's [`StepMap.start`][vpintegrator.rollout.engine.StepMap.start] (e.g. a ``torch.compile`` build).
     n_steps : int
@@ -152,14 +153,15 @@ def _run(step_map, w0, dt, n_steps, write, copy_blocks, t0, callback, chunk_step
                 copy_blocks=copy_blocks or callback is not None or progress is not None, failure="mark",
                 blowup=blowup, dt=dt, t0=t0)
     return _stats(step_map, w0, dt, t0, n_steps, blowup, run.failed_step, run.seconds, run.setup_seconds,
-                  run.wall_seconds)
+                  run.wall_seconds, run.clock)
 
 
-def _stats(step_map, w0, dt, t0, n_steps, blowup, failed_step, seconds, setup_seconds, wall) -> RolloutStats:
+def _stats(step_map, w0, dt, t0, n_steps, blowup, failed_step, seconds, setup_seconds, wall,
+           clock: str = THREAD_CPU) -> RolloutStats:
     meta = {
         **step_map.describe(), "dt": float(dt), "t0": float(t0), "n_traj": w0.shape[0], "blowup": float(blowup),
         "setup_seconds": setup_seconds, "seconds": seconds, "seconds_per_step": seconds / max(1, int(n_steps)),
-        "clock": THREAD_CPU, "wall_seconds": wall,
+        "clock": clock, "wall_seconds": wall,
     }
     return RolloutStats(failed_step=failed_step, seconds=seconds, setup_seconds=setup_seconds,
                         n_steps=int(n_steps), meta=meta)

@@ -14,10 +14,14 @@ The rows a comparison run takes in its ``integrators`` key besides the classical
 | ``sindy+METHOD`` | fitted | sparse regression on the training trajectories, integrated by METHOD ([`SindyStep`][vpintegrator.rollout.sindy.SindyStep]; the ``sindy`` extra) |
 | ``parrot`` | fitted | context parroting: the nearest training window's continuation, copied ([`ParrotStep`][vpintegrator.rollout.parrot.ParrotStep]) |
 
-A **fitted** row learns from the data file's training trajectories (``FitSplit``):
+A **fitted** row learns from training trajectories (``FitSplit``) of the file ``fit_data`` and is scored on
+the run's data file (``fitted_rows_split``); it fits on the data file it is scored on only when asked
+(``fit_on_data``: a run without either is a one-line error), from that file's training trajectories:
 the split of the first model of the run whose recorded split applies to the data file (the same trajectories
-the models learnt from), else ``vp-train``'s default split of the file (``DEFAULT_SPLIT``: val_fraction 0.1,
-test_fraction 0.1, seed 1234). Its rows are labelled by that split (``train``/``val``/``test``, ``new`` for
+the models learnt from), else ``vp-train``'s default split of the file
+(``vpintegrator.data.windows.default_split``: val_fraction 0.1, test_fraction 0.1, split_seed 0, the one rule
+``vp-train`` splits by with its defaults, so a run without a model fits on the trajectories a default
+``vp-train`` run trains on). Its rows are labelled by that split (``train``/``val``/``test``, ``new`` for
 held-out conditions), and a run that names no trajectory rolls out its test split, as for a trained model
 (``vpintegrator.rollout.splits``). A row kind's ``build`` receives a ``RowRequest``
 (no configuration) and returns the row's step map; nothing is computed before the row runs (a fit runs in
@@ -32,6 +36,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
+from ..data.windows import DEFAULT_SPLIT, default_split
 from ..errors import VPIntegratorError
 from .config import IDENTIFY_METHODS, use_device_engine
 from .context import ContextStep, oracle_theta
@@ -42,12 +47,9 @@ from .steps import ExactFlowStep, IntegratorStep, ModelStep, is_context_model
 
 __all__ = ["Method", "StepSettings", "model_label", "parse_model_entry", "model_step", "integrator_names", "prepare_methods",
            "check_trained_on", "split_method", "RowKind", "RowRequest", "FitSplit", "ROW_KINDS", "DEFAULT_SPLIT", "parse_row", "fitted_rows",
-           "fit_split", "MODEL_FORMS", "describe_rows"]
+           "fit_split", "fitted_rows_split", "MODEL_FORMS", "describe_rows"]
 
 
-#: vp-train's default trajectory split (``TrainConfig``'s val_fraction, test_fraction, seed): the split of the
-#: fitted rows of a run without a model whose split applies
-DEFAULT_SPLIT = (0.1, 0.1, 1234)
 
 
 @dataclass(frozen=True)
@@ -59,12 +61,16 @@ class FitSplit:
     train, val, test : ndarray of int64
     source : str
         E.g. ``"the split of model 'vpt'"``.
+    data : Path or None
+        The file the rows fit on (``fit_data``, or the run's data file with ``fit_on_data``).
     """
 
     train: np.ndarray
     val: np.ndarray
     test: np.ndarray
     source: str
+    #: the file the indices refer to and the rows fit on (None: the run's data file)
+    data: Path | None = None
 
     def as_record(self) -> dict[str, list[int]]:
         """``{"train", "val", "test"}`` lists, the form of a model's ``training_split``."""
@@ -150,20 +156,22 @@ def _sindy(req: RowRequest) -> StepMap:
 
     from ..data.hdf5 import component_names
 
-    return SindyStep(_trajectories(req.data, train, MAX_FIT_STATES),
-                     _trajectories(req.data, val, max_traj=MAX_VAL_TRAJ, n_steps=VAL_STEPS), str(req.integrator), req.dt,
+    data = split.data or req.data
+    return SindyStep(_trajectories(data, train, MAX_FIT_STATES),
+                     _trajectories(data, val, max_traj=MAX_VAL_TRAJ, n_steps=VAL_STEPS), str(req.integrator), req.dt,
                      dim=int(req.system.dim), source=f"{split.source}: {train.size} training, {val.size} validation "
-                     "trajectories",
-                     component_names=() if req.data is None else component_names(req.data, req.system))
+                     f"trajectories of {data}",
+                     component_names=() if data is None else component_names(data, req.system))
 
 
 def _parrot(req: RowRequest) -> StepMap:
     from .parrot import MAX_PARROT_STATES, ParrotStep
 
     split = _need_split(req)
-    return ParrotStep(_trajectories(req.data, split.train, MAX_PARROT_STATES), context_len=req.context_len,
+    data = split.data or req.data
+    return ParrotStep(_trajectories(data, split.train, MAX_PARROT_STATES), context_len=req.context_len,
                       dim=int(req.system.dim),
-                      source=f"{split.source}: {split.train.size} training trajectories")
+                      source=f"{split.source}: {split.train.size} training trajectories of {data}")
 
 
 #: name -> row kind: every name ``run_rollouts`` accepts in ``integrators`` besides the classical integrators
@@ -241,24 +249,60 @@ def fitted_rows(names) -> list[str]:
     return out
 
 
+def fitted_rows_split(fitted: Sequence[str], entries: Sequence[tuple[str, Any, str]], model_splits, data: Path,
+                      meta: dict[str, Any], fit_data: str | Path | None, fit_on_data: bool,
+                      scores_file: bool = True) -> FitSplit:
+    """The trajectories the fitted rows ``fitted`` learn from: of the file ``fit_data`` (its split: that of the
+    first model of ``entries`` whose recorded split applies to it, else vp-train's default split), scored on
+    the run's ``data``; without ``fit_data`` of ``data`` itself (``model_splits``: the models' splits as they
+    apply to it), which is refused (one line, key ``fit_data``) unless ``fit_on_data``; so is a ``fit_data``
+    holding ``data``'s trajectories (the same file, or the same initial conditions). ``fit_data`` must have
+    ``data``'s state dimension and step. A run that scores none of ``data``'s trajectories (``scores_file``
+    false: only ``heldout`` conditions, drawn anew) may fit on ``data`` without asking."""
+    import dataclasses
+
+    from ..data import read_metadata
+    from . import splits as sp
+
+    names = ", ".join(fitted)
+    if fit_data is None:
+        if not fit_on_data and scores_file:
+            raise VPIntegratorError(
+                f"integrators: {names} would be fitted on {data}, the file they are scored on; give fit_data "
+                "(--fit-data FILE: the training file) to score them on another file, or fit_on_data = true "
+                "(--fit-on-data) to fit on its training split and score the rest", key="fit_data")
+        return dataclasses.replace(fit_split(model_splits, int(meta["n_traj"])), data=Path(data))
+    fit = Path(fit_data)
+    fmeta = read_metadata(fit)
+    for k, what in (("dim", "state dimension"), ("dt", "step dt")):
+        if k in fmeta and k in meta and float(fmeta[k]) != float(meta[k]):
+            raise VPIntegratorError(f"fit_data {fit}: its {what} is {fmeta[k]}, the data's ({data}) {meta[k]}; "
+                                    "fit on trajectories of the scored file's system and step", key="fit_data")
+    digest = sp.data_digest(fit)
+    if not fit_on_data and (fit.resolve() == Path(data).resolve() or digest == sp.data_digest(data)):
+        raise VPIntegratorError(
+            f"fit_data {fit} holds the trajectories of {data}, the file {names} are scored on; give a separate "
+            "training file, or fit_on_data = true (--fit-on-data) to fit on its training split", key="fit_data")
+    splits = [sp.model_split(label, model, digest, fit) for label, model, _ in entries]
+    return dataclasses.replace(fit_split(splits, digest[0]), data=fit)
+
+
 def fit_split(model_splits, n_traj: int) -> FitSplit:
     """The fitted rows' split: that of the first model whose recorded split applies (``model_splits``:
-    ``vpintegrator.rollout.splits.ModelSplit`` per model of the run), else ``DEFAULT_SPLIT`` of the file's
-    ``n_traj`` trajectories."""
+    ``vpintegrator.rollout.splits.ModelSplit`` per model of the run), else vp-train's default split of the
+    file's ``n_traj`` trajectories (``vpintegrator.data.windows.default_split``)."""
     for ms in model_splits:
         if ms.split is not None:
             train, val, test = (np.array(sorted(int(i) for i in ms.split[k]), dtype=np.int64)
                                 for k in ("train", "val", "test"))
             return FitSplit(train, val, test, source=f"the split of model {ms.label!r}")
-    from ..data.windows import split_train_val_test
-
     val_fraction, test_fraction, seed = DEFAULT_SPLIT
     if n_traj < 3:
         raise VPIntegratorError(f"fitted rows (sindy+METHOD, parrot) hold out validation and test trajectories: the "
                                 f"data file has {n_traj}; give one with at least 3", key="integrators")
-    train, val, test = split_train_val_test(n_traj, val_fraction, test_fraction, seed)
+    train, val, test = default_split(n_traj)
     return FitSplit(train, val, test, source=f"vp-train's default split (val_fraction {val_fraction}, test_fraction "
-                    f"{test_fraction}, seed {seed})")
+                    f"{test_fraction}, split_seed {seed})")
 
 
 class Method(NamedTuple):

@@ -29,7 +29,7 @@ from ..jobs.executors import default_workers
 from .config import RolloutConfig, model_entries, use_device_engine
 from .engine import StepMap
 from .family import is_parametric, run_family, step_for
-from .methods import (Method, StepSettings, check_trained_on, fit_split, fitted_rows, integrator_names,
+from .methods import (Method, StepSettings, check_trained_on, fitted_rows, fitted_rows_split, integrator_names,
                       parse_model_entry, prepare_methods)
 from .preflight import check_fits, check_outputs, check_reference, check_without_system, input_files
 from .steps import SCALAR_MAX_BATCH, ExactFlowStep, IntegratorStep, ModelStep
@@ -355,7 +355,7 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
     shard = parse_shard(shard)
     config.validate()
     index = out = Path(config.out)
-    inputs = tuple(input_files(config.data, config.models, inputs))
+    inputs = tuple(input_files(config.data, config.models, [*inputs, config.fit_data]))  # fit_data: never written
     if shard is None:
         check_outputs(out, inputs, overwrite)
     elif config.heldout:
@@ -396,13 +396,15 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
     warnings: list[str] = []
     # the fitted rows (sindy+METHOD, parrot; rollout/methods.py) learn from the models' split, else vp-train's default
     fitted = fitted_rows(names)
-    row_split = fit_split(model_splits, n_file_traj) if fitted else None
+    row_split = (fitted_rows_split(fitted, entries, model_splits, data, meta, config.fit_data, config.fit_on_data,
+                                   scores_file=explicit or not n_new) if fitted else None)
     entries_labelled: list[tuple[str, Any, str]] = list(entries)
     if row_split is not None:
-        model_splits += [sp.ModelSplit(name, row_split.as_record(), None) for name in fitted]
+        own = row_split.data == data  # fitted on the scored file (fit_on_data): its split labels their rows
+        model_splits += [sp.ModelSplit(name, row_split.as_record() if own else None, None) for name in fitted]
         entries_labelled += [(n, None, n) for n in fitted]
-        lines.append(f"{', '.join(fitted)}: fitted on {row_split.source} ({row_split.train.size} training, "
-                     f"{row_split.val.size} validation trajectories of {data.name})")
+        lines.append(f"{', '.join(fitted)}: fitted on {row_split.source} of {row_split.data} ({row_split.train.size} "
+                     f"training, {row_split.val.size} validation trajectories), scored on {data}")
     if idx is None:
         idx = np.zeros(0, dtype=np.int64) if n_new else sp.default_traj(model_splits)
         if idx is None:

@@ -7,7 +7,11 @@ their initial states; see ``vpintegrator.training.plan.split_record``). The spli
 file whose initial conditions are those (same count, same first states in the same order; another horizon
 is fine). Labels of the rolled-out conditions:
 
-- relative to a model with an applicable split: ``train``, ``val`` or ``test``;
+- relative to a model with an applicable split: ``train``, ``val`` or ``test``; ``test`` means held out of
+  the model's training *and of every model it was fine-tuned from* (``init_from``, ``pretrained:NAME``: the
+  checkpoint's ``ancestors``, ``vpintegrator.training.plan.ancestry``): a trajectory of the model's test split
+  that an ancestor trained or validated on is ``ancestor_seen`` (an ancestor whose record does not apply to
+  the file, or that recorded no split, is said in a note line);
 - ``new``: conditions drawn by ``heldout`` (no model saw them);
 - ``unknown``: a model without a split (pretrained, GML weights, a checkpoint written before splits were
   recorded, a module given from Python) or whose split does not apply to this data file.
@@ -43,7 +47,7 @@ __all__ = ["SPLIT_LABELS", "ModelSplit", "model_split", "data_digest", "default_
 PARAMETER_SPLITS = ("interpolation", "extrapolation")
 
 #: data-file labels, most in-sample first (the rule for a row relative to several models)
-_RANK = {"train": 0, "val": 1, "test": 2}
+_RANK = {"train": 0, "val": 1, "ancestor_seen": 2, "test": 3}
 
 
 class ModelSplit:
@@ -55,17 +59,25 @@ class ModelSplit:
     split: dict[str, Any] | None
     note: str | None
 
-    def __init__(self, label: str, split: dict[str, Any] | None, note: str | None) -> None:
+    def __init__(self, label: str, split: dict[str, Any] | None, note: str | None,
+                 seen: set[int] | frozenset[int] = frozenset()) -> None:
         self.label, self.split, self.note = label, split, note
+        #: trajectories of the file an ancestor (``init_from``) trained or validated on
+        self.seen = frozenset(int(i) for i in seen)
 
     def of(self, i: int) -> str:
-        """The label of data-file trajectory ``i`` for this model."""
+        """The label of data-file trajectory ``i`` for this model (``ancestor_seen``: in its test split, but in
+        the training or validation split of a model it was fine-tuned from)."""
         if self.split is None:
             return "unknown"
         for name in ("train", "val", "test"):
             if i in self._sets[name]:
-                return name
+                return "ancestor_seen" if name == "test" and i in self.seen else name
         return "unknown"
+
+    def held_out(self) -> set[int]:
+        """The model's test trajectories that no ancestor trained or validated on."""
+        return set() if self.split is None else {int(i) for i in self.split["test"]} - self.seen
 
     @property
     def _sets(self) -> dict[str, set]:
@@ -97,21 +109,52 @@ def model_split(label: str, model: Any, digest: tuple[int, str] | None, data) ->
         return ModelSplit(label, None, f"model {label!r} was trained on other trajectories than those of {data} "
                                        f"({info.get('n_traj', '?')} trajectories there, {n} here, or other initial "
                                        "conditions); its split does not apply, its rows are labelled 'unknown'")
-    return ModelSplit(label, split, None)
+    seen, notes = ancestors_seen(label, model, digest, data)
+    return ModelSplit(label, split, "; ".join(notes) or None, seen)
+
+
+def ancestors_seen(label: str, model: Any, digest: tuple[int, str] | None, data) -> tuple[set[int], list[str]]:
+    """The trajectories of the data file (``digest``: its ``data_digest``) that the models ``model`` was
+    fine-tuned from trained or validated on (``model.training_ancestors``), and a note per ancestor whose
+    record cannot tell (no split recorded, or a split of other data)."""
+    seen: set[int] = set()
+    notes: list[str] = []
+    n, sha = digest if digest is not None else (None, None)
+    for anc in getattr(model, "training_ancestors", None) or []:
+        source = anc.get("source", "?")
+        split, info = anc.get("split"), anc.get("split_data") or {}
+        if not isinstance(split, dict):
+            notes.append(f"model {label!r} was fine-tuned from {source}, which records no trajectory split: its "
+                         "'test' rows are held out of its own training only")
+        elif info.get("n_traj") != n or info.get("first_states_sha256") != sha:
+            notes.append(f"model {label!r} was fine-tuned from {source}, trained on other data than {data} "
+                         f"({info.get('n_traj', '?')} trajectories): its 'test' rows are held out of its own training, "
+                         "and of that ancestor's as far as the files differ")
+        else:
+            seen |= {int(i) for k in ("train", "val") for i in split.get(k, [])}
+    return seen, notes
 
 
 def default_traj(splits: Sequence[ModelSplit]) -> np.ndarray | None:
     """The trajectories rolled out when none are given: those in the test split of every model whose split
-    applies (None when no model's split applies: then every trajectory, as before splits existed). An
-    empty intersection is a one-line error."""
+    applies and that none of its ancestors trained or validated on (``ModelSplit.held_out``; None when no
+    model's split applies: then every trajectory, as before splits existed). An empty intersection is a
+    one-line error."""
     known = [s for s in splits if s.split is not None]
     if not known:
         return None
-    tests = [{int(i) for i in s.split["test"]} for s in known if s.split is not None]
+    tests = [s.held_out() for s in known]
     common = set.intersection(*tests)
     if not common:
         names = ", ".join(repr(s.label) for s in known)
-        what = "has an empty test split (test_fraction = 0)" if len(known) == 1 else "have no test trajectory in common"
+        seen = [s.label for s in known if s.seen and not s.held_out() and s.split["test"]]
+        if seen:
+            what = ("ha" + ("s" if len(known) == 1 else "ve") + " no test trajectory that the models "
+                    + ("it was" if len(known) == 1 else "they were") + " fine-tuned from did not train or validate on")
+        elif len(known) == 1:
+            what = "has an empty test split (test_fraction = 0)"
+        else:
+            what = "have no test trajectory in common"
         raise VPIntegratorError(
             f"traj: model(s) {names} {what}; give traj (trajectory indices) or heldout (new initial conditions)",
             key="traj",
@@ -124,13 +167,18 @@ def shrink_note(splits: Sequence[ModelSplit], idx: np.ndarray) -> str | None:
     models' test splits differ: other split seeds, fractions or split kinds), else None: a comparison on the
     trajectories every model holds out, and how many of each model's test trajectories that is."""
     known = [s for s in splits if s.split is not None]
-    sizes = [(s.label, len(s.split["test"])) for s in known if s.split is not None]
+    seen = [(s.label, len(s.split["test"]) - len(s.held_out()), len(s.split["test"])) for s in known
+            if s.split is not None and len(s.held_out()) < len(s.split["test"])]
+    ancestors = "; ".join(f"{n} of model {label!r}'s {m} test trajectories were trained or validated on by the "
+                          f"model(s) it was fine-tuned from: left out" for label, n, m in seen)
+    sizes = [(s.label, len(s.held_out())) for s in known if s.split is not None]
     if not sizes or all(n == idx.size for _, n in sizes):
-        return None
+        return f"Warning: {ancestors}" if ancestors else None
     each = ", ".join(f"{label!r} {n}" for label, n in sizes)
     return (f"Warning: the models' test splits differ (other split_seed or fractions); the comparison's sample "
             f"shrank to the {idx.size} of {max(n for _, n in sizes)} test trajectories that every model holds out "
-            f"(test trajectories: {each}); train them with one split_seed, or give traj or heldout")
+            f"(test trajectories: {each}); train them with one split_seed, or give traj or heldout"
+            + (f"; {ancestors}" if ancestors else ""))
 
 
 def labels_for(split: ModelSplit, idx: np.ndarray, n_new: int) -> list[str]:
@@ -206,15 +254,19 @@ def label_rows(idx: np.ndarray, n_new: int, model_splits: Sequence[ModelSplit], 
     by_label = {label: ms for (label, _, _), ms in zip(entries, model_splits)}
     labels = {label: (tuple(labels_for(by_label[label], idx, n_new)) if label in by_label else labels_run)
               for label in methods}
-    trained = [ms.label for ms in model_splits if ms.split is not None
-               and any(ms.of(int(i)) == "train" for i in idx)]
-    if not trained:
-        return labels_run, labels, None
-    rows = sorted({int(i) for ms in model_splits if ms.split is not None for i in idx if ms.of(int(i)) == "train"})
-    shown = ", ".join(map(str, rows[:10])) + (", ..." if len(rows) > 10 else "")
-    return labels_run, labels, (f"Warning: {len(rows)} of the {idx.size} rolled-out trajectories ({shown}) are in the "
-                                f"training split of model(s) {', '.join(map(repr, trained))}; their rows are labelled "
-                                "'train' (not out of sample)")
+    lines = []
+    for label, phrase in (("train", "in the training split of model(s)"),
+                          ("ancestor_seen", "trained or validated on by a model that model(s)")):
+        who = [ms.label for ms in model_splits if ms.split is not None and any(ms.of(int(i)) == label for i in idx)]
+        if not who:
+            continue
+        rows = sorted({int(i) for ms in model_splits if ms.split is not None for i in idx if ms.of(int(i)) == label})
+        shown = ", ".join(map(str, rows[:10])) + (", ..." if len(rows) > 10 else "")
+        where = (f"{phrase} {', '.join(map(repr, who))}" if label == "train"
+                 else f"{phrase} {', '.join(map(repr, who))} {'was' if len(who) == 1 else 'were'} fine-tuned from")
+        lines.append(f"{len(rows)} of the {idx.size} rolled-out trajectories ({shown}) are {where}; their rows are "
+                     f"labelled '{label}' (not out of sample)")
+    return labels_run, labels, ("Warning: " + "; ".join(lines)) if lines else None
 
 
 def split_rows(label: str, plan, per_traj, names, cum, res) -> list[dict]:

@@ -324,6 +324,17 @@ class ModelStep(StepMap):
                 p.requires_grad_(False)
         return self._volume_model
 
+    @property
+    def cpu_clock(self) -> str:
+        """``"process_cpu"`` when torch runs the model with more than one intra-op thread (its work spread
+        over the pool: every thread's CPU is the step's cost), else ``"thread_cpu"`` (the compiled runner, or
+        torch on one thread: all in the calling thread)."""
+        import torch
+
+        from ..clock import PROCESS_CPU, THREAD_CPU
+
+        return PROCESS_CPU if self._runner != "numba" and torch.get_num_threads() > 1 else THREAD_CPU
+
     def describe(self):
         import torch
 

@@ -1,7 +1,8 @@
 """The studies' options, declared once on ``Config`` s, their parser and the list of studies.
 
-Every study takes the same nine flags (``--out``, ``--seeds``, ``--jobs``, ``--budget``,
-``--wall-ceiling``, ``--skip-existing``, ``--overwrite``, ``--table-only``, ``--export-pretrained``):
+Every study takes the same eleven flags (``--out``, ``--seeds``, ``--jobs``, ``--budget``,
+``--wall-ceiling``, ``--patience``, ``--max-steps``, ``--skip-existing``, ``--overwrite``, ``--table-only``,
+``--export-pretrained``):
 they are the keys of ``StudyOptions``, each declared with ``vpintegrator.config.key`` (type, bounds,
 help). A study's own flags (``--quick``, ``--models``, ``--train-seconds``, ...) are the keys of its
 subclass of ``StudyOptions`` (``RigidBodyOptions``, ... beside the study), each documented once in the
@@ -33,9 +34,16 @@ import click
 
 from ..config import Config, check_keys, declared, did_you_mean, distinct, dump_toml, key, parse_set, read_toml
 from ..errors import VPIntegratorError
-from .runner import WALL_CEILING, StudyError, parse_seeds
+from .runner import PLATEAU_PATIENCE, WALL_CEILING, StudyError, parse_seeds
 
-__all__ = ["STUDIES", "SHIPPED_RESULTS", "HelpShown", "Study", "StudyOptions", "comma_list", "config_toml", "model_list", "number_list",
+#: what ``--budget`` may name (``vpintegrator.studies.runner.budget_flags``)
+BUDGETS = ("cpu", "wall", "plateau")
+#: the help of ``--budget`` in a study whose default is ``plateau``
+PLATEAU_HELP = ("What stops a training: plateau (the default here: its validation plateau, --patience epochs without "
+                "a 1 percent fall of the score, or --max-steps optimiser steps, rules no load moves; CPU seconds "
+                "recorded beside), cpu (the training process's CPU seconds) or wall seconds.")
+
+__all__ = ["STUDIES", "SHIPPED_RESULTS", "BUDGETS", "PLATEAU_HELP", "HelpShown", "Study", "StudyOptions", "comma_list", "config_toml", "model_list", "number_list",
            "parse", "seed_list"]
 
 #: study name -> (module under vpintegrator.studies that defines ``STUDY``, what it does)
@@ -87,13 +95,20 @@ class StudyOptions(Config):
                                   help="Comma list of training seeds.")
     jobs: int = key(2, type=int, low=1, expected=">= 1 (subprocesses at a time)",
                     help="Subprocesses at a time, one thread each (OMP_NUM_THREADS=1).")
-    budget: str = key("cpu", choices=("cpu", "wall"),
-                      help="What a training budget counts: the training process's CPU seconds (default; the same "
-                           "training on a loaded machine) or wall seconds.")
+    budget: str = key("cpu", choices=BUDGETS,
+                      help="What stops a training: the training process's CPU seconds (the same training on a "
+                           "loaded machine), wall seconds, or plateau (its validation plateau, --patience, or "
+                           "--max-steps optimiser steps: rules no load moves; CPU seconds recorded beside).")
     wall_ceiling: float = key(WALL_CEILING, type=float, low=1.0, expected="a number >= 1 (times the budget)",
                               metavar="FACTOR",
                               help="With --budget cpu: stop a training run after this many times its budget in wall "
                                    "seconds all the same.")
+    patience: int = key(PLATEAU_PATIENCE, type=int, low=1, expected="an integer >= 1 (epochs)",
+                        help="With --budget plateau: epochs without a 1 percent fall of the validation score before a "
+                             "training stops.")
+    max_steps: int | None = key(None, optional=True, type=int, low=1, expected="an integer >= 1",
+                                help="With --budget plateau: stop a training after this many optimiser steps all the "
+                                     "same (default: the study's).")
     skip_existing: bool = key(False, type=bool, help="Resume: keep the steps already finished in RUN (unfinished "
                                                      "trainings are resumed).")
     overwrite: bool = key(False, type=bool, help="Run every step again over an earlier study in RUN (its own outputs "

@@ -52,8 +52,8 @@ from .rigid_body_results import (  # noqa: F401  (re-exported: the study's publi
 from . import export
 from .._shipped import shipped_file
 from ..config import key
-from .options import Study, StudyOptions, comma_list, model_list
-from .runner import Runner, StudyError, Task, budget_flags, check_study_out, study_lock
+from .options import BUDGETS, PLATEAU_HELP, Study, StudyOptions, comma_list, model_list
+from .runner import PLATEAU_WALL_FACTOR, Runner, StudyError, Task, budget_flags, check_study_out, study_lock
 from .stats import read_json, redraw_from, write_if_changed, write_json
 
 PRETRAINED = ("vpt", "vpff", "st")
@@ -61,6 +61,12 @@ ATTENTION_MODELS = ("vpt", "vpt_arb", "st", "vpt_exact")  # the window models (t
 
 
 # --------------------------------------------------------------------------- arguments
+
+
+#: the step cap of --budget plateau (Levenberg–Marquardt iterations; 10 per epoch): about what the CPU budgets
+#: of 300 and 60 s bought on this 2-core machine (a VPT: ~1.3 CPU s per epoch, measured 2026-11-26)
+MAX_STEPS = 2500
+MAX_STEPS_QUICK = 500
 
 
 @dataclass
@@ -72,7 +78,8 @@ class RigidBodyOptions(StudyOptions):
     models : str
         Comma list out of vpff, vpt, vpt_arb, st, vpt_exact (default all; --quick vpff,vpt,st).
     train_seconds : float
-        Seconds per training run (300; --quick 60): CPU seconds, or wall with --budget wall.
+        Seconds per training run (300; --quick 60): CPU seconds with --budget cpu, wall with --budget wall;
+        with --budget plateau the wall ceiling is 10 times --wall-ceiling times it.
     long_t_end : float
         Horizon of the long rollout (5000; --quick 1000).
     long_volume : bool
@@ -91,6 +98,8 @@ class RigidBodyOptions(StudyOptions):
         held-out ICs).
     """
 
+    #: the shared key, with this study's default: each training stops at its validation plateau or step cap
+    budget: str = key("plateau", choices=BUDGETS, help=PLATEAU_HELP)
     models: str | None = key(None, optional=True, check=lambda v: comma_list(v, "models"))
     train_seconds: float | None = key(None, optional=True, type=float, low=1.0, expected="a number >= 1")
     long_t_end: float | None = key(None, optional=True, type=float, low=1.0, expected="a number >= 1")
@@ -109,6 +118,8 @@ def prepare(a: argparse.Namespace) -> argparse.Namespace:
     a.models = model_list(a.models if a.models is not None else ",".join(QUICK_MODELS if q else ALL_MODELS),
                           "--models", ALL_MODELS, in_valid_order=True)  # canonical order, no duplicates
     a.train_seconds = a.train_seconds if a.train_seconds is not None else (60.0 if q else 300.0)
+    # --budget plateau: the step cap (LM iterations: about what the CPU budgets bought, 60 and 300 s)
+    a.max_steps = a.max_steps if a.max_steps is not None else (MAX_STEPS_QUICK if q else MAX_STEPS)
     a.long_t_end = a.long_t_end if a.long_t_end is not None else (1000.0 if q else 5000.0)
     a.timing_t_end = a.timing_t_end if a.timing_t_end is not None else (5000.0 if q else 50000.0)
     a.n_heldout = a.n_heldout if a.n_heldout is not None else (20 if q else 100)
@@ -122,6 +133,14 @@ def prepare(a: argparse.Namespace) -> argparse.Namespace:
 
 def _rollout_outputs(h5: Path) -> list:
     return [h5, h5.with_suffix(".csv"), h5.with_suffix(".md")]
+
+
+def _rule(a) -> str:
+    """What stops each training, in a few words."""
+    if a.budget == "plateau":
+        return (f"plateau (patience {a.patience} epochs, 1 percent) or {a.max_steps} steps, wall ceiling "
+                f"{PLATEAU_WALL_FACTOR * a.wall_ceiling * a.train_seconds:g} s,")
+    return f"{a.train_seconds:g} {a.budget} s"
 
 
 def _config(a, model: str) -> Path:
@@ -343,8 +362,7 @@ def _run(a, run: Path) -> int:
     """``run_study`` once RUN is checked and locked."""
     t_start = time.perf_counter()
     run.mkdir(parents=True, exist_ok=True)
-    print(f"study: {run} (seeds {','.join(map(str, a.seeds))}; models {','.join(a.models)}; {a.train_seconds:g} "
-          f"{a.budget} s per training; {a.jobs} jobs; long t = {a.long_t_end:g}; timing t = {a.timing_t_end:g})", flush=True)
+    print(f"study: {run} (seeds {','.join(map(str, a.seeds))}; models {','.join(a.models)}; {_rule(a)} per training; {a.jobs} jobs; long t = {a.long_t_end:g}; timing t = {a.timing_t_end:g})", flush=True)
     runner = plan(a)
     # im.h5 first: the timing spec needs trajectory 1's initial condition from it (the counter counts all)
     if not runner.execute(["gen_im"]):

@@ -208,9 +208,12 @@ def _seeds(run: Path) -> list[int]:
 
 
 def training_budget(run_dir: Path) -> dict[str, Any] | None:
-    """How a vp-train run used its budget: ``{"cpu_s", "cpu_budget_s", "wall_s", "wall_limit_s", "stopped",
-    "wall_limited"}``, ``wall_limited`` true when it stopped at its wall-time limit (the CPU budget's
-    ceiling) with CPU seconds of its budget left (a loaded machine); None without a CPU budget or summary."""
+    """How a vp-train run used its budget, as the run recorded it: ``{"cpu_s", "cpu_budget_s", "wall_s",
+    "wall_limit_s", "stopped", "stop_clock", "wall_limited"}``. ``stopped`` and ``stop_clock`` are
+    ``summary.json``'s (the training loop's own record of why it stopped and, at a time limit, by which
+    clock: ``"cpu"`` or ``"wall"``); ``wall_limited`` is true when its wall-time ceiling stopped it
+    (``stopped = "time_limit"`` with ``stop_clock = "wall"``), None when the run predates the record (no
+    ``stop_clock``: not known, never guessed from the seconds). None without a summary or config."""
     from .._toml import tomllib
 
     summary = read_json(run_dir / "summary.json")
@@ -218,30 +221,55 @@ def training_budget(run_dir: Path) -> dict[str, Any] | None:
         config = tomllib.loads((run_dir / "config.toml").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    budget, wall_limit = config.get("cpu_time_limit"), config.get("time_limit")
-    if summary is None or not budget:
+    if summary is None:
         return None
-    cpu, wall = summary.get("cpu_time"), summary.get("wall_time")
-    limited = (summary.get("stopped") == "time_limit" and cpu is not None and wall is not None
-               and wall_limit is not None and cpu < 0.99 * float(budget) and wall >= 0.99 * float(wall_limit))
-    return {"cpu_s": cpu, "cpu_budget_s": float(budget), "wall_s": wall,
-            "wall_limit_s": None if wall_limit is None else float(wall_limit), "stopped": summary.get("stopped"),
-            "wall_limited": bool(limited)}
+    budget, wall_limit = config.get("cpu_time_limit"), config.get("time_limit")
+    stopped = summary.get("stopped")
+    if stopped != "time_limit":
+        limited: bool | None = False
+    elif "stop_clock" in summary:
+        limited = summary["stop_clock"] == "wall"
+    else:
+        limited = None  # written before the loop recorded its clock
+    return {"cpu_s": summary.get("cpu_time"), "cpu_budget_s": None if budget is None else float(budget),
+            "wall_s": summary.get("wall_time"), "wall_limit_s": None if wall_limit is None else float(wall_limit),
+            "stopped": stopped, "stop_clock": summary.get("stop_clock"), "wall_limited": limited,
+            "steps": summary.get("steps"), "stop_rule": summary.get("stop_rule")}
+
+
+def stop_text(b: dict[str, Any]) -> str:
+    """How one run stopped, in words, from its record (``training_budget``)."""
+    stopped = b.get("stopped")
+    if stopped == "time_limit":
+        clock = b.get("stop_clock")
+        return {"cpu": "CPU budget", "wall": "wall ceiling"}.get(clock, "time limit (clock not recorded)")
+    return {"early_stopping": "plateau (patience)", "steps": "step budget", "epochs": "epochs"}.get(
+        str(stopped), str(stopped))
 
 
 def budget_lines(budgets: list[dict[str, Any]]) -> list[str]:
-    """The results' lines on the training budgets (``budgets``: ``training_budget`` with ``model`` and
-    ``seed``): the runs a wall limit stopped before their CPU budget, with the CPU seconds they used."""
+    """The results' lines on how the trainings stopped (``budgets``: ``training_budget`` with ``model`` and
+    ``seed``), read from each run's record (``summary.json`` ``stopped`` and ``stop_clock``): how many
+    stopped by each rule, and the runs a wall ceiling stopped with the CPU seconds they used."""
     if not budgets:
         return []
+    counts: dict[str, int] = {}
+    for b in budgets:
+        counts[stop_text(b)] = counts.get(stop_text(b), 0) + 1
+    how = ", ".join(f"{n} by their {what}" if what in ("CPU budget", "wall ceiling", "step budget") else f"{n} at {what}"
+                    for what, n in sorted(counts.items(), key=lambda kv: -kv[1]))
     cut = [b for b in budgets if b["wall_limited"]]
     if not cut:
-        return [f"Every training used its CPU budget or stopped for another reason ({len(budgets)} runs; none "
-                "at its wall ceiling first).", ""]
-    runs = "; ".join(f"{b['model']} seed {b['seed']}: {b['cpu_s']:.0f} of {b['cpu_budget_s']:g} CPU s "
-                     f"({b['wall_s']:.0f} s wall)" for b in cut)
-    return [f"**{len(cut)} of {len(budgets)} trainings stopped at their wall-time ceiling before their CPU budget** "
-            f"(a loaded machine: raise --wall-ceiling, or run with fewer --jobs): {runs}.", ""]
+        return [f"How the {len(budgets)} trainings stopped (each run's summary.json): {how}.", ""]
+    runs = "; ".join(f"{b['model']} seed {b['seed']}: {_cpu(b)} ({b['wall_s']:.0f} s wall)" for b in cut)
+    return [f"**{len(cut)} of {len(budgets)} trainings stopped at their wall-time ceiling** (a loaded machine: raise "
+            f"--wall-ceiling, run with fewer --jobs, or stop by --budget plateau): {runs}. How the {len(budgets)} "
+            f"trainings stopped (each run's summary.json): {how}.", ""]
+
+
+def _cpu(b: dict[str, Any]) -> str:
+    used = "?" if b.get("cpu_s") is None else f"{b['cpu_s']:.0f}"
+    return f"{used} of {b['cpu_budget_s']:g} CPU s" if b.get("cpu_budget_s") else f"{used} CPU s"
 
 
 def _training_values(run_dir: Path) -> dict:

@@ -20,11 +20,15 @@ validation (``sindy+gauss_legendre4``, ``vpintegrator.rollout.sindy``), the wron
 restricted to the degree-2 polynomial library → Gauss–Legendre 4: ``poly2+gauss_legendre4``; for
 ``rigid_body`` that class is the right one) and the oracle (the true equations → ``gauss_legendre4``).
 
-Training (``RECIPES``): every learned approach gets the same process CPU budget per training run (``vp-train
---set cpu_time_limit``) at each point of its small validation sweep (two settings each): Levenberg–Marquardt
+Training (``RECIPES``): every training run of every learned approach, at each point of its small validation
+sweep (two settings each), stops by the same rule (``StopRule``): by default its validation plateau (vp-train's
+``patience`` with ``min_rel_delta``) or a cap of optimiser steps, rules no load on the machine moves, with its CPU
+seconds recorded beside; ``--budget cpu`` gives each the same process CPU budget instead (``vp-train --set
+cpu_time_limit``, as the shipped results were made). The tables print the rule and how each run stopped (its
+own ``summary.json``), and say whether the gaps between the rows are at plateau. Levenberg–Marquardt
 for the flow maps and for ``lphnn`` (trained through Gauss–Legendre 4, with check windows); for ``hnn`` and
-``node`` (LM from scratch stalls) an Adam warm start for WARM_FRACTION of the budget, then LM with check
-windows from Adam's ``best.pt`` for the rest. The point with the lowest validation score (``summary.json``
+``node`` (LM from scratch stalls) an Adam warm start (WARM_FRACTION of a CPU budget, or to its own plateau),
+then LM with check windows from Adam's ``best.pt`` for the rest. The point with the lowest validation score (``summary.json``
 ``best_loss``, the validation trajectories' rollout error at t = 10) is the approach's model, never chosen on
 the held-out set. The fitted rows (SINDy) fit on the same training trajectories and choose on the same
 validation trajectories. ``plan`` gives the planned CPU total before anything runs (``--estimate``).
@@ -72,11 +76,12 @@ import numpy as np
 from .._signals import run_child
 from ..config import key
 from ..errors import VPIntegratorError
-from .options import Study, StudyOptions, comma_list, number_list
+from .options import BUDGETS, PLATEAU_HELP, Study, StudyOptions, comma_list, number_list
 from .runner import StudyError, check_out_dir
 from .stats import bootstrap_ci, median_interval, read_json, redraw_from, write_json, write_text
 
-__all__ = ["H", "HORIZONS", "SYSTEMS", "APPROACHES", "RECIPES", "TARGETS", "make_data", "train_approach",
+__all__ = ["H", "HORIZONS", "SYSTEMS", "APPROACHES", "RECIPES", "TARGETS", "StopRule", "MAX_STEPS", "MAX_STEPS_QUICK",
+           "stop_rule_lines", "make_data", "train_approach",
            "evaluate_seed", "plateau", "plan", "plan_line", "run_study", "merge_rows", "summarize_rows", "tables", "figures",
            "UnknownFormOptions", "STUDY", "run"]
 
@@ -218,13 +223,56 @@ def _phases(run: Path, approach: str, point: int) -> list[tuple[Path, dict[str, 
             (run, {**settings, "init_from": str(first / "best.pt")}, 1.0 - WARM_FRACTION)]
 
 
+@dataclass(frozen=True)
+class StopRule:
+    """What stops each training run of the study: ``budget`` ``"plateau"`` (the default: the validation plateau,
+    ``patience`` epochs without a ``PLATEAU_REL_DELTA`` relative fall of the monitored score, or ``max_steps``
+    optimiser steps by optimiser, ``MAX_STEPS``: rules no load on the machine moves), ``"cpu"`` (the
+    ``budget_seconds`` CPU budget, as the shipped results were made) or ``"wall"``; a wall ceiling of
+    ``ceiling`` times the budget seconds (``PLATEAU_WALL_FACTOR`` times that with the plateau rule) stays a
+    safety net. Each run's ``summary.json`` records
+    which stopped it (``stopped``, ``stop_clock``) and its CPU seconds."""
+
+    budget: str = "plateau"
+    patience: int = 10
+    max_steps: dict[str, int] | None = None
+
+    def flags(self, optimizer: str, seconds: float, ceiling: float) -> list[str]:
+        """``vp-train --set`` entries of one phase (``optimizer``) with ``seconds`` of budget."""
+        from .runner import PLATEAU_REL_DELTA, PLATEAU_WALL_FACTOR
+
+        if self.budget == "wall":
+            return ["--set", f"time_limit={seconds:g}"]
+        if self.budget == "cpu":
+            return ["--set", f"cpu_time_limit={seconds:g}", "--set", f"time_limit={seconds * ceiling:g}"]
+        steps = (self.max_steps or MAX_STEPS)[optimizer if optimizer in (self.max_steps or MAX_STEPS) else "lm"]
+        return ["--set", f"patience={self.patience}", "--set", f"min_rel_delta={PLATEAU_REL_DELTA:g}",
+                "--set", f"max_steps={steps}", "--set", f"time_limit={PLATEAU_WALL_FACTOR * seconds * ceiling:g}"]
+
+    def describe(self) -> str:
+        """The rule in one line (the tables print it)."""
+        if self.budget != "plateau":
+            return f"a {self.budget} budget"
+        caps = ", ".join(f"{n} {opt.upper() if opt == 'lm' else opt.capitalize()} steps"
+                         for opt, n in (self.max_steps or MAX_STEPS).items())
+        return (f"the validation plateau: patience {self.patience} epochs without a 1 percent fall of the monitored "
+                f"score, or a cap of {caps}")
+
+
+#: the step caps of the plateau rule, by optimiser (default and --quick): Levenberg–Marquardt iterations, Adam
+#: batches (a warm start)
+MAX_STEPS: dict[str, int] = {"lm": 1000, "adam": 10000}
+MAX_STEPS_QUICK: dict[str, int] = {"lm": 100, "adam": 2000}
+
+
 def _train_one(data: Path, run: Path, approach: str, point: int, seed: int, budget: float, ceiling: float,
-               overwrite: bool = False) -> Path:
+               overwrite: bool = False, rule: StopRule | None = None) -> Path:
     """``vp-train`` of one sweep point (each of its phases, ``_phases``, skipped when finished: its
     ``complete.json``, ``vpintegrator.rundir.is_complete``; an interrupted run is trained again; ``overwrite``
-    retrains)."""
+    retrains), each phase stopped by ``rule`` (default: ``StopRule()``, the plateau rule)."""
     from ..rundir import is_complete
 
+    rule = rule if rule is not None else StopRule()
     model, optimizer, _, _ = RECIPES[approach]
     for path, phase, share in _phases(run, approach, point):
         if not overwrite and is_complete(path):
@@ -233,9 +281,9 @@ def _train_one(data: Path, run: Path, approach: str, point: int, seed: int, budg
         opt = str(settings.pop("optimizer", optimizer))
         cmd = [sys.executable, "-m", "vpintegrator.cli.train", "--data", str(data), "--model", model, "--optimizer",
                opt, "--epochs", "100000", "--dtype", "float64", "--seed", str(seed), "-q", "--out", str(path),
-               "--overwrite", "--set", f"cpu_time_limit={budget * share:g}",
-               "--set", f"time_limit={budget * share * ceiling:g}", "--set", "device='cpu'"]
-        for k, v in {**VALIDATION, **settings}.items():
+               "--overwrite", *rule.flags(opt, budget * share, ceiling), "--set", "device='cpu'"]
+        for k, v in {**({k: v for k, v in VALIDATION.items() if k != "patience"} if rule.budget == "plateau"
+                        else VALIDATION), **settings}.items():
             cmd += ["--set", f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}"]
         env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         run_child(cmd, check=True, stdout=subprocess.DEVNULL, env=env)  # dies with the study
@@ -254,30 +302,33 @@ def _curve(run: Path) -> dict[str, list[float]]:
 
 
 def train_approach(data: Path, out: Path, system: str, sigma: float, approach: str, seed: int, budget: float,
-                   n_points: int, ceiling: float = 3.0, jobs: int = 1) -> dict[str, Any]:
+                   n_points: int, ceiling: float = 3.0, jobs: int = 1, rule: StopRule | None = None) -> dict[str, Any]:
     """Train the first ``n_points`` sweep points of ``approach`` (same CPU budget each) and choose the one
     with the lowest validation loss: ``{"run", "point", "sweep": [{point, settings, best_loss, cpu_seconds,
     n_params}], "train_cpu": the whole sweep's CPU seconds, "curves"}``."""
     points = list(range(min(n_points, len(RECIPES[approach][3]))))
     runs = [_run_dir(out, system, sigma, approach, p, seed) for p in points]
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        list(pool.map(lambda pr: _train_one(data, pr[1], approach, pr[0], seed, budget, ceiling), zip(points, runs)))
+        list(pool.map(lambda pr: _train_one(data, pr[1], approach, pr[0], seed, budget, ceiling, rule=rule),
+                      zip(points, runs)))
     return chosen(out, approach, runs)
 
 
 def _point(out: Path, approach: str, p: int, run: Path) -> dict[str, Any]:
     """One finished sweep point: its phases' CPU seconds summed, its curve (the phases' curves end to end on
     the CPU axis), and the phase whose ``best.pt`` scored best on the validation trajectories (``model_run``)."""
-    from .rigid_body_results import training_budget
+    from .rigid_body_results import stop_text, training_budget
 
     cpu: list[float] = []
     val: list[float] = []
     total, best_loss, model_run, n_params = 0.0, math.inf, run, None
-    wall_limited = False
+    flags: list[bool | None] = []
+    stopped: list[str] = []
     for path, _, _ in _phases(run, approach, p):
         s = read_json(path / "summary.json") or {}
         budget = training_budget(path)
-        wall_limited = wall_limited or bool(budget and budget["wall_limited"])
+        flags.append(None if budget is None else budget["wall_limited"])
+        stopped.append("not recorded" if budget is None else stop_text(budget))
         c = _curve(path) if (path / "log.csv").is_file() else {"cpu": [], "val": []}
         cpu += [total + x for x in c["cpu"]]
         val += c["val"]
@@ -286,9 +337,11 @@ def _point(out: Path, approach: str, p: int, run: Path) -> dict[str, Any]:
         if loss is not None and math.isfinite(float(loss)) and float(loss) <= best_loss:
             best_loss, model_run = float(loss), path
         n_params = s.get("n_params", n_params)
+    # the runs' own record (summary.json stopped, stop_clock): cut by a wall ceiling, None where not recorded
+    wall_limited = True if any(f is True for f in flags) else (None if any(f is None for f in flags) else False)
     return {"point": p, "settings": RECIPES[approach][3][p], "best_loss": best_loss, "cpu_seconds": total,
             "n_params": n_params, "run": str(run.relative_to(out)), "model_run": str(model_run.relative_to(out)),
-            "wall_limited": wall_limited, "curve": {"cpu": cpu, "val": val}}
+            "wall_limited": wall_limited, "stopped": stopped, "curve": {"cpu": cpu, "val": val}}
 
 
 def chosen(out: Path, approach: str, runs: Sequence[Path]) -> dict[str, Any]:
@@ -375,9 +428,11 @@ def evaluate_seed(system: str, sigma: float, seed: int, trained: dict[str, dict[
     data = read_trajectories(train_file).y
     if summary and "split" in summary:
         tr_idx, va_idx = summary["split"]["train"], summary["split"]["val"]
-    else:
-        order = np.random.default_rng(seed).permutation(len(data))
-        tr_idx, va_idx = order[: int(0.8 * len(data))], order[int(0.8 * len(data)) : int(0.9 * len(data))]
+    else:  # no learned run recorded one: vp-train's split of these settings (the one rule, split_seed 0)
+        from ..data.windows import DEFAULT_SPLIT, split_train_val_test
+
+        tr_idx, va_idx, _ = split_train_val_test(len(data), VALIDATION["val_fraction"], VALIDATION["test_fraction"],
+                                                 DEFAULT_SPLIT[2])
     train, val = data[np.asarray(tr_idx)], data[np.asarray(va_idx)]
 
     rows: list[dict[str, Any]] = []
@@ -512,7 +567,8 @@ def plan_line(p: dict[str, Any]) -> str:
 def run_study(out: Path, systems: Sequence[str], seeds: Sequence[int], noises: Sequence[float], *,
               n_train: int, n_test: int, budget: float, sweep: int, jobs: int = 2, ceiling: float = 3.0,
               data: Path | None = None, overwrite: bool = False, log: Callable[[str], None] = print,
-              save: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
+              save: Callable[[list[dict[str, Any]]], None] | None = None,
+              rule: StopRule | None = None) -> list[dict[str, Any]]:
     """Generate the data (``data``: a training file of the first system in place of the generated one), train
     every approach's sweep per (seed, system, σ) and evaluate every row. Seeds are the outer loop, and
     ``save`` (if given) receives the rows after every (seed, system, σ): a run stopped early keeps whole
@@ -531,10 +587,11 @@ def run_study(out: Path, systems: Sequence[str], seeds: Sequence[int], noises: S
                              for p in range(min(sweep, len(RECIPES[a][3])))]
                 with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
                     list(pool.map(lambda j: _train_one(train_file, j[2], j[0], j[1], seed, budget, ceiling,
-                                                       overwrite), jobs_list))
+                                                       overwrite, rule), jobs_list))
                 trained = {a: chosen(out, a, [r for b, _, r in jobs_list if b == a]) for a in APPROACHES[system]}
                 for r in evaluate_seed(system, sigma, seed, trained, train_file, test_file, log):
-                    rows.append({"system": system, "noise": float(sigma), "seed": int(seed), **r})
+                    rows.append({"system": system, "noise": float(sigma), "seed": int(seed),
+                                 "stop_rule": (rule or StopRule()).describe(), **r})
                 if save is not None:
                     save(rows)
     return rows
@@ -681,8 +738,9 @@ def summarize_rows(rows: list[dict[str, Any]], amortise_over: float = 1e5) -> li
             for p in r.get("sweep") or []:
                 plateaus.append({"seed": int(r["seed"]), "point": p["point"], "chosen": p["point"] == r.get("point"),
                                  "cpu_seconds": p.get("cpu_seconds"), "wall_limited": p.get("wall_limited"),
-                                 **plateau(p.get("curve") or {})})
+                                 "stopped": p.get("stopped"), **plateau(p.get("curve") or {})})
         s["plateau"] = plateaus
+        s["stop_rules"] = sorted({str(r["stop_rule"]) for r in mine if r.get("stop_rule")})
         out.append(s)
     return out
 
@@ -751,33 +809,69 @@ def tables(summary: list[dict[str, Any]]) -> str:
         lines += ["", "### Plateau check (validation score vs CPU seconds of every training run)", "",
                   "Score: the validation trajectories' rollout error at t = 10 (the monitor that chose best.pt). "
                   "gain = best score at half the run's CPU seconds / at its end (what the second half "
-                  "of the budget bought; a doubling of the budget buys about as much again); plateau: gain < 1.25.",
-                  "", "| system | σ | approach | seed | sweep point | chosen | CPU s | best score | gain | plateau |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "of the CPU bought; a doubling buys about as much again); plateau: gain < 1.25. Stopped: what "
+                  "stopped each phase of the run, from its own summary.json (stopped, stop_clock).",
+                  "", "| system | σ | approach | seed | sweep point | chosen | CPU s | best score | gain | plateau | "
+                  "stopped |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         for x in plateaus:
             for p in x["plateau"]:
                 lines.append(f"| {x['system']} | {x['noise']:g} | {x['approach']} | {p['seed']} | {p['point']} | "
                              f"{'yes' if p['chosen'] else ''} | {_g(p.get('cpu_end'))} | {_g(p.get('best'))} | "
                              f"{_g(p.get('gain_last_half'))} | "
-                             f"{'—' if p.get('plateaued') is None else ('yes' if p['plateaued'] else 'no')} |")
+                             f"{'—' if p.get('plateaued') is None else ('yes' if p['plateaued'] else 'no')} | "
+                             f"{' + '.join(p['stopped']) if p.get('stopped') else 'not recorded'} |")
         lines += ["", wall_ceiling_line(plateaus)]
-    return "\n".join(lines) + "\n"
+    return "\n".join([*stop_rule_lines(summary), *lines]) + "\n"
+
+
+def stop_rule_lines(summary: Sequence[dict[str, Any]]) -> list[str]:
+    """The tables' first lines: the stop rule the rows' trainings ran under (as the study recorded it) and
+    whether the gaps between the rows are at plateau: every training run stopped by the plateau rule (each
+    run's own record), or how many did not."""
+    rules = sorted({r for x in summary for r in x.get("stop_rules") or []})
+    runs = [p for x in summary for p in x.get("plateau") or []]
+    phases = [s for p in runs for s in (p.get("stopped") or [])]
+    if not runs:
+        return []
+    rule = ("Stop rule of the trainings: " + "; ".join(rules) + ".") if rules else (
+        "Stop rule of the trainings: not recorded (rows from before the study recorded it; the shipped results "
+        "ran a CPU budget per training run, --budget-seconds, see the text).")
+    if not phases:
+        return [rule, f"How the {len(runs)} training runs stopped is not recorded (runs from before the runs "
+                      "recorded it): the gaps between the rows are at the budget, not shown to be at plateau.", ""]
+    at = sum(s == "plateau (patience)" for s in phases)
+    if at == len(phases):
+        return [rule, f"Every vp-train run stopped at its validation plateau ({len(phases)} runs): the gaps between "
+                      "the rows are at plateau.", ""]
+    counts: dict[str, int] = {}
+    for s in phases:
+        counts[s] = counts.get(s, 0) + 1
+    how = ", ".join(f"{n} by {what}" for what, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    return [rule, f"{at} of {len(phases)} vp-train runs stopped at their validation plateau ({how}): the gaps "
+                  "between the rows are at plateau only where every run of both rows did.", ""]
 
 
 def wall_ceiling_line(summary: Sequence[dict[str, Any]]) -> str:
-    """Whether a training stopped at its wall-time ceiling before its CPU budget (a loaded machine): the runs it
-    did, those that ran before the study recorded it, or that none did."""
+    """Whether a wall-time ceiling stopped a training (a loaded machine), read from the runs' own records
+    (``summary.json`` ``stopped``/``stop_clock``, kept as each sweep point's ``stopped``): the runs it did, those
+    whose record does not say (run before it existed: not known, never guessed from the seconds), or that none
+    did."""
     runs = [(x, p) for x in summary for p in x["plateau"]]
-    cut = [(x, p) for x, p in runs if p.get("wall_limited")]
-    unknown = sum(p.get("wall_limited") is None for _, p in runs)
-    note = f" ({unknown} runs recorded before the study noted it: not known)" if unknown else ""
+    recorded = [(x, p) for x, p in runs if p.get("stopped") and "not recorded" not in p["stopped"]]
+    cut = [(x, p) for x, p in recorded if p.get("wall_limited")]
+    unknown = len(runs) - len(recorded)
+    note = f" ({unknown} runs recorded before the runs said how they stopped: not known)" if unknown else ""
+    if not recorded:
+        return (f"Whether a wall-time ceiling stopped any of the {unknown} training runs is not known: they ran before "
+                "the runs recorded how they stopped (the old rule, wall ≥ 0.99 × the ceiling, misses a run that "
+                "stopped before an epoch that would have overrun it).")
     if not cut:
-        return (f"Every training run used its CPU budget or stopped for another reason: none stopped at its wall-time "
-                f"ceiling first ({len(runs) - unknown} runs){note}.")
+        return (f"No training run stopped at its wall-time ceiling ({len(recorded)} runs, each run's own record)"
+                f"{note}.")
     which = "; ".join(f"{x['system']} σ = {x['noise']:g} {x['approach']} seed {p['seed']} point {p['point']}: "
                       f"{_g(p.get('cpu_seconds'))} CPU s" for x, p in cut)
-    return (f"**{len(cut)} of {len(runs) - unknown} training runs stopped at their wall-time ceiling before their CPU "
-            f"budget** (a loaded machine: raise --wall-ceiling, or run with fewer --jobs){note}: {which}.")
+    return (f"**{len(cut)} of {len(recorded)} training runs stopped at their wall-time ceiling** (a loaded machine: "
+            f"raise --wall-ceiling, or run with fewer --jobs){note}: {which}.")
 
 
 def figures(summary: list[dict[str, Any]], out: Path, rows: Sequence[dict[str, Any]] = ()) -> list[Path]:
@@ -864,7 +958,8 @@ class UnknownFormOptions(StudyOptions):
     n_test : int
         Held-out initial conditions per system (default 100).
     budget_seconds : float
-        CPU seconds of every training run (each sweep point, both phases of a warm-started one; default 50).
+        CPU seconds of every training run with --budget cpu (each sweep point, both phases of a warm-started one;
+        default 50); with --budget plateau the wall ceiling is 10 times --wall-ceiling times it.
     sweep : int
         Sweep points per approach (1 or 2; default 2).
     amortise_over : float
@@ -879,6 +974,8 @@ class UnknownFormOptions(StudyOptions):
         must name that system (the held-out exact flow and the oracle row need its equations).
     """
 
+    #: the shared key, with this study's default: each training stops at its validation plateau or step cap
+    budget: str = key("plateau", choices=BUDGETS, help=PLATEAU_HELP)
     quick: bool = key(False, type=bool)
     systems: list[str] | None = key(None, optional=True, check=_systems, metavar="LIST")
     noise: list[float] | None = key(None, optional=True, metavar="LIST",
@@ -976,11 +1073,16 @@ def _run(a: argparse.Namespace) -> int:
             write_json(path, {"commands": [*previous.get("commands", []), command],
                               "rows": merge_rows(previous.get("rows", []), new)})
 
+        caps = dict(MAX_STEPS_QUICK if a.quick else MAX_STEPS)
+        if a.max_steps is not None:
+            caps = {opt: int(a.max_steps) for opt in caps}
+        rule = StopRule(a.budget, int(a.patience), caps)
+        print(f"unknown_form stop rule: {rule.describe()}", flush=True)
         try:
             new = run_study(out, systems, seeds, pick("noise"), n_train=pick("n_train"),
                             n_test=pick("n_test"), budget=float(pick("budget_seconds")), sweep=pick("sweep"),
                             jobs=a.jobs, ceiling=a.wall_ceiling, data=None if a.data is None else Path(a.data),
-                            overwrite=a.overwrite, save=save)
+                            overwrite=a.overwrite, save=save, rule=rule)
         except subprocess.CalledProcessError as exc:
             what = exc.cmd[exc.cmd.index("--out") + 1] if "--out" in exc.cmd else " ".join(exc.cmd)
             raise StudyError(f"{Path(exc.cmd[2]).name if len(exc.cmd) > 2 else 'a step'} of {what} failed (exit "

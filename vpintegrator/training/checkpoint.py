@@ -314,6 +314,10 @@ class RunRecord:
         The columns of ``log.csv`` (``vpintegrator.training.checkpoint.log_columns``).
     min_delta : float
         An epoch improves on the best one when its score is lower by more than this.
+    min_rel_delta : float
+        The plateau rule's relative improvement: patience (``bad_epochs``) starts again only at an epoch whose
+        score is below ``ref · (1 − min_rel_delta) − min_delta``, ``ref`` the score of the last epoch that
+        started it again (the best epoch, ``best.pt``, is still any epoch better by ``min_delta``).
     """
 
     #: set by __init__ (declared for type checkers)
@@ -327,9 +331,12 @@ class RunRecord:
     last_train: float
     last_val: float
 
-    def __init__(self, run_dir: Path | None, log_columns: tuple[str, ...], min_delta: float) -> None:
+    def __init__(self, run_dir: Path | None, log_columns: tuple[str, ...], min_delta: float,
+                 min_rel_delta: float = 0.0) -> None:
         self.run_dir, self.log_columns, self.min_delta = run_dir, tuple(log_columns), float(min_delta)
+        self.min_rel_delta = float(min_rel_delta)
         self.best_loss, self.best_epoch, self.bad_epochs = math.inf, 0, 0
+        self.plateau_ref = math.inf  # the score the plateau rule measures improvement from
         self.best_state: dict[str, torch.Tensor] | None = None
         self.best_dirty = False  # best_state not yet written to best.pt
         self.last_train = self.last_val = math.nan
@@ -344,12 +351,17 @@ class RunRecord:
         keeps ``state()`` (a copy of the weights) and resets patience; otherwise one more bad epoch.
         Returns whether it became the best."""
         improved = math.isfinite(score) and (not math.isfinite(self.best_loss) or score < self.best_loss - self.min_delta)
+        ref = getattr(self, "plateau_ref", self.best_loss)  # a record resumed from before the key existed
+        progressed = math.isfinite(score) and (
+            not math.isfinite(ref) or score < ref * (1.0 - getattr(self, "min_rel_delta", 0.0)) - self.min_delta)
+        self.bad_epochs = 0 if progressed or self.best_epoch == 0 else self.bad_epochs + 1
+        if progressed or self.best_epoch == 0:
+            self.plateau_ref = score
         if improved or self.best_epoch == 0:
-            self.best_loss, self.best_epoch, self.bad_epochs = score, epoch, 0
+            self.best_loss, self.best_epoch = score, epoch
             self.best_state = state()
             self.best_dirty = True
             return True
-        self.bad_epochs += 1
         return False
 
     def start_log(self) -> None:
@@ -403,8 +415,8 @@ class Member(RunRecord):
     path: Path | None
 
     def __init__(self, k: int, seed: int, path: Path | None, write: bool, log_columns: tuple[str, ...],
-                 min_delta: float) -> None:
-        super().__init__(path if write else None, log_columns, min_delta)
+                 min_delta: float, min_rel_delta: float = 0.0) -> None:
+        super().__init__(path if write else None, log_columns, min_delta, min_rel_delta)
         self.k, self.seed, self.path = k, seed, path
         self.active = True
         self.stopped = "running"

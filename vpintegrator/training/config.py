@@ -23,6 +23,7 @@ import numpy as np
 from ..arrays import DTYPES
 from .. import config as config_layer
 from ..config import Config, declared, key
+from ..data.windows import DEFAULT_SPLIT
 from ..device import check_device_name
 from ..errors import VPIntegratorError
 from ..fastpath import FAST_STEPS as _FAST_STEPS, check_fast_step
@@ -224,6 +225,16 @@ class TrainConfig(Config):
         validation loss improving by more than ``min_delta``.
     min_delta : float
         Early stopping: the least improvement of the validation loss that counts.
+    min_rel_delta : float
+        Early stopping: the least *relative* improvement that counts (a number in [0, 1); default 0). An epoch
+        improves when its score is below ``best · (1 − min_rel_delta) − min_delta``. With ``patience`` this is
+        the plateau rule the studies stop by (``vp-study ... --budget plateau``): the run stops once its
+        validation score has not fallen by ``min_rel_delta`` of itself for ``patience`` epochs, an epoch count
+        that no load on the machine moves (``summary.json`` ``stopped = "early_stopping"``).
+    max_steps : int, optional
+        Stop at the end of the first epoch at which the run has taken this many optimiser steps (counted over
+        every invocation of the run; ``stopped = "steps"``): a budget in steps, which no load on the machine
+        moves. Default none.
     seed : int
         Seed for initialisation and data order (the train/validation/test split is split_seed's). The model
         initialisation and the order of the training windows; not the split (``split_seed``), so runs of
@@ -348,15 +359,20 @@ class TrainConfig(Config):
     schedule_per: str = key("step", choices=SCHEDULE_PER)
     decay_epochs: float | None = key(None, type=float, low=0, open_low=True, optional=True, show_default="--epochs")
     stride: int = key(1, type=int, low=1)
-    val_fraction: float = key(0.1, type=float, low=0, high=1, open_high=True, expected="a number in [0, 1)")
-    test_fraction: float = key(0.1, type=float, low=0, high=1, open_high=True, expected="a number in [0, 1)")
+    val_fraction: float = key(DEFAULT_SPLIT[0], type=float, low=0, high=1, open_high=True,
+                              expected="a number in [0, 1)")
+    test_fraction: float = key(DEFAULT_SPLIT[1], type=float, low=0, high=1, open_high=True,
+                               expected="a number in [0, 1)")
     split_by: str = key("initial_conditions", choices=SPLITS)
     patience: int = key(0, type=int, low=0, resumable=True,
                         expected="a non-negative integer (0 disables early stopping)")
     min_delta: float = key(0.0, type=float, low=0, expected="a finite number >= 0", resumable=True)
+    min_rel_delta: float = key(0.0, type=float, low=0, high=1, open_high=True, expected="a number in [0, 1)",
+                               resumable=True)
+    max_steps: int | None = key(None, type=int, low=1, optional=True, resumable=True, show_default="none")
     seed: int = key(1234, type=int, low=0, high=2**63, open_high=True,
                     expected="a non-negative integer (below 2**63)")
-    split_seed: int = key(0, type=int, low=0, high=2**63, open_high=True,
+    split_seed: int = key(DEFAULT_SPLIT[2], type=int, low=0, high=2**63, open_high=True,
                           expected="a non-negative integer (below 2**63)")
     device: str = key("auto", check=_check_device, metavar="DEVICE", resumable=True)
     dtype: str = key("float32", choices=DTYPES, expected=" or ".join(DTYPES))
@@ -417,8 +433,8 @@ class TrainConfig(Config):
     # -- the rules between keys ----------------------------------------------------------------------
 
     def _check_together(self) -> None:
-        if self.epochs is None and self.time_limit is None and self.cpu_time_limit is None:
-            raise VPIntegratorError("give epochs, time_limit or cpu_time_limit; none was set", key="epochs")
+        if self.epochs is None and self.time_limit is None and self.cpu_time_limit is None and self.max_steps is None:
+            raise VPIntegratorError("give epochs, time_limit or cpu_time_limit (or max_steps); none was set", key="epochs")
         if not self.lr_min <= self.lr:
             raise VPIntegratorError(f"lr_min must be a finite number in [0, lr={self.lr}]; got {self.lr_min!r}",
                                     key="lr_min")

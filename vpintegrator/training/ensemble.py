@@ -96,7 +96,7 @@ ENSEMBLE_STATE = "ensemble_last.pt"
 
 #: the member bookkeeping ``ensemble_last.pt`` keeps (``vpintegrator.training.checkpoint.Member`` attributes)
 _MEMBER_FIELDS = ("active", "stopped", "epoch", "step", "diverged", "best_loss", "best_epoch", "bad_epochs",
-                  "last_train", "last_val", "finite_summary")
+                  "last_train", "last_val", "finite_summary", "plateau_ref")
 
 
 class EnsembleSteps:
@@ -273,8 +273,8 @@ class EnsembleSteps:
             self.partial = (state["loss_acc"].to(self.device), state["losses"].to(self.device))
         self.frozen = {}
         for m, rec in zip(members, state["members"]):
-            for f in _MEMBER_FIELDS:
-                setattr(m, f, rec[f])
+            for f in _MEMBER_FIELDS:  # a state from before plateau_ref: the best score was the reference
+                setattr(m, f, rec[f] if f in rec else rec["best_loss"])
             m.best_state, m.best_dirty = rec["best_state"], False
             if rec["frozen"] is not None:
                 self.frozen[m.k] = rec["frozen"]

@@ -17,7 +17,8 @@ and stop requests, for every strategy), then per epoch the validation losses and
 (non-finite training loss, validation loss or weights: the member stops, its files keep the last finite
 state), the best-epoch rule, the log row, the summary; the callback, the progress bar; the stop
 reasons, agreed by every DDP rank, in the order interrupt, epochs done, patience (per member: a member
-stops when it alone would have; the run when every member has), callback, time limit; checkpoints
+stops when it alone would have; the run when every member has), callback, steps (``max_steps``), time limit
+(which clock's budget stopped it, CPU or wall, is recorded: ``summary.json`` ``stop_clock``); checkpoints
 (every ``checkpoint_every`` epochs and every ``checkpoint_seconds``) and the final files. A single run
 that diverges raises one line after writing its files; an ensemble goes on with its other members.
 
@@ -239,7 +240,7 @@ class Trainer:
         # the trajectory split (setup.split_record) goes to the top of summary.json and into every checkpoint;
         # None when fit was given its validation data or windows (nothing was split)
         self.data_info = dict(inputs.data_info)
-        split = {k: self.data_info.pop(k) for k in ("split", "split_data", "split_seed", "split_by")
+        split = {k: self.data_info.pop(k) for k in ("split", "split_data", "split_seed", "split_by", "ancestors")
                  if k in self.data_info}
         # what the model was trained on (setup.system_record: dt, system, its parameters), for vp-rollout's check
         # (summary.json's "data" keeps its "system" as before)
@@ -260,11 +261,14 @@ class Trainer:
         self.t_start = time.perf_counter()
         self.c_start = process_cpu()
         self.stop: Any = None
+        #: which budget's clock stopped the run at ``time_limit``: "cpu" (cpu_time_limit) or "wall" (time_limit)
+        self.stop_clock: str | None = None
         write = dist.is_main
         self.members = []
         for k, s in enumerate(self.seeds):
             path = self.out if not self.ensemble or self.out is None else self.out / member_dir_name(k, s)
-            self.members.append(Member(k, s, path, write, self.log_columns, plan.stop.min_delta))
+            self.members.append(Member(k, s, path, write, self.log_columns, plan.stop.min_delta,
+                                       plan.stop.min_rel_delta))
             self.members[-1].checkpoint_extra = dict(self.split_extra)
         # the step strategy (vpintegrator.training.strategy.StepStrategy): SingleSteps (one model; LM, LBFGS,
         # DDP, the graph step) or EnsembleSteps (vmapped members; the ensemble's own files too)
@@ -355,6 +359,9 @@ class Trainer:
             "wall_time": round(self.wall(), 3),
             "cpu_time": ckpt_io.json_float(round(self.cpu(), 3)),
             "stopped": stopped,
+            # the record every report reads: which clock's budget stopped a time_limit run, and the rule
+            "stop_clock": self.stop_clock if stopped == "time_limit" else None,
+            "stop_rule": self.stop_plan.rule(),
             "device": str(self.device),
             "fast_step": self.steps.fast_mode,
             **fast_step_summary(self.steps.fast),
@@ -396,6 +403,8 @@ class Trainer:
         if "split" in self.split_extra:  # as load_model gives it from the checkpoint: vp-rollout labels rows by it
             model.training_split = self.split_extra["split"]
             model.training_split_data = self.split_extra["split_data"]
+        if "ancestors" in self.split_extra:  # the models it was fine-tuned from (init_from): what they trained on
+            model.training_ancestors = self.split_extra["ancestors"]
         trained_on = {k: self.split_extra[k] for k in SYSTEM_KEYS if k in self.split_extra}
         if trained_on:  # as load_model gives it: vp-rollout checks the step and the system
             model.trained_on = trained_on  # type: ignore[assignment]  # a plain attribute, as load_model sets it
@@ -405,6 +414,7 @@ class Trainer:
             best_epoch=int(m.best_epoch), wall_time=self.wall(), n_params=int(self.n_params), device=str(self.device),
             dtype=self.plan.dtype, stopped=m.stopped, history=list(m.history),
             monitor=self.stop_plan.monitor if self.val_set is not None else "train_loss",
+            stop_clock=self.stop_clock if m.stopped == "time_limit" else None,
         )
 
     # -- the loop ----------------------------------------------------------------------------------
@@ -643,10 +653,9 @@ class Trainer:
             asked = False
             if self.callback is not None:
                 asked = bool(self.callback(infos if self.ensemble else infos[0]))
+            over_wall = cfg.time_limit is not None and elapsed + last_epoch_seconds > cfg.time_limit
             flags = torch.tensor(
-                [float(self.stop.requested),
-                 float(over_cpu or (cfg.time_limit is not None and elapsed + last_epoch_seconds > cfg.time_limit)),
-                 float(asked)],
+                [float(self.stop.requested), float(over_cpu or over_wall), float(asked), float(over_cpu)],
                 dtype=torch.float64, device=self.device,
             )
             ddp.all_reduce(flags, self.dist, op="max")
@@ -665,8 +674,11 @@ class Trainer:
                     reason = "early_stopping"
                 elif flags[2] > 0:
                     reason = "callback"
+                elif cfg.max_steps is not None and self.step >= cfg.max_steps:
+                    reason = "steps"
                 elif flags[1] > 0:
                     reason = "time_limit"
+                    self.stop_clock = "cpu" if flags[3] > 0 else "wall"
             if reason is not None or self.epoch % self.plan.output.checkpoint_every == 0 or self.checkpoint_due():
                 with label("vp/checkpoint"):
                     self.save()

@@ -94,6 +94,16 @@ class StopPlan:
     rollout_steps: int
     rollout_error: str
     rollout_drift_weight: float
+    #: the plateau rule's relative improvement (``min_rel_delta``) and the step budget (``max_steps``)
+    min_rel_delta: float = 0.0
+    max_steps: int | None = None
+
+    def rule(self) -> dict[str, Any]:
+        """The run's stop rule as ``summary.json`` records it (``stop_rule``): every key that can stop it,
+        None where unset (``patience`` 0: no plateau rule)."""
+        return {"epochs": self.epochs, "time_limit": self.time_limit, "cpu_time_limit": self.cpu_time_limit,
+                "max_steps": self.max_steps, "patience": self.patience, "min_delta": self.min_delta,
+                "min_rel_delta": self.min_rel_delta, "monitor": self.monitor}
 
 
 @dataclass(frozen=True)
@@ -201,7 +211,8 @@ def build_plan(config: TrainConfig | dict[str, Any] | str | os.PathLike[str] | N
                                float(cfg.lm_lambda), int(cfg.lm_check_windows))),
         stop=StopPlan(cfg.epochs, cfg.time_limit, cfg.cpu_time_limit, int(cfg.patience), float(cfg.min_delta),
                       cfg.monitor, int(cfg.val_rollout_steps), cfg.val_rollout_error,
-                      float(cfg.val_rollout_drift_weight)),
+                      float(cfg.val_rollout_drift_weight), float(cfg.min_rel_delta),
+                      None if cfg.max_steps is None else int(cfg.max_steps)),
         output=OutputPlan(cfg.out, run_dir, int(cfg.checkpoint_every), float(cfg.checkpoint_seconds),
                           cfg.logger or "none"),
         seeds=tuple(cfg.ensemble_seeds()), seed=int(cfg.seed), ensemble=cfg.is_ensemble,
@@ -677,4 +688,28 @@ def prepare(plan: TrainPlan, device: torch.device) -> Prepared:
     extra = {"seeds": list(seeds), "ensemble": len(seeds)} if plan.ensemble else {}
     record = resolved_record(plan, data_paths, models[0], name, **extra)
     train_set, val_set, validator, info = window_sets(plan, data, data_paths, seq_len, pred_window, device)
+    if plan.model.init_from is not None:  # the split travels with the weights: the ancestors' trajectories
+        info["ancestors"] = ancestry(plan.model.init_from)
     return Prepared(models, name, record, train_set, val_set, validator, info)
+
+
+def ancestry(source: str) -> list[dict[str, Any]]:
+    """What the model file ``source`` (``init_from``: a file, a run directory, ``pretrained:NAME``) and the
+    models it was itself fine-tuned from trained on, nearest first: per ancestor ``{"source", "split",
+    "split_data"}`` (its recorded trajectory split and what identifies those trajectories, None where it
+    recorded none; ``split_by`` too where it held out parameters). A run that starts from ``source`` records
+    the list as ``ancestors`` (``summary.json`` and every checkpoint), so that ``vp-rollout`` labels a
+    trajectory that an ancestor trained or validated on ``ancestor_seen``, never ``test``
+    (``vpintegrator.rollout.splits``)."""
+    from ..models import load_checkpoint
+
+    payload = load_checkpoint(source)
+    own: dict[str, Any] = {"source": str(source)}
+    for k in ("split", "split_data", "split_by"):
+        value = payload.get(k)
+        if isinstance(value, dict):
+            own[k] = value
+        elif k != "split_by":
+            own[k] = None
+    earlier = payload.get("ancestors")
+    return [own, *([a for a in earlier if isinstance(a, dict)] if isinstance(earlier, list) else [])]

@@ -40,7 +40,9 @@ class FitResult:
     """The outcome of [`fit`][vpintegrator.training.fit]: one run's, or an ensemble's with its ``members``.
 
     ``model`` holds the last weights (``best.pt`` in ``run_dir`` the best); ``stopped`` is one of
-    ``epochs``, ``time_limit``, ``early_stopping``, ``callback``, ``interrupted``.
+    ``epochs``, ``time_limit``, ``early_stopping`` (patience: the plateau rule), ``steps`` (``max_steps``),
+    ``callback``, ``interrupted``; ``stop_clock`` says which budget stopped a ``time_limit`` run (``"cpu"``:
+    ``cpu_time_limit``, ``"wall"``: ``time_limit``; None for every other reason), as ``summary.json`` does.
 
     An ensemble (``fit(..., ensemble=N)`` or ``seeds``) gives one ``FitResult`` too: ``members[k]`` is
     member ``k``'s own ``FitResult`` (its ``run_dir`` the member directory, ``model`` its last weights),
@@ -80,6 +82,8 @@ class FitResult:
     selected: int | None = None
     #: an ensemble's table, one dict per member with the columns of ``ensemble.csv`` (empty for a single run)
     table: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    #: which budget stopped a ``time_limit`` run: "cpu" or "wall" (None: another reason)
+    stop_clock: str | None = None
 
     @classmethod
     def of_ensemble(cls, run_dir: Path | None, seeds: list[int], members: list[FitResult], selected: int | None,
@@ -96,7 +100,7 @@ class FitResult:
             val_loss=ref.val_loss, best_loss=ref.best_loss, best_epoch=ref.best_epoch, wall_time=wall_time,
             n_params=ref.n_params, device=device, dtype=dtype, stopped=stopped, history=ref.history,
             monitor=monitor, members=list(members), seeds=list(seeds), selected=selected,
-            table=list(table or []),
+            table=list(table or []), stop_clock=ref.stop_clock if stopped == "time_limit" else None,
         )
 
     @property

@@ -159,6 +159,7 @@ class SingleSteps:
                 "best_loss": float(rec.best_loss),
                 "best_epoch": int(rec.best_epoch),
                 "bad_epochs": int(rec.bad_epochs),
+                "plateau_ref": float(rec.plateau_ref),
                 "wall_time": float(at.wall),
                 "cpu_time": float(at.cpu),
                 "train_loss": float(rec.last_train),
@@ -204,6 +205,7 @@ class SingleSteps:
         self.loss_sum, self.loss_count = float(st["loss_sum"]), int(st["loss_count"])
         rec.best_loss, rec.best_epoch = float(st["best_loss"]), int(st["best_epoch"])
         rec.bad_epochs = int(st["bad_epochs"])
+        rec.plateau_ref = float(st.get("plateau_ref", rec.best_loss))  # a state from before the key: the best score
         rec.last_train, rec.last_val = float(st["train_loss"]), float(st["val_loss"])
         if rec.run_dir is not None:
             ckpt_io.check_inputs_unchanged(path, ckpt)
