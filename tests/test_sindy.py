@@ -227,6 +227,7 @@ def test_equations_name_the_components_of_a_data_only_file(tmp_path):
         f["time"] = H * np.arange(y.shape[1])
         f["y"] = y
         f["state"] = np.array(["wx", "wy", "wz"], dtype="S")
-    report = run_rollouts(RolloutConfig(data=str(path), out=str(tmp_path / "r.h5"), integrators=["sindy+rk4"]))
+    report = run_rollouts(RolloutConfig(data=str(path), out=str(tmp_path / "r.h5"), integrators=["sindy+rk4"],
+                                        fit_on_data=True))
     equations = read_rollout(report.out).methods["sindy+rk4"].meta["sindy_equations"].splitlines()
     assert equations == ["wx' = 0.500000 wy wz", "wy' = -1.000000 wx wz", "wz' = 0.500000 wx wy"]
