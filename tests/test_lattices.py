@@ -165,3 +165,20 @@ def test_exponential_splitting_refuses_systems_without_a_linear_part():
     with pytest.raises(VPIntegratorError, match="exponential_splitting.*coupled_oscillator"):
         integrate("coupled_oscillator", [1.0, 0.0, 0.0, 0.0], 0.1, 2, method="exponential_splitting")
     assert get_integrator("exponential_splitting").info.symplectic
+
+
+@pytest.mark.parametrize("name", ["toda_bump", "toda_bump_heldout", "fpu_beta_bump"])
+def test_shipped_specs_generate_the_bump_family(name):
+    from vpintegrator.data import generate, load_spec
+
+    spec = load_spec(name)
+    assert spec.sampler == "bump" and spec.params["N"] == 200 and spec.method == "dop853"
+    mus = spec.sampler_args["mu"]
+    small = load_spec(name, params={**spec.params, "N": 12}, t_end=0.3)
+    traj = generate(small, workers=1)
+    system = get_system(small.system, **small.params)
+    assert traj.y.shape == (len(mus), 4, 24)
+    np.testing.assert_array_equal(traj.y[:, 0], sample_initial_conditions(system, "bump", mu=mus))
+    held_out = load_spec("toda_bump_heldout").sampler_args["mu"]
+    training = load_spec("toda_bump").sampler_args["mu"]
+    np.testing.assert_allclose(held_out, 0.5 * (np.array(training[1:]) + training[:-1]))  # the midpoints
