@@ -55,32 +55,31 @@ def _ddphi(kind, par, r):
 
 
 @jit
-def lattice_force(kind, periodic, par, q, g):
-    """``g = dV/dq`` (N,) of the lattice ``kind`` at ``q`` (N,): ``phi'(r_{n-1}) - phi'(r_n)`` per site."""
+def lattice_force(kind, periodic, par, q, g, d):
+    """``g = dV/dq`` (N,) of the lattice ``kind`` at ``q`` (N,): ``phi'(r_b) - phi'(r_{b+1})`` per site, with
+    ``d`` (N + 1,) scratch for the bonds' ``phi'`` (bond b between sites b-1 and b; one loop without a carried
+    dependency, which numba vectorises, ``exp`` included)."""
     n = q.shape[0]
+    for b in range(1, n):
+        d[b] = _dphi(kind, par, q[b] - q[b - 1])
     if periodic:
-        first = _dphi(kind, par, q[0] - q[n - 1])  # the bond between site N-1 and site 0
-        prev = first
-        for i in range(n - 1):
-            d = _dphi(kind, par, q[i + 1] - q[i])
-            g[i] = prev - d
-            prev = d
-        g[n - 1] = prev - first
+        d[0] = _dphi(kind, par, q[0] - q[n - 1])
+        d[n] = d[0]
     else:
-        prev = _dphi(kind, par, q[0])
-        for i in range(n - 1):
-            d = _dphi(kind, par, q[i + 1] - q[i])
-            g[i] = prev - d
-            prev = d
-        g[n - 1] = prev - _dphi(kind, par, -q[n - 1])
+        d[0] = _dphi(kind, par, q[0])
+        d[n] = _dphi(kind, par, -q[n - 1])
+    for i in range(n):
+        g[i] = d[i] - d[i + 1]
 
 
 @jit
-def _bad(y, limit2):
-    """OK, NONFINITE or BLOWN_UP for the state y."""
+def _store(y, out, k, limit2):
+    """out[k] = y, and OK, NONFINITE or BLOWN_UP (|y|^2 above limit2) for y, in the same pass."""
     s = 0.0
     for i in range(y.shape[0]):
-        s += y[i] * y[i]
+        v = y[i]
+        out[k, i] = v
+        s += v * v
     if not math.isfinite(s):
         return NONFINITE
     if s > limit2:
@@ -89,16 +88,16 @@ def _bad(y, limit2):
 
 
 @jit
-def run_verlet(kind, periodic, par, y, h, gammas, n_steps, out, info, g):
+def run_verlet(kind, periodic, par, y, h, gammas, n_steps, out, info, g, d):
     """Stormer-Verlet composed with the fractions ``gammas`` (one: plain Verlet), ``n_steps`` steps of y (2N,) in
-    place into out[:n_steps]; the force ``g`` (N,) scratch. Returns the states written; info[1] the status,
+    place into out[:n_steps]; the force ``g`` (N,) and ``d`` (N + 1,) scratch. Returns the states written; info[1] the status,
     info[2] the failing step, info[3] the squared norm limit."""
     n = y.shape[0] // 2
     q = y[:n]
     p = y[n:]
     info[1] = 0.0
     info[2] = 0.0
-    lattice_force(kind, periodic, par, q, g)
+    lattice_force(kind, periodic, par, q, g, d)
     for k in range(n_steps):
         for j in range(gammas.shape[0]):
             hs = gammas[j] * h
@@ -107,12 +106,10 @@ def run_verlet(kind, periodic, par, y, h, gammas, n_steps, out, info, g):
                 p[i] = p[i] - c * g[i]
             for i in range(n):
                 q[i] = q[i] + hs * p[i]
-            lattice_force(kind, periodic, par, q, g)
+            lattice_force(kind, periodic, par, q, g, d)
             for i in range(n):
                 p[i] = p[i] - c * g[i]
-        for i in range(2 * n):
-            out[k, i] = y[i]
-        st = _bad(y, info[3])
+        st = _store(y, out, k, info[3])
         if st != OK:
             info[1] = st
             info[2] = k + 1
@@ -143,7 +140,7 @@ def _thomas(diag, off, rhs, x, cp, n0, n1):
 @jit
 def _solve_structured(periodic, diag, off, rhs, x, ws):
     """Solve the (cyclic, when periodic: the corner ``off[n-1]`` between n-1 and 0) symmetric tridiagonal
-    system; ws (4, n) scratch. False: singular."""
+    system; ws (>= 4, n + 1) scratch. False: singular."""
     n = diag.shape[0]
     if not periodic:
         return _thomas(diag, off, rhs, x, ws[0], 0, n)
@@ -192,7 +189,7 @@ def _midpoint_step(kind, periodic, par, y, h, tol, max_iter, info, g, big, diag,
     prev = math.inf
     e = math.inf
     for it in range(max_iter):
-        lattice_force(kind, periodic, par, big, g)
+        lattice_force(kind, periodic, par, big, g, ws[4])
         for i in range(n):
             rhs[i] = big[i] - q[i] - 0.5 * h * p[i] + c * g[i]
         # the Newton matrix I + c V''(Q): bond b between sites b-1 and b
@@ -222,7 +219,7 @@ def _midpoint_step(kind, periodic, par, y, h, tol, max_iter, info, g, big, diag,
             e = math.inf
         info[0] = e
         if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
-            lattice_force(kind, periodic, par, big, g)
+            lattice_force(kind, periodic, par, big, g, ws[4])
             for i in range(n):
                 p[i] = p[i] - h * g[i]
                 q[i] = 2.0 * big[i] - q[i]
@@ -251,9 +248,7 @@ def run_midpoint(kind, periodic, par, y, h, gammas, n_steps, out, info, tol, max
                 info[1] = st
                 info[2] = k + 1
                 return k
-        for i in range(n2):
-            out[k, i] = y[i]
-        st = _bad(y, info[3])
+        st = _store(y, out, k, info[3])
         if st != OK:
             info[1] = st
             info[2] = k + 1
@@ -305,7 +300,8 @@ class LatticeStepper:
     def _scratch(self) -> None:
         n = self.dim // 2
         self._g, self._big, self._diag, self._off, self._rhs, self._dq = (np.zeros(n) for _ in range(6))
-        self._ws = np.zeros((4, n))
+        self._ws = np.zeros((5, n + 1))  # the Newton solve's scratch; row 4: the bonds' phi' of a force
+        self._d = np.zeros(n + 1)
         self._keep = np.zeros(self.dim)
 
     def __repr__(self) -> str:
@@ -325,7 +321,8 @@ class LatticeStepper:
         info = self._info
         info[0], info[3] = math.inf, limit * limit
         if self.mid == VERLET:
-            done = run_verlet(self.kind, self.periodic, self.params, y, self.dt, self.gammas, n, out, info, self._g)
+            done = run_verlet(self.kind, self.periodic, self.params, y, self.dt, self.gammas, n, out, info, self._g,
+                              self._d)
         else:
             done = run_midpoint(self.kind, self.periodic, self.params, y, self.dt, self.gammas, n, out, info,
                                 self.tol, self.max_iter, self._g, self._big, self._diag, self._off, self._rhs,
