@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The independent figures of the Toda bump family (issue 56), measured with the package: prints a table.
+"""The independent figures of the Toda bump family, measured with the package: prints a table.
 
 On the shipped specs ``toda_bump`` (training, mu = 0.30, 0.33 ... 0.60) and ``toda_bump_heldout`` (the midpoints),
 periodic Toda, alpha = 0.64, q0 = h(20 mu |x + mu/2|), p0 = 0, T = 120, both generated here in memory by
@@ -14,8 +14,9 @@ DOP853 at rtol = atol = 1e-12 (the converged reference: it agrees with Yoshida 6
 
 Each classical row's cost is the batch-1 CPU time of this thread per unit of simulated time
 (``vpintegrator.clock.thread_cpu``; the minimum of ``--repeats`` runs of one trajectory): the compiled lattice
-stepper for Verlet, the NumPy step (scipy.fft) for the exponential splitting and PSD-Galerkin. The "issue"
-column is the issue's independent figure; "ratio" is measured / issue (the target: within 10 %).
+stepper for Verlet, the NumPy step (scipy.fft) for the exponential splitting and PSD-Galerkin. The
+"independent" column is the independent check's figure (its own numba code on the same family); "ratio" is
+measured / independent (the target: within 10 %).
 
 Usage::
 
@@ -45,8 +46,8 @@ from vpintegrator.reduction import PSDGalerkin, fit_psd, psd_floor  # noqa: E402
 from vpintegrator.systems import get_system  # noqa: E402
 
 T = 120.0
-#: the issue's independent figures
-ISSUE = {"verlet_200": 1.25e-3, "verlet_800": 2.9e-5, "exp_800": 1.7e-3,
+#: the independent check's figures
+INDEPENDENT = {"verlet_200": 1.25e-3, "verlet_800": 2.9e-5, "exp_800": 1.7e-3,
          "floor_4": 0.68, "floor_8": 0.42, "floor_16": 0.19, "floor_32": 2.9e-3}
 
 
@@ -87,16 +88,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     ap.add_argument("--repeats", type=int, default=5, help="timing repeats (the minimum is kept)")
     args = ap.parse_args()
-    rows: list[tuple[str, str, float, float | None, float | None]] = []  # what, N, error, cost, issue
+    rows: list[tuple[str, str, float, float | None, float | None]] = []  # what, N, error, cost, independent
 
     for n_sites in (200, 800):
         system = get_system("toda", N=n_sites)
         held = _data("toda_bump_heldout", n_sites, 1.2)
         err, cost = _classical(system, held, "stormer_verlet", 1.2, args.repeats)
-        rows.append(("full-order stormer_verlet, h = 1.2", str(n_sites), err, cost, ISSUE[f"verlet_{n_sites}"]))
+        rows.append(("full-order stormer_verlet, h = 1.2", str(n_sites), err, cost, INDEPENDENT[f"verlet_{n_sites}"]))
         err, cost = _classical(system, held, "exponential_splitting", T, args.repeats)
         rows.append(("exponential_splitting, one step h = 120", str(n_sites), err, cost,
-                     ISSUE.get(f"exp_{n_sites}")))
+                     INDEPENDENT.get(f"exp_{n_sites}")))
 
     system = get_system("toda", N=200)
     train = _data("toda_bump", 200, 0.1)
@@ -105,7 +106,7 @@ def main() -> None:
         basis = fit_psd(train, reduced_dim)
         floor = float(np.median(psd_floor(basis, held.y[:, -1])))
         rows.append((f"PSD floor (cotangent lift), 2n = {reduced_dim}", "200", floor, None,
-                     ISSUE[f"floor_{reduced_dim}"]))
+                     INDEPENDENT[f"floor_{reduced_dim}"]))
     reduced = PSDGalerkin(system, basis)  # 2n = 32
     z0 = basis.encode(held.y[:, 0])
     h, n = 0.5, int(round(T / 0.5))
@@ -116,12 +117,12 @@ def main() -> None:
     print("Toda bump family, alpha = 0.64, T = 120, held-out mu = 0.315 ... 0.585; error = median over the held-out "
           "mu of |y(T) - y_ref(T)| / |y_ref(T)|; cost = batch-1 thread CPU s per unit time")
     print()
-    print("| row | N | error at T | cost (s / unit time) | issue | ratio |")
+    print("| row | N | error at T | cost (s / unit time) | independent | ratio |")
     print("|---|---|---|---|---|---|")
-    for what, n_sites, err, cost, issue in rows:
+    for what, n_sites, err, cost, other in rows:
         cost_text = "-" if cost is None else f"{cost:.2g}"
-        issue_text, ratio = ("-", "-") if issue is None else (f"{issue:.3g}", f"{err / issue:.2f}")
-        print(f"| {what} | {n_sites} | {err:.3g} | {cost_text} | {issue_text} | {ratio} |")
+        other_text, ratio = ("-", "-") if other is None else (f"{other:.3g}", f"{err / other:.2f}")
+        print(f"| {what} | {n_sites} | {err:.3g} | {cost_text} | {other_text} | {ratio} |")
 
 
 if __name__ == "__main__":
