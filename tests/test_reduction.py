@@ -117,3 +117,19 @@ def test_bad_input_one_line(toda_data):
         with pytest.raises(VPIntegratorError, match=match) as info:
             call()
         assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("method", ["stormer_verlet", "stormer_verlet_y6"])
+def test_compiled_galerkin_equals_the_numpy_step(toda_data, method):
+    system, train, test = toda_data
+    basis = fit_psd(train, 16)
+    reduced = PSDGalerkin(system, basis)
+    z0 = basis.encode(test.y[:3, 0])
+    fast = integrate(reduced, z0, 0.4, 60, method=method)
+    slow = integrate(reduced, z0, 0.4, 60, method=method, compiled=False)
+    assert fast.meta["runner"] == "numba" and slow.meta["runner"] == "numpy"
+    np.testing.assert_allclose(fast.y, slow.y, rtol=0, atol=1e-12)
+    # the complex SVD's basis (not separable) and implicit midpoint have no reduced loop: the NumPy step
+    other = PSDGalerkin(system, fit_psd(train, 16, "complex_svd"))
+    assert integrate(other, other.basis.encode(test.y[:1, 0]), 0.4, 2, method="implicit_midpoint").meta["runner"] \
+        == "numpy"

@@ -32,7 +32,8 @@ from ..errors import VPIntegratorError
 from ._jit import jit
 from .newton import BLOWN_UP, NONFINITE, NOT_CONVERGED, OK, SINGULAR
 
-__all__ = ["lattice_stepper", "LatticeStepper", "lattice_force", "VERLET", "MIDPOINT", "TODA", "FPU_BETA"]
+__all__ = ["lattice_stepper", "LatticeStepper", "lattice_force", "run_reduced_verlet", "VERLET", "MIDPOINT", "TODA",
+           "FPU_BETA"]
 
 #: method ids of the lattice loops
 VERLET, MIDPOINT = 0, 1
@@ -114,6 +115,54 @@ def run_verlet(kind, periodic, par, y, h, gammas, n_steps, out, info, g, d):
             info[1] = st
             info[2] = k + 1
             return k + 1
+    return n_steps
+
+
+@jit
+def _reduced_force(kind, periodic, par, phi, xi, f, q, g, d):
+    """``f = Phi^T V'(Phi xi)`` (k,): the force of PSD-Galerkin's reduced potential (the full lattice's force at the
+    lifted positions, projected); q, g (N,) and d (N + 1,) scratch."""
+    n, k = phi.shape
+    for i in range(n):
+        s = 0.0
+        for j in range(k):
+            s += phi[i, j] * xi[j]
+        q[i] = s
+    lattice_force(kind, periodic, par, q, g, d)
+    for j in range(k):
+        f[j] = 0.0
+    for i in range(n):
+        gi = g[i]
+        for j in range(k):
+            f[j] += phi[i, j] * gi
+
+
+@jit
+def run_reduced_verlet(kind, periodic, par, phi, z, h, gammas, n_steps, out, info, f, q, g, d):
+    """Stormer-Verlet (composed with ``gammas``) on PSD-Galerkin's reduced system ``|eta|^2 / 2 + V(Phi xi)`` of
+    a cotangent-lift basis ``phi`` (N, k): z = (xi, eta) (2k,) in place into out, as ``run_verlet``."""
+    k = phi.shape[1]
+    xi = z[:k]
+    eta = z[k:]
+    info[1] = 0.0
+    info[2] = 0.0
+    _reduced_force(kind, periodic, par, phi, xi, f, q, g, d)
+    for step in range(n_steps):
+        for j in range(gammas.shape[0]):
+            hs = gammas[j] * h
+            c = 0.5 * hs
+            for i in range(k):
+                eta[i] = eta[i] - c * f[i]
+            for i in range(k):
+                xi[i] = xi[i] + hs * eta[i]
+            _reduced_force(kind, periodic, par, phi, xi, f, q, g, d)
+            for i in range(k):
+                eta[i] = eta[i] - c * f[i]
+        st = _store(z, out, step, info[3])
+        if st != OK:
+            info[1] = st
+            info[2] = step + 1
+            return step + 1
     return n_steps
 
 
@@ -269,11 +318,18 @@ def _plan(method: Any) -> tuple[int, np.ndarray] | None:
 
 def lattice_stepper(system: Any, method: Any, h: float) -> "LatticeStepper | None":
     """The compiled stepper of ``method`` on the lattice ``system`` with step ``h``, or None (a method without a
-    lattice loop: the NumPy path runs)."""
+    lattice loop: the NumPy path runs). ``system`` may also be a reduced system that lifts to a lattice
+    (``system.lattice_lift()`` gives the full lattice and a cotangent-lift basis Phi (N, k): PSD-Galerkin), which
+    Stormer-Verlet and its compositions step here."""
     plan = _plan(method)
     if plan is None:
         return None
-    return LatticeStepper(system, method, h, *plan)
+    lift = system.lattice_lift() if callable(getattr(system, "lattice_lift", None)) else None
+    if lift is None and not hasattr(system, "kind"):
+        return None  # a reduced system whose basis or full system has no loop here
+    if lift is not None and plan[0] != VERLET:
+        return None
+    return LatticeStepper(system, method, h, *plan, lift=lift)
 
 
 class LatticeStepper:
@@ -283,14 +339,19 @@ class LatticeStepper:
     #: the kernel has run once in this process
     warm: bool = False
 
-    def __init__(self, system: Any, method: Any, h: float, mid: int, gammas: np.ndarray) -> None:
+    def __init__(self, system: Any, method: Any, h: float, mid: int, gammas: np.ndarray,
+                 lift: tuple[Any, np.ndarray] | None = None) -> None:
         self.system, self.method, self.dt = system, method, float(h)
         self.name = method.name
         self.dim = int(system.dim)
         self.mid, self.gammas = int(mid), gammas
         self.base = -1
-        self.kind, self.periodic = int(system.kind), bool(system.periodic)
-        self.params = np.ascontiguousarray(system.bond_params(), dtype=np.float64)
+        lattice = system if lift is None else lift[0]
+        #: the cotangent-lift basis (N, k) of a reduced system (PSD-Galerkin), else None
+        self.phi = None if lift is None else np.ascontiguousarray(lift[1], dtype=np.float64)
+        self.kind, self.periodic = int(lattice.kind), bool(lattice.periodic)
+        self.params = np.ascontiguousarray(lattice.bond_params(), dtype=np.float64)
+        self.sites = int(lattice.N)
         self.tol, self.max_iter = float(getattr(method, "tol", 1e-15)), int(getattr(method, "max_iter", 50))
         self._info = np.zeros(4)
         self._scratch()
@@ -298,7 +359,8 @@ class LatticeStepper:
         self.warm = False
 
     def _scratch(self) -> None:
-        n = self.dim // 2
+        n = self.sites
+        self._f = np.zeros(self.dim // 2)  # a reduced system's force
         self._g, self._big, self._diag, self._off, self._rhs, self._dq = (np.zeros(n) for _ in range(6))
         self._ws = np.zeros((5, n + 1))  # the Newton solve's scratch; row 4: the bonds' phi' of a force
         self._d = np.zeros(n + 1)
@@ -320,7 +382,10 @@ class LatticeStepper:
         self._check_block(y, n, out)
         info = self._info
         info[0], info[3] = math.inf, limit * limit
-        if self.mid == VERLET:
+        if self.phi is not None:
+            done = run_reduced_verlet(self.kind, self.periodic, self.params, self.phi, y, self.dt, self.gammas, n, out,
+                                      info, self._f, self._big, self._g, self._d)
+        elif self.mid == VERLET:
             done = run_verlet(self.kind, self.periodic, self.params, y, self.dt, self.gammas, n, out, info, self._g,
                               self._d)
         else:

@@ -10,7 +10,8 @@ phase space and ``H_r`` is its energy. For the cotangent lift ``A = diag(Phi, Ph
 system ``|p|^2 / 2 + V(q)`` it is separable again, ``H_r = |eta|^2 / 2 + V(Phi xi)`` with the force
 ``Phi^T V'(Phi xi)``: Stormer-Verlet and its compositions apply. Each force lifts ``xi`` to the full lattice
 (O(N n) for the products, O(N) for the force), which is why, without hyper-reduction, a reduced step costs more
-than a full-order one on a lattice.
+than a full-order one on a lattice. On a shipped lattice with a cotangent-lift basis ``integrate`` runs
+Stormer-Verlet and its compositions compiled (``vpintegrator.compiled.lattice.run_reduced_verlet``).
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class PSDGalerkin(System):
     name: ClassVar[str] = "psd_galerkin"
     dim: ClassVar[int] = 2  # each instance sets its own (2n)
     invariant_names: ClassVar[tuple[str, ...]] = ("energy",)
+    #: compiled by vpintegrator.compiled.lattice where ``lattice_lift`` answers (Stormer-Verlet and its compositions)
+    lattice_kernel: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.full, System):
@@ -60,6 +63,13 @@ class PSDGalerkin(System):
         object.__setattr__(self, "dim", self.basis.reduced_dim)
         separable = bool(getattr(self.full, "separable", False)) and self.basis.method == "cotangent_lift"
         object.__setattr__(self, "separable", separable)
+
+    def lattice_lift(self) -> tuple[System, np.ndarray] | None:
+        """(the full lattice, Phi (N, n)) when the compiled lattice loops can step this system (a cotangent-lift
+        basis on a shipped lattice: ``vpintegrator.compiled.lattice``), else None (the NumPy step runs)."""
+        if self.basis.method != "cotangent_lift" or not vars(type(self.full)).get("lattice_kernel"):
+            return None
+        return self.full, self.basis.phi
 
     def params(self) -> dict[str, Any]:
         return {**{f"full_{k}": v for k, v in self.full.params().items()}, "reduced_dim": float(self.dim)}
