@@ -133,3 +133,43 @@ def test_compiled_galerkin_equals_the_numpy_step(toda_data, method):
     other = PSDGalerkin(system, fit_psd(train, 16, "complex_svd"))
     assert integrate(other, other.basis.encode(test.y[:1, 0]), 0.4, 2, method="implicit_midpoint").meta["runner"] \
         == "numpy"
+
+
+def test_bond_sampling_with_every_bond_is_the_galerkin_force(toda_data):
+    from vpintegrator.reduction import BondSampling
+
+    system, train, test = toda_data
+    basis = fit_psd(train, 12)
+    psi = system.bonds(basis.phi.T).T  # (B, n)
+    every = BondSampling(bonds=np.arange(psi.shape[0]), weights=np.ones(psi.shape[0]), rows=psi,
+                         stiffness=system.kappa * psi.T @ psi, residual=0.0, n_bonds=psi.shape[0])
+    xi = basis.encode(test.y[:, 7])[:, :6]
+    np.testing.assert_allclose(PSDGalerkin(system, basis, every).potential_gradient(xi),
+                               PSDGalerkin(system, basis).potential_gradient(xi), rtol=0, atol=1e-13)
+
+
+def test_fitted_bond_sampling_is_hamiltonian_cheap_and_close(toda_data):
+    from vpintegrator.reduction import fit_bond_sampling
+
+    system, train, test = toda_data
+    basis = fit_psd(train, 16)
+    sampling = fit_bond_sampling(system, basis, train, tol=1e-3)
+    assert sampling.residual <= 1e-3 and 0 < sampling.bonds.size < sampling.n_bonds == 40
+    assert np.all(sampling.weights > 0)
+    hyper = PSDGalerkin(system, basis, sampling)
+    xi = basis.encode(test.y[:2, 9])[:, :8]
+    eps = 1e-6
+    fd = np.stack([(hyper.hyper.potential(system, xi + eps * e) - hyper.hyper.potential(system, xi - eps * e))
+                   / (2 * eps) for e in np.eye(8)], axis=-1)
+    np.testing.assert_allclose(hyper.potential_gradient(xi), fd, atol=1e-7)  # a gradient: Hamiltonian
+    z0 = basis.encode(test.y[:3, 0])
+    fast = integrate(hyper, z0, 0.4, 75, method="stormer_verlet")
+    slow = integrate(hyper, z0, 0.4, 75, method="stormer_verlet", compiled=False)
+    assert fast.meta["runner"] == "numba"
+    np.testing.assert_allclose(fast.y, slow.y, rtol=0, atol=1e-12)
+    full = integrate(PSDGalerkin(system, basis), z0, 0.4, 75, method="stormer_verlet").y
+    assert np.max(np.abs(fast.y - full)) < 1e-2 * np.max(np.abs(full))
+    with pytest.raises(VPIntegratorError, match="cotangent-lift"):
+        fit_bond_sampling(system, fit_psd(train, 16, "complex_svd"), train)
+    with pytest.raises(VPIntegratorError, match="tol must be"):
+        fit_bond_sampling(system, basis, train, tol=2.0)

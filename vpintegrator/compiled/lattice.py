@@ -119,10 +119,28 @@ def run_verlet(kind, periodic, par, y, h, gammas, n_steps, out, info, g, d):
 
 
 @jit
-def _reduced_force(kind, periodic, par, phi, xi, f, q, g, d):
-    """``f = Phi^T V'(Phi xi)`` (k,): the force of PSD-Galerkin's reduced potential (the full lattice's force at the
-    lifted positions, projected); q, g (N,) and d (N + 1,) scratch."""
-    n, k = phi.shape
+def _reduced_force(kind, periodic, par, phi, xi, f, q, g, d, hyper):
+    """The force of PSD-Galerkin's reduced potential into f (k,). Without hyper-reduction (``hyper[0]`` empty)
+    ``Phi^T V'(Phi xi)``: the full lattice's force at the lifted positions, projected (q, g (N,) and d (N + 1,)
+    scratch). With it, ``hyper = (rows (m, k), weights (m,), K (k, k), (phi'(0), kappa))`` and the force is
+    ``K xi + sum_b w_b psi'(rows_b . xi) rows_b`` (``vpintegrator.reduction.hyper``), O(k^2 + m k)."""
+    rows, weights, stiff, aff = hyper
+    k = xi.shape[0]
+    if rows.shape[0] > 0:
+        for j in range(k):
+            s = 0.0
+            for l in range(k):
+                s += stiff[j, l] * xi[l]
+            f[j] = s
+        for b in range(rows.shape[0]):
+            r = 0.0
+            for j in range(k):
+                r += rows[b, j] * xi[j]
+            c = weights[b] * (_dphi(kind, par, r) - aff[0] - aff[1] * r)
+            for j in range(k):
+                f[j] += c * rows[b, j]
+        return
+    n = phi.shape[0]
     for i in range(n):
         s = 0.0
         for j in range(k):
@@ -138,15 +156,16 @@ def _reduced_force(kind, periodic, par, phi, xi, f, q, g, d):
 
 
 @jit
-def run_reduced_verlet(kind, periodic, par, phi, z, h, gammas, n_steps, out, info, f, q, g, d):
+def run_reduced_verlet(kind, periodic, par, phi, z, h, gammas, n_steps, out, info, f, q, g, d, hyper):
     """Stormer-Verlet (composed with ``gammas``) on PSD-Galerkin's reduced system ``|eta|^2 / 2 + V(Phi xi)`` of
-    a cotangent-lift basis ``phi`` (N, k): z = (xi, eta) (2k,) in place into out, as ``run_verlet``."""
+    a cotangent-lift basis ``phi`` (N, k), hyper-reduced when ``hyper`` is (``_reduced_force``): z = (xi, eta)
+    (2k,) in place into out, as ``run_verlet``."""
     k = phi.shape[1]
     xi = z[:k]
     eta = z[k:]
     info[1] = 0.0
     info[2] = 0.0
-    _reduced_force(kind, periodic, par, phi, xi, f, q, g, d)
+    _reduced_force(kind, periodic, par, phi, xi, f, q, g, d, hyper)
     for step in range(n_steps):
         for j in range(gammas.shape[0]):
             hs = gammas[j] * h
@@ -155,7 +174,7 @@ def run_reduced_verlet(kind, periodic, par, phi, z, h, gammas, n_steps, out, inf
                 eta[i] = eta[i] - c * f[i]
             for i in range(k):
                 xi[i] = xi[i] + hs * eta[i]
-            _reduced_force(kind, periodic, par, phi, xi, f, q, g, d)
+            _reduced_force(kind, periodic, par, phi, xi, f, q, g, d, hyper)
             for i in range(k):
                 eta[i] = eta[i] - c * f[i]
         st = _store(z, out, step, info[3])
@@ -340,7 +359,7 @@ class LatticeStepper:
     warm: bool = False
 
     def __init__(self, system: Any, method: Any, h: float, mid: int, gammas: np.ndarray,
-                 lift: tuple[Any, np.ndarray] | None = None) -> None:
+                 lift: tuple[Any, np.ndarray, Any] | None = None) -> None:
         self.system, self.method, self.dt = system, method, float(h)
         self.name = method.name
         self.dim = int(system.dim)
@@ -352,6 +371,13 @@ class LatticeStepper:
         self.kind, self.periodic = int(lattice.kind), bool(lattice.periodic)
         self.params = np.ascontiguousarray(lattice.bond_params(), dtype=np.float64)
         self.sites = int(lattice.N)
+        sampling = None if lift is None else lift[2]
+        k = self.dim // 2
+        #: the bond sampling's arrays (rows, weights, K, (phi'(0), kappa)); empty rows: none
+        self.hyper = (np.zeros((0, k)), np.zeros(0), np.zeros((k, k)), np.zeros(2)) if sampling is None else (
+            np.ascontiguousarray(sampling.rows, dtype=np.float64), np.ascontiguousarray(sampling.weights, dtype=np.float64),
+            np.ascontiguousarray(sampling.stiffness, dtype=np.float64),
+            np.array([float(lattice.dphi(np.zeros(1))[0]), lattice.kappa]))
         self.tol, self.max_iter = float(getattr(method, "tol", 1e-15)), int(getattr(method, "max_iter", 50))
         self._info = np.zeros(4)
         self._scratch()
@@ -384,7 +410,7 @@ class LatticeStepper:
         info[0], info[3] = math.inf, limit * limit
         if self.phi is not None:
             done = run_reduced_verlet(self.kind, self.periodic, self.params, self.phi, y, self.dt, self.gammas, n, out,
-                                      info, self._f, self._big, self._g, self._d)
+                                      info, self._f, self._big, self._g, self._d, self.hyper)
         elif self.mid == VERLET:
             done = run_verlet(self.kind, self.periodic, self.params, y, self.dt, self.gammas, n, out, info, self._g,
                               self._d)

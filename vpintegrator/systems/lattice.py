@@ -199,6 +199,15 @@ class Lattice(System):
         q1, p1 = c * qh + s_over_w * ph, c * ph - w_s * qh
         return sfft.dst(q1, type=1, axis=-1, norm="ortho"), sfft.dst(p1, type=1, axis=-1, norm="ortho")
 
+    def bonds(self, q: np.ndarray) -> np.ndarray:
+        """Every bond ``r_b`` of positions q (..., N): (..., N) on a ring (bond b between sites b-1 and b, mod N),
+        (..., N + 1) with fixed ends (sites -1 and N at 0). Linear in q."""
+        return _bond_array(np.asarray(q, dtype=np.float64), self.periodic)
+
+    def nonlinear_dphi(self, r: np.ndarray) -> np.ndarray:
+        """``psi'(r) = phi'(r) - phi'(0) - kappa r``: the bond force less its affine part (``V_nl``'s)."""
+        return self.dphi(r) - float(self.dphi(np.zeros(1))[0]) - self.kappa * r
+
     def nonlinear_gradient(self, q: np.ndarray) -> np.ndarray:
         """``dV_nl/dq``: the force of the potential less its quadratic part (``V_nl``, module docstring)."""
         d0, kappa = float(self.dphi(np.zeros(1))[0]), self.kappa
