@@ -182,3 +182,10 @@ def test_shipped_specs_generate_the_bump_family(name):
     held_out = load_spec("toda_bump_heldout").sampler_args["mu"]
     training = load_spec("toda_bump").sampler_args["mu"]
     np.testing.assert_allclose(held_out, 0.5 * (np.array(training[1:]) + training[:-1]))  # the midpoints
+
+
+def test_dense_jacobians_that_do_not_fit_are_refused_before_allocating():
+    system = get_system("toda", N=30000)  # one dense Jacobian: 60000^2 floats = 29 GB
+    with pytest.raises(VPIntegratorError, match="dense 60000 x 60000 Jacobians.*compiled=None") as info:
+        system.jacobian(np.zeros((1, 60000)))
+    assert "\n" not in str(info.value)

@@ -126,8 +126,9 @@ class Lattice(System):
     def potential_hessian(self, q: np.ndarray) -> np.ndarray:
         """d2V/dq2 (..., N, N), dense (tridiagonal, with the two corners on a ring)."""
         q = np.asarray(q, dtype=np.float64)
-        k = self.ddphi(_bond_array(q, self.periodic))  # (..., bonds), bond b between sites b-1 and b
         n = self.N
+        self._check_dense(q.shape[:-1], n)
+        k = self.ddphi(_bond_array(q, self.periodic))  # (..., bonds), bond b between sites b-1 and b
         out = np.zeros(q.shape[:-1] + (n, n))
         idx = np.arange(n)
         if self.periodic:
@@ -151,10 +152,21 @@ class Lattice(System):
         """df/dy (..., 2N, 2N), dense: ``[[0, I], [-V''(q), 0]]``."""
         y = self._check_state(y)
         n = self.N
+        self._check_dense(y.shape[:-1], 2 * n, copies=1.25)
         out = np.zeros(y.shape[:-1] + (2 * n, 2 * n))
         out[..., :n, n:] = np.eye(n)
         out[..., n:, :n] = -self.potential_hessian(y[..., :n])
         return out
+
+    def _check_dense(self, batch: tuple[int, ...], size: int, copies: float = 1.0) -> None:
+        """Refuse, in one line and before allocating, dense matrices of ``size`` x ``size`` per state that do not
+        fit in memory (a NumPy implicit step on thousands of sites)."""
+        from ..resources import check_size
+
+        check_size("N", float(np.prod(batch, dtype=float)) * size * size, what=f"dense {size} x {size} Jacobians of "
+                   f"the lattice {self.name!r} (N = {self.N})", copies=copies,
+                   way_out="integrate with compiled=None (the lattice loops: stormer_verlet, implicit_midpoint and "
+                           "their compositions, no dense matrix), fewer trajectories at once, or an explicit method")
 
     def divergence(self, y: np.ndarray) -> np.ndarray:
         return np.zeros(self._check_state(y).shape[:-1])
