@@ -374,7 +374,7 @@ class LatticeStepper:
         sampling = None if lift is None else lift[2]
         k = self.dim // 2
         #: the bond sampling's arrays (rows, weights, K, (phi'(0), kappa)); empty rows: none
-        self.hyper = (np.zeros((0, k)), np.zeros(0), np.zeros((k, k)), np.zeros(2)) if sampling is None else (
+        self.hyper = (np.zeros((0, k)), np.zeros(0), np.zeros((0, 0)), np.zeros(2)) if sampling is None else (
             np.ascontiguousarray(sampling.rows, dtype=np.float64), np.ascontiguousarray(sampling.weights, dtype=np.float64),
             np.ascontiguousarray(sampling.stiffness, dtype=np.float64),
             np.array([float(lattice.dphi(np.zeros(1))[0]), lattice.kappa]))
