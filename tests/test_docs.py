@@ -19,7 +19,7 @@ import pytest
 CHECKOUT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(not (CHECKOUT / "mkdocs.yml").is_file(), reason="repository files (not in the wheel)")
 
-API_MODULES = ("systems", "integrators", "data", "nn", "models", "training", "rollout", "metrics", "testing", "plotting",
+API_MODULES = ("systems", "integrators", "reduction", "data", "nn", "models", "training", "rollout", "metrics", "testing", "plotting",
                "provenance", "stepping", "protocols")
 TEST_COMMAND = 'pip install -c constraints.txt -e ".[test]" && python -m pytest'
 # pages the docs build generates (docs/hooks/notebooks.py: one per executed notebook)

@@ -19,7 +19,20 @@ from vpintegrator.data.trajectories import Trajectories
 
 METHODS = list_integrators()  # every registered method: a new one is tested automatically
 LEGACY = ["euler", "rk4", "implicit_midpoint", "gauss_legendre4", "stormer_verlet", "splitting"]
-SYSTEMS = ["rigid_body", "coupled_oscillator", "volterra", "abc_flow", "rigid_body_exp"]
+SYSTEMS = ["rigid_body", "coupled_oscillator", "volterra", "abc_flow", "rigid_body_exp", "toda", "fpu_beta"]
+#: the lattices at a size the dense Jacobians of these tests afford (their own tests: tests/test_lattices.py)
+SMALL = {"toda": {"N": 5}, "fpu_beta": {"N": 5}}
+
+
+def _system(name: str) -> System:
+    return get_system(name, **SMALL.get(name, {}))
+
+
+def _bump(name: str) -> np.ndarray:
+    y = 0.5 * sample_initial_conditions(_system(name), "bump", mu=[0.3, 0.45])
+    y[:, 5:] = [[0.1, -0.2, 0.05, 0.0, 0.3], [0.0, 0.1, 0.2, -0.1, 0.05]]
+    return y
+
 DET64 = 1e-10  # team tolerance table, det float64
 
 # initial conditions per system for accuracy tests (Volterra on the positive orthant: periodic orbits)
@@ -29,12 +42,14 @@ Y0 = {
     "volterra": np.array([[1.0, 2.0, 1.5], [0.5, 1.0, 2.0]]),
     "abc_flow": np.array([[0.1, 0.2, 0.3], [1.0, 2.0, 3.0]]),
     "rigid_body_exp": 0.8 * paper_sphere_points()[[100, 719, 300]],  # on |z| = 1 GL8 at h = 2 is pre-asymptotic
+    "toda": _bump("toda"),
+    "fpu_beta": _bump("fpu_beta"),
 }
 
 
 def _supports(method: str, system_name: str) -> bool:
     try:
-        get_integrator(method).supports(get_system(system_name))
+        get_integrator(method).supports(_system(system_name))
     except VPIntegratorError:
         return False
     return True
@@ -46,7 +61,7 @@ PAIRS = [(m, s) for m in METHODS for s in SYSTEMS if _supports(m, s)]
 @functools.lru_cache(maxsize=None)
 def _reference(system_name: str, t_end: float) -> np.ndarray:
     """DOP853 at tight tolerance from Y0[system_name], one state at a time: y(t_end) (n, dim)."""
-    system = get_system(system_name)
+    system = _system(system_name)
     ends = [
         solve_ivp(system, (0.0, t_end), state, method="DOP853", rtol=3e-14, atol=3e-14).y[:, -1]
         for state in Y0[system_name]
@@ -86,7 +101,7 @@ def test_convergence_order(method, system_name):
     points above the floor. It must be the claimed order, within [p - 0.3, p + 1) (a method of a higher
     order than it claims fails too: symmetric methods gain two orders at a time). Steps where Newton
     fails (too large for the method) are skipped."""
-    system = get_system(system_name)
+    system = _system(system_name)
     order = get_integrator(method).order
     y0, t_end = Y0[system_name], CONVERGENCE_T
     reference = _reference(system_name, t_end)
@@ -145,7 +160,7 @@ def test_stormer_verlet_energy_bounded_on_oscillator():
     ],
 )
 def test_volume_preserving_step_maps(method, system_name):
-    system = get_system(system_name)
+    system = _system(system_name)
     y = sample_initial_conditions(system, "box", 500, 0, low=-3.0, high=3.0)
     det = np.linalg.det(get_integrator(method).step_jacobian(system, y, 0.2))
     assert np.max(np.abs(det - 1.0)) <= 1e-12
@@ -183,7 +198,7 @@ def test_implicit_midpoint_is_not_volume_preserving_on_rigid_body():
 
 @pytest.mark.parametrize("method, system_name", PAIRS)
 def test_step_jacobian_matches_finite_differences(method, system_name):
-    system = get_system(system_name)
+    system = _system(system_name)
     integrator = get_integrator(method)
     low = 0.3 if system_name == "volterra" else -2.0
     y = sample_initial_conditions(system, "box", 8, 1, low=low, high=2.0)
@@ -199,7 +214,7 @@ def test_step_jacobian_matches_finite_differences(method, system_name):
 
 @pytest.mark.parametrize("system_name", ["rigid_body", "coupled_oscillator", "volterra", "abc_flow"])
 def test_implicit_midpoint_solves_its_equation_to_rounding(system_name):
-    system = get_system(system_name)
+    system = _system(system_name)
     y = Y0[system_name]
     h = 0.2
     y1 = get_integrator("implicit_midpoint").step(system, y, h)
@@ -231,8 +246,8 @@ def test_gauss_legendre_matches_per_state_fsolve():
 def test_batch_equals_one_trajectory_at_a_time(method):
     system_name = next(s for s in SYSTEMS if _supports(method, s))
     y0 = Y0[system_name]
-    batched = integrate(system_name, y0, 0.1, 20, method).y
-    single = np.concatenate([integrate(system_name, state[None], 0.1, 20, method).y for state in y0])
+    batched = integrate(_system(system_name), y0, 0.1, 20, method).y
+    single = np.concatenate([integrate(_system(system_name), state[None], 0.1, 20, method).y for state in y0])
     # the same NumPy code on batches of other shapes (BLAS may pick another kernel): a few ulp per step
     assert_ulp_close(batched, single, steps=20)
 

@@ -25,20 +25,20 @@ LAYERS = [
     "fastpath",  # verified(fast, eager, probe): every fast path checked against eager, else eager
     "stepping",  # the rollout core (window advance, failure rule, block loop): below data, for integrate
     "jobs",  # the job runtime (shards, part files and the index, executors: threads, processes, Dask) under vp-gen and vp-rollout
-    "systems", "integrators", "compiled", "data",  # the NumPy side: equations, methods, kernels, files
+    "systems", "integrators", "compiled", "data", "reduction",  # the NumPy side: equations, methods, kernels, files
     "jacobians", "nn", "models", "metrics", "poisson", "testing",  # the torch side and the shared measurements
     "rollout", "training", "plotting", "studies", "cli",
 ]
 # further parts a part may not import although they are below it (independent branches of the tree)
 ALSO_FORBIDDEN = {
-    "nn": {"systems", "integrators", "compiled", "data", "rundir", "jobs"},
+    "nn": {"systems", "integrators", "compiled", "data", "reduction", "rundir", "jobs"},
     # models: systems only (the finite-difference context encoder asks the system for its linear parameter form)
-    "models": {"integrators", "compiled", "data", "rundir", "jobs"},
+    "models": {"integrators", "compiled", "data", "reduction", "rundir", "jobs"},
     "metrics": {"nn", "models", "rundir", "jobs"},
-    "testing": {"data", "compiled", "metrics", "rundir", "jobs"},
-    "poisson": {"data", "compiled", "metrics", "rundir", "nn", "models", "jobs"},
+    "testing": {"data", "compiled", "reduction", "metrics", "rundir", "jobs"},
+    "poisson": {"data", "compiled", "reduction", "metrics", "rundir", "nn", "models", "jobs"},
     "plotting": {"nn", "models", "jacobians", "testing", "rollout", "training"},
-    "jacobians": {"systems", "integrators", "compiled", "data", "rundir", "jobs"},
+    "jacobians": {"systems", "integrators", "compiled", "data", "reduction", "rundir", "jobs"},
 }
 
 

@@ -25,7 +25,7 @@ from vpintegrator.systems import (
     sample_initial_conditions,
 )
 
-SYSTEMS = ["rigid_body", "coupled_oscillator", "volterra", "abc_flow", "rigid_body_exp"]
+SYSTEMS = ["rigid_body", "coupled_oscillator", "volterra", "abc_flow", "rigid_body_exp", "toda", "fpu_beta"]
 # allclose float64 tolerance of the team table
 ALLCLOSE64 = 1e-12
 NAN = float("nan")
@@ -36,6 +36,8 @@ def _points(system: System, n: int = 16, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     if system.name == "volterra":
         return rng.uniform(0.3, 2.0, (n, system.dim))
+    if system.name in ("toda", "fpu_beta"):  # 400 components: bonds of O(1), where finite differences are accurate
+        return rng.uniform(-0.5, 0.5, (n, system.dim))
     return rng.uniform(-2.0, 2.0, (n, system.dim))
 
 
@@ -226,7 +228,7 @@ def test_list_sampler():
         (lambda: get_system("rigid_body").invariant("momentum", np.ones(3)), "energy, casimir"),
         (lambda: get_system("rigid_body").vector_field(np.ones(4)), r"shape \(\.\.\., 3\)"),
         (lambda: get_system("volterra").kinetic_gradient(np.ones(2)), "not a separable"),
-        (lambda: sample_initial_conditions("rigid_body", "cube", 3, 0), "valid samplers: box, list"),
+        (lambda: sample_initial_conditions("rigid_body", "cube", 3, 0), "valid samplers: box, bump, list"),
         (lambda: sample_initial_conditions("coupled_oscillator", "paper_sphere", None, None), "dim=4"),
         (lambda: sample_initial_conditions("rigid_body", "paper_sphere", 5000, None), "1..1238"),
         (lambda: sample_initial_conditions("rigid_body", "sphere", None, 0), "needs n"),
@@ -253,7 +255,7 @@ def test_bad_inputs_raise_one_line_errors(call, match):
 
 
 def test_list_samplers():
-    assert list_samplers() == ["box", "list", "paper_sphere", "sphere"]
+    assert list_samplers() == ["box", "bump", "list", "paper_sphere", "sphere"]
 
 
 @pytest.mark.parametrize("name, params, match", [

@@ -79,6 +79,10 @@ def compiled_stepper(system: Any, method: Any, dt: float) -> "CompiledStepper | 
     method = get_integrator(method)
     method.supports(system)
     h = finite_float(dt, "dt", positive=True)
+    if vars(type(system)).get("lattice_kernel"):  # a shipped lattice (its own class body, not a subclass's): compiled/lattice.py
+        from .lattice import lattice_stepper
+
+        return lattice_stepper(system, method, h)
     try:
         key: Any = (system, method, h)
         proto = _PLANS.get(key, _NOT_PLANNED)

@@ -6,7 +6,8 @@ metadata of every registered method (also ``vp-rollout --list-methods``).
 
 Modules: ``base`` (contract, metadata), ``registry`` (names -> methods), ``newton`` (Newton helpers), ``explicit`` (euler, rk4), ``implicit`` (implicit
 midpoint, Gauss-Legendre of any stage count), ``splitting`` (Stormer-Verlet, the shear splittings),
-``lie_poisson`` (the rigid body's exact-rotation splittings), ``composition`` (triple jump, Suzuki, Yoshida 6
+``lie_poisson`` (the rigid body's exact-rotation splittings), ``exponential`` (Strang splitting with a lattice's
+linear part exact), ``composition`` (triple jump, Suzuki, Yoshida 6
 of a symmetric base; [`register_compositions`][vpintegrator.integrators.register_compositions] for a user's own symmetric method);
 [`integrate`][vpintegrator.data.integration.integrate] (in ``data``: it returns a Trajectories) runs one on a batch.
 
@@ -17,6 +18,7 @@ of a symmetric base; [`register_compositions`][vpintegrator.integrators.register
 | splitting   | stormer_verlet (2, separable H)                                | symplectic, volume                 |
 | splitting   | splitting (2), splitting_mclachlan2 (2), splitting_blanes_moan4 | volume exactly (shear flows)      |
 | splitting   | rotation_splitting, rotation_splitting_centred (2, rigid body) | Casimir, Poisson map, volume exactly |
+| splitting   | exponential_splitting (2, lattices: linear part exact)         | symplectic, volume                 |
 | composition | <base>_tj4 (4), <base>_suzuki4 (4), <base>_y6 (6)               | what the base preserves            |
 
 Symplectic maps preserve phase-space volume of canonical Hamiltonian systems (the coupled oscillator:
@@ -36,10 +38,11 @@ from .explicit import RK4, ExplicitEuler
 from .implicit import GaussLegendre, ImplicitMidpoint, gauss_legendre_tableau
 from .splitting import SPLITTINGS, LieTrotterComposition, ShearSplitting, StormerVerlet
 from .lie_poisson import CentredRotationSplitting, RotationSplitting
+from .exponential import ExponentialSplitting
 
 #: the symmetric order-2 methods every composition scheme is registered for
 COMPOSITION_BASES = ("implicit_midpoint", "splitting", "stormer_verlet", "rotation_splitting",
-                     "rotation_splitting_centred")
+                     "rotation_splitting_centred", "exponential_splitting")
 
 
 def _register_builtin() -> None:
@@ -53,6 +56,7 @@ def _register_builtin() -> None:
         register_integrator(method)
     register_integrator(RotationSplitting())
     register_integrator(CentredRotationSplitting())
+    register_integrator(ExponentialSplitting())
     for method in compositions(COMPOSITION_BASES):
         register_integrator(method)
 
@@ -71,6 +75,7 @@ __all__ = [
     "LieTrotterComposition",
     "RotationSplitting",
     "CentredRotationSplitting",
+    "ExponentialSplitting",
     "Composition",
     "SCHEMES",
     "COMPOSITION_BASES",

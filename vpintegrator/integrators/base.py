@@ -24,6 +24,10 @@ NEEDS: dict[str, tuple[str, str]] = {
         "a field whose i-th component does not depend on y_i (shear_splittable)",
         "is not. Use implicit_midpoint or rk4",
     ),
+    "linear_part": (
+        "a system whose quadratic part has an exact flow (a lattice: linear_flow and nonlinear_gradient)",
+        "is not one. Use stormer_verlet, implicit_midpoint or rk4",
+    ),
     "inertia": (
         "a free rigid body with principal moments of inertia (RigidBody: the rotation splittings)",
         "is not one. Use implicit_midpoint, gauss_legendre4 or rk4",

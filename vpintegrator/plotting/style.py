@@ -83,6 +83,11 @@ INTEGRATOR_STYLES: dict[str, tuple[str, Any, str]] = {
     "rotation_splitting_centred_tj4": (_OI["orange"], (0, (3, 1, 1, 1, 1, 1, 1, 1)), "p"),
     "rotation_splitting_centred_suzuki4": (_OI["orange"], (0, (8, 2, 1, 2)), "P"),
     "rotation_splitting_centred_y6": (_OI["orange"], (0, (2, 2)), "s"),
+    # the lattices' exponential splitting (Strang, the linear part exact): yellow, which no other integrator uses
+    "exponential_splitting": (_OI["yellow"], "--", "H"),
+    "exponential_splitting_tj4": (_OI["yellow"], "-.", "h"),
+    "exponential_splitting_suzuki4": (_OI["yellow"], (0, (1, 1.2)), "*"),
+    "exponential_splitting_y6": (_OI["yellow"], (0, (6, 2)), "X"),
     "exact_flow": (_FLOW_COLOR, (0, (1, 1.2)), "x"),
     "dop853": (_FLOW_COLOR, (0, (6, 2)), "+"),
 }
@@ -118,6 +123,7 @@ DISPLAY_NAMES: dict[str, str] = {
     "splitting_blanes_moan4": "VP splitting (Blanes–Moan 4)",
     "rotation_splitting": "rotation splitting",
     "rotation_splitting_centred": "rotation splitting, centred",
+    "exponential_splitting": "exponential splitting",
     "exact_flow": "exact flow",
     "dop853": "DOP853",
     "vpff": "VPFF",
@@ -127,7 +133,8 @@ DISPLAY_NAMES: dict[str, str] = {
     "g_sympnet": "G-SympNet",
     "symplectic_transformer": "symplectic transformer",
 }
-for _base in ("implicit_midpoint", "splitting", "stormer_verlet", "rotation_splitting", "rotation_splitting_centred"):
+for _base in ("implicit_midpoint", "splitting", "stormer_verlet", "rotation_splitting", "rotation_splitting_centred",
+              "exponential_splitting"):
     for _suffix, _what in (("tj4", "triple jump 4"), ("suzuki4", "Suzuki 4"), ("y6", "Yoshida 6")):
         DISPLAY_NAMES[f"{_base}_{_suffix}"] = f"{DISPLAY_NAMES[_base]} ({_what})"
 

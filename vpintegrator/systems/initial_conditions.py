@@ -1,4 +1,5 @@
-"""Initial-condition samplers: the paper's sphere set, random on a sphere, random in a box, a list.
+"""Initial-condition samplers: the paper's sphere set, random on a sphere, random in a box, a list, the
+lattices' bump family.
 
 Every sampler returns float64 points of shape ``(n, dim)``. Use
 [`sample_initial_conditions`][vpintegrator.systems.sample_initial_conditions] with a sampler name; [`list_samplers`][vpintegrator.systems.list_samplers] names them.
@@ -135,8 +136,32 @@ def _list(dim: int, n: int | None, rng, system: System | None, points=None) -> n
     return arr
 
 
+def _bump(dim: int, n: int | None, rng, system: System | None, mu=None) -> np.ndarray:
+    from .lattice import Lattice, bump
+
+    if not isinstance(system, Lattice):
+        raise VPIntegratorError(
+            f"sampler 'bump' is the lattices' bump family (toda, fpu_beta); system {getattr(system, 'name', system)!r} "
+            "is not a lattice: use 'box', 'sphere' or 'list'")
+    if mu is None:
+        raise VPIntegratorError("sampler 'bump' needs 'mu' (the bump parameter of each trajectory, e.g. "
+                                "mu = [0.30, 0.33, 0.36]); none given")
+    values = np.atleast_1d(np.asarray(mu, dtype=object))
+    if values.ndim != 1 or values.size == 0:
+        raise VPIntegratorError(f"sampler 'bump' argument 'mu' must be a number or a list of numbers; got {mu!r}")
+    mus = [_finite_float("bump", "mu", v) for v in values]
+    bad = [v for v in mus if v <= 0]
+    if bad:
+        raise VPIntegratorError(f"sampler 'bump' argument 'mu' must be > 0 (the bump's width is 0.2 / mu); got {bad[0]}")
+    if n is not None and n != len(mus):
+        raise VPIntegratorError(f"sampler 'bump' got {len(mus)} values of mu but n={n}; drop n or make it match")
+    sites = dim // 2
+    return np.stack([np.concatenate([bump(m, sites), np.zeros(sites)]) for m in mus])
+
+
 _SAMPLERS: dict[str, Callable[..., np.ndarray]] = {
     "paper_sphere": _paper_sphere,
+    "bump": _bump,
     "sphere": _sphere,
     "box": _box,
     "list": _list,
@@ -166,7 +191,10 @@ def sample_initial_conditions(
         a smaller n an evenly spread deterministic subset). ``"sphere"``: uniform on the sphere of
         ``radius`` (default 1) around ``center`` (default 0), any dim. ``"box"``: uniform in
         ``[low, high]`` per coordinate (scalars or length-dim lists; default [-1, 1]). ``"list"``:
-        explicit ``points`` of shape (n, dim) (default: the system's ``default_y0``).
+        explicit ``points`` of shape (n, dim) (default: the system's ``default_y0``). ``"bump"`` (the
+        lattices ``toda`` and ``fpu_beta``): one trajectory per value of ``mu`` (a number or a list),
+        GeometricProblems' bump ``q0 = h(20 mu |x + mu / 2|)`` on the N points of [-0.5, 0.5] and ``p0 = 0``
+        (``vpintegrator.systems.lattice.bump``).
     n : int, optional
         Number of points (required for "sphere" and "box").
     rng : numpy.random.Generator or int, optional

@@ -1,0 +1,482 @@
+"""Compiled full-order steppers of the lattices (``toda``, ``fpu_beta``): array loops at any number of sites.
+
+The lean loops of ``vpintegrator.compiled.lean`` hold the state in a tuple of ``dim`` scalars, which numba
+specialises per length: right for 3 or 4 components, impossible for 1600. A lattice
+([`Lattice`][vpintegrator.systems.lattice.Lattice]) steps here instead, on float64 arrays, one pass over the
+bonds per force (one ``exp`` per bond for Toda):
+
+- ``stormer_verlet`` (kick-drift-kick) and every composition of it (``stormer_verlet_tj4``, ``_suzuki4``,
+  ``_y6``: the sub-steps' fractions ``gammas``), the force at the end of one kick reused by the next;
+- ``implicit_midpoint`` (and its compositions): the step is reduced to the N unknowns of the midpoint positions
+  ``Q``, ``G(Q) = Q - q - h p / 2 + h^2 / 4 V'(Q) = 0``, solved by Newton with the lattice's own structure,
+  ``I + h^2 / 4 V''(Q)`` (cyclic) tridiagonal, by the Thomas algorithm (with Sherman-Morrison on a ring), O(N)
+  per iteration; ``q1 = 2 Q - q``, ``p1 = p - h V'(Q)``. The start (explicit Euler), the convergence test and
+  the failure codes are those of the NumPy method (``vpintegrator.compiled.newton``'s docstring), on the
+  update of ``Q``.
+
+[`lattice_stepper`][vpintegrator.compiled.lattice.lattice_stepper] gives a stepper with the API of
+``CompiledStepper`` (``step_block``, ``run``, ``run_batch``, ``status``, ``error``), which
+``compiled_stepper`` returns for a lattice; ``integrate`` and the rollouts then use it as they use any compiled
+stepper (at most ``SCALAR_MAX_BATCH`` trajectories, one after the other). Memory: the stepper holds a few
+arrays of N floats; the caller's output array is checked by ``integrate`` before it is allocated.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..errors import VPIntegratorError
+from ._jit import jit
+from .newton import BLOWN_UP, NONFINITE, NOT_CONVERGED, OK, SINGULAR
+
+__all__ = ["lattice_stepper", "LatticeStepper", "lattice_force", "run_reduced_verlet", "VERLET", "MIDPOINT", "TODA",
+           "FPU_BETA"]
+
+#: method ids of the lattice loops
+VERLET, MIDPOINT = 0, 1
+#: lattice kinds (``Lattice.kind``)
+TODA, FPU_BETA = 0, 1
+
+
+@jit
+def _dphi(kind, par, r):
+    if kind == TODA:
+        return -par[0] * math.exp(-r)
+    return r + par[0] * r * r * r
+
+
+@jit
+def _ddphi(kind, par, r):
+    if kind == TODA:
+        return par[0] * math.exp(-r)
+    return 1.0 + 3.0 * par[0] * r * r
+
+
+@jit
+def lattice_force(kind, periodic, par, q, g, d):
+    """``g = dV/dq`` (N,) of the lattice ``kind`` at ``q`` (N,): ``phi'(r_b) - phi'(r_{b+1})`` per site, with
+    ``d`` (N + 1,) scratch for the bonds' ``phi'`` (bond b between sites b-1 and b; one loop without a carried
+    dependency, which numba vectorises, ``exp`` included)."""
+    n = q.shape[0]
+    for b in range(1, n):
+        d[b] = _dphi(kind, par, q[b] - q[b - 1])
+    if periodic:
+        d[0] = _dphi(kind, par, q[0] - q[n - 1])
+        d[n] = d[0]
+    else:
+        d[0] = _dphi(kind, par, q[0])
+        d[n] = _dphi(kind, par, -q[n - 1])
+    for i in range(n):
+        g[i] = d[i] - d[i + 1]
+
+
+@jit
+def _store(y, out, k, limit2):
+    """out[k] = y, and OK, NONFINITE or BLOWN_UP (|y|^2 above limit2) for y, in the same pass."""
+    s = 0.0
+    for i in range(y.shape[0]):
+        v = y[i]
+        out[k, i] = v
+        s += v * v
+    if not math.isfinite(s):
+        return NONFINITE
+    if s > limit2:
+        return BLOWN_UP
+    return OK
+
+
+@jit
+def run_verlet(kind, periodic, par, y, h, gammas, n_steps, out, info, g, d):
+    """Stormer-Verlet composed with the fractions ``gammas`` (one: plain Verlet), ``n_steps`` steps of y (2N,) in
+    place into out[:n_steps]; the force ``g`` (N,) and ``d`` (N + 1,) scratch. Returns the states written; info[1] the status,
+    info[2] the failing step, info[3] the squared norm limit."""
+    n = y.shape[0] // 2
+    q = y[:n]
+    p = y[n:]
+    info[1] = 0.0
+    info[2] = 0.0
+    lattice_force(kind, periodic, par, q, g, d)
+    for k in range(n_steps):
+        for j in range(gammas.shape[0]):
+            hs = gammas[j] * h
+            c = 0.5 * hs
+            for i in range(n):
+                p[i] = p[i] - c * g[i]
+            for i in range(n):
+                q[i] = q[i] + hs * p[i]
+            lattice_force(kind, periodic, par, q, g, d)
+            for i in range(n):
+                p[i] = p[i] - c * g[i]
+        st = _store(y, out, k, info[3])
+        if st != OK:
+            info[1] = st
+            info[2] = k + 1
+            return k + 1
+    return n_steps
+
+
+@jit
+def _reduced_force(kind, periodic, par, phi, xi, f, q, g, d, hyper):
+    """The force of PSD-Galerkin's reduced potential into f (k,). Without hyper-reduction (``hyper[0]`` empty)
+    ``Phi^T V'(Phi xi)``: the full lattice's force at the lifted positions, projected (q, g (N,) and d (N + 1,)
+    scratch). With it, ``hyper = (rows (m, k), weights (m,), K (k, k), (phi'(0), kappa))`` and the force is
+    ``K xi + sum_b w_b psi'(rows_b . xi) rows_b`` (``vpintegrator.reduction.hyper``), O(k^2 + m k)."""
+    rows, weights, stiff, aff = hyper
+    k = xi.shape[0]
+    if rows.shape[0] > 0:
+        for j in range(k):
+            s = 0.0
+            for l in range(k):
+                s += stiff[j, l] * xi[l]
+            f[j] = s
+        for b in range(rows.shape[0]):
+            r = 0.0
+            for j in range(k):
+                r += rows[b, j] * xi[j]
+            c = weights[b] * (_dphi(kind, par, r) - aff[0] - aff[1] * r)
+            for j in range(k):
+                f[j] += c * rows[b, j]
+        return
+    n = phi.shape[0]
+    for i in range(n):
+        s = 0.0
+        for j in range(k):
+            s += phi[i, j] * xi[j]
+        q[i] = s
+    lattice_force(kind, periodic, par, q, g, d)
+    for j in range(k):
+        f[j] = 0.0
+    for i in range(n):
+        gi = g[i]
+        for j in range(k):
+            f[j] += phi[i, j] * gi
+
+
+@jit
+def run_reduced_verlet(kind, periodic, par, phi, z, h, gammas, n_steps, out, info, f, q, g, d, hyper):
+    """Stormer-Verlet (composed with ``gammas``) on PSD-Galerkin's reduced system ``|eta|^2 / 2 + V(Phi xi)`` of
+    a cotangent-lift basis ``phi`` (N, k), hyper-reduced when ``hyper`` is (``_reduced_force``): z = (xi, eta)
+    (2k,) in place into out, as ``run_verlet``."""
+    k = phi.shape[1]
+    xi = z[:k]
+    eta = z[k:]
+    info[1] = 0.0
+    info[2] = 0.0
+    _reduced_force(kind, periodic, par, phi, xi, f, q, g, d, hyper)
+    for step in range(n_steps):
+        for j in range(gammas.shape[0]):
+            hs = gammas[j] * h
+            c = 0.5 * hs
+            for i in range(k):
+                eta[i] = eta[i] - c * f[i]
+            for i in range(k):
+                xi[i] = xi[i] + hs * eta[i]
+            _reduced_force(kind, periodic, par, phi, xi, f, q, g, d, hyper)
+            for i in range(k):
+                eta[i] = eta[i] - c * f[i]
+        st = _store(z, out, step, info[3])
+        if st != OK:
+            info[1] = st
+            info[2] = step + 1
+            return step + 1
+    return n_steps
+
+
+@jit
+def _thomas(diag, off, rhs, x, cp, n0, n1):
+    """Solve the symmetric tridiagonal system on rows n0..n1-1 (diag, off[i] between i and i+1) into x;
+    cp scratch. False when a pivot is exactly 0."""
+    piv = diag[n0]
+    if piv == 0.0:
+        return False
+    cp[n0] = off[n0] / piv
+    x[n0] = rhs[n0] / piv
+    for i in range(n0 + 1, n1):
+        piv = diag[i] - off[i - 1] * cp[i - 1]
+        if piv == 0.0:
+            return False
+        cp[i] = off[i] / piv
+        x[i] = (rhs[i] - off[i - 1] * x[i - 1]) / piv
+    for i in range(n1 - 2, n0 - 1, -1):
+        x[i] = x[i] - cp[i] * x[i + 1]
+    return True
+
+
+@jit
+def _solve_structured(periodic, diag, off, rhs, x, ws):
+    """Solve the (cyclic, when periodic: the corner ``off[n-1]`` between n-1 and 0) symmetric tridiagonal
+    system; ws (>= 4, n + 1) scratch. False: singular."""
+    n = diag.shape[0]
+    if not periodic:
+        return _thomas(diag, off, rhs, x, ws[0], 0, n)
+    corner = off[n - 1]
+    gam = -diag[0]
+    d2 = ws[1]
+    for i in range(n):
+        d2[i] = diag[i]
+    d2[0] = diag[0] - gam
+    d2[n - 1] = diag[n - 1] - corner * corner / gam
+    if not _thomas(d2, off, rhs, x, ws[0], 0, n):
+        return False
+    u = ws[2]
+    z = ws[3]
+    for i in range(n):
+        u[i] = 0.0
+    u[0] = gam
+    u[n - 1] = corner
+    if not _thomas(d2, off, u, z, ws[0], 0, n):
+        return False
+    den = 1.0 + z[0] + corner * z[n - 1] / gam
+    if den == 0.0:
+        return False
+    fact = (x[0] + corner * x[n - 1] / gam) / den
+    for i in range(n):
+        x[i] = x[i] - fact * z[i]
+    return True
+
+
+@jit
+def _midpoint_step(kind, periodic, par, y, h, tol, max_iter, info, g, big, diag, off, rhs, dq, ws):
+    """One implicit-midpoint step of y (2N,) in place (module docstring); returns OK, NOT_CONVERGED or
+    SINGULAR (info[0]: the last update). ``big`` (N,) holds Q."""
+    n = y.shape[0] // 2
+    q = y[:n]
+    p = y[n:]
+    scale = 1.0
+    for i in range(2 * n):
+        a = abs(y[i])
+        if a > scale:
+            scale = a
+    # explicit Euler start: y1 = y + h f(y), so Q = q + h p / 2
+    for i in range(n):
+        big[i] = q[i] + 0.5 * h * p[i]
+    c = 0.25 * h * h
+    prev = math.inf
+    e = math.inf
+    for it in range(max_iter):
+        lattice_force(kind, periodic, par, big, g, ws[4])
+        for i in range(n):
+            rhs[i] = big[i] - q[i] - 0.5 * h * p[i] + c * g[i]
+        # the Newton matrix I + c V''(Q): bond b between sites b-1 and b
+        if periodic:
+            for i in range(n):
+                j = i + 1 if i + 1 < n else 0
+                k = _ddphi(kind, par, big[j] - big[i])  # the bond between i and i+1 (mod n)
+                off[i] = -c * k
+            for i in range(n):
+                diag[i] = 1.0 - off[i] - off[i - 1 if i > 0 else n - 1]
+        else:
+            k0 = _ddphi(kind, par, big[0])
+            for i in range(n):
+                k1 = _ddphi(kind, par, big[i + 1] - big[i]) if i + 1 < n else _ddphi(kind, par, -big[n - 1])
+                diag[i] = 1.0 + c * (k0 + k1)
+                off[i] = -c * k1
+                k0 = k1
+        if not _solve_structured(periodic, diag, off, rhs, dq, ws):
+            return SINGULAR
+        e = 0.0
+        for i in range(n):
+            big[i] = big[i] - dq[i]
+            a = abs(dq[i])
+            if a > e:
+                e = a
+        if not math.isfinite(e):
+            e = math.inf
+        info[0] = e
+        if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
+            lattice_force(kind, periodic, par, big, g, ws[4])
+            for i in range(n):
+                p[i] = p[i] - h * g[i]
+                q[i] = 2.0 * big[i] - q[i]
+            return OK
+        prev = e
+    return NOT_CONVERGED
+
+
+@jit
+def run_midpoint(kind, periodic, par, y, h, gammas, n_steps, out, info, tol, max_iter, g, big, diag, off, rhs, dq,
+                 ws, keep):
+    """Implicit midpoint composed with ``gammas``, ``n_steps`` steps of y in place into out (as run_verlet);
+    on a Newton failure y is the last good state (``keep`` scratch)."""
+    n2 = y.shape[0]
+    info[1] = 0.0
+    info[2] = 0.0
+    for k in range(n_steps):
+        for i in range(n2):
+            keep[i] = y[i]
+        for j in range(gammas.shape[0]):
+            st = _midpoint_step(kind, periodic, par, y, gammas[j] * h, tol, max_iter, info, g, big, diag, off, rhs,
+                                dq, ws)
+            if st != OK:
+                for i in range(n2):
+                    y[i] = keep[i]
+                info[1] = st
+                info[2] = k + 1
+                return k
+        st = _store(y, out, k, info[3])
+        if st != OK:
+            info[1] = st
+            info[2] = k + 1
+            return k + 1
+    return n_steps
+
+
+def _plan(method: Any) -> tuple[int, np.ndarray] | None:
+    """(method id, gammas) of a method the lattice loops run, else None."""
+    name = getattr(method, "name", "")
+    gammas, base = getattr(method, "gammas", None), getattr(method, "base", None)
+    if gammas is not None and base is not None:
+        inner = {"stormer_verlet": VERLET, "implicit_midpoint": MIDPOINT}.get(str(base))
+        return None if inner is None else (inner, np.array([float(v) for v in gammas], dtype=np.float64))
+    mid = {"stormer_verlet": VERLET, "implicit_midpoint": MIDPOINT}.get(name)
+    return None if mid is None else (mid, np.ones(1))
+
+
+def lattice_stepper(system: Any, method: Any, h: float) -> "LatticeStepper | None":
+    """The compiled stepper of ``method`` on the lattice ``system`` with step ``h``, or None (a method without a
+    lattice loop: the NumPy path runs). ``system`` may also be a reduced system that lifts to a lattice
+    (``system.lattice_lift()`` gives the full lattice and a cotangent-lift basis Phi (N, k): PSD-Galerkin), which
+    Stormer-Verlet and its compositions step here."""
+    plan = _plan(method)
+    if plan is None:
+        return None
+    lift = system.lattice_lift() if callable(getattr(system, "lattice_lift", None)) else None
+    if lift is None and not hasattr(system, "kind"):
+        return None  # a reduced system whose basis or full system has no loop here
+    if lift is not None and plan[0] != VERLET:
+        return None
+    return LatticeStepper(system, method, h, *plan, lift=lift)
+
+
+class LatticeStepper:
+    """A lattice's compiled stepper, with ``CompiledStepper``'s API (``step_block``, ``run``, ``run_batch``,
+    ``status``, ``failed_step``, ``error``), run by the array loops of this module."""
+
+    #: the kernel has run once in this process
+    warm: bool = False
+
+    def __init__(self, system: Any, method: Any, h: float, mid: int, gammas: np.ndarray,
+                 lift: tuple[Any, np.ndarray, Any] | None = None) -> None:
+        self.system, self.method, self.dt = system, method, float(h)
+        self.name = method.name
+        self.dim = int(system.dim)
+        self.mid, self.gammas = int(mid), gammas
+        self.base = -1
+        lattice = system if lift is None else lift[0]
+        #: the cotangent-lift basis (N, k) of a reduced system (PSD-Galerkin), else None
+        self.phi = None if lift is None else np.ascontiguousarray(lift[1], dtype=np.float64)
+        self.kind, self.periodic = int(lattice.kind), bool(lattice.periodic)
+        self.params = np.ascontiguousarray(lattice.bond_params(), dtype=np.float64)
+        self.sites = int(lattice.N)
+        sampling = None if lift is None else lift[2]
+        k = self.dim // 2
+        #: the bond sampling's arrays (rows, weights, K, (phi'(0), kappa)); empty rows: none
+        self.hyper = (np.zeros((0, k)), np.zeros(0), np.zeros((0, 0)), np.zeros(2)) if sampling is None else (
+            np.ascontiguousarray(sampling.rows, dtype=np.float64), np.ascontiguousarray(sampling.weights, dtype=np.float64),
+            np.ascontiguousarray(sampling.stiffness, dtype=np.float64),
+            np.array([float(lattice.dphi(np.zeros(1))[0]), lattice.kappa]))
+        self.tol, self.max_iter = float(getattr(method, "tol", 1e-15)), int(getattr(method, "max_iter", 50))
+        self._info = np.zeros(4)
+        self._scratch()
+        self.status, self.failed_step, self.failed_row, self.last_update = OK, 0, 0, math.inf
+        self.warm = False
+
+    def _scratch(self) -> None:
+        n = self.sites
+        self._f = np.zeros(self.dim // 2)  # a reduced system's force
+        self._g, self._big, self._diag, self._off, self._rhs, self._dq = (np.zeros(n) for _ in range(6))
+        self._ws = np.zeros((5, n + 1))  # the Newton solve's scratch; row 4: the bonds' phi' of a force
+        self._d = np.zeros(n + 1)
+        self._keep = np.zeros(self.dim)
+
+    def __repr__(self) -> str:
+        return f"LatticeStepper({self.system!r}, {self.name!r}, dt={self.dt})"
+
+    def fresh(self) -> "LatticeStepper":
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new._info = np.zeros(4)
+        new._scratch()
+        new.status, new.failed_step, new.failed_row, new.last_update = OK, 0, 0, math.inf
+        return new
+
+    def step_block(self, y: np.ndarray, n: int, out: np.ndarray, limit: float = math.inf) -> int:
+        n = int(n)
+        self._check_block(y, n, out)
+        info = self._info
+        info[0], info[3] = math.inf, limit * limit
+        if self.phi is not None:
+            done = run_reduced_verlet(self.kind, self.periodic, self.params, self.phi, y, self.dt, self.gammas, n, out,
+                                      info, self._f, self._big, self._g, self._d, self.hyper)
+        elif self.mid == VERLET:
+            done = run_verlet(self.kind, self.periodic, self.params, y, self.dt, self.gammas, n, out, info, self._g,
+                              self._d)
+        else:
+            done = run_midpoint(self.kind, self.periodic, self.params, y, self.dt, self.gammas, n, out, info,
+                                self.tol, self.max_iter, self._g, self._big, self._diag, self._off, self._rhs,
+                                self._dq, self._ws, self._keep)
+        last, status, failed = info.tolist()[:3]
+        self.status, self.failed_step, self.failed_row, self.last_update = int(status), int(failed), 0, last
+        self.warm = True
+        return int(done)
+
+    def _check_block(self, y: Any, n: int, out: Any) -> None:
+        if not (isinstance(y, np.ndarray) and y.dtype == np.float64 and y.shape == (self.dim,) and y.flags.c_contiguous
+                and isinstance(out, np.ndarray) and out.dtype == np.float64 and out.ndim == 2
+                and out.shape[0] >= n >= 0 and out.shape[1] == self.dim):
+            raise VPIntegratorError(
+                f"step_block needs y float64 contiguous ({self.dim},) and out float64 (>= {n}, {self.dim}); got "
+                f"{getattr(y, 'shape', y)!r} and {getattr(out, 'shape', out)!r}")
+
+    def _initial(self, y0: Any, index: int = 0) -> np.ndarray:
+        y = np.array(y0, dtype=np.float64).reshape(-1)
+        if y.shape != (self.dim,):
+            raise VPIntegratorError(f"y0 must have shape ({self.dim},) for system {self.system.name!r}; got "
+                                    f"{np.shape(y0)}")
+        if not np.all(np.isfinite(y)):
+            raise VPIntegratorError(f"initial condition {index} is not finite; give finite numbers")
+        return y
+
+    def run(self, y0: Any, n_steps: int, t0: float = 0.0) -> np.ndarray:
+        """States (n_steps + 1, dim) from y0 (dim,), as ``integrate(...).y[0]``; raises its errors."""
+        return self.run_batch(np.asarray(y0)[None], n_steps, t0)[0]
+
+    def error(self, t0: float = 0.0) -> VPIntegratorError | None:
+        """The error of the last failure (None when the last call succeeded), in ``integrate``'s words."""
+        k, h, row = self.failed_step, self.dt, self.failed_row
+        if self.status in (NONFINITE, BLOWN_UP):
+            return VPIntegratorError(f"{self.name}: trajectory {row} became non-finite at step {k} (t = {t0 + k * h:g}); "
+                                     "reduce dt or use a stable method")
+        if self.status == NOT_CONVERGED:
+            detail = (f"Newton did not converge in {self.max_iter} iterations for batch item {row} (last update "
+                      f"{self.last_update:.3g}); reduce dt or raise max_iter")
+        elif self.status == SINGULAR:
+            detail = f"the Newton matrix I + h^2/4 V''(Q) is singular for batch item {row}; reduce dt"
+        else:
+            return None
+        return VPIntegratorError(f"{self.name}: step {k} (t = {t0 + (k - 1) * h:g} -> {t0 + k * h:g}): {detail}")
+
+    def run_batch(self, y0: Any, n_steps: int, t0: float = 0.0) -> np.ndarray:
+        """States (batch, n_steps + 1, dim) of a few trajectories, one after the other; raises like integrate."""
+        ys = np.array(y0, dtype=np.float64)
+        if ys.ndim == 1:
+            ys = ys[None]
+        if ys.ndim != 2 or ys.shape[1] != self.dim or ys.shape[0] == 0:
+            raise VPIntegratorError(f"y0 must have shape (n_traj, {self.dim}); got shape {ys.shape}")
+        if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 0:
+            raise VPIntegratorError(f"n_steps must be an int >= 0; got {n_steps!r}")
+        n = int(n_steps)
+        out = np.empty((ys.shape[0], n + 1, self.dim))
+        for i in range(ys.shape[0]):
+            y = self._initial(ys[i], index=i)
+            out[i, 0] = y
+            self.step_block(y, n, out[i, 1:])
+            if self.status != OK:
+                self.failed_row = i
+                raise self.error(t0)  # type: ignore[misc]  # a failure has an error
+        return out
+
+
