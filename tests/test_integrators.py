@@ -79,14 +79,16 @@ CONVERGENCE_T = 2.0
 FLOOR = 5e-12  # errors below this are rounding / reference noise, left out of the fit
 
 
+@pytest.mark.parametrize("compiled", [False, None], ids=["numpy", "compiled"])
 @pytest.mark.parametrize("method, system_name", PAIRS)
-def test_convergence_order(method, system_name):
+def test_convergence_order(method, system_name, compiled):
     """Halve h against DOP853 from h0 = T / 2^(4 - p/2) (smaller first steps for higher orders p) until
     the error reaches the rounding floor or five points are in; fit the log-log slope of the last three
     points above the floor. It must be the claimed order, within [p - 0.3, p + 1) (a method of a higher
     order than it claims fails too: symmetric methods gain two orders at a time). Steps where Newton
-    fails (too large for the method) are skipped. The NumPy step (``compiled=False``: what every data file
-    runs); the compiled paths are tied to an independent reference stepper in tests/test_parity.py."""
+    fails (too large for the method) are skipped. On the NumPy step (``compiled=False``: what every data file
+    runs) and on the compiled path (``None``: 2-3 trajectories run the batch-1 loops); every path is also tied to an
+    independent reference stepper in tests/test_parity.py."""
     system = get_system(system_name)
     order = get_integrator(method).order
     y0, t_end = Y0[system_name], CONVERGENCE_T
@@ -95,7 +97,7 @@ def test_convergence_order(method, system_name):
     steps, errors = [], []
     while len(errors) < 5 and n <= 512:
         try:
-            end = integrate(system, y0, t_end / n, n, method, compiled=False).y[:, -1]
+            end = integrate(system, y0, t_end / n, n, method, compiled=compiled).y[:, -1]
         except VPIntegratorError:
             n *= 2
             continue
