@@ -25,6 +25,7 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -217,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="list the mutations and exit")
     ap.add_argument("--keep", action="store_true", help="keep the scratch copy")
     args = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a kill still removes the scratch copy (finally)
     if args.list:
         for m in MUTATIONS:
             print(f"{m.name:32s} {m.file:42s} {', '.join(m.methods)}")
