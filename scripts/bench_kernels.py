@@ -1,29 +1,35 @@
-"""Batch-1 cost of every compiled classical kernel beside an independent lean reference stepper.
+"""Batch-1 cost of every compiled classical kernel beside an independent lean stepper written freely here.
 
 For each registered method that compiles on the rigid body (h = 0.2) and the coupled oscillator (h = 0.4),
-it times the package's path that the work-precision diagram times (``rollout(IntegratorStep(...))``, the
-engine's ``seconds``: the compiled stepper's blocks including their per-block Python overhead, as
-:func:`vpintegrator.rollout.precision._batch1_seconds` measures it) and a lean stepper written here: its own
-numba functions generated per (system, method) from source text (scalar state, stages unrolled, no per-step
-allocation, every state stored into an output array), iterating implicit equations to the same test as the
-package (``e = max |update| <= tol * max(1, |y|_inf)``, or stalled at the rounding floor). Lean implicit
-midpoint is the faster of a fixed-point iteration and a full Newton iteration with an unrolled elimination;
-lean Gauss-Legendre is a fixed-point iteration on the stage increments. The rigid body's rotation splittings
-(``rotation_splitting*``) are timed against a lean loop of scalar rotations written here (rates 1/I_k from the
-inertia, centred or not, angles per unit z precomputed, rotations of rate 0 dropped; no merging of adjacent
-rotations about one axis, which the package does not do either: it would change the rounding).
+it times, interleaved (package, kernel, call, lean, package, ...; the minimum of each kept), on the CPU clock of
+this thread (``vpintegrator.clock.thread_cpu``), in the same process:
 
-Measurements are interleaved (package, lean, package, ...) and the minimum of each is kept, so load noise
-cancels in the ratio; every time is CPU time of this thread (``vpintegrator.clock.thread_cpu``), which other
-processes on a loaded machine do not bend. Lean implicit midpoint on a 3-dimensional system also tries Newton
-with the explicit 3x3 inverse (adjugate over the determinant), and lean shear sequences are also written out in
-order (the sequence of a method is fixed; its coefficients are read once before the loop). Prints, per method: package and lean seconds per unit of simulated time, their ratio
-(target <= 1.3), the kernel-only ratio (the stepper's ``step_block`` on one block of all the steps, without
-the engine's per-block overhead; a method that blows up at h, euler, is timed at the largest h / 2^k at which it
-survives the horizon, both sides at that step), and the rigid body's seconds to t = 50 000 at h = 0.2 against the Julia anchor (implicit
-midpoint 2.51 s; target <= 0.05x). Usage::
+- the package's path that the work-precision diagram times (``rollout(IntegratorStep(...))``, the engine's
+  ``seconds``, as :func:`vpintegrator.rollout.precision._batch1_seconds` measures it);
+- the kernel alone (the compiled stepper's ``step_block`` on one block of all the steps);
+- a whole batch-1 call ``vp.integrate(system, y0, h, --call-steps, method)`` (checks, dispatch, the output, the
+  Trajectories);
+- the leanest of a few lean steppers written here, as a user would write them for that system, not with the
+  package's arithmetic: numba functions generated per (system, method) from source text (scalar state, stages
+  unrolled, no per-step allocation, every state stored into an output array), implicit equations iterated to the
+  package's test (``e = max |update| <= tol * max(1, |y|_inf)``, or stalled at the rounding floor). Explicit
+  methods are their formulas; implicit midpoint is the fastest of a fixed point, a full Newton with an unrolled
+  elimination (the explicit 3x3 inverse on a 3-d system) and, on the separable oscillator, a 2-d Newton of the
+  midpoint equations in the midpoint's q alone; Gauss-Legendre is a fixed point on the stage increments; the shear
+  splittings are their shears written out in order with the step, the fraction and the field's coefficient folded
+  into one constant per shear before the loop (``y0 += c_q * y1 * y2``; adjacent shears of one component also
+  merged for compositions); Stormer-Verlet carries the force of a (sub)step's last kick into the next; the rigid
+  body's rotation splittings are scalar rotations (rates 1/I_k from the inertia, centred or not, angles per unit z
+  precomputed, rotations of rate 0 dropped).
 
-    python scripts/bench_kernels.py [--t-end 2000] [--repeats 5] [--system rigid_body] [--method rk4 ...]
+Prints, per method: package and lean seconds per unit of simulated time, their ratio, the kernel-only ratio (a
+method that blows up at h, euler, is timed at the largest h / 2^k at which it survives the horizon, both sides at
+that step), the whole ``vp.integrate`` call's ratio to the lean stepper over the same steps (target <= 1.3 each),
+and the rigid body's seconds to t = 50 000 at h = 0.2 against the Julia anchor (implicit midpoint 2.51 s; target
+<= 0.05x); then the worst of each ratio. On a loaded machine the ratios move by ~0.1 between runs (hyperthread
+contention): measure with more repeats, or run twice. Usage::
+
+    python scripts/bench_kernels.py [--t-end 2000] [--repeats 5] [--call-steps 10000] [--system rigid_body] [--method rk4 ...]
 """
 
 from __future__ import annotations
@@ -67,6 +73,10 @@ class RigidBodySrc:
     @staticmethod
     def component(x, i):
         return {0: f"a * {x}1 * {x}2", 1: f"b * {x}0 * {x}2", 2: f"c * {x}0 * {x}1"}[i]
+
+    # a user writing the shears folds the step and the coefficient into one constant: y_i += (t a_i) * monomial
+    coefficient = staticmethod(lambda i: "abc"[i])
+    monomial = staticmethod(lambda x, i: {0: f"{x}1 * {x}2", 1: f"{x}0 * {x}2", 2: f"{x}0 * {x}1"}[i])
 
     @staticmethod
     def jac(x):
@@ -259,6 +269,40 @@ def _step_verlet(S):
     return L
 
 
+def _step_im_separable(S):
+    """Implicit midpoint of a separable H = p^T M^-1 p / 2 + V(q), written as a user would: the midpoint equations
+    z1 = z + h f((z + z1) / 2) in the midpoint Q = (q + q1) / 2 alone, Q = q + h/2 M^-1 (p - h/2 V'(Q)), solved by a
+    2-d Newton (Jacobian I + h^2/4 M^-1 V''(Q)); then P = p - h/2 V'(Q), q1 = 2 Q - q, p1 = 2 P - p. The test is on
+    the change of q1 (2 |dQ|), NumPy's rule."""
+    L = ["hh = 0.25 * h * h", "b0 = y0 + 0.5 * h * y2 / ma", "b1 = y1 + 0.5 * h * y3 / mb", "Q0 = b0", "Q1 = b1"]
+    L += _scale_lines(4) + ["prev = np.inf", "ok = False", "for _ in range(max_iter):"]
+    body = S.grad_v("Q0", "Q1", "g") + S.jac_prelude("Q")
+    body += ["r0 = Q0 - b0 + hh / ma * g0", "r1 = Q1 - b1 + hh / mb * g1",
+             "J00 = 1.0 + hh / ma * h11", "J01 = hh / ma * h12", "J10 = hh / mb * h12", "J11 = 1.0 + hh / mb * h22",
+             "iv = 1.0 / (J00 * J11 - J01 * J10)", "d0 = (J11 * r0 - J01 * r1) * iv", "d1 = (J00 * r1 - J10 * r0) * iv",
+             "Q0 -= d0", "Q1 -= d1", "e = 2.0 * max(abs(d0), abs(d1))",
+             "if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):", "    ok = True", "    break",
+             "prev = e"]
+    L += _ind(body, 1) + S.grad_v("Q0", "Q1", "g")
+    L += ["return ok, 2.0 * Q0 - y0, 2.0 * Q1 - y1, 2.0 * (y2 - 0.5 * h * g0) - y2, 2.0 * (y3 - 0.5 * h * g1) - y3"]
+    return L
+
+
+def _compile_verlet(S):
+    """Velocity Verlet as a user writes it: the force at the end of a (sub)step is the next one's first kick."""
+    L = ["def run(p, y, h, n, out, tol, max_iter, gammas, comps, coefs):", "    " + S.params,
+         "    y0, y1, y2, y3 = y[0], y[1], y[2], y[3]"] + _ind(S.grad_v("y0", "y1", "g"), 1)
+    L += ["    ng = max(1, gammas.size)", "    for k in range(n):", "        for gi in range(ng):",
+          "            hh = h if gammas.size == 0 else gammas[gi] * h",
+          "            v0 = y2 - 0.5 * hh * g0", "            v1 = y3 - 0.5 * hh * g1",
+          "            y0 = y0 + hh * v0 / ma", "            y1 = y1 + hh * v1 / mb"]
+    L += _ind(S.grad_v("y0", "y1", "g"), 3) + ["            y2 = v0 - 0.5 * hh * g0", "            y3 = v1 - 0.5 * hh * g1"]
+    L += [f"        out[k, {i}] = y{i}" for i in range(4)] + ["    y[0], y[1], y[2], y[3] = y0, y1, y2, y3", "    return n"]
+    ns = {"np": np, "_sig": _sig, "math": math}
+    exec(compile("\n".join(L), f"<lean verlet {S.__name__}>", "exec"), ns)  # noqa: S102 - our own generated source
+    return numba.njit(ns["run"])
+
+
 def _compile(S, body, gammas=None, shears=None, unrolled=None):
     """A run function ``run(p, y, h, n, out, tol, max_iter) -> states done`` around a step body; ``unrolled``: the
     components of a shear sequence, written out in order (its coefficients read once, before the loop)."""
@@ -268,8 +312,8 @@ def _compile(S, body, gammas=None, shears=None, unrolled=None):
     src += ["", "def run(p, y, h, n, out, tol, max_iter, gammas, comps, coefs):",
             f"    {ys} = {', '.join(f'y[{i}]' for i in range(d))}"]
     if unrolled is not None:
-        src += ["    " + S.params] + [f"    c{q} = coefs[{q}]" for q in range(len(unrolled))]
-        src += ["    for k in range(n):"] + [f"        y{i} += c{q} * ({S.component('y', i)})" for q, i in enumerate(unrolled)]
+        src += ["    " + S.params] + [f"    c{q} = coefs[{q}] * {S.coefficient(i)}" for q, i in enumerate(unrolled)]
+        src += ["    for k in range(n):"] + [f"        y{i} += c{q} * {S.monomial('y', i)}" for q, i in enumerate(unrolled)]
         src += [f"        out[k, {i}] = y{i}" for i in range(d)]
     elif shears:
         src += ["    " + S.params, "    for k in range(n):", "        for q in range(comps.size):",
@@ -368,12 +412,25 @@ def lean_runners(S, method) -> list:
     gauss = {"gauss_legendre2": 1, "gauss_legendre4": 2, "gauss_legendre6": 3, "gauss_legendre8": 4}
     if base == "implicit_midpoint":
         bodies = [("fixed point", _step_im_fixed(S)), ("newton", _step_im_newton(S))]
+        if hasattr(S, "grad_v"):  # separable: the 2-d Newton in the midpoint's q alone
+            bodies.append(("separable", _step_im_separable(S)))
     elif base in gauss:
         bodies = [("fixed point", _step_gl_fixed(S, gauss[base]))]
     else:
         bodies = [("explicit", {"euler": _step_euler, "rk4": _step_rk4, "splitting": _step_strang,
                                 "stormer_verlet": _step_verlet}[base](S))]
-    return [(label, _compile(S, body, gammas=gammas)) for label, body in bodies]
+    cands = [(label, _compile(S, body, gammas=gammas)) for label, body in bodies]
+    if name == "splitting":  # the Strang shears written out, each with its folded constant
+        cands.append(("unrolled", _compile(S, [], unrolled=strang_sequence(S.dim)[0])))
+    if base == "stormer_verlet":
+        cands.append(("carried force", _compile_verlet(S)))
+    return cands
+
+
+def strang_sequence(d: int) -> tuple[list[int], np.ndarray]:
+    """The Strang shears 1(h/2) .. d(h) .. 1(h/2): components, fractions of h."""
+    comps = [*range(d - 1), d - 1, *range(d - 2, -1, -1)]
+    return comps, np.array([1.0 if i == d - 1 else 0.5 for i in comps])
 
 
 # --- timing ------------------------------------------------------------------------------------------------
@@ -398,10 +455,11 @@ def _lean_seconds(run, p, y0, h, n, tol, max_iter, gammas, comps, coefs):
     return seconds, out[-1]
 
 
-def bench(system_name, h, methods, t_end, repeats):
+def bench(system_name, h, methods, t_end, repeats, call_steps=10_000):
     from vpintegrator.compiled import compiled_stepper
     from vpintegrator.compiled.integrators import _plan
     from vpintegrator.compiled.systems import system_kernel
+    from vpintegrator.data.integration import integrate as vp_integrate
     from vpintegrator.integrators import get_integrator
     from vpintegrator.systems import get_system
 
@@ -425,6 +483,9 @@ def bench(system_name, h, methods, t_end, repeats):
             comps, coefs = plan["comps"], plan["coefs"]
             if plan["mid"] in (100, 101):  # rotations: axes and angles per unit z_axis, computed here
                 comps, coefs = _rotation_angles(system, plan["mid"] == 101, comps, coefs)
+            if name == "splitting":  # the Strang shears for the unrolled candidate (ignored by the others)
+                comps, fracs = strang_sequence(S.dim)
+                comps, coefs = np.array(comps, dtype=np.int64), fracs * h_m
             return plan["tol"], plan["max_iter"], np.asarray(plan["gammas"], dtype=np.float64), comps, coefs
 
         def survives(h_m, n_m):  # no state beyond the engine's blow-up bound (BLOWUP x |y0|, rows restart there)
@@ -453,7 +514,11 @@ def bench(system_name, h, methods, t_end, repeats):
         tol, max_iter, gammas, comps, coefs = args_at(h_m)
         stepper = compiled_stepper(system, method, h_m)
         out = np.empty((n_m, S.dim))
-        best_pkg, best_kernel, best_lean = math.inf, math.inf, {label: math.inf for label, _ in cands}
+        n_call = min(call_steps, n_m)
+        vp_integrate(system, y0[None], h_m, n_call, method=method)  # compiled (loaded) once
+        best_pkg, best_kernel, best_call = math.inf, math.inf, math.inf
+        best_lean = {label: math.inf for label, _ in cands}
+        best_lean_call = dict(best_lean)
         for _ in range(repeats):
             sec, y_pkg = _package_seconds(system, method, h_m, y0, n_m)
             best_pkg = min(best_pkg, sec)
@@ -461,15 +526,24 @@ def bench(system_name, h, methods, t_end, repeats):
             start = thread_cpu()
             stepper.step_block(y, n_m, out)
             best_kernel = min(best_kernel, thread_cpu() - start)
+            start = thread_cpu()
+            tr = vp_integrate(system, y0[None], h_m, n_call, method=method)
+            best_call = min(best_call, thread_cpu() - start)
+            assert tr.meta["runner"] == "numba", tr.meta["runner"]
             for label, run in cands:
-                sec, y_lean = _lean_seconds(run, p, y0, h_m, n_m, *lean_args(label, (tol, max_iter, gammas, comps, coefs)))
+                args = lean_args(label, (tol, max_iter, gammas, comps, coefs))
+                sec, y_lean = _lean_seconds(run, p, y0, h_m, n_m, *args)
                 best_lean[label] = min(best_lean[label], sec)
+                best_lean_call[label] = min(best_lean_call[label], _lean_seconds(run, p, y0, h_m, n_call, *args)[0])
         label = min(best_lean, key=best_lean.get)
         lean = best_lean[label]
+        lean_call = min(best_lean_call.values())
         diff = float(np.max(np.abs(y_pkg - y_lean)))
-        rows.append((name, best_pkg / t_m, lean / t_m, best_pkg / lean, label, diff))
+        rows.append((name, best_pkg / t_m, lean / t_m, best_pkg / lean, label, diff, best_kernel / lean,
+                     best_call / lean_call))
         print(f"{system_name:18s} {name:26s} package {best_pkg / t_m:9.3e}  lean {lean / t_m:9.3e} "
               f"({label:11s})  ratio {best_pkg / lean:5.2f}  kernel-only ratio {best_kernel / lean:5.2f}  "
+              f"integrate({n_call} steps) ratio {best_call / lean_call:5.2f}  "
               f"|y_pkg - y_lean|(t={t_m:g}) {diff:.1e}" + (f"  (at h = {h_m:g}: blows up at h = {h:g})" if h_m != h else "")
               + ("  [" + ", ".join(f"{k} {v / t_m:.2e}" for k, v in best_lean.items()) + "]" if len(best_lean) > 1 else "")
               + (f"  t=50000: {best_pkg / t_m * 5e4:6.3f} s = {best_pkg / t_m * 5e4 / JULIA_IM_50K:.3f}x Julia"
@@ -483,6 +557,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--t-end", type=float, default=2000.0, help="simulated time per measurement")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--call-steps", type=int, default=10_000, help="steps of the timed whole vp.integrate call")
     ap.add_argument("--system", action="append", choices=["rigid_body", "coupled_oscillator"])
     ap.add_argument("--method", action="append", help="default: every registered method (+ gauss_legendre6)")
     args = ap.parse_args(argv)
@@ -491,11 +566,14 @@ def main(argv=None) -> int:
     steps = {"rigid_body": 0.2, "coupled_oscillator": 0.4}
     print(f"batch 1, s per unit simulated time, t_end = {args.t_end:g}, min of {args.repeats} interleaved repeats; "
           f"targets: ratio <= {TARGET_RATIO}, t=50000 <= {TARGET_JULIA}x Julia ({JULIA_IM_50K} s)")
-    worst = 0.0
+    worst = {"engine": (0.0, ""), "kernel-only": (0.0, ""), "integrate": (0.0, "")}
     for system_name in systems:
-        for row in bench(system_name, steps[system_name], methods, args.t_end, args.repeats):
-            worst = max(worst, row[3])
-    print(f"worst ratio {worst:.2f} (target <= {TARGET_RATIO})")
+        for row in bench(system_name, steps[system_name], methods, args.t_end, args.repeats, args.call_steps):
+            for key, value in (("engine", row[3]), ("kernel-only", row[6]), ("integrate", row[7])):
+                if value > worst[key][0]:
+                    worst[key] = (value, f"{system_name} {row[0]}")
+    print("worst ratios over the lean loops (target <= %.1f): " % TARGET_RATIO
+          + ", ".join(f"{k} {v:.2f} ({where})" for k, (v, where) in worst.items()))
     return 0
 
 

@@ -1,4 +1,5 @@
-"""The compiled (numba) single-trajectory integrators agree with the NumPy path: states, errors, fallbacks."""
+"""The compiled (numba) single-trajectory integrators: system kernels, blocks, errors as NumPy's, fallbacks, the lean
+loops (their states against the reference of tests/reference_steppers.py; every path: tests/test_parity.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import vpintegrator as vp
 import vpintegrator.compiled as compiled
 import vpintegrator.compiled._jit as jit
 from vpintegrator.compiled import compiled_stepper
-from vpintegrator.integrators import get_integrator, list_integrators
+from vpintegrator.integrators import get_integrator
 from vpintegrator.systems import ABCFlow, CoupledOscillator, RigidBody, get_system, list_systems
 
 needs_numba = pytest.mark.skipif(not compiled.available(), reason="numba is not installed")
@@ -22,38 +23,6 @@ SHIPPED = ["rigid_body", "coupled_oscillator", "volterra", "abc_flow", "rigid_bo
 N_STEPS = 200
 
 
-def _supported(system) -> list[str]:
-    names = [*list_integrators(), "gauss_legendre6"]
-    out = []
-    for name in dict.fromkeys(names):
-        try:
-            get_integrator(name).supports(system)
-        except vp.VPIntegratorError:
-            continue
-        out.append(name)
-    return out
-
-
-CASES = [(s, m) for s in SHIPPED for m in _supported(get_system(s))]
-
-
-@pytest.fixture(scope="module")
-def references():
-    """integrate(...) of every (system, method) from the default y0 at the default dt, computed once."""
-    cache = {}
-
-    def get(system_name, method):
-        key = (system_name, method)
-        if key not in cache:
-            system = get_system(system_name)
-            y0 = np.array(system.default_y0)
-            try:
-                cache[key] = vp.integrate(system, y0, system.default_dt, N_STEPS, method=method).y[0]
-            except vp.VPIntegratorError as exc:  # euler blows up on some systems: compare the error
-                cache[key] = exc
-        return cache[key]
-
-    return get
 
 
 # --- the system kernels --------------------------------------------------------------------------------
@@ -82,50 +51,20 @@ def _other_parameters(name):
 
 
 # --- states ------------------------------------------------------------------------------------------------
-@needs_numba
-@pytest.mark.parametrize(("system_name", "method"), CASES)
-def test_states_match_numpy(system_name, method, references):
-    system = get_system(system_name)
-    stepper = compiled_stepper(system, method, system.default_dt)
-    assert stepper is not None, f"{method} on {system_name} is not compiled"
-    ref = references(system_name, method)
-    y0 = np.array(system.default_y0)
-    if isinstance(ref, vp.VPIntegratorError):
-        with pytest.raises(vp.VPIntegratorError) as err:
-            stepper.run(y0, N_STEPS)
-        assert str(err.value) == str(ref)
-        return
-    # one step from every NumPy state: the one-step maps agree to rounding (the lean loops converge the
-    # implicit equations by fixed point / unrolled Newton, NumPy by pivoted Newton, both to tol: not bitwise)
-    out = np.empty((1, system.dim))
-    for k in range(N_STEPS):
-        y = ref[k].copy()
-        assert stepper.step_block(y, 1, out) == 1 and stepper.status == 0
-        np.testing.assert_allclose(out[0], ref[k + 1], rtol=0, atol=1e-12 * max(1.0, np.abs(ref[k]).max()))
-    # the whole trajectory: rounding differences grow only as the flow amplifies them (chaotic ABC flow)
-    ys = stepper.run(y0, N_STEPS)
-    assert ys.shape == ref.shape
-    np.testing.assert_allclose(ys, ref, rtol=0, atol=1e-10)
-
-
+# Every path's states against an independent reference: tests/test_parity.py.
 @needs_numba
 @pytest.mark.parametrize("method", ["rk4", "implicit_midpoint", "gauss_legendre4", "splitting",
                                     "implicit_midpoint_tj4"])
-def test_batch_and_blocks_match_numpy(method):
-    if method not in list_integrators():
-        pytest.skip(f"{method} is not registered")
+def test_blocks_continue_where_the_last_one_stopped(method):
+    from reference_steppers import reference_trajectory
+
     system = get_system("rigid_body")
-    y0 = vp.sample_initial_conditions(system, 5, seed=3) if hasattr(vp, "sample_initial_conditions") else None
-    if y0 is None:
-        y0 = np.random.default_rng(3).normal(size=(5, 3))
-    y0 = np.asarray(y0, dtype=np.float64)
-    ref = vp.integrate(system, y0, 0.2, 60, method=method).y
+    y0 = np.array([0.6, -0.3, 0.74])
+    ref = reference_trajectory(system, method, y0, 0.2, 60)
     stepper = compiled_stepper(system, method, 0.2)
-    np.testing.assert_allclose(stepper.run_batch(y0, 60), ref, rtol=0, atol=1e-12)
-    # blocks continue where the last one stopped
-    y, out = y0[2].copy(), np.empty((60, 3))
+    y, out = y0.copy(), np.empty((60, 3))
     assert stepper.step_block(y, 25, out) == 25 and stepper.step_block(y, 35, out[25:]) == 35
-    np.testing.assert_allclose(out, ref[2, 1:], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(out, ref[1:], rtol=0, atol=2e-12)
     np.testing.assert_array_equal(y, out[-1])
 
 
@@ -263,20 +202,23 @@ def test_the_kernel_table_is_read_from_the_self_registered_classes():
                                                       ("rigid_body", "splitting_y6"),
                                                       ("coupled_oscillator", "stormer_verlet_y6")])
 def test_lean_loop_runs_the_method(system_name, method):
-    """The stepper runs the lean scalar loop for these methods, and its states match NumPy's."""
+    """The stepper runs the lean scalar loop for these methods, and its states match the reference's."""
+    from reference_steppers import reference_trajectory
+
     system = get_system(system_name)
     stepper = compiled_stepper(system, method, system.default_dt)
     assert stepper._fast[1] is not None
     y0 = np.array(system.default_y0)
-    ref = vp.integrate(system, y0, system.default_dt, N_STEPS, method=method).y[0]
+    ref = reference_trajectory(system, method, y0, system.default_dt, N_STEPS)
     np.testing.assert_allclose(stepper.run(y0, N_STEPS), ref, rtol=0, atol=1e-11)
 
 
 @needs_numba
 def test_fast_iteration_falls_back_to_the_exact_rule():
-    """A step the fixed-point iteration cannot do (h |J| large) is done by NumPy's Newton: same states."""
+    """A step the fixed-point iteration cannot do (h |J| large) is done by NumPy's Newton: same states as the
+    NumPy step (the reference's fixed point cannot do it either)."""
     system = get_system("rigid_body")
     y0 = np.array([3.0, -2.0, 2.5])  # |J| ~ 3: h = 0.8 makes Z <- h A f(y + Z) diverge
-    ref = vp.integrate(system, y0, 0.8, 20, method="gauss_legendre4").y[0]
+    ref = vp.integrate(system, y0, 0.8, 20, method="gauss_legendre4", compiled=False).y[0]
     stepper = compiled_stepper(system, "gauss_legendre4", 0.8)
     np.testing.assert_allclose(stepper.run(y0, 20), ref, rtol=0, atol=1e-11)

@@ -94,13 +94,16 @@ CONVERGENCE_T = 2.0
 FLOOR = 5e-12  # errors below this are rounding / reference noise, left out of the fit
 
 
+@pytest.mark.parametrize("compiled", [False, None], ids=["numpy", "compiled"])
 @pytest.mark.parametrize("method, system_name", PAIRS)
-def test_convergence_order(method, system_name):
+def test_convergence_order(method, system_name, compiled):
     """Halve h against DOP853 from h0 = T / 2^(4 - p/2) (smaller first steps for higher orders p) until
     the error reaches the rounding floor or five points are in; fit the log-log slope of the last three
     points above the floor. It must be the claimed order, within [p - 0.3, p + 1) (a method of a higher
     order than it claims fails too: symmetric methods gain two orders at a time). Steps where Newton
-    fails (too large for the method) are skipped."""
+    fails (too large for the method) are skipped. On the NumPy step (``compiled=False``: what every data file
+    runs) and on the compiled path (``None``: 2-3 trajectories run the batch-1 loops); every path is also tied to an
+    independent reference stepper in tests/test_parity.py."""
     system = _system(system_name)
     order = get_integrator(method).order
     y0, t_end = Y0[system_name], CONVERGENCE_T
@@ -109,7 +112,7 @@ def test_convergence_order(method, system_name):
     steps, errors = [], []
     while len(errors) < 5 and n <= 512:
         try:
-            end = integrate(system, y0, t_end / n, n, method).y[:, -1]
+            end = integrate(system, y0, t_end / n, n, method, compiled=compiled).y[:, -1]
         except VPIntegratorError:
             n *= 2
             continue
@@ -125,19 +128,23 @@ def test_convergence_order(method, system_name):
     assert order - 0.3 <= slope < order + 1.0, (steps, errors, slope)
 
 
+@pytest.mark.parametrize("compiled", [False, None])
 @pytest.mark.parametrize("method", ["implicit_midpoint", "gauss_legendre4"])
-def test_implicit_methods_conserve_rigid_body_invariants(method):
+def test_implicit_methods_conserve_rigid_body_invariants(method, compiled):
+    """On the NumPy step (25 trajectories) and on the compiled path (None: 4 trajectories, batch-1 loops)."""
     system = get_system("rigid_body")
-    traj = integrate(system, paper_sphere_points()[::50], 0.2, 1000, method)
+    y0 = paper_sphere_points()[::50] if compiled is False else paper_sphere_points()[::300]
+    traj = integrate(system, y0, 0.2, 1000, method, compiled=compiled)
     for name in ("energy", "casimir"):
         values = system.invariant(name, traj.y)  # (n_traj, n_steps)
         drift = np.max(np.abs(values / values[:, :1] - 1.0))
         assert drift <= 1e-12, (name, drift)
 
 
-def test_stormer_verlet_energy_bounded_on_oscillator():
+@pytest.mark.parametrize("compiled", [False, None])
+def test_stormer_verlet_energy_bounded_on_oscillator(compiled):
     system = get_system("coupled_oscillator")
-    traj = integrate(system, system.default_y0, system.default_dt, 10_000, "stormer_verlet")
+    traj = integrate(system, system.default_y0, system.default_dt, 10_000, "stormer_verlet", compiled=compiled)
     energy = system.invariant("energy", traj.y[0])
     error = np.abs(energy - energy[0]) / abs(energy[0])
     quarter = len(error) // 4
@@ -246,9 +253,11 @@ def test_gauss_legendre_matches_per_state_fsolve():
 def test_batch_equals_one_trajectory_at_a_time(method):
     system_name = next(s for s in SYSTEMS if _supports(method, s))
     y0 = Y0[system_name]
-    batched = integrate(_system(system_name), y0, 0.1, 20, method).y
-    single = np.concatenate([integrate(_system(system_name), state[None], 0.1, 20, method).y for state in y0])
-    # the same NumPy code on batches of other shapes (BLAS may pick another kernel): a few ulp per step
+    batched = integrate(_system(system_name), y0, 0.1, 20, method, compiled=False).y
+    single = np.concatenate([integrate(_system(system_name), state[None], 0.1, 20, method, compiled=False).y
+                             for state in y0])
+    # the same NumPy code on batches of other shapes (BLAS may pick another kernel): a few ulp per step (the
+    # compiled batch and batch-1 paths against an independent reference: tests/test_parity.py)
     assert_ulp_close(batched, single, steps=20)
 
 

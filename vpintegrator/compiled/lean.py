@@ -15,7 +15,8 @@ The loops (``RUNNERS``: method -> (kind, run loop, method tag)):
 
 - explicit (``euler``, ``rk4``, ``splitting`` = Strang shears, ``stormer_verlet``):
   ``run_explicit(tag, pp, y, h, n, out, gammas, info) -> states written``; ``gammas`` empty runs plain steps
-  of ``h``, else each step is the composition of sub-steps ``gammas[i] h``;
+  of ``h``, else each step is the composition of sub-steps ``gammas[i] h``; Stormer-Verlet's loop ``run_verlet``
+  (same arguments) carries the force of a step's last kick into the next step's first;
 - ``shears``: ``run_shears(pp, y, comps, coefs, n, out, info)``, the shears ``y_i += c f_i(y)`` in order;
 - implicit (``implicit_midpoint``; ``gauss`` for any number of stages, the tableau as tuples ``tab``):
   ``run_implicit(tag, pp, p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc, tab)``. Implicit
@@ -280,8 +281,6 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
             return lambda tag, pp, h, x, tol, max_iter, tab: _rk4(pp, h, x)
         if kind is Splitting:
             return lambda tag, pp, h, x, tol, max_iter, tab: _splitting(pp, h, x)
-        if kind is StormerVerlet:
-            return lambda tag, pp, h, x, tol, max_iter, tab: _stormer_verlet(pp, h, x)
         if kind is Midpoint:
             return lambda tag, pp, h, x, tol, max_iter, tab: _midpoint(pp, h, x, tol, max_iter)
         if kind is Gauss:
@@ -416,20 +415,6 @@ def _splitting(pp, h, y):
 
 
 @jit
-def _stormer_verlet(pp, h, y):
-    """Stormer-Verlet on a separable system (q, p) of dim 4 (``potential_gradient_of`` / ``kinetic_gradient_of``)."""
-    half = 0.5 * h
-    g0, g1 = gradients(pp, y[0], y[1], True)
-    v0 = y[2] - half * g0
-    v1 = y[3] - half * g1
-    t0, t1 = gradients(pp, v0, v1, False)
-    z0 = y[0] + h * t0
-    z1 = y[1] + h * t1
-    G0, G1 = gradients(pp, z0, z1, True)
-    return (z0, z1, v0 - half * G0, v1 - half * G1)
-
-
-@jit
 def _midpoint(pp, h, y, tol, max_iter):
     """NumPy's Newton iteration for ``z = y + h f((y + z) / 2)`` from its start ``z = y + h f(y)``, with the
     Jacobian at each iterate and its test on the update. A zero determinant or pivot, or an iteration that
@@ -557,6 +542,32 @@ def run_explicit(tag, pp, y, h, n, out, gammas, info):
 
 
 @jit
+def run_verlet(tag, pp, y, h, n, out, gammas, info):
+    """``run_explicit`` of Stormer-Verlet (kick-drift-kick) on a separable system (q, p) of dim 4
+    (``potential_gradient_of`` / ``kinetic_gradient_of``): the force ``V'(q1)`` of a (sub)step's last kick is the next
+    (sub)step's first, carried instead of evaluated again (the same numbers: one potential gradient per step)."""
+    lim2 = _reset(info)
+    x = load(pp, y)
+    g0, g1 = gradients(pp, x[0], x[1], True)
+    ng = max(1, gammas.size)
+    for k in range(n):
+        for g in range(ng):
+            hh = gammas[g] * h if gammas.size else h
+            half = 0.5 * hh
+            v0 = x[2] - half * g0
+            v1 = x[3] - half * g1
+            t0, t1 = gradients(pp, v0, v1, False)
+            z0 = x[0] + hh * t0
+            z1 = x[1] + hh * t1
+            g0, g1 = gradients(pp, z0, z1, True)
+            x = (z0, z1, v0 - half * g0, v1 - half * g1)
+        if _stopped(y, x, _store(out, k, x), lim2, info, k):
+            return k + 1
+    _save(y, x)
+    return n
+
+
+@jit
 def run_shears(pp, y, comps, coefs, n, out, info):
     lim2 = _reset(info)
     z = load(pp, y)
@@ -604,7 +615,7 @@ RUNNERS = {
     "euler": ("explicit", run_explicit, Euler(0)),
     "rk4": ("explicit", run_explicit, RK4(0)),
     "splitting": ("explicit", run_explicit, Splitting(0)),
-    "stormer_verlet": ("explicit", run_explicit, StormerVerlet(0)),
+    "stormer_verlet": ("explicit", run_verlet, StormerVerlet(0)),
     "shears": ("shears", run_shears, None),
     "implicit_midpoint": ("implicit", run_implicit, Midpoint(0)),
     "gauss": ("implicit", run_implicit, Gauss(0)),
