@@ -19,6 +19,10 @@ splittings, its inertia. Every step works on one state (dim,) in plain NumPy:
 - the rigid body's rotation splittings: each ``R_k(t)`` is the exact flow of ``H_k = w_k z_k^2 / 2`` by the
   matrix exponential of its generator (``dz/dt = z x grad H_k``), rates ``w_k = 1 / I_k`` (centred: minus their
   mean);
+- the lattices' exponential (Strang) splitting: half kicks by the nonlinear rest of the force (the field's force
+  minus ``kappa L q``, L the graph Laplacian of the ring or of the chain with fixed ends, written here) around the
+  exact flow of the quadratic part by the matrix exponential of its 2N x 2N generator (the package uses the DFT or
+  the sine transform);
 - compositions ``Phi(g_k h) o .. o Phi(g_1 h)`` with the coefficients of Yoshida (1990) and Suzuki (1990).
 
 ``reference_step(name)`` gives ``step(system, y, h) -> y1`` for a registered method name;
@@ -214,6 +218,31 @@ def rotations(centred: bool) -> Step:
     return step
 
 
+# --- the lattices' exponential splitting ---------------------------------------------------------------------
+def _laplacian(n: int, periodic: bool) -> np.ndarray:
+    """The bonds' graph Laplacian: a ring of n sites, or a chain whose two end sites are bonded to fixed walls."""
+    lap = 2.0 * np.eye(n) - np.eye(n, k=1) - np.eye(n, k=-1)
+    if periodic:
+        lap[0, -1] = lap[-1, 0] = -1.0
+    return lap
+
+
+def exponential_strang(system, y, h):
+    n = y.size // 2
+    stiffness = system.kappa * _laplacian(n, system.periodic)
+    generator = np.block([[np.zeros((n, n)), np.eye(n)], [-stiffness, np.zeros((n, n))]])
+
+    def kick(q, p, t):
+        force = _f(system, np.concatenate([q, np.zeros(n)]))[n:]  # -grad V(q): the p-part of a separable field
+        return p + t * (force + stiffness @ q)  # the force of the nonlinear rest V - kappa/2 q.L q
+
+    q, p = y[:n], y[n:]
+    p = kick(q, p, h / 2)
+    qp = expm(h * generator) @ np.concatenate([q, p])
+    q1, p1 = qp[:n], qp[n:]
+    return np.concatenate([q1, kick(q1, p1, h / 2)])
+
+
 # --- compositions ------------------------------------------------------------------------------------------------
 _X1 = 1 / (2 - 2 ** (1 / 3))
 _P5 = 1 / (4 - 4 ** (1 / 3))
@@ -238,6 +267,7 @@ BASES: dict[str, Step] = {
     "euler": EULER, "rk4": RK4, "implicit_midpoint": implicit_midpoint, "stormer_verlet": stormer_verlet,
     "splitting": strang_shears, "splitting_mclachlan2": MCLACHLAN2, "splitting_blanes_moan4": BLANES_MOAN4,
     "rotation_splitting": rotations(False), "rotation_splitting_centred": rotations(True),
+    "exponential_splitting": exponential_strang,
     **{f"gauss_legendre{2 * s}": gauss(s) for s in range(1, 6)},
 }
 

@@ -28,7 +28,21 @@ from vpintegrator.integrators import get_integrator, list_integrators
 from vpintegrator.systems import get_system
 
 needs_numba = pytest.mark.skipif(not compiled.available(), reason="numba is not installed")
-SHIPPED = ["rigid_body", "coupled_oscillator", "volterra", "abc_flow", "rigid_body_exp"]
+SHIPPED = ["rigid_body", "coupled_oscillator", "volterra", "abc_flow", "rigid_body_exp", "toda", "fpu_beta"]
+#: the lattices at a size the reference's dense matrix exponential affords; they have one compiled path (their
+#: array loops, compiled/lattice.py: the "lean" path), no generic kernel
+LATTICES = {"toda": {"N": 6}, "fpu_beta": {"N": 6}}
+
+
+def _system(name: str):
+    return get_system(name, **LATTICES.get(name, {}))
+
+
+def _initial(system) -> np.ndarray:
+    if system.default_y0 is not None:
+        return np.asarray(system.default_y0, dtype=np.float64)
+    n = system.dim // 2  # a lattice: a smooth displacement of the sites, at rest
+    return np.concatenate([0.3 * np.sin(2 * np.pi * np.arange(n) / n), np.zeros(n)])
 N_STEPS = 30
 N_TRAJ = 3
 #: one step from the same state, relative to max(1, |y|): the package stops its iterations on an update below 1e-15
@@ -39,7 +53,7 @@ TRAJ_TOL = 2e-12
 
 
 def _supported(system_name: str) -> list[str]:
-    system = get_system(system_name)
+    system = _system(system_name)
     out = []
     for name in list_integrators():
         try:
@@ -58,8 +72,8 @@ PATHS = ["numpy", "kernels", "lean", "batch", "integrate_batch1", "integrate_bat
 def _case(system_name: str, method: str) -> tuple[float, np.ndarray, np.ndarray]:
     """(h, y0 (N_TRAJ, dim), reference states (N_TRAJ, N_STEPS + 1, dim)): the default step, halved until the
     reference stays bounded (explicit Euler blows up at some systems' default step)."""
-    system = get_system(system_name)
-    base = np.asarray(system.default_y0, dtype=np.float64)
+    system = _system(system_name)
+    base = _initial(system)
     y0 = base + 0.1 * np.random.default_rng(7).standard_normal((N_TRAJ, base.size))
     h = float(system.default_dt)
     while True:
@@ -95,8 +109,15 @@ def _stepper(system, method, h, path):
 def test_every_path_matches_the_reference(system_name, method, path):
     if path != "numpy" and not compiled.available():
         pytest.skip("numba is not installed")
-    system = get_system(system_name)
+    if path == "kernels" and system_name in LATTICES:
+        pytest.skip("a lattice has one compiled path, its array loops (the 'lean' path here)")
+    system = _system(system_name)
     h, y0, ref = _case(system_name, method)
+    if path in ("lean", "batch", "integrate_batch1") and system_name in LATTICES:
+        from vpintegrator.compiled import compiled_stepper
+
+        if compiled_stepper(system, method, h) is None:
+            pytest.skip(f"the lattices' array loops do not run {method} (integrate runs its NumPy step)")
     integrator = get_integrator(method)
     if path == "numpy":
         # one step from every reference state (one batch), then whole trajectories
