@@ -7,6 +7,7 @@ The API::
     stepper = compiled_stepper(system, method, dt)   # CompiledStepper, or None -> use the NumPy path
     ys = stepper.run(y0, n_steps, t0=0.0)            # y0 (dim,) -> (n_steps + 1, dim); raises on failure
     n_done = stepper.step_block(y, n, out)           # advance y (dim,) in place, states into out[:n]
+    done, status = stepper.step_rows(ys, n, out)     # the same for each row of ys (rows, dim), out (rows, n, dim)
     stepper.status, stepper.failed_step              # after step_block: 0 = ok; the 1-based failing step
     raise stepper.error(t0)                          # the VPIntegratorError integrate() would raise
     ys = stepper.run_batch(y0s, n_steps)             # few trajectories (batch, dim) -> (batch, n + 1, dim)
@@ -43,8 +44,10 @@ Kernels compile on first use (0.4-7 s per method: implicit midpoint 6.7 s with i
 fallback, Gauss-Legendre 4 3.0 s, rk4 0.9 s) and are cached on disk (``cache=True``), so a new process
 only loads them (~10 ms each). Numba keys each cache entry on the file that defines the function only;
 every kernel's key here also holds the time and size of each file compiled code can reach
-(``vpintegrator._jitcache.dependency_stamp``), so editing a system's ``field`` recompiles them. Batch > 1 (``run_batch``, the
-generic loops) is meant for a handful of trajectories; the NumPy path is the faster one for large batches.
+(``vpintegrator._jitcache.dependency_stamp``), so editing a system's ``field`` recompiles them. ``step_rows`` runs
+any number of trajectories, each by the batch-1 loop (one compiled loop over the rows where the method has a lean
+loop): each row's states are batch 1's bit for bit (``integrate`` and the rollouts of any batch use it).
+``run_batch`` steps a few trajectories step by step (the generic loops, with ``integrate``'s failure rule).
 """
 
 from __future__ import annotations
@@ -275,6 +278,46 @@ class CompiledStepper:
         self.status, self.failed_step, self.failed_row, self.last_update = int(status), int(failed), 0, last
         return int(done)
 
+    def step_rows(self, ys: np.ndarray, n: int, out: np.ndarray, limits: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        """[`step_block`][vpintegrator.compiled.integrators.CompiledStepper.step_block] for every row of ``ys`` (rows,
+        dim) float64 C-contiguous, in place, the states into ``out`` (rows, >= n, dim): the same per-trajectory loop,
+        row after row (one compiled loop over the rows where the method has a lean loop), so each row's states are
+        ``step_block``'s bit for bit. ``limits`` (rows,): each row's norm limit (None: inf). Returns the states
+        written and the status of each row (int64 (rows,)); the last row's status is left in ``status``."""
+        return self._rows(ys, n, out, limits)[:2]
+
+    def _rows(self, ys, n: int, out, limits) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``step_rows``, and each row's ``info`` (rows, 4): last Newton update, status, failing step, limit^2."""
+        n, rows = int(n), ys.shape[0]
+        if not (isinstance(ys, np.ndarray) and ys.dtype == np.float64 and ys.ndim == 2 and ys.flags.c_contiguous
+                and isinstance(out, np.ndarray) and out.dtype == np.float64 and out.ndim == 3
+                and out.shape[0] == rows and ys.shape[1] == self.dim):
+            raise VPIntegratorError(f"step_rows needs ys float64 C-contiguous (rows, {self.dim}) and out float64 "
+                                    f"(rows, >= {n}, {self.dim}); got {getattr(ys, 'shape', ys)!r} and "
+                                    f"{getattr(out, 'shape', out)!r}")
+        if rows:
+            self._check_block(ys[0], n, out[0])
+        infos = np.zeros((rows, 4))
+        infos[:, 3] = np.inf if limits is None else np.square(np.asarray(limits, dtype=np.float64))
+        kind, run, lead = self._fast
+        if kind == "explicit":
+            done = K.rows_explicit(*lead, ys, self.dt, n, out, self._nog, infos)
+        elif kind == "shears":
+            done = K.rows_shears(*lead, ys, self.comps, self.coefs, n, out, infos)
+        elif kind == "implicit":
+            tag, pp, p, tab = lead
+            done = K.rows_implicit(tag, pp, p, ys, self.dt, n, out, self._nog, self.tol, self.max_iter, infos,
+                                   self._ws, self._m, self.a, self.b, self.c, tab)
+        else:  # the generic loops and the rotation splittings: step_block row after row
+            done = np.zeros(rows, dtype=np.int64)
+            for r in range(rows):
+                done[r] = self.step_block(ys[r], n, out[r], math.sqrt(infos[r, 3]))
+                infos[r, :3] = self._info[:3]
+        if rows:
+            last, status, failed = infos[-1, :3].tolist()
+            self.status, self.failed_step, self.failed_row, self.last_update = int(status), int(failed), 0, last
+        return done, infos[:, 1].astype(np.int64), infos
+
     def _check_block(self, y, n: int, out) -> None:
         if not (isinstance(y, np.ndarray) and y.dtype == np.float64 and y.shape == (self.dim,)
                 and isinstance(out, np.ndarray) and out.dtype == np.float64 and out.ndim == 2
@@ -317,9 +360,9 @@ class CompiledStepper:
         return out
 
     def run_batch(self, y0: Any, n_steps: int, t0: float = 0.0) -> np.ndarray:
-        """States (batch, n_steps + 1, dim) of a few trajectories y0 (batch, dim); raises like integrate."""
-        if self.mid in LP.MIDS:  # rotation splittings: their own loop (lie_poisson.py)
-            return LP.run_batch(self, y0, _count(n_steps), t0)
+        """States (batch, n_steps + 1, dim) of trajectories y0 (batch, dim) by ``step_rows``; raises like integrate:
+        the error names the earliest failing step and the row failing there (a singular Newton matrix first, then
+        the largest last Newton update, then the first row)."""
         ys = np.array(y0, dtype=np.float64)
         if ys.ndim == 1:
             ys = ys[None]
@@ -331,27 +374,14 @@ class CompiledStepper:
         n = _count(n_steps)
         out = np.empty((ys.shape[0], n + 1, self.dim))
         out[:, 0] = ys
-        info = self._info
-        info[:] = 0.0
-        info[0] = info[3] = math.inf  # no norm limit: integrate's rule (a state that is not finite fails)
-        rows = np.zeros((ys.shape[0], 2))
-        base = self.base
-        K.run_batch(self.mid, base, self.gammas if base >= 0 else np.zeros(0), self.kid, self.params, ys, self.dt,
-                    n, out[:, 1:], self._ws, self._m, self.a, self.b, self.c, self.tol, self.max_iter, info,
-                    self.comps, self.coefs, rows)
-        self.failed_step = int(info[2])
-        self.status = OK
-        if self.failed_step:
-            st = rows[:, 0].astype(int)
-            newton = np.flatnonzero((st == NOT_CONVERGED) | (st == SINGULAR))
-            if np.any(st == SINGULAR):
-                self.status, self.failed_row = SINGULAR, int(np.flatnonzero(st == SINGULAR)[0])
-            elif newton.size:
-                self.status = NOT_CONVERGED
-                self.failed_row = int(newton[np.argmax(rows[newton, 1])])
-                self.last_update = float(rows[self.failed_row, 1])
-            else:
-                self.status, self.failed_row = NONFINITE, int(np.flatnonzero(st == NONFINITE)[0])
+        _, status, infos = self._rows(ys, n, out[:, 1:], None)
+        if status.any():
+            k = infos[status != OK, 2].min()
+            at = np.flatnonzero((status != OK) & (infos[:, 2] == k))
+            rank = [(st == SINGULAR, st == NOT_CONVERGED and infos[r, 0], -r) for r, st in zip(at, status[at])]
+            row = int(at[max(range(at.size), key=rank.__getitem__)])
+            self.status, self.failed_step, self.failed_row = int(status[row]), int(k), row
+            self.last_update = float(infos[row, 0])
             raise self.error(t0)
         return out
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import lean
 from ._jit import jit
 from .newton import BLOWN_UP, NONFINITE, OK, step_gauss_legendre, step_implicit_midpoint
 from .systems import kinetic_gradient, potential_gradient, vector_field
@@ -255,53 +256,31 @@ def run_composition(base, gammas, kid, p, y, h, n, out, ws, m, a, b, c, tol, max
     return n
 
 
+# --- the lean loops over the rows of a batch (each row: the batch-1 loop, the same states bit for bit) ---------
 @jit
-def run_batch(mid, base, gammas, kid, p, ys, h, n, out, ws, m, a, b, c, tol, max_iter, info, comps, coefs,
-              rows_info):
-    """Few trajectories ys (batch, dim) -> out (batch, >= n, dim), step by step over the rows.
-
-    ``base < 0``: method ``mid``; else the composition of ``base`` with ``gammas``. On a failure at
-    step k (any row) the loop stops after step k; ``rows_info[r]`` = (status, last update) of each row at
-    that step, ``info`` as in the single loops (the state of step k is written only where it was computed).
-    """
-    batch, d = ys.shape
-    u = np.empty(d)
-    v = np.empty(d)
-    for k in range(n):
-        failed = False
-        for r in range(batch):
-            rows_info[r, 0] = 0.0
-            for i in range(d):
-                u[i] = ys[r, i]
-            if base < 0:
-                st = step_any(mid, kid, p, u, h, v, ws, m, a, b, c, tol, max_iter, info, comps, coefs)
-                if st == OK:
-                    for i in range(d):
-                        u[i] = v[i]
-            else:
-                st = OK
-                for g in range(gammas.size):
-                    st = step_any(base, kid, p, u, gammas[g] * h, v, ws, m, a, b, c, tol, max_iter, info, comps, coefs)
-                    if st != OK:
-                        break
-                    for i in range(d):
-                        u[i] = v[i]
-            if st != OK:
-                rows_info[r, 0] = st
-                rows_info[r, 1] = info[0]
-                failed = True
-                continue
-            for i in range(d):
-                ys[r, i] = u[i]
-                out[r, k, i] = u[i]
-                if not np.isfinite(u[i]):
-                    rows_info[r, 0] = NONFINITE
-                    failed = True
-        if failed:
-            info[2] = k + 1
-            return k
-    return n
+def rows_explicit(tag, pp, ys, h, n, out, gammas, infos):
+    done = np.zeros(ys.shape[0], dtype=np.int64)
+    for r in range(ys.shape[0]):
+        done[r] = lean.run_explicit(tag, pp, ys[r], h, n, out[r], gammas, infos[r])
+    return done
 
 
-__all__ = ["METHODS", "step_any", "run_euler", "run_rk4", "run_stormer_verlet", "run_splitting",
-           "run_shears", "run_implicit_midpoint", "run_gauss_legendre", "run_composition", "run_batch"]
+@jit
+def rows_shears(pp, ys, comps, coefs, n, out, infos):
+    done = np.zeros(ys.shape[0], dtype=np.int64)
+    for r in range(ys.shape[0]):
+        done[r] = lean.run_shears(pp, ys[r], comps, coefs, n, out[r], infos[r])
+    return done
+
+
+@jit
+def rows_implicit(tag, pp, p, ys, h, n, out, gammas, tol, max_iter, infos, ws, m, ta, tb, tc, tab):
+    done = np.zeros(ys.shape[0], dtype=np.int64)
+    for r in range(ys.shape[0]):
+        done[r] = lean.run_implicit(tag, pp, p, ys[r], h, n, out[r], gammas, tol, max_iter, infos[r], ws, m, ta, tb,
+                                    tc, tab)
+    return done
+
+
+__all__ = ["METHODS", "rows_explicit", "rows_shears", "rows_implicit", "step_any", "run_euler", "run_rk4", "run_stormer_verlet", "run_splitting",
+           "run_shears", "run_implicit_midpoint", "run_gauss_legendre", "run_composition"]
