@@ -60,6 +60,7 @@ import numpy as np
 
 from ..errors import VPIntegratorError, finite_float
 from . import _jit
+from ..integrators import coefficients as C
 from . import kernels as K
 from . import lie_poisson as LP
 from .newton import NONFINITE, NOT_CONVERGED, OK, SINGULAR, workspace
@@ -165,33 +166,16 @@ def _shears(seq) -> dict[str, Any]:
 
 
 def _tableau(method, s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The Butcher tableau (a, b, c) of s-stage Gauss: the method's own when it exposes one."""
-    for names in (("A", "b", "c"), ("a", "b", "c"), ("_a", "_b", "_c"), ("_A", "_b", "_c")):
-        if all(hasattr(method, n) for n in names):
-            try:
-                a, b, c = (np.asarray(getattr(method, n), dtype=np.float64) for n in names)
-            except (TypeError, ValueError):
-                continue
-            if a.shape == (s, s) and b.shape == (s,) and c.shape == (s,):
-                return np.ascontiguousarray(a), np.ascontiguousarray(b), np.ascontiguousarray(c)
+    """The Butcher tableau (a, b, c) of s-stage Gauss: the method's own ``tableau`` when it has one, else the one
+    of ``vpintegrator.integrators.coefficients``."""
     tab = getattr(method, "tableau", None)
-    if tab is not None:
-        tab = tab() if callable(tab) else tab
-        a, b, c = (np.ascontiguousarray(np.asarray(x, dtype=np.float64)) for x in tab)
-        return a, b, c
-    if s == 2:  # exactly the constants of the NumPy gauss_legendre4 (GaussLegendre(stages=2))
-        sq3 = math.sqrt(3.0)
-        return (np.array([[0.25, 0.25 - sq3 / 6.0], [0.25 + sq3 / 6.0, 0.25]]), np.array([0.5, 0.5]),
-                np.array([0.5 - sq3 / 6.0, 0.5 + sq3 / 6.0]))
-    x, w = np.polynomial.legendre.leggauss(s)
-    c = 0.5 * (x + 1.0)
-    b = 0.5 * w
-    # a_ij = int_0^{c_i} l_j: solve sum_j a_ij c_j^(k-1) = c_i^k / k, k = 1..s
-    powers = np.arange(s)
-    vander = c[None, :] ** powers[:, None]  # (k, j)
-    rhs = c[None, :] ** (powers[:, None] + 1) / (powers[:, None] + 1)  # (k, i)
-    a = np.linalg.solve(vander, rhs).T
-    return np.ascontiguousarray(a), b, c
+    tab = tab() if callable(tab) else tab
+    if tab is None:
+        from ..integrators.coefficients import gauss_legendre
+
+        tab = gauss_legendre(s)
+    a, b, c = (np.ascontiguousarray(np.asarray(x, dtype=np.float64)) for x in tab)
+    return a, b, c
 
 
 class CompiledStepper:
@@ -344,8 +328,9 @@ class CompiledStepper:
         if self.mid == K.GAUSS_LEGENDRE:
             return K.run_gauss_legendre(self.kid, p, y, h, n, out, ws, m, self.a, self.b, self.c, self.tol,
                                         self.max_iter, info)
-        run = {K.EULER: K.run_euler, K.RK4: K.run_rk4, K.STORMER_VERLET: K.run_stormer_verlet,
-               K.SPLITTING: K.run_splitting}[self.mid]
+        if self.mid in (K.EULER, K.RK4):
+            return K.run_explicit(self.kid, p, y, h, n, out, ws, info, C.EULER if self.mid == K.EULER else C.RK4)
+        run = {K.STORMER_VERLET: K.run_stormer_verlet, K.SPLITTING: K.run_splitting}[self.mid]
         return run(self.kid, p, y, h, n, out, ws, info)
 
     def run(self, y0: Any, n_steps: int, t0: float = 0.0) -> np.ndarray:

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from ..integrators import coefficients as C
 from ._jit import HAVE_NUMBA, jit
 from .newton import step_gauss_legendre, step_implicit_midpoint
 from .systems import FIELDS, GRADIENTS, SHIPPED
@@ -275,9 +276,9 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
     def _step(tag, pp, h, x, tol, max_iter, tab):
         kind = getattr(tag, "instance_class", None)
         if kind is Euler:
-            return lambda tag, pp, h, x, tol, max_iter, tab: _euler(pp, h, x)
+            return lambda tag, pp, h, x, tol, max_iter, tab: _explicit(pp, h, x, C.EULER)
         if kind is RK4:
-            return lambda tag, pp, h, x, tol, max_iter, tab: _rk4(pp, h, x)
+            return lambda tag, pp, h, x, tol, max_iter, tab: _explicit(pp, h, x, C.RK4)
         if kind is Splitting:
             return lambda tag, pp, h, x, tol, max_iter, tab: _splitting(pp, h, x)
         if kind is StormerVerlet:
@@ -385,21 +386,24 @@ def _diverging(e, it, prev):
 
 # --- the steps -------------------------------------------------------------------------------------------
 @jit
-def _euler(pp, h, y):
-    return _axpy(y, h, field(pp, y))
-
-
-@jit
-def _rk4(pp, h, y):
-    half = 0.5 * h
-    k1 = field(pp, y)
-    k2 = field(pp, _axpy(y, half, k1))
-    k3 = field(pp, _axpy(y, half, k2))
-    k4 = field(pp, _axpy(y, h, k3))
-    sixth = h / 6.0
+def _explicit(pp, h, y, tab):
+    """Explicit Runge-Kutta of the tableau ``tab = (a, b, scale)`` of ``integrators.coefficients`` (at most 4
+    stages): stage inputs y + (a_ij h) k_j (zero entries skipped), then y + (h / scale) (b_1 k_1 + ...)."""
+    a, b, scale = tab
+    K = (y, y, y, y)
+    for i in range(len(b)):
+        x = y
+        for j in range(i):
+            if a[i][j] != 0.0:
+                x = _axpy(x, a[i][j] * h, K[j])
+        K = tuple_setitem(K, i, field(pp, x))
+    w = h / scale
     z = y
-    for i in range(len(y)):
-        z = tuple_setitem(z, i, y[i] + sixth * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i]))
+    for q in range(len(y)):
+        acc = b[0] * K[0][q]
+        for i in range(1, len(b)):
+            acc = acc + b[i] * K[i][q]
+        z = tuple_setitem(z, q, y[q] + w * acc)
     return z
 
 
