@@ -77,15 +77,15 @@ def step_stormer_verlet(kid, p, y, h, y1, ws):
 
 @jit
 def step_splitting(kid, p, y, h, y1, ws):
-    """Strang composition of the exact shears 1(h/2) ... d(h) ... 1(h/2) (shear-splittable fields)."""
+    """Strang composition of the exact shears 1(g1 h) ... d((g1 + g2) h) ... 1(g2 h), ``(g1, g2) = C.STRANG``."""
     d = y.size
     f = ws[ws.shape[0] - 1]
     for i in range(d):
         y1[i] = y[i]
-    half = 0.5 * h
+    g1, g2 = C.STRANG
     for i in range(2 * d - 1):
         comp = i if i < d else 2 * d - 2 - i
-        c = h if i == d - 1 else half
+        c = (g1 if i < d - 1 else g2 if i > d - 1 else g1 + g2) * h
         vector_field(kid, p, y1, f)
         y1[comp] += c * f[comp]
     return OK

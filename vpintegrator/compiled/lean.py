@@ -409,13 +409,14 @@ def _explicit(pp, h, y, tab):
 
 @jit
 def _splitting(pp, h, y):
-    """Strang splitting into the component shears: components 0 .. d-1 by h/2 (the last by h), then back."""
-    half = 0.5 * h
+    """Strang splitting into the component shears: components 0 .. d-1 by g1 h (the last by (g1 + g2) h), then
+    back by g2 h, ``(g1, g2) = C.STRANG``."""
+    g1, g2 = C.STRANG
     d = len(y)
     z = y
     for i in range(2 * d - 1):
         j = i if i < d else 2 * d - 2 - i
-        z = shear(pp, z, j, h if i == d - 1 else half)
+        z = shear(pp, z, j, (g1 if i < d - 1 else g2 if i > d - 1 else g1 + g2) * h)
     return z
 
 

@@ -70,6 +70,8 @@ SUZUKI4 = (*(1.0 / (4.0 - _CBRT4),) * 2, -_CBRT4 / (4.0 - _CBRT4), *(1.0 / (4.0 
 _Y6_W = (0.784513610477560, 0.235573213359357, -1.17767998417887)
 YOSHIDA6 = (*_Y6_W, 1.0 - 2.0 * sum(_Y6_W), *_Y6_W[::-1])
 
+#: Strang's splitting as Lie-Trotter fractions: X(h/2) X*(h/2) (the shears 1(h/2) .. d(h) .. 1(h/2))
+STRANG = (0.5, 0.5)
 #: McLachlan (1995) symmetric order-2 splitting A(a) B(1/2) A(1 - 2a) B(1/2) A(a) with the coefficient
 #: that minimises the leading error term; as Lie-Trotter fractions (a, 1/2 - a, 1/2 - a, a)
 MCLACHLAN2_A = 0.1931833275037836
@@ -82,5 +84,5 @@ BLANES_MOAN4_B = (*_BM_B, 0.5 - sum(_BM_B), 0.5 - sum(_BM_B), *_BM_B[::-1])
 #: the rigid body's Strang splitting R_1(h/2) R_2(h/2) R_3(h) R_2(h/2) R_1(h/2): (axis, fraction of h) in time order
 STRANG_ROTATIONS: tuple[tuple[int, float], ...] = ((0, 0.5), (1, 0.5), (2, 1.0), (1, 0.5), (0, 0.5))
 
-__all__ = ["ExplicitTableau", "EULER", "RK4", "gauss_legendre", "TRIPLE_JUMP4", "SUZUKI4", "YOSHIDA6", "MCLACHLAN2_A",
+__all__ = ["ExplicitTableau", "EULER", "RK4", "gauss_legendre", "TRIPLE_JUMP4", "SUZUKI4", "YOSHIDA6", "STRANG", "MCLACHLAN2_A",
            "BLANES_MOAN4_A", "BLANES_MOAN4_B", "STRANG_ROTATIONS"]

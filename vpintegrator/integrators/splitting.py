@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import VPIntegratorError
 from .base import Integrator
-from .coefficients import BLANES_MOAN4_A, BLANES_MOAN4_B, MCLACHLAN2_A
+from .coefficients import BLANES_MOAN4_A, BLANES_MOAN4_B, MCLACHLAN2_A, STRANG
 from .newton import eye_like
 
 
@@ -106,8 +106,7 @@ class ShearSplitting(_ShearSequence):
 
     @staticmethod
     def _sequence(d: int, h: float) -> list[tuple[int, float]]:  # type: ignore[override]
-        half = [(i, 0.5 * h) for i in range(d - 1)]
-        return half + [(d - 1, h)] + half[::-1]
+        return [(i, c * h) for i, c in shear_sequence(STRANG, d)]  # X(h/2) X*(h/2), the middle shears merged
 
 
 def shear_sequence(gammas: tuple[float, ...], d: int) -> list[tuple[int, float]]:
