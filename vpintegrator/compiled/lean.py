@@ -98,6 +98,8 @@ system_id = _typed("system_id(pp)", "The system's kernel id (for the exact rule 
 stage_fields = _typed("stage_fields(pp, y, Z)", "(f(y + Z_0), .., f(y + Z_{s-1})): the field at every stage.")
 stage_rows = _typed("stage_rows(h, A, F)",
                     "Row j: h (A_j0 F_0 + .. + A_j,s-1 F_{s-1}), componentwise, for every row A_j of A.")
+explicit_stages = _typed("explicit_stages(pp, h, y, A, K, rest)",
+                         "K and the stages of the rows ``rest`` of A: k_i = f(y + (A_i0 h) k_0 + ..).")
 scaled_rows = _typed("scaled_rows(h, c, f)", "Row j: (h c_j) f, componentwise.")
 newton_matrix = _typed("newton_matrix(J, c2, rest)",
                        "I - c2 J as a tuple of rows (``rest``: the rows still to build; start with J).")
@@ -181,6 +183,16 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
         if len(Z) == 1:
             return lambda pp, y, Z: (field(pp, _add(y, Z[0])),)
         return lambda pp, y, Z: (field(pp, _add(y, Z[0])),) + stage_fields(pp, y, Z[1:])
+
+    @_impl(explicit_stages, inline="always")
+    def _explicit_stages(pp, h, y, A, K, rest):
+        i = len(A) - len(rest)  # the stage computed here
+        if len(rest) == 0:
+            return lambda pp, h, y, A, K, rest: K
+        if i == 0:
+            return lambda pp, h, y, A, K, rest: explicit_stages(pp, h, y, A, (field(pp, y),), rest[1:])
+        return lambda pp, h, y, A, K, rest: explicit_stages(pp, h, y, A, K + (field(pp, _stage_input(h, y, A[i], K)),),
+                                                            rest[1:])
 
     @_impl(stage_rows, inline="always")
     def _stage_rows(h, A, F):
@@ -386,17 +398,21 @@ def _diverging(e, it, prev):
 
 # --- the steps -------------------------------------------------------------------------------------------
 @jit
+def _stage_input(h, y, row, K):
+    """y + (row_j h) K_j over the stages K computed so far (zero entries skipped)."""
+    x = y
+    for j in range(len(K)):
+        if row[j] != 0.0:
+            x = _axpy(x, row[j] * h, K[j])
+    return x
+
+
+@jit
 def _explicit(pp, h, y, tab):
-    """Explicit Runge-Kutta of the tableau ``tab = (a, b, scale)`` of ``integrators.coefficients`` (at most 4
-    stages): stage inputs y + (a_ij h) k_j (zero entries skipped), then y + (h / scale) (b_1 k_1 + ...)."""
+    """Explicit Runge-Kutta of the tableau ``tab = (a, b, scale)`` of ``integrators.coefficients``: stage inputs
+    y + (a_ij h) k_j (zero entries skipped), then y + (h / scale) (b_1 k_1 + ...)."""
     a, b, scale = tab
-    K = (y, y, y, y)
-    for i in range(len(b)):
-        x = y
-        for j in range(i):
-            if a[i][j] != 0.0:
-                x = _axpy(x, a[i][j] * h, K[j])
-        K = tuple_setitem(K, i, field(pp, x))
+    K = explicit_stages(pp, h, y, a, (), a)
     w = h / scale
     z = y
     for q in range(len(y)):
