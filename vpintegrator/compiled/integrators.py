@@ -7,7 +7,7 @@ The API::
     stepper = compiled_stepper(system, method, dt)   # CompiledStepper, or None -> use the NumPy path
     ys = stepper.run(y0, n_steps, t0=0.0)            # y0 (dim,) -> (n_steps + 1, dim); raises on failure
     n_done = stepper.step_block(y, n, out)           # advance y (dim,) in place, states into out[:n]
-    done, status = stepper.step_rows(ys, n, out)     # the same for each row of ys (rows, dim), out (rows, n, dim)
+    done, status, info = stepper.step_rows(ys, n, out)  # the same for each row of ys (rows, dim)
     stepper.status, stepper.failed_step              # after step_block: 0 = ok; the 1-based failing step
     raise stepper.error(t0)                          # the VPIntegratorError integrate() would raise
     ys = stepper.run_batch(y0s, n_steps)             # few trajectories (batch, dim) -> (batch, n + 1, dim)
@@ -262,26 +262,20 @@ class CompiledStepper:
         self.status, self.failed_step, self.failed_row, self.last_update = int(status), int(failed), 0, last
         return int(done)
 
-    def step_rows(self, ys: np.ndarray, n: int, out: np.ndarray, limits: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    def step_rows(self, ys: np.ndarray, n: int, out: np.ndarray, limits: Any = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """[`step_block`][vpintegrator.compiled.integrators.CompiledStepper.step_block] for every row of ``ys`` (rows,
         dim) float64 C-contiguous, in place, the states into ``out`` (rows, >= n, dim): the same per-trajectory loop,
         row after row (one compiled loop over the rows where the method has a lean loop), so each row's states are
-        ``step_block``'s bit for bit. ``limits`` (rows,): each row's norm limit (None: inf). Returns the states
-        written and the status of each row (int64 (rows,)); the last row's status is left in ``status``."""
-        return self._rows(ys, n, out, limits)[:2]
-
-    def _rows(self, ys, n: int, out, limits) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``step_rows``, and each row's ``info`` (rows, 4): last Newton update, status, failing step, limit^2."""
-        n, rows = int(n), ys.shape[0]
-        if not (isinstance(ys, np.ndarray) and ys.dtype == np.float64 and ys.ndim == 2 and ys.flags.c_contiguous
-                and isinstance(out, np.ndarray) and out.dtype == np.float64 and out.ndim == 3
-                and out.shape[0] == rows and ys.shape[1] == self.dim):
-            raise VPIntegratorError(f"step_rows needs ys float64 C-contiguous (rows, {self.dim}) and out float64 "
-                                    f"(rows, >= {n}, {self.dim}); got {getattr(ys, 'shape', ys)!r} and "
-                                    f"{getattr(out, 'shape', out)!r}")
-        if rows:
-            self._check_block(ys[0], n, out[0])
-        infos = np.zeros((rows, 4))
+        ``step_block``'s bit for bit. ``limits`` (rows,): each row's norm limit (None: inf). Returns each row's
+        states written, status (int64) and info (last Newton update, status, failing step, limit squared)."""
+        if not (isinstance(ys, np.ndarray) and ys.ndim == 2 and ys.flags.c_contiguous and isinstance(out, np.ndarray)
+                and out.ndim == 3 and out.shape[0] == ys.shape[0]):
+            raise VPIntegratorError(f"step_rows needs ys C-contiguous (rows, {self.dim}) and out (rows, >= {n}, "
+                                    f"{self.dim}); got {getattr(ys, 'shape', ys)!r} and {getattr(out, 'shape', out)!r}")
+        for r in range(min(1, ys.shape[0])):  # the dtypes and the shape of a row
+            self._check_block(ys[r], int(n), out[r])
+        n, rows, infos = int(n), ys.shape[0], np.zeros((ys.shape[0], 4))
         infos[:, 3] = np.inf if limits is None else np.square(np.asarray(limits, dtype=np.float64))
         kind, run, lead = self._fast
         if kind == "explicit":
@@ -297,9 +291,6 @@ class CompiledStepper:
             for r in range(rows):
                 done[r] = self.step_block(ys[r], n, out[r], math.sqrt(infos[r, 3]))
                 infos[r, :3] = self._info[:3]
-        if rows:
-            last, status, failed = infos[-1, :3].tolist()
-            self.status, self.failed_step, self.failed_row, self.last_update = int(status), int(failed), 0, last
         return done, infos[:, 1].astype(np.int64), infos
 
     def _check_block(self, y, n: int, out) -> None:
@@ -359,7 +350,7 @@ class CompiledStepper:
         n = _count(n_steps)
         out = np.empty((ys.shape[0], n + 1, self.dim))
         out[:, 0] = ys
-        _, status, infos = self._rows(ys, n, out[:, 1:], None)
+        _, status, infos = self.step_rows(ys, n, out[:, 1:])
         if status.any():
             k = infos[status != OK, 2].min()
             at = np.flatnonzero((status != OK) & (infos[:, 2] == k))

@@ -160,7 +160,7 @@ class IntegratorMap(StepMap):
         """
         out = np.empty((self._y.shape[0], n, self.dim))
         y = np.ascontiguousarray(self._y)
-        done, status = self._stepper.step_rows(y, n, out, self._limit)
+        done, status, _ = self._stepper.step_rows(y, n, out, self._limit)
         for i in np.flatnonzero(status):  # Newton failure (done states are good), a non-finite or blown-up state
             out[i, done[i] if status[i] < _WRITTEN else done[i] - 1 :] = np.nan  # (written)
             y[i] = self._y0[i]
@@ -191,7 +191,7 @@ class IntegratorMap(StepMap):
         failed = np.full(n_traj, -1, dtype=np.int64)
         out[:, 0] = window0[:, 0]
         tic, wall = thread_cpu(), time.perf_counter()
-        done, status = stepper.step_rows(self._y0.copy(), n_steps, out[:, 1:], limit)
+        done, status, _ = stepper.step_rows(self._y0.copy(), n_steps, out[:, 1:], limit)
         for i in np.flatnonzero(status):
             k = 1 + (done[i] if status[i] < _WRITTEN else done[i] - 1)  # the first bad step of the row
             out[i, k:] = np.nan

@@ -1,16 +1,11 @@
-"""The coefficients of every classical method, written once, as data.
+"""The coefficients of every classical method, written once, as data, read by every path: the NumPy steps, the
+compiled kernels and lean loops (``vpintegrator.compiled``) and the learned fields' torch step
+(``vpintegrator.models.vector_field``); ``tests/test_coefficients.py`` finds no coefficient written elsewhere.
 
-Every path reads them from here: the NumPy steps of ``vpintegrator.integrators``, the compiled kernels and lean
-loops of ``vpintegrator.compiled`` and the torch step the learned vector fields train through
-(``vpintegrator.models.vector_field``); ``tests/test_coefficients.py`` finds no coefficient written anywhere else.
-
-- explicit Runge-Kutta tableaus (``EULER``, ``RK4``): ``(a, b, scale)``, stage ``k_i = f(y + sum_j (a_ij h) k_j)``
-  (the zero entries skipped), ``y1 = y + (h / scale) (b_1 k_1 + ... + b_s k_s)``: the weights over a common
-  denominator, so that RK4 does the operations of its textbook formula in their order;
-- Gauss-Legendre collocation of any stage count (``gauss_legendre``), the closed form for two stages;
-- composition schemes of a symmetric order-2 base (``TRIPLE_JUMP4``, ``SUZUKI4``, ``YOSHIDA6``);
-- the shear splittings' coefficients (``STRANG``, ``MCLACHLAN2_A``, Blanes-Moan ``BLANES_MOAN4_A``/``_B``) and the
-  rigid body's rotation sequence (``STRANG_ROTATIONS``).
+Explicit Runge-Kutta tableaus ``(a, b, scale)``: stage ``k_i = f(y + sum_j (a_ij h) k_j)`` (zero entries skipped),
+``y1 = y + (h / scale) (b_1 k_1 + ... + b_s k_s)``, the weights over a common denominator so that RK4 does its
+textbook formula's operations in their order. Gauss-Legendre of any stage count; the composition schemes of a
+symmetric order-2 base; the shear splittings' Lie-Trotter fractions; the rigid body's rotation sequence.
 """
 
 from __future__ import annotations
