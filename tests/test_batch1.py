@@ -38,11 +38,27 @@ def test_integrate_runs_compiled_within_a_few_ulp_per_step(system, method, dt):
     assert {k: v for k, v in fast.meta.items() if k != "runner"} == {k: v for k, v in exact.meta.items() if k != "runner"}
 
 
-def test_integrate_of_a_large_batch_or_with_a_callback_is_the_numpy_step():
+BATCH_CASES = [("rigid_body", "rk4", 0.2), ("rigid_body", "gauss_legendre4", 0.2), ("rigid_body", "splitting_mclachlan2", 0.2),
+               ("rigid_body", "gauss_legendre10", 0.2), ("rigid_body", "rotation_splitting_tj4", 0.2),
+               ("coupled_oscillator", "stormer_verlet_y6", 0.4)]
+
+
+@pytest.mark.parametrize("system,method,dt", BATCH_CASES, ids=lambda v: str(v))
+def test_integrate_of_a_large_batch_runs_compiled_each_row_as_at_batch_1(system, method, dt):
+    """Issue 59: any number of trajectories run compiled (lean, shear, generic and rotation loops alike), each
+    row's states those of the row integrated alone, bit for bit, and within a few ulp per step of NumPy."""
+    y0 = _y0(system, SCALAR_MAX_BATCH + 4)
+    big = integrate(system, y0, dt, 60, method=method)
+    assert big.meta["runner"] == "numba"
+    for i in range(y0.shape[0]):
+        np.testing.assert_array_equal(big.y[i], integrate(system, y0[i], dt, 60, method=method).y[0])
+    assert_ulp_close(big.y, integrate(system, y0, dt, 60, method=method, compiled=False).y, steps=60)
+
+
+def test_integrate_with_a_callback_is_the_numpy_step():
     y0 = _y0("rigid_body", SCALAR_MAX_BATCH + 1)
-    assert integrate("rigid_body", y0, 0.2, 5, method="rk4").meta["runner"] == "numpy"
     seen = []
-    tr = integrate("rigid_body", y0[:1], 0.2, 5, method="rk4", callback=lambda k, y: seen.append(k))
+    tr = integrate("rigid_body", y0, 0.2, 5, method="rk4", callback=lambda k, y: seen.append(k))
     assert tr.meta["runner"] == "numpy" and seen == [1, 2, 3, 4, 5]
 
 
@@ -50,8 +66,26 @@ def test_integrate_compiled_flag():
     with pytest.raises(VPIntegratorError, match="compiled must be None"):
         integrate("rigid_body", _y0("rigid_body", 1), 0.2, 5, compiled="yes")
     with pytest.raises(VPIntegratorError, match="compiled=True: no compiled kernel"):
-        integrate("rigid_body", _y0("rigid_body", SCALAR_MAX_BATCH + 1), 0.2, 5, compiled=True)
+        integrate("rigid_body", _y0("rigid_body", 2), 0.2, 5, compiled=True, callback=lambda k, y: None)
     assert integrate("rigid_body", _y0("rigid_body", 1), 0.2, 5, compiled=True).meta["runner"] == "numba"
+    assert integrate("rigid_body", _y0("rigid_body", 40), 0.2, 5, compiled=True).meta["runner"] == "numba"
+
+
+def test_a_large_rollout_with_failing_rows_is_each_row_alone():
+    """The engine's compiled path of many rows, some blowing up (euler at a huge step): each row's states and
+    failing step are those of the row rolled out alone, bit for bit, on the direct path and the block loop."""
+    rng = np.random.default_rng(5)
+    y0 = rng.normal(size=(SCALAR_MAX_BATCH + 3, 3)) * rng.uniform(0.2, 3.0, size=(SCALAR_MAX_BATCH + 3, 1))
+    y0[::3] = [0.0, 0.0, 1.0]  # a fixed point of the rigid body: these rows do not fail
+    direct = rollout(IntegratorStep("rigid_body", "euler", 1.5), y0, 1.5, 300)
+    loop = rollout(IntegratorStep("rigid_body", "euler", 1.5), y0, 1.5, 300, callback=lambda k0, block: None)
+    assert direct.meta["runner"] == loop.meta["runner"] == "numba"
+    assert (direct.failed_step >= 0).any() and (direct.failed_step < 0).any()
+    for res in (direct, loop):
+        for i in range(y0.shape[0]):
+            alone = rollout(IntegratorStep("rigid_body", "euler", 1.5), y0[i : i + 1], 1.5, 300)
+            np.testing.assert_array_equal(res.y[i], alone.y[0])
+            assert res.failed_step[i] == alone.failed_step[0]
 
 
 def test_a_failure_on_the_compiled_path_raises_the_numpy_error():

@@ -32,8 +32,9 @@ LAYERS = [
 # further parts a part may not import although they are below it (independent branches of the tree)
 ALSO_FORBIDDEN = {
     "nn": {"systems", "integrators", "compiled", "data", "reduction", "rundir", "jobs"},
-    # models: systems only (the finite-difference context encoder asks the system for its linear parameter form)
-    "models": {"integrators", "compiled", "data", "reduction", "rundir", "jobs"},
+    # models: systems (the finite-difference context encoder asks the system for its linear parameter form) and
+    # integrators (the learned fields' training step reads the methods' coefficients and explicit step, issue 59)
+    "models": {"compiled", "data", "reduction", "rundir", "jobs"},
     "metrics": {"nn", "models", "rundir", "jobs"},
     "testing": {"data", "compiled", "reduction", "metrics", "rundir", "jobs"},
     "poisson": {"data", "compiled", "reduction", "metrics", "rundir", "nn", "models", "jobs"},

@@ -28,7 +28,7 @@ __all__ = ["njit", "fallback_dir", "dependency_stamp", "DEPENDENCIES"]
 
 #: the package's sources compiled code can reach, folders or files relative to the package: part of every
 #: kernel's cache key (``dependency_stamp``)
-DEPENDENCIES = ("compiled", "systems", "rollout/numba_kernel.py", "rollout/numba_model.py")
+DEPENDENCIES = ("compiled", "systems", "integrators/coefficients.py", "rollout/numba_kernel.py", "rollout/numba_model.py")
 
 _state: dict[str, Any] = {"fallback": None, "warned": False}
 

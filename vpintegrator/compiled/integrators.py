@@ -7,6 +7,7 @@ The API::
     stepper = compiled_stepper(system, method, dt)   # CompiledStepper, or None -> use the NumPy path
     ys = stepper.run(y0, n_steps, t0=0.0)            # y0 (dim,) -> (n_steps + 1, dim); raises on failure
     n_done = stepper.step_block(y, n, out)           # advance y (dim,) in place, states into out[:n]
+    done, status, info = stepper.step_rows(ys, n, out)  # the same for each row of ys (rows, dim)
     stepper.status, stepper.failed_step              # after step_block: 0 = ok; the 1-based failing step
     raise stepper.error(t0)                          # the VPIntegratorError integrate() would raise
     ys = stepper.run_batch(y0s, n_steps)             # few trajectories (batch, dim) -> (batch, n + 1, dim)
@@ -43,8 +44,10 @@ Kernels compile on first use (0.4-7 s per method: implicit midpoint 6.7 s with i
 fallback, Gauss-Legendre 4 3.0 s, rk4 0.9 s) and are cached on disk (``cache=True``), so a new process
 only loads them (~10 ms each). Numba keys each cache entry on the file that defines the function only;
 every kernel's key here also holds the time and size of each file compiled code can reach
-(``vpintegrator._jitcache.dependency_stamp``), so editing a system's ``field`` recompiles them. Batch > 1 (``run_batch``, the
-generic loops) is meant for a handful of trajectories; the NumPy path is the faster one for large batches.
+(``vpintegrator._jitcache.dependency_stamp``), so editing a system's ``field`` recompiles them. ``step_rows`` runs
+any number of trajectories, each by the batch-1 loop (one compiled loop over the rows where the method has a lean
+loop): each row's states are batch 1's bit for bit (``integrate`` and the rollouts of any batch use it).
+``run_batch`` steps a few trajectories step by step (the generic loops, with ``integrate``'s failure rule).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ import numpy as np
 
 from ..errors import VPIntegratorError, finite_float
 from . import _jit
+from ..integrators import coefficients as C
 from . import kernels as K
 from . import lie_poisson as LP
 from .newton import NONFINITE, NOT_CONVERGED, OK, SINGULAR, workspace
@@ -166,33 +170,16 @@ def _shears(seq) -> dict[str, Any]:
 
 
 def _tableau(method, s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The Butcher tableau (a, b, c) of s-stage Gauss: the method's own when it exposes one."""
-    for names in (("A", "b", "c"), ("a", "b", "c"), ("_a", "_b", "_c"), ("_A", "_b", "_c")):
-        if all(hasattr(method, n) for n in names):
-            try:
-                a, b, c = (np.asarray(getattr(method, n), dtype=np.float64) for n in names)
-            except (TypeError, ValueError):
-                continue
-            if a.shape == (s, s) and b.shape == (s,) and c.shape == (s,):
-                return np.ascontiguousarray(a), np.ascontiguousarray(b), np.ascontiguousarray(c)
+    """The Butcher tableau (a, b, c) of s-stage Gauss: the method's own ``tableau`` when it has one, else the one
+    of ``vpintegrator.integrators.coefficients``."""
     tab = getattr(method, "tableau", None)
-    if tab is not None:
-        tab = tab() if callable(tab) else tab
-        a, b, c = (np.ascontiguousarray(np.asarray(x, dtype=np.float64)) for x in tab)
-        return a, b, c
-    if s == 2:  # exactly the constants of the NumPy gauss_legendre4 (GaussLegendre(stages=2))
-        sq3 = math.sqrt(3.0)
-        return (np.array([[0.25, 0.25 - sq3 / 6.0], [0.25 + sq3 / 6.0, 0.25]]), np.array([0.5, 0.5]),
-                np.array([0.5 - sq3 / 6.0, 0.5 + sq3 / 6.0]))
-    x, w = np.polynomial.legendre.leggauss(s)
-    c = 0.5 * (x + 1.0)
-    b = 0.5 * w
-    # a_ij = int_0^{c_i} l_j: solve sum_j a_ij c_j^(k-1) = c_i^k / k, k = 1..s
-    powers = np.arange(s)
-    vander = c[None, :] ** powers[:, None]  # (k, j)
-    rhs = c[None, :] ** (powers[:, None] + 1) / (powers[:, None] + 1)  # (k, i)
-    a = np.linalg.solve(vander, rhs).T
-    return np.ascontiguousarray(a), b, c
+    tab = tab() if callable(tab) else tab
+    if tab is None:
+        from ..integrators.coefficients import gauss_legendre
+
+        tab = gauss_legendre(s)
+    a, b, c = (np.ascontiguousarray(np.asarray(x, dtype=np.float64)) for x in tab)
+    return a, b, c
 
 
 class CompiledStepper:
@@ -279,6 +266,37 @@ class CompiledStepper:
         self.status, self.failed_step, self.failed_row, self.last_update = int(status), int(failed), 0, last
         return int(done)
 
+    def step_rows(self, ys: np.ndarray, n: int, out: np.ndarray, limits: Any = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """[`step_block`][vpintegrator.compiled.integrators.CompiledStepper.step_block] for every row of ``ys`` (rows,
+        dim) float64 C-contiguous, in place, the states into ``out`` (rows, >= n, dim): the same per-trajectory loop,
+        row after row (one compiled loop over the rows where the method has a lean loop), so each row's states are
+        ``step_block``'s bit for bit. ``limits`` (rows,): each row's norm limit (None: inf). Returns each row's
+        states written, status (int64) and info (last Newton update, status, failing step, limit squared)."""
+        if not (isinstance(ys, np.ndarray) and ys.ndim == 2 and ys.flags.c_contiguous and isinstance(out, np.ndarray)
+                and out.ndim == 3 and out.shape[0] == ys.shape[0]):
+            raise VPIntegratorError(f"step_rows needs ys C-contiguous (rows, {self.dim}) and out (rows, >= {n}, "
+                                    f"{self.dim}); got {getattr(ys, 'shape', ys)!r} and {getattr(out, 'shape', out)!r}")
+        for r in range(min(1, ys.shape[0])):  # the dtypes and the shape of a row
+            self._check_block(ys[r], int(n), out[r])
+        n, rows, infos = int(n), ys.shape[0], np.zeros((ys.shape[0], 4))
+        infos[:, 3] = np.inf if limits is None else np.square(np.asarray(limits, dtype=np.float64))
+        kind, run, lead = self._fast
+        if kind == "explicit":
+            done = K.rows_explicit(*lead, ys, self.dt, n, out, self._nog, infos)
+        elif kind == "shears":
+            done = K.rows_shears(*lead, ys, self.comps, self.coefs, n, out, infos)
+        elif kind == "implicit":
+            tag, pp, p, tab = lead
+            done = K.rows_implicit(tag, pp, p, ys, self.dt, n, out, self._nog, self.tol, self.max_iter, infos,
+                                   self._ws, self._m, self.a, self.b, self.c, tab)
+        else:  # the generic loops and the rotation splittings: step_block row after row
+            done = np.zeros(rows, dtype=np.int64)
+            for r in range(rows):
+                done[r] = self.step_block(ys[r], n, out[r], math.sqrt(infos[r, 3]))
+                infos[r, :3] = self._info[:3]
+        return done, infos[:, 1].astype(np.int64), infos
+
     def _check_block(self, y, n: int, out) -> None:
         if not (isinstance(y, np.ndarray) and y.dtype == np.float64 and y.shape == (self.dim,)
                 and isinstance(out, np.ndarray) and out.dtype == np.float64 and out.ndim == 2
@@ -305,8 +323,9 @@ class CompiledStepper:
         if self.mid == K.GAUSS_LEGENDRE:
             return K.run_gauss_legendre(self.kid, p, y, h, n, out, ws, m, self.a, self.b, self.c, self.tol,
                                         self.max_iter, info)
-        run = {K.EULER: K.run_euler, K.RK4: K.run_rk4, K.STORMER_VERLET: K.run_stormer_verlet,
-               K.SPLITTING: K.run_splitting}[self.mid]
+        if self.mid in (K.EULER, K.RK4):
+            return K.run_explicit(self.kid, p, y, h, n, out, ws, info, C.EULER if self.mid == K.EULER else C.RK4)
+        run = {K.STORMER_VERLET: K.run_stormer_verlet, K.SPLITTING: K.run_splitting}[self.mid]
         return run(self.kid, p, y, h, n, out, ws, info)
 
     def run(self, y0: Any, n_steps: int, t0: float = 0.0) -> np.ndarray:
@@ -321,9 +340,9 @@ class CompiledStepper:
         return out
 
     def run_batch(self, y0: Any, n_steps: int, t0: float = 0.0) -> np.ndarray:
-        """States (batch, n_steps + 1, dim) of a few trajectories y0 (batch, dim); raises like integrate."""
-        if self.mid in LP.MIDS:  # rotation splittings: their own loop (lie_poisson.py)
-            return LP.run_batch(self, y0, _count(n_steps), t0)
+        """States (batch, n_steps + 1, dim) of trajectories y0 (batch, dim) by ``step_rows``; raises like integrate:
+        the error names the earliest failing step and the row failing there (a singular Newton matrix first, then
+        the largest last Newton update, then the first row)."""
         ys = np.array(y0, dtype=np.float64)
         if ys.ndim == 1:
             ys = ys[None]
@@ -335,27 +354,14 @@ class CompiledStepper:
         n = _count(n_steps)
         out = np.empty((ys.shape[0], n + 1, self.dim))
         out[:, 0] = ys
-        info = self._info
-        info[:] = 0.0
-        info[0] = info[3] = math.inf  # no norm limit: integrate's rule (a state that is not finite fails)
-        rows = np.zeros((ys.shape[0], 2))
-        base = self.base
-        K.run_batch(self.mid, base, self.gammas if base >= 0 else np.zeros(0), self.kid, self.params, ys, self.dt,
-                    n, out[:, 1:], self._ws, self._m, self.a, self.b, self.c, self.tol, self.max_iter, info,
-                    self.comps, self.coefs, rows)
-        self.failed_step = int(info[2])
-        self.status = OK
-        if self.failed_step:
-            st = rows[:, 0].astype(int)
-            newton = np.flatnonzero((st == NOT_CONVERGED) | (st == SINGULAR))
-            if np.any(st == SINGULAR):
-                self.status, self.failed_row = SINGULAR, int(np.flatnonzero(st == SINGULAR)[0])
-            elif newton.size:
-                self.status = NOT_CONVERGED
-                self.failed_row = int(newton[np.argmax(rows[newton, 1])])
-                self.last_update = float(rows[self.failed_row, 1])
-            else:
-                self.status, self.failed_row = NONFINITE, int(np.flatnonzero(st == NONFINITE)[0])
+        _, status, infos = self.step_rows(ys, n, out[:, 1:])
+        if status.any():
+            k = infos[status != OK, 2].min()
+            at = np.flatnonzero((status != OK) & (infos[:, 2] == k))
+            rank = [(st == SINGULAR, st == NOT_CONVERGED and infos[r, 0], -r) for r, st in zip(at, status[at])]
+            row = int(at[max(range(at.size), key=rank.__getitem__)])
+            self.status, self.failed_step, self.failed_row = int(status[row]), int(k), row
+            self.last_update = float(infos[row, 0])
             raise self.error(t0)
         return out
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import lean
+from ..integrators import coefficients as C
 from ._jit import jit
 from .newton import BLOWN_UP, NONFINITE, OK, step_gauss_legendre, step_implicit_midpoint
 from .systems import kinetic_gradient, potential_gradient, vector_field
@@ -30,33 +32,27 @@ METHODS = {"euler": EULER, "rk4": RK4, "implicit_midpoint": IMPLICIT_MIDPOINT,
 
 # --- explicit steps (scratch: the last rows of ws) ----------------------------------------------------
 @jit
-def step_euler(kid, p, y, h, y1, ws):
-    k1 = ws[ws.shape[0] - 1]
-    vector_field(kid, p, y, k1)
-    for i in range(y.size):
-        y1[i] = y[i] + h * k1[i]
-    return OK
-
-
-@jit
-def step_rk4(kid, p, y, h, y1, ws):
-    d = y.size
-    top = ws.shape[0]
-    k1, k2, k3, k4, tmp = ws[top - 1], ws[top - 2], ws[top - 3], ws[top - 4], ws[top - 5]
-    half = 0.5 * h
-    vector_field(kid, p, y, k1)
-    for i in range(d):
-        tmp[i] = y[i] + half * k1[i]
-    vector_field(kid, p, tmp[:d], k2)
-    for i in range(d):
-        tmp[i] = y[i] + half * k2[i]
-    vector_field(kid, p, tmp[:d], k3)
-    for i in range(d):
-        tmp[i] = y[i] + h * k3[i]
-    vector_field(kid, p, tmp[:d], k4)
-    sixth = h / 6.0
-    for i in range(d):
-        y1[i] = y[i] + sixth * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i])
+def step_explicit(kid, p, y, h, y1, ws, tab):
+    """The explicit Runge-Kutta method of tableau ``tab = (a, b, scale)`` (``integrators.coefficients``): stage i
+    in row top - 1 - i of ws, its input in row top - 1 - s."""
+    a, b, scale = tab
+    d, s, top = y.size, len(b), ws.shape[0]
+    x = ws[top - 1 - s, :d]
+    for i in range(s):
+        for q in range(d):
+            x[q] = y[q]
+        for j in range(i):
+            if a[i][j] != 0.0:
+                c, k = a[i][j] * h, ws[top - 1 - j]
+                for q in range(d):
+                    x[q] = x[q] + c * k[q]
+        vector_field(kid, p, x, ws[top - 1 - i])
+    w = h / scale
+    for q in range(d):
+        acc = b[0] * ws[top - 1, q]
+        for i in range(1, s):
+            acc = acc + b[i] * ws[top - 1 - i, q]
+        y1[q] = y[q] + w * acc
     return OK
 
 
@@ -81,15 +77,15 @@ def step_stormer_verlet(kid, p, y, h, y1, ws):
 
 @jit
 def step_splitting(kid, p, y, h, y1, ws):
-    """Strang composition of the exact shears 1(h/2) ... d(h) ... 1(h/2) (shear-splittable fields)."""
+    """Strang composition of the exact shears 1(g1 h) ... d((g1 + g2) h) ... 1(g2 h), ``(g1, g2) = C.STRANG``."""
     d = y.size
     f = ws[ws.shape[0] - 1]
     for i in range(d):
         y1[i] = y[i]
-    half = 0.5 * h
+    g1, g2 = C.STRANG
     for i in range(2 * d - 1):
         comp = i if i < d else 2 * d - 2 - i
-        c = h if i == d - 1 else half
+        c = (g1 if i < d - 1 else g2 if i > d - 1 else g1 + g2) * h
         vector_field(kid, p, y1, f)
         y1[comp] += c * f[comp]
     return OK
@@ -117,9 +113,9 @@ def step_any(mid, kid, p, y, h, y1, ws, m, a, b, c, tol, max_iter, info, comps, 
     if mid == SHEARS:
         return step_shears(kid, p, y, comps, coefs, y1, ws)
     if mid == EULER:
-        return step_euler(kid, p, y, h, y1, ws)
+        return step_explicit(kid, p, y, h, y1, ws, C.EULER)
     if mid == RK4:
-        return step_rk4(kid, p, y, h, y1, ws)
+        return step_explicit(kid, p, y, h, y1, ws, C.RK4)
     if mid == IMPLICIT_MIDPOINT:
         return step_implicit_midpoint(kid, p, y, h, y1, ws, m, tol, max_iter, info)
     if mid == GAUSS_LEGENDRE:
@@ -163,20 +159,10 @@ def _fail(status, k, info):
 
 
 @jit
-def run_euler(kid, p, y, h, n, out, ws, info):
+def run_explicit(kid, p, y, h, n, out, ws, info, tab):
     y1 = np.empty_like(y)
     for k in range(n):
-        step_euler(kid, p, y, h, y1, ws)
-        if not _commit(y, y1, out, k, info):
-            return k + 1
-    return n
-
-
-@jit
-def run_rk4(kid, p, y, h, n, out, ws, info):
-    y1 = np.empty_like(y)
-    for k in range(n):
-        step_rk4(kid, p, y, h, y1, ws)
+        step_explicit(kid, p, y, h, y1, ws, tab)
         if not _commit(y, y1, out, k, info):
             return k + 1
     return n
@@ -255,53 +241,31 @@ def run_composition(base, gammas, kid, p, y, h, n, out, ws, m, a, b, c, tol, max
     return n
 
 
+# --- the lean loops over the rows of a batch (each row: the batch-1 loop, the same states bit for bit) ---------
 @jit
-def run_batch(mid, base, gammas, kid, p, ys, h, n, out, ws, m, a, b, c, tol, max_iter, info, comps, coefs,
-              rows_info):
-    """Few trajectories ys (batch, dim) -> out (batch, >= n, dim), step by step over the rows.
-
-    ``base < 0``: method ``mid``; else the composition of ``base`` with ``gammas``. On a failure at
-    step k (any row) the loop stops after step k; ``rows_info[r]`` = (status, last update) of each row at
-    that step, ``info`` as in the single loops (the state of step k is written only where it was computed).
-    """
-    batch, d = ys.shape
-    u = np.empty(d)
-    v = np.empty(d)
-    for k in range(n):
-        failed = False
-        for r in range(batch):
-            rows_info[r, 0] = 0.0
-            for i in range(d):
-                u[i] = ys[r, i]
-            if base < 0:
-                st = step_any(mid, kid, p, u, h, v, ws, m, a, b, c, tol, max_iter, info, comps, coefs)
-                if st == OK:
-                    for i in range(d):
-                        u[i] = v[i]
-            else:
-                st = OK
-                for g in range(gammas.size):
-                    st = step_any(base, kid, p, u, gammas[g] * h, v, ws, m, a, b, c, tol, max_iter, info, comps, coefs)
-                    if st != OK:
-                        break
-                    for i in range(d):
-                        u[i] = v[i]
-            if st != OK:
-                rows_info[r, 0] = st
-                rows_info[r, 1] = info[0]
-                failed = True
-                continue
-            for i in range(d):
-                ys[r, i] = u[i]
-                out[r, k, i] = u[i]
-                if not np.isfinite(u[i]):
-                    rows_info[r, 0] = NONFINITE
-                    failed = True
-        if failed:
-            info[2] = k + 1
-            return k
-    return n
+def rows_explicit(tag, pp, ys, h, n, out, gammas, infos):
+    done = np.zeros(ys.shape[0], dtype=np.int64)
+    for r in range(ys.shape[0]):
+        done[r] = lean.run_explicit(tag, pp, ys[r], h, n, out[r], gammas, infos[r])
+    return done
 
 
-__all__ = ["METHODS", "step_any", "run_euler", "run_rk4", "run_stormer_verlet", "run_splitting",
-           "run_shears", "run_implicit_midpoint", "run_gauss_legendre", "run_composition", "run_batch"]
+@jit
+def rows_shears(pp, ys, comps, coefs, n, out, infos):
+    done = np.zeros(ys.shape[0], dtype=np.int64)
+    for r in range(ys.shape[0]):
+        done[r] = lean.run_shears(pp, ys[r], comps, coefs, n, out[r], infos[r])
+    return done
+
+
+@jit
+def rows_implicit(tag, pp, p, ys, h, n, out, gammas, tol, max_iter, infos, ws, m, ta, tb, tc, tab):
+    done = np.zeros(ys.shape[0], dtype=np.int64)
+    for r in range(ys.shape[0]):
+        done[r] = lean.run_implicit(tag, pp, p, ys[r], h, n, out[r], gammas, tol, max_iter, infos[r], ws, m, ta, tb,
+                                    tc, tab)
+    return done
+
+
+__all__ = ["METHODS", "rows_explicit", "rows_shears", "rows_implicit", "step_any", "run_explicit", "run_stormer_verlet",
+           "run_splitting", "run_shears", "run_implicit_midpoint", "run_gauss_legendre", "run_composition"]

@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from ..integrators import coefficients as C
 from ._jit import HAVE_NUMBA, jit
 from .newton import step_gauss_legendre, step_implicit_midpoint
 from .systems import FIELDS, GRADIENTS, SHIPPED
@@ -98,6 +99,8 @@ system_id = _typed("system_id(pp)", "The system's kernel id (for the exact rule 
 stage_fields = _typed("stage_fields(pp, y, Z)", "(f(y + Z_0), .., f(y + Z_{s-1})): the field at every stage.")
 stage_rows = _typed("stage_rows(h, A, F)",
                     "Row j: h (A_j0 F_0 + .. + A_j,s-1 F_{s-1}), componentwise, for every row A_j of A.")
+explicit_stages = _typed("explicit_stages(pp, h, y, A, K, rest)",
+                         "K and the stages of the rows ``rest`` of A: k_i = f(y + (A_i0 h) k_0 + ..).")
 scaled_rows = _typed("scaled_rows(h, c, f)", "Row j: (h c_j) f, componentwise.")
 newton_matrix = _typed("newton_matrix(J, c2, rest)",
                        "I - c2 J as a tuple of rows (``rest``: the rows still to build; start with J).")
@@ -181,6 +184,16 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
         if len(Z) == 1:
             return lambda pp, y, Z: (field(pp, _add(y, Z[0])),)
         return lambda pp, y, Z: (field(pp, _add(y, Z[0])),) + stage_fields(pp, y, Z[1:])
+
+    @_impl(explicit_stages, inline="always")
+    def _explicit_stages(pp, h, y, A, K, rest):
+        i = len(A) - len(rest)  # the stage computed here
+        if len(rest) == 0:
+            return lambda pp, h, y, A, K, rest: K
+        if i == 0:
+            return lambda pp, h, y, A, K, rest: explicit_stages(pp, h, y, A, (field(pp, y),), rest[1:])
+        return lambda pp, h, y, A, K, rest: explicit_stages(pp, h, y, A, K + (field(pp, _stage_input(h, y, A[i], K)),),
+                                                            rest[1:])
 
     @_impl(stage_rows, inline="always")
     def _stage_rows(h, A, F):
@@ -276,9 +289,9 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
     def _step(tag, pp, h, x, tol, max_iter, tab):
         kind = getattr(tag, "instance_class", None)
         if kind is Euler:
-            return lambda tag, pp, h, x, tol, max_iter, tab: _euler(pp, h, x)
+            return lambda tag, pp, h, x, tol, max_iter, tab: _explicit(pp, h, x, C.EULER)
         if kind is RK4:
-            return lambda tag, pp, h, x, tol, max_iter, tab: _rk4(pp, h, x)
+            return lambda tag, pp, h, x, tol, max_iter, tab: _explicit(pp, h, x, C.RK4)
         if kind is Splitting:
             return lambda tag, pp, h, x, tol, max_iter, tab: _splitting(pp, h, x)
         if kind is Midpoint:
@@ -384,33 +397,41 @@ def _diverging(e, it, prev):
 
 # --- the steps -------------------------------------------------------------------------------------------
 @jit
-def _euler(pp, h, y):
-    return _axpy(y, h, field(pp, y))
+def _stage_input(h, y, row, K):
+    """y + (row_j h) K_j over the stages K computed so far (zero entries skipped)."""
+    x = y
+    for j in range(len(K)):
+        if row[j] != 0.0:
+            x = _axpy(x, row[j] * h, K[j])
+    return x
 
 
 @jit
-def _rk4(pp, h, y):
-    half = 0.5 * h
-    k1 = field(pp, y)
-    k2 = field(pp, _axpy(y, half, k1))
-    k3 = field(pp, _axpy(y, half, k2))
-    k4 = field(pp, _axpy(y, h, k3))
-    sixth = h / 6.0
+def _explicit(pp, h, y, tab):
+    """Explicit Runge-Kutta of the tableau ``tab = (a, b, scale)`` of ``integrators.coefficients``: stage inputs
+    y + (a_ij h) k_j (zero entries skipped), then y + (h / scale) (b_1 k_1 + ...)."""
+    a, b, scale = tab
+    K = explicit_stages(pp, h, y, a, (), a)
+    w = h / scale
     z = y
-    for i in range(len(y)):
-        z = tuple_setitem(z, i, y[i] + sixth * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i]))
+    for q in range(len(y)):
+        acc = b[0] * K[0][q]
+        for i in range(1, len(b)):
+            acc = acc + b[i] * K[i][q]
+        z = tuple_setitem(z, q, y[q] + w * acc)
     return z
 
 
 @jit
 def _splitting(pp, h, y):
-    """Strang splitting into the component shears: components 0 .. d-1 by h/2 (the last by h), then back."""
-    half = 0.5 * h
+    """Strang splitting into the component shears: components 0 .. d-1 by g1 h (the last by (g1 + g2) h), then
+    back by g2 h, ``(g1, g2) = C.STRANG``."""
+    g1, g2 = C.STRANG
     d = len(y)
     z = y
     for i in range(2 * d - 1):
         j = i if i < d else 2 * d - 2 - i
-        z = shear(pp, z, j, h if i == d - 1 else half)
+        z = shear(pp, z, j, (g1 if i < d - 1 else g2 if i > d - 1 else g1 + g2) * h)
     return z
 
 

@@ -13,8 +13,8 @@ the rounding.
 
 The contract is the one of ``vpintegrator.compiled.kernels``' run loops: ``run_rotations`` writes the states after steps 1..n
 into ``out``, leaves the last state in ``y``, returns the count, and on a non-finite state at step k writes
-it, stops and sets ``info[1] = 3`` (NONFINITE), ``info[2] = k``. ``plan``, ``step_block`` and
-``run_batch`` are the hooks of ``vpintegrator.compiled.integrators.CompiledStepper``.
+it, stops and sets ``info[1] = 3`` (NONFINITE), ``info[2] = k``. ``plan`` and ``step_block``
+are the hooks of ``vpintegrator.compiled.integrators.CompiledStepper``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import VPIntegratorError
 from ._jit import jit
-from .newton import BLOWN_UP, NONFINITE, OK
+from .newton import BLOWN_UP, NONFINITE
 
 #: plan ids (``mid``) of the rotation loops (kept clear of the ids of ``vpintegrator.compiled.kernels``)
 ROTATIONS, ROTATIONS_CENTRED = 100, 101
@@ -134,30 +134,4 @@ def step_block(stepper, y: np.ndarray, n: int, out: np.ndarray) -> int:
     return int(done)
 
 
-def run_batch(stepper, y0, n_steps, t0: float = 0.0) -> np.ndarray:
-    """``CompiledStepper.run_batch`` of a rotation plan: rows one after the other; on a non-finite state
-    the error names the earliest failing step and the first row failing there, as the other loops do."""
-    ys = np.array(y0, dtype=np.float64)
-    if ys.ndim == 1:
-        ys = ys[None]
-    if ys.ndim != 2 or ys.shape[1] != stepper.dim or ys.shape[0] == 0:
-        raise VPIntegratorError(f"y0 must have shape (n_traj, {stepper.dim}); got shape {ys.shape}")
-    for i in range(ys.shape[0]):
-        stepper._initial(ys[i], index=i)
-    n = int(n_steps)  # counted (checked) by CompiledStepper.run_batch
-    out = np.empty((ys.shape[0], n + 1, stepper.dim))
-    out[:, 0] = ys
-    first = (0, 0)  # (failing step, row)
-    for r in range(ys.shape[0]):
-        y = np.ascontiguousarray(ys[r])
-        step_block(stepper, y, n, out[r, 1:])
-        if stepper.status != OK and (not first[0] or stepper.failed_step < first[0]):
-            first = (stepper.failed_step, r)
-    stepper.status, stepper.failed_step, stepper.failed_row = (NONFINITE if first[0] else OK), first[0], first[1]
-    if first[0]:
-        raise stepper.error(t0)
-    return out
-
-
-__all__ = ["ROTATIONS", "ROTATIONS_CENTRED", "MIDS", "plan", "run_rotations", "step_block",
-           "run_batch"]
+__all__ = ["ROTATIONS", "ROTATIONS_CENTRED", "MIDS", "plan", "run_rotations", "step_block"]

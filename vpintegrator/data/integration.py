@@ -17,15 +17,17 @@ from ..integrators import Integrator, NotConverged, check_dt, get_integrator
 from ..stepping import StepFailure, StepMap, bad_states, drive, time_grid
 from .trajectories import Trajectories
 
-__all__ = ["IntegratorMap", "integrate", "CHUNK_STEPS", "SCALAR_MAX_BATCH"]
+__all__ = ["IntegratorMap", "integrate", "CHUNK_STEPS", "SCALAR_MAX_BATCH", "ALL_ROWS"]
 
 #: steps per call of the map in integrate (any value gives the same states: each step depends on the last only)
 CHUNK_STEPS = 1024
 #: a compiled stepper's statuses from this one on wrote the failing state (not finite, or above the norm limit)
 _WRITTEN = 3
-#: rollouts of at most this many trajectories run compiled (numba): float64 VPFF/VPT/ST/Lie–Poisson/SympNet models in
-#: ModelStep, classical integrators with a kernel in IntegratorStep (one trajectory after the other)
+#: a selection of at most this many trajectories is rolled out in one process (``vp-rollout --workers``: no blocks)
 SCALAR_MAX_BATCH = 8
+#: ``compiled_max_batch`` of every number of trajectories: a classical method with a kernel runs compiled (numba)
+#: for any batch, one trajectory after the other in one compiled loop (``CompiledStepper.step_rows``)
+ALL_ROWS = 2**62
 
 
 class IntegratorMap(StepMap):
@@ -35,7 +37,7 @@ class IntegratorMap(StepMap):
     Under the failure policy ``"mark"`` (``start`` with a ``limit``) a step whose Newton solve fails gives
     NaN for the failing rows, and a row that is not finite or above its limit restarts from its first state
     (so that no NaN or overflow enters the next, implicit, step). Rollouts of at most
-    ``compiled_max_batch`` trajectories then run the compiled single-trajectory stepper
+    ``compiled_max_batch`` trajectories (default: any number) then run the compiled single-trajectory stepper
     (``vpintegrator.compiled.compiled_stepper``, the same numbers to ~1e-15 per step and the same Newton
     rule) one trajectory after the other, when it has a kernel for the system and method; otherwise, and
     without numba, the NumPy path runs. ``describe()["runner"]`` says which (``"numba"`` or ``"numpy"``).
@@ -51,7 +53,7 @@ class IntegratorMap(StepMap):
         One of ``vpintegrator.integrators.list_integrators()``.
     dt : float
     compiled_max_batch : int
-        0 turns the compiled path off.
+        The most trajectories that run compiled (default ``ALL_ROWS``: any number); 0 turns the compiled path off.
     """
 
     kind = "integrator"
@@ -61,7 +63,7 @@ class IntegratorMap(StepMap):
     dt: float
     name: str
 
-    def __init__(self, system, integrator, dt: float, compiled_max_batch: int = SCALAR_MAX_BATCH) -> None:
+    def __init__(self, system, integrator, dt: float, compiled_max_batch: int = ALL_ROWS) -> None:
         self.system = get_system(system)
         self.integrator = get_integrator(integrator)
         self.integrator.supports(self.system)
@@ -157,14 +159,12 @@ class IntegratorMap(StepMap):
         restarts from its first state (the engine also calls [`reset`][vpintegrator.data.integration.IntegratorMap.reset] for it, as for a blown-up row).
         """
         out = np.empty((self._y.shape[0], n, self.dim))
-        stepper, limit = self._stepper, self._limit
-        for i in range(self._y.shape[0]):
-            y = np.ascontiguousarray(self._y[i])
-            done = stepper.step_block(y, n, out[i], float(limit[i]))
-            if stepper.status != 0:  # Newton failure (done states are good), a non-finite or blown-up state (written)
-                out[i, done if stepper.status < _WRITTEN else done - 1 :] = np.nan
-                y = self._y0[i].copy()
-            self._y[i] = y
+        y = np.ascontiguousarray(self._y)
+        done, status, _ = self._stepper.step_rows(y, n, out, self._limit)
+        for i in np.flatnonzero(status):  # Newton failure (done states are good), a non-finite or blown-up state
+            out[i, done[i] if status[i] < _WRITTEN else done[i] - 1 :] = np.nan  # (written)
+            y[i] = self._y0[i]
+        self._y = y
         return out
 
     def rollout_direct(self, window0: np.ndarray, n_steps: int, out: np.ndarray, limit: np.ndarray
@@ -190,14 +190,12 @@ class IntegratorMap(StepMap):
         self._runner = "numba"
         failed = np.full(n_traj, -1, dtype=np.int64)
         out[:, 0] = window0[:, 0]
-        limits = limit.tolist()
         tic, wall = thread_cpu(), time.perf_counter()
-        for i in range(n_traj):
-            done = stepper.step_block(self._y0[i].copy(), n_steps, out[i, 1:], limits[i])
-            if stepper.status != 0:
-                k = 1 + (done if stepper.status < _WRITTEN else done - 1)  # the first bad step of the row
-                out[i, k:] = np.nan
-                failed[i] = k
+        done, status, _ = stepper.step_rows(self._y0.copy(), n_steps, out[:, 1:], limit)
+        for i in np.flatnonzero(status):
+            k = 1 + (done[i] if status[i] < _WRITTEN else done[i] - 1)  # the first bad step of the row
+            out[i, k:] = np.nan
+            failed[i] = k
         toc = thread_cpu()
         return failed, toc - tic, tic - start, time.perf_counter() - wall
 
@@ -221,9 +219,9 @@ def integrate(
 ) -> Trajectories:
     """Integrate a batch of initial conditions with a classical method.
 
-    At most ``SCALAR_MAX_BATCH`` trajectories (without a ``callback``) run the compiled single-trajectory
+    Any number of trajectories (without a ``callback``) run the compiled single-trajectory
     stepper (numba, ``vpintegrator.compiled.compiled_stepper``) where it has a kernel for the system and method,
-    one trajectory after the other: the states agree with the method's NumPy ``step`` to a few ulp per step
+    one trajectory after the other in one compiled loop (each row's states those of batch 1, bit for bit): the states agree with the method's NumPy ``step`` to a few ulp per step
     (the converged Newton iterates and the order of operations differ at rounding), at the kernel's cost per
     step (one trajectory of 10⁴ steps: the call costs within 1.3x of the kernel alone,
     ``scripts/bench_batch1.py``). Otherwise, and with ``compiled=False``, a call of the one host driver
@@ -287,13 +285,13 @@ def integrate(
                                 key="compiled")
     out = np.empty((y.shape[0], n_steps + 1, system.dim))
     runner = "numpy"
-    if compiled is not False and callback is None and 0 < y.shape[0] <= SCALAR_MAX_BATCH:
+    if compiled is not False and callback is None and y.shape[0] > 0:
         if _integrate_compiled(system, method, h, y, n_steps, out):
             runner = "numba"
     if compiled and runner != "numba":
         raise VPIntegratorError(f"compiled=True: no compiled kernel runs {method.name} on {system.name} for "
-                                f"{y.shape[0]} trajectories (at most {SCALAR_MAX_BATCH}, no callback, numba "
-                                "installed); leave compiled at None", key="compiled")
+                                f"{y.shape[0]} trajectories (no callback, numba installed); leave compiled at None",
+                                key="compiled")
     if runner == "numpy":
         def deliver(k0: int, block: np.ndarray) -> None:
             n = block.shape[1]
@@ -325,8 +323,8 @@ def integrate(
 
 def _integrate_compiled(system: System, method: Integrator, h: float, y: np.ndarray, n_steps: int,
                         out: np.ndarray) -> bool:
-    """``out`` (n_traj, n_steps + 1, dim) by the compiled stepper, one trajectory after the other; False when
-    there is no kernel (or no numba) or a trajectory failed (the NumPy path then raises its own error)."""
+    """``out`` (n_traj, n_steps + 1, dim) by the compiled stepper, one trajectory after the other (``step_rows``);
+    False when there is no kernel (or no numba) or a trajectory failed (the NumPy path then raises its own error)."""
     try:
         from ..compiled.integrators import compiled_stepper
 
@@ -336,12 +334,7 @@ def _integrate_compiled(system: System, method: Integrator, h: float, y: np.ndar
     if stepper is None:
         return False
     out[:, 0] = y
-    for i in range(y.shape[0]):
-        state = y[i].copy()
-        stepper.step_block(state, n_steps, out[i, 1:])
-        if stepper.status != 0:
-            return False
-    return True
+    return not stepper.step_rows(np.array(y, dtype=np.float64), n_steps, out[:, 1:])[1].any()
 
 
 def _check_initial_conditions(system: System, y0: Any) -> np.ndarray:

@@ -4,7 +4,8 @@ Every method follows the [`Integrator`][vpintegrator.integrators.Integrator] con
 Jacobian, ``supports``, metadata in ``info``); [`list_methods`][vpintegrator.integrators.list_methods] and [`describe_methods`][vpintegrator.integrators.describe_methods] give the
 metadata of every registered method (also ``vp-rollout --list-methods``).
 
-Modules: ``base`` (contract, metadata), ``registry`` (names -> methods), ``newton`` (Newton helpers), ``explicit`` (euler, rk4), ``implicit`` (implicit
+Modules: ``base`` (contract, metadata), ``registry`` (names -> methods), ``newton`` (Newton helpers), ``coefficients``
+(every method's coefficients, written once), ``explicit`` (euler, rk4), ``implicit`` (implicit
 midpoint, Gauss-Legendre of any stage count), ``splitting`` (Stormer-Verlet, the shear splittings),
 ``lie_poisson`` (the rigid body's exact-rotation splittings), ``exponential`` (Strang splitting with a lattice's
 linear part exact), ``composition`` (triple jump, Suzuki, Yoshida 6

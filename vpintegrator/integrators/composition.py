@@ -25,18 +25,9 @@ import numpy as np
 from ..errors import VPIntegratorError
 from ..systems import System
 from .base import Integrator
+from .coefficients import SUZUKI4, TRIPLE_JUMP4, YOSHIDA6
 from .newton import eye_like
 from .registry import get_integrator, list_integrators, register_integrator
-
-_CBRT2 = 2.0 ** (1.0 / 3.0)
-_CBRT4 = 4.0 ** (1.0 / 3.0)
-#: Yoshida (1990) / Suzuki (1990) triple jump, order 4
-TRIPLE_JUMP4 = (1.0 / (2.0 - _CBRT2), -_CBRT2 / (2.0 - _CBRT2), 1.0 / (2.0 - _CBRT2))
-#: Suzuki (1990) fractal 5-stage composition, order 4
-SUZUKI4 = (*(1.0 / (4.0 - _CBRT4),) * 2, -_CBRT4 / (4.0 - _CBRT4), *(1.0 / (4.0 - _CBRT4),) * 2)
-#: Yoshida (1990) order 6, solution A: w3 w2 w1 w0 w1 w2 w3
-_Y6_W = (0.784513610477560, 0.235573213359357, -1.17767998417887)
-YOSHIDA6 = (*_Y6_W, 1.0 - 2.0 * sum(_Y6_W), *_Y6_W[::-1])
 
 #: scheme key -> (gammas, order reached from an order-2 symmetric base, description)
 SCHEMES: dict[str, tuple[tuple[float, ...], int, str]] = {

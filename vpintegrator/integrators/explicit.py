@@ -3,54 +3,67 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, Callable, ClassVar
 
 from .base import Integrator
+from .coefficients import EULER, RK4 as RK4_TABLEAU, ExplicitTableau
 from .newton import eye_like
 
 
+def explicit_rk_step(f: Callable[[Any], Any], y: Any, h: float, tableau: ExplicitTableau,
+                     jac: Callable[[Any], Any] | None = None) -> Any:
+    """One step of the explicit Runge-Kutta ``tableau`` (``coefficients``) of the field ``f`` from ``y``, on any
+    arrays with ``+`` and ``*`` (NumPy, torch): stage inputs ``y + (a_ij h) k_j`` (zero entries skipped), then
+    ``y + (h / scale) (b_1 k_1 + ... + b_s k_s)`` summed in order. With ``jac`` (NumPy), the step's Jacobian
+    instead: the tangents ``K_i = f'(x_i) dx_i/dy`` through the same stages."""
+    a, b, scale = tableau
+    ks: list[Any] = []
+    Ks: list[Any] = []
+    for i, row in enumerate(a):
+        x, X = y, None
+        for j in range(i):
+            if row[j] != 0.0:
+                x = x + (row[j] * h) * ks[j]
+                if jac is not None:
+                    X = (eye_like(y) if X is None else X) + (row[j] * h) * Ks[j]
+        ks.append(f(x))
+        if jac is not None:
+            Ks.append(jac(x) if X is None else jac(x) @ X)
+    ks, y = (Ks, eye_like(y)) if jac is not None else (ks, y)
+    acc = b[0] * ks[0]
+    for bi, k in zip(b[1:], ks[1:]):
+        acc = acc + bi * k
+    return y + (h / scale) * acc
+
+
+class _ExplicitRK(Integrator):
+    """An explicit Runge-Kutta method of the tableau ``tableau`` (``coefficients``: ``(a, b, scale)``)."""
+
+    tableau: ClassVar[ExplicitTableau]
+    family: ClassVar[str] = "explicit Runge-Kutta"
+
+    def _step(self, system, y, h):
+        return explicit_rk_step(system.vector_field, y, h, self.tableau)
+
+    def _step_jacobian(self, system, y, h):
+        return explicit_rk_step(system.vector_field, y, h, self.tableau, jac=system.jacobian)
+
+
 @dataclass(frozen=True)
-class ExplicitEuler(Integrator):
+class ExplicitEuler(_ExplicitRK):
     """Explicit Euler: ``y1 = y + h f(y)``."""
 
     name: ClassVar[str] = "euler"
     order: ClassVar[int] = 1
     description: ClassVar[str] = "explicit Euler, y1 = y + h f(y)"
-    family: ClassVar[str] = "explicit Runge-Kutta"
-
-    def _step(self, system, y, h):
-        return y + h * system.vector_field(y)
-
-    def _step_jacobian(self, system, y, h):
-        return eye_like(y) + h * system.jacobian(y)
+    tableau: ClassVar[ExplicitTableau] = EULER
 
 
 @dataclass(frozen=True)
-class RK4(Integrator):
+class RK4(_ExplicitRK):
     """The classical fourth-order Runge-Kutta method."""
 
     name: ClassVar[str] = "rk4"
     order: ClassVar[int] = 4
     description: ClassVar[str] = "classical fourth-order Runge-Kutta"
-    family: ClassVar[str] = "explicit Runge-Kutta"
-
-    def _step(self, system, y, h):
-        f = system.vector_field
-        k1 = f(y)
-        k2 = f(y + 0.5 * h * k1)
-        k3 = f(y + 0.5 * h * k2)
-        k4 = f(y + h * k3)
-        return y + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
-
-    def _step_jacobian(self, system, y, h):
-        f, jac = system.vector_field, system.jacobian
-        eye = eye_like(y)
-        # K_i = d k_i / d y: the stage Jacobian times the tangent of the stage input
-        k1, K1 = f(y), jac(y)
-        y2 = y + 0.5 * h * k1
-        k2, K2 = f(y2), jac(y2) @ (eye + 0.5 * h * K1)
-        y3 = y + 0.5 * h * k2
-        k3, K3 = f(y3), jac(y3) @ (eye + 0.5 * h * K2)
-        y4 = y + h * k3
-        K4 = jac(y4) @ (eye + h * K3)
-        return eye + (h / 6.0) * (K1 + 2.0 * K2 + 2.0 * K3 + K4)
+    tableau: ClassVar[ExplicitTableau] = RK4_TABLEAU

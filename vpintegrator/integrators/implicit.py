@@ -6,16 +6,14 @@ not yet converged, to ``tol * max(1, |y|_inf)`` on the update (or the rounding f
 
 from __future__ import annotations
 
-import functools
-import math
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-from numpy.polynomial import legendre
 
 from ..errors import VPIntegratorError
 from .base import Integrator
+from .coefficients import gauss_legendre
 from .newton import NotConverged, eye_like, newton_solve
 
 
@@ -102,40 +100,13 @@ class ImplicitMidpoint(_Newton):
         return newton_solve(eye - 0.5 * h * a, eye + 0.5 * h * a)
 
 
-_SQ3 = math.sqrt(3.0)
-# the two-stage tableau in closed form (gauss_legendre4: the same numbers as before the generalisation)
-_GL4_A = np.array([[0.25, 0.25 - _SQ3 / 6.0], [0.25 + _SQ3 / 6.0, 0.25]])
-_GL4_B = np.array([0.5, 0.5])
-_GL4_C = np.array([0.5 - _SQ3 / 6.0, 0.5 + _SQ3 / 6.0])
-
-
-@functools.lru_cache(maxsize=None)
 def gauss_legendre_tableau(stages: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Butcher tableau ``(A, b, c)`` of the s-stage Gauss-Legendre method (order 2s), computed once.
-
-    ``c`` are the roots of the shifted Legendre polynomial ``P_s(2t - 1)``, ``b`` the Gauss weights on
-    [0, 1] and ``a_ij = int_0^{c_i} l_j(t) dt`` with ``l_j`` the Lagrange basis on ``c``. For s = 2 the
-    closed form is returned. The arrays are read-only.
-    """
+    """Butcher tableau ``(A, b, c)`` of the s-stage Gauss-Legendre method (order 2s), read-only
+    ([`coefficients.gauss_legendre`][vpintegrator.integrators.coefficients.gauss_legendre]: computed once)."""
     s = int(stages)
     if s < 1:
         raise VPIntegratorError(f"Gauss-Legendre needs stages >= 1; got {stages!r}")
-    if s == 2:
-        a, b, c = _GL4_A.copy(), _GL4_B.copy(), _GL4_C.copy()
-    else:
-        x, w = legendre.leggauss(s)
-        c, b = 0.5 * (x + 1.0), 0.5 * w
-        # a_ij by s-point Gauss quadrature on [0, c_i] (exact for the degree s-1 polynomial l_j), with
-        # l_j in product form (stable, unlike monomial coefficients)
-        t = c[:, None] * c[None, :]  # quadrature nodes c_i * c_k on [0, c_i], (i, k)
-        a = np.empty((s, s))
-        for j in range(s):
-            others = np.delete(c, j)
-            lj = np.prod((t[..., None] - others) / (c[j] - others), axis=-1)  # l_j(c_i c_k)
-            a[:, j] = c * (lj @ b)
-    for arr in (a, b, c):
-        arr.setflags(write=False)
-    return a, b, c
+    return gauss_legendre(s)
 
 
 @dataclass(frozen=True)

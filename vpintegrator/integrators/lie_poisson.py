@@ -37,10 +37,9 @@ import numpy as np
 from ..errors import VPIntegratorError
 from ..systems import RigidBody, System
 from .base import Integrator
+from .coefficients import STRANG_ROTATIONS
 from .newton import eye_like
 
-#: the Strang splitting R_1(h/2) R_2(h/2) R_3(h) R_2(h/2) R_1(h/2): (axis, fraction of h) in time order
-STRANG_ROTATIONS: tuple[tuple[int, float], ...] = ((0, 0.5), (1, 0.5), (2, 1.0), (1, 0.5), (0, 0.5))
 
 
 def rotation_rates(system: RigidBody, centred: bool = False) -> np.ndarray:

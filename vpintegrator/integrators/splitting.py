@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import VPIntegratorError
 from .base import Integrator
+from .coefficients import BLANES_MOAN4_A, BLANES_MOAN4_B, MCLACHLAN2_A, STRANG
 from .newton import eye_like
 
 
@@ -105,8 +106,7 @@ class ShearSplitting(_ShearSequence):
 
     @staticmethod
     def _sequence(d: int, h: float) -> list[tuple[int, float]]:  # type: ignore[override]
-        half = [(i, 0.5 * h) for i in range(d - 1)]
-        return half + [(d - 1, h)] + half[::-1]
+        return [(i, c * h) for i, c in shear_sequence(STRANG, d)]  # X(h/2) X*(h/2), the middle shears merged
 
 
 def shear_sequence(gammas: tuple[float, ...], d: int) -> list[tuple[int, float]]:
@@ -168,15 +168,6 @@ class LieTrotterComposition(_ShearSequence):
     def _sequence(self, d, h):
         return [(i, c * h) for i, c in shear_sequence(self.gammas, d)]
 
-
-#: McLachlan (1995) symmetric order-2 splitting A(a) B(1/2) A(1 - 2a) B(1/2) A(a) with the coefficient
-#: that minimises the leading error term; as Lie-Trotter fractions (a, 1/2 - a, 1/2 - a, a)
-MCLACHLAN2_A = 0.1931833275037836
-#: Blanes & Moan (2002) S6, order 4: A(a1) B(b1) A(a2) B(b2) A(a3) B(b3) A(a4) B(b3) A(a3) ...
-_BM_A = (0.0792036964311957, 0.353172906049774, -0.0420650803577195)
-_BM_B = (0.209515106613362, -0.143851773179818)
-BLANES_MOAN4_A = (*_BM_A, 1.0 - 2.0 * sum(_BM_A), *_BM_A[::-1])
-BLANES_MOAN4_B = (*_BM_B, 0.5 - sum(_BM_B), 0.5 - sum(_BM_B), *_BM_B[::-1])
 
 SPLITTINGS = (
     LieTrotterComposition(

@@ -44,6 +44,8 @@ import torch
 from torch import nn
 
 from ..errors import VPIntegratorError
+from ..integrators.coefficients import RK4, gauss_legendre
+from ..integrators.explicit import explicit_rk_step
 from ..nn.common import check_positive_int
 from ..nn.mlp_bank import MLPBank, mlp_bank
 from .registry import _record_config, register_model
@@ -58,14 +60,9 @@ _STAGES = {"implicit_midpoint": 1, "gauss_legendre4": 2, "gauss_legendre6": 3}
 
 
 def gauss_legendre_tableau(s: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(A (s, s), b (s,))`` of the s-stage Gauss–Legendre method (order 2s): collocation at the nodes
-    c = (x + 1)/2 of the Legendre roots x, Σ_j A_ij c_j^k = c_i^{k+1}/(k+1), Σ_j b_j c_j^k = 1/(k+1)."""
-    x, _ = np.polynomial.legendre.leggauss(s)
-    c = (x + 1.0) / 2.0
-    k = np.arange(s)
-    V = c[None, :] ** k[:, None]  # V[k, j] = c_j^k
-    A = np.linalg.solve(V, ((c[:, None] ** (k[None, :] + 1)) / (k[None, :] + 1)).T).T
-    b = np.linalg.solve(V, 1.0 / (k + 1.0))
+    """``(A (s, s), b (s,))`` of the s-stage Gauss–Legendre method (order 2s), from
+    ``vpintegrator.integrators.coefficients`` (the tableau every path reads)."""
+    A, b, _ = gauss_legendre(s)
     return A, b
 
 
@@ -196,12 +193,7 @@ class VectorFieldModel(nn.Module):
         return z.reshape(shape)
 
     def _rk4(self, z: torch.Tensor, h: float) -> torch.Tensor:
-        f = self.field
-        k1 = f(z)
-        k2 = f(z + (0.5 * h) * k1)
-        k3 = f(z + (0.5 * h) * k2)
-        k4 = f(z + h * k3)
-        return z + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+        return explicit_rk_step(self.field, z, h, RK4)
 
     def field_and_jacobian(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """f_θ(z) (n, dim) and its Jacobian (n, dim, dim), in torch (differentiable)."""

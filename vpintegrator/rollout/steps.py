@@ -2,7 +2,7 @@
 
 Each implements the [`StepMap`][vpintegrator.stepping.StepMap] contract. [`IntegratorStep`][vpintegrator.rollout.steps.IntegratorStep] (the stepping of
 [`IntegratorMap`][vpintegrator.data.integration.IntegratorMap], which ``integrate`` drives, with the volume metric) runs in float64,
-compiled (numba, ``vpintegrator.compiled.compiled_stepper``) for rollouts of at most ``SCALAR_MAX_BATCH`` trajectories when there is a kernel, NumPy otherwise; [`ExactFlowStep`][vpintegrator.rollout.steps.ExactFlowStep] in
+compiled (numba, ``vpintegrator.compiled.compiled_stepper``) for any number of trajectories when there is a kernel, NumPy otherwise; [`ExactFlowStep`][vpintegrator.rollout.steps.ExactFlowStep] in
 NumPy/SciPy; [`ModelStep`][vpintegrator.rollout.steps.ModelStep] runs a torch model in its own dtype on its device, by the fastest runner
 that reproduces it (the numba kernel of ``vpintegrator.rollout.numba_model``, ``torch.compile`` when
 asked, or eager; the runners below). [`reference_step_map`][vpintegrator.rollout.steps.reference_step_map] is the generator a data file was
@@ -43,7 +43,7 @@ class IntegratorStep(IntegratorMap):
     """A classical integrator as a step map (``seq_len = pred_window = 1``), float64, with its volume metric.
 
     The stepping is [`IntegratorMap`][vpintegrator.data.integration.IntegratorMap]'s (the map ``integrate`` drives): rollouts of at most
-    ``compiled_max_batch`` trajectories run the compiled single-trajectory stepper
+    ``compiled_max_batch`` trajectories (default any number) run the compiled single-trajectory stepper
     (``vpintegrator.compiled.compiled_stepper``, the same numbers to ~1e-15 per step and the same
     Newton rule) one trajectory after the other, when it has a kernel for the system and method;
     otherwise, and without numba, the NumPy path runs. ``describe()["runner"]`` says which (``"numba"``
