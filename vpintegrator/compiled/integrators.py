@@ -252,7 +252,7 @@ class CompiledStepper:
             self._check_block(y, n, out)
         info = self._info
         kind, run, lead = self._fast
-        if kind == "explicit":
+        if kind == "explicit" or kind == "verlet":
             done = run(*lead, y, self.dt, n, out, self._nog, info)
         elif kind == "shears":
             done = run(*lead, y, self.comps, self.coefs, n, out, info)
@@ -284,6 +284,8 @@ class CompiledStepper:
         kind, run, lead = self._fast
         if kind == "explicit":
             done = K.rows_explicit(*lead, ys, self.dt, n, out, self._nog, infos)
+        elif kind == "verlet":
+            done = K.rows_verlet(*lead, ys, self.dt, n, out, self._nog, infos)
         elif kind == "shears":
             done = K.rows_shears(*lead, ys, self.comps, self.coefs, n, out, infos)
         elif kind == "implicit":
@@ -412,7 +414,7 @@ def _fast_runner(kid: int, mid: int, b: np.ndarray, a: np.ndarray, c: np.ndarray
     pp = lean.params_tuple(kid, params)
     if kind == "shears":
         return kind, run, (pp,)
-    if kind == "explicit":
+    if kind == "explicit" or kind == "verlet":
         return kind, run, (tag, pp)
     tab = (tuple(tuple(float(v) for v in row) for row in a), tuple(float(v) for v in b),
            tuple(float(v) for v in c)) if key == "gauss" else ()

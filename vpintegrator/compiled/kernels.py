@@ -251,6 +251,14 @@ def rows_explicit(tag, pp, ys, h, n, out, gammas, infos):
 
 
 @jit
+def rows_verlet(tag, pp, ys, h, n, out, gammas, infos):
+    done = np.zeros(ys.shape[0], dtype=np.int64)
+    for r in range(ys.shape[0]):
+        done[r] = lean.run_verlet(tag, pp, ys[r], h, n, out[r], gammas, infos[r])
+    return done
+
+
+@jit
 def rows_shears(pp, ys, comps, coefs, n, out, infos):
     done = np.zeros(ys.shape[0], dtype=np.int64)
     for r in range(ys.shape[0]):

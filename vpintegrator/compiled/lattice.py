@@ -423,6 +423,20 @@ class LatticeStepper:
         self.warm = True
         return int(done)
 
+    def step_rows(self, ys: np.ndarray, n: int, out: np.ndarray, limits: Any = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``step_block`` for every row of ``ys`` (rows, dim), the states into ``out`` (rows, >= n, dim), row after row,
+        as ``CompiledStepper.step_rows`` (each row's states those of ``step_block``): each row's states written,
+        status (int64) and info (last Newton update, status, failing step, limit squared)."""
+        rows = ys.shape[0]
+        infos = np.zeros((rows, 4))
+        infos[:, 3] = np.inf if limits is None else np.square(np.asarray(limits, dtype=np.float64))
+        done = np.zeros(rows, dtype=np.int64)
+        for r in range(rows):
+            done[r] = self.step_block(ys[r], n, out[r], math.sqrt(infos[r, 3]))
+            infos[r, :3] = self._info[:3]
+        return done, infos[:, 1].astype(np.int64), infos
+
     def _check_block(self, y: Any, n: int, out: Any) -> None:
         if not (isinstance(y, np.ndarray) and y.dtype == np.float64 and y.shape == (self.dim,) and y.flags.c_contiguous
                 and isinstance(out, np.ndarray) and out.dtype == np.float64 and out.ndim == 2

@@ -636,7 +636,7 @@ RUNNERS = {
     "euler": ("explicit", run_explicit, Euler(0)),
     "rk4": ("explicit", run_explicit, RK4(0)),
     "splitting": ("explicit", run_explicit, Splitting(0)),
-    "stormer_verlet": ("explicit", run_verlet, StormerVerlet(0)),
+    "stormer_verlet": ("verlet", run_verlet, StormerVerlet(0)),
     "shears": ("shears", run_shears, None),
     "implicit_midpoint": ("implicit", run_implicit, Midpoint(0)),
     "gauss": ("implicit", run_implicit, Gauss(0)),
