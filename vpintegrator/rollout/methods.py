@@ -117,6 +117,15 @@ def _trajectories(data: Path | None, idx: np.ndarray, max_states: int | None = N
     return read
 
 
+def _seen(req: RowRequest, read: Callable[[], np.ndarray]) -> Callable[[], np.ndarray]:
+    """``read``, observed as the run observes (an observed run's fitted rows learn from the observed channels of
+    the training trajectories: ``vpintegrator.rollout.observed``)."""
+    observation = getattr(req.system, "observation", None)
+    if observation is None:
+        return read
+    return lambda: observation.apply(read())
+
+
 def _need_split(req: RowRequest) -> "FitSplit":
     if req.split is None or req.split.train.size == 0:
         raise VPIntegratorError(f"{req.label}: no training trajectory to fit on", key="integrators")
@@ -146,8 +155,9 @@ def _sindy(req: RowRequest) -> StepMap:
         train, val = train[:-n_val], train[-n_val:]
     from .sindy import MAX_FIT_STATES, MAX_VAL_TRAJ, VAL_STEPS
 
-    return SindyStep(_trajectories(req.data, train, MAX_FIT_STATES),
-                     _trajectories(req.data, val, max_traj=MAX_VAL_TRAJ, n_steps=VAL_STEPS), str(req.integrator), req.dt,
+    return SindyStep(_seen(req, _trajectories(req.data, train, MAX_FIT_STATES)),
+                     _seen(req, _trajectories(req.data, val, max_traj=MAX_VAL_TRAJ, n_steps=VAL_STEPS)),
+                     str(req.integrator), req.dt,
                      dim=int(req.system.dim), source=f"{split.source}: {train.size} training, {val.size} validation "
                      "trajectories")
 
@@ -156,9 +166,19 @@ def _parrot(req: RowRequest) -> StepMap:
     from .parrot import MAX_PARROT_STATES, ParrotStep
 
     split = _need_split(req)
-    return ParrotStep(_trajectories(req.data, split.train, MAX_PARROT_STATES), context_len=req.context_len,
+    return ParrotStep(_seen(req, _trajectories(req.data, split.train, MAX_PARROT_STATES)), context_len=req.context_len,
                       dim=int(req.system.dim),
                       source=f"{split.source}: {split.train.size} training trajectories")
+
+
+def _estimated(req: RowRequest) -> StepMap:
+    from .observed import EstimatedStep, ObservedSystem
+
+    if not isinstance(req.system, ObservedSystem) or req.system.observation is None:
+        raise VPIntegratorError(f"integrators: {req.label} estimates the unobserved part of the state, but the run "
+                                "observes the whole state; give observe (e.g. q), or the classical method itself",
+                                key="integrators")
+    return EstimatedStep(req.system.full, req.system.observation, str(req.integrator), req.dt, req.context_len)
 
 
 #: name -> row kind: every name ``run_rollouts`` accepts in ``integrators`` besides the classical integrators
@@ -169,6 +189,8 @@ ROW_KINDS: dict[str, RowKind] = {
                      "validation rollout), integrated by METHOD"),
     "parrot": RowKind("parrot", False, True, _parrot, "context parroting: the nearest training window of "
                       "context_len states, its continuation copied"),
+    "estimate": RowKind("estimate", True, False, _estimated, "observed runs: the full state estimated from the first "
+                        "context_len observed states by least squares on the true flow, then METHOD"),
 }
 
 
