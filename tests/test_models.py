@@ -80,7 +80,7 @@ def test_vpt_units_are_attention_then_full_vpff():
 
 
 def test_registry_and_config_round_trip():
-    assert list_models() == ["divfree", "g_sympnet", "g_sympnet_ctx", "hnn", "la_sympnet", "lp_transformer", "lphnn", "lpnet",
+    assert list_models() == ["delay_mlp", "delay_vpff", "divfree", "g_sympnet", "g_sympnet_ctx", "hnn", "la_sympnet", "lp_transformer", "lphnn", "lpnet",
                              "lpnet_ctx", "node", "st",
                              "symplectic_transformer", "vpff", "vpff_ctx", "vpt"]
     for key in PAPER:

@@ -216,7 +216,8 @@ def test_vp_models_are_volume_preserving_on_observed_windows(q_run):
     from vpintegrator.testing import jacobian_slogdet
 
     torch.manual_seed(0)
-    for model in (vp.load_model(q_run), build_model("vpff", dim=2, seq_len=4, n_blocks=2).double()):
+    for model in (vp.load_model(q_run), build_model("vpff", dim=2, seq_len=4, n_blocks=2).double(),
+                  build_model("delay_vpff", dim=2, seq_len=4, n_blocks=2).double()):
         windows = torch.randn(5, model.seq_len, 2, dtype=torch.float64)
         _, logdet = jacobian_slogdet(model, windows)
         assert float(logdet.detach().abs().max()) < 1e-12
@@ -256,7 +257,7 @@ def test_the_exact_delay_map_is_not_volume_preserving(co_file):
         delay_embedding_log_det(CoupledOscillator(), _q(), data.y[:, 0], H, 3)
 
 
-@pytest.mark.parametrize("name", ["vpt", "vpff", "st", "symplectic_transformer"])
+@pytest.mark.parametrize("name", ["vpt", "vpff", "st", "symplectic_transformer", "delay_mlp", "delay_vpff"])
 @pytest.mark.parametrize("T", [1, 4])
 def test_every_multi_step_model_trains_on_observed_windows_of_any_length(co_file, tmp_path, name, T):
     """The observed dimension flows through every window model; T (seq_len) is the swept window length."""
@@ -265,4 +266,5 @@ def test_every_multi_step_model_trains_on_observed_windows_of_any_length(co_file
     res = fit({"data": [str(co_file)], "model": {"name": name, "seq_len": T}, "observe": "q", "epochs": 1,
                "batch_size": 128, "dtype": "float64", "out": str(tmp_path / "run")})
     assert res.model.dim == 2 and res.model.seq_len == T and np.isfinite(res.train_loss)
+    assert res.model.pred_window == (1 if name == "delay_mlp" else T)
     assert res.model.trained_on["observation"]["spec"] == "q"
