@@ -268,3 +268,70 @@ def test_every_multi_step_model_trains_on_observed_windows_of_any_length(co_file
     assert res.model.dim == 2 and res.model.seq_len == T and np.isfinite(res.train_loss)
     assert res.model.pred_window == (1 if name == "delay_mlp" else T)
     assert res.model.trained_on["observation"]["spec"] == "q"
+
+
+# -- the attention ablation with the mean coupling --------------------------------------------------------------
+
+
+def test_mean_attention_is_the_vpt_with_a_constant_orthogonal_mixing():
+    import torch
+
+    from vpintegrator.models import build_model, mean_attention
+    from vpintegrator.nn.cayley import cayley
+    from vpintegrator.testing import jacobian_slogdet
+
+    torch.manual_seed(0)
+    vpt = build_model("vpt", dim=2, seq_len=4, n_blocks=1, L=2).double()
+    windows = torch.randn(40, 4, 2, dtype=torch.float64)
+    ablated = mean_attention(vpt, windows)
+    x = torch.randn(6, 4, 2, dtype=torch.float64)
+    # by hand: each unit's Λ̄ = Cayley(mean C) over the windows as that unit sees them, then its feed-forward part
+    ref, seen = x, windows
+    for block in vpt.blocks:
+        lam = cayley(block.attention.correlation(seen).mean(0, keepdim=True))[0]
+        np.testing.assert_allclose((lam.T @ lam).detach().numpy(), np.eye(4), atol=1e-12)  # orthogonal
+        ref = block.feedforward(lam.T @ ref)
+        seen = block.feedforward(lam.T @ seen)
+    torch.testing.assert_close(ablated(x), ref, rtol=1e-12, atol=1e-12)
+    _, logdet = jacobian_slogdet(ablated, x)
+    assert float(logdet.detach().abs().max()) < 1e-12  # still volume preserving
+    assert not torch.allclose(ablated(x), vpt(x))  # the coupling is gone
+    with pytest.raises(VPIntegratorError, match="mean_attention is for the VPT"):
+        mean_attention(build_model("st", dim=2, seq_len=4).double(), windows)
+
+
+# -- the study ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_partial_observation_study_runs_end_to_end_and_rebuilds_its_tables(tmp_path):
+    from vpintegrator.studies.driver import main
+
+    args = ["--out", str(tmp_path / "po"), "--quick", "--set", "systems=coupled_oscillator", "--set", "windows=1,2",
+            "--set", "n_train=12", "--set", "n_test=3", "--set", "budget_seconds=0.5", "--set",
+            "approaches=vpt,delay_mlp", "--seeds", "0", "-q"]
+    from vpintegrator.studies.partial_observation import STUDY
+
+    assert main(STUDY, args) == 0
+    data = json.loads((tmp_path / "po" / "partial_observation.json").read_text())
+    labels = {r["label"] for r in data["rows"]}
+    assert labels == {"vpt_T1", "vpt_T2", "vpt_T2+noattn", "vpt_T2+meanattn", "delay_mlp_T1", "delay_mlp_T2",
+                      "estimate+gauss_legendre4", "parrot"}
+    est = next(r for r in data["rows"] if r["label"] == "estimate+gauss_legendre4")
+    assert est["err_t10"]["median"] < 1e-4 and est["err_t10"]["n"] == 3  # the known-equations competitor
+    text = (tmp_path / "po" / "partial_observation.md").read_text()
+    (tmp_path / "po" / "partial_observation.md").unlink()
+    assert main(STUDY, ["--out", str(tmp_path / "po"), "--table-only", "-q"]) == 0
+    assert (tmp_path / "po" / "partial_observation.md").read_text() == text
+    assert "## coupled_oscillator, observed in q" in text and "vpt+meanattn" in text
+
+
+def test_fit_on_trajectory_objects_observes_them_too(co_file):
+    from vpintegrator.training import fit
+
+    data = read_trajectories(co_file)
+    res = fit(model={"name": "delay_mlp", "seq_len": 2}, train=data, observe="p", epochs=1, batch_size=128,
+              dtype="float64")
+    assert res.model.dim == 2 and res.model.trained_on["observation"]["names"] == ["p1", "p2"]
+    with pytest.raises(VPIntegratorError, match="windows"):
+        fit(model="delay_mlp", train=(np.zeros((4, 2, 4)), np.zeros((4, 1, 4))), observe="q", epochs=1)

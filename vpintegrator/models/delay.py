@@ -1,8 +1,8 @@
 """Memory without attention: maps of the delay vector, the control of the multi-step transformers.
 
-A window of T observed states carries what the last state alone does not (the unobserved part of the state,
-issue 55). Whether a transformer's attention adds anything over the window is answered by the same window
-fed to maps that have no attention:
+A window of T observed states carries what the last state alone does not (the unobserved part of the
+state). Whether a transformer's attention adds anything over the window is answered by the same window fed
+to maps that have no attention:
 
 - ``delay_mlp`` ([`DelayMLP`][vpintegrator.models.delay.DelayMLP]): the window's T·dim numbers concatenated
   (the delay vector) into a tanh MLP that gives the next state as an increment of the last one,
