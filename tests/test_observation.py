@@ -335,3 +335,21 @@ def test_fit_on_trajectory_objects_observes_them_too(co_file):
     assert res.model.dim == 2 and res.model.trained_on["observation"]["names"] == ["p1", "p2"]
     with pytest.raises(VPIntegratorError, match="windows"):
         fit(model="delay_mlp", train=(np.zeros((4, 2, 4)), np.zeros((4, 1, 4))), observe="q", epochs=1)
+
+
+def test_the_observed_reference_continues_the_file_and_integrates_held_out_conditions(co_file):
+    from vpintegrator.data import solve_flow
+    from vpintegrator.rollout.observed import ObservedSystem, observed_reference
+
+    data = read_trajectories(co_file, traj=np.arange(2))
+    system = ObservedSystem(dim=2, source="co.h5", full=CoupledOscillator(), observation=_q())
+    meta = {"method": "dop853", "rtol": 1e-12, "atol": 1e-12}
+    new = np.array([[0.3, -0.1, 0.5, 0.2]])
+    ref = observed_reference(system, meta, data.y, data.t, new, H, 0.0, 60, False, 16, 1e6)
+    assert ref.shape == (3, 61, 2)
+    np.testing.assert_array_equal(ref[:2, :41], data.y[:, :, :2])  # the file's own states first
+    exact = solve_flow(CoupledOscillator(), np.concatenate([data.y[:, -1], new]), H * np.arange(21))
+    np.testing.assert_allclose(ref[:2, 40:], exact[:2, :, :2], atol=1e-9)  # then continued by the generator
+    np.testing.assert_allclose(ref[2], solve_flow(CoupledOscillator(), new, H * np.arange(61))[0, :, :2], atol=1e-9)
+    only_new = observed_reference(system, meta, data.y[:0], data.t, new, H, 0.0, 60, False, 16, 1e6)
+    np.testing.assert_array_equal(only_new, ref[2:])  # held-out conditions alone (vp-rollout --heldout)

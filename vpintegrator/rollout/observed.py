@@ -170,13 +170,14 @@ def observed_reference(system: "ObservedSystem", meta: Mapping[str, Any], y_file
         y0 = y_file[:, 0] if heldout_y0 is None else np.concatenate([y_file[:, 0], heldout_y0])
         return obs.apply(run(ExactFlowStep(full, dt), y0, n_steps, t0, "the exact-flow reference"))
     generator = reference_step_map(meta, full, dt)
-    take = min(int(y_file.shape[1]), n_steps + 1)
-    y = y_file[:, :take]
-    if n_steps + 1 > take and n_data:
-        cont = run(generator, y_file[:, take - 1], n_steps + 1 - take, float(t_file[take - 1]),
-                   "continuing the reference with its generator")
-        y = np.concatenate([y, cont[:, 1:]], axis=1)
-    parts.append(y)
+    if n_data:  # the file's states, continued beyond them
+        take = min(int(y_file.shape[1]), n_steps + 1)
+        y = y_file[:, :take]
+        if n_steps + 1 > take:
+            cont = run(generator, y_file[:, take - 1], n_steps + 1 - take, float(t_file[take - 1]),
+                       "continuing the reference with its generator")
+            y = np.concatenate([y, cont[:, 1:]], axis=1)
+        parts.append(y)
     if heldout_y0 is not None and len(heldout_y0):
         parts.append(run(generator, heldout_y0, n_steps, t0, "the held-out reference"))
     return obs.apply(np.concatenate(parts, axis=0))

@@ -312,22 +312,15 @@ def tables(summary: list[dict[str, Any]]) -> str:
 # --------------------------------------------------------------------------- the command
 
 
-def _systems(value: Any) -> list[str]:
-    names = [n.strip() for n in comma_list(value, "systems").split(",") if n.strip()]
-    bad = [n for n in names if n not in SYSTEMS]
-    if not names or bad:
-        raise VPIntegratorError(f"systems must be a comma list out of {', '.join(SYSTEMS)}; got {value!r}",
-                                key="systems")
-    return names
+def _names_of(name: str, valid: Sequence[str]) -> Any:
+    """The check of the comma-list key ``name`` whose items are out of ``valid``."""
+    def check(value: Any) -> list[str]:
+        names = [n.strip() for n in comma_list(value, name).split(",") if n.strip()]
+        if not names or any(n not in valid for n in names):
+            raise VPIntegratorError(f"{name} must be a comma list out of {', '.join(valid)}; got {value!r}", key=name)
+        return names
 
-
-def _approaches(value: Any) -> list[str]:
-    names = [n.strip() for n in comma_list(value, "approaches").split(",") if n.strip()]
-    bad = [n for n in names if n not in APPROACHES]
-    if not names or bad:
-        raise VPIntegratorError(f"approaches must be a comma list out of {', '.join(APPROACHES)}; got {value!r}",
-                                key="approaches")
-    return names
+    return check
 
 
 @dataclass
@@ -359,10 +352,11 @@ class PartialObservationOptions(StudyOptions):
     """
 
     quick: bool = key(False, type=bool)
-    systems: list[str] | None = key(None, optional=True, check=_systems, metavar="LIST")
+    systems: list[str] | None = key(None, optional=True, check=_names_of("systems", list(SYSTEMS)), metavar="LIST")
     windows: list[int] | None = key(None, optional=True, metavar="LIST",
                                     check=number_list(int, "windows", 1, "window lengths >= 1"))
-    approaches: list[str] | None = key(None, optional=True, check=_approaches, metavar="LIST")
+    approaches: list[str] | None = key(None, optional=True, check=_names_of("approaches", list(APPROACHES)),
+                                       metavar="LIST")
     n_train: int | None = key(None, optional=True, type=int, low=5)
     n_test: int | None = key(None, optional=True, type=int, low=1)
     t_train: float | None = key(None, optional=True, type=float, low=1.0)
