@@ -353,3 +353,22 @@ def test_the_observed_reference_continues_the_file_and_integrates_held_out_condi
     np.testing.assert_allclose(ref[2], solve_flow(CoupledOscillator(), new, H * np.arange(61))[0, :, :2], atol=1e-9)
     only_new = observed_reference(system, meta, data.y[:0], data.t, new, H, 0.0, 60, False, 16, 1e6)
     np.testing.assert_array_equal(only_new, ref[2:])  # held-out conditions alone (vp-rollout --heldout)
+
+
+@pytest.mark.parametrize("name", ["quick", "mid"])
+def test_the_pages_tables_are_drawn_from_the_shipped_study_results(name):
+    """docs/partial_observation.md's tables come from docs/data/partial_observation_<name>.json, through the
+    study's own formatting (a number edited on the page, or a file from another run, fails here)."""
+    from pathlib import Path
+
+    from vpintegrator.studies.partial_observation import summarize_rows, tables
+    from vpintegrator.studies.stats import read_json, unplain
+
+    root = Path(__file__).resolve().parent.parent
+    page = root / "docs" / "partial_observation.md"
+    if not page.is_file():
+        pytest.skip("repository files (not in the wheel)")
+    rows = unplain(read_json(root / "docs" / "data" / f"partial_observation_{name}.json")["rows"])
+    text = page.read_text()
+    lines = [line for line in tables(summarize_rows(rows)).splitlines() if line.startswith("| ") and "---" not in line]
+    assert lines and not [line for line in lines if line not in text]
