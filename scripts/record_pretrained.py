@@ -63,6 +63,8 @@ def mirror(entry: dict, payload: dict) -> None:
     facts = entry["trained_on"]
     for key in ("dt", "system", "system_params", "parametric"):
         facts[key] = payload.get(key)
+    if payload.get("observation") is not None:  # a model of observed channels (pretrained_info()["observation"])
+        facts["observation"] = payload["observation"]
     split = payload.get("split") or {}
     facts["split"].update({"n_traj": (payload.get("split_data") or {}).get("n_traj"),
                            **{f"n_{k}": len(split.get(k, [])) for k in ("train", "val", "test")}})

@@ -80,7 +80,7 @@ def test_vpt_units_are_attention_then_full_vpff():
 
 
 def test_registry_and_config_round_trip():
-    assert list_models() == ["divfree", "g_sympnet", "g_sympnet_ctx", "hnn", "la_sympnet", "lp_transformer", "lphnn", "lpnet",
+    assert list_models() == ["delay_mlp", "delay_vpff", "divfree", "g_sympnet", "g_sympnet_ctx", "hnn", "la_sympnet", "lp_transformer", "lphnn", "lpnet",
                              "lpnet_ctx", "node", "st",
                              "symplectic_transformer", "vpff", "vpff_ctx", "vpt"]
     for key in PAPER:
@@ -168,7 +168,7 @@ def test_permutation_along_seq(key, equivariant):
     "call, match",
     [
         (lambda: build_model("symplectic_transfomer", dim=3),
-         r"unknown model 'symplectic_transfomer' \(did you mean 'symplectic_transformer'\?\); valid names: divfree, g_sympnet, g_sympnet_ctx, hnn, "
+         r"unknown model 'symplectic_transfomer' \(did you mean 'symplectic_transformer'\?\); valid names: delay_mlp, delay_vpff, divfree, g_sympnet, g_sympnet_ctx, hnn, "
          "la_sympnet, lp_transformer, lphnn, lpnet, lpnet_ctx, node, st, symplectic_transformer, vpff, vpff_ctx, vpt"),
         (lambda: build_model("vpt", seq_len=3), "missing required key 'dim'"),
         (lambda: build_model("vpt", dim=3, seq_len=3, n_layers=2), "unknown key 'n_layers'; valid keys: dim, seq_len"),

@@ -123,7 +123,8 @@ def _config_class():
     "--integrators", cls=Listed, type=Names(_integrators), multiple=True, metavar="LIST",
     help="Comma list of classical integrators (e.g. implicit_midpoint,rk4,gauss_legendre4,splitting) or exact_flow, "
     "and the rows fd+METHOD, shooting+METHOD (identification), sindy+METHOD (sparse regression, the sindy extra), "
-    "parrot (context parroting); repeatable.",
+    "parrot (context parroting), estimate+METHOD (observed runs: the full state estimated, then METHOD); "
+    "repeatable.",
 )
 @click.option(
     "--traj", metavar="LIST",

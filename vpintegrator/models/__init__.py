@@ -73,6 +73,8 @@ Model file format (``save_model``/``load_model``): one ``torch.save`` dict
 Modules: ``volume`` (VPFF, VPT), ``standard`` (ST), ``symplectic`` (LA-SympNet, G-SympNet, symplectic
 transformer), ``registry`` (names, defaults, ``build_model``, ``register_model``, ``model_class``), ``files`` (model files, pretrained models),
 ``gml`` (weight files of GeometricMachineLearning.jl: ``read_gml``, ``load_model("gml:FILE.h5")``),
+``delay`` (``delay_mlp``, ``delay_vpff``: maps of the delay vector, the window without attention: the control of
+the multi-step transformers on observed states),
 ``ablation`` (``without_attention``: a transformer with its attention layers switched to the identity;
 ``constant_coupling``: a Lie–Poisson transformer with its cross-state information removed).
 ``_symmetric`` (the palindromic, time-reversible composition ``symmetric=True`` of vpff, vpt, lpnet and
@@ -82,9 +84,9 @@ lp_transformer: one mixin for ``evolve``, ``inverse`` and ``preserves``).
 from __future__ import annotations
 
 # the families first, in the registry's order (each registers itself: @register_model beside its class)
-from . import volume, standard, symplectic, lie_poisson, context, vector_field  # noqa: F401  (in this order)
+from . import volume, standard, symplectic, lie_poisson, context, vector_field, delay  # noqa: F401  (in this order)
 from .registry import count_parameters
-from .ablation import constant_coupling, without_attention
+from .ablation import constant_coupling, mean_attention, without_attention
 from .files import (
     MODEL_FORMAT,
     MODEL_FORMAT_VERSION,
@@ -99,6 +101,7 @@ from .files import (
     save_model,
     weights_sha256,
 )
+from .delay import DelayMLP, DelayVolumeNet
 from .context import ContextGSympNet, ContextLiePoissonNet, ContextModel, ContextVolumeNet
 from .gml import read_gml
 from .lie_poisson import LiePoissonNet, LiePoissonTransformer
@@ -121,6 +124,8 @@ __all__ = [
     "VolumePreservingFeedForward",
     "VolumePreservingTransformer",
     "StandardTransformerIntegrator",
+    "DelayMLP",
+    "DelayVolumeNet",
     "LASympNet",
     "GSympNet",
     "SymplecticTransformer",
@@ -138,6 +143,7 @@ __all__ = [
     "count_parameters",
     "read_torch_file",
     "without_attention",
+    "mean_attention",
     "constant_coupling",
     "LiePoissonNet",
     "LiePoissonTransformer",

@@ -5,6 +5,10 @@ registry: every attention layer becomes the identity map on the window, and the 
 its trained weights. Compare the ablated model's rollout error with the original's
 ([`vpintegrator.testing.attention_coupling`][vpintegrator.testing.attention_coupling] measures the same question on the Jacobian).
 
+[`mean_attention`][vpintegrator.models.mean_attention] keeps the VPT's mixing along the window but removes its
+dependence on the states: every attention's Λ(X) = Cayley(C(X)) becomes the constant Cayley(C̄), C̄ the mean
+of its skew C(X) over given windows (still skew, so Λ̄ is orthogonal and the map still volume preserving).
+
 For the Lie–Poisson transformer the identity is not the right control: its coupling rotates state i by
 α_i ψ(s), which is a position-wise rotation (α_i ψ̄) plus the cross-state part (ψ(s) − ψ̄). Zeroing ψ removes
 both. [`constant_coupling`][vpintegrator.models.constant_coupling] removes only the cross-state part: every coupling's ψ becomes the constant ψ̄
@@ -23,7 +27,8 @@ from ..nn.attention import MultiHeadAttention, VolumePreservingAttention
 from ..nn.lie_poisson import LiePoissonCoupling
 from ..nn.symplectic_attention import SymplecticAttention
 
-__all__ = ["without_attention", "constant_coupling", "attention_layers", "NoAttention"]
+__all__ = ["without_attention", "constant_coupling", "mean_attention", "attention_layers", "NoAttention",
+           "MeanAttention"]
 
 
 class NoAttention(nn.Identity):
@@ -144,4 +149,53 @@ def constant_coupling(model: nn.Module, windows: torch.Tensor) -> nn.Module:
             layer.psi.d.copy_(mean)
         for p in (layer.psi.w, layer.psi.d):
             p.requires_grad_(False)
+    return ablated
+
+
+class MeanAttention(nn.Module):
+    """X ↦ Λ̄ᵀ X with a constant orthogonal (seq, seq) matrix Λ̄ (``mean_attention``): the window's states mixed
+    the same way whatever they are."""
+
+    def __init__(self, lam: torch.Tensor) -> None:
+        super().__init__()
+        self.register_buffer("lam", lam.detach().clone())
+        self.dim = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lam.mT.to(x.dtype) @ x
+
+    def _forward_planes(self, xp: torch.Tensor) -> torch.Tensor:  # (dim, seq, batch), the VP layers' layout
+        return torch.einsum("st,dsb->dtb", self.lam.to(xp.dtype), xp).contiguous()
+
+    def _fused_spec(self) -> None:
+        """Not fused (``vpintegrator.nn.fused_attention``): the model runs its layers one after the other."""
+        return None
+
+    def extra_repr(self) -> str:
+        return f"seq={self.lam.shape[0]}"
+
+
+def mean_attention(model: nn.Module, windows: torch.Tensor) -> nn.Module:
+    """A copy of a VPT (skew-symmetric attention) whose every attention is ``MeanAttention``: Λ̄ = Cayley(C̄),
+    C̄ the mean over ``windows`` (n, seq_len, dim) of the skew C(X) that attention sees (the attentions fixed in
+    order, a later one seeing the earlier ones already constant). Volume preserving still (Λ̄ orthogonal); the
+    states are mixed along the window but no state's map depends on the others' values any more."""
+    from ..nn.cayley import cayley
+
+    blocks = getattr(model, "blocks", None)
+    if (not isinstance(model, nn.Module) or blocks is None or getattr(model, "symmetric", False)
+            or not all(isinstance(getattr(b, "attention", None), VolumePreservingAttention) and b.attention.skew_sym
+                       for b in blocks)):
+        raise VPIntegratorError(f"model: mean_attention is for the VPT with skew-symmetric attention (not symmetric); "
+                                f"got {type(model).__name__} (use without_attention for the other transformers)")
+    ablated = copy.deepcopy(model)
+    param = next(ablated.parameters())
+    x = torch.as_tensor(windows).to(dtype=param.dtype, device=param.device)
+    if x.ndim != 3 or x.shape[0] == 0 or tuple(x.shape[1:]) != (model.seq_len, model.dim):
+        raise VPIntegratorError(f"windows: expected shape (n, {model.seq_len}, {model.dim}) with n >= 1; got "
+                                f"{tuple(x.shape)}")
+    with torch.no_grad():
+        for block in ablated.blocks:
+            block.attention = MeanAttention(cayley(block.attention.correlation(x).mean(0, keepdim=True))[0])
+            x = block(x)
     return ablated

@@ -170,7 +170,8 @@ def list_pretrained() -> list[str]:
 
 
 #: the keys of ``pretrained_info``'s dict, in order
-PRETRAINED_INFO_KEYS = ("name", "file", "model", "n_params", "dt", "system", "system_params", "parametric", "data",
+PRETRAINED_INFO_KEYS = ("name", "file", "model", "n_params", "dt", "system", "system_params", "parametric",
+                        "observation", "data",
                         "split", "recipe", "metrics", "selection", "weights_sha256")
 
 
@@ -193,6 +194,8 @@ def pretrained_info(name: str) -> dict[str, Any]:
         - ``dt``, ``system``, ``system_params``, ``parametric``: the training data's step, system and parameters
           (the same record the ``.pt`` file carries: ``vp-rollout`` refuses the model on data of another step
           unless ``allow_dt_mismatch``, or of another system or parameters);
+        - ``observation``: what the model saw of the state (``vpintegrator.data.observation``'s record: spec,
+          matrix, names), None for the whole state; ``vp-rollout`` refuses another observation;
         - ``data``: the training data (``spec``, ``command``: the ``vp-gen`` command, ``description``);
         - ``split``: the trajectory split (``seed``, ``val_fraction``, ``test_fraction``, ``n_traj``,
           ``n_train``, ``n_val``, ``n_test``; the index lists are in the ``.pt`` file,
@@ -234,6 +237,7 @@ def pretrained_info(name: str) -> dict[str, Any]:
         "system": trained.get("system"),
         "system_params": trained.get("system_params"),
         "parametric": trained.get("parametric"),
+        "observation": trained.get("observation"),
         "data": trained.get("data"),
         "split": split or None,
         "recipe": entry.get("recipe"),
@@ -427,7 +431,8 @@ def load_model(path: str | os.PathLike[str], map_location: Any = "cpu", hparams:
         unless ``dtype=float32``; ``model.gml_provenance`` names the source file). A file written by
         ``vp-train`` also gives ``model.training_split`` (``{"train", "val", "test"}`` trajectory indices) and
         ``model.training_split_data`` (what identifies those trajectories), and ``model.trained_on``
-        (``{"dt", "system", "system_params", "parametric"}`` of its training data; vp-rollout checks them);
+        (``{"dt", "system", "system_params", "parametric", "observation"}`` of its training data; vp-rollout
+        checks them; ``observation``: what it saw of the state, ``vpintegrator.data.observation``, None for all);
         a model fine-tuned from another (``init_from``) also gives ``model.training_ancestors`` (per ancestor,
         nearest first, ``{"source", "split", "split_data"}``: what it trained on; vp-rollout labels their
         trajectories ``ancestor_seen``);
@@ -480,7 +485,8 @@ def load_model(path: str | os.PathLike[str], map_location: Any = "cpu", hparams:
         model.training_split_data = payload.get("split_data") if isinstance(payload.get("split_data"), dict) else None
     if isinstance(payload.get("ancestors"), list):  # fine-tuned (init_from): what the models it started from saw
         model.training_ancestors = [a for a in payload["ancestors"] if isinstance(a, dict)]
-    trained_on = {k: payload[k] for k in ("dt", "system", "system_params", "parametric") if k in payload}
+    trained_on = {k: payload[k] for k in ("dt", "system", "system_params", "parametric", "observation")
+                  if k in payload}
     if "dt" in trained_on or "system" in trained_on:  # vp-train's record of its data (older files have none)
         setattr(model, "trained_on", trained_on)
     setattr(model, "source_file", str(file))

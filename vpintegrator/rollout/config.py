@@ -120,6 +120,12 @@ def _check_device(value: Any) -> Any:
     return value
 
 
+def _check_observe(value: Any) -> str | None:
+    from ..data.observation import check_observe_spec
+
+    return check_observe_spec(value)
+
+
 def _inits() -> list[str]:
     from ..integrators import list_integrators
 
@@ -236,6 +242,13 @@ class RolloutConfig(Config):
         default split) and score them on the rest. Without ``fit_data`` or this key a run with a fitted row that
         rolls out trajectories of ``data`` is refused: a fitted row never fits on the file it is scored on unless
         asked (a run of ``heldout`` conditions only, drawn anew, scores none of the file's).
+    observe : str or None
+        Score every row on observed channels only (``vpintegrator.rollout.observed``): q, p, state names
+        (z1,z2), indices (0,1), or basis:K (the basis a model recorded). The reference is computed in the full
+        state and observed; models roll out on observed windows; classical methods run as ``estimate+METHOD``
+        (the full state estimated from the first ``context_len`` observed states by least squares on the true
+        flow). Default: the observation the models were trained on (none: the whole state); a file of observed
+        channels is its own observation. A model trained on another observation is refused.
     allow_dt_mismatch : bool
         Roll out a model whose checkpoint records another step ``dt`` than the data's (by default refused,
         as a model of another system or other parameters always is; checkpoints without a record are not
@@ -275,6 +288,10 @@ class RolloutConfig(Config):
                         help="Failure when |z| > BLOWUP x |z0|.")
     volume: bool = key(True, type=bool, help="Compute log|det J| of every step/window map.")
     fast_step: str = key("auto", choices=FAST_STEPS, check=check_fast_step, flag="")
+    observe: str | None = key(None, optional=True, check=_check_observe, metavar="SPEC",
+                              show_default="the models' (else the whole state)",
+                              help="Score every row on observed channels only: q, p, names (z1,z2), indices (0,1) or "
+                              "basis:K; classical rows run as estimate+METHOD.")
     allow_dt_mismatch: bool = key(False, type=bool,
                                   help="Roll out models trained at another step dt than the data's (refused "
                                   "otherwise).")

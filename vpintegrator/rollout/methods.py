@@ -125,6 +125,15 @@ def _trajectories(data: Path | None, idx: np.ndarray, max_states: int | None = N
     return read
 
 
+def _seen(req: RowRequest, read: Callable[[], np.ndarray]) -> Callable[[], np.ndarray]:
+    """``read``, observed as the run observes (an observed run's fitted rows learn from the observed channels of
+    the training trajectories: ``vpintegrator.rollout.observed``)."""
+    observation = getattr(req.system, "observation", None)
+    if observation is None:
+        return read
+    return lambda: observation.apply(read())
+
+
 def _need_split(req: RowRequest) -> "FitSplit":
     if req.split is None or req.split.train.size == 0:
         raise VPIntegratorError(f"{req.label}: no training trajectory to fit on", key="integrators")
@@ -157,11 +166,15 @@ def _sindy(req: RowRequest) -> StepMap:
     from ..data.hdf5 import component_names
 
     data = split.data or req.data
-    return SindyStep(_trajectories(data, train, MAX_FIT_STATES),
-                     _trajectories(data, val, max_traj=MAX_VAL_TRAJ, n_steps=VAL_STEPS), str(req.integrator), req.dt,
+    observation = getattr(req.system, "observation", None)
+    names = tuple(observation.names) if observation is not None else (
+        () if data is None else component_names(data, req.system))
+    return SindyStep(_seen(req, _trajectories(data, train, MAX_FIT_STATES)),
+                     _seen(req, _trajectories(data, val, max_traj=MAX_VAL_TRAJ, n_steps=VAL_STEPS)),
+                     str(req.integrator), req.dt,
                      dim=int(req.system.dim), source=f"{split.source}: {train.size} training, {val.size} validation "
                      f"trajectories of {data}",
-                     component_names=() if data is None else component_names(data, req.system))
+                     component_names=names)
 
 
 def _parrot(req: RowRequest) -> StepMap:
@@ -169,9 +182,19 @@ def _parrot(req: RowRequest) -> StepMap:
 
     split = _need_split(req)
     data = split.data or req.data
-    return ParrotStep(_trajectories(data, split.train, MAX_PARROT_STATES), context_len=req.context_len,
+    return ParrotStep(_seen(req, _trajectories(data, split.train, MAX_PARROT_STATES)), context_len=req.context_len,
                       dim=int(req.system.dim),
                       source=f"{split.source}: {split.train.size} training trajectories of {data}")
+
+
+def _estimated(req: RowRequest) -> StepMap:
+    from .observed import EstimatedStep, ObservedSystem
+
+    if not isinstance(req.system, ObservedSystem) or req.system.observation is None:
+        raise VPIntegratorError(f"integrators: {req.label} estimates the unobserved part of the state, but the run "
+                                "observes the whole state; give observe (e.g. q), or the classical method itself",
+                                key="integrators")
+    return EstimatedStep(req.system.full, req.system.observation, str(req.integrator), req.dt, req.context_len)
 
 
 #: name -> row kind: every name ``run_rollouts`` accepts in ``integrators`` besides the classical integrators
@@ -185,6 +208,8 @@ ROW_KINDS: dict[str, RowKind] = {
                      needs='pysindy: pip install "vpintegrator[sindy]"'),
     "parrot": RowKind("parrot", False, True, _parrot, "context parroting: the nearest training window of "
                       "context_len states, its continuation copied"),
+    "estimate": RowKind("estimate", True, False, _estimated, "observed runs: the full state estimated from the first "
+                        "context_len observed states by least squares on the true flow, then METHOD"),
 }
 
 

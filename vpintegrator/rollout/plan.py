@@ -31,7 +31,9 @@ from .engine import StepMap
 from .family import is_parametric, run_family, step_for
 from .methods import (Method, StepSettings, check_trained_on, fitted_rows, fitted_rows_split, integrator_names,
                       parse_model_entry, prepare_methods)
-from .preflight import check_fits, check_outputs, check_reference, check_without_system, input_files
+from .preflight import (check_fits, check_outputs, check_reference, check_without_system, input_files,
+                        integrates_equations)
+from .observed import ObservedSystem, check_observed_rows, run_observation
 from .steps import SCALAR_MAX_BATCH, ExactFlowStep, IntegratorStep, ModelStep
 
 if TYPE_CHECKING:
@@ -347,6 +349,7 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
     """
     from .._outputs import check_output
     from ..data import read_metadata, read_trajectories
+    from ..data.observation import observation_of
     from ..integrators import list_integrators
     from ..jobs.shards import parse_shard, shard_path
     from ..systems.unknown import UnknownSystem, system_or_unknown
@@ -378,11 +381,19 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
     n_steps = _horizon(config.t_end, t0, dt, n_file)
     names = integrator_names(config.integrators)
     unknown = isinstance(system, UnknownSystem)
+    held = observation_of(meta)  # a file of observed channels only: what needs the full state is refused first
+    if held is not None:
+        check_observed_rows(held, names, [n for n in names if integrates_equations(n)], system, data,
+                            init=config.init, parametric=False)
     if unknown:  # trajectories from elsewhere: what needs the equations is refused, in one line
         check_without_system(system, names, n_steps, n_file, t0, dt, heldout=config.heldout, t_end=config.t_end,
                               init=config.init)
     entries = [parse_model_entry(entry) for entry in model_entries(config.models)]
     notes = [check_trained_on(label, src, model, meta, data, config.allow_dt_mismatch) for label, model, src in entries]
+    observation, observed_lines = run_observation(config.observe, meta, system, entries, data)
+    if observation is not None and held is None:
+        check_observed_rows(observation, names, [n for n in names if integrates_equations(n)], system, data,
+                            init=str(config.init), parametric=is_parametric(data))
     n_new = int(config.heldout or 0)
     has_split = any(getattr(m, "training_split", None) is not None for _, m, _ in entries)
     first = read_trajectories(data, steps=[0]) if (has_split or n_new) else None
@@ -392,7 +403,7 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
 
         digest = (first.n_traj, first_states_digest(first.y[:, 0]))
     model_splits = [sp.model_split(label, model, digest, data) for label, model, _ in entries]
-    lines = [ms.note for ms in model_splits if ms.note] + [n for n in notes if n]  # said once the plan stands
+    lines = [ms.note for ms in model_splits if ms.note] + [n for n in notes if n] + observed_lines  # said once the plan stands
     warnings: list[str] = []
     # the fitted rows (sindy+METHOD, parrot; rollout/methods.py) learn from the models' split, else vp-train's default
     fitted = fitted_rows(names)
@@ -433,7 +444,8 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
         names = supported_integrators(ORACLE_INTEGRATORS, system)
         lines.append(f"parametric data: the classical methods {', '.join(names)} with each trajectory's true "
                      "parameters are rows of the table (the oracle); give integrators to choose others")
-    if exact_from_ics and method and method not in names and (method in list_integrators() or method == "dop853"):
+    if (exact_from_ics and method and method not in names and (method in list_integrators() or method == "dop853")
+            and observation is None):  # (an observed run: no full-state row)
         generator = method
     n_methods = len(names) + len(entries) + (generator is not None)
     check_fits(int(idx.size) + n_new, n_steps + 1, system, max(1, n_methods), n_file, data, t_end=config.t_end,
@@ -459,6 +471,11 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
     if float(ref_file.t[0]) != t0:
         t0 = float(ref_file.t[0])
         n_steps = _horizon(config.t_end, t0, dt, ref_file.n_states)
+    full_system = system
+    if observation is not None and not unknown:  # every row scored on the observed channels (rollout/observed.py)
+        system = ObservedSystem(dim=observation.dim, source=str(data), full=system, observation=observation)
+        lines.append(f"observe {observation.describe()}: the reference in the full state, then observed; models on "
+                     "observed windows; estimate+METHOD rows from the first context_len observed states")
     settings = StepSettings(device=str(config.device), overlap=bool(config.overlap), fast_step=str(config.fast_step),
                             engine=str(config.engine), context_len=int(config.context_len),
                             context_noise=float(config.context_noise))
@@ -480,9 +497,11 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
         warnings.append(trained)
         lines.append(trained)
     data_t_end, data_n_states = float(ref_file.t[-1]), int(ref_file.n_states)
-    desc, ref_attrs = describe_reference(data, meta, system, exact_from_ics, config.reference, method, tight,
+    desc, ref_attrs = describe_reference(data, meta, full_system, exact_from_ics, config.reference, method, tight,
                                      data_t_end=data_t_end, beyond=n_steps + 1 > data_n_states, n_new=n_new,
                                      t_end=t0 + n_steps * dt)
+    if observation is not None:
+        desc += f"; observed in {observation.spec} ({', '.join(observation.names)})"
     plan = RolloutPlan(
         data=data, data_meta=meta, data_n_states=data_n_states, data_t_end=data_t_end, system=system, dt=dt, t0=t0,
         n_steps=n_steps, idx=idx, heldout_y0=heldout_y0, heldout_seed=seed, methods=tuple(methods), labels=labels,

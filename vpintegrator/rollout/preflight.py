@@ -124,6 +124,15 @@ def check_reference(ref_file: Trajectories, idx: np.ndarray, data: Path) -> None
     )
 
 
+def integrates_equations(name: str) -> bool:
+    """Whether the row ``name`` integrates the system's equations (classical integrators, ``exact_flow``, the
+    rows of ``ROW_KINDS`` that are not fitted to data); other names have their own rules ("unknown integrator")."""
+    from ..integrators import list_integrators
+
+    row = parse_row(name)
+    return (name == "exact_flow" or name in list_integrators()) if row is None else not row[0].fitted
+
+
 def check_without_system(system: Any, names: list[str], n_steps: int, n_file: int, t0: float, dt: float, *,
                          heldout: Any, t_end: Any, init: str) -> None:
     """Refuse, in one line each and before anything runs, what a run on trajectories without a system
@@ -131,13 +140,6 @@ def check_without_system(system: Any, names: list[str], n_steps: int, n_file: in
     (classical integrators, ``exact_flow``, identification rows ``METHOD+INTEGRATOR``; all of them named in
     one line), new held-out conditions, a horizon beyond the file (the reference is the file itself) and a
     first window made by an integrator. Rows that learn their equations from the data are not refused here."""
-    from ..integrators import list_integrators
-
-    # the rows that integrate the system's equations (other names: their own rules, e.g. "unknown integrator")
-    def integrates_equations(name: str) -> bool:
-        row = parse_row(name)
-        return (name == "exact_flow" or name in list_integrators()) if row is None else not row[0].fitted
-
     names = [n for n in names if integrates_equations(n)]
     if names:
         raise VPIntegratorError(

@@ -24,6 +24,7 @@ from .family import FamilyStep, family_initial_window, for_rows, step_for
 from .plan import RolloutPlan
 from .report import Failure
 from .splits import split_rows
+from .observed import ObservedSystem, observation_attrs, observed_reference
 from .steps import ExactFlowStep, ModelStep
 
 __all__ = ["root_attrs", "write_reference", "write_method", "first_failure", "shown", "one_line"]
@@ -86,6 +87,7 @@ def root_attrs(plan: RolloutPlan) -> dict[str, Any]:
         "blowup": plan.blowup,
         "chunk_steps": plan.chunk_steps,
         "engine": plan.steps.engine,
+        **observation_attrs(plan.system, plan.data_meta),
         "vpintegrator_version": __version__,
     }
 
@@ -269,7 +271,12 @@ def write_reference(writer: Any, plan: RolloutPlan, say: Say, ref_file: Any, ref
                 f"t_end (before {t[k]:g}) or a larger blowup", key="t_end",
             )
 
-    if plan.exact_from_ics:
+    if isinstance(plan.system, ObservedSystem):  # computed in the full state, then observed (rollout/observed.py)
+        say(f"reference: {plan.reference_desc.split(':')[0]} for {n_traj} trajectories x {n_steps} steps, in the full "
+            f"state, observed in {plan.system.observation.spec if plan.system.observation else '?'}")
+        series.y[:] = observed_reference(plan.system, plan.data_meta, ref_file.y, ref_file.t, plan.heldout_y0, plan.dt,
+                                         plan.t0, n_steps, plan.exact_from_ics, plan.chunk_steps, plan.blowup)
+    elif plan.exact_from_ics:
         y0 = ref_file.y[:, 0] if plan.n_new == 0 else np.concatenate([ref_file.y[:, 0], plan.heldout_y0])
         say(f"reference: exact flow (DOP853, rtol = atol = 1e-12) for {n_traj} trajectories x {n_steps} steps")
         integrate(step_for(plan.system, lambda s: ExactFlowStep(s, plan.dt)), y0, slice(0, n_traj), 0, plan.t0,

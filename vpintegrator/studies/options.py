@@ -58,6 +58,9 @@ STUDIES: dict[str, tuple[str, str]] = {
                            "+ classical methods"),
     "unknown_form": ("unknown_form", "when the equations are unknown: flow maps, learned vector fields, SINDy, the "
                                      "wrong model class and the oracle at equal CPU cost"),
+    "partial_observation": ("partial_observation", "when the state is incomplete: multi-step models on observed "
+                                                   "windows against the window without attention, the ablations, "
+                                                   "state estimation + the true equations and parroting"),
 }
 
 #: study name -> the results files shipped with the package that its tables redraw from, by name

@@ -140,6 +140,12 @@ def _check_seeds(value: Any) -> list[int]:
     return value
 
 
+def _check_observe(value: Any) -> str | None:
+    from ..data.observation import check_observe_spec
+
+    return check_observe_spec(value)
+
+
 def _check_init_from(value: Any) -> str:
     if not isinstance(value, (str, os.PathLike)) or not str(value):
         raise _bad("init_from", "a model file, run directory or pretrained:<name>", value)
@@ -332,6 +338,13 @@ class TrainConfig(Config):
         ``min(lr_min, finetune_lr)`` and ``lr`` is not used; left out, it is ``lr_min`` (a constant rate: where
         a from-scratch schedule ends; ``1e-4 · lr`` when ``lr_min`` is 0), and one warning line says so. Not used by ``optimizer = "lm"``
         (Levenberg–Marquardt accepts only steps that lower the loss) or without init_from.
+    observe : str, optional
+        Train on observed channels only: q, p, state names (z1,z2), indices (0,1) or basis:K (fitted on the
+        training split). ``vpintegrator.data.observation``: the windows hold the observed channels of the
+        data's states (a file that holds observed channels only is used as it is, and must carry the same
+        observation); the model's ``dim`` is the observed one. The observation is recorded in every checkpoint
+        (``trained_on["observation"]``) and ``summary.json``; ``vp-rollout`` rolls the model out on the same
+        observation and refuses another. Left out: the whole state.
     logger : "none", "tensorboard" or "mlflow", optional
         Also write per-epoch metrics to tensorboard (<run>/tensorboard/) or mlflow (extras [tensorboard],
         [mlflow]). The per-epoch log row: train and validation loss, lr, seconds, the validation rollout
@@ -402,6 +415,7 @@ class TrainConfig(Config):
     init_from: str | None = key(None, optional=True, check=_check_init_from, metavar="MODEL", show_default=False)
     finetune_lr: float | None = key(None, type=float, low=0, open_low=True, optional=True, show_default="lr_min",
                                     expected="a finite number > 0 (the learning rate with init_from)")
+    observe: str | None = key(None, optional=True, check=_check_observe, metavar="SPEC", show_default="the whole state")
     logger: str | None = key(None, optional=True, choices=LOGGERS, expected=" or ".join(map(repr, LOGGERS)),
                              show_default="none")
 

@@ -28,8 +28,8 @@ import torch
 
 from ..data.trajectories import Trajectories
 from ..errors import VPIntegratorError
-from .plan import (IN_MEMORY, Prepared, TrainPlan, check_model, check_windows_fit, resolved_record, system_record,
-                   window_sets)
+from .plan import (IN_MEMORY, Prepared, TrainPlan, check_model, check_windows_fit, observed_data, resolved_record,
+                   system_record, window_sets)
 from .validation import RolloutValidator
 
 __all__ = ["TensorWindows", "prepare_objects", "IN_MEMORY"]
@@ -104,11 +104,24 @@ def prepare_objects(plan: TrainPlan, model: Any, train: Any, val: Any, device: t
     for what, value in (("train", train), ("val", val)):
         if value is not None and not isinstance(value, Trajectories):
             _windows(value, what, dtype, "cpu")  # the type and shape checks
+            if cut.observe is not None:
+                raise VPIntegratorError(f"fit: observe {cut.observe!r} with {what} given as windows; give Trajectories "
+                                        "(their observed channels are cut into windows) or windows of the observed "
+                                        "channels without observe", key="observe")
         if value is not None:
             arrays = [value.y] if isinstance(value, Trajectories) else list(value)
             for a in arrays:
                 check_data_scale(a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a, plan.dtype,
                                  f"the given {what} data", key=what)
+    full = full_val = observation = None
+    if isinstance(train, Trajectories):  # what training sees of them (vpintegrator.data.observation)
+        train, full, observation = observed_data(cut, train, "train")
+    if isinstance(val, Trajectories):
+        val, full_val, val_observation = observed_data(cut, val, "val")
+        if (observation is None) != (val_observation is None) or (
+                observation is not None and val_observation is not None and not observation.same_as(val_observation)):
+            raise VPIntegratorError("fit: train and val hold different observations; give both full states (with "
+                                    "observe) or both the same observed channels", key="val")
     if train is None:
         raise VPIntegratorError("fit: val without train; give train (Trajectories or (x, target) windows)", key="train")
     dim = _dim(train)
@@ -136,7 +149,8 @@ def prepare_objects(plan: TrainPlan, model: Any, train: Any, val: Any, device: t
 
     if isinstance(train, Trajectories) and val is None:
         check_windows_fit(name, seq_len, target_len, train.n_states, "train")
-        train_set, val_set, validator, info = window_sets(plan, train, [], seq_len, pred_window, device)
+        train_set, val_set, validator, info = window_sets(plan, train, [], seq_len, pred_window, device, full=full,
+                                                          observation=observation)
         return Prepared(models, name, record, train_set, val_set, validator, info)
 
     def windows(value, what):
@@ -159,9 +173,10 @@ def prepare_objects(plan: TrainPlan, model: Any, train: Any, val: Any, device: t
         if not isinstance(val, Trajectories):
             raise VPIntegratorError("fit: monitor = 'val_rollout' rolls out validation trajectories; give val as "
                                     "Trajectories (or monitor = 'val_loss')", key="monitor")
-        validator = RolloutValidator(val, stop.rollout_steps, seq_len, pred_window, stop.rollout_error,
-                                     stop.rollout_drift_weight)
+        validator = RolloutValidator(val if full_val is None else full_val, stop.rollout_steps, seq_len, pred_window,
+                                     stop.rollout_error, stop.rollout_drift_weight,
+                                     observe=None if full_val is None or observation is None else observation.apply)
     info = {"sources": [], "system": train.meta.get("system") if isinstance(train, Trajectories) else None,
             "dim": dim, "train_windows": len(train_set), "val_windows": 0 if val_set is None else len(val_set),
-            **(system_record(train) if isinstance(train, Trajectories) else {})}
+            **(system_record(train, observation) if isinstance(train, Trajectories) else {})}
     return Prepared(models, name, record, train_set, val_set, validator, info)

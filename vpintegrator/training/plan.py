@@ -28,8 +28,9 @@ IN_MEMORY = "<in memory>"
 
 @dataclass(frozen=True)
 class DataPlan:
-    """The data ``files`` (``(IN_MEMORY,)`` for objects), the trajectory split and the windows' stride and
-    ``unroll`` (targets of that many model windows)."""
+    """The data ``files`` (``(IN_MEMORY,)`` for objects), the trajectory split, the windows' stride and
+    ``unroll`` (targets of that many model windows) and the ``observe`` spec (None: the whole state;
+    ``vpintegrator.data.observation``)."""
 
     files: tuple[str, ...]
     split_by: str
@@ -38,6 +39,7 @@ class DataPlan:
     split_seed: int
     stride: int
     unroll: int
+    observe: str | None = None
 
 
 @dataclass(frozen=True)
@@ -202,7 +204,8 @@ def build_plan(config: TrainConfig | dict[str, Any] | str | os.PathLike[str] | N
     decay = cfg.decay_epochs if cfg.decay_epochs is not None or cfg.epochs is None else float(cfg.epochs)
     return TrainPlan(
         data=DataPlan(tuple(str(p) for p in cfg.data), cfg.split_by, float(cfg.val_fraction),
-                      float(cfg.test_fraction), int(cfg.split_seed), int(cfg.stride), int(cfg.unroll)),
+                      float(cfg.test_fraction), int(cfg.split_seed), int(cfg.stride), int(cfg.unroll),
+                      cfg.observe),
         model=ModelPlan(dict(cfg.model), cfg.init_from, float(cfg.init_scale)),
         optim=OptimPlan(cfg.optimizer, dict(cfg.optimizer_kwargs), float(cfg.lr), cfg.learning_rates(),
                         cfg.fine_tunes, cfg.fine_tunes and cfg.finetune_lr is None, cfg.scheduler,
@@ -512,28 +515,62 @@ def resolved_record(plan: TrainPlan, data_paths: list[str], model, name: str, **
     return record
 
 
-def window_sets(plan: TrainPlan, data, data_paths: list[str], seq_len: int, pred_window: int, device):
+def trajectory_split(cut: DataPlan, data) -> tuple[Any, Any, Any, str | None]:
+    """``(train_idx, val_idx, test_idx, split_by or None)``: the trajectory split of ``data`` by ``cut``'s
+    rule (``split_seed``, never the run's ``seed``): a permutation by initial condition, or held-out
+    parameters of a parametric data set (``split_by`` then the record's)."""
+    from ..data.windows import split_train_val_test
+
+    if cut.split_by == "initial_conditions":
+        return (*split_train_val_test(data.n_traj, cut.val_fraction, cut.test_fraction, cut.split_seed), None)
+    from ..rollout.splits import parameter_split  # hold out parameters of a parametric data set
+
+    record = parameter_split(data, cut.split_by.removeprefix("parameters_"), cut.test_fraction, cut.val_fraction,
+                             cut.split_seed)
+    train_idx, val_idx, test_idx = (np.asarray(record["split"][k], dtype=np.int64) for k in ("train", "val", "test"))
+    return train_idx, val_idx, test_idx, record["split_by"]
+
+
+def observed_data(cut: DataPlan, data, where: str):
+    """``(data, full, observation)``: what training sees under ``cut.observe``
+    (``vpintegrator.data.observation``): the observed channels of ``data`` (``full`` the data as read), or
+    ``data`` itself when it holds observed channels only (its recorded observation must be ``cut.observe``'s,
+    when given), or ``data`` with ``full`` and ``observation`` None (the whole state). ``basis:K`` is fitted on
+    the training split's states."""
+    from ..data.observation import BASIS_PREFIX, observation_of, observe_trajectories, resolve_observation
+    from ..data.trajectories import state_names
+
+    held = observation_of(data.meta)
+    if held is not None:  # a file of observed channels: used as it is
+        if cut.observe is not None and cut.observe != held.spec:
+            raise VPIntegratorError(f"observe {cut.observe!r}: {where} holds the observed channels of observation "
+                                    f"{held.describe()} only; give observe = {held.spec!r} (or leave it out), or data "
+                                    "with the full state", key="observe")
+        return data, None, held
+    if cut.observe is None:
+        return data, None, None
+    system = data.meta.get("system")
+    train_states = None
+    if cut.observe.startswith(BASIS_PREFIX):
+        train_states = np.asarray(data.y)[trajectory_split(cut, data)[0]]
+    observation = resolve_observation(cut.observe, data.dim, state_names(system, data.dim),
+                                      None if system is None else str(system), train_states)
+    assert observation is not None  # (cut.observe is a spec, not "the whole state")
+    return observe_trajectories(data, observation), data, observation
+
+
+def window_sets(plan: TrainPlan, data, data_paths: list[str], seq_len: int, pred_window: int, device, *, full=None,
+                observation=None):
     """``(train_set, val_set or None, rollout_validator or None, data_info)``: windows over the
     trajectory split (``plan.data.split_seed``, never ``plan.seed``; the test trajectories get no window), the validation rollout when
     ``monitor = "val_rollout"``, and the data summary for ``summary.json`` (with ``split``, see
-    ``split_record``). The windows' targets span ``plan.data.unroll`` model windows."""
-    from ..data.windows import WindowDataset, split_train_val_test, states_tensor
+    ``split_record``). The windows' targets span ``plan.data.unroll`` model windows. On observed data
+    (``observed_data``), ``full`` is the data as read and ``observation`` what training sees of it."""
+    from ..data.windows import WindowDataset, states_tensor
 
     cut, stop = plan.data, plan.stop
     y = states_tensor(data, plan.dtype, device)  # (n_traj, n_states, dim), shared by both window sets
-    split_by = None
-    if cut.split_by == "initial_conditions":
-        train_idx, val_idx, test_idx = split_train_val_test(data.n_traj, cut.val_fraction, cut.test_fraction,
-                                                            cut.split_seed)
-    else:  # hold out parameters of a parametric data set
-        import numpy as np
-
-        from ..rollout.splits import parameter_split
-
-        record = parameter_split(data, cut.split_by.removeprefix("parameters_"), cut.test_fraction,
-                                 cut.val_fraction, cut.split_seed)
-        train_idx, val_idx, test_idx = (np.asarray(record["split"][k], dtype=np.int64) for k in ("train", "val", "test"))
-        split_by = record["split_by"]
+    train_idx, val_idx, test_idx, split_by = trajectory_split(cut, data)
     target = pred_window * cut.unroll
     train_set = WindowDataset(y, seq_len, target, cut.stride, train_idx)
     val_set = WindowDataset(y, seq_len, target, cut.stride, val_idx) if len(val_idx) else None
@@ -549,8 +586,10 @@ def window_sets(plan: TrainPlan, data, data_paths: list[str], seq_len: int, pred
             8.0 * states * (3 + 2 * members),
             f"validation rollouts of val_rollout_steps = {stop.rollout_steps} steps from {len(val_idx)} "
             f"trajectories", "give a smaller val_rollout_steps (or a smaller val_fraction)", key="val_rollout_steps")
-        validator = RolloutValidator(data.select(traj=val_idx), stop.rollout_steps, seq_len, pred_window,
-                                     stop.rollout_error, stop.rollout_drift_weight)
+        # on observed data, the reference is continued in the full state (where the file has it), then observed
+        validator = RolloutValidator((data if full is None else full).select(traj=val_idx), stop.rollout_steps,
+                                     seq_len, pred_window, stop.rollout_error, stop.rollout_drift_weight,
+                                     observe=None if full is None or observation is None else observation.apply)
     info = {
         "sources": data_paths,
         "system": data.meta.get("system"),
@@ -563,16 +602,16 @@ def window_sets(plan: TrainPlan, data, data_paths: list[str], seq_len: int, pred
         "dim": data.dim,
         "train_windows": len(train_set),
         "val_windows": 0 if val_set is None else len(val_set),
-        **split_record(data, train_idx, val_idx, test_idx),
+        **split_record(data if full is None else full, train_idx, val_idx, test_idx),  # (the file's states)
         "split_seed": int(cut.split_seed),
         **({"split_by": split_by} if split_by is not None else {}),
-        **system_record(data),
+        **system_record(data, observation),
     }
     return train_set, val_set, validator, info
 
 
 #: the keys of ``system_record``: what a checkpoint and ``summary.json`` say the model was trained on
-SYSTEM_KEYS = ("dt", "system", "system_params", "parametric")
+SYSTEM_KEYS = ("dt", "system", "system_params", "parametric", "observation")
 
 
 def _plain(value: Any) -> Any:
@@ -584,7 +623,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def system_record(data) -> dict[str, Any]:
+def system_record(data, observation=None) -> dict[str, Any]:
     """What the model is trained on, for every checkpoint and ``summary.json``: ``{"dt": float or None,
     "system": name or None, "system_params": {name: value} (the data's ``param_<name>`` attributes; empty
     for a parametric data set, whose parameters vary per trajectory), "parametric": bool}``. ``vp-rollout``
@@ -599,9 +638,9 @@ def system_record(data) -> dict[str, Any]:
     except (TypeError, ValueError):
         dt = None
     params = {} if parametric else {str(k): _plain(v) for k, v in system_params_from_meta(meta).items()}
-    system = meta.get("system")
+    system = meta.get("system") or meta.get("observed_system") or None  # observed data: the system observed
     return {"dt": dt, "system": None if system is None else str(system), "system_params": params,
-            "parametric": bool(parametric)}
+            "parametric": bool(parametric), "observation": None if observation is None else observation.record()}
 
 
 def split_record(data, train_idx, val_idx, test_idx) -> dict[str, Any]:
@@ -675,6 +714,7 @@ def prepare(plan: TrainPlan, device: torch.device) -> Prepared:
     then reseeds the global RNGs with ``plan.seed``), then the record of ``config.toml`` and the window sets."""
     data_paths, data = load_data(plan.data.files)
     check_data_scale(data.y, plan.dtype, ", ".join(data_paths))
+    data, full, observation = observed_data(plan.data, data, data_paths[0])
     seeds, dtype = plan.seeds, plan.torch_dtype
     check_training_memory(plan, data.dim, len(seeds), data.n_traj * data.n_states)
     models = []
@@ -687,7 +727,8 @@ def prepare(plan: TrainPlan, device: torch.device) -> Prepared:
     check_windows_fit(name, seq_len, pred_window * plan.data.unroll, data.n_states, data_paths[0])
     extra = {"seeds": list(seeds), "ensemble": len(seeds)} if plan.ensemble else {}
     record = resolved_record(plan, data_paths, models[0], name, **extra)
-    train_set, val_set, validator, info = window_sets(plan, data, data_paths, seq_len, pred_window, device)
+    train_set, val_set, validator, info = window_sets(plan, data, data_paths, seq_len, pred_window, device, full=full,
+                                                      observation=observation)
     if plan.model.init_from is not None:  # the split travels with the weights: the ancestors' trajectories
         info["ancestors"] = ancestry(plan.model.init_from)
     return Prepared(models, name, record, train_set, val_set, validator, info)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import torch
 
@@ -42,6 +44,9 @@ class RolloutValidator:
         The error term (config key ``val_rollout_error``).
     drift_weight : float
         The weight of the invariant drift (config key ``val_rollout_drift_weight``; 0: none).
+    observe : callable, optional
+        The observation of an observed run (``Observation.apply``): ``val`` holds the full state, continued
+        beyond its horizon in the full state, and the model is scored on the observed channels.
     """
 
     CAP = 10.0
@@ -55,7 +60,11 @@ class RolloutValidator:
     initial: torch.Tensor
 
     def __init__(self, val: Trajectories, n_steps: int, seq_len: int, pred_window: int, error: str = "mean",
-                 drift_weight: float = 0.0) -> None:
+                 drift_weight: float = 0.0, observe: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
+        if observe is not None and drift_weight > 0:
+            raise VPIntegratorError(
+                f"val_rollout_drift_weight = {drift_weight!r} with observe: the invariants need the full state, which "
+                "an observed rollout does not predict; set val_rollout_drift_weight = 0", key="val_rollout_drift_weight")
         ref = np.asarray(val.y, dtype=np.float64)
         if n_steps > val.n_steps:
             from ..rollout import reference_step_map, rollout
@@ -65,6 +74,8 @@ class RolloutValidator:
             generator = step_for(val.system, lambda system: reference_step_map(val.meta, system, dt))
             cont = rollout(generator, ref[:, -1], dt, n_steps - val.n_steps)
             ref = np.concatenate([ref, cont.y[:, 1:]], axis=1)
+        if observe is not None:  # (the full state continued, then observed: ``vpintegrator.data.observation``)
+            ref = np.ascontiguousarray(observe(ref))
         self.ref = torch.as_tensor(ref[:, : n_steps + 1])  # (n_traj, n_steps + 1, dim), float64 on the CPU
         self.seq_len, self.pred_window = int(seq_len), int(pred_window)
         self.error, self.drift_weight = error, float(drift_weight)

@@ -1,0 +1,282 @@
+"""Partial observation: what a model sees of the state, declared once.
+
+An observation is a linear map ``y -> C y`` from the full state (``full_dim`` components) to ``dim``
+observed channels, declared by a short spec (the ``observe`` key of ``vp-train`` and ``vp-rollout``):
+
+- ``"q"`` / ``"p"``: the positions / momenta of a canonical system (its ``state_names`` starting with ``q`` /
+  ``p``, e.g. ``q1, q2`` of the coupled oscillator);
+- state names, ``"z1,z2"`` (the rigid body's first two angular momenta);
+- component indices, ``"0,1"`` (or a TOML list ``[0, 1]``);
+- ``"basis:K"``: a linear basis of K channels fitted on the training split: the K leading right singular
+  vectors of the training trajectories' states (uncentred, orthonormal rows; ``fit_basis``). The fitted
+  matrix is recorded with the model, and a rollout uses the recorded one.
+
+Training and rollout see only the observed channels (``observe_trajectories``); files keep the full state
+where they have it. Observed trajectories carry their observation in ``meta`` (``observation``,
+``observation_matrix``, ``observed_system``, ``observation_full_dim``) and name no system: written to a file
+they make a data-only file of the observed channels, which trains and rolls out like any data-only file and
+refuses what needs the full state. A model records ``Observation.record()`` (``trained_on["observation"]``)
+and a run on another observation refuses it in one line (``check_same``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import VPIntegratorError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .trajectories import Trajectories
+
+__all__ = ["Observation", "check_observe_spec", "resolve_observation", "fit_basis", "observe_trajectories",
+           "observation_of", "observation_from_record", "check_same", "OBSERVATION_KEYS", "BASIS_PREFIX"]
+
+#: the ``meta`` keys of observed trajectories (and the attributes of a file of observed channels)
+OBSERVATION_KEYS = ("observation", "observation_matrix", "observed_system", "observation_full_dim")
+#: the spec of a basis fitted on the training split: ``basis:K``
+BASIS_PREFIX = "basis:"
+#: specs that mean "the whole state" (no observation)
+_FULL = ("", "all", "full", "none")
+
+
+@dataclass(frozen=True, eq=False)
+class Observation:
+    """A linear observation ``y -> matrix @ y`` of ``full_dim`` components into ``dim`` channels.
+
+    Parameters
+    ----------
+    spec : str
+        What was declared (``"q"``, ``"z1,z2"``, ``"0,1"``, ``"basis:2"``).
+    matrix : ndarray, shape (dim, full_dim)
+        The observation map; for a component observation the rows of the identity at ``indices``.
+    indices : tuple of int or None
+        The observed components (None for a fitted basis).
+    names : tuple of str
+        The observed channels' names (``q1, q2``; ``b1, b2`` for a basis).
+    system : str or None
+        The system whose state is observed (its registry name), when known.
+    """
+
+    spec: str
+    matrix: np.ndarray
+    indices: tuple[int, ...] | None
+    names: tuple[str, ...]
+    system: str | None = None
+
+    @property
+    def dim(self) -> int:
+        """Observed channels."""
+        return int(self.matrix.shape[0])
+
+    @property
+    def full_dim(self) -> int:
+        """Components of the full state."""
+        return int(self.matrix.shape[1])
+
+    @property
+    def invertible(self) -> bool:
+        """Whether the full state is recovered from one observed state (the matrix has rank ``full_dim``)."""
+        return self.dim >= self.full_dim and int(np.linalg.matrix_rank(self.matrix)) == self.full_dim
+
+    def apply(self, y: Any) -> Any:
+        """The observed channels of states ``y`` (..., full_dim): NumPy arrays or torch tensors."""
+        if int(y.shape[-1]) != self.full_dim:
+            raise VPIntegratorError(f"observe {self.spec!r}: states of dim {int(y.shape[-1])} given, but the "
+                                    f"observation maps states of dim {self.full_dim}", key="observe")
+        if self.indices is not None:
+            return y[..., list(self.indices)]
+        if isinstance(y, np.ndarray):
+            return y @ self.matrix.T
+        import torch
+
+        return y @ torch.as_tensor(self.matrix.T, dtype=y.dtype, device=y.device)
+
+    def describe(self) -> str:
+        """One phrase: ``q (q1, q2 of coupled_oscillator)``."""
+        of = f" of {self.system}" if self.system else ""
+        return f"{self.spec} ({', '.join(self.names)}{of}; {self.dim} of {self.full_dim} components)"
+
+    def record(self) -> dict[str, Any]:
+        """Plain data (JSON and torch.save safe): what a checkpoint, ``summary.json`` and provenance record."""
+        return {"spec": self.spec, "matrix": self.matrix.tolist(),
+                "indices": None if self.indices is None else list(self.indices), "names": list(self.names),
+                "system": self.system, "dim": self.dim, "full_dim": self.full_dim}
+
+    def meta(self) -> dict[str, Any]:
+        """The ``meta`` entries (file attributes) of trajectories observed by it."""
+        return {"observation": self.spec, "observation_matrix": np.array(self.matrix, dtype=np.float64),
+                "observed_system": self.system or "", "observation_full_dim": self.full_dim}
+
+    def same_as(self, other: "Observation") -> bool:
+        """The same map (spec, shape and matrix to 1e-12)."""
+        return (self.spec == other.spec and self.matrix.shape == other.matrix.shape
+                and bool(np.allclose(self.matrix, other.matrix, rtol=0, atol=1e-12)))
+
+
+def check_observe_spec(value: Any) -> str | None:
+    """The ``observe`` key's value, checked for its form only (what needs the system or the data is checked by
+    ``resolve_observation``): None, a spec string or a list of component indices (made ``"0,1"``)."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        if not value or not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in value):
+            raise VPIntegratorError(f"observe must be a spec (q, p, z1,z2, 0,1, basis:K) or a list of component "
+                                    f"indices; got {value!r}", key="observe")
+        value = ",".join(str(int(i)) for i in value)
+    if not isinstance(value, str):
+        raise VPIntegratorError(f"observe must be a spec string (q, p, z1,z2, 0,1, basis:K); got {value!r}",
+                                key="observe")
+    text = value.strip().replace(" ", "")
+    if text.lower() in _FULL:
+        return None
+    if text.startswith(BASIS_PREFIX):
+        k = text[len(BASIS_PREFIX):]
+        if not k.isdigit() or int(k) < 1:
+            raise VPIntegratorError(f"observe {value!r}: give basis:K with K >= 1 channels (e.g. basis:2)",
+                                    key="observe")
+    elif not all(part for part in text.split(",")):
+        raise VPIntegratorError(f"observe {value!r} has an empty item; give names or indices separated by commas "
+                                "(e.g. 0,1 or z1,z2)", key="observe")
+    return text
+
+
+def fit_basis(states: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` leading right singular vectors of ``states`` (..., full_dim), uncentred, as rows (k, full_dim),
+    each signed so that its largest component is positive (one basis for one data set)."""
+    x = np.asarray(states, dtype=np.float64).reshape(-1, states.shape[-1])
+    x = x[np.all(np.isfinite(x), axis=1)]
+    if x.shape[0] < k:
+        raise VPIntegratorError(f"observe basis:{k}: {x.shape[0]} finite training states cannot fit {k} channels",
+                                key="observe")
+    _, _, vt = np.linalg.svd(x, full_matrices=False)
+    basis = vt[:k].copy()
+    sign = np.sign(basis[np.arange(k), np.argmax(np.abs(basis), axis=1)])
+    return basis * np.where(sign == 0, 1.0, sign)[:, None]
+
+
+def _components(text: str, names: Sequence[str], full_dim: int, system: str | None) -> tuple[int, ...]:
+    """The component indices a component spec names (``q``, ``p``, names, indices)."""
+    where = f" of {system}" if system else ""
+    items = text.split(",")
+    if text in ("q", "p"):
+        idx = tuple(i for i, n in enumerate(names) if n.startswith(text) and n[1:].isdigit())
+        if not idx:
+            raise VPIntegratorError(
+                f"observe {text!r}: the state{where} ({', '.join(names) or f'{full_dim} unnamed components'}) has no "
+                f"{'positions' if text == 'q' else 'momenta'} named {text}1, {text}2, ...; give component indices "
+                "(e.g. 0,1) or names", key="observe")
+        return idx
+    if all(item.lstrip("-").isdigit() for item in items):
+        idx = tuple(int(item) for item in items)
+        bad = [i for i in idx if not 0 <= i < full_dim]
+        if bad:
+            raise VPIntegratorError(f"observe {text!r}: index {bad[0]} is out of range: the state{where} has "
+                                    f"{full_dim} components (0 .. {full_dim - 1})", key="observe")
+    else:
+        unknown = [item for item in items if item not in names]
+        if unknown:
+            raise VPIntegratorError(f"observe {text!r}: {unknown[0]!r} is not a state component{where}; valid: "
+                                    f"{', '.join(names) or 'indices 0 .. ' + str(full_dim - 1)}, q, p, basis:K",
+                                    key="observe")
+        idx = tuple(list(names).index(item) for item in items)
+    if len(set(idx)) != len(idx):
+        raise VPIntegratorError(f"observe {text!r} names a component twice", key="observe")
+    return idx
+
+
+def resolve_observation(spec: Any, full_dim: int, names: Sequence[str] = (), system: str | None = None,
+                        train_states: np.ndarray | None = None) -> Observation | None:
+    """The ``Observation`` the spec ``spec`` declares of a state of ``full_dim`` components named ``names``
+    (the system's ``state_names``; ``y1 ..`` or none for data without a system); None for the full state.
+    ``basis:K`` is fitted on ``train_states`` (the training split's states, (..., full_dim)). One-line errors
+    (key ``observe``): an unknown name, an index out of range, no positions to observe, K above ``full_dim``."""
+    text = check_observe_spec(spec)
+    if text is None:
+        return None
+    names = tuple(str(n) for n in names) if len(names) == full_dim else ()
+    if text.startswith(BASIS_PREFIX):
+        k = int(text[len(BASIS_PREFIX):])
+        if k > full_dim:
+            raise VPIntegratorError(f"observe {text!r}: {k} channels of a state of {full_dim} components; give "
+                                    f"K <= {full_dim}", key="observe")
+        if train_states is None:
+            raise VPIntegratorError(f"observe {text!r}: a basis is fitted on the training split; give a model trained "
+                                    "with it (its recorded basis is used) or observe components", key="observe")
+        basis = fit_basis(train_states, k)
+        return Observation(text, basis, None, tuple(f"b{i + 1}" for i in range(k)), system)
+    idx = _components(text, names, full_dim, system)
+    matrix = np.eye(full_dim)[list(idx)]
+    shown = tuple(names[i] for i in idx) if names else tuple(f"y{i + 1}" for i in idx)
+    return Observation(text, matrix, idx, shown, system)
+
+
+def observation_from_record(record: Any, where: str = "the record") -> Observation | None:
+    """The ``Observation`` of a checkpoint's or ``summary.json``'s record (``Observation.record``); None for none."""
+    if record is None:
+        return None
+    if not isinstance(record, Mapping) or "matrix" not in record or "spec" not in record:
+        raise VPIntegratorError(f"{where}: unreadable observation record {record!r}")
+    matrix = np.asarray(record["matrix"], dtype=np.float64)
+    if matrix.ndim != 2:
+        raise VPIntegratorError(f"{where}: the observation matrix must be 2-d; got shape {matrix.shape}")
+    idx = record.get("indices")
+    names = tuple(str(n) for n in (record.get("names") or [f"c{i + 1}" for i in range(matrix.shape[0])]))
+    system = record.get("system") or None
+    return Observation(str(record["spec"]), matrix, None if idx is None else tuple(int(i) for i in idx), names,
+                       None if system is None else str(system))
+
+
+def observation_of(meta: Mapping[str, Any]) -> Observation | None:
+    """The observation of trajectories (their ``meta``, a file's attributes) that hold observed channels only;
+    None for a full state."""
+    spec = meta.get("observation")
+    if spec is None or (isinstance(spec, str) and not spec):
+        return None
+    matrix = np.atleast_2d(np.asarray(meta.get("observation_matrix"), dtype=np.float64))
+    full_dim = int(meta.get("observation_full_dim", matrix.shape[1]))
+    if matrix.shape[1] != full_dim:
+        raise VPIntegratorError(f"{meta.get('source', 'the data')}: observation_matrix has {matrix.shape[1]} columns "
+                                f"but observation_full_dim is {full_dim}")
+    eye = np.eye(full_dim)
+    rows = [int(np.argmax(r)) for r in matrix]
+    idx = tuple(rows) if np.array_equal(matrix, eye[rows]) and not str(spec).startswith(BASIS_PREFIX) else None
+    system = meta.get("observed_system") or None
+    if idx is not None:
+        from .trajectories import state_names
+
+        names = state_names(system, full_dim)
+        shown = tuple(names[i] for i in idx)
+    else:
+        shown = tuple(f"b{i + 1}" for i in range(matrix.shape[0]))
+    return Observation(str(spec), matrix, idx, shown, None if system is None else str(system))
+
+
+def observe_trajectories(data: "Trajectories", observation: Observation) -> "Trajectories":
+    """``data`` observed: its states mapped to the observed channels, its ``meta`` naming no system but the
+    observation (``OBSERVATION_KEYS``), so that what needs the full state refuses it in one line."""
+    from .trajectories import Trajectories
+
+    y = observation.apply(np.asarray(data.y))
+    meta = {k: v for k, v in data.meta.items()
+            if k not in ("system", "system_class", "invariant_names") and not k.startswith("max_rel_drift_")}
+    meta.update(observation.meta())
+    if "dim" in meta:
+        meta["dim"] = observation.dim
+    return Trajectories(y=y, t=data.t, meta=meta, failed_step=data.failed_step)
+
+
+def check_same(observation: Observation | None, other: Observation | None, what: str, other_what: str,
+               key: str = "observe") -> None:
+    """Refuse, in one line naming both, two observations that differ (one of them None: the full state)."""
+    def said(o: Observation | None) -> str:
+        return "the full state" if o is None else f"observation {o.describe()}"
+
+    if observation is None and other is None:
+        return
+    if observation is None or other is None or not observation.same_as(other):
+        raise VPIntegratorError(f"{what} is on {said(observation)} but {other_what} is on {said(other)}; a model "
+                                "rolls out on the observation it was trained on: give observe to match",
+                                key=key)

@@ -1,0 +1,129 @@
+"""Memory without attention: maps of the delay vector, the control of the multi-step transformers.
+
+A window of T observed states carries what the last state alone does not (the unobserved part of the
+state). Whether a transformer's attention adds anything over the window is answered by the same window fed
+to maps that have no attention:
+
+- ``delay_mlp`` ([`DelayMLP`][vpintegrator.models.delay.DelayMLP]): the window's T·dim numbers concatenated
+  (the delay vector) into a tanh MLP that gives the next state as an increment of the last one,
+  ``x_{n+1} = x_n + MLP(x_{n−T+1}, …, x_n)`` (one step: ``pred_window = 1``); keeps nothing by construction;
+- ``delay_vpff`` ([`DelayVolumeNet`][vpintegrator.models.delay.DelayVolumeNet]): a volume-preserving
+  feed-forward network (the VPFF's triangular layers) on the delay vector of dimension T·dim, mapping the
+  window to the next window as the VPT does (``pred_window = seq_len``): det J = 1 on ℝ^{T·dim}, the VPT
+  without its attention but with its layers coupling the window's states.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..nn.common import check_positive_int, get_activation
+from .registry import _record_config, register_model
+from .volume import VolumePreservingFeedForward
+
+__all__ = ["DelayMLP", "DelayVolumeNet"]
+
+
+def _batched(x: torch.Tensor, seq_len: int, dim: int, name: str) -> tuple[torch.Tensor, bool]:
+    """``x`` as (batch, seq_len, dim) and whether it was one window (seq_len, dim)."""
+    from ..errors import VPIntegratorError
+
+    one = x.ndim == 2
+    xb = x.unsqueeze(0) if one else x
+    if xb.ndim != 3 or xb.shape[1] != seq_len or xb.shape[2] != dim:
+        raise VPIntegratorError(f"{name}: expected windows (batch, {seq_len}, {dim}) or one window ({seq_len}, {dim}); "
+                                f"got shape {tuple(x.shape)}")
+    return xb, one
+
+
+@register_model(defaults=dict(seq_len=2, width=32, depth=2, activation="tanh"))
+class DelayMLP(nn.Module):
+    """One step from the delay vector: ``x_{n+1} = x_n + MLP(concat(x_{n−T+1}, …, x_n))``.
+
+    ``depth`` hidden layers of ``width`` units (σ = ``activation``), a linear output of ``dim``; the output
+    layer starts at zero (the map starts as the identity on the last state). Parameters:
+    ``(T·dim + 1)·width + (depth − 1)(width + 1)·width + (width + 1)·dim``.
+
+    Parameters
+    ----------
+    dim, seq_len : int
+        The state's (observed) dimension and the window length T.
+    width, depth : int
+    activation : str
+    """
+
+    model_name = "delay_mlp"
+    preserves: tuple[str, ...] = ()
+
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    seq_len: int
+    pred_window: int
+    config: dict[str, Any]
+
+    def __init__(self, dim: int, seq_len: int = 2, width: int = 32, depth: int = 2, activation: str = "tanh") -> None:
+        super().__init__()
+        self.dim = check_positive_int(dim, "dim")
+        self.seq_len = check_positive_int(seq_len, "seq_len")
+        check_positive_int(width, "width")
+        check_positive_int(depth, "depth")
+        get_activation(activation)
+        self.pred_window = 1
+        self.config = _record_config(self, self.model_name, locals())
+        self._sigma = get_activation(activation)
+        sizes = [self.seq_len * self.dim] + [int(width)] * int(depth)
+        self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
+        self.out = nn.Linear(int(width), self.dim)
+        with torch.no_grad():
+            self.out.weight.zero_()
+            self.out.bias.zero_()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(batch, seq_len, dim) -> (batch, 1, dim); one window (seq_len, dim) -> (1, dim)."""
+        xb, one = _batched(x, self.seq_len, self.dim, "DelayMLP")
+        h = xb.reshape(xb.shape[0], -1)
+        for layer in self.hidden:
+            h = self._sigma(layer(h))
+        y = (xb[:, -1] + self.out(h)).unsqueeze(1)
+        return y[0] if one else y
+
+
+@register_model(defaults=dict(seq_len=2, n_blocks=4, n_linear=1, activation="tanh"))
+class DelayVolumeNet(nn.Module):
+    """A volume-preserving map of the whole window: the VPFF on the delay vector (dimension T·dim), window to
+    next window (``pred_window = seq_len``, as the VPT); det J = 1 on ℝ^{T·dim}.
+
+    Parameters
+    ----------
+    dim, seq_len : int
+    n_blocks, n_linear : int
+        Of the feed-forward network (``VolumePreservingFeedForward``) on dimension ``seq_len * dim``.
+    activation : str
+    """
+
+    model_name = "delay_vpff"
+    preserves: tuple[str, ...] = ("volume",)
+
+    #: set by __init__ (declared for type checkers)
+    dim: int
+    seq_len: int
+    pred_window: int
+    config: dict[str, Any]
+
+    def __init__(self, dim: int, seq_len: int = 2, n_blocks: int = 4, n_linear: int = 1,
+                 activation: str = "tanh") -> None:
+        super().__init__()
+        self.dim = check_positive_int(dim, "dim")
+        self.seq_len = self.pred_window = check_positive_int(seq_len, "seq_len")
+        self.config = _record_config(self, self.model_name, locals())
+        self.net = VolumePreservingFeedForward(self.seq_len * self.dim, n_blocks=n_blocks, n_linear=n_linear,
+                                               activation=activation)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(batch, seq_len, dim) -> (batch, seq_len, dim): the next window; one window -> (seq_len, dim)."""
+        xb, one = _batched(x, self.seq_len, self.dim, "DelayVolumeNet")
+        y = self.net(xb.reshape(xb.shape[0], 1, -1)).reshape(xb.shape)
+        return y[0] if one else y

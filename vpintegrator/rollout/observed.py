@@ -1,0 +1,341 @@
+"""A comparison run on observed channels (the ``observe`` key of ``vp-rollout``; ``vpintegrator.data.observation``).
+
+When a run observes part of the state (``observe = "q"``, or models trained on an observation), every row is
+scored on the observed channels:
+
+- the **reference** is computed in the full state (the exact flow from the file's initial conditions, or the
+  file continued by its generator; held-out conditions from their own) and then observed
+  (``observed_reference``); a file that holds observed channels only is its own reference (no exact flow:
+  ``check_observed_rows`` refuses the rows that need the full state);
+- **models** roll out on observed windows, their first window the reference's first ``seq_len`` observed
+  states; a model trained on another observation (or on the full state) is refused in one line
+  (``run_observation``);
+- **state estimation + a classical method** (the row ``estimate+METHOD``, ``EstimatedStep``): the full state
+  is recovered from the first ``context_len`` observed states by least squares on the true flow (DOP853 at
+  rtol = atol = 1e-12; Levenberg–Marquardt from several starts), then integrated by METHOD (a classical
+  integrator or ``exact_flow``) and observed: the known-equations competitor. Plain classical rows are
+  refused (they need the full initial state, which the run does not observe).
+
+The run's system is an ``ObservedSystem``: the observed dimension, no invariants (they need the full state),
+the full system and the observation kept for the reference and the estimation rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..data.observation import (Observation, check_same, observation_from_record, observation_of,
+                                resolve_observation)
+from ..errors import VPIntegratorError
+from ..systems.unknown import UnknownSystem
+from .engine import StepMap
+
+__all__ = ["ObservedSystem", "EstimatedStep", "estimate_states", "run_observation", "check_observed_rows",
+           "observed_reference", "observation_attrs", "ESTIMATE_STARTS_MAX"]
+
+#: at most this many Levenberg–Marquardt starts per trajectory (1 + 2 per unobserved direction)
+ESTIMATE_STARTS_MAX = 9
+
+
+@dataclass(frozen=True)
+class ObservedSystem(UnknownSystem):
+    """The system of an observed run: ``dim`` observed channels and no invariants (an ``UnknownSystem`` to
+    the writer: it records no system of that dimension), with the ``full`` system and the ``observation``
+    for the reference and the estimation rows."""
+
+    full: Any = None
+    observation: Observation | None = None
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        spec = self.observation.spec if self.observation is not None else "?"
+        return f"{getattr(self.full, 'name', 'system')} observed in {spec}"
+
+
+def observation_attrs(system: Any, meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The rollout file's attributes of an observed run: the observation (``observation``, its matrix, the
+    observed system by name); ``{}`` for a run on the whole state. ``meta``: the data file's, for a file of
+    observed channels."""
+    obs = getattr(system, "observation", None)
+    if obs is None and meta is not None:
+        obs = observation_of(meta)
+    if obs is None:
+        return {}
+    return obs.meta()
+
+
+def _model_observation(label: str, model: Any) -> tuple[bool, Observation | None]:
+    """``(recorded, observation)`` of a model: whether its checkpoint says what it saw, and what."""
+    record = getattr(model, "trained_on", None)
+    if not isinstance(record, dict) or "observation" not in record:
+        return False, None
+    return True, observation_from_record(record["observation"], f"model {label}")
+
+
+def run_observation(spec: str | None, meta: Mapping[str, Any], system: Any, entries: Sequence[tuple[str, Any, str]],
+                    data: Any) -> tuple[Observation | None, list[str]]:
+    """The observation of a run and the lines to say: the ``observe`` key ``spec`` (None: the models'), the data
+    file's (a file of observed channels: ``meta``), the models' records (``entries``: (label, model, source)).
+    All must agree: a model trained on another observation, or on the full state in an observed run (or the
+    other way round), is refused in one line (key ``models``, or ``observe`` for the key itself)."""
+    held = observation_of(meta)
+    recorded = [(label, *_model_observation(label, model)) for label, model, _ in entries]
+    known = [(label, obs) for label, has, obs in recorded if has]
+    lines: list[str] = []
+    names = tuple(getattr(system, "state_names", ()) or ())
+    sys_name = None if isinstance(system, UnknownSystem) else str(getattr(system, "name", "") or "") or None
+    run: Observation | None
+    if held is not None:  # the file holds observed channels only
+        if spec is not None and spec != held.spec:
+            raise VPIntegratorError(f"observe {spec!r}: {data} holds the observed channels of observation "
+                                    f"{held.describe()} only; give observe = {held.spec!r} or leave it out",
+                                    key="observe")
+        run = held
+    elif spec is not None:
+        fitted = next((obs for _, obs in known if obs is not None and obs.spec == spec), None)
+        run = fitted if fitted is not None else resolve_observation(spec, int(system.dim), names, sys_name)
+    else:
+        observed = [(label, obs) for label, obs in known if obs is not None]
+        run = observed[0][1] if observed else None
+        if run is not None:
+            lines.append(f"observe {run.spec}: the observation {observed[0][0]} was trained on "
+                         f"({run.describe()}); every row is scored on it")
+    for label, obs in known:
+        check_same(obs, run, f"models: {label}", "this run" if held is None else f"data {data}", key="models")
+    if run is not None and held is None and run.full_dim != int(system.dim):
+        raise VPIntegratorError(f"observe {run.spec}: the observation maps states of dim {run.full_dim}, but {data} "
+                                f"holds states of dim {int(system.dim)}", key="observe")
+    return run, lines
+
+
+def check_observed_rows(observation: Observation, names: Sequence[str], integrating: Sequence[str], system: Any,
+                        data: Any, *, init: str, parametric: bool) -> None:
+    """Refuse, each in one line and before anything runs, what an observed run cannot do (``names``: the rows;
+    ``integrating``: those of them that integrate the equations): classical rows and
+    ``exact_flow`` (they need the full initial state: ``estimate+METHOD`` estimates it), any row that
+    integrates the equations when the file holds observed channels only (no full state: no exact flow), a
+    first window made by an integrator, per-trajectory parameters."""
+    from ..integrators import list_integrators
+
+    if isinstance(system, UnknownSystem) and not isinstance(system, ObservedSystem):  # observed channels only
+        full = list(integrating)
+        if full:
+            raise VPIntegratorError(
+                f"integrators: {', '.join(full)}: {data} holds the observed channels of observation "
+                f"{observation.describe()} only, not the full state: no exact flow, classical or estimation row can "
+                "integrate the equations; give a file with the full state (vp-gen) and observe, or models only",
+                key="integrators")
+        return
+    plain = [n for n in names if n == "exact_flow" or n in list_integrators()]
+    if plain:
+        raise VPIntegratorError(
+            f"integrators: {', '.join(plain)} integrate(s) the full state, which this run observes only in "
+            f"{observation.spec}; give estimate+{plain[0]} (the full state estimated from the first context_len "
+            "observed states, then integrated)", key="integrators")
+    if init != "reference":
+        raise VPIntegratorError(f"init: {init!r} integrates the first window in the full state; an observed run "
+                                "starts from the reference's observed states: use init = 'reference'", key="init")
+    if parametric:
+        raise VPIntegratorError("observe: per-trajectory parameters (/params) with an observation are not supported; "
+                                "observe data of one parameter set", key="observe")
+
+
+def observed_reference(system: "ObservedSystem", meta: Mapping[str, Any], y_file: np.ndarray, t_file: np.ndarray,
+                       heldout_y0: np.ndarray | None, dt: float, t0: float, n_steps: int, exact_from_ics: bool,
+                       chunk_steps: int, blowup: float) -> np.ndarray:
+    """The observed reference (n_traj, n_steps + 1, dim): computed in the full state, then observed. The exact
+    flow (DOP853, rtol = atol = 1e-12) from the initial conditions (``exact_from_ics``), else the file's states
+    ``y_file`` continued beyond them by the data's generator; the held-out conditions from their own initial
+    conditions. A failure is one line (key ``t_end``)."""
+    from .engine import rollout
+    from .steps import ExactFlowStep, reference_step_map
+
+    full, obs = system.full, system.observation
+    assert obs is not None
+    parts = []
+
+    def run(step_map: StepMap, y0: np.ndarray, n: int, t_first: float, what: str) -> np.ndarray:
+        res = rollout(step_map, y0, dt, n, t0=t_first, chunk_steps=chunk_steps, blowup=blowup)
+        if (res.failed_step >= 0).any():
+            k = int(res.failed_step[res.failed_step >= 0].min())
+            raise VPIntegratorError(f"{what} failed (blow-up or non-finite) at t = {t_first + k * dt:g}; give a "
+                                    "shorter t_end", key="t_end")
+        return np.asarray(res.y)
+
+    n_data = int(y_file.shape[0])
+    if exact_from_ics:
+        y0 = y_file[:, 0] if heldout_y0 is None else np.concatenate([y_file[:, 0], heldout_y0])
+        return obs.apply(run(ExactFlowStep(full, dt), y0, n_steps, t0, "the exact-flow reference"))
+    generator = reference_step_map(meta, full, dt)
+    if n_data:  # the file's states, continued beyond them
+        take = min(int(y_file.shape[1]), n_steps + 1)
+        y = y_file[:, :take]
+        if n_steps + 1 > take:
+            cont = run(generator, y_file[:, take - 1], n_steps + 1 - take, float(t_file[take - 1]),
+                       "continuing the reference with its generator")
+            y = np.concatenate([y, cont[:, 1:]], axis=1)
+        parts.append(y)
+    if heldout_y0 is not None and len(heldout_y0):
+        parts.append(run(generator, heldout_y0, n_steps, t0, "the held-out reference"))
+    return obs.apply(np.concatenate(parts, axis=0))
+
+
+# -- state estimation ---------------------------------------------------------------------------------
+
+
+def _flow(system: Any, z0: np.ndarray, dt: float, K: int) -> np.ndarray:
+    """The exact flow (DOP853, 1e-12) of ``z0`` (m, d) at 0, dt, .., (K-1) dt: (m, K, d)."""
+    from ..data import solve_flow
+
+    if K == 1:
+        return np.asarray(z0, dtype=np.float64)[:, None, :]
+    return np.asarray(solve_flow(system, z0, dt * np.arange(K), rtol=1e-12, atol=1e-12), dtype=np.float64)
+
+
+def _starts(obs: Observation, w0: np.ndarray) -> np.ndarray:
+    """Starting states (S, n, d): the least-norm state of each first observation ``w0`` (n, k), and that state
+    moved by ± its scale along each unobserved direction (at most ``ESTIMATE_STARTS_MAX``)."""
+    C = obs.matrix
+    base = w0 @ np.linalg.pinv(C).T  # (n, d)
+    _, s, vt = np.linalg.svd(C)
+    null = vt[int(np.sum(s > 1e-12 * max(1.0, s.max()))):]  # (d - rank, d)
+    scale = np.sqrt(np.mean(w0 ** 2, axis=1, keepdims=True)) + 1e-3  # (n, 1)
+    starts = [base]
+    for v in null:
+        for sign in (1.0, -1.0):
+            starts.append(base + sign * scale * v)
+    return np.stack(starts[:ESTIMATE_STARTS_MAX])
+
+
+def estimate_states(system: Any, observation: Observation, windows: np.ndarray, dt: float, *, iterations: int = 40
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """The full states behind observed windows, by least squares on the true flow.
+
+    For each window ``w`` (K observed states, (n, K, k)), the initial state ``z`` minimising
+    ``sum_j |C Φ_{j dt}(z) − w_j|^2`` (Φ the exact flow, DOP853 at 1e-12; C the observation), by
+    Levenberg–Marquardt (finite-difference Jacobians) from the starts of ``_starts``; the best start is kept.
+
+    Returns
+    -------
+    (z_last, residual)
+        ``z_last`` (n, d): the estimated full state at the window's last step, ``Φ_{(K−1) dt}(z)``;
+        ``residual`` (n,): the RMS of the fit's residual, in the observed channels' units.
+    """
+    w = np.asarray(windows, dtype=np.float64)
+    n, K, k = w.shape
+    d = observation.full_dim
+    if K * k < d:
+        raise VPIntegratorError(f"context_len: {K} observed states of {k} channels give {K * k} numbers, fewer than "
+                                f"the {d} of a full state; give context_len >= {-(-d // k)}", key="context_len")
+    C = observation.matrix
+    starts = _starts(observation, w[:, 0])  # (S, n, d)
+    S = starts.shape[0]
+    z = starts.reshape(S * n, d).copy()
+    target = np.tile(w, (S, 1, 1))  # (S n, K, k)
+
+    def residual(zz: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        traj = _flow(system, zz, dt, K)
+        return (traj @ C.T - target).reshape(len(zz), -1), traj
+
+    def jac(zz: np.ndarray, r0: np.ndarray) -> np.ndarray:
+        h = 1e-6 * np.maximum(1.0, np.abs(zz))  # (m, d)
+        shifted = np.concatenate([zz + h[:, [i]] * np.eye(d)[i] for i in range(d)])  # (d m, d)
+        traj = _flow(system, shifted, dt, K) @ C.T  # (d m, K, k)
+        m = len(zz)
+        cols = [(traj[i * m:(i + 1) * m].reshape(m, -1) - target.reshape(m, -1) - r0) / h[:, [i]] for i in range(d)]
+        return np.stack(cols, axis=-1)  # (m, K k, d)
+
+    r, traj = residual(z)
+    cost = np.sum(r ** 2, axis=1)
+    lam = np.full(S * n, 1e-3)
+    with np.errstate(all="ignore"):
+        for _ in range(int(iterations)):
+            active = np.isfinite(cost) & (cost > 1e-28)
+            if not active.any():
+                break
+            J = jac(z, r)
+            JtJ = np.einsum("mri,mrj->mij", J, J)
+            g = np.einsum("mri,mr->mi", J, r)
+            A = JtJ + lam[:, None, None] * (np.einsum("mii->mi", JtJ)[:, :, None] * np.eye(d) + 1e-12 * np.eye(d))
+            try:
+                step = -np.linalg.solve(A, g[..., None])[..., 0]
+            except np.linalg.LinAlgError:
+                step = -np.einsum("mij,mj->mi", np.linalg.pinv(A), g)
+            step[~active] = 0.0
+            z_new = z + step
+            r_new, traj_new = residual(z_new)
+            cost_new = np.sum(r_new ** 2, axis=1)
+            better = np.isfinite(cost_new) & (cost_new < cost)
+            z[better], r[better], cost[better], traj[better] = z_new[better], r_new[better], cost_new[better], \
+                traj_new[better]
+            lam = np.where(better, np.maximum(lam / 10.0, 1e-12), np.minimum(lam * 10.0, 1e12))
+            if np.all(~active | (np.abs(step).max(axis=1) <= 1e-14 * np.maximum(1.0, np.abs(z).max(axis=1)))):
+                break
+    cost = np.where(np.isfinite(cost), cost, np.inf).reshape(S, n)
+    best = np.argmin(cost, axis=0)  # (n,)
+    last = traj[:, -1].reshape(S, n, d)[best, np.arange(n)]
+    rms = np.sqrt(cost[best, np.arange(n)] / (K * k))
+    return last, rms
+
+
+class EstimatedStep(StepMap):
+    """``estimate+METHOD``: the full state estimated from the first ``context_len`` observed states
+    (``estimate_states``), then integrated by METHOD (a classical integrator or ``exact_flow``) and observed.
+
+    Parameters
+    ----------
+    system : System
+        The full system (the true equations: the known-equations competitor).
+    observation : Observation
+    method : str
+        A classical integrator name or ``"exact_flow"``.
+    dt : float
+    context_len : int
+        K, the observed states the estimate reads (the first window).
+    """
+
+    kind = "estimated"
+    pred_window = 1
+
+    def __init__(self, system: Any, observation: Observation, method: str, dt: float, context_len: int = 3) -> None:
+        from ..integrators import list_integrators
+
+        if method != "exact_flow" and method not in list_integrators():
+            raise VPIntegratorError(f"integrators: estimate+{method}: unknown method {method!r}; give a classical "
+                                    "integrator or exact_flow after estimate+", key="integrators")
+        self.system, self.observation, self.method, self.dt = system, observation, method, float(dt)
+        self.seq_len = int(context_len)
+        self.dim = observation.dim
+        self.name = f"estimate+{method}"
+        self.residual = np.zeros(0)
+
+    def _inner(self) -> StepMap:
+        from .steps import ExactFlowStep, IntegratorStep
+
+        if self.method == "exact_flow":
+            return ExactFlowStep(self.system, self.dt)
+        return IntegratorStep(self.system, self.method, self.dt)
+
+    def start(self, window0, limit):
+        z, self.residual = estimate_states(self.system, self.observation, np.asarray(window0), self.dt)
+        self._map = self._inner()
+        self._map.start(z[:, None, :], np.full(len(z), np.inf))
+
+    def generate(self, n):
+        return np.ascontiguousarray(self.observation.apply(self._map.generate(n)))
+
+    def reset(self, rows):
+        self._map.reset(rows)
+
+    def log_abs_det_jacobian(self, windows):
+        # a map of observed windows through an estimate: no volume to speak of
+        return np.full(len(windows), np.nan)
+
+    def describe(self):
+        res = self.residual
+        return {**super().describe(), "method": self.method, "context_len": self.seq_len,
+                "estimate_residual_median": float(np.median(res)) if res.size else float("nan"),
+                "estimate_residual_max": float(np.max(res)) if res.size else float("nan")}
