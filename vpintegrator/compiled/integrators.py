@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -66,13 +66,16 @@ from . import lie_poisson as LP
 from .newton import NONFINITE, NOT_CONVERGED, OK, SINGULAR, workspace
 from .systems import system_kernel
 
+if TYPE_CHECKING:
+    from .lattice import LatticeStepper
+
 _F64 = np.dtype(np.float64)
 _GAUSS = re.compile(r"gauss_legendre(\d*)")
 _SIMPLE = {"euler": K.EULER, "rk4": K.RK4, "implicit_midpoint": K.IMPLICIT_MIDPOINT,
            "stormer_verlet": K.STORMER_VERLET, "splitting": K.SPLITTING}
 
 
-def compiled_stepper(system: Any, method: Any, dt: float) -> "CompiledStepper | None":
+def compiled_stepper(system: Any, method: Any, dt: float) -> "CompiledStepper | LatticeStepper | None":
     """A compiled single-trajectory stepper for ``(system, method, dt)``, or ``None`` (see the module doc)."""
     from ..integrators import get_integrator
     from ..systems import get_system

@@ -156,6 +156,8 @@ class MeanAttention(nn.Module):
     """X ↦ Λ̄ᵀ X with a constant orthogonal (seq, seq) matrix Λ̄ (``mean_attention``): the window's states mixed
     the same way whatever they are."""
 
+    lam: torch.Tensor
+
     def __init__(self, lam: torch.Tensor) -> None:
         super().__init__()
         self.register_buffer("lam", lam.detach().clone())
@@ -195,7 +197,7 @@ def mean_attention(model: nn.Module, windows: torch.Tensor) -> nn.Module:
         raise VPIntegratorError(f"windows: expected shape (n, {model.seq_len}, {model.dim}) with n >= 1; got "
                                 f"{tuple(x.shape)}")
     with torch.no_grad():
-        for block in ablated.blocks:
+        for block in ablated.blocks:  # type: ignore[union-attr]
             block.attention = MeanAttention(cayley(block.attention.correlation(x).mean(0, keepdim=True))[0])
             x = block(x)
     return ablated

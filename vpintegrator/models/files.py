@@ -484,7 +484,7 @@ def load_model(path: str | os.PathLike[str], map_location: Any = "cpu", hparams:
         model.training_split = payload["split"]
         model.training_split_data = payload.get("split_data") if isinstance(payload.get("split_data"), dict) else None
     if isinstance(payload.get("ancestors"), list):  # fine-tuned (init_from): what the models it started from saw
-        model.training_ancestors = [a for a in payload["ancestors"] if isinstance(a, dict)]
+        setattr(model, "training_ancestors", [a for a in payload["ancestors"] if isinstance(a, dict)])
     trained_on = {k: payload[k] for k in ("dt", "system", "system_params", "parametric", "observation")
                   if k in payload}
     if "dt" in trained_on or "system" in trained_on:  # vp-train's record of its data (older files have none)

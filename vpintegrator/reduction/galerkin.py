@@ -17,7 +17,7 @@ Stormer-Verlet and its compositions compiled (``vpintegrator.compiled.lattice.ru
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -25,6 +25,9 @@ from ..errors import VPIntegratorError
 from ..systems import System
 from .hyper import BondSampling
 from .psd import PSDBasis
+
+if TYPE_CHECKING:
+    from ..systems.lattice import Lattice
 
 __all__ = ["PSDGalerkin"]
 
@@ -111,8 +114,16 @@ class PSDGalerkin(System):
     def _invariant_energy(self, y: np.ndarray) -> np.ndarray:
         if self.hyper is not None:  # the hyper-reduced Hamiltonian (up to a constant)
             k = self.dim // 2
-            return 0.5 * np.sum(y[..., k:] ** 2, axis=-1) + self.hyper.potential(self.full, y[..., :k])
+            return 0.5 * np.sum(y[..., k:] ** 2, axis=-1) + self.hyper.potential(self._lattice(), y[..., :k])
         return self.full.invariant(self.full.invariant_names[0], self.basis.decode(y))
+
+    def _lattice(self) -> "Lattice":
+        """The full system as the lattice a bond sampling (``hyper``) was fitted on."""
+        from ..systems.lattice import Lattice
+
+        if not isinstance(self.full, Lattice):
+            raise VPIntegratorError(f"a bond sampling needs a lattice; the full system is {self.full.name!r}")
+        return self.full
 
     # --- the separable split (the cotangent lift of a separable system) ------------------------------------
     def kinetic_gradient(self, p: np.ndarray) -> np.ndarray:
@@ -131,7 +142,7 @@ class PSDGalerkin(System):
         if not self.separable:
             raise self._not_separable()
         if self.hyper is not None:
-            return self.hyper.potential_gradient(self.full, q)
+            return self.hyper.potential_gradient(self._lattice(), q)
         phi = self.basis.phi
         return self.full.potential_gradient(np.asarray(q, dtype=np.float64) @ phi.T) @ phi
 
@@ -141,7 +152,8 @@ class PSDGalerkin(System):
         if self.hyper is not None:
             h = self.hyper
             r = np.asarray(q, dtype=np.float64) @ h.rows.T  # (..., m)
-            second = self.full.ddphi(r) - self.full.kappa  # psi''(r)
+            lattice = self._lattice()
+            second = lattice.ddphi(r) - lattice.kappa  # psi''(r)
             return h.stiffness + np.einsum("...b,bi,bj->...ij", h.weights * second, h.rows, h.rows)
         phi = self.basis.phi
         return phi.T @ self.full.potential_hessian(np.asarray(q, dtype=np.float64) @ phi.T) @ phi

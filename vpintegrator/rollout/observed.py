@@ -159,8 +159,9 @@ def observed_reference(system: "ObservedSystem", meta: Mapping[str, Any], y_file
 
     def run(step_map: StepMap, y0: np.ndarray, n: int, t_first: float, what: str) -> np.ndarray:
         res = rollout(step_map, y0, dt, n, t0=t_first, chunk_steps=chunk_steps, blowup=blowup)
-        if (res.failed_step >= 0).any():
-            k = int(res.failed_step[res.failed_step >= 0].min())
+        failed = np.asarray(res.failed_step, dtype=np.int64)
+        if (failed >= 0).any():
+            k = int(failed[failed >= 0].min())
             raise VPIntegratorError(f"{what} failed (blow-up or non-finite) at t = {t_first + k * dt:g}; give a "
                                     "shorter t_end", key="t_end")
         return np.asarray(res.y)

@@ -304,9 +304,10 @@ def _fit(z: np.ndarray, zdot: np.ndarray, label: str, lib: Library, threshold: f
                f"({z.shape[0]} samples × {lib.n_features} features × {z.shape[1]} components)")
     theta = lib.transform(z)
     if optimizer is None:
+        assert threshold is not None  # checked above: a fit without an optimizer object has a threshold
         opt = ps.STLSQ(threshold=float(threshold), alpha=RIDGE, max_iter=50)
     else:
-        from sklearn.base import clone
+        from sklearn.base import clone  # type: ignore[import-untyped]
 
         opt = clone(optimizer)
         if threshold is not None:

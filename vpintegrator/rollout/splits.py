@@ -147,7 +147,7 @@ def default_traj(splits: Sequence[ModelSplit]) -> np.ndarray | None:
     common = set.intersection(*tests)
     if not common:
         names = ", ".join(repr(s.label) for s in known)
-        seen = [s.label for s in known if s.seen and not s.held_out() and s.split["test"]]
+        seen = [s.label for s in known if s.seen and not s.held_out() and s.split is not None and s.split["test"]]
         if seen:
             what = ("ha" + ("s" if len(known) == 1 else "ve") + " no test trajectory that the models "
                     + ("it was" if len(known) == 1 else "they were") + " fine-tuned from did not train or validate on")

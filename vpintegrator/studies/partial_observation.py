@@ -182,10 +182,10 @@ def evaluate_seed(out: Path, train: Path, n_test: int, system: str, seed: int, r
     heldout_y0 = draw_heldout(train_data.meta, train_data.system, int(n_test), HELDOUT_SEED, train_data.y[:, 0], train)
     from ..data import solve_flow
 
-    first = solve_flow(train_data.system, heldout_y0, H * np.arange(9))  # the held-out windows (coupling)
+    first = solve_flow(train_data.system, heldout_y0, H * np.arange(9))  # type: ignore[arg-type]  # held-out windows
     for (approach, T), run in sorted(runs.items()):
         model = load_model(run).double()
-        obs = observation_from_record(model.trained_on["observation"])
+        obs = observation_from_record(getattr(model, "trained_on")["observation"])
         assert obs is not None
         windows = torch.as_tensor(obs.apply(first[:, :T]))
         summary = read_json(run / "summary.json") or {}
@@ -216,6 +216,7 @@ def evaluate_seed(out: Path, train: Path, n_test: int, system: str, seed: int, r
                                heldout_seed=HELDOUT_SEED, context_len=int(info["context_len"]),
                                volume=False, workers=1, device="cpu"), overwrite=True)
     ro = read_rollout(path)
+    assert ro.reference is not None  # a run of the exact flow writes its reference
     ref = np.asarray(ro.reference.y)
     steps = [int(round(t / H)) for t in HORIZONS]
     rows = []
@@ -255,9 +256,9 @@ def summarize_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                 "median": float(np.median(finite)) if finite else None,
                                 "ci": list(bootstrap_ci(finite)) if len(finite) > 1 else [None, None]}
         entry["stopped"] = sorted({str(r.get("stopped")) for r in rs if r.get("stopped") is not None})
-        cpu = [r.get("train_cpu") for r in rs if r.get("train_cpu") is not None]
+        cpu = [float(r["train_cpu"]) for r in rs if r.get("train_cpu") is not None]
         entry["train_cpu"] = float(np.median(cpu)) if cpu else None
-        coupling = [r.get("coupling") for r in rs if r.get("coupling") is not None]
+        coupling = [float(r["coupling"]) for r in rs if r.get("coupling") is not None]
         entry["coupling"] = float(np.median(coupling)) if coupling else None
         out.append(entry)
     return out
@@ -361,7 +362,7 @@ class PartialObservationOptions(StudyOptions):
     n_test: int | None = key(None, optional=True, type=int, low=1)
     t_train: float | None = key(None, optional=True, type=float, low=1.0)
     budget_seconds: float | None = key(None, optional=True, type=float, low=0.5)
-    patience: int | None = key(None, optional=True, type=int, low=1)
+    patience: int | None = key(None, optional=True, type=int, low=1)  # type: ignore[assignment]
 
 
 def _run(a: argparse.Namespace) -> int:

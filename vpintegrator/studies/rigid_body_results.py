@@ -242,7 +242,7 @@ def stop_text(b: dict[str, Any]) -> str:
     stopped = b.get("stopped")
     if stopped == "time_limit":
         clock = b.get("stop_clock")
-        return {"cpu": "CPU budget", "wall": "wall ceiling"}.get(clock, "time limit (clock not recorded)")
+        return {"cpu": "CPU budget", "wall": "wall ceiling"}.get(str(clock), "time limit (clock not recorded)")
     return {"early_stopping": "plateau (patience)", "steps": "step budget", "epochs": "epochs"}.get(
         str(stopped), str(stopped))
 
