@@ -16,7 +16,7 @@ loaded 2-core machine, ~5 s for one of the NumPy step. Usage::
 
     python scripts/mutation_check.py                  # every mutation
     python scripts/mutation_check.py --list           # their names
-    python scripts/mutation_check.py --only lean_rk4_weight --only numpy_gl4_coefficient
+    python scripts/mutation_check.py --only lean_rk4_weight --only coefficients_gl4
 """
 
 from __future__ import annotations
@@ -52,32 +52,36 @@ class Mutation:
 MUTATIONS = (
     # the NumPy step (vpintegrator/integrators/): also every path reading the method's own coefficients
     Mutation("numpy_rk4_weight", "vpintegrator/integrators/explicit.py",
-             "return y + (h / 6.0) * (k1", "return y + (h / 6.000006) * (k1", ("rk4",)),
-    Mutation("numpy_gl4_coefficient", "vpintegrator/integrators/implicit.py",
-             "_GL4_A = np.array([[0.25, ", "_GL4_A = np.array([[0.25000025, ", ("gauss_legendre4",)),
-    Mutation("numpy_gauss_weights", "vpintegrator/integrators/implicit.py",
+             "return y + (h / scale) * acc", "return y + (h / (scale * 1.000001)) * acc", ("rk4",)),
+    # the one definition of the coefficients (integrators/coefficients.py), read by every path
+    Mutation("coefficients_gl4", "vpintegrator/integrators/coefficients.py",
+             "a = np.array([[0.25, ", "a = np.array([[0.25000025, ", ("gauss_legendre4",)),
+    Mutation("coefficients_gauss_weights", "vpintegrator/integrators/coefficients.py",
              "c, b = 0.5 * (x + 1.0), 0.5 * w", "c, b = 0.5 * (x + 1.0), 0.5000005 * w", ("gauss_legendre6",)),
     Mutation("numpy_midpoint", "vpintegrator/integrators/implicit.py",
              "mid = 0.5 * (ya + y1a)", "mid = 0.5000005 * (ya + y1a)", ("implicit_midpoint",)),
     Mutation("numpy_shear_splitting_step", "vpintegrator/integrators/splitting.py",
-             "half = [(i, 0.5 * h) for i", "half = [(i, 0.5000005 * h) for i", ("splitting",)),
+             "return [(i, c * h) for i, c in shear_sequence(STRANG, d)]",
+             "return [(i, c * 1.000001 * h) for i, c in shear_sequence(STRANG, d)]", ("splitting",)),
     Mutation("numpy_stormer_verlet_kick", "vpintegrator/integrators/splitting.py",
              "p1 = p_half - 0.5 * h * system", "p1 = p_half - 0.5000005 * h * system", ("stormer_verlet",)),
-    Mutation("numpy_blanes_moan_coefficient", "vpintegrator/integrators/splitting.py",
+    Mutation("coefficients_blanes_moan", "vpintegrator/integrators/coefficients.py",
              "_BM_A = (0.0792036964311957,", "_BM_A = (0.0792037756348921,", ("splitting_blanes_moan4",)),
-    Mutation("numpy_yoshida6_coefficient", "vpintegrator/integrators/composition.py",
+    Mutation("coefficients_yoshida6", "vpintegrator/integrators/coefficients.py",
              "_Y6_W = (0.784513610477560,", "_Y6_W = (0.784514394991170,", ("implicit_midpoint_y6", "splitting_y6")),
     Mutation("numpy_rotation_angle", "vpintegrator/integrators/lie_poisson.py",
              "    wt = t * rate\n", "    wt = t * rate * 1.000001\n", ("rotation_splitting",)),
     # the generic numba kernels (compiled/kernels.py, compiled/newton.py)
     Mutation("kernels_rk4_weight", "vpintegrator/compiled/kernels.py",
-             "sixth = h / 6.0", "sixth = h / 6.000006", ("rk4",)),
+             "    w = h / scale\n    for q in range(d):", "    w = h / (scale * 1.000001)\n    for q in range(d):",
+             ("rk4",)),
     Mutation("kernels_midpoint", "vpintegrator/compiled/newton.py",
              "mid[i] = 0.5 * (y[i] + y1[i])", "mid[i] = 0.5000005 * (y[i] + y1[i])", ("implicit_midpoint",)),
     Mutation("kernels_gauss_weight", "vpintegrator/compiled/newton.py",
              "acc += b[j] * ws[2 * s + j, k]", "acc += b[j] * 1.000001 * ws[2 * s + j, k]", ("gauss_legendre4",)),
     Mutation("kernels_shear_splitting_step", "vpintegrator/compiled/kernels.py",
-             "c = h if i == d - 1 else half", "c = h if i == d - 1 else half * 1.000001", ("splitting",)),
+             "c = (g1 if i < d - 1 else g2 if i > d - 1 else g1 + g2) * h",
+             "c = (g1 if i < d - 1 else g2 if i > d - 1 else g1 + g2) * 1.000001 * h", ("splitting",)),
     Mutation("kernels_shear_sequence", "vpintegrator/compiled/kernels.py",
              "y1[comp] += coefs[k] * f[comp]", "y1[comp] += coefs[k] * 1.000001 * f[comp]",
              ("splitting_mclachlan2",)),
@@ -92,14 +96,15 @@ MUTATIONS = (
              "ts[k] = ts[k] * w[axes[k]]", "ts[k] = ts[k] * 1.000001 * w[axes[k]]", ("rotation_splitting",)),
     # the lean loops (compiled/lean.py)
     Mutation("lean_rk4_weight", "vpintegrator/compiled/lean.py",
-             "sixth = h / 6.0", "sixth = h / 6.000006", ("rk4",)),
+             "    w = h / scale\n    z = y", "    w = h / (scale * 1.000001)\n    z = y", ("rk4",)),
     Mutation("lean_midpoint", "vpintegrator/compiled/lean.py",
              "u = tuple_setitem(u, i, 0.5 * (y[i] + z[i]))", "u = tuple_setitem(u, i, 0.5000005 * (y[i] + z[i]))",
              ("implicit_midpoint",)),
     Mutation("lean_gauss_weight", "vpintegrator/compiled/lean.py",
              "z = _add(y, stage_rows(h, (b,),", "z = _add(y, stage_rows(h * 1.000001, (b,),", ("gauss_legendre4",)),
     Mutation("lean_shear_splitting_step", "vpintegrator/compiled/lean.py",
-             "z = shear(pp, z, j, h if i == d - 1 else half)", "z = shear(pp, z, j, h if i == d - 1 else half * 1.000001)",
+             "z = shear(pp, z, j, (g1 if i < d - 1 else g2 if i > d - 1 else g1 + g2) * h)",
+             "z = shear(pp, z, j, (g1 if i < d - 1 else g2 if i > d - 1 else g1 + g2) * 1.000001 * h)",
              ("splitting",)),
     Mutation("lean_shear_sequence", "vpintegrator/compiled/lean.py",
              "z = shear(pp, z, comps[q], coefs[q])", "z = shear(pp, z, comps[q], coefs[q] * 1.000001)",

@@ -147,7 +147,7 @@ def test_resumable_keys_are_declared():
     from vpintegrator.training.config import RESUMABLE_KEYS
 
     assert set(RESUMABLE_KEYS) == {"epochs", "time_limit", "cpu_time_limit", "device", "fast_step", "patience", "min_delta",
-                                   "checkpoint_every", "checkpoint_seconds", "out"}
+                                   "checkpoint_every", "checkpoint_seconds", "out", "max_steps", "min_rel_delta"}
 
 
 def test_rollout_config_is_checked_when_built(tmp_path):

@@ -54,8 +54,8 @@ def test_a_text_that_moved_is_a_one_line_error(tmp_path, capsys):
 def test_a_broken_rk4_weight_is_caught_and_an_equivalent_rewrite_survives(capsys):
     """~40 s on a loaded 2-core machine: a baseline and two runs of the RK4 parity tests in a scratch copy."""
     mc = _script()
-    same = mc.Mutation("numpy_rk4_same_value", "vpintegrator/integrators/explicit.py", "return y + (h / 6.0) * (k1",
-                       "return y + (h / 6.00) * (k1", ("rk4",))
+    same = mc.Mutation("numpy_rk4_same_value", "vpintegrator/integrators/explicit.py", "return y + (h / scale) * acc",
+                       "return y + (h / (scale * 1.0)) * acc", ("rk4",))
     assert mc.run([mc.BY_NAME["numpy_rk4_weight"], same]) == 1
     out = capsys.readouterr().out
     assert "parity tests, pass" in out

@@ -357,7 +357,7 @@ def test_the_observed_reference_continues_the_file_and_integrates_held_out_condi
 
 @pytest.mark.parametrize("name", ["quick", "mid"])
 def test_the_pages_tables_are_drawn_from_the_shipped_study_results(name):
-    """docs/partial_observation.md's tables come from docs/data/partial_observation_<name>.json, through the
+    """docs/partial_observation.md's tables come from docs/data/partial_observation/<name>.json, through the
     study's own formatting (a number edited on the page, or a file from another run, fails here)."""
     from pathlib import Path
 
@@ -368,7 +368,7 @@ def test_the_pages_tables_are_drawn_from_the_shipped_study_results(name):
     page = root / "docs" / "partial_observation.md"
     if not page.is_file():
         pytest.skip("repository files (not in the wheel)")
-    rows = unplain(read_json(root / "docs" / "data" / f"partial_observation_{name}.json")["rows"])
+    rows = unplain(read_json(root / "docs" / "data" / "partial_observation" / f"{name}.json")["rows"])
     text = page.read_text()
     lines = [line for line in tables(summarize_rows(rows)).splitlines() if line.startswith("| ") and "---" not in line]
     assert lines and not [line for line in lines if line not in text]

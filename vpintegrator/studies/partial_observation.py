@@ -1,4 +1,4 @@
-"""The study "when the state is incomplete" (docs/partial_observation.md): multi-step models on
+"""The study "when the state is incomplete" (the documentation page of that name): multi-step models on
 observed windows against the window without attention, the attention ablations, state estimation + the true
 equations, and parroting.
 

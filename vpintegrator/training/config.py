@@ -23,7 +23,7 @@ import numpy as np
 from ..arrays import DTYPES
 from .. import config as config_layer
 from ..config import Config, declared, key
-from ..data.windows import DEFAULT_SPLIT
+from ..data.split_rule import DEFAULT_SPLIT
 from ..device import check_device_name
 from ..errors import VPIntegratorError
 from ..fastpath import FAST_STEPS as _FAST_STEPS, check_fast_step
