@@ -112,7 +112,7 @@ def test_vp_rollout_scores_models_and_estimation_on_the_observed_channels(co_fil
 
     out = tmp_path / "ro.h5"
     res = CliRunner().invoke(main, ["--data", str(co_file), "--model", f"vpt={q_run}", "--integrators",
-                                    "estimate+gauss_legendre4,parrot", "--n-traj", "4", "--t-end", "4",
+                                    "estimate+gauss_legendre4,parrot", "--fit-on-data", "--n-traj", "4", "--t-end", "4",
                                     "--out", str(out)])
     assert res.exit_code == 0, res.output
     ro = read_rollout(out)
