@@ -88,6 +88,7 @@ _LAZY: dict[str, str] = {
     "IdentifiedStep": ".identify",
     "identify_parameters": ".identify",
     "SindyStep": ".sindy",
+    "select_sindy": ".sindy",
     "ParrotStep": ".parrot",
 }
 
@@ -116,6 +117,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .identify import identify_parameters as identify_parameters
     from .parrot import ParrotStep as ParrotStep
     from .sindy import SindyStep as SindyStep
+    from .sindy import select_sindy as select_sindy
     from .config import RolloutConfig as RolloutConfig
     from .config import load_rollout_config as load_rollout_config
     from .device import DeviceStepper as DeviceStepper
@@ -166,6 +168,7 @@ __all__ = [
     "SCALAR_MAX_BATCH",
     "MODEL_MAX_BATCH",
     "SindyStep",
+    "select_sindy",
     "StepMap",
     "WorkPrecisionRow",
     "compiled_model",
