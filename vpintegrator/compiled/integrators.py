@@ -63,7 +63,7 @@ from . import _jit
 from ..integrators import coefficients as C
 from . import kernels as K
 from . import lie_poisson as LP
-from .newton import NONFINITE, NOT_CONVERGED, OK, SINGULAR, workspace
+from .newton import NOT_CONVERGED, OK, SINGULAR, failure_error, rows_by_block, workspace
 from .systems import system_kernel
 
 if TYPE_CHECKING:
@@ -296,10 +296,7 @@ class CompiledStepper:
             done = K.rows_implicit(tag, pp, p, ys, self.dt, n, out, self._nog, self.tol, self.max_iter, infos,
                                    self._ws, self._m, self.a, self.b, self.c, tab)
         else:  # the generic loops and the rotation splittings: step_block row after row
-            done = np.zeros(rows, dtype=np.int64)
-            for r in range(rows):
-                done[r] = self.step_block(ys[r], n, out[r], math.sqrt(infos[r, 3]))
-                infos[r, :3] = self._info[:3]
+            done = rows_by_block(self, ys, n, out, infos)
         return done, infos[:, 1].astype(np.int64), infos
 
     def _check_block(self, y, n: int, out) -> None:
@@ -373,20 +370,7 @@ class CompiledStepper:
     # --- errors ---------------------------------------------------------------------------------------
     def error(self, t0: float = 0.0) -> VPIntegratorError | None:
         """The error ``integrate`` raises for the last failure (``None`` when the last call succeeded)."""
-        k, h, name, row = self.failed_step, self.dt, self.name, self.failed_row
-        if self.status == NONFINITE:
-            return VPIntegratorError(
-                f"{name}: trajectory {row} became non-finite at step {k} (t = {t0 + k * h:g}); "
-                "reduce dt or use a stable method"
-            )
-        if self.status == NOT_CONVERGED:
-            detail = (f"Newton did not converge in {self.max_iter} iterations for batch item {row} "
-                      f"(last update {self.last_update:.3g}); reduce dt or raise max_iter")
-        elif self.status == SINGULAR:
-            detail = f"the Newton matrix I - h df/dy is singular for batch item {row}; reduce dt"
-        else:
-            return None
-        return VPIntegratorError(f"{name}: step {k} (t = {t0 + (k - 1) * h:g} -> {t0 + k * h:g}): {detail}")
+        return failure_error(self, t0, "I - h df/dy")
 
     def _initial(self, y0: Any, index: int = 0) -> np.ndarray:
         try:

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import VPIntegratorError
 from ._jit import jit
-from .newton import BLOWN_UP, NONFINITE, NOT_CONVERGED, OK, SINGULAR
+from .newton import BLOWN_UP, NONFINITE, NOT_CONVERGED, OK, SINGULAR, failure_error, rows_by_block
 
 __all__ = ["lattice_stepper", "LatticeStepper", "lattice_force", "run_reduced_verlet", "VERLET", "MIDPOINT", "TODA",
            "FPU_BETA"]
@@ -428,14 +428,9 @@ class LatticeStepper:
         """``step_block`` for every row of ``ys`` (rows, dim), the states into ``out`` (rows, >= n, dim), row after row,
         as ``CompiledStepper.step_rows`` (each row's states those of ``step_block``): each row's states written,
         status (int64) and info (last Newton update, status, failing step, limit squared)."""
-        rows = ys.shape[0]
-        infos = np.zeros((rows, 4))
+        infos = np.zeros((ys.shape[0], 4))
         infos[:, 3] = np.inf if limits is None else np.square(np.asarray(limits, dtype=np.float64))
-        done = np.zeros(rows, dtype=np.int64)
-        for r in range(rows):
-            done[r] = self.step_block(ys[r], n, out[r], math.sqrt(infos[r, 3]))
-            infos[r, :3] = self._info[:3]
-        return done, infos[:, 1].astype(np.int64), infos
+        return rows_by_block(self, ys, int(n), out, infos), infos[:, 1].astype(np.int64), infos
 
     def _check_block(self, y: Any, n: int, out: Any) -> None:
         if not (isinstance(y, np.ndarray) and y.dtype == np.float64 and y.shape == (self.dim,) and y.flags.c_contiguous
@@ -460,18 +455,7 @@ class LatticeStepper:
 
     def error(self, t0: float = 0.0) -> VPIntegratorError | None:
         """The error of the last failure (None when the last call succeeded), in ``integrate``'s words."""
-        k, h, row = self.failed_step, self.dt, self.failed_row
-        if self.status in (NONFINITE, BLOWN_UP):
-            return VPIntegratorError(f"{self.name}: trajectory {row} became non-finite at step {k} (t = {t0 + k * h:g}); "
-                                     "reduce dt or use a stable method")
-        if self.status == NOT_CONVERGED:
-            detail = (f"Newton did not converge in {self.max_iter} iterations for batch item {row} (last update "
-                      f"{self.last_update:.3g}); reduce dt or raise max_iter")
-        elif self.status == SINGULAR:
-            detail = f"the Newton matrix I + h^2/4 V''(Q) is singular for batch item {row}; reduce dt"
-        else:
-            return None
-        return VPIntegratorError(f"{self.name}: step {k} (t = {t0 + (k - 1) * h:g} -> {t0 + k * h:g}): {detail}")
+        return failure_error(self, t0, "I + h^2/4 V''(Q)", nonfinite=(NONFINITE, BLOWN_UP))
 
     def run_batch(self, y0: Any, n_steps: int, t0: float = 0.0) -> np.ndarray:
         """States (batch, n_steps + 1, dim) of a few trajectories, one after the other; raises like integrate."""

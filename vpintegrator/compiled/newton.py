@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import VPIntegratorError
 from ._jit import jit
 from .systems import jacobian, vector_field
 
@@ -193,5 +194,35 @@ def workspace(dim: int, stages: int = 1) -> tuple[np.ndarray, np.ndarray]:
     return np.zeros((3 * s + 2 + s * dim + 8, width)), np.zeros((width, width))
 
 
-__all__ = ["lu_solve", "step_implicit_midpoint", "step_gauss_legendre", "workspace",
+def failure_error(stepper, t0: float, newton_matrix: str, nonfinite: tuple[int, ...] = (NONFINITE,)
+                  ) -> VPIntegratorError | None:
+    """The error ``integrate`` raises for a compiled stepper's last failure, from its ``status``, ``failed_step``,
+    ``failed_row``, ``dt``, ``name``, ``max_iter`` and ``last_update`` (None when the last call succeeded);
+    ``newton_matrix`` names the matrix a SINGULAR status found singular, ``nonfinite`` the statuses told as a
+    non-finite state."""
+    k, h, name, row = stepper.failed_step, stepper.dt, stepper.name, stepper.failed_row
+    if stepper.status in nonfinite:
+        return VPIntegratorError(f"{name}: trajectory {row} became non-finite at step {k} (t = {t0 + k * h:g}); "
+                                 "reduce dt or use a stable method")
+    if stepper.status == NOT_CONVERGED:
+        detail = (f"Newton did not converge in {stepper.max_iter} iterations for batch item {row} "
+                  f"(last update {stepper.last_update:.3g}); reduce dt or raise max_iter")
+    elif stepper.status == SINGULAR:
+        detail = f"the Newton matrix {newton_matrix} is singular for batch item {row}; reduce dt"
+    else:
+        return None
+    return VPIntegratorError(f"{name}: step {k} (t = {t0 + (k - 1) * h:g} -> {t0 + k * h:g}): {detail}")
+
+
+def rows_by_block(stepper, ys: np.ndarray, n: int, out: np.ndarray, infos: np.ndarray) -> np.ndarray:
+    """``stepper.step_block`` for every row of ``ys`` in turn, each row's norm limit the square root of
+    ``infos[r, 3]``, its info (last update, status, failing step) into ``infos[r, :3]``: the states written."""
+    done = np.zeros(ys.shape[0], dtype=np.int64)
+    for r in range(ys.shape[0]):
+        done[r] = stepper.step_block(ys[r], n, out[r], float(np.sqrt(infos[r, 3])))
+        infos[r, :3] = stepper._info[:3]
+    return done
+
+
+__all__ = ["failure_error", "rows_by_block", "lu_solve", "step_implicit_midpoint", "step_gauss_legendre", "workspace",
            "OK", "NOT_CONVERGED", "SINGULAR", "NONFINITE"]
