@@ -160,12 +160,14 @@ class StudyPlan:
         return Budget(self.budget, self.wall_ceiling, self.patience, self.max_steps)
 
     @staticmethod
-    def shared(options: StudyOptions, argv: Sequence[str] = ()) -> dict[str, Any]:
+    def shared(options: StudyOptions, argv: Sequence[str] = (), seeds: list[int] | None = None) -> dict[str, Any]:
         """The fields of ``StudyPlan`` from the checked ``options`` (a plan builder's common part:
-        ``SomePlan(**StudyPlan.shared(options, argv), own=...)``); ``--out`` must have been given."""
+        ``SomePlan(**StudyPlan.shared(options, argv), own=...)``), ``seeds`` where ``--seeds`` is not given;
+        ``--out`` must have been given."""
         if options.out is None:
             raise StudyError("--out is required (the flag, or out in the --plan file)")
-        return {"out": options.out, "seeds": options.seeds, "jobs": options.jobs, "budget": options.budget,
+        return {"out": options.out, "seeds": options.seeds if options.seeds is not None else seeds,
+                "jobs": options.jobs, "budget": options.budget,
                 "wall_ceiling": options.wall_ceiling, "patience": options.patience, "max_steps": options.max_steps,
                 "skip_existing": options.skip_existing, "overwrite": options.overwrite,
                 "table_only": options.table_only, "results": options.results,

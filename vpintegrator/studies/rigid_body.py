@@ -136,8 +136,7 @@ def build_plan(options: RigidBodyOptions, argv: tuple[str, ...] = ()) -> RigidBo
     """The study's plan: the checked keys with the --quick defaults filled in."""
     o, q = options, options.quick
     return RigidBodyPlan(
-        **{**StudyPlan.shared(o, argv),
-           "seeds": o.seeds if o.seeds is not None else ([0, 1] if q else [0, 1, 2, 3, 4]),
+        **{**StudyPlan.shared(o, argv, seeds=[0, 1] if q else [0, 1, 2, 3, 4]),
            # --budget plateau: the step cap (LM iterations: about what the CPU budgets bought, 60 and 300 s)
            "max_steps": o.max_steps if o.max_steps is not None else (MAX_STEPS_QUICK if q else MAX_STEPS)},
         models=model_list(o.models if o.models is not None else ",".join(QUICK_MODELS if q else ALL_MODELS),

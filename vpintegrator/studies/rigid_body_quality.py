@@ -88,7 +88,7 @@ class QualityPlan(StudyPlan):
 def build_plan(options: QualityOptions, argv: tuple[str, ...] = ()) -> QualityPlan:
     """The study's plan: the checked keys, with the checks that need the file system."""
     o = options
-    a = QualityPlan(**{**StudyPlan.shared(o, argv), "seeds": o.seeds if o.seeds is not None else [0, 1, 2, 3, 4]},
+    a = QualityPlan(**StudyPlan.shared(o, argv, seeds=[0, 1, 2, 3, 4]),
                     phase1_seconds=o.phase1_seconds, phase2_seconds=o.phase2_seconds, unroll=o.unroll,
                     phase3_seconds=o.phase3_seconds, unroll3=o.unroll3, config=o.config)
     if not a.table_only and not Path(a.config).is_file():

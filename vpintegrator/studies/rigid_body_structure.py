@@ -130,7 +130,7 @@ class StructurePlan(StudyPlan):
 def build_plan(options: StructureOptions, argv: tuple[str, ...] = ()) -> StructurePlan:
     """The study's plan: the checked keys, with the checks that need the file system."""
     o = options
-    a = StructurePlan(**{**StudyPlan.shared(o, argv), "seeds": o.seeds if o.seeds is not None else [0, 1, 2, 3, 4]},
+    a = StructurePlan(**StudyPlan.shared(o, argv, seeds=[0, 1, 2, 3, 4]),
                       models=model_list(o.models, "--models", MODELS),  # as given, each once
                       train_seconds=o.train_seconds, n_heldout=o.n_heldout, n_long=o.n_long,
                       long_t_end=o.long_t_end, ship=o.ship)

@@ -314,8 +314,8 @@ def build_plan(options: UnknownFormOptions, argv: tuple[str, ...] = ()) -> Unkno
     caps = dict(MAX_STEPS_QUICK if o.quick else MAX_STEPS)
     if o.max_steps is not None:
         caps = {opt: int(o.max_steps) for opt in caps}
-    shared = StudyPlan.shared(o, argv)
-    shared.update(seeds=o.seeds or ([0] if o.quick else [0, 1, 2, 3, 4]), table_only=o.table_only or o.figures_only)
+    shared = StudyPlan.shared(o, argv, seeds=[0] if o.quick else [0, 1, 2, 3, 4])
+    shared["table_only"] = o.table_only or o.figures_only
     return UnknownFormPlan(**shared, quick=o.quick, systems=o.systems or list(SYSTEMS), noise=pick("noise"),
                            n_train=pick("n_train"), n_test=pick("n_test"),
                            budget_seconds=float(pick("budget_seconds")), sweep=pick("sweep"),
