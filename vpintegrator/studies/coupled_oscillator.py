@@ -619,8 +619,9 @@ def _run(s: Settings, run: Path, argv: list[str] | None) -> str:
     return write_results(run)
 
 
-def run(prepared: CoupledOscillatorPlan) -> int:
-    s, a = prepared
+def run(plan: CoupledOscillatorPlan) -> int:
+    """The study from its plan (``build_plan``): the runs, or the tables of a run or results file."""
+    s, a = plan
     if a.results is not None:  # the tables of a results file (a shipped one by name), no run directory
         print(redraw_from(Path(s.out), a.results, read_results, format_results)[2])
         return 0

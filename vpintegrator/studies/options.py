@@ -9,7 +9,7 @@ subclass of ``StudyOptions`` (``RigidBodyOptions``, ... beside the study), each 
 subclass's docstring: its first sentence is the flag's help.
 
 A study is a plan the one runner runs (``vpintegrator.studies.driver.main``): its module defines
-``STUDY = Study(options=..., run=..., prepare=..., doc=__doc__, ...)``. ``Study.command`` makes the keys click
+``STUDY = Study(options=..., run=..., plan=..., doc=__doc__, ...)``. ``Study.command`` makes the keys click
 options (``--key-name``), with ``--plan TOML`` (a file of the study's keys, e.g. ``models = "vpt,st"``),
 ``--set KEY=VALUE`` and the conventions of the other commands (``--print-config``, ``--json``, ``-q``/``-v``,
 ``-h``/``--help``); ``parse`` parses a command line: the defaults, then the plan file, then ``--set`` and the
