@@ -160,3 +160,56 @@ def test_a_study_help_is_clicks(capsys):
     assert out.startswith("Usage: vp-study context [OPTIONS]")
     for flag in ("--plan TOML", "--set KEY=VALUE", "--print-config", "--json", "-q, --quiet", "-v, --verbose"):
         assert flag in out
+
+
+def _holds_no_options(value, where="plan"):
+    """``value`` (a plan) and everything in it: no ``Config``, no namespace."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from vpintegrator.config import Config
+
+    assert not isinstance(value, (Config, argparse.Namespace, SimpleNamespace)), f"{where}: {type(value).__name__}"
+    if dataclasses.is_dataclass(value):
+        for f in dataclasses.fields(value):
+            _holds_no_options(getattr(value, f.name), f"{where}.{f.name}")
+    elif isinstance(value, (tuple, list)):
+        for i, v in enumerate(value):
+            _holds_no_options(v, f"{where}[{i}]")
+
+
+def _frozen_parts(value):
+    """The frozen dataclasses a plan is made of (itself, or the parts of a NamedTuple plan)."""
+    import dataclasses
+
+    parts = list(value) if isinstance(value, tuple) else [value]
+    assert parts and all(dataclasses.is_dataclass(p) and p.__dataclass_params__.frozen for p in parts), parts
+    return parts
+
+
+@pytest.mark.parametrize("name", sorted(set(STUDIES) - {"partial_observation"}) + ["attention"])
+def test_each_study_builds_a_frozen_plan_once(name, tmp_path, monkeypatch):
+    """The driver parses once and calls the study's plan builder once; ``run`` gets a frozen plan that holds no
+    options object (partial_observation: the lead converts it)."""
+    import dataclasses
+
+    from vpintegrator.studies import attention
+    from vpintegrator.studies.driver import load
+
+    monkeypatch.chdir(tmp_path)
+    study = attention.STUDY if name == "attention" else load(name)
+    argv = ["--out", "r", *(["--model", "m.pt", "--data", "d.h5"] if name == "attention" else ["--seeds", "3"])]
+    built, ran = [], []
+
+    def plan(options, given):
+        built.append(given)
+        return study.plan(options, given)
+
+    assert run_study(dataclasses.replace(study, plan=plan, run=lambda p: ran.append(p) or 0), argv) == 0
+    assert built == [tuple(argv)] and len(ran) == 1
+    _holds_no_options(ran[0])
+    for part in _frozen_parts(ran[0]):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            part.out = "elsewhere"
+    first = _frozen_parts(ran[0])[0]
+    assert first.out == "r" and (name == "attention" or first.seeds == [3])

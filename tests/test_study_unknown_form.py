@@ -1,4 +1,4 @@
-"""The unknown-form study (vpintegrator/studies/unknown_form.py): tables and figures from its JSON, the
+"""The unknown-form study (vpintegrator/studies/unknown_form/): tables and figures from its JSON, the
 per-seed target verdicts, the plateau check, bad input in one line, and a tiny end-to-end run (slow)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from vpintegrator.studies import unknown_form as uf
+from vpintegrator.studies.unknown_form import design as uf_design, runs as uf_runs
 from vpintegrator.studies.stats import write_json
 
 
@@ -105,15 +106,15 @@ def test_a_wall_limited_phase_marks_its_sweep_point(tmp_path):
     s here, which the old ``wall >= 0.99 * limit`` rule missed); the run's stop_clock says it."""
     run = tmp_path / "rigid_body_exp" / "lpnet_p0"
     _record(run, 31.0, 193.0)
-    point = uf._point(tmp_path, "lpnet", 0, run)
+    point = uf_runs.point(tmp_path, "lpnet", 0, run)
     assert point["wall_limited"] is True and point["cpu_seconds"] == 31.0 and point["stopped"] == ["wall ceiling"]
     _record(run, 50.1, 80.0, clock="cpu")
-    assert uf._point(tmp_path, "lpnet", 0, run)["wall_limited"] is False
+    assert uf_runs.point(tmp_path, "lpnet", 0, run)["wall_limited"] is False
     _record(run, 20.0, 30.0, stopped="early_stopping", clock=None)
-    point = uf._point(tmp_path, "lpnet", 0, run)
+    point = uf_runs.point(tmp_path, "lpnet", 0, run)
     assert point["wall_limited"] is False and point["stopped"] == ["plateau (patience)"]
     _record(run, 31.0, 199.0, clock="absent")  # a run from before the record: not known, not guessed
-    assert uf._point(tmp_path, "lpnet", 0, run)["wall_limited"] is None
+    assert uf_runs.point(tmp_path, "lpnet", 0, run)["wall_limited"] is None
 
 
 def test_the_tables_print_the_stop_rule_and_say_whether_the_gaps_are_at_plateau():
@@ -264,13 +265,13 @@ def test_recipes_train_fields_through_their_rollout_method_and_warm_start_hnn_an
         _, optimizer, methods, sweep = uf.RECIPES[approach]
         assert optimizer == "lm" and methods == (method,)
         assert all(p["model.method"] == method for p in sweep)
-        phases = uf._phases(uf.Path("runs/x_p0_seed0"), approach, 0)
+        phases = uf_design.phases(Path("runs/x_p0_seed0"), approach, 0)
         (adam, adam_set, adam_share), (lm, lm_set, lm_share) = phases
         assert adam.name == "x_p0_seed0_adam" and lm.name == "x_p0_seed0"
         assert adam_set["optimizer"] == "adam" and adam_set["model.width"] == lm_set["model.width"]
         assert lm_set["init_from"] == str(adam / "best.pt") and "warm_start" not in lm_set
         assert adam_share + lm_share == pytest.approx(1.0)
-    assert len(uf._phases(uf.Path("runs/y"), "lpnet", 1)) == 1
+    assert len(uf_design.phases(Path("runs/y"), "lpnet", 1)) == 1
 
 
 def _fake_run(path, cpu, val, best, cpu_time, n_params=100):
@@ -285,7 +286,7 @@ def test_a_warm_started_point_sums_its_phases_and_keeps_the_better_model(tmp_pat
     run = tmp_path / "runs" / "s" / "hnn_p0_seed0"
     _fake_run(run.with_name("hnn_p0_seed0_adam"), [1.0, 2.0], [1e-2, 5e-3], 5e-3, 2.5)
     _fake_run(run, [1.0, 3.0], [1e-3, 2e-4], 2e-4, 3.5)
-    p = uf._point(tmp_path, "hnn", 0, run)
+    p = uf_runs.point(tmp_path, "hnn", 0, run)
     assert p["cpu_seconds"] == pytest.approx(6.0) and p["best_loss"] == 2e-4
     assert p["curve"]["cpu"] == [1.0, 2.0, 3.5, 5.5] and p["curve"]["val"] == [1e-2, 5e-3, 1e-3, 2e-4]
     assert p["model_run"] == "runs/s/hnn_p0_seed0"

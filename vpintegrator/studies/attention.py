@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,7 +135,27 @@ class AttentionOptions(Config):
     out: str | None = key(None, optional=True, type=str)
 
 
-def run(a: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class AttentionPlan:
+    """The attention step's keys, checked once (``build_plan``)."""
+
+    model: str
+    data: str
+    n_traj: int
+    t_end: float | None
+    out: str
+
+
+def build_plan(options: AttentionOptions, argv: tuple[str, ...] = ()) -> AttentionPlan:
+    """The step's plan: ``--model``, ``--data`` and ``--out`` given."""
+    o = options
+    for name in ("model", "data", "out"):
+        if getattr(o, name) is None:
+            raise StudyError(f"--{name} is required (the flag, or {name} in the --plan file)")
+    return AttentionPlan(str(o.model), str(o.data), o.n_traj, o.t_end, str(o.out))
+
+
+def run(a: AttentionPlan) -> int:
     import torch
 
     torch.set_num_threads(1)
@@ -146,7 +165,7 @@ def run(a: argparse.Namespace) -> int:
 
 
 #: the step as the runner runs it (``python -m vpintegrator.studies.attention``)
-STUDY = Study(AttentionOptions, run, doc=__doc__, required=("model", "data", "out"),
+STUDY = Study(AttentionOptions, run, build_plan, doc=__doc__, required=("model", "data", "out"),
               prog="python -m vpintegrator.studies.attention", interrupted="Interrupted.")
 
 

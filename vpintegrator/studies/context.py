@@ -45,7 +45,6 @@ with ``--results FILE``, from a shipped copy such as ``docs/data/context_oscilla
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 import time
@@ -716,7 +715,35 @@ class ContextOptions(Config):
     export: str | None = key(None, optional=True, type=str, metavar="DIR")
 
 
-def _run(a: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class ContextPlan:
+    """The context study's keys, resolved once (``build_plan``): ``figures_only`` is --figures-only or
+    --table-only; a None axis is the system's default (known once --data is read)."""
+
+    out: str
+    data: str | None
+    seeds: list[int]
+    epochs: int
+    n_test: int
+    models: str | None
+    noise: list[float] | None
+    context_lens: list[int] | None
+    splits: list[str] | None
+    figures_only: bool
+    results: str | None
+    export: str | None
+
+
+def build_plan(options: ContextOptions, argv: tuple[str, ...] = ()) -> ContextPlan:
+    """The study's plan from its checked keys (``--out`` required)."""
+    o = options
+    if o.out is None:
+        raise StudyError("--out is required (the flag, or out in the --plan file)")
+    return ContextPlan(o.out, o.data, o.seeds or [0, 1, 2, 3, 4], o.epochs, o.n_test, o.models, o.noise,
+                       o.context_lens, o.splits, o.figures_only or o.table_only, o.results, o.export)
+
+
+def _run(a: ContextPlan) -> int:
     out = Path(a.out)
     check_out_dir(out)
     path = out / "context_study.json"
@@ -725,8 +752,7 @@ def _run(a: argparse.Namespace) -> int:
         print(f"pretrained: {Path(a.export) / info['file']} <- {info['source']} (seed {info['seed']}, "
               f"validation {info['best_val']:.4g})")
         return 0
-    figures_only = a.figures_only or a.table_only  # --results without either: refused when parsed (options.parse)
-    if figures_only:
+    if a.figures_only:  # --results without it: refused when parsed (options.parse_command)
         if a.results is not None:
             from .._shipped import results_path
 
@@ -754,7 +780,7 @@ def _run(a: argparse.Namespace) -> int:
         check_study_sizes(Path(a.data), a.n_test, axes, len(models), h)  # before any training
         out.mkdir(parents=True, exist_ok=True)
         try:
-            new = run_study(Path(a.data), out, a.seeds or [0, 1, 2, 3, 4], a.epochs, a.n_test, axes, models,
+            new = run_study(Path(a.data), out, a.seeds, a.epochs, a.n_test, axes, models,
                             system=system, h=h)
         except subprocess.CalledProcessError as exc:
             run = exc.cmd[exc.cmd.index("--out") + 1]
@@ -812,7 +838,7 @@ def read_study_json(path: Path) -> dict[str, Any]:
     return doc
 
 
-def run(a: argparse.Namespace) -> int:
+def run(a: ContextPlan) -> int:
     try:
         return _run(a)
     except VPIntegratorError as err:
@@ -820,7 +846,7 @@ def run(a: argparse.Namespace) -> int:
 
 
 #: the study as the runner runs it (``vp-study context``, ``python -m vpintegrator.studies.context``)
-STUDY = Study(ContextOptions, run, doc=__doc__, required=("out",),
+STUDY = Study(ContextOptions, run, build_plan, doc=__doc__, required=("out",),
               prog="python -m vpintegrator.studies.context", error_prefix="context study: error: ",
               interrupted="context study: interrupted; run the same command again: the finished runs (those with a "
                           "complete.json) are kept, an unfinished one is trained again")

@@ -28,9 +28,8 @@ Exit status: 0 done, 2 bad input or a failed step (one line on stderr), 130 inte
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
-import argparse
 import math
 import re
 import shlex
@@ -45,8 +44,8 @@ from .._shipped import shipped_file
 from ..rundir import read_log
 from ..config import key
 from ..errors import VPIntegratorError
-from .options import Study, StudyOptions, comma_list, model_list
-from .runner import REPO, WALL_CEILING, Runner, StudyError, Task, budget_flags, check_out_dir, check_study_out, study_lock
+from .options import Study, StudyOptions, StudyPlan, comma_list, model_list
+from .runner import REPO, WALL_CEILING, Budget, Runner, StudyError, Task, budget_flags, check_out_dir, check_study_out, study_lock
 from .stats import (bootstrap_ci, fmt_num, md_table, mean_std, median_interval, read_json, results_provenance,
                     read_results_json, redraw_from, unplain, write_json, write_text)
 from .work_precision import equal_cost_section
@@ -91,9 +90,9 @@ def _budget_text(settings: dict) -> str:
             f"{settings.get('wall_ceiling')}x)")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Settings:
-    """The study's settings (written to ``RUN/settings.json``)."""
+    """The study's settings (written to ``RUN/settings.json``), resolved once by ``build_plan``."""
 
     out: str
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
@@ -115,6 +114,19 @@ class Settings:
     @property
     def t_end(self) -> float:
         return round(self.n_steps * DT, 10)
+
+    @property
+    def training_budget(self) -> Budget:
+        """What stops each training (``runner.budget_flags``): ``budget`` and ``wall_ceiling``."""
+        return Budget(self.budget, self.wall_ceiling)
+
+
+class CoupledOscillatorPlan(NamedTuple):
+    """The study's plan (``build_plan``): its ``Settings`` and the shared keys (``--table-only``, ``--results``,
+    the command line as given)."""
+
+    settings: Settings
+    shared: StudyPlan
 
 
 # --------------------------------------------------------------------------- arguments
@@ -177,10 +189,13 @@ class CoupledOscillatorOptions(StudyOptions):
     quick: bool = key(False, type=bool)
 
 
-def prepare(a: argparse.Namespace) -> tuple[Settings, argparse.Namespace]:
-    """The checked keys as the study's ``Settings`` (the --quick defaults filled in, the configs checked), and
-    the namespace (``table_only``, ``argv``)."""
+def build_plan(options: CoupledOscillatorOptions, argv: tuple[str, ...] = ()) -> CoupledOscillatorPlan:
+    """The study's plan: the checked keys as the study's ``Settings`` (the --quick defaults filled in, the
+    configs checked), and the shared keys (``table_only``, ``results``, ``argv``)."""
+    a = options
     quick = a.quick
+    if a.out is None:
+        raise StudyError("--out is required (the flag, or out in the --plan file)")
     s = Settings(
         out=a.out,
         seeds=a.seeds if a.seeds is not None else ([0] if quick else [0, 1, 2, 3, 4]),
@@ -197,6 +212,7 @@ def prepare(a: argparse.Namespace) -> tuple[Settings, argparse.Namespace]:
         init_scale=a.init_scale,
         budget=a.budget,
         wall_ceiling=a.wall_ceiling,
+        export_pretrained=a.export_pretrained,
     )
     for model in s.models:
         if not a.table_only and not _resolve(s.configs[model]).is_file():
@@ -215,8 +231,7 @@ def prepare(a: argparse.Namespace) -> tuple[Settings, argparse.Namespace]:
                              "results file with --results)")
     else:
         check_study_out(out, s.skip_existing, s.overwrite)
-    s.export_pretrained = a.export_pretrained
-    return s, a
+    return CoupledOscillatorPlan(s, StudyPlan(**StudyPlan.shared(a, argv)))
 
 
 def _models(text: str | None) -> list[str]:
@@ -225,7 +240,7 @@ def _models(text: str | None) -> list[str]:
     return model_list(text, "--models", MODELS, in_valid_order=True)  # table order, no duplicates
 
 
-def _configs(a: argparse.Namespace) -> dict[str, str]:
+def _configs(a: CoupledOscillatorOptions) -> dict[str, str]:
     configs = {m: _default_config(m) for m in MODELS}
     pairs = list(a.config) + [f"vpt={a.vpt_config}"] * bool(a.vpt_config) + [f"st={a.st_config}"] * bool(a.st_config)
     for pair in pairs:
@@ -290,7 +305,7 @@ def plan(s: Settings) -> Runner:
             if out.exists() and not done:
                 shutil.rmtree(out)  # an unfinished run from an interrupted study: start it again
             runner.add(Task(name, ["vp-train", _resolve(s.configs[model]), "--data", p["train"], "--out", out,
-                                   "--seed", str(seed), *budget_flags(s, s.train_seconds), *scale,
+                                   "--seed", str(seed), *budget_flags(s.training_budget, s.train_seconds), *scale,
                                    "--quiet"],
                             [out / "summary.json", out / "log.csv"], ["gen_train"]))
             trains.append(name)
@@ -604,12 +619,13 @@ def _run(s: Settings, run: Path, argv: list[str] | None) -> str:
     return write_results(run)
 
 
-def run(prepared: tuple[Settings, argparse.Namespace]) -> int:
-    s, a = prepared
+def run(plan: CoupledOscillatorPlan) -> int:
+    """The study from its plan (``build_plan``): the runs, or the tables of a run or results file."""
+    s, a = plan
     if a.results is not None:  # the tables of a results file (a shipped one by name), no run directory
         print(redraw_from(Path(s.out), a.results, read_results, format_results)[2])
         return 0
-    text = write_results(Path(s.out)) if a.table_only else run_study(s, a.argv)
+    text = write_results(Path(s.out)) if a.table_only else run_study(s, list(a.argv))
     print(text)
     print(f"Results: {Path(s.out) / 'results.md'} and results.json")
     if s.export_pretrained:
@@ -620,7 +636,7 @@ def run(prepared: tuple[Settings, argparse.Namespace]) -> int:
 
 
 #: the study as the runner runs it (``vp-study coupled_oscillator``, ``scripts/reproduce_coupled_oscillator.py``)
-STUDY = Study(CoupledOscillatorOptions, run, prepare, prog="reproduce_coupled_oscillator.py",
+STUDY = Study(CoupledOscillatorOptions, run, build_plan, prog="reproduce_coupled_oscillator.py",
               doc="Coupled-oscillator study: VPT vs standard transformer vs Stormer-Verlet and RK4 over 10^4 steps.",
               required=("out",),
               helps={"out": "Run directory (created).",

@@ -3,8 +3,9 @@
 Every way of running a study goes through ``main``: ``vp-study NAME ARGS`` (``vpintegrator.cli.study``),
 ``scripts/reproduce_NAME.py ARGS`` and ``python -m vpintegrator.studies.NAME ARGS``. A study is a
 ``vpintegrator.studies.options.Study`` (its module's ``STUDY``); ``main`` parses with
-``vpintegrator.studies.options.parse`` (the keys, ``--plan``, ``--set``), answers ``--help`` and
-``--print-config`` without running, shows the runner's progress lines on stderr through ``logging``
+``vpintegrator.studies.options.parse_command`` (the keys, ``--plan``, ``--set``), answers ``--help`` and
+``--print-config`` without running, builds the study's plan once (``Study.plan``: the checked options go
+there and nowhere else) and runs the study on it, shows the runner's progress lines on stderr through ``logging``
 (``study_logging``: ``-q`` none, ``-v`` each step's command line too), and with ``--json`` prints one JSON
 object on stdout. Errors are one line (``vpintegrator.studies.runner.guarded``).
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from .._logging import StderrHandler
-from .options import HelpShown, config_toml, parse
+from .options import HelpShown, config_toml, parse_command
 from .runner import StudyError, guarded
 
 __all__ = ["load", "main", "study_logging"]
@@ -65,8 +66,8 @@ def load(name: str) -> Any:
     return importlib.import_module(f"vpintegrator.studies.{STUDIES[name][0]}").STUDY
 
 
-def _summary(name: str, a: Any, status: int) -> dict[str, Any]:
-    out = Path(a.out) if getattr(a, "out", None) else None
+def _summary(name: str, out_key: str | None, status: int) -> dict[str, Any]:
+    out = Path(out_key) if out_key else None
     files: list[str] = []
     if out is not None and out.is_dir():
         files = sorted(str(p) for p in out.iterdir() if p.is_file() and p.suffix in (".md", ".json", ".csv"))
@@ -80,9 +81,9 @@ def main(study: Any, argv: Iterable[str] | None = None, prog: str | None = None)
     ``scripts/reproduce_*.py``, ``python -m vpintegrator.studies.<step>``).
 
     ``study`` is a ``Study`` or the name of one (``STUDIES``); ``argv`` its arguments (default
-    ``sys.argv[1:]``); ``prog`` the command name in its help and messages. Parses once (``options.parse``:
-    ``--plan``, ``--set``, the flags), answers ``--help`` and ``--print-config`` without running, runs the
-    study with its progress on stderr (``-q`` none, ``-v`` each step's command line too) and, with
+    ``sys.argv[1:]``); ``prog`` the command name in its help and messages. Parses once
+    (``options.parse_command``: ``--plan``, ``--set``, the flags), answers ``--help`` and ``--print-config``
+    without running, builds the study's plan once (``Study.plan``) and runs the study on it, with its progress on stderr (``-q`` none, ``-v`` each step's command line too) and, with
     ``--json``, prints one JSON object on stdout (study, exit status, out, the result files) while the
     study's own text goes to stderr. Returns the exit status: 0 done, 2 bad input or a failed step (one
     line on stderr), 130 interrupted.
@@ -100,17 +101,18 @@ def main(study: Any, argv: Iterable[str] | None = None, prog: str | None = None)
 
     def body() -> int:
         try:
-            a = parse(plan, args, command)
+            options, invocation = parse_command(plan, args, command)
         except HelpShown as shown:
             return shown.code
-        if a.print_config:
-            sys.stdout.write(config_toml(plan, a))
+        if invocation.print_config:
+            sys.stdout.write(config_toml(plan, options))
             return 0
-        text = contextlib.redirect_stdout(sys.stderr) if a.as_json else contextlib.nullcontext()
-        with study_logging(a.quiet, a.verbose), text:
-            status = plan.run(a if plan.prepare is None else plan.prepare(a))
-        if a.as_json:
-            sys.stdout.write(json.dumps(_summary(name, a, status)) + "\n")
+        out = getattr(options, "out", None)
+        text = contextlib.redirect_stdout(sys.stderr) if invocation.as_json else contextlib.nullcontext()
+        with study_logging(invocation.quiet, invocation.verbose), text:
+            status = plan.run(plan.plan(options, invocation.argv))
+        if invocation.as_json:
+            sys.stdout.write(json.dumps(_summary(name, out, status)) + "\n")
         return status
 
     return guarded(body, plan.error_prefix, plan.interrupted)

@@ -9,13 +9,18 @@ subclass of ``StudyOptions`` (``RigidBodyOptions``, ... beside the study), each 
 subclass's docstring: its first sentence is the flag's help.
 
 A study is a plan the one runner runs (``vpintegrator.studies.driver.main``): its module defines
-``STUDY = Study(options=..., run=..., prepare=..., doc=__doc__, ...)``. ``Study.command`` makes the keys click
+``STUDY = Study(options=..., run=..., plan=..., doc=__doc__, ...)``. ``Study.command`` makes the keys click
 options (``--key-name``), with ``--plan TOML`` (a file of the study's keys, e.g. ``models = "vpt,st"``),
 ``--set KEY=VALUE`` and the conventions of the other commands (``--print-config``, ``--json``, ``-q``/``-v``,
 ``-h``/``--help``); ``parse`` parses a command line: the defaults, then the plan file, then ``--set`` and the
 flags given on top (a key given by ``--set`` and by its own flag is refused), every key checked once by
-``Config``, the checked values written into the namespace (``--seeds`` as a list of integers). A bad key or
-value is a one-line ``StudyError`` naming the flag.
+``Config`` (``--seeds`` as a list of integers). A bad key or value is a one-line ``StudyError`` naming the flag.
+
+Plans, not configs: the checked options reach one function of the study only, its plan builder
+(``Study.plan``, ``build_plan(options, argv) -> SomePlan`` beside the study), which resolves them once (the
+``--quick`` defaults, the checks that need the file system) into a frozen, typed plan; ``run`` and everything
+below it take the plan. ``StudyPlan`` holds the keys every study of trainings shares (a study's plan is a
+subclass of it with its own fields); a study with no keys of its own runs on ``StudyPlan.build``.
 
 ``STUDIES`` names the studies ``python -m vpintegrator study NAME`` (``vp-study NAME``) runs: name ->
 (module under ``vpintegrator.studies`` that defines ``STUDY``, one line). Adding a study is one entry.
@@ -23,7 +28,6 @@ value is a one-line ``StudyError`` naming the flag.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 import sys
@@ -34,7 +38,7 @@ import click
 
 from ..config import Config, check_keys, declared, did_you_mean, distinct, dump_toml, key, parse_set, read_toml
 from ..errors import VPIntegratorError
-from .runner import PLATEAU_PATIENCE, WALL_CEILING, StudyError, parse_seeds
+from .runner import PLATEAU_PATIENCE, WALL_CEILING, Budget, StudyError, parse_seeds
 
 #: what ``--budget`` may name (``vpintegrator.studies.runner.budget_flags``)
 BUDGETS = ("cpu", "wall", "plateau")
@@ -43,8 +47,8 @@ PLATEAU_HELP = ("What stops a training: plateau (the default here: its validatio
                 "a 1 percent fall of the score, or --max-steps optimiser steps, rules no load moves; CPU seconds "
                 "recorded beside), cpu (the training process's CPU seconds) or wall seconds.")
 
-__all__ = ["STUDIES", "SHIPPED_RESULTS", "BUDGETS", "PLATEAU_HELP", "HelpShown", "Study", "StudyOptions", "comma_list", "config_toml", "model_list", "number_list",
-           "parse", "seed_list"]
+__all__ = ["STUDIES", "SHIPPED_RESULTS", "BUDGETS", "PLATEAU_HELP", "HelpShown", "Invocation", "Study", "StudyOptions",
+           "StudyPlan", "comma_list", "config_toml", "model_list", "number_list", "parse", "parse_command", "seed_list"]
 
 #: study name -> (module under vpintegrator.studies that defines ``STUDY``, what it does)
 STUDIES: dict[str, tuple[str, str]] = {
@@ -127,6 +131,54 @@ class StudyOptions(Config):
                                              "(lowest validation score) to DIR, with DIR/provenance.json.")
 
 
+@dataclass(frozen=True, kw_only=True)
+class StudyPlan:
+    """The resolved keys every study of trainings shares (``StudyOptions``'), built once by a study's plan
+    builder: a study's plan is a frozen subclass with its own fields (``RigidBodyPlan``, ...).
+
+    ``argv`` is the command line as given (recorded by some studies); ``seeds`` is None where the study's
+    own default applies and ``max_steps`` None for the study's own step budget.
+    """
+
+    out: str
+    seeds: list[int] | None = None
+    jobs: int = 2
+    budget: str = "cpu"
+    wall_ceiling: float = WALL_CEILING
+    patience: int = PLATEAU_PATIENCE
+    max_steps: int | None = None
+    skip_existing: bool = False
+    overwrite: bool = False
+    table_only: bool = False
+    results: str | None = None
+    export_pretrained: str | None = None
+    argv: tuple[str, ...] = ()
+
+    @property
+    def training_budget(self) -> Budget:
+        """What stops the study's trainings (``runner.budget_flags``)."""
+        return Budget(self.budget, self.wall_ceiling, self.patience, self.max_steps)
+
+    @staticmethod
+    def shared(options: StudyOptions, argv: Sequence[str] = (), seeds: list[int] | None = None) -> dict[str, Any]:
+        """The fields of ``StudyPlan`` from the checked ``options`` (a plan builder's common part:
+        ``SomePlan(**StudyPlan.shared(options, argv), own=...)``), ``seeds`` where ``--seeds`` is not given;
+        ``--out`` must have been given."""
+        if options.out is None:
+            raise StudyError("--out is required (the flag, or out in the --plan file)")
+        return {"out": options.out, "seeds": options.seeds if options.seeds is not None else seeds,
+                "jobs": options.jobs, "budget": options.budget,
+                "wall_ceiling": options.wall_ceiling, "patience": options.patience, "max_steps": options.max_steps,
+                "skip_existing": options.skip_existing, "overwrite": options.overwrite,
+                "table_only": options.table_only, "results": options.results,
+                "export_pretrained": options.export_pretrained, "argv": tuple(argv)}
+
+    @classmethod
+    def build(cls, options: StudyOptions, argv: Sequence[str] = ()) -> StudyPlan:
+        """The plan builder of a study with no keys of its own (``Study``'s default)."""
+        return StudyPlan(**StudyPlan.shared(options, argv))
+
+
 def comma_list(value: Any, name: str) -> str:
     """A comma-list key's value: a string (``"vpt,st"``) as given, a TOML array of strings joined with
     commas; else a one-line error naming the key."""
@@ -205,19 +257,21 @@ class Study:
     runs.
 
     A study module defines ``STUDY = Study(...)`` (and an entry in ``STUDIES``); the runner parses its
-    command line once (``parse``), with every study's conventions (``--plan``, ``--set``, ``--print-config``,
-    ``--json``, ``-q``/``-v``, ``--help``), and calls ``run``.
+    command line once (``parse_command``), with every study's conventions (``--plan``, ``--set``,
+    ``--print-config``, ``--json``, ``-q``/``-v``, ``--help``), builds the study's plan once (``plan``) and
+    calls ``run`` with it.
 
     Parameters
     ----------
     options : type
         The study's ``Config`` (a subclass of ``StudyOptions`` for a study of trainings): one flag per key.
     run : callable
-        ``run(a) -> int``: the study, from what ``prepare`` returned (exit status 0 when done; bad input or a
+        ``run(plan) -> int``: the study, from the plan ``plan`` built (exit status 0 when done; bad input or a
         failed step raises ``StudyError``).
-    prepare : callable, optional
-        ``prepare(namespace) -> a``: the study's own resolution of the checked keys (``--quick`` defaults, checks
-        that need the file system); default: the namespace as it is.
+    plan : callable
+        ``plan(options, argv) -> plan``: the study's plan builder, the one function that takes its checked
+        options (an instance of ``options``) and the command line as given; it resolves them once (``--quick``
+        defaults, checks that need the file system) into a frozen, typed plan. Default: ``StudyPlan.build``.
     doc : str
         The help's description (the module docstring: its first paragraph is shown).
     required : tuple of str
@@ -232,7 +286,7 @@ class Study:
 
     options: type
     run: Callable[[Any], int]
-    prepare: Callable[[argparse.Namespace], Any] | None = None
+    plan: Callable[[Any, tuple[str, ...]], Any] = StudyPlan.build
     doc: str = ""
     required: tuple[str, ...] = ()
     defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -289,9 +343,9 @@ class Study:
                                                "max_content_width": 110})
 
     def parse(self, argv: Sequence[str] | None = None, prog: str | None = None) -> Any:
-        """``argv`` parsed (``parse``) and resolved by ``prepare``: what ``run`` takes."""
-        a = parse(self, argv, prog)
-        return a if self.prepare is None else self.prepare(a)
+        """``argv`` parsed (``parse_command``) and built into the study's plan (``plan``): what ``run`` takes."""
+        options, invocation = parse_command(self, argv, prog)
+        return self.plan(options, invocation.argv)
 
 
 def _shown(value: Any) -> str:
@@ -306,12 +360,30 @@ class HelpShown(Exception):
         self.code = code
 
 
-def parse(study: Study, argv: Sequence[str] | None = None, prog: str | None = None) -> argparse.Namespace:
+@dataclass(frozen=True)
+class Invocation:
+    """How a study was asked to run, beside its keys: the command line as given and the driver's own flags."""
+
+    argv: tuple[str, ...] = ()
+    print_config: bool = False
+    as_json: bool = False
+    quiet: bool = False
+    verbose: bool = False
+
+
+def parse(study: Study, argv: Sequence[str] | None = None, prog: str | None = None) -> Config:
+    """The checked options (an instance of ``study.options``) of a study's command line: ``parse_command``'s
+    first half."""
+    return parse_command(study, argv, prog)[0]
+
+
+def parse_command(study: Study, argv: Sequence[str] | None = None,
+                  prog: str | None = None) -> tuple[Config, Invocation]:
     """Parse a study's command line: the defaults, then ``--plan``'s keys, then ``--set`` and the flags given (a
-    key given by ``--set`` and by its own flag is refused), every key checked once by its ``Config``; the
-    namespace holds the checked values (``--seeds`` as a list of integers) and ``plan``, ``set_``,
-    ``print_config``, ``as_json``, ``quiet``, ``verbose`` and ``argv`` (the arguments as given). Bad input: a one-line ``StudyError`` naming the
-    flag or key; ``--help`` prints the help and raises ``HelpShown``."""
+    key given by ``--set`` and by its own flag is refused), every key checked once by its ``Config`` (an
+    instance of ``study.options``: ``--seeds`` as a list of integers, a float key's integer as a float), and the
+    ``Invocation`` (the arguments as given, ``--print-config``, ``--json``, ``-q``, ``-v``). Bad input: a one-line
+    ``StudyError`` naming the flag or key; ``--help`` prints the help and raises ``HelpShown``."""
     from click.core import ParameterSource
 
     cmd = study.command(prog)
@@ -342,19 +414,19 @@ def parse(study: Study, argv: Sequence[str] | None = None, prog: str | None = No
     for name in study.required:
         if values.get(name) is None and not params["print_config"]:
             raise StudyError(f"{_flag(name)} is required (the flag, or {name} in the --plan file)")
-    a = argparse.Namespace(**{k: v for k, v in params.items() if k not in names})
-    a.argv = list(sys.argv[1:] if argv is None else argv)  # the command line as given (recorded by some studies)
-    _write_back(a, _build(study.options, values), names)
-    if getattr(a, "results", None) is not None and not (getattr(a, "table_only", False)
-                                                        or getattr(a, "figures_only", False)):
+    options = _build(study.options, values)
+    if getattr(options, "results", None) is not None and not (getattr(options, "table_only", False)
+                                                              or getattr(options, "figures_only", False)):
         raise StudyError("--results is read by --table-only only; add --table-only to draw the tables from it")
-    return a
+    invocation = Invocation(tuple(sys.argv[1:] if argv is None else argv), bool(params["print_config"]),
+                            bool(params["as_json"]), bool(params["quiet"]), bool(params["verbose"]))
+    return options, invocation
 
 
-def config_toml(study: Study, a: argparse.Namespace) -> str:
-    """The resolved keys of a parsed namespace ``a`` as TOML: a ``--plan`` file that gives the same study
-    (keys not set are left out)."""
-    return dump_toml({n: getattr(a, n) for n in study.keys()})
+def config_toml(study: Study, options: Config) -> str:
+    """The checked ``options`` of a study as TOML: a ``--plan`` file that gives the same study (keys not set
+    are left out)."""
+    return dump_toml({n: getattr(options, n) for n in study.keys()})
 
 
 def _study_error(err: VPIntegratorError) -> StudyError:
@@ -369,15 +441,11 @@ def _study_error(err: VPIntegratorError) -> StudyError:
 
 def _build(cls: type[Config], values: Mapping[str, Any]) -> Config:
     try:
-        return cls.from_dict(values, source="flags")
+        options = cls.from_dict(values, source="flags")
     except VPIntegratorError as err:
         raise _study_error(err) from None
-
-
-def _write_back(a: argparse.Namespace, options: Config, names: Sequence[str]) -> None:
-    keys = declared(type(options))
-    for name in names:
+    for name, k in declared(cls).items():
         value = getattr(options, name)
-        if keys[name].type is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)  # 60 in a TOML file is 60.0, as --train-seconds 60 is
-        setattr(a, name, value)
+        if k.type is float and isinstance(value, int) and not isinstance(value, bool):
+            object.__setattr__(options, name, float(value))  # 60 in a TOML file is 60.0, as --train-seconds 60 is
+    return options

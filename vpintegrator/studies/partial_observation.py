@@ -54,6 +54,7 @@ from the JSON. Finished training runs (``complete.json``) are reused: run the sa
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 from dataclasses import dataclass
@@ -417,6 +418,11 @@ def _run(a: argparse.Namespace) -> int:
     return 0
 
 
+def namespace(options: PartialObservationOptions, argv: tuple[str, ...] = ()) -> argparse.Namespace:
+    """The study's checked options as the namespace ``run`` reads (an adapter until the study has a plan)."""
+    return argparse.Namespace(**{f.name: getattr(options, f.name) for f in dataclasses.fields(options)}, argv=argv)
+
+
 def run(a: argparse.Namespace) -> int:
     """The study from its resolved options (``STUDY``); bad input is a one-line ``StudyError``."""
     try:
@@ -426,7 +432,7 @@ def run(a: argparse.Namespace) -> int:
 
 
 #: the study as the runner runs it (``vp-study partial_observation``, ``python -m vpintegrator.studies.partial_observation``)
-STUDY = Study(PartialObservationOptions, run, doc=__doc__, required=("out",), prog="vp-study partial_observation",
+STUDY = Study(PartialObservationOptions, run, namespace, doc=__doc__, required=("out",), prog="vp-study partial_observation",
               error_prefix="partial_observation study: error: ",
               interrupted="partial_observation study: interrupted; run the same command again (finished training "
                           "runs, those with a complete.json, are kept)")

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import argparse
 import json
 from dataclasses import dataclass
 import shutil
@@ -52,7 +51,7 @@ from .rigid_body_results import (  # noqa: F401  (re-exported: the study's publi
 from . import export
 from .._shipped import shipped_file
 from ..config import key
-from .options import BUDGETS, PLATEAU_HELP, Study, StudyOptions, comma_list, model_list
+from .options import BUDGETS, PLATEAU_HELP, Study, StudyOptions, StudyPlan, comma_list, model_list
 from .runner import PLATEAU_WALL_FACTOR, Runner, StudyError, Task, budget_flags, check_study_out, study_lock
 from .stats import read_json, redraw_from, write_if_changed, write_json
 
@@ -111,21 +110,44 @@ class RigidBodyOptions(StudyOptions):
     quick: bool = key(False, type=bool)
 
 
-def prepare(a: argparse.Namespace) -> argparse.Namespace:
-    """The checked keys with the --quick defaults filled in."""
-    q = a.quick
-    a.seeds = a.seeds if a.seeds is not None else ([0, 1] if q else [0, 1, 2, 3, 4])
-    a.models = model_list(a.models if a.models is not None else ",".join(QUICK_MODELS if q else ALL_MODELS),
-                          "--models", ALL_MODELS, in_valid_order=True)  # canonical order, no duplicates
-    a.train_seconds = a.train_seconds if a.train_seconds is not None else (60.0 if q else 300.0)
-    # --budget plateau: the step cap (LM iterations: about what the CPU budgets bought, 60 and 300 s)
-    a.max_steps = a.max_steps if a.max_steps is not None else (MAX_STEPS_QUICK if q else MAX_STEPS)
-    a.long_t_end = a.long_t_end if a.long_t_end is not None else (1000.0 if q else 5000.0)
-    a.timing_t_end = a.timing_t_end if a.timing_t_end is not None else (5000.0 if q else 50000.0)
-    a.n_heldout = a.n_heldout if a.n_heldout is not None else (20 if q else 100)
-    a.timing_concurrent = q if a.timing_concurrent is None else a.timing_concurrent
-    a.out = Path(a.out)
-    return a
+@dataclass(frozen=True, kw_only=True)
+class RigidBodyPlan(StudyPlan):
+    """The study's keys resolved once (``build_plan``: the --quick defaults filled in)."""
+
+    seeds: list[int]
+    max_steps: int
+    models: list[str]
+    train_seconds: float
+    long_t_end: float
+    long_volume: bool
+    timing_t_end: float
+    n_heldout: int
+    timing_concurrent: bool
+    config_dir: str
+    quick: bool
+
+    @property
+    def run(self) -> Path:
+        """The run directory (``--out``)."""
+        return Path(self.out)
+
+
+def build_plan(options: RigidBodyOptions, argv: tuple[str, ...] = ()) -> RigidBodyPlan:
+    """The study's plan: the checked keys with the --quick defaults filled in."""
+    o, q = options, options.quick
+    return RigidBodyPlan(
+        **{**StudyPlan.shared(o, argv, seeds=[0, 1] if q else [0, 1, 2, 3, 4]),
+           # --budget plateau: the step cap (LM iterations: about what the CPU budgets bought, 60 and 300 s)
+           "max_steps": o.max_steps if o.max_steps is not None else (MAX_STEPS_QUICK if q else MAX_STEPS)},
+        models=model_list(o.models if o.models is not None else ",".join(QUICK_MODELS if q else ALL_MODELS),
+                          "--models", ALL_MODELS, in_valid_order=True),  # canonical order, no duplicates
+        train_seconds=o.train_seconds if o.train_seconds is not None else (60.0 if q else 300.0),
+        long_t_end=o.long_t_end if o.long_t_end is not None else (1000.0 if q else 5000.0),
+        long_volume=o.long_volume,
+        timing_t_end=o.timing_t_end if o.timing_t_end is not None else (5000.0 if q else 50000.0),
+        n_heldout=o.n_heldout if o.n_heldout is not None else (20 if q else 100),
+        timing_concurrent=q if o.timing_concurrent is None else o.timing_concurrent,
+        config_dir=o.config_dir, quick=q)
 
 
 # --------------------------------------------------------------------------- the plan
@@ -135,7 +157,7 @@ def _rollout_outputs(h5: Path) -> list:
     return [h5, h5.with_suffix(".csv"), h5.with_suffix(".md")]
 
 
-def _rule(a) -> str:
+def _rule(a: RigidBodyPlan) -> str:
     """What stops each training, in a few words."""
     if a.budget == "plateau":
         return (f"plateau (patience {a.patience} epochs, 1 percent) or {a.max_steps} steps, wall ceiling "
@@ -143,16 +165,16 @@ def _rule(a) -> str:
     return f"{a.train_seconds:g} {a.budget} s"
 
 
-def _config(a, model: str) -> Path:
+def _config(a: RigidBodyPlan, model: str) -> Path:
     return Path(a.config_dir) / f"rigid_body_{'vpt' if model == 'vpt_exact' else model}.toml"
 
 
-def _train_task(a, runner: Runner, model: str, seed: int) -> Task:
+def _train_task(a: RigidBodyPlan, runner: Runner, model: str, seed: int) -> Task:
     out = runner.run / "train" / f"{model}_s{seed}"
     name = f"train_{model}_s{seed}"
     data = runner.run / "data" / ("exact.h5" if model == "vpt_exact" else "im.h5")
     cmd = ["vp-train", _config(a, model), "--data", data, "--out", out, "--seed", str(seed),
-           *budget_flags(a, a.train_seconds), "--quiet"]
+           *budget_flags(a.training_budget, a.train_seconds), "--quiet"]
     if a.skip_existing and out.exists() and not runner.stamp(name).exists():
         summary = read_json(out / "summary.json")
         if (out / "last.pt").exists() and summary is not None:
@@ -160,16 +182,16 @@ def _train_task(a, runner: Runner, model: str, seed: int) -> Task:
             used = wall if a.budget == "wall" else float(summary.get("cpu_time", wall))
             # an unfinished run (killed or interrupted): continue it for the time it has left
             left = round(max(a.train_seconds - used, 1.0), 1)
-            cmd = ["vp-train", "--resume", out, *budget_flags(a, left, max(a.train_seconds - wall / a.wall_ceiling, 1.0)),
+            cmd = ["vp-train", "--resume", out, *budget_flags(a.training_budget, left, max(a.train_seconds - wall / a.wall_ceiling, 1.0)),
                    "--quiet"]
         else:
             shutil.rmtree(out)  # started but never checkpointed: start again
     return Task(name, cmd, [out / "summary.json", out / "log.csv"], ["gen_exact" if model == "vpt_exact" else "gen_im"])
 
 
-def plan(a: argparse.Namespace) -> Runner:
+def plan(a: RigidBodyPlan) -> Runner:
     """Every step of the study as a ``vpintegrator.studies.runner.Task`` of one ``vpintegrator.studies.runner.Runner``, in order."""
-    runner = Runner(a.out, jobs=a.jobs, skip_existing=a.skip_existing, overwrite=a.overwrite)
+    runner = Runner(a.run, jobs=a.jobs, skip_existing=a.skip_existing, overwrite=a.overwrite)
     add, p = runner.add, runner.run.joinpath
     im_models = [m for m in a.models if m in IM_MODELS]
     exact = "vpt_exact" in a.models
@@ -270,16 +292,16 @@ def plan(a: argparse.Namespace) -> Runner:
     return runner
 
 
-def write_specs(a: argparse.Namespace) -> None:
+def write_specs(a: RigidBodyPlan) -> None:
     """The held-out and timing-reference specs (small TOML files in RUN, so the data can be remade); needs
     ``RUN/data/im.h5`` (the timing reference starts at its trajectory 1)."""
     from vpintegrator.data import load_spec, read_trajectories
 
     inertia = load_spec("rigid_body_paper").params["inertia"]
-    d = a.out / "data"
+    d = a.run / "data"
     write_heldout_spec(d / "heldout.toml", a.n_heldout, HELDOUT_SEED, "implicit_midpoint",
                        "the rigid-body study (vp-study rigid_body)")
-    td = a.out / "timing"
+    td = a.run / "timing"
     td.mkdir(parents=True, exist_ok=True)
     y0 = read_trajectories(d / "im.h5", traj=[PAPER_TRAJ["traj1"]], steps=[0]).y[0, 0]
     write_if_changed(td / "ref.toml", f"""\
@@ -319,8 +341,8 @@ def export_pretrained(run: Path, out_dir: str | Path) -> dict[str, Any]:
 # --------------------------------------------------------------------------- main
 
 
-def _table_only(a) -> int:
-    run = a.out
+def _table_only(a: RigidBodyPlan) -> int:
+    run = a.run
     if a.results is not None:  # the tables of a results file (a shipped one by name), no run directory
         if a.export_pretrained:
             raise StudyError("--export-pretrained copies the best checkpoints of a RUN; a results file has none: "
@@ -342,10 +364,10 @@ def _table_only(a) -> int:
     return 0
 
 
-def run_study(a: argparse.Namespace) -> int:
+def run_study(a: RigidBodyPlan) -> int:
     """The study from its resolved keys (raises ``vpintegrator.studies.runner.StudyError``; the runner turns
     it into one line)."""
-    run = a.out
+    run = a.run
     if a.table_only:
         return _table_only(a)
     if run.exists() and not run.is_dir():
@@ -358,7 +380,7 @@ def run_study(a: argparse.Namespace) -> int:
         return _run(a, run)
 
 
-def _run(a, run: Path) -> int:
+def _run(a: RigidBodyPlan, run: Path) -> int:
     """``run_study`` once RUN is checked and locked."""
     t_start = time.perf_counter()
     run.mkdir(parents=True, exist_ok=True)
@@ -384,7 +406,7 @@ def _run(a, run: Path) -> int:
 
 
 #: the study as the runner runs it (``vp-study rigid_body``, ``scripts/reproduce_rigid_body.py``)
-STUDY = Study(RigidBodyOptions, run_study, prepare, doc=__doc__, prog="reproduce_rigid_body",
+STUDY = Study(RigidBodyOptions, run_study, build_plan, doc=__doc__, prog="reproduce_rigid_body",
               defaults={"out": "runs/reproduce_rigid_body"},
               helps={"seeds": "Comma list of training seeds (default 0,1,2,3,4; --quick 0,1).",
                      "export_pretrained": "After the study (or with --table-only), copy the best seed's best.pt of "

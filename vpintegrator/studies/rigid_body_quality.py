@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import argparse
 from dataclasses import dataclass
 import math
 import shutil
@@ -37,7 +36,7 @@ from . import export
 from .rigid_body_results import BAND_TARGET, ERROR_TARGET, PAPER_TRAJ, rollout_values
 from .._shipped import shipped_file
 from ..config import key
-from .options import Study, StudyOptions
+from .options import Study, StudyOptions, StudyPlan
 from .runner import Runner, StudyError, Task, budget_flags, check_out_dir, check_study_out, study_lock
 from .stats import fmt_num, md_table, read_json, read_results_json, redraw_from, write_json, write_results_files
 
@@ -73,8 +72,25 @@ class QualityOptions(StudyOptions):
     config: str = key(default_factory=lambda: str(shipped_file("configs/study/rigid_body_vpt.toml")), type=str)
 
 
-def prepare(a: argparse.Namespace) -> argparse.Namespace:
-    """The checked keys, with the checks that need the file system."""
+@dataclass(frozen=True, kw_only=True)
+class QualityPlan(StudyPlan):
+    """The study's keys, checked once (``build_plan``)."""
+
+    seeds: list[int]
+    phase1_seconds: float
+    phase2_seconds: float
+    unroll: int
+    phase3_seconds: float
+    unroll3: int
+    config: str
+
+
+def build_plan(options: QualityOptions, argv: tuple[str, ...] = ()) -> QualityPlan:
+    """The study's plan: the checked keys, with the checks that need the file system."""
+    o = options
+    a = QualityPlan(**StudyPlan.shared(o, argv, seeds=[0, 1, 2, 3, 4]),
+                    phase1_seconds=o.phase1_seconds, phase2_seconds=o.phase2_seconds, unroll=o.unroll,
+                    phase3_seconds=o.phase3_seconds, unroll3=o.unroll3, config=o.config)
     if not a.table_only and not Path(a.config).is_file():
         raise StudyError(f"--config {a.config}: no such file; give a vp-train TOML")
     out = Path(a.out)
@@ -94,15 +110,15 @@ def read_results(path: str | Path) -> dict[str, Any]:
     return read_results_json(path, ("settings", "rows"), "vp-study rigid_body_quality")
 
 
-def phases(a: argparse.Namespace) -> list[tuple[str, float, int]]:
+def phases(a: QualityPlan) -> list[tuple[str, float, int]]:
     """(name, seconds, unroll) of each training phase; each after the first starts from the one before."""
     out = [("p1", a.phase1_seconds, 1), ("p2", a.phase2_seconds, a.unroll)]
     return out + ([("p3", a.phase3_seconds, a.unroll3)] if a.phase3_seconds > 0 else [])
 
 
-def plan(a: argparse.Namespace) -> Runner:
+def plan(a: QualityPlan) -> Runner:
     run = Path(a.out)
-    r = Runner(run, jobs=a.jobs, skip_existing=a.skip_existing, overwrite=getattr(a, "overwrite", False))
+    r = Runner(run, jobs=a.jobs, skip_existing=a.skip_existing, overwrite=a.overwrite)
     d = run / "data"
     for name, method in (("im", "implicit_midpoint"), ("exact", "dop853")):
         r.add(Task(f"gen_{name}", ["vp-gen", "rigid_body_paper", "--method", method, "--out", d / f"{name}.h5",
@@ -117,7 +133,7 @@ def plan(a: argparse.Namespace) -> Runner:
             if out.exists() and not r.stamp(name).exists():
                 shutil.rmtree(out)  # an unfinished run of an interrupted study: train it again
             start = [] if previous is None else ["--set", f"unroll={unroll}", "--set", f"init_from={previous / 'best.pt'}"]
-            r.add(Task(name, ["vp-train", a.config, *common, "--out", out, *budget_flags(a, seconds), *start],
+            r.add(Task(name, ["vp-train", a.config, *common, "--out", out, *budget_flags(a.training_budget, seconds), *start],
                        [out / "best.pt", out / "summary.json"],
                        ["gen_im"] if previous is None else [f"train_{previous.name}"]))
             for ref, init in (("im", "implicit_midpoint"), ("exact", "reference")):
@@ -205,7 +221,7 @@ def write_results(run: Path) -> str:
     return write_results_files(run, format_results(rows, settings), {"settings": settings, "rows": rows})
 
 
-def run(a: argparse.Namespace) -> int:
+def run(a: QualityPlan) -> int:
     run = Path(a.out)
     if a.results is not None:  # the tables of a results.json of this study, no run directory
         print(redraw_from(run, a.results, read_results, lambda r: format_results(r["rows"], r["settings"]))[2])
@@ -235,7 +251,7 @@ def run(a: argparse.Namespace) -> int:
 
 
 #: the study as the runner runs it (``vp-study rigid_body_quality``, ``scripts/reproduce_rigid_body_quality.py``)
-STUDY = Study(QualityOptions, run, prepare, doc=__doc__, prog="reproduce_rigid_body_quality.py",
+STUDY = Study(QualityOptions, run, build_plan, doc=__doc__, prog="reproduce_rigid_body_quality.py",
               required=("out",), defaults={"seeds": "0,1,2,3,4"},
               helps={"export_pretrained": "Then copy phase 2's best.pt of the seed with the lowest validation score "
               "(validation data only) to DIR/rigid_body_vpt.pt and record it in DIR/provenance.json."})

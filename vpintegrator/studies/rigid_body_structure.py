@@ -45,7 +45,6 @@ Exit status: 0 done, 2 bad input or a failed step (one line on stderr), 130 inte
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 import math
 import sys
@@ -57,7 +56,7 @@ from .._shipped import shipped_file
 from .rigid_body_results import PAPER_TRAJ, _errors_at, write_heldout_spec
 from ..config import key
 from ..errors import VPIntegratorError
-from .options import Study, StudyOptions, comma_list, model_list
+from .options import Study, StudyOptions, StudyPlan, comma_list, model_list
 from .runner import Runner, StudyError, Task, budget_flags, check_study_out, study_lock
 from .work_precision import equal_cost_section
 from .stats import (bootstrap_ci, drift_growth, fmt_num, md_table, median_interval, read_json,
@@ -115,9 +114,26 @@ class StructureOptions(StudyOptions):
                                     "runs start from held-out ICs", key="n_long")
 
 
-def prepare(a: argparse.Namespace) -> argparse.Namespace:
-    """The checked keys, with the checks that need the file system."""
-    a.models = model_list(a.models, "--models", MODELS)  # as given, each once
+@dataclass(frozen=True, kw_only=True)
+class StructurePlan(StudyPlan):
+    """The study's keys, checked once (``build_plan``)."""
+
+    seeds: list[int]
+    models: list[str]
+    train_seconds: float
+    n_heldout: int
+    n_long: int
+    long_t_end: float
+    ship: str
+
+
+def build_plan(options: StructureOptions, argv: tuple[str, ...] = ()) -> StructurePlan:
+    """The study's plan: the checked keys, with the checks that need the file system."""
+    o = options
+    a = StructurePlan(**StudyPlan.shared(o, argv, seeds=[0, 1, 2, 3, 4]),
+                      models=model_list(o.models, "--models", MODELS),  # as given, each once
+                      train_seconds=o.train_seconds, n_heldout=o.n_heldout, n_long=o.n_long,
+                      long_t_end=o.long_t_end, ship=o.ship)
     if a.export_pretrained and a.ship not in a.models:
         raise StudyError(f"--ship {a.ship!r} is not one of --models ({', '.join(a.models)}); name a trained model")
     out = Path(a.out)
@@ -146,7 +162,7 @@ def write_spec(run: Path, n: int) -> Path:
                               "the rigid-body structure study (vp-study rigid_body_structure)")
 
 
-def plan(a: argparse.Namespace) -> Runner:
+def plan(a: StructurePlan) -> Runner:
     run = Path(a.out)
     r = Runner(run, jobs=a.jobs, skip_existing=a.skip_existing, overwrite=a.overwrite)
     d, rd, q = run / "data", run / "rollout", "--quiet"
@@ -157,7 +173,7 @@ def plan(a: argparse.Namespace) -> Runner:
         for m in a.models:
             out = run / "train" / f"{m}_s{s}"
             r.add(Task(f"train_{m}_s{s}", ["vp-train", _config(m), "--data", d / "exact.h5", "--out", out, "--seed",
-                                             str(s), *budget_flags(a, a.train_seconds), *SELECTION, q],
+                                             str(s), *budget_flags(a.training_budget, a.train_seconds), *SELECTION, q],
                        [out / "best.pt", out / "summary.json"], ["gen_exact"]))
     common = ["--device", "cpu", "--init", "reference", q]
     long = ["--traj", ",".join(str(i) for i in range(a.n_long)), "--t-end", f"{a.long_t_end:g}", "--no-volume"]
@@ -405,7 +421,7 @@ def write_results(run: Path) -> str:
     return write_results_files(run, format_results(res), res)
 
 
-def run(a: argparse.Namespace) -> int:
+def run(a: StructurePlan) -> int:
     run = Path(a.out)
     if a.results is not None:  # the tables of a results file (a shipped one by name), no run directory
         print(redraw_from(run, a.results, read_results, format_results)[2])
@@ -433,7 +449,7 @@ def run(a: argparse.Namespace) -> int:
 
 
 #: the study as the runner runs it (``vp-study rigid_body_structure``, ``scripts/reproduce_rigid_body_structure.py``)
-STUDY = Study(StructureOptions, run, prepare, doc=__doc__, prog="reproduce_rigid_body_structure.py",
+STUDY = Study(StructureOptions, run, build_plan, doc=__doc__, prog="reproduce_rigid_body_structure.py",
               required=("out",), defaults={"seeds": "0,1,2,3,4"},
               helps={"export_pretrained": "Copy --ship's best.pt of the seed with the best validation score to "
               "DIR/rigid_body_<model>.pt."})

@@ -74,19 +74,29 @@ PLATEAU_PATIENCE = 10
 PLATEAU_WALL_FACTOR = 10.0
 
 
-def budget_flags(a: Any, seconds: float, wall_seconds: float | None = None, max_steps: int | None = None) -> list[str]:
-    """vp-train flags for a training budget of ``seconds`` (as ``a.budget`` says: CPU or wall seconds, or
-    ``plateau``); with a CPU budget the wall ceiling is ``a.wall_ceiling`` times ``wall_seconds`` (default
-    ``seconds``). ``plateau``: stop by rules no load moves, the plateau rule (``a.patience`` epochs,
-    ``PLATEAU_REL_DELTA``) and a step budget (``a.max_steps``, else the study's ``max_steps``), a wall
+@dataclass(frozen=True)
+class Budget:
+    """What stops a study's trainings (``--budget``, ``--wall-ceiling``, ``--patience``, ``--max-steps``)."""
+
+    kind: str = "cpu"  # cpu, wall or plateau
+    wall_ceiling: float = WALL_CEILING
+    patience: int = PLATEAU_PATIENCE
+    max_steps: int | None = None
+
+
+def budget_flags(plan: Budget, seconds: float, wall_seconds: float | None = None,
+                 max_steps: int | None = None) -> list[str]:
+    """vp-train flags for a training budget of ``seconds`` (as ``plan.kind`` says: CPU or wall seconds, or
+    ``plateau``); with a CPU budget the wall ceiling is ``plan.wall_ceiling`` times ``wall_seconds`` (default
+    ``seconds``). ``plateau``: stop by rules no load moves, the plateau rule (``plan.patience`` epochs,
+    ``PLATEAU_REL_DELTA``) and a step budget (``plan.max_steps``, else the study's ``max_steps``), a wall
     ceiling ``PLATEAU_WALL_FACTOR`` times the CPU budget's kept as a safety net; each run's ``summary.json`` records which stopped it, and its CPU seconds."""
-    budget = getattr(a, "budget", "cpu")
-    if budget == "wall":
+    if plan.kind == "wall":
         return ["--time-limit", f"{seconds:g}"]
-    ceiling = getattr(a, "wall_ceiling", WALL_CEILING) * (seconds if wall_seconds is None else wall_seconds)
-    if budget == "plateau":
-        steps = getattr(a, "max_steps", None) or max_steps
-        return ["--set", f"patience={int(getattr(a, 'patience', PLATEAU_PATIENCE))}",
+    ceiling = plan.wall_ceiling * (seconds if wall_seconds is None else wall_seconds)
+    if plan.kind == "plateau":
+        steps = plan.max_steps or max_steps
+        return ["--set", f"patience={int(plan.patience)}",
                 "--set", f"min_rel_delta={PLATEAU_REL_DELTA:g}",
                 *(["--set", f"max_steps={int(steps)}"] if steps else []),
                 "--time-limit", f"{PLATEAU_WALL_FACTOR * ceiling:g}"]
