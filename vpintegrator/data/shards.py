@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import h5py
 import numpy as np
@@ -37,6 +37,9 @@ from ..jobs.shards import (INDEX_KEY, SHARD_KEYS, Shard, ShardKind, collect, fin
                            parse_shard, shard_bounds, shard_path)
 from .hdf5 import _PER_SHARD, GEN, PARAMS_DATASET, _collect, _merged_meta, read_shard_metadata, read_shard_set, label_trajectory_file  # noqa: F401
 from .trajectories import Trajectories
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .generation_plan import GenerationPlan
 
 __all__ = ["parse_shard", "shard_bounds", "shard_path", "write_shard_index", "is_shard_set", "read_shard_set",
            "finished_gen_shard"]
@@ -86,22 +89,13 @@ def write_shard_index(out: str | os.PathLike[str], count: int) -> Path:
     return out
 
 
-def finished_gen_shard(path: Path, spec: Any, n_traj: int, chunk: int, shard: tuple[int, int]) -> bool:
-    """Whether ``path`` is shard ``shard`` of the data set ``spec`` (a ``GenerationSpec``, ``n_traj``
-    trajectories in chunks of ``chunk``: ``plan_chunks``), complete and computed by this version: the same
-    code then computes the same bits, so a cluster run continued after a lost cluster keeps it (shards are
-    renamed into place only when complete)."""
+def finished_gen_shard(path: Path, plan: GenerationPlan, n_traj: int, shard: tuple[int, int]) -> bool:
+    """Whether ``path`` is shard ``shard`` of the data set ``plan`` describes (``n_traj`` trajectories in
+    chunks of ``plan.chunk``: ``plan_chunks``), complete and computed by this version: the same code then
+    computes the same bits, so a cluster run continued after a lost cluster keeps it (shards are renamed into
+    place only when complete)."""
     from .._version import __version__
-    from ..systems import get_system, system_meta
 
-    system = get_system(spec.system, **spec.params)
-    extra: dict[str, Any] = {}
-    if spec.parameters:
-        from .param_dists import check_parameters
-
-        extra["parameter_dists"] = json.dumps(check_parameters(system, spec.parameters))
-    expected = {**system_meta(system), **extra, "spec": spec.name, "dt": spec.dt, "t_end": float(spec.t[-1]),
-                "method": spec.method, "rtol": spec.rtol, "atol": spec.atol, "seed": spec.seed,
-                "sampler": spec.sampler, "sampler_args": json.dumps(spec.sampler_args),
-                "vpintegrator_version": __version__, "shard_n_traj": n_traj, "chunk_size": chunk}
+    expected = {**plan.identity(), "vpintegrator_version": __version__, "shard_n_traj": n_traj,
+                "chunk_size": plan.chunk}
     return finished_shard(path, shard, expected, GEN)
