@@ -19,7 +19,7 @@ import torch
 
 from vpintegrator import provenance as prov
 from vpintegrator._toml import tomllib
-from vpintegrator.data.hdf5 import read_metadata, read_trajectories, write_trajectories
+from vpintegrator.data.trajectory_files import read_metadata, read_trajectories, write_trajectories
 from vpintegrator.data.trajectories import Trajectories
 
 KEYS = {"vpintegrator", "git", "versions", "platform", "command", "time", "inputs"}

@@ -38,7 +38,8 @@ from ..errors import VPIntegratorError
 from ..provenance import provenance_record
 from ..systems import System, get_system, sample_initial_conditions, system_meta
 from .trajectories import Trajectories
-from .hdf5 import TrajectoryWriter, check_output_path
+from .trajectory_files import TrajectoryWriter
+from .h5checks import check_output_path
 from ..jobs.executors import check_workers, run_chunks
 from ..jobs.shards import index_when_complete, parse_shard, shard_bounds, shard_path
 from ._parallel import encode_chunks
@@ -289,7 +290,7 @@ def generate(
         Compute only the I-th (1-based) of N contiguous blocks of whole chunks of the initial conditions
         (``vpintegrator.data.shards``), into ``data.shard-I-of-N.h5`` beside ``out = data.h5``; when
         the last shard is written (and ``write_index``), the index file appears at ``out``, and
-        [`read_trajectories`][vpintegrator.data.hdf5.read_trajectories] of it (or of the shards' list) equals the unsharded
+        [`read_trajectories`][vpintegrator.data.trajectory_files.read_trajectories] of it (or of the shards' list) equals the unsharded
         data set to the last bit. Without ``out``: the block's trajectories in memory.
     write_index : bool, default True
         With ``shard``: write the index at ``out`` once every shard is there (a scheduler that writes
