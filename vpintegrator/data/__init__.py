@@ -31,7 +31,7 @@ _LAZY: dict[str, str] = {
     "generate": ".generation",
     "integrate": ".integration",
     "IntegratorMap": ".integration",
-    "solve_flow": ".generation",
+    "solve_flow": ".flow",
     "WorkPrecisionRow": ".work_precision",
     "read_work_precision": ".work_precision",
     "break_even": ".work_precision",
@@ -46,8 +46,8 @@ _LAZY: dict[str, str] = {
 # what type checkers and IDEs see (they do not run __getattr__): the same names as _LAZY, from the same
 # modules (tests/test_api.py keeps the two in step). At run time nothing here is imported.
 if TYPE_CHECKING:  # pragma: no cover
+    from .flow import solve_flow as solve_flow
     from .generation import generate as generate
-    from .generation import solve_flow as solve_flow
     from .integration import IntegratorMap as IntegratorMap
     from .integration import integrate as integrate
     from .rollouts import MethodMetrics as MethodMetrics

@@ -1,11 +1,6 @@
-"""Generate trajectory data sets: SciPy's DOP853 (the "exact flow") or any classical integrator.
+"""Generate trajectory data sets: SciPy's DOP853 (the "exact flow", ``vpintegrator.data.flow``) or any classical
+integrator.
 
-[`solve_flow`][vpintegrator.data.generation.solve_flow] integrates a batch of initial conditions with DOP853 at per-trajectory tolerances.
-For the shipped systems, with numba installed, it runs ``vpintegrator.compiled.dop853``: SciPy's DOP853
-(tableau, error norm, step-size controller, dense output) compiled, each trajectory with its own step
-size, so each trajectory gets exactly what a separate ``solve_ivp(method="DOP853", rtol, atol)`` call
-gives it. Otherwise (no numba, or a user-defined system) it stacks the batch into one ``solve_ivp`` call
-on the stacked state (a vectorised right-hand side) with tolerances scaled by ``1/sqrt(batch)``.
 [`generate`][vpintegrator.data.generation.generate] turns a [`GenerationSpec`][vpintegrator.data.spec.GenerationSpec] into its
 plan once (``vpintegrator.data.generation_plan.build_plan``), runs the plan chunk by chunk and writes each
 chunk to HDF5 as it is produced (on the compiled path the next chunk is integrated, on the main thread,
@@ -19,7 +14,6 @@ from __future__ import annotations
 
 import gc
 import json
-import math
 import os
 from datetime import datetime, timezone
 from pathlib import Path
@@ -36,7 +30,7 @@ from .._outputs import check_output, output_lock
 from .._signals import check_terminated
 from ..errors import VPIntegratorError
 from ..provenance import provenance_record
-from ..systems import System, get_system, sample_initial_conditions, system_meta
+from ..systems import System, sample_initial_conditions, system_meta
 from .trajectories import Trajectories
 from .trajectory_files import TrajectoryWriter
 from .h5checks import check_output_path
@@ -44,11 +38,12 @@ from ..jobs.executors import check_workers, run_chunks
 from ..jobs.shards import index_when_complete, parse_shard, shard_bounds, shard_path
 from ._parallel import encode_chunks
 from .shards import write_shard_index
-from .generation_plan import GenerationPlan, build_plan, compiled_kernel, max_batch
+from .flow import _solve_compiled, compiled_kernel, solve_flow
+from .generation_plan import GenerationPlan, build_plan
 from .spec import DOP853, GenerationSpec, load_spec
 from ..compiled import dop853 as _dop853
 
-__all__ = ["estimate_resources", "generate", "plan_chunks", "solve_flow"]
+__all__ = ["estimate_resources", "generate", "plan_chunks"]
 
 # Share of the available memory a run may plan to use (the estimate is rough: keep a generous margin).
 MEMORY_FRACTION = 0.5
@@ -134,115 +129,6 @@ def _check_resources(plan: GenerationPlan, n_traj: int, out, folder, workers: in
     return workers
 
 
-def solve_flow(
-    system: System | str,
-    y0: np.ndarray,
-    t: np.ndarray,
-    rtol: float = 1e-12,
-    atol: float = 1e-12,
-    compiled: bool | None = None,
-) -> np.ndarray:
-    """Integrate a batch of initial conditions with SciPy's DOP853 at per-trajectory tolerances.
-
-    Compiled path (``compiled`` None or True; used when numba is installed and ``system`` is one of the
-    shipped classes): ``vpintegrator.compiled.dop853.solve_many``, SciPy's DOP853 algorithm (tableau,
-    error norm over the trajectory's own components, step-size controller, dense output sampled at
-    ``t``) compiled and run on each trajectory with its own step size. Each trajectory gets exactly the
-    guarantee of its own ``solve_ivp(method="DOP853", t_eval=t, rtol=rtol, atol=atol)`` call, and the
-    same numbers up to rounding. ``compiled=True`` raises when that path is not available.
-
-    Vectorised path (``compiled=False``, or no numba, or a user-defined system): all trajectories
-    are stacked into one state of size ``n_traj * dim`` and integrated by one
-    ``solve_ivp`` call whose right-hand side evaluates the vector field on the whole batch. The solver's
-    RMS error norm over all ``n_traj * dim`` components would let a hard trajectory hide behind easy
-    ones, so ``rtol`` and ``atol`` are divided by ``sqrt(n_traj)``: then every trajectory's own
-    error norm is at most what a separate ``solve_ivp(rtol, atol)`` call would accept. Batches are split
-    so that the scaled ``rtol`` stays above SciPy's floor of 100 eps (at most 2028 trajectories per call
-    at ``rtol = 1e-12``).
-
-    Parameters
-    ----------
-    system : System or str
-        The system (or its registry name).
-    y0 : ndarray, shape (n_traj, dim)
-        Initial conditions at ``t[0]``.
-    t : ndarray, shape (n_steps,)
-        Increasing output times; the solution is sampled there (DOP853's dense output).
-    rtol, atol : float
-        Per-trajectory tolerances.
-    compiled : bool or None
-        None: the compiled path where available, else the vectorised one; True: the compiled path
-        (an error where unavailable); False: the vectorised one.
-
-    Returns
-    -------
-    ndarray, shape (n_traj, n_steps, dim)
-        ``y[:, 0]`` is ``y0``.
-    """
-    system = get_system(system)
-    y0 = np.array(y0, dtype=np.float64)
-    if y0.ndim != 2 or y0.shape[1] != system.dim:
-        raise VPIntegratorError(f"solve_flow: y0 must have shape (n_traj, {system.dim}); got {y0.shape}")
-    if not np.all(np.isfinite(y0)):
-        i = int(np.argmin(np.all(np.isfinite(y0), axis=1)))
-        raise VPIntegratorError(f"solve_flow: initial condition {i} is not finite: {y0[i].tolist()}")
-    t = np.asarray(t, dtype=np.float64)
-    if t.ndim != 1 or t.size == 0 or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
-        raise VPIntegratorError("solve_flow: t must be a non-empty, finite, strictly increasing 1-d array")
-    for name, tol in (("rtol", rtol), ("atol", atol)):
-        if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol > 0):
-            raise VPIntegratorError(f"solve_flow: {name} must be a finite number > 0; got {tol!r}")
-    n_traj, dim = y0.shape
-    kernel = None if compiled is False else compiled_kernel(system)
-    if compiled and kernel is None:
-        why = "numba is not installed" if not _dop853.available() else f"no compiled vector field for {type(system).__name__}"
-        raise VPIntegratorError(f"solve_flow: compiled=True but {why}; pass compiled=None or False")
-    if kernel is not None:
-        return _solve_compiled(kernel, y0, t, rtol, atol)
-    out = np.empty((n_traj, t.size, dim))
-    out[:, 0] = y0
-    if t.size == 1 or n_traj == 0:
-        return out
-    batch = max_batch(rtol)
-    for start in range(0, n_traj, batch):
-        out[start : start + batch] = _solve_batch(system, y0[start : start + batch], t, rtol, atol)
-    return out
-
-
-def _solve_compiled(kernel: tuple[int, np.ndarray], y0: np.ndarray, t: np.ndarray, rtol: float, atol: float) -> np.ndarray:
-    y, status, t_reached = _dop853.solve_many(kernel[0], kernel[1], y0, t, rtol, atol)
-    bad = np.flatnonzero(status != _dop853.OK)
-    if bad.size:
-        i = int(bad[0])
-        raise VPIntegratorError(
-            f"solve_flow: DOP853 failed for initial condition {i} ({bad.size} of {y0.shape[0]} failed) at "
-            f"t = {t_reached[i]:g}: required step size is less than spacing between numbers; "
-            "check the initial conditions, or loosen rtol/atol"
-        )
-    return y
-
-
-def _solve_batch(system: System, y0: np.ndarray, t: np.ndarray, rtol: float, atol: float) -> np.ndarray:
-    from scipy.integrate import solve_ivp  # here, not at import: the compiled path does without scipy.integrate
-
-    k, dim = y0.shape
-    scale = math.sqrt(k)
-
-    def rhs(_: float, y: np.ndarray) -> np.ndarray:  # y (k * dim,) -> (k * dim,)
-        return system.vector_field(y.reshape(k, dim)).reshape(-1)
-
-    sol = solve_ivp(
-        rhs, (t[0], t[-1]), y0.reshape(-1), method="DOP853", t_eval=t, rtol=rtol / scale, atol=atol / scale
-    )
-    if sol.status != 0:
-        raise VPIntegratorError(
-            f"solve_flow: DOP853 failed at t = {sol.t[-1] if sol.t.size else t[0]:g}: {sol.message}; "
-            "check the initial conditions, or loosen rtol/atol"
-        )
-    y = sol.y.reshape(k, dim, t.size).transpose(0, 2, 1)  # (k * dim, n_steps) -> (k, n_steps, dim)
-    y[:, 0] = y0
-    return y
-
 
 def _relative_drift(system: System, y: np.ndarray) -> dict[str, float]:
     """Max over trajectories and times of |I(y_t) - I(y_0)| / |I(y_0)| (absolute where I(y_0) = 0)."""
@@ -268,7 +154,7 @@ def generate(
     """Generate the data set a spec describes.
 
     Initial conditions come from ``numpy.random.default_rng(spec.seed)``; trajectories are integrated
-    in chunks of at most ``spec.chunk_size`` (and about 32 MiB), with [`solve_flow`][vpintegrator.data.generation.solve_flow] (``method =
+    in chunks of at most ``spec.chunk_size`` (and about 32 MiB), with [`solve_flow`][vpintegrator.data.flow.solve_flow] (``method =
     "dop853"``) or [`vpintegrator.data.integrate`][vpintegrator.data.integration.integrate], sampled at ``t = k * dt`` exactly.
 
     Parameters

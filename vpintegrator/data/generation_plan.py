@@ -4,8 +4,8 @@ grid's size, the compiled DOP853 kernel where there is one, and the trajectories
 reads the spec. [`generate`][vpintegrator.data.generation.generate] builds it and hands it to the run, the
 resource checks, the chunk loop, the metadata and (a cluster run) the shards' tasks.
 
-Also here, because the plan resolves them: the memory budget of a chunk and the largest batch one vectorised
-``solve_ivp`` call may take (``solve_flow`` splits its batches by the same rule).
+The plan's chunk size keeps one chunk within a memory budget and (SciPy's vectorised DOP853) within the largest
+batch one ``solve_ivp`` call may take (``vpintegrator.data.flow.max_batch``).
 """
 
 from __future__ import annotations
@@ -16,29 +16,15 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..compiled import dop853 as _dop853
 from ..errors import VPIntegratorError
 from ..systems import System, get_system, system_meta
+from .flow import compiled_kernel, max_batch
 from .spec import DOP853, GenerationSpec
 
 __all__ = ["GenerationPlan", "build_plan"]
 
-# solve_ivp raises rtol below 100 eps to 100 eps (with a warning)
-_RTOL_FLOOR = 100 * np.finfo(np.float64).eps
 # Memory budget of one chunk of output, (chunk, n_steps, dim) float64; solve_ivp holds about twice that.
 _CHUNK_BYTES = 32 * 2**20
-
-
-def max_batch(rtol: float) -> int:
-    """Largest batch whose scaled tolerance ``rtol / sqrt(batch)`` stays above SciPy's floor."""
-    return max(1, int((rtol / _RTOL_FLOOR) ** 2))
-
-
-def compiled_kernel(system: System) -> tuple[int, np.ndarray] | None:
-    """The compiled DOP853's vector field for ``system``, or None (no numba, or not a shipped system)."""
-    if not _dop853.available():
-        return None
-    return _dop853.kernel_for(system)
 
 
 @dataclass(frozen=True)
