@@ -40,7 +40,7 @@ DATA = Path(__file__).resolve().parents[1] / "datasets" / "rigid_body_paper.h5"
 def load_data(n_traj: int, tmp: str) -> tuple[str, int]:
     """The first ``n_traj`` trajectories of the paper data (datasets/ or generated) as an HDF5 file."""
     from vpintegrator.data import generate, read_trajectories
-    from vpintegrator.data.hdf5 import write_trajectories
+    from vpintegrator.data.trajectory_files import write_trajectories
 
     traj = read_trajectories(DATA) if DATA.exists() else generate("rigid_body_paper")
     n = min(n_traj, traj.n_traj)

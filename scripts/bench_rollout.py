@@ -506,7 +506,7 @@ def _plain_io(out: Path, data: Path, workdir: Path, chunk: int) -> tuple[int, fl
 
 def part_d3(args, model, ics, workdir: Path):
     """(iii) the whole run_rollouts, device engine against host engine, and the I/O bound."""
-    from vpintegrator.data.hdf5 import write_trajectories
+    from vpintegrator.data.trajectory_files import write_trajectories
     from vpintegrator.data import integrate
 
     steps, chunk = args.d_process_steps, args.d_chunk_steps

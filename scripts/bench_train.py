@@ -60,7 +60,7 @@ def bench_ours(traj, epochs: int, device: str, batch_size: int, fast_step: str =
 
 
 def _fit_on(traj, tmp: str, epochs: int, device: str, batch_size: int, fast_step: str = "auto"):
-    from vpintegrator.data.hdf5 import write_trajectories
+    from vpintegrator.data.trajectory_files import write_trajectories
     from vpintegrator.training import fit
 
     path = write_trajectories(Path(tmp) / "data.h5", traj)

@@ -54,7 +54,7 @@ def _config(data: Path, out: Path, device: str) -> dict:
 
 
 def _write_data(path: Path) -> None:
-    from vpintegrator.data.hdf5 import write_trajectories
+    from vpintegrator.data.trajectory_files import write_trajectories
     from vpintegrator.data import integrate
 
     rng = np.random.default_rng(2)

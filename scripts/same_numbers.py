@@ -22,7 +22,7 @@ import textwrap
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
-#: datasets that only label axes (HDF5 dimension scales: vpintegrator.data.hdf5), absent from older files
+#: datasets that only label axes (HDF5 dimension scales: vpintegrator.data.h5labels), absent from older files
 LABELS = {"trajectory", "state", "param"}
 
 PROGRAM = """

@@ -56,7 +56,7 @@ def tiny_data(tmp_path_factory) -> str:
     """12 rigid-body trajectories of 16 states (RK4, h = 0.2) on the unit sphere, as an HDF5 file."""
     import numpy as np
 
-    from vpintegrator.data.hdf5 import write_trajectories
+    from vpintegrator.data.trajectory_files import write_trajectories
     from vpintegrator.data import integrate
 
     rng = np.random.default_rng(0)

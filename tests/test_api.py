@@ -134,7 +134,7 @@ def test_rollout_result_repr_is_one_short_line(rollout_files):
 
 
 def test_trajectories_and_plot_data_reprs(rollout_files):
-    from vpintegrator.data.hdf5 import read_trajectories
+    from vpintegrator.data.trajectory_files import read_trajectories
     from vpintegrator.plotting import plot_data
 
     data, report = rollout_files

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from vpintegrator.cli.train import main
 from vpintegrator.data import windows
-from vpintegrator.data.hdf5 import write_trajectories
+from vpintegrator.data.trajectory_files import write_trajectories
 from vpintegrator.data import integrate
 from vpintegrator.models import load_model
 from vpintegrator.systems import get_system

@@ -194,12 +194,14 @@ def test_only_a_finished_shard_of_the_same_data_set_is_kept(tmp_path, change, ke
     """What a continued cluster run keeps: a shard of the same spec, seed, size, grid and method only."""
     from vpintegrator.data import generate, load_spec
     from vpintegrator.data.generation import plan_chunks
+    from vpintegrator.data.generation_plan import build_plan
     from vpintegrator.data.shards import finished_gen_shard
 
     spec = load_spec("rigid_body", n_traj=2000, t_end=0.4, chunk_size=500)
     generate(spec, tmp_path / "d.h5", shard=(1, 2), workers=1, write_index=False)
     other = load_spec("rigid_body", **{"n_traj": 2000, "t_end": 0.4, "chunk_size": 500, **change})
-    n_traj, chunk = plan_chunks(other)
-    assert finished_gen_shard(tmp_path / "d.shard-1-of-2.h5", other, n_traj, chunk, (1, 2)) is kept
-    assert not finished_gen_shard(tmp_path / "d.shard-1-of-2.h5", other, n_traj, chunk, (1, 3))
-    assert not finished_gen_shard(tmp_path / "d.shard-2-of-2.h5", other, n_traj, chunk, (2, 2))  # not there
+    plan = build_plan(other)
+    n_traj, _ = plan_chunks(plan)
+    assert finished_gen_shard(tmp_path / "d.shard-1-of-2.h5", plan, n_traj, (1, 2)) is kept
+    assert not finished_gen_shard(tmp_path / "d.shard-1-of-2.h5", plan, n_traj, (1, 3))
+    assert not finished_gen_shard(tmp_path / "d.shard-2-of-2.h5", plan, n_traj, (2, 2))  # not there

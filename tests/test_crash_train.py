@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from vpintegrator.data.hdf5 import write_trajectories
+from vpintegrator.data.trajectory_files import write_trajectories
 from vpintegrator.data import integrate
 from vpintegrator.training.checkpoint import read_last
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from vpintegrator.data.hdf5 import write_trajectories
+from vpintegrator.data.trajectory_files import write_trajectories
 from vpintegrator.data import integrate
 from vpintegrator.systems import get_system
 from vpintegrator.training import fit

@@ -99,7 +99,7 @@ def test_rollout_file_names_its_axes(data, tmp_path):
 
 
 def test_system_without_state_names_gets_numbered_components():
-    from vpintegrator.data.hdf5 import state_names, state_units
+    from vpintegrator.data.trajectories import state_names, state_units
 
     assert state_names("coupled_oscillator", 4) == ("q1", "q2", "p1", "p2")
     assert state_names(None, 2) == ("y1", "y2")

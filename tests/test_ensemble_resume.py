@@ -157,7 +157,7 @@ def test_resume_refuses_changed_data(tiny_data, tmp_path):
     fit(_config(str(data), tmp_path, "ens", epochs=1, data=[str(data)]))
     other = tmp_path / "other.h5"
     from vpintegrator.data import integrate
-    from vpintegrator.data.hdf5 import write_trajectories
+    from vpintegrator.data.trajectory_files import write_trajectories
     import numpy as np
 
     y0 = np.random.default_rng(3).normal(size=(12, 3))

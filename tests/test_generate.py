@@ -359,17 +359,18 @@ def _spy_sampler(monkeypatch):
 
 def test_estimate_resources_from_the_sizes():
     from vpintegrator.data.generation import estimate_resources
+    from vpintegrator.data.generation_plan import build_plan
 
     spec = load_spec("rigid_body", n_traj=10, dt=0.1, t_end=1.0, method="rk4")
-    need = estimate_resources(spec, 10, 3)
+    need = estimate_resources(build_plan(spec), 10)
     assert need["disk"] == 10 * 11 * 3 * 8 and need["chunk"] == 10 and need["chunk_bytes"] == 10 * 11 * 3 * 8
     assert need["memory"] >= 3 * need["chunk_bytes"]
-    dop = estimate_resources(dataclasses.replace(spec, method="dop853"), 10, 3)
+    dop = estimate_resources(build_plan(dataclasses.replace(spec, method="dop853")), 10)
     assert dop["memory"] > need["memory"]  # DOP853's dense output is counted
-    mem = estimate_resources(spec, 10, 3, in_memory=True)
+    mem = estimate_resources(build_plan(spec), 10, in_memory=True)
     assert mem["disk"] == 0 and mem["memory"] >= need["memory"] + 10 * 11 * 3 * 8
     # one trajectory of 1e10 states: one chunk of one trajectory, 240 GB before its working copies
-    huge = estimate_resources(load_spec("rigid_body", dt=1e-9, t_end=10.0), 300, 3)
+    huge = estimate_resources(build_plan(load_spec("rigid_body", dt=1e-9, t_end=10.0)), 300)
     assert huge["chunk"] == 1 and huge["chunk_bytes"] == 8 * 3 * 10_000_000_001
 
 

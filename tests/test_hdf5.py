@@ -325,7 +325,7 @@ def test_non_finite_shard_is_named(tmp_path):
 
 
 def test_non_finite_check_runs_block_by_block(tmp_path, monkeypatch):
-    import vpintegrator.data.hdf5 as checks
+    import vpintegrator.data.h5checks as checks
 
     monkeypatch.setattr(checks, "CHECK_BYTES", 1)  # one trajectory per block
     p = write_trajectories(tmp_path / "bad.h5", _traj())

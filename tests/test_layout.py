@@ -565,7 +565,6 @@ ALLOWED_CONFIG_TAKERS = {
     "rollout/sindy_library.py:_label": "spec is a SINDy library (a name or a pysindy library), not a command's",
     "rollout/sindy_library.py:_library_of": "spec is a SINDy library (a name or a pysindy library)",
     "nn/fused_attention.py:_FusedChain.forward": "spec is the fused kernel's layer spec (torch.autograd.Function)",
-    "data/shards.py:finished_gen_shard": "converted by issue 59 data/rollout helper",
     "plotting/rollout.py:_draw_all": "options is plot_all's **options (figure keywords), not a command's options",
     "studies/options.py:config_toml": "the study driver's --print-config: the parsed options as TOML",
     "studies/options.py:_build": "the study parser: the checked values as the study's options (Config)",
@@ -583,11 +582,11 @@ ALLOWED_CONFIG_TAKERS = {
                                                 "namespace); the lead converts the study to a plan",
     "studies/partial_observation.py:run": "not converted yet: another helper is rewriting the study (issue 59)",
     "studies/partial_observation.py:_run": "not converted yet: another helper is rewriting the study (issue 59)",
-    **{f"data/generation.py:{name}": "converted by issue 59 data/rollout helper" for name in (
-        "estimate_resources", "_check_resources", "_spec_compiled", "_chunk_size", "generate", "_on_cluster",
-        "_shard_task", "plan_chunks", "_generate", "describe_run", "_integrate_chunk", "_integrate_rows", "_meta")},
-    "data/spec.py:_check_names": "converted by issue 59 data/rollout helper",
-    "data/spec.py:_apply_overrides": "converted by issue 59 data/rollout helper",
+    "data/generation.py:generate": "vp-gen's Python entry point (builds its plan)",
+    "data/generation_plan.py:build_plan": "vp-gen's plan builder: GenerationSpec -> GenerationPlan",
+    "data/generation_plan.py:_chunk": "vp-gen's plan builder's chunk size (from the spec, once)",
+    "data/spec.py:_check_names": "GenerationSpec's own construction (the config being checked)",
+    "data/spec.py:_apply_overrides": "GenerationSpec's own construction (--set applied to the config)",
 }
 #: untyped (or ``Any``) parameters with these names are options objects too
 OPTIONS_NAMES = {"config", "cfg", "options", "opts", "namespace", "ns", "settings", "spec"}

@@ -111,7 +111,7 @@ def test_cli_on_hand_written_runs(tmp_path):
 def test_cli_on_a_real_tiny_run(tmp_path):
     """vp-train a tiny VPT (3 epochs, validation rollout monitored), then vp-plot --kind training."""
     from vpintegrator.cli.train import main as train_main
-    from vpintegrator.data.hdf5 import write_trajectories
+    from vpintegrator.data.trajectory_files import write_trajectories
     from vpintegrator.data import integrate
     from vpintegrator.systems import get_system
 

@@ -95,7 +95,7 @@ def _data(path, system, dt, dim):
     if system == "rigid_body":
         y0 /= np.linalg.norm(y0, axis=1, keepdims=True)
     traj = vp.integrate(system, y0, dt, 6, method="rk4")
-    from vpintegrator.data.hdf5 import write_trajectories
+    from vpintegrator.data.trajectory_files import write_trajectories
 
     return str(write_trajectories(path, traj))
 

@@ -188,7 +188,7 @@ def test_library_warnings_go_to_the_vpintegrator_logger(tmp_path, caplog):
     import numpy as np
 
     from vpintegrator._outputs import lock_path
-    from vpintegrator.data.hdf5 import write_trajectories
+    from vpintegrator.data.trajectory_files import write_trajectories
     from vpintegrator.data.trajectories import Trajectories
 
     pid = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,

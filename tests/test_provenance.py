@@ -19,7 +19,7 @@ import torch
 
 from vpintegrator import provenance as prov
 from vpintegrator._toml import tomllib
-from vpintegrator.data.hdf5 import read_metadata, read_trajectories, write_trajectories
+from vpintegrator.data.trajectory_files import read_metadata, read_trajectories, write_trajectories
 from vpintegrator.data.trajectories import Trajectories
 
 KEYS = {"vpintegrator", "git", "versions", "platform", "command", "time", "inputs"}
@@ -162,10 +162,11 @@ def test_describe_run(text, expected):
     import dataclasses
 
     from vpintegrator.data.generation import describe_run
+    from vpintegrator.data.generation_plan import build_plan
     from vpintegrator.data.spec import load_spec
 
     spec = dataclasses.replace(load_spec("rigid_body", method="rk4", dt=0.5, t_end=2.0), description=text)
-    assert describe_run(spec, 7, 2.0) == expected
+    assert describe_run(build_plan(spec), 7, 2.0) == expected
 
 
 # -- checkpoints and run directories ----------------------------------------------------------------------

@@ -187,7 +187,7 @@ def test_a_vp_rollout_file_stores_no_json_keys(rollout_file):
 def test_write_attrs_keeps_earlier_json_keys(tmp_path):
     """The one attribute encoder (trajectory and rollout files): values written in two calls keep their
     JSON keys; the reader decodes both."""
-    from vpintegrator.data.hdf5 import _attrs_to_meta, write_attrs
+    from vpintegrator.data.h5attrs import _attrs_to_meta, write_attrs
 
     with h5py.File(tmp_path / "a.h5", "w") as f:
         write_attrs(f, {"a": {"x": 1}, "b": 2, "s": np.str_("v")})

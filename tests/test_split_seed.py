@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 import vpintegrator as vp
 from vpintegrator.cli import rollout as rollout_cli
-from vpintegrator.data.hdf5 import write_trajectories
+from vpintegrator.data.trajectory_files import write_trajectories
 from vpintegrator.data.windows import split_train_val_test
 from vpintegrator.models import load_checkpoint
 from vpintegrator.training.plan import build_plan

@@ -334,7 +334,7 @@ def test_audit_of_one_integrator_step_agrees_with_the_registry(oscillator, metho
 @pytest.fixture(scope="module")
 def oscillator_data(tmp_path_factory) -> str:
     """8 coupled-oscillator trajectories of 13 states (implicit midpoint, h = 0.4), dim 4."""
-    from vpintegrator.data.hdf5 import write_trajectories
+    from vpintegrator.data.trajectory_files import write_trajectories
 
     y0 = np.random.default_rng(0).uniform(-1, 1, size=(8, 4))
     traj = integrate("coupled_oscillator", y0, 0.4, 12, method="implicit_midpoint")

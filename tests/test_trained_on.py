@@ -14,7 +14,7 @@ from click.testing import CliRunner
 import vpintegrator as vp
 from vpintegrator.cli import rollout as rollout_cli
 from vpintegrator.data import integrate
-from vpintegrator.data.hdf5 import write_trajectories
+from vpintegrator.data.trajectory_files import write_trajectories
 from vpintegrator.models import load_checkpoint
 
 

@@ -715,7 +715,7 @@ def test_resume_refuses_replaced_data_and_a_lost_log(tiny_data, tmp_path):
     (with other data; with a log restarting at one row). Both are one-line errors; nothing changes."""
     import shutil
 
-    from vpintegrator.data.hdf5 import read_trajectories, write_trajectories
+    from vpintegrator.data.trajectory_files import read_trajectories, write_trajectories
 
     data = tmp_path / "data.h5"
     shutil.copy(tiny_data, data)

@@ -11,7 +11,7 @@ import torch
 from click.testing import CliRunner
 
 from vpintegrator.cli.train import main as train_main
-from vpintegrator.data.hdf5 import read_trajectories
+from vpintegrator.data.trajectory_files import read_trajectories
 from vpintegrator.errors import VPIntegratorError
 from vpintegrator.training import FitResult, TrainConfig, fit
 from vpintegrator.training.validation import RolloutValidator

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from vpintegrator import Trajectories, VPIntegratorError
-from vpintegrator.data.hdf5 import write_trajectories
+from vpintegrator.data.trajectory_files import write_trajectories
 from vpintegrator.data.windows import (
     WindowBatchSampler,
     WindowDataset,

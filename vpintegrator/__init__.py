@@ -32,9 +32,9 @@ _LAZY: dict[str, str] = {
     "generate": ".data.generation",
     "load_spec": ".data.spec",
     "list_specs": ".data.spec",
-    "read_trajectories": ".data.hdf5",
-    "write_trajectories": ".data.hdf5",
-    "read_metadata": ".data.hdf5",
+    "read_trajectories": ".data.trajectory_files",
+    "write_trajectories": ".data.trajectory_files",
+    "read_metadata": ".data.trajectory_files",
     # models
     "VolumePreservingFeedForward": ".models",
     "VolumePreservingTransformer": ".models",
@@ -72,14 +72,14 @@ _LAZY: dict[str, str] = {
 # then _LAZY's). At run time nothing here is imported.
 if TYPE_CHECKING:  # pragma: no cover
     from .data.generation import generate as generate
-    from .data.hdf5 import read_metadata as read_metadata
-    from .data.hdf5 import read_trajectories as read_trajectories
-    from .data.hdf5 import write_trajectories as write_trajectories
     from .data.integration import integrate as integrate
     from .data.rollouts import RolloutResult as RolloutResult
     from .data.rollouts import read_rollout as read_rollout
     from .data.spec import list_specs as list_specs
     from .data.spec import load_spec as load_spec
+    from .data.trajectory_files import read_metadata as read_metadata
+    from .data.trajectory_files import read_trajectories as read_trajectories
+    from .data.trajectory_files import write_trajectories as write_trajectories
     from .integrators import get_integrator as get_integrator
     from .integrators import list_integrators as list_integrators
     from .metrics import invariant_drift as invariant_drift

@@ -62,7 +62,7 @@ def _list_specs() -> None:
 
 
 def _summary(path: Path) -> str:
-    from ..data.hdf5 import read_metadata
+    from ..data.trajectory_files import read_metadata
 
     meta = read_metadata(path)
     names = [n for n in meta.get("invariant_names", []) if f"max_rel_drift_{n}" in meta]
@@ -154,7 +154,7 @@ def main(spec, list_, flags, set_, print_config, as_json, quiet, overwrite, work
 
 def _json_summary(path: Path) -> dict[str, Any]:
     """``--json``: the file and what is in it."""
-    from ..data.hdf5 import read_metadata
+    from ..data.trajectory_files import read_metadata
 
     meta = read_metadata(path)
     names = [n for n in meta.get("invariant_names", []) if f"max_rel_drift_{n}" in meta]

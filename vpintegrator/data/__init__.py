@@ -20,18 +20,18 @@ _LAZY: dict[str, str] = {
     "RolloutResult": ".rollouts",
     "read_rollout": ".rollouts",
     "RolloutWriter": ".rollouts",
-    "SCHEMA_VERSION": ".hdf5",
-    "TrajectoryWriter": ".hdf5",
-    "read_metadata": ".hdf5",
-    "read_trajectories": ".hdf5",
-    "write_trajectories": ".hdf5",
+    "SCHEMA_VERSION": ".trajectory_reader",
+    "TrajectoryWriter": ".trajectory_files",
+    "read_metadata": ".trajectory_files",
+    "read_trajectories": ".trajectory_files",
+    "write_trajectories": ".trajectory_files",
     "GenerationSpec": ".spec",
     "list_specs": ".spec",
     "load_spec": ".spec",
     "generate": ".generation",
     "integrate": ".integration",
     "IntegratorMap": ".integration",
-    "solve_flow": ".generation",
+    "solve_flow": ".flow",
     "WorkPrecisionRow": ".work_precision",
     "read_work_precision": ".work_precision",
     "break_even": ".work_precision",
@@ -46,13 +46,8 @@ _LAZY: dict[str, str] = {
 # what type checkers and IDEs see (they do not run __getattr__): the same names as _LAZY, from the same
 # modules (tests/test_api.py keeps the two in step). At run time nothing here is imported.
 if TYPE_CHECKING:  # pragma: no cover
+    from .flow import solve_flow as solve_flow
     from .generation import generate as generate
-    from .generation import solve_flow as solve_flow
-    from .hdf5 import SCHEMA_VERSION as SCHEMA_VERSION
-    from .hdf5 import TrajectoryWriter as TrajectoryWriter
-    from .hdf5 import read_metadata as read_metadata
-    from .hdf5 import read_trajectories as read_trajectories
-    from .hdf5 import write_trajectories as write_trajectories
     from .integration import IntegratorMap as IntegratorMap
     from .integration import integrate as integrate
     from .rollouts import MethodMetrics as MethodMetrics
@@ -64,6 +59,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from .spec import list_specs as list_specs
     from .spec import load_spec as load_spec
     from .trajectories import Trajectories as Trajectories
+    from .trajectory_files import TrajectoryWriter as TrajectoryWriter
+    from .trajectory_files import read_metadata as read_metadata
+    from .trajectory_files import read_trajectories as read_trajectories
+    from .trajectory_files import write_trajectories as write_trajectories
+    from .trajectory_reader import SCHEMA_VERSION as SCHEMA_VERSION
     from .work_precision import WorkPrecisionRow as WorkPrecisionRow
     from .work_precision import amortised_cost as amortised_cost
     from .work_precision import at_equal_cost as at_equal_cost
@@ -73,34 +73,33 @@ if TYPE_CHECKING:  # pragma: no cover
     from .work_precision import with_training_cost as with_training_cost
     from .work_precision import write_work_precision as write_work_precision
 
-# a literal list (type checkers read __all__ only in this form): the names of _LAZY, sorted
 __all__ = [
-    "GenerationSpec",
-    "IntegratorMap",
-    "MethodMetrics",
+    "Trajectories",
     "ROLLOUT_SCHEMA",
+    "MethodMetrics",
     "RolloutResult",
+    "read_rollout",
     "RolloutWriter",
     "SCHEMA_VERSION",
-    "Trajectories",
     "TrajectoryWriter",
-    "WorkPrecisionRow",
-    "amortised_cost",
-    "at_equal_cost",
-    "break_even",
-    "generate",
-    "integrate",
+    "read_metadata",
+    "read_trajectories",
+    "write_trajectories",
+    "GenerationSpec",
     "list_specs",
     "load_spec",
-    "read_metadata",
-    "read_rollout",
-    "read_trajectories",
-    "read_work_precision",
+    "generate",
+    "integrate",
+    "IntegratorMap",
     "solve_flow",
-    "training_seconds",
+    "WorkPrecisionRow",
+    "read_work_precision",
+    "break_even",
+    "amortised_cost",
     "with_training_cost",
-    "write_trajectories",
     "write_work_precision",
+    "at_equal_cost",
+    "training_seconds",
 ]
 
 

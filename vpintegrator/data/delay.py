@@ -67,7 +67,7 @@ def delay_embedding_log_det(system: Any, observation: Observation, states: np.nd
                             eps: float = 1e-6) -> np.ndarray:
     """``log|det DO(z)|`` (n,) of the delay embedding ``O(z) = (C z, C Φ_h z, …, C Φ_{(T−1)h} z)`` at full states
     ``states`` (n, d), with ``T·k = d``; ``DO`` by central differences of the exact flow (DOP853, 1e-12)."""
-    from .generation import solve_flow
+    from .flow import solve_flow
 
     z = np.asarray(states, dtype=np.float64)
     n, d = z.shape

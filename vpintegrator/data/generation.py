@@ -1,12 +1,8 @@
-"""Generate trajectory data sets: SciPy's DOP853 (the "exact flow") or any classical integrator.
+"""Generate trajectory data sets: SciPy's DOP853 (the "exact flow", ``vpintegrator.data.flow``) or any classical
+integrator.
 
-[`solve_flow`][vpintegrator.data.generation.solve_flow] integrates a batch of initial conditions with DOP853 at per-trajectory tolerances.
-For the shipped systems, with numba installed, it runs ``vpintegrator.compiled.dop853``: SciPy's DOP853
-(tableau, error norm, step-size controller, dense output) compiled, each trajectory with its own step
-size, so each trajectory gets exactly what a separate ``solve_ivp(method="DOP853", rtol, atol)`` call
-gives it. Otherwise (no numba, or a user-defined system) it stacks the batch into one ``solve_ivp`` call
-on the stacked state (a vectorised right-hand side) with tolerances scaled by ``1/sqrt(batch)``.
-[`generate`][vpintegrator.data.generation.generate] runs a [`GenerationSpec`][vpintegrator.data.spec.GenerationSpec] chunk by chunk and writes each
+[`generate`][vpintegrator.data.generation.generate] turns a [`GenerationSpec`][vpintegrator.data.spec.GenerationSpec] into its
+plan once (``vpintegrator.data.generation_plan.build_plan``), runs the plan chunk by chunk and writes each
 chunk to HDF5 as it is produced (on the compiled path the next chunk is integrated, on the main thread,
 while a helper thread compresses and writes the previous one), so data sets larger than memory are fine.
 With ``workers > 1`` (the default: every core) chunks are integrated, measured and compressed on that
@@ -18,7 +14,6 @@ from __future__ import annotations
 
 import gc
 import json
-import math
 import os
 from datetime import datetime, timezone
 from pathlib import Path
@@ -35,23 +30,20 @@ from .._outputs import check_output, output_lock
 from .._signals import check_terminated
 from ..errors import VPIntegratorError
 from ..provenance import provenance_record
-from ..systems import System, get_system, sample_initial_conditions, system_meta
+from ..systems import System, sample_initial_conditions, system_meta
 from .trajectories import Trajectories
-from .hdf5 import TrajectoryWriter, check_output_path
+from .trajectory_files import TrajectoryWriter
+from .h5checks import check_output_path
 from ..jobs.executors import check_workers, run_chunks
 from ..jobs.shards import index_when_complete, parse_shard, shard_bounds, shard_path
 from ._parallel import encode_chunks
 from .shards import write_shard_index
+from .flow import _solve_compiled, compiled_kernel, solve_flow
+from .generation_plan import GenerationPlan, build_plan
 from .spec import DOP853, GenerationSpec, load_spec
 from ..compiled import dop853 as _dop853
 
-__all__ = ["estimate_resources", "generate", "plan_chunks", "solve_flow"]
-
-# solve_ivp raises rtol below 100 eps to 100 eps (with a warning)
-_RTOL_FLOOR = 100 * np.finfo(np.float64).eps
-# Memory budget of one chunk of output, (chunk, n_steps, dim) float64; solve_ivp holds about twice that.
-_CHUNK_BYTES = 32 * 2**20
-
+__all__ = ["estimate_resources", "generate", "plan_chunks"]
 
 # Share of the available memory a run may plan to use (the estimate is rough: keep a generous margin).
 MEMORY_FRACTION = 0.5
@@ -61,37 +53,37 @@ MEMORY_FRACTION = 0.5
 _CHUNK_COPIES = {DOP853: 5, "classical": 3}
 
 
-def estimate_resources(spec: GenerationSpec, n_traj: int, dim: int, in_memory: bool = False,
+def estimate_resources(plan: GenerationPlan, n_traj: int, in_memory: bool = False,
                        workers: int = 1) -> dict[str, int]:
-    """Bytes a run of ``spec`` needs, from the sizes alone (nothing is allocated).
+    """Bytes a run of ``plan`` (``n_traj`` trajectories) needs, from the sizes alone (nothing is allocated).
 
     Returns ``{"memory": ..., "disk": ..., "chunk": trajectories per chunk, "chunk_bytes": one chunk's
     states}``: memory = initial conditions + time grid + the working copies of one chunk (more for
     DOP853's dense output) + the whole array when kept in memory; disk = ``n_traj * n_states * dim * 8``
     (before compression; 0 when kept in memory). ``workers`` chunks are worked on at once.
     """
-    n_states = spec.n_states
-    chunk = min(_chunk_size(spec, n_states, dim, _spec_compiled(spec)), n_traj)
+    n_states, dim = plan.n_states, plan.dim
+    chunk = min(plan.chunk, n_traj)
     chunk_bytes = 8 * chunk * n_states * dim
     workers = max(1, min(workers, -(-n_traj // max(chunk, 1))))  # chunks in flight: no more than there are
-    copies = _CHUNK_COPIES[DOP853 if spec.method == DOP853 else "classical"]
+    copies = _CHUNK_COPIES[DOP853 if plan.method == DOP853 else "classical"]
     total = 8 * n_traj * n_states * dim
     memory = 8 * n_traj * dim + 16 * n_states + workers * copies * chunk_bytes + (total if in_memory else 0)
     return {"memory": memory, "disk": 0 if in_memory else total, "chunk": chunk, "chunk_bytes": chunk_bytes}
 
 
-def _check_resources(spec: GenerationSpec, n_traj: int, dim: int, out, folder, workers: int = 1,
+def _check_resources(plan: GenerationPlan, n_traj: int, out, folder, workers: int = 1,
                      n_out: int | None = None) -> int:
     """Refuse a run that cannot fit in memory or on disk, before anything is allocated (``n_out``: the
     trajectories this run writes, a shard's, when not all); return the workers that fit (fewer than
     asked when their chunks in flight would not: ``workers`` is a speed setting, not a demand)."""
     limit = int(resources.available_memory() * MEMORY_FRACTION)
-    while workers > 1 and estimate_resources(spec, n_traj, dim, out is None, workers)["memory"] > limit:
+    while workers > 1 and estimate_resources(plan, n_traj, out is None, workers)["memory"] > limit:
         workers -= 1
-    need = estimate_resources(spec, n_traj, dim, in_memory=out is None, workers=workers)
+    need = estimate_resources(plan, n_traj, in_memory=out is None, workers=workers)
     if n_out is not None:
         need["disk"] = need["disk"] * n_out // max(n_traj, 1)
-    n_states = spec.n_states
+    n_states, dim = plan.n_states, plan.dim
     if need["memory"] > limit:
         have = f"but only {resources.size_text(limit)} may be used (half of the {resources.size_text(limit / MEMORY_FRACTION)} available)"
         sizes = f"{n_traj} trajectories x {n_states} states x dim {dim} x 8 bytes"
@@ -137,137 +129,6 @@ def _check_resources(spec: GenerationSpec, n_traj: int, dim: int, out, folder, w
     return workers
 
 
-def _max_batch(rtol: float) -> int:
-    """Largest batch whose scaled tolerance ``rtol / sqrt(batch)`` stays above SciPy's floor."""
-    return max(1, int((rtol / _RTOL_FLOOR) ** 2))
-
-
-def _compiled_kernel(system: System) -> tuple[int, np.ndarray] | None:
-    """The compiled DOP853's vector field for ``system``, or None (no numba, or not a shipped system)."""
-    if not _dop853.available():
-        return None
-    return _dop853.kernel_for(system)
-
-
-def _spec_compiled(spec: GenerationSpec) -> bool:
-    """Whether ``generate(spec)`` integrates with the compiled per-trajectory DOP853."""
-    if spec.method != DOP853 or not _dop853.available():
-        return False
-    try:
-        return _compiled_kernel(get_system(spec.system, **spec.params)) is not None
-    except VPIntegratorError:
-        return False
-
-
-def solve_flow(
-    system: System | str,
-    y0: np.ndarray,
-    t: np.ndarray,
-    rtol: float = 1e-12,
-    atol: float = 1e-12,
-    compiled: bool | None = None,
-) -> np.ndarray:
-    """Integrate a batch of initial conditions with SciPy's DOP853 at per-trajectory tolerances.
-
-    Compiled path (``compiled`` None or True; used when numba is installed and ``system`` is one of the
-    shipped classes): ``vpintegrator.compiled.dop853.solve_many``, SciPy's DOP853 algorithm (tableau,
-    error norm over the trajectory's own components, step-size controller, dense output sampled at
-    ``t``) compiled and run on each trajectory with its own step size. Each trajectory gets exactly the
-    guarantee of its own ``solve_ivp(method="DOP853", t_eval=t, rtol=rtol, atol=atol)`` call, and the
-    same numbers up to rounding. ``compiled=True`` raises when that path is not available.
-
-    Vectorised path (``compiled=False``, or no numba, or a user-defined system): all trajectories
-    are stacked into one state of size ``n_traj * dim`` and integrated by one
-    ``solve_ivp`` call whose right-hand side evaluates the vector field on the whole batch. The solver's
-    RMS error norm over all ``n_traj * dim`` components would let a hard trajectory hide behind easy
-    ones, so ``rtol`` and ``atol`` are divided by ``sqrt(n_traj)``: then every trajectory's own
-    error norm is at most what a separate ``solve_ivp(rtol, atol)`` call would accept. Batches are split
-    so that the scaled ``rtol`` stays above SciPy's floor of 100 eps (at most 2028 trajectories per call
-    at ``rtol = 1e-12``).
-
-    Parameters
-    ----------
-    system : System or str
-        The system (or its registry name).
-    y0 : ndarray, shape (n_traj, dim)
-        Initial conditions at ``t[0]``.
-    t : ndarray, shape (n_steps,)
-        Increasing output times; the solution is sampled there (DOP853's dense output).
-    rtol, atol : float
-        Per-trajectory tolerances.
-    compiled : bool or None
-        None: the compiled path where available, else the vectorised one; True: the compiled path
-        (an error where unavailable); False: the vectorised one.
-
-    Returns
-    -------
-    ndarray, shape (n_traj, n_steps, dim)
-        ``y[:, 0]`` is ``y0``.
-    """
-    system = get_system(system)
-    y0 = np.array(y0, dtype=np.float64)
-    if y0.ndim != 2 or y0.shape[1] != system.dim:
-        raise VPIntegratorError(f"solve_flow: y0 must have shape (n_traj, {system.dim}); got {y0.shape}")
-    if not np.all(np.isfinite(y0)):
-        i = int(np.argmin(np.all(np.isfinite(y0), axis=1)))
-        raise VPIntegratorError(f"solve_flow: initial condition {i} is not finite: {y0[i].tolist()}")
-    t = np.asarray(t, dtype=np.float64)
-    if t.ndim != 1 or t.size == 0 or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
-        raise VPIntegratorError("solve_flow: t must be a non-empty, finite, strictly increasing 1-d array")
-    for name, tol in (("rtol", rtol), ("atol", atol)):
-        if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol > 0):
-            raise VPIntegratorError(f"solve_flow: {name} must be a finite number > 0; got {tol!r}")
-    n_traj, dim = y0.shape
-    kernel = None if compiled is False else _compiled_kernel(system)
-    if compiled and kernel is None:
-        why = "numba is not installed" if not _dop853.available() else f"no compiled vector field for {type(system).__name__}"
-        raise VPIntegratorError(f"solve_flow: compiled=True but {why}; pass compiled=None or False")
-    if kernel is not None:
-        return _solve_compiled(kernel, y0, t, rtol, atol)
-    out = np.empty((n_traj, t.size, dim))
-    out[:, 0] = y0
-    if t.size == 1 or n_traj == 0:
-        return out
-    batch = _max_batch(rtol)
-    for start in range(0, n_traj, batch):
-        out[start : start + batch] = _solve_batch(system, y0[start : start + batch], t, rtol, atol)
-    return out
-
-
-def _solve_compiled(kernel: tuple[int, np.ndarray], y0: np.ndarray, t: np.ndarray, rtol: float, atol: float) -> np.ndarray:
-    y, status, t_reached = _dop853.solve_many(kernel[0], kernel[1], y0, t, rtol, atol)
-    bad = np.flatnonzero(status != _dop853.OK)
-    if bad.size:
-        i = int(bad[0])
-        raise VPIntegratorError(
-            f"solve_flow: DOP853 failed for initial condition {i} ({bad.size} of {y0.shape[0]} failed) at "
-            f"t = {t_reached[i]:g}: required step size is less than spacing between numbers; "
-            "check the initial conditions, or loosen rtol/atol"
-        )
-    return y
-
-
-def _solve_batch(system: System, y0: np.ndarray, t: np.ndarray, rtol: float, atol: float) -> np.ndarray:
-    from scipy.integrate import solve_ivp  # here, not at import: the compiled path does without scipy.integrate
-
-    k, dim = y0.shape
-    scale = math.sqrt(k)
-
-    def rhs(_: float, y: np.ndarray) -> np.ndarray:  # y (k * dim,) -> (k * dim,)
-        return system.vector_field(y.reshape(k, dim)).reshape(-1)
-
-    sol = solve_ivp(
-        rhs, (t[0], t[-1]), y0.reshape(-1), method="DOP853", t_eval=t, rtol=rtol / scale, atol=atol / scale
-    )
-    if sol.status != 0:
-        raise VPIntegratorError(
-            f"solve_flow: DOP853 failed at t = {sol.t[-1] if sol.t.size else t[0]:g}: {sol.message}; "
-            "check the initial conditions, or loosen rtol/atol"
-        )
-    y = sol.y.reshape(k, dim, t.size).transpose(0, 2, 1)  # (k * dim, n_steps) -> (k, n_steps, dim)
-    y[:, 0] = y0
-    return y
-
 
 def _relative_drift(system: System, y: np.ndarray) -> dict[str, float]:
     """Max over trajectories and times of |I(y_t) - I(y_0)| / |I(y_0)| (absolute where I(y_0) = 0)."""
@@ -276,15 +137,6 @@ def _relative_drift(system: System, y: np.ndarray) -> dict[str, float]:
         values = system.invariant(name, y)  # (k, n_steps)
         drift[name] = float(np.max(np.abs(relative_drift(values, values[:, :1]))))
     return drift
-
-
-def _chunk_size(spec: GenerationSpec, n_states: int, dim: int, compiled: bool = False) -> int:
-    """Trajectories per chunk: the spec's chunk_size, within the memory budget and (vectorised DOP853)
-    one solve_ivp call."""
-    chunk = min(spec.chunk_size, _CHUNK_BYTES // (8 * n_states * dim))
-    if spec.method == DOP853 and not compiled:
-        chunk = min(chunk, _max_batch(spec.rtol))
-    return max(1, chunk)
 
 
 def generate(
@@ -302,7 +154,7 @@ def generate(
     """Generate the data set a spec describes.
 
     Initial conditions come from ``numpy.random.default_rng(spec.seed)``; trajectories are integrated
-    in chunks of at most ``spec.chunk_size`` (and about 32 MiB), with [`solve_flow`][vpintegrator.data.generation.solve_flow] (``method =
+    in chunks of at most ``spec.chunk_size`` (and about 32 MiB), with [`solve_flow`][vpintegrator.data.flow.solve_flow] (``method =
     "dop853"``) or [`vpintegrator.data.integrate`][vpintegrator.data.integration.integrate], sampled at ``t = k * dt`` exactly.
 
     Parameters
@@ -324,7 +176,7 @@ def generate(
         Compute only the I-th (1-based) of N contiguous blocks of whole chunks of the initial conditions
         (``vpintegrator.data.shards``), into ``data.shard-I-of-N.h5`` beside ``out = data.h5``; when
         the last shard is written (and ``write_index``), the index file appears at ``out``, and
-        [`read_trajectories`][vpintegrator.data.hdf5.read_trajectories] of it (or of the shards' list) equals the unsharded
+        [`read_trajectories`][vpintegrator.data.trajectory_files.read_trajectories] of it (or of the shards' list) equals the unsharded
         data set to the last bit. Without ``out``: the block's trajectories in memory.
     write_index : bool, default True
         With ``shard``: write the index at ``out`` once every shard is there (a scheduler that writes
@@ -345,22 +197,30 @@ def generate(
         tolerances, seed, sampler, and ``max_rel_drift_<invariant>``), or the path written (a shard's
         file with ``shard``).
     """
-    if not isinstance(spec, GenerationSpec):
-        spec = load_spec(spec)
+    plan = build_plan(spec if isinstance(spec, GenerationSpec) else load_spec(spec))
     if scheduler is not None:
-        return _on_cluster(spec, out, scheduler, n_shards, workers, overwrite, shard)
+        return _on_cluster(plan, out, scheduler, n_shards, workers, overwrite, shard)
+    return _run(plan, out, progress, overwrite=overwrite, workers=workers, shard=shard, write_index=write_index)
+
+
+def _run(plan: GenerationPlan, out: str | os.PathLike[str] | None, progress: Callable[[int, int], Any] | None,
+         *, overwrite: bool, workers: int | None, shard: str | tuple[int, int] | None,
+         write_index: bool) -> Trajectories | Path:
+    """[`generate`][vpintegrator.data.generation.generate] once the plan is built: the run's own arguments
+    checked, the output checked and locked, the plan run."""
     workers = check_workers(workers)
     shard = parse_shard(shard)
     import logging
 
     logging.getLogger(__name__).debug(
         "generate %s: system %s, %s trajectories, dt %g, t_end %g, method %s, workers %s, shard %s, out %s",
-        spec.name, spec.system, spec.n_traj, spec.dt, spec.t_end, spec.method, workers or "auto", shard, out)
+        plan.name, plan.system_name, plan.n_traj, plan.dt, plan.t_end, plan.method, workers or "auto", shard,
+        out)
     if out is None:
-        return _generate(spec, None, progress, workers=workers, shard=shard)
+        return _generate(plan, None, progress, workers=workers, shard=shard)
     if not isinstance(out, (str, os.PathLike)):
         raise VPIntegratorError(f"out must be a file path or None; got {out!r}", key="out")
-    check_not_input(out, [spec.source] if spec.source else [], key="out")
+    check_not_input(out, plan.inputs, key="out")
     folder = check_output_path(out, key="out")  # the nearest existing folder: where the disk space is checked
     if shard is not None:
         index = check_output(out, "trajectories", overwrite)  # the index comes there at the end
@@ -368,7 +228,7 @@ def generate(
     target = check_output(out, "trajectories", overwrite)
     with output_lock(target):
         check_output(out, "trajectories", overwrite)  # again under the lock: a writer we raced may have finished
-        _generate(spec, target, progress, overwrite, folder, workers, shard)
+        _generate(plan, target, progress, overwrite, folder, workers, shard)
     if shard is not None and write_index:
         index_when_complete(index, shard[1], "trajectories", write_shard_index)
     return Path(out)
@@ -376,7 +236,7 @@ def generate(
 
 
 
-def _on_cluster(spec: GenerationSpec, out: Any, scheduler: Any, n_shards: int | None, workers: int | None,
+def _on_cluster(plan: GenerationPlan, out: Any, scheduler: Any, n_shards: int | None, workers: int | None,
                 overwrite: bool, shard: Any) -> Path:
     """[`generate`][vpintegrator.data.generation.generate] with ``scheduler``: the shards' jobs, handed to the
     job runtime's one cluster path (``vpintegrator.jobs.dask.run_on_cluster``)."""
@@ -389,77 +249,69 @@ def _on_cluster(spec: GenerationSpec, out: Any, scheduler: Any, n_shards: int | 
         raise VPIntegratorError(f"out must be a file path (the index file; the shards go beside it); got {out!r}",
                                 key="out")
     scheduler = cluster_address(scheduler, n_shards)
-    check_not_input(out, [spec.source] if spec.source else [], key="out")
+    check_not_input(out, plan.inputs, key="out")
     check_output_path(out, key="out")
     index = check_output(out, "trajectories", overwrite)
-    n_traj, chunk = plan_chunks(spec)
+    n_traj, chunk = plan_chunks(plan)
 
     def jobs(n: int) -> list[ShardJob]:
         n = min(n, -(-n_traj // chunk))  # at most one shard per chunk
         shards = []
         for s in ((i, n) for i in range(1, n + 1)):
             path = shard_path(out, s)
-            if finished_gen_shard(path, spec, n_traj, chunk, s):
+            if finished_gen_shard(path, plan, n_traj, s):
                 shards.append(ShardJob(s, (path,)))  # (one an earlier run of this data set finished is kept)
                 continue
             check_output(path, "trajectories", overwrite, key="out")
-            shards.append(ShardJob(s, (path,), task=_shard_task, args=(spec, str(out), s, workers)))
+            shards.append(ShardJob(s, (path,), task=_shard_task, args=(plan, str(out), s, workers)))
         return shards
 
     run_on_cluster(scheduler, n_shards, "vp-gen", Path(out), index, jobs, lambda n: write_shard_index(index, n))
     return Path(out)
 
 
-def _shard_task(spec: GenerationSpec, out: str, shard: tuple[int, int], workers: int | None) -> str:
+def _shard_task(plan: GenerationPlan, out: str, shard: tuple[int, int], workers: int | None) -> str:
     """One block, run on a dask worker: its shard file (replaced when a dead worker had finished it)."""
-    return str(generate(spec, out, shard=shard, workers=workers, overwrite=True, write_index=False))
+    return str(_run(plan, out, None, shard=shard, workers=workers, overwrite=True, write_index=False))
 
 
-def plan_chunks(spec: GenerationSpec) -> tuple[int, int]:
-    """``(n_traj, chunk)`` of a run of ``spec`` (the sampler is run when the spec leaves n_traj to it)."""
-    system = get_system(spec.system, **spec.params)
-    n_traj = spec.n_traj
+def plan_chunks(plan: GenerationPlan) -> tuple[int, int]:
+    """``(n_traj, chunk)`` of a run of ``plan`` (the sampler is run when the spec left n_traj to it)."""
+    n_traj = plan.n_traj
     if n_traj is None:
-        rng = np.random.default_rng(spec.seed)
-        n_traj = sample_initial_conditions(system, spec.sampler, None, rng, **spec.sampler_args).shape[0]
-    kernel = _compiled_kernel(system) if spec.method == DOP853 else None
-    return int(n_traj), _chunk_size(spec, spec.n_states, system.dim, kernel is not None)
+        rng = np.random.default_rng(plan.seed)
+        n_traj = sample_initial_conditions(plan.system, plan.sampler, None, rng, **plan.sampler_args).shape[0]
+    return int(n_traj), plan.chunk
 
 
-def _generate(spec: GenerationSpec, out: Path | None, progress, overwrite: bool = False,
+def _generate(plan: GenerationPlan, out: Path | None, progress, overwrite: bool = False,
               folder: Path | None = None, workers: int = 1, shard: tuple[int, int] | None = None) -> Trajectories | Path:
     """[`generate`][vpintegrator.data.generation.generate] once the output is checked and locked (``folder``: the nearest existing folder of
     ``out`` before the lock was taken)."""
-    where = spec.source or f"spec {spec.name!r}"
-    try:
-        system = get_system(spec.system, **spec.params)
-    except VPIntegratorError as err:
-        raise VPIntegratorError(f"{where}: [system] {err}") from None
+    where, system = plan.where, plan.system
     # refuse work that cannot fit before anything is allocated (n_traj None: the sampler decides, later)
-    workers = _check_resources(spec, spec.n_traj or 1, system.dim, out, folder, workers)
-    rng = np.random.default_rng(spec.seed)
+    workers = _check_resources(plan, plan.n_traj or 1, out, folder, workers)
+    rng = np.random.default_rng(plan.seed)
     try:
-        y0 = sample_initial_conditions(system, spec.sampler, spec.n_traj, rng, **spec.sampler_args)
+        y0 = sample_initial_conditions(system, plan.sampler, plan.n_traj, rng, **plan.sampler_args)
     except VPIntegratorError as err:
         raise VPIntegratorError(f"{where}: [initial_conditions] {err}") from None
     if not np.all(np.isfinite(y0)):
         i = int(np.argmin(np.all(np.isfinite(y0), axis=1)))
         raise VPIntegratorError(f"{where}: [initial_conditions] initial condition {i} is not finite: {y0[i].tolist()}")
     n_whole, dim = y0.shape
-    t = spec.t
+    t, kernel, chunk = plan.t, plan.kernel, plan.chunk
     n_states = t.size
-    kernel = _compiled_kernel(system) if spec.method == DOP853 else None
-    chunk = _chunk_size(spec, n_states, dim, kernel is not None)
-    meta = _meta(spec, system, n_whole, t, chunk, kernel is not None)
+    meta = _meta(plan, n_whole)
     family, params = None, None  # [parameters]: one system per trajectory (drawn on a stream of their own)
-    if spec.parameters:
+    if plan.parameters:
         from ..systems.family import systems_from_table
-        from .param_dists import check_parameters, draw_parameters
+        from .param_dists import draw_parameters
 
-        columns, table = draw_parameters(system, spec.parameters, n_whole, spec.seed, f"{where}: [parameters]")
+        columns, table = draw_parameters(system, plan.parameters, n_whole, plan.seed, f"{where}: [parameters]")
         family = systems_from_table(system, columns, table)
         params = (columns, table)
-        meta["parameter_dists"] = json.dumps(check_parameters(system, spec.parameters))
+        meta["parameter_dists"] = json.dumps(dict(plan.parameter_dists))
         meta["generator"] += "; each trajectory integrated alone with its own parameters (/params)"
     if shard is not None:  # the block of whole chunks: each trajectory computed as in the unsharded run
         first, last = shard_bounds(n_whole, chunk, shard)
@@ -469,8 +321,8 @@ def _generate(spec: GenerationSpec, out: Path | None, progress, overwrite: bool 
         meta.update(shard_index=shard[0], shard_count=shard[1], shard_traj_start=first, shard_traj_stop=last,
                     shard_n_traj=n_whole)
     n_traj = meta["n_traj"] = y0.shape[0]
-    if spec.n_traj is None or shard is not None:
-        workers = _check_resources(spec, n_whole, dim, out, folder, workers, n_out=n_traj)
+    if plan.n_traj is None or shard is not None:
+        workers = _check_resources(plan, n_whole, out, folder, workers, n_out=n_traj)
     workers = min(workers, -(-n_traj // chunk))
     if progress is not None:
         progress(0, n_traj)
@@ -480,9 +332,9 @@ def _generate(spec: GenerationSpec, out: Path | None, progress, overwrite: bool 
     def solve(start: int) -> tuple[np.ndarray, dict[str, float]]:
         """The chunk at ``start`` and its invariants' drift (each trajectory with its own system)."""
         if family is None:
-            y = _integrate_chunk(system, y0[start : start + chunk], t, spec, kernel)
+            y = _integrate_chunk(plan, system, y0[start : start + chunk], t, kernel)
             return y, _relative_drift(system, y)
-        return _integrate_rows(family[start : start + chunk], y0[start : start + chunk], t, spec)
+        return _integrate_rows(plan, family[start : start + chunk], y0[start : start + chunk], t)
 
     def integrate_chunk(start: int) -> np.ndarray:
         check_terminated()
@@ -570,10 +422,9 @@ def _generate(spec: GenerationSpec, out: Path | None, progress, overwrite: bool 
         run_parallel(store) if workers > 1 else run(store)
         return Trajectories(y=y_all, t=t, meta={**meta, **drift_meta()}, params=None if params is None else params[1],
                             param_names=() if params is None else params[0])
-    record = provenance_record([spec.source] if spec.source else [])  # the spec file is the input
-    compression = None if spec.compression == "none" else spec.compression
+    record = provenance_record(plan.inputs)  # the spec file is the input
     with TrajectoryWriter(out, n_traj, n_states, dim, t, meta, overwrite=overwrite, provenance=record,
-                          params=params, compression=compression) as writer:
+                          params=params, compression=plan.compression) as writer:
         if workers > 1:
             run_parallel(writer.write, writer)
         else:
@@ -582,87 +433,88 @@ def _generate(spec: GenerationSpec, out: Path | None, progress, overwrite: bool 
     return Path(out)
 
 
-def describe_run(spec: GenerationSpec, n_traj: int, t_end: float) -> str:
+def describe_run(plan: GenerationPlan, n_traj: int, t_end: float) -> str:
     """The spec's one-line description made true of what was run (overrides included): its
     ``N initial conditions``, ``dt = ...``, ``t in [0, ...]`` and method (``DOP853``, ending the line) are
     replaced by the values used, and the method with its tolerances is named (appended when the text
     names none), e.g. ``"..., dt = 0.2, t in [0, 20], implicit_midpoint (fixed step dt)"``."""
     import re
 
-    if spec.method == DOP853:
-        method = f"DOP853 (rtol = {spec.rtol:g}, atol = {spec.atol:g})"
+    if plan.method == DOP853:
+        method = f"DOP853 (rtol = {plan.rtol:g}, atol = {plan.atol:g})"
     else:
-        method = f"{spec.method} (fixed step dt)"
-    text = spec.description.strip()
+        method = f"{plan.method} (fixed step dt)"
+    text = plan.description.strip()
     text = re.sub(r"\b\d+ ((?:random |held-out )*initial conditions)", f"{n_traj} \\1", text)
-    text = re.sub(r"\bdt = [-+0-9.eE]+", f"dt = {spec.dt:g}", text)
+    text = re.sub(r"\bdt = [-+0-9.eE]+", f"dt = {plan.dt:g}", text)
     text = re.sub(r"\bt in \[0, [^\]]*\]", f"t in [0, {t_end:g}]", text)
     text, named = re.subn(r"\bDOP853\b(?: \([^)]*\))?", method, text)
     if not named:
-        text = f"{text}, {method}" if text else f"{spec.system}, {n_traj} trajectories, dt = {spec.dt:g}, {method}"
+        text = f"{text}, {method}" if text else f"{plan.system_name}, {n_traj} trajectories, dt = {plan.dt:g}, {method}"
     return text
 
 
-def _integrate_chunk(
-    system: System, y0: np.ndarray, t: np.ndarray, spec: GenerationSpec, kernel: tuple[int, np.ndarray] | None
-) -> np.ndarray:
-    if spec.method == DOP853:
+def _integrate_chunk(plan: GenerationPlan, system: System, y0: np.ndarray, t: np.ndarray,
+                     kernel: tuple[int, np.ndarray] | None) -> np.ndarray:
+    """``y0``'s trajectories on the grid ``t`` (``plan.t``) by the plan's method, with ``system`` (the plan's, or
+    one member of a parametric family) and its compiled DOP853 ``kernel`` (None: SciPy's, or a classical
+    method)."""
+    if plan.method == DOP853:
         if kernel is not None:
-            return _solve_compiled(kernel, y0, t, spec.rtol, spec.atol)
-        return solve_flow(system, y0, t, rtol=spec.rtol, atol=spec.atol, compiled=False)
+            return _solve_compiled(kernel, y0, t, plan.rtol, plan.atol)
+        return solve_flow(system, y0, t, rtol=plan.rtol, atol=plan.atol, compiled=False)
     from .integration import integrate  # here: the DOP853 path does without the integrators (start-up)
 
-    return integrate(system, y0, spec.dt, t.size - 1, method=spec.method, compiled=False).y  # the NumPy step, bit for bit
+    return integrate(system, y0, plan.dt, t.size - 1, method=plan.method, compiled=False).y  # the NumPy step, bit for bit
 
 
-def _integrate_rows(systems: list, y0: np.ndarray, t: np.ndarray,
-                    spec: GenerationSpec) -> tuple[np.ndarray, dict[str, float]]:
+def _integrate_rows(plan: GenerationPlan, systems: list, y0: np.ndarray,
+                    t: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
     """Trajectories one by one, each with its own system (a parametric spec), and their invariants' drift:
     each is exactly what a separate run of its system (DOP853: a per-trajectory ``solve_ivp`` up to rounding)
     gives."""
     y = np.empty((y0.shape[0], t.size, y0.shape[1]))
     drift: dict[str, float] = {}
     for i, system in enumerate(systems):
-        kernel = _compiled_kernel(system) if spec.method == DOP853 else None
-        y[i : i + 1] = _integrate_chunk(system, y0[i : i + 1], t, spec, kernel)
+        kernel = compiled_kernel(system) if plan.method == DOP853 else None
+        y[i : i + 1] = _integrate_chunk(plan, system, y0[i : i + 1], t, kernel)
         for name, value in _relative_drift(system, y[i : i + 1]).items():
             drift[name] = max(drift.get(name, 0.0), value)
     return y, drift
 
 
-def _meta(
-    spec: GenerationSpec, system: System, n_traj: int, t: np.ndarray, chunk: int, compiled: bool = False
-) -> dict[str, Any]:
+def _meta(plan: GenerationPlan, n_traj: int) -> dict[str, Any]:
     import scipy
 
     from .._version import __version__
 
-    if spec.method == DOP853 and compiled:
+    system = plan.system
+    if plan.method == DOP853 and plan.kernel is not None:
         import numba
 
         generator = f"{_dop853.GENERATOR}; vpintegrator {__version__}, numba {numba.__version__}, scipy {scipy.__version__}"
-    elif spec.method == DOP853:
-        generator = f"scipy {scipy.__version__} solve_ivp DOP853, vectorised over <= {chunk} trajectories"
+    elif plan.method == DOP853:
+        generator = f"scipy {scipy.__version__} solve_ivp DOP853, vectorised over <= {plan.chunk} trajectories"
     else:
-        generator = f"vpintegrator {__version__} integrators.integrate({spec.method!r}), fixed step dt"
+        generator = f"vpintegrator {__version__} integrators.integrate({plan.method!r}), fixed step dt"
     return {
         **system_meta(system),
         "dim": system.dim,
-        "dt": spec.dt,
-        "t_end": float(t[-1]),
-        "method": spec.method,
-        "rtol": spec.rtol,
-        "atol": spec.atol,
-        "seed": spec.seed,
+        "dt": plan.dt,
+        "t_end": plan.t_end,
+        "method": plan.method,
+        "rtol": plan.rtol,
+        "atol": plan.atol,
+        "seed": plan.seed,
         "n_traj": n_traj,
-        "n_states": int(t.size),
-        "n_steps": int(t.size) - 1,
+        "n_states": plan.n_states,
+        "n_steps": plan.n_states - 1,
         "invariant_names": list(system.invariant_names),
-        "sampler": spec.sampler,
-        "sampler_args": json.dumps(spec.sampler_args),
-        "spec": spec.name,
-        "description": describe_run(spec, n_traj, float(t[-1])),
-        "chunk_size": chunk,
+        "sampler": plan.sampler,
+        "sampler_args": json.dumps(dict(plan.sampler_args)),
+        "spec": plan.name,
+        "description": describe_run(plan, n_traj, plan.t_end),
+        "chunk_size": plan.chunk,
         "generator": generator,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }

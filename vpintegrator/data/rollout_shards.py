@@ -39,7 +39,8 @@ import numpy as np
 from .._io import atomic_path, h5_writing
 from .._outputs import ROLLOUT_LIBVER, ROLLOUT_SCHEMA
 from ..errors import VPIntegratorError
-from .hdf5 import _attrs_to_meta, label_rollout_group, label_rollout_root
+from .h5attrs import _attrs_to_meta
+from .h5labels import label_rollout_group, label_rollout_root
 from ..jobs.shards import INDEX_KEY, SHARD_KEYS, ShardKind, collect, is_index, selection_bounds, shard_path
 from .summary import split_summary_rows, summary_row
 

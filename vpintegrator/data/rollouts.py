@@ -1,5 +1,5 @@
 """Rollout files (``vp-rollout`` output): the schema, the writer ([`RolloutWriter`][vpintegrator.data.rollouts.RolloutWriter]) and the reader
-([`read_rollout`][vpintegrator.data.rollouts.read_rollout]); attributes by the one codec of both file kinds (``vpintegrator.data.hdf5``).
+([`read_rollout`][vpintegrator.data.rollouts.read_rollout]); attributes by the one codec of both file kinds (``vpintegrator.data.h5attrs``).
 
 A rollout file holds, for a set of trajectories of a data file, the reference and every method's states
 with per-step metrics (relative error, invariants) and the volume of every step or window map. The layout
@@ -24,7 +24,8 @@ import numpy as np
 from .._io import check_h5_write
 from ..errors import VPIntegratorError
 from .._outputs import ROLLOUT_LIBVER, ROLLOUT_SCHEMA
-from .hdf5 import _attrs_to_meta, label_rollout_group, label_rollout_root, write_attrs
+from .h5attrs import _attrs_to_meta, write_attrs
+from .h5labels import label_rollout_group, label_rollout_root
 from .trajectories import Trajectories
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -376,7 +377,7 @@ def _rollout_is_paper_set(meta: Mapping[str, Any], path) -> bool:
         if not p.is_absolute() and path is not None and not p.exists():
             p = Path(path).parent / p
         try:
-            from .hdf5 import read_metadata
+            from .trajectory_files import read_metadata
 
             data_meta = read_metadata(p)
         except Exception:  # the data file moved or is unreadable: number trajectories by row

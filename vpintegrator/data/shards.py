@@ -10,8 +10,8 @@ metadata, ``shard_index``, ``shard_count``, ``shard_traj_start``, ``shard_traj_s
 
 When the last shard is written, the **index file** appears at ``data.h5`` itself: an HDF5 trajectory file
 whose ``/y`` is a virtual dataset over the shards' ``/y`` (any HDF5 tool sees the whole array) and whose
-attribute ``shard_files`` lists the shards relative to it. [`read_trajectories`][vpintegrator.data.hdf5.read_trajectories],
-[`read_metadata`][vpintegrator.data.hdf5.read_metadata] and ``vp-train --data`` open it like any trajectory file; they
+attribute ``shard_files`` lists the shards relative to it. [`read_trajectories`][vpintegrator.data.trajectory_files.read_trajectories],
+[`read_metadata`][vpintegrator.data.trajectory_files.read_metadata] and ``vp-train --data`` open it like any trajectory file; they
 read the shards themselves, after checking that they belong together (the same data set: spec, system,
 parameters, dt, seed, sampler, n_traj; every shard present once, no gaps or overlaps). A list of the shard
 files is read the same way, in shard order.
@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import h5py
 import numpy as np
@@ -35,11 +35,91 @@ from .._io import atomic_path, h5_writing
 from ..errors import VPIntegratorError
 from ..jobs.shards import (INDEX_KEY, SHARD_KEYS, Shard, ShardKind, collect, finished_shard, is_shard_set,
                            parse_shard, shard_bounds, shard_path)
-from .hdf5 import _PER_SHARD, GEN, PARAMS_DATASET, _collect, _merged_meta, read_shard_metadata, read_shard_set, label_trajectory_file  # noqa: F401
+from .h5attrs import _attrs_to_meta
+from .h5labels import label_trajectory_file
 from .trajectories import Trajectories
+from .trajectory_reader import PARAMS_DATASET, _index, _open, _read_one, _validate
 
-__all__ = ["parse_shard", "shard_bounds", "shard_path", "write_shard_index", "is_shard_set", "read_shard_set",
-           "finished_gen_shard"]
+if TYPE_CHECKING:  # pragma: no cover
+    from .generation_plan import GenerationPlan
+
+__all__ = ["GEN", "parse_shard", "shard_bounds", "shard_path", "write_shard_index", "is_shard_set", "read_shard_set",
+           "read_shard_metadata", "finished_gen_shard"]
+
+
+# metadata that must agree between the shards of one data set (besides the time grid and dim)
+_SAME = ("spec", "system", "system_class", "dt", "t_end", "method", "rtol", "atol", "seed", "sampler",
+         "sampler_args", "chunk_size", "shard_count", "shard_n_traj", "parameter_dists")
+_PER_SHARD = (*SHARD_KEYS, "created", "n_traj")
+
+
+def _head(path: Path) -> tuple[dict, tuple[int, int, int], np.ndarray]:
+    with _open(path) as f:
+        shape = _validate(path, f)
+        return _attrs_to_meta(f.attrs), shape, f["t"][:]
+
+
+#: the shards of a trajectory data set (vp-gen)
+GEN = ShardKind("vp-gen", _SAME, head=_head)
+
+
+def _collect(paths: list[Path]) -> tuple[list[Shard], Path | None]:
+    """The shards of one data set (checked), in shard order; and the index file, if given."""
+    return collect(paths, GEN)
+
+
+def _merged_meta(shards: list[Shard], index: Path | None) -> dict[str, Any]:
+    meta = {k: v for k, v in shards[0].meta.items() if k not in _PER_SHARD}
+    for key in [k for k in meta if k.startswith("max_rel_drift_")]:
+        meta[key] = max(float(s.meta.get(key, 0.0)) for s in shards)
+    meta["source_files"] = [str(s.path) for s in shards]
+    if index is not None:
+        meta["index_file"] = str(index)
+    return meta
+
+
+def read_shard_metadata(paths: list[Path]) -> dict[str, Any]:
+    """[`read_metadata`][vpintegrator.data.trajectory_files.read_metadata] of an index file or a list of shards (checked)."""
+    shards, index = _collect(paths)
+    meta = _merged_meta(shards, index)
+    n_traj, n_states = sum(s.shape[0] for s in shards), shards[0].shape[1]
+    meta["n_traj"], meta["n_states"], meta["n_steps"] = n_traj, n_states, n_states - 1
+    return meta
+
+
+def read_shard_set(paths: list[Path], traj: Any = None, steps: Any = None, allow: bool = False) -> Trajectories:
+    """The whole data set of an index file or a list of shards, as one [`Trajectories`][vpintegrator.data.trajectories.Trajectories]."""
+    shards, index = _collect(paths)
+    counts = np.array([s.shape[0] for s in shards])
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    total, dim = int(offsets[-1]), shards[0].shape[2]
+    idx = _index(traj, total, "traj", index or shards[0].path)
+    wanted = np.atleast_1d(np.arange(total)[idx])
+    shard_of = np.searchsorted(offsets, wanted, side="right") - 1
+    t_sel = None
+    y = None
+    params, names = None, ()  # type: tuple[np.ndarray | None, tuple[str, ...]]
+    for i, s in enumerate(shards):
+        mask = shard_of == i
+        if mask.any() or (i == 0 and wanted.size == 0):
+            part = _read_one(s.path, wanted[mask] - offsets[i], steps, allow)
+            t_sel = part.t
+            if y is None:
+                y = np.empty((wanted.size, part.y.shape[1], dim))
+            y[np.flatnonzero(mask)] = part.y
+            if part.params is not None:  # a parametric data set: every shard has /params (same parameter_dists)
+                if params is None:
+                    names = part.param_names
+                    params = np.full((wanted.size, len(names)), np.nan)
+                if part.param_names != names:
+                    raise VPIntegratorError(f"{s.path}: its '/params' columns {list(part.param_names)} differ from "
+                                            f"{list(names)}; give only the shards of one vp-gen --shard run")
+                params[np.flatnonzero(mask)] = part.params
+    assert y is not None and t_sel is not None  # shard 0 is always read (an empty selection reads its grid)
+    meta = _merged_meta(shards, index)
+    meta["n_traj"], meta["n_states"], meta["n_steps"] = int(y.shape[0]), int(y.shape[1]), int(y.shape[1]) - 1
+    return Trajectories(y=y, t=t_sel, meta=meta, params=params, param_names=names)
+
 
 def write_shard_index(out: str | os.PathLike[str], count: int) -> Path:
     """Write the index file ``out`` over shards ``1..count`` of ``out`` (``shard_path``), atomically.
@@ -86,22 +166,13 @@ def write_shard_index(out: str | os.PathLike[str], count: int) -> Path:
     return out
 
 
-def finished_gen_shard(path: Path, spec: Any, n_traj: int, chunk: int, shard: tuple[int, int]) -> bool:
-    """Whether ``path`` is shard ``shard`` of the data set ``spec`` (a ``GenerationSpec``, ``n_traj``
-    trajectories in chunks of ``chunk``: ``plan_chunks``), complete and computed by this version: the same
-    code then computes the same bits, so a cluster run continued after a lost cluster keeps it (shards are
-    renamed into place only when complete)."""
+def finished_gen_shard(path: Path, plan: GenerationPlan, n_traj: int, shard: tuple[int, int]) -> bool:
+    """Whether ``path`` is shard ``shard`` of the data set ``plan`` describes (``n_traj`` trajectories in
+    chunks of ``plan.chunk``: ``plan_chunks``), complete and computed by this version: the same code then
+    computes the same bits, so a cluster run continued after a lost cluster keeps it (shards are renamed into
+    place only when complete)."""
     from .._version import __version__
-    from ..systems import get_system, system_meta
 
-    system = get_system(spec.system, **spec.params)
-    extra: dict[str, Any] = {}
-    if spec.parameters:
-        from .param_dists import check_parameters
-
-        extra["parameter_dists"] = json.dumps(check_parameters(system, spec.parameters))
-    expected = {**system_meta(system), **extra, "spec": spec.name, "dt": spec.dt, "t_end": float(spec.t[-1]),
-                "method": spec.method, "rtol": spec.rtol, "atol": spec.atol, "seed": spec.seed,
-                "sampler": spec.sampler, "sampler_args": json.dumps(spec.sampler_args),
-                "vpintegrator_version": __version__, "shard_n_traj": n_traj, "chunk_size": chunk}
+    expected = {**plan.identity(), "vpintegrator_version": __version__, "shard_n_traj": n_traj,
+                "chunk_size": plan.chunk}
     return finished_shard(path, shard, expected, GEN)

@@ -54,7 +54,7 @@ def load_trajectories(source: Source | Sequence[str | os.PathLike[str]]) -> Traj
     Parameters
     ----------
     source : path, list of paths, Trajectories, or array (n_traj, n_states, dim)
-        Files are read by [`vpintegrator.data.hdf5.read_trajectories`][vpintegrator.data.hdf5.read_trajectories] (several shards are
+        Files are read by [`vpintegrator.data.trajectory_files.read_trajectories`][vpintegrator.data.trajectory_files.read_trajectories] (several shards are
         concatenated along n_traj in the order given, and must agree on system, parameters, dt and time
         grid); an array gets the time grid ``0, 1, ...`` and no metadata.
     """
@@ -78,7 +78,7 @@ def load_trajectories(source: Source | Sequence[str | os.PathLike[str]]) -> Traj
             f"{', '.join(sorted({type(p).__name__ for p in paths}))}",
             key="data",
         )
-    from .hdf5 import read_trajectories  # lazy: h5py only when files are read
+    from .trajectory_files import read_trajectories  # lazy: h5py only when files are read
 
     return read_trajectories([Path(p) for p in paths])
 

@@ -7,7 +7,7 @@
   worker processes that die with their parent (``in_processes``), or on a ``dask.distributed`` cluster
   (``vpintegrator.jobs.dask``: one task per shard, a lost cluster one line).
 
-The file kinds themselves are written by one module each: trajectory files by ``vpintegrator.data.hdf5``
+The file kinds themselves are written by one module each: trajectory files by ``vpintegrator.data.trajectory_files``
 (their shard index by ``vpintegrator.data.shards``), rollout files by ``vpintegrator.data.rollouts``
 (their shard index and part files by ``vpintegrator.data.rollout_shards``). This package sits below
 ``data`` and ``rollout`` (it imports only the root helpers), so both commands run on it without a circle.

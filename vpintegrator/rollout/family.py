@@ -152,7 +152,7 @@ def family_initial_window(system, y0: np.ndarray, dt: float, seq_len: int, metho
 
 
 def solve_flow_rows(system, y0: np.ndarray, t: np.ndarray, rtol: float, atol: float) -> np.ndarray:
-    """[`vpintegrator.data.solve_flow`][vpintegrator.data.generation.solve_flow] of ``y0`` (n, dim), row ``i`` with its own system for a
+    """[`vpintegrator.data.solve_flow`][vpintegrator.data.flow.solve_flow] of ``y0`` (n, dim), row ``i`` with its own system for a
     ``SystemFamily``; shape (n, len(t), dim)."""
     from ..data import solve_flow
 

@@ -163,7 +163,7 @@ def _sindy(req: RowRequest) -> StepMap:
         train, val = train[:-n_val], train[-n_val:]
     from .sindy import MAX_FIT_STATES, MAX_VAL_TRAJ, VAL_STEPS
 
-    from ..data.hdf5 import component_names
+    from ..data.trajectory_reader import component_names
 
     data = split.data or req.data
     observation = getattr(req.system, "observation", None)

@@ -47,7 +47,7 @@ class System:
 
     ``state_names`` (``dim`` strings, optional) label the state components and ``state_units`` gives their
     unit (default ``"1"``, dimensionless) in the files written (their ``/state`` dimension scale, the
-    ``units`` of ``/y``; ``vpintegrator.data.hdf5``); without names the components are
+    ``units`` of ``/y``; ``vpintegrator.data.h5labels``); without names the components are
     ``y1 .. y<dim>``.
 
     **The field written once** (every shipped system): ``field(p, x)`` and ``field_jacobian(p, x)`` are plain

@@ -57,7 +57,7 @@ class OpCounter(TorchDispatchMode):
 def make_trainer(model: str, batch_size: int, dtype: str, tmp: str, seed: int = 0, fast_step: str | None = None):
     """A single-process Trainer of the paper's ``model`` on synthetic data with >= batch_size windows; with
     ``fast_step`` (``off`` or ``graph``) its step path is set to that (``graph`` runs uncaptured on the CPU)."""
-    from ..data.hdf5 import write_trajectories
+    from ..data.trajectory_files import write_trajectories
     from ..data.trajectories import Trajectories
     from .config import TrainConfig
     from .ddp import DistInfo

@@ -72,7 +72,7 @@ def evaluate_seed(system: str, sigma: float, seed: int, trained: dict[str, dict[
     """Every row of one (system, σ, seed): per held-out initial condition the relative error at HORIZONS,
     the structure measure, batch-1 cost and training CPU; one dict per row."""
     from ...data import read_trajectories
-    from ...data.hdf5 import read_metadata
+    from ...data.trajectory_files import read_metadata
     from ...models import load_model
     from ...rollout import IntegratorStep, ModelStep, rollout
     from ...rollout.field import field_step
