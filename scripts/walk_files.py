@@ -31,6 +31,12 @@ climbs
 
     Calls within one file never climb. Each pair is counted once, however often it is made.
 
+Then the first ``EVENTS`` (400) calls of each walk are followed in order (for ``run_rollouts``: the plan
+being made): ``stays`` (runs of consecutive calls in one file), ``rooms`` (their distinct files), visits to
+``rollout/`` (runs of consecutive calls in that folder), the entries of ``rollout/preflight.py`` and
+``rollout/plan.py`` (their stays) and the climbing pairs among those calls (and the calls that climb);
+``--list`` prints the stays in order.
+
 ``--list`` prints the files (and the climbing pairs) of each run, ``--functions`` with them the names
 of the functions that ran in each file. Exit status 0; the script measures,
 it does not judge.
@@ -39,6 +45,7 @@ it does not judge.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -63,6 +70,12 @@ LAYERS = [
 #: the entry points, in the order the program runs them
 ENTRIES = ("fit", "run_rollouts", "generate")
 
+#: the calls of each walk followed in order (its opening: the plan being made, for ``run_rollouts``)
+EVENTS = 400
+
+#: the files whose entries the sequence counts name
+ENTERED = ("rollout/preflight.py", "rollout/plan.py")
+
 PROGRAM = r'''
 import json, sys, threading
 from pathlib import Path
@@ -72,6 +85,7 @@ import vpintegrator as vp
 from vpintegrator.rollout import RolloutConfig, run_rollouts
 
 LAYERS = json.loads(sys.argv[2])
+EVENTS = int(sys.argv[3])
 work = Path(sys.argv[1])
 work.mkdir(parents=True, exist_ok=True)
 root = str(Path(vp.__file__).resolve().parent) + "/"
@@ -92,6 +106,7 @@ def rank(rel):
 def profiled(fn):
     files, climbs = {}, set()
     cache = {}
+    events = []  # the first EVENTS calls into the package, in order: (callee file, climb kind or "")
 
     def rel(code):
         f = cache.get(code)
@@ -107,6 +122,11 @@ def profiled(fn):
         if not callee:
             return
         files.setdefault(callee, set()).add(frame.f_code.co_name)
+        kind = climb(frame, callee)
+        if len(events) < EVENTS:
+            events.append((callee, kind))
+
+    def climb(frame, callee):
         below = frame.f_back
         caller = ""
         while below is not None:  # the nearest package frame: the caller
@@ -115,16 +135,17 @@ def profiled(fn):
                 break
             below = below.f_back
         if not caller or caller == callee:
-            return
+            return ""
         if rank(callee) > rank(caller):
             climbs.add((caller, callee, "layer"))
-            return
+            return caller + " -> " + callee
         deeper = below.f_back
         while deeper is not None:  # the callee's file already on the stack below the caller
             if rel(deeper.f_code) == callee:
                 climbs.add((caller, callee, "chain"))
-                return
+                return caller + " -> " + callee
             deeper = deeper.f_back
+        return ""
 
     threading.setprofile(hook)
     sys.setprofile(hook)
@@ -133,7 +154,7 @@ def profiled(fn):
     finally:
         sys.setprofile(None)
         threading.setprofile(None)
-    return {f: sorted(names) for f, names in sorted(files.items())}, sorted(climbs)
+    return {f: sorted(names) for f, names in sorted(files.items())}, sorted(climbs), events
 
 
 def train(out):
@@ -163,10 +184,25 @@ print("WALK " + json.dumps(result))
 '''
 
 
+def sequence(events: list) -> dict:
+    """The walk's first ``EVENTS`` calls followed in order: ``stays`` (runs of consecutive calls in one file),
+    ``rooms`` (the distinct files of those calls), ``rollout_visits`` (runs of consecutive calls in
+    ``rollout/``), ``entries`` (stays in each file of ``ENTERED``) and ``climbs`` (distinct climbing pairs
+    among those calls)."""
+    files = [f for f, _ in events]
+    stays = [f for i, f in enumerate(files) if i == 0 or files[i - 1] != f]
+    in_rollout = [f.startswith("rollout/") for f in files]
+    visits = sum(1 for i, r in enumerate(in_rollout) if r and (i == 0 or not in_rollout[i - 1]))
+    return {"stays": len(stays), "rooms": len(set(files)), "rollout_visits": visits,
+            "entries": {name: stays.count(name) for name in ENTERED},
+            "climbs": len({kind for _, kind in events if kind}), "climbing_calls": sum(1 for _, kind in events if kind),
+            "stay_list": [(f, sum(1 for _ in group)) for f, group in itertools.groupby(files)]}
+
+
 def walk(tree: Path, work: Path) -> dict:
     """``{entry point: (files, climbs)}`` for ``tree``, run in a fresh process."""
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(PROGRAM), str(work), json.dumps(LAYERS)],
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(PROGRAM), str(work), json.dumps(LAYERS), str(EVENTS)],
                           env=env, capture_output=True, text=True, cwd=work.parent)
     if proc.returncode != 0:
         raise SystemExit(f"the program failed on {tree}:\n{proc.stderr[-3000:]}")
@@ -189,18 +225,28 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'entry point':<14} {'tree':<5} {'files':>5} {'climbs':>6} (layer + chain)")
     for entry in ENTRIES:
         for tree, found in walks.items():
-            files, climbs = found[entry]
+            files, climbs = found[entry][:2]
             layer = sum(1 for c in climbs if c[2] == "layer")
             print(f"{entry:<14} {tree:<5} {len(files):>5} {len(climbs):>6} ({layer} + {len(climbs) - layer})")
+    print(f"\nthe first {EVENTS} calls, in order")
+    print(f"{'entry point':<14} {'tree':<5} {'stays':>5} {'rooms':>5} {'rollout/':>8} "
+          + " ".join(f"{Path(n).name:>12}" for n in ENTERED) + f" {'climbs':>6} {'(calls)':>7}")
+    for entry in ENTRIES:
+        for tree, found in walks.items():
+            seq = sequence(found[entry][2])
+            print(f"{entry:<14} {tree:<5} {seq['stays']:>5} {seq['rooms']:>5} {seq['rollout_visits']:>8} "
+                  + " ".join(f"{seq['entries'][n]:>12}" for n in ENTERED) + f" {seq['climbs']:>6} {seq['climbing_calls']:>7}")
     if args.list:
         for entry in ENTRIES:
             for tree, found in walks.items():
-                files, climbs = found[entry]
+                files, climbs = found[entry][:2]
                 print(f"\n{entry}, {tree}: {len(files)} files")
                 for f, names in files.items():
                     print(f"  {f}: {', '.join(names)}" if args.functions else f"  {f}")
                 for a, b, kind in climbs:
                     print(f"  climb ({kind}): {a} -> {b}")
+                print(f"  the first {EVENTS} calls, stay by stay (file x calls):")
+                print("    " + ", ".join(f"{f} x{n}" for f, n in sequence(found[entry][2])["stay_list"]))
     return 0
 
 
