@@ -35,7 +35,8 @@ Then the first ``EVENTS`` (400) calls of each walk are followed in order (for ``
 being made): ``stays`` (runs of consecutive calls in one file), ``rooms`` (their distinct files), visits to
 ``rollout/`` (runs of consecutive calls in that folder), the entries of ``rollout/preflight.py`` and
 ``rollout/plan.py`` (their stays) and the climbing pairs among those calls (and the calls that climb);
-``--list`` prints the stays in order.
+``--list`` prints the stays in order. The same counts (stays, visits to ``rollout/``, entries) are printed for
+the whole walk too.
 
 ``--list`` prints the files (and the climbing pairs) of each run, ``--functions`` with them the names
 of the functions that ran in each file. Exit status 0; the script measures,
@@ -107,6 +108,7 @@ def profiled(fn):
     files, climbs = {}, set()
     cache = {}
     events = []  # the first EVENTS calls into the package, in order: (callee file, climb kind or "")
+    stays = []  # the whole walk's stays: the file of each run of consecutive calls in one file
 
     def rel(code):
         f = cache.get(code)
@@ -125,6 +127,8 @@ def profiled(fn):
         kind = climb(frame, callee)
         if len(events) < EVENTS:
             events.append((callee, kind))
+        if not stays or stays[-1] != callee:
+            stays.append(callee)
 
     def climb(frame, callee):
         below = frame.f_back
@@ -154,7 +158,7 @@ def profiled(fn):
     finally:
         sys.setprofile(None)
         threading.setprofile(None)
-    return {f: sorted(names) for f, names in sorted(files.items())}, sorted(climbs), events
+    return {f: sorted(names) for f, names in sorted(files.items())}, sorted(climbs), events, stays
 
 
 def train(out):
@@ -236,6 +240,14 @@ def main(argv: list[str] | None = None) -> int:
             seq = sequence(found[entry][2])
             print(f"{entry:<14} {tree:<5} {seq['stays']:>5} {seq['rooms']:>5} {seq['rollout_visits']:>8} "
                   + " ".join(f"{seq['entries'][n]:>12}" for n in ENTERED) + f" {seq['climbs']:>6} {seq['climbing_calls']:>7}")
+    print("\nthe whole walk, in order")
+    print(f"{'entry point':<14} {'tree':<5} {'stays':>6} {'rollout/':>8} " + " ".join(f"{Path(n).name:>12}" for n in ENTERED))
+    for entry in ENTRIES:
+        for tree, found in walks.items():
+            stays = found[entry][3]
+            in_rollout = [f.startswith("rollout/") for f in stays]
+            visits = sum(1 for i, r in enumerate(in_rollout) if r and (i == 0 or not in_rollout[i - 1]))
+            print(f"{entry:<14} {tree:<5} {len(stays):>6} {visits:>8} " + " ".join(f"{stays.count(n):>12}" for n in ENTERED))
     if args.list:
         for entry in ENTRIES:
             for tree, found in walks.items():
