@@ -34,9 +34,11 @@ climbs
 Then the first ``EVENTS`` (400) calls of each walk are followed in order (for ``run_rollouts``: the plan
 being made): ``stays`` (runs of consecutive calls in one file), ``rooms`` (their distinct files), visits to
 ``rollout/`` (runs of consecutive calls in that folder), the entries of ``rollout/preflight.py`` and
-``rollout/plan.py`` (their stays) and the climbing pairs among those calls (and the calls that climb);
+``rollout/plan.py`` (calls into each from another file, and its stays: a return into the file from a call out of
+it and a further call there is a stay too) and the climbing pairs among those calls (and the calls that climb);
 ``--list`` prints the stays in order. The same counts (stays, visits to ``rollout/``, entries) are printed for
-the whole walk too.
+the whole walk too, and for the part of ``run_rollouts``' walk in which its plan is made (``SEGMENT``: from the
+first call into ``rollout/plan.py`` to the next into ``rollout/run.py``).
 
 ``--list`` prints the files (and the climbing pairs) of each run, ``--functions`` with them the names
 of the functions that ran in each file. Exit status 0; the script measures,
@@ -77,6 +79,9 @@ EVENTS = 400
 #: the files whose entries the sequence counts name
 ENTERED = ("rollout/preflight.py", "rollout/plan.py")
 
+#: where run_rollouts' plan is made: from the builder's file to the runner's
+SEGMENT = ("rollout/plan.py", "rollout/run.py")
+
 PROGRAM = r'''
 import json, sys, threading
 from pathlib import Path
@@ -107,8 +112,10 @@ def rank(rel):
 def profiled(fn):
     files, climbs = {}, set()
     cache = {}
-    events = []  # the first EVENTS calls into the package, in order: (callee file, climb kind or "")
+    events = []  # the first EVENTS calls into the package, in order: (callee file, climb or "", from another file)
+    entered = {}  # file -> calls into it from another file (or from outside the package), the whole walk
     stays = []  # the whole walk's stays: the file of each run of consecutive calls in one file
+    marks = []  # per stay: (calls into its file from another file, the climbing pairs of its calls)
 
     def rel(code):
         f = cache.get(code)
@@ -124,11 +131,17 @@ def profiled(fn):
         if not callee:
             return
         files.setdefault(callee, set()).add(frame.f_code.co_name)
-        kind = climb(frame, callee)
+        kind, caller = climb(frame, callee)
+        if caller != callee:
+            entered[callee] = entered.get(callee, 0) + 1
         if len(events) < EVENTS:
-            events.append((callee, kind))
+            events.append((callee, kind, caller != callee))
         if not stays or stays[-1] != callee:
             stays.append(callee)
+            marks.append([0, []])
+        marks[-1][0] += caller != callee
+        if kind:
+            marks[-1][1].append(kind)
 
     def climb(frame, callee):
         below = frame.f_back
@@ -139,17 +152,17 @@ def profiled(fn):
                 break
             below = below.f_back
         if not caller or caller == callee:
-            return ""
+            return "", caller
         if rank(callee) > rank(caller):
             climbs.add((caller, callee, "layer"))
-            return caller + " -> " + callee
+            return caller + " -> " + callee, caller
         deeper = below.f_back
         while deeper is not None:  # the callee's file already on the stack below the caller
             if rel(deeper.f_code) == callee:
                 climbs.add((caller, callee, "chain"))
-                return caller + " -> " + callee
+                return caller + " -> " + callee, caller
             deeper = deeper.f_back
-        return ""
+        return "", caller
 
     threading.setprofile(hook)
     sys.setprofile(hook)
@@ -158,7 +171,8 @@ def profiled(fn):
     finally:
         sys.setprofile(None)
         threading.setprofile(None)
-    return {f: sorted(names) for f, names in sorted(files.items())}, sorted(climbs), events, stays
+    return ({f: sorted(names) for f, names in sorted(files.items())}, sorted(climbs), events, stays, entered,
+            marks)
 
 
 def train(out):
@@ -191,16 +205,32 @@ print("WALK " + json.dumps(result))
 def sequence(events: list) -> dict:
     """The walk's first ``EVENTS`` calls followed in order: ``stays`` (runs of consecutive calls in one file),
     ``rooms`` (the distinct files of those calls), ``rollout_visits`` (runs of consecutive calls in
-    ``rollout/``), ``entries`` (stays in each file of ``ENTERED``) and ``climbs`` (distinct climbing pairs
-    among those calls)."""
-    files = [f for f, _ in events]
+    ``rollout/``), ``stays_in`` (stays in each file of ``ENTERED``), ``entries`` (the calls into each file of
+    ``ENTERED`` from another file) and ``climbs`` (distinct climbing pairs among those calls)."""
+    files = [e[0] for e in events]
     stays = [f for i, f in enumerate(files) if i == 0 or files[i - 1] != f]
     in_rollout = [f.startswith("rollout/") for f in files]
     visits = sum(1 for i, r in enumerate(in_rollout) if r and (i == 0 or not in_rollout[i - 1]))
     return {"stays": len(stays), "rooms": len(set(files)), "rollout_visits": visits,
-            "entries": {name: stays.count(name) for name in ENTERED},
-            "climbs": len({kind for _, kind in events if kind}), "climbing_calls": sum(1 for _, kind in events if kind),
+            "stays_in": {name: stays.count(name) for name in ENTERED},
+            "entries": {name: sum(1 for f, _, new in events if f == name and new) for name in ENTERED},
+            "climbs": len({e[1] for e in events if e[1]}), "climbing_calls": sum(1 for e in events if e[1]),
             "stay_list": [(f, sum(1 for _ in group)) for f, group in itertools.groupby(files)]}
+
+
+def segment(stays: list, marks: list) -> dict:
+    """``sequence``'s counts over the stays of ``run_rollouts`` from the first in ``SEGMENT[0]`` (the plan's
+    builder) to the next in ``SEGMENT[1]`` (the runner, once the plan stands), that one left out."""
+    a = stays.index(SEGMENT[0]) if SEGMENT[0] in stays else len(stays)
+    b = next((i for i in range(a, len(stays)) if stays[i] == SEGMENT[1]), len(stays))
+    part, m = stays[a:b], marks[a:b]
+    in_rollout = [f.startswith("rollout/") for f in part]
+    pairs = [k for _, kinds in m for k in kinds]
+    return {"stays": len(part), "rooms": len(set(part)),
+            "rollout_visits": sum(1 for i, r in enumerate(in_rollout) if r and (i == 0 or not in_rollout[i - 1])),
+            "stays_in": {n: part.count(n) for n in ENTERED},
+            "entries": {n: sum(e for f, (e, _) in zip(part, m) if f == n) for n in ENTERED},
+            "climbs": len(set(pairs)), "climbing_calls": len(pairs)}
 
 
 def walk(tree: Path, work: Path) -> dict:
@@ -234,20 +264,31 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{entry:<14} {tree:<5} {len(files):>5} {len(climbs):>6} ({layer} + {len(climbs) - layer})")
     print(f"\nthe first {EVENTS} calls, in order")
     print(f"{'entry point':<14} {'tree':<5} {'stays':>5} {'rooms':>5} {'rollout/':>8} "
-          + " ".join(f"{Path(n).name:>12}" for n in ENTERED) + f" {'climbs':>6} {'(calls)':>7}")
+          + " ".join(f"{Path(n).name:>12}" for n in ENTERED) + f" {'climbs':>6} {'(calls)':>7}"
+          + "  (a file's column: calls into it from another file / its stays)")
     for entry in ENTRIES:
         for tree, found in walks.items():
             seq = sequence(found[entry][2])
             print(f"{entry:<14} {tree:<5} {seq['stays']:>5} {seq['rooms']:>5} {seq['rollout_visits']:>8} "
-                  + " ".join(f"{seq['entries'][n]:>12}" for n in ENTERED) + f" {seq['climbs']:>6} {seq['climbing_calls']:>7}")
+                  + " ".join(f"{str(seq['entries'][n]) + ' / ' + str(seq['stays_in'][n]):>12}" for n in ENTERED)
+                  + f" {seq['climbs']:>6} {seq['climbing_calls']:>7}")
     print("\nthe whole walk, in order")
     print(f"{'entry point':<14} {'tree':<5} {'stays':>6} {'rollout/':>8} " + " ".join(f"{Path(n).name:>12}" for n in ENTERED))
     for entry in ENTRIES:
         for tree, found in walks.items():
-            stays = found[entry][3]
+            stays, entered = found[entry][3], found[entry][4]
             in_rollout = [f.startswith("rollout/") for f in stays]
             visits = sum(1 for i, r in enumerate(in_rollout) if r and (i == 0 or not in_rollout[i - 1]))
-            print(f"{entry:<14} {tree:<5} {len(stays):>6} {visits:>8} " + " ".join(f"{stays.count(n):>12}" for n in ENTERED))
+            print(f"{entry:<14} {tree:<5} {len(stays):>6} {visits:>8} "
+                  + " ".join(f"{str(entered.get(n, 0)) + ' / ' + str(stays.count(n)):>12}" for n in ENTERED))
+    print(f"\nrun_rollouts' plan being made (from the first call into {SEGMENT[0]} to the next into {SEGMENT[1]})")
+    print(f"{'tree':<5} {'stays':>5} {'rooms':>5} {'rollout/':>8} " + " ".join(f"{Path(n).name:>12}" for n in ENTERED)
+          + f" {'climbs':>6} {'(calls)':>7}")
+    for tree, found in walks.items():
+        seg = segment(found["run_rollouts"][3], found["run_rollouts"][5])
+        print(f"{tree:<5} {seg['stays']:>5} {seg['rooms']:>5} {seg['rollout_visits']:>8} "
+              + " ".join(f"{str(seg['entries'][n]) + ' / ' + str(seg['stays_in'][n]):>12}" for n in ENTERED)
+              + f" {seg['climbs']:>6} {seg['climbing_calls']:>7}")
     if args.list:
         for entry in ENTRIES:
             for tree, found in walks.items():

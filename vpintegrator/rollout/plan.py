@@ -34,13 +34,13 @@ from .family import run_family, step_for
 from .methods import Method, StepSettings, integrator_names, prepare_methods
 from .observed import ObservedSystem
 from .preflight import check
-from .resolve import ORACLE_INTEGRATORS, Resolved, RolloutRequest, horizon, input_files, resolve, run_digest
+from .resolve import Resolved, RolloutRequest, horizon, input_files, resolve, run_digest
 from .steps import SCALAR_MAX_BATCH, ExactFlowStep, IntegratorStep, ModelStep
 
 if TYPE_CHECKING:
     from ..data.trajectories import Trajectories
 
-__all__ = ["RolloutPlan", "Blocks", "MIN_WORK", "ORACLE_INTEGRATORS", "build_plan", "plan_of", "run_digest"]
+__all__ = ["RolloutPlan", "Blocks", "MIN_WORK", "build_plan", "plan_of"]
 
 #: trajectory-steps of classical methods below which unset ``workers`` runs in this process only
 MIN_WORK = 20_000_000
@@ -250,6 +250,7 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
     """
     from ..jobs.shards import parse_shard
 
+    shard = parse_shard(shard)
     config.validate()
     if cluster and run_key is None:
         run_key = run_digest(dataclasses.asdict(config), config.data, config.models)
@@ -266,7 +267,7 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
                            engine=str(config.engine), context_len=int(config.context_len),
                            context_noise=float(config.context_noise)),
         observe=config.observe, allow_dt_mismatch=bool(config.allow_dt_mismatch), fit_data=config.fit_data,
-        fit_on_data=bool(config.fit_on_data), shard=parse_shard(shard), write_index=write_index, cluster=cluster,
+        fit_on_data=bool(config.fit_on_data), shard=shard, write_index=write_index, cluster=cluster,
         run_key=run_key)
     run = resolve(request)
     ref_file = check(request, run, overwrite)

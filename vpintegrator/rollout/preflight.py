@@ -45,7 +45,8 @@ def check(request: RolloutRequest, run: Resolved, overwrite: bool) -> Trajectori
             check_output(path, kind, overwrite, key="out")
     check_outputs(run.out, request.inputs, overwrite)
     data, system, names = request.data, run.system, list(request.names)
-    integrating = [n for n in names if integrates_equations(n)]
+    integrating = ([n for n in names if integrates_equations(n)]
+                   if run.held is not None or run.observation is not None else [])
     if run.held is not None:  # a file of observed channels only
         check_observed_rows(run.held, names, integrating, system, data, init=request.init, parametric=False)
     if run.unknown:  # trajectories from elsewhere: what needs the equations is refused, in one line

@@ -83,7 +83,8 @@ class Resolved:
     ``attrs`` its attributes; ``n_whole`` the whole selection's rows, held-out conditions included);
     ``names`` the classical rows (the oracle's when a parametric run names none); ``generator`` the data's
     generator as a row of its own (None: none); ``n_methods`` every row; ``lines``/``warnings`` what the log
-    (and the report) say once the plan stands; ``volume`` the ``volume`` key resolved."""
+    (and the report) say once the plan stands; ``volume`` the ``volume`` key resolved; ``parametric``: the data
+    has per-trajectory parameters (read only for the oracle rows and an observed run: else False)."""
 
     meta: dict[str, Any]
     system: SystemProtocol
@@ -272,11 +273,12 @@ def resolve(request: RolloutRequest) -> Resolved:
     n_steps = horizon(request.t_end, t0, dt, n_file)
     names = list(request.names)
     unknown = isinstance(system, UnknownSystem)
-    parametric = not unknown and is_parametric(data)
     held = observation_of(meta)  # a file of observed channels only
     entries = [parse_model_entry(entry) for entry in request.models]
     notes = [check_trained_on(label, src, model, meta, data, request.allow_dt_mismatch) for label, model, src in entries]
     observation, observed_lines = run_observation(request.observe, meta, system, entries, data)
+    # per-trajectory parameters (read from the file only where they matter: the oracle rows, an observed run)
+    parametric = not unknown and (not names or observation is not None) and is_parametric(data)
     n_new = int(request.heldout or 0)
     has_split = any(getattr(m, "training_split", None) is not None for _, m, _ in entries)
     first = read_trajectories(data, steps=[0]) if (has_split or n_new) else None
