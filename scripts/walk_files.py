@@ -31,6 +31,15 @@ climbs
 
     Calls within one file never climb. Each pair is counted once, however often it is made.
 
+Then the first ``EVENTS`` (400) calls of each walk are followed in order (for ``run_rollouts``: the plan
+being made): ``stays`` (runs of consecutive calls in one file), ``rooms`` (their distinct files), visits to
+``rollout/`` (runs of consecutive calls in that folder), the entries of ``rollout/preflight.py`` and
+``rollout/plan.py`` (calls into each from another file, and its stays: a return into the file from a call out of
+it and a further call there is a stay too) and the climbing pairs among those calls (and the calls that climb);
+``--list`` prints the stays in order. The same counts (stays, visits to ``rollout/``, entries) are printed for
+the whole walk too, and for the part of ``run_rollouts``' walk in which its plan is made (``SEGMENT``: from the
+first call into ``rollout/plan.py`` to the next into ``rollout/run.py``).
+
 ``--list`` prints the files (and the climbing pairs) of each run, ``--functions`` with them the names
 of the functions that ran in each file. Exit status 0; the script measures,
 it does not judge.
@@ -39,6 +48,7 @@ it does not judge.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -63,6 +73,15 @@ LAYERS = [
 #: the entry points, in the order the program runs them
 ENTRIES = ("fit", "run_rollouts", "generate")
 
+#: the calls of each walk followed in order (its opening: the plan being made, for ``run_rollouts``)
+EVENTS = 400
+
+#: the files whose entries the sequence counts name
+ENTERED = ("rollout/preflight.py", "rollout/plan.py")
+
+#: where run_rollouts' plan is made: from the builder's file to the runner's
+SEGMENT = ("rollout/plan.py", "rollout/run.py")
+
 PROGRAM = r'''
 import json, sys, threading
 from pathlib import Path
@@ -72,6 +91,7 @@ import vpintegrator as vp
 from vpintegrator.rollout import RolloutConfig, run_rollouts
 
 LAYERS = json.loads(sys.argv[2])
+EVENTS = int(sys.argv[3])
 work = Path(sys.argv[1])
 work.mkdir(parents=True, exist_ok=True)
 root = str(Path(vp.__file__).resolve().parent) + "/"
@@ -92,6 +112,10 @@ def rank(rel):
 def profiled(fn):
     files, climbs = {}, set()
     cache = {}
+    events = []  # the first EVENTS calls into the package, in order: (callee file, climb or "", from another file)
+    entered = {}  # file -> calls into it from another file (or from outside the package), the whole walk
+    stays = []  # the whole walk's stays: the file of each run of consecutive calls in one file
+    marks = []  # per stay: (calls into its file from another file, the climbing pairs of its calls)
 
     def rel(code):
         f = cache.get(code)
@@ -107,6 +131,19 @@ def profiled(fn):
         if not callee:
             return
         files.setdefault(callee, set()).add(frame.f_code.co_name)
+        kind, caller = climb(frame, callee)
+        if caller != callee:
+            entered[callee] = entered.get(callee, 0) + 1
+        if len(events) < EVENTS:
+            events.append((callee, kind, caller != callee))
+        if not stays or stays[-1] != callee:
+            stays.append(callee)
+            marks.append([0, []])
+        marks[-1][0] += caller != callee
+        if kind:
+            marks[-1][1].append(kind)
+
+    def climb(frame, callee):
         below = frame.f_back
         caller = ""
         while below is not None:  # the nearest package frame: the caller
@@ -115,16 +152,17 @@ def profiled(fn):
                 break
             below = below.f_back
         if not caller or caller == callee:
-            return
+            return "", caller
         if rank(callee) > rank(caller):
             climbs.add((caller, callee, "layer"))
-            return
+            return caller + " -> " + callee, caller
         deeper = below.f_back
         while deeper is not None:  # the callee's file already on the stack below the caller
             if rel(deeper.f_code) == callee:
                 climbs.add((caller, callee, "chain"))
-                return
+                return caller + " -> " + callee, caller
             deeper = deeper.f_back
+        return "", caller
 
     threading.setprofile(hook)
     sys.setprofile(hook)
@@ -133,7 +171,8 @@ def profiled(fn):
     finally:
         sys.setprofile(None)
         threading.setprofile(None)
-    return {f: sorted(names) for f, names in sorted(files.items())}, sorted(climbs)
+    return ({f: sorted(names) for f, names in sorted(files.items())}, sorted(climbs), events, stays, entered,
+            marks)
 
 
 def train(out):
@@ -163,10 +202,41 @@ print("WALK " + json.dumps(result))
 '''
 
 
+def sequence(events: list) -> dict:
+    """The walk's first ``EVENTS`` calls followed in order: ``stays`` (runs of consecutive calls in one file),
+    ``rooms`` (the distinct files of those calls), ``rollout_visits`` (runs of consecutive calls in
+    ``rollout/``), ``stays_in`` (stays in each file of ``ENTERED``), ``entries`` (the calls into each file of
+    ``ENTERED`` from another file) and ``climbs`` (distinct climbing pairs among those calls)."""
+    files = [e[0] for e in events]
+    stays = [f for i, f in enumerate(files) if i == 0 or files[i - 1] != f]
+    in_rollout = [f.startswith("rollout/") for f in files]
+    visits = sum(1 for i, r in enumerate(in_rollout) if r and (i == 0 or not in_rollout[i - 1]))
+    return {"stays": len(stays), "rooms": len(set(files)), "rollout_visits": visits,
+            "stays_in": {name: stays.count(name) for name in ENTERED},
+            "entries": {name: sum(1 for f, _, new in events if f == name and new) for name in ENTERED},
+            "climbs": len({e[1] for e in events if e[1]}), "climbing_calls": sum(1 for e in events if e[1]),
+            "stay_list": [(f, sum(1 for _ in group)) for f, group in itertools.groupby(files)]}
+
+
+def segment(stays: list, marks: list) -> dict:
+    """``sequence``'s counts over the stays of ``run_rollouts`` from the first in ``SEGMENT[0]`` (the plan's
+    builder) to the next in ``SEGMENT[1]`` (the runner, once the plan stands), that one left out."""
+    a = stays.index(SEGMENT[0]) if SEGMENT[0] in stays else len(stays)
+    b = next((i for i in range(a, len(stays)) if stays[i] == SEGMENT[1]), len(stays))
+    part, m = stays[a:b], marks[a:b]
+    in_rollout = [f.startswith("rollout/") for f in part]
+    pairs = [k for _, kinds in m for k in kinds]
+    return {"stays": len(part), "rooms": len(set(part)),
+            "rollout_visits": sum(1 for i, r in enumerate(in_rollout) if r and (i == 0 or not in_rollout[i - 1])),
+            "stays_in": {n: part.count(n) for n in ENTERED},
+            "entries": {n: sum(e for f, (e, _) in zip(part, m) if f == n) for n in ENTERED},
+            "climbs": len(set(pairs)), "climbing_calls": len(pairs)}
+
+
 def walk(tree: Path, work: Path) -> dict:
     """``{entry point: (files, climbs)}`` for ``tree``, run in a fresh process."""
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(PROGRAM), str(work), json.dumps(LAYERS)],
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(PROGRAM), str(work), json.dumps(LAYERS), str(EVENTS)],
                           env=env, capture_output=True, text=True, cwd=work.parent)
     if proc.returncode != 0:
         raise SystemExit(f"the program failed on {tree}:\n{proc.stderr[-3000:]}")
@@ -189,18 +259,47 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'entry point':<14} {'tree':<5} {'files':>5} {'climbs':>6} (layer + chain)")
     for entry in ENTRIES:
         for tree, found in walks.items():
-            files, climbs = found[entry]
+            files, climbs = found[entry][:2]
             layer = sum(1 for c in climbs if c[2] == "layer")
             print(f"{entry:<14} {tree:<5} {len(files):>5} {len(climbs):>6} ({layer} + {len(climbs) - layer})")
+    print(f"\nthe first {EVENTS} calls, in order")
+    print(f"{'entry point':<14} {'tree':<5} {'stays':>5} {'rooms':>5} {'rollout/':>8} "
+          + " ".join(f"{Path(n).name:>12}" for n in ENTERED) + f" {'climbs':>6} {'(calls)':>7}"
+          + "  (a file's column: calls into it from another file / its stays)")
+    for entry in ENTRIES:
+        for tree, found in walks.items():
+            seq = sequence(found[entry][2])
+            print(f"{entry:<14} {tree:<5} {seq['stays']:>5} {seq['rooms']:>5} {seq['rollout_visits']:>8} "
+                  + " ".join(f"{str(seq['entries'][n]) + ' / ' + str(seq['stays_in'][n]):>12}" for n in ENTERED)
+                  + f" {seq['climbs']:>6} {seq['climbing_calls']:>7}")
+    print("\nthe whole walk, in order")
+    print(f"{'entry point':<14} {'tree':<5} {'stays':>6} {'rollout/':>8} " + " ".join(f"{Path(n).name:>12}" for n in ENTERED))
+    for entry in ENTRIES:
+        for tree, found in walks.items():
+            stays, entered = found[entry][3], found[entry][4]
+            in_rollout = [f.startswith("rollout/") for f in stays]
+            visits = sum(1 for i, r in enumerate(in_rollout) if r and (i == 0 or not in_rollout[i - 1]))
+            print(f"{entry:<14} {tree:<5} {len(stays):>6} {visits:>8} "
+                  + " ".join(f"{str(entered.get(n, 0)) + ' / ' + str(stays.count(n)):>12}" for n in ENTERED))
+    print(f"\nrun_rollouts' plan being made (from the first call into {SEGMENT[0]} to the next into {SEGMENT[1]})")
+    print(f"{'tree':<5} {'stays':>5} {'rooms':>5} {'rollout/':>8} " + " ".join(f"{Path(n).name:>12}" for n in ENTERED)
+          + f" {'climbs':>6} {'(calls)':>7}")
+    for tree, found in walks.items():
+        seg = segment(found["run_rollouts"][3], found["run_rollouts"][5])
+        print(f"{tree:<5} {seg['stays']:>5} {seg['rooms']:>5} {seg['rollout_visits']:>8} "
+              + " ".join(f"{str(seg['entries'][n]) + ' / ' + str(seg['stays_in'][n]):>12}" for n in ENTERED)
+              + f" {seg['climbs']:>6} {seg['climbing_calls']:>7}")
     if args.list:
         for entry in ENTRIES:
             for tree, found in walks.items():
-                files, climbs = found[entry]
+                files, climbs = found[entry][:2]
                 print(f"\n{entry}, {tree}: {len(files)} files")
                 for f, names in files.items():
                     print(f"  {f}: {', '.join(names)}" if args.functions else f"  {f}")
                 for a, b, kind in climbs:
                     print(f"  climb ({kind}): {a} -> {b}")
+                print(f"  the first {EVENTS} calls, stay by stay (file x calls):")
+                print("    " + ", ".join(f"{f} x{n}" for f, n in sequence(found[entry][2])["stay_list"]))
     return 0
 
 

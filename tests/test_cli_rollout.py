@@ -275,7 +275,7 @@ def test_non_finite_reference_is_an_error(tmp_path):
 
     from vpintegrator.data import generate, load_spec
     from vpintegrator.errors import VPIntegratorError
-    from vpintegrator.rollout import RolloutConfig, plan, run_rollouts
+    from vpintegrator.rollout import RolloutConfig, preflight, run_rollouts
 
     data = tmp_path / "d.h5"
     generate(load_spec("rigid_body", n_traj=3, t_end=2.0, dt=0.2, method="rk4"), out=data)
@@ -283,7 +283,7 @@ def test_non_finite_reference_is_an_error(tmp_path):
     traj = __import__("vpintegrator").read_trajectories(data)
     traj.y[1, 4, 0] = np.nan
     with pytest.raises(VPIntegratorError, match=r"d\.h5: the reference is not finite .* trajectory 1 at t = 0\.8"):
-        plan.check_reference(traj, np.arange(3), data)
+        preflight.check_reference(traj, np.arange(3), data)
     # the continuation: the data's generator blows up beyond the file (a tiny blow-up factor)
     with pytest.raises(VPIntegratorError, match=r"continuing the reference .* rk4 failed .* trajectory \d+ at t = "):
         run_rollouts(RolloutConfig(data=str(data), integrators=["rk4"], t_end=400.0, blowup=1.0 + 1e-13,

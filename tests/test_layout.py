@@ -338,7 +338,7 @@ def _shipped_plugins():
     from vpintegrator import protocols as P
     from vpintegrator.models import build_model, list_models, model_class
     from vpintegrator.rollout.numba_model import packer_for
-    from vpintegrator.training.checkpoint import MLflowSink, TensorBoardSink
+    from vpintegrator.training.sinks import MLflowSink, TensorBoardSink
 
     out = []
     for name in list_models():

@@ -17,6 +17,7 @@ import vpintegrator
 from vpintegrator.data import generate, load_spec
 from vpintegrator.errors import VPIntegratorError
 from vpintegrator.rollout import RolloutConfig
+from vpintegrator.protocols import SystemProtocol
 from vpintegrator.rollout.plan import Blocks, RolloutPlan, build_plan
 
 ROLLOUT = Path(vpintegrator.__file__).parent / "rollout"
@@ -59,7 +60,87 @@ def test_the_plan_is_frozen_and_typed():
     assert Blocks.__dataclass_params__.frozen
     hints = typing.get_type_hints(RolloutPlan)
     untyped = sorted(name for name, hint in hints.items() if hint is typing.Any)
-    assert untyped == ["system"]  # System, SystemFamily or UnknownSystem: no common base class
+    assert untyped == []
+    assert hints["system"] is SystemProtocol  # System, SystemFamily or UnknownSystem: what a run needs of each
+
+
+def test_every_kind_of_system_a_plan_holds_is_a_system_protocol():
+    from vpintegrator.data.observation import resolve_observation
+    from vpintegrator.rollout.observed import ObservedSystem
+    from vpintegrator.systems import get_system
+    from vpintegrator.systems.family import SystemFamily
+    from vpintegrator.systems.unknown import UnknownSystem
+
+    body = get_system("rigid_body")
+    kinds = [body, SystemFamily([body, body]), UnknownSystem(dim=3, source="x.h5")]
+    kinds.append(ObservedSystem(dim=2, source="x.h5", full=body, observation=resolve_observation("0,1", 3)))
+    for system in kinds:
+        assert isinstance(system, SystemProtocol), type(system)
+        assert isinstance(system.dim, int) and isinstance(tuple(system.invariant_names), tuple)
+    assert not isinstance(object(), SystemProtocol)  # the check can fail
+
+
+def _annotated_configs(path: Path) -> set[str]:
+    """Functions of ``path`` with a parameter annotated by a ``Config`` subclass (``RolloutConfig``, ...)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs):
+                if arg.annotation is not None and "Config" in ast.unparse(arg.annotation):
+                    found.add(f"{path.name}:{node.name}")
+    return found
+
+
+def test_no_function_below_the_builder_takes_a_config_by_type():
+    """By type, not by name: a parameter annotated ``RolloutConfig`` (or any ``...Config``) below the builder."""
+    found = set().union(*(_annotated_configs(p) for p in sorted(ROLLOUT.glob("*.py"))))
+    assert found == {f"{f}:{fn}" for f, fns in TAKES_CONFIG.items() for fn in fns}
+
+
+def test_the_plan_is_built_in_one_pass_resolve_check_plan(data, tmp_path, monkeypatch):
+    """build_plan resolves, checks, then plans: each step once, in that order, and each step's function
+    takes the request or what the step before made, never the config."""
+    import vpintegrator.rollout.plan as plan_module
+
+    calls = []
+    for name in ("resolve", "check", "plan_of"):
+        real = getattr(plan_module, name)
+
+        def spy(*args, _real=real, _name=name, **kwargs):
+            assert not any(isinstance(a, RolloutConfig) for a in (*args, *kwargs.values()))
+            calls.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(plan_module, name, spy)
+    build_plan(RolloutConfig(data=str(data), out=str(tmp_path / "r.h5"), integrators=["rk4"], traj=[0, 1]))
+    assert calls == ["resolve", "check", "plan_of"]
+
+
+def test_the_volume_metric_is_off_by_default_above_volume_max_dim(tmp_path):
+    """Unset, ``volume`` is on for small systems and off (with a note in the log and the file) for a lattice
+    of hundreds of dimensions, whose every step would take a dense dim x dim determinant; given, it wins."""
+    import h5py
+
+    from vpintegrator.rollout import run_rollouts
+    from vpintegrator.rollout.resolve import VOLUME_MAX_DIM, volume_default
+
+    assert volume_default(None, 3) == (True, "")
+    assert volume_default(None, VOLUME_MAX_DIM)[0] and not volume_default(None, VOLUME_MAX_DIM + 1)[0]
+    assert "volume = true" in volume_default(None, VOLUME_MAX_DIM + 1)[1]
+    assert volume_default(True, 400) == (True, "") and volume_default(False, 3) == (False, "")
+    path = tmp_path / "toda.h5"
+    generate(load_spec("toda_bump_heldout", t_end=0.5, params={"N": 40, "alpha": 0.64}), path, workers=1)
+    lines = []
+    report = run_rollouts(RolloutConfig(data=str(path), out=str(tmp_path / "r.h5"), integrators=["stormer_verlet"],
+                                        reference="data"), log=lines.append)
+    with h5py.File(report.out, "r") as f:
+        assert "log_det_J" not in f["methods/stormer_verlet"] and "dim" in str(f.attrs["volume_note"])
+        dim = int(f.attrs["dim"])
+    assert dim > VOLUME_MAX_DIM and any("volume: off by default" in line for line in lines)
+    plan, _ = build_plan(RolloutConfig(data=str(path), out=str(tmp_path / "r2.h5"), integrators=["stormer_verlet"],
+                                       reference="data", volume=True))
+    assert plan.volume and plan.volume_note == ""
 
 
 def test_build_plan_resolves_everything_and_writes_nothing(data, tmp_path):

@@ -1,4 +1,4 @@
-"""One run's bookkeeping (vpintegrator.training.checkpoint.RunRecord), shared by a single run and each ensemble
+"""One run's bookkeeping (vpintegrator.training.record.RunRecord), shared by a single run and each ensemble
 member, and the one log.csv reader (vpintegrator.rundir) reading back what it writes."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import torch
 
 from vpintegrator.errors import VPIntegratorError
 from vpintegrator.rundir import LOG_COLUMNS, ROLLOUT_COLUMN, read_log
-from vpintegrator.training.checkpoint import RunRecord
+from vpintegrator.training.record import RunRecord
 
 
 def test_the_best_epoch_rule_with_min_delta_and_patience():

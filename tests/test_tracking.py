@@ -13,7 +13,7 @@ import pytest
 
 from vpintegrator.errors import VPIntegratorError
 from vpintegrator.training import fit
-from vpintegrator.training.checkpoint import flat_params
+from vpintegrator.training.sinks import flat_params
 
 MODEL = {"name": "vpt", "seq_len": 2, "L": 1, "n_blocks": 1}
 KW = dict(epochs=2, batch_size=32, lr=3e-3, dtype="float64", device="cpu", seed=5, init_scale=0.1)

@@ -19,12 +19,19 @@ def test_walk_counts_the_same_tree_the_same_and_lists_the_drivers(tmp_path):
     res = subprocess.run([sys.executable, str(ROOT / "scripts" / "walk_files.py"), "--base", str(ROOT), "--list",
                           "--work", str(tmp_path)], env=env, capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stderr[-2000:]
+    head, _, sequences = res.stdout.partition("\nthe first 400 calls, in order")
     rows = {(m[1], m[2]): (int(m[3]), int(m[4]))
-            for m in re.finditer(r"^(?:(\S+)\s+)(base|here)\s+(\d+)\s+(\d+) ", res.stdout, re.M)}
+            for m in re.finditer(r"^(?:(\S+)\s+)(base|here)\s+(\d+)\s+(\d+) ", head, re.M)}
     for entry in ("fit", "run_rollouts"):
         files, climbs = rows[(entry, "here")]
         assert rows[(entry, "base")] == (files, climbs)  # one tree, counted twice: the same walk
         assert files > 10 and climbs >= 0
+    # the calls followed in order: the same counts for both, and the plan's part of run_rollouts enters plan.py
+    tables = sequences.split("\nfit, base:")[0]
+    seq = {(m[1], m[2]): m[3] for m in re.finditer(r"^(\S+)\s+(base|here)\s+(.+)$", tables, re.M)}
+    assert seq[("run_rollouts", "base")] == seq[("run_rollouts", "here")]
+    plan_part = {m[1]: m[2] for m in re.finditer(r"^(base|here)\s+(.+)$", tables.split("plan being made")[1], re.M)}
+    assert plan_part["base"] == plan_part["here"] and int(plan_part["here"].split()[0]) > 10
     lists = res.stdout.split("\nfit, here:")[1]
     fit_files = lists.split("\nrun_rollouts, base:")[0]
     assert "  training/loop.py\n" in fit_files and "  training/run.py\n" in fit_files

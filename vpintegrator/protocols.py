@@ -13,7 +13,12 @@ checks and defaults); only the two surfaces without one have a Protocol, here:
 | [`PackerProtocol`][vpintegrator.protocols.PackerProtocol] | a layer's packing for the compiled model runner | ``register_packer`` | ``register_packer(cls, fn: PackerProtocol)`` |
 | [`SinkProtocol`][vpintegrator.protocols.SinkProtocol] | a tracking sink of the training log | ``fit(..., logger=obj)``, ``make_sinks`` (``logger``) | ``Member.sinks: list[SinkProtocol]`` |
 
-Both Protocols are ``runtime_checkable``: ``isinstance(x, SinkProtocol)`` checks that the members exist
+One more Protocol is the type of what has no common base class inside the package:
+[`SystemProtocol`][vpintegrator.protocols.SystemProtocol], what a comparison run and its metrics need of a
+system: a ``System``, a ``SystemFamily`` (one system per trajectory) or an ``UnknownSystem`` (trajectories
+without equations; ``ObservedSystem``, observed channels, is one) — ``RolloutPlan.system: SystemProtocol``.
+
+The Protocols are ``runtime_checkable``: ``isinstance(x, SinkProtocol)`` checks that the members exist
 (not their signatures; ``tests/test_layout.py`` also checks that the shipped plug-ins accept the
 Protocols' arguments). This module imports nothing at run time.
 """
@@ -22,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["PackerProtocol", "SinkProtocol"]
+__all__ = ["PackerProtocol", "SinkProtocol", "SystemProtocol"]
 
 
 @runtime_checkable
@@ -43,4 +48,30 @@ class SinkProtocol(Protocol):
         ...
 
     def close(self) -> None:
+        ...
+
+
+@runtime_checkable
+class SystemProtocol(Protocol):
+    """What a comparison run and its metrics need of a system, whichever it is (``System``, ``SystemFamily``,
+    ``UnknownSystem``): its ``name``, state dimension ``dim``, ``invariant_names``, whether its invariants take
+    torch tensors (``torch_invariants``) and ``invariants(y)``: name -> values over the last axis of ``y``."""
+
+    @property
+    def name(self) -> str:
+        ...
+
+    @property
+    def dim(self) -> int:
+        ...
+
+    @property
+    def invariant_names(self) -> tuple[str, ...]:
+        ...
+
+    @property
+    def torch_invariants(self) -> bool:
+        ...
+
+    def invariants(self, y: Any) -> dict[str, Any]:
         ...

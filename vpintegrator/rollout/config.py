@@ -216,8 +216,11 @@ class RolloutConfig(Config):
         Steps per chunk streamed to the file.
     blowup : float
         A state with ‖z‖ > blowup × ‖z_0‖ counts as failed.
-    volume : bool
-        Compute ``log|det J|`` of every step/window map (an extra Jacobian per step).
+    volume : bool or None
+        Compute ``log|det J|`` of every step/window map (an extra Jacobian per step). Unset (None), it is on
+        up to ``vpintegrator.rollout.resolve.VOLUME_MAX_DIM`` (64) state dimensions and off above, where the
+        determinant of every step's dense Jacobian (O(dim³)) would cost more than the rollout (a lattice of
+        hundreds of dimensions); the log line and the rollout file's ``volume_note`` say so.
     workers : int or None
         Processes the classical integrators, the exact flow and the reference's continuation run on, by
         contiguous blocks of trajectories (``vpintegrator.rollout.plan.Blocks``); models run in the calling
@@ -286,7 +289,8 @@ class RolloutConfig(Config):
                            help="Steps per chunk streamed to the file.")
     blowup: float = key(BLOWUP, type=float, low=0, open_low=True, expected="a number > 0",
                         help="Failure when |z| > BLOWUP x |z0|.")
-    volume: bool = key(True, type=bool, help="Compute log|det J| of every step/window map.")
+    volume: bool | None = key(None, type=bool, optional=True, show_default="on up to dim 64",
+                              help="Compute log|det J| of every step/window map.")
     fast_step: str = key("auto", choices=FAST_STEPS, check=check_fast_step, flag="")
     observe: str | None = key(None, optional=True, check=_check_observe, metavar="SPEC",
                               show_default="the models' (else the whole state)",

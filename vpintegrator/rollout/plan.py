@@ -1,14 +1,17 @@
 """The plan of a comparison run (``vp-rollout``, [`run_rollouts`][vpintegrator.rollout.run.run_rollouts]): its
 [`RolloutConfig`][vpintegrator.rollout.config.RolloutConfig] turned once into a frozen, typed
-``vpintegrator.rollout.plan.RolloutPlan`` by ``vpintegrator.rollout.plan.build_plan``, with
-every check made and every default resolved there: which trajectories (``traj``/``n_traj``, else the trained
-models' test split, plus ``heldout`` new conditions), the horizon, the rows and their step maps
-(``vpintegrator.rollout.methods``), the ``split`` labels, the reference and how the run is cut
-(``vpintegrator.rollout.plan.Blocks``: a shard, worker processes), and what is refused before anything runs
-(outputs over inputs, work that does not fit in memory or on disk, a reference that is not finite: the checks
-of ``vpintegrator.rollout.preflight``, which the builder calls). Nothing below the builder reads a configuration: the writer
-(``vpintegrator.rollout.write``) and the runner (``vpintegrator.rollout.run``) take the plan, and a shard, a
-dask task or a worker process gets the plan of its block (``RolloutPlan.part`` cuts a worker's).
+``vpintegrator.rollout.plan.RolloutPlan`` by ``vpintegrator.rollout.plan.build_plan``, in one pass of three
+steps, each made once: **resolve** (the keys read once into a ``vpintegrator.rollout.resolve.RolloutRequest``,
+then what the data file and the models say, every default resolved: which trajectories, ``traj``/``n_traj``,
+else the trained models' test split, plus ``heldout`` new conditions; the horizon; the rows; the reference's
+kind: ``vpintegrator.rollout.resolve.resolve``), **check** (every refusal before anything runs: outputs over
+inputs, what an observed run or a run without a system cannot do, work that does not fit in memory or on disk,
+a reference that is not finite: ``vpintegrator.rollout.preflight.check``), then **plan** (``plan_of``: the
+held-out conditions drawn, the rows' step maps, the ``split`` labels, the reference's description and how the
+run is cut, ``vpintegrator.rollout.plan.Blocks``: a shard, worker processes). Nothing below the builder reads a
+configuration: the writer (``vpintegrator.rollout.write``) and the runner (``vpintegrator.rollout.run``) take
+the plan, and a shard, a dask task or a worker process gets the plan of its block (``RolloutPlan.part`` cuts a
+worker's).
 
 Library messages name keys (``t_end``, ``traj``, ``models``), never flags; each error carries its key so
 that a CLI names its own flag.
@@ -17,35 +20,30 @@ that a CLI names its own flag.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import VPIntegratorError
 from ..jobs.executors import default_workers
+from ..protocols import SystemProtocol
 from .config import RolloutConfig, model_entries, use_device_engine
 from .engine import StepMap
-from .family import is_parametric, run_family, step_for
-from .methods import (Method, StepSettings, check_trained_on, fitted_rows, fitted_rows_split, integrator_names,
-                      parse_model_entry, prepare_methods)
-from .preflight import (check_fits, check_outputs, check_reference, check_without_system, input_files,
-                        integrates_equations)
-from .observed import ObservedSystem, check_observed_rows, run_observation
+from .family import run_family, step_for
+from .methods import Method, StepSettings, integrator_names, prepare_methods
+from .observed import ObservedSystem
+from .preflight import check
+from .resolve import Resolved, RolloutRequest, horizon, input_files, resolve, run_digest
 from .steps import SCALAR_MAX_BATCH, ExactFlowStep, IntegratorStep, ModelStep
 
 if TYPE_CHECKING:
     from ..data.trajectories import Trajectories
 
-__all__ = ["RolloutPlan", "Blocks", "MIN_WORK", "ORACLE_INTEGRATORS", "build_plan", "select", "run_digest"]
+__all__ = ["RolloutPlan", "Blocks", "MIN_WORK", "build_plan", "plan_of"]
 
 #: trajectory-steps of classical methods below which unset ``workers`` runs in this process only
 MIN_WORK = 20_000_000
-
-#: the classical rows of a parametric run that names no integrator (those the system supports)
-ORACLE_INTEGRATORS = ("rk4", "implicit_midpoint", "gauss_legendre4")
 
 
 @dataclass(frozen=True)
@@ -137,7 +135,8 @@ class RolloutPlan:
         The rollout file and every file the run reads (never written over).
     steps : StepSettings
         How the models' step maps run.
-    init, overlap, blowup, chunk_steps, volume : the keys of those names
+    init, overlap, blowup, chunk_steps, volume : the keys of those names (``volume`` resolved: unset, on up to
+        ``vpintegrator.rollout.resolve.VOLUME_MAX_DIM`` dimensions; ``volume_note`` says why it is off then)
     blocks : Blocks
         How the run is cut (``attrs`` empty and ``workers`` the key's value for a whole run).
     notes, warnings : tuple of str
@@ -150,7 +149,7 @@ class RolloutPlan:
     data_meta: Mapping[str, Any]
     data_n_states: int
     data_t_end: float
-    system: Any  # System, SystemFamily or UnknownSystem (no common base class)
+    system: SystemProtocol
     dt: float
     t0: float
     n_steps: int
@@ -173,6 +172,7 @@ class RolloutPlan:
     chunk_steps: int
     volume: bool
     blocks: Blocks
+    volume_note: str = ""
     notes: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     model_files: tuple[Path, ...] = ()
@@ -219,112 +219,13 @@ class RolloutPlan:
             out=out, notes=(), warnings=(), blocks=Blocks(n_whole=self.blocks.n_whole, attrs=attrs, workers=1))
 
 
-def _select_traj(traj: Any, n_traj: Any, n_file: int, where: Path) -> np.ndarray:
-    """The trajectories the keys ``traj`` / ``n_traj`` select of a file of ``n_file`` (all when neither)."""
-    if traj is not None:
-        try:
-            idx = np.array([int(i) for i in traj], dtype=np.int64)
-        except (TypeError, ValueError):
-            raise VPIntegratorError(f"traj must be integer indices; got {traj!r}", key="traj") from None
-        if idx.size == 0:
-            raise VPIntegratorError("traj is empty; give trajectory indices into the data file", key="traj")
-        bad = idx[(idx < 0) | (idx >= n_file)]
-        if bad.size:
-            raise VPIntegratorError(
-                f"traj index {int(bad[0])} is out of range: {where} has {n_file} trajectories (0 .. {n_file - 1})",
-                key="traj",
-            )
-        if np.unique(idx).size != idx.size:
-            raise VPIntegratorError(f"traj lists an index twice: {traj!r}", key="traj")
-        return idx
-    if n_traj is not None:
-        n = n_traj
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= n_file:
-            raise VPIntegratorError(
-                f"n_traj must be an int in 1 .. {n_file} (trajectories in {where}); got {n!r}", key="n_traj"
-            )
-        return np.arange(int(n))
-    return np.arange(n_file)
-
-
-def _horizon(t_end_key: Any, t0: float, dt: float, n_file: int) -> int:
-    """Steps of ``dt`` from ``t0`` to the key ``t_end`` (None: the file's last state)."""
-    if t_end_key is None:
-        return n_file - 1
-    try:
-        t_end = float(t_end_key)
-    except (TypeError, ValueError):
-        raise VPIntegratorError(f"t_end must be a number; got {t_end_key!r}", key="t_end") from None
-    n_steps = int(round((t_end - t0) / dt)) if math.isfinite(t_end) else 0
-    if not math.isfinite(t_end) or n_steps < 1:
-        raise VPIntegratorError(
-            f"t_end {t_end_key!r} gives {n_steps} steps of dt = {dt:g} from t0 = {t0:g}; give at least {t0 + dt:g}",
-            key="t_end",
-        )
-    return n_steps
-
-
-
-def select(data: Path, traj: Any, n_traj: Any, t_end: Any) -> tuple[dict[str, Any], Any, float, np.ndarray, float,
-                                                                   int]:
-    """What the keys ``traj``/``n_traj``/``t_end`` select of the data file ``data``, read from its metadata
-    only: ``(meta, system, dt, trajectory indices, t0, n_steps)`` (one-line errors naming the key)."""
-    from ..data import read_metadata
-    from ..systems.unknown import system_or_unknown
-
-    meta = read_metadata(data)
-    system = system_or_unknown(meta, data)
-    dt = float(meta["dt"])
-    idx = _select_traj(traj, n_traj, int(meta["n_traj"]), data)
-    t0 = float(meta.get("t0", 0.0))
-    return meta, system, dt, idx, t0, _horizon(t_end, t0, dt, int(meta["n_states"]))
-
-
-def _cut(idx: np.ndarray, shard: tuple[int, int], cluster: bool, run_key: str | None
-         ) -> tuple[np.ndarray, tuple[int, int], dict[str, Any]]:
-    """Shard ``shard`` of the selection ``idx`` (a cluster's count at most one per trajectory): its indices,
-    the shard, and the shard file's attributes."""
-    from ..data.rollout_shards import rollout_bounds, selection_digest
-
-    if cluster:
-        shard = (shard[0], min(shard[1], int(idx.size)))
-    a, b = rollout_bounds(int(idx.size), shard)
-    attrs: dict[str, Any] = dict(shard_index=shard[0], shard_count=shard[1], shard_traj_start=a, shard_traj_stop=b,
-                                 shard_n_traj=int(idx.size), shard_selection=selection_digest(idx))
-    if run_key is not None:  # (a shard of a cluster run: the whole run's digest)
-        attrs["shard_run"] = run_key
-    return idx[a:b], shard, attrs
-
-
-def run_digest(fields: Mapping[str, Any], data: Any, models: Any) -> str:
-    """What tells a rollout run from any other: its keys ``fields`` (the output and ``workers`` apart), the
-    sha256 of its data file and model files ``models`` (a run directory's ``config.toml`` and checkpoints)
-    and this version; stored in each shard of a cluster run as ``shard_run`` so that a run continued after a
-    lost cluster keeps the shards already written (same code, same inputs: the same bits)."""
-    import hashlib
-    import json
-
-    from .._version import __version__
-    from ..provenance import file_sha256
-
-    def digest(path: Any) -> Any:
-        p = Path(str(path))
-        if p.is_dir():
-            return {n: file_sha256(p / n) for n in ("config.toml", "best.pt", "last.pt") if (p / n).is_file()}
-        return file_sha256(p) if p.is_file() else str(path)
-
-    keys = {k: v for k, v in fields.items() if k not in ("out", "workers")}
-    items = models.items() if isinstance(models, dict) else enumerate(models or [])
-    record = {"config": keys, "data": digest(data), "models": {str(k): digest(v) for k, v in items},
-              "version": __version__}
-    return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:32]
-
-
 def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: bool = False, *,
                shard: str | tuple[int, int] | None = None, write_index: bool = True, cluster: bool = False,
                run_key: str | None = None) -> tuple[RolloutPlan, Trajectories]:
-    """The plan of a run of ``config``: every key checked, every model loaded and checked against the data,
-    every default resolved; nothing computed, nothing written.
+    """The plan of a run of ``config``, in one pass: resolved (its keys read once into a
+    ``vpintegrator.rollout.resolve.RolloutRequest``, then what the data file and the models say, every default
+    resolved: ``vpintegrator.rollout.resolve.resolve``), checked (every refusal:
+    ``vpintegrator.rollout.preflight.check``), then planned; nothing computed, nothing written.
 
     Parameters
     ----------
@@ -332,11 +233,11 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
     inputs : paths, optional
         More files the run must not write over (its config file).
     overwrite : bool
-        The overwrite rule of the outputs (checked here, before anything is read).
+        The overwrite rule of the outputs (checked before anything is computed).
     shard : "I/N" or (I, N), optional
         Plan only the I-th of N contiguous blocks of the selection (``Blocks``), into
         ``<out stem>.shard-I-of-N.h5``; with ``write_index`` the index at ``out`` and its table are checked
-        here too (they come once every shard exists). Refused with ``heldout``.
+        too (they come once every shard exists). Refused with ``heldout``.
     cluster : bool
         A shard of a cluster run: ``N`` cut to at most one shard per trajectory, and the run's digest
         (``run_key``, default ``run_digest`` of ``config``) recorded in the shard as ``shard_run``.
@@ -347,119 +248,50 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
         The plan, and the data file's selected trajectories (n_data, data_n_states, dim), the reference's
         file part: handed to the writer apart from the plan, so that it is freed once written.
     """
-    from .._outputs import check_output
-    from ..data import read_metadata, read_trajectories
-    from ..data.observation import observation_of
-    from ..integrators import list_integrators
-    from ..jobs.shards import parse_shard, shard_path
-    from ..systems.unknown import UnknownSystem, system_or_unknown
-    from . import splits as sp
+    from ..jobs.shards import parse_shard
 
     shard = parse_shard(shard)
     config.validate()
-    index = out = Path(config.out)
-    inputs = tuple(input_files(config.data, config.models, [*inputs, config.fit_data]))  # fit_data: never written
-    if shard is None:
-        check_outputs(out, inputs, overwrite)
-    elif config.heldout:
-        raise VPIntegratorError(f"shard {shard[0]}/{shard[1]} with heldout = {config.heldout}: each shard would draw "
-                                "its own new conditions; roll out the held-out conditions without --shard",
-                                key="shard")
-    elif write_index:  # the index and the table come at out at the end: the overwrite rule applies now
-        for path, kind in ((out, "rollout"), (out.with_suffix(".csv"), "table"), (out.with_suffix(".md"), "table")):
-            check_output(path, kind, overwrite, key="out")
     if cluster and run_key is None:
         run_key = run_digest(dataclasses.asdict(config), config.data, config.models)
-    data = Path(config.data)
-    meta = read_metadata(data)
-    system: Any = system_or_unknown(meta, data)  # a SystemFamily once per-trajectory parameters are read
-    dt = float(meta["dt"])
-    n_file_traj, n_file = int(meta["n_traj"]), int(meta["n_states"])
-    explicit = config.traj is not None or config.n_traj is not None
-    idx = _select_traj(config.traj, config.n_traj, n_file_traj, data) if explicit else None  # refused first
-    t0 = float(meta.get("t0", 0.0))
-    n_steps = _horizon(config.t_end, t0, dt, n_file)
-    names = integrator_names(config.integrators)
-    unknown = isinstance(system, UnknownSystem)
-    held = observation_of(meta)  # a file of observed channels only: what needs the full state is refused first
-    if held is not None:
-        check_observed_rows(held, names, [n for n in names if integrates_equations(n)], system, data,
-                            init=config.init, parametric=False)
-    if unknown:  # trajectories from elsewhere: what needs the equations is refused, in one line
-        check_without_system(system, names, n_steps, n_file, t0, dt, heldout=config.heldout, t_end=config.t_end,
-                              init=config.init)
-    entries = [parse_model_entry(entry) for entry in model_entries(config.models)]
-    notes = [check_trained_on(label, src, model, meta, data, config.allow_dt_mismatch) for label, model, src in entries]
-    observation, observed_lines = run_observation(config.observe, meta, system, entries, data)
-    if observation is not None and held is None:
-        check_observed_rows(observation, names, [n for n in names if integrates_equations(n)], system, data,
-                            init=str(config.init), parametric=is_parametric(data))
-    n_new = int(config.heldout or 0)
-    has_split = any(getattr(m, "training_split", None) is not None for _, m, _ in entries)
-    first = read_trajectories(data, steps=[0]) if (has_split or n_new) else None
-    digest = None
-    if first is not None:
-        from ..data.trajectories import first_states_digest
+    models = tuple(model_entries(config.models))
+    request = RolloutRequest(  # the keys, read once
+        data=Path(config.data), index=Path(config.out),
+        inputs=tuple(input_files(config.data, models, [*inputs, config.fit_data])),  # fit_data: never written
+        models=models, names=tuple(integrator_names(config.integrators)),
+        traj=config.traj, n_traj=config.n_traj, t_end=config.t_end, heldout=int(config.heldout or 0),
+        heldout_seed=config.heldout_seed, reference=str(config.reference), init=str(config.init),
+        overlap=bool(config.overlap), blowup=float(config.blowup), chunk_steps=int(config.chunk_steps),
+        volume=None if config.volume is None else bool(config.volume), workers=config.workers,
+        steps=StepSettings(device=str(config.device), overlap=bool(config.overlap), fast_step=str(config.fast_step),
+                           engine=str(config.engine), context_len=int(config.context_len),
+                           context_noise=float(config.context_noise)),
+        observe=config.observe, allow_dt_mismatch=bool(config.allow_dt_mismatch), fit_data=config.fit_data,
+        fit_on_data=bool(config.fit_on_data), shard=shard, write_index=write_index, cluster=cluster,
+        run_key=run_key)
+    run = resolve(request)
+    ref_file = check(request, run, overwrite)
+    return plan_of(request, run, ref_file), ref_file
 
-        digest = (first.n_traj, first_states_digest(first.y[:, 0]))
-    model_splits = [sp.model_split(label, model, digest, data) for label, model, _ in entries]
-    lines = [ms.note for ms in model_splits if ms.note] + [n for n in notes if n] + observed_lines  # said once the plan stands
-    warnings: list[str] = []
-    # the fitted rows (sindy+METHOD, parrot; rollout/methods.py) learn from the models' split, else vp-train's default
-    fitted = fitted_rows(names)
-    row_split = (fitted_rows_split(fitted, entries, model_splits, data, meta, config.fit_data, config.fit_on_data,
-                                   scores_file=explicit or not n_new) if fitted else None)
-    entries_labelled: list[tuple[str, Any, str]] = list(entries)
-    if row_split is not None:
-        own = row_split.data == data  # fitted on the scored file (fit_on_data): its split labels their rows
-        model_splits += [sp.ModelSplit(name, row_split.as_record() if own else None, None) for name in fitted]
-        entries_labelled += [(n, None, n) for n in fitted]
-        lines.append(f"{', '.join(fitted)}: fitted on {row_split.source} of {row_split.data} ({row_split.train.size} "
-                     f"training, {row_split.val.size} validation trajectories), scored on {data}")
-    if idx is None:
-        idx = np.zeros(0, dtype=np.int64) if n_new else sp.default_traj(model_splits)
-        if idx is None:
-            idx = np.arange(n_file_traj)
-        elif not n_new:
-            lines.append(f"rolling out the test split: {idx.size} of {n_file_traj} trajectories of {data.name}")
-            shrank = sp.shrink_note(model_splits, idx)  # the models' test splits differ: say so
-            if shrank:
-                lines.append(shrank)
-                warnings.append(shrank)
-    n_whole, attrs = int(idx.size) + n_new, dict[str, Any]()
-    if shard is not None:  # the block of the selection, into a file of its own (the outputs checked now)
-        idx, shard, attrs = _cut(idx, shard, cluster, run_key)
-        out = shard_path(index, shard)
-        check_outputs(out, inputs, overwrite)
-    # the reference: the exact flow unless the data is (DOP853 at <= 1e-12) or reference = "data"
-    method = str(meta.get("method", "")) if meta.get("method") is not None else ""
-    tight = (method == "dop853" and meta.get("rtol") is not None and meta.get("atol") is not None
-             and float(meta["rtol"]) <= 1e-12 and float(meta["atol"]) <= 1e-12)
-    exact_from_ics = config.reference == "exact" and not tight and not unknown
-    generator = None  # the data's generator as a row of its own
-    # the oracle: classical methods with each trajectory's true parameters (none without a system)
-    if not names and not unknown and is_parametric(data):
-        from ..integrators import supported_integrators
 
-        names = supported_integrators(ORACLE_INTEGRATORS, system)
-        lines.append(f"parametric data: the classical methods {', '.join(names)} with each trajectory's true "
-                     "parameters are rows of the table (the oracle); give integrators to choose others")
-    if (exact_from_ics and method and method not in names and (method in list_integrators() or method == "dop853")
-            and observation is None):  # (an observed run: no full-state row)
-        generator = method
-    n_methods = len(names) + len(entries) + (generator is not None)
-    check_fits(int(idx.size) + n_new, n_steps + 1, system, max(1, n_methods), n_file, data, t_end=config.t_end,
-               chunk_steps=int(config.chunk_steps), volume=bool(config.volume), out=out)
-    # the held-out conditions are drawn once the run is known to fit (--heldout 1000000000 drew 24 GB)
+def plan_of(request: RolloutRequest, run: Resolved, ref_file: Trajectories) -> RolloutPlan:
+    """The third step of ``build_plan``: the plan of a resolved, checked request (``ref_file``: the data file's
+    selected trajectories, checked): the held-out conditions drawn, the system of every row (a family for
+    per-trajectory parameters, observed channels), the rows' step maps, the ``split`` labels and the reference's
+    description."""
+    from ..integrators import list_integrators
+    from . import splits as sp
+
+    data, meta, dt, system = request.data, run.meta, run.dt, run.system
+    lines, warnings = list(run.lines), list(run.warnings)
+    n_new, idx, t0, n_steps = run.n_new, run.idx, run.t0, run.n_steps
     heldout_y0 = seed = None
-    if n_new:
-        seed = sp.heldout_seed(meta, config.heldout_seed)
-        assert first is not None  # read above whenever n_new
-        heldout_y0 = sp.draw_heldout(meta, system, n_new, seed, first.y[:, 0], data)
+    if n_new:  # drawn once the run is known to fit (--heldout 1000000000 drew 24 GB)
+        seed = sp.heldout_seed(meta, request.heldout_seed)
+        assert run.first is not None  # read whenever n_new
+        heldout_y0 = sp.draw_heldout(meta, system, n_new, seed, run.first.y[:, 0], data)
         lines.append(f"heldout: {n_new} new initial conditions from sampler {meta.get('sampler')!r}, seed {seed}")
-    ref_file = read_trajectories(data, traj=idx)
-    check_reference(ref_file, idx, data)
-    if unknown:
+    if run.unknown:
         lines.append(f"{data.name} names no system: errors against its own trajectories; no oracle, exact-flow or "
                      "classical rows (they need the equations), no invariants")
     elif ref_file.params is not None:  # a parametric data set: each row (and held-out condition) its own system
@@ -470,19 +302,18 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
                         if n_new else ""))
     if float(ref_file.t[0]) != t0:
         t0 = float(ref_file.t[0])
-        n_steps = _horizon(config.t_end, t0, dt, ref_file.n_states)
+        n_steps = horizon(request.t_end, t0, dt, ref_file.n_states)
     full_system = system
-    if observation is not None and not unknown:  # every row scored on the observed channels (rollout/observed.py)
+    observation = run.observation
+    if observation is not None and not run.unknown:  # every row scored on the observed channels (rollout/observed.py)
         system = ObservedSystem(dim=observation.dim, source=str(data), full=system, observation=observation)
         lines.append(f"observe {observation.describe()}: the reference in the full state, then observed; models on "
                      "observed windows; estimate+METHOD rows from the first context_len observed states")
-    settings = StepSettings(device=str(config.device), overlap=bool(config.overlap), fast_step=str(config.fast_step),
-                            engine=str(config.engine), context_len=int(config.context_len),
-                            context_noise=float(config.context_noise))
-    methods = prepare_methods(names, entries, system, dt, t0, n_steps, data, settings, row_split)
-    if generator is not None:
-        label = generator if generator not in {m.label for m in methods} else "data_generator"
-        gen_name = generator
+    methods = prepare_methods(list(run.names), list(run.entries), system, dt, t0, n_steps, data, request.steps,
+                              run.row_split)
+    if run.generator is not None:
+        label = run.generator if run.generator not in {m.label for m in methods} else "data_generator"
+        gen_name = run.generator
 
         def make_generator(s) -> StepMap:
             if gen_name in list_integrators():
@@ -490,29 +321,29 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
             return ExactFlowStep(s, dt, rtol=float(meta["rtol"]), atol=float(meta["atol"]))
 
         methods.append(Method(label, step_for(system, make_generator), f"the generator of {data.name}"))
-    model_files = tuple(Path(f) for f in dict.fromkeys(getattr(m, "source_file", None) for _, m, _ in entries)
+    model_files = tuple(Path(f) for f in dict.fromkeys(getattr(m, "source_file", None) for _, m, _ in run.entries)
                         if isinstance(f, str) and Path(f).is_file())
-    run_labels, labels, trained = sp.label_rows(idx, n_new, model_splits, entries_labelled, [m.label for m in methods])
+    run_labels, labels, trained = sp.label_rows(idx, n_new, list(run.model_splits), list(run.entries_labelled),
+                                                [m.label for m in methods])
     if trained:
         warnings.append(trained)
         lines.append(trained)
     data_t_end, data_n_states = float(ref_file.t[-1]), int(ref_file.n_states)
-    desc, ref_attrs = describe_reference(data, meta, full_system, exact_from_ics, config.reference, method, tight,
-                                     data_t_end=data_t_end, beyond=n_steps + 1 > data_n_states, n_new=n_new,
-                                     t_end=t0 + n_steps * dt)
+    desc, ref_attrs = describe_reference(data, meta, full_system, run.exact_from_ics, request.reference, run.method,
+                                         run.tight, data_t_end=data_t_end, beyond=n_steps + 1 > data_n_states,
+                                         n_new=n_new, t_end=t0 + n_steps * dt)
     if observation is not None:
         desc += f"; observed in {observation.spec} ({', '.join(observation.names)})"
-    plan = RolloutPlan(
+    return RolloutPlan(
         data=data, data_meta=meta, data_n_states=data_n_states, data_t_end=data_t_end, system=system, dt=dt, t0=t0,
         n_steps=n_steps, idx=idx, heldout_y0=heldout_y0, heldout_seed=seed, methods=tuple(methods), labels=labels,
-        run_labels=run_labels, reference=str(config.reference), exact_from_ics=exact_from_ics, reference_desc=desc,
-        reference_attrs=ref_attrs, out=out, inputs=inputs, steps=settings, init=str(config.init),
-        overlap=bool(config.overlap), blowup=float(config.blowup), chunk_steps=int(config.chunk_steps),
-        volume=bool(config.volume),
-        blocks=Blocks(n_whole=n_whole, attrs=attrs, workers=config.workers,
-                      index=index if shard is not None and write_index else None),
+        run_labels=run_labels, reference=request.reference, exact_from_ics=run.exact_from_ics, reference_desc=desc,
+        reference_attrs=ref_attrs, out=run.out, inputs=request.inputs, steps=request.steps, init=request.init,
+        overlap=request.overlap, blowup=request.blowup, chunk_steps=request.chunk_steps, volume=run.volume,
+        volume_note=run.volume_note,
+        blocks=Blocks(n_whole=run.n_whole, attrs=run.attrs, workers=request.workers,
+                      index=request.index if request.shard is not None and request.write_index else None),
         notes=tuple(lines), warnings=tuple(warnings), model_files=model_files)
-    return plan, ref_file
 
 
 def describe_reference(data: Path, meta: Mapping[str, Any], system: Any, exact_from_ics: bool, reference: str,

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -42,6 +42,9 @@ from ..data.work_precision import (  # noqa: F401 (re-exports)
 )
 from ..errors import VPIntegratorError
 from .methods import split_method
+
+if TYPE_CHECKING:
+    from .config import RolloutConfig
 
 __all__ = [
     "run_work_precision",
@@ -276,7 +279,7 @@ def work_precision(
     return with_training_cost(rows, amortise_over)
 
 
-def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], None] | None = None,
+def run_work_precision(config: RolloutConfig, *, overwrite: bool = False, log: Callable[[str], None] | None = None,
                        repeats: int = 3, amortise_over: float | None = None
                        ) -> tuple[Path, Path, list[WorkPrecisionRow]]:
     """The work–precision table of a ``vp-rollout`` configuration (``vp-rollout --work-precision``).
@@ -297,7 +300,7 @@ def run_work_precision(config, *, overwrite: bool = False, log: Callable[[str], 
     """
     from ..data import read_trajectories
     from .methods import parse_model_entry
-    from .plan import select
+    from .resolve import select
     from .config import model_entries
 
     from .._progress import log_lines

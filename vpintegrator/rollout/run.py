@@ -22,11 +22,12 @@ from ..data.rollout_shards import RolloutParts
 from ..errors import VPIntegratorError
 from ..jobs.executors import remove_orphan_parts
 from ..jobs.shards import shard_path
-from .config import RolloutConfig
+from .config import RolloutConfig, model_entries
 from .family import step_for
 from .plan import RolloutPlan, build_plan
-from .preflight import check_outputs, input_files
+from .preflight import check_outputs
 from .report import Failure, RolloutReport
+from .resolve import input_files
 from .splits import split_rows
 from .steps import reference_step_map
 from .write import Say, first_failure, root_attrs, write_method, write_reference
@@ -110,7 +111,7 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
     scheduler = cluster_address(scheduler, n_shards)
     config.validate()
     out = Path(config.out)
-    outs = check_outputs(out, input_files(config.data, config.models, inputs), overwrite)  # the index, its table
+    outs = check_outputs(out, input_files(config.data, model_entries(config.models), inputs), overwrite)  # the index, its table
 
     def jobs(n: int) -> list[ShardJob]:
         """The shards' plans, made here (the first one says how many shards the selection has)."""

@@ -46,22 +46,20 @@ def shown(source: str) -> str:
 def root_attrs(plan: RolloutPlan) -> dict[str, Any]:
     """What the rollout file says about the run (its root attributes; the schema is the writer's)."""
     from .._version import __version__
-    from ..systems import system_meta
+    from ..systems import System, system_meta
+    from ..systems.family import SystemFamily, param_row
 
-    t, n_file = plan.t, plan.data_n_states
-    from ..systems.family import SystemFamily
-
-    family = isinstance(plan.system, SystemFamily)
-    params = {}
-    if family:  # every rolled-out row's parameters (data rows, then held-out conditions)
-        from ..systems.family import param_row
-
-        params = {"parameter_columns": list(plan.system.columns),
-                  "traj_params": [param_row(s, plan.system.columns).tolist() for s in plan.system]}
-    from ..systems.unknown import UnknownSystem
-
+    t, n_file, system = plan.t, plan.data_n_states, plan.system
+    params: dict[str, Any] = {}
+    meta: dict[str, Any] = {}  # (none without a system)
+    if isinstance(system, SystemFamily):  # every rolled-out row's parameters (data rows, then held-out conditions)
+        params = {"parameter_columns": list(system.columns),
+                  "traj_params": [param_row(s, system.columns).tolist() for s in system]}
+        meta = system_meta(system.base)
+    elif isinstance(system, System):
+        meta = system_meta(system)
     return {
-        **({} if isinstance(plan.system, UnknownSystem) else system_meta(plan.system.base if family else plan.system)),
+        **meta,
         **params,
         "dim": plan.system.dim,
         "dt": plan.dt,
@@ -87,6 +85,7 @@ def root_attrs(plan: RolloutPlan) -> dict[str, Any]:
         "blowup": plan.blowup,
         "chunk_steps": plan.chunk_steps,
         "engine": plan.steps.engine,
+        **({"volume_note": plan.volume_note} if plan.volume_note else {}),
         **observation_attrs(plan.system, plan.data_meta),
         "vpintegrator_version": __version__,
     }

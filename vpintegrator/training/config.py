@@ -64,7 +64,7 @@ MONITORS = ("val_loss", "val_rollout")
 #: how the trajectories are split (``split_by``): by initial condition, or holding out parameters of a parametric data set
 SPLITS = ("initial_conditions", "parameters_interpolation", "parameters_extrapolation")
 SCHEDULE_PER = ("step", "epoch")
-#: the values of the ``logger`` key (``vpintegrator.training.checkpoint``)
+#: the values of the ``logger`` key (``vpintegrator.training.sinks``)
 LOGGERS = ("none", "tensorboard", "mlflow")
 
 
@@ -350,7 +350,7 @@ class TrainConfig(Config):
         [mlflow]). The per-epoch log row: train and validation loss, lr, seconds, the validation rollout
         score; ``mlflow`` makes one MLflow run per run directory (the tracking URI from MLflow's own
         settings), or logs into the user's active MLflow run (``mlflow.start_run()``; an ensemble's
-        members: child runs of it). Left out (None) or ``"none"``: ``log.csv`` only (``vpintegrator.training.checkpoint``).
+        members: child runs of it). Left out (None) or ``"none"``: ``log.csv`` only (``vpintegrator.training.sinks``).
     """
 
     data: list[str] = key(default_factory=list, check=_check_data, flag="")

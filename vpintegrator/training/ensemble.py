@@ -86,7 +86,7 @@ from .results import (  # noqa: F401 (is_ensemble_dir, is_ensemble_member, membe
 )
 
 if TYPE_CHECKING:
-    from .checkpoint import Member
+    from .record import Member
     from .plan import TrainPlan
 
 __all__ = ["ENSEMBLE_STATE", "EnsembleSteps", "finish_ensemble", "member_dir_name", "is_ensemble_dir"]
@@ -94,7 +94,7 @@ __all__ = ["ENSEMBLE_STATE", "EnsembleSteps", "finish_ensemble", "member_dir_nam
 #: the file in an ensemble's directory that holds its whole training state (what a resume continues from)
 ENSEMBLE_STATE = "ensemble_last.pt"
 
-#: the member bookkeeping ``ensemble_last.pt`` keeps (``vpintegrator.training.checkpoint.Member`` attributes)
+#: the member bookkeeping ``ensemble_last.pt`` keeps (``vpintegrator.training.record.Member`` attributes)
 _MEMBER_FIELDS = ("active", "stopped", "epoch", "step", "diverged", "best_loss", "best_epoch", "bad_epochs",
                   "last_train", "last_val", "finite_summary", "plateau_ref")
 

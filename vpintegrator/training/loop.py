@@ -1,6 +1,6 @@
 """The one epoch loop behind [`fit`][vpintegrator.training.fit]: a single run and a seed ensemble alike.
 
-Design. The loop runs over a *member axis*: a list of ``vpintegrator.training.checkpoint.Member`` (one
+Design. The loop runs over a *member axis*: a list of ``vpintegrator.training.record.Member`` (one
 run's bookkeeping each: best epoch, patience, history, ``log.csv`` and its sinks, ``best.pt``), one for a
 single run, N for an ensemble. How one optimiser step is taken is a *step strategy*, a
 ``vpintegrator.training.strategy.StepStrategy`` (a typed ``Protocol``; it never calls the loop):
@@ -49,12 +49,12 @@ from . import ddp
 from .ensemble import ENSEMBLE_STATE, EnsembleSteps, finish_ensemble, member_dir_name
 from .fast_step import fast_step_summary
 from .optim import label
-from .checkpoint import Member
+from .record import Member
 from .results import EpochInfo, FitResult, TrainingInterrupted
 from .plan import SYSTEM_KEYS, Prepared, TrainPlan, prepare
 from .single import SingleSteps
 from .strategy import Clock, StepStrategy
-from .checkpoint import check_logger, make_sinks
+from .sinks import check_logger, make_sinks
 
 __all__ = ["Trainer", "Diverged", "StopRequest", "describe", "progress_bar", "progress_fraction", "progress_lines"]
 

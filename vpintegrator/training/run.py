@@ -82,7 +82,7 @@ def fit(
         ``seeds=[...]``) trains a seed ensemble in this process (``vpintegrator.training.ensemble``).
         ``logger`` may also be a tracking sink object of yours (or a list of them): anything with
         ``log(row)`` and optionally ``close()`` gets every row of ``log.csv``
-        (``vpintegrator.training.checkpoint``; [`SinkProtocol`][vpintegrator.protocols.SinkProtocol]).
+        (``vpintegrator.training.sinks``; [`SinkProtocol`][vpintegrator.protocols.SinkProtocol]).
 
     Returns
     -------
@@ -104,7 +104,7 @@ def fit(
     ``train_loss`` is then the full training loss after the epoch and ``lr`` the damping λ. Single
     process only.
     """
-    from .checkpoint import sink_objects, user_sinks
+    from .sinks import sink_objects, user_sinks
 
     if overwrite is not None and not isinstance(overwrite, bool):
         raise VPIntegratorError(f"overwrite must be True, False or None; got {overwrite!r}", key="overwrite")

@@ -33,7 +33,7 @@ from .optim import LevenbergMarquardt, LMSubsample, label, make_optimizer, make_
 from .strategy import Clock
 
 if TYPE_CHECKING:
-    from .checkpoint import Member
+    from .record import Member
     from .plan import TrainPlan
 
 __all__ = ["SingleSteps", "Unrolled", "unrolled", "window_loss"]

@@ -26,7 +26,7 @@ import torch
 
 if TYPE_CHECKING:
     from .fast_step import FastStep
-    from .checkpoint import Member
+    from .record import Member
 
 __all__ = ["Clock", "StepStrategy"]
 
