@@ -25,8 +25,10 @@ LAYERS = [
     "fastpath",  # verified(fast, eager, probe): every fast path checked against eager, else eager
     "stepping",  # the rollout core (window advance, failure rule, block loop): below data, for integrate
     "jobs",  # the job runtime (shards, part files and the index, executors: threads, processes, Dask) under vp-gen and vp-rollout
-    "systems", "integrators", "compiled", "data", "reduction",  # the NumPy side: equations, methods, kernels, files
-    "jacobians", "nn", "models", "metrics", "poisson", "testing",  # the torch side and the shared measurements
+    "systems", "integrators", "compiled", "data",  # the NumPy side: equations, methods, kernels, files
+    "jacobians", "nn", "models",  # the torch side
+    "reduction",  # model reduction: PSD (NumPy) and the symplectic autoencoder (nn's SympNet layers)
+    "metrics", "poisson", "testing",  # the shared measurements
     "rollout", "training", "plotting", "studies", "cli",
 ]
 # further parts a part may not import although they are below it (independent branches of the tree)

@@ -25,7 +25,7 @@ snapshots (GML starts them at random points of the manifold) and the gradient la
 hidden width is ``sympnet_upscale`` times the layer's N' (GML: 5; default here 1, for the CPU); training is
 Adam on minibatches of the snapshots, the loss the relative squared reconstruction error
 ``sum |y - decode(encode(y))|^2 / sum |y|^2``, stopped by the package's plateau rule (``patience`` epochs
-without a relative fall of ``min_rel_delta``, ``RunRecord.judge``) or by ``max_steps``, keeping the best epoch.
+without a relative fall of ``min_rel_delta``, as ``RunRecord.judge``) or by ``max_steps``, keeping the best epoch.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from torch.nn.utils.parametrizations import orthogonal
 
 from ..errors import VPIntegratorError
 from ..nn.sympnet import GradientLayerP, GradientLayerQ
+from .fileformat import WEIGHT_PREFIX, check_archive, data_record, read_archive, write_archive
 
 __all__ = ["SymplecticAutoencoder", "fit_symplectic_autoencoder", "load_autoencoder", "intermediate_dims"]
 
@@ -210,11 +211,14 @@ class SymplecticAutoencoder(nn.Module):
         y = np.asarray(getattr(states, "y", states), dtype=np.float64)
         return np.asarray(relative_error(self.project(y), y))
 
-    def save(self, path: Any) -> None:
-        """Write it to ``path`` (a reduction file, ``vpintegrator.reduction.files``; atomic)."""
-        from .files import save_reduction
-
-        save_reduction(self, path)
+    def save(self, path: Any, fitted_on: Mapping[str, Any] | None = None) -> None:
+        """Write it to ``path`` (a reduction file, ``vpintegrator.reduction.files``; atomic). ``fitted_on``
+        replaces the recorded data (default: what ``fit_symplectic_autoencoder`` recorded)."""
+        arrays = {WEIGHT_PREFIX + k: v.detach().to("cpu").double().numpy() for k, v in self.state_dict().items()}
+        write_archive(path, {"kind": "symplectic_autoencoder", "n_sites": self.n_sites,
+                             "reduced_dim": self.reduced_dim, "config": dict(self.config),
+                             "fit_seconds": float(self.fit_seconds),
+                             "fitted_on": dict(self.fitted_on if fitted_on is None else fitted_on)}, arrays)
 
 
 def _apply(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -237,6 +241,26 @@ def _states(data: Any) -> np.ndarray:
     if not np.all(np.isfinite(y)):
         raise VPIntegratorError("fit_symplectic_autoencoder: the states hold NaN or inf; give finite states")
     return y
+
+
+class _Plateau:
+    """vp-train's plateau rule (``training.checkpoint.RunRecord.judge``, with ``min_delta`` = 0; training sits
+    above this layer): patience starts again only at an epoch whose loss is below ``ref * (1 - min_rel_delta)``,
+    ``ref`` the loss of the last epoch that started it again; the best epoch's weights are kept."""
+
+    def __init__(self, min_rel_delta: float) -> None:
+        self.min_rel_delta = min_rel_delta
+        self.best_loss, self.best_epoch, self.bad_epochs, self.ref = math.inf, -1, 0, math.inf
+        self.best_state: dict[str, torch.Tensor] | None = None
+
+    def judge(self, epoch: int, loss: float, state: Any) -> None:
+        finite = math.isfinite(loss)
+        if finite and (not math.isfinite(self.ref) or loss < self.ref * (1.0 - self.min_rel_delta)):
+            self.bad_epochs, self.ref = 0, loss
+        else:
+            self.bad_epochs += 1
+        if finite and loss < self.best_loss:
+            self.best_loss, self.best_epoch, self.best_state = loss, epoch, state()
 
 
 def _leading_basis(y: np.ndarray, basis: Any, k: int, seed: int) -> np.ndarray:
@@ -288,8 +312,6 @@ def fit_symplectic_autoencoder(states: Any, reduced_dim: int, *, seed: int = 0, 
     dtype : torch.dtype
         Training dtype (float64 default: the symplectic identities then hold to ~1e-14).
     """
-    from ..training.checkpoint import RunRecord
-    from .files import data_record
     from .psd import fit_psd
 
     start = time.process_time()
@@ -330,7 +352,7 @@ def fit_symplectic_autoencoder(states: Any, reduced_dim: int, *, seed: int = 0, 
     norm = float((x ** 2).sum())
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    record = RunRecord(None, (), 0.0, float(min_rel_delta))
+    plateau = _Plateau(float(min_rel_delta))
 
     def loss_all() -> float:
         with torch.no_grad():
@@ -339,8 +361,8 @@ def fit_symplectic_autoencoder(states: Any, reduced_dim: int, *, seed: int = 0, 
     def state() -> dict[str, torch.Tensor]:
         return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
-    record.judge(0, loss_all(), state)
-    model.history = [record.best_loss]
+    plateau.judge(0, loss_all(), state)
+    model.history = [plateau.best_loss]
     steps = 0
     for epoch in range(1, max_epochs + 1):
         perm = torch.randperm(x.shape[0], generator=gen)
@@ -355,33 +377,39 @@ def fit_symplectic_autoencoder(states: Any, reduced_dim: int, *, seed: int = 0, 
                 break
         score = loss_all()
         model.history.append(score)
-        record.judge(epoch, score if math.isfinite(score) else math.inf, state)
-        if record.bad_epochs >= patience or (max_steps is not None and steps >= max_steps):
+        plateau.judge(epoch, score, state)
+        if plateau.bad_epochs >= patience or (max_steps is not None and steps >= max_steps):
             break
-    if record.best_state is not None:
-        model.load_state_dict(record.best_state)
+    if plateau.best_state is not None:
+        model.load_state_dict(plateau.best_state)
     model.fitted_on = {**data_record(states), "n_snapshots_trained": int(x.shape[0]), "steps": steps,
-                       "best_epoch": int(record.best_epoch), "seed": int(seed)}
+                       "best_epoch": int(plateau.best_epoch), "seed": int(seed)}
     model.fit_seconds = time.process_time() - start
     return model
 
 
-def autoencoder_from_record(config: Mapping[str, Any], weights: Mapping[str, np.ndarray]) -> SymplecticAutoencoder:
-    """The autoencoder of a saved ``config`` and state dict (``weights``, arrays): for ``load_autoencoder``."""
-    cfg = dict(config)
-    model = SymplecticAutoencoder(int(cfg.pop("full_dim")), int(cfg.pop("reduced_dim")), **cfg).to(torch.float64)
-    state = {k: torch.as_tensor(np.asarray(v)) for k, v in weights.items()}
-    model.load_state_dict(state)
+def autoencoder_from_archive(meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
+                             path: Any) -> SymplecticAutoencoder:
+    """The autoencoder of a reduction file's ``meta`` and arrays (``load_reduction``)."""
+    cfg = dict(meta.get("config") or {})
+    weights = {k[len(WEIGHT_PREFIX):]: v for k, v in arrays.items() if k.startswith(WEIGHT_PREFIX)}
+    try:
+        model = SymplecticAutoencoder(int(cfg.pop("full_dim")), int(cfg.pop("reduced_dim")), **cfg).double()
+        model.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in weights.items()})
+    except (KeyError, TypeError, RuntimeError, VPIntegratorError) as err:
+        raise VPIntegratorError(f"{path}: the autoencoder's weights do not match its config "
+                                f"({type(err).__name__}); write it again with SymplecticAutoencoder.save") from None
+    model.fitted_on = dict(meta.get("fitted_on") or {})
+    model.fit_seconds = float(meta.get("fit_seconds", 0.0))
     return model
 
 
 def load_autoencoder(path: Any, n_sites: int | None = None) -> SymplecticAutoencoder:
     """The autoencoder saved at ``path`` (``SymplecticAutoencoder.save``); ``n_sites``: refuse, in one line
     naming the file, an autoencoder of another lattice size."""
-    from .files import load_reduction
-
-    model = load_reduction(path, n_sites=n_sites)
-    if not isinstance(model, SymplecticAutoencoder):
-        raise VPIntegratorError(f"{path}: holds a {type(model).__name__}, not a symplectic autoencoder; give a file "
-                                "written by SymplecticAutoencoder.save (or load it with load_reduction)")
-    return model
+    meta, arrays = read_archive(path)
+    check_archive(meta, path, n_sites, None)
+    if meta.get("kind") != "symplectic_autoencoder":
+        raise VPIntegratorError(f"{path}: holds a {meta.get('kind')} reduction, not a symplectic autoencoder; give a "
+                                "file written by SymplecticAutoencoder.save (or load it with load_reduction)")
+    return autoencoder_from_archive(meta, arrays, path)
