@@ -227,22 +227,6 @@ def _apply(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return out.reshape(*x.shape[:-1], out.shape[-1])
 
 
-def _states(data: Any) -> np.ndarray:
-    y = getattr(data, "y", data)
-    try:
-        y = np.asarray(y, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise VPIntegratorError(f"fit_symplectic_autoencoder: states must be an array (n_snapshots, 2N) or a "
-                                f"Trajectories; got {type(data).__name__}") from None
-    if y.ndim < 2 or y.shape[-1] % 2 or y.shape[-1] < 2:
-        raise VPIntegratorError(f"fit_symplectic_autoencoder: states must be canonical states (q, p) of an even "
-                                f"dimension 2N, shape (n_snapshots, 2N); got shape {y.shape}")
-    y = y.reshape(-1, y.shape[-1])
-    if not np.all(np.isfinite(y)):
-        raise VPIntegratorError("fit_symplectic_autoencoder: the states hold NaN or inf; give finite states")
-    return y
-
-
 class _Plateau:
     """vp-train's plateau rule (``training.checkpoint.RunRecord.judge``, with ``min_delta`` = 0; training sits
     above this layer): patience starts again only at an epoch whose loss is below ``ref * (1 - min_rel_delta)``,
@@ -312,10 +296,10 @@ def fit_symplectic_autoencoder(states: Any, reduced_dim: int, *, seed: int = 0, 
     dtype : torch.dtype
         Training dtype (float64 default: the symplectic identities then hold to ~1e-14).
     """
-    from .psd import fit_psd
+    from .psd import _snapshots, fit_psd
 
     start = time.process_time()
-    y = _states(states)
+    y = _snapshots(states, "fit_symplectic_autoencoder")
     full_dim = y.shape[1]
     for name, v, low in (("patience", patience, 1), ("max_epochs", max_epochs, 1), ("batch_size", batch_size, 1)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
