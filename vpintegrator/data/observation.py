@@ -127,8 +127,9 @@ class Observation:
 
     def _check_linear(self) -> None:
         """Refuse to apply the linear part alone of a nonlinear reduction read from a record."""
-        if (self.reduction_record or {}).get("linear") is False:
-            raise VPIntegratorError(f"observe {self.spec!r}: a nonlinear reduction ({self.reduction_record.get('kind')}) "
+        record = self.reduction_record or {}
+        if record.get("linear") is False:
+            raise VPIntegratorError(f"observe {self.spec!r}: a nonlinear reduction ({record.get('kind')}) "
                                     "read from a record without its file loaded; load it with "
                                     "vpintegrator.reduction.attach_reduction", key="observe")
 

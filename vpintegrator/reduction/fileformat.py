@@ -58,7 +58,8 @@ def write_archive(path: str | os.PathLike[str], meta: Mapping[str, Any], arrays:
             "provenance": provenance_record()}
     with atomic_path(path, ".npz") as tmp:
         with open(tmp, "wb") as f:
-            np.savez(f, meta=np.array(json.dumps(_jsonable(meta), sort_keys=True)), **arrays)
+            payload: dict[str, Any] = {"meta": np.array(json.dumps(_jsonable(meta), sort_keys=True)), **arrays}
+            np.savez(f, **payload)
 
 
 def reduction_meta(path: str | os.PathLike[str]) -> dict[str, Any]:

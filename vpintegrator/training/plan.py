@@ -583,9 +583,8 @@ def observed_data(cut: DataPlan, data, where: str):
     if is_reduction_spec(cut.observe):  # psd:K, file:PATH (vpintegrator.reduction.observation)
         from ..reduction.observation import reduction_observation
 
-        observation = reduction_observation(cut.observe, data.dim, None if system is None else str(system),
-                                            train_states)
-        return observe_trajectories(data, observation), data, observation
+        reduced = reduction_observation(cut.observe, data.dim, None if system is None else str(system), train_states)
+        return observe_trajectories(data, reduced), data, reduced
     observation = resolve_observation(cut.observe, data.dim, state_names(system, data.dim),
                                       None if system is None else str(system), train_states)
     assert observation is not None  # (cut.observe is a spec, not "the whole state")
