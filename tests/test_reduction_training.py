@@ -158,3 +158,13 @@ def test_observation_decode_refuses_an_observation_that_is_not_a_reduction():
     obs = resolve_observation("0,1", 4)
     with pytest.raises(VPIntegratorError, match="is not a reduction"):
         obs.decode(np.ones(2))
+
+
+def test_fit_from_python_trains_on_a_reduction_at_a_step(files, tmp_path):
+    from vpintegrator.training import fit
+
+    where, train, held = files
+    res = fit({"data": [str(train)], "model": {"name": "g_sympnet"}, "observe": "psd:4", "step": 1.5, "epochs": 1,
+               "batch_size": 64, "dtype": "float64", "test_fraction": 0, "out": str(tmp_path / "run")})
+    assert res.model.dim == 4 and res.model.trained_on["observation"]["reduction"]["kind"] == "psd"
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["dt"] == 1.5
