@@ -25,8 +25,10 @@ LAYERS = [
     "fastpath",  # verified(fast, eager, probe): every fast path checked against eager, else eager
     "stepping",  # the rollout core (window advance, failure rule, block loop): below data, for integrate
     "jobs",  # the job runtime (shards, part files and the index, executors: threads, processes, Dask) under vp-gen and vp-rollout
-    "systems", "integrators", "compiled", "data", "reduction",  # the NumPy side: equations, methods, kernels, files
-    "jacobians", "nn", "models", "metrics", "poisson", "testing",  # the torch side and the shared measurements
+    "systems", "integrators", "compiled", "data",  # the NumPy side: equations, methods, kernels, files
+    "jacobians", "nn", "models",  # the torch side
+    "reduction",  # model reduction: PSD (NumPy) and the symplectic autoencoder (nn's SympNet layers)
+    "metrics", "poisson", "testing",  # the shared measurements
     "rollout", "training", "plotting", "studies", "cli",
 ]
 # further parts a part may not import although they are below it (independent branches of the tree)
@@ -562,6 +564,7 @@ ALLOWED_CONFIG_TAKERS = {
     "rollout/plan.py:build_plan": "vp-rollout's plan builder: RolloutConfig -> RolloutPlan",
     "rollout/precision.py:run_work_precision": "the work-precision ladder's Python entry point (builds its plan)",
     "data/observation.py:resolve_observation": "spec is an observation spec (a name or a table), not a command's",
+    "data/observation.py:is_reduction_spec": "spec is an observation spec (psd:K, file:PATH), not a command's",
     "rollout/sindy_library.py:_label": "spec is a SINDy library (a name or a pysindy library), not a command's",
     "rollout/sindy_library.py:_library_of": "spec is a SINDy library (a name or a pysindy library)",
     "nn/fused_attention.py:_FusedChain.forward": "spec is the fused kernel's layer spec (torch.autograd.Function)",

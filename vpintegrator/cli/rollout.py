@@ -154,6 +154,11 @@ def _config_class():
     help="With --work-precision: also give each model's cost with its training CPU time (its run directory's "
     "summary.json cpu_time) spread over N rollouts of length t_end. Break-even N is written in any case.",
 )
+@click.option(
+    "--decode-every", "decode_every", type=click.IntRange(min=1), default=None, metavar="K",
+    help="Models on a reduction (observe psd:K or file:PATH): decode every K-th predicted state (and the last) to "
+    "the full state and write OUT's stem + _decoded.csv/.md, the full-state errors against the data file.",
+)
 @print_config_option
 @json_option
 @quiet_option
@@ -171,7 +176,7 @@ def _config_class():
 # --- end of issue 23 options --------------------------------------------------------------------------------
 @cli_errors
 def main(config, models, integrators, traj, fast_step, flags, set_, fail_on_blowup, work_precision,
-         amortise, print_config, as_json, quiet, overwrite, shard, scheduler, n_shards):
+         amortise, decode_every, print_config, as_json, quiet, overwrite, shard, scheduler, n_shards):
     """Roll out models and classical integrators from a data set's initial conditions.
 
     CONFIG (optional) is a TOML file with RolloutConfig keys (top level or a [rollout] table); flags and
@@ -223,6 +228,14 @@ def main(config, models, integrators, traj, fast_step, flags, set_, fail_on_blow
             check_rollouts(amortise)
 
         check_work_precision_outputs(cfg.out, overwrite)
+    if decode_every is not None:  # its tables are refused before the rollouts run, not after
+        from .._outputs import check_output
+        from ..rollout.decoded import decoded_stem
+
+        if shard is not None or scheduler:
+            raise click.UsageError("--decode-every goes with a whole run, not with --shard or --dask-scheduler")
+        for suffix in (".csv", ".md"):
+            check_output(decoded_stem(cfg.out).with_suffix(suffix), "table", overwrite)
     _check_blocks(shard, scheduler, n_shards, work_precision)
     report = run_rollouts(cfg, log=log, inputs=[config] if config is not None else (), overwrite=overwrite, shard=shard,
                           scheduler=scheduler or None, n_shards=n_shards)
@@ -231,11 +244,17 @@ def main(config, models, integrators, traj, fast_step, flags, set_, fail_on_blow
         from ..rollout import run_work_precision
 
         wp = run_work_precision(cfg, overwrite=overwrite, log=log, amortise_over=amortise)
+    decoded = None
+    if decode_every is not None:
+        from ..rollout.decoded import write_decoded
+
+        decoded = write_decoded(report.out, cfg.data, decode_every, overwrite=overwrite)
     if as_json:
         echo_json({"out": report.out, "csv": report.csv, "markdown": report.markdown, "rows": report.rows,
                    "reference": report.reference, "warnings": report.warnings,
                    "failures": {label: f.line() for label, f in report.failures.items()},
-                   **({"work_precision": {"csv": wp[0], "markdown": wp[1]}} if wp else {})})
+                   **({"work_precision": {"csv": wp[0], "markdown": wp[1]}} if wp else {}),
+                   **({"decoded": {"rows": decoded[0], "csv": decoded[1], "markdown": decoded[2]}} if decoded else {})})
     else:
         click.echo(f"Errors against the {report.reference}.")
         click.echo(format_text(report.rows), nl=False)
@@ -243,6 +262,10 @@ def main(config, models, integrators, traj, fast_step, flags, set_, fail_on_blow
         click.echo(f"Metrics table: {report.csv} and {report.markdown}")
         if wp:
             click.echo(f"Work-precision table: {wp[0]} and {wp[1]}")
+        if decoded:
+            click.echo(f"Full-state errors, decoded every {decode_every} states against {cfg.data}:")
+            click.echo(format_text(decoded[0]), nl=False)
+            click.echo(f"Decoded table: {decoded[1]} and {decoded[2]}")
     if quiet:  # without --quiet the progress log already said it
         for line in report.warnings:
             click.echo(line, err=True)

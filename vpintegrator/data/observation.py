@@ -9,7 +9,11 @@ observed channels, declared by a short spec (the ``observe`` key of ``vp-train``
 - component indices, ``"0,1"`` (or a TOML list ``[0, 1]``);
 - ``"basis:K"``: a linear basis of K channels fitted on the training split: the K leading right singular
   vectors of the training trajectories' states (uncentred, orthonormal rows; ``fit_basis``). The fitted
-  matrix is recorded with the model, and a rollout uses the recorded one.
+  matrix is recorded with the model, and a rollout uses the recorded one;
+- a **reduction** (``vpintegrator.reduction.observation``): ``"psd:K"``, the cotangent-lift PSD basis of K = 2n
+  channels fitted on the training split, or ``"file:PATH"``, a reduction file (a PSD basis or a symplectic
+  autoencoder, ``vpintegrator.reduction.files``). A reduction is an observation with an inverse, its
+  decoder (``Observation.decode``); its ``reduction_record`` (kind, file, sha256) is recorded with the model.
 
 Training and rollout see only the observed channels (``observe_trajectories``); files keep the full state
 where they have it. Observed trajectories carry their observation in ``meta`` (``observation``,
@@ -32,12 +36,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from .trajectories import Trajectories
 
 __all__ = ["Observation", "check_observe_spec", "resolve_observation", "fit_basis", "observe_trajectories",
-           "observation_of", "observation_from_record", "check_same", "OBSERVATION_KEYS", "BASIS_PREFIX"]
+           "observation_of", "observation_from_record", "check_same", "OBSERVATION_KEYS", "BASIS_PREFIX",
+           "REDUCTION_PREFIXES", "is_reduction_spec"]
 
 #: the ``meta`` keys of observed trajectories (and the attributes of a file of observed channels)
 OBSERVATION_KEYS = ("observation", "observation_matrix", "observed_system", "observation_full_dim")
 #: the spec of a basis fitted on the training split: ``basis:K``
 BASIS_PREFIX = "basis:"
+#: the specs of a reduction (``vpintegrator.reduction.observation``): a PSD basis fitted on the training split, a file
+REDUCTION_PREFIXES = ("psd:", "file:")
 #: specs that mean "the whole state" (no observation)
 _FULL = ("", "all", "full", "none")
 
@@ -58,6 +65,12 @@ class Observation:
         The observed channels' names (``q1, q2``; ``b1, b2`` for a basis).
     system : str or None
         The system whose state is observed (its registry name), when known.
+    reduction : object, optional
+        A nonlinear reduction (an object with ``encode`` and ``decode``, a ``SymplecticAutoencoder``): ``apply``
+        encodes by it, and ``matrix`` is only its linear part (the encoder's PSD-like layer).
+    reduction_record : dict, optional
+        What a reduction is (``kind``, ``file``, ``sha256``, ...): set for ``psd:K`` and ``file:PATH``; then
+        ``decode`` maps observed channels back to full states.
     """
 
     spec: str
@@ -65,6 +78,8 @@ class Observation:
     indices: tuple[int, ...] | None
     names: tuple[str, ...]
     system: str | None = None
+    reduction: Any = None
+    reduction_record: Mapping[str, Any] | None = None
 
     @property
     def dim(self) -> int:
@@ -88,11 +103,35 @@ class Observation:
                                     f"observation maps states of dim {self.full_dim}", key="observe")
         if self.indices is not None:
             return y[..., list(self.indices)]
+        if self.reduction is not None:
+            return _encode_by(self.reduction, y)
+        self._check_linear()
         if isinstance(y, np.ndarray):
             return y @ self.matrix.T
         import torch
 
         return y @ torch.as_tensor(self.matrix.T, dtype=y.dtype, device=y.device)
+
+    def decode(self, z: Any) -> np.ndarray:
+        """Full states (..., full_dim) of observed channels ``z`` (..., dim): the reduction's decoder (for a
+        linear reduction, a basis with orthonormal rows, ``z @ matrix``). One line for an observation that is
+        not a reduction."""
+        if self.reduction_record is None:
+            raise VPIntegratorError(f"observe {self.spec!r} is not a reduction: only psd:K and file:PATH decode "
+                                    "observed channels to the full state", key="observe")
+        z = np.asarray(z, dtype=np.float64)
+        if self.reduction is not None:
+            return np.asarray(self.reduction.decode(z), dtype=np.float64)
+        self._check_linear()
+        return z @ self.matrix
+
+    def _check_linear(self) -> None:
+        """Refuse to apply the linear part alone of a nonlinear reduction read from a record."""
+        record = self.reduction_record or {}
+        if record.get("linear") is False:
+            raise VPIntegratorError(f"observe {self.spec!r}: a nonlinear reduction ({record.get('kind')}) "
+                                    "read from a record without its file loaded; load it with "
+                                    "vpintegrator.reduction.attach_reduction", key="observe")
 
     def describe(self) -> str:
         """One phrase: ``q (q1, q2 of coupled_oscillator)``."""
@@ -101,19 +140,42 @@ class Observation:
 
     def record(self) -> dict[str, Any]:
         """Plain data (JSON and torch.save safe): what a checkpoint, ``summary.json`` and provenance record."""
-        return {"spec": self.spec, "matrix": self.matrix.tolist(),
-                "indices": None if self.indices is None else list(self.indices), "names": list(self.names),
-                "system": self.system, "dim": self.dim, "full_dim": self.full_dim}
+        out = {"spec": self.spec, "matrix": self.matrix.tolist(),
+               "indices": None if self.indices is None else list(self.indices), "names": list(self.names),
+               "system": self.system, "dim": self.dim, "full_dim": self.full_dim}
+        if self.reduction_record is not None:
+            out["reduction"] = dict(self.reduction_record)
+        return out
 
     def meta(self) -> dict[str, Any]:
         """The ``meta`` entries (file attributes) of trajectories observed by it."""
-        return {"observation": self.spec, "observation_matrix": np.array(self.matrix, dtype=np.float64),
-                "observed_system": self.system or "", "observation_full_dim": self.full_dim}
+        out = {"observation": self.spec, "observation_matrix": np.array(self.matrix, dtype=np.float64),
+               "observed_system": self.system or "", "observation_full_dim": self.full_dim}
+        if self.reduction_record is not None:  # (JSON text: a file attribute)
+            import json
+
+            out["observation_reduction"] = json.dumps(dict(self.reduction_record), sort_keys=True)
+        return out
 
     def same_as(self, other: "Observation") -> bool:
         """The same map (spec, shape and matrix to 1e-12)."""
-        return (self.spec == other.spec and self.matrix.shape == other.matrix.shape
+        digest = (self.reduction_record or {}).get("sha256"), (other.reduction_record or {}).get("sha256")
+        return (self.spec == other.spec and self.matrix.shape == other.matrix.shape and digest[0] == digest[1]
                 and bool(np.allclose(self.matrix, other.matrix, rtol=0, atol=1e-12)))
+
+
+def _encode_by(reduction: Any, y: Any) -> Any:
+    """``reduction.encode`` of NumPy states, or of torch tensors (through NumPy: no gradient)."""
+    if isinstance(y, np.ndarray):
+        return reduction.encode(y)
+    import torch
+
+    return torch.as_tensor(reduction.encode(y.detach().cpu().numpy()), dtype=y.dtype, device=y.device)
+
+
+def is_reduction_spec(spec: Any) -> bool:
+    """Whether an ``observe`` spec declares a reduction (``psd:K``, ``file:PATH``)."""
+    return isinstance(spec, str) and spec.startswith(REDUCTION_PREFIXES)
 
 
 def check_observe_spec(value: Any) -> str | None:
@@ -129,10 +191,20 @@ def check_observe_spec(value: Any) -> str | None:
     if not isinstance(value, str):
         raise VPIntegratorError(f"observe must be a spec string (q, p, z1,z2, 0,1, basis:K); got {value!r}",
                                 key="observe")
+    if value.strip().startswith("file:"):  # a path: spaces kept
+        if not value.strip()[len("file:"):]:
+            raise VPIntegratorError(f"observe {value!r}: give file:PATH, a reduction file (save_reduction)",
+                                    key="observe")
+        return value.strip()
     text = value.strip().replace(" ", "")
     if text.lower() in _FULL:
         return None
-    if text.startswith(BASIS_PREFIX):
+    if text.startswith("psd:"):
+        k = text[len("psd:"):]
+        if not k.isdigit() or int(k) < 2 or int(k) % 2:
+            raise VPIntegratorError(f"observe {value!r}: give psd:K with an even K >= 2 reduced components (e.g. "
+                                    "psd:32)", key="observe")
+    elif text.startswith(BASIS_PREFIX):
         k = text[len(BASIS_PREFIX):]
         if not k.isdigit() or int(k) < 1:
             raise VPIntegratorError(f"observe {value!r}: give basis:K with K >= 1 channels (e.g. basis:2)",
@@ -197,6 +269,10 @@ def resolve_observation(spec: Any, full_dim: int, names: Sequence[str] = (), sys
     if text is None:
         return None
     names = tuple(str(n) for n in names) if len(names) == full_dim else ()
+    if is_reduction_spec(text):
+        raise VPIntegratorError(f"observe {text!r}: a reduction is resolved by vpintegrator.reduction."
+                                "reduction_observation (vp-train and vp-rollout do); give a model trained with it",
+                                key="observe")
     if text.startswith(BASIS_PREFIX):
         k = int(text[len(BASIS_PREFIX):])
         if k > full_dim:
@@ -225,8 +301,10 @@ def observation_from_record(record: Any, where: str = "the record") -> Observati
     idx = record.get("indices")
     names = tuple(str(n) for n in (record.get("names") or [f"c{i + 1}" for i in range(matrix.shape[0])]))
     system = record.get("system") or None
+    reduction = record.get("reduction")
     return Observation(str(record["spec"]), matrix, None if idx is None else tuple(int(i) for i in idx), names,
-                       None if system is None else str(system))
+                       None if system is None else str(system),
+                       reduction_record=dict(reduction) if isinstance(reduction, Mapping) else None)
 
 
 def observation_of(meta: Mapping[str, Any]) -> Observation | None:
@@ -244,6 +322,13 @@ def observation_of(meta: Mapping[str, Any]) -> Observation | None:
     rows = [int(np.argmax(r)) for r in matrix]
     idx = tuple(rows) if np.array_equal(matrix, eye[rows]) and not str(spec).startswith(BASIS_PREFIX) else None
     system = meta.get("observed_system") or None
+    reduction = meta.get("observation_reduction")
+    if reduction is not None:  # a reduction (its record: JSON text in a file, a dict in memory)
+        import json
+
+        record = json.loads(reduction) if isinstance(reduction, (str, bytes)) else dict(reduction)
+        return Observation(str(spec), matrix, None, tuple(f"r{i + 1}" for i in range(matrix.shape[0])),
+                           None if system is None else str(system), reduction_record=record)
     if idx is not None:
         from .trajectories import state_names
 

@@ -9,13 +9,34 @@
   cotangent lift: Stormer-Verlet and its compositions apply);
 - ``hyper``: [`fit_bond_sampling`][vpintegrator.reduction.hyper.fit_bond_sampling], the ECSW hyper-reduction of a
   lattice's bonds (a [`BondSampling`][vpintegrator.reduction.hyper.BondSampling]), so that PSD-Galerkin's force
-  costs O(n^2 + m n) for m sampled bonds and stays the gradient of a reduced potential.
+  costs O(n^2 + m n) for m sampled bonds and stays the gradient of a reduced potential;
+- ``autoencoder``: [`fit_symplectic_autoencoder`][vpintegrator.reduction.autoencoder.fit_symplectic_autoencoder],
+  GML's symplectic autoencoder (PSD-like layers and SympNet gradient layers) trained on the CPU, a nonlinear
+  [`SymplecticAutoencoder`][vpintegrator.reduction.autoencoder.SymplecticAutoencoder] (imported lazily: torch);
+- ``files``: [`save_reduction`][vpintegrator.reduction.files.save_reduction] /
+  [`load_reduction`][vpintegrator.reduction.files.load_reduction], a basis or autoencoder in one ``.npz`` file
+  with the lattice, N, 2n and the data it was fitted on.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+from .files import load_reduction, reduction_meta, save_reduction
 from .galerkin import PSDGalerkin
 from .hyper import BondSampling, fit_bond_sampling
 from .psd import PSD_METHODS, PSDBasis, fit_psd, psd_floor
 
-__all__ = ["BondSampling", "PSDBasis", "PSDGalerkin", "PSD_METHODS", "fit_bond_sampling", "fit_psd", "psd_floor"]
+if TYPE_CHECKING:
+    from .autoencoder import SymplecticAutoencoder as SymplecticAutoencoder
+    from .autoencoder import fit_symplectic_autoencoder as fit_symplectic_autoencoder
+    from .autoencoder import load_autoencoder as load_autoencoder
+
+__all__ = ["BondSampling", "PSDBasis", "PSDGalerkin", "PSD_METHODS", "SymplecticAutoencoder", "fit_bond_sampling",
+           "fit_psd", "fit_symplectic_autoencoder", "load_autoencoder", "load_reduction", "psd_floor",
+           "reduction_meta", "save_reduction"]
+
+if not TYPE_CHECKING:  # torch is imported on first use of the autoencoder's names
+    __getattr__, __dir__ = lazy_exports(__name__, {n: ".autoencoder" for n in (
+        "SymplecticAutoencoder", "fit_symplectic_autoencoder", "load_autoencoder")}, globals())

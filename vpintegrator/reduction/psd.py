@@ -102,20 +102,21 @@ class PSDBasis:
         return y
 
 
-def _snapshots(data: Any) -> np.ndarray:
-    """Snapshot states (m, 2N) of a Trajectories (every state of every trajectory) or of an array (..., 2N)."""
+def _snapshots(data: Any, who: str = "fit_psd") -> np.ndarray:
+    """Snapshot states (m, 2N) of a Trajectories (every state of every trajectory) or of an array (..., 2N);
+    ``who`` names the caller in the one-line errors."""
     y = getattr(data, "y", data)
     try:
         y = np.asarray(y, dtype=np.float64)
     except (TypeError, ValueError):
-        raise VPIntegratorError(f"fit_psd: snapshots must be a Trajectories or an array (..., 2N); got "
+        raise VPIntegratorError(f"{who}: snapshots must be a Trajectories or an array (..., 2N); got "
                                 f"{type(data).__name__}") from None
     if y.ndim == 0 or y.shape[-1] % 2 or y.shape[-1] < 2:
-        raise VPIntegratorError(f"fit_psd: snapshots must be canonical states (q, p) of an even dimension 2N; got "
+        raise VPIntegratorError(f"{who}: snapshots must be canonical states (q, p) of an even dimension 2N; got "
                                 f"shape {y.shape}")
     y = y.reshape(-1, y.shape[-1])
     if y.shape[0] == 0 or not np.all(np.isfinite(y)):
-        raise VPIntegratorError("fit_psd: the snapshots must be at least one finite state")
+        raise VPIntegratorError(f"{who}: the snapshots must be at least one finite state (no NaN or inf)")
     return y
 
 

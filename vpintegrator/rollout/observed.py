@@ -27,7 +27,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..data.observation import (Observation, check_same, observation_from_record, observation_of,
+from ..data.observation import (Observation, check_same, is_reduction_spec, observation_from_record, observation_of,
                                 resolve_observation)
 from ..errors import VPIntegratorError
 from ..systems.unknown import UnknownSystem
@@ -72,7 +72,9 @@ def _model_observation(label: str, model: Any) -> tuple[bool, Observation | None
     record = getattr(model, "trained_on", None)
     if not isinstance(record, dict) or "observation" not in record:
         return False, None
-    return True, observation_from_record(record["observation"], f"model {label}")
+    from ..reduction.observation import attach_reduction  # a nonlinear reduction: loaded from its recorded file
+
+    return True, attach_reduction(observation_from_record(record["observation"], f"model {label}"), f"model {label}")
 
 
 def run_observation(spec: str | None, meta: Mapping[str, Any], system: Any, entries: Sequence[tuple[str, Any, str]],
@@ -96,6 +98,10 @@ def run_observation(spec: str | None, meta: Mapping[str, Any], system: Any, entr
         run = held
     elif spec is not None:
         fitted = next((obs for _, obs in known if obs is not None and obs.spec == spec), None)
+        if fitted is None and is_reduction_spec(spec):  # psd:K, file:PATH (vpintegrator.reduction.observation)
+            from ..reduction.observation import reduction_observation
+
+            fitted = reduction_observation(spec, int(system.dim), sys_name)
         run = fitted if fitted is not None else resolve_observation(spec, int(system.dim), names, sys_name)
     else:
         observed = [(label, obs) for label, obs in known if obs is not None]

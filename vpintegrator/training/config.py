@@ -339,12 +339,16 @@ class TrainConfig(Config):
         a from-scratch schedule ends; ``1e-4 · lr`` when ``lr_min`` is 0), and one warning line says so. Not used by ``optimizer = "lm"``
         (Levenberg–Marquardt accepts only steps that lower the loss) or without init_from.
     observe : str, optional
-        Train on observed channels only: q, p, state names (z1,z2), indices (0,1) or basis:K (fitted on the
-        training split). ``vpintegrator.data.observation``: the windows hold the observed channels of the
+        Train on observed channels only: q, p, names (z1,z2), indices (0,1), basis:K, or a reduction: psd:K or
+        file:PATH. basis:K and psd:K (the cotangent-lift PSD basis of K = 2n components) are fitted on the
+        training split; file:PATH is a PSD basis or symplectic autoencoder file (``vpintegrator.reduction``). ``vpintegrator.data.observation``: the windows hold the observed channels of the
         data's states (a file that holds observed channels only is used as it is, and must carry the same
         observation); the model's ``dim`` is the observed one. The observation is recorded in every checkpoint
         (``trained_on["observation"]``) and ``summary.json``; ``vp-rollout`` rolls the model out on the same
         observation and refuses another. Left out: the whole state.
+    step : float, optional
+        Train at this step Δ: every (Δ / dt)-th state of the data (dt the data's step; Δ a multiple of it, else
+        one line). The model's step is Δ. Default: the data's step.
     logger : "none", "tensorboard" or "mlflow", optional
         Also write per-epoch metrics to tensorboard (<run>/tensorboard/) or mlflow (extras [tensorboard],
         [mlflow]). The per-epoch log row: train and validation loss, lr, seconds, the validation rollout
@@ -416,6 +420,9 @@ class TrainConfig(Config):
     finetune_lr: float | None = key(None, type=float, low=0, open_low=True, optional=True, show_default="lr_min",
                                     expected="a finite number > 0 (the learning rate with init_from)")
     observe: str | None = key(None, optional=True, check=_check_observe, metavar="SPEC", show_default="the whole state")
+    step: float | None = key(None, type=float, low=0, open_low=True, optional=True, metavar="DT",
+                             expected="a finite number > 0 (a multiple of the data's step)",
+                             show_default="the data's step")
     logger: str | None = key(None, optional=True, choices=LOGGERS, expected=" or ".join(map(repr, LOGGERS)),
                              show_default="none")
 

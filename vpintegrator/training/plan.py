@@ -40,6 +40,7 @@ class DataPlan:
     stride: int
     unroll: int
     observe: str | None = None
+    step: float | None = None  # train at this step: every (step / dt)-th state of the data (``subsample``)
 
 
 @dataclass(frozen=True)
@@ -205,7 +206,7 @@ def build_plan(config: TrainConfig | dict[str, Any] | str | os.PathLike[str] | N
     return TrainPlan(
         data=DataPlan(tuple(str(p) for p in cfg.data), cfg.split_by, float(cfg.val_fraction),
                       float(cfg.test_fraction), int(cfg.split_seed), int(cfg.stride), int(cfg.unroll),
-                      cfg.observe),
+                      cfg.observe, None if cfg.step is None else float(cfg.step)),
         model=ModelPlan(dict(cfg.model), cfg.init_from, float(cfg.init_scale)),
         optim=OptimPlan(cfg.optimizer, dict(cfg.optimizer_kwargs), float(cfg.lr), cfg.learning_rates(),
                         cfg.fine_tunes, cfg.fine_tunes and cfg.finetune_lr is None, cfg.scheduler,
@@ -531,15 +532,41 @@ def trajectory_split(cut: DataPlan, data) -> tuple[Any, Any, Any, str | None]:
     return train_idx, val_idx, test_idx, record["split_by"]
 
 
+def subsample(data, step: float, where: str):
+    """``data`` at the step ``step``: every (step / dt)-th state; one line (key ``step``) when ``step`` is not a
+    multiple of the data's step dt."""
+    from ..data.trajectories import Trajectories
+
+    dt = float(data.dt)
+    ratio = step / dt
+    k = int(round(ratio))
+    if k < 1 or abs(ratio - k) > 1e-9 * max(1.0, ratio):
+        raise VPIntegratorError(f"step = {step:g} is not a multiple of the step {dt:g} of {where}; give a multiple "
+                                f"(e.g. {max(k, 1) * dt:g})", key="step")
+    if k == 1:
+        return data
+    if data.n_states < 2 * k:
+        raise VPIntegratorError(f"step = {step:g}: {where} has {data.n_states} states at dt = {dt:g}, fewer than two "
+                                f"at step {step:g}; give a smaller step or longer trajectories", key="step")
+    sub = data.select(steps=slice(None, None, k))
+    meta = {**data.meta, "dt": float(k * dt), "n_states": sub.n_states, "n_steps": sub.n_states - 1}
+    failed = None if sub.failed_step is None else np.where(sub.failed_step >= 0, -(-sub.failed_step // k), -1)
+    return Trajectories(y=sub.y, t=sub.t, meta=meta, failed_step=failed, params=sub.params,
+                        param_names=sub.param_names)
+
+
 def observed_data(cut: DataPlan, data, where: str):
     """``(data, full, observation)``: what training sees under ``cut.observe``
     (``vpintegrator.data.observation``): the observed channels of ``data`` (``full`` the data as read), or
     ``data`` itself when it holds observed channels only (its recorded observation must be ``cut.observe``'s,
     when given), or ``data`` with ``full`` and ``observation`` None (the whole state). ``basis:K`` is fitted on
     the training split's states."""
-    from ..data.observation import BASIS_PREFIX, observation_of, observe_trajectories, resolve_observation
+    from ..data.observation import (BASIS_PREFIX, is_reduction_spec, observation_of, observe_trajectories,
+                                    resolve_observation)
     from ..data.trajectories import state_names
 
+    if cut.step is not None:
+        data = subsample(data, cut.step, where)
     held = observation_of(data.meta)
     if held is not None:  # a file of observed channels: used as it is
         if cut.observe is not None and cut.observe != held.spec:
@@ -551,8 +578,13 @@ def observed_data(cut: DataPlan, data, where: str):
         return data, None, None
     system = data.meta.get("system")
     train_states = None
-    if cut.observe.startswith(BASIS_PREFIX):
+    if cut.observe.startswith((BASIS_PREFIX, "psd:")):
         train_states = np.asarray(data.y)[trajectory_split(cut, data)[0]]
+    if is_reduction_spec(cut.observe):  # psd:K, file:PATH (vpintegrator.reduction.observation)
+        from ..reduction.observation import reduction_observation
+
+        reduced = reduction_observation(cut.observe, data.dim, None if system is None else str(system), train_states)
+        return observe_trajectories(data, reduced), data, reduced
     observation = resolve_observation(cut.observe, data.dim, state_names(system, data.dim),
                                       None if system is None else str(system), train_states)
     assert observation is not None  # (cut.observe is a spec, not "the whole state")
