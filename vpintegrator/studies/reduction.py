@@ -156,7 +156,7 @@ def make_plan(a: argparse.Namespace) -> ReductionPlan:
                          train_seconds=float(pick("train_seconds")), ladder=LADDERS[pick("ladder")],
                          data_dt=data_dt, stride=stride, output_every=output_every, repeats=int(pick("repeats")),
                          table_only=bool(a.table_only), results=a.results, overwrite=bool(a.overwrite),
-                         command=" ".join([Path(sys.argv[0]).name, *getattr(a, "argv", sys.argv[1:])]))
+                         command=" ".join(["vp-study reduction", *getattr(a, "argv", sys.argv[1:])]))
 
 
 # --------------------------------------------------------------------------- data
@@ -534,7 +534,16 @@ def _verdict(mine: Sequence[Mapping[str, Any]]) -> str:
         text.append("**The full-order method wins**: every reduced or learned row is matched or beaten at once in "
                     "error at T and in CPU per unit time by a full-order row")
     else:
-        names = "; ".join(f"{e['label']} ({fmt_num(e['t120']['median'])} at {fmt_num(e['cost'])} s)" for e in winners)
+        ref = min(full, key=lambda e: _num(e["cost"])) if full else None
+
+        def against(e: Mapping[str, Any]) -> str:
+            if ref is None or not ref["t120"]["median"]:
+                return ""
+            return (f", {_num(e['t120']['median']) / _num(ref['t120']['median']):.2g} x the error and "
+                    f"{_num(e['cost']) / _num(ref['cost']):.2g} x the cost of the cheapest full-order row")
+
+        names = "; ".join(f"{e['label']} ({fmt_num(e['t120']['median'])} at {fmt_num(e['cost'])} s{against(e)})"
+                          for e in winners)
         text.append(f"**Not beaten by any full-order row at both error and cost**: {names}")
     if best_full is not None:
         text.append(f"the cheapest full-order row is {best_full['label']} ({fmt_num(best_full['t120']['median'])} "
@@ -587,8 +596,9 @@ def figures(summary: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
                 continue
             if err is None or e["cost"] is None or not math.isfinite(err):
                 continue
-            family = e["label"].split(", h = ")[0].split(", 2n")[0]
-            family = family.split(" (")[0]
+            family = e["label"].split(", h = ")[0].split(", stormer_verlet h = ")[0].split(", Delta")[0]
+            family = family.split(" (")[0] + ("" if ", 2n" in family or "(" not in family
+                                              else ", 2n" + family.split(", 2n")[-1])
             series.setdefault(family, []).append((float(e["cost"]), float(err)))
         for i, (family, pts) in enumerate(series.items()):
             pts.sort()
