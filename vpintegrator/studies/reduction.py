@@ -129,6 +129,8 @@ def make_plan(a: argparse.Namespace) -> ReductionPlan:
     """The typed plan of a parsed command line: the ``--quick`` or default sizes under the keys given; one-line
     ``StudyError`` for a stride that is not a multiple of the data's step (or does not divide T), an output
     cadence that is not a multiple of the stride, or a reduced dimension that is odd."""
+    if a.export_pretrained is not None:
+        raise StudyError("--export-pretrained: the reduction study ships no pretrained model")
     size = QUICK if a.quick else DEFAULTS
 
     def pick(name: str) -> Any:
@@ -674,12 +676,6 @@ class ReductionOptions(StudyOptions):
     repeats: int | None = key(None, optional=True, type=int, low=1)
 
 
-def _prepare(a: argparse.Namespace) -> ReductionPlan:
-    if a.export_pretrained is not None:
-        raise StudyError("--export-pretrained: the reduction study ships no pretrained model")
-    return make_plan(a)
-
-
 def _run(plan: ReductionPlan) -> int:
     out = plan.out
     check_out_dir(out)
@@ -720,7 +716,7 @@ def run(plan: ReductionPlan) -> int:
 
 
 #: the study as the runner runs it (``vp-study reduction``, ``python -m vpintegrator.studies.reduction``)
-STUDY = Study(ReductionOptions, run, prepare=_prepare, doc=__doc__, required=("out",), prog="vp-study reduction",
+STUDY = Study(ReductionOptions, run, prepare=make_plan, doc=__doc__, required=("out",), prog="vp-study reduction",
               error_prefix="reduction study: error: ",
               interrupted="reduction study: interrupted; finished lattices are in OUT/reduction.json")
 
