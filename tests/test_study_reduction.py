@@ -124,7 +124,8 @@ def test_tiny_run_end_to_end_against_direct_computations(tmp_path):
     from vpintegrator.data import integrate
 
     plan = rd.STUDY.parse(["--out", str(tmp_path), "--systems", "toda", "--sizes", "24", "--floor-dims", "4",
-                           "--reduced-dims", "4", "--train-seconds", "1", "--ladder", "quick", "--repeats", "1"])
+                           "--reduced-dims", "4", "--train-seconds", "1", "--ladder", "quick", "--repeats", "1",
+                           "--seeds", "0"])
     case = rd.make_case("toda", 24, plan.data_dt)
     assert case.heldout.shape == (10, 3, 48)
     full = rd.full_order_rows(plan, case)

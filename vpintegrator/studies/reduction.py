@@ -196,7 +196,8 @@ def make_case(system_name: str, n_sites: int, data_dt: float) -> Case:
     held = generate(load_spec(SYSTEMS[system_name]["spec"], params=params, dt=T, t_end=HORIZONS[-1],
                               sampler_args={"mu": list(HELDOUT_MU)}), workers=1)
     keep = [int(round(t / T)) for t in (0.0, *HORIZONS)]
-    return Case(system_name, int(n_sites), system, train, np.ascontiguousarray(held.y[:, keep]), data_cpu)
+    states = np.asarray(getattr(held, "y"))[:, keep]  # generate without out= returns the Trajectories
+    return Case(system_name, int(n_sites), system, train, np.ascontiguousarray(states), data_cpu)
 
 
 # --------------------------------------------------------------------------- measuring
