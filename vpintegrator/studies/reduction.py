@@ -44,7 +44,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -174,6 +174,25 @@ class Case:
     train: Any  # Trajectories: the training split, every data_dt
     heldout: np.ndarray  # (10, 3, 2N): the held-out states at t = 0, T, 8 T
     data_cpu: float  # process CPU seconds of the training split's generation
+    #: the cotangent-lift SVD of the training split, fitted once at the largest 2n asked (``psd_basis``)
+    bases: dict[int, Any] = field(default_factory=dict, repr=False)
+
+    def psd_basis(self, reduced_dim: int) -> tuple[Any, float]:
+        """(the cotangent-lift PSD basis of 2n = ``reduced_dim`` on the training split, the process CPU seconds of
+        its SVD): one SVD serves every 2n (the leading columns of the largest basis fitted so far)."""
+        from dataclasses import replace
+
+        from ..clock import process_cpu
+        from ..reduction import fit_psd
+
+        if not self.bases or max(self.bases) < reduced_dim:
+            tic = process_cpu()
+            basis = fit_psd(self.train, reduced_dim)
+            self.bases.clear()
+            self.bases[reduced_dim] = (basis, process_cpu() - tic)
+        top = max(self.bases)
+        basis, cpu = self.bases[top]
+        return replace(basis, phi=np.ascontiguousarray(basis.phi[:, : reduced_dim // 2])), cpu
 
     @property
     def y0(self) -> np.ndarray:
@@ -287,11 +306,10 @@ def full_order_rows(plan: ReductionPlan, case: Case) -> list[dict[str, Any]]:
 
 def psd_floor_rows(plan: ReductionPlan, case: Case) -> list[dict[str, Any]]:
     """The cotangent-lift PSD's reconstruction floor at each 2n of ``floor_dims`` (fitted on the training split)."""
-    from ..reduction import fit_psd
-
     rows = []
+    case.psd_basis(max(plan.floor_dims))  # one SVD for every 2n
     for dim in plan.floor_dims:
-        basis = fit_psd(case.train, dim)
+        basis = case.psd_basis(dim)[0]
         y = basis.project(case.heldout[:, 1:])
         rows.append(_record(case, "psd_floor", f"PSD floor, 2n = {dim}", reduced_dim=dim, **_errors(y, case)))
     return rows
@@ -301,15 +319,13 @@ def psd_galerkin_rows(plan: ReductionPlan, case: Case) -> list[dict[str, Any]]:
     """PSD-Galerkin by Stormer-Verlet at each 2n of ``reduced_dims``, without and with hyper-reduction, at the
     ladder's Verlet steps."""
     from ..clock import process_cpu
-    from ..reduction import PSDGalerkin, fit_bond_sampling, fit_psd
+    from ..reduction import PSDGalerkin, fit_bond_sampling
 
     rows = []
     h_max = SYSTEMS[case.system_name]["h_max"]
     steps = [round(h_max * float(s), 12) for s in plan.ladder["stormer_verlet"][:2]]
     for dim in plan.reduced_dims:
-        tic = process_cpu()
-        basis = fit_psd(case.train, dim)
-        svd_cpu = process_cpu() - tic
+        basis, svd_cpu = case.psd_basis(dim)
         tic = process_cpu()
         sampling = fit_bond_sampling(case.system, basis, case.train, tol=1e-3)
         hyper_cpu = process_cpu() - tic
@@ -434,7 +450,11 @@ def flow_map_rows(plan: ReductionPlan, case: Case, name: str,
 
 def psd_flow_map_rows(plan: ReductionPlan, case: Case) -> list[dict[str, Any]]:
     """PSD + flow map (``flow_map_rows`` with the cotangent-lift PSD)."""
-    return flow_map_rows(plan, case, "psd", fit_psd_encoder)
+    def encoder(states: np.ndarray, reduced_dim: int, seed: int = 0) -> PSDEncoder:  # the case's one SVD
+        basis, cpu = case.psd_basis(reduced_dim)
+        return PSDEncoder(basis, cpu)
+
+    return flow_map_rows(plan, case, "psd", encoder)
 
 
 #: row family -> its function (plan, case) -> records; an autoencoder row is
@@ -689,17 +709,22 @@ def _run(plan: ReductionPlan) -> int:
                              "earlier reduction study or --results FILE")
         rows = unplain(data["rows"])
     else:
+        from ..clock import process_cpu
+
         out.mkdir(parents=True, exist_ok=True)
         previous = unplain(read_json(path) or {})
         rows = previous.get("rows", [])
         commands = [*previous.get("commands", []), plan.command]
         for system in plan.systems:
             for n in plan.sizes:
+                tic = process_cpu()
                 case = make_case(system, n, plan.data_dt)
+                print(f"reduction: {system} N = {n}: data ({process_cpu() - tic:.0f} CPU s)", flush=True)
                 for family, fn in ROWS.items():
+                    tic = process_cpu()
                     rows = merge_rows(rows, fn(plan, case))
                     write_json(path, {"commands": commands, "rows": rows})  # nothing finished is lost
-                    print(f"reduction: {system} N = {n}: {family} done", flush=True)
+                    print(f"reduction: {system} N = {n}: {family} done ({process_cpu() - tic:.0f} CPU s)", flush=True)
     summary = summarize_rows(rows)
     text = tables(summary)
     write_text(out / "reduction.md", text)
