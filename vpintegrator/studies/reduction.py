@@ -382,12 +382,22 @@ def _train_flow_map(z: np.ndarray, t: np.ndarray, seed: int, seconds: float) -> 
 
     torch.set_num_threads(1)
     data = Trajectories(np.ascontiguousarray(z), np.asarray(t, dtype=np.float64), {"dt": float(t[1] - t[0])})
+    best: dict[str, Any] = {"loss": math.inf, "state": None}
+
+    def keep_best(epoch: Any) -> None:  # the best validation epoch's weights (fit's model holds the last ones)
+        if math.isfinite(epoch.val_loss) and epoch.val_loss < best["loss"]:
+            best["loss"] = float(epoch.val_loss)
+            best["state"] = {k: v.detach().clone() for k, v in epoch.model.state_dict().items()}
+
     tic = process_cpu()
     result = fit(model=dict(FLOW_MAP_MODEL), train=data, seed=int(seed), cpu_time_limit=float(seconds),
-                 time_limit=20.0 * float(seconds) + 60.0, **FLOW_MAP_RECIPE)
+                 time_limit=20.0 * float(seconds) + 60.0, callback=keep_best, **FLOW_MAP_RECIPE)
     info = {"train_cpu": process_cpu() - tic, "stopped": result.stopped, "epochs": int(result.epochs),
             "n_params": int(result.n_params), "best_val": float(result.best_loss)}
-    return result.model.double().eval(), info
+    model = result.model
+    if best["state"] is not None:
+        model.load_state_dict(best["state"])
+    return model.double().eval(), info
 
 
 def _compiled_flow_map(model: Any, z0: np.ndarray) -> Any:
