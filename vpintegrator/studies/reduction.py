@@ -607,6 +607,14 @@ def tables(summary: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _family(label: str) -> str:
+    """A row's series in the figures: its label without the step, the stride and the bond count."""
+    import re
+
+    label = re.sub(r" \(\d+ of \d+ bonds\)", "", label)
+    return re.sub(r", (stormer_verlet h|h|Delta) = [^,]*$", "", label)
+
+
 def figures(summary: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
     """Per (system, N): the work-precision figure, error at T against batch-1 CPU per unit time, one series per
     row family (the PSD floors as horizontal lines). PNG and SVG under ``out``."""
@@ -626,9 +634,7 @@ def figures(summary: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
                 continue
             if err is None or e["cost"] is None or not math.isfinite(err):
                 continue
-            family = e["label"].split(", h = ")[0].split(", stormer_verlet h = ")[0].split(", Delta")[0]
-            family = family.split(" (")[0] + ("" if ", 2n" in family or "(" not in family
-                                              else ", 2n" + family.split(", 2n")[-1])
+            family = _family(e["label"])
             series.setdefault(family, []).append((float(e["cost"]), float(err)))
         for i, (family, pts) in enumerate(series.items()):
             pts.sort()
