@@ -556,8 +556,11 @@ def _verdict(mine: Sequence[Mapping[str, Any]], horizon: float) -> str:
     t = f"t{horizon:g}"
     full = [e for e in mine if e["row"] == "full_order" and e["cost"] is not None]
     floors = [e for e in mine if e["row"] == "psd_floor"]
+    def beaten(e: Mapping[str, Any]) -> bool:
+        return any(_num(f[t]["median"]) <= _num(e[t]["median"]) and f["cost"] <= e["cost"] for f in full)
+
     winners = [e for e in mine if e["row"] not in ("full_order", "psd_floor") and e["cost"] is not None
-               and _num(e[t]["median"]) <= USEFUL and not any(_num(f[t]["median"]) <= _num(e[t]["median"]) and f["cost"] <= e["cost"] for f in full)]
+               and _num(e[t]["median"]) <= USEFUL and not beaten(e)]
     ref = min(full, key=lambda e: _num(e["cost"])) if full else None
     where = f"At t = {horizon:g}"
     if not winners:
