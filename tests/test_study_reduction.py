@@ -161,3 +161,20 @@ def test_tiny_run_end_to_end_against_direct_computations(tmp_path):
     assert calls == [((11, 1201, 48), 4, 0)]
     assert learned["row"] == "mine_flow_map" and learned["label"].startswith("mine + flow map, 2n = 4")
     assert learned["cost"] > 0 and learned["offline_cpu"] > learned["train_cpu"] > 0
+
+
+def test_skip_existing_runs_nothing_already_in_the_json(tmp_path, capsys):
+    """Every row family of the lattice is in OUT/reduction.json already: --skip-existing generates no data and
+    trains nothing, and redraws the tables from what is there."""
+    import shutil
+
+    out = tmp_path / "run"
+    out.mkdir()
+    shutil.copy(ROOT / "docs" / "data" / "reduction" / "quick.json", out / "reduction.json")
+    before = (out / "reduction.json").read_text()
+    assert _main(["--out", str(out), "--quick", "--skip-existing", "--systems", "toda"]) == 0
+    captured = capsys.readouterr()
+    assert "toda N = 200: in" in captured.err + captured.out and "data (" not in captured.err + captured.out
+    assert (out / "reduction.json").read_text() == before
+    assert "## toda, N = 200" in (out / "reduction.md").read_text()
+

@@ -34,7 +34,8 @@ row's; "never" when no full-order row that accurate costs more.
     vp-study reduction --out runs/reduction             # N = 200, 800, 3200, 3 seeds (hours; see the docs)
 
 Writes ``OUT/reduction.json`` (every record; records of the same key are replaced, others kept: a run per N adds
-to one file), ``OUT/reduction.md`` (the tables and who wins) and the work-precision figures
+to one file; with ``--skip-existing`` a row family already there for a lattice is not run again),
+``OUT/reduction.md`` (the tables and who wins) and the work-precision figures
 ``OUT/reduction_<system>_N<N>.png/.svg``; ``--table-only`` redraws them from the JSON (``--results FILE``: from
 that file).
 """
@@ -113,7 +114,7 @@ class ReductionPlan:
     repeats: int
     table_only: bool = False
     results: str | None = None
-    overwrite: bool = False
+    skip_existing: bool = False
     command: str = ""
 
     @property
@@ -159,7 +160,7 @@ def make_plan(a: argparse.Namespace) -> ReductionPlan:
                          seeds=tuple(int(s) for s in (a.seeds or pick("seeds"))),
                          train_seconds=float(pick("train_seconds")), ladder=LADDERS[pick("ladder")],
                          data_dt=data_dt, stride=stride, output_every=output_every, repeats=int(pick("repeats")),
-                         table_only=bool(a.table_only), results=a.results, overwrite=bool(a.overwrite),
+                         table_only=bool(a.table_only), results=a.results, skip_existing=bool(a.skip_existing),
                          command=" ".join(["vp-study reduction", *getattr(a, "argv", sys.argv[1:])]))
 
 
@@ -733,10 +734,15 @@ def _run(plan: ReductionPlan) -> int:
         commands = [*previous.get("commands", []), plan.command]
         for system in plan.systems:
             for n in plan.sizes:
+                done = {r["row"] for r in rows if r["system"] == system and int(r["N"]) == n}
+                todo = {f: fn for f, fn in ROWS.items() if not (plan.skip_existing and f in done)}
+                if not todo:
+                    print(f"reduction: {system} N = {n}: in {path} already (--skip-existing)", flush=True)
+                    continue
                 tic = process_cpu()
                 case = make_case(system, n, plan.data_dt)
                 print(f"reduction: {system} N = {n}: data ({process_cpu() - tic:.0f} CPU s)", flush=True)
-                for family, fn in ROWS.items():
+                for family, fn in todo.items():
                     tic = process_cpu()
                     rows = merge_rows(rows, fn(plan, case))
                     write_json(path, {"commands": commands, "rows": rows})  # nothing finished is lost
