@@ -766,7 +766,8 @@ def run(plan: ReductionPlan) -> int:
 #: the study as the runner runs it (``vp-study reduction``, ``python -m vpintegrator.studies.reduction``)
 STUDY = Study(ReductionOptions, run, prepare=make_plan, doc=__doc__, required=("out",), prog="vp-study reduction",
               error_prefix="reduction study: error: ",
-              interrupted="reduction study: interrupted; finished lattices are in OUT/reduction.json")
+              interrupted="reduction study: interrupted; the row families finished are in OUT/reduction.json (rerun "
+                          "with --skip-existing to continue)")
 
 
 if __name__ == "__main__":
