@@ -581,6 +581,7 @@ ALLOWED_CONFIG_TAKERS = {
     "studies/rigid_body_quality.py:build_plan": "the quality study's plan builder: QualityOptions -> QualityPlan",
     "studies/rigid_body_structure.py:build_plan": "the structure study's plan builder -> StructurePlan",
     "studies/unknown_form/design.py:build_plan": "the unknown-form study's plan builder -> UnknownFormPlan",
+    "studies/reduction.py:build_plan": "the reduction study's plan builder: ReductionOptions -> ReductionPlan",
     "studies/partial_observation.py:namespace": "the partial-observation study's adapter (its options as a "
                                                 "namespace); the lead converts the study to a plan",
     "studies/partial_observation.py:run": "not converted yet: another helper is rewriting the study (issue 59)",

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from vpintegrator.cli import group, study
-from vpintegrator.studies import (coupled_oscillator, partial_observation, rigid_body, rigid_body_quality,
+from vpintegrator.studies import (coupled_oscillator, partial_observation, reduction, rigid_body, rigid_body_quality,
                                   rigid_body_structure, unknown_form)
 from vpintegrator.studies.options import STUDIES, Study, StudyOptions, parse
 from vpintegrator.studies.runner import StudyError
@@ -23,7 +23,7 @@ SHARED = ("--out", "--seeds", "--jobs", "--budget", "--wall-ceiling", "--skip-ex
           "--table-only", "--export-pretrained")
 MODULES = {"rigid_body": rigid_body, "rigid_body_structure": rigid_body_structure,
            "rigid_body_quality": rigid_body_quality, "coupled_oscillator": coupled_oscillator,
-           "unknown_form": unknown_form, "partial_observation": partial_observation}
+           "unknown_form": unknown_form, "partial_observation": partial_observation, "reduction": reduction}
 
 
 def test_every_study_is_listed_and_takes_the_shared_flags():
@@ -212,4 +212,4 @@ def test_each_study_builds_a_frozen_plan_once(name, tmp_path, monkeypatch):
         with pytest.raises(dataclasses.FrozenInstanceError):
             part.out = "elsewhere"
     first = _frozen_parts(ran[0])[0]
-    assert first.out == "r" and (name == "attention" or first.seeds == [3])
+    assert str(first.out) == "r" and (name == "attention" or list(first.seeds) == [3])

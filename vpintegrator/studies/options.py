@@ -65,6 +65,8 @@ STUDIES: dict[str, tuple[str, str]] = {
     "partial_observation": ("partial_observation", "when the state is incomplete: multi-step models on observed "
                                                    "windows against the window without attention, the ablations, "
                                                    "state estimation + the true equations and parroting"),
+    "reduction": ("reduction", "Hamiltonian lattices (Toda, FPU-beta) at N up to 3200: full-order steppers against "
+                               "PSD, PSD-Galerkin (hyper-reduced) and PSD + flow map, held-out mu, break-even"),
 }
 
 #: study name -> the results files shipped with the package that its tables redraw from, by name
