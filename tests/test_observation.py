@@ -270,6 +270,32 @@ def test_every_multi_step_model_trains_on_observed_windows_of_any_length(co_file
     assert res.model.trained_on["observation"]["spec"] == "q"
 
 
+def test_delay_mlp_second_difference_is_verlet_extrapolation_plus_its_mlp():
+    """``increment = "second"``: x_{n+1} = 2 x_n − x_{n−1} + MLP(window), against the formula written out here;
+    at initialisation (zero output layer) the linear extrapolation; refused with T = 1 or an unknown form."""
+    import torch
+
+    from vpintegrator.models import build_model
+
+    torch.manual_seed(0)
+    m = build_model("delay_mlp", dim=2, seq_len=3, width=5, depth=1, increment="second").double()
+    x = torch.randn(7, 3, 2, dtype=torch.float64)
+    torch.testing.assert_close(m(x)[:, 0], 2 * x[:, -1] - x[:, -2], rtol=0, atol=0)
+    with torch.no_grad():
+        m.out.weight.normal_()
+        m.out.bias.normal_()
+    lin = m.hidden[0]
+    mlp = torch.tanh(x.reshape(7, 6) @ lin.weight.T + lin.bias) @ m.out.weight.T + m.out.bias
+    torch.testing.assert_close(m(x)[:, 0], 2 * x[:, -1] - x[:, -2] + mlp, rtol=1e-12, atol=1e-12)
+    first = build_model("delay_mlp", dim=2, seq_len=3, width=5, depth=1).double()
+    first.load_state_dict(m.state_dict())
+    torch.testing.assert_close(first(x)[:, 0], x[:, -1] + mlp, rtol=1e-12, atol=1e-12)  # the default form
+    with pytest.raises(VPIntegratorError, match="seq_len >= 2"):
+        build_model("delay_mlp", dim=2, seq_len=1, increment="second")
+    with pytest.raises(VPIntegratorError, match="increment must be one of first, second"):
+        build_model("delay_mlp", dim=2, seq_len=2, increment="third")
+
+
 # -- the attention ablation with the mean coupling --------------------------------------------------------------
 
 
