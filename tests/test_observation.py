@@ -6,6 +6,7 @@ the exact delay map)."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -335,16 +336,22 @@ def test_the_partial_observation_study_runs_end_to_end_and_rebuilds_its_tables(t
 
     args = ["--out", str(tmp_path / "po"), "--quick", "--set", "systems=coupled_oscillator", "--set", "windows=1,2",
             "--set", "n_train=12", "--set", "n_test=3", "--set", "budget_seconds=0.5", "--set",
-            "approaches=vpt,delay_mlp", "--seeds", "0", "-q"]
+            "approaches=vpt,delay_mlp,delay_mlp2,fullstate", "--seeds", "0", "-q"]
     from vpintegrator.studies.partial_observation import STUDY
 
     assert main(STUDY, args) == 0
     data = json.loads((tmp_path / "po" / "partial_observation.json").read_text())
     labels = {r["label"] for r in data["rows"]}
     assert labels == {"vpt_T1", "vpt_T2", "vpt_T2+noattn", "vpt_T2+meanattn", "delay_mlp_T1", "delay_mlp_T2",
-                      "estimate+gauss_legendre4", "parrot"}
+                      "delay_mlp2_T2", "fullstate_T1", "estimate+gauss_legendre4", "parrot"}  # delay_mlp2 needs T >= 2
     est = next(r for r in data["rows"] if r["label"] == "estimate+gauss_legendre4")
     assert est["err_t10"]["median"] < 1e-4 and est["err_t10"]["n"] == 3  # the known-equations competitor
+    # its full state, estimated again from its last 3 observed states, is as close to the exact flow
+    assert est["full_err_t10"]["median"] < 1e-3 and est["full_err_t10"]["n"] == 3
+    full = next(r for r in data["rows"] if r["label"] == "fullstate_T1")
+    assert full["kind"] == "full_state" and math.isfinite(full["full_err_t10"]["median"])
+    assert len(full["curve"]["val"]) == full["epochs"]  # its validation curve, one score per epoch
+    assert (tmp_path / "po" / "partial_observation_plateau.png").is_file()
     text = (tmp_path / "po" / "partial_observation.md").read_text()
     (tmp_path / "po" / "partial_observation.md").unlink()
     assert main(STUDY, ["--out", str(tmp_path / "po"), "--table-only", "-q"]) == 0
