@@ -9,21 +9,29 @@ initial conditions on the unit sphere). Data: ``n_train`` trajectories to ``t_tr
 (``vp-rollout --heldout``; no model, and not the parrot, sees them), their exact flow (DOP853, 1e-12) to
 t = 100. Training and rollout see the observed channels only
 (``observe``); errors are on the observed channels against the exact flow, per held-out condition,
-``‖ŷ(t) − y(t)‖ / ‖y(t)‖`` at t = 10 and t = 100.
+``‖ŷ(t) − y(t)‖ / ‖y(t)‖`` at t = 10 and t = 100; and in the full state (``full_state_errors``): every row's
+full state at t estimated from its last 3 observed states by the estimation rows' least squares on the true
+flow (a ``fullstate`` row's own state), against the exact flow: the observation is invertible from 3 states
+on both systems, so every row has the column.
 
 Approaches (``APPROACHES``), each at every window length T of ``windows``:
 
 - ``vpt`` (the volume-preserving transformer: window of T to the next T) and ``st`` (the standard
   transformer, softmax attention), the multi-step models with attention;
-- ``delay_mlp`` and ``delay_vpff`` (``vpintegrator.models.delay``): the window without attention, one step
-  from the concatenated window and a volume-preserving map of the whole window: the control that says whether
-  attention adds anything over the window;
+- ``delay_mlp``, ``delay_mlp2`` and ``delay_vpff`` (``vpintegrator.models.delay``): the window without
+  attention, one step from the concatenated window (``delay_mlp2``: as the second difference
+  x_{n+1} − 2x_n + x_{n−1}, Störmer–Verlet's position form, T ≥ 2) and a volume-preserving map of the whole
+  window: the control that says whether attention adds anything over the window;
+- ``fullstate``: the same MLP as ``delay_mlp`` at T = 1 trained on the **full** state (not observed): the
+  one-step flow map, the upper bound of what the data can teach (its rollout observed for the observed columns);
 - per trained VPT (T > 1) its ablations as rows: ``+noattn`` (every attention the identity,
   ``without_attention``) and ``+meanattn`` (every attention's Λ(X) replaced by the constant Cayley of its
   mean C over the training windows, ``mean_attention``);
 - ``estimate+gauss_legendre4`` (the full state recovered from the first ``context_len`` observed states by
   least squares on the true flow, then Gauss–Legendre 4 with the true equations: the known-equations
-  competitor) and ``parrot`` (the nearest training window's continuation), which do not depend on the seed.
+  competitor), ``parrot`` (the nearest training window's continuation) and ``delay_sindy+rk4`` (``sindy`` on
+  the delay vectors (x_n, x_{n+1}) of the training file, the chosen field integrated by RK4: ``delay_sindy``),
+  which do not depend on the seed.
 
 T = 1 is the one-step map of the observation (no memory): what the window adds is the gap between T = 1
 and T > 1.
@@ -48,7 +56,9 @@ seeds.
 
 Writes ``OUT/partial_observation.json`` (every per-seed number; rows of the same (system, seed, label) are
 replaced, others kept) and ``OUT/partial_observation.md`` (the tables); ``--table-only`` rebuilds the tables
-from the JSON. Finished training runs (``complete.json``) are reused: run the same command again to resume.
+from the JSON, ``OUT/partial_observation_plateau.{png,svg}`` the validation plateau curves (drawn from the
+JSON). Finished training runs (``complete.json``) are reused: run the same command again to resume. The options
+become a frozen ``PartialObservationPlan`` once (``make_plan``); every function below takes it or plain values.
 """
 
 from __future__ import annotations
@@ -103,6 +113,8 @@ HELDOUT_SEED = 7919
 FIXED_ROWS = ("estimate+gauss_legendre4", "parrot")
 #: the target
 TARGET: dict[str, Any] = {"system": "coupled_oscillator", "t": 10.0, "error": 1e-3, "seeds_needed": 4, "of": 5}
+#: the delay-coordinate SINDy row: its label, the window T of its delay vectors, its integrator
+DELAY_SINDY = ("delay_sindy+rk4", 2, "rk4")
 #: the recipe every learned approach gets
 RECIPE: dict[str, Any] = {"optimizer": "lm", "lm_windows": 2048, "lm_check_windows": 512, "lm_iters_per_epoch": 10,
                           "lm_resample_every": 10, "lm_lambda": 1e-3, "batch_size": 16384, "dtype": "float64",
@@ -201,6 +213,50 @@ def full_state_errors(system: Any, observation: Any, y_obs: np.ndarray, ref_full
     return out
 
 
+def delay_sindy(train_obs: np.ndarray, first: np.ndarray, n_steps: int, T: int = DELAY_SINDY[1],
+                method: str = DELAY_SINDY[2]) -> tuple[np.ndarray, dict[str, Any]]:
+    """Delay-coordinate SINDy: ``select_sindy`` (the ``sindy+METHOD`` rows' fit and selection by validation
+    rollout) on the delay vectors z_n = (x_n, …, x_{n+T−1}) of the observed training trajectories ``train_obs``
+    (n, K, k; the last 15 % of them the validation set), the chosen field integrated by ``method`` at ``H``
+    from each held-out condition's first delay vector (its first T observed states, ``first`` (m, ≥ T, k)).
+
+    Returns the observed rollout (m, n_steps + 1, k): the first T − 1 states as given, then the delay
+    vector's last block; NaN where the fit has no skill or a trajectory's integration failed), and what was
+    chosen (library, threshold, terms, validation score)."""
+    from ..data import integrate
+    from ..rollout.sindy import select_sindy
+
+    def delay(x: np.ndarray) -> np.ndarray:
+        return np.concatenate([x[:, j:x.shape[1] - T + 1 + j] for j in range(T)], axis=-1)
+
+    z = delay(np.asarray(train_obs, dtype=np.float64))
+    n_val = max(1, int(round(0.15 * len(z))))
+    fit, _ = select_sindy(z[n_val:], z[:n_val], H, method)
+    m, k = first.shape[0], first.shape[-1]
+    pred = np.full((m, n_steps + 1, k), np.nan)
+    pred[:, :T - 1] = first[:, :T - 1]
+    if fit is None or fit.field is None:
+        return pred, {"fit": None}
+    z0 = np.ascontiguousarray(first[:, :T].reshape(m, T * k))
+    n = n_steps - T + 1
+    try:
+        pred[:, T - 1:] = integrate(fit.field, z0, H, n, method=method, compiled=False).y[..., -k:]
+    except VPIntegratorError:  # a blow-up: each held-out condition on its own, a failed one NaN
+        for i in range(m):
+            try:
+                pred[i, T - 1:] = integrate(fit.field, z0[i:i + 1], H, n, method=method, compiled=False).y[0, :, -k:]
+            except VPIntegratorError:
+                pass
+    return pred, {"fit": {"library": fit.library, "threshold": fit.threshold, "n_terms": fit.n_terms,
+                          "val_score": fit.score}}
+
+
+def _has_pysindy() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("pysindy") is not None
+
+
 def _curve(run: Path) -> dict[str, list[float]]:
     """The validation-rollout score per epoch of a run (its ``log.csv``) against process CPU seconds."""
     import csv
@@ -236,8 +292,9 @@ def evaluate_seed(out: Path, train: Path, n_test: int, system: str, seed: int, r
 
     info = SYSTEMS[system]
     train_data = read_trajectories(train)
-    full = train_data.system
+    full: Any = train_data.system
     obs = resolve_observation(info["observe"], int(train_data.y.shape[-1]), full.state_names, full.name)
+    assert obs is not None  # every study system observes part of its state
     steps = [int(round(t / H)) for t in HORIZONS]
     heldout_y0 = draw_heldout(train_data.meta, full, int(n_test), HELDOUT_SEED, train_data.y[:, 0], train)
     ref_full = np.asarray(solve_flow(full, heldout_y0, H * np.arange(max(steps) + 1)))  # type: ignore[arg-type]
@@ -299,6 +356,17 @@ def evaluate_seed(out: Path, train: Path, n_test: int, system: str, seed: int, r
             full_y[label] = np.asarray(ro.methods[label].y)
             observed[label] = obs.apply(full_y[label])
     ref = obs.apply(ref_full)
+    if with_fixed and not _has_pysindy():
+        from ..rollout.sindy_library import INSTALL
+
+        print(f"partial_observation: {DELAY_SINDY[0]} left out: it needs pysindy, an optional extra: {INSTALL}",
+              flush=True)
+    elif with_fixed:
+        label, T_sindy, _ = DELAY_SINDY
+        # the training file's trajectories (the models' training and validation split together, as here its
+        # own 15 % validate); no held-out condition
+        observed[label], chosen = delay_sindy(obs.apply(train_data.y), ref, max(steps))
+        meta[label] = {"approach": label, "T": T_sindy, "kind": "fitted", "sindy": chosen}
     rows = []
     for label, row in meta.items():
         errs = _errors(observed[label], ref, steps)
