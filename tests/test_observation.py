@@ -331,6 +331,24 @@ def test_mean_attention_is_the_vpt_with_a_constant_orthogonal_mixing():
 # -- the study ---------------------------------------------------------------------------------------------------
 
 
+def test_the_study_plan_is_resolved_once_from_its_options():
+    """The options become a frozen plan (the size's values where a key is not given); the training runs skip the
+    window lengths an approach cannot take (delay_mlp2 needs T >= 2; fullstate is T = 1 on the full state)."""
+    import dataclasses
+
+    from vpintegrator.studies.options import parse
+    from vpintegrator.studies.partial_observation import QUICK, STUDY, make_plan
+
+    plan = make_plan(parse(STUDY, ["--out", "r", "--quick", "--set", "windows=1,2,4", "--seeds", "3"]))
+    assert plan.seeds == (3,) and plan.windows == (1, 2, 4) and plan.n_train == QUICK["n_train"]
+    assert plan.approaches == tuple(QUICK["approaches"]) and plan.budget_seconds == QUICK["budget_seconds"]
+    runs = plan.training_runs()
+    assert ("delay_mlp2", 1) not in runs and ("delay_mlp2", 2) in runs and ("delay_mlp", 1) in runs
+    assert [T for a, T in runs if a == "fullstate"] == [1]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.seeds = (0,)  # type: ignore[misc]
+
+
 @pytest.mark.slow
 def test_the_partial_observation_study_runs_end_to_end_and_rebuilds_its_tables(tmp_path):
     from vpintegrator.studies.driver import main
