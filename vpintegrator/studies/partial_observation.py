@@ -52,7 +52,7 @@ over seeds the median with a percentile-bootstrap 95 % interval (``bootstrap_ci`
 seeds.
 
     vp-study partial_observation --out runs/partial_observation --quick      # <= 10 min on 2 cores
-    vp-study partial_observation --out runs/partial_observation              # the default size (hours)
+    vp-study partial_observation --out runs/partial_observation              # the default size (about 2 h of one core)
 
 Writes ``OUT/partial_observation.json`` (every per-seed number; rows of the same (system, seed, label) are
 replaced, others kept) and ``OUT/partial_observation.md`` (the tables); ``--table-only`` rebuilds the tables
@@ -121,7 +121,7 @@ RECIPE: dict[str, Any] = {"optimizer": "lm", "lm_windows": 2048, "lm_check_windo
                           "monitor": "val_rollout", "val_rollout_steps": 50, "val_rollout_error": "final",
                           "val_fraction": 0.15, "test_fraction": 0.0, "epochs": 100000}
 DEFAULTS: dict[str, Any] = {"n_train": 200, "n_test": 100, "t_train": 20.0, "windows": [1, 2, 4, 8],
-                            "budget_seconds": 60.0, "patience": 20, "approaches": list(APPROACHES),
+                            "budget_seconds": 30.0, "patience": 20, "approaches": list(APPROACHES),
                             "seeds": [0, 1, 2, 3, 4]}
 QUICK: dict[str, Any] = {"n_train": 60, "n_test": 30, "t_train": 20.0, "windows": [1, 4], "budget_seconds": 10.0,
                          "patience": 5, "approaches": ["vpt", "delay_mlp", "delay_mlp2", "delay_vpff", "fullstate"],
@@ -171,7 +171,8 @@ def train_run(out: Path, train: Path, system: str, approach: str, T: int, seed: 
     if (run / "complete.json").is_file() and not overwrite:
         return run
     fit({**RECIPE, "data": [str(train)], "model": {**APPROACHES[approach], "seq_len": int(T)},
-         "observe": None if approach in FULL_STATE else SYSTEMS[system]["observe"], "seed": int(seed), "cpu_time_limit": float(budget),
+         "observe": None if approach in FULL_STATE else SYSTEMS[system]["observe"], "seed": int(seed),
+         "cpu_time_limit": float(budget),
          "time_limit": 20.0 * float(budget) + 60.0, "patience": int(patience), "out": str(run)},
         overwrite=run.exists())
     return run
@@ -335,12 +336,12 @@ def evaluate_seed(out: Path, train: Path, n_test: int, system: str, seed: int, r
     folder.mkdir(parents=True, exist_ok=True)
     observed: dict[str, np.ndarray] = {}
     full_y: dict[str, np.ndarray] = {}
-    common = dict(data=str(train), t_end=max(HORIZONS), heldout=int(n_test), heldout_seed=HELDOUT_SEED, volume=False,
-                  workers=1, device="cpu")
+    common: dict[str, Any] = dict(data=str(train), t_end=max(HORIZONS), heldout=int(n_test),
+                                  heldout_seed=HELDOUT_SEED, volume=False, workers=1, device="cpu")
     if entries or integrators:
         path = folder / f"{system}_seed{seed}.h5"
         run_rollouts(RolloutConfig(out=str(path), models=entries, integrators=integrators, observe=info["observe"],
-                                   context_len=int(info["context_len"]), **common), overwrite=True)  # type: ignore[arg-type]
+                                   context_len=int(info["context_len"]), **common), overwrite=True)
         ro = read_rollout(path)
         assert ro.reference is not None  # a run of the exact flow writes its reference
         # the held-out conditions here are the rollout's: the same sampler, the same seed
@@ -349,8 +350,7 @@ def evaluate_seed(out: Path, train: Path, n_test: int, system: str, seed: int, r
         observed = {label: np.asarray(ro.methods[label].y) for label in meta if label in ro.methods}
     if full_entries:
         path = folder / f"{system}_seed{seed}_full_state.h5"
-        run_rollouts(RolloutConfig(out=str(path), models=full_entries, integrators=[], **common),  # type: ignore[arg-type]
-                     overwrite=True)
+        run_rollouts(RolloutConfig(out=str(path), models=full_entries, integrators=[], **common), overwrite=True)
         ro = read_rollout(path)
         for label, _ in full_entries:
             full_y[label] = np.asarray(ro.methods[label].y)
@@ -445,9 +445,10 @@ def tables(summary: list[dict[str, Any]]) -> str:
                   "Relative error on the observed channels against the exact flow, per held-out condition: the median "
                   "over conditions per seed, then the median over seeds [95 % bootstrap interval]; per-seed medians in "
                   "the last columns. `stopped`: why training ended (`early_stopping`: its validation plateau; "
-                  "`time_limit`: the CPU budget first). Full state: the relative error of the full state estimated from each "
-                  "row's last 3 observed states by least squares on the true flow (the `estimate` rows' estimator; a "
-                  "`full_state` row's own state), against the exact flow; — where the run predates the column.", ""]
+                  "`time_limit`: the CPU budget first). Full state: the relative error of the full state estimated "
+                  "from each row's last 3 observed states by least squares on the true flow (the `estimate` rows' "
+                  "estimator; a `full_state` row's own state), against the exact flow; — where the run predates the "
+                  "column.", ""]
         rows = [e for e in summary if e["system"] == system]
         rows.sort(key=lambda e: math.inf if e["t10"]["median"] is None else e["t10"]["median"])
         head = ["approach", "T", "kind", "t = 10", "t = 100", "per seed, t = 10", "per seed, t = 100",
@@ -462,7 +463,7 @@ def tables(summary: list[dict[str, Any]]) -> str:
             body.append([e["approach"], e["T"], e["kind"], cell("t10"), cell("t100"),
                          " ".join(fmt_num(v) for v in e["t10"]["per_seed"]),
                          " ".join(fmt_num(v) for v in e["t100"]["per_seed"]),
-                         cell("full_t10") if "full_t10" in e else "—", cell("full_t100") if "full_t100" in e else "—",
+                         cell("full_t10"), cell("full_t100"),
                          fmt_num(e["coupling"]), fmt_num(e["train_cpu"]), ", ".join(e["stopped"]) or "—"])
         lines += md_table(head, body) + [""]
     return "\n".join(lines)
@@ -504,7 +505,8 @@ class PartialObservationOptions(StudyOptions):
     t_train : float
         The training trajectories' horizon (default 20).
     budget_seconds : float
-        Process CPU seconds of every training run, the cap on its way to the plateau (default 60).
+        Process CPU seconds of every training run, the cap on its way to the plateau (default 30: the default
+        size's 200 training runs then fit about 2 hours of one core).
     patience : int
         Epochs (of 10 Levenberg–Marquardt iterations) without a better validation score that count as the plateau
         (default 20).
@@ -628,9 +630,9 @@ def _run(plan: PartialObservationPlan) -> int:
     else:
         pairs = plan.training_runs()
         n_runs = len(plan.systems) * len(plan.seeds) * len(pairs)
-        print(f"partial_observation: {n_runs} training runs (systems {', '.join(plan.systems)}; T {list(plan.windows)}; "
-              f"{', '.join(plan.approaches)}; seeds {list(plan.seeds)}) of at most {plan.budget_seconds:g} CPU s each",
-              flush=True)
+        print(f"partial_observation: {n_runs} training runs (systems {', '.join(plan.systems)}; "
+              f"T {list(plan.windows)}; {', '.join(plan.approaches)}; seeds {list(plan.seeds)}) of at most "
+              f"{plan.budget_seconds:g} CPU s each", flush=True)
         out.mkdir(parents=True, exist_ok=True)
         previous = unplain(read_json(path) or {})
         rows = previous.get("rows", [])
