@@ -78,10 +78,10 @@ from .options import Study, StudyOptions, comma_list, number_list
 from .runner import StudyError, check_out_dir
 from .stats import bootstrap_ci, fmt_num, md_table, median_interval, read_json, unplain, write_json, write_text
 
-__all__ = ["H", "HORIZONS", "SYSTEMS", "APPROACHES", "MIN_T", "FULL_STATE", "TARGET", "QUICK", "DEFAULTS",
-           "windows_of", "make_data", "train_run", "evaluate_seed", "full_state_errors", "summarize_rows", "tables",
-           "plateau_figure", "merge_rows", "PartialObservationOptions", "PartialObservationPlan", "make_plan", "STUDY",
-           "run"]
+__all__ = ["H", "HORIZONS", "SYSTEMS", "APPROACHES", "MIN_T", "FULL_STATE", "DELAY_SINDY", "TARGET", "QUICK",
+           "DEFAULTS", "windows_of", "make_data", "train_run", "evaluate_seed", "full_state_errors", "delay_sindy",
+           "summarize_rows", "tables", "plateau_figure", "merge_rows", "PartialObservationOptions",
+           "PartialObservationPlan", "make_plan", "STUDY", "run"]
 
 #: the data step
 H = 0.2
