@@ -5,7 +5,9 @@ the exact delay map)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import math
 
 import numpy as np
 import pytest
@@ -270,6 +272,32 @@ def test_every_multi_step_model_trains_on_observed_windows_of_any_length(co_file
     assert res.model.trained_on["observation"]["spec"] == "q"
 
 
+def test_delay_mlp_second_difference_is_verlet_extrapolation_plus_its_mlp():
+    """``increment = "second"``: x_{n+1} = 2 x_n − x_{n−1} + MLP(window), against the formula written out here;
+    at initialisation (zero output layer) the linear extrapolation; refused with T = 1 or an unknown form."""
+    import torch
+
+    from vpintegrator.models import build_model
+
+    torch.manual_seed(0)
+    m = build_model("delay_mlp", dim=2, seq_len=3, width=5, depth=1, increment="second").double()
+    x = torch.randn(7, 3, 2, dtype=torch.float64)
+    torch.testing.assert_close(m(x)[:, 0], 2 * x[:, -1] - x[:, -2], rtol=0, atol=0)
+    with torch.no_grad():
+        m.out.weight.normal_()
+        m.out.bias.normal_()
+    lin = m.hidden[0]
+    mlp = torch.tanh(x.reshape(7, 6) @ lin.weight.T + lin.bias) @ m.out.weight.T + m.out.bias
+    torch.testing.assert_close(m(x)[:, 0], 2 * x[:, -1] - x[:, -2] + mlp, rtol=1e-12, atol=1e-12)
+    first = build_model("delay_mlp", dim=2, seq_len=3, width=5, depth=1).double()
+    first.load_state_dict(m.state_dict())
+    torch.testing.assert_close(first(x)[:, 0], x[:, -1] + mlp, rtol=1e-12, atol=1e-12)  # the default form
+    with pytest.raises(VPIntegratorError, match="seq_len >= 2"):
+        build_model("delay_mlp", dim=2, seq_len=1, increment="second")
+    with pytest.raises(VPIntegratorError, match="increment must be one of first, second"):
+        build_model("delay_mlp", dim=2, seq_len=2, increment="third")
+
+
 # -- the attention ablation with the mean coupling --------------------------------------------------------------
 
 
@@ -303,22 +331,47 @@ def test_mean_attention_is_the_vpt_with_a_constant_orthogonal_mixing():
 # -- the study ---------------------------------------------------------------------------------------------------
 
 
+def test_the_study_plan_is_resolved_once_from_its_options():
+    """The options become a frozen plan (the size's values where a key is not given); the training runs skip the
+    window lengths an approach cannot take (delay_mlp2 needs T >= 2; fullstate is T = 1 on the full state)."""
+    import dataclasses
+
+    from vpintegrator.studies.options import parse
+    from vpintegrator.studies.partial_observation import QUICK, STUDY, make_plan
+
+    plan = make_plan(parse(STUDY, ["--out", "r", "--quick", "--set", "windows=1,2,4", "--seeds", "3"]))
+    assert plan.seeds == (3,) and plan.windows == (1, 2, 4) and plan.n_train == QUICK["n_train"]
+    assert plan.approaches == tuple(QUICK["approaches"]) and plan.budget_seconds == QUICK["budget_seconds"]
+    runs = plan.training_runs()
+    assert ("delay_mlp2", 1) not in runs and ("delay_mlp2", 2) in runs and ("delay_mlp", 1) in runs
+    assert [T for a, T in runs if a == "fullstate"] == [1]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.seeds = (0,)  # type: ignore[misc]
+
+
 @pytest.mark.slow
 def test_the_partial_observation_study_runs_end_to_end_and_rebuilds_its_tables(tmp_path):
     from vpintegrator.studies.driver import main
 
     args = ["--out", str(tmp_path / "po"), "--quick", "--set", "systems=coupled_oscillator", "--set", "windows=1,2",
             "--set", "n_train=12", "--set", "n_test=3", "--set", "budget_seconds=0.5", "--set",
-            "approaches=vpt,delay_mlp", "--seeds", "0", "-q"]
+            "approaches=vpt,delay_mlp,delay_mlp2,fullstate", "--seeds", "0", "-q"]
     from vpintegrator.studies.partial_observation import STUDY
 
     assert main(STUDY, args) == 0
     data = json.loads((tmp_path / "po" / "partial_observation.json").read_text())
     labels = {r["label"] for r in data["rows"]}
     assert labels == {"vpt_T1", "vpt_T2", "vpt_T2+noattn", "vpt_T2+meanattn", "delay_mlp_T1", "delay_mlp_T2",
-                      "estimate+gauss_legendre4", "parrot"}
+                      "delay_mlp2_T2", "fullstate_T1", "estimate+gauss_legendre4", "parrot"} | (
+                          {"delay_sindy+rk4"} if importlib.util.find_spec("pysindy") else set())  # delay_mlp2: T >= 2
     est = next(r for r in data["rows"] if r["label"] == "estimate+gauss_legendre4")
     assert est["err_t10"]["median"] < 1e-4 and est["err_t10"]["n"] == 3  # the known-equations competitor
+    # its full state, estimated again from its last 3 observed states, is as close to the exact flow
+    assert est["full_err_t10"]["median"] < 1e-3 and est["full_err_t10"]["n"] == 3
+    full = next(r for r in data["rows"] if r["label"] == "fullstate_T1")
+    assert full["kind"] == "full_state" and math.isfinite(full["full_err_t10"]["median"])
+    assert len(full["curve"]["val"]) == full["epochs"]  # its validation curve, one score per epoch
+    assert (tmp_path / "po" / "partial_observation_plateau.png").is_file()
     text = (tmp_path / "po" / "partial_observation.md").read_text()
     (tmp_path / "po" / "partial_observation.md").unlink()
     assert main(STUDY, ["--out", str(tmp_path / "po"), "--table-only", "-q"]) == 0
@@ -372,3 +425,22 @@ def test_the_pages_tables_are_drawn_from_the_shipped_study_results(name):
     text = page.read_text()
     lines = [line for line in tables(summarize_rows(rows)).splitlines() if line.startswith("| ") and "---" not in line]
     assert lines and not [line for line in lines if line not in text]
+
+
+@pytest.mark.parametrize("name", ["quick", "mid"])
+def test_the_documented_tables_are_drawn_from_the_shipped_json(name):
+    """docs/partial_observation.md shows every table row the study builds from its shipped JSON (``--table-only``
+    on a copy of it rebuilds them), and the JSON names no path of the machine it ran on."""
+    from pathlib import Path
+
+    from vpintegrator.studies.partial_observation import summarize_rows, tables
+    from vpintegrator.studies.stats import unplain
+
+    root = Path(__file__).resolve().parents[1]
+    raw = (root / "docs" / "data" / "partial_observation" / f"{name}.json").read_text()
+    assert "/tmp/" not in raw and "/work/" not in raw and "/home/" not in raw
+    text = tables(summarize_rows(unplain(json.loads(raw))["rows"]))
+    page = (root / "docs" / "partial_observation.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| approach")]
+    assert rows and [line for line in rows if line not in page] == []
+    assert text.splitlines()[2] in page  # the target's verdict

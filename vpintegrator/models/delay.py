@@ -39,7 +39,11 @@ def _batched(x: torch.Tensor, seq_len: int, dim: int, name: str) -> tuple[torch.
     return xb, one
 
 
-@register_model(defaults=dict(seq_len=2, width=32, depth=2, activation="tanh"))
+#: what the MLP of ``delay_mlp`` adds to: the last state, or the Verlet-like extrapolation of the last two
+INCREMENTS = ("first", "second")
+
+
+@register_model(defaults=dict(seq_len=2, width=32, depth=2, activation="tanh", increment="first"))
 class DelayMLP(nn.Module):
     """One step from the delay vector: ``x_{n+1} = x_n + MLP(concat(x_{n−T+1}, …, x_n))``.
 
@@ -47,12 +51,20 @@ class DelayMLP(nn.Module):
     layer starts at zero (the map starts as the identity on the last state). Parameters:
     ``(T·dim + 1)·width + (depth − 1)(width + 1)·width + (width + 1)·dim``.
 
+    With ``increment = "second"`` (T ≥ 2) the MLP gives the second difference instead,
+    ``x_{n+1} = 2 x_n − x_{n−1} + MLP(…)``: the form of Störmer–Verlet's position recursion
+    ``q_{n+1} = 2 q_n − q_{n−1} − h² M⁻¹∇V(q_n)``, so on positions the MLP has an O(h²) correction to learn
+    where the first difference is O(h); the map starts as the linear extrapolation of the last two states.
+
     Parameters
     ----------
     dim, seq_len : int
         The state's (observed) dimension and the window length T.
     width, depth : int
     activation : str
+    increment : "first" or "second"
+        What the MLP's output is added to: the last state (``first``), or ``2 x_n − x_{n−1}`` (``second``,
+        T ≥ 2).
     """
 
     model_name = "delay_mlp"
@@ -62,15 +74,26 @@ class DelayMLP(nn.Module):
     dim: int
     seq_len: int
     pred_window: int
+    increment: str
     config: dict[str, Any]
 
-    def __init__(self, dim: int, seq_len: int = 2, width: int = 32, depth: int = 2, activation: str = "tanh") -> None:
+    def __init__(self, dim: int, seq_len: int = 2, width: int = 32, depth: int = 2, activation: str = "tanh",
+                 increment: str = "first") -> None:
         super().__init__()
+        from ..errors import VPIntegratorError
+
         self.dim = check_positive_int(dim, "dim")
         self.seq_len = check_positive_int(seq_len, "seq_len")
         check_positive_int(width, "width")
         check_positive_int(depth, "depth")
         get_activation(activation)
+        if increment not in INCREMENTS:
+            raise VPIntegratorError(f"delay_mlp: increment must be one of {', '.join(INCREMENTS)}; got {increment!r}",
+                                    key="model.increment")
+        if increment == "second" and self.seq_len < 2:
+            raise VPIntegratorError("delay_mlp: increment = 'second' needs seq_len >= 2 (it extrapolates the last two "
+                                    "states); set model.seq_len >= 2 or increment = 'first'", key="model.increment")
+        self.increment = increment
         self.pred_window = 1
         self.config = _record_config(self, self.model_name, locals())
         self._sigma = get_activation(activation)
@@ -87,7 +110,8 @@ class DelayMLP(nn.Module):
         h = xb.reshape(xb.shape[0], -1)
         for layer in self.hidden:
             h = self._sigma(layer(h))
-        y = (xb[:, -1] + self.out(h)).unsqueeze(1)
+        base = xb[:, -1] if self.increment == "first" else 2.0 * xb[:, -1] - xb[:, -2]
+        y = (base + self.out(h)).unsqueeze(1)
         return y[0] if one else y
 
 

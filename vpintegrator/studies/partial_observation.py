@@ -9,21 +9,29 @@ initial conditions on the unit sphere). Data: ``n_train`` trajectories to ``t_tr
 (``vp-rollout --heldout``; no model, and not the parrot, sees them), their exact flow (DOP853, 1e-12) to
 t = 100. Training and rollout see the observed channels only
 (``observe``); errors are on the observed channels against the exact flow, per held-out condition,
-``‖ŷ(t) − y(t)‖ / ‖y(t)‖`` at t = 10 and t = 100.
+``‖ŷ(t) − y(t)‖ / ‖y(t)‖`` at t = 10 and t = 100; and in the full state (``full_state_errors``): every row's
+full state at t estimated from its last 3 observed states by the estimation rows' least squares on the true
+flow (a ``fullstate`` row's own state), against the exact flow: the observation is invertible from 3 states
+on both systems, so every row has the column.
 
 Approaches (``APPROACHES``), each at every window length T of ``windows``:
 
 - ``vpt`` (the volume-preserving transformer: window of T to the next T) and ``st`` (the standard
   transformer, softmax attention), the multi-step models with attention;
-- ``delay_mlp`` and ``delay_vpff`` (``vpintegrator.models.delay``): the window without attention, one step
-  from the concatenated window and a volume-preserving map of the whole window: the control that says whether
-  attention adds anything over the window;
+- ``delay_mlp``, ``delay_mlp2`` and ``delay_vpff`` (``vpintegrator.models.delay``): the window without
+  attention, one step from the concatenated window (``delay_mlp2``: as the second difference
+  x_{n+1} − 2x_n + x_{n−1}, Störmer–Verlet's position form, T ≥ 2) and a volume-preserving map of the whole
+  window: the control that says whether attention adds anything over the window;
+- ``fullstate``: the same MLP as ``delay_mlp`` at T = 1 trained on the **full** state (not observed): the
+  one-step flow map, the upper bound of what the data can teach (its rollout observed for the observed columns);
 - per trained VPT (T > 1) its ablations as rows: ``+noattn`` (every attention the identity,
   ``without_attention``) and ``+meanattn`` (every attention's Λ(X) replaced by the constant Cayley of its
   mean C over the training windows, ``mean_attention``);
 - ``estimate+gauss_legendre4`` (the full state recovered from the first ``context_len`` observed states by
   least squares on the true flow, then Gauss–Legendre 4 with the true equations: the known-equations
-  competitor) and ``parrot`` (the nearest training window's continuation), which do not depend on the seed.
+  competitor), ``parrot`` (the nearest training window's continuation) and ``delay_sindy+rk4`` (``sindy`` on
+  the delay vectors (x_n, x_{n+1}) of the training file, the chosen field integrated by RK4: ``delay_sindy``),
+  which do not depend on the seed.
 
 T = 1 is the one-step map of the observation (no memory): what the window adds is the gap between T = 1
 and T > 1.
@@ -44,11 +52,13 @@ over seeds the median with a percentile-bootstrap 95 % interval (``bootstrap_ci`
 seeds.
 
     vp-study partial_observation --out runs/partial_observation --quick      # <= 10 min on 2 cores
-    vp-study partial_observation --out runs/partial_observation              # the default size (hours)
+    vp-study partial_observation --out runs/partial_observation              # the default size (about 2 h of one core)
 
 Writes ``OUT/partial_observation.json`` (every per-seed number; rows of the same (system, seed, label) are
 replaced, others kept) and ``OUT/partial_observation.md`` (the tables); ``--table-only`` rebuilds the tables
-from the JSON. Finished training runs (``complete.json``) are reused: run the same command again to resume.
+from the JSON, ``OUT/partial_observation_plateau.{png,svg}`` the validation plateau curves (drawn from the
+JSON). Finished training runs (``complete.json``) are reused: run the same command again to resume. The options
+become a frozen ``PartialObservationPlan`` once (``make_plan``); every function below takes it or plain values.
 """
 
 from __future__ import annotations
@@ -69,8 +79,10 @@ from .options import Study, StudyOptions, comma_list, number_list
 from .runner import StudyError, check_out_dir
 from .stats import bootstrap_ci, fmt_num, md_table, median_interval, read_json, unplain, write_json, write_text
 
-__all__ = ["H", "HORIZONS", "SYSTEMS", "APPROACHES", "TARGET", "QUICK", "DEFAULTS", "make_data", "train_run",
-           "evaluate_seed", "summarize_rows", "tables", "merge_rows", "PartialObservationOptions", "STUDY", "run"]
+__all__ = ["H", "HORIZONS", "SYSTEMS", "APPROACHES", "MIN_T", "FULL_STATE", "DELAY_SINDY", "TARGET", "QUICK",
+           "DEFAULTS", "windows_of", "make_data", "train_run", "evaluate_seed", "full_state_errors", "delay_sindy",
+           "summarize_rows", "tables", "plateau_figure", "merge_rows", "PartialObservationOptions",
+           "PartialObservationPlan", "make_plan", "STUDY", "run"]
 
 #: the data step
 H = 0.2
@@ -86,24 +98,43 @@ APPROACHES: dict[str, dict[str, Any]] = {
     "vpt": {"name": "vpt", "n_blocks": 4, "L": 4},
     "st": {"name": "st"},
     "delay_mlp": {"name": "delay_mlp", "width": 32, "depth": 2},
+    "delay_mlp2": {"name": "delay_mlp", "width": 32, "depth": 2, "increment": "second"},
     "delay_vpff": {"name": "delay_vpff", "n_blocks": 4},
+    "fullstate": {"name": "delay_mlp", "width": 32, "depth": 2},
 }
+#: approaches that need a window of at least this many states (``delay_mlp2`` extrapolates the last two)
+MIN_T: dict[str, int] = {"delay_mlp2": 2}
+#: approaches trained on the full state (one step, T = 1, every window length ignored): the upper bound
+FULL_STATE = ("fullstate",)
+#: the observed states the full-state error columns estimate a full state from (least squares on the true flow)
+FULL_CONTEXT = 3
 #: the seed of the held-out initial conditions (the training file's sampler, another stream)
 HELDOUT_SEED = 7919
 #: the rows that are not trained (the same for every seed)
 FIXED_ROWS = ("estimate+gauss_legendre4", "parrot")
 #: the target
 TARGET: dict[str, Any] = {"system": "coupled_oscillator", "t": 10.0, "error": 1e-3, "seeds_needed": 4, "of": 5}
+#: the delay-coordinate SINDy row: its label, the window T of its delay vectors, its integrator
+DELAY_SINDY = ("delay_sindy+rk4", 2, "rk4")
 #: the recipe every learned approach gets
 RECIPE: dict[str, Any] = {"optimizer": "lm", "lm_windows": 2048, "lm_check_windows": 512, "lm_iters_per_epoch": 10,
                           "lm_resample_every": 10, "lm_lambda": 1e-3, "batch_size": 16384, "dtype": "float64",
                           "monitor": "val_rollout", "val_rollout_steps": 50, "val_rollout_error": "final",
                           "val_fraction": 0.15, "test_fraction": 0.0, "epochs": 100000}
 DEFAULTS: dict[str, Any] = {"n_train": 200, "n_test": 100, "t_train": 20.0, "windows": [1, 2, 4, 8],
-                            "budget_seconds": 60.0, "patience": 20, "approaches": list(APPROACHES),
+                            "budget_seconds": 30.0, "patience": 20, "approaches": list(APPROACHES),
                             "seeds": [0, 1, 2, 3, 4]}
 QUICK: dict[str, Any] = {"n_train": 60, "n_test": 30, "t_train": 20.0, "windows": [1, 4], "budget_seconds": 10.0,
-                         "patience": 5, "approaches": ["vpt", "delay_mlp", "delay_vpff"], "seeds": [0, 1]}
+                         "patience": 5, "approaches": ["vpt", "delay_mlp", "delay_mlp2", "delay_vpff", "fullstate"],
+                         "seeds": [0, 1]}
+
+
+def windows_of(approach: str, windows: Sequence[int]) -> list[int]:
+    """The window lengths ``approach`` is trained at out of ``windows``: T = 1 alone for a full-state approach,
+    those >= its ``MIN_T`` otherwise."""
+    if approach in FULL_STATE:
+        return [1]
+    return [int(T) for T in windows if int(T) >= MIN_T.get(approach, 1)]
 
 
 # --------------------------------------------------------------------------- data
@@ -132,15 +163,17 @@ def _run_dir(out: Path, system: str, approach: str, T: int, seed: int) -> Path:
 
 def train_run(out: Path, train: Path, system: str, approach: str, T: int, seed: int, budget: float,
               patience: int, overwrite: bool = False) -> Path:
-    """Train ``approach`` with window ``T`` and ``seed`` on the observed channels of ``train`` (the recipe of
-    the module docstring), unless its run directory is complete already; returns the run directory."""
+    """Train ``approach`` with window ``T`` and ``seed`` on the observed channels of ``train`` (on the full
+    state for an approach of ``FULL_STATE``; the recipe of the module docstring), unless its run directory is
+    complete already; returns the run directory."""
     from ..training import fit
 
     run = _run_dir(out, system, approach, T, seed)
     if (run / "complete.json").is_file() and not overwrite:
         return run
     fit({**RECIPE, "data": [str(train)], "model": {**APPROACHES[approach], "seq_len": int(T)},
-         "observe": SYSTEMS[system]["observe"], "seed": int(seed), "cpu_time_limit": float(budget),
+         "observe": None if approach in FULL_STATE else SYSTEMS[system]["observe"], "seed": int(seed),
+         "cpu_time_limit": float(budget),
          "time_limit": 20.0 * float(budget) + 60.0, "patience": int(patience), "out": str(run)},
         overwrite=run.exists())
     return run
@@ -160,72 +193,192 @@ def _errors(y: np.ndarray, ref: np.ndarray, steps: Sequence[int]) -> dict[int, l
     return out
 
 
+def full_state_errors(system: Any, observation: Any, y_obs: np.ndarray, ref_full: np.ndarray,
+                      steps: Sequence[int]) -> dict[int, list[float]]:
+    """The full-state relative error of an observed rollout ``y_obs`` (n, K, k) at each step of ``steps``:
+    the full state at step k estimated from its observed states k − 2, k − 1, k by least squares on the true
+    flow (``estimate_states``, the estimation rows' estimator), against ``ref_full`` (n, K, d), the exact flow
+    in the full state; inf where the rollout failed or left the data's scale (|y| above 1e3 times the
+    reference's largest)."""
+    from ..rollout.observed import estimate_states
+
+    out = {}
+    bound = 1e3 * float(np.max(np.abs(ref_full)))
+    for k in steps:
+        w = y_obs[:, k - FULL_CONTEXT + 1:k + 1]
+        ok = np.all(np.isfinite(w), axis=(1, 2)) & (np.max(np.abs(w), axis=(1, 2)) < bound)
+        e = np.full(len(w), math.inf)
+        if ok.any():
+            z, _ = estimate_states(system, observation, w[ok], H)
+            e[ok] = np.linalg.norm(z - ref_full[ok, k], axis=-1) / np.linalg.norm(ref_full[ok, k], axis=-1)
+        out[k] = [float(v) if np.isfinite(v) else math.inf for v in e]
+    return out
+
+
+def delay_sindy(train_obs: np.ndarray, first: np.ndarray, n_steps: int, T: int = DELAY_SINDY[1],
+                method: str = DELAY_SINDY[2]) -> tuple[np.ndarray, dict[str, Any]]:
+    """Delay-coordinate SINDy: ``select_sindy`` (the ``sindy+METHOD`` rows' fit and selection by validation
+    rollout) on the delay vectors z_n = (x_n, …, x_{n+T−1}) of the observed training trajectories ``train_obs``
+    (n, K, k; the last 15 % of them the validation set), the chosen field integrated by ``method`` at ``H``
+    from each held-out condition's first delay vector (its first T observed states, ``first`` (m, ≥ T, k)).
+
+    Returns the observed rollout (m, n_steps + 1, k): the first T − 1 states as given, then the delay
+    vector's last block; NaN where the fit has no skill or a trajectory's integration failed), and what was
+    chosen (library, threshold, terms, validation score)."""
+    from ..data import integrate
+    from ..rollout.sindy import select_sindy
+
+    def delay(x: np.ndarray) -> np.ndarray:
+        return np.concatenate([x[:, j:x.shape[1] - T + 1 + j] for j in range(T)], axis=-1)
+
+    z = delay(np.asarray(train_obs, dtype=np.float64))
+    n_val = max(1, int(round(0.15 * len(z))))
+    fit, _ = select_sindy(z[n_val:], z[:n_val], H, method)
+    m, k = first.shape[0], first.shape[-1]
+    pred = np.full((m, n_steps + 1, k), np.nan)
+    pred[:, :T - 1] = first[:, :T - 1]
+    if fit is None or fit.field is None:
+        return pred, {"fit": None}
+    z0 = np.ascontiguousarray(first[:, :T].reshape(m, T * k))
+    n = n_steps - T + 1
+    try:
+        pred[:, T - 1:] = integrate(fit.field, z0, H, n, method=method, compiled=False).y[..., -k:]
+    except VPIntegratorError:  # a blow-up: each held-out condition on its own, a failed one NaN
+        for i in range(m):
+            try:
+                pred[i, T - 1:] = integrate(fit.field, z0[i:i + 1], H, n, method=method, compiled=False).y[0, :, -k:]
+            except VPIntegratorError:
+                pass
+    return pred, {"fit": {"library": fit.library, "threshold": fit.threshold, "n_terms": fit.n_terms,
+                          "val_score": fit.score}}
+
+
+def _has_pysindy() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("pysindy") is not None
+
+
+def _curve(run: Path) -> dict[str, list[float]]:
+    """The validation-rollout score per epoch of a run (its ``log.csv``) against process CPU seconds."""
+    import csv
+
+    cpu, val = [], []
+    log = run / "log.csv"
+    if log.is_file():
+        with open(log, newline="") as f:
+            for rec in csv.DictReader(f):
+                try:
+                    cpu.append(float(rec["cpu_seconds"]))
+                    val.append(float(rec["val_rollout"]))
+                except (KeyError, TypeError, ValueError):
+                    continue
+    return {"cpu": cpu, "val": val}
+
+
 def evaluate_seed(out: Path, train: Path, n_test: int, system: str, seed: int, runs: dict[tuple[str, int], Path],
                   with_fixed: bool) -> list[dict[str, Any]]:
     """Roll out every trained run of one seed (and its VPT ablations; the fixed rows when ``with_fixed``) from
     ``n_test`` held-out conditions (drawn from ``train``'s sampler, seed ``HELDOUT_SEED``) to t = 100, observed;
-    one row per label with the per-condition medians at ``HORIZONS``. The parrot learns from ``train``'s
-    training split (the models'), never from a held-out condition."""
+    one row per label with the per-condition medians at ``HORIZONS``, on the observed channels and in the full
+    state (``full_state_errors``; a full-state model's directly). The parrot learns from ``train``'s training
+    split (the models'), never from a held-out condition."""
     import torch
 
-    from ..data import read_rollout, read_trajectories
-    from ..data.observation import observation_from_record
+    from ..data import read_rollout, read_trajectories, solve_flow
+    from ..data.observation import observation_from_record, resolve_observation
     from ..models import load_model, mean_attention, without_attention
     from ..rollout import RolloutConfig, run_rollouts
+    from ..rollout.splits import draw_heldout
     from ..testing import attention_coupling
 
     info = SYSTEMS[system]
-    entries: list[tuple[str, Any]] = []
-    meta: dict[str, dict[str, Any]] = {}
-    from ..rollout.splits import draw_heldout
-
     train_data = read_trajectories(train)
-    heldout_y0 = draw_heldout(train_data.meta, train_data.system, int(n_test), HELDOUT_SEED, train_data.y[:, 0], train)
-    from ..data import solve_flow
-
-    first = solve_flow(train_data.system, heldout_y0, H * np.arange(9))  # type: ignore[arg-type]  # held-out windows
+    full: Any = train_data.system
+    obs = resolve_observation(info["observe"], int(train_data.y.shape[-1]), full.state_names, full.name)
+    assert obs is not None  # every study system observes part of its state
+    steps = [int(round(t / H)) for t in HORIZONS]
+    heldout_y0 = draw_heldout(train_data.meta, full, int(n_test), HELDOUT_SEED, train_data.y[:, 0], train)
+    ref_full = np.asarray(solve_flow(full, heldout_y0, H * np.arange(max(steps) + 1)))  # type: ignore[arg-type]
+    entries: list[tuple[str, Any]] = []
+    full_entries: list[tuple[str, Any]] = []
+    meta: dict[str, dict[str, Any]] = {}
     for (approach, T), run in sorted(runs.items()):
         model = load_model(run).double()
-        obs = observation_from_record(getattr(model, "trained_on")["observation"])
-        assert obs is not None
-        windows = torch.as_tensor(obs.apply(first[:, :T]))
         summary = read_json(run / "summary.json") or {}
         base = {"approach": approach, "T": int(T), "n_params": summary.get("n_params"),
                 "train_cpu": summary.get("cpu_time"), "epochs": summary.get("epochs"),
                 "best_epoch": summary.get("best_epoch"), "stopped": summary.get("stopped"),
-                "best_val": summary.get("best_loss"), "run": str(run.relative_to(out))}
+                "best_val": summary.get("best_loss"), "run": str(run.relative_to(out)), "curve": _curve(run)}
         label = f"{approach}_T{T}"
+        if approach in FULL_STATE:
+            full_entries.append((label, model))
+            meta[label] = {**base, "kind": "full_state", "coupling": None}
+            continue
+        model_obs = observation_from_record(getattr(model, "trained_on")["observation"])
+        assert model_obs is not None
+        windows = torch.as_tensor(model_obs.apply(ref_full[:, :T]))
         coupling = None
         if approach in ("vpt", "st") and T > 1:
             coupling = float(attention_coupling(model, windows).median)
         entries.append((label, model))
         meta[label] = {**base, "kind": "model", "coupling": coupling}
         if approach == "vpt" and T > 1:
-            ref_windows = torch.as_tensor(obs.apply(train_data.y[:, :T]))
+            ref_windows = torch.as_tensor(model_obs.apply(train_data.y[:, :T]))
             entries.append((f"{label}+noattn", without_attention(model)))
             entries.append((f"{label}+meanattn", mean_attention(model, ref_windows)))
-            meta[f"{label}+noattn"] = {**base, "approach": "vpt+noattn", "kind": "ablation"}
-            meta[f"{label}+meanattn"] = {**base, "approach": "vpt+meanattn", "kind": "ablation"}
+            meta[f"{label}+noattn"] = {**base, "approach": "vpt+noattn", "kind": "ablation", "curve": None}
+            meta[f"{label}+meanattn"] = {**base, "approach": "vpt+meanattn", "kind": "ablation", "curve": None}
     integrators = list(FIXED_ROWS) if with_fixed else []
     for name in integrators:
         meta[name] = {"approach": name, "T": int(info["context_len"]), "kind": "known" if "estimate" in name else
                       "fitted"}
-    path = out / "rollouts" / f"{system}_seed{seed}.h5"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    run_rollouts(RolloutConfig(data=str(train), out=str(path), models=entries, integrators=integrators,
-                               observe=info["observe"], t_end=max(HORIZONS), heldout=int(n_test),
-                               heldout_seed=HELDOUT_SEED, context_len=int(info["context_len"]),
-                               volume=False, workers=1, device="cpu"), overwrite=True)
-    ro = read_rollout(path)
-    assert ro.reference is not None  # a run of the exact flow writes its reference
-    ref = np.asarray(ro.reference.y)
-    steps = [int(round(t / H)) for t in HORIZONS]
+    folder = out / "rollouts"
+    folder.mkdir(parents=True, exist_ok=True)
+    observed: dict[str, np.ndarray] = {}
+    full_y: dict[str, np.ndarray] = {}
+    common: dict[str, Any] = dict(data=str(train), t_end=max(HORIZONS), heldout=int(n_test),
+                                  heldout_seed=HELDOUT_SEED, volume=False, workers=1, device="cpu")
+    if entries or integrators:
+        path = folder / f"{system}_seed{seed}.h5"
+        run_rollouts(RolloutConfig(out=str(path), models=entries, integrators=integrators, observe=info["observe"],
+                                   context_len=int(info["context_len"]), **common), overwrite=True)
+        ro = read_rollout(path)
+        assert ro.reference is not None  # a run of the exact flow writes its reference
+        # the held-out conditions here are the rollout's: the same sampler, the same seed
+        np.testing.assert_allclose(np.asarray(ro.reference.y), obs.apply(ref_full[:, :ro.reference.y.shape[1]]),
+                                   rtol=1e-8, atol=1e-8)
+        observed = {label: np.asarray(ro.methods[label].y) for label in meta if label in ro.methods}
+    if full_entries:
+        path = folder / f"{system}_seed{seed}_full_state.h5"
+        run_rollouts(RolloutConfig(out=str(path), models=full_entries, integrators=[], **common), overwrite=True)
+        ro = read_rollout(path)
+        for label, _ in full_entries:
+            full_y[label] = np.asarray(ro.methods[label].y)
+            observed[label] = obs.apply(full_y[label])
+    ref = obs.apply(ref_full)
+    if with_fixed and not _has_pysindy():
+        from ..rollout.sindy_library import INSTALL
+
+        print(f"partial_observation: {DELAY_SINDY[0]} left out: it needs pysindy, an optional extra: {INSTALL}",
+              flush=True)
+    elif with_fixed:
+        label, T_sindy, _ = DELAY_SINDY
+        # the training file's trajectories (the models' training and validation split together, as here its
+        # own 15 % validate); no held-out condition
+        observed[label], chosen = delay_sindy(obs.apply(train_data.y), ref, max(steps))
+        meta[label] = {"approach": label, "T": T_sindy, "kind": "fitted", "sindy": chosen}
     rows = []
     for label, row in meta.items():
-        errs = _errors(np.asarray(ro.methods[label].y), ref, steps)
+        errs = _errors(observed[label], ref, steps)
+        if label in full_y:
+            ferrs = _errors(full_y[label], ref_full, steps)
+        else:
+            ferrs = full_state_errors(full, obs, observed[label], ref_full, steps)
         rows.append({"system": system, "observe": info["observe"], "seed": None if row["kind"] in ("known", "fitted")
                      else int(seed), "label": label, **row,
-                     **{f"err_t{t:g}": median_interval(errs[k]) for t, k in zip(HORIZONS, steps)}})
+                     **{f"err_t{t:g}": median_interval(errs[k]) for t, k in zip(HORIZONS, steps)},
+                     **{f"full_err_t{t:g}": median_interval(ferrs[k]) for t, k in zip(HORIZONS, steps)}})
     return rows
 
 
@@ -240,8 +393,9 @@ def merge_rows(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dic
 
 
 def summarize_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (system, approach, T): the per-seed medians at each horizon, their median over seeds with its
-    bootstrap interval, the training's stop reasons and CPU, the coupling."""
+    """Per (system, approach, T): the per-seed medians at each horizon (``tH``; in the full state ``full_tH``,
+    None in rows from before those columns), their median over seeds with its bootstrap interval, the
+    training's stop reasons and CPU, the coupling."""
     groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault((r["system"], r["approach"], int(r["T"])), []).append(r)
@@ -251,11 +405,12 @@ def summarize_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         entry: dict[str, Any] = {"system": system, "approach": approach, "T": T, "kind": rs[0]["kind"],
                                  "seeds": [r.get("seed") for r in rs]}
         for t in HORIZONS:
-            per_seed = [r[f"err_t{t:g}"]["median"] for r in rs]
-            finite = [v for v in per_seed if v is not None]
-            entry[f"t{t:g}"] = {"per_seed": per_seed,
-                                "median": float(np.median(finite)) if finite else None,
-                                "ci": list(bootstrap_ci(finite)) if len(finite) > 1 else [None, None]}
+            for prefix, name in (("err", "t"), ("full_err", "full_t")):
+                per_seed = [(r.get(f"{prefix}_t{t:g}") or {}).get("median") for r in rs]
+                finite = [v for v in per_seed if v is not None]
+                entry[f"{name}{t:g}"] = {"per_seed": per_seed,
+                                         "median": float(np.median(finite)) if finite else None,
+                                         "ci": list(bootstrap_ci(finite)) if len(finite) > 1 else [None, None]}
         entry["stopped"] = sorted({str(r.get("stopped")) for r in rs if r.get("stopped") is not None})
         cpu = [float(r["train_cpu"]) for r in rs if r.get("train_cpu") is not None]
         entry["train_cpu"] = float(np.median(cpu)) if cpu else None
@@ -291,11 +446,14 @@ def tables(summary: list[dict[str, Any]]) -> str:
                   "Relative error on the observed channels against the exact flow, per held-out condition: the median "
                   "over conditions per seed, then the median over seeds [95 % bootstrap interval]; per-seed medians in "
                   "the last columns. `stopped`: why training ended (`early_stopping`: its validation plateau; "
-                  "`time_limit`: the CPU budget first).", ""]
+                  "`time_limit`: the CPU budget first). Full state: the relative error of the full state estimated "
+                  "from each row's last 3 observed states by least squares on the true flow (the `estimate` rows' "
+                  "estimator; a `full_state` row's own state), against the exact flow; — where the run predates the "
+                  "column.", ""]
         rows = [e for e in summary if e["system"] == system]
         rows.sort(key=lambda e: math.inf if e["t10"]["median"] is None else e["t10"]["median"])
-        head = ["approach", "T", "kind", "t = 10", "t = 100", "per seed, t = 10", "per seed, t = 100", "coupling",
-                "train CPU s", "stopped"]
+        head = ["approach", "T", "kind", "t = 10", "t = 100", "per seed, t = 10", "per seed, t = 100",
+                "full state, t = 10", "full state, t = 100", "coupling", "train CPU s", "stopped"]
         body = []
         for e in rows:
             def cell(t: str) -> str:
@@ -306,6 +464,7 @@ def tables(summary: list[dict[str, Any]]) -> str:
             body.append([e["approach"], e["T"], e["kind"], cell("t10"), cell("t100"),
                          " ".join(fmt_num(v) for v in e["t10"]["per_seed"]),
                          " ".join(fmt_num(v) for v in e["t100"]["per_seed"]),
+                         cell("full_t10"), cell("full_t100"),
                          fmt_num(e["coupling"]), fmt_num(e["train_cpu"]), ", ".join(e["stopped"]) or "—"])
         lines += md_table(head, body) + [""]
     return "\n".join(lines)
@@ -332,14 +491,14 @@ class PartialObservationOptions(StudyOptions):
     Parameters
     ----------
     quick : bool
-        A small run (seeds 0,1; T in 1,4; vpt, delay_mlp, delay_vpff; 60 training and 30 held-out trajectories;
-        10 CPU s per training run): the same code path in under ten minutes.
+        A small run (seeds 0,1; T in 1,4; vpt, delay_mlp, delay_mlp2, delay_vpff, fullstate; 60 training and 30
+        held-out trajectories; 10 CPU s per training run): the same code path in under ten minutes.
     systems : list of str
         Comma list out of coupled_oscillator, rigid_body (default both).
     windows : list of int
         The window lengths T (default 1,2,4,8).
     approaches : list of str
-        Comma list out of vpt, st, delay_mlp, delay_vpff (default all).
+        Comma list out of vpt, st, delay_mlp, delay_mlp2, delay_vpff, fullstate (default all).
     n_train : int
         Training trajectories per system (to t_train; default 200).
     n_test : int
@@ -347,7 +506,8 @@ class PartialObservationOptions(StudyOptions):
     t_train : float
         The training trajectories' horizon (default 20).
     budget_seconds : float
-        Process CPU seconds of every training run, the cap on its way to the plateau (default 60).
+        Process CPU seconds of every training run, the cap on its way to the plateau (default 30: the default
+        size's 200 training runs then fit about 2 hours of one core).
     patience : int
         Epochs (of 10 Levenberg–Marquardt iterations) without a better validation score that count as the plateau
         (default 20).
@@ -366,54 +526,133 @@ class PartialObservationOptions(StudyOptions):
     patience: int | None = key(None, optional=True, type=int, low=1)  # type: ignore[assignment]
 
 
-def _run(a: argparse.Namespace) -> int:
-    out = Path(a.out)
-    check_out_dir(out)
-    path = out / "partial_observation.json"
+@dataclass(frozen=True)
+class PartialObservationPlan:
+    """The study's options resolved once (``make_plan``): what every function below reads.
+
+    Attributes
+    ----------
+    out : Path
+    table_only, overwrite : bool
+    systems, approaches : tuple of str
+    seeds, windows : tuple of int
+    n_train, n_test, patience : int
+    t_train, budget_seconds : float
+    command : str
+        The command line, recorded in the JSON.
+    """
+
+    out: Path
+    table_only: bool
+    overwrite: bool
+    systems: tuple[str, ...]
+    approaches: tuple[str, ...]
+    seeds: tuple[int, ...]
+    windows: tuple[int, ...]
+    n_train: int
+    n_test: int
+    t_train: float
+    budget_seconds: float
+    patience: int
+    command: str
+
+    def training_runs(self) -> list[tuple[str, int]]:
+        """The (approach, T) pairs trained per system and seed (``windows_of``)."""
+        return [(approach, T) for approach in self.approaches for T in windows_of(approach, self.windows)]
+
+
+def make_plan(a: argparse.Namespace) -> PartialObservationPlan:
+    """The plan of the resolved options ``a`` (``PartialObservationOptions``): the size's values (``QUICK`` or
+    ``DEFAULTS``) where an option is not given."""
     if a.export_pretrained is not None:
         raise StudyError("--export-pretrained: the partial_observation study ships no pretrained model (its runs are "
                          "under OUT/runs)")
-    if a.table_only:
+    size = QUICK if a.quick else DEFAULTS
+
+    def pick(name: str) -> Any:
+        return getattr(a, name) if getattr(a, name, None) is not None else size[name]
+
+    return PartialObservationPlan(
+        out=Path(a.out), table_only=bool(a.table_only), overwrite=bool(a.overwrite),
+        systems=tuple(a.systems or SYSTEMS), approaches=tuple(pick("approaches")),
+        seeds=tuple(int(s) for s in (a.seeds or size["seeds"])), windows=tuple(int(T) for T in pick("windows")),
+        n_train=int(pick("n_train")), n_test=int(pick("n_test")), t_train=float(pick("t_train")),
+        budget_seconds=float(pick("budget_seconds")), patience=int(pick("patience")),
+        command=" ".join([Path(sys.argv[0]).name, *sys.argv[1:]]))
+
+
+def plateau_figure(rows: list[dict[str, Any]], out: Path) -> list[Path]:
+    """The validation plateau curves (validation rollout score at t = 10 against training CPU seconds, per
+    epoch; the best epoch ringed) of the first seed's learned runs, one panel per system, written as
+    ``OUT/partial_observation_plateau.{png,svg}``; drawn from the rows (the JSON) alone. No figure (``[]``)
+    when no row has a curve (rows from before the curves were recorded)."""
+    with_curve = [r for r in rows if r.get("curve") and r["curve"].get("val")]
+    if not with_curve:
+        return []
+    from ..plotting.style import figure, save_figure, styled
+
+    systems = list(dict.fromkeys(r["system"] for r in with_curve))
+
+    @styled
+    def draw(style: Any = None) -> Any:
+        fig = figure(3.4 * len(systems), 3.0)
+        axes = fig.subplots(1, len(systems), squeeze=False)[0]
+        for ax, system in zip(axes, systems):
+            mine = [r for r in with_curve if r["system"] == system]
+            seed = min(r["seed"] for r in mine)
+            for r in sorted((r for r in mine if r["seed"] == seed), key=lambda r: (r["approach"], r["T"])):
+                cpu, val = np.asarray(r["curve"]["cpu"]), np.asarray(r["curve"]["val"], dtype=float)
+                val = np.where(np.isfinite(val) & (val > 0), val, np.nan)
+                line, = ax.plot(cpu, val, marker=".", label=f"{r['approach']} T={r['T']}")
+                if r.get("best_epoch") is not None and 0 < int(r["best_epoch"]) <= len(val):
+                    k = int(r["best_epoch"]) - 1
+                    ax.plot(cpu[k], val[k], "o", color=line.get_color(), markerfacecolor="none", markersize=7)
+            ax.axhline(TARGET["error"], color="0.5", linestyle=":", linewidth=0.8)
+            ax.set_yscale("log")
+            ax.set_xlabel("training CPU s")
+            ax.set_ylabel("validation rollout error at t = 10")
+            ax.set_title(f"{system} observed in {SYSTEMS.get(system, {}).get('observe', '?')}, seed {seed}")
+            ax.legend(fontsize=5, ncols=2)
+        return fig
+
+    return save_figure(draw(), out / "partial_observation_plateau", formats=("png", "svg"), overwrite=True)
+
+
+def _run(plan: PartialObservationPlan) -> int:
+    out = plan.out
+    check_out_dir(out)
+    path = out / "partial_observation.json"
+    if plan.table_only:
         data = read_json(path)
         if data is None or "rows" not in data:
             raise StudyError(f"--table-only: {path} not found (or not this study's JSON); give the --out of an earlier "
                              "partial_observation study")
         rows = unplain(data["rows"])
     else:
-        size = QUICK if a.quick else DEFAULTS
-
-        def pick(name: str) -> Any:
-            return getattr(a, name) if getattr(a, name, None) is not None else size[name]
-
-        seeds = a.seeds or size["seeds"]
-        systems = a.systems or list(SYSTEMS)
-        windows, approaches = pick("windows"), pick("approaches")
-        n_runs = len(systems) * len(seeds) * len(windows) * len(approaches)
-        print(f"partial_observation: {n_runs} training runs (systems {', '.join(systems)}; T {windows}; "
-              f"{', '.join(approaches)}; seeds {seeds}) of at most {pick('budget_seconds'):g} CPU s each", flush=True)
+        pairs = plan.training_runs()
+        n_runs = len(plan.systems) * len(plan.seeds) * len(pairs)
+        print(f"partial_observation: {n_runs} training runs (systems {', '.join(plan.systems)}; "
+              f"T {list(plan.windows)}; {', '.join(plan.approaches)}; seeds {list(plan.seeds)}) of at most "
+              f"{plan.budget_seconds:g} CPU s each", flush=True)
         out.mkdir(parents=True, exist_ok=True)
         previous = unplain(read_json(path) or {})
-        command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
         rows = previous.get("rows", [])
         import torch
 
         torch.set_num_threads(1)
-        for system in systems:
-            train = make_data(out, system, int(pick("n_train")), float(pick("t_train")))
-            for i, seed in enumerate(seeds):
-                runs = {}
-                for approach in approaches:
-                    for T in windows:
-                        runs[(approach, int(T))] = train_run(out, train, system, approach, int(T), int(seed),
-                                                             float(pick("budget_seconds")), int(pick("patience")),
-                                                             overwrite=bool(a.overwrite))
-                new = evaluate_seed(out, train, int(pick("n_test")), system, int(seed), runs, with_fixed=(i == 0))
+        for system in plan.systems:
+            train = make_data(out, system, plan.n_train, plan.t_train)
+            for i, seed in enumerate(plan.seeds):
+                runs = {(approach, T): train_run(out, train, system, approach, T, seed, plan.budget_seconds,
+                                                 plan.patience, overwrite=plan.overwrite) for approach, T in pairs}
+                new = evaluate_seed(out, train, plan.n_test, system, seed, runs, with_fixed=(i == 0))
                 rows = merge_rows(rows, new)
-                write_json(path, {"commands": [*previous.get("commands", []), command], "rows": rows})
+                write_json(path, {"commands": [*previous.get("commands", []), plan.command], "rows": rows})
                 print(f"partial_observation: {system} seed {seed} done", flush=True)
     summary = summarize_rows(rows)
     text = tables(summary)
     write_text(out / "partial_observation.md", text)
+    plateau_figure(rows, out)
     print(text)
     return 0
 
@@ -424,9 +663,10 @@ def namespace(options: PartialObservationOptions, argv: tuple[str, ...] = ()) ->
 
 
 def run(a: argparse.Namespace) -> int:
-    """The study from its resolved options (``STUDY``); bad input is a one-line ``StudyError``."""
+    """The study from its resolved options (``STUDY``), turned into its plan once (``make_plan``); bad input is a
+    one-line ``StudyError``."""
     try:
-        return _run(a)
+        return _run(make_plan(a))
     except VPIntegratorError as err:
         raise StudyError(str(err)) from None
 
