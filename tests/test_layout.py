@@ -582,10 +582,8 @@ ALLOWED_CONFIG_TAKERS = {
     "studies/rigid_body_structure.py:build_plan": "the structure study's plan builder -> StructurePlan",
     "studies/unknown_form/design.py:build_plan": "the unknown-form study's plan builder -> UnknownFormPlan",
     "studies/reduction.py:build_plan": "the reduction study's plan builder: ReductionOptions -> ReductionPlan",
-    "studies/partial_observation.py:namespace": "the partial-observation study's adapter (its options as a "
-                                                "namespace); the lead converts the study to a plan",
-    "studies/partial_observation.py:run": "not converted yet: another helper is rewriting the study (issue 59)",
-    "studies/partial_observation.py:_run": "not converted yet: another helper is rewriting the study (issue 59)",
+    "studies/partial_observation.py:build_plan": "the partial-observation study's plan builder -> "
+                                                 "PartialObservationPlan",
     "data/generation.py:generate": "vp-gen's Python entry point (builds its plan)",
     "data/generation_plan.py:build_plan": "vp-gen's plan builder: GenerationSpec -> GenerationPlan",
     "data/generation_plan.py:_chunk": "vp-gen's plan builder's chunk size (from the spec, once)",

@@ -337,9 +337,9 @@ def test_the_study_plan_is_resolved_once_from_its_options():
     import dataclasses
 
     from vpintegrator.studies.options import parse
-    from vpintegrator.studies.partial_observation import QUICK, STUDY, make_plan
+    from vpintegrator.studies.partial_observation import QUICK, STUDY, build_plan
 
-    plan = make_plan(parse(STUDY, ["--out", "r", "--quick", "--set", "windows=1,2,4", "--seeds", "3"]))
+    plan = build_plan(parse(STUDY, ["--out", "r", "--quick", "--set", "windows=1,2,4", "--seeds", "3"]))
     assert plan.seeds == (3,) and plan.windows == (1, 2, 4) and plan.n_train == QUICK["n_train"]
     assert plan.approaches == tuple(QUICK["approaches"]) and plan.budget_seconds == QUICK["budget_seconds"]
     runs = plan.training_runs()

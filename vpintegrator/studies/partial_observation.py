@@ -58,13 +58,11 @@ Writes ``OUT/partial_observation.json`` (every per-seed number; rows of the same
 replaced, others kept) and ``OUT/partial_observation.md`` (the tables); ``--table-only`` rebuilds the tables
 from the JSON, ``OUT/partial_observation_plateau.{png,svg}`` the validation plateau curves (drawn from the
 JSON). Finished training runs (``complete.json``) are reused: run the same command again to resume. The options
-become a frozen ``PartialObservationPlan`` once (``make_plan``); every function below takes it or plain values.
+become a frozen ``PartialObservationPlan`` once (``build_plan``); every function below takes it or plain values.
 """
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import math
 import sys
 from dataclasses import dataclass
@@ -82,7 +80,7 @@ from .stats import bootstrap_ci, fmt_num, md_table, median_interval, read_json, 
 __all__ = ["H", "HORIZONS", "SYSTEMS", "APPROACHES", "MIN_T", "FULL_STATE", "DELAY_SINDY", "TARGET", "QUICK",
            "DEFAULTS", "windows_of", "make_data", "train_run", "evaluate_seed", "full_state_errors", "delay_sindy",
            "summarize_rows", "tables", "plateau_figure", "merge_rows", "PartialObservationOptions",
-           "PartialObservationPlan", "make_plan", "STUDY", "run"]
+           "PartialObservationPlan", "build_plan", "STUDY", "run"]
 
 #: the data step
 H = 0.2
@@ -528,7 +526,7 @@ class PartialObservationOptions(StudyOptions):
 
 @dataclass(frozen=True)
 class PartialObservationPlan:
-    """The study's options resolved once (``make_plan``): what every function below reads.
+    """The study's options resolved once (``build_plan``): what every function below reads.
 
     Attributes
     ----------
@@ -561,9 +559,12 @@ class PartialObservationPlan:
         return [(approach, T) for approach in self.approaches for T in windows_of(approach, self.windows)]
 
 
-def make_plan(a: argparse.Namespace) -> PartialObservationPlan:
-    """The plan of the resolved options ``a`` (``PartialObservationOptions``): the size's values (``QUICK`` or
-    ``DEFAULTS``) where an option is not given."""
+def build_plan(options: PartialObservationOptions, argv: Sequence[str] = ()) -> PartialObservationPlan:
+    """The plan of the checked ``options``: the size's values (``QUICK`` or ``DEFAULTS``) where an option is not
+    given; ``argv``, the command line as given, is recorded in the JSON."""
+    a = options
+    if a.out is None:
+        raise StudyError("--out is required (the flag, or out in the --plan file)")
     if a.export_pretrained is not None:
         raise StudyError("--export-pretrained: the partial_observation study ships no pretrained model (its runs are "
                          "under OUT/runs)")
@@ -578,7 +579,8 @@ def make_plan(a: argparse.Namespace) -> PartialObservationPlan:
         seeds=tuple(int(s) for s in (a.seeds or size["seeds"])), windows=tuple(int(T) for T in pick("windows")),
         n_train=int(pick("n_train")), n_test=int(pick("n_test")), t_train=float(pick("t_train")),
         budget_seconds=float(pick("budget_seconds")), patience=int(pick("patience")),
-        command=" ".join([Path(sys.argv[0]).name, *sys.argv[1:]]))
+        command=" ".join(["vp-study partial_observation", *argv]) if argv else
+        " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]))
 
 
 def plateau_figure(rows: list[dict[str, Any]], out: Path) -> list[Path]:
@@ -657,22 +659,17 @@ def _run(plan: PartialObservationPlan) -> int:
     return 0
 
 
-def namespace(options: PartialObservationOptions, argv: tuple[str, ...] = ()) -> argparse.Namespace:
-    """The study's checked options as the namespace ``run`` reads (an adapter until the study has a plan)."""
-    return argparse.Namespace(**{f.name: getattr(options, f.name) for f in dataclasses.fields(options)}, argv=argv)
-
-
-def run(a: argparse.Namespace) -> int:
-    """The study from its resolved options (``STUDY``), turned into its plan once (``make_plan``); bad input is a
-    one-line ``StudyError``."""
+def run(plan: PartialObservationPlan) -> int:
+    """The study from its plan (``STUDY``, built once by ``build_plan``); bad input is a one-line
+    ``StudyError``."""
     try:
-        return _run(make_plan(a))
+        return _run(plan)
     except VPIntegratorError as err:
         raise StudyError(str(err)) from None
 
 
 #: the study as the runner runs it (``vp-study partial_observation``, ``python -m vpintegrator.studies.partial_observation``)
-STUDY = Study(PartialObservationOptions, run, namespace, doc=__doc__, required=("out",), prog="vp-study partial_observation",
+STUDY = Study(PartialObservationOptions, run, build_plan, doc=__doc__, required=("out",), prog="vp-study partial_observation",
               error_prefix="partial_observation study: error: ",
               interrupted="partial_observation study: interrupted; run the same command again (finished training "
                           "runs, those with a complete.json, are kept)")
