@@ -319,3 +319,13 @@ def test_model_load_failure_becomes_one_line(files, tmp_path, monkeypatch):
     assert res.exit_code == 1, res.output
     errors = [ln for ln in res.output.splitlines() if ln.startswith("Error:")]
     assert len(errors) == 1 and "vpt_run" in errors[0] and "--model" in errors[0], res.output
+
+
+def test_a_failed_held_out_condition_is_named_as_such_not_as_trajectory_minus_one():
+    """/traj_index is -1 for a held-out condition: the failure line says so instead of 'trajectory -1'."""
+    from vpintegrator.rollout.report import Failure
+
+    line = Failure("rk4", 2, 10, -1, 297, 59.4).line()
+    assert "first: a held-out condition (no row of the data file) at step 297 (t = 59.4)" in line
+    assert "trajectory -1" not in line
+    assert "first: trajectory 3 at step 5" in Failure("rk4", 1, 10, 3, 5, 1.0).line()

@@ -41,8 +41,9 @@ class Failure(tuple):
     def line(self) -> str:
         if self.reason:  # a row that produced nothing (a fitted row without a model)
             return f"{self.label}: failed, {self.n_failed} of {self.n_traj} trajectories: {self.reason}"
+        who = f"trajectory {self.traj}" if self.traj >= 0 else "a held-out condition (no row of the data file)"
         return (f"{self.label}: {self.n_failed} of {self.n_traj} trajectories failed (blow-up or non-finite); "
-                f"first: trajectory {self.traj} at step {self.step} (t = {self.t:g})")
+                f"first: {who} at step {self.step} (t = {self.t:g})")
 
 
 @dataclass
