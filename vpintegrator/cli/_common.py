@@ -226,6 +226,21 @@ class Names(click.ParamType):
         return value
 
 
+def traj_list(text: str | None, example: str, allow_all: bool = False) -> list[int] | None:
+    """``--traj``: ``"0,3,7"`` -> [0, 3, 7], each index once; None (every trajectory) for None and, with
+    ``allow_all``, for ``"all"``. ``example`` is the comma list the error message shows."""
+    if text is None or (allow_all and text.strip() == "all"):
+        return None
+    from ..config import distinct
+
+    try:
+        return distinct([int(v) for v in text.split(",") if v.strip()], "traj")
+    except ValueError as err:
+        if isinstance(err, VPIntegratorError):
+            raise
+        raise VPIntegratorError(f"traj must be a comma list of integers, e.g. {example}; got {text!r}", key="traj") from None
+
+
 def given(ctx: click.Context, name: str) -> bool:
     """Whether the parameter ``name`` came from the command line (not its default)."""
     return ctx.get_parameter_source(name) not in (click.core.ParameterSource.DEFAULT, None)

@@ -20,6 +20,7 @@ from ._common import (
     json_option,
     print_config_option,
     quiet_option,
+    traj_list,
     version_option,
 )
 from ._options import ConfigCommand, read_set, set_option
@@ -38,20 +39,6 @@ def _set_help() -> str:
     from ..plotting.options import set_help
 
     return set_help()
-
-
-def _int_list(text: str | None):
-    if text is None or text.strip() == "all":  # 'all': every trajectory (the default)
-        return None
-    from ..config import distinct
-    from ..errors import VPIntegratorError
-
-    try:
-        return distinct([int(v) for v in text.split(",") if v.strip()], "traj")
-    except ValueError as err:
-        if isinstance(err, VPIntegratorError):
-            raise
-        raise VPIntegratorError(f"traj must be a comma list of integers, e.g. 100,719; got {text!r}", key="traj") from None
 
 
 #: what each figure kind shows (``vp-plot --list``)
@@ -135,7 +122,7 @@ def main(paths, kind, out, traj, amortise, no_title, label, set_, print_config, 
         options["title"] = False
     if label:
         options["method_names"] = _labels(label)
-    which = options.pop("traj", None) if traj is None else _int_list(traj)
+    which = options.pop("traj", None) if traj is None else traj_list(traj, "100,719", allow_all=True)
     which = None if which == "all" else which
     defaults = PlotOptions()
     max_points = options.pop("max_points", flags.get("max_points", defaults.max_points))

@@ -24,6 +24,7 @@ from ._common import (
     json_option,
     print_config_option,
     quiet_option,
+    traj_list,
     version_option,
 )
 from ._options import ConfigCommand, read_set, set_option
@@ -34,22 +35,6 @@ EXIT_BLOWUP = 3
 
 class _BlowupExit(click.ClickException):
     exit_code = EXIT_BLOWUP
-
-
-def _int_list(text: str | None) -> list[int] | None:
-    """``"0,3,7"`` -> [0, 3, 7]."""
-    from ..errors import VPIntegratorError
-
-    if text is None:
-        return None
-    from ..config import distinct
-
-    try:
-        return distinct([int(v) for v in text.split(",") if v.strip()], "traj")
-    except ValueError as err:
-        if isinstance(err, VPIntegratorError):
-            raise
-        raise VPIntegratorError(f"traj must be a comma list of integers, e.g. 0,3,7; got {text!r}", key="traj") from None
 
 
 def _names(items, key: str = "integrators") -> list[str] | None:
@@ -195,7 +180,7 @@ def main(config, models, integrators, traj, fast_step, flags, set_, fail_on_blow
     flags = dict(
         models=[_model_spec(m) for m in models] or None,
         integrators=_names(integrators),
-        traj=_int_list(traj),
+        traj=traj_list(traj, "0,3,7"),
         fast_step=fast_step if given(ctx, "fast_step") else None,
         **flags,
     )
