@@ -95,11 +95,6 @@ def parse_identified(name: str) -> tuple[str, str] | None:
     return (how, integrator) if how in IDENTIFY_METHODS else None
 
 
-def is_identified(name: str) -> bool:
-    """Whether ``name`` names an identification row (``METHOD+INTEGRATOR``)."""
-    return parse_identified(name) is not None
-
-
 def _check_integrators(value: Any) -> list:
     if isinstance(value, str):
         value = [value]  # one name (a comma list is refused by name when the run starts)

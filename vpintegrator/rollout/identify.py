@@ -29,11 +29,11 @@ import numpy as np
 from ..errors import VPIntegratorError
 from ..systems import System
 from ..systems.family import SystemFamily
-from .config import IDENTIFY_METHODS, is_identified, parse_identified
+from .config import IDENTIFY_METHODS, parse_identified
 from .engine import StepMap
 
 __all__ = ["IDENTIFY_METHODS", "theta_of", "system_from_theta", "identify_parameters", "add_noise", "IdentifiedStep",
-           "parse_identified", "is_identified"]
+           "parse_identified"]
 
 #: the identification methods (``vp-rollout`` rows ``METHOD+INTEGRATOR``)
 _LONG = {"fd": "finite_difference", "shooting": "shooting", "finite_difference": "finite_difference"}
