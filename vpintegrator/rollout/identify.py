@@ -21,7 +21,6 @@ a classical integrator with them. ``vp-rollout`` rows ``fd+rk4``, ``shooting+gau
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
