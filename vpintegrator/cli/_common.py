@@ -266,7 +266,10 @@ class Listed(click.Option):
 
 def dask_scheduler_options(fn: Callable) -> Callable:
     """``--dask-scheduler ADDRESS`` (default ``$DASK_SCHEDULER_ADDRESS``; not ``--scheduler``, which is
-    vp-train's learning-rate schedule). The callback gets the address as ``scheduler``."""
+    vp-train's learning-rate schedule) and ``--shards N``. The callback gets the address as ``scheduler`` and
+    the number of blocks as ``n_shards``."""
+    fn = click.option("--shards", "n_shards", type=int, default=None,
+                      help="With --dask-scheduler: the number of blocks (default: one per worker of the cluster).")(fn)
     fn = click.option("--dask-scheduler", "dask_scheduler", metavar="ADDRESS", envvar="DASK_SCHEDULER_ADDRESS",
                       default=None,
                       help="Run the blocks on this dask.distributed scheduler (default: $DASK_SCHEDULER_ADDRESS), one "

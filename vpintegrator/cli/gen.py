@@ -100,8 +100,6 @@ def _config_class():
               help="Compute only the I-th of N blocks of the initial conditions into <out stem>.shard-I-of-N.h5; "
               "the last shard to finish writes the index file at --out, which reads as the whole data set.")
 @dask_scheduler_options
-@click.option("--shards", "n_shards", type=int, default=None,
-              help="With --dask-scheduler: the number of blocks (default: one per worker of the cluster).")
 # --- end of issue 23 options ------------------------------------------------------------------------------
 @cli_errors
 def main(spec, list_, flags, set_, print_config, as_json, quiet, overwrite, workers, shard, scheduler, n_shards) -> None:

@@ -151,8 +151,6 @@ def _config_class():
               "the last shard to finish writes the index file at --out (and the whole run's table), which reads as "
               "the whole rollout.")
 @dask_scheduler_options
-@click.option("--shards", "n_shards", type=int, default=None,
-              help="With --dask-scheduler: the number of blocks (default: one per worker of the cluster).")
 # --- end of issue 23 options --------------------------------------------------------------------------------
 @cli_errors
 def main(config, models, integrators, traj, fast_step, flags, set_, fail_on_blowup, work_precision,
