@@ -174,6 +174,12 @@ def print_config_option(fn: Callable) -> Callable:
                         "without running.")(fn)
 
 
+def run_options(fn: Callable) -> Callable:
+    """``--print-config``, ``--json``, ``--quiet``/``--verbose`` and ``--version``, in that order: the options of
+    every command that runs from a configuration (vp-gen, vp-train, vp-rollout, vp-plot)."""
+    return print_config_option(json_option(quiet_option(version_option(fn))))
+
+
 def echo_json(summary: Any) -> None:
     """``summary`` as one line of JSON on stdout (paths as strings, NaN as null)."""
     import json

@@ -12,16 +12,7 @@ from typing import Any
 
 import click
 
-from ._common import (
-    cli_errors,
-    complete_spec,
-    dask_scheduler_options,
-    echo_json,
-    json_option,
-    print_config_option,
-    quiet_option,
-    version_option,
-)
+from ._common import cli_errors, complete_spec, dask_scheduler_options, echo_json, run_options
 from ._options import ConfigCommand, read_set, set_option
 
 
@@ -88,10 +79,7 @@ def _config_class():
     "Set any spec key (repeatable): dt=0.1, system.inertia=[1,2,3], initial_conditions.radius=2, ... "
     "A key that has its own flag is given once, by the flag or by --set."
 )
-@print_config_option
-@json_option
-@quiet_option
-@version_option
+@run_options
 @click.option("--overwrite", is_flag=True, help="Replace an existing trajectory file at --out (nothing else).")
 # --- issue 23: every core, shards, a Dask cluster (plain click options; kept together) -------------------
 @click.option("--workers", type=int, default=None, show_default="every core",

@@ -13,16 +13,7 @@ from pathlib import Path
 
 import click
 
-from ._common import (
-    cli_errors,
-    echo_json,
-    given_only,
-    json_option,
-    print_config_option,
-    quiet_option,
-    traj_list,
-    version_option,
-)
+from ._common import cli_errors, echo_json, given_only, run_options, traj_list
 from ._options import ConfigCommand, read_set, set_option
 
 _ROLLOUT_KINDS = ("trajectories3d", "invariants", "error", "volume", "phase")
@@ -94,10 +85,7 @@ def _list_kinds(ctx, _param, value) -> None:
               help="What the legend calls a method, e.g. --label vpt=\"VPT (ours)\" --label gauss_legendre4=GL4 "
               "(default: readable names: Gauss–Legendre 4); repeatable.")
 @set_option(_set_help)
-@print_config_option
-@json_option
-@quiet_option
-@version_option
+@run_options
 @click.option("--overwrite", is_flag=True, help="Replace figure files this command drew before (nothing else).")
 @cli_errors
 def main(paths, kind, out, traj, amortise, no_title, label, set_, print_config, as_json, quiet, overwrite, flags):

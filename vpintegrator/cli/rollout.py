@@ -13,20 +13,8 @@ from pathlib import Path
 
 import click
 
-from ._common import (
-    Listed,
-    Names,
-    cli_errors,
-    complete_model,
-    dask_scheduler_options,
-    echo_json,
-    given,
-    json_option,
-    print_config_option,
-    quiet_option,
-    traj_list,
-    version_option,
-)
+from ._common import (Listed, Names, cli_errors, complete_model, dask_scheduler_options, echo_json, given,
+                      run_options, traj_list)
 from ._options import ConfigCommand, read_set, set_option
 
 #: exit status of ``--fail-on-blowup`` when a method failed
@@ -139,10 +127,7 @@ def _config_class():
     help="With --work-precision: also give each model's cost with its training CPU time (its run directory's "
     "summary.json cpu_time) spread over N rollouts of length t_end. Break-even N is written in any case.",
 )
-@print_config_option
-@json_option
-@quiet_option
-@version_option
+@run_options
 @click.option("--overwrite", is_flag=True,
               help="Replace an existing rollout file at --out and its table (never a file of another kind).")
 # --- issue 23: shards and a Dask cluster (plain click options, as vp-gen's; --workers is a RolloutConfig key) ---

@@ -18,17 +18,7 @@ from pathlib import Path
 
 import click
 
-from ._common import (
-    Listed,
-    Names,
-    cli_errors,
-    echo_json,
-    shown_path,
-    json_option,
-    print_config_option,
-    quiet_option,
-    version_option,
-)
+from ._common import Listed, Names, cli_errors, echo_json, run_options, shown_path
 from ._options import ConfigCommand, read_set, set_option
 
 
@@ -123,10 +113,7 @@ def _complete_config(ctx, param, incomplete):
     "--resume", type=click.Path(path_type=Path), metavar="RUN_DIR",
     help="Continue the run in RUN_DIR from its last.pt.",
 )
-@print_config_option
-@json_option
-@quiet_option
-@version_option
+@run_options
 @click.option("--overwrite", is_flag=True,
               help="Replace the run at --out: its vp-train files go, any other file in it is kept.")
 @cli_errors
