@@ -183,16 +183,13 @@ def main(config, data, model, seq_len, flags, set_, resume, print_config, as_jso
             _print_config(TrainConfig.from_toml(Path(resume) / "config.toml", **given))
             return
         call = lambda: fit(**run)  # noqa: E731
-    elif config is not None:
-        resolved = TrainConfig.from_toml(config, **overrides)
-        if print_config:
-            _print_config(resolved)
-            return
-        call = lambda: fit(resolved, progress=progress, overwrite=overwrite)  # noqa: E731
     else:
-        if overrides["data"] is None or overrides["model"] is None:
+        if config is not None:
+            resolved = TrainConfig.from_toml(config, **overrides)
+        elif overrides["data"] is None or overrides["model"] is None:
             raise VPIntegratorError("without CONFIG.toml give at least --data PATH and --model NAME")
-        resolved = TrainConfig.from_dict(merge_overrides({}, overrides), source="flags")
+        else:
+            resolved = TrainConfig.from_dict(merge_overrides({}, overrides), source="flags")
         if print_config:
             _print_config(resolved)
             return
