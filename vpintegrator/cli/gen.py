@@ -116,25 +116,20 @@ def main(spec, list_, flags, set_, print_config, as_json, quiet, overwrite, work
         if shard is not None:
             raise click.UsageError("--shard and --dask-scheduler exclude each other: the scheduler runs every shard")
         generate(cfg, cfg.out, scheduler=scheduler, n_shards=n_shards, workers=workers, overwrite=overwrite)
-        path = Path(cfg.out)  # the index, the shards beside it
-        if as_json:
-            echo_json(_json_summary(path))
-            return
-        click.echo(f"wrote {path} (index of the shards beside it)")
-        click.echo(_summary(path))
-        return
-    if n_shards is not None:
-        raise click.UsageError("--shards goes with --dask-scheduler; for one block give --shard I/N")
-    bar = None if quiet else _Progress(f"{cfg.name} ({cfg.method})")
-    try:
-        path = generate(cfg, out=cfg.out, progress=bar, overwrite=overwrite, workers=workers, shard=shard)
-    finally:
-        if bar is not None:
-            bar.close()
+        path, what = Path(cfg.out), " (index of the shards beside it)"
+    else:
+        if n_shards is not None:
+            raise click.UsageError("--shards goes with --dask-scheduler; for one block give --shard I/N")
+        bar, what = None if quiet else _Progress(f"{cfg.name} ({cfg.method})"), ""
+        try:
+            path = generate(cfg, out=cfg.out, progress=bar, overwrite=overwrite, workers=workers, shard=shard)
+        finally:
+            if bar is not None:
+                bar.close()
     if as_json:
         echo_json(_json_summary(path))
         return
-    click.echo(f"wrote {path}")
+    click.echo(f"wrote {path}{what}")
     click.echo(_summary(path))
 
 
