@@ -175,12 +175,6 @@ def main(config, models, integrators, traj, fast_step, flags, set_, fail_on_blow
     if print_config:
         click.echo(cfg.to_toml(), nl=False)
         return
-    failed_lines: list[str] = []
-
-    def log(line: str) -> None:
-        # the library's lines come through logging (shown unless --quiet, with --verbose its debug too)
-        return None
-
     if amortise is not None and not work_precision:
         raise VPIntegratorError("--amortise N goes with --work-precision (it amortises training on its cost axis)",
                                 key="amortise")
@@ -192,13 +186,14 @@ def main(config, models, integrators, traj, fast_step, flags, set_, fail_on_blow
 
         check_work_precision_outputs(cfg.out, overwrite)
     _check_blocks(shard, scheduler, n_shards, work_precision)
-    report = run_rollouts(cfg, log=log, inputs=[config] if config is not None else (), overwrite=overwrite, shard=shard,
+    # the library's lines come through logging (shown unless --quiet, with --verbose its debug too)
+    report = run_rollouts(cfg, inputs=[config] if config is not None else (), overwrite=overwrite, shard=shard,
                           scheduler=scheduler or None, n_shards=n_shards)
     wp = None
     if work_precision:
         from ..rollout import run_work_precision
 
-        wp = run_work_precision(cfg, overwrite=overwrite, log=log, amortise_over=amortise)
+        wp = run_work_precision(cfg, overwrite=overwrite, amortise_over=amortise)
     if as_json:
         echo_json({"out": report.out, "csv": report.csv, "markdown": report.markdown, "rows": report.rows,
                    "reference": report.reference, "warnings": report.warnings,
@@ -214,12 +209,9 @@ def main(config, models, integrators, traj, fast_step, flags, set_, fail_on_blow
     if quiet:  # without --quiet the progress log already said it
         for line in report.warnings:
             click.echo(line, err=True)
-    for failure in report.failures.values():
-        line = f"Warning: {failure.line()}"
-        failed_lines.append(line)
-        if quiet:  # without --quiet the progress log already said it
-            click.echo(line, err=True)
-    if failed_lines and fail_on_blowup:
+        for failure in report.failures.values():
+            click.echo(f"Warning: {failure.line()}", err=True)
+    if report.failures and fail_on_blowup:
         labels = ", ".join(report.failures)
         raise _BlowupExit(
             f"{len(report.failures)} method(s) failed (blow-up or non-finite): {labels}; everything was written "
