@@ -23,7 +23,7 @@ NumPy. [`block_metrics`][vpintegrator.metrics.block_metrics] puts together the p
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable
 
 import numpy as np
 

@@ -157,16 +157,14 @@ def audit_volume(
     VolumeAudit
     """
     work = _prepared(model, dtype, device)
+    p = next(work.parameters(), None)
     if inputs is None:
-        p = next(work.parameters(), None)
         inputs = random_inputs(
             work, n, seq=seq, dtype=p.dtype if p is not None else torch.float64,
             device=p.device if p is not None else None, scale=scale, seed=seed,
         )
-    else:
-        p = next(work.parameters(), None)
-        if p is not None:
-            inputs = inputs.to(dtype=p.dtype, device=p.device)
+    elif p is not None:
+        inputs = inputs.to(dtype=p.dtype, device=p.device)
     sign, logabsdet = jacobian_slogdet(work, inputs, method=method)
     return VolumeAudit(det=(sign * logabsdet.exp()).detach(), inputs=inputs.detach(), method=method)
 

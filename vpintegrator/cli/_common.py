@@ -36,6 +36,9 @@ def cli_errors(fn: Callable) -> Callable:
             raise click.ClickException(f"malformed TOML: {_one_line(err)}") from None
         except FileNotFoundError as err:
             name = err.filename or _one_line(err)
+            if _is_link_loop(err.filename):  # an input read before any output check (the rollout plan's order)
+                raise click.ClickException(f"{name}: a loop of symbolic links (a link that leads back to itself); "
+                                           "point it at a real file or give another path") from None
             raise click.ClickException(f"file not found: {name}") from None
         except (PermissionError, IsADirectoryError) as err:
             raise click.ClickException(f"cannot access {err.filename}: {err.strerror}") from None
@@ -53,6 +56,20 @@ def cli_errors(fn: Callable) -> Callable:
 
 #: ``ctx.meta`` entry: the keys this command got by ``--set`` (named as keys, not flags, in messages)
 SET_KEYS = "vpintegrator.set_keys"
+
+
+def _is_link_loop(path: Any) -> bool:
+    """Whether ``path`` is a symbolic link that leads back to itself (what a 'not found' may really be)."""
+    import errno
+    import os
+
+    if not isinstance(path, (str, os.PathLike)) or not os.path.islink(path):
+        return False
+    try:
+        os.stat(path)
+    except OSError as err:
+        return err.errno == errno.ELOOP
+    return False
 
 
 def _one_line(err: BaseException | str) -> str:
@@ -174,6 +191,12 @@ def print_config_option(fn: Callable) -> Callable:
                         "without running.")(fn)
 
 
+def run_options(fn: Callable) -> Callable:
+    """``--print-config``, ``--json``, ``--quiet``/``--verbose`` and ``--version``, in that order: the options of
+    every command that runs from a configuration (vp-gen, vp-train, vp-rollout, vp-plot)."""
+    return print_config_option(json_option(quiet_option(version_option(fn))))
+
+
 def echo_json(summary: Any) -> None:
     """``summary`` as one line of JSON on stdout (paths as strings, NaN as null)."""
     import json
@@ -226,6 +249,21 @@ class Names(click.ParamType):
         return value
 
 
+def traj_list(text: str | None, example: str, allow_all: bool = False) -> list[int] | None:
+    """``--traj``: ``"0,3,7"`` -> [0, 3, 7], each index once; None (every trajectory) for None and, with
+    ``allow_all``, for ``"all"``. ``example`` is the comma list the error message shows."""
+    if text is None or (allow_all and text.strip() == "all"):
+        return None
+    from ..config import distinct
+
+    try:
+        return distinct([int(v) for v in text.split(",") if v.strip()], "traj")
+    except ValueError as err:
+        if isinstance(err, VPIntegratorError):
+            raise
+        raise VPIntegratorError(f"traj must be a comma list of integers, e.g. {example}; got {text!r}", key="traj") from None
+
+
 def given(ctx: click.Context, name: str) -> bool:
     """Whether the parameter ``name`` came from the command line (not its default)."""
     return ctx.get_parameter_source(name) not in (click.core.ParameterSource.DEFAULT, None)
@@ -251,7 +289,10 @@ class Listed(click.Option):
 
 def dask_scheduler_options(fn: Callable) -> Callable:
     """``--dask-scheduler ADDRESS`` (default ``$DASK_SCHEDULER_ADDRESS``; not ``--scheduler``, which is
-    vp-train's learning-rate schedule). The callback gets the address as ``scheduler``."""
+    vp-train's learning-rate schedule) and ``--shards N``. The callback gets the address as ``scheduler`` and
+    the number of blocks as ``n_shards``."""
+    fn = click.option("--shards", "n_shards", type=int, default=None,
+                      help="With --dask-scheduler: the number of blocks (default: one per worker of the cluster).")(fn)
     fn = click.option("--dask-scheduler", "dask_scheduler", metavar="ADDRESS", envvar="DASK_SCHEDULER_ADDRESS",
                       default=None,
                       help="Run the blocks on this dask.distributed scheduler (default: $DASK_SCHEDULER_ADDRESS), one "

@@ -12,16 +12,7 @@ from typing import Any
 
 import click
 
-from ._common import (
-    cli_errors,
-    complete_spec,
-    dask_scheduler_options,
-    echo_json,
-    json_option,
-    print_config_option,
-    quiet_option,
-    version_option,
-)
+from ._common import cli_errors, complete_spec, dask_scheduler_options, echo_json, run_options
 from ._options import ConfigCommand, read_set, set_option
 
 
@@ -88,10 +79,7 @@ def _config_class():
     "Set any spec key (repeatable): dt=0.1, system.inertia=[1,2,3], initial_conditions.radius=2, ... "
     "A key that has its own flag is given once, by the flag or by --set."
 )
-@print_config_option
-@json_option
-@quiet_option
-@version_option
+@run_options
 @click.option("--overwrite", is_flag=True, help="Replace an existing trajectory file at --out (nothing else).")
 # --- issue 23: every core, shards, a Dask cluster (plain click options; kept together) -------------------
 @click.option("--workers", type=int, default=None, show_default="every core",
@@ -100,8 +88,6 @@ def _config_class():
               help="Compute only the I-th of N blocks of the initial conditions into <out stem>.shard-I-of-N.h5; "
               "the last shard to finish writes the index file at --out, which reads as the whole data set.")
 @dask_scheduler_options
-@click.option("--shards", "n_shards", type=int, default=None,
-              help="With --dask-scheduler: the number of blocks (default: one per worker of the cluster).")
 # --- end of issue 23 options ------------------------------------------------------------------------------
 @cli_errors
 def main(spec, list_, flags, set_, print_config, as_json, quiet, overwrite, workers, shard, scheduler, n_shards) -> None:
@@ -130,25 +116,20 @@ def main(spec, list_, flags, set_, print_config, as_json, quiet, overwrite, work
         if shard is not None:
             raise click.UsageError("--shard and --dask-scheduler exclude each other: the scheduler runs every shard")
         generate(cfg, cfg.out, scheduler=scheduler, n_shards=n_shards, workers=workers, overwrite=overwrite)
-        path = Path(cfg.out)  # the index, the shards beside it
-        if as_json:
-            echo_json(_json_summary(path))
-            return
-        click.echo(f"wrote {path} (index of the shards beside it)")
-        click.echo(_summary(path))
-        return
-    if n_shards is not None:
-        raise click.UsageError("--shards goes with --dask-scheduler; for one block give --shard I/N")
-    bar = None if quiet else _Progress(f"{cfg.name} ({cfg.method})")
-    try:
-        path = generate(cfg, out=cfg.out, progress=bar, overwrite=overwrite, workers=workers, shard=shard)
-    finally:
-        if bar is not None:
-            bar.close()
+        path, what = Path(cfg.out), " (index of the shards beside it)"
+    else:
+        if n_shards is not None:
+            raise click.UsageError("--shards goes with --dask-scheduler; for one block give --shard I/N")
+        bar, what = None if quiet else _Progress(f"{cfg.name} ({cfg.method})"), ""
+        try:
+            path = generate(cfg, out=cfg.out, progress=bar, overwrite=overwrite, workers=workers, shard=shard)
+        finally:
+            if bar is not None:
+                bar.close()
     if as_json:
         echo_json(_json_summary(path))
         return
-    click.echo(f"wrote {path}")
+    click.echo(f"wrote {path}{what}")
     click.echo(_summary(path))
 
 

@@ -13,15 +13,7 @@ from pathlib import Path
 
 import click
 
-from ._common import (
-    cli_errors,
-    echo_json,
-    given_only,
-    json_option,
-    print_config_option,
-    quiet_option,
-    version_option,
-)
+from ._common import cli_errors, echo_json, given_only, run_options, traj_list
 from ._options import ConfigCommand, read_set, set_option
 
 _ROLLOUT_KINDS = ("trajectories3d", "invariants", "error", "volume", "phase")
@@ -38,20 +30,6 @@ def _set_help() -> str:
     from ..plotting.options import set_help
 
     return set_help()
-
-
-def _int_list(text: str | None):
-    if text is None or text.strip() == "all":  # 'all': every trajectory (the default)
-        return None
-    from ..config import distinct
-    from ..errors import VPIntegratorError
-
-    try:
-        return distinct([int(v) for v in text.split(",") if v.strip()], "traj")
-    except ValueError as err:
-        if isinstance(err, VPIntegratorError):
-            raise
-        raise VPIntegratorError(f"traj must be a comma list of integers, e.g. 100,719; got {text!r}", key="traj") from None
 
 
 #: what each figure kind shows (``vp-plot --list``)
@@ -107,10 +85,7 @@ def _list_kinds(ctx, _param, value) -> None:
               help="What the legend calls a method, e.g. --label vpt=\"VPT (ours)\" --label gauss_legendre4=GL4 "
               "(default: readable names: Gauss–Legendre 4); repeatable.")
 @set_option(_set_help)
-@print_config_option
-@json_option
-@quiet_option
-@version_option
+@run_options
 @click.option("--overwrite", is_flag=True, help="Replace figure files this command drew before (nothing else).")
 @cli_errors
 def main(paths, kind, out, traj, amortise, no_title, label, set_, print_config, as_json, quiet, overwrite, flags):
@@ -135,7 +110,7 @@ def main(paths, kind, out, traj, amortise, no_title, label, set_, print_config, 
         options["title"] = False
     if label:
         options["method_names"] = _labels(label)
-    which = options.pop("traj", None) if traj is None else _int_list(traj)
+    which = options.pop("traj", None) if traj is None else traj_list(traj, "100,719", allow_all=True)
     which = None if which == "all" else which
     defaults = PlotOptions()
     max_points = options.pop("max_points", flags.get("max_points", defaults.max_points))

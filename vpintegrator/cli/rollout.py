@@ -13,19 +13,8 @@ from pathlib import Path
 
 import click
 
-from ._common import (
-    Listed,
-    Names,
-    cli_errors,
-    complete_model,
-    dask_scheduler_options,
-    echo_json,
-    given,
-    json_option,
-    print_config_option,
-    quiet_option,
-    version_option,
-)
+from ._common import (Listed, Names, cli_errors, complete_model, dask_scheduler_options, echo_json, given,
+                      run_options, traj_list)
 from ._options import ConfigCommand, read_set, set_option
 
 #: exit status of ``--fail-on-blowup`` when a method failed
@@ -34,22 +23,6 @@ EXIT_BLOWUP = 3
 
 class _BlowupExit(click.ClickException):
     exit_code = EXIT_BLOWUP
-
-
-def _int_list(text: str | None) -> list[int] | None:
-    """``"0,3,7"`` -> [0, 3, 7]."""
-    from ..errors import VPIntegratorError
-
-    if text is None:
-        return None
-    from ..config import distinct
-
-    try:
-        return distinct([int(v) for v in text.split(",") if v.strip()], "traj")
-    except ValueError as err:
-        if isinstance(err, VPIntegratorError):
-            raise
-        raise VPIntegratorError(f"traj must be a comma list of integers, e.g. 0,3,7; got {text!r}", key="traj") from None
 
 
 def _names(items, key: str = "integrators") -> list[str] | None:
@@ -159,10 +132,7 @@ def _config_class():
     help="Models on a reduction (observe psd:K or file:PATH): decode every K-th predicted state (and the last) to "
     "the full state and write OUT's stem + _decoded.csv/.md, the full-state errors against the data file.",
 )
-@print_config_option
-@json_option
-@quiet_option
-@version_option
+@run_options
 @click.option("--overwrite", is_flag=True,
               help="Replace an existing rollout file at --out and its table (never a file of another kind).")
 # --- issue 23: shards and a Dask cluster (plain click options, as vp-gen's; --workers is a RolloutConfig key) ---
@@ -171,8 +141,6 @@ def _config_class():
               "the last shard to finish writes the index file at --out (and the whole run's table), which reads as "
               "the whole rollout.")
 @dask_scheduler_options
-@click.option("--shards", "n_shards", type=int, default=None,
-              help="With --dask-scheduler: the number of blocks (default: one per worker of the cluster).")
 # --- end of issue 23 options --------------------------------------------------------------------------------
 @cli_errors
 def main(config, models, integrators, traj, fast_step, flags, set_, fail_on_blowup, work_precision,
@@ -200,7 +168,7 @@ def main(config, models, integrators, traj, fast_step, flags, set_, fail_on_blow
     flags = dict(
         models=[_model_spec(m) for m in models] or None,
         integrators=_names(integrators),
-        traj=_int_list(traj),
+        traj=traj_list(traj, "0,3,7"),
         fast_step=fast_step if given(ctx, "fast_step") else None,
         **flags,
     )
@@ -212,12 +180,6 @@ def main(config, models, integrators, traj, fast_step, flags, set_, fail_on_blow
     if print_config:
         click.echo(cfg.to_toml(), nl=False)
         return
-    failed_lines: list[str] = []
-
-    def log(line: str) -> None:
-        # the library's lines come through logging (shown unless --quiet, with --verbose its debug too)
-        return None
-
     if amortise is not None and not work_precision:
         raise VPIntegratorError("--amortise N goes with --work-precision (it amortises training on its cost axis)",
                                 key="amortise")
@@ -237,13 +199,14 @@ def main(config, models, integrators, traj, fast_step, flags, set_, fail_on_blow
         for suffix in (".csv", ".md"):
             check_output(decoded_stem(cfg.out).with_suffix(suffix), "table", overwrite)
     _check_blocks(shard, scheduler, n_shards, work_precision)
-    report = run_rollouts(cfg, log=log, inputs=[config] if config is not None else (), overwrite=overwrite, shard=shard,
+    # the library's lines come through logging (shown unless --quiet, with --verbose its debug too)
+    report = run_rollouts(cfg, inputs=[config] if config is not None else (), overwrite=overwrite, shard=shard,
                           scheduler=scheduler or None, n_shards=n_shards)
     wp = None
     if work_precision:
         from ..rollout import run_work_precision
 
-        wp = run_work_precision(cfg, overwrite=overwrite, log=log, amortise_over=amortise)
+        wp = run_work_precision(cfg, overwrite=overwrite, amortise_over=amortise)
     decoded = None
     if decode_every is not None:
         from ..rollout.decoded import write_decoded
@@ -269,12 +232,9 @@ def main(config, models, integrators, traj, fast_step, flags, set_, fail_on_blow
     if quiet:  # without --quiet the progress log already said it
         for line in report.warnings:
             click.echo(line, err=True)
-    for failure in report.failures.values():
-        line = f"Warning: {failure.line()}"
-        failed_lines.append(line)
-        if quiet:  # without --quiet the progress log already said it
-            click.echo(line, err=True)
-    if failed_lines and fail_on_blowup:
+        for failure in report.failures.values():
+            click.echo(f"Warning: {failure.line()}", err=True)
+    if report.failures and fail_on_blowup:
         labels = ", ".join(report.failures)
         raise _BlowupExit(
             f"{len(report.failures)} method(s) failed (blow-up or non-finite): {labels}; everything was written "

@@ -18,17 +18,7 @@ from pathlib import Path
 
 import click
 
-from ._common import (
-    Listed,
-    Names,
-    cli_errors,
-    echo_json,
-    shown_path,
-    json_option,
-    print_config_option,
-    quiet_option,
-    version_option,
-)
+from ._common import Listed, Names, cli_errors, echo_json, run_options, shown_path
 from ._options import ConfigCommand, read_set, set_option
 
 
@@ -123,10 +113,7 @@ def _complete_config(ctx, param, incomplete):
     "--resume", type=click.Path(path_type=Path), metavar="RUN_DIR",
     help="Continue the run in RUN_DIR from its last.pt.",
 )
-@print_config_option
-@json_option
-@quiet_option
-@version_option
+@run_options
 @click.option("--overwrite", is_flag=True,
               help="Replace the run at --out: its vp-train files go, any other file in it is kept.")
 @cli_errors
@@ -196,16 +183,13 @@ def main(config, data, model, seq_len, flags, set_, resume, print_config, as_jso
             _print_config(TrainConfig.from_toml(Path(resume) / "config.toml", **given))
             return
         call = lambda: fit(**run)  # noqa: E731
-    elif config is not None:
-        resolved = TrainConfig.from_toml(config, **overrides)
-        if print_config:
-            _print_config(resolved)
-            return
-        call = lambda: fit(resolved, progress=progress, overwrite=overwrite)  # noqa: E731
     else:
-        if overrides["data"] is None or overrides["model"] is None:
+        if config is not None:
+            resolved = TrainConfig.from_toml(config, **overrides)
+        elif overrides["data"] is None or overrides["model"] is None:
             raise VPIntegratorError("without CONFIG.toml give at least --data PATH and --model NAME")
-        resolved = TrainConfig.from_dict(merge_overrides({}, overrides), source="flags")
+        else:
+            resolved = TrainConfig.from_dict(merge_overrides({}, overrides), source="flags")
         if print_config:
             _print_config(resolved)
             return

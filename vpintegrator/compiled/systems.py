@@ -52,8 +52,6 @@ if len(SHIPPED) != len(shipped_systems()):
 LEARNED_FIELD = 100
 #: a fitted library field Θ(z) Ξ (``vpintegrator.compiled.library_field``; SINDy's rows)
 LIBRARY_FIELD = 101
-KERNEL_NAMES = {**{kid: cls.name for kid, cls in SHIPPED.items()}, LEARNED_FIELD: "learned_field",
-                LIBRARY_FIELD: "library_field"}
 _KIDS: dict[type[System], int] = {cls: kid for kid, cls in SHIPPED.items()}
 # the dispatch branches below (numba reads these module constants at compile time)
 RIGID_BODY, COUPLED_OSCILLATOR, VOLTERRA, ABC_FLOW, RIGID_BODY_EXP = (
@@ -168,4 +166,4 @@ def jacobian_rows(kid, p, ys, out):
 
 
 __all__ = ["system_kernel", "vector_field", "jacobian", "potential_gradient", "kinetic_gradient",
-           "vector_field_rows", "jacobian_rows", "KERNEL_NAMES"]
+           "vector_field_rows", "jacobian_rows"]

@@ -92,13 +92,6 @@ class LiePoissonNet(_LiePoissonBase):
 
     model_name = "lpnet"
 
-    #: set by __init__ (declared for type checkers)
-    dim: int
-    seq_len: int
-    pred_window: int
-    config: dict[str, Any]
-    layers: nn.Sequential
-
     def __init__(self, dim: int, n_layers: int = 8, width: int = 4, seq_len: int = 1, symmetric: bool = False) -> None:
         super().__init__()
         self.dim = _check_dim(dim)
@@ -135,13 +128,6 @@ class LiePoissonTransformer(_LiePoissonBase):
     """
 
     model_name = "lp_transformer"
-
-    #: set by __init__ (declared for type checkers)
-    dim: int
-    seq_len: int
-    pred_window: int
-    config: dict[str, Any]
-    layers: nn.Sequential
 
     def __init__(self, dim: int, seq_len: int = 3, L: int = 2, n_layers: int = 4, width: int = 4,
                  symmetric: bool = False) -> None:

@@ -42,6 +42,11 @@ LA_MAX_DEPTH = 5
 class _PositionWise(nn.Module):
     """A chain of SympNet layers applied to each state of the window independently."""
 
+    #: set by the subclasses' __init__ (declared for type checkers)
+    dim: int
+    seq_len: int
+    pred_window: int
+    config: dict[str, Any]
     layers: nn.Sequential
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -98,13 +103,6 @@ class LASympNet(_PositionWise):
     model_name = "la_sympnet"
     example_dim = 4  # (q, p): model_preserves builds it at an even dim
     preserves: tuple[str, ...] = ("symplectic", "volume")
-
-    #: set by __init__ (declared for type checkers)
-    dim: int
-    seq_len: int
-    pred_window: int
-    config: dict[str, Any]
-    layers: nn.Sequential
 
     def __init__(
         self,
@@ -173,13 +171,6 @@ class GSympNet(_PositionWise):
     model_name = "g_sympnet"
     example_dim = 4  # (q, p): model_preserves builds it at an even dim
     preserves: tuple[str, ...] = ("symplectic", "volume")
-
-    #: set by __init__ (declared for type checkers)
-    dim: int
-    seq_len: int
-    pred_window: int
-    config: dict[str, Any]
-    layers: nn.Sequential
 
     def __init__(
         self,

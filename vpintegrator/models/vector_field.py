@@ -47,7 +47,7 @@ from ..errors import VPIntegratorError
 from ..integrators.coefficients import RK4, gauss_legendre
 from ..integrators.explicit import explicit_rk_step
 from ..nn.common import check_positive_int
-from ..nn.mlp_bank import MLPBank, mlp_bank
+from ..nn.mlp_bank import MLPBank
 from .registry import _record_config, register_model
 
 __all__ = ["VectorFieldModel", "HamiltonianNet", "LiePoissonHamiltonianNet", "DivergenceFreeField", "NeuralODE",

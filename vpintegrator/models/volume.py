@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import nn
 
@@ -23,6 +21,9 @@ class _SymmetricPlanes(SymmetricComposition):
     """``SymmetricComposition`` run in the (dim, seq, batch) planes layout of the VP layers (one layout swap
     each way, not one per layer). The palindrome's steps have flow times ±1/2, so they take the layers'
     autograd path, never the fused node of ``vpintegrator.nn.fused_attention`` (which has no flow time)."""
+
+    seq_len: int
+    pred_window: int
 
     def _run_steps(self, x: torch.Tensor, steps: list[Step]) -> torch.Tensor:
         return from_planes(self._run_planes(to_planes(x), steps))
@@ -78,11 +79,7 @@ class VolumePreservingFeedForward(_SymmetricPlanes, nn.Module):
 
     model_name = "vpff"
 
-    #: set by __init__ (declared for type checkers)
-    dim: int
-    seq_len: int
-    pred_window: int
-    config: dict[str, Any]
+    #: set by __init__ (declared for type checkers; dim, config and the window lengths on _SymmetricPlanes)
     layers: nn.Sequential
 
     def __init__(
@@ -215,11 +212,7 @@ class VolumePreservingTransformer(_SymmetricPlanes, nn.Module):
         """("volume",) with skew-symmetric attention; () with arbitrary weighting (not volume preserving)."""
         return ("volume",) if self.config["skew_sym"] else ()
 
-    #: set by __init__ (declared for type checkers)
-    dim: int
-    seq_len: int
-    pred_window: int
-    config: dict[str, Any]
+    #: set by __init__ (declared for type checkers; dim, config and the window lengths on _SymmetricPlanes)
     blocks: nn.Sequential
 
     def __init__(

@@ -37,7 +37,7 @@ from ..data.rollouts import RolloutResult
 from ..data.trajectories import Trajectories
 from .display import FigureFiles
 from .source import MAX_CURVES, PlotSource, TrajSelection, describe, methods_to_draw, plot_data, select, traj_names
-from .style import (FORMATS, call_tag, WIDTH, MethodStyle, check_names, check_title, legend, method_styles, save_figure,
+from .style import (FORMATS, call_tag, WIDTH, MethodStyle, legend, method_styles, save_figure,
                     set_title, styled, system_name, target_axes)
 
 #: figure kinds of ``plot_rollout`` / ``vp-plot --kind``

@@ -87,19 +87,6 @@ def _check_models(value: Any) -> Any:
 IDENTIFY_METHODS = ("fd", "shooting")
 
 
-def parse_identified(name: str) -> tuple[str, str] | None:
-    """``"fd+rk4"`` -> ("fd", "rk4"); None when ``name`` is not an identification row."""
-    if "+" not in name:
-        return None
-    how, _, integrator = name.partition("+")
-    return (how, integrator) if how in IDENTIFY_METHODS else None
-
-
-def is_identified(name: str) -> bool:
-    """Whether ``name`` names an identification row (``METHOD+INTEGRATOR``)."""
-    return parse_identified(name) is not None
-
-
 def _check_integrators(value: Any) -> list:
     if isinstance(value, str):
         value = [value]  # one name (a comma list is refused by name when the run starts)

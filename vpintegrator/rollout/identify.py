@@ -21,7 +21,6 @@ a classical integrator with them. ``vp-rollout`` rows ``fd+rk4``, ``shooting+gau
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -29,11 +28,10 @@ import numpy as np
 from ..errors import VPIntegratorError
 from ..systems import System
 from ..systems.family import SystemFamily
-from .config import IDENTIFY_METHODS, is_identified, parse_identified
+from .config import IDENTIFY_METHODS
 from .engine import StepMap
 
-__all__ = ["IDENTIFY_METHODS", "theta_of", "system_from_theta", "identify_parameters", "add_noise", "IdentifiedStep",
-           "parse_identified", "is_identified"]
+__all__ = ["IDENTIFY_METHODS", "theta_of", "system_from_theta", "identify_parameters", "add_noise", "IdentifiedStep"]
 
 #: the identification methods (``vp-rollout`` rows ``METHOD+INTEGRATOR``)
 _LONG = {"fd": "finite_difference", "shooting": "shooting", "finite_difference": "finite_difference"}

@@ -375,6 +375,10 @@ def _load(spec: str):
                 f"field can be rolled out by{did_you_mean(method, list_integrators())}; give {head}@METHOD with a "
                 f"classical method (list_integrators(), vp-rollout --list), e.g. {head}@gauss_legendre4, or {head} "
                 "alone", key="models")
+        if Path(spec).is_symlink():  # a link loop is not "no such file": say which
+            from .._io import resolve_path
+
+            resolve_path(spec, "models")
         raise VPIntegratorError(
             f"models: {spec}: no such checkpoint file or run directory; give a vp-train run directory, a .pt "
             "file or pretrained:NAME",

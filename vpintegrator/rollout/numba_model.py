@@ -394,36 +394,27 @@ def _vp_schedule(pk: Packer, model, dim: int) -> None:
 def _symplectic(pk: Packer, m, dim: int) -> None:
     """One SympNet layer or symplectic attention layer as its shear op (``vpintegrator.nn.sympnet``,
     ``vpintegrator.nn.symplectic_attention``); registered for exactly these classes."""
-    from ..nn.symplectic_attention import SymplecticAttentionP, SymplecticAttentionQ
-    from ..nn.sympnet import (
-        ActivationLayerP,
-        ActivationLayerQ,
-        BiasLayer,
-        GradientLayerP,
-        GradientLayerQ,
-        LinearLayerP,
-        LinearLayerQ,
-    )
+    from ..nn import symplectic_attention as SA, sympnet as S
 
     if getattr(m, "dim", None) != dim:
         raise Unsupported("layer dim differs from the model's")
     kind = type(m)  # exact classes: a subclass may change the formula
-    q_side = int(kind in (LinearLayerQ, ActivationLayerQ, GradientLayerQ, SymplecticAttentionQ))
-    if kind is BiasLayer:
+    q_side = int(kind in (S.LinearLayerQ, S.ActivationLayerQ, S.GradientLayerQ, SA.SymplecticAttentionQ))
+    if kind is S.BiasLayer:
         pk.op(OP_SYMP_LINEAR, 0, -1, pk.add(m.bias))
-    elif kind in (LinearLayerQ, LinearLayerP):
+    elif kind in (S.LinearLayerQ, S.LinearLayerP):
         s_off = pk.add(m.matrix())
         pk.op(OP_SYMP_LINEAR, q_side, s_off, -1 if m.bias is None else pk.add(m.bias))
-    elif kind in (ActivationLayerQ, ActivationLayerP):
+    elif kind in (S.ActivationLayerQ, S.ActivationLayerP):
         if m.activation not in ACTIVATIONS:
             raise Unsupported(f"activation {m.activation!r}")
         pk.op(OP_SYMP_ACTIVATION, q_side, pk.add(m.scale), ACTIVATIONS[m.activation])
-    elif kind in (GradientLayerQ, GradientLayerP):
+    elif kind in (S.GradientLayerQ, S.GradientLayerP):
         if m.activation not in ACTIVATIONS:
             raise Unsupported(f"activation {m.activation!r}")
         k_off, b_off, a_off = pk.add(m.weight), pk.add(m.bias), pk.add(m.scale)
         pk.op(OP_SYMP_GRADIENT, q_side, k_off, b_off, a_off, int(m.h), ACTIVATIONS[m.activation])
-    elif kind in (SymplecticAttentionQ, SymplecticAttentionP):
+    elif kind in (SA.SymplecticAttentionQ, SA.SymplecticAttentionP):
         if m.activation not in SOFTMAXES:
             raise Unsupported(f"attention activation {m.activation!r}")
         pk.op(OP_SYMP_ATTENTION, q_side, pk.add(m.weight_matrix()), int(bool(m.symmetric)), SOFTMAXES[m.activation])
@@ -483,16 +474,7 @@ def _shipped() -> None:
     )
     from ..nn.attention import MultiHeadAttention, VolumePreservingAttention
     from ..nn.feedforward import ResNetLayer, VolumePreservingLowerLayer, VolumePreservingUpperLayer
-    from ..nn.symplectic_attention import SymplecticAttentionP, SymplecticAttentionQ
-    from ..nn.sympnet import (
-        ActivationLayerP,
-        ActivationLayerQ,
-        BiasLayer,
-        GradientLayerP,
-        GradientLayerQ,
-        LinearLayerP,
-        LinearLayerQ,
-    )
+    from ..nn import symplectic_attention as SA, sympnet as S
 
     shipped: list[tuple[type, PackerProtocol, bool]] = [
         (VolumePreservingLowerLayer, _residual, True),
@@ -500,9 +482,9 @@ def _shipped() -> None:
         (ResNetLayer, _residual, True),
         (VolumePreservingAttention, _vp_attention, True),
         (MultiHeadAttention, _mh_attention, True),
-        *((cls, _symplectic, False) for cls in (BiasLayer, LinearLayerQ, LinearLayerP, ActivationLayerQ,
-                                                ActivationLayerP, GradientLayerQ, GradientLayerP,
-                                                SymplecticAttentionQ, SymplecticAttentionP)),
+        *((cls, _symplectic, False) for cls in (S.BiasLayer, S.LinearLayerQ, S.LinearLayerP, S.ActivationLayerQ,
+                                                S.ActivationLayerP, S.GradientLayerQ, S.GradientLayerP,
+                                                SA.SymplecticAttentionQ, SA.SymplecticAttentionP)),
         (VolumePreservingFeedForward, _vp_model, False),
         (VolumePreservingTransformer, _vp_model, False),
         (StandardTransformerIntegrator, _st_model, False),

@@ -53,7 +53,7 @@ from .._shipped import shipped_file
 from ..config import key
 from .options import BUDGETS, PLATEAU_HELP, Study, StudyOptions, StudyPlan, comma_list, model_list
 from .runner import PLATEAU_WALL_FACTOR, Runner, StudyError, Task, budget_flags, check_study_out, study_lock
-from .stats import read_json, redraw_from, write_if_changed, write_json
+from .stats import read_json, redraw_from, write_if_changed
 
 PRETRAINED = ("vpt", "vpff", "st")
 ATTENTION_MODELS = ("vpt", "vpt_arb", "st", "vpt_exact")  # the window models (the VPFF has no attention)

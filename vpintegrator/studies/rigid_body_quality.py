@@ -29,7 +29,6 @@ from typing import Any
 from dataclasses import dataclass
 import math
 import shutil
-import sys
 from pathlib import Path
 
 from . import export

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import math
-import sys
 from pathlib import Path
 from typing import Any
 

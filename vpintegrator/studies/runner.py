@@ -42,7 +42,6 @@ import contextlib
 import logging
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import time

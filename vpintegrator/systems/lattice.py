@@ -30,7 +30,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..arrays import array_namespace
 from ..errors import VPIntegratorError
 from .base import System
 

@@ -81,15 +81,15 @@ from .ensemble_lm import EnsembleLM
 from .fast_step import FastStep, portable_state, resolve_fast_step
 from .optim import label, make_optimizer, make_scheduler
 from .strategy import Clock
-from .results import (  # noqa: F401 (is_ensemble_dir, is_ensemble_member, member_dir_name re-exported)
-    TABLE_COLUMNS, FitResult, is_ensemble_dir, is_ensemble_member, member_dir_name,
+from .results import (  # noqa: F401 (is_ensemble_member, member_dir_name re-exported)
+    TABLE_COLUMNS, FitResult, is_ensemble_member, member_dir_name,
 )
 
 if TYPE_CHECKING:
     from .record import Member
     from .plan import TrainPlan
 
-__all__ = ["ENSEMBLE_STATE", "EnsembleSteps", "finish_ensemble", "member_dir_name", "is_ensemble_dir"]
+__all__ = ["ENSEMBLE_STATE", "EnsembleSteps", "finish_ensemble", "member_dir_name"]
 
 #: the file in an ensemble's directory that holds its whole training state (what a resume continues from)
 ENSEMBLE_STATE = "ensemble_last.pt"

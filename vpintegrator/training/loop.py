@@ -79,10 +79,6 @@ class Diverged(Exception):
         super().__init__(what)
         self.what, self.value, self.epoch, self.step = what, value, epoch, step
 
-    @property
-    def value_text(self) -> str:
-        return "nan" if math.isnan(self.value) else ("inf" if self.value > 0 else "-inf")
-
 
 class StopRequest:
     """SIGINT/SIGTERM set a flag checked between optimiser steps; a second signal aborts at once."""

@@ -162,20 +162,6 @@ def member_dir_name(k: int, seed: int) -> str:
     return f"member_{k}_seed_{seed}"
 
 
-def is_ensemble_dir(path: Path) -> bool:
-    """Whether ``path`` is an ensemble's output directory or one of its member directories."""
-    path = Path(path)
-    if (path / "ensemble.csv").exists() or (path / "selected.json").exists():
-        return True
-    if (path / "config.toml").is_file() and any(p.name.startswith("member_") and "_seed_" in p.name and p.is_dir()
-                                                for p in path.iterdir()):
-        return True  # killed before its table: the members' directories are there
-    return path.name.startswith("member_") and (path.parent / "ensemble.csv").exists() or (
-        path.name.startswith("member_") and "_seed_" in path.name and (path / "summary.json").exists()
-        and '"ensemble"' in (path / "summary.json").read_text(encoding="utf-8", errors="replace")
-    )
-
-
 def is_ensemble_member(path: Path) -> bool:
     """Whether ``path`` is one of an ensemble's member directories (its own ``summary.json`` says so, or it
     is a ``member_<k>_seed_<s>`` folder of a directory holding an ensemble)."""

@@ -80,7 +80,6 @@ APPROACHES: dict[str, tuple[str, ...]] = {
 }
 #: the fitted and classical rows of every system
 ORACLE = "gauss_legendre4"
-FITTED = ("sindy+gauss_legendre4", "poly2+gauss_legendre4", "oracle gauss_legendre4")
 FLOW_MAPS = ("lpnet", "g_sympnet")
 #: default and --quick sizes
 #: (the default's plan, ``plan``: 180 training runs x 50 CPU s, about 1.6 h on 2 free cores; --quick: 9 runs x 10 s)

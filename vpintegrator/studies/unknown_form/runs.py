@@ -7,7 +7,6 @@ import math
 import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -102,19 +101,6 @@ def _curve(run: Path) -> dict[str, list[float]]:
 
     rows = [r for r in read_log(run / "log.csv") if CPU_COLUMN in r]
     return {"cpu": [r[CPU_COLUMN] for r in rows], "val": [r.get(ROLLOUT_COLUMN, r["val_loss"]) for r in rows]}
-
-
-def train_approach(data: Path, out: Path, system: str, sigma: float, approach: str, seed: int, budget: float,
-                   n_points: int, ceiling: float = 3.0, jobs: int = 1, rule: StopRule | None = None) -> dict[str, Any]:
-    """Train the first ``n_points`` sweep points of ``approach`` (same CPU budget each) and choose the one
-    with the lowest validation loss: ``{"run", "point", "sweep": [{point, settings, best_loss, cpu_seconds,
-    n_params}], "train_cpu": the whole sweep's CPU seconds, "curves"}``."""
-    points = list(range(min(n_points, len(RECIPES[approach][3]))))
-    runs = [run_dir(out, system, sigma, approach, p, seed) for p in points]
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        list(pool.map(lambda pr: train_one(data, pr[1], approach, pr[0], seed, budget, ceiling, rule=rule),
-                      zip(points, runs)))
-    return chosen(out, approach, runs)
 
 
 def point(out: Path, approach: str, p: int, run: Path) -> dict[str, Any]:
