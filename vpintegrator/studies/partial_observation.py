@@ -4,7 +4,10 @@ equations, and parroting.
 
 Systems (``SYSTEMS``): the coupled oscillator observed in q (2 of 4 components; data from the
 ``coupled_oscillator_box`` spec) and the rigid body observed in (z1, z2) (2 of 3; the ``rigid_body`` spec,
-initial conditions on the unit sphere). Data: ``n_train`` trajectories to ``t_train`` at h = 0.2 (DOP853,
+initial conditions on the unit sphere), and the periodic Toda lattice of 50 sites observed in its first 4 PSD
+coordinates (``psd:4``, the cotangent-lift basis fitted on the training split; ``toda``: trained on the 11
+conditions of ``toda_bump``, scored on the 10 of ``toda_bump_heldout``, its file the exact flow to t = 100;
+no estimation and no ``fullstate`` row, its full state the PSD decoder's). Data: ``n_train`` trajectories to ``t_train`` at h = 0.2 (DOP853,
 1e-12), and ``n_test`` held-out initial conditions drawn from the file's own sampler with another seed
 (``vp-rollout --heldout``; no model, and not the parrot, sees them), their exact flow (DOP853, 1e-12) to
 t = 100. Training and rollout see the observed channels only
