@@ -4,7 +4,10 @@ equations, and parroting.
 
 Systems (``SYSTEMS``): the coupled oscillator observed in q (2 of 4 components; data from the
 ``coupled_oscillator_box`` spec) and the rigid body observed in (z1, z2) (2 of 3; the ``rigid_body`` spec,
-initial conditions on the unit sphere). Data: ``n_train`` trajectories to ``t_train`` at h = 0.2 (DOP853,
+initial conditions on the unit sphere), and the periodic Toda lattice of 50 sites observed in its first 4 PSD
+coordinates (``psd:4``, the cotangent-lift basis fitted on the training split; ``toda``: trained on the 11
+conditions of ``toda_bump``, scored on the 10 of ``toda_bump_heldout``, its file the exact flow to t = 100;
+no estimation and no ``fullstate`` row, its full state the PSD decoder's). Data: ``n_train`` trajectories to ``t_train`` at h = 0.2 (DOP853,
 1e-12), and ``n_test`` held-out initial conditions drawn from the file's own sampler with another seed
 (``vp-rollout --heldout``; no model, and not the parrot, sees them), their exact flow (DOP853, 1e-12) to
 t = 100. Training and rollout see the observed channels only
@@ -78,7 +81,7 @@ from .runner import StudyError, check_out_dir
 from .stats import bootstrap_ci, fmt_num, md_table, median_interval, read_json, unplain, write_json, write_text
 
 __all__ = ["H", "HORIZONS", "SYSTEMS", "APPROACHES", "MIN_T", "FULL_STATE", "DELAY_SINDY", "TARGET", "QUICK",
-           "DEFAULTS", "windows_of", "make_data", "train_run", "evaluate_seed", "full_state_errors", "delay_sindy",
+           "DEFAULTS", "windows_of", "make_data", "heldout_data", "train_run", "evaluate_seed", "full_state_errors", "delay_sindy",
            "summarize_rows", "tables", "plateau_figure", "merge_rows", "PartialObservationOptions",
            "PartialObservationPlan", "build_plan", "STUDY", "run"]
 
@@ -90,6 +93,20 @@ HORIZONS = (10.0, 100.0)
 SYSTEMS: dict[str, dict[str, Any]] = {
     "coupled_oscillator": {"spec": "coupled_oscillator_box", "observe": "q", "context_len": 3},
     "rigid_body": {"spec": "rigid_body", "observe": "z1,z2", "context_len": 3},
+    # the periodic Toda lattice, N = 50 sites (100 components), observed in the first 4 PSD coordinates fitted on
+    # the training split; its 11 training conditions are toda_bump's mu, the held-out ones toda_bump_heldout's
+    # 10 midpoints (n_train and n_test do not apply)
+    "toda": {"spec": "toda_bump", "heldout_spec": "toda_bump_heldout", "params": {"N": 50}, "observe": "psd:4",
+             "context_len": 3, "fixed": ("parrot",), "exclude": ("fullstate",),
+             "note": "Toda: 11 training conditions (toda_bump's mu = 0.30 ... 0.60, N = 50 sites), the 10 held-out "
+                     "conditions of toda_bump_heldout (the midpoints mu = 0.315 ... 0.585), exact flow (DOP853, "
+                     "1e-12) to t = 100; observed in the first 4 PSD coordinates (cotangent lift) fitted on the "
+                     "training split. No `estimate` row: recovering the 100 components from observed states by "
+                     "least squares needs a window of 25 or more states and a 100-unknown problem per condition "
+                     "(not built). No `fullstate` row: its Levenberg-Marquardt Jacobian on 100 components "
+                     "(204 800 residuals x 7 400 parameters) does not fit this machine's memory. Full state: the "
+                     "observed state decoded by the PSD basis (its projection error included), against the exact "
+                     "flow."},
 }
 #: learned approach -> its [model] table (seq_len added per T)
 APPROACHES: dict[str, dict[str, Any]] = {
@@ -141,15 +158,40 @@ def windows_of(approach: str, windows: Sequence[int]) -> list[int]:
 def make_data(out: Path, system: str, n_train: int, t_train: float) -> Path:
     """The training file of ``system`` (seed 0, ``n_train`` trajectories to ``t_train``), written once under
     ``OUT/data``. The held-out conditions are drawn by the rollout from the file's own sampler with another seed
-    (``vp-rollout --heldout``, ``HELDOUT_SEED``) and integrated by the exact flow to t = 100."""
+    (``vp-rollout --heldout``, ``HELDOUT_SEED``) and integrated by the exact flow to t = 100. A system with fixed
+    initial conditions (a ``heldout_spec``: the Toda lattice) has its spec's conditions (``n_train`` does not
+    apply) and its held-out file (``heldout_data``)."""
     from ..data import generate, load_spec
 
+    info = SYSTEMS[system]
     folder = out / "data"
     folder.mkdir(parents=True, exist_ok=True)
+    if "heldout_spec" in info:
+        train = folder / f"{system}_train_N{info['params']['N']}_t{t_train:g}.h5"
+        if not train.is_file():
+            generate(load_spec(info["spec"], params=info["params"], t_end=t_train, dt=H), out=train, workers=1)
+        return train
     train = folder / f"{system}_train_n{n_train}_t{t_train:g}.h5"
     if not train.is_file():
-        generate(load_spec(SYSTEMS[system]["spec"], n_traj=n_train, t_end=t_train, dt=H, seed=0), out=train)
+        generate(load_spec(info["spec"], n_traj=n_train, t_end=t_train, dt=H, seed=0), out=train)
     return train
+
+
+def heldout_data(out: Path, system: str) -> Path | None:
+    """The held-out file of a system with fixed initial conditions (its ``heldout_spec``, to t = 100 at ``H``
+    by DOP853 at 1e-12: the exact flow), written once under ``OUT/data``; None for a system whose held-out
+    conditions are drawn from its sampler."""
+    from ..data import generate, load_spec
+
+    info = SYSTEMS[system]
+    if "heldout_spec" not in info:
+        return None
+    path = out / "data" / f"{system}_heldout_N{info['params']['N']}_t{max(HORIZONS):g}.h5"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        generate(load_spec(info["heldout_spec"], params=info["params"], t_end=max(HORIZONS), dt=H), out=path,
+                 workers=1)
+    return path
 
 
 # --------------------------------------------------------------------------- training
@@ -293,11 +335,16 @@ def evaluate_seed(out: Path, train: Path, n_test: int, system: str, seed: int, r
     info = SYSTEMS[system]
     train_data = read_trajectories(train)
     full: Any = train_data.system
-    obs = resolve_observation(info["observe"], int(train_data.y.shape[-1]), full.state_names, full.name)
-    assert obs is not None  # every study system observes part of its state
     steps = [int(round(t / H)) for t in HORIZONS]
-    heldout_y0 = draw_heldout(train_data.meta, full, int(n_test), HELDOUT_SEED, train_data.y[:, 0], train)
-    ref_full = np.asarray(solve_flow(full, heldout_y0, H * np.arange(max(steps) + 1)))  # type: ignore[arg-type]
+    held = heldout_data(out, system)
+    obs: Any = None
+    if held is None:
+        obs = resolve_observation(info["observe"], int(train_data.y.shape[-1]), full.state_names, full.name)
+        assert obs is not None  # every study system observes part of its state
+        heldout_y0 = draw_heldout(train_data.meta, full, int(n_test), HELDOUT_SEED, train_data.y[:, 0], train)
+        ref_full = np.asarray(solve_flow(full, heldout_y0, H * np.arange(max(steps) + 1)))  # type: ignore[arg-type]
+    else:  # fixed held-out conditions: their file is the exact flow (DOP853 at 1e-12) to t = 100
+        ref_full = np.asarray(read_trajectories(held).y)
     entries: list[tuple[str, Any]] = []
     full_entries: list[tuple[str, Any]] = []
     meta: dict[str, dict[str, Any]] = {}
@@ -315,6 +362,10 @@ def evaluate_seed(out: Path, train: Path, n_test: int, system: str, seed: int, r
             continue
         model_obs = observation_from_record(getattr(model, "trained_on")["observation"])
         assert model_obs is not None
+        if held is not None:  # a basis fitted on the training split: the same split, hence the same, for every run
+            if obs is None:
+                obs = model_obs
+            np.testing.assert_allclose(model_obs.matrix, obs.matrix, rtol=0, atol=1e-12)
         windows = torch.as_tensor(model_obs.apply(ref_full[:, :T]))
         coupling = None
         if approach in ("vpt", "st") and T > 1:
@@ -327,7 +378,7 @@ def evaluate_seed(out: Path, train: Path, n_test: int, system: str, seed: int, r
             entries.append((f"{label}+meanattn", mean_attention(model, ref_windows)))
             meta[f"{label}+noattn"] = {**base, "approach": "vpt+noattn", "kind": "ablation", "curve": None}
             meta[f"{label}+meanattn"] = {**base, "approach": "vpt+meanattn", "kind": "ablation", "curve": None}
-    integrators = list(FIXED_ROWS) if with_fixed else []
+    integrators = list(info.get("fixed", FIXED_ROWS)) if with_fixed else []
     for name in integrators:
         meta[name] = {"approach": name, "T": int(info["context_len"]), "kind": "known" if "estimate" in name else
                       "fitted"}
@@ -337,9 +388,16 @@ def evaluate_seed(out: Path, train: Path, n_test: int, system: str, seed: int, r
     full_y: dict[str, np.ndarray] = {}
     common: dict[str, Any] = dict(data=str(train), t_end=max(HORIZONS), heldout=int(n_test),
                                   heldout_seed=HELDOUT_SEED, volume=False, workers=1, device="cpu")
+    observe = info["observe"]
+    if held is not None:  # the held-out file's conditions, the fitted rows fitted on the training file
+        common = dict(data=str(held), fit_data=str(train), t_end=max(HORIZONS), volume=False, workers=1, device="cpu")
+        observe = None  # the basis the models recorded
+        if obs is None:
+            raise StudyError(f"partial_observation: {system} needs at least one learned approach on the observation "
+                             "(its basis is fitted by training)")
     if entries or integrators:
         path = folder / f"{system}_seed{seed}.h5"
-        run_rollouts(RolloutConfig(out=str(path), models=entries, integrators=integrators, observe=info["observe"],
+        run_rollouts(RolloutConfig(out=str(path), models=entries, integrators=integrators, observe=observe,
                                    context_len=int(info["context_len"]), **common), overwrite=True)
         ro = read_rollout(path)
         assert ro.reference is not None  # a run of the exact flow writes its reference
@@ -371,6 +429,8 @@ def evaluate_seed(out: Path, train: Path, n_test: int, system: str, seed: int, r
         errs = _errors(observed[label], ref, steps)
         if label in full_y:
             ferrs = _errors(full_y[label], ref_full, steps)
+        elif held is not None:  # decoded by the reduction's basis
+            ferrs = _errors(obs.decode(observed[label]), ref_full, steps)
         else:
             ferrs = full_state_errors(full, obs, observed[label], ref_full, steps)
         rows.append({"system": system, "observe": info["observe"], "seed": None if row["kind"] in ("known", "fitted")
@@ -447,7 +507,7 @@ def tables(summary: list[dict[str, Any]]) -> str:
                   "`time_limit`: the CPU budget first). Full state: the relative error of the full state estimated "
                   "from each row's last 3 observed states by least squares on the true flow (the `estimate` rows' "
                   "estimator; a `full_state` row's own state), against the exact flow; — where the run predates the "
-                  "column.", ""]
+                  "column.", ""] + ([f"{info['note']}", ""] if info.get("note") else [])
         rows = [e for e in summary if e["system"] == system]
         rows.sort(key=lambda e: math.inf if e["t10"]["median"] is None else e["t10"]["median"])
         head = ["approach", "T", "kind", "t = 10", "t = 100", "per seed, t = 10", "per seed, t = 100",
@@ -492,7 +552,9 @@ class PartialObservationOptions(StudyOptions):
         A small run (seeds 0,1; T in 1,4; vpt, delay_mlp, delay_mlp2, delay_vpff, fullstate; 60 training and 30
         held-out trajectories; 10 CPU s per training run): the same code path in under ten minutes.
     systems : list of str
-        Comma list out of coupled_oscillator, rigid_body (default both).
+        Comma list out of coupled_oscillator, rigid_body, toda (default all three; toda: the Toda lattice of 50
+        sites observed in 4 PSD coordinates, its 11 training and 10 held-out conditions fixed by its specs, no
+        ``fullstate`` row).
     windows : list of int
         The window lengths T (default 1,2,4,8).
     approaches : list of str
@@ -554,9 +616,12 @@ class PartialObservationPlan:
     patience: int
     command: str
 
-    def training_runs(self) -> list[tuple[str, int]]:
-        """The (approach, T) pairs trained per system and seed (``windows_of``)."""
-        return [(approach, T) for approach in self.approaches for T in windows_of(approach, self.windows)]
+    def training_runs(self, system: str | None = None) -> list[tuple[str, int]]:
+        """The (approach, T) pairs trained per system and seed (``windows_of``); for ``system``, without the
+        approaches it leaves out (its ``exclude``: the Toda lattice has no ``fullstate``)."""
+        skip = SYSTEMS[system].get("exclude", ()) if system is not None else ()
+        return [(approach, T) for approach in self.approaches if approach not in skip
+                for T in windows_of(approach, self.windows)]
 
 
 def build_plan(options: PartialObservationOptions, argv: Sequence[str] = ()) -> PartialObservationPlan:
@@ -631,8 +696,7 @@ def _run(plan: PartialObservationPlan) -> int:
                              "partial_observation study")
         rows = unplain(data["rows"])
     else:
-        pairs = plan.training_runs()
-        n_runs = len(plan.systems) * len(plan.seeds) * len(pairs)
+        n_runs = len(plan.seeds) * sum(len(plan.training_runs(system)) for system in plan.systems)
         print(f"partial_observation: {n_runs} training runs (systems {', '.join(plan.systems)}; "
               f"T {list(plan.windows)}; {', '.join(plan.approaches)}; seeds {list(plan.seeds)}) of at most "
               f"{plan.budget_seconds:g} CPU s each", flush=True)
@@ -646,7 +710,8 @@ def _run(plan: PartialObservationPlan) -> int:
             train = make_data(out, system, plan.n_train, plan.t_train)
             for i, seed in enumerate(plan.seeds):
                 runs = {(approach, T): train_run(out, train, system, approach, T, seed, plan.budget_seconds,
-                                                 plan.patience, overwrite=plan.overwrite) for approach, T in pairs}
+                                                 plan.patience, overwrite=plan.overwrite)
+                        for approach, T in plan.training_runs(system)}
                 new = evaluate_seed(out, train, plan.n_test, system, seed, runs, with_fixed=(i == 0))
                 rows = merge_rows(rows, new)
                 write_json(path, {"commands": [*previous.get("commands", []), plan.command], "rows": rows})

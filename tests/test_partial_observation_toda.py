@@ -1,0 +1,99 @@
+"""The partial-observation study's Toda case (issue 55 item 5): the Toda lattice in a few PSD coordinates, trained
+on toda_bump's initial conditions and scored on toda_bump_heldout's, against the exact flow projected on the
+basis fitted on the training split."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+
+def test_the_toda_system_leaves_out_the_full_state_row():
+    """The plan's training runs for toda are the others' without ``fullstate`` (its LM Jacobian on 100
+    components does not fit); the other systems keep it."""
+    from vpintegrator.studies.options import parse
+    from vpintegrator.studies.partial_observation import STUDY, build_plan
+
+    plan = build_plan(parse(STUDY, ["--out", "r", "--quick", "--set", "systems=toda"]))
+    assert plan.systems == ("toda",)
+    assert ("fullstate", 1) in plan.training_runs("coupled_oscillator")
+    assert [r for r in plan.training_runs("toda") if r[0] == "fullstate"] == []
+    assert set(plan.training_runs("toda")) == set(plan.training_runs()) - {("fullstate", 1)}
+
+
+@pytest.mark.slow
+def test_the_toda_case_scores_held_out_conditions_on_the_training_splits_psd_basis(tmp_path):
+    """End to end from the study's command (one tiny run): the rows are scored on toda_bump_heldout's 10
+    conditions, observed in the PSD basis of the training split (recomputed here from the split rule and
+    ``fit_psd``), and each row's median relative error at t = 10 and t = 100 (observed, and decoded to the full
+    state) is what a direct computation from the rollout file gives."""
+    from vpintegrator.data import read_rollout, read_trajectories
+    from vpintegrator.data.split_rule import split_train_val_test
+    from vpintegrator.models import load_model
+    from vpintegrator.reduction.psd import fit_psd
+    from vpintegrator.studies.driver import main
+    from vpintegrator.studies.partial_observation import RECIPE, STUDY
+
+    out = tmp_path / "po"
+    args = ["--out", str(out), "--quick", "--set", "systems=toda", "--set", "windows=2", "--set",
+            "budget_seconds=0.5", "--set", "patience=1", "--set", "approaches=delay_mlp,fullstate", "--seeds", "0",
+            "-q"]
+    assert main(STUDY, args) == 0
+    rows = json.loads((out / "partial_observation.json").read_text())["rows"]
+    labels = {r["label"] for r in rows}
+    # no fullstate (left out for toda), no estimate row; the parrot and delay SINDy fitted on the training file
+    assert labels == {"delay_mlp_T2", "parrot"} | ({"delay_sindy+rk4"} if importlib.util.find_spec("pysindy")
+                                                   else set())
+    train = read_trajectories(out / "data" / "toda_train_N50_t20.h5")
+    held = read_trajectories(out / "data" / "toda_heldout_N50_t100.h5")
+    assert train.y.shape[0] == 11 and held.y.shape[0] == 10 and held.y.shape[-1] == 100
+    mu_train, mu_held = (json.loads(d.meta["sampler_args"])["mu"] for d in (train, held))
+    assert len(mu_train) == 11 and len(mu_held) == 10 and not set(mu_train) & set(mu_held)  # held out
+
+    # the basis: the cotangent-lift PSD of the models' training split (vp-train's split rule, the recipe's fractions)
+    idx, _, _ = split_train_val_test(11, RECIPE["val_fraction"], RECIPE["test_fraction"], 0)
+    basis = fit_psd(train.y[idx].reshape(-1, 100), 4).matrix().T  # (4, 100)
+    model = load_model(out / "runs" / "toda" / "delay_mlp_T2_seed0")
+    np.testing.assert_allclose(np.asarray(model.trained_on["observation"]["matrix"]), basis, atol=1e-12)
+
+    ref = held.y @ basis.T  # the exact flow, observed
+    ro = read_rollout(out / "rollouts" / "toda_seed0.h5")
+    np.testing.assert_allclose(np.asarray(ro.reference.y), ref, rtol=1e-8, atol=1e-10)
+    for label in ("delay_mlp_T2", "parrot"):
+        row = next(r for r in rows if r["label"] == label)
+        y = np.asarray(ro.methods[label].y)
+        for t, k in ((10, 50), (100, 500)):
+            err = np.linalg.norm(y[:, k] - ref[:, k], axis=-1) / np.linalg.norm(ref[:, k], axis=-1)
+            full = np.linalg.norm(y[:, k] @ basis - held.y[:, k], axis=-1) / np.linalg.norm(held.y[:, k], axis=-1)
+            err, full = np.where(np.isfinite(err), err, np.inf), np.where(np.isfinite(full), full, np.inf)
+            assert row[f"err_t{t}"]["n"] == 10
+            assert row[f"err_t{t}"]["median"] == pytest.approx(float(np.percentile(err, 50, method="nearest")),
+                                                               rel=1e-9)
+            assert row[f"full_err_t{t}"]["median"] == pytest.approx(
+                float(np.percentile(full, 50, method="nearest")), rel=1e-9)
+    text = (out / "partial_observation.md").read_text()
+    assert "## toda, observed in psd:4" in text and "No `estimate` row" in text
+
+
+def test_the_documented_toda_table_is_drawn_from_the_shipped_json():
+    """docs/partial_observation.md shows every Toda table row the study builds from
+    docs/data/partial_observation/toda.json (``--table-only`` on a copy of it rebuilds them), and the JSON names
+    no path of the machine it ran on."""
+    from vpintegrator.studies.partial_observation import summarize_rows, tables
+    from vpintegrator.studies.stats import unplain
+
+    root = Path(__file__).resolve().parents[1]
+    page = root / "docs" / "partial_observation.md"
+    if not page.is_file():
+        pytest.skip("repository files (not in the wheel)")
+    raw = (root / "docs" / "data" / "partial_observation" / "toda.json").read_text()
+    assert "/tmp/" not in raw and "/work/" not in raw and "/home/" not in raw
+    rows = unplain(json.loads(raw))["rows"]
+    assert {r["system"] for r in rows} == {"toda"}
+    text = tables(summarize_rows(rows))
+    lines = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| approach")]
+    assert lines and [line for line in lines if line not in page.read_text()] == []
