@@ -25,6 +25,16 @@ def test_the_toda_system_leaves_out_the_full_state_row():
     assert set(plan.training_runs("toda")) == set(plan.training_runs()) - {("fullstate", 1)}
 
 
+def test_toda_is_in_the_quick_run_but_not_the_default_size():
+    """The default size stays within its two hours without the lattice (about 45 min more); --quick has it."""
+    from vpintegrator.studies.options import parse
+    from vpintegrator.studies.partial_observation import STUDY, SYSTEMS, build_plan
+
+    assert build_plan(parse(STUDY, ["--out", "r"])).systems == ("coupled_oscillator", "rigid_body")
+    assert build_plan(parse(STUDY, ["--out", "r", "--quick"])).systems == tuple(SYSTEMS)
+    assert "toda" in SYSTEMS
+
+
 @pytest.mark.slow
 def test_the_toda_case_scores_held_out_conditions_on_the_training_splits_psd_basis(tmp_path):
     """End to end from the study's command (one tiny run): the rows are scored on toda_bump_heldout's 10
