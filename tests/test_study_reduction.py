@@ -97,7 +97,7 @@ def test_verdict_when_the_full_order_method_wins():
     assert "At t = 120: **the full-order method wins**" in rd.tables(rd.summarize_rows(rows))
 
 
-@pytest.mark.parametrize("name", ["quick", "medium"])
+@pytest.mark.parametrize("name", ["quick", "medium", "toda_n3200"])
 def test_docs_tables_regenerate_from_the_shipped_json(name):
     """Every line of the tables drawn from docs/data/reduction/NAME.json is in docs/lattices.md."""
     data = read_json(ROOT / "docs" / "data" / "reduction" / f"{name}.json")
