@@ -19,8 +19,15 @@
    exact T-step window map has ``log|det J|`` = the sum of T consecutive one-step delay-map values
    (``vpintegrator.data.delay.exact_delay_log_det``); for ``T * k > d`` the windows fill a d-dimensional
    manifold of R^{T k} and the map has no determinant of its own (a VP extension off the manifold exists).
+5. **Stability of a trained window map off the window manifold** (``--models``, trained checkpoints): its
+   one-window error on data windows, the spectral radius of its Jacobian there, and the relative error after
+   k window applications from an exact first window. For ``T * k > d`` the data never constrain the
+   ``T k - d`` directions normal to the window manifold; a VP map cannot contract them all (the product of all
+   multipliers is 1, and on the manifold the exact map keeps volume up to ``exp(3e-4)`` per step), so the
+   rollout leaves the manifold unless every normal multiplier is exactly neutral. A one-step map of the window
+   (``delay_mlp``: the window shifted, one new state) forgets a perturbation after T steps instead.
 
-    python scripts/vpt_observed_probe.py DATA.h5 --observe q --windows 1,2,4
+    python scripts/vpt_observed_probe.py DATA.h5 --observe q --windows 1,2,4 [--models RUN/last.pt ...]
 """
 
 from __future__ import annotations
@@ -87,11 +94,39 @@ def reversal_bound(y_obs: np.ndarray, T: int) -> float:
     return float(np.sqrt(num / den))
 
 
+def window_map_stability(path: str, y_obs: np.ndarray, n_windows: int = 20, start: int = 10, horizon: int = 40
+                         ) -> str:
+    """One line on a trained window-to-window model (``pred_window = seq_len``): one-window error, Jacobian
+    spectral radius at ``n_windows`` data windows, relative rollout error after each window application."""
+    from vpintegrator.models import load_model
+
+    model = load_model(path).double().eval()
+    T, k = int(model.seq_len), y_obs.shape[-1]
+    if int(model.pred_window) != T:
+        return f"{path}: pred_window {model.pred_window} != seq_len {T}: not a window-to-window map, skipped"
+    x = torch.as_tensor(y_obs[:n_windows, start:start + T])
+    radius = []
+    for w in x:
+        J = torch.autograd.functional.jacobian(lambda v: model(v.reshape(1, T, k)).reshape(-1), w.reshape(-1))
+        radius.append(float(torch.linalg.eigvals(J).abs().max()))
+    errs = []
+    with torch.no_grad():
+        w = x.clone()
+        for a in range(1, horizon // T + 1):
+            w = model(w)
+            ref = torch.as_tensor(y_obs[:n_windows, start + a * T:start + (a + 1) * T])
+            errs.append(float(torch.linalg.vector_norm(w - ref) / torch.linalg.vector_norm(ref)))
+    return (f"{path}: T = {T}, one-window relative error {errs[0]:.3g}; Jacobian spectral radius median "
+            f"{np.median(radius):.3g}, max {max(radius):.3g}; relative error after a window applications: "
+            + " ".join(f"{a + 1}:{e:.2g}" for a, e in enumerate(errs)))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("data", help="a vp-gen file with the full state (coupled oscillator)")
     ap.add_argument("--observe", default="q")
     ap.add_argument("--windows", default="1,2,4")
+    ap.add_argument("--models", nargs="*", default=[], help="trained window-to-window checkpoints (part 5)")
     a = ap.parse_args(argv)
     windows = [int(t) for t in a.windows.split(",")]
     data = read_trajectories(a.data)
@@ -125,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"T = {T}: exact T-step window map |log det J|: median {np.median(a_ld):.3g}, p90 "
               f"{np.quantile(a_ld, 0.9):.3g}, max {a_ld.max():.3g} (one-step delay map: median "
               f"{np.median(np.abs(ld)):.3g})")
+    for path in a.models:
+        print(window_map_stability(path, y_obs))
     return 0
 
 
