@@ -12,21 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-from vpintegrator.data import integrate, solve_flow, write_trajectories
+from vpintegrator.data import solve_flow
 from vpintegrator.models.delay import DelayMLP, DelayVolumeNet
 from vpintegrator.models.volume import VolumePreservingTransformer
 from vpintegrator.training.plan import build_plan, prepare
 
-H = 0.2
-
-
-@pytest.fixture(scope="module")
-def co_file(tmp_path_factory):
-    """8 coupled-oscillator trajectories of 21 states (Gauss-Legendre 4, h = 0.2) in the shipped box."""
-    rng = np.random.default_rng(5)
-    y0 = rng.uniform([-1, -1, -2, -2], [1, 1, 2, 2], size=(8, 4))
-    traj = integrate("coupled_oscillator", y0, H, 20, method="gauss_legendre4")
-    return write_trajectories(tmp_path_factory.mktemp("obsw") / "co.h5", traj)
+from test_observation import H, co_file  # noqa: F401  (24 coupled-oscillator trajectories at h = 0.2: a fixture)
 
 
 @pytest.mark.parametrize("name, T, pred", [("vpt", 2, 2), ("vpt", 4, 4), ("delay_mlp", 3, 1), ("delay_vpff", 1, 1)])
