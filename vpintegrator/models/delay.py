@@ -10,7 +10,11 @@ to maps that have no attention:
 - ``delay_vpff`` ([`DelayVolumeNet`][vpintegrator.models.delay.DelayVolumeNet]): a volume-preserving
   feed-forward network (the VPFF's triangular layers) on the delay vector of dimension T·dim, mapping the
   window to the next window as the VPT does (``pred_window = seq_len``): det J = 1 on ℝ^{T·dim}, the VPT
-  without its attention but with its layers coupling the window's states.
+  without its attention but with its layers coupling the window's states. When the window holds more numbers
+  than the full state (``T·dim > d``: T > 2 on q of the coupled oscillator) the windows fill a d-dimensional
+  manifold of ℝ^{T·dim}; the data never constrain the map across it, and a volume-preserving map cannot contract
+  every direction normal to it, so a trained ``delay_vpff`` can fit the window and still leave the manifold in a
+  rollout (``scripts/vpt_observed_probe.py --models``; issue 55). At ``T·dim = d`` it has no such direction.
 """
 
 from __future__ import annotations

@@ -204,6 +204,14 @@ class VolumePreservingTransformer(_SymmetricPlanes, nn.Module):
     Notes
     -----
     Defaults: L = 1 and ``skew_sym=True`` (GML's constructor defaults are L = 2 and ``skew_sym=false``).
+
+    There is no positional encoding (as in GML): the attention's ``C(X P) = Pᵀ C(X) P`` and the position-wise
+    feed-forward parts make the transformer equivariant under permutations ``P`` of the window's states,
+    ``f(X P) = f(X) P`` (``tests/test_observed_windows.py``): it cannot tell which state of the window is the
+    latest. On the full state the target ``x_j ↦ Φ_{T h}(x_j)`` is itself equivariant; on observed windows of a
+    reversible system (the coupled oscillator in q) it is not, and every equivariant window map has an error
+    floor, 0.33 at T = 2 and 0.62 at T = 4 on q of the coupled oscillator at h = 0.2
+    (``scripts/vpt_observed_probe.py``; issue 55).
     """
 
     model_name = "vpt"
