@@ -14,7 +14,7 @@ to maps that have no attention:
   than the full state (``T·dim > d``: T > 2 on q of the coupled oscillator) the windows fill a d-dimensional
   manifold of ℝ^{T·dim}; the data never constrain the map across it, and a volume-preserving map cannot contract
   every direction normal to it, so a trained ``delay_vpff`` can fit the window and still leave the manifold in a
-  rollout (``scripts/vpt_observed_probe.py --models``; issue 55). At ``T·dim = d`` it has no such direction.
+  rollout (``scripts/vpt_observed_probe.py --models``). At ``T·dim = d`` it has no such direction.
 """
 
 from __future__ import annotations

@@ -211,7 +211,7 @@ class VolumePreservingTransformer(_SymmetricPlanes, nn.Module):
     latest. On the full state the target ``x_j ↦ Φ_{T h}(x_j)`` is itself equivariant; on observed windows of a
     reversible system (the coupled oscillator in q) it is not, and every equivariant window map has an error
     floor, 0.33 at T = 2 and 0.62 at T = 4 on q of the coupled oscillator at h = 0.2
-    (``scripts/vpt_observed_probe.py``; issue 55).
+    (``scripts/vpt_observed_probe.py``; docs/partial_observation.md).
     """
 
     model_name = "vpt"
