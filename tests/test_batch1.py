@@ -110,3 +110,15 @@ def test_whole_rollout_path_equals_the_block_loop(method, dt, n):
     assert direct.meta["clock"] == "thread_cpu" and direct.meta["seconds"] > 0 and "wall_seconds" in direct.meta
     if method == "euler":  # the explicit Euler blows up: the failure rule's NaN from the failing step on
         assert (direct.failed_step >= 0).any()
+
+
+def test_integrate_takes_initial_conditions_in_any_memory_order():
+    """A Fortran-ordered (or strided) y0 runs compiled like its C-ordered copy; the compiled rows loop needs
+    C-contiguous rows, and integrate used to hand it np.array(y), which keeps Fortran order and was refused."""
+    y0 = _y0("coupled_oscillator", 100)
+    c = integrate("coupled_oscillator", np.ascontiguousarray(y0), 0.2, 20, method="rk4", compiled=True)
+    for odd in (np.asfortranarray(y0), np.repeat(y0, 2, axis=1)[:, ::2]):
+        assert not odd.flags.c_contiguous
+        f = integrate("coupled_oscillator", odd, 0.2, 20, method="rk4", compiled=True)
+        assert f.meta["runner"] == "numba"
+        np.testing.assert_array_equal(f.y, c.y)
