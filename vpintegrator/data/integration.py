@@ -334,7 +334,7 @@ def _integrate_compiled(system: System, method: Integrator, h: float, y: np.ndar
     if stepper is None:
         return False
     out[:, 0] = y
-    return not stepper.step_rows(np.ascontiguousarray(y, dtype=np.float64), n_steps, out[:, 1:])[1].any()
+    return not stepper.step_rows(np.array(y, dtype=np.float64, order="C"), n_steps, out[:, 1:])[1].any()
 
 
 def _check_initial_conditions(system: System, y0: Any) -> np.ndarray:
