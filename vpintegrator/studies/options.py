@@ -48,7 +48,7 @@ PLATEAU_HELP = ("What stops a training: plateau (the default here: its validatio
                 "recorded beside), cpu (the training process's CPU seconds) or wall seconds.")
 
 __all__ = ["STUDIES", "SHIPPED_RESULTS", "BUDGETS", "PLATEAU_HELP", "HelpShown", "Invocation", "Study", "StudyOptions",
-           "StudyPlan", "comma_list", "config_toml", "model_list", "number_list", "parse", "parse_command", "seed_list"]
+           "StudyPlan", "comma_list", "config_toml", "model_list", "name_list", "number_list", "parse", "parse_command", "seed_list"]
 
 #: study name -> (module under vpintegrator.studies that defines ``STUDY``, what it does)
 STUDIES: dict[str, tuple[str, str]] = {
@@ -211,6 +211,18 @@ def model_list(text: str, flag: str, valid: Sequence[str], *, in_valid_order: bo
     if in_valid_order:
         return [v for v in valid if v in names]
     return names
+
+
+def name_list(name: str, valid: Sequence[str]) -> Any:
+    """The check of the comma-list key ``name`` whose items are out of ``valid``: ``"a,b"`` or a TOML array in,
+    a list of names out; else a one-line error naming ``name`` and the valid names."""
+    def check(value: Any) -> list[str]:
+        names = [n.strip() for n in comma_list(value, name).split(",") if n.strip()]
+        if not names or any(n not in valid for n in names):
+            raise VPIntegratorError(f"{name} must be a comma list out of {', '.join(valid)}; got {value!r}", key=name)
+        return names
+
+    return check
 
 
 def number_list(kind: type, name: str, low: float, what: str) -> Any:

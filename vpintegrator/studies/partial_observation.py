@@ -76,7 +76,7 @@ import numpy as np
 
 from ..config import key
 from ..errors import VPIntegratorError
-from .options import Study, StudyOptions, comma_list, number_list
+from .options import Study, StudyOptions, name_list, number_list
 from .runner import StudyError, check_out_dir
 from .stats import bootstrap_ci, fmt_num, md_table, median_interval, read_json, unplain, write_json, write_text
 
@@ -531,17 +531,6 @@ def tables(summary: list[dict[str, Any]]) -> str:
 # --------------------------------------------------------------------------- the command
 
 
-def _names_of(name: str, valid: Sequence[str]) -> Any:
-    """The check of the comma-list key ``name`` whose items are out of ``valid``."""
-    def check(value: Any) -> list[str]:
-        names = [n.strip() for n in comma_list(value, name).split(",") if n.strip()]
-        if not names or any(n not in valid for n in names):
-            raise VPIntegratorError(f"{name} must be a comma list out of {', '.join(valid)}; got {value!r}", key=name)
-        return names
-
-    return check
-
-
 @dataclass
 class PartialObservationOptions(StudyOptions):
     """The partial-observation study's keys (besides the shared ones of ``StudyOptions``).
@@ -574,10 +563,10 @@ class PartialObservationOptions(StudyOptions):
     """
 
     quick: bool = key(False, type=bool)
-    systems: list[str] | None = key(None, optional=True, check=_names_of("systems", list(SYSTEMS)), metavar="LIST")
+    systems: list[str] | None = key(None, optional=True, check=name_list("systems", list(SYSTEMS)), metavar="LIST")
     windows: list[int] | None = key(None, optional=True, metavar="LIST",
                                     check=number_list(int, "windows", 1, "window lengths >= 1"))
-    approaches: list[str] | None = key(None, optional=True, check=_names_of("approaches", list(APPROACHES)),
+    approaches: list[str] | None = key(None, optional=True, check=name_list("approaches", list(APPROACHES)),
                                        metavar="LIST")
     n_train: int | None = key(None, optional=True, type=int, low=5)
     n_test: int | None = key(None, optional=True, type=int, low=1)

@@ -55,7 +55,7 @@ import numpy as np
 
 from ..config import key
 from ..errors import VPIntegratorError
-from .options import Study, StudyOptions, comma_list, number_list
+from .options import Study, StudyOptions, name_list, number_list
 from .runner import StudyError, check_out_dir
 from .stats import bootstrap_ci, fmt_num, md_table, median_interval, read_json, unplain, write_json, write_text
 
@@ -682,16 +682,6 @@ def figures(summary: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
 # --------------------------------------------------------------------------- the command
 
 
-def _names_of(name: str, valid: Sequence[str]) -> Any:
-    def check(value: Any) -> list[str]:
-        names = [n.strip() for n in comma_list(value, name).split(",") if n.strip()]
-        if not names or any(n not in valid for n in names):
-            raise VPIntegratorError(f"{name} must be a comma list out of {', '.join(valid)}; got {value!r}", key=name)
-        return names
-
-    return check
-
-
 @dataclass
 class ReductionOptions(StudyOptions):
     """The reduction study's keys (besides the shared ones of ``StudyOptions``).
@@ -729,7 +719,7 @@ class ReductionOptions(StudyOptions):
     """
 
     quick: bool = key(False, type=bool)
-    systems: list[str] | None = key(None, optional=True, check=_names_of("systems", list(SYSTEMS)), metavar="LIST")
+    systems: list[str] | None = key(None, optional=True, check=name_list("systems", list(SYSTEMS)), metavar="LIST")
     sizes: list[int] | None = key(None, optional=True, metavar="LIST",
                                   check=number_list(int, "sizes", 3, "lattice sizes N >= 3"))
     floor_dims: list[int] | None = key(None, optional=True, metavar="LIST",
