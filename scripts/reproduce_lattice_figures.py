@@ -35,13 +35,12 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMB
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
-import math  # noqa: E402
 from typing import Callable  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 from vpintegrator.arrays import relative_error  # noqa: E402
-from vpintegrator.clock import thread_cpu  # noqa: E402
+from vpintegrator.clock import min_thread_cpu  # noqa: E402
 from vpintegrator.compiled import compiled_stepper  # noqa: E402
 from vpintegrator.data import generate, integrate, load_spec  # noqa: E402
 from vpintegrator.reduction import PSDGalerkin, fit_bond_sampling, fit_psd, psd_floor  # noqa: E402
@@ -60,13 +59,7 @@ def _data(name: str, n_sites: int, dt: float):
 
 def _cost(call: Callable[[], object], repeats: int) -> float:
     """The minimum CPU seconds of this thread over ``repeats`` calls (after one warm-up call)."""
-    call()
-    best = math.inf
-    for _ in range(repeats):
-        tic = thread_cpu()
-        call()
-        best = min(best, thread_cpu() - tic)
-    return best
+    return min_thread_cpu(call, repeats)
 
 
 def _median_error(y: np.ndarray, reference: np.ndarray) -> float:

@@ -106,3 +106,11 @@ def test_tracking_sinks_do_not_count_in_the_training_cpu_time(tiny_data, tmp_pat
     assert summary["cpu_time"] < 0.9, summary["cpu_time"]
     assert [r["cpu_seconds"] for r in result.history] == sorted(r["cpu_seconds"] for r in result.history)
     assert result.history[-1]["cpu_seconds"] <= summary["cpu_time"]
+
+
+def test_min_thread_cpu_runs_the_call_once_untimed_then_repeats_times():
+    from vpintegrator.clock import min_thread_cpu
+
+    calls = []
+    best = min_thread_cpu(lambda: calls.append(sum(range(1000))), 3)
+    assert len(calls) == 4 and 0.0 <= best < float("inf")

@@ -236,16 +236,9 @@ def make_case(system_name: str, n_sites: int, data_dt: float) -> Case:
 
 
 def _min_cpu(call: Callable[[], object], repeats: int) -> float:
-    """The minimum thread CPU seconds of ``call`` over ``repeats`` runs, after one untimed run."""
-    from ..clock import thread_cpu
+    from ..clock import min_thread_cpu
 
-    call()
-    best = math.inf
-    for _ in range(repeats):
-        tic = thread_cpu()
-        call()
-        best = min(best, thread_cpu() - tic)
-    return best
+    return min_thread_cpu(call, repeats)
 
 
 def _advance(system: Any, method: str, h: float, y0: np.ndarray, horizons: Sequence[float]) -> np.ndarray:
