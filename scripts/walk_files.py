@@ -65,8 +65,8 @@ LAYERS = [
     "errors", "plugins", "protocols", "_version", "provenance", "_progress", "_logging", "_lazy", "_toml",
     "_shipped", "_signals", "_jitcache", "_io", "_outputs", "resources", "config", "device", "clock",
     "arrays", "rundir", "fastpath", "stepping", "jobs",
-    "systems", "integrators", "compiled", "data", "reduction",
-    "jacobians", "nn", "models", "metrics", "poisson", "testing",
+    "systems", "integrators", "compiled", "data",
+    "jacobians", "nn", "models", "reduction", "metrics", "poisson", "testing",
     "rollout", "training", "plotting", "studies", "cli", "__init__", "__main__",
 ]
 

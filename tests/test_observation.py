@@ -437,6 +437,8 @@ def test_the_documented_tables_are_drawn_from_the_shipped_json(name):
     from vpintegrator.studies.stats import unplain
 
     root = Path(__file__).resolve().parents[1]
+    if not (root / "docs" / "partial_observation.md").is_file():
+        pytest.skip("repository files (not in the wheel)")
     raw = (root / "docs" / "data" / "partial_observation" / f"{name}.json").read_text()
     assert "/tmp/" not in raw and "/work/" not in raw and "/home/" not in raw
     text = tables(summarize_rows(unplain(json.loads(raw))["rows"]))

@@ -1,4 +1,4 @@
-"""The reduction study (docs/lattices.md, "The reduction study"): does anything reduced or learned beat a lean
+"""The reduction study (the documentation's lattices page, "The reduction study"): does anything reduced or learned beat a lean
 full-order integrator on a high-dimensional Hamiltonian lattice, at equal accuracy and CPU cost?
 
 Systems: the periodic Toda lattice (``toda_bump``) and the FPU-beta chain (``fpu_beta_bump``), GeometricProblems.jl's
