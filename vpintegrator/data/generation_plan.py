@@ -93,12 +93,12 @@ class GenerationPlan:
                 "sampler": self.sampler, "sampler_args": json.dumps(dict(self.sampler_args))}
 
 
-def _chunk(spec: GenerationSpec, n_states: int, dim: int, compiled: bool) -> int:
-    """Trajectories per chunk: the spec's chunk_size, within the memory budget and (vectorised DOP853)
+def _chunk(chunk_size: int, method: str, rtol: float, n_states: int, dim: int, compiled: bool) -> int:
+    """Trajectories per chunk: the spec's ``chunk_size``, within the memory budget and (vectorised DOP853)
     one solve_ivp call."""
-    chunk = min(spec.chunk_size, _CHUNK_BYTES // (8 * n_states * dim))
-    if spec.method == DOP853 and not compiled:
-        chunk = min(chunk, max_batch(spec.rtol))
+    chunk = min(chunk_size, _CHUNK_BYTES // (8 * n_states * dim))
+    if method == DOP853 and not compiled:
+        chunk = min(chunk, max_batch(rtol))
     return max(1, chunk)
 
 
@@ -123,6 +123,6 @@ def build_plan(spec: GenerationSpec) -> GenerationPlan:
         system=system,
         sampler=spec.sampler, sampler_args=dict(spec.sampler_args), n_traj=spec.n_traj, seed=spec.seed,
         dt=spec.dt, n_states=n_states, method=spec.method, rtol=spec.rtol, atol=spec.atol, kernel=kernel,
-        chunk=_chunk(spec, n_states, system.dim, kernel is not None),
+        chunk=_chunk(spec.chunk_size, spec.method, spec.rtol, n_states, system.dim, kernel is not None),
         compression=None if spec.compression == "none" else spec.compression,
         parameters=dict(spec.parameters), parameter_dists=dists)

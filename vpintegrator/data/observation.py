@@ -173,9 +173,9 @@ def _encode_by(reduction: Any, y: Any) -> Any:
     return torch.as_tensor(reduction.encode(y.detach().cpu().numpy()), dtype=y.dtype, device=y.device)
 
 
-def is_reduction_spec(spec: Any) -> bool:
-    """Whether an ``observe`` spec declares a reduction (``psd:K``, ``file:PATH``)."""
-    return isinstance(spec, str) and spec.startswith(REDUCTION_PREFIXES)
+def is_reduction_spec(observe: Any) -> bool:
+    """Whether the ``observe`` value declares a reduction (``psd:K``, ``file:PATH``)."""
+    return isinstance(observe, str) and observe.startswith(REDUCTION_PREFIXES)
 
 
 def check_observe_spec(value: Any) -> str | None:
@@ -259,13 +259,13 @@ def _components(text: str, names: Sequence[str], full_dim: int, system: str | No
     return idx
 
 
-def resolve_observation(spec: Any, full_dim: int, names: Sequence[str] = (), system: str | None = None,
+def resolve_observation(observe: Any, full_dim: int, names: Sequence[str] = (), system: str | None = None,
                         train_states: np.ndarray | None = None) -> Observation | None:
-    """The ``Observation`` the spec ``spec`` declares of a state of ``full_dim`` components named ``names``
+    """The ``Observation`` the ``observe`` value declares of a state of ``full_dim`` components named ``names``
     (the system's ``state_names``; ``y1 ..`` or none for data without a system); None for the full state.
     ``basis:K`` is fitted on ``train_states`` (the training split's states, (..., full_dim)). One-line errors
     (key ``observe``): an unknown name, an index out of range, no positions to observe, K above ``full_dim``."""
-    text = check_observe_spec(spec)
+    text = check_observe_spec(observe)
     if text is None:
         return None
     names = tuple(str(n) for n in names) if len(names) == full_dim else ()

@@ -259,10 +259,10 @@ class _FusedChain(torch.autograd.Function):
     """The chain as one node; see the module docstring for the maths of the backward."""
 
     @staticmethod
-    def forward(ctx, spec, rows, save, base, mat_index, mat_sign, grad_index, *tensors):
+    def forward(ctx, layers, rows, save, base, mat_index, mat_sign, grad_index, *tensors):
         consts, x, params = tensors[:4], tensors[4], tensors[5:]
-        plan = _plan(spec)
-        n = len(spec)
+        plan = _plan(layers)
+        n = len(layers)
         xp = x.permute(2, 1, 0) if rows else x  # (d, seq, batch), strided for rows
         d, seq, batch = xp.shape
         N = seq * batch
@@ -283,7 +283,7 @@ class _FusedChain(torch.autograd.Function):
         else:
             h = xp.contiguous().view(d, N)  # a copy for rows (contiguous: the unfused path's BLAS calls)
         attention, k = [], 0
-        for i, s in enumerate(spec):
+        for i, s in enumerate(layers):
             dst = hs[i + 1] if save and i + 1 < n else None
             if s == ATTENTION:
                 h, *kept = _attention_forward(h, Ls[i], consts, batch, dst)
@@ -302,7 +302,7 @@ class _FusedChain(torch.autograd.Function):
         if rows:
             out = out.permute(2, 1, 0).contiguous()
         if save:
-            ctx.spec, ctx.rows, ctx.sizes = spec, rows, [p.numel() for p in params]
+            ctx.spec, ctx.rows, ctx.sizes = layers, rows, [p.numel() for p in params]
             ctx.save_for_backward(grad_index, mats, hbuf, *tanhs, *attention)
         return out
 

@@ -555,7 +555,7 @@ def plot_all(source: PlotSource, out_dir: str | Path, kinds: Sequence[str] = KIN
         return _draw_all(source, out_dir, kinds, traj, dpi, reference, max_points, formats, overwrite, options, tag)
 
 
-def _draw_all(source, out_dir: Path, kinds, traj, dpi, reference, max_points, formats, overwrite, options,
+def _draw_all(source, out_dir: Path, kinds, traj, dpi, reference, max_points, formats, overwrite, figure_kwargs,
               tag=None) -> FigureFiles:
     """[`plot_all`][vpintegrator.plotting.plot_all] once its arguments are checked and ``out_dir`` is locked."""
     import inspect
@@ -568,7 +568,7 @@ def _draw_all(source, out_dir: Path, kinds, traj, dpi, reference, max_points, fo
             continue
         fn = _PLOTTERS[kind]
         accepted = inspect.signature(fn).parameters
-        kw = {k: v for k, v in options.items() if k in accepted}
+        kw = {k: v for k, v in figure_kwargs.items() if k in accepted}
         figures.append((kind, fn(data, traj=traj, **kw)))
     written = FigureFiles()
     for kind, fig in figures:

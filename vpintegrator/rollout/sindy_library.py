@@ -228,16 +228,16 @@ def _from_pysindy(lib: Any, dim: int) -> Library:
     return out
 
 
-def _library_of(spec: Any, dim: int) -> Library:
+def _library_of(given: Any, dim: int) -> Library:
     """A library name or a pysindy feature library, as a ``Library`` on states of ``dim``."""
-    if isinstance(spec, str):
-        return library(spec, dim)
+    if isinstance(given, str):
+        return library(given, dim)
     ps = require_pysindy("a pysindy feature library")
-    if isinstance(spec, ps.feature_library.base.BaseFeatureLibrary):
-        return _from_pysindy(spec, dim)
-    raise VPIntegratorError(f"SINDy library {_one_line(spec)[:80]}: give a name (polyD, trig, exp, joined by '+') or "
+    if isinstance(given, ps.feature_library.base.BaseFeatureLibrary):
+        return _from_pysindy(given, dim)
+    raise VPIntegratorError(f"SINDy library {_one_line(given)[:80]}: give a name (polyD, trig, exp, joined by '+') or "
                             "a pysindy feature library", key="library")
 
 
-def _label(spec: Any) -> str:
-    return spec if isinstance(spec, str) else _one_line(spec)
+def _label(given: Any) -> str:
+    return given if isinstance(given, str) else _one_line(given)

@@ -208,7 +208,8 @@ def build_plan(options: CoupledOscillatorOptions, argv: tuple[str, ...] = ()) ->
         skip_existing=a.skip_existing,
         overwrite=a.overwrite,
         models=_models(a.models),
-        configs=_configs(a),
+        configs=_configs(list(a.config) + [f"vpt={a.vpt_config}"] * bool(a.vpt_config)
+                         + [f"st={a.st_config}"] * bool(a.st_config)),
         init_scale=a.init_scale,
         budget=a.budget,
         wall_ceiling=a.wall_ceiling,
@@ -240,9 +241,9 @@ def _models(text: str | None) -> list[str]:
     return model_list(text, "--models", MODELS, in_valid_order=True)  # table order, no duplicates
 
 
-def _configs(a: CoupledOscillatorOptions) -> dict[str, str]:
+def _configs(pairs: list[str]) -> dict[str, str]:
+    """Each model's training config: the shipped one, or the TOML of its ``MODEL=TOML`` pair."""
     configs = {m: _default_config(m) for m in MODELS}
-    pairs = list(a.config) + [f"vpt={a.vpt_config}"] * bool(a.vpt_config) + [f"st={a.st_config}"] * bool(a.st_config)
     for pair in pairs:
         model, sep, path = pair.partition("=")
         if not sep or model not in MODELS or not path:
