@@ -184,3 +184,9 @@ def test_skip_existing_runs_nothing_already_in_the_json(tmp_path, capsys):
     assert (out / "reduction.json").read_text() == before
     assert "## toda, N = 200" in (out / "reduction.md").read_text()
 
+
+
+def test_the_autoencoder_rows_run_at_their_sizes_only(tmp_path):
+    plan = rd.STUDY.parse(["--out", str(tmp_path), "--sizes", "200,800", "--set", "autoencoder_sizes=[200]"])
+    assert "autoencoder_flow_map" in rd.families(plan, 200)
+    assert set(rd.families(plan, 800)) == set(rd.ROWS) - {"autoencoder_flow_map"}

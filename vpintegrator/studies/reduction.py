@@ -61,7 +61,7 @@ from .stats import bootstrap_ci, fmt_num, md_table, median_interval, read_json, 
 
 __all__ = ["T", "HORIZONS", "SYSTEMS", "LADDERS", "ROWS", "DEFAULTS", "QUICK", "ReductionOptions", "ReductionPlan",
            "Case", "build_plan", "make_case", "full_order_rows", "psd_floor_rows", "psd_galerkin_rows",
-           "flow_map_rows", "psd_flow_map_rows", "autoencoder_flow_map_rows", "PSDEncoder", "fit_psd_encoder", "summarize_rows", "tables",
+           "flow_map_rows", "psd_flow_map_rows", "autoencoder_flow_map_rows", "families", "SIZES_OF", "PSDEncoder", "fit_psd_encoder", "summarize_rows", "tables",
            "figures", "merge_rows", "STUDY", "run"]
 
 #: the horizon of the training data; errors are reported at T and 8 T
@@ -476,9 +476,7 @@ def psd_flow_map_rows(plan: ReductionPlan, case: Case) -> list[dict[str, Any]]:
 def autoencoder_flow_map_rows(plan: ReductionPlan, case: Case) -> list[dict[str, Any]]:
     """Symplectic autoencoder + flow map (``flow_map_rows`` with ``fit_symplectic_autoencoder``, from the PSD
     start, at most ``autoencoder_steps`` optimiser steps, a budget no load bends), at the sizes N of
-    ``autoencoder_sizes`` only (its gradient layers act on the full 2N: at N = 3200 a CPU fit is hours)."""
-    if case.N not in plan.autoencoder_sizes:
-        return []
+    ``autoencoder_sizes`` only (``families``: its gradient layers act on the full 2N, so a CPU fit grows with N)."""
     from ..reduction import fit_symplectic_autoencoder
 
     def encoder(states: np.ndarray, reduced_dim: int, seed: int = 0) -> Any:
@@ -496,6 +494,15 @@ ROWS: dict[str, Callable[[ReductionPlan, Case], list[dict[str, Any]]]] = {
     "psd_flow_map": psd_flow_map_rows,
     "autoencoder_flow_map": autoencoder_flow_map_rows,
 }
+#: row family -> the lattice sizes of the plan it runs at (the others run at every size)
+SIZES_OF: dict[str, Callable[[ReductionPlan], tuple[int, ...]]] = {
+    "autoencoder_flow_map": lambda plan: plan.autoencoder_sizes,
+}
+
+
+def families(plan: ReductionPlan, n: int) -> dict[str, Callable[[ReductionPlan, Case], list[dict[str, Any]]]]:
+    """The row families that run on a lattice of size ``n`` under ``plan`` (``SIZES_OF``)."""
+    return {f: fn for f, fn in ROWS.items() if f not in SIZES_OF or n in SIZES_OF[f](plan)}
 
 
 # --------------------------------------------------------------------------- summary and tables
@@ -751,8 +758,7 @@ def _run(plan: ReductionPlan) -> int:
         for system in plan.systems:
             for n in plan.sizes:
                 done = {r["row"] for r in rows if r["system"] == system and int(r["N"]) == n}
-                todo = {f: fn for f, fn in ROWS.items() if not (plan.skip_existing and f in done)
-                        and not (f == "autoencoder_flow_map" and n not in plan.autoencoder_sizes)}
+                todo = {f: fn for f, fn in families(plan, n).items() if not (plan.skip_existing and f in done)}
                 if not todo:
                     print(f"reduction: {system} N = {n}: in {path} already (--skip-existing)", flush=True)
                     continue
