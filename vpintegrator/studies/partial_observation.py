@@ -6,7 +6,7 @@ Systems (``SYSTEMS``): the coupled oscillator observed in q (2 of 4 components; 
 ``coupled_oscillator_box`` spec) and the rigid body observed in (z1, z2) (2 of 3; the ``rigid_body`` spec,
 initial conditions on the unit sphere), and the periodic Toda lattice of 50 sites observed in its first 4 PSD
 coordinates (``psd:4``, the cotangent-lift basis fitted on the training split; ``toda``: trained on the 11
-conditions of ``toda_bump``, scored on the 10 of ``toda_bump_heldout``, its file the exact flow to t = 100;
+conditions of ``toda_bump``, scored on ``n_test`` held-out mu between them (``heldout_mu``), its file the exact flow to t = 100;
 no estimation and no ``fullstate`` row, its full state the PSD decoder's). Data: ``n_train`` trajectories to ``t_train`` at h = 0.2 (DOP853,
 1e-12), and ``n_test`` held-out initial conditions drawn from the file's own sampler with another seed
 (``vp-rollout --heldout``; no model, and not the parrot, sees them), their exact flow (DOP853, 1e-12) to
@@ -55,7 +55,7 @@ over seeds the median with a percentile-bootstrap 95 % interval (``bootstrap_ci`
 seeds.
 
     vp-study partial_observation --out runs/partial_observation --quick      # <= 10 min on 2 cores
-    vp-study partial_observation --out runs/partial_observation              # the default size (about 2 h of one core)
+    vp-study partial_observation --out runs/partial_observation              # the default size (--jobs 2: about 1 h on 2 cores)
 
 Writes ``OUT/partial_observation.json`` (every per-seed number; rows of the same (system, seed, label) are
 replaced, others kept) and ``OUT/partial_observation.md`` (the tables); ``--table-only`` rebuilds the tables
@@ -70,7 +70,7 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -81,7 +81,8 @@ from .runner import StudyError, check_out_dir
 from .stats import bootstrap_ci, fmt_num, md_table, median_interval, read_json, unplain, write_json, write_text
 
 __all__ = ["H", "HORIZONS", "SYSTEMS", "APPROACHES", "MIN_T", "FULL_STATE", "DELAY_SINDY", "TARGET", "QUICK",
-           "DEFAULTS", "windows_of", "make_data", "heldout_data", "train_run", "evaluate_seed", "full_state_errors", "delay_sindy",
+           "DEFAULTS", "TRAINING", "windows_of", "make_data", "heldout_mu", "heldout_data", "train_run",
+           "train_runs", "evaluate_seed", "full_state_errors", "delay_sindy",
            "summarize_rows", "tables", "plateau_figure", "merge_rows", "PartialObservationOptions",
            "PartialObservationPlan", "build_plan", "STUDY", "run"]
 
@@ -94,12 +95,13 @@ SYSTEMS: dict[str, dict[str, Any]] = {
     "coupled_oscillator": {"spec": "coupled_oscillator_box", "observe": "q", "context_len": 3},
     "rigid_body": {"spec": "rigid_body", "observe": "z1,z2", "context_len": 3},
     # the periodic Toda lattice, N = 50 sites (100 components), observed in the first 4 PSD coordinates fitted on
-    # the training split; its 11 training conditions are toda_bump's mu, the held-out ones toda_bump_heldout's
-    # 10 midpoints (n_train and n_test do not apply)
+    # the training split; its 11 training conditions are toda_bump's mu, the held-out ones (toda_bump_heldout's
+    # spec) n_test mu between them (heldout_mu; n_train does not apply)
     "toda": {"spec": "toda_bump", "heldout_spec": "toda_bump_heldout", "params": {"N": 50}, "observe": "psd:4",
              "context_len": 3, "fixed": ("parrot",), "exclude": ("fullstate",),
-             "note": "Toda: 11 training conditions (toda_bump's mu = 0.30 ... 0.60, N = 50 sites), the 10 held-out "
-                     "conditions of toda_bump_heldout (the midpoints mu = 0.315 ... 0.585), exact flow (DOP853, "
+             "note": "Toda: 11 training conditions (toda_bump's mu = 0.30 ... 0.60, N = 50 sites), n_test held-out "
+                     "conditions (mu at the midpoints of n_test equal bins of [0.30, 0.60], none a training mu), "
+                     "exact flow (DOP853, "
                      "1e-12) to t = 100; observed in the first 4 PSD coordinates (cotangent lift) fitted on the "
                      "training split. No `estimate` row: recovering the 100 components from observed states by "
                      "least squares needs a window of 25 or more states and a 100-unknown problem per condition "
@@ -117,6 +119,10 @@ APPROACHES: dict[str, dict[str, Any]] = {
     "delay_vpff": {"name": "delay_vpff", "n_blocks": 4},
     "fullstate": {"name": "delay_mlp", "width": 32, "depth": 2},
 }
+#: learned approach -> training keys besides ``RECIPE`` (the VPT starts from its weights times 0.3, as the
+#: coupled-oscillator study's VPT does: at the default scale it starts at a relative one-window error of 4-8 on
+#: observed windows and Levenberg-Marquardt stalls there)
+TRAINING: dict[str, dict[str, Any]] = {"vpt": {"init_scale": 0.3}}
 #: approaches that need a window of at least this many states (``delay_mlp2`` extrapolates the last two)
 MIN_T: dict[str, int] = {"delay_mlp2": 2}
 #: approaches trained on the full state (one step, T = 1, every window length ignored): the upper bound
@@ -177,20 +183,35 @@ def make_data(out: Path, system: str, n_train: int, t_train: float) -> Path:
     return train
 
 
-def heldout_data(out: Path, system: str) -> Path | None:
-    """The held-out file of a system with fixed initial conditions (its ``heldout_spec``, to t = 100 at ``H``
-    by DOP853 at 1e-12: the exact flow), written once under ``OUT/data``; None for a system whose held-out
-    conditions are drawn from its sampler."""
+def heldout_mu(system: str, n_test: int) -> list[float]:
+    """The ``n_test`` held-out parameters of a system with fixed initial conditions: the midpoints of
+    ``n_test`` equal bins of its training values' range (for the Toda bump family, training mu = 0.30, 0.33 ...
+    0.60: mu = 0.30 + 0.30 (k + 1/2) / n_test, none of them a training value; ``n_test = 10`` gives
+    toda_bump_heldout's midpoints 0.315 ... 0.585)."""
+    from ..data import load_spec
+
+    info = SYSTEMS[system]
+    mu = [float(m) for m in load_spec(info["spec"], params=info["params"]).sampler_args["mu"]]
+    lo, hi = min(mu), max(mu)
+    held = [round(lo + (hi - lo) * (k + 0.5) / int(n_test), 12) for k in range(int(n_test))]
+    assert not set(held) & set(mu), "a held-out mu is a training mu"
+    return held
+
+
+def heldout_data(out: Path, system: str, n_test: int) -> Path | None:
+    """The held-out file of a system with fixed initial conditions: its ``heldout_spec`` at the ``n_test``
+    parameters of ``heldout_mu``, to t = 100 at ``H`` by DOP853 at 1e-12 (the exact flow), written once under
+    ``OUT/data``; None for a system whose held-out conditions are drawn from its sampler."""
     from ..data import generate, load_spec
 
     info = SYSTEMS[system]
     if "heldout_spec" not in info:
         return None
-    path = out / "data" / f"{system}_heldout_N{info['params']['N']}_t{max(HORIZONS):g}.h5"
+    path = out / "data" / f"{system}_heldout_N{info['params']['N']}_n{int(n_test)}_t{max(HORIZONS):g}.h5"
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
-        generate(load_spec(info["heldout_spec"], params=info["params"], t_end=max(HORIZONS), dt=H), out=path,
-                 workers=1)
+        generate(load_spec(info["heldout_spec"], params=info["params"], t_end=max(HORIZONS), dt=H,
+                           sampler_args={"mu": heldout_mu(system, n_test)}), out=path, workers=1)
     return path
 
 
@@ -211,12 +232,61 @@ def train_run(out: Path, train: Path, system: str, approach: str, T: int, seed: 
     run = _run_dir(out, system, approach, T, seed)
     if (run / "complete.json").is_file() and not overwrite:
         return run
-    fit({**RECIPE, "data": [str(train)], "model": {**APPROACHES[approach], "seq_len": int(T)},
+    fit({**RECIPE, **TRAINING.get(approach, {}), "data": [str(train)], "model": {**APPROACHES[approach], "seq_len": int(T)},
          "observe": None if approach in FULL_STATE else SYSTEMS[system]["observe"], "seed": int(seed),
          "cpu_time_limit": float(budget),
          "time_limit": 20.0 * float(budget) + 60.0, "patience": int(patience), "out": str(run)},
         overwrite=run.exists())
     return run
+
+
+def _one_thread() -> None:
+    """A training worker's initializer: one thread (the study's CPU budgets are one thread's)."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def _train_task(args: tuple[Any, ...]) -> Path:
+    """``train_run(*args)`` in a worker; a library or file error comes back as one picklable line."""
+    try:
+        return train_run(*args)
+    except (VPIntegratorError, OSError) as err:
+        raise StudyError(f"training {args[3]} T = {args[4]} seed {args[5]} on {args[2]}: {err}") from None
+
+
+def train_runs(plan: PartialObservationPlan,
+               trains: dict[str, Path]) -> Iterator[tuple[str, int, dict[tuple[str, int], Path]]]:
+    """Train every (approach, T) of every system and seed of ``plan`` (``train_run``: a finished run is
+    reused), ``plan.jobs`` processes at a time (one thread each; each run's budget is its own process's CPU
+    seconds, which other runs beside it do not bend); yields ``(system, seed, {(approach, T): run directory})``
+    in the plan's order as soon as that seed's runs are done, while the later ones train."""
+    tasks = [(system, seed, [(approach, T) for approach, T in plan.training_runs(system)])
+             for system in plan.systems for seed in plan.seeds]
+
+    def args(system: str, seed: int, approach: str, T: int) -> tuple[Any, ...]:
+        return (plan.out, trains[system], system, approach, T, seed, plan.budget_seconds, plan.patience,
+                plan.overwrite)
+
+    if plan.jobs <= 1:
+        for system, seed, pairs in tasks:
+            yield system, seed, {(a, T): _train_task(args(system, seed, a, T)) for a, T in pairs}
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=plan.jobs, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_one_thread) as pool:
+        futures = [(system, seed, {(a, T): pool.submit(_train_task, args(system, seed, a, T)) for a, T in pairs})
+                   for system, seed, pairs in tasks]
+        try:
+            for system, seed, runs in futures:
+                yield system, seed, {pair: future.result() for pair, future in runs.items()}
+        except BaseException:
+            for _, _, runs in futures:
+                for future in runs.values():
+                    future.cancel()
+            raise
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -336,7 +406,7 @@ def evaluate_seed(out: Path, train: Path, n_test: int, system: str, seed: int, r
     train_data = read_trajectories(train)
     full: Any = train_data.system
     steps = [int(round(t / H)) for t in HORIZONS]
-    held = heldout_data(out, system)
+    held = heldout_data(out, system, n_test)
     obs: Any = None
     if held is None:
         obs = resolve_observation(info["observe"], int(train_data.y.shape[-1]), full.state_names, full.name)
@@ -556,7 +626,7 @@ class PartialObservationOptions(StudyOptions):
         The training trajectories' horizon (default 20).
     budget_seconds : float
         Process CPU seconds of every training run, the cap on its way to the plateau (default 30: the default
-        size's 200 training runs then fit about 2 hours of one core).
+        size's 200 training runs then fit about 2 hours of one core, 1 hour on 2 cores with ``--jobs 2``).
     patience : int
         Epochs (of 10 Levenberg–Marquardt iterations) without a better validation score that count as the plateau
         (default 20).
@@ -586,6 +656,8 @@ class PartialObservationPlan:
     systems, approaches : tuple of str
     seeds, windows : tuple of int
     n_train, n_test, patience : int
+    jobs : int
+        Training processes at a time (``--jobs``; ``train_runs``).
     t_train, budget_seconds : float
     command : str
         The command line, recorded in the JSON.
@@ -603,6 +675,7 @@ class PartialObservationPlan:
     t_train: float
     budget_seconds: float
     patience: int
+    jobs: int
     command: str
 
     def training_runs(self, system: str | None = None) -> list[tuple[str, int]]:
@@ -632,7 +705,7 @@ def build_plan(options: PartialObservationOptions, argv: Sequence[str] = ()) -> 
         systems=tuple(a.systems or size["systems"]), approaches=tuple(pick("approaches")),
         seeds=tuple(int(s) for s in (a.seeds or size["seeds"])), windows=tuple(int(T) for T in pick("windows")),
         n_train=int(pick("n_train")), n_test=int(pick("n_test")), t_train=float(pick("t_train")),
-        budget_seconds=float(pick("budget_seconds")), patience=int(pick("patience")),
+        budget_seconds=float(pick("budget_seconds")), patience=int(pick("patience")), jobs=int(a.jobs),
         command=" ".join(["vp-study partial_observation", *argv]) if argv else
         " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]))
 
@@ -695,16 +768,15 @@ def _run(plan: PartialObservationPlan) -> int:
         import torch
 
         torch.set_num_threads(1)
+        trains = {system: make_data(out, system, plan.n_train, plan.t_train) for system in plan.systems}
         for system in plan.systems:
-            train = make_data(out, system, plan.n_train, plan.t_train)
-            for i, seed in enumerate(plan.seeds):
-                runs = {(approach, T): train_run(out, train, system, approach, T, seed, plan.budget_seconds,
-                                                 plan.patience, overwrite=plan.overwrite)
-                        for approach, T in plan.training_runs(system)}
-                new = evaluate_seed(out, train, plan.n_test, system, seed, runs, with_fixed=(i == 0))
-                rows = merge_rows(rows, new)
-                write_json(path, {"commands": [*previous.get("commands", []), plan.command], "rows": rows})
-                print(f"partial_observation: {system} seed {seed} done", flush=True)
+            heldout_data(out, system, plan.n_test)  # written once, before the workers start
+        for system, seed, runs in train_runs(plan, trains):
+            new = evaluate_seed(out, trains[system], plan.n_test, system, seed, runs,
+                                with_fixed=(seed == plan.seeds[0]))
+            rows = merge_rows(rows, new)
+            write_json(path, {"commands": [*previous.get("commands", []), plan.command], "rows": rows})
+            print(f"partial_observation: {system} seed {seed} done", flush=True)
     summary = summarize_rows(rows)
     text = tables(summary)
     write_text(out / "partial_observation.md", text)
