@@ -18,19 +18,21 @@ def toda_train():
                      method="stormer_verlet", compiled=False)
 
 
-@pytest.mark.parametrize("method", ["cotangent_lift", "complex_svd"])
+@pytest.mark.parametrize("method", ["cotangent_lift", "balanced_cotangent_lift", "complex_svd"])
 def test_psd_round_trip_with_provenance(toda_train, tmp_path, method):
     basis = fit_psd(toda_train, 6, method)
     path = tmp_path / "basis.npz"
     save_reduction(basis, path, fitted_on=toda_train)
     back = load_reduction(path, n_sites=20, reduced_dim=6)
-    assert back.method == method
+    assert back.method == method and back.scales == basis.scales
+    assert (basis.scales is not None) == (method == "balanced_cotangent_lift")
     np.testing.assert_array_equal(back.phi, basis.phi)
     np.testing.assert_array_equal(back.singular_values, basis.singular_values)
     y = toda_train.y[:, -1]
     np.testing.assert_array_equal(back.project(y), basis.project(y))
     meta = reduction_meta(path)
-    assert meta["kind"] == "psd" and meta["n_sites"] == 20 and meta["full_dim"] == 40 and meta["reduced_dim"] == 6
+    assert meta["kind"] == "psd" and meta["method"] == method
+    assert meta["n_sites"] == 20 and meta["full_dim"] == 40 and meta["reduced_dim"] == 6
     assert meta["fitted_on"]["system"] == "toda" and meta["fitted_on"]["shape"] == [3, 51, 40]
     assert meta["fitted_on"]["params"] == {"N": 20.0, "alpha": 0.64}
     assert "versions" in meta["provenance"]

@@ -89,6 +89,31 @@ def test_psd_reduced_sympnet_trains_at_a_step_rolls_out_and_decodes(files, tmp_p
     assert int(row["decoded_states"]) == manual.size == 10 * 8  # t = 0, 3, .., 18, and the last (20)
 
 
+def test_balanced_psd_observation_trains_rolls_out_and_decodes(files, tmp_path):
+    """observe = psd_balanced:K: the balanced cotangent lift of the training split, through psd:K's code path."""
+    where, train, held = files
+    run = tmp_path / "run"
+    res = _train(["--data", str(train), "--model", "g_sympnet", "--observe", "psd_balanced:6", "--out", str(run)],
+                 tmp_path)
+    assert res.exit_code == 0, res.output
+    obs = json.loads((run / "summary.json").read_text())["observation"]
+    assert obs["spec"] == "psd_balanced:6" and obs["dim"] == 6
+    assert obs["reduction"]["kind"] == "psd" and obs["reduction"]["method"] == "balanced_cotangent_lift"
+    data = read_trajectories(train)
+    states = data.y[json.loads((run / "summary.json").read_text())["split"]["train"]]
+    matrix = np.asarray(obs["matrix"])
+    np.testing.assert_allclose(np.abs(matrix), np.abs(fit_psd(states, 6, "balanced_cotangent_lift").matrix().T),
+                               atol=1e-10)
+    assert np.max(np.abs(np.abs(matrix) - np.abs(fit_psd(states, 6).matrix().T))) > 1e-3  # not the plain lift
+    out = tmp_path / "ro.h5"
+    res = _rollout(["--data", str(held), "--model", str(run), "--out", str(out), "--decode-every", "10"])
+    assert res.exit_code == 0, res.output
+    table = (tmp_path / "ro_decoded.csv").read_text().splitlines()
+    row = dict(zip(table[0].split(","), table[1].split(",")))
+    manual = _manual_errors(out, held, lambda z: z @ matrix, 10)
+    assert float(row["error_at_end"]) == pytest.approx(float(np.median(manual[:, -1])), rel=1e-12)
+
+
 def test_autoencoder_file_trains_and_decodes_by_the_autoencoder(files, tmp_path):
     where, train, held = files
     ae = fit_symplectic_autoencoder(read_trajectories(train), 4, max_steps=10)
@@ -126,6 +151,7 @@ def test_bad_reductions_and_steps_are_one_line(files, tmp_path):
         (["--observe", f"file:{big}"], "big.npz: a reduction of a toda lattice of N = 20"),
         (["--observe", "psd:200"], "needs 100 basis vectors"),
         (["--observe", "psd:5"], "psd:K with an even K"),
+        (["--observe", "psd_balanced:5"], "psd_balanced:K with an even K"),
         (["--observe", "psd:4", "--set", "step=0.7"], "step = 0.7 is not a multiple of the step 0.5"),
     ]
     for args, words in cases:

@@ -100,6 +100,24 @@ def test_verdict_when_the_full_order_method_wins():
     assert "At t = 120: **the full-order method wins**" in rd.tables(rd.summarize_rows(rows))
 
 
+def test_balanced_floors_are_drawn_beside_the_plain_ones():
+    rows = [_entry("verlet", "full_order", 1e-3, 1e-6), _entry("PSD floor, 2n = 4", "psd_floor", 0.6, None),
+            _entry("PSD floor, 2n = 8", "psd_floor", 0.3, None),
+            _entry("balanced PSD floor, 2n = 4", "psd_floor_balanced", 0.5, None),
+            _entry("balanced PSD floor, 2n = 8", "psd_floor_balanced", 0.4, None),
+            _entry("PSD-Galerkin, 2n = 8, stormer_verlet h = 1", "psd_galerkin", 0.31, 3e-6, offline=1.0),
+            _entry("balanced PSD-Galerkin, 2n = 8, stormer_verlet h = 1", "psd_galerkin_balanced", 0.41, 3e-6,
+                   offline=1.0)]
+    text = rd.tables(rd.summarize_rows(rows))
+    labels = [line.split(" | ")[0][2:] for line in text.splitlines() if line.startswith("| ") and "|---" not in line]
+    assert labels[1:] == ["verlet", "PSD floor, 2n = 8", "PSD floor, 2n = 4", "balanced PSD floor, 2n = 8",
+                          "balanced PSD floor, 2n = 4", "PSD-Galerkin, 2n = 8, stormer_verlet h = 1",
+                          "balanced PSD-Galerkin, 2n = 8, stormer_verlet h = 1"]
+    verdict = next(line for line in text.splitlines() if line.startswith("At t = 120"))
+    assert verdict.startswith("At t = 120: **the full-order method wins**")
+    assert verdict.endswith("the lowest PSD floor is 0.3 (2n = 8); the lowest balanced PSD floor is 0.4 (2n = 8).")
+
+
 @needs_checkout
 @pytest.mark.parametrize("name", ["quick", "medium", "toda_n3200", "fpu_beta_n3200", "toda_n200"])
 def test_docs_tables_regenerate_from_the_shipped_json(name):
@@ -152,6 +170,17 @@ def test_tiny_run_end_to_end_against_direct_computations(tmp_path):
                          method="nearest")
     assert floor["err_t120"]["median"] == pytest.approx(want, rel=1e-8)
 
+    (balanced,) = rd.psd_floor_balanced_rows(plan, case)  # the SVD of [Q / |Q|_F, P / |P|_F]
+    q, p = snaps[:, :n].T, snaps[:, n:].T
+    u = np.linalg.svd(np.concatenate([q / np.linalg.norm(q), p / np.linalg.norm(p)], axis=1))[0][:, :2]
+    a = np.block([[u, np.zeros_like(u)], [np.zeros_like(u), u]])
+    proj = case.heldout[:, 1] @ a @ a.T
+    want = np.percentile(np.linalg.norm(proj - case.heldout[:, 1], axis=1) / np.linalg.norm(case.heldout[:, 1],
+                                                                                               axis=1), 50,
+                         method="nearest")
+    assert balanced["row"] == "psd_floor_balanced" and balanced["label"] == "balanced PSD floor, 2n = 4"
+    assert balanced["err_t120"]["median"] == pytest.approx(want, rel=1e-8)
+
     galerkin = rd.psd_galerkin_rows(plan, case)
     assert {r["bonds"] is None for r in galerkin} == {True, False}
     assert all(r["offline_cpu"] >= case.data_cpu for r in galerkin)
@@ -169,21 +198,33 @@ def test_tiny_run_end_to_end_against_direct_computations(tmp_path):
 
 
 @needs_checkout
-def test_skip_existing_runs_nothing_already_in_the_json(tmp_path, capsys):
-    """Every row family of the lattice is in OUT/reduction.json already: --skip-existing generates no data and
-    trains nothing, and redraws the tables from what is there."""
+def test_skip_existing_runs_only_the_families_not_in_the_json(tmp_path, capsys):
+    """--skip-existing on the shipped quick JSON runs only the row families of the lattice that are not there (a
+    family added since, such as psd_floor_balanced, when the JSON predates it: then its rows are added and every
+    old record is kept as it was); when every family is there it generates no data, trains nothing and redraws
+    the tables from what is there."""
+    import re
     import shutil
 
     out = tmp_path / "run"
     out.mkdir()
     shutil.copy(ROOT / "docs" / "data" / "reduction" / "quick.json", out / "reduction.json")
     before = (out / "reduction.json").read_text()
-    assert _main(["--out", str(out), "--quick", "--skip-existing", "--systems", "toda"]) == 0
-    captured = capsys.readouterr()
-    assert "toda N = 200: in" in captured.err + captured.out and "data (" not in captured.err + captured.out
-    assert (out / "reduction.json").read_text() == before
+    old = read_json(out / "reduction.json")["rows"]
+    have = {r["row"] for r in old if r["system"] == "toda" and int(r["N"]) == 200}
+    missing = set(rd.families(rd.STUDY.parse(["--out", str(out), "--quick"]), 200)) - have
+    assert missing <= {"psd_floor_balanced", "psd_galerkin_balanced"}  # only cheap families in this test
+    argv = ["--out", str(out), "--quick", "--skip-existing", "--systems", "toda"]
+    assert _main(argv + ["--repeats", "1"] if missing else argv) == 0
+    captured = "".join(capsys.readouterr())
+    assert set(re.findall(r"toda N = 200: (\w+) done", captured)) == missing
+    if not missing:
+        assert "toda N = 200: in" in captured and "data (" not in captured
+        assert (out / "reduction.json").read_text() == before
+    rows = read_json(out / "reduction.json")["rows"]
+    assert [r for r in rows if r["row"] in have or r["system"] != "toda"] == old
+    assert {r["row"] for r in rows if r["system"] == "toda"} == have | missing
     assert "## toda, N = 200" in (out / "reduction.md").read_text()
-
 
 
 def test_the_autoencoder_rows_run_at_their_sizes_only(tmp_path):

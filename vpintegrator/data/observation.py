@@ -11,7 +11,7 @@ observed channels, declared by a short spec (the ``observe`` key of ``vp-train``
   vectors of the training trajectories' states (uncentred, orthonormal rows; ``fit_basis``). The fitted
   matrix is recorded with the model, and a rollout uses the recorded one;
 - a **reduction** (``vpintegrator.reduction.observation``): ``"psd:K"``, the cotangent-lift PSD basis of K = 2n
-  channels fitted on the training split, or ``"file:PATH"``, a reduction file (a PSD basis or a symplectic
+  channels fitted on the training split (``"psd_balanced:K"``: the balanced cotangent lift), or ``"file:PATH"``, a reduction file (a PSD basis or a symplectic
   autoencoder, ``vpintegrator.reduction.files``). A reduction is an observation with an inverse, its
   decoder (``Observation.decode``); its ``reduction_record`` (kind, file, sha256) is recorded with the model.
 
@@ -37,14 +37,17 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Observation", "check_observe_spec", "resolve_observation", "fit_basis", "observe_trajectories",
            "observation_of", "observation_from_record", "check_same", "OBSERVATION_KEYS", "BASIS_PREFIX",
-           "REDUCTION_PREFIXES", "is_reduction_spec"]
+           "PSD_PREFIXES", "REDUCTION_PREFIXES", "is_reduction_spec"]
 
 #: the ``meta`` keys of observed trajectories (and the attributes of a file of observed channels)
 OBSERVATION_KEYS = ("observation", "observation_matrix", "observed_system", "observation_full_dim")
 #: the spec of a basis fitted on the training split: ``basis:K``
 BASIS_PREFIX = "basis:"
+#: the specs of a PSD basis fitted on the training split: ``psd:K`` (the cotangent lift), ``psd_balanced:K`` (the
+#: balanced cotangent lift; ``vpintegrator.reduction.psd``)
+PSD_PREFIXES = ("psd:", "psd_balanced:")
 #: the specs of a reduction (``vpintegrator.reduction.observation``): a PSD basis fitted on the training split, a file
-REDUCTION_PREFIXES = ("psd:", "file:")
+REDUCTION_PREFIXES = (*PSD_PREFIXES, "file:")
 #: specs that mean "the whole state" (no observation)
 _FULL = ("", "all", "full", "none")
 
@@ -174,7 +177,7 @@ def _encode_by(reduction: Any, y: Any) -> Any:
 
 
 def is_reduction_spec(observe: Any) -> bool:
-    """Whether the ``observe`` value declares a reduction (``psd:K``, ``file:PATH``)."""
+    """Whether the ``observe`` value declares a reduction (``psd:K``, ``psd_balanced:K``, ``file:PATH``)."""
     return isinstance(observe, str) and observe.startswith(REDUCTION_PREFIXES)
 
 
@@ -199,11 +202,11 @@ def check_observe_spec(value: Any) -> str | None:
     text = value.strip().replace(" ", "")
     if text.lower() in _FULL:
         return None
-    if text.startswith("psd:"):
-        k = text[len("psd:"):]
+    if text.startswith(PSD_PREFIXES):
+        prefix, k = text.split(":", 1)
         if not k.isdigit() or int(k) < 2 or int(k) % 2:
-            raise VPIntegratorError(f"observe {value!r}: give psd:K with an even K >= 2 reduced components (e.g. "
-                                    "psd:32)", key="observe")
+            raise VPIntegratorError(f"observe {value!r}: give {prefix}:K with an even K >= 2 reduced components "
+                                    f"(e.g. {prefix}:32)", key="observe")
     elif text.startswith(BASIS_PREFIX):
         k = text[len(BASIS_PREFIX):]
         if not k.isdigit() or int(k) < 1:

@@ -7,8 +7,8 @@ atomically (a temporary file renamed onto the target, ``vpintegrator._io.atomic_
 - ``meta``: JSON text: ``format`` (``"vpintegrator-reduction"``), ``version``, ``kind`` (``"psd"`` or
   ``"symplectic_autoencoder"``), ``n_sites`` (N), ``full_dim`` (2N), ``reduced_dim`` (2n), ``fitted_on`` (the
   data: system, its parameters, spec, trajectories, states, ``data_record``), ``provenance`` (versions, git,
-  time, command: ``provenance_record``), and per kind ``method`` (PSD) or ``config`` and ``fit_seconds`` (the
-  autoencoder);
+  time, command: ``provenance_record``), and per kind ``method`` (PSD; ``scales`` too for the balanced lift)
+  or ``config`` and ``fit_seconds`` (the autoencoder);
 - the arrays: ``phi`` (PSD; ``phi_imag`` too for the complex SVD) and ``singular_values``; the autoencoder's
   state dict, one array per tensor, under ``w:<name>``.
 
@@ -55,8 +55,9 @@ def save_reduction(reduction: Any, path: str | os.PathLike[str], fitted_on: Any 
               "singular_values": np.asarray(reduction.singular_values, dtype=np.float64)}
     if np.iscomplexobj(reduction.phi):
         arrays["phi_imag"] = np.ascontiguousarray(reduction.phi.imag, dtype=np.float64)
+    extra = {} if reduction.scales is None else {"scales": [float(v) for v in reduction.scales]}
     write_archive(path, {"kind": "psd", "method": reduction.method, "n_sites": reduction.n_sites,
-                         "reduced_dim": reduction.reduced_dim, "fitted_on": record or {}}, arrays)
+                         "reduced_dim": reduction.reduced_dim, "fitted_on": record or {}, **extra}, arrays)
 
 
 def load_reduction(path: str | os.PathLike[str], n_sites: int | None = None,
@@ -79,8 +80,10 @@ def load_reduction(path: str | os.PathLike[str], n_sites: int | None = None,
             raise VPIntegratorError(f"{path}: a PSD reduction file without a valid method or phi; write it again "
                                     "with save_reduction")
         phi = arrays["phi"] if "phi_imag" not in arrays else arrays["phi"] + 1j * arrays["phi_imag"]
+        scales = meta.get("scales")
         return PSDBasis(method=str(meta["method"]), phi=np.ascontiguousarray(phi),
-                        singular_values=arrays.get("singular_values", np.zeros(0)))
+                        singular_values=arrays.get("singular_values", np.zeros(0)),
+                        scales=None if scales is None else (float(scales[0]), float(scales[1])))
     if meta.get("kind") == "symplectic_autoencoder":
         from .autoencoder import autoencoder_from_archive
 

@@ -69,19 +69,19 @@ class PSDGalerkin(System):
                 f"PSDGalerkin: the basis is of a lattice of N = {self.basis.n_sites} (states of "
                 f"{2 * self.basis.n_sites} components) but the system {self.full.name!r} has dim {self.full.dim}; "
                 "fit the basis on this system's data", key="basis")
-        if self.hyper is not None and (self.basis.method != "cotangent_lift" or self.hyper.rows.shape[1:] !=
+        if self.hyper is not None and (not self.basis.is_lift or self.hyper.rows.shape[1:] !=
                                        (self.basis.reduced_dim // 2,)):
             raise VPIntegratorError("PSDGalerkin: hyper must be fitted on this cotangent-lift basis "
                                     "(fit_bond_sampling(system, basis, snapshots))", key="hyper")
         object.__setattr__(self, "dim", self.basis.reduced_dim)
-        separable = bool(getattr(self.full, "separable", False)) and self.basis.method == "cotangent_lift"
+        separable = bool(getattr(self.full, "separable", False)) and self.basis.is_lift
         object.__setattr__(self, "separable", separable)
 
     def lattice_lift(self) -> tuple[System, np.ndarray, BondSampling | None] | None:
         """(the full lattice, Phi (N, n), the bond sampling or None) when the compiled lattice loops can step this
         system (a cotangent-lift basis on a shipped lattice: ``vpintegrator.compiled.lattice``), else None (the
         NumPy step runs)."""
-        if self.basis.method != "cotangent_lift" or not vars(type(self.full)).get("lattice_kernel"):
+        if not self.basis.is_lift or not vars(type(self.full)).get("lattice_kernel"):
             return None
         return self.full, self.basis.phi, self.hyper
 

@@ -123,9 +123,9 @@ def fit_bond_sampling(lattice: Lattice, basis: PSDBasis, snapshots: Any, tol: fl
     if not isinstance(lattice, Lattice):
         raise VPIntegratorError(f"fit_bond_sampling: the system must be a lattice (toda, fpu_beta); got "
                                 f"{getattr(lattice, 'name', type(lattice).__name__)!r}")
-    if not isinstance(basis, PSDBasis) or basis.method != "cotangent_lift":
+    if not isinstance(basis, PSDBasis) or not basis.is_lift:
         raise VPIntegratorError("fit_bond_sampling: the basis must be a cotangent-lift PSDBasis (fit_psd(..., "
-                                "method='cotangent_lift'))", key="basis")
+                                "method='cotangent_lift' or 'balanced_cotangent_lift'))", key="basis")
     if basis.n_sites != lattice.N:
         raise VPIntegratorError(f"fit_bond_sampling: the basis is of a lattice of N = {basis.n_sites}, the system "
                                 f"has N = {lattice.N}; fit the basis on this lattice's data", key="basis")

@@ -4,10 +4,11 @@ A reduction maps full states to reduced coordinates and back; the package's obse
 (``vpintegrator.data.observation``) carries it: training sees the reduced coordinates of the training split,
 the model records the reduction (``Observation.record()``, with a ``reduction`` entry), a rollout on another
 reduction is refused in one line (``check_same``), and ``Observation.decode`` maps reduced states back to full
-ones. Two specs:
+ones. The specs:
 
 - ``psd:K``: the cotangent-lift PSD basis of K = 2n components fitted on the training split's states
-  (``fit_psd``); linear: the observation matrix is ``A^T`` and the decoder ``A``;
+  (``fit_psd``); linear: the observation matrix is ``A^T`` and the decoder ``A``; ``psd_balanced:K`` likewise
+  with the balanced cotangent lift (``method="balanced_cotangent_lift"``);
 - ``file:PATH``: a reduction file (``save_reduction``): a PSD basis (linear, as above) or a symplectic
   autoencoder (nonlinear: ``apply`` encodes by it, ``decode`` decodes; the record names the file and its
   sha256, and a rollout reloads it from there, refusing a file whose content changed).
@@ -20,12 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from ..data.observation import Observation, is_reduction_spec
+from ..data.observation import PSD_PREFIXES, Observation, is_reduction_spec
 from ..errors import VPIntegratorError
 from .files import load_reduction
 from .psd import PSDBasis, fit_psd
 
 __all__ = ["reduction_observation", "attach_reduction", "is_reduction_spec"]
+
+#: the PSD method of each ``PSD_PREFIXES`` spec
+_PSD_METHOD = dict(zip(PSD_PREFIXES, ("cotangent_lift", "balanced_cotangent_lift")))
 
 
 def _names(k: int) -> tuple[str, ...]:
@@ -43,20 +47,23 @@ def _linear_part(model: Any) -> np.ndarray:
 def reduction_observation(spec: str, full_dim: int, system: str | None = None,
                           train_states: np.ndarray | None = None) -> Observation:
     """The ``Observation`` of a reduction spec (module docstring) for states of ``full_dim`` components.
-    ``psd:K`` is fitted on ``train_states`` (the training split's states, (..., full_dim)). One-line errors (key
+    ``psd:K`` (``psd_balanced:K``) is fitted on ``train_states`` (the training split's states, (..., full_dim)). One-line errors (key
     ``observe``): an odd state dimension, K above twice the snapshots' rank, a file of another lattice size."""
     if not is_reduction_spec(spec):
-        raise VPIntegratorError(f"observe {spec!r} is not a reduction (psd:K, file:PATH)", key="observe")
+        raise VPIntegratorError(f"observe {spec!r} is not a reduction (psd:K, psd_balanced:K, file:PATH)",
+                                key="observe")
     if full_dim % 2:
         raise VPIntegratorError(f"observe {spec!r}: a reduction needs canonical states (q, p) of an even dimension; "
                                 f"the data's have {full_dim} components", key="observe")
-    if spec.startswith("psd:"):
-        k = int(spec[len("psd:"):])
+    if spec.startswith(PSD_PREFIXES):
+        prefix, k_text = spec.split(":", 1)
+        k = int(k_text)
         if train_states is None:
             raise VPIntegratorError(f"observe {spec!r}: a PSD basis is fitted on the training split; give a model "
                                     "trained with it (its recorded basis is used) or file:PATH", key="observe")
         try:
-            basis = fit_psd(np.asarray(train_states, dtype=np.float64).reshape(-1, full_dim), k)
+            basis = fit_psd(np.asarray(train_states, dtype=np.float64).reshape(-1, full_dim), k,
+                            _PSD_METHOD[prefix + ":"])
         except VPIntegratorError as err:
             raise VPIntegratorError(f"observe {spec!r}: {err}", key="observe") from None
         record = {"kind": "psd", "method": basis.method, "linear": True, "n_sites": basis.n_sites,

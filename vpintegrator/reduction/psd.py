@@ -3,11 +3,17 @@
 For states ``y = (q, p)`` of a canonical system with ``N`` degrees of freedom, a PSD basis is a matrix
 ``A`` (2N, 2n) with orthonormal columns that is symplectic, ``A^T J_{2N} A = J_{2n}``; then ``A^+ = A^T``, the
 reduced coordinates are ``z = A^T y`` and the reconstruction is ``A z`` (Peng & Mohseni, SIAM J. Sci. Comput.
-38 (2016)). Two fits, both from one thin SVD:
+38 (2016)). Three fits, each from one thin SVD:
 
 - ``cotangent_lift``: ``A = diag(Phi, Phi)`` with ``Phi`` (N, n) the n leading left singular vectors of the
   N x 2m matrix ``[Q P]`` of the m snapshots' positions and momenta; the reduced system of a separable
   Hamiltonian ``|p|^2 / 2 + V(q)`` is separable again (``|eta|^2 / 2 + V(Phi xi)``);
+- ``balanced_cotangent_lift``: the same lift ``A = diag(Phi, Phi)`` (orthonormal, symplectic, separable), with
+  ``Phi`` the leading left singular vectors of ``[Q / |Q|_F, P / |P|_F]``: positions and momenta weighed
+  equally. Where one of them is much smaller (the bump family starts at p = 0 and its momenta stay small),
+  the plain lift's SVD follows the larger one alone and the smaller one's reconstruction suffers. This is this
+  package's definition, a weighting of the lift's SVD; it is *not* balanced truncation (Gramians of a system
+  with inputs and outputs: there are none here). ``PSDBasis.scales`` records ``(|Q|_F, |P|_F)``;
 - ``complex_svd``: ``U`` (N, n) the leading left singular vectors of the complex N x m matrix ``Q + i P`` and
   ``A = [[Re U, -Im U], [Im U, Re U]]``: the best basis of this form (its reconstruction error on the snapshots
   is never above the cotangent lift's), a reduced system that is no longer separable.
@@ -27,10 +33,12 @@ import numpy as np
 from ..arrays import relative_error
 from ..errors import VPIntegratorError
 
-__all__ = ["PSD_METHODS", "PSDBasis", "fit_psd", "psd_floor"]
+__all__ = ["LIFT_METHODS", "PSD_METHODS", "PSDBasis", "fit_psd", "psd_floor"]
 
 #: the fits ``fit_psd`` knows
-PSD_METHODS = ("cotangent_lift", "complex_svd")
+PSD_METHODS = ("cotangent_lift", "balanced_cotangent_lift", "complex_svd")
+#: the fits whose basis is a cotangent lift ``A = diag(Phi, Phi)`` with a real ``Phi``
+LIFT_METHODS = ("cotangent_lift", "balanced_cotangent_lift")
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,16 +48,26 @@ class PSDBasis:
     Attributes
     ----------
     method : str
-        ``"cotangent_lift"`` or ``"complex_svd"``.
+        One of ``PSD_METHODS``.
     phi : ndarray
-        (N, n): real for the cotangent lift, complex for the complex SVD.
+        (N, n): real for the cotangent lifts, complex for the complex SVD.
     singular_values : ndarray
-        Every singular value of the snapshot matrix, largest first (the spectrum the basis was cut from).
+        Every singular value of the snapshot matrix, largest first (the spectrum the basis was cut from; for
+        the balanced lift, of the normalised matrix).
+    scales : tuple of float, optional
+        The balanced lift's ``(|Q|_F, |P|_F)`` of the snapshots; None for the other fits.
     """
 
     method: str
     phi: np.ndarray
     singular_values: np.ndarray
+    scales: tuple[float, float] | None = None
+
+    @property
+    def is_lift(self) -> bool:
+        """Whether the basis is a cotangent lift ``diag(Phi, Phi)`` (``LIFT_METHODS``): its reduced system of a
+        separable Hamiltonian is separable again."""
+        return self.method in LIFT_METHODS
 
     @property
     def n_sites(self) -> int:
@@ -63,7 +81,7 @@ class PSDBasis:
 
     def matrix(self) -> np.ndarray:
         """A (2N, 2n), float64: orthonormal columns, symplectic."""
-        if self.method == "cotangent_lift":
+        if self.is_lift:
             zero = np.zeros_like(self.phi)
             return np.block([[self.phi, zero], [zero, self.phi]])
         re, im = self.phi.real, self.phi.imag
@@ -74,7 +92,7 @@ class PSDBasis:
         y = self._check(y, 2 * self.n_sites, "state")
         n = self.n_sites
         q, p = y[..., :n], y[..., n:]
-        if self.method == "cotangent_lift":
+        if self.is_lift:
             return np.concatenate([q @ self.phi, p @ self.phi], axis=-1)
         re, im = self.phi.real, self.phi.imag
         return np.concatenate([q @ re + p @ im, p @ re - q @ im], axis=-1)
@@ -84,7 +102,7 @@ class PSDBasis:
         z = self._check(z, self.reduced_dim, "reduced state")
         k = self.reduced_dim // 2
         xi, eta = z[..., :k], z[..., k:]
-        if self.method == "cotangent_lift":
+        if self.is_lift:
             return np.concatenate([xi @ self.phi.T, eta @ self.phi.T], axis=-1)
         re, im = self.phi.real, self.phi.imag
         return np.concatenate([xi @ re.T - eta @ im.T, xi @ im.T + eta @ re.T], axis=-1)
@@ -130,7 +148,8 @@ def fit_psd(snapshots: Any, reduced_dim: int, method: str = "cotangent_lift") ->
     reduced_dim : int
         2n, even, at most twice the rank of the snapshot matrix (a one-line error names the rank).
     method : str
-        ``"cotangent_lift"`` (default) or ``"complex_svd"``.
+        ``"cotangent_lift"`` (default), ``"balanced_cotangent_lift"`` or ``"complex_svd"``. The balanced lift
+        needs snapshots whose positions and momenta are not all zero (a one-line error otherwise).
     """
     if method not in PSD_METHODS:
         raise VPIntegratorError(f"fit_psd: unknown method {method!r}; valid methods: {', '.join(PSD_METHODS)}",
@@ -142,7 +161,16 @@ def fit_psd(snapshots: Any, reduced_dim: int, method: str = "cotangent_lift") ->
     y = _snapshots(snapshots)
     n_sites, k = y.shape[1] // 2, int(reduced_dim) // 2
     q, p = y[:, :n_sites], y[:, n_sites:]
-    matrix = np.concatenate([q, p], axis=0).T if method == "cotangent_lift" else (q + 1j * p).T
+    scales = None
+    if method == "balanced_cotangent_lift":
+        scales = (float(np.linalg.norm(q)), float(np.linalg.norm(p)))
+        for part, norm in zip(("positions", "momenta"), scales):
+            if norm == 0.0:
+                raise VPIntegratorError(f"fit_psd: method 'balanced_cotangent_lift' divides by the snapshots' "
+                                        f"norms but their {part} are all zero; use method='cotangent_lift'",
+                                        key="method")
+        q, p = q / scales[0], p / scales[1]
+    matrix = np.concatenate([q, p], axis=0).T if method in LIFT_METHODS else (q + 1j * p).T
     u, s, _ = np.linalg.svd(matrix, full_matrices=False)
     rank = int(np.sum(s > s[0] * max(matrix.shape) * np.finfo(np.float64).eps)) if s.size and s[0] > 0 else 0
     if k > rank:
@@ -150,7 +178,7 @@ def fit_psd(snapshots: Any, reduced_dim: int, method: str = "cotangent_lift") ->
             f"fit_psd: reduced_dim = {reduced_dim} needs {k} basis vectors but the snapshot matrix of "
             f"{y.shape[0]} states has rank {rank} ({method}); give reduced_dim <= {2 * rank} or more snapshots",
             key="reduced_dim")
-    return PSDBasis(method=method, phi=np.ascontiguousarray(u[:, :k]), singular_values=s)
+    return PSDBasis(method=method, phi=np.ascontiguousarray(u[:, :k]), singular_values=s, scales=scales)
 
 
 def psd_floor(basis: PSDBasis, states: Any) -> np.ndarray:

@@ -17,9 +17,12 @@ Rows (``ROWS``; each a function ``(plan, case) -> list of records``, so a row fa
   package has a kernel (Verlet, Yoshida 6), the NumPy step otherwise;
 - ``psd_floor``: the PSD (cotangent lift) reconstruction floor ``|y - A A^T y| / |y|`` at each 2n of
   ``floor_dims`` (no model in those coordinates decodes to less);
+- ``psd_floor_balanced``: the same floor of the balanced cotangent lift (``fit_psd(...,
+  "balanced_cotangent_lift")``: positions and momenta weighed equally in the SVD), same training split;
 - ``psd_galerkin``: the reduced Hamiltonian system at each 2n of ``reduced_dims``, Stormer-Verlet (a
   registered symplectic method, compiled) at the ladder's steps, without and with the bond-sampling (ECSW)
   hyper-reduction; offline cost: the training data, the SVD and the sampling's fit;
+- ``psd_galerkin_balanced``: the same on the balanced cotangent lift;
 - ``psd_flow_map``: a G-SympNet trained by ``vpintegrator.training.fit`` on the training split's PSD
   coordinates at stride ``stride`` (a flow map of step Delta), one per seed, rolled out batch-1 by the
   compiled model kernel (``vpintegrator.rollout.numba_model``) and decoded to the full state every
@@ -60,7 +63,8 @@ from .runner import StudyError, check_out_dir
 from .stats import bootstrap_ci, fmt_num, md_table, median_interval, read_json, unplain, write_json, write_text
 
 __all__ = ["T", "HORIZONS", "SYSTEMS", "LADDERS", "ROWS", "DEFAULTS", "QUICK", "ReductionOptions", "ReductionPlan",
-           "Case", "build_plan", "make_case", "full_order_rows", "psd_floor_rows", "psd_galerkin_rows",
+           "Case", "build_plan", "make_case", "full_order_rows", "psd_floor_rows", "psd_floor_balanced_rows",
+           "psd_galerkin_rows", "psd_galerkin_balanced_rows",
            "flow_map_rows", "psd_flow_map_rows", "autoencoder_flow_map_rows", "families", "SIZES_OF", "PSDEncoder", "fit_psd_encoder", "summarize_rows", "tables",
            "figures", "merge_rows", "STUDY", "run"]
 
@@ -187,24 +191,24 @@ class Case:
     train: Any  # Trajectories: the training split, every data_dt
     heldout: np.ndarray  # (10, 3, 2N): the held-out states at t = 0, T, 8 T
     data_cpu: float  # process CPU seconds of the training split's generation
-    #: the cotangent-lift SVD of the training split, fitted once at the largest 2n asked (``psd_basis``)
-    bases: dict[int, Any] = field(default_factory=dict, repr=False)
+    #: per PSD method, its SVD of the training split, fitted once at the largest 2n asked (``psd_basis``):
+    #: method -> (the basis, the process CPU seconds of its SVD)
+    bases: dict[str, tuple[Any, float]] = field(default_factory=dict, repr=False)
 
-    def psd_basis(self, reduced_dim: int) -> tuple[Any, float]:
-        """(the cotangent-lift PSD basis of 2n = ``reduced_dim`` on the training split, the process CPU seconds of
-        its SVD): one SVD serves every 2n (the leading columns of the largest basis fitted so far)."""
+    def psd_basis(self, reduced_dim: int, method: str = "cotangent_lift") -> tuple[Any, float]:
+        """(the PSD basis (``method`` of ``fit_psd``) of 2n = ``reduced_dim`` on the training split, the process
+        CPU seconds of its SVD): one SVD per method serves every 2n (the leading columns of the largest basis
+        fitted so far)."""
         from dataclasses import replace
 
         from ..clock import process_cpu
         from ..reduction import fit_psd
 
-        if not self.bases or max(self.bases) < reduced_dim:
+        if method not in self.bases or self.bases[method][0].reduced_dim < reduced_dim:
             tic = process_cpu()
-            basis = fit_psd(self.train, reduced_dim)
-            self.bases.clear()
-            self.bases[reduced_dim] = (basis, process_cpu() - tic)
-        top = max(self.bases)
-        basis, cpu = self.bases[top]
+            basis = fit_psd(self.train, reduced_dim, method)
+            self.bases[method] = (basis, process_cpu() - tic)
+        basis, cpu = self.bases[method]
         return replace(basis, phi=np.ascontiguousarray(basis.phi[:, : reduced_dim // 2])), cpu
 
     @property
@@ -310,20 +314,46 @@ def full_order_rows(plan: ReductionPlan, case: Case) -> list[dict[str, Any]]:
     return rows
 
 
+#: the PSD method of the balanced rows (``psd_floor_balanced``, ``psd_galerkin_balanced``)
+_BALANCED = "balanced_cotangent_lift"
+
+
+def _floor_rows(plan: ReductionPlan, case: Case, method: str, family: str, name: str) -> list[dict[str, Any]]:
+    """The reconstruction floor of the PSD ``method`` at each 2n of ``floor_dims`` (fitted on the training split),
+    as rows of ``family`` labelled "``name``, 2n = ..."."""
+    rows = []
+    case.psd_basis(max(plan.floor_dims), method)  # one SVD for every 2n
+    for dim in plan.floor_dims:
+        basis = case.psd_basis(dim, method)[0]
+        y = basis.project(case.heldout[:, 1:])
+        rows.append(_record(case, family, f"{name}, 2n = {dim}", reduced_dim=dim, **_errors(y, case)))
+    return rows
+
+
 def psd_floor_rows(plan: ReductionPlan, case: Case) -> list[dict[str, Any]]:
     """The cotangent-lift PSD's reconstruction floor at each 2n of ``floor_dims`` (fitted on the training split)."""
-    rows = []
-    case.psd_basis(max(plan.floor_dims))  # one SVD for every 2n
-    for dim in plan.floor_dims:
-        basis = case.psd_basis(dim)[0]
-        y = basis.project(case.heldout[:, 1:])
-        rows.append(_record(case, "psd_floor", f"PSD floor, 2n = {dim}", reduced_dim=dim, **_errors(y, case)))
-    return rows
+    return _floor_rows(plan, case, "cotangent_lift", "psd_floor", "PSD floor")
+
+
+def psd_floor_balanced_rows(plan: ReductionPlan, case: Case) -> list[dict[str, Any]]:
+    """The balanced cotangent lift's reconstruction floor at each 2n of ``floor_dims`` (the training split)."""
+    return _floor_rows(plan, case, _BALANCED, "psd_floor_balanced", "balanced PSD floor")
 
 
 def psd_galerkin_rows(plan: ReductionPlan, case: Case) -> list[dict[str, Any]]:
     """PSD-Galerkin by Stormer-Verlet at each 2n of ``reduced_dims``, without and with hyper-reduction, at the
     ladder's Verlet steps."""
+    return _galerkin_rows(plan, case, "cotangent_lift", "psd_galerkin", "PSD-Galerkin")
+
+
+def psd_galerkin_balanced_rows(plan: ReductionPlan, case: Case) -> list[dict[str, Any]]:
+    """``psd_galerkin_rows`` on the balanced cotangent lift."""
+    return _galerkin_rows(plan, case, _BALANCED, "psd_galerkin_balanced", "balanced PSD-Galerkin")
+
+
+def _galerkin_rows(plan: ReductionPlan, case: Case, method: str, family: str, prefix: str) -> list[dict[str, Any]]:
+    """PSD-Galerkin on the PSD ``method``'s basis (``psd_galerkin_rows``), rows of ``family`` labelled
+    "``prefix``[ hyper-reduced (...)], 2n = ..., stormer_verlet h = ..."."""
     from ..clock import process_cpu
     from ..reduction import PSDGalerkin, fit_bond_sampling
 
@@ -331,20 +361,20 @@ def psd_galerkin_rows(plan: ReductionPlan, case: Case) -> list[dict[str, Any]]:
     h_max = SYSTEMS[case.system_name]["h_max"]
     steps = [round(h_max * float(s), 12) for s in plan.ladder["stormer_verlet"][:2]]
     for dim in plan.reduced_dims:
-        basis, svd_cpu = case.psd_basis(dim)
+        basis, svd_cpu = case.psd_basis(dim, method)
         tic = process_cpu()
         sampling = fit_bond_sampling(case.system, basis, case.train, tol=1e-3)
         hyper_cpu = process_cpu() - tic
         z0 = basis.encode(case.y0)
-        variants = [("PSD-Galerkin", PSDGalerkin(case.system, basis), svd_cpu, None),
-                    (f"PSD-Galerkin hyper-reduced ({sampling.bonds.size} of {sampling.n_bonds} bonds)",
+        variants = [(prefix, PSDGalerkin(case.system, basis), svd_cpu, None),
+                    (f"{prefix} hyper-reduced ({sampling.bonds.size} of {sampling.n_bonds} bonds)",
                      PSDGalerkin(case.system, basis, sampling), svd_cpu + hyper_cpu, int(sampling.bonds.size))]
         for name, reduced, offline, bonds in variants:
             for h in steps:
                 z = _advance(reduced, "stormer_verlet", h, z0, HORIZONS)
                 cost = _stepper_cost(reduced, "stormer_verlet", h, z0[0], plan.repeats) if np.isfinite(z).all() \
                     else None
-                rows.append(_record(case, "psd_galerkin", f"{name}, 2n = {dim}, stormer_verlet h = {h:g}",
+                rows.append(_record(case, family, f"{name}, 2n = {dim}, stormer_verlet h = {h:g}",
                                     method="stormer_verlet", h=h, reduced_dim=dim, bonds=bonds, cost=cost,
                                     offline_cpu=case.data_cpu + offline, **_errors(basis.decode(z), case)))
     return rows
@@ -490,7 +520,9 @@ def autoencoder_flow_map_rows(plan: ReductionPlan, case: Case) -> list[dict[str,
 ROWS: dict[str, Callable[[ReductionPlan, Case], list[dict[str, Any]]]] = {
     "full_order": full_order_rows,
     "psd_floor": psd_floor_rows,
+    "psd_floor_balanced": psd_floor_balanced_rows,
     "psd_galerkin": psd_galerkin_rows,
+    "psd_galerkin_balanced": psd_galerkin_balanced_rows,
     "psd_flow_map": psd_flow_map_rows,
     "autoencoder_flow_map": autoencoder_flow_map_rows,
 }
@@ -552,7 +584,10 @@ def summarize_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-_ROW_ORDER = {"full_order": 0, "psd_floor": 1, "psd_galerkin": 2}
+_ROW_ORDER = {"full_order": 0, "psd_floor": 1, "psd_floor_balanced": 1.5, "psd_galerkin": 2,
+              "psd_galerkin_balanced": 2.5}
+#: the row families that are reconstruction floors (no model, no cost)
+_FLOORS = ("psd_floor", "psd_floor_balanced")
 
 
 def _num(x: Any) -> float:
@@ -581,11 +616,10 @@ def _verdict(mine: Sequence[Mapping[str, Any]], horizon: float) -> str:
     that no full-order row beats at both error and cost, else that the full-order method wins."""
     t = f"t{horizon:g}"
     full = [e for e in mine if e["row"] == "full_order" and e["cost"] is not None]
-    floors = [e for e in mine if e["row"] == "psd_floor"]
     def beaten(e: Mapping[str, Any]) -> bool:
         return any(_num(f[t]["median"]) <= _num(e[t]["median"]) and f["cost"] <= e["cost"] for f in full)
 
-    winners = [e for e in mine if e["row"] not in ("full_order", "psd_floor") and e["cost"] is not None
+    winners = [e for e in mine if e["row"] not in ("full_order", *_FLOORS) and e["cost"] is not None
                and _num(e[t]["median"]) <= USEFUL and not beaten(e)]
     ref = min(full, key=lambda e: _num(e["cost"])) if full else None
     where = f"At t = {horizon:g}"
@@ -605,10 +639,12 @@ def _verdict(mine: Sequence[Mapping[str, Any]], horizon: float) -> str:
     if ref is not None:
         text.append(f"the cheapest full-order row is {ref['label']} ({fmt_num(ref[t]['median'])} at "
                     f"{fmt_num(ref['cost'])} s per unit time)")
-    if floors:
-        best_floor = min(floors, key=lambda e: _num(e[t]["median"]))
-        text.append(f"the lowest PSD floor is {fmt_num(best_floor[t]['median'])} "
-                    f"({best_floor['label'].split(', ')[-1]})")
+    for family, name in zip(_FLOORS, ("PSD floor", "balanced PSD floor")):
+        floors = [e for e in mine if e["row"] == family]
+        if floors:
+            best_floor = min(floors, key=lambda e: _num(e[t]["median"]))
+            text.append(f"the lowest {name} is {fmt_num(best_floor[t]['median'])} "
+                        f"({best_floor['label'].split(', ')[-1]})")
     return "; ".join(text) + "."
 
 
@@ -646,7 +682,8 @@ def _family(label: str) -> str:
 
 def figures(summary: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
     """Per (system, N): the work-precision figure, error at T against batch-1 CPU per unit time, one series per
-    row family (the PSD floors as horizontal lines). PNG and SVG under ``out``."""
+    row family (the PSD floors as horizontal lines: dotted, the balanced lift's dash-dot). PNG and SVG under
+    ``out``."""
     from ..plotting.style import figure, save_figure
 
     paths: list[Path] = []
@@ -657,9 +694,9 @@ def figures(summary: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
         series: dict[str, list[tuple[float, float]]] = {}
         for e in mine:
             err = e["t120"]["median"]
-            if e["row"] == "psd_floor":
+            if e["row"] in _FLOORS:
                 if err is not None:
-                    ax.axhline(err, color="0.7", linewidth=0.6, linestyle=":")
+                    ax.axhline(err, color="0.7", linewidth=0.6, linestyle=":" if e["row"] == "psd_floor" else "-.")
                 continue
             if err is None or e["cost"] is None or not math.isfinite(err):
                 continue
@@ -673,7 +710,8 @@ def figures(summary: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
         ax.set_yscale("log")
         ax.set_xlabel("batch-1 CPU s per unit time")
         ax.set_ylabel("median relative error at T = 120")
-        ax.set_title(f"{system}, N = {n} (dotted: PSD floors)", fontsize=8)
+        balanced = ", dash-dot: balanced" if any(e["row"] == "psd_floor_balanced" for e in mine) else ""
+        ax.set_title(f"{system}, N = {n} (dotted: PSD floors{balanced})", fontsize=8)
         ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
         paths += save_figure(fig, out / f"reduction_{system}_N{n}", formats=("png", "svg"), overwrite=True)
     return paths

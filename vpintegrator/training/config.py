@@ -339,9 +339,9 @@ class TrainConfig(Config):
         a from-scratch schedule ends; ``1e-4 · lr`` when ``lr_min`` is 0), and one warning line says so. Not used by ``optimizer = "lm"``
         (Levenberg–Marquardt accepts only steps that lower the loss) or without init_from.
     observe : str, optional
-        Train on observed channels only: q, p, names (z1,z2), indices (0,1), basis:K, or a reduction: psd:K or
-        file:PATH. basis:K and psd:K (the cotangent-lift PSD basis of K = 2n components) are fitted on the
-        training split; file:PATH is a PSD basis or symplectic autoencoder file (``vpintegrator.reduction``). ``vpintegrator.data.observation``: the windows hold the observed channels of the
+        Train on observed channels only: q, p, names (z1,z2), indices (0,1), basis:K, or a reduction: psd:K,
+        psd_balanced:K or file:PATH. basis:K and psd:K (the cotangent-lift PSD basis of K = 2n components;
+        psd_balanced:K the balanced lift, ``vpintegrator.reduction.psd``) are fitted on the training split; file:PATH is a PSD basis or symplectic autoencoder file (``vpintegrator.reduction``). ``vpintegrator.data.observation``: the windows hold the observed channels of the
         data's states (a file that holds observed channels only is used as it is, and must carry the same
         observation); the model's ``dim`` is the observed one. The observation is recorded in every checkpoint
         (``trained_on["observation"]``) and ``summary.json``; ``vp-rollout`` rolls the model out on the same

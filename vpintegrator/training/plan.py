@@ -561,8 +561,8 @@ def observed_data(cut: DataPlan, data, where: str):
     ``data`` itself when it holds observed channels only (its recorded observation must be ``cut.observe``'s,
     when given), or ``data`` with ``full`` and ``observation`` None (the whole state). ``basis:K`` is fitted on
     the training split's states."""
-    from ..data.observation import (BASIS_PREFIX, is_reduction_spec, observation_of, observe_trajectories,
-                                    resolve_observation)
+    from ..data.observation import (BASIS_PREFIX, PSD_PREFIXES, is_reduction_spec, observation_of,
+                                    observe_trajectories, resolve_observation)
     from ..data.trajectories import state_names
 
     if cut.step is not None:
@@ -578,9 +578,9 @@ def observed_data(cut: DataPlan, data, where: str):
         return data, None, None
     system = data.meta.get("system")
     train_states = None
-    if cut.observe.startswith((BASIS_PREFIX, "psd:")):
+    if cut.observe.startswith((BASIS_PREFIX, *PSD_PREFIXES)):
         train_states = np.asarray(data.y)[trajectory_split(cut, data)[0]]
-    if is_reduction_spec(cut.observe):  # psd:K, file:PATH (vpintegrator.reduction.observation)
+    if is_reduction_spec(cut.observe):  # psd:K, psd_balanced:K, file:PATH (vpintegrator.reduction.observation)
         from ..reduction.observation import reduction_observation
 
         reduced = reduction_observation(cut.observe, data.dim, None if system is None else str(system), train_states)
