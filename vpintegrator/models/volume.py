@@ -155,6 +155,41 @@ class VolumePreservingFeedForward(_SymmetricPlanes, nn.Module):
         return self._symmetric_chain() if self.symmetric else list(self.layers)
 
 
+#: values of the VPT's ``positional`` option: how the transformer tells the positions of its window apart
+_POSITIONAL = ("none", "feedforward")
+
+
+class _PerPositionFeedForward(nn.Module):
+    """One VPFF per window position: x_t ↦ f_t(x_t) for t = 0, …, seq_len − 1 (the VPT's
+    ``positional="feedforward"``). Block diagonal on the window with det J = Π_t det J_t = 1; not equivariant
+    under reorderings of the window (each position has its own map).
+
+    Deliberately without ``window_chain()``: its parts act side by side, not one after the other, so the chain
+    walkers (the compiled kernel's packer, ``vpintegrator.testing``'s ``method="chain"``) treat it as one unit.
+    """
+
+    def __init__(self, seq_len: int, dim: int, n_blocks: int, n_linear: int, activation: str, init_upper: bool
+                 ) -> None:
+        super().__init__()
+        self.positions = nn.ModuleList(
+            VolumePreservingFeedForward(dim, n_blocks, n_linear, activation, init_upper=init_upper)
+            for _ in range(seq_len)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x : (batch, seq_len, dim) -> (batch, seq_len, dim), state t by the VPFF of position t."""
+        return torch.cat([ff(x[:, t:t + 1]) for t, ff in enumerate(self.positions)], dim=1)
+
+    def _forward_planes(self, xp: torch.Tensor) -> torch.Tensor:
+        """On contiguous xp (dim, seq_len, batch): plane t by the VPFF of position t."""
+        return torch.cat([ff._forward_planes(xp[:, t:t + 1].contiguous()) for t, ff in enumerate(self.positions)],
+                         dim=1)
+
+    def _fused_spec(self) -> None:
+        """Not fused (``vpintegrator.nn.fused_attention``): the transformer then runs its units one by one."""
+        return None
+
+
 class _VPTBlock(nn.Module):
     def __init__(self, attention: nn.Module, feedforward: nn.Module) -> None:
         super().__init__()
@@ -201,17 +236,26 @@ class VolumePreservingTransformer(_SymmetricPlanes, nn.Module):
         is explicit because C(output) = C(input) (so its adjoint is itself). Needs ``skew_sym=True`` (the
         arbitrary attention has no explicit inverse: refused). ``preserves`` then also has ``"symmetric"``.
 
+    positional : {"none", "feedforward"}
+        How the transformer tells the positions of its window apart. ``"none"`` (default; GML): it does not
+        (below). ``"feedforward"``: every unit's feed-forward part is one VPFF per window position, state t
+        mapped by its own f_t (``seq_len`` times the feed-forward parameters); each f_t has det J = 1, so the
+        block-diagonal map of the window does, and the transformer is still volume preserving on ℝ^{T·dim}
+        (``skew_sym=True``) but no longer equivariant. Not with ``symmetric=True`` (refused); it runs in torch
+        (no fused node, no compiled kernel).
+
     Notes
     -----
     Defaults: L = 1 and ``skew_sym=True`` (GML's constructor defaults are L = 2 and ``skew_sym=false``).
 
-    There is no positional encoding (as in GML): the attention's ``C(X P) = Pᵀ C(X) P`` and the position-wise
-    feed-forward parts make the transformer equivariant under permutations ``P`` of the window's states,
-    ``f(X P) = f(X) P`` (``tests/test_observed_windows.py``): it cannot tell which state of the window is the
-    latest. On the full state the target ``x_j ↦ Φ_{T h}(x_j)`` is itself equivariant; on observed windows of a
-    reversible system (the coupled oscillator in q) it is not, and every equivariant window map has an error
-    floor, 0.33 at T = 2 and 0.62 at T = 4 on q of the coupled oscillator at h = 0.2
-    (``scripts/vpt_observed_probe.py``; docs/partial_observation.md).
+    With ``positional="none"`` there is no positional encoding (as in GML): the attention's
+    ``C(X P) = Pᵀ C(X) P`` and the position-wise feed-forward parts make the transformer equivariant under
+    permutations ``P`` of the window's states, ``f(X P) = f(X) P`` (``tests/test_observed_windows.py``): it
+    cannot tell which state of the window is the latest. On the full state the target ``x_j ↦ Φ_{T h}(x_j)`` is
+    itself equivariant; on observed windows of a reversible system (the coupled oscillator in q) it is not, and
+    every equivariant window map has an error floor, 0.33 at T = 2 and 0.62 at T = 4 on q of the coupled
+    oscillator at h = 0.2 (``scripts/vpt_observed_probe.py``; docs/partial_observation.md).
+    ``positional="feedforward"`` is not bound by that floor.
     """
 
     model_name = "vpt"
@@ -234,6 +278,7 @@ class VolumePreservingTransformer(_SymmetricPlanes, nn.Module):
         skew_sym: bool = True,
         init_upper: bool = False,
         symmetric: bool = False,
+        positional: str = "none",
     ) -> None:
         super().__init__()
         self.dim = check_positive_int(dim, "dim")
@@ -242,18 +287,25 @@ class VolumePreservingTransformer(_SymmetricPlanes, nn.Module):
         if check_bool(symmetric, "symmetric") and not check_bool(skew_sym, "skew_sym"):
             raise VPIntegratorError("symmetric: the palindrome needs each attention's explicit inverse, which only "
                                     "skew_sym=true has; set skew_sym=true or symmetric=false")
+        if not isinstance(positional, str) or positional not in _POSITIONAL:
+            raise VPIntegratorError(f"positional: expected one of {', '.join(map(repr, _POSITIONAL))}, got {positional!r}")
+        if symmetric and positional != "none":
+            raise VPIntegratorError(f"positional: {positional!r} has no symmetric (palindromic) form; set "
+                                    "symmetric=false or positional='none'")
         self._check_seq = seq_len
         self.config = _record_config(self, self.model_name, locals())
         self.blocks = nn.Sequential(
             *(
                 _VPTBlock(
                     VolumePreservingAttention(dim, skew_sym=skew_sym),
-                    VolumePreservingFeedForward(dim, n_blocks, n_linear, activation, init_upper=init_upper),
+                    VolumePreservingFeedForward(dim, n_blocks, n_linear, activation, init_upper=init_upper)
+                    if positional == "none"
+                    else _PerPositionFeedForward(seq_len, dim, n_blocks, n_linear, activation, init_upper),
                 )
                 for _ in range(L)
             )
         )
-        if skew_sym:  # all L units (attention and feed-forward layers) can run as one fused autograd node
+        if skew_sym and positional == "none":  # all L units (attention and feed-forward layers) as one fused node
             register_fused_buffers(self, self._layers())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -273,8 +325,9 @@ class VolumePreservingTransformer(_SymmetricPlanes, nn.Module):
         return from_planes(xp)
 
     def _layers(self) -> list[nn.Module]:
-        """Every attention and triangular layer in order."""
-        return [m for block in self.blocks for m in (block.attention, *block.feedforward.layers)]
+        """Every attention and triangular layer in order (a per-position feed-forward part as one unit)."""
+        return [m for block in self.blocks
+                for m in (block.attention, *getattr(block.feedforward, "layers", [block.feedforward]))]
 
     def _flow_layers(self) -> list[nn.Module]:
         return self._layers()
