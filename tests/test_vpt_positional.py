@@ -1,5 +1,6 @@
 """The VPT that sees the order of its window (issue 55): ``positional = "feedforward"`` gives every window
-position its own VPFF. The window map stays volume preserving on R^{T*dim} (det J = 1, by a Jacobian of the whole
+position its own VPFF, ``positional = "mixing"`` puts a learned unit-triangular linear shear across the window's
+positions before each unit's attention. The window map stays volume preserving on R^{T*dim} (det J = 1, by a Jacobian of the whole
 map, not by the layers' construction), it is no longer equivariant under reordering the window's states (the plain
 VPT is: ``tests/test_observed_windows.py``), and the option round-trips through configs and model files and
 trains and rolls out from the CLI on observed windows."""
@@ -26,13 +27,17 @@ def _randomised(model: torch.nn.Module, seed: int = 1, scale: float = 0.5) -> to
     return model
 
 
-def _positional(dim: int, T: int, **kw) -> VolumePreservingTransformer:
-    return VolumePreservingTransformer(dim, T, n_blocks=2, L=2, positional="feedforward", **kw)
+OPTIONS = ("feedforward", "mixing")
 
 
+def _positional(dim: int, T: int, option: str = "feedforward", L: int = 2) -> VolumePreservingTransformer:
+    return VolumePreservingTransformer(dim, T, n_blocks=2, L=L, positional=option)
+
+
+@pytest.mark.parametrize("option", OPTIONS)
 @pytest.mark.parametrize("dim, T", [(2, 2), (2, 4), (3, 3)])
-def test_the_window_map_has_det_one(dim, T):
-    model = _randomised(_positional(dim, T))
+def test_the_window_map_has_det_one(dim, T, option):
+    model = _randomised(_positional(dim, T, option))
     x = torch.randn(6, T, dim, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
     for w in x:
         J = torch.func.jacrev(lambda v: model(v.reshape(T, dim)).reshape(-1))(w.reshape(-1))
@@ -43,10 +48,11 @@ def test_the_window_map_has_det_one(dim, T):
         assert float((model(x) - x).abs().max()) > 1e-2
 
 
+@pytest.mark.parametrize("option", OPTIONS)
 @pytest.mark.parametrize("T", [2, 4])
-def test_it_tells_the_order_of_its_window(T):
+def test_it_tells_the_order_of_its_window(T, option):
     x = torch.randn(5, T, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
-    model = _randomised(_positional(2, T))
+    model = _randomised(_positional(2, T, option))
     with torch.no_grad():
         y = model(x)
         gap = float((model(x.flip(1)) - y.flip(1)).abs().max())
@@ -76,14 +82,41 @@ def test_one_feed_forward_per_position_and_the_planes_path_agrees_with_rows():
         torch.testing.assert_close(tied(x), plain(x), rtol=1e-13, atol=1e-13)
 
 
-def test_config_and_model_file_round_trip(tmp_path):
-    model = _randomised(build_model("vpt", dim=2, seq_len=3, n_blocks=1, L=2, positional="feedforward"))
-    assert model.config["positional"] == "feedforward"
+def test_the_mixing_is_the_shear_written_out_and_starts_as_the_plain_vpt():
+    """x_t + sum over s < t (units 1, 3) or s > t (units 2, 4) of W_ts x_s, against a loop over positions; with
+    the mixing at its initial zero the model is the plain VPT of the same other weights."""
+    model = _positional(2, 3, "mixing", L=3).double()
+    plain = VolumePreservingTransformer(2, 3, n_blocks=2, L=3).double()
+    plain.load_state_dict({k: v for k, v in model.state_dict().items() if ".mixing." not in k})
+    x = torch.randn(4, 3, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), plain(x), rtol=0, atol=0)
+        _randomised(model)
+        for k, block in enumerate(model.blocks):
+            mix = block.mixing
+            W = mix.weight
+            by_hand = x.clone()
+            i = 0
+            pairs = [(t, s) for t in range(3) for s in range(t)]  # torch.tril_indices order: row by row
+            for t, s in pairs:
+                a, b = (t, s) if k % 2 == 0 else (s, t)
+                by_hand[:, a] += x[:, b] @ W[i].T
+                i += 1
+            torch.testing.assert_close(mix(x), by_hand, rtol=1e-14, atol=1e-14)
+            torch.testing.assert_close(mix._forward_planes(x.permute(2, 1, 0).contiguous()).permute(2, 1, 0), by_hand,
+                                       rtol=1e-14, atol=1e-14)
+
+
+@pytest.mark.parametrize("option", OPTIONS)
+def test_config_and_model_file_round_trip(tmp_path, option):
+    model = _randomised(build_model("vpt", dim=2, seq_len=3, n_blocks=1, L=2, positional=option))
+    assert model.config["positional"] == option
     assert model.preserves == ("volume",)
     x = torch.randn(5, 3, 2, dtype=torch.float64)
     path = save_model(model, tmp_path / "pos.pt")
     loaded = load_model(path)
-    assert loaded.config == model.config and loaded.blocks[0].feedforward.positions[2] is not None
+    assert loaded.config == model.config
+    assert set(loaded.state_dict()) == set(model.state_dict())
     with torch.no_grad():
         assert torch.equal(loaded(x), model(x))
         again = build_model(**model.config).double()
@@ -95,11 +128,12 @@ def test_config_and_model_file_round_trip(tmp_path):
 
 
 def test_bad_values_are_one_line_errors():
-    with pytest.raises(VPIntegratorError, match="positional: expected one of 'none', 'feedforward', got 'time'") as e:
+    with pytest.raises(VPIntegratorError, match="positional: expected one of 'none', 'feedforward', 'mixing', got 'time'") as e:
         build_model("vpt", dim=2, seq_len=2, positional="time")
     assert "\n" not in str(e.value)
-    with pytest.raises(VPIntegratorError, match="positional: 'feedforward' has no symmetric"):
-        build_model("vpt", dim=2, seq_len=2, positional="feedforward", symmetric=True)
+    for option in OPTIONS:
+        with pytest.raises(VPIntegratorError, match=f"positional: '{option}' has no symmetric"):
+            build_model("vpt", dim=2, seq_len=2, positional=option, symmetric=True)
 
 
 def test_no_compiled_kernel_so_rollouts_run_the_torch_model():
@@ -107,10 +141,12 @@ def test_no_compiled_kernel_so_rollouts_run_the_torch_model():
     must give up (None: the rollout uses torch) rather than pack the positions' VPFFs one after the other."""
     pytest.importorskip("numba")
     assert pack(_randomised(VolumePreservingTransformer(2, 3, n_blocks=2, L=2))) is not None  # the plain VPT packs
-    assert pack(_randomised(_positional(2, 3))) is None
+    for option in OPTIONS:
+        assert pack(_randomised(_positional(2, 3, option))) is None
 
 
-def test_trains_and_rolls_out_from_the_cli_on_observed_q(co_file, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("option", OPTIONS)
+def test_trains_and_rolls_out_from_the_cli_on_observed_q(co_file, tmp_path, option):  # noqa: F811
     from vpintegrator.cli.rollout import main as rollout
     from vpintegrator.cli.train import main as train
     from vpintegrator.data import read_rollout
@@ -119,10 +155,10 @@ def test_trains_and_rolls_out_from_the_cli_on_observed_q(co_file, tmp_path):  # 
     cfg.write_text('data = ["%s"]\nobserve = "q"\nepochs = 2\nbatch_size = 64\ndtype = "float64"\n'
                    '[model]\nname = "vpt"\nseq_len = 2\nn_blocks = 1\nL = 1\n' % co_file)
     run = tmp_path / "run"
-    res = CliRunner().invoke(train, [str(cfg), "--set", 'model.positional="feedforward"', "--out", str(run), "--quiet"])
+    res = CliRunner().invoke(train, [str(cfg), "--set", f'model.positional="{option}"', "--out", str(run), "--quiet"])
     assert res.exit_code == 0, res.output
     model = load_model(run)
-    assert model.config["positional"] == "feedforward" and model.dim == 2
+    assert model.config["positional"] == option and model.dim == 2
     out = tmp_path / "ro.h5"
     res = CliRunner().invoke(rollout, ["--data", str(co_file), "--model", f"pvpt={run}", "--fit-on-data",
                                        "--n-traj", "3", "--t-end", "4", "--out", str(out)])
