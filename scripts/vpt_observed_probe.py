@@ -40,10 +40,11 @@
    each of those ``positional`` options, trained through ``vpintegrator.training.fit`` with the partial-observation
    study's ``RECIPE`` (Levenberg–Marquardt, float64, best.pt by the validation rollout at t = 10), ``init_scale``
    0.3, S process-CPU seconds or ``--patience`` epochs without improvement, seed ``--seed``, runs under
-   ``--runs``. Printed per model: the relative one-window error on the run's training trajectories, on its
-   validation trajectories, and on ``--n-heldout`` held-out initial conditions (the file's sampler, the study's
-   held-out seed; exact flow to the file's t_end), and on those the median (10–90 %) relative error of the
-   observed rollout from the exact first window at t = 10 and t = 20.
+   ``--runs``. Printed per model, for its best.pt (the best validation rollout) and its last.pt: the relative
+   one-window error on the run's training trajectories, on its validation trajectories and on ``--n-heldout``
+   held-out initial conditions (the file's sampler, the study's held-out seed; exact flow to the file's t_end),
+   and on those the median (10–90 %) relative error of the observed rollout from the exact first window at
+   t = 10 and t = 20.
 
     python scripts/vpt_observed_probe.py DATA.h5 --observe q --windows 1,2,4 [--models RUN/last.pt ...]
         [--adam-iters 3000 [--full]] [--positional feedforward,mixing]
@@ -158,14 +159,11 @@ class PositionalVPT(torch.nn.Module):
 def lm_fit(path: str, observe: str, T: int, positional: str, seed: int, budget: float, patience: int, runs: str,
            n_heldout: int) -> str:
     """Train the VPT with ``positional`` (``"none"``: the plain one) by the study's recipe (module docstring,
-    part 7) and score it; one line."""
+    part 7) and score its best.pt and last.pt (``score_run``); lines."""
     import json
     from pathlib import Path
 
-    from vpintegrator.data import solve_flow
-    from vpintegrator.models import load_model
-    from vpintegrator.rollout.splits import draw_heldout
-    from vpintegrator.studies.partial_observation import H, HELDOUT_SEED, RECIPE
+    from vpintegrator.studies.partial_observation import RECIPE
     from vpintegrator.training import fit
 
     model_cfg = {"name": "vpt", "n_blocks": 4, "L": 4, "seq_len": T, "positional": positional}
@@ -174,10 +172,27 @@ def lm_fit(path: str, observe: str, T: int, positional: str, seed: int, budget: 
            "cpu_time_limit": float(budget), "time_limit": 20.0 * budget + 60.0, "patience": patience,
            "out": str(run)}
     result = fit(cfg, overwrite=run.exists())
-    model = load_model(run).double().eval()  # best.pt
+    head = (f"{result.n_params} parameters, stopped {result.stopped} after {result.epochs} epochs (best "
+            f"{result.best_epoch}), {json.loads((run / 'summary.json').read_text())['cpu_time']:.0f} CPU s")
+    return "\n".join([head] + [f"  {ckpt}: {score_run(run / ckpt, cfg, n_heldout)}" for ckpt in ("best.pt", "last.pt")])
+
+
+def score_run(checkpoint, cfg: dict, n_heldout: int) -> str:
+    """One line on a window-to-window checkpoint trained with ``cfg`` (data, observe, split): the relative
+    one-window error on the run's training and validation trajectories and on ``n_heldout`` held-out initial
+    conditions (the file's sampler, the study's held-out seed, exact flow to the file's t_end), and the median
+    (10–90 %) relative error of the observed rollout from the exact first window on those at t = 10 and t_end."""
+    from vpintegrator.data import solve_flow
+    from vpintegrator.models import load_model
+    from vpintegrator.rollout.splits import draw_heldout
+    from vpintegrator.studies.partial_observation import H, HELDOUT_SEED
+
+    model = load_model(checkpoint).double().eval()
+    T = int(model.seq_len)
+    path = cfg["data"][0]
     prep = prepare(build_plan({**cfg, "epochs": 1}), torch.device("cpu"))
     data = read_trajectories(path)
-    obs = resolve_observation(observe, data.dim, data.system.state_names, data.system.name)
+    obs = resolve_observation(cfg["observe"], data.dim, data.system.state_names, data.system.name)
     assert obs is not None
     y_obs = np.asarray(data.y) @ obs.matrix.T
     y0 = draw_heldout(data.meta, data.system, n_heldout, HELDOUT_SEED, np.asarray(data.y)[:, 0], path)
@@ -197,15 +212,14 @@ def lm_fit(path: str, observe: str, T: int, positional: str, seed: int, budget: 
         roll = torch.cat(states, dim=1).numpy()
     rollout = []
     for k in steps:
-        e = np.linalg.norm(roll[:, k] - held[:, k], axis=-1) / np.linalg.norm(held[:, k], axis=-1)
+        with np.errstate(invalid="ignore", over="ignore"):  # a blown-up rollout counts as inf
+            e = np.linalg.norm(roll[:, k] - held[:, k], axis=-1) / np.linalg.norm(held[:, k], axis=-1)
         e = np.where(np.isfinite(e), e, np.inf)
         rollout.append(f"t = {k * H:g}: {np.median(e):.3g} ({np.quantile(e, 0.1):.3g}-{np.quantile(e, 0.9):.3g})")
     train_traj, val_traj = prep.train_set.traj_indices.numpy(), prep.val_set.traj_indices.numpy()
     return (f"one-window relative error: training trajectories {one_window(y_obs[train_traj]):.3g}, validation "
             f"{one_window(y_obs[val_traj]):.3g}, {n_heldout} held-out conditions {one_window(held):.3g}; held-out "
-            f"rollout median (10-90 %) {', '.join(rollout)}; {result.n_params} parameters, stopped "
-            f"{result.stopped} after {result.epochs} epochs (best {result.best_epoch}), "
-            f"{json.loads((run / 'summary.json').read_text())['cpu_time']:.0f} CPU s")
+            f"rollout median (10-90 %) {', '.join(rollout)}")
 
 
 def adam_fit(model: torch.nn.Module, y: np.ndarray, T: int, iters: int, seed: int = 0) -> str:
@@ -311,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
             for positional in ["none", *positionals]:
                 label = "vpt" if positional == "none" else f"vpt positional={positional}"
                 line = lm_fit(a.data, a.observe, T, positional, a.seed, a.lm_budget, a.patience, a.runs, a.n_heldout)
-                print(f"T = {T}, observed {obs.spec}, {label}, study recipe (init_scale 0.3, seed {a.seed}): {line}",
+                print(f"T = {T}, observed {obs.spec}, {label}, study recipe (init_scale 0.3, seed {a.seed}), {line}",
                       flush=True)
     return 0
 

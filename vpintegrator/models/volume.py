@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import nn
 
@@ -182,8 +184,8 @@ class _PerPositionFeedForward(nn.Module):
 
     def _forward_planes(self, xp: torch.Tensor) -> torch.Tensor:
         """On contiguous xp (dim, seq_len, batch): plane t by the VPFF of position t."""
-        return torch.cat([ff._forward_planes(xp[:, t:t + 1].contiguous()) for t, ff in enumerate(self.positions)],
-                         dim=1)
+        positions = cast("list[VolumePreservingFeedForward]", list(self.positions))
+        return torch.cat([ff._forward_planes(xp[:, t:t + 1].contiguous()) for t, ff in enumerate(positions)], dim=1)
 
     def _fused_spec(self) -> None:
         """Not fused (``vpintegrator.nn.fused_attention``): the transformer then runs its units one by one."""
@@ -195,6 +197,9 @@ class _PositionMixing(nn.Module):
     x_t ↦ x_t + Σ_{s<t} W_ts x_s (``lower``) or Σ_{s>t} (upper), W_ts a (dim, dim) matrix per pair of positions.
     The window's Jacobian is block unit-triangular: det J = 1. Zero at the start (the identity), so the
     transformer starts as the plain one and training decides how much the order of the window matters."""
+
+    _rows: torch.Tensor
+    _cols: torch.Tensor
 
     def __init__(self, seq_len: int, dim: int, lower: bool) -> None:
         super().__init__()
@@ -374,7 +379,7 @@ class VolumePreservingTransformer(_SymmetricPlanes, nn.Module):
 
     def _layers(self) -> list[nn.Module]:
         """Every attention and triangular layer in order (a per-position feed-forward part as one unit)."""
-        return [m for block in self.blocks for part in block.window_chain()
+        return [m for block in cast("list[_VPTBlock]", list(self.blocks)) for part in block.window_chain()
                 for m in getattr(part, "layers", [part])]
 
     def _flow_layers(self) -> list[nn.Module]:
