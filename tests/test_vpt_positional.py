@@ -178,3 +178,20 @@ def test_a_gml_file_is_read_as_the_plain_vpt_and_refuses_positional(tmp_path):
     with pytest.raises(VPIntegratorError, match="config positional = 'feedforward' contradicts group L1") as e:
         read_gml(path, positional="feedforward")
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("option", OPTIONS)
+def test_the_attention_ablations_keep_the_positional_parts(option):
+    """``mean_attention`` on one window: the constant Λ̄ is the attention's own Λ at that window (C taken on
+    what the attention sees, after the unit's mixing), so the ablated model equals the model there;
+    ``without_attention`` keeps the positional parts, so it still tells the order of the window."""
+    from vpintegrator.models import mean_attention, without_attention
+
+    model = _randomised(_positional(2, 3, option), scale=0.3)
+    w = torch.randn(1, 3, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(8))
+    with torch.no_grad():
+        torch.testing.assert_close(mean_attention(model, w)(w), model(w), rtol=1e-12, atol=1e-12)
+        ablated = without_attention(model)
+        x = torch.randn(5, 3, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(9))
+        y = ablated(x)
+        assert float((ablated(x.flip(1)) - y.flip(1)).abs().max()) > 1e-2 * float(y.abs().max())
