@@ -32,9 +32,23 @@
    equivariant) and ``delay_vpff`` (n_blocks 4), each trained by Adam (N iterations of 1024 windows, lr 1e-2
    decaying to 1e-6) on the windows of the first 85 % of the trajectories; the relative one-window error on them
    and on the rest is printed, to set beside the floor of part 3. ``--full`` trains on the full state instead.
+   ``--positional feedforward,mixing`` adds the VPT with each of these ``positional`` options (``feedforward``: one
+   VPFF per window position; ``mixing``: a learned unit-triangular linear shear across the window's positions
+   before each unit's attention; both volume preserving, neither equivariant; also to part 2's gaps).
+
+7. **The study's recipe** (``--lm-budget S``): the VPT (n_blocks 4, L 4) and, with ``--positional``, the VPT with
+   each of those ``positional`` options, trained through ``vpintegrator.training.fit`` with the partial-observation
+   study's ``RECIPE`` (Levenberg–Marquardt, float64, best.pt by the validation rollout at t = 10), ``init_scale``
+   0.3, S process-CPU seconds or ``--patience`` epochs without improvement, seed ``--seed``, runs under
+   ``--runs``. Printed per model, for its best.pt (the best validation rollout) and its last.pt: the relative
+   one-window error on the run's training trajectories, on its validation trajectories and on ``--n-heldout``
+   held-out initial conditions (the file's sampler, the study's held-out seed; exact flow to the file's t_end),
+   and on those the median (10–90 %) relative error of the observed rollout from the exact first window at
+   t = 10 and t = 20.
 
     python scripts/vpt_observed_probe.py DATA.h5 --observe q --windows 1,2,4 [--models RUN/last.pt ...]
-        [--adam-iters 3000 [--full]]
+        [--adam-iters 3000 [--full]] [--positional feedforward,mixing]
+        [--lm-budget 40 --runs DIR --seed 0]
 """
 
 from __future__ import annotations
@@ -142,6 +156,72 @@ class PositionalVPT(torch.nn.Module):
         return x
 
 
+def lm_fit(path: str, observe: str, T: int, positional: str, seed: int, budget: float, patience: int, runs: str,
+           n_heldout: int) -> str:
+    """Train the VPT with ``positional`` (``"none"``: the plain one) by the study's recipe (module docstring,
+    part 7) and score its best.pt and last.pt (``score_run``); lines."""
+    import json
+    from pathlib import Path
+
+    from vpintegrator.studies.partial_observation import RECIPE
+    from vpintegrator.training import fit
+
+    model_cfg = {"name": "vpt", "n_blocks": 4, "L": 4, "seq_len": T, "positional": positional}
+    run = Path(runs) / f"vpt_{positional}_T{T}_seed{seed}"
+    cfg = {**RECIPE, "data": [path], "model": model_cfg, "observe": observe, "seed": seed, "init_scale": 0.3,
+           "cpu_time_limit": float(budget), "time_limit": 20.0 * budget + 60.0, "patience": patience,
+           "out": str(run)}
+    result = fit(cfg, overwrite=run.exists())
+    head = (f"{result.n_params} parameters, stopped {result.stopped} after {result.epochs} epochs (best "
+            f"{result.best_epoch}), {json.loads((run / 'summary.json').read_text())['cpu_time']:.0f} CPU s")
+    return "\n".join([head] + [f"  {ckpt}: {score_run(run / ckpt, cfg, n_heldout)}" for ckpt in ("best.pt", "last.pt")])
+
+
+def score_run(checkpoint, cfg: dict, n_heldout: int) -> str:
+    """One line on a window-to-window checkpoint trained with ``cfg`` (data, observe, split): the relative
+    one-window error on the run's training and validation trajectories and on ``n_heldout`` held-out initial
+    conditions (the file's sampler, the study's held-out seed, exact flow to the file's t_end), and the median
+    (10–90 %) relative error of the observed rollout from the exact first window on those at t = 10 and t_end."""
+    from vpintegrator.data import solve_flow
+    from vpintegrator.models import load_model
+    from vpintegrator.rollout.splits import draw_heldout
+    from vpintegrator.studies.partial_observation import H, HELDOUT_SEED
+
+    model = load_model(checkpoint).double().eval()
+    T = int(model.seq_len)
+    path = cfg["data"][0]
+    prep = prepare(build_plan({**cfg, "epochs": 1}), torch.device("cpu"))
+    data = read_trajectories(path)
+    obs = resolve_observation(cfg["observe"], data.dim, data.system.state_names, data.system.name)
+    assert obs is not None
+    y_obs = np.asarray(data.y) @ obs.matrix.T
+    y0 = draw_heldout(data.meta, data.system, n_heldout, HELDOUT_SEED, np.asarray(data.y)[:, 0], path)
+    held = np.asarray(solve_flow(data.system, y0, H * np.arange(data.n_states))) @ obs.matrix.T
+
+    def one_window(y: np.ndarray) -> float:
+        x, t = (torch.as_tensor(a) for a in hand_windows(y, np.arange(len(y)), T))
+        with torch.no_grad():
+            return float(torch.linalg.vector_norm(model(x) - t) / torch.linalg.vector_norm(t))
+
+    steps = [int(round(10.0 / H)), data.n_states - 1]
+    with torch.no_grad():
+        w, states = torch.as_tensor(held[:, :T]), [torch.as_tensor(held[:, :T])]
+        while sum(s.shape[1] for s in states) <= max(steps):
+            w = model(w)
+            states.append(w)
+        roll = torch.cat(states, dim=1).numpy()
+    rollout = []
+    for k in steps:
+        with np.errstate(invalid="ignore", over="ignore"):  # a blown-up rollout counts as inf
+            e = np.linalg.norm(roll[:, k] - held[:, k], axis=-1) / np.linalg.norm(held[:, k], axis=-1)
+        e = np.where(np.isfinite(e), e, np.inf)
+        rollout.append(f"t = {k * H:g}: {np.median(e):.3g} ({np.quantile(e, 0.1):.3g}-{np.quantile(e, 0.9):.3g})")
+    train_traj, val_traj = prep.train_set.traj_indices.numpy(), prep.val_set.traj_indices.numpy()
+    return (f"one-window relative error: training trajectories {one_window(y_obs[train_traj]):.3g}, validation "
+            f"{one_window(y_obs[val_traj]):.3g}, {n_heldout} held-out conditions {one_window(held):.3g}; held-out "
+            f"rollout median (10-90 %) {', '.join(rollout)}")
+
+
 def adam_fit(model: torch.nn.Module, y: np.ndarray, T: int, iters: int, seed: int = 0) -> str:
     """Train ``model`` (window of T to the next T) by Adam on ``y`` (module docstring, part 6); one line."""
     import time
@@ -182,8 +262,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", nargs="*", default=[], help="trained window-to-window checkpoints (part 5)")
     ap.add_argument("--adam-iters", type=int, default=0, help="train the VPTs and delay_vpff by Adam (part 6)")
     ap.add_argument("--full", action="store_true", help="part 6 on the full state instead of the observation")
+    ap.add_argument("--positional", default="",
+                    help="comma list of the VPT's positional options to add (feedforward, mixing; parts 2, 6, 7)")
+    ap.add_argument("--lm-budget", type=float, default=0.0, help="part 7: CPU seconds per run of the study's recipe")
+    ap.add_argument("--patience", type=int, default=20, help="part 7: epochs without improvement")
+    ap.add_argument("--seed", type=int, default=0, help="part 7: training seed")
+    ap.add_argument("--runs", default="runs/vpt_observed_probe", help="part 7: where the run directories go")
+    ap.add_argument("--n-heldout", type=int, default=100, help="part 7: held-out initial conditions")
     a = ap.parse_args(argv)
     windows = [int(t) for t in a.windows.split(",")]
+    positionals = [v for v in a.positional.split(",") if v]
     data = read_trajectories(a.data)
     system = data.system
     obs = resolve_observation(a.observe, data.dim, system.state_names, system.name)
@@ -197,8 +285,11 @@ def main(argv: list[str] | None = None) -> int:
     for T in windows:
         vpt = VolumePreservingTransformer(obs.dim, T, n_blocks=4, L=4).double()
         dvp = DelayVolumeNet(obs.dim, T, n_blocks=4).double()
+        pos = "".join(f", vpt positional={v} "
+                      f"{equivariance_gap(VolumePreservingTransformer(obs.dim, T, 4, L=4, positional=v).double(), T, obs.dim):.3g}"
+                      for v in positionals)
         print(f"T = {T}: relative equivariance gap |f(XP) - f(X)P| / |f(X)|: vpt {equivariance_gap(vpt, T, obs.dim):.3g}"
-              f", delay_vpff {equivariance_gap(dvp, T, obs.dim):.3g}")
+              f", delay_vpff {equivariance_gap(dvp, T, obs.dim):.3g}{pos}")
     for T in windows:
         print(f"T = {T}: relative error floor of any time-permutation-equivariant window map on observed "
               f"{obs.spec} (reversal-symmetrised windows): {reversal_bound(y_obs, T):.4g}")
@@ -222,11 +313,20 @@ def main(argv: list[str] | None = None) -> int:
         what = "the full state" if a.full else f"observed {obs.spec}"
         for T in windows:
             dim = y.shape[-1]
-            for label, model in (("vpt", VolumePreservingTransformer(dim, T, n_blocks=4, L=4).double()),
-                                 ("vpt+offsets", PositionalVPT(VolumePreservingTransformer(dim, T, n_blocks=4,
-                                                                                           L=4).double())),
-                                 ("delay_vpff", DelayVolumeNet(dim, T, n_blocks=4).double())):
+            rows = [("vpt", VolumePreservingTransformer(dim, T, n_blocks=4, L=4).double()),
+                    ("vpt+offsets", PositionalVPT(VolumePreservingTransformer(dim, T, n_blocks=4, L=4).double())),
+                    ("delay_vpff", DelayVolumeNet(dim, T, n_blocks=4).double())]
+            rows += [(f"vpt positional={v}", VolumePreservingTransformer(dim, T, n_blocks=4, L=4, positional=v).double())
+                     for v in positionals]
+            for label, model in rows:
                 print(f"T = {T}, {what}, {label}: {adam_fit(model, y, T, a.adam_iters)}", flush=True)
+    if a.lm_budget > 0:
+        for T in windows:
+            for positional in ["none", *positionals]:
+                label = "vpt" if positional == "none" else f"vpt positional={positional}"
+                line = lm_fit(a.data, a.observe, T, positional, a.seed, a.lm_budget, a.patience, a.runs, a.n_heldout)
+                print(f"T = {T}, observed {obs.spec}, {label}, study recipe (init_scale 0.3, seed {a.seed}), {line}",
+                      flush=True)
     return 0
 
 

@@ -639,8 +639,10 @@ def test_flags_only_model_gets_the_paper_hyper_parameters(tiny_data, tmp_path):
 
     result = fit(dict(data=[tiny_data], model={"name": "vpt"}, epochs=1, batch_size=64, out=str(tmp_path / "r")))
     saved = TrainConfig.from_toml(tmp_path / "r" / "config.toml").model
-    # the model records every constructor argument: init_upper and symmetric (issue 21) at their defaults
-    assert saved == {"name": "vpt", "dim": 3, **default_model_config("vpt"), "init_upper": False, "symmetric": False}
+    # the model records every constructor argument: init_upper, symmetric (issue 21) and positional (issue 55)
+    # at their defaults
+    assert saved == {"name": "vpt", "dim": 3, **default_model_config("vpt"), "init_upper": False, "symmetric": False,
+                     "positional": "none"}
     assert result.n_params == 162
 
 

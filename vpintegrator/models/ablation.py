@@ -180,7 +180,8 @@ class MeanAttention(nn.Module):
 def mean_attention(model: nn.Module, windows: torch.Tensor) -> nn.Module:
     """A copy of a VPT (skew-symmetric attention) whose every attention is ``MeanAttention``: Λ̄ = Cayley(C̄),
     C̄ the mean over ``windows`` (n, seq_len, dim) of the skew C(X) that attention sees (the attentions fixed in
-    order, a later one seeing the earlier ones already constant). Volume preserving still (Λ̄ orthogonal); the
+    order, a later one seeing the earlier ones already constant; with ``positional="mixing"`` the windows as the
+    unit's mixing leaves them, the mixing kept). Volume preserving still (Λ̄ orthogonal); the
     states are mixed along the window but no state's map depends on the others' values any more."""
     from ..nn.cayley import cayley
 
@@ -198,6 +199,8 @@ def mean_attention(model: nn.Module, windows: torch.Tensor) -> nn.Module:
                                 f"{tuple(x.shape)}")
     with torch.no_grad():
         for block in ablated.blocks:  # type: ignore[union-attr]
-            block.attention = MeanAttention(cayley(block.attention.correlation(x).mean(0, keepdim=True))[0])
-            x = block(x)
+            for part in block.window_chain():  # C over the attention's own inputs (after a positional mixing)
+                if part is block.attention:
+                    block.attention = part = MeanAttention(cayley(part.correlation(x).mean(0, keepdim=True))[0])
+                x = part(x)
     return ablated

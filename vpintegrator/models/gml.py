@@ -359,6 +359,7 @@ def _infer(file: str, layers: list[_Layer]) -> tuple[str, dict[str, tuple[Any, s
             "dim": (v["width"], layers[0].group), "n_blocks": (v["n_blocks"], span), "n_linear": (v["n_linear"], span),
             "L": (len(units), span), "skew_sym": (v["skew_sym"], f"{layers[0].group}/A"),
             "init_upper": (v["init_upper"], layers[1].group if len(layers) > 1 else span),
+            "positional": ("none", span),  # GML's VPT has no positional part: one feed-forward chain per unit
         }
     odd = next((lay for lay in layers if lay.kind not in ("lower", "upper")), None)
     if odd is not None:
@@ -453,7 +454,7 @@ def read_gml(path: str | os.PathLike[str], name: str | None = None, *, dtype: An
         evaluates the file's weights without adding float32 rounding of its own.
     **hparams
         Model keys (see [`build_model`][vpintegrator.models.build_model]). Keys the file determines (dim, n_blocks,
-        n_linear, L, n_heads, skew_sym, init_upper, transformer_dim, form, stiefel) are checked against it
+        n_linear, L, n_heads, skew_sym, init_upper, positional, transformer_dim, form, stiefel) are checked against it
         (a contradiction is a one-line error naming the key and the group); the others are taken as given,
         else the defaults (seq_len 3 for vpt/st and 1 for vpff, activation tanh, add_connection False).
         ``symmetric=True`` is refused: GML has no symmetric variant, so its weights mean the plain network.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import nn
 
@@ -155,20 +157,102 @@ class VolumePreservingFeedForward(_SymmetricPlanes, nn.Module):
         return self._symmetric_chain() if self.symmetric else list(self.layers)
 
 
-class _VPTBlock(nn.Module):
-    def __init__(self, attention: nn.Module, feedforward: nn.Module) -> None:
+#: values of the VPT's ``positional`` option: how the transformer tells the positions of its window apart
+_POSITIONAL = ("none", "feedforward", "mixing")
+
+
+class _PerPositionFeedForward(nn.Module):
+    """One VPFF per window position: x_t ↦ f_t(x_t) for t = 0, …, seq_len − 1 (the VPT's
+    ``positional="feedforward"``). Block diagonal on the window with det J = Π_t det J_t = 1; not equivariant
+    under reorderings of the window (each position has its own map).
+
+    Deliberately without ``window_chain()``: its parts act side by side, not one after the other, so the chain
+    walkers (the compiled kernel's packer, ``vpintegrator.testing``'s ``method="chain"``) treat it as one unit.
+    """
+
+    def __init__(self, seq_len: int, dim: int, n_blocks: int, n_linear: int, activation: str, init_upper: bool
+                 ) -> None:
         super().__init__()
+        self.positions = nn.ModuleList(
+            VolumePreservingFeedForward(dim, n_blocks, n_linear, activation, init_upper=init_upper)
+            for _ in range(seq_len)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x : (batch, seq_len, dim) -> (batch, seq_len, dim), state t by the VPFF of position t."""
+        return torch.cat([ff(x[:, t:t + 1]) for t, ff in enumerate(self.positions)], dim=1)
+
+    def _forward_planes(self, xp: torch.Tensor) -> torch.Tensor:
+        """On contiguous xp (dim, seq_len, batch): plane t by the VPFF of position t."""
+        positions = cast("list[VolumePreservingFeedForward]", list(self.positions))
+        return torch.cat([ff._forward_planes(xp[:, t:t + 1].contiguous()) for t, ff in enumerate(positions)], dim=1)
+
+    def _fused_spec(self) -> None:
+        """Not fused (``vpintegrator.nn.fused_attention``): the transformer then runs its units one by one."""
+        return None
+
+
+class _PositionMixing(nn.Module):
+    """A learned linear shear across the window's positions (the VPT's ``positional="mixing"``):
+    x_t ↦ x_t + Σ_{s<t} W_ts x_s (``lower``) or Σ_{s>t} (upper), W_ts a (dim, dim) matrix per pair of positions.
+    The window's Jacobian is block unit-triangular: det J = 1. Zero at the start (the identity), so the
+    transformer starts as the plain one and training decides how much the order of the window matters."""
+
+    _rows: torch.Tensor
+    _cols: torch.Tensor
+
+    def __init__(self, seq_len: int, dim: int, lower: bool) -> None:
+        super().__init__()
+        rows, cols = torch.tril_indices(seq_len, seq_len, offset=-1)
+        if not lower:
+            rows, cols = cols, rows
+        self.register_buffer("_rows", rows, persistent=False)
+        self.register_buffer("_cols", cols, persistent=False)
+        self.seq_len, self.dim, self.lower = seq_len, dim, lower
+        self.weight = nn.Parameter(torch.zeros(len(rows), dim, dim))
+
+    def matrix(self) -> torch.Tensor:
+        """The (seq_len, seq_len, dim, dim) blocks W_ts, zero on and on the other side of the diagonal."""
+        W = self.weight.new_zeros(self.seq_len, self.seq_len, self.dim, self.dim)
+        return W.index_put((self._rows, self._cols), self.weight)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x : (batch, seq_len, dim) -> (batch, seq_len, dim)."""
+        return x + torch.einsum("tsij,bsj->bti", self.matrix(), x)
+
+    def _forward_planes(self, xp: torch.Tensor) -> torch.Tensor:
+        """On contiguous xp (dim, seq_len, batch)."""
+        return (xp + torch.einsum("tsij,jsb->itb", self.matrix(), xp)).contiguous()
+
+    def _fused_spec(self) -> None:
+        """Not fused (``vpintegrator.nn.fused_attention``)."""
+        return None
+
+    def extra_repr(self) -> str:
+        return f"seq_len={self.seq_len}, dim={self.dim}, lower={self.lower}"
+
+
+class _VPTBlock(nn.Module):
+    def __init__(self, attention: nn.Module, feedforward: nn.Module, mixing: nn.Module | None = None) -> None:
+        super().__init__()
+        if mixing is not None:  # registered first: the order of the unit's parts
+            self.mixing = mixing
         self.attention = attention
         self.feedforward = feedforward
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.feedforward(self.attention(x))
+        for part in self.window_chain():
+            x = part(x)
+        return x
 
     def _forward_planes(self, xp: torch.Tensor) -> torch.Tensor:
-        return self.feedforward._forward_planes(self.attention._forward_planes(xp))
+        for part in self.window_chain():
+            xp = part._forward_planes(xp)
+        return xp
 
     def window_chain(self) -> list[nn.Module]:
-        return [self.attention, self.feedforward]
+        mixing = self._modules.get("mixing")
+        return [self.attention, self.feedforward] if mixing is None else [mixing, self.attention, self.feedforward]
 
 
 @register_model(defaults=dict(seq_len=3, n_blocks=2, n_linear=1, L=3, activation="tanh", skew_sym=True))
@@ -201,17 +285,29 @@ class VolumePreservingTransformer(_SymmetricPlanes, nn.Module):
         is explicit because C(output) = C(input) (so its adjoint is itself). Needs ``skew_sym=True`` (the
         arbitrary attention has no explicit inverse: refused). ``preserves`` then also has ``"symmetric"``.
 
+    positional : {"none", "feedforward", "mixing"}
+        How the transformer tells the positions of its window apart. ``"none"`` (default; GML): it does not
+        (below). ``"feedforward"``: every unit's feed-forward part is one VPFF per window position, state t
+        mapped by its own f_t (``seq_len`` times the feed-forward parameters); each f_t has det J = 1, so the
+        block-diagonal map of the window does, and the transformer is still volume preserving on ℝ^{T·dim}
+        (``skew_sym=True``) but no longer equivariant. ``"mixing"``: before each unit's attention a learned
+        linear shear across the window's positions, x_t ↦ x_t + Σ_{s<t} W_ts x_s (units 1, 3, …; s > t in
+        units 2, 4, …), W_ts a (dim, dim) matrix: block unit-triangular, det J = 1; zero at the start, so the
+        model starts as the plain VPT (L·T(T−1)/2·dim² more parameters). Neither with ``symmetric=True``
+        (refused); both run in torch (no fused node, no compiled kernel).
+
     Notes
     -----
     Defaults: L = 1 and ``skew_sym=True`` (GML's constructor defaults are L = 2 and ``skew_sym=false``).
 
-    There is no positional encoding (as in GML): the attention's ``C(X P) = Pᵀ C(X) P`` and the position-wise
-    feed-forward parts make the transformer equivariant under permutations ``P`` of the window's states,
-    ``f(X P) = f(X) P`` (``tests/test_observed_windows.py``): it cannot tell which state of the window is the
-    latest. On the full state the target ``x_j ↦ Φ_{T h}(x_j)`` is itself equivariant; on observed windows of a
-    reversible system (the coupled oscillator in q) it is not, and every equivariant window map has an error
-    floor, 0.33 at T = 2 and 0.62 at T = 4 on q of the coupled oscillator at h = 0.2
-    (``scripts/vpt_observed_probe.py``; docs/partial_observation.md).
+    With ``positional="none"`` there is no positional encoding (as in GML): the attention's
+    ``C(X P) = Pᵀ C(X) P`` and the position-wise feed-forward parts make the transformer equivariant under
+    permutations ``P`` of the window's states, ``f(X P) = f(X) P`` (``tests/test_observed_windows.py``): it
+    cannot tell which state of the window is the latest. On the full state the target ``x_j ↦ Φ_{T h}(x_j)`` is
+    itself equivariant; on observed windows of a reversible system (the coupled oscillator in q) it is not, and
+    every equivariant window map has an error floor, 0.33 at T = 2 and 0.62 at T = 4 on q of the coupled
+    oscillator at h = 0.2 (``scripts/vpt_observed_probe.py``; docs/partial_observation.md).
+    ``positional="feedforward"`` and ``"mixing"`` are not bound by that floor.
     """
 
     model_name = "vpt"
@@ -234,6 +330,7 @@ class VolumePreservingTransformer(_SymmetricPlanes, nn.Module):
         skew_sym: bool = True,
         init_upper: bool = False,
         symmetric: bool = False,
+        positional: str = "none",
     ) -> None:
         super().__init__()
         self.dim = check_positive_int(dim, "dim")
@@ -242,18 +339,26 @@ class VolumePreservingTransformer(_SymmetricPlanes, nn.Module):
         if check_bool(symmetric, "symmetric") and not check_bool(skew_sym, "skew_sym"):
             raise VPIntegratorError("symmetric: the palindrome needs each attention's explicit inverse, which only "
                                     "skew_sym=true has; set skew_sym=true or symmetric=false")
+        if not isinstance(positional, str) or positional not in _POSITIONAL:
+            raise VPIntegratorError(f"positional: expected one of {', '.join(map(repr, _POSITIONAL))}, got {positional!r}")
+        if symmetric and positional != "none":
+            raise VPIntegratorError(f"positional: {positional!r} has no symmetric (palindromic) form; set "
+                                    "symmetric=false or positional='none'")
         self._check_seq = seq_len
         self.config = _record_config(self, self.model_name, locals())
         self.blocks = nn.Sequential(
             *(
                 _VPTBlock(
                     VolumePreservingAttention(dim, skew_sym=skew_sym),
-                    VolumePreservingFeedForward(dim, n_blocks, n_linear, activation, init_upper=init_upper),
+                    VolumePreservingFeedForward(dim, n_blocks, n_linear, activation, init_upper=init_upper)
+                    if positional != "feedforward"
+                    else _PerPositionFeedForward(seq_len, dim, n_blocks, n_linear, activation, init_upper),
+                    _PositionMixing(seq_len, dim, lower=k % 2 == 0) if positional == "mixing" else None,
                 )
-                for _ in range(L)
+                for k in range(L)
             )
         )
-        if skew_sym:  # all L units (attention and feed-forward layers) can run as one fused autograd node
+        if skew_sym and positional == "none":  # all L units (attention and feed-forward layers) as one fused node
             register_fused_buffers(self, self._layers())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -273,8 +378,9 @@ class VolumePreservingTransformer(_SymmetricPlanes, nn.Module):
         return from_planes(xp)
 
     def _layers(self) -> list[nn.Module]:
-        """Every attention and triangular layer in order."""
-        return [m for block in self.blocks for m in (block.attention, *block.feedforward.layers)]
+        """Every attention and triangular layer in order (a per-position feed-forward part as one unit)."""
+        return [m for block in cast("list[_VPTBlock]", list(self.blocks)) for part in block.window_chain()
+                for m in getattr(part, "layers", [part])]
 
     def _flow_layers(self) -> list[nn.Module]:
         return self._layers()
