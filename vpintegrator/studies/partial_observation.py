@@ -19,17 +19,20 @@ on both systems, so every row has the column.
 
 Approaches (``APPROACHES``), each at every window length T of ``windows``:
 
-- ``vpt`` (the volume-preserving transformer: window of T to the next T) and ``st`` (the standard
-  transformer, softmax attention), the multi-step models with attention;
+- ``vpt`` (the volume-preserving transformer: window of T to the next T; equivariant under reordering its
+  window, as in GML), ``vpt_mix`` (the same with ``positional = "mixing"``: a learned unit-triangular shear
+  across window positions before each attention, still volume preserving, not equivariant) and ``st`` (the
+  standard transformer, softmax attention), the multi-step models with attention;
 - ``delay_mlp``, ``delay_mlp2`` and ``delay_vpff`` (``vpintegrator.models.delay``): the window without
   attention, one step from the concatenated window (``delay_mlp2``: as the second difference
   x_{n+1} − 2x_n + x_{n−1}, Störmer–Verlet's position form, T ≥ 2) and a volume-preserving map of the whole
   window: the control that says whether attention adds anything over the window;
 - ``fullstate``: the same MLP as ``delay_mlp`` at T = 1 trained on the **full** state (not observed): the
   one-step flow map, the upper bound of what the data can teach (its rollout observed for the observed columns);
-- per trained VPT (T > 1) its ablations as rows: ``+noattn`` (every attention the identity,
+- per trained VPT and ``vpt_mix`` (T > 1) their ablations as rows: ``+noattn`` (every attention the identity,
   ``without_attention``) and ``+meanattn`` (every attention's Λ(X) replaced by the constant Cayley of its
-  mean C over the training windows, ``mean_attention``);
+  mean C over the training windows, ``mean_attention``; a ``vpt_mix`` keeps its position mixing in both, so
+  its ``+noattn`` row is the mixing without attention);
 - ``estimate+gauss_legendre4`` (the full state recovered from the first ``context_len`` observed states by
   least squares on the true flow, then Gauss–Legendre 4 with the true equations: the known-equations
   competitor), ``parrot`` (the nearest training window's continuation) and ``delay_sindy+rk4`` (``sindy`` on
@@ -113,6 +116,9 @@ SYSTEMS: dict[str, dict[str, Any]] = {
 #: learned approach -> its [model] table (seq_len added per T)
 APPROACHES: dict[str, dict[str, Any]] = {
     "vpt": {"name": "vpt", "n_blocks": 4, "L": 4},
+    # the VPT with a learned unit-triangular shear across window positions before each attention (volume
+    # preserving, not equivariant under reordering the window: docs/guarantees.md)
+    "vpt_mix": {"name": "vpt", "n_blocks": 4, "L": 4, "positional": "mixing"},
     "st": {"name": "st"},
     "delay_mlp": {"name": "delay_mlp", "width": 32, "depth": 2},
     "delay_mlp2": {"name": "delay_mlp", "width": 32, "depth": 2, "increment": "second"},
@@ -122,7 +128,10 @@ APPROACHES: dict[str, dict[str, Any]] = {
 #: learned approach -> training keys besides ``RECIPE`` (the VPT starts from its weights times 0.3, as the
 #: coupled-oscillator study's VPT does: at the default scale it starts at a relative one-window error of 4-8 on
 #: observed windows and Levenberg-Marquardt stalls there)
-TRAINING: dict[str, dict[str, Any]] = {"vpt": {"init_scale": 0.3}}
+TRAINING: dict[str, dict[str, Any]] = {"vpt": {"init_scale": 0.3}, "vpt_mix": {"init_scale": 0.3}}
+#: the approaches with attention (their coupling measured), and those whose ablations are rows
+ATTENTION = ("vpt", "vpt_mix", "st")
+ABLATED = ("vpt", "vpt_mix")
 #: approaches that need a window of at least this many states (``delay_mlp2`` extrapolates the last two)
 MIN_T: dict[str, int] = {"delay_mlp2": 2}
 #: approaches trained on the full state (one step, T = 1, every window length ignored): the upper bound
@@ -146,7 +155,8 @@ DEFAULTS: dict[str, Any] = {"n_train": 200, "n_test": 100, "t_train": 20.0, "win
                             "budget_seconds": 30.0, "patience": 20, "approaches": list(APPROACHES),
                             "seeds": [0, 1, 2, 3, 4], "systems": ["coupled_oscillator", "rigid_body"]}
 QUICK: dict[str, Any] = {"n_train": 60, "n_test": 30, "t_train": 20.0, "windows": [1, 4], "budget_seconds": 10.0,
-                         "patience": 5, "approaches": ["vpt", "delay_mlp", "delay_mlp2", "delay_vpff", "fullstate"],
+                         "patience": 5, "approaches": ["vpt", "vpt_mix", "delay_mlp", "delay_mlp2", "delay_vpff",
+                                                    "fullstate"],
                          "seeds": [0, 1], "systems": list(SYSTEMS)}
 
 
@@ -438,16 +448,17 @@ def evaluate_seed(out: Path, train: Path, n_test: int, system: str, seed: int, r
             np.testing.assert_allclose(model_obs.matrix, obs.matrix, rtol=0, atol=1e-12)
         windows = torch.as_tensor(model_obs.apply(ref_full[:, :T]))
         coupling = None
-        if approach in ("vpt", "st") and T > 1:
+        if approach in ATTENTION and T > 1:
             coupling = float(attention_coupling(model, windows).median)
         entries.append((label, model))
         meta[label] = {**base, "kind": "model", "coupling": coupling}
-        if approach == "vpt" and T > 1:
+        if approach in ABLATED and T > 1:
             ref_windows = torch.as_tensor(model_obs.apply(train_data.y[:, :T]))
             entries.append((f"{label}+noattn", without_attention(model)))
             entries.append((f"{label}+meanattn", mean_attention(model, ref_windows)))
-            meta[f"{label}+noattn"] = {**base, "approach": "vpt+noattn", "kind": "ablation", "curve": None}
-            meta[f"{label}+meanattn"] = {**base, "approach": "vpt+meanattn", "kind": "ablation", "curve": None}
+            meta[f"{label}+noattn"] = {**base, "approach": f"{approach}+noattn", "kind": "ablation", "curve": None}
+            meta[f"{label}+meanattn"] = {**base, "approach": f"{approach}+meanattn", "kind": "ablation",
+                                         "curve": None}
     integrators = list(info.get("fixed", FIXED_ROWS)) if with_fixed else []
     for name in integrators:
         meta[name] = {"approach": name, "T": int(info["context_len"]), "kind": "known" if "estimate" in name else
@@ -608,7 +619,7 @@ class PartialObservationOptions(StudyOptions):
     Parameters
     ----------
     quick : bool
-        A small run (seeds 0,1; T in 1,4; vpt, delay_mlp, delay_mlp2, delay_vpff, fullstate; 60 training and 30
+        A small run (seeds 0,1; T in 1,4; vpt, vpt_mix, delay_mlp, delay_mlp2, delay_vpff, fullstate; 60 training and 30
         held-out trajectories; 10 CPU s per training run): the same code path in under ten minutes.
     systems : list of str
         Comma list out of coupled_oscillator, rigid_body, toda (default coupled_oscillator,rigid_body; --quick
@@ -617,7 +628,7 @@ class PartialObservationOptions(StudyOptions):
     windows : list of int
         The window lengths T (default 1,2,4,8).
     approaches : list of str
-        Comma list out of vpt, st, delay_mlp, delay_mlp2, delay_vpff, fullstate (default all).
+        Comma list out of vpt, vpt_mix, st, delay_mlp, delay_mlp2, delay_vpff, fullstate (default all).
     n_train : int
         Training trajectories per system (to t_train; default 200).
     n_test : int
