@@ -119,7 +119,7 @@ def test_balanced_floors_are_drawn_beside_the_plain_ones():
 
 
 @needs_checkout
-@pytest.mark.parametrize("name", ["quick", "medium", "toda_n3200", "fpu_beta_n3200", "toda_n200"])
+@pytest.mark.parametrize("name", ["quick", "medium", "toda_n3200", "fpu_beta_n3200", "toda_n200", "default"])
 def test_docs_tables_regenerate_from_the_shipped_json(name):
     """Every line of the tables drawn from docs/data/reduction/NAME.json is in docs/lattices.md."""
     data = read_json(ROOT / "docs" / "data" / "reduction" / f"{name}.json")
