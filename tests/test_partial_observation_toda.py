@@ -105,7 +105,8 @@ def test_the_toda_case_scores_held_out_conditions_on_the_training_splits_psd_bas
     assert "## toda, observed in psd:4" in text and "No `estimate` row" in text
 
 
-def test_the_documented_toda_table_is_drawn_from_the_shipped_json():
+@pytest.mark.parametrize("name", ["toda", "toda_default"])
+def test_the_documented_toda_table_is_drawn_from_the_shipped_json(name):
     """docs/partial_observation.md shows every Toda table row the study builds from
     docs/data/partial_observation/toda.json (``--table-only`` on a copy of it rebuilds them), and the JSON names
     no path of the machine it ran on."""
@@ -116,7 +117,7 @@ def test_the_documented_toda_table_is_drawn_from_the_shipped_json():
     page = root / "docs" / "partial_observation.md"
     if not page.is_file():
         pytest.skip("repository files (not in the wheel)")
-    raw = (root / "docs" / "data" / "partial_observation" / "toda.json").read_text()
+    raw = (root / "docs" / "data" / "partial_observation" / f"{name}.json").read_text()
     assert "/tmp/" not in raw and "/work/" not in raw and "/home/" not in raw
     rows = unplain(json.loads(raw))["rows"]
     assert {r["system"] for r in rows} == {"toda"}
