@@ -64,3 +64,22 @@ def tiny_data(tmp_path_factory) -> str:
     y0 /= np.linalg.norm(y0, axis=1, keepdims=True)
     traj = integrate("rigid_body", y0, 0.2, 15, method="rk4")
     return str(write_trajectories(tmp_path_factory.mktemp("data") / "tiny.h5", traj))
+
+
+@pytest.fixture(scope="module")
+def toda_data():
+    """Training (mu = 0.30 ... 0.60) and held-out (the midpoints) Toda bump trajectories, N = 40, to T = 30:
+    ``(system, train, test)`` (the reduction tests' lattice)."""
+    import numpy as np
+
+    from vpintegrator.data import integrate
+    from vpintegrator.systems import get_system, sample_initial_conditions
+
+    system = get_system("toda", N=40)
+    train_mu = list(0.30 + 0.03 * np.arange(11))
+    test_mu = list(0.315 + 0.03 * np.arange(10))
+    train = integrate(system, sample_initial_conditions(system, "bump", mu=train_mu), 0.1, 300,
+                      method="stormer_verlet_y6", compiled=False)
+    test = integrate(system, sample_initial_conditions(system, "bump", mu=test_mu), 0.1, 300,
+                     method="stormer_verlet_y6", compiled=False)
+    return system, train, test

@@ -11,7 +11,6 @@ import scipy.linalg
 from vpintegrator.data import integrate
 from vpintegrator.errors import VPIntegratorError
 from vpintegrator.reduction import PSDGalerkin, fit_bond_sampling, fit_psd, psd_floor
-from vpintegrator.systems import get_system, sample_initial_conditions
 
 BALANCED = "balanced_cotangent_lift"
 N = 40
@@ -19,19 +18,6 @@ N = 40
 
 def _j(k: int) -> np.ndarray:
     return np.block([[np.zeros((k, k)), np.eye(k)], [-np.eye(k), np.zeros((k, k))]])
-
-
-@pytest.fixture(scope="module")
-def toda_data():
-    """Training (mu = 0.30 ... 0.60) and held-out (the midpoints) Toda bump trajectories, N = 40, to T = 30."""
-    system = get_system("toda", N=N)
-    train_mu = list(0.30 + 0.03 * np.arange(11))
-    test_mu = list(0.315 + 0.03 * np.arange(10))
-    train = integrate(system, sample_initial_conditions(system, "bump", mu=train_mu), 0.1, 300,
-                      method="stormer_verlet_y6", compiled=False)
-    test = integrate(system, sample_initial_conditions(system, "bump", mu=test_mu), 0.1, 300,
-                     method="stormer_verlet_y6", compiled=False)
-    return system, train, test
 
 
 def _independent_phi(snaps: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
