@@ -11,7 +11,7 @@ from vpintegrator.reduction import (SymplecticAutoencoder, fit_psd, fit_symplect
                                     load_reduction, psd_floor)
 from vpintegrator.reduction.autoencoder import intermediate_dims
 
-from test_reduction import _j, toda_data  # noqa: F401  (the Toda bump data at N = 40, T = 30: a fixture)
+from test_reduction import _j  # the canonical J; the Toda bump data (toda_data) is a conftest fixture
 
 
 def _random_autoencoder(full_dim: int, reduced_dim: int, seed: int = 0) -> SymplecticAutoencoder:
