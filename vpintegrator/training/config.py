@@ -175,8 +175,12 @@ class TrainConfig(Config):
         At least one of ``epochs``, ``time_limit`` and ``cpu_time_limit`` is needed.
     time_limit : float, optional
         Wall-time budget in seconds for this invocation (the progress bar's ETA honours it). Checked after
-        each epoch: training stops before an epoch that would, judging by the last one, end past the budget
-        (at least one epoch runs).
+        each epoch: training stops before an epoch that would, judging by the last one, end past the budget.
+        In one process (not under torchrun) it is also checked after every optimiser step: an epoch the
+        budget runs out in ends there, a short epoch (its training loss the mean over the steps taken; LM:
+        the full one), validated and judged like any other, and the run stops; so a budget is overrun by at
+        most one optimiser step and one validation, however long an epoch is (at least one step runs).
+        Under torchrun the ranks agree after each epoch only.
     cpu_time_limit : float, optional
         CPU-time budget in seconds for this invocation (process CPU seconds, all threads; independent of the
         machine's load). The process's CPU time (every thread's, as ``time.process_time``), checked like

@@ -414,7 +414,7 @@ class EnsembleSteps:
             return train.tolist()
         if self.optim.schedule_per == "epoch":
             self.scheduler.step()
-        return (acc / self.steps_per_epoch).tolist()  # the epoch's host sync of the losses
+        return (acc / len(losses)).tolist()  # the epoch's host sync of the losses (len: the steps taken)
 
     @torch.no_grad()
     def val_losses(self, dataset=None) -> list[float]:

@@ -18,7 +18,9 @@ and stop requests, for every strategy), then per epoch the validation losses and
 state), the best-epoch rule, the log row, the summary; the callback, the progress bar; the stop
 reasons, agreed by every DDP rank, in the order interrupt, epochs done, patience (per member: a member
 stops when it alone would have; the run when every member has), callback, steps (``max_steps``), time limit
-(which clock's budget stopped it, CPU or wall, is recorded: ``summary.json`` ``stop_clock``); checkpoints
+(which clock's budget stopped it, CPU or wall, is recorded: ``summary.json`` ``stop_clock``; in one process
+the budgets are also checked after every optimiser step, and an epoch they run out in ends there, short, so
+one long epoch -- many Levenberg–Marquardt iterations of a large model -- cannot overrun them); checkpoints
 (every ``checkpoint_every`` epochs and every ``checkpoint_seconds``) and the final files. A single run
 that diverges raises one line after writing its files; an ensemble goes on with its other members.
 
@@ -256,6 +258,8 @@ class Trainer:
         self.cpu_before = 0.0  # CPU seconds of earlier invocations (NaN: one of them did not record it)
         self.t_start = time.perf_counter()
         self.c_start = process_cpu()
+        self.invocation_start, self.cpu_start = self.t_start, self.c_start  # this invocation's budgets (_loop)
+        self.short_epoch = False  # the last epoch was cut short by a budget (_train_epoch)
         self.stop: Any = None
         #: which budget's clock stopped the run at ``time_limit``: "cpu" (cpu_time_limit) or "wall" (time_limit)
         self.stop_clock: str | None = None
@@ -358,6 +362,8 @@ class Trainer:
             # the record every report reads: which clock's budget stopped a time_limit run, and the rule
             "stop_clock": self.stop_clock if stopped == "time_limit" else None,
             "stop_rule": self.stop_plan.rule(),
+            # the last epoch ended early, at fewer than steps_per_epoch steps, because a budget ran out
+            "short_epoch": bool(self.short_epoch),
             "device": str(self.device),
             "fast_step": self.steps.fast_mode,
             **fast_step_summary(self.steps.fast),
@@ -537,6 +543,7 @@ class Trainer:
         s = self.steps
         acc, losses = s.begin_epoch()
         first, step0, last = s.batch_in_epoch, self.step, s.steps_per_epoch
+        end, self.short_epoch = last, False
         for b in range(first, last):
             save = self.checkpoint_due()
             reported, agreed = s.step(b, self.stop.requested, save)
@@ -546,6 +553,9 @@ class Trainer:
             s.batch_in_epoch = b + 1
             if s.together and s.host_losses and not math.isfinite(float(reported)):
                 raise Diverged("loss is", float(reported), self.epoch + 1, self.step)
+            if agreed is None and b + 1 < last and not self.stop.requested and any(self._over_budget()):
+                end, self.short_epoch = b + 1, True  # one process: a budget ran out; the epoch ends here, short
+                break
             stop_now, save_now = agreed if agreed is not None else (self.stop.requested, save)
             if (stop_now or save_now) and b + 1 < last:
                 if s.together:
@@ -557,7 +567,8 @@ class Trainer:
                 if stop_now:
                     return None
         if s.together:
-            self._check_losses(acc, losses, first, last, step0)
+            self._check_losses(acc, losses, first, end, step0)
+        losses = losses[:end]
         train = s.end_epoch(acc, losses)
         if s.together and not math.isfinite(train[0]):
             raise Diverged("training loss is", train[0], self.epoch + 1, self.step)
@@ -575,10 +586,19 @@ class Trainer:
             k = int(bad[0, 0])
             raise Diverged("loss is", float(losses[first + k, 0]), self.epoch + 1, step0 + k + 1)
 
+    def _over_budget(self, epoch_wall: float = 0.0, epoch_cpu: float = 0.0) -> tuple[bool, bool]:
+        """(over the CPU budget, over the wall budget) of this invocation, counting ``epoch_wall`` and
+        ``epoch_cpu`` seconds more (after an epoch: the next one's, judged by the last; mid-epoch: none)."""
+        cfg = self.stop_plan
+        cpu = cfg.cpu_time_limit is not None and (process_cpu() - self.cpu_start) + epoch_cpu > cfg.cpu_time_limit
+        wall = (cfg.time_limit is not None
+                and (time.perf_counter() - self.invocation_start) + epoch_wall > cfg.time_limit)
+        return cpu, wall
+
     def _loop(self, bar) -> str:
         cfg = self.stop_plan
-        invocation_start = time.perf_counter()
-        cpu_start = process_cpu()
+        invocation_start = self.invocation_start = time.perf_counter()
+        self.cpu_start = process_cpu()
         self.steps.train_mode()
         while (left := self._epochs_left()) is None or left > 0:
             t_epoch, cpu_epoch = time.perf_counter(), process_cpu()
@@ -641,15 +661,10 @@ class Trainer:
             if not any(m.active for m in self.members):
                 return "early_stopping" if any(m.stopped == "early_stopping" for m in self.members) else "diverged"
             # stop conditions, agreed on by every rank
-            last_epoch_seconds = time.perf_counter() - t_epoch
-            elapsed = time.perf_counter() - invocation_start
-            cpu_now = process_cpu()
-            over_cpu = (cfg.cpu_time_limit is not None
-                        and (cpu_now - cpu_start) + (cpu_now - cpu_epoch) > cfg.cpu_time_limit)
+            over_cpu, over_wall = self._over_budget(time.perf_counter() - t_epoch, process_cpu() - cpu_epoch)
             asked = False
             if self.callback is not None:
                 asked = bool(self.callback(infos if self.ensemble else infos[0]))
-            over_wall = cfg.time_limit is not None and elapsed + last_epoch_seconds > cfg.time_limit
             flags = torch.tensor(
                 [float(self.stop.requested), float(over_cpu or over_wall), float(asked), float(over_cpu)],
                 dtype=torch.float64, device=self.device,

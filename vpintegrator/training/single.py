@@ -362,7 +362,7 @@ class SingleSteps:
             with label("vp/train_loss"):
                 train_loss = self.val_losses(self.train_set)[0]  # LM: the full training loss
         else:
-            self.loss_sum, self.loss_count = float(acc[0]), self.steps_per_epoch
+            self.loss_sum, self.loss_count = float(acc[0]), len(losses)  # the steps taken (a budget may cut it)
             if self.optim.schedule_per == "epoch":
                 self.scheduler.step()
             train_loss = self.loss_sum / max(self.loss_count, 1)

@@ -75,7 +75,9 @@ class StepStrategy(Protocol):
         """A checkpoint mid-epoch follows: keep the running sums and the steps' losses so far for it."""
 
     def end_epoch(self, acc: torch.Tensor, losses: torch.Tensor) -> list[float]:
-        """The epoch's steps are done: per member its training loss (the mean batch loss; LM: the full one)."""
+        """The epoch's steps are done: per member its training loss (the mean batch loss; LM: the full one).
+        ``losses`` holds a row per step the epoch took: all ``steps_per_epoch`` of them, or fewer when the
+        budget ran out mid-epoch (the loop's ``_train_epoch``)."""
 
     def val_losses(self) -> list[float]: ...
 
