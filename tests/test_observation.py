@@ -408,7 +408,7 @@ def test_the_observed_reference_continues_the_file_and_integrates_held_out_condi
     np.testing.assert_array_equal(only_new, ref[2:])  # held-out conditions alone (vp-rollout --heldout)
 
 
-@pytest.mark.parametrize("name", ["quick", "mid", "default"])
+@pytest.mark.parametrize("name", ["quick", "mid", "default", "plateau"])
 def test_the_pages_tables_are_drawn_from_the_shipped_study_results(name):
     """docs/partial_observation.md's tables come from docs/data/partial_observation/<name>.json, through the
     study's own formatting (a number edited on the page, or a file from another run, fails here)."""
@@ -427,7 +427,7 @@ def test_the_pages_tables_are_drawn_from_the_shipped_study_results(name):
     assert lines and not [line for line in lines if line not in text]
 
 
-@pytest.mark.parametrize("name", ["quick", "mid", "default"])
+@pytest.mark.parametrize("name", ["quick", "mid", "default", "plateau"])
 def test_the_documented_tables_are_drawn_from_the_shipped_json(name):
     """docs/partial_observation.md shows every table row the study builds from its shipped JSON (``--table-only``
     on a copy of it rebuilds them), and the JSON names no path of the machine it ran on."""
