@@ -33,3 +33,39 @@ def test_vpt_mix_rows_from_the_study(tmp_path):
     assert rows["vpt_mix_T2"]["coupling"] is not None
     run = out / "runs" / "coupled_oscillator" / "vpt_mix_T2_seed0"
     assert any(type(m).__name__ == "_PositionMixing" for m in load_model(run).modules())
+
+
+def test_the_symplectic_transformer_is_a_default_row_with_its_coupling_measured():
+    """Issue 55 item 2 names GML's symplectic transformer among the multi-step models on observations: it is a
+    default approach (its tutorial's L = 4, n_sympnet = 2; the VPT's start), an attention model (coupling
+    measured), not ablated (``mean_attention`` is the VPT's)."""
+    from vpintegrator.studies.partial_observation import ABLATED, APPROACHES, ATTENTION, DEFAULTS, QUICK, TRAINING
+
+    assert APPROACHES["sympt"] == {"name": "symplectic_transformer", "L": 4, "n_sympnet": 2}
+    assert TRAINING["sympt"] == TRAINING["vpt"]
+    assert "sympt" in ATTENTION and "sympt" not in ABLATED
+    assert "sympt" in DEFAULTS["approaches"] and "sympt" not in QUICK["approaches"]
+
+
+@pytest.mark.slow
+def test_symplectic_transformer_rows_from_the_study(tmp_path):
+    """From the study's command: a trained symplectic transformer on observed q (T = 2), its coupling measured
+    by the same Jacobian as the VPT's, the model recording the observation it was trained on."""
+    import torch
+
+    from vpintegrator.models import load_model
+    from vpintegrator.studies.driver import main
+    from vpintegrator.studies.partial_observation import STUDY
+    from vpintegrator.testing import attention_coupling
+
+    out = tmp_path / "po"
+    assert main(STUDY, ["--out", str(out), "--set", "systems=coupled_oscillator", "--set", "windows=2",
+                        "--set", "approaches=sympt", "--seeds", "0", "--set", "n_train=12", "--set", "n_test=5",
+                        "--set", "budget_seconds=0.5", "--set", "patience=1", "--jobs", "1", "-q"]) == 0
+    rows = {r["label"]: r for r in json.loads((out / "partial_observation.json").read_text())["rows"]}
+    assert "sympt_T2" in rows and not any(label.startswith("sympt_T2+") for label in rows)
+    model = load_model(out / "runs" / "coupled_oscillator" / "sympt_T2_seed0")
+    assert type(model).__name__ == "SymplecticTransformer" and model.seq_len == 2 and model.dim == 2
+    assert model.trained_on["observation"]["spec"] == "q"
+    x = torch.randn(3, 2, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    assert rows["sympt_T2"]["coupling"] > 0 and attention_coupling(model, x).median > 0
