@@ -69,3 +69,32 @@ def test_symplectic_transformer_rows_from_the_study(tmp_path):
     assert model.trained_on["observation"]["spec"] == "q"
     x = torch.randn(3, 2, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     assert rows["sympt_T2"]["coupling"] > 0 and attention_coupling(model, x).median > 0
+
+
+@pytest.mark.parametrize("name", ["default", "toda_default", "plateau"])
+def test_table_only_draws_a_shipped_results_file_into_a_new_directory(tmp_path, name):
+    """``--table-only --results FILE`` draws the tables of a shipped results file (no run directory needed):
+    the same rows as the documentation page; an OUT holding a run of the study is refused in one line and left
+    as it was."""
+    from pathlib import Path
+
+    from vpintegrator.studies.driver import main
+    from vpintegrator.studies.partial_observation import STUDY
+
+    root = Path(__file__).resolve().parents[1]
+    source = root / "docs" / "data" / "partial_observation" / f"{name}.json"
+    if not source.is_file():
+        pytest.skip("repository files (not in the wheel)")
+    out = tmp_path / "drawn"
+    assert main(STUDY, ["--out", str(out), "--table-only", "--results", str(source), "-q"]) == 0
+    drawn = (out / "partial_observation.md").read_text()
+    page = (root / "docs" / "partial_observation.md").read_text()
+    rows = [line for line in drawn.splitlines() if line.startswith("| ") and not line.startswith("| approach")]
+    assert rows and [line for line in rows if line not in page] == []
+    assert (out / "partial_observation_plateau.png").is_file()
+    # a run directory of the study is never drawn over
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "partial_observation.json").write_text('{"rows": []}')
+    assert main(STUDY, ["--out", str(run), "--table-only", "--results", str(source), "-q"]) == 2
+    assert sorted(p.name for p in run.iterdir()) == ["partial_observation.json"]

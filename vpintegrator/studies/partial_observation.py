@@ -677,6 +677,9 @@ class PartialObservationPlan:
     t_train, budget_seconds : float
     command : str
         The command line, recorded in the JSON.
+    results : Path or None
+        With ``table_only``: the results file to draw the tables from (``--results``: a shipped
+        ``docs/data/partial_observation/*.json``) instead of OUT's own JSON.
     """
 
     out: Path
@@ -693,6 +696,7 @@ class PartialObservationPlan:
     patience: int
     jobs: int
     command: str
+    results: Path | None = None
 
     def training_runs(self, system: str | None = None) -> list[tuple[str, int]]:
         """The (approach, T) pairs trained per system and seed (``windows_of``); for ``system``, without the
@@ -722,6 +726,7 @@ def build_plan(options: PartialObservationOptions, argv: Sequence[str] = ()) -> 
         seeds=tuple(int(s) for s in (a.seeds or size["seeds"])), windows=tuple(int(T) for T in pick("windows")),
         n_train=int(pick("n_train")), n_test=int(pick("n_test")), t_train=float(pick("t_train")),
         budget_seconds=float(pick("budget_seconds")), patience=int(pick("patience")), jobs=int(a.jobs),
+        results=None if a.results is None else Path(a.results),
         command=" ".join(["vp-study partial_observation", *argv]) if argv else
         " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]))
 
@@ -768,11 +773,18 @@ def _run(plan: PartialObservationPlan) -> int:
     check_out_dir(out)
     path = out / "partial_observation.json"
     if plan.table_only:
-        data = read_json(path)
+        source = path
+        if plan.results is not None:  # a results file (the shipped docs/data/partial_observation/*.json), no run
+            source = Path(plan.results)
+            if path.exists():
+                raise StudyError(f"--out {out} holds a partial_observation run (its partial_observation.json); give a "
+                                 f"new directory to draw --results {source} into")
+        data = read_json(source)
         if data is None or "rows" not in data:
-            raise StudyError(f"--table-only: {path} not found (or not this study's JSON); give the --out of an earlier "
-                             "partial_observation study")
+            raise StudyError(f"--table-only: {source} not found (or not this study's JSON); give the --out of an "
+                             "earlier partial_observation study or --results FILE (a partial_observation.json)")
         rows = unplain(data["rows"])
+        out.mkdir(parents=True, exist_ok=True)
     else:
         n_runs = len(plan.seeds) * sum(len(plan.training_runs(system)) for system in plan.systems)
         print(f"partial_observation: {n_runs} training runs (systems {', '.join(plan.systems)}; "
