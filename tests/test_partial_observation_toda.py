@@ -105,7 +105,7 @@ def test_the_toda_case_scores_held_out_conditions_on_the_training_splits_psd_bas
     assert "## toda, observed in psd:4" in text and "No `estimate` row" in text
 
 
-@pytest.mark.parametrize("name", ["toda", "toda_default"])
+@pytest.mark.parametrize("name", ["toda", "toda_default", "toda_plateau"])
 def test_the_documented_toda_table_is_drawn_from_the_shipped_json(name):
     """docs/partial_observation.md shows every Toda table row the study builds from
     docs/data/partial_observation/toda.json (``--table-only`` on a copy of it rebuilds them), and the JSON names
