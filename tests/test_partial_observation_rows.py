@@ -87,7 +87,7 @@ def test_table_only_draws_a_shipped_results_file_into_a_new_directory(tmp_path, 
         pytest.skip("repository files (not in the wheel)")
     out = tmp_path / "drawn"
     assert main(STUDY, ["--out", str(out), "--table-only", "--results", str(source), "-q"]) == 0
-    drawn = (out / "partial_observation.md").read_text()
+    drawn = (out / "results.md").read_text()
     page = (root / "docs" / "partial_observation.md").read_text()
     rows = [line for line in drawn.splitlines() if line.startswith("| ") and not line.startswith("| approach")]
     assert rows and [line for line in rows if line not in page] == []
@@ -98,3 +98,8 @@ def test_table_only_draws_a_shipped_results_file_into_a_new_directory(tmp_path, 
     (run / "partial_observation.json").write_text('{"rows": []}')
     assert main(STUDY, ["--out", str(run), "--table-only", "--results", str(source), "-q"]) == 2
     assert sorted(p.name for p in run.iterdir()) == ["partial_observation.json"]
+    # another study's results file is one line, and nothing is written
+    other = root / "docs" / "data" / "reduction" / "default.json"
+    if other.is_file():
+        assert main(STUDY, ["--out", str(tmp_path / "other"), "--table-only", "--results", str(other), "-q"]) == 2
+        assert not (tmp_path / "other").exists()

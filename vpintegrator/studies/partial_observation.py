@@ -81,7 +81,8 @@ from ..config import key
 from ..errors import VPIntegratorError
 from .options import Study, StudyOptions, name_list, number_list
 from .runner import StudyError, check_out_dir
-from .stats import bootstrap_ci, fmt_num, md_table, median_interval, read_json, unplain, write_json, write_text
+from .stats import (bootstrap_ci, fmt_num, md_table, median_interval, read_json, redraw_from, unplain, write_json,
+                    write_text)
 
 __all__ = ["H", "HORIZONS", "SYSTEMS", "APPROACHES", "MIN_T", "FULL_STATE", "DELAY_SINDY", "TARGET", "QUICK",
            "DEFAULTS", "TRAINING", "windows_of", "make_data", "heldout_mu", "heldout_data", "train_run",
@@ -679,7 +680,8 @@ class PartialObservationPlan:
         The command line, recorded in the JSON.
     results : Path or None
         With ``table_only``: the results file to draw the tables from (``--results``: a shipped
-        ``docs/data/partial_observation/*.json``) instead of OUT's own JSON.
+        ``docs/data/partial_observation/*.json``) into a new OUT (``redraw_from``: ``OUT/results.md``,
+        ``OUT/results.json`` and the plateau figure) instead of OUT's own JSON.
     """
 
     out: Path
@@ -768,23 +770,29 @@ def plateau_figure(rows: list[dict[str, Any]], out: Path) -> list[Path]:
     return save_figure(draw(), out / "partial_observation_plateau", formats=("png", "svg"), overwrite=True)
 
 
+def _read_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a study JSON at ``path``; a missing file or another study's JSON is one line."""
+    data = read_json(path)
+    rows = data.get("rows") if isinstance(data, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and {"system", "approach", "T", "label"} <= r.keys()
+                                             for r in rows):
+        raise StudyError(f"--table-only: {path} not found (or not this study's JSON); give the --out of an earlier "
+                         "partial_observation study or --results FILE (a partial_observation.json)")
+    return unplain(rows)
+
+
 def _run(plan: PartialObservationPlan) -> int:
     out = plan.out
     check_out_dir(out)
     path = out / "partial_observation.json"
+    if plan.table_only and plan.results is not None:  # a results file's tables, no run (never drawn over one)
+        _, rows, text = redraw_from(out, str(plan.results), _read_rows, lambda r: tables(summarize_rows(r)),
+                                    figures="partial_observation_plateau")
+        plateau_figure(rows, out)
+        print(text)
+        return 0
     if plan.table_only:
-        source = path
-        if plan.results is not None:  # a results file (the shipped docs/data/partial_observation/*.json), no run
-            source = Path(plan.results)
-            if path.exists():
-                raise StudyError(f"--out {out} holds a partial_observation run (its partial_observation.json); give a "
-                                 f"new directory to draw --results {source} into")
-        data = read_json(source)
-        if data is None or "rows" not in data:
-            raise StudyError(f"--table-only: {source} not found (or not this study's JSON); give the --out of an "
-                             "earlier partial_observation study or --results FILE (a partial_observation.json)")
-        rows = unplain(data["rows"])
-        out.mkdir(parents=True, exist_ok=True)
+        rows = _read_rows(path)
     else:
         n_runs = len(plan.seeds) * sum(len(plan.training_runs(system)) for system in plan.systems)
         print(f"partial_observation: {n_runs} training runs (systems {', '.join(plan.systems)}; "

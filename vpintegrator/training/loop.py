@@ -597,7 +597,7 @@ class Trainer:
 
     def _loop(self, bar) -> str:
         cfg = self.stop_plan
-        invocation_start = self.invocation_start = time.perf_counter()
+        self.invocation_start = time.perf_counter()
         self.cpu_start = process_cpu()
         self.steps.train_mode()
         while (left := self._epochs_left()) is None or left > 0:
@@ -657,7 +657,7 @@ class Trainer:
                 infos.append(EpochInfo(self.epoch, self.step, train[k], vals[k], lr, seconds,
                                        val_rollout=rollouts[k], model=model, member=k))
             if bar is not None and infos:
-                bar(min(infos, key=lambda i: i.train_loss), time.perf_counter() - invocation_start)
+                bar(min(infos, key=lambda i: i.train_loss), time.perf_counter() - self.invocation_start)
             if not any(m.active for m in self.members):
                 return "early_stopping" if any(m.stopped == "early_stopping" for m in self.members) else "diverged"
             # stop conditions, agreed on by every rank
