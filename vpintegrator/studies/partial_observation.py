@@ -87,7 +87,7 @@ from .stats import (bootstrap_ci, fmt_num, md_table, median_interval, read_json,
 __all__ = ["H", "HORIZONS", "SYSTEMS", "APPROACHES", "MIN_T", "FULL_STATE", "DELAY_SINDY", "TARGET", "QUICK",
            "DEFAULTS", "TRAINING", "windows_of", "make_data", "heldout_mu", "heldout_data", "train_run",
            "train_runs", "evaluate_seed", "full_state_errors", "delay_sindy",
-           "summarize_rows", "tables", "plateau_figure", "merge_rows", "PartialObservationOptions",
+           "summarize_rows", "read_rows", "tables", "plateau_figure", "merge_rows", "PartialObservationOptions",
            "PartialObservationPlan", "build_plan", "STUDY", "run"]
 
 #: the data step
@@ -770,7 +770,7 @@ def plateau_figure(rows: list[dict[str, Any]], out: Path) -> list[Path]:
     return save_figure(draw(), out / "partial_observation_plateau", formats=("png", "svg"), overwrite=True)
 
 
-def _read_rows(path: Path) -> list[dict[str, Any]]:
+def read_rows(path: Path) -> list[dict[str, Any]]:
     """The rows of a study JSON at ``path``; a missing file or another study's JSON is one line."""
     data = read_json(path)
     rows = data.get("rows") if isinstance(data, dict) else None
@@ -786,13 +786,13 @@ def _run(plan: PartialObservationPlan) -> int:
     check_out_dir(out)
     path = out / "partial_observation.json"
     if plan.table_only and plan.results is not None:  # a results file's tables, no run (never drawn over one)
-        _, rows, text = redraw_from(out, str(plan.results), _read_rows, lambda r: tables(summarize_rows(r)),
+        _, rows, text = redraw_from(out, str(plan.results), read_rows, lambda r: tables(summarize_rows(r)),
                                     figures="partial_observation_plateau")
         plateau_figure(rows, out)
         print(text)
         return 0
     if plan.table_only:
-        rows = _read_rows(path)
+        rows = read_rows(path)
     else:
         n_runs = len(plan.seeds) * sum(len(plan.training_runs(system)) for system in plan.systems)
         print(f"partial_observation: {n_runs} training runs (systems {', '.join(plan.systems)}; "
