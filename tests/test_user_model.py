@@ -274,3 +274,18 @@ def test_user_model_trains_rolls_out_and_enters_work_precision_from_the_clis(use
     with pytest.raises(VPIntegratorError, match=r"cannot import module 'my_user_nets' .*PYTHONPATH") as err:
         load_model(run)
     assert PATH in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("cls, fn, named", [("Shift", lambda pk, m, dim: None, "cls must be a class"),
+                                            (object(), lambda pk, m, dim: None, "cls must be a class"),
+                                            (int, 3, "fn must be callable")])
+def test_register_packer_refuses_a_non_class_in_one_line(cls, fn, named):
+    """``register_packer`` with a non-class (or a packer that cannot be called) is the package's one-line error
+    naming the argument (issue 69: it was a bare TypeError), and registers nothing."""
+    from vpintegrator.errors import VPIntegratorError
+    from vpintegrator.rollout import numba_model
+
+    before = dict(numba_model._PACKERS)
+    with pytest.raises(VPIntegratorError, match=named) as err:
+        numba_model.register_packer(cls, fn)
+    assert "\n" not in str(err.value) and numba_model._PACKERS == before

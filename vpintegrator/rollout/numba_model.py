@@ -99,6 +99,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import VPIntegratorError
 from ..protocols import PackerProtocol
 from .numba_kernel import (
     ACTIVATIONS,
@@ -250,9 +251,13 @@ def register_packer(cls: type, fn: PackerProtocol | None = None, *, subclasses: 
     may change the formula). The last registration for a class wins. Returns ``fn``.
     """
     if not isinstance(cls, type):
-        raise TypeError(f"register_packer: expected a class, got {cls!r}")
+        raise VPIntegratorError(f"register_packer: cls must be a class (a layer, container or model class, e.g. "
+                                f"register_packer(MyLayer, fn)); got {type(cls).__name__} {cls!r:.60}", key="cls")
     if fn is None:
         return lambda f: register_packer(cls, f, subclasses=subclasses)
+    if not callable(fn):
+        raise VPIntegratorError(f"register_packer({cls.__name__}, fn): fn must be callable as fn(pk, module, dim); "
+                                f"got {type(fn).__name__} {fn!r:.60}", key="fn")
     _PACKERS[cls] = (fn, bool(subclasses))
     return fn
 
