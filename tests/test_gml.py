@@ -407,3 +407,20 @@ def test_compiled_path_refuses_options_it_lacks():
     assert compiled.pack(build_model("st", dim=3, transformer_dim=6)) is None
     assert compiled.pack(build_model("st", dim=3, softmax="matrix")) is None
     assert compiled.pack(read_gml(VPFF)) is not None and compiled.pack(read_gml(ST)) is not None
+
+
+def test_init_from_gml_file_fine_tunes_from_its_weights(tiny_data, tmp_path):
+    """``--init-from gml:FILE`` (issue 69): the existing GML file is read (it said the file did not exist) and
+    the run starts from its weights; a missing one is one line naming it."""
+    from vpintegrator.cli.train import main as train_main
+
+    gml = f"gml:{DATA / 'transformer_rigid_body_nn_vpff.h5'}"
+    args = ["--data", tiny_data, "--model", "vpff", "--set", "model.n_blocks=6", "--epochs", "1", "--init-from"]
+    res = CliRunner().invoke(train_main, [*args, gml, "--out", str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    start = load_model(gml).state_dict()
+    tuned = load_model(tmp_path / "run").state_dict()
+    assert all(torch.allclose(start[k].float(), tuned[k].float(), atol=1e-3) for k in start)  # lr_min: barely moved
+    res = CliRunner().invoke(train_main, [*args, "gml:nope.h5", "--out", str(tmp_path / "none")])
+    assert res.exit_code != 0 and "nope.h5 does not exist" in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "none" / "best.pt").exists()

@@ -353,9 +353,16 @@ def read_torch_file(file: str | os.PathLike[str], map_location: Any = "cpu", wha
 def load_checkpoint(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, Any]:
     """Read and validate a model file written by [`save_model`][vpintegrator.models.save_model]; return the whole dict.
 
-    ``path`` may be a file, a run directory (``best.pt``, else ``last.pt``) or ``"pretrained:<name>"``.
-    Loaded with ``torch.load(weights_only=True)``.
+    ``path`` may be a file, a run directory (``best.pt``, else ``last.pt``), ``"pretrained:<name>"`` or
+    ``"gml:FILE.h5"`` (GML weights, read by ``load_model``: the dict of the model it builds, with
+    ``gml_provenance`` and without a training record). Loaded with ``torch.load(weights_only=True)``.
     """
+    text = os.fspath(path)
+    if isinstance(text, str) and text.startswith(GML_PREFIX):  # init_from = "gml:FILE.h5" reads it here
+        model = load_model(text, map_location=map_location)
+        return {"format": MODEL_FORMAT, "version": MODEL_FORMAT_VERSION, "config": dict(model.config),
+                "state_dict": model.state_dict(), "vpintegrator_version": __version__,
+                "gml_provenance": str(getattr(model, "gml_provenance", text)), "path": text}
     file = _resolve_model_path(path)
     payload = read_torch_file(file, map_location=map_location, what="model file")
     if not isinstance(payload, dict):
