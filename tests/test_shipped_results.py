@@ -1,6 +1,6 @@
-"""The studies' results files ship with the package (issue 57): the wheel carries ``docs/data/*.json`` as
-``vpintegrator/_results`` (pyproject's force-include), every study with a shipped file redraws its tables
-from it by name, ``vp-study NAME --table-only --results FILE --out DIR``, from the installed package alone
+"""The studies' results files ship with the package (issues 57, 69): the wheel carries ``docs/data/**/*.json``
+as ``vpintegrator/_results`` (pyproject's force-include; not the GPU logs beside them), every study with a
+shipped file redraws its tables from it by name, ``vp-study NAME --table-only --results FILE --out DIR``, from the installed package alone
 (no clone, no run directory), and the tables are the ones the study draws from that file."""
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ def installed(tmp_path, monkeypatch):
     package = tmp_path / "site" / "vpintegrator"
     (package / "_results").mkdir(parents=True)
     for name, path in _shipped.results_files().items():
+        (package / "_results" / f"{name}.json").parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, package / "_results" / f"{name}.json")
     monkeypatch.setattr(_shipped, "PACKAGE", package)
     monkeypatch.chdir(tmp_path)
@@ -37,22 +38,37 @@ def test_the_wheel_ships_the_results_files():
     from vpintegrator._toml import tomllib
 
     build = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"]
-    assert build["force-include"]["docs/data"] == "vpintegrator/_results"
+    forced = build["force-include"]
+    # every results file ships as _results/NAME.json (by its own entry or its folder's) and nothing else of
+    # docs/data does: the GPU run's logs (docs/data/gpu_*) stay in the repository
+    packaged = {}
+    for source, target in forced.items():
+        if source.startswith("docs/data"):
+            files = [ROOT / source] if source.endswith(".json") else sorted((ROOT / source).rglob("*"))
+            packaged.update({p: target + p.as_posix()[len((ROOT / source).as_posix()):] for p in files if p.is_file()})
+    assert {p.suffix for p in packaged} == {".json"}
+    assert packaged == {p: f"vpintegrator/_results/{n}.json"
+                                                   for n, p in _shipped.results_files().items()}
     assert _shipped.RESULTS == ("docs/data", "_results")
     shipped = {n for names in SHIPPED_RESULTS.values() for n in names}
     assert shipped == set(_shipped.results_files())  # every shipped file has its study, every named one ships
     assert set(SHIPPED_RESULTS) <= set(STUDIES)
 
 
-@pytest.mark.parametrize("study", sorted(SHIPPED_RESULTS))
-def test_each_study_redraws_its_shipped_results_from_the_installed_package(study, installed, tmp_path, capsys):
-    (name,) = SHIPPED_RESULTS[study]
+# reduction's --table-only reads --results as a path (vpintegrator/studies/reduction.py, _run) and not through
+# results_path: its shipped files are listed by `vp-study --list` but not nameable yet (issue 69)
+NOT_NAMEABLE = pytest.mark.xfail(strict=True, reason="reduction: --results NAME not resolved (issue 69)")
+
+
+@pytest.mark.parametrize("study, name", [pytest.param(s, n, marks=[NOT_NAMEABLE] if s == "reduction" else [])
+                                         for s in sorted(SHIPPED_RESULTS) for n in SHIPPED_RESULTS[s]])
+def test_each_study_redraws_its_shipped_results_from_the_installed_package(study, name, installed, tmp_path, capsys):
     out = tmp_path / "redraw"
     assert run_study(study, ["--table-only", "--results", name, "--out", str(out), "-q"]) == 0
     assert not (tmp_path / "site" / "docs").exists()
     md = out / ("context_study.md" if study == "context" else "results.md")
     text = md.read_text(encoding="utf-8")
-    assert text.count("\n| ") > 10, text[:300]
+    assert text.count("\n| ") > 5, text[:300]  # a table with rows (the smallest shipped file has 8)
     if study != "context":  # the file itself beside its tables
         assert (out / "results.json").read_bytes() == (installed / f"{name}.json").read_bytes()
     assert _expected(study, installed / f"{name}.json") == text
@@ -76,6 +92,15 @@ def _expected(study: str, path: Path) -> str:
         from vpintegrator.studies.context import read_study_json, summarize_rows, tables
 
         return tables(summarize_rows(read_study_json(path)["rows"]))
+    if study == "partial_observation":
+        from vpintegrator.studies.partial_observation import read_rows, summarize_rows, tables
+
+        return tables(summarize_rows(read_rows(path)))
+    if study == "reduction":
+        from vpintegrator.studies.reduction import summarize_rows as summarize, tables as draw
+        from vpintegrator.studies.stats import read_json, unplain
+
+        return draw(summarize(unplain(read_json(path)["rows"])))
     from vpintegrator.studies.stats import read_json
     from vpintegrator.studies.unknown_form import tables, summarize_rows
 
@@ -86,11 +111,15 @@ def test_a_name_that_ships_nothing_is_one_line_naming_what_ships(installed, tmp_
     assert run_study("rigid_body", ["--table-only", "--results", "rigid_body_quality", "--out", "x"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and err.endswith("--results: 'rigid_body_quality' is neither a file nor a shipped results "
-                                            "name; shipped: context_oscillator, coupled_oscillator_study, "
-                                            "rigid_body_structure_study, rigid_body_study, unknown_form")
+                                            "name; shipped: " + ", ".join(_shipped.results_files()))
+    assert "partial_observation/default" in err and "reduction/default" in err
     with pytest.raises(VPIntegratorError, match=r"it ships with the package: give the name 'rigid_body_study'"):
         _shipped.results_path("docs/data/rigid_body_study.json")
     assert _shipped.results_path("rigid_body_study.json") == installed / "rigid_body_study.json"
+    with pytest.raises(VPIntegratorError, match=r"give the name 'partial_observation/default'"):
+        _shipped.results_path("docs/data/partial_observation/default.json")
+    assert (_shipped.results_path("partial_observation/default")
+            == installed / "partial_observation" / "default.json")
 
 
 def test_a_redraw_never_writes_into_a_run_directory(installed, tmp_path, capsys):

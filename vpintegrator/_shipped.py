@@ -99,16 +99,18 @@ def config_path(name_or_path: str | os.PathLike[str]) -> Path:
 
 
 def results_files() -> dict[str, Path]:
-    """Shipped results file name (``rigid_body_study``: its file's stem) -> file, sorted by name."""
+    """Shipped results file name -> file, sorted by name. The name is the file's path below ``docs/data/``
+    without ``.json``: ``rigid_body_study``, ``partial_observation/default`` (a study with several sizes keeps
+    them in its own folder)."""
     files: dict[str, Path] = {}
     for d in reversed(shipped_dirs(*RESULTS)):  # the repository's copy wins over the packaged one
-        files.update({p.stem: p for p in sorted(d.glob("*.json"))})
+        files.update({p.relative_to(d).with_suffix("").as_posix(): p for p in sorted(d.rglob("*.json"))})
     return dict(sorted(files.items()))
 
 
 def results_path(name_or_path: str | os.PathLike[str], key: str = "results") -> Path:
     """The results file given as a path (an existing file) or a shipped name (``coupled_oscillator_study``,
-    with or without ``.json``); else a one-line error naming ``key`` and the shipped names."""
+    ``partial_observation/default``, with or without ``.json``); else a one-line error naming ``key`` and the shipped names."""
     text = os.fsdecode(os.fspath(name_or_path))
     path = Path(text)
     if path.is_file():
@@ -117,8 +119,9 @@ def results_path(name_or_path: str | os.PathLike[str], key: str = "results") -> 
     name = text[:-5] if text.endswith(".json") else text
     if name in files:
         return files[name]
-    stem = Path(name).name
-    hint = f"; it ships with the package: give the name {stem!r}" if stem != name and stem in files else ""
+    parts = Path(name).parts  # docs/data/NAME.json seen from outside the clone: the name is below data/
+    below = "/".join(parts[parts.index("data") + 1:]) if "data" in parts else Path(name).name
+    hint = f"; it ships with the package: give the name {below!r}" if below != name and below in files else ""
     raise VPIntegratorError(f"{key}: {text!r} is neither a file nor a shipped results name{hint}; shipped: "
                             f"{', '.join(files) or '(none found)'}", key=key)
 

@@ -70,14 +70,18 @@ STUDIES: dict[str, tuple[str, str]] = {
 }
 
 #: study name -> the results files shipped with the package that its tables redraw from, by name
-#: (``vp-study NAME --table-only --results FILE --out DIR``; ``vpintegrator._shipped.results_path``). The
-#: rigid-body quality study and the context study of the rigid-body family ship none.
+#: (``vp-study NAME --table-only --results FILE --out DIR``; ``vpintegrator._shipped.results_path``: a name is
+#: the file's path below ``docs/data/`` without ``.json``). The rigid-body quality study ships none.
 SHIPPED_RESULTS: dict[str, tuple[str, ...]] = {
     "rigid_body": ("rigid_body_study",),
     "rigid_body_structure": ("rigid_body_structure_study",),
     "coupled_oscillator": ("coupled_oscillator_study",),
     "context": ("context_oscillator",),
     "unknown_form": ("unknown_form",),
+    "partial_observation": tuple(f"partial_observation/{size}" for size in (
+        "default", "quick", "mid", "plateau", "toda", "toda_default", "toda_plateau")),
+    "reduction": tuple(f"reduction/{size}" for size in (
+        "default", "quick", "medium", "toda_n200", "toda_n3200", "fpu_beta_n3200")),
 }
 
 
