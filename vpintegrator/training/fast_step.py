@@ -9,12 +9,18 @@ optimiser update) in a ``torch.cuda.CUDAGraph`` once, then replays it with one l
   is already resident on the device (``vpintegrator.data.windows``), the loss is a device scalar the
   graph writes (read by the loop once per epoch);
 - the optimiser runs capturable (its step count on the device) with the learning rate a device tensor, so
-  the schedule, stepped on the host between replays, writes the new rate into it (one small copy);
+  the schedule, stepped on the host between replays, writes the new rate into it (one small copy). Both
+  are held in the parameters' dtype (``scalar_dtype``: float64 for a float64 group): torch makes them
+  float32, and its capturable Adam then takes the bias corrections 1 − βᵗ in float32 from the float32 step
+  count, ~6e-8 off the eager step's Python-float arithmetic at every step; over 80 float64 steps of the
+  paper VPT that grew to 0.134 relative in the weights (H200, 2026-11-26), where the eager step computes
+  them in double;
 - a batch of another size (the last, partial batch of an epoch) gets a graph of its own; at most two;
 - before capturing, a few warm-up steps run eagerly on a side stream (as the CUDA-graph recipe needs: lazy
   initialisation, cuBLAS workspaces, the optimiser's state) and the parameters and optimiser state are then
   put back exactly as they were, so the run's trajectory is the eager path's (to float rounding: the
-  capturable optimiser reads lr as a float32 tensor where the eager one takes a Python float).
+  capturable optimiser's arithmetic is ordered differently; in float32 its lr tensor is the float32 value
+  of the eager step's Python float).
 
 ``fast_step = "compile"`` first passes the loss through ``torch.compile`` (inductor; on CUDA
 ``max-autotune-no-cudagraphs``, then captured as above; on the CPU compiled only). The compiled path uses
@@ -33,7 +39,8 @@ parameters' dtype; the graph's result is kept. If the set-up (warm-up, compilati
 check fails, ``auto`` puts parameters and optimiser state back as they were before that step, logs one
 warning line that says why, and runs the eager step from then on: ``FastStep.used`` is then ``"off"``
 and ``FastStep.fallback_reason`` the why, both in ``summary.json``. The run is then the eager run, bit
-for bit on the CPU and to float rounding on CUDA (that step's lr is the float32 value the schedule wrote).
+for bit on the CPU and to float rounding on CUDA (that step's lr is the value the schedule wrote into the
+lr tensor).
 An explicit ``graph``/``compile`` raises a one-line error naming ``fast_step`` instead.
 """
 
@@ -50,7 +57,7 @@ from ..fastpath import verified
 from .config import FAST_STEPS
 
 __all__ = ["FAST_STEPS", "GRAPH_OPTIMIZERS", "AGREEMENT_RTOL", "GraphStep", "FastStep", "resolve_fast_step",
-           "portable_state", "capture_graph", "fast_step_summary"]
+           "portable_state", "capture_graph", "fast_step_summary", "scalar_dtype", "capturable_state"]
 
 _log = logging.getLogger(__name__)
 
@@ -60,8 +67,54 @@ GRAPH_OPTIMIZERS = ("adam", "adamw", "rmsprop")
 WARMUP_STEPS = 3
 #: the agreement check's relative tolerance, by parameter dtype: the first replayed step against an eager step,
 #: on the loss and on the parameter update (norm-wise). Loose enough for float reordering (a compiled loss,
-#: the capturable optimiser's float32 lr), far below the O(1) error of a wrong capture.
+#: capturable optimiser's reordered arithmetic), far below the O(1) error of a wrong capture.
 AGREEMENT_RTOL = {torch.float64: 1e-7, torch.float32: 1e-3, torch.float16: 1e-2, torch.bfloat16: 5e-2}
+
+
+def scalar_dtype(group: dict[str, Any]) -> torch.dtype:
+    """The dtype of a capturable parameter group's lr tensor and step counts: float64 where any of its
+    parameters is float64, else float32 (a float16 step count would stop counting at 2048)."""
+    return torch.float64 if any(p.dtype == torch.float64 for p in group["params"]) else torch.float32
+
+
+def capturable_state(optimizer: torch.optim.Optimizer, device: torch.device, on: bool) -> None:
+    """Put the optimiser in its capturable form on ``device`` (``on``) or back in the eager one.
+
+    On: ``capturable`` set, lr a 0-d tensor on ``device`` and the step counts on ``device``, both in
+    ``scalar_dtype`` of their group (module docstring: float32 ones drift a float64 run). Off: lr a float,
+    step counts on the host (as the eager path and a resumed run keep them). An lr already a tensor of the
+    right kind is kept (a captured graph reads its address); so are step counts, which
+    ``capturable_steps`` converts after an optimiser makes them lazily."""
+    for group in optimizer.param_groups:
+        group["capturable"] = on
+        lr = group["lr"]
+        if not on:
+            group["lr"] = float(lr)
+        elif not (isinstance(lr, torch.Tensor) and lr.dtype == scalar_dtype(group) and lr.device == device):
+            group["lr"] = torch.tensor(float(lr), dtype=scalar_dtype(group), device=device)
+    if on:
+        capturable_steps(optimizer, device)
+        return
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            state = optimizer.state.get(p)
+            if state and isinstance(state.get("step"), torch.Tensor):
+                state["step"] = state["step"].to(torch.device("cpu"))
+
+
+def capturable_steps(optimizer: torch.optim.Optimizer, device: torch.device) -> None:
+    """The step counts of the capturable groups on ``device`` in their ``scalar_dtype``: torch's optimisers
+    make them float32 when they first step. Counts already so are left in place (a captured graph reads
+    them)."""
+    for group in optimizer.param_groups:
+        if not group.get("capturable"):
+            continue
+        dtype = scalar_dtype(group)
+        for p in group["params"]:
+            state = optimizer.state.get(p)
+            step = state.get("step") if state else None
+            if isinstance(step, torch.Tensor) and (step.dtype != dtype or step.device != device):
+                state["step"] = step.to(device=device, dtype=dtype)
 
 
 def _graph_obstacle(optimizer: str, device: torch.device, distributed: bool) -> str | None:
@@ -222,6 +275,8 @@ class GraphStep:
         self.graph: Any = None
         self.loss: torch.Tensor | None = None
         self._warm_up(device)
+        # the warm-up made the optimiser's state (on a first build): its step counts in the parameters' dtype
+        capturable_steps(optimizer, device)
         if capture:
             self.graph, self.loss = capture_graph(self._body, device)
 
@@ -278,7 +333,7 @@ class FastStep:
         self.eager_loss = batch_loss
         self.capture = _captures(device)
         if device.type == "cuda":
-            self._capturable(True)
+            capturable_state(optimizer, device, True)
         if mode == "compile":
             batch_loss = torch.compile(batch_loss, dynamic=False,
                                        mode="max-autotune-no-cudagraphs" if device.type == "cuda" else None)
@@ -286,18 +341,6 @@ class FastStep:
         # an uncaptured, uncompiled graph step is the eager step's very arithmetic: nothing to check
         self.check = self.capture or mode == "compile"
         self.steps: dict[tuple[int, ...], GraphStep] = {}
-
-    def _capturable(self, on: bool) -> None:
-        """The optimiser's step count and lr on the device (a capturable step) or, back, as the eager path
-        keeps them (lr a float, step counts on the host: a resumed run's are there too)."""
-        for group in self.optimizer.param_groups:
-            group["capturable"] = on
-            lr = float(group["lr"])
-            group["lr"] = torch.tensor(lr, dtype=torch.float32, device=self.device) if on else lr
-            for p in group["params"]:
-                state = self.optimizer.state.get(p)
-                if state and isinstance(state.get("step"), torch.Tensor):
-                    state["step"] = state["step"].to(p.device if on else torch.device("cpu"))
 
     def __call__(self, index: torch.Tensor) -> torch.Tensor:
         if self.used == "off":
@@ -340,7 +383,7 @@ class FastStep:
             torch.cuda.synchronize(self.device)
         before.restore(drop_new=True)
         if self.device.type == "cuda":
-            self._capturable(False)
+            capturable_state(self.optimizer, self.device, False)
         if not self.fallback:
             raise VPIntegratorError(
                 f"fast_step = {self.mode!r}: {why}; set fast_step = 'auto' (the eager step where this fails) or "
