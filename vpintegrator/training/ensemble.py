@@ -89,7 +89,7 @@ if TYPE_CHECKING:
     from .record import Member
     from .plan import TrainPlan
 
-__all__ = ["ENSEMBLE_STATE", "EnsembleSteps", "finish_ensemble", "member_dir_name"]
+__all__ = ["ENSEMBLE_STATE", "EnsembleSteps", "finish_ensemble", "member_dir_name", "members_finite"]
 
 #: the file in an ensemble's directory that holds its whole training state (what a resume continues from)
 ENSEMBLE_STATE = "ensemble_last.pt"
@@ -97,6 +97,19 @@ ENSEMBLE_STATE = "ensemble_last.pt"
 #: the member bookkeeping ``ensemble_last.pt`` keeps (``vpintegrator.training.record.Member`` attributes)
 _MEMBER_FIELDS = ("active", "stopped", "epoch", "step", "diverged", "best_loss", "best_epoch", "bad_epochs",
                   "last_train", "last_val", "finite_summary", "plateau_ref")
+
+
+def members_finite(stacked: list[torch.Tensor], n: int) -> list[bool]:
+    """Per member ``k``: whether ``t[k]`` is finite throughout, for every stacked tensor ``t`` (n, ...).
+
+    The members' weights are laid side by side, (n, total size), and checked in one reduction over that
+    matrix, read back in one host sync (a check per member per tensor was one sync each: 64 members × 54
+    tensors, 3 456 an epoch on the GPU)."""
+    if not stacked:
+        return [True] * n
+    with torch.no_grad():
+        rows = torch.cat([t.detach().reshape(n, -1) for t in stacked], dim=1)  # (n, total size)
+        return torch.isfinite(rows).all(dim=1).tolist()
 
 
 class EnsembleSteps:
@@ -336,7 +349,8 @@ class EnsembleSteps:
         return [float(self.optimizer.param_groups[0]["lr"])] * self.n
 
     def finite_weights(self) -> list[bool]:
-        return [all(bool(torch.isfinite(p[k]).all()) for p in self.params.values()) for k in range(self.n)]
+        """Per member: whether every one of its weights is finite (one batched check, one host sync)."""
+        return members_finite(list(self.params.values()), self.n)
 
     # -- one step, one epoch, validation -------------------------------------------------------------
 
