@@ -141,6 +141,7 @@ def main(config, data, model, seq_len, flags, set_, resume, print_config, as_jso
     from ..training.ddp import exit_rank
     from .._io import check_not_input
 
+    given = config  # as the user named it (a shipped name or a path), for messages
     if config is not None:
         config = config_path(config)  # a file, or a shipped config by name
     out = flags.get("out")
@@ -193,6 +194,7 @@ def main(config, data, model, seq_len, flags, set_, resume, print_config, as_jso
         if print_config:
             _print_config(resolved)
             return
+        _check_data_exists(resolved.data, None if overrides["data"] is not None else given)
         call = lambda: fit(resolved, progress=progress, overwrite=overwrite)  # noqa: E731
     try:
         result = call()
@@ -221,6 +223,24 @@ def main(config, data, model, seq_len, flags, set_, resume, print_config, as_jso
         click.echo(f"Run written to {shown_path(result.run_dir)}")
     if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
         exit_rank()
+
+
+def _check_data_exists(paths: list[str], config: str | None) -> None:
+    """A data file that is not there: one line with the path as given (relative stays relative) and the
+    ``vp-gen`` command that writes it (``vp-gen SPEC`` writes ``datasets/SPEC.h5`` for a shipped spec)."""
+    from .._shipped import SPECS, shipped_dirs
+
+    for path in paths:
+        if os.path.exists(path):
+            continue
+        specs = {p.stem for d in shipped_dirs(*SPECS) for p in d.glob("*.toml")}
+        stem = Path(path).stem
+        if Path(path).as_posix() == f"datasets/{stem}.h5" and stem in specs:
+            how = f"write it first with: vp-gen {stem}"
+        else:
+            how = "write it first with vp-gen SPEC --out PATH (vp-gen --list names the specs) or give an existing file"
+        where = "--data" if config is None else f"config {config}: data"
+        raise click.ClickException(f"{where}: {path} not found; {how}")
 
 
 def _print_config(config) -> None:
