@@ -221,6 +221,7 @@ def main(config, models, integrators, traj, fast_step, flags, set_, fail_on_blow
     else:
         click.echo(f"Errors against the {report.reference}.")
         click.echo(format_text(report.rows), nl=False)
+        click.echo(_legend(report.rows))
         click.echo(f"Rollout written to {report.out}")
         click.echo(f"Metrics table: {report.csv} and {report.markdown}")
         if wp:
@@ -240,6 +241,19 @@ def main(config, models, integrators, traj, fast_step, flags, set_, fail_on_blow
             f"{len(report.failures)} method(s) failed (blow-up or non-finite): {labels}; everything was written "
             f"to {report.out}; exit status {EXIT_BLOWUP} (--fail-on-blowup)"
         )
+
+
+def _legend(rows) -> str:
+    """What the printed metrics table's numbers are (its columns are those of the CSV, which
+    ``vpintegrator.metrics.summary_row`` documents): the statistic of each column, and why a ``split`` is
+    ``unknown`` when one is."""
+    lines = ["final_rel_error and valid_time: the mean over the row's n_traj trajectories (inf when one failed; "
+             "the work-precision table's errors are medians); drifts and log det J: the worst trajectory."]
+    if any(r.get("split") == "unknown" for r in rows):
+        lines.append("split unknown: no model of this run records a training split of this file (integrators "
+                     "alone, or models trained on other data), so these trajectories are neither training nor "
+                     "held-out data; --heldout N adds N new conditions (split new).")
+    return "\n".join(lines)
 
 
 def _check_blocks(shard, scheduler, n_shards, work_precision) -> None:
