@@ -119,6 +119,21 @@ def _write_study_results(ws: Path) -> None:
     for name, doc in docs.items():
         (ws / "studies" / name).mkdir(parents=True)
         (ws / "studies" / name / "unknown_form.json").write_text(json.dumps(doc))
+    interval = {"median": 0.1, "lo": 0.05, "hi": 0.2, "n": 10}
+    po = {"system": "coupled_oscillator", "observe": "q", "seed": 0, "label": "vpt_T4", "approach": "vpt", "T": 4,
+          "kind": "model", "err_t10": interval, "err_t100": interval}
+    red = {"system": "toda", "N": 40, "row": "psd_galerkin", "label": "PSD-Galerkin k=8", "seed": None, "cost": 1e-3,
+           "offline_cpu": 2.0, "err_t120": interval, "err_t960": interval}
+    results = {  # --results FILE of another study's kind (issue 69: tracebacks in reduction and partial_observation)
+        "po_other_study": docs["missing_key"], "po_missing_key": {"rows": [{k: v for k, v in po.items() if k != "T"}]},
+        "po_wrong_type": {"rows": [{**po, "T": "four"}]}, "po_row_type": {"rows": [po, "vpt"]},
+        "po_interval_text": {"rows": [{**po, "err_t10": {"median": "small"}}]},
+        "red_other_study": {"rows": [po]}, "red_missing_key": {"rows": [{k: v for k, v in red.items() if k != "N"}]},
+        "red_wrong_type": {"rows": [{**red, "N": "forty"}]}, "red_row_type": {"rows": [3]},
+        "red_not_object": [red], "uf_results_missing_key": docs["missing_key"],
+    }
+    for name, doc in results.items():
+        (ws / "studies" / f"{name}.json").write_text(json.dumps(doc))
 
 
 def _write_existing_outputs(ws: Path) -> None:

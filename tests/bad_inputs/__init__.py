@@ -49,7 +49,9 @@ PLACEHOLDERS = {
     "figs_foreign": "figs_foreign/: error.png and training.png that matplotlib did not draw (the user's own)",
     # results files a study did not write (tests/bad_inputs/cases_study.py)
     "studies": "studies/<case>/unknown_form.json: other_study (another study's JSON), missing_key (a row without "
-               "'errors'), wrong_type (a seed 'zero'), errors_text, rows_not_list, unknown_system",
+               "'errors'), wrong_type (a seed 'zero'), errors_text, rows_not_list, unknown_system; "
+               "studies/{po,red}_<case>.json: partial_observation and reduction results files that are another "
+               "study's, lack a key, hold a string for a number or a row that is not an object",
 }
 
 

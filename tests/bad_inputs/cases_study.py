@@ -42,4 +42,20 @@ CASES = [
        r"--noise: 0.01 is given twice"),
     _s("study-config-repeated", ["coupled_oscillator", "--table-only", "--out", "{out}/co", "--config", "vpt=a.toml",
                                  "--config", "vpt=b.toml"], r"--config: 'vpt' is given twice; give each once"),
+    # --results FILE of every study is checked against its row schema (issue 69; vpintegrator.studies.schema)
+    *[_s(f"study-results-{cid}", [study, "--table-only", "--results", f"{{studies}}/{cid}.json", "--out", "{out}/t"],
+         match) for study, cid, match in (
+        ("partial_observation", "po_other_study", r"po_other_study.json: row 0 \(node@rk4\) has no key 'T'"),
+        ("partial_observation", "po_missing_key", r"po_missing_key.json: row 0 \(vpt_T4\) has no key 'T'"),
+        ("partial_observation", "po_wrong_type", r"row 0 \(vpt_T4\): 'T' is \"four\", expected an integer"),
+        ("partial_observation", "po_row_type", r"po_row_type.json: row 1 is \"vpt\", not an object"),
+        ("partial_observation", "po_interval_text", r"'err_t10' is .*expected a number \(or null\) \(at err_t10.median"),
+        ("reduction", "red_other_study", r"red_other_study.json: row 0 \(vpt_T4\) has no key 'N'"),
+        ("reduction", "red_missing_key", r"row 0 \(PSD-Galerkin k=8\) has no key 'N'; it was not written by this "
+                                         r"version of the reduction study"),
+        ("reduction", "red_wrong_type", r"row 0 \(PSD-Galerkin k=8\): 'N' is \"forty\", expected an integer"),
+        ("reduction", "red_row_type", r"red_row_type.json: row 0 is 3, not an object"),
+        ("reduction", "red_not_object", r"not a reduction study's results: no list 'rows' \(it holds a JSON list\)"),
+        ("unknown_form", "uf_results_missing_key", r"row 1 \(node@rk4\) has no key 'errors'"),
+    )],
 ]

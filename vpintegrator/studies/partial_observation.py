@@ -81,6 +81,7 @@ from ..config import key
 from ..errors import VPIntegratorError
 from .options import Study, StudyOptions, name_list, number_list
 from .runner import StudyError, check_out_dir
+from .schema import INTERVAL, Each, Obj, ResultsSchema, check_results
 from .stats import (bootstrap_ci, fmt_num, md_table, median_interval, read_json, redraw_from, unplain, write_json,
                     write_text)
 
@@ -770,15 +771,26 @@ def plateau_figure(rows: list[dict[str, Any]], out: Path) -> list[Path]:
     return save_figure(draw(), out / "partial_observation_plateau", formats=("png", "svg"), overwrite=True)
 
 
+#: a row of partial_observation.json (``vpintegrator.studies.schema``): what the tables and the figure read
+ROW = Obj(required={"system": "str", "approach": "str", "T": "int", "label": "str", "kind": "str", "seed": "int?"},
+          optional={"observe": "str?", "n_params": "int?", "train_cpu": "number?", "epochs": "int?",
+                    "best_epoch": "int?", "stopped": "str?", "best_val": "number?", "run": "str?",
+                    "curve": Obj(optional={"cpu": Each("number?"), "val": Each("number?")}, null=True),
+                    "coupling": "number?", "sindy": "object?",
+                    **{f"{prefix}_t{t:g}": INTERVAL for t in HORIZONS for prefix in ("err", "full_err")}})
+#: what partial_observation.json holds
+SCHEMA = ResultsSchema("partial_observation", {"rows": Each(ROW)})
+
+
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    """The rows of a study JSON at ``path``; a missing file or another study's JSON is one line."""
+    """The rows of a study JSON at ``path``, checked against ``SCHEMA`` before any table is drawn; a missing file,
+    another study's JSON, a row without a key or with a string for a number is one line naming the file, row and
+    key."""
     data = read_json(path)
-    rows = data.get("rows") if isinstance(data, dict) else None
-    if not isinstance(rows, list) or not all(isinstance(r, dict) and {"system", "approach", "T", "label"} <= r.keys()
-                                             for r in rows):
-        raise StudyError(f"--table-only: {path} not found (or not this study's JSON); give the --out of an earlier "
-                         "partial_observation study or --results FILE (a partial_observation.json)")
-    return unplain(rows)
+    if data is None:
+        raise StudyError(f"--table-only: {path} not found; give the --out of an earlier partial_observation study "
+                         "or --results FILE (a partial_observation.json)")
+    return unplain(check_results(data, path, SCHEMA)["rows"])
 
 
 def _run(plan: PartialObservationPlan) -> int:

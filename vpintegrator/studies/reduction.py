@@ -60,6 +60,7 @@ from ..config import key
 from ..errors import VPIntegratorError
 from .options import Study, StudyOptions, name_list, number_list
 from .runner import StudyError, check_out_dir
+from .schema import INTERVAL, Each, Obj, ResultsSchema, check_results
 from .stats import bootstrap_ci, fmt_num, md_table, median_interval, read_json, unplain, write_json, write_text
 
 __all__ = ["T", "HORIZONS", "SYSTEMS", "LADDERS", "ROWS", "DEFAULTS", "QUICK", "ReductionOptions", "ReductionPlan",
@@ -775,17 +776,33 @@ class ReductionOptions(StudyOptions):
     autoencoder_steps: int = key(3000, type=int, low=1)
 
 
+#: a row of reduction.json (``vpintegrator.studies.schema``): what the tables and figures read
+ROW = Obj(required={"system": "str", "N": "int", "row": "str", "label": "str", "seed": "int?",
+                    **{f"err_t{t:g}": Obj(required={"median": "number?"}, optional=INTERVAL.optional) for t in HORIZONS}},
+          optional={"cost": "number?", "offline_cpu": "number?", "method": "str?", "h": "number?", "reduced_dim": "int?",
+                    "bonds": "int?", "train_cpu": "number?", "stopped": "str?", "epochs": "int?", "n_params": "int?",
+                    "best_val": "number?"})
+#: what reduction.json holds
+SCHEMA = ResultsSchema("reduction", {"rows": Each(ROW)})
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a reduction.json at ``path``, checked against ``SCHEMA`` before any table is drawn; a missing
+    file, another study's JSON, a row without a key or with a string for a number is one line naming the file,
+    row and key."""
+    data = read_json(path)
+    if data is None:
+        raise StudyError(f"--table-only: {path} not found; give the --out of an earlier reduction study or "
+                         "--results FILE (a reduction.json)")
+    return unplain(check_results(data, path, SCHEMA)["rows"])
+
+
 def _run(plan: ReductionPlan) -> int:
     out = plan.out
     check_out_dir(out)
     path = out / "reduction.json"
     if plan.table_only:
-        source = Path(plan.results) if plan.results else path
-        data = read_json(source)
-        if data is None or "rows" not in data:
-            raise StudyError(f"--table-only: {source} not found (or not this study's JSON); give the --out of an "
-                             "earlier reduction study or --results FILE")
-        rows = unplain(data["rows"])
+        rows = read_rows(Path(plan.results) if plan.results else path)
     else:
         from ..clock import process_cpu
 

@@ -89,11 +89,7 @@ def _run(a: UnknownFormPlan) -> int:
                          "OUT/runs)")
     if a.results is not None:  # the tables and figures of a results file (the shipped one by name), no runs
         def read(p: Path) -> list[dict[str, Any]]:
-            data = read_json(p)
-            if not isinstance(data, dict) or "rows" not in data:
-                raise StudyError(f"--results: {p.name} is not this study's results (no 'rows'); give an "
-                                 "unknown_form.json")
-            return data["rows"]
+            return check_rows(read_json(p), p)  # another study's file, a row without a key: one line
 
         _, rows, text = redraw_from(out, a.results, read, lambda r: tables(summarize_rows(r, a.amortise_over)),
                                     figures="unknown_form_")

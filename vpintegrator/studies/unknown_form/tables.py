@@ -3,14 +3,13 @@ bootstrap intervals, the targets' verdicts, the plateau readings), the Markdown 
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from ..runner import StudyError
+from ..schema import Each, Obj, ResultsSchema, check_results, is_number
 from ..stats import bootstrap_ci, median_interval
 from .design import CASIMIR_STEPS, FLOW_MAPS, HORIZONS, SYSTEMS, TARGETS
 
@@ -31,48 +30,23 @@ def plateau(curve: dict[str, list[float]]) -> dict[str, Any]:
             "cpu_end": float(cpu[-1])}
 
 
-# what a row of unknown_form.json holds: key -> kind ("number?": a number, "inf"/"-inf", or null for NaN)
-_ROW_REQUIRED = {"system": "system", "noise": "number", "seed": "int", "method": "str", "errors": "errors",
-                 "failed": "int", "cost": "number?", "train_cpu": "number"}
-_ROW_OPTIONAL = {"approach": "str", "structure": "number?", "structure_kind": "str?", "runner": "str",
-                 "eval_cpu": "number?", "point": "int?", "n_params": "int?", "sweep": "sweep", "equations": "list?",
-                 "library": "str?", "threshold": "number?", "casimir_long": "number?", "failure": "str"}
+def _system(x: Any) -> str:
+    return "" if isinstance(x, str) and x in SYSTEMS else f"one of {', '.join(SYSTEMS)}"
 
 
-def _is_number(x: Any, null: bool) -> bool:
-    if x is None:
-        return null
-    return (isinstance(x, (int, float)) and not isinstance(x, bool)) or x in ("inf", "-inf")
+def _errors(x: Any) -> str:
+    good = isinstance(x, dict) and x and all(
+        isinstance(k, str) and is_number(_horizon(k)) and isinstance(v, list) and all(is_number(e, True) for e in v)
+        for k, v in x.items())
+    return "" if good else "an object {horizon: [relative errors]}"
 
 
-def _kind_problem(x: Any, kind: str) -> str:
-    """Why ``x`` is not of ``kind`` ("" when it is)."""
-    null = kind.endswith("?")
-    base = kind.rstrip("?")
-    if x is None and null:
-        return ""
-    if base == "number":
-        return "" if _is_number(x, null) else "a number"
-    if base == "int":
-        return "" if isinstance(x, int) and not isinstance(x, bool) else "an integer"
-    if base == "str":
-        return "" if isinstance(x, str) else "a string"
-    if base == "list":
-        return "" if isinstance(x, list) else "a list"
-    if base == "system":
-        return "" if isinstance(x, str) and x in SYSTEMS else f"one of {', '.join(SYSTEMS)}"
-    if base == "errors":
-        good = isinstance(x, dict) and x and all(
-            isinstance(k, str) and _is_number(_horizon(k), False) and isinstance(v, list)
-            and all(_is_number(e, True) for e in v) for k, v in x.items())
-        return "" if good else "an object {horizon: [relative errors]}"
-    if base == "sweep":
-        good = isinstance(x, list) and all(
-            isinstance(p, dict) and isinstance(p.get("point"), int) and isinstance(p.get("curve") or {}, dict)
-            and all(isinstance(v, list) and all(_is_number(e, True) for e in v) for v in (p.get("curve") or {}).values())
-            for p in x)
-        return "" if good else "a list of {point, curve, ...} objects"
-    raise AssertionError(kind)
+def _sweep(x: Any) -> str:
+    good = isinstance(x, list) and all(
+        isinstance(p, dict) and isinstance(p.get("point"), int) and isinstance(p.get("curve") or {}, dict)
+        and all(isinstance(v, list) and all(is_number(e, True) for e in v) for v in (p.get("curve") or {}).values())
+        for p in x)
+    return "" if good else "a list of {point, curve, ...} objects"
 
 
 def _horizon(text: str) -> float | None:
@@ -82,28 +56,22 @@ def _horizon(text: str) -> float | None:
         return None
 
 
+#: what unknown_form.json holds (``vpintegrator.studies.schema``): rows of these keys and kinds
+ROW = Obj(required={"system": _system, "noise": "number", "seed": "int", "method": "str", "errors": _errors,
+                    "failed": "int", "cost": "number?", "train_cpu": "number", "approach": "str"},
+          optional={"structure": "number?", "structure_kind": "str?", "runner": "str",
+                    "eval_cpu": "number?", "point": "int?", "n_params": "int?", "sweep": _sweep, "equations": "list?",
+                    "library": "str?", "threshold": "number?", "casimir_long": "number?", "failure": "str"})
+SCHEMA = ResultsSchema("unknown_form", {"rows": Each(ROW)}, label=("method",))
+
+
 def check_rows(doc: Any, path: Path) -> list[dict[str, Any]]:
     """The rows of ``unknown_form.json`` (``doc``, read from ``path``), checked against this study before any
-    table is drawn: a JSON object with a list ``rows``, each row an object with every key of ``_ROW_REQUIRED`` of
-    its kind, the optional keys of theirs. Anything else (another study's JSON, a row missing a key or with a
-    field of the wrong type) is one line naming the file, the row and the key."""
-    fix = ("it was not written by this version of the unknown_form study: run the study again into this --out "
-           "(without --table-only), or give the --out of an unknown_form run")
-    if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
-        other = f" (its top-level keys: {', '.join(sorted(map(str, doc))[:6])})" if isinstance(doc, dict) else ""
-        raise StudyError(f"{path}: not an unknown_form study's results: no list 'rows'{other}; {fix}")
-    for i, row in enumerate(doc["rows"]):
-        if not isinstance(row, dict):
-            raise StudyError(f"{path}: row {i} is {type(row).__name__}, not an object; {fix}")
-        where = f"row {i}" + (f" ({row['method']})" if isinstance(row.get("method"), str) else "")
-        for key, kind in _ROW_REQUIRED.items():
-            if key not in row:
-                raise StudyError(f"{path}: {where} has no key {key!r}; {fix}")
-        for key, kind in {**_ROW_REQUIRED, **_ROW_OPTIONAL}.items():
-            why = _kind_problem(row[key], kind) if key in row else ""
-            if why:
-                raise StudyError(f"{path}: {where}: {key!r} is {json.dumps(row[key])[:60]}, expected {why}; {fix}")
-    return doc["rows"]
+    table is drawn (``SCHEMA``; ``vpintegrator.studies.schema.check_results``): a JSON object with a list
+    ``rows``, each row an object with every required key of ``ROW`` of its kind, the optional keys of theirs.
+    Anything else (another study's JSON, a row missing a key or with a field of the wrong type) is one line
+    naming the file, the row and the key."""
+    return check_results(doc, path, SCHEMA)["rows"]
 
 
 def _row_key(r: dict) -> tuple:

@@ -1,0 +1,49 @@
+"""Every study's results file has a row schema, checked in one place (``vpintegrator.studies.schema``): the
+shipped files fit their study's, and a file that does not fit is one line naming the file, the row and the key
+(the bad files themselves: tests/bad_inputs/cases_study.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vpintegrator.studies import partial_observation, reduction
+from vpintegrator.studies.runner import StudyError
+from vpintegrator.studies.schema import Each, Obj, ResultsSchema, check_results
+from vpintegrator.studies.unknown_form.tables import SCHEMA as UNKNOWN_FORM
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "data"
+SHIPPED = [(partial_observation.SCHEMA, p) for p in sorted((DOCS / "partial_observation").glob("*.json"))] + \
+          [(reduction.SCHEMA, p) for p in sorted((DOCS / "reduction").glob("*.json"))] + \
+          [(UNKNOWN_FORM, DOCS / "unknown_form.json")]
+
+
+@pytest.mark.parametrize("schema, path", SHIPPED, ids=[f"{s.study}-{p.stem}" for s, p in SHIPPED])
+def test_shipped_results_fit_their_schema(schema, path):
+    check_results(json.loads(path.read_text()), path, schema)
+
+
+SCHEMA = ResultsSchema("toy", {"rows": Each(Obj(required={"label": "str", "n": "int"},
+                                                optional={"curve": Each("number?"), "x": Obj(required={"m": "number"})}))})
+
+
+@pytest.mark.parametrize("doc, message", [
+    ({"rows": [{"label": "a", "n": 1, "curve": [1.0, None, "inf"], "x": {"m": 2}}]}, None),
+    ({"rows": [{"label": "a", "n": "1"}]}, "f.json: row 0 (a): 'n' is \"1\", expected an integer; "),
+    ({"rows": [{"label": "a"}]}, "f.json: row 0 (a) has no key 'n'; "),
+    ({"rows": [{"label": "a", "n": 1, "curve": [1.0, "x"]}]}, "'curve' is [1.0, \"x\"], expected a number (or null)"),
+    ({"rows": [{"label": "a", "n": 1, "x": {}}]}, "f.json: row 0 (a) has no key 'x.m'"),
+    ({"rows": [{"label": "a", "n": True}]}, "'n' is true, expected an integer"),
+    ({"rows": "abc"}, "f.json: not a toy study's results: no list 'rows'"),
+    ({"study": "other"}, "no list 'rows' (its top-level keys: study)"),
+])
+def test_check_results_names_file_row_and_key_in_one_line(doc, message):
+    if message is None:
+        assert check_results(doc, "f.json", SCHEMA) is doc
+        return
+    with pytest.raises(StudyError) as err:
+        check_results(doc, "f.json", SCHEMA)
+    assert message in str(err.value) and "\n" not in str(err.value), str(err.value)
+    assert "run the study again into this --out" in str(err.value)

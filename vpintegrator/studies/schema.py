@@ -1,0 +1,198 @@
+"""The results files of the studies, checked in one place before any table is drawn from them.
+
+Every study's results file (``OUT/<study>.json`` or ``OUT/results.json``, and what ``--table-only --results FILE``
+names) is a JSON object whose top-level keys and rows a ``ResultsSchema`` declares beside the study: a key's
+*kind* is one of the names below, ``Obj`` (an object with required and optional keys), ``Each`` (a list of one
+kind), ``Values`` (an object whose values are of one kind) or a function ``x -> ""`` (fits) / ``"what was
+expected"``. ``check_results`` walks a document against its schema and refuses the first thing that does not fit
+in one line naming the file, the row and the key: another study's file, a row without a key, a string where a
+number goes. The tables are drawn only from a file that fits, so none of them raises on one that does not.
+
+Kinds by name (``?`` at the end: or ``null``, a NaN the study wrote): ``number`` (a number, or ``"inf"`` /
+``"-inf"`` as ``stats.plain`` writes them), ``int``, ``str``, ``bool``, ``list``, ``object``, ``any``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Union
+
+from .runner import StudyError
+
+__all__ = ["Obj", "Each", "Values", "ResultsSchema", "check_results", "is_number", "INTERVAL"]
+
+Kind = Union[str, "Obj", "Each", "Values", Callable[[Any], str]]
+
+
+@dataclass(frozen=True)
+class Obj:
+    """An object with every key of ``required`` and any of ``optional``, each of its kind (other keys allowed)."""
+
+    required: Mapping[str, Kind] = field(default_factory=dict)
+    optional: Mapping[str, Kind] = field(default_factory=dict)
+    null: bool = False
+
+
+@dataclass(frozen=True)
+class Each:
+    """A list whose items are all of ``kind``."""
+
+    kind: Kind
+    null: bool = False
+
+
+@dataclass(frozen=True)
+class Values:
+    """An object whose values are all of ``kind`` (any keys)."""
+
+    kind: Kind
+    null: bool = False
+
+
+#: a median with its interval (``stats.median_interval``): what the studies write per horizon
+INTERVAL = Obj(optional={"median": "number?", "lo": "number?", "hi": "number?", "n": "int?"}, null=True)
+
+
+def is_number(x: Any, null: bool = False) -> bool:
+    """A number as the studies write them: int or float (not bool), ``"inf"``/``"-inf"``, or None with ``null``."""
+    if x is None:
+        return null
+    return (isinstance(x, (int, float)) and not isinstance(x, bool)) or x in ("inf", "-inf")
+
+
+_NAMED: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "number": (lambda x: is_number(x), "a number"),
+    "int": (lambda x: isinstance(x, int) and not isinstance(x, bool), "an integer"),
+    "str": (lambda x: isinstance(x, str), "a string"),
+    "bool": (lambda x: isinstance(x, bool), "true or false"),
+    "list": (lambda x: isinstance(x, list), "a list"),
+    "object": (lambda x: isinstance(x, dict), "an object"),
+    "any": (lambda x: True, "anything"),
+}
+
+
+def _problem(x: Any, kind: Kind) -> tuple[str, str]:
+    """``(where inside x, what was expected)`` for the first part of ``x`` that is not of ``kind``; ``("", "")``
+    when it all fits."""
+    if isinstance(kind, str):
+        null = kind.endswith("?")
+        if x is None and null:
+            return "", ""
+        test, what = _NAMED[kind.rstrip("?")]
+        return ("", "") if test(x) else ("", what + (" (or null)" if null else ""))
+    if callable(kind) and not isinstance(kind, (Obj, Each, Values)):
+        why = kind(x)
+        return ("", why) if why else ("", "")
+    if x is None and kind.null:
+        return "", ""
+    if isinstance(kind, Each):
+        if not isinstance(x, list):
+            return "", "a list"
+        for i, item in enumerate(x):
+            inner, why = _problem(item, kind.kind)
+            if why:
+                return f"[{i}]{inner}", why
+        return "", ""
+    if isinstance(kind, Values):
+        if not isinstance(x, dict):
+            return "", "an object"
+        for k, v in x.items():
+            inner, why = _problem(v, kind.kind)
+            if why:
+                return f".{k}{inner}", why
+        return "", ""
+    if not isinstance(x, dict):
+        return "", "an object with " + ", ".join(kind.required or kind.optional)
+    for k in kind.required:
+        if k not in x:
+            return f".{k}", "present"
+    for k, sub in {**kind.required, **kind.optional}.items():
+        if k in x:
+            inner, why = _problem(x[k], sub)
+            if why:
+                return f".{k}{inner}", why
+    return "", ""
+
+
+@dataclass(frozen=True)
+class ResultsSchema:
+    """What a study's results file holds: ``top``, its required top-level keys (``rows``: ``Each(Obj(...))``)
+    and their kinds; ``label``, the row keys that name a row in a message (``method``, ``label``)."""
+
+    study: str
+    top: Mapping[str, Kind]
+    label: tuple[str, ...] = ("label", "method", "model")
+    fix: str = ""
+
+    def advice(self) -> str:
+        return self.fix or (f"it was not written by this version of the {self.study} study: run the study again "
+                            f"into this --out (without --table-only), or give the --out of a {self.study} run")
+
+
+def check_results(doc: Any, path: str | Path, schema: ResultsSchema) -> Any:
+    """``doc`` (the JSON read from ``path``) if it fits ``schema``; else a one-line ``StudyError`` naming the file,
+    the row and the key (``path: row 3 (vpt_T4): 'T' is "four", expected an integer; <how to fix>``)."""
+    fix = schema.advice()
+    missing = [k for k, kind in schema.top.items() if not isinstance(doc, dict) or k not in doc
+               or (isinstance(kind, Each) and not isinstance(doc[k], list))]
+    if missing:
+        other = f" (its top-level keys: {', '.join(sorted(map(str, doc))[:6])})" if isinstance(doc, dict) else \
+            f" (it holds a JSON {type(doc).__name__})"
+        what = "list " if isinstance(schema.top[missing[0]], Each) else ""
+        article = "an" if schema.study[:1] in "aeiou" else "a"
+        _fail(f"{path}: not {article} {schema.study} study's results: no {what}{missing[0]!r}{other}; {fix}")
+    for top, kind in schema.top.items():
+        value = doc[top]
+        if isinstance(kind, Each) and isinstance(kind.kind, Obj) and isinstance(value, list):  # rows
+            for i, row in enumerate(value):
+                _check_row(row, f"{'row' if top == 'rows' else top + ' row'} {i}", kind.kind, path, schema)
+            continue
+        inner, why = _problem(value, kind)
+        if why == "present":
+            _fail(f"{path}: {top + inner!r} is missing; {fix}")
+        if why:
+            _fail(f"{path}: {top + inner!r} is {_shown(_dig(value, inner))}, expected {why}; {fix}")
+    return doc
+
+
+def _check_row(row: Any, where: str, kind: Obj, path: str | Path, schema: ResultsSchema) -> None:
+    fix = schema.advice()
+    if not isinstance(row, dict):
+        _fail(f"{path}: {where} is {_shown(row)}, not an object; {fix}")
+    name = next((row[k] for k in schema.label if isinstance(row.get(k), str)), None)
+    where += f" ({name})" if name else ""
+    inner, why = _problem(row, kind)
+    if not why:
+        return
+    at = inner.lstrip(".")
+    key = at.split(".")[0].split("[")[0]
+    if why == "present":
+        _fail(f"{path}: {where} has no key {at!r}; {fix}")
+    deeper = "" if at == key else f" (at {at}: {_shown(_dig(row, inner))})"
+    _fail(f"{path}: {where}: {key!r} is {_shown(row[key])}, expected {why}{deeper}; {fix}")
+
+
+def _dig(value: Any, inner: str) -> Any:
+    """The part of ``value`` at ``inner`` (``.key[3].other``), for the message."""
+    import re
+
+    for name, index in re.findall(r"\.([^.\[]+)|\[(\d+)\]", inner):
+        try:
+            value = value[int(index)] if index else value[name]
+        except (KeyError, IndexError, TypeError):
+            return value
+    return value
+
+
+def _shown(x: Any) -> str:
+    try:
+        text = json.dumps(x)
+    except (TypeError, ValueError):
+        text = repr(x)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _fail(message: str) -> Any:
+    raise StudyError(message)
