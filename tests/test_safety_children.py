@@ -129,3 +129,73 @@ def test_a_lock_is_removed_when_writing_its_owner_fails(tmp_path, monkeypatch):
     with _outputs.output_lock(out, key=None):
         assert _outputs.lock_path(out).exists()
     assert not _outputs.lock_path(out).exists()
+
+
+_STUDY_POOL = """
+    import numpy as np
+    from vpintegrator.data import integrate
+    from vpintegrator.data.trajectory_files import write_trajectories
+    from vpintegrator.studies import partial_observation as po
+
+    y0 = np.random.default_rng(0).normal(size=(8, 4)) * 0.5
+    data = write_trajectories(RUN + "/co.h5", integrate("coupled_oscillator", y0, 0.2, 40, method="rk4"))
+    plan = po.STUDY.parse(["--out", RUN, "--quick", "--jobs", "2", "--systems", "coupled_oscillator",
+                           "--approaches", "vpt,delay_mlp", "--budget-seconds", "600"])
+    for _ in po.train_runs(plan, {"coupled_oscillator": data}):
+        pass
+"""
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc), running."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid and fields[0] not in ("Z", "X"):
+            out.append(int(stat.parent.name))
+    return out
+
+
+@pytest.mark.slow  # ~20 s: two spawned workers import torch and start training before the kill
+def test_kill_9_of_a_study_leaves_none_of_its_training_workers(tmp_path):
+    """``vp-study partial_observation --jobs 2`` trains on the package's one pool (``jobs.executors.worker_pool``)
+    with the death signal: a ``kill -9`` of the study while both workers train leaves none running (issue 69:
+    they trained on for minutes)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    code = f"RUN = {str(run)!r}\n" + textwrap.dedent(_STUDY_POOL)
+    parent = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "OMP_NUM_THREADS": "1"})
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while len(list((run / "runs").glob("*/*"))) < 2:  # both workers have started a training run
+            assert parent.poll() is None, f"the study ended first (exit {parent.returncode})"
+            assert time.monotonic() < deadline, "the workers never started training"
+            time.sleep(0.1)
+        workers = _children(parent.pid)
+        assert len(workers) >= 2, workers  # the two workers (and multiprocessing's resource tracker)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 20
+        while not all(_gone(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert all(_gone(w) for w in workers), f"workers {[w for w in workers if not _gone(w)]} outlived the study"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        for w in workers:
+            if not _gone(w):
+                os.kill(w, signal.SIGKILL)
+
+
+def test_the_studies_have_no_process_pool_of_their_own():
+    """One job runtime: a study's worker processes come from ``vpintegrator.jobs.executors.worker_pool`` (the
+    death signal every other child has; the "worker pool" case above), never from a pool of its own."""
+    studies = Path(__file__).resolve().parents[1] / "vpintegrator" / "studies"
+    own = [str(p.relative_to(studies)) for p in sorted(studies.rglob("*.py"))
+           if "ProcessPoolExecutor" in p.read_text() or "import multiprocessing" in p.read_text()]
+    assert not own, f"studies with a process pool of their own (use jobs.executors.worker_pool): {own}"

@@ -5,10 +5,11 @@
   thread in chunk order, at most ``workers + 1`` chunks in flight. Every block is computed by the same
   code on the same data as with one worker, so the output does not depend on ``workers``; one worker
   with ``run_chunks`` not called is the inline executor.
+- ``worker_pool``: the one process pool (``in_processes`` and the studies' trainings run on it). Workers
+  die with the process that started them (Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``; elsewhere a worker whose parent is gone exits at once), so a
+  ``kill -9`` of the command leaves no worker holding an output's lock or training.
 - ``in_processes``: ``task(*args)`` for each block on worker processes (for work that holds the GIL),
-  the results in order. Workers die with the process that started them (Linux:
-  ``prctl(PR_SET_PDEATHSIG, SIGKILL)``; elsewhere a worker whose parent is gone exits at once), so a
-  ``kill -9`` of the command leaves no worker holding an output's lock.
+  the results in order.
 - ``parts_folder``: the temporary folder ``.<out>.parts-<pid>-*`` beside an output where worker
   processes write their part files, removed on leaving; ``remove_orphan_parts`` removes those of runs
   killed outright.
@@ -33,7 +34,8 @@ from .._io import pid_alive
 from .._signals import die_with_parent
 from ..errors import VPIntegratorError
 
-__all__ = ["default_workers", "check_workers", "run_chunks", "in_processes", "parts_folder", "remove_orphan_parts"]
+__all__ = ["default_workers", "check_workers", "run_chunks", "worker_pool", "in_processes", "parts_folder",
+           "remove_orphan_parts"]
 
 
 def default_workers() -> int:
@@ -83,11 +85,22 @@ def run_chunks(starts: Iterable[int], workers: int, task: Callable[[int], Any], 
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def worker_pool(workers: int, *, start: str | None = None, initializer: Callable[..., Any] | None = None,
+                initargs: tuple[Any, ...] = ()) -> ProcessPoolExecutor:
+    """The one process pool of the package: ``workers`` processes that die with this one (``_die_with_parent``:
+    the parent-death signal SIGKILL, so a ``kill -9`` of the command leaves no worker training or integrating),
+    then run ``initializer(*initargs)``. ``start``: the start method, default ``_context``'s (fork where there is
+    one); ``"spawn"`` for workers that run torch (a fork would not carry its threads). ``in_processes`` and the
+    studies' trainings (``vpintegrator.studies.partial_observation.train_runs``) run on it."""
+    context = _context() if start is None else multiprocessing.get_context(start)
+    return ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker,
+                               initargs=(os.getpid(), initializer, tuple(initargs)))
+
+
 def in_processes(task: Callable[..., Any], calls: Sequence[tuple[Any, ...]], workers: int) -> list[Any]:
-    """``[task(*args) for args in calls]``, on ``workers`` processes that die with this one; the first
-    error cancels the calls not yet started and propagates."""
-    with ProcessPoolExecutor(max_workers=workers, mp_context=_context(), initializer=_die_with_parent,
-                             initargs=(os.getpid(),)) as pool:
+    """``[task(*args) for args in calls]``, on ``workers`` processes that die with this one (``worker_pool``);
+    the first error cancels the calls not yet started and propagates."""
+    with worker_pool(workers) as pool:
         futures = [pool.submit(task, *args) for args in calls]
         try:
             return [f.result() for f in futures]
@@ -131,10 +144,17 @@ def remove_orphan_parts(out: Path) -> list[Path]:
 
 
 def _die_with_parent(parent: int) -> None:
-    """A worker's initializer: killed when the process that started it dies
-    (``vpintegrator._signals.die_with_parent``, SIGKILL: a worker holds nothing to clean up); if it is already
-    gone, exit at once."""
+    """Killed when the process that started this worker dies (``vpintegrator._signals.die_with_parent``,
+    SIGKILL: a worker holds nothing to clean up: a training's run directory is complete only once its
+    complete.json is written); if it is already gone, exit at once."""
     die_with_parent(signal.SIGKILL, parent)
+
+
+def _start_worker(parent: int, initializer: Callable[..., Any] | None, initargs: tuple[Any, ...]) -> None:
+    """A ``worker_pool`` worker's initializer: the death signal first, then the caller's own."""
+    _die_with_parent(parent)
+    if initializer is not None:
+        initializer(*initargs)
 
 
 def _context():

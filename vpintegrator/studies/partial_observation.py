@@ -289,11 +289,10 @@ def train_runs(plan: PartialObservationPlan,
         for system, seed, pairs in tasks:
             yield system, seed, {(a, T): _train_task(args(system, seed, a, T)) for a, T in pairs}
         return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    from ..jobs.executors import worker_pool
 
-    with ProcessPoolExecutor(max_workers=plan.jobs, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_one_thread) as pool:
+    # the package's one pool: its workers die with the study (a kill -9 of it leaves none training); spawn: torch
+    with worker_pool(plan.jobs, start="spawn", initializer=_one_thread) as pool:
         futures = [(system, seed, {(a, T): pool.submit(_train_task, args(system, seed, a, T)) for a, T in pairs})
                    for system, seed, pairs in tasks]
         try:
