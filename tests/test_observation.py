@@ -73,6 +73,32 @@ def test_bad_specs_are_one_line_naming_observe(spec, words):
     assert err.value.key == "observe" and "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize("spec, words", [
+    ("0,q2", "observe '0,q2': '0' is a component index but 'q2' a name; give indices only or names only"),
+    ("q1,1", "'1' is a component index but 'q1' a name"),
+    ("q,q1", "observe 'q,q1': 'q1' names q1, which 'q' already observes; give each component once"),
+    ("p2,p", "'p' names p2, which 'p2' already observes"),
+    ("q1,q1", "'q1' is given twice"),
+    ("q,x", "'x' is not a state component of coupled_oscillator"),
+])
+def test_specs_that_mix_names_and_indices_or_name_a_component_twice_name_the_token(spec, words):
+    """Issue 69: the one line names the token at fault (a spec mixing names and indices, a group and one of its
+    members)."""
+    with pytest.raises(VPIntegratorError) as err:
+        resolve_observation(spec, 4, CO_NAMES, "coupled_oscillator")
+    assert words in str(err.value) and err.value.key == "observe" and "\n" not in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("spec", ["q", "q1,q2", "0,1", [0, 1]])
+def test_the_same_channels_by_name_or_index_are_one_observation(spec):
+    """Observations are compared by their channels, not by how they were spelled (issue 69)."""
+    other = resolve_observation(spec, 4, CO_NAMES, "coupled_oscillator")
+    assert _q().same_as(other) and other.same_as(_q()) and _q().spelled_by(spec)
+    swapped = resolve_observation("1,0", 4, CO_NAMES, "coupled_oscillator")
+    assert not _q().same_as(swapped) and not _q().spelled_by("q2,q1") and not _q().spelled_by("p")
+    assert resolve_observation("q,p", 4, CO_NAMES).indices == (0, 1, 2, 3)
+
+
 def test_a_fitted_basis_is_orthonormal_and_spans_the_data():
     rng = np.random.default_rng(0)
     plane = np.linalg.qr(rng.normal(size=(5, 2)))[0].T  # (2, 5)
@@ -144,6 +170,18 @@ def test_a_model_trained_on_q_is_refused_on_another_observation(co_file, q_run, 
     assert not (tmp_path / "ro.h5").exists()
 
 
+@pytest.mark.parametrize("spec", ["0,1", "q1,q2"])
+def test_a_model_trained_on_q_rolls_out_on_the_same_channels_by_index_or_name(co_file, q_run, tmp_path, spec):
+    """Issue 69: ``--observe 0,1`` on a model trained on ``q`` (the same channels) was refused as another
+    observation."""
+    from vpintegrator.cli.rollout import main
+
+    res = CliRunner().invoke(main, ["--data", str(co_file), "--model", f"vpt={q_run}", "--observe", spec,
+                                    "--n-traj", "2", "--t-end", "2", "--out", str(tmp_path / "ro.h5")])
+    assert res.exit_code == 0, res.output
+    assert read_rollout(tmp_path / "ro.h5").reference.y.shape[-1] == 2
+
+
 def test_an_observed_only_file_trains_rolls_out_and_refuses_the_exact_flow(co_file, tmp_path):
     from vpintegrator.cli.rollout import main
     from vpintegrator.training import fit
@@ -158,6 +196,9 @@ def test_an_observed_only_file_trains_rolls_out_and_refuses_the_exact_flow(co_fi
     ok = CliRunner().invoke(main, ["--data", str(observed), "--model", str(run), "--n-traj", "3",
                                    "--out", str(tmp_path / "ro.h5")])
     assert ok.exit_code == 0, ok.output
+    same = CliRunner().invoke(main, ["--data", str(observed), "--model", str(run), "--n-traj", "3", "--observe",
+                                     "0,1", "--out", str(tmp_path / "ro01.h5")])  # q by index: the file's channels
+    assert same.exit_code == 0, same.output
     for extra, words in ((["--integrators", "exact_flow"], "observed channels"),
                          (["--integrators", "estimate+rk4"], "observed channels"),
                          (["--observe", "p"], "holds the observed channels")):

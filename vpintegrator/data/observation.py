@@ -161,10 +161,27 @@ class Observation:
         return out
 
     def same_as(self, other: "Observation") -> bool:
-        """The same map (spec, shape and matrix to 1e-12)."""
+        """The same channels: the same map (shape and matrix to 1e-12; a reduction's file, by its sha256), however
+        it was spelled (``q``, ``q1,q2`` and ``0,1`` of the coupled oscillator are one observation)."""
         digest = (self.reduction_record or {}).get("sha256"), (other.reduction_record or {}).get("sha256")
-        return (self.spec == other.spec and self.matrix.shape == other.matrix.shape and digest[0] == digest[1]
+        return (self.matrix.shape == other.matrix.shape and digest[0] == digest[1]
                 and bool(np.allclose(self.matrix, other.matrix, rtol=0, atol=1e-12)))
+
+    def spelled_by(self, spec: Any) -> bool:
+        """Whether the ``observe`` value ``spec`` declares these channels: the same spec, or a component spec
+        (names, indices, ``q``/``p``) that resolves to the same map on this observation's system."""
+        text = check_observe_spec(spec)
+        if text == self.spec:
+            return True
+        if text is None or is_reduction_spec(text) or text.startswith(BASIS_PREFIX) or self.indices is None:
+            return False
+        from .trajectories import state_names
+
+        try:
+            other = resolve_observation(text, self.full_dim, state_names(self.system, self.full_dim), self.system)
+        except VPIntegratorError:
+            return False
+        return other is not None and self.same_as(other)
 
 
 def _encode_by(reduction: Any, y: Any) -> Any:
@@ -233,33 +250,47 @@ def fit_basis(states: np.ndarray, k: int) -> np.ndarray:
 
 
 def _components(text: str, names: Sequence[str], full_dim: int, system: str | None) -> tuple[int, ...]:
-    """The component indices a component spec names (``q``, ``p``, names, indices)."""
+    """The component indices a component spec names: a comma list of tokens, each a group (``q``, ``p``), a
+    state name (``z1``) or an index (``0``), in the order given. Names and indices are not mixed in one spec, and
+    no component is named twice (a group and one of its members, or a name and its index): each is one line
+    naming the token at fault."""
     where = f" of {system}" if system else ""
-    items = text.split(",")
-    if text in ("q", "p"):
-        idx = tuple(i for i, n in enumerate(names) if n.startswith(text) and n[1:].isdigit())
-        if not idx:
-            raise VPIntegratorError(
-                f"observe {text!r}: the state{where} ({', '.join(names) or f'{full_dim} unnamed components'}) has no "
-                f"{'positions' if text == 'q' else 'momenta'} named {text}1, {text}2, ...; give component indices "
-                "(e.g. 0,1) or names", key="observe")
-        return idx
-    if all(item.lstrip("-").isdigit() for item in items):
-        idx = tuple(int(item) for item in items)
-        bad = [i for i in idx if not 0 <= i < full_dim]
-        if bad:
-            raise VPIntegratorError(f"observe {text!r}: index {bad[0]} is out of range: the state{where} has "
-                                    f"{full_dim} components (0 .. {full_dim - 1})", key="observe")
-    else:
-        unknown = [item for item in items if item not in names]
-        if unknown:
-            raise VPIntegratorError(f"observe {text!r}: {unknown[0]!r} is not a state component{where}; valid: "
-                                    f"{', '.join(names) or 'indices 0 .. ' + str(full_dim - 1)}, q, p, basis:K",
+    valid = f"{', '.join(names) or 'indices 0 .. ' + str(full_dim - 1)}, q, p, basis:K"
+    tokens = text.split(",")
+    is_index = [t.lstrip("-").isdigit() for t in tokens]
+    if any(is_index) and not all(is_index):
+        index, name = tokens[is_index.index(True)], tokens[is_index.index(False)]
+        raise VPIntegratorError(f"observe {text!r}: {index!r} is a component index but {name!r} a name; give indices "
+                                f"only or names only (valid names: {valid})", key="observe")
+    idx: list[int] = []
+    given: dict[int, str] = {}  # component -> the token that gave it
+    for token in tokens:
+        if token.lstrip("-").isdigit():
+            i = int(token)
+            if not 0 <= i < full_dim:
+                raise VPIntegratorError(f"observe {text!r}: index {i} is out of range: the state{where} has "
+                                        f"{full_dim} components (0 .. {full_dim - 1})", key="observe")
+            found = (i,)
+        elif token in ("q", "p") and token not in names:
+            found = tuple(i for i, n in enumerate(names) if n.startswith(token) and n[1:].isdigit())
+            if not found:
+                raise VPIntegratorError(
+                    f"observe {text!r}: the state{where} ({', '.join(names) or f'{full_dim} unnamed components'}) has "
+                    f"no {'positions' if token == 'q' else 'momenta'} named {token}1, {token}2, ...; give component "
+                    "indices (e.g. 0,1) or names", key="observe")
+        elif token in names:
+            found = (list(names).index(token),)
+        else:
+            raise VPIntegratorError(f"observe {text!r}: {token!r} is not a state component{where}; valid: {valid}",
                                     key="observe")
-        idx = tuple(list(names).index(item) for item in items)
-    if len(set(idx)) != len(idx):
-        raise VPIntegratorError(f"observe {text!r} names a component twice", key="observe")
-    return idx
+        for i in found:
+            if i in given:
+                twice = f"{token!r} is given twice" if given[i] == token else \
+                    f"{token!r} names {names[i] if names else i}, which {given[i]!r} already observes"
+                raise VPIntegratorError(f"observe {text!r}: {twice}; give each component once", key="observe")
+            given[i] = token
+        idx += found
+    return tuple(idx)
 
 
 def resolve_observation(observe: Any, full_dim: int, names: Sequence[str] = (), system: str | None = None,

@@ -91,7 +91,7 @@ def run_observation(spec: str | None, meta: Mapping[str, Any], system: Any, entr
     sys_name = None if isinstance(system, UnknownSystem) else str(getattr(system, "name", "") or "") or None
     run: Observation | None
     if held is not None:  # the file holds observed channels only
-        if spec is not None and spec != held.spec:
+        if spec is not None and not held.spelled_by(spec):  # the same channels by index or by name: one observation
             raise VPIntegratorError(f"observe {spec!r}: {data} holds the observed channels of observation "
                                     f"{held.describe()} only; give observe = {held.spec!r} or leave it out",
                                     key="observe")
