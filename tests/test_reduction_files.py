@@ -82,3 +82,21 @@ def test_failed_write_keeps_the_earlier_file(toda_train, tmp_path, monkeypatch):
         save_reduction(fit_psd(toda_train, 6), path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["basis.npz"]
+
+
+@pytest.mark.parametrize("keep", [0.3, 0.6, 0.9, 0.99])
+def test_a_cut_archive_is_one_line_naming_the_file(toda_train, tmp_path, keep):
+    """A truncated (cut) basis archive, read by load_reduction and by --observe file:PATH, is one line naming
+    the file (issue 69: a zipfile traceback)."""
+    from vpintegrator.reduction.observation import reduction_observation
+
+    whole = tmp_path / "basis.npz"
+    save_reduction(fit_psd(toda_train, 4), whole, fitted_on=toda_train)
+    cut = tmp_path / "cut.npz"
+    data = whole.read_bytes()
+    cut.write_bytes(data[: int(len(data) * keep)])
+    with pytest.raises(VPIntegratorError, match=r"cut\.npz: not a reduction file") as err:
+        load_reduction(cut)
+    assert "\n" not in str(err.value)
+    with pytest.raises(VPIntegratorError, match=r"cut\.npz: not a reduction file"):
+        reduction_observation(f"file:{cut}", 40, "toda")

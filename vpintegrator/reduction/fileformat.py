@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
+import zlib
 from typing import Any, Mapping
 
 import numpy as np
@@ -75,7 +77,7 @@ def read_archive(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: np.asarray(z[k]) for k in z.files}
         meta = json.loads(str(arrays.pop("meta")))
-    except (OSError, ValueError, KeyError, EOFError) as err:
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as err:  # cut, damaged
         raise VPIntegratorError(f"{path}: not a reduction file ({type(err).__name__}: "
                                 f"{str(err).splitlines()[0] if str(err) else 'unreadable'}); give a file written "
                                 "by save_reduction") from None
