@@ -23,7 +23,7 @@ from vpintegrator.errors import VPIntegratorError
 from vpintegrator.rollout import RolloutConfig, read_rollout, run_rollouts
 
 INTEGRATORS = ["rk4", "implicit_midpoint", "splitting", "exact_flow"]
-TIMING = ("seconds", "setup_seconds", "seconds_per_step", "summary_seconds_per_step", "wall_seconds")
+TIMING = ("seconds", "setup_seconds", "seconds_per_step", "summary_seconds_per_step", "wall_seconds", "warmup_seconds")
 
 
 @pytest.fixture(scope="module")

@@ -60,7 +60,7 @@ _SAME = ("schema", "schema_version", "system", "system_class", "dim", "dt", "t0"
 # root attributes of a shard that the whole rollout does not have (n_traj and the table are recomputed)
 _PER_SHARD = (*SHARD_KEYS, "shard_selection", "shard_run")
 # timings of a method, summed over the shards
-_TIMES = ("seconds", "setup_seconds", "seconds_per_step", "wall_seconds")
+_TIMES = ("seconds", "setup_seconds", "seconds_per_step", "wall_seconds", "warmup_seconds")
 
 
 def _head(path: Path) -> tuple[dict, tuple[int, int, int], np.ndarray]:

@@ -112,8 +112,12 @@ def write_work_precision(stem: str | Path, rows: Sequence[WorkPrecisionRow], ove
     Returns (csv path, markdown path)."""
     from .summary import write_table
 
+    from ..clock import METER_RULE
+
     table = [{COST_COLUMNS.get(k, k): v for k, v in dataclasses.asdict(r).items()} for r in rows]
-    return write_table(table, stem, overwrite=overwrite)
+    how = METER_RULE.format(clock="thread-CPU")
+    return write_table(table, stem, overwrite=overwrite,
+                       caption=f"Cost: batch-1 CPU seconds per unit of simulated time, {how}.")
 
 
 def work_precision_rows(source: str | Path | Iterable[WorkPrecisionRow]) -> list[WorkPrecisionRow]:

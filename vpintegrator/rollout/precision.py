@@ -9,8 +9,9 @@ conditions; each run gives one point
 - **drift**: the largest relative change |I(t) − I(0)| / max(|I(0)|, tiny) of any invariant of the system
   over [0, T] and over the initial conditions;
 - **cost**: CPU seconds per unit of simulated time of ONE trajectory at batch 1 (the compiled
-  single-trajectory stepper where it exists, as in the study's timing table; the minimum over
-  ``repeats`` runs, compilation excluded).
+  single-trajectory stepper where it exists, as in the study's timing table), on the one cost meter
+  ([`vpintegrator.clock.meter`][vpintegrator.clock.meter]): every row once cold (compilation and first-call work
+  left out), then ``repeats`` interleaved rounds over all rows, the minimum kept; thread CPU seconds.
 
 DOP853 itself appears as a ladder over tolerances (rtol = atol), and trained models as single points at their
 own step (first window from the exact flow, so that the model's error is its own). Everything is float64.
@@ -34,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..arrays import relative_drift
-from ..clock import thread_cpu
 # the table (rows, reader, writer, training cost) lives in the data layer; re-exported here
 from ..data.work_precision import (  # noqa: F401 (re-exports)
     WP_COLUMNS, WorkPrecisionRow, check_rollouts, check_work_precision_outputs, read_work_precision,
@@ -111,22 +111,41 @@ def _check_ladder(ladder: Sequence[float]) -> tuple[float, ...]:
 BATCH1_CHUNK_STEPS = 16384
 
 
-def _batch1_seconds(step_map_factory, y0_one: np.ndarray, dt: float, n_steps: int, repeats: int) -> tuple[float, str]:
-    """CPU seconds of the calling thread producing the states of one trajectory (compilation and set-up
-    excluded: the engine's ``seconds``, [`vpintegrator.clock.thread_cpu`][vpintegrator.clock.thread_cpu]); min over repeats."""
-    from .engine import rollout
+class _Batch1:
+    """The batch-1 calls of a work–precision table's rows, priced together on the one cost meter
+    ([`vpintegrator.clock.meter`][vpintegrator.clock.meter]: one cold call each, compilation and set-up apart;
+    then interleaved rounds, the minimum kept; thread CPU seconds)."""
 
-    best, runner = math.inf, "?"
-    for _ in range(max(1, repeats)):
-        sm = step_map_factory()
-        start = thread_cpu()
-        tr = rollout(sm, y0_one, dt, n_steps, chunk_steps=BATCH1_CHUNK_STEPS)
-        total = thread_cpu() - start
-        # the engine measures the seconds spent producing states; fall back to the whole call
-        seconds = float(tr.meta.get("seconds", total))
-        best = min(best, seconds)
-        runner = str(sm.describe().get("runner", "?"))
-    return best, runner
+    def __init__(self) -> None:
+        self.calls: dict[int, Callable[[], object]] = {}
+        self.runners: dict[int, str] = {}
+
+    def rollout(self, index: int, step_map_factory, y0_one: np.ndarray, dt: float, n_steps: int) -> None:
+        """Row ``index``: one trajectory's states by a fresh step map, priced by the engine's seconds spent
+        producing them (its ``start`` left out)."""
+        from .engine import rollout
+
+        def call() -> float:
+            sm = step_map_factory()
+            tr = rollout(sm, y0_one, dt, n_steps, chunk_steps=BATCH1_CHUNK_STEPS)
+            self.runners[index] = str(sm.describe().get("runner", "?"))
+            return float(tr.meta["seconds"])
+        self.calls[index] = call
+
+    def call(self, index: int, call: Callable[[], object], runner: str) -> None:
+        """Row ``index``: any call that produces its output once, priced by the meter's clock around it."""
+        self.calls[index] = call
+        self.runners[index] = runner
+
+    def price(self, rows: list[WorkPrecisionRow], repeats: int) -> list[WorkPrecisionRow]:
+        """``rows`` with the metered cost per unit time (and runner) of every row that registered a call."""
+        import dataclasses
+
+        from ..clock import meter
+
+        costs = meter(self.calls, max(1, int(repeats)))
+        return [dataclasses.replace(r, seconds_per_time=costs[i].seconds / r.t_end, runner=self.runners.get(i, r.runner))
+                if i in costs else r for i, r in enumerate(rows)]
 
 
 def _ladder_steps(dt: float, t_end: float, ladder: tuple[float, ...]) -> list[tuple[float, int]]:
@@ -144,9 +163,10 @@ def _ladder_steps(dt: float, t_end: float, ladder: tuple[float, ...]) -> list[tu
 
 
 def _field_rows(label: str, model, system, one, y0: np.ndarray, ref: np.ndarray, dt: float, t_end: float,
-                ladder: tuple[float, ...], repeats: int, train_seconds: float) -> list[WorkPrecisionRow]:
+                ladder: tuple[float, ...], batch1: _Batch1, first: int, train_seconds: float) -> list[WorkPrecisionRow]:
     """The rows of a learned vector field: its integrator (``vpintegrator.rollout.field.field_step``) at every
-    step of the ladder, like a classical method's; errors and drift of the true system."""
+    step of the ladder, like a classical method's; errors and drift of the true system; their batch-1 calls
+    registered with ``batch1`` as rows ``first``, ``first + 1``, ..."""
     from .engine import rollout
     from .field import field_step
 
@@ -154,9 +174,9 @@ def _field_rows(label: str, model, system, one, y0: np.ndarray, ref: np.ndarray,
     for h, n_steps in _ladder_steps(dt, t_end, ladder):
         tr = rollout(field_step(model, h), y0[:, None], h, n_steps)
         med, p90, mx = _stats(_relative_error(tr.y[:, -1], ref))
-        seconds, runner = _batch1_seconds(lambda: field_step(model, h), y0[:1, None], h, n_steps, repeats)
+        batch1.rollout(first + len(rows), lambda h=h: field_step(model, h), y0[:1, None], h, n_steps)
         rows.append(WorkPrecisionRow(label, "model", h, math.nan, n_steps, t_end, len(y0), med, p90, mx,
-                                     _drift(system, tr.y), seconds / t_end, runner, train_seconds))
+                                     _drift(system, tr.y), math.nan, "?", train_seconds))
     return rows
 
 
@@ -198,7 +218,8 @@ def work_precision(
     reference_rtol : float
         rtol = atol of the exact flow (DOP853) the errors are measured against.
     repeats : int
-        Timing runs per point (the minimum is kept).
+        Warm timing rounds over all points, interleaved, after one cold call each (the minimum is kept: the
+        cost meter, ``vpintegrator.clock.meter``).
     train_seconds : {label: CPU seconds}, optional
         The models' training cost ([`training_seconds`][vpintegrator.data.work_precision.training_seconds] reads it from a run directory); a model left out
         has NaN (not recorded). Every model row gets its break-even number of rollouts.
@@ -238,6 +259,7 @@ def work_precision(
     one = base_system(system)  # the batch-1 timings: the first trajectory's system
     ref = solve_flow_rows(system, y0, np.array([0.0, t_end]), reference_rtol, reference_rtol)[:, -1]
     rows: list[WorkPrecisionRow] = []
+    batch1 = _Batch1()  # every row's batch-1 call, priced together at the end (interleaved, warm)
     # the default methods the system can run (e.g. no splitting of a non-separable one); named ones are checked
     names = list(methods) if methods is not None else supported_integrators(DEFAULT_METHODS, one)
     for name in names:
@@ -245,25 +267,22 @@ def work_precision(
         for h, n_steps in _ladder_steps(dt, t_end, ladder):
             tr = rollout(step_for(system, lambda s: IntegratorStep(s, integrator, h)), y0[:, None], h, n_steps)
             med, p90, mx = _stats(_relative_error(tr.y[:, -1], ref))
-            seconds, runner = _batch1_seconds(lambda: IntegratorStep(one, integrator, h), y0[:1, None], h,
-                                              n_steps, repeats)
+            batch1.rollout(len(rows), lambda h=h, integrator=integrator: IntegratorStep(one, integrator, h),
+                           y0[:1, None], h, n_steps)
             rows.append(WorkPrecisionRow(integrator.name, "integrator", h, math.nan, n_steps, t_end, len(y0), med,
-                                         p90, mx, _drift(system, tr.y), seconds / t_end, runner))
+                                         p90, mx, _drift(system, tr.y), math.nan, "?"))
     for rtol in dop853_rtols or ():
         n_out = max(2, round(t_end / dt) + 1)
         t = np.linspace(0.0, t_end, n_out)
         y = solve_flow_rows(system, y0, t, rtol, rtol)
         med, p90, mx = _stats(_relative_error(y[:, -1], ref))
-        best = math.inf
-        for _ in range(max(1, repeats)):
-            start = thread_cpu()
-            solve_flow(one, y0[:1], np.array([0.0, t_end]), rtol=rtol, atol=rtol)
-            best = min(best, thread_cpu() - start)
+        batch1.call(len(rows), lambda rtol=rtol: solve_flow(one, y0[:1], np.array([0.0, t_end]), rtol=rtol, atol=rtol),
+                    "numba")
         rows.append(WorkPrecisionRow("dop853", "dop853", math.nan, float(rtol), 0, t_end, len(y0), med, p90, mx,
-                                     _drift(system, y), best / t_end, "numba"))
+                                     _drift(system, y), math.nan, "numba"))
     for label, model in (models or {}).items():
         if is_vector_field_model(model):  # a learned field: its integrator over the step ladder (issue 43)
-            rows += _field_rows(label, model, system, one, y0, ref, dt, t_end, ladder, repeats,
+            rows += _field_rows(label, model, system, one, y0, ref, dt, t_end, ladder, batch1, len(rows),
                                 float((train_seconds or {}).get(label, math.nan)))
             continue
         n_steps = round(t_end / dt)
@@ -272,11 +291,11 @@ def work_precision(
         w0 = family_initial_window(system, y0, dt, model.seq_len, method="exact_flow")
         tr = rollout(model_step(model, device="cpu"), w0, dt, n_steps)  # a context model: c from w0
         med, p90, mx = _stats(_relative_error(tr.y[:, -1], ref))
-        seconds, runner = _batch1_seconds(lambda: model_step(model, device="cpu"), w0[:1], dt, n_steps, repeats)
+        batch1.rollout(len(rows), lambda model=model: model_step(model, device="cpu"), w0[:1], dt, n_steps)
         rows.append(WorkPrecisionRow(label, "model", dt, math.nan, n_steps, t_end, len(y0), med, p90, mx,
-                                     _drift(system, tr.y), seconds / t_end, runner,
+                                     _drift(system, tr.y), math.nan, "?",
                                      float((train_seconds or {}).get(label, math.nan))))
-    return with_training_cost(rows, amortise_over)
+    return with_training_cost(batch1.price(rows, repeats), amortise_over)
 
 
 def run_work_precision(config: RolloutConfig, *, overwrite: bool = False, log: Callable[[str], None] | None = None,

@@ -150,8 +150,10 @@ def write_method(writer: Any, plan: RolloutPlan, say: Say, label: str, step_map:
                                         metrics=stream, volume=vol, jit=plan.steps.fast_step, t0=plan.t0,
                                         chunk_steps=plan.chunk_steps, blowup=plan.blowup)
         else:
+            warm_seconds = warm_up(step_map, window0, plan.dt, n_steps, plan.t0, plan.blowup)
             res = stream_rollout(step_map, window0, plan.dt, n_steps, host_sink, t0=plan.t0,
                                  chunk_steps=plan.chunk_steps, blowup=plan.blowup)
+            res.meta["warmup_seconds"] = warm_seconds
     except _OutputError as err:
         raise err.__cause__ from None  # type: ignore[misc]
     except Exception as err:  # the row's own failure: marked, and the run goes on
@@ -183,6 +185,30 @@ def write_method(writer: Any, plan: RolloutPlan, say: Say, label: str, step_map:
         **{f"summary_{k}": v for k, v in row.items() if k != "method"},
     })
     return rows, failure
+
+
+#: the steps of a row's warm-up (``warm_up``), in calls of its map beyond its first window
+WARM_UP_CALLS = 2
+
+
+def warm_up(step_map: StepMap, window0: np.ndarray, dt: float, n_steps: int, t0: float = 0.0,
+            blowup: float = 1e3) -> float:
+    """Run a row for a few steps on every trajectory before it is timed, so that compilation (numba's kernels
+    on a cold cache, a fresh install's first table) and other first-call work fall in the row's set-up and never
+    in its ``seconds_per_step`` (the cost meter's rule, ``vpintegrator.clock``): a fresh install's first table
+    and a warm second one give the same cost column. The same rows and the same path as the timed run (a batch
+    and a single trajectory may run different kernels). The thread-CPU seconds it took (recorded as the row's
+    ``warmup_seconds``); a row that fails here fails again, and is reported, in its timed run."""
+    from ..clock import thread_cpu
+
+    steps = min(int(n_steps), step_map.seq_len + WARM_UP_CALLS * step_map.advance)
+    tic = thread_cpu()
+    try:
+        stream_rollout(step_map, window0, dt, steps, lambda k0, block: None, t0=t0, chunk_steps=max(1, steps),
+                       blowup=blowup)
+    except Exception:  # noqa: BLE001 (the timed run meets it again and reports it in one line)
+        pass
+    return thread_cpu() - tic
 
 
 class _OutputError(Exception):

@@ -1,0 +1,83 @@
+"""The one cost meter (issue 65): warm cost, set-up apart, interleaved repeats, one clock — on a fake clock that
+counts work units, so that the tests assert what the meter does, never how fast this machine is."""
+
+from __future__ import annotations
+
+import pytest
+
+from vpintegrator import clock as clock_mod
+from vpintegrator.clock import Cost, meter, meter_one, min_thread_cpu
+from vpintegrator.errors import VPIntegratorError
+
+
+class FakeClock:
+    """A thread-CPU clock that advances only when a row does work (``spend``)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.order: list[str] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def spend(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    f = FakeClock()
+    monkeypatch.setattr(clock_mod, "thread_cpu", f)
+    return f
+
+
+def _row(fake: FakeClock, name: str, first: float, then: list[float]):
+    """A row whose first call costs ``first`` (compilation) and whose later calls cost ``then`` in turn."""
+    costs = iter([first, *then])
+
+    def call():
+        fake.order.append(name)
+        fake.spend(next(costs))
+    return call
+
+
+def test_compilation_is_set_up_not_cost(fake):
+    cost = meter_one(_row(fake, "a", 5.0, [0.2, 0.1, 0.3]), repeats=3)
+    assert isinstance(cost, Cost) and (cost.repeats, cost.clock, cost.first_seconds) == (3, "thread_cpu", 5.0)
+    assert (cost.seconds, cost.setup_seconds) == (pytest.approx(0.1), pytest.approx(4.9))
+    assert cost.per(10.0) == pytest.approx(0.01)
+    assert cost.record("x_")["x_setup_seconds"] == cost.setup_seconds
+
+
+def test_rows_are_interleaved_and_each_priced_at_its_least_disturbed_round(fake):
+    rows = {"a": _row(fake, "a", 1.0, [0.5, 0.4]), "b": _row(fake, "b", 2.0, [0.9, 0.7])}
+    costs = meter(rows, repeats=2)
+    # one cold call each, then rounds a, b, a, b: a slow spell of the machine hits both rows alike
+    assert fake.order == ["a", "b", "a", "b", "a", "b"]
+    assert costs["a"].seconds == pytest.approx(0.4) and costs["b"].seconds == pytest.approx(0.7)
+    assert costs["a"].setup_seconds == pytest.approx(0.6) and costs["b"].setup_seconds == pytest.approx(1.3)
+
+
+def test_a_call_that_measures_its_own_work_is_priced_by_it(fake):
+    # a rollout engine returns the seconds it spent producing states (its set-up left out)
+    def call():
+        fake.spend(1.0)
+        return 0.25
+    assert meter_one(call, repeats=2).seconds == 0.25
+
+
+def test_warm_calls_never_cost_less_than_zero_set_up(fake):
+    # a first call cheaper than every warm one: set-up 0, not negative
+    assert meter_one(_row(fake, "a", 0.1, [0.2, 0.3]), repeats=2).setup_seconds == 0.0
+
+
+def test_min_thread_cpu_is_the_meter(fake):
+    assert min_thread_cpu(_row(fake, "a", 3.0, [0.5, 0.2]), 2) == pytest.approx(0.2)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True])
+def test_bad_repeats_and_clock_are_one_line_errors(bad):
+    with pytest.raises(VPIntegratorError, match="repeats"):
+        meter({"a": lambda: None}, repeats=bad)
+    with pytest.raises(VPIntegratorError, match="clock must be one of"):
+        meter({"a": lambda: None}, clock="wall")
