@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from ..errors import VPIntegratorError
+from ..nn import componentwise
 from ..nn.common import check_bool, check_input, check_positive_int, get_activation
 from ..nn.symplectic_attention import SymplecticAttentionP, SymplecticAttentionQ, check_attention_activation
 from ..nn.sympnet import (
@@ -55,6 +56,9 @@ class _PositionWise(nn.Module):
         check_input(x, type(self).__name__, self.dim, like=_first_parameter(self), unbatched=True)
         if x.ndim == 2:  # one window (seq, dim) -> (1, seq, dim) -> (seq, dim)
             return self.forward(x.unsqueeze(0)).squeeze(0)
+        layers = list(self.layers)
+        if torch.compiler.is_compiling() and componentwise.supported(layers, x.shape[1]):
+            return componentwise.chain_components(layers, x)  # what inductor fuses into few loops
         return self.layers(x)
 
     def window_chain(self) -> list[nn.Module]:
@@ -304,6 +308,9 @@ class SymplecticTransformer(nn.Module):
         check_input(x, type(self).__name__, self.dim, self.seq_len, like=_first_parameter(self), unbatched=True)
         if x.ndim == 2:  # one window (seq_len, dim) -> (1, seq_len, dim) -> (seq_len, dim)
             return self.forward(x.unsqueeze(0)).squeeze(0)
+        layers = list(self.layers)
+        if torch.compiler.is_compiling() and componentwise.supported(layers, x.shape[1]):
+            return componentwise.chain_components(layers, x)  # what inductor fuses into few loops
         return self.layers(x)
 
     def window_chain(self) -> list[nn.Module]:

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from ..errors import VPIntegratorError
+from ..nn import componentwise
 from ..nn.common import check_bool, check_input, check_positive_int, from_planes, get_activation, to_planes
 from ..nn.attention import VolumePreservingAttention
 from ..nn.feedforward import VolumePreservingLowerLayer, VolumePreservingUpperLayer
@@ -128,6 +129,8 @@ class VolumePreservingFeedForward(_SymmetricPlanes, nn.Module):
         if x.ndim == 2:  # one window (seq, dim) -> (1, seq, dim) -> (seq, dim)
             return self.forward(x.unsqueeze(0)).squeeze(0)
         layers = list(self.layers)
+        if torch.compiler.is_compiling() and componentwise.supported(layers, x.shape[1]):
+            return componentwise.chain_components(layers, x)  # what inductor fuses into few loops
         spec = fused_spec(layers, x)
         if spec is not None:  # the whole stack as one autograd node, bitwise the same forward
             return fused_chain(self, layers, spec, x, rows=True)
@@ -369,6 +372,8 @@ class VolumePreservingTransformer(_SymmetricPlanes, nn.Module):
         if x.ndim == 2:  # one window (seq_len, dim) -> (1, seq_len, dim) -> (seq_len, dim)
             return self.forward(x.unsqueeze(0)).squeeze(0)
         layers = self._layers()
+        if torch.compiler.is_compiling() and componentwise.supported(layers, x.shape[1]):
+            return componentwise.chain_components(layers, x)  # what inductor fuses into few loops
         spec = fused_spec(layers, x)
         if spec is not None:  # the whole transformer as one autograd node, bitwise the same forward
             return fused_chain(self, layers, spec, x, rows=True)

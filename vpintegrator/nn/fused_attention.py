@@ -8,8 +8,9 @@ hand-written backward. It computes in the (dim, seq, batch) planes layout; its i
 bitwise the layers' unfused forward (the same elementwise operations on the same operands, the same matrix
 products, reductions over length-3 axes in the same order); the gradients agree with autograd's to rounding.
 The backward is not itself differentiable (``once_differentiable``), and ``torch.func`` transforms (vmap,
-jacrev, grad) and ``torch.compile`` take the layers' unfused autograd path (``fused_spec`` returns ``None``
-under them: inductor fuses that path itself, measured faster than compiling around this node).
+jacrev, grad) take the layers' unfused autograd path (``fused_spec`` returns ``None`` under them); traced by
+``torch.compile`` the models run the component form of ``vpintegrator.nn.componentwise`` instead, which
+inductor fuses (measured faster than compiling around this node or the unfused path).
 
 Notation: in the planes layout one sample's window is Z ∈ ℝ^{dim×3} with columns z_j (the seeds' Z ↦ Z Λ).
 

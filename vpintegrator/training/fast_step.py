@@ -23,8 +23,9 @@ optimiser update) in a ``torch.cuda.CUDAGraph`` once, then replays it with one l
   of the eager step's Python float).
 
 ``fast_step = "compile"`` first passes the loss through ``torch.compile`` (inductor; on CUDA
-``max-autotune-no-cudagraphs``, then captured as above; on the CPU compiled only). The compiled path uses
-the layers' unfused forward (inductor fuses it itself).
+``max-autotune-no-cudagraphs``, then captured as above; on the CPU compiled only). Traced by the compiler,
+the models run their layers in component form (``vpintegrator.nn.componentwise``: the small matrix products as
+multiply-adds), which inductor fuses into a few loops, forward and backward.
 
 Where a graph cannot be used (CPU, DDP under torchrun, optimisers without a capturable step) ``auto``
 falls back to the eager step; asking for ``graph`` there is an error that says why. Without capture (the
