@@ -196,11 +196,41 @@ def _machine(out: Path) -> list[str]:
     return lines
 
 
+#: the command a user runs on a CUDA machine of their own (every step, then this report: OUT/gpu_report.md)
+OWN_CARD = "bash scripts/gpu_check.sh --all --out runs/gpu_check"
+
+
+def _opening(steps: dict[str, Step]) -> list[str]:
+    """What the page measured, how its steps ended (in words, before the tables), and the command that
+    measures a reader's own card."""
+    by: dict[str, list[str]] = {}
+    for step in steps.values():
+        by.setdefault("ok" if step.rc == 0 else "timed out" if step.rc in (124, 137) else
+                      "failed" if step.rc is not None else "not run", []).append(step.name)
+    absent = [name for name in STEP_ORDER if name not in steps]
+    ended = [f"{len(by.get('ok', []))} of {len(steps)} steps run exited 0"]
+    if by.get("failed"):
+        ended.append(f"FAILED (a check of the step did not hold; its last log lines close this page): "
+                     f"{', '.join(by['failed'])}")
+    if by.get("timed out"):
+        ended.append(f"timed out (killed at the step's limit; the figures it printed before are used): "
+                     f"{', '.join(by['timed out'])}")
+    if absent:
+        ended.append(f"not run in these calls: {', '.join(absent)}")
+    return ["What was measured: the package's GPU tests, training speed (the paper VPT, epochs/s; the CUDA-graph "
+            "step against eager), ensembles of 1 and 64 seeds, rollouts of up to 10^6 initial conditions on the "
+            "device, CPU/GPU parity of losses and rollouts, DDP and Levenberg–Marquardt on CUDA, each against its "
+            "target (the table *Figures against the targets*). " + "; ".join(ended) + ".",
+            "", f"On your own card: `{OWN_CARD}` (every step within its time limit, `--list` shows them; then this page as "
+            "`runs/gpu_check/gpu_report.md`; `--groups` splits the steps into calls of at most 10 minutes)."]
+
+
 def report(out: Path) -> tuple[str, bool]:
     """The report's markdown and whether everything ran clean (every step exit 0, no GPU test failed)."""
     steps = read_steps(out)
     tests = pytest_results(out / "pytest_gpu.xml")
-    lines = ["# GPU check", "", f"Written by `scripts/gpu_report.py` from `{out}` (logs beside it).", ""]
+    lines = ["# GPU check", "", *_opening(steps), "",
+             f"Written by `scripts/gpu_report.py` from `{out}` (logs beside it).", ""]
     lines += _machine(out)
     lines += ["", "## Steps", "", "| step | status | seconds | command |", "|---|---|---:|---|"]
     for step in steps.values():
