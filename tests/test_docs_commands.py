@@ -193,12 +193,10 @@ def tiny(argv: tuple[str, ...]) -> list[str]:
     stay as written."""
     args = list(argv)
 
-    def cap(flag: str, value: int) -> None:
+    def cap(flag: str, value: int) -> None:  # a size the command gives (a spec's own, e.g. a list of mu, stays)
         if flag in args:
             i = args.index(flag) + 1
             args[i] = str(min(int(float(args[i])), value))
-        else:
-            args.extend([flag, str(value)])
 
     program = args[0]
     if program == "vp-gen":
