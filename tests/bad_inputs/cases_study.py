@@ -58,4 +58,17 @@ CASES = [
         ("reduction", "red_not_object", r"not a reduction study's results: no list 'rows' \(it holds a JSON list\)"),
         ("unknown_form", "uf_results_missing_key", r"row 1 \(node@rk4\) has no key 'errors'"),
     )],
+    # one rule for repeated list entries, names and numbers alike; what is known at plan time refused at plan time
+    _s("study-po-systems-repeated", ["partial_observation", "--out", "{out}/po", "--systems",
+                                     "coupled_oscillator,coupled_oscillator"],
+       r"--systems: 'coupled_oscillator' is given twice; give each once"),
+    _s("study-po-approaches-repeated", ["partial_observation", "--out", "{out}/po", "--approaches", "vpt,st,vpt"],
+       r"--approaches: 'vpt' is given twice; give each once"),
+    _s("study-po-windows-repeated", ["partial_observation", "--out", "{out}/po", "--windows", "2,2"],
+       r"--windows: 2 is given twice; give each once"),
+    _s("study-reduction-systems-repeated", ["reduction", "--out", "{out}/red", "--systems", "toda,toda"],
+       r"--systems: 'toda' is given twice; give each once"),
+    _s("study-po-window-longer-than-data", ["partial_observation", "--quick", "--out", "{out}/po", "--systems",
+                                            "coupled_oscillator", "--approaches", "vpt", "--windows", "4,60"],
+       r"--windows: T = 60 for vpt needs 120 states per training window .* have 101; give shorter windows"),
 ]

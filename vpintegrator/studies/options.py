@@ -219,12 +219,13 @@ def model_list(text: str, flag: str, valid: Sequence[str], *, in_valid_order: bo
 
 def name_list(name: str, valid: Sequence[str]) -> Any:
     """The check of the comma-list key ``name`` whose items are out of ``valid``: ``"a,b"`` or a TOML array in,
-    a list of names out; else a one-line error naming ``name`` and the valid names."""
+    a list of names out, each once (``distinct``: the rule of number lists too); else a one-line error naming
+    ``name`` and the valid names."""
     def check(value: Any) -> list[str]:
         names = [n.strip() for n in comma_list(value, name).split(",") if n.strip()]
         if not names or any(n not in valid for n in names):
             raise VPIntegratorError(f"{name} must be a comma list out of {', '.join(valid)}; got {value!r}", key=name)
-        return names
+        return distinct(names, name)
 
     return check
 
