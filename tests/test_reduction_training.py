@@ -172,10 +172,12 @@ def test_a_model_on_one_reduction_refuses_another(files, tmp_path):
                     "--out", str(tmp_path / "ro.h5")])
     assert res.exit_code != 0 and "rolls out on the observation it was trained on" in res.output
     assert res.output.strip().count("\n") == 0
-    # a run on the full state has nothing to decode
+    # a run on the full state has nothing to decode: refused once planned, before it runs (issue 69: after)
     res = _rollout(["--data", str(held), "--integrators", "stormer_verlet", "--out", str(tmp_path / "ro3.h5"),
                     "--decode-every", "2"])
-    assert res.exit_code != 0 and "was not rolled out on a reduction" in res.output
+    assert res.exit_code != 0 and "Traceback" not in res.output, res.output
+    assert "--decode-every: this run is on the full state: there is nothing to decode" in res.output.strip().splitlines()[-1]
+    assert not (tmp_path / "ro3.h5").exists() and not list(tmp_path.glob("ro3*"))
 
 
 def test_observation_decode_refuses_an_observation_that_is_not_a_reduction():

@@ -200,8 +200,11 @@ def main(config, models, integrators, traj, fast_step, flags, set_, fail_on_blow
             check_output(decoded_stem(cfg.out).with_suffix(suffix), "table", overwrite)
     _check_blocks(shard, scheduler, n_shards, work_precision)
     # the library's lines come through logging (shown unless --quiet, with --verbose its debug too)
+    check_plan = None
+    if decode_every is not None:  # a run on no reduction is refused once planned, before it runs
+        from ..rollout.decoded import check_decodable as check_plan
     report = run_rollouts(cfg, inputs=[config] if config is not None else (), overwrite=overwrite, shard=shard,
-                          scheduler=scheduler or None, n_shards=n_shards)
+                          scheduler=scheduler or None, n_shards=n_shards, check_plan=check_plan)
     wp = None
     if work_precision:
         from ..rollout import run_work_precision

@@ -23,13 +23,24 @@ from ..arrays import relative_error
 from ..data.observation import observation_of
 from ..errors import VPIntegratorError
 
-__all__ = ["decoded_errors", "decoded_stem", "write_decoded"]
+__all__ = ["check_decodable", "decoded_errors", "decoded_stem", "write_decoded"]
 
 
 def decoded_stem(out: str | Path) -> Path:
     """``<out stem>_decoded``: where ``vp-rollout --decode-every`` writes its table (``.csv`` and ``.md``)."""
     out = Path(out)
     return out.with_name(out.stem + "_decoded")
+
+
+def check_decodable(plan: Any) -> None:
+    """Refuse, in one line and before anything runs, ``decode_every`` on a planned rollout (a
+    ``vpintegrator.rollout.plan.RolloutPlan``) that is not on a reduction: its rows would have nothing to decode."""
+    observation = getattr(plan.system, "observation", None)
+    if observation is None or observation.reduction_record is None:
+        on = "the full state" if observation is None else f"observation {observation.spec} (not a reduction)"
+        raise VPIntegratorError(f"decode_every: this run is on {on}: there is nothing to decode; give models "
+                                "trained on a reduction (observe psd:K or file:PATH) or leave out --decode-every",
+                                key="decode_every")
 
 
 def decoded_errors(rollout_path: str | Path, data_path: str | Path, every: int) -> list[dict[str, Any]]:

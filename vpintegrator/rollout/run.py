@@ -37,7 +37,8 @@ __all__ = ["run_rollouts", "write_index_if_complete", "WorkerParts"]
 
 def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None,
                  inputs=(), *, overwrite: bool = False, shard: str | tuple[int, int] | None = None,
-                 write_index: bool = True, scheduler: Any = None, n_shards: int | None = None) -> RolloutReport:
+                 write_index: bool = True, scheduler: Any = None, n_shards: int | None = None,
+                 check_plan: Callable[[RolloutPlan], None] | None = None) -> RolloutReport:
     """Roll out models and classical integrators from a data set's initial conditions; write everything.
 
     Writes ``config.out`` (HDF5, atomically; layout in ``datasets/README.md``, reader
@@ -83,6 +84,10 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
     n_shards : int, optional
         With ``scheduler``: the number of blocks (default: one per worker of the cluster, at most one per
         trajectory).
+    check_plan : callable, optional
+        ``check_plan(plan)`` refuses what the caller will do with the rollout, once the run is planned and before
+        anything runs (``vp-rollout --decode-every``: ``vpintegrator.rollout.decoded.check_decodable``); not with
+        ``scheduler``.
 
     Notes
     -----
@@ -100,6 +105,8 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
     log = log_lines(log, __name__)  # every line an INFO record of vpintegrator.rollout.run, then log's
     if scheduler is None:
         plan, data_states = build_plan(config, inputs, overwrite, shard=shard, write_index=write_index)
+        if check_plan is not None:
+            check_plan(plan)
         return _run(plan, data_states, log, overwrite)
     from .._outputs import check_output
     from ..data.rollout_shards import ROLLOUT
