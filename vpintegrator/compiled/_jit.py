@@ -118,6 +118,7 @@ def lean_cache_load(dispatcher):
     cache = getattr(dispatcher, "_cache", None)
     if cache is None or not hasattr(cache, "load_overload"):  # no on-disk cache (compiled without one)
         return dispatcher
+    _stale_index_is_empty(getattr(cache, "_cache_file", None))
     reason = lean_load_unsupported(type(cache))
     if reason is not None:
         if reason not in _warned:
@@ -140,3 +141,20 @@ def lean_cache_load(dispatcher):
 
     cache.load_overload = load_overload
     return dispatcher
+
+
+def _stale_index_is_empty(index) -> None:
+    """An index that another version of a module wrote may name a class that module no longer has (a retired method
+    tag): numba unpickles the index before it compares its source stamp, so it would raise; read as empty instead
+    (then compiled again and the index written anew), as numba treats any stale index."""
+    load_index = getattr(index, "_load_index", None)
+    if not callable(load_index):
+        return
+
+    def load():
+        try:
+            return load_index()
+        except (AttributeError, ImportError):
+            return {}
+
+    index._load_index = load

@@ -18,7 +18,8 @@ missing (``vpintegrator.compiled.available``), when the system is not one of the
 systems, subclasses) or when the method has no kernel; it raises the NumPy path's error when the
 method cannot run on the system (``method.supports``) or dt is invalid.
 
-Compiled methods: ``euler``, ``rk4``, ``implicit_midpoint``, Gauss-Legendre with any stage count
+Compiled methods: every explicit Runge-Kutta method that is its tableau (an ``ExplicitRungeKutta``: ``euler``,
+``rk4``, a user's ``heun`` registered as its tableau alone), ``implicit_midpoint``, Gauss-Legendre with any stage count
 (``gauss_legendre4``, ``gauss_legendre6``, ...), ``stormer_verlet`` (coupled oscillator), ``splitting``
 (rigid body, ABC flow), the McLachlan-type shear splittings (any method with a ``_sequence(dim, h)`` of
 shears, e.g. ``splitting_mclachlan2``, ``splitting_blanes_moan4``), and every composition method (an
@@ -60,7 +61,6 @@ import numpy as np
 
 from ..errors import VPIntegratorError, finite_float
 from . import _jit
-from ..integrators import coefficients as C
 from . import kernels as K
 from . import lie_poisson as LP
 from .newton import NOT_CONVERGED, OK, SINGULAR, failure_error, rows_by_block, workspace
@@ -71,8 +71,7 @@ if TYPE_CHECKING:
 
 _F64 = np.dtype(np.float64)
 _GAUSS = re.compile(r"gauss_legendre(\d*)")
-_SIMPLE = {"euler": K.EULER, "rk4": K.RK4, "implicit_midpoint": K.IMPLICIT_MIDPOINT,
-           "stormer_verlet": K.STORMER_VERLET, "splitting": K.SPLITTING}
+_SIMPLE = {"implicit_midpoint": K.IMPLICIT_MIDPOINT, "stormer_verlet": K.STORMER_VERLET, "splitting": K.SPLITTING}
 
 
 def compiled_stepper(system: Any, method: Any, dt: float) -> "CompiledStepper | LatticeStepper | None":
@@ -126,7 +125,7 @@ def _plan(method, dim: int, h: float) -> dict[str, Any] | None:
     """How to run a compilable method (kernel ids, tableau, shear sequence, Newton options), else None."""
     from ..integrators import get_integrator
 
-    plan = {"mid": -1, "base": -1, "gammas": np.zeros(0), "tableau": _EMPTY_TABLEAU,
+    plan = {"mid": -1, "base": -1, "gammas": np.zeros(0), "tableau": _EMPTY_TABLEAU, "etab": (),
             "tol": float(getattr(method, "tol", 1e-15)), "max_iter": int(getattr(method, "max_iter", 50)),
             "comps": np.zeros(0, dtype=np.int64), "coefs": np.zeros(0)}
     lp = LP.plan(method, h)  # the rigid body's rotation splittings and their compositions (lie_poisson.py)
@@ -146,6 +145,9 @@ def _plan(method, dim: int, h: float) -> dict[str, Any] | None:
         return {**inner, "base": inner["mid"], "gammas": np.array(g, dtype=np.float64),
                 "tol": float(getattr(method, "tol", inner["tol"])),
                 "max_iter": int(getattr(method, "max_iter", inner["max_iter"]))}
+    etab = _explicit_tableau(method)
+    if etab is not None:  # the method is its tableau: the one explicit loop steps it
+        return {**plan, "mid": K.EXPLICIT, "etab": etab}
     if name in _SIMPLE:
         return {**plan, "mid": _SIMPLE[name]}
     match = _GAUSS.fullmatch(name or "")
@@ -160,6 +162,25 @@ def _plan(method, dim: int, h: float) -> dict[str, Any] | None:
 
 
 _EMPTY_TABLEAU = (np.zeros((1, 1)), np.zeros(1), np.zeros(1))
+_EMPTY_ETAB = (np.zeros((1, 1)), np.zeros(1), 1.0)
+
+
+def _explicit_tableau(method) -> tuple | None:
+    """The tableau ``(a, b, scale)`` as tuples of floats (``a`` strictly lower) of an explicit Runge-Kutta method
+    whose step is its tableau's (an ``ExplicitRungeKutta`` that does not override ``_step``), else None."""
+    from ..integrators.explicit import ExplicitRungeKutta
+
+    if not isinstance(method, ExplicitRungeKutta) or type(method)._step is not ExplicitRungeKutta._step:
+        return None
+    try:
+        a, b, scale = method.tableau
+        s = len(b)
+        rows = tuple(tuple(float(a[i][j]) if j < i else 0.0 for j in range(s)) for i in range(s))
+        if any(float(a[i][j]) != 0.0 for i in range(s) for j in range(i, len(a[i]))) or len(a) != s or s == 0:
+            return None  # not explicit, or not a tableau: the NumPy path says what is wrong
+        return rows, tuple(float(v) for v in b), float(scale)
+    except (TypeError, ValueError, IndexError):
+        return None
 
 
 def _is_shear_sequence(method) -> bool:
@@ -218,12 +239,20 @@ class CompiledStepper:
         self.a, self.b, self.c = plan["tableau"]
         self.tol, self.max_iter = float(plan["tol"]), int(plan["max_iter"])
         self.comps, self.coefs = plan["comps"], plan["coefs"]
-        self._ws, self._m = workspace(self.dim, self.b.size if self.mid == K.GAUSS_LEGENDRE else 1)
+        #: the explicit tableau (a, b, scale): tuples for the lean loop, arrays for the generic ones
+        self.etab = plan["etab"]
+        self._etab_arrays = _EMPTY_ETAB if not self.etab else (np.array(self.etab[0]), np.array(self.etab[1]),
+                                                                self.etab[2])
+        self._ws, self._m = workspace(self.dim, self.b.size if self.mid == K.GAUSS_LEGENDRE else
+                                      len(self.etab[1]) if self.etab else 1)
         self._info = np.zeros(4)  # last Newton update, status, failed step; [3] the squared norm limit
         self._nog = self.gammas if self.base >= 0 else np.zeros(0)
         self._shape = (self.dim,)
         self._fast = _fast_runner(self.kid, self.base if self.base >= 0 else self.mid, self.b, self.a, self.c,
-                                  self.params)
+                                  self.params, self.etab)
+        #: "lean": the lean loop of ``compiled.lean`` for this system and method; "generic": the loops of
+        #: ``compiled.kernels`` (or the rotation splittings' own)
+        self.engine = "lean" if self._fast[1] is not None else "generic"
         self.status, self.failed_step, self.failed_row, self.last_update = OK, 0, 0, math.inf
 
     def __repr__(self) -> str:
@@ -317,7 +346,7 @@ class CompiledStepper:
         p, h, ws, m = self.params, self.dt, self._ws, self._m
         if self.base >= 0:
             return K.run_composition(self.base, self.gammas, self.kid, p, y, h, n, out, ws, m, self.a, self.b,
-                                     self.c, self.tol, self.max_iter, info, self.comps, self.coefs)
+                                     self.c, self.tol, self.max_iter, info, self.comps, self.coefs, self._etab_arrays)
         if self.mid == K.SHEARS:
             return K.run_shears(self.kid, p, y, self.comps, self.coefs, n, out, ws, info)
         if self.mid == K.IMPLICIT_MIDPOINT:
@@ -325,8 +354,8 @@ class CompiledStepper:
         if self.mid == K.GAUSS_LEGENDRE:
             return K.run_gauss_legendre(self.kid, p, y, h, n, out, ws, m, self.a, self.b, self.c, self.tol,
                                         self.max_iter, info)
-        if self.mid in (K.EULER, K.RK4):
-            return K.run_explicit(self.kid, p, y, h, n, out, ws, info, C.EULER if self.mid == K.EULER else C.RK4)
+        if self.mid == K.EXPLICIT:
+            return K.run_explicit(self.kid, p, y, h, n, out, ws, info, self._etab_arrays)
         run = {K.STORMER_VERLET: K.run_stormer_verlet, K.SPLITTING: K.run_splitting}[self.mid]
         return run(self.kid, p, y, h, n, out, ws, info)
 
@@ -386,18 +415,20 @@ class CompiledStepper:
 
 
 def _fast_runner(kid: int, mid: int, b: np.ndarray, a: np.ndarray, c: np.ndarray,
-                 params: np.ndarray) -> tuple[str, Any, tuple]:
+                 params: np.ndarray, etab: tuple = ()) -> tuple[str, Any, tuple]:
     """The lean loop (``vpintegrator.compiled.lean``) of method id ``mid`` on system ``kid``: (kind, function, the
     arguments before the state), or ("", None, ()) when there is none (then the generic loops of
     ``vpintegrator.compiled.kernels`` run)."""
     from . import lean
 
     # the method's own ``supports`` has already refused a system it cannot step (compiled_stepper)
-    key = {K.EULER: "euler", K.RK4: "rk4", K.SPLITTING: "splitting", K.STORMER_VERLET: "stormer_verlet",
+    key = {K.EXPLICIT: "explicit_rk", K.SPLITTING: "splitting", K.STORMER_VERLET: "stormer_verlet",
            K.SHEARS: "shears", K.IMPLICIT_MIDPOINT: "implicit_midpoint", K.GAUSS_LEGENDRE: "gauss"}.get(mid)
     if kid not in lean.PARAMS or key is None or (key == "gauss" and b.size > lean.MAX_STAGES):
         return "", None, ()
     kind, run, tag = lean.RUNNERS[key]
+    if key == "explicit_rk":
+        tag = lean.explicit_tag(etab)
     pp = lean.params_tuple(kid, params)
     if kind == "shears":
         return kind, run, (pp,)

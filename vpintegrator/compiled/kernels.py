@@ -8,10 +8,10 @@ state whose squared norm is above ``info[3]``, the engine's blow-up limit square
 1-based step that failed, ``info[0]`` the last Newton update. A non-finite state is written (it counts in
 the return value); a Newton failure writes nothing for its step.
 
-Method ids (``METHODS``): 0 euler, 1 rk4, 2 implicit_midpoint, 3 gauss_legendre (any s), 4
-stormer_verlet, 5 splitting, 6 a general sequence of exact shears ``y_i += c f_i(y)`` given as arrays
-(components, coefficients) computed once for the step size (McLachlan-type splittings and compositions
-of shear sequences). Compositions run a base method id with substeps ``gamma_i h``.
+Method ids (``METHODS``): 0 an explicit Runge-Kutta method of any tableau (the plan's ``etab``), 2
+implicit_midpoint, 3 gauss_legendre (any s), 4 stormer_verlet, 5 splitting, 6 a general sequence of exact shears
+``y_i += c f_i(y)`` given as arrays (components, coefficients) computed once for the step size (McLachlan-type
+splittings and compositions of shear sequences). Compositions run a base method id with substeps ``gamma_i h``.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from ._jit import jit
 from .newton import BLOWN_UP, NONFINITE, OK, step_gauss_legendre, step_implicit_midpoint
 from .systems import kinetic_gradient, potential_gradient, vector_field
 
-EULER, RK4, IMPLICIT_MIDPOINT, GAUSS_LEGENDRE, STORMER_VERLET, SPLITTING, SHEARS = 0, 1, 2, 3, 4, 5, 6
-METHODS = {"euler": EULER, "rk4": RK4, "implicit_midpoint": IMPLICIT_MIDPOINT,
+EXPLICIT, IMPLICIT_MIDPOINT, GAUSS_LEGENDRE, STORMER_VERLET, SPLITTING, SHEARS = 0, 2, 3, 4, 5, 6
+METHODS = {"explicit": EXPLICIT, "implicit_midpoint": IMPLICIT_MIDPOINT,
            "gauss_legendre": GAUSS_LEGENDRE, "stormer_verlet": STORMER_VERLET, "splitting": SPLITTING,
            "shears": SHEARS}
 
@@ -105,17 +105,16 @@ def step_shears(kid, p, y, comps, coefs, y1, ws):
 
 
 @jit
-def step_any(mid, kid, p, y, h, y1, ws, m, a, b, c, tol, max_iter, info, comps, coefs):
+def step_any(mid, kid, p, y, h, y1, ws, m, a, b, c, tol, max_iter, info, comps, coefs, etab):
     """One step of method ``mid`` (the composition and batched loops dispatch through this).
 
-    For ``SHEARS`` the coefficients ``coefs`` already hold the step size (``h`` is ignored).
+    For ``SHEARS`` the coefficients ``coefs`` already hold the step size (``h`` is ignored); ``etab`` is the
+    explicit tableau ``(a, b, scale)`` (arrays) of ``EXPLICIT``.
     """
     if mid == SHEARS:
         return step_shears(kid, p, y, comps, coefs, y1, ws)
-    if mid == EULER:
-        return step_explicit(kid, p, y, h, y1, ws, C.EULER)
-    if mid == RK4:
-        return step_explicit(kid, p, y, h, y1, ws, C.RK4)
+    if mid == EXPLICIT:
+        return step_explicit(kid, p, y, h, y1, ws, etab)
     if mid == IMPLICIT_MIDPOINT:
         return step_implicit_midpoint(kid, p, y, h, y1, ws, m, tol, max_iter, info)
     if mid == GAUSS_LEGENDRE:
@@ -223,7 +222,7 @@ def run_gauss_legendre(kid, p, y, h, n, out, ws, m, a, b, c, tol, max_iter, info
 
 
 @jit
-def run_composition(base, gammas, kid, p, y, h, n, out, ws, m, a, b, c, tol, max_iter, info, comps, coefs):
+def run_composition(base, gammas, kid, p, y, h, n, out, ws, m, a, b, c, tol, max_iter, info, comps, coefs, etab):
     """Each step: base steps of size ``gammas[i] * h`` in order (``gammas`` sum to 1)."""
     u = np.empty_like(y)
     v = np.empty_like(y)
@@ -231,7 +230,7 @@ def run_composition(base, gammas, kid, p, y, h, n, out, ws, m, a, b, c, tol, max
         for i in range(y.size):
             u[i] = y[i]
         for g in range(gammas.size):
-            st = step_any(base, kid, p, u, gammas[g] * h, v, ws, m, a, b, c, tol, max_iter, info, comps, coefs)
+            st = step_any(base, kid, p, u, gammas[g] * h, v, ws, m, a, b, c, tol, max_iter, info, comps, coefs, etab)
             if st != OK:
                 return _fail(st, k, info)
             for i in range(y.size):

@@ -13,7 +13,8 @@ live in this module, so a cached signature names them).
 
 The loops (``RUNNERS``: method -> (kind, run loop, method tag)):
 
-- explicit (``euler``, ``rk4``, ``splitting`` = Strang shears, ``stormer_verlet``):
+- explicit (``explicit_rk``: every explicit Runge-Kutta tableau, its tag ``explicit_tag(tableau)``; ``splitting`` =
+  Strang shears, ``stormer_verlet``):
   ``run_explicit(tag, pp, y, h, n, out, gammas, info) -> states written``; ``gammas`` empty runs plain steps
   of ``h``, else each step is the composition of sub-steps ``gammas[i] h``; Stormer-Verlet's loop ``run_verlet``
   (same arguments) carries the force of a step's last kick into the next step's first;
@@ -37,6 +38,7 @@ a change here changes no number unless it changes that order (``tests/test_compi
 from __future__ import annotations
 
 import math
+import struct
 from collections import namedtuple
 from typing import Any
 
@@ -79,12 +81,42 @@ def _typed(signature: str, doc: str) -> Any:
 
 
 # the methods as types (a loop is compiled once per method it runs)
-Euler = namedtuple("Euler", ["unused"])
-RK4 = namedtuple("RK4", ["unused"])
 Splitting = namedtuple("Splitting", ["unused"])
 StormerVerlet = namedtuple("StormerVerlet", ["unused"])
 Midpoint = namedtuple("Midpoint", ["unused"])
 Gauss = namedtuple("Gauss", ["unused"])
+
+_TABLEAU = "ExplicitTableau_"
+
+
+def explicit_tag(tableau: tuple) -> Any:
+    """The method tag of an explicit Runge-Kutta tableau ``(a, b, scale)`` (tuples of floats, ``a`` s x s): a class
+    per tableau, named by its coefficients' bytes, that holds it (``tableau``). A loop compiled for the tag reads the
+    coefficients as constants of the compiled code (zero entries and unit weights folded away, as a loop written for
+    that method), and numba's disk cache finds the class again by its name in a new process (``__getattr__``)."""
+    a, b, scale = tableau
+    values = (*(float(v) for row in a for v in row), *(float(v) for v in b), float(scale))
+    return _tableau_class(_TABLEAU + struct.pack(f"<{len(values)}d", *values).hex())(0)
+
+
+def _tableau_class(name: str) -> type:
+    cls = globals().get(name)
+    if cls is None:
+        raw = bytes.fromhex(name[len(_TABLEAU):])
+        v = struct.unpack(f"<{len(raw) // 8}d", raw)
+        s = math.isqrt(len(v) - 1)  # s^2 + s + 1 values: floor(sqrt) is s
+        cls = namedtuple(name, ["unused"])  # type: ignore[misc]
+        cls.__module__ = __name__
+        cls.tableau = (tuple(tuple(v[i * s:(i + 1) * s]) for i in range(s)), tuple(v[s * s:s * s + s]), v[-1])
+        globals()[name] = cls
+    return cls
+
+
+def __getattr__(name: str) -> Any:
+    """A tableau's tag class by its name (what numba's cache index pickles)."""
+    if name.startswith(_TABLEAU):
+        return _tableau_class(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 field = _typed("field(pp, x)", "The system's ``field(pp, x)`` (typed per parameter class: its own jitted function).")
@@ -288,10 +320,9 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
     @_impl(step)
     def _step(tag, pp, h, x, tol, max_iter, tab):
         kind = getattr(tag, "instance_class", None)
-        if kind is Euler:
-            return lambda tag, pp, h, x, tol, max_iter, tab: _explicit(pp, h, x, C.EULER)
-        if kind is RK4:
-            return lambda tag, pp, h, x, tol, max_iter, tab: _explicit(pp, h, x, C.RK4)
+        tableau = getattr(kind, "tableau", None)  # an explicit tableau: constants of the compiled loop
+        if tableau is not None:
+            return lambda tag, pp, h, x, tol, max_iter, tab: _explicit(pp, h, x, tableau)
         if kind is Splitting:
             return lambda tag, pp, h, x, tol, max_iter, tab: _splitting(pp, h, x)
         if kind is Midpoint:
@@ -631,10 +662,10 @@ def run_implicit(tag, pp, p, y, h, n, out, gammas, tol, max_iter, info, ws, m, t
     return n
 
 
-#: method name -> (kind, run loop, method tag); ``gauss`` serves every number of stages
+#: method family -> (kind, run loop, method tag); ``explicit_rk`` serves every explicit tableau (the tag is
+#: ``explicit_tag(tableau)``), ``gauss`` every number of stages
 RUNNERS = {
-    "euler": ("explicit", run_explicit, Euler(0)),
-    "rk4": ("explicit", run_explicit, RK4(0)),
+    "explicit_rk": ("explicit", run_explicit, None),
     "splitting": ("explicit", run_explicit, Splitting(0)),
     "stormer_verlet": ("verlet", run_verlet, StormerVerlet(0)),
     "shears": ("shears", run_shears, None),

@@ -35,7 +35,7 @@ from .newton import NotConverged, eye_like, newton_solve
 from .registry import (describe_methods, get_integrator, list_integrators, list_methods, register_integrator,
                        supported_integrators)
 from .composition import SCHEMES, Composition, compositions, register_compositions
-from .explicit import RK4, ExplicitEuler
+from .explicit import RK4, ExplicitEuler, ExplicitRungeKutta
 from .implicit import GaussLegendre, ImplicitMidpoint, gauss_legendre_tableau
 from .splitting import SPLITTINGS, LieTrotterComposition, ShearSplitting, StormerVerlet
 from .lie_poisson import CentredRotationSplitting, RotationSplitting
@@ -67,6 +67,7 @@ _register_builtin()
 __all__ = [
     "Integrator",
     "MethodInfo",
+    "ExplicitRungeKutta",
     "ExplicitEuler",
     "RK4",
     "ImplicitMidpoint",

@@ -1,4 +1,17 @@
-"""Explicit Runge-Kutta methods: Euler and the classical RK4."""
+"""Explicit Runge-Kutta methods: any tableau as data (``ExplicitRungeKutta``), Euler and the classical RK4.
+
+A method is its tableau: subclass ``ExplicitRungeKutta`` with ``name``, ``order`` and ``tableau`` (``(a, b, scale)``
+as in ``coefficients``) and register it; the NumPy step, its Jacobian and the compiled loops
+(``vpintegrator.compiled``) all read that tableau, so nothing else is written::
+
+    @dataclass(frozen=True)
+    class Heun(ExplicitRungeKutta):
+        name: ClassVar[str] = "heun"
+        order: ClassVar[int] = 2
+        tableau: ClassVar[ExplicitTableau] = (((0.0, 0.0), (1.0, 0.0)), (1.0, 1.0), 2.0)
+
+    register_integrator(Heun())
+"""
 
 from __future__ import annotations
 
@@ -36,8 +49,9 @@ def explicit_rk_step(f: Callable[[Any], Any], y: Any, h: float, tableau: Explici
     return y + (h / scale) * acc
 
 
-class _ExplicitRK(Integrator):
-    """An explicit Runge-Kutta method of the tableau ``tableau`` (``coefficients``: ``(a, b, scale)``)."""
+class ExplicitRungeKutta(Integrator):
+    """An explicit Runge-Kutta method of the tableau ``tableau`` (``coefficients``: ``(a, b, scale)``); the compiled
+    loops step the same tableau (a subclass that overrides ``_step`` is not its tableau, and runs NumPy only)."""
 
     tableau: ClassVar[ExplicitTableau]
     family: ClassVar[str] = "explicit Runge-Kutta"
@@ -50,7 +64,7 @@ class _ExplicitRK(Integrator):
 
 
 @dataclass(frozen=True)
-class ExplicitEuler(_ExplicitRK):
+class ExplicitEuler(ExplicitRungeKutta):
     """Explicit Euler: ``y1 = y + h f(y)``."""
 
     name: ClassVar[str] = "euler"
@@ -60,7 +74,7 @@ class ExplicitEuler(_ExplicitRK):
 
 
 @dataclass(frozen=True)
-class RK4(_ExplicitRK):
+class RK4(ExplicitRungeKutta):
     """The classical fourth-order Runge-Kutta method."""
 
     name: ClassVar[str] = "rk4"
