@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from vpintegrator.studies import partial_observation, reduction
+from vpintegrator.studies import context, coupled_oscillator, partial_observation, reduction, rigid_body_structure
+from vpintegrator.studies import rigid_body_results as rigid_body
 from vpintegrator.studies.runner import StudyError
 from vpintegrator.studies.schema import Each, Obj, ResultsSchema, check_results
 from vpintegrator.studies.unknown_form.tables import SCHEMA as UNKNOWN_FORM
@@ -17,7 +18,10 @@ from vpintegrator.studies.unknown_form.tables import SCHEMA as UNKNOWN_FORM
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "data"
 SHIPPED = [(partial_observation.SCHEMA, p) for p in sorted((DOCS / "partial_observation").glob("*.json"))] + \
           [(reduction.SCHEMA, p) for p in sorted((DOCS / "reduction").glob("*.json"))] + \
-          [(UNKNOWN_FORM, DOCS / "unknown_form.json")]
+          [(UNKNOWN_FORM, DOCS / "unknown_form.json"), (rigid_body.SCHEMA, DOCS / "rigid_body_study.json"),
+           (rigid_body_structure.SCHEMA, DOCS / "rigid_body_structure_study.json"),
+           (coupled_oscillator.SCHEMA, DOCS / "coupled_oscillator_study.json"),
+           (context.SCHEMA, DOCS / "context_oscillator.json")]
 
 
 @pytest.mark.parametrize("schema, path", SHIPPED, ids=[f"{s.study}-{p.stem}" for s, p in SHIPPED])

@@ -51,7 +51,9 @@ PLACEHOLDERS = {
     "studies": "studies/<case>/unknown_form.json: other_study (another study's JSON), missing_key (a row without "
                "'errors'), wrong_type (a seed 'zero'), errors_text, rows_not_list, unknown_system; "
                "studies/{po,red}_<case>.json: partial_observation and reduction results files that are another "
-               "study's, lack a key, hold a string for a number or a row that is not an object",
+               "study's, lack a key, hold a string for a number or a row that is not an object; "
+               "studies/{rb,rbs,co}_string.json, cx_missing_key.json: the shipped results of rigid_body, "
+               "rigid_body_structure, coupled_oscillator (a string for a number) and context (a row without a key)",
 }
 
 

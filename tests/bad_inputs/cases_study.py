@@ -57,7 +57,13 @@ CASES = [
         ("reduction", "red_row_type", r"red_row_type.json: row 0 is 3, not an object"),
         ("reduction", "red_not_object", r"not a reduction study's results: no list 'rows' \(it holds a JSON list\)"),
         ("unknown_form", "uf_results_missing_key", r"row 1 \(node@rk4\) has no key 'errors'"),
+        ("rigid_body", "rb_string", r"rb_string.json: 'rows.vpff.train_loss_best' is .*expected a number"),
+        ("rigid_body_structure", "rbs_string", r"rbs_string.json: row 0 \(lp_transformer\): 'seed' is \"zero\", "
+                                               r"expected an integer"),
+        ("coupled_oscillator", "co_string", r"'tables.default\[0\].final_rel_error' is \"big\", expected a number"),
     )],
+    _s("study-results-cx_missing_key", ["context", "--figures-only", "--results", "{studies}/cx_missing_key.json",
+                                        "--out", "{out}/t"], r"row 0 \(g_sympnet\) has no key 'context_len'"),
     # one rule for repeated list entries, names and numbers alike; what is known at plan time refused at plan time
     _s("study-po-systems-repeated", ["partial_observation", "--out", "{out}/po", "--systems",
                                      "coupled_oscillator,coupled_oscillator"],

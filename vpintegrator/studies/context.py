@@ -48,7 +48,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -60,6 +60,7 @@ from ..errors import VPIntegratorError
 from ..rundir import is_complete, read_own_json
 from .options import Study, comma_list, model_list, number_list, seed_list
 from .runner import StudyError, check_out_dir
+from .schema import Each, Obj, ResultsSchema, Values, check_results
 from .stats import bootstrap_ci, median_interval, write_json, write_text
 
 __all__ = ["H", "TARGET", "SETUPS", "RECIPES", "heldout_pairs", "merge_rows", "data_system", "exact_reference", "evaluate_methods", "train_run", "run_study",
@@ -824,18 +825,25 @@ def check_study_sizes(data: Path, n_test: int, axes: Sequence[tuple[str, int, fl
                                     "trajectories", key="context_lens")
 
 
+#: a row of context_study.json (``vpintegrator.studies.schema``): one method, split, context length, noise, seed
+ROW = Obj(required={"system": "str", "split": "str", "context_len": "int", "noise": "number", "seed": "int?",
+                    "method": "str", "errors": Values(Each("number?"))},
+          optional={"energy_per_state": "number?", "failed": "int?", "cpu_seconds": "number?"})
+#: what context_study.json holds
+SCHEMA = ResultsSchema("context", {"rows": Each(ROW)})
+
+
 def read_study_json(path: Path) -> dict[str, Any]:
-    """``context_study.json`` as this study wrote it (``{"commands": [...], "rows": [{...}, ...]}``), checked:
-    a missing, empty, damaged or foreign file is a one-line error naming it and saying to delete it."""
+    """``context_study.json`` as this study wrote it (``{"commands": [...], "rows": [{...}, ...]}``), checked
+    against ``SCHEMA``: a missing, empty, damaged or foreign file, a row without a key or with a string for a
+    number, is a one-line error naming it (and the row and key) and saying to delete it."""
     fix = (f"delete it and run the study again without --figures-only (the finished runs in {path.parent / 'runs'} "
            "are kept)")
     doc = read_own_json(path, "the context study's results", fix)
-    rows = doc.get("rows") if isinstance(doc, dict) else None
-    if not isinstance(rows, list) or not all(isinstance(r, dict) and {"method", "errors"} <= r.keys()
-                                             for r in rows):
-        raise VPIntegratorError(f"{path}: not the context study's results (expected an object with 'rows', each with "
-                                f"'method' and 'errors'); {fix}")
-    return doc
+    try:
+        return check_results(doc, path, replace(SCHEMA, fix=fix))
+    except StudyError as err:
+        raise VPIntegratorError(str(err)) from None
 
 
 def run(a: ContextPlan) -> int:

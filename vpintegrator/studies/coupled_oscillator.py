@@ -46,6 +46,7 @@ from ..config import key
 from ..errors import VPIntegratorError
 from .options import Study, StudyOptions, StudyPlan, comma_list, model_list
 from .runner import REPO, WALL_CEILING, Budget, Runner, StudyError, Task, budget_flags, check_out_dir, check_study_out, study_lock
+from .schema import INTERVAL, Each, Obj, ResultsSchema, Values, numbers
 from .stats import (bootstrap_ci, fmt_num, md_table, mean_std, median_interval, read_json, results_provenance,
                     read_results_json, redraw_from, unplain, write_json, write_text)
 from .work_precision import equal_cost_section
@@ -522,12 +523,28 @@ def _statistics_section(rows: list[dict], t_end: float) -> list[str]:
                        "energy drift median [10–90 %]"], body), ""]
 
 
+#: a row of results.json's tables (``vpintegrator.studies.schema``): a method's metrics over seeds
+_METRICS = ("max_rel_energy_drift", "energy_drift_slope", "final_rel_error", "valid_time", "max_abs_cum_log_det_J")
+TABLE_ROW = numbers(*_METRICS, optional=(*(f"{m}_std" for m in _METRICS), "train_loss", "train_loss_std", "val_loss",
+                                         "val_loss_std", "train_seconds", "train_seconds_std"),
+                    method="str", kind="str", seeds="list", n_traj="int?", failed="int?", n_params="int?",
+                    blowup_t=Each("number?"), per_seed="list")
+#: what results.json holds: the settings, the tables (default, held-out) and the held-out statistics
+SCHEMA = ResultsSchema("coupled_oscillator", {
+    "settings": "object", "tables": Values(Each(Obj(required={"method": "str", **TABLE_ROW.required},
+                                                    optional=TABLE_ROW.optional))),
+    "heldout_statistics": Each(Obj(required={"method": "str", "error": INTERVAL, "drift": INTERVAL},
+                                   optional={"kind": "str", "seeds": "list", "n_ics": "int?",
+                                             "seed_medians": Each("number?"), "seed_ci": Each("number?")}))},
+    fix="give the results.json of a vp-study coupled_oscillator run")
+
+
 def read_results(path: str | Path) -> dict[str, Any]:
     """A ``results.json`` this study wrote (the shipped one: ``docs/data/coupled_oscillator_study.json``) with
     its numbers as the study computed them (±inf restored, ``null`` the NaN it was), so that
     [`format_table`][vpintegrator.studies.coupled_oscillator.format_table] and the held-out statistics draw
     its tables without the run directory."""
-    doc = read_results_json(path, ("settings", "tables", "heldout_statistics"), "vp-study coupled_oscillator")
+    doc = read_results_json(path, ("settings", "tables", "heldout_statistics"), "vp-study coupled_oscillator", SCHEMA)
     return {**doc, "tables": unplain(doc["tables"], math.nan),
             "heldout_statistics": unplain(doc["heldout_statistics"], math.nan)}
 

@@ -14,6 +14,7 @@ from typing import Any
 from ..rundir import read_log
 from . import _rollouts, attention
 from .runner import StudyError
+from .schema import INTERVAL, STAT, Each, Either, Obj, ResultsSchema, Values
 from .stats import (bootstrap_ci, fmt_num, md_row, md_table, median_interval, read_json, results_provenance,
                     read_results_json, summarize, write_if_changed, write_json, write_text)
 
@@ -619,12 +620,31 @@ def format_results(res: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+#: a row of results.json (``vpintegrator.studies.schema``): one model or integrator, its metrics over seeds
+_STATS = ("train_loss_best", "time_to_target", "train_time", "best_val", "band_traj1", "err100_traj1", "vpt_traj1",
+          "band_traj4", "err100_traj4", "vpt_traj4", "heldout_mean", "heldout_median", "long_energy", "long_casimir",
+          "long_cum_logdet", "cpu_marginal", "cpu_process")
+ROW = Obj(optional={**{k: Either(("number?", STAT)) for k in _STATS},
+                    **{k: Each("number?") for k in ("heldout_failed", "heldout_n", "long_t_end")},
+                    "monitor": "str?", "n_params": "int?", "method": "str?",
+                    "heldout": Obj(optional={"error": INTERVAL, "band": INTERVAL, "per_seed": Each("object"),
+                                             "error_ci": Each("number?")})})
+#: what results.json holds
+SCHEMA = ResultsSchema("rigid_body", {
+    "meta": "object", "columns": Values("str"), "rows": Values(ROW),
+    "targets": Each(Obj(required={"model": "str", "key": "str"},
+                        optional={"traj": "str?", "metric": "str?", "limit": "number?", "mean": "number?",
+                                  "std": "number?", "n": "int?", "seeds_met": "int?", "met": "bool?",
+                                  "mean_met": "bool?", "ratio": "number?"}))},
+    fix="give the results.json of a vp-study rigid_body run")
+
+
 def read_results(path: str | Path) -> dict[str, Any]:
     """A ``results.json`` this study wrote (the shipped one: ``docs/data/rigid_body_study.json``) as
     [`build_results`][vpintegrator.studies.rigid_body_results.build_results] gives it (±inf restored), so that
     [`format_results`][vpintegrator.studies.rigid_body_results.format_results] draws its tables without the run
     directory."""
-    return read_results_json(path, ("meta", "rows", "targets", "columns"), "vp-study rigid_body")
+    return read_results_json(path, ("meta", "rows", "targets", "columns"), "vp-study rigid_body", SCHEMA)
 
 
 def write_results(run_dir: str | Path) -> tuple[dict[str, Any], str]:

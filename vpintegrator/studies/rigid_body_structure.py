@@ -57,6 +57,7 @@ from ..config import key
 from ..errors import VPIntegratorError
 from .options import Study, StudyOptions, StudyPlan, comma_list, model_list
 from .runner import Runner, StudyError, Task, budget_flags, check_study_out, study_lock
+from .schema import Each, Obj, ResultsSchema, Values, numbers
 from .work_precision import equal_cost_section
 from .stats import (bootstrap_ci, drift_growth, fmt_num, md_table, median_interval, read_json,
                     read_results_json, redraw_from, write_json, write_results_files)
@@ -348,13 +349,27 @@ def build_results(run: Path) -> dict[str, Any]:
             "equal_cost": equal_cost}
 
 
+#: a row of results.json (``vpintegrator.studies.schema``): one model and seed
+ROW = numbers("val_score", "median",
+              optional=("train_loss", "wall_time", "cpu_time", "lo", "hi", "mean", "casimir_100", "energy_100_heldout",
+                        "seconds_per_step", "t_end", "casimir_long", "energy_long", "energy_100", "energy_growth"),
+              model="str", seed="int", met=Values("bool?"), n="int?", best_epoch="int?", n_params="int?", failed="int?",
+              errors=Each("number?"), energy_fit="object?", paper="object?", attention="object?")
+#: what results.json holds
+SCHEMA = ResultsSchema("rigid_body_structure", {
+    "settings": "object", "rows": Each(Obj(required={"model": "str", "seed": "int", "met": Values("bool?"),
+                                                     **ROW.required}, optional=ROW.optional)),
+    "classical": Values(numbers(optional=("median", "lo", "hi", "mean"), n="int?", errors=Each("number?"))),
+    "per_model": Values("object")}, fix="give the results.json of a vp-study rigid_body_structure run")
+
+
 def read_results(path: str | Path) -> dict[str, Any]:
     """A ``results.json`` this study wrote (the shipped one: ``docs/data/rigid_body_structure_study.json``) as
     [`build_results`][vpintegrator.studies.rigid_body_structure.build_results] gives it (±inf restored), so that
     [`format_results`][vpintegrator.studies.rigid_body_structure.format_results] draws its tables without the
     run directory."""
     return read_results_json(path, ("settings", "rows", "classical", "per_model"),
-                             "vp-study rigid_body_structure")
+                             "vp-study rigid_body_structure", SCHEMA)
 
 
 def format_results(res: dict[str, Any]) -> str:

@@ -3,7 +3,7 @@
 Every study's results file (``OUT/<study>.json`` or ``OUT/results.json``, and what ``--table-only --results FILE``
 names) is a JSON object whose top-level keys and rows a ``ResultsSchema`` declares beside the study: a key's
 *kind* is one of the names below, ``Obj`` (an object with required and optional keys), ``Each`` (a list of one
-kind), ``Values`` (an object whose values are of one kind) or a function ``x -> ""`` (fits) / ``"what was
+kind), ``Values`` (an object whose values are of one kind), ``Either`` (one of several) or a function ``x -> ""`` (fits) / ``"what was
 expected"``. ``check_results`` walks a document against its schema and refuses the first thing that does not fit
 in one line naming the file, the row and the key: another study's file, a row without a key, a string where a
 number goes. The tables are drawn only from a file that fits, so none of them raises on one that does not.
@@ -21,9 +21,10 @@ from typing import Any, Callable, Mapping, Union
 
 from .runner import StudyError
 
-__all__ = ["Obj", "Each", "Values", "ResultsSchema", "check_results", "is_number", "INTERVAL"]
+__all__ = ["Obj", "Each", "Values", "Either", "ResultsSchema", "check_results", "is_number", "numbers", "INTERVAL",
+           "STAT"]
 
-Kind = Union[str, "Obj", "Each", "Values", Callable[[Any], str]]
+Kind = Union[str, "Obj", "Each", "Values", "Either", Callable[[Any], str]]
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,23 @@ class Values:
     null: bool = False
 
 
+@dataclass(frozen=True)
+class Either:
+    """A value of any one of ``kinds`` (the first's message when it is none of them)."""
+
+    kinds: tuple[Kind, ...]
+
+
+def numbers(*required: str, optional: tuple[str, ...] = (), **more: Kind) -> Obj:
+    """An object whose keys ``required`` (and ``optional``) hold a number or null, and the keys of ``more`` their
+    kinds (optional)."""
+    return Obj(required={k: "number?" for k in required}, optional={**{k: "number?" for k in optional}, **more})
+
+
 #: a median with its interval (``stats.median_interval``): what the studies write per horizon
 INTERVAL = Obj(optional={"median": "number?", "lo": "number?", "hi": "number?", "n": "int?"}, null=True)
+#: a mean over seeds with its spread and values (``stats.mean_std``)
+STAT = Obj(optional={"mean": "number?", "std": "number?", "n": "int?", "values": Each("number?")}, null=True)
 
 
 def is_number(x: Any, null: bool = False) -> bool:
@@ -82,9 +98,12 @@ def _problem(x: Any, kind: Kind) -> tuple[str, str]:
             return "", ""
         test, what = _NAMED[kind.rstrip("?")]
         return ("", "") if test(x) else ("", what + (" (or null)" if null else ""))
-    if callable(kind) and not isinstance(kind, (Obj, Each, Values)):
+    if callable(kind) and not isinstance(kind, (Obj, Each, Values, Either)):
         why = kind(x)
         return ("", why) if why else ("", "")
+    if isinstance(kind, Either):
+        found = [_problem(x, k) for k in kind.kinds]
+        return ("", "") if any(not why for _, why in found) else found[0]
     if x is None and kind.null:
         return "", ""
     if isinstance(kind, Each):
