@@ -51,3 +51,19 @@ def test_check_results_names_file_row_and_key_in_one_line(doc, message):
         check_results(doc, "f.json", SCHEMA)
     assert message in str(err.value) and "\n" not in str(err.value), str(err.value)
     assert "run the study again into this --out" in str(err.value)
+
+
+def test_rigid_body_quality_results_are_checked(tmp_path):
+    """The one study that ships no results file: its own results.json is read through its schema too."""
+    from vpintegrator.studies.rigid_body_quality import format_results, read_results
+
+    row = {"phase": "p1", "seed": 0, "train_loss": 1e-4, "val_score": None, "wall_time": 3.0, "best_epoch": 2,
+           "im": {"error": [0.1, 0.2], "band": [1e-3, "inf"]}, "im_met": False}
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"settings": {}, "rows": [row]}))
+    res = read_results(good)
+    assert "p1" in format_results(res["rows"], res["settings"])
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"settings": {}, "rows": [{**row, "im": {"error": ["small"]}}]}))
+    with pytest.raises(StudyError, match=r"bad.json: row 0 \(p1\): 'im' is .*expected a number \(or null\)"):
+        read_results(bad)

@@ -37,6 +37,7 @@ from .._shipped import shipped_file
 from ..config import key
 from .options import Study, StudyOptions, StudyPlan
 from .runner import Runner, StudyError, Task, budget_flags, check_out_dir, check_study_out, study_lock
+from .schema import Each, Obj, ResultsSchema
 from .stats import fmt_num, md_table, read_json, read_results_json, redraw_from, write_json, write_results_files
 
 PHASES = ("p1", "p2", "p3")
@@ -104,9 +105,18 @@ def build_plan(options: QualityOptions, argv: tuple[str, ...] = ()) -> QualityPl
     return a
 
 
+_QUALITY = Obj(optional={"error": Each("number?"), "band": Each("number?")})
+#: what results.json holds (``vpintegrator.studies.schema``): per phase and seed, the training and the targets
+SCHEMA = ResultsSchema("rigid_body_quality", {"settings": "object", "rows": Each(Obj(
+    required={"phase": "str", "seed": "int", "train_loss": "number?", "val_score": "number?", "wall_time": "number?"},
+    optional={"best_epoch": "int?", "im": _QUALITY, "exact": _QUALITY, "im_met": "bool", "exact_met": "bool"}))},
+    label=("phase",), fix="give the results.json of a vp-study rigid_body_quality run")
+
+
 def read_results(path: str | Path) -> dict[str, Any]:
-    """A ``results.json`` this study wrote (none ships with the package), its numbers back."""
-    return read_results_json(path, ("settings", "rows"), "vp-study rigid_body_quality")
+    """A ``results.json`` this study wrote (none ships with the package), checked against ``SCHEMA``, its numbers
+    back."""
+    return read_results_json(path, ("settings", "rows"), "vp-study rigid_body_quality", SCHEMA)
 
 
 def phases(a: QualityPlan) -> list[tuple[str, float, int]]:
