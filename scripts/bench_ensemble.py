@@ -4,7 +4,7 @@
                                      [--device cpu|cuda] [--threads N] [--dtype float32] [--fast-step auto]
                                      [--optimizer adam|lm]
 
-Model-epochs/s of an ensemble of N paper VPTs (dim 3, seq_len 3, n_blocks 2, n_linear 1, L 3; Adam, the
+Model-epochs per CPU second of an ensemble of N paper VPTs (dim 3, seq_len 3, n_blocks 2, n_linear 1, L 3; Adam, the
 paper's schedule) trained by ``fit(..., ensemble=N)`` (stacked parameters, vmap) against N sequential
 single ``fit`` runs, both measured in this run on the same data (the first ``--n-traj`` trajectories of the
 paper data set, validation off so both see the same windows, no checkpoints but the last). A single run's
@@ -14,6 +14,13 @@ epochs after the first (warm-up); the ratio printed is ensemble / sequential. Bo
 (default ``auto``: on CUDA the whole vmapped step as one CUDA graph, :mod:`vpintegrator.training.fast_step`);
 where that is not the eager step, the ensemble is timed eagerly (``fast_step = "off"``) too and the ratio
 fast / eager printed.
+
+``--steps`` (CPU only) times single optimiser steps instead of whole runs: model-steps per CPU second of one
+member (eager, and ``fast_step = "compile"``) and of the N-member ensemble step (eager vmap, and the vmapped
+loss under ``torch.compile``, which traces the layers' component form, ``vpintegrator.nn.componentwise``), the
+trainers built as ``vpintegrator.training.op_count`` builds them and the compiled step set on them directly:
+``fit`` refuses ``fast_step = "compile"`` for an ensemble (``TrainConfig``), so that row measures a path the
+configuration does not offer yet. Compilation is set-up, not timed; the candidates alternate chunk by chunk.
 
 ``--optimizer lm`` times Levenberg–Marquardt instead, with the rigid-body study's settings
 (configs/study/rigid_body_vpt.toml: 1024-window subsamples redrawn every 10 iterations, 10 iterations an
@@ -60,8 +67,61 @@ def _config(data: str, out: str, args, **kw) -> dict:
 
 
 def _timed_epochs(history: list[dict]) -> float:
-    """Seconds of the epochs after the first."""
-    return history[-1]["seconds"] - history[0]["seconds"]
+    """CPU seconds of the process (all threads) over the epochs after the first: on a shared machine the wall
+    time of a preempted epoch is not its cost (docs: the cost meter)."""
+    return history[-1]["cpu_seconds"] - history[0]["cpu_seconds"]
+
+
+def _steps_of(data: str, out: str, n: int, batch: int, compiled: bool):
+    """A Trainer's step strategy (``n`` members, or one model for 1) on ``data``, and a callable that takes one
+    optimiser step; with ``compiled`` the step is ``fast_step = "compile"``'s (compiled at the first call)."""
+    from vpintegrator.training.config import TrainConfig
+    from vpintegrator.training.ddp import DistInfo
+    from vpintegrator.training.fast_step import FastStep
+    from vpintegrator.training.loop import Trainer
+    from vpintegrator.training.plan import build_plan
+
+    cfg = dict(data=[data], model=PAPER_MODEL, epochs=1, batch_size=batch, val_fraction=0.0, device="cpu",
+               dtype="float32", seed=1234, fast_step="off", out=out)
+    if n > 1:
+        cfg["seeds"] = [1234 + k for k in range(n)]
+    steps = Trainer(build_plan(TrainConfig.from_dict(cfg)), DistInfo(), torch.device("cpu"), None, False).steps
+    if compiled:
+        loss = steps._batch_losses if n > 1 else steps._window_loss
+        steps.fast = FastStep("compile", loss, steps.optimizer, torch.device("cpu"))
+    if n > 1:
+        steps.begin_epoch()
+        idx = steps.orders[:, :batch]
+    else:
+        idx = steps.sampler.epoch_order()[:batch]
+    return lambda: steps._step(idx)
+
+
+def step_rates(data: str, tmp: str, n: int, batch: int, repeats: int = 5, inner: int = 20) -> None:
+    """Model-steps per CPU second: one member and the n-member ensemble, eager and compiled (module docstring)."""
+    runs = {("single", False): 1, ("single", True): 1, ("ensemble", False): n, ("ensemble", True): n}
+    step = {}
+    for (kind, compiled), size in runs.items():
+        start = time.process_time()
+        step[kind, compiled] = _steps_of(data, f"{tmp}/{kind}{int(compiled)}", size, batch, compiled)
+        for _ in range(3):  # warm-up (and the compilation)
+            step[kind, compiled]()
+        if compiled:
+            print(f"  {kind} compiled: set-up and compilation {time.process_time() - start:.1f} CPU s", flush=True)
+    best = dict.fromkeys(runs, float("inf"))
+    for _ in range(repeats):
+        for key, fn in step.items():
+            start = time.process_time()
+            for _ in range(inner):
+                fn()
+            best[key] = min(best[key], (time.process_time() - start) / inner)
+    rate = {key: runs[key] / best[key] for key in runs}
+    base = rate["single", False]
+    print(f"model-steps per CPU second, batch {batch}, float32 (best of {repeats} chunks of {inner} steps):")
+    for (kind, compiled), r in rate.items():
+        what = f"{kind} ({runs[kind, compiled]} model{'s' if runs[kind, compiled] > 1 else ''}), " \
+               f"{'compiled' if compiled else 'eager'}"
+        print(f"  {what:<32} {r:9.1f}  ({best[kind, compiled] * 1e3:.2f} ms a step)  vs single eager {r / base:.2f}x")
 
 
 def main() -> None:
@@ -77,6 +137,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--fast-step", default="auto", choices=["auto", "off", "graph"])
     parser.add_argument("--max-sequential", type=int, default=4, help="single runs timed for the sequential rate")
+    parser.add_argument("--steps", action="store_true", help="time optimiser steps, eager and compiled (CPU)")
     args = parser.parse_args()
     if args.dtype is None:
         args.dtype = "float64" if args.optimizer == "lm" else "float32"
@@ -88,6 +149,10 @@ def main() -> None:
         data, n = load_data(args.n_traj, tmp)
         print(f"paper VPT, {args.optimizer}, {n} trajectories, batch {args.batch_size}, {args.dtype}, {args.device}, "
               f"{torch.get_num_threads()} threads, torch {torch.__version__}; {args.epochs} timed epochs")
+        if args.steps:
+            for size in args.sizes:
+                step_rates(data, tmp, size, args.batch_size)
+            return
         seq_runs, seq_seconds = 0, 0.0
         rows = []
         for size in args.sizes:
