@@ -228,3 +228,41 @@ def test_compiled_model_equals_the_eager_model(name):
     g_got = torch.autograd.grad(got.square().sum(), list(model.parameters()))
     for a, b in zip(g_got, g_ref):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def _stacked_forward(name: str):
+    """Three members of a model, stacked as the ensemble stacks them, and their vmapped forward."""
+    from torch.func import functional_call, stack_module_state, vmap
+
+    cfg = dict(MODELS[name])
+    kind = cfg.pop("name")
+    members = [_randomised(build_model(kind, **cfg), seed=k) for k in range(3)]
+    params, buffers = stack_module_state(members)
+    template = members[0]
+
+    def forward(x):  # x (members, batch, seq, dim)
+        return vmap(lambda p, b, xx: functional_call(template, (p, b), (xx,)), in_dims=(0, 0, 0))(params, buffers, x)
+
+    seq = template.seq_len if template.seq_len > 1 else 2
+    x = torch.stack([_windows(template.dim, seq, n=16, seed=k) for k in range(3)])
+    return members, forward, x
+
+
+@pytest.mark.parametrize("name", ["vpt_paper", "gsympnet"])
+def test_component_form_under_vmap_equals_each_member(name, tracing):
+    """The ensemble's step traced by torch.compile runs the component form under vmap: member k's slice is
+    member k's own forward."""
+    members, forward, x = _stacked_forward(name)
+    got = forward(x)
+    assert tracing  # the component form ran (under vmap)
+    torch.compiler.is_compiling = lambda: False
+    for k, m in enumerate(members):
+        torch.testing.assert_close(got[k], m(x[k]), rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.slow
+def test_compiled_vmapped_members_equal_each_member():
+    members, forward, x = _stacked_forward("vpt_paper")
+    got = torch.compile(forward, dynamic=False)(x)
+    for k, m in enumerate(members):
+        torch.testing.assert_close(got[k], m(x[k]), rtol=1e-10, atol=1e-11)
