@@ -79,8 +79,9 @@ import numpy as np
 
 from ..config import key
 from ..errors import VPIntegratorError
-from .options import Study, StudyOptions, name_list, number_list
+from .options import BUDGETS, PLATEAU_HELP, Study, StudyOptions, name_list, number_list
 from .runner import StudyError, check_out_dir
+from .step_budget import VALVE_FACTOR, StepBudget, nearest_cost, step_budget, stop_keys
 from .schema import INTERVAL, Each, Obj, ResultsSchema, check_results
 from .stats import (bootstrap_ci, fmt_num, md_table, median_interval, read_json, redraw_from, unplain, write_json,
                     write_text)
@@ -158,6 +159,90 @@ RECIPE: dict[str, Any] = {"optimizer": "lm", "lm_windows": 2048, "lm_check_windo
                           "lm_resample_every": 10, "lm_lambda": 1e-3, "batch_size": 16384, "dtype": "float64",
                           "monitor": "val_rollout", "val_rollout_steps": 50, "val_rollout_error": "final",
                           "val_fraction": 0.15, "test_fraction": 0.0, "epochs": 100000}
+#: (system, approach, T) -> CPU seconds of one epoch (10 Levenberg–Marquardt iterations and the validation
+#: rollout) of that training, the median over the shipped default-size runs' epochs (``scripts/step_costs.py``,
+#: one thread on the 2-core machine that made them): a budget of ``budget_seconds`` is that many whole epochs
+#: (``step_budget``), the same steps on any machine under any load
+STEP_COSTS: dict[tuple[str, str, int], float] = {
+    ('coupled_oscillator', 'delay_mlp', 1): 3.321,
+    ('coupled_oscillator', 'delay_mlp', 2): 3.882,
+    ('coupled_oscillator', 'delay_mlp', 4): 4.827,
+    ('coupled_oscillator', 'delay_mlp', 8): 6.617,
+    ('coupled_oscillator', 'delay_mlp2', 2): 3.741,
+    ('coupled_oscillator', 'delay_mlp2', 4): 4.802,
+    ('coupled_oscillator', 'delay_mlp2', 8): 6.573,
+    ('coupled_oscillator', 'delay_vpff', 1): 0.214,
+    ('coupled_oscillator', 'delay_vpff', 2): 0.533,
+    ('coupled_oscillator', 'delay_vpff', 4): 3.822,
+    ('coupled_oscillator', 'fullstate', 1): 7.153,
+    ('coupled_oscillator', 'st', 1): 0.389,
+    ('coupled_oscillator', 'st', 2): 0.509,
+    ('coupled_oscillator', 'st', 4): 1.012,
+    ('coupled_oscillator', 'st', 8): 3.506,
+    ('coupled_oscillator', 'sympt', 1): 0.389,
+    ('coupled_oscillator', 'sympt', 2): 0.726,
+    ('coupled_oscillator', 'sympt', 4): 1.4,
+    ('coupled_oscillator', 'sympt', 8): 4.668,
+    ('coupled_oscillator', 'vpt', 1): 0.839,
+    ('coupled_oscillator', 'vpt', 2): 1.485,
+    ('coupled_oscillator', 'vpt', 4): 2.736,
+    ('coupled_oscillator', 'vpt', 8): 6.885,
+    ('coupled_oscillator', 'vpt_mix', 1): 1.008,
+    ('coupled_oscillator', 'vpt_mix', 2): 1.733,
+    ('coupled_oscillator', 'vpt_mix', 4): 3.932,
+    ('rigid_body', 'delay_mlp', 1): 3.081,
+    ('rigid_body', 'delay_mlp', 2): 3.777,
+    ('rigid_body', 'delay_mlp', 4): 4.526,
+    ('rigid_body', 'delay_mlp', 8): 6.466,
+    ('rigid_body', 'delay_mlp2', 2): 3.813,
+    ('rigid_body', 'delay_mlp2', 4): 4.486,
+    ('rigid_body', 'delay_mlp2', 8): 6.47,
+    ('rigid_body', 'delay_vpff', 1): 0.274,
+    ('rigid_body', 'delay_vpff', 2): 0.532,
+    ('rigid_body', 'delay_vpff', 4): 3.75,
+    ('rigid_body', 'fullstate', 1): 5.311,
+    ('rigid_body', 'st', 1): 0.373,
+    ('rigid_body', 'st', 2): 0.622,
+    ('rigid_body', 'st', 4): 1.247,
+    ('rigid_body', 'st', 8): 2.892,
+    ('rigid_body', 'sympt', 1): 0.396,
+    ('rigid_body', 'sympt', 2): 0.679,
+    ('rigid_body', 'sympt', 4): 1.53,
+    ('rigid_body', 'sympt', 8): 4.564,
+    ('rigid_body', 'vpt', 1): 1.071,
+    ('rigid_body', 'vpt', 2): 1.615,
+    ('rigid_body', 'vpt', 4): 2.869,
+    ('rigid_body', 'vpt', 8): 7.224,
+    ('rigid_body', 'vpt_mix', 1): 1.289,
+    ('rigid_body', 'vpt_mix', 2): 1.842,
+    ('rigid_body', 'vpt_mix', 4): 4.033,
+    ('toda', 'delay_mlp', 1): 3.623,
+    ('toda', 'delay_mlp', 2): 4.353,
+    ('toda', 'delay_mlp', 4): 5.965,
+    ('toda', 'delay_mlp', 8): 11.689,
+    ('toda', 'delay_mlp2', 2): 4.174,
+    ('toda', 'delay_mlp2', 4): 6.742,
+    ('toda', 'delay_mlp2', 8): 11.692,
+    ('toda', 'delay_vpff', 1): 0.267,
+    ('toda', 'delay_vpff', 2): 1.57,
+    ('toda', 'st', 1): 0.463,
+    ('toda', 'st', 2): 0.862,
+    ('toda', 'st', 4): 1.798,
+    ('toda', 'st', 8): 4.769,
+    ('toda', 'sympt', 1): 0.515,
+    ('toda', 'sympt', 2): 0.939,
+    ('toda', 'sympt', 4): 1.891,
+    ('toda', 'sympt', 8): 5.688,
+    ('toda', 'vpt', 1): 1.601,
+    ('toda', 'vpt', 2): 3.292,
+    ('toda', 'vpt', 4): 6.272,
+    ('toda', 'vpt', 8): 13.385,
+    ('toda', 'vpt_mix', 1): 1.674,
+    ('toda', 'vpt_mix', 2): 3.375,
+    ('toda', 'vpt_mix', 4): 11.03,
+}
+#: Levenberg–Marquardt iterations (optimiser steps) per epoch of the recipe
+STEPS_PER_EPOCH = 10
 DEFAULTS: dict[str, Any] = {"n_train": 200, "n_test": 100, "t_train": 20.0, "windows": [1, 2, 4, 8],
                             "budget_seconds": 30.0, "patience": 20, "approaches": list(APPROACHES),
                             "seeds": [0, 1, 2, 3, 4], "systems": ["coupled_oscillator", "rigid_body"]}
@@ -239,11 +324,12 @@ def _run_dir(out: Path, system: str, approach: str, T: int, seed: int) -> Path:
     return out / "runs" / system / f"{approach}_T{T}_seed{seed}"
 
 
-def train_run(out: Path, train: Path, system: str, approach: str, T: int, seed: int, budget: float,
+def train_run(out: Path, train: Path, system: str, approach: str, T: int, seed: int, stop: dict[str, Any],
               patience: int, overwrite: bool = False) -> Path:
     """Train ``approach`` with window ``T`` and ``seed`` on the observed channels of ``train`` (on the full
-    state for an approach of ``FULL_STATE``; the recipe of the module docstring), unless its run directory is
-    complete already; returns the run directory."""
+    state for an approach of ``FULL_STATE``; the recipe of the module docstring), stopped by ``stop`` (the fit
+    keys of the plan's budget: ``PartialObservationPlan.stop_keys``) or its plateau (``patience`` epochs), unless
+    its run directory is complete already; returns the run directory."""
     from ..training import fit
 
     run = _run_dir(out, system, approach, T, seed)
@@ -251,8 +337,7 @@ def train_run(out: Path, train: Path, system: str, approach: str, T: int, seed: 
         return run
     fit({**RECIPE, **TRAINING.get(approach, {}), "data": [str(train)], "model": {**APPROACHES[approach], "seq_len": int(T)},
          "observe": None if approach in FULL_STATE else SYSTEMS[system]["observe"], "seed": int(seed),
-         "cpu_time_limit": float(budget),
-         "time_limit": 20.0 * float(budget) + 60.0, "patience": int(patience), "out": str(run)},
+         **stop, "patience": int(patience), "out": str(run)},
         overwrite=run.exists())
     return run
 
@@ -282,8 +367,8 @@ def train_runs(plan: PartialObservationPlan,
              for system in plan.systems for seed in plan.seeds]
 
     def args(system: str, seed: int, approach: str, T: int) -> tuple[Any, ...]:
-        return (plan.out, trains[system], system, approach, T, seed, plan.budget_seconds, plan.patience,
-                plan.overwrite)
+        return (plan.out, trains[system], system, approach, T, seed, plan.stop_keys(system, approach, T),
+                plan.patience, plan.overwrite)
 
     if plan.jobs <= 1:
         for system, seed, pairs in tasks:
@@ -440,7 +525,8 @@ def evaluate_seed(out: Path, train: Path, n_test: int, system: str, seed: int, r
         base = {"approach": approach, "T": int(T), "n_params": summary.get("n_params"),
                 "train_cpu": summary.get("cpu_time"), "epochs": summary.get("epochs"),
                 "best_epoch": summary.get("best_epoch"), "stopped": summary.get("stopped"),
-                "best_val": summary.get("best_loss"), "run": str(run.relative_to(out)), "curve": _curve(run)}
+                "best_val": summary.get("best_loss"), "run": str(run.relative_to(out)), "curve": _curve(run),
+                "steps": summary.get("steps"), "stop_rule": summary.get("stop_rule")}
         label = f"{approach}_T{T}"
         if approach in FULL_STATE:
             full_entries.append((label, model))
@@ -590,8 +676,9 @@ def tables(summary: list[dict[str, Any]]) -> str:
         lines += [f"## {system}, observed in {info.get('observe', '?')}", "",
                   "Relative error on the observed channels against the exact flow, per held-out condition: the median "
                   "over conditions per seed, then the median over seeds [95 % bootstrap interval]; per-seed medians in "
-                  "the last columns. `stopped`: why training ended (`early_stopping`: its validation plateau; "
-                  "`time_limit`: the CPU budget first). Full state: the relative error of the full state estimated "
+                  "the last columns. `stopped`: why training ended (`early_stopping`: its validation plateau; `steps`: "
+                  "its step budget, whole epochs of its measured cost, the same on any machine; `time_limit`: the CPU "
+                  "budget first, or under a step budget **cut** by the safety valve). Full state: the relative error of the full state estimated "
                   "from each row's last 3 observed states by least squares on the true flow (the `estimate` rows' "
                   "estimator; a `full_state` row's own state), against the exact flow; — where the run predates the "
                   "column.", ""] + ([f"{info['note']}", ""] if info.get("note") else [])
@@ -642,14 +729,18 @@ class PartialObservationOptions(StudyOptions):
     t_train : float
         The training trajectories' horizon (default 20).
     budget_seconds : float
-        Process CPU seconds of every training run, the cap on its way to the plateau (default 30: the default
-        size's 200 training runs then fit about 2 hours of one core, 1 hour on 2 cores with ``--jobs 2``).
+        The CPU seconds every training run may cost on its way to the plateau (default 30: the default size's 200
+        training runs then fit about 2 hours of one core, 1 hour on 2 cores with ``--jobs 2``). With ``--budget
+        plateau`` (the default) they become a step budget per run, whole epochs of its measured cost
+        (``STEP_COSTS``; ``--max-steps`` gives the steps instead), the same on any machine under any load; with
+        ``--budget cpu`` they are process CPU seconds, with a wall ceiling of ``--wall-ceiling`` times them.
     patience : int
         Epochs (of 10 Levenberg–Marquardt iterations) without a better validation score that count as the plateau
         (default 20).
     """
 
     quick: bool = key(False, type=bool)
+    budget: str = key("plateau", choices=BUDGETS, help=PLATEAU_HELP)
     systems: list[str] | None = key(None, optional=True, check=name_list("systems", list(SYSTEMS)), metavar="LIST")
     windows: list[int] | None = key(None, optional=True, metavar="LIST",
                                     check=number_list(int, "windows", 1, "window lengths >= 1"))
@@ -678,6 +769,13 @@ class PartialObservationPlan:
     t_train, budget_seconds : float
     command : str
         The command line, recorded in the JSON.
+    budget : str
+        What stops a training (``--budget``: ``plateau``, the default: its plateau or its step budget, with a
+        safety valve; ``cpu``; ``wall``; ``vpintegrator.studies.step_budget``).
+    wall_ceiling : float
+        ``--wall-ceiling``: the wall limit as a multiple of the CPU one.
+    max_steps : int or None
+        ``--max-steps``: every run's step budget (None: each run's from ``STEP_COSTS``).
     results : Path or None
         With ``table_only``: the results file to draw the tables from (``--results``: a shipped
         ``docs/data/partial_observation/*.json``) into a new OUT (``redraw_from``: ``OUT/results.md``,
@@ -699,6 +797,9 @@ class PartialObservationPlan:
     jobs: int
     command: str
     results: Path | None = None
+    budget: str = "plateau"
+    wall_ceiling: float = 4.0
+    max_steps: int | None = None
 
     def training_runs(self, system: str | None = None) -> list[tuple[str, int]]:
         """The (approach, T) pairs trained per system and seed (``windows_of``); for ``system``, without the
@@ -706,6 +807,34 @@ class PartialObservationPlan:
         skip = SYSTEMS[system].get("exclude", ()) if system is not None else ()
         return [(approach, T) for approach in self.approaches if approach not in skip
                 for T in windows_of(approach, self.windows)]
+
+    def step_budget(self, system: str, approach: str, T: int) -> StepBudget | None:
+        """The step budget of one training under ``--budget plateau`` (None under another budget):
+        ``budget_seconds`` as whole epochs of its ``STEP_COSTS`` (a window never measured: the nearest shorter
+        one's cost scaled by the windows' ratio), or ``--max-steps``."""
+        if self.budget != "plateau":
+            return None
+        cost, source = nearest_cost(STEP_COSTS, (system, approach), int(T))
+        return step_budget(self.budget_seconds, cost, STEPS_PER_EPOCH, given=self.max_steps, source=source,
+                           what=f"{approach} T = {T} on {system}")
+
+    def stop_keys(self, system: str, approach: str, T: int) -> dict[str, Any]:
+        """The ``fit`` keys that stop that training (``vpintegrator.studies.step_budget.stop_keys``)."""
+        return stop_keys(self.budget, self.budget_seconds, self.wall_ceiling, self.step_budget(system, approach, T))
+
+    def budget_line(self) -> str:
+        """How the trainings are stopped, in one sentence (the tables and the JSON say it)."""
+        if self.budget == "plateau":
+            steps = (f"{self.max_steps} optimiser steps" if self.max_steps is not None else
+                     f"a step budget of {self.budget_seconds:g} CPU s in whole epochs of each run's measured cost "
+                     f"(STEP_COSTS)")
+            return (f"each training stops at its plateau ({self.patience} epochs without improvement) or after "
+                    f"{steps}; a CPU limit of {VALVE_FACTOR * self.budget_seconds:g} s and a wall limit of "
+                    f"{VALVE_FACTOR * self.wall_ceiling * self.budget_seconds:g} s are a safety valve only")
+        if self.budget == "cpu":
+            return (f"each training stops at its plateau ({self.patience} epochs) or after {self.budget_seconds:g} "
+                    f"process CPU s (wall ceiling {self.wall_ceiling:g} x)")
+        return f"each training stops at its plateau ({self.patience} epochs) or after {self.budget_seconds:g} wall s"
 
 
 def build_plan(options: PartialObservationOptions, argv: Sequence[str] = ()) -> PartialObservationPlan:
@@ -717,12 +846,15 @@ def build_plan(options: PartialObservationOptions, argv: Sequence[str] = ()) -> 
     if a.export_pretrained is not None:
         raise StudyError("--export-pretrained: the partial_observation study ships no pretrained model (its runs are "
                          "under OUT/runs)")
+    if a.skip_existing:
+        raise StudyError("--skip-existing: the partial_observation study always keeps the finished training runs in "
+                         "OUT (those with a complete.json); run the same command again to resume, without the flag")
     size = QUICK if a.quick else DEFAULTS
 
     def pick(name: str) -> Any:
         return getattr(a, name) if getattr(a, name, None) is not None else size[name]
 
-    return PartialObservationPlan(
+    return _check_windows(PartialObservationPlan(
         out=Path(a.out), table_only=bool(a.table_only), overwrite=bool(a.overwrite),
         systems=tuple(a.systems or size["systems"]), approaches=tuple(pick("approaches")),
         seeds=tuple(int(s) for s in (a.seeds or size["seeds"])), windows=tuple(int(T) for T in pick("windows")),
@@ -730,7 +862,32 @@ def build_plan(options: PartialObservationOptions, argv: Sequence[str] = ()) -> 
         budget_seconds=float(pick("budget_seconds")), patience=int(pick("patience")), jobs=int(a.jobs),
         results=None if a.results is None else Path(a.results),
         command=" ".join(["vp-study partial_observation", *argv]) if argv else
-        " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]))
+        " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        budget=str(a.budget), wall_ceiling=float(a.wall_ceiling),
+        max_steps=None if a.max_steps is None else int(a.max_steps)))
+
+
+def _check_windows(plan: PartialObservationPlan) -> PartialObservationPlan:
+    """``plan``, once every window it trains fits the training trajectories (to ``t_train`` at ``H``): a window of
+    T states and the model's prediction window after it (T for a VPT, 1 for a delay model). Refused at plan time,
+    before any data is generated, in one line naming ``--windows``."""
+    if plan.table_only:
+        return plan
+    for system in plan.systems:  # every run's step budget known before anything runs (a config never measured: one line)
+        for approach, T in plan.training_runs(system):
+            plan.step_budget(system, approach, T)
+    from ..models import build_model
+
+    n_states = int(round(plan.t_train / H)) + 1
+    for approach in plan.approaches:
+        for T in ([] if approach in FULL_STATE else windows_of(approach, plan.windows)):
+            span = T + int(getattr(build_model(**{**APPROACHES[approach], "dim": 2, "seq_len": T}), "pred_window", 1))
+            if span > n_states:
+                raise StudyError(f"--windows: T = {T} for {approach} needs {span} states per training window (T and "
+                                 f"the {span - T} it predicts) but the training trajectories (--t-train "
+                                 f"{plan.t_train:g} at h = {H:g}) have {n_states}; give shorter windows or a longer "
+                                 "--t-train")
+    return plan
 
 
 def plateau_figure(rows: list[dict[str, Any]], out: Path) -> list[Path]:
@@ -807,8 +964,8 @@ def _run(plan: PartialObservationPlan) -> int:
     else:
         n_runs = len(plan.seeds) * sum(len(plan.training_runs(system)) for system in plan.systems)
         print(f"partial_observation: {n_runs} training runs (systems {', '.join(plan.systems)}; "
-              f"T {list(plan.windows)}; {', '.join(plan.approaches)}; seeds {list(plan.seeds)}) of at most "
-              f"{plan.budget_seconds:g} CPU s each", flush=True)
+              f"T {list(plan.windows)}; {', '.join(plan.approaches)}; seeds {list(plan.seeds)}): "
+              f"{plan.budget_line()}", flush=True)
         out.mkdir(parents=True, exist_ok=True)
         previous = unplain(read_json(path) or {})
         rows = previous.get("rows", [])
@@ -822,7 +979,8 @@ def _run(plan: PartialObservationPlan) -> int:
             new = evaluate_seed(out, trains[system], plan.n_test, system, seed, runs,
                                 with_fixed=(seed == plan.seeds[0]))
             rows = merge_rows(rows, new)
-            write_json(path, {"commands": [*previous.get("commands", []), plan.command], "rows": rows})
+            write_json(path, {"commands": [*previous.get("commands", []), plan.command],
+                              "budgets": [*previous.get("budgets", []), plan.budget_line()], "rows": rows})
             print(f"partial_observation: {system} seed {seed} done", flush=True)
     summary = summarize_rows(rows)
     text = tables(summary)

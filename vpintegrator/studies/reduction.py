@@ -58,9 +58,10 @@ import numpy as np
 
 from ..config import key
 from ..errors import VPIntegratorError
-from .options import Study, StudyOptions, name_list, number_list
+from .options import BUDGETS, PLATEAU_HELP, Study, StudyOptions, name_list, number_list
 from .runner import StudyError, check_out_dir
 from .schema import INTERVAL, Each, Obj, ResultsSchema, check_results
+from .step_budget import step_budget, stop_keys
 from .stats import bootstrap_ci, fmt_num, md_table, median_interval, read_json, unplain, write_json, write_text
 
 __all__ = ["T", "HORIZONS", "SYSTEMS", "LADDERS", "ROWS", "DEFAULTS", "QUICK", "ReductionOptions", "ReductionPlan",
@@ -87,6 +88,10 @@ LADDERS: dict[str, dict[str, tuple[float, ...]]] = {
 }
 #: a row whose error is above this at a horizon wins nothing there (a tenth of the state's norm is no answer)
 USEFUL = 0.1
+#: 2n -> CPU seconds of one epoch (10 Levenberg–Marquardt iterations) of the flow map's training, the median over
+#: the shipped default-size runs (``scripts/step_costs.py``): ``--budget plateau`` turns ``train_seconds`` into that
+#: many whole epochs (``vpintegrator.studies.step_budget``), the same steps on any machine under any load
+FLOW_MAP_EPOCH_COSTS: dict[int, float] = {16: 1.051, 32: 6.084}
 #: the flow map's model and recipe (vpintegrator.training.fit keys)
 FLOW_MAP_MODEL: dict[str, Any] = {"name": "g_sympnet", "upscaling_dimension": 32, "n_layers": 4}
 FLOW_MAP_RECIPE: dict[str, Any] = {"optimizer": "lm", "lm_windows": 256, "lm_iters_per_epoch": 10,
@@ -126,6 +131,25 @@ class ReductionPlan:
     results: str | None = None
     skip_existing: bool = False
     command: str = ""
+    #: what stops a flow map's training (``--budget``, ``--wall-ceiling``, ``--patience``, ``--max-steps``:
+    #: ``vpintegrator.studies.step_budget``; ``plateau``, the default: its plateau or a step budget of
+    #: ``train_seconds`` in whole epochs of ``FLOW_MAP_EPOCH_COSTS``, with a safety valve)
+    budget: str = "plateau"
+    wall_ceiling: float = 4.0
+    patience: int = 10
+    max_steps: int | None = None
+
+    def flow_map_stop(self, reduced_dim: int) -> dict[str, Any]:
+        """The ``fit`` keys that stop the training of a flow map on 2n = ``reduced_dim`` coordinates."""
+        steps = None
+        if self.budget == "plateau":
+            cost = FLOW_MAP_EPOCH_COSTS.get(int(reduced_dim))
+            if cost is None and FLOW_MAP_EPOCH_COSTS:  # a 2n never measured: the nearest measured one, scaled by 2n
+                near = min(FLOW_MAP_EPOCH_COSTS, key=lambda d: abs(d - int(reduced_dim)))
+                cost = FLOW_MAP_EPOCH_COSTS[near] * int(reduced_dim) / near
+            steps = step_budget(self.train_seconds, cost, int(FLOW_MAP_RECIPE["lm_iters_per_epoch"]),
+                                given=self.max_steps, what=f"the flow map on 2n = {reduced_dim}")
+        return {**stop_keys(self.budget, self.train_seconds, self.wall_ceiling, steps), "patience": int(self.patience)}
 
     @property
     def stride_steps(self) -> int:
@@ -147,6 +171,12 @@ def build_plan(options: ReductionOptions, argv: Sequence[str] = ()) -> Reduction
         raise StudyError("--out is required (the flag, or out in the --plan file)")
     if a.export_pretrained is not None:
         raise StudyError("--export-pretrained: the reduction study ships no pretrained model")
+    if int(a.jobs) != 1:
+        raise StudyError("--jobs: the reduction study runs in one process (its rows' costs are timed batch-1 in it, "
+                         "one after the other); leave --jobs out")
+    if a.overwrite:
+        raise StudyError("--overwrite: the reduction study computes every cell again and merges it into OUT's JSON "
+                         "anyway (--skip-existing keeps the finished ones); leave --overwrite out")
     size = QUICK if a.quick else DEFAULTS
 
     def pick(name: str) -> Any:
@@ -176,7 +206,9 @@ def build_plan(options: ReductionOptions, argv: Sequence[str] = ()) -> Reduction
                          autoencoder_sizes=tuple(int(n) for n in pick("autoencoder_sizes")),
                          autoencoder_steps=int(a.autoencoder_steps),
                          table_only=bool(a.table_only), results=a.results, skip_existing=bool(a.skip_existing),
-                         command=" ".join(["vp-study reduction", *(argv or sys.argv[1:])]))
+                         command=" ".join(["vp-study reduction", *(argv or sys.argv[1:])]),
+                         budget=str(a.budget), wall_ceiling=float(a.wall_ceiling), patience=int(a.patience),
+                         max_steps=None if a.max_steps is None else int(a.max_steps))
 
 
 # --------------------------------------------------------------------------- data
@@ -241,9 +273,11 @@ def make_case(system_name: str, n_sites: int, data_dt: float) -> Case:
 
 
 def _min_cpu(call: Callable[[], object], repeats: int) -> float:
-    from ..clock import min_thread_cpu
+    """The warm batch-1 cost of ``call`` on the one cost meter (``vpintegrator.clock.meter``: one cold call,
+    compilation apart, then the minimum over ``repeats``; thread CPU seconds)."""
+    from ..clock import meter_one
 
-    return min_thread_cpu(call, repeats)
+    return meter_one(call, max(1, int(repeats))).seconds
 
 
 def _advance(system: Any, method: str, h: float, y0: np.ndarray, horizons: Sequence[float]) -> np.ndarray:
@@ -284,18 +318,41 @@ def _record(case: Case, row: str, label: str, **values: Any) -> dict[str, Any]:
             "offline_cpu": None, **values}
 
 
-def _stepper_cost(system: Any, method: str, h: float, y0: np.ndarray, repeats: int) -> float:
-    """Batch-1 thread CPU seconds per unit time of ``method`` at step h from ``y0`` to T: the compiled stepper
-    where the package has one, else ``integrate`` (the NumPy step)."""
+def _stepper_cost(system: Any, method: str, h: float, y0: np.ndarray, repeats: int, output_every: float,
+                  decode: Callable[[np.ndarray], object] | None = None) -> float:
+    """Batch-1 thread CPU seconds per unit time of ``method`` at step h from ``y0`` to T, priced for the output
+    every row of the study gives (issue 65): the full state every ``output_every`` time units (at the row's own
+    steps where its step is longer), ``decode`` (a reduced row's decoder) applied to each, no other state stored.
+    The compiled stepper where the package has one, stepping a block of one output's steps into a small buffer;
+    else ``integrate`` (the NumPy step) to T in one call."""
     from ..compiled import compiled_stepper
     from ..data import integrate
 
     n = int(round(T / h))
     stepper = compiled_stepper(system, method, h)
     if stepper is not None:
-        buf = np.empty((n, system.dim))
-        return _min_cpu(lambda: stepper.step_block(y0.copy(), n, buf), repeats) / T
-    return _min_cpu(lambda: integrate(system, y0[None], h, n, method=method), repeats) / T
+        k = max(1, min(n, int(round(float(output_every) / h))))  # steps per output
+        blocks, rest = divmod(n, k)
+        buf = np.empty((k, system.dim))
+
+        def run() -> None:
+            y = y0.copy()
+            for _ in range(blocks):
+                stepper.step_block(y, k, buf)
+                if decode is not None:
+                    decode(y)
+            if rest:
+                stepper.step_block(y, rest, buf)
+                if decode is not None:
+                    decode(y)
+        return _min_cpu(run, repeats) / T
+
+    def whole() -> None:
+        y = integrate(system, y0[None], h, n, method=method)
+        if decode is not None:
+            k = max(1, int(round(float(output_every) / h)))
+            decode(np.asarray(y.y)[0, k::k])
+    return _min_cpu(whole, repeats) / T
 
 
 # --------------------------------------------------------------------------- the rows
@@ -309,7 +366,8 @@ def full_order_rows(plan: ReductionPlan, case: Case) -> list[dict[str, Any]]:
         for s in steps:
             h = float(s) if method == "exponential_splitting" else round(h_max * float(s), 12)
             y = _advance(case.system, method, h, case.y0, HORIZONS)
-            cost = _stepper_cost(case.system, method, h, case.y0[0], plan.repeats) if np.isfinite(y).all() else None
+            cost = (_stepper_cost(case.system, method, h, case.y0[0], plan.repeats, plan.output_every)
+                    if np.isfinite(y).all() else None)
             rows.append(_record(case, "full_order", f"{method}, h = {h:g}", method=method, h=h, cost=cost,
                                 **_errors(y, case)))
     return rows
@@ -373,8 +431,8 @@ def _galerkin_rows(plan: ReductionPlan, case: Case, method: str, family: str, pr
         for name, reduced, offline, bonds in variants:
             for h in steps:
                 z = _advance(reduced, "stormer_verlet", h, z0, HORIZONS)
-                cost = _stepper_cost(reduced, "stormer_verlet", h, z0[0], plan.repeats) if np.isfinite(z).all() \
-                    else None
+                cost = (_stepper_cost(reduced, "stormer_verlet", h, z0[0], plan.repeats, plan.output_every,
+                                      basis.decode) if np.isfinite(z).all() else None)
                 rows.append(_record(case, family, f"{name}, 2n = {dim}, stormer_verlet h = {h:g}",
                                     method="stormer_verlet", h=h, reduced_dim=dim, bonds=bonds, cost=cost,
                                     offline_cpu=case.data_cpu + offline, **_errors(basis.decode(z), case)))
@@ -408,9 +466,10 @@ def fit_psd_encoder(states: np.ndarray, reduced_dim: int, seed: int = 0) -> PSDE
     return PSDEncoder(basis, process_cpu() - tic)
 
 
-def _train_flow_map(z: np.ndarray, t: np.ndarray, seed: int, seconds: float) -> tuple[Any, dict[str, Any]]:
+def _train_flow_map(z: np.ndarray, t: np.ndarray, seed: int, stop: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """A G-SympNet flow map of one stride fitted (``vpintegrator.training.fit``, in memory) on reduced trajectories
-    ``z`` (n_traj, n_states, 2n) sampled at ``t``; (the model, what its training recorded)."""
+    ``z`` (n_traj, n_states, 2n) sampled at ``t``, stopped by ``stop`` (``ReductionPlan.flow_map_stop``: no
+    clock of its own); (the model, what its training recorded)."""
     import torch
 
     from ..clock import process_cpu
@@ -427,9 +486,10 @@ def _train_flow_map(z: np.ndarray, t: np.ndarray, seed: int, seconds: float) -> 
             best["state"] = {k: v.detach().clone() for k, v in epoch.model.state_dict().items()}
 
     tic = process_cpu()
-    result = fit(model=dict(FLOW_MAP_MODEL), train=data, seed=int(seed), cpu_time_limit=float(seconds),
-                 time_limit=20.0 * float(seconds) + 60.0, callback=keep_best, **FLOW_MAP_RECIPE)
+    result = fit(model=dict(FLOW_MAP_MODEL), train=data, seed=int(seed), callback=keep_best,
+                 **{**FLOW_MAP_RECIPE, **stop})
     info = {"train_cpu": process_cpu() - tic, "stopped": result.stopped, "epochs": int(result.epochs),
+            "steps": int(result.steps), "max_steps": stop.get("max_steps"),
             "n_params": int(result.n_params), "best_val": float(result.best_loss)}
     model = result.model
     if best["state"] is not None:
@@ -473,7 +533,7 @@ def flow_map_rows(plan: ReductionPlan, case: Case, name: str,
         for seed in plan.seeds:
             encoder = fit_encoder(np.asarray(train.y), dim, seed=seed)
             z = encoder.encode(np.asarray(train.y)[:, ::k])
-            model, info = _train_flow_map(z, np.asarray(train.t)[::k], seed, plan.train_seconds)
+            model, info = _train_flow_map(z, np.asarray(train.t)[::k], seed, plan.flow_map_stop(dim))
             z0 = np.asarray(encoder.encode(case.y0), dtype=np.float64)
             packed = _compiled_flow_map(model, z0)
             ends = [int(round(t / plan.stride)) for t in HORIZONS]
@@ -739,7 +799,9 @@ class ReductionOptions(StudyOptions):
     reduced_dims : list of int
         The reduced dimensions 2n of PSD-Galerkin and the flow maps (default 16,32).
     train_seconds : float
-        Process CPU seconds of each flow map's training (default 120).
+        The CPU seconds each flow map's training may cost (default 120): with ``--budget plateau`` (the default)
+        a step budget of that many seconds in whole epochs of ``FLOW_MAP_EPOCH_COSTS`` (``--max-steps``: the steps
+        themselves), the same on any machine; with ``--budget cpu`` process CPU seconds.
     ladder : str
         The full-order step ladders: default or quick.
     data_dt : float
@@ -758,6 +820,9 @@ class ReductionOptions(StudyOptions):
     """
 
     quick: bool = key(False, type=bool)
+    budget: str = key("plateau", choices=BUDGETS, help=PLATEAU_HELP)
+    jobs: int = key(1, type=int, low=1, expected="1 (the study runs in one process)",
+                    help="1: the study runs in one process (its costs are timed batch-1 in it).")
     systems: list[str] | None = key(None, optional=True, check=name_list("systems", list(SYSTEMS)), metavar="LIST")
     sizes: list[int] | None = key(None, optional=True, metavar="LIST",
                                   check=number_list(int, "sizes", 3, "lattice sizes N >= 3"))

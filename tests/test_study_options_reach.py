@@ -1,0 +1,99 @@
+"""Every option a study's ``--help`` lists reaches its plan or is refused in one line (issue 65): no study accepts a
+flag and ignores it (the partial-observation study once read neither --budget, --wall-ceiling nor --max-steps and
+stopped its trainings on a wall clock of its own).
+
+For each study and each of its keys (the flags of its ``--help``), the plan built with the key at a valid value
+other than its default must differ from the plan built with the defaults (the command line it records aside), or
+the study must refuse the flag in one line (a ``StudyError``) — and only the flags listed in ``REFUSED`` may be
+refused."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+
+import click
+import pytest
+
+from vpintegrator.studies.options import STUDIES
+from vpintegrator.studies.runner import StudyError
+
+#: a valid value other than the default, where the generic one (by type) does not fit the key
+VALUES: dict[tuple[str, str], str] = {
+    ("rigid_body", "models"): "vpt",
+    ("rigid_body_structure", "models"): "lpnet",
+    ("coupled_oscillator", "models"): "vpt",
+    ("coupled_oscillator", "config"): "vpt={tmp}/vpt.toml",
+    ("context", "context_lens"): "3,5",
+    ("context", "splits"): "interpolation",
+    ("unknown_form", "systems"): "rigid_body_exp",
+    ("unknown_form", "sweep"): "1",
+    ("partial_observation", "systems"): "toda",
+    ("partial_observation", "approaches"): "vpt",
+    ("reduction", "systems"): "toda",
+    ("reduction", "sizes"): "200,400",
+    ("reduction", "floor_dims"): "4,8",
+    ("reduction", "reduced_dims"): "8",
+    ("reduction", "autoencoder_sizes"): "400",
+    ("reduction", "ladder"): "quick",
+    ("reduction", "output_every"): "4",
+}
+#: flags a study refuses (one line) rather than uses: --results without --table-only, --table-only without a run,
+#: a pretrained export where the study ships none, and the flags that do not apply to a study
+REFUSED = {  # (and "results" in every study: read by --table-only only)
+    ("rigid_body_structure", "table_only"), ("rigid_body_quality", "table_only"), ("coupled_oscillator", "table_only"),
+    ("rigid_body_quality", "config"), ("coupled_oscillator", "vpt_config"), ("coupled_oscillator", "st_config"),
+    ("partial_observation", "export_pretrained"), ("partial_observation", "skip_existing"),
+    ("reduction", "export_pretrained"), ("reduction", "jobs"), ("reduction", "overwrite"),
+}
+CASES = [(name, f.name) for name, (module, _) in STUDIES.items()
+         for f in dataclasses.fields(importlib.import_module(f"vpintegrator.studies.{module}").STUDY.options)
+         if f.name != "out"]
+
+
+def _study(name: str):
+    return importlib.import_module(f"vpintegrator.studies.{STUDIES[name][0]}").STUDY
+
+
+def _fields(plan) -> dict:
+    values = dataclasses.asdict(plan) if dataclasses.is_dataclass(plan) else plan._asdict()
+    return {k: v for k, v in values.items() if k not in ("argv", "command")}
+
+
+def _argv(name: str, field: dataclasses.Field, tmp) -> list[str]:
+    flag = "--" + field.name.replace("_", "-")
+    if (name, field.name) in VALUES:
+        (tmp / "vpt.toml").write_text('epochs = 1\n')
+        return [flag, VALUES[(name, field.name)].format(tmp=tmp)]
+    default = field.default if field.default is not dataclasses.MISSING else None
+    kind = str(field.type)
+    if "bool" in kind:
+        return [flag] if not default else ["--no-" + field.name.replace("_", "-")]
+    if field.name == "budget":
+        return [flag, "cpu" if default != "cpu" else "wall"]
+    if "list[int]" in kind:
+        return [flag, "1,3"]
+    if "int" in kind:
+        return [flag, str((default or 20) * 2)]
+    if "float" in kind:
+        return [flag, str((default or 20.0) * 2)]
+    return [flag, "x"]
+
+
+@pytest.mark.parametrize("name,key", CASES, ids=[f"{n}-{k}" for n, k in CASES])
+def test_every_listed_option_reaches_the_plan_or_is_refused_in_one_line(name, key, tmp_path):
+    study = _study(name)
+    field = next(f for f in dataclasses.fields(study.options) if f.name == key)
+    base = ["--out", str(tmp_path / "run")]
+    command = study.command(prog=f"vp-study {name}")
+    assert f"--{key.replace('_', '-')}" in command.get_help(click.Context(command))  # the flag its --help lists
+    default_plan = _fields(study.parse(base))
+    refused = key == "results" or (name, key) in REFUSED
+    try:
+        plan = _fields(study.parse(base + _argv(name, field, tmp_path)))
+    except StudyError as err:
+        assert refused, f"{name} --{key}: refused ({err}); give the test a valid value in VALUES"
+        assert "\n" not in str(err) and str(err)
+        return
+    assert not refused, f"{name} --{key} is listed as refused but was accepted"
+    assert plan != default_plan, f"{name} --{key} is accepted and ignored: the plan does not change"

@@ -1,0 +1,89 @@
+"""Training budgets in work: equal CPU cost as a number of optimiser steps that no load moves (issue 65).
+
+A study that compares trainings at equal CPU cost used to stop each one after so many process CPU seconds. CPU
+time is the work done, but not exactly: the same seed, config and 10-s budget gave 168–245 optimiser steps over
+four runs on a loaded machine (caches, memory bandwidth, frequency), so the rows moved with the machine, though
+training itself is deterministic. Here a budget of ``seconds`` becomes a number of optimiser steps: the seconds
+divided by what one epoch of that training costs, measured once on the machine that made the study's shipped
+runs (``scripts/step_costs.py`` prints the tables from those runs) and recorded with every row. The same command
+then trains the same steps, and writes the same rows, on any machine under any load.
+
+What stops a training under ``budget = "plateau"`` (every study's default where this module is used): its
+validation plateau (``patience`` epochs without improvement) or its step budget, whichever comes first; a CPU
+limit and a wall limit of ``VALVE_FACTOR`` times the budget (the wall one ``wall_ceiling`` times more) stay as a
+safety valve only. A run the valve stops is **cut**: its ``stopped`` says ``time_limit``, and the tables say
+that it was cut, never a quiet stop. ``budget = "cpu"`` (the old rule: CPU seconds, a wall ceiling of
+``wall_ceiling`` times them) and ``"wall"`` stay for whoever asks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from .runner import StudyError
+
+__all__ = ["VALVE_FACTOR", "StepBudget", "step_budget", "stop_keys", "nearest_cost"]
+
+#: the safety valve of a step budget: CPU (and, times ``wall_ceiling``, wall) seconds this many times the budget's
+VALVE_FACTOR = 10.0
+
+
+@dataclass(frozen=True)
+class StepBudget:
+    """One training's step budget: ``max_steps`` optimiser steps, made of ``seconds`` of budget at ``epoch_cost``
+    CPU seconds per epoch of ``steps_per_epoch`` steps; ``source`` says where the cost came from (``"measured"``,
+    ``"extrapolated from T = k"``) or ``"--max-steps"`` when the steps were given."""
+
+    max_steps: int
+    seconds: float
+    epoch_cost: float | None
+    steps_per_epoch: int
+    source: str
+
+    def record(self) -> dict[str, Any]:
+        """The budget as the results rows record it."""
+        return {"max_steps": self.max_steps, "budget_seconds": self.seconds, "epoch_cost": self.epoch_cost,
+                "step_cost_source": self.source}
+
+
+def step_budget(seconds: float, epoch_cost: float | None, steps_per_epoch: int, *, given: int | None = None,
+                source: str = "measured", what: str = "this training") -> StepBudget:
+    """``seconds`` of CPU as whole epochs of ``epoch_cost`` CPU seconds (at least one), in optimiser steps;
+    ``given`` (``--max-steps``) wins. No cost and no ``given``: a one-line ``StudyError`` asking for
+    ``--max-steps`` (a configuration the shipped runs never trained)."""
+    if given is not None:
+        return StepBudget(int(given), float(seconds), epoch_cost, int(steps_per_epoch), "--max-steps")
+    if epoch_cost is None or not (epoch_cost > 0 and math.isfinite(epoch_cost)):
+        raise StudyError(f"{what}: no measured step cost to turn {seconds:g} CPU s into a step budget; give "
+                         "--max-steps N (optimiser steps) or --budget cpu")
+    epochs = max(1, int(math.floor(float(seconds) / float(epoch_cost) + 1e-9)))
+    return StepBudget(epochs * int(steps_per_epoch), float(seconds), float(epoch_cost), int(steps_per_epoch), source)
+
+
+def stop_keys(budget: str, seconds: float, wall_ceiling: float, steps: StepBudget | None) -> dict[str, Any]:
+    """The ``fit`` keys that stop a training under ``budget`` (``"plateau"``: ``steps``' step budget and the
+    valve; ``"cpu"``: ``seconds`` of CPU, a wall ceiling ``wall_ceiling`` times them; ``"wall"``: ``seconds`` of
+    wall time). The plateau rule itself (``patience``) is the caller's."""
+    if budget == "wall":
+        return {"time_limit": float(seconds)}
+    if budget == "cpu":
+        return {"cpu_time_limit": float(seconds), "time_limit": float(wall_ceiling) * float(seconds)}
+    if budget != "plateau" or steps is None:
+        raise StudyError(f"--budget must be plateau, cpu or wall; got {budget!r}")
+    return {"max_steps": int(steps.max_steps), "cpu_time_limit": VALVE_FACTOR * float(seconds),
+            "time_limit": VALVE_FACTOR * float(wall_ceiling) * float(seconds)}
+
+
+def nearest_cost(costs: Mapping[Any, float], key: tuple[Any, ...], window: int) -> tuple[float | None, str]:
+    """The epoch cost of ``key + (window,)`` in ``costs``; where it was never measured, the cost at the largest
+    measured window below it scaled by the windows' ratio (a window's cost grows about linearly with its length:
+    a longer guess for a longer window); (None, "") when nothing below was measured."""
+    if (*key, window) in costs:
+        return float(costs[(*key, window)]), "measured"
+    below = [k[-1] for k in costs if tuple(k[:-1]) == tuple(key) and k[-1] < window]
+    if not below:
+        return None, ""
+    w = max(below)
+    return float(costs[(*key, w)]) * window / w, f"extrapolated from T = {w}"
