@@ -46,10 +46,12 @@ Training: every learned approach the same recipe (``RECIPE``: Levenberg–Marqua
 windows with 512 check windows, float64; an epoch is 10 iterations: for ``delay_mlp`` at T = 4 on the quick
 data, Adam at 3e-3 (batch 256) plateaued at a validation error of 0.096 at t = 10, LM reached 0.0027 in 40 CPU
 s) until its validation score (the validation trajectories' observed rollout error at t = 10, ``monitor = val_rollout``)
-has not improved for ``patience`` epochs (its plateau) or the CPU budget ``budget_seconds`` (process CPU
-seconds, which the machine's load does not bend) is spent; ``best.pt`` is the best-scoring epoch. Each run's
-``summary.json`` says why it stopped (``stopped``: ``early_stopping`` = plateau reached; ``time_limit`` = the
-budget spent first); the table has that column. The coupling of each attention model is measured on held-out
+has not improved for ``patience`` epochs (its plateau) or its step budget is spent: ``budget_seconds`` of CPU as
+whole epochs of that training's measured cost (``STEP_COSTS``, ``vpintegrator.studies.step_budget``), so that the
+same command trains the same steps on any machine under any load (``--budget cpu`` restores a budget in process CPU
+seconds); ``best.pt`` is the best-scoring epoch. Each run's ``summary.json`` says why it stopped (``stopped``:
+``early_stopping`` = plateau reached; ``steps`` = the step budget spent first; ``time_limit`` = cut by the safety
+valve, 10 times the budget's CPU seconds); the table has that column, every row its ``steps`` and ``stop_rule``. The coupling of each attention model is measured on held-out
 windows (``vpintegrator.testing.attention_coupling``).
 
 Numbers per (system, approach, T): per seed the median over held-out conditions (and its 10–90 % interval),
@@ -342,13 +344,6 @@ def train_run(out: Path, train: Path, system: str, approach: str, T: int, seed: 
     return run
 
 
-def _one_thread() -> None:
-    """A training worker's initializer: one thread (the study's CPU budgets are one thread's)."""
-    import torch
-
-    torch.set_num_threads(1)
-
-
 def _train_task(args: tuple[Any, ...]) -> Path:
     """``train_run(*args)`` in a worker; a library or file error comes back as one picklable line."""
     try:
@@ -377,7 +372,7 @@ def train_runs(plan: PartialObservationPlan,
     from ..jobs.executors import worker_pool
 
     # the package's one pool: its workers die with the study (a kill -9 of it leaves none training); spawn: torch
-    with worker_pool(plan.jobs, start="spawn", initializer=_one_thread) as pool:
+    with worker_pool(plan.jobs, start="spawn", threads=1) as pool:
         futures = [(system, seed, {(a, T): pool.submit(_train_task, args(system, seed, a, T)) for a, T in pairs})
                    for system, seed, pairs in tasks]
         try:
