@@ -167,7 +167,7 @@ class Observation:
         return (self.matrix.shape == other.matrix.shape and digest[0] == digest[1]
                 and bool(np.allclose(self.matrix, other.matrix, rtol=0, atol=1e-12)))
 
-    def spelled_by(self, spec: Any) -> bool:
+    def spelled_by(self, spec: str | Sequence[int] | None) -> bool:
         """Whether the ``observe`` value ``spec`` declares these channels: the same spec, or a component spec
         (names, indices, ``q``/``p``) that resolves to the same map on this observation's system."""
         text = check_observe_spec(spec)

@@ -85,16 +85,17 @@ def run_chunks(starts: Iterable[int], workers: int, task: Callable[[int], Any], 
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def worker_pool(workers: int, *, start: str | None = None, initializer: Callable[..., Any] | None = None,
-                initargs: tuple[Any, ...] = ()) -> ProcessPoolExecutor:
+def worker_pool(workers: int, *, start: str | None = None, threads: int | None = None,
+                initializer: Callable[..., Any] | None = None, initargs: tuple[Any, ...] = ()) -> ProcessPoolExecutor:
     """The one process pool of the package: ``workers`` processes that die with this one (``_die_with_parent``:
     the parent-death signal SIGKILL, so a ``kill -9`` of the command leaves no worker training or integrating),
-    then run ``initializer(*initargs)``. ``start``: the start method, default ``_context``'s (fork where there is
-    one); ``"spawn"`` for workers that run torch (a fork would not carry its threads). ``in_processes`` and the
-    studies' trainings (``vpintegrator.studies.partial_observation.train_runs``) run on it."""
+    each with ``threads`` threads for OpenMP and torch (``_limit_threads``; None: as inherited), then running
+    ``initializer(*initargs)``. ``start``: the start method, default ``_context``'s (fork where there is one);
+    ``"spawn"`` for workers that run torch (a fork would not carry its threads). ``in_processes`` and the studies'
+    trainings (``vpintegrator.studies.partial_observation.train_runs``: one thread each) run on it."""
     context = _context() if start is None else multiprocessing.get_context(start)
     return ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker,
-                               initargs=(os.getpid(), initializer, tuple(initargs)))
+                               initargs=(os.getpid(), threads, initializer, tuple(initargs)))
 
 
 def in_processes(task: Callable[..., Any], calls: Sequence[tuple[Any, ...]], workers: int) -> list[Any]:
@@ -150,11 +151,26 @@ def _die_with_parent(parent: int) -> None:
     die_with_parent(signal.SIGKILL, parent)
 
 
-def _start_worker(parent: int, initializer: Callable[..., Any] | None, initargs: tuple[Any, ...]) -> None:
-    """A ``worker_pool`` worker's initializer: the death signal first, then the caller's own."""
+def _start_worker(parent: int, threads: int | None, initializer: Callable[..., Any] | None,
+                  initargs: tuple[Any, ...]) -> None:
+    """A ``worker_pool`` worker's initializer: the death signal first, its threads, then the caller's own."""
     _die_with_parent(parent)
+    if threads is not None:
+        _limit_threads(threads)
     if initializer is not None:
         initializer(*initargs)
+
+
+def _limit_threads(threads: int) -> None:
+    """``threads`` threads in this worker: OpenMP's (read when torch or NumPy's BLAS start) and, where torch is
+    loaded already, torch's own (a CPU budget of a training is one thread's); this package never imports torch."""
+    import sys
+
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[name] = str(int(threads))
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(int(threads))
 
 
 def _context():
