@@ -46,9 +46,9 @@ from ..config import key
 from ..errors import VPIntegratorError
 from .options import Study, StudyOptions, StudyPlan, comma_list, model_list
 from .runner import REPO, WALL_CEILING, Budget, Runner, StudyError, Task, budget_flags, check_out_dir, check_study_out, study_lock
-from .schema import INTERVAL, Each, Obj, ResultsSchema, Values, numbers
+from .schema import INTERVAL, Each, Obj, ResultsSchema, Values, numbers, read_results as read_checked
 from .stats import (bootstrap_ci, fmt_num, md_table, mean_std, median_interval, read_json, results_provenance,
-                    read_results_json, redraw_from, unplain, write_json, write_text)
+                    redraw_from, unplain, write_json, write_text)
 from .work_precision import equal_cost_section
 
 ROOT = REPO
@@ -544,7 +544,7 @@ def read_results(path: str | Path) -> dict[str, Any]:
     its numbers as the study computed them (±inf restored, ``null`` the NaN it was), so that
     [`format_table`][vpintegrator.studies.coupled_oscillator.format_table] and the held-out statistics draw
     its tables without the run directory."""
-    doc = read_results_json(path, ("settings", "tables", "heldout_statistics"), "vp-study coupled_oscillator", SCHEMA)
+    doc = read_checked(path, ("settings", "tables", "heldout_statistics"), "vp-study coupled_oscillator", SCHEMA)
     return {**doc, "tables": unplain(doc["tables"], math.nan),
             "heldout_statistics": unplain(doc["heldout_statistics"], math.nan)}
 

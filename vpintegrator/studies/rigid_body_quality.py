@@ -37,8 +37,8 @@ from .._shipped import shipped_file
 from ..config import key
 from .options import Study, StudyOptions, StudyPlan
 from .runner import Runner, StudyError, Task, budget_flags, check_out_dir, check_study_out, study_lock
-from .schema import Each, Obj, ResultsSchema
-from .stats import fmt_num, md_table, read_json, read_results_json, redraw_from, write_json, write_results_files
+from .schema import Each, Obj, ResultsSchema, read_results as read_checked
+from .stats import fmt_num, md_table, read_json, redraw_from, write_json, write_results_files
 
 PHASES = ("p1", "p2", "p3")
 T_END = 100.0
@@ -116,7 +116,7 @@ SCHEMA = ResultsSchema("rigid_body_quality", {"settings": "object", "rows": Each
 def read_results(path: str | Path) -> dict[str, Any]:
     """A ``results.json`` this study wrote (none ships with the package), checked against ``SCHEMA``, its numbers
     back."""
-    return read_results_json(path, ("settings", "rows"), "vp-study rigid_body_quality", SCHEMA)
+    return read_checked(path, ("settings", "rows"), "vp-study rigid_body_quality", SCHEMA)
 
 
 def phases(a: QualityPlan) -> list[tuple[str, float, int]]:

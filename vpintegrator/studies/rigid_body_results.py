@@ -14,9 +14,9 @@ from typing import Any
 from ..rundir import read_log
 from . import _rollouts, attention
 from .runner import StudyError
-from .schema import INTERVAL, STAT, Each, Either, Obj, ResultsSchema, Values
+from .schema import INTERVAL, STAT, Each, Either, Obj, ResultsSchema, Values, read_results as read_checked
 from .stats import (bootstrap_ci, fmt_num, md_row, md_table, median_interval, read_json, results_provenance,
-                    read_results_json, summarize, write_if_changed, write_json, write_text)
+                    summarize, write_if_changed, write_json, write_text)
 
 IM_MODELS = ("vpff", "vpt", "vpt_arb", "st")
 ALL_MODELS = (*IM_MODELS, "vpt_exact")
@@ -644,7 +644,7 @@ def read_results(path: str | Path) -> dict[str, Any]:
     [`build_results`][vpintegrator.studies.rigid_body_results.build_results] gives it (±inf restored), so that
     [`format_results`][vpintegrator.studies.rigid_body_results.format_results] draws its tables without the run
     directory."""
-    return read_results_json(path, ("meta", "rows", "targets", "columns"), "vp-study rigid_body", SCHEMA)
+    return read_checked(path, ("meta", "rows", "targets", "columns"), "vp-study rigid_body", SCHEMA)
 
 
 def write_results(run_dir: str | Path) -> tuple[dict[str, Any], str]:

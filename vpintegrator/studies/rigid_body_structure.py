@@ -57,10 +57,10 @@ from ..config import key
 from ..errors import VPIntegratorError
 from .options import Study, StudyOptions, StudyPlan, comma_list, model_list
 from .runner import Runner, StudyError, Task, budget_flags, check_study_out, study_lock
-from .schema import Each, Obj, ResultsSchema, Values, numbers
+from .schema import Each, Obj, ResultsSchema, Values, numbers, read_results as read_checked
 from .work_precision import equal_cost_section
 from .stats import (bootstrap_ci, drift_growth, fmt_num, md_table, median_interval, read_json,
-                    read_results_json, redraw_from, write_json, write_results_files)
+                    redraw_from, write_json, write_results_files)
 
 MODELS = ("lpnet", "lpnet_sym", "lp_transformer", "vpt", "vpt_sym")
 #: the window models whose attention is measured (``vpintegrator.studies.attention``: coupling, error without it)
@@ -368,7 +368,7 @@ def read_results(path: str | Path) -> dict[str, Any]:
     [`build_results`][vpintegrator.studies.rigid_body_structure.build_results] gives it (±inf restored), so that
     [`format_results`][vpintegrator.studies.rigid_body_structure.format_results] draws its tables without the
     run directory."""
-    return read_results_json(path, ("settings", "rows", "classical", "per_model"),
+    return read_checked(path, ("settings", "rows", "classical", "per_model"),
                              "vp-study rigid_body_structure", SCHEMA)
 
 

@@ -21,8 +21,8 @@ from typing import Any, Callable, Mapping, Union
 
 from .runner import StudyError
 
-__all__ = ["Obj", "Each", "Values", "Either", "ResultsSchema", "check_results", "is_number", "numbers", "INTERVAL",
-           "STAT"]
+__all__ = ["Obj", "Each", "Values", "Either", "ResultsSchema", "check_results", "read_results", "is_number", "numbers",
+           "INTERVAL", "STAT"]
 
 Kind = Union[str, "Obj", "Each", "Values", "Either", Callable[[Any], str]]
 
@@ -174,6 +174,14 @@ def check_results(doc: Any, path: str | Path, schema: ResultsSchema) -> Any:
         if why:
             _fail(f"{path}: {top + inner!r} is {_shown(_dig(value, inner))}, expected {why}; {fix}")
     return doc
+
+
+def read_results(path: str | Path, keys: Any, script: str, schema: ResultsSchema) -> dict[str, Any]:
+    """A study's ``results.json`` (``stats.read_results_json``: the file, its top-level ``keys``, its numbers back),
+    checked against ``schema`` (``check_results``; ``"inf"`` read back as inf is still a number)."""
+    from .stats import read_results_json
+
+    return check_results(read_results_json(path, keys, script), path, schema)
 
 
 def _check_row(row: Any, where: str, kind: Obj, path: str | Path, schema: ResultsSchema) -> None:
