@@ -67,3 +67,23 @@ def test_rigid_body_quality_results_are_checked(tmp_path):
     bad.write_text(json.dumps({"settings": {}, "rows": [{**row, "im": {"error": ["small"]}}]}))
     with pytest.raises(StudyError, match=r"bad.json: row 0 \(p1\): 'im' is .*expected a number \(or null\)"):
         read_results(bad)
+
+
+@pytest.mark.parametrize("study, args", [
+    ("partial_observation", ["--quick", "--systems", "coupled_oscillator", "--approaches", "delay_mlp", "--seeds", "0"]),
+    ("reduction", ["--quick", "--systems", "toda", "--sizes", "40"]),
+])
+def test_a_run_into_an_out_with_a_foreign_results_file_stops_before_anything_runs(study, args, tmp_path, capsys):
+    """The rows a run merges its new ones into are checked first: a results file there that is not this study's is
+    one line, left as it was, and nothing is generated or trained."""
+    from vpintegrator.studies.driver import main
+
+    out = tmp_path / "out"
+    out.mkdir()
+    foreign = out / f"{study}.json"
+    foreign.write_text(json.dumps({"rows": [{"system": "x", "label": "y"}]}))
+    before = foreign.read_bytes()
+    assert main(study, ["--out", str(out), *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{study}.json: row 0 (y) has no key" in err[0], err
+    assert foreign.read_bytes() == before and sorted(p.name for p in out.iterdir()) == [foreign.name]

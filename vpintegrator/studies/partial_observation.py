@@ -962,7 +962,8 @@ def _run(plan: PartialObservationPlan) -> int:
               f"T {list(plan.windows)}; {', '.join(plan.approaches)}; seeds {list(plan.seeds)}): "
               f"{plan.budget_line()}", flush=True)
         out.mkdir(parents=True, exist_ok=True)
-        previous = unplain(read_json(path) or {})
+        earlier = read_json(path)  # merged with the new rows: checked first (a foreign file is never written over)
+        previous = {} if earlier is None else unplain(check_results(earlier, path, SCHEMA))
         rows = previous.get("rows", [])
         import torch
 

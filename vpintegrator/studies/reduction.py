@@ -872,7 +872,8 @@ def _run(plan: ReductionPlan) -> int:
         from ..clock import process_cpu
 
         out.mkdir(parents=True, exist_ok=True)
-        previous = unplain(read_json(path) or {})
+        earlier = read_json(path)  # merged with the new rows: checked first (a foreign file is never written over)
+        previous = {} if earlier is None else unplain(check_results(earlier, path, SCHEMA))
         rows = previous.get("rows", [])
         commands = [*previous.get("commands", []), plan.command]
         for system in plan.systems:
