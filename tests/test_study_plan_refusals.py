@@ -16,6 +16,8 @@ from vpintegrator.studies.runner import StudyError
     ("partial_observation", ["--windows", "1,4,1"], "--windows: 1 is given twice"),
     ("reduction", ["--systems", "fpu_beta,toda,fpu_beta"], "--systems: 'fpu_beta' is given twice"),
     ("reduction", ["--sizes", "40,40"], "--sizes: 40 is given twice"),
+    ("reduction", ["--quick", "--systems", "toda", "--sizes", "10,40", "--floor-dims", "4", "--reduced-dims", "4,40"],
+     "--reduced-dims: a reduced dimension 2n = 40 exceeds the full dimension 2N = 20 of the lattice of --sizes 10"),
     ("partial_observation", ["--quick", "--systems", "rigid_body", "--approaches", "delay_mlp,vpt", "--windows",
                              "60,2"], "--windows: T = 60 for vpt needs 120 states per training window"),
 ])

@@ -51,16 +51,16 @@ def test_bad_input_is_one_line(args, message, tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
-def test_reduced_dim_above_the_rank_is_one_line_and_keeps_what_was_written(tmp_path, capsys):
-    """2n above twice the snapshot matrix's rank (N = 4: rank <= 4): one line naming the rank; the lattice's
-    rows finished before it stay in the JSON."""
+def test_reduced_dim_above_the_lattice_is_refused_at_plan_time(tmp_path, capsys):
+    """2n above the lattice's 2N (N = 4: 8) can never be fitted: one line naming the flag and the size, before any
+    lattice is integrated (issue 69: it was refused mid-run, after the full-order rows; a rank below n that only
+    the snapshots show is still refused then, by fit_psd)."""
     out = tmp_path / "run"
     assert _main(["--out", str(out), "--systems", "toda", "--sizes", "4", "--floor-dims", "12", "--ladder", "quick",
                   "--repeats", "1"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "reduced_dim = 12" in err and "rank" in err and "\n" not in err
-    rows = read_json(out / "reduction.json")["rows"]
-    assert {r["row"] for r in rows} == {"full_order"}
+    assert "--floor-dims: a reduced dimension 2n = 12 exceeds the full dimension 2N = 8" in err and "\n" not in err
+    assert not out.exists()
 
 
 def _entry(label, row, err, cost, offline=None):

@@ -197,6 +197,12 @@ def build_plan(options: ReductionOptions, argv: Sequence[str] = ()) -> Reduction
         bad = [d for d in pick(name) if d % 2]
         if bad:
             raise StudyError(f"--{name.replace('_', '-')}: a reduced dimension 2n is even; got {bad[0]}")
+        n = min(int(n) for n in pick("sizes"))  # known now: refused before any lattice is integrated
+        above = [d for d in pick(name) if d > 2 * n]
+        if above and not a.table_only:
+            raise StudyError(f"--{name.replace('_', '-')}: a reduced dimension 2n = {above[0]} exceeds the full "
+                             f"dimension 2N = {2 * n} of the lattice of --sizes {n}; give reduced dimensions <= {2 * n} "
+                             "or larger sizes")
     return ReductionPlan(out=Path(a.out), systems=tuple(pick("systems")), sizes=tuple(int(n) for n in pick("sizes")),
                          floor_dims=tuple(int(d) for d in pick("floor_dims")),
                          reduced_dims=tuple(int(d) for d in pick("reduced_dims")),
