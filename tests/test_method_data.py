@@ -136,3 +136,25 @@ def test_a_stale_cache_index_naming_a_retired_class_reads_as_empty():
     index = Index()
     _stale_index_is_empty(index)
     assert index._load_index() == {}
+
+
+@needs_numba
+@pytest.mark.parametrize("h", [0.4, 1.5, 4.0])
+def test_separable_midpoint_is_numpys_midpoint(h):
+    """Implicit midpoint on the separable oscillator iterates in the midpoint's q alone (2-d); its states are the
+    NumPy path's 4-d Newton's to rounding, and where the 2-d iteration cannot do a step the exact rule decides (the
+    same error as NumPy's)."""
+    from vpintegrator.errors import VPIntegratorError
+
+    system = get_system("coupled_oscillator")
+    y0 = np.array([1.0, -0.5, 2.0, 0.3])
+    try:
+        ref = vp.integrate(system, y0, h, 200, method="implicit_midpoint", compiled=False).y[0]
+    except VPIntegratorError as err:
+        with pytest.raises(VPIntegratorError) as got:
+            compiled_stepper(system, "implicit_midpoint", h).run(y0, 200)
+        assert str(got.value) == str(err)
+        return
+    stepper = compiled_stepper(system, "implicit_midpoint", h)
+    assert stepper.engine == "lean"
+    np.testing.assert_allclose(stepper.run(y0, 200), ref, rtol=0, atol=1e-11 * max(1.0, np.abs(ref).max()))

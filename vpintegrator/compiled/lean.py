@@ -23,6 +23,8 @@ The loops (``RUNNERS``: method -> (kind, run loop, method tag)):
   ``run_implicit(tag, pp, p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc, tab)``. Implicit
   midpoint iterates by full Newton (the Jacobian at the current iterate, as the NumPy path) with the 3x3 solve
   by the explicit inverse (adjugate over the determinant) and larger systems by elimination without pivoting;
+  on a separable system (one with ``gradients``) by a 2-d Newton in the midpoint's q alone
+  (``_separable_midpoint``: the separable structure, half the unknowns);
   Gauss-Legendre iterates the stage equations by fixed point ``Z <- h A f(y + Z)``. Both start where NumPy
   starts and stop on NumPy's test (``max |update| <= tol max(1, |y|_inf)``, or stalled at the rounding
   floor). When the fast iteration fails (no convergence in ``max_iter``, an update that stops shrinking, a
@@ -325,6 +327,8 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
             return lambda tag, pp, h, x, tol, max_iter, tab: _explicit(pp, h, x, tableau)
         if kind is Splitting:
             return lambda tag, pp, h, x, tol, max_iter, tab: _splitting(pp, h, x)
+        if kind is Midpoint and _system(pp)[0] in GRADIENTS:  # a separable system: Newton in q alone
+            return lambda tag, pp, h, x, tol, max_iter, tab: _separable_midpoint(pp, h, x, tol, max_iter)
         if kind is Midpoint:
             return lambda tag, pp, h, x, tol, max_iter, tab: _midpoint(pp, h, x, tol, max_iter)
         if kind is Gauss:
@@ -495,6 +499,51 @@ def _midpoint(pp, h, y, tol, max_iter):
             return False, z
         prev = e
     return False, z
+
+
+@jit
+def _separable_midpoint(pp, h, y, tol, max_iter):
+    """Implicit midpoint of a separable H = T(p) + V(q), y = (q, p) of dim 4, by Newton in the midpoint
+    ``Q = (q + q1) / 2`` alone (2-d, not the 4-d system): ``Q = q + (h/2) T'(P)`` with ``P = p - (h/2) V'(Q)``, the
+    Jacobian ``I + (h^2/4) T''(P) V''(Q)`` (the blocks of the system's own ``field_jacobian``); then
+    ``q1 = 2 Q - q``, ``p1 = 2 P - p``. NumPy's start (``z = y + h f(y)``: ``Q = q + (h/2) T'(p)``) and test, on the
+    update of ``q1`` (``2 |dQ|``); the same fixed point as the 4-d Newton, so the states agree to rounding. A zero
+    determinant or an iteration that diverges or does not converge leaves the step to the exact NumPy rule."""
+    c = 0.5 * h
+    cc = c * c
+    t0, t1 = gradients(pp, y[2], y[3], False)
+    Q0 = y[0] + c * t0
+    Q1 = y[1] + c * t1
+    scale = _scale(y)
+    prev = np.inf
+    for it in range(max_iter):
+        g0, g1 = gradients(pp, Q0, Q1, True)
+        P0 = y[2] - c * g0
+        P1 = y[3] - c * g1
+        t0, t1 = gradients(pp, P0, P1, False)
+        r0 = Q0 - y[0] - c * t0
+        r1 = Q1 - y[1] - c * t1
+        J = jacobian(pp, (Q0, Q1, P0, P1))  # rows 0-1: (0, T''); rows 2-3: (-V'', 0)
+        m00 = 1.0 - cc * (J[0][2] * J[2][0] + J[0][3] * J[3][0])
+        m01 = -cc * (J[0][2] * J[2][1] + J[0][3] * J[3][1])
+        m10 = -cc * (J[1][2] * J[2][0] + J[1][3] * J[3][0])
+        m11 = 1.0 - cc * (J[1][2] * J[2][1] + J[1][3] * J[3][1])
+        det = m00 * m11 - m01 * m10
+        if det == 0.0:
+            return False, y
+        iv = 1.0 / det
+        d0 = (m11 * r0 - m01 * r1) * iv
+        d1 = (m00 * r1 - m10 * r0) * iv
+        Q0 -= d0
+        Q1 -= d1
+        e = _max_abs(0.0, (2.0 * d0, 2.0 * d1))
+        if _converged(e, tol, scale, prev):
+            g0, g1 = gradients(pp, Q0, Q1, True)
+            return True, (2.0 * Q0 - y[0], 2.0 * Q1 - y[1], 2.0 * (y[2] - c * g0) - y[2], 2.0 * (y[3] - c * g1) - y[3])
+        if _diverging(e, it, prev):
+            return False, y
+        prev = e
+    return False, y
 
 
 @jit
