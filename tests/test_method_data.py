@@ -158,3 +158,24 @@ def test_separable_midpoint_is_numpys_midpoint(h):
     stepper = compiled_stepper(system, "implicit_midpoint", h)
     assert stepper.engine == "lean"
     np.testing.assert_allclose(stepper.run(y0, 200), ref, rtol=0, atol=1e-11 * max(1.0, np.abs(ref).max()))
+
+
+@needs_numba
+@pytest.mark.parametrize("n_sites", [7, 8])  # the partial sums' tail and no tail
+def test_lattice_blow_up_check_stops_where_the_norm_crosses_the_limit(n_sites):
+    """The lattice loops' norm check (partial sums, out of the bond loop) stops at the first state whose norm is
+    above the limit, as a plain norm of the states written says."""
+    from vpintegrator.systems import sample_initial_conditions
+
+    system = get_system("fpu_beta", N=n_sites)
+    y0 = np.asarray(sample_initial_conditions(system, "bump", mu=[0.45])[0], dtype=np.float64)
+    stepper = compiled_stepper(system, "stormer_verlet", 0.5)
+    free = np.empty((60, system.dim))
+    assert stepper.step_block(y0.copy(), 60, free) == 60 and stepper.status == 0
+    norms = np.sqrt(np.sum(free * free, axis=1))
+    limit = float(np.sort(norms)[len(norms) // 2])  # crossed somewhere inside
+    first = int(np.flatnonzero(norms > limit)[0])
+    out = np.empty((60, system.dim))
+    done = stepper.step_block(y0.copy(), 60, out, limit=limit)
+    assert (done, stepper.failed_step, stepper.status) == (first + 1, first + 1, 4)
+    np.testing.assert_array_equal(out[:done], free[:done])
