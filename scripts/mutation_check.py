@@ -2,7 +2,8 @@
 
 Each mutation (``MUTATIONS``) replaces one piece of text of one file of ``vpintegrator/`` (a coefficient, a weight,
 a step fraction of one path: the NumPy step of ``integrators/``, the generic numba kernels of ``compiled/kernels.py``
-and ``compiled/newton.py``, the lean loops of ``compiled/lean.py``, the rotation loop of ``compiled/lie_poisson.py``)
+and ``compiled/newton.py``, the lean loops of ``compiled/lean.py``, the rotation loop of ``compiled/lie_poisson.py``,
+the lattices' array loops of ``compiled/lattice.py``)
 by the same text changed by a relative 1e-6, in a copy of the repository (``vpintegrator/``, ``tests/``,
 ``pyproject.toml``) in a temporary directory, and runs the parity tests of the methods that text defines
 (``tests/test_parity.py``, every path of each of those methods) there. A mutation is *caught* when they fail.
@@ -114,6 +115,15 @@ MUTATIONS = (
     Mutation("lean_composition_substep", "vpintegrator/compiled/lean.py",
              "hh = gammas[g] * h if gammas.size else h", "hh = gammas[g] * 1.000001 * h if gammas.size else h",
              ("stormer_verlet_tj4",)),
+    Mutation("lean_separable_midpoint", "vpintegrator/compiled/lean.py",
+             "P0 = y[2] - c * g0", "P0 = y[2] - c * 1.000001 * g0", ("implicit_midpoint",)),
+    # the lattices' array loops (compiled/lattice.py)
+    Mutation("lattice_fpu_bond_force", "vpintegrator/compiled/lattice.py",
+             "return r + par[0] * r * r * r", "return r + par[0] * 1.000001 * r * r * r", ("stormer_verlet",)),
+    Mutation("lattice_toda_bond_force", "vpintegrator/compiled/lattice.py",
+             "return -par[0] * math.exp(-r)", "return -par[0] * 1.000001 * math.exp(-r)", ("stormer_verlet",)),
+    Mutation("lattice_midpoint", "vpintegrator/compiled/lattice.py",
+             "q[i] = 2.0 * big[i] - q[i]", "q[i] = 2.000002 * big[i] - q[i]", ("implicit_midpoint",)),
 )
 BY_NAME = {m.name: m for m in MUTATIONS}
 
