@@ -3,10 +3,11 @@
 Every study's results file (``OUT/<study>.json`` or ``OUT/results.json``, and what ``--table-only --results FILE``
 names) is a JSON object whose top-level keys and rows a ``ResultsSchema`` declares beside the study: a key's
 *kind* is one of the names below, ``Obj`` (an object with required and optional keys), ``Each`` (a list of one
-kind), ``Values`` (an object whose values are of one kind), ``Either`` (one of several) or a function ``x -> ""`` (fits) / ``"what was
-expected"``. ``check_results`` walks a document against its schema and refuses the first thing that does not fit
-in one line naming the file, the row and the key: another study's file, a row without a key, a string where a
-number goes. The tables are drawn only from a file that fits, so none of them raises on one that does not.
+kind), ``Values`` (an object whose values are of one kind), ``Either`` (one of several) or a function
+``x -> ""`` (fits) / ``"what was expected"``. ``check_results`` walks a document against its schema and refuses
+the first thing that does not fit in one line naming the file, the row and the key: another study's file, a row
+without a key, a string where a number goes (``read_results``: a ``results.json`` read and checked). The tables
+are drawn only from a file that fits, so none of them raises on one that does not.
 
 Kinds by name (``?`` at the end: or ``null``, a NaN the study wrote): ``number`` (a number, or ``"inf"`` /
 ``"-inf"`` as ``stats.plain`` writes them), ``int``, ``str``, ``bool``, ``list``, ``object``, ``any``.
