@@ -81,3 +81,24 @@ def test_bad_repeats_and_clock_are_one_line_errors(bad):
         meter({"a": lambda: None}, repeats=bad)
     with pytest.raises(VPIntegratorError, match="clock must be one of"):
         meter({"a": lambda: None}, clock="wall")
+
+
+def test_tables_that_say_how_their_cost_was_taken_are_still_known_as_tables(tmp_path):
+    """The work-precision table's ``Cost:`` line and vp-rollout's cost paragraph sit above the table: the overwrite
+    rule still knows the files as tables of the package (an overwrite replaces them, never a user's file)."""
+    import math
+
+    from vpintegrator._outputs import identify
+    from vpintegrator.data.summary import write_table
+    from vpintegrator.data.work_precision import WorkPrecisionRow, write_work_precision
+    from vpintegrator.rollout.run import COST_CAPTION
+
+    row = WorkPrecisionRow("rk4", "integrator", 0.1, math.nan, 10, 1.0, 2, 1e-6, 2e-6, 3e-6, 1e-9, 1e-5, "numba")
+    _, md = write_work_precision(tmp_path / "wp", [row])
+    assert md.read_text().startswith("Cost: ") and identify(md) == "table"
+    write_work_precision(tmp_path / "wp", [row], overwrite=True)  # the second --work-precision run replaces it
+    _, md = write_table([{"method": "rk4", "seconds_per_step": 1e-6}], tmp_path / "r",
+                        caption=f"Errors against the exact flow.\n\n{COST_CAPTION}")
+    assert identify(md) == "table"
+    (tmp_path / "mine.md").write_text("Cost: my own notes\n\nnot a table\n")
+    assert identify(tmp_path / "mine.md") == "file"

@@ -95,6 +95,10 @@ class OutputError(VPIntegratorError):
 # --------------------------------------------------------------------------- what a path holds
 
 
+#: the first words of the caption paragraphs vp-rollout writes above its Markdown tables
+_CAPTIONS = (b"Errors against the ", b"seconds_per_step: ", b"Cost: ")
+
+
 def _head(path: Path, n: int = 4096) -> bytes:
     with open(path, "rb") as fh:
         return fh.read(n)
@@ -147,12 +151,13 @@ def identify(path: str | os.PathLike[str]) -> str | None:
         drawn = any(sign in text for sign in _MATPLOTLIB_SIGNS)
         return "figure" if drawn else "file"
     if suffix in (".csv", ".md"):
-        lines = head.split(b"\n", 3)
+        lines = head.split(b"\n", 6)
         first = lines[0].strip()
         if first.startswith((b"method,", b"| method |")):
             return "table"
-        # vp-rollout's Markdown table under its caption line (what the errors are measured against)
-        if first.startswith(b"Errors against the ") and len(lines) > 2 and lines[2].startswith(b"| method |"):
+        # vp-rollout's Markdown tables under their caption paragraphs (what the errors are measured against, how the
+        # costs were taken: ``vpintegrator.rollout.run.COST_CAPTION``, the work-precision table's ``Cost:`` line)
+        if first.startswith(_CAPTIONS) and any(line.startswith(b"| method |") for line in lines[2:6]):
             return "table"
         return "file"
     import h5py

@@ -34,6 +34,12 @@ from .write import Say, first_failure, root_attrs, write_method, write_reference
 
 __all__ = ["run_rollouts", "write_index_if_complete", "WorkerParts"]
 
+#: how the table's cost column was taken (the cost meter's rule, ``vpintegrator.clock``), said above every table
+#: after the line that says what the errors are measured against
+COST_CAPTION = ("seconds_per_step: CPU seconds of one step of the whole batch, taken warm (each row first runs a few "
+                "steps whose compilation and first-call work are its warmup_seconds in the rollout file, not its "
+                "cost); batch-1 costs per unit time: vp-rollout --work-precision.")
+
 
 def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None,
                  inputs=(), *, overwrite: bool = False, shard: str | tuple[int, int] | None = None,
@@ -165,7 +171,7 @@ def write_index_if_complete(out: Path, count: int) -> tuple[list[dict], str] | N
         rows = write_rollout_index(path, n)
         reference = index_reference(path)
         write_table(rows, path.with_suffix(""), overwrite=True,
-                    caption=f"Errors against the {reference}." if reference else None)
+                    caption=f"Errors against the {reference}.\n\n{COST_CAPTION}" if reference else COST_CAPTION)
         return rows, reference
 
     return index_when_complete(Path(out), count, "rollout", write)
@@ -273,7 +279,8 @@ def _write_rollouts(plan: RolloutPlan, say: Say, held: list[Any], outs: list[Pat
                 failures[label] = failure
                 say(failure.line())
         writer.finish(rows)
-    write_table(rows, out.with_suffix(""), overwrite=overwrite, caption=f"Errors against the {plan.reference_desc}.")
+    write_table(rows, out.with_suffix(""), overwrite=overwrite,
+                caption=f"Errors against the {plan.reference_desc}.\n\n{COST_CAPTION}")
     stem = out.with_suffix("")
     return RolloutReport(out=out, csv=stem.with_suffix(".csv"), markdown=stem.with_suffix(".md"), rows=rows,
                          failures=failures, reference=plan.reference_desc, warnings=list(plan.warnings))
