@@ -55,13 +55,7 @@ def test_the_wheel_ships_the_results_files():
     assert set(SHIPPED_RESULTS) <= set(STUDIES)
 
 
-# reduction's --table-only reads --results as a path (vpintegrator/studies/reduction.py, _run) and not through
-# results_path: its shipped files are listed by `vp-study --list` but not nameable yet (issue 69)
-NOT_NAMEABLE = pytest.mark.xfail(strict=True, reason="reduction: --results NAME not resolved (issue 69)")
-
-
-@pytest.mark.parametrize("study, name", [pytest.param(s, n, marks=[NOT_NAMEABLE] if s == "reduction" else [])
-                                         for s in sorted(SHIPPED_RESULTS) for n in SHIPPED_RESULTS[s]])
+@pytest.mark.parametrize("study, name", [(s, n) for s in sorted(SHIPPED_RESULTS) for n in SHIPPED_RESULTS[s]])
 def test_each_study_redraws_its_shipped_results_from_the_installed_package(study, name, installed, tmp_path, capsys):
     out = tmp_path / "redraw"
     assert run_study(study, ["--table-only", "--results", name, "--out", str(out), "-q"]) == 0

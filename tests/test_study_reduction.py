@@ -134,8 +134,10 @@ def test_table_only_redraws_from_a_results_file(tmp_path, capsys):
     src = ROOT / "docs" / "data" / "reduction" / "quick.json"
     out = tmp_path / "tables"
     assert _main(["--out", str(out), "--table-only", "--results", str(src), "-q"]) == 0
-    assert "## toda, N = 200" in (out / "reduction.md").read_text()
+    assert "## toda, N = 200" in (out / "results.md").read_text()  # redraw_from: every study's --results layout
+    assert (out / "results.json").read_bytes() == src.read_bytes()
     assert (out / "reduction_toda_N200.png").is_file()
+    assert _main(["--out", str(out), "--table-only", "--results", "reduction/quick", "-q"]) == 0  # by its name
     assert _main(["--out", str(tmp_path / "none"), "--table-only"]) == 2
     assert "--table-only" in capsys.readouterr().err
 

@@ -42,8 +42,9 @@ row's; "never" when no full-order row that accurate costs more.
 Writes ``OUT/reduction.json`` (every record; records of the same key are replaced, others kept: a run per N adds
 to one file; with ``--skip-existing`` a row family already there for a lattice is not run again),
 ``OUT/reduction.md`` (the tables and who wins) and the work-precision figures
-``OUT/reduction_<system>_N<N>.png/.svg``; ``--table-only`` redraws them from the JSON (``--results FILE``: from
-that file).
+``OUT/reduction_<system>_N<N>.png/.svg``; ``--table-only`` redraws them from the JSON. ``--table-only --results
+FILE`` draws a results file's (a shipped one by name, ``reduction/quick``, or a path) into a new OUT as every study
+does (``stats.redraw_from``): ``OUT/results.md``, the file copied to ``OUT/results.json``, and the figures.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ from .options import BUDGETS, PLATEAU_HELP, Study, StudyOptions, name_list, numb
 from .runner import StudyError, check_out_dir
 from .schema import INTERVAL, Each, Obj, ResultsSchema, check_results
 from .step_budget import step_budget, stop_keys
-from .stats import bootstrap_ci, fmt_num, md_table, median_interval, read_json, unplain, write_json, write_text
+from .stats import (bootstrap_ci, fmt_num, md_table, median_interval, read_json, redraw_from, unplain, write_json,
+                    write_text)
 
 __all__ = ["T", "HORIZONS", "SYSTEMS", "LADDERS", "ROWS", "DEFAULTS", "QUICK", "ReductionOptions", "ReductionPlan",
            "Case", "build_plan", "make_case", "full_order_rows", "psd_floor_rows", "psd_floor_balanced_rows",
@@ -872,8 +874,14 @@ def _run(plan: ReductionPlan) -> int:
     out = plan.out
     check_out_dir(out)
     path = out / "reduction.json"
+    if plan.table_only and plan.results is not None:  # a results file's tables (a shipped one by name), no run
+        _, rows, text = redraw_from(out, str(plan.results), read_rows, lambda r: tables(summarize_rows(r)),
+                                    figures="reduction_")
+        figures(summarize_rows(rows), out)
+        print(text)
+        return 0
     if plan.table_only:
-        rows = read_rows(Path(plan.results) if plan.results else path)
+        rows = read_rows(path)
     else:
         from ..clock import process_cpu
 
