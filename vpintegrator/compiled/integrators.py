@@ -60,6 +60,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import VPIntegratorError, finite_float
+from ..integrators import get_integrator
+from ..systems import get_system
 from . import _jit
 from . import kernels as K
 from . import lie_poisson as LP
@@ -70,15 +72,14 @@ if TYPE_CHECKING:
     from .lattice import LatticeStepper
 
 _F64 = np.dtype(np.float64)
+#: the lean loops that never touch the Newton scratch (``ws``, ``m``): ``fresh`` copies share it
+_NO_SCRATCH = ("explicit", "verlet", "shears")
 _GAUSS = re.compile(r"gauss_legendre(\d*)")
 _SIMPLE = {"implicit_midpoint": K.IMPLICIT_MIDPOINT, "stormer_verlet": K.STORMER_VERLET, "splitting": K.SPLITTING}
 
 
 def compiled_stepper(system: Any, method: Any, dt: float) -> "CompiledStepper | LatticeStepper | None":
     """A compiled single-trajectory stepper for ``(system, method, dt)``, or ``None`` (see the module doc)."""
-    from ..integrators import get_integrator
-    from ..systems import get_system
-
     if not _jit.HAVE_NUMBA:
         return None
     system = get_system(system)
@@ -123,8 +124,6 @@ _NOT_PLANNED = object()
 
 def _plan(method, dim: int, h: float) -> dict[str, Any] | None:
     """How to run a compilable method (kernel ids, tableau, shear sequence, Newton options), else None."""
-    from ..integrators import get_integrator
-
     plan = {"mid": -1, "base": -1, "gammas": np.zeros(0), "tableau": _EMPTY_TABLEAU, "etab": (),
             "tol": float(getattr(method, "tol", 1e-15)), "max_iter": int(getattr(method, "max_iter", 50)),
             "comps": np.zeros(0, dtype=np.int64), "coefs": np.zeros(0)}
@@ -263,7 +262,8 @@ class CompiledStepper:
         new = object.__new__(CompiledStepper)
         new.__dict__.update(self.__dict__)
         new._info = self._info.copy()
-        new._ws, new._m = np.zeros_like(self._ws), np.zeros_like(self._m)
+        if self._fast[0] not in _NO_SCRATCH:  # the loops that use the Newton scratch get their own
+            new._ws, new._m = np.zeros(self._ws.shape), np.zeros(self._m.shape)
         new.status, new.failed_step, new.failed_row, new.last_update = OK, 0, 0, math.inf
         return new
 
