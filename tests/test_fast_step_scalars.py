@@ -19,7 +19,10 @@ import torch.optim.adam as torch_adam
 
 from vpintegrator.models import build_model
 from vpintegrator.training import fast_step, fit
-from vpintegrator.training.fast_step import GraphStep, capturable_state, scalar_dtype
+from vpintegrator.training.fast_step import (
+    FUSED_IN_EAGER, GraphStep, capturable_state, portable_state, scalar_dtype,
+)
+from vpintegrator.training.optim import make_optimizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -52,12 +55,21 @@ def _problem(dtype: torch.dtype):
     return model, batch_loss
 
 
-def _train(dtype: torch.dtype, graph: bool, foreach: bool, lr_schedule: bool = True) -> torch.nn.Module:
+def _adam(params, foreach):
+    """torch's Adam (``foreach`` True/False), or the package's (``"fused"``: ``make_optimizer``'s default)."""
+    if foreach == "fused":
+        opt = make_optimizer("adam", params, 5e-3)
+        assert opt.param_groups[0]["fused"]
+        return opt
+    return torch.optim.Adam(params, lr=5e-3, foreach=foreach)
+
+
+def _train(dtype: torch.dtype, graph: bool, foreach, lr_schedule: bool = True) -> torch.nn.Module:
     """80 Adam steps, eager or through the graph step's optimiser state (capturable, uncaptured on the CPU),
     with an lr schedule written between steps as the trainer's ``LambdaLR`` does."""
     model0, batch_loss = _problem(dtype)
     model = copy.deepcopy(model0)
-    opt = torch.optim.Adam(model.parameters(), lr=5e-3, foreach=foreach)
+    opt = _adam(model.parameters(), foreach)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: 0.97 ** k if lr_schedule else 1.0)
     device = torch.device("cpu")
     index = torch.arange(BATCH)
@@ -97,6 +109,25 @@ def test_graph_step_holds_lr_and_step_counts_in_the_parameters_dtype(capturable_
     assert type(group["lr"]) is float and group["lr"] == rate and group["capturable"] is False
 
 
+def test_a_fused_float64_group_runs_unfused_in_the_graph_and_is_fused_again_after():
+    """torch's fused kernels read lr and the step counts as float32: a float64 fused group runs the capturable
+    foreach update in the graph; back in the eager form (a fallback, ``last.pt``) it is fused again."""
+    model0, _ = _problem(torch.float64)
+    opt = make_optimizer("adam", model0.parameters(), 5e-3)
+    group = opt.param_groups[0]
+    capturable_state(opt, torch.device("cpu"), True)
+    assert group["fused"] is False and group["foreach"] is True and group[FUSED_IN_EAGER] is True
+    saved = portable_state(opt.state_dict())["param_groups"][0]
+    assert saved["fused"] is True and saved["foreach"] is None and FUSED_IN_EAGER not in saved
+    assert saved["capturable"] is False and type(saved["lr"]) is float
+    capturable_state(opt, torch.device("cpu"), False)
+    assert group["fused"] is True and group["foreach"] is None and FUSED_IN_EAGER not in group
+    # a float32 group stays fused (its lr and step counts are float32 anyway)
+    opt32 = make_optimizer("adam", _problem(torch.float32)[0].parameters(), 5e-3)
+    capturable_state(opt32, torch.device("cpu"), True)
+    assert opt32.param_groups[0]["fused"] is True and FUSED_IN_EAGER not in opt32.param_groups[0]
+
+
 def test_capturable_state_keeps_a_captured_lr_tensor():
     """A second graph (the partial batch) must not replace the lr tensor the first one reads."""
     model0, _ = _problem(torch.float64)
@@ -107,10 +138,11 @@ def test_capturable_state_keeps_a_captured_lr_tensor():
     assert opt.param_groups[0]["lr"] is lr
 
 
-@pytest.mark.parametrize("foreach", [True, False], ids=["foreach", "single-tensor"])
+@pytest.mark.parametrize("foreach", [True, False, "fused"], ids=["foreach", "single-tensor", "fused"])
 def test_float64_graph_optimiser_equals_the_eager_one_after_80_steps(capturable_cpu, foreach):
     """The capturable arithmetic with float64 scalars stays within 1e-9 of the eager Adam over 80 steps of the
-    paper VPT (measured: 2e-10 foreach, 1e-11 single-tensor)."""
+    paper VPT (measured: 2e-10 foreach, 1e-11 single-tensor; the package's fused Adam, run by the graph as
+    torch's capturable foreach update, against its eager fused kernel)."""
     eager = _train(torch.float64, graph=False, foreach=foreach)
     graph = _train(torch.float64, graph=True, foreach=foreach)
     assert _drift(graph, eager) <= 1e-9

@@ -12,9 +12,11 @@ optimiser update) in a ``torch.cuda.CUDAGraph`` once, then replays it with one l
   the schedule, stepped on the host between replays, writes the new rate into it (one small copy). Both
   are held in the parameters' dtype (``scalar_dtype``: float64 for a float64 group): torch makes them
   float32, and its capturable Adam then takes the bias corrections 1 − βᵗ in float32 from the float32 step
-  count, ~6e-8 off the eager step's Python-float arithmetic at every step; over 80 float64 steps of the
-  paper VPT that grew to 0.134 relative in the weights (H200, 2026-11-26), where the eager step computes
-  them in double;
+  count, ~6e-8 off the eager step's Python-float arithmetic at every step (the CUDA fused kernel, the
+  package's default Adam, reads lr from a float32 pointer whatever the tensor's dtype, and the step count
+  as float32 too); over 80 float64 steps of the paper VPT that grew to 0.134 relative in the weights (H200,
+  2026-11-26), where the eager step computes in double. A float64 group therefore runs torch's capturable
+  foreach update in the graph, not the fused kernel (``capturable_state``);
 - a batch of another size (the last, partial batch of an epoch) gets a graph of its own; at most two;
 - before capturing, a few warm-up steps run eagerly on a side stream (as the CUDA-graph recipe needs: lazy
   initialisation, cuBLAS workspaces, the optimiser's state) and the parameters and optimiser state are then
@@ -78,21 +80,35 @@ def scalar_dtype(group: dict[str, Any]) -> torch.dtype:
     return torch.float64 if any(p.dtype == torch.float64 for p in group["params"]) else torch.float32
 
 
+#: the param-group key that marks a group whose fused update the graph step runs as torch's capturable foreach
+#: update (``capturable_state``); its eager form is the fused one again (``capturable_state`` off,
+#: ``portable_state``)
+FUSED_IN_EAGER = "vp_fused_in_eager"
+
+
 def capturable_state(optimizer: torch.optim.Optimizer, device: torch.device, on: bool) -> None:
     """Put the optimiser in its capturable form on ``device`` (``on``) or back in the eager one.
 
     On: ``capturable`` set, lr a 0-d tensor on ``device`` and the step counts on ``device``, both in
-    ``scalar_dtype`` of their group (module docstring: float32 ones drift a float64 run). Off: lr a float,
-    step counts on the host (as the eager path and a resumed run keep them). An lr already a tensor of the
-    right kind is kept (a captured graph reads its address); so are step counts, which
-    ``capturable_steps`` converts after an optimiser makes them lazily."""
+    ``scalar_dtype`` of their group (module docstring: float32 ones drift a float64 run). torch's fused
+    Adam/AdamW kernels read the lr tensor and the step counts as float32 whatever their dtype, so a float64
+    group that is fused runs torch's capturable foreach update instead (``FUSED_IN_EAGER`` marks it). Off: lr a
+    float, step counts on the host in float32 (as torch makes them for its fused kernels), a marked group fused
+    again. An lr already a tensor of the right kind is kept (a captured graph reads its address); so are step
+    counts, which ``capturable_steps`` converts after an optimiser makes them lazily."""
     for group in optimizer.param_groups:
         group["capturable"] = on
         lr = group["lr"]
         if not on:
             group["lr"] = float(lr)
-        elif not (isinstance(lr, torch.Tensor) and lr.dtype == scalar_dtype(group) and lr.device == device):
-            group["lr"] = torch.tensor(float(lr), dtype=scalar_dtype(group), device=device)
+            if group.pop(FUSED_IN_EAGER, False):
+                group["fused"], group["foreach"] = True, None
+        else:
+            if scalar_dtype(group) == torch.float64 and group.get("fused"):
+                group[FUSED_IN_EAGER] = True
+                group["fused"], group["foreach"] = False, True
+            if not (isinstance(lr, torch.Tensor) and lr.dtype == scalar_dtype(group) and lr.device == device):
+                group["lr"] = torch.tensor(float(lr), dtype=scalar_dtype(group), device=device)
     if on:
         capturable_steps(optimizer, device)
         return
@@ -100,7 +116,7 @@ def capturable_state(optimizer: torch.optim.Optimizer, device: torch.device, on:
         for p in group["params"]:
             state = optimizer.state.get(p)
             if state and isinstance(state.get("step"), torch.Tensor):
-                state["step"] = state["step"].to(torch.device("cpu"))
+                state["step"] = state["step"].to(device=torch.device("cpu"), dtype=torch.float32)
 
 
 def capturable_steps(optimizer: torch.optim.Optimizer, device: torch.device) -> None:
@@ -154,8 +170,8 @@ def resolve_fast_step(mode: str, optimizer: str, device: torch.device, distribut
 
 def portable_state(state: dict[str, Any]) -> dict[str, Any]:
     """An optimiser or scheduler ``state_dict`` as the eager path writes it: a learning rate held in a device
-    tensor (capturable step) becomes its float, ``capturable`` goes back to False, so that ``last.pt`` resumes
-    on any device, graph or not."""
+    tensor (capturable step) becomes its float, ``capturable`` goes back to False and a group the graph ran
+    unfused is fused again (``capturable_state``), so that ``last.pt`` resumes on any device, graph or not."""
     out = dict(state)
     if "param_groups" in out:
         groups = []
@@ -165,6 +181,8 @@ def portable_state(state: dict[str, Any]) -> dict[str, Any]:
                 group["lr"] = float(group["lr"])
             if group.get("capturable"):
                 group["capturable"] = False
+            if group.pop(FUSED_IN_EAGER, False):
+                group["fused"], group["foreach"] = True, None
             groups.append(group)
         out["param_groups"] = groups
     if isinstance(out.get("_last_lr"), list):
