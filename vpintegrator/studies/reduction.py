@@ -829,7 +829,7 @@ class ReductionOptions(StudyOptions):
 
     quick: bool = key(False, type=bool)
     budget: str = key("plateau", choices=BUDGETS, help=PLATEAU_HELP)
-    jobs: int = key(1, type=int, low=1, expected="1 (the study runs in one process)",
+    jobs: int = key(1, type=int, low=1, expected=">= 1 (subprocesses at a time; this study runs in one: 1)",
                     help="1: the study runs in one process (its costs are timed batch-1 in it).")
     systems: list[str] | None = key(None, optional=True, check=name_list("systems", list(SYSTEMS)), metavar="LIST")
     sizes: list[int] | None = key(None, optional=True, metavar="LIST",
