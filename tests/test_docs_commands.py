@@ -56,10 +56,28 @@ class Command:
         return f"{self.page}:{self.line}:{' '.join(self.argv[:2])}"
 
 
+def _unroll(lines: list[str]) -> list[tuple[int, str]]:
+    """``(line index, line)`` of a snippet with each ``for VAR in A B ...; do ... done`` loop written out, the
+    body once per value with ``$VAR`` (``"$VAR/4"``, ``${VAR}``) replaced."""
+    out, i = [], 0
+    while i < len(lines):
+        loop = re.match(r"\s*for (\w+) in ([^;]+); do\s*$", lines[i])
+        if not loop:
+            out.append((i, lines[i]))
+            i += 1
+            continue
+        end = next(j for j in range(i + 1, len(lines)) if lines[j].strip() == "done")
+        for value in loop.group(2).split():
+            out += [(j, re.sub(r"\$\{?%s\}?" % loop.group(1), value, lines[j])) for j in range(i + 1, end)]
+        i = end + 1
+    return out
+
+
 def _split(text: str, page: str, first_line: int) -> list[Command]:
     """The commands of a shell snippet starting at ``first_line`` of ``page``."""
     out = []
-    lines = text.splitlines()
+    numbered = _unroll(text.splitlines())
+    lines = [line for _, line in numbered]
     i = 0
     while i < len(lines):
         start, joined = i, lines[i]
@@ -79,7 +97,7 @@ def _split(text: str, page: str, first_line: int) -> list[Command]:
                 if command[:1] == ["nice"]:
                     command = command[3:] if command[1:2] == ["-n"] else command[1:]
                 if command:
-                    out.append(Command(page, first_line + start, tuple(command)))
+                    out.append(Command(page, first_line + numbered[start][0], tuple(command)))
                 command = []
             else:
                 command.append(token)
@@ -124,8 +142,8 @@ def all_commands() -> list[Command]:
 
 #: a template's placeholders (the configs' comments: how a study calls them; a cluster's shell variables) and the
 #: values a run here gives them
-PLACEHOLDERS = {"RUN": "run", "S": "0", "T": "2", "SECONDS": "2", "N": "1", "$i": "0",
-                "${SLURM_ARRAY_TASK_ID}": "0", "${SLURM_CPUS_PER_TASK}": "1"}
+PLACEHOLDERS = {"RUN": "run", "S": "0", "T": "2", "SECONDS": "2", "N": "1", "$i": "1",
+                "${SLURM_ARRAY_TASK_ID}": "1", "${SLURM_CPUS_PER_TASK}": "1"}
 
 
 def concrete(argv: tuple[str, ...]) -> tuple[str, ...]:
@@ -136,7 +154,8 @@ def concrete(argv: tuple[str, ...]) -> tuple[str, ...]:
         if token.startswith("["):
             optional = True
         if not optional:
-            out.append("/".join(PLACEHOLDERS.get(part, part) for part in token.split("/")))
+            token = "/".join(PLACEHOLDERS.get(part, part) for part in token.split("/"))
+            out.append("." + token if token.startswith("/") else token)  # a cluster's /shared/...: here, below
         if token.endswith("]"):
             optional = False
     return tuple(out)
@@ -220,7 +239,10 @@ def _drop(args: list[str], keys) -> list[str]:
 
 
 def runs_tiny(argv: tuple[str, ...]) -> bool:
-    """Whether ``tiny`` has a tiny size for the command (a study without a tiny plan has none)."""
+    """Whether ``tiny`` has a tiny size for the command (a study without a tiny plan has none) and it needs
+    nothing but this machine (a ``--dask-scheduler`` command needs its cluster)."""
+    if "--dask-scheduler" in argv:
+        return False
     return argv[0] != "vp-study" or _redraws(argv) or "--list" in argv or "--estimate" in argv or (
         len(argv) > 1 and argv[1] in TINY_STUDY)
 
@@ -246,11 +268,21 @@ def tiny(argv: tuple[str, ...]) -> list[str]:
                 out.unlink()  # a sharded run writes its index there last
             else:
                 args.append("--overwrite")
+        if "--shard" in args and "--chunk-size" not in args:
+            args += ["--chunk-size", "1"]  # shards are whole chunks: a few trajectories make enough of them
+            n_shards = int(args[args.index("--shard") + 1].split("/")[1])
+            if "--n-traj" in args and int(args[args.index("--n-traj") + 1]) < n_shards:
+                args[args.index("--n-traj") + 1] = str(n_shards)
     elif program == "vp-train":
         args = _drop(args, TINY_TRAIN) + [a for k, v in TINY_TRAIN.items() for a in ("--set", f"{k}={v}")]
         args.append("--quiet")
     elif program == "vp-rollout":
         cap("--heldout", TINY_HELDOUT)
+        out = Path(args[args.index("--out") + 1]) if "--out" in args else Path("rollout.h5")  # its default
+        if out.is_file() and "--shard" not in args:
+            args.append("--overwrite")  # the page's alternatives write the same file
+        if "--shard" in args and "--traj" not in args:  # a tiny model's test split holds too few for N shards
+            args += ["--traj", ",".join(map(str, range(int(args[args.index("--shard") + 1].split("/")[1]))))]
         args.append("--quiet")
     elif program == "vp-study" and not _redraws(argv) and "--list" not in args and "--estimate" not in args:
         plan = TINY_STUDY[args[1]]
@@ -264,8 +296,16 @@ def tiny(argv: tuple[str, ...]) -> list[str]:
     return args
 
 
+def _expand(arg: str) -> list[str]:
+    """An argument as the shell gives it: a pattern (``results/rb.shard-*-of-4.h5``) as the paths it matches."""
+    import glob
+
+    return sorted(glob.glob(arg)) or [arg] if "*" in arg or "?" in arg else [arg]
+
+
 def run_tiny(command: Command) -> None:
     argv = [a.replace("docs/data/", str(CHECKOUT / "docs" / "data") + "/") for a in tiny(command.argv)]
+    argv = [path for a in argv for path in _expand(a)]
     result = invoke(argv)
     assert result.exit_code == 0, f"{command.page}:{command.line}: {' '.join(argv)}\n{result.output[-3000:]}"
 
