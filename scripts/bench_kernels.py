@@ -30,6 +30,7 @@ and the rigid body's seconds to t = 50 000 at h = 0.2 against the Julia anchor (
 contention): measure with more repeats, or run twice. Usage::
 
     python scripts/bench_kernels.py [--t-end 2000] [--repeats 5] [--call-steps 10000] [--system rigid_body] [--method rk4 ...]
+        [--lattice-n 200 800]    # the lattices' Verlet kernels too (scripts/bench_lattice.py); --lattice-n alone: none
 """
 
 from __future__ import annotations
@@ -551,6 +552,17 @@ def bench(system_name, h, methods, t_end, repeats, call_steps=10_000):
     return rows
 
 
+def _bench_lattice():
+    """scripts/bench_lattice.py as a module (its lean Verlet per lattice and its ``bench``)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("bench_lattice", Path(__file__).with_name("bench_lattice.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main(argv=None) -> int:
     from vpintegrator.integrators import list_integrators
 
@@ -560,6 +572,9 @@ def main(argv=None) -> int:
     ap.add_argument("--call-steps", type=int, default=10_000, help="steps of the timed whole vp.integrate call")
     ap.add_argument("--system", action="append", choices=["rigid_body", "coupled_oscillator"])
     ap.add_argument("--method", action="append", help="default: every registered method (+ gauss_legendre6)")
+    ap.add_argument("--lattice-n", type=int, nargs="*", default=[200, 800],
+                    help="also the lattices' Verlet kernels at these N against scripts/bench_lattice.py's lean Verlet "
+                         "(specialised per lattice); none: skip them")
     args = ap.parse_args(argv)
     methods = args.method or list(dict.fromkeys([*list_integrators(), "gauss_legendre6"]))
     systems = args.system or ["rigid_body", "coupled_oscillator"]
@@ -572,6 +587,18 @@ def main(argv=None) -> int:
             for key, value in (("engine", row[3]), ("kernel-only", row[6]), ("integrate", row[7])):
                 if value > worst[key][0]:
                     worst[key] = (value, f"{system_name} {row[0]}")
+    if args.lattice_n:
+        lattice = _bench_lattice()
+        for name, h in (("toda", 1.2), ("fpu_beta", 0.9)):
+            for n in args.lattice_n:
+                r = lattice.bench(name, n, 2000, max(args.repeats, 5), h)
+                kernel, call = r["kernel"] / r["independent"], r["integrate"] / r["independent"]
+                print(f"{name:18s} stormer_verlet N={n:<5d}      package {r['kernel']:9.3e}  lean {r['independent']:9.3e} "
+                      f"(per lattice)  s per step  kernel-only ratio {kernel:5.2f}  integrate(2000 steps) ratio "
+                      f"{call:5.2f}  |diff| {r['diff']:.1e}", flush=True)
+                for key, value in (("kernel-only", kernel), ("integrate", call)):
+                    if value > worst[key][0]:
+                        worst[key] = (value, f"{name} N={n} stormer_verlet")
     print("worst ratios over the lean loops (target <= %.1f): " % TARGET_RATIO
           + ", ".join(f"{k} {v:.2f} ({where})" for k, (v, where) in worst.items()))
     return 0
