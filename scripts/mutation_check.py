@@ -124,6 +124,9 @@ MUTATIONS = (
              "return -par[0] * math.exp(-r)", "return -par[0] * 1.000001 * math.exp(-r)", ("stormer_verlet",)),
     Mutation("lattice_midpoint", "vpintegrator/compiled/lattice.py",
              "q[i] = 2.0 * big[i] - q[i]", "q[i] = 2.000002 * big[i] - q[i]", ("implicit_midpoint",)),
+    Mutation("lattice_exponential_kick", "vpintegrator/compiled/lattice.py",
+             "p[i] = p[i] - c * (d[i] - d[i + 1])", "p[i] = p[i] - c * 1.000001 * (d[i] - d[i + 1])",
+             ("exponential_splitting",)),
 )
 BY_NAME = {m.name: m for m in MUTATIONS}
 

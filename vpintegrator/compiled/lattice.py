@@ -7,6 +7,10 @@ bonds per force (one ``exp`` per bond for Toda):
 
 - ``stormer_verlet`` (kick-drift-kick) and every composition of it (``stormer_verlet_tj4``, ``_suzuki4``,
   ``_y6``: the sub-steps' fractions ``gammas``), the force at the end of one kick reused by the next;
+- ``exponential_splitting`` (and its compositions): the nonlinear kicks compiled (``nonlinear_kick``, one pass over
+  the bonds), the exact linear flow by one real FFT (DST-I with fixed ends) of (q, p) together and one inverse per
+  (sub)step, with the modes' cos, sin / omega and omega sin computed once per step size (NumPy's
+  ``Lattice.linear_flow`` computes them every step, by the same expressions);
 - ``implicit_midpoint`` (and its compositions): the step is reduced to the N unknowns of the midpoint positions
   ``Q``, ``G(Q) = Q - q - h p / 2 + h^2 / 4 V'(Q) = 0``, solved by Newton with the lattice's own structure,
   ``I + h^2 / 4 V''(Q)`` (cyclic) tridiagonal, by the Thomas algorithm (with Sherman-Morrison on a ring), O(N)
@@ -36,7 +40,9 @@ __all__ = ["lattice_stepper", "LatticeStepper", "lattice_force", "run_reduced_ve
            "FPU_BETA"]
 
 #: method ids of the lattice loops
-VERLET, MIDPOINT = 0, 1
+VERLET, MIDPOINT, EXPONENTIAL = 0, 1, 2
+#: the registered base methods the lattice loops run (and their compositions)
+_METHODS = {"stormer_verlet": VERLET, "implicit_midpoint": MIDPOINT, "exponential_splitting": EXPONENTIAL}
 #: lattice kinds (``Lattice.kind``)
 TODA, FPU_BETA = 0, 1
 
@@ -75,6 +81,25 @@ def lattice_force(kind, periodic, par, q, g, d):
         d[n] = _dphi(kind, par, -q[n - 1])
     for i in range(n):
         g[i] = d[i] - d[i + 1]
+
+
+@jit
+def nonlinear_kick(kind, periodic, par, d0, kappa, q, p, c, g, d):
+    """``p -= c dV_nl/dq``: the force of the potential less its quadratic part, bond by bond
+    ``psi'(r) = (phi'(r) - phi'(0)) - kappa r`` (``Lattice.nonlinear_gradient``'s order), g (N,) and d (N + 1,)
+    scratch."""
+    n = q.shape[0]
+    for b in range(1, n):
+        r = q[b] - q[b - 1]
+        d[b] = _dphi(kind, par, r) - d0 - kappa * r
+    r0 = q[0] - q[n - 1] if periodic else q[0]
+    d[0] = _dphi(kind, par, r0) - d0 - kappa * r0
+    if periodic:
+        d[n] = d[0]
+    else:
+        d[n] = _dphi(kind, par, -q[n - 1]) - d0 - kappa * -q[n - 1]
+    for i in range(n):
+        p[i] = p[i] - c * (d[i] - d[i + 1])
 
 
 @jit
@@ -344,9 +369,9 @@ def _plan(method: Any) -> tuple[int, np.ndarray] | None:
     name = getattr(method, "name", "")
     gammas, base = getattr(method, "gammas", None), getattr(method, "base", None)
     if gammas is not None and base is not None:
-        inner = {"stormer_verlet": VERLET, "implicit_midpoint": MIDPOINT}.get(str(base))
+        inner = _METHODS.get(str(base))
         return None if inner is None else (inner, np.array([float(v) for v in gammas], dtype=np.float64))
-    mid = {"stormer_verlet": VERLET, "implicit_midpoint": MIDPOINT}.get(name)
+    mid = _METHODS.get(name)
     return None if mid is None else (mid, np.ones(1))
 
 
@@ -362,6 +387,8 @@ def lattice_stepper(system: Any, method: Any, h: float) -> "LatticeStepper | Non
     if lift is None and not hasattr(system, "kind"):
         return None  # a reduced system whose basis or full system has no loop here
     if lift is not None and plan[0] != VERLET:
+        return None
+    if plan[0] == EXPONENTIAL and not callable(getattr(system, "mode_frequencies", None)):
         return None
     return LatticeStepper(system, method, h, *plan, lift=lift)
 
@@ -394,6 +421,11 @@ class LatticeStepper:
             np.ascontiguousarray(sampling.stiffness, dtype=np.float64),
             np.array([float(lattice.dphi(np.zeros(1))[0]), lattice.kappa]))
         self.tol, self.max_iter = float(getattr(method, "tol", 1e-15)), int(getattr(method, "max_iter", 50))
+        if self.mid == EXPONENTIAL:  # per sub-step: the modes' (cos, sin / omega, omega sin), as linear_flow has them
+            w = lattice.mode_frequencies()
+            self._flows = [(np.cos(w * t), t * np.sinc(w * t / np.pi), w * np.sin(w * t))
+                           for t in (float(g) * self.dt for g in gammas)]
+            self._affine = (float(lattice.dphi(np.zeros(1))[0]), float(lattice.kappa))
         self._info = np.zeros(4)
         self._scratch()
         self.status, self.failed_step, self.failed_row, self.last_update = OK, 0, 0, math.inf
@@ -426,6 +458,8 @@ class LatticeStepper:
         if self.phi is not None:
             done = run_reduced_verlet(self.kind, self.periodic, self.params, self.phi, y, self.dt, self.gammas, n, out,
                                       info, self._f, self._big, self._g, self._d, self.hyper)
+        elif self.mid == EXPONENTIAL:
+            done = self._run_exponential(y, n, out, info)
         elif self.mid == VERLET:
             done = run_verlet(self.kind, self.periodic, self.params, y, self.dt, self.gammas, n, out, info, self._g,
                               self._d)
@@ -437,6 +471,32 @@ class LatticeStepper:
         self.status, self.failed_step, self.failed_row, self.last_update = int(status), int(failed), 0, last
         self.warm = True
         return int(done)
+
+    def _run_exponential(self, y: np.ndarray, n: int, out: np.ndarray, info: np.ndarray) -> int:
+        """``exponential_splitting`` (composed with ``gammas``): per (sub)step a compiled half kick, the exact
+        linear flow by one transform of (q, p) and one inverse, a compiled half kick; then the store's check."""
+        import scipy.fft as sfft
+
+        info[1] = info[2] = 0.0
+        sites, (d0, kappa) = self.sites, self._affine
+        qp = y.reshape(2, sites)  # rows q, p: views of y
+        q, p, g, d = qp[0], qp[1], self._g, self._d
+        for k in range(n):
+            for t, (c, s_over_w, w_s) in zip(self.gammas * self.dt, self._flows):
+                nonlinear_kick(self.kind, self.periodic, self.params, d0, kappa, q, p, 0.5 * t, g, d)
+                if self.periodic:
+                    qh, ph = sfft.rfft(qp, axis=-1)
+                    qp[:] = sfft.irfft(np.stack([c * qh + s_over_w * ph, c * ph - w_s * qh]), n=sites, axis=-1)
+                else:
+                    qh, ph = sfft.dst(qp, type=1, axis=-1, norm="ortho")
+                    qp[:] = sfft.dst(np.stack([c * qh + s_over_w * ph, c * ph - w_s * qh]), type=1, axis=-1,
+                                     norm="ortho")
+                nonlinear_kick(self.kind, self.periodic, self.params, d0, kappa, q, p, 0.5 * t, g, d)
+            st = _store(y, out, k, info[3])
+            if st != OK:
+                info[1], info[2] = st, k + 1
+                return k + 1
+        return n
 
     def step_rows(self, ys: np.ndarray, n: int, out: np.ndarray, limits: Any = None
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
