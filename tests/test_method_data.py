@@ -179,3 +179,13 @@ def test_lattice_blow_up_check_stops_where_the_norm_crosses_the_limit(n_sites):
     done = stepper.step_block(y0.copy(), 60, out, limit=limit)
     assert (done, stepper.failed_step, stepper.status) == (first + 1, first + 1, 4)
     np.testing.assert_array_equal(out[:done], free[:done])
+
+
+@needs_numba
+def test_heun_through_the_generic_loops_too(heun):
+    """The generic loops (``compiled.kernels``: what a learned field runs) read the same tableau, as arrays."""
+    system = get_system("rigid_body")
+    y0 = np.array([0.3, -0.8, 0.5])
+    stepper = compiled_stepper(system, "heun_test", 0.05)
+    stepper._fast = ("", None, ())  # as tests/test_parity.py's "kernels" path: the generic loop of the method id
+    np.testing.assert_allclose(stepper.run(y0, 300), heun_reference(y0, 0.05, 300), rtol=0, atol=1e-13)
