@@ -193,6 +193,12 @@ def test_an_observed_only_file_trains_rolls_out_and_refuses_the_exact_flow(co_fi
     import vpintegrator as vp
 
     assert vp.load_model(run).trained_on["observation"]["spec"] == "q"
+    # vp-train on the observed file, its channels spelled by index: the same observation (not refused as another)
+    fit({"data": [str(observed)], "observe": "0,1", "model": {"name": "vpff", "seq_len": 2, "n_blocks": 1},
+         "epochs": 1, "batch_size": 64, "dtype": "float64"})
+    with pytest.raises(VPIntegratorError, match="holds the observed channels"):
+        fit({"data": [str(observed)], "observe": "p", "model": {"name": "vpff", "seq_len": 2, "n_blocks": 1},
+             "epochs": 1, "batch_size": 64, "dtype": "float64"})
     ok = CliRunner().invoke(main, ["--data", str(observed), "--model", str(run), "--n-traj", "3",
                                    "--out", str(tmp_path / "ro.h5")])
     assert ok.exit_code == 0, ok.output

@@ -569,7 +569,7 @@ def observed_data(cut: DataPlan, data, where: str):
         data = subsample(data, cut.step, where)
     held = observation_of(data.meta)
     if held is not None:  # a file of observed channels: used as it is
-        if cut.observe is not None and cut.observe != held.spec:
+        if cut.observe is not None and not held.spelled_by(cut.observe):  # the same channels, however spelled
             raise VPIntegratorError(f"observe {cut.observe!r}: {where} holds the observed channels of observation "
                                     f"{held.describe()} only; give observe = {held.spec!r} (or leave it out), or data "
                                     "with the full state", key="observe")
