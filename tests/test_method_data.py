@@ -189,3 +189,21 @@ def test_heun_through_the_generic_loops_too(heun):
     stepper = compiled_stepper(system, "heun_test", 0.05)
     stepper._fast = ("", None, ())  # as tests/test_parity.py's "kernels" path: the generic loop of the method id
     np.testing.assert_allclose(stepper.run(y0, 300), heun_reference(y0, 0.05, 300), rtol=0, atol=1e-13)
+
+
+@needs_numba
+def test_a_method_named_like_a_shipped_one_is_not_compiled_by_its_name():
+    """The compiled loop is chosen by what the method is (its class, its tableau), not by its name: a user's method
+    called ``implicit_midpoint`` with a step of its own runs NumPy only."""
+    from vpintegrator.integrators import Integrator
+
+    @dataclass(frozen=True)
+    class Impostor(Integrator):
+        name: ClassVar[str] = "implicit_midpoint"
+        order: ClassVar[int] = 1
+
+        def _step(self, system, y, h):
+            return y + h * system.vector_field(y)
+
+    assert compiled_stepper(get_system("rigid_body"), Impostor(), 0.1) is None
+    assert compiled_stepper(get_system("rigid_body"), "implicit_midpoint", 0.1) is not None

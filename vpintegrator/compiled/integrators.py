@@ -54,13 +54,12 @@ loop): each row's states are batch 1's bit for bit (``integrate`` and the rollou
 from __future__ import annotations
 
 import math
-import re
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import VPIntegratorError, finite_float
-from ..integrators import get_integrator
+from ..integrators import GaussLegendre, ImplicitMidpoint, ShearSplitting, StormerVerlet, get_integrator
 from ..systems import get_system
 from . import _jit
 from . import kernels as K
@@ -74,8 +73,8 @@ if TYPE_CHECKING:
 _F64 = np.dtype(np.float64)
 #: the lean loops that never touch the Newton scratch (``ws``, ``m``): ``fresh`` copies share it
 _NO_SCRATCH = ("explicit", "verlet", "shears")
-_GAUSS = re.compile(r"gauss_legendre(\d*)")
-_SIMPLE = {"implicit_midpoint": K.IMPLICIT_MIDPOINT, "stormer_verlet": K.STORMER_VERLET, "splitting": K.SPLITTING}
+#: the methods whose loop their class decides (a subclass may change the step: NumPy only), by class, not by name
+_SIMPLE = {ImplicitMidpoint: K.IMPLICIT_MIDPOINT, StormerVerlet: K.STORMER_VERLET, ShearSplitting: K.SPLITTING}
 
 
 def compiled_stepper(system: Any, method: Any, dt: float) -> "CompiledStepper | LatticeStepper | None":
@@ -147,14 +146,10 @@ def _plan(method, dim: int, h: float) -> dict[str, Any] | None:
     etab = _explicit_tableau(method)
     if etab is not None:  # the method is its tableau: the one explicit loop steps it
         return {**plan, "mid": K.EXPLICIT, "etab": etab}
-    if name in _SIMPLE:
-        return {**plan, "mid": _SIMPLE[name]}
-    match = _GAUSS.fullmatch(name or "")
-    if match:
-        stages = getattr(method, "stages", None) or (int(match.group(1)) // 2 if match.group(1) else 0)
-        if not stages:
-            return None
-        return {**plan, "mid": K.GAUSS_LEGENDRE, "tableau": _tableau(method, int(stages))}
+    if type(method) in _SIMPLE:
+        return {**plan, "mid": _SIMPLE[type(method)]}
+    if isinstance(method, GaussLegendre) and type(method)._step is GaussLegendre._step:  # its step is its tableau's
+        return {**plan, "mid": K.GAUSS_LEGENDRE, "tableau": _tableau(method, int(method.stages))}
     if _is_shear_sequence(method):  # McLachlan-type splittings: the method's own shears for this h
         return {**plan, "mid": K.SHEARS, **_shears(method._sequence(dim, h))}
     return None
