@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Hashable, Mapping, TypeVar
 
 __all__ = ["thread_cpu", "process_cpu", "min_thread_cpu", "meter", "meter_one", "Cost", "CLOCKS", "THREAD_CPU",
            "PROCESS_CPU", "METER_RULE"]
@@ -113,7 +113,11 @@ def _timed(call: Callable[[], object], read: Callable[[], float]) -> float:
     return float(out) if isinstance(out, float) else spent
 
 
-def meter(calls: Mapping[str, Callable[[], object]], repeats: int = 3, clock: str = THREAD_CPU) -> dict[str, Cost]:
+#: a row's name in a comparison (any hashable: a label, an index)
+K = TypeVar("K", bound=Hashable)
+
+
+def meter(calls: Mapping[K, Callable[[], object]], repeats: int = 3, clock: str = THREAD_CPU) -> dict[K, Cost]:
     """Price every row of a comparison alike: ``{name: Cost}`` of the calls ``{name: call}``.
 
     Each ``call()`` produces one row's output once. Every call runs once cold (its cost beyond a warm call is

@@ -270,7 +270,7 @@ def _components(text: str, names: Sequence[str], full_dim: int, system: str | No
             if not 0 <= i < full_dim:
                 raise VPIntegratorError(f"observe {text!r}: index {i} is out of range: the state{where} has "
                                         f"{full_dim} components (0 .. {full_dim - 1})", key="observe")
-            found = (i,)
+            found: tuple[int, ...] = (i,)
         elif token in ("q", "p") and token not in names:
             found = tuple(i for i, n in enumerate(names) if n.startswith(token) and n[1:].isdigit())
             if not found:

@@ -360,7 +360,7 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: Any = "cpu") -> 
     text = os.fspath(path)
     if isinstance(text, str) and text.startswith(GML_PREFIX):  # init_from = "gml:FILE.h5" reads it here
         model = load_model(text, map_location=map_location)
-        return {"format": MODEL_FORMAT, "version": MODEL_FORMAT_VERSION, "config": dict(model.config),
+        return {"format": MODEL_FORMAT, "version": MODEL_FORMAT_VERSION, "config": dict(getattr(model, "config")),
                 "state_dict": model.state_dict(), "vpintegrator_version": __version__,
                 "gml_provenance": str(getattr(model, "gml_provenance", text)), "path": text}
     file = _resolve_model_path(path)

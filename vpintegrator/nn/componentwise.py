@@ -53,7 +53,8 @@ def join(hs: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.stack(tuple(hs), dim=-1)
 
 
-def _sum(terms: list[torch.Tensor]) -> torch.Tensor | None:
+def _sum(terms: list[torch.Tensor]) -> Any:
+    """The sum of ``terms`` as one chain of adds (None for no terms: the caller's empty case)."""
     out = None
     for t in terms:
         out = t if out is None else out + t
@@ -129,7 +130,7 @@ def _shear(layer: Any, hs: Components, increment) -> Components:
 def _sympnet_linear(layer: Any, hs: Components) -> Components:
     n = layer.n
     pairs = lower_pairs(n, diagonal=True)
-    S = [[None] * n for _ in range(n)]
+    S: list[list[Any]] = [[None] * n for _ in range(n)]
     for k, (i, j) in enumerate(pairs):
         S[i][j] = S[j][i] = layer.weight[k]
 

@@ -170,7 +170,7 @@ def _field_rows(label: str, model, system, one, y0: np.ndarray, ref: np.ndarray,
     from .engine import rollout
     from .field import field_step
 
-    rows = []
+    rows: list[WorkPrecisionRow] = []
     for h, n_steps in _ladder_steps(dt, t_end, ladder):
         tr = rollout(field_step(model, h), y0[:, None], h, n_steps)
         med, p90, mx = _stats(_relative_error(tr.y[:, -1], ref))
@@ -276,8 +276,9 @@ def work_precision(
         t = np.linspace(0.0, t_end, n_out)
         y = solve_flow_rows(system, y0, t, rtol, rtol)
         med, p90, mx = _stats(_relative_error(y[:, -1], ref))
-        batch1.call(len(rows), lambda rtol=rtol: solve_flow(one, y0[:1], np.array([0.0, t_end]), rtol=rtol, atol=rtol),
-                    "numba")
+        def dop853(rtol: float = float(rtol)) -> object:
+            return solve_flow(one, y0[:1], np.array([0.0, t_end]), rtol=rtol, atol=rtol)
+        batch1.call(len(rows), dop853, "numba")
         rows.append(WorkPrecisionRow("dop853", "dop853", math.nan, float(rtol), 0, t_end, len(y0), med, p90, mx,
                                      _drift(system, y), math.nan, "numba"))
     for label, model in (models or {}).items():

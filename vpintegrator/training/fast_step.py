@@ -130,7 +130,7 @@ def capturable_steps(optimizer: torch.optim.Optimizer, device: torch.device) -> 
         for p in group["params"]:
             state = optimizer.state.get(p)
             step = state.get("step") if state else None
-            if isinstance(step, torch.Tensor) and (step.dtype != dtype or step.device != device):
+            if state and isinstance(step, torch.Tensor) and (step.dtype != dtype or step.device != device):
                 state["step"] = step.to(device=device, dtype=dtype)
 
 
