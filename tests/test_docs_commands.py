@@ -334,8 +334,6 @@ def test_every_docs_redraw_of_a_shipped_file_runs(command, tmp_path, monkeypatch
     shipped files' redraws are checked by tests/test_shipped_results.py in the default suite)."""
     monkeypatch.chdir(tmp_path)
     argv = list(command.argv)
-    if "reduction" in argv and not argv[argv.index("--results") + 1].startswith("docs/"):
-        pytest.xfail("reduction: --results NAME is not resolved by studies/reduction.py yet (issue 69)")
     result = invoke([a.replace("docs/data/", str(CHECKOUT / "docs" / "data") + "/") for a in argv])
     assert result.exit_code == 0, f"{command.page}:{command.line}: {' '.join(argv)}\n{result.output[-2000:]}"
 
