@@ -329,7 +329,7 @@ def _record(case: Case, row: str, label: str, **values: Any) -> dict[str, Any]:
 def _stepper_cost(system: Any, method: str, h: float, y0: np.ndarray, repeats: int, output_every: float,
                   decode: Callable[[np.ndarray], object] | None = None) -> float:
     """Batch-1 thread CPU seconds per unit time of ``method`` at step h from ``y0`` to T, priced for the output
-    every row of the study gives (issue 65): the full state every ``output_every`` time units (at the row's own
+    every row of the study gives: the full state every ``output_every`` time units (at the row's own
     steps where its step is longer), ``decode`` (a reduced row's decoder) applied to each, no other state stored.
     The compiled stepper where the package has one, stepping a block of one output's steps into a small buffer;
     else ``integrate`` (the NumPy step) to T in one call."""

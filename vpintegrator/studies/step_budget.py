@@ -1,4 +1,4 @@
-"""Training budgets in work: equal CPU cost as a number of optimiser steps that no load moves (issue 65).
+"""Training budgets in work: equal CPU cost as a number of optimiser steps that no load moves.
 
 A study that compares trainings at equal CPU cost used to stop each one after so many process CPU seconds. CPU
 time is the work done, but not exactly: the same seed, config and 10-s budget gave 168–245 optimiser steps over
