@@ -102,12 +102,13 @@ def explicit_tag(tableau: tuple) -> Any:
 
 
 def _tableau_class(name: str) -> type:
-    cls = globals().get(name)
+    cls: Any = globals().get(name)
     if cls is None:
         raw = bytes.fromhex(name[len(_TABLEAU):])
         v = struct.unpack(f"<{len(raw) // 8}d", raw)
         s = math.isqrt(len(v) - 1)  # s^2 + s + 1 values: floor(sqrt) is s
-        cls = namedtuple(name, ["unused"])  # type: ignore[misc]
+        make: Any = namedtuple  # a class made per tableau, named at run time
+        cls = make(name, ["unused"])
         cls.__module__ = __name__
         cls.tableau = (tuple(tuple(v[i * s:(i + 1) * s]) for i in range(s)), tuple(v[s * s:s * s + s]), v[-1])
         globals()[name] = cls
