@@ -265,7 +265,8 @@ class TrainConfig(Config):
         graph-captured on CUDA. How a torch optimiser's step runs (``vpintegrator.training.fast_step``):
         ``graph`` records the whole step (batch gather, forward, loss, backward, optimiser) in a CUDA graph
         and replays it (CUDA, one process, adam/adamw/rmsprop); ``compile`` runs the loss through
-        ``torch.compile`` first (and captures it where a graph can run); ``off`` is the eager step; ``auto``
+        ``torch.compile`` first (and captures it where a graph can run; an ensemble's vmapped step of all its
+        members compiles as one, through the component-wise layers); ``off`` is the eager step; ``auto``
         (default) is ``graph`` where it can run, else ``off``. The losses equal the eager path's to float
         rounding. The same key of ``vp-rollout`` takes the same names (``true``/``false`` of older rollout
         configs are auto/off).
@@ -509,11 +510,6 @@ class TrainConfig(Config):
             raise VPIntegratorError(
                 f"unroll = {self.unroll} cannot train an ensemble (the ensemble trains one-window targets); set "
                 "unroll = 1 or train the seeds one by one", key="unroll"
-            )
-        if self.fast_step == "compile":
-            raise VPIntegratorError(
-                "fast_step = 'compile' is for single runs (an ensemble's step is vmapped); set fast_step = "
-                "'graph', 'auto' or 'off'", key="fast_step"
             )
         if self.optimizer == "lbfgs":
             raise VPIntegratorError(
