@@ -18,9 +18,10 @@ fast / eager printed.
 ``--steps`` (CPU only) times single optimiser steps instead of whole runs: model-steps per CPU second of one
 member (eager, and ``fast_step = "compile"``) and of the N-member ensemble step (eager vmap, and the vmapped
 loss under ``torch.compile``, which traces the layers' component form, ``vpintegrator.nn.componentwise``), the
-trainers built as ``vpintegrator.training.op_count`` builds them and the compiled step set on them directly:
-``fit`` refuses ``fast_step = "compile"`` for an ensemble (``TrainConfig``), so that row measures a path the
-configuration does not offer yet. Compilation is set-up, not timed; the candidates alternate chunk by chunk.
+trainers built as ``vpintegrator.training.op_count`` builds them and the compiled step set on them directly (the
+path ``fit(..., fast_step="compile", ensemble=N)`` takes). Compilation is set-up, not timed; the candidates
+alternate chunk by chunk. ``--fast-step compile`` times whole runs with the compiled step, the ensemble's and each
+sequential single run's (compilation in the untimed warm-up epoch).
 
 ``--optimizer lm`` times Levenberg–Marquardt instead, with the rigid-body study's settings
 (configs/study/rigid_body_vpt.toml: 1024-window subsamples redrawn every 10 iterations, 10 iterations an
@@ -140,7 +141,7 @@ def main() -> None:
                         help="default float32 (adam), float64 (lm)")
     parser.add_argument("--optimizer", default="adam", choices=["adam", "lm"])
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--fast-step", default="auto", choices=["auto", "off", "graph"])
+    parser.add_argument("--fast-step", default="auto", choices=["auto", "off", "graph", "compile"])
     parser.add_argument("--max-sequential", type=int, default=4, help="single runs timed for the sequential rate")
     parser.add_argument("--steps", action="store_true", help="time optimiser steps, eager and compiled (CPU)")
     args = parser.parse_args()
