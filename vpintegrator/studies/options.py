@@ -81,7 +81,7 @@ SHIPPED_RESULTS: dict[str, tuple[str, ...]] = {
     "partial_observation": tuple(f"partial_observation/{size}" for size in (
         "default", "quick", "quick_steps", "mid", "plateau", "toda", "toda_default", "toda_plateau")),
     "reduction": tuple(f"reduction/{size}" for size in (
-        "default", "quick", "medium", "toda_n200", "toda_n3200", "fpu_beta_n3200")),
+        "default", "quick", "quick_meter", "medium", "toda_n200", "toda_n3200", "fpu_beta_n3200")),
 }
 
 
