@@ -83,3 +83,19 @@ def toda_data():
     test = integrate(system, sample_initial_conditions(system, "bump", mu=test_mu), 0.1, 300,
                      method="stormer_verlet_y6", compiled=False)
     return system, train, test
+
+
+@pytest.fixture
+def same_rows():
+    """``scripts/same_rows_under_load.py`` as a module (its differ, its tiny study ``TINY``, its path ``__file__``);
+    the test skips where the repository's scripts are not beside the tests (the suite run against the wheel)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "same_rows_under_load.py"
+    if not path.is_file():
+        pytest.skip("repository script (not in the wheel)")
+    spec = importlib.util.spec_from_file_location("same_rows_under_load", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

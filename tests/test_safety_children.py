@@ -202,19 +202,13 @@ def test_the_studies_have_no_process_pool_of_their_own():
 
 
 @pytest.mark.slow  # three runs of a tiny study (a few CPU minutes)
-def test_a_study_killed_mid_run_and_run_again_writes_the_rows_of_an_uninterrupted_run(tmp_path):
+def test_a_study_killed_mid_run_and_run_again_writes_the_rows_of_an_uninterrupted_run(tmp_path, same_rows):
     """kill -9 of ``vp-study partial_observation --jobs 2`` once a training has finished and others run; the same
     command again finishes the study, and its rows equal an uninterrupted run's field by field, clocks aside
     (scripts/same_rows_under_load.py's differ; issue 69)."""
-    import importlib.util
     import json
 
-    script = Path(__file__).resolve().parents[1] / "scripts" / "same_rows_under_load.py"
-    if not script.is_file():
-        pytest.skip("repository script (not in the wheel)")
-    spec = importlib.util.spec_from_file_location("same_rows_under_load", script)
-    rows = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(rows)
+    rows = same_rows
     args = list(rows.TINY)  # one system and seed, two approaches at two windows: four trainings
     args[args.index("--jobs") + 1] = "2"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}

@@ -33,6 +33,11 @@ def test_a_window_never_measured_takes_the_nearest_shorter_ones_cost_scaled():
     assert nearest_cost(costs, ("s", "a"), 2) == (2.5, "measured")
     assert nearest_cost(costs, ("s", "a"), 8) == (10.0, "extrapolated from T = 2")
     assert nearest_cost(costs, ("s", "b"), 2) == (None, "")
+    # a reduced dimension: the nearest measured one on either side (the reduction study's flow maps)
+    dims = {(16,): 1.0, (32,): 6.0}
+    assert nearest_cost(dims, (), 8, below_only=False, label="2n") == (0.5, "extrapolated from 2n = 16")
+    assert nearest_cost(dims, (), 64, below_only=False, label="2n") == (12.0, "extrapolated from 2n = 32")
+    assert nearest_cost(dims, (), 8) == (None, "")  # below only: nothing below 16
 
 
 def test_the_stop_keys_of_each_budget():
@@ -112,16 +117,8 @@ def test_a_step_budget_trains_the_same_run_beside_a_load_on_every_core(tiny_data
     assert all(torch.equal(sa[k], sb[k]) for k in sa if isinstance(sa[k], torch.Tensor))
 
 
-def test_the_differ_sees_every_field_but_the_clocks():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "scripts" / "same_rows_under_load.py"
-    if not path.is_file():
-        pytest.skip("repository script (not in the wheel)")
-    spec = importlib.util.spec_from_file_location("same_rows_under_load", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+def test_the_differ_sees_every_field_but_the_clocks(same_rows):
+    mod = same_rows
     a = {"rows": [{"label": "x", "err_t10": {"median": 0.1}, "train_cpu": 3.0, "curve": {"cpu": [1.0], "val": [2.0]}}]}
     b = {"rows": [{"label": "x", "err_t10": {"median": 0.1}, "train_cpu": 9.0, "curve": {"cpu": [5.0], "val": [2.0]}}]}
     assert list(mod.differences(a, b)) == []  # clocks aside
@@ -130,16 +127,13 @@ def test_the_differ_sees_every_field_but_the_clocks():
 
 
 @pytest.mark.slow
-def test_a_tiny_study_writes_the_same_rows_beside_a_load(tmp_path):
+def test_a_tiny_study_writes_the_same_rows_beside_a_load(tmp_path, same_rows):
     """The study-level target (scripts/same_rows_under_load.py): two runs of a tiny partial-observation study, the
     second beside a CPU-bound load on every core, write the same rows (errors, steps, stops), clocks aside."""
     import subprocess
     import sys
-    from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "scripts" / "same_rows_under_load.py"
-    if not script.is_file():
-        pytest.skip("repository script (not in the wheel)")
+    script = same_rows.__file__
     res = subprocess.run([sys.executable, str(script), "--out", str(tmp_path)], capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "0 differing fields" in res.stdout

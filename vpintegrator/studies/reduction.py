@@ -62,7 +62,7 @@ from ..errors import VPIntegratorError
 from .options import BUDGETS, PLATEAU_HELP, Study, StudyOptions, name_list, number_list
 from .runner import StudyError, check_out_dir
 from .schema import INTERVAL, Each, Obj, ResultsSchema, check_results
-from .step_budget import step_budget, stop_keys
+from .step_budget import nearest_cost, step_budget, stop_keys
 from .stats import (bootstrap_ci, fmt_num, md_table, median_interval, read_json, redraw_from, unplain, write_json,
                     write_text)
 
@@ -144,13 +144,11 @@ class ReductionPlan:
     def flow_map_stop(self, reduced_dim: int) -> dict[str, Any]:
         """The ``fit`` keys that stop the training of a flow map on 2n = ``reduced_dim`` coordinates."""
         steps = None
-        if self.budget == "plateau":
-            cost = FLOW_MAP_EPOCH_COSTS.get(int(reduced_dim))
-            if cost is None and FLOW_MAP_EPOCH_COSTS:  # a 2n never measured: the nearest measured one, scaled by 2n
-                near = min(FLOW_MAP_EPOCH_COSTS, key=lambda d: abs(d - int(reduced_dim)))
-                cost = FLOW_MAP_EPOCH_COSTS[near] * int(reduced_dim) / near
+        if self.budget == "plateau":  # a 2n never measured: the nearest measured one's cost, scaled by 2n
+            cost, source = nearest_cost({(d,): c for d, c in FLOW_MAP_EPOCH_COSTS.items()}, (), int(reduced_dim),
+                                        below_only=False, label="2n")
             steps = step_budget(self.train_seconds, cost, int(FLOW_MAP_RECIPE["lm_iters_per_epoch"]),
-                                given=self.max_steps, what=f"the flow map on 2n = {reduced_dim}")
+                                given=self.max_steps, source=source, what=f"the flow map on 2n = {reduced_dim}")
         return {**stop_keys(self.budget, self.train_seconds, self.wall_ceiling, steps), "patience": int(self.patience)}
 
     @property

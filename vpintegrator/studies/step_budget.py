@@ -76,14 +76,17 @@ def stop_keys(budget: str, seconds: float, wall_ceiling: float, steps: StepBudge
             "time_limit": VALVE_FACTOR * float(wall_ceiling) * float(seconds)}
 
 
-def nearest_cost(costs: Mapping[Any, float], key: tuple[Any, ...], window: int) -> tuple[float | None, str]:
-    """The epoch cost of ``key + (window,)`` in ``costs``; where it was never measured, the cost at the largest
-    measured window below it scaled by the windows' ratio (a window's cost grows about linearly with its length:
-    a longer guess for a longer window); (None, "") when nothing below was measured."""
-    if (*key, window) in costs:
-        return float(costs[(*key, window)]), "measured"
-    below = [k[-1] for k in costs if tuple(k[:-1]) == tuple(key) and k[-1] < window]
-    if not below:
+def nearest_cost(costs: Mapping[Any, float], key: tuple[Any, ...], size: int, *, below_only: bool = True,
+                 label: str = "T") -> tuple[float | None, str]:
+    """The epoch cost of ``key + (size,)`` in ``costs`` (keys: a configuration and a size last, a window length or
+    a reduced dimension); where it was never measured, the cost at the nearest measured size scaled by the sizes'
+    ratio (a cost grows about linearly with the size): the largest size below it (``below_only``: a longer guess
+    for a longer window), else the nearest on either side; (None, "") when there is none. The second item says
+    where the cost came from (``"measured"``, ``"extrapolated from {label} = k"``)."""
+    if (*key, size) in costs:
+        return float(costs[(*key, size)]), "measured"
+    sizes = [k[-1] for k in costs if tuple(k[:-1]) == tuple(key) and (k[-1] < size or not below_only)]
+    if not sizes:
         return None, ""
-    w = max(below)
-    return float(costs[(*key, w)]) * window / w, f"extrapolated from T = {w}"
+    w = max(sizes) if below_only else min(sizes, key=lambda d: abs(d - size))
+    return float(costs[(*key, w)]) * size / w, f"extrapolated from {label} = {w}"
