@@ -19,6 +19,7 @@ import torch
 from click.testing import CliRunner
 
 from bad_inputs import PLACEHOLDERS, Case
+from vpintegrator._shipped import results_files
 from vpintegrator.errors import VPIntegratorError
 
 AREAS = ("gen", "train", "rollout", "plot", "api", "outputs", "shards", "external", "sindy", "study")
@@ -132,14 +133,14 @@ def _write_study_results(ws: Path) -> None:
         "red_wrong_type": {"rows": [{**red, "N": "forty"}]}, "red_row_type": {"rows": [3]},
         "red_not_object": [red], "uf_results_missing_key": docs["missing_key"],
     }
-    shipped = Path(__file__).resolve().parents[1] / "docs" / "data"
-    rb = json.loads((shipped / "rigid_body_study.json").read_text())
+    shipped = results_files()  # docs/data/ in a checkout, vpintegrator/_results/ in a wheel
+    rb = json.loads(shipped["rigid_body_study"].read_text())
     rb["rows"]["vpff"]["train_loss_best"]["mean"] = "small"
-    rbs = json.loads((shipped / "rigid_body_structure_study.json").read_text())
+    rbs = json.loads(shipped["rigid_body_structure_study"].read_text())
     rbs["rows"][0]["seed"] = "zero"
-    co = json.loads((shipped / "coupled_oscillator_study.json").read_text())
+    co = json.loads(shipped["coupled_oscillator_study"].read_text())
     co["tables"]["default"][0]["final_rel_error"] = "big"
-    cx = json.loads((shipped / "context_oscillator.json").read_text())
+    cx = json.loads(shipped["context_oscillator"].read_text())
     del cx["rows"][0]["context_len"]
     results.update({"rb_string": rb, "rbs_string": rbs, "co_string": co, "cx_missing_key": cx})
     for name, doc in results.items():

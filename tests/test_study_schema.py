@@ -9,19 +9,27 @@ from pathlib import Path
 
 import pytest
 
+from vpintegrator._shipped import results_files
 from vpintegrator.studies import context, coupled_oscillator, partial_observation, reduction, rigid_body_structure
 from vpintegrator.studies import rigid_body_results as rigid_body
 from vpintegrator.studies.runner import StudyError
 from vpintegrator.studies.schema import Each, Obj, ResultsSchema, check_results
 from vpintegrator.studies.unknown_form.tables import SCHEMA as UNKNOWN_FORM
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "data"
-SHIPPED = [(partial_observation.SCHEMA, p) for p in sorted((DOCS / "partial_observation").glob("*.json"))] + \
-          [(reduction.SCHEMA, p) for p in sorted((DOCS / "reduction").glob("*.json"))] + \
-          [(UNKNOWN_FORM, DOCS / "unknown_form.json"), (rigid_body.SCHEMA, DOCS / "rigid_body_study.json"),
-           (rigid_body_structure.SCHEMA, DOCS / "rigid_body_structure_study.json"),
-           (coupled_oscillator.SCHEMA, DOCS / "coupled_oscillator_study.json"),
-           (context.SCHEMA, DOCS / "context_oscillator.json")]
+# the shipped files as this install has them: docs/data/ in a checkout, vpintegrator/_results/ in a wheel
+FILES = results_files()
+BY_NAME = {"unknown_form": UNKNOWN_FORM, "rigid_body_study": rigid_body.SCHEMA,
+           "rigid_body_structure_study": rigid_body_structure.SCHEMA,
+           "coupled_oscillator_study": coupled_oscillator.SCHEMA, "context_oscillator": context.SCHEMA}
+BY_FOLDER = {"partial_observation": partial_observation.SCHEMA, "reduction": reduction.SCHEMA}
+SHIPPED = [(BY_FOLDER[name.split("/")[0]] if "/" in name else BY_NAME[name], path)
+           for name, path in FILES.items() if "/" in name and name.split("/")[0] in BY_FOLDER or name in BY_NAME]
+
+
+def test_every_shipped_results_file_is_checked():
+    """No shipped results file escapes the schema check (a new one needs its schema named above)."""
+    assert {str(p) for _, p in SHIPPED} == {str(p) for p in FILES.values()}
+    assert set(BY_NAME) <= set(FILES)
 
 
 @pytest.mark.parametrize("schema, path", SHIPPED, ids=[f"{s.study}-{p.stem}" for s, p in SHIPPED])
