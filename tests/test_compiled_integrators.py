@@ -195,6 +195,21 @@ def test_the_kernel_table_is_read_from_the_self_registered_classes():
     assert kid == 0 and p.dtype == np.float64
 
 
+def test_the_fields_declared_linear_in_their_parameters_are_exactly_those():
+    """A lean shear folds its coefficient into the parameters (``y_i += f_i(c p, y)``) on the fields declared
+    linear in them: there ``f(c p, y) = c f(p, y)`` to rounding; on every other shipped field it does not hold."""
+    from vpintegrator.compiled.systems import LINEAR_IN_PARAMS
+    from vpintegrator.compiled.systems import SHIPPED as KIDS
+
+    rng = np.random.default_rng(1)
+    for kid, cls in KIDS.items():
+        p = np.asarray(cls().field_params(), dtype=np.float64)
+        ys = rng.normal(size=(8, cls.dim))
+        holds = all(np.allclose(cls.field(c * p, tuple(y)), c * np.array(cls.field(p, tuple(y))), rtol=1e-14, atol=0)
+                    for y in ys for c in (0.3, -1.7))
+        assert holds == (kid in LINEAR_IN_PARAMS), cls.name
+
+
 # --- the lean loops ------------------------------------------------------------------------------------
 @needs_numba
 @pytest.mark.parametrize(("system_name", "method"), [("rigid_body", "gauss_legendre4"),

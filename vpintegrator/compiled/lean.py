@@ -49,7 +49,7 @@ import numpy as np
 from ..integrators import coefficients as C
 from ._jit import HAVE_NUMBA, jit
 from .newton import step_gauss_legendre, step_implicit_midpoint
-from .systems import FIELDS, GRADIENTS, SHIPPED
+from .systems import FIELDS, GRADIENTS, LINEAR_IN_PARAMS, SHIPPED
 
 
 # --- the systems as types ------------------------------------------------------------------------------------
@@ -126,7 +126,8 @@ field = _typed("field(pp, x)", "The system's ``field(pp, x)`` (typed per paramet
 jacobian = _typed("jacobian(pp, x)", "The system's ``field_jacobian(pp, x)``.")
 shear = _typed("shear(pp, z, j, c)",
                "The shear of component ``j``: ``z_j += c f_j(z)``, with only that component of the field computed (a "
-               "branch per component, each with its index a constant).")
+               "branch per component, each with its index a constant); on a field linear in its parameters "
+               "(``LINEAR_IN_PARAMS``) as ``z_j += f_j(c p, z)``, c folded into the parameters (rounding only).")
 gradients = _typed("gradients(pp, a, b, potential)",
                    "A separable system's ``V'(q)`` (``potential``) or ``T'(p)`` at (a, b).")
 load = _typed("load(pp, y)", "The state array y (dim,) as a tuple of the system's dimension.")
@@ -204,6 +205,11 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
     def _shear_from_impl(pp, z, j, c, rest):
         # rest: a tuple whose length counts the components left; the one tested is i = len(z) - len(rest)
         i = len(z) - len(rest)
+        if _system(pp)[0] in LINEAR_IN_PARAMS:  # c f_i(p, z) = f_i(c p, z): c folds into the parameters, off
+            if len(rest) == 1:                  # the state's dependency chain (one multiply less on it per shear)
+                return lambda pp, z, j, c, rest: tuple_setitem(z, i, z[i] + field(_scaled(c, pp), z)[i])
+            return lambda pp, z, j, c, rest: (tuple_setitem(z, i, z[i] + field(_scaled(c, pp), z)[i]) if j == i
+                                              else _shear_from(pp, z, j, c, rest[1:]))
         if len(rest) == 1:
             return lambda pp, z, j, c, rest: tuple_setitem(z, i, z[i] + c * field(pp, z)[i])
         return lambda pp, z, j, c, rest: (tuple_setitem(z, i, z[i] + c * field(pp, z)[i]) if j == i

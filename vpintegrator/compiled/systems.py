@@ -81,6 +81,9 @@ abc_flow_field, abc_flow_jacobian = FIELDS[ABC_FLOW]
 rigid_body_exp_field, rigid_body_exp_jacobian = FIELDS[RIGID_BODY_EXP]
 coupled_oscillator_potential_gradient = jit(potential_gradient_of)
 coupled_oscillator_kinetic_gradient = jit(kinetic_gradient_of)
+#: the shipped fields linear in their parameters, ``f(c p, y) = c f(p, y)``: a shear ``y_i += c f_i(p, y)`` folds its
+#: coefficient into the parameters (``compiled.lean.shear``; held against ``c f`` in tests/test_compiled_integrators.py)
+LINEAR_IN_PARAMS = frozenset({RIGID_BODY, ABC_FLOW, RIGID_BODY_EXP})
 #: kid -> the jitted ``(V'(q), T'(p))`` of a separable shipped system (Stormer-Verlet's lean loop)
 GRADIENTS = {COUPLED_OSCILLATOR: (coupled_oscillator_potential_gradient, coupled_oscillator_kinetic_gradient)}
 
