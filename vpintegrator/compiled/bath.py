@@ -1,0 +1,263 @@
+"""Compiled O(N) steppers of the particle-bath systems (``kac_zwanzig``, ``particle_chain``) and of the particle's GLE.
+
+Methods (by name, [`bath_stepper`][vpintegrator.compiled.bath.bath_stepper]):
+
+- ``stormer_verlet`` (both systems): velocity Verlet, one force evaluation per step, one fused pass over the bath;
+  the same states as ``vpintegrator.integrators``' ``stormer_verlet`` (kick, drift, kick) to rounding.
+- ``bath_splitting`` (``kac_zwanzig``): the exact-bath-flow Strang splitting ``A(h/2) B(h) A(h/2)`` of
+  ``H = P^2 / 2 + [V(Q) + H_bath(q, p; Q)]``: A drifts the particle, ``Q += t P``; B is the exact flow of the rest
+  with Q frozen: each bath oscillator rotates exactly about its Q-shifted centre (``x_j = q_j - c_j Q / omega_j^2``,
+  ``(x_j, p_j)`` turned by ``omega_j h``) and the particle's momentum receives the exact time integral of its force,
+  ``P += -h V'(Q) + sum_j c_j (x_j sin(omega_j h) / omega_j + p_j (1 - cos(omega_j h)) / omega_j^2)``. Symplectic,
+  second order, no step-size limit from the bath's frequencies (Verlet needs ``h < 2 / omega_max``); O(N) per
+  step with the rotation's numbers precomputed for the step. (As a registered classical method it would be an
+  ``Integrator`` whose step calls this kernel, with ``needs`` the system's ``bath_at_rest``.)
+- the GLE (``gle_steps``): ``Q'' = -V'(Q) - M(t)``, ``M(t) = int_0^t K(t - s) P(s) ds``, by velocity Verlet with the
+  memory integral by the trapezoidal rule on the step grid (convolution quadrature of order 2). The rule is
+  implicit in the newest momentum only through ``h K(0) / 2``, which is solved for in closed form::
+
+      P_half = P_n + h/2 (-V'(Q_n) - M_n);  Q_{n+1} = Q_n + h P_half
+      S = h [sum_{j=1}^{min(n, m)} K_j P_{n+1-j} + (1/2 K_{n+1} P_0 if n + 1 <= m)]
+      P_{n+1} = (P_half + h/2 (-V'(Q_{n+1}) - S)) / (1 + h^2 K_0 / 4);  M_{n+1} = S + h/2 K_0 P_{n+1}
+
+  with ``K_j = K(j h)`` and the memory cut after m steps (m = the whole history when not cut): O(min(n, m)) per
+  step.
+
+Every kernel steps one trajectory in place and writes either the particle ``(Q, P)`` or the whole state of each
+step; [`BathStepper.run`][vpintegrator.compiled.bath.BathStepper.run] loops over rows. Kernels compile on first
+use and are cached on disk like the package's others (``vpintegrator.compiled._jit``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..errors import VPIntegratorError, finite_float
+from ..systems.kac_zwanzig import KacZwanzig, ParticleBath
+from ..systems.particle_chain import ParticleChain
+from ._jit import jit
+
+__all__ = ["BATH_METHODS", "BathStepper", "bath_stepper", "gle_steps", "kz_verlet", "kz_splitting", "chain_verlet",
+           "splitting_tables"]
+
+#: method name -> the systems it steps
+BATH_METHODS = {"stormer_verlet": ("kac_zwanzig", "particle_chain"), "bath_splitting": ("kac_zwanzig",)}
+
+
+@jit
+def _store(y, out, k, m):
+    """Write step k of state y (2 m,) into out[k]: the particle (Q, P) when out has 2 columns, else all."""
+    if out.shape[1] == 2:
+        out[k, 0] = y[0]
+        out[k, 1] = y[m]
+    else:
+        for i in range(2 * m):
+            out[k, i] = y[i]
+
+
+@jit
+def kz_verlet(y, h, n_steps, w2, c, s, out):
+    """Kac-Zwanzig velocity Verlet: y (2 (N + 1),) advanced n_steps in place, each step's state (or particle) in
+    out[k]. ``w2 = omega^2``, ``c`` the couplings, ``s = c / omega^2``. Returns 0 (or 3: a non-finite state)."""
+    n = w2.shape[0]
+    m = n + 1
+    hh = 0.5 * h
+    f = np.empty(n)
+    Q = y[0]
+    acc = 0.0
+    for j in range(n):
+        x = y[1 + j] - s[j] * Q
+        f[j] = -w2[j] * x
+        acc += c[j] * x
+    fq = -(Q * Q * Q - Q) + acc
+    for k in range(n_steps):
+        P = y[m] + hh * fq
+        Q = y[0] + h * P
+        y[0] = Q
+        acc = 0.0
+        for j in range(n):
+            pj = y[m + 1 + j] + hh * f[j]
+            qj = y[1 + j] + h * pj
+            x = qj - s[j] * Q
+            fj = -w2[j] * x
+            f[j] = fj
+            acc += c[j] * x
+            y[1 + j] = qj
+            y[m + 1 + j] = pj + hh * fj
+        fq = -(Q * Q * Q - Q) + acc
+        y[m] = P + hh * fq
+        _store(y, out, k, m)
+        if not (math.isfinite(y[0]) and math.isfinite(y[m])):
+            return 3
+    return 0
+
+
+@jit
+def kz_splitting(y, h, n_steps, s, cs, sw, ws, a, b, out):
+    """Kac-Zwanzig exact-bath-flow splitting A(h/2) B(h) A(h/2) (module docstring): ``cs = cos(omega h)``,
+    ``sw = sin(omega h) / omega``, ``ws = omega sin(omega h)``, ``a = c sin(omega h) / omega``,
+    ``b = c (1 - cos(omega h)) / omega^2`` (``splitting_tables``)."""
+    n = s.shape[0]
+    m = n + 1
+    hh = 0.5 * h
+    for k in range(n_steps):
+        P = y[m]
+        Q = y[0] + hh * P
+        acc = 0.0
+        for j in range(n):
+            sq = s[j] * Q
+            x = y[1 + j] - sq
+            pj = y[m + 1 + j]
+            acc += a[j] * x + b[j] * pj
+            y[1 + j] = cs[j] * x + sw[j] * pj + sq
+            y[m + 1 + j] = cs[j] * pj - ws[j] * x
+        P = P - h * (Q * Q * Q - Q) + acc
+        y[0] = Q + hh * P
+        y[m] = P
+        _store(y, out, k, m)
+        if not (math.isfinite(y[0]) and math.isfinite(y[m])):
+            return 3
+    return 0
+
+
+@jit
+def _chain_force(y, n, beta, kc, f):
+    """The particle-chain force -dV/dq into f (n + 1,) from positions y[:n + 1]."""
+    Q = y[0]
+    d_prev = kc * (y[1] - Q)  # the spring's tension
+    f[0] = -(Q * Q * Q - Q) + d_prev
+    for i in range(1, n + 1):
+        nxt = y[i + 1] if i < n else 0.0
+        r = nxt - y[i]
+        d = r + beta * r * r * r
+        f[i] = d - d_prev
+        d_prev = d
+
+
+@jit
+def chain_verlet(y, h, n_steps, beta, kc, out):
+    """Particle-chain velocity Verlet: y (2 (N + 1),) advanced in place (``kc`` the coupling spring)."""
+    m = y.shape[0] // 2
+    n = m - 1
+    hh = 0.5 * h
+    f = np.empty(m)
+    _chain_force(y, n, beta, kc, f)
+    for k in range(n_steps):
+        for i in range(m):
+            p = y[m + i] + hh * f[i]
+            y[m + i] = p
+            y[i] += h * p
+        _chain_force(y, n, beta, kc, f)
+        for i in range(m):
+            y[m + i] += hh * f[i]
+        _store(y, out, k, m)
+        if not (math.isfinite(y[0]) and math.isfinite(y[m])):
+            return 3
+    return 0
+
+
+@jit
+def gle_steps(Q, P, M, hist, count, K, m, h, n_steps, out):
+    """The particle's GLE by velocity Verlet + trapezoidal memory (module docstring), each row r from step
+    ``count`` (its momenta P_0 .. P_count in ``hist[r]``; ``M[r]`` the memory integral at that step) for n_steps:
+    ``Q, P, M`` (rows,) and ``hist`` (rows, >= count + n_steps + 1) updated in place, ``out`` (rows, n_steps, 2)
+    the states. ``K`` holds K_0 .. K_L (L >= min(count + n_steps, m)); m the memory cut in steps."""
+    rows = Q.shape[0]
+    hh = 0.5 * h
+    denom = 1.0 + hh * hh * K[0]
+    for r in range(rows):
+        q = Q[r]
+        p = P[r]
+        mem = M[r]
+        for k in range(n_steps):
+            c = count + k
+            ph = p + hh * (-(q * q * q - q) - mem)
+            q = q + h * ph
+            top = c if c < m else m
+            acc = 0.0
+            for j in range(1, top + 1):
+                acc += K[j] * hist[r, c + 1 - j]
+            if c + 1 <= m:
+                acc += 0.5 * K[c + 1] * hist[r, 0]
+            acc *= h
+            p = (ph + hh * (-(q * q * q - q) - acc)) / denom
+            mem = acc + hh * K[0] * p
+            hist[r, c + 1] = p
+            out[r, k, 0] = q
+            out[r, k, 1] = p
+        Q[r] = q
+        P[r] = p
+        M[r] = mem
+
+
+def splitting_tables(system: KacZwanzig, h: float) -> tuple[np.ndarray, ...]:
+    """The per-step numbers of ``kz_splitting`` for step h: ``(s, cos, sin / omega, omega sin, a, b)``."""
+    w, c = system.frequencies, system.couplings
+    cs, sn = np.cos(w * h), np.sin(w * h)
+    return (system.shifts, cs, sn / w, w * sn, c * sn / w, c * (1.0 - cs) / w**2)
+
+
+class BathStepper:
+    """A compiled O(N) stepper of a particle-bath system (module docstring); ``bath_stepper`` builds one.
+
+    ``run(y0, n_steps, full=False)``: y0 (dim,) or (rows, dim) -> (rows, n_steps + 1, 2) particle states (or the
+    whole state with ``full=True``), the first being y0's; ``step(y, n, out)``: advance one state y (dim,) in place,
+    the states into out (n, 2 or dim); returns the status (0 ok, 3 a non-finite state).
+    """
+
+    def __init__(self, system: ParticleBath, method: str, h: float) -> None:
+        self.system, self.method, self.h = system, method, h
+        self.dim = int(system.dim)
+        if isinstance(system, KacZwanzig):
+            if method == "stormer_verlet":
+                w = system.frequencies
+                self._args: tuple = (w * w, system.couplings, system.shifts)
+            else:
+                self._args = splitting_tables(system, h)
+        else:
+            self._args = (float(system.beta), float(system.coupling))
+
+    def step(self, y: np.ndarray, n: int, out: np.ndarray) -> int:
+        """Advance y in place by n steps (states into out); the status."""
+        if self.method == "bath_splitting":
+            return int(kz_splitting(y, self.h, int(n), *self._args, out))
+        if isinstance(self.system, KacZwanzig):
+            return int(kz_verlet(y, self.h, int(n), *self._args, out))
+        return int(chain_verlet(y, self.h, int(n), *self._args, out))
+
+    def run(self, y0: np.ndarray, n_steps: int, full: bool = False) -> np.ndarray:
+        """Trajectories from y0 (dim,) or (rows, dim): (rows, n_steps + 1, 2 or dim)."""
+        y0 = np.atleast_2d(np.asarray(y0, dtype=np.float64))
+        if y0.shape[-1] != self.dim:
+            raise VPIntegratorError(f"{self.system.name}: states must have {self.dim} components; got shape "
+                                    f"{y0.shape}", key="y0")
+        n = self.system.N + 1
+        width = self.dim if full else 2
+        out = np.empty((y0.shape[0], int(n_steps) + 1, width))
+        for r in range(y0.shape[0]):
+            y = y0[r].copy()
+            out[r, 0] = y if full else (y[0], y[n])
+            if self.step(y, int(n_steps), out[r, 1:]) != 0:
+                raise VPIntegratorError(f"{self.system.name} by {self.method} at dt = {self.h}: a non-finite state; "
+                                        "take a smaller step", key="dt")
+        return out
+
+
+def bath_stepper(system: Any, method: str, dt: float) -> BathStepper:
+    """The compiled stepper of ``system`` (a ``kac_zwanzig`` or ``particle_chain`` instance or name) by ``method``
+    (``BATH_METHODS``) at step ``dt``; one line for a method the system has not."""
+    from ..systems import get_system
+
+    system = get_system(system)
+    h = finite_float(dt, "dt", positive=True, key="dt")
+    name = getattr(system, "name", "")
+    if method not in BATH_METHODS:
+        raise VPIntegratorError(f"bath stepper: unknown method {method!r}; valid: {', '.join(BATH_METHODS)}",
+                                key="method")
+    if name not in BATH_METHODS[method] or not isinstance(system, (KacZwanzig, ParticleChain)):
+        raise VPIntegratorError(f"bath stepper: method {method!r} steps {', '.join(BATH_METHODS[method])}, not "
+                                f"{name!r}", key="method")
+    return BathStepper(system, method, h)

@@ -1,0 +1,267 @@
+"""The hidden-bath arena's rows: the particle's GLE (the known-equations row) and the full-order baths, each
+started from the observed particle.
+
+In the Kac-Zwanzig system (``vpintegrator.systems.kac_zwanzig``) started with the bath at rest in its equilibrium,
+the observed particle ``(Q, P)`` obeys exactly the noise-free generalised Langevin equation::
+
+    Q'' = -V'(Q) - int_0^t K_N(t - s) P(s) ds,     K_N(t) = sum_j c_j^2 / omega_j^2 cos(omega_j t)
+
+so the particle's first state is all a row needs (the rows' ``seq_len`` is 1, the window every row is handed):
+
+- ``gle`` ([`GLEStep`][vpintegrator.rollout.gle.GLEStep], [`gle_row`][vpintegrator.rollout.gle.gle_row]): the GLE
+  with the exact kernel ``K_N``, by velocity Verlet with the memory integral by the trapezoidal rule on the step
+  grid (convolution quadrature, order 2 in the step; ``vpintegrator.compiled.bath.gle_steps``). Its cost does not
+  depend on N: O(n) per step over the whole history, or O(memory / dt) with the memory cut at ``memory`` time
+  units (``GLEStep(memory=...)``; K_N is not zero after its envelope decays, so the cut is a further error).
+- ``bath+METHOD`` ([`BathStep`][vpintegrator.rollout.gle.BathStep], [`bath_row`][vpintegrator.rollout.gle.bath_row]):
+  the full-order model, the bath lifted at rest from the particle's first state (``System.bath_at_rest``: exact for
+  this convention), stepped by the compiled O(N) loops of ``vpintegrator.compiled.bath`` (METHOD
+  ``stormer_verlet`` or, for ``kac_zwanzig``, ``bath_splitting``); also for ``particle_chain``.
+- ``coarse_bath+METHOD`` ([`coarse_bath_row`][vpintegrator.rollout.gle.coarse_bath_row]): the same with the coarse
+  bath of ``KacZwanzig.coarse`` for the run's horizon: a full-order model of a smaller bath.
+
+The rows run on an observed run of the particle (``observe = "q0,p0"``: ``vp-rollout`` scores them on the observed
+channels); their step maps also take a plain system and the particle's channels in Python.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import VPIntegratorError, finite_float
+from .engine import StepMap
+
+__all__ = ["GLEStep", "BathStep", "gle_row", "bath_row", "coarse_bath_row", "gle_solve", "particle_channels",
+           "GLE_SUMMARY", "BATH_SUMMARY", "COARSE_SUMMARY"]
+
+GLE_SUMMARY = ("kac_zwanzig observed in its particle: the GLE with the exact memory kernel from the first observed "
+               "state (velocity Verlet + trapezoidal convolution quadrature, order 2)")
+BATH_SUMMARY = ("particle-bath systems observed in their particle: the full-order model, the bath lifted at rest from "
+                "the first observed state, by METHOD (stormer_verlet, bath_splitting)")
+COARSE_SUMMARY = ("kac_zwanzig observed in its particle: the coarse bath (the same density on fewer oscillators, "
+                  "matched to the run's horizon), by METHOD")
+
+
+def particle_channels(system: Any, where: str = "gle") -> tuple[Any, tuple[int, int]]:
+    """``(full system, (i_Q, i_P))``: the particle-bath system behind a run's system and where its particle's Q and P
+    are among the run's channels: an observed run (``ObservedSystem``) observing ``q0`` and ``p0`` (channels of the
+    observation), or a particle-bath system itself (channels 0 and N + 1 of the state)."""
+    full = getattr(system, "full", None)
+    obs = getattr(system, "observation", None)
+    if full is None:
+        full = system
+    n = getattr(full, "N", None)
+    if not callable(getattr(full, "bath_at_rest", None)) or n is None:
+        raise VPIntegratorError(f"{where}: the row is the particle-bath systems' (kac_zwanzig, particle_chain); the run's "
+                                f"system is {getattr(full, 'name', full)!r}", key="integrators")
+    if obs is None:
+        return full, (0, int(n) + 1)
+    idx = tuple(obs.indices or ())
+    if 0 not in idx or int(n) + 1 not in idx:
+        raise VPIntegratorError(f"{where}: the row starts from the observed particle; observe q0 and p0 (observe = "
+                                f"'q0,p0'), not {obs.spec!r}", key="observe")
+    return full, (idx.index(0), idx.index(int(n) + 1))
+
+
+def _need_kz(system: Any, where: str) -> Any:
+    from ..systems.kac_zwanzig import KacZwanzig
+
+    if not isinstance(system, KacZwanzig):
+        raise VPIntegratorError(f"{where}: the row needs the harmonic bath of kac_zwanzig (a linear memory kernel); "
+                                f"the run's system is {getattr(system, 'name', system)!r}", key="integrators")
+    return system
+
+
+class _ParticleRow(StepMap):
+    """The shared part of the arena's rows: one observed particle state in, the particle's channels out."""
+
+    kind = "integrator"
+
+    def __init__(self, channels: tuple[int, int], dim: int) -> None:
+        self.channels = (int(channels[0]), int(channels[1]))
+        self.dim, self.seq_len, self.pred_window = int(dim), 1, 1
+
+    def _particle0(self, window0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        w = np.asarray(window0, dtype=np.float64)
+        if w.ndim != 3 or w.shape[2] != self.dim:
+            raise VPIntegratorError(f"{self.name}: windows must be (n, 1, {self.dim}); got {w.shape}")
+        return w[:, 0, self.channels[0]].copy(), w[:, 0, self.channels[1]].copy()
+
+    def _emit(self, particle: np.ndarray) -> np.ndarray:
+        """(rows, n, 2) particle states as (rows, n, dim) channels (the other channels NaN: none exist in an observed
+        run of the particle)."""
+        if self.dim == 2 and self.channels == (0, 1):
+            return particle
+        out = np.full(particle.shape[:2] + (self.dim,), np.nan)
+        out[..., self.channels[0]] = particle[..., 0]
+        out[..., self.channels[1]] = particle[..., 1]
+        return out
+
+    def log_abs_det_jacobian(self, windows: np.ndarray) -> np.ndarray:
+        """NaN: the map of the observed particle alone is not a map of its channels (it has memory)."""
+        return np.full(np.asarray(windows).shape[0], np.nan)
+
+
+class GLEStep(_ParticleRow):
+    """``gle``: the particle's GLE with the exact kernel of a ``kac_zwanzig`` system (module docstring).
+
+    Parameters
+    ----------
+    system : KacZwanzig
+        The full system (its kernel ``K_N``).
+    dt : float
+        The step (the run's).
+    memory : float, optional
+        Cut the memory integral after this many time units (None: the whole history, exact quadrature).
+    channels : (int, int)
+        Where Q and P are among the window's ``dim`` channels. Default (0, 1).
+    dim : int
+        The window's channels. Default 2.
+    """
+
+    def __init__(self, system: Any, dt: float, memory: float | None = None, channels: tuple[int, int] = (0, 1),
+                 dim: int = 2) -> None:
+        super().__init__(channels, dim)
+        self.system = _need_kz(system, "gle")
+        self.h = finite_float(dt, "gle: dt", positive=True, key="dt")
+        if memory is None:
+            self.m = np.iinfo(np.int64).max // 4
+        else:
+            mem = finite_float(memory, "gle: memory", positive=True, key="memory")
+            self.m = max(1, int(round(mem / self.h)))
+        self.memory = memory
+        self.name = "gle"
+        self._K = np.zeros(0)
+
+    def _kernel_to(self, steps: int) -> np.ndarray:
+        """K_0 .. K_L on the step grid, L >= min(steps, m) (extended by doubling: computed once per length)."""
+        need = min(int(steps), self.m) + 1
+        if self._K.size < need:
+            size = need if self.m < np.iinfo(np.int64).max // 4 else max(need, 2 * self._K.size, 1024)
+            size = min(size, self.m + 1)
+            have = self._K.size
+            self._K = np.concatenate([self._K, self.system.kernel(self.h * np.arange(have, size))])
+        return self._K
+
+    def start(self, window0, limit):
+        self._Q0, self._P0 = self._particle0(window0)
+        self._restart(np.arange(self._Q0.size))
+
+    def _restart(self, rows: np.ndarray) -> None:
+        if not hasattr(self, "_hist"):
+            rows_n = self._Q0.size
+            self._Q, self._P, self._M = self._Q0.copy(), self._P0.copy(), np.zeros(rows_n)
+            self._hist = np.zeros((rows_n, 1024))
+            self._count = np.zeros(rows_n, dtype=np.int64)
+        self._Q[rows], self._P[rows], self._M[rows] = self._Q0[rows], self._P0[rows], 0.0
+        self._hist[rows, 0] = self._P0[rows]
+        self._count[rows] = 0
+
+    def generate(self, n):
+        from ..compiled.bath import gle_steps
+
+        n = int(n)
+        out = np.empty((self._Q.size, n, 2))
+        top = int(self._count.max(initial=0)) + n + 1
+        if self._hist.shape[1] < top:
+            grown = np.zeros((self._hist.shape[0], max(top, 2 * self._hist.shape[1])))
+            grown[:, : self._hist.shape[1]] = self._hist
+            self._hist = grown
+        K = self._kernel_to(top)
+        for count in np.unique(self._count):  # rows restarted by reset() are at another step
+            rows = np.flatnonzero(self._count == count)
+            Q, P, M, hist = self._Q[rows], self._P[rows], self._M[rows], self._hist[rows]
+            block = np.empty((rows.size, n, 2))
+            gle_steps(Q, P, M, hist, int(count), K, int(self.m), self.h, n, block)
+            self._Q[rows], self._P[rows], self._M[rows], self._hist[rows] = Q, P, M, hist
+            out[rows] = block
+        self._count += n
+        return self._emit(out)
+
+    def reset(self, rows):
+        self._restart(np.asarray(rows, dtype=np.int64))
+
+    def describe(self):
+        return {**super().describe(), "runner": "numba", "gle_scheme": "velocity Verlet + trapezoidal convolution "
+                "quadrature (order 2)", "gle_memory": "whole history" if self.memory is None else float(self.memory),
+                "bath_N": int(self.system.N)}
+
+
+class BathStep(_ParticleRow):
+    """``bath+METHOD`` / ``coarse_bath+METHOD``: the full-order particle-bath model from the observed particle,
+    the bath lifted at rest (``bath_at_rest``), stepped by ``vpintegrator.compiled.bath`` (module docstring).
+
+    Parameters
+    ----------
+    system : KacZwanzig or ParticleChain
+        The model integrated (the coarse bath for ``coarse_bath``).
+    method : str
+        ``stormer_verlet`` or ``bath_splitting`` (``kac_zwanzig`` only).
+    dt : float
+    channels, dim : as for ``GLEStep``.
+    label : str, optional
+        The row's name.
+    """
+
+    def __init__(self, system: Any, method: str, dt: float, channels: tuple[int, int] = (0, 1), dim: int = 2,
+                 label: str | None = None) -> None:
+        from ..compiled.bath import bath_stepper
+
+        super().__init__(channels, dim)
+        self.system = system
+        self.stepper = bath_stepper(system, method, dt)
+        self.name = label or f"bath+{method}"
+
+    def start(self, window0, limit):
+        Q0, P0 = self._particle0(window0)
+        self._y0 = self.system.bath_at_rest(Q0, P0)
+        self._y = self._y0.copy()
+
+    def generate(self, n):
+        n = int(n)
+        out = np.empty((self._y.shape[0], n, 2))
+        for r in range(self._y.shape[0]):
+            self.stepper.step(self._y[r], n, out[r])
+        return self._emit(out)
+
+    def reset(self, rows):
+        rows = np.asarray(rows, dtype=np.int64)
+        self._y[rows] = self._y0[rows]
+
+    def describe(self):
+        return {**super().describe(), "runner": "numba", "bath_method": self.stepper.method,
+                "bath_N": int(self.system.N)}
+
+
+def gle_row(req: Any) -> GLEStep:
+    """The ``gle`` row of a comparison run (a row kind's ``build``: ``req`` a ``RowRequest``: its ``system``, the
+    observed run's, and ``dt``)."""
+    full, channels = particle_channels(req.system, "gle")
+    return GLEStep(full, req.dt, None, channels, int(req.system.dim))
+
+
+def bath_row(req: Any) -> BathStep:
+    """The ``bath+METHOD`` row (a row kind's ``build``)."""
+    full, channels = particle_channels(req.system, str(req.label))
+    return BathStep(full, str(req.integrator), req.dt, channels, int(req.system.dim), label=str(req.label))
+
+
+def coarse_bath_row(req: Any, t_max: float | None = None) -> BathStep:
+    """The ``coarse_bath+METHOD`` row (a row kind's ``build``): the coarse bath for ``t_max`` (default the system's
+    ``default_t_end``, the arena's horizon)."""
+    full, channels = particle_channels(req.system, str(req.label))
+    full = _need_kz(full, str(req.label))
+    coarse = full.coarse(float(t_max if t_max is not None else full.default_t_end))
+    return BathStep(coarse, str(req.integrator), req.dt, channels, int(req.system.dim), label=str(req.label))
+
+
+def gle_solve(system: Any, Q0: Any, P0: Any, dt: float, n_steps: int, memory: float | None = None) -> np.ndarray:  # noqa: N803
+    """The GLE row's particle from ``(Q0, P0)`` (numbers or (rows,) arrays): (rows, n_steps + 1, 2)."""
+    step = GLEStep(system, dt, memory)
+    Q0, P0 = np.broadcast_arrays(np.atleast_1d(np.asarray(Q0, dtype=np.float64)),
+                                 np.atleast_1d(np.asarray(P0, dtype=np.float64)))
+    window = np.stack([Q0, P0], axis=-1)[:, None, :]
+    step.start(window, None)
+    return np.concatenate([window, step.generate(int(n_steps))], axis=1)
