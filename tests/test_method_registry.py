@@ -34,7 +34,7 @@ from vpintegrator.systems import get_system, list_systems, sample_initial_condit
 
 SYSTEMS = list_systems()
 #: the lattices at a size the dense Jacobians of these tests afford (their own tests: tests/test_lattices.py)
-SMALL = {"toda": {"N": 4}, "fpu_beta": {"N": 4}}
+SMALL = {"toda": {"N": 4}, "fpu_beta": {"N": 4}, "kac_zwanzig": {"N": 4}, "particle_chain": {"N": 4}}
 
 
 def _system(name: str):

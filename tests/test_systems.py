@@ -25,7 +25,8 @@ from vpintegrator.systems import (
     sample_initial_conditions,
 )
 
-SYSTEMS = ["rigid_body", "coupled_oscillator", "volterra", "abc_flow", "rigid_body_exp", "toda", "fpu_beta"]
+SYSTEMS = ["rigid_body", "coupled_oscillator", "volterra", "abc_flow", "rigid_body_exp", "toda", "fpu_beta", "kac_zwanzig",
+           "particle_chain"]
 # allclose float64 tolerance of the team table
 ALLCLOSE64 = 1e-12
 NAN = float("nan")
@@ -36,7 +37,7 @@ def _points(system: System, n: int = 16, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     if system.name == "volterra":
         return rng.uniform(0.3, 2.0, (n, system.dim))
-    if system.name in ("toda", "fpu_beta"):  # 400 components: bonds of O(1), where finite differences are accurate
+    if system.name in ("toda", "fpu_beta", "kac_zwanzig", "particle_chain"):  # 202-400 components: bonds of O(1)
         return rng.uniform(-0.5, 0.5, (n, system.dim))
     return rng.uniform(-2.0, 2.0, (n, system.dim))
 
@@ -255,7 +256,7 @@ def test_bad_inputs_raise_one_line_errors(call, match):
 
 
 def test_list_samplers():
-    assert list_samplers() == ["box", "bump", "list", "paper_sphere", "sphere"]
+    assert list_samplers() == ["box", "bump", "list", "paper_sphere", "particle", "sphere"]
 
 
 @pytest.mark.parametrize("name, params, match", [
