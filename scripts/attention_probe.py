@@ -27,6 +27,7 @@ from vpintegrator.models import build_model, load_model, without_attention
 from vpintegrator.rollout import ExactFlowStep, ModelStep, initial_window, rollout
 from vpintegrator.systems import get_system, sample_initial_conditions
 from vpintegrator.testing import attention_coupling
+from vpintegrator.quantiles import percentiles
 
 CASES = [
     # shipped model, system, dt of its data, sampler and its arguments (the data's own)
@@ -70,7 +71,7 @@ def main(argv=None) -> int:
             y = rollout(ModelStep(m, device="cpu"), w0, dt, n_steps).y
             err = _relative_error(y[:, -1], ref[:, -1])
             err[~np.isfinite(err)] = np.inf  # a failed (blown-up) rollout counts as an infinite error
-            lo, med, hi = np.percentile(err, [10, 50, 90], method="nearest")
+            lo, med, hi = percentiles(np.ravel(err), [10, 50, 90])
             failed = int(np.isinf(err).sum())
             cells.append(f"{med:.4g} ({lo:.3g}–{hi:.3g})" + (f", {failed} of {len(err)} failed" if failed else ""))
         print(f"| {name} | {trained.median:.2g} / {trained.max:.2g} | {fresh.median:.2g} / {fresh.max:.2g} | "

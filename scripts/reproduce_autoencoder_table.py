@@ -25,6 +25,7 @@ import torch
 
 from vpintegrator.data import generate, load_spec
 from vpintegrator.reduction import fit_psd, fit_symplectic_autoencoder, psd_floor
+from vpintegrator.quantiles import median
 
 
 def main() -> None:
@@ -42,8 +43,8 @@ def main() -> None:
     for k in args.dims:
         basis = fit_psd(train, k)
         model = fit_symplectic_autoencoder(train, k, seed=args.seed, max_steps=args.max_steps)
-        row = [np.median(psd_floor(basis, held.y[:, -1])), np.median(model.reconstruction_error(held.y[:, -1])),
-               np.median(psd_floor(basis, held.y)), np.median(model.reconstruction_error(held.y))]
+        row = [median(np.ravel(psd_floor(basis, held.y[:, -1]))), median(np.ravel(model.reconstruction_error(held.y[:, -1]))),
+               median(np.ravel(psd_floor(basis, held.y))), median(np.ravel(model.reconstruction_error(held.y)))]
         print(f"| {k} | " + " | ".join(f"{v:.3g}" for v in row)
               + f" | {model.fit_seconds:.0f} | {model.fitted_on['steps']} | {model.fitted_on['best_epoch']} |",
               flush=True)

@@ -20,7 +20,7 @@ PACKAGE = Path(vpintegrator.__file__).resolve().parent
 # (lazy imports inside functions count too). Nothing is whitelisted. The root-level modules are parts of
 # their own; ``__init__`` (the lazy root namespace) and ``__main__`` sit above everything.
 LAYERS = [
-    "errors", "plugins", "protocols", "_version", "provenance", "_progress", "_logging", "_lazy", "_toml", "_shipped", "_signals", "_jitcache", "_io", "_outputs", "resources", "config", "device", "clock",  # no package imports
+    "errors", "plugins", "protocols", "_version", "provenance", "_progress", "_logging", "_lazy", "_toml", "_shipped", "_signals", "_jitcache", "_io", "_outputs", "resources", "config", "device", "clock", "quantiles",  # no package imports
     "arrays", "rundir",  # NumPy/torch helpers and the dtype rule; run-directory text files (torch-free)
     "fastpath",  # verified(fast, eager, probe): every fast path checked against eager, else eager
     "stepping",  # the rollout core (window advance, failure rule, block loop): below data, for integrate

@@ -122,7 +122,9 @@ def test_numbers_and_targets_from_rollouts(tmp_path, monkeypatch):
     res = study.build_results(run)
     lp, vpt = (next(r for r in res["rows"] if r["model"] == m) for m in ("lpnet", "vpt"))
     k100 = 500
-    assert lp["median"] == pytest.approx(err_good[1, k100]) and lp["hi"] == pytest.approx(err_good[2, k100])
+    # the 90th percentile of three values lies 0.8 of the way from the middle one to the largest (vpintegrator.quantiles)
+    p90 = err_good[1, k100] + 0.8 * (err_good[2, k100] - err_good[1, k100])
+    assert lp["median"] == pytest.approx(err_good[1, k100]) and lp["hi"] == pytest.approx(p90)
     assert lp["casimir_long"] == 0.0 and lp["met"] == {"error": True, "casimir": True, "energy": True}
     assert vpt["energy_growth"] == pytest.approx(3.0, rel=1e-9) and vpt["energy_fit"]["kind"] == "secular"
     assert lp["energy_fit"]["kind"] == "bounded"

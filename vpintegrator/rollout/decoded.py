@@ -22,6 +22,7 @@ import numpy as np
 from ..arrays import relative_error
 from ..data.observation import observation_of
 from ..errors import VPIntegratorError
+from ..quantiles import median
 
 __all__ = ["check_decodable", "decoded_errors", "decoded_stem", "write_decoded"]
 
@@ -93,7 +94,7 @@ def decoded_errors(rollout_path: str | Path, data_path: str | Path, every: int) 
             err = np.asarray(relative_error(y, truth))  # (rows, decoded times)
             out.append({"method": label, "reduction": observation.spec, "every": int(every),
                         "decoded_states": int(err.size), "t_end": float(t[ks[-1]]),
-                        "error_at_end": float(np.median(err[:, -1])), "mean_error_at_end": float(np.mean(err[:, -1])),
+                        "error_at_end": median(err[:, -1]), "mean_error_at_end": float(np.mean(err[:, -1])),
                         "max_error": float(np.nanmax(err)) if np.isfinite(err).any() else float("nan"),
                         "decode_seconds_per_state": cpu / max(err.size, 1), "n_traj": int(len(rows_in))})
     return out

@@ -32,6 +32,7 @@ from ..data.observation import (Observation, check_same, is_reduction_spec, obse
 from ..errors import VPIntegratorError
 from ..systems.unknown import UnknownSystem
 from .engine import StepMap
+from ..quantiles import median
 
 __all__ = ["ObservedSystem", "EstimatedStep", "estimate_states", "run_observation", "check_observed_rows",
            "observed_reference", "observation_attrs", "ESTIMATE_STARTS_MAX"]
@@ -344,5 +345,5 @@ class EstimatedStep(StepMap):
     def describe(self):
         res = self.residual
         return {**super().describe(), "method": self.method, "context_len": self.seq_len,
-                "estimate_residual_median": float(np.median(res)) if res.size else float("nan"),
+                "estimate_residual_median": median(res.ravel()),
                 "estimate_residual_max": float(np.max(res)) if res.size else float("nan")}

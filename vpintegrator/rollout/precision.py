@@ -42,6 +42,7 @@ from ..data.work_precision import (  # noqa: F401 (re-exports)
 )
 from ..errors import VPIntegratorError
 from .methods import split_method
+from ..quantiles import percentiles
 
 if TYPE_CHECKING:
     from .config import RolloutConfig
@@ -94,8 +95,8 @@ def _drift(system, y: np.ndarray) -> float:
 
 
 def _stats(err: np.ndarray) -> tuple[float, float, float]:
-    med, p90 = np.percentile(err, [50, 90], method="nearest")
-    return float(med), float(p90), float(np.max(err))
+    med, p90 = percentiles(err.ravel(), [50, 90])
+    return med, p90, float(np.max(err))
 
 
 def _check_ladder(ladder: Sequence[float]) -> tuple[float, ...]:

@@ -62,6 +62,7 @@ from .options import Study, comma_list, model_list, number_list, seed_list
 from .runner import StudyError, check_out_dir
 from .schema import Each, Obj, ResultsSchema, Values, check_results
 from .stats import bootstrap_ci, median_interval, write_json, write_text
+from ..quantiles import median
 
 __all__ = ["H", "TARGET", "SETUPS", "RECIPES", "heldout_pairs", "merge_rows", "data_system", "exact_reference", "evaluate_methods", "train_run", "run_study",
            "summarize_rows", "tables", "figures", "export_best", "SHIPPED", "ContextOptions", "STUDY"]
@@ -348,7 +349,7 @@ def run_study(data: Path, out: Path, seeds: Sequence[int], epochs: int, n_test: 
             for r in evaluate_methods(methods, systems, y0, k, sigma, HORIZONS, h, setup["structure"]):
                 rows.append({"system": system, "split": split, "context_len": k, "noise": sigma, "seed": seed, **r})
                 log(f"{system} {split} k={k} σ={sigma:g} seed {seed} {r['method']}: "
-                    f"t=10 median {np.median(r['errors'].get('10', [np.nan])):.3g}, failed {r['failed']}")
+                    f"t=10 median {median(r['errors'].get('10', [np.nan])):.3g}, failed {r['failed']}")
     return rows
 
 
@@ -402,7 +403,7 @@ def summarize_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             cas = [r[f"{kind}_per_state"] for r in mine if r.get(f"{kind}_per_state") is not None]
             out.append({"system": system, "split": split, "context_len": k, "noise": sigma, "method": method, "t": float(h),
                         "seeds": [r["seed"] for r in mine], "per_seed": per_seed,
-                        "median": float(np.median(medians)), "boot_lo": lo, "boot_hi": hi,
+                        "median": median(medians), "boot_lo": lo, "boot_hi": hi,
                         "within_target": int(sum(m <= TARGET[1] for m in medians)),
                         f"{kind}_per_state": max(cas) if cas else None,
                         "failed": int(sum(r["failed"] for r in mine))})

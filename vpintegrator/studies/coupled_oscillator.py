@@ -50,6 +50,7 @@ from .schema import INTERVAL, Each, Obj, ResultsSchema, Values, numbers, read_re
 from .stats import (bootstrap_ci, fmt_num, md_table, mean_std, median_interval, read_json, results_provenance,
                     redraw_from, unplain, write_json, write_text)
 from .work_precision import equal_cost_section
+from ..quantiles import median
 
 ROOT = REPO
 #: every model the study knows, in table order; ``configs/study/coupled_oscillator_<model>.toml`` each
@@ -496,7 +497,7 @@ def heldout_statistics(run: Path) -> list[dict[str, Any]]:
                                               np.where(np.isfinite(drift), drift, np.inf)))
     rows = []
     for method, members in groups.items():
-        medians = [float(np.median(e)) for _, e, _ in members]
+        medians = [median(e) for _, e, _ in members]
         rows.append({"method": method, "kind": "integrator" if members[0][0] is None else "model",
                      "seeds": [s for s, _, _ in members if s is not None], "n_ics": int(members[0][1].size),
                      "error": median_interval(np.concatenate([e for _, e, _ in members])),

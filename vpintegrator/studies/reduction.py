@@ -65,6 +65,7 @@ from .schema import INTERVAL, Each, Obj, ResultsSchema, check_results
 from .step_budget import nearest_cost, step_budget, stop_keys
 from .stats import (bootstrap_ci, fmt_num, md_table, median_interval, read_json, redraw_from, unplain, write_json,
                     write_text)
+from ..quantiles import median
 
 __all__ = ["T", "HORIZONS", "SYSTEMS", "LADDERS", "ROWS", "DEFAULTS", "QUICK", "ReductionOptions", "ReductionPlan",
            "Case", "build_plan", "make_case", "full_order_rows", "psd_floor_rows", "psd_floor_balanced_rows",
@@ -624,7 +625,7 @@ def merge_rows(old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]]) -> 
 
 def _median(values: Sequence[Any]) -> float | None:
     vals = [float(v) for v in values if v is not None]
-    return float(np.median(vals)) if vals else None
+    return median(vals) if vals else None
 
 
 def summarize_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

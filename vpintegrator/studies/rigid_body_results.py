@@ -17,6 +17,7 @@ from .runner import StudyError
 from .schema import INTERVAL, STAT, Each, Either, Obj, ResultsSchema, Values, read_results as read_checked
 from .stats import (bootstrap_ci, fmt_num, md_row, md_table, median_interval, read_json, results_provenance,
                     summarize, write_if_changed, write_json, write_text)
+from ..quantiles import median
 
 IM_MODELS = ("vpff", "vpt", "vpt_arb", "st")
 ALL_MODELS = (*IM_MODELS, "vpt_exact")
@@ -352,7 +353,7 @@ def _heldout_values(path: Path, labels) -> dict:
         if m is None:
             continue
         _, err = _errors_at(r, label, k100)
-        out[label] = {"heldout_mean": float(np.mean(err)), "heldout_median": float(np.median(err)),
+        out[label] = {"heldout_mean": float(np.mean(err)), "heldout_median": median(err),
                       "heldout_failed": int(np.sum(m.failed_step >= 0)), "heldout_n": int(err.size),
                       "heldout_errors": [float(e) for e in err],
                       "heldout_bands": [float(b) for b in z_band(m.y[:, in_band])]}
@@ -372,8 +373,8 @@ def heldout_statistics(errors: list[Any], bands: list[Any]) -> dict[str, Any]:
     per_seed = []
     for e, b in zip(errors, bands):
         e, b = np.asarray(e, dtype=np.float64), np.asarray(b, dtype=np.float64)
-        per_seed.append({"error": float(np.median(e)), "band": float(np.median(b)),
-                         "error_met": bool(np.median(e) <= ERROR_TARGET), "band_met": bool(np.median(b) <= BAND_TARGET),
+        per_seed.append({"error": median(e), "band": median(b),
+                         "error_met": bool(median(e) <= ERROR_TARGET), "band_met": bool(median(b) <= BAND_TARGET),
                          "share_within": float(np.mean((e <= ERROR_TARGET) & (b <= BAND_TARGET)))})
     return {"error": median_interval([v for e in errors for v in e]), "band": median_interval([v for b in bands for v in b]),
             "per_seed": per_seed, "error_ci": bootstrap_ci([p["error"] for p in per_seed])}

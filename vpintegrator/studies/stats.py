@@ -52,16 +52,16 @@ def summarize(values: Iterable[float]) -> dict[str, Any]:
 
 def median_interval(values: Iterable[float], lo: float = 10.0, hi: float = 90.0) -> dict[str, Any]:
     """``{"median", "lo", "hi", "n"}`` over the values (e.g. initial conditions): the median and the
-    ``lo``–``hi`` % interval, each an observed value (``method="nearest"``), so a blown-up condition (inf)
-    counts as the worst, never averaged away. None entries are left out; no values: all None."""
-    import numpy as np
+    ``lo``–``hi`` % interval by the package's one definition (``vpintegrator.quantiles``: linear interpolation
+    between order statistics, a failed value (NaN) counted as +inf, so a blown-up condition moves them up and is
+    never dropped). None entries are left out; no values: all None."""
+    from ..quantiles import percentiles, sorted_values
 
-    vals = np.asarray([float(v) for v in values if v is not None], dtype=np.float64)
+    vals = sorted_values(values)
     if vals.size == 0:
         return {"median": None, "lo": None, "hi": None, "n": 0}
-    vals = np.where(np.isnan(vals), np.inf, vals)  # not defined (a failed rollout): the worst
-    q = np.percentile(vals, [lo, 50.0, hi], method="nearest")
-    return {"median": float(q[1]), "lo": float(q[0]), "hi": float(q[2]), "n": int(vals.size)}
+    q = percentiles(vals, [lo, 50.0, hi])
+    return {"median": q[1], "lo": q[0], "hi": q[2], "n": int(vals.size)}
 
 
 def bootstrap_ci(values: Iterable[float], statistic: Callable[..., Any] | None = None, level: float = 0.95, n_resamples: int = 9999,

@@ -17,6 +17,7 @@ from ..stats import read_json
 from .design import APPROACHES, CASIMIR_STEPS, H, HORIZONS, ORACLE, RECIPES, SYSTEMS, VALIDATION, StopRule
 from .runs import chosen, make_data, noisy_copy, run_dir, train_one
 from .tables import fmt_g
+from ...quantiles import median
 
 # --------------------------------------------------------------------------- evaluation
 
@@ -152,7 +153,7 @@ def evaluate_seed(system: str, sigma: float, seed: int, trained: dict[str, dict[
             model = load_model(trained["lphnn"]["run"] / "best.pt").double()
             row["casimir_long"] = _casimir_long(model, y0[:2])
         rows.append(row)
-        log(f"{system} σ={sigma:g} seed {seed} {label}: t=10 median {np.median(errors['10']):.3g}, "
+        log(f"{system} σ={sigma:g} seed {seed} {label}: t=10 median {median(errors['10']):.3g}, "
             f"{kind} {fmt_g(row['structure'])}, cost {fmt_g(cost)} s/unit time, failed {row['failed']}")
     for approach, info in trained.items():
         for r in rows:

@@ -12,6 +12,7 @@ import numpy as np
 from ..schema import Each, Obj, ResultsSchema, check_results, is_number
 from ..stats import bootstrap_ci, median_interval
 from .design import CASIMIR_STEPS, FLOW_MAPS, HORIZONS, SYSTEMS, TARGETS
+from ...quantiles import median
 
 def plateau(curve: dict[str, list[float]]) -> dict[str, Any]:
     """Did a run reach its validation plateau? From its best-so-far validation loss v(c) against CPU seconds:
@@ -106,10 +107,9 @@ def summarize_rows(rows: list[dict[str, Any]], amortise_over: float = 1e5) -> li
             per_seed = [median_interval(_num(v) for v in r["errors"].get(h, [])) for r in mine]
             medians = [p["median"] for p in per_seed]
             lo, hi = bootstrap_ci(medians)
-            horizons[h] = {"per_seed": per_seed, "median": float(np.median(medians)), "boot_lo": lo, "boot_hi": hi}
-        cost = float(np.nanmedian([_num(r["cost"]) for r in mine])) if any(
-            math.isfinite(_num(r["cost"])) for r in mine) else math.nan
-        train_cpu = float(np.median([_num(r["train_cpu"]) for r in mine]))
+            horizons[h] = {"per_seed": per_seed, "median": median(medians), "boot_lo": lo, "boot_hi": hi}
+        cost = median([c for c in (_num(r["cost"]) for r in mine) if math.isfinite(c)])  # NaN: none measured
+        train_cpu = median([_num(r["train_cpu"]) for r in mine])
         structure = [_num(r["structure"]) for r in mine if r.get("structure") is not None]
         t10 = horizons.get(f"{TARGETS['t']:g}")
         runners = sorted({str(r.get("runner", "?")) for r in mine if r.get("runner") not in (None, "?")})
