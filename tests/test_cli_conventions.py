@@ -127,9 +127,9 @@ def test_choices_complete_in_the_shell():
 
 
 def test_a_bad_name_is_the_library_one_line_error():
-    result = _invoke(train.main, "--data", "x.h5", "--model", "gru", "--print-config")
+    result = _invoke(train.main, "--data", "x.h5", "--model", "mamba", "--print-config")
     assert result.exit_code == 1 and result.output.count("\n") == 1
-    assert "unknown model 'gru'" in result.output
+    assert "unknown model 'mamba'" in result.output
 
 
 # ---------------------------------------------------------------------------------------------------

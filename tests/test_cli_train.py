@@ -133,8 +133,8 @@ def test_interrupt_saves_last_and_exits_130(config_file, tmp_path, monkeypatch):
     [
         (["--optimizer", "adamm"], "unknown optimizer 'adamm' (did you mean 'adam'?); valid: adam, adamw, lbfgs, lm, rmsprop, sgd"),
         (["--scheduler", "step"], "unknown scheduler 'step'; valid: constant, cosine, exponential"),
-        (["--model", "gru"], "unknown model 'gru'; valid: delay_mlp, delay_vpff, divfree, g_sympnet, g_sympnet_ctx, hnn, la_sympnet, lp_transformer, lphnn, "
-                                  "lpnet, lpnet_ctx, node, st, symplectic_transformer, vpff, vpff_ctx, vpt"),
+        (["--model", "mamba"], "unknown model 'mamba'; valid: delay_mlp, delay_vpff, divfree, g_sympnet, g_sympnet_ctx, gru, hnn, la_sympnet, lp_transformer, lphnn, "
+                                  "lpnet, lpnet_ctx, lru, node, st, symplectic_transformer, vpff, vpff_ctx, vpt"),
         (["--seq-len", 9], "seq_len + pred_window = 9 + 9 = 18 exceeds the n_states = 16"),
         (["--device", "tpu"], "unknown device 'tpu'; valid: auto, cpu, cuda, cuda:N"),
         (["--data", "nope.h5"], "nope.h5"),

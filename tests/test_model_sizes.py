@@ -27,6 +27,8 @@ CASES = [
     ("g_sympnet", dict(dim=4, n_layers=20, upscaling_dimension=30)), ("g_sympnet", dict(dim=22)),
     ("symplectic_transformer", dict(dim=4, seq_len=20, n_sympnet=19)), ("symplectic_transformer", dict(dim=22)),
     ("lpnet", dict(dim=3, n_layers=25, width=33)), ("lp_transformer", dict(dim=3, n_layers=20, width=21, seq_len=2, L=1)),
+    ("gru", dict(dim=2, width=19, layers=17)), ("gru", dict(dim=21, depth=18)),
+    ("lru", dict(dim=3, width=18, state=21)), ("lru", dict(dim=2, layers=17, depth=20)),
 ]
 
 
@@ -49,7 +51,8 @@ HUGE = [("vpff", "n_blocks"), ("vpff", "n_linear"), ("vpt", "n_blocks"), ("vpt",
         ("st", "n_blocks"), ("st", "L"), ("st", "transformer_dim"), ("la_sympnet", "nhidden"),
         ("g_sympnet", "n_layers"), ("g_sympnet", "upscaling_dimension"), ("symplectic_transformer", "n_sympnet"),
         ("symplectic_transformer", "L"), ("lpnet", "n_layers"), ("lpnet", "width"), ("lp_transformer", "n_layers"),
-        ("lp_transformer", "width"), ("lp_transformer", "L")]
+        ("lp_transformer", "width"), ("lp_transformer", "L"), ("gru", "width"), ("gru", "layers"), ("lru", "state"),
+        ("lru", "width")]
 
 
 @pytest.mark.parametrize("name, key", HUGE, ids=[f"{n}-{k}" for n, k in HUGE])

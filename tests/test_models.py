@@ -80,8 +80,8 @@ def test_vpt_units_are_attention_then_full_vpff():
 
 
 def test_registry_and_config_round_trip():
-    assert list_models() == ["delay_mlp", "delay_vpff", "divfree", "g_sympnet", "g_sympnet_ctx", "hnn", "la_sympnet", "lp_transformer", "lphnn", "lpnet",
-                             "lpnet_ctx", "node", "st",
+    assert list_models() == ["delay_mlp", "delay_vpff", "divfree", "g_sympnet", "g_sympnet_ctx", "gru", "hnn", "la_sympnet", "lp_transformer", "lphnn", "lpnet",
+                             "lpnet_ctx", "lru", "node", "st",
                              "symplectic_transformer", "vpff", "vpff_ctx", "vpt"]
     for key in PAPER:
         model = paper_model(key)
@@ -168,8 +168,8 @@ def test_permutation_along_seq(key, equivariant):
     "call, match",
     [
         (lambda: build_model("symplectic_transfomer", dim=3),
-         r"unknown model 'symplectic_transfomer' \(did you mean 'symplectic_transformer'\?\); valid names: delay_mlp, delay_vpff, divfree, g_sympnet, g_sympnet_ctx, hnn, "
-         "la_sympnet, lp_transformer, lphnn, lpnet, lpnet_ctx, node, st, symplectic_transformer, vpff, vpff_ctx, vpt"),
+         r"unknown model 'symplectic_transfomer' \(did you mean 'symplectic_transformer'\?\); valid names: delay_mlp, delay_vpff, divfree, g_sympnet, g_sympnet_ctx, gru, hnn, "
+         "la_sympnet, lp_transformer, lphnn, lpnet, lpnet_ctx, lru, node, st, symplectic_transformer, vpff, vpff_ctx, vpt"),
         (lambda: build_model("vpt", seq_len=3), "missing required key 'dim'"),
         (lambda: build_model("vpt", dim=3, seq_len=3, n_layers=2), "unknown key 'n_layers'; valid keys: dim, seq_len"),
         (lambda: build_model("vpff", dim=3, activation="relu"), "activation: expected one of"),
@@ -398,8 +398,8 @@ def test_default_model_config_is_the_papers(name, n_params):
     config = models_module.default_model_config(name)
     assert "dim" not in config
     assert count_parameters(build_model(name, dim=3, **config)) == n_params
-    with pytest.raises(VPIntegratorError, match="unknown model 'gru'"):
-        models_module.default_model_config("gru")
+    with pytest.raises(VPIntegratorError, match="unknown model 'mamba'"):
+        models_module.default_model_config("mamba")
 
 
 # ---------------------------------------------------------------- Python API conventions (every architecture)

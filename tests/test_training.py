@@ -295,7 +295,7 @@ def _hdf5_without_schema(tmp_path) -> str:
     [
         (dict(optimizer="adamm"), r"unknown optimizer 'adamm' \(did you mean 'adam'\?\); valid: adam, adamw, lbfgs, lm, rmsprop, sgd"),
         (dict(scheduler="linear"), r"unknown scheduler 'linear' \(did you mean 'cosine'\?\); valid: constant, cosine, exponential"),
-        (dict(model={"name": "gru"}), r"unknown model 'gru'; valid: delay_mlp, delay_vpff, divfree, g_sympnet, g_sympnet_ctx, hnn, la_sympnet, lp_transformer, lphnn, lpnet, lpnet_ctx, node, st, symplectic_transformer, vpff, vpff_ctx, vpt"),
+        (dict(model={"name": "mamba"}), r"unknown model 'mamba'; valid: delay_mlp, delay_vpff, divfree, g_sympnet, g_sympnet_ctx, gru, hnn, la_sympnet, lp_transformer, lphnn, lpnet, lpnet_ctx, lru, node, st, symplectic_transformer, vpff, vpff_ctx, vpt"),
         (dict(model={"name": "vpt", "seq_len": 9}), r"seq_len \+ pred_window = 9 \+ 9 = 18 exceeds the n_states = 16"),
         (dict(model={"name": "vpt", "seq_len": 2, "dim": 4}), r"dim = 4 but the data .* has dim = 3"),
         (dict(model={"name": "vpt", "seq_len": 2, "width": 4}), r"unknown key 'width'"),

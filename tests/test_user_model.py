@@ -27,7 +27,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 SHIPPED = ["vpff", "vpt", "st", "la_sympnet", "g_sympnet", "symplectic_transformer", "lpnet", "lp_transformer"]
 SHIPPED_CONTEXT = ["lpnet_ctx", "g_sympnet_ctx", "vpff_ctx"]  # the context-conditioned families, registered after
 SHIPPED_FIELDS = ["hnn", "lphnn", "divfree", "node"]  # the learned vector fields
-SHIPPED_DELAY = ["delay_mlp", "delay_vpff"]  # maps of the delay vector (issue 55), registered last
+SHIPPED_DELAY = ["delay_mlp", "delay_vpff"]  # maps of the delay vector (issue 55)
+SHIPPED_RECURRENT = ["gru", "lru"]  # the window read in order by a recurrent network, registered last
 
 # the user's module (written to tmp_path, imported from there: not part of vpintegrator)
 MODULE = '''
@@ -153,7 +154,7 @@ def test_register_model_as_decorator_and_call():
         for name in names:
             registry._MODELS.pop(name, None)
             registry._PAPER_CONFIGS.pop(name, None)
-    assert list_models() == sorted(SHIPPED + SHIPPED_CONTEXT + SHIPPED_FIELDS + SHIPPED_DELAY)
+    assert list_models() == sorted(SHIPPED + SHIPPED_CONTEXT + SHIPPED_FIELDS + SHIPPED_DELAY + SHIPPED_RECURRENT)
 
 
 def test_a_model_by_import_path(user_nets, tmp_path):

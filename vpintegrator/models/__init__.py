@@ -75,6 +75,8 @@ transformer), ``registry`` (names, defaults, ``build_model``, ``register_model``
 ``gml`` (weight files of GeometricMachineLearning.jl: ``read_gml``, ``load_model("gml:FILE.h5")``),
 ``delay`` (``delay_mlp``, ``delay_vpff``: maps of the delay vector, the window without attention: the control of
 the multi-step transformers on observed states),
+``recurrent`` (``gru``, ``lru``: the window read in order by a GRU or a linear recurrent unit, the recurrent rung
+of the memory ladder),
 ``ablation`` (``without_attention``: a transformer with its attention layers switched to the identity;
 ``constant_coupling``: a Lie–Poisson transformer with its cross-state information removed).
 ``_symmetric`` (the palindromic, time-reversible composition ``symmetric=True`` of vpff, vpt, lpnet and
@@ -84,7 +86,7 @@ lp_transformer: one mixin for ``evolve``, ``inverse`` and ``preserves``).
 from __future__ import annotations
 
 # the families first, in the registry's order (each registers itself: @register_model beside its class)
-from . import volume, standard, symplectic, lie_poisson, context, vector_field, delay  # noqa: F401  (in this order)
+from . import volume, standard, symplectic, lie_poisson, context, vector_field, delay, recurrent  # noqa: F401  (in this order)
 from .registry import count_parameters
 from .ablation import constant_coupling, mean_attention, without_attention
 from .files import (
@@ -102,6 +104,7 @@ from .files import (
     weights_sha256,
 )
 from .delay import DelayMLP, DelayVolumeNet
+from .recurrent import GRUWindow, LRUWindow
 from .context import ContextGSympNet, ContextLiePoissonNet, ContextModel, ContextVolumeNet
 from .gml import read_gml
 from .lie_poisson import LiePoissonNet, LiePoissonTransformer
@@ -126,6 +129,8 @@ __all__ = [
     "StandardTransformerIntegrator",
     "DelayMLP",
     "DelayVolumeNet",
+    "GRUWindow",
+    "LRUWindow",
     "LASympNet",
     "GSympNet",
     "SymplecticTransformer",
