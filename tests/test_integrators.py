@@ -299,6 +299,33 @@ def test_integrate_accepts_names_a_single_state_and_zero_steps():
     assert integrate("volterra", [[1.0, 2.0, 1.5]], 0.1, np.int64(3)).y.shape == (1, 4, 3)
 
 
+def test_integrate_checks_arrays_and_builds_its_grid_as_the_general_helpers():
+    """A float64 array y0 is taken without ``as_points``' general conversion, with its result and its errors; the
+    time grid is ``stepping.time_grid``'s bit for bit (any t0, -0.0 included, past the counts kept too)."""
+    from vpintegrator.data import integration
+    from vpintegrator.stepping import time_grid
+    from vpintegrator.systems.initial_conditions import as_points
+
+    system = get_system("rigid_body")
+    for y0 in (np.array([0.1, 0.2, 0.3]), np.ones((4, 3)), np.asfortranarray(np.ones((2, 3))),
+               np.arange(18.0).reshape(3, 6)[:, ::2], np.ones((30, 3))):
+        got = integration._check_initial_conditions(system, y0)
+        np.testing.assert_array_equal(got, as_points(y0, 3, "y0"))
+        assert got.flags.c_contiguous and not np.shares_memory(got, y0)
+    for bad, match in ((np.array([[1.0, 0.0, 0.0], [0.0, np.inf, 1.0]]), "initial condition 1 is not finite"),
+                       (np.full((30, 3), np.nan), "initial condition 0 is not finite"),
+                       (np.ones((2, 4)), r"y0 must have shape \(n_traj, 3\)"), (np.ones((0, 3)), "y0 must have shape")):
+        with pytest.raises(VPIntegratorError, match=match):
+            integrate(system, bad, 0.2, 2)
+    for t0, h, n in ((0.0, 0.2, 10), (-0.0, 0.1, 3), (1.5, 0.3, 7), (-2.0, 1e-3, 40_000), (0.25, 0.01, 200_000),
+                     (0.0, 0.7, 0)):
+        expected = time_grid(t0, h, n)
+        got = integration._time_grid(t0, h, n)
+        assert got.tobytes() == expected.tobytes() and got.flags.writeable
+        got[:] = -1.0  # the caller's own array: the kept counts are untouched
+    assert integration._time_grid(0.0, 1.0, 5).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
 def test_newton_options_and_failure_name_the_step():
     system = get_system("rigid_body")
     y0 = paper_sphere_points()[:3]

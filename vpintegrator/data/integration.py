@@ -4,6 +4,7 @@ Trajectories. The rollouts' [`IntegratorStep`][vpintegrator.rollout.steps.Integr
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, Callable
 
@@ -11,6 +12,7 @@ import numpy as np
 
 from ..clock import thread_cpu
 from ..errors import VPIntegratorError, finite_float
+from ..resources import check_memory
 from ..systems import System, get_system, system_meta
 from ..systems.initial_conditions import as_points
 from ..integrators import Integrator, NotConverged, check_dt, get_integrator
@@ -270,13 +272,12 @@ def integrate(
     method = get_integrator(method)
     method.supports(system)
     h = check_dt(dt)
-    if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 0:
+    if type(n_steps) is not int and (isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer))) \
+            or n_steps < 0:
         raise VPIntegratorError(f"n_steps must be an int >= 0; got {n_steps!r}")
     n_steps = int(n_steps)
     t0 = finite_float(t0, "t0")
     y = _check_initial_conditions(system, y0)
-    from ..resources import check_memory
-
     check_memory(8.0 * y.shape[0] * (n_steps + 1) * system.dim,
                  f"integrate: {y.shape[0]} trajectories x {n_steps + 1} states x {system.dim}",
                  "take fewer n_steps or trajectories (vp-gen writes long runs to disk in chunks)", key="n_steps")
@@ -285,7 +286,7 @@ def integrate(
                                 key="compiled")
     out = np.empty((y.shape[0], n_steps + 1, system.dim))
     runner = "numpy"
-    if compiled is not False and callback is None and y.shape[0] > 0:
+    if compiled is not False and callback is None:
         if _integrate_compiled(system, method, h, y, n_steps, out):
             runner = "numba"
     if compiled and runner != "numba":
@@ -303,7 +304,7 @@ def integrate(
         step_map = IntegratorMap(system, method, h, compiled_max_batch=0)
         drive(step_map, y[:, None], n_steps, deliver, chunk_steps=CHUNK_STEPS, failure="raise", dt=h, t0=t0)
 
-    t = time_grid(t0, h, n_steps)
+    t = _time_grid(t0, h, n_steps)
     meta: dict[str, Any] = {
         **system_meta(system),
         "dim": system.dim,
@@ -323,20 +324,57 @@ def integrate(
 
 def _integrate_compiled(system: System, method: Integrator, h: float, y: np.ndarray, n_steps: int,
                         out: np.ndarray) -> bool:
-    """``out`` (n_traj, n_steps + 1, dim) by the compiled stepper, one trajectory after the other (``step_rows``);
-    False when there is no kernel (or no numba) or a trajectory failed (the NumPy path then raises its own error)."""
-    try:
-        from ..compiled.integrators import compiled_stepper
-
-        stepper = compiled_stepper(system, method, h)
-    except ImportError:  # pragma: no cover - the compiled package is part of the wheel
-        return False
+    """``out`` (n_traj, n_steps + 1, dim) by the compiled stepper: one trajectory by its own loop (``step_block``),
+    more one after the other (``step_rows``: each row's states ``step_block``'s bit for bit); False when there is
+    no kernel (or no numba) or a trajectory failed (the NumPy path then raises its own error)."""
+    stepper = _compiled_stepper(system, method, h)
     if stepper is None:
         return False
     out[:, 0] = y
+    if y.shape[0] == 1:
+        stepper.step_block(y[0].copy(), n_steps, out[0, 1:])
+        return stepper.status == 0
     return not stepper.step_rows(np.array(y, dtype=np.float64, order="C"), n_steps, out[:, 1:])[1].any()
 
 
+def _compiled_stepper(system: System, method: Integrator, h: float) -> Any:
+    """``compiled_stepper(system, method, h)`` (imported on first use: numba stays out of ``import vpintegrator``)."""
+    if not _STEPPER:
+        from ..compiled.integrators import compiled_stepper
+
+        _STEPPER.append(compiled_stepper)
+    return _STEPPER[0](system, method, h)
+
+
+_STEPPER: list[Callable[..., Any]] = []
+#: the step counts 0, 1, 2, ... as float64 (read only), kept up to ``_GRID_KEPT`` states: a time grid is one multiply
+_STEPS: list[np.ndarray] = [np.zeros(0)]
+_GRID_KEPT = 1 << 17
+
+
+def _time_grid(t0: float, h: float, n_steps: int) -> np.ndarray:
+    """[`time_grid`][vpintegrator.stepping.time_grid] bit for bit (``t0 + h k``: ``k h`` then ``+ t0``, skipped for a
+    zero ``t0``, which adds nothing to ``k h >= 0``), without building the counts 0..n each call."""
+    if n_steps + 1 > _GRID_KEPT:
+        return time_grid(t0, h, n_steps)
+    if _STEPS[0].size < n_steps + 1:
+        steps = np.arange(max(n_steps + 1, min(2 * _STEPS[0].size, _GRID_KEPT)), dtype=np.float64)
+        steps.flags.writeable = False
+        _STEPS[0] = steps
+    t = np.multiply(_STEPS[0][: n_steps + 1], h)
+    if t0 != 0.0:
+        t += t0
+    return t
+
+
 def _check_initial_conditions(system: System, y0: Any) -> np.ndarray:
-    return as_points(y0, system.dim, "y0", rows="n_traj", point="initial condition",
+    """``y0`` as float64 (n_traj, dim), a copy; a float64 array of finite numbers is taken as it is, anything else
+    (and every error) by ``as_points``."""
+    dim = system.dim
+    if type(y0) is np.ndarray and y0.dtype == np.float64 and y0.size and (
+            y0.shape == (dim,) or (y0.ndim == 2 and y0.shape[1] == dim)):
+        y = y0.reshape(-1, dim).copy()
+        if all(map(math.isfinite, y.ravel().tolist())) if y.size <= 64 else np.isfinite(y).all():
+            return y
+    return as_points(y0, dim, "y0", rows="n_traj", point="initial condition",
                      context=f" for system {system.name!r}")
