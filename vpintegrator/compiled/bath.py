@@ -12,6 +12,9 @@ Methods (by name, [`bath_stepper`][vpintegrator.compiled.bath.bath_stepper]):
   second order, no step-size limit from the bath's frequencies (Verlet needs ``h < 2 / omega_max``); O(N) per
   step with the rotation's numbers precomputed for the step. (As a registered classical method it would be an
   ``Integrator`` whose step calls this kernel, with ``needs`` the system's ``bath_at_rest``.)
+- the compositions ``stormer_verlet_suzuki4`` / ``_y6`` and ``bath_splitting_suzuki4`` / ``_y6``: each step the
+  base method's sub-steps ``gamma_i h`` (Suzuki's order-4, 5 sub-steps; Yoshida's order-6, 7 sub-steps;
+  ``vpintegrator.integrators.coefficients``), the states written once per step.
 - the GLE (``gle_steps``): ``Q'' = -V'(Q) - M(t)``, ``M(t) = int_0^t K(t - s) P(s) ds``, by velocity Verlet with the
   memory integral by the trapezoidal rule on the step grid (convolution quadrature of order 2). The rule is
   implicit in the newest momentum only through ``h K(0) / 2``, which is solved for in closed form::
@@ -21,7 +24,8 @@ Methods (by name, [`bath_stepper`][vpintegrator.compiled.bath.bath_stepper]):
       P_{n+1} = (P_half + h/2 (-V'(Q_{n+1}) - S)) / (1 + h^2 K_0 / 4);  M_{n+1} = S + h/2 K_0 P_{n+1}
 
   with ``K_j = K(j h)`` and the memory cut after m steps (m = the whole history when not cut): O(min(n, m)) per
-  step.
+  step; or (``gle_soe_steps``) with K a sum of exponentials ``K_j = Re sum_k a_k z_k^j``, when the same
+  trapezoidal sum is a recursion per term (``U_k <- z_k (U_k + P_{n+1})``): O(terms) per step.
 
 Every kernel steps one trajectory in place and writes either the particle ``(Q, P)`` or the whole state of each
 step; [`BathStepper.run`][vpintegrator.compiled.bath.BathStepper.run] loops over rows. Kernels compile on first
@@ -40,11 +44,12 @@ from ..systems.kac_zwanzig import KacZwanzig, ParticleBath
 from ..systems.particle_chain import ParticleChain
 from ._jit import jit
 
-__all__ = ["BATH_METHODS", "BathStepper", "bath_stepper", "gle_steps", "kz_verlet", "kz_splitting", "chain_verlet",
+__all__ = ["BATH_METHODS", "BathStepper", "bath_stepper", "gle_steps", "gle_soe_steps", "kz_verlet", "kz_splitting", "chain_verlet",
            "splitting_tables"]
 
 #: method name -> the systems it steps
-BATH_METHODS = {"stormer_verlet": ("kac_zwanzig", "particle_chain"), "bath_splitting": ("kac_zwanzig",)}
+BATH_METHODS = {**{f"stormer_verlet{c}": ("kac_zwanzig", "particle_chain") for c in ("", "_suzuki4", "_y6")},
+                **{f"bath_splitting{c}": ("kac_zwanzig",) for c in ("", "_suzuki4", "_y6")}}
 
 
 @jit
@@ -59,12 +64,12 @@ def _store(y, out, k, m):
 
 
 @jit
-def kz_verlet(y, h, n_steps, w2, c, s, out):
+def kz_verlet(y, hs, n_steps, w2, c, s, out):
     """Kac-Zwanzig velocity Verlet: y (2 (N + 1),) advanced n_steps in place, each step's state (or particle) in
-    out[k]. ``w2 = omega^2``, ``c`` the couplings, ``s = c / omega^2``. Returns 0 (or 3: a non-finite state)."""
+    out[k]; a step is the sub-steps ``hs`` (one: Verlet; a composition's: ``gamma_i h``). ``w2 = omega^2``, ``c``
+    the couplings, ``s = c / omega^2``. Returns 0 (or 3: a non-finite state)."""
     n = w2.shape[0]
     m = n + 1
-    hh = 0.5 * h
     f = np.empty(n)
     Q = y[0]
     acc = 0.0
@@ -74,21 +79,24 @@ def kz_verlet(y, h, n_steps, w2, c, s, out):
         acc += c[j] * x
     fq = -(Q * Q * Q - Q) + acc
     for k in range(n_steps):
-        P = y[m] + hh * fq
-        Q = y[0] + h * P
-        y[0] = Q
-        acc = 0.0
-        for j in range(n):
-            pj = y[m + 1 + j] + hh * f[j]
-            qj = y[1 + j] + h * pj
-            x = qj - s[j] * Q
-            fj = -w2[j] * x
-            f[j] = fj
-            acc += c[j] * x
-            y[1 + j] = qj
-            y[m + 1 + j] = pj + hh * fj
-        fq = -(Q * Q * Q - Q) + acc
-        y[m] = P + hh * fq
+        for g in range(hs.shape[0]):
+            h = hs[g]
+            hh = 0.5 * h
+            P = y[m] + hh * fq
+            Q = y[0] + h * P
+            y[0] = Q
+            acc = 0.0
+            for j in range(n):
+                pj = y[m + 1 + j] + hh * f[j]
+                qj = y[1 + j] + h * pj
+                x = qj - s[j] * Q
+                fj = -w2[j] * x
+                f[j] = fj
+                acc += c[j] * x
+                y[1 + j] = qj
+                y[m + 1 + j] = pj + hh * fj
+            fq = -(Q * Q * Q - Q) + acc
+            y[m] = P + hh * fq
         _store(y, out, k, m)
         if not (math.isfinite(y[0]) and math.isfinite(y[m])):
             return 3
@@ -96,27 +104,30 @@ def kz_verlet(y, h, n_steps, w2, c, s, out):
 
 
 @jit
-def kz_splitting(y, h, n_steps, s, cs, sw, ws, a, b, out):
-    """Kac-Zwanzig exact-bath-flow splitting A(h/2) B(h) A(h/2) (module docstring): ``cs = cos(omega h)``,
-    ``sw = sin(omega h) / omega``, ``ws = omega sin(omega h)``, ``a = c sin(omega h) / omega``,
-    ``b = c (1 - cos(omega h)) / omega^2`` (``splitting_tables``)."""
+def kz_splitting(y, hs, n_steps, s, cs, sw, ws, a, b, out):
+    """Kac-Zwanzig exact-bath-flow splitting A(h/2) B(h) A(h/2) (module docstring), each step the sub-steps ``hs``
+    (g,) (one: Strang; a composition's: ``gamma_i h``), with the rotation's numbers of each sub-step in rows of
+    (g, N) arrays: ``cs = cos(omega h)``, ``sw = sin(omega h) / omega``, ``ws = omega sin(omega h)``,
+    ``a = c sin(omega h) / omega``, ``b = c (1 - cos(omega h)) / omega^2`` (``splitting_tables``)."""
     n = s.shape[0]
     m = n + 1
-    hh = 0.5 * h
     for k in range(n_steps):
-        P = y[m]
-        Q = y[0] + hh * P
-        acc = 0.0
-        for j in range(n):
-            sq = s[j] * Q
-            x = y[1 + j] - sq
-            pj = y[m + 1 + j]
-            acc += a[j] * x + b[j] * pj
-            y[1 + j] = cs[j] * x + sw[j] * pj + sq
-            y[m + 1 + j] = cs[j] * pj - ws[j] * x
-        P = P - h * (Q * Q * Q - Q) + acc
-        y[0] = Q + hh * P
-        y[m] = P
+        for g in range(hs.shape[0]):
+            h = hs[g]
+            hh = 0.5 * h
+            P = y[m]
+            Q = y[0] + hh * P
+            acc = 0.0
+            for j in range(n):
+                sq = s[j] * Q
+                x = y[1 + j] - sq
+                pj = y[m + 1 + j]
+                acc += a[g, j] * x + b[g, j] * pj
+                y[1 + j] = cs[g, j] * x + sw[g, j] * pj + sq
+                y[m + 1 + j] = cs[g, j] * pj - ws[g, j] * x
+            P = P - h * (Q * Q * Q - Q) + acc
+            y[0] = Q + hh * P
+            y[m] = P
         _store(y, out, k, m)
         if not (math.isfinite(y[0]) and math.isfinite(y[m])):
             return 3
@@ -138,21 +149,24 @@ def _chain_force(y, n, beta, kc, f):
 
 
 @jit
-def chain_verlet(y, h, n_steps, beta, kc, out):
-    """Particle-chain velocity Verlet: y (2 (N + 1),) advanced in place (``kc`` the coupling spring)."""
+def chain_verlet(y, hs, n_steps, beta, kc, out):
+    """Particle-chain velocity Verlet: y (2 (N + 1),) advanced in place (``kc`` the coupling spring), each step
+    the sub-steps ``hs``."""
     m = y.shape[0] // 2
     n = m - 1
-    hh = 0.5 * h
     f = np.empty(m)
     _chain_force(y, n, beta, kc, f)
     for k in range(n_steps):
-        for i in range(m):
-            p = y[m + i] + hh * f[i]
-            y[m + i] = p
-            y[i] += h * p
-        _chain_force(y, n, beta, kc, f)
-        for i in range(m):
-            y[m + i] += hh * f[i]
+        for g in range(hs.shape[0]):
+            h = hs[g]
+            hh = 0.5 * h
+            for i in range(m):
+                p = y[m + i] + hh * f[i]
+                y[m + i] = p
+                y[i] += h * p
+            _chain_force(y, n, beta, kc, f)
+            for i in range(m):
+                y[m + i] += hh * f[i]
         _store(y, out, k, m)
         if not (math.isfinite(y[0]) and math.isfinite(y[m])):
             return 3
@@ -193,11 +207,23 @@ def gle_steps(Q, P, M, hist, count, K, m, h, n_steps, out):
         M[r] = mem
 
 
-def splitting_tables(system: KacZwanzig, h: float) -> tuple[np.ndarray, ...]:
-    """The per-step numbers of ``kz_splitting`` for step h: ``(s, cos, sin / omega, omega sin, a, b)``."""
+def splitting_tables(system: KacZwanzig, hs: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The per-sub-step numbers of ``kz_splitting`` for sub-steps hs (g,): ``(s, cos, sin / omega, omega sin, a, b)``,
+    the last five (g, N)."""
     w, c = system.frequencies, system.couplings
-    cs, sn = np.cos(w * h), np.sin(w * h)
+    wh = np.outer(np.asarray(hs, dtype=np.float64), w)
+    cs, sn = np.cos(wh), np.sin(wh)
     return (system.shifts, cs, sn / w, w * sn, c * sn / w, c * (1.0 - cs) / w**2)
+
+
+def _substeps(method: str, h: float) -> np.ndarray:
+    """The sub-steps of one step of ``method``: (h,) for the base method, ``gamma_i h`` for its compositions."""
+    from ..integrators.coefficients import SUZUKI4, YOSHIDA6
+
+    for suffix, gammas in (("_suzuki4", SUZUKI4), ("_y6", YOSHIDA6)):
+        if method.endswith(suffix):
+            return h * np.asarray(gammas, dtype=np.float64)
+    return np.array([h])
 
 
 class BathStepper:
@@ -211,22 +237,23 @@ class BathStepper:
     def __init__(self, system: ParticleBath, method: str, h: float) -> None:
         self.system, self.method, self.h = system, method, h
         self.dim = int(system.dim)
+        self.hs = _substeps(method, h)
         if isinstance(system, KacZwanzig):
-            if method == "stormer_verlet":
+            if method.startswith("stormer_verlet"):
                 w = system.frequencies
                 self._args: tuple = (w * w, system.couplings, system.shifts)
             else:
-                self._args = splitting_tables(system, h)
+                self._args = splitting_tables(system, self.hs)
         else:
             self._args = (float(system.beta), float(system.coupling))
 
     def step(self, y: np.ndarray, n: int, out: np.ndarray) -> int:
         """Advance y in place by n steps (states into out); the status."""
-        if self.method == "bath_splitting":
-            return int(kz_splitting(y, self.h, int(n), *self._args, out))
+        if self.method.startswith("bath_splitting"):
+            return int(kz_splitting(y, self.hs, int(n), *self._args, out))
         if isinstance(self.system, KacZwanzig):
-            return int(kz_verlet(y, self.h, int(n), *self._args, out))
-        return int(chain_verlet(y, self.h, int(n), *self._args, out))
+            return int(kz_verlet(y, self.hs, int(n), *self._args, out))
+        return int(chain_verlet(y, self.hs, int(n), *self._args, out))
 
     def run(self, y0: np.ndarray, n_steps: int, full: bool = False) -> np.ndarray:
         """Trajectories from y0 (dim,) or (rows, dim): (rows, n_steps + 1, 2 or dim)."""
@@ -261,3 +288,34 @@ def bath_stepper(system: Any, method: str, dt: float) -> BathStepper:
         raise VPIntegratorError(f"bath stepper: method {method!r} steps {', '.join(BATH_METHODS[method])}, not "
                                 f"{name!r}", key="method")
     return BathStepper(system, method, h)
+
+
+@jit
+def gle_soe_steps(Q, P, M, U, a, z, K0, h, n_steps, out):
+    """The GLE of ``gle_steps`` with the kernel a sum of exponentials, ``K_j = Re sum_k a_k z_k^j``: the
+    trapezoidal memory by recursion, O(terms) per step. ``U`` (rows, terms) complex: each term's history sum
+    (``U = z (U + P_n)`` per step, ``U = z P_0 / 2`` at the start); ``K0`` the fitted ``K_0``."""
+    rows = Q.shape[0]
+    terms = a.shape[0]
+    hh = 0.5 * h
+    denom = 1.0 + hh * hh * K0
+    for r in range(rows):
+        q = Q[r]
+        p = P[r]
+        mem = M[r]
+        for k in range(n_steps):
+            ph = p + hh * (-(q * q * q - q) - mem)
+            q = q + h * ph
+            acc = 0.0
+            for t in range(terms):
+                acc += (a[t] * U[r, t]).real
+            acc *= h
+            p = (ph + hh * (-(q * q * q - q) - acc)) / denom
+            mem = acc + hh * K0 * p
+            for t in range(terms):
+                U[r, t] = z[t] * (U[r, t] + p)
+            out[r, k, 0] = q
+            out[r, k, 1] = p
+        Q[r] = q
+        P[r] = p
+        M[r] = mem

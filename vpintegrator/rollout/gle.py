@@ -12,7 +12,11 @@ so the particle's first state is all a row needs (the rows' ``seq_len`` is 1, th
   with the exact kernel ``K_N``, by velocity Verlet with the memory integral by the trapezoidal rule on the step
   grid (convolution quadrature, order 2 in the step; ``vpintegrator.compiled.bath.gle_steps``). Its cost does not
   depend on N: O(n) per step over the whole history, or O(memory / dt) with the memory cut at ``memory`` time
-  units (``GLEStep(memory=...)``; K_N is not zero after its envelope decays, so the cut is a further error).
+  units (``GLEStep(memory=...)``; K_N is not zero after its envelope decays, so the cut is a further error), or
+  O(terms) with the kernel fitted by a sum of exponentials (``GLEStep(fit=tol)``, the row's default: the matrix
+  pencil fit of [`exponential_fit`][vpintegrator.rollout.gle.exponential_fit], the fewest terms whose kernel is
+  within ``tol`` of K_N on the fit window, relative to K_N(0); the same trapezoidal rule then runs as one
+  recursion per term).
 - ``bath+METHOD`` ([`BathStep`][vpintegrator.rollout.gle.BathStep], [`bath_row`][vpintegrator.rollout.gle.bath_row]):
   the full-order model, the bath lifted at rest from the particle's first state (``System.bath_at_rest``: exact for
   this convention), stepped by the compiled O(N) loops of ``vpintegrator.compiled.bath`` (METHOD
@@ -33,8 +37,11 @@ import numpy as np
 from ..errors import VPIntegratorError, finite_float
 from .engine import StepMap
 
-__all__ = ["GLEStep", "BathStep", "gle_row", "bath_row", "coarse_bath_row", "gle_solve", "particle_channels",
+__all__ = ["GLEStep", "BathStep", "exponential_fit", "GLE_FIT_TOL", "gle_row", "bath_row", "coarse_bath_row", "gle_solve", "particle_channels",
            "GLE_SUMMARY", "BATH_SUMMARY", "COARSE_SUMMARY"]
+
+#: the ``gle`` row's kernel fit: a sum of exponentials within this fraction of K(0) on the fit window
+GLE_FIT_TOL = 1e-7
 
 GLE_SUMMARY = ("kac_zwanzig observed in its particle: the GLE with the exact memory kernel from the first observed "
                "state (velocity Verlet + trapezoidal convolution quadrature, order 2)")
@@ -104,6 +111,45 @@ class _ParticleRow(StepMap):
         return np.full(np.asarray(windows).shape[0], np.nan)
 
 
+
+def exponential_fit(K: np.ndarray, h: float, tol: float, max_terms: int = 60,
+                    samples: int = 400) -> tuple[np.ndarray, np.ndarray, float]:
+    """A sum of exponentials for a kernel sampled on the step grid: ``K_j ~ Re sum_k a_k z_k^j`` (j = 0 .. L).
+
+    The matrix pencil method on at most ``samples`` of the values (every s-th: a fit on a grid of step ``s h``,
+    its poles taken back to step h by ``z = exp(log(z_s) / s)``), the number of terms raised (pairs, |z| < 1 kept:
+    no growing term) until ``max_j |K_j - fit_j| <= tol |K_0|`` or ``max_terms``. Returns ``(a, z, worst)``: complex
+    amplitudes and poles for step h, and the fit's largest error relative to ``|K_0|`` on the grid."""
+    K = np.asarray(K, dtype=np.float64)
+    stride = max(1, int(np.ceil((K.size - 1) / samples)))
+    y = K[::stride]
+    L = y.size - 1
+    pencil = max(2, L // 2)
+    hank = np.lib.stride_tricks.sliding_window_view(y, pencil + 1)  # (L - pencil + 1, pencil + 1)
+    _, sv, vh = np.linalg.svd(hank, full_matrices=False)
+    j = np.arange(K.size)
+    scale = max(abs(K[0]), 1e-300)
+    best: tuple[np.ndarray, np.ndarray, float] | None = None
+    for terms in range(2, min(max_terms, sv.size - 1) + 1, 2):
+        v = vh[:terms].conj().T
+        zs = np.linalg.eigvals(np.linalg.pinv(v[:-1]) @ v[1:])
+        zs = zs[np.abs(zs) < 1.0]
+        if zs.size == 0:
+            continue
+        z = np.exp(np.log(zs.astype(complex)) / stride)
+        vander = z[None, :] ** j[:, None]
+        a = np.linalg.lstsq(vander, K.astype(complex), rcond=None)[0]
+        worst = float(np.abs((vander @ a).real - K).max() / scale)
+        if best is None or worst < best[2]:
+            best = (a, z, worst)
+        if worst <= tol:
+            break
+    if best is None:
+        raise VPIntegratorError("gle: no decaying sum of exponentials fits the kernel; use the direct quadrature "
+                                "(fit=None)", key="fit")
+    return best
+
+
 class GLEStep(_ParticleRow):
     """``gle``: the particle's GLE with the exact kernel of a ``kac_zwanzig`` system (module docstring).
 
@@ -114,7 +160,12 @@ class GLEStep(_ParticleRow):
     dt : float
         The step (the run's).
     memory : float, optional
-        Cut the memory integral after this many time units (None: the whole history, exact quadrature).
+        Cut the memory integral after this many time units (None: the whole history, exact quadrature). With
+        ``fit``: the fit window (default twice ``system.memory_time()``).
+    fit : float, optional
+        Fit the kernel by a sum of exponentials within ``fit`` of K(0) on the fit window (``exponential_fit``) and
+        run the recursion, O(terms) per step. None (the default here; the ``gle`` row uses ``GLE_FIT_TOL``): the
+        direct quadrature.
     channels : (int, int)
         Where Q and P are among the window's ``dim`` channels. Default (0, 1).
     dim : int
@@ -122,10 +173,14 @@ class GLEStep(_ParticleRow):
     """
 
     def __init__(self, system: Any, dt: float, memory: float | None = None, channels: tuple[int, int] = (0, 1),
-                 dim: int = 2) -> None:
+                 dim: int = 2, fit: float | None = None) -> None:
         super().__init__(channels, dim)
         self.system = _need_kz(system, "gle")
         self.h = finite_float(dt, "gle: dt", positive=True, key="dt")
+        self.fit = None if fit is None else finite_float(fit, "gle: fit", positive=True, key="fit")
+        self._soe: tuple[np.ndarray, np.ndarray, float] | None = None
+        if self.fit is not None and memory is None:
+            memory = 2.0 * self.system.memory_time()
         if memory is None:
             self.m = np.iinfo(np.int64).max // 4
         else:
@@ -146,24 +201,35 @@ class GLEStep(_ParticleRow):
         return self._K
 
     def start(self, window0, limit):
+        """Begin every row at step 0 from its particle state (the kernel grid is kept from earlier starts)."""
         self._Q0, self._P0 = self._particle0(window0)
-        self._restart(np.arange(self._Q0.size))
+        rows_n = self._Q0.size
+        self._Q, self._P, self._M = self._Q0.copy(), self._P0.copy(), np.zeros(rows_n)
+        self._hist = np.zeros((rows_n, 1024))
+        self._count = np.zeros(rows_n, dtype=np.int64)
+        if self.fit is not None:
+            if self._soe is None:  # set-up, once: the kernel on the fit window and its fit
+                self._soe = exponential_fit(self._kernel_to(self.m), self.h, self.fit)
+            self._U = np.zeros((rows_n, self._soe[0].size), dtype=complex)
+        self._restart(np.arange(rows_n))
 
     def _restart(self, rows: np.ndarray) -> None:
-        if not hasattr(self, "_hist"):
-            rows_n = self._Q0.size
-            self._Q, self._P, self._M = self._Q0.copy(), self._P0.copy(), np.zeros(rows_n)
-            self._hist = np.zeros((rows_n, 1024))
-            self._count = np.zeros(rows_n, dtype=np.int64)
         self._Q[rows], self._P[rows], self._M[rows] = self._Q0[rows], self._P0[rows], 0.0
         self._hist[rows, 0] = self._P0[rows]
         self._count[rows] = 0
+        if self._soe is not None:
+            self._U[rows] = 0.5 * self._soe[1][None, :] * self._P0[rows, None]
 
     def generate(self, n):
-        from ..compiled.bath import gle_steps
+        from ..compiled.bath import gle_soe_steps, gle_steps
 
         n = int(n)
         out = np.empty((self._Q.size, n, 2))
+        if self._soe is not None:
+            a, z, _ = self._soe
+            gle_soe_steps(self._Q, self._P, self._M, self._U, a, z, float((a.sum()).real), self.h, n, out)
+            self._count += n
+            return self._emit(out)
         top = int(self._count.max(initial=0)) + n + 1
         if self._hist.shape[1] < top:
             grown = np.zeros((self._hist.shape[0], max(top, 2 * self._hist.shape[1])))
@@ -184,9 +250,13 @@ class GLEStep(_ParticleRow):
         self._restart(np.asarray(rows, dtype=np.int64))
 
     def describe(self):
-        return {**super().describe(), "runner": "numba", "gle_scheme": "velocity Verlet + trapezoidal convolution "
+        info = {**super().describe(), "runner": "numba", "gle_scheme": "velocity Verlet + trapezoidal convolution "
                 "quadrature (order 2)", "gle_memory": "whole history" if self.memory is None else float(self.memory),
                 "bath_N": int(self.system.N)}
+        if self._soe is not None:
+            info.update(gle_kernel="sum of exponentials (matrix pencil)", gle_terms=int(self._soe[0].size),
+                        gle_fit_error=float(self._soe[2]))
+        return info
 
 
 class BathStep(_ParticleRow):
@@ -239,7 +309,7 @@ def gle_row(req: Any) -> GLEStep:
     """The ``gle`` row of a comparison run (a row kind's ``build``: ``req`` a ``RowRequest``: its ``system``, the
     observed run's, and ``dt``)."""
     full, channels = particle_channels(req.system, "gle")
-    return GLEStep(full, req.dt, None, channels, int(req.system.dim))
+    return GLEStep(full, req.dt, None, channels, int(req.system.dim), fit=GLE_FIT_TOL)
 
 
 def bath_row(req: Any) -> BathStep:
@@ -257,9 +327,11 @@ def coarse_bath_row(req: Any, t_max: float | None = None) -> BathStep:
     return BathStep(coarse, str(req.integrator), req.dt, channels, int(req.system.dim), label=str(req.label))
 
 
-def gle_solve(system: Any, Q0: Any, P0: Any, dt: float, n_steps: int, memory: float | None = None) -> np.ndarray:  # noqa: N803
-    """The GLE row's particle from ``(Q0, P0)`` (numbers or (rows,) arrays): (rows, n_steps + 1, 2)."""
-    step = GLEStep(system, dt, memory)
+def gle_solve(system: Any, Q0: Any, P0: Any, dt: float, n_steps: int, memory: float | None = None,  # noqa: N803
+              fit: float | None = None) -> np.ndarray:
+    """The GLE's particle from ``(Q0, P0)`` (numbers or (rows,) arrays): (rows, n_steps + 1, 2) (``GLEStep``'s
+    ``memory`` and ``fit``)."""
+    step = GLEStep(system, dt, memory, fit=fit)
     Q0, P0 = np.broadcast_arrays(np.atleast_1d(np.asarray(Q0, dtype=np.float64)),
                                  np.atleast_1d(np.asarray(P0, dtype=np.float64)))
     window = np.stack([Q0, P0], axis=-1)[:, None, :]

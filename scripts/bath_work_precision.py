@@ -1,0 +1,176 @@
+"""The hidden-bath arena's work-precision table: the particle's error at t = 100 against batch-1 CPU per unit time.
+
+For each bath size N (default 10^2, 10^3, 10^4) of ``kac_zwanzig`` (harmonic bath) and ``particle_chain`` (FPU-beta
+chain), on held-out particle states (the sampler ``particle``, seed 1; the shipped specs draw with seed 0), every
+row starts from the particle's first state (the bath at rest) and is scored on the particle ``(Q, P)``:
+
+- error: the median over conditions of ``|z(T) - z_ref(T)| / |z_ref(T)|`` at T = ``--t-end`` (z = (Q, P)), and the
+  median of the maximum of the same over t = 1, 2, .., T;
+- reference: SciPy DOP853 at rtol = atol = 1e-12 on the full system for N <= 10^3; for N = 10^4 the full-order
+  model at a fine step (order 6: the exact-bath splitting composed by Yoshida at h = 0.01 for the harmonic bath,
+  Verlet composed likewise at h = 0.01 for the chain);
+- cost: ``vpintegrator.clock.meter`` (batch 1, one condition, thread CPU, warm, min over interleaved repeats) of a
+  call that produces the particle's states of every step to T, divided by T.
+
+Rows: ``verlet h`` (the compiled O(N) Stormer-Verlet), ``split h`` (the exact-bath-flow splitting), ``coarse h``
+(the coarse bath of ``KacZwanzig.coarse(T)``, by the splitting), ``-y6``: the same composed to order 6 (Yoshida, 7
+sub-steps per step), ``gle h`` (the GLE row: the exact kernel fitted by
+a sum of exponentials within 1e-7 of K(0), O(terms) per step) and ``gle-direct h`` (the same quadrature over the
+whole history, O(n) per step); for the chain, ``verlet h`` and ``trunc h`` (the chain
+truncated to 100 sites, also ``-y6``: the front of a disturbance from the particle has not returned from its wall by T = 100).
+
+    python scripts/bath_work_precision.py            # default: 3 sizes, 5 conditions (about 3 minutes here)
+    python scripts/bath_work_precision.py --quick    # 2 sizes (10^2, 10^3), 3 conditions, < 1 minute
+    python scripts/bath_work_precision.py --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from typing import Any, Callable
+
+import numpy as np
+from scipy.integrate import solve_ivp
+
+from vpintegrator.clock import meter
+from vpintegrator.compiled.bath import bath_stepper
+from vpintegrator.rollout.gle import GLE_FIT_TOL, GLEStep
+from vpintegrator.systems import get_system, sample_initial_conditions
+
+
+def reference(system: Any, y0: np.ndarray, t_end: float, fine: tuple[str, float] | None) -> np.ndarray:
+    """The particle (rows, T + 1, 2) at t = 0, 1, .., T: DOP853 at 1e-12, or the compiled ``fine`` (method, h)."""
+    n = system.N + 1
+    steps = int(round(t_end))
+    if fine is None:
+        grid = np.arange(steps + 1, dtype=float)
+        out = []
+        for y in y0:
+            sol = solve_ivp(system, (0.0, t_end), y, method="DOP853", rtol=1e-12, atol=1e-12, t_eval=grid)
+            out.append(sol.y[[0, n]].T)
+        return np.array(out)
+    method, h = fine
+    per = int(round(1.0 / h))
+    return bath_stepper(system, method, h).run(y0, steps * per)[:, ::per]
+
+
+def score(states: np.ndarray, h: float, ref: np.ndarray) -> tuple[float, float]:
+    """(median final relative error, median max-over-t relative error) of (rows, n + 1, 2) states of step h."""
+    per = int(round(1.0 / h))
+    z = states[:, ::per][:, : ref.shape[1]]
+    err = np.linalg.norm(z - ref, axis=-1) / np.linalg.norm(ref, axis=-1)
+    return float(np.median(err[:, -1])), float(np.median(err[:, 1:].max(axis=1)))
+
+
+def gle(system: Any, h: float, fit: float | None = None) -> Callable[[np.ndarray], np.ndarray]:
+    """The GLE row as a call (its step map built once: the kernel and its fit are set-up, not per call)."""
+    step = GLEStep(system, h, fit=fit)
+    n_steps = int(round(T_END[0] / h))
+
+    def run(y0: np.ndarray) -> np.ndarray:
+        window = y0[:, [0, system.N + 1]][:, None, :]
+        step.start(window, None)
+        return np.concatenate([window, step.generate(n_steps)], axis=1)
+
+    return run
+
+
+#: the horizon of the rows being built (set by ``arena``)
+T_END = [100.0]
+
+
+def rows_for(system: Any, t_end: float, kind: str) -> dict[str, tuple[float, Callable[[np.ndarray], np.ndarray]]]:
+    """name -> (h, run(y0) -> particle states (rows, n + 1, 2))."""
+    def full(sys_: Any, method: str, h: float) -> Callable[[np.ndarray], np.ndarray]:
+        stepper = bath_stepper(sys_, method, h)
+        n = int(round(t_end / h))
+        return lambda y0: stepper.run(sys_.bath_at_rest(y0[:, 0], y0[:, system.N + 1]), n)
+
+    rows: dict[str, tuple[float, Callable[[np.ndarray], np.ndarray]]] = {}
+    for h in (0.4, 0.2, 0.1):
+        rows[f"verlet {h}"] = (h, full(system, "stormer_verlet", h))
+    if kind == "kac_zwanzig":
+        for h in (0.4, 0.2, 0.1, 0.05):
+            rows[f"split {h}"] = (h, full(system, "bath_splitting", h))
+        for h in (0.5, 0.25):
+            rows[f"split-y6 {h}"] = (h, full(system, "bath_splitting_y6", h))
+        coarse = system.coarse(t_end)
+        for h in (0.2, 0.1, 0.05):
+            rows[f"coarse(M={coarse.N}) {h}"] = (h, full(coarse, "bath_splitting", h))
+        for h in (0.5, 0.25, 0.125):
+            rows[f"coarse(M={coarse.N})-y6 {h}"] = (h, full(coarse, "bath_splitting_y6", h))
+        for h in (0.2, 0.1, 0.05, 0.025):
+            rows[f"gle {h}"] = (h, gle(system, h, fit=GLE_FIT_TOL))
+        for h in (0.1, 0.05):
+            rows[f"gle-direct {h}"] = (h, gle(system, h))
+    else:
+        rows[f"verlet {0.05}"] = (0.05, full(system, "stormer_verlet", 0.05))
+        for h in (0.4, 0.2):
+            rows[f"verlet-y6 {h}"] = (h, full(system, "stormer_verlet_y6", h))
+        short = get_system("particle_chain", N=min(system.N, 100), beta=system.beta, coupling=system.coupling)
+        for h in (0.2, 0.1, 0.05):
+            rows[f"trunc(N={short.N}) {h}"] = (h, full(short, "stormer_verlet", h))
+        for h in (0.4, 0.2, 0.1):
+            rows[f"trunc(N={short.N})-y6 {h}"] = (h, full(short, "stormer_verlet_y6", h))
+    return rows
+
+
+def arena(kind: str, sizes: list[int], n_cond: int, t_end: float, repeats: int) -> list[dict[str, Any]]:
+    out = []
+    T_END[0] = t_end
+    for n_bath in sizes:
+        system = get_system(kind, N=n_bath)
+        y0 = sample_initial_conditions(system, "particle", n_cond, 1)
+        tic = time.process_time()
+        fine = None if n_bath <= 1000 else (("bath_splitting_y6", 0.01) if kind == "kac_zwanzig"
+                                            else ("stormer_verlet_y6", 0.01))
+        ref = reference(system, y0, t_end, fine)
+        ref_seconds = time.process_time() - tic
+        rows = rows_for(system, t_end, kind)
+        results = {name: run(y0) for name, (h, run) in rows.items()}
+        costs = meter({name: (lambda run=run: run(y0[:1])) for name, (h, run) in rows.items()}, repeats=repeats)
+        for name, (h, _run) in rows.items():
+            final, worst = score(results[name], h, ref)
+            out.append({"system": kind, "N": n_bath, "row": name, "h": h, "error_T": final, "error_max": worst,
+                        "cpu_per_unit_time": costs[name].per(t_end), "setup_seconds": costs[name].setup_seconds,
+                        "reference": "dop853 1e-12" if fine is None else f"{fine[0]} h={fine[1]}",
+                        "reference_cpu": ref_seconds, "n_cond": n_cond, "t_end": t_end})
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="N = 10^2, 10^3 and 3 conditions (< 1 minute)")
+    parser.add_argument("--sizes", type=str, default=None, help="comma list of N (default 100,1000,10000)")
+    parser.add_argument("--n-cond", type=int, default=None, help="held-out conditions (default 5; --quick 3)")
+    parser.add_argument("--t-end", type=float, default=100.0)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--systems", type=str, default="kac_zwanzig,particle_chain")
+    parser.add_argument("--json", type=str, default=None, help="write the rows here")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in (args.sizes or ("100,1000" if args.quick else "100,1000,10000")).split(",")]
+    n_cond = args.n_cond or (3 if args.quick else 5)
+    tic = time.process_time()
+    load = os.getloadavg()
+    rows = []
+    for kind in args.systems.split(","):
+        rows += arena(kind, sizes, n_cond, args.t_end, args.repeats)
+    print(f"| system | N | row | h | error at T | max error on [0, T] | CPU s per unit time |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['system']} | {r['N']} | {r['row']} | {r['h']} | {r['error_T']:.2e} | {r['error_max']:.2e} | "
+              f"{r['cpu_per_unit_time']:.2e} |")
+    total = time.process_time() - tic
+    print(f"\nT = {args.t_end}, {n_cond} held-out conditions (sampler particle, seed 1); median over conditions; "
+          f"cost: vpintegrator.clock.meter, batch 1, thread CPU, min of {args.repeats} interleaved repeats; "
+          f"process CPU {total:.0f} s; load average at start {load[0]:.2f}, at end {os.getloadavg()[0]:.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rows": rows, "load_start": load[0], "cpu_seconds": total}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
