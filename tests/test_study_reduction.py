@@ -157,7 +157,7 @@ def test_tiny_run_end_to_end_against_direct_computations(tmp_path):
     full = rd.full_order_rows(plan, case)
     y = integrate(case.system, case.y0, 0.3, 400, method="stormer_verlet").y[:, -1]
     verlet = next(r for r in full if r["label"] == "stormer_verlet, h = 0.3")
-    want = np.percentile(relative_error(y, case.heldout[:, 1]), 50, method="nearest")
+    want = np.percentile(relative_error(y, case.heldout[:, 1]), 50)
     assert verlet["err_t120"]["median"] == pytest.approx(want, rel=1e-9)
     assert verlet["cost"] > 0
 
@@ -168,8 +168,7 @@ def test_tiny_run_end_to_end_against_direct_computations(tmp_path):
     a = np.block([[u, np.zeros_like(u)], [np.zeros_like(u), u]])
     proj = case.heldout[:, 1] @ a @ a.T
     want = np.percentile(np.linalg.norm(proj - case.heldout[:, 1], axis=1) / np.linalg.norm(case.heldout[:, 1],
-                                                                                               axis=1), 50,
-                         method="nearest")
+                                                                                               axis=1), 50)
     assert floor["err_t120"]["median"] == pytest.approx(want, rel=1e-8)
 
     (balanced,) = rd.psd_floor_balanced_rows(plan, case)  # the SVD of [Q / |Q|_F, P / |P|_F]
@@ -178,8 +177,7 @@ def test_tiny_run_end_to_end_against_direct_computations(tmp_path):
     a = np.block([[u, np.zeros_like(u)], [np.zeros_like(u), u]])
     proj = case.heldout[:, 1] @ a @ a.T
     want = np.percentile(np.linalg.norm(proj - case.heldout[:, 1], axis=1) / np.linalg.norm(case.heldout[:, 1],
-                                                                                               axis=1), 50,
-                         method="nearest")
+                                                                                               axis=1), 50)
     assert balanced["row"] == "psd_floor_balanced" and balanced["label"] == "balanced PSD floor, 2n = 4"
     assert balanced["err_t120"]["median"] == pytest.approx(want, rel=1e-8)
 
