@@ -134,9 +134,9 @@ class GRUWindow(_WindowModel):
 
     def features(self, xb: torch.Tensor) -> torch.Tensor:
         h = xb
-        for gru in self.grus:
+        for gru in self.grus[:-1]:
             h = gru(h)
-        return h[:, -1]
+        return self.grus[-1](h, last=True)
 
 
 @register_model(defaults=dict(seq_len=4, width=16, state=16, layers=1, depth=1, r_min=0.0, r_max=0.99,

@@ -54,21 +54,25 @@ class GRULayer(nn.Module):
             for p in self.parameters():
                 p.uniform_(-bound, bound)
 
-    def forward(self, u: torch.Tensor) -> torch.Tensor:
-        """(batch, seq, n_in) -> every hidden state (batch, seq, width)."""
+    def forward(self, u: torch.Tensor, last: bool = False) -> torch.Tensor:
+        """(batch, seq, n_in) -> every hidden state (batch, seq, width); with ``last`` only the final one
+        (batch, width)."""
         w = self.width
         gi = self.input(u)  # (batch, seq, 3 width): the input side of every step at once
-        h = u.new_zeros(u.shape[0], w)
-        out = []
-        for t in range(u.shape[1]):
+        b_h = self.hidden.bias
+        # the first step from h = 0: the hidden product is its bias, and h' = (1 − z) ⊙ n
+        rz = torch.sigmoid(gi[:, 0, : 2 * w] + b_h[: 2 * w])
+        n = torch.tanh(gi[:, 0, 2 * w :] + rz[:, :w] * b_h[2 * w :])
+        h = n - rz[:, w:] * n
+        out = [h]
+        for t in range(1, u.shape[1]):
             gh = self.hidden(h)
             g = gi[:, t]
-            r = torch.sigmoid(g[:, :w] + gh[:, :w])
-            z = torch.sigmoid(g[:, w : 2 * w] + gh[:, w : 2 * w])
-            n = torch.tanh(g[:, 2 * w :] + r * gh[:, 2 * w :])
-            h = n + z * (h - n)
+            rz = torch.sigmoid(g[:, : 2 * w] + gh[:, : 2 * w])  # the reset and update gates together
+            n = torch.tanh(g[:, 2 * w :] + rz[:, :w] * gh[:, 2 * w :])
+            h = n + rz[:, w:] * (h - n)
             out.append(h)
-        return torch.stack(out, dim=1)
+        return h if last else torch.stack(out, dim=1)
 
 
 def check_ring(r_min: float, r_max: float, max_phase: float, owner: str = "lru") -> tuple[float, float, float]:
@@ -143,23 +147,22 @@ class LRULayer(nn.Module):
         return torch.exp(-torch.exp(self.nu_log)), torch.exp(self.theta_log)
 
     def _powers(self, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Real and imaginary parts of ``λ^k`` for the integer exponents ``k`` (any shape) -> (*k.shape, state)."""
-        nu, theta = torch.exp(self.nu_log), torch.exp(self.theta_log)
+        """Real and imaginary parts of ``γ ⊙ λ^k`` for the exponents ``k`` (any shape) -> (*k.shape, state):
+        ``exp(γ_log − k exp(ν_log)) (cos, sin)(k exp(θ_log))``."""
         kk = k.unsqueeze(-1)
-        mod = torch.exp(-kk * nu)
-        return mod * torch.cos(kk * theta), mod * torch.sin(kk * theta)
+        mod = torch.exp(self.gamma_log - kk * torch.exp(self.nu_log))
+        angle = kk * torch.exp(self.theta_log)
+        return mod * torch.cos(angle), mod * torch.sin(angle)
 
     def forward(self, u: torch.Tensor, last: bool = False) -> torch.Tensor:
         """(batch, seq, width) -> ``y`` (batch, seq, width); with ``last`` only the final output (batch, width)."""
         T = u.shape[1]
-        gamma = torch.exp(self.gamma_log)
-        v_re = (u @ self.B_re.T) * gamma  # γ ⊙ B u: (batch, seq, state), real and imaginary parts
-        v_im = (u @ self.B_im.T) * gamma
-        if last:  # h_{T−1} = Σ_s λ^{T−1−s} v_s
-            k = torch.arange(T - 1, -1, -1, device=u.device, dtype=u.dtype)
-            k_re, k_im = self._powers(k)  # (seq, state)
-            h_re = torch.einsum("sn,bsn->bn", k_re, v_re) - torch.einsum("sn,bsn->bn", k_im, v_im)
-            h_im = torch.einsum("sn,bsn->bn", k_re, v_im) + torch.einsum("sn,bsn->bn", k_im, v_re)
+        v_re = u @ self.B_re.T  # B u: (batch, seq, state), real and imaginary parts
+        v_im = u @ self.B_im.T
+        if last:  # h_{T−1} = Σ_s γ λ^{T−1−s} B u_s, elementwise (cheaper than a product at batch 1)
+            k_re, k_im = self._powers(torch.arange(T - 1, -1, -1, device=u.device, dtype=u.dtype))  # (seq, state)
+            h_re = (k_re * v_re - k_im * v_im).sum(dim=1)
+            h_im = (k_re * v_im + k_im * v_re).sum(dim=1)
             return h_re @ self.C_re.T - h_im @ self.C_im.T + self.D * u[:, -1]
         idx = torch.arange(T, device=u.device)
         lag = idx.unsqueeze(1) - idx.unsqueeze(0)  # t − s
