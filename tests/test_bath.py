@@ -241,6 +241,26 @@ def test_the_coarse_bath_reproduces_the_particle_to_its_horizon():
     assert system.coarse(1e6) is system  # no smaller bath for so long a horizon
 
 
+def test_the_coarse_bath_row_grows_with_a_long_run():
+    """A coarse bath for t = 100 recurs near t = 121; the row rebuilds it for longer runs and replays, so to t = 400
+    it stays on the full bath's particle (the bath for t = 100 alone is off by O(1) there)."""
+    from vpintegrator.rollout.gle import BathStep, CoarseBathStep
+
+    system = get_system("kac_zwanzig", N=2000)
+    window = np.stack(PARTICLES, axis=-1)[:, None, :]
+    rows = {"grown": CoarseBathStep(system, "bath_splitting", 0.05), "full": BathStep(system, "bath_splitting", 0.05),
+            "fixed": BathStep(system.coarse(100.0), "bath_splitting", 0.05)}
+    out = {}
+    for name, step in rows.items():
+        step.start(window, None)
+        out[name] = np.concatenate([step.generate(1000) for _ in range(8)], axis=1)
+    assert rows["grown"].t_max >= 400 and rows["grown"].system.N < 500
+    assert np.abs(out["grown"] - out["full"]).max() < 1e-6
+    assert np.abs(out["fixed"] - out["full"]).max() > 1e-2
+    rows["grown"].reset(np.array([2]))
+    np.testing.assert_allclose(rows["grown"].generate(3)[2], out["full"][2, :3], atol=1e-9)
+
+
 def test_a_truncated_chain_is_the_long_chain_before_the_echo():
     """The nonlinear bath is a nearest-neighbour chain started at rest: to t = 30 the particle on 60 sites is the
     particle on 400 sites to round-off (the disturbance has not come back from the wall)."""

@@ -21,8 +21,13 @@ so the particle's first state is all a row needs (the rows' ``seq_len`` is 1, th
   the full-order model, the bath lifted at rest from the particle's first state (``System.bath_at_rest``: exact for
   this convention), stepped by the compiled O(N) loops of ``vpintegrator.compiled.bath`` (METHOD
   ``stormer_verlet`` or, for ``kac_zwanzig``, ``bath_splitting``); also for ``particle_chain``.
-- ``coarse_bath+METHOD`` ([`coarse_bath_row`][vpintegrator.rollout.gle.coarse_bath_row]): the same with the coarse
-  bath of ``KacZwanzig.coarse`` for the run's horizon: a full-order model of a smaller bath.
+- ``coarse_bath+METHOD`` ([`CoarseBathStep`][vpintegrator.rollout.gle.CoarseBathStep],
+  [`coarse_bath_row`][vpintegrator.rollout.gle.coarse_bath_row]): the same with the coarse bath of
+  ``KacZwanzig.coarse``: a full-order model of a smaller bath, valid to t = 100 first and rebuilt for a longer run.
+
+The ``gle`` row's fitted kernel holds ``K_N`` on its fit window (twice the memory time) and decays after it; ``K_N``
+itself recurs at ``2 pi N / omega_max`` (157 at N = 100): past that time the particle of the N-oscillator bath feels
+an echo that only the direct quadrature (``GLEStep(fit=None)``) keeps.
 
 The rows run on an observed run of the particle (``observe = "q0,p0"``: ``vp-rollout`` scores them on the observed
 channels); their step maps also take a plain system and the particle's channels in Python.
@@ -37,7 +42,7 @@ import numpy as np
 from ..errors import VPIntegratorError, finite_float
 from .engine import StepMap
 
-__all__ = ["GLEStep", "BathStep", "exponential_fit", "GLE_FIT_TOL", "gle_row", "bath_row", "coarse_bath_row", "gle_solve", "particle_channels",
+__all__ = ["GLEStep", "BathStep", "CoarseBathStep", "exponential_fit", "GLE_FIT_TOL", "gle_row", "bath_row", "coarse_bath_row", "gle_solve", "particle_channels",
            "GLE_SUMMARY", "BATH_SUMMARY", "COARSE_SUMMARY"]
 
 #: the ``gle`` row's kernel fit: a sum of exponentials within this fraction of K(0) on the fit window
@@ -318,13 +323,71 @@ def bath_row(req: Any) -> BathStep:
     return BathStep(full, str(req.integrator), req.dt, channels, int(req.system.dim), label=str(req.label))
 
 
-def coarse_bath_row(req: Any, t_max: float | None = None) -> BathStep:
-    """The ``coarse_bath+METHOD`` row (a row kind's ``build``): the coarse bath for ``t_max`` (default the system's
-    ``default_t_end``, the arena's horizon)."""
+class CoarseBathStep(BathStep):
+    """``coarse_bath+METHOD``: the coarse bath of a ``kac_zwanzig`` system (``KacZwanzig.coarse``) for a horizon
+    that grows with the run: it starts valid to ``t_max``, and a step past that horizon rebuilds the coarse bath for
+    twice the time needed and replays each row from its first state (a bath of M oscillators recurs after
+    ``2 pi M / omega_c``: without this a long run would see echoes the full bath does not have before it). Every
+    state is thus made by a coarse bath valid at its time; the replays at most double the work.
+
+    Parameters
+    ----------
+    system : KacZwanzig
+        The full system.
+    method, dt, channels, dim, label : as for ``BathStep``.
+    t_max : float
+        The first horizon. Default 100 (the arena's).
+    """
+
+    def __init__(self, system: Any, method: str, dt: float, channels: tuple[int, int] = (0, 1), dim: int = 2,
+                 label: str | None = None, t_max: float = 100.0) -> None:
+        self.full = _need_kz(system, str(label or "coarse_bath"))
+        self.t_max = finite_float(t_max, "coarse_bath: t_max", positive=True, key="t_max")
+        self.method = method
+        super().__init__(self.full.coarse(self.t_max), method, dt, channels, dim,
+                         label=label or f"coarse_bath+{method}")
+
+    def start(self, window0, limit):
+        super().start(window0, limit)
+        self._done = np.zeros(self._y.shape[0], dtype=np.int64)
+
+    def _grow(self, steps: int) -> None:
+        """Rebuild the coarse bath for twice the time of ``steps`` steps and replay every row to where it is."""
+        from ..compiled.bath import bath_stepper
+
+        h = self.stepper.h
+        self.t_max = max(2.0 * self.t_max, 2.0 * steps * h)
+        self.system = self.full.coarse(self.t_max)
+        self.stepper = bath_stepper(self.system, self.method, h)
+        Q0, P0 = self._y0[:, 0], self._y0[:, self._y0.shape[1] // 2]
+        self._y0 = self.system.bath_at_rest(Q0, P0)
+        self._y = self._y0.copy()
+        for r in range(self._y.shape[0]):
+            if self._done[r]:
+                self.stepper.step(self._y[r], int(self._done[r]), np.empty((int(self._done[r]), 2)))
+
+    def generate(self, n):
+        n = int(n)
+        if (int(self._done.max(initial=0)) + n) * self.stepper.h > self.t_max and self.system is not self.full:
+            self._grow(int(self._done.max(initial=0)) + n)
+        out = super().generate(n)
+        self._done += n
+        return out
+
+    def reset(self, rows):
+        super().reset(rows)
+        self._done[np.asarray(rows, dtype=np.int64)] = 0
+
+    def describe(self):
+        return {**super().describe(), "coarse_horizon": float(self.t_max), "full_N": int(self.full.N)}
+
+
+def coarse_bath_row(req: Any, t_max: float = 100.0) -> CoarseBathStep:
+    """The ``coarse_bath+METHOD`` row (a row kind's ``build``): the coarse bath, valid to ``t_max`` first and
+    rebuilt for longer runs (``CoarseBathStep``)."""
     full, channels = particle_channels(req.system, str(req.label))
-    full = _need_kz(full, str(req.label))
-    coarse = full.coarse(float(t_max if t_max is not None else full.default_t_end))
-    return BathStep(coarse, str(req.integrator), req.dt, channels, int(req.system.dim), label=str(req.label))
+    return CoarseBathStep(full, str(req.integrator), req.dt, channels, int(req.system.dim), label=str(req.label),
+                          t_max=t_max)
 
 
 def gle_solve(system: Any, Q0: Any, P0: Any, dt: float, n_steps: int, memory: float | None = None,  # noqa: N803
