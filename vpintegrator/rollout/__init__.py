@@ -90,6 +90,10 @@ _LAZY: dict[str, str] = {
     "SindyStep": ".sindy",
     "select_sindy": ".sindy",
     "ParrotStep": ".parrot",
+    "ARXStep": ".memory",
+    "NARXStep": ".memory",
+    "DelayDMDStep": ".memory",
+    "DelaySindyStep": ".delay_sindy",
 }
 
 
@@ -116,6 +120,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from .identify import IdentifiedStep as IdentifiedStep
     from .identify import identify_parameters as identify_parameters
     from .parrot import ParrotStep as ParrotStep
+    from .memory import ARXStep as ARXStep
+    from .memory import DelayDMDStep as DelayDMDStep
+    from .memory import NARXStep as NARXStep
+    from .delay_sindy import DelaySindyStep as DelaySindyStep
     from .sindy import SindyStep as SindyStep
     from .sindy import select_sindy as select_sindy
     from .config import RolloutConfig as RolloutConfig
@@ -146,9 +154,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # a literal list (type checkers read __all__ only in this form): the names of _LAZY, sorted
 __all__ = [
+    "ARXStep",
     "BLOWUP",
     "CHUNK_STEPS",
     "ContextStep",
+    "DelayDMDStep",
+    "DelaySindyStep",
     "DeviceStepper",
     "ENGINES",
     "ExactFlowStep",
@@ -157,6 +168,7 @@ __all__ = [
     "LearnedField",
     "MethodMetrics",
     "ModelStep",
+    "NARXStep",
     "ParrotStep",
     "ROLLOUT_SCHEMA",
     "ROLLOUT_SCHEMA_VERSION",

@@ -13,6 +13,8 @@ The rows a comparison run takes in its ``integrators`` key besides the classical
 | ``fd+METHOD``, ``shooting+METHOD`` | identification | each row's parameters from its first ``context_len`` states, then METHOD with them ([`IdentifiedStep`][vpintegrator.rollout.identify.IdentifiedStep]) |
 | ``sindy+METHOD`` | fitted | sparse regression on the training trajectories, integrated by METHOD ([`SindyStep`][vpintegrator.rollout.sindy.SindyStep]; the ``sindy`` extra) |
 | ``parrot`` | fitted | context parroting: the nearest training window's continuation, copied ([`ParrotStep`][vpintegrator.rollout.parrot.ParrotStep]) |
+| ``arx``, ``delay_dmd``, ``narx`` | fitted | linear memory of the last ``context_len`` states, its delay DMD, and the window plus polynomial terms of the newest state ([`ARXStep`][vpintegrator.rollout.memory.ARXStep], [`DelayDMDStep`][vpintegrator.rollout.memory.DelayDMDStep], [`NARXStep`][vpintegrator.rollout.memory.NARXStep]) |
+| ``delay_sindy+METHOD`` | fitted | SINDy on the delay vectors of ``context_len`` states, integrated by METHOD ([`DelaySindyStep`][vpintegrator.rollout.delay_sindy.DelaySindyStep]; the ``sindy`` extra) |
 
 A **fitted** row learns from training trajectories (``FitSplit``) of the file ``fit_data`` and is scored on
 the run's data file (``fitted_rows_split``); it fits on the data file it is scored on only when asked
@@ -187,6 +189,64 @@ def _parrot(req: RowRequest) -> StepMap:
                       source=f"{split.source}: {split.train.size} training trajectories of {data}")
 
 
+def _memory_data(req: RowRequest, reach: int) -> tuple[Path | None, np.ndarray, np.ndarray, str]:
+    """The data file, training and validation indices and the source line of a memory row (``arx``, ``narx``,
+    ``delay_dmd``, ``delay_sindy+METHOD``); a window longer than the file's trajectories allow (``reach``:
+    the states one training sample needs beyond the window) is refused now, in one line naming
+    ``context_len``."""
+    from ..data import read_metadata
+
+    split = _need_split(req)
+    data = split.data or req.data
+    train, val = split.train, split.val
+    if data is not None:
+        n_states = int(read_metadata(data)["n_states"])
+        if req.context_len + reach > n_states:
+            raise VPIntegratorError(
+                f"{req.label}: context_len = {req.context_len} is longer than the trajectories of {data} allow "
+                f"({n_states} states; this row needs context_len + {reach}); give context_len <= "
+                f"{n_states - reach}", key="context_len")
+    if val.size == 0:  # a split without validation trajectories: the last tenth of train validates
+        if train.size < 2:
+            raise VPIntegratorError(f"{req.label}: one training trajectory and no validation one; give data with "
+                                    "more trajectories", key="integrators")
+        n_val = max(1, train.size // 10)
+        train, val = train[:-n_val], train[-n_val:]
+    source = f"{split.source}: {train.size} training, {val.size} validation trajectories of {data}"
+    return data, train, val, source
+
+
+def _memory(name: str) -> Callable[[RowRequest], StepMap]:
+    def build(req: RowRequest) -> StepMap:
+        from . import memory
+
+        cls = {"arx": memory.ARXStep, "narx": memory.NARXStep, "delay_dmd": memory.DelayDMDStep}[name]
+        data, train, val, source = _memory_data(req, 1)
+        T = int(req.context_len)
+        max_states = 2 * memory.MAX_FIT_WINDOWS  # MAX_FIT_WINDOWS windows where K >= 2 T
+        return cls(_seen(req, _trajectories(data, train, max_states)),
+                   _seen(req, _trajectories(data, val, max_traj=memory.MAX_VAL_TRAJ, n_steps=T + memory.VAL_STEPS)),
+                   context_len=T, dim=int(req.system.dim), source=source)
+
+    return build
+
+
+def _delay_sindy(req: RowRequest) -> StepMap:
+    from ..data.trajectory_reader import component_names
+    from .delay_sindy import DelaySindyStep
+    from .sindy import MAX_FIT_STATES, MAX_VAL_TRAJ, VAL_STEPS
+
+    data, train, val, source = _memory_data(req, 2)
+    observation = getattr(req.system, "observation", None)
+    names = tuple(observation.names) if observation is not None else (
+        () if data is None else component_names(data, req.system))
+    T = int(req.context_len)
+    return DelaySindyStep(_seen(req, _trajectories(data, train, MAX_FIT_STATES)),
+                          _seen(req, _trajectories(data, val, max_traj=MAX_VAL_TRAJ, n_steps=T - 1 + VAL_STEPS)),
+                          str(req.integrator), req.dt, context_len=T, dim=int(req.system.dim), source=source,
+                          component_names=names)
+
+
 def _estimated(req: RowRequest) -> StepMap:
     from .observed import EstimatedStep, ObservedSystem
 
@@ -208,6 +268,15 @@ ROW_KINDS: dict[str, RowKind] = {
                      needs='pysindy: pip install "vpintegrator[sindy]"'),
     "parrot": RowKind("parrot", False, True, _parrot, "context parroting: the nearest training window of "
                       "context_len states, its continuation copied"),
+    "arx": RowKind("arx", False, True, _memory("arx"), "linear memory: the next state a linear function of the "
+                   "last context_len states (least squares on the training windows, ridge by validation rollout)"),
+    "delay_dmd": RowKind("delay_dmd", False, True, _memory("delay_dmd"), "Hankel / delay DMD: exact DMD of the "
+                         "delay vectors of context_len states, truncated to the rank chosen by validation rollout"),
+    "narx": RowKind("narx", False, True, _memory("narx"), "the arx window plus polynomial terms (degree 2 ... D) of "
+                    "the newest state; library and ridge by validation rollout"),
+    "delay_sindy": RowKind("delay_sindy", True, True, _delay_sindy, "SINDy on the delay vectors of context_len "
+                           "states (library and threshold by validation rollout), integrated by METHOD",
+                           needs='pysindy: pip install "vpintegrator[sindy]"'),
     "estimate": RowKind("estimate", True, False, _estimated, "observed runs: the full state estimated from the first "
                         "context_len observed states by least squares on the true flow, then METHOD"),
 }

@@ -65,7 +65,7 @@ from .sindy_library import (INSTALL, MAX_FEATURES, Library, _label, _library_of,
 
 __all__ = ["LIBRARIES", "THRESHOLDS", "VAL_STEPS", "PARSIMONY", "INSTALL", "MAX_FIT_STATES", "MAX_VAL_TRAJ",
            "MAX_FEATURES", "require_pysindy", "Library", "library", "library_size", "SindyField", "SindyFit",
-           "derivatives", "fit_sindy", "select_sindy", "SindyStep"]
+           "derivatives", "fit_sindy", "select_sindy", "sindy_record", "SindyStep"]
 
 #: the feature libraries of the validation grid
 LIBRARIES = ("poly1", "poly2", "poly3", "poly4", "trig", "exp", "poly3+trig+exp")
@@ -409,6 +409,28 @@ def select_sindy(train: np.ndarray, val: np.ndarray, dt: float, integrator: str,
     return min(near, key=lambda f: (f.n_terms, f.score)), fits
 
 
+def sindy_record(fit: SindyFit | None, candidates: Sequence[SindyFit], integrator: str,
+                 component_names: Sequence[str] = ()) -> dict[str, Any]:
+    """What a SINDy row records (its attributes in the rollout file): every candidate's library, threshold,
+    terms and score (``sindy_candidates``, JSON), the selection rule (``sindy_selection``), and for the chosen
+    fit its library, threshold, terms, score, equations, features and coefficients (``sindy_*``)."""
+    info: dict[str, Any] = {
+        "sindy_candidates": json.dumps([
+            {"library": f.library, "threshold": None if not np.isfinite(f.threshold) else f.threshold,
+             "n_terms": f.n_terms,
+             "validation_error": None if not np.isfinite(f.score) else f.score} for f in candidates]),
+        "sindy_selection": (f"validation rollout by {integrator}: mean over validation trajectories of the largest "
+                            f"relative error (capped at 1) over <= {VAL_STEPS} steps; fewest terms within "
+                            f"{PARSIMONY:g}x the best")}
+    if fit is not None and fit.field is not None:
+        names = tuple(component_names)
+        info.update(sindy_library=fit.library, sindy_threshold=fit.threshold, sindy_n_terms=fit.n_terms,
+                    sindy_validation_error=fit.score, sindy_equations="\n".join(fit.field.equations()),
+                    sindy_features=json.dumps(fit.field.library.names(names)),
+                    sindy_coefficients=json.dumps(fit.field.coefficients.tolist()))
+    return info
+
+
 # --------------------------------------------------------------------------- the step map
 
 
@@ -479,6 +501,8 @@ class SindyStep(StepMap):
         self.candidates: list[SindyFit] = []
         self._inner: StepMap | None = None
         self._fitted = False
+        #: process CPU seconds of the fit and the selection (NaN before ``fit_now``)
+        self.fit_seconds = math.nan
 
     def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
         train = self._train() if callable(self._train) else self._train
@@ -491,10 +515,14 @@ class SindyStep(StepMap):
     def fit_now(self) -> SindyFit | None:
         """Fit and select (once); the chosen fit or None."""
         if not self._fitted:
+            from ..clock import process_cpu
+
+            tic = process_cpu()
             train, val = self._arrays()
             libraries, thresholds, optimizer = self._grid_args
             self.fit, self.candidates = select_sindy(train, val, self.dt, self.integrator, libraries, thresholds,
                                                      optimizer, self.component_names)
+            self.fit_seconds = process_cpu() - tic
             self._fitted = True
         return self.fit
 
@@ -562,19 +590,8 @@ class SindyStep(StepMap):
         if self.source:
             info["fit_source"] = self.source
         if self._fitted:
-            info["sindy_candidates"] = json.dumps([
-                {"library": f.library, "threshold": None if not np.isfinite(f.threshold) else f.threshold,
-                 "n_terms": f.n_terms,
-                 "validation_error": None if not np.isfinite(f.score) else f.score} for f in self.candidates])
-            info["sindy_selection"] = (f"validation rollout by {self.integrator}: mean over validation trajectories of "
-                                       f"the largest relative error (capped at 1) over <= {VAL_STEPS} steps; fewest "
-                                       f"terms within {PARSIMONY:g}x the best")
-        if self.fit is not None and self.field is not None:
-            info.update(sindy_library=self.fit.library, sindy_threshold=self.fit.threshold,
-                        sindy_n_terms=self.fit.n_terms, sindy_validation_error=self.fit.score,
-                        sindy_equations="\n".join(self.field.equations()),
-                        sindy_features=json.dumps(self.field.library.names(self.component_names)),
-                        sindy_coefficients=json.dumps(self.field.coefficients.tolist()))
-        elif self.failure_reason:
+            info.update(sindy_record(self.fit, self.candidates, self.integrator, self.component_names),
+                        fit_seconds=float(self.fit_seconds), fit_clock="process_cpu")
+        if self.fit is None and self.failure_reason:
             info["fit_failure"] = self.failure_reason
         return info

@@ -425,36 +425,30 @@ def delay_sindy(train_obs: np.ndarray, first: np.ndarray, n_steps: int, T: int =
                 method: str = DELAY_SINDY[2]) -> tuple[np.ndarray, dict[str, Any]]:
     """Delay-coordinate SINDy: ``select_sindy`` (the ``sindy+METHOD`` rows' fit and selection by validation
     rollout) on the delay vectors z_n = (x_n, …, x_{n+T−1}) of the observed training trajectories ``train_obs``
-    (n, K, k; the last 15 % of them the validation set), the chosen field integrated by ``method`` at ``H``
+    (n, K, k; the first 15 % of them the validation set), the chosen field integrated by ``method`` at ``H``
     from each held-out condition's first delay vector (its first T observed states, ``first`` (m, ≥ T, k)).
 
     Returns the observed rollout (m, n_steps + 1, k): the first T − 1 states as given, then the delay
     vector's last block; NaN where the fit has no skill or a trajectory's integration failed), and what was
-    chosen (library, threshold, terms, validation score)."""
-    from ..data import integrate
-    from ..rollout.sindy import select_sindy
+    chosen (library, threshold, terms, validation score). The row is the rollout row ``delay_sindy+METHOD``
+    ([`DelaySindyStep`][vpintegrator.rollout.delay_sindy.DelaySindyStep], its NumPy integrator path), run by
+    the rollout engine with no blow-up bound; a held-out condition whose integration fails is NaN from its
+    first delay vector on."""
+    from ..rollout.delay_sindy import DelaySindyStep
+    from ..rollout.engine import rollout
 
-    def delay(x: np.ndarray) -> np.ndarray:
-        return np.concatenate([x[:, j:x.shape[1] - T + 1 + j] for j in range(T)], axis=-1)
-
-    z = delay(np.asarray(train_obs, dtype=np.float64))
-    n_val = max(1, int(round(0.15 * len(z))))
-    fit, _ = select_sindy(z[n_val:], z[:n_val], H, method)
+    train_obs = np.asarray(train_obs, dtype=np.float64)
+    n_val = max(1, int(round(0.15 * len(train_obs))))
+    step = DelaySindyStep(train_obs[n_val:], train_obs[:n_val], method, H, context_len=T, compiled=False)
+    fit = step.fit_now()
     m, k = first.shape[0], first.shape[-1]
     pred = np.full((m, n_steps + 1, k), np.nan)
     pred[:, :T - 1] = first[:, :T - 1]
     if fit is None or fit.field is None:
         return pred, {"fit": None}
-    z0 = np.ascontiguousarray(first[:, :T].reshape(m, T * k))
-    n = n_steps - T + 1
-    try:
-        pred[:, T - 1:] = integrate(fit.field, z0, H, n, method=method, compiled=False).y[..., -k:]
-    except VPIntegratorError:  # a blow-up: each held-out condition on its own, a failed one NaN
-        for i in range(m):
-            try:
-                pred[i, T - 1:] = integrate(fit.field, z0[i:i + 1], H, n, method=method, compiled=False).y[0, :, -k:]
-            except VPIntegratorError:
-                pass
+    out = rollout(step, np.ascontiguousarray(first[:, :T], dtype=np.float64), H, n_steps, blowup=math.inf)
+    ok = out.failed_step < 0
+    pred[ok, T - 1:] = out.y[ok, T - 1:]
     return pred, {"fit": {"library": fit.library, "threshold": fit.threshold, "n_terms": fit.n_terms,
                           "val_score": fit.score}}
 

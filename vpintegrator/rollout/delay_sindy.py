@@ -1,0 +1,188 @@
+"""Delay-coordinate SINDy as a rollout row ``delay_sindy+METHOD``: the ``sindy+METHOD`` fit and selection
+([`select_sindy`][vpintegrator.rollout.sindy.select_sindy]) on the delay vectors z_n = (x_n, …, x_{n+T−1}) of
+the training trajectories (T = ``context_len``), the chosen field integrated by METHOD at the data's step from
+the first delay vector of a rollout (its first T observed states); the prediction is the newest block of the
+integrated delay vector.
+
+A field of the delay vectors exists where T observed states determine the state (T = 2 on positions of a
+mechanical system: (q_n, q_{n+1}) stands in for (q, p)); the library and threshold grid is
+``select_sindy``'s, its selection the validation rollout of the delay vectors of the validation
+trajectories. The integrated delay vector is the model's own state: after the first step it is not the
+window of emitted states (the field is fitted, not a shift), and the row's volume column is that of the
+delay-vector map. The fit is timed (``fit_seconds``, process CPU) apart from the steps, which are an
+[`IntegratorStep`][vpintegrator.rollout.steps.IntegratorStep] on the fitted field (compiled at small batch, as
+``sindy+METHOD``). The study "when the state is incomplete" runs this class for its delay-SINDy row
+(``vpintegrator.studies.partial_observation.delay_sindy``). Needs pysindy (the ``sindy`` extra).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..errors import VPIntegratorError
+from .engine import StepMap
+from .memory import check_trajectories, delay_vectors
+
+__all__ = ["DelaySindyStep", "delay_names"]
+
+
+def delay_names(names: Sequence[str], T: int, dim: int) -> tuple[str, ...]:
+    """The names of a delay vector's T·k components, oldest first: ``q1[n-1]``, ``q2[n-1]``, ``q1[n]``, ...
+    (the state components ``names``, else ``x0 ..``)."""
+    base = list(names) if len(names) == dim else [f"x{i}" for i in range(dim)]
+    return tuple(f"{b}[n{'' if j == T - 1 else f'-{T - 1 - j}'}]" for j in range(T) for b in base)
+
+
+class DelaySindyStep(StepMap):
+    """``delay_sindy+METHOD`` (module docstring).
+
+    Parameters
+    ----------
+    train, val : ndarray, shape (n, K, k), or callables returning them
+        Training and validation trajectories (observed) at the rollout's step ``dt``.
+    integrator : str
+        METHOD: integrates the fitted field (and scores the candidates).
+    dt : float
+    context_len : int
+        T, the states of a delay vector (and of the rollout's first window); >= 1.
+    dim : int, optional
+        k; needed with a callable ``train``.
+    source : str
+        Recorded as ``fit_source``.
+    libraries, thresholds, optimizer : optional
+        ``select_sindy``'s grid (on the delay vectors' T·k components).
+    component_names : sequence of str
+        The state components' names (the equations name the delay components ``q1[n-1]`` ...).
+    compiled : bool
+        False: the NumPy integrator path only (bit for bit the method's ``step``; the study's rule).
+    """
+
+    kind = "fitted"
+
+    def __init__(self, train: np.ndarray | Callable[[], np.ndarray], val: np.ndarray | Callable[[], np.ndarray],
+                 integrator: str, dt: float, context_len: int = 2, dim: int | None = None, source: str = "", *,
+                 libraries: Sequence[Any] | None = None, thresholds: Sequence[float] | None = None,
+                 optimizer: Any = None, component_names: Sequence[str] = (), compiled: bool = True) -> None:
+        from ..errors import finite_float
+        from ..integrators import get_integrator
+        from .sindy import _grid, require_pysindy
+
+        require_pysindy("delay_sindy+" + str(integrator))
+        get_integrator(integrator)
+        if isinstance(context_len, bool) or not isinstance(context_len, (int, np.integer)) or context_len < 1:
+            raise VPIntegratorError(f"delay_sindy: context_len must be an int >= 1; got {context_len!r}",
+                                    key="context_len")
+        T = int(context_len)
+        self.integrator = str(integrator)
+        self.dt = finite_float(dt, "dt (the step size)", positive=True, key="dt")
+        self.name = f"delay_sindy+{integrator}"
+        if dim is None:
+            if callable(train):
+                raise VPIntegratorError("DelaySindyStep: give dim with a callable train")
+            dim = int(check_trajectories(train, "training trajectories", T, label=self.name).shape[2])
+        for what, given in (("training trajectories", train), ("validation trajectories", val)):
+            if not callable(given):
+                self._check(given, what, T, int(dim))
+        self.dim, self.seq_len, self.pred_window = int(dim), T, 1
+        _grid(libraries, thresholds, optimizer, T * self.dim)  # every argument checked before any work
+        self._grid_args = (libraries, thresholds, optimizer)
+        self.component_names = tuple(str(n) for n in component_names)
+        if self.component_names and len(self.component_names) != self.dim:
+            raise VPIntegratorError(f"{self.name}: component_names has {len(self.component_names)} names for "
+                                    f"{self.dim} components", key="component_names")
+        self._train, self._val, self.source, self.compiled = train, val, source, bool(compiled)
+        self.fit: Any = None
+        self.candidates: list[Any] = []
+        self.fit_seconds = math.nan
+        self._fitted = False
+        self._inner: StepMap | None = None
+
+    def _check(self, value: Any, what: str, T: int, dim: int) -> np.ndarray:
+        a = check_trajectories(value, what, T, dim, label=self.name)
+        if a.shape[1] - T + 1 < 3:  # central differences of the delay vectors need 3 of them
+            raise VPIntegratorError(f"{self.name}: context_len = {T} leaves {a.shape[1] - T + 1} delay vectors per "
+                                    f"trajectory of the {what} ({a.shape[1]} states); the derivatives need 3: give "
+                                    f"context_len <= {a.shape[1] - 2}", key="context_len")
+        return a
+
+    def fit_now(self) -> Any:
+        """Fit and select on the delay vectors (once): the chosen ``SindyFit`` or None."""
+        from ..clock import process_cpu
+        from .sindy import select_sindy
+
+        if not self._fitted:
+            tic = process_cpu()
+            T = self.seq_len
+            train = self._check(self._train() if callable(self._train) else self._train, "training trajectories",
+                                T, self.dim)
+            val = self._check(self._val() if callable(self._val) else self._val, "validation trajectories", T,
+                              self.dim)
+            libraries, thresholds, optimizer = self._grid_args
+            self.fit, self.candidates = select_sindy(delay_vectors(train, T), delay_vectors(val, T), self.dt,
+                                                     self.integrator, libraries, thresholds, optimizer,
+                                                     delay_names(self.component_names, T, self.dim))
+            self.fit_seconds = process_cpu() - tic
+            self._fitted = True
+        return self.fit
+
+    @property
+    def field(self) -> Any:
+        """The fitted field of the delay vectors (a ``SindyField`` of T·k components), or None."""
+        return None if self.fit is None else self.fit.field
+
+    def start(self, window0, limit):
+        from .steps import IntegratorStep
+
+        self.fit_now()
+        w = np.asarray(window0, dtype=np.float64)
+        self._n = w.shape[0]
+        self._inner = None
+        if self.field is not None:
+            self._inner = IntegratorStep(self.field, self.integrator, self.dt,
+                                         **({} if self.compiled else {"compiled_max_batch": 0}))
+            z0 = np.ascontiguousarray(w.reshape(w.shape[0], 1, -1))
+            # a delay vector of T states each within the bound is within sqrt(T) times it
+            self._inner.start(z0, None if limit is None else np.asarray(limit) * math.sqrt(self.seq_len))
+
+    def generate(self, n):
+        if self._inner is None:
+            return np.full((self._n, n, self.dim), np.nan)
+        return np.ascontiguousarray(self._inner.generate(n)[..., -self.dim:])
+
+    def reset(self, rows):
+        if self._inner is not None:
+            self._inner.reset(rows)
+
+    def log_abs_det_jacobian(self, windows):
+        """The step's ``log|det J|`` on the delay vectors (the window flattened: the model's state)."""
+        w = np.asarray(windows, dtype=np.float64)
+        if self._inner is None:
+            return np.full(w.shape[0], np.nan)
+        return self._inner.log_abs_det_jacobian(w.reshape(w.shape[0], 1, -1))
+
+    @property
+    def failure_reason(self) -> str | None:
+        """Why the row has no model (None when it has one or has not been fitted)."""
+        if not self._fitted or self.fit is not None:
+            return None
+        return (f"no SINDy candidate on the delay vectors has skill on the validation trajectories "
+                f"({len(self.candidates)} tried)")
+
+    def describe(self) -> dict[str, Any]:
+        from .sindy import sindy_record
+
+        runner = "numpy" if self._inner is None else self._inner.describe().get("runner", "numpy")
+        info: dict[str, Any] = {**super().describe(), "integrator": self.integrator, "runner": runner,
+                                "context_len": self.seq_len}
+        if self.source:
+            info["fit_source"] = self.source
+        if self._fitted:
+            info.update(sindy_record(self.fit, self.candidates, self.integrator,
+                                     delay_names(self.component_names, self.seq_len, self.dim)),
+                        fit_seconds=float(self.fit_seconds), fit_clock="process_cpu")
+        if self.fit is None and self.failure_reason:
+            info["fit_failure"] = self.failure_reason
+        return info
