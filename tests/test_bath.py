@@ -229,6 +229,19 @@ def test_the_exponential_fit_runs_the_same_quadrature_in_o_terms():
     assert step.describe()["gle_terms"] == step._soe[0].size
 
 
+def test_a_small_bath_whose_kernel_recurs_in_the_fit_window_gets_the_direct_quadrature():
+    """N = 20: K_N recurs at 2 pi 20 / 4 = 31 < the fit window (43): no decaying sum fits, and the row says so and
+    runs the direct quadrature (the same particle)."""
+    from vpintegrator.rollout.gle import GLE_FIT_TOL
+
+    system = get_system("kac_zwanzig", N=20)
+    step = GLEStep(system, 0.1, fit=GLE_FIT_TOL)
+    window = np.stack(PARTICLES, axis=-1)[:, None, :]
+    step.start(window, None)
+    assert "direct quadrature" in step.describe()["gle_kernel"]
+    np.testing.assert_array_equal(step.generate(500), gle_solve(system, *PARTICLES, 0.1, 500)[:, 1:])
+
+
 def test_the_coarse_bath_reproduces_the_particle_to_its_horizon():
     system = get_system("kac_zwanzig", N=400)
     coarse = system.coarse(100.0)
@@ -332,3 +345,26 @@ def test_vp_rollout_scores_the_arena_rows_on_the_observed_particle(tmp_path, are
         err = np.abs(ro.methods[name].y - ro.reference.y).max()
         assert err < 2e-2, (name, err)  # each row's own second-order error at dt = 0.1
     assert np.abs(ro.methods["coarse_bath+bath_splitting"].y - ro.methods["bath+bath_splitting"].y).max() < 1e-6
+
+
+def test_the_work_precision_script_runs_at_a_tiny_size(tmp_path):
+    """``scripts/bath_work_precision.py`` end to end at N = 20 to t = 5 (one condition): every row scored and priced."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "bath_work_precision.py"
+    if not path.is_file():
+        pytest.skip("the repository's scripts are not beside the tests")
+    spec = importlib.util.spec_from_file_location("bath_work_precision", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "wp.json"
+    module.main(["--sizes", "20", "--n-cond", "1", "--t-end", "5", "--repeats", "1", "--json", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    names = {(r["system"], r["row"]) for r in rows}
+    assert ("kac_zwanzig", "gle 0.1") in names and ("particle_chain", "trunc(N=20)-y6 0.1") in names
+    for r in rows:
+        assert np.isfinite(r["error_T"]) and r["cpu_per_unit_time"] > 0, r
+        if r["h"] <= 0.1:
+            assert r["error_T"] < 1e-2, r

@@ -169,8 +169,9 @@ class GLEStep(_ParticleRow):
         ``fit``: the fit window (default twice ``system.memory_time()``).
     fit : float, optional
         Fit the kernel by a sum of exponentials within ``fit`` of K(0) on the fit window (``exponential_fit``) and
-        run the recursion, O(terms) per step. None (the default here; the ``gle`` row uses ``GLE_FIT_TOL``): the
-        direct quadrature.
+        run the recursion, O(terms) per step; where no decaying sum is that close (a small bath, whose kernel
+        recurs inside the window), the direct quadrature over the whole history (``describe`` says which). None
+        (the default here; the ``gle`` row uses ``GLE_FIT_TOL``): the direct quadrature.
     channels : (int, int)
         Where Q and P are among the window's ``dim`` channels. Default (0, 1).
     dim : int
@@ -184,6 +185,7 @@ class GLEStep(_ParticleRow):
         self.h = finite_float(dt, "gle: dt", positive=True, key="dt")
         self.fit = None if fit is None else finite_float(fit, "gle: fit", positive=True, key="fit")
         self._soe: tuple[np.ndarray, np.ndarray, float] | None = None
+        self._fitted: float | None = None  # the fit's error once tried
         if self.fit is not None and memory is None:
             memory = 2.0 * self.system.memory_time()
         if memory is None:
@@ -212,9 +214,14 @@ class GLEStep(_ParticleRow):
         self._Q, self._P, self._M = self._Q0.copy(), self._P0.copy(), np.zeros(rows_n)
         self._hist = np.zeros((rows_n, 1024))
         self._count = np.zeros(rows_n, dtype=np.int64)
-        if self.fit is not None:
-            if self._soe is None:  # set-up, once: the kernel on the fit window and its fit
-                self._soe = exponential_fit(self._kernel_to(self.m), self.h, self.fit)
+        if self.fit is not None and self._fitted is None:  # set-up, once: the kernel on the fit window and its fit
+            soe = exponential_fit(self._kernel_to(self.m), self.h, self.fit)
+            self._fitted = soe[2]
+            if soe[2] <= self.fit:
+                self._soe = soe
+            else:  # no decaying sum fits (a small bath's kernel recurs inside the window): the direct quadrature
+                self.m = np.iinfo(np.int64).max // 4
+        if self._soe is not None:
             self._U = np.zeros((rows_n, self._soe[0].size), dtype=complex)
         self._restart(np.arange(rows_n))
 
@@ -261,6 +268,9 @@ class GLEStep(_ParticleRow):
         if self._soe is not None:
             info.update(gle_kernel="sum of exponentials (matrix pencil)", gle_terms=int(self._soe[0].size),
                         gle_fit_error=float(self._soe[2]))
+        elif self._fitted is not None:
+            info.update(gle_kernel=f"direct quadrature (no decaying sum of exponentials within {self.fit:g} of K(0): "
+                                   f"best {self._fitted:.2g})", gle_memory="whole history")
         return info
 
 
