@@ -122,8 +122,9 @@ def exponential_fit(K: np.ndarray, h: float, tol: float, max_terms: int = 60,
     """A sum of exponentials for a kernel sampled on the step grid: ``K_j ~ Re sum_k a_k z_k^j`` (j = 0 .. L).
 
     The matrix pencil method on at most ``samples`` of the values (every s-th: a fit on a grid of step ``s h``,
-    its poles taken back to step h by ``z = exp(log(z_s) / s)``), the number of terms raised (pairs, |z| < 1 kept:
-    no growing term) until ``max_j |K_j - fit_j| <= tol |K_0|`` or ``max_terms``. Returns ``(a, z, worst)``: complex
+    its poles taken back to step h by ``z = exp(log(z_s) / s)``), the number of terms from the count of singular
+    values above ``tol / 10`` of the largest, raised by pairs (at most 4 times, at most ``max_terms``; |z| < 1 kept:
+    no growing term) until ``max_j |K_j - fit_j| <= tol |K_0|``. Returns ``(a, z, worst)``: complex
     amplitudes and poles for step h, and the fit's largest error relative to ``|K_0|`` on the grid."""
     K = np.asarray(K, dtype=np.float64)
     stride = max(1, int(np.ceil((K.size - 1) / samples)))
@@ -135,9 +136,12 @@ def exponential_fit(K: np.ndarray, h: float, tol: float, max_terms: int = 60,
     j = np.arange(K.size)
     scale = max(abs(K[0]), 1e-300)
     best: tuple[np.ndarray, np.ndarray, float] | None = None
-    for terms in range(2, min(max_terms, sv.size - 1) + 1, 2):
+    top = min(max_terms, sv.size - 1)
+    first = int(np.count_nonzero(sv > 0.1 * tol * sv[0]))  # the rank the tolerance sees: start there, try 4 more
+    first = min(max(2, first + first % 2), top)
+    for terms in range(first, min(top, first + 8) + 1, 2):
         v = vh[:terms].conj().T
-        zs = np.linalg.eigvals(np.linalg.pinv(v[:-1]) @ v[1:])
+        zs = np.linalg.eigvals(np.linalg.lstsq(v[:-1], v[1:], rcond=None)[0])
         zs = zs[np.abs(zs) < 1.0]
         if zs.size == 0:
             continue
