@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for kind in args.systems.split(","):
         rows += arena(kind, sizes, n_cond, args.t_end, args.repeats)
-    print(f"| system | N | row | h | error at T | max error on [0, T] | CPU s per unit time |")
+    print("| system | N | row | h | error at T | max error on [0, T] | CPU s per unit time |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['system']} | {r['N']} | {r['row']} | {r['h']} | {r['error_T']:.2e} | {r['error_max']:.2e} | "

@@ -244,8 +244,10 @@ class BathStepper:
                 self._args: tuple = (w * w, system.couplings, system.shifts)
             else:
                 self._args = splitting_tables(system, self.hs)
-        else:
+        elif isinstance(system, ParticleChain):
             self._args = (float(system.beta), float(system.coupling))
+        else:
+            raise VPIntegratorError(f"bath stepper: no kernel for {system.name!r}", key="system")
 
     def step(self, y: np.ndarray, n: int, out: np.ndarray) -> int:
         """Advance y in place by n steps (states into out); the status."""

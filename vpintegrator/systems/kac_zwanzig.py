@@ -153,6 +153,10 @@ class ParticleBath(System):
         """H; y (..., dim) -> (...)."""
         return self._invariant_energy(self._check_state(y))
 
+    def _invariant_energy(self, y: Any) -> Any:
+        """The energy H (each system's own; NumPy arrays or torch tensors)."""
+        raise NotImplementedError
+
 
 @register_system
 @dataclass(frozen=True)
