@@ -21,7 +21,7 @@ truncated to 100 sites, also ``-y6``: the front of a disturbance from the partic
 
     python scripts/bath_work_precision.py            # default: 3 sizes, 5 conditions (about 3 minutes here)
     python scripts/bath_work_precision.py --quick    # 2 sizes (10^2, 10^3), 3 conditions, < 1 minute
-    python scripts/bath_work_precision.py --json out.json
+    python scripts/bath_work_precision.py --json out.json --figure out.png
 """
 
 from __future__ import annotations
@@ -150,6 +150,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--systems", type=str, default="kac_zwanzig,particle_chain")
     parser.add_argument("--json", type=str, default=None, help="write the rows here")
+    parser.add_argument("--figure", type=str, default=None, help="draw error against cost here (PNG/PDF)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in (args.sizes or ("100,1000" if args.quick else "100,1000,10000")).split(",")]
     n_cond = args.n_cond or (3 if args.quick else 5)
@@ -170,6 +171,32 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"rows": rows, "load_start": load[0], "cpu_seconds": total}, f, indent=1)
+    if args.figure:
+        figure(rows, args.figure)
+
+
+def figure(rows: list[dict[str, Any]], path: str) -> None:
+    """Error at T against CPU per unit time: one panel per system, one marker per N, one line per row family."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    kinds = sorted({r["system"] for r in rows})
+    fig, axes = plt.subplots(1, len(kinds), figsize=(6 * len(kinds), 4.5), squeeze=False)
+    markers = {n: m for n, m in zip(sorted({r["N"] for r in rows}), "os^Dv")}
+    for ax, kind in zip(axes[0], kinds):
+        families = sorted({(r["row"].rsplit(" ", 1)[0], r["N"]) for r in rows if r["system"] == kind})
+        for i, (family, n) in enumerate(families):
+            pts = sorted((-r["h"], r["cpu_per_unit_time"], r["error_T"]) for r in rows
+                         if r["system"] == kind and r["N"] == n and r["row"].rsplit(" ", 1)[0] == family)
+            _, x, y = zip(*pts)  # along the step, largest first
+            color = f"C{sorted({f for f, _ in families}).index(family) % 10}"
+            ax.loglog(x, y, marker=markers[n], color=color, label=f"{family}, N = {n}")
+        ax.set(title=kind, xlabel="CPU s per unit time (batch 1)", ylabel="particle's relative error at T")
+        ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=150)
 
 
 if __name__ == "__main__":
