@@ -285,13 +285,16 @@ def _one_line(result, *words):
         assert w in lines[0], lines[0]
 
 
-def test_a_window_longer_than_the_trajectories_is_one_line(hh_file, tmp_path):
-    for row in ("arx", "delay_dmd", "narx", "delay_sindy+rk4"):
-        result = CliRunner().invoke(rollout_main, ["--data", str(hh_file), "--integrators", row, "--fit-on-data",
-                                                   "--context-len", "81", "--reference", "data", "--out",
-                                                   str(tmp_path / "x.h5")])
-        _one_line(result, "context_len")
+@pytest.mark.parametrize("row", ["arx", "delay_dmd", "narx", "delay_sindy+rk4"])
+def test_a_window_longer_than_the_trajectories_is_one_line(hh_file, tmp_path, row):
+    result = CliRunner().invoke(rollout_main, ["--data", str(hh_file), "--integrators", row, "--fit-on-data",
+                                               "--context-len", "81", "--reference", "data", "--out",
+                                               str(tmp_path / "x.h5")])
+    _one_line(result, "context", "= 81 is longer than the trajectories")
     assert not (tmp_path / "x.h5").exists()
+
+
+def test_a_window_longer_than_the_arrays_is_one_line():
     with pytest.raises(VPIntegratorError, match="context_len = 40") as err:
         ARXStep(np.zeros((3, 40, 2)), context_len=40)
     assert err.value.key == "context_len" and "\n" not in str(err.value)
@@ -306,19 +309,24 @@ def test_an_unknown_row_is_one_line(hh_file, tmp_path):
     _one_line(result, "takes no method")
 
 
-def test_fits_that_do_not_fit_are_one_line():
-    y = np.random.default_rng(0).normal(size=(4, 12, 6))
-    cases = [
-        (lambda: NARXStep(y, context_len=2, libraries=["poly9"]), "libraries", "MAX_FEATURES"),
-        (lambda: NARXStep(y, context_len=2, libraries=["cubic"]), "libraries", "polyD"),
-        (lambda: ARXStep(y, context_len=2, ridges=[-1.0]), "ridges", ">= 0"),
-        (lambda: DelayDMDStep(y, context_len=2, ranks=[13]), "ranks", "1 ... T*k = 12"),
-        # 4 trajectories x 2 windows of T = 10: 8 windows for 61 coefficients per component
-        (lambda: ARXStep(y, context_len=10, ridges=0.0).fit_now(), "context_len", "underdetermined"),
-        (lambda: ARXStep(np.full((3, 12, 6), np.nan), context_len=2), "data", "NaN"),
-    ]
-    for make, key, words in cases:
-        with pytest.raises(VPIntegratorError, match=words.replace(".", r"\.").replace("*", r"\*")) as err:
-            make()
-        assert err.value.key == key and "\n" not in str(err.value)
-    assert math.isnan(NARXStep(y, context_len=2, libraries=["poly2"], ridges=1e-6).fit_now().score)  # no validation
+_Y6 = np.random.default_rng(0).normal(size=(4, 12, 6))
+
+
+@pytest.mark.parametrize("make, key, words", [
+    (lambda: NARXStep(_Y6, context_len=2, libraries=["poly9"]), "libraries", "MAX_FEATURES"),
+    (lambda: NARXStep(_Y6, context_len=2, libraries=["cubic"]), "libraries", "polyD"),
+    (lambda: ARXStep(_Y6, context_len=2, ridges=[-1.0]), "ridges", ">= 0"),
+    (lambda: DelayDMDStep(_Y6, context_len=2, ranks=[13]), "ranks", "1 ... T*k = 12"),
+    # 4 trajectories x 2 windows of T = 10: 8 windows for 61 coefficients per component
+    (lambda: ARXStep(_Y6, context_len=10, ridges=0.0).fit_now(), "context_len", "underdetermined"),
+    (lambda: ARXStep(np.full((3, 12, 6), np.nan), context_len=2), "data", "NaN"),
+], ids=["library-too-large", "library-unknown", "ridge", "rank", "underdetermined", "nan"])
+def test_fits_that_do_not_fit_are_one_line(make, key, words):
+    with pytest.raises(VPIntegratorError) as err:
+        make()
+    assert words in str(err.value) and err.value.key == key and "\n" not in str(err.value)
+
+
+def test_a_single_candidate_needs_no_validation():
+    step = NARXStep(_Y6, context_len=2, libraries=["poly2"], ridges=1e-6)
+    assert math.isnan(step.fit_now().score) and step.fit.library == "poly2" and len(step.candidates) == 1
