@@ -17,7 +17,8 @@ Rows: ``verlet h`` (the compiled O(N) Stormer-Verlet), ``split h`` (the exact-ba
 sub-steps per step), ``gle h`` (the GLE row: the exact kernel fitted by
 a sum of exponentials within 1e-7 of K(0), O(terms) per step) and ``gle-direct h`` (the same quadrature over the
 whole history, O(n) per step); for the chain, ``verlet h`` and ``trunc h`` (the chain
-truncated to 100 sites, also ``-y6``: the front of a disturbance from the particle has not returned from its wall by T = 100).
+truncated to 100 sites, also ``-y6``: the front of a disturbance from the particle has not returned from its wall
+by T = 100).
 
     python scripts/bath_work_precision.py            # default: 3 sizes, 5 conditions (about 3 minutes here)
     python scripts/bath_work_precision.py --quick    # 2 sizes (10^2, 10^3), 3 conditions, < 1 minute

@@ -3,7 +3,8 @@
 Methods (by name, [`bath_stepper`][vpintegrator.compiled.bath.bath_stepper]):
 
 - ``stormer_verlet`` (both systems): velocity Verlet, one force evaluation per step, one fused pass over the bath;
-  the same states as ``vpintegrator.integrators``' ``stormer_verlet`` (kick, drift, kick) to rounding.
+  the same states as ``vpintegrator.integrators``' ``stormer_verlet`` (kick, drift, kick) to rounding (the
+  harmonic bath's loops sum over the bath reassociated, ``bath_jit``: vectorised, ~0.5 ns per oscillator and step).
 - ``bath_splitting`` (``kac_zwanzig``): the exact-bath-flow Strang splitting ``A(h/2) B(h) A(h/2)`` of
   ``H = P^2 / 2 + [V(Q) + H_bath(q, p; Q)]``: A drifts the particle, ``Q += t P``; B is the exact flow of the rest
   with Q frozen: each bath oscillator rotates exactly about its Q-shifted centre (``x_j = q_j - c_j Q / omega_j^2``,
@@ -42,10 +43,15 @@ import numpy as np
 from ..errors import VPIntegratorError, finite_float
 from ..systems.kac_zwanzig import KacZwanzig, ParticleBath
 from ..systems.particle_chain import ParticleChain
-from ._jit import jit
+from ._jit import HAVE_NUMBA, jit, njit
 
-__all__ = ["BATH_METHODS", "BathStepper", "bath_stepper", "gle_steps", "gle_soe_steps", "kz_verlet", "kz_splitting", "chain_verlet",
-           "splitting_tables"]
+#: the bath loops' compiler: as ``jit``, with the bath's sum reassociated (numba ``fastmath={"reassoc"}``) so that
+#: the loop over oscillators vectorises (2.2x per oscillator-step here); their states then agree with the NumPy
+#: path's to rounding (~1e-15), not bit for bit
+bath_jit = njit(error_model="numpy", fastmath={"reassoc"}) if HAVE_NUMBA else jit
+
+__all__ = ["BATH_METHODS", "BathStepper", "bath_stepper", "bath_jit", "gle_steps", "gle_soe_steps", "kz_verlet",
+           "kz_splitting", "chain_verlet", "splitting_tables"]
 
 #: method name -> the systems it steps
 BATH_METHODS = {**{f"stormer_verlet{c}": ("kac_zwanzig", "particle_chain") for c in ("", "_suzuki4", "_y6")},
@@ -63,7 +69,7 @@ def _store(y, out, k, m):
             out[k, i] = y[i]
 
 
-@jit
+@bath_jit
 def kz_verlet(y, hs, n_steps, w2, c, s, out):
     """Kac-Zwanzig velocity Verlet: y (2 (N + 1),) advanced n_steps in place, each step's state (or particle) in
     out[k]; a step is the sub-steps ``hs`` (one: Verlet; a composition's: ``gamma_i h``). ``w2 = omega^2``, ``c``
@@ -103,7 +109,7 @@ def kz_verlet(y, hs, n_steps, w2, c, s, out):
     return 0
 
 
-@jit
+@bath_jit
 def kz_splitting(y, hs, n_steps, s, cs, sw, ws, a, b, out):
     """Kac-Zwanzig exact-bath-flow splitting A(h/2) B(h) A(h/2) (module docstring), each step the sub-steps ``hs``
     (g,) (one: Strang; a composition's: ``gamma_i h``), with the rotation's numbers of each sub-step in rows of

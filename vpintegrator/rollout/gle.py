@@ -42,7 +42,8 @@ import numpy as np
 from ..errors import VPIntegratorError, finite_float
 from .engine import StepMap
 
-__all__ = ["GLEStep", "BathStep", "CoarseBathStep", "exponential_fit", "GLE_FIT_TOL", "gle_row", "bath_row", "coarse_bath_row", "gle_solve", "particle_channels",
+__all__ = ["GLEStep", "BathStep", "CoarseBathStep", "exponential_fit", "GLE_FIT_TOL", "gle_row", "bath_row",
+           "coarse_bath_row", "gle_solve", "particle_channels",
            "GLE_SUMMARY", "BATH_SUMMARY", "COARSE_SUMMARY"]
 
 #: the ``gle`` row's kernel fit: a sum of exponentials within this fraction of K(0) on the fit window
@@ -66,8 +67,8 @@ def particle_channels(system: Any, where: str = "gle") -> tuple[Any, tuple[int, 
         full = system
     n = getattr(full, "N", None)
     if not callable(getattr(full, "bath_at_rest", None)) or n is None:
-        raise VPIntegratorError(f"{where}: the row is the particle-bath systems' (kac_zwanzig, particle_chain); the run's "
-                                f"system is {getattr(full, 'name', full)!r}", key="integrators")
+        raise VPIntegratorError(f"{where}: the row is the particle-bath systems' (kac_zwanzig, particle_chain); the "
+                                f"run's system is {getattr(full, 'name', full)!r}", key="integrators")
     if obs is None:
         return full, (0, int(n) + 1)
     idx = tuple(obs.indices or ())

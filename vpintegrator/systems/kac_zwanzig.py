@@ -232,7 +232,8 @@ class KacZwanzig(ParticleBath):
         tt = t.reshape(-1)
         step = max(1, 2_000_000 // max(self.N, 1))
         for i in range(0, tt.size, step):  # memory: (chunk, N) at a time
-            flat[i:i + step] = np.cos(np.outer(tt[i:i + step], self._omega)) @ self._weight  # type: ignore[attr-defined]
+            phase = np.outer(tt[i:i + step], self._omega)  # type: ignore[attr-defined]
+            flat[i:i + step] = np.cos(phase) @ self._weight  # type: ignore[attr-defined]
         return out
 
     def memory_time(self, tol: float = 1e-9) -> float:
@@ -333,8 +334,8 @@ def particle_states(dim: int, n: int | None, rng: Any, system: Any, Q: Any = Non
     hi = np.asarray(high, dtype=np.float64).reshape(-1)
     if lo.shape != (2,) or hi.shape != (2,) or not (np.isfinite(lo).all() and np.isfinite(hi).all()) \
             or not (lo <= hi).all():
-        raise VPIntegratorError(f"sampler 'particle': low and high are [Q, P] bounds with low <= high; got low={low!r}, "
-                                f"high={high!r}", key="low")
+        raise VPIntegratorError(f"sampler 'particle': low and high are [Q, P] bounds with low <= high; got "
+                                f"low={low!r}, high={high!r}", key="low")
     pts = rng.uniform(lo, hi, size=(n, 2))
     return lift(pts[:, 0], pts[:, 1])
 
