@@ -64,6 +64,7 @@ from ..systems import get_system
 from . import _jit
 from . import kernels as K
 from . import lie_poisson as LP
+from ..integrators.base import every_kth
 from .newton import NOT_CONVERGED, OK, SINGULAR, failure_error, rows_by_block, workspace
 from .systems import system_kernel
 
@@ -263,64 +264,74 @@ class CompiledStepper:
         return new
 
     # --- the loops ------------------------------------------------------------------------------------
-    def step_block(self, y: np.ndarray, n: int, out: np.ndarray, limit: float = math.inf) -> int:
-        """Advance ``y`` (dim,) float64 contiguous in place by up to ``n`` steps into ``out`` (>= n, dim).
+    def step_block(self, y: np.ndarray, n: int, out: np.ndarray, limit: float = math.inf, every: int = 1) -> int:
+        """Advance ``y`` (dim,) float64 contiguous in place by up to ``n`` steps into ``out`` (>= n // every, dim).
 
         Returns the number of states written; ``status``/``failed_step`` say why it stopped early. ``limit``:
         the norm above which a state counts as blown up (the engine's failure rule, checked in the loop: status
         4, the state written, as for a state that is not finite); inf: only states that are not finite stop.
+        ``every``: keep the states after steps ``every``, ``2 every``, ... only (the lean loops store no other;
+        the generic loops run into a scratch block and keep those rows).
         """
         n = int(n)
         self._info[3] = limit * limit
         # the common case first, by identity (this runs once per block of the rollout engine)
         if not (type(y) is np.ndarray and type(out) is np.ndarray and y.dtype is _F64 and out.dtype is _F64
                 and y.shape == self._shape and out.ndim == 2 and out.shape[0] >= n >= 0
-                and out.shape[1] == self.dim):
-            self._check_block(y, n, out)
+                and out.shape[1] == self.dim and every == 1):
+            every = every_kth(every)
+            self._check_block(y, n // every, out)
         info = self._info
         kind, run, lead = self._fast
         if kind == "explicit" or kind == "verlet":
-            done = run(*lead, y, self.dt, n, out, self._nog, info)
+            done = run(*lead, y, self.dt, n, out, self._nog, info, every)
         elif kind == "shears":
-            done = run(*lead, y, self.comps, self.coefs, n, out, info)
+            done = run(*lead, y, self.comps, self.coefs, n, out, info, every)
         elif kind == "implicit":
             tag, pp, p, tab = lead
             done = run(tag, pp, p, y, self.dt, n, out, self._nog, self.tol, self.max_iter, info, self._ws, self._m,
-                       self.a, self.b, self.c, tab)
-        else:
+                       self.a, self.b, self.c, tab, every)
+        elif every == 1:
             done = self._generic_block(y, n, out)
+        else:
+            block = np.empty((n, self.dim))
+            written = self._generic_block(y, n, block)
+            done = written // every
+            out[:done] = block[every - 1 : written : every]
         last, status, failed = info.tolist()[:3]
         self.status, self.failed_step, self.failed_row, self.last_update = int(status), int(failed), 0, last
         return int(done)
 
-    def step_rows(self, ys: np.ndarray, n: int, out: np.ndarray, limits: Any = None
+    def step_rows(self, ys: np.ndarray, n: int, out: np.ndarray, limits: Any = None, every: int = 1
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """[`step_block`][vpintegrator.compiled.integrators.CompiledStepper.step_block] for every row of ``ys`` (rows,
         dim) float64 C-contiguous, in place, the states into ``out`` (rows, >= n, dim): the same per-trajectory loop,
         row after row (one compiled loop over the rows where the method has a lean loop), so each row's states are
-        ``step_block``'s bit for bit. ``limits`` (rows,): each row's norm limit (None: inf). Returns each row's
-        states written, status (int64) and info (last Newton update, status, failing step, limit squared)."""
+        ``step_block``'s bit for bit. ``limits`` (rows,): each row's norm limit (None: inf); ``every``: as
+        ``step_block``'s (out then (rows, >= n // every, dim)). Returns each row's states written, status (int64) and
+        info (last Newton update, status, failing step, limit squared)."""
         if not (isinstance(ys, np.ndarray) and ys.ndim == 2 and ys.flags.c_contiguous and isinstance(out, np.ndarray)
                 and out.ndim == 3 and out.shape[0] == ys.shape[0]):
             raise VPIntegratorError(f"step_rows needs ys C-contiguous (rows, {self.dim}) and out (rows, >= {n}, "
                                     f"{self.dim}); got {getattr(ys, 'shape', ys)!r} and {getattr(out, 'shape', out)!r}")
+        every = every_kth(every)
         for r in range(min(1, ys.shape[0])):  # the dtypes and the shape of a row
-            self._check_block(ys[r], int(n), out[r])
+            self._check_block(ys[r], int(n) // every, out[r])
         n, rows, infos = int(n), ys.shape[0], np.zeros((ys.shape[0], 4))
         infos[:, 3] = np.inf if limits is None else np.square(np.asarray(limits, dtype=np.float64))
         kind, run, lead = self._fast
         if kind == "explicit":
-            done = K.rows_explicit(*lead, ys, self.dt, n, out, self._nog, infos)
+            done = K.rows_explicit(*lead, ys, self.dt, n, out, self._nog, infos, every)
         elif kind == "verlet":
-            done = K.rows_verlet(*lead, ys, self.dt, n, out, self._nog, infos)
+            done = K.rows_verlet(*lead, ys, self.dt, n, out, self._nog, infos, every)
         elif kind == "shears":
-            done = K.rows_shears(*lead, ys, self.comps, self.coefs, n, out, infos)
+            done = K.rows_shears(*lead, ys, self.comps, self.coefs, n, out, infos, every)
         elif kind == "implicit":
             tag, pp, p, tab = lead
             done = K.rows_implicit(tag, pp, p, ys, self.dt, n, out, self._nog, self.tol, self.max_iter, infos,
-                                   self._ws, self._m, self.a, self.b, self.c, tab)
+                                   self._ws, self._m, self.a, self.b, self.c, tab, every)
         else:  # the generic loops and the rotation splittings: step_block row after row
-            done = rows_by_block(self, ys, n, out, infos)
+            done = rows_by_block(self, ys, n, out, infos, every)
         return done, infos[:, 1].astype(np.int64), infos
 
     def _check_block(self, y, n: int, out) -> None:

@@ -242,35 +242,35 @@ def run_composition(base, gammas, kid, p, y, h, n, out, ws, m, a, b, c, tol, max
 
 # --- the lean loops over the rows of a batch (each row: the batch-1 loop, the same states bit for bit) ---------
 @jit
-def rows_explicit(tag, pp, ys, h, n, out, gammas, infos):
+def rows_explicit(tag, pp, ys, h, n, out, gammas, infos, every):
     done = np.zeros(ys.shape[0], dtype=np.int64)
     for r in range(ys.shape[0]):
-        done[r] = lean.run_explicit(tag, pp, ys[r], h, n, out[r], gammas, infos[r])
+        done[r] = lean.run_explicit(tag, pp, ys[r], h, n, out[r], gammas, infos[r], every)
     return done
 
 
 @jit
-def rows_verlet(tag, pp, ys, h, n, out, gammas, infos):
+def rows_verlet(tag, pp, ys, h, n, out, gammas, infos, every):
     done = np.zeros(ys.shape[0], dtype=np.int64)
     for r in range(ys.shape[0]):
-        done[r] = lean.run_verlet(tag, pp, ys[r], h, n, out[r], gammas, infos[r])
+        done[r] = lean.run_verlet(tag, pp, ys[r], h, n, out[r], gammas, infos[r], every)
     return done
 
 
 @jit
-def rows_shears(pp, ys, comps, coefs, n, out, infos):
+def rows_shears(pp, ys, comps, coefs, n, out, infos, every):
     done = np.zeros(ys.shape[0], dtype=np.int64)
     for r in range(ys.shape[0]):
-        done[r] = lean.run_shears(pp, ys[r], comps, coefs, n, out[r], infos[r])
+        done[r] = lean.run_shears(pp, ys[r], comps, coefs, n, out[r], infos[r], every)
     return done
 
 
 @jit
-def rows_implicit(tag, pp, p, ys, h, n, out, gammas, tol, max_iter, infos, ws, m, ta, tb, tc, tab):
+def rows_implicit(tag, pp, p, ys, h, n, out, gammas, tol, max_iter, infos, ws, m, ta, tb, tc, tab, every):
     done = np.zeros(ys.shape[0], dtype=np.int64)
     for r in range(ys.shape[0]):
         done[r] = lean.run_implicit(tag, pp, p, ys[r], h, n, out[r], gammas, tol, max_iter, infos[r], ws, m, ta, tb,
-                                    tc, tab)
+                                    tc, tab, every)
     return done
 
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from ..errors import VPIntegratorError
 from ._jit import jit
+from ..integrators.base import every_kth
 from .newton import BLOWN_UP, NONFINITE, NOT_CONVERGED, OK, SINGULAR, failure_error, rows_by_block
 
 __all__ = ["lattice_stepper", "LatticeStepper", "lattice_force", "run_reduced_verlet", "VERLET", "MIDPOINT", "TODA",
@@ -103,14 +104,16 @@ def nonlinear_kick(kind, periodic, par, d0, kappa, q, p, c, g, d):
 
 
 @jit
-def _store(y, out, k, limit2):
-    """out[k] = y, and OK, NONFINITE or BLOWN_UP (|y|^2 above limit2) for y. The copy is one vectorised loop and
+def _store(y, out, k, limit2, every):
+    """y, the state after step k + 1, into out[(k + 1) / every - 1] when ``every`` divides k + 1 (every = 1: out[k]),
+    and OK, NONFINITE or BLOWN_UP (|y|^2 above limit2) for y. The copy is one vectorised loop and
     |y|^2 four independent partial sums (a serial sum is one add's latency per component: at N = 800 it cost
     more than the force); the states are untouched, only the rounding of the norm compared with the limit."""
     m = y.shape[0]
-    row = out[k]
-    for i in range(m):
-        row[i] = y[i]
+    if every == 1 or (k + 1) % every == 0:
+        row = out[(k + 1) // every - 1]
+        for i in range(m):
+            row[i] = y[i]
     s0 = s1 = s2 = s3 = 0.0
     top = m - m % 4
     for i in range(0, top, 4):
@@ -129,10 +132,11 @@ def _store(y, out, k, limit2):
 
 
 @jit
-def run_verlet(kind, periodic, par, y, h, gammas, n_steps, out, info, g, d):
+def run_verlet(kind, periodic, par, y, h, gammas, n_steps, out, info, g, d, every):
     """Stormer-Verlet composed with the fractions ``gammas`` (one: plain Verlet), ``n_steps`` steps of y (2N,) in
-    place into out[:n_steps]; the force ``g`` (N,) and ``d`` (N + 1,) scratch. Returns the states written; info[1] the status,
-    info[2] the failing step, info[3] the squared norm limit."""
+    place into out[:n_steps // every] (the states after steps every, 2 every, ...); the force ``g`` (N,) and ``d``
+    (N + 1,) scratch. Returns the states written; info[1] the status, info[2] the failing step, info[3] the squared
+    norm limit."""
     n = y.shape[0] // 2
     q = y[:n]
     p = y[n:]
@@ -150,12 +154,12 @@ def run_verlet(kind, periodic, par, y, h, gammas, n_steps, out, info, g, d):
             lattice_force(kind, periodic, par, q, g, d)
             for i in range(n):
                 p[i] = p[i] - c * g[i]
-        st = _store(y, out, k, info[3])
+        st = _store(y, out, k, info[3], every)
         if st != OK:
             info[1] = st
             info[2] = k + 1
-            return k + 1
-    return n_steps
+            return (k + 1) // every
+    return n_steps // every
 
 
 @jit
@@ -217,7 +221,7 @@ def run_reduced_verlet(kind, periodic, par, phi, z, h, gammas, n_steps, out, inf
             _reduced_force(kind, periodic, par, phi, xi, f, q, g, d, hyper)
             for i in range(k):
                 eta[i] = eta[i] - c * f[i]
-        st = _store(z, out, step, info[3])
+        st = _store(z, out, step, info[3], 1)
         if st != OK:
             info[1] = st
             info[2] = step + 1
@@ -338,7 +342,7 @@ def _midpoint_step(kind, periodic, par, y, h, tol, max_iter, info, g, big, diag,
 
 @jit
 def run_midpoint(kind, periodic, par, y, h, gammas, n_steps, out, info, tol, max_iter, g, big, diag, off, rhs, dq,
-                 ws, keep):
+                 ws, keep, every):
     """Implicit midpoint composed with ``gammas``, ``n_steps`` steps of y in place into out (as run_verlet);
     on a Newton failure y is the last good state (``keep`` scratch)."""
     n2 = y.shape[0]
@@ -355,13 +359,13 @@ def run_midpoint(kind, periodic, par, y, h, gammas, n_steps, out, info, tol, max
                     y[i] = keep[i]
                 info[1] = st
                 info[2] = k + 1
-                return k
-        st = _store(y, out, k, info[3])
+                return k // every
+        st = _store(y, out, k, info[3], every)
         if st != OK:
             info[1] = st
             info[2] = k + 1
-            return k + 1
-    return n_steps
+            return (k + 1) // every
+    return n_steps // every
 
 
 def _plan(method: Any) -> tuple[int, np.ndarray] | None:
@@ -450,29 +454,34 @@ class LatticeStepper:
         new.status, new.failed_step, new.failed_row, new.last_update = OK, 0, 0, math.inf
         return new
 
-    def step_block(self, y: np.ndarray, n: int, out: np.ndarray, limit: float = math.inf) -> int:
-        n = int(n)
-        self._check_block(y, n, out)
+    def step_block(self, y: np.ndarray, n: int, out: np.ndarray, limit: float = math.inf, every: int = 1) -> int:
+        """``CompiledStepper.step_block``: ``every``-th states only into ``out`` (>= n // every, dim)."""
+        n, every = int(n), every_kth(every)
+        self._check_block(y, n // every, out)
         info = self._info
         info[0], info[3] = math.inf, limit * limit
         if self.phi is not None:
-            done = run_reduced_verlet(self.kind, self.periodic, self.params, self.phi, y, self.dt, self.gammas, n, out,
-                                      info, self._f, self._big, self._g, self._d, self.hyper)
+            block = out if every == 1 else np.empty((n, self.dim))
+            done = run_reduced_verlet(self.kind, self.periodic, self.params, self.phi, y, self.dt, self.gammas, n,
+                                      block, info, self._f, self._big, self._g, self._d, self.hyper)
+            if every != 1:
+                out[: done // every] = block[every - 1 : done : every]
+                done //= every
         elif self.mid == EXPONENTIAL:
-            done = self._run_exponential(y, n, out, info)
+            done = self._run_exponential(y, n, out, info, every)
         elif self.mid == VERLET:
             done = run_verlet(self.kind, self.periodic, self.params, y, self.dt, self.gammas, n, out, info, self._g,
-                              self._d)
+                              self._d, every)
         else:
             done = run_midpoint(self.kind, self.periodic, self.params, y, self.dt, self.gammas, n, out, info,
                                 self.tol, self.max_iter, self._g, self._big, self._diag, self._off, self._rhs,
-                                self._dq, self._ws, self._keep)
+                                self._dq, self._ws, self._keep, every)
         last, status, failed = info.tolist()[:3]
         self.status, self.failed_step, self.failed_row, self.last_update = int(status), int(failed), 0, last
         self.warm = True
         return int(done)
 
-    def _run_exponential(self, y: np.ndarray, n: int, out: np.ndarray, info: np.ndarray) -> int:
+    def _run_exponential(self, y: np.ndarray, n: int, out: np.ndarray, info: np.ndarray, every: int) -> int:
         """``exponential_splitting`` (composed with ``gammas``): per (sub)step a compiled half kick, the exact
         linear flow by one transform of (q, p) and one inverse, a compiled half kick; then the store's check."""
         import scipy.fft as sfft
@@ -492,20 +501,20 @@ class LatticeStepper:
                     qp[:] = sfft.dst(np.stack([c * qh + s_over_w * ph, c * ph - w_s * qh]), type=1, axis=-1,
                                      norm="ortho")
                 nonlinear_kick(self.kind, self.periodic, self.params, d0, kappa, q, p, 0.5 * t, g, d)
-            st = _store(y, out, k, info[3])
+            st = _store(y, out, k, info[3], every)
             if st != OK:
                 info[1], info[2] = st, k + 1
-                return k + 1
-        return n
+                return (k + 1) // every
+        return n // every
 
-    def step_rows(self, ys: np.ndarray, n: int, out: np.ndarray, limits: Any = None
+    def step_rows(self, ys: np.ndarray, n: int, out: np.ndarray, limits: Any = None, every: int = 1
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``step_block`` for every row of ``ys`` (rows, dim), the states into ``out`` (rows, >= n, dim), row after row,
         as ``CompiledStepper.step_rows`` (each row's states those of ``step_block``): each row's states written,
         status (int64) and info (last Newton update, status, failing step, limit squared)."""
         infos = np.zeros((ys.shape[0], 4))
         infos[:, 3] = np.inf if limits is None else np.square(np.asarray(limits, dtype=np.float64))
-        return rows_by_block(self, ys, int(n), out, infos), infos[:, 1].astype(np.int64), infos
+        return rows_by_block(self, ys, int(n), out, infos, every), infos[:, 1].astype(np.int64), infos
 
     def _check_block(self, y: Any, n: int, out: Any) -> None:
         if not (isinstance(y, np.ndarray) and y.dtype == np.float64 and y.shape == (self.dim,) and y.flags.c_contiguous

@@ -15,12 +15,12 @@ The loops (``RUNNERS``: method -> (kind, run loop, method tag)):
 
 - explicit (``explicit_rk``: every explicit Runge-Kutta tableau, its tag ``explicit_tag(tableau)``; ``splitting`` =
   Strang shears, ``stormer_verlet``):
-  ``run_explicit(tag, pp, y, h, n, out, gammas, info) -> states written``; ``gammas`` empty runs plain steps
+  ``run_explicit(tag, pp, y, h, n, out, gammas, info, every) -> states written``; ``gammas`` empty runs plain steps
   of ``h``, else each step is the composition of sub-steps ``gammas[i] h``; Stormer-Verlet's loop ``run_verlet``
   (same arguments) carries the force of a step's last kick into the next step's first;
-- ``shears``: ``run_shears(pp, y, comps, coefs, n, out, info)``, the shears ``y_i += c f_i(y)`` in order;
+- ``shears``: ``run_shears(pp, y, comps, coefs, n, out, info, every)``, the shears ``y_i += c f_i(y)`` in order;
 - implicit (``implicit_midpoint``; ``gauss`` for any number of stages, the tableau as tuples ``tab``):
-  ``run_implicit(tag, pp, p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc, tab)``. Implicit
+  ``run_implicit(tag, pp, p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc, tab, every)``. Implicit
   midpoint iterates by full Newton (the Jacobian at the current iterate, as the NumPy path) with the 3x3 solve
   by the explicit inverse (adjugate over the determinant) and larger systems by elimination without pivoting;
   on a separable system (one with ``gradients``) by a 2-d Newton in the midpoint's q alone
@@ -32,8 +32,9 @@ The loops (``RUNNERS``: method -> (kind, run loop, method tag)):
   ``vpintegrator.compiled.newton`` (pivoted LU, full Newton), which then decides success or failure with
   NumPy's status and last update.
 
-Failure semantics are those of ``vpintegrator.compiled.kernels`` (``info[1]`` status, ``info[2]`` the 1-based
-step). Every loop does the operations of the NumPy path in its order, so the states agree to rounding, and
+Every loop keeps the state after steps ``every``, ``2 every``, ... (``every`` = 1: each) in the rows of ``out`` and
+returns the rows written; the blow-up check still sees every state. Failure semantics are those of
+``vpintegrator.compiled.kernels`` (``info[1]`` status, ``info[2]`` the 1-based step). Every loop does the operations of the NumPy path in its order, so the states agree to rounding, and
 a change here changes no number unless it changes that order (``tests/test_compiled_integrators.py``).
 """
 
@@ -585,12 +586,21 @@ def _gauss(pp, h, y, tol, max_iter, tab):
 
 # --- the run loops ---------------------------------------------------------------------------------------
 @jit
-def _store(out, k, z):
-    """z into out[k]; returns |z|^2 (summed in component order)."""
+def _keep(out, row, left, every, z):
+    """The state of this step into ``out[row]`` when it is the ``every``-th since the last one kept (``left``: the
+    steps still to go, 1 on a kept step): the next ``(row, left)``."""
+    if left > 1:
+        return row, left - 1
+    for i in range(len(z)):
+        out[row, i] = z[i]
+    return row + 1, every
+
+
+@jit
+def _norm2(z):
+    """|z|^2, summed in component order."""
     nn = z[0] * z[0]
-    out[k, 0] = z[0]
     for i in range(1, len(z)):
-        out[k, i] = z[i]
         nn += z[i] * z[i]
     return nn
 
@@ -634,23 +644,25 @@ def _stopped(y, z, nn, lim2, info, k):
 
 
 @jit
-def run_explicit(tag, pp, y, h, n, out, gammas, info):
+def run_explicit(tag, pp, y, h, n, out, gammas, info, every):
     lim2 = _reset(info)
     x = load(pp, y)
+    row, left = 0, every
     for k in range(n):
         if gammas.size == 0:
             x = step(tag, pp, h, x, 0.0, 0, ())
         else:
             for g in range(gammas.size):
                 x = step(tag, pp, gammas[g] * h, x, 0.0, 0, ())
-        if _stopped(y, x, _store(out, k, x), lim2, info, k):
-            return k + 1
+        row, left = _keep(out, row, left, every, x)
+        if _stopped(y, x, _norm2(x), lim2, info, k):
+            return row
     _save(y, x)
-    return n
+    return row
 
 
 @jit
-def run_verlet(tag, pp, y, h, n, out, gammas, info):
+def run_verlet(tag, pp, y, h, n, out, gammas, info, every):
     """``run_explicit`` of Stormer-Verlet (kick-drift-kick) on a separable system (q, p) of dim 4
     (``potential_gradient_of`` / ``kinetic_gradient_of``): the force ``V'(q1)`` of a (sub)step's last kick is the next
     (sub)step's first, carried instead of evaluated again (the same numbers: one potential gradient per step)."""
@@ -658,6 +670,7 @@ def run_verlet(tag, pp, y, h, n, out, gammas, info):
     x = load(pp, y)
     g0, g1 = gradients(pp, x[0], x[1], True)
     ng = max(1, gammas.size)
+    row, left = 0, every
     for k in range(n):
         for g in range(ng):
             hh = gammas[g] * h if gammas.size else h
@@ -669,33 +682,37 @@ def run_verlet(tag, pp, y, h, n, out, gammas, info):
             z1 = x[1] + hh * t1
             g0, g1 = gradients(pp, z0, z1, True)
             x = (z0, z1, v0 - half * g0, v1 - half * g1)
-        if _stopped(y, x, _store(out, k, x), lim2, info, k):
-            return k + 1
+        row, left = _keep(out, row, left, every, x)
+        if _stopped(y, x, _norm2(x), lim2, info, k):
+            return row
     _save(y, x)
-    return n
+    return row
 
 
 @jit
-def run_shears(pp, y, comps, coefs, n, out, info):
+def run_shears(pp, y, comps, coefs, n, out, info, every):
     lim2 = _reset(info)
     z = load(pp, y)
+    row, left = 0, every
     for k in range(n):
         for q in range(comps.size):
             z = shear(pp, z, comps[q], coefs[q])
-        if _stopped(y, z, _store(out, k, z), lim2, info, k):
-            return k + 1
+        row, left = _keep(out, row, left, every, z)
+        if _stopped(y, z, _norm2(z), lim2, info, k):
+            return row
     _save(y, z)
-    return n
+    return row
 
 
 @jit
-def run_implicit(tag, pp, p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc, tab):
+def run_implicit(tag, pp, p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc, tab, every):
     lim2 = _reset(info)
     x = load(pp, y)
     d = len(x)
     top = ws.shape[0]
     u, v = ws[top - 1, :d], ws[top - 2, :d]
     ng = max(1, gammas.size)
+    row, left = 0, every
     for k in range(n):
         z = x
         for g in range(ng):
@@ -708,14 +725,15 @@ def run_implicit(tag, pp, p, y, h, n, out, gammas, tol, max_iter, info, ws, m, t
                     _save(y, x)
                     info[1] = st
                     info[2] = k + 1
-                    return k
+                    return row
                 w = load(pp, v)
             z = w
         x = z
-        if _stopped(y, x, _store(out, k, x), lim2, info, k):
-            return k + 1
+        row, left = _keep(out, row, left, every, x)
+        if _stopped(y, x, _norm2(x), lim2, info, k):
+            return row
     _save(y, x)
-    return n
+    return row
 
 
 #: method family -> (kind, run loop, method tag); ``explicit_rk`` serves every explicit tableau (the tag is

@@ -214,12 +214,13 @@ def failure_error(stepper, t0: float, newton_matrix: str, nonfinite: tuple[int, 
     return VPIntegratorError(f"{name}: step {k} (t = {t0 + (k - 1) * h:g} -> {t0 + k * h:g}): {detail}")
 
 
-def rows_by_block(stepper, ys: np.ndarray, n: int, out: np.ndarray, infos: np.ndarray) -> np.ndarray:
-    """``stepper.step_block`` for every row of ``ys`` in turn, each row's norm limit the square root of
-    ``infos[r, 3]``, its info (last update, status, failing step) into ``infos[r, :3]``: the states written."""
+def rows_by_block(stepper, ys: np.ndarray, n: int, out: np.ndarray, infos: np.ndarray, every: int = 1) -> np.ndarray:
+    """``stepper.step_block`` for every row of ``ys`` in turn (every ``every``-th state kept), each row's norm limit
+    the square root of ``infos[r, 3]``, its info (last update, status, failing step) into ``infos[r, :3]``: the
+    states written."""
     done = np.zeros(ys.shape[0], dtype=np.int64)
     for r in range(ys.shape[0]):
-        done[r] = stepper.step_block(ys[r], n, out[r], float(np.sqrt(infos[r, 3])))
+        done[r] = stepper.step_block(ys[r], n, out[r], float(np.sqrt(infos[r, 3])), every)
         infos[r, :3] = stepper._info[:3]
     return done
 

@@ -16,6 +16,7 @@ from ..resources import check_memory
 from ..systems import System, get_system, system_meta
 from ..systems.initial_conditions import as_points
 from ..integrators import Integrator, NotConverged, check_dt, get_integrator
+from ..integrators.base import every_kth
 from ..stepping import StepFailure, StepMap, bad_states, drive, time_grid
 from .trajectories import Trajectories
 
@@ -218,6 +219,7 @@ def integrate(
     t0: float = 0.0,
     callback: Callable[[int, np.ndarray], None] | None = None,
     compiled: bool | None = None,
+    save_every: int = 1,
 ) -> Trajectories:
     """Integrate a batch of initial conditions with a classical method.
 
@@ -253,14 +255,18 @@ def integrate(
         None (default): the compiled stepper where it applies (see above); False: the NumPy step, bit for bit
         (what ``vp-gen`` and the rollouts' first windows use, so that files and shipped numbers do not move
         with the compiler); True: as None, but an error when no kernel applies.
+    save_every : int
+        Keep the states at steps 0, k, 2k, ... <= n_steps only (k = ``save_every`` >= 1): the full output's
+        ``y[:, ::k]`` and ``t[::k]``, the same numbers, without storing the others (the compiled loops write only
+        those; the NumPy path keeps them from each chunk of ``CHUNK_STEPS``). Every step is still checked.
 
     Returns
     -------
     Trajectories
-        ``y`` (n_traj, n_steps + 1, dim), ``t`` (n_steps + 1,); meta: system, dim, method, dt, t0,
-        t_end, n_traj, n_states (= n_steps + 1), n_steps, invariant_names, runner (``"numba"``: compiled,
-        ``"numpy"``: the NumPy step), and the system as ``system``/``param_<name>``
-        ([`system_meta`][vpintegrator.systems.system_meta]).
+        ``y`` (n_traj, n_steps + 1, dim), ``t`` (n_steps + 1,) (with ``save_every`` k: n_steps // k + 1 states);
+        meta: system, dim, method, dt, t0, t_end, n_traj, n_states, n_steps (the steps taken), invariant_names,
+        runner (``"numba"``: compiled, ``"numpy"``: the NumPy step), and the system as ``system``/``param_<name>``
+        ([`system_meta`][vpintegrator.systems.system_meta]); with k > 1 also ``save_every`` = k.
 
     Raises
     ------
@@ -278,16 +284,19 @@ def integrate(
     n_steps = int(n_steps)
     t0 = finite_float(t0, "t0")
     y = _check_initial_conditions(system, y0)
-    check_memory(8.0 * y.shape[0] * (n_steps + 1) * system.dim,
-                 f"integrate: {y.shape[0]} trajectories x {n_steps + 1} states x {system.dim}",
-                 "take fewer n_steps or trajectories (vp-gen writes long runs to disk in chunks)", key="n_steps")
+    every = save_every if type(save_every) is int and save_every >= 1 else every_kth(save_every)
+    kept = n_steps // every + 1
+    check_memory(8.0 * y.shape[0] * kept * system.dim,
+                 f"integrate: {y.shape[0]} trajectories x {kept} states x {system.dim}",
+                 "take fewer n_steps or trajectories, or keep fewer states (save_every; vp-gen writes long runs to "
+                 "disk in chunks)", key="n_steps")
     if compiled not in (None, True, False):
         raise VPIntegratorError(f"compiled must be None (where it applies), True or False; got {compiled!r}",
                                 key="compiled")
-    out = np.empty((y.shape[0], n_steps + 1, system.dim))
+    out = np.empty((y.shape[0], kept, system.dim))
     runner = "numpy"
     if compiled is not False and callback is None:
-        if _integrate_compiled(system, method, h, y, n_steps, out):
+        if _integrate_compiled(system, method, h, y, n_steps, out, every):
             runner = "numba"
     if compiled and runner != "numba":
         raise VPIntegratorError(f"compiled=True: no compiled kernel runs {method.name} on {system.name} for "
@@ -296,15 +305,18 @@ def integrate(
     if runner == "numpy":
         def deliver(k0: int, block: np.ndarray) -> None:
             n = block.shape[1]
-            out[:, k0 : k0 + n] = block
+            first = -k0 % every  # the block's first state at a multiple of every
+            out[:, (k0 + first) // every : (k0 + n + every - 1) // every] = block[:, first::every]
             if callback is not None:
                 for k in range(max(k0, 1), k0 + n):
-                    callback(k, out[:, k])
+                    callback(k, block[:, k - k0])
 
         step_map = IntegratorMap(system, method, h, compiled_max_batch=0)
         drive(step_map, y[:, None], n_steps, deliver, chunk_steps=CHUNK_STEPS, failure="raise", dt=h, t0=t0)
 
     t = _time_grid(t0, h, n_steps)
+    if every > 1:
+        t = t[::every].copy()
     meta: dict[str, Any] = {
         **system_meta(system),
         "dim": system.dim,
@@ -319,22 +331,24 @@ def integrate(
         "invariant_names": list(system.invariant_names),
         "runner": runner,
     }
+    if every > 1:
+        meta["save_every"] = every
     return Trajectories(y=out, t=t, meta=meta)
 
 
 def _integrate_compiled(system: System, method: Integrator, h: float, y: np.ndarray, n_steps: int,
-                        out: np.ndarray) -> bool:
-    """``out`` (n_traj, n_steps + 1, dim) by the compiled stepper: one trajectory by its own loop (``step_block``),
-    more one after the other (``step_rows``: each row's states ``step_block``'s bit for bit); False when there is
-    no kernel (or no numba) or a trajectory failed (the NumPy path then raises its own error)."""
+                        out: np.ndarray, every: int = 1) -> bool:
+    """``out`` (n_traj, n_steps // every + 1, dim) by the compiled stepper: one trajectory by its own loop
+    (``step_block``), more one after the other (``step_rows``: each row's states ``step_block``'s bit for bit); False
+    when there is no kernel (or no numba) or a trajectory failed (the NumPy path then raises its own error)."""
     stepper = _compiled_stepper(system, method, h)
     if stepper is None:
         return False
     out[:, 0] = y
     if y.shape[0] == 1:
-        stepper.step_block(y[0].copy(), n_steps, out[0, 1:])
+        stepper.step_block(y[0].copy(), n_steps, out[0, 1:], math.inf, every)
         return stepper.status == 0
-    return not stepper.step_rows(np.array(y, dtype=np.float64, order="C"), n_steps, out[:, 1:])[1].any()
+    return not stepper.step_rows(np.array(y, dtype=np.float64, order="C"), n_steps, out[:, 1:], None, every)[1].any()
 
 
 def _compiled_stepper(system: System, method: Integrator, h: float) -> Any:

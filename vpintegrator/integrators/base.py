@@ -175,3 +175,11 @@ class Integrator:
 def check_dt(dt: Any) -> float:
     """``dt`` as a float, or a one-line error unless it is finite and positive."""
     return finite_float(dt, "dt", positive=True)
+
+
+def every_kth(every: Any) -> int:
+    """``save_every`` (keep the states after steps k, 2k, ...) as an int >= 1, else a one-line error naming it."""
+    if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
+        raise VPIntegratorError(f"save_every must be an int >= 1 (keep every k-th state); got {every!r}",
+                                key="save_every")
+    return int(every)
