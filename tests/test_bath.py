@@ -368,3 +368,27 @@ def test_the_work_precision_script_runs_at_a_tiny_size(tmp_path):
         assert np.isfinite(r["error_T"]) and r["cpu_per_unit_time"] > 0, r
         if r["h"] <= 0.1:
             assert r["error_T"] < 1e-2, r
+
+
+def test_a_file_whose_bath_is_not_at_rest_is_refused_by_the_rows(tmp_path, arena_rows):
+    """The rows lift the bath at rest from the particle: on a file made by another sampler (here 'box') they would
+    integrate another motion, so each is refused in one line (a row's failure: marked, its reason said, the run goes
+    on)."""
+    from vpintegrator.data import read_rollout
+
+    from vpintegrator.cli.gen import main as gen
+    from vpintegrator.cli.rollout import main
+
+    data = tmp_path / "box.h5"
+    res = CliRunner().invoke(gen, ["kac_zwanzig", "--n-traj", "2", "--t-end", "1", "--set", "system.N=3", "--set",
+                                   "initial_conditions.sampler=box", "--set", "initial_conditions.low=-0.5",
+                                   "--set", "initial_conditions.high=0.5", "--out", str(data)])
+    assert res.exit_code == 0, res.output
+    rows = ("gle", "bath+stormer_verlet", "coarse_bath+bath_splitting")
+    res = CliRunner().invoke(main, ["--data", str(data), "--observe", "q0,p0", "--integrators", ",".join(rows),
+                                    "--out", str(tmp_path / "ro.h5")])
+    assert "Traceback" not in res.output, res.output
+    said = [line for line in res.output.splitlines() if "does not start with the bath at rest" in line]
+    assert {row for row in rows if any(row in line for line in said)} == set(rows), res.output
+    ro = read_rollout(tmp_path / "ro.h5")
+    assert all(np.isnan(ro.methods[row].y[:, 1:]).all() for row in rows)

@@ -96,7 +96,36 @@ class _ParticleRow(StepMap):
         self.channels = (int(channels[0]), int(channels[1]))
         self.dim, self.seq_len, self.pred_window = int(dim), 1, 1
 
+    #: the run's data file, whose trajectories must start with the bath at rest (checked once, at the first start)
+    data: Any = None
+    #: the particle-bath system the row's bath is lifted for (set by the subclasses)
+    bath_system: Any = None
+    #: the check's verdict: None (not read yet), "" (at rest) or the refusal
+    _rest: str | None = None
+
+    def _check_rest(self) -> None:
+        """Refuse, in one line, a data file whose trajectories do not start with the bath at rest (the rows lift the
+        bath from the particle: on such a file they would integrate another motion)."""
+        if self.data is None or self.bath_system is None:
+            return
+        if self._rest is None:  # read once; a refusal is raised at every start (a warm-up may swallow the first)
+            from ..data import read_trajectories
+
+            y0 = read_trajectories(self.data, steps=np.array([0])).y[:, 0]
+            system = self.bath_system
+            self._rest = ""
+            if y0.shape[-1] == system.dim:  # (observed channels only: nothing to check)
+                lifted = system.bath_at_rest(y0[:, 0], y0[:, system.N + 1])
+                bad = np.flatnonzero(np.abs(lifted - y0).max(axis=-1) > 1e-12 * (1.0 + np.abs(y0).max(axis=-1)))
+                if bad.size:
+                    self._rest = (f"{self.name}: trajectory {int(bad[0])} of {self.data} does not start with the bath "
+                                  "at rest (the row lifts the bath from the particle); generate with the sampler "
+                                  "'particle'")
+        if self._rest:
+            raise VPIntegratorError(self._rest, key="integrators")
+
     def _particle0(self, window0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        self._check_rest()
         w = np.asarray(window0, dtype=np.float64)
         if w.ndim != 3 or w.shape[2] != self.dim:
             raise VPIntegratorError(f"{self.name}: windows must be (n, 1, {self.dim}); got {w.shape}")
@@ -186,7 +215,7 @@ class GLEStep(_ParticleRow):
     def __init__(self, system: Any, dt: float, memory: float | None = None, channels: tuple[int, int] = (0, 1),
                  dim: int = 2, fit: float | None = None) -> None:
         super().__init__(channels, dim)
-        self.system = _need_kz(system, "gle")
+        self.system = self.bath_system = _need_kz(system, "gle")
         self.h = finite_float(dt, "gle: dt", positive=True, key="dt")
         self.fit = None if fit is None else finite_float(fit, "gle: fit", positive=True, key="fit")
         self._soe: tuple[np.ndarray, np.ndarray, float] | None = None
@@ -300,7 +329,7 @@ class BathStep(_ParticleRow):
         from ..compiled.bath import bath_stepper
 
         super().__init__(channels, dim)
-        self.system = system
+        self.system = self.bath_system = system
         self.stepper = bath_stepper(system, method, dt)
         self.name = label or f"bath+{method}"
 
@@ -327,15 +356,20 @@ class BathStep(_ParticleRow):
 
 def gle_row(req: Any) -> GLEStep:
     """The ``gle`` row of a comparison run (a row kind's ``build``: ``req`` a ``RowRequest``: its ``system``, the
-    observed run's, and ``dt``)."""
+    observed run's, ``dt`` and ``data``, whose trajectories must start with the bath at rest: checked when the row
+    starts, one line otherwise)."""
     full, channels = particle_channels(req.system, "gle")
-    return GLEStep(full, req.dt, None, channels, int(req.system.dim), fit=GLE_FIT_TOL)
+    step = GLEStep(full, req.dt, None, channels, int(req.system.dim), fit=GLE_FIT_TOL)
+    step.data = getattr(req, "data", None)
+    return step
 
 
 def bath_row(req: Any) -> BathStep:
     """The ``bath+METHOD`` row (a row kind's ``build``)."""
     full, channels = particle_channels(req.system, str(req.label))
-    return BathStep(full, str(req.integrator), req.dt, channels, int(req.system.dim), label=str(req.label))
+    step = BathStep(full, str(req.integrator), req.dt, channels, int(req.system.dim), label=str(req.label))
+    step.data = getattr(req, "data", None)
+    return step
 
 
 class CoarseBathStep(BathStep):
@@ -361,6 +395,7 @@ class CoarseBathStep(BathStep):
         self.method = method
         super().__init__(self.full.coarse(self.t_max), method, dt, channels, dim,
                          label=label or f"coarse_bath+{method}")
+        self.bath_system = self.full  # the data's bath
 
     def start(self, window0, limit):
         super().start(window0, limit)
@@ -401,8 +436,10 @@ def coarse_bath_row(req: Any, t_max: float = 100.0) -> CoarseBathStep:
     """The ``coarse_bath+METHOD`` row (a row kind's ``build``): the coarse bath, valid to ``t_max`` first and
     rebuilt for longer runs (``CoarseBathStep``)."""
     full, channels = particle_channels(req.system, str(req.label))
-    return CoarseBathStep(full, str(req.integrator), req.dt, channels, int(req.system.dim), label=str(req.label),
+    step = CoarseBathStep(full, str(req.integrator), req.dt, channels, int(req.system.dim), label=str(req.label),
                           t_max=t_max)
+    step.data = getattr(req, "data", None)
+    return step
 
 
 def gle_solve(system: Any, Q0: Any, P0: Any, dt: float, n_steps: int, memory: float | None = None,  # noqa: N803
