@@ -87,18 +87,15 @@ def lattice_force(kind, periodic, par, q, g, d):
 @jit
 def nonlinear_kick(kind, periodic, par, d0, kappa, q, p, c, g, d):
     """``p -= c dV_nl/dq``: the force of the potential less its quadratic part, bond by bond
-    ``psi'(r) = (phi'(r) - phi'(0)) - kappa r`` (``Lattice.nonlinear_gradient``'s order), g (N,) and d (N + 1,)
-    scratch."""
+    ``psi'(r) = (phi'(r) - phi'(0)) - kappa r`` (``Lattice.nonlinear_gradient``'s order): the bonds' ``phi'`` of
+    ``lattice_force`` (the one place they are written) less their affine part, g (N,) and d (N + 1,) scratch."""
+    lattice_force(kind, periodic, par, q, g, d)
     n = q.shape[0]
     for b in range(1, n):
-        r = q[b] - q[b - 1]
-        d[b] = _dphi(kind, par, r) - d0 - kappa * r
+        d[b] = d[b] - d0 - kappa * (q[b] - q[b - 1])
     r0 = q[0] - q[n - 1] if periodic else q[0]
-    d[0] = _dphi(kind, par, r0) - d0 - kappa * r0
-    if periodic:
-        d[n] = d[0]
-    else:
-        d[n] = _dphi(kind, par, -q[n - 1]) - d0 - kappa * -q[n - 1]
+    d[0] = d[0] - d0 - kappa * r0
+    d[n] = d[0] if periodic else d[n] - d0 - kappa * -q[n - 1]
     for i in range(n):
         p[i] = p[i] - c * (d[i] - d[i + 1])
 
