@@ -294,7 +294,7 @@ def test_particle_channels_need_q0_and_p0():
     obs = resolve_observation("p0,q0", kz.dim, kz.state_names, kz.name)
     full, channels = particle_channels(ObservedSystem(dim=2, full=kz, observation=obs))
     assert full is kz and channels == (1, 0)
-    with pytest.raises(VPIntegratorError, match="observe q0 and p0"):
+    with pytest.raises(VPIntegratorError, match="observe must hold q0 and p0"):
         particle_channels(ObservedSystem(dim=5, full=kz, observation=resolve_observation("q", kz.dim, kz.state_names)))
 
 

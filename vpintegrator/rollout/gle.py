@@ -73,8 +73,8 @@ def particle_channels(system: Any, where: str = "gle") -> tuple[Any, tuple[int, 
         return full, (0, int(n) + 1)
     idx = tuple(obs.indices or ())
     if 0 not in idx or int(n) + 1 not in idx:
-        raise VPIntegratorError(f"{where}: the row starts from the observed particle; observe q0 and p0 (observe = "
-                                f"'q0,p0'), not {obs.spec!r}", key="observe")
+        raise VPIntegratorError(f"{where}: the row starts from the observed particle: observe must hold q0 and p0 "
+                                f"(e.g. 'q0,p0'), not {obs.spec!r}", key="observe")
     return full, (idx.index(0), idx.index(int(n) + 1))
 
 
