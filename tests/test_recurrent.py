@@ -297,3 +297,16 @@ def test_fit_and_run_rollouts_from_python(co_small, tmp_path):
     ro = read_rollout(out)
     assert {"lru", "lru_file"} <= set(ro.methods) and np.isfinite(ro.methods["lru"].y).all()
     np.testing.assert_allclose(ro.methods["lru"].y, ro.methods["lru_file"].y, rtol=0, atol=0)  # in memory and saved
+
+
+@pytest.mark.parametrize("name", ["gru", "lru"])
+def test_a_seed_ensemble_trains_them_vmapped(name, co_small, tmp_path):
+    """The ensemble's step is ``vmap`` over ``functional_call`` (and its LM a vmapped ``jacrev``): the recurrent
+    layers are plain tensor code, so both run."""
+    from vpintegrator.training import fit
+
+    res = fit({"data": [str(co_small)], "model": {"name": name, "seq_len": 3, "width": 5}, "observe": "q",
+               "ensemble": 2, "optimizer": "lm", "max_steps": 2, "epochs": 10, "lm_windows": 64,
+               "lm_check_windows": 32, "lm_iters_per_epoch": 2, "dtype": "float64", "seed": 0,
+               "out": str(tmp_path / "ens")})
+    assert np.isfinite(res.train_loss)
