@@ -117,6 +117,9 @@ MUTATIONS = (
              ("stormer_verlet_tj4",)),
     Mutation("lean_separable_midpoint", "vpintegrator/compiled/lean.py",
              "P0 = y[2] - c * g0", "P0 = y[2] - c * 1.000001 * g0", ("implicit_midpoint",)),
+    Mutation("lean_shear_folded_coefficient", "vpintegrator/compiled/lean.py",  # the last component's shear
+             "z[i] + field(_scaled(c, pp), z)[i])\n", "z[i] + field(_scaled(c * 1.000001, pp), z)[i])\n",
+             ("splitting_mclachlan2",)),
     # the lattices' array loops (compiled/lattice.py)
     Mutation("lattice_fpu_bond_force", "vpintegrator/compiled/lattice.py",
              "return r + par[0] * r * r * r", "return r + par[0] * 1.000001 * r * r * r", ("stormer_verlet",)),
@@ -126,6 +129,9 @@ MUTATIONS = (
              "q[i] = 2.0 * big[i] - q[i]", "q[i] = 2.000002 * big[i] - q[i]", ("implicit_midpoint",)),
     Mutation("lattice_exponential_kick", "vpintegrator/compiled/lattice.py",
              "p[i] = p[i] - c * (d[i] - d[i + 1])", "p[i] = p[i] - c * 1.000001 * (d[i] - d[i + 1])",
+             ("exponential_splitting",)),
+    Mutation("lattice_exponential_affine_part", "vpintegrator/compiled/lattice.py",
+             "d[b] = d[b] - d0 - kappa * (q[b] - q[b - 1])", "d[b] = d[b] - d0 - kappa * 1.000001 * (q[b] - q[b - 1])",
              ("exponential_splitting",)),
 )
 BY_NAME = {m.name: m for m in MUTATIONS}
