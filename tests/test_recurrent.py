@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from vpintegrator import VPIntegratorError
 from vpintegrator.data import integrate, read_rollout, write_trajectories
 from vpintegrator.models import build_model, count_parameters, load_model, model_preserves, save_model
-from vpintegrator.nn.recurrent import GRULayer, LRULayer
+from vpintegrator.nn.recurrent import GRULayer, LRULayer, fused_gru_last
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -77,6 +77,11 @@ def test_gru_is_torch_nn_gru_with_the_same_weights(layers):
     x = torch.randn(7, 6, 3, dtype=torch.float64)
     out, _ = _torch_gru(model)(x)
     torch.testing.assert_close(model.features(x), out[:, -1], rtol=1e-13, atol=1e-13)
+    torch.testing.assert_close(fused_gru_last(list(model.grus), x), out[:, -1], rtol=1e-13, atol=1e-13)
+    with torch.inference_mode():  # a rollout's path: torch's fused kernel, the same numbers
+        torch.testing.assert_close(model.features(x), out[:, -1], rtol=1e-13, atol=1e-13)
+        # under a torch.func transform the fused kernel has no batching rule: the layers' loop runs instead
+        torch.testing.assert_close(torch.func.vmap(model)(x.unsqueeze(1))[:, 0], model(x), rtol=1e-13, atol=1e-13)
     h = out[:, -1]
     for layer in model.readout.hidden:
         h = torch.tanh(layer(h))
