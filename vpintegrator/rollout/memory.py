@@ -141,14 +141,15 @@ _KERNELS: dict[str, Any] = {}
 def _kernels() -> tuple[Any, Any]:
     """The two compiled loops, compiled (and run once on tiny input) on first use."""
     if not _KERNELS:
+        runner = "numba"
         try:
             window, reduced = _njit(_window_run_py), _njit(_reduced_run_py)
             window(np.zeros((1, 2, 1)), 1, np.zeros(1), np.zeros((1, 1)), np.zeros((1, 1), dtype=np.int64),
                    np.zeros((1, 1)))
             reduced(np.zeros((1, 1)), np.zeros(1), np.zeros((1, 1)), np.zeros(1), np.zeros((1, 1)), np.zeros((1, 1, 1)))
         except ImportError:  # pragma: no cover - numba missing: the same loops in Python
-            window, reduced = _window_run_py, _reduced_run_py
-        _KERNELS.update(window=window, reduced=reduced)
+            window, reduced, runner = _window_run_py, _reduced_run_py, "python"
+        _KERNELS.update(window=window, reduced=reduced, runner=runner)
     return _KERNELS["window"], _KERNELS["reduced"]
 
 
@@ -518,7 +519,8 @@ class WindowRegressionStep(StepMap):
         return [parts]
 
     def describe(self) -> dict[str, Any]:
-        info: dict[str, Any] = {**super().describe(), "context_len": self.seq_len, "runner": "numba"}
+        info: dict[str, Any] = {**super().describe(), "context_len": self.seq_len,
+                                "runner": _KERNELS.get("runner", "numba")}
         if self.source:
             info["fit_source"] = self.source
         if self._fitted:
