@@ -274,6 +274,28 @@ def test_memory_beats_the_memoryless_map(hh_file):
     assert err[2] < 1 and err[4] < 1, err
 
 
+def test_the_linear_ladder_on_a_generated_file_observed_in_q(tmp_path):
+    """A generated file (a system, its exact flow) observed in q: the rows learn from the observed channels of
+    its training split and start from the first observed window, beside the known-equations row."""
+    from vpintegrator.data import integrate, write_trajectories
+
+    y0 = np.random.default_rng(3).uniform([-1, -1, -2, -2], [1, 1, 2, 2], size=(30, 4))
+    data = write_trajectories(tmp_path / "co.h5", integrate("coupled_oscillator", y0, 0.2, 60, method="gauss_legendre4"))
+    out = tmp_path / "co_q.h5"
+    result = CliRunner().invoke(rollout_main, ["--data", str(data), "--observe", "q", "--integrators",
+                                               "arx,delay_dmd,narx,estimate+gauss_legendre4", "--fit-on-data",
+                                               "--t-end", "8", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    ro = read_rollout(out)
+    assert ro.reference.y.shape[-1] == 2
+    for row in ("arx", "delay_dmd", "narx"):
+        err = ro.metrics[row].rel_error
+        assert err.shape[-1] == 41 and np.isfinite(err).all() and np.all(err[:, :3] == 0)  # the window is given
+        assert ro.methods[row].meta["context_len"] == 3 and ro.methods[row].meta["fit_seconds"] > 0
+    assert np.median(ro.metrics["narx"].rel_error[:, -1]) < 0.1  # measured 0.013 at t = 8 (arx 0.026)
+    assert np.median(ro.metrics["estimate+gauss_legendre4"].rel_error[:, -1]) < 1e-3  # measured 2.2e-5
+
+
 # --------------------------------------------------------------------------- bad input, one line
 
 
