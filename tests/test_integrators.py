@@ -326,6 +326,21 @@ def test_integrate_checks_arrays_and_builds_its_grid_as_the_general_helpers():
     assert integration._time_grid(0.0, 1.0, 5).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
 
 
+def test_a_rollout_of_one_trajectory_fails_as_that_row_of_a_batch():
+    """A batch-1 rollout runs the stepper's own loop (``step_block``), a batch ``step_rows``: a row that blows up
+    has the same states and failing step either way."""
+    from vpintegrator.rollout.engine import rollout
+    from vpintegrator.rollout.steps import IntegratorStep
+
+    y0 = np.array([[1.0, 50.0, -50.0], [1.0, 1.0, 1.0]])
+    two = rollout(IntegratorStep("volterra", "euler", 1.0), y0, 1.0, 50)
+    for row in (0, 1):
+        one = rollout(IntegratorStep("volterra", "euler", 1.0), y0[row : row + 1], 1.0, 50)
+        np.testing.assert_array_equal(one.y[0], two.y[row])
+        assert one.failed_step[0] == two.failed_step[row]
+    assert two.failed_step[0] > 0
+
+
 def test_newton_options_and_failure_name_the_step():
     system = get_system("rigid_body")
     y0 = paper_sphere_points()[:3]

@@ -94,9 +94,7 @@ class IntegratorMap(StepMap):
     def _compiled_stepper(self):
         """The compiled stepper (``vpintegrator.compiled.integrators``) for this method, or None."""
         try:
-            from ..compiled.integrators import compiled_stepper
-
-            stepper = compiled_stepper(self.system, self.integrator, self.dt)
+            stepper = _compiled_stepper(self.system, self.integrator, self.dt)
             if stepper is not None and not stepper.warm:  # compile (or load from the cache) now: set-up, not steps
                 y = self._y0[0].copy()
                 stepper.step_block(y, 1, np.empty((1, self.dim)))
@@ -194,7 +192,11 @@ class IntegratorMap(StepMap):
         failed = np.full(n_traj, -1, dtype=np.int64)
         out[:, 0] = window0[:, 0]
         tic, wall = thread_cpu(), time.perf_counter()
-        done, status, _ = stepper.step_rows(self._y0.copy(), n_steps, out[:, 1:], limit)
+        if n_traj == 1:  # the stepper's own loop: step_rows's states bit for bit, without its per-row arrays
+            done = np.array([stepper.step_block(self._y0[0].copy(), n_steps, out[0, 1:], float(limit[0]))])
+            status = np.array([stepper.status])
+        else:
+            done, status, _ = stepper.step_rows(self._y0.copy(), n_steps, out[:, 1:], limit)
         for i in np.flatnonzero(status):
             k = 1 + (done[i] if status[i] < _WRITTEN else done[i] - 1)  # the first bad step of the row
             out[i, k:] = np.nan
