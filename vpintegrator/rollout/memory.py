@@ -656,7 +656,7 @@ class DelayDMDStep(WindowRegressionStep):
         Yc = Y - my
         fits = []
         for r in self._ranks:
-            r_eff = int(min(r, np.count_nonzero(s > cut)))
+            r_eff = min(int(r), int(np.count_nonzero(s > cut)))
             if r_eff < 1:
                 continue
             B = (Yc.T @ U[:, :r_eff]) / s[:r_eff]  # (p, r): A_r = B V_rᵀ

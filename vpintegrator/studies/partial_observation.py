@@ -447,7 +447,7 @@ def delay_sindy(train_obs: np.ndarray, first: np.ndarray, n_steps: int, T: int =
     if fit is None or fit.field is None:
         return pred, {"fit": None}
     out = rollout(step, np.ascontiguousarray(first[:, :T], dtype=np.float64), H, n_steps, blowup=math.inf)
-    ok = out.failed_step < 0
+    ok = np.ones(m, dtype=bool) if out.failed_step is None else out.failed_step < 0
     pred[ok, T - 1:] = out.y[ok, T - 1:]
     return pred, {"fit": {"library": fit.library, "threshold": fit.threshold, "n_terms": fit.n_terms,
                           "val_score": fit.score}}
