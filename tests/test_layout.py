@@ -577,6 +577,7 @@ ALLOWED_CONFIG_TAKERS = {
     "studies/reduction.py:build_plan": "the reduction study's plan builder: ReductionOptions -> ReductionPlan",
     "studies/partial_observation.py:build_plan": "the partial-observation study's plan builder -> "
                                                  "PartialObservationPlan",
+    "studies/memory/plan.py:build_plan": "the memory study's plan builder: MemoryOptions -> MemoryPlan",
     "data/generation.py:generate": "vp-gen's Python entry point (builds its plan)",
     "data/generation_plan.py:build_plan": "vp-gen's plan builder: GenerationSpec -> GenerationPlan",
     "data/spec.py:_check_names": "GenerationSpec's own construction (the config being checked)",

@@ -30,6 +30,8 @@ VALUES: dict[tuple[str, str], str] = {
     ("unknown_form", "sweep"): "1",
     ("partial_observation", "systems"): "toda",
     ("partial_observation", "approaches"): "vpt",
+    ("memory", "systems"): "kac_zwanzig",
+    ("memory", "approaches"): "gru",
     ("reduction", "systems"): "toda",
     ("reduction", "sizes"): "200,400",
     ("reduction", "floor_dims"): "4,8",
@@ -44,6 +46,7 @@ REFUSED = {  # (and "results" in every study: read by --table-only only)
     ("rigid_body_structure", "table_only"), ("rigid_body_quality", "table_only"), ("coupled_oscillator", "table_only"),
     ("rigid_body_quality", "config"), ("coupled_oscillator", "vpt_config"), ("coupled_oscillator", "st_config"),
     ("partial_observation", "export_pretrained"), ("partial_observation", "skip_existing"),
+    ("memory", "export_pretrained"), ("memory", "skip_existing"),
     ("reduction", "export_pretrained"), ("reduction", "jobs"), ("reduction", "overwrite"),
 }
 CASES = [(name, f.name) for name, (module, _) in STUDIES.items()

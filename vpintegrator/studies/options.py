@@ -65,6 +65,7 @@ STUDIES: dict[str, tuple[str, str]] = {
     "partial_observation": ("partial_observation", "when the state is incomplete: multi-step models on observed "
                                                    "windows against the window without attention, the ablations, "
                                                    "state estimation + the true equations and parroting"),
+    "memory": ("memory", "the memory ladder on an observed oscillator and a particle in a hidden bath: who wins"),
     "reduction": ("reduction", "Hamiltonian lattices (Toda, FPU-beta) at N up to 3200: full-order steppers against "
                                "PSD, PSD-Galerkin (hyper-reduced) and PSD + flow map, held-out mu, break-even"),
 }

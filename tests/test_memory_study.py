@@ -1,0 +1,149 @@
+"""The memory study (``vp-study memory``): its plan from the options (every refusal one line naming the flag), the
+composition of its rows at tiny size, the tables redrawn byte for byte from a results file, and a verdict that
+follows the numbers it is given."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from vpintegrator.studies.driver import main
+from vpintegrator.studies.memory import STUDY, draw
+from vpintegrator.studies.memory.plan import DEFAULTS, QUICK
+from vpintegrator.studies.runner import StudyError
+
+
+def test_the_plan_takes_the_sizes_and_every_option(tmp_path):
+    quick = STUDY.parse(["--out", str(tmp_path), "--quick"])
+    assert quick.windows == (1, 4) and quick.seeds == (0,) and quick.bath_sizes == (100,) and quick.noise == (0.0,)
+    assert [c for c, _, _ in quick.cases()] == ["coupled_oscillator", "kac_zwanzig_N100"]
+    assert ("delay_mlp2", 1) not in quick.training_runs() and ("delay_mlp2", 4) in quick.training_runs()
+    assert quick.stop_keys()["max_steps"] == QUICK["max_steps"]
+    plan = STUDY.parse(["--out", str(tmp_path), "--systems", "particle_chain", "--bath-sizes", "10,30", "--windows",
+                        "2,1", "--noise", "0,1e-3", "--approaches", "gru", "--max-steps", "7", "--n-test", "3"])
+    assert [c for c, _, _ in plan.cases()] == ["particle_chain_N10", "particle_chain_N30"]
+    assert plan.windows == (1, 2) and plan.noise == (0.0, 1e-3) and plan.training_runs() == [("gru", 1), ("gru", 2)]
+    assert plan.max_steps == 7 and plan.n_test == 3
+
+
+def test_the_default_size_is_planned_and_says_its_size(tmp_path):
+    plan = STUDY.parse(["--out", str(tmp_path)])
+    line = plan.size_line()
+    assert plan.seeds == tuple(DEFAULTS["seeds"]) and plan.bath_sizes == (100, 1000, 10000)
+    assert "4 cases" in line and "kac_zwanzig_N10000" in line and "trainings of 100 steps" in line, line
+    assert f"{4 * 5 * 19} trainings" in line, line  # 4 cases x 5 seeds x (5 models x 4 windows - delay_mlp2 at T = 1)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--windows", "60", "--t-train", "40"], "--windows: T = 60 reaches t = 10"),
+    (["--t-train", "1", "--windows", "4"], "--windows: T = 4 needs 8 states per training window"),
+    (["--systems", "lorenz"], "--systems must be a comma list out of coupled_oscillator, kac_zwanzig"),
+    (["--bath-sizes", "20000"], "--bath-sizes: N = 20000 is out of range"),
+    (["--bath-sizes", "0"], "--bath-sizes must be a comma list of bath sizes N >= 1"),
+    (["--noise", "-1e-3"], "--noise must be a comma list of noise sigmas >= 0"),
+    (["--approaches", "mamba"], "--approaches must be a comma list out of delay_mlp"),
+    (["--skip-existing"], "--skip-existing"),
+])
+def test_bad_options_are_one_line(argv, message, tmp_path):
+    with pytest.raises(StudyError) as err:
+        STUDY.parse(["--out", str(tmp_path), *argv])
+    assert message in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_the_ladder_composes_on_tiny_data(tmp_path):
+    """Fitted and known rows of one case from a tiny file: every row scored at both horizons against the exact flow
+    from held-out conditions, with its fit cost and its batch-1 cost on the meter (no learned row: the slow test
+    trains them)."""
+    from vpintegrator.studies.memory.ladder import evaluate_case, make_data
+
+    plan = STUDY.parse(["--out", str(tmp_path), "--quick", "--windows", "2", "--n-train", "8", "--n-test", "3",
+                        "--noise", "0,1e-3", "--seeds", "0"])
+    train = make_data(tmp_path, "coupled_oscillator", None, plan.n_train, plan.t_train)
+    rows = evaluate_case(plan, "coupled_oscillator", "coupled_oscillator", None, train, {})
+    labels = {(r["label"], r["noise"]) for r in rows}
+    for label in ("arx_T2", "delay_dmd_T2", "narx_T2", "parrot_T2", "estimate+gauss_legendre4", "estimate+exact_flow"):
+        assert (label, 0.0) in labels and (label, 1e-3) in labels, label
+    for r in rows:
+        assert r["err_t10"]["n"] == 3 and r["err_t100"]["n"] == 3 and r["cost"] > 0
+    exact = next(r for r in rows if r["label"] == "estimate+exact_flow" and r["noise"] == 0.0)
+    assert exact["err_t100"]["median"] < 1e-8 and exact["kind"] == "known" and exact["seed"] is None
+    assert next(r for r in rows if r["label"] == "arx_T2")["fit_cpu"] is not None
+
+
+def _row(system, approach, T, kind, e10, e100, cost, seed=None, N=None, arena=None):
+    return {"system": system, "arena": arena or system, "N": N, "observe": "q", "approach": approach,
+            "label": f"{approach}_T{T}", "T": T, "kind": kind, "seed": seed, "noise": 0.0, "cost": cost,
+            "fit_cpu": 1.0, "err_t10": {"median": e10, "lo": e10, "hi": e10, "n": 5},
+            "err_t100": {"median": e100, "lo": e100, "hi": e100, "n": 5}}
+
+
+def _doc():
+    co = "coupled_oscillator"
+    rows = [_row(co, "estimate+exact_flow", 3, "known", 1e-13, 1e-13, 1e-5),
+            _row(co, "arx", 4, "fitted", 1e-3, 0.05, 1e-6), _row(co, "arx", 1, "fitted", math.inf, math.inf, 1e-6),
+            _row(co, "delay_mlp", 1, "model", 0.5, 1.0, 1e-4, 0), _row(co, "delay_mlp", 4, "model", 0.01, 0.3, 1e-4, 0),
+            _row(co, "vpt_mix", 4, "model", 0.005, 0.4, 2e-4, 0)]
+    for n, (gle, verlet, data_cost) in {100: (1e-7, 2e-6, 1e-6), 10000: (1e-7, 2e-4, 1e-6)}.items():
+        case = f"kac_zwanzig_N{n}"
+        rows += [_row(case, "gle", 1, "known", 0.01, 0.1, gle, N=n, arena="kac_zwanzig"),
+                 _row(case, "bath+stormer_verlet", 1, "full_order", 0.01, 0.12, verlet, N=n, arena="kac_zwanzig"),
+                 _row(case, "narx", 4, "fitted", 0.02, 0.11, data_cost, N=n, arena="kac_zwanzig")]
+    rows[-1]["err_t100"]["median"] = 0.09  # at N = 10^4 the data-only row is the most accurate and cheapest there
+    return {"commands": ["vp-study memory --out x"], "budget": "hand-made", "rows": rows}
+
+
+def test_the_verdict_follows_the_numbers():
+    text = draw(_doc())
+    co = text.split("**coupled_oscillator, noise 0**: ")[1].split("\n")[0]
+    t10, t100 = co.split("At t = 100")
+    assert "the best row is estimate+exact_flow" in t10 and "the best network is vpt_mix at T = 4" in t10
+    assert "attention beat the window MLP (vpt_mix at T = 4 (0.005) against delay_mlp at T = 4 (0.01))" in t10
+    assert "attention did not beat the window MLP" in t100 and "the best network is delay_mlp at T = 4 (0.3)" in t100
+    assert "a least-squares fit beats every network (arx at T = 4 (0.05))" in t100
+    assert "memory helps the data-only rows" in t100
+    bath = text.split("**kac_zwanzig, t = 100, who is cheapest at equal accuracy**: ")[1].split("\n")[0]
+    assert "N = 100: the best data-only row is narx at T = 4 (0.11)" in bath
+    assert "the cheapest row at least as accurate is gle (0.1)" in bath
+    assert "A data-only row is first the cheapest at its accuracy at N = 10000." in bath
+
+
+def test_table_only_redraws_byte_for_byte_from_a_results_file(tmp_path):
+    from vpintegrator.studies.stats import write_json
+
+    results = tmp_path / "memory.json"
+    write_json(results, _doc())
+    for out in ("a", "b"):
+        assert main(STUDY, ["--out", str(tmp_path / out), "--table-only", "--results", str(results), "-q"]) == 0
+    first = (tmp_path / "a" / "results.md").read_bytes()
+    assert first == (tmp_path / "b" / "results.md").read_bytes() == draw(_doc()).encode()
+    assert b"| arx | 1 | fitted | inf | inf |" in first
+
+
+def test_a_foreign_results_file_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"commands": [], "rows": [{"system": "x", "label": "y"}]}))
+    assert main(STUDY, ["--out", str(tmp_path / "o"), "--table-only", "--results", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bad.json: row 0 (y) has no key" in err[0], err
+
+
+@pytest.mark.slow
+def test_the_study_runs_end_to_end_and_redraws_its_tables(tmp_path):
+    """Both arenas at tiny size from the command line: the fitted, known, full-order and learned rows (one network
+    trained 2 steps), the tables, and ``--table-only`` drawing the same bytes from the JSON it wrote."""
+    out = tmp_path / "run"
+    assert main(STUDY, ["--out", str(out), "--quick", "--windows", "1,2", "--n-train", "8", "--n-test", "3",
+                        "--max-steps", "2", "--approaches", "delay_mlp", "--bath-sizes", "20", "--jobs", "1",
+                        "-q"]) == 0
+    doc = json.loads((out / "memory.json").read_text())
+    labels = {(r["system"], r["label"]) for r in doc["rows"]}
+    assert {("coupled_oscillator", "delay_mlp_T2"), ("kac_zwanzig_N20", "gle"),
+            ("kac_zwanzig_N20", "bath+stormer_verlet"), ("kac_zwanzig_N20", "arx_T2")} <= labels
+    net = next(r for r in doc["rows"] if r["label"] == "delay_mlp_T1")
+    assert net["steps"] == 2 and net["seed"] == 0 and net["fit_cpu"] > 0
+    assert doc["cpu_seconds"] > 0 and math.isfinite(doc["cpu_seconds"])
+    again = tmp_path / "again"
+    assert main(STUDY, ["--out", str(again), "--table-only", "--results", str(out / "memory.json"), "-q"]) == 0
+    assert (again / "results.md").read_bytes() == (out / "memory.md").read_bytes()

@@ -1,0 +1,106 @@
+"""The memory study: the memory ladder (linear memory, NARX, delay SINDy, parroting, recurrent and window networks,
+attention, the memoryless map, the known equations, the full-order bath) on a partially observed oscillator and on
+a particle in a hidden bath, every row from the same first observed window, with who wins said plainly.
+
+Arenas (``--systems``; ``plan.ARENAS``): the coupled oscillator observed in q (data of the
+``coupled_oscillator_box`` spec), and the hidden-bath arena observed in its particle (q0, p0): ``kac_zwanzig`` (a
+double-well particle and N harmonic oscillators at rest) and ``particle_chain`` (an FPU-beta chain of N sites), one
+case per bath size N (``--bath-sizes``). Data: ``n_train`` trajectories to ``t_train`` at h = 0.2 (``vp-gen``,
+DOP853 at 1e-12); ``n_test`` held-out initial conditions drawn from the file's sampler with another seed (no fit
+sees them), their exact flow to t = 100 (DOP853; above 1000 oscillators the full-order model composed to order 6 at
+h = 0.01).
+
+Rows at each window T (``--windows``): the fitted rows ``arx``, ``delay_dmd``, ``narx``, ``delay_sindy+rk4``
+(T <= 4, polynomial libraries, with pysindy) and ``parrot`` (the ``vp-rollout`` rows' step maps, fitted on the training file, the first
+15 % validating); the learned window models ``delay_mlp``, ``delay_mlp2``, ``gru``, ``lru`` and ``vpt_mix``
+(attention), trained by ``fit`` with the partial-observation study's recipe to the same step budget
+(``--max-steps`` Levenberg-Marquardt steps); T = 1 is the memoryless row. Once per case: the known equations
+(``estimate+gauss_legendre4`` at h = 0.2 and ``estimate+exact_flow``, the estimate from the first 3 observed
+states; for the bath, the GLE with the exact kernel at h = 0.2) and the full-order model from the true full state
+(``bath+stormer_verlet`` at h = 0.2, and near round-off its order-6 composition ``bath+bath_splitting_y6`` (the
+exact-bath-flow splitting) or ``bath+stormer_verlet_y6`` (the chain): the bath starts at rest, so the full state
+is the particle's). Every row starts
+from the held-out conditions' first observed states (with ``--noise`` sigma added: one draw, the same for all rows).
+
+Numbers: the relative error of the observed state against the exact flow at t = 10 and t = 100, per seed the median
+and 10-90 % interval over held-out conditions (``median_interval``), over seeds the median with a bootstrap interval;
+each row's fit or training CPU seconds, and its batch-1 CPU seconds per unit time on the cost meter
+(``vpintegrator.clock.meter``). The verdict is computed from these numbers (``tables.verdict``).
+
+    vp-study memory --out runs/memory_quick --quick     # <= 10 CPU min on 2 cores
+    vp-study memory --out runs/memory                   # the default size (5 seeds, N up to 10^4): see its plan line
+
+Writes ``OUT/memory.json`` and ``OUT/memory.md``; ``--table-only`` redraws the tables from the JSON (``--results
+FILE``: from a results file, e.g. ``memory/quick``, into a new OUT). Finished trainings are reused.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+
+from ...errors import VPIntegratorError
+from ..options import Study
+from ..runner import StudyError, check_out_dir
+from ..stats import redraw_from, write_json, write_text
+from .ladder import evaluate_case, make_data, train_all
+from .plan import MemoryOptions, MemoryPlan, build_plan
+from .tables import read_doc, summarize_rows, tables
+
+__all__ = ["STUDY", "run", "draw", "MemoryOptions", "MemoryPlan", "build_plan"]
+
+
+def draw(doc: dict) -> str:
+    """The Markdown of a results document (its rows, commands and budget)."""
+    return tables(summarize_rows(doc["rows"]), doc.get("budget", ""), doc.get("commands"))
+
+
+def _cpu() -> float:
+    """Process CPU seconds of this process and its finished children (the training workers)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _run(plan: MemoryPlan) -> int:
+    out = plan.out
+    check_out_dir(out)
+    path = out / "memory.json"
+    if plan.table_only and plan.results is not None:
+        _, _, text = redraw_from(out, str(plan.results), read_doc, draw)
+        print(text)
+        return 0
+    if plan.table_only:
+        doc = read_doc(path)
+    else:
+        print(plan.size_line(), flush=True)
+        print(f"memory: {plan.budget_line()}", flush=True)
+        read_doc(path) if path.exists() else None  # a foreign file there is refused before anything runs
+        tic, load = _cpu(), os.getloadavg()[0]
+        trains = {case: make_data(out, arena, n, plan.n_train, plan.t_train) for case, arena, n in plan.cases()}
+        runs = train_all(plan, trains)
+        rows = []
+        for case, arena, n in plan.cases():
+            rows += evaluate_case(plan, case, arena, n, trains[case], runs)
+            print(f"memory: {case} done", flush=True)
+        doc = {"commands": [plan.command], "budget": plan.budget_line(), "cpu_seconds": _cpu() - tic,
+               "load_average": [load, os.getloadavg()[0]], "rows": rows}
+        write_json(path, doc)
+        doc = read_doc(path)
+    text = draw(doc)
+    write_text(out / "memory.md", text)
+    print(text)
+    return 0
+
+
+def run(plan: MemoryPlan) -> int:
+    """The study from its plan (built once by ``build_plan``); bad input is a one-line ``StudyError``."""
+    try:
+        return _run(plan)
+    except VPIntegratorError as err:
+        raise StudyError(str(err)) from None
+
+
+#: the study as the runner runs it (``vp-study memory``)
+STUDY = Study(MemoryOptions, run, build_plan, doc=__doc__, required=("out",), prog="vp-study memory",
+              error_prefix="memory study: error: ",
+              interrupted="memory study: interrupted; run the same command again (finished trainings are kept)")

@@ -1,0 +1,243 @@
+"""The memory ladder of one case, composed from the library: the data (``generate``), the held-out conditions and
+their exact flow, the learned window models (``fit``), the fitted rows (``vpintegrator.rollout.memory``,
+``parrot``, ``delay_sindy``), the known-equations and full-order rows (``estimate+METHOD``, the GLE, the bath), each
+rolled out by the one engine (``vpintegrator.rollout.engine.rollout``) from the same first observed window, scored
+against the exact flow and priced on the cost meter (``vpintegrator.clock.meter``)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from ...errors import VPIntegratorError
+from ..runner import StudyError
+from ..stats import median_interval, read_json
+from .plan import (ARENAS, ESTIMATE_CONTEXT, FITTED, H, HELDOUT_SEED, HORIZONS, LEARNED, NOISE_SEED, RECIPE,
+                   SINDY_LIBRARIES, TRAINING, MemoryPlan, observe_of, windows_of)
+
+__all__ = ["make_data", "heldout", "train_run", "train_all", "fitted_steps", "known_steps", "evaluate_case"]
+
+#: interleaved repeats of the cost meter (batch 1, one held-out condition, to the last horizon)
+METER_REPEATS = 3
+
+
+def make_data(out: Path, arena: str, n: int | None, n_train: int, t_train: float) -> Path:
+    """The training file of one case (seed 0, ``n_train`` trajectories to ``t_train`` at ``H``, DOP853 at 1e-12),
+    written once under ``OUT/data``."""
+    from ...data import generate, load_spec
+
+    info = ARENAS[arena]
+    path = out / "data" / f"{arena}{'' if n is None else f'_N{n}'}_n{n_train}_t{t_train:g}.h5"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        extra = {} if n is None else {"params": {"N": int(n)}}
+        generate(load_spec(info["spec"], n_traj=n_train, t_end=t_train, dt=H, seed=0, **extra), out=path, workers=1)
+    return path
+
+
+def heldout(train: Path, arena: str, n: int | None, n_test: int) -> tuple[Any, Any, np.ndarray, np.ndarray]:
+    """``(full system, observation, y0, ref)``: ``n_test`` held-out initial conditions drawn from the training file's
+    sampler with ``HELDOUT_SEED`` (never one of its conditions) and their observed exact flow to the last horizon
+    (n_test, K, k): DOP853 at 1e-12, or for a bath above 1000 oscillators its full-order model composed to order 6
+    at h = 0.01 (DOP853 on 2·10^4 components is out of reach here)."""
+    from ...compiled.bath import bath_stepper
+    from ...data import read_trajectories, solve_flow
+    from ...data.observation import resolve_observation
+    from ...rollout.splits import draw_heldout
+
+    data = read_trajectories(train)
+    full: Any = data.system
+    obs = resolve_observation(observe_of(arena, n), int(data.y.shape[-1]), full.state_names, full.name)
+    y0 = draw_heldout(data.meta, full, int(n_test), HELDOUT_SEED, data.y[:, 0], train)
+    K = int(round(max(HORIZONS) / H))
+    if ARENAS[arena]["bath"] and int(full.N) > 1000:
+        per = int(round(H / 0.01))
+        method = "bath_splitting_y6" if arena == "kac_zwanzig" else "stormer_verlet_y6"
+        return full, obs, y0, bath_stepper(full, method, 0.01).run(y0, K * per)[:, ::per]
+    return full, obs, y0, obs.apply(np.asarray(solve_flow(full, y0, H * np.arange(K + 1))))
+
+
+# --------------------------------------------------------------------------- the learned rows
+
+
+def train_run(out: Path, train: Path, case: str, arena: str, n: int | None, approach: str, T: int, seed: int,
+              stop: dict[str, Any], patience: int, overwrite: bool = False) -> Path:
+    """Train ``approach`` at window ``T`` with ``seed`` on the observed channels of ``train`` (the partial-observation
+    study's recipe, stopped by ``stop``), unless its run directory is complete; returns the run directory."""
+    from ...training import fit
+
+    run = out / "runs" / case / f"{approach}_T{T}_seed{seed}"
+    if (run / "complete.json").is_file() and not overwrite:
+        return run
+    try:
+        fit({**RECIPE, **TRAINING.get(approach, {}), "data": [str(train)], "observe": observe_of(arena, n),
+             "model": {**LEARNED[approach], "seq_len": int(T)}, "seed": int(seed), **stop,
+             "patience": int(patience), "out": str(run)}, overwrite=run.exists())
+    except (VPIntegratorError, OSError) as err:
+        raise StudyError(f"training {approach} T = {T} seed {seed} on {case}: {err}") from None
+    return run
+
+
+def train_all(plan: MemoryPlan, trains: dict[str, Path]) -> dict[tuple[str, int, str, int], Path]:
+    """Every training of the plan (``train_run``; a finished run is reused), ``plan.jobs`` processes at a time (one
+    thread each): ``{(case, seed, approach, T): run directory}``."""
+    tasks = [(plan.out, trains[case], case, arena, n, a, T, seed, plan.stop_keys(), plan.patience, plan.overwrite)
+             for case, arena, n in plan.cases() for seed in plan.seeds for a, T in plan.training_runs()]
+    keys = [(t[2], t[7], t[5], t[6]) for t in tasks]
+    if plan.jobs <= 1 or len(tasks) <= 1:
+        return {k: train_run(*t) for k, t in zip(keys, tasks)}
+    from ...jobs.executors import worker_pool
+
+    with worker_pool(plan.jobs, start="spawn", threads=1) as pool:
+        futures = [pool.submit(train_run, *t) for t in tasks]
+        return {k: f.result() for k, f in zip(keys, futures)}
+
+
+# --------------------------------------------------------------------------- the rows as step maps
+
+
+def fitted_steps(train_obs: np.ndarray, T: int) -> dict[str, Any]:
+    """The fitted rows at window ``T`` (``FITTED``; delay SINDy up to ``SINDY_MAX_T`` and only with pysindy): each fitted
+    on the observed training trajectories ``train_obs`` (n, K, k), the first 15 % of them its validation set (the
+    parrot matches the other 85 %)."""
+    import importlib.util
+
+    from ...rollout.delay_sindy import DelaySindyStep
+    from ...rollout.memory import ARXStep, DelayDMDStep, NARXStep
+    from ...rollout.parrot import ParrotStep
+
+    n_val = max(1, int(round(0.15 * len(train_obs))))
+    val, fit_on = train_obs[:n_val], train_obs[n_val:]
+    k = int(train_obs.shape[-1])
+    rows: dict[str, Any] = {}
+    for name in FITTED:
+        if T not in windows_of(name, [T]):
+            continue
+        if name == "arx":
+            rows[name] = ARXStep(fit_on, val, context_len=T, dim=k)
+        elif name == "narx":
+            rows[name] = NARXStep(fit_on, val, context_len=T, dim=k)
+        elif name == "delay_dmd":
+            rows[name] = DelayDMDStep(fit_on, val, context_len=T, dim=k)
+        elif name == "parrot":
+            rows[name] = ParrotStep(fit_on, context_len=T, dim=k)
+        elif importlib.util.find_spec("pysindy") is not None:
+            rows[name] = DelaySindyStep(fit_on, val, name.partition("+")[2], H, context_len=T, dim=k,
+                                        libraries=list(SINDY_LIBRARIES))
+    return rows
+
+
+def known_steps(arena: str, full: Any, obs: Any) -> dict[str, Any]:
+    """The known-equations and full-order rows (``ARENAS[arena]["known"]``): ``estimate+METHOD`` (the full state by
+    least squares on the true flow from the first ``ESTIMATE_CONTEXT`` observed states, then METHOD at ``H`` or the
+    exact flow); the GLE with the exact kernel (fitted by exponentials within ``GLE_FIT_TOL``) at ``H``;
+    ``bath+METHOD``, the full-order model from the true full state (the bath at rest around the first observed
+    particle state) at ``H``: Verlet (order 2) and, near round-off, its order-6 composition (``_y6``, 7 sub-steps)."""
+    from ...rollout.gle import GLE_FIT_TOL, BathStep, GLEStep
+    from ...rollout.observed import EstimatedStep
+
+    rows: dict[str, Any] = {}
+    for name in ARENAS[arena]["known"]:
+        head, _, method = name.partition("+")
+        if head == "estimate":
+            rows[name] = EstimatedStep(full, obs, method, H, ESTIMATE_CONTEXT)
+        elif head == "gle":
+            rows[name] = GLEStep(full, H, fit=GLE_FIT_TOL)
+        else:
+            rows[name] = BathStep(full, method, H, label=name)
+    return rows
+
+
+def _learned(runs: dict[tuple[str, int], Path]) -> Iterator[tuple[str, int, Any, dict[str, Any]]]:
+    """(approach, T, step map, record) of each trained run of one seed."""
+    from ...models import load_model
+    from ...rollout.methods import model_step
+
+    for (approach, T), run in sorted(runs.items()):
+        summary = read_json(run / "summary.json") or {}
+        record = {"fit_cpu": summary.get("cpu_time"), "steps": summary.get("steps"),
+                  "stopped": summary.get("stopped"), "n_params": summary.get("n_params"), "run": run.name}
+        yield approach, int(T), model_step(load_model(run).double()), record
+
+
+# --------------------------------------------------------------------------- scoring and pricing
+
+
+def _errors(y: np.ndarray, ref: np.ndarray) -> dict[float, dict[str, Any]]:
+    """Per horizon, the median and 10-90 % interval over conditions of the relative error (a failed rollout: inf)."""
+    out = {}
+    for t in HORIZONS:
+        k = int(round(t / H))
+        e = np.linalg.norm(y[:, k] - ref[:, k], axis=-1) / np.linalg.norm(ref[:, k], axis=-1)
+        out[t] = median_interval([float(v) if np.isfinite(v) else math.inf for v in e])
+    return out
+
+
+def _window(ref: np.ndarray, length: int, sigma: float) -> np.ndarray:
+    """The first ``length`` observed states, with observation noise ``sigma`` (one draw, ``NOISE_SEED``)."""
+    w = np.array(ref[:, :length], dtype=np.float64)
+    if sigma > 0:
+        w += sigma * np.random.default_rng(NOISE_SEED).standard_normal(w.shape)
+    return w
+
+
+def _score(rows: dict[str, tuple[Any, dict[str, Any]]], ref: np.ndarray, noise: tuple[float, ...],
+           base: dict[str, Any]) -> list[dict[str, Any]]:
+    """Roll every row out from the first window at each noise level, score it, price it (batch 1, sigma = 0 window
+    of the first condition, to the last horizon, on the meter)."""
+    from ...clock import meter
+    from ...rollout.engine import rollout
+
+    K = int(round(max(HORIZONS) / H))
+    width = max([ESTIMATE_CONTEXT] + [s.seq_len for s, _ in rows.values()])
+    out = []
+    for sigma in noise:
+        window = _window(ref, width, sigma)
+        for label, (step, record) in rows.items():
+            y = rollout(step, window[:, :step.seq_len], H, K).y
+            fit_cpu = record.get("fit_cpu")
+            if fit_cpu is None and math.isfinite(getattr(step, "fit_seconds", math.nan)):
+                fit_cpu = float(step.fit_seconds)
+            errs = _errors(y, ref)
+            out.append({**base, **record, "label": label, "T": record.get("T", int(step.seq_len)), "noise": sigma,
+                        "fit_cpu": fit_cpu, **{f"err_t{t:g}": errs[t] for t in HORIZONS}})
+    one = _window(ref[:1], width, 0.0)
+    costs = meter({label: (lambda s=step: rollout(s, one[:, :s.seq_len], H, K)) for label, (step, _) in rows.items()},
+                  repeats=METER_REPEATS)
+    for r in out:
+        r["cost"] = costs[r["label"]].per(max(HORIZONS))
+        r["cost_clock"] = costs[r["label"]].clock
+    return out
+
+
+def evaluate_case(plan: MemoryPlan, case: str, arena: str, n: int | None, train: Path,
+                  runs: dict[tuple[str, int, str, int], Path]) -> list[dict[str, Any]]:
+    """Every row of one case: the known-equations / full-order rows and the fitted rows once (seed None), the learned
+    rows per seed; rows of one (window, seed) are rolled out and priced together."""
+    import torch
+
+    from ...data import read_trajectories
+
+    torch.set_num_threads(1)
+    full, obs, _, ref = heldout(train, arena, n, plan.n_test)
+    train_obs = obs.apply(np.asarray(read_trajectories(train).y))
+    base = {"system": case, "arena": arena, "N": n, "observe": ARENAS[arena]["observe"]}
+    known = {label: (step, {"approach": label, "kind": "known" if label in ("gle",) or label.startswith("estimate")
+                            else "full_order", "seed": None}) for label, step in known_steps(arena, full, obs).items()}
+    rows = _score(known, ref, plan.noise, base)
+    for T in plan.windows:
+        fitted = {f"{name}_T{T}": (step, {"approach": name, "T": T, "kind": "fitted", "seed": None})
+                  for name, step in fitted_steps(train_obs, T).items()}
+        if fitted:
+            rows += _score(fitted, ref, plan.noise, base)
+    for seed in plan.seeds:
+        mine = {(a, T): run for (c, s, a, T), run in runs.items() if c == case and s == seed}
+        for T in plan.windows:
+            learned = {f"{a}_T{t}": (step, {**rec, "approach": a, "T": t, "kind": "model", "seed": int(seed)})
+                       for a, t, step, rec in _learned({k: v for k, v in mine.items() if k[1] == T})}
+            if learned:
+                rows += _score(learned, ref, plan.noise, base)
+    return rows

@@ -1,0 +1,178 @@
+"""The memory study's results file (its schema), its summary over seeds, its Markdown tables and the verdict, all
+drawn from the rows alone (``--table-only`` redraws them from the JSON)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..runner import StudyError
+from ..schema import INTERVAL, Each, Obj, ResultsSchema, check_results
+from ..stats import bootstrap_ci, fmt_num, md_table, read_json, unplain
+from .plan import ATTENTION, HORIZONS, LEAST_SQUARES, WINDOW_MLPS
+
+__all__ = ["ROW", "SCHEMA", "read_doc", "summarize_rows", "verdict", "tables"]
+
+#: a row of memory.json: one (case, row, window, seed, noise)
+ROW = Obj(required={"system": "str", "arena": "str", "approach": "str", "label": "str", "T": "int", "kind": "str",
+                    "seed": "int?", "noise": "number"},
+          optional={"N": "int?", "observe": "str?", "fit_cpu": "number?", "cost": "number?", "cost_clock": "str?",
+                    "steps": "int?", "stopped": "str?", "n_params": "int?", "run": "str?",
+                    **{f"err_t{t:g}": INTERVAL for t in HORIZONS}})
+#: what memory.json holds
+SCHEMA = ResultsSchema("memory", {"rows": Each(ROW)})
+#: the kinds that learn from data only (no equations)
+DATA_ONLY = ("fitted", "model")
+
+
+def read_doc(path: Path) -> dict[str, Any]:
+    """A memory.json, checked against ``SCHEMA`` (one line naming the file, row and key otherwise), its numbers back
+    (``unplain``)."""
+    doc = read_json(path)
+    if doc is None:
+        raise StudyError(f"--table-only: {path} not found; give the --out of an earlier memory study or --results "
+                         "FILE (a memory.json)")
+    return unplain(check_results(doc, path, SCHEMA))
+
+
+def summarize_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (case, noise, approach, T): the per-seed medians over conditions at each horizon, their median over seeds
+    with a 95 % bootstrap interval (``bootstrap_ci``), the medians over seeds of the 10-90 % bounds, the fit or
+    training CPU and the batch-1 cost per unit time."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["system"], float(r["noise"]), r["approach"], int(r["T"])), []).append(r)
+    out = []
+    for (system, noise, approach, T), rs in groups.items():
+        rs = sorted(rs, key=lambda r: -1 if r.get("seed") is None else r["seed"])
+        e: dict[str, Any] = {"system": system, "arena": rs[0]["arena"], "N": rs[0].get("N"), "noise": noise,
+                             "observe": rs[0].get("observe"),
+                             "approach": approach, "T": T, "kind": rs[0]["kind"], "seeds": [r.get("seed") for r in rs]}
+        for t in HORIZONS:
+            cells = [r.get(f"err_t{t:g}") or {} for r in rs]
+            per = [c.get("median") for c in cells]
+            vals = [v for v in per if v is not None]
+            e[f"t{t:g}"] = {"per_seed": per, "median": float(np.median(vals)) if vals else None,
+                            "ci": list(bootstrap_ci(vals)) if len(vals) > 1 else [None, None],
+                            "lo": _median([c.get("lo") for c in cells]), "hi": _median([c.get("hi") for c in cells])}
+        e["fit_cpu"] = _median([r.get("fit_cpu") for r in rs])
+        e["cost"] = _median([r.get("cost") for r in rs])
+        e["stopped"] = sorted({str(r["stopped"]) for r in rs if r.get("stopped") is not None})
+        e["steps"] = _median([r.get("steps") for r in rs])
+        out.append(e)
+    return sorted(out, key=lambda e: (e["system"], e["noise"], _key(e, max(HORIZONS)), e["approach"], e["T"]))
+
+
+def _median(values: list[Any]) -> float | None:
+    vals = [float(v) for v in values if v is not None]
+    return float(np.median(vals)) if vals else None
+
+
+def _key(e: dict[str, Any], t: float) -> float:
+    m = e[f"t{t:g}"]["median"]
+    return math.inf if m is None or (isinstance(m, float) and math.isnan(m)) else float(m)
+
+
+def _best(entries: list[dict[str, Any]], t: float) -> dict[str, Any] | None:
+    scored = [e for e in entries if math.isfinite(_key(e, t))]
+    return min(scored, key=lambda e: _key(e, t)) if scored else None
+
+
+def _said(e: dict[str, Any] | None, t: float) -> str:
+    if e is None:
+        return "none"
+    window = "" if e["kind"] not in DATA_ONLY else f" at T = {e['T']}"
+    return f"{e['approach']}{window} ({fmt_num(e[f't{t:g}']['median'])})"
+
+
+def verdict(summary: list[dict[str, Any]]) -> list[str]:
+    """The plain verdict, one paragraph per case and noise, computed from the summary: who wins at each horizon
+    among all rows and among the networks, whether attention beat the window MLP, whether a least-squares fit beat
+    every network, what a window adds over the memoryless T = 1; then, over the bath sizes N, where a data-only row
+    is the cheapest at its accuracy."""
+    lines = []
+    for system, noise in dict.fromkeys((e["system"], e["noise"]) for e in summary):
+        mine = [e for e in summary if e["system"] == system and e["noise"] == noise]
+        nets = [e for e in mine if e["kind"] == "model"]
+        said = []
+        for t in HORIZONS:
+            best, net = _best(mine, t), _best(nets, t)
+            lsq, att = _best([e for e in mine if e["approach"] in LEAST_SQUARES], t), \
+                _best([e for e in nets if e["approach"] in ATTENTION], t)
+            mlp = _best([e for e in nets if e["approach"] in WINDOW_MLPS], t)
+            data = [e for e in mine if e["kind"] in ("fitted", "model")]
+            mem, flat = _best([e for e in data if e["T"] > 1], t), _best([e for e in data if e["T"] == 1], t)
+            part = [f"at t = {t:g} the best row is {_said(best, t)} ({best['kind'] if best else '-'}); the best network "
+                    f"is {_said(net, t)}"]
+            if att is not None and mlp is not None:
+                part.append(f"attention {'beat' if _key(att, t) < _key(mlp, t) else 'did not beat'} the window MLP "
+                            f"({_said(att, t)} against {_said(mlp, t)})")
+            if lsq is not None and net is not None:
+                part.append(f"a least-squares fit {'beats every network' if _key(lsq, t) < _key(net, t) else 'does not beat every network'} "
+                            f"({_said(lsq, t)})")
+            if mem is not None and flat is not None:
+                part.append(f"memory {'helps' if _key(mem, t) < _key(flat, t) else 'does not help'} the data-only "
+                            f"rows ({_said(mem, t)} against the memoryless {_said(flat, t)})")
+            said.append("; ".join(part))
+        lines += [f"- **{system}, noise {fmt_num(noise)}**: " + ". ".join(s[0].upper() + s[1:] for s in said) + ".", ""]
+    return lines + _bath_verdict(summary)
+
+
+def _bath_verdict(summary: list[dict[str, Any]]) -> list[str]:
+    """Per bath arena and N (noise 0, the last horizon): the most accurate data-only row, the cheapest row at least as
+    accurate, and the first N (if any) where that row learns from data only."""
+    t = max(HORIZONS)
+    lines = []
+    for arena in dict.fromkeys(e["arena"] for e in summary if e.get("N") is not None):
+        said, first = [], None
+        for n in sorted({int(e["N"]) for e in summary if e["arena"] == arena and e.get("N") is not None}):
+            mine = [e for e in summary if e["arena"] == arena and e.get("N") == n and e["noise"] == 0.0
+                    and e["cost"] is not None]
+            data = _best([e for e in mine if e["kind"] in DATA_ONLY], t)
+            if data is None:
+                continue
+            rivals = [e for e in mine if _key(e, t) <= _key(data, t)]
+            cheapest = min(rivals, key=lambda e: e["cost"])
+            wins = cheapest["kind"] in DATA_ONLY
+            first = n if wins and first is None else first
+            said.append(f"N = {n}: the best data-only row is {_said(data, t)} at {fmt_num(data['cost'])} CPU s per unit "
+                        f"time; the cheapest row at least as accurate is {_said(cheapest, t)} at "
+                        f"{fmt_num(cheapest['cost'])} ({cheapest['kind']})")
+        if said:
+            lines += [f"- **{arena}, t = {t:g}, who is cheapest at equal accuracy**: " + "; ".join(said) + ". "
+                      + (f"A data-only row is first the cheapest at its accuracy at N = {first}." if first is not None
+                         else "At no N measured is a data-only row the cheapest at its accuracy."), ""]
+    return lines
+
+
+def tables(summary: list[dict[str, Any]], budget: str = "", commands: list[str] | None = None) -> str:
+    """The Markdown: the verdict, then per case and noise one table of every row (most accurate at the last horizon
+    first)."""
+    lines = ["# The memory ladder: results", "", *([f"Commands: {'; '.join(f'`{c}`' for c in commands)}.", ""]
+                                                 if commands else []),
+             *([f"Training: {budget}.", ""] if budget else []), "## Verdict", "", *verdict(summary)]
+    for system, noise in dict.fromkeys((e["system"], e["noise"]) for e in summary):
+        rows = [e for e in summary if e["system"] == system and e["noise"] == noise]
+        lines += [f"## {system}, observed in {rows[0].get('observe') or '?'}, noise {fmt_num(noise)}", "",
+                  "Relative error of the observed state against the exact flow from the held-out conditions: per seed "
+                  "the median over conditions, then the median over seeds [95 % bootstrap interval over seeds]; 10-90 %: "
+                  "the interval over conditions (median over seeds). Fit CPU s: the fit with its validation (fitted "
+                  "rows) or the training (networks), process CPU. Cost: batch-1 CPU s per unit time on the meter "
+                  "(warm, min over interleaved repeats, thread CPU).", ""]
+        head = ["row", "T", "kind", *[f"t = {t:g}" for t in HORIZONS], f"10-90 % at t = {max(HORIZONS):g}",
+                "fit CPU s", "cost (CPU s / unit time)", "steps", "stopped"]
+        body = [[e["approach"], e["T"], e["kind"], *[_cell(e, t) for t in HORIZONS],
+                 f"{fmt_num(e[f't{max(HORIZONS):g}']['lo'])} - {fmt_num(e[f't{max(HORIZONS):g}']['hi'])}",
+                 fmt_num(e["fit_cpu"]), fmt_num(e["cost"]), fmt_num(e["steps"]), ", ".join(e["stopped"]) or "-"]
+                for e in rows]
+        lines += md_table(head, body) + [""]
+    return "\n".join(lines)
+
+
+def _cell(e: dict[str, Any], t: float) -> str:
+    m, (lo, hi) = e[f"t{t:g}"]["median"], e[f"t{t:g}"]["ci"]
+    ok = lo is not None and hi is not None and not (isinstance(lo, float) and math.isnan(lo))
+    return fmt_num(m) + (f" [{fmt_num(lo)}, {fmt_num(hi)}]" if ok else "")
