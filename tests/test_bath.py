@@ -299,15 +299,12 @@ def test_particle_channels_need_q0_and_p0():
 
 
 @pytest.fixture
-def arena_rows(monkeypatch):
-    """The arena's rows registered as ``vpintegrator.rollout.methods.ROW_KINDS`` entries (the lines the row
-    registry takes)."""
+def arena_rows():
+    """The arena's rows are registered ``vpintegrator.rollout.methods.ROW_KINDS`` entries (``vp-rollout --list``)."""
     from vpintegrator.rollout import gle, methods
 
-    monkeypatch.setitem(methods.ROW_KINDS, "gle", methods.RowKind("gle", False, False, gle.gle_row, gle.GLE_SUMMARY))
-    monkeypatch.setitem(methods.ROW_KINDS, "bath", methods.RowKind("bath", True, False, gle.bath_row, gle.BATH_SUMMARY))
-    monkeypatch.setitem(methods.ROW_KINDS, "coarse_bath", methods.RowKind("coarse_bath", True, False,
-                                                                         gle.coarse_bath_row, gle.COARSE_SUMMARY))
+    assert methods.ROW_KINDS["gle"].build is gle.gle_row and methods.ROW_KINDS["bath"].build is gle.bath_row
+    assert methods.ROW_KINDS["coarse_bath"].build is gle.coarse_bath_row
 
 
 @pytest.mark.parametrize("spec", ["kac_zwanzig", "particle_chain"])

@@ -209,6 +209,7 @@ def hh_file(tmp_path_factory):
 
 
 def _ladder(hh_file, tmp_path, rows, context_len=3):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     out = tmp_path / "ladder.h5"
     result = CliRunner().invoke(rollout_main, ["--data", str(hh_file), "--integrators", ",".join(rows),
                                                "--fit-on-data", "--context-len", str(context_len), "--reference",
@@ -252,6 +253,18 @@ def test_every_ladder_row_from_the_cli_on_a_data_only_file(hh_file, tmp_path):
     rows = (*LINEAR_ROWS, "delay_sindy+rk4")
     med = _check_ladder(_ladder(hh_file, tmp_path, rows), rows)
     assert med["delay_sindy+rk4"] < 0.1 * med["arx"], med
+
+
+def test_the_memoryless_rung_from_the_cli(hh_file, tmp_path):
+    """--context-len 1 is the memoryless rung (the window of one state); the CLI takes it and the window-2 ladder
+    beats it, each row recording the window it read."""
+    one = _ladder(hh_file, tmp_path / "one", ("arx", "narx"), context_len=1)
+    two = _ladder(hh_file, tmp_path / "two", ("arx", "narx"), context_len=2)
+    k = 50
+    for row in ("arx", "narx"):
+        assert one.methods[row].meta["context_len"] == 1 and two.methods[row].meta["context_len"] == 2
+        e1, e2 = (float(np.median(np.nan_to_num(ro.metrics[row].rel_error[:, k], nan=np.inf))) for ro in (one, two))
+        assert e2 < e1, (row, e1, e2)
 
 
 def test_memory_beats_the_memoryless_map(hh_file):

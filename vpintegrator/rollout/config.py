@@ -293,10 +293,12 @@ class RolloutConfig(Config):
                               "in this process). The output does not depend on it.")
 
     # issue 34: the context a context model and the identification rows (fd+rk4, shooting+rk4, ...) read
-    context_len: int = key(3, type=int, low=3, expected="an integer >= 3",
+    context_len: int = key(3, type=int, low=1, expected="an integer >= 1",
                            help="Prefix states the identification rows (fd+INTEGRATOR, shooting+INTEGRATOR) fit "
-                           "the parameters from, and the parrot row matches (a context model reads its own "
-                           "context_len).")
+                           "the parameters from, the window the fitted memory rows (arx, delay_dmd, narx, "
+                           "delay_sindy+INTEGRATOR) and the parrot row read (1: memoryless), and the observed states "
+                           "estimate+INTEGRATOR estimates from; each row refuses a length it cannot use (a context "
+                           "model reads its own context_len).")
     context_noise: float = key(0.0, type=float, low=0, expected="a number >= 0",
                                help="Observation noise sigma on the context prefix seen by context models and "
                                "identification rows (one draw, the same for all).")

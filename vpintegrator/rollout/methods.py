@@ -45,6 +45,7 @@ from .context import ContextStep, oracle_theta
 from .engine import StepMap
 from .field import field_step
 from .family import step_for
+from .gle import BATH_SUMMARY, COARSE_SUMMARY, GLE_SUMMARY, bath_row, coarse_bath_row, gle_row
 from .steps import ExactFlowStep, IntegratorStep, ModelStep, is_context_model
 
 __all__ = ["Method", "StepSettings", "model_label", "parse_model_entry", "model_step", "integrator_names", "prepare_methods",
@@ -277,6 +278,12 @@ ROW_KINDS: dict[str, RowKind] = {
     "delay_sindy": RowKind("delay_sindy", True, True, _delay_sindy, "SINDy on the delay vectors of context_len "
                            "states (library and threshold by validation rollout), integrated by METHOD",
                            needs='pysindy: pip install "vpintegrator[sindy]"'),
+    "gle": RowKind("gle", False, False, gle_row, GLE_SUMMARY, needs="kac_zwanzig data (sampler 'particle') observed in "
+                   "q0,p0"),
+    "bath": RowKind("bath", True, False, bath_row, BATH_SUMMARY, needs="kac_zwanzig or particle_chain observed in "
+                    "q0,p0; METHOD stormer_verlet[_suzuki4|_y6] or bath_splitting[_suzuki4|_y6]"),
+    "coarse_bath": RowKind("coarse_bath", True, False, coarse_bath_row, COARSE_SUMMARY,
+                           needs="kac_zwanzig observed in q0,p0"),
     "estimate": RowKind("estimate", True, False, _estimated, "observed runs: the full state estimated from the first "
                         "context_len observed states by least squares on the true flow, then METHOD"),
 }
