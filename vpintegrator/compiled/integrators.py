@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import VPIntegratorError, finite_float
-from ..integrators import GaussLegendre, ImplicitMidpoint, ShearSplitting, StormerVerlet, get_integrator
+from ..integrators import GaussLegendre, ImplicitMidpoint, StormerVerlet, get_integrator
 from ..systems import get_system
 from . import _jit
 from . import kernels as K
@@ -75,7 +75,7 @@ _F64 = np.dtype(np.float64)
 #: the lean loops that never touch the Newton scratch (``ws``, ``m``): ``fresh`` copies share it
 _NO_SCRATCH = ("explicit", "verlet", "shears")
 #: the methods whose loop their class decides (a subclass may change the step: NumPy only), by class, not by name
-_SIMPLE = {ImplicitMidpoint: K.IMPLICIT_MIDPOINT, StormerVerlet: K.STORMER_VERLET, ShearSplitting: K.SPLITTING}
+_SIMPLE = {ImplicitMidpoint: K.IMPLICIT_MIDPOINT, StormerVerlet: K.STORMER_VERLET}
 
 
 def compiled_stepper(system: Any, method: Any, dt: float) -> "CompiledStepper | LatticeStepper | None":
@@ -362,8 +362,7 @@ class CompiledStepper:
                                         self.max_iter, info)
         if self.mid == K.EXPLICIT:
             return K.run_explicit(self.kid, p, y, h, n, out, ws, info, self._etab_arrays)
-        run = {K.STORMER_VERLET: K.run_stormer_verlet, K.SPLITTING: K.run_splitting}[self.mid]
-        return run(self.kid, p, y, h, n, out, ws, info)
+        return K.run_stormer_verlet(self.kid, p, y, h, n, out, ws, info)
 
     def run(self, y0: Any, n_steps: int, t0: float = 0.0) -> np.ndarray:
         """States (n_steps + 1, dim) from y0 (dim,), as ``integrate(...).y[0]``; raises its errors."""
@@ -428,7 +427,7 @@ def _fast_runner(kid: int, mid: int, b: np.ndarray, a: np.ndarray, c: np.ndarray
     from . import lean
 
     # the method's own ``supports`` has already refused a system it cannot step (compiled_stepper)
-    key = {K.EXPLICIT: "explicit_rk", K.SPLITTING: "splitting", K.STORMER_VERLET: "stormer_verlet",
+    key = {K.EXPLICIT: "explicit_rk", K.STORMER_VERLET: "stormer_verlet",
            K.SHEARS: "shears", K.IMPLICIT_MIDPOINT: "implicit_midpoint", K.GAUSS_LEGENDRE: "gauss"}.get(mid)
     if kid not in lean.PARAMS or key is None or (key == "gauss" and b.size > lean.MAX_STAGES):
         return "", None, ()

@@ -9,9 +9,9 @@ state whose squared norm is above ``info[3]``, the engine's blow-up limit square
 the return value); a Newton failure writes nothing for its step.
 
 Method ids (``METHODS``): 0 an explicit Runge-Kutta method of any tableau (the plan's ``etab``), 2
-implicit_midpoint, 3 gauss_legendre (any s), 4 stormer_verlet, 5 splitting, 6 a general sequence of exact shears
-``y_i += c f_i(y)`` given as arrays (components, coefficients) computed once for the step size (McLachlan-type
-splittings and compositions of shear sequences). Compositions run a base method id with substeps ``gamma_i h``.
+implicit_midpoint, 3 gauss_legendre (any s), 4 stormer_verlet, 6 a sequence of exact shears ``y_i += c f_i(y)`` given
+as arrays (components, coefficients) computed once for the step size (every shear splitting, Strang's
+``splitting`` included, and the compositions of shear sequences). Compositions run a base method id with substeps ``gamma_i h``.
 """
 
 from __future__ import annotations
@@ -19,15 +19,13 @@ from __future__ import annotations
 import numpy as np
 
 from . import lean
-from ..integrators import coefficients as C
 from ._jit import jit
 from .newton import BLOWN_UP, NONFINITE, OK, step_gauss_legendre, step_implicit_midpoint
 from .systems import kinetic_gradient, potential_gradient, vector_field
 
-EXPLICIT, IMPLICIT_MIDPOINT, GAUSS_LEGENDRE, STORMER_VERLET, SPLITTING, SHEARS = 0, 2, 3, 4, 5, 6
-METHODS = {"explicit": EXPLICIT, "implicit_midpoint": IMPLICIT_MIDPOINT,
-           "gauss_legendre": GAUSS_LEGENDRE, "stormer_verlet": STORMER_VERLET, "splitting": SPLITTING,
-           "shears": SHEARS}
+EXPLICIT, IMPLICIT_MIDPOINT, GAUSS_LEGENDRE, STORMER_VERLET, SHEARS = 0, 2, 3, 4, 6
+METHODS = {"explicit": EXPLICIT, "implicit_midpoint": IMPLICIT_MIDPOINT, "gauss_legendre": GAUSS_LEGENDRE,
+           "stormer_verlet": STORMER_VERLET, "shears": SHEARS}
 
 
 # --- explicit steps (scratch: the last rows of ws) ----------------------------------------------------
@@ -76,22 +74,6 @@ def step_stormer_verlet(kid, p, y, h, y1, ws):
 
 
 @jit
-def step_splitting(kid, p, y, h, y1, ws):
-    """Strang composition of the exact shears 1(g1 h) ... d((g1 + g2) h) ... 1(g2 h), ``(g1, g2) = C.STRANG``."""
-    d = y.size
-    f = ws[ws.shape[0] - 1]
-    for i in range(d):
-        y1[i] = y[i]
-    g1, g2 = C.STRANG
-    for i in range(2 * d - 1):
-        comp = i if i < d else 2 * d - 2 - i
-        c = (g1 if i < d - 1 else g2 if i > d - 1 else g1 + g2) * h
-        vector_field(kid, p, y1, f)
-        y1[comp] += c * f[comp]
-    return OK
-
-
-@jit
 def step_shears(kid, p, y, comps, coefs, y1, ws):
     """The shears ``y_i += c f_i(y)`` for (i, c) in zip(comps, coefs), in order (coefficients include h)."""
     f = ws[ws.shape[0] - 1]
@@ -119,9 +101,7 @@ def step_any(mid, kid, p, y, h, y1, ws, m, a, b, c, tol, max_iter, info, comps, 
         return step_implicit_midpoint(kid, p, y, h, y1, ws, m, tol, max_iter, info)
     if mid == GAUSS_LEGENDRE:
         return step_gauss_legendre(kid, p, y, h, y1, ws, m, a, b, c, tol, max_iter, info)
-    if mid == STORMER_VERLET:
-        return step_stormer_verlet(kid, p, y, h, y1, ws)
-    return step_splitting(kid, p, y, h, y1, ws)
+    return step_stormer_verlet(kid, p, y, h, y1, ws)
 
 
 # --- run loops ------------------------------------------------------------------------------------------
@@ -172,16 +152,6 @@ def run_stormer_verlet(kid, p, y, h, n, out, ws, info):
     y1 = np.empty_like(y)
     for k in range(n):
         step_stormer_verlet(kid, p, y, h, y1, ws)
-        if not _commit(y, y1, out, k, info):
-            return k + 1
-    return n
-
-
-@jit
-def run_splitting(kid, p, y, h, n, out, ws, info):
-    y1 = np.empty_like(y)
-    for k in range(n):
-        step_splitting(kid, p, y, h, y1, ws)
         if not _commit(y, y1, out, k, info):
             return k + 1
     return n
@@ -275,4 +245,4 @@ def rows_implicit(tag, pp, p, ys, h, n, out, gammas, tol, max_iter, infos, ws, m
 
 
 __all__ = ["METHODS", "rows_explicit", "rows_shears", "rows_implicit", "step_any", "run_explicit", "run_stormer_verlet",
-           "run_splitting", "run_shears", "run_implicit_midpoint", "run_gauss_legendre", "run_composition"]
+           "run_shears", "run_implicit_midpoint", "run_gauss_legendre", "run_composition"]

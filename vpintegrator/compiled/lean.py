@@ -13,12 +13,13 @@ live in this module, so a cached signature names them).
 
 The loops (``RUNNERS``: method -> (kind, run loop, method tag)):
 
-- explicit (``explicit_rk``: every explicit Runge-Kutta tableau, its tag ``explicit_tag(tableau)``; ``splitting`` =
-  Strang shears, ``stormer_verlet``):
+- explicit (``explicit_rk``: every explicit Runge-Kutta tableau, its tag ``explicit_tag(tableau)``;
+  ``stormer_verlet``):
   ``run_explicit(tag, pp, y, h, n, out, gammas, info, every) -> states written``; ``gammas`` empty runs plain steps
   of ``h``, else each step is the composition of sub-steps ``gammas[i] h``; Stormer-Verlet's loop ``run_verlet``
   (same arguments) carries the force of a step's last kick into the next step's first;
-- ``shears``: ``run_shears(pp, y, comps, coefs, n, out, info, every)``, the shears ``y_i += c f_i(y)`` in order;
+- ``shears``: ``run_shears(pp, y, comps, coefs, n, out, info, every)``, the shears ``y_i += c f_i(y)`` in order
+  (every shear splitting: Strang's ``splitting``, the McLachlan-type ones, their compositions);
 - implicit (``implicit_midpoint``; ``gauss`` for any number of stages, the tableau as tuples ``tab``):
   ``run_implicit(tag, pp, p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc, tab, every)``. Implicit
   midpoint iterates by full Newton (the Jacobian at the current iterate, as the NumPy path) with the 3x3 solve
@@ -47,7 +48,6 @@ from typing import Any
 
 import numpy as np
 
-from ..integrators import coefficients as C
 from ._jit import HAVE_NUMBA, jit
 from .newton import step_gauss_legendre, step_implicit_midpoint
 from .systems import FIELDS, GRADIENTS, LINEAR_IN_PARAMS, SHIPPED
@@ -84,7 +84,6 @@ def _typed(signature: str, doc: str) -> Any:
 
 
 # the methods as types (a loop is compiled once per method it runs)
-Splitting = namedtuple("Splitting", ["unused"])
 StormerVerlet = namedtuple("StormerVerlet", ["unused"])
 Midpoint = namedtuple("Midpoint", ["unused"])
 Gauss = namedtuple("Gauss", ["unused"])
@@ -333,8 +332,6 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
         tableau = getattr(kind, "tableau", None)  # an explicit tableau: constants of the compiled loop
         if tableau is not None:
             return lambda tag, pp, h, x, tol, max_iter, tab: _explicit(pp, h, x, tableau)
-        if kind is Splitting:
-            return lambda tag, pp, h, x, tol, max_iter, tab: _splitting(pp, h, x)
         if kind is Midpoint and _system(pp)[0] in GRADIENTS:  # a separable system: Newton in q alone
             return lambda tag, pp, h, x, tol, max_iter, tab: _separable_midpoint(pp, h, x, tol, max_iter)
         if kind is Midpoint:
@@ -462,19 +459,6 @@ def _explicit(pp, h, y, tab):
         for i in range(1, len(b)):
             acc = acc + b[i] * K[i][q]
         z = tuple_setitem(z, q, y[q] + w * acc)
-    return z
-
-
-@jit
-def _splitting(pp, h, y):
-    """Strang splitting into the component shears: components 0 .. d-1 by g1 h (the last by (g1 + g2) h), then
-    back by g2 h, ``(g1, g2) = C.STRANG``."""
-    g1, g2 = C.STRANG
-    d = len(y)
-    z = y
-    for i in range(2 * d - 1):
-        j = i if i < d else 2 * d - 2 - i
-        z = shear(pp, z, j, (g1 if i < d - 1 else g2 if i > d - 1 else g1 + g2) * h)
     return z
 
 
@@ -740,7 +724,6 @@ def run_implicit(tag, pp, p, y, h, n, out, gammas, tol, max_iter, info, ws, m, t
 #: ``explicit_tag(tableau)``), ``gauss`` every number of stages
 RUNNERS = {
     "explicit_rk": ("explicit", run_explicit, None),
-    "splitting": ("explicit", run_explicit, Splitting(0)),
     "stormer_verlet": ("verlet", run_verlet, StormerVerlet(0)),
     "shears": ("shears", run_shears, None),
     "implicit_midpoint": ("implicit", run_implicit, Midpoint(0)),
