@@ -156,3 +156,31 @@ def test_cli_rollout_work_precision_and_plot(tmp_path):
     assert (tmp_path / "fig" / "work_precision.png").is_file() and (tmp_path / "fig" / "work_precision.pdf").is_file()
     res = runner.invoke(plot.main, [str(table), "--kind", "error"])
     assert res.exit_code == 1 and "cannot be combined" in res.output
+
+
+def test_an_observed_window_model_is_scored_on_its_channels(tmp_path):
+    """A model trained on observed q: the table reads the observation from its checkpoint, hands it the observed
+    first window and scores every row on q (the classical rows' full final state observed), against the observed
+    exact flow computed here."""
+    from vpintegrator.data import integrate, solve_flow, write_trajectories
+    from vpintegrator.rollout import RolloutConfig, run_work_precision
+    from vpintegrator.training import fit
+
+    rng = np.random.default_rng(3)
+    y0 = rng.uniform([-1, -1, -2, -2], [1, 1, 2, 2], size=(12, 4))
+    data = write_trajectories(tmp_path / "co.h5", integrate("coupled_oscillator", y0, 0.2, 20,
+                                                             method="gauss_legendre4"))
+    fit({"data": [str(data)], "model": {"name": "delay_mlp", "seq_len": 3, "width": 8}, "observe": "q",
+         "optimizer": "adam", "epochs": 2, "batch_size": 64, "dtype": "float64", "seed": 0,
+         "out": str(tmp_path / "run")})
+    config = RolloutConfig(data=str(data), models=[("mlp", str(tmp_path / "run"))], integrators=["rk4"], n_traj=4,
+                           t_end=2.0, out=str(tmp_path / "wp.h5"))
+    _, _, rows = run_work_precision(config, repeats=1)
+    first = integrate("coupled_oscillator", y0[:4], 0.2, 0, method="gauss_legendre4").y[:, 0]
+    exact = np.asarray(solve_flow("coupled_oscillator", first, np.array([0.0, 2.0]), rtol=1e-13, atol=1e-13))[:, -1, :2]
+    rk4 = next(r for r in rows if r.method == "rk4" and r.h == pytest.approx(0.2))
+    q = integrate("coupled_oscillator", first, 0.2, 10, method="rk4").y[:, -1, :2]
+    err = np.linalg.norm(q - exact, axis=1) / np.linalg.norm(exact, axis=1)
+    assert rk4.error_median == pytest.approx(float(np.median(err)), rel=1e-6)
+    model = next(r for r in rows if r.kind == "model")
+    assert model.method == "mlp" and np.isfinite(model.error_median) and math.isnan(model.drift_max)

@@ -195,6 +195,7 @@ def work_precision(
     repeats: int = 3,
     train_seconds: dict[str, float] | None = None,
     amortise_over: float | None = None,
+    observation: Any = None,
 ) -> list[WorkPrecisionRow]:
     """Work–precision rows of classical methods over a step ladder, DOP853 over tolerances, and models.
 
@@ -226,6 +227,11 @@ def work_precision(
         has NaN (not recorded). Every model row gets its break-even number of rollouts.
     amortise_over : float, optional
         N: model rows also get their cost with training spread over N rollouts of length ``t_end``.
+    observation : vpintegrator.data.observation.Observation, optional
+        Score every row on these channels (a run of models trained on an observation, ``observe``): the
+        classical rows step the full state from ``y0`` and are scored on its observed channels; the models read
+        the observed channels of the exact first window and step in them. Errors against the observed exact
+        flow.
 
     Returns
     -------
@@ -259,6 +265,11 @@ def work_precision(
         raise VPIntegratorError(f"system: {len(system)} parameter sets for {y0.shape[0]} initial conditions")
     one = base_system(system)  # the batch-1 timings: the first trajectory's system
     ref = solve_flow_rows(system, y0, np.array([0.0, t_end]), reference_rtol, reference_rtol)[:, -1]
+    if observation is not None and int(observation.full_dim) != int(one.dim):
+        raise VPIntegratorError(f"observation: maps states of dim {observation.full_dim}, the system's are "
+                                f"{one.dim}", key="observe")
+    seen = (lambda y: y) if observation is None else (lambda y: np.asarray(observation.apply(y)))
+    ref_full, ref = ref, seen(ref)
     rows: list[WorkPrecisionRow] = []
     batch1 = _Batch1()  # every row's batch-1 call, priced together at the end (interleaved, warm)
     # the default methods the system can run (e.g. no splitting of a non-separable one); named ones are checked
@@ -267,7 +278,7 @@ def work_precision(
         integrator = get_integrator(name)
         for h, n_steps in _ladder_steps(dt, t_end, ladder):
             tr = rollout(step_for(system, lambda s: IntegratorStep(s, integrator, h)), y0[:, None], h, n_steps)
-            med, p90, mx = _stats(_relative_error(tr.y[:, -1], ref))
+            med, p90, mx = _stats(_relative_error(seen(tr.y[:, -1]), ref))
             batch1.rollout(len(rows), lambda h=h, integrator=integrator: IntegratorStep(one, integrator, h),
                            y0[:1, None], h, n_steps)
             rows.append(WorkPrecisionRow(integrator.name, "integrator", h, math.nan, n_steps, t_end, len(y0), med,
@@ -276,7 +287,7 @@ def work_precision(
         n_out = max(2, round(t_end / dt) + 1)
         t = np.linspace(0.0, t_end, n_out)
         y = solve_flow_rows(system, y0, t, rtol, rtol)
-        med, p90, mx = _stats(_relative_error(y[:, -1], ref))
+        med, p90, mx = _stats(_relative_error(seen(y[:, -1]), ref))
         def dop853(rtol: float = float(rtol)) -> object:
             return solve_flow(one, y0[:1], np.array([0.0, t_end]), rtol=rtol, atol=rtol)
         batch1.call(len(rows), dop853, "numba")
@@ -284,18 +295,22 @@ def work_precision(
                                      _drift(system, y), math.nan, "numba"))
     for label, model in (models or {}).items():
         if is_vector_field_model(model):  # a learned field: its integrator over the step ladder (issue 43)
-            rows += _field_rows(label, model, system, one, y0, ref, dt, t_end, ladder, batch1, len(rows),
+            if observation is not None:
+                raise VPIntegratorError(f"models: {label} is a learned vector field of the full state; an observed "
+                                        "work-precision table takes window models of the observed channels",
+                                        key="models")
+            rows += _field_rows(label, model, system, one, y0, ref_full, dt, t_end, ladder, batch1, len(rows),
                                 float((train_seconds or {}).get(label, math.nan)))
             continue
         n_steps = round(t_end / dt)
         if not math.isclose(n_steps * dt, t_end, rel_tol=1e-9):
             raise VPIntegratorError(f"t_end: {t_end:g} is not a whole number of the models' step dt = {dt:g}")
-        w0 = family_initial_window(system, y0, dt, model.seq_len, method="exact_flow")
+        w0 = seen(family_initial_window(system, y0, dt, model.seq_len, method="exact_flow"))
         tr = rollout(model_step(model, device="cpu"), w0, dt, n_steps)  # a context model: c from w0
         med, p90, mx = _stats(_relative_error(tr.y[:, -1], ref))
         batch1.rollout(len(rows), lambda model=model: model_step(model, device="cpu"), w0[:1], dt, n_steps)
         rows.append(WorkPrecisionRow(label, "model", dt, math.nan, n_steps, t_end, len(y0), med, p90, mx,
-                                     _drift(system, tr.y), math.nan, "?",
+                                     _drift(system, tr.y) if observation is None else math.nan, math.nan, "?",
                                      float((train_seconds or {}).get(label, math.nan))))
     return with_training_cost(batch1.price(rows, repeats), amortise_over)
 
@@ -320,6 +335,7 @@ def run_work_precision(config: RolloutConfig, *, overwrite: bool = False, log: C
     (csv path, markdown path, rows)
     """
     from ..data import read_trajectories
+    from ..data.observation import observation_of
     from .methods import parse_model_entry
     from .resolve import select
     from .config import model_entries
@@ -328,7 +344,7 @@ def run_work_precision(config: RolloutConfig, *, overwrite: bool = False, log: C
 
     say = log_lines(log, __name__)  # INFO records of vpintegrator.rollout.precision, then log's
     data = Path(config.data)
-    _meta, system, dt, idx, _t0, n_steps = select(data, config.traj, config.n_traj, config.t_end)
+    meta, system, dt, idx, _t0, n_steps = select(data, config.traj, config.n_traj, config.t_end)
     first = read_trajectories(data, traj=idx, steps=[0])
     y0 = first.y[:, 0]
     if first.params is not None:  # a parametric data set: every method with each trajectory's true parameters
@@ -337,17 +353,31 @@ def run_work_precision(config: RolloutConfig, *, overwrite: bool = False, log: C
     from .methods import parse_row
 
     names = [n for n in (config.integrators or []) if n != "exact_flow" and parse_row(n) is None] or None
-    models, trained = {}, {}
+    models, trained, entries = {}, {}, []
     for entry in model_entries(config.models):
         label, model, source = parse_model_entry(entry)
         # a learned field given as RUN@METHOD: the run directory holds its training cost
         models[label], trained[label] = model, training_seconds(split_method(str(source))[0])
+        entries.append((label, model, source))
+    from .observed import run_observation
+
+    # models trained on an observation (or observe given): every row scored on those channels
+    observation, observed_lines = run_observation(config.observe, meta, system, entries, data)
+    if observation is not None and observation_of(meta) is not None:
+        raise VPIntegratorError(f"work-precision: {data} holds observed channels only; the table's classical rows "
+                                "step the full state: give the data file of full states", key="data")
+    for line in observed_lines:
+        say(line)
+    if observation is not None:
+        say(f"work-precision: every row scored on the observed channels {observation.spec} (the classical rows step "
+            "the full state from the true initial condition; the models read the observed first window)")
     ladder = DEFAULT_LADDER if n_steps % 2 == 0 else DEFAULT_LADDER[1:]
     stem = work_precision_stem(config.out)
     say(f"work-precision: {len(y0)} initial conditions, T = {n_steps * dt:g}, steps {dt:g} x "
         f"{', '.join(f'{m:g}' for m in ladder)}")
     rows = work_precision(system, y0, dt, n_steps * dt, methods=names, ladder=ladder, models=models,
-                          repeats=repeats, train_seconds=trained, amortise_over=amortise_over)
+                          repeats=repeats, train_seconds=trained, amortise_over=amortise_over,
+                          observation=observation)
     for r in rows:
         if r.kind == "model":
             say(f"work-precision: {r.method}: {training_summary(r)}")
