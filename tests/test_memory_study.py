@@ -132,17 +132,18 @@ def test_a_foreign_results_file_is_one_line(tmp_path, capsys):
 @pytest.mark.slow
 def test_the_study_runs_end_to_end_and_redraws_its_tables(tmp_path):
     """Both arenas at tiny size from the command line: the fitted, known, full-order and learned rows (one network
-    trained 2 steps), the tables, and ``--table-only`` drawing the same bytes from the JSON it wrote."""
+    trained one epoch of 10 steps), the tables, and ``--table-only`` drawing the same bytes from the JSON it wrote."""
     out = tmp_path / "run"
     assert main(STUDY, ["--out", str(out), "--quick", "--windows", "1,2", "--n-train", "8", "--n-test", "3",
-                        "--max-steps", "2", "--approaches", "delay_mlp", "--bath-sizes", "20", "--jobs", "1",
+                        "--max-steps", "10", "--approaches", "delay_mlp", "--bath-sizes", "20", "--jobs", "1",
                         "-q"]) == 0
     doc = json.loads((out / "memory.json").read_text())
     labels = {(r["system"], r["label"]) for r in doc["rows"]}
     assert {("coupled_oscillator", "delay_mlp_T2"), ("kac_zwanzig_N20", "gle"),
-            ("kac_zwanzig_N20", "bath+stormer_verlet"), ("kac_zwanzig_N20", "arx_T2")} <= labels
+            ("kac_zwanzig_N20", "bath+stormer_verlet"), ("kac_zwanzig_N20", "bath+bath_splitting_y6"),
+            ("kac_zwanzig_N20", "arx_T2")} <= labels
     net = next(r for r in doc["rows"] if r["label"] == "delay_mlp_T1")
-    assert net["steps"] == 2 and net["seed"] == 0 and net["fit_cpu"] > 0
+    assert net["steps"] == 10 and net["seed"] == 0 and net["fit_cpu"] > 0
     assert doc["cpu_seconds"] > 0 and math.isfinite(doc["cpu_seconds"])
     again = tmp_path / "again"
     assert main(STUDY, ["--out", str(again), "--table-only", "--results", str(out / "memory.json"), "-q"]) == 0

@@ -90,6 +90,11 @@ def _expected(study: str, path: Path) -> str:
         from vpintegrator.studies.partial_observation import read_rows, summarize_rows, tables
 
         return tables(summarize_rows(read_rows(path)))
+    if study == "memory":
+        from vpintegrator.studies.memory import draw
+        from vpintegrator.studies.memory.tables import read_doc
+
+        return draw(read_doc(path))
     if study == "reduction":
         from vpintegrator.studies.reduction import summarize_rows as summarize, tables as draw
         from vpintegrator.studies.stats import read_json, unplain

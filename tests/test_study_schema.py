@@ -15,13 +15,14 @@ from vpintegrator.studies import rigid_body_results as rigid_body
 from vpintegrator.studies.runner import StudyError
 from vpintegrator.studies.schema import Each, Obj, ResultsSchema, check_results
 from vpintegrator.studies.unknown_form.tables import SCHEMA as UNKNOWN_FORM
+from vpintegrator.studies.memory.tables import SCHEMA as MEMORY
 
 # the shipped files as this install has them: docs/data/ in a checkout, vpintegrator/_results/ in a wheel
 FILES = results_files()
 BY_NAME = {"unknown_form": UNKNOWN_FORM, "rigid_body_study": rigid_body.SCHEMA,
            "rigid_body_structure_study": rigid_body_structure.SCHEMA,
            "coupled_oscillator_study": coupled_oscillator.SCHEMA, "context_oscillator": context.SCHEMA}
-BY_FOLDER = {"partial_observation": partial_observation.SCHEMA, "reduction": reduction.SCHEMA}
+BY_FOLDER = {"partial_observation": partial_observation.SCHEMA, "reduction": reduction.SCHEMA, "memory": MEMORY}
 SHIPPED = [(BY_FOLDER[name.split("/")[0]] if "/" in name else BY_NAME[name], path)
            for name, path in FILES.items() if "/" in name and name.split("/")[0] in BY_FOLDER or name in BY_NAME]
 
@@ -80,6 +81,7 @@ def test_rigid_body_quality_results_are_checked(tmp_path):
 @pytest.mark.parametrize("study, args", [
     ("partial_observation", ["--quick", "--systems", "coupled_oscillator", "--approaches", "delay_mlp", "--seeds", "0"]),
     ("reduction", ["--quick", "--systems", "toda", "--sizes", "40"]),
+    ("memory", ["--quick", "--systems", "coupled_oscillator", "--approaches", "delay_mlp", "--seeds", "0"]),
 ])
 def test_a_run_into_an_out_with_a_foreign_results_file_stops_before_anything_runs(study, args, tmp_path, capsys):
     """The rows a run merges its new ones into are checked first: a results file there that is not this study's is

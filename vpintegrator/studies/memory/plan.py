@@ -179,7 +179,8 @@ class MemoryPlan:
     def budget_line(self) -> str:
         """How the trainings stop, in one sentence (the tables and the JSON say it)."""
         if self.budget == "plateau":
-            return (f"every learned row trains {self.max_steps} Levenberg-Marquardt steps (or stops at its plateau, "
+            return (f"every learned row trains {self.max_steps} Levenberg-Marquardt steps (counted at the ends of "
+                    f"epochs of {STEPS_PER_EPOCH}; or stops at its plateau, "
                     f"{self.patience} epochs of {STEPS_PER_EPOCH} steps without improvement); a CPU limit of "
                     f"{VALVE_FACTOR * self.budget_seconds:g} s is a safety valve only (a run it stops is cut)")
         return f"every learned row trains until its plateau or {self.budget_seconds:g} {self.budget} seconds"
