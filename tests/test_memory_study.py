@@ -72,6 +72,38 @@ def test_the_ladder_composes_on_tiny_data(tmp_path):
     assert next(r for r in rows if r["label"] == "arx_T2")["fit_cpu"] is not None
 
 
+def test_the_bath_rows_compose_and_order_six_is_the_known_equations_ceiling(tmp_path):
+    """The hidden-bath case at a small N: the GLE and Verlet at h = 0.2 (both order 2: errors of one size), the
+    order-6 full-order row far below them (the accuracy of knowing the equations), every row from the particle's
+    first observed state."""
+    from vpintegrator.studies.memory.ladder import evaluate_case, make_data
+
+    plan = STUDY.parse(["--out", str(tmp_path), "--quick", "--windows", "1", "--n-train", "6", "--n-test", "3",
+                        "--bath-sizes", "10"])
+    train = make_data(tmp_path, "kac_zwanzig", 10, plan.n_train, plan.t_train)
+    rows = {r["label"]: r for r in evaluate_case(plan, "kac_zwanzig_N10", "kac_zwanzig", 10, train, {})}
+    err = {label: rows[label]["err_t10"]["median"] for label in ("gle", "bath+stormer_verlet", "bath+bath_splitting_y6")}
+    assert rows["gle"]["kind"] == "known" and rows["bath+bath_splitting_y6"]["kind"] == "full_order"
+    assert 0.2 < err["gle"] / err["bath+stormer_verlet"] < 5 and err["bath+bath_splitting_y6"] < 0.01 * err["gle"], err
+    assert {"arx_T1", "narx_T1", "parrot_T1"} <= set(rows) and rows["gle"]["N"] == 10
+
+
+def test_a_finished_training_is_reused_only_under_the_same_stop_rule(tmp_path, monkeypatch):
+    import vpintegrator.training as training
+    from vpintegrator.studies.memory.ladder import train_run
+
+    calls = []
+    monkeypatch.setattr(training, "fit", lambda config, overwrite=False: calls.append(config["max_steps"]))
+    run = tmp_path / "runs" / "c" / "delay_mlp_T1_seed0"
+    run.mkdir(parents=True)
+    (run / "complete.json").write_text("{}")
+    (run / "summary.json").write_text(json.dumps({"stop_rule": {"max_steps": 20, "patience": 5}}))
+    train_run(tmp_path, tmp_path / "d.h5", "c", "coupled_oscillator", None, "delay_mlp", 1, 0, {"max_steps": 20}, 5)
+    assert calls == []
+    train_run(tmp_path, tmp_path / "d.h5", "c", "coupled_oscillator", None, "delay_mlp", 1, 0, {"max_steps": 30}, 5)
+    assert calls == [30]
+
+
 def _row(system, approach, T, kind, e10, e100, cost, seed=None, N=None, arena=None):
     return {"system": system, "arena": arena or system, "N": N, "observe": "q", "approach": approach,
             "label": f"{approach}_T{T}", "T": T, "kind": kind, "seed": seed, "noise": 0.0, "cost": cost,

@@ -66,11 +66,15 @@ def heldout(train: Path, arena: str, n: int | None, n_test: int) -> tuple[Any, A
 def train_run(out: Path, train: Path, case: str, arena: str, n: int | None, approach: str, T: int, seed: int,
               stop: dict[str, Any], patience: int, overwrite: bool = False) -> Path:
     """Train ``approach`` at window ``T`` with ``seed`` on the observed channels of ``train`` (the partial-observation
-    study's recipe, stopped by ``stop``), unless its run directory is complete; returns the run directory."""
+    study's recipe, stopped by ``stop``), unless its run directory is complete with the same stop rule (a run trained
+    to another step budget or patience is trained again); returns the run directory."""
     from ...training import fit
 
     run = out / "runs" / case / f"{approach}_T{T}_seed{seed}"
-    if (run / "complete.json").is_file() and not overwrite:
+    done = read_json(run / "summary.json") if (run / "complete.json").is_file() else None
+    rule = (done or {}).get("stop_rule") or {}
+    same = all(rule.get(k) == v for k, v in stop.items()) and rule.get("patience") == int(patience)
+    if done is not None and same and not overwrite:
         return run
     try:
         fit({**RECIPE, **TRAINING.get(approach, {}), "data": [str(train)], "observe": observe_of(arena, n),
