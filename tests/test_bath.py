@@ -322,6 +322,26 @@ def test_vp_gen_makes_a_tiny_file_of_each_spec(spec, tmp_path):
     assert np.abs(e - e[:, :1]).max() < 1e-9
 
 
+def test_training_observes_the_particle_by_name_at_any_bath_size(tmp_path):
+    """observe = "q0,p0" names the particle of a bath of any N (the names are the file's system instance's, not
+    the class default's N = 100), and the model sees exactly those two channels."""
+    from vpintegrator.cli.gen import main
+    from vpintegrator.training import fit
+
+    data = tmp_path / "kz.h5"
+    res = CliRunner().invoke(main, ["kac_zwanzig", "--n-traj", "8", "--t-end", "4", "--set", "system.N=7",
+                                    "--out", str(data)])
+    assert res.exit_code == 0, res.output
+    result = fit({"data": [str(data)], "model": {"name": "delay_mlp", "seq_len": 2, "width": 4}, "observe": "q0,p0",
+                  "epochs": 1, "batch_size": 32, "dtype": "float64", "optimizer": "adam", "out": str(tmp_path / "r")})
+    from vpintegrator.data.observation import observation_from_record
+    from vpintegrator.models import load_model
+
+    assert result.model.dim == 2
+    observation = observation_from_record(load_model(tmp_path / "r").trained_on["observation"], "model")
+    assert np.nonzero(observation.matrix)[1].tolist() == [0, 8]  # q0 and p0 of the 2 (N + 1) = 16 components
+
+
 def test_vp_rollout_scores_the_arena_rows_on_the_observed_particle(tmp_path, arena_rows):
     from vpintegrator.cli.gen import main as gen
     from vpintegrator.cli.rollout import main

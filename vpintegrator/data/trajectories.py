@@ -317,9 +317,11 @@ def _system_class(system: Any) -> Any:
 
 
 def state_names(system: Any, dim: int) -> tuple[str, ...]:
-    """The names of the ``dim`` state components: the system class's ``state_names`` when it declares
-    ``dim`` of them, else ``("y1", ..., "y<dim>")``."""
-    names = tuple(getattr(_system_class(system), "state_names", ()) or ())
+    """The names of the ``dim`` state components: a system object's own ``state_names`` (a system whose size is a
+    parameter, such as a lattice or a bath, names its components per instance), else its class's, when they are
+    ``dim`` names; else ``("y1", ..., "y<dim>")``."""
+    own = None if system is None or isinstance(system, str) else getattr(system, "state_names", None)
+    names = tuple(own) if isinstance(own, (tuple, list)) else tuple(getattr(_system_class(system), "state_names", ()) or ())
     if len(names) == dim and all(isinstance(n, str) and n for n in names):
         return names
     return tuple(f"y{i + 1}" for i in range(dim))

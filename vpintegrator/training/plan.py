@@ -585,7 +585,15 @@ def observed_data(cut: DataPlan, data, where: str):
 
         reduced = reduction_observation(cut.observe, data.dim, None if system is None else str(system), train_states)
         return observe_trajectories(data, reduced), data, reduced
-    observation = resolve_observation(cut.observe, data.dim, state_names(system, data.dim),
+    named: Any = system  # the system as the data file made it (its size: the names of a lattice's components)
+    if system is not None:
+        from ..systems.registry import system_from_meta
+
+        try:
+            named = system_from_meta(data.meta)
+        except VPIntegratorError:
+            pass
+    observation = resolve_observation(cut.observe, data.dim, state_names(named, data.dim),
                                       None if system is None else str(system), train_states)
     assert observation is not None  # (cut.observe is a spec, not "the whole state")
     return observe_trajectories(data, observation), data, observation
