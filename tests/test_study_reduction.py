@@ -4,6 +4,7 @@ shows them), and a tiny end-to-end run whose numbers are checked against direct 
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from pathlib import Path
 
@@ -213,7 +214,7 @@ def test_skip_existing_runs_only_the_families_not_in_the_json(tmp_path, capsys):
     old = read_json(out / "reduction.json")["rows"]
     have = {r["row"] for r in old if r["system"] == "toda" and int(r["N"]) == 200}
     missing = set(rd.families(rd.STUDY.parse(["--out", str(out), "--quick"]), 200)) - have
-    assert missing <= {"psd_floor_balanced", "psd_galerkin_balanced"}  # only cheap families in this test
+    assert missing <= {"psd_floor_balanced", "psd_galerkin_balanced", "psd_sindy"}  # only cheap families in this test
     argv = ["--out", str(out), "--quick", "--skip-existing", "--systems", "toda"]
     assert _main(argv + ["--repeats", "1"] if missing else argv) == 0
     captured = "".join(capsys.readouterr())
@@ -231,3 +232,40 @@ def test_the_autoencoder_rows_run_at_their_sizes_only(tmp_path):
     plan = rd.STUDY.parse(["--out", str(tmp_path), "--sizes", "200,800", "--set", "autoencoder_sizes=[200]"])
     assert "autoencoder_flow_map" in rd.families(plan, 200)
     assert set(rd.families(plan, 800)) == set(rd.ROWS) - {"autoencoder_flow_map"}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pysindy") is None, reason="pysindy (the sindy extra) is not installed")
+def test_psd_sindy_rows_are_sindy_on_the_psd_coordinates(tmp_path, monkeypatch):
+    """The fitted row of the reduction study: SINDy on the PSD coordinates of the training split, integrated and
+    decoded; its error equals the one computed here from the chosen field (integrate, decode, relative error
+    against the held-out reference), its cost is priced, and its offline CPU holds the fit."""
+    from vpintegrator.arrays import relative_error
+    from vpintegrator.data import integrate
+
+    monkeypatch.setattr(rd, "SINDY_DIMS", (4,))
+    monkeypatch.setattr(rd, "SINDY_STEPS", (2,))
+    picked = []
+    import vpintegrator.rollout.sindy as sindy  # the row imports select_sindy from here when it runs
+
+    orig = sindy.select_sindy
+
+    def spy(*a, **k):
+        res = orig(*a, **k)
+        picked.append(res[0])
+        return res
+
+    monkeypatch.setattr(sindy, "select_sindy", spy)
+    plan = rd.STUDY.parse(["--out", str(tmp_path), "--systems", "toda", "--sizes", "12", "--floor-dims", "4",
+                           "--reduced-dims", "4", "--train-seconds", "1", "--ladder", "quick", "--repeats", "1",
+                           "--seeds", "0"])
+    case = rd.make_case("toda", 12, plan.data_dt)
+    (row,) = rd.psd_sindy_rows(plan, case)
+    fit = picked[0]
+    assert fit is not None and row["library"] == fit.library and row["n_terms"] == fit.n_terms
+    basis, _ = case.psd_basis(4)
+    h = 2 * plan.data_dt
+    z = integrate(fit.field, basis.encode(case.y0), h, int(round(rd.T / h)), method="rk4").y[:, -1]
+    want = float(np.median(relative_error(basis.decode(z), case.heldout[:, 1])))
+    assert row["err_t120"]["median"] == pytest.approx(want, rel=1e-9)
+    assert row["row"] == "psd_sindy" and row["cost"] > 0 and row["offline_cpu"] > case.data_cpu
+    assert rd._family(row["label"]) == f"PSD-SINDy {fit.library}, 2n = 4"

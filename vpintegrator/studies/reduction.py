@@ -28,6 +28,9 @@ Rows (``ROWS``; each a function ``(plan, case) -> list of records``, so a row fa
   compiled model kernel (``vpintegrator.rollout.numba_model``) and decoded to the full state every
   ``output_every`` time units (decoding costs O(N n) per output, so it is part of the cost); offline cost: the
   data, the SVD and the training's process CPU;
+- ``psd_sindy``: SINDy on the PSD coordinates (``psd_sindy_rows``: ż = Θ(z) Ξ, library and threshold by
+  validation rollout on two training trajectories, RK4 at multiples of ``data_dt``, decoded every output);
+  offline cost: the data, the SVD and the fit with its selection (the ``sindy`` extra; no rows without it);
 - ``autoencoder_flow_map``: the same flow map in the coordinates of a symplectic autoencoder
   (``vpintegrator.reduction.fit_symplectic_autoencoder``, from the PSD start) at the sizes of
   ``autoencoder_sizes``; offline cost adds the autoencoder's fit.
@@ -588,6 +591,57 @@ def autoencoder_flow_map_rows(plan: ReductionPlan, case: Case) -> list[dict[str,
     return flow_map_rows(plan, case, "autoencoder", encoder)
 
 
+#: the ``psd_sindy`` rows: the reduced dimensions 2n, SINDy's libraries (its polynomial ones to degree 3: on 2n
+#: coordinates degree D has C(2n + D, D) features), the method the fitted field is integrated by and its steps as
+#: multiples of ``data_dt`` (the fit's validation rollouts run at ``data_dt``)
+SINDY_DIMS = (8,)
+SINDY_LIBRARIES = ("poly1", "poly2", "poly3")
+SINDY_METHOD = "rk4"
+SINDY_STEPS = (1, 2, 4)
+
+
+def psd_sindy_rows(plan: ReductionPlan, case: Case) -> list[dict[str, Any]]:
+    """SINDy on the PSD coordinates (the fitted row of operator inference's family): ż = Θ(z) Ξ on the training
+    split's 2n cotangent-lift coordinates (``vpintegrator.rollout.sindy.select_sindy``: library of
+    ``SINDY_LIBRARIES`` and threshold chosen by validation rollout on two of the 11 training trajectories, never
+    on a held-out mu), integrated by ``SINDY_METHOD`` at ``SINDY_STEPS`` × ``data_dt`` from the held-out initial
+    states' coordinates and decoded; priced like every reduced row (decoding each output). Without pysindy (the
+    ``sindy`` extra) the family has no rows; a fit without skill is a row of infinite error."""
+    import importlib.util
+
+    if importlib.util.find_spec("pysindy") is None:
+        return []
+    from ..clock import process_cpu
+    from ..rollout.sindy import select_sindy
+
+    rows = []
+    y = np.asarray(case.train.y)
+    val = np.zeros(len(y), dtype=bool)
+    val[[1, len(y) - 2]] = True  # two interior mu of the training split validate
+    for dim in SINDY_DIMS:
+        basis, svd_cpu = case.psd_basis(dim)
+        z = basis.encode(y)
+        tic = process_cpu()
+        fit, _ = select_sindy(z[~val], z[val], plan.data_dt, SINDY_METHOD, libraries=SINDY_LIBRARIES)
+        offline = case.data_cpu + svd_cpu + process_cpu() - tic
+        if fit is None or fit.field is None:
+            rows.append(_record(case, "psd_sindy", f"PSD-SINDy (no skill), 2n = {dim}", reduced_dim=dim,
+                                offline_cpu=offline, **_errors(np.full((len(case.y0), len(HORIZONS), y.shape[-1]),
+                                                                       np.nan), case)))
+            continue
+        z0 = basis.encode(case.y0)
+        for k in SINDY_STEPS:
+            h = round(plan.data_dt * k, 12)
+            zz = _advance(fit.field, SINDY_METHOD, h, z0, HORIZONS)
+            cost = (_stepper_cost(fit.field, SINDY_METHOD, h, z0[0], plan.repeats, plan.output_every, basis.decode)
+                    if np.isfinite(zz).all() else None)
+            rows.append(_record(case, "psd_sindy", f"PSD-SINDy {fit.library}, 2n = {dim}, {SINDY_METHOD} h = {h:g}",
+                                method=SINDY_METHOD, h=h, reduced_dim=dim, cost=cost, offline_cpu=offline,
+                                library=str(fit.library), n_terms=int(fit.n_terms),
+                                **_errors(basis.decode(zz), case)))
+    return rows
+
+
 #: row family -> its function (plan, case) -> records
 ROWS: dict[str, Callable[[ReductionPlan, Case], list[dict[str, Any]]]] = {
     "full_order": full_order_rows,
@@ -597,6 +651,7 @@ ROWS: dict[str, Callable[[ReductionPlan, Case], list[dict[str, Any]]]] = {
     "psd_galerkin_balanced": psd_galerkin_balanced_rows,
     "psd_flow_map": psd_flow_map_rows,
     "autoencoder_flow_map": autoencoder_flow_map_rows,
+    "psd_sindy": psd_sindy_rows,
 }
 #: row family -> the lattice sizes of the plan it runs at (the others run at every size)
 SIZES_OF: dict[str, Callable[[ReductionPlan], tuple[int, ...]]] = {
@@ -749,7 +804,7 @@ def _family(label: str) -> str:
     import re
 
     label = re.sub(r" \(\d+ of \d+ bonds\)", "", label)
-    return re.sub(r", (stormer_verlet h|h|Delta) = [^,]*$", "", label)
+    return re.sub(r", (\w+ h|h|Delta) = [^,]*$", "", label)
 
 
 def figures(summary: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
@@ -857,7 +912,7 @@ ROW = Obj(required={"system": "str", "N": "int", "row": "str", "label": "str", "
                     **{f"err_t{t:g}": Obj(required={"median": "number?"}, optional=INTERVAL.optional) for t in HORIZONS}},
           optional={"cost": "number?", "offline_cpu": "number?", "method": "str?", "h": "number?", "reduced_dim": "int?",
                     "bonds": "int?", "train_cpu": "number?", "stopped": "str?", "epochs": "int?", "n_params": "int?",
-                    "best_val": "number?"})
+                    "best_val": "number?", "library": "str?", "n_terms": "int?"})
 #: what reduction.json holds
 SCHEMA = ResultsSchema("reduction", {"rows": Each(ROW)})
 
