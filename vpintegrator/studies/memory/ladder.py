@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -51,6 +51,7 @@ def heldout(train: Path, arena: str, n: int | None, n_test: int) -> tuple[Any, A
     data = read_trajectories(train)
     full: Any = data.system
     obs = resolve_observation(observe_of(arena, n), int(data.y.shape[-1]), full.state_names, full.name)
+    assert obs is not None  # every arena observes part of the state
     y0 = draw_heldout(data.meta, full, int(n_test), HELDOUT_SEED, data.y[:, 0], train)
     K = int(round(max(HORIZONS) / H))
     if ARENAS[arena]["bath"] and int(full.N) > 1000:
@@ -209,8 +210,10 @@ def _score(rows: dict[str, tuple[Any, dict[str, Any]]], ref: np.ndarray, noise: 
             out.append({**base, **record, "label": label, "T": record.get("T", int(step.seq_len)), "noise": sigma,
                         "fit_cpu": fit_cpu, **{f"err_t{t:g}": errs[t] for t in HORIZONS}})
     one = _window(ref[:1], width, 0.0)
-    costs = meter({label: (lambda s=step: rollout(s, one[:, :s.seq_len], H, K)) for label, (step, _) in rows.items()},
-                  repeats=METER_REPEATS)
+    def call(s: Any) -> Callable[[], object]:
+        return lambda: rollout(s, one[:, :s.seq_len], H, K)
+
+    costs = meter({label: call(step) for label, (step, _) in rows.items()}, repeats=METER_REPEATS)
     for r in out:
         r["cost"] = costs[r["label"]].per(max(HORIZONS))
         r["cost_clock"] = costs[r["label"]].clock
