@@ -63,7 +63,7 @@ HERE = Path(__file__).resolve().parents[1]
 #: the same list; tests/test_walk_files.py checks the copy against the test's list)
 LAYERS = [
     "errors", "plugins", "protocols", "_version", "provenance", "_progress", "_logging", "_lazy", "_toml",
-    "_shipped", "_signals", "_jitcache", "_io", "_outputs", "resources", "config", "device", "clock",
+    "_shipped", "_signals", "_jitcache", "_io", "_outputs", "resources", "config", "device", "clock", "quantiles",
     "arrays", "rundir", "fastpath", "stepping", "jobs",
     "systems", "integrators", "compiled", "data",
     "jacobians", "nn", "models", "reduction", "metrics", "poisson", "testing",

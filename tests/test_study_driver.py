@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from vpintegrator.cli import group, study
-from vpintegrator.studies import (coupled_oscillator, partial_observation, reduction, rigid_body, rigid_body_quality,
-                                  rigid_body_structure, unknown_form)
+from vpintegrator.studies import (coupled_oscillator, memory, partial_observation, reduction, rigid_body,
+                                  rigid_body_quality, rigid_body_structure, unknown_form)
 from vpintegrator.studies.options import STUDIES, Study, StudyOptions, parse
 from vpintegrator.studies.runner import StudyError
 from vpintegrator.studies.driver import main as run_study
@@ -23,7 +23,8 @@ SHARED = ("--out", "--seeds", "--jobs", "--budget", "--wall-ceiling", "--skip-ex
           "--table-only", "--export-pretrained")
 MODULES = {"rigid_body": rigid_body, "rigid_body_structure": rigid_body_structure,
            "rigid_body_quality": rigid_body_quality, "coupled_oscillator": coupled_oscillator,
-           "unknown_form": unknown_form, "partial_observation": partial_observation, "reduction": reduction}
+           "unknown_form": unknown_form, "partial_observation": partial_observation, "reduction": reduction,
+           "memory": memory}
 
 
 def test_every_study_is_listed_and_takes_the_shared_flags():
