@@ -264,8 +264,14 @@ def test_psd_sindy_rows_are_sindy_on_the_psd_coordinates(tmp_path, monkeypatch):
     assert fit is not None and row["library"] == fit.library and row["n_terms"] == fit.n_terms
     basis, _ = case.psd_basis(4)
     h = 2 * plan.data_dt
-    z = integrate(fit.field, basis.encode(case.y0), h, int(round(rd.T / h)), method="rk4").y[:, -1]
-    want = float(np.median(relative_error(basis.decode(z), case.heldout[:, 1])))
-    assert row["err_t120"]["median"] == pytest.approx(want, rel=1e-9)
-    assert row["row"] == "psd_sindy" and row["cost"] > 0 and row["offline_cpu"] > case.data_cpu
+    from vpintegrator.errors import VPIntegratorError
+
+    try:  # the chosen field may blow up before T (pysindy's versions choose differently): then the row says inf
+        z = integrate(fit.field, basis.encode(case.y0), h, int(round(rd.T / h)), method="rk4").y[:, -1]
+    except VPIntegratorError:
+        assert row["err_t120"]["median"] == math.inf and row["cost"] is None
+    else:
+        want = float(np.median(relative_error(basis.decode(z), case.heldout[:, 1])))
+        assert row["err_t120"]["median"] == pytest.approx(want, rel=1e-9) and row["cost"] > 0
+    assert row["row"] == "psd_sindy" and row["offline_cpu"] > case.data_cpu
     assert rd._family(row["label"]) == f"PSD-SINDy {fit.library}, 2n = 4"
