@@ -86,16 +86,25 @@ def toda_data():
 
 
 @pytest.fixture
-def same_rows():
-    """``scripts/same_rows_under_load.py`` as a module (its differ, its tiny study ``TINY``, its path ``__file__``);
-    the test skips where the repository's scripts are not beside the tests (the suite run against the wheel)."""
+def repo_script():
+    """A loader of the repository's ``scripts/NAME.py`` as a module; the test skips where the repository's scripts
+    are not beside the tests (the suite run against the wheel)."""
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "scripts" / "same_rows_under_load.py"
-    if not path.is_file():
-        pytest.skip("repository script (not in the wheel)")
-    spec = importlib.util.spec_from_file_location("same_rows_under_load", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    def load(name: str):
+        path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+        if not path.is_file():
+            pytest.skip("repository script (not in the wheel)")
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load
+
+
+@pytest.fixture
+def same_rows(repo_script):
+    """``scripts/same_rows_under_load.py`` as a module (its differ, its tiny study ``TINY``, its path ``__file__``)."""
+    return repo_script("same_rows_under_load")

@@ -298,8 +298,7 @@ def test_particle_channels_need_q0_and_p0():
         particle_channels(ObservedSystem(dim=5, full=kz, observation=resolve_observation("q", kz.dim, kz.state_names)))
 
 
-@pytest.fixture
-def arena_rows():
+def test_the_arena_rows_are_registered():
     """The arena's rows are registered ``vpintegrator.rollout.methods.ROW_KINDS`` entries (``vp-rollout --list``)."""
     from vpintegrator.rollout import gle, methods
 
@@ -342,7 +341,7 @@ def test_training_observes_the_particle_by_name_at_any_bath_size(tmp_path):
     assert np.nonzero(observation.matrix)[1].tolist() == [0, 8]  # q0 and p0 of the 2 (N + 1) = 16 components
 
 
-def test_vp_rollout_scores_the_arena_rows_on_the_observed_particle(tmp_path, arena_rows):
+def test_vp_rollout_scores_the_arena_rows_on_the_observed_particle(tmp_path):
     from vpintegrator.cli.gen import main as gen
     from vpintegrator.cli.rollout import main
     from vpintegrator.data import read_rollout
@@ -364,18 +363,11 @@ def test_vp_rollout_scores_the_arena_rows_on_the_observed_particle(tmp_path, are
     assert np.abs(ro.methods["coarse_bath+bath_splitting"].y - ro.methods["bath+bath_splitting"].y).max() < 1e-6
 
 
-def test_the_work_precision_script_runs_at_a_tiny_size(tmp_path):
+def test_the_work_precision_script_runs_at_a_tiny_size(tmp_path, repo_script):
     """``scripts/bath_work_precision.py`` end to end at N = 20 to t = 5 (one condition): every row scored and priced."""
-    import importlib.util
     import json
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "scripts" / "bath_work_precision.py"
-    if not path.is_file():
-        pytest.skip("the repository's scripts are not beside the tests")
-    spec = importlib.util.spec_from_file_location("bath_work_precision", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = repo_script("bath_work_precision")
     out = tmp_path / "wp.json"
     module.main(["--sizes", "20", "--n-cond", "1", "--t-end", "5", "--repeats", "1", "--json", str(out)])
     rows = json.loads(out.read_text())["rows"]
@@ -387,7 +379,7 @@ def test_the_work_precision_script_runs_at_a_tiny_size(tmp_path):
             assert r["error_T"] < 1e-2, r
 
 
-def test_a_file_whose_bath_is_not_at_rest_is_refused_by_the_rows(tmp_path, arena_rows):
+def test_a_file_whose_bath_is_not_at_rest_is_refused_by_the_rows(tmp_path):
     """The rows lift the bath at rest from the particle: on a file made by another sampler (here 'box') they would
     integrate another motion, so each is refused in one line (a row's failure: marked, its reason said, the run goes
     on)."""

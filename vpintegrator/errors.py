@@ -40,17 +40,19 @@ class VPIntegratorError(ValueError):
         return re.sub(rf"(?<![\w-]){re.escape(key)}(?![\w-])", lambda m: name_of_key(key), text, count=1)
 
 
-def finite_float(value: object, label: str, positive: bool = False, *, key: str | None = None) -> float:
-    """``value`` as a finite float (and > 0 if ``positive``), else a one-line [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError].
+def finite_float(value: object, label: str, positive: bool = False, *, key: str | None = None,
+                 nonnegative: bool = False) -> float:
+    """``value`` as a finite float (and > 0 if ``positive``, >= 0 if ``nonnegative``), else a one-line
+    [`VPIntegratorError`][vpintegrator.errors.VPIntegratorError].
 
     ``label`` names what is checked, e.g. ``"dt"`` or ``"RigidBody parameter 'inertia'"``; booleans are
     refused (``True`` is not a time step). ``key`` is passed on to the error.
     """
-    want = "a finite number > 0" if positive else "a finite number"
+    want = "a finite number > 0" if positive else "a finite number >= 0" if nonnegative else "a finite number"
     try:
         v = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise VPIntegratorError(f"{label} must be {want}; got {value!r}", key=key) from None
-    if isinstance(value, bool) or not math.isfinite(v) or (positive and v <= 0):
+    if isinstance(value, bool) or not math.isfinite(v) or (positive and v <= 0) or (nonnegative and v < 0):
         raise VPIntegratorError(f"{label} must be {want}; got {value!r}", key=key)
     return v

@@ -28,7 +28,7 @@ from ..nn.common import check_positive_int, get_activation
 from .registry import _record_config, register_model
 from .volume import VolumePreservingFeedForward
 
-__all__ = ["DelayMLP", "DelayVolumeNet"]
+__all__ = ["DelayMLP", "DelayVolumeNet", "INCREMENTS", "check_increment", "increment_base"]
 
 
 def _batched(x: torch.Tensor, seq_len: int, dim: int, name: str) -> tuple[torch.Tensor, bool]:
@@ -45,6 +45,25 @@ def _batched(x: torch.Tensor, seq_len: int, dim: int, name: str) -> tuple[torch.
 
 #: what the MLP of ``delay_mlp`` adds to: the last state, or the Verlet-like extrapolation of the last two
 INCREMENTS = ("first", "second")
+
+
+def check_increment(name: str, increment: Any, seq_len: int) -> str:
+    """``increment`` of the window model ``name`` checked (one of ``INCREMENTS``; ``second`` needs T >= 2)."""
+    from ..errors import VPIntegratorError
+
+    if increment not in INCREMENTS:
+        raise VPIntegratorError(f"{name}: increment must be one of {', '.join(INCREMENTS)}; got {increment!r}",
+                                key="model.increment")
+    if increment == "second" and seq_len < 2:
+        raise VPIntegratorError(f"{name}: increment = 'second' needs seq_len >= 2 (it extrapolates the last two "
+                                "states); set model.seq_len >= 2 or increment = 'first'", key="model.increment")
+    return str(increment)
+
+
+def increment_base(xb: torch.Tensor, increment: str) -> torch.Tensor:
+    """What a window model's output is added to: the last state of the windows ``xb`` (batch, T, dim), or the
+    extrapolation ``2 x_n − x_{n−1}`` of the last two (``increment = "second"``)."""
+    return xb[:, -1] if increment == "first" else 2.0 * xb[:, -1] - xb[:, -2]
 
 
 @register_model(defaults=dict(seq_len=2, width=32, depth=2, activation="tanh", increment="first"))
@@ -84,20 +103,12 @@ class DelayMLP(nn.Module):
     def __init__(self, dim: int, seq_len: int = 2, width: int = 32, depth: int = 2, activation: str = "tanh",
                  increment: str = "first") -> None:
         super().__init__()
-        from ..errors import VPIntegratorError
-
         self.dim = check_positive_int(dim, "dim")
         self.seq_len = check_positive_int(seq_len, "seq_len")
         check_positive_int(width, "width")
         check_positive_int(depth, "depth")
         get_activation(activation)
-        if increment not in INCREMENTS:
-            raise VPIntegratorError(f"delay_mlp: increment must be one of {', '.join(INCREMENTS)}; got {increment!r}",
-                                    key="model.increment")
-        if increment == "second" and self.seq_len < 2:
-            raise VPIntegratorError("delay_mlp: increment = 'second' needs seq_len >= 2 (it extrapolates the last two "
-                                    "states); set model.seq_len >= 2 or increment = 'first'", key="model.increment")
-        self.increment = increment
+        self.increment = check_increment(self.model_name, increment, self.seq_len)
         self.pred_window = 1
         self.config = _record_config(self, self.model_name, locals())
         self._sigma = get_activation(activation)
@@ -114,8 +125,7 @@ class DelayMLP(nn.Module):
         h = xb.reshape(xb.shape[0], -1)
         for layer in self.hidden:
             h = self._sigma(layer(h))
-        base = xb[:, -1] if self.increment == "first" else 2.0 * xb[:, -1] - xb[:, -2]
-        y = (base + self.out(h)).unsqueeze(1)
+        y = (increment_base(xb, self.increment) + self.out(h)).unsqueeze(1)
         return y[0] if one else y
 
 

@@ -30,23 +30,12 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from ..errors import VPIntegratorError
 from ..nn.common import check_input, check_positive_int, get_activation
 from ..nn.recurrent import GRULayer, LRULayer, check_ring, fused_gru_last
-from .delay import INCREMENTS
+from .delay import check_increment, increment_base
 from .registry import _record_config, register_model
 
 __all__ = ["GRUWindow", "LRUWindow"]
-
-
-def _check_increment(name: str, increment: Any, seq_len: int) -> str:
-    if increment not in INCREMENTS:
-        raise VPIntegratorError(f"{name}: increment must be one of {', '.join(INCREMENTS)}; got {increment!r}",
-                                key="model.increment")
-    if increment == "second" and seq_len < 2:
-        raise VPIntegratorError(f"{name}: increment = 'second' needs seq_len >= 2 (it extrapolates the last two "
-                                "states); set model.seq_len >= 2 or increment = 'first'", key="model.increment")
-    return str(increment)
 
 
 class _Readout(nn.Module):
@@ -91,8 +80,7 @@ class _WindowModel(nn.Module):
         check_input(x, type(self).__name__, self.dim, self.seq_len, unbatched=True)
         one = x.ndim == 2
         xb = x.unsqueeze(0) if one else x
-        base = xb[:, -1] if self.increment == "first" else 2.0 * xb[:, -1] - xb[:, -2]
-        y = (base + self.readout(self.features(xb))).unsqueeze(1)
+        y = (increment_base(xb, self.increment) + self.readout(self.features(xb))).unsqueeze(1)
         return y[0] if one else y
 
 
@@ -129,7 +117,7 @@ class GRUWindow(_WindowModel):
         check_positive_int(layers, "layers")
         check_positive_int(depth, "depth", minimum=0)
         get_activation(activation)
-        self.increment = _check_increment(self.model_name, increment, self.seq_len)
+        self.increment = check_increment(self.model_name, increment, self.seq_len)
         self.pred_window = 1
         self.config = _record_config(self, self.model_name, locals())
         self.grus = nn.ModuleList(GRULayer(self.dim if i == 0 else width, width) for i in range(layers))
@@ -189,7 +177,7 @@ class LRUWindow(_WindowModel):
         check_positive_int(depth, "depth", minimum=0)
         check_ring(r_min, r_max, max_phase, self.model_name)
         self._sigma = get_activation(activation)
-        self.increment = _check_increment(self.model_name, increment, self.seq_len)
+        self.increment = check_increment(self.model_name, increment, self.seq_len)
         self.pred_window = 1
         self.config = _record_config(self, self.model_name, locals())
         self.encoder = nn.Linear(self.dim, width)

@@ -55,7 +55,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..errors import VPIntegratorError
+from ..errors import VPIntegratorError, finite_float
 from .engine import StepMap
 
 __all__ = ["RIDGES", "NARX_LIBRARIES", "VAL_STEPS", "MAX_VAL_TRAJ", "MAX_RANKS", "MAX_FEATURES", "MAX_FIT_WINDOWS",
@@ -239,13 +239,7 @@ def window_score(pred: np.ndarray, truth: np.ndarray) -> float:
 
 
 def _ridge(value: Any) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        x = math.nan
-    if isinstance(value, bool) or not math.isfinite(x) or x < 0:
-        raise VPIntegratorError(f"ridge must be a finite number >= 0; got {value!r}", key="ridges")
-    return x
+    return finite_float(value, "ridge", nonnegative=True, key="ridges")
 
 
 def _as_grid(values: Any, default: Sequence[Any], what: str) -> list[Any]:

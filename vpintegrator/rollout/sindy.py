@@ -57,7 +57,7 @@ from typing import Any, Callable, ClassVar, Sequence
 import numpy as np
 
 from ..config import distinct
-from ..errors import VPIntegratorError
+from ..errors import VPIntegratorError, finite_float
 from ..systems.base import System
 from .engine import StepMap
 from .sindy_library import (INSTALL, MAX_FEATURES, Library, _label, _library_of, _one_line, library, library_size,
@@ -177,7 +177,6 @@ def derivatives(y: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
     """States and their central-difference derivatives (order ``FD_ORDER``, fewer where the trajectories
     are short) of trajectories y (n, T, dim): ``(z, ż)``, each (n · (T − 2m), dim), the m end states of
     each trajectory dropped."""
-    from ..errors import finite_float
 
     ps = require_pysindy()
     y = _finite_array(y, "training trajectories", 3)
@@ -209,13 +208,7 @@ class SindyFit:
 
 def _threshold(value: Any) -> float:
     """A threshold: a finite number >= 0, else one line naming ``thresholds``."""
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        x = math.nan
-    if isinstance(value, bool) or not math.isfinite(x) or x < 0:
-        raise VPIntegratorError(f"SINDy threshold must be a finite number >= 0; got {value!r}", key="thresholds")
-    return x
+    return finite_float(value, "SINDy threshold", nonnegative=True, key="thresholds")
 
 
 def _check_optimizer(optimizer: Any) -> Any:
@@ -383,7 +376,6 @@ def select_sindy(train: np.ndarray, val: np.ndarray, dt: float, integrator: str,
     component_names : sequence of str, optional
         The state components' names in the equations (default ``x0 .. x<dim-1>``).
     """
-    from ..errors import finite_float
     from ..integrators import get_integrator
 
     ps = require_pysindy()
@@ -475,7 +467,6 @@ class SindyStep(StepMap):
                  integrator: str, dt: float, dim: int | None = None, source: str = "", *,
                  libraries: Sequence[Any] | None = None, thresholds: Sequence[float] | None = None,
                  optimizer: Any = None, component_names: Sequence[str] = ()) -> None:
-        from ..errors import finite_float
         from ..integrators import get_integrator
 
         require_pysindy("sindy+" + str(integrator))
