@@ -44,9 +44,10 @@ from .._shipped import shipped_file
 from ..rundir import read_log
 from ..config import key
 from ..errors import VPIntegratorError
-from .options import Study, StudyOptions, StudyPlan, comma_list, model_list
-from .runner import REPO, WALL_CEILING, Budget, Runner, StudyError, Task, budget_flags, check_out_dir, check_study_out, study_lock
+from .options import BUDGETS, PLATEAU_HELP, Study, StudyOptions, StudyPlan, comma_list, model_list
+from .runner import PLATEAU_PATIENCE, REPO, WALL_CEILING, Budget, Runner, StudyError, Task, budget_flags, check_out_dir, check_study_out, study_lock
 from .schema import INTERVAL, Each, Obj, ResultsSchema, Values, numbers, read_results as read_checked
+from .step_budget import step_budget
 from .stats import (bootstrap_ci, fmt_num, md_table, mean_std, median_interval, read_json, results_provenance,
                     redraw_from, unplain, write_json, write_text)
 from .work_precision import equal_cost_section
@@ -80,12 +81,25 @@ _NAMES = {
 }
 
 
+#: CPU seconds of one training epoch (10 Levenberg–Marquardt iterations and the validation rollout of 500 steps)
+#: of each model's shipped config on the study's training data, one thread, epochs 2–4 of a 4-epoch run (measured
+#: 2026-11-26 on the 2-core development machine at a load of about 5): ``--budget plateau`` (the default) turns
+#: ``train_seconds`` into that many whole epochs (``vpintegrator.studies.step_budget``), the same steps on any
+#: machine under any load
+EPOCH_COSTS = {"vpt": 3.32, "st": 2.75, "symplectic_transformer": 4.33, "g_sympnet": 0.92, "la_sympnet": 0.66}
+LM_STEPS_PER_EPOCH = 10
+
+
 def _default_config(model: str) -> str:
     return f"configs/study/coupled_oscillator_{model}.toml"
 
 
 def _budget_text(settings: dict) -> str:
     """How each model's training was budgeted (a study from before the CPU budget had wall seconds)."""
+    if settings.get("budget") == "plateau":
+        steps = ", ".join(f"{m} {n}" for m, n in (settings.get("max_steps") or {}).items())
+        return (f"each training to its validation plateau (patience {settings.get('patience')} epochs) or a step "
+                f"budget of {settings.get('train_seconds')} CPU s in measured epoch costs ({steps} optimiser steps)")
     if settings.get("budget", "wall") == "wall":
         return f"vp-train --time-limit {settings.get('train_seconds')} s each"
     return (f"vp-train --cpu-time-limit {settings.get('train_seconds')} s each (CPU seconds; wall ceiling "
@@ -110,17 +124,22 @@ class Settings:
     configs: dict[str, str] = field(default_factory=lambda: {m: _default_config(m) for m in MODELS})
     init_scale: float | None = None
     export_pretrained: str | None = None
-    budget: str = "cpu"  # what train_seconds counts: CPU seconds (wall_ceiling x as a wall ceiling) or "wall"
+    #: what stops a training: "plateau" (its validation plateau, ``patience`` epochs, or the model's step budget
+    #: ``max_steps``), "cpu" (CPU seconds, ``wall_ceiling`` x as a wall ceiling) or "wall"
+    budget: str = "plateau"
     wall_ceiling: float = WALL_CEILING
+    patience: int = PLATEAU_PATIENCE
+    #: each model's step budget (optimiser steps) under ``budget = "plateau"``: ``train_seconds`` in whole epochs of
+    #: ``EPOCH_COSTS``, or ``--max-steps`` for every model
+    max_steps: dict[str, int] = field(default_factory=dict)
 
     @property
     def t_end(self) -> float:
         return round(self.n_steps * DT, 10)
 
-    @property
-    def training_budget(self) -> Budget:
-        """What stops each training (``runner.budget_flags``): ``budget`` and ``wall_ceiling``."""
-        return Budget(self.budget, self.wall_ceiling)
+    def training_budget(self, model: str) -> Budget:
+        """What stops ``model``'s trainings (``runner.budget_flags``)."""
+        return Budget(self.budget, self.wall_ceiling, self.patience, self.max_steps.get(model))
 
 
 class CoupledOscillatorPlan(NamedTuple):
@@ -150,7 +169,9 @@ class CoupledOscillatorOptions(StudyOptions):
     Parameters
     ----------
     train_seconds : float
-        Training budget per model (default 120; --quick: 30): CPU seconds, or wall with --budget wall.
+        Training budget per model (default 120; --quick: 30): with --budget plateau (the default) that many CPU
+        seconds in whole epochs of the model's measured cost (EPOCH_COSTS; --max-steps: the steps themselves), the
+        same steps on any machine; CPU seconds with --budget cpu, wall with --budget wall.
     n_steps : int
         Rollout steps of dt = 0.4 (default 10000; --quick: 2500).
     heldout : int
@@ -189,6 +210,15 @@ class CoupledOscillatorOptions(StudyOptions):
     init_scale: float | None = key(None, optional=True, type=float, low=0.0, open_low=True,
                                    expected="a positive number (1: the package's init)")
     quick: bool = key(False, type=bool)
+    #: the shared key, with this study's default: each training stops at its validation plateau or step budget
+    budget: str = key("plateau", choices=BUDGETS, help=PLATEAU_HELP)
+
+
+def _step_budgets(models: list[str], seconds: float, given: int | None) -> dict[str, int]:
+    """Each model's step budget: ``seconds`` of CPU in whole epochs of its measured ``EPOCH_COSTS`` (``given``,
+    ``--max-steps``, for every model when set)."""
+    return {m: step_budget(seconds, EPOCH_COSTS.get(m), LM_STEPS_PER_EPOCH, given=given,
+                           what=f"the {m} training").max_steps for m in models}
 
 
 def build_plan(options: CoupledOscillatorOptions, argv: tuple[str, ...] = ()) -> CoupledOscillatorPlan:
@@ -198,10 +228,12 @@ def build_plan(options: CoupledOscillatorOptions, argv: tuple[str, ...] = ()) ->
     quick = a.quick
     if a.out is None:
         raise StudyError("--out is required (the flag, or out in the --plan file)")
+    train_seconds = a.train_seconds if a.train_seconds is not None else (30.0 if quick else 120.0)
+    models = _models(a.models)
     s = Settings(
         out=a.out,
         seeds=a.seeds if a.seeds is not None else ([0] if quick else [0, 1, 2, 3, 4]),
-        train_seconds=a.train_seconds if a.train_seconds is not None else (30.0 if quick else 120.0),
+        train_seconds=train_seconds,
         jobs=a.jobs,
         n_steps=a.n_steps if a.n_steps is not None else (2500 if quick else 10_000),
         heldout=a.heldout if a.heldout is not None else (3 if quick else 100),
@@ -209,12 +241,14 @@ def build_plan(options: CoupledOscillatorOptions, argv: tuple[str, ...] = ()) ->
         quick=quick,
         skip_existing=a.skip_existing,
         overwrite=a.overwrite,
-        models=_models(a.models),
+        models=models,
         configs=_configs(list(a.config) + [f"vpt={a.vpt_config}"] * bool(a.vpt_config)
                          + [f"st={a.st_config}"] * bool(a.st_config)),
         init_scale=a.init_scale,
         budget=a.budget,
         wall_ceiling=a.wall_ceiling,
+        patience=a.patience,
+        max_steps=_step_budgets(models, train_seconds, a.max_steps) if a.budget == "plateau" else {},
         export_pretrained=a.export_pretrained,
     )
     for model in s.models:
@@ -308,7 +342,7 @@ def plan(s: Settings) -> Runner:
             if out.exists() and not done:
                 shutil.rmtree(out)  # an unfinished run from an interrupted study: start it again
             runner.add(Task(name, ["vp-train", _resolve(s.configs[model]), "--data", p["train"], "--out", out,
-                                   "--seed", str(seed), *budget_flags(s.training_budget, s.train_seconds), *scale,
+                                   "--seed", str(seed), *budget_flags(s.training_budget(model), s.train_seconds), *scale,
                                    "--quiet"],
                             [out / "summary.json", out / "log.csv"], ["gen_train"]))
             trains.append(name)
