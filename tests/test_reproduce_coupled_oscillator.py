@@ -181,35 +181,6 @@ def test_both_studies_plan_on_the_one_runner(tmp_path):
     assert not (tmp_path / "co").exists() and not (tmp_path / "rb").exists()  # planning writes nothing
 
 
-def _train_flags(tmp_path, *args: str) -> dict[str, list[str]]:
-    settings, _ = coupled_oscillator.STUDY.parse(["--out", str(tmp_path / "co"), "--seeds", "0",
-                                                 "--models", "vpt,g_sympnet", *args])
-    tasks = coupled_oscillator.plan(settings).tasks
-    return {m: [str(c) for c in tasks[f"train_{m}_s0"].cmd] for m in ("vpt", "g_sympnet")}
-
-
-def _set(cmd: list[str], key: str) -> str | None:
-    return next((cmd[i + 1].split("=", 1)[1] for i, c in enumerate(cmd) if c == "--set"
-                 and cmd[i + 1].startswith(key + "=")), None)
-
-
-def test_the_budget_is_work_and_every_budget_option_reaches_the_trainings(tmp_path):
-    """The default budget: each model's train_seconds in whole epochs of its measured cost (steps no load moves),
-    the plateau rule beside it; --max-steps, --patience, --train-seconds and --budget reach every vp-train call."""
-    flags = _train_flags(tmp_path)
-    for model, cmd in flags.items():  # 120 CPU s in whole epochs of 10 LM steps, written out here
-        expected = 10 * math.floor(120.0 / coupled_oscillator.EPOCH_COSTS[model])
-        assert _set(cmd, "max_steps") == str(expected) and _set(cmd, "patience") == "10"
-        assert "--cpu-time-limit" not in cmd
-    assert _set(flags["vpt"], "max_steps") != _set(flags["g_sympnet"], "max_steps")  # priced per model
-    quick = _train_flags(tmp_path, "--train-seconds", "30")
-    assert _set(quick["vpt"], "max_steps") == str(10 * math.floor(30.0 / coupled_oscillator.EPOCH_COSTS["vpt"]))
-    given = _train_flags(tmp_path, "--max-steps", "70", "--patience", "3")
-    assert all(_set(c, "max_steps") == "70" and _set(c, "patience") == "3" for c in given.values())
-    cpu = _train_flags(tmp_path, "--budget", "cpu")
-    assert all(c[c.index("--cpu-time-limit") + 1] == "120" and _set(c, "max_steps") is None for c in cpu.values())
-
-
 @pytest.mark.parametrize("args", [[], ["--out", "x", "--seeds", "-1"]])
 def test_command_line_errors_have_no_traceback(args):
     proc = subprocess.run([*RUN, *args], capture_output=True, text=True, timeout=60)

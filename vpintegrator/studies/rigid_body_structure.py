@@ -55,8 +55,9 @@ from .._shipped import shipped_file
 from .rigid_body_results import PAPER_TRAJ, _errors_at, write_heldout_spec
 from ..config import key
 from ..errors import VPIntegratorError
-from .options import Study, StudyOptions, StudyPlan, comma_list, model_list
+from .options import BUDGETS, PLATEAU_HELP, Study, StudyOptions, StudyPlan, comma_list, model_list
 from .runner import Runner, StudyError, Task, budget_flags, check_study_out, study_lock
+from .step_budget import step_budget
 from .schema import Each, Obj, ResultsSchema, Values, numbers, read_results as read_checked
 from .work_precision import equal_cost_section
 from .stats import (bootstrap_ci, drift_growth, fmt_num, md_table, median_interval, read_json,
@@ -79,6 +80,13 @@ ENERGY_GROWTH_TARGET = 3.0  # max energy drift over [0, long-t-end] / over [0, 1
 ROUNDOFF = 1e-12  # a drift below this is round-off: conserved, whatever its ratio or slope
 #: the selection score of issue 21 item 4 for every model of this study (the VPT's config has the old one)
 SELECTION = ("--set", "val_rollout_error=final", "--set", "val_rollout_drift_weight=50")
+#: CPU seconds of one training epoch (10 Levenberg–Marquardt iterations and the validation rollout with SELECTION)
+#: of each model's study config on the exact-flow training data, one thread, epochs 2–4 of a 4-epoch run (measured
+#: 2026-11-26 on the 2-core development machine at a load of about 5): ``--budget plateau`` (the default) turns
+#: ``--train-seconds`` into that many whole epochs (``vpintegrator.studies.step_budget``), the same steps on any
+#: machine under any load
+EPOCH_COSTS = {"lpnet": 0.77, "lpnet_sym": 1.44, "lp_transformer": 2.20, "vpt": 1.81, "vpt_sym": 5.15}
+LM_STEPS_PER_EPOCH = 10
 
 
 @dataclass
@@ -90,7 +98,9 @@ class StructureOptions(StudyOptions):
     models : str
         Comma list of lpnet,lpnet_sym,lp_transformer,vpt,vpt_sym (default: all).
     train_seconds : float
-        Seconds of LM per model and seed, one thread (default 240.0): CPU seconds, or wall with --budget wall.
+        Seconds of LM per model and seed, one thread (default 240.0): with --budget plateau (the default) that many
+        CPU seconds in whole epochs of the model's measured cost (EPOCH_COSTS; --max-steps: the steps themselves),
+        the same steps on any machine; CPU seconds with --budget cpu, wall with --budget wall.
     n_heldout : int
         Held-out ICs (default 100).
     n_long : int
@@ -107,6 +117,8 @@ class StructureOptions(StudyOptions):
     n_long: int = key(20, type=int, low=1, expected=">= 1")
     long_t_end: float = key(10000.0, type=float, low=T_EVAL, open_low=True, expected=f"a number > {T_EVAL:g}")
     ship: str = key("lpnet", type=str)
+    #: the shared key, with this study's default: each training stops at its validation plateau or step budget
+    budget: str = key("plateau", choices=BUDGETS, help=PLATEAU_HELP)
 
     def _check_together(self) -> None:
         if self.n_long > self.n_heldout:
@@ -125,15 +137,20 @@ class StructurePlan(StudyPlan):
     n_long: int
     long_t_end: float
     ship: str
+    #: each model's step budget (optimiser steps) under ``budget = "plateau"``: ``train_seconds`` in whole epochs of
+    #: ``EPOCH_COSTS``, or ``--max-steps`` for every model
+    step_budgets: dict[str, int]
 
 
 def build_plan(options: StructureOptions, argv: tuple[str, ...] = ()) -> StructurePlan:
     """The study's plan: the checked keys, with the checks that need the file system."""
     o = options
-    a = StructurePlan(**StudyPlan.shared(o, argv, seeds=[0, 1, 2, 3, 4]),
-                      models=model_list(o.models, "--models", MODELS),  # as given, each once
+    models = model_list(o.models, "--models", MODELS)  # as given, each once
+    steps = {m: step_budget(o.train_seconds, EPOCH_COSTS.get(m), LM_STEPS_PER_EPOCH, given=o.max_steps,
+                            what=f"the {m} training").max_steps for m in models} if o.budget == "plateau" else {}
+    a = StructurePlan(**StudyPlan.shared(o, argv, seeds=[0, 1, 2, 3, 4]), models=models,
                       train_seconds=o.train_seconds, n_heldout=o.n_heldout, n_long=o.n_long,
-                      long_t_end=o.long_t_end, ship=o.ship)
+                      long_t_end=o.long_t_end, ship=o.ship, step_budgets=steps)
     if a.export_pretrained and a.ship not in a.models:
         raise StudyError(f"--ship {a.ship!r} is not one of --models ({', '.join(a.models)}); name a trained model")
     out = Path(a.out)
@@ -173,7 +190,7 @@ def plan(a: StructurePlan) -> Runner:
         for m in a.models:
             out = run / "train" / f"{m}_s{s}"
             r.add(Task(f"train_{m}_s{s}", ["vp-train", _config(m), "--data", d / "exact.h5", "--out", out, "--seed",
-                                             str(s), *budget_flags(a.training_budget, a.train_seconds), *SELECTION, q],
+                                             str(s), *budget_flags(a.training_budget, a.train_seconds, max_steps=a.step_budgets.get(m)), *SELECTION, q],
                        [out / "best.pt", out / "summary.json"], ["gen_exact"]))
     common = ["--device", "cpu", "--init", "reference", q]
     long = ["--traj", ",".join(str(i) for i in range(a.n_long)), "--t-end", f"{a.long_t_end:g}", "--no-volume"]
@@ -396,7 +413,11 @@ def format_results(res: dict[str, Any]) -> str:
     lines = [
         "# Rigid body: structure-preserving learned maps on held-out initial conditions", "",
         f"Training: the paper's 1238 ICs by the exact flow (DOP853, rtol = atol = 1e-12), h = {DT}, t ∈ [0, 20]; "
-        + (f"{s.get('train_seconds', '?')} s (wall) of Levenberg–Marquardt per model and seed on one thread (the CPU "
+        + (f"Levenberg–Marquardt per model and seed on one thread to its validation plateau (patience "
+           f"{s.get('patience')} epochs) or a step budget of {s.get('train_seconds', '?')} CPU s in measured epoch costs "
+           f"({', '.join(f'{m} {n}' for m, n in (s.get('step_budgets') or {}).items())} steps); best.pt by the "
+           if s.get("budget") == "plateau" else
+           f"{s.get('train_seconds', '?')} s (wall) of Levenberg–Marquardt per model and seed on one thread (the CPU "
            "seconds each got beside it); best.pt by the " if s.get("budget", "wall") == "wall" else
            f"{s.get('train_seconds', '?')} CPU s (wall ceiling {s.get('wall_ceiling')}x) of Levenberg–Marquardt per "
            "model and seed on one thread (the wall seconds each took beside it); best.pt by the ")
@@ -450,7 +471,8 @@ def run(a: StructurePlan) -> int:
             write_json(run / "settings.json", {
                 "models": a.models, "seeds": a.seeds, "train_seconds": a.train_seconds, "n_heldout": a.n_heldout,
                 "n_long": a.n_long, "long_t_end": a.long_t_end, "jobs": a.jobs,
-                "budget": a.budget, "wall_ceiling": a.wall_ceiling,
+                "budget": a.budget, "wall_ceiling": a.wall_ceiling, "patience": a.patience,
+                "step_budgets": a.step_budgets,
                 "commands": previous.get("commands", []) + runner.commands})
         if not ok:
             raise runner.failure()
