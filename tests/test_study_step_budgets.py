@@ -52,3 +52,27 @@ def test_every_budget_option_reaches_every_training(name, tmp_path):
     assert all(_set(c, "max_steps") == "70" and _set(c, "patience") == "3" for c in given.values())
     cpu = _commands(name, tmp_path, "--budget", "cpu", "--train-seconds", "50")
     assert all(c[c.index("--cpu-time-limit") + 1] == "50" and _set(c, "max_steps") is None for c in cpu.values())
+
+
+def test_the_quality_studys_phases_are_priced_at_their_unroll(tmp_path):
+    """Phase 1 (unroll 1) and phase 2 (unroll 3) of the shipped config: their seconds in whole epochs of the cost
+    measured at that unroll; an unroll never measured (4) is scaled from the one below; another config needs
+    --max-steps (one line)."""
+    from vpintegrator.studies import rigid_body_quality as quality
+    from vpintegrator.studies.runner import StudyError
+
+    def commands(*args: str) -> dict[str, list[str]]:
+        plan = quality.plan(quality.STUDY.parse(["--out", str(tmp_path / "q"), "--seeds", "0", *args]))
+        return {p: [str(c) for c in plan.tasks[f"train_{p}_s0"].cmd] for p in ("p1", "p2")}
+
+    cmd = commands()
+    assert _set(cmd["p1"], "max_steps") == str(10 * math.floor(450.0 / quality.EPOCH_COSTS[("vpt", 1)]))
+    assert _set(cmd["p2"], "max_steps") == str(10 * math.floor(450.0 / quality.EPOCH_COSTS[("vpt", 3)]))
+    four = commands("--unroll", "4", "--phase2-seconds", "100")
+    assert _set(four["p2"], "max_steps") == str(10 * math.floor(100.0 / (quality.EPOCH_COSTS[("vpt", 3)] * 4 / 3)))
+    assert all(_set(c, "max_steps") == "40" and _set(c, "patience") == "2"
+               for c in commands("--max-steps", "40", "--patience", "2").values())
+    (tmp_path / "other.toml").write_text("epochs = 1\n")
+    with pytest.raises(StudyError, match="--max-steps"):
+        commands("--config", str(tmp_path / "other.toml"))
+    assert _set(commands("--config", str(tmp_path / "other.toml"), "--max-steps", "30")["p1"], "max_steps") == "30"

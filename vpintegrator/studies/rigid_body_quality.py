@@ -35,13 +35,21 @@ from . import export
 from .rigid_body_results import BAND_TARGET, ERROR_TARGET, PAPER_TRAJ, rollout_values
 from .._shipped import shipped_file
 from ..config import key
-from .options import Study, StudyOptions, StudyPlan
+from .options import BUDGETS, PLATEAU_HELP, Study, StudyOptions, StudyPlan
 from .runner import Runner, StudyError, Task, budget_flags, check_out_dir, check_study_out, study_lock
+from .step_budget import nearest_cost, step_budget
 from .schema import Each, Obj, ResultsSchema, read_results as read_checked
 from .stats import fmt_num, md_table, read_json, redraw_from, write_json, write_results_files
 
 PHASES = ("p1", "p2", "p3")
 T_END = 100.0
+#: CPU seconds of one training epoch (10 Levenberg–Marquardt iterations and the validation rollout) of the shipped
+#: study config (``configs/study/rigid_body_vpt.toml``) on the paper's implicit-midpoint data, by unroll, one
+#: thread, epochs 2–4 of a 4-epoch run (measured 2026-11-26 on the 2-core development machine at a load of about 5);
+#: an unroll between or beyond them is scaled from the one below (``step_budget.nearest_cost``). ``--budget
+#: plateau`` (the default) turns each phase's seconds into that many whole epochs, the same steps on any machine
+EPOCH_COSTS = {("vpt", 1): 1.78, ("vpt", 3): 9.70, ("vpt", 5): 22.45}
+LM_STEPS_PER_EPOCH = 10
 
 
 @dataclass
@@ -51,7 +59,10 @@ class QualityOptions(StudyOptions):
     Parameters
     ----------
     phase1_seconds : float
-        Phase 1 seconds (default 450.0; CPU, or wall with --budget wall).
+        Phase 1 seconds (default 450.0): with --budget plateau (the default) that many CPU seconds in whole
+        epochs of the shipped config's measured cost at the phase's unroll (EPOCH_COSTS; --max-steps: the steps
+        themselves, and needed with another --config), the same steps on any machine; CPU seconds with --budget
+        cpu, wall with --budget wall.
     phase2_seconds : float
         Phase 2 seconds (default 450.0).
     unroll : int
@@ -70,6 +81,8 @@ class QualityOptions(StudyOptions):
     phase3_seconds: float = key(0.0, type=float, low=0.0, expected="a number of seconds >= 0 (0: no phase 3)")
     unroll3: int = key(5, type=int, low=1, expected=">= 1")
     config: str = key(default_factory=lambda: str(shipped_file("configs/study/rigid_body_vpt.toml")), type=str)
+    #: the shared key, with this study's default: each phase stops at its validation plateau or step budget
+    budget: str = key("plateau", choices=BUDGETS, help=PLATEAU_HELP)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +96,19 @@ class QualityPlan(StudyPlan):
     phase3_seconds: float
     unroll3: int
     config: str
+    #: each phase's step budget (optimiser steps) under ``budget = "plateau"``
+    step_budgets: dict[str, int]
+
+
+def _step_budgets(o: QualityOptions) -> dict[str, int]:
+    """Each phase's seconds in whole epochs of the shipped config's cost at its unroll (``--max-steps`` wins)."""
+    shipped = Path(o.config).resolve() == Path(shipped_file("configs/study/rigid_body_vpt.toml")).resolve()
+    out = {}
+    for name, seconds, unroll in _phases(o.phase1_seconds, o.phase2_seconds, o.unroll, o.phase3_seconds, o.unroll3):
+        cost, source = nearest_cost(EPOCH_COSTS, ("vpt",), unroll, label="unroll") if shipped else (None, "")
+        out[name] = step_budget(seconds, cost, LM_STEPS_PER_EPOCH, given=o.max_steps, source=source,
+                                what=f"phase {name[1]} of --config {o.config}").max_steps
+    return out
 
 
 def build_plan(options: QualityOptions, argv: tuple[str, ...] = ()) -> QualityPlan:
@@ -90,7 +116,8 @@ def build_plan(options: QualityOptions, argv: tuple[str, ...] = ()) -> QualityPl
     o = options
     a = QualityPlan(**StudyPlan.shared(o, argv, seeds=[0, 1, 2, 3, 4]),
                     phase1_seconds=o.phase1_seconds, phase2_seconds=o.phase2_seconds, unroll=o.unroll,
-                    phase3_seconds=o.phase3_seconds, unroll3=o.unroll3, config=o.config)
+                    phase3_seconds=o.phase3_seconds, unroll3=o.unroll3, config=o.config,
+                    step_budgets=_step_budgets(o) if o.budget == "plateau" and not o.table_only else {})
     if not a.table_only and not Path(a.config).is_file():
         raise StudyError(f"--config {a.config}: no such file; give a vp-train TOML")
     out = Path(a.out)
@@ -119,10 +146,14 @@ def read_results(path: str | Path) -> dict[str, Any]:
     return read_checked(path, ("settings", "rows"), "vp-study rigid_body_quality", SCHEMA)
 
 
+def _phases(seconds1: float, seconds2: float, unroll: int, seconds3: float, unroll3: int) -> list[tuple[str, float, int]]:
+    out = [("p1", seconds1, 1), ("p2", seconds2, unroll)]
+    return out + ([("p3", seconds3, unroll3)] if seconds3 > 0 else [])
+
+
 def phases(a: QualityPlan) -> list[tuple[str, float, int]]:
     """(name, seconds, unroll) of each training phase; each after the first starts from the one before."""
-    out = [("p1", a.phase1_seconds, 1), ("p2", a.phase2_seconds, a.unroll)]
-    return out + ([("p3", a.phase3_seconds, a.unroll3)] if a.phase3_seconds > 0 else [])
+    return _phases(a.phase1_seconds, a.phase2_seconds, a.unroll, a.phase3_seconds, a.unroll3)
 
 
 def plan(a: QualityPlan) -> Runner:
@@ -142,7 +173,7 @@ def plan(a: QualityPlan) -> Runner:
             if out.exists() and not r.stamp(name).exists():
                 shutil.rmtree(out)  # an unfinished run of an interrupted study: train it again
             start = [] if previous is None else ["--set", f"unroll={unroll}", "--set", f"init_from={previous / 'best.pt'}"]
-            r.add(Task(name, ["vp-train", a.config, *common, "--out", out, *budget_flags(a.training_budget, seconds), *start],
+            r.add(Task(name, ["vp-train", a.config, *common, "--out", out, *budget_flags(a.training_budget, seconds, max_steps=a.step_budgets.get(phase)), *start],
                        [out / "best.pt", out / "summary.json"],
                        ["gen_im"] if previous is None else [f"train_{previous.name}"]))
             for ref, init in (("im", "implicit_midpoint"), ("exact", "reference")):
@@ -198,6 +229,9 @@ def format_results(rows: list[dict[str, Any]], settings: dict[str, Any]) -> str:
         f"Targets: relative error at t = {T_END:g} ≤ {ERROR_TARGET} and ‖z‖ within 1 ± {BAND_TARGET:g} on "
         f"[0, {T_END:g}], trajectories 1 and 4 (rows {', '.join(map(str, PAPER_TRAJ.values()))}). "
         + ("" if settings.get("budget", "wall") == "wall" else
+           f"Each phase to its validation plateau (patience {settings.get('patience')} epochs) or a step budget of "
+           f"its seconds in measured epoch costs ({', '.join(f'{k} {n}' for k, n in (settings.get('step_budgets') or {}).items())} "
+           "steps). " if settings.get("budget") == "plateau" else
            f"Budgets in CPU seconds (wall ceiling {settings.get('wall_ceiling')}x). ")
         + "Phase 1: "
         f"{settings.get('phase1_seconds')} s of one-window LM; phase 2: {settings.get('phase2_seconds')} s more with "
@@ -245,6 +279,7 @@ def run(a: QualityPlan) -> int:
                 "seeds": a.seeds, "phase1_seconds": a.phase1_seconds, "phase2_seconds": a.phase2_seconds,
                 "unroll": a.unroll, "phase3_seconds": a.phase3_seconds, "unroll3": a.unroll3,
                 "config": str(a.config), "jobs": a.jobs, "budget": a.budget, "wall_ceiling": a.wall_ceiling,
+                "patience": a.patience, "step_budgets": a.step_budgets,
                 "commands": previous.get("commands", []) + runner.commands})
         if not ok:
             raise runner.failure()
