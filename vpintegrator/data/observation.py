@@ -1,19 +1,23 @@
-"""Partial observation: what a model sees of the state, declared once.
+"""Partial observation: what a model sees of the state, declared once, as a fitted object.
 
-An observation is a linear map ``y -> C y`` from the full state (``full_dim`` components) to ``dim``
-observed channels, declared by a short spec (the ``observe`` key of ``vp-train`` and ``vp-rollout``):
+An observation maps the full state (``full_dim`` components) to ``dim`` observed channels. It is declared by a
+short spec (the ``observe`` key of ``vp-train`` and ``vp-rollout``) whose prefix names its **kind**, a subclass
+of ``Observation`` (the interface, as pysindy's feature libraries: one class per kind, fit / transform / names):
 
-- ``"q"`` / ``"p"``: the positions / momenta of a canonical system (its ``state_names`` starting with ``q`` /
-  ``p``, e.g. ``q1, q2`` of the coupled oscillator);
-- state names, ``"z1,z2"`` (the rigid body's first two angular momenta);
-- component indices, ``"0,1"`` (or a TOML list ``[0, 1]``);
-- ``"basis:K"``: a linear basis of K channels fitted on the training split: the K leading right singular
-  vectors of the training trajectories' states (uncentred, orthonormal rows; ``fit_basis``). The fitted
-  matrix is recorded with the model, and a rollout uses the recorded one;
-- a **reduction** (``vpintegrator.reduction.observation``): ``"psd:K"``, the cotangent-lift PSD basis of K = 2n
-  channels fitted on the training split (``"psd_balanced:K"``: the balanced cotangent lift), or ``"file:PATH"``, a reduction file (a PSD basis or a symplectic
-  autoencoder, ``vpintegrator.reduction.files``). A reduction is an observation with an inverse, its
-  decoder (``Observation.decode``); its ``reduction_record`` (kind, file, sha256) is recorded with the model.
+- no prefix: ``Components``, a selection of components: ``"q"`` / ``"p"`` (the positions / momenta of a
+  canonical system: its ``state_names`` starting with ``q`` / ``p``), state names ``"z1,z2"``, indices ``"0,1"``
+  (or a TOML list ``[0, 1]``);
+- ``"basis:K"``: ``SVDBasis``, the K leading right singular vectors of the training split's states (uncentred,
+  orthonormal rows; ``fit_basis``); the fitted matrix is recorded with the model, and a rollout uses it;
+- the **reductions** of ``vpintegrator.reduction.observation`` (registered when ``vpintegrator.reduction`` is
+  imported): ``"psd:K"`` / ``"psd_balanced:K"`` (a PSD basis fitted on the training split) and ``"file:PATH"``
+  (a reduction file: a PSD basis or a symplectic autoencoder). A reduction has an inverse, its decoder
+  (``Observation.decode``); its ``reduction_record`` (kind, file, sha256) is recorded with the model.
+
+A kind is one subclass that sets ``prefix`` (the spec prefix it owns; subclassing registers it, ``kind_of``
+finds it) and defines ``fit`` (and ``parse`` when its spec has a form to check; ``apply`` / ``decode`` when it
+is not a linear map; ``attach`` when a record leaves something out). Every parser and call site asks the
+registry (``check_observe_spec``, ``resolve_observation``, ``Observation.from_record``, ``observation_of``).
 
 Training and rollout see only the observed channels (``observe_trajectories``); files keep the full state
 where they have it. Observed trajectories carry their observation in ``meta`` (``observation``,
@@ -26,7 +30,7 @@ and a run on another observation refuses it in one line (``check_same``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
@@ -35,26 +39,36 @@ from ..errors import VPIntegratorError
 if TYPE_CHECKING:  # pragma: no cover
     from .trajectories import Trajectories
 
-__all__ = ["Observation", "check_observe_spec", "resolve_observation", "fit_basis", "observe_trajectories",
-           "observation_of", "observation_from_record", "check_same", "OBSERVATION_KEYS", "BASIS_PREFIX",
-           "PSD_PREFIXES", "REDUCTION_PREFIXES", "is_reduction_spec"]
+__all__ = ["Observation", "Components", "SVDBasis", "kind_of", "observation_kinds", "check_observe_spec",
+           "resolve_observation", "fit_basis", "observe_trajectories", "observation_of", "observation_from_record",
+           "check_same", "OBSERVATION_KEYS"]
 
 #: the ``meta`` keys of observed trajectories (and the attributes of a file of observed channels)
 OBSERVATION_KEYS = ("observation", "observation_matrix", "observed_system", "observation_full_dim")
-#: the spec of a basis fitted on the training split: ``basis:K``
-BASIS_PREFIX = "basis:"
-#: the specs of a PSD basis fitted on the training split: ``psd:K`` (the cotangent lift), ``psd_balanced:K`` (the
-#: balanced cotangent lift; ``vpintegrator.reduction.psd``)
-PSD_PREFIXES = ("psd:", "psd_balanced:")
-#: the specs of a reduction (``vpintegrator.reduction.observation``): a PSD basis fitted on the training split, a file
-REDUCTION_PREFIXES = (*PSD_PREFIXES, "file:")
 #: specs that mean "the whole state" (no observation)
 _FULL = ("", "all", "full", "none")
+#: the registry: spec prefix -> its kind (``""``: the component selection, the spec without a prefix)
+_KINDS: dict[str, type["Observation"]] = {}
 
 
 @dataclass(frozen=True, eq=False)
 class Observation:
-    """A linear observation ``y -> matrix @ y`` of ``full_dim`` components into ``dim`` channels.
+    """A fitted observation ``y -> matrix @ y`` of ``full_dim`` components into ``dim`` channels, and the
+    interface of its kinds (module docstring). ``Observation`` itself is what a record of an unknown kind
+    reads as: its recorded linear map.
+
+    A kind (a subclass) sets ``prefix`` and defines ``fit``:
+
+    - ``prefix`` (class attribute): the spec prefix it owns (``"basis:"``), registered on subclassing;
+    - ``parse(raw)`` (classmethod): the spec's form checked and normalised, without the system or the data
+      (a one-line error, key ``observe``); the default strips it and drops spaces;
+    - ``fit(spec, full_dim, names, system, train_states)`` (classmethod): the fitted observation of a state of
+      ``full_dim`` components named ``names`` of ``system``; ``train_states`` (..., full_dim) are the training
+      split's states when ``fits_on_training_split``, else None;
+    - ``apply(y)`` (transform, NumPy or torch) and ``decode(z)`` (the inverse, for a reduction): a linear map
+      and its transpose unless overridden; ``names``: the channels; ``record()`` / ``from_record(record)``:
+      save and load (``attach(where)`` reloads what a record leaves out, a nonlinear reduction's file);
+      ``same_as(other)``: equality by channels.
 
     Parameters
     ----------
@@ -83,6 +97,36 @@ class Observation:
     system: str | None = None
     reduction: Any = None
     reduction_record: Mapping[str, Any] | None = None
+
+    #: the spec prefix this kind owns (None: not a kind of its own)
+    prefix: ClassVar[str | None] = None
+    #: whether ``fit`` takes the training split's states
+    fits_on_training_split: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Register a kind that sets ``prefix``; one line if another class owns it (the same class defined
+        again, a module reloaded, replaces itself)."""
+        super().__init_subclass__(**kwargs)
+        prefix = cls.__dict__.get("prefix")
+        if prefix is None:
+            return
+        held = _KINDS.get(prefix)
+        if held is not None and (held.__module__, held.__qualname__) != (cls.__module__, cls.__qualname__):
+            raise VPIntegratorError(f"observation kind {cls.__qualname__}: the prefix {prefix!r} is "
+                                    f"{held.__qualname__}'s; give the kind another prefix")
+        _KINDS[prefix] = cls
+
+    @classmethod
+    def parse(cls, raw: str) -> str:
+        """The spec ``raw`` (as given) in its normal form: spaces dropped. A kind checks its form here."""
+        return raw.strip().replace(" ", "")
+
+    @classmethod
+    def fit(cls, spec: str, full_dim: int, names: Sequence[str] = (), system: str | None = None,
+            train_states: np.ndarray | None = None) -> "Observation":
+        """The observation ``spec`` declares of states of ``full_dim`` components (class docstring)."""
+        raise VPIntegratorError(f"observe {spec!r}: an observation read from a record is not fitted again; "
+                                "give the spec of a kind", key="observe")
 
     @property
     def dim(self) -> int:
@@ -128,6 +172,10 @@ class Observation:
         self._check_linear()
         return z @ self.matrix
 
+    def attach(self, where: str = "the model") -> "Observation":
+        """This observation with what its record leaves out loaded again (a nonlinear reduction's file)."""
+        return self
+
     def _check_linear(self) -> None:
         """Refuse to apply the linear part alone of a nonlinear reduction read from a record."""
         record = self.reduction_record or {}
@@ -149,6 +197,26 @@ class Observation:
         if self.reduction_record is not None:
             out["reduction"] = dict(self.reduction_record)
         return out
+
+    @classmethod
+    def from_record(cls, record: Any, where: str = "the record") -> "Observation | None":
+        """The observation of a checkpoint's or ``summary.json``'s record (``record``), of the kind its spec
+        names (``Observation`` for a kind not registered here); None for none."""
+        if record is None:
+            return None
+        if not isinstance(record, Mapping) or "matrix" not in record or "spec" not in record:
+            raise VPIntegratorError(f"{where}: unreadable observation record {record!r}")
+        matrix = np.asarray(record["matrix"], dtype=np.float64)
+        if matrix.ndim != 2:
+            raise VPIntegratorError(f"{where}: the observation matrix must be 2-d; got shape {matrix.shape}")
+        idx = record.get("indices")
+        names = tuple(str(n) for n in (record.get("names") or [f"c{i + 1}" for i in range(matrix.shape[0])]))
+        system = record.get("system") or None
+        reduction = record.get("reduction")
+        return kind_of(str(record["spec"]))(
+            str(record["spec"]), matrix, None if idx is None else tuple(int(i) for i in idx), names,
+            None if system is None else str(system),
+            reduction_record=dict(reduction) if isinstance(reduction, Mapping) else None)
 
     def meta(self) -> dict[str, Any]:
         """The ``meta`` entries (file attributes) of trajectories observed by it."""
@@ -173,7 +241,7 @@ class Observation:
         text = check_observe_spec(spec)
         if text == self.spec:
             return True
-        if text is None or is_reduction_spec(text) or text.startswith(BASIS_PREFIX) or self.indices is None:
+        if text is None or not issubclass(kind_of(text), Components) or self.indices is None:
             return False
         from .trajectories import state_names
 
@@ -182,6 +250,20 @@ class Observation:
         except VPIntegratorError:
             return False
         return other is not None and self.same_as(other)
+
+
+def kind_of(spec: str) -> type[Observation]:
+    """The kind whose prefix the spec starts with (the longest such prefix): ``Components`` for none."""
+    for prefix in sorted(_KINDS, key=len, reverse=True):
+        if prefix and spec.startswith(prefix):
+            return _KINDS[prefix]
+    return _KINDS[""]
+
+
+def observation_kinds() -> dict[str, type[Observation]]:
+    """The registered kinds by prefix (``""``: components); the reductions' once ``vpintegrator.reduction`` is
+    imported."""
+    return dict(_KINDS)
 
 
 def _encode_by(reduction: Any, y: Any) -> Any:
@@ -193,14 +275,10 @@ def _encode_by(reduction: Any, y: Any) -> Any:
     return torch.as_tensor(reduction.encode(y.detach().cpu().numpy()), dtype=y.dtype, device=y.device)
 
 
-def is_reduction_spec(observe: Any) -> bool:
-    """Whether the ``observe`` value declares a reduction (``psd:K``, ``psd_balanced:K``, ``file:PATH``)."""
-    return isinstance(observe, str) and observe.startswith(REDUCTION_PREFIXES)
-
-
 def check_observe_spec(value: Any) -> str | None:
-    """The ``observe`` key's value, checked for its form only (what needs the system or the data is checked by
-    ``resolve_observation``): None, a spec string or a list of component indices (made ``"0,1"``)."""
+    """The ``observe`` key's value, checked for its form only by its kind's ``parse`` (what needs the system or
+    the data is checked by ``resolve_observation``): None, a spec string or a list of component indices (made
+    ``"0,1"``)."""
     if value is None:
         return None
     if isinstance(value, (list, tuple)):
@@ -211,28 +289,13 @@ def check_observe_spec(value: Any) -> str | None:
     if not isinstance(value, str):
         raise VPIntegratorError(f"observe must be a spec string (q, p, z1,z2, 0,1, basis:K); got {value!r}",
                                 key="observe")
-    if value.strip().startswith("file:"):  # a path: spaces kept
-        if not value.strip()[len("file:"):]:
-            raise VPIntegratorError(f"observe {value!r}: give file:PATH, a reduction file (save_reduction)",
-                                    key="observe")
-        return value.strip()
-    text = value.strip().replace(" ", "")
-    if text.lower() in _FULL:
-        return None
-    if text.startswith(PSD_PREFIXES):
-        prefix, k = text.split(":", 1)
-        if not k.isdigit() or int(k) < 2 or int(k) % 2:
-            raise VPIntegratorError(f"observe {value!r}: give {prefix}:K with an even K >= 2 reduced components "
-                                    f"(e.g. {prefix}:32)", key="observe")
-    elif text.startswith(BASIS_PREFIX):
-        k = text[len(BASIS_PREFIX):]
-        if not k.isdigit() or int(k) < 1:
-            raise VPIntegratorError(f"observe {value!r}: give basis:K with K >= 1 channels (e.g. basis:2)",
-                                    key="observe")
-    elif not all(part for part in text.split(",")):
-        raise VPIntegratorError(f"observe {value!r} has an empty item; give names or indices separated by commas "
-                                "(e.g. 0,1 or z1,z2)", key="observe")
-    return text
+    kind = kind_of(value.strip())  # by the spec as written (a path keeps its spaces), else without spaces
+    if not kind.prefix:
+        text = value.strip().replace(" ", "")
+        if text.lower() in _FULL:
+            return None
+        kind = kind_of(text)
+    return kind.parse(value)
 
 
 def fit_basis(states: np.ndarray, k: int) -> np.ndarray:
@@ -247,6 +310,65 @@ def fit_basis(states: np.ndarray, k: int) -> np.ndarray:
     basis = vt[:k].copy()
     sign = np.sign(basis[np.arange(k), np.argmax(np.abs(basis), axis=1)])
     return basis * np.where(sign == 0, 1.0, sign)[:, None]
+
+
+class Components(Observation):
+    """Selected components of the state: ``q`` / ``p``, state names (``z1,z2``), indices (``0,1``), in the order
+    given; the matrix is the identity's rows at ``indices``, and ``fit`` fits nothing."""
+
+    prefix = ""
+
+    @classmethod
+    def parse(cls, raw: str) -> str:
+        text = super().parse(raw)
+        if ":" in text:  # KIND:... of a kind not registered (no state name has a colon)
+            known = ", ".join(f"{p}..." for p in sorted(_KINDS) if p)
+            only_here = all(k.__module__ == __name__ for k in _KINDS.values())
+            hint = ("; the reductions (psd:K, psd_balanced:K, file:PATH) are known once vpintegrator.reduction is "
+                    "imported") if only_here else ""
+            raise VPIntegratorError(f"observe {raw!r}: no kind of observation owns the prefix "
+                                    f"{text.split(':')[0] + ':'!r}; known: {known} or components (q, p, names, "
+                                    f"indices){hint}", key="observe")
+        if not all(part for part in text.split(",")):
+            raise VPIntegratorError(f"observe {raw!r} has an empty item; give names or indices separated by commas "
+                                    "(e.g. 0,1 or z1,z2)", key="observe")
+        return text
+
+    @classmethod
+    def fit(cls, spec: str, full_dim: int, names: Sequence[str] = (), system: str | None = None,
+            train_states: np.ndarray | None = None) -> Observation:
+        idx = _components(spec, names, full_dim, system)
+        shown = tuple(names[i] for i in idx) if names else tuple(f"y{i + 1}" for i in idx)
+        return cls(spec, np.eye(full_dim)[list(idx)], idx, shown, system)
+
+
+class SVDBasis(Observation):
+    """``basis:K``: the K leading right singular vectors of the training split's states (``fit_basis``),
+    channels ``b1 .. bK``."""
+
+    prefix = "basis:"
+    fits_on_training_split = True
+
+    @classmethod
+    def parse(cls, raw: str) -> str:
+        text = super().parse(raw)
+        k = text[len(cls.prefix):]
+        if not k.isdigit() or int(k) < 1:
+            raise VPIntegratorError(f"observe {raw!r}: give basis:K with K >= 1 channels (e.g. basis:2)",
+                                    key="observe")
+        return text
+
+    @classmethod
+    def fit(cls, spec: str, full_dim: int, names: Sequence[str] = (), system: str | None = None,
+            train_states: np.ndarray | None = None) -> Observation:
+        k = int(spec[len(cls.prefix):])
+        if k > full_dim:
+            raise VPIntegratorError(f"observe {spec!r}: {k} channels of a state of {full_dim} components; give "
+                                    f"K <= {full_dim}", key="observe")
+        if train_states is None:
+            raise VPIntegratorError(f"observe {spec!r}: a basis is fitted on the training split; give a model trained "
+                                    "with it (its recorded basis is used) or observe components", key="observe")
+        return cls(spec, fit_basis(train_states, k), None, tuple(f"b{i + 1}" for i in range(k)), system)
 
 
 def _components(text: str, names: Sequence[str], full_dim: int, system: str | None) -> tuple[int, ...]:
@@ -296,73 +418,51 @@ def _components(text: str, names: Sequence[str], full_dim: int, system: str | No
 def resolve_observation(observe: Any, full_dim: int, names: Sequence[str] = (), system: str | None = None,
                         train_states: np.ndarray | None = None) -> Observation | None:
     """The ``Observation`` the ``observe`` value declares of a state of ``full_dim`` components named ``names``
-    (the system's ``state_names``; ``y1 ..`` or none for data without a system); None for the full state.
-    ``basis:K`` is fitted on ``train_states`` (the training split's states, (..., full_dim)). One-line errors
-    (key ``observe``): an unknown name, an index out of range, no positions to observe, K above ``full_dim``."""
+    (the system's ``state_names``; ``y1 ..`` or none for data without a system), fitted by its kind
+    (``kind_of``); None for the full state. A kind that ``fits_on_training_split`` (``basis:K``, ``psd:K``) is
+    fitted on ``train_states`` (the training split's states, (..., full_dim)). One-line errors (key
+    ``observe``): an unknown name, an index out of range, no positions to observe, K above ``full_dim``."""
     text = check_observe_spec(observe)
     if text is None:
         return None
     names = tuple(str(n) for n in names) if len(names) == full_dim else ()
-    if is_reduction_spec(text):
-        raise VPIntegratorError(f"observe {text!r}: a reduction is resolved by vpintegrator.reduction."
-                                "reduction_observation (vp-train and vp-rollout do); give a model trained with it",
-                                key="observe")
-    if text.startswith(BASIS_PREFIX):
-        k = int(text[len(BASIS_PREFIX):])
-        if k > full_dim:
-            raise VPIntegratorError(f"observe {text!r}: {k} channels of a state of {full_dim} components; give "
-                                    f"K <= {full_dim}", key="observe")
-        if train_states is None:
-            raise VPIntegratorError(f"observe {text!r}: a basis is fitted on the training split; give a model trained "
-                                    "with it (its recorded basis is used) or observe components", key="observe")
-        basis = fit_basis(train_states, k)
-        return Observation(text, basis, None, tuple(f"b{i + 1}" for i in range(k)), system)
-    idx = _components(text, names, full_dim, system)
-    matrix = np.eye(full_dim)[list(idx)]
-    shown = tuple(names[i] for i in idx) if names else tuple(f"y{i + 1}" for i in idx)
-    return Observation(text, matrix, idx, shown, system)
+    return kind_of(text).fit(text, full_dim, names, system, train_states)
 
 
 def observation_from_record(record: Any, where: str = "the record") -> Observation | None:
-    """The ``Observation`` of a checkpoint's or ``summary.json``'s record (``Observation.record``); None for none."""
-    if record is None:
-        return None
-    if not isinstance(record, Mapping) or "matrix" not in record or "spec" not in record:
-        raise VPIntegratorError(f"{where}: unreadable observation record {record!r}")
-    matrix = np.asarray(record["matrix"], dtype=np.float64)
-    if matrix.ndim != 2:
-        raise VPIntegratorError(f"{where}: the observation matrix must be 2-d; got shape {matrix.shape}")
-    idx = record.get("indices")
-    names = tuple(str(n) for n in (record.get("names") or [f"c{i + 1}" for i in range(matrix.shape[0])]))
-    system = record.get("system") or None
-    reduction = record.get("reduction")
-    return Observation(str(record["spec"]), matrix, None if idx is None else tuple(int(i) for i in idx), names,
-                       None if system is None else str(system),
-                       reduction_record=dict(reduction) if isinstance(reduction, Mapping) else None)
+    """The ``Observation`` of a checkpoint's or ``summary.json``'s record (``Observation.from_record``); None for
+    none."""
+    return Observation.from_record(record, where)
 
 
 def observation_of(meta: Mapping[str, Any]) -> Observation | None:
-    """The observation of trajectories (their ``meta``, a file's attributes) that hold observed channels only;
-    None for a full state."""
+    """The observation of trajectories (their ``meta``, a file's attributes) that hold observed channels only,
+    of the kind its spec names; None for a full state."""
     spec = meta.get("observation")
     if spec is None or (isinstance(spec, str) and not spec):
         return None
-    matrix = np.atleast_2d(np.asarray(meta.get("observation_matrix"), dtype=np.float64))
+    matrix = meta.get("observation_matrix")
+    if isinstance(matrix, (str, bytes)):  # (a rollout file keeps it as JSON text)
+        import json
+
+        matrix = json.loads(matrix)
+    matrix = np.atleast_2d(np.asarray(matrix, dtype=np.float64))
     full_dim = int(meta.get("observation_full_dim", matrix.shape[1]))
     if matrix.shape[1] != full_dim:
         raise VPIntegratorError(f"{meta.get('source', 'the data')}: observation_matrix has {matrix.shape[1]} columns "
                                 f"but observation_full_dim is {full_dim}")
+    kind = kind_of(str(spec))
     eye = np.eye(full_dim)
     rows = [int(np.argmax(r)) for r in matrix]
-    idx = tuple(rows) if np.array_equal(matrix, eye[rows]) and not str(spec).startswith(BASIS_PREFIX) else None
+    idx = tuple(rows) if np.array_equal(matrix, eye[rows]) and issubclass(kind, Components) else None
     system = meta.get("observed_system") or None
     reduction = meta.get("observation_reduction")
     if reduction is not None:  # a reduction (its record: JSON text in a file, a dict in memory)
         import json
 
         record = json.loads(reduction) if isinstance(reduction, (str, bytes)) else dict(reduction)
-        return Observation(str(spec), matrix, None, tuple(f"r{i + 1}" for i in range(matrix.shape[0])),
-                           None if system is None else str(system), reduction_record=record)
+        return kind(str(spec), matrix, None, tuple(f"r{i + 1}" for i in range(matrix.shape[0])),
+                    None if system is None else str(system), reduction_record=record)
     if idx is not None:
         from .trajectories import state_names
 
@@ -370,7 +470,7 @@ def observation_of(meta: Mapping[str, Any]) -> Observation | None:
         shown = tuple(names[i] for i in idx)
     else:
         shown = tuple(f"b{i + 1}" for i in range(matrix.shape[0]))
-    return Observation(str(spec), matrix, idx, shown, None if system is None else str(system))
+    return kind(str(spec), matrix, idx, shown, None if system is None else str(system))
 
 
 def observe_trajectories(data: "Trajectories", observation: Observation) -> "Trajectories":

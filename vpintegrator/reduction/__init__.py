@@ -13,6 +13,8 @@
 - ``autoencoder``: [`fit_symplectic_autoencoder`][vpintegrator.reduction.autoencoder.fit_symplectic_autoencoder],
   GML's symplectic autoencoder (PSD-like layers and SympNet gradient layers) trained on the CPU, a nonlinear
   [`SymplecticAutoencoder`][vpintegrator.reduction.autoencoder.SymplecticAutoencoder] (imported lazily: torch);
+- ``observation``: the reductions as kinds of observation (``observe = "psd:K"``, ``"psd_balanced:K"``,
+  ``"file:PATH"``), registered on import of this package;
 - ``files``: [`save_reduction`][vpintegrator.reduction.files.save_reduction] /
   [`load_reduction`][vpintegrator.reduction.files.load_reduction], a basis or autoencoder in one ``.npz`` file
   with the lattice, N, 2n and the data it was fitted on.
@@ -26,6 +28,7 @@ from .._lazy import lazy_exports
 from .files import load_reduction, reduction_meta, save_reduction
 from .galerkin import PSDGalerkin
 from .hyper import BondSampling, fit_bond_sampling
+from .observation import attach_reduction, reduction_observation
 from .psd import PSD_METHODS, PSDBasis, fit_psd, psd_floor
 
 if TYPE_CHECKING:
@@ -33,9 +36,9 @@ if TYPE_CHECKING:
     from .autoencoder import fit_symplectic_autoencoder as fit_symplectic_autoencoder
     from .autoencoder import load_autoencoder as load_autoencoder
 
-__all__ = ["BondSampling", "PSDBasis", "PSDGalerkin", "PSD_METHODS", "SymplecticAutoencoder", "fit_bond_sampling",
-           "fit_psd", "fit_symplectic_autoencoder", "load_autoencoder", "load_reduction", "psd_floor",
-           "reduction_meta", "save_reduction"]
+__all__ = ["BondSampling", "PSDBasis", "PSDGalerkin", "PSD_METHODS", "SymplecticAutoencoder", "attach_reduction",
+           "fit_bond_sampling", "fit_psd", "fit_symplectic_autoencoder", "load_autoencoder", "load_reduction",
+           "psd_floor", "reduction_meta", "reduction_observation", "save_reduction"]
 
 if not TYPE_CHECKING:  # torch is imported on first use of the autoencoder's names
     __getattr__, __dir__ = lazy_exports(__name__, {n: ".autoencoder" for n in (

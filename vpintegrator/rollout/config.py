@@ -109,6 +109,7 @@ def _check_device(value: Any) -> Any:
 
 def _check_observe(value: Any) -> str | None:
     from ..data.observation import check_observe_spec
+    from ..reduction import observation as _reductions  # noqa: F401  (registers psd:K, psd_balanced:K, file:PATH)
 
     return check_observe_spec(value)
 

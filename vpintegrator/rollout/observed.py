@@ -27,8 +27,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..data.observation import (Observation, check_same, is_reduction_spec, observation_from_record, observation_of,
-                                resolve_observation)
+from ..data.observation import Observation, check_same, observation_from_record, observation_of, resolve_observation
 from ..errors import VPIntegratorError
 from ..systems.unknown import UnknownSystem
 from .engine import StepMap
@@ -84,6 +83,8 @@ def run_observation(spec: str | None, meta: Mapping[str, Any], system: Any, entr
     file's (a file of observed channels: ``meta``), the models' records (``entries``: (label, model, source)).
     All must agree: a model trained on another observation, or on the full state in an observed run (or the
     other way round), is refused in one line (key ``models``, or ``observe`` for the key itself)."""
+    from ..reduction import observation as _reductions  # noqa: F401  (registers psd:K, psd_balanced:K, file:PATH)
+
     held = observation_of(meta)
     recorded = [(label, *_model_observation(label, model)) for label, model, _ in entries]
     known = [(label, obs) for label, has, obs in recorded if has]
@@ -99,10 +100,6 @@ def run_observation(spec: str | None, meta: Mapping[str, Any], system: Any, entr
         run = held
     elif spec is not None:
         fitted = next((obs for _, obs in known if obs is not None and obs.spec == spec), None)
-        if fitted is None and is_reduction_spec(spec):  # psd:K, file:PATH (vpintegrator.reduction.observation)
-            from ..reduction.observation import reduction_observation
-
-            fitted = reduction_observation(spec, int(system.dim), sys_name)
         run = fitted if fitted is not None else resolve_observation(spec, int(system.dim), names, sys_name)
     else:
         observed = [(label, obs) for label, obs in known if obs is not None]

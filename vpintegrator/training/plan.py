@@ -559,11 +559,11 @@ def observed_data(cut: DataPlan, data, where: str):
     """``(data, full, observation)``: what training sees under ``cut.observe``
     (``vpintegrator.data.observation``): the observed channels of ``data`` (``full`` the data as read), or
     ``data`` itself when it holds observed channels only (its recorded observation must be ``cut.observe``'s,
-    when given), or ``data`` with ``full`` and ``observation`` None (the whole state). ``basis:K`` is fitted on
-    the training split's states."""
-    from ..data.observation import (BASIS_PREFIX, PSD_PREFIXES, is_reduction_spec, observation_of,
-                                    observe_trajectories, resolve_observation)
+    when given), or ``data`` with ``full`` and ``observation`` None (the whole state). A kind that
+    ``fits_on_training_split`` (``basis:K``, ``psd:K``) is fitted on the training split's states."""
+    from ..data.observation import kind_of, observation_of, observe_trajectories, resolve_observation
     from ..data.trajectories import state_names
+    from ..reduction import observation as _reductions  # noqa: F401  (registers psd:K, psd_balanced:K, file:PATH)
 
     if cut.step is not None:
         data = subsample(data, cut.step, where)
@@ -578,13 +578,8 @@ def observed_data(cut: DataPlan, data, where: str):
         return data, None, None
     system = data.meta.get("system")
     train_states = None
-    if cut.observe.startswith((BASIS_PREFIX, *PSD_PREFIXES)):
+    if kind_of(cut.observe).fits_on_training_split:  # basis:K, psd:K: fitted on the training split
         train_states = np.asarray(data.y)[trajectory_split(cut, data)[0]]
-    if is_reduction_spec(cut.observe):  # psd:K, psd_balanced:K, file:PATH (vpintegrator.reduction.observation)
-        from ..reduction.observation import reduction_observation
-
-        reduced = reduction_observation(cut.observe, data.dim, None if system is None else str(system), train_states)
-        return observe_trajectories(data, reduced), data, reduced
     named: Any = system  # the system as the data file made it (its size: the names of a lattice's components)
     if system is not None:
         from ..systems.registry import system_from_meta
