@@ -81,7 +81,7 @@ SHIPPED_RESULTS: dict[str, tuple[str, ...]] = {
     "unknown_form": ("unknown_form",),
     "partial_observation": tuple(f"partial_observation/{size}" for size in (
         "default", "quick", "quick_steps", "mid", "plateau", "toda", "toda_default", "toda_plateau")),
-    "memory": ("memory/quick",),
+    "memory": ("memory/quick", "memory/bath_quick"),
     "reduction": tuple(f"reduction/{size}" for size in (
         "default", "quick", "quick_meter", "medium", "toda_n200", "toda_n3200", "fpu_beta_n3200")),
 }
