@@ -100,14 +100,15 @@ class QualityPlan(StudyPlan):
     step_budgets: dict[str, int]
 
 
-def _step_budgets(o: QualityOptions) -> dict[str, int]:
-    """Each phase's seconds in whole epochs of the shipped config's cost at its unroll (``--max-steps`` wins)."""
-    shipped = Path(o.config).resolve() == Path(shipped_file("configs/study/rigid_body_vpt.toml")).resolve()
+def _step_budgets(config: str, given: int | None, phase_list: list[tuple[str, float, int]]) -> dict[str, int]:
+    """Each phase's seconds in whole epochs of the shipped config's cost at its unroll (``given``, ``--max-steps``,
+    wins; another ``config`` has no measured cost and needs it)."""
+    shipped = Path(config).resolve() == Path(shipped_file("configs/study/rigid_body_vpt.toml")).resolve()
     out = {}
-    for name, seconds, unroll in _phases(o.phase1_seconds, o.phase2_seconds, o.unroll, o.phase3_seconds, o.unroll3):
+    for name, seconds, unroll in phase_list:
         cost, source = nearest_cost(EPOCH_COSTS, ("vpt",), unroll, label="unroll") if shipped else (None, "")
-        out[name] = step_budget(seconds, cost, LM_STEPS_PER_EPOCH, given=o.max_steps, source=source,
-                                what=f"phase {name[1]} of --config {o.config}").max_steps
+        out[name] = step_budget(seconds, cost, LM_STEPS_PER_EPOCH, given=given, source=source,
+                                what=f"phase {name[1]} of --config {config}").max_steps
     return out
 
 
@@ -117,7 +118,9 @@ def build_plan(options: QualityOptions, argv: tuple[str, ...] = ()) -> QualityPl
     a = QualityPlan(**StudyPlan.shared(o, argv, seeds=[0, 1, 2, 3, 4]),
                     phase1_seconds=o.phase1_seconds, phase2_seconds=o.phase2_seconds, unroll=o.unroll,
                     phase3_seconds=o.phase3_seconds, unroll3=o.unroll3, config=o.config,
-                    step_budgets=_step_budgets(o) if o.budget == "plateau" and not o.table_only else {})
+                    step_budgets=(_step_budgets(o.config, o.max_steps, _phases(o.phase1_seconds, o.phase2_seconds, o.unroll,
+                                                                    o.phase3_seconds, o.unroll3))
+                                  if o.budget == "plateau" and not o.table_only else {}))
     if not a.table_only and not Path(a.config).is_file():
         raise StudyError(f"--config {a.config}: no such file; give a vp-train TOML")
     out = Path(a.out)
