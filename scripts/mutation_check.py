@@ -83,8 +83,6 @@ MUTATIONS = (
     Mutation("kernels_shear_sequence", "vpintegrator/compiled/kernels.py",
              "y1[comp] += coefs[k] * f[comp]", "y1[comp] += coefs[k] * 1.000001 * f[comp]",
              ("splitting_mclachlan2", "splitting")),
-    Mutation("kernels_stormer_verlet_kick", "vpintegrator/compiled/kernels.py",
-             "ph[i] = y[n + i] - half * g[i]", "ph[i] = y[n + i] - half * 1.000001 * g[i]", ("stormer_verlet",)),
     Mutation("kernels_composition_substep", "vpintegrator/compiled/kernels.py",
              # run_composition's line (12 spaces: run_batch's has 20)
              "\n            st = step_any(base, kid, p, u, gammas[g] * h, v,",
@@ -96,7 +94,7 @@ MUTATIONS = (
     Mutation("lean_rk4_weight", "vpintegrator/compiled/lean.py",
              "    w = h / scale\n    z = y", "    w = h / (scale * 1.000001)\n    z = y", ("rk4",)),
     Mutation("lean_midpoint", "vpintegrator/compiled/lean.py",
-             "u = tuple_setitem(u, i, 0.5 * (y[i] + z[i]))", "u = tuple_setitem(u, i, 0.5000005 * (y[i] + z[i]))",
+             "m = tuple_setitem(m, i, 0.5 * (y[i] + z[i]))", "m = tuple_setitem(m, i, 0.5000005 * (y[i] + z[i]))",
              ("implicit_midpoint",)),
     Mutation("lean_gauss_weight", "vpintegrator/compiled/lean.py",
              "z = _add(y, stage_rows(h, (b,),", "z = _add(y, stage_rows(h * 1.000001, (b,),", ("gauss_legendre4",)),

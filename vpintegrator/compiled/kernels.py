@@ -9,7 +9,8 @@ state whose squared norm is above ``info[3]``, the engine's blow-up limit square
 the return value); a Newton failure writes nothing for its step.
 
 Method ids (``METHODS``): 0 an explicit Runge-Kutta method of any tableau (the plan's ``etab``), 2
-implicit_midpoint, 3 gauss_legendre (any s), 4 stormer_verlet, 6 a sequence of exact shears ``y_i += c f_i(y)`` given
+implicit_midpoint, 3 gauss_legendre (any s), 4 stormer_verlet (planned here, stepped only by its lean loop: every
+separable system with a kernel is a shipped one), 6 a sequence of exact shears ``y_i += c f_i(y)`` given
 as arrays (components, coefficients) computed once for the step size (every shear splitting, Strang's
 ``splitting`` included, and the compositions of shear sequences). Compositions run a base method id with substeps ``gamma_i h``.
 """
@@ -21,7 +22,7 @@ import numpy as np
 from . import lean
 from ._jit import jit
 from .newton import BLOWN_UP, NONFINITE, OK, step_gauss_legendre, step_implicit_midpoint
-from .systems import kinetic_gradient, potential_gradient, vector_field
+from .systems import vector_field
 
 EXPLICIT, IMPLICIT_MIDPOINT, GAUSS_LEGENDRE, STORMER_VERLET, SHEARS = 0, 2, 3, 4, 6
 METHODS = {"explicit": EXPLICIT, "implicit_midpoint": IMPLICIT_MIDPOINT, "gauss_legendre": GAUSS_LEGENDRE,
@@ -55,25 +56,6 @@ def step_explicit(kid, p, y, h, y1, ws, tab):
 
 
 @jit
-def step_stormer_verlet(kid, p, y, h, y1, ws):
-    """Kick-drift-kick for a separable H(q, p) = T(p) + V(q), state (q, p) (dim = 2 n)."""
-    n = y.size // 2
-    top = ws.shape[0]
-    g, ph = ws[top - 1], ws[top - 2]
-    half = 0.5 * h
-    potential_gradient(kid, p, y[:n], g)
-    for i in range(n):
-        ph[i] = y[n + i] - half * g[i]
-    kinetic_gradient(kid, p, ph[:n], g)
-    for i in range(n):
-        y1[i] = y[i] + h * g[i]
-    potential_gradient(kid, p, y1[:n], g)
-    for i in range(n):
-        y1[n + i] = ph[i] - half * g[i]
-    return OK
-
-
-@jit
 def step_shears(kid, p, y, comps, coefs, y1, ws):
     """The shears ``y_i += c f_i(y)`` for (i, c) in zip(comps, coefs), in order (coefficients include h)."""
     f = ws[ws.shape[0] - 1]
@@ -99,9 +81,7 @@ def step_any(mid, kid, p, y, h, y1, ws, m, a, b, c, tol, max_iter, info, comps, 
         return step_explicit(kid, p, y, h, y1, ws, etab)
     if mid == IMPLICIT_MIDPOINT:
         return step_implicit_midpoint(kid, p, y, h, y1, ws, m, tol, max_iter, info)
-    if mid == GAUSS_LEGENDRE:
-        return step_gauss_legendre(kid, p, y, h, y1, ws, m, a, b, c, tol, max_iter, info)
-    return step_stormer_verlet(kid, p, y, h, y1, ws)
+    return step_gauss_legendre(kid, p, y, h, y1, ws, m, a, b, c, tol, max_iter, info)
 
 
 # --- run loops ------------------------------------------------------------------------------------------
@@ -142,16 +122,6 @@ def run_explicit(kid, p, y, h, n, out, ws, info, tab):
     y1 = np.empty_like(y)
     for k in range(n):
         step_explicit(kid, p, y, h, y1, ws, tab)
-        if not _commit(y, y1, out, k, info):
-            return k + 1
-    return n
-
-
-@jit
-def run_stormer_verlet(kid, p, y, h, n, out, ws, info):
-    y1 = np.empty_like(y)
-    for k in range(n):
-        step_stormer_verlet(kid, p, y, h, y1, ws)
         if not _commit(y, y1, out, k, info):
             return k + 1
     return n
@@ -244,5 +214,5 @@ def rows_implicit(tag, pp, p, ys, h, n, out, gammas, tol, max_iter, infos, ws, m
     return done
 
 
-__all__ = ["METHODS", "rows_explicit", "rows_shears", "rows_implicit", "step_any", "run_explicit", "run_stormer_verlet",
-           "run_shears", "run_implicit_midpoint", "run_gauss_legendre", "run_composition"]
+__all__ = ["METHODS", "rows_explicit", "rows_shears", "rows_implicit", "step_any", "run_explicit", "run_shears",
+           "run_implicit_midpoint", "run_gauss_legendre", "run_composition"]

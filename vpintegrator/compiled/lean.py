@@ -24,8 +24,8 @@ The loops (``RUNNERS``: method -> (kind, run loop, method tag)):
   ``run_implicit(tag, pp, p, y, h, n, out, gammas, tol, max_iter, info, ws, m, ta, tb, tc, tab, every)``. Implicit
   midpoint iterates by full Newton (the Jacobian at the current iterate, as the NumPy path) with the 3x3 solve
   by the explicit inverse (adjugate over the determinant) and larger systems by elimination without pivoting;
-  on a separable system (one with ``gradients``) by a 2-d Newton in the midpoint's q alone
-  (``_separable_midpoint``: the separable structure, half the unknowns);
+  on a separable system (one with ``gradients``) by a 2-d Newton in the midpoint's q alone (one function,
+  ``_midpoint``, its unknown and update the system's rule: the separable structure, half the unknowns);
   Gauss-Legendre iterates the stage equations by fixed point ``Z <- h A f(y + Z)``. Both start where NumPy
   starts and stop on NumPy's test (``max |update| <= tol max(1, |y|_inf)``, or stalled at the rounding
   floor). When the fast iteration fails (no convergence in ``max_iter``, an update that stops shrinking, a
@@ -149,6 +149,11 @@ eliminate = _typed("eliminate(M, r, rest)",
                    "zero pivot is ``ok`` False.")
 back_substitute = _typed("back_substitute(M, r, rest)",
                          "Solve the upper triangle of M for r, rows ``len(rest) - 1`` down to 0.")
+midpoint_start = _typed("midpoint_start(pp, h, y)", "Implicit midpoint's unknown at NumPy's start z = y + h f(y): z, or "
+                        "on a separable system (q, p) the midpoint's Q = q + (h/2) T'(p).")
+midpoint_update = _typed("midpoint_update(pp, h, y, u)", "A Newton update of u: (solved, u, e), e the update of the state "
+                         "(separable: 2 |dQ|, q1's; P = p - (h/2) V'(Q), the 2x2 matrix I + (h^2/4) T''(P) V''(Q)).")
+midpoint_state = _typed("midpoint_state(pp, h, y, u)", "The new state of the converged u (separable: 2 Q - q, 2 P - p).")
 exact = _typed("exact(tag, pp, p, u, h, v, ws, m, ta, tb, tc, tol, max_iter, info)",
                "The exact NumPy rule of ``compiled.newton`` for the implicit method ``tag`` (u -> v; its status).")
 step = _typed("step(tag, pp, h, x, tol, max_iter, tab)",
@@ -316,6 +321,68 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
             return back_substitute(M, tuple_setitem(r, k, acc / M[k][k]), rest[1:])
         return impl
 
+    @_impl(midpoint_start, inline="always")
+    def _midpoint_start(pp, h, y):
+        if _system(pp)[0] in GRADIENTS:  # a separable system: the midpoint's q alone
+            def separable(pp, h, y):
+                t0, t1 = gradients(pp, y[2], y[3], False)
+                return (y[0] + 0.5 * h * t0, y[1] + 0.5 * h * t1)
+            return separable
+        return lambda pp, h, y: _axpy(y, h, field(pp, y))
+
+    @_impl(midpoint_update, inline="always")
+    def _midpoint_update(pp, h, y, u):
+        if _system(pp)[0] not in GRADIENTS:
+            def full(pp, h, y, z):  # z <- z - (I - (h/2) J(m))^{-1} (z - y - h f(m)), m = (y + z) / 2
+                m = y
+                for i in range(len(y)):
+                    m = tuple_setitem(m, i, 0.5 * (y[i] + z[i]))
+                g = field(pp, m)
+                r = y
+                for i in range(len(y)):
+                    r = tuple_setitem(r, i, z[i] - y[i] - h * g[i])
+                solved, r = newton_solve(newton_matrix(jacobian(pp, m), 0.5 * h, m), r)
+                if not solved:
+                    return False, z, 0.0
+                for i in range(len(y)):
+                    z = tuple_setitem(z, i, z[i] - r[i])
+                return True, z, _max_abs(0.0, r)
+            return full
+
+        def separable(pp, h, y, Q):
+            c = 0.5 * h
+            cc = c * c
+            g0, g1 = gradients(pp, Q[0], Q[1], True)
+            P0 = y[2] - c * g0
+            P1 = y[3] - c * g1
+            t0, t1 = gradients(pp, P0, P1, False)
+            r0 = Q[0] - y[0] - c * t0
+            r1 = Q[1] - y[1] - c * t1
+            J = jacobian(pp, (Q[0], Q[1], P0, P1))  # rows 0-1: (0, T''); rows 2-3: (-V'', 0)
+            m00 = 1.0 - cc * (J[0][2] * J[2][0] + J[0][3] * J[3][0])
+            m01 = -cc * (J[0][2] * J[2][1] + J[0][3] * J[3][1])
+            m10 = -cc * (J[1][2] * J[2][0] + J[1][3] * J[3][0])
+            m11 = 1.0 - cc * (J[1][2] * J[2][1] + J[1][3] * J[3][1])
+            det = m00 * m11 - m01 * m10
+            if det == 0.0:
+                return False, Q, 0.0
+            iv = 1.0 / det
+            d0 = (m11 * r0 - m01 * r1) * iv
+            d1 = (m00 * r1 - m10 * r0) * iv
+            return True, (Q[0] - d0, Q[1] - d1), _max_abs(0.0, (2.0 * d0, 2.0 * d1))
+        return separable
+
+    @_impl(midpoint_state, inline="always")
+    def _midpoint_state(pp, h, y, u):
+        if _system(pp)[0] not in GRADIENTS:
+            return lambda pp, h, y, u: u
+
+        def separable(pp, h, y, Q):
+            c = 0.5 * h
+            g0, g1 = gradients(pp, Q[0], Q[1], True)
+            return (2.0 * Q[0] - y[0], 2.0 * Q[1] - y[1], 2.0 * (y[2] - c * g0) - y[2], 2.0 * (y[3] - c * g1) - y[3])
+        return separable
+
     @_impl(exact)
     def _exact(tag, pp, p, u, h, v, ws, m, ta, tb, tc, tol, max_iter, info):
         kind = getattr(tag, "instance_class", None)
@@ -332,8 +399,6 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
         tableau = getattr(kind, "tableau", None)  # an explicit tableau: constants of the compiled loop
         if tableau is not None:
             return lambda tag, pp, h, x, tol, max_iter, tab: _explicit(pp, h, x, tableau)
-        if kind is Midpoint and _system(pp)[0] in GRADIENTS:  # a separable system: Newton in q alone
-            return lambda tag, pp, h, x, tol, max_iter, tab: _separable_midpoint(pp, h, x, tol, max_iter)
         if kind is Midpoint:
             return lambda tag, pp, h, x, tol, max_iter, tab: _midpoint(pp, h, x, tol, max_iter)
         if kind is Gauss:
@@ -464,74 +529,19 @@ def _explicit(pp, h, y, tab):
 
 @jit
 def _midpoint(pp, h, y, tol, max_iter):
-    """NumPy's Newton iteration for ``z = y + h f((y + z) / 2)`` from its start ``z = y + h f(y)``, with the
-    Jacobian at each iterate and its test on the update. A zero determinant or pivot, or an iteration that
-    diverges or does not converge, leaves the step to the exact NumPy rule, which decides success or failure."""
-    z = _axpy(y, h, field(pp, y))
+    """Implicit midpoint by Newton from NumPy's start with its test on the update, the unknown the system's rule
+    (``midpoint_start``/``_update``/``_state``): z itself (NumPy's iteration), or on a separable system the midpoint's
+    q alone (the same fixed point). A singular matrix, or an iteration that diverges or does not converge, leaves the
+    step to the exact NumPy rule, which decides success or failure."""
+    u = midpoint_start(pp, h, y)
     scale = _scale(y)
-    c2 = 0.5 * h
     prev = np.inf
     for it in range(max_iter):
-        u = y
-        for i in range(len(y)):
-            u = tuple_setitem(u, i, 0.5 * (y[i] + z[i]))
-        g = field(pp, u)
-        r = y
-        for i in range(len(y)):
-            r = tuple_setitem(r, i, z[i] - y[i] - h * g[i])
-        solved, r = newton_solve(newton_matrix(jacobian(pp, u), c2, u), r)
+        solved, u, e = midpoint_update(pp, h, y, u)
         if not solved:
-            return False, z
-        for i in range(len(y)):
-            z = tuple_setitem(z, i, z[i] - r[i])
-        e = _max_abs(0.0, r)
-        if _converged(e, tol, scale, prev):
-            return True, z
-        if _diverging(e, it, prev):
-            return False, z
-        prev = e
-    return False, z
-
-
-@jit
-def _separable_midpoint(pp, h, y, tol, max_iter):
-    """Implicit midpoint of a separable H = T(p) + V(q), y = (q, p) of dim 4, by Newton in the midpoint
-    ``Q = (q + q1) / 2`` alone (2-d, not the 4-d system): ``Q = q + (h/2) T'(P)`` with ``P = p - (h/2) V'(Q)``, the
-    Jacobian ``I + (h^2/4) T''(P) V''(Q)`` (the blocks of the system's own ``field_jacobian``); then
-    ``q1 = 2 Q - q``, ``p1 = 2 P - p``. NumPy's start (``z = y + h f(y)``: ``Q = q + (h/2) T'(p)``) and test, on the
-    update of ``q1`` (``2 |dQ|``); the same fixed point as the 4-d Newton, so the states agree to rounding. A zero
-    determinant or an iteration that diverges or does not converge leaves the step to the exact NumPy rule."""
-    c = 0.5 * h
-    cc = c * c
-    t0, t1 = gradients(pp, y[2], y[3], False)
-    Q0 = y[0] + c * t0
-    Q1 = y[1] + c * t1
-    scale = _scale(y)
-    prev = np.inf
-    for it in range(max_iter):
-        g0, g1 = gradients(pp, Q0, Q1, True)
-        P0 = y[2] - c * g0
-        P1 = y[3] - c * g1
-        t0, t1 = gradients(pp, P0, P1, False)
-        r0 = Q0 - y[0] - c * t0
-        r1 = Q1 - y[1] - c * t1
-        J = jacobian(pp, (Q0, Q1, P0, P1))  # rows 0-1: (0, T''); rows 2-3: (-V'', 0)
-        m00 = 1.0 - cc * (J[0][2] * J[2][0] + J[0][3] * J[3][0])
-        m01 = -cc * (J[0][2] * J[2][1] + J[0][3] * J[3][1])
-        m10 = -cc * (J[1][2] * J[2][0] + J[1][3] * J[3][0])
-        m11 = 1.0 - cc * (J[1][2] * J[2][1] + J[1][3] * J[3][1])
-        det = m00 * m11 - m01 * m10
-        if det == 0.0:
             return False, y
-        iv = 1.0 / det
-        d0 = (m11 * r0 - m01 * r1) * iv
-        d1 = (m00 * r1 - m10 * r0) * iv
-        Q0 -= d0
-        Q1 -= d1
-        e = _max_abs(0.0, (2.0 * d0, 2.0 * d1))
         if _converged(e, tol, scale, prev):
-            g0, g1 = gradients(pp, Q0, Q1, True)
-            return True, (2.0 * Q0 - y[0], 2.0 * Q1 - y[1], 2.0 * (y[2] - c * g0) - y[2], 2.0 * (y[3] - c * g1) - y[3])
+            return True, midpoint_state(pp, h, y, u)
         if _diverging(e, it, prev):
             return False, y
         prev = e

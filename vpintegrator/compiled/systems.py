@@ -12,7 +12,7 @@ the last bit).
 kid    system                ``p`` (``field_params()``)            extra kernels
 =====  ====================  ====================================  =====================================
 0      rigid_body            (a, b, c) = ``RigidBody.coefficients``
-1      coupled_oscillator    (m1, m2, k1, k2, k)                   ``potential_gradient``, ``kinetic_gradient``
+1      coupled_oscillator    (m1, m2, k1, k2, k)                   ``GRADIENTS`` (V'(q), T'(p))
 2      volterra              (none, an empty array)
 3      abc_flow              (A, B, C)
 4      rigid_body_exp        (a, b, c, epsilon)
@@ -89,18 +89,6 @@ GRADIENTS = {COUPLED_OSCILLATOR: (coupled_oscillator_potential_gradient, coupled
 
 
 @jit
-def potential_gradient(kid, p, q, out):
-    """``V'(q)`` into ``out`` (2,) (coupled oscillator only)."""
-    out[0], out[1] = coupled_oscillator_potential_gradient(p, q[0], q[1])
-
-
-@jit
-def kinetic_gradient(kid, p, mom, out):
-    """``T'(p) = p / m`` into ``out`` (2,) (coupled oscillator only)."""
-    out[0], out[1] = coupled_oscillator_kinetic_gradient(p, mom[0], mom[1])
-
-
-@jit
 def _put3(f, out):
     out[0], out[1], out[2] = f[0], f[1], f[2]
 
@@ -168,5 +156,4 @@ def jacobian_rows(kid, p, ys, out):
         jacobian(kid, p, ys[r], out[r])
 
 
-__all__ = ["system_kernel", "vector_field", "jacobian", "potential_gradient", "kinetic_gradient",
-           "vector_field_rows", "jacobian_rows"]
+__all__ = ["system_kernel", "vector_field", "jacobian", "vector_field_rows", "jacobian_rows"]
