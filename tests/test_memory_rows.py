@@ -365,3 +365,39 @@ def test_fits_that_do_not_fit_are_one_line(make, key, words):
 def test_a_single_candidate_needs_no_validation():
     step = NARXStep(_Y6, context_len=2, libraries=["poly2"], ridges=1e-6)
     assert math.isnan(step.fit_now().score) and step.fit.library == "poly2" and len(step.candidates) == 1
+
+
+# --------------------------------------------------------------------------- the whole-window estimate
+
+
+def test_the_whole_window_estimate_is_the_least_squares_smoother_of_a_linear_system():
+    """``estimate+METHOD`` over a noisy window of K observed positions (the memory study's estimate from its longest
+    window): on two uncoupled oscillators (k = 0, a linear flow) the least-squares initial state over the window is
+    closed form, written here from the exact flow's matrices; the estimate is it, carried to the window's last
+    state."""
+    from vpintegrator.data.observation import resolve_observation
+    from vpintegrator.rollout.observed import estimate_states
+    from vpintegrator.systems import CoupledOscillator
+
+    system = CoupledOscillator(k=0.0)
+    obs = resolve_observation("q", 4, CoupledOscillator.state_names, "coupled_oscillator")
+    (m1, m2), w = system.m, np.sqrt([system.k1 / system.m[0], system.k2 / system.m[1]])
+    dt, K, sigma = 0.2, 8, 1e-3
+
+    def flow(t):  # (4, 4): y(t) = flow(t) y(0), y = (q1, q2, p1, p2)
+        c, s = np.cos(w * t), np.sin(w * t)
+        F = np.zeros((4, 4))
+        for i, m in enumerate((m1, m2)):
+            F[i, i], F[i, 2 + i] = c[i], s[i] / (m * w[i])
+            F[2 + i, i], F[2 + i, 2 + i] = -m * w[i] * s[i], c[i]
+        return F
+
+    rng = np.random.default_rng(3)
+    z0 = rng.normal(size=(5, 4))
+    windows = np.stack([[flow(j * dt)[:2] @ z for j in range(K)] for z in z0]) + sigma * rng.normal(size=(5, K, 2))
+    M = np.concatenate([flow(j * dt)[:2] for j in range(K)])  # (2K, 4): the stacked observed flow
+    best = np.stack([flow((K - 1) * dt) @ np.linalg.lstsq(M, win.ravel(), rcond=None)[0] for win in windows])
+    z, residual = estimate_states(system, obs, windows, dt)
+    np.testing.assert_allclose(z, best, rtol=0, atol=1e-8)
+    assert np.all(residual > 0.3 * sigma) and np.all(residual < 3 * sigma)  # the fit's RMS is the noise's
+    assert np.abs(best - np.stack([flow((K - 1) * dt) @ z for z in z0])).max() > 1e-5  # noise moved the estimate

@@ -17,7 +17,7 @@ from vpintegrator.studies.runner import StudyError
 
 def test_the_plan_takes_the_sizes_and_every_option(tmp_path):
     quick = STUDY.parse(["--out", str(tmp_path), "--quick"])
-    assert quick.windows == (1, 4) and quick.seeds == (0,) and quick.bath_sizes == (100,) and quick.noise == (0.0,)
+    assert quick.windows == (1, 4) and quick.seeds == (0,) and quick.bath_sizes == (100,) and quick.noise == (0.0, 1e-3)
     assert [c for c, _, _ in quick.cases()] == ["coupled_oscillator", "kac_zwanzig_N100"]
     assert ("delay_mlp2", 1) not in quick.training_runs() and ("delay_mlp2", 4) in quick.training_runs()
     assert quick.stop_keys()["max_steps"] == QUICK["max_steps"]
@@ -32,8 +32,23 @@ def test_the_default_size_is_planned_and_says_its_size(tmp_path):
     plan = STUDY.parse(["--out", str(tmp_path)])
     line = plan.size_line()
     assert plan.seeds == tuple(DEFAULTS["seeds"]) and plan.bath_sizes == (100, 1000, 10000)
-    assert "4 cases" in line and "kac_zwanzig_N10000" in line and "trainings of 100 steps" in line, line
-    assert f"{4 * 5 * 19} trainings" in line, line  # 4 cases x 5 seeds x (5 models x 4 windows - delay_mlp2 at T = 1)
+    assert "4 cases" in line and "kac_zwanzig_N10000" in line and "trainings of 30 steps" in line, line
+    assert f"{4 * 5 * 9} trainings" in line, line  # 4 cases x 5 seeds x (5 models x 2 windows - delay_mlp2 at T = 1)
+
+
+def test_the_default_size_is_estimated_within_two_cpu_hours_and_a_dry_run_writes_nothing(tmp_path, capsys):
+    """The plan's estimate (``CPU_BASIS`` times the plan's counts) of the default size is at most 2 CPU hours with 5
+    seeds and at least 100 held-out conditions; the old default (4 windows, 100 trajectories, 100 steps) was not;
+    ``--dry-run`` prints the size and the estimate by part and writes nothing."""
+    plan = STUDY.parse(["--out", str(tmp_path / "o")])
+    est = plan.cpu_estimate()
+    assert len(plan.seeds) == 5 and plan.n_test >= 100 and est["total"] <= 2 * 3600, est
+    assert est["total"] == pytest.approx(sum(v for k, v in est.items() if k != "total"))
+    old = STUDY.parse(["--out", str(tmp_path / "o"), "--windows", "1,2,4,8", "--n-train", "100", "--max-steps", "100"])
+    assert old.cpu_estimate()["trainings"] > 10 * 3600
+    assert main(STUDY, ["--out", str(tmp_path / "o"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "estimate total:" in out and "CPU h" in out and not (tmp_path / "o").exists()
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -58,18 +73,21 @@ def test_the_ladder_composes_on_tiny_data(tmp_path):
     trains them)."""
     from vpintegrator.studies.memory.ladder import evaluate_case, make_data
 
-    plan = STUDY.parse(["--out", str(tmp_path), "--quick", "--windows", "2", "--n-train", "8", "--n-test", "3",
+    plan = STUDY.parse(["--out", str(tmp_path), "--quick", "--windows", "2,5", "--n-train", "8", "--n-test", "3",
                         "--noise", "0,1e-3", "--seeds", "0"])
     train = make_data(tmp_path, "coupled_oscillator", None, plan.n_train, plan.t_train)
     rows = evaluate_case(plan, "coupled_oscillator", "coupled_oscillator", None, train, {})
     labels = {(r["label"], r["noise"]) for r in rows}
-    for label in ("arx_T2", "delay_dmd_T2", "narx_T2", "parrot_T2", "estimate+gauss_legendre4", "estimate+exact_flow"):
+    for label in ("arx_T2", "delay_dmd_T2", "narx_T2", "parrot_T2", "estimate+gauss_legendre4", "estimate+exact_flow",
+                  "estimate+gauss_legendre4_T5", "estimate+exact_flow_T5"):
         assert (label, 0.0) in labels and (label, 1e-3) in labels, label
     for r in rows:
         assert r["err_t10"]["n"] == 3 and r["err_t100"]["n"] == 3 and r["cost"] > 0
     exact = next(r for r in rows if r["label"] == "estimate+exact_flow" and r["noise"] == 0.0)
     assert exact["err_t100"]["median"] < 1e-8 and exact["kind"] == "known" and exact["seed"] is None
     assert next(r for r in rows if r["label"] == "arx_T2")["fit_cpu"] is not None
+    whole = next(r for r in rows if r["label"] == "estimate+exact_flow_T5" and r["noise"] == 0.0)
+    assert whole["T"] == 5 and whole["kind"] == "known" and whole["err_t100"]["median"] < 1e-8  # the batch smoother
 
 
 def test_the_bath_rows_compose_and_order_six_is_the_known_equations_ceiling(tmp_path):
@@ -79,7 +97,7 @@ def test_the_bath_rows_compose_and_order_six_is_the_known_equations_ceiling(tmp_
     from vpintegrator.studies.memory.ladder import evaluate_case, make_data
 
     plan = STUDY.parse(["--out", str(tmp_path), "--quick", "--windows", "1", "--n-train", "6", "--n-test", "3",
-                        "--bath-sizes", "10"])
+                        "--bath-sizes", "10", "--noise", "0"])
     train = make_data(tmp_path, "kac_zwanzig", 10, plan.n_train, plan.t_train)
     rows = {r["label"]: r for r in evaluate_case(plan, "kac_zwanzig_N10", "kac_zwanzig", 10, train, {})}
     err = {label: rows[label]["err_t10"]["median"] for label in ("gle", "bath+stormer_verlet", "bath+bath_splitting_y6")}
@@ -114,6 +132,7 @@ def _row(system, approach, T, kind, e10, e100, cost, seed=None, N=None, arena=No
 def _doc():
     co = "coupled_oscillator"
     rows = [_row(co, "estimate+exact_flow", 3, "known", 1e-13, 1e-13, 1e-5),
+            _row(co, "estimate+exact_flow", 4, "known", 2e-13, 5e-14, 1e-5),
             _row(co, "arx", 4, "fitted", 1e-3, 0.05, 1e-6), _row(co, "arx", 1, "fitted", math.inf, math.inf, 1e-6),
             _row(co, "delay_mlp", 1, "model", 0.5, 1.0, 1e-4, 0), _row(co, "delay_mlp", 4, "model", 0.01, 0.3, 1e-4, 0),
             _row(co, "vpt_mix", 4, "model", 0.005, 0.4, 2e-4, 0)]
@@ -135,6 +154,9 @@ def test_the_verdict_follows_the_numbers():
     assert "attention did not beat the window MLP" in t100 and "the best network is delay_mlp at T = 4 (0.3)" in t100
     assert "a least-squares fit beats every network (arx at T = 4 (0.05))" in t100
     assert "memory helps the data-only rows" in t100
+    assert "the estimate over the whole window does not beat the one from the first states (estimate+exact_flow at " \
+           "T = 4 (2.00e-13) against estimate+exact_flow at T = 3 (1.00e-13))" in t10
+    assert "the estimate over the whole window beats the one from the first states" in t100
     bath = text.split("**kac_zwanzig, t = 100, who is cheapest at equal accuracy**: ")[1].split("\n")[0]
     assert "N = 100: the best data-only row is narx at T = 4 (0.11)" in bath
     assert "the cheapest row at least as accurate is gle (0.1)" in bath
@@ -151,6 +173,7 @@ def test_table_only_redraws_byte_for_byte_from_a_results_file(tmp_path):
     first = (tmp_path / "a" / "results.md").read_bytes()
     assert first == (tmp_path / "b" / "results.md").read_bytes() == draw(_doc()).encode()
     assert b"| arx | 1 | fitted | inf | inf |" in first
+    assert (tmp_path / "a" / "memory_work_precision_kac_zwanzig.png").stat().st_size > 0  # the bath's figure
 
 
 def test_a_foreign_results_file_is_one_line(tmp_path, capsys):

@@ -100,6 +100,19 @@ class DelaySindyStep(StepMap):
         self._fitted = False
         self._inner: StepMap | None = None
 
+    def restrict(self, libraries: Sequence[Any]) -> "DelaySindyStep":
+        """This row with its library grid narrowed to ``libraries`` before it fits (the memory study's polynomial
+        libraries on the ``vp-rollout`` row), checked as the constructor checks it; refused once the row has fit."""
+        from .sindy import _grid
+
+        if self._fitted:
+            raise VPIntegratorError(f"{self.name}: the row has already fit; narrow its libraries before it starts",
+                                    key="libraries")
+        _, thresholds, optimizer = self._grid_args
+        _grid(libraries, thresholds, optimizer, self.seq_len * self.dim)
+        self._grid_args = (libraries, thresholds, optimizer)
+        return self
+
     def _check(self, value: Any, what: str, T: int, dim: int) -> np.ndarray:
         a = check_trajectories(value, what, T, dim, label=self.name)
         if a.shape[1] - T + 1 < 3:  # central differences of the delay vectors need 3 of them

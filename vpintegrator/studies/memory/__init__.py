@@ -10,13 +10,15 @@ DOP853 at 1e-12); ``n_test`` held-out initial conditions drawn from the file's s
 sees them), their exact flow to t = 100 (DOP853; above 1000 oscillators the full-order model composed to order 6 at
 h = 0.01).
 
+Every row is the ``vp-rollout`` row of its name, made by the runner's ``prepare_methods`` (``ladder.rollout_rows``).
 Rows at each window T (``--windows``): the fitted rows ``arx``, ``delay_dmd``, ``narx``, ``delay_sindy+rk4``
-(T <= 4, polynomial libraries, with pysindy) and ``parrot`` (the ``vp-rollout`` rows' step maps, fitted on the training file, the first
-15 % validating); the learned window models ``delay_mlp``, ``delay_mlp2``, ``gru``, ``lru`` and ``vpt_mix``
+(T <= 4, polynomial libraries, with pysindy) and ``parrot`` (fitted on the training file, the first 15 %
+validating); the learned window models ``delay_mlp``, ``delay_mlp2``, ``gru``, ``lru`` and ``vpt_mix``
 (attention), trained by ``fit`` with the partial-observation study's recipe to the same step budget
 (``--max-steps`` Levenberg-Marquardt steps); T = 1 is the memoryless row. Once per case: the known equations
 (``estimate+gauss_legendre4`` at h = 0.2 and ``estimate+exact_flow``, the estimate from the first 3 observed
-states; for the bath, the GLE with the exact kernel at h = 0.2) and the full-order model from the true full state
+states, and the same rows over the whole longest window, the least-squares batch smoother (T = max of
+``--windows``); for the bath, the GLE with the exact kernel at h = 0.2) and the full-order model from the true full state
 (``bath+stormer_verlet`` at h = 0.2, and near round-off its order-6 composition ``bath+bath_splitting_y6`` (the
 exact-bath-flow splitting) or ``bath+stormer_verlet_y6`` (the chain): the bath starts at rest, so the full state
 is the particle's). Every row starts
@@ -28,9 +30,11 @@ each row's fit or training CPU seconds, and its batch-1 CPU seconds per unit tim
 (``vpintegrator.clock.meter``). The verdict is computed from these numbers (``tables.verdict``).
 
     vp-study memory --out runs/memory_quick --quick     # <= 10 CPU min on 2 cores
-    vp-study memory --out runs/memory                   # the default size (5 seeds, N up to 10^4): see its plan line
+    vp-study memory --out runs/memory --dry-run         # the default size and its CPU estimate, nothing run
+    vp-study memory --out runs/memory                   # the default size (5 seeds, N up to 10^4): <= 2 CPU h planned
 
-Writes ``OUT/memory.json`` and ``OUT/memory.md``; ``--table-only`` redraws the tables from the JSON (``--results
+Writes ``OUT/memory.json`` (with ``cpu_parts``, the CPU seconds of each phase: the basis of the plan's estimate),
+``OUT/memory.md`` and, with a bath, the work-precision figure ``OUT/memory_work_precision_ARENA.png``; ``--table-only`` redraws the tables from the JSON (``--results
 FILE``: from a results file, e.g. ``memory/quick``, into a new OUT). Finished trainings are reused.
 """
 
@@ -45,7 +49,7 @@ from ..runner import StudyError, check_out_dir
 from ..stats import redraw_from, write_json, write_text
 from .ladder import evaluate_case, make_data, train_all
 from .plan import MemoryOptions, MemoryPlan, build_plan
-from .tables import read_doc, summarize_rows, tables
+from .tables import FIGURE_PREFIX, read_doc, summarize_rows, tables, work_precision
 
 __all__ = ["STUDY", "run", "draw", "MemoryOptions", "MemoryPlan", "build_plan"]
 
@@ -63,10 +67,16 @@ def _cpu() -> float:
 
 def _run(plan: MemoryPlan) -> int:
     out = plan.out
+    if plan.dry_run:  # the size and the estimate only: nothing is read or written
+        print(plan.size_line())
+        for part, cpu in plan.cpu_estimate().items():
+            print(f"memory: estimate {part}: {cpu:.0f} CPU s")
+        return 0
     check_out_dir(out)
     path = out / "memory.json"
     if plan.table_only and plan.results is not None:
-        _, _, text = redraw_from(out, str(plan.results), read_doc, draw)
+        _, doc, text = redraw_from(out, str(plan.results), read_doc, draw, figures=FIGURE_PREFIX)
+        work_precision(summarize_rows(doc["rows"]), out)
         print(text)
         return 0
     if plan.table_only:
@@ -76,18 +86,28 @@ def _run(plan: MemoryPlan) -> int:
         print(f"memory: {plan.budget_line()}", flush=True)
         read_doc(path) if path.exists() else None  # a foreign file there is refused before anything runs
         tic, load = _cpu(), os.getloadavg()[0]
-        trains = {case: make_data(out, arena, n, plan.n_train, plan.t_train) for case, arena, n in plan.cases()}
+        parts: dict[str, float] = {}  # CPU s of each phase: the basis of the plan's estimate (plan.CPU_BASIS)
+        trains = {}
+        for case, arena, n in plan.cases():
+            t0 = _cpu()
+            trains[case] = make_data(out, arena, n, plan.n_train, plan.t_train)
+            parts[f"data {case}"] = _cpu() - t0
+        t0 = _cpu()
         runs = train_all(plan, trains)
+        parts["trainings"] = _cpu() - t0
         rows = []
         for case, arena, n in plan.cases():
+            t0 = _cpu()
             rows += evaluate_case(plan, case, arena, n, trains[case], runs)
-            print(f"memory: {case} done", flush=True)
+            parts[f"rows {case}"] = _cpu() - t0
+            print(f"memory: {case} done ({parts[f'rows {case}']:.0f} CPU s)", flush=True)
         doc = {"commands": [plan.command], "budget": plan.budget_line(), "cpu_seconds": _cpu() - tic,
-               "load_average": [load, os.getloadavg()[0]], "rows": rows}
+               "cpu_parts": parts, "load_average": [load, os.getloadavg()[0]], "rows": rows}
         write_json(path, doc)
         doc = read_doc(path)
     text = draw(doc)
     write_text(out / "memory.md", text)
+    work_precision(summarize_rows(doc["rows"]), out)
     print(text)
     return 0
 

@@ -1,8 +1,9 @@
 """The memory ladder of one case, composed from the library: the data (``generate``), the held-out conditions and
-their exact flow, the learned window models (``fit``), the fitted rows (``vpintegrator.rollout.memory``,
-``parrot``, ``delay_sindy``), the known-equations and full-order rows (``estimate+METHOD``, the GLE, the bath), each
-rolled out by the one engine (``vpintegrator.rollout.engine.rollout``) from the same first observed window, scored
-against the exact flow and priced on the cost meter (``vpintegrator.clock.meter``)."""
+their exact flow, the learned window models (``fit``), and every row made as ``vp-rollout`` makes it (the runner's
+``prepare_methods`` on the row registry ``ROW_KINDS``: the fitted rows, ``estimate+METHOD``, the GLE and the bath;
+the trained models as model rows), each rolled out by the one engine (``vpintegrator.rollout.engine.rollout``) from
+the same first observed window, scored against the exact flow and priced on the cost meter
+(``vpintegrator.clock.meter``)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from ..stats import median_interval, read_json
 from .plan import (ARENAS, ESTIMATE_CONTEXT, FITTED, H, HELDOUT_SEED, HORIZONS, LEARNED, NOISE_SEED, RECIPE,
                    SINDY_LIBRARIES, TRAINING, MemoryPlan, observe_of, windows_of)
 
-__all__ = ["make_data", "heldout", "train_run", "train_all", "fitted_steps", "known_steps", "evaluate_case"]
+__all__ = ["make_data", "heldout", "train_run", "train_all", "observed_system", "fit_split", "rollout_rows",
+           "fitted_steps", "known_steps", "smoother_steps", "evaluate_case"]
 
 #: interleaved repeats of the cost meter (batch 1, one held-out condition, to the last horizon)
 METER_REPEATS = 3
@@ -101,71 +103,88 @@ def train_all(plan: MemoryPlan, trains: dict[str, Path]) -> dict[tuple[str, int,
         return {k: f.result() for k, f in zip(keys, futures)}
 
 
-# --------------------------------------------------------------------------- the rows as step maps
+# --------------------------------------------------------------------------- the rows: vp-rollout's
 
 
-def fitted_steps(train_obs: np.ndarray, T: int) -> dict[str, Any]:
-    """The fitted rows at window ``T`` (``FITTED``; delay SINDy up to ``SINDY_MAX_T`` and only with pysindy): each fitted
-    on the observed training trajectories ``train_obs`` (n, K, k), the first 15 % of them its validation set (the
-    parrot matches the other 85 %)."""
+def observed_system(full: Any, obs: Any, train: Path) -> Any:
+    """The run's system as ``vp-rollout`` makes it for an observed run (``ObservedSystem``: the observed channels,
+    the full system and the observation for the known-equations rows)."""
+    from ...rollout.observed import ObservedSystem
+
+    return ObservedSystem(dim=int(obs.dim), source=str(train), full=full, observation=obs)
+
+
+def fit_split(train: Path, n_train: int) -> Any:
+    """The fitted rows' ``FitSplit`` of the training file: its first 15 % validating, the rest fitted on (no test
+    trajectories: the study scores held-out conditions)."""
+    from ...rollout.methods import FitSplit
+
+    n_val = max(1, int(round(0.15 * n_train)))
+    return FitSplit(np.arange(n_val, n_train, dtype=np.int64), np.arange(n_val, dtype=np.int64),
+                    np.zeros(0, dtype=np.int64), source="the memory study's split (the first 15 % validating)",
+                    data=Path(train))
+
+
+def rollout_rows(names: list[str], system: Any, train: Path, context_len: int, split: Any = None,
+                 entries: list[tuple[str, Any, str]] | None = None) -> dict[str, Any]:
+    """``{label: step map}`` of the ``vp-rollout`` rows ``names`` (and the models ``entries``: (label, model,
+    source)) at window ``context_len``, made by the runner's own ``prepare_methods`` from the row registry
+    (``vpintegrator.rollout.methods.ROW_KINDS``) as ``vp-rollout --observe ... --context-len T`` makes them: the
+    same step maps, every input checked; nothing is fitted before a row starts."""
+    from ...rollout.methods import StepSettings, prepare_methods
+
+    K = int(round(max(HORIZONS) / H))
+    methods = prepare_methods(list(names), list(entries or []), system, H, 0.0, K, Path(train),
+                              StepSettings(context_len=int(context_len)), split)
+    return {m.label: m.step_map for m in methods}
+
+
+def fitted_steps(system: Any, train: Path, split: Any, T: int) -> dict[str, Any]:
+    """The fitted rows at window ``T`` (``FITTED``; delay SINDy up to ``SINDY_MAX_T``, on the polynomial
+    libraries ``SINDY_LIBRARIES``, and only with pysindy), fitted on ``split`` of the training file."""
     import importlib.util
 
-    from ...rollout.delay_sindy import DelaySindyStep
-    from ...rollout.memory import ARXStep, DelayDMDStep, NARXStep
-    from ...rollout.parrot import ParrotStep
-
-    n_val = max(1, int(round(0.15 * len(train_obs))))
-    val, fit_on = train_obs[:n_val], train_obs[n_val:]
-    k = int(train_obs.shape[-1])
-    rows: dict[str, Any] = {}
-    for name in FITTED:
-        if T not in windows_of(name, [T]):
-            continue
-        if name == "arx":
-            rows[name] = ARXStep(fit_on, val, context_len=T, dim=k)
-        elif name == "narx":
-            rows[name] = NARXStep(fit_on, val, context_len=T, dim=k)
-        elif name == "delay_dmd":
-            rows[name] = DelayDMDStep(fit_on, val, context_len=T, dim=k)
-        elif name == "parrot":
-            rows[name] = ParrotStep(fit_on, context_len=T, dim=k)
-        elif importlib.util.find_spec("pysindy") is not None:
-            rows[name] = DelaySindyStep(fit_on, val, name.partition("+")[2], H, context_len=T, dim=k,
-                                        libraries=list(SINDY_LIBRARIES))
+    names = [name for name in FITTED if T in windows_of(name, [T])
+             and (not name.startswith("delay_sindy") or importlib.util.find_spec("pysindy") is not None)]
+    rows = rollout_rows(names, system, train, T, split)
+    for name, step in rows.items():
+        if name.startswith("delay_sindy"):
+            step.restrict(list(SINDY_LIBRARIES))
     return rows
 
 
-def known_steps(arena: str, full: Any, obs: Any) -> dict[str, Any]:
-    """The known-equations and full-order rows (``ARENAS[arena]["known"]``): ``estimate+METHOD`` (the full state by
-    least squares on the true flow from the first ``ESTIMATE_CONTEXT`` observed states, then METHOD at ``H`` or the
-    exact flow); the GLE with the exact kernel (fitted by exponentials within ``GLE_FIT_TOL``) at ``H``;
-    ``bath+METHOD``, the full-order model from the true full state (the bath at rest around the first observed
-    particle state) at ``H``: Verlet (order 2) and, near round-off, its order-6 composition (``_y6``, 7 sub-steps)."""
-    from ...rollout.gle import GLE_FIT_TOL, BathStep, GLEStep
-    from ...rollout.observed import EstimatedStep
-
-    rows: dict[str, Any] = {}
-    for name in ARENAS[arena]["known"]:
-        head, _, method = name.partition("+")
-        if head == "estimate":
-            rows[name] = EstimatedStep(full, obs, method, H, ESTIMATE_CONTEXT)
-        elif head == "gle":
-            rows[name] = GLEStep(full, H, fit=GLE_FIT_TOL)
-        else:
-            rows[name] = BathStep(full, method, H, label=name)
-    return rows
+def known_steps(arena: str, system: Any, train: Path) -> dict[str, Any]:
+    """The known-equations and full-order rows (``ARENAS[arena]["known"]``), the ``vp-rollout`` rows of those names:
+    ``estimate+METHOD`` (the full state by least squares on the true flow from the first ``ESTIMATE_CONTEXT``
+    observed states, then METHOD at ``H`` or the exact flow); ``gle`` (the exact kernel fitted by exponentials
+    within ``GLE_FIT_TOL``) at ``H``; ``bath+METHOD``, the full-order model from the true full state (the bath at
+    rest around the first observed particle state) at ``H``: Verlet (order 2) and, near round-off, its order-6
+    composition (``_y6``, 7 sub-steps)."""
+    return rollout_rows(list(ARENAS[arena]["known"]), system, train, ESTIMATE_CONTEXT)
 
 
-def _learned(runs: dict[tuple[str, int], Path]) -> Iterator[tuple[str, int, Any, dict[str, Any]]]:
-    """(approach, T, step map, record) of each trained run of one seed."""
+def smoother_steps(arena: str, system: Any, train: Path, T: int) -> dict[str, Any]:
+    """The estimation rows of ``known_steps`` over the whole first window of ``T`` observed states: the initial
+    state by least squares on the true flow over all ``T`` (a batch smoother: with observation noise it averages
+    over the window instead of trusting its first ``ESTIMATE_CONTEXT`` states), carried to the window's last state,
+    then METHOD; the ``vp-rollout`` rows ``estimate+METHOD`` at ``--context-len T``. None for an arena without
+    estimation rows (the bath's rows start from the first observed state)."""
+    names = [name for name in ARENAS[arena]["known"] if name.startswith("estimate+")]
+    return rollout_rows(names, system, train, T) if names else {}
+
+
+def _learned(system: Any, train: Path, runs: dict[tuple[str, int], Path]
+             ) -> Iterator[tuple[str, int, Any, dict[str, Any]]]:
+    """(approach, T, step map, record) of each trained run of one seed: the model (in float64) as a
+    ``vp-rollout`` model row."""
     from ...models import load_model
-    from ...rollout.methods import model_step
 
     for (approach, T), run in sorted(runs.items()):
         summary = read_json(run / "summary.json") or {}
         record = {"fit_cpu": summary.get("cpu_time"), "steps": summary.get("steps"),
                   "stopped": summary.get("stopped"), "n_params": summary.get("n_params"), "run": run.name}
-        yield approach, int(T), model_step(load_model(run).double()), record
+        step = rollout_rows([], system, train, int(T), entries=[(run.name, load_model(run).double(), str(run))])
+        yield approach, int(T), step[run.name], record
 
 
 # --------------------------------------------------------------------------- scoring and pricing
@@ -190,14 +209,14 @@ def _window(ref: np.ndarray, length: int, sigma: float) -> np.ndarray:
 
 
 def _score(rows: dict[str, tuple[Any, dict[str, Any]]], ref: np.ndarray, noise: tuple[float, ...],
-           base: dict[str, Any]) -> list[dict[str, Any]]:
+           base: dict[str, Any], width: int) -> list[dict[str, Any]]:
     """Roll every row out from the first window at each noise level, score it, price it (batch 1, sigma = 0 window
     of the first condition, to the last horizon, on the meter)."""
     from ...clock import meter
     from ...rollout.engine import rollout
 
     K = int(round(max(HORIZONS) / H))
-    width = max([ESTIMATE_CONTEXT] + [s.seq_len for s, _ in rows.values()])
+    width = max([int(width)] + [s.seq_len for s, _ in rows.values()])
     out = []
     for sigma in noise:
         window = _window(ref, width, sigma)
@@ -226,25 +245,30 @@ def evaluate_case(plan: MemoryPlan, case: str, arena: str, n: int | None, train:
     rows per seed; rows of one (window, seed) are rolled out and priced together."""
     import torch
 
-    from ...data import read_trajectories
+    from ...data import read_metadata
 
     torch.set_num_threads(1)
     full, obs, _, ref = heldout(train, arena, n, plan.n_test)
-    train_obs = obs.apply(np.asarray(read_trajectories(train).y))
+    system, split = observed_system(full, obs, train), fit_split(train, int(read_metadata(train)["n_traj"]))
     base = {"system": case, "arena": arena, "N": n, "observe": ARENAS[arena]["observe"]}
     known = {label: (step, {"approach": label, "kind": "known" if label in ("gle",) or label.startswith("estimate")
-                            else "full_order", "seed": None}) for label, step in known_steps(arena, full, obs).items()}
-    rows = _score(known, ref, plan.noise, base)
+                            else "full_order", "seed": None}) for label, step in known_steps(arena, system, train).items()}
+    whole = max(plan.windows)
+    width = max(whole, ESTIMATE_CONTEXT)  # every row's window is the head of one noisy draw of this many states
+    if whole > ESTIMATE_CONTEXT:  # the same estimate over the whole (longest) window: the batch smoother
+        known.update({f"{label}_T{whole}": (step, {"approach": label, "T": whole, "kind": "known", "seed": None})
+                      for label, step in smoother_steps(arena, system, train, whole).items()})
+    rows = _score(known, ref, plan.noise, base, width)
     for T in plan.windows:
         fitted = {f"{name}_T{T}": (step, {"approach": name, "T": T, "kind": "fitted", "seed": None})
-                  for name, step in fitted_steps(train_obs, T).items()}
+                  for name, step in fitted_steps(system, train, split, T).items()}
         if fitted:
-            rows += _score(fitted, ref, plan.noise, base)
+            rows += _score(fitted, ref, plan.noise, base, width)
     for seed in plan.seeds:
         mine = {(a, T): run for (c, s, a, T), run in runs.items() if c == case and s == seed}
         for T in plan.windows:
             learned = {f"{a}_T{t}": (step, {**rec, "approach": a, "T": t, "kind": "model", "seed": int(seed)})
-                       for a, t, step, rec in _learned({k: v for k, v in mine.items() if k[1] == T})}
+                       for a, t, step, rec in _learned(system, train, {k: v for k, v in mine.items() if k[1] == T})}
             if learned:
-                rows += _score(learned, ref, plan.noise, base)
+                rows += _score(learned, ref, plan.noise, base, width)
     return rows

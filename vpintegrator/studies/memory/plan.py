@@ -17,7 +17,7 @@ from ..step_budget import VALVE_FACTOR, StepBudget, step_budget, stop_keys
 
 __all__ = ["H", "HORIZONS", "ARENAS", "FITTED", "LEARNED", "MIN_T", "ATTENTION", "WINDOW_MLPS", "LEAST_SQUARES",
            "SINDY_MAX_T", "SINDY_LIBRARIES", "ESTIMATE_CONTEXT", "HELDOUT_SEED", "NOISE_SEED", "RECIPE", "TRAINING", "STEPS_PER_EPOCH",
-           "MAX_BATH", "QUICK", "DEFAULTS", "MemoryOptions", "MemoryPlan", "build_plan", "windows_of",
+           "MAX_BATH", "QUICK", "DEFAULTS", "CPU_BASIS", "MemoryOptions", "MemoryPlan", "build_plan", "windows_of",
            "observe_of"]
 
 #: the study step (data, rows and learned maps alike)
@@ -58,15 +58,26 @@ HELDOUT_SEED = 7919
 NOISE_SEED = 4242
 #: Levenberg-Marquardt iterations (optimiser steps) per epoch of ``RECIPE``
 STEPS_PER_EPOCH = int(RECIPE["lm_iters_per_epoch"])
+#: the basis of ``MemoryPlan.cpu_estimate``, CPU seconds (process and training workers) measured on the quick runs
+#: (``cpu_parts`` of docs/data/memory/quick.json and bath_quick.json, 2 shared cores at load 5-10) and rounded up:
+#: one Levenberg-Marquardt step per training trajectory (``train_step_traj``: 18 trainings x 20 steps x 40
+#: trajectories took 249 CPU s, 6 x 20 x 40 took 95 s); a row's fixed work (``row``: building, its cost meter) and
+#: its rollout per held-out condition and noise level (``row_test``: the estimate's least squares included); a
+#: fitted row's fit per training trajectory (``fit_traj``); a bath's data per oscillator, trajectory and unit time
+#: (``gen_osc_time``: 40 trajectories to t = 20 at N = 10^4 took 23 CPU s) and its per-oscillator work per training
+#: trajectory a fitted row reads and per held-out condition rolled out (``bath_osc``: the full state is read, the
+#: reference and the full-order rows are O(N); the rows of N = 10^4 took 44 CPU s more than those of N = 10^3)
+CPU_BASIS: dict[str, float] = {"train_step_traj": 0.02, "row": 1.0, "row_test": 0.02, "fit_traj": 0.05,
+                               "gen_osc_time": 4e-6, "bath_osc": 1e-5}
 #: the largest bath (``vpintegrator.systems.kac_zwanzig.MAX_OSCILLATORS``)
 MAX_BATH = 10_000
 
 QUICK: dict[str, Any] = {"systems": ["coupled_oscillator", "kac_zwanzig"], "bath_sizes": [100], "seeds": [0],
-                         "windows": [1, 4], "noise": [0.0], "n_train": 40, "n_test": 20, "t_train": 20.0,
+                         "windows": [1, 4], "noise": [0.0, 1e-3], "n_train": 40, "n_test": 20, "t_train": 20.0,
                          "max_steps": 20, "budget_seconds": 10.0, "patience": 5, "approaches": list(LEARNED)}
 DEFAULTS: dict[str, Any] = {"systems": ["coupled_oscillator", "kac_zwanzig"], "bath_sizes": [100, 1000, 10000],
-                            "seeds": [0, 1, 2, 3, 4], "windows": [1, 2, 4, 8], "noise": [0.0, 1e-3], "n_train": 100,
-                            "n_test": 100, "t_train": 20.0, "max_steps": 100, "budget_seconds": 30.0, "patience": 20,
+                            "seeds": [0, 1, 2, 3, 4], "windows": [1, 4], "noise": [0.0, 1e-3], "n_train": 40,
+                            "n_test": 100, "t_train": 20.0, "max_steps": 30, "budget_seconds": 30.0, "patience": 20,
                             "approaches": list(LEARNED)}
 
 
@@ -92,28 +103,35 @@ class MemoryOptions(StudyOptions):
     quick : bool
         A small run (seed 0; T in 1,4; 40 training and 20 held-out trajectories; the bath at N = 100; 20 optimiser
         steps per learned row): the same code path in under ten CPU minutes.
+    dry_run : bool
+        Print the plan's size and its CPU estimate by part (``MemoryPlan.cpu_estimate``) and run nothing.
     systems : list of str
         Comma list out of coupled_oscillator, kac_zwanzig, particle_chain (default coupled_oscillator,kac_zwanzig).
     bath_sizes : list of int
         The bath sizes N of kac_zwanzig and particle_chain, 1 ... 10000 (default 100,1000,10000; --quick 100).
     windows : list of int
-        The window lengths T (default 1,2,4,8; --quick 1,4); every window ends before t = 10.
+        The window lengths T (default 1,4: the memoryless row and one window; the estimate over the longest
+        window is the batch smoother); every window ends before t = 10.
     noise : list of float
-        Observation noise sigmas on the first window every row reads (default 0,0.001; --quick 0).
+        Observation noise sigmas on the first window every row reads (default 0,0.001, --quick too).
     approaches : list of str
         Learned window models out of delay_mlp, delay_mlp2, gru, lru, vpt_mix (default all).
     n_train : int
-        Training trajectories per system (default 100; --quick 40).
+        Training trajectories per system (default 40, --quick too).
     n_test : int
         Held-out initial conditions per system (default 100; --quick 20).
     t_train : float
         The training trajectories' horizon (default 20).
     budget_seconds : float
         With --budget plateau, the CPU seconds whose 10 times cut a training as a safety valve (its budget is
-        --max-steps optimiser steps, default 100, --quick 20); with --budget cpu or wall, the budget itself.
+        --max-steps optimiser steps, default 30, --quick 20); with --budget cpu or wall, the budget itself.
+
+    The default size is chosen to fit 2 CPU hours by ``MemoryPlan.cpu_estimate`` (``--dry-run`` prints it).
     """
 
     quick: bool = key(False, type=bool)
+    dry_run: bool = key(False, type=bool, help="Print the plan's size and CPU estimate by part (plan.CPU_BASIS) and "
+                        "run nothing.")
     budget: str = key("plateau", choices=BUDGETS, help=PLATEAU_HELP)
     systems: list[str] | None = key(None, optional=True, check=name_list("systems", list(ARENAS)), metavar="LIST")
     bath_sizes: list[int] | None = key(None, optional=True, metavar="LIST",
@@ -160,6 +178,7 @@ class MemoryPlan:
     jobs: int
     command: str
     results: Path | None = None
+    dry_run: bool = False
 
     def cases(self) -> list[tuple[str, str, int | None]]:
         return [(f"{s}_N{n}" if ARENAS[s]["bath"] else s, s, n if ARENAS[s]["bath"] else None)
@@ -185,6 +204,26 @@ class MemoryPlan:
                     f"{VALVE_FACTOR * self.budget_seconds:g} s is a safety valve only (a run it stops is cut)")
         return f"every learned row trains until its plateau or {self.budget_seconds:g} {self.budget} seconds"
 
+    def cpu_estimate(self) -> dict[str, float]:
+        """The plan's CPU seconds by part, from ``CPU_BASIS`` (measured on the quick runs): the trainings (optimiser
+        steps x training trajectories), each case's rows (row rollouts x held-out conditions x noise levels, and
+        the fits on the training file) and each bath's data and reference (oscillators x trajectories); ``total``
+        their sum."""
+        b = CPU_BASIS
+        n_runs = len(self.cases()) * len(self.seeds) * len(self.training_runs())
+        out = {"trainings": n_runs * self.max_steps * self.n_train * b["train_step_traj"]}
+        for case, arena, n in self.cases():
+            fitted = sum(len(windows_of(a, self.windows)) for a in FITTED)
+            rollouts = len(ARENAS[arena]["known"]) + 2 + fitted + len(self.seeds) * len(self.training_runs())
+            rows = rollouts * (b["row"] + b["row_test"] * self.n_test * len(self.noise)) \
+                + fitted * self.n_train * b["fit_traj"]
+            bath = 0.0 if n is None else n * (self.n_train * self.t_train * b["gen_osc_time"]
+                                              + (fitted * self.n_train + self.n_test * (1 + len(self.noise)))
+                                              * b["bath_osc"])
+            out[f"case {case}"] = rows + bath
+        out["total"] = sum(out.values())
+        return out
+
     def size_line(self) -> str:
         """The plan's size in one line (printed before anything runs)."""
         cases = self.cases()
@@ -194,7 +233,8 @@ class MemoryPlan:
         return (f"memory: {len(cases)} cases ({', '.join(c for c, _, _ in cases)}), windows {list(self.windows)}, "
                 f"seeds {list(self.seeds)}, noise {list(self.noise)}: {runs} trainings of {self.max_steps} steps, "
                 f"{fitted} fitted rows, {self.n_test} held-out conditions each to t = {max(HORIZONS):g}; training "
-                f"data {gb:.2g} GB")
+                f"data {gb:.2g} GB; estimated {self.cpu_estimate()['total'] / 3600:.2g} CPU h (the quick runs' "
+                "costs, plan.CPU_BASIS)")
 
 
 def build_plan(options: MemoryOptions, argv: Sequence[str] = ()) -> MemoryPlan:
@@ -221,7 +261,7 @@ def build_plan(options: MemoryOptions, argv: Sequence[str] = ()) -> MemoryPlan:
         n_train=int(pick("n_train")), n_test=int(pick("n_test")), t_train=float(pick("t_train")),
         max_steps=int(pick("max_steps")), budget=str(a.budget), budget_seconds=float(pick("budget_seconds")),
         wall_ceiling=float(a.wall_ceiling), patience=int(pick("patience")), jobs=int(a.jobs),
-        results=None if a.results is None else Path(a.results),
+        results=None if a.results is None else Path(a.results), dry_run=bool(a.dry_run),
         command=" ".join(["vp-study memory", *argv]) if argv else " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]))
     if plan.table_only:
         return plan

@@ -14,7 +14,8 @@ from ..schema import INTERVAL, Each, Obj, ResultsSchema, check_results
 from ..stats import bootstrap_ci, fmt_num, md_table, read_json, unplain
 from .plan import ATTENTION, HORIZONS, LEAST_SQUARES, WINDOW_MLPS
 
-__all__ = ["ROW", "SCHEMA", "read_doc", "summarize_rows", "verdict", "tables"]
+__all__ = ["ROW", "SCHEMA", "read_doc", "summarize_rows", "verdict", "tables", "work_precision",
+           "FIGURE_PREFIX"]
 
 #: a row of memory.json: one (case, row, window, seed, noise)
 ROW = Obj(required={"system": "str", "arena": "str", "approach": "str", "label": "str", "T": "int", "kind": "str",
@@ -26,6 +27,11 @@ ROW = Obj(required={"system": "str", "arena": "str", "approach": "str", "label":
 SCHEMA = ResultsSchema("memory", {"rows": Each(ROW)})
 #: the kinds that learn from data only (no equations)
 DATA_ONLY = ("fitted", "model")
+#: a data-only row is the cheapest at its accuracy only if every row that knows the equations and is as accurate
+#: costs more than this many times as much (the cost meter's run-to-run spread on shared cores is ~30 %)
+COST_MARGIN = 1.5
+#: the study's figures in OUT start with this (``memory_work_precision_ARENA.png``)
+FIGURE_PREFIX = "memory_"
 
 
 def read_doc(path: Path) -> dict[str, Any]:
@@ -81,10 +87,15 @@ def _best(entries: list[dict[str, Any]], t: float) -> dict[str, Any] | None:
     return min(scored, key=lambda e: _key(e, t)) if scored else None
 
 
+def _estimate(e: dict[str, Any]) -> bool:
+    """Whether a row is an estimation row (``estimate+METHOD``: its window is the number of states it reads)."""
+    return str(e["approach"]).startswith("estimate+")
+
+
 def _said(e: dict[str, Any] | None, t: float) -> str:
     if e is None:
         return "none"
-    window = "" if e["kind"] not in DATA_ONLY else f" at T = {e['T']}"
+    window = "" if e["kind"] not in DATA_ONLY and not _estimate(e) else f" at T = {e['T']}"
     return f"{e['approach']}{window} ({fmt_num(e[f't{t:g}']['median'])})"
 
 
@@ -113,6 +124,14 @@ def verdict(summary: list[dict[str, Any]]) -> list[str]:
             if lsq is not None and net is not None:
                 part.append(f"a least-squares fit {'beats every network' if _key(lsq, t) < _key(net, t) else 'does not beat every network'} "
                             f"({_said(lsq, t)})")
+            smooth = [e for e in mine if _estimate(e)]  # one method's estimate from the first states and the whole window
+            how = "estimate+exact_flow" if any(e["approach"] == "estimate+exact_flow" for e in smooth) else \
+                next((e["approach"] for e in smooth), None)
+            same = sorted((e for e in smooth if e["approach"] == how), key=lambda e: e["T"])
+            short, whole = (same[0], same[-1]) if same else (None, None)
+            if short is not None and whole is not None and whole["T"] > short["T"]:
+                part.append(f"the estimate over the whole window {'beats' if _key(whole, t) < _key(short, t) else 'does not beat'} "
+                            f"the one from the first states ({_said(whole, t)} against {_said(short, t)})")
             if mem is not None and flat is not None:
                 part.append(f"memory {'helps' if _key(mem, t) < _key(flat, t) else 'does not help'} the data-only "
                             f"rows ({_said(mem, t)} against the memoryless {_said(flat, t)})")
@@ -122,25 +141,35 @@ def verdict(summary: list[dict[str, Any]]) -> list[str]:
 
 
 def _bath_verdict(summary: list[dict[str, Any]]) -> list[str]:
-    """Per bath arena and N (noise 0, the last horizon): the most accurate data-only row, the cheapest row at least as
-    accurate, and the first N (if any) where that row learns from data only."""
+    """Per bath arena and N (noise 0, the last horizon): the most accurate data-only row and the cheapest row at least
+    as accurate; the data-only rows that are the cheapest at their accuracy (no row that knows the equations or the
+    full state is at least as accurate for at most ``COST_MARGIN`` times their cost); and the first N (if any) where
+    there is one."""
     t = max(HORIZONS)
     lines = []
     for arena in dict.fromkeys(e["arena"] for e in summary if e.get("N") is not None):
         said, first = [], None
         for n in sorted({int(e["N"]) for e in summary if e["arena"] == arena and e.get("N") is not None}):
             mine = [e for e in summary if e["arena"] == arena and e.get("N") == n and e["noise"] == 0.0
-                    and e["cost"] is not None]
-            data = _best([e for e in mine if e["kind"] in DATA_ONLY], t)
-            if data is None:
+                    and e["cost"] is not None and math.isfinite(_key(e, t))]
+            data = [e for e in mine if e["kind"] in DATA_ONLY]
+            best = _best(data, t)
+            if best is None:
                 continue
-            rivals = [e for e in mine if _key(e, t) <= _key(data, t)]
+            rivals = [e for e in mine if _key(e, t) <= _key(best, t)]
             cheapest = min(rivals, key=lambda e: e["cost"])
-            wins = cheapest["kind"] in DATA_ONLY
-            first = n if wins and first is None else first
-            said.append(f"N = {n}: the best data-only row is {_said(data, t)} at {fmt_num(data['cost'])} CPU s per unit "
-                        f"time; the cheapest row at least as accurate is {_said(cheapest, t)} at "
-                        f"{fmt_num(cheapest['cost'])} ({cheapest['kind']})")
+            known = [e for e in mine if e["kind"] not in DATA_ONLY]
+            front = sorted((d for d in data if not any(_key(o, t) <= _key(d, t) and o["cost"] <= COST_MARGIN * d["cost"]
+                                                        for o in known)), key=lambda e: _key(e, t))
+            first = n if front and first is None else first
+            part = (f"N = {n}: the best data-only row is {_said(best, t)} at {fmt_num(best['cost'])} CPU s per unit "
+                    f"time; the cheapest row at least as accurate is {_said(cheapest, t)} at "
+                    f"{fmt_num(cheapest['cost'])} ({cheapest['kind']})")
+            if front:
+                part += (f", and no row that knows the equations is as accurate for at most {COST_MARGIN:g} times the "
+                         "cost of "
+                         + ", ".join(f"{_said(d, t)} at {fmt_num(d['cost'])}" for d in front[:3]))
+            said.append(part)
         if said:
             lines += [f"- **{arena}, t = {t:g}, who is cheapest at equal accuracy**: " + "; ".join(said) + ". "
                       + (f"A data-only row is first the cheapest at its accuracy at N = {first}." if first is not None
@@ -176,3 +205,45 @@ def _cell(e: dict[str, Any], t: float) -> str:
     m, (lo, hi) = e[f"t{t:g}"]["median"], e[f"t{t:g}"]["ci"]
     ok = lo is not None and hi is not None and not (isinstance(lo, float) and math.isnan(lo))
     return fmt_num(m) + (f" [{fmt_num(lo)}, {fmt_num(hi)}]" if ok else "")
+
+
+def work_precision(summary: list[dict[str, Any]], out: Path) -> list[Path]:
+    """Per bath arena with a cost: the work-precision figure at the last horizon, noise 0: the median error against
+    the batch-1 CPU seconds per unit time, one series per row (its points the bath sizes N, labelled for the rows
+    that know the equations), the data-only rows dashed. PNG under ``out`` (``memory_work_precision_ARENA.png``); none without a bath."""
+    from matplotlib import colormaps
+
+    from ...plotting.style import figure, save_figure
+
+    t = max(HORIZONS)
+    colors = colormaps["tab20"]
+    paths: list[Path] = []
+    for arena in dict.fromkeys(e["arena"] for e in summary if e.get("N") is not None):
+        mine = [e for e in summary if e["arena"] == arena and e.get("N") is not None and e["noise"] == 0.0
+                and e["cost"] is not None and math.isfinite(_key(e, t))]
+        if not mine:
+            continue
+        fig = figure(6.4, 3.8)
+        ax = fig.add_subplot()
+        series: dict[str, list[dict[str, Any]]] = {}
+        for e in mine:
+            name = e["approach"] if e["kind"] not in DATA_ONLY else f"{e['approach']} T = {e['T']}"
+            series.setdefault(name, []).append(e)
+        for i, (name, es) in enumerate(sorted(series.items())):
+            es.sort(key=lambda e: int(e["N"]))
+            data = es[0]["kind"] in DATA_ONLY
+            ax.plot([e["cost"] for e in es], [_key(e, t) for e in es], marker="o" if data else "s", markersize=3,
+                    linewidth=0.8, linestyle="--" if data else "-", color=colors(i % 20), label=name)
+            for e in ([] if data else es):  # (the data-only rows barely move with N: their N are not written)
+                ax.annotate(f"{int(e['N'])}", (e["cost"], _key(e, t)), fontsize=5, xytext=(2, 2),
+                            textcoords="offset points")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("batch-1 CPU s per unit time (cost meter)")
+        ax.set_ylabel(f"median relative error at t = {t:g}")
+        ax.set_title(f"{arena}: work-precision over the bath size N (rows that know the equations labelled by N; "
+                     "dashed: data only, one point per N)",
+                     fontsize=7)
+        ax.legend(fontsize=5, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+        paths += save_figure(fig, out / f"{FIGURE_PREFIX}work_precision_{arena}", formats=("png",), overwrite=True)
+    return paths
