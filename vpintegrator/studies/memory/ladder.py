@@ -251,8 +251,9 @@ def evaluate_case(plan: MemoryPlan, case: str, arena: str, n: int | None, train:
     full, obs, _, ref = heldout(train, arena, n, plan.n_test)
     system, split = observed_system(full, obs, train), fit_split(train, int(read_metadata(train)["n_traj"]))
     base = {"system": case, "arena": arena, "N": n, "observe": ARENAS[arena]["observe"]}
-    known = {label: (step, {"approach": label, "kind": "known" if label in ("gle",) or label.startswith("estimate")
-                            else "full_order", "seed": None}) for label, step in known_steps(arena, system, train).items()}
+    known: dict[str, tuple[Any, dict[str, Any]]] = {
+        label: (step, {"approach": label, "kind": "known" if label in ("gle",) or label.startswith("estimate")
+                       else "full_order", "seed": None}) for label, step in known_steps(arena, system, train).items()}
     whole = max(plan.windows)
     width = max(whole, ESTIMATE_CONTEXT)  # every row's window is the head of one noisy draw of this many states
     if whole > ESTIMATE_CONTEXT:  # the same estimate over the whole (longest) window: the batch smoother
