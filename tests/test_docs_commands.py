@@ -1,47 +1,108 @@
-"""The commands the documentation shows run (issue 69).
+"""The commands the documentation shows run.
 
 One extractor reads every shell command of the README, of every page in docs/ and of the shipped configs'
-leading comments (the indented ``#   vp-...`` lines): fenced ``bash``/``sh`` blocks, continuation lines joined,
-comments dropped, ``&&`` and ``;`` split, leading ``VAR=value``, ``nice -n N``, ``time`` stripped. Then:
+leading comments (the indented ``#   vp-...`` lines): fenced ``bash``/``sh`` blocks (and a program's lines in
+unlabelled blocks), continuation lines joined, comments dropped, ``&&`` and ``;`` split, leading ``VAR=value``,
+``nice -n N``, ``time`` and ``/usr/bin/time -v`` stripped. Then:
 
 - every ``vp-gen``/``vp-train``/``vp-rollout``/``vp-study``/``vp-plot`` command is resolved by its own program
   as written, with ``--print-config`` (flags, keys, names and values checked; nothing runs), in an empty
   directory; a template's placeholders (``RUN``, ``S``, a cluster's ``$VAR``) get values (``PLACEHOLDERS``);
-- (slow) every ``vp-study NAME --table-only --results FILE`` redraw runs whole;
+- every command is either run by the page runs below or listed in ``NOT_RUN`` with its reason (default suite);
 - the partial-observation page's first example runs whole at a tiny size, its sizes shrunk by ``tiny``;
-- (slow) every command of the partial-observation page and the configs' comments runs at a tiny size, in the
-  page's order, in one directory.
+- (marker ``docs_commands``, slow) every page's commands run whole at a tiny size (``tiny``: the one rule that
+  shrinks them), in the page's order, in one empty directory per page, after the page's Python blocks that
+  they need (``PYTHON_BLOCKS``) and the files the page takes from another page (``PRELUDE``); and every
+  ``vp-study NAME --table-only --results FILE`` redraw runs whole.
 
-Repository files (not in the wheel): against an installed wheel these tests skip.
+The pages are read from the checkout (``VP_DOCS_ROOT`` names it when the tests run from a copy against an
+installed wheel, as CI's wheel step does); with neither, these tests skip.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-CHECKOUT = Path(__file__).resolve().parents[1]
-pytestmark = [pytest.mark.skipif(not (CHECKOUT / "mkdocs.yml").is_file(), reason="repository files (not in the wheel)"),
+
+def _docs_root() -> Path | None:
+    """The checkout whose pages are read: ``VP_DOCS_ROOT`` (it must hold them), else this file's checkout."""
+    named = os.environ.get("VP_DOCS_ROOT")
+    if named:
+        root = Path(named).resolve()
+        if not (root / "mkdocs.yml").is_file():
+            raise RuntimeError(f"VP_DOCS_ROOT={named}: no mkdocs.yml there; name the repository's checkout")
+        return root
+    here = Path(__file__).resolve().parents[1]
+    return here if (here / "mkdocs.yml").is_file() else None
+
+
+CHECKOUT = _docs_root() or Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.skipif(_docs_root() is None, reason="repository files (not in the wheel; VP_DOCS_ROOT "
+                                                              "names a checkout)"),
               pytest.mark.usefixtures("one_thread")]
 
 PROGRAMS = ("vp-gen", "vp-train", "vp-rollout", "vp-study", "vp-plot")
-#: pages whose commands need more than the commands themselves, and what (a tiny run skips them)
-NOT_RUN: dict[str, str] = {
-    "docs/own_trajectories.md": "its data file is written by the page's Python block",
-    "docs/your_own_model.md": "its model is the page's own module mynets.py (its Python block)",
-    **{f"configs/study/{name}.toml": "a study's call of the config: its data (RUN/data) is the study's"
-       for name in ("rigid_body_lp_transformer", "rigid_body_lpnet", "rigid_body_lpnet_sym", "rigid_body_st",
-                    "rigid_body_vpff", "rigid_body_vpt", "rigid_body_vpt_arb", "rigid_body_vpt_sym")},
+#: programs whose lines in an unlabelled block (or a config's comment) are commands too (in a ``bash``/``sh``
+#: block every line is one)
+SHELL_PROGRAMS = (*PROGRAMS, "python", "pip", "bash", "torchrun", "srun", "sbatch", "export", "cp", "eval")
+
+#: the commands the page runs leave out, and why: ``(page, start) -> reason``, a command matching when it is on
+#: ``page`` (``"*"``: any) and its words, joined by spaces, start with ``start``. Everything else a page shows
+#: runs (``test_every_docs_command_is_run_or_listed`` holds the two together)
+NOT_RUN: dict[tuple[str, str], str] = {
+    # what needs more than this machine
+    ("docs/cluster.md", "vp-gen rigid_body --n-traj 2000000 --t-end 20 --out ./shared/data/rb.h5 --dask-scheduler"):
+        "a dask.distributed scheduler on another host (tcp://scheduler-host:8786)",
+    ("docs/cluster.md", "srun torchrun"): "torchrun over the nodes of a Slurm allocation",
+    ("docs/training.md", "torchrun --nproc_per_node=2"): "DDP over 2 processes: the 2-core CI box has no room "
+                                                         "(scripts/ddp_check.py checks DDP on a GPU machine)",
+    ("docs/benchmarks.md", "bash scripts/gpu_"): "the lent GPU machine's setup and checks (CUDA)",
+    ("docs/benchmarks.md", "cp FILES_AT/"): "copies the GPU machine's fetched files (FILES_AT: the device tool's)",
+    ("docs/benchmarks.md", "python scripts/gpu_report.py"): "reads the GPU machine's files (runs/gpu_check)",
+    # what CI itself runs (its readme, wheel and docs steps), not a command of a run
+    ("*", "pip install"): "installs the package: CI's readme and wheel steps install it (editable and the wheel)",
+    ("*", "python -m pytest"): "the test suite: CI's readme and wheel steps run it",
+    ("docs/setup.md", "eval"): "shell completion, activated in an interactive shell (tests/test_cli_leftovers.py "
+                               "checks the completions it gives)",
+    ("docs/architecture.md", "python scripts/write_exports.py"): "rewrites the package's __init__ exports (a "
+                                                                 "maintainer's tool; tests/test_layout.py checks them)",
+    # the repository's research scripts (scripts/, not installed with the wheel): their sizes are their own
+    # flags, which no tiny rule here shrinks yet; the studies they feed are redrawn from their shipped results
+    ("*", "python scripts/"): "a repository research script (scripts/), minutes to hours at its own sizes; not "
+                              "installed with the wheel",
+    ("docs/context.md", "python -m vpintegrator.studies.context"): "the context study at its own sizes (5 seeds, "
+                                                                   "hours; no tiny plan); its tables are redrawn by "
+                                                                   "vp-study context --table-only",
+    ("docs/context.md", "cp runs/context_oscillator/context_study.json docs/data/"): "ships the study's results into "
+                                                                                     "the checkout",
 }
 #: commands that cannot be resolved in an empty directory as written, and why (page, the command's start)
 NOT_RESOLVED: dict[tuple[str, str], str] = {
     ("docs/your_own_model.md", "vp-train --data datasets/rb.h5"): "the page's own module mynets.py (its Python block) "
                                                                    "on PYTHONPATH",
+}
+#: the page's fenced ``python`` blocks (0-based, in page order) its commands need, run before them in the page's
+#: directory; a block whose first line names a file (``# mynets.py ...``) is written to that file instead
+PYTHON_BLOCKS: dict[str, tuple[int, ...]] = {
+    "docs/own_trajectories.md": (0,),  # writes mine.h5
+    "docs/your_own_model.md": (0,),  # mynets.py, the model's module
+    "docs/sindy.md": (2,),  # writes hh_q.h5 (Hénon–Heiles positions, a data-only file)
+}
+#: commands run before a page's own, for the files it takes from elsewhere (a study's call of its config reads
+#: the data the study writes: here the same vp-gen command at a tiny size)
+PRELUDE: dict[str, tuple[str, ...]] = {
+    **{f"configs/study/rigid_body_{name}.toml": ("vp-gen rigid_body_paper --method implicit_midpoint --out run/data/im.h5",)
+       for name in ("st", "vpff", "vpt", "vpt_arb")},
+    **{f"configs/study/rigid_body_{name}.toml": ("vp-gen rigid_body_paper --method dop853 --out run/data/exact.h5",)
+       for name in ("lp_transformer", "lpnet", "lpnet_sym", "vpt_sym")},
 }
 
 
@@ -50,6 +111,11 @@ class Command:
     page: str  # the file, relative to the checkout
     line: int  # the line the command starts on
     argv: tuple[str, ...]  # the program first, environment and nice stripped
+    shell: bool = False  # from a bash/sh block (every line a command), not an unlabelled block or a comment
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.argv)
 
     @property
     def id(self) -> str:
@@ -73,7 +139,7 @@ def _unroll(lines: list[str]) -> list[tuple[int, str]]:
     return out
 
 
-def _split(text: str, page: str, first_line: int) -> list[Command]:
+def _split(text: str, page: str, first_line: int, shell: bool = False) -> list[Command]:
     """The commands of a shell snippet starting at ``first_line`` of ``page``."""
     out = []
     numbered = _unroll(text.splitlines())
@@ -85,6 +151,8 @@ def _split(text: str, page: str, first_line: int) -> list[Command]:
             i += 1
             joined = joined.rstrip()[:-1] + " " + lines[i].strip()
         i += 1
+        if re.match(r"\s*[A-Za-z_]\w*=\$\(", joined):
+            continue  # a variable set from a command's output (a script's head=$(...)): the line that reads it is the command
         try:
             tokens = shlex.split(joined, comments=True)
         except ValueError:
@@ -92,12 +160,15 @@ def _split(text: str, page: str, first_line: int) -> list[Command]:
         command: list[str] = []
         for token in [*tokens, ";"]:
             if token in ("&&", ";", "||"):
-                while command and (re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", command[0]) or command[0] == "time"):
-                    command.pop(0)
-                if command[:1] == ["nice"]:
-                    command = command[3:] if command[1:2] == ["-n"] else command[1:]
+                while command and (re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", command[0])
+                                   or command[0] in ("time", "/usr/bin/time", "nice")):
+                    wrapper = command.pop(0)
+                    if wrapper == "nice" and command[:1] == ["-n"]:
+                        command = command[2:]
+                    while wrapper != "nice" and "=" not in wrapper and command and command[0].startswith("-"):
+                        command.pop(0)  # time's flags (-v)
                 if command:
-                    out.append(Command(page, first_line + numbered[start][0], tuple(command)))
+                    out.append(Command(page, first_line + numbered[start][0], tuple(command), shell))
                 command = []
             else:
                 command.append(token)
@@ -127,7 +198,7 @@ def commands_of(path: Path) -> list[Command]:
             fence, block, first = match.group(1), [], number + 1
         elif match:
             if fence in ("bash", "sh", "shell", ""):  # unlabelled blocks too: only a program's lines are kept
-                found += _split("\n".join(block), page, first)
+                found += _split("\n".join(block), page, first, shell=fence != "")
             fence = None
         elif fence is not None:
             block.append(line.strip())
@@ -137,7 +208,21 @@ def commands_of(path: Path) -> list[Command]:
 def all_commands() -> list[Command]:
     paths = [CHECKOUT / "README.md", *sorted((CHECKOUT / "docs").rglob("*.md")),
              *sorted((CHECKOUT / "configs").rglob("*.toml"))]
-    return [Command(c.page, c.line, concrete(c.argv)) for p in paths if p.is_file() for c in commands_of(p)]
+    return [Command(c.page, c.line, concrete(c.argv), c.shell) for p in paths if p.is_file() for c in commands_of(p)]
+
+
+def is_command(command: Command) -> bool:
+    """Whether an extracted line is a command a reader may type (a bash block's line, or a program's line of an
+    unlabelled block or a config's comment), not prose or output."""
+    return command.shell or command.argv[0] in SHELL_PROGRAMS
+
+
+def not_run(command: Command) -> str | None:
+    """The reason ``NOT_RUN`` gives for leaving the command out, if any."""
+    for (page, start), reason in NOT_RUN.items():
+        if page in ("*", command.page) and (command.text + " ").startswith(start):
+            return reason
+    return None
 
 
 #: a template's placeholders (the configs' comments: how a study calls them; a cluster's shell variables) and the
@@ -209,16 +294,32 @@ def test_every_docs_command_resolves_as_written(command, tmp_path, monkeypatch):
 
 # --------------------------------------------------------------------------- runs at a tiny size
 
-#: the sizes a tiny run uses in place of the page's
-TINY_N_TRAJ, TINY_HELDOUT, TINY_SECONDS = 8, 3, 2
-#: a study's smallest plan, key by key (a key the command gives stays); a study not here has none that runs in
-#: seconds, and its runs are left out of the tiny runs (its commands are resolved above)
+#: the sizes a tiny run uses in place of the page's: trajectories (a data set's, a rollout's), held-out conditions,
+#: a lattice's or bath's N, seconds of training
+TINY_N_TRAJ, TINY_HELDOUT, TINY_N, TINY_SECONDS = 8, 3, 50, 2
+#: vp-rollout's window of the fitted rows, at its smallest (delay SINDy's library grows as (T k)^3: 92 CPU s at
+#: the sindy page's T = 8)
+TINY_CONTEXT = 3
+#: a study's smallest plan, key by key: the sizes (``TINY_STUDY_SIZES``) replace the command's own, the other keys
+#: (systems, approaches, windows, noise) only fill in where the command gives none
 TINY_STUDY: dict[str, dict[str, str]] = {
     "partial_observation": {"systems": "coupled_oscillator", "approaches": "delay_mlp2", "windows": "2",
-                            "n_train": "6", "n_test": "2", "budget_seconds": str(TINY_SECONDS)},
+                            "n_train": "6", "n_test": "2", "budget_seconds": str(TINY_SECONDS), "max_steps": "2"},
     "unknown_form": {"systems": "coupled_oscillator", "noise": "0", "sweep": "1", "n_train": "10", "n_test": "2",
-                     "budget_seconds": str(TINY_SECONDS)},
+                     "budget_seconds": str(TINY_SECONDS), "max_steps": "2"},
+    "memory": {"systems": "coupled_oscillator", "windows": "1", "approaches": "delay_mlp", "n_train": "5",
+               "n_test": "2", "bath_sizes": "8", "budget_seconds": str(TINY_SECONDS), "max_steps": "2"},
+    "reduction": {"systems": "toda", "sizes": "8", "floor_dims": "2", "reduced_dims": "2", "autoencoder_sizes": "8",
+                  "ladder": "quick", "train_seconds": "1", "repeats": "1", "autoencoder_steps": "5",
+                  "max_steps": "2"},
 }
+TINY_STUDY_SIZES = {"n_train", "n_test", "budget_seconds", "max_steps", "bath_sizes", "sizes", "floor_dims",
+                    "reduced_dims", "autoencoder_sizes", "train_seconds", "repeats", "autoencoder_steps"}
+#: sizes a study's later command reads back in a file name (the partial-observation page trains on the study's
+#: runs/po_mid/data/coupled_oscillator_train_n100_t20.h5): the command's own value stays
+TINY_STUDY_KEEP = {"partial_observation": {"n_train"}}
+#: a study's grid keys: a list the command gives shrinks to its first entry (as ``--seeds`` does)
+TINY_STUDY_FIRST = {"systems", "noise", "windows", "approaches", "seeds"}
 #: training keys a tiny run sets (the command's own values of them are dropped)
 TINY_TRAIN = {"epochs": "1", "time_limit": str(TINY_SECONDS), "lm_windows": "64", "lm_check_windows": "32"}
 
@@ -238,20 +339,29 @@ def _drop(args: list[str], keys) -> list[str]:
     return out
 
 
-def runs_tiny(argv: tuple[str, ...]) -> bool:
-    """Whether ``tiny`` has a tiny size for the command (a study without a tiny plan has none) and it needs
-    nothing but this machine (a ``--dask-scheduler`` command needs its cluster)."""
-    if "--dask-scheduler" in argv:
+def runs(command: Command) -> bool:
+    """Whether the page run runs the command: a vp- program's (at a tiny size) or an ``export``, unless
+    ``NOT_RUN`` lists it."""
+    return command.argv[0] in (*PROGRAMS, "export") and not_run(command) is None
+
+
+def _lists_its_conditions(spec: str) -> bool:
+    """Whether a vp-gen spec lists its initial conditions (a bump's values of mu, a list of points): their number
+    is the spec's, not a count that ``--n-traj`` sets."""
+    from vpintegrator.data.spec import load_spec
+
+    try:
+        return load_spec(spec).sampler in ("bump", "list")
+    except Exception:  # not a spec (the command's own error shows when it runs)
         return False
-    return argv[0] != "vp-study" or _redraws(argv) or "--list" in argv or "--estimate" in argv or (
-        len(argv) > 1 and argv[1] in TINY_STUDY)
 
 
 def tiny(argv: tuple[str, ...]) -> list[str]:
-    """A command at a tiny size: fewer trajectories (``--n-traj``) and held-out conditions (``--heldout``)
-    where it gives them; one epoch of training with a few seconds' limit (``TINY_TRAIN``); a study's smallest
-    plan (``TINY_STUDY``, one seed); an output an earlier command of the page wrote is replaced. The
-    command's own flags, models and rows stay as written."""
+    """A command at a tiny size: at most ``TINY_N_TRAJ`` trajectories generated (given or not) or rolled out,
+    ``TINY_HELDOUT`` held-out conditions, a lattice or bath of at most ``TINY_N``; one epoch of training with a
+    few seconds' limit (``TINY_TRAIN``); a study's smallest plan (``TINY_STUDY``: its sizes, the first entry of each list of its grid); a
+    rollout's fitted rows at the smallest window (``TINY_CONTEXT``); an output an earlier
+    command of the page wrote is replaced. The command's own flags, models and rows stay as written."""
     args = list(argv)
 
     def cap(flag: str, value: int) -> None:  # a size the command gives (a spec's own, e.g. a list of mu, stays)
@@ -259,9 +369,21 @@ def tiny(argv: tuple[str, ...]) -> list[str]:
             i = args.index(flag) + 1
             args[i] = str(min(int(float(args[i])), value))
 
+    def cap_set(keys: tuple[str, ...], value: int) -> bool:  # --set KEY=X; whether the command gives one
+        found = False
+        for i, a in enumerate(args):
+            if i and args[i - 1] == "--set" and a.split("=")[0] in keys:
+                k, v = a.split("=", 1)
+                args[i] = f"{k}={min(int(float(v)), value)}"
+                found = True
+        return found
+
     program = args[0]
-    if program == "vp-gen":
+    if program == "vp-gen" and "--list" not in args:
         cap("--n-traj", TINY_N_TRAJ)
+        if not cap_set(("n_traj",), TINY_N_TRAJ) and "--n-traj" not in args and not _lists_its_conditions(args[1]):
+            args += ["--n-traj", str(TINY_N_TRAJ)]
+        cap_set(("N", "params.N", "system.N"), TINY_N)
         out = Path(args[args.index("--out") + 1]) if "--out" in args else None
         if out is not None and out.is_file():  # the page's alternatives write the same file
             if "--shard" in args:
@@ -271,13 +393,15 @@ def tiny(argv: tuple[str, ...]) -> list[str]:
         if "--shard" in args and "--chunk-size" not in args:
             args += ["--chunk-size", "1"]  # shards are whole chunks: a few trajectories make enough of them
             n_shards = int(args[args.index("--shard") + 1].split("/")[1])
-            if "--n-traj" in args and int(args[args.index("--n-traj") + 1]) < n_shards:
+            if int(args[args.index("--n-traj") + 1]) < n_shards:
                 args[args.index("--n-traj") + 1] = str(n_shards)
     elif program == "vp-train":
         args = _drop(args, TINY_TRAIN) + [a for k, v in TINY_TRAIN.items() for a in ("--set", f"{k}={v}")]
         args.append("--quiet")
     elif program == "vp-rollout":
         cap("--heldout", TINY_HELDOUT)
+        cap("--n-traj", TINY_N_TRAJ)
+        cap("--context-len", TINY_CONTEXT)
         out = Path(args[args.index("--out") + 1]) if "--out" in args else Path("rollout.h5")  # its default
         if out.is_file() and "--shard" not in args:
             args.append("--overwrite")  # the page's alternatives write the same file
@@ -287,12 +411,14 @@ def tiny(argv: tuple[str, ...]) -> list[str]:
     elif program == "vp-study" and not _redraws(argv) and "--list" not in args and "--estimate" not in args:
         plan = TINY_STUDY[args[1]]
         given = {a.split("=")[0] for a in args if "=" in a} | {a[2:].replace("-", "_") for a in args if a[:2] == "--"}
-        args = _drop(args, ["budget_seconds"])
-        args += [a for k, v in plan.items() if k not in given or k == "budget_seconds" for a in ("--set", f"{k}={v}")]
+        forced = TINY_STUDY_SIZES - TINY_STUDY_KEEP.get(args[1], set())
+        args = _drop(args, forced)
+        args += [a for k, v in plan.items() if k not in given or k in forced for a in ("--set", f"{k}={v}")]
         args += ["--seeds", "0", "-q"] if "--seeds" not in args else ["-q"]
-        if "--seeds" in argv:
-            i = args.index("--seeds") + 1
-            args[i] = args[i].split(",")[0]
+        for i in range(1, len(args)):  # a grid's list: its first entry
+            if args[i - 1][2:].replace("-", "_") in TINY_STUDY_FIRST or (
+                    args[i - 1] == "--set" and args[i].split("=")[0] in TINY_STUDY_FIRST):
+                args[i] = args[i].split(",")[0]
     return args
 
 
@@ -304,6 +430,8 @@ def _expand(arg: str) -> list[str]:
 
 
 def run_tiny(command: Command) -> None:
+    """The command at its tiny size (``tiny``), run by its program in this process; a failure names the page's
+    line and the command as run."""
     argv = [a.replace("docs/data/", str(CHECKOUT / "docs" / "data") + "/") for a in tiny(command.argv)]
     argv = [path for a in argv for path in _expand(a)]
     result = invoke(argv)
@@ -329,6 +457,7 @@ def test_the_partial_observation_page_opens_with_a_model_that_learns_and_runs(tm
 
 @pytest.mark.slow
 @pytest.mark.parametrize("command", [c for c in VP_COMMANDS if _redraws(c.argv)], ids=lambda c: c.id)
+# (the page runs redraw them too, in their pages' order)
 def test_every_docs_redraw_of_a_shipped_file_runs(command, tmp_path, monkeypatch):
     """``vp-study NAME --table-only --results FILE``: the shipped file's tables, drawn whole (seconds each; the
     shipped files' redraws are checked by tests/test_shipped_results.py in the default suite)."""
@@ -338,15 +467,84 @@ def test_every_docs_redraw_of_a_shipped_file_runs(command, tmp_path, monkeypatch
     assert result.exit_code == 0, f"{command.page}:{command.line}: {' '.join(argv)}\n{result.output[-2000:]}"
 
 
+def python_blocks(page: str) -> list[str]:
+    """The page's fenced ``python`` blocks, in order."""
+    blocks, block = [], None
+    for line in (CHECKOUT / page).read_text(encoding="utf-8").splitlines():
+        if block is None and re.match(r"\s*```python\s*$", line):
+            block = []
+        elif block is not None and re.match(r"\s*```\s*$", line):
+            blocks.append("\n".join(block) + "\n")
+            block = None
+        elif block is not None:
+            block.append(line)
+    return blocks
+
+
+def run_python_block(page: str, index: int, code: str) -> None:
+    """A page's Python block in the current directory: written to the file its first line names
+    (``# mynets.py ...``), else run as a script."""
+    named = re.match(r"#\s*([\w.]+\.py)\b", code)
+    if named:
+        Path(named.group(1)).write_text(code, encoding="utf-8")
+    else:
+        exec(compile(code, f"{page} (python block {index})", "exec"), {"__name__": "__main__"})
+
+
+def export(command: Command, monkeypatch) -> None:
+    """``export VAR=value`` (``$PWD`` the page's directory): in the environment, and a ``PYTHONPATH`` on
+    ``sys.path`` too (the commands run in this process)."""
+    for assignment in command.argv[1:]:
+        name, value = assignment.split("=", 1)
+        value = value.replace("$PWD", os.getcwd()).replace("${PWD}", os.getcwd())
+        monkeypatch.setenv(name, value)
+        if name == "PYTHONPATH":
+            for entry in reversed(value.split(os.pathsep)):
+                monkeypatch.syspath_prepend(entry)
+
+
+def test_every_docs_command_is_run_or_listed():
+    """A command a page shows is run by its page's run below or listed in ``NOT_RUN`` with its reason, and
+    every entry of ``NOT_RUN``, ``PYTHON_BLOCKS`` and ``PRELUDE`` still names something on its page."""
+    commands = [c for c in all_commands() if is_command(c)]
+    neither = [f"{c.page}:{c.line}: {c.text}" for c in commands if not runs(c) and not_run(c) is None]
+    assert not neither, "run these at a tiny size (tiny) or list them in NOT_RUN with the reason:\n" + "\n".join(neither)
+    studies = {c.argv[1] for c in commands if runs(c) and c.argv[0] == "vp-study" and len(c.argv) > 1
+               and not c.argv[1].startswith("-") and not _redraws(c.argv)
+               and not {"--list", "--estimate", "--table-only"} & set(c.argv)}
+    assert studies <= set(TINY_STUDY), f"studies a page runs without a tiny plan in TINY_STUDY: {studies - set(TINY_STUDY)}"
+    stale = [key for key in NOT_RUN if not any(key[0] in ("*", c.page) and (c.text + " ").startswith(key[1])
+                                               for c in commands)]
+    assert not stale, f"NOT_RUN entries that match no command: {stale}"
+    for page, indices in PYTHON_BLOCKS.items():
+        assert max(indices) < len(python_blocks(page)), f"{page} has no python block {max(indices)}"
+    assert set(PRELUDE) <= {c.page for c in commands}
+    # the reasons are written for a reader: one line each, no empty one
+    assert all(reason.strip() and "\n" not in reason for reason in NOT_RUN.values())
+
+
+#: the pages with a command that runs (the page runs' parameters)
+RUN_PAGES = sorted({c.page for c in all_commands() if is_command(c) and runs(c)})
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("page", sorted({c.page for c in VP_COMMANDS}))
+@pytest.mark.docs_commands
+@pytest.mark.parametrize("page", RUN_PAGES)
 def test_a_pages_commands_run_in_order_at_a_tiny_size(page, tmp_path, monkeypatch):
-    """Every vp- command of the page, in its order, in one directory (a study at its smallest plan)."""
+    """Every command of the page that ``NOT_RUN`` does not list, in its order, at a tiny size (``tiny``), in one
+    empty directory: after the files it takes from elsewhere (``PRELUDE``) and its Python blocks (``PYTHON_BLOCKS``),
+    as a reader following the page would."""
     monkeypatch.chdir(tmp_path)
-    commands = [c for c in VP_COMMANDS if c.page == page]
-    if page in NOT_RUN:
-        pytest.skip(NOT_RUN[page])
-    for command in commands:
-        if runs_tiny(command.argv) and not (command.argv[0] == "vp-study" and "--table-only" in command.argv
-                                            and not _redraws(command.argv) and command.argv[1] not in TINY_STUDY):
+    monkeypatch.setattr(sys, "argv", [sys.argv[0]])
+    for text in PRELUDE.get(page, ()):
+        run_tiny(Command(page, 0, tuple(shlex.split(text))))
+    blocks = python_blocks(page)
+    for index in PYTHON_BLOCKS.get(page, ()):
+        run_python_block(page, index, blocks[index])
+    for command in all_commands():
+        if command.page != page or not is_command(command) or not runs(command):
+            continue
+        if command.argv[0] == "export":
+            export(command, monkeypatch)
+        else:
             run_tiny(command)
