@@ -6,7 +6,8 @@ specialises per length: right for 3 or 4 components, impossible for 1600. A latt
 bonds per force (one ``exp`` per bond for Toda):
 
 - ``stormer_verlet`` (kick-drift-kick) and every composition of it (``stormer_verlet_tj4``, ``_suzuki4``,
-  ``_y6``: the sub-steps' fractions ``gammas``), the force at the end of one kick reused by the next;
+  ``_y6``: the sub-steps' fractions ``gammas``), the force at the end of one kick reused by the next; one loop
+  (``run_verlet``) for a lattice and for PSD-Galerkin's reduced system of one, by its force (``force``);
 - ``exponential_splitting`` (and its compositions): the nonlinear kicks compiled (``nonlinear_kick``, one pass over
   the bonds), the exact linear flow by one real FFT (DST-I with fixed ends) of (q, p) together and one inverse per
   (sub)step, with the modes' cos, sin / omega and omega sin computed once per step size (NumPy's
@@ -33,11 +34,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import VPIntegratorError
-from ._jit import jit
+from ._jit import HAVE_NUMBA, jit
 from ..integrators.base import every_kth
 from .newton import BLOWN_UP, NONFINITE, NOT_CONVERGED, OK, SINGULAR, failure_error, rows_by_block
 
-__all__ = ["lattice_stepper", "LatticeStepper", "lattice_force", "run_reduced_verlet", "VERLET", "MIDPOINT", "TODA",
+__all__ = ["lattice_stepper", "LatticeStepper", "lattice_force", "run_verlet", "VERLET", "MIDPOINT", "TODA",
            "FPU_BETA"]
 
 #: method ids of the lattice loops
@@ -129,37 +130,6 @@ def _store(y, out, k, limit2, every):
 
 
 @jit
-def run_verlet(kind, periodic, par, y, h, gammas, n_steps, out, info, g, d, every):
-    """Stormer-Verlet composed with the fractions ``gammas`` (one: plain Verlet), ``n_steps`` steps of y (2N,) in
-    place into out[:n_steps // every] (the states after steps every, 2 every, ...); the force ``g`` (N,) and ``d``
-    (N + 1,) scratch. Returns the states written; info[1] the status, info[2] the failing step, info[3] the squared
-    norm limit."""
-    n = y.shape[0] // 2
-    q = y[:n]
-    p = y[n:]
-    info[1] = 0.0
-    info[2] = 0.0
-    lattice_force(kind, periodic, par, q, g, d)
-    for k in range(n_steps):
-        for j in range(gammas.shape[0]):
-            hs = gammas[j] * h
-            c = 0.5 * hs
-            for i in range(n):
-                p[i] = p[i] - c * g[i]
-            for i in range(n):
-                q[i] = q[i] + hs * p[i]
-            lattice_force(kind, periodic, par, q, g, d)
-            for i in range(n):
-                p[i] = p[i] - c * g[i]
-        st = _store(y, out, k, info[3], every)
-        if st != OK:
-            info[1] = st
-            info[2] = k + 1
-            return (k + 1) // every
-    return n_steps // every
-
-
-@jit
 def _reduced_force(kind, periodic, par, phi, xi, f, q, g, d, hyper):
     """The force of PSD-Galerkin's reduced potential into f (k,). Without hyper-reduction (``hyper[0]`` empty)
     ``Phi^T V'(Phi xi)``: the full lattice's force at the lifted positions, projected (q, g (N,) and d (N + 1,)
@@ -196,34 +166,54 @@ def _reduced_force(kind, periodic, par, phi, xi, f, q, g, d, hyper):
             f[j] += phi[i, j] * gi
 
 
+def force(fa, x, f):
+    """``f = dV/dx`` by the force arguments ``fa``: ``(kind, periodic, par, d)`` the lattice's own at its sites'
+    positions x (``lattice_force``), ``(kind, periodic, par, phi, q, g, d, hyper)`` PSD-Galerkin's reduced one at the
+    reduced positions x (``_reduced_force``). Compiled code only: numba resolves it as it types a loop (a loop is
+    compiled once per force, as if written for it; a branch on the force in the loop cost FPU-beta N = 200 15-25 %)."""
+    raise NotImplementedError("compiled code only")
+
+
+if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run
+    from numba.extending import overload
+
+    @overload(force, inline="always")
+    def _force(fa, x, f):
+        if len(fa) == 4:
+            return lambda fa, x, f: lattice_force(fa[0], fa[1], fa[2], x, f, fa[3])
+        return lambda fa, x, f: _reduced_force(fa[0], fa[1], fa[2], fa[3], x, f, fa[4], fa[5], fa[6], fa[7])
+
+
 @jit
-def run_reduced_verlet(kind, periodic, par, phi, z, h, gammas, n_steps, out, info, f, q, g, d, hyper):
-    """Stormer-Verlet (composed with ``gammas``) on PSD-Galerkin's reduced system ``|eta|^2 / 2 + V(Phi xi)`` of
-    a cotangent-lift basis ``phi`` (N, k), hyper-reduced when ``hyper`` is (``_reduced_force``): z = (xi, eta)
-    (2k,) in place into out, as ``run_verlet``."""
-    k = phi.shape[1]
-    xi = z[:k]
-    eta = z[k:]
+def run_verlet(fa, y, h, gammas, n_steps, out, info, f, every):
+    """Stormer-Verlet composed with the fractions ``gammas`` (one: plain Verlet), ``n_steps`` steps of y = (x, v) in
+    place into out[:n_steps // every] (the states after steps every, 2 every, ...): a lattice's (q, p) (2N,) or
+    PSD-Galerkin's reduced (xi, eta) (2k,) of ``|eta|^2 / 2 + V(Phi xi)``, by the force ``fa`` (``force``), carried in
+    f from a kick to the next. Returns the states written; info[1] the status, info[2] the failing step, info[3] the
+    squared norm limit."""
+    n = y.shape[0] // 2
+    x = y[:n]
+    v = y[n:]
     info[1] = 0.0
     info[2] = 0.0
-    _reduced_force(kind, periodic, par, phi, xi, f, q, g, d, hyper)
-    for step in range(n_steps):
+    force(fa, x, f)
+    for k in range(n_steps):
         for j in range(gammas.shape[0]):
             hs = gammas[j] * h
             c = 0.5 * hs
-            for i in range(k):
-                eta[i] = eta[i] - c * f[i]
-            for i in range(k):
-                xi[i] = xi[i] + hs * eta[i]
-            _reduced_force(kind, periodic, par, phi, xi, f, q, g, d, hyper)
-            for i in range(k):
-                eta[i] = eta[i] - c * f[i]
-        st = _store(z, out, step, info[3], 1)
+            for i in range(n):
+                v[i] = v[i] - c * f[i]
+            for i in range(n):
+                x[i] = x[i] + hs * v[i]
+            force(fa, x, f)
+            for i in range(n):
+                v[i] = v[i] - c * f[i]
+        st = _store(y, out, k, info[3], every)
         if st != OK:
             info[1] = st
-            info[2] = step + 1
-            return step + 1
-    return n_steps
+            info[2] = k + 1
+            return (k + 1) // every
+    return n_steps // every
 
 
 @jit
@@ -457,18 +447,12 @@ class LatticeStepper:
         self._check_block(y, n // every, out)
         info = self._info
         info[0], info[3] = math.inf, limit * limit
-        if self.phi is not None:
-            block = out if every == 1 else np.empty((n, self.dim))
-            done = run_reduced_verlet(self.kind, self.periodic, self.params, self.phi, y, self.dt, self.gammas, n,
-                                      block, info, self._f, self._big, self._g, self._d, self.hyper)
-            if every != 1:
-                out[: done // every] = block[every - 1 : done : every]
-                done //= every
-        elif self.mid == EXPONENTIAL:
+        if self.mid == EXPONENTIAL:
             done = self._run_exponential(y, n, out, info, every)
-        elif self.mid == VERLET:
-            done = run_verlet(self.kind, self.periodic, self.params, y, self.dt, self.gammas, n, out, info, self._g,
-                              self._d, every)
+        elif self.mid == VERLET:  # the lattice's force, or PSD-Galerkin's reduced one
+            lattice = (self.kind, self.periodic, self.params)
+            fa = (*lattice, self._d) if self.phi is None else (*lattice, self.phi, self._big, self._g, self._d, self.hyper)
+            done = run_verlet(fa, y, self.dt, self.gammas, n, out, info, self._g if self.phi is None else self._f, every)
         else:
             done = run_midpoint(self.kind, self.periodic, self.params, y, self.dt, self.gammas, n, out, info,
                                 self.tol, self.max_iter, self._g, self._big, self._diag, self._off, self._rhs,
