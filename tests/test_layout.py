@@ -251,6 +251,8 @@ DECLARED_HOOKS = {
     # the job runtime's executors run a command's own task; a file kind says how its shards are read
     "jobs.dask.ShardJob": {"task"},
     "jobs.executors.in_processes": {"task"},
+    "studies.runner.in_pool": {"fn"},  # a study's pool runs the study's own task (its trainings)
+    "studies.results.merge_keyed": {"key"},  # a study's rows merged by the study's own key of a row
     "jobs.shards.ShardKind": {"head"},
 }
 
@@ -574,9 +576,9 @@ ALLOWED_CONFIG_TAKERS = {
     "studies/rigid_body_quality.py:build_plan": "the quality study's plan builder: QualityOptions -> QualityPlan",
     "studies/rigid_body_structure.py:build_plan": "the structure study's plan builder -> StructurePlan",
     "studies/unknown_form/design.py:build_plan": "the unknown-form study's plan builder -> UnknownFormPlan",
-    "studies/reduction.py:build_plan": "the reduction study's plan builder: ReductionOptions -> ReductionPlan",
-    "studies/partial_observation.py:build_plan": "the partial-observation study's plan builder -> "
-                                                 "PartialObservationPlan",
+    "studies/reduction/plan.py:build_plan": "the reduction study's plan builder: ReductionOptions -> ReductionPlan",
+    "studies/partial_observation/plan.py:build_plan": "the partial-observation study's plan builder -> "
+                                                      "PartialObservationPlan",
     "studies/memory/plan.py:build_plan": "the memory study's plan builder: MemoryOptions -> MemoryPlan",
     "data/generation.py:generate": "vp-gen's Python entry point (builds its plan)",
     "data/generation_plan.py:build_plan": "vp-gen's plan builder: GenerationSpec -> GenerationPlan",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vpintegrator.studies import reduction
+from vpintegrator.studies.reduction import measure as reduction  # the module that prices a row
 
 
 @pytest.mark.parametrize("h, every, outputs", [(1.2, 2.4, 50), (0.3, 2.4, 50), (0.3, 6.0, 20), (1.2, 1.2, 100),

@@ -66,10 +66,10 @@ def test_the_partial_observation_plan_trains_by_steps_from_its_cost_table():
 
 
 def test_a_configuration_without_a_measured_cost_is_refused_at_plan_time(monkeypatch):
-    from vpintegrator.studies import partial_observation as po
+    from vpintegrator.studies.partial_observation import plan as po_plan  # the module that prices a plan's runs
 
     costs = {k: v for k, v in STEP_COSTS.items() if k[:2] != ("coupled_oscillator", "delay_mlp")}
-    monkeypatch.setattr(po, "STEP_COSTS", costs)
+    monkeypatch.setattr(po_plan, "STEP_COSTS", costs)
     args = ("--systems", "coupled_oscillator", "--approaches", "delay_mlp", "--windows", "1")
     with pytest.raises(StudyError, match="delay_mlp T = 1 on coupled_oscillator: no measured step cost"):
         _plan(*args)

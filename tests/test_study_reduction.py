@@ -1,4 +1,4 @@
-"""The reduction study (vpintegrator/studies/reduction.py): the typed plan and its bad input in one line, the
+"""The reduction study (vpintegrator/studies/reduction/): the typed plan and its bad input in one line, the
 break-even rule against a hand computation, the tables regenerated from the shipped JSON (as docs/lattices.md
 shows them), and a tiny end-to-end run whose numbers are checked against direct computations (slow)."""
 
@@ -242,8 +242,10 @@ def test_psd_sindy_rows_are_sindy_on_the_psd_coordinates(tmp_path, monkeypatch):
     from vpintegrator.arrays import relative_error
     from vpintegrator.data import integrate
 
-    monkeypatch.setattr(rd, "SINDY_DIMS", (4,))
-    monkeypatch.setattr(rd, "SINDY_STEPS", (2,))
+    from vpintegrator.studies.reduction import rows as rd_rows  # the module whose psd_sindy_rows reads them
+
+    monkeypatch.setattr(rd_rows, "SINDY_DIMS", (4,))
+    monkeypatch.setattr(rd_rows, "SINDY_STEPS", (2,))
     picked = []
     import vpintegrator.rollout.sindy as sindy  # the row imports select_sindy from here when it runs
 
@@ -274,4 +276,6 @@ def test_psd_sindy_rows_are_sindy_on_the_psd_coordinates(tmp_path, monkeypatch):
         want = float(np.median(relative_error(basis.decode(z), case.heldout[:, 1])))
         assert row["err_t120"]["median"] == pytest.approx(want, rel=1e-9) and row["cost"] > 0
     assert row["row"] == "psd_sindy" and row["offline_cpu"] > case.data_cpu
-    assert rd._family(row["label"]) == f"PSD-SINDy {fit.library}, 2n = 4"
+    from vpintegrator.studies.reduction.tables import _family
+
+    assert _family(row["label"]) == f"PSD-SINDy {fit.library}, 2n = 4"

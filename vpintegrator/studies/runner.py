@@ -401,3 +401,42 @@ def guarded(body: Callable[[], int], error_prefix: str, interrupted: str) -> int
     except KeyboardInterrupt:
         print(interrupted, file=sys.stderr)
         return 130
+
+
+def one_line(run: Callable[[Any], int]) -> Callable[[Any], int]:
+    """A study's ``run(plan)`` with a library error (``VPIntegratorError``) raised as a one-line ``StudyError`` of
+    its message."""
+    import functools
+
+    from ..errors import VPIntegratorError
+
+    @functools.wraps(run)
+    def checked(plan: Any) -> int:
+        try:
+            return run(plan)
+        except VPIntegratorError as err:
+            raise StudyError(str(err)) from None
+    return checked
+
+
+def in_pool(fn: Callable[..., Any], tasks: Iterable[tuple[Any, ...]], jobs: int) -> Iterator[Any]:
+    """``fn(*task)`` of every task, in the tasks' order: one after the other in this process when ``jobs`` <= 1,
+    else all submitted at once to the package's one pool (``jobs.executors.worker_pool``: ``jobs`` spawned
+    processes of one thread each, which die with the study), each result yielded as soon as it and those before
+    it are done, while the later ones run; an error (or the caller leaving the loop) cancels the tasks not
+    started. ``fn`` is a module-level function, ``tasks`` picklable."""
+    if jobs <= 1:
+        for task in tasks:
+            yield fn(*task)
+        return
+    from ..jobs.executors import worker_pool
+
+    with worker_pool(jobs, start="spawn", threads=1) as pool:  # spawn: torch
+        futures = [pool.submit(fn, *task) for task in tasks]
+        try:
+            for future in futures:
+                yield future.result()
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
