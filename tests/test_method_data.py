@@ -192,6 +192,20 @@ def test_heun_through_the_generic_loops_too(heun):
 
 
 @needs_numba
+def test_stormer_verlet_has_no_generic_loop_and_says_so():
+    """Störmer–Verlet runs its lean loop only: forced onto the generic loops it is refused, never stepped by the
+    explicit tableau's loop (which would give other numbers)."""
+    from vpintegrator.errors import VPIntegratorError
+
+    stepper = compiled_stepper(get_system("coupled_oscillator"), "stormer_verlet", 0.1)
+    y0 = np.array([0.3, -0.2, 0.1, 0.4])
+    assert stepper.run(y0, 3).shape == (4, 4)  # its lean loop
+    stepper._fast = ("", None, ())
+    with pytest.raises(VPIntegratorError, match="no generic compiled loop"):
+        stepper.run(y0, 3)
+
+
+@needs_numba
 def test_a_method_named_like_a_shipped_one_is_not_compiled_by_its_name():
     """The compiled loop is chosen by what the method is (its class, its tableau), not by its name: a user's method
     called ``implicit_midpoint`` with a step of its own runs NumPy only."""

@@ -362,6 +362,9 @@ class CompiledStepper:
         if self.mid == K.GAUSS_LEGENDRE:
             return K.run_gauss_legendre(self.kid, p, y, h, n, out, ws, m, self.a, self.b, self.c, self.tol,
                                         self.max_iter, info)
+        if self.mid != K.EXPLICIT:  # Stormer-Verlet has only its lean loop: never the explicit tableau's
+            raise VPIntegratorError(f"{type(self.method).__name__}: no generic compiled loop (mid {self.mid}); "
+                                    "step it by its lean loop or with NumPy")
         return K.run_explicit(self.kid, p, y, h, n, out, ws, info, self._etab_arrays)
 
     def run(self, y0: Any, n_steps: int, t0: float = 0.0) -> np.ndarray:

@@ -11,7 +11,7 @@ system ``|p|^2 / 2 + V(q)`` it is separable again, ``H_r = |eta|^2 / 2 + V(Phi x
 ``Phi^T V'(Phi xi)``: Stormer-Verlet and its compositions apply. Each force lifts ``xi`` to the full lattice
 (O(N n) for the products, O(N) for the force), which is why, without hyper-reduction, a reduced step costs more
 than a full-order one on a lattice. On a shipped lattice with a cotangent-lift basis ``integrate`` runs
-Stormer-Verlet and its compositions compiled (``vpintegrator.compiled.lattice.run_reduced_verlet``).
+Stormer-Verlet and its compositions compiled (``vpintegrator.compiled.lattice.run_verlet`` with the reduced force).
 """
 
 from __future__ import annotations
