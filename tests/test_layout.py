@@ -252,7 +252,7 @@ DECLARED_HOOKS = {
     "jobs.dask.ShardJob": {"task"},
     "jobs.executors.in_processes": {"task"},
     "studies.runner.in_pool": {"fn"},  # a study's pool runs the study's own task (its trainings)
-    "studies.results.merge_keyed": {"key"},  # a study's rows merged by the study's own key of a row
+    "studies.stats.merge_keyed": {"key"},  # a study's rows merged by the study's own key of a row
     "jobs.shards.ShardKind": {"head"},
 }
 

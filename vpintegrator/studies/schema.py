@@ -7,7 +7,8 @@ kind), ``Values`` (an object whose values are of one kind), ``Either`` (one of s
 ``x -> ""`` (fits) / ``"what was expected"``. ``check_results`` walks a document against its schema and refuses
 the first thing that does not fit in one line naming the file, the row and the key: another study's file, a row
 without a key, a string where a number goes (``read_results``: a ``results.json`` read and checked). The tables
-are drawn only from a file that fits, so none of them raises on one that does not.
+are drawn only from a file that fits, so none of them raises on one that does not. A study whose rows are its
+results says so once as a ``ResultsFile``: the file read and checked, merged into, redrawn and drawn at the end.
 
 Kinds by name (``?`` at the end: or ``null``, a NaN the study wrote): ``number`` (a number, or ``"inf"`` /
 ``"-inf"`` as ``stats.plain`` writes them), ``int``, ``str``, ``bool``, ``list``, ``object``, ``any``.
@@ -21,9 +22,10 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Union
 
 from .runner import StudyError
+from .stats import read_json, redraw_from, unplain, write_text
 
 __all__ = ["Obj", "Each", "Values", "Either", "ResultsSchema", "check_results", "read_results", "is_number", "numbers",
-           "INTERVAL", "STAT"]
+           "INTERVAL", "STAT", "ResultsFile"]
 
 Kind = Union[str, "Obj", "Each", "Values", "Either", Callable[[Any], str]]
 
@@ -224,3 +226,66 @@ def _shown(x: Any) -> str:
 
 def _fail(message: str) -> Any:
     raise StudyError(message)
+
+
+# --------------------------------------------------------------------------- a study's results file
+
+
+@dataclass(frozen=True)
+class ResultsFile:
+    """The results of study ``name``: ``OUT/<name>.json`` (``{"commands": [...], ..., "rows": [...]}``, the rows
+    checked against ``schema``), ``OUT/<name>.md`` (``tables(summarize(rows))``) and the figures
+    (``figures(rows, summary, out)``, files named ``<figure_prefix>...``). What every such study did alike: read
+    the rows, read the earlier file a run merges into, redraw a results file into a new OUT, draw the tables and
+    figures at the end of a run."""
+
+    name: str
+    schema: ResultsSchema
+    summarize: Callable[[list[dict[str, Any]]], Any]
+    tables: Callable[[Any], str]
+    figures: Callable[[list[dict[str, Any]], Any, Path], Any]
+    figure_prefix: str
+
+    def path(self, out: Path) -> Path:
+        """``OUT/<name>.json``."""
+        return Path(out) / f"{self.name}.json"
+
+    def read_rows(self, path: Path) -> list[dict[str, Any]]:
+        """The rows of the results file at ``path``, checked against the schema before any table is drawn; a
+        missing file, another study's JSON, a row without a key or with a string for a number is one line naming
+        the file, row and key."""
+        data = read_json(path)
+        if data is None:
+            raise StudyError(f"--table-only: {path} not found; give the --out of an earlier {self.name} study or "
+                             f"--results FILE (a {self.name}.json)")
+        return unplain(check_results(data, path, self.schema)["rows"])
+
+    def earlier(self, path: Path) -> dict[str, Any]:
+        """What a run merges its rows into: the file at ``path``, checked first (a foreign file is never written
+        over); ``{}`` where there is none."""
+        data = read_json(path)
+        return {} if data is None else unplain(check_results(data, path, self.schema))
+
+    def redraw(self, out: Path, results: str) -> int:
+        """``--table-only --results FILE``: the tables and figures of a results file (a shipped one by name, or a
+        path) drawn into a new ``out`` (``redraw_from``), no run; the tables printed."""
+        summaries: list[Any] = []
+
+        def draw(rows: list[dict[str, Any]]) -> str:
+            summaries.append(self.summarize(rows))
+            return self.tables(summaries[-1])
+
+        _, rows, text = redraw_from(out, str(results), self.read_rows, draw, figures=self.figure_prefix)
+        self.figures(rows, summaries[-1], out)
+        print(text)
+        return 0
+
+    def finish(self, out: Path, rows: list[dict[str, Any]]) -> int:
+        """The end of a run (or of ``--table-only`` on its OUT): ``OUT/<name>.md`` and the figures drawn from
+        ``rows``; the tables printed."""
+        summary = self.summarize(rows)
+        text = self.tables(summary)
+        write_text(Path(out) / f"{self.name}.md", text)
+        self.figures(rows, summary, out)
+        print(text)
+        return 0

@@ -1,5 +1,5 @@
 """Numbers and files of the studies: mean ± std over seeds, number formatting, Markdown tables, strict JSON,
-atomic writes.
+atomic writes, a study's rows merged by key (``merge_keyed``).
 
 Means and standard deviations are over seeds, the std with ddof = 1 (the sample standard deviation). A
 value that is ±inf (a rollout that blew up) makes the mean ±inf; a NaN (not defined) makes it NaN; the std
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Hashable, Iterable, Sequence
 
 from .._io import atomic_path
 from ..provenance import provenance_record
@@ -265,3 +265,15 @@ def redraw_from(out: str | Path, source: str, read: Callable[[Path], Any], draw:
         with atomic_path(out / "results.json") as tmp:
             shutil.copyfile(path, tmp)
     return path, res, text
+
+
+# --------------------------------------------------------------------------- a study's rows
+
+
+def merge_keyed(old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]],
+                key: Callable[[dict[str, Any]], Hashable]) -> list[dict[str, Any]]:
+    """``old`` with each row whose ``key`` a row of ``new`` has replaced by that row (in its place), then the new
+    rows of new keys, in their order."""
+    keyed = {key(r): r for r in old}
+    keyed.update({key(r): r for r in new})
+    return list(keyed.values())

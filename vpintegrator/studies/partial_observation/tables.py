@@ -9,9 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from ..results import ResultsFile, merge_keyed
-from ..schema import INTERVAL, Each, Obj, ResultsSchema
-from ..stats import bootstrap_ci, fmt_num, md_table
+from ..schema import INTERVAL, Each, Obj, ResultsFile, ResultsSchema
+from ..stats import bootstrap_ci, fmt_num, md_table, merge_keyed
 from .design import HORIZONS, SYSTEMS, TARGET
 
 

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ...quantiles import median
-from ..results import ResultsFile, merge_keyed
-from ..schema import INTERVAL, Each, Obj, ResultsSchema
-from ..stats import bootstrap_ci, fmt_num, md_table
+from ..schema import INTERVAL, Each, Obj, ResultsFile, ResultsSchema
+from ..stats import bootstrap_ci, fmt_num, md_table, merge_keyed
 from .plan import HORIZONS, USEFUL, T
 
 
