@@ -4,8 +4,8 @@ Reads the shipped results of the partial-observation study (``docs/data/partial_
 ``toda_default.json``: each training run's validation curve holds the process CPU seconds at the end of every
 epoch) and of the reduction study (``docs/data/reduction/default.json``: each flow map's ``train_cpu`` and
 ``epochs``), and prints, per training configuration, the median CPU seconds of one epoch: the literals
-``STEP_COSTS`` of ``vpintegrator/studies/partial_observation.py`` and ``FLOW_MAP_EPOCH_COSTS`` of
-``vpintegrator/studies/reduction.py`` are this output. Measured on the 2-core machine that made those runs, one
+``STEP_COSTS`` of ``vpintegrator/studies/partial_observation/design.py`` and ``FLOW_MAP_EPOCH_COSTS`` of
+``vpintegrator/studies/reduction/plan.py`` are this output. Measured on the 2-core machine that made those runs, one
 thread per run.
 
     python scripts/step_costs.py
