@@ -28,21 +28,27 @@ OPTION_SETS = {
     "rigid_body_custom": (rigid_body, ["--models", "st,vpt_exact,vpt", "--seeds", "2,0", "--no-long-volume",
                                        "--timing-concurrent", "--budget", "wall", "--train-seconds", "50",
                                        "--long-t-end", "200", "--timing-t-end", "100", "--n-heldout", "7"]),
-    "rigid_body_structure": (rigid_body_structure, []),
+    # the budget these digests were written with (the studies' default then; --budget plateau is now)
+    "rigid_body_structure": (rigid_body_structure, ["--budget", "cpu"]),
     "rigid_body_structure_custom": (rigid_body_structure, ["--models", "vpt,lpnet", "--seeds", "1", "--n-heldout", "9",
                                                            "--n-long", "3", "--long-t-end", "500", "--wall-ceiling",
-                                                           "2", "--train-seconds", "30"]),
-    "rigid_body_quality": (rigid_body_quality, []),
+                                                           "2", "--train-seconds", "30", "--budget", "cpu"]),
+    "rigid_body_quality": (rigid_body_quality, ["--budget", "cpu"]),
     "rigid_body_quality_custom": (rigid_body_quality, ["--phase1-seconds", "10", "--phase2-seconds", "20",
                                                        "--phase3-seconds", "100", "--unroll", "2", "--unroll3", "4",
                                                        "--budget", "wall", "--seeds", "4"]),
-    "coupled_oscillator": (coupled_oscillator, []),
-    "coupled_oscillator_quick": (coupled_oscillator, ["--quick"]),
+    "coupled_oscillator": (coupled_oscillator, ["--budget", "cpu"]),
+    "coupled_oscillator_quick": (coupled_oscillator, ["--quick", "--budget", "cpu"]),
     "coupled_oscillator_custom": (coupled_oscillator, ["--models", "la_sympnet,vpt,st", "--heldout", "0",
                                                        "--init-scale", "0.5", "--n-steps", "100", "--train-n-traj",
                                                        "10", "--config", "st=configs/study/coupled_oscillator_st.toml",
                                                        "--vpt-config", "configs/study/coupled_oscillator_vpt.toml",
-                                                       "--train-seconds", "7", "--wall-ceiling", "3"]),
+                                                       "--train-seconds", "7", "--wall-ceiling", "3", "--budget", "cpu"]),
+    # the default budget in work (step budgets from measured epoch costs): digests written when it became the default
+    "rigid_body_structure_plateau": (rigid_body_structure, []),
+    "rigid_body_quality_plateau": (rigid_body_quality, []),
+    "coupled_oscillator_plateau": (coupled_oscillator, []),
+    "coupled_oscillator_quick_plateau": (coupled_oscillator, ["--quick"]),
 }
 
 
