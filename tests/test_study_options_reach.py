@@ -32,6 +32,7 @@ VALUES: dict[tuple[str, str], str] = {
     ("partial_observation", "approaches"): "vpt",
     ("memory", "systems"): "kac_zwanzig",
     ("memory", "approaches"): "gru",
+    ("memory", "n_train"): "50",  # (the generic value, 2 x 20, is its default)
     ("reduction", "systems"): "toda",
     ("reduction", "sizes"): "200,400",
     ("reduction", "floor_dims"): "4,8",
