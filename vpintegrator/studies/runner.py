@@ -47,7 +47,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Generator, Iterable, Iterator
 
 from .._signals import child_options, interrupts_raise, stop_children
 from .stats import read_json, write_json
@@ -419,7 +419,7 @@ def one_line(run: Callable[[Any], int]) -> Callable[[Any], int]:
     return checked
 
 
-def in_pool(fn: Callable[..., Any], tasks: Iterable[tuple[Any, ...]], jobs: int) -> Iterator[Any]:
+def in_pool(fn: Callable[..., Any], tasks: Iterable[tuple[Any, ...]], jobs: int) -> Generator[Any, None, None]:
     """``fn(*task)`` of every task, in the tasks' order: one after the other in this process when ``jobs`` <= 1,
     else all submitted at once to the package's one pool (``jobs.executors.worker_pool``: ``jobs`` spawned
     processes of one thread each, which die with the study), each result yielded as soon as it and those before
