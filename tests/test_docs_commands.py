@@ -152,7 +152,7 @@ def _split(text: str, page: str, first_line: int, shell: bool = False) -> list[C
             joined = joined.rstrip()[:-1] + " " + lines[i].strip()
         i += 1
         if re.match(r"\s*[A-Za-z_]\w*=\$\(", joined):
-            continue  # a variable set from a command's output (a script's head=$(...)): the line that reads it is the command
+            continue  # a variable set from a command's output (head=$(...)): the line that reads it is the command
         try:
             tokens = shlex.split(joined, comments=True)
         except ValueError:
@@ -359,9 +359,9 @@ def _lists_its_conditions(spec: str) -> bool:
 def tiny(argv: tuple[str, ...]) -> list[str]:
     """A command at a tiny size: at most ``TINY_N_TRAJ`` trajectories generated (given or not) or rolled out,
     ``TINY_HELDOUT`` held-out conditions, a lattice or bath of at most ``TINY_N``; one epoch of training with a
-    few seconds' limit (``TINY_TRAIN``); a study's smallest plan (``TINY_STUDY``: its sizes, the first entry of each list of its grid); a
-    rollout's fitted rows at the smallest window (``TINY_CONTEXT``); an output an earlier
-    command of the page wrote is replaced. The command's own flags, models and rows stay as written."""
+    few seconds' limit (``TINY_TRAIN``); a study's smallest plan (``TINY_STUDY``: its sizes, the first entry of
+    each list of its grid); a rollout's fitted rows at the smallest window (``TINY_CONTEXT``); an output an
+    earlier command of the page wrote is replaced. The command's own flags, models and rows stay as written."""
     args = list(argv)
 
     def cap(flag: str, value: int) -> None:  # a size the command gives (a spec's own, e.g. a list of mu, stays)
