@@ -104,14 +104,15 @@ PLANS = {
                           "long_volume": False, "timing_concurrent": True, "budget": "wall", "train_seconds": 50,
                           "long_t_end": 200, "timing_t_end": 100, "n_heldout": 7},
     "rigid_body_structure_custom": {"out": "runs/plan", "models": "vpt,lpnet", "seeds": "1", "n_heldout": 9,
-                                    "n_long": 3, "long_t_end": 500, "wall_ceiling": 2, "train_seconds": 30},
+                                    "n_long": 3, "long_t_end": 500, "wall_ceiling": 2, "train_seconds": 30,
+                                    "budget": "cpu"},
     "rigid_body_quality_custom": {"out": "runs/plan", "phase1_seconds": 10, "phase2_seconds": 20.0,
                                   "phase3_seconds": 100, "unroll": 2, "unroll3": 4, "budget": "wall", "seeds": [4]},
     "coupled_oscillator_custom": {"out": "runs/plan", "models": ["la_sympnet", "vpt", "st"], "heldout": 0,
                                   "init_scale": 0.5, "n_steps": 100, "train_n_traj": 10,
                                   "config": ["st=configs/study/coupled_oscillator_st.toml"],
                                   "vpt_config": "configs/study/coupled_oscillator_vpt.toml", "train_seconds": 7,
-                                  "wall_ceiling": 3},
+                                  "wall_ceiling": 3, "budget": "cpu"},
 }
 
 
