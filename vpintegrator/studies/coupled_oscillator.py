@@ -47,7 +47,7 @@ from ..errors import VPIntegratorError
 from .options import BUDGETS, PLATEAU_HELP, Study, StudyOptions, StudyPlan, comma_list, model_list
 from .runner import PLATEAU_PATIENCE, REPO, WALL_CEILING, Budget, Runner, StudyError, Task, budget_flags, check_out_dir, check_study_out, study_lock
 from .schema import INTERVAL, Each, Obj, ResultsSchema, Values, numbers, read_results as read_checked
-from .step_budget import step_budget
+from .step_budget import step_budgets
 from .stats import (bootstrap_ci, fmt_num, md_table, mean_std, median_interval, read_json, results_provenance,
                     redraw_from, unplain, write_json, write_text)
 from .work_precision import equal_cost_section
@@ -214,13 +214,6 @@ class CoupledOscillatorOptions(StudyOptions):
     budget: str = key("plateau", choices=BUDGETS, help=PLATEAU_HELP)
 
 
-def _step_budgets(models: list[str], seconds: float, given: int | None) -> dict[str, int]:
-    """Each model's step budget: ``seconds`` of CPU in whole epochs of its measured ``EPOCH_COSTS`` (``given``,
-    ``--max-steps``, for every model when set)."""
-    return {m: step_budget(seconds, EPOCH_COSTS.get(m), LM_STEPS_PER_EPOCH, given=given,
-                           what=f"the {m} training").max_steps for m in models}
-
-
 def build_plan(options: CoupledOscillatorOptions, argv: tuple[str, ...] = ()) -> CoupledOscillatorPlan:
     """The study's plan: the checked keys as the study's ``Settings`` (the --quick defaults filled in, the
     configs checked), and the shared keys (``table_only``, ``results``, ``argv``)."""
@@ -248,7 +241,8 @@ def build_plan(options: CoupledOscillatorOptions, argv: tuple[str, ...] = ()) ->
         budget=a.budget,
         wall_ceiling=a.wall_ceiling,
         patience=a.patience,
-        max_steps=_step_budgets(models, train_seconds, a.max_steps) if a.budget == "plateau" else {},
+        max_steps=step_budgets(models, train_seconds, EPOCH_COSTS, LM_STEPS_PER_EPOCH, a.max_steps)
+        if a.budget == "plateau" else {},
         export_pretrained=a.export_pretrained,
     )
     for model in s.models:

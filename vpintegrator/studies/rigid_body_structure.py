@@ -57,7 +57,7 @@ from ..config import key
 from ..errors import VPIntegratorError
 from .options import BUDGETS, PLATEAU_HELP, Study, StudyOptions, StudyPlan, comma_list, model_list
 from .runner import Runner, StudyError, Task, budget_flags, check_study_out, study_lock
-from .step_budget import step_budget
+from .step_budget import step_budgets
 from .schema import Each, Obj, ResultsSchema, Values, numbers, read_results as read_checked
 from .work_precision import equal_cost_section
 from .stats import (bootstrap_ci, drift_growth, fmt_num, md_table, median_interval, read_json,
@@ -146,8 +146,8 @@ def build_plan(options: StructureOptions, argv: tuple[str, ...] = ()) -> Structu
     """The study's plan: the checked keys, with the checks that need the file system."""
     o = options
     models = model_list(o.models, "--models", MODELS)  # as given, each once
-    steps = {m: step_budget(o.train_seconds, EPOCH_COSTS.get(m), LM_STEPS_PER_EPOCH, given=o.max_steps,
-                            what=f"the {m} training").max_steps for m in models} if o.budget == "plateau" else {}
+    steps = (step_budgets(models, o.train_seconds, EPOCH_COSTS, LM_STEPS_PER_EPOCH, o.max_steps)
+             if o.budget == "plateau" else {})
     a = StructurePlan(**StudyPlan.shared(o, argv, seeds=[0, 1, 2, 3, 4]), models=models,
                       train_seconds=o.train_seconds, n_heldout=o.n_heldout, n_long=o.n_long,
                       long_t_end=o.long_t_end, ship=o.ship, step_budgets=steps)

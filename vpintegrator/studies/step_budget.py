@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 from .runner import StudyError
 
-__all__ = ["VALVE_FACTOR", "StepBudget", "step_budget", "stop_keys", "nearest_cost"]
+__all__ = ["VALVE_FACTOR", "StepBudget", "step_budget", "step_budgets", "stop_keys", "nearest_cost"]
 
 #: the safety valve of a step budget: CPU (and, times ``wall_ceiling``, wall) seconds this many times the budget's
 VALVE_FACTOR = 10.0
@@ -60,6 +60,14 @@ def step_budget(seconds: float, epoch_cost: float | None, steps_per_epoch: int, 
                          "--max-steps N (optimiser steps) or --budget cpu")
     epochs = max(1, int(math.floor(float(seconds) / float(epoch_cost) + 1e-9)))
     return StepBudget(epochs * int(steps_per_epoch), float(seconds), float(epoch_cost), int(steps_per_epoch), source)
+
+
+def step_budgets(names: Any, seconds: float, costs: Mapping[str, float], steps_per_epoch: int,
+                 given: int | None = None) -> dict[str, int]:
+    """Each of ``names``' step budget (``step_budget``): ``seconds`` of CPU in whole epochs of its measured cost in
+    ``costs``; ``given`` (``--max-steps``) for every one when set."""
+    return {n: step_budget(seconds, costs.get(n), steps_per_epoch, given=given, what=f"the {n} training").max_steps
+            for n in names}
 
 
 def stop_keys(budget: str, seconds: float, wall_ceiling: float, steps: StepBudget | None) -> dict[str, Any]:

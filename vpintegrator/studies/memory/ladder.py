@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ...errors import VPIntegratorError
-from ..runner import StudyError
+from ..runner import StudyError, in_pool
 from ..stats import median_interval, read_json
 from .plan import (ARENAS, ESTIMATE_CONTEXT, FITTED, H, HELDOUT_SEED, HORIZONS, LEARNED, NOISE_SEED, RECIPE,
                    SINDY_LIBRARIES, TRAINING, MemoryPlan, observe_of, windows_of)
@@ -94,13 +94,7 @@ def train_all(plan: MemoryPlan, trains: dict[str, Path]) -> dict[tuple[str, int,
     tasks = [(plan.out, trains[case], case, arena, n, a, T, seed, plan.stop_keys(), plan.patience, plan.overwrite)
              for case, arena, n in plan.cases() for seed in plan.seeds for a, T in plan.training_runs()]
     keys = [(t[2], t[7], t[5], t[6]) for t in tasks]
-    if plan.jobs <= 1 or len(tasks) <= 1:
-        return {k: train_run(*t) for k, t in zip(keys, tasks)}
-    from ...jobs.executors import worker_pool
-
-    with worker_pool(plan.jobs, start="spawn", threads=1) as pool:
-        futures = [pool.submit(train_run, *t) for t in tasks]
-        return {k: f.result() for k, f in zip(keys, futures)}
+    return dict(zip(keys, in_pool(train_run, tasks, plan.jobs if len(tasks) > 1 else 1)))
 
 
 # --------------------------------------------------------------------------- the rows: vp-rollout's
