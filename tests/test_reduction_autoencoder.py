@@ -121,3 +121,16 @@ def test_wrong_state_size_one_line():
     with pytest.raises(VPIntegratorError, match=r"shape \(\.\.\., 48\); got shape \(3, 40\) \(an autoencoder of a "
                                                 r"lattice of N = 24"):
         model.encode(np.ones((3, 40)))
+
+
+def test_a_file_written_before_the_autoencoder_trained_through_fit_still_loads():
+    # written at commit 58b81b3 by the autoencoder's own training loop (fit on 200 random 12-d states, 2n = 4,
+    # seed 1, 3 epochs, batches of 64, lr 1e-2), with its encoding of the first five states
+    from pathlib import Path
+
+    data = Path(__file__).parent / "data" / "reduction"
+    y = np.random.default_rng(1).normal(size=(200, 12))
+    back = load_autoencoder(data / "autoencoder_before_fit.npz", n_sites=6)
+    np.testing.assert_array_equal(back.encode(y[:5]), np.load(data / "autoencoder_before_fit_encode.npy"))
+    assert back.fitted_on["best_epoch"] == 0 and back.fitted_on["steps"] == 12
+    assert load_reduction(data / "autoencoder_before_fit.npz").reduced_dim == 4
