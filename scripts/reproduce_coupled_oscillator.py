@@ -10,7 +10,7 @@ Usage::
     python scripts/reproduce_coupled_oscillator.py --out runs/coupled_oscillator --overwrite   # run again over it
     python scripts/reproduce_coupled_oscillator.py --help                               # every option
 
-What it runs and writes: ``vpintegrator/studies/coupled_oscillator.py``.
+What it runs and writes: ``vpintegrator/studies/coupled_oscillator/``.
 Exit status: 0 done, 2 bad input or a failed step (one line on stderr), 130 interrupted.
 """
 

@@ -35,3 +35,8 @@ def metrics_table(path) -> list[dict]:
     from vpintegrator.metrics import read_table
 
     return read_table(path)
+
+
+def outputs(h5: Path) -> list[Path]:
+    """What ``vp-rollout --out h5`` writes: the file and its metrics table (``.csv``, ``.md``)."""
+    return [h5, h5.with_suffix(".csv"), h5.with_suffix(".md")]

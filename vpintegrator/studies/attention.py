@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..config import Config, key
 from .options import Study
-from .runner import StudyError
+from .runner import StudyError, Task
 from .stats import median_interval, write_json
 
 
@@ -162,6 +162,15 @@ def run(a: AttentionPlan) -> int:
     write_json(Path(a.out), probe(a.model, a.data, a.n_traj, a.t_end))
     print(f"wrote {a.out}")
     return 0
+
+
+def tasks(run: Path, models: Any, seeds: Any, data: Path, gen: str, n_traj: int, t_end: float) -> list[Task]:
+    """The step as a study's tasks, seed-major: per seed and window model ``RUN/attention/<model>_s<seed>.json`` of
+    ``RUN/train/<model>_s<seed>`` on ``data`` (made by the task ``gen``), after that training."""
+    return [Task(f"attention_{m}_s{s}", ["python", "-m", "vpintegrator.studies.attention", "--model", run / "train" /
+                                         f"{m}_s{s}", "--data", data, "--n-traj", str(n_traj), "--t-end", f"{t_end:g}",
+                                         "--out", run / "attention" / f"{m}_s{s}.json"],
+                 [run / "attention" / f"{m}_s{s}.json"], [gen, f"train_{m}_s{s}"]) for s in seeds for m in models]
 
 
 #: the step as the runner runs it (``python -m vpintegrator.studies.attention``)

@@ -1,0 +1,287 @@
+"""The coupled-oscillator study's results: rows per method of the rollout tables, the held-out statistics, the
+Markdown (``results.md``) and ``results.json`` (its schema, written and read back)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import math
+import re
+from pathlib import Path
+
+from .. import _rollouts, attention
+from ...quantiles import median
+from ...rundir import read_log
+from ..runner import StudyError
+from ..schema import INTERVAL, Each, Obj, ResultsSchema, Values, numbers, read_results as read_checked
+from ..stats import (bootstrap_ci, fmt_num, md_table, mean_std, median_interval, read_json, unplain,
+                     write_results_files)
+from ..work_precision import equal_cost_section
+from .design import DT, EVAL_SETS
+
+_LABEL = re.compile(r"^(?P<model>[a-z0-9_]+)_s(?P<seed>\d+)$")
+_NAMES = {
+    "vpt": "VPT (volume-preserving transformer)",
+    "st": "standard transformer",
+    "symplectic_transformer": "symplectic transformer",
+    "g_sympnet": "G-SympNet",
+    "la_sympnet": "LA-SympNet",
+    "stormer_verlet": "Störmer–Verlet",
+    "stormer_verlet_y6": "Yoshida 6 (Störmer–Verlet)",
+    "rk4": "RK4",
+}
+
+
+def _budget_text(settings: dict) -> str:
+    """How each model's training was budgeted (a study from before the CPU budget had wall seconds)."""
+    if settings.get("budget") == "plateau":
+        steps = ", ".join(f"{m} {n}" for m, n in (settings.get("max_steps") or {}).items())
+        return (f"each training to its validation plateau (patience {settings.get('patience')} epochs) or a step "
+                f"budget of {settings.get('train_seconds')} CPU s in measured epoch costs ({steps} optimiser steps)")
+    if settings.get("budget", "wall") == "wall":
+        return f"vp-train --time-limit {settings.get('train_seconds')} s each"
+    return (f"vp-train --cpu-time-limit {settings.get('train_seconds')} s each (CPU seconds; wall ceiling "
+            f"{settings.get('wall_ceiling')}x)")
+
+#: (results key, metrics column in rollout CSV, header)
+ROLLOUT_COLUMNS = (
+    ("max_rel_energy_drift", "max_rel_drift_energy", "max rel. energy drift"),
+    ("energy_drift_slope", "drift_slope_energy", "energy drift slope (1/t)"),
+    ("final_rel_error", "final_rel_error", "rel. error at t_end"),
+    ("valid_time", "valid_time", "valid prediction time"),
+    ("max_abs_cum_log_det_J", "max_abs_cum_log_det_J", "max abs cum. log det J"),
+)
+TRAIN_COLUMNS = (
+    ("train_loss", "train loss"),
+    ("val_loss", "best validation score"),
+    ("train_seconds", "training s"),
+)
+
+
+def training_info(run_dir: Path) -> dict[str, Any]:
+    """Losses and time of one vp-train run: the train loss at the best (validation) epoch, whose weights
+    (best.pt) are rolled out, the best validation score (summary.json best_loss: the validation loss or,
+    with monitor = val_rollout, the validation rollout error), the wall time, epochs, parameters."""
+    summary = read_json(run_dir / "summary.json") or {}
+    best_epoch = int(summary.get("best_epoch") or 0)
+    train_loss = summary.get("train_loss")
+    if best_epoch:
+        for r in read_log(run_dir / "log.csv"):
+            if r["epoch"] == best_epoch:
+                train_loss = r["train_loss"]
+    num = lambda v: math.nan if v is None else float(v)  # noqa: E731
+    return {
+        "train_loss": num(train_loss),
+        "val_loss": num(summary.get("best_loss")),
+        "train_seconds": num(summary.get("wall_time")),
+        "epochs": int(summary.get("epochs") or 0),
+        "best_epoch": best_epoch,
+        "n_params": int(summary.get("n_params") or 0),
+        "stopped": summary.get("stopped"),
+    }
+
+
+
+def build_rows(run: Path, eval_set: str) -> list[dict[str, Any]]:
+    """One row per method of ``RUN/rollout/<eval_set>.csv``: integrators as they are, models aggregated
+    over seeds (``<key>`` mean and ``<key>_std``, ddof = 1) with their training numbers; ``blowup_t``:
+    the earliest blow-up time of each (seed's) rollout over its trajectories (NaN: none blew up)."""
+    path = run / "rollout" / f"{eval_set}.csv"
+    if not path.exists():
+        return []
+    blowups = _rollouts.blowup_times(path.with_suffix(".h5"))
+    groups: dict[str, list[tuple[int | None, dict]]] = {}
+    for r in _rollouts.metrics_table(path):
+        m = _LABEL.match(r["method"])
+        method, seed = (m["model"], int(m["seed"])) if m else (r["method"], None)
+        groups.setdefault(method, []).append((seed, r))
+    rows = []
+    for method, members in groups.items():
+        is_model = members[0][0] is not None
+        row: dict = {"method": method, "kind": "model" if is_model else "integrator",
+                     "seeds": [s for s, _ in members] if is_model else [], "n_traj": int(members[0][1].get("n_traj", 0)),
+                     "failed": int(sum(r.get("failed", 0) or 0 for _, r in members)),
+                     "blowup_t": [min(blowups.get(r["method"], [math.nan]), default=math.nan) for _, r in members]}
+        for key, col, _ in ROLLOUT_COLUMNS:
+            row[key], row[f"{key}_std"] = mean_std([r.get(col, math.nan) for _, r in members])
+        if is_model:
+            infos = []
+            for seed, _ in members:
+                rd = run / "train" / f"{method}_s{seed}"
+                infos.append(training_info(rd) if (rd / "summary.json").exists() else {})
+            for key, _ in TRAIN_COLUMNS:
+                row[key], row[f"{key}_std"] = mean_std([i.get(key, math.nan) for i in infos])
+            row["n_params"] = max((i.get("n_params", 0) for i in infos), default=0)
+            row["per_seed"] = [
+                {"seed": seed, **{key: r.get(col, math.nan) for key, col, _ in ROLLOUT_COLUMNS}, **info}
+                for (seed, r), info in zip(members, infos)
+            ]
+        rows.append(row)
+    return rows
+
+
+def _fmt(v: float, blowup: bool = False) -> str:
+    text = fmt_num(v, 3, small=1e-2, missing="–")
+    return "inf (blew up)" if blowup and text == "inf" else text
+
+
+def _cell(row: dict[str, Any], key: str) -> str:
+    mean, std = row.get(key, math.nan), row.get(f"{key}_std", math.nan)
+    text = _fmt(mean, blowup=key in ("max_rel_energy_drift", "final_rel_error"))
+    if std is not None and isinstance(std, float) and math.isfinite(std):
+        text += f" ± {_fmt(std)}"
+    return text
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """A Markdown table: one row per method; models mean ± std over seeds (ddof = 1)."""
+    head = ["method", "seeds"] + [h for _, _, h in ROLLOUT_COLUMNS] + [h for _, h in TRAIN_COLUMNS] + ["params"]
+    body = []
+    for r in rows:
+        cells = [_NAMES.get(r["method"], r["method"]), str(len(r["seeds"])) if r["seeds"] else "–"]
+        cells += [_cell(r, k) for k, _, _ in ROLLOUT_COLUMNS]
+        if r["kind"] == "model":
+            cells += [_cell(r, k) for k, _ in TRAIN_COLUMNS] + [str(r.get("n_params", ""))]
+        else:
+            cells += ["–"] * (len(TRAIN_COLUMNS) + 1)
+        if r.get("failed"):
+            times = ", ".join(_fmt(t) for t in r.get("blowup_t", []) if not math.isnan(t))
+            cells[0] += f" ({r['failed']} of {r['n_traj'] * max(1, len(r['seeds']))} rollouts blew up" + (
+                f"; first at t = {times})" if times else ")")
+        body.append(cells)
+    return "\n".join(md_table(head, body)) + "\n"
+
+
+def heldout_statistics(run: Path) -> list[dict[str, Any]]:
+    """Per method of ``rollout/heldout.h5``, over the held-out ICs: the relative error at t_end and the maximum
+    relative energy drift, median and 10–90 % interval (models: over every (seed, IC) pair); for models also
+    each seed's median error and a bootstrap 95 % interval over seeds of that median. A blown-up rollout
+    counts as an infinite error and drift."""
+    import numpy as np
+
+    from vpintegrator.metrics import relative_drift
+
+    r = _rollouts.read(run / "rollout" / "heldout.h5")
+    if r is None:
+        return []
+    groups: dict[str, list] = {}
+    for label in r.methods:
+        m = _LABEL.match(label)
+        method, seed = (m["model"], int(m["seed"])) if m else (label, None)
+        met = r.metrics[label]
+        err = met.rel_error[:, -1]
+        with np.errstate(invalid="ignore", over="ignore"):
+            drift = np.max(np.abs(relative_drift(met.invariants["energy"])), axis=1)
+        groups.setdefault(method, []).append((seed, np.where(np.isfinite(err), err, np.inf),
+                                              np.where(np.isfinite(drift), drift, np.inf)))
+    rows = []
+    for method, members in groups.items():
+        medians = [median(e) for _, e, _ in members]
+        rows.append({"method": method, "kind": "integrator" if members[0][0] is None else "model",
+                     "seeds": [s for s, _, _ in members if s is not None], "n_ics": int(members[0][1].size),
+                     "error": median_interval(np.concatenate([e for _, e, _ in members])),
+                     "drift": median_interval(np.concatenate([d for _, _, d in members])),
+                     "seed_medians": medians, "seed_ci": bootstrap_ci(medians)})
+    return rows
+
+
+def _statistics_section(rows: list[dict], t_end: float) -> list[str]:
+    f = lambda v: _fmt(v, blowup=True)  # noqa: E731
+    body = []
+    for r in rows:
+        e, d = r["error"], r["drift"]
+        lo, hi = r["seed_ci"]
+        body.append([_NAMES.get(r["method"], r["method"]), str(len(r["seeds"])) if r["seeds"] else "–",
+                     f"{f(e['median'])} [{f(e['lo'])}, {f(e['hi'])}]",
+                     f"[{f(lo)}, {f(hi)}]" if r["seeds"] and len(r["seeds"]) > 1 else "–",
+                     f"{f(d['median'])} [{f(d['lo'])}, {f(d['hi'])}]"])
+    return ["### Over the held-out initial conditions", "",
+            f"Relative error at t = {t_end:g} against the exact flow and maximum relative energy drift on [0, {t_end:g}], "
+            "median [10–90 %] over the ICs (models: over every seed and IC); 'seeds CI': bootstrap 95 % interval "
+            "over seeds of each seed's median error.", "",
+            *md_table(["method", "seeds", "error median [10–90 %]", "seeds CI (median error)",
+                       "energy drift median [10–90 %]"], body), ""]
+
+
+#: a row of results.json's tables (``vpintegrator.studies.schema``): a method's metrics over seeds
+_METRICS = ("max_rel_energy_drift", "energy_drift_slope", "final_rel_error", "valid_time", "max_abs_cum_log_det_J")
+TABLE_ROW = numbers(*_METRICS, optional=(*(f"{m}_std" for m in _METRICS), "train_loss", "train_loss_std", "val_loss",
+                                         "val_loss_std", "train_seconds", "train_seconds_std"),
+                    method="str", kind="str", seeds="list", n_traj="int?", failed="int?", n_params="int?",
+                    blowup_t=Each("number?"), per_seed="list")
+#: what results.json holds: the settings, the tables (default, held-out) and the held-out statistics
+SCHEMA = ResultsSchema("coupled_oscillator", {
+    "settings": "object", "tables": Values(Each(Obj(required={"method": "str", **TABLE_ROW.required},
+                                                    optional=TABLE_ROW.optional))),
+    "heldout_statistics": Each(Obj(required={"method": "str", "error": INTERVAL, "drift": INTERVAL},
+                                   optional={"kind": "str", "seeds": "list", "n_ics": "int?",
+                                             "seed_medians": Each("number?"), "seed_ci": Each("number?")}))},
+    fix="give the results.json of a vp-study coupled_oscillator run")
+
+
+def read_results(path: str | Path) -> dict[str, Any]:
+    """A ``results.json`` this study wrote (the shipped one: ``docs/data/coupled_oscillator_study.json``) with
+    its numbers as the study computed them (±inf restored, ``null`` the NaN it was), so that
+    [`format_table`][vpintegrator.studies.coupled_oscillator.format_table] and the held-out statistics draw
+    its tables without the run directory."""
+    doc = read_checked(path, ("settings", "tables", "heldout_statistics"), "vp-study coupled_oscillator", SCHEMA)
+    return {**doc, "tables": unplain(doc["tables"], math.nan),
+            "heldout_statistics": unplain(doc["heldout_statistics"], math.nan)}
+
+
+def write_results(run: Path, commands: list[str] | None = None) -> str:
+    """Build RUN/results.json and RUN/results.md from the rollout tables and training runs; return the
+    Markdown."""
+    run = Path(run)
+    settings = read_json(run / "settings.json") or {}
+    if commands is not None:
+        settings = {**settings, "commands": commands}
+    tables = {name: build_rows(run, name) for name in EVAL_SETS}
+    if not any(tables.values()):
+        raise StudyError(f"{run}: no rollout tables (rollout/default.csv); run the study first (without --table-only)")
+    doc = {"settings": settings, "tables": tables, "heldout_statistics": heldout_statistics(run)}
+    return write_results_files(run, format_results(doc, run), doc)
+
+
+def format_results(doc: dict[str, Any], run: Path | None = None) -> str:
+    """The Markdown of a results document (``read_results``: ``settings``, ``tables``, ``heldout_statistics``);
+    with ``run``, its run directory, also the sections drawn from its files alone (the attention records,
+    the work-precision table)."""
+    settings, tables, stats = doc["settings"], doc["tables"], doc["heldout_statistics"]
+    commands = settings.get("commands", [])
+    n_steps = settings.get("n_steps")
+    t_end = settings.get("t_end")
+    titles = {
+        "default": "GeometricProblems' default initial condition q0 = (1, 0), p0 = (2, 0)",
+        "heldout": f"{settings.get('heldout', '?')} held-out initial conditions (box, seed 1; drift: worst, "
+                   "error and valid time: mean over them)",
+    }
+    md = [
+        "# Coupled oscillator: learned integrators (" + ", ".join(
+            _NAMES.get(m, m) for m in settings.get("models", ["vpt", "st"])) + ") vs Störmer–Verlet and RK4",
+        "",
+        f"{n_steps} steps of dt = {DT} (t in [0, {t_end}]); reference: DOP853 (rtol = atol = 1e-12). Models: "
+        f"seeds {settings.get('seeds')}, {_budget_text(settings)} "
+        f"({settings.get('jobs')} at a time, one thread), Levenberg–Marquardt, float64, best.pt = the epoch with the best validation score (the study configs: monitor = val_rollout, the mean relative error of a free rollout of the validation trajectories to t = 200); "
+        "first window (3 states) from the reference; non-overlapping windows. Models: mean ± std over seeds "
+        "(ddof = 1). Energy drift: max_t |H(t) − H(0)| / |H(0)|; slope: linear fit of the relative drift against t. "
+        "Valid prediction time: first t with relative error > 0.1. log det J: per step (integrators) or per "
+        "window map (models), cumulated (inf: a singular map, log|det J| = −inf somewhere). A blown-up rollout "
+        "(|z| > 1000 |z0| or not finite) makes its drift and error inf; its slope is then meaningless.",
+        "",
+    ]
+    for name in EVAL_SETS:
+        if tables[name]:
+            md += [f"## {titles[name]}", "", format_table(tables[name]).rstrip("\n"), "",
+                   f"Figures: `figures/{name}/` (invariants = energy, error, volume).", ""]
+    if stats:
+        md += _statistics_section(stats, float(t_end if t_end is not None else math.nan))
+    if run is not None:
+        md += attention.section((p.stem, read_json(p)) for p in sorted((run / "attention").glob("*_s*.json")))
+    wp = None if run is None else run / "rollout" / "work_precision_work_precision.csv"
+    if wp is not None and wp.exists():
+        md += equal_cost_section(wp, title="Work–precision: the classical methods at the models' cost")
+        md += ["Figure: `figures/work_precision/` (error and invariant drift against cost, every classical method "
+               "over its step ladder, the first seed's models as points).", ""]
+    md += ["## Commands", "", "```sh", *commands, "```", ""]
+    return "\n".join(md)
