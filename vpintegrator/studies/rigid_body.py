@@ -36,7 +36,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import json
 from dataclasses import dataclass
 import shutil
 import time
@@ -45,15 +44,13 @@ from pathlib import Path
 from .rigid_body_results import (  # noqa: F401  (re-exported: the study's public names)
     ALL_MODELS, BAND_TARGET, COLUMNS, ERROR_TARGET, HELDOUT_SEED, IM_MODELS, INTEGRATORS, LOSS_TARGET, PAPER,
     PAPER_T, PAPER_TRAJ, QUICK_MODELS, build_results, format_results, read_results, write_heldout_spec, write_results,
-    write_timing,
-    z_band,
-)
-from . import export
+    write_timing, write_timing_spec, z_band)
+from . import _rollouts, attention, export
 from .._shipped import shipped_file
 from ..config import key
 from .options import BUDGETS, PLATEAU_HELP, Study, StudyOptions, StudyPlan, comma_list, model_list
 from .runner import PLATEAU_WALL_FACTOR, Runner, StudyError, Task, budget_flags, check_study_out, study_lock
-from .stats import read_json, redraw_from, write_if_changed
+from .stats import read_json, redraw_from
 
 PRETRAINED = ("vpt", "vpff", "st")
 ATTENTION_MODELS = ("vpt", "vpt_arb", "st", "vpt_exact")  # the window models (the VPFF has no attention)
@@ -153,10 +150,6 @@ def build_plan(options: RigidBodyOptions, argv: tuple[str, ...] = ()) -> RigidBo
 # --------------------------------------------------------------------------- the plan
 
 
-def _rollout_outputs(h5: Path) -> list:
-    return [h5, h5.with_suffix(".csv"), h5.with_suffix(".md")]
-
-
 def _rule(a: RigidBodyPlan) -> str:
     """What stops each training, in a few words."""
     if a.budget == "plateau":
@@ -227,33 +220,29 @@ def plan(a: RigidBodyPlan) -> Runner:
         paper = [roll, "--data", d / "im.h5", *mods, "--integrators", integ, "--traj", traj,
                  "--init", "implicit_midpoint", *common]
         add(Task(f"rollout_paper_s{s}", [*paper, "--t-end", f"{PAPER_T:g}", "--out", rd / f"paper_s{s}.h5"],
-                 _rollout_outputs(rd / f"paper_s{s}.h5"), ["gen_im", *deps]))
+                 _rollouts.outputs(rd / f"paper_s{s}.h5"), ["gen_im", *deps]))
         add(Task(f"rollout_heldout_s{s}",
                  [roll, "--data", d / "heldout_im.h5", *mods, "--integrators", integ, "--init",
                   "implicit_midpoint", "--t-end", f"{PAPER_T:g}", *common, "--out", rd / f"heldout_s{s}.h5"],
-                 _rollout_outputs(rd / f"heldout_s{s}.h5"), ["gen_heldout_im", *deps]))
+                 _rollouts.outputs(rd / f"heldout_s{s}.h5"), ["gen_heldout_im", *deps]))
         long_cmd = [*paper, "--t-end", f"{a.long_t_end:g}", "--out", rd / f"long_s{s}.h5"]
         if not a.long_volume:
             long_cmd.append("--no-volume")
-        add(Task(f"rollout_long_s{s}", long_cmd, _rollout_outputs(rd / f"long_s{s}.h5"), ["gen_im", *deps]))
+        add(Task(f"rollout_long_s{s}", long_cmd, _rollouts.outputs(rd / f"long_s{s}.h5"), ["gen_im", *deps]))
         if exact:
             ex = ["--model", f"vpt_exact={p('train', f'vpt_exact_s{s}')}", "--integrators", integ,
                   "--init", "exact_flow", "--t-end", f"{PAPER_T:g}", *common]
             add(Task(f"rollout_paper_exact_s{s}",
                      [roll, "--data", d / "exact.h5", *ex, "--traj", traj, "--out", rd / f"paper_exact_s{s}.h5"],
-                     _rollout_outputs(rd / f"paper_exact_s{s}.h5"), ["gen_exact", f"train_vpt_exact_s{s}"]))
+                     _rollouts.outputs(rd / f"paper_exact_s{s}.h5"), ["gen_exact", f"train_vpt_exact_s{s}"]))
             add(Task(f"rollout_heldout_exact_s{s}",
                      [roll, "--data", d / "heldout_exact.h5", *ex, "--out", rd / f"heldout_exact_s{s}.h5"],
-                     _rollout_outputs(rd / f"heldout_exact_s{s}.h5"), ["gen_heldout_exact", f"train_vpt_exact_s{s}"]))
+                     _rollouts.outputs(rd / f"heldout_exact_s{s}.h5"), ["gen_heldout_exact", f"train_vpt_exact_s{s}"]))
 
     # the attention of every window model: coupling, and the held-out error without it (studies/attention.py)
-    for s in a.seeds:
-        for m in (m for m in a.models if m in ATTENTION_MODELS):
-            out = p("attention", f"{m}_s{s}.json")
-            add(Task(f"attention_{m}_s{s}", ["python", "-m", "vpintegrator.studies.attention", "--model",
-                                             p("train", f"{m}_s{s}"), "--data", d / "heldout_exact.h5", "--n-traj",
-                                             str(min(20, a.n_heldout)), "--t-end", f"{PAPER_T:g}", "--out", out],
-                     [out], ["gen_heldout_exact", f"train_{m}_s{s}"]))
+    for task in attention.tasks(runner.run, [m for m in a.models if m in ATTENTION_MODELS], a.seeds,
+                                d / "heldout_exact.h5", "gen_heldout_exact", min(20, a.n_heldout), PAPER_T):
+        add(task)
 
     # figures of the first seed
     s0 = a.seeds[0]
@@ -295,34 +284,9 @@ def plan(a: RigidBodyPlan) -> Runner:
 def write_specs(a: RigidBodyPlan) -> None:
     """The held-out and timing-reference specs (small TOML files in RUN, so the data can be remade); needs
     ``RUN/data/im.h5`` (the timing reference starts at its trajectory 1)."""
-    from vpintegrator.data import load_spec, read_trajectories
-
-    inertia = load_spec("rigid_body_paper").params["inertia"]
-    d = a.run / "data"
-    write_heldout_spec(d / "heldout.toml", a.n_heldout, HELDOUT_SEED, "implicit_midpoint",
+    write_heldout_spec(a.run / "data" / "heldout.toml", a.n_heldout, HELDOUT_SEED, "implicit_midpoint",
                        "the rigid-body study (vp-study rigid_body)")
-    td = a.run / "timing"
-    td.mkdir(parents=True, exist_ok=True)
-    y0 = read_trajectories(d / "im.h5", traj=[PAPER_TRAJ["traj1"]], steps=[0]).y[0, 0]
-    write_if_changed(td / "ref.toml", f"""\
-# Reference of the CPU timing runs: the paper's trajectory 1 (row {PAPER_TRAJ['traj1']} of im.h5) to t = {a.timing_t_end:g}.
-# RK4 only because it is cheap: the timing runs measure cost, not accuracy.
-description = "Rigid body, trajectory 1 of the paper to t = {a.timing_t_end:g} (timing reference, RK4)"
-
-[system]
-name = "rigid_body"
-inertia = {json.dumps(inertia)}
-
-[initial_conditions]
-sampler = "list"
-points = [{json.dumps([float(v) for v in y0])}]
-
-[integration]
-dt = 0.2
-t_end = {float(a.timing_t_end)!r}
-method = "rk4"
-seed = 0
-""")
+    write_timing_spec(a.run, a.timing_t_end)
 
 
 # --------------------------------------------------------------------------- pretrained models
