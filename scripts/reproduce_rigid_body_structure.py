@@ -9,7 +9,7 @@ Usage::
         --export-pretrained vpintegrator/pretrained
     python scripts/reproduce_rigid_body_structure.py --out runs/rigid_body_structure --table-only
 
-What it runs and writes: ``vpintegrator/studies/rigid_body_structure.py``.
+What it runs and writes: ``vpintegrator/studies/rigid_body_structure/``.
 """
 
 from vpintegrator.studies.driver import main

@@ -574,7 +574,7 @@ ALLOWED_CONFIG_TAKERS = {
     "studies/coupled_oscillator/design.py:build_plan": "the coupled-oscillator study's plan builder -> Settings",
     "studies/rigid_body.py:build_plan": "the rigid-body study's plan builder: RigidBodyOptions -> RigidBodyPlan",
     "studies/rigid_body_quality.py:build_plan": "the quality study's plan builder: QualityOptions -> QualityPlan",
-    "studies/rigid_body_structure.py:build_plan": "the structure study's plan builder -> StructurePlan",
+    "studies/rigid_body_structure/design.py:build_plan": "the structure study's plan builder -> StructurePlan",
     "studies/unknown_form/design.py:build_plan": "the unknown-form study's plan builder -> UnknownFormPlan",
     "studies/reduction/plan.py:build_plan": "the reduction study's plan builder: ReductionOptions -> ReductionPlan",
     "studies/partial_observation/plan.py:build_plan": "the partial-observation study's plan builder -> "

@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 
 from vpintegrator.errors import VPIntegratorError
-from vpintegrator.studies import rigid_body_structure as study
+from vpintegrator.studies import _rollouts, rigid_body_structure as study
+from vpintegrator.studies.rigid_body_structure import results
+from vpintegrator.studies.stats import write_results_files
 from vpintegrator.studies.runner import TOOLS, Task
 from vpintegrator.studies.driver import main as run_study
 
@@ -95,7 +97,7 @@ def _fake_rollout(monkeypatch, values):
         return SimpleNamespace(t=t, methods=methods, metrics=metrics, traj_index=np.array([100, 719, 5]),
                                table=[{"method": k, "split": "train"} for k in values])
 
-    monkeypatch.setattr(study._rollouts, "read", read)
+    monkeypatch.setattr(_rollouts, "read", read)
     return t
 
 
@@ -134,14 +136,14 @@ def test_numbers_and_targets_from_rollouts(tmp_path, monkeypatch):
     text = study.format_results(res)
     assert "| lpnet | 0 |" in text and "error casimir energy" in text
     # the results.json it writes draws the same page without the run directory (a shipped file, docs/data/)
-    study.write_results_files(run, text, res)
+    write_results_files(run, text, res)
     shutil.rmtree(run / "rollout")
     back = study.read_results(run / "results.json")
     assert back["rows"][1]["energy_growth"] == pytest.approx(3.0, rel=1e-9) and study.format_results(back) == text
 
 
 def test_results_carry_the_equal_cost_table(tmp_path, monkeypatch):
-    monkeypatch.setattr(study, "equal_cost_section", lambda path, title: [f"### {title}", "| a | b |"])
+    monkeypatch.setattr(results, "equal_cost_section", lambda path, title: [f"### {title}", "| a | b |"])
     run = tmp_path / "run"
     (run / "rollout").mkdir(parents=True)
     (run / "rollout" / "work_precision_work_precision.csv").touch()
@@ -160,7 +162,7 @@ def test_a_drift_at_round_off_counts_as_conserved(monkeypatch):
                                        "casimir": ones}})
     v = study.long_values(Path("any.h5"))["im"]
     assert v["energy_growth"] == pytest.approx(9.0, rel=1e-6) and v["energy_fit"]["kind"] == "round-off"
-    assert study._met(v)["energy"] is True  # 9e-14 at t = 300: rounding, not drift, whatever its growth
+    assert results._met(v)["energy"] is True  # 9e-14 at t = 300: rounding, not drift, whatever its growth
 
 
 def test_equal_cost_interpolates_along_a_ladder(tmp_path):
@@ -205,7 +207,7 @@ def test_casimir_drift_of_a_window_model_is_its_own_not_the_first_windows():
 
     import numpy as np
 
-    from vpintegrator.studies.rigid_body_structure import _drifts
+    from vpintegrator.studies.rigid_body_structure.results import _drifts
 
     first = np.array([1.0, 1.0 + 3e-12, 1.0 - 2e-12])
     casimir = np.tile(first, 5)[None]  # (1, 15)
