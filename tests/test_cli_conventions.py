@@ -98,7 +98,7 @@ def test_rollout_help_defaults_are_the_config_defaults():
     assert {p.name for p in shown} >= {"init", "overlap", "device", "engine", "out", "chunk_steps", "blowup"}
     for param in shown:
         assert param.default == defaults[param.name], param.name
-    # unset, the volume metric depends on the dimension (rollout.resolve.VOLUME_MAX_DIM): --help says so
+    # unset, the volume metric depends on the dimension (rollout.plan.VOLUME_MAX_DIM): --help says so
     volume = next(p for p in rollout.main.params if p.name == "volume")
     assert defaults["volume"] is None and volume.show_default == "on up to dim 64"
 

@@ -99,22 +99,33 @@ def test_no_function_below_the_builder_takes_a_config_by_type():
 
 
 def test_the_plan_is_built_in_one_pass_resolve_check_plan(data, tmp_path, monkeypatch):
-    """build_plan resolves, checks, then plans: each step once, in that order, and each step's function
-    takes the request or what the step before made, never the config."""
+    """build_plan resolves (the keys read once, into the one frozen plan), checks that plan, then plans it: each
+    step once, in that order, on one record (no request or resolved record between them: the plan is the only
+    dataclass the builder makes), and neither step takes the config."""
     import vpintegrator.rollout.plan as plan_module
 
     calls = []
-    for name in ("resolve", "check", "plan_of"):
+    for name in ("check", "plan_of"):
         real = getattr(plan_module, name)
 
         def spy(*args, _real=real, _name=name, **kwargs):
             assert not any(isinstance(a, RolloutConfig) for a in (*args, *kwargs.values()))
-            calls.append(_name)
+            calls.append((_name, args[0]))
             return _real(*args, **kwargs)
 
         monkeypatch.setattr(plan_module, name, spy)
-    build_plan(RolloutConfig(data=str(data), out=str(tmp_path / "r.h5"), integrators=["rk4"], traj=[0, 1]))
-    assert calls == ["resolve", "check", "plan_of"]
+    plan, _ = build_plan(RolloutConfig(data=str(data), out=str(tmp_path / "r.h5"), integrators=["rk4"], traj=[0, 1]))
+    assert [name for name, _ in calls] == ["check", "plan_of"]
+    resolved = calls[0][1]
+    assert type(resolved) is RolloutPlan and calls[1][1] is resolved  # planned: the checked record, not another
+    assert resolved.methods == () and [m.label for m in plan.methods] == ["rk4"]
+    records = {n.name for n in ast.walk(ast.parse((ROLLOUT / "plan.py").read_text(encoding="utf-8")))
+               if isinstance(n, ast.ClassDef) and any(ast.unparse(d).startswith("dataclass") for d in n.decorator_list)}
+    assert records == {"Blocks", "RolloutPlan"}
+    for name in ("resolve", "RolloutRequest", "Resolved"):
+        assert not hasattr(plan_module, name)
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("vpintegrator.rollout.resolve")
 
 
 def test_the_volume_metric_is_off_by_default_above_volume_max_dim(tmp_path):
@@ -123,7 +134,7 @@ def test_the_volume_metric_is_off_by_default_above_volume_max_dim(tmp_path):
     import h5py
 
     from vpintegrator.rollout import run_rollouts
-    from vpintegrator.rollout.resolve import VOLUME_MAX_DIM, volume_default
+    from vpintegrator.rollout.plan import VOLUME_MAX_DIM, volume_default
 
     assert volume_default(None, 3) == (True, "")
     assert volume_default(None, VOLUME_MAX_DIM)[0] and not volume_default(None, VOLUME_MAX_DIM + 1)[0]

@@ -206,7 +206,7 @@ class RolloutConfig(Config):
         A state with ‖z‖ > blowup × ‖z_0‖ counts as failed.
     volume : bool or None
         Compute ``log|det J|`` of every step/window map (an extra Jacobian per step). Unset (None), it is on
-        up to ``vpintegrator.rollout.resolve.VOLUME_MAX_DIM`` (64) state dimensions and off above, where the
+        up to ``vpintegrator.rollout.plan.VOLUME_MAX_DIM`` (64) state dimensions and off above, where the
         determinant of every step's dense Jacobian (O(dim³)) would cost more than the rollout (a lattice of
         hundreds of dimensions); the log line and the rollout file's ``volume_note`` say so.
     workers : int or None
@@ -381,3 +381,10 @@ def model_entries(models) -> list:
     if isinstance(models, (str, Path)):
         return [models]
     return list(models or [])
+
+
+def integrator_names(integrators: Any) -> list[str]:
+    """The names of the ``integrators`` key (a name or a list of them), stripped, empty ones left out."""
+    if isinstance(integrators, str):
+        integrators = [integrators]
+    return [str(n).strip() for n in integrators or [] if str(n).strip()]

@@ -48,7 +48,7 @@ from .family import step_for
 from .gle import BATH_SUMMARY, COARSE_SUMMARY, GLE_SUMMARY, bath_row, coarse_bath_row, gle_row
 from .steps import ExactFlowStep, IntegratorStep, ModelStep, is_context_model
 
-__all__ = ["Method", "StepSettings", "model_label", "parse_model_entry", "model_step", "integrator_names", "prepare_methods",
+__all__ = ["Method", "StepSettings", "model_label", "parse_model_entry", "model_step", "prepare_methods",
            "check_trained_on", "split_method", "RowKind", "RowRequest", "FitSplit", "ROW_KINDS", "DEFAULT_SPLIT", "parse_row", "fitted_rows",
            "fit_split", "fitted_rows_split", "MODEL_FORMS", "describe_rows"]
 
@@ -535,13 +535,6 @@ def _check_label(label: str, seen: set) -> None:
             key="models",
         )
     seen.add(label)
-
-
-def integrator_names(integrators: Any) -> list[str]:
-    """The names of the ``integrators`` key (a name or a list of them), stripped, empty ones left out."""
-    if isinstance(integrators, str):
-        integrators = [integrators]
-    return [str(n).strip() for n in integrators or [] if str(n).strip()]
 
 
 def model_step(model, device: str = "cpu", overlap: bool = False, jit: bool | str = True, dt: float | None = None,

@@ -337,7 +337,7 @@ def run_work_precision(config: RolloutConfig, *, overwrite: bool = False, log: C
     from ..data import read_trajectories
     from ..data.observation import observation_of
     from .methods import parse_model_entry
-    from .resolve import select
+    from .splits import select
     from .config import model_entries
 
     from .._progress import log_lines

@@ -1,16 +1,14 @@
-"""The second step of a comparison run's plan (``vpintegrator.rollout.plan.build_plan``: resolve, check, plan):
-[`check`][vpintegrator.rollout.preflight.check] refuses, once and in one place, everything a resolved request
-(``vpintegrator.rollout.resolve.Resolved``) cannot run before anything is computed or written: a shard of new
-held-out conditions, an output over an input (``check_outputs``), what an observed run or a run on trajectories
-without a system cannot do (``check_without_system``), work that does not fit in memory or on disk
-(``estimate``, ``check_fits``) and a reference that is not finite (``check_reference``: the data file's
-selected trajectories, read here once and handed to the plan). Each refusal is one line naming its key.
+"""The refusals of a comparison run, made by the second step of its plan (``vpintegrator.rollout.plan.check``:
+resolve, check, plan), before anything is computed or written: an output over an input (``check_outputs``;
+``input_files``: every file a run reads), what a run on trajectories without a system cannot do
+(``check_without_system``), work that does not fit in memory or on disk (``estimate``, ``check_fits``) and a
+reference that is not finite (``check_reference``). Each refusal is one line naming its key.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
@@ -19,52 +17,31 @@ from .methods import parse_row
 
 if TYPE_CHECKING:
     from ..data.trajectories import Trajectories
-    from .resolve import Resolved, RolloutRequest
 
-__all__ = ["check", "check_outputs", "estimate", "check_fits", "check_reference",
+__all__ = ["input_files", "check_outputs", "estimate", "check_fits", "check_reference",
            "check_without_system"]
 
 
-def check(request: RolloutRequest, run: Resolved, overwrite: bool) -> Trajectories:
-    """Every refusal of a run, in one pass, before anything is computed or written: a shard with held-out
-    conditions; the outputs (the rollout file and its table, a shard's file and, with ``write_index``, the
-    index and its table; the overwrite rule); the rows an observed file, an observed run or trajectories
-    without a system cannot run (the rows the request names); the work's memory and disk; then the data file's
-    selected trajectories, read and refused when not finite. Returns them (the reference's file part)."""
-    from .._outputs import check_output
-    from ..data import read_trajectories
-    from .observed import check_observed_rows
-
-    if request.shard is not None and request.heldout:
-        raise VPIntegratorError(f"shard {request.shard[0]}/{request.shard[1]} with heldout = {request.heldout}: each "
-                                "shard would draw its own new conditions; roll out the held-out conditions without "
-                                "--shard", key="shard")
-    if request.shard is not None and request.write_index:  # the index and its table come at out at the end
-        index = request.index
-        for path, kind in ((index, "rollout"), (index.with_suffix(".csv"), "table"), (index.with_suffix(".md"), "table")):
-            check_output(path, kind, overwrite, key="out")
-    check_outputs(run.out, request.inputs, overwrite)
-    data, system, names = request.data, run.system, list(request.names)
-    integrating = ([n for n in names if integrates_equations(n)]
-                   if run.held is not None or run.observation is not None else [])
-    if run.held is not None:  # a file of observed channels only
-        check_observed_rows(run.held, names, integrating, system, data, init=request.init, parametric=False)
-    if run.unknown:  # trajectories from elsewhere: what needs the equations is refused, in one line
-        check_without_system(system, names, run.n_steps, run.n_file, run.t0, run.dt, heldout=request.heldout,
-                             t_end=request.t_end, init=request.init)
-    if run.observation is not None and run.held is None:
-        check_observed_rows(run.observation, names, integrating, system, data, init=request.init,
-                            parametric=run.parametric)
-    check_fits(int(run.idx.size) + run.n_new, run.n_steps + 1, system, max(1, run.n_methods), run.n_file, data,
-               t_end=request.t_end, chunk_steps=request.chunk_steps, volume=run.volume, out=run.out)
-    ref_file = read_trajectories(data, traj=run.idx)
-    check_reference(ref_file, run.idx, data)
-    return ref_file
+def input_files(data: Any, entries: Iterable[Any], extra: Iterable[Any] = ()) -> list[Path]:
+    """Every file a run reads: the data file, model checkpoints (every ``.pt`` of a run directory; ``entries``
+    the ``models`` key's entries, ``vpintegrator.rollout.config.model_entries``) and ``extra`` (e.g. the config
+    file)."""
+    files: list[Path] = [Path(data)] if isinstance(data, (str, Path)) else []
+    for entry in entries:
+        spec = entry[1] if isinstance(entry, (tuple, list)) and len(entry) == 2 else entry
+        if not isinstance(spec, (str, Path)) or str(spec).startswith("pretrained:"):
+            continue
+        p = Path(spec)
+        files.append(p)
+        if p.is_dir():
+            files += sorted(p.glob("*.pt"))
+    files += [Path(e) for e in extra if e is not None]
+    return files
 
 
 def check_outputs(out: Any, inputs: Sequence[Path], overwrite: bool = False) -> list[Path]:
     """Refuse (one-line error naming the key ``out``) an output — the rollout file or its metrics table —
-    that is one of the run's ``inputs`` (``vpintegrator.rollout.resolve.input_files``), or an
+    that is one of the run's ``inputs`` (``input_files``), or an
     ``out`` that is a directory; before anything is read. An output
     that exists is refused unless ``overwrite``, and then replaced only if it is a rollout file (its table
     a metrics table): ``vpintegrator._outputs.check_output``. Returns the three outputs, links

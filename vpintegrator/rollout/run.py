@@ -13,9 +13,10 @@ selection into a file of its own (the index file once every shard exists), or ev
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import types
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 
 from ..data.rollout_shards import RolloutParts
@@ -25,14 +26,13 @@ from ..jobs.shards import shard_path
 from .config import RolloutConfig, model_entries
 from .family import step_for
 from .plan import RolloutPlan, build_plan
-from .preflight import check_outputs
+from .preflight import check_outputs, input_files
 from .report import Failure, RolloutReport
-from .resolve import input_files
 from .splits import split_rows
 from .steps import reference_step_map
 from .write import Say, first_failure, root_attrs, write_method, write_reference
 
-__all__ = ["run_rollouts", "write_index_if_complete", "WorkerParts"]
+__all__ = ["run_rollouts", "run_digest", "write_index_if_complete", "WorkerParts"]
 
 #: how the table's cost column was taken (the cost meter's rule, ``vpintegrator.clock``), said above every table
 #: after the line that says what the errors are measured against
@@ -126,10 +126,12 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
     out = Path(config.out)
     outs = check_outputs(out, input_files(config.data, model_entries(config.models), inputs), overwrite)  # the index, its table
 
+    run_key = run_digest(dataclasses.asdict(config), config.data, config.models)
+
     def jobs(n: int) -> list[ShardJob]:
         """The shards' plans, made here (the first one says how many shards the selection has)."""
-        first, _ = build_plan(config, inputs, True, shard=(1, n), write_index=False, cluster=True)
-        n, run_key = int(first.blocks.attrs["shard_count"]), str(first.blocks.attrs["shard_run"])
+        first, _ = build_plan(config, inputs, True, shard=(1, n), write_index=False, run_key=run_key)
+        n = int(first.blocks.attrs["shard_count"])
         shards = []
         for s in ((i, n) for i in range(1, n + 1)):
             path = shard_path(out, s)
@@ -138,7 +140,7 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
                 shards.append(ShardJob(s, files))  # (one an earlier run of this configuration finished is kept)
                 continue
             check_outputs(path, first.inputs, overwrite)
-            plan = first if s[0] == 1 else build_plan(config, inputs, True, shard=s, write_index=False, cluster=True,
+            plan = first if s[0] == 1 else build_plan(config, inputs, True, shard=s, write_index=False,
                                                       run_key=run_key)[0]
             shards.append(ShardJob(s, files, task=_shard_task, args=(plan,)))
         return shards
@@ -150,6 +152,30 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
                              reference=reference)
 
     return run_on_cluster(scheduler, n_shards, "vp-rollout", out, outs[0], jobs, finish)
+
+
+def run_digest(fields: Mapping[str, Any], data: Any, models: Any) -> str:
+    """What tells a rollout run from any other: its keys ``fields`` (the output and ``workers`` apart), the
+    sha256 of its data file and model files ``models`` (a run directory's ``config.toml`` and checkpoints)
+    and this version; stored in each shard of a cluster run as ``shard_run`` so that a run continued after a
+    lost cluster keeps the shards already written (same code, same inputs: the same bits)."""
+    import hashlib
+    import json
+
+    from .._version import __version__
+    from ..provenance import file_sha256
+
+    def digest(path: Any) -> Any:
+        p = Path(str(path))
+        if p.is_dir():
+            return {n: file_sha256(p / n) for n in ("config.toml", "best.pt", "last.pt") if (p / n).is_file()}
+        return file_sha256(p) if p.is_file() else str(path)
+
+    keys = {k: v for k, v in fields.items() if k not in ("out", "workers")}
+    items = models.items() if isinstance(models, dict) else enumerate(models or [])
+    record = {"config": keys, "data": digest(data), "models": {str(k): digest(v) for k, v in items},
+              "version": __version__}
+    return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
 def _shard_task(plan: RolloutPlan) -> str:

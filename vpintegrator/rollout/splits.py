@@ -32,6 +32,8 @@ file's ``parameter_dists`` with the held-out seed).
 from __future__ import annotations
 
 import json
+import math
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -41,7 +43,7 @@ from ..errors import VPIntegratorError
 
 __all__ = ["SPLIT_LABELS", "ModelSplit", "model_split", "data_digest", "default_traj", "shrink_note", "labels_for",
            "run_labels", "heldout_seed", "draw_heldout", "label_rows", "split_rows", "parameter_split",
-           "PARAMETER_SPLITS"]
+           "PARAMETER_SPLITS", "select", "select_traj", "horizon"]
 
 #: how ``parameter_split`` holds out parameters
 PARAMETER_SPLITS = ("interpolation", "extrapolation")
@@ -350,3 +352,63 @@ def parameter_split(traj, mode: str = "interpolation", test_fraction: float = 0.
                      "low": low[varying].tolist(), "high": high[varying].tolist(), "center": center.tolist(),
                      "radius": radius},
     }
+
+
+def select_traj(traj: Any, n_traj: Any, n_file: int, where: Path) -> np.ndarray:
+    """The trajectories the keys ``traj`` / ``n_traj`` select of a file of ``n_file`` (all when neither)."""
+    if traj is not None:
+        try:
+            idx = np.array([int(i) for i in traj], dtype=np.int64)
+        except (TypeError, ValueError):
+            raise VPIntegratorError(f"traj must be integer indices; got {traj!r}", key="traj") from None
+        if idx.size == 0:
+            raise VPIntegratorError("traj is empty; give trajectory indices into the data file", key="traj")
+        bad = idx[(idx < 0) | (idx >= n_file)]
+        if bad.size:
+            raise VPIntegratorError(
+                f"traj index {int(bad[0])} is out of range: {where} has {n_file} trajectories (0 .. {n_file - 1})",
+                key="traj",
+            )
+        if np.unique(idx).size != idx.size:
+            raise VPIntegratorError(f"traj lists an index twice: {traj!r}", key="traj")
+        return idx
+    if n_traj is not None:
+        n = n_traj
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= n_file:
+            raise VPIntegratorError(
+                f"n_traj must be an int in 1 .. {n_file} (trajectories in {where}); got {n!r}", key="n_traj"
+            )
+        return np.arange(int(n))
+    return np.arange(n_file)
+
+
+def horizon(t_end_key: Any, t0: float, dt: float, n_file: int) -> int:
+    """Steps of ``dt`` from ``t0`` to the key ``t_end`` (None: the file's last state)."""
+    if t_end_key is None:
+        return n_file - 1
+    try:
+        t_end = float(t_end_key)
+    except (TypeError, ValueError):
+        raise VPIntegratorError(f"t_end must be a number; got {t_end_key!r}", key="t_end") from None
+    n_steps = int(round((t_end - t0) / dt)) if math.isfinite(t_end) else 0
+    if not math.isfinite(t_end) or n_steps < 1:
+        raise VPIntegratorError(
+            f"t_end {t_end_key!r} gives {n_steps} steps of dt = {dt:g} from t0 = {t0:g}; give at least {t0 + dt:g}",
+            key="t_end",
+        )
+    return n_steps
+
+
+def select(data: Path, traj: Any, n_traj: Any, t_end: Any) -> tuple[dict[str, Any], Any, float, np.ndarray, float,
+                                                                   int]:
+    """What the keys ``traj``/``n_traj``/``t_end`` select of the data file ``data``, read from its metadata
+    only: ``(meta, system, dt, trajectory indices, t0, n_steps)`` (one-line errors naming the key)."""
+    from ..data import read_metadata
+    from ..systems.unknown import system_or_unknown
+
+    meta = read_metadata(data)
+    system = system_or_unknown(meta, data)
+    dt = float(meta["dt"])
+    idx = select_traj(traj, n_traj, int(meta["n_traj"]), data)
+    t0 = float(meta.get("t0", 0.0))
+    return meta, system, dt, idx, t0, horizon(t_end, t0, dt, int(meta["n_states"]))

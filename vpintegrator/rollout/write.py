@@ -81,7 +81,7 @@ def root_attrs(plan: RolloutPlan) -> dict[str, Any]:
         "heldout": plan.n_new,
         "heldout_seed": plan.heldout_seed,
         "init": plan.init,
-        "overlap": plan.overlap,
+        "overlap": plan.steps.overlap,
         "blowup": plan.blowup,
         "chunk_steps": plan.chunk_steps,
         "engine": plan.steps.engine,
