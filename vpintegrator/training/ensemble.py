@@ -2,8 +2,11 @@
 ``seeds = [...]``; ``vp-train --ensemble N``; ``fit(..., ensemble=N)``).
 
 The members' parameters are stacked (``torch.func.stack_module_state``) and the model is evaluated
-for all of them by ``vmap`` over ``torch.func.functional_call``: one forward, one backward and one
-optimiser step per batch for the whole ensemble. Each member ``k`` has
+for all of them at once: a model with a fused chain (the skew VPT at seq 3, the VPFF) as one autograd node
+over the stacked parameters (``vpintegrator.nn.fused_members``: the operations of one single run's step, whatever
+the number of members; its forward bit for bit each member's own), any other by ``vmap`` over
+``torch.func.functional_call``: one forward, one backward and one optimiser step per batch for the whole
+ensemble. Each member ``k`` has
 
 * its own initialisation: the global RNGs seeded with ``s_k`` before the model is built, as
   [`fit`][vpintegrator.training.fit] does with ``seed = s_k``;
@@ -159,9 +162,14 @@ class EnsembleSteps:
         grad = {k: p.requires_grad for k, p in self.template.named_parameters()}
         self.params = {k: v.detach().requires_grad_(grad[k]) for k, v in params.items()}
         own = dict(models[0].named_buffers())
-        shared = all(torch.equal(dict(m.named_buffers())[k], own[k]) for m in models[1:] for k in own)
+        theirs = [dict(m.named_buffers()) for m in models[1:]]  # once per member (not per member and buffer)
+        shared = all(torch.equal(b[k], own[k]) for b in theirs for k in own)
         self.buffers = {k: v.clone() for k, v in own.items()} if shared else buffers
         self.buffer_dim = None if shared else 0
+        # the members' fused chain (one autograd node for all of them), where the model has one
+        from ..nn.fused_members import members_layers
+
+        self.chain = members_layers(self.template)
         self.frozen: dict[int, dict[str, torch.Tensor]] = {}  # the weights of members that stopped
         self.lm: EnsembleLM | None = None
         self.optimizer: Any = None  # a torch optimiser over the stacked parameters; none for LM
@@ -306,9 +314,20 @@ class EnsembleSteps:
     # -- the vmapped model ------------------------------------------------------------------------
 
     def _forward(self, x: torch.Tensor, shared_input: bool = False) -> torch.Tensor:
-        """All members on ``x`` (N, B, ...) -- or on one (B, ...) for all with ``shared_input``: (N, B, ...)."""
+        """All members on ``x`` (N, B, ...) -- or on one (B, ...) for all with ``shared_input``: (N, B, ...).
+
+        A model with a fused chain (the skew VPT, the VPFF) runs all members as one autograd node
+        (``vpintegrator.nn.fused_members``: the operations of one single run's fused step, whatever N); other
+        models, and any model under ``torch.compile`` or a ``torch.func`` transform, by ``vmap`` over the members."""
         from torch.func import functional_call, vmap
 
+        if self.chain is not None and self.buffer_dim is None:
+            from ..nn.fused_members import members_chain
+
+            rows = x.expand(self.n, *x.shape) if shared_input else x
+            out = members_chain(self.chain, self.params, rows)
+            if out is not None:
+                return out
         template = self.template
 
         def one(p, b, xx):
