@@ -161,7 +161,7 @@ def test_both_studies_plan_on_the_one_runner(tmp_path):
     from vpintegrator.studies import rigid_body, runner
 
     assert coupled_oscillator.StudyError is rigid_body.StudyError is runner.StudyError
-    settings, _ = coupled_oscillator.STUDY.parse(["--out", str(tmp_path / "co"), "--seeds", "0,1", "--models", "st,vpt",
+    settings = coupled_oscillator.STUDY.parse(["--out", str(tmp_path / "co"), "--seeds", "0,1", "--models", "st,vpt",
                                                  "--init-scale", "0.3"])
     plans = [coupled_oscillator.plan(settings), rigid_body.plan(rigid_body.STUDY.parse(["--out", str(tmp_path / "rb")]))]
     for plan in plans:

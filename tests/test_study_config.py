@@ -137,9 +137,9 @@ def test_flags_and_set_go_on_top_of_the_plan_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     plan = tmp_path / "plan.toml"
     plan.write_text(_toml({"out": "runs/a", "train_seconds": 50, "n_steps": 100, "quick": True}))
-    s, _ = coupled_oscillator.STUDY.parse(["--plan", str(plan), "--train-seconds", "60", "--set", "n_steps=200"])
+    s = coupled_oscillator.STUDY.parse(["--plan", str(plan), "--train-seconds", "60", "--set", "n_steps=200"])
     assert (s.out, s.train_seconds, s.n_steps, s.quick, s.seeds) == ("runs/a", 60.0, 200, True, [0])
-    s, _ = coupled_oscillator.STUDY.parse(["--plan", str(plan), "--out", "runs/b"])
+    s = coupled_oscillator.STUDY.parse(["--plan", str(plan), "--out", "runs/b"])
     assert (s.out, s.train_seconds) == ("runs/b", 50.0) and isinstance(s.train_seconds, float)
 
 

@@ -32,7 +32,6 @@ import shlex
 import shutil
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 from .. import _rollouts, attention, export
@@ -40,7 +39,7 @@ from ..options import Study
 from ..runner import Runner, StudyError, Task, budget_flags, study_lock  # noqa: F401  (StudyError: the study's error)
 from ..stats import read_json, redraw_from, write_json
 from .design import (ATTENTION_MODELS, DEFAULT_MODELS, DT, EPOCH_COSTS, EVAL_SETS, INIT_SCALE, INTEGRATORS,  # noqa: F401
-                     LM_STEPS_PER_EPOCH, MODELS, N_PROBE, SYMPLECTIC_MODELS, T_PROBE, CoupledOscillatorOptions,
+                     LM_STEPS_PER_EPOCH, MODELS, N_PROBE, SETTINGS, SYMPLECTIC_MODELS, T_PROBE, CoupledOscillatorOptions,
                      CoupledOscillatorPlan, Settings, _default_config, _resolve, build_plan)
 from .tables import (ROLLOUT_COLUMNS, SCHEMA, TABLE_ROW, TRAIN_COLUMNS, _statistics_section, build_rows,  # noqa: F401
                      format_results, format_table, heldout_statistics, read_results, training_info, write_results)
@@ -84,7 +83,7 @@ def plan(s: Settings) -> Runner:
             if out.exists() and not done:
                 shutil.rmtree(out)  # an unfinished run from an interrupted study: start it again
             runner.add(Task(name, ["vp-train", _resolve(s.configs[model]), "--data", p["train"], "--out", out,
-                                   "--seed", str(seed), *budget_flags(s.training_budget(model), s.train_seconds), *scale,
+                                   "--seed", str(seed), *budget_flags(s.model_budget(model), s.train_seconds), *scale,
                                    "--quiet"],
                             [out / "summary.json", out / "log.csv"], ["gen_train"]))
             trains.append(name)
@@ -149,7 +148,7 @@ def _run(s: Settings, run: Path, argv: list[str] | None) -> str:
     invocation = "vp-study coupled_oscillator " + " ".join(
         shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
     previous = (read_json(run / "settings.json") or {}) if s.skip_existing else {}
-    record = {**asdict(s), "t_end": s.t_end, "wall_seconds": round(time.perf_counter() - t0, 1),
+    record = {**s.settings, "t_end": s.t_end, "wall_seconds": round(time.perf_counter() - t0, 1),
               "invocation": invocation, "commands": previous.get("commands", []) + runner.commands}
     write_json(run / "settings.json", record)
     if not ok:
@@ -159,11 +158,11 @@ def _run(s: Settings, run: Path, argv: list[str] | None) -> str:
 
 def run(plan: CoupledOscillatorPlan) -> int:
     """The study from its plan (``build_plan``): the runs, or the tables of a run or results file."""
-    s, a = plan
-    if a.results is not None:  # the tables of a results file (a shipped one by name), no run directory
-        print(redraw_from(Path(s.out), a.results, read_results, format_results)[2])
+    s = plan
+    if s.results is not None:  # the tables of a results file (a shipped one by name), no run directory
+        print(redraw_from(Path(s.out), s.results, read_results, format_results)[2])
         return 0
-    text = write_results(Path(s.out)) if a.table_only else run_study(s, list(a.argv))
+    text = write_results(Path(s.out)) if s.table_only else run_study(s, list(s.argv))
     print(text)
     print(f"Results: {Path(s.out) / 'results.md'} and results.json")
     if s.export_pretrained:

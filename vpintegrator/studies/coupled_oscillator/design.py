@@ -1,18 +1,18 @@
-"""The coupled-oscillator study's setup and plan builder: its models and steps, ``Settings``, its own keys
-(``CoupledOscillatorOptions``) and ``build_plan``."""
+"""The coupled-oscillator study's setup and plan builder: its models and steps, its own keys
+(``CoupledOscillatorOptions``), ``build_plan`` and its plan (``CoupledOscillatorPlan``, the settings a run records)."""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..._shipped import shipped_file
 from ...config import key
 from ...errors import VPIntegratorError
 from ..options import BUDGETS, PLATEAU_HELP, StudyOptions, StudyPlan, comma_list, model_list
-from ..runner import PLATEAU_PATIENCE, REPO, WALL_CEILING, Budget, StudyError, check_out_dir, check_study_out
+from ..runner import REPO, Budget, StudyError, check_out_dir, check_study_out
 from ..step_budget import step_budgets
 
 #: every model the study knows, in table order; ``configs/study/coupled_oscillator_<model>.toml`` each
@@ -42,50 +42,47 @@ def _default_config(model: str) -> str:
     return f"configs/study/coupled_oscillator_{model}.toml"
 
 
+#: what ``RUN/settings.json`` records of the plan, in its order (``max_steps``: each model's step budget)
+SETTINGS = ("out", "seeds", "train_seconds", "jobs", "n_steps", "heldout", "train_n_traj", "quick", "skip_existing",
+            "overwrite", "models", "configs", "init_scale", "export_pretrained", "budget", "wall_ceiling", "patience",
+            "max_steps")
 
 
-@dataclass(frozen=True)
-class Settings:
-    """The study's settings (written to ``RUN/settings.json``), resolved once by ``build_plan``."""
+@dataclass(frozen=True, kw_only=True)
+class CoupledOscillatorPlan(StudyPlan):
+    """The study's keys resolved once (``build_plan``: the --quick defaults filled in, the configs checked); what
+    stops a training is the shared ``budget``: "plateau" (its validation plateau, ``patience`` epochs, or the
+    model's step budget), "cpu" (CPU seconds, ``wall_ceiling`` x as a wall ceiling) or "wall"."""
 
-    out: str
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
-    train_seconds: float = 120.0
-    jobs: int = 2
-    n_steps: int = 10_000
-    heldout: int = 100
-    train_n_traj: int = 1000
-    quick: bool = False
-    skip_existing: bool = False
-    overwrite: bool = False
-    models: list[str] = field(default_factory=lambda: list(DEFAULT_MODELS))
-    configs: dict[str, str] = field(default_factory=lambda: {m: _default_config(m) for m in MODELS})
-    init_scale: float | None = None
-    export_pretrained: str | None = None
-    #: what stops a training: "plateau" (its validation plateau, ``patience`` epochs, or the model's step budget
-    #: ``max_steps``), "cpu" (CPU seconds, ``wall_ceiling`` x as a wall ceiling) or "wall"
-    budget: str = "plateau"
-    wall_ceiling: float = WALL_CEILING
-    patience: int = PLATEAU_PATIENCE
+    seeds: list[int]
+    train_seconds: float
+    n_steps: int
+    heldout: int
+    train_n_traj: int
+    quick: bool
+    models: list[str]
+    configs: dict[str, str]
+    init_scale: float | None
     #: each model's step budget (optimiser steps) under ``budget = "plateau"``: ``train_seconds`` in whole epochs of
     #: ``EPOCH_COSTS``, or ``--max-steps`` for every model
-    max_steps: dict[str, int] = field(default_factory=dict)
+    step_budgets: dict[str, int]
 
     @property
     def t_end(self) -> float:
         return round(self.n_steps * DT, 10)
 
-    def training_budget(self, model: str) -> Budget:
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The plan's ``SETTINGS`` (``RUN/settings.json``)."""
+        return {k: self.step_budgets if k == "max_steps" else getattr(self, k) for k in SETTINGS}
+
+    def model_budget(self, model: str) -> Budget:
         """What stops ``model``'s trainings (``runner.budget_flags``)."""
-        return Budget(self.budget, self.wall_ceiling, self.patience, self.max_steps.get(model))
+        return Budget(self.budget, self.wall_ceiling, self.patience, self.step_budgets.get(model))
 
 
-class CoupledOscillatorPlan(NamedTuple):
-    """The study's plan (``build_plan``): its ``Settings`` and the shared keys (``--table-only``, ``--results``,
-    the command line as given)."""
-
-    settings: Settings
-    shared: StudyPlan
+#: the study's settings are its plan
+Settings = CoupledOscillatorPlan
 
 
 # --------------------------------------------------------------------------- arguments
@@ -153,35 +150,24 @@ class CoupledOscillatorOptions(StudyOptions):
 
 
 def build_plan(options: CoupledOscillatorOptions, argv: tuple[str, ...] = ()) -> CoupledOscillatorPlan:
-    """The study's plan: the checked keys as the study's ``Settings`` (the --quick defaults filled in, the
-    configs checked), and the shared keys (``table_only``, ``results``, ``argv``)."""
+    """The study's plan: the checked keys with the --quick defaults filled in, the configs checked."""
     a = options
     quick = a.quick
-    if a.out is None:
-        raise StudyError("--out is required (the flag, or out in the --plan file)")
     train_seconds = a.train_seconds if a.train_seconds is not None else (30.0 if quick else 120.0)
     models = _models(a.models)
-    s = Settings(
-        out=a.out,
-        seeds=a.seeds if a.seeds is not None else ([0] if quick else [0, 1, 2, 3, 4]),
+    s = CoupledOscillatorPlan(
+        **StudyPlan.shared(a, argv, seeds=[0] if quick else [0, 1, 2, 3, 4]),
         train_seconds=train_seconds,
-        jobs=a.jobs,
         n_steps=a.n_steps if a.n_steps is not None else (2500 if quick else 10_000),
         heldout=a.heldout if a.heldout is not None else (3 if quick else 100),
         train_n_traj=a.train_n_traj if a.train_n_traj is not None else (300 if quick else 1000),
         quick=quick,
-        skip_existing=a.skip_existing,
-        overwrite=a.overwrite,
         models=models,
         configs=_configs(list(a.config) + [f"vpt={a.vpt_config}"] * bool(a.vpt_config)
                          + [f"st={a.st_config}"] * bool(a.st_config)),
         init_scale=a.init_scale,
-        budget=a.budget,
-        wall_ceiling=a.wall_ceiling,
-        patience=a.patience,
-        max_steps=step_budgets(models, train_seconds, EPOCH_COSTS, LM_STEPS_PER_EPOCH, a.max_steps)
+        step_budgets=step_budgets(models, train_seconds, EPOCH_COSTS, LM_STEPS_PER_EPOCH, a.max_steps)
         if a.budget == "plateau" else {},
-        export_pretrained=a.export_pretrained,
     )
     for model in s.models:
         if not a.table_only and not _resolve(s.configs[model]).is_file():
@@ -200,7 +186,7 @@ def build_plan(options: CoupledOscillatorOptions, argv: tuple[str, ...] = ()) ->
                              "results file with --results)")
     else:
         check_study_out(out, s.skip_existing, s.overwrite)
-    return CoupledOscillatorPlan(s, StudyPlan(**StudyPlan.shared(a, argv)))
+    return s
 
 
 def _models(text: str | None) -> list[str]:
