@@ -126,11 +126,12 @@ def _training_values(run_dir: Path) -> dict:
     }
 
 
-def _errors_at(r, label: str, k: int):
-    """A method's relative errors ``(n_traj, n)`` and, at state ``k``, per trajectory (NaN -> inf: blown up)."""
+def _errors_at(r, label: str, t: float):
+    """A method's relative errors ``(n_traj, n)`` and, at the state nearest time ``t``, per trajectory (NaN -> inf:
+    blown up)."""
     import numpy as np
 
-    rel = r.metrics[label].rel_error
+    rel, k = r.metrics[label].rel_error, int(np.argmin(np.abs(r.t - t)))
     return rel, np.where(np.isnan(rel[:, k]), np.inf, rel[:, k])
 
 
@@ -146,14 +147,13 @@ def rollout_values(path: Path, labels: Any = None) -> dict[str, Any]:
         return {}
     pos = {name: int(np.flatnonzero(r.traj_index == idx)[0]) for name, idx in PAPER_TRAJ.items()
            if np.any(r.traj_index == idx)}
-    k100 = int(np.argmin(np.abs(r.t - PAPER_T)))
     in_band = r.t <= PAPER_T + 1e-9
     out = {}
     for label in r.methods if labels is None else labels:
         m = r.methods.get(label)
         if m is None:
             continue
-        rel, err = _errors_at(r, label, k100)
+        rel, err = _errors_at(r, label, PAPER_T)
         band = z_band(m.y[:, in_band])
         vpt = valid_prediction_time(rel[:, in_band], r.t[in_band])
         v = {}
@@ -175,14 +175,13 @@ def _heldout_values(path: Path, labels) -> dict:
     r = _rollouts.read(path)
     if r is None:
         return {}
-    k100 = int(np.argmin(np.abs(r.t - PAPER_T)))
     in_band = r.t <= PAPER_T + 1e-9
     out = {}
     for label in labels:
         m = r.methods.get(label)
         if m is None:
             continue
-        _, err = _errors_at(r, label, k100)
+        _, err = _errors_at(r, label, PAPER_T)
         out[label] = {"heldout_mean": float(np.mean(err)), "heldout_median": median(err),
                       "heldout_failed": int(np.sum(m.failed_step >= 0)), "heldout_n": int(err.size),
                       "heldout_errors": [float(e) for e in err],

@@ -9,7 +9,7 @@ from pathlib import Path
 from ...config import key
 from ...errors import VPIntegratorError
 from ..options import BUDGETS, PLATEAU_HELP, StudyOptions, StudyPlan, comma_list, model_list
-from ..rigid_body_results import write_heldout_spec
+from ..rigid_body_results import DT, PAPER_T as T_EVAL, write_heldout_spec  # noqa: F401  (the paper data's step, horizon)
 from ..runner import StudyError, check_study_out
 from ..step_budget import step_budgets
 
@@ -21,8 +21,6 @@ CLASSICAL = ("implicit_midpoint", "splitting", "gauss_legendre4")
 EQUAL_COST_TITLE = "Work–precision: the classical methods at the models' cost"
 SHIPPED_VPT = "pretrained:rigid_body_vpt"
 HELDOUT_SEED = 20262  # the held-out ICs' sampler seed (training uses the paper's deterministic 1238 points)
-T_EVAL = 100.0
-DT = 0.2
 #: the study's targets (held-out ICs, against the exact flow, t = 100)
 MEDIAN_TARGET, P90_TARGET = 0.02, 0.05
 CASIMIR_TARGET = 1e-12  # relative Casimir drift to long-t-end

@@ -44,10 +44,9 @@ def heldout_values(path: Path) -> dict[str, Any]:
     r = _rollouts.read(path)
     if r is None:
         return {}
-    k = int(np.argmin(np.abs(r.t - T_EVAL)))
     out = {}
     for label, m in r.methods.items():
-        _, err = _errors_at(r, label, k)
+        _, err = _errors_at(r, label, T_EVAL)
         out[label] = {**median_interval(err), "mean": float(np.mean(err)), "errors": [float(e) for e in err],
                       "casimir_100": float(_drifts(r, label, "casimir").max()),
                       "energy_100_heldout": float(_drifts(r, label, "energy").max()),
