@@ -139,7 +139,7 @@ def test_a_configs_data_files_are_replaced_by_the_objects(tiny_data, tmp_path):
     (lambda d: fit(model=Shift(), train=d, ensemble=2, **KW), r"give the model by name"),
     (lambda d: fit(model=MODEL, train=(torch.zeros(4, 2, 3), torch.zeros(4, 2, 3)), monitor="val_rollout",
                    val=(torch.zeros(4, 2, 3), torch.zeros(4, 2, 3)), **KW), r"give val as Trajectories"),
-    (lambda d: fit(model=MODEL, train=d, resume="somewhere"), r"give resume alone"),
+    (lambda d: fit(model=MODEL, train=d, resume="somewhere"), r"resume somewhere: not a run directory"),
     (lambda d: fit(model=MODEL, train=d, data=["f.h5"], **KW), r"either as files \(data\) or as train/val objects"),
     (lambda d: fit(model=MODEL, val=d, **KW), r"give train"),
 ])

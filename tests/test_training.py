@@ -667,8 +667,8 @@ def test_divergence_stops_keeps_finite_best(tiny_data, tmp_path, monkeypatch):
     real = single.window_loss
     calls = {"n": 0}
 
-    def fake(model, dataset, batch_size, dist=None):  # the validation loss turns NaN in epoch 2
-        value = real(model, dataset, batch_size, dist)
+    def fake(model, dataset, batch_size, dist=None, squared=False):  # the validation loss turns NaN in epoch 2
+        value = real(model, dataset, batch_size, dist, squared)
         calls["n"] += 1
         return math.nan if calls["n"] >= 2 else value
 

@@ -246,6 +246,11 @@ class TrainConfig(Config):
         Stop at the end of the first epoch at which the run has taken this many optimiser steps (counted over
         every invocation of the run; ``stopped = "steps"``): a budget in steps, which no load on the machine
         moves. Default none.
+    loss : str
+        The loss and validation score: ``"relative"``, ``‖pred − target‖ / ‖target‖`` over a batch, or its square
+        ``"relative_squared"`` (the symplectic autoencoder's; a torch optimiser, not an ensemble).
+    judge_start : bool
+        Judge the initial weights as epoch 0 (``log.csv``'s row 0): a run that never beats them keeps them.
     seed : int
         Seed for initialisation and data order (the train/validation/test split is split_seed's). The model
         initialisation and the order of the training windows; not the split (``split_seed``), so runs of
@@ -393,6 +398,8 @@ class TrainConfig(Config):
     min_rel_delta: float = key(0.0, type=float, low=0, high=1, open_high=True, expected="a number in [0, 1)",
                                resumable=True)
     max_steps: int | None = key(None, type=int, low=1, optional=True, resumable=True, show_default="none")
+    loss: str = key("relative", choices=("relative", "relative_squared"))
+    judge_start: bool = key(False, type=bool)
     seed: int = key(1234, type=int, low=0, high=2**63, open_high=True,
                     expected="a non-negative integer (below 2**63)")
     split_seed: int = key(DEFAULT_SPLIT[2], type=int, low=0, high=2**63, open_high=True,
@@ -492,6 +499,9 @@ class TrainConfig(Config):
                 f"monitor = 'val_rollout' rolls out the validation trajectories; set val_fraction > 0 "
                 f"(got {self.val_fraction!r}) or monitor = 'val_loss'", key="val_fraction"
             )
+        if self.loss != "relative" and (self.optimizer == "lm" or self.is_ensemble):
+            raise VPIntegratorError(f"loss = {self.loss!r} trains one model by a torch optimiser; give loss = "
+                                    "'relative' for optimizer = 'lm' or an ensemble", key="loss")
         self._check_ensemble()
 
     def _check_ensemble(self) -> None:

@@ -416,7 +416,7 @@ class Trainer:
             best_epoch=int(m.best_epoch), wall_time=self.wall(), n_params=int(self.n_params), device=str(self.device),
             dtype=self.plan.dtype, stopped=m.stopped, history=list(m.history),
             monitor=self.stop_plan.monitor if self.val_set is not None else "train_loss",
-            stop_clock=self.stop_clock if m.stopped == "time_limit" else None,
+            stop_clock=self.stop_clock if m.stopped == "time_limit" else None, best_state=m.best_state,
         )
 
     # -- the loop ----------------------------------------------------------------------------------
@@ -595,11 +595,23 @@ class Trainer:
                 and (time.perf_counter() - self.invocation_start) + epoch_wall > cfg.time_limit)
         return cpu, wall
 
+    def _judge_start(self) -> None:  # the initial weights judged and logged as epoch 0 (train_loss NaN beside val)
+        held, rollout = self.val_set is not None, self.rollout_validator is not None
+        losses = self.steps.val_losses(None if held else self.train_set)
+        for m, loss, score, lr in zip(self.members, losses, self.steps.val_rollouts() if rollout else losses,
+                                      self.steps.lrs()):
+            m.judge(0, score, lambda k=m.k: self.steps.member_state(k))
+            row = {"epoch": 0, "train_loss": math.nan if held else loss, "val_loss": loss if held else math.nan,
+                   "lr": lr, "seconds": self.wall(), ckpt_io.CPU_COLUMN: self.cpu()}
+            m.log({**row, ckpt_io.ROLLOUT_COLUMN: score} if rollout else row)
+
     def _loop(self, bar) -> str:
         cfg = self.stop_plan
         self.invocation_start = time.perf_counter()
         self.cpu_start = process_cpu()
         self.steps.train_mode()
+        if self.stop_plan.judge_start and self.epoch == 0 and self.steps.batch_in_epoch == 0:
+            self._judge_start()
         while (left := self._epochs_left()) is None or left > 0:
             t_epoch, cpu_epoch = time.perf_counter(), process_cpu()
             step0 = self.step

@@ -81,6 +81,7 @@ class OptimPlan:
     batch_size: int
     fast_step: str
     lm: LMPlan
+    loss: str = "relative"  # or "relative_squared" (the ``loss`` key)
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,7 @@ class StopPlan:
     #: the plateau rule's relative improvement (``min_rel_delta``) and the step budget (``max_steps``)
     min_rel_delta: float = 0.0
     max_steps: int | None = None
+    judge_start: bool = False  # the initial weights judged as epoch 0
 
     def rule(self) -> dict[str, Any]:
         """The run's stop rule as ``summary.json`` records it (``stop_rule``): every key that can stop it,
@@ -160,9 +162,9 @@ def build_plan(config: TrainConfig | dict[str, Any] | str | os.PathLike[str] | N
         config = config_file = config_path(config)  # a file, or a shipped config by name
     run_dir = None
     cfg: TrainConfig | None
-    if objects:
+    if objects and resume is None:
         cfg = _objects_config(config, module, overrides)
-    else:
+    else:  # (objects resumed: the run's config.toml; the objects given again are its data)
         if config is None or isinstance(config, TrainConfig):
             cfg = config
         else:
@@ -187,10 +189,10 @@ def build_plan(config: TrainConfig | dict[str, Any] | str | os.PathLike[str] | N
                     f"resume {run_dir}: ensemble or seeds with resume; a resumed run keeps its members (an ensemble "
                     "resumes with all of its own): give resume alone", key="resume")
             cfg = resumed(run_dir, None if cfg is None else cfg.to_dict(), overrides)
-            if IN_MEMORY in cfg.data:
+            if IN_MEMORY in cfg.data and not objects:
                 raise VPIntegratorError(
-                    f"resume {run_dir}: the run was trained from objects (data {IN_MEMORY}), not files; train it again "
-                    "with fit(model=..., train=...)", key="resume")
+                    f"resume {run_dir}: the run was trained from objects (data {IN_MEMORY}), not files; give them "
+                    "again: fit(model=..., train=..., resume=...)", key="resume")
         else:
             if cfg is None:
                 raise VPIntegratorError("fit: give a config (TrainConfig, dict or TOML path) or resume=RUN_DIR")
@@ -212,11 +214,11 @@ def build_plan(config: TrainConfig | dict[str, Any] | str | os.PathLike[str] | N
                         cfg.fine_tunes, cfg.fine_tunes and cfg.finetune_lr is None, cfg.scheduler,
                         cfg.schedule_per, decay, int(cfg.batch_size), cfg.fast_step,
                         LMPlan(int(cfg.lm_windows), int(cfg.lm_resample_every), int(cfg.lm_iters_per_epoch),
-                               float(cfg.lm_lambda), int(cfg.lm_check_windows))),
+                               float(cfg.lm_lambda), int(cfg.lm_check_windows)), cfg.loss),
         stop=StopPlan(cfg.epochs, cfg.time_limit, cfg.cpu_time_limit, int(cfg.patience), float(cfg.min_delta),
                       cfg.monitor, int(cfg.val_rollout_steps), cfg.val_rollout_error,
                       float(cfg.val_rollout_drift_weight), float(cfg.min_rel_delta),
-                      None if cfg.max_steps is None else int(cfg.max_steps)),
+                      None if cfg.max_steps is None else int(cfg.max_steps), bool(cfg.judge_start)),
         output=OutputPlan(cfg.out, run_dir, int(cfg.checkpoint_every), float(cfg.checkpoint_seconds),
                           cfg.logger or "none"),
         seeds=tuple(cfg.ensemble_seeds()), seed=int(cfg.seed), ensemble=cfg.is_ensemble,

@@ -76,10 +76,11 @@ class RunRecord:
         ref = getattr(self, "plateau_ref", self.best_loss)  # a record resumed from before the key existed
         progressed = math.isfinite(score) and (
             not math.isfinite(ref) or score < ref * (1.0 - getattr(self, "min_rel_delta", 0.0)) - self.min_delta)
-        self.bad_epochs = 0 if progressed or self.best_epoch == 0 else self.bad_epochs + 1
-        if progressed or self.best_epoch == 0:
+        first = self.best_epoch == 0 and not math.isfinite(ref)  # nothing judged yet (judge_start: epoch 0 was)
+        self.bad_epochs = 0 if progressed or first else self.bad_epochs + 1
+        if progressed or first:
             self.plateau_ref = score
-        if improved or self.best_epoch == 0:
+        if improved or first:
             self.best_loss, self.best_epoch = score, epoch
             self.best_state = state()
             self.best_dirty = True

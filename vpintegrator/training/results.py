@@ -84,6 +84,8 @@ class FitResult:
     table: list[dict[str, Any]] = field(default_factory=list, repr=False)
     #: which budget stopped a ``time_limit`` run: "cpu" or "wall" (None: another reason)
     stop_clock: str | None = None
+    #: the best epoch's weights (None where this invocation did not judge it: a resumed run's is in best.pt)
+    best_state: dict[str, torch.Tensor] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def of_ensemble(cls, run_dir: Path | None, seeds: list[int], members: list[FitResult], selected: int | None,

@@ -53,9 +53,8 @@ def fit(
         (windows cut as from a file; ``train`` alone is split by ``val_fraction``) or window tensors x
         (n_windows, seq_len, dim) and target (n_windows, pred_window · unroll, dim); they replace the
         config's ``data`` files (so a shipped config is a recipe for objects too). With objects ``out``
-        defaults to None: nothing is written (give ``out`` for a run directory; a module that is not a
-        registry model then cannot be saved and is refused); such a run cannot be resumed from its
-        directory (its data are not files).
+        defaults to None: nothing is written (give ``out`` for a run directory, a module's too); the run
+        resumes given the same objects again (``resume``; they are not checked against the first run's).
     resume : path, optional
         A run directory to continue from its ``last.pt`` (its ``config.toml`` is the config; only
         ``epochs`` (the total), ``time_limit``, ``device``, ``patience``, ``min_delta`` and
@@ -116,15 +115,12 @@ def fit(
                        model=model, train=train, val=val, **overrides)
     module = model if isinstance(model, torch.nn.Module) else None
     if module is not None or train is not None or val is not None:  # objects (vpintegrator.training.inputs)
-        if resume is not None:
-            raise VPIntegratorError("fit: resume continues a run from its directory's config and data files; give "
-                                    "resume alone, without model, train or val objects", key="resume")
         if train is None:
             raise VPIntegratorError("fit: give train (Trajectories or (x, target) windows) with model or val objects",
                                     key="train")
-        if module is None and model is not None:
+        if module is None and model is not None and resume is None:  # (resumed: the run's own)
             overrides["model"] = model
-        plan = build_plan(config, overwrite=overwrite is True, objects=True, module=module, **overrides)
+        plan = build_plan(config, resume=resume, overwrite=overwrite is True, objects=True, module=module, **overrides)
         from .inputs import prepare_objects
 
         return _train(plan, callback, progress, overwrite,

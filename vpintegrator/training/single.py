@@ -40,8 +40,9 @@ __all__ = ["SingleSteps", "Unrolled", "unrolled", "window_loss"]
 
 
 @torch.no_grad()
-def window_loss(model: torch.nn.Module, dataset, batch_size: int, dist: ddp.DistInfo | None = None) -> float:
-    """The reference loss ``‖pred − target‖_F / ‖target‖_F`` over every window of ``dataset``.
+def window_loss(model: torch.nn.Module, dataset, batch_size: int, dist: ddp.DistInfo | None = None,
+                squared: bool = False) -> float:
+    """The reference loss ``‖pred − target‖_F / ‖target‖_F`` over every window of ``dataset`` (or its square).
 
     Numerator and denominator are summed in float64 over batches of ``batch_size`` windows (split across
     DDP ranks and all-reduced); NaN for no dataset. The model is left in training mode.
@@ -66,7 +67,7 @@ def window_loss(model: torch.nn.Module, dataset, batch_size: int, dist: ddp.Dist
         d += squared_norm(target).double()
     model.train()
     stats = ddp.all_reduce(torch.stack([n, d]), dist)
-    return float(torch.sqrt(stats[0] / stats[1]))
+    return float(stats[0] / stats[1] if squared else torch.sqrt(stats[0] / stats[1]))
 
 
 class SingleSteps:
@@ -96,6 +97,7 @@ class SingleSteps:
 
         optim = plan.optim
         self.optim, self.epochs, self.record, self.dist, self.device = optim, plan.stop.epochs, record, dist, device
+        self.squared = optim.loss == "relative_squared"  # the loss key: the relative error or its square
         self.model = model
         self.models = [model]
         self.objective = unrolled(model, plan.data.unroll)  # what the loss sees (the model for unroll = 1)
@@ -145,7 +147,6 @@ class SingleSteps:
 
     def last_extra(self, m: Member, at: Clock) -> dict[str, Any]:
         """What ``last.pt`` holds beside the weights: the training state (exact resume)."""
-        rec = m
         return {
             "epoch": at.epoch,
             "step": at.step,
@@ -156,14 +157,14 @@ class SingleSteps:
             "train_state": {
                 "loss_sum": float(self.loss_sum),
                 "loss_count": int(self.loss_count),
-                "best_loss": float(rec.best_loss),
-                "best_epoch": int(rec.best_epoch),
-                "bad_epochs": int(rec.bad_epochs),
-                "plateau_ref": float(rec.plateau_ref),
+                "best_loss": float(m.best_loss),
+                "best_epoch": int(m.best_epoch),
+                "bad_epochs": int(m.bad_epochs),
+                "plateau_ref": float(m.plateau_ref),
                 "wall_time": float(at.wall),
                 "cpu_time": float(at.cpu),
-                "train_loss": float(rec.last_train),
-                "val_loss": float(rec.last_val),
+                "train_loss": float(m.last_train),
+                "val_loss": float(m.last_val),
             },
             "kind": "last",
         }
@@ -255,7 +256,7 @@ class SingleSteps:
     def val_losses(self, dataset=None) -> list[float]:
         """The reference loss over the whole validation set (or ``dataset``)."""
         dataset = self.val_set if dataset is None else dataset
-        return [window_loss(self.objective, dataset, self.optim.batch_size, self.dist)]
+        return [window_loss(self.objective, dataset, self.optim.batch_size, self.dist, self.squared)]
 
     def val_rollouts(self) -> list[float]:
         return [self.validator(self.model)]
@@ -276,19 +277,20 @@ class SingleSteps:
         if empty:
             num, den = num * 0.0, den * 0.0
         if not self.dist.enabled:
-            loss = torch.sqrt(num / den)
+            loss = num / den if self.squared else torch.sqrt(num / den)
             return loss, loss.detach(), torch.zeros(2)
         flags = torch.tensor([stop_flag, save_flag], dtype=num.dtype, device=num.device)
         stats = torch.cat([torch.stack([num.detach(), den.detach()]), flags])
         ddp.all_reduce(stats, self.dist)
         n, d = stats[0], stats[1]
-        local = num * (self.dist.world_size / (2.0 * torch.sqrt(n * d)))
-        return local, torch.sqrt(n / d), stats[2:]
+        if self.squared:  # d(N/D) = dN / D: each rank's numerator over the global D (DDP averages)
+            return num * (self.dist.world_size / d), n / d, stats[2:]
+        return num * (self.dist.world_size / (2.0 * torch.sqrt(n * d))), torch.sqrt(n / d), stats[2:]
 
     def _window_loss(self, idx: torch.Tensor) -> torch.Tensor:
         """The reference loss of the windows ``idx`` (the fast step's body; one process)."""
         x, target = self.train_set.batch(idx)
-        return relative_loss(self.objective(x), target)
+        return relative_loss(self.objective(x), target) ** (2 if self.squared else 1)
 
     def _step(self, idx: torch.Tensor, asked: bool = False, save: bool = False) -> tuple[torch.Tensor, bool, bool]:
         """One optimiser step: (the batch's loss, stop now?, checkpoint now?) -- the last two agreed by all ranks
