@@ -24,7 +24,8 @@ import numpy as np
 import torch
 
 from vpintegrator.data import generate, load_spec
-from vpintegrator.reduction import fit_psd, fit_symplectic_autoencoder, psd_floor
+from vpintegrator.reduction import fit_psd, psd_floor
+from vpintegrator.training import fit_symplectic_autoencoder
 from vpintegrator.quantiles import median
 
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from vpintegrator.errors import VPIntegratorError
-from vpintegrator.reduction import (SymplecticAutoencoder, fit_psd, fit_symplectic_autoencoder, load_autoencoder,
-                                    load_reduction, psd_floor)
-from vpintegrator.reduction.autoencoder import intermediate_dims
+from vpintegrator.reduction import SymplecticAutoencoder, fit_psd, load_autoencoder, load_reduction, psd_floor
+from vpintegrator.reduction.autoencoder import autoencoder_at_psd, intermediate_dims
+from vpintegrator.training import fit_symplectic_autoencoder
 
 from test_reduction import _j  # the canonical J; the Toda bump data (toda_data) is a conftest fixture
 
@@ -67,7 +67,8 @@ def test_starts_at_psd_and_fitting_beats_it_on_held_out_states(toda_data):
     _, train, test = toda_data
     basis = fit_psd(train, 4)
     start = fit_symplectic_autoencoder(train, 4, max_steps=1)
-    # one Adam step of lr 1e-3 from the PSD start: still PSD's reconstruction to a few per cent
+    # one epoch (fit's max_steps ends the epoch it is reached in: 13 Adam steps of lr 1e-3) from the PSD start:
+    # still PSD's reconstruction to a few per cent
     np.testing.assert_allclose(start.reconstruction_error(test.y[:, -1]), psd_floor(basis, test.y[:, -1]),
                                rtol=0.1)
     model = fit_symplectic_autoencoder(train, 4, max_steps=300, seed=3)
@@ -77,7 +78,7 @@ def test_starts_at_psd_and_fitting_beats_it_on_held_out_states(toda_data):
     ae = np.median(model.reconstruction_error(test.y))
     psd = np.median(psd_floor(basis, test.y))
     assert ae < 0.8 * psd, (ae, psd)
-    assert model.fit_seconds > 0 and model.fitted_on["steps"] == 300
+    assert model.fit_seconds > 0 and model.fitted_on["steps"] == 312  # 24 epochs of 13 batches: 300 reached in the 24th
     assert model.history[model.fitted_on["best_epoch"]] == min(model.history)
 
 
@@ -134,3 +135,107 @@ def test_a_file_written_before_the_autoencoder_trained_through_fit_still_loads()
     np.testing.assert_array_equal(back.encode(y[:5]), np.load(data / "autoencoder_before_fit_encode.npy"))
     assert back.fitted_on["best_epoch"] == 0 and back.fitted_on["steps"] == 12
     assert load_reduction(data / "autoencoder_before_fit.npz").reduced_dim == 4
+
+
+def _old_loop(model, y, *, seed, patience, min_rel_delta, max_epochs, batch_size, lr):
+    """The reference: the autoencoder's own training loop before it trained through ``fit`` (commit 58b81b3),
+    written out plainly. torch's Adam on minibatches of a permutation drawn per epoch from a generator seeded by
+    ``seed``, the loss ``sum |x - model(x)|^2 / sum |x|^2``, the plateau rule on the loss over every snapshot
+    after each epoch, judged from the start (epoch 0), the best epoch's weights kept.
+    Returns (history, best epoch, steps); ``model`` ends at the best weights."""
+    x = torch.as_tensor(y)[:, None, :]
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+
+    def loss_all():
+        with torch.no_grad():
+            return float(((model(x) - x) ** 2).sum()) / float((x ** 2).sum())
+
+    def state():
+        return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+    history = [loss_all()]
+    ref, bad, best, steps = history[0], 0, (history[0], 0, state()), 0
+    for epoch in range(1, max_epochs + 1):
+        perm = torch.randperm(x.shape[0], generator=gen)
+        for i in range(0, x.shape[0], batch_size):
+            xb = x[perm[i:i + batch_size]]
+            loss = ((model(xb) - xb) ** 2).sum() / (xb ** 2).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            steps += 1
+        history.append(loss_all())
+        if history[-1] < ref * (1.0 - min_rel_delta):
+            ref, bad = history[-1], 0
+        else:
+            bad += 1
+        if history[-1] < best[0]:
+            best = (history[-1], epoch, state())
+        if bad >= patience:
+            break
+    model.load_state_dict(best[2])
+    return history, best[1], steps
+
+
+#: small fits of 200 random 12-d states to 2n = 4: the plateau rule stops one at a best epoch 3, and one (lr 0.3)
+#: whose epochs never beat the PSD start keeps the start (best epoch 0)
+CASES = [dict(seed=1, patience=3, min_rel_delta=0.05, batch_size=32, lr=1e-2, max_epochs=60),
+         dict(seed=2, patience=2, min_rel_delta=0.0, batch_size=50, lr=0.3, max_epochs=60)]
+
+
+@pytest.mark.parametrize("case, best_epoch", [(CASES[0], 3), (CASES[1], 0)])
+def test_the_fit_through_the_one_training_loop_is_the_old_loop(case, best_epoch):
+    y = np.random.default_rng(1).normal(size=(200, 12))
+    model = fit_symplectic_autoencoder(y, 4, **case)
+    ref = autoencoder_at_psd(y, 4, case["seed"], torch.float64)[0]
+    history, best, steps = _old_loop(ref, y, **case)
+    assert (model.fitted_on["best_epoch"], model.fitted_on["steps"]) == (best, steps) and best == best_epoch
+    # the same steps on the same batches: the same weights, bit for bit; the losses summed in another order
+    for k, v in ref.state_dict().items():
+        assert torch.equal(v, model.state_dict()[k]), k
+    np.testing.assert_allclose(model.history, history, rtol=1e-13)
+
+
+class _Rows:
+    """A tracking sink (``fit``'s ``logger`` object): keeps every logged row."""
+
+    def __init__(self):
+        self.rows = []
+
+    def log(self, row):
+        self.rows.append(dict(row))
+
+
+@pytest.mark.parametrize("case, stop_at", [({**CASES[0], "min_rel_delta": 0.0, "max_epochs": 6}, 3), (CASES[1], 1)])
+def test_a_run_directory_sinks_and_a_resumed_fit_equal_the_uninterrupted_one(tmp_path, case, stop_at):
+    import csv
+
+    from vpintegrator.models import load_model
+
+    y = np.random.default_rng(1).normal(size=(200, 12))
+    sink = _Rows()
+    whole = fit_symplectic_autoencoder(y, 4, out=tmp_path / "whole", logger=sink, **case)
+    assert [r["epoch"] for r in sink.rows] == list(range(len(whole.history)))  # epoch 0: the PSD start
+    assert {"config.toml", "log.csv", "best.pt", "last.pt", "summary.json"} <= {p.name for p in (tmp_path / "whole").iterdir()}
+    rows = list(csv.DictReader(open(tmp_path / "whole" / "log.csv")))
+    assert [float(r["val_loss"]) for r in rows] == whole.history
+    best = load_model(tmp_path / "whole" / "best.pt", into=SymplecticAutoencoder(12, 4).double())
+    for k, v in best.state_dict().items():
+        assert torch.equal(v, whole.state_dict()[k]), k
+    # interrupted after epoch stop_at (the callback stops it; last.pt saved), then resumed with the same arguments
+    part = fit_symplectic_autoencoder(y, 4, out=tmp_path / "part", callback=lambda info: info.epoch >= stop_at, **case)
+    assert len(part.history) == stop_at + 1
+    resumed = fit_symplectic_autoencoder(y, 4, resume=tmp_path / "part", **case)
+    assert resumed.history == whole.history
+    assert (resumed.fitted_on["best_epoch"], resumed.fitted_on["steps"]) == (whole.fitted_on["best_epoch"],
+                                                                             whole.fitted_on["steps"])
+    for k, v in whole.state_dict().items():
+        assert torch.equal(v, resumed.state_dict()[k]), k
+
+
+def test_a_squared_loss_for_levenberg_marquardt_is_one_line():
+    from vpintegrator.training import TrainConfig
+
+    with pytest.raises(VPIntegratorError, match=r"loss = 'relative_squared' trains one model by a torch optimiser"):
+        TrainConfig.from_dict({"data": ["x.h5"], "model": "vpt", "loss": "relative_squared", "optimizer": "lm"})

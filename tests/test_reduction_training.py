@@ -12,7 +12,8 @@ from click.testing import CliRunner
 
 from vpintegrator.data import integrate, read_trajectories, write_trajectories
 from vpintegrator.errors import VPIntegratorError
-from vpintegrator.reduction import fit_psd, fit_symplectic_autoencoder, save_reduction
+from vpintegrator.reduction import fit_psd, save_reduction
+from vpintegrator.training import fit_symplectic_autoencoder
 from vpintegrator.systems import get_system, sample_initial_conditions
 
 

@@ -10,8 +10,8 @@
 - ``hyper``: [`fit_bond_sampling`][vpintegrator.reduction.hyper.fit_bond_sampling], the ECSW hyper-reduction of a
   lattice's bonds (a [`BondSampling`][vpintegrator.reduction.hyper.BondSampling]), so that PSD-Galerkin's force
   costs O(n^2 + m n) for m sampled bonds and stays the gradient of a reduced potential;
-- ``autoencoder``: [`fit_symplectic_autoencoder`][vpintegrator.reduction.autoencoder.fit_symplectic_autoencoder],
-  GML's symplectic autoencoder (PSD-like layers and SympNet gradient layers) trained on the CPU, a nonlinear
+- ``autoencoder``: GML's symplectic autoencoder (PSD-like layers and SympNet gradient layers), trained by
+  [`fit_symplectic_autoencoder`][vpintegrator.training.fit_symplectic_autoencoder], a nonlinear
   [`SymplecticAutoencoder`][vpintegrator.reduction.autoencoder.SymplecticAutoencoder] (imported lazily: torch);
 - ``observation``: the reductions as kinds of observation (``observe = "psd:K"``, ``"psd_balanced:K"``,
   ``"file:PATH"``), registered on import of this package;
@@ -33,13 +33,12 @@ from .psd import PSD_METHODS, PSDBasis, fit_psd, psd_floor
 
 if TYPE_CHECKING:
     from .autoencoder import SymplecticAutoencoder as SymplecticAutoencoder
-    from .autoencoder import fit_symplectic_autoencoder as fit_symplectic_autoencoder
     from .autoencoder import load_autoencoder as load_autoencoder
 
 __all__ = ["BondSampling", "PSDBasis", "PSDGalerkin", "PSD_METHODS", "SymplecticAutoencoder", "attach_reduction",
-           "fit_bond_sampling", "fit_psd", "fit_symplectic_autoencoder", "load_autoencoder", "load_reduction",
+           "fit_bond_sampling", "fit_psd", "load_autoencoder", "load_reduction",
            "psd_floor", "reduction_meta", "reduction_observation", "save_reduction"]
 
 if not TYPE_CHECKING:  # torch is imported on first use of the autoencoder's names
     __getattr__, __dir__ = lazy_exports(__name__, {n: ".autoencoder" for n in (
-        "SymplecticAutoencoder", "fit_symplectic_autoencoder", "load_autoencoder")}, globals())
+        "SymplecticAutoencoder", "load_autoencoder")}, globals())

@@ -23,15 +23,14 @@ Departures from GML, said plainly: the PSD-like layers start at the cotangent-li
 snapshots (GML starts them at random points of the manifold) and the gradient layers' output scale ``a`` at
 0, so that training starts from PSD's reconstruction and every step measured is an improvement on it; the
 hidden width is ``sympnet_upscale`` times the layer's N' (GML: 5; default here 1, for the CPU); training is
-Adam on minibatches of the snapshots, the loss the relative squared reconstruction error
-``sum |y - decode(encode(y))|^2 / sum |y|^2``, stopped by the package's plateau rule (``patience`` epochs
-without a relative fall of ``min_rel_delta``, as ``RunRecord.judge``) or by ``max_steps``, keeping the best epoch.
+``fit``'s one loop (``vpintegrator.training.autoencoder``: run directory, resume, budgets, sinks): Adam on
+minibatches, the loss the relative squared reconstruction error ``sum |y - decode(encode(y))|^2 / sum |y|^2``
+(``loss = "relative_squared"``, the snapshots their own validation set), the PSD start judged as epoch 0
+(``judge_start``), stopped by the plateau rule or ``max_steps``, keeping the best epoch.
 """
 
 from __future__ import annotations
 
-import math
-import time
 from typing import Any, Mapping
 
 import numpy as np
@@ -41,9 +40,9 @@ from torch.nn.utils.parametrizations import orthogonal
 
 from ..errors import VPIntegratorError
 from ..nn.sympnet import GradientLayerP, GradientLayerQ
-from .fileformat import WEIGHT_PREFIX, check_archive, data_record, read_archive, write_archive
+from .fileformat import WEIGHT_PREFIX, check_archive, read_archive, write_archive
 
-__all__ = ["SymplecticAutoencoder", "fit_symplectic_autoencoder", "load_autoencoder", "intermediate_dims"]
+__all__ = ["SymplecticAutoencoder", "autoencoder_at_psd", "load_autoencoder", "intermediate_dims"]
 
 
 def intermediate_dims(full_dim: int, reduced_dim: int, n_blocks: int) -> list[int]:
@@ -103,7 +102,7 @@ def _block_layers(dim: int, n_layers: int, upscale: int, activation: str) -> lis
 
 class SymplecticAutoencoder(nn.Module):
     """A symplectic autoencoder R^{2N} -> R^{2n} -> R^{2N} (module docstring); build it with
-    [`fit_symplectic_autoencoder`][vpintegrator.reduction.autoencoder.fit_symplectic_autoencoder] or
+    [`fit_symplectic_autoencoder`][vpintegrator.training.fit_symplectic_autoencoder] or
     [`load_autoencoder`][vpintegrator.reduction.autoencoder.load_autoencoder].
 
     Parameters
@@ -155,6 +154,7 @@ class SymplecticAutoencoder(nn.Module):
             dec.append(_PSDLike(big // 2, small // 2, up=True))
         self.encoder = nn.Sequential(*enc)
         self.decoder = nn.Sequential(*dec)
+        self.dim, self.seq_len, self.pred_window = int(full_dim), 1, 1  # what fit trains: (b, 1, 2N) -> (b, 1, 2N)
         self.fit_seconds: float = 0.0
         self.fitted_on: dict[str, Any] = {}
         self.history: list[float] = []
@@ -173,6 +173,10 @@ class SymplecticAutoencoder(nn.Module):
     def n_sites(self) -> int:
         """N: the full system's degrees of freedom."""
         return self.full_dim // 2
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The reconstruction decode(encode(x)) of windows (batch, 1, 2N): what ``fit`` trains."""
+        return self.decoder(self.encoder(x))
 
     def psd_layers(self) -> list[_PSDLike]:
         """The PSD-like layers, encoder's then decoder's."""
@@ -227,26 +231,6 @@ def _apply(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return out.reshape(*x.shape[:-1], out.shape[-1])
 
 
-class _Plateau:
-    """vp-train's plateau rule (``training.checkpoint.RunRecord.judge``, with ``min_delta`` = 0; training sits
-    above this layer): patience starts again only at an epoch whose loss is below ``ref * (1 - min_rel_delta)``,
-    ``ref`` the loss of the last epoch that started it again; the best epoch's weights are kept."""
-
-    def __init__(self, min_rel_delta: float) -> None:
-        self.min_rel_delta = min_rel_delta
-        self.best_loss, self.best_epoch, self.bad_epochs, self.ref = math.inf, -1, 0, math.inf
-        self.best_state: dict[str, torch.Tensor] | None = None
-
-    def judge(self, epoch: int, loss: float, state: Any) -> None:
-        finite = math.isfinite(loss)
-        if finite and (not math.isfinite(self.ref) or loss < self.ref * (1.0 - self.min_rel_delta)):
-            self.bad_epochs, self.ref = 0, loss
-        else:
-            self.bad_epochs += 1
-        if finite and loss < self.best_loss:
-            self.best_loss, self.best_epoch, self.best_state = loss, epoch, state()
-
-
 def _leading_basis(y: np.ndarray, basis: Any, k: int, seed: int) -> np.ndarray:
     """(N, k) orthonormal columns: the cotangent lift's k leading vectors, completed (beyond the snapshots'
     rank) by an orthonormal complement."""
@@ -262,62 +246,19 @@ def _leading_basis(y: np.ndarray, basis: Any, k: int, seed: int) -> np.ndarray:
     return phi
 
 
-def fit_symplectic_autoencoder(states: Any, reduced_dim: int, *, seed: int = 0, max_steps: int | None = None,
-                               patience: int = 20, min_rel_delta: float = 0.01, max_epochs: int = 400,
-                               batch_size: int = 256, lr: float = 1e-3, max_snapshots: int | None = 4096,
-                               n_encoder_layers: int = 4, n_decoder_layers: int = 1, n_decoder_blocks: int = 3,
-                               sympnet_upscale: int = 1, activation: str = "tanh",
-                               dtype: torch.dtype = torch.float64) -> SymplecticAutoencoder:
-    """Fit a symplectic autoencoder of ``reduced_dim`` = 2n components on ``states`` (module docstring).
-
-    Parameters
-    ----------
-    states : ndarray (n_snapshots, 2N) or Trajectories
-        The training split's full states, q then p (every state of a Trajectories).
-    reduced_dim : int
-        2n, even, at most twice the rank of the snapshots' cotangent-lift matrix (one line names the rank).
-    seed : int
-        Seeds the minibatch order and the gradient layers' initial weights.
-    max_steps : int, optional
-        Stop after this many optimiser steps (a budget no load on the machine changes). Default: the plateau
-        rule and ``max_epochs`` only.
-    patience, min_rel_delta : int, float
-        The plateau rule: stop after ``patience`` epochs in which the training loss did not fall by
-        ``min_rel_delta`` of itself (``RunRecord.judge``, as ``vp-train``). The best epoch's weights are kept.
-    max_epochs : int
-        At most this many passes over the snapshots.
-    batch_size, lr : int, float
-        Adam's minibatch and learning rate.
-    max_snapshots : int, optional
-        Train on at most this many snapshots, evenly spaced over the given ones (None: all); the PSD
-        initialisation uses all of them.
-    n_encoder_layers, n_decoder_layers, n_decoder_blocks, sympnet_upscale, activation
-        The architecture (``SymplecticAutoencoder``).
-    dtype : torch.dtype
-        Training dtype (float64 default: the symplectic identities then hold to ~1e-14).
-    """
+def autoencoder_at_psd(states: Any, reduced_dim: int, seed: int, dtype: torch.dtype,
+                       **arch: Any) -> tuple[SymplecticAutoencoder, np.ndarray]:
+    """``(model, y)``: the autoencoder before training on ``states`` (their snapshots ``y`` (m, 2N)): its
+    gradient layers drawn after ``torch.manual_seed(seed)``, its PSD-like layers at the cotangent-lift basis."""
     from .psd import _snapshots, fit_psd
 
-    start = time.process_time()
     y = _snapshots(states, "fit_symplectic_autoencoder")
     full_dim = y.shape[1]
-    for name, v, low in (("patience", patience, 1), ("max_epochs", max_epochs, 1), ("batch_size", batch_size, 1)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
-            raise VPIntegratorError(f"fit_symplectic_autoencoder: {name} must be an int >= {low}; got {v!r}", key=name)
-    if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer))
-                                  or max_steps < 1):
-        raise VPIntegratorError(f"fit_symplectic_autoencoder: max_steps must be an int >= 1 or None; got "
-                                f"{max_steps!r}", key="max_steps")
-    if not 0 <= float(min_rel_delta) < 1:
-        raise VPIntegratorError(f"fit_symplectic_autoencoder: min_rel_delta must be in [0, 1); got {min_rel_delta!r}",
-                                key="min_rel_delta")
     torch.manual_seed(seed)
-    model = SymplecticAutoencoder(full_dim, reduced_dim, n_encoder_layers=n_encoder_layers,
-                                  n_decoder_layers=n_decoder_layers, n_decoder_blocks=n_decoder_blocks,
-                                  sympnet_upscale=sympnet_upscale, activation=activation).to(dtype)
+    model = SymplecticAutoencoder(full_dim, reduced_dim, **arch).to(dtype)
     # the PSD-like layers start at the cotangent-lift basis (module docstring): the encoder at Phi_n^T, the
     # decoder's chain Phi_{n -> M} ... Phi_{M -> N} at [I; 0] ... Phi_M, so that the product is Phi_n
-    dec_dims = intermediate_dims(full_dim, reduced_dim, n_decoder_blocks)
+    dec_dims = intermediate_dims(full_dim, reduced_dim, model.config["n_decoder_blocks"])
     try:
         basis = fit_psd(y, reduced_dim)  # (the one-line error of a reduced_dim above twice the rank)
     except VPIntegratorError as err:
@@ -330,46 +271,7 @@ def fit_symplectic_autoencoder(states: Any, reduced_dim: int, *, seed: int = 0, 
             layer.set_phi(phi[:, :layer.small])
         else:
             layer.set_phi(np.eye(layer.big, layer.small))
-    if max_snapshots is not None and y.shape[0] > max_snapshots:
-        y = y[np.linspace(0, y.shape[0] - 1, max_snapshots).round().astype(np.int64)]
-    x = torch.as_tensor(y, dtype=dtype)[:, None, :]  # (m, 1, 2N): the SympNet layers' (batch, seq, dim)
-    norm = float((x ** 2).sum())
-    gen = torch.Generator().manual_seed(seed)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    plateau = _Plateau(float(min_rel_delta))
-
-    def loss_all() -> float:
-        with torch.no_grad():
-            return float(((model.decoder(model.encoder(x)) - x) ** 2).sum()) / norm
-
-    def state() -> dict[str, torch.Tensor]:
-        return {k: v.detach().clone() for k, v in model.state_dict().items()}
-
-    plateau.judge(0, loss_all(), state)
-    model.history = [plateau.best_loss]
-    steps = 0
-    for epoch in range(1, max_epochs + 1):
-        perm = torch.randperm(x.shape[0], generator=gen)
-        for i in range(0, x.shape[0], batch_size):
-            xb = x[perm[i:i + batch_size]]
-            loss = ((model.decoder(model.encoder(xb)) - xb) ** 2).sum() / (xb ** 2).sum()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            steps += 1
-            if max_steps is not None and steps >= max_steps:
-                break
-        score = loss_all()
-        model.history.append(score)
-        plateau.judge(epoch, score, state)
-        if plateau.bad_epochs >= patience or (max_steps is not None and steps >= max_steps):
-            break
-    if plateau.best_state is not None:
-        model.load_state_dict(plateau.best_state)
-    model.fitted_on = {**data_record(states), "n_snapshots_trained": int(x.shape[0]), "steps": steps,
-                       "best_epoch": int(plateau.best_epoch), "seed": int(seed)}
-    model.fit_seconds = time.process_time() - start
-    return model
+    return model, y
 
 
 def autoencoder_from_archive(meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray],

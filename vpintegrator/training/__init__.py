@@ -50,11 +50,13 @@ _LAZY: dict[str, str] = {
     "list_schedulers": ".config",
     "list_configs": ".._shipped",
     "LevenbergMarquardt": ".optim",
+    "fit_symplectic_autoencoder": ".autoencoder",
 }
 
 # what type checkers, IDEs and the docs' reader see (none runs __getattr__); tests/test_api.py keeps it equal to _LAZY
 if TYPE_CHECKING:  # pragma: no cover
     from .._shipped import list_configs as list_configs
+    from .autoencoder import fit_symplectic_autoencoder as fit_symplectic_autoencoder
     from .config import TrainConfig as TrainConfig
     from .config import list_optimizers as list_optimizers
     from .config import list_schedulers as list_schedulers
@@ -80,6 +82,7 @@ __all__ = [
     "list_schedulers",
     "list_configs",
     "LevenbergMarquardt",
+    "fit_symplectic_autoencoder",
 ]
 
 if not TYPE_CHECKING:  # hidden from type checkers, so that a misspelt name is an error there, not Any

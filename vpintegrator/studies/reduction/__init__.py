@@ -32,7 +32,7 @@ Rows (``ROWS``; each a function ``(plan, case) -> list of records``, so a row fa
   validation rollout on two training trajectories, RK4 at multiples of ``data_dt``, decoded every output);
   offline cost: the data, the SVD and the fit with its selection (the ``sindy`` extra; no rows without it);
 - ``autoencoder_flow_map``: the same flow map in the coordinates of a symplectic autoencoder
-  (``vpintegrator.reduction.fit_symplectic_autoencoder``, from the PSD start) at the sizes of
+  (``vpintegrator.training.fit_symplectic_autoencoder``, from the PSD start) at the sizes of
   ``autoencoder_sizes``; offline cost adds the autoencoder's fit.
 
 A reduced row's offline CPU is amortised as a break-even number of rollouts (each to T): offline /

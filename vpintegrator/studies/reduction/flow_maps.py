@@ -142,9 +142,9 @@ def psd_flow_map_rows(plan: ReductionPlan, case: Case) -> list[dict[str, Any]]:
 
 def autoencoder_flow_map_rows(plan: ReductionPlan, case: Case) -> list[dict[str, Any]]:
     """Symplectic autoencoder + flow map (``flow_map_rows`` with ``fit_symplectic_autoencoder``, from the PSD
-    start, at most ``autoencoder_steps`` optimiser steps, a budget no load bends), at the sizes N of
+    start, ``autoencoder_steps`` optimiser steps (``max_steps``), a budget no load bends), at the sizes N of
     ``autoencoder_sizes`` only (``families``: its gradient layers act on the full 2N, so a CPU fit grows with N)."""
-    from ...reduction import fit_symplectic_autoencoder
+    from ...training import fit_symplectic_autoencoder
 
     def encoder(states: np.ndarray, reduced_dim: int, seed: int = 0) -> Any:
         return fit_symplectic_autoencoder(states.reshape(-1, states.shape[-1]), reduced_dim, seed=seed,

@@ -189,7 +189,7 @@ class ReductionOptions(StudyOptions):
         The sizes N (of ``sizes``) at which the symplectic-autoencoder rows run (default 200: its gradient
         layers act on the full state, so its CPU fit grows with N; give 200,800 for more).
     autoencoder_steps : int
-        At most this many Adam steps per autoencoder fit (default 3000), besides its plateau rule.
+        The Adam steps of an autoencoder fit (default 3000; ``fit``'s ``max_steps``), besides its plateau rule.
     """
 
     quick: bool = key(False, type=bool)
