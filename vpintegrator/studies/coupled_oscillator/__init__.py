@@ -45,14 +45,6 @@ from .tables import (ROLLOUT_COLUMNS, SCHEMA, TABLE_ROW, TRAIN_COLUMNS, _statist
                      format_results, format_table, heldout_statistics, read_results, training_info, write_results)
 
 
-def _paths(run: Path) -> dict[str, Path]:
-    return {
-        "train": run / "data" / "train.h5",
-        "default": run / "data" / "eval_default.h5",
-        "heldout": run / "data" / "eval_heldout.h5",
-    }
-
-
 def _run_dir(run: Path, model: str, seed: int) -> Path:
     return run / "train" / f"{model}_s{seed}"
 
@@ -62,7 +54,8 @@ def plan(s: Settings) -> Runner:
     (vp-gen), the trainings (vp-train, ``s.jobs`` at a time), the rollouts (vp-rollout), the figures (vp-plot)."""
     run = Path(s.out)
     runner = Runner(run, jobs=s.jobs, skip_existing=s.skip_existing, overwrite=s.overwrite)
-    p = _paths(run)
+    p = {"train": run / "data" / "train.h5", "default": run / "data" / "eval_default.h5",
+         "heldout": run / "data" / "eval_heldout.h5"}
     gens = [
         ("train", ["coupled_oscillator_box", "--n-traj", str(s.train_n_traj), "--seed", "0"]),
         ("default", ["coupled_oscillator", "--t-end", f"{s.t_end:g}"]),

@@ -1,9 +1,5 @@
-"""The rigid-body study's results: its setup constants (``design``), the numbers it extracts from a run directory
-(``values``), its results table (``tables``: ``results.md``/``results.json``) and its CPU-timing summary
-(``timing``: ``timing/timing.json``, ``timing.md``).
-
-See ``vpintegrator.studies.rigid_body`` for the study itself.
-"""
+"""The rigid-body study's (``vpintegrator.studies.rigid_body``) setup (``design``), the numbers of a run (``values``),
+its results (``tables``: ``results.md``/``results.json``) and CPU timing (``timing``: ``timing/timing.json``, ``.md``)."""
 
 from __future__ import annotations
 
