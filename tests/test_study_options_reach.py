@@ -40,6 +40,9 @@ VALUES: dict[tuple[str, str], str] = {
     ("reduction", "autoencoder_sizes"): "400",
     ("reduction", "ladder"): "quick",
     ("reduction", "output_every"): "4",
+    # the studies that train through the runner's vp-train tasks: a device
+    **{(name, "seeds_as_members"): "cpu"
+       for name in ("rigid_body", "rigid_body_structure", "rigid_body_quality", "coupled_oscillator")},
 }
 #: flags a study refuses (one line) rather than uses: --results without --table-only, --table-only without a run,
 #: a pretrained export where the study ships none, and the flags that do not apply to a study
@@ -49,6 +52,9 @@ REFUSED = {  # (and "results" in every study: read by --table-only only)
     ("partial_observation", "export_pretrained"), ("partial_observation", "skip_existing"),
     ("memory", "export_pretrained"), ("memory", "skip_existing"),
     ("reduction", "export_pretrained"), ("reduction", "jobs"), ("reduction", "overwrite"),
+    # their trainings are not the runner's vp-train tasks (runner.MEMBER_STUDIES)
+    ("unknown_form", "seeds_as_members"), ("partial_observation", "seeds_as_members"), ("memory", "seeds_as_members"),
+    ("reduction", "seeds_as_members"),
 }
 CASES = [(name, f.name) for name, (module, _) in STUDIES.items()
          for f in dataclasses.fields(importlib.import_module(f"vpintegrator.studies.{module}").STUDY.options)

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Iterator
 
 from .._logging import StderrHandler
 from .options import HelpShown, config_toml, parse_command
-from .runner import StudyError, guarded
+from .runner import StudyError, guarded, seeds_as_members
 
 __all__ = ["load", "main", "study_logging"]
 
@@ -109,7 +109,8 @@ def main(study: Any, argv: Iterable[str] | None = None, prog: str | None = None)
             return 0
         out = getattr(options, "out", None)
         text = contextlib.redirect_stdout(sys.stderr) if invocation.as_json else contextlib.nullcontext()
-        with study_logging(invocation.quiet, invocation.verbose), text:
+        members = seeds_as_members(getattr(options, "seeds_as_members", None))  # to the runners the study makes
+        with study_logging(invocation.quiet, invocation.verbose), text, members:
             status = plan.run(plan.plan(options, invocation.argv))
         if invocation.as_json:
             sys.stdout.write(json.dumps(_summary(name, out, status)) + "\n")

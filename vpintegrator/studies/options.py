@@ -1,8 +1,9 @@
 """The studies' options, declared once on ``Config`` s, their parser and the list of studies.
 
-Every study takes the same eleven flags (``--out``, ``--seeds``, ``--jobs``, ``--budget``,
+Every study takes the same twelve flags (``--out``, ``--seeds``, ``--jobs``, ``--budget``,
 ``--wall-ceiling``, ``--patience``, ``--max-steps``, ``--skip-existing``, ``--overwrite``, ``--table-only``,
-``--export-pretrained``):
+``--export-pretrained``, ``--seeds-as-members``; the last taken by the studies of ``runner.MEMBER_STUDIES``,
+refused in one line by the others):
 they are the keys of ``StudyOptions``, each declared with ``vpintegrator.config.key`` (type, bounds,
 help). A study's own flags (``--quick``, ``--models``, ``--train-seconds``, ...) are the keys of its
 subclass of ``StudyOptions`` (``RigidBodyOptions``, ... beside the study), each documented once in the
@@ -38,7 +39,7 @@ import click
 
 from ..config import Config, check_keys, declared, did_you_mean, distinct, dump_toml, key, parse_set, read_toml
 from ..errors import VPIntegratorError
-from .runner import PLATEAU_PATIENCE, WALL_CEILING, Budget, StudyError, parse_seeds
+from .runner import MEMBER_STUDIES, PLATEAU_PATIENCE, WALL_CEILING, Budget, StudyError, check_device, parse_seeds
 
 #: what ``--budget`` may name (``vpintegrator.studies.runner.budget_flags``)
 BUDGETS = ("cpu", "wall", "plateau")
@@ -137,6 +138,11 @@ class StudyOptions(Config):
     export_pretrained: str | None = key(None, optional=True, type=str, metavar="DIR",
                                         help="After the study (or with --table-only), copy the best seed's best.pt "
                                              "(lowest validation score) to DIR, with DIR/provenance.json.")
+    seeds_as_members: str | None = key(None, optional=True, type=str, metavar="DEVICE",
+                                       help="Train the seeds of each training as one ensemble run on DEVICE (auto, "
+                                            "cpu, cuda, cuda:N): its members are the seeds' runs, moved to their "
+                                            "run directories afterwards; a CPU or wall budget is then the runs' "
+                                            "together.")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -160,6 +166,7 @@ class StudyPlan:
     table_only: bool = False
     results: str | None = None
     export_pretrained: str | None = None
+    seeds_as_members: str | None = None
     argv: tuple[str, ...] = ()
 
     @property
@@ -179,7 +186,8 @@ class StudyPlan:
                 "wall_ceiling": options.wall_ceiling, "patience": options.patience, "max_steps": options.max_steps,
                 "skip_existing": options.skip_existing, "overwrite": options.overwrite,
                 "table_only": options.table_only, "results": options.results,
-                "export_pretrained": options.export_pretrained, "argv": tuple(argv)}
+                "export_pretrained": options.export_pretrained,
+                "seeds_as_members": check_device(getattr(options, "seeds_as_members", None)), "argv": tuple(argv)}
 
     @classmethod
     def build(cls, options: StudyOptions, argv: Sequence[str] = ()) -> StudyPlan:
@@ -439,6 +447,11 @@ def parse_command(study: Study, argv: Sequence[str] | None = None,
     if getattr(options, "results", None) is not None and not (getattr(options, "table_only", False)
                                                               or getattr(options, "figures_only", False)):
         raise StudyError("--results is read by --table-only only; add --table-only to draw the tables from it")
+    if getattr(options, "seeds_as_members", None) is not None:
+        check_device(options.seeds_as_members)
+        if study.run.__module__.split(".")[2:3] not in ([m] for m in MEMBER_STUDIES):
+            raise StudyError("--seeds-as-members: this study does not train its seeds as the runner's vp-train "
+                             f"runs (only {', '.join(MEMBER_STUDIES)} do); leave it out")
     invocation = Invocation(tuple(sys.argv[1:] if argv is None else argv), bool(params["print_config"]),
                             bool(params["as_json"]), bool(params["quiet"]), bool(params["verbose"]))
     return options, invocation

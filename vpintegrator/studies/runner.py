@@ -26,6 +26,19 @@ A study refuses a non-empty RUN unless resumed or replaced (``check_study_out``)
 
 A failed task does not stop the others; the tasks that need it are reported as not run.
 
+Seeds as ensemble members (``--seeds-as-members DEVICE``, off by default): the ``vp-train`` tasks that differ
+only by ``--seed`` (and ``--out``), with the same dependencies, run as one ensemble run
+(``vp-train ... --set seeds=[...] --device DEVICE``, ``vpintegrator.training.ensemble``: the members stacked,
+each with its own initialisation, data order, plateau, checkpoints) in ``RUN/members/<first task>/``; afterwards
+each member's run directory is moved to its task's ``--out`` (a link to it left in the ensemble's directory), so
+what reads the trainings sees the files of K single runs, and each task is stamped done as if run alone (its
+log names the ensemble's). A member equals the single run of its seed (to round-off) wherever the rules that
+stop it are per member (epochs, ``--budget plateau``: patience and step counts); a CPU or wall budget is the
+whole ensemble's, the K runs' together (the seconds times K). Tasks the plan gives anything else to tell apart
+(another config, data, ``--init-from``) run alone, as do resumed ones. The planned tasks, and so a study's plan,
+are the same with or without it: it changes how the runner executes them. The studies that train through the
+runner take it (``MEMBER_STUDIES``); the driver passes it to the runners a study makes (``seeds_as_members``).
+
 Training budgets (``budget_flags``) are CPU seconds by default
 (``vp-train --cpu-time-limit``; each child runs one thread, so on an idle machine a CPU second is a wall
 second), with a wall-time ceiling of ``--wall-ceiling`` times the budget (``--time-limit``): a study on
@@ -39,9 +52,12 @@ beside (``summary.json`` ``cpu_time``, with ``stopped`` and ``stop_clock`` sayin
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import os
+import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -73,6 +89,34 @@ PLATEAU_PATIENCE = 10
 PLATEAU_WALL_FACTOR = 10.0
 
 
+#: the studies whose trainings run as the runner's ``vp-train`` tasks: those ``--seeds-as-members`` applies to
+MEMBER_STUDIES = ("rigid_body", "rigid_body_structure", "rigid_body_quality", "coupled_oscillator")
+#: the budget flags of a task, scaled by the number of members when its seeds run as one ensemble
+_BUDGET_FLAGS = ("--cpu-time-limit", "--time-limit")
+#: ``--seeds-as-members``' device for the runners made in its block (``seeds_as_members``)
+_MEMBERS: contextvars.ContextVar[str | None] = contextvars.ContextVar("vp_seeds_as_members", default=None)
+_DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+
+
+def check_device(value: str | None, flag: str = "--seeds-as-members") -> str | None:
+    """A device for ensemble runs (auto, cpu, cuda, cuda:N), else a one-line ``StudyError`` naming ``flag``."""
+    if value is None or _DEVICE.match(str(value)):
+        return value
+    raise StudyError(f"{flag} must name a device: auto, cpu, cuda or cuda:N; got {value!r}")
+
+
+@contextlib.contextmanager
+def seeds_as_members(device: str | None) -> Iterator[None]:
+    """Within the block a ``Runner`` made without ``members`` runs its tasks that differ only by seed as one
+    ensemble run on ``device`` (None: as planned). The driver's way of passing ``--seeds-as-members`` to the
+    runners the studies make."""
+    token = _MEMBERS.set(device)
+    try:
+        yield
+    finally:
+        _MEMBERS.reset(token)
+
+
 @dataclass(frozen=True)
 class Budget:
     """What stops a study's trainings (``--budget``, ``--wall-ceiling``, ``--patience``, ``--max-steps``)."""
@@ -100,6 +144,56 @@ def budget_flags(plan: Budget, seconds: float, wall_seconds: float | None = None
                 *(["--set", f"max_steps={int(steps)}"] if steps else []),
                 "--time-limit", f"{PLATEAU_WALL_FACTOR * ceiling:g}"]
     return ["--cpu-time-limit", f"{seconds:g}", "--time-limit", f"{ceiling:g}"]
+
+
+def _seed_and_out(cmd: list[Any]) -> tuple[list[Any], int, Path] | None:
+    """A fresh ``vp-train`` task's command without its ``--seed`` and ``--out`` values, and those; None for any
+    other command (another program, a resume, an ensemble or a device of its own)."""
+    words = [str(c) for c in cmd]
+    if not words or words[0] != "vp-train" or "--resume" in words or "--ensemble" in words or "--device" in words \
+            or any(w.startswith(("seeds=", "seed=", "--seed=", "--out=")) for w in words):
+        return None
+    rest: list[Any] = []
+    seed = out = None
+    i = 0
+    while i < len(cmd):
+        if words[i] in ("--seed", "--out") and i + 1 < len(cmd):
+            if words[i] == "--seed":
+                seed = words[i + 1]
+            else:
+                out = Path(words[i + 1])
+            i += 2
+            continue
+        rest.append(cmd[i])
+        i += 1
+    if seed is None or out is None or not seed.isdigit():
+        return None
+    return rest, int(seed), out
+
+
+def _scaled_budget(cmd: list[Any], n: int) -> list[Any]:
+    """``cmd`` with its CPU and wall budgets (``_BUDGET_FLAGS``) times ``n``: the n runs' seconds together."""
+    out = list(cmd)
+    for i, word in enumerate(out[:-1]):
+        if str(word) in _BUDGET_FLAGS:
+            out[i + 1] = f"{float(out[i + 1]) * n:g}"
+    return out
+
+
+def _move_member(src: Path, out: Path, replace: bool) -> str | None:
+    """Member ``src`` of an ensemble to ``out`` (its task's run directory), a relative link left in its place;
+    why not (a line), or None."""
+    if not (src / "summary.json").exists():
+        return f"{src} has no summary.json"
+    if out.exists() or out.is_symlink():
+        if not replace:
+            return f"{out} exists; rerun with --overwrite or --skip-existing"
+        shutil.rmtree(out) if out.is_dir() and not out.is_symlink() else out.unlink()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(src), str(out))
+    with contextlib.suppress(OSError, NotImplementedError):
+        os.symlink(os.path.relpath(out, src.parent), src, target_is_directory=True)
+    return None
 
 
 class StudyError(Exception):
@@ -172,8 +266,13 @@ class Runner:
     count: int
     env: dict[str, str]
 
-    def __init__(self, run: str | Path, jobs: int = 1, skip_existing: bool = False, overwrite: bool = False) -> None:
+    def __init__(self, run: str | Path, jobs: int = 1, skip_existing: bool = False, overwrite: bool = False,
+                 members: str | None = None) -> None:
         self.run = Path(run)
+        # the device of the ensemble runs the seeds train as (module docstring); None: each task as planned
+        self.members = members if members is not None else _MEMBERS.get()
+        self.groups: dict[str, list[tuple[Task, int, Path]]] = {}  # ensemble task name -> its (task, seed, out)
+        self._unit: dict[str, Task] = {}  # planned task name -> the ensemble task that runs it
         self.jobs = max(int(jobs), 1)
         self.skip_existing = skip_existing
         self.overwrite = overwrite
@@ -221,6 +320,8 @@ class Runner:
                     self._progress(t, "done before, skipped")
         (self.run / "logs").mkdir(parents=True, exist_ok=True)
         (self.run / ".tasks").mkdir(parents=True, exist_ok=True)
+        if self.members is not None:
+            self._group([t for t in todo.values() if t.status == "pending"])
         running: dict[int, tuple[Task, subprocess.Popen, float, object]] = {}
         try:
             while True:
@@ -235,8 +336,11 @@ class Runner:
                     if t.status != "pending" or (t.exclusive and running):
                         continue
                     if all(self.tasks[d].status in ("done", "skipped") for d in t.deps if d in self.tasks):
-                        proc, t0, log = self._start(t)
-                        running[proc.pid] = (t, proc, t0, log)
+                        unit = self._unit.get(t.name, t)  # the ensemble run of its seeds, or the task itself
+                        proc, t0, log = self._start(unit)
+                        running[proc.pid] = (unit, proc, t0, log)
+                        for member, _, _ in self.groups.get(unit.name, ()):
+                            member.status = "running"
                         exclusive = t.exclusive
                 if not running:
                     break
@@ -275,6 +379,9 @@ class Runner:
         with open(self.run / "study.log", "a") as fh:
             fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {t.name} rc={rc} wall={wall:.2f}s cpu={cpu:.2f}s: "
                      f"OMP_NUM_THREADS=1 {shell(argv(t.cmd))}\n")
+        if t.name in self.groups:
+            self._finish_members(t, rc, wall, usage)
+            return
         if rc == 0 and all(Path(o).exists() for o in t.outputs):
             if t.after is not None:
                 t.after()
@@ -288,6 +395,67 @@ class Runner:
             t.status = "failed"
             why = f"exit {rc}" if rc else "exit 0 but outputs missing"
             self._progress(t, f"FAILED ({why}): {last_line(self.log_path(t.name))} (log: {self.log_path(t.name)})")
+
+    # ------------------------------------------------------------------ seeds as ensemble members
+
+    def _group(self, pending: list[Task]) -> None:
+        """Plan the ensemble runs: the pending ``vp-train`` tasks that differ only by ``--seed`` and ``--out``
+        (same dependencies, same exclusivity), two or more, become one (module docstring)."""
+        by_key: dict[tuple, list[tuple[Task, int, Path]]] = {}
+        for t in pending:
+            if t.name in self._unit:
+                continue
+            parts = _seed_and_out(t.cmd)
+            if parts is not None:
+                rest, seed, out = parts
+                by_key.setdefault((tuple(rest), tuple(t.deps), t.exclusive), []).append((t, seed, out))
+        for (rest, _, _), members in by_key.items():
+            if len(members) < 2 or len({seed for _, seed, _ in members}) < len(members):
+                continue
+            first = members[0][0]
+            name = f"members_{first.name}"
+            if name in self.tasks or name in self.groups:
+                continue
+            out = self.run / "members" / first.name
+            seeds = ",".join(str(seed) for _, seed, _ in members)
+            cmd = [*_scaled_budget(list(rest), len(members)), "--out", out, "--set", f"seeds=[{seeds}]",
+                   "--device", str(self.members)]
+            unit = Task(name, cmd, [out / "ensemble.csv"], list(first.deps), first.exclusive)
+            self.groups[name] = members
+            for t, _, _ in members:
+                self._unit[t.name] = unit
+
+    def _finish_members(self, unit: Task, rc: int, wall: float, usage) -> None:
+        """The ensemble run ``unit`` ended: each member's run directory to its task's ``--out``, each task
+        stamped done (or failed), in the members' order."""
+        from ..training.results import member_dir_name
+
+        ens = Path(unit.cmd[unit.cmd.index("--out") + 1])
+        ok = rc == 0 and all(Path(o).exists() for o in unit.outputs)
+        said = last_line(self.log_path(unit.name))
+        for k, (t, seed, out) in enumerate(self.groups[unit.name]):
+            t.rc = rc
+            why = f"exit {rc}" if rc else "exit 0 but outputs missing"
+            if ok:
+                why = _move_member(ens / member_dir_name(k, seed), out, self.overwrite or self.skip_existing)
+            self.log_path(t.name).write_text(
+                f"trained as member {k} (seed {seed}) of the ensemble run {unit.name} on {self.members}: "
+                f"log {self.log_path(unit.name)}, run directory {ens}\n{'' if why is None else why}\n")
+            if why is None and all(Path(o).exists() for o in t.outputs):
+                if t.after is not None:
+                    t.after()
+                t.record = {"name": t.name, "cmd": shell(argv(unit.cmd)), "rc": rc, "wall_s": round(wall, 3),
+                            "cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "user_s": round(usage.ru_utime, 3),
+                            "sys_s": round(usage.ru_stime, 3), "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                            "ensemble": {"task": unit.name, "member": k, "seed": seed,
+                                         "n_members": len(self.groups[unit.name]), "device": self.members}}
+                write_json(self.stamp(t.name), t.record)
+                t.status = "done"
+                self._progress(t, f"member {k} of {unit.name}: {wall:.1f} s wall for the ensemble")
+            else:
+                t.status = "failed"
+                self._progress(t, f"FAILED (member {k} of {unit.name}: {why or 'outputs missing'}): {said} "
+                                  f"(log: {self.log_path(unit.name)})")
 
     def _stop(self, running: dict) -> None:
         """SIGTERM to every running child's process group (``vp-train`` saves ``last.pt``; an unfinished run has
