@@ -33,6 +33,7 @@ its step map's ``start``). The modules of the kinds are imported only when a row
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Sequence
 
@@ -600,11 +601,8 @@ def prepare_methods(names: Sequence[str], entries: Sequence[tuple[str, Any, str]
                 key="integrators"
             )
         _check_label(name, seen)
-        def make(s, name=name) -> StepMap:
-            return ExactFlowStep(s, dt) if name == "exact_flow" else IntegratorStep(s, name, dt)
-
-        step_map = step_for(system, make)
-        methods.append(Method(name, step_map, name))
+        make = partial(ExactFlowStep, dt=dt) if name == "exact_flow" else partial(IntegratorStep, integrator=name, dt=dt)
+        methods.append(Method(name, step_for(system, make), name))
     for label, model, source in entries:
         _check_label(label, seen)
         if int(getattr(model, "dim", -1)) != system.dim:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -456,13 +457,9 @@ def plan_of(plan: RolloutPlan, ref_file: Trajectories) -> RolloutPlan:
                               plan.fit_split)
     if gen_name is not None:
         label = gen_name if gen_name not in {m.label for m in methods} else "data_generator"
-
-        def make_generator(s) -> StepMap:
-            if gen_name in list_integrators():
-                return IntegratorStep(s, gen_name, dt)
-            return ExactFlowStep(s, dt, rtol=float(meta["rtol"]), atol=float(meta["atol"]))
-
-        methods.append(Method(label, step_for(system, make_generator), f"the generator of {data.name}"))
+        make = (partial(IntegratorStep, integrator=gen_name, dt=dt) if gen_name in list_integrators() else
+                partial(ExactFlowStep, dt=dt, rtol=float(meta["rtol"]), atol=float(meta["atol"])))
+        methods.append(Method(label, step_for(system, make), f"the generator of {data.name}"))
     fitted = fitted_rows(plan.integrators) if plan.fit_split is not None else []  # labelled by their training split
     labelled = [*plan.models, *((n, None, n) for n in fitted)]
     run_labels, labels, trained = sp.label_rows(plan.idx, n_new, list(plan.splits), labelled,

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -277,7 +278,7 @@ def work_precision(
     for name in names:
         integrator = get_integrator(name)
         for h, n_steps in _ladder_steps(dt, t_end, ladder):
-            tr = rollout(step_for(system, lambda s: IntegratorStep(s, integrator, h)), y0[:, None], h, n_steps)
+            tr = rollout(step_for(system, partial(IntegratorStep, integrator=integrator, dt=h)), y0[:, None], h, n_steps)
             med, p90, mx = _stats(_relative_error(seen(tr.y[:, -1]), ref))
             batch1.rollout(len(rows), lambda h=h, integrator=integrator: IntegratorStep(one, integrator, h),
                            y0[:1, None], h, n_steps)

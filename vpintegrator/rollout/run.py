@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import types
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
@@ -274,7 +275,7 @@ def _write_rollouts(plan: RolloutPlan, say: Say, held: list[Any], outs: list[Pat
     remove_orphan_parts(outs[0])  # worker folders of a run killed outright (we hold the lock)
     # the data's generator continues the reference (none without a system: the data is the whole reference)
     reference_gen = (None if isinstance(plan.system, UnknownSystem)
-                     else step_for(plan.system, lambda s: reference_step_map(plan.data_meta, s, plan.dt)))
+                     else step_for(plan.system, partial(reference_step_map, plan.data_meta, dt=plan.dt)))
     for line in plan.notes:
         say(line)
     # the runners of the whole selection, and the classical methods on worker processes

@@ -13,6 +13,7 @@ the run goes on; an error of the writer itself (the output's disk) stops the run
 from __future__ import annotations
 
 import os
+from functools import partial
 from typing import Any, Callable, cast
 
 import numpy as np
@@ -304,7 +305,7 @@ def write_reference(writer: Any, plan: RolloutPlan, say: Say, ref_file: Any, ref
     elif plan.exact_from_ics:
         y0 = ref_file.y[:, 0] if plan.n_new == 0 else np.concatenate([ref_file.y[:, 0], plan.heldout_y0])
         say(f"reference: exact flow (DOP853, rtol = atol = 1e-12) for {n_traj} trajectories x {n_steps} steps")
-        integrate(step_for(plan.system, lambda s: ExactFlowStep(s, plan.dt)), y0, slice(0, n_traj), 0, plan.t0,
+        integrate(step_for(plan.system, partial(ExactFlowStep, dt=plan.dt)), y0, slice(0, n_traj), 0, plan.t0,
                   "integrating the exact-flow reference (DOP853)")
     else:
         n_take = min(n_file, n_steps + 1)
