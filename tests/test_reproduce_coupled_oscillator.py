@@ -156,6 +156,18 @@ def test_table_text_cites_nothing_outside_the_repository(study, fake_run):
     assert "DESIGN.md" not in md and "issue" not in md
 
 
+def test_settings_record_the_plan_under_the_keys_the_tables_read(tmp_path):
+    """RUN/settings.json (read back by the tables of every run since) keeps its keys in their order: the plan's own
+    and shared keys, ``max_steps`` each model's step budget (whole epochs of its measured cost)."""
+    s = coupled_oscillator.STUDY.parse(["--out", str(tmp_path / "co"), "--quick", "--models", "st,vpt"])
+    assert list(s.settings) == ["out", "seeds", "train_seconds", "jobs", "n_steps", "heldout", "train_n_traj", "quick",
+                                "skip_existing", "overwrite", "models", "configs", "init_scale", "export_pretrained",
+                                "budget", "wall_ceiling", "patience", "max_steps"]
+    assert s.settings["max_steps"] == {"vpt": 90, "st": 100}  # 30 CPU s: 9 epochs of 3.32 s, 10 of 2.75 s
+    assert (s.settings["seeds"], s.settings["models"], s.settings["n_steps"], s.settings["budget"]) == (
+        [0], ["vpt", "st"], 2500, "plateau")
+
+
 def test_both_studies_plan_on_the_one_runner(tmp_path):
     """The rigid-body and coupled-oscillator studies share one task runner, Task and StudyError."""
     from vpintegrator.studies import rigid_body, runner
