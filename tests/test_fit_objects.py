@@ -84,6 +84,18 @@ def test_out_none_writes_nothing_and_out_writes_a_loadable_run(tiny_data, tmp_pa
         fit(resume=run, epochs=3)
 
 
+def test_a_run_from_objects_resumes_given_them_again(tiny_data, tmp_path):
+    traj = load_trajectories([tiny_data])
+    whole = fit(model=MODEL, train=traj, out=str(tmp_path / "whole"), **(KW | {"epochs": 4}))
+    part = fit(model=MODEL, train=traj, out=str(tmp_path / "part"), callback=lambda info: info.epoch >= 2,
+               **(KW | {"epochs": 4}))
+    assert part.epochs == 2 and part.stopped == "callback"
+    resumed = fit(model=MODEL, train=traj, resume=tmp_path / "part")  # the run's config.toml; the same objects
+    _same(resumed, whole)
+    with pytest.raises(VPIntegratorError, match=r"resume .*: cannot change lr of a run"):
+        fit(model=MODEL, train=traj, resume=tmp_path / "part", lr=1.0)
+
+
 def test_a_user_module_trains_in_place(tiny_data):
     traj = load_trajectories([tiny_data])
     module = Shift()
