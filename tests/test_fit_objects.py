@@ -96,6 +96,21 @@ def test_a_run_from_objects_resumes_given_them_again(tiny_data, tmp_path):
         fit(model=MODEL, train=traj, resume=tmp_path / "part", lr=1.0)
 
 
+@pytest.mark.parametrize("loss, power", [("relative", 0.5), ("relative_squared", 1.0)])
+def test_judge_start_logs_the_initial_weights_as_epoch_0_by_the_loss(loss, power):
+    torch.manual_seed(0)
+    x, val = torch.randn(40, 2, 3, dtype=torch.float64), torch.randn(20, 2, 3, dtype=torch.float64)
+    module = Shift().double()
+    with torch.no_grad():
+        module.lin.bias.fill_(0.5)  # not the identity: a loss to see
+        ref = (float(((module(val) - 2 * val) ** 2).sum() / ((2 * val) ** 2).sum())) ** power  # target 2x
+    result = fit(model=module, train=(x, 2 * x), val=(val, 2 * val), loss=loss, judge_start=True,
+                 **(KW | {"init_scale": 1.0}))
+    assert [r["epoch"] for r in result.history] == [0, 1, 2] and math.isnan(result.history[0]["train_loss"])
+    assert result.history[0]["val_loss"] == pytest.approx(ref, rel=1e-12)
+    assert result.history[1]["val_loss"] < ref and result.best_epoch > 0
+
+
 def test_a_user_module_trains_in_place(tiny_data):
     traj = load_trajectories([tiny_data])
     module = Shift()
