@@ -30,7 +30,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-CONFIG = "configs/study/rigid_body_vpt.toml"
+CONFIG = "study/rigid_body_vpt"  # the shipped study config (vp-train --list): found from any directory
 #: name -> (vp-train arguments, noise standard deviation added to every training state)
 CASES = {
     "lm_init0.1": ([], 0.0),

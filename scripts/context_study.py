@@ -12,11 +12,11 @@ trajectory, the same for every method) every method, the oracles included, start
 prefix state.
 
     vp-gen rigid_body_family --set n_traj=300 --out datasets/rbf300.h5
-    python scripts/context_study.py --data datasets/rbf300.h5 --out runs/context_study --seeds 0,1 --epochs 30 \
+    python scripts/context_study.py --data datasets/rbf300.h5 --out runs/context_quick --seeds 0,1 --epochs 30 \
         --noise 0,0.001,0.01
 
     # the context-length axis: lpnet_ctx read from 5 and 10 states (its runs are trained with that context_len)
-    python scripts/context_study.py --data datasets/rbf300.h5 --out runs/context_study_k5 --context-len 5 \
+    python scripts/context_study.py --data datasets/rbf300.h5 --out runs/context_quick_k5 --context-len 5 \
         --models lpnet_ctx --seeds 0,1 --epochs 30 --noise 0,0.001,0.01
 
 Writes ``OUT/context_study.md`` and ``OUT/context_study.json``.

@@ -13,7 +13,9 @@ unlabelled blocks), continuation lines joined, comments dropped, ``&&`` and ``;`
 - (marker ``docs_commands``, slow) every page's commands run whole at a tiny size (``tiny``: the one rule that
   shrinks them), in the page's order, in one empty directory per page, after the page's Python blocks that
   they need (``PYTHON_BLOCKS``) and the files the page takes from another page (``PRELUDE``); and every
-  ``vp-study NAME --table-only --results FILE`` redraw runs whole.
+  ``vp-study NAME --table-only --results FILE`` redraw runs whole. A ``python scripts/X.py`` research script (or
+  ``python -m MODULE``) runs in a process of its own, from the checkout's ``scripts/`` (``run_script``), at its
+  own small sizes (``tiny``); a ``cp`` copies in the page's directory.
 
 The pages are read from the checkout (``VP_DOCS_ROOT`` names it when the tests run from a copy against an
 installed wheel, as CI's wheel step does); with neither, these tests skip.
@@ -72,17 +74,6 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ("*", "python -m pytest"): "the test suite: CI's readme and wheel steps run it",
     ("docs/setup.md", "eval"): "shell completion, activated in an interactive shell (tests/test_cli_leftovers.py "
                                "checks the completions it gives)",
-    ("docs/architecture.md", "python scripts/write_exports.py"): "rewrites the package's __init__ exports (a "
-                                                                 "maintainer's tool; tests/test_layout.py checks them)",
-    # the repository's research scripts (scripts/, not installed with the wheel): their sizes are their own
-    # flags, which no tiny rule here shrinks yet; the studies they feed are redrawn from their shipped results
-    ("*", "python scripts/"): "a repository research script (scripts/), minutes to hours at its own sizes; not "
-                              "installed with the wheel",
-    ("docs/context.md", "python -m vpintegrator.studies.context"): "the context study at its own sizes (5 seeds, "
-                                                                   "hours; no tiny plan); its tables are redrawn by "
-                                                                   "vp-study context --table-only",
-    ("docs/context.md", "cp runs/context_oscillator/context_study.json docs/data/"): "ships the study's results into "
-                                                                                     "the checkout",
 }
 #: commands that cannot be resolved in an empty directory as written, and why (page, the command's start)
 NOT_RESOLVED: dict[tuple[str, str], str] = {
@@ -297,6 +288,11 @@ def test_every_docs_command_resolves_as_written(command, tmp_path, monkeypatch):
 #: the sizes a tiny run uses in place of the page's: trajectories (a data set's, a rollout's), held-out conditions,
 #: a lattice's or bath's N, seconds of training
 TINY_N_TRAJ, TINY_HELDOUT, TINY_N, TINY_SECONDS = 8, 3, 50, 2
+#: a family's data (``vp-gen NAME_family``): the trajectories a split by parameters needs. The extrapolation split
+#: holds out the outermost test_fraction (10 %) of the parameter box, and up to 2 per parameter (each one's
+#: lowest and highest) lie on its edge: with fewer than 11 held out (5 parameters: the coupled oscillator's) the
+#: held-out region is the box's edge alone (radius 0.5) and no new pair can be drawn from it
+TINY_FAMILY_N_TRAJ = 120
 #: vp-rollout's window of the fitted rows, at its smallest (delay SINDy's library grows as (T k)^3: 92 CPU s at
 #: the sindy page's T = 8)
 TINY_CONTEXT = 3
@@ -312,16 +308,52 @@ TINY_STUDY: dict[str, dict[str, str]] = {
     "reduction": {"systems": "toda", "sizes": "8", "floor_dims": "2", "reduced_dims": "2", "autoencoder_sizes": "8",
                   "ladder": "quick", "train_seconds": "1", "repeats": "1", "autoencoder_steps": "5",
                   "max_steps": "2"},
+    # the studies of the research scripts (``SCRIPT_STUDIES``)
+    "rigid_body": {"models": "vpt", "train_seconds": "1", "max_steps": "2", "n_heldout": "2", "long_t_end": "10",
+                   "timing_t_end": "10"},
+    "rigid_body_structure": {"models": "lpnet", "train_seconds": "1", "max_steps": "2", "n_heldout": "2",
+                             "n_long": "1", "long_t_end": "110"},  # its long horizon must pass t = 100
+    "coupled_oscillator": {"models": "vpt", "train_seconds": "1", "max_steps": "2", "n_steps": "10", "heldout": "1",
+                           "train_n_traj": str(TINY_N_TRAJ)},
+    "context": {"epochs": "1", "n_test": "2"},
 }
 TINY_STUDY_SIZES = {"n_train", "n_test", "budget_seconds", "max_steps", "bath_sizes", "sizes", "floor_dims",
-                    "reduced_dims", "autoencoder_sizes", "train_seconds", "repeats", "autoencoder_steps"}
+                    "reduced_dims", "autoencoder_sizes", "train_seconds", "repeats", "autoencoder_steps",
+                    "n_heldout", "n_long", "long_t_end", "timing_t_end", "n_steps", "heldout", "train_n_traj",
+                    "epochs"}
 #: sizes a study's later command reads back in a file name (the partial-observation page trains on the study's
 #: runs/po_mid/data/coupled_oscillator_train_n100_t20.h5): the command's own value stays
 TINY_STUDY_KEEP = {"partial_observation": {"n_train"}}
 #: a study's grid keys: a list the command gives shrinks to its first entry (as ``--seeds`` does)
-TINY_STUDY_FIRST = {"systems", "noise", "windows", "approaches", "seeds"}
+TINY_STUDY_FIRST = {"systems", "noise", "windows", "approaches", "seeds", "models", "context_lens", "splits"}
 #: training keys a tiny run sets (the command's own values of them are dropped)
 TINY_TRAIN = {"epochs": "1", "time_limit": str(TINY_SECONDS), "lm_windows": "64", "lm_check_windows": "32"}
+#: the repository's research scripts that are a study's command (``scripts/reproduce_*.py`` are ``vp-study
+#: NAME``'s one-line wrappers; ``python -m vpintegrator.studies.context`` is ``vp-study context``): the study's
+#: tiny plan (``TINY_STUDY``) shrinks them
+SCRIPT_STUDIES = {"scripts/reproduce_rigid_body.py": "rigid_body",
+                  "scripts/reproduce_rigid_body_structure.py": "rigid_body_structure",
+                  "scripts/reproduce_coupled_oscillator.py": "coupled_oscillator",
+                  "-m vpintegrator.studies.context": "context"}
+#: the other research scripts' size flags at a tiny run, flag by flag: a number caps the command's value (or is
+#: added), a text is the value where the command gives none, ``None`` keeps the command's own; a list the
+#: command gives (``--models a,b``) shrinks to its first entry either way
+TINY_SCRIPTS: dict[str, dict[str, int | str | None]] = {
+    "scripts/context_study.py": {"--seeds": "0", "--models": None, "--noise": None, "--epochs": 1, "--n-test": 2},
+    "scripts/delay_volume.py": {"--n-traj": TINY_N_TRAJ},
+    "scripts/recurrent_probe.py": {"--models": None, "--max-steps": 2, "--n-traj": TINY_N_TRAJ,
+                                   "--heldout": TINY_HELDOUT},
+    "scripts/attention_why.py": {"--cases": "lm_init0.1", "--seconds": 1, "--t-end": 10},
+    "scripts/explore_training.py": {"--lm-n": 64, "--batch": 64, "--lbfgs-n": 64},
+}
+#: explore_training's ``--phases METHOD:BUDGET ...``: each phase's budget at most this many seconds (or steps)
+TINY_PHASE = 1
+#: seconds a research script may run at its tiny size (a tiny run takes seconds to a minute or two: past this it
+#: hangs, and the page fails with the command rather than CI's step with nothing)
+SCRIPT_TIMEOUT = 600
+#: scripts that rewrite the package's own files: run on a copy of the installed package, which they must leave
+#: as it is (the package's files are current)
+PACKAGE_WRITERS = {"scripts/write_exports.py"}
 
 
 def _drop(args: list[str], keys) -> list[str]:
@@ -340,9 +372,9 @@ def _drop(args: list[str], keys) -> list[str]:
 
 
 def runs(command: Command) -> bool:
-    """Whether the page run runs the command: a vp- program's (at a tiny size) or an ``export``, unless
-    ``NOT_RUN`` lists it."""
-    return command.argv[0] in (*PROGRAMS, "export") and not_run(command) is None
+    """Whether the page run runs the command: a vp- program's or a ``python`` research script's (at a tiny
+    size), an ``export`` or a ``cp``, unless ``NOT_RUN`` lists it."""
+    return command.argv[0] in (*PROGRAMS, "python", "export", "cp") and not_run(command) is None
 
 
 def _lists_its_conditions(spec: str) -> bool:
@@ -356,12 +388,21 @@ def _lists_its_conditions(spec: str) -> bool:
         return False
 
 
+def script(argv: tuple[str, ...] | list[str]) -> str | None:
+    """The research script (``scripts/X.py``) or module (``-m MODULE``) a ``python`` command runs."""
+    if argv[0] != "python" or len(argv) < 2:
+        return None
+    return f"-m {argv[2]}" if argv[1] == "-m" and len(argv) > 2 else argv[1]
+
+
 def tiny(argv: tuple[str, ...]) -> list[str]:
-    """A command at a tiny size: at most ``TINY_N_TRAJ`` trajectories generated (given or not) or rolled out,
-    ``TINY_HELDOUT`` held-out conditions, a lattice or bath of at most ``TINY_N``; one epoch of training with a
-    few seconds' limit (``TINY_TRAIN``); a study's smallest plan (``TINY_STUDY``: its sizes, the first entry of
-    each list of its grid); a rollout's fitted rows at the smallest window (``TINY_CONTEXT``); an output an
-    earlier command of the page wrote is replaced. The command's own flags, models and rows stay as written."""
+    """A command at a tiny size: at most ``TINY_N_TRAJ`` trajectories generated (given or not; a family's
+    ``TINY_FAMILY_N_TRAJ``) or rolled out, ``TINY_HELDOUT`` held-out conditions, a lattice or bath of at most
+    ``TINY_N``; one epoch of training with a few seconds' limit (``TINY_TRAIN``); a study's smallest plan
+    (``TINY_STUDY``: its sizes, the first entry of each list of its grid; a research script that is a study's
+    command, ``SCRIPT_STUDIES``, by the same plan); a research script's own size flags (``TINY_SCRIPTS``,
+    ``TINY_PHASE``); a rollout's fitted rows at the smallest window (``TINY_CONTEXT``); an output an earlier command
+    of the page wrote is replaced. The command's own flags, models and rows stay as written."""
     args = list(argv)
 
     def cap(flag: str, value: int) -> None:  # a size the command gives (a spec's own, e.g. a list of mu, stays)
@@ -380,9 +421,10 @@ def tiny(argv: tuple[str, ...]) -> list[str]:
 
     program = args[0]
     if program == "vp-gen" and "--list" not in args:
-        cap("--n-traj", TINY_N_TRAJ)
-        if not cap_set(("n_traj",), TINY_N_TRAJ) and "--n-traj" not in args and not _lists_its_conditions(args[1]):
-            args += ["--n-traj", str(TINY_N_TRAJ)]
+        n_traj = TINY_FAMILY_N_TRAJ if args[1].endswith("_family") else TINY_N_TRAJ
+        cap("--n-traj", n_traj)
+        if not cap_set(("n_traj",), n_traj) and "--n-traj" not in args and not _lists_its_conditions(args[1]):
+            args += ["--n-traj", str(n_traj)]
         cap_set(("N", "params.N", "system.N"), TINY_N)
         out = Path(args[args.index("--out") + 1]) if "--out" in args else None
         if out is not None and out.is_file():  # the page's alternatives write the same file
@@ -408,7 +450,25 @@ def tiny(argv: tuple[str, ...]) -> list[str]:
         if "--shard" in args and "--traj" not in args:  # a tiny model's test split holds too few for N shards
             args += ["--traj", ",".join(map(str, range(int(args[args.index("--shard") + 1].split("/")[1]))))]
         args.append("--quiet")
-    elif program == "vp-study" and not _redraws(argv) and "--list" not in args and "--estimate" not in args:
+    elif program == "python" and script(args) in SCRIPT_STUDIES:  # a study's command: its tiny plan
+        head = 3 if args[1] == "-m" else 2
+        return args[:head] + tiny(("vp-study", SCRIPT_STUDIES[script(args)], *args[head:]))[2:]
+    elif program == "python" and script(args) in TINY_SCRIPTS:
+        for flag, value in TINY_SCRIPTS[script(args)].items():
+            if flag in args:
+                i = args.index(flag) + 1
+                args[i] = str(min(int(float(args[i])), value)) if isinstance(value, int) else args[i].split(",")[0]
+            elif value is not None:
+                args += [flag, str(value)]
+        if "--phases" in args:  # explore_training's METHOD:BUDGET ...: TINY_PHASE seconds (or steps: 2s) each
+            i = args.index("--phases") + 1
+            while i < len(args) and not args[i].startswith("-"):
+                method, _, budget = args[i].partition(":")
+                steps = budget.endswith("s")
+                args[i] = f"{method}:{min(float(budget.rstrip('s')), TINY_PHASE):g}{'s' if steps else ''}"
+                i += 1
+    elif program == "vp-study" and not _redraws(argv) and not {"--list", "--estimate", "--table-only",
+                                                                "--figures-only", "--export"} & set(args):
         plan = TINY_STUDY[args[1]]
         given = {a.split("=")[0] for a in args if "=" in a} | {a[2:].replace("-", "_") for a in args if a[:2] == "--"}
         forced = TINY_STUDY_SIZES - TINY_STUDY_KEEP.get(args[1], set())
@@ -429,10 +489,61 @@ def _expand(arg: str) -> list[str]:
     return sorted(glob.glob(arg)) or [arg] if "*" in arg or "?" in arg else [arg]
 
 
+def run_script(command: Command, argv: list[str]) -> None:
+    """A ``python`` command (at its tiny size) in a process of its own, as the shell runs it: a research script
+    from the checkout's ``scripts/`` (the scripts are not installed with the wheel), a module (``-m``) of the
+    installed package; one thread, explore_training's cache in the page's directory. A script that rewrites the
+    package (``PACKAGE_WRITERS``) runs on a copy of the installed package and must leave every file of it as it
+    is (the package's files are current)."""
+    import shutil
+    import subprocess
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "EXPLORE_CACHE": str(Path.cwd() / "explore_cache")}
+    program = [sys.executable, *argv[1:]] if argv[1] == "-m" else [sys.executable, str(CHECKOUT / argv[1]), *argv[2:]]
+    copy, before = None, {}
+    if script(argv) in PACKAGE_WRITERS:
+        import vpintegrator
+
+        package = Path(vpintegrator.__file__).parent
+        copy = Path.cwd() / "package_copy" / "vpintegrator"
+        shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+        before = {f: f.read_bytes() for f in copy.rglob("*.py")}
+        env["PYTHONPATH"] = os.pathsep.join([str(copy.parent), *filter(None, [env.get("PYTHONPATH")])])
+    try:
+        result = subprocess.run(program, env=env, capture_output=True, text=True, timeout=SCRIPT_TIMEOUT)
+    except subprocess.TimeoutExpired as exc:
+        tail = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
+        pytest.fail(f"{command.page}:{command.line}: {' '.join(argv)} ran past {SCRIPT_TIMEOUT} s at its tiny size\n"
+                    f"{tail[-3000:]}")
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, f"{command.page}:{command.line}: {' '.join(argv)}\n{output[-3000:]}"
+    if copy is not None:
+        changed = [str(f.relative_to(copy)) for f in sorted(copy.rglob("*.py")) if before.get(f) != f.read_bytes()]
+        assert not changed, f"{command.page}:{command.line}: {' '.join(argv)} rewrote {changed}\n{output[-3000:]}"
+        assert str(copy) in output, f"{' '.join(argv)} did not run on the package's copy {copy}:\n{output[-3000:]}"
+
+
+def copy_file(argv: list[str]) -> None:
+    """``cp SRC... DST`` in the page's directory (a destination's directory, such as the checkout's
+    ``docs/data``, is made there: the shipped files are never written)."""
+    import shutil
+
+    *sources, target = argv[1:]
+    destination = Path(target)
+    (destination if len(sources) > 1 or target.endswith("/") else destination.parent).mkdir(parents=True,
+                                                                                            exist_ok=True)
+    for source in sources:
+        shutil.copy(source, destination)
+
+
 def run_tiny(command: Command) -> None:
-    """The command at its tiny size (``tiny``), run by its program in this process; a failure names the page's
-    line and the command as run."""
+    """The command at its tiny size (``tiny``), run by its program in this process (a ``python`` command in its
+    own, ``run_script``); a failure names the page's line and the command as run."""
+    if command.argv[0] == "cp":
+        return copy_file([path for a in command.argv for path in _expand(a)])
     argv = [a.replace("docs/data/", str(CHECKOUT / "docs" / "data") + "/") for a in tiny(command.argv)]
+    if argv[0] == "python":
+        return run_script(command, [path for a in argv for path in _expand(a)])
     argv = [path for a in argv for path in _expand(a)]
     result = invoke(argv)
     assert result.exit_code == 0, f"{command.page}:{command.line}: {' '.join(argv)}\n{result.output[-3000:]}"
