@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -212,7 +212,7 @@ def heldout_seed(meta: dict[str, Any], seed: int | None) -> int:
     return int(np.random.SeedSequence([base, 1]).generate_state(1, dtype=np.uint64)[0] >> 1)
 
 
-def draw_heldout(meta: dict[str, Any], system, n: int, seed: int, data_y0: np.ndarray, data) -> np.ndarray:
+def draw_heldout(meta: Mapping[str, Any], system, n: int, seed: int, data_y0: np.ndarray, data) -> np.ndarray:
     """``n`` new initial conditions from the data file's own sampler (its ``sampler``/``sampler_args``
     attributes) with ``numpy.random.default_rng(seed)``; a one-line error (key ``heldout``) when the file
     names no sampler, the sampler is deterministic (it would draw the data's own conditions) or a drawn
