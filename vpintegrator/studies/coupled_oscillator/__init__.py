@@ -36,7 +36,7 @@ from pathlib import Path
 
 from .. import _rollouts, attention, export
 from ..options import Study
-from ..runner import Runner, StudyError, Task, budget_flags, study_lock  # noqa: F401  (StudyError: the study's error)
+from ..runner import REPO as ROOT, Runner, StudyError, Task, budget_flags, study_lock  # noqa: F401  (re-exported)
 from ..stats import read_json, redraw_from, write_json
 from .design import (ATTENTION_MODELS, DEFAULT_MODELS, DT, EPOCH_COSTS, EVAL_SETS, INIT_SCALE, INTEGRATORS,  # noqa: F401
                      LM_STEPS_PER_EPOCH, MODELS, N_PROBE, SETTINGS, SYMPLECTIC_MODELS, T_PROBE, CoupledOscillatorOptions,

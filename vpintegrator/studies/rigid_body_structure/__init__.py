@@ -50,7 +50,7 @@ from pathlib import Path
 from .. import _rollouts, attention, export
 from ..._shipped import shipped_file
 from ..options import Study
-from ..rigid_body_results import PAPER_TRAJ
+from ..rigid_body_results import PAPER_TRAJ, write_heldout_spec  # noqa: F401  (re-exported)
 from ..runner import Runner, StudyError, Task, budget_flags, study_lock  # noqa: F401  (StudyError: the study's error)
 from ..stats import read_json, redraw_from, write_json
 from .design import (ATTENTION_MODELS, CASIMIR_TARGET, CLASSICAL, DT, ENERGY_GROWTH_TARGET, EPOCH_COSTS,  # noqa: F401
