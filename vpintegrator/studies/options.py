@@ -447,8 +447,9 @@ def parse_command(study: Study, argv: Sequence[str] | None = None,
     if getattr(options, "results", None) is not None and not (getattr(options, "table_only", False)
                                                               or getattr(options, "figures_only", False)):
         raise StudyError("--results is read by --table-only only; add --table-only to draw the tables from it")
-    if getattr(options, "seeds_as_members", None) is not None:
-        check_device(options.seeds_as_members)
+    members = getattr(options, "seeds_as_members", None)
+    if members is not None:
+        check_device(members)
         if study.run.__module__.split(".")[2:3] not in ([m] for m in MEMBER_STUDIES):
             raise StudyError("--seeds-as-members: this study does not train its seeds as the runner's vp-train "
                              f"runs (only {', '.join(MEMBER_STUDIES)} do); leave it out")

@@ -435,7 +435,7 @@ class Runner:
         said = last_line(self.log_path(unit.name))
         for k, (t, seed, out) in enumerate(self.groups[unit.name]):
             t.rc = rc
-            why = f"exit {rc}" if rc else "exit 0 but outputs missing"
+            why: str | None = f"exit {rc}" if rc else "exit 0 but outputs missing"
             if ok:
                 why = _move_member(ens / member_dir_name(k, seed), out, self.overwrite or self.skip_existing)
             self.log_path(t.name).write_text(
