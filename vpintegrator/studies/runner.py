@@ -34,7 +34,9 @@ each member's run directory is moved to its task's ``--out`` (a link to it left 
 what reads the trainings sees the files of K single runs, and each task is stamped done as if run alone (its
 log names the ensemble's). A member equals the single run of its seed (to round-off) wherever the rules that
 stop it are per member (epochs, ``--budget plateau``: patience and step counts); a CPU or wall budget is the
-whole ensemble's, the K runs' together (the seconds times K). Tasks the plan gives anything else to tell apart
+whole ensemble's, the K runs' together (the seconds times K), and each member's ``summary.json`` records the
+ensemble's CPU and wall seconds (the whole run's, not a K-th). An ensemble run that was interrupted starts again
+under ``--skip-existing`` (not resumed). Tasks the plan gives anything else to tell apart
 (another config, data, ``--init-from``) run alone, as do resumed ones. The planned tasks, and so a study's plan,
 are the same with or without it: it changes how the runner executes them. The studies that train through the
 runner take it (``MEMBER_STUDIES``); the driver passes it to the runners a study makes (``seeds_as_members``).
