@@ -131,8 +131,8 @@ def test_the_ensemble_step_dispatches_the_same_ops_for_8_members_as_for_2(tiny_d
 
     counts = {}
     for n in (2, 8):
-        config = TrainConfig.from_dict(_config(tiny_data, tmp_path, f"ops{n}", seeds=list(range(n)), val_fraction=0.0, monitor="val_loss",
-                                               dtype="float32"))
+        config = TrainConfig.from_dict(_config(tiny_data, tmp_path, f"ops{n}", seeds=list(range(n)), val_fraction=0.0,
+                                               monitor="val_loss", dtype="float32"))
         steps = Trainer(build_plan(config), DistInfo(), torch.device("cpu"), None, False).steps
         steps.begin_epoch()
         idx = steps.orders[:, :16]
