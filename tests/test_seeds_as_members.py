@@ -111,3 +111,20 @@ def test_a_study_that_does_not_train_through_the_runner_refuses_it():
     with pytest.raises(StudyError, match="--seeds-as-members must name a device"):
         RIGID.parse(["--out", "x", "--seeds-as-members", "gpu"])
     assert RIGID.parse(["--out", "x", "--seeds-as-members", "cuda"]).seeds_as_members == "cuda"
+
+
+def test_a_grouped_run_runs_again_over_its_own_outputs(tiny_data, tmp_path):
+    """--overwrite (or --skip-existing) over an earlier grouped run: the ensemble's links to the moved members are
+    not written through, and each seed's directory is again a run directory of its own."""
+    config = _config(tmp_path, tiny_data)
+    first = _plan(tmp_path / "run", config, "cpu")
+    assert first.execute()
+    before = [_numbers(tmp_path / "run" / "train" / f"vpt_s{seed}")[0] for seed in SEEDS]
+    again = Runner(tmp_path / "run", jobs=2, members="cpu", overwrite=True)
+    for t in first.tasks.values():
+        again.add(Task(t.name, list(t.cmd), list(t.outputs)))
+    assert again.execute()
+    for seed, rows in zip(SEEDS, before):
+        out = tmp_path / "run" / "train" / f"vpt_s{seed}"
+        assert out.is_dir() and not out.is_symlink()
+        assert [r["train_loss"] for r in _numbers(out)[0]] == [r["train_loss"] for r in rows]

@@ -185,8 +185,8 @@ def _scaled_budget(cmd: list[Any], n: int) -> list[Any]:
 def _move_member(src: Path, out: Path, replace: bool) -> str | None:
     """Member ``src`` of an ensemble to ``out`` (its task's run directory), a relative link left in its place;
     why not (a line), or None."""
-    if not (src / "summary.json").exists():
-        return f"{src} has no summary.json"
+    if src.is_symlink() or not (src / "summary.json").exists():
+        return f"{src} is not the member's run directory (no summary.json, or a link)"
     if out.exists() or out.is_symlink():
         if not replace:
             return f"{out} exists; rerun with --overwrite or --skip-existing"
@@ -419,6 +419,9 @@ class Runner:
             if name in self.tasks or name in self.groups:
                 continue
             out = self.run / "members" / first.name
+            for link in out.glob("member_*"):  # an earlier run's links to its moved members: not to be written through
+                if link.is_symlink():
+                    link.unlink()
             seeds = ",".join(str(seed) for _, seed, _ in members)
             cmd = [*_scaled_budget(list(rest), len(members)), "--out", out, "--set", f"seeds=[{seeds}]",
                    "--device", str(self.members)]
