@@ -63,7 +63,8 @@ def fit_symplectic_autoencoder(states: Any, reduced_dim: int, *, seed: int = 0, 
                 "judge_start": True, "optimizer": "adam", "scheduler": "constant", "dtype": str(dtype)[6:],
                 "optimizer_kwargs": {"betas": [0.9, 0.999], "foreach": False}, **keys}
     result = fit(model=model, train=(x, x), val=(x, x), resume=resume, **keys)
-    model.load_state_dict(result.best_state or load_checkpoint(result.run_dir / "best.pt")["state_dict"])  # resumed
+    best = result.best_state  # None when resumed: the best weights are then the run directory's best.pt
+    model.load_state_dict(best if best is not None else load_checkpoint(f"{result.run_dir}/best.pt")["state_dict"])
     model.history = [float(row["val_loss"]) for row in result.history]
     model.fitted_on = {**data_record(states), "n_snapshots_trained": int(x.shape[0]), "steps": int(result.steps),
                        "best_epoch": int(result.best_epoch), "seed": int(seed)}

@@ -32,6 +32,7 @@ aborts at once. Under ``torchrun`` only rank 0 writes files.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import signal
 import sys
@@ -600,7 +601,7 @@ class Trainer:
         losses = self.steps.val_losses(None if held else self.train_set)
         for m, loss, score, lr in zip(self.members, losses, self.steps.val_rollouts() if rollout else losses,
                                       self.steps.lrs()):
-            m.judge(0, score, lambda k=m.k: self.steps.member_state(k))
+            m.judge(0, score, functools.partial(self.steps.member_state, m.k))
             row = {"epoch": 0, "train_loss": math.nan if held else loss, "val_loss": loss if held else math.nan,
                    "lr": lr, "seconds": self.wall(), ckpt_io.CPU_COLUMN: self.cpu()}
             m.log({**row, ckpt_io.ROLLOUT_COLUMN: score} if rollout else row)
