@@ -130,7 +130,7 @@ def test_the_attention_row_trains_by_its_recipe(tmp_path, monkeypatch):
     from vpintegrator.studies import context
 
     calls = []
-    monkeypatch.setattr(context, "run_child", lambda cmd, **kw: calls.append(cmd))
+    monkeypatch.setattr(context.evaluation, "run_child", lambda cmd, **kw: calls.append(cmd))
     run = context.train_run(tmp_path / "d.h5", tmp_path, "lpnet_ctx_attention", 2, 30, 3, "interpolation")
     assert run == tmp_path / "runs" / "lpnet_ctx_attention_k3_interpolation_seed2"
     cmd = calls[0]

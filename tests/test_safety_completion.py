@@ -70,7 +70,7 @@ def test_the_context_study_trains_again_a_run_without_a_record(tmp_path, monkeyp
     from vpintegrator.studies import context
 
     calls = []
-    monkeypatch.setattr(context, "run_child", lambda cmd, **kw: calls.append(cmd))
+    monkeypatch.setattr(context.evaluation, "run_child", lambda cmd, **kw: calls.append(cmd))
     run = tmp_path / "runs" / "lpnet_ctx_k3_interpolation_seed2"
     run.mkdir(parents=True)
     (run / "best.pt").write_bytes(b"PK\x03\x04 half")
