@@ -71,3 +71,41 @@ def test_table_counts_targets_per_phase(tmp_path, monkeypatch):
     assert "- p2, im: targets met by 2 of 2 seeds (0, 1)" in text
     assert "- p2: the validation score selects seed 1" in text
     assert json.loads((run / "results.json").read_text())["rows"][0]["im_met"] is False
+
+
+def test_a_run_records_its_settings_and_every_command(tmp_path, monkeypatch):
+    """RUN/settings.json after a run (``runner.run_recorded``): the plan's keys in their order, then the commands,
+    an earlier run's first with --skip-existing, only this run's with --overwrite; a failed task raises once the
+    settings are written; --table-only runs nothing."""
+    from types import SimpleNamespace
+
+    from vpintegrator.studies.runner import StudyError
+
+    run = tmp_path / "run"
+    outcomes = [(True, ["c1"]), (False, ["c2"]), (True, ["c3"])]
+
+    def fake_plan(a):
+        assert run.is_dir()  # made, under the lock, before the plan
+        ok, commands = outcomes.pop(0)
+        return SimpleNamespace(execute=lambda: ok, commands=commands, failure=lambda: StudyError("a task failed"))
+
+    monkeypatch.setattr(study, "plan", fake_plan)
+    monkeypatch.setattr(study, "write_results", lambda run: "the table")
+    base = ["--out", str(run), "--seeds", "0,3", "--unroll", "2", "--phase1-seconds", "30", "--phase2-seconds", "40"]
+    keys = ["seeds", "phase1_seconds", "phase2_seconds", "unroll", "phase3_seconds", "unroll3", "config", "jobs",
+            "budget", "wall_ceiling", "patience", "step_budgets", "commands"]
+
+    def settings():
+        return json.loads((run / "settings.json").read_text())
+
+    assert study.run(study.STUDY.parse(base)) == 0
+    s = settings()
+    assert list(s) == keys and s["commands"] == ["c1"]
+    assert (s["seeds"], s["phase1_seconds"], s["phase2_seconds"], s["unroll"]) == ([0, 3], 30.0, 40.0, 2)
+    with pytest.raises(StudyError, match="a task failed"):
+        study.run(study.STUDY.parse([*base, "--skip-existing"]))
+    assert settings()["commands"] == ["c1", "c2"]  # written before the failure is raised
+    (run / ".tasks").mkdir()  # a study's run directory: --overwrite may run it again
+    assert study.run(study.STUDY.parse([*base, "--overwrite"])) == 0
+    assert settings()["commands"] == ["c3"]
+    assert study.run(study.STUDY.parse([*base, "--table-only"])) == 0 and not outcomes

@@ -219,3 +219,25 @@ def test_casimir_drift_of_a_window_model_is_its_own_not_the_first_windows():
     assert _drifts(r, "lpt", "casimir").max() == 0.0
     assert _drifts(r, "lpt", "energy").max() > 2e-12
     assert _drifts(r, "lpnet", "casimir").max() > 2e-12  # a one-state map: against z_0 as before
+
+
+def test_a_run_writes_the_heldout_spec_first_and_records_its_settings(tmp_path, monkeypatch):
+    """Under RUN's lock the held-out spec is written before the plan runs (its tasks read it); settings.json holds
+    the plan's keys in their order, then the commands."""
+    from types import SimpleNamespace
+
+    run = tmp_path / "run"
+
+    def fake_plan(a):
+        assert (run / "data" / "heldout.toml").is_file()
+        return SimpleNamespace(execute=lambda: True, commands=["vp-gen x"], failure=None)
+
+    monkeypatch.setattr(study, "plan", fake_plan)
+    monkeypatch.setattr(study, "write_results", lambda run: "the table")
+    a = study.STUDY.parse(["--out", str(run), "--models", "lpnet", "--seeds", "2", "--n-heldout", "7",
+                           "--n-long", "3"])
+    assert study.run(a) == 0
+    s = json.loads((run / "settings.json").read_text())
+    assert list(s) == ["models", "seeds", "train_seconds", "n_heldout", "n_long", "long_t_end", "jobs", "budget",
+                       "wall_ceiling", "patience", "step_budgets", "commands"]
+    assert (s["models"], s["seeds"], s["n_heldout"], s["commands"]) == (["lpnet"], [2], 7, ["vp-gen x"])

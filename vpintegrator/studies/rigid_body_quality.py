@@ -36,10 +36,10 @@ from .rigid_body_results import BAND_TARGET, ERROR_TARGET, PAPER_TRAJ, rollout_v
 from .._shipped import shipped_file
 from ..config import key
 from .options import BUDGETS, PLATEAU_HELP, Study, StudyOptions, StudyPlan
-from .runner import Runner, StudyError, Task, budget_flags, check_out_dir, check_study_out, study_lock
+from .runner import Runner, StudyError, Task, budget_flags, check_out_dir, check_plan_out, run_recorded
 from .step_budget import nearest_cost, step_budget
 from .schema import Each, Obj, ResultsSchema, read_results as read_checked
-from .stats import fmt_num, md_table, read_json, redraw_from, write_json, write_results_files
+from .stats import fmt_num, md_table, read_json, redraw_from, write_results_files
 
 PHASES = ("p1", "p2", "p3")
 T_END = 100.0
@@ -123,15 +123,8 @@ def build_plan(options: QualityOptions, argv: tuple[str, ...] = ()) -> QualityPl
                                   if o.budget == "plateau" and not o.table_only else {}))
     if not a.table_only and not Path(a.config).is_file():
         raise StudyError(f"--config {a.config}: no such file; give a vp-train TOML")
-    out = Path(a.out)
-    check_out_dir(out)
-    if a.table_only and a.results is None and not out.is_dir():
-        raise StudyError(f"--table-only: --out {out} is not a run directory; run the study first")
-    if a.results is not None and a.export_pretrained:
-        raise StudyError("--export-pretrained copies a checkpoint of a RUN; a results file has none: leave out "
-                         "--results")
-    if not a.table_only:
-        check_study_out(out, a.skip_existing, a.overwrite)
+    check_out_dir(Path(a.out))
+    check_plan_out(a)
     return a
 
 
@@ -272,20 +265,11 @@ def run(a: QualityPlan) -> int:
     if a.results is not None:  # the tables of a results.json of this study, no run directory
         print(redraw_from(run, a.results, read_results, lambda r: format_results(r["rows"], r["settings"]))[2])
         return 0
-    if not a.table_only:
-        with study_lock(run):
-            run.mkdir(parents=True, exist_ok=True)
-            runner = plan(a)
-            ok = runner.execute()
-            previous = (read_json(run / "settings.json") or {}) if a.skip_existing else {}
-            write_json(run / "settings.json", {
-                "seeds": a.seeds, "phase1_seconds": a.phase1_seconds, "phase2_seconds": a.phase2_seconds,
-                "unroll": a.unroll, "phase3_seconds": a.phase3_seconds, "unroll3": a.unroll3,
-                "config": str(a.config), "jobs": a.jobs, "budget": a.budget, "wall_ceiling": a.wall_ceiling,
-                "patience": a.patience, "step_budgets": a.step_budgets,
-                "commands": previous.get("commands", []) + runner.commands})
-        if not ok:
-            raise runner.failure()
+    run_recorded(a, plan, {
+        "seeds": a.seeds, "phase1_seconds": a.phase1_seconds, "phase2_seconds": a.phase2_seconds,
+        "unroll": a.unroll, "phase3_seconds": a.phase3_seconds, "unroll3": a.unroll3,
+        "config": str(a.config), "jobs": a.jobs, "budget": a.budget, "wall_ceiling": a.wall_ceiling,
+        "patience": a.patience, "step_budgets": a.step_budgets})
     print(write_results(run))
     if a.export_pretrained:
         last = "p3" if a.phase3_seconds > 0 else "p2"

@@ -557,6 +557,40 @@ def study_lock(run: Path) -> Iterator[None]:
         lock.__exit__(None, None, None)
 
 
+def check_plan_out(a: Any) -> None:
+    """A planned study's ``--out`` (``a``: its ``StudyPlan``): --table-only needs a run directory unless it draws
+    --results, which has no checkpoint for --export-pretrained; a run needs ``check_study_out``'s --out."""
+    out = Path(a.out)
+    if a.table_only and a.results is None and not out.is_dir():
+        raise StudyError(f"--table-only: --out {out} is not a run directory; run the study first (or draw a results "
+                         "file with --results)")
+    if a.results is not None and a.export_pretrained:
+        raise StudyError("--export-pretrained copies a checkpoint of a RUN; a results file has none: leave out "
+                         "--results")
+    if not a.table_only:
+        check_study_out(out, a.skip_existing, a.overwrite)
+
+
+def run_recorded(a: Any, plan: Callable[[Any], Runner], settings: dict[str, Any],
+                 prepare: Callable[[Path], Any] | None = None) -> None:
+    """A planned study's run (``a``: its ``StudyPlan``; nothing with --table-only): under RUN's lock,
+    ``prepare(RUN)``, the plan's tasks, then ``RUN/settings.json``: ``settings`` and the commands (an earlier
+    run's first with --skip-existing). A failed task raises once the settings are written."""
+    run = Path(a.out)
+    if a.table_only:
+        return
+    with study_lock(run):
+        run.mkdir(parents=True, exist_ok=True)
+        if prepare is not None:
+            prepare(run)
+        runner = plan(a)
+        ok = runner.execute()
+        previous = (read_json(run / "settings.json") or {}) if a.skip_existing else {}
+        write_json(run / "settings.json", {**settings, "commands": previous.get("commands", []) + runner.commands})
+    if not ok:
+        raise runner.failure()
+
+
 def guarded(body: Callable[[], int], error_prefix: str, interrupted: str) -> int:
     """Run a study's ``body``: a ``StudyError`` becomes ``<error_prefix><message>`` on stderr and
     exit status 2, Ctrl-C or SIGTERM ``interrupted`` and 130."""

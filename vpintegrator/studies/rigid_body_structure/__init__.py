@@ -51,8 +51,8 @@ from .. import _rollouts, attention, export
 from ..._shipped import shipped_file
 from ..options import Study
 from ..rigid_body_results import PAPER_TRAJ, write_heldout_spec  # noqa: F401  (re-exported)
-from ..runner import Runner, StudyError, Task, budget_flags, study_lock  # noqa: F401  (StudyError: the study's error)
-from ..stats import read_json, redraw_from, write_json
+from ..runner import Runner, StudyError, Task, budget_flags, run_recorded  # noqa: F401  (StudyError: the study's error)
+from ..stats import redraw_from
 from .design import (ATTENTION_MODELS, CASIMIR_TARGET, CLASSICAL, DT, ENERGY_GROWTH_TARGET, EPOCH_COSTS,  # noqa: F401
                      EQUAL_COST_TITLE, HELDOUT_SEED, LM_STEPS_PER_EPOCH, MEDIAN_TARGET, MODELS, N_ATTENTION, P90_TARGET,
                      ROUNDOFF, SELECTION, SHIPPED_VPT, T_EVAL, StructureOptions, StructurePlan, build_plan, write_spec)
@@ -120,21 +120,11 @@ def run(a: StructurePlan) -> int:
     if a.results is not None:  # the tables of a results file (a shipped one by name), no run directory
         print(redraw_from(run, a.results, read_results, format_results)[2])
         return 0
-    if not a.table_only:
-        with study_lock(run):
-            run.mkdir(parents=True, exist_ok=True)
-            write_spec(run, a.n_heldout)
-            runner = plan(a)
-            ok = runner.execute()
-            previous = (read_json(run / "settings.json") or {}) if a.skip_existing else {}
-            write_json(run / "settings.json", {
-                "models": a.models, "seeds": a.seeds, "train_seconds": a.train_seconds, "n_heldout": a.n_heldout,
-                "n_long": a.n_long, "long_t_end": a.long_t_end, "jobs": a.jobs,
-                "budget": a.budget, "wall_ceiling": a.wall_ceiling, "patience": a.patience,
-                "step_budgets": a.step_budgets,
-                "commands": previous.get("commands", []) + runner.commands})
-        if not ok:
-            raise runner.failure()
+    run_recorded(a, plan, {
+        "models": a.models, "seeds": a.seeds, "train_seconds": a.train_seconds, "n_heldout": a.n_heldout,
+        "n_long": a.n_long, "long_t_end": a.long_t_end, "jobs": a.jobs,
+        "budget": a.budget, "wall_ceiling": a.wall_ceiling, "patience": a.patience,
+        "step_budgets": a.step_budgets}, prepare=lambda run: write_spec(run, a.n_heldout))
     print(write_results(run))
     if a.export_pretrained:
         export.export_pretrained(run, {f"rigid_body_{a.ship}": a.ship}, a.export_pretrained,
