@@ -45,6 +45,7 @@ from .rigid_body_results import (  # noqa: F401  (re-exported: the study's publi
     ALL_MODELS, BAND_TARGET, COLUMNS, ERROR_TARGET, HELDOUT_SEED, IM_MODELS, INTEGRATORS, LOSS_TARGET, PAPER,
     PAPER_T, PAPER_TRAJ, QUICK_MODELS, build_results, format_results, read_results, write_heldout_spec, write_results,
     write_timing, write_timing_spec, z_band)
+from .rigid_body_results.timing import short_t_end
 from . import _rollouts, attention, export
 from .._shipped import shipped_file
 from ..config import key
@@ -265,7 +266,7 @@ def plan(a: RigidBodyPlan) -> Runner:
     td = p("timing")
     ref = td / "ref.h5"
     add(Task("gen_timing_ref", ["vp-gen", td / "ref.toml", "--out", ref, nop], [ref]))
-    t_short = max(a.timing_t_end / 10.0, 2.0)
+    t_short = short_t_end(a.timing_t_end)
     methods = [(m, ["--model", f"{m}={p('train', f'{m}_s{s0}')}"], [f"train_{m}_s{s0}"]) for m in a.models]
     methods += [(i, ["--integrators", i], []) for i in INTEGRATORS]
     for label, spec_args, deps in methods:

@@ -15,6 +15,12 @@ from .design import ALL_MODELS, DT, INTEGRATORS, PAPER, PAPER_TRAJ
 RESOLUTION = 0.05
 
 
+def short_t_end(t_end: float) -> float:
+    """The end time of a method's short timing run (``t_end / 10``, at least 2), whose CPU takes the start-up
+    out of the full run's."""
+    return max(t_end / 10.0, 2.0)
+
+
 def write_timing(run: str | Path, t_end: float | None = None) -> dict[str, Any]:
     """Collect the timing runs of ``run`` into ``timing/timing.json`` and ``timing/timing.md``; return the dict.
 
@@ -44,8 +50,8 @@ def write_timing(run: str | Path, t_end: float | None = None) -> dict[str, Any]:
             entry.update(cpu_s=full["cpu_s"], wall_s=full["wall_s"])
         if full and short:
             entry.update(cpu_short_s=short["cpu_s"], wall_short_s=short["wall_s"])
-            if n_steps:
-                n_short = int(round(max(t_end / 10.0, 2.0) / DT))
+            if n_steps and t_end:  # n_steps is None without t_end
+                n_short = int(round(short_t_end(t_end) / DT))
                 diff = full["cpu_s"] - short["cpu_s"]
                 # the difference of two whole-process CPU times resolves the steps' cost only when it stands
                 # clear of the start-up's run-to-run noise (RESOLUTION of the short run's CPU); below that it
