@@ -43,6 +43,14 @@ def test_extrapolation_pairs_lie_at_the_ends_of_the_box():
     assert (np.abs(u - 0.5).max(1) >= 0.4).all() and (u >= 0).all() and (u <= 1).all()
 
 
+@pytest.mark.parametrize("radius", [0.5, 0.7])
+def test_an_extrapolation_split_with_nothing_outside_is_refused_not_looped_on(radius):
+    split = {**BOX, "mode": "extrapolation", "center": [0.5, 0.5, 0.5], "radius": radius}
+    with pytest.raises(VPIntegratorError, match="leaves no held-out region") as info:
+        heldout_pairs(split, 5, 0)
+    assert info.value.key == "split_by" and "\n" not in str(info.value)
+
+
 def test_pairs_need_the_inertia_columns():
     with pytest.raises(VPIntegratorError, match="three inertias"):
         heldout_pairs({**BOX, "columns": ["mass"], "mode": "interpolation", "center": [0.5], "radius": 0.1}, 5)

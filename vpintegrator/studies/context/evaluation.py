@@ -48,6 +48,10 @@ def heldout_pairs(split_by: dict[str, Any], n: int, seed: int = 0,
     if split_by["mode"] == "interpolation":
         u = center + radius * rng.uniform(-1.0, 1.0, size=(n, p))
     else:
+        if radius >= 0.5:  # |u - 0.5| <= 0.5 in the box: nothing lies outside the held-in cube
+            raise VPIntegratorError(f"heldout_pairs: the extrapolation split's radius {radius:g} leaves no held-out "
+                                    "region of the box (it must be below 0.5): generate the family with more "
+                                    "trajectories, or split it by interpolation", key="split_by")
         parts: list[np.ndarray] = []
         while sum(len(q) for q in parts) < n:
             cand = rng.uniform(0.0, 1.0, size=(4 * n, p))
