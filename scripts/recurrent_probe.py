@@ -21,13 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+REPO = Path(__file__).resolve().parents[1]  # the checkout (its configs); the package is the installed one
 
 #: label -> the [model] table (the recipe's other keys come from the shipped config)
 MODELS = {
