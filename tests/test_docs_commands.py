@@ -72,6 +72,8 @@ NOT_RUN: dict[tuple[str, str], str] = {
     # what CI itself runs (its readme, wheel and docs steps), not a command of a run
     ("*", "pip install"): "installs the package: CI's readme and wheel steps install it (editable and the wheel)",
     ("*", "python -m pytest"): "the test suite: CI's readme and wheel steps run it",
+    ("docs/setup.md", "python scripts/reproduce_rigid_body.py --quick --out runs/quick"):
+        "the README's first command word for word: the README page's run of it covers it",
     ("docs/setup.md", "eval"): "shell completion, activated in an interactive shell (tests/test_cli_leftovers.py "
                                "checks the completions it gives)",
 }
