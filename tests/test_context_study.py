@@ -146,8 +146,10 @@ def test_the_attention_row_trains_by_its_recipe(tmp_path, monkeypatch):
     assert cmd[cmd.index("--epochs") + 1] == "120" and "model.encoder=attention" in cmd
     assert "model.context_len=3" in cmd and not any(c.startswith("lm_windows") for c in cmd)
     # the LM rows keep their command line
+    context.train_run(tmp_path / "d.h5", tmp_path, "lpnet_ctx_attention", 2, 2, 3, "interpolation")
+    assert calls[1][calls[1].index("--epochs") + 1] == "8"  # its Adam epochs scale with the study's --epochs
     context.train_run(tmp_path / "d.h5", tmp_path, "lpnet_ctx", 2, 30, 3, "interpolation", context.LPNET_CTX)
-    cmd = calls[1]
+    cmd = calls[2]
     assert cmd[cmd.index("--optimizer") + 1] == "lm" and cmd[cmd.index("--epochs") + 1] == "30"
     assert [c for c in cmd if "=" in c] == ["lm_windows=4096", "model.n_layers=10", "model.width=4",
                                             "model.context_len=3"]

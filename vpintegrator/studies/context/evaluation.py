@@ -189,8 +189,8 @@ def train_run(data: Path, out: Path, model: str, seed: int, epochs: int, k: int,
         return run
     registered, optimizer, sets = model, "lm", {**COMMON, **(extra or {})}
     if model in RECIPES:
-        registered, optimizer, recipe_epochs, recipe = RECIPES[model]
-        epochs = epochs if recipe_epochs is None else recipe_epochs
+        registered, optimizer, per_epoch, recipe = RECIPES[model]
+        epochs *= per_epoch
         sets = {**recipe, **(extra or {})}
     cmd = [sys.executable, "-m", "vpintegrator.cli.train", "--data", str(data), "--model", registered, "--optimizer",
            optimizer, "--epochs", str(epochs), "--dtype", "float64", "--seed", str(seed), "--split-by",
