@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from vpintegrator.studies.runner import Runner, StudyError, Task, _seed_and_out, seeds_as_members
+from vpintegrator.studies.members import seed_and_out, seeds_as_members
+from vpintegrator.studies.runner import Runner, StudyError, Task
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -90,7 +91,7 @@ def test_only_tasks_that_differ_by_seed_are_grouped(tmp_path):
     words = [str(c) for c in unit.cmd]
     assert words[:2] == ["vp-train", str(a)] and "seeds=[0,1,2]" in words and words[-2:] == ["--device", "cuda"]
     assert words[words.index("--time-limit") + 1] == "30" and "--seed" not in words
-    assert _seed_and_out(["vp-gen", "--out", "x"]) is None
+    assert seed_and_out(["vp-gen", "--out", "x"]) is None
 
 
 def test_the_driver_passes_the_flag_to_the_runners_a_study_makes(tmp_path):

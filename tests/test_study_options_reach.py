@@ -52,7 +52,7 @@ REFUSED = {  # (and "results" in every study: read by --table-only only)
     ("partial_observation", "export_pretrained"), ("partial_observation", "skip_existing"),
     ("memory", "export_pretrained"), ("memory", "skip_existing"),
     ("reduction", "export_pretrained"), ("reduction", "jobs"), ("reduction", "overwrite"),
-    # their trainings are not the runner's vp-train tasks (runner.MEMBER_STUDIES)
+    # their trainings are not the runner's vp-train tasks (members.MEMBER_STUDIES)
     ("unknown_form", "seeds_as_members"), ("partial_observation", "seeds_as_members"), ("memory", "seeds_as_members"),
     ("reduction", "seeds_as_members"),
 }

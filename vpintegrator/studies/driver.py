@@ -20,7 +20,8 @@ from typing import Any, Iterable, Iterator
 
 from .._logging import StderrHandler
 from .options import HelpShown, config_toml, parse_command
-from .runner import StudyError, guarded, seeds_as_members
+from .members import seeds_as_members
+from .runner import StudyError, guarded
 
 __all__ = ["load", "main", "study_logging"]
 

@@ -2,7 +2,7 @@
 
 Every study takes the same twelve flags (``--out``, ``--seeds``, ``--jobs``, ``--budget``,
 ``--wall-ceiling``, ``--patience``, ``--max-steps``, ``--skip-existing``, ``--overwrite``, ``--table-only``,
-``--export-pretrained``, ``--seeds-as-members``; the last taken by the studies of ``runner.MEMBER_STUDIES``,
+``--export-pretrained``, ``--seeds-as-members``; the last taken by the studies of ``members.MEMBER_STUDIES``,
 refused in one line by the others):
 they are the keys of ``StudyOptions``, each declared with ``vpintegrator.config.key`` (type, bounds,
 help). A study's own flags (``--quick``, ``--models``, ``--train-seconds``, ...) are the keys of its
@@ -39,7 +39,8 @@ import click
 
 from ..config import Config, check_keys, declared, did_you_mean, distinct, dump_toml, key, parse_set, read_toml
 from ..errors import VPIntegratorError
-from .runner import MEMBER_STUDIES, PLATEAU_PATIENCE, WALL_CEILING, Budget, StudyError, check_device, parse_seeds
+from .members import MEMBER_STUDIES
+from .runner import PLATEAU_PATIENCE, WALL_CEILING, Budget, StudyError, check_device, parse_seeds
 
 #: what ``--budget`` may name (``vpintegrator.studies.runner.budget_flags``)
 BUDGETS = ("cpu", "wall", "plateau")

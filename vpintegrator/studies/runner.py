@@ -26,20 +26,7 @@ A study refuses a non-empty RUN unless resumed or replaced (``check_study_out``)
 
 A failed task does not stop the others; the tasks that need it are reported as not run.
 
-Seeds as ensemble members (``--seeds-as-members DEVICE``, off by default): the ``vp-train`` tasks that differ
-only by ``--seed`` (and ``--out``), with the same dependencies, run as one ensemble run
-(``vp-train ... --set seeds=[...] --device DEVICE``, ``vpintegrator.training.ensemble``: the members stacked,
-each with its own initialisation, data order, plateau, checkpoints) in ``RUN/members/<first task>/``; afterwards
-each member's run directory is moved to its task's ``--out`` (a link to it left in the ensemble's directory), so
-what reads the trainings sees the files of K single runs, and each task is stamped done as if run alone (its
-log names the ensemble's). A member equals the single run of its seed (to round-off) wherever the rules that
-stop it are per member (epochs, ``--budget plateau``: patience and step counts); a CPU or wall budget is the
-whole ensemble's, the K runs' together (the seconds times K), and each member's ``summary.json`` records the
-ensemble's CPU and wall seconds (the whole run's, not a K-th). An ensemble run that was interrupted starts again
-under ``--skip-existing`` (not resumed). Tasks the plan gives anything else to tell apart
-(another config, data, ``--init-from``) run alone, as do resumed ones. The planned tasks, and so a study's plan,
-are the same with or without it: it changes how the runner executes them. The studies that train through the
-runner take it (``MEMBER_STUDIES``); the driver passes it to the runners a study makes (``seeds_as_members``).
+Seeds as ensemble members (``--seeds-as-members``): ``vpintegrator.studies.members``.
 
 Training budgets (``budget_flags``) are CPU seconds by default
 (``vp-train --cpu-time-limit``; each child runs one thread, so on an idle machine a CPU second is a wall
@@ -54,12 +41,10 @@ beside (``summary.json`` ``cpu_time``, with ``stopped`` and ``stop_clock`` sayin
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import logging
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -68,6 +53,7 @@ from pathlib import Path
 from typing import Any, Callable, Generator, Iterable, Iterator
 
 from .._signals import child_options, interrupts_raise, stop_children
+from .members import MEMBERS, move_member, scaled_budget, seed_and_out
 from .stats import read_json, write_json
 
 logger: logging.Logger = logging.getLogger("vpintegrator.studies")
@@ -91,12 +77,6 @@ PLATEAU_PATIENCE = 10
 PLATEAU_WALL_FACTOR = 10.0
 
 
-#: the studies whose trainings run as the runner's ``vp-train`` tasks: those ``--seeds-as-members`` applies to
-MEMBER_STUDIES = ("rigid_body", "rigid_body_structure", "rigid_body_quality", "coupled_oscillator")
-#: the budget flags of a task, scaled by the number of members when its seeds run as one ensemble
-_BUDGET_FLAGS = ("--cpu-time-limit", "--time-limit")
-#: ``--seeds-as-members``' device for the runners made in its block (``seeds_as_members``)
-_MEMBERS: contextvars.ContextVar[str | None] = contextvars.ContextVar("vp_seeds_as_members", default=None)
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
 
@@ -105,18 +85,6 @@ def check_device(value: str | None, flag: str = "--seeds-as-members") -> str | N
     if value is None or _DEVICE.match(str(value)):
         return value
     raise StudyError(f"{flag} must name a device: auto, cpu, cuda or cuda:N; got {value!r}")
-
-
-@contextlib.contextmanager
-def seeds_as_members(device: str | None) -> Iterator[None]:
-    """Within the block a ``Runner`` made without ``members`` runs its tasks that differ only by seed as one
-    ensemble run on ``device`` (None: as planned). The driver's way of passing ``--seeds-as-members`` to the
-    runners the studies make."""
-    token = _MEMBERS.set(device)
-    try:
-        yield
-    finally:
-        _MEMBERS.reset(token)
 
 
 @dataclass(frozen=True)
@@ -146,56 +114,6 @@ def budget_flags(plan: Budget, seconds: float, wall_seconds: float | None = None
                 *(["--set", f"max_steps={int(steps)}"] if steps else []),
                 "--time-limit", f"{PLATEAU_WALL_FACTOR * ceiling:g}"]
     return ["--cpu-time-limit", f"{seconds:g}", "--time-limit", f"{ceiling:g}"]
-
-
-def _seed_and_out(cmd: list[Any]) -> tuple[list[Any], int, Path] | None:
-    """A fresh ``vp-train`` task's command without its ``--seed`` and ``--out`` values, and those; None for any
-    other command (another program, a resume, an ensemble or a device of its own)."""
-    words = [str(c) for c in cmd]
-    if not words or words[0] != "vp-train" or "--resume" in words or "--ensemble" in words or "--device" in words \
-            or any(w.startswith(("seeds=", "seed=", "--seed=", "--out=")) for w in words):
-        return None
-    rest: list[Any] = []
-    seed = out = None
-    i = 0
-    while i < len(cmd):
-        if words[i] in ("--seed", "--out") and i + 1 < len(cmd):
-            if words[i] == "--seed":
-                seed = words[i + 1]
-            else:
-                out = Path(words[i + 1])
-            i += 2
-            continue
-        rest.append(cmd[i])
-        i += 1
-    if seed is None or out is None or not seed.isdigit():
-        return None
-    return rest, int(seed), out
-
-
-def _scaled_budget(cmd: list[Any], n: int) -> list[Any]:
-    """``cmd`` with its CPU and wall budgets (``_BUDGET_FLAGS``) times ``n``: the n runs' seconds together."""
-    out = list(cmd)
-    for i, word in enumerate(out[:-1]):
-        if str(word) in _BUDGET_FLAGS:
-            out[i + 1] = f"{float(out[i + 1]) * n:g}"
-    return out
-
-
-def _move_member(src: Path, out: Path, replace: bool) -> str | None:
-    """Member ``src`` of an ensemble to ``out`` (its task's run directory), a relative link left in its place;
-    why not (a line), or None."""
-    if src.is_symlink() or not (src / "summary.json").exists():
-        return f"{src} is not the member's run directory (no summary.json, or a link)"
-    if out.exists() or out.is_symlink():
-        if not replace:
-            return f"{out} exists; rerun with --overwrite or --skip-existing"
-        shutil.rmtree(out) if out.is_dir() and not out.is_symlink() else out.unlink()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    shutil.move(str(src), str(out))
-    with contextlib.suppress(OSError, NotImplementedError):
-        os.symlink(os.path.relpath(out, src.parent), src, target_is_directory=True)
-    return None
 
 
 class StudyError(Exception):
@@ -272,7 +190,7 @@ class Runner:
                  members: str | None = None) -> None:
         self.run = Path(run)
         # the device of the ensemble runs the seeds train as (module docstring); None: each task as planned
-        self.members = members if members is not None else _MEMBERS.get()
+        self.members = members if members is not None else MEMBERS.get()
         self.groups: dict[str, list[tuple[Task, int, Path]]] = {}  # ensemble task name -> its (task, seed, out)
         self._unit: dict[str, Task] = {}  # planned task name -> the ensemble task that runs it
         self.jobs = max(int(jobs), 1)
@@ -407,7 +325,7 @@ class Runner:
         for t in pending:
             if t.name in self._unit:
                 continue
-            parts = _seed_and_out(t.cmd)
+            parts = seed_and_out(t.cmd)
             if parts is not None:
                 rest, seed, out = parts
                 by_key.setdefault((tuple(rest), tuple(t.deps), t.exclusive), []).append((t, seed, out))
@@ -423,7 +341,7 @@ class Runner:
                 if link.is_symlink():
                     link.unlink()
             seeds = ",".join(str(seed) for _, seed, _ in members)
-            cmd = [*_scaled_budget(list(rest), len(members)), "--out", out, "--set", f"seeds=[{seeds}]",
+            cmd = [*scaled_budget(list(rest), len(members)), "--out", out, "--set", f"seeds=[{seeds}]",
                    "--device", str(self.members)]
             unit = Task(name, cmd, [out / "ensemble.csv"], list(first.deps), first.exclusive)
             self.groups[name] = members
@@ -442,7 +360,7 @@ class Runner:
             t.rc = rc
             why: str | None = f"exit {rc}" if rc else "exit 0 but outputs missing"
             if ok:
-                why = _move_member(ens / member_dir_name(k, seed), out, self.overwrite or self.skip_existing)
+                why = move_member(ens / member_dir_name(k, seed), out, self.overwrite or self.skip_existing)
             self.log_path(t.name).write_text(
                 f"trained as member {k} (seed {seed}) of the ensemble run {unit.name} on {self.members}: "
                 f"log {self.log_path(unit.name)}, run directory {ens}\n{'' if why is None else why}\n")
