@@ -74,7 +74,7 @@ def test_table_counts_targets_per_phase(tmp_path, monkeypatch):
 
 
 def test_a_run_records_its_settings_and_every_command(tmp_path, monkeypatch):
-    """RUN/settings.json after a run (``runner.run_recorded``): the plan's keys in their order, then the commands,
+    """RUN/settings.json after a run (``StudyPlan.run_recorded``): the plan's keys in their order, then the commands,
     an earlier run's first with --skip-existing, only this run's with --overwrite; a failed task raises once the
     settings are written; --table-only runs nothing."""
     from types import SimpleNamespace

@@ -33,6 +33,7 @@ import dataclasses
 import math
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import click
@@ -40,7 +41,9 @@ import click
 from ..config import Config, check_keys, declared, did_you_mean, distinct, dump_toml, key, parse_set, read_toml
 from ..errors import VPIntegratorError
 from .members import MEMBER_STUDIES
-from .runner import PLATEAU_PATIENCE, WALL_CEILING, Budget, StudyError, check_device, parse_seeds
+from .runner import (PLATEAU_PATIENCE, WALL_CEILING, Budget, Runner, StudyError, check_device, check_study_out,
+                     parse_seeds, study_lock)
+from .stats import read_json, write_json
 
 #: what ``--budget`` may name (``vpintegrator.studies.runner.budget_flags``)
 BUDGETS = ("cpu", "wall", "plateau")
@@ -174,6 +177,38 @@ class StudyPlan:
     def training_budget(self) -> Budget:
         """What stops the study's trainings (``runner.budget_flags``)."""
         return Budget(self.budget, self.wall_ceiling, self.patience, self.max_steps)
+
+    def check_out(self) -> None:
+        """``--out``: --table-only needs a run directory unless it draws --results, which has no checkpoint for
+        --export-pretrained; a run needs ``check_study_out``'s --out."""
+        out = Path(self.out)
+        if self.table_only and self.results is None and not out.is_dir():
+            raise StudyError(f"--table-only: --out {out} is not a run directory; run the study first (or draw a "
+                             "results file with --results)")
+        if self.results is not None and self.export_pretrained:
+            raise StudyError("--export-pretrained copies a checkpoint of a RUN; a results file has none: leave out "
+                             "--results")
+        if not self.table_only:
+            check_study_out(out, self.skip_existing, self.overwrite)
+
+    def run_recorded(self, plan: Callable[[Any], Runner], settings: dict[str, Any],
+                     prepare: Callable[[Path], Any] | None = None) -> None:
+        """The study's run (nothing with --table-only): under RUN's lock, ``prepare(RUN)``, the tasks of
+        ``plan(self)``, then ``RUN/settings.json``: ``settings`` and the commands (an earlier run's first with
+        --skip-existing). A failed task raises once the settings are written."""
+        run = Path(self.out)
+        if self.table_only:
+            return
+        with study_lock(run):
+            run.mkdir(parents=True, exist_ok=True)
+            if prepare is not None:
+                prepare(run)
+            runner = plan(self)
+            ok = runner.execute()
+            previous = (read_json(run / "settings.json") or {}) if self.skip_existing else {}
+            write_json(run / "settings.json", {**settings, "commands": previous.get("commands", []) + runner.commands})
+        if not ok:
+            raise runner.failure()
 
     @staticmethod
     def shared(options: StudyOptions, argv: Sequence[str] = (), seeds: list[int] | None = None) -> dict[str, Any]:

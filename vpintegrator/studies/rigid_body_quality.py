@@ -36,7 +36,7 @@ from .rigid_body_results import BAND_TARGET, ERROR_TARGET, PAPER_TRAJ, rollout_v
 from .._shipped import shipped_file
 from ..config import key
 from .options import BUDGETS, PLATEAU_HELP, Study, StudyOptions, StudyPlan
-from .runner import Runner, StudyError, Task, budget_flags, check_out_dir, check_plan_out, run_recorded
+from .runner import Runner, StudyError, Task, budget_flags, check_out_dir
 from .step_budget import nearest_cost, step_budget
 from .schema import Each, Obj, ResultsSchema, read_results as read_checked
 from .stats import fmt_num, md_table, read_json, redraw_from, write_results_files
@@ -124,7 +124,7 @@ def build_plan(options: QualityOptions, argv: tuple[str, ...] = ()) -> QualityPl
     if not a.table_only and not Path(a.config).is_file():
         raise StudyError(f"--config {a.config}: no such file; give a vp-train TOML")
     check_out_dir(Path(a.out))
-    check_plan_out(a)
+    a.check_out()
     return a
 
 
@@ -265,7 +265,7 @@ def run(a: QualityPlan) -> int:
     if a.results is not None:  # the tables of a results.json of this study, no run directory
         print(redraw_from(run, a.results, read_results, lambda r: format_results(r["rows"], r["settings"]))[2])
         return 0
-    run_recorded(a, plan, {
+    a.run_recorded(plan, {
         "seeds": a.seeds, "phase1_seconds": a.phase1_seconds, "phase2_seconds": a.phase2_seconds,
         "unroll": a.unroll, "phase3_seconds": a.phase3_seconds, "unroll3": a.unroll3,
         "config": str(a.config), "jobs": a.jobs, "budget": a.budget, "wall_ceiling": a.wall_ceiling,

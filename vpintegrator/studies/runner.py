@@ -43,7 +43,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -53,6 +52,8 @@ from pathlib import Path
 from typing import Any, Callable, Generator, Iterable, Iterator
 
 from .._signals import child_options, interrupts_raise, stop_children
+from ..device import check_device_name
+from ..errors import VPIntegratorError
 from .members import MEMBERS, move_member, scaled_budget, seed_and_out
 from .stats import read_json, write_json
 
@@ -77,14 +78,16 @@ PLATEAU_PATIENCE = 10
 PLATEAU_WALL_FACTOR = 10.0
 
 
-_DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
 
 def check_device(value: str | None, flag: str = "--seeds-as-members") -> str | None:
     """A device for ensemble runs (auto, cpu, cuda, cuda:N), else a one-line ``StudyError`` naming ``flag``."""
-    if value is None or _DEVICE.match(str(value)):
-        return value
-    raise StudyError(f"{flag} must name a device: auto, cpu, cuda or cuda:N; got {value!r}")
+    if value is None:
+        return None
+    try:
+        return check_device_name(value, flag)
+    except VPIntegratorError:
+        raise StudyError(f"{flag} must name a device: auto, cpu, cuda or cuda:N; got {value!r}") from None
 
 
 @dataclass(frozen=True)
@@ -427,7 +430,6 @@ def parse_seeds(text: str, flag: str = "--seeds") -> list[int]:
     if not seeds or any(s < 0 for s in seeds):
         raise StudyError(f"{flag} must be distinct non-negative integers; got {text!r}")
     from ..config import distinct
-    from ..errors import VPIntegratorError
 
     try:
         return distinct(seeds, "seeds", label=flag)
@@ -462,7 +464,6 @@ def study_lock(run: Path) -> Iterator[None]:
     """Hold RUN's lock (``RUN.lock``, ``vpintegrator._outputs.output_lock``) for the block: a second
     study into the same RUN is refused with one line."""
     from .._outputs import output_lock
-    from ..errors import VPIntegratorError
 
     lock = output_lock(run, key="out")
     try:
@@ -475,44 +476,9 @@ def study_lock(run: Path) -> Iterator[None]:
         lock.__exit__(None, None, None)
 
 
-def check_plan_out(a: Any) -> None:
-    """A planned study's ``--out`` (``a``: its ``StudyPlan``): --table-only needs a run directory unless it draws
-    --results, which has no checkpoint for --export-pretrained; a run needs ``check_study_out``'s --out."""
-    out = Path(a.out)
-    if a.table_only and a.results is None and not out.is_dir():
-        raise StudyError(f"--table-only: --out {out} is not a run directory; run the study first (or draw a results "
-                         "file with --results)")
-    if a.results is not None and a.export_pretrained:
-        raise StudyError("--export-pretrained copies a checkpoint of a RUN; a results file has none: leave out "
-                         "--results")
-    if not a.table_only:
-        check_study_out(out, a.skip_existing, a.overwrite)
-
-
-def run_recorded(a: Any, plan: Callable[[Any], Runner], settings: dict[str, Any],
-                 prepare: Callable[[Path], Any] | None = None) -> None:
-    """A planned study's run (``a``: its ``StudyPlan``; nothing with --table-only): under RUN's lock,
-    ``prepare(RUN)``, the plan's tasks, then ``RUN/settings.json``: ``settings`` and the commands (an earlier
-    run's first with --skip-existing). A failed task raises once the settings are written."""
-    run = Path(a.out)
-    if a.table_only:
-        return
-    with study_lock(run):
-        run.mkdir(parents=True, exist_ok=True)
-        if prepare is not None:
-            prepare(run)
-        runner = plan(a)
-        ok = runner.execute()
-        previous = (read_json(run / "settings.json") or {}) if a.skip_existing else {}
-        write_json(run / "settings.json", {**settings, "commands": previous.get("commands", []) + runner.commands})
-    if not ok:
-        raise runner.failure()
-
-
 def guarded(body: Callable[[], int], error_prefix: str, interrupted: str) -> int:
     """Run a study's ``body``: a ``StudyError`` becomes ``<error_prefix><message>`` on stderr and
     exit status 2, Ctrl-C or SIGTERM ``interrupted`` and 130."""
-    from ..errors import VPIntegratorError
 
     try:
         with sigterm_as_interrupt():
@@ -533,7 +499,6 @@ def one_line(run: Callable[[Any], int]) -> Callable[[Any], int]:
     its message."""
     import functools
 
-    from ..errors import VPIntegratorError
 
     @functools.wraps(run)
     def checked(plan: Any) -> int:

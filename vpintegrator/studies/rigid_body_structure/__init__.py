@@ -51,7 +51,7 @@ from .. import _rollouts, attention, export
 from ..._shipped import shipped_file
 from ..options import Study
 from ..rigid_body_results import PAPER_TRAJ, write_heldout_spec  # noqa: F401  (re-exported)
-from ..runner import Runner, StudyError, Task, budget_flags, run_recorded  # noqa: F401  (StudyError: the study's error)
+from ..runner import Runner, StudyError, Task, budget_flags  # noqa: F401  (StudyError: the study's error)
 from ..stats import redraw_from
 from .design import (ATTENTION_MODELS, CASIMIR_TARGET, CLASSICAL, DT, ENERGY_GROWTH_TARGET, EPOCH_COSTS,  # noqa: F401
                      EQUAL_COST_TITLE, HELDOUT_SEED, LM_STEPS_PER_EPOCH, MEDIAN_TARGET, MODELS, N_ATTENTION, P90_TARGET,
@@ -120,7 +120,7 @@ def run(a: StructurePlan) -> int:
     if a.results is not None:  # the tables of a results file (a shipped one by name), no run directory
         print(redraw_from(run, a.results, read_results, format_results)[2])
         return 0
-    run_recorded(a, plan, {
+    a.run_recorded(plan, {
         "models": a.models, "seeds": a.seeds, "train_seconds": a.train_seconds, "n_heldout": a.n_heldout,
         "n_long": a.n_long, "long_t_end": a.long_t_end, "jobs": a.jobs,
         "budget": a.budget, "wall_ceiling": a.wall_ceiling, "patience": a.patience,

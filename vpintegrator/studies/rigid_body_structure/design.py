@@ -10,7 +10,7 @@ from ...config import key
 from ...errors import VPIntegratorError
 from ..options import BUDGETS, PLATEAU_HELP, StudyOptions, StudyPlan, comma_list, model_list
 from ..rigid_body_results import DT, PAPER_T as T_EVAL, write_heldout_spec  # noqa: F401  (the paper data's step, horizon)
-from ..runner import StudyError, check_plan_out
+from ..runner import StudyError
 from ..step_budget import step_budgets
 
 MODELS = ("lpnet", "lpnet_sym", "lp_transformer", "vpt", "vpt_sym")
@@ -102,7 +102,7 @@ def build_plan(options: StructureOptions, argv: tuple[str, ...] = ()) -> Structu
                       long_t_end=o.long_t_end, ship=o.ship, step_budgets=steps)
     if a.export_pretrained and a.ship not in a.models:
         raise StudyError(f"--ship {a.ship!r} is not one of --models ({', '.join(a.models)}); name a trained model")
-    check_plan_out(a)
+    a.check_out()
     return a
 
 
