@@ -9,9 +9,16 @@ N, timed interleaved on this thread's CPU clock (``vpintegrator.clock.thread_cpu
 the whole call ``vp.integrate`` (checks, output allocated, metadata). Prints seconds per step and the ratios
 to the independent loop (target: kernel <= 1.3x), and the largest difference of the two final states.
 
+With ``--bath``: the particle-bath systems' Stormer-Verlet instead (``vpintegrator.compiled.bath``'s stepper,
+``step`` into a preallocated array), each against a lean loop written below as a user would for that one system
+(the loops the package ran for them before the chain ran the shared one: for the chain a pass of kick and drift,
+one of the force, one of the kick; for the harmonic bath one fused pass, its sum reassociated), with the whole state and with the particle (Q, P) only stored (the memory
+study's output); target: kernel <= 1.05x.
+
 Usage::
 
     python scripts/bench_lattice.py [--system toda --system fpu_beta] [--n 200 800] [--n-steps 2000] [--repeats 15]
+    python scripts/bench_lattice.py --bath [--n 100 1000]
 """
 
 from __future__ import annotations
@@ -137,6 +144,103 @@ def _lean_exponential(system, kick, y, h, n_steps, out):
     return y
 
 
+@numba.njit(cache=False, error_model="numpy")
+def _lean_chain(y, h, n_steps, beta, kc, out):
+    """Velocity Verlet of the particle + FPU-beta chain, written for this system (the package's own loop before the
+    chain ran the shared one): a pass of kick and drift, one of the force, one of the kick; out (n_steps, 2): the
+    particle, else the whole state."""
+    m = y.shape[0] // 2
+    n = m - 1
+    f = np.empty(m)
+
+    def force(y, f):
+        Q = y[0]
+        d_prev = kc * (y[1] - Q)
+        f[0] = -(Q * Q * Q - Q) + d_prev
+        for i in range(1, n + 1):
+            r = (y[i + 1] if i < n else 0.0) - y[i]
+            d = r + beta * r * r * r
+            f[i] = d - d_prev
+            d_prev = d
+
+    force(y, f)
+    hh = 0.5 * h
+    for k in range(n_steps):
+        for i in range(m):
+            p = y[m + i] + hh * f[i]
+            y[m + i] = p
+            y[i] += h * p
+        force(y, f)
+        for i in range(m):
+            y[m + i] += hh * f[i]
+        if out.shape[1] == 2:
+            out[k, 0] = y[0]
+            out[k, 1] = y[m]
+        else:
+            out[k] = y
+
+
+@numba.njit(cache=False, error_model="numpy", fastmath={"reassoc"})
+def _lean_kz(y, h, n_steps, w2, c, s, out):
+    """Velocity Verlet of the particle + harmonic bath in one fused pass over the oscillators per step."""
+    n = w2.shape[0]
+    m = n + 1
+    f = np.empty(n)
+    Q = y[0]
+    acc = 0.0
+    for j in range(n):
+        x = y[1 + j] - s[j] * Q
+        f[j] = -w2[j] * x
+        acc += c[j] * x
+    fq = -(Q * Q * Q - Q) + acc
+    hh = 0.5 * h
+    for k in range(n_steps):
+        P = y[m] + hh * fq
+        Q = y[0] + h * P
+        y[0] = Q
+        acc = 0.0
+        for j in range(n):
+            pj = y[m + 1 + j] + hh * f[j]
+            qj = y[1 + j] + h * pj
+            x = qj - s[j] * Q
+            f[j] = -w2[j] * x
+            acc += c[j] * x
+            y[1 + j] = qj
+            y[m + 1 + j] = pj + hh * f[j]
+        fq = -(Q * Q * Q - Q) + acc
+        y[m] = P + hh * fq
+        if out.shape[1] == 2:
+            out[k, 0] = Q
+            out[k, 1] = y[m]
+        else:
+            out[k] = y
+
+
+def bench_bath(system_name: str, n: int, n_steps: int, repeats: int, full: bool, h: float = 0.05) -> dict[str, float]:
+    """The bath stepper's Stormer-Verlet against the lean loop of that system (``_lean_chain``, ``_lean_kz``)."""
+    from vpintegrator.compiled.bath import bath_stepper
+
+    system = get_system(system_name, N=n)
+    y0 = system.bath_at_rest([0.8], [0.3])[0]
+    stepper = bath_stepper(system, "stormer_verlet", h)
+    out, out2 = (np.empty((n_steps, system.dim if full else 2)) for _ in range(2))
+    if system_name == "particle_chain":
+        lean = lambda: _lean_chain(y0.copy(), h, n_steps, system.beta, system.coupling, out2)  # noqa: E731
+    else:
+        w = system.frequencies
+        lean = lambda: _lean_kz(y0.copy(), h, n_steps, w * w, system.couplings, system.shifts, out2)  # noqa: E731
+    calls = {"independent": lean, "kernel": lambda: stepper.step(y0.copy(), n_steps, out)}
+    for call in calls.values():
+        call()
+    best = {k: math.inf for k in calls}
+    for _ in range(repeats):
+        for name, call in calls.items():
+            tic = thread_cpu()
+            call()
+            best[name] = min(best[name], thread_cpu() - tic)
+    return {**{k: v / n_steps for k, v in best.items()}, "diff": float(np.max(np.abs(out[-1] - out2[-1])))}
+
+
 def bench(system_name: str, n_sites: int, n_steps: int, repeats: int, h: float,
           method: str = "stormer_verlet") -> dict[str, float]:
     system = get_system(system_name, N=n_sites)
@@ -179,7 +283,22 @@ def main() -> None:
     ap.add_argument("--method", default="stormer_verlet", choices=("stormer_verlet", "exponential_splitting"),
                     help="exponential_splitting: the lean loop is numba kicks + one scipy FFT pair per step, and the "
                          "NumPy step is timed too")
+    ap.add_argument("--bath", action="store_true", help="the particle-bath systems' Stormer-Verlet (module docstring)")
     args = ap.parse_args()
+    if args.bath:
+        print(f"stormer_verlet, h = 0.05, {args.n_steps} steps, min of {args.repeats} interleaved, thread CPU, "
+              f"numba {numba.__version__}")
+        print("| system | N | stored | lean s/step | kernel s/step | kernel / lean | max |diff| |")
+        print("|---|---|---|---|---|---|---|")
+        for name in ("particle_chain", "kac_zwanzig"):
+            for n in args.n:
+                for full in (True, False):
+                    r = bench_bath(name, n, args.n_steps, args.repeats, full)
+                    ratio = r["kernel"] / r["independent"]
+                    print(f"| {name} | {n} | {'state' if full else 'particle'} | {r['independent']:.3g} | "
+                          f"{r['kernel']:.3g} | {ratio:.2f}{'' if ratio <= 1.05 else ' (above 1.05)'} | "
+                          f"{r['diff']:.1e} |")
+        return
     print(f"{args.method}, {args.n_steps} steps, min of {args.repeats} interleaved, thread CPU, "
           f"numba {numba.__version__}")
     print("| system | h | N | lean s/step | kernel s/step | kernel / lean | integrate / lean | max |diff| |")

@@ -3,10 +3,12 @@
 Each mutation (``MUTATIONS``) replaces one piece of text of one file of ``vpintegrator/`` (a coefficient, a weight,
 a step fraction of one path: the NumPy step of ``integrators/``, the generic numba kernels of ``compiled/kernels.py``
 and ``compiled/newton.py``, the lean loops of ``compiled/lean.py``, the rotation loop of ``compiled/lie_poisson.py``,
-the lattices' array loops of ``compiled/lattice.py``)
+the lattices' array loops of ``compiled/lattice.py``, the one Verlet loop's particle + chain force of
+``compiled/bath.py``)
 by the same text changed by a relative 1e-6, in a copy of the repository (``vpintegrator/``, ``tests/``,
 ``pyproject.toml``) in a temporary directory, and runs the parity tests of the methods that text defines
-(``tests/test_parity.py``, every path of each of those methods) there. A mutation is *caught* when they fail.
+(``tests/test_parity.py``, every path of each of those methods; or the tests a mutation names, for a system the
+parity tests do not step) there. A mutation is *caught* when they fail.
 The unbroken copy runs the same tests first: they must pass, else the check means nothing (exit 2).
 
 Prints a table (mutation -> caught / SURVIVED, failed tests of the selected ones, seconds) and exits 0 only when
@@ -36,18 +38,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PARITY = "tests/test_parity.py"
+#: the particle-bath steppers against Verlet written out by hand (tests/test_bath.py)
+BIT_FOR_BIT = "tests/test_bath.py::test_compiled_verlet_is_verlet_by_hand_bit_for_bit"
 COPIED = ("vpintegrator", "tests", "pyproject.toml")
 
 
 @dataclass(frozen=True)
 class Mutation:
-    """Replace ``old`` (found exactly once in ``file``) by ``new``; the parity tests of ``methods`` must then fail."""
+    """Replace ``old`` (found exactly once in ``file``) by ``new``; the parity tests of ``methods`` (or the tests
+    ``tests``, pytest node ids, when given) must then fail."""
 
     name: str
     file: str
     old: str
     new: str
     methods: tuple[str, ...]
+    tests: tuple[str, ...] = ()
 
 
 MUTATIONS = (
@@ -121,6 +127,15 @@ MUTATIONS = (
     Mutation("lattice_exponential_kick", "vpintegrator/compiled/lattice.py",
              "p[i] = p[i] - c * (d[i] - d[i + 1])", "p[i] = p[i] - c * 1.000001 * (d[i] - d[i + 1])",
              ("exponential_splitting",)),
+    Mutation("lattice_verlet_drift", "vpintegrator/compiled/lattice.py",  # the one Verlet loop
+             "y[i] = y[i] + hs * v", "y[i] = y[i] + hs * 1.000001 * v", ("stormer_verlet",)),
+    Mutation("lattice_verlet_closing_kick", "vpintegrator/compiled/lattice.py",
+             "y[n + i] = y[n + i] - c * f[i]", "y[n + i] = y[n + i] - c * 1.000001 * f[i]", ("stormer_verlet",)),
+    Mutation("bath_chain_bond_force", "vpintegrator/compiled/bath.py",  # the particle + chain's force in that loop
+             "d = r + beta * r * r * r\n        g[i]", "d = r + beta * 1.000001 * r * r * r\n        g[i]",
+             ("stormer_verlet",), (BIT_FOR_BIT,)),
+    Mutation("lattice_stored_channels", "vpintegrator/compiled/lattice.py",
+             "row[i] = y[cols[i]]", "row[i] = 1.000001 * y[cols[i]]", ("stormer_verlet",), (BIT_FOR_BIT,)),
     Mutation("lattice_exponential_affine_part", "vpintegrator/compiled/lattice.py",
              "d[b] = d[b] - d0 - kappa * (q[b] - q[b - 1])", "d[b] = d[b] - d0 - kappa * 1.000001 * (q[b] - q[b - 1])",
              ("exponential_splitting",)),
@@ -188,7 +203,7 @@ def run(mutations: list[Mutation], keep: bool = False) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="vp_mutation_"))
     try:
         repo = copy_repository(scratch / "repo")
-        ids = {m.name: parity_ids(repo, set(m.methods)) for m in mutations}
+        ids = {m.name: list(m.tests) or parity_ids(repo, set(m.methods)) for m in mutations}
         for m in mutations:
             if not ids[m.name]:
                 print(f"mutation {m.name}: no parity test of {', '.join(m.methods)} collected", file=sys.stderr)

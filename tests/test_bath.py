@@ -146,6 +146,64 @@ def test_compiled_verlet_is_the_package_stormer_verlet(name, method):
     np.testing.assert_allclose(ours, numpy_path, rtol=0, atol=1e-12)
 
 
+def _verlet_by_hand(system, y0, hs, n_steps: int) -> np.ndarray:
+    """Velocity Verlet written out in Python floats, one component at a time (kick ``p += h/2 F(q)``, drift
+    ``q += h p``, kick), each step the sub-steps ``hs``; the bath's sum in index order. F = -dV/dq from the
+    Hamiltonians of the systems' docstrings. The states of y0 (dim,) after each step: (n_steps, dim)."""
+    m = system.dim // 2
+    chain = system.name == "particle_chain"
+    if not chain:
+        w2, cs, ss = ((system.frequencies**2).tolist(), system.couplings.tolist(), system.shifts.tolist())
+
+    def forces(q):
+        Q = q[0]
+        if chain:  # tensions phi'(r) of the spring r = q1 - Q and of the bonds r = q_{b+1} - q_b, q_{N+1} = 0
+            t = [system.coupling * (q[1] - Q)]
+            for b in range(1, m):
+                r = (q[b + 1] if b + 1 < m else 0.0) - q[b]
+                t.append(r + system.beta * r * r * r)
+            return [-(Q * Q * Q - Q) + t[0]] + [t[b] - t[b - 1] for b in range(1, m)]
+        x = [q[1 + j] - ss[j] * Q for j in range(m - 1)]  # the oscillators' stretch
+        acc = 0.0
+        for j in range(m - 1):
+            acc += cs[j] * x[j]
+        return [-(Q * Q * Q - Q) + acc] + [-w2[j] * x[j] for j in range(m - 1)]
+
+    q, p = list(y0[:m]), list(y0[m:])
+    F = forces(q)
+    out = []
+    for _ in range(n_steps):
+        for h in hs:
+            p = [p[i] + 0.5 * h * F[i] for i in range(m)]
+            q = [q[i] + h * p[i] for i in range(m)]
+            F = forces(q)
+            p = [p[i] + 0.5 * h * F[i] for i in range(m)]
+        out.append(q + p)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("name, n, exact", [("particle_chain", 5, True), ("particle_chain", 12, True),
+                                            ("kac_zwanzig", 3, True), ("kac_zwanzig", 40, False)])
+@pytest.mark.parametrize("method", ["stormer_verlet", "stormer_verlet_suzuki4"])
+def test_compiled_verlet_is_verlet_by_hand_bit_for_bit(name, n, exact, method):
+    """Every state, full and particle-only output: bit for bit, but for the harmonic bath of 40 oscillators, whose
+    sum the compiled loop reassociates (vectorised) — there to rounding."""
+    from vpintegrator.integrators.coefficients import SUZUKI4
+
+    system = get_system(name, N=n)
+    y0 = system.bath_at_rest(*PARTICLES)
+    hs = [0.1] if method == "stormer_verlet" else [0.1 * g for g in SUZUKI4]
+    stepper = bath_stepper(system, method, 0.1)
+    full, particle = stepper.run(y0, 40, full=True), stepper.run(y0, 40)
+    for r in range(y0.shape[0]):
+        want = np.concatenate([y0[r:r + 1], _verlet_by_hand(system, y0[r], hs, 40)])
+        if exact:
+            np.testing.assert_array_equal(full[r], want)
+        else:
+            np.testing.assert_allclose(full[r], want, rtol=0, atol=1e-14)
+        np.testing.assert_array_equal(particle[r], full[r][:, [0, n + 1]])
+
+
 def test_the_splitting_has_no_step_limit_from_the_bath():
     """h = 0.6 is past Verlet's stability limit 2 / omega_max = 0.5: Verlet blows up, the splitting's energy error
     stays bounded (no drift over 1200 time units; its size is the particle's own error at h omega = 0.85)."""

@@ -2,9 +2,10 @@
 
 Methods (by name, [`bath_stepper`][vpintegrator.compiled.bath.bath_stepper]):
 
-- ``stormer_verlet`` (both systems): velocity Verlet, one force evaluation per step, one fused pass over the bath;
-  the same states as ``vpintegrator.integrators``' ``stormer_verlet`` (kick, drift, kick) to rounding (the
-  harmonic bath's loops sum over the bath reassociated, ``bath_jit``: vectorised, ~0.5 ns per oscillator and step).
+- ``stormer_verlet`` (both systems): velocity Verlet, the states of ``vpintegrator.integrators``' ``stormer_verlet``
+  to rounding: the particle + chain by the package's one Verlet loop (``lattice.run_verlet``, its force
+  ``chain_force``); the harmonic bath by one fused pass over the bath per step, its sum reassociated (``bath_jit``:
+  ~0.5 ns per oscillator and step; run by the shared loop's separate passes it cost 1.5-2.7x in a trial).
 - ``bath_splitting`` (``kac_zwanzig``): the exact-bath-flow Strang splitting ``A(h/2) B(h) A(h/2)`` of
   ``H = P^2 / 2 + [V(Q) + H_bath(q, p; Q)]``: A drifts the particle, ``Q += t P``; B is the exact flow of the rest
   with Q frozen: each bath oscillator rotates exactly about its Q-shifted centre (``x_j = q_j - c_j Q / omega_j^2``,
@@ -35,7 +36,6 @@ use and are cached on disk like the package's others (``vpintegrator.compiled._j
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -43,37 +43,26 @@ import numpy as np
 from ..errors import VPIntegratorError, finite_float
 from ..systems.kac_zwanzig import KacZwanzig, ParticleBath
 from ..systems.particle_chain import ParticleChain
-from ._jit import HAVE_NUMBA, jit, njit
+from ._jit import HAVE_NUMBA, jit
+from .lattice import force, observe, reassoc_jit, run_verlet
+from .newton import NONFINITE, OK
 
-#: the bath loops' compiler: as ``jit``, with the bath's sum reassociated (numba ``fastmath={"reassoc"}``) so that
-#: the loop over oscillators vectorises (2.2x per oscillator-step here); their states then agree with the NumPy
-#: path's to rounding (~1e-15), not bit for bit
-bath_jit = njit(error_model="numpy", fastmath={"reassoc"}) if HAVE_NUMBA else jit
+#: the bath loops' compiler (the sum over oscillators vectorised, 2.2x per oscillator-step): to rounding (~1e-15)
+bath_jit = reassoc_jit
 
 __all__ = ["BATH_METHODS", "BathStepper", "bath_stepper", "bath_jit", "gle_steps", "gle_soe_steps", "kz_verlet",
-           "kz_splitting", "chain_verlet", "splitting_tables"]
+           "kz_splitting", "chain_force", "splitting_tables"]
 
 #: method name -> the systems it steps
 BATH_METHODS = {**{f"stormer_verlet{c}": ("kac_zwanzig", "particle_chain") for c in ("", "_suzuki4", "_y6")},
                 **{f"bath_splitting{c}": ("kac_zwanzig",) for c in ("", "_suzuki4", "_y6")}}
 
 
-@jit
-def _store(y, out, k, m):
-    """Write step k of state y (2 m,) into out[k]: the particle (Q, P) when out has 2 columns, else all."""
-    if out.shape[1] == 2:
-        out[k, 0] = y[0]
-        out[k, 1] = y[m]
-    else:
-        for i in range(2 * m):
-            out[k, i] = y[i]
-
-
 @bath_jit
-def kz_verlet(y, hs, n_steps, w2, c, s, out):
+def kz_verlet(y, hs, n_steps, w2, c, s, out, cols, watch):
     """Kac-Zwanzig velocity Verlet: y (2 (N + 1),) advanced n_steps in place, each step's state (or particle) in
     out[k]; a step is the sub-steps ``hs`` (one: Verlet; a composition's: ``gamma_i h``). ``w2 = omega^2``, ``c``
-    the couplings, ``s = c / omega^2``. Returns 0 (or 3: a non-finite state)."""
+    the couplings, ``s = c / omega^2``; y[cols] stored, y[watch] checked (``lattice.observe``): OK or NONFINITE."""
     n = w2.shape[0]
     m = n + 1
     f = np.empty(n)
@@ -103,14 +92,13 @@ def kz_verlet(y, hs, n_steps, w2, c, s, out):
                 y[m + 1 + j] = pj + hh * fj
             fq = -(Q * Q * Q - Q) + acc
             y[m] = P + hh * fq
-        _store(y, out, k, m)
-        if not (math.isfinite(y[0]) and math.isfinite(y[m])):
-            return 3
-    return 0
+        if observe(cols, watch, y, out, k, 0.0, 1) != OK:
+            return NONFINITE
+    return OK
 
 
 @bath_jit
-def kz_splitting(y, hs, n_steps, s, cs, sw, ws, a, b, out):
+def kz_splitting(y, hs, n_steps, s, cs, sw, ws, a, b, out, cols, watch):
     """Kac-Zwanzig exact-bath-flow splitting A(h/2) B(h) A(h/2) (module docstring), each step the sub-steps ``hs``
     (g,) (one: Strang; a composition's: ``gamma_i h``), with the rotation's numbers of each sub-step in rows of
     (g, N) arrays: ``cs = cos(omega h)``, ``sw = sin(omega h) / omega``, ``ws = omega sin(omega h)``,
@@ -134,49 +122,37 @@ def kz_splitting(y, hs, n_steps, s, cs, sw, ws, a, b, out):
             P = P - h * (Q * Q * Q - Q) + acc
             y[0] = Q + hh * P
             y[m] = P
-        _store(y, out, k, m)
-        if not (math.isfinite(y[0]) and math.isfinite(y[m])):
-            return 3
-    return 0
+        if observe(cols, watch, y, out, k, 0.0, 1) != OK:
+            return NONFINITE
+    return OK
 
 
 @jit
-def _chain_force(y, n, beta, kc, f):
-    """The particle-chain force -dV/dq into f (n + 1,) from positions y[:n + 1]."""
-    Q = y[0]
-    d_prev = kc * (y[1] - Q)  # the spring's tension
-    f[0] = -(Q * Q * Q - Q) + d_prev
-    for i in range(1, n + 1):
-        nxt = y[i + 1] if i < n else 0.0
-        r = nxt - y[i]
+def chain_force(beta, kc, x, g):
+    """The particle-chain's ``g = dV/dq`` (N + 1,) at positions x (N + 1,), one pass over the bonds (the wall's bond
+    after the loop, no branch per bond)."""
+    m = g.shape[0]
+    Q = x[0]
+    d_prev = kc * (x[1] - Q)  # the spring's tension
+    g[0] = (Q * Q * Q - Q) - d_prev
+    for i in range(1, m - 1):
+        r = x[i + 1] - x[i]
         d = r + beta * r * r * r
-        f[i] = d - d_prev
+        g[i] = d_prev - d
         d_prev = d
+    r = 0.0 - x[m - 1]
+    g[m - 1] = d_prev - (r + beta * r * r * r)
 
 
-@jit
-def chain_verlet(y, hs, n_steps, beta, kc, out):
-    """Particle-chain velocity Verlet: y (2 (N + 1),) advanced in place (``kc`` the coupling spring), each step
-    the sub-steps ``hs``."""
-    m = y.shape[0] // 2
-    n = m - 1
-    f = np.empty(m)
-    _chain_force(y, n, beta, kc, f)
-    for k in range(n_steps):
-        for g in range(hs.shape[0]):
-            h = hs[g]
-            hh = 0.5 * h
-            for i in range(m):
-                p = y[m + i] + hh * f[i]
-                y[m + i] = p
-                y[i] += h * p
-            _chain_force(y, n, beta, kc, f)
-            for i in range(m):
-                y[m + i] += hh * f[i]
-        _store(y, out, k, m)
-        if not (math.isfinite(y[0]) and math.isfinite(y[m])):
-            return 3
-    return 0
+if HAVE_NUMBA:  # pragma: no branch - the chain's force in the one Verlet loop (``lattice.force``: fa = (beta, kc))
+    from numba import types
+    from numba.extending import overload
+
+    @overload(force, inline="always")
+    def _chain(fa, x, f):
+        if len(fa) == 2 and isinstance(fa[0], types.Float):
+            return lambda fa, x, f: chain_force(fa[0], fa[1], x, f)
+        return None
 
 
 @jit
@@ -252,16 +228,20 @@ class BathStepper:
                 self._args = splitting_tables(system, self.hs)
         elif isinstance(system, ParticleChain):
             self._args = (float(system.beta), float(system.coupling))
+            self._f, self._info = np.empty(self.dim // 2), np.zeros(4)
         else:
             raise VPIntegratorError(f"bath stepper: no kernel for {system.name!r}", key="system")
 
     def step(self, y: np.ndarray, n: int, out: np.ndarray) -> int:
         """Advance y in place by n steps (states into out); the status."""
+        m = self.dim // 2
+        obs = (np.zeros(0, np.int64) if out.shape[1] == self.dim else np.array([0, m]), np.array([0, m]))
         if self.method.startswith("bath_splitting"):
-            return int(kz_splitting(y, self.hs, int(n), *self._args, out))
+            return int(kz_splitting(y, self.hs, int(n), *self._args, out, *obs))
         if isinstance(self.system, KacZwanzig):
-            return int(kz_verlet(y, self.hs, int(n), *self._args, out))
-        return int(chain_verlet(y, self.hs, int(n), *self._args, out))
+            return int(kz_verlet(y, self.hs, int(n), *self._args, out, *obs))
+        run_verlet(self._args, *obs, y, 1.0, self.hs, int(n), out, self._info, self._f, 1)
+        return int(self._info[1])
 
     def run(self, y0: np.ndarray, n_steps: int, full: bool = False) -> np.ndarray:
         """Trajectories from y0 (dim,) or (rows, dim): (rows, n_steps + 1, 2 or dim)."""

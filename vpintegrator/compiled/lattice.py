@@ -34,17 +34,21 @@ from typing import Any
 import numpy as np
 
 from ..errors import VPIntegratorError
-from ._jit import HAVE_NUMBA, jit
+from ._jit import HAVE_NUMBA, jit, njit
 from ..integrators.base import every_kth
 from .newton import BLOWN_UP, NONFINITE, NOT_CONVERGED, OK, SINGULAR, failure_error, rows_by_block
 
 __all__ = ["lattice_stepper", "LatticeStepper", "lattice_force", "run_verlet", "VERLET", "MIDPOINT", "TODA",
-           "FPU_BETA"]
+           "FPU_BETA", "force", "observe", "norm2"]
 
 #: method ids of the lattice loops
 VERLET, MIDPOINT, EXPONENTIAL = 0, 1, 2
 #: the registered base methods the lattice loops run (and their compositions)
 _METHODS = {"stormer_verlet": VERLET, "implicit_midpoint": MIDPOINT, "exponential_splitting": EXPONENTIAL}
+#: as ``jit``, sums reassociated (numba ``fastmath={"reassoc"}``): a loop that sums vectorises, rounded as its lanes
+reassoc_jit = njit(error_model="numpy", fastmath={"reassoc"}) if HAVE_NUMBA else jit
+#: no channels (``observe``: the whole state)
+NONE = np.zeros(0, dtype=np.int64)
 #: lattice kinds (``Lattice.kind``)
 TODA, FPU_BETA = 0, 1
 
@@ -101,32 +105,13 @@ def nonlinear_kick(kind, periodic, par, d0, kappa, q, p, c, g, d):
         p[i] = p[i] - c * (d[i] - d[i + 1])
 
 
-@jit
-def _store(y, out, k, limit2, every):
-    """y, the state after step k + 1, into out[(k + 1) / every - 1] when ``every`` divides k + 1 (every = 1: out[k]),
-    and OK, NONFINITE or BLOWN_UP (|y|^2 above limit2) for y. The copy is one vectorised loop and
-    |y|^2 four independent partial sums (a serial sum is one add's latency per component: at N = 800 it cost
-    more than the force); the states are untouched, only the rounding of the norm compared with the limit."""
-    m = y.shape[0]
-    if every == 1 or (k + 1) % every == 0:
-        row = out[(k + 1) // every - 1]
-        for i in range(m):
-            row[i] = y[i]
-    s0 = s1 = s2 = s3 = 0.0
-    top = m - m % 4
-    for i in range(0, top, 4):
-        s0 += y[i] * y[i]
-        s1 += y[i + 1] * y[i + 1]
-        s2 += y[i + 2] * y[i + 2]
-        s3 += y[i + 3] * y[i + 3]
-    for i in range(top, m):
-        s0 += y[i] * y[i]
-    s = (s0 + s1) + (s2 + s3)
-    if not math.isfinite(s):
-        return NONFINITE
-    if s > limit2:
-        return BLOWN_UP
-    return OK
+@reassoc_jit
+def norm2(y):
+    """|y|^2 vectorised (a serial sum cost more than the force at N = 800, four partial sums 15-20 % of a step)."""
+    s = 0.0
+    for i in range(y.shape[0]):
+        s += y[i] * y[i]
+    return s
 
 
 @jit
@@ -169,9 +154,31 @@ def _reduced_force(kind, periodic, par, phi, xi, f, q, g, d, hyper):
 def force(fa, x, f):
     """``f = dV/dx`` by the force arguments ``fa``: ``(kind, periodic, par, d)`` the lattice's own at its sites'
     positions x (``lattice_force``), ``(kind, periodic, par, phi, q, g, d, hyper)`` PSD-Galerkin's reduced one at the
-    reduced positions x (``_reduced_force``). Compiled code only: numba resolves it as it types a loop (a loop is
-    compiled once per force, as if written for it; a branch on the force in the loop cost FPU-beta N = 200 15-25 %)."""
+    reduced positions x (``_reduced_force``); other modules register theirs (``vpintegrator.compiled.bath``: the
+    particle + chain). Compiled code only: numba resolves it as it types a loop (a loop is compiled once per force, as
+    if written for it; a branch on the force in the loop cost FPU-beta N = 200 15-25 %)."""
     raise NotImplementedError("compiled code only")
+
+
+@njit(error_model="numpy", inline="always") if HAVE_NUMBA else jit  # inlined: no call per step (~10 ns at N = 100)
+def observe(cols, watch, y, out, k, limit2, every):
+    """y[cols] (cols empty: the whole y), the state after step k + 1, into out[(k + 1) / every - 1] when ``every``
+    divides k + 1 (every = 1: out[k]); its status: NONFINITE when a component of y[watch] is not finite, else OK
+    (watch empty: every component, and BLOWN_UP when |y|^2 > limit2, ``norm2``)."""
+    if every == 1 or (k + 1) % every == 0:
+        row = out[k if every == 1 else (k + 1) // every - 1]  # no integer division at every = 1
+        if cols.shape[0] == 0:
+            for i in range(y.shape[0]):
+                row[i] = y[i]
+        for i in range(cols.shape[0]):
+            row[i] = y[cols[i]]
+    for i in range(watch.shape[0]):
+        if not math.isfinite(y[watch[i]]):
+            return NONFINITE
+    if watch.shape[0] > 0:
+        return OK
+    s = norm2(y)
+    return NONFINITE if not math.isfinite(s) else BLOWN_UP if s > limit2 else OK
 
 
 if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run
@@ -181,19 +188,21 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run
     def _force(fa, x, f):
         if len(fa) == 4:
             return lambda fa, x, f: lattice_force(fa[0], fa[1], fa[2], x, f, fa[3])
-        return lambda fa, x, f: _reduced_force(fa[0], fa[1], fa[2], fa[3], x, f, fa[4], fa[5], fa[6], fa[7])
+        if len(fa) == 8:
+            return lambda fa, x, f: _reduced_force(fa[0], fa[1], fa[2], fa[3], x, f, fa[4], fa[5], fa[6], fa[7])
+        return None
+
 
 
 @jit
-def run_verlet(fa, y, h, gammas, n_steps, out, info, f, every):
+def run_verlet(fa, cols, watch, y, h, gammas, n_steps, out, info, f, every):
     """Stormer-Verlet composed with the fractions ``gammas`` (one: plain Verlet), ``n_steps`` steps of y = (x, v) in
-    place into out[:n_steps // every] (the states after steps every, 2 every, ...): a lattice's (q, p) (2N,) or
-    PSD-Galerkin's reduced (xi, eta) (2k,) of ``|eta|^2 / 2 + V(Phi xi)``, by the force ``fa`` (``force``), carried in
-    f from a kick to the next. Returns the states written; info[1] the status, info[2] the failing step, info[3] the
-    squared norm limit."""
-    n = y.shape[0] // 2
+    place into out[:n_steps // every] (the states after steps every, 2 every, ...): any separable
+    ``|v|^2 / 2 + V(x)`` whose force ``fa`` (``force``: a lattice's (q, p) (2N,), PSD-Galerkin's reduced (xi, eta)
+    (2k,), the particle + chain's) is carried in f from a kick to the next, y[cols] stored (``observe``). Returns
+    the states written; info[1] the status, info[2] the failing step, info[3] the squared norm limit."""
+    n = f.shape[0]
     x = y[:n]
-    v = y[n:]
     info[1] = 0.0
     info[2] = 0.0
     force(fa, x, f)
@@ -201,14 +210,14 @@ def run_verlet(fa, y, h, gammas, n_steps, out, info, f, every):
         for j in range(gammas.shape[0]):
             hs = gammas[j] * h
             c = 0.5 * hs
-            for i in range(n):
-                v[i] = v[i] - c * f[i]
-            for i in range(n):
-                x[i] = x[i] + hs * v[i]
+            for i in range(n):  # kick and drift, one pass
+                v = y[n + i] - c * f[i]
+                y[n + i] = v
+                y[i] = y[i] + hs * v
             force(fa, x, f)
             for i in range(n):
-                v[i] = v[i] - c * f[i]
-        st = _store(y, out, k, info[3], every)
+                y[n + i] = y[n + i] - c * f[i]
+        st = observe(cols, watch, y, out, k, info[3], every)
         if st != OK:
             info[1] = st
             info[2] = k + 1
@@ -347,7 +356,7 @@ def run_midpoint(kind, periodic, par, y, h, gammas, n_steps, out, info, tol, max
                 info[1] = st
                 info[2] = k + 1
                 return k // every
-        st = _store(y, out, k, info[3], every)
+        st = observe(NONE, NONE, y, out, k, info[3], every)
         if st != OK:
             info[1] = st
             info[2] = k + 1
@@ -452,7 +461,8 @@ class LatticeStepper:
         elif self.mid == VERLET:  # the lattice's force, or PSD-Galerkin's reduced one
             lattice = (self.kind, self.periodic, self.params)
             fa = (*lattice, self._d) if self.phi is None else (*lattice, self.phi, self._big, self._g, self._d, self.hyper)
-            done = run_verlet(fa, y, self.dt, self.gammas, n, out, info, self._g if self.phi is None else self._f, every)
+            f = self._g if self.phi is None else self._f
+            done = run_verlet(fa, NONE, NONE, y, self.dt, self.gammas, n, out, info, f, every)
         else:
             done = run_midpoint(self.kind, self.periodic, self.params, y, self.dt, self.gammas, n, out, info,
                                 self.tol, self.max_iter, self._g, self._big, self._diag, self._off, self._rhs,
@@ -482,7 +492,7 @@ class LatticeStepper:
                     qp[:] = sfft.dst(np.stack([c * qh + s_over_w * ph, c * ph - w_s * qh]), type=1, axis=-1,
                                      norm="ortho")
                 nonlinear_kick(self.kind, self.periodic, self.params, d0, kappa, q, p, 0.5 * t, g, d)
-            st = _store(y, out, k, info[3], every)
+            st = observe(NONE, NONE, y, out, k, info[3], every)
             if st != OK:
                 info[1], info[2] = st, k + 1
                 return (k + 1) // every
