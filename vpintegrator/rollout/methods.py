@@ -32,7 +32,7 @@ its step map's ``start``). The modules of the kinds are imported only when a row
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Sequence
@@ -249,14 +249,23 @@ def _delay_sindy(req: RowRequest) -> StepMap:
                           component_names=names)
 
 
+#: the rows of one observed state that ``estimate+ROW`` starts from a whole-window estimate (``WindowEstimatedStep``)
+ONE_STATE_ROWS = ("gle", "bath", "coarse_bath")
+
+
 def _estimated(req: RowRequest) -> StepMap:
-    from .observed import EstimatedStep, ObservedSystem
+    from .observed import EstimatedStep, ObservedSystem, WindowEstimatedStep
 
     if not isinstance(req.system, ObservedSystem) or req.system.observation is None:
         raise VPIntegratorError(f"integrators: {req.label} estimates the unobserved part of the state, but the run "
                                 "observes the whole state; give observe (e.g. q), or the classical method itself",
                                 key="integrators")
-    return EstimatedStep(req.system.full, req.system.observation, str(req.integrator), req.dt, req.context_len)
+    inner = str(req.integrator)
+    row = parse_row(inner) if inner.partition("+")[0] in ONE_STATE_ROWS else None
+    if row is not None:  # estimate+gle, estimate+bath+METHOD: the row's first state over the whole window
+        step = row[0].build(replace(req, label=inner, integrator=row[1]))
+        return WindowEstimatedStep(step, req.context_len, label=req.label)
+    return EstimatedStep(req.system.full, req.system.observation, inner, req.dt, req.context_len)
 
 
 #: name -> row kind: every name ``run_rollouts`` accepts in ``integrators`` besides the classical integrators
@@ -286,7 +295,9 @@ ROW_KINDS: dict[str, RowKind] = {
     "coarse_bath": RowKind("coarse_bath", True, False, coarse_bath_row, COARSE_SUMMARY,
                            needs="kac_zwanzig observed in q0,p0"),
     "estimate": RowKind("estimate", True, False, _estimated, "observed runs: the full state estimated from the first "
-                        "context_len observed states by least squares on the true flow, then METHOD"),
+                        "context_len observed states by least squares on the true flow, then METHOD; estimate+gle, "
+                        "estimate+bath+METHOD: the particle's first state by least squares on the row's own flow over "
+                        "the first context_len observed states, then the row"),
 }
 
 

@@ -15,6 +15,11 @@ scored on the observed channels:
   rtol = atol = 1e-12; Levenberg–Marquardt from several starts), then integrated by METHOD (a classical
   integrator or ``exact_flow``) and observed: the known-equations competitor. Plain classical rows are
   refused (they need the full initial state, which the run does not observe).
+- **a whole-window estimate for a row that starts from one observed state** (``estimate+ROW`` with ROW a row of
+  one state, the hidden-bath arena's ``gle`` or ``bath+METHOD``: ``WindowEstimatedStep``): the observed first
+  state is replaced by the state whose trajectory under the row's own flow (the GLE, or the particle with the
+  bath at rest stepped by METHOD) fits the first ``context_len`` observed states best in least squares, then the
+  row runs from it: a batch smoother over the window instead of one noisy observation.
 
 The run's system is an ``ObservedSystem``: the observed dimension, no invariants (they need the full state),
 the full system and the observation kept for the reference and the estimation rows.
@@ -33,7 +38,7 @@ from ..systems.unknown import UnknownSystem
 from .engine import StepMap
 from ..quantiles import median
 
-__all__ = ["ObservedSystem", "EstimatedStep", "estimate_states", "run_observation", "check_observed_rows",
+__all__ = ["ObservedSystem", "EstimatedStep", "WindowEstimatedStep", "estimate_first_state", "estimate_states", "run_observation", "check_observed_rows",
            "observed_reference", "observation_attrs", "ESTIMATE_STARTS_MAX"]
 
 #: at most this many Levenberg–Marquardt starts per trajectory (1 + 2 per unobserved direction)
@@ -310,7 +315,8 @@ class EstimatedStep(StepMap):
 
         if method != "exact_flow" and method not in list_integrators():
             raise VPIntegratorError(f"integrators: estimate+{method}: unknown method {method!r}; give a classical "
-                                    "integrator or exact_flow after estimate+", key="integrators")
+                                    "integrator or exact_flow after estimate+ (or, observing a particle-bath "
+                                    "system's particle, gle or bath+METHOD)", key="integrators")
         self.system, self.observation, self.method, self.dt = system, observation, method, float(dt)
         self.seq_len = int(context_len)
         self.dim = observation.dim
@@ -342,5 +348,137 @@ class EstimatedStep(StepMap):
     def describe(self):
         res = self.residual
         return {**super().describe(), "method": self.method, "context_len": self.seq_len,
+                "estimate_residual_median": median(res.ravel()),
+                "estimate_residual_max": float(np.max(res)) if res.size else float("nan")}
+
+
+# -- a whole-window estimate for a row of one state ----------------------------------------------------
+
+
+def estimate_first_state(step_map: StepMap, windows: np.ndarray, channels: Sequence[int] | None = None, *,
+                         iterations: int = 40, start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The first state that ``step_map``'s own flow carries closest to the observed windows, in least squares.
+
+    ``step_map`` is a row that starts from one state (``seq_len = 1``: the hidden-bath arena's ``gle`` or
+    ``bath+METHOD``); for each window ``w`` ((n, K, dim), K >= 1), the channels ``channels`` (default all) of
+    the first state, ``z``, minimise ``|z − w_0|^2 + sum_{j=1}^{K−1} |y_j(z) − w_j|^2`` with ``y_j(z)`` the
+    row's state j steps after starting from ``w_0`` with those channels set to ``z`` (the other channels of
+    ``w_0`` as given). Levenberg–Marquardt with forward-difference Jacobians (all rows and their shifted copies
+    in one batch of the step map) from ``start`` ((n, c); default ``w_0``'s channels, the first-state estimate).
+
+    Returns
+    -------
+    (z0, residual)
+        ``z0`` (n, dim): ``w_0`` with the fitted channels; ``residual`` (n,): the RMS of the fit's residual over
+        the window's fitted channels.
+    """
+    w = np.asarray(windows, dtype=np.float64)
+    if w.ndim != 3 or int(getattr(step_map, "seq_len", 1)) != 1:
+        raise VPIntegratorError(f"estimate: windows must be (n, K, dim) and the row start from one state; got "
+                                f"{w.shape} and seq_len {getattr(step_map, 'seq_len', '?')}", key="context_len")
+    n, K, dim = w.shape
+    ch = np.arange(dim) if channels is None else np.asarray(list(channels), dtype=np.int64)
+    c = ch.size
+    target = w[:, :, ch].reshape(n, K * c)
+
+    def trajectories(z: np.ndarray) -> np.ndarray:
+        """(m, K c): the fitted channels of the row's first K states from the first states ``z`` (m, c)."""
+        m = len(z)
+        rows = np.arange(m) % n
+        first = w[rows, :1].copy()
+        first[:, 0, ch] = z
+        if K == 1:
+            return z.copy()
+        step_map.start(first, None)
+        later = np.asarray(step_map.generate(K - 1))[:, :, ch]
+        return np.concatenate([z[:, None, :], later], axis=1).reshape(m, K * c)
+
+    z = (w[:, 0, ch] if start is None else np.asarray(start, dtype=np.float64).reshape(n, c)).copy()
+    r = trajectories(z) - target
+    cost = np.sum(r ** 2, axis=1)
+    lam = np.full(n, 1e-3)
+    eye = np.eye(c)
+    with np.errstate(all="ignore"):
+        for _ in range(int(iterations)):
+            active = np.isfinite(cost) & (cost > 1e-28)
+            if not active.any() or K == 1:
+                break
+            h = 1e-7 * np.maximum(1.0, np.abs(z))  # (n, c)
+            shifted = np.concatenate([z + h[:, [i]] * eye[i] for i in range(c)])  # (c n, c)
+            both = trajectories(np.concatenate([z, shifted]))
+            r = both[:n] - target
+            cost = np.sum(r ** 2, axis=1)
+            J = np.stack([(both[n * (i + 1):n * (i + 2)] - both[:n]) / h[:, [i]] for i in range(c)], axis=-1)
+            JtJ = np.einsum("mri,mrj->mij", J, J)
+            g = np.einsum("mri,mr->mi", J, r)
+            A = JtJ + lam[:, None, None] * (np.einsum("mii->mi", JtJ)[:, :, None] * eye + 1e-12 * eye)
+            step = -np.linalg.solve(A, g[..., None])[..., 0]
+            step[~active | ~np.isfinite(step).all(axis=1)] = 0.0
+            z_new = z + step
+            cost_new = np.sum((trajectories(z_new) - target) ** 2, axis=1)
+            better = np.isfinite(cost_new) & (cost_new < cost)
+            z[better], cost[better] = z_new[better], cost_new[better]
+            lam = np.where(better, np.maximum(lam / 10.0, 1e-12), np.minimum(lam * 10.0, 1e12))
+            if np.all(~active | (np.abs(step).max(axis=1) <= 1e-14 * np.maximum(1.0, np.abs(z).max(axis=1)))):
+                break
+    z0 = w[:, 0].copy()
+    z0[:, ch] = z
+    return z0, np.sqrt(np.where(np.isfinite(cost), cost, np.inf) / (K * c))
+
+
+class WindowEstimatedStep(StepMap):
+    """``estimate+ROW`` for a row ``ROW`` that starts from one observed state (``gle``, ``bath+METHOD``): its first
+    state estimated over the whole first window of ``context_len`` observed states by least squares on the row's
+    own flow (``estimate_first_state``), then the row from that state; the states of the window are the
+    observed ones (as for every row), the row's own from step ``context_len`` on.
+
+    Parameters
+    ----------
+    inner : StepMap
+        The row (``seq_len = 1``); its ``channels`` (the particle's Q and P among the run's) are the fitted
+        channels where it has them, else all.
+    context_len : int
+        K, the observed states the estimate reads (K = 1: the row itself).
+    label : str, optional
+        The row's name (default ``estimate+`` and the inner row's).
+    """
+
+    kind = "estimated"
+    pred_window = 1
+
+    def __init__(self, inner: StepMap, context_len: int, label: str | None = None) -> None:
+        if int(getattr(inner, "seq_len", 0)) != 1:
+            raise VPIntegratorError(f"integrators: {label or 'estimate'}: the whole-window estimate is for a row that "
+                                    "starts from one state (gle, bath+METHOD)", key="integrators")
+        if int(context_len) < 1:
+            raise VPIntegratorError(f"context_len: {context_len} observed states; give context_len >= 1",
+                                    key="context_len")
+        self.inner, self.seq_len, self.dim = inner, int(context_len), int(inner.dim)
+        self.channels = tuple(int(c) for c in getattr(inner, "channels", range(self.dim)))
+        self.name = label or f"estimate+{getattr(inner, 'name', 'row')}"
+        self.residual = np.zeros(0)
+
+    def start(self, window0, limit):
+        w = np.asarray(window0, dtype=np.float64)
+        z0, self.residual = estimate_first_state(self.inner, w, self.channels)
+        self.inner.start(z0[:, None, :], limit)
+        if self.seq_len > 1:  # the row's states inside the window: the engine hands on the observed ones
+            self.inner.generate(self.seq_len - 1)
+
+    def generate(self, n):
+        return self.inner.generate(n)
+
+    def reset(self, rows):
+        # a failed row restarts from its estimated first state (its output from the failure on is discarded)
+        self.inner.reset(rows)
+
+    def log_abs_det_jacobian(self, windows):
+        return np.full(len(windows), np.nan)
+
+    def describe(self):
+        res = self.residual
+        inner = {k: v for k, v in self.inner.describe().items() if k not in ("kind", "seq_len", "pred_window",
+                                                                             "overlap")}
+        return {**super().describe(), **inner, "context_len": self.seq_len, "estimate": "whole window, the row's flow",
                 "estimate_residual_median": median(res.ravel()),
                 "estimate_residual_max": float(np.max(res)) if res.size else float("nan")}

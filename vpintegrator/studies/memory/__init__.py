@@ -21,7 +21,9 @@ states, and the same rows over the whole longest window, the least-squares batch
 ``--windows``); for the bath, the GLE with the exact kernel at h = 0.2) and the full-order model from the true full state
 (``bath+stormer_verlet`` at h = 0.2, and near round-off its order-6 composition ``bath+bath_splitting_y6`` (the
 exact-bath-flow splitting) or ``bath+stormer_verlet_y6`` (the chain): the bath starts at rest, so the full state
-is the particle's). Every row starts
+is the particle's). The bath's rows start from the first observed particle state; each is also a row over the whole
+longest window, ``estimate+ROW`` (``estimate+gle``, ``estimate+bath+METHOD``): the particle's first state by least
+squares on the row's own flow over the window's T states, then the row. Every row starts
 from the held-out conditions' first observed states (with ``--noise`` sigma added: one draw, the same for all rows).
 
 Numbers: the relative error of the observed state against the exact flow at t = 10 and t = 100, per seed the median

@@ -158,12 +158,15 @@ def known_steps(arena: str, system: Any, train: Path) -> dict[str, Any]:
 
 
 def smoother_steps(arena: str, system: Any, train: Path, T: int) -> dict[str, Any]:
-    """The estimation rows of ``known_steps`` over the whole first window of ``T`` observed states: the initial
-    state by least squares on the true flow over all ``T`` (a batch smoother: with observation noise it averages
-    over the window instead of trusting its first ``ESTIMATE_CONTEXT`` states), carried to the window's last state,
-    then METHOD; the ``vp-rollout`` rows ``estimate+METHOD`` at ``--context-len T``. None for an arena without
-    estimation rows (the bath's rows start from the first observed state)."""
-    names = [name for name in ARENAS[arena]["known"] if name.startswith("estimate+")]
+    """The rows of ``known_steps`` over the whole first window of ``T`` observed states (a batch smoother: with
+    observation noise it averages over the window instead of trusting its first states), the ``vp-rollout`` rows at
+    ``--context-len T``: on the oscillator ``estimate+METHOD``, the initial state by least squares on the true flow
+    over all ``T``, carried to the window's last state, then METHOD; on a bath every known row ``ROW`` (``gle``,
+    ``bath+METHOD``, which start from the first observed state) as ``estimate+ROW``, the particle's first state by
+    least squares on the row's own flow over the ``T`` states (``WindowEstimatedStep``), then the row."""
+    known = ARENAS[arena]["known"]
+    names = [f"estimate+{name}" for name in known] if ARENAS[arena]["bath"] else \
+        [name for name in known if name.startswith("estimate+")]
     return rollout_rows(names, system, train, T) if names else {}
 
 
@@ -250,8 +253,10 @@ def evaluate_case(plan: MemoryPlan, case: str, arena: str, n: int | None, train:
                        else "full_order", "seed": None}) for label, step in known_steps(arena, system, train).items()}
     whole = max(plan.windows)
     width = max(whole, ESTIMATE_CONTEXT)  # every row's window is the head of one noisy draw of this many states
-    if whole > ESTIMATE_CONTEXT:  # the same estimate over the whole (longest) window: the batch smoother
-        known.update({f"{label}_T{whole}": (step, {"approach": label, "T": whole, "kind": "known", "seed": None})
+    first = 1 if ARENAS[arena]["bath"] else ESTIMATE_CONTEXT  # the states the known rows read
+    if whole > first:  # the same rows over the whole (longest) window: the batch smoother
+        known.update({f"{label}_T{whole}": (step, {"approach": label, "T": whole, "seed": None,
+                                                   "kind": "full_order" if "bath+" in label else "known"})
                       for label, step in smoother_steps(arena, system, train, whole).items()})
     rows = _score(known, ref, plan.noise, base, width)
     for T in plan.windows:
