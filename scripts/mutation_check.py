@@ -233,7 +233,7 @@ def run(mutations: list[Mutation], keep: bool = False) -> int:
             print(f"{m.name:{width}s}  {m.file.removeprefix('vpintegrator/'):38s}  "
                   f"{'caught' if caught else 'SURVIVED':8s}  {_failed(out):4d}/{len(ids[m.name]):<5d}  "
                   f"{time.perf_counter() - tic:7.0f}", flush=True)
-        print(f"{sum(rows)} of {len(rows)} mutations caught by the parity tests")
+        print(f"{sum(rows)} of {len(rows)} mutations caught by their tests")
         return 0 if all(rows) else 1
     finally:
         if keep:

@@ -47,6 +47,8 @@ VERLET, MIDPOINT, EXPONENTIAL = 0, 1, 2
 _METHODS = {"stormer_verlet": VERLET, "implicit_midpoint": MIDPOINT, "exponential_splitting": EXPONENTIAL}
 #: as ``jit``, sums reassociated (numba ``fastmath={"reassoc"}``): a loop that sums vectorises, rounded as its lanes
 reassoc_jit = njit(error_model="numpy", fastmath={"reassoc"}) if HAVE_NUMBA else jit
+#: as ``jit``, inlined by numba where it is called (no call and no reference counts of the arrays passed per step)
+inline_jit = njit(error_model="numpy", inline="always") if HAVE_NUMBA else jit
 #: no channels (``observe``: the whole state)
 NONE = np.zeros(0, dtype=np.int64)
 #: lattice kinds (``Lattice.kind``)
@@ -67,7 +69,7 @@ def _ddphi(kind, par, r):
     return 1.0 + 3.0 * par[0] * r * r
 
 
-@jit
+@inline_jit
 def lattice_force(kind, periodic, par, q, g, d):
     """``g = dV/dq`` (N,) of the lattice ``kind`` at ``q`` (N,): ``phi'(r_b) - phi'(r_{b+1})`` per site, with
     ``d`` (N + 1,) scratch for the bonds' ``phi'`` (bond b between sites b-1 and b; one loop without a carried
@@ -160,7 +162,7 @@ def force(fa, x, f):
     raise NotImplementedError("compiled code only")
 
 
-@njit(error_model="numpy", inline="always") if HAVE_NUMBA else jit  # inlined: no call per step (~10 ns at N = 100)
+@inline_jit
 def observe(cols, watch, y, out, k, limit2, every):
     """y[cols] (cols empty: the whole y), the state after step k + 1, into out[(k + 1) / every - 1] when ``every``
     divides k + 1 (every = 1: out[k]); its status: NONFINITE when a component of y[watch] is not finite, else OK
