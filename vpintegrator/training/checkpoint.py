@@ -216,10 +216,12 @@ def check_inputs_unchanged(last: Path, ckpt: dict[str, Any]) -> None:
                 "or train a new run", key="resume")
 
 
-def write_summary(run_dir: Path, values: dict[str, Any]) -> None:
+def write_summary(run_dir: Path, values: dict[str, Any], provenance: dict[str, Any] | None = None) -> None:
     """Write ``run_dir/summary.json``: ``values`` with the paths relative to ``run_dir`` and the run's
-    ``provenance`` (``run_provenance``)."""
-    write_json(run_dir / "summary.json", {**relative_run_paths(values, run_dir), "provenance": run_provenance(run_dir)})
+    ``provenance`` (``run_provenance``, unless the caller made it for the save: ``provenance``)."""
+    if provenance is None:
+        provenance = run_provenance(run_dir)
+    write_json(run_dir / "summary.json", {**relative_run_paths(values, run_dir), "provenance": provenance})
 
 
 def log_columns(monitor: str) -> tuple[str, ...]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
@@ -19,20 +19,19 @@ from ..errors import VPIntegratorError
 
 @dataclass(frozen=True)
 class DistInfo:
-    """Where this process sits: ``rank`` of ``world_size`` (``local_rank`` on its machine)."""
+    """Where this process sits: ``rank`` of ``world_size`` (``local_rank`` on its machine); ``enabled`` (ranks > 1)
+    and ``is_main`` (rank 0) are set once from them: plain attributes, which the loop reads at every step."""
 
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
     initialized_here: bool = False
+    enabled: bool = field(init=False)
+    is_main: bool = field(init=False)
 
-    @property
-    def enabled(self) -> bool:
-        return self.world_size > 1
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "enabled", self.world_size > 1)
+        object.__setattr__(self, "is_main", self.rank == 0)
 
 
 def _env_int(name: str, default: int) -> int:

@@ -60,7 +60,7 @@ from ..fastpath import verified
 from .config import FAST_STEPS
 
 __all__ = ["FAST_STEPS", "GRAPH_OPTIMIZERS", "AGREEMENT_RTOL", "GraphStep", "FastStep", "resolve_fast_step",
-           "portable_state", "capture_graph", "fast_step_summary", "scalar_dtype", "capturable_state"]
+           "portable_state", "capture_graph", "scalar_dtype", "capturable_state"]
 
 _log = logging.getLogger(__name__)
 
@@ -411,11 +411,3 @@ class FastStep:
         self.used, self.fallback_reason = "off", why
         _log.warning("fast_step = 'auto' runs the eager step from here: %s", why)
         return _step_body(self.eager_loss, self.optimizer, index)
-
-
-def fast_step_summary(fast: FastStep | None) -> dict[str, Any]:
-    """What ``summary.json`` records of the fast step: ``fast_step_used`` (what runs: ``off``, ``graph``,
-    ``compile``) and ``fast_step_fallback`` (why ``auto`` fell back to the eager step, or None)."""
-    if fast is None:
-        return {"fast_step_used": "off", "fast_step_fallback": None}
-    return {"fast_step_used": fast.used, "fast_step_fallback": fast.fallback_reason}

@@ -50,7 +50,6 @@ from ..rundir import clear_complete, write_complete
 from . import checkpoint as ckpt_io
 from . import ddp
 from .ensemble import ENSEMBLE_STATE, EnsembleSteps, finish_ensemble, member_dir_name
-from .fast_step import fast_step_summary
 from .optim import label
 from .record import Member
 from .results import EpochInfo, FitResult, TrainingInterrupted
@@ -229,6 +228,7 @@ class Trainer:
                  callback: Callable[[Any], bool | None] | None, progress: bool, inputs: Prepared | None = None) -> None:
         resume = plan.output.resume
         self.plan, self.stop_plan = plan, plan.stop
+        self.stop_rule = plan.stop.rule()  # summary.json's stop_rule (the plan is frozen)
         self.callback, self.progress, self.resume_dir = callback, progress, resume
         self.dist, self.device = dist, device
         self.dtype = plan.torch_dtype
@@ -337,44 +337,56 @@ class Trainer:
             return
         from ..models import save_model
 
-        m.save_best(self.steps.models[m.k])
-        save_model(self.steps.member_model(m.k), m.run_dir / "last.pt", overwrite=True, any_module=True,
-                   extra={**self.steps.last_extra(m, self.clock(m)), **self.split_extra,
-                          "provenance": ckpt_io.run_provenance(m.run_dir)})
-        ckpt_io.write_summary(m.run_dir, self._summary(m, stopped))
+        provenance = ckpt_io.run_provenance(m.run_dir)  # one record for the save's best.pt, last.pt and summary.json
+        m.save_best(self.steps.models[m.k], provenance)
+        at = self.clock(m)
+        model, extra = self.steps.member_model(m.k), self.steps.last_extra(m, at)
+        save_model(model, m.run_dir / "last.pt", overwrite=True, any_module=True,
+                   extra={**extra, **self.split_extra, "provenance": provenance})
+        ckpt_io.write_summary(m.run_dir, self._summary(m, stopped), provenance)
 
     def _summary(self, m: Member, stopped: str) -> dict[str, Any]:
+        # each module asked once, in a row: the strategy, this loop and its clocks, then the floats made JSON-ready
+        s, model = self.steps, self.record_values["model"]
+        lr, extra = s.lrs()[m.k], s.summary_extra(m)
+        epochs, n_steps, fast = int(self.epoch_of(m)), int(self.step_of(m)), s.fast
+        wall, cpu = self.wall(), self.cpu()
+        json_float = ckpt_io.json_float
+        train, val, best, cpu_time = (json_float(m.last_train), json_float(m.last_val), json_float(m.best_loss),
+                                      json_float(round(cpu, 3)))
         return {
             "model": self.name,
-            **{k: v for k, v in self.record_values["model"].items() if k == "model_class"},  # a user's class: its import path
+            **({"model_class": model["model_class"]} if "model_class" in model else {}),  # a user's class: its import path
             "n_params": int(self.n_params),
-            "epochs": int(self.epoch_of(m)),
-            "steps": int(self.step_of(m)),
-            "steps_per_epoch": int(self.steps.steps_per_epoch),
-            "train_loss": ckpt_io.json_float(m.last_train),
-            "val_loss": ckpt_io.json_float(m.last_val),
-            "best_loss": ckpt_io.json_float(m.best_loss),
+            "epochs": epochs,
+            "steps": n_steps,
+            "steps_per_epoch": int(s.steps_per_epoch),
+            "train_loss": train,
+            "val_loss": val,
+            "best_loss": best,
             "best_epoch": int(m.best_epoch),
             "monitor": self.stop_plan.monitor if self.val_set is not None else "train_loss",
-            "lr": self.steps.lrs()[m.k],
-            "wall_time": round(self.wall(), 3),
-            "cpu_time": ckpt_io.json_float(round(self.cpu(), 3)),
+            "lr": lr,
+            "wall_time": round(wall, 3),
+            "cpu_time": cpu_time,
             "stopped": stopped,
             # the record every report reads: which clock's budget stopped a time_limit run, and the rule
             "stop_clock": self.stop_clock if stopped == "time_limit" else None,
-            "stop_rule": self.stop_plan.rule(),
+            "stop_rule": dict(self.stop_rule),
             # the last epoch ended early, at fewer than steps_per_epoch steps, because a budget ran out
             "short_epoch": bool(self.short_epoch),
             "device": str(self.device),
-            "fast_step": self.steps.fast_mode,
-            **fast_step_summary(self.steps.fast),
+            "fast_step": s.fast_mode,
+            # what runs (off, graph, compile) and why fast_step = 'auto' fell back to the eager step (or None)
+            "fast_step_used": "off" if fast is None else fast.used,
+            "fast_step_fallback": None if fast is None else fast.fallback_reason,
             "dtype": self.plan.dtype,
             "world_size": self.dist.world_size,
             "data": self.data_info,
             **self.split_extra,
             "vpintegrator_version": __version__,
             "torch_version": torch.__version__,
-            **self.steps.summary_extra(m),
+            **extra,
         }
 
     def _stop_member(self, m: Member, why: str) -> None:
@@ -658,7 +670,7 @@ class Trainer:
                 monitor = vals[k] if self.val_set is not None else train[k]
                 if self.rollout_validator is not None:
                     monitor = rollouts[k]
-                m.judge(self.epoch, monitor, lambda: self.steps.member_state(k))
+                m.judge(self.epoch, monitor, functools.partial(self.steps.member_state, k))
                 lr = lrs[k]
                 row = {"epoch": self.epoch, "train_loss": train[k], "val_loss": vals[k], "lr": lr, "seconds": seconds,
                        ckpt_io.CPU_COLUMN: cpu_seconds}

@@ -10,6 +10,7 @@ instead of a loss; ``LMSubsample`` drives it on random subsamples of training wi
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any, Callable
 
@@ -35,9 +36,8 @@ __all__ = [
 ]
 
 
-def label(name: str):
-    """A ``torch.profiler`` region (near-free when no profiler runs): names the phases in profiles."""
-    return torch.profiler.record_function(name)
+#: ``label(name)``: a ``torch.profiler`` region naming a phase in profiles (near-free when no profiler runs)
+label: Callable[[str], contextlib.AbstractContextManager[Any]] = torch.profiler.record_function
 
 
 # ---------------------------------------------------------------------------------------------------

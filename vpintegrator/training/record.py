@@ -112,8 +112,9 @@ class RunRecord:
             sink.close()
         self.sinks = []
 
-    def save_best(self, model: torch.nn.Module) -> None:
-        """Write ``best.pt`` (``model``'s architecture with the best weights) if the best changed since."""
+    def save_best(self, model: torch.nn.Module, provenance: dict[str, Any] | None = None) -> None:
+        """Write ``best.pt`` (``model``'s architecture with the best weights) if the best changed since;
+        ``provenance``: its record when the caller made it for the save (else ``run_provenance``)."""
         if self.run_dir is None or not self.best_dirty or self.best_state is None:
             return
         from ..models import save_model
@@ -122,7 +123,8 @@ class RunRecord:
         best.load_state_dict(self.best_state)
         save_model(best, self.run_dir / "best.pt", overwrite=True, any_module=True,
                    extra={"epoch": self.best_epoch, "best_loss": float(self.best_loss), "kind": "best",
-                          **self.checkpoint_extra, "provenance": run_provenance(self.run_dir)})
+                          **self.checkpoint_extra,
+                          "provenance": run_provenance(self.run_dir) if provenance is None else provenance})
         self.best_dirty = False
 
 
