@@ -16,7 +16,7 @@ from torch import nn
 from ..errors import VPIntegratorError
 from .common import check_bool, check_input, check_positive_int, from_planes, glorot_uniform_, to_planes
 from .cayley import cayley, cayley3_transpose_apply, resolve_cayley_method
-from .fused_attention import attention_spec, fused_chain, fused_spec, register_fused_buffers, seq3_constants
+from .fused_attention import ATTENTION, fused_chain, fused_spec, register_fused_buffers, seq3_constants
 
 __all__ = ["VolumePreservingAttention", "MultiHeadAttention", "MHA_FORMS", "MHA_SOFTMAXES"]
 
@@ -182,8 +182,10 @@ class VolumePreservingAttention(nn.Module):
         return seq == 3 and resolve_cayley_method(self.cayley_method, 3) == "closed"
 
     def _fused_spec(self) -> str | None:
-        """How ``vpintegrator.nn.fused_attention`` fuses this layer (``None``: it does not)."""
-        return attention_spec(self)
+        """How ``vpintegrator.nn.fused_attention`` fuses this layer: ``ATTENTION`` when it can (skew, dim > 1,
+        closed-form Cayley at seq 3), else ``None`` (it does not)."""
+        fusable = self.skew_sym and self.dim > 1 and resolve_cayley_method(self.cayley_method, 3) == "closed"
+        return ATTENTION if fusable else None
 
     def _forward_planes(self, xp: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
         """The layer (flow time ``tau``) on contiguous xp of shape (dim, seq, batch) (the models' internal layout)."""

@@ -52,10 +52,7 @@ from typing import Any, NamedTuple, Sequence
 
 import torch
 
-from .cayley import resolve_cayley_method
-
-__all__ = ["ATTENTION", "attention_spec", "fused_spec", "fused_chain", "register_fused_buffers",
-           "seq3_constants"]
+__all__ = ["ATTENTION", "fused_spec", "fused_chain", "register_fused_buffers", "seq3_constants"]
 
 #: the ``_fused_spec()`` of a fusable attention layer (a triangular layer's is ``(tanh, has_bias)``)
 ATTENTION = "attention"
@@ -91,12 +88,6 @@ def seq3_constants() -> dict[str, torch.Tensor]:
     }
 
 
-def attention_spec(layer: Any) -> str | None:
-    """``ATTENTION`` when the attention layer can be fused (skew, dim > 1, closed-form Cayley at seq 3)."""
-    fusable = layer.skew_sym and layer.dim > 1 and resolve_cayley_method(layer.cayley_method, 3) == "closed"
-    return ATTENTION if fusable else None
-
-
 def fused_spec(layers: Sequence[Any], xp: torch.Tensor) -> tuple[Any, ...] | None:
     """The chain's spec (one ``_fused_spec()`` per layer), or ``None`` when ``fused_chain`` does not apply.
 
@@ -108,7 +99,7 @@ def fused_spec(layers: Sequence[Any], xp: torch.Tensor) -> tuple[Any, ...] | Non
         return None
     if torch._C._are_functorch_transforms_active() or torch.compiler.is_compiling():
         return None
-    spec = tuple(m._fused_spec() for m in layers)
+    spec = tuple([m._fused_spec() for m in layers])  # a list: the layers asked in a row, not from a generator
     if None in spec or (ATTENTION in spec and xp.shape[1] != 3):
         return None
     return spec
