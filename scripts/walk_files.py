@@ -1,6 +1,7 @@
 """How many files a parameter's walk through ``fit``, ``run_rollouts`` and ``generate`` visits, in one or two trees.
 
     python scripts/walk_files.py [--base /path/to/checkout-of-the-old-commit] [--list] [--work DIR]
+    python scripts/walk_files.py --study reduction --study partial_observation [--base ...] [--list]
 
 For this checkout (and, with ``--base``, an older one), in a fresh process (``PYTHONPATH`` set to the
 tree, one torch thread), it generates a tiny data file (rigid body, implicit midpoint, 16 trajectories to
@@ -11,6 +12,12 @@ walk, not the imports. The entry points:
 - ``fit``: 1 epoch of a float64 VPT with Adam (batch 256, validation fraction 0.1, a run directory);
 - ``run_rollouts``: that VPT beside RK4 and implicit midpoint, trajectories 0 and 1 to t = 2;
 - ``generate``: the shipped spec ``rigid_body`` (its own method), 4 trajectories to t = 2, into a file.
+
+With ``--study NAME`` (repeatable) the entry points are studies instead: ``vp-study NAME`` at its tiny plan
+(``STUDY_ARGS``: the docs-commands test's tiny sizes, one seed, ``--jobs 1``), run through the study driver
+(``vpintegrator.studies.driver.main``: parse, plan, run, tables) twice, into two fresh ``--out`` directories, the
+second profiled. With ``--jobs 1`` a study's trainings run in the profiled process and no worker subprocess is
+started: every file of the walk is counted, in the main process (worker subprocesses, were there any, would not be).
 
 Counted, per entry point and tree:
 
@@ -73,6 +80,18 @@ LAYERS = [
 #: the entry points, in the order the program runs them
 ENTRIES = ("fit", "run_rollouts", "generate")
 
+#: ``--study NAME``: a study's tiny plan (tests/test_docs_commands.py's ``TINY_STUDY``), all but ``--out``; ``--jobs 1``:
+#: its trainings run in the profiled process (no worker subprocess), so every file of the walk is counted
+STUDY_ARGS = {
+    "partial_observation": ["--quick", "--seeds", "0", "--jobs", "1", "-q", "--systems", "coupled_oscillator",
+                            "--approaches", "delay_mlp2", "--windows", "2", "--set", "n_train=6", "--set", "n_test=2",
+                            "--set", "budget_seconds=2", "--set", "max_steps=2"],
+    "reduction": ["--quick", "--seeds", "0", "--jobs", "1", "-q", "--systems", "toda", "--set", "sizes=8",
+                  "--set", "floor_dims=2", "--set", "reduced_dims=2", "--set", "autoencoder_sizes=8",
+                  "--set", "ladder=quick", "--set", "train_seconds=1", "--set", "repeats=1",
+                  "--set", "autoencoder_steps=5", "--set", "max_steps=2"],
+}
+
 #: the calls of each walk followed in order (its opening: the plan being made, for ``run_rollouts``)
 EVENTS = 400
 
@@ -92,11 +111,11 @@ from vpintegrator.rollout import RolloutConfig, run_rollouts
 
 LAYERS = json.loads(sys.argv[2])
 EVENTS = int(sys.argv[3])
+STUDIES = json.loads(sys.argv[4])  # study name -> its arguments but --out; empty: the three entry points
 work = Path(sys.argv[1])
 work.mkdir(parents=True, exist_ok=True)
 root = str(Path(vp.__file__).resolve().parent) + "/"
 data = work / "data.h5"
-vp.generate(vp.load_spec("rigid_body_paper", method="implicit_midpoint", n_traj=16, t_end=2.0), out=data)
 
 
 def part(rel):
@@ -175,6 +194,24 @@ def profiled(fn):
             marks)
 
 
+def study(name, args, out):
+    from vpintegrator.studies.driver import main
+
+    status = main(name, [*args, "--out", str(work / out)])
+    if status != 0:
+        raise SystemExit(f"vp-study {name} {' '.join(args)} --out {work / out}: exit status {status}")
+
+
+if STUDIES:
+    result = {}
+    for name, args in STUDIES.items():
+        study(name, args, name + "0")  # imports and compiles outside the profile
+        result[name] = profiled(lambda: study(name, args, name + "1"))
+    print("WALK " + json.dumps(result))
+    sys.exit(0)
+vp.generate(vp.load_spec("rigid_body_paper", method="implicit_midpoint", n_traj=16, t_end=2.0), out=data)
+
+
 def train(out):
     vp.fit({"data": [str(data)], "model": {"name": "vpt"}, "epochs": 1, "batch_size": 256, "seed": 7,
             "val_fraction": 0.1, "out": str(work / out), "dtype": "float64"})
@@ -233,11 +270,22 @@ def segment(stays: list, marks: list) -> dict:
             "climbs": len(set(pairs)), "climbing_calls": len(pairs)}
 
 
-def walk(tree: Path, work: Path) -> dict:
-    """``{entry point: (files, climbs)}`` for ``tree``, run in a fresh process."""
+def study_args(names: list[str]) -> dict[str, list[str]]:
+    """The arguments (all but ``--out``) of the studies ``names`` at their tiny plans (``STUDY_ARGS``), else a
+    one-line error naming ``--study``."""
+    unknown = [n for n in names if n not in STUDY_ARGS]
+    if unknown:
+        raise SystemExit(f"--study {unknown[0]}: no tiny plan for it here; valid: {', '.join(STUDY_ARGS)}")
+    return {n: STUDY_ARGS[n] for n in dict.fromkeys(names)}
+
+
+def walk(tree: Path, work: Path, studies: dict[str, list[str]] | None = None) -> dict:
+    """``{entry point: (files, climbs, ...)}`` for ``tree``, run in a fresh process; with ``studies`` (name ->
+    arguments) the entry points are those studies' commands."""
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(PROGRAM), str(work), json.dumps(LAYERS), str(EVENTS)],
-                          env=env, capture_output=True, text=True, cwd=work.parent)
+    work.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(PROGRAM), str(work), json.dumps(LAYERS), str(EVENTS),
+                           json.dumps(studies or {})], env=env, capture_output=True, text=True, cwd=work.parent)
     if proc.returncode != 0:
         raise SystemExit(f"the program failed on {tree}:\n{proc.stderr[-3000:]}")
     line = next(x for x in proc.stdout.splitlines() if x.startswith("WALK "))
@@ -251,46 +299,55 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="print the files and climbing pairs")
     ap.add_argument("--functions", action="store_true", help="with --list: the functions that ran in each file")
     ap.add_argument("--work", type=Path, default=None, help="a directory for the runs (default: a temporary one)")
+    ap.add_argument("--study", action="append", default=[], metavar="NAME",
+                    help=f"walk vp-study NAME at a tiny plan instead of the entry points (repeatable: "
+                         f"{', '.join(STUDY_ARGS)})")
     args = ap.parse_args(argv)
+    studies = study_args(args.study)
+    entries = tuple(studies) or ENTRIES
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or Path(tmp)
-        walks = {"base": walk(args.base.resolve(), work / "base")} if args.base is not None else {}
-        walks["here"] = walk(args.here.resolve(), work / "here")
-    print(f"{'entry point':<14} {'tree':<5} {'files':>5} {'climbs':>6} (layer + chain)")
-    for entry in ENTRIES:
+        walks = {"base": walk(args.base.resolve(), work / "base", studies)} if args.base is not None else {}
+        walks["here"] = walk(args.here.resolve(), work / "here", studies)
+    for name, plan in studies.items():
+        print(f"{name}: vp-study {name} {' '.join(plan)} --out DIR (the second of two runs)")
+    width = max(14, *(len(e) for e in entries))
+    print(f"{'entry point':<{width}} {'tree':<5} {'files':>5} {'climbs':>6} (layer + chain)")
+    for entry in entries:
         for tree, found in walks.items():
             files, climbs = found[entry][:2]
             layer = sum(1 for c in climbs if c[2] == "layer")
-            print(f"{entry:<14} {tree:<5} {len(files):>5} {len(climbs):>6} ({layer} + {len(climbs) - layer})")
+            print(f"{entry:<{width}} {tree:<5} {len(files):>5} {len(climbs):>6} ({layer} + {len(climbs) - layer})")
     print(f"\nthe first {EVENTS} calls, in order")
-    print(f"{'entry point':<14} {'tree':<5} {'stays':>5} {'rooms':>5} {'rollout/':>8} "
+    print(f"{'entry point':<{width}} {'tree':<5} {'stays':>5} {'rooms':>5} {'rollout/':>8} "
           + " ".join(f"{Path(n).name:>12}" for n in ENTERED) + f" {'climbs':>6} {'(calls)':>7}"
           + "  (a file's column: calls into it from another file / its stays)")
-    for entry in ENTRIES:
+    for entry in entries:
         for tree, found in walks.items():
             seq = sequence(found[entry][2])
-            print(f"{entry:<14} {tree:<5} {seq['stays']:>5} {seq['rooms']:>5} {seq['rollout_visits']:>8} "
+            print(f"{entry:<{width}} {tree:<5} {seq['stays']:>5} {seq['rooms']:>5} {seq['rollout_visits']:>8} "
                   + " ".join(f"{str(seq['entries'][n]) + ' / ' + str(seq['stays_in'][n]):>12}" for n in ENTERED)
                   + f" {seq['climbs']:>6} {seq['climbing_calls']:>7}")
     print("\nthe whole walk, in order")
-    print(f"{'entry point':<14} {'tree':<5} {'stays':>6} {'rollout/':>8} " + " ".join(f"{Path(n).name:>12}" for n in ENTERED))
-    for entry in ENTRIES:
+    print(f"{'entry point':<{width}} {'tree':<5} {'stays':>6} {'rollout/':>8} " + " ".join(f"{Path(n).name:>12}" for n in ENTERED))
+    for entry in entries:
         for tree, found in walks.items():
             stays, entered = found[entry][3], found[entry][4]
             in_rollout = [f.startswith("rollout/") for f in stays]
             visits = sum(1 for i, r in enumerate(in_rollout) if r and (i == 0 or not in_rollout[i - 1]))
-            print(f"{entry:<14} {tree:<5} {len(stays):>6} {visits:>8} "
+            print(f"{entry:<{width}} {tree:<5} {len(stays):>6} {visits:>8} "
                   + " ".join(f"{str(entered.get(n, 0)) + ' / ' + str(stays.count(n)):>12}" for n in ENTERED))
-    print(f"\nrun_rollouts' plan being made (from the first call into {SEGMENT[0]} to the next into {SEGMENT[1]})")
-    print(f"{'tree':<5} {'stays':>5} {'rooms':>5} {'rollout/':>8} " + " ".join(f"{Path(n).name:>12}" for n in ENTERED)
-          + f" {'climbs':>6} {'(calls)':>7}")
-    for tree, found in walks.items():
+    if "run_rollouts" in entries:
+        print(f"\nrun_rollouts' plan being made (from the first call into {SEGMENT[0]} to the next into {SEGMENT[1]})")
+        print(f"{'tree':<5} {'stays':>5} {'rooms':>5} {'rollout/':>8} " + " ".join(f"{Path(n).name:>12}" for n in ENTERED)
+              + f" {'climbs':>6} {'(calls)':>7}")
+    for tree, found in walks.items() if "run_rollouts" in entries else ():
         seg = segment(found["run_rollouts"][3], found["run_rollouts"][5])
         print(f"{tree:<5} {seg['stays']:>5} {seg['rooms']:>5} {seg['rollout_visits']:>8} "
               + " ".join(f"{str(seg['entries'][n]) + ' / ' + str(seg['stays_in'][n]):>12}" for n in ENTERED)
               + f" {seg['climbs']:>6} {seg['climbing_calls']:>7}")
     if args.list:
-        for entry in ENTRIES:
+        for entry in entries:
             for tree, found in walks.items():
                 files, climbs = found[entry][:2]
                 print(f"\n{entry}, {tree}: {len(files)} files")

@@ -50,3 +50,23 @@ def test_the_walk_counts_climbs_by_the_layouts_layers():
         return ast.literal_eval(node.value)
 
     assert layers(ROOT / "scripts" / "walk_files.py") == [*layers(ROOT / "tests" / "test_layout.py"), "__init__", "__main__"]
+
+
+@pytest.mark.skipif(not (ROOT / "scripts" / "walk_files.py").is_file(), reason="repository files (not in the wheel)")
+def test_a_studys_tiny_plan_is_a_plan_of_that_study_and_an_unknown_study_is_one_line(tmp_path):
+    """``--study NAME`` walks ``vp-study NAME`` at the script's tiny plan: each plan parses into the study's keys
+    (one seed, ``--jobs 1``: nothing runs in a worker process); a study without one is refused naming --study."""
+    import importlib.util
+
+    from vpintegrator.studies.driver import load
+    from vpintegrator.studies.options import parse
+
+    spec = importlib.util.spec_from_file_location("walk_files", ROOT / "scripts" / "walk_files.py")
+    walk_files = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(walk_files)
+    for name, args in walk_files.study_args(["reduction", "partial_observation", "reduction"]).items():
+        options = parse(load(name), [*args, "--out", str(tmp_path / name)])
+        assert options.seeds == [0] and options.jobs == 1, name
+    assert list(walk_files.study_args(["reduction", "reduction"])) == ["reduction"]
+    with pytest.raises(SystemExit, match=r"^--study nosuch: no tiny plan for it here; valid: partial_observation"):
+        walk_files.study_args(["nosuch"])
