@@ -228,6 +228,10 @@ def _callee_params(target: list[str]) -> list[str] | None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
             fn = node
             break
+        if (isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
+                and any(a.name == name and a.asname is None for a in node.names)):  # re-exported: its home's
+            package = mod if candidate.name == "__init__.py" else mod[:-1]
+            return _callee_params([*package, *node.module.split("."), name])
         if isinstance(node, ast.ClassDef) and node.name == name:
             inits = [n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"]
             if not inits:
@@ -567,8 +571,8 @@ ALLOWED_CONFIG_TAKERS = {
     "rollout/precision.py:run_work_precision": "the work-precision ladder's Python entry point (builds its plan)",
     "studies/options.py:config_toml": "the study driver's --print-config: the parsed options as TOML",
     "studies/options.py:_build": "the study parser: the checked values as the study's options (Config)",
-    "studies/options.py:StudyPlan.shared": "the plan builders' common part: the shared keys of StudyOptions",
-    "studies/options.py:StudyPlan.build": "the plan builder of a study with no keys of its own",
+    "studies/plan.py:StudyPlan.shared": "the plan builders' common part: the shared keys of StudyOptions",
+    "studies/plan.py:StudyPlan.build": "the plan builder of a study with no keys of its own",
     "studies/attention.py:build_plan": "the attention step's plan builder: AttentionOptions -> AttentionPlan",
     "studies/context/design.py:build_plan": "the context study's plan builder: ContextOptions -> ContextPlan",
     "studies/coupled_oscillator/design.py:build_plan": "the coupled-oscillator study's plan builder -> Settings",

@@ -449,7 +449,8 @@ def test_sigterm_stops_the_children_and_exits_130(tmp_path):
     run = tmp_path / "run"
     code = textwrap.dedent(f"""
         import sys
-        from vpintegrator.studies.runner import Runner, Task, guarded
+        from vpintegrator.studies.driver import guarded
+        from vpintegrator.studies.runner import Runner, Task
         r = Runner({str(run)!r})
         r.add(Task("sleep", [sys.executable, "-c",
                              "import os, time; open({str(tmp_path / 'pid')!r}, 'w').write(str(os.getpid())); time.sleep(60)"],

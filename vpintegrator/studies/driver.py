@@ -7,7 +7,7 @@ Every way of running a study goes through ``main``: ``vp-study NAME ARGS`` (``vp
 ``--print-config`` without running, builds the study's plan once (``Study.plan``: the checked options go
 there and nowhere else) and runs the study on it, shows the runner's progress lines on stderr through ``logging``
 (``study_logging``: ``-q`` none, ``-v`` each step's command line too), and with ``--json`` prints one JSON
-object on stdout. Errors are one line (``vpintegrator.studies.runner.guarded``).
+object on stdout. Errors are one line (``guarded``).
 """
 
 from __future__ import annotations
@@ -16,14 +16,16 @@ import contextlib
 import logging
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from .._logging import StderrHandler
-from .options import HelpShown, config_toml, parse_command
+from .._signals import interrupts_raise
+from ..errors import VPIntegratorError
+from .errors import StudyError
 from .members import seeds_as_members
-from .runner import StudyError, guarded
+from .options import HelpShown, config_toml, parse_command
 
-__all__ = ["load", "main", "study_logging"]
+__all__ = ["load", "main", "study_logging", "guarded"]
 
 
 class _StderrHandler(StderrHandler):
@@ -65,6 +67,24 @@ def load(name: str) -> Any:
     if name not in STUDIES:
         raise StudyError(f"unknown study {name!r}{did_you_mean(name, STUDIES)}; valid: {', '.join(STUDIES)}")
     return importlib.import_module(f"vpintegrator.studies.{STUDIES[name][0]}").STUDY
+
+
+def guarded(body: Callable[[], int], error_prefix: str, interrupted: str) -> int:
+    """Run a study's ``body``: a ``StudyError`` becomes ``<error_prefix><message>`` on stderr and
+    exit status 2, Ctrl-C or SIGTERM ``interrupted`` and 130 (SIGTERM raises ``KeyboardInterrupt`` in the
+    block: ``vpintegrator._signals.interrupts_raise``, the CLIs' policy)."""
+    try:
+        with interrupts_raise():
+            return body()
+    except StudyError as err:
+        print(f"{error_prefix}{err}", file=sys.stderr)
+        return 2
+    except VPIntegratorError as err:  # the library's one line (a damaged file of the study's own, ...)
+        print(f"{error_prefix}{err.render(lambda key: '--' + key.replace('_', '-'))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(interrupted, file=sys.stderr)
+        return 130
 
 
 def _summary(name: str, out_key: str | None, status: int) -> dict[str, Any]:
@@ -110,9 +130,16 @@ def main(study: Any, argv: Iterable[str] | None = None, prog: str | None = None)
             return 0
         out = getattr(options, "out", None)
         text = contextlib.redirect_stdout(sys.stderr) if invocation.as_json else contextlib.nullcontext()
-        members = seeds_as_members(getattr(options, "seeds_as_members", None))  # to the runners the study makes
+        device = getattr(options, "seeds_as_members", None)  # to the runners the study makes
+        members = seeds_as_members(device) if device is not None else contextlib.nullcontext()
         with study_logging(invocation.quiet, invocation.verbose), text, members:
-            status = plan.run(plan.plan(options, invocation.argv))
+            built = plan.plan(options, invocation.argv)
+            try:
+                status = plan.run(built)
+            except VPIntegratorError as err:  # a one_line study's library error: its message as is
+                if not getattr(plan.run, "one_line", False):
+                    raise
+                raise StudyError(str(err)) from None
         if invocation.as_json:
             sys.stdout.write(json.dumps(_summary(name, out, status)) + "\n")
         return status

@@ -21,26 +21,16 @@ time, each child with one thread (``OMP_NUM_THREADS=1``). The runner
   (``skip_existing``: a step killed after writing its output runs again over it), so a study's own
   outputs are replaced, and only those (the CLIs never replace a file of another kind).
 
-A study refuses a non-empty RUN unless resumed or replaced (``check_study_out``) and holds RUN's lock
-(``study_lock``) while it runs: two studies into one RUN are refused.
-
 A failed task does not stop the others; the tasks that need it are reported as not run.
 
 Seeds as ensemble members (``--seeds-as-members``): ``vpintegrator.studies.members``.
 
-Training budgets (``budget_flags``) are CPU seconds by default
-(``vp-train --cpu-time-limit``; each child runs one thread, so on an idle machine a CPU second is a wall
-second), with a wall-time ceiling of ``--wall-ceiling`` times the budget (``--time-limit``): a study on
-a loaded machine trains each model as long as on an idle one, only later. ``--budget wall`` restores the
-wall-time budget. ``--budget plateau`` stops each training by rules no load moves: its validation plateau
-(``--patience`` epochs without a ``PLATEAU_REL_DELTA`` relative fall of the score) or a count of optimiser
-steps (``--max-steps``), the wall ceiling kept as a safety net; the CPU seconds each run took are recorded
-beside (``summary.json`` ``cpu_time``, with ``stopped`` and ``stop_clock`` saying which rule stopped it).
+Training budgets: ``vpintegrator.studies.budget``; the run directory: ``vpintegrator.studies.plan``; a study's
+own tasks on the worker pool: ``vpintegrator.studies.pool``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shlex
@@ -49,12 +39,16 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Generator, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
-from .._signals import child_options, interrupts_raise, stop_children
-from ..device import check_device_name
-from ..errors import VPIntegratorError
+from .._signals import child_options, stop_children
+from .._signals import interrupts_raise as sigterm_as_interrupt  # noqa: F401  (re-exported: the studies' SIGTERM block)
+from .budget import (PLATEAU_PATIENCE, PLATEAU_REL_DELTA, PLATEAU_WALL_FACTOR, WALL_CEILING,  # noqa: F401  (re-exported)
+                     Budget, budget_flags)
+from .errors import StudyError, one_line  # noqa: F401  (re-exported)
 from .members import MEMBERS, move_member, scaled_budget, seed_and_out
+from .plan import check_out_dir, check_study_out, is_study_dir, study_lock  # noqa: F401  (re-exported)
+from .pool import in_pool  # noqa: F401  (re-exported)
 from .stats import read_json, write_json
 
 logger: logging.Logger = logging.getLogger("vpintegrator.studies")
@@ -63,64 +57,6 @@ logger: logging.Logger = logging.getLogger("vpintegrator.studies")
 REPO = Path(__file__).resolve().parents[2]
 #: the CLIs a task may run, by their console-script name -> module under vpintegrator.cli
 TOOLS = {"vp-gen": "gen", "vp-train": "train", "vp-rollout": "rollout", "vp-plot": "plot"}
-
-
-#: default wall-time ceiling of a CPU-time training budget, as a multiple of the budget
-WALL_CEILING = 4.0
-#: the plateau rule of ``--budget plateau``: a training stops once its validation score has not fallen below
-#: (1 − PLATEAU_REL_DELTA) of the score that last reset patience for ``--patience`` epochs (vp-train's
-#: ``patience`` and ``min_rel_delta``)
-PLATEAU_REL_DELTA = 0.01
-#: the default ``--patience`` of ``--budget plateau``, in epochs
-PLATEAU_PATIENCE = 10
-#: ``--budget plateau``'s wall ceiling, a safety net that should never be what stops a run: this many times the
-#: CPU budget's (``--wall-ceiling`` times the seconds): a run to its plateau may take several times a budget's CPU
-PLATEAU_WALL_FACTOR = 10.0
-
-
-
-
-def check_device(value: str | None, flag: str = "--seeds-as-members") -> str | None:
-    """A device for ensemble runs (auto, cpu, cuda, cuda:N), else a one-line ``StudyError`` naming ``flag``."""
-    if value is None:
-        return None
-    try:
-        return check_device_name(value, flag)
-    except VPIntegratorError:
-        raise StudyError(f"{flag} must name a device: auto, cpu, cuda or cuda:N; got {value!r}") from None
-
-
-@dataclass(frozen=True)
-class Budget:
-    """What stops a study's trainings (``--budget``, ``--wall-ceiling``, ``--patience``, ``--max-steps``)."""
-
-    kind: str = "cpu"  # cpu, wall or plateau
-    wall_ceiling: float = WALL_CEILING
-    patience: int = PLATEAU_PATIENCE
-    max_steps: int | None = None
-
-
-def budget_flags(plan: Budget, seconds: float, wall_seconds: float | None = None,
-                 max_steps: int | None = None) -> list[str]:
-    """vp-train flags for a training budget of ``seconds`` (as ``plan.kind`` says: CPU or wall seconds, or
-    ``plateau``); with a CPU budget the wall ceiling is ``plan.wall_ceiling`` times ``wall_seconds`` (default
-    ``seconds``). ``plateau``: stop by rules no load moves, the plateau rule (``plan.patience`` epochs,
-    ``PLATEAU_REL_DELTA``) and a step budget (``plan.max_steps``, else the study's ``max_steps``), a wall
-    ceiling ``PLATEAU_WALL_FACTOR`` times the CPU budget's kept as a safety net; each run's ``summary.json`` records which stopped it, and its CPU seconds."""
-    if plan.kind == "wall":
-        return ["--time-limit", f"{seconds:g}"]
-    ceiling = plan.wall_ceiling * (seconds if wall_seconds is None else wall_seconds)
-    if plan.kind == "plateau":
-        steps = plan.max_steps or max_steps
-        return ["--set", f"patience={int(plan.patience)}",
-                "--set", f"min_rel_delta={PLATEAU_REL_DELTA:g}",
-                *(["--set", f"max_steps={int(steps)}"] if steps else []),
-                "--time-limit", f"{PLATEAU_WALL_FACTOR * ceiling:g}"]
-    return ["--cpu-time-limit", f"{seconds:g}", "--time-limit", f"{ceiling:g}"]
-
-
-class StudyError(Exception):
-    """Bad input, a missing prerequisite or a failed step: reported as one line, no traceback."""
 
 
 @dataclass
@@ -405,128 +341,3 @@ class Runner:
         return StudyError(f"{len(failed)} step(s) failed or were not run: {', '.join(t.name for t in failed[:6])}"
                           f"{', ...' if len(failed) > 6 else ''}{said}; see {self.run / 'logs'}; "
                           "rerun with --skip-existing to redo only those")
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Within the block SIGTERM raises ``KeyboardInterrupt`` (so ``kill`` stops the children like Ctrl-C):
-    ``vpintegrator._signals.interrupts_raise``, the CLIs' policy; the previous handlers come back
-    afterwards. Outside the main thread signals are left alone."""
-    with interrupts_raise():
-        yield
-
-
-def is_study_dir(run: Path) -> bool:
-    """Whether ``run`` is a study's run directory (it has ``study.log`` or ``.tasks/``)."""
-    return (run / "study.log").is_file() or (run / ".tasks").is_dir()
-
-
-def parse_seeds(text: str, flag: str = "--seeds") -> list[int]:
-    """A study's seed list from a comma list: distinct non-negative integers, else a one-line StudyError."""
-    try:
-        seeds = [int(s) for s in str(text).split(",") if s.strip()]
-    except ValueError:
-        raise StudyError(f"{flag} must be a comma list of integers; got {text!r}") from None
-    if not seeds or any(s < 0 for s in seeds):
-        raise StudyError(f"{flag} must be distinct non-negative integers; got {text!r}")
-    from ..config import distinct
-
-    try:
-        return distinct(seeds, "seeds", label=flag)
-    except VPIntegratorError as err:
-        raise StudyError(str(err)) from None
-
-
-def check_out_dir(out: Path) -> None:
-    """Refuse a study's ``--out`` that exists and is not a directory (a one-line ``StudyError``)."""
-    if out.exists() and not out.is_dir():
-        raise StudyError(f"--out {out}: exists and is not a directory; choose another --out")
-
-
-def check_study_out(out: Path, skip_existing: bool = False, overwrite: bool = False) -> None:
-    """A study's ``--out``: refuse a file (``check_out_dir``), a non-empty directory unless ``skip_existing``
-    (continue it) or ``overwrite`` (run it again), and, with ``overwrite``, a non-empty directory that is not a
-    study's."""
-    out = Path(out)
-    check_out_dir(out)
-    if not (out.is_dir() and any(out.iterdir())):
-        return
-    if not (skip_existing or overwrite):
-        raise StudyError(f"--out {out} exists and is not empty; add --skip-existing to continue it, --overwrite to "
-                         "run it again, or choose a fresh --out")
-    if overwrite and not is_study_dir(out):
-        raise StudyError(f"--out {out}: not a study's run directory (no study.log, no .tasks/): it is never replaced, "
-                         "also with --overwrite; choose another --out")
-
-
-@contextlib.contextmanager
-def study_lock(run: Path) -> Iterator[None]:
-    """Hold RUN's lock (``RUN.lock``, ``vpintegrator._outputs.output_lock``) for the block: a second
-    study into the same RUN is refused with one line."""
-    from .._outputs import output_lock
-
-    lock = output_lock(run, key="out")
-    try:
-        lock.__enter__()
-    except VPIntegratorError as err:
-        raise StudyError(err.render(lambda key: f"--{key}")) from None
-    try:
-        yield
-    finally:
-        lock.__exit__(None, None, None)
-
-
-def guarded(body: Callable[[], int], error_prefix: str, interrupted: str) -> int:
-    """Run a study's ``body``: a ``StudyError`` becomes ``<error_prefix><message>`` on stderr and
-    exit status 2, Ctrl-C or SIGTERM ``interrupted`` and 130."""
-
-    try:
-        with sigterm_as_interrupt():
-            return body()
-    except StudyError as err:
-        print(f"{error_prefix}{err}", file=sys.stderr)
-        return 2
-    except VPIntegratorError as err:  # the library's one line (a damaged file of the study's own, ...)
-        print(f"{error_prefix}{err.render(lambda key: '--' + key.replace('_', '-'))}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(interrupted, file=sys.stderr)
-        return 130
-
-
-def one_line(run: Callable[[Any], int]) -> Callable[[Any], int]:
-    """A study's ``run(plan)`` with a library error (``VPIntegratorError``) raised as a one-line ``StudyError`` of
-    its message."""
-    import functools
-
-
-    @functools.wraps(run)
-    def checked(plan: Any) -> int:
-        try:
-            return run(plan)
-        except VPIntegratorError as err:
-            raise StudyError(str(err)) from None
-    return checked
-
-
-def in_pool(fn: Callable[..., Any], tasks: Iterable[tuple[Any, ...]], jobs: int) -> Generator[Any, None, None]:
-    """``fn(*task)`` of every task, in the tasks' order: one after the other in this process when ``jobs`` <= 1,
-    else all submitted at once to the package's one pool (``jobs.executors.worker_pool``: ``jobs`` spawned
-    processes of one thread each, which die with the study), each result yielded as soon as it and those before
-    it are done, while the later ones run; an error (or the caller leaving the loop) cancels the tasks not
-    started. ``fn`` is a module-level function, ``tasks`` picklable."""
-    if jobs <= 1:
-        for task in tasks:
-            yield fn(*task)
-        return
-    from ..jobs.executors import worker_pool
-
-    with worker_pool(jobs, start="spawn", threads=1) as pool:  # spawn: torch
-        futures = [pool.submit(fn, *task) for task in tasks]
-        try:
-            for future in futures:
-                yield future.result()
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise

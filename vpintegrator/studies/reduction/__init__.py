@@ -52,8 +52,9 @@ does (``stats.redraw_from``): ``OUT/results.md``, the file copied to ``OUT/resul
 
 from __future__ import annotations
 
+from ..errors import one_line
 from ..options import Study
-from ..runner import check_out_dir, one_line
+from ..plan import check_out_dir
 from ..stats import write_json
 from .data import Case, make_case
 from .flow_maps import PSDEncoder, autoencoder_flow_map_rows, fit_psd_encoder, flow_map_rows, psd_flow_map_rows
