@@ -286,15 +286,6 @@ class Trainer:
             self.epoch, self.step, self.wall_before, self.cpu_before = at.epoch, at.step, at.wall, at.cpu
         self.steps.start()
 
-    @property
-    def record(self) -> Member:
-        """The (first) member's bookkeeping: a single run's."""
-        return self.members[0]
-
-    @property
-    def run_dir(self) -> Path | None:
-        return self.out
-
     # -- per member --------------------------------------------------------------------------------
 
     def epoch_of(self, m: Member) -> int:

@@ -753,15 +753,16 @@ def prepare(plan: TrainPlan, device: torch.device) -> Prepared:
     check_data_scale(data.y, plan.dtype, ", ".join(data_paths))
     data, full, observation = observed_data(plan.data, data, data_paths[0])
     seeds, dtype = plan.seeds, plan.torch_dtype
-    check_training_memory(plan, data.dim, len(seeds), data.n_traj * data.n_states)
+    dim, n_traj, n_states, dt = data.dim, data.n_traj, data.n_states, _data_dt(data)  # the data's sizes, read once
+    check_training_memory(plan, dim, len(seeds), n_traj * n_states)
     models = []
     for s in seeds:  # the initialisation fit(seed=s) draws
-        model, name = new_model(plan.model, plan.optim, s, data.dim, data_paths[0], device, dtype, _data_dt(data))
+        model, name = new_model(plan.model, plan.optim, s, dim, data_paths[0], device, dtype, dt)
         models.append(model)
     if plan.ensemble:
         ckpt_io.seed_everything(plan.seed)
-    seq_len, pred_window = check_model(models[0], name, data.dim, dtype, device)
-    check_windows_fit(name, seq_len, pred_window * plan.data.unroll, data.n_states, data_paths[0])
+    seq_len, pred_window = check_model(models[0], name, dim, dtype, device)
+    check_windows_fit(name, seq_len, pred_window * plan.data.unroll, n_states, data_paths[0])
     extra = {"seeds": list(seeds), "ensemble": len(seeds)} if plan.ensemble else {}
     record = resolved_record(plan, data_paths, models[0], name, **extra)
     train_set, val_set, validator, info = window_sets(plan, data, data_paths, seq_len, pred_window, device, full=full,
