@@ -82,6 +82,29 @@ def delay_sindy(train_obs: np.ndarray, first: np.ndarray, n_steps: int, T: int =
                           "val_score": fit.score}}
 
 
+#: interleaved repeats of the cost meter (batch 1, the first held-out condition, to the last horizon)
+METER_REPEATS = 3
+
+
+def batch1_costs(rows: dict[str, tuple[Any, np.ndarray]], n_steps: int) -> dict[str, tuple[float, str]]:
+    """``{label: (cost, clock)}``: each learned row's batch-1 CPU seconds per unit time, priced alike on the cost
+    meter (``vpintegrator.clock.meter``: one cold call, then the minimum over ``METER_REPEATS`` interleaved
+    rounds, thread CPU, as the memory study prices its rows): one rollout of ``n_steps`` states by the row's model
+    step map (``vp-rollout``'s: ``model_step``) from ``rows[label] = (model, window)``, the first held-out condition's
+    first window (1, seq_len, dim)."""
+    from ...clock import meter
+    from ...rollout.engine import rollout
+    from ...rollout.methods import model_step
+
+    def call(model: Any, window: np.ndarray) -> Any:
+        step = model_step(model)
+        first = np.ascontiguousarray(window[:, :step.seq_len], dtype=np.float64)
+        return lambda: rollout(step, first, H, int(n_steps))
+
+    costs = meter({label: call(model, window) for label, (model, window) in rows.items()}, repeats=METER_REPEATS)
+    return {label: (c.per(n_steps * H), c.clock) for label, c in costs.items()}
+
+
 def _has_pysindy() -> bool:
     import importlib.util
 
@@ -92,7 +115,8 @@ def evaluate_seed(out: Path, train: Path, n_test: int, system: str, seed: int, r
     """Roll out every trained run of one seed (and its VPT ablations; the fixed rows when ``with_fixed``) from
     ``n_test`` held-out conditions (drawn from ``train``'s sampler, seed ``HELDOUT_SEED``) to t = 100, observed;
     one row per label with the per-condition medians at ``HORIZONS``, on the observed channels and in the full
-    state (``full_state_errors``; a full-state model's directly). The parrot learns from ``train``'s training
+    state (``full_state_errors``; a full-state model's directly), and each learned row's batch-1 cost
+    (``batch1_costs``: ``cost``, CPU s per unit time). The parrot learns from ``train``'s training
     split (the models'), never from a held-out condition."""
     import torch
 
@@ -119,6 +143,7 @@ def evaluate_seed(out: Path, train: Path, n_test: int, system: str, seed: int, r
     entries: list[tuple[str, Any]] = []
     full_entries: list[tuple[str, Any]] = []
     meta: dict[str, dict[str, Any]] = {}
+    priced: dict[str, tuple[Any, np.ndarray]] = {}  # label -> (model, the first held-out condition's window)
     for (approach, T), run in sorted(runs.items()):
         model = load_model(run).double()
         summary = read_json(run / "summary.json") or {}
@@ -131,6 +156,7 @@ def evaluate_seed(out: Path, train: Path, n_test: int, system: str, seed: int, r
         if approach in FULL_STATE:
             full_entries.append((label, model))
             meta[label] = {**base, "kind": "full_state", "coupling": None}
+            priced[label] = (model, ref_full[:1, :1])
             continue
         model_obs = observation_from_record(getattr(model, "trained_on")["observation"])
         assert model_obs is not None
@@ -144,10 +170,13 @@ def evaluate_seed(out: Path, train: Path, n_test: int, system: str, seed: int, r
             coupling = float(attention_coupling(model, windows).median)
         entries.append((label, model))
         meta[label] = {**base, "kind": "model", "coupling": coupling}
+        first = windows[:1].numpy()
+        priced[label] = (model, first)
         if approach in ABLATED and T > 1:
             ref_windows = torch.as_tensor(model_obs.apply(train_data.y[:, :T]))
             entries.append((f"{label}+noattn", without_attention(model)))
             entries.append((f"{label}+meanattn", mean_attention(model, ref_windows)))
+            priced[f"{label}+noattn"], priced[f"{label}+meanattn"] = (entries[-2][1], first), (entries[-1][1], first)
             meta[f"{label}+noattn"] = {**base, "approach": f"{approach}+noattn", "kind": "ablation", "curve": None}
             meta[f"{label}+meanattn"] = {**base, "approach": f"{approach}+meanattn", "kind": "ablation",
                                          "curve": None}
@@ -197,6 +226,7 @@ def evaluate_seed(out: Path, train: Path, n_test: int, system: str, seed: int, r
         # own 15 % validate); no held-out condition
         observed[label], chosen = delay_sindy(obs.apply(train_data.y), ref, max(steps))
         meta[label] = {"approach": label, "T": T_sindy, "kind": "fitted", "sindy": chosen}
+    costs = batch1_costs(priced, max(steps)) if priced else {}
     rows = []
     for label, row in meta.items():
         errs = _errors(observed[label], ref, steps)
@@ -208,6 +238,7 @@ def evaluate_seed(out: Path, train: Path, n_test: int, system: str, seed: int, r
             ferrs = full_state_errors(full, obs, observed[label], ref_full, steps)
         rows.append({"system": system, "observe": info["observe"], "seed": None if row["kind"] in ("known", "fitted")
                      else int(seed), "label": label, **row,
+                     **({"cost": costs[label][0], "cost_clock": costs[label][1]} if label in costs else {}),
                      **{f"err_t{t:g}": median_interval(errs[k]) for t, k in zip(HORIZONS, steps)},
                      **{f"full_err_t{t:g}": median_interval(ferrs[k]) for t, k in zip(HORIZONS, steps)}})
     return rows

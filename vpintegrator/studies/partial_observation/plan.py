@@ -31,7 +31,10 @@ class PartialObservationOptions(StudyOptions):
     windows : list of int
         The window lengths T (default 1,2,4,8).
     approaches : list of str
-        Comma list out of vpt, vpt_mix, st, delay_mlp, delay_mlp2, delay_vpff, fullstate (default all).
+        Comma list out of vpt, vpt_mix, st, sympt, delay_mlp, delay_mlp2, delay_vpff, fullstate, gru, lru (default
+        all but the recurrent gru and lru, which the shipped results were made without: add them by naming them,
+        e.g. --set approaches=gru,lru,delay_mlp2, or approaches in the plan file; trained and scored as the other
+        learned rows).
     n_train : int
         Training trajectories per system (to t_train; default 200).
     n_test : int

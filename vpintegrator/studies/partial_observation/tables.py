@@ -22,7 +22,8 @@ def merge_rows(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dic
 def summarize_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (system, approach, T): the per-seed medians at each horizon (``tH``; in the full state ``full_tH``,
     None in rows from before those columns), their median over seeds with its bootstrap interval, the
-    training's stop reasons and CPU, the coupling."""
+    training's stop reasons and CPU, the coupling, the batch-1 cost (median over seeds; None in rows from before
+    it was measured)."""
     groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault((r["system"], r["approach"], int(r["T"])), []).append(r)
@@ -43,6 +44,8 @@ def summarize_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         entry["train_cpu"] = float(np.median(cpu)) if cpu else None
         coupling = [float(r["coupling"]) for r in rs if r.get("coupling") is not None]
         entry["coupling"] = float(np.median(coupling)) if coupling else None
+        cost = [float(r["cost"]) for r in rs if r.get("cost") is not None]
+        entry["cost"] = float(np.median(cost)) if cost else None
         out.append(entry)
     return out
 
@@ -64,6 +67,12 @@ def _target(summary: list[dict[str, Any]]) -> str:
             f"{hits} of {len(seeds)} seeds <= {TARGET['error']:g}.")
 
 
+#: what the cost column says (drawn where a row has it)
+COST_NOTE = ("Batch-1 CPU s / unit time: each learned row's rollout of the first held-out condition to t = 100 on the "
+             "cost meter (warm, the minimum over 3 interleaved repeats, thread CPU, one torch thread) per unit time, "
+             "the median over seeds; — for the rows that are not trained.")
+
+
 def tables(summary: list[dict[str, Any]]) -> str:
     """The Markdown tables: per system, every (approach, T) at each horizon, best first at t = 10."""
     lines = ["# Partial observation: results", "", _target(summary), ""]
@@ -82,6 +91,10 @@ def tables(summary: list[dict[str, Any]]) -> str:
         rows.sort(key=lambda e: math.inf if e["t10"]["median"] is None else e["t10"]["median"])
         head = ["approach", "T", "kind", "t = 10", "t = 100", "per seed, t = 10", "per seed, t = 100",
                 "full state, t = 10", "full state, t = 100", "coupling", "train CPU s", "stopped"]
+        priced = any(e.get("cost") is not None for e in rows)  # results from before the cost: their tables as drawn
+        if priced:
+            head.insert(-1, "batch-1 CPU s / unit time")
+            lines += [COST_NOTE, ""]
         body = []
         for e in rows:
             def cell(t: str) -> str:
@@ -93,7 +106,8 @@ def tables(summary: list[dict[str, Any]]) -> str:
                          " ".join(fmt_num(v) for v in e["t10"]["per_seed"]),
                          " ".join(fmt_num(v) for v in e["t100"]["per_seed"]),
                          cell("full_t10"), cell("full_t100"),
-                         fmt_num(e["coupling"]), fmt_num(e["train_cpu"]), ", ".join(e["stopped"]) or "—"])
+                         fmt_num(e["coupling"]), fmt_num(e["train_cpu"]),
+                         *([fmt_num(e.get("cost"))] if priced else []), ", ".join(e["stopped"]) or "—"])
         lines += md_table(head, body) + [""]
     return "\n".join(lines)
 
@@ -140,7 +154,7 @@ ROW = Obj(required={"system": "str", "approach": "str", "T": "int", "label": "st
           optional={"observe": "str?", "n_params": "int?", "train_cpu": "number?", "epochs": "int?",
                     "best_epoch": "int?", "stopped": "str?", "best_val": "number?", "run": "str?",
                     "curve": Obj(optional={"cpu": Each("number?"), "val": Each("number?")}, null=True),
-                    "coupling": "number?", "sindy": "object?",
+                    "coupling": "number?", "sindy": "object?", "cost": "number?", "cost_clock": "str?",
                     **{f"{prefix}_t{t:g}": INTERVAL for t in HORIZONS for prefix in ("err", "full_err")}})
 #: what partial_observation.json holds
 SCHEMA = ResultsSchema("partial_observation", {"rows": Each(ROW)})
