@@ -214,3 +214,29 @@ def test_each_study_builds_a_frozen_plan_once(name, tmp_path, monkeypatch):
             part.out = "elsewhere"
     first = _frozen_parts(ran[0])[0]
     assert str(first.out) == "r" and (name == "attention" or list(first.seeds) == [3])
+
+
+@pytest.mark.parametrize("marked", [True, False], ids=["one_line", "plain"])
+def test_a_one_line_studys_library_error_is_its_message_as_is_and_a_plain_studys_names_the_flag(marked, tmp_path,
+                                                                                                 capsys):
+    """``one_line`` marks a study's run (no wrapper): a library error its run raises is reported as its message
+    (the key as written), a plain study's with the key as its flag; an error of the plan builder is a plain
+    study's in both (the mark is the run's)."""
+    from vpintegrator.errors import VPIntegratorError
+    from vpintegrator.studies.errors import one_line
+    from vpintegrator.studies.plan import StudyPlan
+
+    def run(plan):
+        raise VPIntegratorError("results: 'x' is not there", key="results")
+
+    def build(options, argv):
+        if options.jobs == 3:
+            raise VPIntegratorError("jobs: 3 is refused here", key="jobs")
+        return StudyPlan.build(options, argv)
+
+    study = Study(StudyOptions, one_line(run) if marked else run, build, prog="probe", error_prefix="probe: ")
+    assert run_study(study, ["--out", str(tmp_path / "r")]) == 2
+    assert capsys.readouterr().err == ("probe: results: 'x' is not there\n" if marked
+                                       else "probe: --results: 'x' is not there\n")
+    assert run_study(study, ["--out", str(tmp_path / "r"), "--jobs", "3"]) == 2
+    assert capsys.readouterr().err == "probe: --jobs: 3 is refused here\n"
