@@ -27,6 +27,9 @@ Approaches (``APPROACHES``), each at every window length T of ``windows``:
   attention, one step from the concatenated window (``delay_mlp2``: as the second difference
   x_{n+1} − 2x_n + x_{n−1}, Störmer–Verlet's position form, T ≥ 2) and a volume-preserving map of the whole
   window: the control that says whether attention adds anything over the window;
+- ``gru`` and ``lru`` (``RECURRENT``, ``vpintegrator.models.recurrent``), the recurrent window models at their
+  registry defaults: opt-in (the default plans were made without them), added by name (``--approaches
+  gru,lru,delay_mlp2``), trained, scored and priced as every learned row;
 - ``fullstate``: the same MLP as ``delay_mlp`` at T = 1 trained on the **full** state (not observed): the
   one-step flow map, the upper bound of what the data can teach (its rollout observed for the observed columns);
 - per trained VPT and ``vpt_mix`` (T > 1) their ablations as rows: ``+noattn`` (every attention the identity,
@@ -57,7 +60,8 @@ windows (``vpintegrator.testing.attention_coupling``).
 Numbers per (system, approach, T): per seed the median over held-out conditions (and its 10–90 % interval),
 over seeds the median with a percentile-bootstrap 95 % interval (``bootstrap_ci``); the target of the target
 (``TARGET``): the best learned model's median at t = 10 on the coupled oscillator is <= 1e-3 on >= 4 of 5
-seeds.
+seeds. Each learned row's batch-1 cost (``cost``: CPU s per unit time of one held-out condition's rollout on the
+cost meter, ``batch1_costs``) is a column beside its training CPU.
 
     vp-study partial_observation --out runs/partial_observation --quick      # <= 10 min on 2 cores
     vp-study partial_observation --out runs/partial_observation              # the default size (--jobs 2: about 1 h on 2 cores)
@@ -76,9 +80,9 @@ from ..runner import check_out_dir, one_line
 from ..stats import write_json
 from .data import heldout_data, heldout_mu, make_data
 from .design import (ABLATED, APPROACHES, ATTENTION, DEFAULTS, DELAY_SINDY, FIXED_ROWS, FULL_CONTEXT, FULL_STATE, H,
-                     HELDOUT_SEED, HORIZONS, MIN_T, QUICK, RECIPE, STEP_COSTS, STEPS_PER_EPOCH, SYSTEMS, TARGET,
-                     TRAINING, windows_of)
-from .evaluation import delay_sindy, evaluate_seed, full_state_errors
+                     HELDOUT_SEED, HORIZONS, MIN_T, QUICK, RECIPE, RECURRENT, STEP_COSTS, STEPS_PER_EPOCH, SYSTEMS,
+                     TARGET, TRAINING, windows_of)
+from .evaluation import batch1_costs, delay_sindy, evaluate_seed, full_state_errors
 from .plan import PartialObservationOptions, PartialObservationPlan, build_plan
 from .tables import RESULTS, ROW, SCHEMA, merge_rows, plateau_figure, read_rows, summarize_rows, tables
 from .training import train_run, train_runs
@@ -91,7 +95,7 @@ __all__ = ["H", "HORIZONS", "SYSTEMS", "APPROACHES", "MIN_T", "FULL_STATE", "DEL
            "summarize_rows", "read_rows", "tables", "plateau_figure", "merge_rows", "PartialObservationOptions",
            "PartialObservationPlan", "build_plan", "STUDY", "run",
            "ABLATED", "ATTENTION", "FIXED_ROWS", "FULL_CONTEXT", "HELDOUT_SEED", "RECIPE", "STEP_COSTS",
-           "STEPS_PER_EPOCH", "ROW", "SCHEMA", "RESULTS"]
+           "STEPS_PER_EPOCH", "ROW", "SCHEMA", "RESULTS", "RECURRENT", "batch1_costs"]
 
 
 @one_line
