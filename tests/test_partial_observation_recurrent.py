@@ -74,3 +74,48 @@ def test_a_tiny_run_gives_rows_for_both(tmp_path):
     assert "cost" not in rows["parrot"]  # the rows that are not trained are not priced
     table = (out / "partial_observation.md").read_text()
     assert "batch-1 CPU s / unit time" in table and "| gru | 2 | model |" in table
+
+
+@pytest.mark.parametrize("name", ["recurrent_quick", "recurrent_steps30"])
+def test_the_documented_recurrent_tables_are_drawn_from_the_shipped_json(name):
+    """docs/partial_observation.md shows every table line the study draws from the shipped results of its recurrent
+    section (read through ``results_files``: the repository's docs/data, or the wheel's copy), with the target's
+    verdict; the rows hold the batch-1 cost of every learned row."""
+    from pathlib import Path
+
+    from vpintegrator._shipped import results_files
+    from vpintegrator.studies.partial_observation import RESULTS, summarize_rows, tables
+
+    rows = RESULTS.read_rows(results_files()[f"partial_observation/{name}"])
+    assert {r["approach"] for r in rows} >= {"gru", "lru", "delay_mlp2"}
+    assert all(r["cost"] > 0 for r in rows if r["kind"] == "model")
+    page_file = Path(__file__).resolve().parents[1] / "docs" / "partial_observation.md"
+    if not page_file.is_file():
+        pytest.skip("the documentation page (not in the wheel)")
+    text, page = tables(summarize_rows(rows)), page_file.read_text()
+    lines = [line for line in text.splitlines() if line.startswith("| ")]
+    assert lines and [line for line in lines if line not in page] == [] and text.splitlines()[2] in page
+
+
+@pytest.mark.parametrize("name", ["bath_window", "bath_window16"])
+def test_the_documented_bath_window_numbers_are_the_shipped_json(name):
+    """docs/memory.md's whole-window table: every number of the rows' first-state and whole-window errors is in the
+    shipped results file (read through ``results_files``)."""
+    from pathlib import Path
+
+    from vpintegrator._shipped import results_files
+    from vpintegrator.studies.memory.tables import read_doc
+    from vpintegrator.studies.stats import fmt_num
+
+    rows = read_doc(results_files()[f"memory/{name}"])["rows"]
+    whole = max(int(r["T"]) for r in rows if str(r["approach"]).startswith("estimate+"))
+    page_file = Path(__file__).resolve().parents[1] / "docs" / "memory.md"
+    if not page_file.is_file():
+        pytest.skip("the documentation page (not in the wheel)")
+    section = page_file.read_text().split("## The bath's whole-window estimate")[1]
+    for base in ("gle", "bath+stormer_verlet", "bath+bath_splitting_y6"):
+        for noise in (0.0, 0.001):
+            for approach, T in ((base, 1), (f"estimate+{base}", whole)):
+                r = next(r for r in rows if r["approach"] == approach and int(r["T"]) == T and r["noise"] == noise)
+                cell = f"{fmt_num(r['err_t10']['median'])} / {fmt_num(r['err_t100']['median'])}"
+                assert cell in section, (name, approach, noise, cell)
