@@ -40,9 +40,9 @@ def _distinfo_class():
     class AllRanks(DistInfo):
         """A DistInfo whose DDP path is on at any world size (DistInfo's is on from two ranks)."""
 
-        @property
-        def enabled(self) -> bool:
-            return True
+        def __post_init__(self) -> None:
+            super().__post_init__()
+            object.__setattr__(self, "enabled", True)
 
     return AllRanks
 
