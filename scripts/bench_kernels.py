@@ -540,8 +540,10 @@ def bench(system_name, h, methods, t_end, repeats, call_steps=10_000):
         lean = best_lean[label]
         lean_call = min(best_lean_call.values())
         diff = float(np.max(np.abs(y_pkg - y_lean)))
+        # the whole call over its kernel on the same steps, and what the call costs beyond the kernel (s)
+        kernel_call = best_kernel * n_call / n_m
         rows.append((name, best_pkg / t_m, lean / t_m, best_pkg / lean, label, diff, best_kernel / lean,
-                     best_call / lean_call))
+                     best_call / lean_call, best_call / kernel_call, best_call - kernel_call, n_call))
         print(f"{system_name:18s} {name:26s} package {best_pkg / t_m:9.3e}  lean {lean / t_m:9.3e} "
               f"({label:11s})  ratio {best_pkg / lean:5.2f}  kernel-only ratio {best_kernel / lean:5.2f}  "
               f"integrate({n_call} steps) ratio {best_call / lean_call:5.2f}  "

@@ -97,6 +97,112 @@ def _lean_verlet(dphi):
 LEAN = {"toda": _lean_verlet(_toda_dphi), "fpu_beta": _lean_verlet(_fpu_dphi)}
 
 
+@numba.njit(cache=False)
+def _toda_ddphi(alpha, r):
+    return alpha * math.exp(-r)
+
+
+@numba.njit(cache=False)
+def _fpu_ddphi(beta, r):
+    return 1.0 + 3.0 * beta * r * r
+
+
+def _lean_midpoint(dphi, ddphi, periodic):
+    """Implicit midpoint as a user writes it for one lattice (its phi', phi'' inlined, its ends fixed or periodic
+    at compile time): Newton in the midpoint positions Q alone, ``Q - q - h p / 2 + h^2 / 4 V'(Q) = 0``, started at
+    the explicit Euler guess ``Q = q + h p / 2``; each iteration one pass over the bonds for phi' and phi'' and one
+    tridiagonal solve of ``I + h^2 / 4 V''(Q)`` (Thomas; on a ring the cyclic system by Sherman-Morrison, a second
+    Thomas solve); stopped by the package's test on the update (``e <= tol * max(1, |y|_inf)``, or stalled at the
+    rounding floor); then ``p1 = p - h V'(Q)``, ``q1 = 2 Q - q``. Every state into out, no blow-up check; returns
+    the steps done (fewer: Newton did not converge)."""
+    @numba.njit(cache=False)
+    def thomas(diag, off, rhs, x, cp, n):
+        piv = diag[0]
+        cp[0] = off[0] / piv
+        x[0] = rhs[0] / piv
+        for i in range(1, n):
+            piv = diag[i] - off[i - 1] * cp[i - 1]
+            cp[i] = off[i] / piv
+            x[i] = (rhs[i] - off[i - 1] * x[i - 1]) / piv
+        for i in range(n - 2, -1, -1):
+            x[i] -= cp[i] * x[i + 1]
+
+    @numba.njit(cache=False)
+    def run(par, y, h, n_steps, out, tol, max_iter):
+        n = y.shape[0] // 2
+        q = y[:n]
+        p = y[n:]
+        big, dq, rhs, diag, off, cp, u, z = (np.empty(n), np.empty(n), np.empty(n), np.empty(n), np.empty(n),
+                                             np.empty(n), np.empty(n), np.empty(n))
+        d = np.empty(n + 1)
+        k = np.empty(n + 1)
+        c = 0.25 * h * h
+        for step in range(n_steps):
+            scale = 1.0
+            for i in range(2 * n):
+                scale = max(scale, abs(y[i]))
+            for i in range(n):
+                big[i] = q[i] + 0.5 * h * p[i]
+            prev = np.inf
+            ok = False
+            for _ in range(max_iter):
+                for b in range(1, n):  # bond b between sites b-1 and b
+                    r = big[b] - big[b - 1]
+                    d[b] = dphi(par, r)
+                    k[b] = ddphi(par, r)
+                if periodic:
+                    r = big[0] - big[n - 1]
+                    d[0] = d[n] = dphi(par, r)
+                    k[0] = k[n] = ddphi(par, r)
+                else:
+                    d[0], k[0] = dphi(par, big[0]), ddphi(par, big[0])
+                    d[n], k[n] = dphi(par, -big[n - 1]), ddphi(par, -big[n - 1])
+                for i in range(n):
+                    rhs[i] = big[i] - q[i] - 0.5 * h * p[i] + c * (d[i] - d[i + 1])
+                    diag[i] = 1.0 + c * (k[i] + k[i + 1])
+                    off[i] = -c * k[i + 1]  # between i and i + 1 (on a ring off[n-1]: between n-1 and 0)
+                if periodic:  # A = T + u v^T, T tridiagonal: u = (g, 0.., corner), v = (1, 0.., corner / g)
+                    corner = off[n - 1]
+                    g = -diag[0]
+                    diag[0] -= g
+                    diag[n - 1] -= corner * corner / g
+                    thomas(diag, off, rhs, dq, cp, n)
+                    u[:] = 0.0
+                    u[0], u[n - 1] = g, corner
+                    thomas(diag, off, u, z, cp, n)
+                    fact = (dq[0] + corner * dq[n - 1] / g) / (1.0 + z[0] + corner * z[n - 1] / g)
+                    for i in range(n):
+                        dq[i] -= fact * z[i]
+                else:
+                    thomas(diag, off, rhs, dq, cp, n)
+                e = 0.0
+                for i in range(n):
+                    big[i] -= dq[i]
+                    e = max(e, abs(dq[i]))
+                if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
+                    ok = True
+                    break
+                prev = e
+            if not ok:
+                return step
+            for b in range(1, n):
+                d[b] = dphi(par, big[b] - big[b - 1])
+            if periodic:
+                d[0] = d[n] = dphi(par, big[0] - big[n - 1])
+            else:
+                d[0], d[n] = dphi(par, big[0]), dphi(par, -big[n - 1])
+            for i in range(n):
+                p[i] -= h * (d[i] - d[i + 1])
+                q[i] = 2.0 * big[i] - q[i]
+            out[step] = y
+        return n_steps
+    return run
+
+
+#: the lean implicit midpoint of each lattice (Toda on a ring, FPU-beta with fixed ends, as the systems are)
+MIDPOINT = {"toda": _lean_midpoint(_toda_dphi, _toda_ddphi, True), "fpu_beta": _lean_midpoint(_fpu_dphi, _fpu_ddphi, False)}
+
+
 def _lean_kick(dphi):
     """The nonlinear half kick of one lattice, ``p -= c (psi'(r_b) - psi'(r_{b+1}))`` with
     ``psi'(r) = phi'(r) - phi'(0) - kappa r``, written for that lattice (its phi' inlined)."""
@@ -242,7 +348,11 @@ def bench_bath(system_name: str, n: int, n_steps: int, repeats: int, full: bool,
 
 
 def bench(system_name: str, n_sites: int, n_steps: int, repeats: int, h: float,
-          method: str = "stormer_verlet") -> dict[str, float]:
+          method: str = "stormer_verlet", numpy_step: bool = True) -> dict[str, float]:
+    """Seconds per step of the lean loop (``independent``), the kernel (``step_block``), the whole ``vp.integrate``
+    call (and, for the exponential splitting with ``numpy_step``, the NumPy step), the minimum of ``repeats``
+    interleaved runs of ``n_steps`` steps; ``diff``: the largest difference of the kernel's and the lean loop's
+    final states."""
     system = get_system(system_name, N=n_sites)
     y0 = sample_initial_conditions(system, "bump", mu=[0.45])[0]
     par = float(system.bond_params()[0])
@@ -251,6 +361,8 @@ def bench(system_name: str, n_sites: int, n_steps: int, repeats: int, h: float,
     out2 = np.empty((n_steps, system.dim))
     if method == "stormer_verlet":
         lean = lambda: LEAN[system_name](par, system.periodic, y0.copy(), h, n_steps, out2)  # noqa: E731
+    elif method == "implicit_midpoint":
+        lean = lambda: MIDPOINT[system_name](par, y0.copy(), h, n_steps, out2, stepper.tol, stepper.max_iter)  # noqa: E731
     else:
         lean = lambda: _lean_exponential(system, KICK[system_name], y0.copy(), h, n_steps, out2)  # noqa: E731
     calls = {
@@ -258,7 +370,7 @@ def bench(system_name: str, n_sites: int, n_steps: int, repeats: int, h: float,
         "kernel": lambda: stepper.step_block(y0.copy(), n_steps, out),
         "integrate": lambda: vp.integrate(system, y0, dt=h, n_steps=n_steps, method=method),
     }
-    if method != "stormer_verlet":  # the NumPy step, what ran before it was compiled
+    if method == "exponential_splitting" and numpy_step:  # the NumPy step, what ran before it was compiled
         calls["numpy"] = lambda: vp.integrate(system, y0, dt=h, n_steps=n_steps, method=method, compiled=False)
     for call in calls.values():  # compile, touch the outputs
         call()
@@ -280,9 +392,11 @@ def main() -> None:
     ap.add_argument("--n-steps", type=int, default=2000)
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--dt", type=float, default=None, help="step (default 1.2 for toda, 0.9 for fpu_beta)")
-    ap.add_argument("--method", default="stormer_verlet", choices=("stormer_verlet", "exponential_splitting"),
-                    help="exponential_splitting: the lean loop is numba kicks + one scipy FFT pair per step, and the "
-                         "NumPy step is timed too")
+    ap.add_argument("--method", default="stormer_verlet",
+                    choices=("stormer_verlet", "implicit_midpoint", "exponential_splitting"),
+                    help="implicit_midpoint: the lean loop is a Newton in the midpoint positions with a (cyclic) "
+                         "tridiagonal solve; exponential_splitting: numba kicks + one scipy FFT pair per step, and "
+                         "the NumPy step is timed too")
     ap.add_argument("--bath", action="store_true", help="the particle-bath systems' Stormer-Verlet (module docstring)")
     args = ap.parse_args()
     if args.bath:

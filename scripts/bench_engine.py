@@ -1,0 +1,155 @@
+"""Every target of the compiled engine in one run: each batch-1 kernel over its lean reference, the whole
+``vp.integrate`` call over its kernel, and the call's fixed cost, with met / not met per row.
+
+A thin driver over the two kernel benchmarks, in one process (their functions imported, nothing copied):
+
+- ``scripts/bench_kernels.py``'s ``bench``: every compiled method on the rigid body (h = 0.2) and the coupled
+  oscillator (h = 0.4), the kernel (``step_block``) against the leanest of its lean numba steppers, and a whole
+  ``vp.integrate`` call of ``--call-steps`` steps of one trajectory against the kernel over the same steps (the
+  simulated time is raised to ``--call-steps`` steps where ``--t-end`` is shorter);
+- ``scripts/bench_lattice.py``'s ``bench``: Toda and FPU-beta at each ``--lattice-n`` with Stormer-Verlet,
+  implicit midpoint and the exponential splitting, the kernel against the lean loop written there per lattice
+  (Verlet; Newton in the midpoint positions with a (cyclic) tridiagonal solve; numba kicks + one scipy FFT pair
+  per step), ``--lattice-steps`` steps; its ``vp.integrate`` / kernel is printed for information (the target is
+  on one trajectory of 10^4 steps, the small systems' rows);
+- the whole-call fixed cost of ``vp.integrate``: the CPU time of one call of 1 step (the mean of ``--fixed-calls``
+  calls, the minimum over ``--repeats``) less one step of the kernel (``step_block`` over ``--fixed-calls``
+  steps, per step), on the rigid body with RK4 and implicit midpoint.
+
+Everything on this thread's CPU clock, interleaved, the minimum over repeats. Targets: kernel / lean <= 1.3 (goal
+1.1); ``vp.integrate`` of 10^4 steps / its kernel <= 1.3; fixed cost <= 20 us. Prints the two scripts' own lines,
+then one markdown table of every target row and a summary of the worst of each kind. Usage::
+
+    python scripts/bench_engine.py [--repeats 5] [--t-end 2000] [--call-steps 10000] [--method rk4 ...]
+        [--lattice-n 200 800] [--lattice-steps 2000] [--fixed-calls 2000]
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import importlib.util  # noqa: E402
+import math  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from vpintegrator.clock import thread_cpu  # noqa: E402
+
+TARGET_KERNEL, GOAL_KERNEL = 1.3, 1.1
+TARGET_CALL = 1.3
+TARGET_FIXED_US = 20.0
+SMALL = (("rigid_body", 0.2), ("coupled_oscillator", 0.4))
+LATTICES = (("toda", 1.2), ("fpu_beta", 0.9))
+LATTICE_METHODS = ("stormer_verlet", "implicit_midpoint", "exponential_splitting")
+
+
+def _script(name: str):
+    """``scripts/NAME.py`` as a module."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def verdict(ratio: float, target: float, goal: float | None = None) -> str:
+    """'met' / 'not met' against ``target`` (and ', goal met' within ``goal``)."""
+    if not ratio <= target:
+        return "not met"
+    return "met, goal met" if goal is not None and ratio <= goal else "met"
+
+
+def fixed_cost(system_name: str, h: float, method: str, calls: int, repeats: int) -> tuple[float, float]:
+    """(fixed cost, one call of 1 step) in seconds: the mean CPU time of ``calls`` 1-step ``vp.integrate`` calls
+    of one trajectory, less one kernel step (``step_block`` over ``calls`` steps, per step); minimum over
+    ``repeats`` interleaved rounds each."""
+    import vpintegrator as vp
+    from vpintegrator.compiled import compiled_stepper
+    from vpintegrator.systems import get_system
+
+    system = get_system(system_name)
+    y0 = np.array(system.default_y0, dtype=np.float64)[None]
+    stepper = compiled_stepper(system, method, h)
+    out = np.empty((calls, system.dim))
+    vp.integrate(system, y0, h, 1, method=method)
+    stepper.step_block(y0[0].copy(), calls, out)
+    best_call, best_step = math.inf, math.inf
+    for _ in range(repeats):
+        tic = thread_cpu()
+        for _ in range(calls):
+            vp.integrate(system, y0, h, 1, method=method)
+        best_call = min(best_call, (thread_cpu() - tic) / calls)
+        y = y0[0].copy()
+        tic = thread_cpu()
+        stepper.step_block(y, calls, out)
+        best_step = min(best_step, (thread_cpu() - tic) / calls)
+    return best_call - best_step, best_call
+
+
+def main(argv=None) -> int:
+    from vpintegrator.integrators import list_integrators
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeats", type=int, default=5, help="interleaved repeats (the minimum kept)")
+    ap.add_argument("--t-end", type=float, default=2000.0, help="simulated time per small-system measurement")
+    ap.add_argument("--call-steps", type=int, default=10_000, help="steps of the timed whole vp.integrate call")
+    ap.add_argument("--method", action="append", help="small systems' methods (default: every registered one)")
+    ap.add_argument("--lattice-n", type=int, nargs="*", default=[200, 800], help="lattice sizes N (none: skip)")
+    ap.add_argument("--lattice-steps", type=int, default=2000, help="steps per lattice measurement")
+    ap.add_argument("--fixed-calls", type=int, default=2000, help="1-step calls per fixed-cost measurement")
+    args = ap.parse_args(argv)
+    for flag in ("repeats", "call_steps", "lattice_steps", "fixed_calls"):
+        if getattr(args, flag) < 1:
+            ap.error(f"--{flag.replace('_', '-')} must be >= 1; got {getattr(args, flag)}")
+    kernels, lattice = _script("bench_kernels"), _script("bench_lattice")
+    methods = args.method or list(dict.fromkeys([*list_integrators(), "gauss_legendre6"]))
+    table = []  # (system, N, method, kernel / lean, integrate / kernel, call steps or None: information only)
+    for system_name, h in SMALL:
+        t_end = max(args.t_end, args.call_steps * h)
+        for row in kernels.bench(system_name, h, methods, t_end, args.repeats, args.call_steps):
+            table.append((system_name, "", row[0], row[6], row[8], row[10], row[9]))
+    for system_name, h in LATTICES:
+        for n in args.lattice_n:
+            for method in LATTICE_METHODS:
+                r = lattice.bench(system_name, n, args.lattice_steps, args.repeats, h, method, numpy_step=False)
+                print(f"{system_name:18s} {method:26s} N={n:<5d} lean {r['independent']:9.3e} kernel {r['kernel']:9.3e} "
+                      f"s per step  |diff| {r['diff']:.1e}", flush=True)
+                table.append((system_name, str(n), method, r["kernel"] / r["independent"],
+                              r["integrate"] / r["kernel"], None, None))
+    fixed = [(m, *fixed_cost("rigid_body", 0.2, m, args.fixed_calls, args.repeats)) for m in ("rk4", "implicit_midpoint")]
+
+    print(f"\n| system | N | method | kernel / lean | ≤ {TARGET_KERNEL} (goal {GOAL_KERNEL}) | vp.integrate / kernel "
+          f"| ≤ {TARGET_CALL} |")
+    print("|---|---|---|---|---|---|---|")
+    for system_name, n, method, kernel, call, steps, _ in table:
+        where = f"{steps} steps" if steps is not None else f"{args.lattice_steps} steps, information"
+        print(f"| {system_name} | {n} | {method} | {kernel:.2f} | {verdict(kernel, TARGET_KERNEL, GOAL_KERNEL)} | "
+              f"{call:.2f} ({where}) | {verdict(call, TARGET_CALL) if steps is not None else '–'} |")
+    for method, cost, call in fixed:
+        print(f"| rigid_body | | fixed cost of vp.integrate, {method}: one 1-step call {call * 1e6:.1f} µs less one "
+              f"kernel step | {cost * 1e6:.1f} µs | ≤ {TARGET_FIXED_US:g} µs: {verdict(cost * 1e6, TARGET_FIXED_US)} "
+              "| | |")
+    worst_kernel = max(table, key=lambda r: r[3])
+    judged = [r for r in table if r[5] is not None]
+    worst_call = max(judged, key=lambda r: r[4]) if judged else None
+    worst_fixed = max(fixed, key=lambda f: f[1])
+    small_diff = max((r[6] for r in judged), default=math.nan)
+    met = sum(r[3] <= TARGET_KERNEL for r in table)
+    goal = sum(r[3] <= GOAL_KERNEL for r in table)
+    line = (f"worst: kernel / lean {worst_kernel[3]:.2f} ({worst_kernel[0]} {worst_kernel[1]} {worst_kernel[2]}; "
+            f"≤ {TARGET_KERNEL} on {met} of {len(table)}, ≤ {GOAL_KERNEL} on {goal})")
+    if worst_call is not None:
+        ok = sum(r[4] <= TARGET_CALL for r in judged)
+        line += (f"; vp.integrate / kernel {worst_call[4]:.2f} ({worst_call[0]} {worst_call[2]}; ≤ {TARGET_CALL} "
+                 f"on {ok} of {len(judged)}; the call less its kernel at most {small_diff * 1e6:.1f} µs)")
+    line += f"; fixed cost {worst_fixed[1] * 1e6:.1f} µs ({worst_fixed[0]}: {verdict(worst_fixed[1] * 1e6, TARGET_FIXED_US)})"
+    print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

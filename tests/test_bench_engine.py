@@ -1,0 +1,55 @@
+"""The lean lattice references of ``scripts/bench_lattice.py`` (the ratios of ``scripts/bench_engine.py`` divide by
+them) step the package's states: the implicit midpoint's Newton (Toda on a ring, FPU-beta with fixed ends) and
+the exponential splitting's kicks + FFT, each against the compiled kernel at a tiny N; and the engine
+benchmark's verdicts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vpintegrator.compiled import compiled_stepper
+from vpintegrator.systems import get_system, sample_initial_conditions
+
+N_SITES, N_STEPS = 12, 40
+
+
+def _start(name):
+    system = get_system(name, N=N_SITES)
+    return system, sample_initial_conditions(system, "bump", mu=[0.45])[0]
+
+
+@pytest.mark.parametrize("name, h", [("toda", 1.2), ("fpu_beta", 0.9)])
+def test_lean_midpoint_steps_the_package_states(repo_script, name, h):
+    lattice = repo_script("bench_lattice")
+    system, y0 = _start(name)
+    stepper = compiled_stepper(system, "implicit_midpoint", h)
+    want, got = np.empty((N_STEPS, system.dim)), np.full((N_STEPS, system.dim), np.nan)
+    assert stepper.step_block(y0.copy(), N_STEPS, want) == N_STEPS
+    done = lattice.MIDPOINT[name](float(system.bond_params()[0]), y0.copy(), h, N_STEPS, got, stepper.tol,
+                                  stepper.max_iter)
+    assert done == N_STEPS
+    assert np.max(np.abs(want - y0)) > 0.1  # the states move
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("name, h", [("toda", 1.2), ("fpu_beta", 0.9)])
+def test_lean_exponential_steps_the_package_states(repo_script, name, h):
+    lattice = repo_script("bench_lattice")
+    system, y0 = _start(name)
+    stepper = compiled_stepper(system, "exponential_splitting", h)
+    want, got = np.empty((N_STEPS, system.dim)), np.full((N_STEPS, system.dim), np.nan)
+    assert stepper.step_block(y0.copy(), N_STEPS, want) == N_STEPS
+    lattice._lean_exponential(system, lattice.KICK[name], y0.copy(), h, N_STEPS, got)
+    assert np.max(np.abs(want - y0)) > 0.1
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+
+
+def test_verdicts(repo_script):
+    engine = repo_script("bench_engine")
+    assert engine.verdict(1.05, 1.3, 1.1) == "met, goal met"
+    assert engine.verdict(1.1, 1.3, 1.1) == "met, goal met"
+    assert engine.verdict(1.2, 1.3, 1.1) == "met"
+    assert engine.verdict(1.31, 1.3, 1.1) == "not met"
+    assert engine.verdict(19.0, 20.0) == "met"
+    assert engine.verdict(float("nan"), 1.3) == "not met"
