@@ -140,7 +140,8 @@ def main(argv=None) -> int:
     small_diff = max((r[6] for r in judged), default=math.nan)
     met = sum(r[3] <= TARGET_KERNEL for r in table)
     goal = sum(r[3] <= GOAL_KERNEL for r in table)
-    line = (f"worst: kernel / lean {worst_kernel[3]:.2f} ({worst_kernel[0]} {worst_kernel[1]} {worst_kernel[2]}; "
+    where = " ".join(filter(None, (worst_kernel[0], worst_kernel[1] and f"N={worst_kernel[1]}", worst_kernel[2])))
+    line = (f"worst: kernel / lean {worst_kernel[3]:.2f} ({where}; "
             f"≤ {TARGET_KERNEL} on {met} of {len(table)}, ≤ {GOAL_KERNEL} on {goal})")
     if worst_call is not None:
         ok = sum(r[4] <= TARGET_CALL for r in judged)

@@ -31,6 +31,9 @@ contention): measure with more repeats, or run twice. Usage::
 
     python scripts/bench_kernels.py [--t-end 2000] [--repeats 5] [--call-steps 10000] [--system rigid_body] [--method rk4 ...]
         [--lattice-n 200 800]    # the lattices' Verlet kernels too (scripts/bench_lattice.py); --lattice-n alone: none
+
+``bench`` also returns, per method, the whole call over the kernel on the call's steps (timed beside each other
+in a loop of their own): ``scripts/bench_engine.py`` prints it with every other target of the engine.
 """
 
 from __future__ import annotations
@@ -457,6 +460,9 @@ def _lean_seconds(run, p, y0, h, n, tol, max_iter, gammas, comps, coefs):
 
 
 def bench(system_name, h, methods, t_end, repeats, call_steps=10_000):
+    """Prints a line per method and returns rows (method, package s per unit time, lean s per unit time,
+    package / lean, lean label, final |difference|, kernel / lean, call / lean over the call's steps, call / kernel
+    over the call's steps, call less kernel (s), the call's steps)."""
     from vpintegrator.compiled import compiled_stepper
     from vpintegrator.compiled.integrators import _plan
     from vpintegrator.compiled.systems import system_kernel
@@ -517,7 +523,7 @@ def bench(system_name, h, methods, t_end, repeats, call_steps=10_000):
         out = np.empty((n_m, S.dim))
         n_call = min(call_steps, n_m)
         vp_integrate(system, y0[None], h_m, n_call, method=method)  # compiled (loaded) once
-        best_pkg, best_kernel, best_call = math.inf, math.inf, math.inf
+        best_pkg, best_kernel, best_call, best_kernel_call = math.inf, math.inf, math.inf, math.inf
         best_lean = {label: math.inf for label, _ in cands}
         best_lean_call = dict(best_lean)
         for _ in range(repeats):
@@ -527,23 +533,32 @@ def bench(system_name, h, methods, t_end, repeats, call_steps=10_000):
             start = thread_cpu()
             stepper.step_block(y, n_m, out)
             best_kernel = min(best_kernel, thread_cpu() - start)
-            start = thread_cpu()
-            tr = vp_integrate(system, y0[None], h_m, n_call, method=method)
-            best_call = min(best_call, thread_cpu() - start)
-            assert tr.meta["runner"] == "numba", tr.meta["runner"]
             for label, run in cands:
                 args = lean_args(label, (tol, max_iter, gammas, comps, coefs))
                 sec, y_lean = _lean_seconds(run, p, y0, h_m, n_m, *args)
                 best_lean[label] = min(best_lean[label], sec)
+        # the whole call, its kernel and the lean steppers over the call's steps, interleaved in a loop of their own:
+        # beside runs of n_m > n_call steps (euler's small h), whose large arrays are freed to the system each time,
+        # the call's output would be fresh pages (~140 us more for 10^4 steps of euler on the rigid body)
+        for _ in range(repeats):
+            start = thread_cpu()
+            tr = vp_integrate(system, y0[None], h_m, n_call, method=method)
+            best_call = min(best_call, thread_cpu() - start)
+            assert tr.meta["runner"] == "numba", tr.meta["runner"]
+            y = y0.copy()
+            start = thread_cpu()
+            stepper.step_block(y, n_call, out)
+            best_kernel_call = min(best_kernel_call, thread_cpu() - start)
+            for label, run in cands:
+                args = lean_args(label, (tol, max_iter, gammas, comps, coefs))
                 best_lean_call[label] = min(best_lean_call[label], _lean_seconds(run, p, y0, h_m, n_call, *args)[0])
         label = min(best_lean, key=best_lean.get)
         lean = best_lean[label]
         lean_call = min(best_lean_call.values())
         diff = float(np.max(np.abs(y_pkg - y_lean)))
-        # the whole call over its kernel on the same steps, and what the call costs beyond the kernel (s)
-        kernel_call = best_kernel * n_call / n_m
+        # the whole call over its kernel on the same steps (timed beside it), and what the call costs beyond it (s)
         rows.append((name, best_pkg / t_m, lean / t_m, best_pkg / lean, label, diff, best_kernel / lean,
-                     best_call / lean_call, best_call / kernel_call, best_call - kernel_call, n_call))
+                     best_call / lean_call, best_call / best_kernel_call, best_call - best_kernel_call, n_call))
         print(f"{system_name:18s} {name:26s} package {best_pkg / t_m:9.3e}  lean {lean / t_m:9.3e} "
               f"({label:11s})  ratio {best_pkg / lean:5.2f}  kernel-only ratio {best_kernel / lean:5.2f}  "
               f"integrate({n_call} steps) ratio {best_call / lean_call:5.2f}  "

@@ -9,6 +9,12 @@ N, timed interleaved on this thread's CPU clock (``vpintegrator.clock.thread_cpu
 the whole call ``vp.integrate`` (checks, output allocated, metadata). Prints seconds per step and the ratios
 to the independent loop (target: kernel <= 1.3x), and the largest difference of the two final states.
 
+With ``--method implicit_midpoint``: the lean loop is the midpoint written per lattice (``_lean_midpoint``: Newton
+in the midpoint positions from the explicit Euler guess, one pass over the bonds for phi' and phi'' and one
+tridiagonal solve per iteration, cyclic by Sherman-Morrison on Toda's ring, the package's convergence test); with
+``--method exponential_splitting``: numba kicks + one scipy FFT pair per step (``_lean_exponential``), and the
+NumPy step is timed too.
+
 With ``--bath``: the particle-bath systems' Stormer-Verlet instead (``vpintegrator.compiled.bath``'s stepper,
 ``step`` into a preallocated array), each against a lean loop written below as a user would for that one system
 (the loops the package ran for them before the chain ran the shared one: for the chain a pass of kick and drift,
@@ -18,6 +24,7 @@ study's output); target: kernel <= 1.05x.
 Usage::
 
     python scripts/bench_lattice.py [--system toda --system fpu_beta] [--n 200 800] [--n-steps 2000] [--repeats 15]
+        [--method stormer_verlet | implicit_midpoint | exponential_splitting]
     python scripts/bench_lattice.py --bath [--n 100 1000]
 """
 
