@@ -347,6 +347,9 @@ TINY_SCRIPTS: dict[str, dict[str, int | str | None]] = {
                                    "--heldout": TINY_HELDOUT},
     "scripts/attention_why.py": {"--cases": "lm_init0.1", "--seconds": 1, "--t-end": 10},
     "scripts/explore_training.py": {"--lm-n": 64, "--batch": 64, "--lbfgs-n": 64},
+    # the lattices at N = 64: Toda's bump at h = 1.2 blows up within 10 Verlet steps at N <= 32
+    "scripts/bench_engine.py": {"--repeats": 1, "--t-end": 20, "--call-steps": 50, "--method": "rk4",
+                                "--lattice-n": 64, "--lattice-steps": 10, "--fixed-calls": 5},
 }
 #: explore_training's ``--phases METHOD:BUDGET ...``: each phase's budget at most this many seconds (or steps)
 TINY_PHASE = 1
