@@ -34,11 +34,13 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMB
 import argparse  # noqa: E402
 import importlib.util  # noqa: E402
 import math  # noqa: E402
+import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 from vpintegrator.clock import thread_cpu  # noqa: E402
+from vpintegrator.errors import VPIntegratorError  # noqa: E402
 
 TARGET_KERNEL, GOAL_KERNEL = 1.3, 1.1
 TARGET_CALL = 1.3
@@ -105,6 +107,10 @@ def main(argv=None) -> int:
     for flag in ("repeats", "call_steps", "lattice_steps", "fixed_calls"):
         if getattr(args, flag) < 1:
             ap.error(f"--{flag.replace('_', '-')} must be >= 1; got {getattr(args, flag)}")
+    if not args.t_end > 0:
+        ap.error(f"--t-end must be > 0; got {args.t_end:g}")
+    if any(n < 2 for n in args.lattice_n):
+        ap.error(f"--lattice-n sizes must be >= 2; got {args.lattice_n}")
     kernels, lattice = _script("bench_kernels"), _script("bench_lattice")
     methods = args.method or list(dict.fromkeys([*list_integrators(), "gauss_legendre6"]))
     table = []  # (system, N, method, kernel / lean, integrate / kernel, call steps or None: information only)
@@ -115,7 +121,12 @@ def main(argv=None) -> int:
     for system_name, h in LATTICES:
         for n in args.lattice_n:
             for method in LATTICE_METHODS:
-                r = lattice.bench(system_name, n, args.lattice_steps, args.repeats, h, method, numpy_step=False)
+                try:
+                    r = lattice.bench(system_name, n, args.lattice_steps, args.repeats, h, method, numpy_step=False)
+                except VPIntegratorError as err:  # the bump blows up at this N and h (Toda at N <= 48)
+                    print(f"bench_engine.py: {system_name} at --lattice-n {n}, {method}: {err}; give a larger "
+                          "--lattice-n (64 or more) or fewer --lattice-steps", file=sys.stderr)
+                    return 1
                 print(f"{system_name:18s} {method:26s} N={n:<5d} lean {r['independent']:9.3e} kernel {r['kernel']:9.3e} "
                       f"s per step  |diff| {r['diff']:.1e}", flush=True)
                 table.append((system_name, str(n), method, r["kernel"] / r["independent"],

@@ -53,3 +53,20 @@ def test_verdicts(repo_script):
     assert engine.verdict(1.31, 1.3, 1.1) == "not met"
     assert engine.verdict(19.0, 20.0) == "met"
     assert engine.verdict(float("nan"), 1.3) == "not met"
+
+
+def test_a_lattice_that_blows_up_is_a_one_line_error(repo_script):
+    """Toda's bump at h = 1.2 blows up at N = 16: the benchmark names the flag to change, exit 1, no traceback."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo_script("bench_engine")  # skips without the repository's scripts
+    script = Path(__file__).resolve().parents[1] / "scripts" / "bench_engine.py"
+    res = subprocess.run([sys.executable, str(script), "--repeats", "1", "--t-end", "2", "--call-steps", "5",
+                          "--method", "rk4", "--lattice-n", "16", "--lattice-steps", "20", "--fixed-calls", "2"],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 1
+    assert "Traceback" not in res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--lattice-n 16" in lines[0] and "give a larger --lattice-n" in lines[0]
