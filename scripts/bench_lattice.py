@@ -43,7 +43,7 @@ import numpy as np  # noqa: E402
 import scipy.fft as sfft  # noqa: E402
 
 import vpintegrator as vp  # noqa: E402
-from vpintegrator.clock import thread_cpu  # noqa: E402
+from vpintegrator.clock import meter  # noqa: E402
 from vpintegrator.compiled import compiled_stepper  # noqa: E402
 from vpintegrator.systems import get_system, sample_initial_conditions  # noqa: E402
 
@@ -342,16 +342,8 @@ def bench_bath(system_name: str, n: int, n_steps: int, repeats: int, full: bool,
     else:
         w = system.frequencies
         lean = lambda: _lean_kz(y0.copy(), h, n_steps, w * w, system.couplings, system.shifts, out2)  # noqa: E731
-    calls = {"independent": lean, "kernel": lambda: stepper.step(y0.copy(), n_steps, out)}
-    for call in calls.values():
-        call()
-    best = {k: math.inf for k in calls}
-    for _ in range(repeats):
-        for name, call in calls.items():
-            tic = thread_cpu()
-            call()
-            best[name] = min(best[name], thread_cpu() - tic)
-    return {**{k: v / n_steps for k, v in best.items()}, "diff": float(np.max(np.abs(out[-1] - out2[-1])))}
+    costs = meter({"independent": lean, "kernel": lambda: stepper.step(y0.copy(), n_steps, out)}, repeats)
+    return {**{k: c.seconds / n_steps for k, c in costs.items()}, "diff": float(np.max(np.abs(out[-1] - out2[-1])))}
 
 
 def bench(system_name: str, n_sites: int, n_steps: int, repeats: int, h: float,
@@ -379,17 +371,10 @@ def bench(system_name: str, n_sites: int, n_steps: int, repeats: int, h: float,
     }
     if method == "exponential_splitting" and numpy_step:  # the NumPy step, what ran before it was compiled
         calls["numpy"] = lambda: vp.integrate(system, y0, dt=h, n_steps=n_steps, method=method, compiled=False)
-    for call in calls.values():  # compile, touch the outputs
-        call()
+    costs = meter(calls, repeats)  # one cold call each (compile, touch the outputs), then interleaved rounds
     assert vp.integrate(system, y0, dt=h, n_steps=2, method=method).meta["runner"] == "numba"
-    best = {k: math.inf for k in calls}
-    for _ in range(repeats):
-        for name, call in calls.items():
-            tic = thread_cpu()
-            call()
-            best[name] = min(best[name], thread_cpu() - tic)
     diff = float(np.max(np.abs(out[-1] - out2[-1])))
-    return {**{k: v / n_steps for k, v in best.items()}, "diff": diff}
+    return {**{k: c.seconds / n_steps for k, c in costs.items()}, "diff": diff}
 
 
 def main() -> None:
