@@ -122,8 +122,11 @@ MUTATIONS = (
              "return r + par[0] * r * r * r", "return r + par[0] * 1.000001 * r * r * r", ("stormer_verlet",)),
     Mutation("lattice_toda_bond_force", "vpintegrator/compiled/lattice.py",
              "return -par[0] * math.exp(-r)", "return -par[0] * 1.000001 * math.exp(-r)", ("stormer_verlet",)),
-    Mutation("lattice_midpoint", "vpintegrator/compiled/lattice.py",
-             "q[i] = 2.0 * big[i] - q[i]", "q[i] = 2.000002 * big[i] - q[i]", ("implicit_midpoint",)),
+    Mutation("lattice_midpoint", "vpintegrator/compiled/lattice.py",  # the lattice's rule of the one midpoint step
+             "y[i] = 2.0 * big[i] - y[i]", "y[i] = 2.000002 * big[i] - y[i]", ("implicit_midpoint",)),
+    Mutation("lattice_midpoint_residual", "vpintegrator/compiled/lattice.py",
+             "rhs[i] = big[i] - y[i] - 0.5 * h * y[n + i]", "rhs[i] = big[i] - y[i] - 0.5000005 * h * y[n + i]",
+             ("implicit_midpoint",), ("tests/test_midpoint_forms.py",)),
     Mutation("lattice_exponential_kick", "vpintegrator/compiled/lattice.py",
              "p[i] = p[i] - c * (d[i] - d[i + 1])", "p[i] = p[i] - c * 1.000001 * (d[i] - d[i + 1])",
              ("exponential_splitting",)),

@@ -12,12 +12,12 @@ bonds per force (one ``exp`` per bond for Toda):
   the bonds), the exact linear flow by one real FFT (DST-I with fixed ends) of (q, p) together and one inverse per
   (sub)step, with the modes' cos, sin / omega and omega sin computed once per step size (NumPy's
   ``Lattice.linear_flow`` computes them every step, by the same expressions);
-- ``implicit_midpoint`` (and its compositions): the step is reduced to the N unknowns of the midpoint positions
-  ``Q``, ``G(Q) = Q - q - h p / 2 + h^2 / 4 V'(Q) = 0``, solved by Newton with the lattice's own structure,
-  ``I + h^2 / 4 V''(Q)`` (cyclic) tridiagonal, by the Thomas algorithm (with Sherman-Morrison on a ring), O(N)
-  per iteration; ``q1 = 2 Q - q``, ``p1 = p - h V'(Q)``. The start (explicit Euler), the convergence test and
-  the failure codes are those of the NumPy method (``vpintegrator.compiled.newton``'s docstring), on the
-  update of ``Q``.
+- ``implicit_midpoint`` (and its compositions): the one compiled midpoint step (``compiled.lean``'s ``_midpoint``,
+  its start, stopping and divergence tests) with the lattice as its rule (``LatticeMidpoint``): the N unknowns of
+  the midpoint positions ``Q``, ``G(Q) = Q - q - h p / 2 + h^2 / 4 V'(Q) = 0``, Newton with the lattice's own
+  structure, ``I + h^2 / 4 V''(Q)`` (cyclic) tridiagonal, by the Thomas algorithm (with Sherman-Morrison on a
+  ring), O(N) per iteration; ``q1 = 2 Q - q``, ``p1 = p - h V'(Q)``. A failure is this loop's: NOT_CONVERGED or
+  SINGULAR (``vpintegrator.compiled.newton``'s codes), the last good state kept (no dense fallback).
 
 [`lattice_stepper`][vpintegrator.compiled.lattice.lattice_stepper] gives a stepper with the API of
 ``CompiledStepper`` (``step_block``, ``run``, ``run_batch``, ``status``, ``error``), which
@@ -29,11 +29,13 @@ arrays of N floats; the caller's output array is checked by ``integrate`` before
 from __future__ import annotations
 
 import math
+from collections import namedtuple
 from typing import Any
 
 import numpy as np
 
 from ..errors import VPIntegratorError
+from . import lean
 from ._jit import HAVE_NUMBA, jit, njit
 from ..integrators.base import every_kth
 from .newton import BLOWN_UP, NONFINITE, NOT_CONVERGED, OK, SINGULAR, failure_error, rows_by_block
@@ -280,69 +282,87 @@ def _solve_structured(periodic, diag, off, rhs, x, ws):
     return True
 
 
-@jit
-def _midpoint_step(kind, periodic, par, y, h, tol, max_iter, info, g, big, diag, off, rhs, dq, ws):
-    """One implicit-midpoint step of y (2N,) in place (module docstring); returns OK, NOT_CONVERGED or
-    SINGULAR (info[0]: the last update). ``big`` (N,) holds Q."""
-    n = y.shape[0] // 2
-    q = y[:n]
-    p = y[n:]
-    scale = 1.0
-    for i in range(2 * n):
-        a = abs(y[i])
-        if a > scale:
-            scale = a
-    # explicit Euler start: y1 = y + h f(y), so Q = q + h p / 2
-    for i in range(n):
-        big[i] = q[i] + 0.5 * h * p[i]
+#: implicit midpoint's rule on a lattice (``lean._midpoint``'s ``midpoint_start`` / ``_update`` / ``_state``, typed by
+#: this class): the lattice (``kind``, ``periodic``, bond parameters ``par``) and the Newton's scratch, each (N,) but
+#: ``ws`` (5, N + 1); ``info[0]`` the last update, ``info[1]`` SINGULAR when a solve found the matrix singular
+LatticeMidpoint = namedtuple("LatticeMidpoint", ["kind", "periodic", "par", "g", "big", "diag", "off", "rhs", "dq", "ws",
+                                                 "info"])
+
+
+def _newton_update(rule, h, y, big):
+    """A Newton update of the midpoint positions Q (``big``) in place: (solved, Q, e), e = max |dQ| (inf when not
+    finite); ``G(Q) = Q - q - h p / 2 + h^2 / 4 V'(Q)``, its matrix ``I + h^2 / 4 V''(Q)`` (cyclic) tridiagonal."""
+    kind, periodic, par, g, diag, off, rhs, dq, ws = (rule.kind, rule.periodic, rule.par, rule.g, rule.diag, rule.off,
+                                                      rule.rhs, rule.dq, rule.ws)
+    n = big.shape[0]
     c = 0.25 * h * h
-    prev = math.inf
-    e = math.inf
-    for it in range(max_iter):
-        lattice_force(kind, periodic, par, big, g, ws[4])
+    lattice_force(kind, periodic, par, big, g, ws[4])
+    for i in range(n):
+        rhs[i] = big[i] - y[i] - 0.5 * h * y[n + i] + c * g[i]
+    # the Newton matrix I + c V''(Q): bond b between sites b-1 and b
+    if periodic:
         for i in range(n):
-            rhs[i] = big[i] - q[i] - 0.5 * h * p[i] + c * g[i]
-        # the Newton matrix I + c V''(Q): bond b between sites b-1 and b
-        if periodic:
-            for i in range(n):
-                j = i + 1 if i + 1 < n else 0
-                k = _ddphi(kind, par, big[j] - big[i])  # the bond between i and i+1 (mod n)
-                off[i] = -c * k
-            for i in range(n):
-                diag[i] = 1.0 - off[i] - off[i - 1 if i > 0 else n - 1]
-        else:
-            k0 = _ddphi(kind, par, big[0])
-            for i in range(n):
-                k1 = _ddphi(kind, par, big[i + 1] - big[i]) if i + 1 < n else _ddphi(kind, par, -big[n - 1])
-                diag[i] = 1.0 + c * (k0 + k1)
-                off[i] = -c * k1
-                k0 = k1
-        if not _solve_structured(periodic, diag, off, rhs, dq, ws):
-            return SINGULAR
-        e = 0.0
+            j = i + 1 if i + 1 < n else 0
+            k = _ddphi(kind, par, big[j] - big[i])  # the bond between i and i+1 (mod n)
+            off[i] = -c * k
         for i in range(n):
-            big[i] = big[i] - dq[i]
-            a = abs(dq[i])
-            if a > e:
-                e = a
-        if not math.isfinite(e):
-            e = math.inf
-        info[0] = e
-        if e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev):
-            lattice_force(kind, periodic, par, big, g, ws[4])
-            for i in range(n):
-                p[i] = p[i] - h * g[i]
-                q[i] = 2.0 * big[i] - q[i]
-            return OK
-        prev = e
-    return NOT_CONVERGED
+            diag[i] = 1.0 - off[i] - off[i - 1 if i > 0 else n - 1]
+    else:
+        k0 = _ddphi(kind, par, big[0])
+        for i in range(n):
+            k1 = _ddphi(kind, par, big[i + 1] - big[i]) if i + 1 < n else _ddphi(kind, par, -big[n - 1])
+            diag[i] = 1.0 + c * (k0 + k1)
+            off[i] = -c * k1
+            k0 = k1
+    if not _solve_structured(periodic, diag, off, rhs, dq, ws):
+        rule.info[1] = SINGULAR
+        return False, big, 0.0
+    e = 0.0
+    for i in range(n):
+        big[i] = big[i] - dq[i]
+        a = abs(dq[i])
+        if a > e:
+            e = a
+    if not math.isfinite(e):
+        e = math.inf
+    rule.info[0] = e
+    return True, big, e
+
+
+if HAVE_NUMBA:  # pragma: no branch - the rule's overloads (numba picks them by the class LatticeMidpoint)
+    def _lattice_rule(fn):
+        def pick(impl):
+            def typed(*args):
+                if getattr(args[0], "instance_class", None) is LatticeMidpoint:
+                    return impl
+            return overload(fn, strict=False, inline="always")(typed)
+        return pick
+
+    @_lattice_rule(lean.midpoint_start)
+    def _start(rule, h, y):  # explicit Euler's y1 = y + h f(y): Q = q + h p / 2
+        big = rule.big
+        n = big.shape[0]
+        for i in range(n):
+            big[i] = y[i] + 0.5 * h * y[n + i]
+        return big
+
+    _lattice_rule(lean.midpoint_update)(_newton_update)
+
+    @_lattice_rule(lean.midpoint_state)
+    def _state(rule, h, y, big):  # in place: p1 = p - h V'(Q), q1 = 2 Q - q
+        n = big.shape[0]
+        lattice_force(rule.kind, rule.periodic, rule.par, big, rule.g, rule.ws[4])
+        for i in range(n):
+            y[n + i] = y[n + i] - h * rule.g[i]
+            y[i] = 2.0 * big[i] - y[i]
+        return y
 
 
 @jit
-def run_midpoint(kind, periodic, par, y, h, gammas, n_steps, out, info, tol, max_iter, g, big, diag, off, rhs, dq,
-                 ws, keep, every):
-    """Implicit midpoint composed with ``gammas``, ``n_steps`` steps of y in place into out (as run_verlet);
-    on a Newton failure y is the last good state (``keep`` scratch)."""
+def run_midpoint(rule, y, h, gammas, n_steps, out, info, tol, max_iter, keep, every):
+    """Implicit midpoint (``lean._midpoint`` with the rule ``rule``, a ``LatticeMidpoint`` holding ``info``) composed
+    with ``gammas``, ``n_steps`` steps of y in place into out (as run_verlet); on a Newton failure (NOT_CONVERGED, or
+    SINGULAR) y is the last good state (``keep`` scratch)."""
     n2 = y.shape[0]
     info[1] = 0.0
     info[2] = 0.0
@@ -350,12 +370,11 @@ def run_midpoint(kind, periodic, par, y, h, gammas, n_steps, out, info, tol, max
         for i in range(n2):
             keep[i] = y[i]
         for j in range(gammas.shape[0]):
-            st = _midpoint_step(kind, periodic, par, y, gammas[j] * h, tol, max_iter, info, g, big, diag, off, rhs,
-                                dq, ws)
-            if st != OK:
+            ok, _ = lean._midpoint(rule, gammas[j] * h, y, tol, max_iter)
+            if not ok:
                 for i in range(n2):
                     y[i] = keep[i]
-                info[1] = st
+                info[1] = SINGULAR if info[1] == SINGULAR else NOT_CONVERGED
                 info[2] = k + 1
                 return k // every
         st = observe(NONE, NONE, y, out, k, info[3], every)
@@ -440,6 +459,8 @@ class LatticeStepper:
         self._ws = np.zeros((5, n + 1))  # the Newton solve's scratch; row 4: the bonds' phi' of a force
         self._d = np.zeros(n + 1)
         self._keep = np.zeros(self.dim)
+        self._rule = LatticeMidpoint(self.kind, self.periodic, self.params, self._g, self._big, self._diag, self._off,
+                                     self._rhs, self._dq, self._ws, self._info)
 
     def __repr__(self) -> str:
         return f"LatticeStepper({self.system!r}, {self.name!r}, dt={self.dt})"
@@ -466,9 +487,8 @@ class LatticeStepper:
             f = self._g if self.phi is None else self._f
             done = run_verlet(fa, NONE, NONE, y, self.dt, self.gammas, n, out, info, f, every)
         else:
-            done = run_midpoint(self.kind, self.periodic, self.params, y, self.dt, self.gammas, n, out, info,
-                                self.tol, self.max_iter, self._g, self._big, self._diag, self._off, self._rhs,
-                                self._dq, self._ws, self._keep, every)
+            done = run_midpoint(self._rule, y, self.dt, self.gammas, n, out, info, self.tol, self.max_iter, self._keep,
+                                every)
         last, status, failed = info.tolist()[:3]
         self.status, self.failed_step, self.failed_row, self.last_update = int(status), int(failed), 0, last
         self.warm = True

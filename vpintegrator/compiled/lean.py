@@ -323,6 +323,8 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
 
     @_impl(midpoint_start, inline="always")
     def _midpoint_start(pp, h, y):
+        if _system(pp)[1] is None:  # not a shipped system: another module's rule (compiled.lattice)
+            return None
         if _system(pp)[0] in GRADIENTS:  # a separable system: the midpoint's q alone
             def separable(pp, h, y):
                 t0, t1 = gradients(pp, y[2], y[3], False)
@@ -332,6 +334,8 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
 
     @_impl(midpoint_update, inline="always")
     def _midpoint_update(pp, h, y, u):
+        if _system(pp)[1] is None:
+            return None
         if _system(pp)[0] not in GRADIENTS:
             def full(pp, h, y, z):  # z <- z - (I - (h/2) J(m))^{-1} (z - y - h f(m)), m = (y + z) / 2
                 m = y
@@ -374,6 +378,8 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
 
     @_impl(midpoint_state, inline="always")
     def _midpoint_state(pp, h, y, u):
+        if _system(pp)[1] is None:
+            return None
         if _system(pp)[0] not in GRADIENTS:
             return lambda pp, h, y, u: u
 
@@ -460,7 +466,7 @@ def _newton_row(Ji, c2, i):
 
 @jit
 def _scale(y):
-    """max(1, |y|_inf) in NumPy's order (a NaN component leaves it)."""
+    """max(1, |y|_inf) in NumPy's order (a NaN component leaves it); y a tuple or an array."""
     scale = 1.0
     for i in range(len(y)):
         if abs(y[i]) > scale:
@@ -531,8 +537,9 @@ def _explicit(pp, h, y, tab):
 def _midpoint(pp, h, y, tol, max_iter):
     """Implicit midpoint by Newton from NumPy's start with its test on the update, the unknown the system's rule
     (``midpoint_start``/``_update``/``_state``): z itself (NumPy's iteration), or on a separable system the midpoint's
-    q alone (the same fixed point). A singular matrix, or an iteration that diverges or does not converge, leaves the
-    step to the exact NumPy rule, which decides success or failure."""
+    q alone (the same fixed point); or another module's rule on an array state, updated in place (``compiled.lattice``'s
+    ``LatticeMidpoint``). A singular matrix, or an iteration that diverges or does not converge, is (False, y): the
+    caller decides (the lean loops by the exact NumPy rule, the lattice loop by its failure codes)."""
     u = midpoint_start(pp, h, y)
     scale = _scale(y)
     prev = np.inf
