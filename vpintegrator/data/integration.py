@@ -4,7 +4,9 @@ Trajectories. The rollouts' [`IntegratorStep`][vpintegrator.rollout.steps.Integr
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import threading
 import time
 from typing import Any, Callable
 
@@ -335,34 +337,96 @@ def integrate(
     }
     if every > 1:
         meta["save_every"] = every
-    return Trajectories(y=out, t=t, meta=meta)
+    return _trajectories(out, t, meta)
 
 
 def _integrate_compiled(system: System, method: Integrator, h: float, y: np.ndarray, n_steps: int,
                         out: np.ndarray, every: int = 1) -> bool:
     """``out`` (n_traj, n_steps // every + 1, dim) by the compiled stepper: one trajectory by its own loop
-    (``step_block``), more one after the other (``step_rows``: each row's states ``step_block``'s bit for bit); False
-    when there is no kernel (or no numba) or a trajectory failed (the NumPy path then raises its own error)."""
-    stepper = _compiled_stepper(system, method, h)
+    (``step_block``, advancing ``y[0]`` in place: ``y`` is the call's own copy, put back from ``out[:, 0]`` for
+    the NumPy path to redo it), more one after the other (``step_rows``: each row's states ``step_block``'s bit
+    for bit); False when there is no kernel (or no numba) or a trajectory failed (the NumPy path then raises its
+    own error)."""
+    stepper, key = _take_stepper(system, method, h)
     if stepper is None:
         return False
     out[:, 0] = y
     if y.shape[0] == 1:
-        stepper.step_block(y[0].copy(), n_steps, out[0, 1:], math.inf, every)
-        return stepper.status == 0
-    return not stepper.step_rows(np.array(y, dtype=np.float64, order="C"), n_steps, out[:, 1:], None, every)[1].any()
+        stepper.step_block(y[0], n_steps, out[0, 1:], math.inf, every)
+        ok = stepper.status == 0
+        if not ok:
+            y[0] = out[0, 0]
+    else:
+        ok = not stepper.step_rows(np.array(y, dtype=np.float64, order="C"), n_steps, out[:, 1:], None, every)[1].any()
+    _give_back(key, stepper)
+    return ok
+
+
+#: this thread's compiled steppers by (system, method, h): a call takes its stepper out and puts it back when done
+#: (a nested call in the same thread finds none and makes its own), so that a batch-1 call does not make a fresh
+#: copy of the planned stepper each time (``compiled_stepper``: ~3 µs); the oldest of ``_KEPT_MAX`` goes first
+_LOCAL = threading.local()
+_KEPT_MAX = 32
+_MISSING = object()
+
+
+def _take_stepper(system: System, method: Integrator, h: float) -> tuple[Any, Any]:
+    """(a compiled stepper of ``(system, method, h)`` that this call owns, or None; the key it is kept under for
+    the thread's next call, or None: not kept)."""
+    kept = getattr(_LOCAL, "steppers", None)
+    if kept is None:
+        kept = _LOCAL.steppers = {}
+    key: Any = (system, method, h)
+    try:
+        stepper = kept.pop(key, _MISSING)
+    except TypeError:  # a system with an unhashable parameter: a stepper each call (compiled_stepper plans it anew)
+        return _compiled_stepper(system, method, h), None
+    if stepper is _MISSING:
+        stepper = _compiled_stepper(system, method, h)
+        if stepper is not None and type(stepper) is not _STEPPER[1]:  # a lattice's stepper: made each call
+            return stepper, None
+    return stepper, key
+
+
+def _give_back(key: Any, stepper: Any) -> None:
+    """Keep this call's ``stepper`` for the thread's next call under ``key`` (None: not kept)."""
+    if key is None:
+        return
+    kept = _LOCAL.steppers
+    if len(kept) >= _KEPT_MAX:
+        kept.pop(next(iter(kept)))
+    kept[key] = stepper
+
+
+#: the fields of Trajectories that ``_trajectories`` fills (the last three with their defaults None, None, ())
+_TRAJECTORY_FIELDS = (("y", dataclasses.MISSING), ("t", dataclasses.MISSING), ("meta", dataclasses.MISSING),
+                      ("failed_step", None), ("params", None), ("param_names", ()))
+_DIRECT = tuple((f.name, f.default) for f in dataclasses.fields(Trajectories)) == _TRAJECTORY_FIELDS
+
+
+def _trajectories(y: np.ndarray, t: np.ndarray, meta: dict[str, Any]) -> Trajectories:
+    """``Trajectories(y=y, t=t, meta=meta)`` for the arrays this module made (``y`` float64 (n_traj, n_states, dim),
+    ``t`` float64 (n_states,), ``meta`` a dict of its own): the constructor's object, field for field, without its
+    checks (these arrays pass them) and its copy of ``meta`` (~3 µs of a batch-1 call); the constructor itself
+    when the class's fields are not those this fills."""
+    if not _DIRECT:
+        return Trajectories(y=y, t=t, meta=meta)
+    made = object.__new__(Trajectories)
+    made.__dict__.update(y=y, t=t, meta=meta, failed_step=None, params=None, param_names=())
+    return made
 
 
 def _compiled_stepper(system: System, method: Integrator, h: float) -> Any:
-    """``compiled_stepper(system, method, h)`` (imported on first use: numba stays out of ``import vpintegrator``)."""
+    """``compiled_stepper(system, method, h)`` (imported on first use, with its class ``CompiledStepper``: numba stays
+    out of ``import vpintegrator``)."""
     if not _STEPPER:
-        from ..compiled.integrators import compiled_stepper
+        from ..compiled.integrators import CompiledStepper, compiled_stepper
 
-        _STEPPER.append(compiled_stepper)
+        _STEPPER[:] = [compiled_stepper, CompiledStepper]
     return _STEPPER[0](system, method, h)
 
 
-_STEPPER: list[Callable[..., Any]] = []
+_STEPPER: list[Any] = []
 #: the step counts 0, 1, 2, ... as float64 (read only), kept up to ``_GRID_KEPT`` states: a time grid is one multiply
 _STEPS: list[np.ndarray] = [np.zeros(0)]
 _GRID_KEPT = 1 << 17
