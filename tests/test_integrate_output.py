@@ -97,3 +97,21 @@ def test_threads_each_get_their_own_states():
         thread.join()
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("t0,h,n,every", [(0.0, 0.2, 10, 1), (-0.0, 0.1, 3, 1), (1.5, 0.3, 700, 3),
+                                          (-2.0, 1e-3, 40_000, 7), (0.25, 0.01, 200_000, 1), (0.0, 0.7, 0, 1),
+                                          (1e-9, 0.37, 9_999, 10)])
+def test_the_compiled_time_grid_is_the_numpy_one_bit_for_bit(t0, h, n, every):
+    """The compiled call's grid (one compiled loop into the returned array) is ``stepping.time_grid``'s, kept
+    states only, and the NumPy path's, bit for bit."""
+    from vpintegrator.stepping import time_grid
+
+    fast = integrate("coupled_oscillator", np.array([0.1, 0.0, 0.0, 0.1]), h, n, method="stormer_verlet", t0=t0,
+                     save_every=every)
+    assert fast.meta["runner"] == "numba" and fast.t.flags.writeable and fast.t.flags.owndata
+    assert fast.t.tobytes() == time_grid(t0, h, n)[::every].tobytes()
+    if n <= 1000:
+        exact = integrate("coupled_oscillator", np.array([0.1, 0.0, 0.0, 0.1]), h, n, method="stormer_verlet",
+                          t0=t0, save_every=every, compiled=False)
+        assert fast.t.tobytes() == exact.t.tobytes() and fast.meta["t_end"] == exact.meta["t_end"]

@@ -318,9 +318,12 @@ def integrate(
         step_map = IntegratorMap(system, method, h, compiled_max_batch=0)
         drive(step_map, y[:, None], n_steps, deliver, chunk_steps=CHUNK_STEPS, failure="raise", dt=h, t0=t0)
 
-    t = _time_grid(t0, h, n_steps)
-    if every > 1:
-        t = t[::every].copy()
+    if runner == "numba":  # numba is running: the compiled loop writes the grid (the same numbers)
+        t = _STEPPER[2](t0, h, every, np.empty(kept))
+    else:
+        t = _time_grid(t0, h, n_steps)
+        if every > 1:
+            t = t[::every].copy()
     meta: dict[str, Any] = {
         **system_meta(system),
         "dim": system.dim,
@@ -417,12 +420,13 @@ def _trajectories(y: np.ndarray, t: np.ndarray, meta: dict[str, Any]) -> Traject
 
 
 def _compiled_stepper(system: System, method: Integrator, h: float) -> Any:
-    """``compiled_stepper(system, method, h)`` (imported on first use, with its class ``CompiledStepper``: numba stays
-    out of ``import vpintegrator``)."""
+    """``compiled_stepper(system, method, h)`` (imported on first use, with its class ``CompiledStepper`` and the
+    compiled time grid ``fill_time_grid``: numba stays out of ``import vpintegrator``)."""
     if not _STEPPER:
+        from ..compiled.grid import fill_time_grid
         from ..compiled.integrators import CompiledStepper, compiled_stepper
 
-        _STEPPER[:] = [compiled_stepper, CompiledStepper]
+        _STEPPER[:] = [compiled_stepper, CompiledStepper, fill_time_grid]
     return _STEPPER[0](system, method, h)
 
 
