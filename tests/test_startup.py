@@ -84,6 +84,10 @@ def test_a_new_dependency_stamp_makes_the_cached_kernel_stale(tmp_path, monkeypa
 
     src = tmp_path / "kern.py"
     src.write_text("def f(x):\n    return x + 1.0\n")
+    # every kernel kept alive: a module that is not in sys.modules is numba's "<dynamic>" one, and a cache hit
+    # rebuilds its environment from the one still in memory; a garbage collection between two loads (when it
+    # runs depends on what the session imported before) would otherwise make the hit an import error
+    kernels = []
 
     def load():
         spec = importlib.util.spec_from_file_location("kern", src)
@@ -91,6 +95,7 @@ def test_a_new_dependency_stamp_makes_the_cached_kernel_stale(tmp_path, monkeypa
         spec.loader.exec_module(module)
         kernel = _jitcache.njit(module.f)
         assert kernel(1.0) == 2.0
+        kernels.append(kernel)
         return kernel.stats
 
     monkeypatch.setitem(_jitcache._state, "stamp", (("systems/a.py", 1, 1),))
