@@ -2,13 +2,15 @@
 
 Reads the spec (a name from ``vp-gen --list`` or a TOML path), applies the flags (flags win), calls
 [`vpintegrator.data.generate`][vpintegrator.data.generation.generate], and prints where the output went with a one-line summary. Imports
-no torch, so it starts fast.
+no torch, so it starts fast; run as a program it ends without the interpreter's teardown (``_GenCommand``).
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -70,7 +72,45 @@ def _config_class():
     return GenerationSpec
 
 
-@click.command("vp-gen", cls=ConfigCommand, config=_config_class,
+class _GenCommand(ConfigCommand):
+    """vp-gen as a process ends with ``os._exit`` once everything a normal exit does for it is done.
+
+    The interpreter's teardown after numba's kernels are loaded (every module and LLVM object finalised)
+    costs ~0.12-0.16 CPU s, a quarter of a 1-trajectory run (docs/benchmarks.md); the file is complete and
+    renamed into place before, and nothing the run started is left running. Only when click runs it as the
+    program (``args`` None: ``sys.argv``, standalone) and exits with a status; called from Python
+    (``CliRunner``, ``main([...])``) it returns or raises as any command, and after a Dask run (whose client
+    may still hold connections) the interpreter exits as usual."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        if args is not None or not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            return super().main(None, prog_name, complete_var, True, **extra)
+        except SystemExit as stop:
+            code = 0 if stop.code is None else stop.code
+            if not isinstance(code, int) or "distributed" in sys.modules:
+                raise
+        _exit_now(code)
+
+
+def _exit_now(code: int) -> NoReturn:
+    """``os._exit(code)`` after the ``atexit`` callbacks (logging's shutdown, a temporary numba cache's
+    removal) and with stdout and stderr flushed; a flush that fails turns status 0 into 120, as Python's own
+    exit does."""
+    import atexit
+
+    atexit._run_exitfuncs()  # what a normal exit runs first; the module teardown after it is what is skipped
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            code = code or 120
+    os._exit(code)
+
+
+@click.command("vp-gen", cls=_GenCommand, config=_config_class,
                context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("spec", required=False, shell_complete=complete_spec)
 @click.option("--list", "list_", is_flag=True, help="List the shipped specs and exit.")

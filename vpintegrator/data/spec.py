@@ -84,8 +84,9 @@ OVERRIDES = (
     "n_traj", "dt", "t_end", "method", "rtol", "atol", "seed", "chunk_size", "out", "compression", "sampler", "params",
     "sampler_args", "parameters",
 )
-#: /y's HDF5 filter: gzip (with shuffle; readable everywhere, the default), lzf (h5py only) or none. On float64
-#: trajectories gzip saves ~16 % of the file and costs more CPU than a DOP853 solve at 1e-12 (docs/benchmarks.md)
+#: /y's HDF5 filter (after shuffle): gzip (readable everywhere, the default), lzf (h5py only) or none. On float64
+#: trajectories gzip, its noise bytes stored (data/_parallel.py), is 17 % smaller than none for the least CPU of
+#: the filters that compress (scripts/bench_gen_compression.py, docs/benchmarks.md)
 COMPRESSIONS = ("gzip", "lzf", "none")
 #: Top-level ``--set`` keys: the overrides and the spec's sections (``integration.dt=...``).
 SET_KEYS = (*OVERRIDES, *_SECTIONS)
@@ -241,9 +242,10 @@ class GenerationSpec(Config):
     out : str
         Output HDF5 file. Default ``datasets/<name>.h5``.
     compression : str
-        The HDF5 filter of ``/y``: ``"gzip"`` (shuffle + deflate, readable everywhere; the default), ``"lzf"``
-        (faster, h5py only) or ``"none"``. gzip saves ~16 % of a float64 file and costs more CPU than the
-        integration itself at rtol = 1e-12 (``scripts/bench_gen_diffrax.py``).
+        The HDF5 filter of ``/y``: ``"gzip"`` (shuffle + deflate, readable everywhere; the default: the
+        cheapest that compresses), ``"lzf"`` (shuffle + lzf, h5py only) or ``"none"``. gzip keeps the byte
+        planes that are noise (the six low bytes of float64 states) in stored deflate blocks: 17 % smaller
+        than none for ~0.25 CPU s per 2*10^4 x 101 x 3 states, less than lzf (``scripts/bench_gen_compression.py``).
     description, source : str
         One-line description; the TOML file it came from ("" if built in Python).
     """
