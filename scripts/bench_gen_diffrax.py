@@ -6,7 +6,11 @@ t in [0, 20], output every 0.2 (101 states), rtol = atol = 1e-12 per trajectory,
 
 * vp-gen: ``vp-gen rigid_body --n-traj N --t-end 20 --dt 0.2 --rtol 1e-12 --atol 1e-12`` in a fresh process
   (start-up, sampling, integration, invariant drift, compressed HDF5 file: everything), with every core
-  (the default ``--workers``) and with ``--workers 1``; best of ``--repeat``.
+  (the default ``--workers``) and with ``--workers 1``, for each ``--compression`` (gzip, the default, lzf
+  and none); best of ``--repeat``. The processes run in this environment as it is; ``--pyc`` gives them a
+  bytecode cache (``PYTHONPYCACHEPREFIX`` in a temporary folder, filled by the warm-up run), as an
+  installed package has, where ``PYTHONDONTWRITEBYTECODE`` would otherwise recompile the package's
+  sources in every process.
 * diffrax (when ``jax`` and ``diffrax`` import): ``jax.jit(jax.vmap(solve))`` with ``diffrax.Dopri8``,
   ``PIDController(rtol=1e-12, atol=1e-12)``, ``SaveAt(ts=...)``, on the same initial conditions; the
   first call (compilation + solve) and the solve alone (a second call, ``block_until_ready``) are timed
@@ -44,6 +48,9 @@ VP_GEN = str(Path(sys.executable).parent / "vp-gen")
 T_END, DT, TOL = 20.0, 0.2, 1e-12
 
 
+_ENV: dict[str, str | None] = {"OMP_NUM_THREADS": "1"}  # the vp-gen processes' environment over this one's (``--pyc`` adds to it)
+
+
 def _vp_gen(n: int, out: str, workers: int | None, compression: str = "gzip") -> tuple[float, float]:
     """(wall s, CPU s) of a whole vp-gen process (its CPU: user + system of it and its workers)."""
     args = [VP_GEN, "rigid_body", "--n-traj", str(n), "--t-end", str(T_END), "--dt", str(DT), "--rtol", str(TOL),
@@ -52,7 +59,8 @@ def _vp_gen(n: int, out: str, workers: int | None, compression: str = "gzip") ->
         args += ["--workers", str(workers)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(args, check=True, capture_output=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    env = {k: v for k, v in {**os.environ, **_ENV}.items() if v is not None}
+    subprocess.run(args, check=True, capture_output=True, env=env)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -103,14 +111,19 @@ def _diffrax(y0: np.ndarray, ts: np.ndarray):
 @click.command()
 @click.option("--sizes", default="20000,200000", show_default=True)
 @click.option("--repeat", default=2, show_default=True)
-@click.option("--compression", "compressions", default="gzip,none", show_default=True,
+@click.option("--compression", "compressions", default="gzip,lzf,none", show_default=True,
               help="vp-gen's /y filters to time (gzip is its default)")
-def main(sizes: str, repeat: int, compressions: str) -> None:
+@click.option("--pyc", is_flag=True, help="give the vp-gen processes a bytecode cache (as an installed package)")
+def main(sizes: str, repeat: int, compressions: str, pyc: bool) -> None:
     load = lambda: " ".join(f"{x:.2f}" for x in os.getloadavg())  # noqa: E731
+    bytecode = "cached (--pyc)" if pyc else ("recompiled in every process (PYTHONDONTWRITEBYTECODE)"
+                                             if os.environ.get("PYTHONDONTWRITEBYTECODE") else "as Python caches it")
     print(f"rigid body, t in [0, {T_END:g}], output every {DT:g}, rtol = atol = {TOL:g}; {os.cpu_count()} CPUs; "
-          f"load average before: {load()}")
+          f"vp-gen's bytecode: {bytecode}; load average before: {load()}")
     ts = np.arange(int(round(T_END / DT)) + 1) * DT
     with tempfile.TemporaryDirectory() as tmp:
+        if pyc:
+            _ENV.update(PYTHONDONTWRITEBYTECODE=None, PYTHONPYCACHEPREFIX=f"{tmp}/pycache")
         _vp_gen(10, f"{tmp}/warm.h5", None)  # numba's cache
         for n in (int(s) for s in sizes.split(",")):
             out = f"{tmp}/vp_{n}.h5"
