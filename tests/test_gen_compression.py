@@ -5,7 +5,8 @@ decodes to the bytes it was given, the rows that look random are there verbatim 
 smaller than they were. Files: the default file reads back bit for bit against the same run kept in memory
 and against HDF5's own gzip filter; a file written by HDF5's filter (as before) still reads; every value of
 ``--compression`` sets its filter; a bad one is one line. The process: vp-gen run as a program (it ends with
-``os._exit``) prints everything, writes a whole file, and never imports torch.
+``os._exit``) prints everything, writes a whole file, and never imports torch; ``--print-config`` imports no
+numba.
 """
 
 from __future__ import annotations
@@ -168,3 +169,12 @@ def test_a_whole_run_never_imports_torch(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_print_config_does_without_numba(tmp_path):
+    code = ("import sys; from vpintegrator.cli.gen import main; "
+            f"main({[*ARGS, '--out', str(tmp_path / 'x.h5'), '--print-config']!r}, standalone_mode=False); "
+            "print(sorted(m for m in ('numba', 'vpintegrator.data.generation') if m in sys.modules))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]" and not (tmp_path / "x.h5").exists()

@@ -143,7 +143,6 @@ def main(spec, list_, flags, set_, print_config, as_json, quiet, overwrite, work
     if spec is None:
         raise click.UsageError("missing SPEC (a spec name or a .toml file); `vp-gen --list` lists the specs")
     from ..config import merge
-    from ..data.generation import generate
     from ..data.spec import SET_KEYS, load_spec, spec_overrides_from_set
 
     settings = read_set(set_, SET_KEYS, flags, translate=spec_overrides_from_set,
@@ -152,6 +151,8 @@ def main(spec, list_, flags, set_, print_config, as_json, quiet, overwrite, work
     if print_config:
         click.echo(cfg.to_toml(), nl=False)
         return
+    from ..data.generation import generate  # here: --print-config does without numba and the kernels
+
     if scheduler:
         if shard is not None:
             raise click.UsageError("--shard and --dask-scheduler exclude each other: the scheduler runs every shard")
