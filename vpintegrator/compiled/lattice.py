@@ -38,7 +38,7 @@ from ..errors import VPIntegratorError
 from . import lean
 from ._jit import HAVE_NUMBA, jit, njit
 from ..integrators.base import every_kth
-from .newton import BLOWN_UP, NONFINITE, NOT_CONVERGED, OK, SINGULAR, failure_error, rows_by_block
+from .newton import BLOWN_UP, NONFINITE, OK, failure_error, rows_by_block
 
 __all__ = ["lattice_stepper", "LatticeStepper", "lattice_force", "run_verlet", "VERLET", "MIDPOINT", "TODA",
            "FPU_BETA", "force", "observe", "norm2"]
@@ -284,12 +284,19 @@ def _solve_structured(periodic, diag, off, rhs, x, ws):
 
 #: implicit midpoint's rule on a lattice (``lean._midpoint``'s ``midpoint_start`` / ``_update`` / ``_state``, typed by
 #: this class): the lattice (``kind``, ``periodic``, bond parameters ``par``) and the Newton's scratch, each (N,) but
-#: ``ws`` (5, N + 1); ``info[0]`` the last update, ``info[1]`` SINGULAR when a solve found the matrix singular
-LatticeMidpoint = namedtuple("LatticeMidpoint", ["kind", "periodic", "par", "g", "big", "diag", "off", "rhs", "dq", "ws",
-                                                 "info"])
+#: ``ws`` (5, N + 1)
+LatticeMidpoint = namedtuple("LatticeMidpoint", ["kind", "periodic", "par", "g", "big", "diag", "off", "rhs", "dq", "ws"])
 
 
-def _newton_update(rule, h, y, big):
+def lattice_midpoint_start(rule, h, y):  # explicit Euler's y1 = y + h f(y): Q = q + h p / 2
+    big = rule.big
+    n = big.shape[0]
+    for i in range(n):
+        big[i] = y[i] + 0.5 * h * y[n + i]
+    return big
+
+
+def lattice_newton_update(rule, h, y, big):
     """A Newton update of the midpoint positions Q (``big``) in place: (solved, Q, e), e = max |dQ| (inf when not
     finite); ``G(Q) = Q - q - h p / 2 + h^2 / 4 V'(Q)``, its matrix ``I + h^2 / 4 V''(Q)`` (cyclic) tridiagonal."""
     kind, periodic, par, g, diag, off, rhs, dq, ws = (rule.kind, rule.periodic, rule.par, rule.g, rule.diag, rule.off,
@@ -315,7 +322,6 @@ def _newton_update(rule, h, y, big):
             off[i] = -c * k1
             k0 = k1
     if not _solve_structured(periodic, diag, off, rhs, dq, ws):
-        rule.info[1] = SINGULAR
         return False, big, 0.0
     e = 0.0
     for i in range(n):
@@ -323,46 +329,27 @@ def _newton_update(rule, h, y, big):
         a = abs(dq[i])
         if a > e:
             e = a
-    if not math.isfinite(e):
-        e = math.inf
-    rule.info[0] = e
-    return True, big, e
+    return True, big, e if math.isfinite(e) else math.inf
 
 
-if HAVE_NUMBA:  # pragma: no branch - the rule's overloads (numba picks them by the class LatticeMidpoint)
-    def _lattice_rule(fn):
-        def pick(impl):
-            def typed(*args):
-                if getattr(args[0], "instance_class", None) is LatticeMidpoint:
-                    return impl
-            return overload(fn, strict=False, inline="always")(typed)
-        return pick
+def lattice_midpoint_state(rule, h, y, big):  # in place: p1 = p - h V'(Q), q1 = 2 Q - q
+    n = big.shape[0]
+    lattice_force(rule.kind, rule.periodic, rule.par, big, rule.g, rule.ws[4])
+    for i in range(n):
+        y[n + i] = y[n + i] - h * rule.g[i]
+        y[i] = 2.0 * big[i] - y[i]
+    return y
 
-    @_lattice_rule(lean.midpoint_start)
-    def _start(rule, h, y):  # explicit Euler's y1 = y + h f(y): Q = q + h p / 2
-        big = rule.big
-        n = big.shape[0]
-        for i in range(n):
-            big[i] = y[i] + 0.5 * h * y[n + i]
-        return big
 
-    _lattice_rule(lean.midpoint_update)(_newton_update)
-
-    @_lattice_rule(lean.midpoint_state)
-    def _state(rule, h, y, big):  # in place: p1 = p - h V'(Q), q1 = 2 Q - q
-        n = big.shape[0]
-        lattice_force(rule.kind, rule.periodic, rule.par, big, rule.g, rule.ws[4])
-        for i in range(n):
-            y[n + i] = y[n + i] - h * rule.g[i]
-            y[i] = 2.0 * big[i] - y[i]
-        return y
+if HAVE_NUMBA:  # pragma: no branch
+    lean.midpoint_rule(LatticeMidpoint, lattice_midpoint_start, lattice_newton_update, lattice_midpoint_state)
 
 
 @jit
 def run_midpoint(rule, y, h, gammas, n_steps, out, info, tol, max_iter, keep, every):
-    """Implicit midpoint (``lean._midpoint`` with the rule ``rule``, a ``LatticeMidpoint`` holding ``info``) composed
-    with ``gammas``, ``n_steps`` steps of y in place into out (as run_verlet); on a Newton failure (NOT_CONVERGED, or
-    SINGULAR) y is the last good state (``keep`` scratch)."""
+    """Implicit midpoint (``lean._midpoint`` with the rule ``rule``, a ``LatticeMidpoint``; info[0] its last update)
+    composed with ``gammas``, ``n_steps`` steps of y in place into out (as run_verlet); on a Newton failure
+    (NOT_CONVERGED, or SINGULAR) y is the last good state (``keep`` scratch)."""
     n2 = y.shape[0]
     info[1] = 0.0
     info[2] = 0.0
@@ -370,11 +357,11 @@ def run_midpoint(rule, y, h, gammas, n_steps, out, info, tol, max_iter, keep, ev
         for i in range(n2):
             keep[i] = y[i]
         for j in range(gammas.shape[0]):
-            ok, _ = lean._midpoint(rule, gammas[j] * h, y, tol, max_iter)
-            if not ok:
+            st, _, info[0] = lean._midpoint(rule, gammas[j] * h, y, tol, max_iter, False)
+            if st != OK:
                 for i in range(n2):
                     y[i] = keep[i]
-                info[1] = SINGULAR if info[1] == SINGULAR else NOT_CONVERGED
+                info[1] = st
                 info[2] = k + 1
                 return k // every
         st = observe(NONE, NONE, y, out, k, info[3], every)
@@ -460,7 +447,7 @@ class LatticeStepper:
         self._d = np.zeros(n + 1)
         self._keep = np.zeros(self.dim)
         self._rule = LatticeMidpoint(self.kind, self.periodic, self.params, self._g, self._big, self._diag, self._off,
-                                     self._rhs, self._dq, self._ws, self._info)
+                                     self._rhs, self._dq, self._ws)
 
     def __repr__(self) -> str:
         return f"LatticeStepper({self.system!r}, {self.name!r}, dt={self.dt})"

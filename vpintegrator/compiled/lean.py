@@ -29,9 +29,9 @@ The loops (``RUNNERS``: method -> (kind, run loop, method tag)):
   Gauss-Legendre iterates the stage equations by fixed point ``Z <- h A f(y + Z)``. Both start where NumPy
   starts and stop on NumPy's test (``max |update| <= tol max(1, |y|_inf)``, or stalled at the rounding
   floor). When the fast iteration fails (no convergence in ``max_iter``, an update that stops shrinking, a
-  zero pivot, a non-finite update, an exact equilibrium), the step is redone by the exact NumPy rule of
-  ``vpintegrator.compiled.newton`` (pivoted LU, full Newton), which then decides success or failure with
-  NumPy's status and last update.
+  zero pivot, a non-finite update, an exact equilibrium), the step is redone by the exact NumPy rule (pivoted LU,
+  full Newton: implicit midpoint's ``KernelMidpoint`` here, Gauss-Legendre's in ``compiled.newton``), which then
+  decides success or failure with NumPy's status and last update.
 
 Every loop keeps the state after steps ``every``, ``2 every``, ... (``every`` = 1: each) in the rows of ``out`` and
 returns the rows written; the blow-up check still sees every state. Failure semantics are those of
@@ -49,8 +49,9 @@ from typing import Any
 import numpy as np
 
 from ._jit import HAVE_NUMBA, jit
-from .newton import step_gauss_legendre, step_implicit_midpoint
-from .systems import FIELDS, GRADIENTS, LINEAR_IN_PARAMS, SHIPPED
+from .newton import NOT_CONVERGED, OK, SINGULAR, converged, lu_solve, scale_of, step_gauss_legendre, update_norm
+from .systems import FIELDS, GRADIENTS, LINEAR_IN_PARAMS, SHIPPED, vector_field
+from .systems import jacobian as kernel_jacobian
 
 
 # --- the systems as types ------------------------------------------------------------------------------------
@@ -131,7 +132,7 @@ shear = _typed("shear(pp, z, j, c)",
 gradients = _typed("gradients(pp, a, b, potential)",
                    "A separable system's ``V'(q)`` (``potential``) or ``T'(p)`` at (a, b).")
 load = _typed("load(pp, y)", "The state array y (dim,) as a tuple of the system's dimension.")
-system_id = _typed("system_id(pp)", "The system's kernel id (for the exact rule of ``compiled.newton``).")
+system_id = _typed("system_id(pp)", "The system's kernel id (for the exact rule).")
 stage_fields = _typed("stage_fields(pp, y, Z)", "(f(y + Z_0), .., f(y + Z_{s-1})): the field at every stage.")
 stage_rows = _typed("stage_rows(h, A, F)",
                     "Row j: h (A_j0 F_0 + .. + A_j,s-1 F_{s-1}), componentwise, for every row A_j of A.")
@@ -155,7 +156,7 @@ midpoint_update = _typed("midpoint_update(pp, h, y, u)", "A Newton update of u: 
                          "(separable: 2 |dQ|, q1's; P = p - (h/2) V'(Q), the 2x2 matrix I + (h^2/4) T''(P) V''(Q)).")
 midpoint_state = _typed("midpoint_state(pp, h, y, u)", "The new state of the converged u (separable: 2 Q - q, 2 P - p).")
 exact = _typed("exact(tag, pp, p, u, h, v, ws, m, ta, tb, tc, tol, max_iter, info)",
-               "The exact NumPy rule of ``compiled.newton`` for the implicit method ``tag`` (u -> v; its status).")
+               "The exact NumPy rule for the implicit method ``tag`` (u -> v; its status).")
 step = _typed("step(tag, pp, h, x, tol, max_iter, tab)",
               "One step of the method ``tag``: explicit ones return the new state, implicit ones ``(ok, state)``.")
 
@@ -170,6 +171,16 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
 
     def _system(pp):
         return _SYSTEM_OF.get(getattr(pp, "instance_class", None), (None, None))
+
+    def _shipped_rule(fn):  # midpoint's rule of a shipped system (other rules: ``midpoint_rule``)
+        return lambda typer: _impl(fn, inline="always")(lambda pp, *a: _system(pp)[1] and typer(pp, *a))
+
+    def midpoint_rule(cls: type, start: Any, update: Any, state: Any) -> None:
+        """Make the namedtuple class ``cls`` a rule of ``_midpoint``: its ``midpoint_start`` / ``_update`` /
+        ``_state`` the plain functions given (numba inlines them where a rule of that class is used)."""
+        for stub, impl in ((midpoint_start, start), (midpoint_update, update), (midpoint_state, state)):
+            _impl(stub, inline="always")(lambda pp, *a, impl=impl: impl if getattr(pp, "instance_class", None) is cls
+                                         else None)
 
     def _system_function(which):
         """The implementation of ``field`` (0) / ``jacobian`` (1): the system's own jitted function."""
@@ -321,10 +332,8 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
             return back_substitute(M, tuple_setitem(r, k, acc / M[k][k]), rest[1:])
         return impl
 
-    @_impl(midpoint_start, inline="always")
+    @_shipped_rule(midpoint_start)
     def _midpoint_start(pp, h, y):
-        if _system(pp)[1] is None:  # not a shipped system: another module's rule (compiled.lattice)
-            return None
         if _system(pp)[0] in GRADIENTS:  # a separable system: the midpoint's q alone
             def separable(pp, h, y):
                 t0, t1 = gradients(pp, y[2], y[3], False)
@@ -332,10 +341,8 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
             return separable
         return lambda pp, h, y: _axpy(y, h, field(pp, y))
 
-    @_impl(midpoint_update, inline="always")
+    @_shipped_rule(midpoint_update)
     def _midpoint_update(pp, h, y, u):
-        if _system(pp)[1] is None:
-            return None
         if _system(pp)[0] not in GRADIENTS:
             def full(pp, h, y, z):  # z <- z - (I - (h/2) J(m))^{-1} (z - y - h f(m)), m = (y + z) / 2
                 m = y
@@ -376,10 +383,8 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
             return True, (Q[0] - d0, Q[1] - d1), _max_abs(0.0, (2.0 * d0, 2.0 * d1))
         return separable
 
-    @_impl(midpoint_state, inline="always")
+    @_shipped_rule(midpoint_state)
     def _midpoint_state(pp, h, y, u):
-        if _system(pp)[1] is None:
-            return None
         if _system(pp)[0] not in GRADIENTS:
             return lambda pp, h, y, u: u
 
@@ -406,7 +411,10 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
         if tableau is not None:
             return lambda tag, pp, h, x, tol, max_iter, tab: _explicit(pp, h, x, tableau)
         if kind is Midpoint:
-            return lambda tag, pp, h, x, tol, max_iter, tab: _midpoint(pp, h, x, tol, max_iter)
+            def midpoint(tag, pp, h, x, tol, max_iter, tab):
+                st, z, _ = _midpoint(pp, h, x, tol, max_iter, True)
+                return st == OK, z
+            return midpoint
         if kind is Gauss:
             return lambda tag, pp, h, x, tol, max_iter, tab: _gauss(pp, h, x, tol, max_iter, tab)
 
@@ -465,16 +473,6 @@ def _newton_row(Ji, c2, i):
 
 
 @jit
-def _scale(y):
-    """max(1, |y|_inf) in NumPy's order (a NaN component leaves it); y a tuple or an array."""
-    scale = 1.0
-    for i in range(len(y)):
-        if abs(y[i]) > scale:
-            scale = abs(y[i])
-    return scale
-
-
-@jit
 def _max_abs(e, x):
     """max(e, |x_i|) over i; a NaN makes it NaN (caught by the convergence test)."""
     for i in range(len(x)):
@@ -492,12 +490,6 @@ def _max_diff(e, x, z):
         if not t <= e:
             e = t
     return e
-
-
-@jit
-def _converged(e, tol, scale, prev):
-    """NumPy's stopping test: the update at the tolerance, or stalled at the rounding floor."""
-    return e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev)
 
 
 @jit
@@ -534,25 +526,72 @@ def _explicit(pp, h, y, tab):
 
 
 @jit
-def _midpoint(pp, h, y, tol, max_iter):
+def _midpoint(pp, h, y, tol, max_iter, give_up):
     """Implicit midpoint by Newton from NumPy's start with its test on the update, the unknown the system's rule
     (``midpoint_start``/``_update``/``_state``): z itself (NumPy's iteration), or on a separable system the midpoint's
-    q alone (the same fixed point); or another module's rule on an array state, updated in place (``compiled.lattice``'s
-    ``LatticeMidpoint``). A singular matrix, or an iteration that diverges or does not converge, is (False, y): the
-    caller decides (the lean loops by the exact NumPy rule, the lattice loop by its failure codes)."""
+    q alone (the same fixed point); on an array state the exact rule ``KernelMidpoint`` or another module's
+    (``compiled.lattice``'s, in place). (status, state, the last update): OK, SINGULAR, or NOT_CONVERGED in
+    ``max_iter`` (or, ``give_up``, at a non-finite or growing update); the caller decides what a failure does (the
+    lean loops redo the step by the exact rule, which gives up only at ``max_iter`` as NumPy does)."""
     u = midpoint_start(pp, h, y)
-    scale = _scale(y)
+    scale = scale_of(y)
     prev = np.inf
     for it in range(max_iter):
         solved, u, e = midpoint_update(pp, h, y, u)
         if not solved:
-            return False, y
-        if _converged(e, tol, scale, prev):
-            return True, midpoint_state(pp, h, y, u)
-        if _diverging(e, it, prev):
-            return False, y
+            return SINGULAR, y, prev
+        if converged(e, prev, scale, tol):
+            return OK, midpoint_state(pp, h, y, u), e
+        if give_up and _diverging(e, it, prev):
+            return NOT_CONVERGED, y, e
         prev = e
-    return False, y
+    return NOT_CONVERGED, y, prev
+
+
+#: implicit midpoint's exact rule on a kernel system (``compiled.systems``: ``kid``, ``p``) of any dimension, the
+#: state an array: NumPy's iteration on y1 (full Newton, the Jacobian at the iterate, pivoted LU), ws rows 0-2 and m
+#: its scratch
+KernelMidpoint = namedtuple("KernelMidpoint", ["kid", "p", "y1", "ws", "m"])
+
+
+def _kernel_start(rule, h, y):  # explicit Euler
+    f0 = rule.ws[0]
+    vector_field(rule.kid, rule.p, y, f0)
+    for i in range(y.size):
+        rule.y1[i] = y[i] + h * f0[i]
+    return rule.y1
+
+
+def _kernel_update(rule, h, y, y1):  # y1 <- y1 - (I - (h/2) J(mid))^{-1} (y1 - y - h f(mid)), mid = (y + y1) / 2
+    d, mid, r, m = y.size, rule.ws[1], rule.ws[2], rule.m
+    for i in range(d):
+        mid[i] = 0.5 * (y[i] + y1[i])
+    vector_field(rule.kid, rule.p, mid, r)
+    for i in range(d):
+        r[i] = y1[i] - y[i] - h * r[i]
+    kernel_jacobian(rule.kid, rule.p, mid, m)
+    for i in range(d):
+        for j in range(d):
+            m[i, j] = (1.0 if i == j else 0.0) - 0.5 * h * m[i, j]
+    if not lu_solve(m, r, d):
+        return False, y1, 0.0
+    for i in range(d):
+        y1[i] = y1[i] - r[i]
+    return True, y1, update_norm(r, d)
+
+
+if HAVE_NUMBA:  # pragma: no branch
+    midpoint_rule(KernelMidpoint, _kernel_start, _kernel_update, lambda rule, h, y, y1: y1)
+
+
+@jit
+def step_implicit_midpoint(kid, p, y, h, y1, ws, m, tol, max_iter, info):
+    """The exact rule's step ``y1 = y + h f((y + y1) / 2)`` (ws (>= 3, dim), m (>= dim, >= dim)): OK, SINGULAR or
+    NOT_CONVERGED (``info[0]`` the last update), as NumPy's."""
+    st, _, e = _midpoint(KernelMidpoint(kid, p, y1, ws, m), h, y, tol, max_iter, False)
+    if st == NOT_CONVERGED:
+        info[0] = e
+    return st
 
 
 @jit
@@ -561,7 +600,7 @@ def _gauss(pp, h, y, tol, max_iter, tab):
     tableau ``tab = (a, b, c)`` as tuples (its number of stages a constant of the compiled loop)."""
     a, b, c = tab
     f = field(pp, y)
-    scale = _scale(y)
+    scale = scale_of(y)
     Z = scaled_rows(h, c, f)
     prev = np.inf
     ok = False
@@ -573,7 +612,7 @@ def _gauss(pp, h, y, tol, max_iter, tab):
         Z = N
         if it == 0 and e == 0.0:  # an exact equilibrium: NumPy's Newton may find I - h A (x) f' singular
             break
-        if _converged(e, tol, scale, prev):
+        if converged(e, prev, scale, tol):
             ok = True
             break
         if _diverging(e, it, prev):
