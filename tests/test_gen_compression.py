@@ -178,3 +178,16 @@ def test_print_config_does_without_numba(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]" and not (tmp_path / "x.h5").exists()
+
+
+def test_main_inside_another_program_exits_as_any_command(monkeypatch, tmp_path):
+    """Only vp-gen itself ends with os._exit: ``main()`` from another program raises SystemExit as click does."""
+
+    def _exit(code):
+        raise AssertionError(f"os._exit({code}) called from inside another program")
+
+    monkeypatch.setattr(os, "_exit", _exit)
+    monkeypatch.setattr(sys, "argv", ["my_program.py", *ARGS, "--out", str(tmp_path / "x.h5"), "--print-config"])
+    with pytest.raises(SystemExit) as stop:
+        vp_gen()
+    assert stop.value.code == 0

@@ -77,14 +77,16 @@ class _GenCommand(ConfigCommand):
 
     The interpreter's teardown after numba's kernels are loaded (every module and LLVM object finalised)
     costs ~0.12-0.16 CPU s, a quarter of a 1-trajectory run (docs/benchmarks.md); the file is complete and
-    renamed into place before, and nothing the run started is left running. Only when click runs it as the
-    program (``args`` None: ``sys.argv``, standalone) and exits with a status; called from Python
-    (``CliRunner``, ``main([...])``) it returns or raises as any command, and after a Dask run (whose client
-    may still hold connections) the interpreter exits as usual."""
+    renamed into place before, and nothing the run started is left running. Only when it is the program
+    (``vp-gen`` or ``python -m vpintegrator.cli.gen``: ``args`` None, ``sys.argv[0]`` that program,
+    standalone) and exits with a status; called from Python (``CliRunner``, ``main([...])``, a ``main()``
+    inside another program) it returns or raises as any command, and after a Dask run (whose client may still
+    hold connections) the interpreter exits as usual."""
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
-        if args is not None or not standalone_mode:
+        program = bool(sys.argv) and Path(sys.argv[0]).name in ("vp-gen", "gen.py")
+        if args is not None or not standalone_mode or not program:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:
             return super().main(None, prog_name, complete_var, True, **extra)
