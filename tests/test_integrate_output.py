@@ -115,3 +115,15 @@ def test_the_compiled_time_grid_is_the_numpy_one_bit_for_bit(t0, h, n, every):
         exact = integrate("coupled_oscillator", np.array([0.1, 0.0, 0.0, 0.1]), h, n, method="stormer_verlet",
                           t0=t0, save_every=every, compiled=False)
         assert fast.t.tobytes() == exact.t.tobytes() and fast.meta["t_end"] == exact.meta["t_end"]
+
+
+def test_turning_numba_off_turns_the_kept_stepper_off(monkeypatch):
+    """As ``compiled_stepper`` gives None once numba is off (``compiled._jit.HAVE_NUMBA``), so does the stepper a
+    thread kept from an earlier call: the NumPy path runs."""
+    import vpintegrator.compiled._jit as jit
+
+    assert integrate("rigid_body", Y0, 0.2, 20, method="rk4").meta["runner"] == "numba"
+    monkeypatch.setattr(jit, "HAVE_NUMBA", False)
+    off = integrate("rigid_body", Y0, 0.2, 20, method="rk4")
+    assert off.meta["runner"] == "numpy"
+    np.testing.assert_array_equal(off.y, integrate("rigid_body", Y0, 0.2, 20, method="rk4", compiled=False).y)
