@@ -21,8 +21,7 @@ import numpy as np
 
 from . import lean
 from ._jit import jit
-from .lean import step_implicit_midpoint
-from .newton import BLOWN_UP, NONFINITE, OK, step_gauss_legendre
+from .newton import BLOWN_UP, NONFINITE, OK, step_gauss_legendre, step_implicit_midpoint
 from .systems import vector_field
 
 EXPLICIT, IMPLICIT_MIDPOINT, GAUSS_LEGENDRE, STORMER_VERLET, SHEARS = 0, 2, 3, 4, 6

@@ -29,9 +29,9 @@ The loops (``RUNNERS``: method -> (kind, run loop, method tag)):
   Gauss-Legendre iterates the stage equations by fixed point ``Z <- h A f(y + Z)``. Both start where NumPy
   starts and stop on NumPy's test (``max |update| <= tol max(1, |y|_inf)``, or stalled at the rounding
   floor). When the fast iteration fails (no convergence in ``max_iter``, an update that stops shrinking, a
-  zero pivot, a non-finite update, an exact equilibrium), the step is redone by the exact NumPy rule (pivoted LU,
-  full Newton: implicit midpoint's ``KernelMidpoint`` here, Gauss-Legendre's in ``compiled.newton``), which then
-  decides success or failure with NumPy's status and last update.
+  zero pivot, a non-finite update, an exact equilibrium), the step is redone by the exact NumPy rule of
+  ``vpintegrator.compiled.newton`` (pivoted LU, full Newton), which then decides success or failure with
+  NumPy's status and last update.
 
 Every loop keeps the state after steps ``every``, ``2 every``, ... (``every`` = 1: each) in the rows of ``out`` and
 returns the rows written; the blow-up check still sees every state. Failure semantics are those of
@@ -49,9 +49,8 @@ from typing import Any
 import numpy as np
 
 from ._jit import HAVE_NUMBA, jit
-from .newton import NOT_CONVERGED, OK, SINGULAR, converged, lu_solve, scale_of, step_gauss_legendre, update_norm
-from .systems import FIELDS, GRADIENTS, LINEAR_IN_PARAMS, SHIPPED, vector_field
-from .systems import jacobian as kernel_jacobian
+from .newton import NOT_CONVERGED, OK, SINGULAR, converged, scale_of, step_gauss_legendre, step_implicit_midpoint
+from .systems import FIELDS, GRADIENTS, LINEAR_IN_PARAMS, SHIPPED
 
 
 # --- the systems as types ------------------------------------------------------------------------------------
@@ -132,7 +131,7 @@ shear = _typed("shear(pp, z, j, c)",
 gradients = _typed("gradients(pp, a, b, potential)",
                    "A separable system's ``V'(q)`` (``potential``) or ``T'(p)`` at (a, b).")
 load = _typed("load(pp, y)", "The state array y (dim,) as a tuple of the system's dimension.")
-system_id = _typed("system_id(pp)", "The system's kernel id (for the exact rule).")
+system_id = _typed("system_id(pp)", "The system's kernel id (for the exact rule of ``compiled.newton``).")
 stage_fields = _typed("stage_fields(pp, y, Z)", "(f(y + Z_0), .., f(y + Z_{s-1})): the field at every stage.")
 stage_rows = _typed("stage_rows(h, A, F)",
                     "Row j: h (A_j0 F_0 + .. + A_j,s-1 F_{s-1}), componentwise, for every row A_j of A.")
@@ -156,7 +155,7 @@ midpoint_update = _typed("midpoint_update(pp, h, y, u)", "A Newton update of u: 
                          "(separable: 2 |dQ|, q1's; P = p - (h/2) V'(Q), the 2x2 matrix I + (h^2/4) T''(P) V''(Q)).")
 midpoint_state = _typed("midpoint_state(pp, h, y, u)", "The new state of the converged u (separable: 2 Q - q, 2 P - p).")
 exact = _typed("exact(tag, pp, p, u, h, v, ws, m, ta, tb, tc, tol, max_iter, info)",
-               "The exact NumPy rule for the implicit method ``tag`` (u -> v; its status).")
+               "The exact NumPy rule of ``compiled.newton`` for the implicit method ``tag`` (u -> v; its status).")
 step = _typed("step(tag, pp, h, x, tol, max_iter, tab)",
               "One step of the method ``tag``: explicit ones return the new state, implicit ones ``(ok, state)``.")
 
@@ -529,10 +528,10 @@ def _explicit(pp, h, y, tab):
 def _midpoint(pp, h, y, tol, max_iter, give_up):
     """Implicit midpoint by Newton from NumPy's start with its test on the update, the unknown the system's rule
     (``midpoint_start``/``_update``/``_state``): z itself (NumPy's iteration), or on a separable system the midpoint's
-    q alone (the same fixed point); on an array state the exact rule ``KernelMidpoint`` or another module's
-    (``compiled.lattice``'s, in place). (status, state, the last update): OK, SINGULAR, or NOT_CONVERGED in
-    ``max_iter`` (or, ``give_up``, at a non-finite or growing update); the caller decides what a failure does (the
-    lean loops redo the step by the exact rule, which gives up only at ``max_iter`` as NumPy does)."""
+    q alone (the same fixed point); or another module's rule on an array state, in place (``midpoint_rule``:
+    ``compiled.lattice``'s). (status, state, the last update): OK, SINGULAR, or NOT_CONVERGED in ``max_iter`` (or,
+    ``give_up``, at a non-finite or growing update); the caller decides what a failure does (the lean loops redo the
+    step by the exact NumPy rule of ``compiled.newton``, the lattice loop keeps its last good state)."""
     u = midpoint_start(pp, h, y)
     scale = scale_of(y)
     prev = np.inf
@@ -546,52 +545,6 @@ def _midpoint(pp, h, y, tol, max_iter, give_up):
             return NOT_CONVERGED, y, e
         prev = e
     return NOT_CONVERGED, y, prev
-
-
-#: implicit midpoint's exact rule on a kernel system (``compiled.systems``: ``kid``, ``p``) of any dimension, the
-#: state an array: NumPy's iteration on y1 (full Newton, the Jacobian at the iterate, pivoted LU), ws rows 0-2 and m
-#: its scratch
-KernelMidpoint = namedtuple("KernelMidpoint", ["kid", "p", "y1", "ws", "m"])
-
-
-def _kernel_start(rule, h, y):  # explicit Euler
-    f0 = rule.ws[0]
-    vector_field(rule.kid, rule.p, y, f0)
-    for i in range(y.size):
-        rule.y1[i] = y[i] + h * f0[i]
-    return rule.y1
-
-
-def _kernel_update(rule, h, y, y1):  # y1 <- y1 - (I - (h/2) J(mid))^{-1} (y1 - y - h f(mid)), mid = (y + y1) / 2
-    d, mid, r, m = y.size, rule.ws[1], rule.ws[2], rule.m
-    for i in range(d):
-        mid[i] = 0.5 * (y[i] + y1[i])
-    vector_field(rule.kid, rule.p, mid, r)
-    for i in range(d):
-        r[i] = y1[i] - y[i] - h * r[i]
-    kernel_jacobian(rule.kid, rule.p, mid, m)
-    for i in range(d):
-        for j in range(d):
-            m[i, j] = (1.0 if i == j else 0.0) - 0.5 * h * m[i, j]
-    if not lu_solve(m, r, d):
-        return False, y1, 0.0
-    for i in range(d):
-        y1[i] = y1[i] - r[i]
-    return True, y1, update_norm(r, d)
-
-
-if HAVE_NUMBA:  # pragma: no branch
-    midpoint_rule(KernelMidpoint, _kernel_start, _kernel_update, lambda rule, h, y, y1: y1)
-
-
-@jit
-def step_implicit_midpoint(kid, p, y, h, y1, ws, m, tol, max_iter, info):
-    """The exact rule's step ``y1 = y + h f((y + y1) / 2)`` (ws (>= 3, dim), m (>= dim, >= dim)): OK, SINGULAR or
-    NOT_CONVERGED (``info[0]`` the last update), as NumPy's."""
-    st, _, e = _midpoint(KernelMidpoint(kid, p, y1, ws, m), h, y, tol, max_iter, False)
-    if st == NOT_CONVERGED:
-        info[0] = e
-    return st
 
 
 @jit
