@@ -384,7 +384,7 @@ def _take_stepper(system: System, method: Integrator, h: float) -> tuple[Any, An
         stepper = kept.pop(key, _MISSING)
     except TypeError:  # a system with an unhashable parameter: a stepper each call (compiled_stepper plans it anew)
         return _compiled_stepper(system, method, h), None
-    if stepper is _MISSING or not _STEPPER[3].HAVE_NUMBA:  # numba turned off since (a test): compiled_stepper says
+    if stepper is _MISSING or not _STEPPER[3]():  # numba turned off since (a test): compiled_stepper says
         stepper = _compiled_stepper(system, method, h)
         if stepper is not None and type(stepper) is not _STEPPER[1]:  # a lattice's stepper: made each call
             return stepper, None
@@ -421,14 +421,14 @@ def _trajectories(y: np.ndarray, t: np.ndarray, meta: dict[str, Any]) -> Traject
 
 def _compiled_stepper(system: System, method: Integrator, h: float) -> Any:
     """``compiled_stepper(system, method, h)`` (imported on first use, with its class ``CompiledStepper``, the
-    compiled time grid ``fill_time_grid`` and ``compiled._jit``, whose ``HAVE_NUMBA`` turns the compiled paths off:
+    compiled time grid ``fill_time_grid`` and ``compiled.available``, False once the compiled paths are turned off:
     numba stays out of ``import vpintegrator``)."""
     if not _STEPPER:
-        from ..compiled import _jit
+        from ..compiled import available
         from ..compiled.grid import fill_time_grid
         from ..compiled.integrators import CompiledStepper, compiled_stepper
 
-        _STEPPER[:] = [compiled_stepper, CompiledStepper, fill_time_grid, _jit]
+        _STEPPER[:] = [compiled_stepper, CompiledStepper, fill_time_grid, available]
     return _STEPPER[0](system, method, h)
 
 
