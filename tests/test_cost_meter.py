@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from vpintegrator import clock as clock_mod
-from vpintegrator.clock import Cost, meter, meter_one, min_thread_cpu
+from vpintegrator.clock import Cost, meter, meter_one, meter_surviving, min_thread_cpu
 from vpintegrator.errors import VPIntegratorError
 
 
@@ -69,6 +69,55 @@ def test_a_call_that_measures_its_own_work_is_priced_by_it(fake):
 def test_warm_calls_never_cost_less_than_zero_set_up(fake):
     # a first call cheaper than every warm one: set-up 0, not negative
     assert meter_one(_row(fake, "a", 0.1, [0.2, 0.3]), repeats=2).setup_seconds == 0.0
+
+
+def _failing(fake: FakeClock, name: str):
+    def call():
+        fake.order.append(name)
+        fake.spend(0.3)
+        raise ZeroDivisionError("division by zero")  # a trained model whose rollout fails
+    return call
+
+
+def test_a_row_that_fails_stops_the_meter_or_is_left_out_of_the_rounds(fake):
+    rows = {"a": _row(fake, "a", 1.0, [0.5, 0.4]), "bad": _failing(fake, "bad"), "b": _row(fake, "b", 2.0, [0.9, 0.7])}
+    with pytest.raises(ZeroDivisionError):
+        meter(rows, repeats=2)
+    fake.order.clear()
+    rows = {"a": _row(fake, "a", 1.0, [0.5, 0.4]), "bad": _failing(fake, "bad"), "b": _row(fake, "b", 2.0, [0.9, 0.7])}
+    costs, failed = meter_surviving(rows, repeats=2)
+    assert fake.order == ["a", "bad", "b", "a", "b", "a", "b"]  # tried once cold, never again
+    assert set(costs) == {"a", "b"} and list(failed) == ["bad"] and isinstance(failed["bad"], ZeroDivisionError)
+    assert costs["a"].seconds == pytest.approx(0.4) and costs["b"].seconds == pytest.approx(0.7)
+    assert costs["b"].setup_seconds == pytest.approx(1.3)  # the failed row's spending is nobody's cost
+
+
+def test_partial_observation_prices_the_rows_that_roll_out_and_names_the_one_that_fails(monkeypatch, capsys):
+    """A trained model whose batch-1 rollout raises has no cost; the others keep theirs (the study went on)."""
+    import numpy as np
+
+    from vpintegrator.rollout import engine, methods
+    from vpintegrator.studies.partial_observation import evaluation
+
+    class Step:
+        seq_len = 1
+
+        def __init__(self, bad: bool) -> None:
+            self.bad = bad
+
+    def rollout(step, first, h, n_steps):
+        if step.bad:
+            raise ZeroDivisionError("division by zero")
+        return float(n_steps) * 1e-6  # the engine's own seconds
+
+    monkeypatch.setattr(methods, "model_step", lambda model: Step(model == "bad"))
+    monkeypatch.setattr(engine, "rollout", rollout)
+    window = np.zeros((1, 1, 2))
+    costs = evaluation.batch1_costs({"good": ("good", window), "vpt_T4": ("bad", window)}, 50)
+    assert set(costs) == {"good"}
+    assert costs["good"] == (pytest.approx(50e-6 / (50 * evaluation.H)), "thread_cpu")
+    assert ("partial_observation: vpt_T4: no batch-1 cost: its rollout failed (ZeroDivisionError: division by zero)"
+            in capsys.readouterr().out)
 
 
 def test_min_thread_cpu_is_the_meter(fake):

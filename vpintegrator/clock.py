@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Mapping, TypeVar
 
-__all__ = ["thread_cpu", "process_cpu", "min_thread_cpu", "meter", "meter_one", "Cost", "CLOCKS", "THREAD_CPU",
+__all__ = ["thread_cpu", "process_cpu", "min_thread_cpu", "meter", "meter_surviving", "meter_one", "Cost", "CLOCKS", "THREAD_CPU",
            "PROCESS_CPU", "METER_RULE"]
 
 #: the names written beside a cost (an attribute ``clock``, a column's description)
@@ -125,20 +125,42 @@ def meter(calls: Mapping[K, Callable[[], object]], repeats: int = 3, clock: str 
     ``seconds`` is its minimum over the rounds, on ``clock`` (``"thread_cpu"``: the calling thread's CPU
     seconds, the cost of batch-1 work; ``"process_cpu"``: every thread's). A call may return a float: the
     seconds of the work it measured itself on the same clock (a rollout engine's time spent producing states),
-    used in place of the meter's reading around the whole call.
+    used in place of the meter's reading around the whole call. A call that raises stops the meter with its error
+    ([`meter_surviving`][vpintegrator.clock.meter_surviving] prices the others instead).
     """
+    return _meter(calls, repeats, clock, keep_going=False)[0]
+
+
+def meter_surviving(calls: Mapping[K, Callable[[], object]], repeats: int = 3,
+                    clock: str = THREAD_CPU) -> tuple[dict[K, Cost], dict[K, Exception]]:
+    """[`meter`][vpintegrator.clock.meter] of the calls whose cold call returns, and ``{name: error}`` of those
+    whose cold call raised (a model whose rollout fails has no cost: it produces no output to price), left out of
+    the rounds."""
+    return _meter(calls, repeats, clock, keep_going=True)
+
+
+def _meter(calls: Mapping[K, Callable[[], object]], repeats: int, clock: str,
+           keep_going: bool) -> tuple[dict[K, Cost], dict[K, Exception]]:
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         from .errors import VPIntegratorError
 
         raise VPIntegratorError(f"repeats must be an integer >= 1; got {repeats!r}", key="repeats")
     read = _reading(clock)
-    first = {name: _timed(call, read) for name, call in calls.items()}
-    best = {name: math.inf for name in calls}
+    first: dict[K, float] = {}
+    failed: dict[K, Exception] = {}
+    for name, call in calls.items():
+        try:
+            first[name] = _timed(call, read)
+        except Exception as exc:
+            if not keep_going:
+                raise
+            failed[name] = exc
+    best = {name: math.inf for name in first}
     for _ in range(repeats):
-        for name, call in calls.items():
-            best[name] = min(best[name], _timed(call, read))
-    return {name: Cost(best[name], max(first[name] - best[name], 0.0), first[name], repeats, clock)
-            for name in calls}
+        for name in first:
+            best[name] = min(best[name], _timed(calls[name], read))
+    return ({name: Cost(best[name], max(first[name] - best[name], 0.0), first[name], repeats, clock)
+             for name in first}, failed)
 
 
 def meter_one(call: Callable[[], object], repeats: int = 3, clock: str = THREAD_CPU) -> Cost:

@@ -91,8 +91,9 @@ def batch1_costs(rows: dict[str, tuple[Any, np.ndarray]], n_steps: int) -> dict[
     meter (``vpintegrator.clock.meter``: one cold call, then the minimum over ``METER_REPEATS`` interleaved
     rounds, thread CPU, as the memory study prices its rows): one rollout of ``n_steps`` states by the row's model
     step map (``vp-rollout``'s: ``model_step``) from ``rows[label] = (model, window)``, the first held-out condition's
-    first window (1, seq_len, dim)."""
-    from ...clock import meter
+    first window (1, seq_len, dim). A row whose batch-1 rollout raises (a trained model that fails, as its held-out
+    rollouts say) has no cost, said in one line."""
+    from ...clock import meter_surviving
     from ...rollout.engine import rollout
     from ...rollout.methods import model_step
 
@@ -101,7 +102,11 @@ def batch1_costs(rows: dict[str, tuple[Any, np.ndarray]], n_steps: int) -> dict[
         first = np.ascontiguousarray(window[:, :step.seq_len], dtype=np.float64)
         return lambda: rollout(step, first, H, int(n_steps))
 
-    costs = meter({label: call(model, window) for label, (model, window) in rows.items()}, repeats=METER_REPEATS)
+    costs, failed = meter_surviving({label: call(model, window) for label, (model, window) in rows.items()},
+                                    repeats=METER_REPEATS)
+    for label, exc in failed.items():
+        print(f"partial_observation: {label}: no batch-1 cost: its rollout failed ({type(exc).__name__}: {exc})",
+              flush=True)
     return {label: (c.per(n_steps * H), c.clock) for label, c in costs.items()}
 
 
