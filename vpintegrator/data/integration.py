@@ -4,7 +4,7 @@ Trajectories. The rollouts' [`IntegratorStep`][vpintegrator.rollout.steps.Integr
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import math
 import threading
 import time
@@ -319,7 +319,7 @@ def integrate(
         drive(step_map, y[:, None], n_steps, deliver, chunk_steps=CHUNK_STEPS, failure="raise", dt=h, t0=t0)
 
     if runner == "numba":  # numba is running: the compiled loop writes the grid (the same numbers)
-        t = _STEPPER[2](t0, h, every, np.empty(kept))
+        t = _compiled().fill_time_grid(t0, h, every, np.empty(kept))
     else:
         t = _time_grid(t0, h, n_steps)
         if every > 1:
@@ -340,7 +340,7 @@ def integrate(
     }
     if every > 1:
         meta["save_every"] = every
-    return _trajectories(out, t, meta)
+    return Trajectories.from_own_arrays(out, t, meta)
 
 
 def _integrate_compiled(system: System, method: Integrator, h: float, y: np.ndarray, n_steps: int,
@@ -384,9 +384,9 @@ def _take_stepper(system: System, method: Integrator, h: float) -> tuple[Any, An
         stepper = kept.pop(key, _MISSING)
     except TypeError:  # a system with an unhashable parameter: a stepper each call (compiled_stepper plans it anew)
         return _compiled_stepper(system, method, h), None
-    if stepper is _MISSING or not _STEPPER[3]():  # numba turned off since (a test): compiled_stepper says
+    if stepper is _MISSING or not _compiled().available():  # numba turned off since (a test): compiled_stepper says
         stepper = _compiled_stepper(system, method, h)
-        if stepper is not None and type(stepper) is not _STEPPER[1]:  # a lattice's stepper: made each call
+        if stepper is not None and type(stepper) is not _compiled().CompiledStepper:  # a lattice's stepper: made each call
             return stepper, None
     return stepper, key
 
@@ -401,38 +401,26 @@ def _give_back(key: Any, stepper: Any) -> None:
     kept[key] = stepper
 
 
-#: the fields of Trajectories that ``_trajectories`` fills (the last three with their defaults None, None, ())
-_TRAJECTORY_FIELDS = (("y", dataclasses.MISSING), ("t", dataclasses.MISSING), ("meta", dataclasses.MISSING),
-                      ("failed_step", None), ("params", None), ("param_names", ()))
-_DIRECT = tuple((f.name, f.default) for f in dataclasses.fields(Trajectories)) == _TRAJECTORY_FIELDS
-
-
-def _trajectories(y: np.ndarray, t: np.ndarray, meta: dict[str, Any]) -> Trajectories:
-    """``Trajectories(y=y, t=t, meta=meta)`` for the arrays this module made (``y`` float64 (n_traj, n_states, dim),
-    ``t`` float64 (n_states,), ``meta`` a dict of its own): the constructor's object, field for field, without its
-    checks (these arrays pass them) and its copy of ``meta`` (~3 µs of a batch-1 call); the constructor itself
-    when the class's fields are not those this fills."""
-    if not _DIRECT:
-        return Trajectories(y=y, t=t, meta=meta)
-    made = object.__new__(Trajectories)
-    made.__dict__.update(y=y, t=t, meta=meta, failed_step=None, params=None, param_names=())
-    return made
-
-
 def _compiled_stepper(system: System, method: Integrator, h: float) -> Any:
-    """``compiled_stepper(system, method, h)`` (imported on first use, with its class ``CompiledStepper``, the
-    compiled time grid ``fill_time_grid`` and ``compiled.available``, False once the compiled paths are turned off:
-    numba stays out of ``import vpintegrator``)."""
-    if not _STEPPER:
-        from ..compiled import available
-        from ..compiled.grid import fill_time_grid
-        from ..compiled.integrators import CompiledStepper, compiled_stepper
-
-        _STEPPER[:] = [compiled_stepper, CompiledStepper, fill_time_grid, available]
-    return _STEPPER[0](system, method, h)
+    """``compiled_stepper(system, method, h)``."""
+    return _compiled().compiled_stepper(system, method, h)
 
 
-_STEPPER: list[Any] = []
+@functools.cache
+def _compiled() -> Any:
+    """The compiled side this module calls, imported on first use (numba stays out of ``import vpintegrator``):
+    ``compiled_stepper`` and its class ``CompiledStepper``, the time grid ``fill_time_grid`` and ``available``
+    (False once the compiled paths are turned off)."""
+    import types
+
+    from ..compiled import available
+    from ..compiled.grid import fill_time_grid
+    from ..compiled.integrators import CompiledStepper, compiled_stepper
+
+    return types.SimpleNamespace(compiled_stepper=compiled_stepper, CompiledStepper=CompiledStepper,
+                                 fill_time_grid=fill_time_grid, available=available)
+
+
 #: the step counts 0, 1, 2, ... as float64 (read only), kept up to ``_GRID_KEPT`` states: a time grid is one multiply
 _STEPS: list[np.ndarray] = [np.zeros(0)]
 _GRID_KEPT = 1 << 17

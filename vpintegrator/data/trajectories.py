@@ -10,7 +10,7 @@ steps between them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
@@ -55,6 +55,18 @@ class Trajectories:
     failed_step: np.ndarray | None = None
     params: np.ndarray | None = None
     param_names: tuple[str, ...] = ()
+
+    @classmethod
+    def from_own_arrays(cls, y: np.ndarray, t: np.ndarray, meta: dict[str, Any]) -> "Trajectories":
+        """The object ``Trajectories(y=y, t=t, meta=meta)`` makes, for a caller that made these itself: ``y`` float64
+        (n_traj, n_states, dim), ``t`` float64 (n_states,), ``meta`` a dict it hands over (not copied), so the
+        constructor's checks, which they pass, are skipped (~3 µs of a batch-1 ``vp.integrate`` call)."""
+        made = object.__new__(cls)
+        values: dict[str, Any] = {"y": y, "t": t, "meta": meta}
+        for f in fields(cls):  # every other field at its default (none has a factory)
+            values.setdefault(f.name, f.default)
+        made.__dict__.update(values)
+        return made
 
     def __post_init__(self) -> None:
         y = np.asarray(self.y)
