@@ -73,10 +73,8 @@ def random_planes(planes: np.ndarray) -> np.ndarray:
 
 
 def _zlib_header(level: int) -> bytes:
-    """RFC 1950's two bytes: deflate with a 32 KiB window, FLEVEL as zlib writes it for ``level``."""
-    flevel = 0 if level < 2 else 1 if level < 6 else 2 if level == 6 else 3
-    flg = flevel << 6
-    return bytes([0x78, flg + 31 - (0x78 * 256 + flg) % 31])
+    """RFC 1950's two bytes as zlib itself writes them for ``level`` (a 32 KiB window, its FLEVEL)."""
+    return zlib.compress(b"", level)[:2]
 
 
 def deflate_planes(planes: np.ndarray, level: int) -> bytes:
