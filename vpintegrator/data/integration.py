@@ -14,7 +14,7 @@ import numpy as np
 
 from ..clock import thread_cpu
 from ..errors import VPIntegratorError, finite_float
-from ..resources import check_memory
+from ..resources import available_memory, check_memory
 from ..systems import System, get_system, system_meta
 from ..systems.initial_conditions import as_points
 from ..integrators import Integrator, NotConverged, check_dt, get_integrator
@@ -281,32 +281,36 @@ def integrate(
     system = get_system(system)
     method = get_integrator(method)
     method.supports(system)
-    h = check_dt(dt)
+    h = dt if type(dt) is float and 0.0 < dt < math.inf else check_dt(dt)
     if type(n_steps) is not int and (isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer))) \
             or n_steps < 0:
         raise VPIntegratorError(f"n_steps must be an int >= 0; got {n_steps!r}")
     n_steps = int(n_steps)
-    t0 = finite_float(t0, "t0")
+    t0 = t0 if type(t0) is float and math.isfinite(t0) else finite_float(t0, "t0")
     y = _check_initial_conditions(system, y0)
     every = save_every if type(save_every) is int and save_every >= 1 else every_kth(save_every)
     kept = n_steps // every + 1
-    check_memory(8.0 * y.shape[0] * kept * system.dim,
-                 f"integrate: {y.shape[0]} trajectories x {kept} states x {system.dim}",
-                 "take fewer n_steps or trajectories, or keep fewer states (save_every; vp-gen writes long runs to "
-                 "disk in chunks)", key="n_steps")
+    need = 8.0 * y.shape[0] * kept * system.dim
+    if need > _MEMORY_FRACTION * available_memory():  # check_memory's own test, its message built only to refuse
+        check_memory(need, f"integrate: {y.shape[0]} trajectories x {kept} states x {system.dim}",
+                     "take fewer n_steps or trajectories, or keep fewer states (save_every; vp-gen writes long runs "
+                     "to disk in chunks)", key="n_steps", fraction=_MEMORY_FRACTION)
     if compiled not in (None, True, False):
         raise VPIntegratorError(f"compiled must be None (where it applies), True or False; got {compiled!r}",
                                 key="compiled")
     out = np.empty((y.shape[0], kept, system.dim))
-    runner = "numpy"
+    head = None
     if compiled is not False and callback is None:
-        if _integrate_compiled(system, method, h, y, n_steps, out, every):
-            runner = "numba"
-    if compiled and runner != "numba":
-        raise VPIntegratorError(f"compiled=True: no compiled kernel runs {method.name} on {system.name} for "
-                                f"{y.shape[0]} trajectories (no callback, numba installed); leave compiled at None",
-                                key="compiled")
-    if runner == "numpy":
+        head = _integrate_compiled(system, method, h, y, n_steps, out, every)
+    if head is not None:  # numba is running: the compiled loop writes the grid (the same numbers)
+        runner = "numba"
+        t = _compiled().fill_time_grid(t0, h, every, np.empty(kept))
+    else:
+        if compiled:
+            raise VPIntegratorError(f"compiled=True: no compiled kernel runs {method.name} on {system.name} for "
+                                    f"{y.shape[0]} trajectories (no callback, numba installed); leave compiled at "
+                                    "None", key="compiled")
+
         def deliver(k0: int, block: np.ndarray) -> None:
             n = block.shape[1]
             first = -k0 % every  # the block's first state at a multiple of every
@@ -317,88 +321,96 @@ def integrate(
 
         step_map = IntegratorMap(system, method, h, compiled_max_batch=0)
         drive(step_map, y[:, None], n_steps, deliver, chunk_steps=CHUNK_STEPS, failure="raise", dt=h, t0=t0)
-
-    if runner == "numba":  # numba is running: the compiled loop writes the grid (the same numbers)
-        t = _compiled().fill_time_grid(t0, h, every, np.empty(kept))
-    else:
+        runner = "numpy"
         t = _time_grid(t0, h, n_steps)
         if every > 1:
             t = t[::every].copy()
-    meta: dict[str, Any] = {
-        **system_meta(system),
-        "dim": system.dim,
-        "method": method.name,
-        "order": method.order,
-        "dt": h,
-        "t0": t0,
-        "t_end": float(t[-1]),
-        "n_traj": int(out.shape[0]),
-        "n_states": int(out.shape[1]),
-        "n_steps": n_steps,
-        "invariant_names": list(system.invariant_names),
-        "runner": runner,
-    }
+        head = _meta_head(system, method, h)
+    meta: dict[str, Any] = dict(head, t0=t0, t_end=float(t[-1]), n_traj=out.shape[0], n_states=kept, n_steps=n_steps,
+                                invariant_names=list(system.invariant_names), runner=runner)
     if every > 1:
         meta["save_every"] = every
     return Trajectories.from_own_arrays(out, t, meta)
 
 
+#: ``check_memory``'s fraction of the available memory that an output may take
+_MEMORY_FRACTION = 0.8
+
+
+def _meta_head(system: System, method: Integrator, h: float) -> dict[str, Any]:
+    """The metadata of a call that depends on ``(system, method, h)`` only (the first keys of ``meta``): the
+    system's (``system_meta``), ``dim``, ``method``, ``order``, ``dt``."""
+    return {**system_meta(system), "dim": system.dim, "method": method.name, "order": method.order, "dt": h}
+
+
 def _integrate_compiled(system: System, method: Integrator, h: float, y: np.ndarray, n_steps: int,
-                        out: np.ndarray, every: int = 1) -> bool:
+                        out: np.ndarray, every: int = 1) -> dict[str, Any] | None:
     """``out`` (n_traj, n_steps // every + 1, dim) by the compiled stepper: one trajectory by its own loop
     (``step_block``, advancing ``y[0]`` in place: ``y`` is the call's own copy, put back from ``out[:, 0]`` for
     the NumPy path to redo it), more one after the other (``step_rows``: each row's states ``step_block``'s bit
-    for bit); False when there is no kernel (or no numba) or a trajectory failed (the NumPy path then raises its
-    own error)."""
-    stepper, key = _take_stepper(system, method, h)
-    if stepper is None:
-        return False
-    out[:, 0] = y
-    if y.shape[0] == 1:
-        stepper.step_block(y[0], n_steps, out[0, 1:], math.inf, every)
-        ok = stepper.status == 0
-        if not ok:
-            y[0] = out[0, 0]
-    else:
-        ok = not stepper.step_rows(np.array(y, dtype=np.float64, order="C"), n_steps, out[:, 1:], None, every)[1].any()
-    _give_back(key, stepper)
-    return ok
+    for bit). Returns the call's metadata head (``_meta_head``, kept with the stepper: not to be changed), or None
+    when there is no kernel (or no numba) or a trajectory failed (the NumPy path then raises its own error)."""
+    kept = _take_kept(system, method, h)
+    if kept is None:
+        return None
+    try:
+        stepper = kept.stepper
+        out[:, 0] = y
+        if y.shape[0] == 1:
+            stepper.step_block(y[0], n_steps, out[0, 1:], math.inf, every)
+            ok = stepper.status == 0
+            if not ok:
+                y[0] = out[0, 0]
+        else:
+            ok = not stepper.step_rows(np.array(y, dtype=np.float64, order="C"), n_steps, out[:, 1:], None,
+                                       every)[1].any()
+    finally:
+        kept.busy = False
+    return kept.head if ok else None
 
 
-#: this thread's compiled steppers by (system, method, h): a call takes its stepper out and puts it back when done
-#: (a nested call in the same thread finds none and makes its own), so that a batch-1 call does not make a fresh
-#: copy of the planned stepper each time (``compiled_stepper``: ~3 µs); the oldest of ``_KEPT_MAX`` goes first
+class _Kept:
+    """What a thread keeps between calls of one ``(system, method, h)``: the compiled ``stepper`` and the
+    metadata ``head`` (``_meta_head``), both made once; ``busy`` while a call of this thread runs the stepper."""
+
+    __slots__ = ("stepper", "head", "busy")
+
+    def __init__(self, stepper: Any, head: dict[str, Any]) -> None:
+        self.stepper, self.head, self.busy = stepper, head, True
+
+
+#: this thread's ``_Kept`` by (system, method, h), so that a batch-1 call does not make a fresh copy of the planned
+#: stepper each time (``compiled_stepper``: ~3 us) nor its metadata: a call marks its entry busy while it runs the
+#: stepper (a nested call in the same thread finds it busy and makes its own); the oldest of ``_KEPT_MAX`` goes first
 _LOCAL = threading.local()
 _KEPT_MAX = 32
-_MISSING = object()
 
 
-def _take_stepper(system: System, method: Integrator, h: float) -> tuple[Any, Any]:
-    """(a compiled stepper of ``(system, method, h)`` that this call owns, or None; the key it is kept under for
-    the thread's next call, or None: not kept)."""
-    kept = getattr(_LOCAL, "steppers", None)
-    if kept is None:
-        kept = _LOCAL.steppers = {}
+def _take_kept(system: System, method: Integrator, h: float) -> _Kept | None:
+    """The compiled stepper of ``(system, method, h)`` and its metadata head, marked busy for this call (which
+    clears ``busy`` when done), or None: no kernel (or numba turned off)."""
+    try:
+        kept = _LOCAL.kept
+    except AttributeError:
+        kept = _LOCAL.kept = {}
     key: Any = (system, method, h)
     try:
-        stepper = kept.pop(key, _MISSING)
+        entry = kept.get(key)
     except TypeError:  # a system with an unhashable parameter: a stepper each call (compiled_stepper plans it anew)
-        return _compiled_stepper(system, method, h), None
-    if stepper is _MISSING or not _compiled().available():  # numba turned off since (a test): compiled_stepper says
-        stepper = _compiled_stepper(system, method, h)
-        if stepper is not None and type(stepper) is not _compiled().CompiledStepper:  # a lattice's stepper: made each call
-            return stepper, None
-    return stepper, key
-
-
-def _give_back(key: Any, stepper: Any) -> None:
-    """Keep this call's ``stepper`` for the thread's next call under ``key`` (None: not kept)."""
-    if key is None:
-        return
-    kept = _LOCAL.steppers
-    if len(kept) >= _KEPT_MAX:
-        kept.pop(next(iter(kept)))
-    kept[key] = stepper
+        entry = key = None
+    compiled = _compiled()
+    if entry is not None and not entry.busy and compiled.available():  # numba may be off since (a test)
+        entry.busy = True
+        return entry
+    stepper = compiled.compiled_stepper(system, method, h)  # None once numba is off
+    if stepper is None:
+        return None
+    entry = _Kept(stepper, _meta_head(system, method, h))
+    if key is not None and type(stepper) is compiled.CompiledStepper and key not in kept:  # a lattice's: each call
+        if len(kept) >= _KEPT_MAX:
+            kept.pop(next(iter(kept)))
+        kept[key] = entry
+    return entry
 
 
 def _compiled_stepper(system: System, method: Integrator, h: float) -> Any:
@@ -447,7 +459,7 @@ def _check_initial_conditions(system: System, y0: Any) -> np.ndarray:
     dim = system.dim
     if type(y0) is np.ndarray and y0.dtype == np.float64 and y0.size and (
             y0.shape == (dim,) or (y0.ndim == 2 and y0.shape[1] == dim)):
-        y = y0.reshape(-1, dim).copy()
+        y = y0.copy() if y0.ndim == 2 else y0.reshape(1, dim).copy()  # C order
         if all(map(math.isfinite, y.ravel().tolist())) if y.size <= 64 else np.isfinite(y).all():
             return y
     return as_points(y0, dim, "y0", rows="n_traj", point="initial condition",

@@ -62,10 +62,9 @@ class Trajectories:
         (n_traj, n_states, dim), ``t`` float64 (n_states,), ``meta`` a dict it hands over (not copied), so the
         constructor's checks, which they pass, are skipped (~3 µs of a batch-1 ``vp.integrate`` call)."""
         made = object.__new__(cls)
-        values: dict[str, Any] = {"y": y, "t": t, "meta": meta}
-        for f in fields(cls):  # every other field at its default (none has a factory)
-            values.setdefault(f.name, f.default)
-        made.__dict__.update(values)
+        values = made.__dict__
+        values["y"], values["t"], values["meta"] = y, t, meta
+        values.update(_defaults(cls))
         return made
 
     def __post_init__(self) -> None:
@@ -295,6 +294,19 @@ class Trajectories:
             f"Trajectories(system={system!r}, n_traj={self.n_traj}, n_states={self.n_states}, "
             f"dim={self.dim}, t={t}{params})"
         )
+
+
+def _defaults(cls: Any) -> dict[str, Any]:
+    """The fields of ``cls`` (a [`Trajectories`][vpintegrator.data.trajectories.Trajectories]) but ``y``, ``t`` and
+    ``meta``, each at its default (none has a factory), in field order: what ``from_own_arrays`` fills in (made
+    once per class)."""
+    values = _DEFAULTS.get(cls)
+    if values is None:
+        values = _DEFAULTS[cls] = {f.name: f.default for f in fields(cls) if f.name not in ("y", "t", "meta")}
+    return values
+
+
+_DEFAULTS: dict[Any, dict[str, Any]] = {}
 
 
 def first_states_digest(y0: np.ndarray) -> str:
