@@ -108,10 +108,10 @@ MUTATIONS = (
              "z = shear(pp, z, comps[q], coefs[q])", "z = shear(pp, z, comps[q], coefs[q] * 1.000001)",
              ("splitting_mclachlan2", "splitting")),
     Mutation("lean_stormer_verlet_kick", "vpintegrator/compiled/lean.py",
-             "v0 = x[2] - half * g0", "v0 = x[2] - half * 1.000001 * g0", ("stormer_verlet",)),
+             "v0 = x[2] - c * g[0]", "v0 = x[2] - c * 1.000001 * g[0]", ("stormer_verlet",)),
     Mutation("lean_composition_substep", "vpintegrator/compiled/lean.py",
-             "hh = gammas[g] * h if gammas.size else h", "hh = gammas[g] * 1.000001 * h if gammas.size else h",
-             ("stormer_verlet_tj4",)),
+             "hs = gammas[j] * h if gammas.shape[0] else h", "hs = gammas[j] * 1.000001 * h if gammas.shape[0] else h",
+             ("stormer_verlet_tj4",)),  # the one Verlet loop's sub-step (a tuple state and an array state)
     Mutation("lean_separable_midpoint", "vpintegrator/compiled/lean.py",
              "P0 = y[2] - c * g0", "P0 = y[2] - c * 1.000001 * g0", ("implicit_midpoint",)),
     Mutation("lean_shear_folded_coefficient", "vpintegrator/compiled/lean.py",  # the last component's shear
@@ -130,7 +130,7 @@ MUTATIONS = (
     Mutation("lattice_exponential_kick", "vpintegrator/compiled/lattice.py",
              "p[i] = p[i] - c * (d[i] - d[i + 1])", "p[i] = p[i] - c * 1.000001 * (d[i] - d[i + 1])",
              ("exponential_splitting",)),
-    Mutation("lattice_verlet_drift", "vpintegrator/compiled/lattice.py",  # the one Verlet loop
+    Mutation("lattice_verlet_drift", "vpintegrator/compiled/lattice.py",  # the one Verlet loop's array state ops
              "y[i] = y[i] + hs * v", "y[i] = y[i] + hs * 1.000001 * v", ("stormer_verlet",)),
     Mutation("lattice_verlet_closing_kick", "vpintegrator/compiled/lattice.py",
              "y[n + i] = y[n + i] - c * f[i]", "y[n + i] = y[n + i] - c * 1.000001 * f[i]", ("stormer_verlet",)),

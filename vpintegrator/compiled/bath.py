@@ -3,7 +3,7 @@
 Methods (by name, [`bath_stepper`][vpintegrator.compiled.bath.bath_stepper]):
 
 - ``stormer_verlet`` (both systems): velocity Verlet, the states of ``vpintegrator.integrators``' ``stormer_verlet``
-  to rounding: the particle + chain by the package's one Verlet loop (``lattice.run_verlet``, its force
+  to rounding: the particle + chain by the package's one Verlet loop (``lean.run_verlet``, its force
   ``chain_force``); the harmonic bath by one fused pass over the bath per step, its sum reassociated (``bath_jit``:
   ~0.5 ns per oscillator and step; run by the shared loop's separate passes it cost 1.5-2.7x in a trial).
 - ``bath_splitting`` (``kac_zwanzig``): the exact-bath-flow Strang splitting ``A(h/2) B(h) A(h/2)`` of

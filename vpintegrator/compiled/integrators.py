@@ -63,9 +63,11 @@ from ..integrators import GaussLegendre, ImplicitMidpoint, StormerVerlet, get_in
 from ..systems import get_system
 from . import _jit
 from . import kernels as K
+from . import lean
 from . import lie_poisson as LP
 from ..integrators.base import every_kth
-from .newton import NOT_CONVERGED, OK, SINGULAR, failure_error, rows_by_block, workspace
+from .newton import (NOT_CONVERGED, OK, SINGULAR, check_block, failure_error, initial_states, rows_by_block,
+                     step_count, workspace)
 from .systems import system_kernel
 
 if TYPE_CHECKING:
@@ -282,11 +284,13 @@ class CompiledStepper:
                 and y.shape == self._shape and out.ndim == 2 and out.shape[0] >= n >= 0
                 and out.shape[1] == self.dim and every == 1):
             every = every_kth(every)
-            self._check_block(y, n // every, out)
+            check_block(self.dim, y, n // every, out)
         info = self._info
         kind, run, lead = self._fast
-        if kind == "explicit" or kind == "verlet":
+        if kind == "explicit":
             done = run(*lead, y, self.dt, n, out, self._nog, info, every)
+        elif kind == "verlet":  # the one Verlet loop, its state ops those of the shipped system's tuple
+            done = run(*lead, y, self.dt, self._nog, n, out, info, lean.NONE, every)  # no force array
         elif kind == "shears":
             done = run(*lead, y, self.comps, self.coefs, n, out, info, every)
         elif kind == "implicit":
@@ -318,14 +322,14 @@ class CompiledStepper:
                                     f"{self.dim}); got {getattr(ys, 'shape', ys)!r} and {getattr(out, 'shape', out)!r}")
         every = every_kth(every)
         for r in range(min(1, ys.shape[0])):  # the dtypes and the shape of a row
-            self._check_block(ys[r], int(n) // every, out[r])
+            check_block(self.dim, ys[r], int(n) // every, out[r])
         n, rows, infos = int(n), ys.shape[0], np.zeros((ys.shape[0], 4))
         infos[:, 3] = np.inf if limits is None else np.square(np.asarray(limits, dtype=np.float64))
         kind, run, lead = self._fast
         if kind == "explicit":
             done = K.rows_explicit(*lead, ys, self.dt, n, out, self._nog, infos, every)
         elif kind == "verlet":
-            done = K.rows_verlet(*lead, ys, self.dt, n, out, self._nog, infos, every)
+            done = K.rows_verlet(*lead, ys, self.dt, self._nog, n, out, infos, lean.NONE, every)
         elif kind == "shears":
             done = K.rows_shears(*lead, ys, self.comps, self.coefs, n, out, infos, every)
         elif kind == "implicit":
@@ -335,14 +339,6 @@ class CompiledStepper:
         else:  # the generic loops and the rotation splittings: step_block row after row
             done = rows_by_block(self, ys, n, out, infos, every)
         return done, infos[:, 1].astype(np.int64), infos
-
-    def _check_block(self, y, n: int, out) -> None:
-        if not (isinstance(y, np.ndarray) and y.dtype == np.float64 and y.shape == (self.dim,)
-                and isinstance(out, np.ndarray) and out.dtype == np.float64 and out.ndim == 2
-                and out.shape[0] >= n >= 0 and out.shape[1] == self.dim):
-            raise VPIntegratorError(
-                f"step_block needs y float64 ({self.dim},) and out float64 (>= {n}, {self.dim}); got "
-                f"{getattr(y, 'shape', y)!r} and {getattr(out, 'shape', out)!r}")
 
     def _generic_block(self, y, n: int, out) -> int:
         """``step_block`` by the generic loops of ``vpintegrator.compiled.kernels`` (methods without a lean loop)."""
@@ -369,28 +365,13 @@ class CompiledStepper:
 
     def run(self, y0: Any, n_steps: int, t0: float = 0.0) -> np.ndarray:
         """States (n_steps + 1, dim) from y0 (dim,), as ``integrate(...).y[0]``; raises its errors."""
-        y = self._initial(y0)
-        n = _count(n_steps)
-        out = np.empty((n + 1, self.dim))
-        out[0] = y
-        self.step_block(y, n, out[1:])
-        if self.status != OK:
-            raise self.error(t0)
-        return out
+        return self.run_batch([y0], n_steps, t0)[0]
 
     def run_batch(self, y0: Any, n_steps: int, t0: float = 0.0) -> np.ndarray:
         """States (batch, n_steps + 1, dim) of trajectories y0 (batch, dim) by ``step_rows``; raises like integrate:
         the error names the earliest failing step and the row failing there (a singular Newton matrix first, then
         the largest last Newton update, then the first row)."""
-        ys = np.array(y0, dtype=np.float64)
-        if ys.ndim == 1:
-            ys = ys[None]
-        if ys.ndim != 2 or ys.shape[1] != self.dim or ys.shape[0] == 0:
-            raise VPIntegratorError(f"y0 must have shape (n_traj, {self.dim}); got shape {ys.shape}")
-        ys = np.ascontiguousarray(ys)
-        for i in range(ys.shape[0]):
-            self._initial(ys[i], index=i)
-        n = _count(n_steps)
+        ys, n = initial_states(y0, self.dim), step_count(n_steps)
         out = np.empty((ys.shape[0], n + 1, self.dim))
         out[:, 0] = ys
         _, status, infos = self.step_rows(ys, n, out[:, 1:])
@@ -409,26 +390,12 @@ class CompiledStepper:
         """The error ``integrate`` raises for the last failure (``None`` when the last call succeeded)."""
         return failure_error(self, t0, "I - h df/dy")
 
-    def _initial(self, y0: Any, index: int = 0) -> np.ndarray:
-        try:
-            y = np.array(y0, dtype=np.float64).reshape(-1)
-        except (TypeError, ValueError):
-            raise VPIntegratorError(f"y0 must be {self.dim} numbers; got {type(y0).__name__}") from None
-        if y.shape != (self.dim,):
-            raise VPIntegratorError(
-                f"y0 must have shape ({self.dim},) for system {self.system.name!r}; got {np.shape(y0)}")
-        if not np.all(np.isfinite(y)):
-            raise VPIntegratorError(f"initial condition {index} is not finite: {y.tolist()}; give finite numbers")
-        return y
-
 
 def _fast_runner(kid: int, mid: int, b: np.ndarray, a: np.ndarray, c: np.ndarray,
                  params: np.ndarray, etab: tuple = ()) -> tuple[str, Any, tuple]:
     """The lean loop (``vpintegrator.compiled.lean``) of method id ``mid`` on system ``kid``: (kind, function, the
     arguments before the state), or ("", None, ()) when there is none (then the generic loops of
     ``vpintegrator.compiled.kernels`` run)."""
-    from . import lean
-
     # the method's own ``supports`` has already refused a system it cannot step (compiled_stepper)
     key = {K.EXPLICIT: "explicit_rk", K.STORMER_VERLET: "stormer_verlet",
            K.SHEARS: "shears", K.IMPLICIT_MIDPOINT: "implicit_midpoint", K.GAUSS_LEGENDRE: "gauss"}.get(mid)
@@ -440,17 +407,13 @@ def _fast_runner(kid: int, mid: int, b: np.ndarray, a: np.ndarray, c: np.ndarray
     pp = lean.params_tuple(kid, params)
     if kind == "shears":
         return kind, run, (pp,)
-    if kind == "explicit" or kind == "verlet":
+    if kind == "explicit":
         return kind, run, (tag, pp)
+    if kind == "verlet":  # no channels (the whole state stored and checked)
+        return kind, run, (pp, lean.NONE, lean.NONE)
     tab = (tuple(tuple(float(v) for v in row) for row in a), tuple(float(v) for v in b),
            tuple(float(v) for v in c)) if key == "gauss" else ()
     return kind, run, (tag, pp, params, tab)
-
-
-def _count(n_steps: Any) -> int:
-    if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 0:
-        raise VPIntegratorError(f"n_steps must be an int >= 0; got {n_steps!r}")
-    return int(n_steps)
 
 
 __all__ = ["compiled_stepper", "CompiledStepper"]

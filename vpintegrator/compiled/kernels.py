@@ -190,10 +190,10 @@ def rows_explicit(tag, pp, ys, h, n, out, gammas, infos, every):
 
 
 @jit
-def rows_verlet(tag, pp, ys, h, n, out, gammas, infos, every):
+def rows_verlet(fa, cols, watch, ys, h, gammas, n, out, infos, f, every):
     done = np.zeros(ys.shape[0], dtype=np.int64)
     for r in range(ys.shape[0]):
-        done[r] = lean.run_verlet(tag, pp, ys[r], h, n, out[r], gammas, infos[r], every)
+        done[r] = lean.run_verlet(fa, cols, watch, ys[r], h, gammas, n, out[r], infos[r], f, every)
     return done
 
 

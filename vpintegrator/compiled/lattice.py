@@ -6,8 +6,9 @@ specialises per length: right for 3 or 4 components, impossible for 1600. A latt
 bonds per force (one ``exp`` per bond for Toda):
 
 - ``stormer_verlet`` (kick-drift-kick) and every composition of it (``stormer_verlet_tj4``, ``_suzuki4``,
-  ``_y6``: the sub-steps' fractions ``gammas``), the force at the end of one kick reused by the next; one loop
-  (``run_verlet``) for a lattice and for PSD-Galerkin's reduced system of one, by its force (``force``);
+  ``_y6``: the sub-steps' fractions ``gammas``), the force at the end of one kick reused by the next: the package's
+  one Verlet loop (``compiled.lean.run_verlet``) with the array state ops here, for a lattice and for PSD-Galerkin's
+  reduced system of one, by its force (``force``);
 - ``exponential_splitting`` (and its compositions): the nonlinear kicks compiled (``nonlinear_kick``, one pass over
   the bonds), the exact linear flow by one real FFT (DST-I with fixed ends) of (q, p) together and one inverse per
   (sub)step, with the modes' cos, sin / omega and omega sin computed once per step size (NumPy's
@@ -38,7 +39,8 @@ from ..errors import VPIntegratorError
 from . import lean
 from ._jit import HAVE_NUMBA, jit, njit
 from ..integrators.base import every_kth
-from .newton import BLOWN_UP, NONFINITE, OK, failure_error, rows_by_block
+from .lean import NONE, run_verlet
+from .newton import BLOWN_UP, NONFINITE, OK, check_block, failure_error, initial_states, rows_by_block, step_count
 
 __all__ = ["lattice_stepper", "LatticeStepper", "lattice_force", "run_verlet", "VERLET", "MIDPOINT", "TODA",
            "FPU_BETA", "force", "observe", "norm2"]
@@ -51,8 +53,6 @@ _METHODS = {"stormer_verlet": VERLET, "implicit_midpoint": MIDPOINT, "exponentia
 reassoc_jit = njit(error_model="numpy", fastmath={"reassoc"}) if HAVE_NUMBA else jit
 #: as ``jit``, inlined by numba where it is called (no call and no reference counts of the arrays passed per step)
 inline_jit = njit(error_model="numpy", inline="always") if HAVE_NUMBA else jit
-#: no channels (``observe``: the whole state)
-NONE = np.zeros(0, dtype=np.int64)
 #: lattice kinds (``Lattice.kind``)
 TODA, FPU_BETA = 0, 1
 
@@ -186,6 +186,7 @@ def observe(cols, watch, y, out, k, limit2, every):
 
 
 if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run
+    from numba import types
     from numba.extending import overload
 
     @overload(force, inline="always")
@@ -196,37 +197,33 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run
             return lambda fa, x, f: _reduced_force(fa[0], fa[1], fa[2], fa[3], x, f, fa[4], fa[5], fa[6], fa[7])
         return None
 
+    def _array(fn, at=1):  # the one Verlet loop's state ops (``lean.run_verlet``) on an array state y = (x, v)
+        return lambda impl: overload(fn, strict=False, inline="always")(  # (argument ``at``), in place
+            lambda *a: impl if isinstance(a[at], types.Array) else None)
 
+    _array(lean.verlet_state)(lambda fa, y: y)
+    _array(lean.store, at=2)(lambda cols, watch, y, out, k, lim2, every: observe(cols, watch, y, out, k, lim2, every))
 
-@jit
-def run_verlet(fa, cols, watch, y, h, gammas, n_steps, out, info, f, every):
-    """Stormer-Verlet composed with the fractions ``gammas`` (one: plain Verlet), ``n_steps`` steps of y = (x, v) in
-    place into out[:n_steps // every] (the states after steps every, 2 every, ...): any separable
-    ``|v|^2 / 2 + V(x)`` whose force ``fa`` (``force``: a lattice's (q, p) (2N,), PSD-Galerkin's reduced (xi, eta)
-    (2k,), the particle + chain's) is carried in f from a kick to the next, y[cols] stored (``observe``). Returns
-    the states written; info[1] the status, info[2] the failing step, info[3] the squared norm limit."""
-    n = f.shape[0]
-    x = y[:n]
-    info[1] = 0.0
-    info[2] = 0.0
-    force(fa, x, f)
-    for k in range(n_steps):
-        for j in range(gammas.shape[0]):
-            hs = gammas[j] * h
-            c = 0.5 * hs
-            for i in range(n):  # kick and drift, one pass
-                v = y[n + i] - c * f[i]
-                y[n + i] = v
-                y[i] = y[i] + hs * v
-            force(fa, x, f)
-            for i in range(n):
-                y[n + i] = y[n + i] - c * f[i]
-        st = observe(cols, watch, y, out, k, info[3], every)
-        if st != OK:
-            info[1] = st
-            info[2] = k + 1
-            return (k + 1) // every
-    return n_steps // every
+    @_array(lean.verlet_force)
+    def _verlet_force(fa, y, f):  # the force at the positions y[:n], n = f.size, into f
+        force(fa, y[:f.shape[0]], f)
+        return f
+
+    @_array(lean.kick_drift)
+    def _kick_drift(fa, y, f, c, hs):
+        n = f.shape[0]
+        for i in range(n):  # kick and drift, one pass
+            v = y[n + i] - c * f[i]
+            y[n + i] = v
+            y[i] = y[i] + hs * v
+        return y
+
+    @_array(lean.kick)
+    def _kick(fa, y, f, c):
+        n = f.shape[0]
+        for i in range(n):
+            y[n + i] = y[n + i] - c * f[i]
+        return y
 
 
 @jit
@@ -463,7 +460,7 @@ class LatticeStepper:
     def step_block(self, y: np.ndarray, n: int, out: np.ndarray, limit: float = math.inf, every: int = 1) -> int:
         """``CompiledStepper.step_block``: ``every``-th states only into ``out`` (>= n // every, dim)."""
         n, every = int(n), every_kth(every)
-        self._check_block(y, n // every, out)
+        check_block(self.dim, y, n // every, out, contiguous=True)  # the exponential splitting's view of y
         info = self._info
         info[0], info[3] = math.inf, limit * limit
         if self.mid == EXPONENTIAL:
@@ -516,26 +513,9 @@ class LatticeStepper:
         infos[:, 3] = np.inf if limits is None else np.square(np.asarray(limits, dtype=np.float64))
         return rows_by_block(self, ys, int(n), out, infos, every), infos[:, 1].astype(np.int64), infos
 
-    def _check_block(self, y: Any, n: int, out: Any) -> None:
-        if not (isinstance(y, np.ndarray) and y.dtype == np.float64 and y.shape == (self.dim,) and y.flags.c_contiguous
-                and isinstance(out, np.ndarray) and out.dtype == np.float64 and out.ndim == 2
-                and out.shape[0] >= n >= 0 and out.shape[1] == self.dim):
-            raise VPIntegratorError(
-                f"step_block needs y float64 contiguous ({self.dim},) and out float64 (>= {n}, {self.dim}); got "
-                f"{getattr(y, 'shape', y)!r} and {getattr(out, 'shape', out)!r}")
-
-    def _initial(self, y0: Any, index: int = 0) -> np.ndarray:
-        y = np.array(y0, dtype=np.float64).reshape(-1)
-        if y.shape != (self.dim,):
-            raise VPIntegratorError(f"y0 must have shape ({self.dim},) for system {self.system.name!r}; got "
-                                    f"{np.shape(y0)}")
-        if not np.all(np.isfinite(y)):
-            raise VPIntegratorError(f"initial condition {index} is not finite; give finite numbers")
-        return y
-
     def run(self, y0: Any, n_steps: int, t0: float = 0.0) -> np.ndarray:
         """States (n_steps + 1, dim) from y0 (dim,), as ``integrate(...).y[0]``; raises its errors."""
-        return self.run_batch(np.asarray(y0)[None], n_steps, t0)[0]
+        return self.run_batch([y0], n_steps, t0)[0]
 
     def error(self, t0: float = 0.0) -> VPIntegratorError | None:
         """The error of the last failure (None when the last call succeeded), in ``integrate``'s words."""
@@ -543,17 +523,10 @@ class LatticeStepper:
 
     def run_batch(self, y0: Any, n_steps: int, t0: float = 0.0) -> np.ndarray:
         """States (batch, n_steps + 1, dim) of a few trajectories, one after the other; raises like integrate."""
-        ys = np.array(y0, dtype=np.float64)
-        if ys.ndim == 1:
-            ys = ys[None]
-        if ys.ndim != 2 or ys.shape[1] != self.dim or ys.shape[0] == 0:
-            raise VPIntegratorError(f"y0 must have shape (n_traj, {self.dim}); got shape {ys.shape}")
-        if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 0:
-            raise VPIntegratorError(f"n_steps must be an int >= 0; got {n_steps!r}")
-        n = int(n_steps)
+        ys, n = initial_states(y0, self.dim), step_count(n_steps)
         out = np.empty((ys.shape[0], n + 1, self.dim))
         for i in range(ys.shape[0]):
-            y = self._initial(ys[i], index=i)
+            y = ys[i]  # a row of our own copy, stepped in place
             out[i, 0] = y
             self.step_block(y, n, out[i, 1:])
             if self.status != OK:

@@ -13,11 +13,11 @@ live in this module, so a cached signature names them).
 
 The loops (``RUNNERS``: method -> (kind, run loop, method tag)):
 
-- explicit (``explicit_rk``: every explicit Runge-Kutta tableau, its tag ``explicit_tag(tableau)``;
-  ``stormer_verlet``):
+- explicit (``explicit_rk``: every explicit Runge-Kutta tableau, its tag ``explicit_tag(tableau)``):
   ``run_explicit(tag, pp, y, h, n, out, gammas, info, every) -> states written``; ``gammas`` empty runs plain steps
-  of ``h``, else each step is the composition of sub-steps ``gammas[i] h``; Stormer-Verlet's loop ``run_verlet``
-  (same arguments) carries the force of a step's last kick into the next step's first;
+  of ``h``, else each step is the composition of sub-steps ``gammas[i] h``;
+- ``verlet``: ``run_verlet(fa, cols, watch, y, h, gammas, n, out, info, f, every)``, the one Stormer-Verlet loop of the
+  package: on a tuple state here, on an array state for ``compiled.lattice`` and ``compiled.bath`` (their state ops);
 - ``shears``: ``run_shears(pp, y, comps, coefs, n, out, info, every)``, the shears ``y_i += c f_i(y)`` in order
   (every shear splitting: Strang's ``splitting``, the McLachlan-type ones, their compositions);
 - implicit (``implicit_midpoint``; ``gauss`` for any number of stages, the tableau as tuples ``tab``):
@@ -34,7 +34,7 @@ The loops (``RUNNERS``: method -> (kind, run loop, method tag)):
   NumPy's status and last update.
 
 Every loop keeps the state after steps ``every``, ``2 every``, ... (``every`` = 1: each) in the rows of ``out`` and
-returns the rows written; the blow-up check still sees every state. Failure semantics are those of
+returns the rows written; the blow-up check (``store``) still sees every state. Failure semantics are those of
 ``vpintegrator.compiled.kernels`` (``info[1]`` status, ``info[2]`` the 1-based step). Every loop does the operations of the NumPy path in its order, so the states agree to rounding, and
 a change here changes no number unless it changes that order (``tests/test_compiled_integrators.py``).
 """
@@ -49,7 +49,8 @@ from typing import Any
 import numpy as np
 
 from ._jit import HAVE_NUMBA, jit
-from .newton import NOT_CONVERGED, OK, SINGULAR, converged, scale_of, step_gauss_legendre, step_implicit_midpoint
+from .newton import (BLOWN_UP, NONFINITE, NOT_CONVERGED, OK, SINGULAR, converged, scale_of, step_gauss_legendre,
+                     step_implicit_midpoint)
 from .systems import FIELDS, GRADIENTS, LINEAR_IN_PARAMS, SHIPPED
 
 
@@ -61,6 +62,8 @@ def _params_class(cls) -> type:
     return tag
 
 
+#: no channels (``store``, ``compiled.lattice.observe``): the whole state stored and checked
+NONE = np.zeros(0, dtype=np.int64)
 #: the most stages of a Gauss-Legendre method with a lean loop (more: the generic loop of ``compiled.kernels``)
 MAX_STAGES = 4
 #: kid -> the parameter tuple class of a shipped system
@@ -84,7 +87,6 @@ def _typed(signature: str, doc: str) -> Any:
 
 
 # the methods as types (a loop is compiled once per method it runs)
-StormerVerlet = namedtuple("StormerVerlet", ["unused"])
 Midpoint = namedtuple("Midpoint", ["unused"])
 Gauss = namedtuple("Gauss", ["unused"])
 
@@ -154,6 +156,14 @@ midpoint_start = _typed("midpoint_start(pp, h, y)", "Implicit midpoint's unknown
 midpoint_update = _typed("midpoint_update(pp, h, y, u)", "A Newton update of u: (solved, u, e), e the update of the state "
                          "(separable: 2 |dQ|, q1's; P = p - (h/2) V'(Q), the 2x2 matrix I + (h^2/4) T''(P) V''(Q)).")
 midpoint_state = _typed("midpoint_state(pp, h, y, u)", "The new state of the converged u (separable: 2 Q - q, 2 P - p).")
+verlet_state = _typed("verlet_state(fa, y)", "Stormer-Verlet's state: y as a tuple (``load``) or y itself.")
+verlet_force = _typed("verlet_force(fa, x, f)", "V'(q) at the state x: a tuple, or into f (returned).")
+kick_drift = _typed("kick_drift(fa, x, g, c, hs)", "p - c g, then q + hs T'(p - c g): the new state.")
+kick = _typed("kick(fa, x, g, c)", "p - c g: the new state.")
+store = _typed("store(cols, watch, x, out, k, limit2, every)",
+               "The state x after step k + 1 into out when ``every`` divides k + 1, and its status: NONFINITE, or "
+               "BLOWN_UP when its squared norm is above ``limit2`` (the engine's blow-up rule; inf: off), else OK; "
+               "``compiled.lattice.observe`` on an array (channels ``cols``, checks ``watch``).")
 exact = _typed("exact(tag, pp, p, u, h, v, ws, m, ta, tb, tc, tol, max_iter, info)",
                "The exact NumPy rule of ``compiled.newton`` for the implicit method ``tag`` (u -> v; its status).")
 step = _typed("step(tag, pp, h, x, tol, max_iter, tab)",
@@ -161,6 +171,7 @@ step = _typed("step(tag, pp, h, x, tol, max_iter, tab)",
 
 
 if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (compiled.available() is False)
+    from numba import types
     from numba.cpython.unsafe.tuple import tuple_setitem
     from numba.extending import overload
     from numba.np.unsafe.ndarray import to_fixed_tuple
@@ -393,6 +404,37 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
             return (2.0 * Q[0] - y[0], 2.0 * Q[1] - y[1], 2.0 * (y[2] - c * g0) - y[2], 2.0 * (y[3] - c * g1) - y[3])
         return separable
 
+    # Stormer-Verlet's state ops on a shipped separable system: the state (q0, q1, p0, p1) as scalars
+    _impl(verlet_state)(lambda fa, y: (lambda fa, y: load(fa, y)) if _system(fa)[0] in GRADIENTS else None)
+    _impl(verlet_force)(lambda fa, x, f: (lambda fa, x, f: gradients(fa, x[0], x[1], True))
+                        if _system(fa)[0] in GRADIENTS else None)
+    _impl(kick)(lambda fa, x, g, c: (lambda fa, x, g, c: (x[0], x[1], x[2] - c * g[0], x[3] - c * g[1]))
+                if _system(fa)[0] in GRADIENTS else None)
+
+    @_impl(kick_drift)
+    def _kick_drift(fa, x, g, c, hs):
+        if _system(fa)[0] in GRADIENTS:
+            def separable(fa, x, g, c, hs):
+                v0 = x[2] - c * g[0]
+                v1 = x[3] - c * g[1]
+                t0, t1 = gradients(fa, v0, v1, False)
+                return (x[0] + hs * t0, x[1] + hs * t1, v0, v1)
+            return separable
+
+    @_impl(store, inline="always")
+    def _store(cols, watch, x, out, k, limit2, every):
+        if isinstance(x, types.BaseTuple):
+            def scalars(cols, watch, x, out, k, limit2, every):
+                if every == 1 or (k + 1) % every == 0:
+                    for i in range(len(x)):
+                        out[k if every == 1 else (k + 1) // every - 1, i] = x[i]
+                nn = _norm2(x)
+                if nn < limit2:  # one comparison in the common case (a NaN or an inf fails it too)
+                    return OK
+                finite = _finite(x)  # a finite state whose squared norm overflows: no limit
+                return OK if finite and not nn > limit2 else BLOWN_UP if finite else NONFINITE
+            return scalars
+
     @_impl(exact)
     def _exact(tag, pp, p, u, h, v, ws, m, ta, tb, tc, tol, max_iter, info):
         kind = getattr(tag, "instance_class", None)
@@ -579,17 +621,6 @@ def _gauss(pp, h, y, tol, max_iter, tab):
 
 # --- the run loops ---------------------------------------------------------------------------------------
 @jit
-def _keep(out, row, left, every, z):
-    """The state of this step into ``out[row]`` when it is the ``every``-th since the last one kept (``left``: the
-    steps still to go, 1 on a kept step): the next ``(row, left)``."""
-    if left > 1:
-        return row, left - 1
-    for i in range(len(z)):
-        out[row, i] = z[i]
-    return row + 1, every
-
-
-@jit
 def _norm2(z):
     """|z|^2, summed in component order."""
     nn = z[0] * z[0]
@@ -621,80 +652,69 @@ def _reset(info):
 
 
 @jit
-def _stopped(y, z, nn, lim2, info, k):
-    """On a non-finite state (status 3) or one whose squared norm is above ``lim2 = info[3]`` (status 4, the
-    engine's blow-up rule; inf: off): save it into y, record the step, True. One comparison in the common
-    case (a NaN or an inf fails it too); a finite state whose squared norm overflows goes on without a limit."""
-    if nn < lim2:
-        return False
-    finite = _finite(z)
-    if finite and not nn > lim2:
-        return False
+def _stop(y, z, st, info, k, rows):
+    """Stopped at step k + 1 with status ``st``: the state z into y, the status and the step into info; ``rows``."""
     _save(y, z)
-    info[1] = 4.0 if finite else 3.0
+    info[1] = st
     info[2] = k + 1
-    return True
+    return rows
 
 
 @jit
 def run_explicit(tag, pp, y, h, n, out, gammas, info, every):
     lim2 = _reset(info)
     x = load(pp, y)
-    row, left = 0, every
     for k in range(n):
         if gammas.size == 0:
             x = step(tag, pp, h, x, 0.0, 0, ())
         else:
             for g in range(gammas.size):
                 x = step(tag, pp, gammas[g] * h, x, 0.0, 0, ())
-        row, left = _keep(out, row, left, every, x)
-        if _stopped(y, x, _norm2(x), lim2, info, k):
-            return row
+        st = store(NONE, NONE, x, out, k, lim2, every)
+        if st != OK:
+            return _stop(y, x, st, info, k, (k + 1) // every)
     _save(y, x)
-    return row
+    return n // every
 
 
 @jit
-def run_verlet(tag, pp, y, h, n, out, gammas, info, every):
-    """``run_explicit`` of Stormer-Verlet (kick-drift-kick) on a separable system (q, p) of dim 4
-    (``potential_gradient_of`` / ``kinetic_gradient_of``): the force ``V'(q1)`` of a (sub)step's last kick is the next
-    (sub)step's first, carried instead of evaluated again (the same numbers: one potential gradient per step)."""
+def run_verlet(fa, cols, watch, y, h, gammas, n, out, info, f, every):
+    """Stormer-Verlet (kick-drift-kick) composed with the fractions ``gammas`` (empty: plain steps of ``h``), the one
+    loop of every compiled Verlet: ``n`` steps of y = (q, p) in place, the states after steps ``every``, ``2 every``,
+    ... into out (``store``); returns the states written, ``info[1]`` the status, ``info[2]`` the failing step,
+    ``info[3]`` the squared norm limit. The state ops are typed by ``fa``: a shipped separable system's parameter
+    tuple (the state a tuple of scalars, ``V'`` / ``T'`` by ``gradients``), or an array system's force arguments
+    (``compiled.lattice``: the state y itself, the force into f, unit masses). The force of a (sub)step's last kick
+    is the next one's first, carried instead of evaluated again (the same numbers)."""
     lim2 = _reset(info)
-    x = load(pp, y)
-    g0, g1 = gradients(pp, x[0], x[1], True)
-    ng = max(1, gammas.size)
-    row, left = 0, every
+    x = verlet_state(fa, y)
+    g = verlet_force(fa, x, f)
     for k in range(n):
-        for g in range(ng):
-            hh = gammas[g] * h if gammas.size else h
-            half = 0.5 * hh
-            v0 = x[2] - half * g0
-            v1 = x[3] - half * g1
-            t0, t1 = gradients(pp, v0, v1, False)
-            z0 = x[0] + hh * t0
-            z1 = x[1] + hh * t1
-            g0, g1 = gradients(pp, z0, z1, True)
-            x = (z0, z1, v0 - half * g0, v1 - half * g1)
-        row, left = _keep(out, row, left, every, x)
-        if _stopped(y, x, _norm2(x), lim2, info, k):
-            return row
+        for j in range(max(1, gammas.shape[0])):
+            hs = gammas[j] * h if gammas.shape[0] else h
+            c = 0.5 * hs
+            x = kick_drift(fa, x, g, c, hs)
+            g = verlet_force(fa, x, f)
+            x = kick(fa, x, g, c)
+        st = store(cols, watch, x, out, k, lim2, every)
+        if st != OK:
+            return _stop(y, x, st, info, k, (k + 1) // every)
     _save(y, x)
-    return row
+    return n // every
 
 
 @jit
 def run_shears(pp, y, comps, coefs, n, out, info, every):
     lim2 = _reset(info)
     z = load(pp, y)
-    row, left = 0, every
     for k in range(n):
         for q in range(comps.size):
             z = shear(pp, z, comps[q], coefs[q])
-        row, left = _keep(out, row, left, every, z)
-        if _stopped(y, z, _norm2(z), lim2, info, k):
-            return row
+        st = store(NONE, NONE, z, out, k, lim2, every)
+        if st != OK:
+            return _stop(y, z, st, info, k, (k + 1) // every)
     _save(y, z)
-    return row
+    return n // every
 
 
 @jit
@@ -705,7 +725,6 @@ def run_implicit(tag, pp, p, y, h, n, out, gammas, tol, max_iter, info, ws, m, t
     top = ws.shape[0]
     u, v = ws[top - 1, :d], ws[top - 2, :d]
     ng = max(1, gammas.size)
-    row, left = 0, every
     for k in range(n):
         z = x
         for g in range(ng):
@@ -715,25 +734,22 @@ def run_implicit(tag, pp, p, y, h, n, out, gammas, tol, max_iter, info, ws, m, t
                 _save(u, z)
                 st = exact(tag, pp, p, u, hh, v, ws, m, ta, tb, tc, tol, max_iter, info)
                 if st != 0:
-                    _save(y, x)
-                    info[1] = st
-                    info[2] = k + 1
-                    return row
+                    return _stop(y, x, st, info, k, k // every)
                 w = load(pp, v)
             z = w
         x = z
-        row, left = _keep(out, row, left, every, x)
-        if _stopped(y, x, _norm2(x), lim2, info, k):
-            return row
+        st = store(NONE, NONE, x, out, k, lim2, every)
+        if st != OK:
+            return _stop(y, x, st, info, k, (k + 1) // every)
     _save(y, x)
-    return row
+    return n // every
 
 
 #: method family -> (kind, run loop, method tag); ``explicit_rk`` serves every explicit tableau (the tag is
 #: ``explicit_tag(tableau)``), ``gauss`` every number of stages
 RUNNERS = {
     "explicit_rk": ("explicit", run_explicit, None),
-    "stormer_verlet": ("verlet", run_verlet, StormerVerlet(0)),
+    "stormer_verlet": ("verlet", run_verlet, None),
     "shears": ("shears", run_shears, None),
     "implicit_midpoint": ("implicit", run_implicit, Midpoint(0)),
     "gauss": ("implicit", run_implicit, Gauss(0)),

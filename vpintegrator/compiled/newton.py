@@ -16,6 +16,8 @@ norm is above the limit ``info[3]``: the engine's blow-up rule).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..errors import VPIntegratorError
@@ -217,6 +219,29 @@ def failure_error(stepper, t0: float, newton_matrix: str, nonfinite: tuple[int, 
     return VPIntegratorError(f"{name}: step {k} (t = {t0 + (k - 1) * h:g} -> {t0 + k * h:g}): {detail}")
 
 
+def check_block(dim: int, y: Any, n: int, out: Any, contiguous: bool = False) -> None:
+    """A stepper's ``step_block`` arguments: y float64 (dim,) (C-contiguous where ``contiguous``), out (>= n, dim)."""
+    if not (isinstance(y, np.ndarray) and y.dtype == np.float64 and y.shape == (dim,)
+            and (y.flags.c_contiguous or not contiguous) and isinstance(out, np.ndarray) and out.dtype == np.float64
+            and out.ndim == 2 and out.shape[0] >= n >= 0 and out.shape[1] == dim):
+        raise VPIntegratorError(f"step_block needs y float64{' contiguous' * contiguous} ({dim},) and out float64 (>= "
+                                f"{n}, {dim}); got {getattr(y, 'shape', y)!r} and {getattr(out, 'shape', out)!r}")
+
+
+def initial_states(y0: Any, dim: int) -> np.ndarray:
+    """A compiled stepper's ``y0`` (dim,) or (n_traj, dim) as our own float64 rows, checked as ``integrate`` checks
+    them (``vpintegrator.systems.initial_conditions.as_points``: its one-line errors)."""
+    from ..systems.initial_conditions import as_points
+
+    return as_points(y0, dim, "y0", rows="n_traj", point="initial condition")
+
+
+def step_count(n_steps: Any) -> int:
+    if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 0:
+        raise VPIntegratorError(f"n_steps must be an int >= 0; got {n_steps!r}")
+    return int(n_steps)
+
+
 def rows_by_block(stepper, ys: np.ndarray, n: int, out: np.ndarray, infos: np.ndarray, every: int = 1) -> np.ndarray:
     """``stepper.step_block`` for every row of ``ys`` in turn (every ``every``-th state kept), each row's norm limit
     the square root of ``infos[r, 3]``, its info (last update, status, failing step) into ``infos[r, :3]``: the
@@ -228,6 +253,6 @@ def rows_by_block(stepper, ys: np.ndarray, n: int, out: np.ndarray, infos: np.nd
     return done
 
 
-__all__ = ["failure_error", "rows_by_block", "lu_solve", "scale_of", "converged", "step_implicit_midpoint",
-           "step_gauss_legendre", "workspace",
+__all__ = ["failure_error", "check_block", "initial_states", "step_count", "rows_by_block", "lu_solve", "scale_of",
+           "converged", "step_implicit_midpoint", "step_gauss_legendre", "workspace",
            "OK", "NOT_CONVERGED", "SINGULAR", "NONFINITE"]
