@@ -50,6 +50,27 @@ class _Newton(Integrator):
             f"(last update {err[worst]:.3g}); reduce dt or raise max_iter"
         )
 
+    def _newton(self, y: np.ndarray, u: np.ndarray, update) -> np.ndarray:
+        """The unknowns u (batch, ...) of the states y (batch, dim) by Newton from their start u, iterating only the
+        items not yet converged: ``update(ya, ua)`` is the Newton update of the active items' ``ua``."""
+        scale = np.maximum(1.0, np.max(np.abs(y), axis=1))
+        active = np.ones(y.shape[0], dtype=bool)
+        prev = np.full(y.shape[0], np.inf)
+        err = np.full(y.shape[0], np.inf)
+        for _ in range(self.max_iter):
+            idx = np.flatnonzero(active)
+            ua = u[idx]
+            delta = update(y[idx], ua)
+            u[idx] = ua - delta
+            e = np.max(np.abs(delta).reshape(len(idx), -1), axis=1)
+            e = np.where(np.isfinite(e), e, np.inf)
+            done = self._converged(e, prev[idx], scale[idx])
+            err[idx], prev[idx] = e, e
+            active[idx[done]] = False
+            if not active.any():
+                return u
+        raise self._fail(err, active)
+
 
 @dataclass(frozen=True)
 class ImplicitMidpoint(_Newton):
@@ -65,29 +86,14 @@ class ImplicitMidpoint(_Newton):
     description: ClassVar[str] = "implicit midpoint rule (1-stage Gauss), Newton"
 
     def _solve(self, system, y, h):
-        """Converged ``y1`` (batch, dim); iterates only the items not yet converged."""
+        """Converged ``y1`` (batch, dim), from explicit Euler's guess (error O(h^2))."""
         eye = np.eye(y.shape[1])
-        y1 = y + h * system.vector_field(y)  # explicit Euler guess, error O(h^2)
-        scale = np.maximum(1.0, np.max(np.abs(y), axis=1))
-        active = np.ones(y.shape[0], dtype=bool)
-        prev = np.full(y.shape[0], np.inf)
-        err = np.full(y.shape[0], np.inf)
-        for _ in range(self.max_iter):
-            idx = np.flatnonzero(active)
-            ya, y1a = y[idx], y1[idx]
+
+        def update(ya, y1a):
             mid = 0.5 * (ya + y1a)
             residual = y1a - ya - h * system.vector_field(mid)
-            matrix = eye - 0.5 * h * system.jacobian(mid)
-            delta = newton_solve(matrix, residual[..., None])[..., 0]
-            y1[idx] = y1a - delta
-            e = np.max(np.abs(delta), axis=1)
-            e = np.where(np.isfinite(e), e, np.inf)
-            done = self._converged(e, prev[idx], scale[idx])
-            err[idx], prev[idx] = e, e
-            active[idx[done]] = False
-            if not active.any():
-                return y1
-        raise self._fail(err, active)
+            return newton_solve(eye - 0.5 * h * system.jacobian(mid), residual[..., None])[..., 0]
+        return self._newton(y, y + h * system.vector_field(y), update)
 
     def _step(self, system, y, h):
         return self._solve(system, y, h)
@@ -152,33 +158,16 @@ class GaussLegendre(_Newton):
         return matrix + np.eye(s * d)
 
     def _solve(self, system, y, h):
-        """Converged stage values Y (batch, s, dim)."""
+        """Converged stage values Y (batch, s, dim), from ``Z_i = h c_i f(y)``."""
         a, _, c = self.tableau
-        s = self.stages
-        batch, d = y.shape
-        f0 = system.vector_field(y)
-        z = h * c[None, :, None] * f0[:, None, :]  # (batch, s, dim)
-        scale = np.maximum(1.0, np.max(np.abs(y), axis=1))
-        active = np.ones(batch, dtype=bool)
-        prev = np.full(batch, np.inf)
-        err = np.full(batch, np.inf)
-        for _ in range(self.max_iter):
-            idx = np.flatnonzero(active)
-            ya, za = y[idx], z[idx]
+        s, d = self.stages, y.shape[1]
+
+        def update(ya, za):
             stages = ya[:, None, :] + za
-            fs = system.vector_field(stages)  # (n, s, dim)
-            residual = za - h * np.einsum("ij,njd->nid", a, fs)
+            residual = za - h * np.einsum("ij,njd->nid", a, system.vector_field(stages))  # f at the stages: (n, s, dim)
             matrix = self._newton_matrix(system, stages, h)
-            delta = newton_solve(matrix, residual.reshape(len(idx), s * d, 1)).reshape(len(idx), s, d)
-            z[idx] = za - delta
-            e = np.max(np.abs(delta), axis=(1, 2))
-            e = np.where(np.isfinite(e), e, np.inf)
-            done = self._converged(e, prev[idx], scale[idx])
-            err[idx], prev[idx] = e, e
-            active[idx[done]] = False
-            if not active.any():
-                return y[:, None, :] + z
-        raise self._fail(err, active)
+            return newton_solve(matrix, residual.reshape(len(ya), s * d, 1)).reshape(len(ya), s, d)
+        return y[:, None, :] + self._newton(y, h * c[None, :, None] * system.vector_field(y)[:, None, :], update)
 
     def _step(self, system, y, h):
         stages = self._solve(system, y, h)
