@@ -270,7 +270,8 @@ def integrate(
         ``y`` (n_traj, n_steps + 1, dim), ``t`` (n_steps + 1,) (with ``save_every`` k: n_steps // k + 1 states);
         meta: system, dim, method, dt, t0, t_end, n_traj, n_states, n_steps (the steps taken), invariant_names,
         runner (``"numba"``: compiled, ``"numpy"``: the NumPy step), and the system as ``system``/``param_<name>``
-        ([`system_meta`][vpintegrator.systems.system_meta]); with k > 1 also ``save_every`` = k.
+        ([`system_meta`][vpintegrator.systems.system_meta]); with k > 1 also ``save_every`` = k. On the compiled
+        path ``t`` is written when first read (a caller that reads only ``y`` does not pay for it), the same numbers.
 
     Raises
     ------
@@ -302,9 +303,12 @@ def integrate(
     head = None
     if compiled is not False and callback is None:
         head = _integrate_compiled(system, method, h, y, n_steps, out, every)
-    if head is not None:  # numba is running: the compiled loop writes the grid (the same numbers)
+    if head is not None:  # numba is running: the grid is written by a compiled loop when first read (_grid)
         runner = "numba"
-        t = _compiled().fill_time_grid(t0, h, every, np.empty(kept))
+        t: np.ndarray | functools.partial[np.ndarray] = functools.partial(_grid, t0, h, every, kept)
+        t_end = ((kept - 1) * every) * h  # the grid's last time, as _grid writes it
+        if t0 != 0.0:
+            t_end += t0
     else:
         if compiled:
             raise VPIntegratorError(f"compiled=True: no compiled kernel runs {method.name} on {system.name} for "
@@ -322,11 +326,12 @@ def integrate(
         step_map = IntegratorMap(system, method, h, compiled_max_batch=0)
         drive(step_map, y[:, None], n_steps, deliver, chunk_steps=CHUNK_STEPS, failure="raise", dt=h, t0=t0)
         runner = "numpy"
-        t = _time_grid(t0, h, n_steps)
+        grid = _time_grid(t0, h, n_steps)
         if every > 1:
-            t = t[::every].copy()
+            grid = grid[::every].copy()
+        t, t_end = grid, float(grid[-1])
         head = _meta_head(system, method, h)
-    meta: dict[str, Any] = dict(head, t0=t0, t_end=float(t[-1]), n_traj=out.shape[0], n_states=kept, n_steps=n_steps,
+    meta: dict[str, Any] = dict(head, t0=t0, t_end=t_end, n_traj=out.shape[0], n_states=kept, n_steps=n_steps,
                                 invariant_names=list(system.invariant_names), runner=runner)
     if every > 1:
         meta["save_every"] = every
@@ -335,6 +340,12 @@ def integrate(
 
 #: ``check_memory``'s fraction of the available memory that an output may take
 _MEMORY_FRACTION = 0.8
+
+
+def _grid(t0: float, h: float, every: int, n: int) -> np.ndarray:
+    """The time grid of a compiled call's ``n`` kept states (every ``every``-th step from ``t0``, step ``h``), by one
+    compiled loop into a new array: [`time_grid`][vpintegrator.stepping.time_grid]'s kept states bit for bit."""
+    return _compiled().fill_time_grid(t0, h, every, np.empty(n))
 
 
 def _meta_head(system: System, method: Integrator, h: float) -> dict[str, Any]:
