@@ -82,7 +82,7 @@ MUTATIONS = (
     Mutation("kernels_rk4_weight", "vpintegrator/compiled/kernels.py",
              "    w = h / scale\n    for q in range(d):", "    w = h / (scale * 1.000001)\n    for q in range(d):",
              ("rk4",)),
-    Mutation("kernels_midpoint", "vpintegrator/compiled/newton.py",
+    Mutation("kernels_midpoint", "vpintegrator/compiled/lean.py",  # the generic loops' step: lean's array rule
              "mid[i] = 0.5 * (y[i] + y1[i])", "mid[i] = 0.5000005 * (y[i] + y1[i])", ("implicit_midpoint",)),
     Mutation("kernels_gauss_weight", "vpintegrator/compiled/newton.py",
              "acc += b[j] * ws[2 * s + j, k]", "acc += b[j] * 1.000001 * ws[2 * s + j, k]", ("gauss_legendre4",)),

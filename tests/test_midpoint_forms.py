@@ -90,7 +90,9 @@ def test_generic_kernel_loop_is_the_dense_midpoint(name, params, h):
     ws, m = workspace(system.dim)
     out, info = np.empty((30, system.dim)), np.array([np.inf, 0.0, 0.0, np.inf])
     start = y.copy()
-    assert K.run_implicit_midpoint(kid, p, y, h, 30, out, ws, m, 1e-15, 50, info) == 30 and info[1] == OK
+    a, b, c = (np.zeros((1, 1)), np.zeros(1), np.zeros(1))  # the loop's Gauss-Legendre tableau: unused here
+    assert K.run_implicit(K.IMPLICIT_MIDPOINT, kid, p, y, h, 30, out, ws, m, a, b, c, 1e-15, 50, info) == 30
+    assert info[1] == OK
     np.testing.assert_allclose(out, _dense_midpoint(system, start, h, 30)[1:], rtol=0, atol=1e-12)
 
 

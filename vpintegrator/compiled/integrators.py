@@ -32,7 +32,8 @@ numba specialises per system, scalar state, stages unrolled, no per-step workspa
 stages), else the generic loops of ``vpintegrator.compiled.kernels``. The implicit methods use the method's
 ``tol`` and ``max_iter`` and NumPy's start and convergence test; the lean loops iterate by full Newton
 (implicit midpoint, the solve unrolled) or by fixed point (Gauss-Legendre) and redo any step that iteration
-cannot do with the exact NumPy Newton rule (``vpintegrator.compiled.newton``), which then decides
+cannot do with the exact NumPy Newton rule (``compiled.lean.step_implicit_midpoint``, ``compiled.newton``'s
+Gauss-Legendre), which then decides
 success or failure. States agree with ``integrate`` to a few ulp per step (the converged iterates differ
 at rounding); failures (status, step, message, last update) are NumPy's.
 
@@ -353,11 +354,9 @@ class CompiledStepper:
                                      self.c, self.tol, self.max_iter, info, self.comps, self.coefs, self._etab_arrays)
         if self.mid == K.SHEARS:
             return K.run_shears(self.kid, p, y, self.comps, self.coefs, n, out, ws, info)
-        if self.mid == K.IMPLICIT_MIDPOINT:
-            return K.run_implicit_midpoint(self.kid, p, y, h, n, out, ws, m, self.tol, self.max_iter, info)
-        if self.mid == K.GAUSS_LEGENDRE:
-            return K.run_gauss_legendre(self.kid, p, y, h, n, out, ws, m, self.a, self.b, self.c, self.tol,
-                                        self.max_iter, info)
+        if self.mid in (K.IMPLICIT_MIDPOINT, K.GAUSS_LEGENDRE):
+            return K.run_implicit(self.mid, self.kid, p, y, h, n, out, ws, m, self.a, self.b, self.c, self.tol,
+                                  self.max_iter, info)
         if self.mid != K.EXPLICIT:  # Stormer-Verlet has only its lean loop: never the explicit tableau's
             raise VPIntegratorError(f"{type(self.method).__name__}: no generic compiled loop (mid {self.mid}); "
                                     "step it by its lean loop or with NumPy")

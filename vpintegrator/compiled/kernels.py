@@ -21,7 +21,8 @@ import numpy as np
 
 from . import lean
 from ._jit import jit
-from .newton import BLOWN_UP, NONFINITE, OK, step_gauss_legendre, step_implicit_midpoint
+from .lean import step_implicit_midpoint
+from .newton import BLOWN_UP, NONFINITE, OK, step_gauss_legendre
 from .systems import vector_field
 
 EXPLICIT, IMPLICIT_MIDPOINT, GAUSS_LEGENDRE, STORMER_VERLET, SHEARS = 0, 2, 3, 4, 6
@@ -138,22 +139,14 @@ def run_shears(kid, p, y, comps, coefs, n, out, ws, info):
 
 
 @jit
-def run_implicit_midpoint(kid, p, y, h, n, out, ws, m, tol, max_iter, info):
+def run_implicit(mid, kid, p, y, h, n, out, ws, m, a, b, c, tol, max_iter, info):
+    """Implicit midpoint (``mid`` IMPLICIT_MIDPOINT) or Gauss-Legendre of tableau (a, b, c), by the exact rule."""
     y1 = np.empty_like(y)
     for k in range(n):
-        st = step_implicit_midpoint(kid, p, y, h, y1, ws, m, tol, max_iter, info)
-        if st != OK:
-            return _fail(st, k, info)
-        if not _commit(y, y1, out, k, info):
-            return k + 1
-    return n
-
-
-@jit
-def run_gauss_legendre(kid, p, y, h, n, out, ws, m, a, b, c, tol, max_iter, info):
-    y1 = np.empty_like(y)
-    for k in range(n):
-        st = step_gauss_legendre(kid, p, y, h, y1, ws, m, a, b, c, tol, max_iter, info)
+        if mid == IMPLICIT_MIDPOINT:
+            st = step_implicit_midpoint(kid, p, y, h, y1, ws, m, tol, max_iter, info)
+        else:
+            st = step_gauss_legendre(kid, p, y, h, y1, ws, m, a, b, c, tol, max_iter, info)
         if st != OK:
             return _fail(st, k, info)
         if not _commit(y, y1, out, k, info):
@@ -215,4 +208,4 @@ def rows_implicit(tag, pp, p, ys, h, n, out, gammas, tol, max_iter, infos, ws, m
 
 
 __all__ = ["METHODS", "rows_explicit", "rows_shears", "rows_implicit", "step_any", "run_explicit", "run_shears",
-           "run_implicit_midpoint", "run_gauss_legendre", "run_composition"]
+           "run_implicit", "run_composition"]

@@ -39,7 +39,7 @@ from ..errors import VPIntegratorError
 from . import lean
 from ._jit import HAVE_NUMBA, jit, njit
 from ..integrators.base import every_kth
-from .lean import NONE, run_verlet
+from .lean import NONE, inline_jit, run_verlet
 from .newton import BLOWN_UP, NONFINITE, OK, check_block, failure_error, initial_states, rows_by_block, step_count
 
 __all__ = ["lattice_stepper", "LatticeStepper", "lattice_force", "run_verlet", "VERLET", "MIDPOINT", "TODA",
@@ -51,8 +51,6 @@ VERLET, MIDPOINT, EXPONENTIAL = 0, 1, 2
 _METHODS = {"stormer_verlet": VERLET, "implicit_midpoint": MIDPOINT, "exponential_splitting": EXPONENTIAL}
 #: as ``jit``, sums reassociated (numba ``fastmath={"reassoc"}``): a loop that sums vectorises, rounded as its lanes
 reassoc_jit = njit(error_model="numpy", fastmath={"reassoc"}) if HAVE_NUMBA else jit
-#: as ``jit``, inlined by numba where it is called (no call and no reference counts of the arrays passed per step)
-inline_jit = njit(error_model="numpy", inline="always") if HAVE_NUMBA else jit
 #: lattice kinds (``Lattice.kind``)
 TODA, FPU_BETA = 0, 1
 

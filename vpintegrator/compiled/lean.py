@@ -29,8 +29,9 @@ The loops (``RUNNERS``: method -> (kind, run loop, method tag)):
   Gauss-Legendre iterates the stage equations by fixed point ``Z <- h A f(y + Z)``. Both start where NumPy
   starts and stop on NumPy's test (``max |update| <= tol max(1, |y|_inf)``, or stalled at the rounding
   floor). When the fast iteration fails (no convergence in ``max_iter``, an update that stops shrinking, a
-  zero pivot, a non-finite update, an exact equilibrium), the step is redone by the exact NumPy rule of
-  ``vpintegrator.compiled.newton`` (pivoted LU, full Newton), which then decides success or failure with
+  zero pivot, a non-finite update, an exact equilibrium), the step is redone by the exact NumPy rule (pivoted LU,
+  full Newton: for implicit midpoint ``_midpoint`` again with the array rule ``ArrayMidpoint``, also the generic
+  loops' step; Gauss-Legendre's in ``vpintegrator.compiled.newton``), which then decides success or failure with
   NumPy's status and last update.
 
 Every loop keeps the state after steps ``every``, ``2 every``, ... (``every`` = 1: each) in the rows of ``out`` and
@@ -48,10 +49,11 @@ from typing import Any
 
 import numpy as np
 
-from ._jit import HAVE_NUMBA, jit
-from .newton import (BLOWN_UP, NONFINITE, NOT_CONVERGED, OK, SINGULAR, converged, scale_of, step_gauss_legendre,
-                     step_implicit_midpoint)
-from .systems import FIELDS, GRADIENTS, LINEAR_IN_PARAMS, SHIPPED
+from ._jit import HAVE_NUMBA, jit, njit
+from .newton import (BLOWN_UP, NONFINITE, NOT_CONVERGED, OK, SINGULAR, converged, lu_solve, scale_of,
+                     step_gauss_legendre, update_norm)
+from .systems import FIELDS, GRADIENTS, LINEAR_IN_PARAMS, SHIPPED, vector_field
+from .systems import jacobian as kernel_jacobian
 
 
 # --- the systems as types ------------------------------------------------------------------------------------
@@ -62,6 +64,8 @@ def _params_class(cls) -> type:
     return tag
 
 
+#: as ``jit``, inlined by numba where it is called (no call and no reference counts of the arrays passed per step)
+inline_jit = njit(error_model="numpy", inline="always") if HAVE_NUMBA else jit
 #: no channels (``store``, ``compiled.lattice.observe``): the whole state stored and checked
 NONE = np.zeros(0, dtype=np.int64)
 #: the most stages of a Gauss-Legendre method with a lean loop (more: the generic loop of ``compiled.kernels``)
@@ -133,7 +137,7 @@ shear = _typed("shear(pp, z, j, c)",
 gradients = _typed("gradients(pp, a, b, potential)",
                    "A separable system's ``V'(q)`` (``potential``) or ``T'(p)`` at (a, b).")
 load = _typed("load(pp, y)", "The state array y (dim,) as a tuple of the system's dimension.")
-system_id = _typed("system_id(pp)", "The system's kernel id (for the exact rule of ``compiled.newton``).")
+system_id = _typed("system_id(pp)", "The system's kernel id (for the exact rule).")
 stage_fields = _typed("stage_fields(pp, y, Z)", "(f(y + Z_0), .., f(y + Z_{s-1})): the field at every stage.")
 stage_rows = _typed("stage_rows(h, A, F)",
                     "Row j: h (A_j0 F_0 + .. + A_j,s-1 F_{s-1}), componentwise, for every row A_j of A.")
@@ -165,7 +169,7 @@ store = _typed("store(cols, watch, x, out, k, limit2, every)",
                "BLOWN_UP when its squared norm is above ``limit2`` (the engine's blow-up rule; inf: off), else OK; "
                "``compiled.lattice.observe`` on an array (channels ``cols``, checks ``watch``).")
 exact = _typed("exact(tag, pp, p, u, h, v, ws, m, ta, tb, tc, tol, max_iter, info)",
-               "The exact NumPy rule of ``compiled.newton`` for the implicit method ``tag`` (u -> v; its status).")
+               "The exact NumPy rule for the implicit method ``tag`` (u -> v; its status).")
 step = _typed("step(tag, pp, h, x, tol, max_iter, tab)",
               "One step of the method ``tag``: explicit ones return the new state, implicit ones ``(ok, state)``.")
 
@@ -431,7 +435,8 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
                 nn = _norm2(x)
                 if nn < limit2:  # one comparison in the common case (a NaN or an inf fails it too)
                     return OK
-                finite = _finite(x)  # a finite state whose squared norm overflows: no limit
+                finite = not math.isnan(nn) and _max_abs(0.0, x) < np.inf  # (a NaN component: nn is NaN)
+                # a finite state whose squared norm overflows goes on without a limit
                 return OK if finite and not nn > limit2 else BLOWN_UP if finite else NONFINITE
             return scalars
 
@@ -566,14 +571,15 @@ def _explicit(pp, h, y, tab):
     return z
 
 
-@jit
+@inline_jit
 def _midpoint(pp, h, y, tol, max_iter, give_up):
     """Implicit midpoint by Newton from NumPy's start with its test on the update, the unknown the system's rule
     (``midpoint_start``/``_update``/``_state``): z itself (NumPy's iteration), or on a separable system the midpoint's
-    q alone (the same fixed point); or another module's rule on an array state, in place (``midpoint_rule``:
-    ``compiled.lattice``'s). (status, state, the last update): OK, SINGULAR, or NOT_CONVERGED in ``max_iter`` (or,
-    ``give_up``, at a non-finite or growing update); the caller decides what a failure does (the lean loops redo the
-    step by the exact NumPy rule of ``compiled.newton``, the lattice loop keeps its last good state)."""
+    q alone (the same fixed point); or a rule on an array state, in place (``midpoint_rule``: ``ArrayMidpoint``, NumPy's
+    iteration, and ``compiled.lattice``'s). (status, state, the last update): OK, SINGULAR, or NOT_CONVERGED in
+    ``max_iter`` (or, ``give_up``, at a non-finite or growing update); the caller decides what a failure does (the lean
+    loops redo the step by the exact rule, the lattice loop keeps its last good state). Inlined (an array rule's
+    arrays passed through a call cost the generic loop 26-44 %)."""
     u = midpoint_start(pp, h, y)
     scale = scale_of(y)
     prev = np.inf
@@ -587,6 +593,54 @@ def _midpoint(pp, h, y, tol, max_iter, give_up):
             return NOT_CONVERGED, y, e
         prev = e
     return NOT_CONVERGED, y, prev
+
+
+#: implicit midpoint's exact rule on the array state of a kernel system (``kid``, ``p``): NumPy's iteration on y1 (full
+#: Newton, the Jacobian at the iterate, pivoted LU), f0, mid, r (dim,) and m (>= dim, >= dim) its scratch
+ArrayMidpoint = namedtuple("ArrayMidpoint", ["kid", "p", "f0", "mid", "r", "y1", "m"])
+
+
+def _array_start(rule, h, y):  # explicit Euler
+    kid, p, f0, mid, r, y1, m = rule  # unpacked once: each field read alone cost the step 5-15 % (reference counts)
+    vector_field(kid, p, y, f0)
+    for i in range(y.size):
+        y1[i] = y[i] + h * f0[i]
+    return y1
+
+
+def _array_update(rule, h, y, y1):  # y1 <- y1 - (I - (h/2) J(mid))^{-1} (y1 - y - h f(mid)), mid = (y + y1) / 2
+    kid, p, f0, mid, r, _, m = rule
+    d = y.size
+    for i in range(d):
+        mid[i] = 0.5 * (y[i] + y1[i])
+    vector_field(kid, p, mid, r)
+    for i in range(d):
+        r[i] = y1[i] - y[i] - h * r[i]
+    kernel_jacobian(kid, p, mid, m)
+    c = 0.5 * h
+    for i in range(d):
+        for j in range(d):
+            m[i, j] = (1.0 if i == j else 0.0) - c * m[i, j]
+    if not lu_solve(m, r, d):
+        return False, y1, 0.0
+    for i in range(d):
+        y1[i] = y1[i] - r[i]
+    return True, y1, update_norm(r, d)
+
+
+if HAVE_NUMBA:  # pragma: no branch
+    midpoint_rule(ArrayMidpoint, _array_start, _array_update, lambda rule, h, y, y1: y1)
+
+
+@inline_jit
+def step_implicit_midpoint(kid, p, y, h, y1, ws, m, tol, max_iter, info):
+    """``y1 = y + h f((y + y1) / 2)`` by ``_midpoint`` with the exact rule (no give-up before ``max_iter``, as NumPy):
+    the generic loops' step, the lean loops' fallback; ws (>= 3, dim). Its status (NOT_CONVERGED: info[0] the update)."""
+    d = y.size
+    st, _, e = _midpoint(ArrayMidpoint(kid, p, ws[0, :d], ws[1, :d], ws[2, :d], y1, m), h, y, tol, max_iter, False)
+    if st == NOT_CONVERGED:
+        info[0] = e
+    return st
 
 
 @jit
@@ -627,14 +681,6 @@ def _norm2(z):
     for i in range(1, len(z)):
         nn += z[i] * z[i]
     return nn
-
-
-@jit
-def _finite(z):
-    for i in range(len(z)):
-        if not math.isfinite(z[i]):
-            return False
-    return True
 
 
 @jit

@@ -1,5 +1,6 @@
-"""Compiled implicit steps: implicit midpoint and s-stage Gauss-Legendre, Newton as in the NumPy code (the exact
-rule: the generic loops' step and the lean loops' fallback; NumPy's scale and stopping test, ``compiled.lean``'s too).
+"""Compiled implicit steps: s-stage Gauss-Legendre, Newton as in the NumPy code (the exact rule: the generic loops'
+step and the lean loops' fallback), and the Newton pieces every compiled implicit step shares (NumPy's scale, stopping
+test and update norm, the pivoted LU; implicit midpoint's exact rule is ``compiled.lean``'s ``ArrayMidpoint``).
 
 Mirrors ``vpintegrator.integrators`` (``_Newton``, ``ImplicitMidpoint``, ``GaussLegendre``) on one
 state: the same start guess (explicit Euler for the midpoint, ``Z_i = h c_i f(y)`` for the stages), the
@@ -64,7 +65,7 @@ def lu_solve(m, r, n):
 
 
 @jit
-def _update_norm(delta, n):
+def update_norm(delta, n):
     """max |delta[:n]|, ``inf`` when any entry is not finite (NumPy: ``where(isfinite(e), e, inf)``)."""
     e = 0.0
     for i in range(n):
@@ -91,41 +92,6 @@ def scale_of(y):
 def converged(e, prev, scale, tol):
     """NumPy's stopping test: the update at the tolerance, or stalled at the rounding floor."""
     return (e <= tol * scale) or ((e <= 1e3 * tol * scale) and (e >= 0.5 * prev))
-
-
-@jit
-def step_implicit_midpoint(kid, p, y, h, y1, ws, m, tol, max_iter, info):
-    """``y1 = y + h f((y + y1) / 2)``; ws (>= 3, dim), m (>= dim, >= dim)."""
-    d = y.size
-    f0, mid, r = ws[0], ws[1], ws[2]
-    vector_field(kid, p, y, f0)
-    for i in range(d):
-        y1[i] = y[i] + h * f0[i]
-    scale = scale_of(y)
-    prev = np.inf
-    c = 0.5 * h
-    e = np.inf
-    for _ in range(max_iter):
-        for i in range(d):
-            mid[i] = 0.5 * (y[i] + y1[i])
-        vector_field(kid, p, mid, r)
-        for i in range(d):
-            r[i] = y1[i] - y[i] - h * r[i]
-        jacobian(kid, p, mid, m)
-        for i in range(d):
-            for j in range(d):
-                m[i, j] = (1.0 if i == j else 0.0) - c * m[i, j]
-        if not lu_solve(m, r, d):
-            return SINGULAR
-        for i in range(d):
-            y1[i] = y1[i] - r[i]
-        e = _update_norm(r, d)
-        done = converged(e, prev, scale, tol)
-        prev = e
-        if done:
-            return OK
-    info[0] = e
-    return NOT_CONVERGED
 
 
 @jit
@@ -174,7 +140,7 @@ def step_gauss_legendre(kid, p, y, h, y1, ws, m, a, b, c, tol, max_iter, info):
         for i in range(s):
             for k in range(d):
                 ws[i, k] = ws[i, k] - r[i * d + k]
-        e = _update_norm(r, n)
+        e = update_norm(r, n)
         done = converged(e, prev, scale, tol)
         prev = e
         if done:
@@ -254,5 +220,5 @@ def rows_by_block(stepper, ys: np.ndarray, n: int, out: np.ndarray, infos: np.nd
 
 
 __all__ = ["failure_error", "check_block", "initial_states", "step_count", "rows_by_block", "lu_solve", "scale_of",
-           "converged", "step_implicit_midpoint", "step_gauss_legendre", "workspace",
+           "converged", "update_norm", "step_gauss_legendre", "workspace",
            "OK", "NOT_CONVERGED", "SINGULAR", "NONFINITE"]
