@@ -179,3 +179,24 @@ def test_from_own_arrays_writes_a_handed_grid_once():
     assert not calls and made.n_states == 3
     assert made.t.tolist() == [0.0, 1.0, 2.0] and made.t is made.t and len(calls) == 1
     assert made.meta == {"x": 1} and made.failed_step is None and made.params is None and made.param_names == ()
+
+
+@pytest.mark.parametrize("y0", [Y0, Y0[None], np.stack([Y0, 2 * Y0])[1:], np.arange(9.0).reshape(3, 3)[1:2],
+                                np.arange(9.0).reshape(3, 3)[:, 1], np.asfortranarray(Y0[None]), Y0.astype(">f8")])
+def test_one_initial_state_is_taken_as_as_points_takes_it(y0):
+    """A single float64 state ((dim,) or (1, dim), any strides) is checked on the fast path: its copy, C order, is
+    ``as_points``'s, and a NaN or an infinity anywhere in it is ``as_points``' error."""
+    from vpintegrator.data import integration
+    from vpintegrator.systems.initial_conditions import as_points
+
+    system = get_system("rigid_body")
+    got = integration._check_initial_conditions(system, y0)
+    np.testing.assert_array_equal(got, as_points(y0, 3, "y0"))
+    assert got.shape == (1, 3) and got.dtype == np.float64 and got.flags.c_contiguous
+    assert not np.shares_memory(got, y0)
+    for k in range(3):
+        for bad_value in (np.nan, np.inf, -np.inf):
+            bad = y0.copy()
+            bad.reshape(-1)[k] = bad_value
+            with pytest.raises(VPIntegratorError, match="initial condition 0 is not finite"):
+                integrate(system, bad, 0.2, 3, method="rk4")

@@ -340,6 +340,8 @@ def integrate(
 
 #: ``check_memory``'s fraction of the available memory that an output may take
 _MEMORY_FRACTION = 0.8
+#: the float64 dtype (``y0.dtype is _F64``: an array of float64 as NumPy makes them)
+_F64 = np.dtype(np.float64)
 
 
 def _grid(t0: float, h: float, every: int, n: int) -> np.ndarray:
@@ -468,10 +470,17 @@ def _check_initial_conditions(system: System, y0: Any) -> np.ndarray:
     """``y0`` as float64 (n_traj, dim), a copy; a float64 array of finite numbers is taken as it is, anything else
     (and every error) by ``as_points``."""
     dim = system.dim
-    if type(y0) is np.ndarray and y0.dtype == np.float64 and y0.size and (
-            y0.shape == (dim,) or (y0.ndim == 2 and y0.shape[1] == dim)):
-        y = y0.copy() if y0.ndim == 2 else y0.reshape(1, dim).copy()  # C order
-        if all(map(math.isfinite, y.ravel().tolist())) if y.size <= 64 else np.isfinite(y).all():
-            return y
+    if type(y0) is np.ndarray and y0.dtype is _F64:  # (another float64 dtype object: as_points)
+        shape = y0.shape
+        if shape == (1, dim):  # one state (a batch-1 call): its numbers checked one by one
+            if all(map(math.isfinite, y0.tolist()[0])):
+                return y0.copy()  # C order
+        elif shape == (dim,):
+            if all(map(math.isfinite, y0.tolist())):
+                return y0.reshape(1, dim).copy()
+        elif len(shape) == 2 and shape[1] == dim and shape[0]:
+            y = y0.copy()
+            if all(map(math.isfinite, y.ravel().tolist())) if y.size <= 64 else np.isfinite(y).all():
+                return y
     return as_points(y0, dim, "y0", rows="n_traj", point="initial condition",
                      context=f" for system {system.name!r}")
