@@ -133,3 +133,17 @@ def test_lattice_newton_failure_keeps_the_last_good_state():
     np.testing.assert_array_equal(y, start)  # nothing of the failed step kept
     with pytest.raises(VPIntegratorError, match="implicit_midpoint: step 1 .* Newton did not converge in 2 iterations"):
         stepper.run(start, 5)
+
+
+@pytest.mark.parametrize("where", [0, 1, 2])
+def test_a_nan_component_is_never_overwritten_by_a_later_finite_one(where):
+    """The stopping test's norms (``lean._max_abs``, ``lean._max_diff``): NaN wherever it sits, so an update with a
+    NaN component never passes ``err <= tol``; finite inputs give the plain maximum."""
+    from vpintegrator.compiled.lean import _max_abs, _max_diff
+
+    x = np.array([0.5, -2.0, 1.0])
+    assert _max_abs(0.0, x) == 2.0 and _max_diff(0.0, x, np.zeros(3)) == 2.0
+    x[where] = np.nan
+    assert np.isnan(_max_abs(0.0, x))
+    assert np.isnan(_max_diff(0.0, x, np.zeros(3)))
+    assert np.isnan(_max_abs(0.0, (float(x[0]), float(x[1]), float(x[2]))))  # the lean loops' tuples

@@ -520,21 +520,25 @@ def _newton_row(Ji, c2, i):
 
 @jit
 def _max_abs(e, x):
-    """max(e, |x_i|) over i; a NaN makes it NaN (caught by the convergence test)."""
+    """max(e, |x_i|) over i; a NaN anywhere makes it NaN (caught by the convergence test)."""
     for i in range(len(x)):
         t = abs(x[i])
         if not t <= e:
             e = t
+            if t != t:  # NaN: no later component may overwrite it
+                return t
     return e
 
 
 @jit
 def _max_diff(e, x, z):
-    """max(e, |x_i - z_i|) over i, in order; a NaN makes it NaN."""
+    """max(e, |x_i - z_i|) over i, in order; a NaN anywhere makes it NaN."""
     for i in range(len(x)):
         t = abs(x[i] - z[i])
         if not t <= e:
             e = t
+            if t != t:
+                return t
     return e
 
 
