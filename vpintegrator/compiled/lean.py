@@ -523,10 +523,8 @@ def _max_abs(e, x):
     """max(e, |x_i|) over i; a NaN anywhere makes it NaN (caught by the convergence test)."""
     for i in range(len(x)):
         t = abs(x[i])
-        if not t <= e:
+        if not (t <= e or e != e):  # a NaN (t's, or e's already) stays: no later component overwrites it
             e = t
-            if t != t:  # NaN: no later component may overwrite it
-                return t
     return e
 
 
@@ -535,10 +533,8 @@ def _max_diff(e, x, z):
     """max(e, |x_i - z_i|) over i, in order; a NaN anywhere makes it NaN."""
     for i in range(len(x)):
         t = abs(x[i] - z[i])
-        if not t <= e:
+        if not (t <= e or e != e):
             e = t
-            if t != t:
-                return t
     return e
 
 
