@@ -203,3 +203,24 @@ def test_the_study_runs_end_to_end_and_redraws_its_tables(tmp_path):
     again = tmp_path / "again"
     assert main(STUDY, ["--out", str(again), "--table-only", "--results", str(out / "memory.json"), "-q"]) == 0
     assert (again / "results.md").read_bytes() == (out / "memory.md").read_bytes()
+
+
+@pytest.mark.parametrize("name", ["quick", "default"])
+def test_the_documented_tables_and_verdict_are_the_shipped_json(name):
+    """docs/memory.md shows every table line and every verdict line the study draws from its shipped results file
+    memory/<name> (read through ``results_files``, as from an installed wheel): a number edited on the page, or a
+    file from another run, fails here; the file names no path of the machine it ran on."""
+    from pathlib import Path
+
+    from vpintegrator._shipped import results_files
+    from vpintegrator.studies.memory.tables import read_doc
+
+    path = results_files()[f"memory/{name}"]
+    raw = Path(path).read_text()
+    assert "/tmp/" not in raw and "/work/" not in raw and "/home/" not in raw
+    page_file = Path(__file__).resolve().parents[1] / "docs" / "memory.md"
+    if not page_file.is_file():
+        pytest.skip("the documentation page (not in the wheel)")
+    page = page_file.read_text()
+    drawn = [line for line in draw(read_doc(path)).splitlines() if line.startswith(("| ", "- **"))]
+    assert len(drawn) > 20 and [line for line in drawn if line not in page] == []
