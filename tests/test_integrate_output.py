@@ -200,3 +200,18 @@ def test_one_initial_state_is_taken_as_as_points_takes_it(y0):
             bad.reshape(-1)[k] = bad_value
             with pytest.raises(VPIntegratorError, match="initial condition 0 is not finite"):
                 integrate(system, bad, 0.2, 3, method="rk4")
+
+
+def test_a_result_s_meta_is_its_own_even_where_the_call_kept_its_head():
+    """The compiled path keeps each (system, method, h)'s metadata head between calls; the meta a call returns is the
+    caller's own, its list parameters included: editing it never edits the next call's (nor the kept head)."""
+    y0 = np.array([1.0, 0.5, 0.2])
+    first = integrate("rigid_body", y0, 0.1, 10, "euler")
+    inertia = list(first.meta["param_inertia"])
+    first.meta["param_inertia"][0] = 99.0
+    first.meta["invariant_names"].append("edited")
+    first.meta["method"] = "edited"
+    again = integrate("rigid_body", y0, 0.1, 10, "euler")
+    assert again.meta["runner"] == first.meta["runner"]
+    assert again.meta["param_inertia"] == inertia and again.meta["method"] == "euler"
+    assert "edited" not in again.meta["invariant_names"]

@@ -331,8 +331,9 @@ def integrate(
             grid = grid[::every].copy()
         t, t_end = grid, float(grid[-1])
         head = _meta_head(system, method, h)
-    meta: dict[str, Any] = dict(head, t0=t0, t_end=t_end, n_traj=out.shape[0], n_states=kept, n_steps=n_steps,
-                                invariant_names=list(system.invariant_names), runner=runner)
+    meta: dict[str, Any] = head  # the call's own dict (a kept head is copied by ``_Kept.fresh_head``)
+    meta.update(t0=t0, t_end=t_end, n_traj=out.shape[0], n_states=kept, n_steps=n_steps,
+                invariant_names=list(system.invariant_names), runner=runner)
     if every > 1:
         meta["save_every"] = every
     return Trajectories.from_own_arrays(out, t, meta)
@@ -361,8 +362,8 @@ def _integrate_compiled(system: System, method: Integrator, h: float, y: np.ndar
     """``out`` (n_traj, n_steps // every + 1, dim) by the compiled stepper: one trajectory by its own loop
     (``step_block``, advancing ``y[0]`` in place: ``y`` is the call's own copy, put back from ``out[:, 0]`` for
     the NumPy path to redo it), more one after the other (``step_rows``: each row's states ``step_block``'s bit
-    for bit). Returns the call's metadata head (``_meta_head``, kept with the stepper: not to be changed), or None
-    when there is no kernel (or no numba) or a trajectory failed (the NumPy path then raises its own error)."""
+    for bit). Returns a copy of the metadata head kept with the stepper (``_Kept.fresh_head``: the call's own), or
+    None when there is no kernel (or no numba) or a trajectory failed (the NumPy path then raises its own error)."""
     kept = _take_kept(system, method, h)
     if kept is None:
         return None
@@ -379,17 +380,35 @@ def _integrate_compiled(system: System, method: Integrator, h: float, y: np.ndar
                                        every)[1].any()
     finally:
         kept.busy = False
-    return kept.head if ok else None
+    return kept.fresh_head() if ok else None
 
 
 class _Kept:
     """What a thread keeps between calls of one ``(system, method, h)``: the compiled ``stepper`` and the
     metadata ``head`` (``_meta_head``), both made once; ``busy`` while a call of this thread runs the stepper."""
 
-    __slots__ = ("stepper", "head", "busy")
+    __slots__ = ("stepper", "head", "busy", "nested")
 
     def __init__(self, stepper: Any, head: dict[str, Any]) -> None:
         self.stepper, self.head, self.busy = stepper, head, True
+        self.nested = tuple(k for k, v in head.items() if isinstance(v, (list, dict)))  # a system's list parameters
+
+    def fresh_head(self) -> dict[str, Any]:
+        """A copy of ``head`` for one call's metadata, its lists and dicts copied too: a caller that edits its
+        result's ``meta`` (``meta["param_inertia"][0] = ...``) never edits the next call's."""
+        head = dict(self.head)
+        for k in self.nested:
+            head[k] = _fresh(head[k])
+        return head
+
+
+def _fresh(value: Any) -> Any:
+    """``value`` with every list and dict in it copied (the JSON-like values of ``system_meta``)."""
+    if isinstance(value, list):
+        return [_fresh(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _fresh(v) for k, v in value.items()}
+    return value
 
 
 #: this thread's ``_Kept`` by (system, method, h), so that a batch-1 call does not make a fresh copy of the planned
