@@ -111,7 +111,7 @@ def test_the_compiled_time_grid_is_the_numpy_one_bit_for_bit(t0, h, n, every):
                      save_every=every)
     assert fast.meta["runner"] == "numba" and fast.t.flags.writeable and fast.t.flags.owndata
     assert fast.t.tobytes() == time_grid(t0, h, n)[::every].tobytes()
-    # t_end is computed without the grid (written when .t is first read): its last time, bit for bit
+    # t_end is the grid's last time, sign included
     assert fast.meta["t_end"] == float(fast.t[-1]) and math.copysign(1.0, fast.meta["t_end"]) == math.copysign(
         1.0, fast.t[-1])
     if n <= 1000:
@@ -130,55 +130,6 @@ def test_turning_numba_off_turns_the_kept_stepper_off(monkeypatch):
     off = integrate("rigid_body", Y0, 0.2, 20, method="rk4")
     assert off.meta["runner"] == "numpy"
     np.testing.assert_array_equal(off.y, integrate("rigid_body", Y0, 0.2, 20, method="rk4", compiled=False).y)
-
-
-def test_the_grid_is_written_on_first_read_once_for_every_reader():
-    """The compiled call hands its grid to the result unwritten: the first read of ``.t`` writes it (the same numbers
-    as the NumPy path's), and every later read, in any thread, a copy or a pickle made before, sees that grid."""
-    import copy
-    import pickle
-
-    from vpintegrator.stepping import time_grid
-
-    want = time_grid(1.25, 0.2, 500)[::5]
-    make = lambda: integrate("rigid_body", Y0, 0.2, 500, method="rk4", t0=1.25, save_every=5)  # noqa: E731
-    tr = make()
-    assert "t" not in vars(tr)  # not written yet
-    copied, pickled = copy.deepcopy(tr), pickle.loads(pickle.dumps(tr))
-    first = tr.t
-    assert first.tobytes() == want.tobytes() and tr.t is first and vars(tr)["t"] is first
-    assert copied.t.tobytes() == want.tobytes() and pickled.t.tobytes() == want.tobytes() and copied.t is not first
-    assert vars(tr).keys() == vars(Trajectories(y=tr.y, t=tr.t, meta=tr.meta)).keys()
-    with pytest.raises(AttributeError, match="no attribute 'tt'"):
-        tr.tt  # noqa: B018
-    for _ in range(3):  # many threads read a fresh result's grid at once: one array for all
-        tr = make()
-        seen: list = []
-        barrier = threading.Barrier(8)
-
-        def read(tr=tr, seen=seen, barrier=barrier) -> None:
-            barrier.wait()
-            seen.append(tr.t)
-
-        threads = [threading.Thread(target=read) for _ in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert len(seen) == 8 and all(s is tr.t for s in seen) and tr.t.tobytes() == want.tobytes()
-
-
-def test_from_own_arrays_writes_a_handed_grid_once():
-    calls: list = []
-
-    def grid() -> np.ndarray:
-        calls.append(1)
-        return np.arange(3.0)
-
-    made = Trajectories.from_own_arrays(np.zeros((1, 3, 2)), grid, {"x": 1})
-    assert not calls and made.n_states == 3
-    assert made.t.tolist() == [0.0, 1.0, 2.0] and made.t is made.t and len(calls) == 1
-    assert made.meta == {"x": 1} and made.failed_step is None and made.params is None and made.param_names == ()
 
 
 @pytest.mark.parametrize("y0", [Y0, Y0[None], np.stack([Y0, 2 * Y0])[1:], np.arange(9.0).reshape(3, 3)[1:2],

@@ -270,8 +270,7 @@ def integrate(
         ``y`` (n_traj, n_steps + 1, dim), ``t`` (n_steps + 1,) (with ``save_every`` k: n_steps // k + 1 states);
         meta: system, dim, method, dt, t0, t_end, n_traj, n_states, n_steps (the steps taken), invariant_names,
         runner (``"numba"``: compiled, ``"numpy"``: the NumPy step), and the system as ``system``/``param_<name>``
-        ([`system_meta`][vpintegrator.systems.system_meta]); with k > 1 also ``save_every`` = k. On the compiled
-        path ``t`` is written when first read (a caller that reads only ``y`` does not pay for it), the same numbers.
+        ([`system_meta`][vpintegrator.systems.system_meta]); with k > 1 also ``save_every`` = k.
 
     Raises
     ------
@@ -303,12 +302,10 @@ def integrate(
     head = None
     if compiled is not False and callback is None:
         head = _integrate_compiled(system, method, h, y, n_steps, out, every)
-    if head is not None:  # numba is running: the grid is written by a compiled loop when first read (_grid)
+    if head is not None:  # numba is running: the compiled loop writes the grid (the same numbers)
         runner = "numba"
-        t: np.ndarray | functools.partial[np.ndarray] = functools.partial(_grid, t0, h, every, kept)
-        t_end = ((kept - 1) * every) * h  # the grid's last time, as _grid writes it
-        if t0 != 0.0:
-            t_end += t0
+        t = _compiled().fill_time_grid(t0, h, every, np.empty(kept))
+        t_end = float(t[-1])
     else:
         if compiled:
             raise VPIntegratorError(f"compiled=True: no compiled kernel runs {method.name} on {system.name} for "
@@ -343,12 +340,6 @@ def integrate(
 _MEMORY_FRACTION = 0.8
 #: the float64 dtype (``y0.dtype is _F64``: an array of float64 as NumPy makes them)
 _F64 = np.dtype(np.float64)
-
-
-def _grid(t0: float, h: float, every: int, n: int) -> np.ndarray:
-    """The time grid of a compiled call's ``n`` kept states (every ``every``-th step from ``t0``, step ``h``), by one
-    compiled loop into a new array: [`time_grid`][vpintegrator.stepping.time_grid]'s kept states bit for bit."""
-    return _compiled().fill_time_grid(t0, h, every, np.empty(n))
 
 
 def _meta_head(system: System, method: Integrator, h: float) -> dict[str, Any]:

@@ -11,7 +11,7 @@ steps between them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -57,38 +57,15 @@ class Trajectories:
     param_names: tuple[str, ...] = ()
 
     @classmethod
-    def from_own_arrays(cls, y: np.ndarray, t: np.ndarray | Callable[[], np.ndarray], meta: dict[str, Any]
-                        ) -> "Trajectories":
+    def from_own_arrays(cls, y: np.ndarray, t: np.ndarray, meta: dict[str, Any]) -> "Trajectories":
         """The object ``Trajectories(y=y, t=t, meta=meta)`` makes, for a caller that made these itself: ``y`` float64
         (n_traj, n_states, dim), ``t`` float64 (n_states,), ``meta`` a dict it hands over (not copied), so the
-        constructor's checks, which they pass, are skipped (~3 µs of a batch-1 ``vp.integrate`` call).
-
-        ``t`` may also be a callable of no argument (picklable, e.g. a ``functools.partial``) that returns that grid:
-        it is then written on the first read of ``.t`` (once, the same array for every reader, threads included),
-        so that a caller that reads only ``y`` does not pay for it."""
+        constructor's checks, which they pass, are skipped (~3 µs of a batch-1 ``vp.integrate`` call)."""
         made = object.__new__(cls)
         values = made.__dict__
-        values["y"] = y
-        values["_grid" if callable(t) else "t"] = t
-        values["meta"] = meta
+        values["y"], values["t"], values["meta"] = y, t, meta
         values.update(_defaults(cls))
         return made
-
-    if not TYPE_CHECKING:  # (type checkers would read every unknown attribute as this one's)
-
-        def __getattr__(self, name: str) -> Any:
-            """``t`` of an object made by ``from_own_arrays`` with a grid still to write (only a name the object
-            does not hold comes here): written now, kept, and the same array returned to every reader."""
-            values = self.__dict__
-            if name == "t":
-                grid = values.get("_grid")
-                if grid is not None:
-                    t = values.setdefault("t", grid())  # a reader in another thread that wrote it first wins
-                    values.pop("_grid", None)
-                    return t
-                if "t" in values:  # written by another thread since this lookup missed it
-                    return values["t"]
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __post_init__(self) -> None:
         y = np.asarray(self.y)
