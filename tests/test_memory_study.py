@@ -205,7 +205,7 @@ def test_the_study_runs_end_to_end_and_redraws_its_tables(tmp_path):
     assert (again / "results.md").read_bytes() == (out / "memory.md").read_bytes()
 
 
-@pytest.mark.parametrize("name", ["quick", "default"])
+@pytest.mark.parametrize("name", ["quick", "default", "chain_default"])
 def test_the_documented_tables_and_verdict_are_the_shipped_json(name):
     """docs/memory.md shows every table line and every verdict line the study draws from its shipped results file
     memory/<name> (read through ``results_files``, as from an installed wheel): a number edited on the page, or a
