@@ -299,10 +299,8 @@ def integrate(
         raise VPIntegratorError(f"compiled must be None (where it applies), True or False; got {compiled!r}",
                                 key="compiled")
     out = np.empty((y.shape[0], kept, system.dim))
-    head = None
-    if compiled is not False and callback is None:
-        head = _integrate_compiled(system, method, h, y, n_steps, out, every)
-    if head is not None:  # numba is running: the compiled loop writes the grid (the same numbers)
+    if compiled is not False and callback is None and _integrate_compiled(system, method, h, y, n_steps, out, every):
+        # numba is running: the compiled loop writes the grid (the same numbers)
         runner = "numba"
         t = _compiled().fill_time_grid(t0, h, every, np.empty(kept))
         t_end = float(t[-1])
@@ -327,8 +325,7 @@ def integrate(
         if every > 1:
             grid = grid[::every].copy()
         t, t_end = grid, float(grid[-1])
-        head = _meta_head(system, method, h)
-    meta: dict[str, Any] = head  # the call's own dict (a kept head is copied by ``_Kept.fresh_head``)
+    meta = _meta_head(system, method, h)  # made per call: the caller's own dict and lists (~0.7 us)
     meta.update(t0=t0, t_end=t_end, n_traj=out.shape[0], n_states=kept, n_steps=n_steps,
                 invariant_names=list(system.invariant_names), runner=runner)
     if every > 1:
@@ -349,15 +346,15 @@ def _meta_head(system: System, method: Integrator, h: float) -> dict[str, Any]:
 
 
 def _integrate_compiled(system: System, method: Integrator, h: float, y: np.ndarray, n_steps: int,
-                        out: np.ndarray, every: int = 1) -> dict[str, Any] | None:
+                        out: np.ndarray, every: int = 1) -> bool:
     """``out`` (n_traj, n_steps // every + 1, dim) by the compiled stepper: one trajectory by its own loop
     (``step_block``, advancing ``y[0]`` in place: ``y`` is the call's own copy, put back from ``out[:, 0]`` for
     the NumPy path to redo it), more one after the other (``step_rows``: each row's states ``step_block``'s bit
-    for bit). Returns a copy of the metadata head kept with the stepper (``_Kept.fresh_head``: the call's own), or
-    None when there is no kernel (or no numba) or a trajectory failed (the NumPy path then raises its own error)."""
+    for bit); False when there is no kernel (or no numba) or a trajectory failed (the NumPy path then raises its
+    own error)."""
     kept = _take_kept(system, method, h)
     if kept is None:
-        return None
+        return False
     try:
         stepper = kept.stepper
         out[:, 0] = y
@@ -371,46 +368,28 @@ def _integrate_compiled(system: System, method: Integrator, h: float, y: np.ndar
                                        every)[1].any()
     finally:
         kept.busy = False
-    return kept.fresh_head() if ok else None
+    return ok
 
 
 class _Kept:
-    """What a thread keeps between calls of one ``(system, method, h)``: the compiled ``stepper`` and the
-    metadata ``head`` (``_meta_head``), both made once; ``busy`` while a call of this thread runs the stepper."""
+    """What a thread keeps between calls of one ``(system, method, h)``: the compiled ``stepper``, made once;
+    ``busy`` while a call of this thread runs it."""
 
-    __slots__ = ("stepper", "head", "busy", "nested")
+    __slots__ = ("stepper", "busy")
 
-    def __init__(self, stepper: Any, head: dict[str, Any]) -> None:
-        self.stepper, self.head, self.busy = stepper, head, True
-        self.nested = tuple(k for k, v in head.items() if isinstance(v, (list, dict)))  # a system's list parameters
-
-    def fresh_head(self) -> dict[str, Any]:
-        """A copy of ``head`` for one call's metadata, its lists and dicts copied too: a caller that edits its
-        result's ``meta`` (``meta["param_inertia"][0] = ...``) never edits the next call's."""
-        head = dict(self.head)
-        for k in self.nested:
-            head[k] = _fresh(head[k])
-        return head
-
-
-def _fresh(value: Any) -> Any:
-    """``value`` with every list and dict in it copied (the JSON-like values of ``system_meta``)."""
-    if isinstance(value, list):
-        return [_fresh(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _fresh(v) for k, v in value.items()}
-    return value
+    def __init__(self, stepper: Any) -> None:
+        self.stepper, self.busy = stepper, True
 
 
 #: this thread's ``_Kept`` by (system, method, h), so that a batch-1 call does not make a fresh copy of the planned
-#: stepper each time (``compiled_stepper``: ~3 us) nor its metadata: a call marks its entry busy while it runs the
+#: stepper each time (``compiled_stepper``: ~3 us): a call marks its entry busy while it runs the
 #: stepper (a nested call in the same thread finds it busy and makes its own); the oldest of ``_KEPT_MAX`` goes first
 _LOCAL = threading.local()
 _KEPT_MAX = 32
 
 
 def _take_kept(system: System, method: Integrator, h: float) -> _Kept | None:
-    """The compiled stepper of ``(system, method, h)`` and its metadata head, marked busy for this call (which
+    """The compiled stepper of ``(system, method, h)``, marked busy for this call (which
     clears ``busy`` when done), or None: no kernel (or numba turned off)."""
     try:
         kept = _LOCAL.kept
@@ -428,7 +407,7 @@ def _take_kept(system: System, method: Integrator, h: float) -> _Kept | None:
     stepper = compiled.compiled_stepper(system, method, h)  # None once numba is off
     if stepper is None:
         return None
-    entry = _Kept(stepper, _meta_head(system, method, h))
+    entry = _Kept(stepper)
     if key is not None and type(stepper) is compiled.CompiledStepper and key not in kept:  # a lattice's: each call
         if len(kept) >= _KEPT_MAX:
             kept.pop(next(iter(kept)))

@@ -14,6 +14,7 @@ wherever a system name is accepted (specs, ``get_system``, files).
 
 from __future__ import annotations
 
+
 import dataclasses
 from typing import Any, Mapping
 
@@ -149,7 +150,7 @@ def system_meta(system: System) -> dict[str, Any]:
     except TypeError:  # an unhashable parameter
         cached = None
     if cached is not None and cached[0] is type(system):
-        return dict(cached[1])
+        return _own(cached[1])
     meta: dict[str, Any] = {"system": system.name}
     path = importable_path(type(system))
     if path is not None:
@@ -160,10 +161,25 @@ def system_meta(system: System) -> dict[str, Any]:
         try:
             if len(_META) >= 256:
                 _META.pop(next(iter(_META)))
-            _META[system] = (type(system), dict(meta))
+            _META[system] = (type(system), _own(meta))
         except TypeError:
             pass
     return meta
+
+
+def _own(meta: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``meta`` whose list and dict values are copies too: a caller that edits the metadata it was given
+    (``meta["param_inertia"][0] = ...``) edits neither the cache nor the next caller's."""
+    return {k: _copied(v) if isinstance(v, (list, dict)) else v for k, v in meta.items()}
+
+
+def _copied(value: Any) -> Any:
+    """``value`` with every list and dict in it copied (cheaper than ``copy.deepcopy`` on these JSON-like values)."""
+    if isinstance(value, list):
+        return [_copied(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    return value
 
 
 #: system -> (its class, its metadata): a batch-1 call writes the same metadata every time
