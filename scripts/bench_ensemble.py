@@ -139,6 +139,31 @@ def step_rates(data: str, tmp: str, n: int, batch: int, repeats: int = 5, inner:
         print(f"  {what:<32} {r:9.1f}  ({best[kind, compiled] * 1e3:.2f} ms a step)  vs single eager {r / base:.2f}x")
 
 
+def profile_epoch(data: str, tmp: str, args, size: int, rows: int = 12) -> str:
+    """A torch.profiler account of one epoch of an ensemble of ``size`` (a warm fit first, outside the profile):
+    device kernels and host synchronisations per optimiser step, and the top ops by self device (else CPU) time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from vpintegrator.training import fit
+
+    cuda = args.device.startswith("cuda")
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    fit(_config(data, f"{tmp}/prof_warm", args, epochs=1), ensemble=size)
+    with profile(activities=activities) as prof:
+        t0 = time.perf_counter()
+        result = fit(_config(data, f"{tmp}/prof", args, epochs=1), ensemble=size)
+        wall = time.perf_counter() - t0
+    steps = max(result.members[0].steps, 1)
+    events = prof.key_averages()
+    kernels = sum(e.count for e in events if e.device_type == torch.autograd.DeviceType.CUDA)
+    syncs = {e.key: e.count for e in events
+             if e.key in ("cudaStreamSynchronize", "cudaDeviceSynchronize", "aten::_local_scalar_dense", "aten::item")}
+    sort = "self_device_time_total" if cuda else "self_cpu_time_total"
+    head = (f"profile of one epoch, ensemble of {size} ({steps} optimiser steps, wall {wall:.3f} s incl. set-up): "
+            f"{kernels} device kernels ({kernels / steps:.1f} a step); host syncs {syncs or 'none recorded'}")
+    return head + "\n" + events.table(sort_by=sort, row_limit=rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 8, 64])
@@ -153,6 +178,8 @@ def main() -> None:
     parser.add_argument("--fast-step", default="auto", choices=["auto", "off", "graph", "compile"])
     parser.add_argument("--max-sequential", type=int, default=8, help="single runs timed for the sequential rate")
     parser.add_argument("--steps", action="store_true", help="time optimiser steps, eager and compiled (CPU)")
+    parser.add_argument("--profile", action="store_true",
+                        help="then a torch.profiler table (CPU and CUDA activity) of one epoch of the largest ensemble")
     args = parser.parse_args()
     if args.dtype is None:
         args.dtype = "float64" if args.optimizer == "lm" else "float32"
@@ -196,6 +223,8 @@ def main() -> None:
         print("\n| N | ensemble model-epochs/s | sequential model-epochs/s | ratio |\n|---:|---:|---:|---:|")
         for size, e, s, r, _ in rows:
             print(f"| {size} | {e:.2f} | {s:.2f} | {r:.2f}x |")
+        if args.profile:
+            print(profile_epoch(data, tmp, args, max(args.sizes)))
 
 
 if __name__ == "__main__":

@@ -140,7 +140,13 @@ def profile_ours(traj, device: str, batch_size: int, rows: int = 14) -> str:
         if evt.key.startswith("vp/"):
             ms = evt.cpu_time_total / 1e3
             lines.append(f"  {evt.key:<14s} {ms:9.1f} ms  {100 * ms / 1e3 / wall:5.1f} %  {evt.count:4d} calls")
-    top = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+    events = prof.key_averages()
+    if device.startswith("cuda"):  # device kernels launched (inside a CUDA graph's replays too, where recorded)
+        kernels = sum(e.count for e in events if e.device_type == torch.autograd.DeviceType.CUDA)
+        lines.append(f"  device kernels over the 2 epochs: {kernels}")
+        lines.append("\ntop ops by self device time:\n" + events.table(sort_by="self_device_time_total",
+                                                                      row_limit=rows))
+    top = events.table(sort_by="self_cpu_time_total", row_limit=rows)
     return "\n".join(lines) + "\n\ntop ops by self CPU time:\n" + top
 
 

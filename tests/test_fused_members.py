@@ -122,6 +122,29 @@ def test_an_ensemble_on_the_fused_path_trains_each_member_as_alone(tiny_data, tm
         assert max(float((theirs[key] - ours[key]).abs().max()) for key in theirs) <= 1e-11
 
 
+@pytest.mark.gpu
+def test_on_cuda_the_graph_captured_ensemble_trains_each_member_as_alone(tiny_data, tmp_path, monkeypatch):
+    """The fused chain inside the ensemble's CUDA graph: each member (float64) as its seed alone, eager on CUDA."""
+    from vpintegrator.nn import fused_members
+    from vpintegrator.training import fit
+
+    calls = []
+    real = fused_members._MembersChain.apply
+    monkeypatch.setattr(fused_members._MembersChain, "apply", lambda *a: calls.append(1) or real(*a))
+    seeds = [5, 9]
+    ens = fit(_config(tiny_data, tmp_path, "ens", seeds=seeds, device="cuda", fast_step="graph"))
+    assert calls
+    import json
+    assert json.loads((ens.members[0].run_dir / "summary.json").read_text())["fast_step_used"] == "graph"
+    for k, s in enumerate(seeds):
+        alone = fit(_config(tiny_data, tmp_path, f"alone{s}", seed=s, device="cuda", fast_step="off"))
+        member = ens.members[k]
+        for a, b in zip(member.history, alone.history):
+            assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-9), (a, b)
+        theirs, ours = alone.model.state_dict(), member.model.state_dict()
+        assert max(float((theirs[key] - ours[key]).abs().max()) for key in theirs) <= 1e-9
+
+
 def test_the_ensemble_step_dispatches_the_same_ops_for_8_members_as_for_2(tiny_data, tmp_path):
     from vpintegrator.training.config import TrainConfig
     from vpintegrator.training.ddp import DistInfo
