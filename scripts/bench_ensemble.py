@@ -2,7 +2,7 @@
 
     python scripts/bench_ensemble.py [--sizes 1 8 64] [--epochs 2] [--n-traj 128] [--batch-size 4096]
                                      [--device cpu|cuda] [--threads N] [--dtype float32] [--fast-step auto]
-                                     [--optimizer adam|lm]
+                                     [--optimizer adam|lm] [--profile]
 
 Model-epochs per second (CPU seconds on the CPU, wall on a GPU) of an ensemble of N paper VPTs (dim 3, seq_len 3, n_blocks 2, n_linear 1, L 3; Adam, the
 paper's schedule) trained by ``fit(..., ensemble=N)`` (stacked parameters, vmap) against N sequential
@@ -31,6 +31,10 @@ ensemble on vmap over the unfused layers 1.40x the sequential runs; on the membe
 step's time goes then: the chain's forward and backward ~4.1-4.5 ms of ~6 ms, against 3.6 ms for one model on
 the 8 members' 2048 windows (the arithmetic floor of these kernels; tanh alone, not vectorised in this torch
 build, 0.6 ms); the gather, the loss and the one stacked Adam step (54 tensors, 0.2 ms) the rest.
+
+``--profile`` then profiles one epoch of the largest ensemble (torch.profiler, CPU and CUDA activity, after a
+warm fit): device kernels and host synchronisations per optimiser step, the top ops by self device time (CPU time
+on the CPU). On a lent H100 it did not return within 100 s at 64 members (docs/benchmarks.md).
 
 ``--optimizer lm`` times Levenberg–Marquardt instead, with the rigid-body study's settings
 (configs/study/rigid_body_vpt.toml: 1024-window subsamples redrawn every 10 iterations, 10 iterations an
