@@ -45,6 +45,20 @@ def test_the_rigid_body_tables_are_drawn_from_the_shipped_results():
     assert not missing, missing[:3]
 
 
+def test_the_plateau_rule_rigid_body_tables_are_drawn_from_their_shipped_results():
+    """The study re-made with the default budget (plateau or step cap): its own subsection of section 2."""
+    from vpintegrator.studies.rigid_body_results import format_results, read_results
+
+    res = read_results(DATA / "rigid_body_study_plateau.json")
+    assert res["meta"]["seeds"] == [0, 1, 2, 3, 4]
+    assert res["meta"]["models"] == ["vpff", "vpt", "vpt_arb", "st", "vpt_exact"]
+    page = _section(PAGE.read_text(encoding="utf-8"), "### Re-made with the plateau rule", "## 3. ")
+    drawn = [line for line in format_results(res).splitlines() if line.startswith(("| ", "- "))]
+    assert len(drawn) > 40 and "How the 25 trainings stopped (each run's summary.json): 25 at plateau (patience)." in page
+    missing = _missing(drawn, page)
+    assert not missing, missing[:3]
+
+
 def test_the_coupled_oscillator_tables_are_drawn_from_the_shipped_results():
     from vpintegrator.studies.coupled_oscillator import EVAL_SETS, _statistics_section, format_table, read_results
 
@@ -73,7 +87,8 @@ def test_the_structure_tables_are_drawn_from_the_shipped_results():
 
 
 def test_the_shipped_results_hold_no_path_of_the_machine_they_ran_on():
-    for name in ("rigid_body_study.json", "coupled_oscillator_study.json", "rigid_body_structure_study.json"):
+    for name in ("rigid_body_study.json", "rigid_body_study_plateau.json", "coupled_oscillator_study.json",
+                 "rigid_body_structure_study.json"):
         text = (DATA / name).read_text(encoding="utf-8")
         assert "../.." not in text, name
         for prefix in ("/work/", "/tmp/", "/home/", "/root/", "/Users/", "C:\\\\"):

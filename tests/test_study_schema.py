@@ -20,6 +20,7 @@ from vpintegrator.studies.memory.tables import SCHEMA as MEMORY
 # the shipped files as this install has them: docs/data/ in a checkout, vpintegrator/_results/ in a wheel
 FILES = results_files()
 BY_NAME = {"unknown_form": UNKNOWN_FORM, "rigid_body_study": rigid_body.SCHEMA,
+           "rigid_body_study_plateau": rigid_body.SCHEMA,
            "rigid_body_structure_study": rigid_body_structure.SCHEMA,
            "coupled_oscillator_study": coupled_oscillator.SCHEMA, "context_oscillator": context.SCHEMA}
 BY_FOLDER = {"partial_observation": partial_observation.SCHEMA, "reduction": reduction.SCHEMA, "memory": MEMORY}

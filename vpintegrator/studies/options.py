@@ -66,7 +66,7 @@ STUDIES: dict[str, tuple[str, str]] = {
 #: (``vp-study NAME --table-only --results FILE --out DIR``; ``vpintegrator._shipped.results_path``: a name is
 #: the file's path below ``docs/data/`` without ``.json``). The rigid-body quality study ships none.
 SHIPPED_RESULTS: dict[str, tuple[str, ...]] = {
-    "rigid_body": ("rigid_body_study",),
+    "rigid_body": ("rigid_body_study", "rigid_body_study_plateau"),
     "rigid_body_structure": ("rigid_body_structure_study",),
     "coupled_oscillator": ("coupled_oscillator_study",),
     "context": ("context_oscillator",),
