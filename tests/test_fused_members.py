@@ -7,6 +7,8 @@ trained alone (float64); and the ensemble's step dispatches as many operations f
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from torch.func import stack_module_state
@@ -134,7 +136,6 @@ def test_on_cuda_the_graph_captured_ensemble_trains_each_member_as_alone(tiny_da
     seeds = [5, 9]
     ens = fit(_config(tiny_data, tmp_path, "ens", seeds=seeds, device="cuda", fast_step="graph"))
     assert calls
-    import json
     assert json.loads((ens.members[0].run_dir / "summary.json").read_text())["fast_step_used"] == "graph"
     for k, s in enumerate(seeds):
         alone = fit(_config(tiny_data, tmp_path, f"alone{s}", seed=s, device="cuda", fast_step="off"))

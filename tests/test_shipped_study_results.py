@@ -54,7 +54,8 @@ def test_the_plateau_rule_rigid_body_tables_are_drawn_from_their_shipped_results
     assert res["meta"]["models"] == ["vpff", "vpt", "vpt_arb", "st", "vpt_exact"]
     page = _section(PAGE.read_text(encoding="utf-8"), "### Re-made with the plateau rule", "## 3. ")
     drawn = [line for line in format_results(res).splitlines() if line.startswith(("| ", "- "))]
-    assert len(drawn) > 40 and "How the 25 trainings stopped (each run's summary.json): 25 at plateau (patience)." in page
+    assert len(drawn) > 40
+    assert "How the 25 trainings stopped (each run's summary.json): 25 at plateau (patience)." in page
     missing = _missing(drawn, page)
     assert not missing, missing[:3]
 
