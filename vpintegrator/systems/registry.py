@@ -14,7 +14,6 @@ wherever a system name is accepted (specs, ``get_system``, files).
 
 from __future__ import annotations
 
-
 import dataclasses
 from typing import Any, Mapping
 
@@ -150,7 +149,7 @@ def system_meta(system: System) -> dict[str, Any]:
     except TypeError:  # an unhashable parameter
         cached = None
     if cached is not None and cached[0] is type(system):
-        return _own(cached[1])
+        return _copied(cached[1])
     meta: dict[str, Any] = {"system": system.name}
     path = importable_path(type(system))
     if path is not None:
@@ -161,20 +160,16 @@ def system_meta(system: System) -> dict[str, Any]:
         try:
             if len(_META) >= 256:
                 _META.pop(next(iter(_META)))
-            _META[system] = (type(system), _own(meta))
+            _META[system] = (type(system), _copied(meta))
         except TypeError:
             pass
     return meta
 
 
-def _own(meta: dict[str, Any]) -> dict[str, Any]:
-    """A copy of ``meta`` whose list and dict values are copies too: a caller that edits the metadata it was given
-    (``meta["param_inertia"][0] = ...``) edits neither the cache nor the next caller's."""
-    return {k: _copied(v) if isinstance(v, (list, dict)) else v for k, v in meta.items()}
-
-
 def _copied(value: Any) -> Any:
-    """``value`` with every list and dict in it copied (cheaper than ``copy.deepcopy`` on these JSON-like values)."""
+    """``value`` with every list and dict in it copied (cheaper than ``copy.deepcopy`` on these JSON-like values):
+    a caller that edits the metadata it was given (``meta["param_inertia"][0] = ...``) edits neither the cache nor
+    the next caller's."""
     if isinstance(value, list):
         return [_copied(v) for v in value]
     if isinstance(value, dict):
