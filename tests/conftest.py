@@ -1,4 +1,4 @@
-"""Shared test fixtures: the tolerance table and the GPU marker."""
+"""Shared test fixtures: the tolerance table, the GPU marker and the number of xdist workers."""
 
 from __future__ import annotations
 
@@ -22,6 +22,20 @@ def tol():
         return TOL[kind][str(dtype).removeprefix("torch.")]
 
     return lookup
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` (pyproject's addopts): one worker per core this process may run on, at most 8, at least 1.
+    xdist's own count is of physical cores (psutil) and so one on a two-vCPU runner; each worker holds torch and
+    the compiled kernels (~1 GB), hence the cap. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still overrides both."""
+    import os
+
+    named = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
+    if named:
+        return int(named)
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(usable, 8))
 
 
 def pytest_collection_modifyitems(config, items):

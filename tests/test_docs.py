@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(not (CHECKOUT / "mkdocs.yml").is_file(), reason=
 
 API_MODULES = ("systems", "integrators", "reduction", "data", "nn", "models", "training", "rollout", "metrics", "testing", "plotting",
                "provenance", "stepping", "protocols")
-TEST_COMMAND = 'pip install -c constraints.txt -e ".[test]" && python -m pytest'
+TEST_COMMAND = 'pip install -c constraints.txt -e ".[test]" && python -m pytest -n auto --dist loadfile'
 # pages the docs build generates (docs/hooks/notebooks.py: one per executed notebook)
 GENERATED = {f"notebooks/{p.stem}.md" for p in (CHECKOUT / "docs" / "notebooks" / "executed").glob("*.ipynb")}
 
