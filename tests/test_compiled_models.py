@@ -196,6 +196,26 @@ def test_blow_up_gives_inf_or_nan_not_an_exception():
     np.testing.assert_allclose(packed.forward(x[0].numpy()), want, rtol=1e-12, atol=1e-12, equal_nan=True)
 
 
+
+def test_a_zero_pivot_of_the_cayley_system_is_nan_not_an_exception():
+    """A blown-up window of rank 2 (entries up to 1e14): I + S, S of rank 2 and ~1e20 or more, meets an exactly zero
+    pivot in the kernel's Gauss–Jordan (T = 4) for some windows. Division is IEEE there (NaN: the model has
+    diverged; torch's solve returns finite values of a system of condition > 1e16 instead), never numba's default
+    ZeroDivisionError, which crashed a study's batch-1 rollout of a trained VPT (its rollout now fails at a step)."""
+    torch.manual_seed(0)
+    model = build_model("vpt", dim=4, seq_len=4, n_blocks=1, L=2).double().eval()
+    packed = cm.pack(model)
+    rng = np.random.default_rng(0)
+    met = []
+    for _ in range(40):
+        window = (rng.normal(size=(4, 2)) @ rng.normal(size=(2, 4))) * 10.0 ** rng.uniform(6, 14)
+        if np.isnan(packed.forward(window)).all():
+            met.append(window)
+    assert met, "no window met the zero pivot: the case is not exercised"
+    out = np.empty((4 * 3, 4))
+    packed.rollout_block(met[0], 3, out)
+    assert np.isnan(out).all()
+
 # ---- the Lie–Poisson networks: one op per step of their schedule (plain, or the palindrome of half-time flows).
 # Random strongly rotating models amplify roundings over a rollout (ψ's weights ×10 gave 1e-8 after 200 calls
 # of lp_transformer from radius-2 states, chaos, not a kernel error); ×5 keeps angles of order 0.1-1.
