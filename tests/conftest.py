@@ -26,9 +26,10 @@ def tol():
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config):
-    """``-n auto`` (pyproject's addopts): one worker per core this process may run on, at most 8, at least 1.
-    xdist's own count is of physical cores (psutil) and so one on a two-vCPU runner; each worker holds torch and
-    the compiled kernels (~1 GB), hence the cap. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still overrides both."""
+    """``-n auto`` (the README's test command): one worker per CPU this process may run on, at most 8, at least 1.
+    xdist's own count is of physical cores where psutil is installed, one on a runner whose two vCPUs share a core;
+    each worker holds torch and the compiled kernels (~1 GB), hence the cap. ``PYTEST_XDIST_AUTO_NUM_WORKERS``
+    still overrides both."""
     import os
 
     named = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
