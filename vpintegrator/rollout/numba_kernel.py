@@ -41,8 +41,8 @@ def _njit(fn=None, **options):
         return fn
     from .._jitcache import njit  # numba's cache, or a temporary one where it cannot write
 
-    # error_model="numpy": a zero divisor gives inf or NaN, as in torch's forward, never a ZeroDivisionError (a
-    # rollout gone non-finite, e.g. a zero pivot of a NaN Cayley system, is the model's divergence, not a crash)
+    # error_model="numpy": a zero divisor gives inf or NaN, never a ZeroDivisionError (an exactly zero pivot of the
+    # Cayley system at a blown-up window is the model's divergence, a non-finite rollout, not a crash)
     return njit(fn, nogil=True, error_model="numpy", **options)
 
 
