@@ -27,7 +27,6 @@ import os
 import re
 import shlex
 import sys
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -640,10 +639,8 @@ def test_every_docs_command_is_run_or_listed():
     assert all(reason.strip() and "\n" not in reason for reason in NOT_RUN.values())
 
 
-#: the pages with a command that runs (the page runs' parameters), the most commands first: CI runs them on xdist's
-#: workers in this order, and a long page started last would leave one worker running it alone
-_RUN_COUNTS = Counter(c.page for c in all_commands() if is_command(c) and runs(c))
-RUN_PAGES = sorted(_RUN_COUNTS, key=lambda page: (-_RUN_COUNTS[page], page))
+#: the pages with a command that runs (the page runs' parameters)
+RUN_PAGES = sorted({c.page for c in all_commands() if is_command(c) and runs(c)})
 
 
 @pytest.mark.slow
