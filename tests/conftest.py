@@ -28,13 +28,12 @@ def tol():
 def pytest_xdist_auto_num_workers(config):
     """``-n auto`` (the README's test command): one worker per CPU this process may run on, at most 8, at least 1.
     xdist's own count is of physical cores where psutil is installed, one on a runner whose two vCPUs share a core;
-    each worker holds torch and the compiled kernels (~1 GB), hence the cap. ``PYTEST_XDIST_AUTO_NUM_WORKERS``
-    still overrides both."""
+    each worker holds torch and the compiled kernels (~1 GB), hence the cap. With ``PYTEST_XDIST_AUTO_NUM_WORKERS``
+    set, xdist's own hook reads it."""
     import os
 
-    named = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
-    if named:
-        return int(named)
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's implementation, which reads the variable
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, min(usable, 8))
 

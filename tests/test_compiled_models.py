@@ -196,7 +196,6 @@ def test_blow_up_gives_inf_or_nan_not_an_exception():
     np.testing.assert_allclose(packed.forward(x[0].numpy()), want, rtol=1e-12, atol=1e-12, equal_nan=True)
 
 
-
 def test_a_zero_pivot_of_the_cayley_system_is_nan_not_an_exception():
     """A blown-up window of rank 2 (entries up to 1e14): I + S, S of rank 2 and ~1e20 or more, meets an exactly zero
     pivot in the kernel's Gauss–Jordan (T = 4) for some windows. Division is IEEE there (NaN: the model has
@@ -215,6 +214,7 @@ def test_a_zero_pivot_of_the_cayley_system_is_nan_not_an_exception():
     out = np.empty((4 * 3, 4))
     packed.rollout_block(met[0], 3, out)
     assert np.isnan(out).all()
+
 
 # ---- the Lie–Poisson networks: one op per step of their schedule (plain, or the palindrome of half-time flows).
 # Random strongly rotating models amplify roundings over a rollout (ψ's weights ×10 gave 1e-8 after 200 calls
