@@ -22,6 +22,20 @@ from vpintegrator.data.rollouts import read_rollout
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
+
+@pytest.fixture(autouse=True)
+def _registry_as_it_was():
+    """The systems these tests register (the user's, through register_system, a spec or a file's metadata) leave the
+    registry as they found it, so that a test run after them in the same process (test_systems' registry names,
+    under ``pytest -n auto --dist load``) sees the shipped systems only."""
+    from vpintegrator.systems import registry
+
+    saved = dict(registry._REGISTRY), dict(registry._DEFAULT_INSTANCES)
+    yield
+    for table, kept in zip((registry._REGISTRY, registry._DEFAULT_INSTANCES), saved):
+        table.clear()
+        table.update(kept)
+
 HERE = Path(__file__).resolve().parent
 SPEC = """description = "a user's harmonic oscillator"
 [system]
