@@ -97,8 +97,9 @@ def fixed_cost(system_name: str, h: float, method: str, calls: int, repeats: int
 
 
 def call_alone(system_name: str, h: float, method: str, steps: int, repeats: int) -> tuple[float, float]:
-    """(kernel, call) in seconds: ``step_block`` of ``steps`` steps into a warm output and a whole ``vp.integrate``
-    call of as many steps (one trajectory), in a loop of their own; interleaved, minimum over ``repeats``."""
+    """(kernel, call) in seconds: ``step_block`` of ``steps`` steps into an output it allocates (as the call does)
+    and a whole ``vp.integrate`` call of as many steps (one trajectory), in a loop of their own; interleaved, minimum
+    over ``repeats``."""
     import vpintegrator as vp
     from vpintegrator.compiled import compiled_stepper
     from vpintegrator.systems import get_system
@@ -106,13 +107,12 @@ def call_alone(system_name: str, h: float, method: str, steps: int, repeats: int
     system = get_system(system_name)
     y0 = np.array(system.default_y0, dtype=np.float64)
     stepper = compiled_stepper(system, method, h)
-    out = np.empty((steps, system.dim))
     held = vp.integrate(system, y0[None], h, steps, method=method)
     assert held.meta["runner"] == "numba" and held.t.shape == (held.n_states,)
     best = [math.inf, math.inf]
     for _ in range(repeats):
         tic = thread_cpu()
-        stepper.step_block(y0.copy(), steps, out)
+        stepper.step_block(y0.copy(), steps, np.empty((steps, system.dim)))
         best[0] = min(best[0], thread_cpu() - tic)
         tic = thread_cpu()
         held = vp.integrate(system, y0[None], h, steps, method=method)

@@ -6,7 +6,8 @@ this thread (``vpintegrator.clock.thread_cpu``), in the same process:
 
 - the package's path that the work-precision diagram times (``rollout(IntegratorStep(...))``, the engine's
   ``seconds``, as :func:`vpintegrator.rollout.precision._batch1_seconds` measures it);
-- the kernel alone (the compiled stepper's ``step_block`` on one block of all the steps);
+- the kernel alone (the compiled stepper's ``step_block`` on one block of all the steps, into an output it allocates
+  inside the timed region, as the lean steppers and ``vp.integrate`` do: each side pays for the same output);
 - a whole batch-1 call ``vp.integrate(system, y0, h, --call-steps, method)`` (checks, dispatch, the output, the
   Trajectories);
 - the leanest of a few lean steppers written here, as a user would write them for that system, not with the
@@ -520,7 +521,6 @@ def bench(system_name, h, methods, t_end, repeats, call_steps=10_000):
         t_m = n_m * h_m
         tol, max_iter, gammas, comps, coefs = args_at(h_m)
         stepper = compiled_stepper(system, method, h_m)
-        out = np.empty((n_m, S.dim))
         n_call = min(call_steps, n_m)
         vp_integrate(system, y0[None], h_m, n_call, method=method)  # compiled (loaded) once
         best_pkg, best_kernel, best_call, best_kernel_call = math.inf, math.inf, math.inf, math.inf
@@ -531,7 +531,7 @@ def bench(system_name, h, methods, t_end, repeats, call_steps=10_000):
             best_pkg = min(best_pkg, sec)
             y = y0.copy()
             start = thread_cpu()
-            stepper.step_block(y, n_m, out)
+            stepper.step_block(y, n_m, np.empty((n_m, S.dim)))  # its output allocated, as the lean's and the call's
             best_kernel = min(best_kernel, thread_cpu() - start)
             for label, run in cands:
                 args = lean_args(label, (tol, max_iter, gammas, comps, coefs))
@@ -547,7 +547,7 @@ def bench(system_name, h, methods, t_end, repeats, call_steps=10_000):
             assert tr.meta["runner"] == "numba", tr.meta["runner"]
             y = y0.copy()
             start = thread_cpu()
-            stepper.step_block(y, n_call, out)
+            stepper.step_block(y, n_call, np.empty((n_call, S.dim)))
             best_kernel_call = min(best_kernel_call, thread_cpu() - start)
             for label, run in cands:
                 args = lean_args(label, (tol, max_iter, gammas, comps, coefs))

@@ -16,6 +16,7 @@ from ..clock import thread_cpu
 from ..errors import VPIntegratorError, finite_float
 from ..resources import available_memory, check_memory
 from ..systems import System, get_system, system_meta
+from ..systems.registry import fresh_meta, mutable_keys
 from ..systems.initial_conditions import as_points
 from ..integrators import Integrator, NotConverged, check_dt, get_integrator
 from ..integrators.base import every_kth
@@ -299,8 +300,10 @@ def integrate(
         raise VPIntegratorError(f"compiled must be None (where it applies), True or False; got {compiled!r}",
                                 key="compiled")
     out = np.empty((y.shape[0], kept, system.dim))
-    if compiled is not False and callback is None and _integrate_compiled(system, method, h, y, n_steps, out, every):
-        # numba is running: the compiled loop writes the grid (the same numbers)
+    meta = None
+    if compiled is not False and callback is None:
+        meta = _integrate_compiled(system, method, h, y, n_steps, out, every)
+    if meta is not None:  # numba is running: the compiled loop writes the grid (the same numbers)
         runner = "numba"
         t = _compiled().fill_time_grid(t0, h, every, np.empty(kept))
         t_end = float(t[-1])
@@ -325,7 +328,7 @@ def integrate(
         if every > 1:
             grid = grid[::every].copy()
         t, t_end = grid, float(grid[-1])
-    meta = _meta_head(system, method, h)  # made per call: the caller's own dict and lists (~0.7 us)
+        meta = _meta_head(system, method, h)
     meta.update(t0=t0, t_end=t_end, n_traj=out.shape[0], n_states=kept, n_steps=n_steps,
                 invariant_names=list(system.invariant_names), runner=runner)
     if every > 1:
@@ -341,20 +344,20 @@ _F64 = np.dtype(np.float64)
 
 def _meta_head(system: System, method: Integrator, h: float) -> dict[str, Any]:
     """The metadata of a call that depends on ``(system, method, h)`` only (the first keys of ``meta``): the
-    system's (``system_meta``), ``dim``, ``method``, ``order``, ``dt``."""
+    system's (``system_meta``), ``dim``, ``method``, ``order``, ``dt``; a new dict with its own lists."""
     return {**system_meta(system), "dim": system.dim, "method": method.name, "order": method.order, "dt": h}
 
 
 def _integrate_compiled(system: System, method: Integrator, h: float, y: np.ndarray, n_steps: int,
-                        out: np.ndarray, every: int = 1) -> bool:
+                        out: np.ndarray, every: int = 1) -> dict[str, Any] | None:
     """``out`` (n_traj, n_steps // every + 1, dim) by the compiled stepper: one trajectory by its own loop
     (``step_block``, advancing ``y[0]`` in place: ``y`` is the call's own copy, put back from ``out[:, 0]`` for
     the NumPy path to redo it), more one after the other (``step_rows``: each row's states ``step_block``'s bit
-    for bit); False when there is no kernel (or no numba) or a trajectory failed (the NumPy path then raises its
-    own error)."""
+    for bit). Returns the call's metadata head (``_meta_head``'s, a copy of the one kept with the stepper), or None
+    when there is no kernel (or no numba) or a trajectory failed (the NumPy path then raises its own error)."""
     kept = _take_kept(system, method, h)
     if kept is None:
-        return False
+        return None
     try:
         stepper = kept.stepper
         out[:, 0] = y
@@ -368,17 +371,21 @@ def _integrate_compiled(system: System, method: Integrator, h: float, y: np.ndar
                                        every)[1].any()
     finally:
         kept.busy = False
-    return ok
+    return kept.meta_head() if ok else None
 
 
 class _Kept:
-    """What a thread keeps between calls of one ``(system, method, h)``: the compiled ``stepper``, made once;
-    ``busy`` while a call of this thread runs it."""
+    """What a thread keeps between calls of one ``(system, method, h)``: the compiled ``stepper`` and the calls'
+    metadata head (``_meta_head``), made once; ``busy`` while a call of this thread runs the stepper."""
 
-    __slots__ = ("stepper", "busy")
+    __slots__ = ("stepper", "busy", "head", "mutable")
 
-    def __init__(self, stepper: Any) -> None:
-        self.stepper, self.busy = stepper, True
+    def __init__(self, stepper: Any, head: dict[str, Any]) -> None:
+        self.stepper, self.busy, self.head, self.mutable = stepper, True, head, mutable_keys(head)
+
+    def meta_head(self) -> dict[str, Any]:
+        """A copy of the head, its lists and dicts copied too: each call's metadata its own."""
+        return fresh_meta(self.head, self.mutable)
 
 
 #: this thread's ``_Kept`` by (system, method, h), so that a batch-1 call does not make a fresh copy of the planned
@@ -401,13 +408,13 @@ def _take_kept(system: System, method: Integrator, h: float) -> _Kept | None:
     except TypeError:  # a system with an unhashable parameter: a stepper each call (compiled_stepper plans it anew)
         entry = key = None
     compiled = _compiled()
-    if entry is not None and not entry.busy and compiled.available():  # numba may be off since (a test)
+    if entry is not None and not entry.busy and compiled.jit.HAVE_NUMBA:  # numba may be off since (a test)
         entry.busy = True
         return entry
     stepper = compiled.compiled_stepper(system, method, h)  # None once numba is off
     if stepper is None:
         return None
-    entry = _Kept(stepper)
+    entry = _Kept(stepper, _meta_head(system, method, h))
     if key is not None and type(stepper) is compiled.CompiledStepper and key not in kept:  # a lattice's: each call
         if len(kept) >= _KEPT_MAX:
             kept.pop(next(iter(kept)))
@@ -423,16 +430,17 @@ def _compiled_stepper(system: System, method: Integrator, h: float) -> Any:
 @functools.cache
 def _compiled() -> Any:
     """The compiled side this module calls, imported on first use (numba stays out of ``import vpintegrator``):
-    ``compiled_stepper`` and its class ``CompiledStepper``, the time grid ``fill_time_grid`` and ``available``
-    (False once the compiled paths are turned off)."""
+    ``compiled_stepper`` and its class ``CompiledStepper``, the time grid ``fill_time_grid`` and the module ``jit``
+    (``jit.HAVE_NUMBA``: ``compiled.available()``, read without its call; False once the compiled paths are turned
+    off)."""
     import types
 
-    from ..compiled import available
+    from ..compiled import _jit
     from ..compiled.grid import fill_time_grid
     from ..compiled.integrators import CompiledStepper, compiled_stepper
 
     return types.SimpleNamespace(compiled_stepper=compiled_stepper, CompiledStepper=CompiledStepper,
-                                 fill_time_grid=fill_time_grid, available=available)
+                                 fill_time_grid=fill_time_grid, jit=_jit)
 
 
 #: the step counts 0, 1, 2, ... as float64 (read only), kept up to ``_GRID_KEPT`` states: a time grid is one multiply
