@@ -87,9 +87,23 @@ def test_the_structure_tables_are_drawn_from_the_shipped_results():
     assert not missing, missing[:3]
 
 
+def test_the_plateau_rule_structure_tables_are_drawn_from_their_shipped_results():
+    """The structure study re-made with the default budget (plateau or step cap): its own subsection of section 1."""
+    from vpintegrator.studies.rigid_body_structure import MODELS, format_results, read_results
+
+    res = read_results(DATA / "rigid_body_structure_study_plateau.json")
+    assert res["settings"]["seeds"] == [0, 1, 2, 3, 4] and res["settings"]["models"] == list(MODELS)
+    assert res["settings"]["budget"] == "plateau" and res["settings"]["patience"] == 10
+    page = _section(PAGE.read_text(encoding="utf-8"), "### Re-made with the plateau rule (2026-11-28)", "## 2. ")
+    drawn = [line for line in format_results(res).splitlines() if line.startswith(("| ", "- "))]
+    assert len(drawn) > 40 and any(line.startswith("| lpnet | 4 |") for line in drawn)
+    missing = _missing(drawn, page)
+    assert not missing, missing[:3]
+
+
 def test_the_shipped_results_hold_no_path_of_the_machine_they_ran_on():
     for name in ("rigid_body_study.json", "rigid_body_study_plateau.json", "coupled_oscillator_study.json",
-                 "rigid_body_structure_study.json"):
+                 "rigid_body_structure_study.json", "rigid_body_structure_study_plateau.json"):
         text = (DATA / name).read_text(encoding="utf-8")
         assert "../.." not in text, name
         for prefix in ("/work/", "/tmp/", "/home/", "/root/", "/Users/", "C:\\\\"):

@@ -22,6 +22,7 @@ FILES = results_files()
 BY_NAME = {"unknown_form": UNKNOWN_FORM, "rigid_body_study": rigid_body.SCHEMA,
            "rigid_body_study_plateau": rigid_body.SCHEMA,
            "rigid_body_structure_study": rigid_body_structure.SCHEMA,
+           "rigid_body_structure_study_plateau": rigid_body_structure.SCHEMA,
            "coupled_oscillator_study": coupled_oscillator.SCHEMA, "context_oscillator": context.SCHEMA}
 BY_FOLDER = {"partial_observation": partial_observation.SCHEMA, "reduction": reduction.SCHEMA, "memory": MEMORY}
 SHIPPED = [(BY_FOLDER[name.split("/")[0]] if "/" in name else BY_NAME[name], path)

@@ -67,7 +67,7 @@ STUDIES: dict[str, tuple[str, str]] = {
 #: the file's path below ``docs/data/`` without ``.json``). The rigid-body quality study ships none.
 SHIPPED_RESULTS: dict[str, tuple[str, ...]] = {
     "rigid_body": ("rigid_body_study", "rigid_body_study_plateau"),
-    "rigid_body_structure": ("rigid_body_structure_study",),
+    "rigid_body_structure": ("rigid_body_structure_study", "rigid_body_structure_study_plateau"),
     "coupled_oscillator": ("coupled_oscillator_study",),
     "context": ("context_oscillator",),
     "unknown_form": ("unknown_form",),
