@@ -21,10 +21,18 @@ __all__ = ["available", "compiled_stepper", "CompiledStepper"]
 
 def available() -> bool:
     """Whether numba imported (the compiled paths can run). Tests set ``vpintegrator.compiled._jit.HAVE_NUMBA``
-    to False to test the fallback."""
-    from . import _jit
+    to False to test the fallback. (The module is imported on the first call and kept: a batch-1 ``vp.integrate``
+    asks each call, where an import statement cost ~0.5 us.)"""
+    jit = _JIT.get("module")
+    if jit is None:
+        from . import _jit as jit
 
-    return _jit.HAVE_NUMBA
+        _JIT["module"] = jit
+    return jit.HAVE_NUMBA
+
+
+#: ``_jit``, once ``available`` has imported it
+_JIT: dict[str, Any] = {}
 
 
 

@@ -408,7 +408,7 @@ def _take_kept(system: System, method: Integrator, h: float) -> _Kept | None:
     except TypeError:  # a system with an unhashable parameter: a stepper each call (compiled_stepper plans it anew)
         entry = key = None
     compiled = _compiled()
-    if entry is not None and not entry.busy and compiled.jit.HAVE_NUMBA:  # numba may be off since (a test)
+    if entry is not None and not entry.busy and compiled.available():  # numba may be off since (a test)
         entry.busy = True
         return entry
     stepper = compiled.compiled_stepper(system, method, h)  # None once numba is off
@@ -430,17 +430,16 @@ def _compiled_stepper(system: System, method: Integrator, h: float) -> Any:
 @functools.cache
 def _compiled() -> Any:
     """The compiled side this module calls, imported on first use (numba stays out of ``import vpintegrator``):
-    ``compiled_stepper`` and its class ``CompiledStepper``, the time grid ``fill_time_grid`` and the module ``jit``
-    (``jit.HAVE_NUMBA``: ``compiled.available()``, read without its call; False once the compiled paths are turned
-    off)."""
+    ``compiled_stepper`` and its class ``CompiledStepper``, the time grid ``fill_time_grid`` and ``available``
+    (False once the compiled paths are turned off)."""
     import types
 
-    from ..compiled import _jit
+    from ..compiled import available
     from ..compiled.grid import fill_time_grid
     from ..compiled.integrators import CompiledStepper, compiled_stepper
 
     return types.SimpleNamespace(compiled_stepper=compiled_stepper, CompiledStepper=CompiledStepper,
-                                 fill_time_grid=fill_time_grid, jit=_jit)
+                                 fill_time_grid=fill_time_grid, available=available)
 
 
 #: the step counts 0, 1, 2, ... as float64 (read only), kept up to ``_GRID_KEPT`` states: a time grid is one multiply
