@@ -23,12 +23,13 @@ def available() -> bool:
     """Whether numba imported (the compiled paths can run). Tests set ``vpintegrator.compiled._jit.HAVE_NUMBA``
     to False to test the fallback. (The module is imported on the first call and kept: a batch-1 ``vp.integrate``
     asks each call, where an import statement cost ~0.5 us.)"""
-    jit = _JIT.get("module")
-    if jit is None:
-        from . import _jit as jit
+    try:
+        return bool(_JIT["module"].HAVE_NUMBA)
+    except KeyError:
+        from . import _jit
 
-        _JIT["module"] = jit
-    return jit.HAVE_NUMBA
+        _JIT["module"] = _jit
+        return _jit.HAVE_NUMBA
 
 
 #: ``_jit``, once ``available`` has imported it
