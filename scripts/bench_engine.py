@@ -161,7 +161,7 @@ def main(argv=None) -> int:
                               r["integrate"] / r["kernel"], None, None))
     fixed = [(m, *fixed_cost("rigid_body", 0.2, m, args.fixed_calls, args.repeats)) for m in ("rk4", "implicit_midpoint")]
     # the cheapest kernel (Euler, at the step bench_kernels times it: 10^4 steps are ~40 us), in a loop of its own
-    grid_kernel, grid_call = call_alone("rigid_body", EULER_H, "euler", args.call_steps, max(args.repeats, 20))
+    grid_kernel, grid_call = call_alone("rigid_body", EULER_H, "euler", args.call_steps, max(args.repeats, kernels.CALL_ROUNDS))
 
     print(f"\n| system | N | method | kernel / lean | ≤ {TARGET_KERNEL} (goal {GOAL_KERNEL}) | vp.integrate / kernel "
           f"| ≤ {TARGET_CALL} |")

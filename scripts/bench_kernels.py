@@ -449,6 +449,10 @@ def _package_seconds(system, method, h, y0, n):
     return float(tr.meta["seconds"]), tr.y[0, -1]
 
 
+#: the least number of interleaved rounds of the whole-call comparison (bench_engine's information row takes as many)
+CALL_ROUNDS = 20
+
+
 def _lean_seconds(run, p, y0, h, n, tol, max_iter, gammas, comps, coefs):
     y = y0.copy()
     start = thread_cpu()
@@ -539,8 +543,10 @@ def bench(system_name, h, methods, t_end, repeats, call_steps=10_000):
                 best_lean[label] = min(best_lean[label], sec)
         # the whole call, its kernel and the lean steppers over the call's steps, interleaved in a loop of their own:
         # beside runs of n_m > n_call steps (euler's small h), whose large arrays are freed to the system each time,
-        # the call's output would be fresh pages (~140 us more for 10^4 steps of euler on the rigid body)
-        for _ in range(repeats):
+        # the call's output would be fresh pages (~140 us more for 10^4 steps of euler on the rigid body); at least
+        # CALL_ROUNDS rounds, because the first calls after those large runs are slower than warm ones (rigid-body
+        # Euler: call / kernel 1.43 as the minimum of the first 7 rounds, 1.26 of 20, a lean run between rounds)
+        for _ in range(max(repeats, CALL_ROUNDS)):
             start = thread_cpu()
             tr = vp_integrate(system, y0[None], h_m, n_call, method=method)
             best_call = min(best_call, thread_cpu() - start)
