@@ -14,6 +14,7 @@ Kernels are compiled on first use and cached on disk (``cache=True``), so later 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 __all__ = ["available", "compiled_stepper", "CompiledStepper"]
@@ -21,20 +22,16 @@ __all__ = ["available", "compiled_stepper", "CompiledStepper"]
 
 def available() -> bool:
     """Whether numba imported (the compiled paths can run). Tests set ``vpintegrator.compiled._jit.HAVE_NUMBA``
-    to False to test the fallback. (The module is imported on the first call and kept: a batch-1 ``vp.integrate``
-    asks each call, where an import statement cost ~0.5 us.)"""
-    try:
-        return bool(_JIT["module"].HAVE_NUMBA)
-    except KeyError:
-        from . import _jit
-
-        _JIT["module"] = _jit
-        return _jit.HAVE_NUMBA
+    to False to test the fallback. (The module is imported once: a batch-1 ``vp.integrate`` asks each call, where
+    an import statement cost ~0.5 us.)"""
+    return bool(_jit_module().HAVE_NUMBA)
 
 
-#: ``_jit``, once ``available`` has imported it
-_JIT: dict[str, Any] = {}
+@functools.cache
+def _jit_module() -> Any:
+    from . import _jit
 
+    return _jit
 
 
 def __getattr__(name: str) -> Any:  # lazy: importing the package imports neither numba nor the kernels

@@ -16,7 +16,7 @@ from ..clock import thread_cpu
 from ..errors import VPIntegratorError, finite_float
 from ..resources import available_memory, check_memory
 from ..systems import System, get_system, system_meta
-from ..systems.registry import fresh_meta, mutable_keys
+from ..systems.registry import MetaTemplate
 from ..systems.initial_conditions import as_points
 from ..integrators import Integrator, NotConverged, check_dt, get_integrator
 from ..integrators.base import every_kth
@@ -371,21 +371,17 @@ def _integrate_compiled(system: System, method: Integrator, h: float, y: np.ndar
                                        every)[1].any()
     finally:
         kept.busy = False
-    return kept.meta_head() if ok else None
+    return kept.head.fresh() if ok else None
 
 
 class _Kept:
     """What a thread keeps between calls of one ``(system, method, h)``: the compiled ``stepper`` and the calls'
     metadata head (``_meta_head``), made once; ``busy`` while a call of this thread runs the stepper."""
 
-    __slots__ = ("stepper", "busy", "head", "mutable")
+    __slots__ = ("stepper", "busy", "head")
 
     def __init__(self, stepper: Any, head: dict[str, Any]) -> None:
-        self.stepper, self.busy, self.head, self.mutable = stepper, True, head, mutable_keys(head)
-
-    def meta_head(self) -> dict[str, Any]:
-        """A copy of the head, its lists and dicts copied too: each call's metadata its own."""
-        return fresh_meta(self.head, self.mutable)
+        self.stepper, self.busy, self.head = stepper, True, MetaTemplate(head)  # head.fresh(): each call's own
 
 
 #: this thread's ``_Kept`` by (system, method, h), so that a batch-1 call does not make a fresh copy of the planned
