@@ -65,6 +65,16 @@ def test_the_partial_observation_plan_trains_by_steps_from_its_cost_table():
         "cpu_time_limit": plan.budget_seconds, "time_limit": 3 * plan.budget_seconds}
 
 
+def test_the_plan_names_every_training_whose_step_cost_is_a_guess():
+    """The default windows' T = 8 of delay_vpff and vpt_mix were never measured (their cost is scaled from T = 4,
+    which at T = 8 came out 16 times too low for delay_vpff): the plan lists exactly those, the header prints them."""
+    plan = STUDY.parse(["--out", "unused", "--systems", "coupled_oscillator", "--seeds", "0"])
+    assert plan.estimated_costs() == ["vpt_mix T = 8 on coupled_oscillator (extrapolated from T = 4)",
+                                      "delay_vpff T = 8 on coupled_oscillator (extrapolated from T = 4)"]
+    measured = STUDY.parse(["--out", "unused", "--systems", "coupled_oscillator", "--windows", "1,2,4"])
+    assert measured.estimated_costs() == []
+    assert _plan("--max-steps", "40").estimated_costs() == []  # steps given: nothing guessed
+
 def test_a_configuration_without_a_measured_cost_is_refused_at_plan_time(monkeypatch):
     from vpintegrator.studies.partial_observation import plan as po_plan  # the module that prices a plan's runs
 

@@ -113,6 +113,9 @@ def run(plan: PartialObservationPlan) -> int:
     print(f"partial_observation: {n_runs} training runs (systems {', '.join(plan.systems)}; "
           f"T {list(plan.windows)}; {', '.join(plan.approaches)}; seeds {list(plan.seeds)}): "
           f"{plan.budget_line()}", flush=True)
+    if guessed := plan.estimated_costs():
+        print(f"partial_observation: step costs never measured, guessed from a shorter window (such a run may be cut "
+              f"by the safety valve): {'; '.join(guessed)}", flush=True)
     out.mkdir(parents=True, exist_ok=True)
     previous = RESULTS.earlier(path)  # merged with the new rows
     rows = previous.get("rows", [])

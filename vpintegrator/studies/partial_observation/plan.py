@@ -131,6 +131,19 @@ class PartialObservationPlan:
         return step_budget(self.budget_seconds, cost, STEPS_PER_EPOCH, given=self.max_steps, source=source,
                            what=f"{approach} T = {T} on {system}")
 
+    def estimated_costs(self) -> list[str]:
+        """The trainings whose step budget rests on a cost never measured (``nearest_cost``'s guess from a shorter
+        window), one ``"APPROACH T = k on SYSTEM (extrapolated from T = w)"`` each: the guess can be far off (the
+        default size's ``delay_vpff`` at T = 8 cost about 16 times the guess per epoch), so such a run may end on
+        the safety valve, which its row then shows."""
+        out = []
+        for system in self.systems:
+            for approach, T in self.training_runs(system):
+                budget = self.step_budget(system, approach, T)
+                if budget is not None and budget.source.startswith("extrapolated"):
+                    out.append(f"{approach} T = {T} on {system} ({budget.source})")
+        return out
+
     def stop_keys(self, system: str, approach: str, T: int) -> dict[str, Any]:
         """The ``fit`` keys that stop that training (``vpintegrator.studies.step_budget.stop_keys``)."""
         return stop_keys(self.budget, self.budget_seconds, self.wall_ceiling, self.step_budget(system, approach, T))
