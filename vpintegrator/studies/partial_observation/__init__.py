@@ -64,7 +64,7 @@ seeds. Each learned row's batch-1 cost (``cost``: CPU s per unit time of one hel
 cost meter, ``batch1_costs``) is a column beside its training CPU.
 
     vp-study partial_observation --out runs/partial_observation --quick      # <= 10 min on 2 cores
-    vp-study partial_observation --out runs/partial_observation              # the default size (--jobs 2: about 1 h on 2 cores)
+    vp-study partial_observation --out runs/partial_observation              # the default size (--jobs 2: about 2 h on 2 cores)
 
 Writes ``OUT/partial_observation.json`` (every per-seed number; rows of the same (system, seed, label) are
 replaced, others kept) and ``OUT/partial_observation.md`` (the tables); ``--table-only`` rebuilds the tables
