@@ -75,6 +75,7 @@ def test_the_plan_names_every_training_whose_step_cost_is_a_guess():
     assert measured.estimated_costs() == []
     assert _plan("--max-steps", "40").estimated_costs() == []  # steps given: nothing guessed
 
+
 def test_a_configuration_without_a_measured_cost_is_refused_at_plan_time(monkeypatch):
     from vpintegrator.studies.partial_observation import plan as po_plan  # the module that prices a plan's runs
 

@@ -44,10 +44,10 @@ class PartialObservationOptions(StudyOptions):
     budget_seconds : float
         The CPU seconds every training run may cost on its way to the plateau (default 30: the default size's 280
         training runs took 3 h 45 min of training CPU in all, re-made on 2026-11-28, so about 2 hours on 2 cores
-        with ``--jobs 2``). With ``--budget
-        plateau`` (the default) they become a step budget per run, whole epochs of its measured cost
-        (``STEP_COSTS``; ``--max-steps`` gives the steps instead), the same on any machine under any load; with
-        ``--budget cpu`` they are process CPU seconds, with a wall ceiling of ``--wall-ceiling`` times them.
+        with ``--jobs 2``). With ``--budget plateau`` (the default) they become a step budget per run, whole
+        epochs of its measured cost (``STEP_COSTS``; ``--max-steps`` gives the steps instead), the same on any
+        machine under any load; with ``--budget cpu`` they are process CPU seconds, with a wall ceiling of
+        ``--wall-ceiling`` times them.
     patience : int
         Epochs (of 10 Levenberg–Marquardt iterations) without a better validation score that count as the plateau
         (default 20).
