@@ -376,7 +376,7 @@ def _integrate_compiled(system: System, method: Integrator, h: float, y: np.ndar
 
 class _Kept:
     """What a thread keeps between calls of one ``(system, method, h)``: the compiled ``stepper`` and the calls'
-    metadata head (``_meta_head``), made once; ``busy`` while a call of this thread runs the stepper."""
+    metadata head (a ``MetaTemplate``), made once; ``busy`` while a call of this thread runs the stepper."""
 
     __slots__ = ("stepper", "busy", "head")
 
