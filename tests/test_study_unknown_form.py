@@ -219,6 +219,48 @@ def test_listed_as_a_study():
     assert STUDIES["unknown_form"][0] == "unknown_form"
 
 
+def test_a_cells_rows_are_priced_together_on_the_one_meter(monkeypatch):
+    """batch1_costs prices every row of a cell in one call of the cost meter (interleaved rounds, set-up
+    apart), each row's call one batch-1 rollout from its own condition; the cost is per unit time, and a
+    slower row (RK4 against Euler at the same step) costs more."""
+    import vpintegrator.clock as clock
+    from vpintegrator.rollout import IntegratorStep
+    from vpintegrator.studies.unknown_form.evaluation import METER_REPEATS, batch1_costs
+    from vpintegrator.systems import get_system
+
+    system = get_system("rigid_body")
+    z0 = np.array([0.6, 0.5, 0.62])
+    seen = []
+    real = clock.meter_surviving
+
+    def spy(calls, repeats=3, clock=clock.THREAD_CPU):
+        seen.append((sorted(calls), repeats))
+        return real(calls, repeats, clock)
+
+    monkeypatch.setattr(clock, "meter_surviving", spy)
+    costs = batch1_costs({"euler": (IntegratorStep(system, "euler", uf.H), z0),
+                          "rk4": (IntegratorStep(system, "rk4", uf.H), z0)}, 2000)
+    assert seen == [(["euler", "rk4"], METER_REPEATS)]
+    for c in costs.values():
+        assert 0 < c["cost"] < 1e-2 and c["cost_setup"] >= 0 and c["cost_clock"] == "thread_cpu"
+        assert c["cost_repeats"] == METER_REPEATS and c["runner"] != "?"
+    assert costs["rk4"]["cost"] > costs["euler"]["cost"]
+
+
+def test_metered_costs_say_so_in_the_tables():
+    """A row priced on the meter shows its set-up beside its cost, and the tables say how the costs were taken;
+    rows from before the meter keep their cells as they were."""
+    rows = _rows()
+    plain = uf.tables(uf.summarize_rows(rows))
+    assert "set-up" not in plain
+    metered = [{**r, "cost_setup": 0.25, "cost_clock": "thread_cpu", "cost_repeats": 3} for r in rows]
+    text = uf.tables(uf.summarize_rows(metered))
+    assert "| 1e-05 (numba; set-up 0.25 s) |" in text and "taken on the cost meter (warm: the minimum" in text
+    assert "separate rollouts" not in text
+    mixed = uf.tables(uf.summarize_rows(metered[:3] + rows[3:]))
+    assert "the other rows are the minimum over 3 separate rollouts each" in mixed
+
+
 @pytest.mark.slow
 def test_tiny_end_to_end_run_on_the_control_system(tmp_path, capsys):
     """The whole code path on the rigid body (every row, one seed, σ = 0 and 1e-3, 1 CPU s per training)."""
@@ -237,6 +279,9 @@ def test_tiny_end_to_end_run_on_the_control_system(tmp_path, capsys):
         assert np.median(clean[m]["errors"]["10"]) < 1e-4, m
         assert clean[m]["cost"] > 0
     assert clean["oracle gauss_legendre4"]["structure"] < 1e-12
+    # every row priced on the cost meter: warm thread CPU, its set-up apart
+    assert all(r["cost_clock"] == "thread_cpu" and r["cost_setup"] >= 0 and r["cost_repeats"] == 3
+               for r in rows if math.isfinite(r["cost"]))
     assert clean["lpnet"]["structure"] < 1e-12 and clean["lpnet"]["sweep"][0]["curve"]["cpu"]
     # node: an Adam warm start, then LM from its best.pt; the point's CPU is both phases'
     node = clean["node@rk4"]["sweep"][0]

@@ -33,8 +33,10 @@ then LM with check windows from Adam's ``best.pt`` for the rest. The point with 
 the held-out set. The fitted rows (SINDy) fit on the same training trajectories and choose on the same
 validation trajectories. ``plan`` gives the planned CPU total before anything runs (``--estimate``).
 
-Cost: batch-1 thread CPU seconds per unit time of the row's rollout (the engine's ``seconds``, min over
-repeats, ``vpintegrator.clock.thread_cpu``), and the amortised cost ``cost + training CPU / (N · t_end)``
+Cost: batch-1 thread CPU seconds per unit time of the row's rollout, every row of a (system, σ, seed) priced
+alike on the cost meter (``vpintegrator.clock.meter``: one cold call, its compilation and first-call work
+recorded apart as ``cost_setup``, then the minimum over interleaved rounds of the engine's ``seconds``;
+``evaluation.batch1_costs``), and the amortised cost ``cost + training CPU / (N · t_end)``
 (``amortise_over`` = N rollouts of length t_end = 10; the training CPU of a learned approach is that of
 its whole sweep, of a fitted row its fit and selection), as the work–precision CSV's
 ``amortised_cpu_seconds_per_time``.

@@ -36,20 +36,40 @@ def _structure(kind: str, y: np.ndarray, system) -> float | None:
     return float((np.abs(e - e[:, :1]) / np.abs(e[:, :1])).max())
 
 
-def _batch1_cost(make: Callable[[], Any], y0: np.ndarray, n_steps: int, repeats: int = 3) -> tuple[float, str]:
-    """Batch-1 thread CPU seconds per unit time of a step map's rollout of ``n_steps`` steps (the engine's
-    ``seconds``: set-up and compilation excluded; min over ``repeats``) and its runner."""
-    from ...clock import thread_cpu
+#: interleaved rounds of the cost meter (every row of a cell once per round)
+METER_REPEATS = 3
+
+
+def batch1_costs(calls: dict[str, tuple[Any, np.ndarray]], n_steps: int) -> dict[str, dict[str, Any]]:
+    """``{label: {cost, runner, cost_setup, cost_clock, cost_repeats}}``: every row of one cell priced alike on
+    the cost meter (``vpintegrator.clock.meter``: one cold call, its compilation and first-call work reported
+    apart as ``cost_setup``, then the minimum over ``METER_REPEATS`` rounds in which every row runs once in turn,
+    thread CPU), as the other studies price their rows. A row's call is one batch-1 rollout of ``n_steps`` steps
+    by its step map ``calls[label] = (step, z0)`` from one held-out condition ``z0`` (the engine's ``seconds``:
+    the work producing states); ``cost`` is CPU seconds per unit time. A row whose batch-1 rollout raises has no
+    cost (``math.nan``)."""
+    from ...clock import meter_surviving
     from ...rollout import rollout
 
-    best, runner = math.inf, "?"
-    for _ in range(repeats):
-        step = make()
-        tic = thread_cpu()
-        tr = rollout(step, y0[None, None], H, n_steps, chunk_steps=16384)
-        best = min(best, float(tr.meta.get("seconds", thread_cpu() - tic)))
-        runner = str(step.describe().get("runner", "?"))
-    return best / (n_steps * H), runner
+    clocks: dict[str, str] = {}  # the clock of the engine's seconds (thread CPU; every thread's for a threaded map)
+
+    def call(label: str, step: Any, z0: np.ndarray) -> Callable[[], Any]:
+        def once() -> Any:
+            meta = rollout(step, z0[None, None], H, n_steps, chunk_steps=16384).meta
+            clocks[label] = str(meta.get("clock", "thread_cpu"))
+            return meta.get("seconds")
+        return once
+
+    costs, _ = meter_surviving({label: call(label, step, z0) for label, (step, z0) in calls.items()},
+                               repeats=METER_REPEATS)
+    out: dict[str, dict[str, Any]] = {}
+    for label, (step, _) in calls.items():
+        c = costs.get(label)
+        out[label] = {"cost": math.nan if c is None else c.per(n_steps * H),
+                      "runner": str(step.describe().get("runner", "?")),
+                      "cost_setup": None if c is None else c.setup_seconds,
+                      "cost_clock": None if c is None else clocks.get(label, c.clock), "cost_repeats": METER_REPEATS}
+    return out
 
 
 def _casimir_long(model, y0: np.ndarray) -> float:
@@ -71,7 +91,8 @@ def _casimir_long(model, y0: np.ndarray) -> float:
 def evaluate_seed(system: str, sigma: float, seed: int, trained: dict[str, dict[str, Any]], train_file: Path,
                   test_file: Path, log: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """Every row of one (system, σ, seed): per held-out initial condition the relative error at HORIZONS,
-    the structure measure, batch-1 cost and training CPU; one dict per row."""
+    the structure measure, training CPU, and the batch-1 cost of every row priced alike (``batch1_costs``, after
+    the error rollouts: ``eval_cpu`` is the held-out rollouts' process CPU alone); one dict per row."""
     from ...data import read_trajectories
     from ...data.trajectory_files import read_metadata
     from ...models import load_model
@@ -131,6 +152,7 @@ def evaluate_seed(system: str, sigma: float, seed: int, trained: dict[str, dict[
                                 "trajectories", HORIZONS, wrong_cpu))
     makers.append(("oracle gauss_legendre4", "oracle", lambda: IntegratorStep(truth, ORACLE, H), 0.0, {}))
 
+    metered: dict[str, tuple[Any, np.ndarray]] = {}
     for label, approach, make, train_cpu, extra in makers:
         tic = time.process_time()
         try:
@@ -144,17 +166,21 @@ def evaluate_seed(system: str, sigma: float, seed: int, trained: dict[str, dict[
             n = int(round(t / H))
             e = np.linalg.norm(y[:, n] - ref[:, n], axis=-1) / np.linalg.norm(ref[:, n], axis=-1)
             errors[f"{t:g}"] = np.where(np.isfinite(e), e, np.inf).tolist()
-        # batch-1 cost from the first initial condition whose rollout stayed finite
-        cost, runner = _batch1_cost(make, y0[int(np.argmax(ok))], n_steps) if ok.any() else (math.nan, "?")
+        if ok.any():  # priced below, with every row of the cell: from the first condition that stayed finite
+            metered[label] = (make(), y0[int(np.argmax(ok))])
         row = {"method": label, "approach": approach, "errors": errors, "structure": _structure(kind, y, truth),
-               "structure_kind": kind, "failed": int((~ok).sum()), "cost": cost, "runner": runner,
+               "structure_kind": kind, "failed": int((~ok).sum()), "cost": math.nan, "runner": "?",
                "train_cpu": float(train_cpu), "eval_cpu": time.process_time() - tic, **extra}
         if label == "lphnn@implicit_midpoint":
             model = load_model(trained["lphnn"]["run"] / "best.pt").double()
             row["casimir_long"] = _casimir_long(model, y0[:2])
         rows.append(row)
-        log(f"{system} σ={sigma:g} seed {seed} {label}: t=10 median {median(errors['10']):.3g}, "
-            f"{kind} {fmt_g(row['structure'])}, cost {fmt_g(cost)} s/unit time, failed {row['failed']}")
+    costs = batch1_costs(metered, n_steps)
+    for row in rows:
+        row.update(costs.get(row["method"], {}))
+        if "errors" in row and row.get("failed", -1) >= 0:
+            log(f"{system} σ={sigma:g} seed {seed} {row['method']}: t=10 median {median(row['errors']['10']):.3g}, "
+                f"{kind} {fmt_g(row['structure'])}, cost {fmt_g(row['cost'])} s/unit time, failed {row['failed']}")
     for approach, info in trained.items():
         for r in rows:
             if r["approach"] == approach:

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..schema import Each, Obj, ResultsSchema, check_results, is_number
 from ..stats import bootstrap_ci, median_interval
+from ...clock import METER_RULE
 from .design import CASIMIR_STEPS, FLOW_MAPS, HORIZONS, SYSTEMS, TARGETS
 from ...quantiles import median
 
@@ -62,7 +63,8 @@ ROW = Obj(required={"system": _system, "noise": "number", "seed": "int", "method
                     "failed": "int", "cost": "number?", "train_cpu": "number", "approach": "str"},
           optional={"structure": "number?", "structure_kind": "str?", "runner": "str",
                     "eval_cpu": "number?", "point": "int?", "n_params": "int?", "sweep": _sweep, "equations": "list?",
-                    "library": "str?", "threshold": "number?", "casimir_long": "number?", "failure": "str"})
+                    "library": "str?", "threshold": "number?", "casimir_long": "number?", "failure": "str",
+                    "cost_setup": "number?", "cost_clock": "str?", "cost_repeats": "int"})
 SCHEMA = ResultsSchema("unknown_form", {"rows": Each(ROW)}, label=("method",))
 
 
@@ -109,6 +111,7 @@ def summarize_rows(rows: list[dict[str, Any]], amortise_over: float = 1e5) -> li
             lo, hi = bootstrap_ci(medians)
             horizons[h] = {"per_seed": per_seed, "median": median(medians), "boot_lo": lo, "boot_hi": hi}
         cost = median([c for c in (_num(r["cost"]) for r in mine) if math.isfinite(c)])  # NaN: none measured
+        setup = [_num(r["cost_setup"]) for r in mine if r.get("cost_setup") is not None]
         train_cpu = median([_num(r["train_cpu"]) for r in mine])
         structure = [_num(r["structure"]) for r in mine if r.get("structure") is not None]
         t10 = horizons.get(f"{TARGETS['t']:g}")
@@ -117,6 +120,7 @@ def summarize_rows(rows: list[dict[str, Any]], amortise_over: float = 1e5) -> li
              "runner": ",".join(runners) or "?",
              "seeds": [int(r["seed"]) for r in mine], "horizons": horizons, "cost": cost, "train_cpu": train_cpu,
              "amortised_cost": cost + train_cpu / (amortise_over * max(HORIZONS)), "amortise_over": amortise_over,
+             "cost_setup": median(setup) if setup else None,
              "structure": max(structure) if structure else None, "structure_kind": SYSTEMS[system]["structure"],
              "failed": int(sum(max(int(r["failed"]), 0) for r in mine)),
              "failures": sorted({r["failure"] for r in mine if r.get("failure")}),
@@ -162,15 +166,25 @@ def _order(method: str) -> int:
     return _ORDER.index(method) if method in _ORDER else len(_ORDER)
 
 
+def _setup(x: dict[str, Any]) -> str:
+    return "" if x.get("cost_setup") is None else f"; set-up {fmt_g(x['cost_setup'])} s"
+
+
 def tables(summary: list[dict[str, Any]]) -> str:
     """The Markdown tables: per (system, σ) a row per method (errors at the horizons, cost, amortised cost,
     structure, failures), then the per-seed target verdicts and the plateau check of every training run."""
+    metered = [x for x in summary if x.get("cost_setup") is not None]
+    how = ("" if not metered else
+           " Where the cost says set-up, it was taken on the cost meter (" + METER_RULE.format(clock="thread CPU")
+           + ": every row of a (system, σ, seed) in turn, one batch-1 rollout each; set-up in seconds, median over "
+           "seeds)" + ("." if len(metered) == len(summary) else "; the other rows are the minimum over 3 separate "
+                       "rollouts each (before the meter)."))
     lines = ["Cells: the median over seeds of the per-seed median relative error over held-out initial conditions "
              "[bootstrap 95 % interval over seeds] (the smallest 10 % and largest 90 % quantile of any seed). "
              "Cost: batch-1 thread CPU seconds per unit time (median over seeds), with the stepper that ran it "
              "(numba: the compiled kernel, a fitted SINDy field's included; numpy: the NumPy path, which runs "
              "a fitted SINDy field in results recorded before its compiled kernel existed); amortised: + training "
-             "CPU / (N · 10) with N the rollouts it is spread over."]
+             "CPU / (N · 10) with N the rollouts it is spread over." + how]
     for system in [s for s in SYSTEMS if any(x["system"] == s for x in summary)]:
         for sigma in sorted({x["noise"] for x in summary if x["system"] == system}):
             mine = sorted((x for x in summary if x["system"] == system and x["noise"] == sigma),
@@ -195,7 +209,7 @@ def tables(summary: list[dict[str, Any]]) -> str:
                     p90 = max(_num(p["hi"]) for p in c["per_seed"])
                     cells.append(f"{fmt_g(c['median'])} [{fmt_g(c['boot_lo'])}, {fmt_g(c['boot_hi'])}] ({fmt_g(p10)}–{fmt_g(p90)})")
                 failed = str(x["failed"]) + (f" ({'; '.join(x['failures'])})" if x["failures"] else "")
-                lines.append(f"| {x['method']} | " + " | ".join(cells) + f" | {fmt_g(x['cost'])} ({x.get('runner', '?')}) | {fmt_g(x['train_cpu'])} "
+                lines.append(f"| {x['method']} | " + " | ".join(cells) + f" | {fmt_g(x['cost'])} ({x.get('runner', '?')}{_setup(x)}) | {fmt_g(x['train_cpu'])} "
                              f"| {fmt_g(x['amortised_cost'])} | {fmt_g(x['structure'])} | {failed} |")
     verdicts = [x for x in summary if "target" in x]
     if verdicts:
