@@ -174,7 +174,8 @@ def tables(summary: list[dict[str, Any]]) -> str:
     """The Markdown tables: per (system, σ) a row per method (errors at the horizons, cost, amortised cost,
     structure, failures), then the per-seed target verdicts and the plateau check of every training run."""
     metered = [x for x in summary if x.get("cost_setup") is not None]
-    how = ("" if not metered else
+    how = (" Costs: the minimum over 3 separate rollouts of each row, set-up excluded (results from before the cost "
+           "meter)." if not metered else
            " Where the cost says set-up, it was taken on the cost meter (" + METER_RULE.format(clock="thread CPU")
            + ": every row of a (system, σ, seed) in turn, one batch-1 rollout each; set-up in seconds, median over "
            "seeds)" + ("." if len(metered) == len(summary) else "; the other rows are the minimum over 3 separate "
