@@ -51,16 +51,10 @@ def batch1_costs(calls: dict[str, tuple[Any, np.ndarray]], n_steps: int) -> dict
     from ...clock import meter_surviving
     from ...rollout import rollout
 
-    clocks: dict[str, str] = {}  # the clock of the engine's seconds (thread CPU; every thread's for a threaded map)
+    def call(step: Any, z0: np.ndarray) -> Callable[[], Any]:
+        return lambda: rollout(step, z0[None, None], H, n_steps, chunk_steps=16384).meta.get("seconds")
 
-    def call(label: str, step: Any, z0: np.ndarray) -> Callable[[], Any]:
-        def once() -> Any:
-            meta = rollout(step, z0[None, None], H, n_steps, chunk_steps=16384).meta
-            clocks[label] = str(meta.get("clock", "thread_cpu"))
-            return meta.get("seconds")
-        return once
-
-    costs, _ = meter_surviving({label: call(label, step, z0) for label, (step, z0) in calls.items()},
+    costs, _ = meter_surviving({label: call(step, z0) for label, (step, z0) in calls.items()},
                                repeats=METER_REPEATS)
     out: dict[str, dict[str, Any]] = {}
     for label, (step, _) in calls.items():
@@ -68,7 +62,7 @@ def batch1_costs(calls: dict[str, tuple[Any, np.ndarray]], n_steps: int) -> dict
         out[label] = {"cost": math.nan if c is None else c.per(n_steps * H),
                       "runner": str(step.describe().get("runner", "?")),
                       "cost_setup": None if c is None else c.setup_seconds,
-                      "cost_clock": None if c is None else clocks.get(label, c.clock), "cost_repeats": METER_REPEATS}
+                      "cost_clock": None if c is None else c.clock, "cost_repeats": METER_REPEATS}
     return out
 
 
@@ -178,7 +172,7 @@ def evaluate_seed(system: str, sigma: float, seed: int, trained: dict[str, dict[
     costs = batch1_costs(metered, n_steps)
     for row in rows:
         row.update(costs.get(row["method"], {}))
-        if "errors" in row and row.get("failed", -1) >= 0:
+        if row["failed"] >= 0:  # -1: a row that could not be made (its failure says why)
             log(f"{system} σ={sigma:g} seed {seed} {row['method']}: t=10 median {median(row['errors']['10']):.3g}, "
                 f"{kind} {fmt_g(row['structure'])}, cost {fmt_g(row['cost'])} s/unit time, failed {row['failed']}")
     for approach, info in trained.items():

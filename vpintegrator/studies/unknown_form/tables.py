@@ -173,13 +173,14 @@ def _setup(x: dict[str, Any]) -> str:
 def tables(summary: list[dict[str, Any]]) -> str:
     """The Markdown tables: per (system, σ) a row per method (errors at the horizons, cost, amortised cost,
     structure, failures), then the per-seed target verdicts and the plateau check of every training run."""
-    metered = [x for x in summary if x.get("cost_setup") is not None]
+    metered = sum(x.get("cost_setup") is not None for x in summary)
     how = (" Costs: the minimum over 3 separate rollouts of each row, set-up excluded (results from before the cost "
-           "meter)." if not metered else
-           " Where the cost says set-up, it was taken on the cost meter (" + METER_RULE.format(clock="thread CPU")
-           + ": every row of a (system, σ, seed) in turn, one batch-1 rollout each; set-up in seconds, median over "
-           "seeds)" + ("." if len(metered) == len(summary) else "; the other rows are the minimum over 3 separate "
-                       "rollouts each (before the meter)."))
+           "meter).")
+    if metered:
+        how = (" Where the cost says set-up, it was taken on the cost meter (" + METER_RULE.format(clock="thread CPU")
+               + ": every row of a (system, σ, seed) in turn, one batch-1 rollout each; set-up in seconds, median over "
+               "seeds)" + ("." if metered == len(summary) else "; the other rows are the minimum over 3 separate "
+                           "rollouts each (before the meter)."))
     lines = ["Cells: the median over seeds of the per-seed median relative error over held-out initial conditions "
              "[bootstrap 95 % interval over seeds] (the smallest 10 % and largest 90 % quantile of any seed). "
              "Cost: batch-1 thread CPU seconds per unit time (median over seeds), with the stepper that ran it "
