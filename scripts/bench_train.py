@@ -186,8 +186,12 @@ def main() -> None:
     plain, hybrid = [], []
     for _ in range(args.rounds):
         for mode in modes:
+            t_mode = time.perf_counter()
             times, ran[mode] = bench_ours(traj, args.epochs, args.device, args.batch_size, mode)
             ours[mode] += times
+            # a line per loop as it ends: a run killed at its limit still says how far it got
+            print(f"  {mode}: {time.perf_counter() - t_mode:.1f} s in all (warm-up epoch with any capture or "
+                  f"build included), timed epochs {', '.join(f'{t:.3f}' for t in times)} s", flush=True)
         if not args.no_plain:
             plain += bench_plain(traj, args.epochs, args.device, args.batch_size, our_gather=False)
             hybrid += bench_plain(traj, args.epochs, args.device, args.batch_size, our_gather=True)
