@@ -456,7 +456,7 @@ def test_the_observed_reference_continues_the_file_and_integrates_held_out_condi
 
 
 @pytest.mark.parametrize("name", ["quick", "quick_steps", "mid", "mid_steps", "default", "default_steps", "plateau",
-                                  "toda", "toda_steps", "toda_default", "toda_plateau"])
+                                  "toda", "toda_steps", "toda_default", "toda_default_steps", "toda_plateau"])
 def test_the_documented_tables_are_drawn_from_the_shipped_json(name):
     """docs/partial_observation.md shows every table line the study builds from its shipped JSON
     docs/data/partial_observation/<name>.json, through the study's own formatting (``--table-only`` on a copy of

@@ -71,7 +71,7 @@ def test_symplectic_transformer_rows_from_the_study(tmp_path):
     assert rows["sympt_T2"]["coupling"] > 0 and attention_coupling(model, x).median > 0
 
 
-@pytest.mark.parametrize("name", ["default", "toda_default", "plateau", "toda_plateau"])
+@pytest.mark.parametrize("name", ["default", "toda_default", "toda_default_steps", "plateau", "toda_plateau"])
 def test_table_only_draws_a_shipped_results_file_into_a_new_directory(tmp_path, name):
     """``--table-only --results FILE`` draws the tables of a shipped results file (no run directory needed):
     the same rows as the documentation page; an OUT holding a run of the study is refused in one line and left
