@@ -99,8 +99,10 @@ def test_arbitrary_attention_does_not_keep_its_correlation_and_has_no_inverse():
 def test_symmetric_model_is_reversible_and_keeps_every_claim(name):
     plain, sym = _pair(name, **SMALL[name])
     assert model_preserves(sym) == ("volume", "symmetric") and model_preserves(plain) == ("volume",)
-    assert set(assert_preserves(sym, atol=1e-12)) == {"volume", "symmetric"}
-    assert assert_symmetric(sym, atol=1e-12) < 1e-12  # Φ_{−1} ∘ Φ_1 = id
+    # Φ_{−1} ∘ Φ_1 = id to rounding: 3.6e-12 for the VPT on one x86 machine, under 1e-12 on another (the BLAS
+    # kernels a CPU picks round differently), against O(1) for the plain composition below
+    assert set(assert_preserves(sym, atol=1e-10)) == {"volume", "symmetric"}
+    assert assert_symmetric(sym, atol=1e-10) < 1e-10
     with pytest.raises(AssertionError, match="is not symmetric"):
         assert_symmetric(plain)  # the plain composition of the same layers is not
     assert_volume_preserving(sym, atol=1e-12, method="chain")
