@@ -19,6 +19,7 @@ from vpintegrator.data.delay import (delay_embedding_log_det, exact_delay_log_de
 from vpintegrator.data.observation import (fit_basis, observation_from_record, observation_of, observe_trajectories,
                                            resolve_observation)
 from vpintegrator.errors import VPIntegratorError
+from vpintegrator.studies.options import SHIPPED_RESULTS
 from vpintegrator.systems import CoupledOscillator, RigidBody
 
 H = 0.2
@@ -455,8 +456,8 @@ def test_the_observed_reference_continues_the_file_and_integrates_held_out_condi
     np.testing.assert_array_equal(only_new, ref[2:])  # held-out conditions alone (vp-rollout --heldout)
 
 
-@pytest.mark.parametrize("name", ["quick", "quick_steps", "mid", "mid_steps", "default", "default_steps", "plateau",
-                                  "toda", "toda_steps", "toda_default", "toda_default_steps", "toda_plateau"])
+@pytest.mark.parametrize("name", [n.split("/", 1)[1] for n in SHIPPED_RESULTS["partial_observation"]
+                                  if not n.split("/", 1)[1].startswith("recurrent")])  # the recurrent: their own page
 def test_the_documented_tables_are_drawn_from_the_shipped_json(name):
     """docs/partial_observation.md shows every table line the study builds from its shipped JSON
     docs/data/partial_observation/<name>.json, through the study's own formatting (``--table-only`` on a copy of
