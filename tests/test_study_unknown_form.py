@@ -357,6 +357,46 @@ def test_the_plan_counts_runs_and_the_default_fits_two_hours_on_two_cores():
     assert "180 training runs" in uf.plan_line(default)
 
 
+def test_the_plan_prices_a_plateau_run_from_its_measured_cpu_and_a_budget_run_at_its_budget():
+    args = (list(uf.SYSTEMS), range(5), uf.DEFAULTS["noise"], uf.DEFAULTS["budget_seconds"], uf.DEFAULTS["sweep"])
+    plateau = uf.plan(*args, rule=uf.StopRule())
+    budget = uf.plan(*args, rule=uf.StopRule("cpu"))
+    assert plateau["priced"] == "plateau" and budget["priced"] == "budget"
+    assert budget == {**uf.plan(*args), "priced": "budget"}
+    measured = sum(sum(points) for by in uf.PLATEAU_CPU.values() for points in by.values())
+    assert plateau["training_cpu"] == pytest.approx(10 * measured + 260 * uf.STARTUP_CPU)
+    assert "at their plateau" in uf.plan_line(plateau) and "x 50 CPU s" in uf.plan_line(budget)
+    # a cell takes at least its longest training (hnn's second point on the oscillator, both phases)
+    one = uf.plan(["coupled_oscillator"], [0], [0.0], 50.0, 2, jobs=2, rule=uf.StopRule())
+    longest = uf.PLATEAU_CPU["coupled_oscillator"]["hnn"][1] + 2 * uf.STARTUP_CPU
+    assert one["wall"] - one["evaluation_cpu"] - one["data_cpu"] == pytest.approx(
+        max(one["training_cpu"] / 2, longest))
+    # other caps or patience: not what was measured, priced at the budget
+    for rule in (uf.StopRule(patience=5), uf.StopRule(max_steps={"lm": 100, "adam": 2000})):
+        assert uf.plan(*args, rule=rule)["priced"] == "budget"
+
+
+@pytest.mark.skipif(not (Path(__file__).resolve().parent.parent / "docs" / "in_progress"
+                         / "unknown_form_plateau.json").is_file(), reason="repository files (not in the wheel)")
+def test_the_measured_plateau_cpu_is_drawn_from_the_kept_rows():
+    """PLATEAU_CPU is the mean over σ and seeds of each sweep point's CPU in the plateau rows kept so far,
+    rounded to the second: no figure of it is typed by hand."""
+    root = Path(__file__).resolve().parent.parent
+    rows = json.loads((root / "docs" / "in_progress" / "unknown_form_plateau.json").read_text("utf-8"))["rows"]
+    seen: dict[tuple, float] = {}
+    for row in rows:
+        for point in row.get("sweep") or []:
+            seen[(row["system"], row["approach"], row["noise"], row["seed"], point["point"])] = point["cpu_seconds"]
+    drawn: dict[str, dict[str, list[list[float]]]] = {}
+    for (system, approach, _, _, p), cpu in seen.items():
+        points = drawn.setdefault(system, {}).setdefault(approach, [[], []])
+        points[p].append(cpu)
+    assert {s: {a: tuple(float(round(sum(v) / len(v))) for v in pts) for a, pts in by.items()}
+            for s, by in drawn.items()} == uf.PLATEAU_CPU
+    seeds = sorted({row["seed"] for row in rows})
+    assert uf.PLATEAU_CPU_SOURCE.startswith(f"seed{'s' if len(seeds) > 1 else ''} {','.join(map(str, seeds))} ")
+
+
 def test_estimate_prints_the_plan_and_runs_nothing(tmp_path, capsys):
     pytest.importorskip("pysindy")
     out = tmp_path / "run"

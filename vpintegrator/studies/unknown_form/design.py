@@ -153,39 +153,64 @@ MAX_STEPS_QUICK: dict[str, int] = {"lm": 100, "adam": 2000}
 STARTUP_CPU = 3.0
 EVAL_CPU = 20.0
 DATA_CPU = 15.0
+#: CPU seconds of one training (a sweep point, both phases of a warm-started one) under the default plateau
+#: rule (patience 10, ``MAX_STEPS``), by system and approach, one figure per sweep point: the mean over σ and
+#: seeds of what the default size measured (``PLATEAU_CPU_SOURCE``). A plateau run takes what its plateau takes,
+#: so ``plan`` prices such runs with these; thread CPU moves up to ~2x with load on a shared machine, so a guide
+PLATEAU_CPU: dict[str, dict[str, tuple[float, ...]]] = {
+    "rigid_body_exp": {"lpnet": (9.0, 36.0), "lphnn": (111.0, 263.0), "node": (25.0, 47.0)},
+    "coupled_oscillator": {"g_sympnet": (15.0, 2.0), "hnn": (250.0, 526.0), "node": (18.0, 68.0)},
+    "rigid_body": {"lpnet": (16.0, 61.0), "lphnn": (147.0, 203.0), "node": (15.0, 36.0)},
+}
+#: where ``PLATEAU_CPU`` was measured (the plan line names it)
+PLATEAU_CPU_SOURCE = "seed 0 of the default size, 2026-11-28"
 
 
 def plan(systems: Sequence[str], seeds: Sequence[int], noises: Sequence[float], budget: float, sweep: int,
-         jobs: int = 2) -> dict[str, Any]:
-    """The study's planned CPU before it runs: ``cells`` (seed, system, σ), ``trainings`` (sweep points; each
-    gets ``budget`` CPU seconds), ``processes`` (vp-train runs: a warm-started point is two),
-    ``training_cpu`` = trainings · budget + processes · STARTUP_CPU, ``evaluation_cpu`` = cells · EVAL_CPU,
-    ``data_cpu``, ``total_cpu`` and ``wall`` (seconds on ``jobs`` free cores: the trainings of a cell run
-    ``jobs`` at a time, its evaluation and the data on one)."""
+         jobs: int = 2, rule: StopRule | None = None) -> dict[str, Any]:
+    """The study's planned CPU before it runs: ``cells`` (seed, system, σ), ``trainings`` (sweep points),
+    ``processes`` (vp-train runs: a warm-started point is two), ``training_cpu`` = the trainings' CPU +
+    processes · STARTUP_CPU, ``evaluation_cpu`` = cells · EVAL_CPU, ``data_cpu``, ``total_cpu`` and ``wall``
+    (seconds on ``jobs`` free cores: the trainings of a cell run ``jobs`` at a time, so a cell takes at least its
+    longest training; its evaluation and the data run on one).
+
+    A training is priced at ``budget`` CPU seconds, except under ``rule``'s default plateau rule (patience 10,
+    ``MAX_STEPS``), where it takes what its plateau takes: there it is priced from ``PLATEAU_CPU``, and
+    ``priced`` says which (``"budget"`` or ``"plateau"``)."""
+    measured = (rule is not None and rule.budget == "plateau" and rule.patience == 10
+                and (rule.max_steps or MAX_STEPS) == MAX_STEPS)
     trainings = processes = 0
+    cell_cpu: dict[str, float] = {}
+    cell_wall: dict[str, float] = {}
     for system in systems:
+        cpus = []
         for approach in APPROACHES[system]:
             for p in range(min(sweep, len(RECIPES[approach][3]))):
                 trainings += 1
-                processes += len(phases(Path("run"), approach, p))
+                runs = len(phases(Path("run"), approach, p))
+                processes += runs
+                cpus.append((PLATEAU_CPU[system][approach][p] if measured else budget) + runs * STARTUP_CPU)
+        cell_cpu[system] = sum(cpus)
+        cell_wall[system] = max(sum(cpus) / max(1, min(jobs, 2)), max(cpus, default=0.0))
     per = len(seeds) * len(noises)
-    training = per * (trainings * budget + processes * STARTUP_CPU)
+    training = per * sum(cell_cpu.values())
     evaluation = per * len(systems) * EVAL_CPU
     data = len(systems) * DATA_CPU
     return {"cells": per * len(systems), "trainings": per * trainings, "processes": per * processes,
-            "budget": float(budget), "training_cpu": training, "evaluation_cpu": evaluation, "data_cpu": data,
-            "total_cpu": training + evaluation + data,
-            "wall": training / max(1, min(jobs, 2)) + evaluation + data}
+            "budget": float(budget), "priced": "plateau" if measured else "budget", "training_cpu": training,
+            "evaluation_cpu": evaluation, "data_cpu": data, "total_cpu": training + evaluation + data,
+            "wall": per * sum(cell_wall.values()) + evaluation + data}
 
 
 def plan_line(p: dict[str, Any]) -> str:
     """``plan``'s numbers in one line."""
-    return (f"unknown_form plan: {p['cells']} (seed, system, σ) cells, {p['trainings']} training runs x "
-            f"{p['budget']:g} CPU s ({p['processes']} vp-train processes, ~{STARTUP_CPU:g} s start-up each) = "
+    each = (f"at their plateau (CPU as measured on {PLATEAU_CPU_SOURCE}, a guide)" if p.get("priced") == "plateau"
+            else f"x {p['budget']:g} CPU s")
+    return (f"unknown_form plan: {p['cells']} (seed, system, σ) cells, {p['trainings']} training runs {each} "
+            f"({p['processes']} vp-train processes, ~{STARTUP_CPU:g} s start-up each) = "
             f"{p['training_cpu']:.0f} CPU s, evaluation ~{p['evaluation_cpu']:.0f}, data ~{p['data_cpu']:.0f}: "
             f"total ~{p['total_cpu']:.0f} CPU s ({p['total_cpu'] / 3600:.2f} h), ~{p['wall'] / 3600:.2f} h of wall "
             f"time on 2 free cores")
-
 
 
 # --------------------------------------------------------------------------- command line
