@@ -71,14 +71,15 @@ from ..runner import StudyError, check_out_dir
 from ..stats import read_json, redraw_from, write_json, write_text
 from .evaluation import evaluate_seed, run_study
 from .design import (APPROACHES, DEFAULTS, H, HORIZONS, MAX_STEPS, MAX_STEPS_QUICK, PLATEAU_CPU, PLATEAU_CPU_SOURCE,
-                   QUICK, RECIPES, STARTUP_CPU, SYSTEMS, TARGETS, StopRule, UnknownFormOptions, UnknownFormPlan, build_plan, check_data, plan, plan_line)
+                     QUICK, RECIPES, STARTUP_CPU, SYSTEMS, TARGETS, StopRule, UnknownFormOptions, UnknownFormPlan,
+                     build_plan, check_data, plan, plan_line)
 from .runs import chosen, make_data
 from .tables import check_rows, figures, merge_rows, plateau, stop_rule_lines, summarize_rows, tables, wall_ceiling_line
 
 #: the study's names (its modules: ``design`` what it runs and its plan, ``runs`` the data and trainings, ``evaluation`` the rows,
 #: ``tables`` the tables and figures)
-__all__ = ["H", "HORIZONS", "SYSTEMS", "APPROACHES", "RECIPES", "TARGETS", "DEFAULTS", "QUICK", "STARTUP_CPU", "PLATEAU_CPU",
-           "PLATEAU_CPU_SOURCE", "StopRule",
+__all__ = ["H", "HORIZONS", "SYSTEMS", "APPROACHES", "RECIPES", "TARGETS", "DEFAULTS", "QUICK", "STARTUP_CPU",
+           "PLATEAU_CPU", "PLATEAU_CPU_SOURCE", "StopRule",
            "MAX_STEPS", "MAX_STEPS_QUICK", "stop_rule_lines", "wall_ceiling_line", "make_data", "chosen",
            "evaluate_seed", "plateau", "plan", "plan_line", "run_study", "merge_rows", "summarize_rows", "tables", "figures",
            "UnknownFormOptions", "UnknownFormPlan", "build_plan", "STUDY", "run"]

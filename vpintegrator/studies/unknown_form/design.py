@@ -82,7 +82,8 @@ APPROACHES: dict[str, tuple[str, ...]] = {
 ORACLE = "gauss_legendre4"
 FLOW_MAPS = ("lpnet", "g_sympnet")
 #: default and --quick sizes
-#: (the default's plan, ``plan``: 180 training runs x 50 CPU s, about 1.6 h on 2 free cores; --quick: 9 runs x 10 s)
+#: (the default's plan, ``plan``: 180 training runs, each to its plateau, about 3.1 h on 2 free cores, or x 50 CPU s
+#: with --budget cpu, about 1.6 h; --quick: 9 runs x 10 s)
 DEFAULTS: dict[str, Any] = {"n_train": 100, "n_test": 100, "budget_seconds": 50.0, "sweep": 2, "noise": [0.0, 1e-3]}
 QUICK: dict[str, Any] = {"n_train": 100, "n_test": 20, "budget_seconds": 10.0, "sweep": 1, "noise": [0.0]}
 
@@ -163,7 +164,7 @@ PLATEAU_CPU: dict[str, dict[str, tuple[float, ...]]] = {
     "rigid_body": {"lpnet": (16.0, 61.0), "lphnn": (147.0, 203.0), "node": (15.0, 36.0)},
 }
 #: where ``PLATEAU_CPU`` was measured (the plan line names it)
-PLATEAU_CPU_SOURCE = "seed 0 of the default size, 2026-11-28"
+PLATEAU_CPU_SOURCE = "the default size's seed 0, 2026-11-28"
 
 
 def plan(systems: Sequence[str], seeds: Sequence[int], noises: Sequence[float], budget: float, sweep: int,
@@ -204,7 +205,7 @@ def plan(systems: Sequence[str], seeds: Sequence[int], noises: Sequence[float], 
 
 def plan_line(p: dict[str, Any]) -> str:
     """``plan``'s numbers in one line."""
-    each = (f"at their plateau (CPU as measured on {PLATEAU_CPU_SOURCE}, a guide)" if p.get("priced") == "plateau"
+    each = (f"at their plateau (CPU per run as measured by {PLATEAU_CPU_SOURCE}, a guide)" if p.get("priced") == "plateau"
             else f"x {p['budget']:g} CPU s")
     return (f"unknown_form plan: {p['cells']} (seed, system, σ) cells, {p['trainings']} training runs {each} "
             f"({p['processes']} vp-train processes, ~{STARTUP_CPU:g} s start-up each) = "
