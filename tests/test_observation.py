@@ -456,8 +456,9 @@ def test_the_observed_reference_continues_the_file_and_integrates_held_out_condi
     np.testing.assert_array_equal(only_new, ref[2:])  # held-out conditions alone (vp-rollout --heldout)
 
 
-@pytest.mark.parametrize("name", [n.split("/", 1)[1] for n in SHIPPED_RESULTS["partial_observation"]
-                                  if not n.split("/", 1)[1].startswith("recurrent")])  # the recurrent: their own page
+@pytest.mark.parametrize("name", [n.removeprefix("partial_observation/")
+                                  for n in SHIPPED_RESULTS["partial_observation"]
+                                  if "/recurrent" not in n])  # the recurrent sizes: their own page
 def test_the_documented_tables_are_drawn_from_the_shipped_json(name):
     """docs/partial_observation.md shows every table line the study builds from its shipped JSON
     docs/data/partial_observation/<name>.json, through the study's own formatting (``--table-only`` on a copy of

@@ -178,7 +178,7 @@ def plan(systems: Sequence[str], seeds: Sequence[int], noises: Sequence[float], 
     A training is priced at ``budget`` CPU seconds, except under ``rule``'s default plateau rule (patience 10,
     ``MAX_STEPS``), where it takes what its plateau takes: there it is priced from ``PLATEAU_CPU``, and
     ``priced`` says which (``"budget"`` or ``"plateau"``)."""
-    measured = (rule is not None and rule.budget == "plateau" and rule.patience == 10
+    measured = (rule is not None and rule.budget == "plateau" and rule.patience == StopRule.patience
                 and (rule.max_steps or MAX_STEPS) == MAX_STEPS)
     trainings = processes = 0
     cell_cpu: dict[str, float] = {}
