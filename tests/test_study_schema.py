@@ -19,7 +19,7 @@ from vpintegrator.studies.memory.tables import SCHEMA as MEMORY
 
 # the shipped files as this install has them: docs/data/ in a checkout, vpintegrator/_results/ in a wheel
 FILES = results_files()
-BY_NAME = {"unknown_form": UNKNOWN_FORM, "rigid_body_study": rigid_body.SCHEMA,
+BY_NAME = {"unknown_form": UNKNOWN_FORM, "unknown_form_plateau": UNKNOWN_FORM, "rigid_body_study": rigid_body.SCHEMA,
            "rigid_body_study_plateau": rigid_body.SCHEMA,
            "rigid_body_structure_study": rigid_body_structure.SCHEMA,
            "rigid_body_structure_study_plateau": rigid_body_structure.SCHEMA,

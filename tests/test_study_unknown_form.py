@@ -376,13 +376,13 @@ def test_the_plan_prices_a_plateau_run_from_its_measured_cpu_and_a_budget_run_at
         assert uf.plan(*args, rule=rule)["priced"] == "budget"
 
 
-@pytest.mark.skipif(not (Path(__file__).resolve().parent.parent / "docs" / "in_progress"
+@pytest.mark.skipif(not (Path(__file__).resolve().parent.parent / "docs" / "data"
                          / "unknown_form_plateau.json").is_file(), reason="repository files (not in the wheel)")
-def test_the_measured_plateau_cpu_is_drawn_from_the_kept_rows():
-    """PLATEAU_CPU is the mean over σ and seeds of each sweep point's CPU in the plateau rows kept so far,
-    rounded to the second: no figure of it is typed by hand."""
+def test_the_measured_plateau_cpu_is_drawn_from_the_shipped_plateau_rows():
+    """PLATEAU_CPU is the mean over σ and seeds of each sweep point's CPU in the shipped plateau rows, rounded
+    to the second: no figure of it is typed by hand."""
     root = Path(__file__).resolve().parent.parent
-    rows = json.loads((root / "docs" / "in_progress" / "unknown_form_plateau.json").read_text("utf-8"))["rows"]
+    rows = json.loads((root / "docs" / "data" / "unknown_form_plateau.json").read_text("utf-8"))["rows"]
     seen: dict[tuple, float] = {}
     for row in rows:
         for point in row.get("sweep") or []:
@@ -408,13 +408,19 @@ def test_estimate_prints_the_plan_and_runs_nothing(tmp_path, capsys):
 
 @pytest.mark.skipif(not (Path(__file__).resolve().parent.parent / "docs" / "data" / "unknown_form.json").is_file(),
                     reason="repository files (not in the wheel)")
-def test_the_shipped_results_are_the_docs_tables():
-    """docs/data/unknown_form.json is the file the tables of docs/unknown_form.md come from: every line of the
-    tables `--table-only` draws from it is on the page, so no number there is typed by hand."""
+@pytest.mark.parametrize("name", ["unknown_form", "unknown_form_plateau"])
+def test_the_shipped_results_are_the_docs_tables(name):
+    """docs/data/NAME.json is the file the tables of its section of docs/unknown_form.md come from: every line
+    of the tables `--table-only` draws from it is in that section, so no number there is typed by hand."""
     root = Path(__file__).resolve().parent.parent
-    doc = json.loads((root / "docs" / "data" / "unknown_form.json").read_text(encoding="utf-8"))
+    doc = json.loads((root / "docs" / "data" / f"{name}.json").read_text(encoding="utf-8"))
     assert doc["commands"] and all(c.startswith("vp-study unknown_form ") for c in doc["commands"])
     text = (root / "docs" / "unknown_form.md").read_text(encoding="utf-8")
+    marker = f"--results {name} "
+    assert text.count(marker) == 1, f"one section of the page names {marker!r}"
+    start = text.index(marker)
+    section = text[text.rindex("\n## ", 0, start):]
+    section = section[:section.find("\n## ", 1)] if "\n## " in section[1:] else section
     drawn = uf.tables(uf.summarize_rows(doc["rows"])).splitlines()
-    missing = [line for line in drawn if line.startswith("|") and line not in text]
+    missing = [line for line in drawn if line.startswith("|") and line not in section]
     assert len(drawn) > 20 and not missing, missing[:3]

@@ -70,7 +70,7 @@ SHIPPED_RESULTS: dict[str, tuple[str, ...]] = {
     "rigid_body_structure": ("rigid_body_structure_study", "rigid_body_structure_study_plateau"),
     "coupled_oscillator": ("coupled_oscillator_study",),
     "context": ("context_oscillator",),
-    "unknown_form": ("unknown_form",),
+    "unknown_form": ("unknown_form", "unknown_form_plateau"),
     "partial_observation": tuple(f"partial_observation/{size}" for size in (
         "default", "default_steps", "quick", "quick_steps", "mid", "mid_steps", "plateau", "toda", "toda_steps",
         "toda_default", "toda_default_steps", "toda_plateau", "recurrent_quick", "recurrent_steps30")),
