@@ -237,3 +237,46 @@ def test_fast_iteration_falls_back_to_the_exact_rule():
     ref = vp.integrate(system, y0, 0.8, 20, method="gauss_legendre4", compiled=False).y[0]
     stepper = compiled_stepper(system, "gauss_legendre4", 0.8)
     np.testing.assert_allclose(stepper.run(y0, 20), ref, rtol=0, atol=1e-11)
+
+
+# --- compilation is set-up, never a timed step ---------------------------------------------------------------
+_COMPILED_IN_SETUP = r"""
+import numpy as np
+import vpintegrator.compiled.kernels as K
+import vpintegrator.data.integration as I
+import vpintegrator.stepping as S
+from vpintegrator.rollout.engine import rollout
+from vpintegrator.rollout.steps import IntegratorStep
+
+ROWS = [K.rows_explicit, K.rows_shears, K.rows_implicit, K.rows_verlet]
+y0 = np.random.default_rng(0).normal(size=(4, 3))
+for module, path in ((I, "direct"), (S, "blocks")):
+    for method in ("rk4", "splitting", "implicit_midpoint"):
+        seen, real = [], module.thread_cpu
+        def clock():  # every reading of the rollout's clock, with the loops' compiled signatures at that moment
+            seen.append(sum(len(d.signatures) for d in ROWS))
+            return real()
+        module.thread_cpu = clock
+        try:  # a callback takes the engine's block loop (generate); none, the whole-rollout path
+            rollout(IntegratorStep("rigid_body", method, 0.1), y0, 0.1, 30,
+                    **({"callback": lambda k0, b: None} if path == "blocks" else {}))
+        finally:
+            module.thread_cpu = real
+        # the direct path reads: start, tic, toc; the block loop: two for set-up, then tic/toc per chunk
+        timed = seen[1:] if path == "direct" else seen[2:]
+        print(path, method, seen)
+        assert len(timed) >= 2 and len(set(timed)) == 1, (path, method, seen)
+"""
+
+
+@needs_numba
+def test_a_rollout_compiles_its_loops_in_set_up_never_in_its_timed_steps():
+    """The loop over rows (``step_rows``) is a kernel of its own, compiled per memory layout of its output: a
+    classical row's first rollout in a process compiles (or loads from the disk cache) every loop it runs before
+    its clock starts, on both of the engine's paths, so its cost is that of warm steps (a fresh install's first
+    table as its second). Run in a fresh process: in this one, earlier tests may have compiled them already."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", _COMPILED_IN_SETUP], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("\n") == 6, done.stdout

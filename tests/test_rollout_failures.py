@@ -182,3 +182,42 @@ def test_compilation_is_the_rows_set_up_never_its_cost_per_step(data, tmp_path, 
                                workers=1))
     meta = read_rollout(out).methods["cold"].meta
     assert meta["warmup_seconds"] >= 0.5 and meta["seconds"] < 0.25, meta
+
+
+class _FirstTimedRunSlow(IntegratorStep):
+    """RK4 whose timed run (the first call for all N_STEPS steps: the warm-up asks for a few) spends 0.02 CPU s
+    more, once: first-call work (fresh memory, cold caches) at the scale of a short row's steps."""
+
+    long_calls = 0
+
+    def generate(self, n):
+        if n >= N_STEPS:
+            _FirstTimedRunSlow.long_calls += 1
+            if _FirstTimedRunSlow.long_calls == 1:
+                from vpintegrator.clock import thread_cpu
+
+                tic = thread_cpu()
+                while thread_cpu() - tic < 0.02:
+                    pass
+        return super().generate(n)
+
+
+def test_a_short_row_costs_the_least_of_its_timed_runs(data, tmp_path, monkeypatch):
+    """A row whose timed run took under COST_REPEAT_BELOW CPU s is timed COST_REPEATS times (states not kept) and
+    costs the least: one reading of a sub-millisecond run cannot tell first-call work from steps."""
+    from vpintegrator.rollout.write import COST_REPEATS
+
+    kind = row_registry.RowKind("slow1", False, False, lambda req: _FirstTimedRunSlow(req.system, "rk4", req.dt),
+                                "slow1")
+    monkeypatch.setitem(row_registry.ROW_KINDS, "slow1", kind)
+    monkeypatch.setattr(_FirstTimedRunSlow, "long_calls", 0)
+    out = tmp_path / "s.h5"
+    run_rollouts(RolloutConfig(data=str(data), out=str(out), integrators=["slow1", "rk4"], heldout=2,
+                               chunk_steps=1000, workers=1))
+    res = read_rollout(out)
+    meta = res.methods["slow1"].meta
+    assert meta["cost_runs"] == COST_REPEATS and meta["seconds"] < 0.01, meta
+    assert meta["seconds_per_step"] == pytest.approx(meta["seconds"] / N_STEPS)
+    assert _FirstTimedRunSlow.long_calls == COST_REPEATS  # one chunk a run
+    # the states are the timed run's, untouched by the repeats
+    assert np.array_equal(res.methods["slow1"].y, res.methods["rk4"].y)

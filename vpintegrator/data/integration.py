@@ -94,16 +94,28 @@ class IntegratorMap(StepMap):
             if self._stepper is not None:
                 self._runner = "numba"
 
-    def _compiled_stepper(self):
-        """The compiled stepper (``vpintegrator.compiled.integrators``) for this method, or None."""
+    def _compiled_stepper(self, rows: str | None = "blocks"):
+        """The compiled stepper (``vpintegrator.compiled.integrators``) for this method, or None; compiled (or
+        loaded from the disk cache) here, in the caller's set-up, never in its timed steps: its single-trajectory
+        loop (``step_block``, one step of the first trajectory) and the loop over rows (``step_rows``, a kernel of
+        its own, compiled for each memory layout of its output): ``rows="blocks"`` into a new array, as
+        ``generate`` runs it; ``"direct"`` into a strided view, as ``rollout_direct`` writes a batch; None: not."""
         try:
             stepper = _compiled_stepper(self.system, self.integrator, self.dt)
-            if stepper is not None and not stepper.warm:  # compile (or load from the cache) now: set-up, not steps
-                y = self._y0[0].copy()
-                stepper.step_block(y, 1, np.empty((1, self.dim)))
-            return stepper
         except Exception:  # no numba, no module, or a kernel that cannot run: the NumPy path
             return None
+        if stepper is None:
+            return None
+        try:
+            if not stepper.warm:
+                stepper.step_block(self._y0[0].copy(), 1, np.empty((1, self.dim)))
+            if rows == "blocks":
+                stepper.step_rows(self._y0[:1].copy(), 1, np.empty((1, 1, self.dim)))
+            elif rows == "direct" and self._y0.shape[0] > 1:  # two rows: a view numba types as strided
+                stepper.step_rows(self._y0[:2].copy(), 1, np.empty((2, 2, self.dim))[:, 1:])
+        except Exception:  # a kernel that cannot run: the NumPy path
+            return None
+        return stepper
 
     def _step(self, y: np.ndarray) -> np.ndarray:
         try:
@@ -188,7 +200,7 @@ class IntegratorMap(StepMap):
             return None
         start = thread_cpu()
         self._y0 = np.array(window0[:, -1], dtype=np.float64)  # (n_traj, dim); what start() keeps, for reset
-        self._stepper = stepper = self._compiled_stepper()
+        self._stepper = stepper = self._compiled_stepper(rows="direct" if n_traj > 1 else None)
         if stepper is None:
             return None
         self._runner = "numba"

@@ -31,7 +31,7 @@ from .preflight import check_outputs, input_files
 from .report import Failure, RolloutReport
 from .splits import split_rows
 from .steps import reference_step_map
-from .write import Say, first_failure, root_attrs, write_method, write_reference
+from .write import COST_REPEAT_BELOW, COST_REPEATS, Say, first_failure, root_attrs, write_method, write_reference
 
 __all__ = ["run_rollouts", "run_digest", "write_index_if_complete", "WorkerParts"]
 
@@ -39,7 +39,8 @@ __all__ = ["run_rollouts", "run_digest", "write_index_if_complete", "WorkerParts
 #: after the line that says what the errors are measured against
 COST_CAPTION = ("seconds_per_step: CPU seconds of one step of the whole batch, taken warm (each row first runs a few "
                 "steps whose compilation and first-call work are its warmup_seconds in the rollout file, not its "
-                "cost); batch-1 costs per unit time: vp-rollout --work-precision.")
+                f"cost; a row whose run took under {COST_REPEAT_BELOW:g} CPU s is timed {COST_REPEATS} times and "
+                "costs the least); batch-1 costs per unit time: vp-rollout --work-precision.")
 
 
 def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None,
