@@ -1,7 +1,7 @@
 """Same command, same rows, under any load (issue 65): run ``vp-study partial_observation`` twice, the second time
 beside a CPU-bound load on every core, and compare the two results JSON files field by field, timing fields
-aside (``train_cpu``, the curves' CPU seconds). Training budgets are step budgets (``--budget plateau``, the
-study's default), so every error, step count and stop must be equal.
+aside (``train_cpu``, the curves' CPU seconds, the rows' batch-1 ``cost``). Training budgets are step budgets
+(``--budget plateau``, the study's default), so every error, step count and stop must be equal.
 
     python scripts/same_rows_under_load.py --out runs/same_rows                 # a tiny study (about 2 CPU min)
     python scripts/same_rows_under_load.py --out runs/same_rows -- --quick      # the --quick study (twice)
@@ -22,8 +22,9 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-#: the fields that are clocks (they may differ; everything else must not)
-TIMING = {"train_cpu", "cpu"}
+#: the fields that are clocks (they may differ; everything else must not): a training's CPU seconds, its curve's,
+#: and a row's batch-1 cost per unit time on the cost meter (thread CPU seconds, which load moves)
+TIMING = {"train_cpu", "cpu", "cost"}
 #: the tiny study: one system, two approaches, two windows, one seed, a few held-out conditions
 TINY = ["--systems", "coupled_oscillator", "--approaches", "delay_mlp,vpt", "--windows", "1,2", "--seeds", "0",
         "--n-train", "8", "--n-test", "3", "--max-steps", "20", "--jobs", "1"]

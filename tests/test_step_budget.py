@@ -130,8 +130,10 @@ def test_a_step_budget_trains_the_same_run_beside_a_load_on_every_core(tiny_data
 
 def test_the_differ_sees_every_field_but_the_clocks(same_rows):
     mod = same_rows
-    a = {"rows": [{"label": "x", "err_t10": {"median": 0.1}, "train_cpu": 3.0, "curve": {"cpu": [1.0], "val": [2.0]}}]}
-    b = {"rows": [{"label": "x", "err_t10": {"median": 0.1}, "train_cpu": 9.0, "curve": {"cpu": [5.0], "val": [2.0]}}]}
+    a = {"rows": [{"label": "x", "err_t10": {"median": 0.1}, "train_cpu": 3.0, "cost": 1e-4,
+                   "curve": {"cpu": [1.0], "val": [2.0]}}]}
+    b = {"rows": [{"label": "x", "err_t10": {"median": 0.1}, "train_cpu": 9.0, "cost": 2e-4,
+                   "curve": {"cpu": [5.0], "val": [2.0]}}]}
     assert list(mod.differences(a, b)) == []  # clocks aside
     b["rows"][0]["curve"]["val"] = [2.5]
     assert list(mod.differences(a, b)) == ["/rows[0]/curve/val[0]: 2.0 against 2.5"]
