@@ -205,12 +205,19 @@ def warm_up(step_map: StepMap, window0: np.ndarray, dt: float, n_steps: int, t0:
 
     steps = min(int(n_steps), step_map.seq_len + WARM_UP_CALLS * step_map.advance)
     tic = thread_cpu()
-    try:
-        stream_rollout(step_map, window0, dt, steps, lambda k0, block: None, t0=t0, chunk_steps=max(1, steps),
-                       blowup=blowup)
-    except Exception:  # noqa: BLE001 (the timed run meets it again and reports it in one line)
-        pass
+    _dry_run(step_map, window0, dt, steps, t0, blowup, max(1, steps))  # a failure: the timed run reports it
     return thread_cpu() - tic
+
+
+def _dry_run(step_map: StepMap, window0: np.ndarray, dt: float, n_steps: int, t0: float, blowup: float,
+             chunk_steps: int) -> RolloutStats | None:
+    """A rollout of the row whose states go nowhere (a warm-up, a repeat of the timed run): its stats, or None
+    when the map raised."""
+    try:
+        return stream_rollout(step_map, window0, dt, n_steps, lambda k0, block: None, t0=t0,
+                              chunk_steps=chunk_steps, blowup=blowup)
+    except Exception:  # noqa: BLE001
+        return None
 
 
 #: a row whose timed run took less CPU than this (seconds) is timed again, its states not kept, ``COST_REPEATS``
@@ -228,10 +235,8 @@ def settle_cost(res: RolloutStats, step_map: StepMap, window0: np.ndarray, dt: f
     runs = 1
     if res.seconds < COST_REPEAT_BELOW and not res.n_failed:
         for _ in range(COST_REPEATS - 1):
-            try:
-                again = stream_rollout(step_map, window0, dt, n_steps, lambda k0, block: None, t0=t0,
-                                       chunk_steps=chunk_steps, blowup=blowup)
-            except Exception:  # noqa: BLE001 (a map that fails on a later call: the timed run stands)
+            again = _dry_run(step_map, window0, dt, n_steps, t0, blowup, chunk_steps)
+            if again is None:  # a map that fails on a later call: the timed run stands
                 break
             runs += 1
             if again.seconds < res.seconds:
