@@ -14,7 +14,7 @@ The unbroken copy runs the same tests first: they must pass, else the check mean
 Prints a table (mutation -> caught / SURVIVED, failed tests of the selected ones, seconds) and exits 0 only when
 every mutation was caught; 1 when one survived; 2 when the baseline fails or a mutation's text is not found exactly
 once (the code moved: update ``MUTATIONS``). Each mutated run recompiles the numba kernels it uses (every kernel's
-cache key holds the time and size of every compiled file): 3-9 minutes per mutation of compiled code on a
+cache key holds the content hash of every compiled file): 3-9 minutes per mutation of compiled code on a
 loaded 2-core machine, ~5 s for one of the NumPy step. Usage::
 
     python scripts/mutation_check.py                  # every mutation

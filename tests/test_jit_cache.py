@@ -109,3 +109,50 @@ def test_a_writable_cache_is_used_as_before():
         pytest.skip("numba is not installed")
     assert stepper.run(np.array([0.6, 0.0, 0.8]), 3).shape == (4, 3)
     assert _jitcache.fallback_dir() is None
+
+
+PROBE = """
+import json, sys
+import vpintegrator
+from vpintegrator import _probe_kernel
+assert vpintegrator.__file__.startswith(sys.argv[1]), vpintegrator.__file__
+k = _probe_kernel.f
+assert k(1.0) == 3.0
+print(json.dumps({"hits": sum(k.stats.cache_hits.values()), "misses": sum(k.stats.cache_misses.values())}))
+"""
+
+
+def _copy_with_probe(dest: Path) -> Path:
+    """A copy of the package (as a wheel installs it elsewhere) with one small kernel of its own."""
+    shutil.copytree(Path(vpintegrator.__file__).parent, dest / "vpintegrator",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.nbi", "*.nbc"))
+    (dest / "vpintegrator" / "_probe_kernel.py").write_text(
+        "from ._jitcache import njit\n\n\ndef _f(x):\n    return x + 2.0\n\n\nf = njit(_f)\n")
+    return dest
+
+
+def _probe(site: Path, cache: Path) -> dict:
+    import json
+
+    env = {**os.environ, "PYTHONPATH": str(site), "NUMBA_CACHE_DIR": str(cache), "OMP_NUM_THREADS": "1",
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    out = subprocess.run([sys.executable, "-c", PROBE, str(site)], env=env, capture_output=True, text=True,
+                         cwd=site, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_two_installs_of_the_same_sources_share_one_cache(tmp_path):
+    """Issue 90: with NUMBA_CACHE_DIR set, a kernel compiled by one copy of the package (a clone) is loaded by
+    another copy of the same sources elsewhere (the wheel), whatever the files' times: the key is the content
+    of every file kernels can inline, the place ``<NUMBA_CACHE_DIR>/vpintegrator/<folder>``. A changed
+    dependency (a system's file) still compiles again."""
+    cache = tmp_path / "cache"
+    a, b = _copy_with_probe(tmp_path / "a"), _copy_with_probe(tmp_path / "b")
+    for f in (b / "vpintegrator").rglob("*.py"):  # another install time
+        os.utime(f, (1e9, 1e9))
+    assert _probe(a, cache) == {"hits": 0, "misses": 1}
+    assert _probe(b, cache) == {"hits": 1, "misses": 0}
+    assert any((cache / "vpintegrator").glob("_probe_kernel.*.nbi"))
+    with open(b / "vpintegrator" / "systems" / "rigid_body.py", "a") as f:  # a file kernels inline, edited
+        f.write("\n# edited\n")
+    assert _probe(b, cache) == {"hits": 0, "misses": 1}

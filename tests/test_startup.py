@@ -71,7 +71,7 @@ def test_every_kernel_cache_is_keyed_on_the_files_kernels_inline():
     from vpintegrator.compiled import kernels
 
     stamp = _jitcache.dependency_stamp()
-    names = {path for path, _, _ in stamp}
+    names = {path for path, _ in stamp}
     assert {"compiled/systems.py", "systems/rigid_body.py", "rollout/numba_kernel.py"} <= names
     dispatcher = next(v for v in vars(kernels).values() if hasattr(v, "_cache") and hasattr(v, "py_func"))
     assert dispatcher._cache._cache_file._source_stamp[1] == stamp

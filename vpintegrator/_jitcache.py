@@ -7,24 +7,30 @@ kernels are cached in a temporary directory of this process (removed at exit), o
 compiled without a cache; one warning says so, once per process. Every module that jits a function
 (``vpintegrator.compiled``, ``vpintegrator.rollout.numba_kernel``) goes through here.
 
-numba keys a function's cache on its own file only (the file's time and size), but the package's kernels
+numba keys a function's cache on its own file only (the file's content), but the package's kernels
 inline code from other files: the generic loops of ``compiled/kernels.py`` call the systems' dispatchers of
 ``compiled/systems.py``, which call the fields written once in ``systems/<name>.py``. So every kernel's key
-here also holds the time and size of each file compiled code can reach (``DEPENDENCIES``,
-[`dependency_stamp`][vpintegrator._jitcache.dependency_stamp]): adding a system or editing a field
-invalidates every cache, with no file to touch by hand.
+here also holds the content hash of each file compiled code can reach (``DEPENDENCIES``,
+[`dependency_stamp`][vpintegrator._jitcache.dependency_stamp]) and NumPy's version: adding a system or
+editing a field invalidates every cache, with no file to touch by hand.
+
+With ``NUMBA_CACHE_DIR`` set, the package's kernels are cached under ``<NUMBA_CACHE_DIR>/vpintegrator/<folder
+inside the package>`` (``PackageCacheLocator``), not under a hash of
+the folder's absolute path as numba's own locator does; since the key is the content, not the file's time, a
+clone and an installed wheel of the same sources share one cache (CI compiles each kernel once per Python).
 """
 
 from __future__ import annotations
 
 import atexit
+import hashlib
 import logging
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["njit", "fallback_dir", "dependency_stamp", "DEPENDENCIES"]
+__all__ = ["njit", "fallback_dir", "dependency_stamp", "DEPENDENCIES", "PackageCacheLocator"]
 
 #: the package's sources compiled code can reach, folders or files relative to the package: part of every
 #: kernel's cache key (``dependency_stamp``)
@@ -38,16 +44,67 @@ def fallback_dir() -> str | None:
     return _state["fallback"] or None
 
 
-def dependency_stamp() -> tuple[tuple[str, int, int], ...]:
-    """``(path, mtime_ns, size)`` of every ``.py`` file of ``DEPENDENCIES`` (numba's own freshness rule, the
-    file's time and size, over every file a kernel can inline), read once per process."""
+def dependency_stamp() -> tuple[tuple[str, str], ...]:
+    """``(path, sha256 of its bytes)`` of every ``.py`` file of ``DEPENDENCIES`` (numba's own freshness rule,
+    the file's content, over every file a kernel can inline), then ``("numpy", version)``; read once per
+    process. No time and no absolute path: the same sources give the same key wherever they are installed."""
     if "stamp" not in _state:
+        import numpy
+
         root = Path(__file__).resolve().parent
         files = sorted(f for d in DEPENDENCIES
                        for f in ((root / d).glob("*.py") if (root / d).is_dir() else [root / d]) if f.is_file())
-        _state["stamp"] = tuple((f.relative_to(root).as_posix(), st.st_mtime_ns, st.st_size)
-                                for f in files for st in [f.stat()])
+        _state["stamp"] = tuple((f.relative_to(root).as_posix(), hashlib.sha256(f.read_bytes()).hexdigest())
+                                for f in files) + (("numpy", numpy.__version__),)
     return _state["stamp"]
+
+
+def _package_locator() -> type | None:
+    """``PackageCacheLocator`` built on this numba's ``UserProvidedCacheLocator`` (None where numba has none)."""
+    if "locator" not in _state:
+        from numba.core import caching, config
+
+        base = getattr(caching, "UserProvidedCacheLocator", None)
+        root = Path(__file__).resolve().parent
+
+        class PackageCacheLocator(base):  # type: ignore[misc, valid-type]
+            """numba's ``NUMBA_CACHE_DIR`` locator for the package's own files, at
+            ``<NUMBA_CACHE_DIR>/vpintegrator/<folder inside the package>``: independent of where the package
+            is installed (numba's own hashes the folder's absolute path)."""
+
+            def __init__(self, py_func: Any, py_file: str) -> None:
+                super().__init__(py_func, py_file)
+                inner = Path(py_file).resolve().parent.relative_to(root)
+                self._cache_path = str(Path(config.CACHE_DIR, "vpintegrator", inner))
+
+            @classmethod
+            def from_function(cls, py_func: Any, py_file: str) -> Any:
+                try:
+                    Path(py_file).resolve().relative_to(root)
+                except ValueError:
+                    return None  # not the package's file: numba's own locators
+                return super().from_function(py_func, py_file)
+
+        _state["locator"] = PackageCacheLocator if base is not None else None
+    return _state["locator"]
+
+
+def install_package_locator() -> None:
+    """Put ``PackageCacheLocator`` first among numba's locators
+    (once; a numba without ``CacheImpl._locator_classes`` keeps its own)."""
+    from numba.core import caching
+
+    impl = getattr(caching, "CacheImpl", None)
+    locator = _package_locator()
+    classes = getattr(impl, "_locator_classes", None)
+    if locator is not None and isinstance(classes, list) and locator not in classes:
+        classes.insert(0, locator)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PackageCacheLocator":  # built on numba's class at first use: importing this module stays cheap
+        return _package_locator()
+    raise AttributeError(name)
 
 
 def key_on_dependencies(dispatcher: Any) -> Any:
@@ -102,6 +159,7 @@ def njit(fn: Callable[..., Any], **options: Any):
     numba cannot write its cache (see the module docstring)."""
     import numba
 
+    install_package_locator()
     if _state["fallback"] is None:
         try:
             return key_on_dependencies(numba.njit(cache=True, **options)(fn))

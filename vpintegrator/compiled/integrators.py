@@ -45,7 +45,7 @@ step k it stops with ``out[:k-1]`` written, ``status`` 1 (no convergence) or 2 (
 Kernels compile on first use (0.4-7 s per method: implicit midpoint 6.7 s with its exact-rule
 fallback, Gauss-Legendre 4 3.0 s, rk4 0.9 s) and are cached on disk (``cache=True``), so a new process
 only loads them (~10 ms each). Numba keys each cache entry on the file that defines the function only;
-every kernel's key here also holds the time and size of each file compiled code can reach
+every kernel's key here also holds the content hash of each file compiled code can reach
 (``vpintegrator._jitcache.dependency_stamp``), so editing a system's ``field`` recompiles them. ``step_rows`` runs
 any number of trajectories, each by the batch-1 loop (one compiled loop over the rows where the method has a lean
 loop): each row's states are batch 1's bit for bit (``integrate`` and the rollouts of any batch use it).
