@@ -577,6 +577,7 @@ ALLOWED_CONFIG_TAKERS = {
     "studies/context/design.py:build_plan": "the context study's plan builder: ContextOptions -> ContextPlan",
     "studies/coupled_oscillator/design.py:build_plan": "the coupled-oscillator study's plan builder -> Settings",
     "studies/rigid_body.py:build_plan": "the rigid-body study's plan builder: RigidBodyOptions -> RigidBodyPlan",
+    "studies/rigid_body_results/cost.py:build_plan": "the rigid-body cost step's plan builder: CostOptions -> CostPlan",
     "studies/rigid_body_quality.py:build_plan": "the quality study's plan builder: QualityOptions -> QualityPlan",
     "studies/rigid_body_structure/design.py:build_plan": "the structure study's plan builder -> StructurePlan",
     "studies/unknown_form/design.py:build_plan": "the unknown-form study's plan builder -> UnknownFormPlan",

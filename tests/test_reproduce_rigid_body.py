@@ -179,41 +179,94 @@ def test_table_only_rewrites_results(fake_run, tmp_path):
     assert (run / "results.md").read_text().startswith("# Rigid-body study")
 
 
-def test_write_timing_takes_the_start_up_out(tmp_path):
+def _write_timing_runs(run: Path, cost_t_end: float, rows: dict) -> None:
+    """RUN/timing as the study leaves it: per label (seconds_per_step, whole-process CPU s) a vp-rollout csv and its
+    task record, and cost.json of the cost step with each label's metered seconds to ``cost_t_end``."""
     from vpintegrator.metrics import write_table
 
-    td = tmp_path / "timing"
-    td.mkdir()
-    for label, spp in (("vpt", 1e-4), ("vpt_short", 1.2e-4)):
-        write_table([{"method": label.split("_")[0], "final_rel_error": 0.1, "seconds_per_step": spp, "failed": 0}],
-                    td / label)
-    write_json(tmp_path / ".tasks" / "timing_vpt.json", {"cpu_s": 12.0, "wall_s": 13.0})
-    write_json(tmp_path / ".tasks" / "timing_vpt_short.json", {"cpu_s": 3.0, "wall_s": 4.0})
-    out = rr.write_timing(tmp_path, 1000.0)  # 5000 steps; the short run 500
+    td = run / "timing"
+    td.mkdir(exist_ok=True)
+    for label, (spp, cpu, _) in rows.items():
+        write_table([{"method": label, "final_rel_error": 0.1, "seconds_per_step": spp, "failed": 0}], td / label)
+        write_json(run / ".tasks" / f"timing_{label}.json", {"cpu_s": cpu, "wall_s": cpu + 1.0})
+    write_json(td / "cost.json", {"t_end": cost_t_end, "n_steps": int(round(cost_t_end / 0.2)), "failed": {},
+                                  "rows": {label: {"seconds": m, "setup_seconds": 0.5, "first_seconds": m + 0.5,
+                                                   "repeats": 5, "clock": "thread_cpu", "runner": "numba"}
+                                           for label, (_, _, m) in rows.items()}})
+
+
+def test_write_timing_prices_every_row_on_the_meter_at_the_papers_horizon(tmp_path):
+    """Issue 93: the steps' cost is the cost meter's (cost.json), per step times the paper's 250 000 steps; the whole
+    process is its own figure (never a difference of two); every row has both, the VPT included."""
+    _write_timing_runs(tmp_path, 1000.0, {"vpt": (1e-4, 12.0, 0.4), "rk4": (1e-6, 11.0, 0.004)})
+    out = rr.write_timing(tmp_path, 1000.0)  # 5000 steps
     e = out["methods"]["vpt"]
-    assert e["cpu_s"] == 12.0
-    assert e["cpu_marginal_s"] == pytest.approx((12.0 - 3.0) / 4500 * 5000)
-    assert e["engine_s"] == pytest.approx(1e-4 * 5000)
-    assert e["paper_julia_s"] == 0.71
-    assert (td / "timing.json").exists() and "| vpt |" in (td / "timing.md").read_text()
+    assert e["meter_s"] == 0.4 and e["meter_paper_s"] == pytest.approx(0.4 / 5000 * 250000)
+    assert e["cpu_s"] == 12.0 and e["engine_s"] == pytest.approx(1e-4 * 5000) and e["paper_julia_s"] == 0.71
+    assert (e["meter_clock"], e["meter_repeats"], e["meter_setup_s"]) == ("thread_cpu", 5, 0.5)
+    assert not any("marginal" in k for m in out["methods"].values() for k in m)
+    md = (tmp_path / "timing" / "timing.md").read_text()
+    assert "| vpt | 0.4 | 0.5 | 12 | 13 | 20 | 0.71 |" in md and "| rk4 | 0.004 | 0.005 | 11 | 12 | 0.2 | — |" in md
+    assert "(measured to t = 1000, scaled)" in md
 
 
-@pytest.mark.parametrize("short_cpu", [3.0, 12.009, 11.8])  # above, at (the quick job's -0.009 s) and within noise
-def test_write_timing_reports_no_steps_cost_below_resolution(tmp_path, short_cpu):
-    from vpintegrator.metrics import write_table
+def test_long_run_and_cost_gives_every_row_a_metered_cost_beside_the_papers(fake_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(fake_run, run)
+    rows = {"vpt": (1e-4, 12.0, 0.4), "implicit_midpoint": (2e-6, 3.0, 0.001), "rk4": (1e-6, 3.0, 0.002),
+            "splitting": (1e-6, 3.0, 0.003)}
+    _write_timing_runs(run, 5000.0, rows)
+    rr.write_timing(run, 5000.0)
+    res = rr.build_results(run)
+    assert {m: res["rows"][m]["cpu_meter"]["mean"] for m in rows} == pytest.approx(
+        {m: 10 * meter for m, (_, _, meter) in rows.items()})  # measured to t = 5000: × 10 to the paper's t = 50 000
+    text = rr.format_results(res)
+    table = text[text.index("## Long run and cost"):].split("\n\n")[1].splitlines()
+    assert "CPU s to t = 50000, steps only (cost meter; measured to t = 5000, × 10)" in table[0]
+    body = {line.split(" | ")[0].strip("| ").split(" (")[0]: line.split(" | ") for line in table[2:]}
+    for m in rows:  # every row a number in the cost column and in the whole-process column
+        assert body[m][4] == f"{fmt(10 * rows[m][2])} (n=1)" and body[m][5].startswith(fmt(rows[m][1])), body[m]
+    assert body["*paper vpt*"][4] == "0.71" and body["*paper implicit_midpoint*"][4] == "2.51"
+    assert "cost meter" in text and "interleaved" in text
 
-    td = tmp_path / "timing"
-    td.mkdir()
-    for label in ("rk4", "rk4_short"):
-        write_table([{"method": "rk4", "final_rel_error": 0.1, "seconds_per_step": 1e-6, "failed": 0}], td / label)
-    write_json(tmp_path / ".tasks" / "timing_rk4.json", {"cpu_s": 12.0, "wall_s": 13.0})
-    write_json(tmp_path / ".tasks" / "timing_rk4_short.json", {"cpu_s": short_cpu, "wall_s": 4.0})
-    e = rr.write_timing(tmp_path, 1000.0)["methods"]["rk4"]
-    if short_cpu == 3.0:
-        assert e["cpu_marginal_s"] > 0 and "cpu_marginal_note" not in e
-    else:  # never a negative or noise-sized cost: not reported, and the table says why
-        assert e["cpu_marginal_s"] is None and e["cpu_marginal_note"] == "below resolution"
-        assert "below what two process measurements resolve" in (td / "timing.md").read_text()
+
+def fmt(v):
+    from vpintegrator.studies.stats import fmt_num
+
+    return fmt_num(v)
+
+
+def test_the_cost_step_meters_every_row_of_the_timing_in_one_process(tmp_path):
+    """The cost step (python -m vpintegrator.studies.rigid_body_results.cost) plans the rows as vp-rollout does and
+    prices each on the meter: warm, the minimum over the rounds, thread CPU, every row of the plan."""
+    import torch
+
+    from vpintegrator.data import generate, load_spec
+    from vpintegrator.models import build_model, save_model
+    from vpintegrator.studies.rigid_body_results import cost
+
+    torch.manual_seed(0)
+    generate(load_spec("rigid_body_paper", method="rk4", t_end=2.0, n_traj=1), out=tmp_path / "ref.h5")
+    save_model(build_model("vpt", dim=3, seq_len=3, n_blocks=1, n_linear=1, L=1, skew_sym=True).double(),
+               tmp_path / "vpt.pt")
+    out = cost.meter_rows(tmp_path / "ref.h5", {"vpt": str(tmp_path / "vpt.pt")}, ["rk4", "implicit_midpoint"], 20.0,
+                          repeats=2)
+    assert set(out["rows"]) == {"vpt", "rk4", "implicit_midpoint"} and not out["failed"]
+    assert (out["n_steps"], out["t_end"], out["batch"]) == (100, 20.0, 1)
+    for row in out["rows"].values():
+        assert row["repeats"] == 2 and row["clock"] == "thread_cpu" and row["runner"] != "?"
+        assert 0 < row["seconds"] <= row["first_seconds"] + row["setup_seconds"] + 1e-12
+        assert row["setup_seconds"] == pytest.approx(max(row["first_seconds"] - row["seconds"], 0.0))
+
+
+def test_the_cost_step_refuses_bad_input_in_one_line(tmp_path):
+    (tmp_path / "run" / "timing").mkdir(parents=True)
+    step = [sys.executable, "-m", "vpintegrator.studies.rigid_body_results.cost", "--run", str(tmp_path / "run")]
+    for args, says in ((["--t-end", "10"], "no timing/ref.h5"), (["--models", "vtp", "--t-end", "10"], "unknown model 'vtp'"),
+                       ([], "--t-end is required")):
+        proc = subprocess.run([*step, *args], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and says in proc.stderr, proc.stderr
+    assert not (tmp_path / "run" / "timing" / "cost.json").exists()
 
 
 def test_plan_runs_the_paper_setup(tmp_path):
@@ -235,6 +288,11 @@ def test_plan_runs_the_paper_setup(tmp_path):
     timing = [str(c) for c in t["timing_vpt"].cmd]
     assert "--no-volume" in timing and timing[timing.index("--t-end") + 1] == "50000"
     assert t["timing_vpt"].exclusive and "timing_st_s1" not in t
+    assert not any(k.endswith("_short") for k in t)  # no second process per row: the cost meter prices the steps
+    metered = [str(c) for c in t["timing_cost"].cmd]
+    assert metered[metered.index("--models") + 1] == "vpt,st,vpt_exact" and metered[metered.index("--t-end") + 1] == "50000"
+    assert set(t["timing_cost"].deps) == {"gen_timing_ref", "train_vpt_s0", "train_st_s0", "train_vpt_exact_s0"}
+    assert t["timing_cost"].exclusive
 
 
 def test_training_budget_is_cpu_time_with_a_wall_ceiling(tmp_path):

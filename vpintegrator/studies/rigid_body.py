@@ -14,8 +14,10 @@ run directory::
       rollout/paper_exact_s<seed>.h5     the same on exact.h5 with vpt_exact, first window by the exact flow
       rollout/heldout_s<seed>.h5         every held-out IC to t = 100 (heldout_exact_s<seed>.h5: vpt_exact)
       rollout/long_s<seed>.h5            trajectories 1 and 4 to --long-t-end
-      timing/                            CPU time to --timing-t-end, one trajectory, batch 1, one process per
-                                         method (reference data: trajectory 1 by RK4); timing.json, timing.md
+      timing/                            CPU time to --timing-t-end, one trajectory, batch 1 (reference data:
+                                         trajectory 1 by RK4): one vp-rollout process per method (whole-process
+                                         CPU) and every method on the cost meter in one process (cost.json);
+                                         timing.json, timing.md
       figures/                           vp-plot output
       results.json, results.md           the results table beside the paper's numbers, and the targets
       study.log                          every command, with its wall and CPU seconds
@@ -45,7 +47,7 @@ from .rigid_body_results import (  # noqa: F401  (re-exported: the study's publi
     ALL_MODELS, BAND_TARGET, COLUMNS, ERROR_TARGET, HELDOUT_SEED, IM_MODELS, INTEGRATORS, LOSS_TARGET, PAPER,
     PAPER_T, PAPER_TRAJ, QUICK_MODELS, build_results, format_results, read_results, write_heldout_spec, write_results,
     write_timing, write_timing_spec, z_band)
-from .rigid_body_results.timing import short_t_end
+from .rigid_body_results import cost
 from . import _rollouts, attention, export
 from .._shipped import shipped_file
 from ..config import key
@@ -261,24 +263,23 @@ def plan(a: RigidBodyPlan) -> Runner:
     for name, src, opts in figs:
         add(Task(f"plot_{name}", ["vp-plot", src, *opts, "--out", fd / name], [fd / name], [f"rollout_{src.stem}"]))
 
-    # CPU timing: one trajectory (row 100), batch 1, seed s0's models and the integrators, one process per
-    # method; a run to t_end/10 as well, so that the start-up cost can be taken out
+    # CPU timing: one trajectory (row 100), batch 1, seed s0's models and the integrators: one vp-rollout process
+    # per method (its whole-process CPU, start-up included), and every row priced in one process on the cost meter
     td = p("timing")
     ref = td / "ref.h5"
     add(Task("gen_timing_ref", ["vp-gen", td / "ref.toml", "--out", ref, nop], [ref]))
-    t_short = short_t_end(a.timing_t_end)
     methods = [(m, ["--model", f"{m}={p('train', f'{m}_s{s0}')}"], [f"train_{m}_s{s0}"]) for m in a.models]
     methods += [(i, ["--integrators", i], []) for i in INTEGRATORS]
     for label, spec_args, deps in methods:
-        for tag, t_end in (("", a.timing_t_end), ("_short", t_short)):
-            out = td / f"{label}{tag}.h5"
-            add(Task(
-                f"timing_{label}{tag}",
-                [roll, "--data", ref, *spec_args, "--init", "implicit_midpoint", "--t-end", f"{t_end:g}",
-                 "--no-volume", *common, "--out", out],
-                [out.with_suffix(".csv")], ["gen_timing_ref", *deps], exclusive=not a.timing_concurrent,
-                after=lambda out=out: out.unlink(missing_ok=True),  # the states are not needed: keep the csv
-            ))
+        out = td / f"{label}.h5"
+        add(Task(
+            f"timing_{label}",
+            [roll, "--data", ref, *spec_args, "--init", "implicit_midpoint", "--t-end", f"{a.timing_t_end:g}",
+             "--no-volume", *common, "--out", out],
+            [out.with_suffix(".csv")], ["gen_timing_ref", *deps], exclusive=not a.timing_concurrent,
+            after=lambda out=out: out.unlink(missing_ok=True),  # the states are not needed: keep the csv
+        ))
+    add(cost.task(runner.run, list(a.models), s0, a.timing_t_end, exclusive=not a.timing_concurrent))
     return runner
 
 

@@ -4,82 +4,77 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
+from ...clock import METER_RULE
 from .. import _rollouts
 from ..stats import fmt_num, md_table, read_json, write_if_changed, write_json, write_text
-from .design import ALL_MODELS, DT, INTEGRATORS, PAPER, PAPER_TRAJ
-
-#: the smallest CPU difference (as a fraction of the short run's whole-process CPU) taken as the steps' cost
-RESOLUTION = 0.05
-
-
-def short_t_end(t_end: float) -> float:
-    """The end time of a method's short timing run (``t_end / 10``, at least 2), whose CPU takes the start-up
-    out of the full run's."""
-    return max(t_end / 10.0, 2.0)
+from .design import ALL_MODELS, DT, INTEGRATORS, PAPER, PAPER_TIMING_T, PAPER_TRAJ
 
 
 def write_timing(run: str | Path, t_end: float | None = None) -> dict[str, Any]:
-    """Collect the timing runs of ``run`` into ``timing/timing.json`` and ``timing/timing.md``; return the dict.
+    """Collect the timing of ``run`` into ``timing/timing.json`` and ``timing/timing.md``; return the dict.
 
-    Per method: the child process's CPU seconds (user + sys, ``wait4``) and wall seconds for the run to
-    ``t_end`` and for the short run to ``t_end / 10``; ``cpu_marginal_s`` = the CPU cost of the steps alone,
-    extrapolated to ``t_end`` from the difference of the two (start-up, imports, model loading and tracing
-    taken out), None (``cpu_marginal_note``: "below resolution") when that difference is within
-    ``RESOLUTION`` of the short run's CPU, i.e. not resolved by two process measurements; ``engine_s`` = the rollout engine's own seconds per step (the csv's
-    ``seconds_per_step``: CPU seconds of the rolling-out thread, wall seconds in files written before the engine
-    timed CPU) times the steps.
+    Per method (one trajectory, batch 1, to ``t_end``): ``meter_s``, the steps' CPU seconds on the package's one
+    cost meter (``timing/cost.json`` of the cost step, ``vpintegrator.studies.rigid_body_results.cost``: every
+    row in one process, warm, the minimum over interleaved rounds, thread CPU; ``meter_setup_s`` its cold
+    call's extra, ``meter_clock``, ``meter_repeats``), and ``meter_paper_s``, the same per step times the paper's
+    number of steps (t = ``PAPER_TIMING_T``: measured there in the full study, scaled from ``t_end`` otherwise);
+    ``cpu_s`` and ``wall_s``, the whole ``vp-rollout`` process of the row (interpreter start-up, imports, model
+    loading and the steps: a process's cost, never a difference of two); ``engine_s``, that process's own engine
+    seconds (its csv's ``seconds_per_step`` times the steps; wall seconds in files written before the engine
+    timed CPU); ``paper_julia_s``, the paper's figure at t = 50 000 where it has one.
     """
     run = Path(run)
     td = run / "timing"
-    out: dict = {"t_end": t_end, "dt": DT, "trajectory": PAPER_TRAJ["traj1"], "batch": 1, "methods": {}}
-    labels = [csv_.stem for csv_ in sorted(td.glob("*.csv")) if not csv_.stem.endswith("_short")]
+    out: dict = {"t_end": t_end, "dt": DT, "trajectory": PAPER_TRAJ["traj1"], "batch": 1, "paper_t_end": PAPER_TIMING_T,
+                 "methods": {}}
+    cost = read_json(td / "cost.json") or {}
+    metered = cost.get("rows", {})
+    labels = {c.stem for c in td.glob("*.csv") if not c.stem.endswith("_short")} | set(metered)  # (_short: old runs)
     order = {m: i for i, m in enumerate((*ALL_MODELS, *INTEGRATORS))}
-    labels.sort(key=lambda m: order.get(m, 99))
     n_steps = int(round((t_end or 0.0) / DT)) if t_end else None
-    for label in labels:
+    paper_steps = int(round(PAPER_TIMING_T / DT))
+    for label in sorted(labels, key=lambda m: (order.get(m, 99), m)):
+        entry: dict[str, Any] = {}
+        if (td / f"{label}.csv").is_file():
+            row = _rollouts.metrics_table(td / f"{label}.csv")[0]
+            entry.update(seconds_per_step=row.get("seconds_per_step"), failed=row.get("failed"))
+            if n_steps and isinstance(row.get("seconds_per_step"), float):
+                entry["engine_s"] = row["seconds_per_step"] * n_steps
         full = read_json(run / ".tasks" / f"timing_{label}.json")
-        short = read_json(run / ".tasks" / f"timing_{label}_short.json")
-        row = _rollouts.metrics_table(td / f"{label}.csv")[0]
-        short_csv = td / f"{label}_short.csv"
-        short_rows = _rollouts.metrics_table(short_csv) if short_csv.exists() else None
-        entry = {"seconds_per_step": row.get("seconds_per_step"), "failed": row.get("failed")}
         if full:
             entry.update(cpu_s=full["cpu_s"], wall_s=full["wall_s"])
-        if full and short:
-            entry.update(cpu_short_s=short["cpu_s"], wall_short_s=short["wall_s"])
-            if n_steps and t_end:  # n_steps is None without t_end
-                n_short = int(round(short_t_end(t_end) / DT))
-                diff = full["cpu_s"] - short["cpu_s"]
-                # the difference of two whole-process CPU times resolves the steps' cost only when it stands
-                # clear of the start-up's run-to-run noise (RESOLUTION of the short run's CPU); below that it
-                # can even be negative (the quick job's -0.009 s), so it is not reported: engine_s stands
-                if diff > RESOLUTION * short["cpu_s"]:
-                    entry["cpu_marginal_s"] = diff / max(n_steps - n_short, 1) * n_steps
-                else:
-                    entry["cpu_marginal_s"] = None
-                    entry["cpu_marginal_note"] = "below resolution"
-        if n_steps and isinstance(row.get("seconds_per_step"), float):
-            entry["engine_s"] = row["seconds_per_step"] * n_steps
-        if short_rows:
-            entry["seconds_per_step_short"] = short_rows[0].get("seconds_per_step")
+        if label in metered and cost.get("n_steps"):
+            c = metered[label]
+            entry.update(meter_s=c["seconds"], meter_setup_s=c["setup_seconds"], meter_repeats=c["repeats"],
+                         meter_clock=c["clock"], meter_runner=c.get("runner"), meter_t_end=cost["t_end"],
+                         meter_paper_s=c["seconds"] / int(cost["n_steps"]) * paper_steps)
+        elif label in cost.get("failed", {}):
+            entry["meter_failed"] = cost["failed"][label]
         entry["paper_julia_s"] = PAPER.get(label, {}).get("cpu_50000")
         out["methods"][label] = entry
     if not out["methods"]:
         return out
     write_json(td / "timing.json", out)
-    lines = [f"CPU seconds to t = {t_end:g} ({n_steps} steps), trajectory 1, batch 1, one process per method, "
-             "OMP_NUM_THREADS=1.\n",
-             *md_table(["method", "process CPU s", "process wall s", "CPU s without start-up", "engine CPU s",
-                        "paper (Julia, t = 50 000) s"],
-                       [[label, *(fmt_num(e.get(k)) for k in ("cpu_s", "wall_s", "cpu_marginal_s", "engine_s",
+    measured = cost.get("t_end")
+    scaled = "" if measured is None or measured == PAPER_TIMING_T else f" (measured to t = {measured:g}, scaled)"
+    lines = [f"CPU seconds, trajectory 1, batch 1, OMP_NUM_THREADS=1. Cost meter: every row in one process to "
+             f"t = {measured if measured is not None else math.nan:g}, the engine's thread CPU seconds of the steps, "
+             f"{METER_RULE.format(clock='thread_cpu')}; the paper's horizon t = {PAPER_TIMING_T:g} is "
+             f"{paper_steps} steps{scaled}. Whole process and engine: one vp-rollout process per row to "
+             f"t = {t_end if t_end else math.nan:g} ({n_steps} steps); the engine's seconds are that process's "
+             "own timing of the same steps.\n",
+             *md_table(["method", "cost meter CPU s", "engine CPU s", "whole process CPU s (start-up included)",
+                        "whole process wall s", f"cost meter CPU s to t = {PAPER_TIMING_T:g}{scaled}",
+                        f"paper (Julia) s to t = {PAPER_TIMING_T:g}"],
+                       [[label, *(fmt_num(e.get(k)) for k in ("meter_s", "engine_s", "cpu_s", "wall_s", "meter_paper_s",
                                                               "paper_julia_s"))] for label, e in out["methods"].items()])]
-    if any(e.get("cpu_marginal_note") for e in out["methods"].values()):
-        lines += ["", f"'—' without start-up: the two runs' CPU times differ by less than {RESOLUTION:.0%} of the "
-                  "short run's, so the steps' own cost is below what two process measurements resolve; the engine's "
-                  "CPU seconds (timed around the steps) stand for it."]
+    failed = {k: e["meter_failed"] for k, e in out["methods"].items() if e.get("meter_failed")}
+    if failed:
+        lines += ["", "Not priced (the row's rollout raised): " + "; ".join(f"{k}: {v}" for k, v in failed.items())]
     write_text(td / "timing.md", "\n".join(lines) + "\n")
     return out
 
