@@ -6,6 +6,13 @@ checked between optimiser steps: ``vpintegrator.training.loop.StopRequest``) and
 (SIGTERM stops the children). All go through ``handling``, so an in-process call (a notebook, a test
 driving a CLI through click's runner) leaves the process's handlers as it found them. Outside the main
 thread Python cannot install handlers; the block then runs with the handlers as they are.
+
+Stopping means stopping: a SIGTERM or SIGINT that arrives while the process is watching (inside
+``interrupts_raise``, or in a worker of the package's pool: ``pool_worker``) is remembered even when a block's
+own handler took it (a training that stopped as ``interrupted`` and returned), so ``check_terminated`` between
+tasks starts no further one. A worker of the pool takes a stop from its parent as ``STOP_NOTICE``, which
+becomes one SIGTERM unless a stop has already arrived (so a signal to the whole process group and the
+parent's notice stop a training once, not twice: a second SIGTERM aborts a training at once).
 """
 
 from __future__ import annotations
@@ -18,9 +25,13 @@ import threading
 from typing import Any, Callable, Iterable, Iterator
 
 __all__ = ["handling", "interrupts_raise", "check_terminated", "die_with_parent", "child_options", "stop_children",
-           "run_child"]
+           "run_child", "STOP_NOTICE", "pool_worker", "in_pool_task"]
 
-_terminated: int | None = None  # the signal number once SIGTERM or SIGINT has arrived in interrupts_raise
+_terminated: int | None = None  # the signal number once SIGTERM or SIGINT has arrived while watching
+_watching = False  # remember SIGTERM/SIGINT in _terminated, also when a block's own handler takes them
+_STOPS = (signal.SIGTERM, signal.SIGINT)
+#: what a pool's parent sends its workers to stop them (``pool_worker``): one SIGTERM there unless one came
+STOP_NOTICE: int = getattr(signal, "SIGUSR1", signal.SIGTERM)
 
 
 @contextlib.contextmanager
@@ -31,11 +42,24 @@ def handling(signals: Iterable[int], handler: Callable[[int, Any], Any]) -> Iter
     try:
         if threading.current_thread() is threading.main_thread():
             for sig in signals:
-                previous[sig] = signal.signal(sig, handler)
+                previous[sig] = signal.signal(sig, _remembered(handler) if _watching and sig in _STOPS else handler)
         yield
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+def _remembered(handler: Any) -> Any:
+    """``handler`` (a function) that first remembers a SIGTERM or SIGINT for ``check_terminated``."""
+    if not callable(handler):
+        return handler
+
+    def remember(signum, frame):
+        global _terminated
+        _terminated = signum
+        return handler(signum, frame)
+
+    return remember
 
 
 def _raise_keyboard_interrupt(signum, frame):  # pragma: no cover - exercised through a subprocess
@@ -57,11 +81,11 @@ def interrupts_raise() -> Iterator[None]:
     ``KeyboardInterrupt`` and is remembered for ``check_terminated``; an interrupt swallowed in a
     finaliser is not printed. Everything (handlers, ``sys.unraisablehook``, the remembered signal) is
     restored afterwards."""
-    global _terminated
+    global _terminated, _watching
     sigs = [signal.SIGTERM]
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         sigs.append(signal.SIGINT)
-    before, _terminated = _terminated, None
+    (before, watching), _terminated, _watching = (_terminated, _watching), None, True
     hook = sys.unraisablehook
     _quiet_interrupts.previous = hook  # type: ignore[attr-defined]
     sys.unraisablehook = _quiet_interrupts
@@ -70,7 +94,7 @@ def interrupts_raise() -> Iterator[None]:
             yield
     finally:
         sys.unraisablehook = hook
-        _terminated = before
+        _terminated, _watching = before, watching
 
 
 def check_terminated() -> None:
@@ -82,6 +106,57 @@ def check_terminated() -> None:
     """
     if _terminated is not None:
         raise KeyboardInterrupt(f"terminated by signal {_terminated}")
+
+
+# --------------------------------------------------------------------------- the workers of the package's pool
+
+_in_task = False  # a pool worker is running a task (a stop then raises KeyboardInterrupt in it)
+
+
+def _worker_stop(signum, frame):  # pragma: no cover - runs in a pool worker
+    global _terminated
+    _terminated = signum
+    if _in_task:
+        raise KeyboardInterrupt(f"terminated by signal {signum}")
+
+
+def _worker_notice(signum, frame):  # pragma: no cover - runs in a pool worker
+    """The parent's ``STOP_NOTICE``: one SIGTERM unless a stop has arrived. Raised here, a SIGTERM already
+    pending (a signal to the whole group not yet handled) is the same one, and runs once."""
+    if _terminated is None:
+        signal.raise_signal(signal.SIGTERM)
+
+
+def pool_worker() -> None:
+    """Set up a worker of the package's pool (``jobs.executors.worker_pool``'s initializer): SIGTERM and SIGINT
+    are remembered (``check_terminated``) and raise ``KeyboardInterrupt`` in a task (a training's own handler,
+    installed through ``handling``, takes them there instead and stops it as ``interrupted``), and the parent's
+    ``STOP_NOTICE`` is one SIGTERM (module docstring); a worker that was told to stop starts no further task
+    (``in_pool_task``)."""
+    global _watching, _terminated
+    _watching, _terminated = True, None
+    for sig in _STOPS:
+        signal.signal(sig, _worker_stop)
+    if STOP_NOTICE not in _STOPS:
+        signal.signal(STOP_NOTICE, _worker_notice)
+
+
+def in_pool_task(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - in a worker
+    """``fn(*args, **kwargs)`` in a pool worker, refused (``KeyboardInterrupt``, as a plain one the parent can
+    unpickle) once the worker was told to stop; a stop that arrives during it (and that ``fn`` swallowed: a
+    training that returned) is raised after it."""
+    global _in_task
+    try:
+        _in_task = True
+        try:
+            check_terminated()
+            result = fn(*args, **kwargs)
+        finally:
+            _in_task = False
+        check_terminated()
+        return result
+    except KeyboardInterrupt as err:
+        raise KeyboardInterrupt(str(err) or "terminated") from None
 
 
 # --------------------------------------------------------------------------- children die with their parents

@@ -7,7 +7,9 @@
   with ``run_chunks`` not called is the inline executor.
 - ``worker_pool``: the one process pool (``in_processes`` and the studies' trainings run on it). Workers
   die with the process that started them (Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``; elsewhere a worker whose parent is gone exits at once), so a
-  ``kill -9`` of the command leaves no worker holding an output's lock or training.
+  ``kill -9`` of the command leaves no worker holding an output's lock or training. Interrupted (Ctrl-C,
+  SIGTERM to the command or to its process group), the pool stops its running tasks (a training as
+  ``interrupted``) and starts none of the others.
 - ``in_processes``: ``task(*args)`` for each block on worker processes (for work that holds the GIL),
   the results in order.
 - ``parts_folder``: the temporary folder ``.<out>.parts-<pid>-*`` beside an output where worker
@@ -31,7 +33,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from .._io import pid_alive
-from .._signals import die_with_parent
+from .._signals import STOP_NOTICE, die_with_parent, in_pool_task, pool_worker
 from ..errors import VPIntegratorError
 
 __all__ = ["default_workers", "check_workers", "run_chunks", "worker_pool", "in_processes", "parts_folder",
@@ -85,6 +87,30 @@ def run_chunks(starts: Iterable[int], workers: int, task: Callable[[int], Any], 
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+class _Pool(ProcessPoolExecutor):
+    """``worker_pool``'s executor: each task runs through ``vpintegrator._signals.in_pool_task`` (a worker told
+    to stop starts no further task), and leaving its block on an interrupt stops the workers (``stop``) and
+    cancels what has not started before waiting for them."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        return super().submit(in_pool_task, fn, *args, **kwargs)
+
+    def stop(self) -> None:
+        """Tell every worker to stop (``STOP_NOTICE``: one SIGTERM there, also when the signal that stopped
+        this process reached the workers too): a running training stops as ``interrupted`` (``last.pt``
+        saved), another task raises ``KeyboardInterrupt``, and no worker starts a further task."""
+        for pid in list(getattr(self, "_processes", None) or {}):
+            with contextlib.suppress(OSError):
+                os.kill(pid, STOP_NOTICE)
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
+        if interrupted:
+            self.stop()
+        self.shutdown(wait=True, cancel_futures=exc_type is not None)
+        return False
+
+
 def worker_pool(workers: int, *, start: str | None = None, threads: int | None = None,
                 initializer: Callable[..., Any] | None = None, initargs: tuple[Any, ...] = ()) -> ProcessPoolExecutor:
     """The one process pool of the package: ``workers`` processes that die with this one (``_die_with_parent``:
@@ -92,9 +118,10 @@ def worker_pool(workers: int, *, start: str | None = None, threads: int | None =
     each with ``threads`` threads for OpenMP and torch (``_limit_threads``; None: as inherited), then running
     ``initializer(*initargs)``. ``start``: the start method, default ``_context``'s (fork where there is one);
     ``"spawn"`` for workers that run torch (a fork would not carry its threads). ``in_processes`` and the studies'
-    trainings (``vpintegrator.studies.partial_observation.train_runs``: one thread each) run on it."""
+    trainings (``vpintegrator.studies.partial_observation.train_runs``: one thread each) run on it. Left on an
+    interrupt, it stops the running tasks and starts no other (``_Pool``)."""
     context = _context() if start is None else multiprocessing.get_context(start)
-    return ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker,
+    return _Pool(max_workers=workers, mp_context=context, initializer=_start_worker,
                                initargs=(os.getpid(), threads, initializer, tuple(initargs)))
 
 
@@ -153,8 +180,10 @@ def _die_with_parent(parent: int) -> None:
 
 def _start_worker(parent: int, threads: int | None, initializer: Callable[..., Any] | None,
                   initargs: tuple[Any, ...]) -> None:
-    """A ``worker_pool`` worker's initializer: the death signal first, its threads, then the caller's own."""
+    """A ``worker_pool`` worker's initializer: the death signal first, the stop signals
+    (``vpintegrator._signals.pool_worker``), its threads, then the caller's own."""
     _die_with_parent(parent)
+    pool_worker()
     if threads is not None:
         _limit_threads(threads)
     if initializer is not None:

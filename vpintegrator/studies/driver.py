@@ -7,7 +7,9 @@ Every way of running a study goes through ``main``: ``vp-study NAME ARGS`` (``vp
 ``--print-config`` without running, builds the study's plan once (``Study.plan``: the checked options go
 there and nowhere else) and runs the study on it, shows the runner's progress lines on stderr through ``logging``
 (``study_logging``: ``-q`` none, ``-v`` each step's command line too), and with ``--json`` prints one JSON
-object on stdout. Errors are one line (``guarded``).
+object on stdout. Errors are one line (``guarded``); an interrupt is one line with the command that resumes
+(``resume_line``); the lock files a run killed outright left under ``--out`` are removed first, said in one line
+(``plan.clear_stale_locks``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ..errors import VPIntegratorError
 from .errors import StudyError
 from .members import seeds_as_members
 from .options import HelpShown, config_toml, parse_command
+from .plan import clear_stale_locks
 
 __all__ = ["load", "main", "study_logging", "guarded"]
 
@@ -87,6 +90,19 @@ def guarded(body: Callable[[], int], error_prefix: str, interrupted: str) -> int
         return 130
 
 
+def resume_line(interrupted: str, command: str | None, args: list[str]) -> str:
+    """The study's ``interrupted`` line with the exact command that resumes the run: the same one without
+    ``--overwrite`` (a resume keeps the finished steps), with ``--skip-existing`` where the line asks for it."""
+    import shlex
+
+    if not command:
+        return interrupted
+    again = [a for a in args if a != "--overwrite"]
+    if "--skip-existing" in interrupted and "--skip-existing" not in again:
+        again.append("--skip-existing")
+    return f"{interrupted.rstrip('.')}; resume with: {' '.join([command, *map(shlex.quote, again)])}"
+
+
 def _summary(name: str, out_key: str | None, status: int) -> dict[str, Any]:
     out = Path(out_key) if out_key else None
     files: list[str] = []
@@ -107,7 +123,8 @@ def main(study: Any, argv: Iterable[str] | None = None, prog: str | None = None)
     without running, builds the study's plan once (``Study.plan``) and runs the study on it, with its progress on stderr (``-q`` none, ``-v`` each step's command line too) and, with
     ``--json``, prints one JSON object on stdout (study, exit status, out, the result files) while the
     study's own text goes to stderr. Returns the exit status: 0 done, 2 bad input or a failed step (one
-    line on stderr), 130 interrupted.
+    line on stderr), 130 interrupted (Ctrl-C, SIGTERM to the study or its process group: the running trainings
+    stop, none starts after, and one line gives the command that resumes: ``resume_line``).
     """
     import json
 
@@ -134,6 +151,8 @@ def main(study: Any, argv: Iterable[str] | None = None, prog: str | None = None)
         members = seeds_as_members(device) if device is not None else contextlib.nullcontext()
         with study_logging(invocation.quiet, invocation.verbose), text, members:
             built = plan.plan(options, invocation.argv)
+            if out:  # the locks a run killed outright left (kill -9: no cleanup ran), one line
+                clear_stale_locks(Path(out))
             try:
                 status = plan.run(built)
             except VPIntegratorError as err:  # a one_line study's library error: its message as is
@@ -144,4 +163,4 @@ def main(study: Any, argv: Iterable[str] | None = None, prog: str | None = None)
             sys.stdout.write(json.dumps(_summary(name, out, status)) + "\n")
         return status
 
-    return guarded(body, plan.error_prefix, plan.interrupted)
+    return guarded(body, plan.error_prefix, resume_line(plan.interrupted, command, args))

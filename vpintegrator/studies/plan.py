@@ -325,3 +325,41 @@ def study_lock(run: Path) -> Iterator[None]:
         yield
     finally:
         lock.__exit__(None, None, None)
+
+
+def clear_stale_locks(out: Path) -> list[Path]:
+    """Remove the lock files under RUN that no running process holds (left by a study killed outright, ``kill -9``:
+    its trainings' ``runs/.../*.lock``), saying so in one warning line; a lock a running writer holds, and a file
+    that is not a lock of the package, are left. Each goes through the package's own take-over
+    (``vpintegrator._outputs.output_lock``), so a writer starting at the same time is never raced. Returns them."""
+    import logging
+
+    from .._outputs import output_lock
+
+    out = Path(out)
+    if not out.is_dir() or out.is_symlink():
+        return []
+    removed, owners = [], set()
+    quiet = logging.getLogger("vpintegrator._outputs")  # its one line per lock: one line for all of them here
+    level, quiet.disabled = quiet.disabled, True
+    try:
+        for lock in sorted(out.rglob("*.lock")):
+            if lock.is_symlink() or not lock.is_file():
+                continue
+            try:
+                pid, what = (lock.read_text(errors="replace").split("\n") + ["", ""])[:2]
+                with output_lock(lock.with_name(lock.name[: -len(".lock")]), key=None):
+                    pass
+            except (VPIntegratorError, OSError):  # held by a running writer, or not a lock of the package
+                continue
+            if not lock.exists():
+                removed.append(lock)
+                owners.add(f"process {pid}" + (f" ({what})" if what else "") if pid else "a writer")
+    finally:
+        quiet.disabled = level
+    if removed:
+        names = ", ".join(str(p.relative_to(out)) for p in removed[:4]) + (", ..." if len(removed) > 4 else "")
+        logging.getLogger("vpintegrator.studies").warning(
+            f"removed {len(removed)} stale lock file(s) under {out} left by {', '.join(sorted(owners))}, which no "
+            f"longer runs (a run killed outright): {names}")
+    return removed

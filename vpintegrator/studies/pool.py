@@ -10,10 +10,17 @@ def in_pool(fn: Callable[..., Any], tasks: Iterable[tuple[Any, ...]], jobs: int)
     else all submitted at once to the package's one pool (``jobs.executors.worker_pool``: ``jobs`` spawned
     processes of one thread each, which die with the study), each result yielded as soon as it and those before
     it are done, while the later ones run; an error (or the caller leaving the loop) cancels the tasks not
-    started. ``fn`` is a module-level function, ``tasks`` picklable."""
+    started. Interrupted (Ctrl-C, SIGTERM to the study or its process group), the running tasks stop (a training
+    as ``interrupted``) and none starts after: also when a training took the signal and returned
+    (``vpintegrator._signals.check_terminated``). ``fn`` is a module-level function, ``tasks`` picklable."""
+    from .._signals import check_terminated
+
     if jobs <= 1:
         for task in tasks:
-            yield fn(*task)
+            check_terminated()
+            result = fn(*task)
+            check_terminated()
+            yield result
         return
     from ..jobs.executors import worker_pool
 
