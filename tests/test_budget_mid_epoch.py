@@ -105,3 +105,39 @@ def test_a_run_cut_by_its_budget_resumes_with_a_larger_one(tiny_data, tmp_path, 
     # the next epoch is a whole one: 30 iterations after the short first
     assert resumed.stopped == "epochs" and resumed.epochs == 2 and resumed.steps == cut.steps + 30
     assert json.loads((resumed.run_dir / "summary.json").read_text())["short_epoch"] is False
+
+
+@pytest.mark.parametrize("kw", [dict(optimizer="lm", lm_windows=16, lm_iters_per_epoch=10),
+                                dict(batch_size=8), dict(batch_size=8, ensemble=2)],
+                         ids=["lm", "adam", "ensemble"])
+def test_a_step_budget_stops_at_exactly_its_steps_inside_an_epoch(tiny_data, tmp_path, kw):
+    """``--max-steps 3`` takes 3 optimiser steps, not a whole epoch's 10 (issue 88): every optimiser, every
+    strategy; the short epoch is validated and judged as any epoch."""
+    seen_steps = []
+    result = fit(_config(tiny_data, tmp_path, max_steps=3, **kw),
+                 callback=lambda info: seen_steps.append((info if isinstance(info, list) else [info])[0].step))
+    assert result.stopped == "steps" and result.epochs == 1 and seen_steps == [3]
+    for run in result.runs:
+        summary = json.loads((run.run_dir / "summary.json").read_text())
+        assert run.steps == summary["steps"] == 3 and len(run.history) == 1 and summary["short_epoch"] is True
+
+
+def test_a_step_budgets_progress_counts_steps(tiny_data, tmp_path, monkeypatch):
+    """The progress of a step-budgeted run counts in the budget's unit: 30 steps read 30/30, not 1/100000."""
+    import io
+
+    from vpintegrator import _progress
+
+    out = io.StringIO()
+    monkeypatch.setattr(_progress, "on_terminal", lambda stream=None: False)
+    original = _progress.ProgressLines.__init__
+
+    def lines_to(self, *a, **k):
+        original(self, *a, **{**k, "stream": out, "interval": 0})
+
+    monkeypatch.setattr(_progress.ProgressLines, "__init__", lines_to)
+    fit(_config(tiny_data, tmp_path, optimizer="lm", lm_windows=16, lm_iters_per_epoch=8, epochs=100000,
+                max_steps=30), progress=True)
+    got = [line for line in out.getvalue().splitlines() if line.startswith("training: ")]
+    assert got[0].startswith("training: 8/30 (27%)") and got[-1].startswith("training: 30/30 (100%)")
+    assert "steps" in got[0]

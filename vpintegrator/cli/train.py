@@ -216,9 +216,10 @@ def main(config, data, model, seq_len, flags, set_, resume, print_config, as_jso
         monitor = getattr(result, "monitor", "val_loss")
         best = ("" if result.best_epoch == 0 else
                 f", best {monitor} {result.best_loss:.3e} at epoch {result.best_epoch}")
+        still = ", still improving" if result.still_improving else ""  # the plateau rule stopped a falling trend
         click.echo(
             f"Trained {result.epochs} epochs ({result.steps} steps, {result.wall_time:.1f} s, stopped: "
-            f"{result.stopped}) on {result.device}, {result.dtype}: train_loss {result.train_loss:.3e}{best}"
+            f"{result.stopped}{still}) on {result.device}, {result.dtype}: train_loss {result.train_loss:.3e}{best}"
         )
         click.echo(f"Run written to {shown_path(result.run_dir)}")
     if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
@@ -257,6 +258,7 @@ def _print_config(config) -> None:
 def _json_summary(result) -> dict[str, Any]:
     """``--json``: what the run did and where it went."""
     common = {"run_dir": result.run_dir, "epochs": result.epochs, "stopped": result.stopped,
+              "still_improving": result.still_improving,
               "wall_time": result.wall_time, "device": str(result.device), "dtype": result.dtype}
     if result.members:
         return {**common, "kind": "ensemble", "members": list(result.table),

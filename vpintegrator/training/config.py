@@ -241,11 +241,16 @@ class TrainConfig(Config):
         improves when its score is below ``best · (1 − min_rel_delta) − min_delta``. With ``patience`` this is
         the plateau rule the studies stop by (``vp-study ... --budget plateau``): the run stops once its
         validation score has not fallen by ``min_rel_delta`` of itself for ``patience`` epochs, an epoch count
-        that no load on the machine moves (``summary.json`` ``stopped = "early_stopping"``).
+        that no load on the machine moves (``summary.json`` ``stopped = "early_stopping"``). At that stop the
+        score's trend over those ``patience`` epochs is judged too: ``summary.json`` ``plateau_slope`` (the
+        least-squares slope of log(score) per epoch) and ``still_improving: true`` when it still falls clearly
+        (2 standard errors below zero, and by the rule's own threshold over the window; patience 3 or more).
+        The run stops either way; the study tables count the runs stopped still improving.
     max_steps : int, optional
-        Stop at the end of the first epoch at which the run has taken this many optimiser steps (counted over
-        every invocation of the run; ``stopped = "steps"``): a budget in steps, which no load on the machine
-        moves. Default none.
+        Stop after exactly this many optimiser steps (counted over every invocation of the run; ``stopped =
+        "steps"``): a budget in steps, which no load on the machine moves. The epoch it runs out in ends there,
+        short (validated and judged like any epoch; ``summary.json`` ``short_epoch``); a resume with a larger
+        budget goes on with the next epoch. The progress bar then counts steps. Default none.
     loss : str
         The loss and validation score: ``"relative"``, ``‖pred − target‖ / ‖target‖`` over a batch, or its square
         ``"relative_squared"`` (the symplectic autoencoder's; a torch optimiser, not an ensemble).
@@ -293,7 +298,9 @@ class TrainConfig(Config):
     lm_iters_per_epoch : int
         lm: iterations per epoch.
     lm_lambda : float
-        lm: initial damping lambda.
+        lm: initial damping lambda. A step rejected with the damping at its cap (1e12) restarts it from this value,
+        at most twice (``LevenbergMarquardt.RESTARTS``); the next time at the cap the run stops with ``stopped =
+        "lm_stuck"`` (no step can be taken: not a plateau). ``summary.json`` ``lm_restarts`` counts the restarts.
     lm_check_windows : int
         lm: windows of a check set a step must not worsen (0: no check). With each subsample, draw this many
         other windows; a step is accepted only if it lowers the subsample's loss *and* does not raise the

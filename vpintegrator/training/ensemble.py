@@ -99,7 +99,9 @@ ENSEMBLE_STATE = "ensemble_last.pt"
 
 #: the member bookkeeping ``ensemble_last.pt`` keeps (``vpintegrator.training.record.Member`` attributes)
 _MEMBER_FIELDS = ("active", "stopped", "epoch", "step", "diverged", "best_loss", "best_epoch", "bad_epochs",
-                  "last_train", "last_val", "finite_summary", "plateau_ref")
+                  "last_train", "last_val", "finite_summary", "plateau_ref", "still_improving", "plateau_slope")
+#: the value of a field an ``ensemble_last.pt`` from before it lacks (plateau_ref: the best score was the reference)
+_FIELD_DEFAULTS = {"still_improving": None, "plateau_slope": None}
 
 
 def members_finite(stacked: list[torch.Tensor], n: int) -> list[bool]:
@@ -212,7 +214,8 @@ class EnsembleSteps:
         loss_acc, losses = self.partial if self.partial is not None else (None, None)
         if self.lm is not None:
             opt: dict[str, Any] = {"lambda": self.lm.lam.clone(), "iteration": int(self.lm.iteration),
-                                   "index": self.lm.index, "check": self.lm.check}
+                                   "index": self.lm.index, "check": self.lm.check,
+                                   "restarts": self.lm.restarts.clone(), "stuck": self.lm.stuck.clone()}
         else:
             opt = portable_state(self.optimizer.state_dict())
         return {
@@ -276,6 +279,8 @@ class EnsembleSteps:
                 self.lm.iteration = int(opt["iteration"])
                 self.lm.index = opt["index"]
                 self.lm.check = opt["check"]
+                if "restarts" in opt:  # a state from before the damping's restarts: none yet
+                    self.lm.restarts, self.lm.stuck = opt["restarts"].clone(), opt["stuck"].clone()
             else:
                 self.optimizer.load_state_dict(state["optimizer"])
                 self.scheduler.load_state_dict(state["scheduler"])
@@ -294,8 +299,8 @@ class EnsembleSteps:
             self.partial = (state["loss_acc"].to(self.device), state["losses"].to(self.device))
         self.frozen = {}
         for m, rec in zip(members, state["members"]):
-            for f in _MEMBER_FIELDS:  # a state from before plateau_ref: the best score was the reference
-                setattr(m, f, rec[f] if f in rec else rec["best_loss"])
+            for f in _MEMBER_FIELDS:
+                setattr(m, f, rec[f] if f in rec else _FIELD_DEFAULTS.get(f, rec["best_loss"]))
             m.best_state, m.best_dirty = rec["best_state"], False
             if rec["frozen"] is not None:
                 self.frozen[m.k] = rec["frozen"]
@@ -495,8 +500,13 @@ class EnsembleSteps:
                 "ensemble": {"member": m.k, "seed": m.seed, "n_members": self.n}}
 
     def summary_extra(self, m) -> dict[str, Any]:
-        return {"ensemble": {"member": m.k, "seed": m.seed, "n_members": self.n,
-                             "seeds": list(self.seeds), "split_seed": int(self.split_seed)}}
+        lm = {} if self.lm is None else {"lm_restarts": int(self.lm.restarts[m.k])}
+        return {**lm, "ensemble": {"member": m.k, "seed": m.seed, "n_members": self.n,
+                                   "seeds": list(self.seeds), "split_seed": int(self.split_seed)}}
+
+    def stuck(self) -> list[bool]:
+        """Per member: whether its Levenberg–Marquardt is stuck (damping at the cap after its restarts)."""
+        return [False] * self.n if self.lm is None else self.lm.stuck.tolist()
 
 
 

@@ -4,7 +4,8 @@ takes the iterations its own single LM run (``vpintegrator.training.optim.LMSubs
 Member ``k`` draws its subsamples (and check windows) from its own generator, seeded with ``s_k`` as
 ``fit(seed=s_k)`` seeds the one it draws them from, so it sees the same sequence of windows; it has its own
 residual ``(pred_k − target_k) / ‖target_k‖_F``, its own Jacobian and its own damping λ_k, adapted by its
-own accept/reject decisions. The work is batched over the members: the residuals and the per-window
+own accept/reject decisions, restarted from ``lm_lambda`` at its cap and stuck (its parameters and λ then stay)
+as its single run's (``vpintegrator.training.optim.restart_damping``). The work is batched over the members: the residuals and the per-window
 Jacobians are ``vmap`` over the members of the single run's functions (``vpintegrator.training.optim.window_residuals``,
 ``jacrev`` of a ``functional_call``), and the damped normal equations of all members are solved together
 by ``vpintegrator.training.optim.lm_update``, the arithmetic [`LevenbergMarquardt`][vpintegrator.training.LevenbergMarquardt] runs for one model; each
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..arrays import squared_norm
-from .optim import draw_subsample, label, lm_update, window_residuals
+from .optim import draw_subsample, label, lm_update, restart_damping, window_residuals
 
 if TYPE_CHECKING:
     from .plan import LMPlan
@@ -49,6 +50,9 @@ class EnsembleLM:
     chunk: int
     max_tries: int
     lam: torch.Tensor
+    lam0: float
+    restarts: torch.Tensor
+    stuck: torch.Tensor
     iteration: int
 
     def __init__(self, template: torch.nn.Module, params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor],
@@ -64,7 +68,10 @@ class EnsembleLM:
         self.n_windows, self.resample_every = int(lm.windows), int(lm.resample_every)
         self.check_windows, self.chunk, self.max_tries = int(lm.check_windows), int(chunk), 10
         first = next(iter(params.values()))
-        self.lam = torch.full((self.n,), float(lm.lam), dtype=torch.float64, device=first.device)
+        self.lam0 = float(lm.lam)
+        self.lam = torch.full((self.n,), self.lam0, dtype=torch.float64, device=first.device)
+        self.restarts = torch.zeros(self.n, dtype=torch.long)  # per member: λ's restarts from lam0 at its cap
+        self.stuck = torch.zeros(self.n, dtype=torch.bool)  # per member: at the cap again; it takes no more steps
         self.iteration = 0
         self.index: torch.Tensor | None = None  # (N, n_windows) the members' current subsamples
         self.check: torch.Tensor | None = None  # (N, check_windows) windows a member's step must not make worse
@@ -130,7 +137,9 @@ class EnsembleLM:
                 res = self._residual(new, self.buffers, x, target).flatten(1) * scale[:, None]
                 return res.double().square().sum(1)
 
-            new, self.lam, accepted, cost0 = lm_update(theta, J, r, self.lam, cost, accept, self.max_tries)
+            new, lam, accepted, cost0 = lm_update(theta, J, r, self.lam, cost, accept, self.max_tries, ~self.stuck)
+            lam, restarts, stuck = restart_damping(lam, accepted, self.lam0, self.restarts, self.stuck)
+            self.lam, self.restarts, self.stuck = lam, restarts.cpu(), stuck.cpu()
             self._set(new)
         self.iteration += 1
         return cost0.sqrt()

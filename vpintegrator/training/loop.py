@@ -51,7 +51,7 @@ from . import checkpoint as ckpt_io
 from . import ddp
 from .ensemble import ENSEMBLE_STATE, EnsembleSteps, finish_ensemble, member_dir_name
 from .optim import label
-from .record import Member
+from .record import Member, plateau_trend
 from .results import EpochInfo, FitResult, TrainingInterrupted
 from .plan import SYSTEM_KEYS, Prepared, TrainPlan, prepare
 from .single import SingleSteps
@@ -137,25 +137,28 @@ def describe(info) -> str | None:
 
 
 @contextlib.contextmanager
-def progress_lines(epochs_left: int | None, time_limit: float | None, **kwargs: Any) -> Iterator[Any]:
+def progress_lines(epochs_left: int | None, time_limit: float | None, unit: str = "epochs",
+                   **kwargs: Any) -> Iterator[Any]:
     """``progress_bar`` off a terminal: throttled plain lines (``kwargs`` go to
     ``vpintegrator._progress.ProgressLines``: ``interval``, ``stream``, ``clock``)."""
     from .._progress import ProgressLines
 
     limit = f", time limit {time_limit:g} s" if time_limit else ""
-    with ProgressLines("training", epochs_left or None, unit="epochs", time_limit=time_limit, **kwargs) as lines:
+    with ProgressLines("training", epochs_left or None, unit=unit, time_limit=time_limit, **kwargs) as lines:
 
-        def update(info, elapsed: float) -> None:
-            lines.update(lines.done + 1, (describe(info) or "") + limit)
+        def update(info, elapsed: float, n: int = 1) -> None:
+            lines.update(lines.done + n, (describe(info) or "") + limit)
 
         yield update
 
 
 @contextlib.contextmanager
-def progress_bar(show: bool, epochs_left: int | None, time_limit: float | None) -> Iterator[Any]:
-    """Yield ``update(info, elapsed)`` (to call after each epoch) or None when ``show`` is false.
+def progress_bar(show: bool, epochs_left: int | None, time_limit: float | None, unit: str = "epochs") -> Iterator[Any]:
+    """Yield ``update(info, elapsed, n=1)`` (to call after each epoch, ``n`` the units it took) or None when
+    ``show`` is false. ``epochs_left`` is the total left in ``unit``: epochs, or ``"steps"`` for a run with a
+    step budget (``max_steps``: the bar counts the optimiser steps, the budget's unit).
 
-    On a terminal a click bar: with only epochs it counts them (``show_pos``); with a time limit it
+    On a terminal a click bar: with only epochs (steps) it counts them (``show_pos``); with a time limit it
     follows ``progress_fraction``, so its ETA honours the limit. In a Jupyter notebook with tqdm installed,
     tqdm's widget (``vpintegrator._progress.notebook_widget``). Elsewhere ``progress_lines``.
     """
@@ -164,19 +167,19 @@ def progress_bar(show: bool, epochs_left: int | None, time_limit: float | None) 
         return
     from .._progress import notebook_widget, on_terminal
 
-    widget = notebook_widget("training", epochs_left or None, "epochs")
+    widget = notebook_widget("training", epochs_left or None, unit)
     if widget is not None:
         limit = f", time limit {time_limit:g} s" if time_limit else ""
 
-        def advance(info, elapsed: float) -> None:
-            widget.update(widget.done + 1, (describe(info) or "") + limit)
+        def advance(info, elapsed: float, n: int = 1) -> None:
+            widget.update(widget.done + n, (describe(info) or "") + limit)
 
         with widget:
             yield advance
         return
 
     if not on_terminal():
-        with progress_lines(epochs_left, time_limit) as update:
+        with progress_lines(epochs_left, time_limit, unit) as update:
             yield update
         return
     import click
@@ -188,10 +191,10 @@ def progress_bar(show: bool, epochs_left: int | None, time_limit: float | None) 
                            show_pos=by_epochs) as bar:
         done = {"epochs": 0}
 
-        def update(info, elapsed: float) -> None:
-            done["epochs"] += 1
+        def update(info, elapsed: float, n: int = 1) -> None:
+            done["epochs"] += n
             if by_epochs:
-                bar.update(1, info)
+                bar.update(n, info)
                 return
             target = int(_UNITS * progress_fraction(done["epochs"], epochs_left, elapsed, time_limit))
             bar.update(max(min(target, length) - bar.pos, 0), info)  # length: the bar's
@@ -261,6 +264,13 @@ class Trainer:
         self.c_start = process_cpu()
         self.invocation_start, self.cpu_start = self.t_start, self.c_start  # this invocation's budgets (_loop)
         self.short_epoch = False  # the last epoch was cut short by a budget (_train_epoch)
+        #: per member k whose Levenberg–Marquardt is stuck (its damping at the cap after its restarts): the step
+        #: it got stuck at (it stops there with "lm_stuck"; a single run's epoch ends there)
+        self.stuck_at: dict[int, int] = {}
+        #: the log column the plateau rule judges (its trend at a stop: record.plateau_trend)
+        self.score_column = (ckpt_io.ROLLOUT_COLUMN if inputs.validator is not None
+                             else "val_loss" if inputs.val_set is not None else "train_loss")
+        self.progress_unit = "epochs"  # what the progress bar counts: "steps" with a step budget (run)
         self.stop: Any = None
         #: which budget's clock stopped the run at ``time_limit``: "cpu" (cpu_time_limit) or "wall" (time_limit)
         self.stop_clock: str | None = None
@@ -364,6 +374,10 @@ class Trainer:
             # the record every report reads: which clock's budget stopped a time_limit run, and the rule
             "stop_clock": self.stop_clock if stopped == "time_limit" else None,
             "stop_rule": dict(self.stop_rule),
+            # at the plateau rule's stop (early_stopping): whether the score's least-squares trend over the window
+            # it judged still fell clearly (record.plateau_trend), and that slope of log(score) per epoch; else None
+            "still_improving": m.still_improving if stopped == "early_stopping" else None,
+            "plateau_slope": json_float(m.plateau_slope) if stopped == "early_stopping" else None,
             # the last epoch ended early, at fewer than steps_per_epoch steps, because a budget ran out
             "short_epoch": bool(self.short_epoch),
             "device": str(self.device),
@@ -371,6 +385,7 @@ class Trainer:
             # what runs (off, graph, compile) and why fast_step = 'auto' fell back to the eager step (or None)
             "fast_step_used": "off" if fast is None else fast.used,
             "fast_step_fallback": None if fast is None else fast.fallback_reason,
+            "fast_step_build_seconds": None if fast is None else round(fast.build_seconds, 3),  # compile, capture, check
             "dtype": self.plan.dtype,
             "world_size": self.dist.world_size,
             "data": self.data_info,
@@ -380,12 +395,27 @@ class Trainer:
             **extra,
         }
 
-    def _stop_member(self, m: Member, why: str) -> None:
-        """Member ``m`` stops training (patience): its files are written and freeze."""
+    def _stop_member(self, m: Member, why: str, step: int | None = None) -> None:
+        """Member ``m`` stops training (patience; ``lm_stuck`` at ``step``, where its LM took its last step):
+        its files are written and freeze. At the plateau rule's stop, the score's trend over the window it
+        judged (``plateau_trend``) is recorded: ``still_improving``, ``plateau_slope``."""
         m.stopped = why
+        if why == "early_stopping":
+            rows = m.history[-self.stop_plan.patience:]
+            m.plateau_slope, m.still_improving = plateau_trend(
+                [float(r.get(self.score_column, math.nan)) for r in rows], self.stop_plan.min_rel_delta,
+                self.stop_plan.min_delta)
+        m.epoch, m.step, m.active = self.epoch, self.step if step is None else step, False
         self._save_member(m, why)
-        m.epoch, m.step, m.active = self.epoch, self.step, False
         self.steps.freeze(m.k, None)
+
+    def _members_stopped(self) -> str:
+        """The run's reason when no member trains any more: the plateau rule's if it stopped one, else LM
+        stuck if it stopped one, else diverged."""
+        for why in ("early_stopping", "lm_stuck"):
+            if any(m.stopped == why for m in self.members):
+                return why
+        return "diverged"
 
     def _diverge(self, m: Member, what: str, value: float, epoch: int, step: int, step0: int) -> None:
         """Member ``m``'s loss, validation loss or weights turned non-finite: it stops; its files keep the last
@@ -421,12 +451,24 @@ class Trainer:
             dtype=self.plan.dtype, stopped=m.stopped, history=list(m.history),
             monitor=self.stop_plan.monitor if self.val_set is not None else "train_loss",
             stop_clock=self.stop_clock if m.stopped == "time_limit" else None, best_state=m.best_state,
+            still_improving=m.still_improving if m.stopped == "early_stopping" else None,
         )
 
     # -- the loop ----------------------------------------------------------------------------------
 
     def _epochs_left(self) -> int | None:
         return None if self.stop_plan.epochs is None else max(self.stop_plan.epochs - self.epoch, 0)
+
+    def _progress_total(self) -> tuple[int | None, str]:
+        """What the progress bar counts, and how many are left: the steps of a step budget (``max_steps``, at
+        most what the epochs left allow), else the epochs."""
+        epochs, budget = self._epochs_left(), self.stop_plan.max_steps
+        if budget is None:
+            return epochs, "epochs"
+        left = max(budget - self.step, 0)
+        if epochs is not None:
+            left = min(left, epochs * self.steps.steps_per_epoch - self.steps.batch_in_epoch)
+        return left, "steps"
 
     def _make_sinks(self, m: Member) -> None:
         """``m``'s tracking sinks; the time they take to set up (e.g. MLflow's first connection and imports)
@@ -471,7 +513,9 @@ class Trainer:
         show = self.progress and self.dist.is_main
         try:
             self._start_files()
-            with StopRequest() as self.stop, progress_bar(show, self._epochs_left(), self.stop_plan.time_limit or self.stop_plan.cpu_time_limit) as bar:
+            total, self.progress_unit = self._progress_total()
+            with StopRequest() as self.stop, progress_bar(show, total, self.stop_plan.time_limit or self.stop_plan.cpu_time_limit,
+                                                          self.progress_unit) as bar:
                 stopped = self._loop(bar)
             for m in self.members:
                 if m.active:  # the others were written when they stopped
@@ -557,6 +601,13 @@ class Trainer:
             s.batch_in_epoch = b + 1
             if s.together and s.host_losses and not math.isfinite(float(reported)):
                 raise Diverged("loss is", float(reported), self.epoch + 1, self.step)
+            if self._stuck() and b + 1 < last:
+                end, self.short_epoch = b + 1, True  # every training member's LM is stuck: the epoch ends here
+                break
+            budget = self.stop_plan.max_steps
+            if budget is not None and self.step >= budget and b + 1 < last:
+                end, self.short_epoch = b + 1, True  # the step budget: exactly max_steps steps (every rank alike)
+                break
             if agreed is None and b + 1 < last and not self.stop.requested and any(self._over_budget()):
                 end, self.short_epoch = b + 1, True  # one process: a budget ran out; the epoch ends here, short
                 break
@@ -579,6 +630,15 @@ class Trainer:
         self.epoch += 1
         s.batch_in_epoch = 0
         return train, losses
+
+    def _stuck(self) -> bool:
+        """Note the members whose Levenberg–Marquardt got stuck at this step (``stuck_at``); whether every
+        member still training is stuck (the epoch then ends here)."""
+        active = [m for m in self.members if m.active]
+        for m, stuck in zip(self.members, self.steps.stuck()):
+            if stuck and m.active and m.k not in self.stuck_at:
+                self.stuck_at[m.k] = self.step
+        return bool(self.stuck_at) and all(m.k in self.stuck_at for m in active)
 
     def _check_losses(self, acc: torch.Tensor, losses: torch.Tensor, first: int, end: int, step0: int) -> None:
         """One model's loss sum ``acc`` (1,) (one host sync); when not finite, raise ``Diverged`` naming the
@@ -673,9 +733,10 @@ class Trainer:
                 infos.append(EpochInfo(self.epoch, self.step, train[k], vals[k], lr, seconds,
                                        val_rollout=rollouts[k], model=model, member=k))
             if bar is not None and infos:
-                bar(min(infos, key=lambda i: i.train_loss), time.perf_counter() - self.invocation_start)
+                bar(min(infos, key=lambda i: i.train_loss), time.perf_counter() - self.invocation_start,
+                    self.step - step0 if self.progress_unit == "steps" else 1)
             if not any(m.active for m in self.members):
-                return "early_stopping" if any(m.stopped == "early_stopping" for m in self.members) else "diverged"
+                return self._members_stopped()
             # stop conditions, agreed on by every rank
             over_cpu, over_wall = self._over_budget(time.perf_counter() - t_epoch, process_cpu() - cpu_epoch)
             asked = False
@@ -690,15 +751,20 @@ class Trainer:
             reason = None
             if flags[0] > 0:
                 reason = "interrupted" if not finished else "epochs"
-            elif finished:
-                reason = "epochs"
             else:
-                if cfg.patience > 0:
+                for m in self.members:  # LM stuck: before the epochs and the plateau rule (it is neither)
+                    if m.active and m.k in self.stuck_at:
+                        self._stop_member(m, "lm_stuck", self.stuck_at[m.k])
+                if finished and any(m.active for m in self.members):
+                    reason = "epochs"
+                elif cfg.patience > 0:
                     for m in self.members:
                         if m.active and m.bad_epochs >= cfg.patience:
                             self._stop_member(m, "early_stopping")
-                if not any(m.active for m in self.members):
-                    reason = "early_stopping"
+                if reason is not None:
+                    pass
+                elif not any(m.active for m in self.members):
+                    reason = self._members_stopped()
                 elif flags[2] > 0:
                     reason = "callback"
                 elif cfg.max_steps is not None and self.step >= cfg.max_steps:

@@ -30,6 +30,7 @@ __all__ = [
     "window_residuals",
     "trainable",
     "lm_update",
+    "restart_damping",
     "draw_subsample",
     "LevenbergMarquardt",
     "LMSubsample",
@@ -192,6 +193,7 @@ def trainable(params) -> list[torch.Tensor]:
 def lm_update(theta: torch.Tensor, J: torch.Tensor, r: torch.Tensor, lam: torch.Tensor,
               cost: Callable[[torch.Tensor], torch.Tensor],
               accept: Callable[[torch.Tensor], torch.Tensor] | None = None, max_tries: int = 10,
+              active: torch.Tensor | None = None,
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """One Levenberg–Marquardt iteration of N independent least-squares problems (a member axis; N = 1 for
     one model): the arithmetic of [`LevenbergMarquardt`][vpintegrator.training.LevenbergMarquardt] and of an ensemble's LM alike.
@@ -215,6 +217,8 @@ def lm_update(theta: torch.Tensor, J: torch.Tensor, r: torch.Tensor, lam: torch.
         ``cost(candidates (N, n_params))``: the squared residual norms there, (N,) float64.
     accept : callable, optional
         ``accept(candidates)``: (N,) bool, an extra condition a candidate must meet.
+    active : Tensor (N,) bool, optional
+        The problems that try a step (default all); the others keep their parameters and λ (a stuck one).
 
     Returns
     -------
@@ -227,10 +231,10 @@ def lm_update(theta: torch.Tensor, J: torch.Tensor, r: torch.Tensor, lam: torch.
     g = J.mT @ r.unsqueeze(-1)
     D = torch.diag_embed(torch.diagonal(H, dim1=-2, dim2=-1).clamp_min(1e-12))
     lam = lam.to(device=H.device, dtype=torch.float64).clone()  # the dampings live where H does (CUDA)
-    trying = torch.ones_like(cost0, dtype=torch.bool)
+    trying = torch.ones_like(cost0, dtype=torch.bool) if active is None else active.to(cost0.device).clone()
     accepted = torch.zeros_like(trying)
     out = theta.clone()
-    for _ in range(int(max_tries)):
+    for _ in range(int(max_tries) if bool(trying.any()) else 0):
         delta, info = torch.linalg.solve_ex(H + lam[:, None, None] * D, -g)
         new = theta + delta.squeeze(-1).to(theta.dtype)
         new_cost = cost(new)
@@ -246,6 +250,20 @@ def lm_update(theta: torch.Tensor, J: torch.Tensor, r: torch.Tensor, lam: torch.
         if not bool(trying.any()):  # the step's host sync: every problem has moved
             break
     return out, lam, accepted, cost0
+
+
+def restart_damping(lam: torch.Tensor, accepted: torch.Tensor, lam0: float, restarts: torch.Tensor,
+                    stuck: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """LM's damping at its cap, per problem (N,): a step that was not accepted and left λ at ``LAM_MAX``
+    (every solve of it rejected, the last at the cap, where steps are ~1e-12 of a gradient step) restarts λ
+    from ``lam0`` (``lm_lambda``) while the problem has restarted fewer than ``LevenbergMarquardt.RESTARTS``
+    times; the next time at the cap it is ``stuck`` (a run stops: ``stopped = "lm_stuck"``, never a plateau).
+    Returns the new (λ, restarts, stuck)."""
+    restarts, stuck = restarts.to(lam.device), stuck.to(lam.device)
+    capped = ~accepted.to(lam.device) & (lam >= LevenbergMarquardt.LAM_MAX) & ~stuck
+    again = capped & (restarts < LevenbergMarquardt.RESTARTS)
+    lam = torch.where(again, torch.full_like(lam, float(lam0)), lam)
+    return lam, restarts + again.to(restarts.dtype), stuck | (capped & ~again)
 
 
 def draw_subsample(generator: torch.Generator, n: int, n_windows: int, check_windows: int
@@ -272,7 +290,10 @@ class LevenbergMarquardt(torch.optim.Optimizer):
     ``torch.func.jacrev(closure)``), and ``closure.accept(theta)``, an extra condition a candidate must
     meet. One step solves ``(JᵀJ + λ diag(JᵀJ)) δ = −Jᵀr`` in float64 and accepts ``θ + δ`` if ``‖r‖²``
     decreases (λ ← λ/3), else λ ← 2λ and it retries (``max_tries`` solves in all). λ lives in the param
-    group (``param_groups[0]["lam"]``), so ``state_dict``/``load_state_dict`` carry it.
+    group (``param_groups[0]["lam"]``), so ``state_dict``/``load_state_dict`` carry it. A step rejected with
+    λ at its cap (``LAM_MAX``) restarts λ from its initial value, at most ``RESTARTS`` times; the next time
+    the optimiser is ``stuck`` and takes no more steps (``restart_damping``; ``fit`` stops the run with
+    ``stopped = "lm_stuck"``).
 
     Parameters
     ----------
@@ -284,6 +305,9 @@ class LevenbergMarquardt(torch.optim.Optimizer):
     """
 
     UP, DOWN, LAM_MIN, LAM_MAX = 2.0, 3.0, 1e-12, 1e12
+    #: how many times a run's damping restarts from its initial value after reaching LAM_MAX on a rejected
+    #: step; the next time at the cap it is stuck
+    RESTARTS = 2
 
     #: set by __init__ (declared for type checkers)
     accepted: bool
@@ -294,7 +318,8 @@ class LevenbergMarquardt(torch.optim.Optimizer):
         params = trainable(params)
         if not params:
             raise VPIntegratorError("LevenbergMarquardt: no parameter has requires_grad; nothing to train")
-        super().__init__(params, dict(lam=float(lam), max_tries=int(max_tries)))
+        super().__init__(params, dict(lam=float(lam), max_tries=int(max_tries), lam0=float(lam), restarts=0,
+                                      stuck=False))
         if len(self.param_groups) != 1:
             raise VPIntegratorError("LevenbergMarquardt takes one parameter group")
         self.accepted = False  # whether the last step was accepted
@@ -308,12 +333,26 @@ class LevenbergMarquardt(torch.optim.Optimizer):
     def lam(self, value: float) -> None:
         self.param_groups[0]["lam"] = float(value)
 
+    @property
+    def restarts(self) -> int:
+        """How many times λ restarted from its initial value after reaching its cap (``restart_damping``)."""
+        return int(self.param_groups[0].get("restarts", 0))
+
+    @property
+    def stuck(self) -> bool:
+        """Whether λ reached its cap again after its last restart: the optimiser takes no more steps."""
+        return bool(self.param_groups[0].get("stuck", False))
+
     def step(self, closure: Callable[[torch.Tensor], torch.Tensor]) -> float:  # type: ignore[override]
-        """One LM iteration (``lm_update`` with one problem); returns the loss ``‖r‖`` before it
-        (``self.accepted`` tells whether it moved)."""
+        """One LM iteration (``lm_update`` with one problem, then ``restart_damping``); returns the loss
+        ``‖r‖`` before it (``self.accepted`` tells whether it moved; a ``stuck`` optimiser does not try)."""
         group = self.param_groups[0]
         params = group["params"]
         theta = torch.nn.utils.parameters_to_vector(params).detach()
+        if self.stuck:
+            self.accepted = False
+            with torch.no_grad():
+                return math.sqrt(float(closure(theta).double().square().sum()))
         jacobian = getattr(closure, "jacobian", None)
         with label("vp/lm_jacobian"):
             if jacobian is None:
@@ -329,6 +368,9 @@ class LevenbergMarquardt(torch.optim.Optimizer):
             new, lam, accepted, cost0 = lm_update(
                 theta[None], J[None], r[None], torch.tensor([self.lam], dtype=torch.float64),
                 lambda new: closure(new[0]).double().square().sum()[None], accept, group["max_tries"])
+            lam, restarts, stuck = restart_damping(lam, accepted, group.get("lam0", self.lam),
+                                                   torch.tensor([self.restarts]), torch.tensor([self.stuck]))
+            group["restarts"], group["stuck"] = int(restarts[0]), bool(stuck[0])
             self.lam, self.accepted = float(lam[0]), bool(accepted[0])
             if self.accepted:
                 torch.nn.utils.vector_to_parameters(new[0], params)
@@ -405,10 +447,13 @@ class LMSubsample:
         index = self.index if self.index is not None else empty
         check = self.check if self.check is not None else empty
         return {"lambda": self.optimizer.lam, "iteration": self.iteration, "index": index.cpu().clone(),
-                "check": check.cpu().clone(), "generator": self.generator.get_state()}
+                "check": check.cpu().clone(), "generator": self.generator.get_state(),
+                "restarts": self.optimizer.restarts, "stuck": self.optimizer.stuck}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.lam, self.iteration = float(state["lambda"]), int(state["iteration"])
+        group = self.optimizer.param_groups[0]  # a state from before the restarts: none yet
+        group["restarts"], group["stuck"] = int(state.get("restarts", 0)), bool(state.get("stuck", False))
         self.index = state["index"] if state["index"].numel() else None
         check = state.get("check")
         self.check = check if check is not None and check.numel() else None

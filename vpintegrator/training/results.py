@@ -41,7 +41,8 @@ class FitResult:
 
     ``model`` holds the last weights (``best.pt`` in ``run_dir`` the best); ``stopped`` is one of
     ``epochs``, ``time_limit``, ``early_stopping`` (patience: the plateau rule), ``steps`` (``max_steps``),
-    ``callback``, ``interrupted``; ``stop_clock`` says which budget stopped a ``time_limit`` run (``"cpu"``:
+    ``lm_stuck`` (Levenberg–Marquardt's damping at its cap again after its restarts: no step could be taken),
+    ``callback``, ``interrupted``, ``diverged`` (an ensemble member); ``stop_clock`` says which budget stopped a ``time_limit`` run (``"cpu"``:
     ``cpu_time_limit``, ``"wall"``: ``time_limit``; None for every other reason), as ``summary.json`` does.
 
     An ensemble (``fit(..., ensemble=N)`` or ``seeds``) gives one ``FitResult`` too: ``members[k]`` is
@@ -84,6 +85,9 @@ class FitResult:
     table: list[dict[str, Any]] = field(default_factory=list, repr=False)
     #: which budget stopped a ``time_limit`` run: "cpu" or "wall" (None: another reason)
     stop_clock: str | None = None
+    #: an ``early_stopping`` run: whether its score's trend still fell clearly when the plateau rule stopped it
+    #: (``vpintegrator.training.record.plateau_trend``; None: another reason, or no trend to judge)
+    still_improving: bool | None = None
     #: the best epoch's weights (None where this invocation did not judge it: a resumed run's is in best.pt)
     best_state: dict[str, torch.Tensor] | None = field(default=None, repr=False, compare=False)
 

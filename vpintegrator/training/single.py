@@ -220,7 +220,12 @@ class SingleSteps:
         return Clock(epoch, int(ckpt["step"]), float(st["wall_time"]), float(st.get("cpu_time", math.nan)))
 
     def summary_extra(self, m: Member) -> dict[str, Any]:
-        return {}
+        """LM: how many times its damping restarted from ``lm_lambda`` at the cap (``lm_restarts``)."""
+        return {} if self.lm is None else {"lm_restarts": self.lm.optimizer.restarts}
+
+    def stuck(self) -> list[bool]:
+        """Whether the model's Levenberg–Marquardt is stuck (its damping at the cap after its restarts)."""
+        return [self.lm is not None and self.lm.optimizer.stuck]
 
     def member_record(self, m) -> dict[str, Any]:
         return self.record

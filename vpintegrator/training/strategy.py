@@ -100,6 +100,9 @@ class StepStrategy(Protocol):
 
     def summary_extra(self, m: Member) -> dict[str, Any]: ...
 
+    def stuck(self) -> list[bool]:
+        """Per member: whether its Levenberg–Marquardt is stuck (it then stops: ``lm_stuck``)."""
+
     def freeze(self, k: int, state: dict[str, torch.Tensor] | None) -> None:
         """Member ``k`` stopped: its weights from now on are ``state`` (its current ones for None)."""
 
