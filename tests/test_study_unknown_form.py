@@ -137,6 +137,38 @@ def test_the_tables_print_the_stop_rule_and_say_whether_the_gaps_are_at_plateau(
     assert "Stop rule of the trainings: not recorded" in old and "not shown to be at plateau" in old
 
 
+def test_a_phase_records_a_stuck_lm_and_a_plateau_still_improving(tmp_path):
+    """A run's summary.json says lm_stuck, or early_stopping with still_improving: the sweep point's stop says so
+    and records that the run recorded it (runs from before did not: not recorded)."""
+    run = tmp_path / "rigid_body_exp" / "lphnn_p0"
+    _record(run, 20.0, 30.0, stopped="lm_stuck", clock=None, still_improving=None)
+    point = uf_runs.point(tmp_path, "lphnn", 0, run)
+    assert point["stopped"] == ["LM damping stuck at its cap"] and point["trend_recorded"] == [True]
+    _record(run, 20.0, 30.0, stopped="early_stopping", clock=None, still_improving=True)
+    assert uf_runs.point(tmp_path, "lphnn", 0, run)["stopped"] == ["plateau (patience) while still improving"]
+    _record(run, 20.0, 30.0, stopped="early_stopping", clock=None)  # before the record
+    point = uf_runs.point(tmp_path, "lphnn", 0, run)
+    assert point["stopped"] == ["plateau (patience)"] and point["trend_recorded"] == [False]
+
+
+def test_the_tables_count_per_row_the_runs_stuck_or_still_improving():
+    rows = _rows()
+    stops = ["plateau (patience) while still improving", "LM damping stuck at its cap"]
+    for r in rows:
+        for i, point in enumerate(r.get("sweep") or []):
+            r["sweep"][i] = {**point, "wall_limited": False, "stopped": [stops[i % 2]], "trend_recorded": [True]}
+    text = uf.tables(uf.summarize_rows(rows))
+    line = next(x for x in text.splitlines() if x.startswith("| rigid_body_exp | 0 | lpnet | 10 |"))
+    assert line == "| rigid_body_exp | 0 | lpnet | 10 | 5 | 5 | 5 | 0 |"  # 5 seeds × 2 points
+    assert "0 of 10 vp-train runs stopped at their validation plateau (5 by plateau (patience) while still " \
+           "improving, 5 by LM damping stuck at its cap)" in text
+    # points from before the record (the rows share their sweep: every seed's point 1): counted apart, not guessed
+    rows[0]["sweep"][1] = {**rows[0]["sweep"][1], "stopped": ["plateau (patience)"], "trend_recorded": None}
+    text = uf.tables(uf.summarize_rows(rows))
+    line = next(x for x in text.splitlines() if x.startswith("| rigid_body_exp | 0 | lpnet | 10 |"))
+    assert line == "| rigid_body_exp | 0 | lpnet | 10 | 10 | 5 (+5 not recorded) | 0 (+5 not recorded) | 0 |"
+
+
 def test_the_plateau_rule_is_vp_trains_patience_and_min_rel_delta_with_a_step_cap():
     rule = uf.StopRule()
     assert rule.flags("lm", 50.0, 3.0) == ["--set", "patience=10", "--set", "min_rel_delta=0.01", "--set",

@@ -66,17 +66,26 @@ def training_budget(run_dir: Path) -> dict[str, Any] | None:
     return {"cpu_s": summary.get("cpu_time"), "cpu_budget_s": None if budget is None else float(budget),
             "wall_s": summary.get("wall_time"), "wall_limit_s": None if wall_limit is None else float(wall_limit),
             "stopped": stopped, "stop_clock": summary.get("stop_clock"), "wall_limited": limited,
-            "steps": summary.get("steps"), "stop_rule": summary.get("stop_rule")}
+            "steps": summary.get("steps"), "stop_rule": summary.get("stop_rule"),
+            # the plateau rule's trend verdict and LM's stuck stop: recorded by runs that wrote still_improving
+            "still_improving": summary.get("still_improving"), "trend_recorded": "still_improving" in summary}
 
 
 def stop_text(b: dict[str, Any]) -> str:
-    """How one run stopped, in words, from its record (``training_budget``)."""
+    """How one run stopped, in words, from its record (``training_budget``): a plateau stop whose score still
+    fell clearly (``still_improving``) and Levenberg–Marquardt stuck at its damping cap (``lm_stuck``) say so."""
     stopped = b.get("stopped")
     if stopped == "time_limit":
         clock = b.get("stop_clock")
         return {"cpu": "CPU budget", "wall": "wall ceiling"}.get(str(clock), "time limit (clock not recorded)")
-    return {"early_stopping": "plateau (patience)", "steps": "step budget", "epochs": "epochs"}.get(
-        str(stopped), str(stopped))
+    if stopped == "early_stopping" and b.get("still_improving"):
+        return STILL_IMPROVING
+    return {"early_stopping": "plateau (patience)", "steps": "step budget", "epochs": "epochs",
+            "lm_stuck": LM_STUCK}.get(str(stopped), str(stopped))
+
+
+#: ``stop_text`` of a plateau stop whose trend still fell, and of Levenberg–Marquardt stuck at its damping cap
+STILL_IMPROVING, LM_STUCK = "plateau (patience) while still improving", "LM damping stuck at its cap"
 
 
 def budget_lines(budgets: list[dict[str, Any]]) -> list[str]:
@@ -88,7 +97,8 @@ def budget_lines(budgets: list[dict[str, Any]]) -> list[str]:
     counts: dict[str, int] = {}
     for b in budgets:
         counts[stop_text(b)] = counts.get(stop_text(b), 0) + 1
-    how = ", ".join(f"{n} by their {what}" if what in ("CPU budget", "wall ceiling", "step budget") else f"{n} at {what}"
+    how = ", ".join(f"{n} by their {what}" if what in ("CPU budget", "wall ceiling", "step budget")
+                    else f"{n} with their {what}" if what == LM_STUCK else f"{n} at {what}"
                     for what, n in sorted(counts.items(), key=lambda kv: -kv[1]))
     cut = [b for b in budgets if b["wall_limited"]]
     if not cut:

@@ -113,11 +113,13 @@ def point(out: Path, approach: str, p: int, run: Path) -> dict[str, Any]:
     total, best_loss, model_run, n_params = 0.0, math.inf, run, None
     flags: list[bool | None] = []
     stopped: list[str] = []
+    recorded: list[bool] = []  # per phase: its summary.json says whether a plateau still fell and LM got stuck
     for path, _, _ in phases(run, approach, p):
         s = read_json(path / "summary.json") or {}
         budget = training_budget(path)
         flags.append(None if budget is None else budget["wall_limited"])
         stopped.append("not recorded" if budget is None else stop_text(budget))
+        recorded.append(budget is not None and bool(budget["trend_recorded"]))
         c = _curve(path) if (path / "log.csv").is_file() else {"cpu": [], "val": []}
         cpu += [total + x for x in c["cpu"]]
         val += c["val"]
@@ -130,7 +132,8 @@ def point(out: Path, approach: str, p: int, run: Path) -> dict[str, Any]:
     wall_limited = True if any(f is True for f in flags) else (None if any(f is None for f in flags) else False)
     return {"point": p, "settings": RECIPES[approach][3][p], "best_loss": best_loss, "cpu_seconds": total,
             "n_params": n_params, "run": str(run.relative_to(out)), "model_run": str(model_run.relative_to(out)),
-            "wall_limited": wall_limited, "stopped": stopped, "curve": {"cpu": cpu, "val": val}}
+            "wall_limited": wall_limited, "stopped": stopped, "trend_recorded": recorded,
+            "curve": {"cpu": cpu, "val": val}}
 
 
 def chosen(out: Path, approach: str, runs: Sequence[Path]) -> dict[str, Any]:

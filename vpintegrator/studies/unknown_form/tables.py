@@ -144,7 +144,8 @@ def summarize_rows(rows: list[dict[str, Any]], amortise_over: float = 1e5) -> li
             for p in r.get("sweep") or []:
                 plateaus.append({"seed": int(r["seed"]), "point": p["point"], "chosen": p["point"] == r.get("point"),
                                  "cpu_seconds": p.get("cpu_seconds"), "wall_limited": p.get("wall_limited"),
-                                 "stopped": p.get("stopped"), **plateau(p.get("curve") or {})})
+                                 "stopped": p.get("stopped"), "trend_recorded": p.get("trend_recorded"),
+                                 **plateau(p.get("curve") or {})})
         s["plateau"] = plateaus
         s["stop_rules"] = sorted({str(r["stop_rule"]) for r in mine if r.get("stop_rule")})
         out.append(s)
@@ -238,8 +239,41 @@ def tables(summary: list[dict[str, Any]]) -> str:
                              f"{fmt_g(p.get('gain_last_half'))} | "
                              f"{'—' if p.get('plateaued') is None else ('yes' if p['plateaued'] else 'no')} | "
                              f"{' + '.join(p['stopped']) if p.get('stopped') else 'not recorded'} |")
-        lines += ["", wall_ceiling_line(plateaus)]
+        lines += ["", wall_ceiling_line(plateaus), *stop_count_lines(plateaus)]
     return "\n".join([*stop_rule_lines(summary), *lines]) + "\n"
+
+
+def stop_count_lines(summary: Sequence[dict[str, Any]]) -> list[str]:
+    """Per row (system, σ, approach): how its vp-train runs stopped, from each run's own record -- at the plateau,
+    at the plateau while the score's trend still fell clearly (``summary.json`` ``still_improving``), with
+    Levenberg–Marquardt stuck at its damping cap (``lm_stuck``), or by another rule. The last two are counted
+    only from runs that recorded them (``trend_recorded``); runs from before say "not recorded", never a guess."""
+    from ..rigid_body_results.values import LM_STUCK, STILL_IMPROVING
+
+    out: list[str] = []
+    for x in summary:
+        runs = [(s, bool(r[i]) if i < len(r) else False) for p in x["plateau"]
+                for r in [p.get("trend_recorded") or []] for i, s in enumerate(p.get("stopped") or [])]
+        if not runs:
+            continue
+        unknown = sum(not rec for _, rec in runs)
+
+        def count(what: str) -> str:
+            n = sum(s == what for s, rec in runs if rec)
+            return "not recorded" if unknown == len(runs) else f"{n} (+{unknown} not recorded)" if unknown else str(n)
+
+        rule = sum(s in ("plateau (patience)", STILL_IMPROVING) for s, _ in runs)
+        other = sum(s not in ("plateau (patience)", STILL_IMPROVING, LM_STUCK) for s, _ in runs)
+        out.append(f"| {x['system']} | {x['noise']:g} | {x['approach']} | {len(runs)} | {rule} | {count(STILL_IMPROVING)} "
+                   f"| {count(LM_STUCK)} | {other} |")
+    if not out:  # no run recorded how it stopped: stop_rule_lines says so
+        return []
+    return ["", "How each row's vp-train runs stopped (each run's summary.json). Plateau rule: stopped by patience; still "
+            "improving: of those, the runs whose log score's least-squares trend over the patience window still fell "
+            "clearly;", "LM stuck: Levenberg–Marquardt's damping at its cap again after its restarts (not a plateau). "
+            "Runs from before these were recorded say not recorded.", "",
+            "| system | σ | approach | runs | plateau rule | of them still improving | LM stuck | other stops |",
+            "|---|---|---|---|---|---|---|---|", *out]
 
 
 def stop_rule_lines(summary: Sequence[dict[str, Any]]) -> list[str]:
