@@ -204,8 +204,10 @@ def main() -> None:
         for size in args.sizes:
             while seq_runs < min(size, args.max_sequential):  # sequential single runs, more as needed
                 result = fit(_config(data, f"{tmp}/single{seq_runs}", args, seed=1234 + seq_runs))
-                seq_seconds += _timed_epochs(result.history, args.device)
+                seconds = _timed_epochs(result.history, args.device)
+                seq_seconds += seconds
                 seq_runs += 1
+                print(f"  sequential run {seq_runs}: {args.epochs / seconds:.2f} model-epochs/s", flush=True)
             sequential = seq_runs * args.epochs / seq_seconds
             t0 = time.perf_counter()
             ens = fit(_config(data, f"{tmp}/ens{size}", args), ensemble=size)

@@ -189,12 +189,16 @@ def main() -> None:
             t_mode = time.perf_counter()
             times, ran[mode] = bench_ours(traj, args.epochs, args.device, args.batch_size, mode)
             ours[mode] += times
-            # a line per loop as it ends: a run killed at its limit still says how far it got
-            print(f"  {mode}: {time.perf_counter() - t_mode:.1f} s in all (warm-up epoch with any capture or "
-                  f"build included), timed epochs {', '.join(f'{t:.3f}' for t in times)} s", flush=True)
+            # a line per loop as it ends, with its rate: a run killed at its limit still has every figure so far
+            print(f"  {mode} (ran: {ran[mode]}): {1 / min(times):.3f} epochs/s (fastest timed epoch); "
+                  f"{time.perf_counter() - t_mode:.1f} s in all (warm-up epoch with any capture or build included), "
+                  f"timed epochs {', '.join(f'{t:.3f}' for t in times)} s", flush=True)
         if not args.no_plain:
-            plain += bench_plain(traj, args.epochs, args.device, args.batch_size, our_gather=False)
-            hybrid += bench_plain(traj, args.epochs, args.device, args.batch_size, our_gather=True)
+            for name, runs, gather in (("plain", plain, False), ("plain + our gather", hybrid, True)):
+                times = bench_plain(traj, args.epochs, args.device, args.batch_size, our_gather=gather)
+                runs += times
+                print(f"  {name}: {1 / min(times):.3f} epochs/s (fastest timed epoch); timed epochs "
+                      f"{', '.join(f'{t:.3f}' for t in times)} s", flush=True)
 
     def line(name: str, times: list[float]) -> float:
         best, med = min(times), statistics.median(times)

@@ -6,6 +6,9 @@
 #   bash scripts/gpu_check.sh --group NAME [--out DIR]    one group: the steps that fit one device call together
 #   bash scripts/gpu_check.sh --only STEP[,STEP...] [--out DIR] [--smoke] [--dry-run]
 #   bash scripts/gpu_check.sh --all [--out DIR]           every step, then the report (a machine of one's own)
+#   bash scripts/gpu_check.sh --plan ten-minutes [--out DIR] [--smoke] [--dry-run]
+#                                                         the issue's figures in one ten-minute call, one log
+#   bash scripts/gpu_check.sh --plans                     the plans' steps: plan, step, time limit, what
 #   python scripts/gpu_report.py DIR                      the report from the files of every call, put together
 #
 # Each step makes its own small data (in a temporary directory, removed after), warms its own caches (numba,
@@ -18,6 +21,10 @@
 # most 8, or nothing runs. A lent machine's session has 15 minutes of device time, its start included, so one
 # group (--groups) per session: figures first, then tests, extras, compile, io.
 # --out DIR: default $OUT when set (the device tool's folder that comes back), else runs/gpu_check.
+# A plan (--plan NAME) is steps run one after the other into ONE log, printed as it goes (tee: the device
+# tool's output tail shows it too): OUT/NAME.log, OUT/NAME.tsv (a status line per step) and at most one more
+# file (f64_graph's JUnit). Its limits add up to at most 540 s (a test holds it) and no step of it may build a
+# torch.compile step (TORCH_COMPILE_DISABLE=1 for all of them: inductor's build filled a 500-s call).
 # --smoke: the steps' own commands on the CPU at toy sizes (checks the plumbing on a machine without a GPU;
 #          no figure of a smoke run means anything). --dry-run: print "STEP<TAB>command" per command, run nothing.
 # Exit status: 0 when every step named exited 0; 1 otherwise; 2 on a usage error or, without --smoke or
@@ -48,7 +55,17 @@ extras|ddp,lm|DDP at world sizes 1 and 2, Levenberg-Marquardt on CUDA
 compile|compile|the torch.compile step
 io|rollout_io|the whole run_rollouts at 10^6 ICs writing HDF5"
 
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
+# plan|step|limit s|what: steps run into one log within one device call (issue 89: ten minutes, every figure
+# printed as measured, no torch.compile); a plan's own steps (setup, f64_graph, rollout_model) are not --list's
+PLAN_TABLE="\
+ten-minutes|setup|45|offline set-up of what the image lacks, from .gpu_wheels (scripts/gpu_setup.sh; not in --smoke)
+ten-minutes|f64_graph|100|float64: the CUDA-graph step equals the eager step after 80 steps; the members' chain inside the ensemble's CUDA graph (2 GPU tests)
+ten-minutes|train|130|P2g: paper VPT, Adam, batch 16384, float32, epochs/s: the CUDA-graph step (auto) against eager (off), same run, and the plain loop
+ten-minutes|ensemble|130|P2e: ensembles of 1 and 64 seeds, model-epochs/s, graph against eager
+ten-minutes|rollout_model|90|P4: model steps of 10^4, 10^5, 10^6 initial conditions on the device, state-steps/s, CUDA graph against eager (part d i)"
+PLAN_BUDGET=540  # seconds: 9 minutes of a 10-minute call
+
+usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "gpu_check: $*" >&2; exit 2; }
 
 step_names() { while IFS='|' read -r name _; do echo "$name"; done <<< "$STEP_TABLE"; }
@@ -63,7 +80,7 @@ step_field() {  # step_field NAME N: field N (2 limit, 3 files, 4 what) of NAME'
     return 1
 }
 
-ONLY="" OUT_DIR="" DRY="" SMOKE="" ALL="" LIST="" INNER="" GROUP="" LIST_GROUPS=""
+ONLY="" OUT_DIR="" DRY="" SMOKE="" ALL="" LIST="" INNER="" GROUP="" LIST_GROUPS="" PLAN="" LIST_PLANS=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --list) LIST=1 ;;
@@ -72,6 +89,10 @@ while [[ $# -gt 0 ]]; do
                  GROUP=$2; shift ;;
         --group=*) GROUP=${1#--group=} ;;
         --all) ALL=1 ;;
+        --plans) LIST_PLANS=1 ;;
+        --plan) [[ $# -ge 2 && -n "$2" ]] || die "--plan needs a plan name (--plans shows them)"
+                PLAN=$2; shift ;;
+        --plan=*) PLAN=${1#--plan=} ;;
         --only) [[ $# -ge 2 && -n "$2" ]] || die "--only needs a step name (--list shows them)"
                 ONLY=$2; shift ;;
         --only=*) ONLY=${1#--only=} ;;
@@ -82,7 +103,7 @@ while [[ $# -gt 0 ]]; do
         --dry-run) DRY=1 ;;
         --run-step) INNER=$2; shift ;;  # internal: one step's commands, run under its time limit
         -h|--help) usage; exit 0 ;;
-        *) die "unknown argument $1 (use --list, --groups, --only STEP[,STEP...], --group NAME, --all, --out DIR, --smoke, --dry-run or -h)" ;;
+        *) die "unknown argument $1 (use --list, --groups, --plans, --only STEP[,STEP...], --group NAME, --plan NAME, --all, --out DIR, --smoke, --dry-run or -h)" ;;
     esac
     shift
 done
@@ -212,6 +233,28 @@ step_lm() {
     run cp "$SCRATCH/lm/log.csv" "$OUT/lm_cuda.csv"
 }
 
+step_setup() {  # the plan's first step: on the lent machine only (--smoke: this machine has the package)
+    if [[ -n "$SMOKE" ]]; then
+        [[ -n "$DRY" ]] || echo "gpu_check: setup: skipped (--smoke: no wheels to install here)"
+    else
+        run bash scripts/gpu_setup.sh
+    fi
+}
+
+step_f64_graph() {  # skipped without CUDA (-m gpu tests): --smoke checks that they are collected and run
+    run "$PY" -m pytest -m gpu -q -rA -p no:cacheprovider --junitxml="$OUT/f64_graph.xml" \
+        "tests/test_fast_step_scalars.py::test_cuda_float64_graph_step_equals_the_eager_step_after_80_steps" \
+        "tests/test_fused_members.py::test_on_cuda_the_graph_captured_ensemble_trains_each_member_as_alone"
+}
+
+step_rollout_model() {  # P4's figure: model steps only (part d ii at 10^6 with the volume takes ~200 s alone)
+    if [[ -n "$SMOKE" ]]; then
+        run "$PY" scripts/bench_rollout.py --device cpu --skip a,a2,a3,b,c,d2,d3 --max-ics 10000 --d-steps 6
+    else
+        run "$PY" scripts/bench_rollout.py --device cuda --skip a,a2,a3,b,c,d2,d3 --max-ics 1000000
+    fi
+}
+
 step_rollout_io() {
     if [[ -n "$SMOKE" ]]; then
         run "$PY" scripts/bench_rollout.py --device cpu --skip a,a2,a3,b,c,d1,d2 --max-ics 10000 \
@@ -252,13 +295,34 @@ if [[ -n "$LIST_GROUPS" ]]; then
     done <<< "$GROUP_TABLE"
     exit 0
 fi
+if [[ -n "$LIST_PLANS" ]]; then
+    while IFS='|' read -r plan name limit what; do
+        printf '%s\t%s\t%s s\t%s\n' "$plan" "$name" "$limit" "$what"
+    done <<< "$PLAN_TABLE"
+    exit 0
+fi
+declare -A PLAN_LIMIT=() PLAN_WHAT=()
+if [[ -n "$PLAN" ]]; then  # a plan's steps, checked against its budget, then run below into one log
+    [[ -z "$ONLY$ALL$GROUP" ]] || die "give --plan NAME, --group NAME, --only STEP[,STEP...] or --all, one of them"
+    CHOSEN=() plan_total=0
+    while IFS='|' read -r plan name limit what; do
+        [[ "$plan" == "$PLAN" ]] || continue
+        CHOSEN+=("$name") PLAN_LIMIT[$name]=$limit PLAN_WHAT[$name]=$what
+        plan_total=$((plan_total + limit))
+    done <<< "$PLAN_TABLE"
+    [[ ${#CHOSEN[@]} -gt 0 ]] || die "unknown plan '$PLAN'; the plans: $(cut -d'|' -f1 <<< "$PLAN_TABLE" | sort -u | tr '\n' ' ')"
+    (( plan_total <= PLAN_BUDGET )) || die "plan $PLAN's limits add up to ${plan_total} s, more than ${PLAN_BUDGET} s"
+    export TORCH_COMPILE_DISABLE=1  # no step of a plan builds a torch.compile step, whatever it asks
+fi
 if [[ -n "$GROUP" ]]; then
     [[ -z "$ONLY" && -z "$ALL" ]] || die "give --group NAME, --only STEP[,STEP...] or --all, one of them"
     ONLY=$(while IFS='|' read -r name steps _; do [[ "$name" == "$GROUP" ]] && echo "$steps"; done <<< "$GROUP_TABLE")
     [[ -n "$ONLY" ]] || die "unknown group '$GROUP'; the groups: $(cut -d'|' -f1 <<< "$GROUP_TABLE" | tr '\n' ' ')"
 fi
 [[ -n "$ONLY" && -n "$ALL" ]] && die "give --only STEP[,STEP...] or --all, not both"
-if [[ -n "$ALL" ]]; then
+if [[ -n "$PLAN" ]]; then
+    :
+elif [[ -n "$ALL" ]]; then
     mapfile -t CHOSEN < <(step_names)
 elif [[ -n "$ONLY" ]]; then
     IFS=',' read -ra CHOSEN <<< "$ONLY"
@@ -272,13 +336,14 @@ declare -A SEEN=()
 BUDGET=${GPU_CHECK_BUDGET:-570}
 total_limit=0 total_files=0
 for name in "${CHOSEN[@]}"; do
+    [[ -z "$PLAN" ]] || break
     step_field "$name" 2 >/dev/null || die "unknown step '$name'; the steps: $(step_names | tr '\n' ' ')"
     [[ -z "${SEEN[$name]:-}" ]] || die "step '$name' named twice"
     SEEN[$name]=1
     total_limit=$((total_limit + $(step_field "$name" 2)))
     total_files=$((total_files + $(step_field "$name" 3)))
 done
-if [[ -z "$ALL" && -z "$DRY" && -z "$SMOKE" ]]; then
+if [[ -z "$ALL$PLAN" && -z "$DRY" && -z "$SMOKE" ]]; then
     (( total_limit <= BUDGET )) || die "steps ${CHOSEN[*]} may take ${total_limit} s together, more than one device" \
         "call's ${BUDGET} s (GPU_CHECK_BUDGET): run them in separate calls"
     (( total_files <= 8 )) || die "steps ${CHOSEN[*]} write up to ${total_files} files, more than the 8 a device call" \
@@ -304,7 +369,39 @@ cuda = torch.cuda.is_available()
 print(f"{platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, torch {torch.__version__}, "
       f"CUDA {torch.version.cuda}, " + (f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}" if cuda else "no CUDA device"))' 2>&1 | tail -1)
 
+# the steps' commands and exit status: "name<TAB>rc<TAB>seconds<TAB>commands" (the commands from its log)
+status_line() {  # status_line NAME RC SECONDS LOG
+    local commands
+    commands=$(grep -o "gpu_check: $1: \\\$ .*" "$4" | sed "s/^gpu_check: $1: \\\$ //" | paste -sd ';' | tr '\t' ' ')
+    printf '%s\t%d\t%d\t%s\n' "$1" "$2" "$3" "$commands"
+}
+
 status=0
+if [[ -n "$PLAN" ]]; then  # one log, printed as it goes; each step under its own limit
+    LOG=$OUT/$PLAN.log
+    rm -f "$LOG" "$OUT/$PLAN.tsv"
+    {
+        echo "gpu_check: machine: $MACHINE"
+        echo "gpu_check: plan $PLAN$([[ -n "$SMOKE" ]] && echo ' (smoke: CPU, toy sizes)'): ${CHOSEN[*]}," \
+             "limits ${plan_total} s in all, TORCH_COMPILE_DISABLE=${TORCH_COMPILE_DISABLE:-unset}; log $LOG"
+    } | tee "$LOG"
+    t_plan=$SECONDS ok=0
+    for name in "${CHOSEN[@]}"; do
+        limit=${GPU_CHECK_STEP_LIMIT:-${PLAN_LIMIT[$name]}}
+        echo "=== [$((SECONDS - t_plan)) s] $name (limit $limit s): ${PLAN_WHAT[$name]}" | tee -a "$LOG"
+        t0=$SECONDS
+        args=(--run-step "$name" --out "$OUT")
+        [[ -n "$SMOKE" ]] && args+=(--smoke)
+        timeout --kill-after=10 "$limit" bash "$0" "${args[@]}" 2>&1 | tee -a "$LOG"
+        rc=${PIPESTATUS[0]}
+        status_line "$name" "$rc" $((SECONDS - t0)) "$LOG" >>"$OUT/$PLAN.tsv"
+        echo "=== [$((SECONDS - t_plan)) s] $name: exit $rc after $((SECONDS - t0)) s$( ((rc == 124 || rc == 137)) &&
+             echo " (killed at its limit of $limit s)")" | tee -a "$LOG"
+        ((rc == 0)) && ok=$((ok + 1)) || status=1
+    done
+    echo "=== plan $PLAN done in $((SECONDS - t_plan)) s: $ok of ${#CHOSEN[@]} steps exited 0" | tee -a "$LOG"
+    exit $status
+fi
 for name in "${CHOSEN[@]}"; do
     limit=${GPU_CHECK_STEP_LIMIT:-$(step_field "$name" 2)}
     rm -f "$OUT/$name.log" "$OUT/$name.tsv"
@@ -319,9 +416,7 @@ for name in "${CHOSEN[@]}"; do
     timeout --kill-after=10 "$limit" bash "$0" "${args[@]}" >>"$OUT/$name.log" 2>&1
     rc=$?
     seconds=$((SECONDS - t0))
-    commands=$(grep -o 'gpu_check: [a-z_0-9]*: \$ .*' "$OUT/$name.log" | sed 's/^gpu_check: [a-z_0-9]*: \$ //' |
-               paste -sd ';' | tr '\t' ' ')
-    printf '%s\t%d\t%d\t%s\n' "$name" "$rc" "$seconds" "$commands" >"$OUT/$name.tsv"
+    status_line "$name" "$rc" "$seconds" "$OUT/$name.log" >"$OUT/$name.tsv"
     echo "gpu_check: $name: exit $rc after $seconds s$( ((rc == 124 || rc == 137)) && echo " (killed at its limit of $limit s)")" |
         tee -a "$OUT/$name.log" >&2
     ((rc == 0)) || status=1

@@ -335,6 +335,99 @@ def test_a_step_past_its_limit_is_killed_and_says_so(tmp_path):
     assert list(scratch.glob("gpu_check_*")) == []  # the scratch directory goes with the killed step
 
 
+# -- the ten-minute plan (issue 89): one call, one log, every figure printed as measured, no torch.compile ------
+
+PLAN_STEPS = ["setup", "f64_graph", "train", "ensemble", "rollout_model"]
+
+
+def _plan() -> list[tuple[str, int]]:
+    proc = _check("--plans")
+    assert proc.returncode == 0, proc.stderr
+    return [(name, int(limit[:-2])) for plan, name, limit, _ in (line.split("\t") for line in proc.stdout.splitlines())
+            if plan == "ten-minutes"]
+
+
+def test_the_ten_minute_plan_fits_540_s_and_builds_no_compiled_step(dry_runs, tmp_path, monkeypatch):
+    """Its limits add up to at most 540 s (9 minutes of a 10-minute call); none of its commands asks for a
+    torch.compile step (and the runs' fast step on CUDA, ``auto``, is the CUDA graph); every benchmark flag
+    parses; the float64 graph tests it names exist."""
+    plan = _plan()
+    assert [name for name, _ in plan] == PLAN_STEPS and sum(limit for _, limit in plan) <= 540
+    out = tmp_path / "out"
+    for mode, extra in (("cuda", ()), ("smoke", ("--smoke",))):
+        steps = _dry_run(out, "--plan", "ten-minutes", *extra)
+        assert list(steps) == (PLAN_STEPS if mode == "cuda" else PLAN_STEPS[1:])  # --smoke installs nothing
+        argvs = [argv for cmds in steps.values() for argv in cmds]
+        assert not [argv for argv in argvs if any("compile" in a for a in argv)], "a step asks for torch.compile"
+        for name in ("train", "ensemble", "rollout_model"):
+            [argv] = steps[name]
+            namespace = _script_args(argv[1], argv[2:], monkeypatch)
+            assert namespace.device == ("cpu" if mode == "smoke" else "cuda")
+            if name == "train":
+                assert namespace.fast_steps == "auto,off"  # P2g: graph against eager in the same run
+            if name == "ensemble":
+                assert namespace.fast_step == "auto" and (mode == "smoke" or namespace.sizes == [1, 64])
+            if name == "rollout_model":
+                assert set(namespace.skip.split(",")) == {"a", "a2", "a3", "b", "c", "d2", "d3"}
+                assert mode == "smoke" or namespace.max_ics == 10**6
+        if mode == "cuda":
+            assert steps["train"] == dry_runs["cuda"]["train"] and steps["ensemble"] == dry_runs["cuda"]["ensemble"]
+    [argv] = steps["f64_graph"]
+    tests = [a for a in argv if a.startswith("tests/")]
+    assert len(tests) == 2
+    for test in tests:
+        path, name = test.split("::")
+        assert f"def {name}(" in (ROOT / path).read_text() and "float64" in (ROOT / path).read_text()
+
+
+def test_the_docs_give_the_plan_with_its_limits():
+    import re
+
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    documented = re.findall(r"^\| \d+ \| (\w+) \| (\d+) s \|", text, re.MULTILINE)
+    assert [(name, int(limit)) for name, limit in documented] == _plan()
+    assert "bash scripts/gpu_check.sh --plan ten-minutes" in text
+
+
+def test_a_plan_over_its_budget_or_mixed_with_steps_runs_nothing(tmp_path):
+    for args, message in ((["--plan", "nope"], "unknown plan 'nope'; the plans: ten-minutes"),
+                          (["--plan", "ten-minutes", "--only", "train"], "give --plan NAME, --group NAME")):
+        proc = _check(*args, "--out", str(tmp_path / "out"))
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and message in proc.stderr
+    script = (ROOT / "scripts" / "gpu_check.sh").read_text().replace("PLAN_BUDGET=540", "PLAN_BUDGET=400")
+    (tmp_path / "gpu_check.sh").write_text(script)
+    proc = subprocess.run(["bash", str(tmp_path / "gpu_check.sh"), "--plan", "ten-minutes", "--dry-run"],
+                          capture_output=True, text=True, timeout=60, env=_env(), cwd=ROOT)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert f"plan ten-minutes's limits add up to {sum(limit for _, limit in _plan())} s, more than 400 s" in proc.stderr
+
+
+def test_the_plan_runs_on_the_cpu_into_one_log(tmp_path):
+    """--plan ten-minutes --smoke end to end: each step under its limit, all of it into one log (and on
+    stdout), a status line per step; a step killed at its limit leaves what it printed and the next runs."""
+    out = tmp_path / "out"
+    proc = _check("--plan", "ten-minutes", "--smoke", "--out", str(out), timeout=600)
+    log = (out / "ten-minutes.log").read_text()
+    assert proc.returncode == 0, log[-3000:]
+    assert proc.stdout == log  # printed as it goes, and the same in the log
+    assert sorted(p.name for p in out.iterdir()) == ["f64_graph.xml", "ten-minutes.log", "ten-minutes.tsv"]
+    assert log.startswith("gpu_check: machine: ") and "TORCH_COMPILE_DISABLE=1" in log.splitlines()[1]
+    rows = [line.split("\t") for line in (out / "ten-minutes.tsv").read_text().splitlines()]
+    assert [(r[0], r[1]) for r in rows] == [(name, "0") for name in PLAN_STEPS]
+    heads = [log.index(f"] {name} (limit ") for name in PLAN_STEPS]
+    assert heads == sorted(heads)
+    assert ("2 passed" if torch.cuda.is_available() else "2 skipped") in log  # the float64 graph tests need CUDA
+    assert "ours, fast_step=auto (ran: off)" in log and "epochs/s (fastest timed epoch)" in log  # P2g, as measured
+    assert "sequential run 1:" in log and "model-epochs/s (fast_step ran: off)" in log  # P2e
+    assert "     10000" in log and "state-steps/s" in log  # P4
+    assert log.rstrip().endswith("5 of 5 steps exited 0")
+    killed = _check("--plan", "ten-minutes", "--smoke", "--out", str(tmp_path / "k"),
+                    env=_env(GPU_CHECK_STEP_LIMIT="2"), timeout=300)
+    text = (tmp_path / "k" / "ten-minutes.log").read_text()
+    assert killed.returncode == 1 and "train: exit 124 after" in text and "(killed at its limit of 2 s)" in text
+    assert "] rollout_model (limit 2 s)" in text and text.rstrip().endswith("steps exited 0")
+
+
 def test_ddp_check_at_world_size_two_exchanges_gradients(tmp_path):
     """Two ranks over Gloo (what the ddp step runs on a one-GPU machine, there with CUDA tensors): the
     all-reduced gradients and loss sums give the one-process run's weights to float64 rounding."""
