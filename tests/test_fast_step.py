@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 
 import pytest
 import torch
@@ -166,16 +167,71 @@ def test_cli_fast_step_flag(tiny_data, tmp_path):
     assert "--fast-step" in bad.output and "needs a CUDA device" in bad.output
 
 
-@pytest.mark.slow  # ~50-70 s of inductor compilation on the CPU
-def test_compiled_step_trains_as_the_eager_step(tiny_data, tmp_path):
-    """torch.compile of the loss (the layers' unfused path, fused by inductor) on the CPU: the same training
-    to float64 rounding."""
-    compiled = fit(_config(tiny_data, tmp_path, "compiled", fast_step="compile", epochs=2))
-    eager = fit(_config(tiny_data, tmp_path, "eager", fast_step="off", epochs=2))
-    assert _summary(compiled)["fast_step"] == "compile"
-    for a, b in zip(compiled.history, eager.history):
-        assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-9)
-        assert a["val_loss"] == pytest.approx(b["val_loss"], rel=1e-9)
+def _weight_gap(a: torch.nn.Module, b: torch.nn.Module) -> float:
+    """The largest difference of two models' weights, relative to the largest weight of each tensor."""
+    sb = b.state_dict()
+    return max(float((v - sb[k]).abs().max()) / (float(sb[k].abs().max()) or 1.0) for k, v in a.state_dict().items())
+
+
+@pytest.mark.slow  # inductor compilation on the CPU: minutes into an empty cache, tens of seconds from a warm one
+def test_compiled_step_equals_the_eager_step_to_round_off_and_its_build_is_cached(tiny_data, tmp_path, monkeypatch):
+    """torch.compile of the loss (the layers' component form, fused by inductor) on the CPU, float64: after one
+    step and after one epoch (5 steps) the same training as the eager step to round-off. Not over many steps:
+    inductor reassociates sums, and training amplifies a round-off difference step by step as it does any
+    other (docs/benchmarks.md, "The compiled step against the eager step"). The build goes to the compile cache
+    (``compile_cache_dir``), where a second run of the same step finds it and trains bit for bit the same."""
+    from torch._dynamo.utils import counters
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    for name, stop in (("step", dict(max_steps=1, epochs=None)), ("epoch", dict(epochs=1))):
+        compiled = fit(_config(tiny_data, tmp_path, f"compiled_{name}", fast_step="compile", **stop))
+        eager = fit(_config(tiny_data, tmp_path, f"eager_{name}", fast_step="off", **stop))
+        assert _summary(compiled)["fast_step_used"] == "compile"
+        assert _weight_gap(compiled.model, eager.model) <= 1e-13, name
+        if name == "epoch":
+            assert compiled.history[0]["train_loss"] == pytest.approx(eager.history[0]["train_loss"], rel=1e-13)
+            assert compiled.history[0]["val_loss"] == pytest.approx(eager.history[0]["val_loss"], rel=1e-13)
+    assert list((tmp_path / "inductor").glob("fxgraph/*/*")), "inductor wrote no FX graph to the compile cache"
+    torch._dynamo.reset()  # the next fit compiles afresh: only the on-disk cache can spare it the build
+    hits = counters["inductor"]["fxgraph_cache_hit"]
+    again = fit(_config(tiny_data, tmp_path, "compiled_again", fast_step="compile", epochs=1))
+    assert counters["inductor"]["fxgraph_cache_hit"] > hits
+    assert again.history[0]["train_loss"] == compiled.history[0]["train_loss"]
+    assert _weight_gap(again.model, compiled.model) == 0.0
+
+
+def test_compile_cache_dir_is_torchs_setting_or_the_users_cache(tmp_path, monkeypatch):
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
+    assert fast_step.compile_cache_dir() == tmp_path / "mine"
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())  # what importing inductor sets: not a choice
+    assert fast_step.compile_cache_dir() == tmp_path / "xdg" / "vpintegrator" / "inductor"
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    assert fast_step.compile_cache_dir() == tmp_path / "xdg" / "vpintegrator" / "inductor"
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.Adam(model.parameters())
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "")  # restored after the test: FastStep sets it
+    step = fast_step.FastStep("compile", lambda i: model(torch.ones(len(i), 2)).sum(), opt, torch.device("cpu"))
+    assert step.cache == os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "xdg" / "vpintegrator" / "inductor")
+    assert (tmp_path / "xdg" / "vpintegrator" / "inductor").is_dir()
+    assert torch._inductor.config.fx_graph_cache and torch._functorch.config.enable_autograd_cache
+
+
+def test_build_seconds_are_reported_apart_from_the_steps(tiny_data, tmp_path, graph_on_cpu, caplog):
+    """Each batch shape's build (warm-up, check) is timed on its own: summary.json's fast_step_build_seconds,
+    one INFO line per build; the eager step builds nothing."""
+    with caplog.at_level(logging.INFO, logger="vpintegrator.training.fast_step"):
+        graph = fit(_config(tiny_data, tmp_path, "graph", fast_step="auto", epochs=1))
+    built = _summary(graph)["fast_step_build_seconds"]
+    assert 0 < built <= _summary(graph)["wall_time"]
+    lines = [r.getMessage() for r in caplog.records if "built in" in r.getMessage()]
+    assert len(lines) == 2 == len(graph_on_cpu)  # the full batch and the last, partial one
+    assert lines[0].startswith("fast_step = 'graph': the step for batches of 32 built in ")
+    assert sum(float(line.split("built in ")[1].split(" s")[0]) for line in lines) == pytest.approx(built, abs=0.01)
+    assert _summary(fit(_config(tiny_data, tmp_path, "eager", fast_step="off", epochs=1)))["fast_step_build_seconds"] \
+        in (None, 0.0)
 
 
 # -- auto never fails where off works: the fallback and the agreement check ------------------------------

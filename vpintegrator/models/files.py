@@ -97,7 +97,8 @@ def load_pickled(file: str | os.PathLike[str], map_location: Any = "cpu") -> Any
 
 
 def save_model(model: nn.Module, path: str | os.PathLike[str], extra: dict[str, Any] | None = None, *,
-               overwrite: bool = False, any_module: bool = False) -> Path:
+               overwrite: bool = False, any_module: bool = False,
+               state_dict: dict[str, torch.Tensor] | None = None) -> Path:
     """Write ``model`` (config + state_dict) atomically to ``path``.
 
     Parameters
@@ -122,6 +123,9 @@ def save_model(model: nn.Module, path: str | os.PathLike[str], extra: dict[str, 
         its own ``config`` dict, if any, with ``"name"`` (default the class name) and ``"module"``
         (``"package.module.Class"``), and only [`load_model`][vpintegrator.models.load_model] with
         ``into=`` reads its weights back.
+    state_dict : dict, optional
+        The weights to write instead of ``model``'s own, with the same keys (``best.pt``: the best epoch's
+        copy beside the live model, which is neither copied nor changed).
 
     Returns
     -------
@@ -137,6 +141,10 @@ def save_model(model: nn.Module, path: str | os.PathLike[str], extra: dict[str, 
         raise VPIntegratorError(
             f"save_model: model {type(model).__name__} has no registry config; build it with build_model()"
         )
+    own = model.state_dict()
+    if state_dict is not None and set(state_dict) != set(own):
+        raise VPIntegratorError(f"save_model: state_dict's keys are not model {type(model).__name__}'s; give "
+                                "the state_dict of this architecture")
     extra = dict(extra or {})
     clash = [k for k in extra if k in _RESERVED_KEYS]
     if clash:
@@ -152,7 +160,7 @@ def save_model(model: nn.Module, path: str | os.PathLike[str], extra: dict[str, 
         "format": MODEL_FORMAT,
         "version": MODEL_FORMAT_VERSION,
         "config": dict(config),
-        "state_dict": model.state_dict(),
+        "state_dict": own if state_dict is None else state_dict,
         "vpintegrator_version": __version__,
         **extra,
     }

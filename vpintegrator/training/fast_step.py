@@ -27,7 +27,12 @@ optimiser update) in a ``torch.cuda.CUDAGraph`` once, then replays it with one l
 ``fast_step = "compile"`` first passes the loss through ``torch.compile`` (inductor, its default mode; on CUDA
 then captured as above; on the CPU compiled only). Traced by the compiler,
 the models run their layers in component form (``vpintegrator.nn.componentwise``: the small matrix products as
-multiply-adds), which inductor fuses into a few loops, forward and backward.
+multiply-adds), which inductor fuses into a few loops, forward and backward. The build is paid once per machine:
+inductor's caches (its FX graph cache, the AOTAutograd cache, autotuning results and the Triton kernels) go to
+``compile_cache_dir()`` (``TORCHINDUCTOR_CACHE_DIR`` when set, else ``vpintegrator/inductor`` in the user's cache
+directory), where the next run of the same step finds them. Each step's build (compilation, warm-up, capture
+and the check below) is timed apart from the steps: ``FastStep.build_seconds``, one INFO line per build, and
+``fast_step_build_seconds`` in ``summary.json``.
 
 Where a graph cannot be used (CPU, DDP under torchrun, optimisers without a capturable step) ``auto``
 falls back to the eager step; asking for ``graph`` there is an error that says why. Without capture (the
@@ -51,6 +56,9 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import time
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -60,7 +68,7 @@ from ..fastpath import verified
 from .config import FAST_STEPS
 
 __all__ = ["FAST_STEPS", "GRAPH_OPTIMIZERS", "AGREEMENT_RTOL", "GraphStep", "FastStep", "resolve_fast_step",
-           "portable_state", "capture_graph", "scalar_dtype", "capturable_state"]
+           "portable_state", "capture_graph", "scalar_dtype", "capturable_state", "compile_cache_dir"]
 
 _log = logging.getLogger(__name__)
 
@@ -72,6 +80,36 @@ WARMUP_STEPS = 3
 #: on the loss and on the parameter update (norm-wise). Loose enough for float reordering (a compiled loss,
 #: capturable optimiser's reordered arithmetic), far below the O(1) error of a wrong capture.
 AGREEMENT_RTOL = {torch.float64: 1e-7, torch.float32: 1e-3, torch.float16: 1e-2, torch.bfloat16: 5e-2}
+
+
+def compile_cache_dir() -> Path:
+    """Where ``fast_step = "compile"`` keeps inductor's caches between runs: ``TORCHINDUCTOR_CACHE_DIR`` when set
+    (torch's own setting), else ``vpintegrator/inductor`` under ``XDG_CACHE_HOME`` (default ``~/.cache``), not
+    torch's default in the temporary directory, which a reboot or a fresh machine empties (importing inductor
+    sets the variable to that default: a value equal to it counts as unset)."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    own = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if own and os.path.abspath(own) != os.path.abspath(default_cache_dir()):
+        return Path(own)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vpintegrator" / "inductor"
+
+
+def _use_compile_cache() -> str:
+    """Point inductor's on-disk caches at ``compile_cache_dir()`` (before the first compilation reads it) and
+    turn them on; where that directory cannot be made, torch's default stays. Returns the directory in use."""
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+
+    path = compile_cache_dir()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(path.resolve())
+    except OSError as err:
+        _log.warning("fast_step = 'compile': cannot make the compile cache %s (%s); inductor's default is used", path, err)
+    inductor_config.fx_graph_cache = True
+    functorch_config.enable_autograd_cache = True
+    return os.environ.get("TORCHINDUCTOR_CACHE_DIR", "inductor's default")
 
 
 def scalar_dtype(group: dict[str, Any]) -> torch.dtype:
@@ -344,6 +382,7 @@ class FastStep:
     fallback_reason: str | None
     capture: bool
     check: bool
+    build_seconds: float
 
     def __init__(self, mode: str, batch_loss: Callable[[torch.Tensor], torch.Tensor],
                  optimizer: torch.optim.Optimizer, device: torch.device, fallback: bool = False) -> None:
@@ -353,7 +392,9 @@ class FastStep:
         self.capture = _captures(device)
         if device.type == "cuda":
             capturable_state(optimizer, device, True)
+        self.cache = None  # where inductor's caches go (compile only)
         if mode == "compile":
+            self.cache = _use_compile_cache()
             # inductor's default mode on every device: on a lent H100 the former max-autotune-no-cudagraphs (every
             # product autotuned) did not finish compiling the paper VPT's step within 190 s
             batch_loss = torch.compile(batch_loss, dynamic=False)
@@ -361,6 +402,7 @@ class FastStep:
         # an uncaptured, uncompiled graph step is the eager step's very arithmetic: nothing to check
         self.check = self.capture or mode == "compile"
         self.steps: dict[tuple[int, ...], GraphStep] = {}
+        self.build_seconds = 0.0  # wall seconds of the steps' builds, apart from the steps themselves
 
     def __call__(self, index: torch.Tensor) -> torch.Tensor:
         if self.used == "off":
@@ -377,9 +419,15 @@ class FastStep:
             return built[0]
 
         # the step's first call, checked against an eager step from the same state (module docstring)
+        tic = time.perf_counter()
         check = verified(build, self._reference if self.check else None, [index],
                          agree=lambda loss, ref: _disagreement(ref[0], ref[1], ref[2], loss),
                          what=f"building the {self.mode} step", log=None)
+        seconds = time.perf_counter() - tic
+        self.build_seconds += seconds
+        work = ["compilation"] * (self.mode == "compile") + ["warm-up"] + ["capture"] * self.capture + ["check"] * self.check
+        _log.info("fast_step = %r: the step for batches of %s built in %.2f s (%s)%s", self.mode,
+                  "x".join(map(str, shape)), seconds, ", ".join(work), f"; inductor's cache: {self.cache}" if self.cache else "")
         if not check.fast:
             return self._give_up(before, str(check.reason), index, check.error)
         self.steps[shape] = built[0]
