@@ -224,3 +224,13 @@ def test_the_documented_tables_and_verdict_are_the_shipped_json(name):
     page = page_file.read_text()
     drawn = [line for line in draw(read_doc(path)).splitlines() if line.startswith(("| ", "- **"))]
     assert len(drawn) > 20 and [line for line in drawn if line not in page] == []
+
+
+def test_the_results_say_how_many_trainings_the_valve_cut_each_run_once():
+    """The safety valve's cuts are counted per trained run (a run has a row per noise level), by clock (issue 88)."""
+    doc = _doc()
+    models = [r for r in doc["rows"] if r["kind"] == "model"]
+    for r, (stopped, clock) in zip(models, [("steps", None), ("time_limit", "cpu"), ("early_stopping", None)]):
+        r.update(stopped=stopped, stop_clock=clock, run=f"{r['label']}_seed0")
+    doc["rows"].append({**models[1], "noise": 0.01})  # the cut run again at a second noise level: still one run
+    assert "Training: hand-made; cut by the valve: 1 of 3 trainings (cpu 1)." in draw(doc).splitlines()

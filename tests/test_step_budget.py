@@ -42,10 +42,21 @@ def test_a_window_never_measured_takes_the_nearest_shorter_ones_cost_scaled():
 
 def test_the_stop_keys_of_each_budget():
     b = step_budget(10.0, 2.0, 10)
-    assert stop_keys("plateau", 10.0, 4.0, b) == {"max_steps": 50, "cpu_time_limit": VALVE_FACTOR * 10.0,
-                                                  "time_limit": VALVE_FACTOR * 4.0 * 10.0}
+    # the valve counts the training's own CPU seconds: no wall limit a loaded machine could reach first (issue 88)
+    assert stop_keys("plateau", 10.0, 4.0, b) == {"max_steps": 50, "cpu_time_limit": VALVE_FACTOR * 10.0}
     assert stop_keys("cpu", 10.0, 4.0, None) == {"cpu_time_limit": 10.0, "time_limit": 40.0}
     assert stop_keys("wall", 10.0, 4.0, None) == {"time_limit": 10.0}
+
+
+def test_the_valve_count_says_how_many_trainings_were_cut_and_by_which_clock():
+    from vpintegrator.studies.step_budget import valve_line, valve_record
+
+    rows = [{"stopped": "time_limit", "stop_clock": "cpu"}, {"stopped": "steps"}, {"stopped": "early_stopping"},
+            {"stopped": "time_limit", "stop_clock": "wall"}, {"stopped": "time_limit"}, {"label": "a fitted row"}]
+    record = valve_record(rows)
+    assert record == {"cut": 3, "of": 5, "by": {"cpu": 1, "not recorded": 1, "wall": 1}}
+    assert valve_line(record) == "cut by the valve: 3 of 5 trainings (cpu 1, not recorded 1, wall 1)"
+    assert valve_line(valve_record([{"stopped": "steps"}])) == "cut by the valve: 0 of 1 trainings"
 
 
 def _plan(*argv):
@@ -150,3 +161,16 @@ def test_a_tiny_study_writes_the_same_rows_beside_a_load(tmp_path, same_rows):
     res = subprocess.run([sys.executable, str(script), "--out", str(tmp_path)], capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "0 differing fields" in res.stdout
+
+
+def test_the_partial_observation_tables_count_the_trainings_the_valve_cut():
+    from vpintegrator.studies.partial_observation.tables import summarize_rows, tables
+
+    def row(approach, seed, stopped, clock=None):
+        return {"system": "toda", "approach": approach, "T": 2, "label": f"{approach}_T2", "kind": "model",
+                "seed": seed, "stopped": stopped, "stop_clock": clock}
+
+    rows = [row("vpt", 0, "time_limit", "cpu"), row("vpt", 1, "steps"), row("delay_mlp", 0, "time_limit", "cpu"),
+            row("delay_mlp", 1, "early_stopping"), {"system": "toda", "approach": "arx", "T": 2, "label": "arx_T2",
+                                                    "kind": "fitted", "seed": None}]
+    assert "Training: cut by the valve: 2 of 4 trainings (cpu 2)." in tables(summarize_rows(rows)).splitlines()

@@ -55,6 +55,9 @@ def test_shared_flags_in_each_study_help(name, capsys):
     (["--wall-ceiling", "inf"], "--wall-ceiling must be a number >= 1"),
     (["--seeds", "0,x"], "--seeds must be a comma list of integers"),
     (["--seeds", "1,1"], "--seeds: 1 is given twice; give each once"),
+    # steps are counted under --budget plateau only: a CPU budget never took them (issue 88)
+    (["--budget", "cpu", "--max-steps", "5"], "--max-steps counts optimiser steps under --budget plateau only; "
+                                              "--budget cpu stops each training by its cpu seconds: add --budget plateau"),
 ])
 def test_shared_checks_are_the_same_in_every_study(name, args, message, tmp_path, capsys):
     """One checker: the same bad shared flag gets the same one-line error (exit 2) from every study,

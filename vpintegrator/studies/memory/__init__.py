@@ -49,6 +49,7 @@ from ...errors import VPIntegratorError
 from ..options import Study
 from ..runner import StudyError, check_out_dir
 from ..stats import redraw_from, write_json, write_text
+from ..step_budget import valve_line, valve_record
 from .ladder import evaluate_case, make_data, train_all
 from .plan import MemoryOptions, MemoryPlan, build_plan
 from .tables import FIGURE_PREFIX, read_doc, summarize_rows, tables, work_precision
@@ -57,8 +58,14 @@ __all__ = ["STUDY", "run", "draw", "MemoryOptions", "MemoryPlan", "build_plan"]
 
 
 def draw(doc: dict) -> str:
-    """The Markdown of a results document (its rows, commands and budget)."""
-    return tables(summarize_rows(doc["rows"]), doc.get("budget", ""), doc.get("commands"))
+    """The Markdown of a results document (its rows, commands and budget, and how many trainings the valve cut)."""
+    budget = "; ".join(x for x in (doc.get("budget", ""), valve_line(_valve(doc["rows"]))) if x)
+    return tables(summarize_rows(doc["rows"]), budget, doc.get("commands"))
+
+
+def _valve(rows: list[dict]) -> dict:
+    """``valve_record`` of the trained runs of ``rows`` (each once: a run has a row per noise level)."""
+    return valve_record({(r["system"], r["run"]): r for r in rows if r.get("run")}.values())
 
 
 def _cpu() -> float:
@@ -103,8 +110,9 @@ def _run(plan: MemoryPlan) -> int:
             rows += evaluate_case(plan, case, arena, n, trains[case], runs)
             parts[f"rows {case}"] = _cpu() - t0
             print(f"memory: {case} done ({parts[f'rows {case}']:.0f} CPU s)", flush=True)
-        doc = {"commands": [plan.command], "budget": plan.budget_line(), "cpu_seconds": _cpu() - tic,
-               "cpu_parts": parts, "load_average": [load, os.getloadavg()[0]], "rows": rows}
+        doc = {"commands": [plan.command], "budget": plan.budget_line(), "valve": _valve(rows),
+               "cpu_seconds": _cpu() - tic, "cpu_parts": parts, "load_average": [load, os.getloadavg()[0]], "rows": rows}
+        print(f"memory: {valve_line(doc['valve'])}", flush=True)
         write_json(path, doc)
         doc = read_doc(path)
     text = draw(doc)

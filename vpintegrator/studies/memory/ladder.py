@@ -179,7 +179,8 @@ def _learned(system: Any, train: Path, runs: dict[tuple[str, int], Path]
     for (approach, T), run in sorted(runs.items()):
         summary = read_json(run / "summary.json") or {}
         record = {"fit_cpu": summary.get("cpu_time"), "steps": summary.get("steps"),
-                  "stopped": summary.get("stopped"), "n_params": summary.get("n_params"), "run": run.name}
+                  "stopped": summary.get("stopped"), "stop_clock": summary.get("stop_clock"),
+                  "n_params": summary.get("n_params"), "run": run.name}
         step = rollout_rows([], system, train, int(T), entries=[(run.name, load_model(run).double(), str(run))])
         yield approach, int(T), step[run.name], record
 

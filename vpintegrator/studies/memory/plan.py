@@ -231,7 +231,8 @@ class MemoryPlan:
         fitted = sum(len(windows_of(a, self.windows)) for a in FITTED) * len(cases)
         gb = sum((2 * n + 2 if n else 4) * self.n_train * (round(self.t_train / H) + 1) * 8 for _, _, n in cases) / 1e9
         return (f"memory: {len(cases)} cases ({', '.join(c for c, _, _ in cases)}), windows {list(self.windows)}, "
-                f"seeds {list(self.seeds)}, noise {list(self.noise)}: {runs} trainings of {self.max_steps} steps, "
+                f"seeds {list(self.seeds)}, noise {list(self.noise)}: {runs} trainings of "
+                f"{f'{self.max_steps} steps' if self.budget == 'plateau' else f'{self.budget_seconds:g} {self.budget} s'}, "
                 f"{fitted} fitted rows, {self.n_test} held-out conditions each to t = {max(HORIZONS):g}; training "
                 f"data {gb:.2g} GB; estimated {self.cpu_estimate()['total'] / 3600:.2g} CPU h (the quick runs' "
                 "costs, plan.CPU_BASIS)")

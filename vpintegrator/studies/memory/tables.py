@@ -21,7 +21,7 @@ __all__ = ["ROW", "SCHEMA", "read_doc", "summarize_rows", "verdict", "tables", "
 ROW = Obj(required={"system": "str", "arena": "str", "approach": "str", "label": "str", "T": "int", "kind": "str",
                     "seed": "int?", "noise": "number"},
           optional={"N": "int?", "observe": "str?", "fit_cpu": "number?", "cost": "number?", "cost_clock": "str?",
-                    "steps": "int?", "stopped": "str?", "n_params": "int?", "run": "str?",
+                    "steps": "int?", "stopped": "str?", "stop_clock": "str?", "n_params": "int?", "run": "str?",
                     **{f"err_t{t:g}": INTERVAL for t in HORIZONS}})
 #: what memory.json holds
 SCHEMA = ResultsSchema("memory", {"rows": Each(ROW)})

@@ -78,6 +78,7 @@ from __future__ import annotations
 from ..options import Study
 from ..runner import check_out_dir, one_line
 from ..stats import write_json
+from ..step_budget import valve_line, valve_record
 from .data import heldout_data, heldout_mu, make_data
 from .design import (ABLATED, APPROACHES, ATTENTION, DEFAULTS, DELAY_SINDY, FIXED_ROWS, FULL_CONTEXT, FULL_STATE, H,
                      HELDOUT_SEED, HORIZONS, MIN_T, QUICK, RECIPE, RECURRENT, STEP_COSTS, STEPS_PER_EPOCH, SYSTEMS,
@@ -129,8 +130,10 @@ def run(plan: PartialObservationPlan) -> int:
         new = evaluate_seed(out, trains[system], plan.n_test, system, seed, runs, with_fixed=(seed == plan.seeds[0]))
         rows = merge_rows(rows, new)
         write_json(path, {"commands": [*previous.get("commands", []), plan.command],
-                          "budgets": [*previous.get("budgets", []), plan.budget_line()], "rows": rows})
+                          "budgets": [*previous.get("budgets", []), plan.budget_line()], "valve": valve_record(rows),
+                          "rows": rows})
         print(f"partial_observation: {system} seed {seed} done", flush=True)
+    print(f"partial_observation: {valve_line(valve_record(rows))}", flush=True)
     return RESULTS.finish(out, rows)
 
 

@@ -155,6 +155,7 @@ def evaluate_seed(out: Path, train: Path, n_test: int, system: str, seed: int, r
         base = {"approach": approach, "T": int(T), "n_params": summary.get("n_params"),
                 "train_cpu": summary.get("cpu_time"), "epochs": summary.get("epochs"),
                 "best_epoch": summary.get("best_epoch"), "stopped": summary.get("stopped"),
+                "stop_clock": summary.get("stop_clock"),
                 "best_val": summary.get("best_loss"), "run": str(run.relative_to(out)), "curve": _curve(run),
                 "steps": summary.get("steps"), "stop_rule": summary.get("stop_rule")}
         label = f"{approach}_T{T}"

@@ -157,8 +157,8 @@ class PartialObservationPlan:
                      f"a step budget of {self.budget_seconds:g} CPU s in whole epochs of each run's measured cost "
                      f"(STEP_COSTS)")
             return (f"each training stops at its plateau ({self.patience} epochs without improvement) or after "
-                    f"{steps}; a CPU limit of {VALVE_FACTOR * self.budget_seconds:g} s and a wall limit of "
-                    f"{VALVE_FACTOR * self.wall_ceiling * self.budget_seconds:g} s are a safety valve only")
+                    f"{steps}; a limit of {VALVE_FACTOR * self.budget_seconds:g} CPU s of its own is a safety valve "
+                    "only (a run it stops is cut)")
         if self.budget == "cpu":
             return (f"each training stops at its plateau ({self.patience} epochs) or after {self.budget_seconds:g} "
                     f"process CPU s (wall ceiling {self.wall_ceiling:g} x)")

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..schema import INTERVAL, Each, Obj, ResultsFile, ResultsSchema
 from ..stats import bootstrap_ci, fmt_num, md_table, merge_keyed
+from ..step_budget import valve_line, valve_record
 from .design import HORIZONS, SYSTEMS, TARGET
 
 
@@ -40,6 +41,7 @@ def summarize_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                          "median": float(np.median(finite)) if finite else None,
                                          "ci": list(bootstrap_ci(finite)) if len(finite) > 1 else [None, None]}
         entry["stopped"] = sorted({str(r.get("stopped")) for r in rs if r.get("stopped") is not None})
+        entry["valve"] = valve_record(rs)
         cpu = [float(r["train_cpu"]) for r in rs if r.get("train_cpu") is not None]
         entry["train_cpu"] = float(np.median(cpu)) if cpu else None
         coupling = [float(r["coupling"]) for r in rs if r.get("coupling") is not None]
@@ -75,7 +77,10 @@ COST_NOTE = ("Batch-1 CPU s / unit time: each learned row's rollout of the first
 
 def tables(summary: list[dict[str, Any]]) -> str:
     """The Markdown tables: per system, every (approach, T) at each horizon, best first at t = 10."""
-    lines = ["# Partial observation: results", "", _target(summary), ""]
+    cut = [e["valve"] for e in summary if e.get("valve")]
+    by = {c: sum(v["by"].get(c, 0) for v in cut) for c in sorted({c for v in cut for c in v["by"]})}
+    valve = valve_line({"cut": sum(v["cut"] for v in cut), "of": sum(v["of"] for v in cut), "by": by})
+    lines = ["# Partial observation: results", "", _target(summary), "", f"Training: {valve}.", ""]
     for system in dict.fromkeys(e["system"] for e in summary):
         info = SYSTEMS.get(system, {})
         lines += [f"## {system}, observed in {info.get('observe', '?')}", "",
@@ -152,7 +157,7 @@ def plateau_figure(rows: list[dict[str, Any]], out: Path) -> list[Path]:
 #: a row of partial_observation.json (``vpintegrator.studies.schema``): what the tables and the figure read
 ROW = Obj(required={"system": "str", "approach": "str", "T": "int", "label": "str", "kind": "str", "seed": "int?"},
           optional={"observe": "str?", "n_params": "int?", "train_cpu": "number?", "epochs": "int?",
-                    "best_epoch": "int?", "stopped": "str?", "best_val": "number?", "run": "str?",
+                    "best_epoch": "int?", "stopped": "str?", "stop_clock": "str?", "best_val": "number?", "run": "str?",
                     "curve": Obj(optional={"cpu": Each("number?"), "val": Each("number?")}, null=True),
                     "coupling": "number?", "sindy": "object?", "cost": "number?", "cost_clock": "str?",
                     **{f"{prefix}_t{t:g}": INTERVAL for t in HORIZONS for prefix in ("err", "full_err")}})
