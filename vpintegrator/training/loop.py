@@ -16,11 +16,15 @@ single model's divergence at its first non-finite loss, mid-epoch checkpoints ev
 and stop requests, for every strategy), then per epoch the validation losses and rollout scores, then per active member the divergence checks
 (non-finite training loss, validation loss or weights: the member stops, its files keep the last finite
 state), the best-epoch rule, the log row, the summary; the callback, the progress bar; the stop
-reasons, agreed by every DDP rank, in the order interrupt, epochs done, patience (per member: a member
-stops when it alone would have; the run when every member has), callback, steps (``max_steps``), time limit
+reasons, agreed by every DDP rank, in the order interrupt, Levenberg–Marquardt stuck (``lm_stuck``: its
+damping at the cap again after its restarts, ``vpintegrator.training.optim.restart_damping``; per member, at
+the step it got stuck), epochs done, patience (per member: a member stops when it alone would have; the run
+when every member has; the score's trend over the window is recorded, ``record.plateau_trend``), callback,
+steps (``max_steps``: checked after every optimiser step, so the run takes exactly that many), time limit
 (which clock's budget stopped it, CPU or wall, is recorded: ``summary.json`` ``stop_clock``; in one process
-the budgets are also checked after every optimiser step, and an epoch they run out in ends there, short, so
-one long epoch -- many Levenberg–Marquardt iterations of a large model -- cannot overrun them); checkpoints
+the budgets are also checked after every optimiser step). An epoch a budget or a stuck LM ends in ends there,
+short (``short_epoch``), validated and judged, so one long epoch -- many Levenberg–Marquardt iterations of a
+large model -- cannot overrun a budget; checkpoints
 (every ``checkpoint_every`` epochs and every ``checkpoint_seconds``) and the final files. A single run
 that diverges raises one line after writing its files; an ensemble goes on with its other members.
 
@@ -601,7 +605,7 @@ class Trainer:
             s.batch_in_epoch = b + 1
             if s.together and s.host_losses and not math.isfinite(float(reported)):
                 raise Diverged("loss is", float(reported), self.epoch + 1, self.step)
-            if self._stuck() and b + 1 < last:
+            if self.plan.optim.name == "lm" and self._stuck() and b + 1 < last:
                 end, self.short_epoch = b + 1, True  # every training member's LM is stuck: the epoch ends here
                 break
             budget = self.stop_plan.max_steps
