@@ -218,7 +218,8 @@ def format_results(res: dict[str, Any]) -> str:
         else:
             how = (f"CPU: t = {tt or math.nan:g}, trajectory 1, batch 1, one process per method, OMP_NUM_THREADS=1, "
                    f"seed {seeds[0] if seeds else '?'}'s models (timing/timing.md); 'steps only' takes the process "
-                   "start-up out. Paper: Julia, t = 50 000.")
+                   "start-up out as the difference of two whole-process CPU times, a run to t_end and one to t_end/10 "
+                   "(a file written before the cost meter priced these rows). Paper: Julia, t = 50 000.")
         out.append(f"Long run: trajectories 1 and 4 to t = {lt or math.nan:g} (worst of the two); cum. log det J: the "
                    f"volume change of all step/window maps, 0 for a volume-preserving map; inf for a map that is "
                    f"singular somewhere (det J = 0, log det J = −∞: its volume change is not defined, not 0, as for the "
