@@ -234,7 +234,7 @@ def lm_update(theta: torch.Tensor, J: torch.Tensor, r: torch.Tensor, lam: torch.
     trying = torch.ones_like(cost0, dtype=torch.bool) if active is None else active.to(cost0.device).clone()
     accepted = torch.zeros_like(trying)
     out = theta.clone()
-    for _ in range(int(max_tries) if bool(trying.any()) else 0):
+    for _ in range(int(max_tries) if active is None or bool(trying.any()) else 0):  # none trying: no solve
         delta, info = torch.linalg.solve_ex(H + lam[:, None, None] * D, -g)
         new = theta + delta.squeeze(-1).to(theta.dtype)
         new_cost = cost(new)
