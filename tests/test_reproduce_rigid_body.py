@@ -402,7 +402,8 @@ def test_tiny_study_end_to_end(tmp_path):
     assert res["rows"]["vpt"]["band_traj1"]["n"] == 1 and len(res["targets"]) == 4
     assert len((run / "study.log").read_text().splitlines()) == len(list((run / ".tasks").glob("*.json")))
     again = subprocess.run([*cmd, "--skip-existing"], capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0 and "train_vpt_s0: done before, skipped" in again.stdout
+    assert again.returncode == 0 and "train_vpt_s0: done before, skipped" in again.stderr  # progress: stderr
+    assert "timing_cost: done before, skipped" in again.stderr
 
 
 def test_export_pretrained_takes_the_seed_with_the_best_validation_score(tmp_path):
