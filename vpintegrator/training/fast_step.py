@@ -383,6 +383,7 @@ class FastStep:
     capture: bool
     check: bool
     build_seconds: float
+    cache: str | None
 
     def __init__(self, mode: str, batch_loss: Callable[[torch.Tensor], torch.Tensor],
                  optimizer: torch.optim.Optimizer, device: torch.device, fallback: bool = False) -> None:
@@ -392,7 +393,7 @@ class FastStep:
         self.capture = _captures(device)
         if device.type == "cuda":
             capturable_state(optimizer, device, True)
-        self.cache = None  # where inductor's caches go (compile only)
+        self.cache = None  # the folder of inductor's caches (compile only)
         if mode == "compile":
             self.cache = _use_compile_cache()
             # inductor's default mode on every device: on a lent H100 the former max-autotune-no-cudagraphs (every
