@@ -56,12 +56,12 @@ def meter_rows(data: str | Path, models: dict[str, str], integrators: list[str],
         T = step_map.seq_len
         window0 = family_initial_window(plan.system, y0, plan.dt, T, method=plan.init) if T > 1 else y0[:, None]
 
-        def run() -> float:  # the states of the row, to nowhere; its price: the engine's seconds of the steps
+        def once() -> float:  # the states of the row, to nowhere; its price: the engine's seconds of the steps
             res = stream_rollout(step_map, window0, plan.dt, plan.n_steps, lambda k0, block: None, t0=plan.t0,
                                  chunk_steps=plan.chunk_steps, blowup=plan.blowup)
             runners[label] = str(step_map.describe().get("runner", step_map.kind))
             return float(res.seconds)
-        return run
+        return once
 
     costs, failed = meter_surviving({label: call(label, sm) for label, sm, _ in plan.methods}, repeats)
     return {"t_end": float(t_end), "n_steps": int(plan.n_steps), "dt": float(plan.dt), "batch": 1, "init": init,
@@ -111,11 +111,11 @@ class CostPlan:
 def build_plan(options: CostOptions, argv: tuple[str, ...] = ()) -> CostPlan:
     """The step's plan: ``--run`` and ``--t-end`` given, the models known and the timing reference there."""
     o = options
-    for name in ("run", "t_end"):
-        if getattr(o, name) is None:
-            raise StudyError(f"--{name.replace('_', '-')} is required (the flag, or {name} in the --plan file)")
+    if o.run is None or o.t_end is None:
+        name = "run" if o.run is None else "t_end"
+        raise StudyError(f"--{name.replace('_', '-')} is required (the flag, or {name} in the --plan file)")
     models = tuple(model_list(o.models, "--models", ALL_MODELS)) if o.models.strip() else ()
-    run = Path(str(o.run))
+    run = Path(o.run)
     if not (run / "timing" / "ref.h5").is_file():
         raise StudyError(f"--run {run}: no timing/ref.h5; give the run directory of a rigid-body study")
     return CostPlan(run, models, o.seed, float(o.t_end), o.repeats)
