@@ -54,6 +54,15 @@ def _write_good_data(ws: Path) -> None:
     write_trajectories(ws / "data_im.h5", integrate("rigid_body", y0, 0.2, 20, method="implicit_midpoint"))
     q = rng.uniform(-1, 1, size=(6, 4))
     write_trajectories(ws / "co.h5", integrate("coupled_oscillator", q, 0.4, 20, method="implicit_midpoint"))
+    (ws / "family.toml").write_text(
+        '[system]\nname = "rigid_body"\n[parameters]\ninertia = { dist = "uniform", low = 0.5, high = 3.0 }\n'
+        '[initial_conditions]\nsampler = "sphere"\nn_traj = 4\n[integration]\ndt = 0.2\nt_end = 1.0\nmethod = "rk4"\n')
+    from vpintegrator.data import generate, load_spec
+
+    generate(load_spec(ws / "family.toml"), out=ws / "family_bad.h5", workers=1)
+    with h5py.File(ws / "family_bad.h5", "r+") as f:
+        f.attrs["parameter_dists"] = '{"moment": {"dist": "uniform", "low": 0.5, "high": 3.0}}'
+    (ws / "family.toml").unlink()
     for name, change in (("nan", ("y", (2, 5, 1), np.nan)), ("inf", ("y", (3, 7, 0), np.inf)),
                          ("unknown_system", ("attr", "system", "pendulum")), ("v0", ("attr", "schema_version", 0))):
         shutil.copy(ws / "data.h5", ws / f"{name}.h5")
@@ -180,6 +189,7 @@ def _write_existing_outputs(ws: Path) -> None:
 def _paths(ws: Path) -> dict[str, str]:
     files = {
         "data": "data.h5", "data_im": "data_im.h5", "co": "co.h5", "nan": "nan.h5", "inf": "inf.h5",
+        "family_bad": "family_bad.h5",
         "unknown_system": "unknown_system.h5", "v0": "v0.h5", "spec": "spec.toml", "config": "config.toml",
         "rollout_toml": "rollout.toml", "run": "run", "model": "run/best.pt", "truncated_pt": "truncated.pt",
         "foreign_pt": "foreign.pt", "zeros_pt": "zeros.pt", "rollout": "rollout.h5", "text": "notes.txt",

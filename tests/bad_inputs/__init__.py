@@ -22,6 +22,8 @@ PLACEHOLDERS = {
     "inf": "inf.h5: data.h5 with y[3, 7, 0] = +Inf",
     "unknown_system": "unknown_system.h5: data.h5 with attribute system = 'pendulum'",
     "v0": "v0.h5: data.h5 with schema_version = 0",
+    "family_bad": "family_bad.h5: a rigid-body family (vp-gen, [parameters] inertia) whose parameter_dists attribute "
+                  "names 'moment', a parameter the system and '/params' do not have",
     "spec": "spec.toml: a good vp-gen spec (rigid body, 4 ICs, t_end 1)",
     "config": "config.toml: a good vp-train config on data.h5 (tiny VPT, 2 epochs, float64, cpu)",
     "rollout_toml": "rollout.toml: a good vp-rollout config (data.h5, rk4)",

@@ -171,6 +171,19 @@ CASES = [
     _r("rollout-heldout-word", ["--heldout", "many"], r"--heldout", exit_code=2),
     _r("rollout-heldout-seed-negative", ["--heldout", "2", "--heldout-seed", "-3"], r"--heldout-seed must be"),
     _r("rollout-reference-bogus", ["--reference", "bogus"], r"--reference must be exact or data; got 'bogus'"),
+    # --- issue 88: fitted rows on a file with NaN/Inf refused before any row runs; the only row unfittable; a
+    # family file whose parameter_dists disagree with its system and /params
+    _r("rollout-fit-on-data-nan", ["--fit-on-data", "--data", "{nan}", "--integrators", "arx", "--quiet"],
+       r"^Error: \S*nan\.h5: dataset '/y' holds NaN at \[2, 5, 1\]", base=False),  # before any row: not a row's
+    _r("rollout-fit-on-data-inf", ["--fit-on-data", "--data", "{inf}", "--integrators", "narx", "--quiet"],
+       r"^Error: \S*inf\.h5: dataset '/y' holds \+Inf at \[3, 7, 0\]", base=False),
+    _r("rollout-only-row-underdetermined", ["--fit-on-data", "--data", "{data}", "--integrators", "narx",
+                                            "--context-len", "15", "--quiet"],
+       r"no row could be made, so nothing was written: narx: 36 training windows for 52 coefficients .*underdetermined",
+       base=False),
+    _r("rollout-family-dists-disagree", ["--data", "{family_bad}", "--integrators", "rk4", "--heldout", "3", "--quiet"],
+       r"--heldout: .*family_bad\.h5: parameter_dists\.moment: system 'rigid_body' has no parameter 'moment'.*"
+       r"'/params' has \['inertia\[0\]'", base=False),
     _r("rollout-set-reference-bogus", ["--set", "reference=\"flow\""], r"reference must be exact or data"),
     # --- Python API
     Case("rollapi-reference-bogus", api=lambda ws: _run(ws, reference="bogus"), match=r"reference must be exact or data"),

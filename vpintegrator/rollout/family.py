@@ -197,12 +197,18 @@ def run_family(ref_file: Any, meta: Mapping[str, Any], base: Any, n_new: int, se
                                     "(not written by vp-gen from a [parameters] spec), so no new ones can be drawn; "
                                     "give traj instead", key="heldout")
         assert seed is not None  # (the plan draws the held-out seed whenever n_new)
+        fix = "regenerate the file with vp-gen, or give traj instead of heldout"
         try:
-            cols, table = draw_parameters(base, json.loads(dists), n_new, int(seed), f"heldout: {data}: parameter_dists")
-        except ValueError:
-            raise VPIntegratorError(f"heldout: {data} has an unreadable 'parameter_dists' attribute", key="heldout") from None
+            table_of = json.loads(dists)
+        except ValueError as err:
+            raise VPIntegratorError(f"heldout: {data}: its 'parameter_dists' attribute is not JSON ({err}); {fix}",
+                                    key="heldout") from None
+        try:  # (its own message says which entry disagrees with the system, and how)
+            cols, table = draw_parameters(base, table_of, n_new, int(seed), f"heldout: {data}: parameter_dists")
+        except VPIntegratorError as err:
+            raise VPIntegratorError(f"{err}; '/params' has {list(ref_file.param_names)}: {fix}", key="heldout") from None
         if tuple(cols) != tuple(ref_file.param_names):
             raise VPIntegratorError(f"heldout: {data}: its parameter_dists draw columns {list(cols)} but '/params' has "
-                                    f"{list(ref_file.param_names)}", key="heldout")
+                                    f"{list(ref_file.param_names)}; {fix}", key="heldout")
         systems += systems_from_table(base, cols, table)
     return SystemFamily(systems, ref_file.param_names, base)

@@ -51,7 +51,7 @@ from .steps import ExactFlowStep, IntegratorStep, ModelStep, is_context_model
 
 __all__ = ["Method", "StepSettings", "model_label", "parse_model_entry", "model_step", "prepare_methods",
            "check_trained_on", "split_method", "RowKind", "RowRequest", "FitSplit", "ROW_KINDS", "DEFAULT_SPLIT", "parse_row", "fitted_rows",
-           "fit_split", "fitted_rows_split", "MODEL_FORMS", "describe_rows"]
+           "fit_split", "fitted_rows_split", "check_fit_finite", "MODEL_FORMS", "describe_rows"]
 
 
 
@@ -398,6 +398,19 @@ def fitted_rows_split(fitted: Sequence[str], entries: Sequence[tuple[str, Any, s
             "training file, or fit_on_data = true (--fit-on-data) to fit on its training split", key="fit_data")
     splits = [sp.model_split(label, model, digest, fit) for label, model, _ in entries]
     return dataclasses.replace(fit_split(splits, digest[0]), data=fit)
+
+
+def check_fit_finite(split: FitSplit) -> None:
+    """The fitted rows' training and validation trajectories of ``split.data``, read block by block (at most
+    128 MB at a time): a NaN or Inf there is refused now, in one line naming the file and its first bad index
+    (``read_trajectories``), before any row runs, never a table row of ``inf``."""
+    from ..data import read_metadata, read_trajectories
+
+    idx = np.union1d(split.train, split.val).astype(np.int64)
+    meta = read_metadata(split.data)
+    per = max(1, (1 << 27) // max(1, int(meta.get("n_states", 1)) * int(meta.get("dim", 1)) * 8))
+    for a in range(0, idx.size, per):
+        read_trajectories(split.data, traj=idx[a : a + per])
 
 
 def fit_split(model_splits, n_traj: int) -> FitSplit:

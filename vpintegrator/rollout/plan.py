@@ -33,8 +33,8 @@ from ..protocols import SystemProtocol
 from .config import RolloutConfig, integrator_names, model_entries, use_device_engine
 from .engine import StepMap
 from .family import run_family, step_for
-from .methods import (FitSplit, Method, StepSettings, check_trained_on, fitted_rows, fitted_rows_split,
-                      parse_model_entry, prepare_methods)
+from .methods import (FitSplit, Method, StepSettings, check_fit_finite, check_trained_on, fitted_rows,
+                      fitted_rows_split, parse_model_entry, prepare_methods)
 from .observed import ObservedSystem
 from .preflight import input_files
 from .splits import ModelSplit
@@ -331,6 +331,7 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
     row_split = (fitted_rows_split(fitted, entries, model_splits, data, meta, config.fit_data,
                                    bool(config.fit_on_data), scores_file=explicit or not n_new) if fitted else None)
     if row_split is not None:
+        check_fit_finite(row_split)  # NaN/Inf where the rows fit: refused before any row runs
         own = row_split.data == data  # fitted on the scored file (fit_on_data): its split labels their rows
         model_splits += [sp.ModelSplit(name, row_split.as_record() if own else None, None) for name in fitted]
         lines.append(f"{', '.join(fitted)}: fitted on {row_split.source} of {row_split.data} ({row_split.train.size} "

@@ -306,12 +306,26 @@ def _write_rollouts(plan: RolloutPlan, say: Say, held: list[Any], outs: list[Pat
             if failure is not None:
                 failures[label] = failure
                 say(failure.line())
+        _refuse_if_nothing_made(plan, failures)
         writer.finish(rows)
     write_table(rows, out.with_suffix(""), overwrite=overwrite,
                 caption=f"Errors against the {plan.reference_desc}.\n\n{COST_CAPTION}")
     stem = out.with_suffix("")
     return RolloutReport(out=out, csv=stem.with_suffix(".csv"), markdown=stem.with_suffix(".md"), rows=rows,
                          failures=failures, reference=plan.reference_desc, warnings=list(plan.warnings))
+
+
+def _refuse_if_nothing_made(plan: RolloutPlan, failures: dict[str, Failure]) -> None:
+    """When no row asked for (the data's generator row aside) could be made (its step map raised: a fitted row the
+    data cannot determine), a one-line error, before the rollout file is in place (its writer is atomic): nothing
+    is written, never a table of ``inf`` with exit 0. A row that blew up, a fitted row whose candidates have no skill
+    (a result: it says so, ``failure_reason``), or one failed row beside others, is a table row."""
+    made = {m.label: getattr(m.step_map, "failure_reason", None) is not None for m in plan.methods}
+    asked = [m.label for m in plan.methods][: len(plan.methods) - (plan.generator is not None)]
+    if not asked or not all(label in failures and failures[label].reason and not made[label] for label in asked):
+        return
+    why = "; ".join(str(failures[label].reason).removeprefix("VPIntegratorError: ") for label in asked)
+    raise VPIntegratorError(f"no row could be made, so nothing was written: {why}", key="integrators")
 
 
 class WorkerParts:
