@@ -151,7 +151,7 @@ def test_a_rerun_removes_the_locks_a_killed_run_left_in_one_line_and_keeps_a_liv
         assert lock_path(live).exists() and other.read_text() == "not a lock\n"
         warned = [line for line in capsys.readouterr().err.splitlines() if "lock" in line]
         assert warned == [f"Warning: removed 2 stale lock file(s) under {out} left by process {int(dead.stdout)} "
-                          "(vp-study), which no longer runs (a run killed outright): runs/case/vpt_T2_seed0.lock, "
+                          "(vp-study), no longer running (a run killed outright): runs/case/vpt_T2_seed0.lock, "
                           "runs/case/vpt_T4_seed0.lock"]
     finally:
         holder.communicate("")

@@ -99,7 +99,12 @@ class _Pool(ProcessPoolExecutor):
         """Tell every worker to stop (``STOP_NOTICE``: one SIGTERM there, also when the signal that stopped
         this process reached the workers too): a running training stops as ``interrupted`` (``last.pt``
         saved), another task raises ``KeyboardInterrupt``, and no worker starts a further task."""
-        for pid in list(getattr(self, "_processes", None) or {}):
+        pids: list[int] = []
+        for _ in range(3):  # (the executor's own thread may be changing the table of its workers)
+            with contextlib.suppress(RuntimeError):
+                pids = list(getattr(self, "_processes", None) or {})
+                break
+        for pid in pids:
             with contextlib.suppress(OSError):
                 os.kill(pid, STOP_NOTICE)
 

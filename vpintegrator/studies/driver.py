@@ -151,7 +151,7 @@ def main(study: Any, argv: Iterable[str] | None = None, prog: str | None = None)
         members = seeds_as_members(device) if device is not None else contextlib.nullcontext()
         with study_logging(invocation.quiet, invocation.verbose), text, members:
             built = plan.plan(options, invocation.argv)
-            if out:  # the locks a run killed outright left (kill -9: no cleanup ran), one line
+            if out and not getattr(built, "dry_run", False):  # the locks a run killed outright left, one line
                 clear_stale_locks(Path(out))
             try:
                 status = plan.run(built)

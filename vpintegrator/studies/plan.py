@@ -360,6 +360,6 @@ def clear_stale_locks(out: Path) -> list[Path]:
     if removed:
         names = ", ".join(str(p.relative_to(out)) for p in removed[:4]) + (", ..." if len(removed) > 4 else "")
         logging.getLogger("vpintegrator.studies").warning(
-            f"removed {len(removed)} stale lock file(s) under {out} left by {', '.join(sorted(owners))}, which no "
-            f"longer runs (a run killed outright): {names}")
+            f"removed {len(removed)} stale lock file(s) under {out} left by {', '.join(sorted(owners))}, no longer "
+            f"running (a run killed outright): {names}")
     return removed
