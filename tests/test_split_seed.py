@@ -122,3 +122,26 @@ def test_a_run_from_before_split_seed_resumes_and_rolls_out_on_its_own_split(roo
     rolled = _rollout(root, "old.h5", f"old={old}")
     assert rolled.exit_code == 0, rolled.output
     assert vp.read_rollout(root / "old.h5").traj_index.tolist() == recorded["test"]
+
+
+def test_a_shipped_model_in_a_shrunk_comparison_names_its_fixed_split():
+    """Issue 88: beside a shipped model (whose split cannot change) the advice is to train the other model with
+    the shipped model's split settings, read from its provenance, not "train them with one split_seed"."""
+    from types import SimpleNamespace
+
+    from vpintegrator._shipped import PRETRAINED_DIR
+    from vpintegrator.rollout import splits as sp
+
+    shipped = SimpleNamespace(source_file=str(PRETRAINED_DIR / "rigid_body_lpnet.pt"))
+    assert sp._shipped_name(shipped) == "rigid_body_lpnet"
+    assert sp._shipped_name(SimpleNamespace(source_file="/elsewhere/pretrained/rigid_body_lpnet.pt")) is None
+    one = {"train": [0, 1], "val": [2], "test": [3, 4, 5]}
+    other = {"train": [0, 3], "val": [2], "test": [1, 4, 5]}
+    mine = sp.ModelSplit("mine", other, None)
+    idx = np.array([4, 5])
+    line = sp.shrink_note([sp.ModelSplit("lpnet", one, None, shipped="rigid_body_lpnet"), mine], idx)
+    assert "shrank to the 2 of 3" in line and "train them with one split_seed" not in line
+    assert "pretrained:rigid_body_lpnet is shipped" in line
+    assert "vp-train --split-seed 1 --val-fraction 0.1 --test-fraction 0.1" in line
+    plain = sp.shrink_note([sp.ModelSplit("a", one, None), mine], idx)
+    assert "train them with one split_seed" in plain

@@ -62,8 +62,10 @@ class ModelSplit:
     note: str | None
 
     def __init__(self, label: str, split: dict[str, Any] | None, note: str | None,
-                 seen: set[int] | frozenset[int] = frozenset()) -> None:
+                 seen: set[int] | frozenset[int] = frozenset(), shipped: str | None = None) -> None:
         self.label, self.split, self.note = label, split, note
+        #: the name of a shipped model (``pretrained:NAME``): its split is fixed, it cannot be retrained
+        self.shipped = shipped
         #: trajectories of the file an ancestor (``init_from``) trained or validated on
         self.seen = frozenset(int(i) for i in seen)
 
@@ -112,7 +114,17 @@ def model_split(label: str, model: Any, digest: tuple[int, str] | None, data) ->
                                        f"({info.get('n_traj', '?')} trajectories there, {n} here, or other initial "
                                        "conditions); its split does not apply, its rows are labelled 'unknown'")
     seen, notes = ancestors_seen(label, model, digest, data)
-    return ModelSplit(label, split, "; ".join(notes) or None, seen)
+    return ModelSplit(label, split, "; ".join(notes) or None, seen, shipped=_shipped_name(model))
+
+
+def _shipped_name(model: Any) -> str | None:
+    """The name of a shipped pretrained model (read from ``vpintegrator/pretrained``), else None."""
+    from .._shipped import PRETRAINED_DIR
+
+    source = getattr(model, "source_file", None)
+    if not isinstance(source, str) or Path(source).parent.resolve() != PRETRAINED_DIR:
+        return None
+    return Path(source).stem
 
 
 def ancestors_seen(label: str, model: Any, digest: tuple[int, str] | None, data) -> tuple[set[int], list[str]]:
@@ -179,8 +191,29 @@ def shrink_note(splits: Sequence[ModelSplit], idx: np.ndarray) -> str | None:
     each = ", ".join(f"{label!r} {n}" for label, n in sizes)
     return (f"Warning: the models' test splits differ (other split_seed or fractions); the comparison's sample "
             f"shrank to the {idx.size} of {max(n for _, n in sizes)} test trajectories that every model holds out "
-            f"(test trajectories: {each}); train them with one split_seed, or give traj or heldout"
-            + (f"; {ancestors}" if ancestors else ""))
+            f"(test trajectories: {each}); {_shrink_fix(known)}" + (f"; {ancestors}" if ancestors else ""))
+
+
+def _shrink_fix(known: Sequence[ModelSplit]) -> str:
+    """What makes the models' test splits one: a shipped model's split is fixed, so the others are trained with
+    its split settings (when one shipped split is among them), else with one split_seed."""
+    shipped = {s.shipped for s in known if s.shipped}
+    if not shipped:
+        return "train them with one split_seed, or give traj or heldout"
+    from ..models.files import pretrained_info
+
+    settings = set()
+    for name in sorted(shipped):
+        rec = pretrained_info(name).get("split") or {}
+        settings.add((rec.get("seed"), rec.get("val_fraction"), rec.get("test_fraction")))
+    names = ", ".join(f"pretrained:{n}" for n in sorted(shipped))
+    if len(settings) > 1 or len(shipped) == len(known):
+        return (f"the shipped models ({names}) were trained on splits of their own and cannot be retrained: give traj "
+                "(trajectory indices) or heldout (new initial conditions none of them saw)")
+    seed, val, test = settings.pop()
+    return (f"{names} is shipped: its split is fixed (split_seed {seed}, val_fraction {val}, test_fraction {test}), "
+            f"so train the other model(s) on this file with vp-train --split-seed {seed} --val-fraction {val} "
+            f"--test-fraction {test} to compare on its whole test split, or give traj or heldout")
 
 
 def labels_for(split: ModelSplit, idx: np.ndarray, n_new: int) -> list[str]:
