@@ -38,7 +38,34 @@ def pytest_xdist_auto_num_workers(config):
     return max(1, min(usable, 8))
 
 
+#: CI runs the whole suite once (the README's command); against the installed wheel and on Python 3.10 it runs only
+#: the tests marked ``installed`` (.ci/run): the test files below, which hold what can differ there. The rule, held by
+#: tests/test_ci_subset.py: (1) packaging, metadata, imports, start-up and the compiled-kernel cache; (2) every kind
+#: of file the wheel ships (configs, specs, results, pretrained weights), opened from the installed package; (3) the
+#: installed commands and fresh interpreters on the package; (4) code that branches on the Python version; (5) a
+#: sample of the rest, one quick file per area (data, models, training, rollout, plotting, studies). Any test file
+#: that asks for the installed metadata, the Python version, an installed command by name, or the shipped files
+#: through the ``installed`` fixture belongs here.
+INSTALLED = {
+    # (1) packaging, metadata, imports, start-up, the kernel cache
+    "test_packaging.py", "test_api.py", "test_startup.py", "test_jit_cache.py", "test_no_absolute_paths.py",
+    "test_moved_pickles.py", "test_config_base.py", "test_cli_conventions.py", "test_verify_types.py",
+    # (2) the shipped files
+    "test_shipped_results.py", "test_shipped_study_results.py", "test_pretrained_info.py", "test_pretrained_lpnet.py",
+    "test_pretrained_family_lpnet.py", "test_pretrained_family_sympnet.py", "test_gml.py", "test_study_schema.py",
+    # (3) the installed commands, fresh interpreters
+    "test_cli_gen.py", "test_signals.py", "test_user_system.py", "test_user_model.py", "test_ci_subset.py",
+    # (5) a sample of the rest
+    "test_windows.py", "test_metrics.py", "test_layers.py", "test_training.py", "test_rollout_core.py",
+    "test_plotting_display.py", "test_study_config.py", "test_hdf5.py",
+}
+
+
 def pytest_collection_modifyitems(config, items):
+    installed = pytest.mark.installed
+    for item in items:
+        if item.path.name in INSTALLED:
+            item.add_marker(installed)
     gpu_items = [item for item in items if "gpu" in item.keywords]
     if not gpu_items:
         return
