@@ -14,7 +14,7 @@ from ..schema import INTERVAL, Each, Obj, ResultsSchema, check_results
 from ..stats import bootstrap_ci, fmt_num, md_table, read_json, unplain
 from .plan import ATTENTION, HORIZONS, LEAST_SQUARES, WINDOW_MLPS
 
-__all__ = ["ROW", "SCHEMA", "read_doc", "summarize_rows", "verdict", "tables", "work_precision",
+__all__ = ["ROW", "SCHEMA", "read_doc", "summarize_rows", "summary_table", "verdict", "tables", "work_precision",
            "FIGURE_PREFIX"]
 
 #: a row of memory.json: one (case, row, window, seed, noise)
@@ -98,11 +98,13 @@ def _estimate(e: dict[str, Any]) -> bool:
     return str(e["approach"]).startswith("estimate+")
 
 
+def _name(e: dict[str, Any]) -> str:
+    """A row's name: its approach, with its window where it has one (data-only and estimation rows)."""
+    return e["approach"] + ("" if e["kind"] not in DATA_ONLY and not _estimate(e) else f" at T = {e['T']}")
+
+
 def _said(e: dict[str, Any] | None, t: float) -> str:
-    if e is None:
-        return "none"
-    window = "" if e["kind"] not in DATA_ONLY and not _estimate(e) else f" at T = {e['T']}"
-    return f"{e['approach']}{window} ({fmt_num(e[f't{t:g}']['median'])})"
+    return "none" if e is None else f"{_name(e)} ({fmt_num(e[f't{t:g}']['median'])})"
 
 
 def verdict(summary: list[dict[str, Any]]) -> list[str]:
@@ -186,12 +188,47 @@ def _bath_verdict(summary: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+#: the summary table's groups: (its column, which rows it picks among)
+GROUPS: tuple[tuple[str, Any], ...] = (
+    ("with the equations", lambda e: e["kind"] == "known"),
+    ("data only", lambda e: e["kind"] in DATA_ONLY),
+    ("VPT family", lambda e: e["approach"] in ATTENTION),
+    ("full order", lambda e: e["kind"] == "full_order"))
+
+
+def summary_table(summary: list[dict[str, Any]]) -> list[str]:
+    """One line per case and noise: the most accurate row at the last horizon of each of ``GROUPS`` (the known
+    equations, data only, the VPT family, the full-order model), its error and its cost, and its speed-up against the
+    case's full-order row (full-order cost / the row's cost; ``—`` where the case has none, as the oscillator)."""
+    t = max(HORIZONS)
+    head = ["case"]
+    for name, _ in GROUPS:
+        head += [name, "error", "cost"] + (["speed-up"] if name != "full order" else [])
+    body = []
+    for system, noise in dict.fromkeys((e["system"], e["noise"]) for e in summary):
+        mine = [e for e in summary if e["system"] == system and e["noise"] == noise]
+        best = [_best([e for e in mine if pick(e)], t) for _, pick in GROUPS]
+        full = best[-1]["cost"] if best[-1] is not None else None
+        row = [f"{system}, noise {fmt_num(noise)}"]
+        for (name, _), e in zip(GROUPS, best):
+            label = "—" if e is None else _name(e)
+            cost = None if e is None else e["cost"]
+            row += [label, fmt_num(None if e is None else e[f"t{t:g}"]["median"]), fmt_num(cost)]
+            if name != "full order":
+                row.append(fmt_num(full / cost if full is not None and cost else None))
+        body.append(row)
+    return [f"Per case, the most accurate row at t = {t:g} of each kind (median error over seeds; cost: batch-1 CPU s "
+            "per unit time; speed-up: the full-order row's cost over the row's; — where the case has no such row "
+            "or none is finite):", "", *md_table(head, body), ""]
+
+
 def tables(summary: list[dict[str, Any]], budget: str = "", commands: list[str] | None = None) -> str:
-    """The Markdown: the verdict, then per case and noise one table of every row (most accurate at the last horizon
-    first)."""
+    """The Markdown: the summary table (``summary_table``), the verdict, then per case and noise one table of every
+    row (most accurate at the last horizon first)."""
     lines = ["# The memory ladder: results", "", *([f"Commands: {'; '.join(f'`{c}`' for c in commands)}.", ""]
                                                  if commands else []),
-             *([f"Training: {budget}.", ""] if budget else []), "## Verdict", "", *verdict(summary)]
+             *([f"Training: {budget}.", ""] if budget else []), "## Summary", "", *summary_table(summary),
+             "## Verdict", "", *verdict(summary)]
     for system, noise in dict.fromkeys((e["system"], e["noise"]) for e in summary):
         rows = [e for e in summary if e["system"] == system and e["noise"] == noise]
         lines += [f"## {system}, observed in {rows[0].get('observe') or '?'}, noise {fmt_num(noise)}", "",

@@ -1,0 +1,72 @@
+"""The summary table every study's results open with (issue 88, item 2): one line per case, the most accurate row of
+each kind (with the equations, data only, the VPT family, full order) with its error and its cost, and its speed-up
+against the same case's full-order row (full-order cost / the row's cost), before the per-case tables."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from vpintegrator.studies.memory import draw
+from vpintegrator.studies.memory.tables import summarize_rows, summary_table
+
+
+def _row(system, approach, T, kind, e100, cost, seed=None, N=None):
+    return {"system": system, "arena": system.split("_N")[0], "N": N, "observe": "q", "approach": approach,
+            "label": f"{approach}_T{T}", "T": T, "kind": kind, "seed": seed, "noise": 0.0, "cost": cost,
+            "fit_cpu": 1.0, "err_t10": {"median": e100, "lo": e100, "hi": e100, "n": 5},
+            "err_t100": {"median": e100, "lo": e100, "hi": e100, "n": 5}}
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def test_the_memory_summary_picks_the_best_of_each_kind_and_divides_the_full_order_cost():
+    bath, co = "kac_zwanzig_N100", "coupled_oscillator"
+    rows = [_row(bath, "gle", 1, "known", 0.02, 4e-6, N=100),
+            _row(bath, "estimate+gle", 4, "known", 0.01, 2e-5, N=100),  # the more accurate, the dearer
+            _row(bath, "bath+stormer_verlet", 1, "full_order", 0.03, 1e-6, N=100),
+            _row(bath, "bath+bath_splitting_y6", 1, "full_order", 1e-5, 8e-6, N=100),  # the best full order
+            _row(bath, "narx", 4, "fitted", 0.05, 2e-6, N=100),
+            _row(bath, "delay_mlp", 4, "model", 0.04, 1.6e-4, seed=0, N=100),
+            _row(bath, "vpt_mix", 1, "model", 0.5, 6.4e-3, seed=0, N=100),
+            _row(bath, "vpt_mix", 4, "model", math.inf, 2e-3, seed=0, N=100),  # never the best: not finite
+            _row(co, "estimate+exact_flow", 3, "known", 1e-12, 2e-5),
+            _row(co, "arx", 1, "fitted", math.inf, 1e-6)]  # the oscillator: no full order, no finite data-only row
+    lines = summary_table(summarize_rows(rows))
+    table = [line for line in lines if line.startswith("| ")]
+    head = _cells(table[0])
+    assert head == ["case", "with the equations", "error", "cost", "speed-up", "data only", "error", "cost",
+                    "speed-up", "VPT family", "error", "cost", "speed-up", "full order", "error", "cost"]
+    by_case = {_cells(line)[0]: dict(zip(range(len(head)), _cells(line))) for line in table[1:]}
+    b = by_case[f"{bath}, noise 0"]
+    assert [b[1], b[2], b[3], b[4]] == ["estimate+gle at T = 4", "0.01", "2.00e-05", "0.4"]  # 8e-6 / 2e-5
+    assert [b[5], b[6], b[7], b[8]] == ["delay_mlp at T = 4", "0.04", "1.60e-04", "0.05"]  # 8e-6 / 1.6e-4
+    assert [b[9], b[10], b[11], b[12]] == ["vpt_mix at T = 1", "0.5", "0.0064", "0.00125"]
+    assert [b[13], b[14], b[15]] == ["bath+bath_splitting_y6", "1.00e-05", "8.00e-06"]
+    c = by_case["coupled_oscillator, noise 0"]
+    assert [c[1], c[4]] == ["estimate+exact_flow at T = 3", "—"]  # no full-order row: no speed-up
+    assert all(c[i] == "—" for i in (5, 6, 7, 8, 9, 13, 14, 15))
+
+
+def test_the_memory_results_open_with_the_summary_before_the_verdict_and_the_case_tables():
+    rows = [_row("kac_zwanzig_N100", "gle", 1, "known", 0.02, 4e-6, N=100),
+            _row("kac_zwanzig_N100", "bath+stormer_verlet", 1, "full_order", 0.03, 1e-6, N=100)]
+    text = draw({"commands": ["vp-study memory --out x"], "budget": "hand-made", "rows": rows})
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert headings[:2] == ["## Summary", "## Verdict"] and len(headings) == 3
+    assert "| kac_zwanzig_N100, noise 0 | gle | 0.02 | 4.00e-06 | 0.25 |" in text
+
+
+@pytest.mark.parametrize("name", ["quick", "default", "chain_default"])
+def test_the_shipped_memory_summaries_fit_a_docs_line(name):
+    """One line per case of the shipped file, each under the docs' 300 characters."""
+    from vpintegrator._shipped import results_files
+    from vpintegrator.studies.memory.tables import read_doc
+
+    doc = read_doc(results_files()[f"memory/{name}"])
+    lines = [line for line in summary_table(summarize_rows(doc["rows"])) if line.startswith("| ")]
+    cases = {(r["system"], float(r["noise"])) for r in doc["rows"]}
+    assert len(lines) == 1 + len(cases) and max(map(len, lines)) < 300
