@@ -87,6 +87,18 @@ def test_all_is_a_literal_list():
     assert isinstance(node.value, ast.List) and all(isinstance(e, ast.Constant) for e in node.value.elts)
 
 
+def test_dir_shows_the_public_names_only():
+    """dir(vpintegrator) lists __all__ (and subpackages), not the module's own helpers (issue 88)."""
+    import vpintegrator
+    import vpintegrator.training
+
+    for module in (vpintegrator, vpintegrator.training):
+        names = dir(module)
+        assert set(module.__all__) <= set(names)
+        assert not {"TYPE_CHECKING", "annotations", "lazy_exports", "importlib"} & set(names)
+    assert "training" in dir(vpintegrator)  # a subpackage imported is an attribute a user can reach
+
+
 def test_importing_the_root_stays_light():
     import subprocess
     import sys

@@ -4,6 +4,7 @@ entry points (``vp-gen``, ``import vpintegrator``) never import torch."""
 from __future__ import annotations
 
 import importlib
+import types
 from typing import Any, Callable
 
 
@@ -23,7 +24,11 @@ def lazy_exports(package: str, names: dict[str, str], namespace: dict[str, Any])
         return value
 
     def __dir__() -> list[str]:
-        return sorted(set(names) | {k for k in namespace if not k.startswith("_")})
+        # the public names and the public subpackages imported so far; not the module's own helpers
+        # (``TYPE_CHECKING``, ``annotations``, ``lazy_exports``)
+        subpackages = {k for k, v in namespace.items() if not k.startswith("_") and isinstance(v, types.ModuleType)
+                       and v.__name__ == f"{package}.{k}"}
+        return sorted(set(names) | set(namespace.get("__all__", ())) | subpackages)
 
     return __getattr__, __dir__
 
