@@ -82,6 +82,20 @@ def test_recorded_split_is_the_runs_seeded_split_of_its_data(name):
     assert ckpt["split_data"] == {"n_traj": first.n_traj, "first_states_sha256": first_states_digest(first.y[:, 0])}
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_the_recipe_is_a_command_a_pip_user_can_run(name):
+    """Issue 88: no repository path (``configs/...``); a vp-train recipe names a shipped config, found by name
+    (``vp-train NAME`` reads the packaged copy in a wheel), and trains on the file the data command writes."""
+    from vpintegrator._shipped import config_path, list_configs
+
+    recipe, data = vp.pretrained_info(name)["recipe"], vp.pretrained_info(name)["data"]
+    assert "configs/" not in json.dumps(recipe)
+    words = recipe["command"].split()
+    if words[0] == "vp-train":
+        assert words[1] == recipe["config"] in list_configs() and config_path(words[1]).is_file()
+        assert words[words.index("--data") + 1] == data["command"].split("--out ")[1].split()[0]
+
+
 def test_info_accepts_the_prefix_and_refuses_unknown_names_in_one_line():
     assert vp.pretrained_info("pretrained:rigid_body_vpt")["name"] == "rigid_body_vpt"
     with pytest.raises(VPIntegratorError, match=r"did you mean 'rigid_body_vpt'\?\); available: ") as err:

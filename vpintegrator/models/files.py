@@ -208,7 +208,8 @@ def pretrained_info(name: str) -> dict[str, Any]:
         - ``split``: the trajectory split (``seed``, ``val_fraction``, ``test_fraction``, ``n_traj``,
           ``n_train``, ``n_val``, ``n_test``; the index lists are in the ``.pt`` file,
           ``load_model(...).training_split``);
-        - ``recipe``: the training config and the ``vp-train`` command;
+        - ``recipe``: the training config (a shipped config's name, ``vp-train NAME`` from any install) and the
+          command that trains it on the file ``data``'s command writes;
         - ``metrics``: what it reaches on held-out conditions, with the ``protocol`` and the ``command`` that
           measures it;
         - ``selection``: how it was chosen among seeds (``rule``, ``seed``, ``monitor``, ``best_val``,
