@@ -38,7 +38,10 @@ loops excluded: it runs once before the clock starts).
 **The record** (``describe``, the row's attributes in the rollout file): ``context_len``, the chosen
 ``memory_ridge`` / ``memory_rank`` / ``memory_library``, ``memory_validation_error``,
 ``memory_n_coefficients``, every candidate's score (``memory_candidates``, JSON), the coefficients
-(``memory_coefficients``, JSON, when at most ``MAX_RECORDED`` numbers), ``fit_seconds`` and ``fit_source``.
+(``memory_coefficients``, JSON, when at most ``MAX_RECORDED`` numbers), ``fit_seconds`` and ``fit_source``; delay
+DMD's eigenvalues (``memory_dmd_eigenvalues``, always), its exact DMD modes (``memory_dmd_modes``, when at most
+``MAX_RECORDED`` numbers) and ``memory_dmd_centred`` (``CENTRED``: the fit subtracts the training means, PyDMD's
+does not).
 
 **The boundary**: trajectories that are not (n, K, k) finite numbers, a window with no successor in them
 (K ≤ T: one line naming ``context_len``), fewer training windows than coefficients, a feature matrix larger
@@ -59,8 +62,8 @@ from ..errors import VPIntegratorError, finite_float
 from .engine import StepMap
 
 __all__ = ["RIDGES", "NARX_LIBRARIES", "VAL_STEPS", "MAX_VAL_TRAJ", "MAX_RANKS", "MAX_FEATURES", "MAX_FIT_WINDOWS",
-           "MAX_RECORDED", "check_trajectories", "window_pairs", "delay_vectors", "newest_powers", "window_score",
-           "MemoryFit", "WindowRegressionStep", "ARXStep", "NARXStep", "DelayDMDStep"]
+           "MAX_RECORDED", "CENTRED", "check_trajectories", "window_pairs", "delay_vectors", "newest_powers",
+           "window_score", "MemoryFit", "WindowRegressionStep", "ARXStep", "NARXStep", "DelayDMDStep"]
 
 #: the ridge grid (relative: λ·N on the standardised coefficients)
 RIDGES = (0.0, 1e-10, 1e-8, 1e-6, 1e-4)
@@ -75,8 +78,11 @@ MAX_RANKS = 24
 MAX_FEATURES = 1000
 #: at most this many training windows enter a fit (the first trajectories' windows)
 MAX_FIT_WINDOWS = 200_000
-#: the coefficients are recorded (JSON) when there are at most this many
+#: the coefficients (and delay DMD's modes) are recorded (JSON) when there are at most this many numbers
 MAX_RECORDED = 2000
+#: delay DMD's record of its centring (``memory_dmd_centred``)
+CENTRED = ("centred: the delay vectors minus their training means, h' = mu_Y + A_r (h - mu_X) (an affine map; "
+           "PyDMD's DMD fits the vectors as they are, a linear map h' = A h)")
 
 
 # --------------------------------------------------------------------------- the compiled loops
@@ -262,7 +268,8 @@ class MemoryFit:
 
     ``c`` (k,), ``W`` (T·k, k) on the window oldest first, ``P`` (F, k) on the monomials ``powers`` (F, k) of the
     newest state (window models); ``e, At, f, G`` the reduced affine map (delay DMD: a' = e + Ã a, x = f + G a,
-    a₀ = ``Vr`` (h₀ − ``mu``)). ``score``: NaN before validation."""
+    a₀ = ``Vr`` (h₀ − ``mu``); ``B`` (T·k, r) with A_r = B V_r, its last k rows G). ``score``: NaN before
+    validation."""
 
     ridge: float = math.nan
     library: str = ""
@@ -279,6 +286,7 @@ class MemoryFit:
     G: np.ndarray | None = None
     Vr: np.ndarray | None = None
     mu: np.ndarray | None = None
+    B: np.ndarray | None = None
 
     def record(self) -> dict[str, Any]:
         """The candidate as the rollout file's ``memory_candidates`` lists it."""
@@ -659,7 +667,7 @@ class DelayDMDStep(WindowRegressionStep):
             n_coef = r_eff * r_eff + r_eff + k * r_eff + k + r_eff * p + p
             fits.append(MemoryFit(rank=r, n_coefficients=int(n_coef), e=np.ascontiguousarray(Vr @ (my - mx)),
                                   At=np.ascontiguousarray(Vr @ B), f=np.ascontiguousarray(my[-k:]),
-                                  G=np.ascontiguousarray(B[-k:]), Vr=Vr, mu=mx))
+                                  G=np.ascontiguousarray(B[-k:]), Vr=Vr, mu=mx, B=B))
         return fits
 
     def _predict(self, fit, window0, m):
@@ -696,3 +704,32 @@ class DelayDMDStep(WindowRegressionStep):
             return None
         return [{"mu": fit.mu.tolist(), "V_r": fit.Vr.tolist(), "A_tilde": fit.At.tolist(), "e": fit.e.tolist(),
                  "f": fit.f.tolist(), "G": fit.G.tolist()}]
+
+    def spectrum(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The chosen fit's DMD eigenvalues λ (r,) and exact DMD modes Φ (T·k, r), complex: Ã w = λ w on the
+        reduced map and Φ = B w (B = Y_cᵀ U_r Σ_r⁻¹, so A_r Φ = Φ Λ), each mode of unit norm, their rows the
+        delay vector's components oldest state first; sorted by |λ|, largest first. None without a fit."""
+        fit = self.fit_now()
+        if fit is None or fit.At is None or fit.Vr is None or fit.B is None:
+            return None
+        lam, w = np.linalg.eig(fit.At)
+        modes = fit.B @ w
+        zero = np.linalg.norm(modes, axis=0) <= np.finfo(float).eps * max(1.0, float(np.abs(fit.At).max()))
+        modes[:, zero] = (fit.Vr.T @ w)[:, zero]  # λ = 0: the exact mode vanishes; its projected mode V_rᵀ w
+        modes /= np.linalg.norm(modes, axis=0)
+        order = np.argsort(-np.abs(lam), kind="stable")
+        return lam[order], modes[:, order]
+
+    def describe(self) -> dict[str, Any]:
+        """The window row's record plus the spectrum (``spectrum``): ``memory_dmd_eigenvalues`` always (JSON,
+        ``[re, im]`` each), ``memory_dmd_modes`` (JSON ``{"re", "im"}``, (T·k, r)) when at most ``MAX_RECORDED``
+        numbers, and ``memory_dmd_centred``: the line saying the fit is centred."""
+        info = super().describe()
+        spec = self.spectrum() if self.fit is not None else None
+        if spec is not None:
+            lam, modes = spec
+            info["memory_dmd_eigenvalues"] = json.dumps([[float(v.real), float(v.imag)] for v in lam])
+            if 2 * modes.size <= MAX_RECORDED:
+                info["memory_dmd_modes"] = json.dumps({"re": modes.real.tolist(), "im": modes.imag.tolist()})
+            info["memory_dmd_centred"] = CENTRED
+        return info
